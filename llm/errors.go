@@ -1,0 +1,76 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrorClass classifies a failed provider call. The names are stored in the
+// ledger and used as metric labels.
+type ErrorClass string
+
+const (
+	ClassRateLimited    ErrorClass = "rate_limited"    // 429 with a retry hint; retryable
+	ClassOverloaded     ErrorClass = "overloaded"      // 529, 503; retryable
+	ClassServer         ErrorClass = "server"          // other 5xx; retryable
+	ClassTimeout        ErrorClass = "timeout"         // connect, first byte, idle or total timeout; retryable
+	ClassNetwork        ErrorClass = "network"         // connection refused or reset; retryable
+	ClassQuotaExhausted ErrorClass = "quota_exhausted" // insufficient_quota, 429 without retry hint; permanent for the lane
+	ClassAuth           ErrorClass = "auth"            // 401, 403; permanent
+	ClassBadRequest     ErrorClass = "bad_request"     // 400, 404, 422, context length exceeded; permanent
+	ClassBadResponse    ErrorClass = "bad_response"    // a body that cannot be parsed, or over the size cap; retryable
+)
+
+// Retryable reports whether a call failing with c may succeed if made again.
+func (c ErrorClass) Retryable() bool {
+	switch c {
+	case ClassRateLimited, ClassOverloaded, ClassServer, ClassTimeout, ClassNetwork, ClassBadResponse:
+		return true
+	}
+	return false
+}
+
+// ErrProvider is matched by every *Error with errors.Is.
+var ErrProvider = errors.New("provider error")
+
+// Error is a failed provider call, after transport retries.
+type Error struct {
+	Class ErrorClass
+	// Status is the HTTP status, 0 when no response arrived.
+	Status int
+	// Message is the provider's error message (never contains the API key).
+	Message string
+	// Code is the provider's error code or type, e.g. "insufficient_quota".
+	Code      string
+	RequestID string
+	// RetryAfter is the server's hint, 0 when none was given.
+	RetryAfter time.Duration
+	// Retries lists the transport retries made before giving up.
+	Retries []Retry
+	Err     error
+}
+
+func (e *Error) Error() string {
+	s := string(e.Class)
+	if e.Status != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
+	}
+	if e.Code != "" {
+		s += " " + e.Code
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	} else if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrProvider) true for every *Error.
+func (e *Error) Is(target error) bool { return target == ErrProvider }
+
+// Permanent reports whether retrying the same request cannot help.
+func (e *Error) Permanent() bool { return !e.Class.Retryable() }

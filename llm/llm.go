@@ -1,0 +1,108 @@
+// Package llm calls language-model providers (OpenAI-compatible Chat
+// Completions, Anthropic Messages, Ollama chat) over HTTP, with one transport
+// retry layer, per-lane rate limits and an adaptive concurrency limit.
+//
+// It knows nothing of NATS or Postgres. Its simulator lives in llm/sim.
+package llm
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Provider names.
+const (
+	ProviderOpenAI    = "openai"
+	ProviderAnthropic = "anthropic"
+	ProviderOllama    = "ollama"
+)
+
+// Mode is how structured output is asked for.
+type Mode string
+
+const (
+	// ModePrompt describes the schema in the system prompt and parses text.
+	ModePrompt Mode = "prompt"
+	// ModeJSONSchema uses the provider's native schema-constrained output
+	// (OpenAI response_format json_schema, Ollama format).
+	ModeJSONSchema Mode = "json_schema"
+	// ModeTool forces a tool call whose input schema is the job's schema.
+	ModeTool Mode = "tool"
+)
+
+// Role of a message.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is one conversation turn. System prompts go in Request.System.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Request is one provider call.
+type Request struct {
+	Model    string    `json:"model"`
+	System   string    `json:"system,omitempty"`
+	Messages []Message `json:"messages"`
+	Mode     Mode      `json:"mode"`
+	// Schema is the job's JSON Schema; used by ModeJSONSchema and ModeTool.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// SchemaName names the schema / tool on the wire. Defaults to "result".
+	SchemaName  string   `json:"schema_name,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	// MaxTokens caps output tokens; always sent to Anthropic (default 1024).
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// User is an opaque end-user / job identifier sent as OpenAI "user",
+	// Anthropic metadata.user_id. The simulator keys its ground truth on it.
+	User string `json:"user,omitempty"`
+}
+
+// FinishReason is the provider's stop reason, normalized.
+type FinishReason string
+
+const (
+	FinishStop          FinishReason = "stop"
+	FinishLength        FinishReason = "length"
+	FinishRefusal       FinishReason = "refusal"
+	FinishTool          FinishReason = "tool"
+	FinishContentFilter FinishReason = "content_filter"
+)
+
+// Usage is the token accounting of one call.
+type Usage struct {
+	InputTokens       int `json:"input_tokens"`
+	OutputTokens      int `json:"output_tokens"`
+	CachedInputTokens int `json:"cached_input_tokens"`
+}
+
+// Retry is one transport retry made inside a call.
+type Retry struct {
+	Class  ErrorClass    `json:"class"`
+	Status int           `json:"status,omitempty"`
+	Wait   time.Duration `json:"wait"`
+}
+
+// Response is one completed provider call.
+type Response struct {
+	// Text is the reply text, or the tool call's arguments in ModeTool.
+	Text string `json:"text"`
+	// Refusal is the provider's refusal text, when it reports one separately.
+	Refusal      string       `json:"refusal,omitempty"`
+	FinishReason FinishReason `json:"finish_reason"`
+	Usage        Usage        `json:"usage"`
+	// Model is the model as the provider reported it.
+	Model     string        `json:"model"`
+	RequestID string        `json:"request_id,omitempty"`
+	Status    int           `json:"status"`
+	Latency   time.Duration `json:"latency"`
+	// RateLimit holds the rate-limit headers seen on the final response.
+	RateLimit map[string]string `json:"rate_limit,omitempty"`
+	// Retries lists the transport retries made before this response.
+	Retries []Retry `json:"retries,omitempty"`
+	// DroppedKeywords lists schema keywords left out of what was sent because
+	// the provider does not accept them (the full schema is still validated).
+	DroppedKeywords []string `json:"dropped_keywords,omitempty"`
+}
