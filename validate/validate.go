@@ -3,6 +3,53 @@
 // keyword, a failure class and a message a model can act on.
 //
 // It is a pure package: no network, no file system, no logging.
+//
+// # Schemas
+//
+// [Compile] accepts JSON Schema 2020-12 (the default when "$schema" is absent)
+// and draft-07 (when "$schema" names it); drafts 2019-09, 06 and 04 are also
+// accepted because the underlying library (github.com/santhosh-tekuri/jsonschema/v6)
+// supports them. A schema may only refer to itself: a "$ref" (or "$schema") that
+// points outside the schema document is refused at compile time, so a job's
+// schema can never make the worker fetch anything. The standard metaschemas are
+// built in and may be referred to.
+//
+// The "format" keyword is an assertion, in every draft: a value that is not a
+// valid "email", "date-time", "uuid", ... fails with class semantic. This
+// differs from the 2020-12 default (format as annotation only) on purpose: a
+// model asked for a date must produce a date. Unknown formats are ignored.
+//
+// # Errors
+//
+// [Schema.Validate] returns a flat list of [Error], sorted by path (array
+// indexes numerically), then keyword, then message. Each message starts with
+// the path of the failing value, or "(root)" for the root value (the Path
+// field itself is "" for the root, as in RFC 6901), then says what was expected
+// and what was found, e.g.
+//
+//	/invoice/lines/0/sku: "abc-1" does not match ^[A-Z]{3}-[0-9]{4}$
+//	/customer: missing required property "email"
+//	/age: expected integer, got string "42"
+//
+// Found values longer than 80 characters are shortened with "...".
+//
+// A missing required property is reported at the object that lacks it, the
+// message naming the property; a property that is not allowed
+// (additionalProperties, unevaluatedProperties, a false subschema, propertyNames)
+// is reported at that property's own pointer, one error per property.
+//
+// For "anyOf" and "oneOf" with no matching alternative, only the errors of the
+// closest alternative are reported: the one with the fewest mismatches at the
+// value itself (wrong type, const or enum at the value), then the fewest
+// mismatched discriminators (const or enum one level down), then the fewest
+// errors overall, then the earliest. When every alternative fails only on the
+// value's type (or only on const/enum), the alternatives are merged into one
+// error listing everything that was accepted.
+//
+// # Classes
+//
+// Every keyword has a fixed [Class] (see [KeywordClass]); a reply's class is
+// the first of syntax, shape, semantic that applies ([ClassOf]).
 package validate
 
 // Class is a failure class. The names are fixed: they go all the way to SQL.
@@ -25,4 +72,98 @@ type Error struct {
 	Class Class `json:"class"`
 	// Message is written for a model to act on, and starts with the path.
 	Message string `json:"message"`
+}
+
+// keywordClasses maps every keyword that can fail to its class. Keywords not
+// listed here are semantic (see KeywordClass).
+var keywordClasses = map[string]Class{
+	// syntax: reserved for extraction.
+	"syntax":    ClassSyntax,
+	"truncated": ClassSyntax,
+
+	// shape: structure.
+	"type":                  ClassShape,
+	"required":              ClassShape,
+	"additionalProperties":  ClassShape,
+	"unevaluatedProperties": ClassShape,
+	"unevaluatedItems":      ClassShape,
+	"properties":            ClassShape, // a property whose subschema is false
+	"patternProperties":     ClassShape, // likewise
+	"propertyNames":         ClassShape, // a property name that is not allowed
+	"prefixItems":           ClassShape, // an item whose subschema is false
+	"items":                 ClassShape, // likewise
+	"additionalItems":       ClassShape,
+	"minItems":              ClassShape,
+	"maxItems":              ClassShape,
+	"minProperties":         ClassShape,
+	"maxProperties":         ClassShape,
+	"dependentRequired":     ClassShape,
+	"dependencies":          ClassShape, // draft-07 form of dependentRequired
+	"false":                 ClassShape, // a value where the schema is false
+
+	// semantic: values.
+	"enum":             ClassSemantic,
+	"const":            ClassSemantic,
+	"minimum":          ClassSemantic,
+	"maximum":          ClassSemantic,
+	"exclusiveMinimum": ClassSemantic,
+	"exclusiveMaximum": ClassSemantic,
+	"multipleOf":       ClassSemantic,
+	"minLength":        ClassSemantic,
+	"maxLength":        ClassSemantic,
+	"pattern":          ClassSemantic,
+	"format":           ClassSemantic,
+	"uniqueItems":      ClassSemantic,
+	"contains":         ClassSemantic,
+	"minContains":      ClassSemantic,
+	"maxContains":      ClassSemantic,
+}
+
+// KeywordClass returns the failure class of a schema keyword:
+//
+//   - syntax: "syntax" and "truncated", the pseudo-keywords of extraction;
+//   - shape: type, required, additionalProperties, unevaluatedProperties,
+//     unevaluatedItems, a false subschema under properties, patternProperties,
+//     prefixItems, items or additionalItems, propertyNames, minItems, maxItems,
+//     minProperties, maxProperties, dependentRequired and draft-07
+//     dependencies, and "false" (the whole schema is false);
+//   - semantic: enum, const, minimum, maximum, exclusiveMinimum,
+//     exclusiveMaximum, multipleOf, minLength, maxLength, pattern, format,
+//     uniqueItems, contains, minContains, maxContains.
+//
+// Any other keyword (e.g. "not", an ambiguous "oneOf", extension keywords) is
+// semantic.
+func KeywordClass(keyword string) Class {
+	if c, ok := keywordClasses[keyword]; ok {
+		return c
+	}
+	return ClassSemantic
+}
+
+// ClassOf returns the class of a list of errors: the first of syntax, shape,
+// semantic that any error has, or ClassNone when errs is empty. An error with
+// an empty Class counts as the class of its keyword.
+func ClassOf(errs []Error) Class {
+	var shape, semantic bool
+	for _, e := range errs {
+		c := e.Class
+		if c == ClassNone {
+			c = KeywordClass(e.Keyword)
+		}
+		switch c {
+		case ClassSyntax:
+			return ClassSyntax
+		case ClassShape:
+			shape = true
+		default:
+			semantic = true
+		}
+	}
+	switch {
+	case shape:
+		return ClassShape
+	case semantic:
+		return ClassSemantic
+	}
+	return ClassNone
 }

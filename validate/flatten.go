@@ -1,0 +1,510 @@
+package validate
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// rootDisplay stands for the root value at the start of a message. "/" would
+// be ambiguous: it is the pointer of the property named "".
+const rootDisplay = "(root)"
+
+// maxFound is the longest rendering of a found value in a message, in bytes.
+const maxFound = 80
+
+// maxWant is the longest rendering of an expected value (enum, const).
+const maxWant = 200
+
+// newError builds an Error whose message starts with the path.
+func newError(path, keyword, body string) Error {
+	if keyword == "" {
+		keyword = "schema"
+	}
+	return Error{Path: path, Keyword: keyword, Class: KeywordClass(keyword), Message: display(path) + ": " + body}
+}
+
+func display(path string) string {
+	if path == "" {
+		return rootDisplay
+	}
+	return path
+}
+
+// flattener walks a library error tree and keeps its leaves as Errors.
+type flattener struct {
+	root any // the validated value
+	out  []Error
+}
+
+// flatten returns the leaves of the error tree e, raised validating root.
+func flatten(e *jsonschema.ValidationError, root any) []Error {
+	f := flattener{root: root}
+	f.walk(e)
+	return f.out
+}
+
+// flattenAll flattens several error trees raised validating root.
+func flattenAll(es []*jsonschema.ValidationError, root any) []Error {
+	f := flattener{root: root}
+	for _, e := range es {
+		f.walk(e)
+	}
+	return f.out
+}
+
+func (f *flattener) add(path, keyword, body string) {
+	f.out = append(f.out, newError(path, keyword, body))
+}
+
+func (f *flattener) walk(e *jsonschema.ValidationError) {
+	if e == nil {
+		return
+	}
+	path := pointer(e.InstanceLocation)
+	val := func() any { return lookup(f.root, e.InstanceLocation) }
+	switch k := e.ErrorKind.(type) {
+	case *kind.Schema, *kind.Group, *kind.AllOf, *kind.Reference:
+		for _, c := range e.Causes {
+			f.walk(c)
+		}
+		if len(e.Causes) == 0 {
+			f.add(path, "schema", "does not match the schema")
+		}
+	case *kind.AnyOf:
+		f.alternatives(e, "anyOf")
+	case *kind.OneOf:
+		if len(k.Subschemas) >= 2 {
+			f.add(path, "oneOf", fmt.Sprintf("%s matches more than one oneOf alternative (%d and %d); it must match exactly one",
+				render(val(), maxFound), k.Subschemas[0], k.Subschemas[1]))
+			return
+		}
+		f.alternatives(e, "oneOf")
+	case *kind.Not:
+		f.add(path, "not", fmt.Sprintf("%s must not match the \"not\" schema", render(val(), maxFound)))
+	case *kind.FalseSchema:
+		f.falseSchema(e, path)
+	case *kind.Type:
+		f.add(path, "type", fmt.Sprintf("expected %s, got %s", strings.Join(k.Want, " or "), describe(val())))
+	case *kind.Enum:
+		f.add(path, "enum", fmt.Sprintf("%s is not one of %s", render(k.Got, maxFound), render(k.Want, maxWant)))
+	case *kind.Const:
+		f.add(path, "const", fmt.Sprintf("expected %s, got %s", render(k.Want, maxWant), render(k.Got, maxFound)))
+	case *kind.Format:
+		msg := fmt.Sprintf("%s is not a valid %s", render(k.Got, maxFound), k.Want)
+		if k.Err != nil {
+			msg += ": " + oneLine(k.Err.Error())
+		}
+		f.add(path, "format", msg)
+	case *kind.MinProperties:
+		f.add(path, "minProperties", fmt.Sprintf("object has %s, fewer than the minimum %d", plural(k.Got, "property", "properties"), k.Want))
+	case *kind.MaxProperties:
+		f.add(path, "maxProperties", fmt.Sprintf("object has %s, more than the maximum %d", plural(k.Got, "property", "properties"), k.Want))
+	case *kind.MinItems:
+		f.add(path, "minItems", fmt.Sprintf("array has %s, fewer than the minimum %d", plural(k.Got, "item", "items"), k.Want))
+	case *kind.MaxItems:
+		f.add(path, "maxItems", fmt.Sprintf("array has %s, more than the maximum %d", plural(k.Got, "item", "items"), k.Want))
+	case *kind.AdditionalItems:
+		arr, _ := val().([]any)
+		n := len(arr)
+		for i := max(n-k.Count, 0); i < n; i++ {
+			f.add(path+"/"+strconv.Itoa(i), "additionalItems", fmt.Sprintf("item %d is not allowed: the array may have at most %s", i, plural(n-k.Count, "item", "items")))
+		}
+	case *kind.Required:
+		for _, m := range k.Missing {
+			f.add(path, "required", fmt.Sprintf("missing required property %s", quote(m)))
+		}
+	case *kind.Dependency:
+		for _, m := range k.Missing {
+			f.add(path, "dependencies", fmt.Sprintf("missing property %s, required when %s is present", quote(m), quote(k.Prop)))
+		}
+	case *kind.DependentRequired:
+		for _, m := range k.Missing {
+			f.add(path, "dependentRequired", fmt.Sprintf("missing property %s, required when %s is present", quote(m), quote(k.Prop)))
+		}
+	case *kind.AdditionalProperties:
+		for _, p := range k.Properties {
+			f.add(path+"/"+escapeToken(p), "additionalProperties", fmt.Sprintf("property %s is not allowed", quote(p)))
+		}
+	case *kind.PropertyNames:
+		why := ""
+		if sub := flattenAll(e.Causes, k.Property); len(sub) > 0 {
+			why = ": " + body(sub[0].Message)
+		}
+		f.add(path+"/"+escapeToken(k.Property), "propertyNames", fmt.Sprintf("property name %s is not allowed%s", quote(k.Property), why))
+	case *kind.UniqueItems:
+		f.add(path, "uniqueItems", fmt.Sprintf("items %d and %d are equal; all items must be unique", k.Duplicates[0], k.Duplicates[1]))
+	case *kind.Contains:
+		f.add(path, "contains", "no item matches the \"contains\" schema"+f.containsHint(e))
+	case *kind.MinContains:
+		f.add(path, "minContains", fmt.Sprintf("%s the \"contains\" schema, at least %d required%s", matched(len(k.Got)), k.Want, f.containsHint(e)))
+	case *kind.MaxContains:
+		f.add(path, "maxContains", fmt.Sprintf("%s the \"contains\" schema, at most %d allowed", matched(len(k.Got)), k.Want))
+	case *kind.MinLength:
+		f.add(path, "minLength", fmt.Sprintf("%s is shorter than the minimum length %d (it has %s)", render(val(), maxFound), k.Want, plural(k.Got, "character", "characters")))
+	case *kind.MaxLength:
+		f.add(path, "maxLength", fmt.Sprintf("%s is longer than the maximum length %d (it has %s)", render(val(), maxFound), k.Want, plural(k.Got, "character", "characters")))
+	case *kind.Pattern:
+		f.add(path, "pattern", fmt.Sprintf("%s does not match %s", render(k.Got, maxFound), k.Want))
+	case *kind.Minimum:
+		f.add(path, "minimum", fmt.Sprintf("%s is less than the minimum %s", number(val(), k.Got), ratString(k.Want)))
+	case *kind.Maximum:
+		f.add(path, "maximum", fmt.Sprintf("%s is greater than the maximum %s", number(val(), k.Got), ratString(k.Want)))
+	case *kind.ExclusiveMinimum:
+		f.add(path, "exclusiveMinimum", fmt.Sprintf("%s must be greater than %s", number(val(), k.Got), ratString(k.Want)))
+	case *kind.ExclusiveMaximum:
+		f.add(path, "exclusiveMaximum", fmt.Sprintf("%s must be less than %s", number(val(), k.Got), ratString(k.Want)))
+	case *kind.MultipleOf:
+		f.add(path, "multipleOf", fmt.Sprintf("%s is not a multiple of %s", number(val(), k.Got), ratString(k.Want)))
+	case *kind.InvalidJsonValue:
+		f.add(path, "type", fmt.Sprintf("a Go %T is not a JSON value", k.Value))
+	case *kind.RefCycle:
+		f.add(path, "$ref", "the schema's references loop without consuming the value: "+k.KeywordLocation1+" and "+k.KeywordLocation2)
+	default:
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				f.walk(c)
+			}
+			return
+		}
+		kw := "schema"
+		if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
+			kw = kp[0]
+		}
+		f.add(path, kw, libraryMessage(e))
+	}
+}
+
+// libraryMessage is the library's own message for a leaf, without its path.
+func libraryMessage(e *jsonschema.ValidationError) string {
+	msg := oneLine(e.Error())
+	if strings.HasPrefix(msg, "at '") {
+		if i := strings.Index(msg, "': "); i >= 0 {
+			msg = msg[i+3:]
+		}
+	}
+	return msg
+}
+
+// falseSchema reports a value where the subschema is false, naming the
+// keyword that holds the false schema.
+func (f *flattener) falseSchema(e *jsonschema.ValidationError, path string) {
+	toks := strings.Split(fragmentOf(e.SchemaURL), "/")
+	last, parent := "", ""
+	if n := len(toks); n >= 1 {
+		last = toks[n-1]
+		if n >= 2 {
+			parent = toks[n-2]
+		}
+	}
+	name := ""
+	if n := len(e.InstanceLocation); n > 0 {
+		name = e.InstanceLocation[n-1]
+	}
+	switch {
+	case last == "unevaluatedProperties" || last == "additionalProperties":
+		f.add(path, last, fmt.Sprintf("property %s is not allowed", quote(name)))
+	case parent == "properties" || parent == "patternProperties":
+		f.add(path, parent, fmt.Sprintf("property %s is not allowed", quote(name)))
+	case last == "unevaluatedItems" || last == "items" || last == "additionalItems":
+		f.add(path, last, fmt.Sprintf("item %s is not allowed: the array has too many items", name))
+	case parent == "prefixItems" || parent == "items":
+		f.add(path, parent, fmt.Sprintf("item %s is not allowed", name))
+	case last == "propertyNames":
+		f.add(path, last, "no property is allowed here")
+	default:
+		f.add(path, "false", fmt.Sprintf("no value is allowed here, got %s", describe(lookup(f.root, e.InstanceLocation))))
+	}
+}
+
+// containsHint names why the closest item failed "contains", from the
+// per-item causes.
+func (f *flattener) containsHint(e *jsonschema.ValidationError) string {
+	if len(e.Causes) == 0 {
+		return ""
+	}
+	var best []Error
+	for _, c := range e.Causes {
+		sub := flatten(c, f.root)
+		if len(sub) > 0 && (best == nil || len(sub) < len(best)) {
+			best = sub
+		}
+	}
+	if len(best) == 0 {
+		return ""
+	}
+	return " (closest: " + best[0].Message + ")"
+}
+
+// alternatives reports the closest alternative of a failed anyOf/oneOf.
+func (f *flattener) alternatives(e *jsonschema.ValidationError, keyword string) {
+	path := pointer(e.InstanceLocation)
+	if len(e.Causes) == 0 {
+		f.add(path, keyword, fmt.Sprintf("%s matches none of the %s alternatives", render(lookup(f.root, e.InstanceLocation), maxFound), keyword))
+		return
+	}
+	depth := len(e.InstanceLocation)
+	type branch struct {
+		errs          []Error
+		atValue, disc int
+	}
+	branches := make([]branch, 0, len(e.Causes))
+	for _, c := range e.Causes {
+		sub := flatten(c, f.root)
+		b := branch{errs: sub}
+		for _, se := range sub {
+			d := pointerDepth(se.Path)
+			switch {
+			case d == depth && (se.Keyword == "type" || se.Keyword == "false" || se.Keyword == "const" || se.Keyword == "enum"):
+				b.atValue++
+			case d == depth+1 && (se.Keyword == "const" || se.Keyword == "enum"):
+				b.disc++
+			}
+		}
+		branches = append(branches, b)
+	}
+	all := make([][]Error, len(branches))
+	for i, b := range branches {
+		all[i] = b.errs
+	}
+	if merged, ok := mergeAlternatives(all, path, lookup(f.root, e.InstanceLocation)); ok {
+		f.out = append(f.out, merged)
+		return
+	}
+	best := 0
+	for i, b := range branches {
+		cur := branches[best]
+		if len(b.errs) == 0 {
+			continue
+		}
+		if len(cur.errs) == 0 || cmp.Or(cmp.Compare(b.atValue, cur.atValue), cmp.Compare(b.disc, cur.disc), cmp.Compare(len(b.errs), len(cur.errs))) < 0 {
+			best = i
+		}
+	}
+	if len(branches[best].errs) == 0 {
+		f.add(path, keyword, fmt.Sprintf("%s matches none of the %s alternatives", render(lookup(f.root, e.InstanceLocation), maxFound), keyword))
+		return
+	}
+	f.out = append(f.out, branches[best].errs...)
+}
+
+// mergeAlternatives merges alternatives that each fail only on the value's
+// type, or only on its const/enum, into one error listing everything accepted.
+func mergeAlternatives(all [][]Error, path string, v any) (Error, bool) {
+	if len(all) < 2 {
+		return Error{}, false
+	}
+	kw := ""
+	var wants []string
+	for _, errs := range all {
+		if len(errs) != 1 || errs[0].Path != path {
+			return Error{}, false
+		}
+		k := errs[0].Keyword
+		if k == "enum" {
+			k = "const"
+		}
+		if k != "type" && k != "const" || kw != "" && k != kw {
+			return Error{}, false
+		}
+		kw = k
+		wants = append(wants, errs[0].Message)
+	}
+	// The wanted part of each message is between the fixed phrases.
+	var items []string
+	for _, m := range wants {
+		b := body(m)
+		switch {
+		case strings.HasPrefix(b, "expected "):
+			// "expected X, got Y" (type and const)
+			if i := strings.LastIndex(b, ", got "); i >= 0 {
+				items = append(items, strings.Split(b[len("expected "):i], " or ")...)
+				continue
+			}
+			return Error{}, false
+		default:
+			// "V is not one of [a,b]"
+			if i := strings.Index(b, " is not one of "); i >= 0 {
+				list := b[i+len(" is not one of "):]
+				items = append(items, strings.TrimSuffix(strings.TrimPrefix(list, "["), "]"))
+				continue
+			}
+			return Error{}, false
+		}
+	}
+	items = slices.Compact(items)
+	if kw == "type" {
+		slices.Sort(items)
+		items = slices.Compact(items)
+		return newError(path, "type", fmt.Sprintf("expected %s, got %s", strings.Join(items, " or "), describe(v))), true
+	}
+	return newError(path, "enum", fmt.Sprintf("%s is not one of [%s]", render(v, maxFound), strings.Join(items, ","))), true
+}
+
+// body strips the leading path from a message.
+func body(msg string) string {
+	if i := strings.Index(msg, ": "); i >= 0 {
+		return msg[i+2:]
+	}
+	return msg
+}
+
+func pointerDepth(p string) int { return strings.Count(p, "/") }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+func matched(n int) string {
+	switch n {
+	case 0:
+		return "no item matches"
+	case 1:
+		return "1 item matches"
+	}
+	return strconv.Itoa(n) + " items match"
+}
+
+func quote(s string) string { return render(s, maxFound) }
+
+// render renders v as compact JSON, shortened to about limit bytes.
+func render(v any, limit int) string {
+	var s string
+	switch x := v.(type) {
+	case json.Number:
+		s = string(x)
+	case string:
+		s = marshal(x)
+	default:
+		s = marshal(x)
+	}
+	return shorten(s, limit)
+}
+
+func marshal(v any) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+// shorten cuts s to at most limit bytes (on a rune boundary), marking the cut.
+func shorten(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// describe names a value's JSON type and shows it: `string "42"`.
+func describe(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean " + render(v, maxFound)
+	case string:
+		return "string " + render(v, maxFound)
+	case map[string]any:
+		return "object " + render(v, maxFound)
+	case []any:
+		return "array " + render(v, maxFound)
+	default:
+		return "number " + render(v, maxFound)
+	}
+}
+
+// number renders a number as found in the value, falling back to the
+// library's rational.
+func number(v any, r *big.Rat) string {
+	switch v.(type) {
+	case json.Number, float64, float32, int, int64, int32, uint, uint64, uint32:
+		return render(v, maxFound)
+	}
+	return ratString(r)
+}
+
+func ratString(r *big.Rat) string {
+	if r == nil {
+		return "?"
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	if f, exact := r.Float64(); exact || !r.IsInt() {
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return r.RatString()
+}
+
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// sortErrors sorts errors by path (array indexes numerically), keyword and
+// message, so the order is deterministic, and drops exact duplicates.
+func sortErrors(errs []Error) []Error {
+	slices.SortStableFunc(errs, func(a, b Error) int {
+		return cmp.Or(comparePointers(a.Path, b.Path), strings.Compare(a.Keyword, b.Keyword), strings.Compare(a.Message, b.Message))
+	})
+	return slices.Compact(errs)
+}
+
+// comparePointers orders JSON pointers token by token, numeric tokens
+// numerically, a parent before its children.
+func comparePointers(a, b string) int {
+	for {
+		if a == "" || b == "" {
+			return cmp.Compare(len(a), len(b))
+		}
+		ta, ra := nextToken(a)
+		tb, rb := nextToken(b)
+		if c := compareTokens(ta, tb); c != 0 {
+			return c
+		}
+		a, b = ra, rb
+	}
+}
+
+// nextToken splits "/a/b" into "a" and "/b".
+func nextToken(p string) (tok, rest string) {
+	p = p[1:]
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, ""
+}
+
+func compareTokens(a, b string) int {
+	if a == b {
+		return 0
+	}
+	ia, ea := strconv.Atoi(a)
+	ib, eb := strconv.Atoi(b)
+	if ea == nil && eb == nil {
+		return cmp.Compare(ia, ib)
+	}
+	return strings.Compare(a, b)
+}

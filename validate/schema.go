@@ -1,0 +1,424 @@
+package validate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// ErrSchema is matched (errors.Is) by every error Compile returns.
+var ErrSchema = errors.New("invalid schema")
+
+// errExternalRef is the cause of a refused reference to another document.
+var errExternalRef = errors.New("references outside the schema document are not allowed (no network or file access)")
+
+// SchemaError is the error Compile returns: it names the keyword at fault and
+// its JSON-pointer location in the schema document. It matches ErrSchema.
+type SchemaError struct {
+	// Keyword is the schema keyword at fault, e.g. "type", "$ref"; "" when the
+	// schema text is not JSON or no single keyword is at fault.
+	Keyword string
+	// Location is the JSON pointer of the keyword in the schema document, ""
+	// for the document itself.
+	Location string
+	// Err is the cause.
+	Err error
+}
+
+// Error implements error.
+func (e *SchemaError) Error() string {
+	loc := e.Location
+	if loc == "" {
+		loc = rootDisplay
+	}
+	if e.Keyword == "" {
+		return fmt.Sprintf("%v at %s: %v", ErrSchema, loc, e.Err)
+	}
+	return fmt.Sprintf("%v: keyword %q at %s: %v", ErrSchema, e.Keyword, loc, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *SchemaError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrSchema.
+func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+
+// Schema is a compiled JSON Schema. It is safe for concurrent use. A nil
+// *Schema accepts every value.
+type Schema struct {
+	raw []byte
+	sch *jsonschema.Schema
+}
+
+// schemaURL is the base URL the schema document is compiled under. Relative
+// references resolve against it; nothing is ever fetched from it.
+const schemaURL = "https://schema.fixpoint.invalid/schema.json"
+
+// compileOptions are test seams; the zero value is what Compile uses.
+type compileOptions struct {
+	// loader loads documents outside the schema. nil: refuse them all.
+	loader jsonschema.URLLoader
+	// draft is the draft of a schema without "$schema". nil: 2020-12.
+	draft *jsonschema.Draft
+}
+
+// refuseLoader refuses to load any document: no network, no file system.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(u string) (any, error) {
+	return nil, fmt.Errorf("load %q: %w", u, errExternalRef)
+}
+
+// Compile compiles a JSON Schema document. The draft is 2020-12 unless
+// "$schema" names another one (draft-07, 2019-09, 06 or 04). A reference to
+// anything outside the document, or a "$schema" naming an unknown metaschema,
+// is refused. Every error is a *SchemaError matching ErrSchema.
+func Compile(schema []byte) (*Schema, error) {
+	return compile(schema, compileOptions{})
+}
+
+func compile(schema []byte, opts compileOptions) (*Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, &SchemaError{Err: fmt.Errorf("decode schema: %w", err)}
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if opts.draft != nil {
+		c.DefaultDraft(opts.draft)
+	}
+	c.AssertFormat()
+	var loader jsonschema.URLLoader = refuseLoader{}
+	if opts.loader != nil {
+		loader = opts.loader
+	}
+	c.UseLoader(loader)
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, &SchemaError{Err: fmt.Errorf("add schema: %w", err)}
+	}
+	sch, err := c.Compile(schemaURL)
+	if err != nil {
+		return nil, schemaError(doc, err)
+	}
+	return &Schema{raw: bytes.Clone(schema), sch: sch}, nil
+}
+
+// Raw returns the schema text as given to Compile. It must not be modified.
+func (s *Schema) Raw() []byte {
+	if s == nil {
+		return nil
+	}
+	return s.raw
+}
+
+// Validate validates v, a value as decoded by encoding/json with UseNumber
+// (map[string]any, []any, string, json.Number, bool, nil; float64 and Go
+// integers are accepted too). It returns every error, sorted, or nil when v is
+// valid.
+func (s *Schema) Validate(v any) []Error {
+	if s == nil || s.sch == nil {
+		return nil
+	}
+	err := s.sch.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return []Error{newError("", "", "value cannot be validated: "+err.Error())}
+	}
+	errs := flatten(verr, v)
+	if len(errs) == 0 {
+		// The library found the value invalid but no leaf survived
+		// flattening; never report an invalid value as valid.
+		errs = []Error{newError("", "", "value does not match the schema: "+oneLine(verr.Error()))}
+	}
+	return sortErrors(errs)
+}
+
+// schemaError turns a library compile error into a *SchemaError naming the
+// keyword and its location.
+func schemaError(doc any, err error) *SchemaError {
+	var (
+		sve  *jsonschema.SchemaValidationError
+		lue  *jsonschema.LoadURLError
+		rxe  *jsonschema.InvalidRegexError
+		anf  *jsonschema.AnchorNotFoundError
+		pnf  *jsonschema.JSONPointerNotFoundError
+		ipe  *jsonschema.InvalidJsonPointerError
+		pie  *jsonschema.ParseIDError
+		pae  *jsonschema.ParseAnchorError
+		die  *jsonschema.DuplicateIDError
+		dae  *jsonschema.DuplicateAnchorError
+		verr *jsonschema.ValidationError
+	)
+	switch {
+	case errors.As(err, &sve):
+		base := fragmentOf(sve.URL)
+		if errors.As(sve.Err, &verr) {
+			errs := flatten(verr, lookupPointer(doc, base))
+			if len(errs) > 0 {
+				errs = sortErrors(errs)
+				e := errs[0]
+				loc := base + e.Path
+				msg := e.Message
+				if i := strings.Index(msg, ": "); i >= 0 {
+					msg = msg[i+2:]
+				}
+				return &SchemaError{Keyword: keywordAt(doc, loc), Location: loc, Err: errors.New(msg)}
+			}
+		}
+		return &SchemaError{Keyword: keywordAt(doc, base), Location: base, Err: sve.Err}
+	case errors.As(err, &lue):
+		kw, loc := findRef(doc, lue.URL)
+		return &SchemaError{Keyword: kw, Location: loc, Err: fmt.Errorf("%w: cannot use %q", errExternalRef, lue.URL)}
+	case errors.As(err, &rxe):
+		loc := fragmentOf(rxe.URL)
+		if !strings.HasSuffix(loc, "/pattern") && keywordAt(doc, loc+"/pattern") == "pattern" {
+			loc += "/pattern"
+		}
+		return &SchemaError{Keyword: keywordAt(doc, loc), Location: loc, Err: fmt.Errorf("invalid regular expression %q: %w", rxe.Regex, rxe.Err)}
+	case errors.As(err, &anf):
+		kw, loc := findRef(doc, anf.Reference)
+		return &SchemaError{Keyword: kw, Location: loc, Err: err}
+	case errors.As(err, &pnf):
+		kw, loc := findRef(doc, pnf.URL)
+		return &SchemaError{Keyword: kw, Location: loc, Err: err}
+	case errors.As(err, &ipe):
+		kw, loc := findRef(doc, ipe.URL)
+		return &SchemaError{Keyword: kw, Location: loc, Err: err}
+	case errors.As(err, &pie):
+		return &SchemaError{Keyword: "$id", Location: fragmentOf(pie.URL), Err: err}
+	case errors.As(err, &pae):
+		return &SchemaError{Keyword: "$anchor", Location: fragmentOf(pae.URL), Err: err}
+	case errors.As(err, &die):
+		return &SchemaError{Keyword: "$id", Location: die.Ptr2, Err: err}
+	case errors.As(err, &dae):
+		return &SchemaError{Keyword: "$anchor", Location: dae.Ptr2, Err: err}
+	}
+	var ude *jsonschema.UnsupportedDraftError
+	var mse *jsonschema.InvalidMetaSchemaURLError
+	var mce *jsonschema.MetaSchemaCycleError
+	if errors.As(err, &ude) || errors.As(err, &mse) || errors.As(err, &mce) {
+		return &SchemaError{Keyword: "$schema", Location: "/$schema", Err: err}
+	}
+	return &SchemaError{Err: err}
+}
+
+// fragmentOf returns the decoded fragment of a schema URL: the JSON pointer
+// of a location inside the document.
+func fragmentOf(u string) string {
+	i := strings.IndexByte(u, '#')
+	if i < 0 {
+		return ""
+	}
+	f := u[i+1:]
+	if d, err := url.PathUnescape(f); err == nil {
+		f = d
+	}
+	if !strings.HasPrefix(f, "/") {
+		return ""
+	}
+	return f
+}
+
+// schemaMapKeywords hold an object of subschemas; schemaArrayKeywords an
+// array of them; schemaKeywords one subschema.
+var (
+	schemaMapKeywords = map[string]bool{
+		"properties": true, "patternProperties": true, "$defs": true,
+		"definitions": true, "dependentSchemas": true, "dependencies": true,
+	}
+	schemaArrayKeywords = map[string]bool{
+		"allOf": true, "anyOf": true, "oneOf": true, "prefixItems": true,
+		"items": true, // draft-07 tuple form, else a single schema
+	}
+	schemaKeywords = map[string]bool{
+		"not": true, "if": true, "then": true, "else": true,
+		"additionalProperties": true, "additionalItems": true,
+		"unevaluatedProperties": true, "unevaluatedItems": true,
+		"contains": true, "propertyNames": true, "contentSchema": true,
+		"items": true,
+	}
+)
+
+// keywordAt returns the innermost schema keyword on the path of the JSON
+// pointer ptr in the schema document.
+func keywordAt(doc any, ptr string) string {
+	toks := splitPointer(ptr)
+	kw := ""
+	node := doc
+	for i := 0; i < len(toks); {
+		obj, ok := node.(map[string]any)
+		if !ok {
+			break
+		}
+		tok := toks[i]
+		i++
+		kw = tok
+		val, ok := obj[tok]
+		if !ok || i >= len(toks) {
+			break
+		}
+		switch {
+		case schemaMapKeywords[tok]:
+			m, ok := val.(map[string]any)
+			if !ok {
+				return kw
+			}
+			node = m[toks[i]]
+			i++
+		case schemaArrayKeywords[tok]:
+			if arr, ok := val.([]any); ok {
+				n, err := strconv.Atoi(toks[i])
+				if err != nil || n < 0 || n >= len(arr) {
+					return kw
+				}
+				node = arr[n]
+				i++
+				continue
+			}
+			if !schemaKeywords[tok] {
+				return kw
+			}
+			node = val
+		case schemaKeywords[tok]:
+			node = val
+		default:
+			return kw
+		}
+	}
+	return kw
+}
+
+// refKeywords are the keywords whose value refers to another schema.
+var refKeywords = []string{"$ref", "$dynamicRef", "$recursiveRef", "$schema"}
+
+// findRef finds the reference keyword in doc whose value names target (an
+// absolute URL, possibly the resolution of a relative reference), returning
+// the keyword and its location; "$ref" at the root when none is found.
+func findRef(doc any, target string) (keyword, location string) {
+	tu, tf := target, ""
+	if i := strings.IndexByte(target, '#'); i >= 0 {
+		tu, tf = target[:i], target[i+1:]
+	}
+	best := -1
+	var walk func(node any, ptr string)
+	walk = func(node any, ptr string) {
+		switch n := node.(type) {
+		case map[string]any:
+			for _, kw := range refKeywords {
+				s, ok := n[kw].(string)
+				if !ok {
+					continue
+				}
+				su, sf := s, ""
+				if i := strings.IndexByte(s, '#'); i >= 0 {
+					su, sf = s[:i], s[i+1:]
+				}
+				score := -1
+				switch {
+				case s == target:
+					score = 3
+				case su != "" && strings.HasSuffix(tu, su) && sf == tf:
+					score = 2
+				case su != "" && strings.HasSuffix(tu, su):
+					score = 1
+				case su == "" && sf != "" && sf == tf:
+					score = 0
+				}
+				if score > best {
+					best, keyword, location = score, kw, ptr+"/"+escapeToken(kw)
+				}
+			}
+			for k, v := range n {
+				walk(v, ptr+"/"+escapeToken(k))
+			}
+		case []any:
+			for i, v := range n {
+				walk(v, ptr+"/"+strconv.Itoa(i))
+			}
+		}
+	}
+	walk(doc, "")
+	if best < 0 {
+		return "$ref", ""
+	}
+	return keyword, location
+}
+
+// lookupPointer returns the value at ptr in doc, or nil.
+func lookupPointer(doc any, ptr string) any {
+	return lookup(doc, splitPointer(ptr))
+}
+
+// lookup returns the value at the (unescaped) tokens in doc, or nil.
+func lookup(doc any, toks []string) any {
+	node := doc
+	for _, tok := range toks {
+		switch n := node.(type) {
+		case map[string]any:
+			node = n[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(n) {
+				return nil
+			}
+			node = n[i]
+		default:
+			return nil
+		}
+	}
+	return node
+}
+
+// splitPointer splits a JSON pointer into unescaped tokens.
+func splitPointer(ptr string) []string {
+	if ptr == "" {
+		return nil
+	}
+	toks := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	for i, t := range toks {
+		toks[i] = unescapeToken(t)
+	}
+	return toks
+}
+
+var (
+	tokenEscaper   = strings.NewReplacer("~", "~0", "/", "~1")
+	tokenUnescaper = strings.NewReplacer("~1", "/", "~0", "~")
+)
+
+// escapeToken escapes one JSON pointer token (RFC 6901).
+func escapeToken(tok string) string {
+	if !strings.ContainsAny(tok, "~/") {
+		return tok
+	}
+	return tokenEscaper.Replace(tok)
+}
+
+// unescapeToken reverses escapeToken.
+func unescapeToken(tok string) string {
+	if !strings.Contains(tok, "~") {
+		return tok
+	}
+	return tokenUnescaper.Replace(tok)
+}
+
+// pointer joins unescaped tokens into a JSON pointer.
+func pointer(toks []string) string {
+	if len(toks) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	for _, t := range toks {
+		sb.WriteByte('/')
+		sb.WriteString(escapeToken(t))
+	}
+	return sb.String()
+}
