@@ -43,6 +43,11 @@ type CheckResult struct {
 // extraction error's text.
 func Check(s *Schema, reply string) CheckResult {
 	cands, err := extract.Extract(reply)
+	return choose(s, cands, err)
+}
+
+// choose applies Check's choosing rule to the candidates extract returned.
+func choose(s *Schema, cands []extract.Candidate, err error) CheckResult {
 	if len(cands) == 0 {
 		msg := extract.ErrNoJSON.Error()
 		if err != nil {

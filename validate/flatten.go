@@ -232,17 +232,15 @@ func (f *flattener) containsHint(e *jsonschema.ValidationError) string {
 	if len(e.Causes) == 0 {
 		return ""
 	}
-	var best []Error
-	for _, c := range e.Causes {
-		sub := flatten(c, f.root)
-		if len(sub) > 0 && (best == nil || len(sub) < len(best)) {
-			best = sub
-		}
+	items := make([][]Error, len(e.Causes))
+	for i, c := range e.Causes {
+		items[i] = sortErrors(flatten(c, f.root))
 	}
-	if len(best) == 0 {
+	best := closest(items, len(e.InstanceLocation)+1)
+	if best < 0 {
 		return ""
 	}
-	return " (closest: " + best[0].Message + ")"
+	return " (closest: " + items[best][0].Message + ")"
 }
 
 // alternatives reports the closest alternative of a failed anyOf/oneOf.
@@ -253,48 +251,59 @@ func (f *flattener) alternatives(e *jsonschema.ValidationError, keyword string) 
 		return
 	}
 	depth := len(e.InstanceLocation)
-	type branch struct {
-		errs          []Error
-		atValue, disc int
-	}
-	branches := make([]branch, 0, len(e.Causes))
+	branches := make([][]Error, 0, len(e.Causes))
 	for _, c := range e.Causes {
-		sub := flatten(c, f.root)
-		b := branch{errs: sub}
-		for _, se := range sub {
-			d := pointerDepth(se.Path)
-			switch {
-			case d == depth && (se.Keyword == "type" || se.Keyword == "false" || se.Keyword == "const" || se.Keyword == "enum"):
-				b.atValue++
-			case d == depth+1 && (se.Keyword == "const" || se.Keyword == "enum"):
-				b.disc++
-			}
-		}
-		branches = append(branches, b)
+		branches = append(branches, flatten(c, f.root))
 	}
-	all := make([][]Error, len(branches))
-	for i, b := range branches {
-		all[i] = b.errs
-	}
-	if merged, ok := mergeAlternatives(all, path, lookup(f.root, e.InstanceLocation)); ok {
+	if merged, ok := mergeAlternatives(branches, path, lookup(f.root, e.InstanceLocation)); ok {
 		f.out = append(f.out, merged)
 		return
 	}
-	best := 0
-	for i, b := range branches {
-		cur := branches[best]
-		if len(b.errs) == 0 {
-			continue
-		}
-		if len(cur.errs) == 0 || cmp.Or(cmp.Compare(b.atValue, cur.atValue), cmp.Compare(b.disc, cur.disc), cmp.Compare(len(b.errs), len(cur.errs))) < 0 {
-			best = i
-		}
-	}
-	if len(branches[best].errs) == 0 {
+	best := closest(branches, depth)
+	if best < 0 {
 		f.add(path, keyword, fmt.Sprintf("%s matches none of the %s alternatives", render(lookup(f.root, e.InstanceLocation), maxFound), keyword))
 		return
 	}
-	f.out = append(f.out, branches[best].errs...)
+	f.out = append(f.out, branches[best]...)
+}
+
+// closest returns the index of the closest of several failed alternatives,
+// each given by its errors, for a value at the given pointer depth; -1 if
+// none has errors. The closest has, in order: the fewest mismatches at the
+// value itself (type, false, const or enum), the fewest mismatched
+// discriminators (const or enum one level down), the fewest errors, the
+// deepest shallowest error (it matched more of the structure), and comes
+// first.
+func closest(branches [][]Error, depth int) int {
+	type rank struct{ atValue, disc, n, minDepth int }
+	rankOf := func(errs []Error) rank {
+		r := rank{n: len(errs), minDepth: -1}
+		for _, e := range errs {
+			d := pointerDepth(e.Path)
+			if r.minDepth < 0 || d < r.minDepth {
+				r.minDepth = d
+			}
+			switch {
+			case d == depth && (e.Keyword == "type" || e.Keyword == "false" || e.Keyword == "const" || e.Keyword == "enum"):
+				r.atValue++
+			case d == depth+1 && (e.Keyword == "const" || e.Keyword == "enum"):
+				r.disc++
+			}
+		}
+		return r
+	}
+	best, bestRank := -1, rank{}
+	for i, errs := range branches {
+		if len(errs) == 0 {
+			continue
+		}
+		r := rankOf(errs)
+		if best < 0 || cmp.Or(cmp.Compare(r.atValue, bestRank.atValue), cmp.Compare(r.disc, bestRank.disc),
+			cmp.Compare(r.n, bestRank.n), cmp.Compare(bestRank.minDepth, r.minDepth)) < 0 {
+			best, bestRank = i, r
+		}
+	}
+	return best
 }
 
 // mergeAlternatives merges alternatives that each fail only on the value's

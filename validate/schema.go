@@ -105,6 +105,25 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	if err != nil {
 		return nil, schemaError(doc, err)
 	}
+	// The library compiles only what the root reaches. Compile every other
+	// subschema holding a reference too, so that an unused "$defs" entry
+	// cannot hide an external reference.
+	var refErr error
+	walkSchemas(doc, "", func(ptr string, obj map[string]any) bool {
+		for _, kw := range refKeywords[:3] {
+			if _, ok := obj[kw].(string); ok {
+				if _, err := c.Compile(schemaURL + "#" + encodeFragment(ptr)); err != nil {
+					refErr = err
+					return false
+				}
+				break
+			}
+		}
+		return true
+	})
+	if refErr != nil {
+		return nil, schemaError(doc, refErr)
+	}
 	return &Schema{raw: bytes.Clone(schema), sch: sch}, nil
 }
 
@@ -176,7 +195,11 @@ func schemaError(doc any, err error) *SchemaError {
 		return &SchemaError{Keyword: keywordAt(doc, base), Location: base, Err: sve.Err}
 	case errors.As(err, &lue):
 		kw, loc := findRef(doc, lue.URL)
-		return &SchemaError{Keyword: kw, Location: loc, Err: fmt.Errorf("%w: cannot use %q", errExternalRef, lue.URL)}
+		what := fmt.Sprintf("%q", lue.URL)
+		if raw, ok := lookupPointer(doc, loc).(string); ok && raw != lue.URL {
+			what = fmt.Sprintf("%q (resolved to %q)", raw, lue.URL)
+		}
+		return &SchemaError{Keyword: kw, Location: loc, Err: fmt.Errorf("%w: cannot use %s", errExternalRef, what)}
 	case errors.As(err, &rxe):
 		loc := fragmentOf(rxe.URL)
 		if !strings.HasSuffix(loc, "/pattern") && keywordAt(doc, loc+"/pattern") == "pattern" {
@@ -193,13 +216,13 @@ func schemaError(doc any, err error) *SchemaError {
 		kw, loc := findRef(doc, ipe.URL)
 		return &SchemaError{Keyword: kw, Location: loc, Err: err}
 	case errors.As(err, &pie):
-		return &SchemaError{Keyword: "$id", Location: fragmentOf(pie.URL), Err: err}
+		return &SchemaError{Keyword: "$id", Location: fragmentOf(pie.URL) + "/$id", Err: err}
 	case errors.As(err, &pae):
-		return &SchemaError{Keyword: "$anchor", Location: fragmentOf(pae.URL), Err: err}
+		return &SchemaError{Keyword: "$anchor", Location: fragmentOf(pae.URL) + "/$anchor", Err: err}
 	case errors.As(err, &die):
-		return &SchemaError{Keyword: "$id", Location: die.Ptr2, Err: err}
+		return &SchemaError{Keyword: "$id", Location: die.Ptr2 + "/$id", Err: err}
 	case errors.As(err, &dae):
-		return &SchemaError{Keyword: "$anchor", Location: dae.Ptr2, Err: err}
+		return &SchemaError{Keyword: "$anchor", Location: dae.Ptr2 + "/$anchor", Err: err}
 	}
 	var ude *jsonschema.UnsupportedDraftError
 	var mse *jsonschema.InvalidMetaSchemaURLError
@@ -294,6 +317,52 @@ func keywordAt(doc any, ptr string) string {
 		}
 	}
 	return kw
+}
+
+// walkSchemas calls fn for every subschema object of doc, at schema
+// positions only (not inside const, enum, examples or unknown keywords),
+// until fn returns false.
+func walkSchemas(node any, ptr string, fn func(ptr string, obj map[string]any) bool) bool {
+	obj, ok := node.(map[string]any)
+	if !ok {
+		return true
+	}
+	if !fn(ptr, obj) {
+		return false
+	}
+	for kw, val := range obj {
+		p := ptr + "/" + escapeToken(kw)
+		switch {
+		case schemaMapKeywords[kw]:
+			m, _ := val.(map[string]any)
+			for name, sub := range m {
+				if !walkSchemas(sub, p+"/"+escapeToken(name), fn) {
+					return false
+				}
+			}
+		case schemaArrayKeywords[kw] || schemaKeywords[kw]:
+			if arr, ok := val.([]any); ok {
+				for i, sub := range arr {
+					if !walkSchemas(sub, p+"/"+strconv.Itoa(i), fn) {
+						return false
+					}
+				}
+			} else if !walkSchemas(val, p, fn) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// encodeFragment percent-encodes a JSON pointer for use as a URL fragment,
+// keeping its slashes.
+func encodeFragment(ptr string) string {
+	toks := strings.Split(ptr, "/")
+	for i, t := range toks {
+		toks[i] = url.PathEscape(t)
+	}
+	return strings.Join(toks, "/")
 }
 
 // refKeywords are the keywords whose value refers to another schema.

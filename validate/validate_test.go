@@ -1,0 +1,609 @@
+package validate
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// validateCases are schema/value pairs with the exact errors expected. They
+// also seed FuzzValidate.
+var validateCases = []struct {
+	name   string
+	schema string
+	value  string
+	want   []Error
+}{
+	{
+		name:   "valid",
+		schema: `{"type":"object","required":["a"],"properties":{"a":{"type":"integer","minimum":1}}}`,
+		value:  `{"a":3}`,
+		want:   nil,
+	},
+	{
+		name:   "pattern deep",
+		schema: `{"properties":{"invoice":{"properties":{"lines":{"items":{"properties":{"sku":{"type":"string","pattern":"^[A-Z]{3}-[0-9]{4}$"}}}}}}}}`,
+		value:  `{"invoice":{"lines":[{"sku":"ABC-1234"},{"sku":"abc-1"}]}}`,
+		want:   []Error{{"/invoice/lines/1/sku", "pattern", ClassSemantic, `/invoice/lines/1/sku: "abc-1" does not match ^[A-Z]{3}-[0-9]{4}$`}},
+	},
+	{
+		name:   "required names each missing property at the parent",
+		schema: `{"properties":{"customer":{"type":"object","required":["email","name","id"]}}}`,
+		value:  `{"customer":{"id":1}}`,
+		want: []Error{
+			{"/customer", "required", ClassShape, `/customer: missing required property "email"`},
+			{"/customer", "required", ClassShape, `/customer: missing required property "name"`},
+		},
+	},
+	{
+		name:   "required at root",
+		schema: `{"required":["a"]}`,
+		value:  `{}`,
+		want:   []Error{{"", "required", ClassShape, `(root): missing required property "a"`}},
+	},
+	{
+		name:   "type",
+		schema: `{"properties":{"age":{"type":"integer"}}}`,
+		value:  `{"age":"42"}`,
+		want:   []Error{{"/age", "type", ClassShape, `/age: expected integer, got string "42"`}},
+	},
+	{
+		name:   "type several",
+		schema: `{"type":["string","null"]}`,
+		value:  `[1]`,
+		want:   []Error{{"", "type", ClassShape, `(root): expected null or string, got array [1]`}},
+	},
+	{
+		name:   "integer rejects fraction",
+		schema: `{"type":"integer"}`,
+		value:  `1.5`,
+		want:   []Error{{"", "type", ClassShape, `(root): expected integer, got number 1.5`}},
+	},
+	{
+		name:   "enum",
+		schema: `{"properties":{"priority":{"enum":["low","medium","high"]}}}`,
+		value:  `{"priority":"urgent"}`,
+		want:   []Error{{"/priority", "enum", ClassSemantic, `/priority: "urgent" is not one of ["low","medium","high"]`}},
+	},
+	{
+		name:   "const",
+		schema: `{"properties":{"v":{"const":2}}}`,
+		value:  `{"v":3}`,
+		want:   []Error{{"/v", "const", ClassSemantic, `/v: expected 2, got 3`}},
+	},
+	{
+		name:   "maximum",
+		schema: `{"properties":{"score":{"maximum":100}}}`,
+		value:  `{"score":120}`,
+		want:   []Error{{"/score", "maximum", ClassSemantic, `/score: 120 is greater than the maximum 100`}},
+	},
+	{
+		name:   "minimum keeps the number as written",
+		schema: `{"minimum":0.5}`,
+		value:  `0.25`,
+		want:   []Error{{"", "minimum", ClassSemantic, `(root): 0.25 is less than the minimum 0.5`}},
+	},
+	{
+		name:   "exclusive bounds",
+		schema: `{"prefixItems":[{"exclusiveMinimum":0},{"exclusiveMaximum":10}]}`,
+		value:  `[0,10]`,
+		want: []Error{
+			{"/0", "exclusiveMinimum", ClassSemantic, `/0: 0 must be greater than 0`},
+			{"/1", "exclusiveMaximum", ClassSemantic, `/1: 10 must be less than 10`},
+		},
+	},
+	{
+		name:   "multipleOf",
+		schema: `{"multipleOf":0.5}`,
+		value:  `0.3`,
+		want:   []Error{{"", "multipleOf", ClassSemantic, `(root): 0.3 is not a multiple of 0.5`}},
+	},
+	{
+		name:   "string lengths",
+		schema: `{"properties":{"a":{"minLength":3},"b":{"maxLength":2}}}`,
+		value:  `{"a":"ab","b":"héé"}`,
+		want: []Error{
+			{"/a", "minLength", ClassSemantic, `/a: "ab" is shorter than the minimum length 3 (it has 2 characters)`},
+			{"/b", "maxLength", ClassSemantic, `/b: "héé" is longer than the maximum length 2 (it has 3 characters)`},
+		},
+	},
+	{
+		name:   "format is asserted",
+		schema: `{"properties":{"email":{"format":"email"},"at":{"format":"date"}}}`,
+		value:  `{"email":"nope","at":"2024-02-30"}`,
+		want: []Error{
+			{"/at", "format", ClassSemantic, `/at: "2024-02-30" is not a valid date: parsing time "2024-02-30": day out of range`},
+			{"/email", "format", ClassSemantic, `/email: "nope" is not a valid email: missing @`},
+		},
+	},
+	{
+		name:   "uniqueItems",
+		schema: `{"uniqueItems":true}`,
+		value:  `[1,2,1]`,
+		want:   []Error{{"", "uniqueItems", ClassSemantic, `(root): items 0 and 2 are equal; all items must be unique`}},
+	},
+	{
+		name:   "contains names the closest item",
+		schema: `{"contains":{"type":"integer","minimum":5}}`,
+		value:  `["a",1]`,
+		want:   []Error{{"", "contains", ClassSemantic, `(root): no item matches the "contains" schema (closest: /1: 1 is less than the minimum 5)`}},
+	},
+	{
+		name:   "minContains and maxContains",
+		schema: `{"properties":{"a":{"contains":{"const":1},"minContains":2},"b":{"contains":{"const":1},"maxContains":1}}}`,
+		value:  `{"a":[1,2],"b":[1,1]}`,
+		want: []Error{
+			{"/a", "minContains", ClassSemantic, `/a: 1 item matches the "contains" schema, at least 2 required (closest: /a/1: expected 1, got 2)`},
+			{"/b", "maxContains", ClassSemantic, `/b: 2 items match the "contains" schema, at most 1 allowed`},
+		},
+	},
+	{
+		name:   "size bounds are shape",
+		schema: `{"properties":{"a":{"minItems":2},"b":{"maxItems":1},"c":{"minProperties":1},"d":{"maxProperties":1}}}`,
+		value:  `{"a":[1],"b":[1,2],"c":{},"d":{"x":1,"y":2}}`,
+		want: []Error{
+			{"/a", "minItems", ClassShape, `/a: array has 1 item, fewer than the minimum 2`},
+			{"/b", "maxItems", ClassShape, `/b: array has 2 items, more than the maximum 1`},
+			{"/c", "minProperties", ClassShape, `/c: object has 0 properties, fewer than the minimum 1`},
+			{"/d", "maxProperties", ClassShape, `/d: object has 2 properties, more than the maximum 1`},
+		},
+	},
+	{
+		name:   "additionalProperties one error per property at its pointer",
+		schema: `{"properties":{"a":{}},"additionalProperties":false}`,
+		value:  `{"a":1,"z":2,"b/c":3}`,
+		want: []Error{
+			{"/b~1c", "additionalProperties", ClassShape, `/b~1c: property "b/c" is not allowed`},
+			{"/z", "additionalProperties", ClassShape, `/z: property "z" is not allowed`},
+		},
+	},
+	{
+		name:   "unevaluatedProperties",
+		schema: `{"allOf":[{"properties":{"a":{}}}],"unevaluatedProperties":false}`,
+		value:  `{"a":1,"b":2}`,
+		want:   []Error{{"/b", "unevaluatedProperties", ClassShape, `/b: property "b" is not allowed`}},
+	},
+	{
+		name:   "unevaluatedItems",
+		schema: `{"prefixItems":[{}],"unevaluatedItems":false}`,
+		value:  `[1,2]`,
+		want:   []Error{{"/1", "unevaluatedItems", ClassShape, `/1: item 1 is not allowed: the array has too many items`}},
+	},
+	{
+		name:   "properties false schema",
+		schema: `{"properties":{"secret":false}}`,
+		value:  `{"secret":1}`,
+		want:   []Error{{"/secret", "properties", ClassShape, `/secret: property "secret" is not allowed`}},
+	},
+	{
+		name:   "items false after prefixItems",
+		schema: `{"prefixItems":[{"type":"string"}],"items":false}`,
+		value:  `["a",2]`,
+		want:   []Error{{"/1", "items", ClassShape, `/1: item 1 is not allowed: the array has too many items`}},
+	},
+	{
+		name:   "prefixItems false",
+		schema: `{"prefixItems":[true,false]}`,
+		value:  `[1,2]`,
+		want:   []Error{{"/1", "prefixItems", ClassShape, `/1: item 1 is not allowed`}},
+	},
+	{
+		name:   "false root",
+		schema: `false`,
+		value:  `1`,
+		want:   []Error{{"", "false", ClassShape, `(root): no value is allowed here, got number 1`}},
+	},
+	{
+		name:   "dependentRequired",
+		schema: `{"dependentRequired":{"card":["cvv"]}}`,
+		value:  `{"card":"x"}`,
+		want:   []Error{{"", "dependentRequired", ClassShape, `(root): missing property "cvv", required when "card" is present`}},
+	},
+	{
+		name:   "dependentSchemas flattens",
+		schema: `{"dependentSchemas":{"card":{"required":["cvv"]}}}`,
+		value:  `{"card":"x"}`,
+		want:   []Error{{"", "required", ClassShape, `(root): missing required property "cvv"`}},
+	},
+	{
+		name:   "propertyNames",
+		schema: `{"propertyNames":{"pattern":"^[a-z]+$"}}`,
+		value:  `{"Bad":1,"ok":2}`,
+		want:   []Error{{"/Bad", "propertyNames", ClassShape, `/Bad: property name "Bad" is not allowed: "Bad" does not match ^[a-z]+$`}},
+	},
+	{
+		name:   "if then",
+		schema: `{"if":{"properties":{"t":{"const":"x"}}},"then":{"required":["y"]},"else":{"required":["z"]}}`,
+		value:  `{"t":"x"}`,
+		want:   []Error{{"", "required", ClassShape, `(root): missing required property "y"`}},
+	},
+	{
+		name:   "if else",
+		schema: `{"if":{"properties":{"t":{"const":"x"}}},"then":{"required":["y"]},"else":{"required":["z"]}}`,
+		value:  `{"t":"w"}`,
+		want:   []Error{{"", "required", ClassShape, `(root): missing required property "z"`}},
+	},
+	{
+		name:   "allOf flattens every branch",
+		schema: `{"allOf":[{"required":["a"]},{"properties":{"b":{"type":"string"}}}]}`,
+		value:  `{"b":1}`,
+		want: []Error{
+			{"", "required", ClassShape, `(root): missing required property "a"`},
+			{"/b", "type", ClassShape, `/b: expected string, got number 1`},
+		},
+	},
+	{
+		name:   "ref chain",
+		schema: `{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"type":"object","properties":{"n":{"$ref":"#/$defs/n"}}},"n":{"type":"integer"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`,
+		value:  `{"x":{"n":"1"}}`,
+		want:   []Error{{"/x/n", "type", ClassShape, `/x/n: expected integer, got string "1"`}},
+	},
+	{
+		name:   "recursive ref",
+		schema: `{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}}}},"$ref":"#/$defs/node"}`,
+		value:  `{"v":1,"next":{"v":2,"next":{"v":"3"}}}`,
+		want:   []Error{{"/next/next/v", "type", ClassShape, `/next/next/v: expected integer, got string "3"`}},
+	},
+	{
+		name:   "not",
+		schema: `{"not":{"type":"null"}}`,
+		value:  `null`,
+		want:   []Error{{"", "not", ClassSemantic, `(root): null must not match the "not" schema`}},
+	},
+	{
+		name:   "pointer escaping and numeric order",
+		schema: `{"additionalProperties":{"items":{"type":"string"}}}`,
+		value:  `{"a/b":[1],"m~n":["x",2,3,4,5,6,7,8,9,10,11]}`,
+		want: []Error{
+			{"/a~1b/0", "type", ClassShape, `/a~1b/0: expected string, got number 1`},
+			{"/m~0n/1", "type", ClassShape, `/m~0n/1: expected string, got number 2`},
+			{"/m~0n/2", "type", ClassShape, `/m~0n/2: expected string, got number 3`},
+			{"/m~0n/3", "type", ClassShape, `/m~0n/3: expected string, got number 4`},
+			{"/m~0n/4", "type", ClassShape, `/m~0n/4: expected string, got number 5`},
+			{"/m~0n/5", "type", ClassShape, `/m~0n/5: expected string, got number 6`},
+			{"/m~0n/6", "type", ClassShape, `/m~0n/6: expected string, got number 7`},
+			{"/m~0n/7", "type", ClassShape, `/m~0n/7: expected string, got number 8`},
+			{"/m~0n/8", "type", ClassShape, `/m~0n/8: expected string, got number 9`},
+			{"/m~0n/9", "type", ClassShape, `/m~0n/9: expected string, got number 10`},
+			{"/m~0n/10", "type", ClassShape, `/m~0n/10: expected string, got number 11`},
+		},
+	},
+	{
+		name:   "empty property name",
+		schema: `{"properties":{"":{"type":"string"}}}`,
+		value:  `{"":1}`,
+		want:   []Error{{"/", "type", ClassShape, `/: expected string, got number 1`}},
+	},
+	{
+		name:   "long found value is shortened",
+		schema: `{"type":"string"}`,
+		value:  `{"text":"` + strings.Repeat("x", 200) + `"}`,
+		want:   []Error{{"", "type", ClassShape, `(root): expected string, got object {"text":"` + strings.Repeat("x", maxFound-3-len(`{"text":"`)) + `...`}},
+	},
+	{
+		name:   "draft-07 tuple items and additionalItems",
+		schema: `{"$schema":"http://json-schema.org/draft-07/schema#","items":[{"type":"string"}],"additionalItems":false}`,
+		value:  `[1,2,3]`,
+		want: []Error{
+			{"/0", "type", ClassShape, `/0: expected string, got number 1`},
+			{"/1", "additionalItems", ClassShape, `/1: item 1 is not allowed: the array may have at most 1 item`},
+			{"/2", "additionalItems", ClassShape, `/2: item 2 is not allowed: the array may have at most 1 item`},
+		},
+	},
+	{
+		name:   "draft-07 dependencies",
+		schema: `{"$schema":"http://json-schema.org/draft-07/schema#","dependencies":{"a":["b"]}}`,
+		value:  `{"a":1}`,
+		want:   []Error{{"", "dependencies", ClassShape, `(root): missing property "b", required when "a" is present`}},
+	},
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range validateCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCompile(t, tc.schema)
+			got := s.Validate(mustDecode(t, tc.value))
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("got\n%s\nwant\n%s", dump(got), dump(tc.want))
+			}
+			if err := checkErrors(got); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestValidateAlternatives(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		schema string
+		value  string
+		want   []Error
+	}{
+		{
+			name:   "types merge into one error",
+			schema: `{"oneOf":[{"type":"string"},{"type":"integer"}]}`,
+			value:  `true`,
+			want:   []Error{{"", "type", ClassShape, `(root): expected integer or string, got boolean true`}},
+		},
+		{
+			name:   "consts and enums merge",
+			schema: `{"properties":{"p":{"anyOf":[{"const":"a"},{"enum":["b","c"]}]}}}`,
+			value:  `{"p":"d"}`,
+			want:   []Error{{"/p", "enum", ClassSemantic, `/p: "d" is not one of ["a","b","c"]`}},
+		},
+		{
+			name:   "branch whose type matches wins",
+			schema: `{"anyOf":[{"type":"string","maxLength":2},{"type":"object","required":["a","b"]}]}`,
+			value:  `{"a":1}`,
+			want:   []Error{{"", "required", ClassShape, `(root): missing required property "b"`}},
+		},
+		{
+			name:   "discriminator picks the branch",
+			schema: `{"oneOf":[{"properties":{"kind":{"const":"a"},"x":{"type":"string"}}},{"properties":{"kind":{"const":"b"},"x":{"type":"integer"}}}]}`,
+			value:  `{"kind":"b","x":"s"}`,
+			want:   []Error{{"/x", "type", ClassShape, `/x: expected integer, got string "s"`}},
+		},
+		{
+			name:   "fewest errors wins",
+			schema: `{"anyOf":[{"required":["a","c","e"]},{"required":["a","d"]}]}`,
+			value:  `{"a":1,"b":2}`,
+			want:   []Error{{"", "required", ClassShape, `(root): missing required property "d"`}},
+		},
+		{
+			name:   "earliest on ties",
+			schema: `{"anyOf":[{"required":["x"]},{"required":["y"]}]}`,
+			value:  `{}`,
+			want:   []Error{{"", "required", ClassShape, `(root): missing required property "x"`}},
+		},
+		{
+			name:   "closest branch through refs",
+			schema: `{"$defs":{"cat":{"type":"object","properties":{"meow":{"type":"boolean"}},"required":["meow"]},"dog":{"type":"object","properties":{"bark":{"type":"boolean"}},"required":["bark"]}},"properties":{"pet":{"oneOf":[{"$ref":"#/$defs/cat"},{"$ref":"#/$defs/dog"}]}}}`,
+			value:  `{"pet":{"bark":"yes"}}`,
+			want:   []Error{{"/pet/bark", "type", ClassShape, `/pet/bark: expected boolean, got string "yes"`}},
+		},
+		{
+			name:   "oneOf matching twice",
+			schema: `{"oneOf":[{"type":"integer"},{"minimum":0}]}`,
+			value:  `5`,
+			want:   []Error{{"", "oneOf", ClassSemantic, `(root): 5 matches more than one oneOf alternative (0 and 1); it must match exactly one`}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := mustCompile(t, tc.schema).Validate(mustDecode(t, tc.value))
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("got\n%s\nwant\n%s", dump(got), dump(tc.want))
+			}
+		})
+	}
+}
+
+// compileErrorCases are schemas that must not compile. They also seed
+// FuzzCompile.
+var compileErrorCases = []struct {
+	name         string
+	schema       string
+	wantKeyword  string
+	wantLocation string
+	wantContains string
+}{
+	{name: "type not a string", schema: `{"type": 12}`, wantKeyword: "type", wantLocation: "/type", wantContains: "12 is not one of"},
+	{name: "unknown type", schema: `{"allOf":[{"type":"strin"}]}`, wantKeyword: "type", wantLocation: "/allOf/0/type", wantContains: `"strin"`},
+	{name: "negative minLength", schema: `{"minLength": -1}`, wantKeyword: "minLength", wantLocation: "/minLength", wantContains: "less than the minimum 0"},
+	{name: "bad pattern", schema: `{"pattern": "("}`, wantKeyword: "pattern", wantLocation: "/pattern", wantContains: "regex"},
+	{name: "bad nested pattern", schema: `{"properties":{"a b":{"pattern":"(["}}}`, wantKeyword: "pattern", wantLocation: "/properties/a b/pattern", wantContains: "regex"},
+	{name: "required not strings", schema: `{"required":[1]}`, wantKeyword: "required", wantLocation: "/required/0", wantContains: "expected string"},
+	{name: "subschema not a schema", schema: `{"properties":{"a":5}}`, wantKeyword: "properties", wantLocation: "/properties/a", wantContains: "got number 5"},
+	{name: "tuple items in 2020-12", schema: `{"items":[{"type":"string"}]}`, wantKeyword: "items", wantLocation: "/items", wantContains: "got array"},
+	{name: "external http ref", schema: `{"$ref":"http://example.com/x.json"}`, wantKeyword: "$ref", wantLocation: "/$ref", wantContains: `"http://example.com/x.json"`},
+	{name: "relative ref to another document", schema: `{"properties":{"a":{"$ref":"other.json#/x"}}}`, wantKeyword: "$ref", wantLocation: "/properties/a/$ref", wantContains: `"other.json#/x"`},
+	{name: "file ref", schema: `{"$defs":{"d":{"$ref":"file:///etc/passwd"}}}`, wantKeyword: "$ref", wantLocation: "/$defs/d/$ref", wantContains: "not allowed"},
+	{name: "external dynamicRef", schema: `{"$dynamicRef":"http://x.example/y#a"}`, wantKeyword: "$dynamicRef", wantLocation: "/$dynamicRef", wantContains: "not allowed"},
+	{name: "unknown metaschema", schema: `{"$schema":"http://example.com/meta"}`, wantKeyword: "$schema", wantLocation: "/$schema", wantContains: `"http://example.com/meta"`},
+	{name: "missing local ref", schema: `{"$ref":"#/$defs/missing"}`, wantKeyword: "$ref", wantLocation: "/$ref", wantContains: "not found"},
+	{name: "not JSON", schema: `{"type":`, wantKeyword: "", wantLocation: "", wantContains: "decode schema"},
+	{name: "trailing text", schema: `{} {}`, wantKeyword: "", wantLocation: "", wantContains: "decode schema"},
+}
+
+func TestCompileErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range compileErrorCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := Compile([]byte(tc.schema))
+			if err == nil {
+				t.Fatalf("Compile(%s) = %v, want error", tc.schema, s)
+			}
+			if !errors.Is(err, ErrSchema) {
+				t.Fatalf("errors.Is(%v, ErrSchema) = false", err)
+			}
+			var se *SchemaError
+			if !errors.As(err, &se) {
+				t.Fatalf("error %T is not a *SchemaError", err)
+			}
+			if se.Keyword != tc.wantKeyword || se.Location != tc.wantLocation {
+				t.Fatalf("keyword, location = %q, %q, want %q, %q (%v)", se.Keyword, se.Location, tc.wantKeyword, tc.wantLocation, err)
+			}
+			if !strings.Contains(err.Error(), tc.wantContains) {
+				t.Fatalf("error %q does not contain %q", err, tc.wantContains)
+			}
+			if se.Keyword != "" && !strings.Contains(err.Error(), `keyword "`+se.Keyword+`"`) {
+				t.Fatalf("error %q does not name keyword %q", err, se.Keyword)
+			}
+		})
+	}
+}
+
+func TestCompileExternalRefIsErrExternalRef(t *testing.T) {
+	t.Parallel()
+	_, err := Compile([]byte(`{"$ref":"https://example.com/s.json"}`))
+	if !errors.Is(err, errExternalRef) || !errors.Is(err, ErrSchema) {
+		t.Fatalf("got %v, want errExternalRef and ErrSchema", err)
+	}
+}
+
+func TestCompileDrafts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		schema    string
+		value     string
+		wantValid bool
+	}{
+		// Tuple items: draft-07 checks item 0; 2020-12 does not compile it
+		// (TestCompileErrors), so prefixItems is used there.
+		{name: "draft-07 by $schema", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","items":[{"type":"string"}]}`, value: `[1]`, wantValid: false},
+		{name: "draft-07 without fragment", schema: `{"$schema":"http://json-schema.org/draft-07/schema","items":[{"type":"string"}]}`, value: `["a",1]`, wantValid: true},
+		{name: "2020-12 default ignores additionalItems", schema: `{"prefixItems":[{}],"additionalItems":false}`, value: `[1,2]`, wantValid: true},
+		{name: "draft-07 honours additionalItems", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","items":[{}],"additionalItems":false}`, value: `[1,2]`, wantValid: false},
+		{name: "2020-12 explicit", schema: `{"$schema":"https://json-schema.org/draft/2020-12/schema","prefixItems":[{"type":"string"}]}`, value: `[1]`, wantValid: false},
+		{name: "draft-07 ref overrides siblings", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"a":{}},"$ref":"#/definitions/a","type":"string"}`, value: `1`, wantValid: true},
+		{name: "2020-12 ref with siblings", schema: `{"$defs":{"a":{}},"$ref":"#/$defs/a","type":"string"}`, value: `1`, wantValid: false},
+		{name: "2019-09 accepted", schema: `{"$schema":"https://json-schema.org/draft/2019-09/schema","type":"string"}`, value: `1`, wantValid: false},
+		{name: "metaschema ref is built in", schema: `{"$ref":"https://json-schema.org/draft/2020-12/schema"}`, value: `{"type":12}`, wantValid: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			errs := mustCompile(t, tc.schema).Validate(mustDecode(t, tc.value))
+			if got := len(errs) == 0; got != tc.wantValid {
+				t.Fatalf("valid = %v, want %v (%v)", got, tc.wantValid, errs)
+			}
+		})
+	}
+}
+
+func TestSchemaRaw(t *testing.T) {
+	t.Parallel()
+	raw := []byte(`{ "type" : "string" }`)
+	s := mustCompile(t, string(raw))
+	raw[3] = 'X' // the caller's buffer may be reused
+	if got := string(s.Raw()); got != `{ "type" : "string" }` {
+		t.Fatalf("Raw() = %q", got)
+	}
+	var nilSchema *Schema
+	if nilSchema.Raw() != nil || nilSchema.Validate(1) != nil {
+		t.Fatal("nil schema: want nil Raw and no errors")
+	}
+}
+
+func TestValidateGoValues(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"properties":{"n":{"type":"integer","maximum":3}}}`)
+	got := s.Validate(map[string]any{"n": 4.0})
+	want := []Error{{"/n", "maximum", ClassSemantic, "/n: 4 is greater than the maximum 3"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if got := s.Validate(map[string]any{"n": struct{}{}}); len(got) != 1 || got[0].Keyword != "type" {
+		t.Fatalf("non-JSON value: got %v, want one type error", got)
+	}
+}
+
+func TestValidateConcurrent(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"type":"object","required":["a"],"properties":{"a":{"enum":[1,2]},"b":{"oneOf":[{"type":"string"},{"type":"integer"}]}}}`)
+	v := mustDecode(t, `{"a":3,"b":true}`)
+	want := s.Validate(v)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				if got := s.Validate(v); !slices.Equal(got, want) {
+					t.Errorf("concurrent Validate: got %v, want %v", got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestKeywordClass(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		keyword string
+		want    Class
+	}{
+		{"syntax", ClassSyntax}, {"truncated", ClassSyntax},
+		{"type", ClassShape}, {"required", ClassShape}, {"additionalProperties", ClassShape},
+		{"unevaluatedProperties", ClassShape}, {"unevaluatedItems", ClassShape}, {"properties", ClassShape},
+		{"prefixItems", ClassShape}, {"items", ClassShape}, {"minItems", ClassShape}, {"maxItems", ClassShape},
+		{"minProperties", ClassShape}, {"maxProperties", ClassShape}, {"dependentRequired", ClassShape},
+		{"dependencies", ClassShape}, {"propertyNames", ClassShape}, {"additionalItems", ClassShape}, {"false", ClassShape},
+		{"enum", ClassSemantic}, {"const", ClassSemantic}, {"minimum", ClassSemantic}, {"maximum", ClassSemantic},
+		{"exclusiveMinimum", ClassSemantic}, {"exclusiveMaximum", ClassSemantic}, {"multipleOf", ClassSemantic},
+		{"minLength", ClassSemantic}, {"maxLength", ClassSemantic}, {"pattern", ClassSemantic}, {"format", ClassSemantic},
+		{"uniqueItems", ClassSemantic}, {"contains", ClassSemantic}, {"minContains", ClassSemantic}, {"maxContains", ClassSemantic},
+		{"not", ClassSemantic}, {"oneOf", ClassSemantic}, {"x-custom", ClassSemantic},
+	}
+	for _, tc := range tests {
+		if got := KeywordClass(tc.keyword); got != tc.want {
+			t.Errorf("KeywordClass(%q) = %q, want %q", tc.keyword, got, tc.want)
+		}
+	}
+}
+
+func TestClassOf(t *testing.T) {
+	t.Parallel()
+	syn := Error{Keyword: "truncated", Class: ClassSyntax}
+	shp := Error{Keyword: "type", Class: ClassShape}
+	sem := Error{Keyword: "enum", Class: ClassSemantic}
+	tests := []struct {
+		name string
+		errs []Error
+		want Class
+	}{
+		{name: "none", errs: nil, want: ClassNone},
+		{name: "semantic", errs: []Error{sem}, want: ClassSemantic},
+		{name: "shape before semantic", errs: []Error{sem, shp}, want: ClassShape},
+		{name: "syntax first", errs: []Error{sem, shp, syn}, want: ClassSyntax},
+		{name: "class from keyword when empty", errs: []Error{sem, {Keyword: "required"}}, want: ClassShape},
+	}
+	for _, tc := range tests {
+		if got := ClassOf(tc.errs); got != tc.want {
+			t.Errorf("%s: ClassOf = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestComparePointers(t *testing.T) {
+	t.Parallel()
+	in := []string{"/b", "/a/10", "", "/a/2", "/a", "/a/2/x", "/", "/10", "/9"}
+	want := []string{"", "/", "/9", "/10", "/a", "/a/2", "/a/2/x", "/a/10", "/b"}
+	slices.SortFunc(in, comparePointers)
+	if !slices.Equal(in, want) {
+		t.Fatalf("got %q, want %q", in, want)
+	}
+}
+
+func mustCompile(t testing.TB, schema string) *Schema {
+	t.Helper()
+	s, err := Compile([]byte(schema))
+	if err != nil {
+		t.Fatalf("Compile(%s): %v", schema, err)
+	}
+	return s
+}
+
+func mustDecode(t testing.TB, value string) any {
+	t.Helper()
+	v, err := decode([]byte(value))
+	if err != nil {
+		t.Fatalf("decode %s: %v", value, err)
+	}
+	return v
+}
+
+func dump(errs []Error) string {
+	b, _ := json.MarshalIndent(errs, "", "  ")
+	return string(b)
+}
