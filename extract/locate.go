@@ -1,0 +1,740 @@
+package extract
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits that keep Extract linear on adversarial replies.
+const (
+	// maxScanAttempts caps how many '{' or '[' in prose are tried as value starts.
+	maxScanAttempts = 256
+	// workFactor bounds the bytes all parse attempts may read, as a multiple of
+	// the reply's length (plus workSlack).
+	workFactor = 8
+	workSlack  = 1 << 16
+)
+
+// span is a byte range [a, b) of the reply.
+type span struct{ a, b int }
+
+type extractor struct {
+	src      string
+	work     int // bytes read by parse attempts
+	limit    int
+	masked   []span // reasoning blocks
+	claimed  []span // fences, tags and inline code already looked at
+	firstErr *SyntaxError
+}
+
+// found is a candidate plus what the locator needs to rank it.
+type found struct {
+	Candidate
+	dubious bool // looks like a sentence fragment ({x: 1})
+	empty   bool // {} or []
+}
+
+// Extract returns the candidate JSON values in reply, in the order they appear.
+// It looks at the whole reply, then wrapper tags and fenced blocks, then inline
+// code and objects or arrays inside prose; it skips reasoning blocks and
+// placeholder fragments. Each candidate records where it was found and every
+// repair applied. When the reply holds no value the error is a *SyntaxError
+// that wraps ErrNoJSON and says what was seen.
+func Extract(reply string) ([]Candidate, error) {
+	e := &extractor{src: reply, limit: workFactor*len(reply) + workSlack}
+	e.maskReasoning()
+	cands := e.run()
+	if len(cands) == 0 {
+		return nil, e.noJSON()
+	}
+	out := make([]Candidate, 0, len(cands))
+	for _, f := range cands {
+		out = append(out, f.Candidate)
+	}
+	return out, nil
+}
+
+// RepairText repairs text that is meant to be one JSON value. It does not
+// search: the value must start the text (after whitespace and comments), and
+// only whitespace, comments and stray closing brackets may follow it.
+func RepairText(text string) (Candidate, error) {
+	e := &extractor{src: text, limit: workFactor*len(text) + workSlack}
+	a, b := trimSpan(text, 0, len(text))
+	if a == b {
+		return Candidate{}, wholeError("text is empty")
+	}
+	f, next, err := e.parse(a, b, true, false)
+	if err != nil {
+		return Candidate{}, err
+	}
+	if rest := skipTrailer(text, next, b, &f.Repairs); rest < b {
+		return Candidate{}, newSyntaxError(rest, "unexpected %s after the value", describe(text, rest))
+	}
+	f.Source = SourceRaw
+	return f.Candidate, nil
+}
+
+func (e *extractor) run() []found {
+	if c := e.raw(); len(c) > 0 {
+		return e.finish(c)
+	}
+	var structured []found
+	structured = append(structured, e.tags()...)
+	structured = append(structured, e.fences()...)
+	if len(structured) > 0 {
+		return e.finish(structured)
+	}
+	loose := e.inline()
+	loose = append(loose, e.scan()...)
+	return e.finish(loose)
+}
+
+// finish orders candidates, drops weak ones when strong ones exist and adds
+// values that were encoded a second time inside strings.
+func (e *extractor) finish(c []found) []found {
+	slices.SortStableFunc(c, func(x, y found) int { return x.Start - y.Start })
+	c = dropIf(c, func(f found) bool { return f.dubious })
+	c = dropIf(c, func(f found) bool { return f.empty })
+	out := make([]found, 0, len(c))
+	for _, f := range c {
+		if inner, ok := decodeInner(f.Candidate); ok {
+			out = append(out, inner)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// dropIf removes the candidates that match weak, unless all of them do.
+func dropIf(c []found, weak func(found) bool) []found {
+	strong := 0
+	for _, f := range c {
+		if !weak(f) {
+			strong++
+		}
+	}
+	if strong == 0 || strong == len(c) {
+		return c
+	}
+	out := c[:0]
+	for _, f := range c {
+		if !weak(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// decodeInner returns the value inside a string candidate that holds strict
+// JSON object or array text.
+func decodeInner(c Candidate) (found, bool) {
+	s, ok := c.Value.(string)
+	if !ok {
+		return found{}, false
+	}
+	t := strings.TrimSpace(s)
+	if t == "" || (t[0] != '{' && t[0] != '[') || !json.Valid([]byte(t)) {
+		return found{}, false
+	}
+	v, ok := decode([]byte(t))
+	if !ok {
+		return found{}, false
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, []byte(t)) != nil {
+		return found{}, false
+	}
+	reps := append(slices.Clone(c.Repairs), Repair{Kind: KindEscapedJSON, Offset: c.Start})
+	return found{Candidate: Candidate{
+		Value: v, JSON: buf.Bytes(), Source: SourceString,
+		Start: c.Start, End: c.End, Repairs: reps, Truncated: c.Truncated,
+	}}, true
+}
+
+func (e *extractor) noJSON() error {
+	a, b := trimSpan(e.src, 0, len(e.src))
+	if a == b {
+		return wholeError("reply is empty")
+	}
+	if e.firstErr != nil {
+		return e.firstErr
+	}
+	if e.onlyMasked(a, b) {
+		return wholeError("reasoning only")
+	}
+	return wholeError("prose only (" + quoteSnippet(e.src[a:b]) + ")")
+}
+
+func (e *extractor) onlyMasked(a, b int) bool {
+	for _, m := range e.masked {
+		if m.a <= a && m.b >= b {
+			return true
+		}
+	}
+	return false
+}
+
+// quoteSnippet quotes the first few words of s.
+func quoteSnippet(s string) string {
+	const n = 40
+	if len(s) > n {
+		k := n
+		for k > 0 && !utf8.RuneStart(s[k]) {
+			k--
+		}
+		s = s[:k] + "..."
+	}
+	return `"` + strings.ReplaceAll(s, "\n", " ") + `"`
+}
+
+// parse runs the lenient parser on src[a:end] and decodes the result.
+func (e *extractor) parse(a, end int, atEOF, fence bool) (found, int, *SyntaxError) {
+	p := &parser{src: e.src, i: a, end: end, atEOF: atEOF, fence: fence, work: &e.work, limit: e.limit}
+	return e.finishParse(p, a)
+}
+
+func (e *extractor) finishParse(p *parser, a int) (found, int, *SyntaxError) {
+	p.skip()
+	start := p.i
+	ok := p.value()
+	e.work += p.i - a
+	if !ok {
+		if e.firstErr == nil {
+			e.firstErr = p.err
+		}
+		return found{}, p.i, p.err
+	}
+	v, good := decode(p.out)
+	if !good {
+		err := newSyntaxError(p.off(start), "unrepairable value")
+		if e.firstErr == nil {
+			e.firstErr = err
+		}
+		return found{}, p.i, err
+	}
+	f := found{Candidate: Candidate{
+		Value: v, JSON: p.out, Start: p.off(start), End: p.off(p.i),
+		Repairs: p.repairs, Truncated: p.trunc,
+	}}
+	slices.SortStableFunc(f.Repairs, func(x, y Repair) int { return x.Offset - y.Offset })
+	switch x := v.(type) {
+	case map[string]any:
+		f.empty = len(x) == 0
+	case []any:
+		f.empty = len(x) == 0
+	}
+	return f, p.i, nil
+}
+
+func decode(b []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.More() {
+		return nil, false
+	}
+	return v, true
+}
+
+func trimSpan(s string, a, b int) (int, int) {
+	for a < b {
+		if c := s[a]; c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			a++
+		} else if n := specialSpace(s, a); n > 0 && s[a] >= 0x80 {
+			a += n
+		} else {
+			break
+		}
+	}
+	for b > a {
+		if c := s[b-1]; c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			b--
+		} else {
+			break
+		}
+	}
+	return a, b
+}
+
+// maskReasoning finds <think>...</think> style blocks.
+func (e *extractor) maskReasoning() {
+	lower := ""
+	for _, name := range [...]string{"think", "thinking", "reasoning", "reflection"} {
+		open := "<" + name + ">"
+		if !containsFold(e.src, open) {
+			continue
+		}
+		if lower == "" {
+			lower = strings.ToLower(e.src)
+		}
+		closeTag := "</" + name + ">"
+		for i := 0; ; {
+			j := strings.Index(lower[i:], open)
+			if j < 0 {
+				break
+			}
+			j += i
+			k := strings.Index(lower[j:], closeTag)
+			if k < 0 {
+				// An unclosed reasoning block at the start hides everything after it.
+				if strings.TrimSpace(e.src[:j]) == "" {
+					e.masked = append(e.masked, span{j, len(e.src)})
+				}
+				break
+			}
+			end := j + k + len(closeTag)
+			e.masked = append(e.masked, span{j, end})
+			i = end
+		}
+	}
+	slices.SortFunc(e.masked, func(x, y span) int { return x.a - y.a })
+}
+
+func containsFold(s, sub string) bool {
+	if len(s) < len(sub) {
+		return false
+	}
+	if strings.Contains(s, sub) {
+		return true
+	}
+	return strings.Contains(strings.ToLower(s), sub)
+}
+
+func inSpans(spans []span, i int) (span, bool) {
+	for _, s := range spans {
+		if i >= s.a && i < s.b {
+			return s, true
+		}
+	}
+	return span{}, false
+}
+
+// raw tries the whole reply (minus leading reasoning) as one or more values.
+func (e *extractor) raw() []found {
+	a := 0
+	for _, m := range e.masked {
+		if strings.TrimSpace(e.src[a:m.a]) == "" && m.b > a {
+			a = m.b
+		}
+	}
+	a, b := trimSpan(e.src, a, len(e.src))
+	if a == b {
+		return nil
+	}
+	for _, m := range e.masked {
+		if m.a >= a && m.a < b {
+			return nil
+		}
+	}
+	if esc := e.escapedRaw(a, b); esc != nil {
+		return esc
+	}
+	if !e.rawStart(a, b) {
+		return nil
+	}
+	var out []found
+	i := a
+	for i < b {
+		f, next, err := e.parse(i, b, b == len(e.src) || strings.TrimSpace(e.src[b:]) == "", false)
+		if err != nil {
+			return nil
+		}
+		f.Source = SourceRaw
+		out = append(out, f)
+		var trail []Repair
+		i = skipTrailer(e.src, next, b, &trail)
+		out[len(out)-1].Repairs = append(out[len(out)-1].Repairs, trail...)
+		if i < b && !e.rawNext(i, b) {
+			return nil
+		}
+		if len(out) > 64 {
+			return nil
+		}
+	}
+	return out
+}
+
+// rawStart reports whether the trimmed reply src[a:b] starts like a JSON value.
+func (e *extractor) rawStart(a, b int) bool {
+	c := e.src[a]
+	switch {
+	case c == '{' || c == '[' || c == '(':
+		return true
+	case c == '-' || isDigit(c) || c == '.':
+		return a+1 < b && (isDigit(e.src[a+1]) || (c == '.' && false)) || isDigit(c) || (c == '.' && a+1 < b && isDigit(e.src[a+1]))
+	case c == '/':
+		return a+1 < b && (e.src[a+1] == '*' || e.src[a+1] == '/')
+	case c == '#':
+		return true
+	}
+	if q, _ := quoteAt(e.src, a); q != qNone {
+		// A lone quote is not a value.
+		return b-a > 1
+	}
+	if isIdentStart(c) {
+		j := a
+		for j < b && isIdent(e.src[j]) && e.src[j] < 0x80 {
+			j++
+		}
+		word := e.src[a:j]
+		if _, ok := literals[word]; ok && strings.TrimSpace(e.src[j:b]) == "" {
+			return true
+		}
+		if j == b && word != "" {
+			for _, full := range [...]string{"true", "false", "null"} {
+				if strings.HasPrefix(full, word) {
+					return true
+				}
+			}
+		}
+		k := j
+		for k < b && (e.src[k] == ' ' || e.src[k] == '\t' || e.src[k] == 0xc2 || e.src[k] == 0xa0) {
+			k++
+		}
+		return word != "" && k < b && e.src[k] == '('
+	}
+	return false
+}
+
+// rawNext reports whether another value follows at i in a raw reply.
+func (e *extractor) rawNext(i, b int) bool {
+	c := e.src[i]
+	if c == '{' || c == '[' || c == '-' || isDigit(c) {
+		return true
+	}
+	q, _ := quoteAt(e.src, i)
+	return q != qNone
+}
+
+// skipTrailer skips what may follow a value: whitespace, comments, commas,
+// semicolons, stray closing brackets and fence markers.
+func skipTrailer(s string, i, b int, reps *[]Repair) int {
+	p := &parser{src: s, i: i, end: b}
+	for {
+		p.skip()
+		if p.i >= b {
+			break
+		}
+		c := s[p.i]
+		switch {
+		case c == ',' || c == ';':
+			p.i++
+		case c == '}' || c == ']' || c == ')':
+			p.repair(KindExtraBracket, p.i)
+			p.i++
+		case isFenceAt(s, p.i):
+			for p.i < b && (s[p.i] == '`' || s[p.i] == '~') {
+				p.i++
+			}
+		default:
+			*reps = append(*reps, p.repairs...)
+			return p.i
+		}
+	}
+	*reps = append(*reps, p.repairs...)
+	return p.i
+}
+
+// escapedRaw handles a reply that is JSON escaped once: {\"a\": \"b\"}.
+func (e *extractor) escapedRaw(a, b int) []found {
+	s := e.src[a:b]
+	if !(strings.HasPrefix(s, `\"`) || strings.HasPrefix(s, `{\"`) || strings.HasPrefix(s, `[\"`) || strings.HasPrefix(s, `[{\"`)) {
+		return nil
+	}
+	var buf []byte
+	offs := make([]int, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && (s[i+1] == '"' || s[i+1] == '\\') {
+			buf = append(buf, s[i+1])
+			offs = append(offs, a+i)
+			i++
+			continue
+		}
+		buf = append(buf, s[i])
+		offs = append(offs, a+i)
+	}
+	sub := &extractor{src: string(buf), limit: e.limit}
+	p := &parser{src: sub.src, end: len(buf), atEOF: true, work: &sub.work, limit: sub.limit, offmap: offs}
+	f, next, err := sub.finishParse(p, 0)
+	if err != nil {
+		return nil
+	}
+	var trail []Repair
+	if skipTrailer(sub.src, next, len(buf), &trail) < len(buf) {
+		return nil
+	}
+	f.Source = SourceString
+	f.Repairs = append([]Repair{{Kind: KindEscapedJSON, Offset: a}}, f.Repairs...)
+	return []found{f}
+}
+
+// tagNames are the wrapper tags models put JSON in.
+var tagNames = [...]string{"json", "output", "answer", "result", "response", "final_answer"}
+
+// tags finds <json>...</json> style wrappers whose content starts with a value.
+func (e *extractor) tags() []found {
+	if strings.IndexByte(e.src, '<') < 0 {
+		return nil
+	}
+	lower := strings.ToLower(e.src)
+	var out []found
+	for _, name := range tagNames {
+		open, closeTag := "<"+name+">", "</"+name+">"
+		for i := 0; ; {
+			j := strings.Index(lower[i:], open)
+			if j < 0 {
+				break
+			}
+			j += i
+			if _, in := inSpans(e.masked, j); in {
+				i = j + len(open)
+				continue
+			}
+			cs := j + len(open)
+			k := strings.Index(lower[cs:], closeTag)
+			ce, end := len(e.src), len(e.src)
+			if k >= 0 {
+				ce = cs + k
+				end = ce + len(closeTag)
+			}
+			i = end
+			a, _ := trimSpan(e.src, cs, ce)
+			if a >= ce || isFenceAt(e.src, a) || !e.valueStartHere(a) {
+				continue
+			}
+			f, _, err := e.parse(a, ce, k < 0, true)
+			if err != nil {
+				continue
+			}
+			f.Source = SourceTag
+			out = append(out, f)
+			e.claimed = append(e.claimed, span{j, end})
+		}
+	}
+	return out
+}
+
+// valueStartHere reports whether a value plausibly starts at i.
+func (e *extractor) valueStartHere(i int) bool {
+	c := e.src[i]
+	if c == '{' || c == '[' || c == '(' || c == '-' || isDigit(c) {
+		return true
+	}
+	if q, _ := quoteAt(e.src, i); q != qNone {
+		return true
+	}
+	j := i
+	for j < len(e.src) && isIdent(e.src[j]) && e.src[j] < 0x80 {
+		j++
+	}
+	_, ok := literals[e.src[i:j]]
+	return ok
+}
+
+// fences finds ``` and ~~~ blocks whose content starts with a value.
+func (e *extractor) fences() []found {
+	var out []found
+	s := e.src
+	for i := 0; i < len(s); {
+		j := strings.Index(s[i:], "```")
+		k := strings.Index(s[i:], "~~~")
+		if j < 0 || (k >= 0 && k < j) {
+			j = k
+		}
+		if j < 0 {
+			break
+		}
+		f := i + j
+		if m, in := inSpans(e.masked, f); in {
+			i = m.b
+			continue
+		}
+		if m, in := inSpans(e.claimed, f); in {
+			i = m.b
+			continue
+		}
+		ch := s[f]
+		n := f
+		for n < len(s) && s[n] == ch {
+			n++
+		}
+		run := n - f
+		// Info string: a language tag, then the rest of the line.
+		cs := n
+		for cs < len(s) && (isIdent(s[cs]) && s[cs] < 0x80 || s[cs] == '-' || s[cs] == '+' || s[cs] == '.') {
+			cs++
+		}
+		a := cs
+		for a < len(s) && (s[a] == ' ' || s[a] == '\t' || specialSpace(s, a) > 0 && s[a] >= 0x80) {
+			if s[a] >= 0x80 {
+				a += specialSpace(s, a)
+			} else {
+				a++
+			}
+		}
+		if a < len(s) && s[a] != '\n' && s[a] != '\r' && !e.valueStartHere(a) {
+			// e.g. "```typescript main.ts": skip the rest of the line.
+			a = lineEnd(s, a, len(s))
+		}
+		a, _ = trimSpan(s, a, len(s))
+		var got []found
+		next := a
+		for next < len(s) && !isFenceAt(s, next) && e.valueStartHere(next) && e.work < e.limit {
+			fd, after, err := e.parse(next, len(s), true, true)
+			if err != nil {
+				break
+			}
+			fd.Source = SourceFence
+			got = append(got, fd)
+			next = after
+			for next < len(s) && (s[next] == ',' || s[next] == ' ' || s[next] == '\t' || s[next] == '\n' || s[next] == '\r') {
+				next++
+			}
+			if next < len(s) && s[next] != '{' && s[next] != '[' {
+				break
+			}
+		}
+		// Find the closing fence.
+		from := a
+		if len(got) > 0 {
+			from = next
+		}
+		end := len(s)
+		if c := closingFence(s, from, ch, run); c >= 0 {
+			end = c
+			for end < len(s) && s[end] == ch {
+				end++
+			}
+		} else if len(got) == 0 {
+			// An opening fence with no JSON and no close: nothing to skip.
+			end = n
+		}
+		out = append(out, got...)
+		if len(got) > 0 || end > n {
+			e.claimed = append(e.claimed, span{f, end})
+		}
+		i = end
+	}
+	return out
+}
+
+// closingFence returns the index of the next run of at least n ch from i.
+func closingFence(s string, i int, ch byte, n int) int {
+	fence := strings.Repeat(string(ch), 3)
+	for i < len(s) {
+		j := strings.Index(s[i:], fence)
+		if j < 0 {
+			return -1
+		}
+		j += i
+		k := j
+		for k < len(s) && s[k] == ch {
+			k++
+		}
+		if k-j >= n {
+			return j
+		}
+		i = k
+	}
+	return -1
+}
+
+// inline finds `{...}` inline code spans.
+func (e *extractor) inline() []found {
+	s := e.src
+	var out []found
+	for i := 0; i < len(s); {
+		j := strings.IndexByte(s[i:], '`')
+		if j < 0 {
+			break
+		}
+		o := i + j
+		if o+1 < len(s) && s[o+1] == '`' {
+			i = o + 2
+			for i < len(s) && s[i] == '`' {
+				i++
+			}
+			continue
+		}
+		if _, in := inSpans(e.masked, o); in {
+			i = o + 1
+			continue
+		}
+		if _, in := inSpans(e.claimed, o); in {
+			i = o + 1
+			continue
+		}
+		k := strings.IndexByte(s[o+1:], '`')
+		if k < 0 {
+			break
+		}
+		c := o + 1 + k
+		a, b := trimSpan(s, o+1, c)
+		if a < b && (s[a] == '{' || s[a] == '[') {
+			f, next, err := e.parse(a, b, false, false)
+			if err == nil && next >= b {
+				f.Source = SourceInline
+				f.dubious = hasRepair(f.Repairs, KindUnquotedKey, KindUnquotedString)
+				out = append(out, f)
+				e.claimed = append(e.claimed, span{o, c + 1})
+			}
+		}
+		i = c + 1
+	}
+	return out
+}
+
+func hasRepair(reps []Repair, kinds ...string) bool {
+	for _, r := range reps {
+		if slices.Contains(kinds, r.Kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// scan tries each '{' and '[' in prose as the start of a value.
+func (e *extractor) scan() []found {
+	s := e.src
+	var out []found
+	attempts := 0
+	for i := 0; i < len(s); {
+		j := strings.IndexAny(s[i:], "{[")
+		if j < 0 {
+			break
+		}
+		o := i + j
+		if m, in := inSpans(e.masked, o); in {
+			i = m.b
+			continue
+		}
+		if m, in := inSpans(e.claimed, o); in {
+			i = m.b
+			continue
+		}
+		attempts++
+		if attempts > maxScanAttempts || e.work >= e.limit {
+			break
+		}
+		f, next, err := e.parse(o, len(s), true, true)
+		if err != nil || rejectScan(f) {
+			i = o + 1
+			continue
+		}
+		f.Source = SourceScan
+		f.dubious = hasRepair(f.Repairs, KindUnquotedKey)
+		out = append(out, f)
+		i = max(next, o+1)
+	}
+	return out
+}
+
+// rejectScan reports whether a value found in prose is a fragment, not JSON:
+// a placeholder closed by something other than its bracket, or a value built
+// from unquoted words.
+func rejectScan(f found) bool {
+	return hasRepair(f.Repairs, KindUnclosed, KindMismatched, KindUnquotedString, KindFunctionCall, KindTuple, KindMissingValue)
+}

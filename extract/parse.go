@@ -1,0 +1,1184 @@
+package extract
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxDepth is the deepest nesting of objects and arrays the repairer follows.
+// A deeper value is refused with a SyntaxError instead of growing the stack.
+const MaxDepth = 512
+
+// Repair kinds. They are stable names: they are stored in the ledger.
+const (
+	KindTrailingComma  = "trailing_comma"
+	KindLeadingComma   = "leading_comma"
+	KindComment        = "comment"
+	KindSingleQuotes   = "single_quotes"
+	KindSmartQuotes    = "smart_quotes"
+	KindUnquotedKey    = "unquoted_key"
+	KindUnquotedString = "unquoted_string"
+	KindPythonLiteral  = "python_literal"
+	KindJSLiteral      = "js_literal"
+	KindMissingComma   = "missing_comma"
+	KindMissingColon   = "missing_colon"
+	KindMissingValue   = "missing_value"
+	KindMissingQuote   = "missing_quote"
+	KindControlChar    = "control_char"
+	KindUnescapedQuote = "unescaped_quote"
+	KindInvalidEscape  = "invalid_escape"
+	KindTruncated      = "truncated"
+	KindUnclosed       = "unclosed_bracket"
+	KindExtraBracket   = "extra_bracket"
+	KindMismatched     = "mismatched_bracket"
+	KindNumberFormat   = "number_format"
+	KindEllipsis       = "ellipsis"
+	KindConcat         = "string_concat"
+	KindFunctionCall   = "function_call"
+	KindTuple          = "tuple"
+	KindTripleQuoted   = "triple_quoted"
+	KindEscapedJSON    = "escaped_json"
+	KindWhitespace     = "special_whitespace"
+	KindExtraText      = "extra_text"
+)
+
+// parser is a lenient, single-pass JSON parser. It reads src[i:end] and writes
+// strict, compact JSON to out, recording each repair. Nesting is bounded by
+// MaxDepth; strings are re-read at most twice, and a shared work budget turns
+// every re-read off once it is spent, so the total work stays linear.
+type parser struct {
+	src     string
+	i       int
+	end     int  // region end, exclusive
+	atEOF   bool // end is the end of the reply: running out means truncated
+	fence   bool // a ``` or ~~~ run in a structural position ends the region
+	out     []byte
+	repairs []Repair
+	depth   int
+	trunc   bool
+	stopped bool // the region ended early (fence, EOF) while parsing
+	err     *SyntaxError
+	work    *int // bytes re-read by string retries, shared across attempts
+	limit   int
+	offmap  []int // when src is an unescaped copy: offsets into the reply
+}
+
+func (p *parser) off(i int) int {
+	if p.offmap != nil {
+		if i < len(p.offmap) {
+			return p.offmap[i]
+		}
+		if len(p.offmap) > 0 {
+			return p.offmap[len(p.offmap)-1] + 1
+		}
+	}
+	return i
+}
+
+func (p *parser) repair(kind string, at int) {
+	p.repairs = append(p.repairs, Repair{Kind: kind, Offset: p.off(at)})
+}
+
+func (p *parser) fail(at int, format string, args ...any) bool {
+	if p.err == nil {
+		p.err = newSyntaxError(p.off(at), format, args...)
+	}
+	return false
+}
+
+// ended reports whether the region has ended at p.i.
+func (p *parser) ended() bool {
+	if p.i >= p.end {
+		return true
+	}
+	if p.fence && isFenceAt(p.src, p.i) {
+		return true
+	}
+	return false
+}
+
+// closeRepair records that an open container or value was closed because the
+// region ended: truncated at the end of the reply, unclosed otherwise.
+func (p *parser) closeRepair(kind string) {
+	if p.atEOF && p.i >= p.end {
+		p.trunc = true
+		p.repair(KindTruncated, p.i)
+		return
+	}
+	p.repair(kind, p.i)
+}
+
+func isFenceAt(s string, i int) bool {
+	if i+3 > len(s) {
+		return false
+	}
+	c := s[i]
+	return (c == '`' || c == '~') && s[i+1] == c && s[i+2] == c
+}
+
+// skip skips whitespace and comments, recording repairs for comments and
+// non-ASCII whitespace.
+func (p *parser) skip() {
+	for p.i < p.end {
+		c := p.src[p.i]
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+			continue
+		case '/':
+			if p.i+1 < p.end && p.src[p.i+1] == '/' {
+				p.repair(KindComment, p.i)
+				p.i = lineEnd(p.src, p.i, p.end)
+				continue
+			}
+			if p.i+1 < p.end && p.src[p.i+1] == '*' {
+				p.repair(KindComment, p.i)
+				j := strings.Index(p.src[p.i+2:p.end], "*/")
+				if j < 0 {
+					p.i = p.end
+				} else {
+					p.i += 2 + j + 2
+				}
+				continue
+			}
+		case '#':
+			p.repair(KindComment, p.i)
+			p.i = lineEnd(p.src, p.i, p.end)
+			continue
+		}
+		if c >= 0x80 {
+			if n := specialSpace(p.src, p.i); n > 0 {
+				p.repair(KindWhitespace, p.i)
+				p.i += n
+				continue
+			}
+		}
+		return
+	}
+}
+
+func lineEnd(s string, i, end int) int {
+	j := strings.IndexByte(s[i:end], '\n')
+	if j < 0 {
+		return end
+	}
+	return i + j
+}
+
+// specialSpace returns the byte length of a non-ASCII space at s[i], or 0.
+func specialSpace(s string, i int) int {
+	r, n := utf8.DecodeRuneInString(s[i:])
+	switch r {
+	case 0xa0, 0x180e, 0x200b, 0x202f, 0x205f, 0x3000, 0xfeff:
+		return n
+	}
+	if r >= 0x2000 && r <= 0x200a {
+		return n
+	}
+	return 0
+}
+
+// quote kinds
+const (
+	qNone = iota
+	qDouble
+	qSingle
+	qBacktick
+	qSmartDouble
+	qSmartSingle
+	qAcute
+)
+
+// quoteAt reports the quote at s[i] and its byte length.
+func quoteAt(s string, i int) (int, int) {
+	if i >= len(s) {
+		return qNone, 0
+	}
+	switch s[i] {
+	case '"':
+		return qDouble, 1
+	case '\'':
+		return qSingle, 1
+	case '`':
+		return qBacktick, 1
+	case 0xe2:
+		if i+2 < len(s) && s[i+1] == 0x80 {
+			switch s[i+2] {
+			case 0x9c, 0x9d:
+				return qSmartDouble, 3
+			case 0x98, 0x99:
+				return qSmartSingle, 3
+			}
+		}
+	case 0xc2:
+		if i+1 < len(s) && s[i+1] == 0xb4 {
+			return qAcute, 2
+		}
+	}
+	return qNone, 0
+}
+
+// endsQuote reports whether quote kind q closes a string opened with start.
+func endsQuote(start, q int) bool {
+	switch start {
+	case qDouble:
+		return q == qDouble
+	case qSingle:
+		return q == qSingle
+	case qSmartDouble:
+		return q == qDouble || q == qSmartDouble
+	case qSmartSingle:
+		return q == qSingle || q == qSmartSingle || q == qBacktick || q == qAcute
+	case qBacktick, qAcute:
+		return q == qBacktick || q == qAcute || q == qSingle
+	}
+	return false
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func isDelim(c byte) bool {
+	switch c {
+	case ',', ':', '[', ']', '{', '}', '(', ')', '\n', '+', '/':
+		return true
+	}
+	return false
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || c == '$' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80
+}
+
+func isIdent(c byte) bool { return isIdentStart(c) || isDigit(c) }
+
+// value parses one value at p.i (after whitespace).
+func (p *parser) value() bool {
+	p.skip()
+	if p.ended() {
+		return p.fail(p.i, "unexpected end of text")
+	}
+	c := p.src[p.i]
+	switch {
+	case c == '{':
+		return p.object()
+	case c == '[':
+		return p.array()
+	case c == '(':
+		return p.tuple()
+	case c == '"' && strings.HasPrefix(p.src[p.i:p.end], `"""`):
+		return p.tripleQuoted()
+	case c == '`' && strings.HasPrefix(p.src[p.i:p.end], "```"):
+		return p.fail(p.i, "unexpected code fence")
+	}
+	if q, _ := quoteAt(p.src, p.i); q != qNone {
+		return p.str(false, -1)
+	}
+	if c == '-' || c == '.' || isDigit(c) {
+		return p.number()
+	}
+	if c == '/' {
+		return p.regex()
+	}
+	if c == '\\' && p.i+1 < p.end && p.src[p.i+1] == '"' {
+		return p.fail(p.i, "unexpected '\\'")
+	}
+	if isIdentStart(c) {
+		return p.symbol()
+	}
+	return p.fail(p.i, "unexpected %s", describe(p.src, p.i))
+}
+
+func describe(s string, i int) string {
+	if i >= len(s) {
+		return "end of text"
+	}
+	r, _ := utf8.DecodeRuneInString(s[i:])
+	return strconv.QuoteRune(r)
+}
+
+func (p *parser) push(at int) bool {
+	p.depth++
+	if p.depth > MaxDepth {
+		return p.fail(at, "nesting deeper than %d", MaxDepth)
+	}
+	return true
+}
+
+// object parses an object at '{'.
+func (p *parser) object() bool {
+	open := p.i
+	if !p.push(open) {
+		return false
+	}
+	defer func() { p.depth-- }()
+	p.i++
+	p.out = append(p.out, '{')
+	first := true
+	for {
+		p.skip()
+		if p.ended() {
+			p.stopped = true
+			p.closeRepair(KindUnclosed)
+			break
+		}
+		c := p.src[p.i]
+		if c == '}' {
+			p.i++
+			break
+		}
+		if c == ']' || c == ')' {
+			p.repair(KindMismatched, p.i)
+			p.i++
+			break
+		}
+		if c == ',' {
+			if first {
+				p.repair(KindLeadingComma, p.i)
+			} else {
+				p.repair(KindTrailingComma, p.i)
+			}
+			p.i++
+			continue
+		}
+		if p.ellipsis() {
+			continue
+		}
+		// A key is expected here.
+		if q, _ := quoteAt(p.src, p.i); q == qNone && !isIdentStart(c) && !isDigit(c) && c != '-' {
+			// Not a key: the object is missing its closing brace.
+			p.repair(KindUnclosed, p.i)
+			break
+		}
+		if !first && !p.hadComma() {
+			p.repair(KindMissingComma, p.i)
+		}
+		memberOut, memberRep := len(p.out), len(p.repairs)
+		if !first {
+			p.out = append(p.out, ',')
+		}
+		keyAt := p.i
+		if !p.key() {
+			return false
+		}
+		p.skip()
+		if p.ended() {
+			// Cut off after a key: drop the incomplete member.
+			p.out, p.repairs = p.out[:memberOut], p.repairs[:memberRep]
+			p.stopped = true
+			p.closeRepair(KindUnclosed)
+			break
+		}
+		c = p.src[p.i]
+		if c == ':' {
+			p.i++
+		} else if c == '=' {
+			p.repair(KindMissingColon, p.i)
+			p.i++
+		} else if p.valueStart(p.i) {
+			p.repair(KindMissingColon, p.i)
+		} else {
+			return p.fail(p.i, "expected ':' after the key at offset %d, found %s", p.off(keyAt), describe(p.src, p.i))
+		}
+		p.out = append(p.out, ':')
+		p.skip()
+		if p.ended() {
+			p.out, p.repairs = p.out[:memberOut], p.repairs[:memberRep]
+			p.stopped = true
+			p.closeRepair(KindUnclosed)
+			break
+		}
+		c = p.src[p.i]
+		if c == ',' || c == '}' || c == ']' {
+			p.repair(KindMissingValue, p.i)
+			p.out = append(p.out, "null"...)
+		} else if !p.memberValue() {
+			return false
+		}
+		first = false
+	}
+	p.out = append(p.out, '}')
+	return true
+}
+
+// hadComma reports whether a comma separates the previous member from p.i.
+// Commas are consumed by the loop, so it looks back over whitespace.
+func (p *parser) hadComma() bool {
+	j := p.i - 1
+	for j >= 0 {
+		c := p.src[j]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			j--
+			continue
+		}
+		if c == '/' && j > 0 && p.src[j-1] == '*' {
+			k := strings.LastIndex(p.src[:j-1], "/*")
+			if k < 0 {
+				return false
+			}
+			j = k - 1
+			continue
+		}
+		return c == ','
+	}
+	return false
+}
+
+// memberValue parses a value in an object or array, treating `...` as nothing.
+func (p *parser) memberValue() bool {
+	return p.value()
+}
+
+// valueStart reports whether a value can start at s[i].
+func (p *parser) valueStart(i int) bool {
+	if i >= p.end {
+		return false
+	}
+	c := p.src[i]
+	if c == '{' || c == '[' || c == '-' || isDigit(c) || isIdentStart(c) {
+		return true
+	}
+	q, _ := quoteAt(p.src, i)
+	return q != qNone
+}
+
+// ellipsis skips a `...` placeholder member.
+func (p *parser) ellipsis() bool {
+	if !strings.HasPrefix(p.src[p.i:p.end], "...") {
+		return false
+	}
+	p.repair(KindEllipsis, p.i)
+	p.i += 3
+	return true
+}
+
+// key parses an object key: a string or an unquoted identifier.
+func (p *parser) key() bool {
+	if q, _ := quoteAt(p.src, p.i); q != qNone {
+		return p.str(false, -1)
+	}
+	start := p.i
+	for p.i < p.end {
+		c := p.src[p.i]
+		if c == ':' || c == ',' || c == '}' || c == ']' || c == '{' || c == '[' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '=' {
+			break
+		}
+		if q, _ := quoteAt(p.src, p.i); q != qNone {
+			break
+		}
+		p.i++
+	}
+	k := p.src[start:p.i]
+	if k == "" {
+		return p.fail(start, "unexpected %s", describe(p.src, start))
+	}
+	p.repair(KindUnquotedKey, start)
+	p.out = appendJSONString(p.out, k)
+	// A stray end quote after an unquoted key: {a":1}.
+	if q, n := quoteAt(p.src, p.i); q != qNone {
+		j := p.i + n
+		for j < p.end && (p.src[j] == ' ' || p.src[j] == '\t') {
+			j++
+		}
+		if j < p.end && p.src[j] == ':' {
+			p.repair(KindMissingQuote, p.i)
+			p.i += n
+		}
+	}
+	return true
+}
+
+// array parses an array at '['.
+func (p *parser) array() bool {
+	open := p.i
+	if !p.push(open) {
+		return false
+	}
+	defer func() { p.depth-- }()
+	p.i++
+	p.out = append(p.out, '[')
+	if !p.elements(']') {
+		return false
+	}
+	p.out = append(p.out, ']')
+	return true
+}
+
+// elements parses array elements up to the closer.
+func (p *parser) elements(closer byte) bool {
+	first := true
+	for {
+		p.skip()
+		if p.ended() {
+			p.stopped = true
+			p.closeRepair(KindUnclosed)
+			return true
+		}
+		c := p.src[p.i]
+		if c == closer {
+			p.i++
+			return true
+		}
+		if c == ']' || c == '}' || c == ')' {
+			p.repair(KindMismatched, p.i)
+			p.i++
+			return true
+		}
+		if c == ',' {
+			if first {
+				p.repair(KindLeadingComma, p.i)
+			} else {
+				p.repair(KindTrailingComma, p.i)
+			}
+			p.i++
+			continue
+		}
+		if p.ellipsis() {
+			continue
+		}
+		if !first && !p.hadComma() {
+			p.repair(KindMissingComma, p.i)
+		}
+		if !first {
+			p.out = append(p.out, ',')
+		}
+		if !p.value() {
+			return false
+		}
+		first = false
+	}
+}
+
+// tuple parses a Python tuple `(a, b)` as an array, `(a)` as a.
+func (p *parser) tuple() bool {
+	open := p.i
+	if !p.push(open) {
+		return false
+	}
+	defer func() { p.depth-- }()
+	p.repair(KindTuple, open)
+	p.i++
+	outStart := len(p.out)
+	p.out = append(p.out, '[')
+	if !p.elements(')') {
+		return false
+	}
+	p.out = append(p.out, ']')
+	// (x) with a single element and no comma is just x.
+	inner := p.src[open+1 : p.i]
+	if !strings.Contains(inner, ",") && len(p.out)-outStart > 2 {
+		body := append([]byte(nil), p.out[outStart+1:len(p.out)-1]...)
+		p.out = append(p.out[:outStart], body...)
+	}
+	return true
+}
+
+// tripleQuoted parses a Python """...""" string, dedenting its lines.
+func (p *parser) tripleQuoted() bool {
+	start := p.i
+	p.repair(KindTripleQuoted, start)
+	p.i += 3
+	j := strings.Index(p.src[p.i:p.end], `"""`)
+	var body string
+	if j < 0 {
+		body = p.src[p.i:p.end]
+		p.i = p.end
+		p.closeRepair(KindMissingQuote)
+	} else {
+		body = p.src[p.i : p.i+j]
+		p.i += j + 3
+	}
+	p.out = appendJSONString(p.out, dedent(body))
+	return true
+}
+
+// dedent drops a leading newline, trailing blank space and common indentation.
+func dedent(s string) string {
+	s = strings.TrimRight(s, " \t\r\n")
+	if strings.HasPrefix(s, "\n") || strings.HasPrefix(s, "\r\n") {
+		s = strings.TrimLeft(s, "\r")
+		s = s[strings.IndexByte(s, '\n')+1:]
+	} else {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	indent := -1
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		n := len(l) - len(strings.TrimLeft(l, " \t"))
+		if indent < 0 || n < indent {
+			indent = n
+		}
+	}
+	if indent > 0 {
+		for k, l := range lines {
+			if len(l) >= indent {
+				lines[k] = l[indent:]
+			} else {
+				lines[k] = strings.TrimLeft(l, " \t")
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func appendJSONString(out []byte, s string) []byte {
+	out = append(out, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			out = append(out, '\\', c)
+		case c < 0x20:
+			out = appendControl(out, c)
+		default:
+			out = append(out, c)
+		}
+		i++
+	}
+	return append(out, '"')
+}
+
+func appendControl(out []byte, c byte) []byte {
+	switch c {
+	case '\n':
+		return append(out, '\\', 'n')
+	case '\r':
+		return append(out, '\\', 'r')
+	case '\t':
+		return append(out, '\\', 't')
+	case '\b':
+		return append(out, '\\', 'b')
+	case '\f':
+		return append(out, '\\', 'f')
+	}
+	const hex = "0123456789abcdef"
+	return append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+}
+
+// str parses a quoted string at p.i. With stopAtDelim it ends at the first
+// delimiter (an end quote is missing); with stopAt >= 0 it ends there.
+func (p *parser) str(stopAtDelim bool, stopAt int) bool {
+	start := p.i
+	outStart, repStart := len(p.out), len(p.repairs)
+	startTrunc := p.trunc
+	qk, qn := quoteAt(p.src, p.i)
+	switch qk {
+	case qSingle, qBacktick, qAcute:
+		p.repair(KindSingleQuotes, start)
+	case qSmartDouble, qSmartSingle:
+		p.repair(KindSmartQuotes, start)
+	}
+	p.i += qn
+	p.out = append(p.out, '"')
+	retry := func(stopDelim bool, at int) bool {
+		if p.work != nil {
+			*p.work += p.i - start
+		}
+		p.i = start
+		p.out, p.repairs = p.out[:outStart], p.repairs[:repStart]
+		p.trunc = startTrunc
+		return p.str(stopDelim, at)
+	}
+	canRetry := !stopAtDelim && stopAt < 0 && (p.work == nil || *p.work < p.limit)
+	if !canRetry && stopAt < 0 {
+		// Budget spent: read in the mode that never re-reads.
+		stopAtDelim = stopAtDelim || (p.work != nil && *p.work >= p.limit)
+	}
+	for {
+		if p.i >= p.end {
+			iPrev := prevNonSpace(p.src, p.i-1, start)
+			if canRetry && iPrev > start && isDelim(p.src[iPrev]) {
+				return retry(true, -1)
+			}
+			// A fence right before the end: the string ends before it.
+			if canRetry {
+				if k := strings.LastIndex(p.src[start:p.i], "```"); k > 0 && strings.TrimSpace(p.src[start+k+3:p.i]) == "" {
+					return retry(false, start+k)
+				}
+			}
+			p.trimOutSpace(outStart)
+			p.closeRepair(KindMissingQuote)
+			p.out = append(p.out, '"')
+			return true
+		}
+		if p.i == stopAt {
+			p.trimOutSpace(outStart)
+			p.repair(KindMissingQuote, p.i)
+			p.out = append(p.out, '"')
+			return true
+		}
+		c := p.src[p.i]
+		if q, n := quoteAt(p.src, p.i); q != qNone && endsQuote(qk, q) {
+			iq := p.i
+			j := p.peekSkip(iq + n)
+			if stopAtDelim || j >= p.end || isDelim(p.src[j]) || isFenceAt(p.src, j) || isDigit(p.src[j]) || p.quoteStartsKey(j) {
+				p.i = iq + n
+				p.out = append(p.out, '"')
+				p.concat()
+				return true
+			}
+			iPrev := prevNonSpace(p.src, iq-1, start)
+			if canRetry && iPrev > start && p.src[iPrev] == ',' {
+				return retry(false, iPrev)
+			}
+			if canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' {
+				return retry(true, -1)
+			}
+			p.repair(KindUnescapedQuote, iq)
+			if q == qDouble {
+				p.out = append(p.out, '\\', '"')
+			} else {
+				p.out = append(p.out, p.src[iq:iq+n]...)
+			}
+			p.i = iq + n
+			continue
+		}
+		if c == '\\' {
+			if !p.escape() {
+				return false
+			}
+			continue
+		}
+		if c < 0x20 {
+			if stopAtDelim && c == '\n' {
+				p.trimOutSpace(outStart)
+				p.repair(KindMissingQuote, p.i)
+				p.out = append(p.out, '"')
+				return true
+			}
+			p.repair(KindControlChar, p.i)
+			p.out = appendControl(p.out, c)
+			p.i++
+			continue
+		}
+		if stopAtDelim && (c == ',' || c == '[' || c == ']' || c == '{' || c == '}') {
+			p.trimOutSpace(outStart)
+			p.repair(KindMissingQuote, p.i)
+			p.out = append(p.out, '"')
+			return true
+		}
+		if c == '"' {
+			p.out = append(p.out, '\\', '"')
+		} else {
+			p.out = append(p.out, c)
+		}
+		p.i++
+	}
+}
+
+// quoteStartsKey reports whether a quote at j begins a `"key":` pattern, which
+// means the quote before it closed a string and a comma is missing.
+func (p *parser) quoteStartsKey(j int) bool {
+	q, n := quoteAt(p.src, j)
+	if q == qNone {
+		return false
+	}
+	k := j + n
+	limit := min(p.end, k+200)
+	for k < limit {
+		c := p.src[k]
+		if c == '\n' {
+			return false
+		}
+		if qq, m := quoteAt(p.src, k); qq != qNone && endsQuote(q, qq) {
+			k += m
+			for k < p.end && (p.src[k] == ' ' || p.src[k] == '\t') {
+				k++
+			}
+			return k < p.end && p.src[k] == ':'
+		}
+		if c == '\\' {
+			k++
+		}
+		k++
+	}
+	return false
+}
+
+// trimOutSpace drops trailing whitespace from the string being written, so
+// a missing end quote goes before it.
+func (p *parser) trimOutSpace(outStart int) {
+	n := len(p.out)
+	for n > outStart+1 {
+		c := p.out[n-1]
+		if c == ' ' || c == '\t' {
+			n--
+			continue
+		}
+		if n-2 > outStart && p.out[n-2] == '\\' && (c == 'n' || c == 'r' || c == 't') && (n-3 <= outStart || p.out[n-3] != '\\') {
+			n -= 2
+			continue
+		}
+		break
+	}
+	p.out = p.out[:n]
+}
+
+// peekSkip returns the index of the next non-whitespace byte after i,
+// skipping comments, without recording anything.
+func (p *parser) peekSkip(i int) int {
+	for i < p.end {
+		c := p.src[i]
+		if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			i++
+			continue
+		}
+		if c == '/' && i+1 < p.end && p.src[i+1] == '*' {
+			j := strings.Index(p.src[i+2:p.end], "*/")
+			if j < 0 {
+				return p.end
+			}
+			i += 2 + j + 2
+			continue
+		}
+		if c >= 0x80 {
+			if n := specialSpace(p.src, i); n > 0 {
+				i += n
+				continue
+			}
+		}
+		break
+	}
+	return i
+}
+
+func prevNonSpace(s string, i, floor int) int {
+	for i > floor {
+		c := s[i]
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return i
+		}
+		i--
+	}
+	return i
+}
+
+// escape handles a backslash inside a string.
+func (p *parser) escape() bool {
+	at := p.i
+	if p.i+1 >= p.end {
+		// A backslash cut off at the end: drop it.
+		p.i = p.end
+		return true
+	}
+	c := p.src[p.i+1]
+	switch c {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		p.out = append(p.out, '\\', c)
+		p.i += 2
+		return true
+	case 'u':
+		j := p.i + 2
+		for j < p.end && j < p.i+6 && isHex(p.src[j]) {
+			j++
+		}
+		if j == p.i+6 {
+			p.out = append(p.out, p.src[p.i:j]...)
+			p.i = j
+			return true
+		}
+		if j >= p.end && p.atEOF {
+			// Cut off inside the escape: drop it.
+			p.i = p.end
+			return true
+		}
+		return p.fail(at, "invalid unicode escape %q", p.src[at:min(at+6, p.end)])
+	case '\n':
+		p.repair(KindInvalidEscape, at)
+		p.out = append(p.out, '\\', 'n')
+		p.i += 2
+		return true
+	}
+	p.repair(KindInvalidEscape, at)
+	p.i++ // drop the backslash; the next byte is read as text
+	if c == '\'' || c == '`' {
+		p.out = append(p.out, c)
+		p.i++
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+// concat joins "a" + "b" into one string.
+func (p *parser) concat() {
+	for {
+		j := p.peekSkip(p.i)
+		if j >= p.end || p.src[j] != '+' {
+			return
+		}
+		k := p.peekSkip(j + 1)
+		if q, _ := quoteAt(p.src, k); q == qNone {
+			if k >= p.end {
+				// "a" + at the end: drop the dangling operator.
+				p.repair(KindConcat, j)
+				p.i = k
+			}
+			return
+		}
+		p.repair(KindConcat, j)
+		p.out = p.out[:len(p.out)-1] // drop the closing quote
+		inner := len(p.out)
+		p.i = k
+		if !p.str(false, -1) {
+			return
+		}
+		// remove the opening quote of the joined string
+		p.out = append(p.out[:inner], p.out[inner+1:]...)
+	}
+}
+
+// number parses a number, or a number-like token as an unquoted string.
+func (p *parser) number() bool {
+	start := p.i
+	i := p.i
+	if i < p.end && p.src[i] == '-' {
+		i++
+	}
+	intStart := i
+	for i < p.end && (isDigit(p.src[i]) || p.src[i] == '_') {
+		i++
+	}
+	intEnd := i
+	frac := -1
+	if i < p.end && p.src[i] == '.' {
+		frac = i
+		i++
+		for i < p.end && (isDigit(p.src[i]) || p.src[i] == '_') {
+			i++
+		}
+	}
+	exp := -1
+	if i < p.end && (p.src[i] == 'e' || p.src[i] == 'E') && i > intStart {
+		exp = i
+		i++
+		if i < p.end && (p.src[i] == '+' || p.src[i] == '-') {
+			i++
+		}
+		for i < p.end && isDigit(p.src[i]) {
+			i++
+		}
+	}
+	// A number followed by more word characters is a string: 2024-10-18, 0.0.1, 1/3.
+	if i < p.end && (isIdent(p.src[i]) || p.src[i] == '.' || p.src[i] == '-' || p.src[i] == ':' || (p.src[i] == '/' && i+1 < p.end && p.src[i+1] != '/' && p.src[i+1] != '*')) {
+		return p.unquoted(start, false)
+	}
+	tok := p.src[start:i]
+	if tok == "." || tok == "-." {
+		return p.fail(start, "unexpected %s", describe(p.src, start))
+	}
+	ip := p.src[intStart:intEnd]
+	if len(ip) > 1 && ip[0] == '0' && isDigit(ip[1]) {
+		// Leading zeros: keep the text.
+		p.repair(KindNumberFormat, start)
+		p.out = appendJSONString(p.out, tok)
+		p.i = i
+		return true
+	}
+	var b strings.Builder
+	changed := false
+	neg := start < intStart
+	if neg {
+		b.WriteByte('-')
+	}
+	digits := strings.ReplaceAll(ip, "_", "")
+	if digits != ip {
+		changed = true
+	}
+	if digits == "" {
+		digits = "0"
+		changed = true
+	}
+	b.WriteString(digits)
+	truncEnd := false
+	if frac >= 0 {
+		fend := i
+		if exp >= 0 {
+			fend = exp
+		}
+		fd := strings.ReplaceAll(p.src[frac+1:fend], "_", "")
+		if fd != p.src[frac+1:fend] {
+			changed = true
+		}
+		if fd == "" {
+			changed = true
+			truncEnd = fend == p.end
+		} else {
+			b.WriteByte('.')
+			b.WriteString(fd)
+		}
+	}
+	if exp >= 0 {
+		ed := p.src[exp+1 : i]
+		sign := ""
+		if ed != "" && (ed[0] == '+' || ed[0] == '-') {
+			sign, ed = ed[:1], ed[1:]
+		}
+		if ed == "" {
+			changed = true
+			truncEnd = i == p.end
+		} else {
+			b.WriteByte('e')
+			b.WriteString(sign)
+			b.WriteString(ed)
+		}
+	}
+	if changed {
+		if truncEnd && p.atEOF && i >= p.end {
+			p.trunc = true
+			p.repair(KindTruncated, start)
+		} else {
+			p.repair(KindNumberFormat, start)
+		}
+	}
+	p.out = append(p.out, b.String()...)
+	p.i = i
+	return true
+}
+
+// literals maps lenient literal spellings to JSON.
+var literals = map[string]struct{ json, kind string }{
+	"true": {"true", ""}, "false": {"false", ""}, "null": {"null", ""},
+	"True": {"true", KindPythonLiteral}, "False": {"false", KindPythonLiteral}, "None": {"null", KindPythonLiteral},
+	"TRUE": {"true", KindPythonLiteral}, "FALSE": {"false", KindPythonLiteral}, "NULL": {"null", KindPythonLiteral},
+	"Null": {"null", KindPythonLiteral}, "NONE": {"null", KindPythonLiteral}, "nil": {"null", KindJSLiteral},
+	"undefined": {"null", KindJSLiteral}, "NaN": {"null", KindJSLiteral},
+	"Infinity": {"null", KindJSLiteral}, "-Infinity": {"null", KindJSLiteral},
+}
+
+// symbol parses a literal, a function call wrapper or an unquoted string.
+func (p *parser) symbol() bool {
+	start := p.i
+	i := p.i
+	for i < p.end && isIdent(p.src[i]) && p.src[i] < 0x80 {
+		i++
+	}
+	word := p.src[start:i]
+	if lit, ok := literals[word]; ok && (i >= p.end || !isIdent(p.src[i])) {
+		if lit.kind != "" {
+			p.repair(lit.kind, start)
+		}
+		p.out = append(p.out, lit.json...)
+		p.i = i
+		return true
+	}
+	// Partial literal at the very end of the reply: tru, fals, nul.
+	if i >= p.end && p.atEOF && word != "" {
+		for _, full := range [...]string{"true", "false", "null"} {
+			if strings.HasPrefix(full, word) && len(word) < len(full) {
+				p.trunc = true
+				p.repair(KindTruncated, start)
+				p.out = append(p.out, full...)
+				p.i = i
+				return true
+			}
+		}
+	}
+	// Function call wrapper: callback({...}), ObjectId("1"), NumberLong("2").
+	j := i
+	for j < p.end && (p.src[j] == ' ' || p.src[j] == '\t') {
+		j++
+	}
+	if word != "" && j < p.end && p.src[j] == '(' {
+		p.repair(KindFunctionCall, start)
+		p.i = j + 1
+		if !p.push(j) {
+			return false
+		}
+		ok := p.value()
+		p.depth--
+		if !ok {
+			return false
+		}
+		p.skip()
+		if p.i < p.end && p.src[p.i] == ')' {
+			p.i++
+		}
+		if p.i < p.end && p.src[p.i] == ';' {
+			p.i++
+		}
+		return true
+	}
+	return p.unquoted(start, true)
+}
+
+// unquoted reads an unquoted string value up to a delimiter.
+func (p *parser) unquoted(start int, allowSpace bool) bool {
+	i := start
+	for i < p.end {
+		c := p.src[i]
+		if c == ',' || c == '}' || c == ']' || c == '\n' || c == '\r' || c == '[' || c == '{' || c == ')' {
+			break
+		}
+		if c == ':' && !(i+2 < p.end && p.src[i+1] == '/' && p.src[i+2] == '/') && i > start && !isDigit(p.src[i-1]) {
+			break
+		}
+		if c == '"' {
+			break
+		}
+		if c == '/' && i+1 < p.end && (p.src[i+1] == '*' || (p.src[i+1] == '/' && (i == start || p.src[i-1] != ':'))) {
+			break
+		}
+		if !allowSpace && (c == ' ' || c == '\t') {
+			break
+		}
+		i++
+	}
+	s := strings.TrimRight(p.src[start:i], " \t")
+	if s == "" {
+		return p.fail(start, "unexpected %s", describe(p.src, start))
+	}
+	p.repair(KindUnquotedString, start)
+	p.i = start + len(s)
+	if p.i == p.end && p.atEOF {
+		// An unquoted value running into the end of the reply may be cut off.
+	}
+	p.out = appendJSONString(p.out, s)
+	// A stray end quote: {"a":foo","b":1}.
+	if p.i < p.end && p.src[p.i] == '"' {
+		j := p.peekSkip(p.i + 1)
+		if j >= p.end || p.src[j] == ',' || p.src[j] == '}' || p.src[j] == ']' {
+			p.repair(KindMissingQuote, p.i)
+			p.i++
+		}
+	}
+	return true
+}
+
+// regex reads a /regex/flags literal as a string.
+func (p *parser) regex() bool {
+	start := p.i
+	i := p.i + 1
+	inClass := false
+	for i < p.end {
+		c := p.src[i]
+		if c == '\\' {
+			i += 2
+			continue
+		}
+		if c == '\n' {
+			return p.fail(start, "unexpected '/'")
+		}
+		if c == '[' {
+			inClass = true
+		} else if c == ']' {
+			inClass = false
+		} else if c == '/' && !inClass {
+			i++
+			for i < p.end && isIdent(p.src[i]) {
+				i++
+			}
+			p.repair(KindUnquotedString, start)
+			p.out = appendJSONString(p.out, p.src[start:min(i, p.end)])
+			p.i = i
+			return true
+		}
+		i++
+	}
+	return p.fail(start, "unexpected '/'")
+}
