@@ -105,7 +105,8 @@ type checkJSON struct {
 // "errors", "repairs", "source", "truncated"}. "errors" and "repairs" are
 // arrays, never null; "value" is null when nothing was extracted. The value
 // keeps the key order of the reply when the candidate's JSON text is
-// available. HTML characters are not escaped.
+// available. MarshalJSON does not escape <, > and &; json.Marshal re-escapes
+// them, so use a json.Encoder with SetEscapeHTML(false) to print them as is.
 func (r CheckResult) MarshalJSON() ([]byte, error) {
 	out := checkJSON{
 		Valid:     r.Valid,

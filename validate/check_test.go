@@ -1,0 +1,193 @@
+package validate
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
+)
+
+// cand builds a candidate from JSON text.
+func cand(t *testing.T, text string, truncated bool) extract.Candidate {
+	t.Helper()
+	return extract.Candidate{Value: mustDecode(t, text), JSON: []byte(text), Source: extract.SourceScan, Truncated: truncated}
+}
+
+func TestChoose(t *testing.T) {
+	t.Parallel()
+	// Valid: {"n": 1..3}. {"n":"x"} has 1 error; {"n":"x","extra":1} has 2.
+	const schema = `{"type":"object","required":["n"],"properties":{"n":{"type":"integer","maximum":3}},"additionalProperties":false}`
+	type c struct {
+		text      string
+		truncated bool
+	}
+	tests := []struct {
+		name       string
+		nilSchema  bool
+		cands      []c
+		wantIndex  int
+		wantValid  bool
+		wantClass  Class
+		wantErrors int
+	}{
+		{name: "first valid", cands: []c{{`{"n":"x"}`, false}, {`{"n":2}`, false}, {`{"n":1}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "valid after fewer-error invalid", cands: []c{{`{"n":9}`, false}, {`{"n":3}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "fewest errors", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":9}`, false}, {`{}`, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSemantic, wantErrors: 1},
+		{name: "earliest on ties", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":"y"}`, false}, {`{"n":9}`, false}}, wantIndex: 1, wantValid: false, wantClass: ClassShape, wantErrors: 1},
+		{name: "truncated never valid", cands: []c{{`{"n":1}`, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
+		{name: "complete valid beats truncated valid", cands: []c{{`{"n":1}`, true}, {`{"n":2}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "truncated counts as an error", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":1}`, true}}, wantIndex: 1, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
+		{name: "truncated with schema errors", cands: []c{{`{"n":"x"}`, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 2},
+		{name: "nil schema any value", nilSchema: true, cands: []c{{`"anything"`, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
+		{name: "nil schema skips truncated", nilSchema: true, cands: []c{{`[1]`, true}, {`[2]`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+	}
+	s := mustCompile(t, schema)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var cands []extract.Candidate
+			for _, x := range tc.cands {
+				cands = append(cands, cand(t, x.text, x.truncated))
+			}
+			sch := s
+			if tc.nilSchema {
+				sch = nil
+			}
+			got := choose(sch, cands, nil)
+			if got.Candidate != &cands[tc.wantIndex] {
+				t.Fatalf("chose %+v, want candidate %d", got.Candidate, tc.wantIndex)
+			}
+			if got.Valid != tc.wantValid || got.Class != tc.wantClass || len(got.Errors) != tc.wantErrors {
+				t.Fatalf("valid, class, errors = %v, %q, %v; want %v, %q, %d errors", got.Valid, got.Class, got.Errors, tc.wantValid, tc.wantClass, tc.wantErrors)
+			}
+			if got.Candidates != len(cands) || got.Truncated != cands[tc.wantIndex].Truncated || got.Source != extract.SourceScan {
+				t.Fatalf("candidates, truncated, source = %d, %v, %q", got.Candidates, got.Truncated, got.Source)
+			}
+			if got.Truncated && (got.Errors[0].Keyword != "truncated" || got.Errors[0].Class != ClassSyntax || got.Errors[0].Path != "") {
+				t.Fatalf("truncated: first error %+v, want keyword truncated, class syntax, root path", got.Errors[0])
+			}
+		})
+	}
+}
+
+func TestChooseNothingExtracted(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("no JSON value found: the reply is a refusal")
+	got := choose(nil, nil, cause)
+	want := []Error{{Path: "", Keyword: "syntax", Class: ClassSyntax, Message: cause.Error()}}
+	if got.Valid || got.Class != ClassSyntax || !slices.Equal(got.Errors, want) || got.Value != nil || got.Candidate != nil || got.Source != "" {
+		t.Fatalf("got %+v, want invalid syntax result with %v", got, want)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`)
+	tests := []struct {
+		name       string
+		reply      string
+		wantValid  bool
+		wantClass  Class
+		wantSource extract.Source
+		wantValue  string
+	}{
+		{name: "bare valid", reply: `{"name":"Ada"}`, wantValid: true, wantSource: extract.SourceRaw, wantValue: `{"name":"Ada"}`},
+		{name: "bare invalid", reply: ` {"name": 7} `, wantValid: false, wantClass: ClassShape, wantSource: extract.SourceRaw, wantValue: `{"name":7}`},
+		{name: "fenced", reply: "Sure:\n```json\n{\"name\": \"Ada\"}\n```\n", wantValid: true, wantSource: extract.SourceFence, wantValue: `{"name":"Ada"}`},
+		{name: "empty reply", reply: "", wantValid: false, wantClass: ClassSyntax, wantSource: "", wantValue: `null`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := Check(s, tc.reply)
+			if got.Valid != tc.wantValid || got.Class != tc.wantClass || got.Source != tc.wantSource {
+				t.Fatalf("valid, class, source = %v, %q, %q; want %v, %q, %q (%v)", got.Valid, got.Class, got.Source, tc.wantValid, tc.wantClass, tc.wantSource, got.Errors)
+			}
+			if v := marshalValue(t, got.Value); v != tc.wantValue {
+				t.Fatalf("value = %s, want %s", v, tc.wantValue)
+			}
+			if tc.wantSource == "" {
+				_, err := extract.Extract(tc.reply)
+				if err == nil || len(got.Errors) != 1 || got.Errors[0].Message != err.Error() || got.Errors[0].Keyword != "syntax" {
+					t.Fatalf("errors = %v, want the one extract error %v", got.Errors, err)
+				}
+			}
+		})
+	}
+}
+
+func marshalValue(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestCheckResultMarshalJSON(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"properties":{"a":{"type":"integer"}}}`)
+	c := extract.Candidate{
+		Value:   mustDecode(t, `{"b":"<x>","a":"1"}`),
+		JSON:    []byte(`{"b":"<x>","a":"1"}`),
+		Source:  extract.SourceFence,
+		Repairs: []extract.Repair{{Kind: "trailing_comma", Offset: 17}},
+	}
+	tests := []struct {
+		name string
+		in   CheckResult
+		want string
+	}{
+		{
+			name: "invalid keeps key order and does not escape HTML",
+			in:   choose(s, []extract.Candidate{c}, nil),
+			want: `{"valid":false,"value":{"b":"<x>","a":"1"},"class":"shape","errors":[{"path":"/a","keyword":"type","class":"shape","message":"/a: expected integer, got string \"1\""}],"repairs":[{"kind":"trailing_comma","offset":17}],"source":"fence","truncated":false}`,
+		},
+		{
+			name: "valid has empty arrays",
+			in:   choose(nil, []extract.Candidate{{Value: mustDecode(t, `[1,2]`), Source: extract.SourceRaw}}, nil),
+			want: `{"valid":true,"value":[1,2],"class":"","errors":[],"repairs":[],"source":"raw","truncated":false}`,
+		},
+		{
+			name: "nothing extracted",
+			in:   choose(s, nil, errors.New("no JSON value found")),
+			want: `{"valid":false,"value":null,"class":"syntax","errors":[{"path":"","keyword":"syntax","class":"syntax","message":"no JSON value found"}],"repairs":[],"source":"","truncated":false}`,
+		},
+		{
+			name: "truncated",
+			in:   choose(nil, []extract.Candidate{{Value: mustDecode(t, `{"a":1}`), JSON: []byte(`{"a":1}`), Source: extract.SourceRaw, Truncated: true, Repairs: []extract.Repair{{Kind: "truncated", Offset: 6}}}}, nil),
+			want: `{"valid":false,"value":{"a":1},"class":"syntax","errors":[{"path":"","keyword":"truncated","class":"syntax","message":"` + truncatedMessage + `"}],"repairs":[{"kind":"truncated","offset":6}],"source":"raw","truncated":true}`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := tc.in.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != tc.want {
+				t.Fatalf("got\n%s\nwant\n%s", b, tc.want)
+			}
+			// Through json.Marshal the same object comes out (HTML escaped).
+			var viaMarshal, direct any
+			b2, err := json.Marshal(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b2, &viaMarshal); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &direct); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(viaMarshal, direct) {
+				t.Fatalf("json.Marshal: got %s, want %s", b2, b)
+			}
+		})
+	}
+}

@@ -1,0 +1,67 @@
+package validate_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+func ExampleCompile() {
+	s, err := validate.Compile([]byte(`{
+		"type": "object",
+		"required": ["sku", "qty", "email"],
+		"properties": {
+			"sku":      {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
+			"qty":      {"type": "integer", "minimum": 1},
+			"priority": {"enum": ["low", "medium", "high"]}
+		}
+	}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	dec := json.NewDecoder(strings.NewReader(`{"sku": "abc-1", "qty": "2", "priority": "urgent"}`))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		fmt.Println(err)
+		return
+	}
+	errs := s.Validate(v)
+	for _, e := range errs {
+		fmt.Printf("%-8s %s\n", e.Class, e.Message)
+	}
+	fmt.Println("class:", validate.ClassOf(errs))
+	// Output:
+	// shape    (root): missing required property "email"
+	// semantic /priority: "urgent" is not one of ["low","medium","high"]
+	// shape    /qty: expected integer, got string "2"
+	// semantic /sku: "abc-1" does not match ^[A-Z]{3}-[0-9]{4}$
+	// class: shape
+}
+
+func ExampleCompile_externalRef() {
+	_, err := validate.Compile([]byte(`{"properties": {"a": {"$ref": "https://example.com/a.json"}}}`))
+	fmt.Println(err)
+	// Output:
+	// invalid schema: keyword "$ref" at /properties/a/$ref: references outside the schema document are not allowed (no network or file access): cannot use "https://example.com/a.json"
+}
+
+func ExampleCheck() {
+	s, err := validate.Compile([]byte(`{"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r := validate.Check(s, `{"name": 42}`)
+	b, err := r.MarshalJSON()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(string(b))
+	// Output:
+	// {"valid":false,"value":{"name":42},"class":"shape","errors":[{"path":"/name","keyword":"type","class":"shape","message":"/name: expected string, got number 42"}],"repairs":[],"source":"raw","truncated":false}
+}
