@@ -1,0 +1,235 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Job statuses. Every status but StatusQueued is final.
+const (
+	StatusQueued   = "queued"
+	StatusValid    = "valid"
+	StatusInvalid  = "invalid"
+	StatusFailed   = "failed"
+	StatusRejected = "rejected"
+	StatusDead     = "dead"
+)
+
+// IsFinal reports whether status is a final job status.
+func IsFinal(status string) bool {
+	switch status {
+	case StatusValid, StatusInvalid, StatusFailed, StatusRejected, StatusDead:
+		return true
+	}
+	return false
+}
+
+// NewJob is a job as enqueue records it.
+type NewJob struct {
+	// ID identifies the job; stable across enqueue runs. Required.
+	ID string
+	// Batch names the batch; it must have been stored with PutBatch.
+	Batch string
+	// RowNo is the job's row number in the input, from 1.
+	RowNo int
+	// SchemaHash is the hash PutSchema returned; "" for none.
+	SchemaHash string
+	// Prompt is the rendered prompt.
+	Prompt string
+	// Provider, Model, Mode and Strategy are the settings the job runs with.
+	Provider, Model, Mode, Strategy string
+	// Metadata is the input row as a JSON object; nil means {}.
+	Metadata json.RawMessage
+}
+
+func (j NewJob) check() error {
+	if j.ID == "" {
+		return fmt.Errorf("%w: job with empty id (row %d)", ErrInvalid, j.RowNo)
+	}
+	if j.Batch == "" {
+		return fmt.Errorf("%w: job %s with empty batch", ErrInvalid, j.ID)
+	}
+	return nil
+}
+
+func rawOr(r json.RawMessage, def string) string {
+	if len(r) == 0 {
+		return def
+	}
+	return string(r)
+}
+
+// InsertJobs records jobs as 'queued' and unpublished, skipping every job
+// whose id exists already, and returns how many it inserted: running the
+// same enqueue twice inserts 0. The rows are copied into a temporary table
+// and inserted from there in one transaction.
+func (s *Store) InsertJobs(ctx context.Context, jobs []NewJob) (int, error) {
+	if len(jobs) == 0 {
+		return 0, nil
+	}
+	for _, j := range jobs {
+		if err := j.check(); err != nil {
+			return 0, fmt.Errorf("insert jobs: %w", err)
+		}
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var inserted int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `CREATE TEMP TABLE jobs_in (
+			id text, batch text, row_no int, schema_hash text, prompt text,
+			provider text, model text, mode text, strategy text, metadata text
+		) ON COMMIT DROP`)
+		if err != nil {
+			return fmt.Errorf("create temp table: %w", err)
+		}
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"jobs_in"},
+			[]string{"id", "batch", "row_no", "schema_hash", "prompt", "provider", "model", "mode", "strategy", "metadata"},
+			pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) {
+				j := jobs[i]
+				return []any{j.ID, j.Batch, j.RowNo, j.SchemaHash, j.Prompt, j.Provider, j.Model, j.Mode, j.Strategy, rawOr(j.Metadata, "{}")}, nil
+			}))
+		if err != nil {
+			return fmt.Errorf("copy jobs: %w", err)
+		}
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO jobs (id, batch, row_no, schema_hash, prompt, provider, model, mode, strategy, metadata)
+			SELECT id, batch, row_no, nullif(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::jsonb
+			FROM jobs_in
+			ON CONFLICT (id) DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		inserted = tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("insert jobs: %w", err)
+	}
+	return int(inserted), nil
+}
+
+// MarkPublished records that the jobs were published to the queue. Ids that
+// do not exist or are already marked are ignored; it is safe to repeat.
+func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	_, err := s.pool.Exec(ctx,
+		`UPDATE jobs SET published = true, published_at = now() WHERE id = ANY($1) AND NOT published`, ids)
+	if err != nil {
+		return fmt.Errorf("mark %d jobs published: %w", len(ids), err)
+	}
+	return nil
+}
+
+// Unpublished returns up to limit jobs of batch that were recorded but not
+// yet published, in row order (for enqueue --resume). limit <= 0 means all.
+func (s *Store) Unpublished(ctx context.Context, batch string, limit int) ([]NewJob, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::text
+		FROM jobs WHERE batch = $1 AND NOT published
+		ORDER BY row_no, id LIMIT $2`, batch, lim)
+	if err != nil {
+		return nil, fmt.Errorf("list unpublished jobs of %s: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (NewJob, error) {
+		var j NewJob
+		var meta string
+		err := r.Scan(&j.ID, &j.Batch, &j.RowNo, &j.SchemaHash, &j.Prompt, &j.Provider, &j.Model, &j.Mode, &j.Strategy, &meta)
+		j.Metadata = json.RawMessage(meta)
+		return j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list unpublished jobs of %s: %w", batch, err)
+	}
+	return out, nil
+}
+
+// JobFinal returns the job's status and whether it is final, so a worker can
+// skip a redelivered job that is done. ErrNotFound if there is no row.
+func (s *Store) JobFinal(ctx context.Context, id string) (status string, final bool, err error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	err = s.pool.QueryRow(ctx, `SELECT status FROM jobs WHERE id = $1`, id).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, fmt.Errorf("get job %s status: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("get job %s status: %w", id, err)
+	}
+	return status, IsFinal(status), nil
+}
+
+// Rejection records a job that cannot be processed.
+type Rejection struct {
+	// JobID identifies the job; required.
+	JobID string
+	// Batch names the batch, "" if unknown. A batch not yet stored is
+	// created with default settings.
+	Batch string
+	// Reason is stored as the job's error.
+	Reason string
+	// Payload is the raw message, kept for inspection; may be nil.
+	Payload []byte
+	// Status is StatusRejected (bad input) or StatusDead (delivered too
+	// often); "" means StatusRejected.
+	Status string
+}
+
+// Reject records a rejected or dead job: it inserts the row when there is
+// none and updates it while it is 'queued'. It never overwrites a final row
+// and returns whether it changed anything.
+func (s *Store) Reject(ctx context.Context, r Rejection) (bool, error) {
+	status := r.Status
+	if status == "" {
+		status = StatusRejected
+	}
+	if status != StatusRejected && status != StatusDead {
+		return false, fmt.Errorf("reject job %s: %w: status %q is not rejected or dead", r.JobID, ErrInvalid, r.Status)
+	}
+	if r.JobID == "" {
+		return false, fmt.Errorf("reject job: %w: empty id", ErrInvalid)
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var changed bool
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if r.Batch != "" {
+				if _, err := tx.Exec(ctx, `INSERT INTO batches (name) VALUES ($1) ON CONFLICT DO NOTHING`, r.Batch); err != nil {
+					return err
+				}
+			}
+			tag, err := tx.Exec(ctx, `
+				INSERT INTO jobs (id, batch, status, error, payload, finished_at)
+				VALUES ($1, nullif($2, ''), $3, $4, $5, now())
+				ON CONFLICT (id) DO UPDATE
+				SET status = EXCLUDED.status, error = EXCLUDED.error,
+				    payload = EXCLUDED.payload, finished_at = EXCLUDED.finished_at
+				WHERE jobs.status = 'queued'`,
+				r.JobID, r.Batch, status, r.Reason, r.Payload)
+			if err != nil {
+				return err
+			}
+			changed = tag.RowsAffected() == 1
+			return nil
+		})
+	})
+	if err != nil {
+		return false, fmt.Errorf("reject job %s: %w", r.JobID, err)
+	}
+	return changed, nil
+}

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/tern/v2/migrate"
+
+	"github.com/fixpoint-dev/fixpoint/migrations"
+)
+
+// VersionTable is the table in which tern records the applied migration
+// version.
+const VersionTable = "public.fixpoint_schema_version"
+
+// Migrate applies every pending migration of migrations.FS to the database at
+// dsn, each in its own transaction, under a session advisory lock held for
+// the whole run: concurrent callers wait and then find nothing to do. It is
+// safe to call any number of times.
+func Migrate(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connect for migrate: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return migrateConn(ctx, conn)
+}
+
+// Migrate applies pending migrations using one connection of s's pool; see
+// the package-level Migrate.
+func (s *Store) Migrate(ctx context.Context) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire connection for migrate: %w", err)
+	}
+	defer c.Release()
+	return migrateConn(ctx, c.Conn())
+}
+
+// SchemaVersion returns the number of migrations applied and the number the
+// binary knows; they are equal after Migrate.
+func (s *Store) SchemaVersion(ctx context.Context) (applied, known int, err error) {
+	m, err := migrate.NewMigrator(ctx, nil, VersionTable)
+	if err != nil {
+		return 0, 0, fmt.Errorf("create migrator: %w", err)
+	}
+	if err := m.LoadMigrations(migrations.FS); err != nil {
+		return 0, 0, fmt.Errorf("load migrations: %w", err)
+	}
+	var v int32
+	err = s.pool.QueryRow(ctx, "SELECT version FROM "+VersionTable).Scan(&v)
+	if err != nil {
+		return 0, len(m.Migrations), fmt.Errorf("read schema version: %w", err)
+	}
+	return int(v), len(m.Migrations), nil
+}
+
+func migrateConn(ctx context.Context, conn *pgx.Conn) error {
+	m, err := migrate.NewMigrator(ctx, conn, VersionTable)
+	if err != nil {
+		return fmt.Errorf("create migrator: %w", err)
+	}
+	if err := m.LoadMigrations(migrations.FS); err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	if err := m.Migrate(ctx); err != nil {
+		return fmt.Errorf("apply migrations: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,432 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BatchSummary is one row of the batch_summary view. Rates are in [0, 1]
+// and NaN-free: a rate whose denominator is 0 is reported as 0 and flagged
+// by the count it divides by.
+type BatchSummary struct {
+	// Batch names the batch ("" for jobs rejected before their batch was known).
+	Batch string
+	// Jobs counts every job; the status fields split it, Finished = Jobs - Queued.
+	Jobs, Queued, Valid, Invalid, Failed, Rejected, Dead, Finished int64
+	// FirstAttemptValid counts valid jobs valid on their first attempt.
+	FirstAttemptValid int64
+	// Repaired counts valid jobs that needed more than one attempt or a local repair.
+	Repaired int64
+	// ValidRate is Valid / Finished.
+	ValidRate float64
+	// FirstAttemptValidRate is FirstAttemptValid / Finished.
+	FirstAttemptValidRate float64
+	// RepairRate is Repaired / Valid.
+	RepairRate float64
+	// MeanAttempts is the mean attempt count of valid, invalid and failed jobs.
+	MeanAttempts float64
+	// TokensIn, TokensOut and TokensCached are totals over the batch.
+	TokensIn, TokensOut, TokensCached int64
+	// CostUSD is the batch's total estimated cost.
+	CostUSD float64
+	// TokensPerValidJob is (TokensIn + TokensOut) / Valid.
+	TokensPerValidJob float64
+	// CostPerValidJob is CostUSD / Valid.
+	CostPerValidJob float64
+	// P50WallMS and P95WallMS are job wall-time percentiles of finished jobs
+	// (continuous interpolation), 0 when none finished.
+	P50WallMS, P95WallMS float64
+}
+
+// Summary returns batch_summary for one batch, or for every batch (ordered
+// by name) when batch is "". An unknown batch gives an empty slice.
+func (s *Store) Summary(ctx context.Context, batch string) ([]BatchSummary, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT batch, jobs, queued, valid, invalid, failed, rejected, dead, finished,
+		       first_attempt_valid, repaired,
+		       coalesce(valid_rate, 0), coalesce(first_attempt_valid_rate, 0), coalesce(repair_rate, 0),
+		       mean_attempts, tokens_in, tokens_out, tokens_cached, cost_usd,
+		       coalesce(tokens_per_valid_job, 0), coalesce(cost_per_valid_job, 0),
+		       coalesce(p50_wall_ms, 0), coalesce(p95_wall_ms, 0)
+		FROM batch_summary WHERE $1 = '' OR batch = $1 ORDER BY batch`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("query batch summary: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchSummary, error) {
+		var b BatchSummary
+		err := r.Scan(&b.Batch, &b.Jobs, &b.Queued, &b.Valid, &b.Invalid, &b.Failed, &b.Rejected, &b.Dead, &b.Finished,
+			&b.FirstAttemptValid, &b.Repaired, &b.ValidRate, &b.FirstAttemptValidRate, &b.RepairRate,
+			&b.MeanAttempts, &b.TokensIn, &b.TokensOut, &b.TokensCached, &b.CostUSD,
+			&b.TokensPerValidJob, &b.CostPerValidJob, &b.P50WallMS, &b.P95WallMS)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query batch summary: %w", err)
+	}
+	return out, nil
+}
+
+// ClassCount is one row of the failure_classes view.
+type ClassCount struct {
+	// Batch, Model, AttemptNo and Class identify the group.
+	Batch, Model string
+	AttemptNo    int
+	Class        string
+	// Attempts counts the attempts in the group.
+	Attempts int64
+	// Share is Attempts over every attempt with the same batch, model and number.
+	Share float64
+}
+
+// FailureClasses returns failure_classes for batch ("" = all), ordered by
+// batch, model, attempt number and descending count.
+func (s *Store) FailureClasses(ctx context.Context, batch string) ([]ClassCount, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT batch, model, attempt_no, class, attempts, share FROM failure_classes
+		WHERE $1 = '' OR batch = $1
+		ORDER BY batch, model, attempt_no, attempts DESC, class`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("query failure classes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClassCount, error) {
+		var c ClassCount
+		err := r.Scan(&c.Batch, &c.Model, &c.AttemptNo, &c.Class, &c.Attempts, &c.Share)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query failure classes: %w", err)
+	}
+	return out, nil
+}
+
+// PathCount is one row of the error_paths view.
+type PathCount struct {
+	// Batch, Path (JSON pointer, array indices as '*'), Keyword and Class
+	// identify the group.
+	Batch, Path, Keyword, Class string
+	// Errors counts error entries; Jobs counts distinct jobs with one.
+	Errors, Jobs int64
+}
+
+// TopErrorPaths returns the limit most frequent (path, keyword) errors of
+// batch ("" = all), most frequent first. limit <= 0 means all.
+func (s *Store) TopErrorPaths(ctx context.Context, batch string, limit int) ([]PathCount, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT batch, path, keyword, class, errors, jobs FROM error_paths
+		WHERE $1 = '' OR batch = $1
+		ORDER BY errors DESC, batch, path, keyword LIMIT $2`, batch, lim)
+	if err != nil {
+		return nil, fmt.Errorf("query error paths: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PathCount, error) {
+		var p PathCount
+		err := r.Scan(&p.Batch, &p.Path, &p.Keyword, &p.Class, &p.Errors, &p.Jobs)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query error paths: %w", err)
+	}
+	return out, nil
+}
+
+// RepairStep is one row of the repair_effectiveness view.
+type RepairStep struct {
+	// Batch, AttemptNo and Class (of attempt AttemptNo) identify the group.
+	Batch     string
+	AttemptNo int
+	Class     string
+	// Failed counts jobs whose attempt AttemptNo failed with Class; Retried
+	// those that made attempt AttemptNo+1; ValidNext those valid at it.
+	Failed, Retried, ValidNext int64
+	// Rate is ValidNext / Failed.
+	Rate float64
+}
+
+// RepairEffectiveness returns repair_effectiveness for batch ("" = all),
+// ordered by batch, attempt number and class.
+func (s *Store) RepairEffectiveness(ctx context.Context, batch string) ([]RepairStep, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT batch, attempt_no, class, failed, retried, valid_next, repair_rate FROM repair_effectiveness
+		WHERE $1 = '' OR batch = $1
+		ORDER BY batch, attempt_no, class`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("query repair effectiveness: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RepairStep, error) {
+		var p RepairStep
+		err := r.Scan(&p.Batch, &p.AttemptNo, &p.Class, &p.Failed, &p.Retried, &p.ValidNext, &p.Rate)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query repair effectiveness: %w", err)
+	}
+	return out, nil
+}
+
+// JobRecord is a job row.
+type JobRecord struct {
+	NewJob
+	// Status is the job's status.
+	Status string
+	// Published reports whether enqueue published the job; PublishedAt when.
+	Published   bool
+	PublishedAt time.Time
+	// Value is the final value, nil for none.
+	Value json.RawMessage
+	// Error and FinalClass explain a job that is not valid.
+	Error, FinalClass string
+	// Payload is the raw message of a rejected or dead job.
+	Payload []byte
+	// Attempts, Calls, FirstAttemptValid and RepairedLocally summarize the attempts.
+	Attempts, Calls                    int
+	FirstAttemptValid, RepairedLocally bool
+	// TokensIn, TokensOut, TokensCached and CostUSD are the job's totals.
+	TokensIn, TokensOut, TokensCached int64
+	CostUSD                           float64
+	// CreatedAt, StartedAt and FinishedAt are zero when unknown.
+	CreatedAt, StartedAt, FinishedAt time.Time
+	// WallMS is the wall time; Deliveries the finishing delivery count.
+	WallMS     int64
+	Deliveries int
+}
+
+// Job returns a job and its attempts in order, or ErrNotFound.
+func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var j JobRecord
+	var meta string
+	var value *string
+	var publishedAt, startedAt, finishedAt *time.Time
+	var wall *int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy,
+		       metadata::text, status, published, published_at, value::text, error, final_class, payload,
+		       attempts, calls, first_attempt_valid, repaired_locally, tokens_in, tokens_out, tokens_cached,
+		       cost_usd::float8, created_at, started_at, finished_at, wall_ms, deliveries
+		FROM jobs WHERE id = $1`, id).Scan(
+		&j.ID, &j.Batch, &j.RowNo, &j.SchemaHash, &j.Prompt, &j.Provider, &j.Model, &j.Mode, &j.Strategy,
+		&meta, &j.Status, &j.Published, &publishedAt, &value, &j.Error, &j.FinalClass, &j.Payload,
+		&j.Attempts, &j.Calls, &j.FirstAttemptValid, &j.RepairedLocally, &j.TokensIn, &j.TokensOut, &j.TokensCached,
+		&j.CostUSD, &j.CreatedAt, &startedAt, &finishedAt, &wall, &j.Deliveries)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("get job %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("get job %s: %w", id, err)
+	}
+	j.Metadata = json.RawMessage(meta)
+	if value != nil {
+		j.Value = json.RawMessage(*value)
+	}
+	j.PublishedAt, j.StartedAt, j.FinishedAt = deref(publishedAt), deref(startedAt), deref(finishedAt)
+	if wall != nil {
+		j.WallMS = *wall
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT attempt_no, request::text, request_hash, raw, source, repairs::text, errors::text, class, valid,
+		       repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
+		       transport_retries, retry_classes::text, provider_status, provider_error, model, request_id, started_at
+		FROM attempts WHERE job_id = $1 ORDER BY attempt_no`, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("get attempts of job %s: %w", id, err)
+	}
+	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		var req, repairs, retryClasses *string
+		var errs string
+		var started *time.Time
+		err := r.Scan(&a.No, &req, &a.RequestHash, &a.Raw, &a.Source, &repairs, &errs, &a.Class, &a.Valid,
+			&a.RepairedLocally, &a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached,
+			&a.TransportRetries, &retryClasses, &a.ProviderStatus, &a.ProviderError, &a.Model, &a.RequestID, &started)
+		a.Request, a.Repairs, a.RetryClasses = rawPtr(req), rawPtr(repairs), rawPtr(retryClasses)
+		a.Errors = json.RawMessage(errs)
+		a.StartedAt = deref(started)
+		return a, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("get attempts of job %s: %w", id, err)
+	}
+	return &j, attempts, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func rawPtr(s *string) json.RawMessage {
+	if s == nil {
+		return nil
+	}
+	return json.RawMessage(*s)
+}
+
+// ExportRow is one job as Export streams it.
+type ExportRow struct {
+	// ID and RowNo identify the job and its input row.
+	ID    string
+	RowNo int
+	// Status is the job's status.
+	Status string
+	// Metadata is the input row (a JSON object); Value the final value or nil.
+	Metadata, Value json.RawMessage
+	// Error explains a job that is not valid.
+	Error string
+}
+
+// Export streams every job of batch in row order to fn without loading them
+// all in memory. It stops at and returns the first error fn returns (wrapped).
+// Export does not apply the statement timeout: give ctx a deadline if needed.
+func (s *Store) Export(ctx context.Context, batch string, fn func(ExportRow) error) error {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, row_no, status, metadata::text, value::text, error
+		FROM jobs WHERE batch = $1 ORDER BY row_no, id`, batch)
+	if err != nil {
+		return fmt.Errorf("export batch %s: %w", batch, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e ExportRow
+		var meta string
+		var value *string
+		if err := rows.Scan(&e.ID, &e.RowNo, &e.Status, &meta, &value, &e.Error); err != nil {
+			return fmt.Errorf("export batch %s: %w", batch, err)
+		}
+		e.Metadata, e.Value = json.RawMessage(meta), rawPtr(value)
+		if err := fn(e); err != nil {
+			return fmt.Errorf("export batch %s: %w", batch, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("export batch %s: %w", batch, err)
+	}
+	return nil
+}
+
+// Progress counts a batch's jobs by status.
+type Progress struct {
+	// Total counts every job row; the other fields split it by status.
+	Total, Queued, Valid, Invalid, Failed, Rejected, Dead int
+}
+
+// Done reports whether every job is final (and there is at least one).
+func (p Progress) Done() bool { return p.Total > 0 && p.Queued == 0 }
+
+// Progress counts the jobs of batch by status (for `report wait`).
+func (s *Store) Progress(ctx context.Context, batch string) (Progress, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var p Progress
+	err := s.pool.QueryRow(ctx, `
+		SELECT count(*),
+		       count(*) FILTER (WHERE status = 'queued'),
+		       count(*) FILTER (WHERE status = 'valid'),
+		       count(*) FILTER (WHERE status = 'invalid'),
+		       count(*) FILTER (WHERE status = 'failed'),
+		       count(*) FILTER (WHERE status = 'rejected'),
+		       count(*) FILTER (WHERE status = 'dead')
+		FROM jobs WHERE batch = $1`, batch).
+		Scan(&p.Total, &p.Queued, &p.Valid, &p.Invalid, &p.Failed, &p.Rejected, &p.Dead)
+	if err != nil {
+		return Progress{}, fmt.Errorf("count progress of %s: %w", batch, err)
+	}
+	return p, nil
+}
+
+// Counts holds cross-table totals of a batch for invariant checks: in a
+// consistent ledger the job token totals equal the sums over their attempts
+// and every job's attempts column equals its number of attempt rows.
+type Counts struct {
+	// Jobs counts job rows; Final those with a final status.
+	Jobs, Final int64
+	// AttemptRows counts attempt rows.
+	AttemptRows int64
+	// JobTokensIn/Out/Cached sum the jobs' token totals.
+	JobTokensIn, JobTokensOut, JobTokensCached int64
+	// AttemptTokensIn/Out/Cached sum the attempts' token counts.
+	AttemptTokensIn, AttemptTokensOut, AttemptTokensCached int64
+	// AttemptsMismatch counts finished jobs whose attempts column differs
+	// from their number of attempt rows.
+	AttemptsMismatch int64
+	// Published counts jobs marked published.
+	Published int64
+}
+
+// Counts returns the invariant totals of batch.
+func (s *Store) Counts(ctx context.Context, batch string) (Counts, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var c Counts
+	err := s.pool.QueryRow(ctx, `
+		WITH a AS (
+		    SELECT a.job_id, count(*) AS n, sum(a.tokens_in) AS tin, sum(a.tokens_out) AS tout,
+		           sum(a.tokens_cached) AS tcached
+		    FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch = $1 GROUP BY a.job_id
+		)
+		SELECT count(*),
+		       count(*) FILTER (WHERE j.status <> 'queued'),
+		       coalesce(sum(a.n), 0)::int8,
+		       coalesce(sum(j.tokens_in), 0)::int8, coalesce(sum(j.tokens_out), 0)::int8,
+		       coalesce(sum(j.tokens_cached), 0)::int8,
+		       coalesce(sum(a.tin), 0)::int8, coalesce(sum(a.tout), 0)::int8, coalesce(sum(a.tcached), 0)::int8,
+		       count(*) FILTER (WHERE j.status IN ('valid', 'invalid', 'failed') AND j.attempts <> coalesce(a.n, 0)),
+		       count(*) FILTER (WHERE j.published)
+		FROM jobs j LEFT JOIN a ON a.job_id = j.id
+		WHERE j.batch = $1`, batch).Scan(
+		&c.Jobs, &c.Final, &c.AttemptRows, &c.JobTokensIn, &c.JobTokensOut, &c.JobTokensCached,
+		&c.AttemptTokensIn, &c.AttemptTokensOut, &c.AttemptTokensCached, &c.AttemptsMismatch, &c.Published)
+	if err != nil {
+		return Counts{}, fmt.Errorf("count invariants of %s: %w", batch, err)
+	}
+	return c, nil
+}
+
+// Price is one row of model_prices, in US dollars per million tokens.
+type Price struct {
+	// Model is a model name, or a prefix pattern ending in '*'.
+	Model string
+	// InputPerMTok, OutputPerMTok and CachedInputPerMTok are the prices.
+	InputPerMTok, OutputPerMTok, CachedInputPerMTok float64
+}
+
+// Prices returns the model_prices table ordered by model.
+func (s *Store) Prices(ctx context.Context) ([]Price, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT model, input_per_mtok::float8, output_per_mtok::float8, cached_input_per_mtok::float8
+		FROM model_prices ORDER BY model`)
+	if err != nil {
+		return nil, fmt.Errorf("query model prices: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Price, error) {
+		var p Price
+		err := r.Scan(&p.Model, &p.InputPerMTok, &p.OutputPerMTok, &p.CachedInputPerMTok)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query model prices: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,190 @@
+// Package store is the ledger: it owns every SQL statement of fixpoint and is
+// the only package that imports pgx.
+//
+// A [Store] wraps a *pgxpool.Pool. It records batches, schemas (by content
+// hash), jobs (one row per job from the moment it is enqueued) and attempts
+// (one row per provider call), and answers the reporting questions through the
+// views created by the migrations package.
+//
+// Writes are idempotent because JetStream delivers at least once:
+//   - [Store.InsertJobs] and [Store.PutSchema] do nothing for rows that exist;
+//   - [Store.SaveResults] sets a job's final status only while it is still
+//     'queued' (the first final result wins) and writes attempt rows only for
+//     the results that won, all in one transaction;
+//   - [Store.Reject] never overwrites a final row.
+//
+// Transient database errors (connection loss, admin shutdown, serialization
+// failure, deadlock) are retried inside SaveResults with a bounded backoff;
+// [IsTransient] lets callers classify what is left (e.g. NakWithDelay while
+// Postgres is down).
+//
+// Migrations are applied with github.com/jackc/tern/v2: it runs on a
+// *pgx.Conn (no database/sql bridge), loads from an fs.FS (the embedded
+// migrations.FS) and holds a pg_advisory_lock for the whole run, so several
+// workers starting at once apply each migration exactly once.
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Sentinel errors returned by the store. Test them with errors.Is.
+var (
+	// ErrNotFound is returned when the requested row does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid is returned when an argument is malformed (e.g. an unknown
+	// status or a schema that is not JSON).
+	ErrInvalid = errors.New("invalid argument")
+	// ErrConfig is wrapped by every Config validation error.
+	ErrConfig = errors.New("invalid store config")
+)
+
+// Defaults for Config fields.
+const (
+	MaxConnsDefault          = 8
+	MinConnsDefault          = 0
+	MaxConnLifetimeDefault   = 30 * time.Minute
+	MaxConnIdleTimeDefault   = 5 * time.Minute
+	HealthCheckPeriodDefault = 30 * time.Second
+	StatementTimeoutDefault  = 30 * time.Second
+	RetryMaxElapsedDefault   = 10 * time.Second
+	RetryInitialDefault      = 50 * time.Millisecond
+	RetryMaxIntervalDefault  = 2 * time.Second
+)
+
+// Config tunes a Store. The zero value (or nil) means every default.
+type Config struct {
+	// MaxConns is the pool size. Default MaxConnsDefault (8); a
+	// pool_max_conns setting in the DSN wins over the default but not over an
+	// explicit value. Keep the sum over all workers below max_connections.
+	MaxConns int32
+	// MinConns is the number of idle connections kept open. Default 0.
+	MinConns int32
+	// MaxConnLifetime closes connections older than this (with jitter).
+	// Default 30 minutes.
+	MaxConnLifetime time.Duration
+	// MaxConnIdleTime closes idle connections after this. Default 5 minutes.
+	MaxConnIdleTime time.Duration
+	// HealthCheckPeriod is how often idle connections are checked. Default 30 s.
+	HealthCheckPeriod time.Duration
+	// StatementTimeout bounds every store call whose ctx has no deadline.
+	// Default 30 s.
+	StatementTimeout time.Duration
+	// RetryMaxElapsed bounds the time SaveResults spends retrying transient
+	// errors. Default 10 s; a negative value disables retries.
+	RetryMaxElapsed time.Duration
+	// RetryInitial is the first retry delay. Default 50 ms.
+	RetryInitial time.Duration
+	// RetryMaxInterval caps the delay between retries. Default 2 s.
+	RetryMaxInterval time.Duration
+	// RetryNotifyFunc, when set, is called before each retry of a transient
+	// error with the error and the delay before the next try (e.g. to log at
+	// debug level). It must not block. Default nil.
+	RetryNotifyFunc func(err error, next time.Duration)
+}
+
+// WithDefaults returns a copy of c (nil allowed) with every zero field set to
+// its default.
+func (c *Config) WithDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	out.MaxConns = cmp.Or(out.MaxConns, MaxConnsDefault)
+	out.MinConns = cmp.Or(out.MinConns, MinConnsDefault)
+	out.MaxConnLifetime = cmp.Or(out.MaxConnLifetime, MaxConnLifetimeDefault)
+	out.MaxConnIdleTime = cmp.Or(out.MaxConnIdleTime, MaxConnIdleTimeDefault)
+	out.HealthCheckPeriod = cmp.Or(out.HealthCheckPeriod, HealthCheckPeriodDefault)
+	out.StatementTimeout = cmp.Or(out.StatementTimeout, StatementTimeoutDefault)
+	out.RetryMaxElapsed = cmp.Or(out.RetryMaxElapsed, RetryMaxElapsedDefault)
+	out.RetryInitial = cmp.Or(out.RetryInitial, RetryInitialDefault)
+	out.RetryMaxInterval = cmp.Or(out.RetryMaxInterval, RetryMaxIntervalDefault)
+	return out
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.MaxConns < 1 || c.MaxConns > 1000:
+		return fmt.Errorf("%w: MaxConns %d outside 1..1000", ErrConfig, c.MaxConns)
+	case c.MinConns < 0 || c.MinConns > c.MaxConns:
+		return fmt.Errorf("%w: MinConns %d outside 0..MaxConns (%d)", ErrConfig, c.MinConns, c.MaxConns)
+	case c.MaxConnLifetime < 0, c.MaxConnIdleTime < 0, c.HealthCheckPeriod < 0:
+		return fmt.Errorf("%w: connection durations must not be negative", ErrConfig)
+	case c.StatementTimeout < 0:
+		return fmt.Errorf("%w: StatementTimeout %s must not be negative", ErrConfig, c.StatementTimeout)
+	case c.RetryInitial < 0 || c.RetryMaxInterval < c.RetryInitial:
+		return fmt.Errorf("%w: RetryInitial %s must be in 0..RetryMaxInterval (%s)", ErrConfig, c.RetryInitial, c.RetryMaxInterval)
+	}
+	return nil
+}
+
+// Store is the ledger. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
+}
+
+// Open connects a pool to dsn (a postgres:// URL or key=value string), checks
+// it with a ping and returns the Store. cfg may be nil. Close it when done.
+// Open does not migrate: call Migrate first.
+func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if (cfg != nil && cfg.MaxConns != 0) || !strings.Contains(dsn, "pool_max_conns") {
+		pc.MaxConns = c.MaxConns
+	}
+	pc.MinConns = min(c.MinConns, pc.MaxConns)
+	pc.MaxConnLifetime = c.MaxConnLifetime
+	pc.MaxConnLifetimeJitter = c.MaxConnLifetime / 10
+	pc.MaxConnIdleTime = c.MaxConnIdleTime
+	pc.HealthCheckPeriod = c.HealthCheckPeriod
+	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
+		pc.ConnConfig.RuntimeParams["application_name"] = "fixpoint"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("create pool: %w", err)
+	}
+	s := &Store{pool: pool, cfg: c}
+	if err := s.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes every connection of the pool, waiting for those in use. It is
+// safe to call more than once.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+// timeout gives ctx the configured statement timeout unless it has a
+// deadline already.
+func (s *Store) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || s.cfg.StatementTimeout == 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.cfg.StatementTimeout)
+}

@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// IsTransient reports whether err is a database error that may succeed when
+// the same idempotent work is retried later: the connection was lost or
+// refused, the server is shutting down or starting (57P01, 57P02, 57P03), any
+// connection exception (class 08), a serialization failure (40001), a
+// deadlock (40P01), too many connections (53300), or an error pgconn marks
+// SafeToRetry. Context cancellation and deadline errors are not transient:
+// the caller gave up.
+func IsTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "40001", "40P01", "53300":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	// pgx reports a connection that died under a statement this way.
+	msg := err.Error()
+	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF")
+}
+
+// retry runs op until it succeeds, fails with an error that is not
+// transient, ctx ends or RetryMaxElapsed passes. op must be idempotent.
+func (s *Store) retry(ctx context.Context, op func(context.Context) error) error {
+	if s.cfg.RetryMaxElapsed < 0 {
+		return op(ctx)
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = s.cfg.RetryInitial
+	b.MaxInterval = s.cfg.RetryMaxInterval
+	b.MaxElapsedTime = s.cfg.RetryMaxElapsed
+	return backoff.RetryNotify(func() error {
+		err := op(ctx)
+		if err != nil && !IsTransient(err) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(b, ctx), s.cfg.RetryNotifyFunc)
+}
