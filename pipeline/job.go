@@ -1,0 +1,193 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// Strategy is how the repair loop feeds errors back to the model.
+type Strategy string
+
+const (
+	// StrategyConversation appends the failed reply as an assistant turn and
+	// the errors as a new user turn; the conversation grows each round.
+	StrategyConversation Strategy = "conversation"
+	// StrategyRepair sends a fresh request each round with the original task,
+	// only the latest failed reply, its errors and the schema (constant size).
+	StrategyRepair Strategy = "repair"
+)
+
+// FeedbackFormat is how errors are written for the model.
+type FeedbackFormat string
+
+const (
+	FeedbackText FeedbackFormat = "text" // a numbered list
+	FeedbackXML  FeedbackFormat = "xml"  // a <validation-errors> block
+	// FeedbackVague names no error. It exists to measure how much exact
+	// feedback is worth; never use it in production.
+	FeedbackVague FeedbackFormat = "vague"
+)
+
+// Defaults for Limits.
+const (
+	MaxAttemptsDefault = 3
+	MaxAttemptsMax     = 20
+	MaxTokensDefault   = 1024
+	StrategyDefault    = StrategyConversation
+	FeedbackDefault    = FeedbackText
+)
+
+// Limits bound one job's repair loop.
+type Limits struct {
+	// MaxAttempts is the number of provider calls that may produce a reply
+	// (transport retries are not counted). Defaults to 3.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Strategy defaults to conversation.
+	Strategy Strategy `json:"strategy,omitempty"`
+	// Feedback defaults to text.
+	Feedback FeedbackFormat `json:"feedback,omitempty"`
+	// TokenBudget caps input+output tokens over all attempts; 0 means none.
+	// An attempt whose estimated cost would cross it is not made.
+	TokenBudget int `json:"token_budget,omitempty"`
+	// RetryBudget caps transport retries over the whole job; 0 means the
+	// client's own limit only. A job past it fails as a provider error.
+	RetryBudget int `json:"retry_budget,omitempty"`
+	// TruncationMaxTokens, when above the job's MaxTokens, is used as the
+	// output limit for the attempt after a truncated reply.
+	TruncationMaxTokens int `json:"truncation_max_tokens,omitempty"`
+}
+
+// WithDefaults returns a copy of l with zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxAttempts == 0 {
+		l.MaxAttempts = MaxAttemptsDefault
+	}
+	if l.Strategy == "" {
+		l.Strategy = StrategyDefault
+	}
+	if l.Feedback == "" {
+		l.Feedback = FeedbackDefault
+	}
+	return l
+}
+
+// Validate reports the first limit out of range.
+func (l Limits) Validate() error {
+	if l.MaxAttempts < 1 || l.MaxAttempts > MaxAttemptsMax {
+		return fmt.Errorf("%w: max_attempts %d out of range 1..%d", ErrBadJob, l.MaxAttempts, MaxAttemptsMax)
+	}
+	switch l.Strategy {
+	case StrategyConversation, StrategyRepair:
+	default:
+		return fmt.Errorf("%w: strategy %q is not conversation or repair", ErrBadJob, l.Strategy)
+	}
+	switch l.Feedback {
+	case FeedbackText, FeedbackXML, FeedbackVague:
+	default:
+		return fmt.Errorf("%w: feedback %q is not text or xml", ErrBadJob, l.Feedback)
+	}
+	if l.TokenBudget < 0 || l.RetryBudget < 0 || l.TruncationMaxTokens < 0 {
+		return fmt.Errorf("%w: token_budget, retry_budget and truncation_max_tokens must not be negative", ErrBadJob)
+	}
+	return nil
+}
+
+// Job is one unit of work for the repair loop.
+type Job struct {
+	ID string
+	// System is an optional system prompt from the user; the loop adds the
+	// schema instructions after it.
+	System string
+	// Prompt is the task. Messages, when set, is used instead.
+	Prompt   string
+	Messages []llm.Message
+	// Schema is the compiled schema; SchemaRaw its text.
+	Schema    *validate.Schema
+	SchemaRaw json.RawMessage
+	Model     string
+	Mode      llm.Mode
+	// Temperature is optional.
+	Temperature *float64
+	// MaxTokens caps output tokens per call. Defaults to 1024.
+	MaxTokens int
+	Limits    Limits
+}
+
+// Status is a job's final status in the ledger.
+type Status string
+
+const (
+	StatusQueued   Status = "queued"
+	StatusValid    Status = "valid"
+	StatusInvalid  Status = "invalid"  // no valid value after the last attempt
+	StatusFailed   Status = "failed"   // a permanent provider error or a budget
+	StatusRejected Status = "rejected" // a bad job, never run
+	StatusDead     Status = "dead"     // delivered MaxDeliver times without a final result
+)
+
+// Attempt class outcomes beyond validate's classes.
+const (
+	OutcomeTruncated = "truncated"
+	OutcomeRefusal   = "refusal"
+	OutcomeProvider  = "provider"
+	OutcomeBudget    = "budget"
+)
+
+// Attempt is one provider call that the loop made, and what came of it.
+type Attempt struct {
+	No int `json:"no"`
+	// Request is the messages as sent (system first), or nil when only the
+	// hash is kept.
+	Request     json.RawMessage `json:"request,omitempty"`
+	RequestHash string          `json:"request_hash"`
+	Raw         string          `json:"raw"`
+	// Source is where the chosen value was found; "" when none.
+	Source          extract.Source   `json:"source"`
+	Repairs         []extract.Repair `json:"repairs"`
+	Errors          []validate.Error `json:"errors"`
+	Class           string           `json:"class"`
+	Valid           bool             `json:"valid"`
+	RepairedLocally bool             `json:"repaired_locally"`
+	Value           json.RawMessage  `json:"value,omitempty"`
+	FinishReason    llm.FinishReason `json:"finish_reason,omitempty"`
+	Latency         time.Duration    `json:"latency"`
+	TokensIn        int              `json:"tokens_in"`
+	TokensOut       int              `json:"tokens_out"`
+	TokensCached    int              `json:"tokens_cached"`
+	Retries         []llm.Retry      `json:"retries,omitempty"`
+	ProviderStatus  int              `json:"provider_status,omitempty"`
+	ProviderError   string           `json:"provider_error,omitempty"`
+	ProviderClass   llm.ErrorClass   `json:"provider_class,omitempty"`
+	Model           string           `json:"model,omitempty"`
+	RequestID       string           `json:"request_id,omitempty"`
+	StartedAt       time.Time        `json:"started_at"`
+	// Feedback is the correction sent after this attempt, "" when none.
+	Feedback string `json:"feedback,omitempty"`
+}
+
+// Result is what the loop returns for one job.
+type Result struct {
+	JobID    string          `json:"job_id"`
+	Status   Status          `json:"status"`
+	Value    json.RawMessage `json:"value"`
+	Error    string          `json:"error,omitempty"`
+	Class    string          `json:"class"`
+	Attempts []Attempt       `json:"attempts"`
+	// Calls counts provider calls that returned a reply or failed for good,
+	// transport retries excluded.
+	Calls             int           `json:"calls"`
+	TransportRetries  int           `json:"transport_retries"`
+	TokensIn          int           `json:"tokens_in"`
+	TokensOut         int           `json:"tokens_out"`
+	TokensCached      int           `json:"tokens_cached"`
+	CostUSD           float64       `json:"cost_usd"`
+	FirstAttemptValid bool          `json:"first_attempt_valid"`
+	RepairedLocally   bool          `json:"repaired_locally"`
+	StartedAt         time.Time     `json:"started_at"`
+	Wall              time.Duration `json:"wall"`
+}

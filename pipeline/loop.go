@@ -1,0 +1,298 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// Completer is what the loop needs from a provider client: one call, with
+// transport retries already done. *llm.Client satisfies it.
+type Completer interface {
+	Complete(ctx context.Context, req llm.Request) (*llm.Response, error)
+}
+
+// RequestRecord says how much of each request the ledger keeps.
+type RequestRecord string
+
+const (
+	// RecordFull keeps the messages as sent (system first).
+	RecordFull RequestRecord = "full"
+	// RecordHash keeps only a SHA-256 of them.
+	RecordHash RequestRecord = "hash"
+)
+
+// LoopConfig configures a Loop. The zero value is usable.
+type LoopConfig struct {
+	// Prices estimates cost; defaults to DefaultPrices.
+	Prices Prices
+	// Record defaults to RecordFull.
+	Record RequestRecord
+	// NowFunc is the clock; defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Loop runs the repair loop: generate, extract, validate, and on failure
+// send the model its exact errors, up to the job's attempt limit.
+type Loop struct {
+	client Completer
+	cfg    LoopConfig
+}
+
+// NewLoop returns a loop calling client.
+func NewLoop(client Completer, cfg LoopConfig) *Loop {
+	if cfg.Prices == nil {
+		cfg.Prices = DefaultPrices()
+	}
+	if cfg.Record == "" {
+		cfg.Record = RecordFull
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	return &Loop{client: client, cfg: cfg}
+}
+
+// Run runs job to a final result. The result is always returned, with every
+// attempt made. The error is non-nil only when the job should be run again
+// later rather than recorded as final: it then matches ErrTransient (a
+// provider still failing after its transport retries, or ctx ended), or
+// ErrBadJob when the job itself is malformed.
+func (l *Loop) Run(ctx context.Context, job *Job) (*Result, error) {
+	start := l.cfg.NowFunc()
+	res := &Result{JobID: job.ID, StartedAt: start, Value: nil}
+	lim := job.Limits.WithDefaults()
+	if err := lim.Validate(); err != nil {
+		return res, err
+	}
+	if job.Schema == nil {
+		return res, fmt.Errorf("%w: job %s has no compiled schema", ErrBadJob, job.ID)
+	}
+	if job.Prompt == "" && len(job.Messages) == 0 {
+		return res, fmt.Errorf("%w: job %s has no prompt", ErrBadJob, job.ID)
+	}
+	mode := job.Mode
+	if mode == "" {
+		mode = llm.ModePrompt
+	}
+	jobCopy := *job
+	jobCopy.Mode = mode
+	maxTokens := job.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = MaxTokensDefault
+	}
+
+	base := job.Messages
+	if len(base) == 0 {
+		base = []llm.Message{{Role: llm.RoleUser, Content: job.Prompt}}
+	}
+	system := systemPrompt(&jobCopy)
+	messages := append([]llm.Message(nil), base...)
+	defer func() { res.Wall = l.cfg.NowFunc().Sub(start) }()
+
+	for n := 1; n <= lim.MaxAttempts; n++ {
+		req := llm.Request{
+			Model:       job.Model,
+			System:      system,
+			Messages:    messages,
+			Mode:        mode,
+			Schema:      job.SchemaRaw,
+			Temperature: job.Temperature,
+			MaxTokens:   maxTokens,
+			User:        job.ID,
+		}
+		if lim.TokenBudget > 0 {
+			spent := res.TokensIn + res.TokensOut
+			if spent+estimateTokens(&req) > lim.TokenBudget {
+				res.Status = StatusFailed
+				res.Class = OutcomeBudget
+				res.Error = fmt.Sprintf("token budget %d would be exceeded: %d spent, next attempt needs about %d", lim.TokenBudget, spent, estimateTokens(&req))
+				break
+			}
+		}
+		a := Attempt{No: n, StartedAt: l.cfg.NowFunc()}
+		l.recordRequest(&a, &req)
+		resp, err := l.client.Complete(ctx, req)
+		if err != nil {
+			var perr *llm.Error
+			a.Class = OutcomeProvider
+			a.ProviderError = err.Error()
+			if errors.As(err, &perr) {
+				a.ProviderStatus = perr.Status
+				a.ProviderClass = perr.Class
+				a.Retries = perr.Retries
+				a.RequestID = perr.RequestID
+			}
+			a.Latency = l.cfg.NowFunc().Sub(a.StartedAt)
+			res.TransportRetries += len(a.Retries)
+			if perr != nil && perr.Class == llm.ClassQuotaExhausted {
+				// Permanent for the lane, not for the job: the worker delays
+				// the job and pauses pulling instead of burning deliveries.
+				res.Attempts = append(res.Attempts, a)
+				res.Status = StatusFailed
+				res.Class = OutcomeProvider
+				res.Error = err.Error()
+				l.finish(res, job)
+				return res, fmt.Errorf("%w: %w: job %s: %w", ErrTransient, ErrQuotaExhausted, job.ID, err)
+			}
+			if perr != nil && perr.Permanent() {
+				res.Calls++
+				res.Attempts = append(res.Attempts, a)
+				res.Status = StatusFailed
+				res.Class = OutcomeProvider
+				res.Error = err.Error()
+				break
+			}
+			res.Attempts = append(res.Attempts, a)
+			res.Status = StatusFailed
+			res.Class = OutcomeProvider
+			res.Error = err.Error()
+			l.finish(res, job)
+			return res, fmt.Errorf("%w: call provider for job %s: %w", ErrTransient, job.ID, err)
+		}
+		res.Calls++
+		a.Latency = resp.Latency
+		a.Raw = resp.Text
+		a.FinishReason = resp.FinishReason
+		a.TokensIn = resp.Usage.InputTokens
+		a.TokensOut = resp.Usage.OutputTokens
+		a.TokensCached = resp.Usage.CachedInputTokens
+		a.Retries = resp.Retries
+		a.ProviderStatus = resp.Status
+		a.Model = resp.Model
+		a.RequestID = resp.RequestID
+		res.TokensIn += a.TokensIn
+		res.TokensOut += a.TokensOut
+		res.TokensCached += a.TokensCached
+		res.TransportRetries += len(a.Retries)
+
+		check := validate.Check(job.Schema, resp.Text)
+		a.Source = check.Source
+		a.Repairs = check.Repairs
+		a.Errors = check.Errors
+		if check.Value != nil || check.Source != "" {
+			if b, err := json.Marshal(check.Value); err == nil {
+				a.Value = b
+			}
+		}
+		switch {
+		case resp.FinishReason == llm.FinishRefusal || (resp.Refusal != "" && !check.Valid):
+			a.Class = OutcomeRefusal
+			if resp.Refusal != "" && a.Raw == "" {
+				a.Raw = resp.Refusal
+			}
+		case resp.FinishReason == llm.FinishLength:
+			// A cut-off reply is never accepted, even when closing it
+			// would validate.
+			a.Class = OutcomeTruncated
+		case check.Valid:
+			a.Valid = true
+			a.RepairedLocally = len(check.Repairs) > 0
+		default:
+			a.Class = string(check.Class)
+		}
+		if a.Valid {
+			res.Attempts = append(res.Attempts, a)
+			res.Status = StatusValid
+			res.Value = a.Value
+			res.Class = ""
+			res.FirstAttemptValid = n == 1
+			res.RepairedLocally = a.RepairedLocally
+			break
+		}
+		if lim.RetryBudget > 0 && res.TransportRetries > lim.RetryBudget {
+			res.Attempts = append(res.Attempts, a)
+			res.Status = StatusFailed
+			res.Class = OutcomeProvider
+			res.Error = fmt.Sprintf("transport retry budget %d exceeded (%d retries)", lim.RetryBudget, res.TransportRetries)
+			break
+		}
+		res.Status = StatusInvalid
+		res.Class = a.Class
+		res.Error = attemptError(&a)
+		if n == lim.MaxAttempts {
+			res.Attempts = append(res.Attempts, a)
+			break
+		}
+		truncNote := true
+		if a.Class == OutcomeTruncated && lim.TruncationMaxTokens > maxTokens {
+			maxTokens = lim.TruncationMaxTokens
+			truncNote = false
+		}
+		a.Feedback = feedback(lim.Feedback, &a, truncNote)
+		res.Attempts = append(res.Attempts, a)
+		messages = nextMessages(lim.Strategy, base, messages, &a)
+	}
+	l.finish(res, job)
+	return res, nil
+}
+
+func (l *Loop) finish(res *Result, job *Job) {
+	res.CostUSD = l.cfg.Prices.Cost(job.Model, res.TokensIn, res.TokensOut, res.TokensCached)
+}
+
+// nextMessages builds the conversation for the next round.
+func nextMessages(strategy Strategy, base, prev []llm.Message, a *Attempt) []llm.Message {
+	raw := a.Raw
+	if raw == "" {
+		raw = "(empty reply)"
+	}
+	if strategy == StrategyRepair {
+		out := append([]llm.Message(nil), base[:len(base)-1]...)
+		last := base[len(base)-1]
+		return append(out, llm.Message{Role: llm.RoleUser, Content: repairMessage(last.Content, raw, a.Feedback)})
+	}
+	out := append([]llm.Message(nil), prev...)
+	return append(out,
+		llm.Message{Role: llm.RoleAssistant, Content: raw},
+		llm.Message{Role: llm.RoleUser, Content: a.Feedback},
+	)
+}
+
+func attemptError(a *Attempt) string {
+	switch a.Class {
+	case OutcomeTruncated:
+		return "reply truncated at the output token limit"
+	case OutcomeRefusal:
+		return "model refused"
+	}
+	if len(a.Errors) > 0 {
+		msg := a.Errors[0].Message
+		if len(a.Errors) > 1 {
+			msg += fmt.Sprintf(" (and %d more)", len(a.Errors)-1)
+		}
+		return msg
+	}
+	return a.Class
+}
+
+// estimateTokens is the same rough measure the lane limiter uses: a quarter
+// of the request's bytes, plus the output allowance.
+func estimateTokens(req *llm.Request) int {
+	n := len(req.System) + len(req.Schema)
+	for _, m := range req.Messages {
+		n += len(m.Content)
+	}
+	return (n+3)/4 + req.MaxTokens
+}
+
+func (l *Loop) recordRequest(a *Attempt, req *llm.Request) {
+	msgs := make([]llm.Message, 0, len(req.Messages)+1)
+	if req.System != "" {
+		msgs = append(msgs, llm.Message{Role: "system", Content: req.System})
+	}
+	msgs = append(msgs, req.Messages...)
+	b, _ := json.Marshal(msgs)
+	sum := sha256.Sum256(b)
+	a.RequestHash = hex.EncodeToString(sum[:])
+	if l.cfg.Record == RecordFull {
+		a.Request = b
+	}
+}

@@ -1,0 +1,286 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// fakeCompleter answers from a script, one entry per call, and records the
+// requests it saw.
+type fakeCompleter struct {
+	mu      sync.Mutex
+	replies []fakeReply
+	reqs    []llm.Request
+}
+
+type fakeReply struct {
+	text   string
+	finish llm.FinishReason
+	err    error
+	in     int
+	out    int
+}
+
+var _ Completer = (*fakeCompleter)(nil)
+
+func (f *fakeCompleter) Complete(_ context.Context, req llm.Request) (*llm.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reqs = append(f.reqs, req)
+	if len(f.reqs) > len(f.replies) {
+		return nil, &llm.Error{Class: llm.ClassBadRequest, Message: "script exhausted"}
+	}
+	r := f.replies[len(f.reqs)-1]
+	if r.err != nil {
+		return nil, r.err
+	}
+	finish := r.finish
+	if finish == "" {
+		finish = llm.FinishStop
+	}
+	in, out := r.in, r.out
+	if in == 0 {
+		in = 100
+	}
+	if out == 0 {
+		out = len(r.text)/4 + 1
+	}
+	return &llm.Response{Text: r.text, FinishReason: finish, Status: 200, Model: req.Model,
+		Usage: llm.Usage{InputTokens: in, OutputTokens: out, CachedInputTokens: 10}}, nil
+}
+
+const ticketSchema = `{
+  "type": "object",
+  "properties": {
+    "category": {"enum": ["billing", "bug", "account"]},
+    "priority": {"type": "integer", "minimum": 1, "maximum": 5},
+    "summary": {"type": "string", "minLength": 3}
+  },
+  "required": ["category", "priority", "summary"],
+  "additionalProperties": false
+}`
+
+func testJob(t *testing.T, lim Limits) *Job {
+	t.Helper()
+	s, err := validate.Compile([]byte(ticketSchema))
+	if err != nil {
+		t.Fatalf("compile schema: %v", err)
+	}
+	return &Job{ID: "job-1", Prompt: "Classify: my card was charged twice", Schema: s, SchemaRaw: []byte(ticketSchema),
+		Model: "gpt-4o-mini", Mode: llm.ModePrompt, Limits: lim}
+}
+
+const (
+	validReply   = `{"category": "billing", "priority": 2, "summary": "double charge"}`
+	enumReply    = `{"category": "payments", "priority": 2, "summary": "double charge"}`
+	typeReply    = `{"category": "billing", "priority": "high", "summary": "double charge"}`
+	fencedRepair = "Here you go:\n```json\n{'category': 'billing', 'priority': 2, 'summary': 'double charge',}\n```"
+)
+
+func TestLoop(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		limits       Limits
+		replies      []fakeReply
+		wantStatus   Status
+		wantAttempts int
+		wantClasses  []string
+		wantErr      error
+		check        func(t *testing.T, f *fakeCompleter, res *Result)
+	}{
+		{
+			name: "valid first time", replies: []fakeReply{{text: validReply}},
+			wantStatus: StatusValid, wantAttempts: 1, wantClasses: []string{""},
+			check: func(t *testing.T, _ *fakeCompleter, res *Result) {
+				if !res.FirstAttemptValid || res.RepairedLocally {
+					t.Errorf("first_attempt_valid=%v repaired_locally=%v, want true false", res.FirstAttemptValid, res.RepairedLocally)
+				}
+				if string(res.Value) != `{"category":"billing","priority":2,"summary":"double charge"}` {
+					t.Errorf("value = %s", res.Value)
+				}
+			},
+		},
+		{
+			name: "local repair saves a call", replies: []fakeReply{{text: fencedRepair}},
+			wantStatus: StatusValid, wantAttempts: 1, wantClasses: []string{""},
+			check: func(t *testing.T, _ *fakeCompleter, res *Result) {
+				if !res.RepairedLocally || len(res.Attempts[0].Repairs) == 0 {
+					t.Errorf("repaired_locally=%v repairs=%v, want a local repair", res.RepairedLocally, res.Attempts[0].Repairs)
+				}
+				if res.Attempts[0].Source != "fence" {
+					t.Errorf("source = %q, want fence", res.Attempts[0].Source)
+				}
+			},
+		},
+		{
+			name: "conversation feedback names the pointer", replies: []fakeReply{{text: enumReply}, {text: validReply}},
+			wantStatus: StatusValid, wantAttempts: 2, wantClasses: []string{"semantic", ""},
+			check: func(t *testing.T, f *fakeCompleter, res *Result) {
+				second := f.reqs[1].Messages
+				if len(second) != 3 || second[1].Role != llm.RoleAssistant || second[1].Content != enumReply {
+					t.Fatalf("second request messages = %+v, want user, assistant(failed reply), user(feedback)", second)
+				}
+				if !strings.Contains(second[2].Content, "/category") || !strings.Contains(second[2].Content, "1. ") {
+					t.Errorf("feedback %q does not name /category in a numbered list", second[2].Content)
+				}
+				if res.Attempts[0].Feedback != second[2].Content {
+					t.Errorf("attempt feedback not recorded as sent")
+				}
+			},
+		},
+		{
+			name: "repair strategy sends one fresh turn", limits: Limits{Strategy: StrategyRepair, Feedback: FeedbackXML},
+			replies:    []fakeReply{{text: typeReply}, {text: enumReply}, {text: validReply}},
+			wantStatus: StatusValid, wantAttempts: 3, wantClasses: []string{"shape", "semantic", ""},
+			check: func(t *testing.T, f *fakeCompleter, _ *Result) {
+				for i := 1; i < 3; i++ {
+					msgs := f.reqs[i].Messages
+					if len(msgs) != 1 || msgs[0].Role != llm.RoleUser {
+						t.Fatalf("request %d has %d messages, want 1 user turn", i, len(msgs))
+					}
+					c := msgs[0].Content
+					if !strings.Contains(c, PreviousReplyOpen+"\n") || !strings.Contains(c, "<validation-errors>") || !strings.Contains(c, "Classify: my card") {
+						t.Errorf("request %d lacks task, previous reply or xml errors:\n%s", i, c)
+					}
+				}
+				if strings.Contains(f.reqs[2].Messages[0].Content, typeReply) {
+					t.Errorf("round 3 still carries the reply of round 1")
+				}
+			},
+		},
+		{
+			name: "gives up after max attempts", limits: Limits{MaxAttempts: 2},
+			replies:    []fakeReply{{text: enumReply}, {text: typeReply}, {text: validReply}},
+			wantStatus: StatusInvalid, wantAttempts: 2, wantClasses: []string{"semantic", "shape"},
+			check: func(t *testing.T, f *fakeCompleter, res *Result) {
+				if len(f.reqs) != 2 {
+					t.Errorf("calls = %d, want 2", len(f.reqs))
+				}
+				if res.Class != "shape" || res.Value != nil {
+					t.Errorf("class=%q value=%s, want shape and no value", res.Class, res.Value)
+				}
+			},
+		},
+		{
+			name: "truncated is never accepted", limits: Limits{TruncationMaxTokens: 4096},
+			replies:    []fakeReply{{text: validReply, finish: llm.FinishLength}, {text: validReply}},
+			wantStatus: StatusValid, wantAttempts: 2, wantClasses: []string{"truncated", ""},
+			check: func(t *testing.T, f *fakeCompleter, _ *Result) {
+				if f.reqs[0].MaxTokens != MaxTokensDefault || f.reqs[1].MaxTokens != 4096 {
+					t.Errorf("max tokens = %d then %d, want %d then 4096", f.reqs[0].MaxTokens, f.reqs[1].MaxTokens, MaxTokensDefault)
+				}
+			},
+		},
+		{
+			name:       "refusal is its own class",
+			replies:    []fakeReply{{text: "I can't help with that.", finish: llm.FinishRefusal}, {text: validReply}},
+			wantStatus: StatusValid, wantAttempts: 2, wantClasses: []string{"refusal", ""},
+		},
+		{
+			name:       "no JSON is syntax",
+			replies:    []fakeReply{{text: "Sure! The category is billing."}, {text: validReply}},
+			wantStatus: StatusValid, wantAttempts: 2, wantClasses: []string{"syntax", ""},
+		},
+		{
+			name:       "permanent provider error stops",
+			replies:    []fakeReply{{err: &llm.Error{Class: llm.ClassAuth, Status: 401, Message: "bad key"}}},
+			wantStatus: StatusFailed, wantAttempts: 1, wantClasses: []string{"provider"},
+		},
+		{
+			name:       "transient provider error hands the job back",
+			replies:    []fakeReply{{text: enumReply}, {err: &llm.Error{Class: llm.ClassOverloaded, Status: 529}}},
+			wantStatus: StatusFailed, wantAttempts: 2, wantClasses: []string{"semantic", "provider"}, wantErr: ErrTransient,
+		},
+		{
+			name:       "quota exhausted is transient for the job",
+			replies:    []fakeReply{{err: &llm.Error{Class: llm.ClassQuotaExhausted, Status: 429, Code: "insufficient_quota"}}},
+			wantStatus: StatusFailed, wantAttempts: 1, wantClasses: []string{"provider"}, wantErr: ErrQuotaExhausted,
+		},
+		{
+			name: "token budget stops before crossing", limits: Limits{TokenBudget: 1500},
+			replies:    []fakeReply{{text: enumReply, in: 300, out: 200}, {text: validReply}},
+			wantStatus: StatusFailed, wantAttempts: 1, wantClasses: []string{"semantic"},
+			check: func(t *testing.T, f *fakeCompleter, res *Result) {
+				if len(f.reqs) != 1 || res.Class != OutcomeBudget {
+					t.Errorf("calls=%d class=%q, want 1 call and class budget", len(f.reqs), res.Class)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeCompleter{replies: tt.replies}
+			res, err := NewLoop(f, LoopConfig{}).Run(context.Background(), testJob(t, tt.limits))
+			if tt.wantErr == nil && err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Run error = %v, want %v", err, tt.wantErr)
+			}
+			if res.Status != tt.wantStatus {
+				t.Errorf("status = %s, want %s (error %q)", res.Status, tt.wantStatus, res.Error)
+			}
+			if len(res.Attempts) != tt.wantAttempts {
+				t.Fatalf("attempts = %d, want %d", len(res.Attempts), tt.wantAttempts)
+			}
+			var in, out, cached int
+			for i, a := range res.Attempts {
+				if a.No != i+1 {
+					t.Errorf("attempt %d numbered %d", i+1, a.No)
+				}
+				if i < len(tt.wantClasses) && a.Class != tt.wantClasses[i] {
+					t.Errorf("attempt %d class = %q, want %q", i+1, a.Class, tt.wantClasses[i])
+				}
+				if a.RequestHash == "" || a.Request == nil {
+					t.Errorf("attempt %d lacks its request record", i+1)
+				}
+				in, out, cached = in+a.TokensIn, out+a.TokensOut, cached+a.TokensCached
+			}
+			if res.TokensIn != in || res.TokensOut != out || res.TokensCached != cached {
+				t.Errorf("job tokens %d/%d/%d != sum of attempts %d/%d/%d", res.TokensIn, res.TokensOut, res.TokensCached, in, out, cached)
+			}
+			if tt.check != nil {
+				tt.check(t, f, res)
+			}
+		})
+	}
+}
+
+func TestLoopCost(t *testing.T) {
+	t.Parallel()
+	f := &fakeCompleter{replies: []fakeReply{{text: validReply, in: 1_000_000, out: 1_000_000}}}
+	prices := Prices{"gpt-4o-mini": {InputPerMTok: 1, OutputPerMTok: 2, CachedInputPerMTok: 0.5}}
+	res, err := NewLoop(f, LoopConfig{Prices: prices}).Run(context.Background(), testJob(t, Limits{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 999,990 uncached at $1/M, 10 cached at $0.5/M, 1M out at $2/M.
+	want := (999_990*1.0 + 10*0.5 + 1_000_000*2.0) / 1e6
+	if diff := res.CostUSD - want; diff > 1e-9 || diff < -1e-9 {
+		t.Errorf("cost = %v, want %v", res.CostUSD, want)
+	}
+}
+
+func TestSystemPromptDescribesSchema(t *testing.T) {
+	t.Parallel()
+	job := testJob(t, Limits{})
+	sp := systemPrompt(job)
+	for _, want := range []string{"exactly one JSON value", "`category` (required): one of \"billing\", \"bug\", \"account\"",
+		"`priority` (required): an integer, at least 1, at most 5", SchemaMarkerOpen + "\n", "\n" + SchemaMarkerClose} {
+		if !strings.Contains(sp, want) {
+			t.Errorf("system prompt lacks %q:\n%s", want, sp)
+		}
+	}
+	job.Mode = llm.ModeTool
+	if strings.Contains(systemPrompt(job), SchemaMarkerOpen) {
+		t.Errorf("tool mode prompt carries the schema block")
+	}
+}

@@ -1,0 +1,94 @@
+package pipeline
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the worker's Prometheus metrics. Labels never carry prompts,
+// replies, job ids or keys.
+type Metrics struct {
+	Registry       *prometheus.Registry
+	Jobs           *prometheus.CounterVec // by final status
+	Attempts       *prometheus.CounterVec // by class ("valid" for a valid attempt)
+	Tokens         *prometheus.CounterVec // by kind: input, output, cached
+	ProviderCalls  *prometheus.CounterVec // by provider and result class ("ok" or an llm.ErrorClass)
+	Dispositions   *prometheus.CounterVec // ack, nak, term, skip
+	JobSeconds     prometheus.Histogram
+	InFlight       prometheus.Gauge
+	LaneLimit      *prometheus.GaugeVec // adaptive concurrency limit by lane
+	LanePauses     *prometheus.CounterVec
+	QuotaExhausted *prometheus.GaugeVec // 1 while a lane's quota is exhausted
+	WriteBatches   prometheus.Histogram
+}
+
+// NewMetrics registers the worker's metrics on a new registry, together with
+// the Go and process collectors.
+func NewMetrics() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		Jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fixpoint_jobs_total", Help: "Jobs finished, by final status.",
+		}, []string{"status"}),
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fixpoint_attempts_total", Help: "Repair-loop attempts, by class (valid, syntax, shape, semantic, truncated, refusal, provider).",
+		}, []string{"class"}),
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fixpoint_tokens_total", Help: "Tokens used, by kind (input, output, cached).",
+		}, []string{"kind"}),
+		ProviderCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fixpoint_provider_calls_total", Help: "Provider calls, by provider and outcome (ok or a failure class).",
+		}, []string{"provider", "outcome"}),
+		Dispositions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fixpoint_messages_total", Help: "Queue messages by disposition (ack, skip, nak, term).",
+		}, []string{"disposition"}),
+		JobSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fixpoint_job_duration_seconds", Help: "Wall time of a job's repair loop.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+		}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fixpoint_jobs_in_flight", Help: "Jobs being worked on by this process.",
+		}),
+		LaneLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fixpoint_lane_concurrency_limit", Help: "Adaptive concurrency limit of a provider lane.",
+		}, []string{"provider", "model"}),
+		LanePauses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fixpoint_lane_pauses_total", Help: "Times a provider lane was paused by a Retry-After.",
+		}, []string{"provider", "model"}),
+		QuotaExhausted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fixpoint_quota_exhausted", Help: "1 while a provider reports its quota exhausted and pulling is paused.",
+		}, []string{"provider"}),
+		WriteBatches: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fixpoint_ledger_write_batch_size", Help: "Jobs per ledger write transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}),
+	}
+	r.MustRegister(m.Jobs, m.Attempts, m.Tokens, m.ProviderCalls, m.Dispositions, m.JobSeconds,
+		m.InFlight, m.LaneLimit, m.LanePauses, m.QuotaExhausted, m.WriteBatches,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *Metrics) observe(provider string, res *Result) {
+	if m == nil || res == nil {
+		return
+	}
+	m.Jobs.WithLabelValues(string(res.Status)).Inc()
+	for i := range res.Attempts {
+		a := &res.Attempts[i]
+		class := a.Class
+		if a.Valid {
+			class = "valid"
+		}
+		m.Attempts.WithLabelValues(class).Inc()
+		outcome := "ok"
+		if a.ProviderClass != "" {
+			outcome = string(a.ProviderClass)
+		}
+		m.ProviderCalls.WithLabelValues(provider, outcome).Inc()
+	}
+	m.Tokens.WithLabelValues("input").Add(float64(res.TokensIn))
+	m.Tokens.WithLabelValues("output").Add(float64(res.TokensOut))
+	m.Tokens.WithLabelValues("cached").Add(float64(res.TokensCached))
+	m.JobSeconds.Observe(res.Wall.Seconds())
+}

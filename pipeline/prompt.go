@@ -1,0 +1,298 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// The markers around the schema in a prompt-mode system prompt and around the
+// failed reply in a repair-strategy request. The simulator finds them by these
+// exact lines.
+const (
+	SchemaMarkerOpen   = "<json-schema>"
+	SchemaMarkerClose  = "</json-schema>"
+	PreviousReplyOpen  = "<previous-reply>"
+	PreviousReplyClose = "</previous-reply>"
+)
+
+// systemPrompt builds the system prompt for a job. In prompt mode it states
+// the rules and describes the schema in words, then gives the schema itself;
+// in the other modes the provider enforces the schema and the prompt only
+// asks for the value.
+func systemPrompt(job *Job) string {
+	var b strings.Builder
+	if job.System != "" {
+		b.WriteString(strings.TrimSpace(job.System))
+		b.WriteString("\n\n")
+	}
+	if job.Mode != llm.ModePrompt {
+		b.WriteString("Answer with the structured result only.")
+		return b.String()
+	}
+	b.WriteString("Reply with exactly one JSON value that matches the JSON Schema below, and nothing else: ")
+	b.WriteString("no prose before or after it, no code fences, no comments, no trailing commas. ")
+	b.WriteString("Use double quotes for every key and string. Include every required property; ")
+	b.WriteString("do not add properties the schema does not list.\n")
+	if desc := describeSchema(job.SchemaRaw); desc != "" {
+		b.WriteString("\nThe value must be:\n")
+		b.WriteString(desc)
+	}
+	b.WriteString("\n")
+	b.WriteString(SchemaMarkerOpen)
+	b.WriteString("\n")
+	b.Write(compactJSON(job.SchemaRaw))
+	b.WriteString("\n")
+	b.WriteString(SchemaMarkerClose)
+	return b.String()
+}
+
+func compactJSON(raw json.RawMessage) []byte {
+	var buf strings.Builder
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	buf.Write(out)
+	return []byte(buf.String())
+}
+
+// describeSchema writes a short bullet list of what the schema asks for, in
+// words a model follows. It covers the common keywords and stops at depth 3;
+// the schema block that follows is the full contract.
+func describeSchema(raw json.RawMessage) string {
+	var s map[string]any
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("- " + describeNode(s, s, 0) + "\n")
+	describeProps(&b, s, s, "", 1)
+	return b.String()
+}
+
+func describeProps(b *strings.Builder, root, s map[string]any, prefix string, depth int) {
+	if depth > 3 {
+		return
+	}
+	s = deref(root, s)
+	props, _ := s["properties"].(map[string]any)
+	if items, ok := s["items"].(map[string]any); ok {
+		items = deref(root, items)
+		if _, ok := items["properties"]; ok {
+			describeProps(b, root, items, prefix+"[]", depth)
+		}
+		return
+	}
+	req := map[string]bool{}
+	if r, ok := s["required"].([]any); ok {
+		for _, x := range r {
+			if name, ok := x.(string); ok {
+				req[name] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(props))
+	for name := range props {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		child, _ := props[name].(map[string]any)
+		path := prefix + "." + name
+		if prefix == "" {
+			path = name
+		}
+		flag := "optional"
+		if req[name] {
+			flag = "required"
+		}
+		b.WriteString(strings.Repeat("  ", depth) + "- `" + path + "` (" + flag + "): " + describeNode(root, child, depth) + "\n")
+		describeProps(b, root, child, path, depth+1)
+	}
+}
+
+func deref(root, s map[string]any) map[string]any {
+	for i := 0; i < 8 && s != nil; i++ {
+		ref, ok := s["$ref"].(string)
+		if !ok || !strings.HasPrefix(ref, "#/") {
+			return s
+		}
+		var cur any = root
+		for _, part := range strings.Split(ref[2:], "/") {
+			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+			m, _ := cur.(map[string]any)
+			cur = m[part]
+		}
+		next, _ := cur.(map[string]any)
+		if next == nil {
+			return s
+		}
+		s = next
+	}
+	return s
+}
+
+func describeNode(root, s map[string]any, depth int) string {
+	s = deref(root, s)
+	if s == nil {
+		return "any JSON value"
+	}
+	var parts []string
+	if t, ok := s["type"]; ok {
+		parts = append(parts, typeWords(t))
+	} else if _, ok := s["properties"]; ok {
+		parts = append(parts, "an object")
+	}
+	if e, ok := s["enum"].([]any); ok {
+		parts = append(parts, "one of "+jsonList(e))
+	}
+	if c, ok := s["const"]; ok {
+		parts = append(parts, "exactly "+jsonText(c))
+	}
+	for _, kw := range []struct{ key, words string }{
+		{"minimum", "at least"}, {"maximum", "at most"},
+		{"exclusiveMinimum", "greater than"}, {"exclusiveMaximum", "less than"},
+		{"multipleOf", "a multiple of"},
+		{"minLength", "at least %s characters"}, {"maxLength", "at most %s characters"},
+		{"minItems", "at least %s items"}, {"maxItems", "at most %s items"},
+	} {
+		if v, ok := s[kw.key]; ok {
+			n := jsonText(v)
+			if strings.Contains(kw.words, "%s") {
+				parts = append(parts, fmt.Sprintf(kw.words, n))
+			} else {
+				parts = append(parts, kw.words+" "+n)
+			}
+		}
+	}
+	if p, ok := s["pattern"].(string); ok {
+		parts = append(parts, "matching the regular expression "+strconv.Quote(p))
+	}
+	if f, ok := s["format"].(string); ok {
+		parts = append(parts, "in "+f+" format")
+	}
+	if u, ok := s["uniqueItems"].(bool); ok && u {
+		parts = append(parts, "items unique")
+	}
+	if ap, ok := s["additionalProperties"].(bool); ok && !ap {
+		parts = append(parts, "no other properties")
+	}
+	if d, ok := s["description"].(string); ok && d != "" {
+		parts = append(parts, "("+d+")")
+	}
+	if len(parts) == 0 {
+		return "any JSON value"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func typeWords(t any) string {
+	words := map[string]string{
+		"object": "an object", "array": "an array", "string": "a string",
+		"integer": "an integer", "number": "a number", "boolean": "true or false", "null": "null",
+	}
+	switch t := t.(type) {
+	case string:
+		if w, ok := words[t]; ok {
+			return w
+		}
+		return t
+	case []any:
+		var ws []string
+		for _, x := range t {
+			if s, ok := x.(string); ok {
+				ws = append(ws, typeWords(s))
+			}
+		}
+		return strings.Join(ws, " or ")
+	}
+	return "any JSON value"
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func jsonList(vs []any) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = jsonText(v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// feedback writes the correction for a failed attempt in the job's format.
+func feedback(format FeedbackFormat, a *Attempt, truncationNote bool) string {
+	switch {
+	case a.Class == OutcomeTruncated:
+		if truncationNote {
+			return "Your reply was cut off at the output token limit before the JSON value was complete. Reply again with a shorter, complete JSON value only."
+		}
+		return "Your reply was cut off before the JSON value was complete. Reply again with the complete JSON value only."
+	case a.Class == OutcomeRefusal:
+		return "This is a data-processing task with a fixed output format. Reply with the JSON value for the task only."
+	case format == FeedbackVague:
+		return "Your reply was not valid. Please try again and reply with valid JSON only."
+	}
+	errs := a.Errors
+	if format == FeedbackXML {
+		var b strings.Builder
+		b.WriteString("Your reply did not match the JSON Schema. Fix every error below and reply with the corrected JSON value only.\n")
+		b.WriteString("<validation-errors>\n")
+		for _, e := range errs {
+			fmt.Fprintf(&b, "<error path=%q keyword=%q>%s</error>\n", pointerOrRoot(e.Path), e.Keyword, xmlEscape(e.Message))
+		}
+		b.WriteString("</validation-errors>")
+		return b.String()
+	}
+	var b strings.Builder
+	if a.Class == string(validate.ClassSyntax) {
+		b.WriteString("Your reply did not contain a usable JSON value. ")
+	} else {
+		b.WriteString("Your reply did not match the JSON Schema. ")
+	}
+	b.WriteString("Fix every error below and reply with the corrected JSON value only:\n")
+	for i, e := range errs {
+		fmt.Fprintf(&b, "%d. %s\n", i+1, e.Message)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func pointerOrRoot(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
+}
+
+func xmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// repairMessage is the single user turn of a repair-strategy round: the
+// original task, only the latest failed reply, and its errors.
+func repairMessage(task, raw, fb string) string {
+	var b strings.Builder
+	b.WriteString("<task>\n")
+	b.WriteString(task)
+	b.WriteString("\n</task>\n\nYour previous reply to this task was not accepted:\n")
+	b.WriteString(PreviousReplyOpen)
+	b.WriteString("\n")
+	b.WriteString(raw)
+	b.WriteString("\n")
+	b.WriteString(PreviousReplyClose)
+	b.WriteString("\n\n")
+	b.WriteString(fb)
+	return b.String()
+}

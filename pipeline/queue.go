@@ -1,0 +1,178 @@
+package pipeline
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Queue defaults.
+const (
+	StreamDefault        = "FIXPOINT_JOBS"
+	SubjectDefault       = "fixpoint.jobs"
+	ConsumerDefault      = "fixpoint-workers"
+	AdvisoryStream       = "FIXPOINT_ADVISORIES"
+	MaxMsgSizeDefault    = 1 << 20
+	MaxMsgsDefault       = 10_000_000
+	DuplicatesDefault    = 24 * time.Hour
+	MaxAgeDefault        = 7 * 24 * time.Hour
+	AckWaitDefault       = 60 * time.Second
+	MaxDeliverDefault    = 5
+	MaxAckPendingDefault = 1000
+)
+
+// QueueConfig names the JetStream stream and the shared durable consumer and
+// sets their limits. Worker and enqueue create or update them idempotently
+// from the same config.
+type QueueConfig struct {
+	// Stream defaults to FIXPOINT_JOBS, Subject to fixpoint.jobs.
+	Stream  string
+	Subject string
+	// Consumer is the durable pull consumer every worker shares. Defaults
+	// to fixpoint-workers.
+	Consumer string
+	// MaxMsgSize bounds one job message in bytes. Defaults to 1 MiB.
+	MaxMsgSize int32
+	// MaxMsgs bounds the backlog; with DiscardNew a full stream refuses new
+	// jobs instead of dropping old ones. Defaults to 10,000,000.
+	MaxMsgs int64
+	// Duplicates is the window in which a re-published job id is dropped.
+	// Defaults to 24h.
+	Duplicates time.Duration
+	// MaxAge expires jobs never processed. Defaults to 7 days.
+	MaxAge time.Duration
+	// AckWait is how long a delivered job may go without an ack or a progress
+	// report before it is redelivered. Defaults to 60s.
+	AckWait time.Duration
+	// MaxDeliver is how often a job is delivered before it is dead.
+	// Defaults to 5.
+	MaxDeliver int
+	// MaxAckPending caps jobs in flight across all workers. Defaults to 1000.
+	MaxAckPending int
+	// Replicas defaults to 1.
+	Replicas int
+}
+
+// WithDefaults returns a copy with zero fields set to their defaults.
+func (c QueueConfig) WithDefaults() QueueConfig {
+	c.Stream = cmp.Or(c.Stream, StreamDefault)
+	c.Subject = cmp.Or(c.Subject, SubjectDefault)
+	c.Consumer = cmp.Or(c.Consumer, ConsumerDefault)
+	c.MaxMsgSize = cmp.Or(c.MaxMsgSize, MaxMsgSizeDefault)
+	c.MaxMsgs = cmp.Or(c.MaxMsgs, MaxMsgsDefault)
+	c.Duplicates = cmp.Or(c.Duplicates, DuplicatesDefault)
+	c.MaxAge = cmp.Or(c.MaxAge, MaxAgeDefault)
+	c.AckWait = cmp.Or(c.AckWait, AckWaitDefault)
+	c.MaxDeliver = cmp.Or(c.MaxDeliver, MaxDeliverDefault)
+	c.MaxAckPending = cmp.Or(c.MaxAckPending, MaxAckPendingDefault)
+	c.Replicas = cmp.Or(c.Replicas, 1)
+	return c
+}
+
+func (c QueueConfig) validate() error {
+	switch {
+	case c.Duplicates > c.MaxAge:
+		return fmt.Errorf("queue: duplicates window %s is longer than max age %s", c.Duplicates, c.MaxAge)
+	case c.MaxDeliver < 2:
+		return fmt.Errorf("queue: max deliver %d must be at least 2", c.MaxDeliver)
+	case c.AckWait < time.Second:
+		return fmt.Errorf("queue: ack wait %s must be at least 1s", c.AckWait)
+	}
+	return nil
+}
+
+// EnsureQueue creates or updates the job stream, the shared consumer and the
+// advisory stream that captures MAX_DELIVERIES events, so a dead job is
+// recorded even when no worker was running when its limit was reached.
+func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetstream.Stream, jetstream.Consumer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
+	defer cancel()
+	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "fixpoint jobs",
+		Subjects:    []string{cfg.Subject},
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgs:     cfg.MaxMsgs,
+		MaxMsgSize:  cfg.MaxMsgSize,
+		MaxAge:      cfg.MaxAge,
+		Duplicates:  cfg.Duplicates,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
+	}
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       cfg.Consumer,
+		Description:   "fixpoint workers",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    cfg.MaxDeliver,
+		MaxAckPending: cfg.MaxAckPending,
+		FilterSubject: cfg.Subject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("create consumer %s: %w", cfg.Consumer, err)
+	}
+	advSubject := fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", cfg.Stream, cfg.Consumer)
+	adv, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:      advisoryStreamName(cfg),
+		Subjects:  []string{advSubject},
+		Retention: jetstream.WorkQueuePolicy,
+		MaxAge:    cfg.MaxAge,
+		Storage:   jetstream.FileStorage,
+		Replicas:  cfg.Replicas,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("create advisory stream: %w", err)
+	}
+	if _, err := adv.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:    cfg.Consumer + "-dead",
+		AckPolicy:  jetstream.AckExplicitPolicy,
+		AckWait:    30 * time.Second,
+		MaxDeliver: -1,
+	}); err != nil {
+		return nil, nil, fmt.Errorf("create advisory consumer: %w", err)
+	}
+	return stream, cons, nil
+}
+
+func advisoryStreamName(cfg QueueConfig) string {
+	return cfg.Stream + "_DEAD"
+}
+
+// withDefaultTimeout gives ctx a deadline when it has none.
+func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// Publish puts one job on the queue with its id as Nats-Msg-Id, so a job
+// published twice inside the duplicates window is stored once. duplicate
+// reports that the server dropped it as such.
+func Publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope) (duplicate bool, err error) {
+	cfg = cfg.WithDefaults()
+	data, err := marshalEnvelope(env)
+	if err != nil {
+		return false, err
+	}
+	if len(data) > int(cfg.MaxMsgSize) {
+		return false, fmt.Errorf("%w: job %s is %d bytes, over the queue's max message size %d", ErrBadJob, env.JobID, len(data), cfg.MaxMsgSize)
+	}
+	ack, err := js.Publish(ctx, cfg.Subject, data, jetstream.WithMsgID(env.JobID))
+	if err != nil {
+		return false, fmt.Errorf("publish job %s: %w", env.JobID, err)
+	}
+	return ack.Duplicate, nil
+}

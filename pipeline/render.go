@@ -1,0 +1,177 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// CardStatus is the headline of an attempt card.
+func CardStatus(a *Attempt) string {
+	switch {
+	case a.Valid:
+		return "VALID"
+	case a.Class == OutcomeTruncated:
+		return "TRUNCATED"
+	case a.Class == OutcomeRefusal:
+		return "REFUSED"
+	case a.Class == OutcomeProvider:
+		return "PROVIDER ERROR"
+	case a.Class == string(validate.ClassSyntax):
+		return "PARSE ERROR"
+	}
+	return "INVALID"
+}
+
+// WriteCards prints each attempt of res as a card, then a one-line verdict,
+// as `worker try` and `report job` show them.
+func WriteCards(w io.Writer, res *Result) {
+	for i := range res.Attempts {
+		writeCard(w, &res.Attempts[i])
+	}
+	fmt.Fprintln(w, Verdict(res))
+}
+
+func writeCard(w io.Writer, a *Attempt) {
+	status := CardStatus(a)
+	fmt.Fprintf(w, "── attempt %d ── %s ── %s, %d in / %d out tokens", a.No, status, a.Latency.Round(time.Millisecond), a.TokensIn, a.TokensOut)
+	if a.TokensCached > 0 {
+		fmt.Fprintf(w, " (%d cached)", a.TokensCached)
+	}
+	if len(a.Retries) > 0 {
+		fmt.Fprintf(w, ", %d transport retries", len(a.Retries))
+	}
+	fmt.Fprintln(w)
+	if a.Class == OutcomeProvider {
+		fmt.Fprintf(w, "  provider error: %s\n", a.ProviderError)
+		return
+	}
+	if a.Source != "" {
+		fmt.Fprintf(w, "  found in: %s", a.Source)
+		if len(a.Repairs) > 0 {
+			kinds := make([]string, len(a.Repairs))
+			for i, r := range a.Repairs {
+				kinds[i] = fmt.Sprintf("%s@%d", r.Kind, r.Offset)
+			}
+			fmt.Fprintf(w, "; local repairs: %s", strings.Join(kinds, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(a.Value) > 0 {
+		fmt.Fprintf(w, "  value: %s\n", clip(string(a.Value), 400))
+	} else if a.Raw != "" {
+		fmt.Fprintf(w, "  reply: %s\n", clip(strings.ReplaceAll(a.Raw, "\n", "\\n"), 400))
+	}
+	for _, e := range a.Errors {
+		fmt.Fprintf(w, "  ✗ [%s/%s] %s\n", e.Class, e.Keyword, e.Message)
+	}
+	if a.Feedback != "" {
+		fmt.Fprintln(w, "  feedback sent next:")
+		for _, line := range strings.Split(a.Feedback, "\n") {
+			fmt.Fprintf(w, "  │ %s\n", line)
+		}
+	}
+}
+
+// Verdict is the one-line outcome of a job.
+func Verdict(res *Result) string {
+	tokens := res.TokensIn + res.TokensOut
+	switch res.Status {
+	case StatusValid:
+		how := "first attempt"
+		if !res.FirstAttemptValid {
+			how = fmt.Sprintf("attempt %d", len(res.Attempts))
+		}
+		if res.RepairedLocally {
+			how += ", repaired locally"
+		}
+		return fmt.Sprintf("VALID on %s: %d calls, %d tokens, $%.6f, %s", how, res.Calls, tokens, res.CostUSD, res.Wall.Round(time.Millisecond))
+	default:
+		return fmt.Sprintf("%s after %d attempts (%s): %s; %d tokens, $%.6f", strings.ToUpper(string(res.Status)), len(res.Attempts), res.Class, res.Error, tokens, res.CostUSD)
+	}
+}
+
+// AttemptFromStore turns a ledger row back into an Attempt for printing.
+func AttemptFromStore(s *store.Attempt) Attempt {
+	a := Attempt{No: s.No, Request: s.Request, RequestHash: s.RequestHash, Raw: s.Raw, Class: s.Class, Valid: s.Valid,
+		RepairedLocally: s.RepairedLocally, Latency: time.Duration(s.LatencyMS) * time.Millisecond,
+		TokensIn: int(s.TokensIn), TokensOut: int(s.TokensOut), TokensCached: int(s.TokensCached),
+		ProviderStatus: s.ProviderStatus, ProviderError: s.ProviderError, Model: s.Model, RequestID: s.RequestID, StartedAt: s.StartedAt}
+	a.Source = extract.Source(s.Source)
+	_ = json.Unmarshal(s.Repairs, &a.Repairs)
+	_ = json.Unmarshal(s.Errors, &a.Errors)
+	var classes []llm.ErrorClass
+	_ = json.Unmarshal(s.RetryClasses, &classes)
+	for _, c := range classes {
+		a.Retries = append(a.Retries, llm.Retry{Class: c})
+	}
+	if a.Valid {
+		// The ledger keeps the job's value on the job row, not per attempt.
+		a.Value = nil
+	}
+	return a
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// WriteSummary prints batch summaries as a table.
+func WriteSummary(w io.Writer, rows []store.BatchSummary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BATCH\tJOBS\tVALID\tINVALID\tFAILED\tREJECTED\tDEAD\tQUEUED\tVALID%\t1ST-TRY%\tREPAIRED%\tATTEMPTS\tTOKENS/VALID\tCOST/VALID\tP50 ms\tP95 ms")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f\t$%.6f\t%.0f\t%.0f\n",
+			r.Batch, r.Jobs, r.Valid, r.Invalid, r.Failed, r.Rejected, r.Dead, r.Queued,
+			100*r.ValidRate, 100*r.FirstAttemptValidRate, 100*r.RepairRate, r.MeanAttempts,
+			r.TokensPerValidJob, r.CostPerValidJob, r.P50WallMS, r.P95WallMS)
+	}
+	tw.Flush()
+}
+
+// WriteFailures prints failure classes by attempt, repair effectiveness and
+// the top error paths.
+func WriteFailures(w io.Writer, classes []store.ClassCount, steps []store.RepairStep, paths []store.PathCount) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "Failure classes by attempt")
+	fmt.Fprintln(tw, "MODEL\tATTEMPT\tCLASS\tATTEMPTS\tSHARE%")
+	for _, c := range classes {
+		class := c.Class
+		if class == "" {
+			class = "(valid)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.1f\n", c.Model, c.AttemptNo, class, c.Attempts, 100*c.Share)
+	}
+	tw.Flush()
+	if len(steps) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "Repair effectiveness: of the jobs that failed attempt n with a class, how many were valid at n+1")
+		fmt.Fprintln(tw, "ATTEMPT\tCLASS\tFAILED\tRETRIED\tVALID NEXT\tRATE%")
+		for _, s := range steps {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%.1f\n", s.AttemptNo, s.Class, s.Failed, s.Retried, s.ValidNext, 100*s.Rate)
+		}
+		tw.Flush()
+	}
+	if len(paths) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "Top error paths")
+		fmt.Fprintln(tw, "PATH\tKEYWORD\tCLASS\tERRORS\tJOBS")
+		for _, p := range paths {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", p.Path, p.Keyword, p.Class, p.Errors, p.Jobs)
+		}
+		tw.Flush()
+	}
+}

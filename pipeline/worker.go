@@ -1,0 +1,682 @@
+package pipeline
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc/panics"
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// Worker defaults.
+const (
+	ConcurrencyDefault    = 16
+	GraceDefault          = 30 * time.Second
+	MaxPromptBytesDefault = 256 << 10
+	NakDelayMinDefault    = 2 * time.Second
+	NakDelayMaxDefault    = 5 * time.Minute
+	QuotaPauseDefault     = time.Minute
+	FlushMaxDefault       = 256
+	FlushIntervalDefault  = 5 * time.Millisecond
+)
+
+// Ledger is what the worker needs from the Postgres ledger. *store.Store
+// satisfies it.
+type Ledger interface {
+	JobFinal(ctx context.Context, id string) (status string, final bool, err error)
+	Schema(ctx context.Context, hash string) ([]byte, error)
+	SaveResults(ctx context.Context, results []store.Result) ([]bool, error)
+	Reject(ctx context.Context, r store.Rejection) (bool, error)
+}
+
+var _ Ledger = (*store.Store)(nil)
+
+// WorkerConfig configures a Worker.
+type WorkerConfig struct {
+	// Queue names the stream and consumer; see QueueConfig for defaults.
+	Queue QueueConfig
+	// Concurrency is the number of jobs run at once by this process.
+	// Defaults to 16.
+	Concurrency int
+	// Prefetch is how many messages the client may hold beyond the running
+	// jobs. Defaults to Concurrency/4, at least 1, at most 256: a larger
+	// buffer lets ack timers run out on messages nobody works on.
+	Prefetch int
+	// Grace is how long jobs in flight may run after a stop is asked for;
+	// the rest are negatively acknowledged for immediate redelivery.
+	// Defaults to 30s.
+	Grace time.Duration
+	// Drain makes Run return once the queue is empty and nothing is in
+	// flight: the nightly-job mode.
+	Drain bool
+	// MaxPromptBytes rejects jobs whose prompt is larger. Defaults to 256 KiB.
+	MaxPromptBytes int
+	// NakDelayMin and NakDelayMax bound the delay before a transiently
+	// failed job is delivered again; it doubles with each delivery.
+	NakDelayMin, NakDelayMax time.Duration
+	// QuotaPause is how long pulling stops after a provider reports its
+	// quota exhausted. Defaults to 1m.
+	QuotaPause time.Duration
+	// FlushMax and FlushInterval batch ledger writes across jobs: a batch
+	// is committed when it holds FlushMax results or its oldest waited
+	// FlushInterval. Each message is acked only after its batch commits.
+	FlushMax      int
+	FlushInterval time.Duration
+	// Providers maps a provider name ("openai", "anthropic", "ollama") to
+	// its client. A job for a provider not listed is rejected.
+	Providers map[string]Completer
+	// Loop configures the repair loop.
+	Loop LoopConfig
+	// Logger defaults to a discarding logger. Prompts and replies are never
+	// logged.
+	Logger *slog.Logger
+	// Metrics may be nil.
+	Metrics *Metrics
+	// AfterCommitFunc, when set, runs after a job's result is committed and
+	// before its message is acked. Tests use it to crash in that window.
+	AfterCommitFunc func(jobID string)
+	// BeforeJobFunc, when set, runs at the start of each job's repair loop.
+	// Tests use it to inject panics.
+	BeforeJobFunc func(env *Envelope)
+}
+
+// WithDefaults returns a copy with zero fields set to their defaults.
+func (c WorkerConfig) WithDefaults() WorkerConfig {
+	c.Queue = c.Queue.WithDefaults()
+	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
+	if c.Prefetch == 0 {
+		c.Prefetch = min(max(c.Concurrency/4, 1), 256)
+	}
+	c.Grace = cmp.Or(c.Grace, GraceDefault)
+	c.MaxPromptBytes = cmp.Or(c.MaxPromptBytes, MaxPromptBytesDefault)
+	c.NakDelayMin = cmp.Or(c.NakDelayMin, NakDelayMinDefault)
+	c.NakDelayMax = cmp.Or(c.NakDelayMax, NakDelayMaxDefault)
+	c.QuotaPause = cmp.Or(c.QuotaPause, QuotaPauseDefault)
+	c.FlushMax = cmp.Or(c.FlushMax, FlushMaxDefault)
+	c.FlushInterval = cmp.Or(c.FlushInterval, FlushIntervalDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c WorkerConfig) validate() error {
+	switch {
+	case c.Concurrency < 1:
+		return fmt.Errorf("worker: concurrency %d must be at least 1", c.Concurrency)
+	case c.Prefetch < 1:
+		return fmt.Errorf("worker: prefetch %d must be at least 1", c.Prefetch)
+	case len(c.Providers) == 0:
+		return errors.New("worker: no provider configured")
+	}
+	return c.Queue.validate()
+}
+
+// Worker pulls jobs from the shared JetStream consumer, runs each through the
+// repair loop in a bounded pool and writes results to the ledger, acking
+// each message only after its rows are committed.
+type Worker struct {
+	cfg     WorkerConfig
+	js      jetstream.JetStream
+	ledger  Ledger
+	loop    *Loop
+	log     *slog.Logger
+	schemas sync.Map // schema hash -> *validate.Schema or error
+
+	inFlight   atomic.Int64
+	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
+	writer     *writer
+}
+
+// NewWorker checks cfg and returns a worker. Nothing runs until Run.
+func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger}
+	w.loop = NewLoop(nil, cfg.Loop)
+	return w, nil
+}
+
+// InFlight reports how many jobs this worker is running now.
+func (w *Worker) InFlight() int { return int(w.inFlight.Load()) }
+
+// Run creates or updates the queue, then pulls and runs jobs until ctx ends
+// (or, in drain mode, until the queue is empty). On ctx's end it stops
+// pulling, lets jobs in flight finish within the grace period, negatively
+// acknowledges the rest so they are redelivered at once, flushes ledger
+// writes and returns nil. It returns an error only when the queue cannot be
+// set up or consumed.
+func (w *Worker) Run(ctx context.Context) error {
+	stream, cons, err := EnsureQueue(ctx, w.js, w.cfg.Queue)
+	if err != nil {
+		return err
+	}
+	// Jobs run under their own context: a stop request does not cancel them
+	// until the grace period has passed.
+	jobCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+	w.writer = newWriter(w.ledger, w.cfg.FlushMax, w.cfg.FlushInterval, w.cfg.Metrics)
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); w.writer.run() }()
+
+	pullCtx, stopPull := context.WithCancel(ctx)
+	defer stopPull()
+	deadDone := make(chan struct{})
+	go func() { defer close(deadDone); w.watchDead(pullCtx, stream) }()
+	if w.cfg.Drain {
+		go w.watchDrain(pullCtx, stopPull, cons)
+	}
+
+	it, err := cons.Messages(jetstream.PullMaxMessages(w.cfg.Prefetch))
+	if err != nil {
+		stopPull()
+		w.writer.close()
+		<-writerDone
+		return fmt.Errorf("consume %s: %w", w.cfg.Queue.Consumer, err)
+	}
+	go func() {
+		<-pullCtx.Done()
+		it.Drain()
+	}()
+
+	w.log.InfoContext(ctx, "worker: started", slog.Int("concurrency", w.cfg.Concurrency),
+		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.Bool("drain", w.cfg.Drain))
+	p := pool.New().WithMaxGoroutines(w.cfg.Concurrency)
+	slots := make(chan struct{}, w.cfg.Concurrency)
+	stopping := func() bool { return pullCtx.Err() != nil }
+pull:
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-pullCtx.Done():
+			break pull
+		}
+		w.waitPause(pullCtx)
+		msg, err := it.Next()
+		if err != nil {
+			<-slots
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				break pull
+			}
+			w.log.WarnContext(ctx, "worker: pull", slog.String("error", err.Error()))
+			select {
+			case <-time.After(250 * time.Millisecond):
+			case <-pullCtx.Done():
+			}
+			continue
+		}
+		if stopping() {
+			// Stopping: hand back what was already buffered at once.
+			_ = msg.Nak()
+			<-slots
+			continue
+		}
+		w.inFlight.Add(1)
+		if w.cfg.Metrics != nil {
+			w.cfg.Metrics.InFlight.Inc()
+		}
+		p.Go(func() {
+			defer func() {
+				w.inFlight.Add(-1)
+				if w.cfg.Metrics != nil {
+					w.cfg.Metrics.InFlight.Dec()
+				}
+				<-slots
+			}()
+			w.handleSafely(jobCtx, msg)
+		})
+	}
+	// Nak whatever the drained iterator still hands over.
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			break
+		}
+		_ = msg.Nak()
+	}
+	w.log.InfoContext(ctx, "worker: stopped pulling", slog.Int64("in_flight", w.inFlight.Load()))
+
+	poolDone := make(chan struct{})
+	go func() { p.Wait(); close(poolDone) }()
+	select {
+	case <-poolDone:
+	case <-time.After(w.cfg.Grace):
+		w.log.WarnContext(ctx, "worker: grace period over, handing back jobs in flight",
+			slog.Int64("in_flight", w.inFlight.Load()), slog.Duration("grace", w.cfg.Grace))
+		hardStop()
+		<-poolDone
+	}
+	w.writer.close()
+	<-writerDone
+	stopPull()
+	<-deadDone
+	w.log.InfoContext(ctx, "worker: stopped")
+	return nil
+}
+
+func (w *Worker) waitPause(ctx context.Context) {
+	for {
+		until := time.Unix(0, w.pauseUntil.Load())
+		d := time.Until(until)
+		if d <= 0 {
+			return
+		}
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// watchDrain stops pulling once the consumer has nothing pending, nothing
+// unacknowledged and nothing runs here, seen twice in a row.
+func (w *Worker) watchDrain(ctx context.Context, stop context.CancelFunc, cons jetstream.Consumer) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	idle := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		info, err := cons.Info(ictx)
+		cancel()
+		if err != nil {
+			idle = 0
+			continue
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 && w.inFlight.Load() == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
+		if idle >= 2 {
+			w.log.InfoContext(ctx, "worker: queue drained")
+			stop()
+			return
+		}
+	}
+}
+
+// handleSafely runs one message; a panic is recovered, recorded as the job's
+// failure and the message terminated, and the pool carries on.
+func (w *Worker) handleSafely(ctx context.Context, msg jetstream.Msg) {
+	var env *Envelope
+	recovered := panics.Try(func() { w.handle(ctx, msg, &env) })
+	if recovered == nil {
+		return
+	}
+	err := recovered.AsError()
+	w.log.ErrorContext(ctx, "worker: job panicked", slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
+	res := &Result{JobID: jobIDOf(msg, env), Status: StatusFailed, Class: "panic", Error: fmt.Sprintf("panic: %v", recovered.Value), StartedAt: time.Now()}
+	w.finish(ctx, msg, env, res)
+}
+
+func jobIDOf(msg jetstream.Msg, env *Envelope) string {
+	if env != nil && env.JobID != "" {
+		return env.JobID
+	}
+	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
+		return id
+	}
+	if meta, err := msg.Metadata(); err == nil {
+		return fmt.Sprintf("seq-%d", meta.Sequence.Stream)
+	}
+	return "unknown"
+}
+
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelope) {
+	meta, _ := msg.Metadata()
+	delivered := 1
+	if meta != nil {
+		delivered = int(meta.NumDelivered)
+	}
+	env, err := DecodeEnvelope(msg.Data())
+	*envOut = env
+	if err != nil {
+		w.reject(ctx, msg, env, store.StatusRejected, err)
+		return
+	}
+	log := w.log.With(slog.String("job_id", env.JobID), slog.String("batch", env.Batch), slog.Int("delivery", delivered))
+
+	// Redelivery of a job already final (a crash between commit and ack):
+	// ack without calling the provider.
+	_, final, err := w.ledger.JobFinal(ctx, env.JobID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: read ledger: %w", ErrTransient, err))
+		return
+	}
+	if final {
+		w.ack(ctx, msg, "skip")
+		return
+	}
+	job, err := w.buildJob(ctx, env)
+	if err != nil {
+		if errors.Is(err, ErrBadJob) {
+			w.reject(ctx, msg, env, store.StatusRejected, err)
+		} else {
+			w.nak(ctx, msg, env, delivered, err)
+		}
+		return
+	}
+	client := w.cfg.Providers[env.Provider]
+	if w.cfg.BeforeJobFunc != nil {
+		w.cfg.BeforeJobFunc(env)
+	}
+	stopBeat := w.heartbeat(msg)
+	loop := &Loop{client: client, cfg: w.loop.cfg}
+	res, err := loop.Run(ctx, job)
+	stopBeat()
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrBadJob):
+			w.reject(ctx, msg, env, store.StatusRejected, err)
+		case errors.Is(err, ErrQuotaExhausted):
+			until := time.Now().Add(w.cfg.QuotaPause)
+			w.pauseUntil.Store(until.UnixNano())
+			if w.cfg.Metrics != nil {
+				w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
+			}
+			log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
+				slog.Duration("pause", w.cfg.QuotaPause), slog.String("error", err.Error()))
+			w.nakDelay(ctx, msg, env, delivered, w.cfg.QuotaPause, err)
+		default:
+			log.WarnContext(ctx, "worker: job will be retried", slog.String("error", err.Error()))
+			w.nak(ctx, msg, env, delivered, err)
+		}
+		return
+	}
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(0)
+	}
+	w.finish(ctx, msg, env, res)
+}
+
+// finish writes a final result and acks the message after the commit.
+func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, res *Result) {
+	delivered := 1
+	if meta, err := msg.Metadata(); err == nil {
+		delivered = int(meta.NumDelivered)
+	}
+	r := toStoreResult(res, env, delivered)
+	if err := w.writer.save(r); err != nil {
+		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err))
+		return
+	}
+	if env != nil {
+		w.cfg.Metrics.observe(env.Provider, res)
+	}
+	if w.cfg.AfterCommitFunc != nil {
+		w.cfg.AfterCommitFunc(res.JobID)
+	}
+	w.ack(ctx, msg, "ack")
+}
+
+func (w *Worker) buildJob(ctx context.Context, env *Envelope) (*Job, error) {
+	if len(env.Prompt)+len(env.System) > w.cfg.MaxPromptBytes {
+		return nil, fmt.Errorf("%w: prompt is %d bytes, over the limit of %d", ErrBadJob, len(env.Prompt)+len(env.System), w.cfg.MaxPromptBytes)
+	}
+	if _, ok := w.cfg.Providers[env.Provider]; !ok {
+		return nil, fmt.Errorf("%w: provider %q is not configured on this worker", ErrBadJob, env.Provider)
+	}
+	schema, raw, err := w.schema(ctx, env.SchemaHash)
+	if err != nil {
+		return nil, err
+	}
+	return &Job{
+		ID: env.JobID, System: env.System, Prompt: env.Prompt, Schema: schema, SchemaRaw: raw,
+		Model: env.Model, Mode: env.Mode, Temperature: env.Temp, MaxTokens: env.MaxTokens, Limits: env.Limits,
+	}, nil
+}
+
+type schemaEntry struct {
+	schema *validate.Schema
+	raw    []byte
+	err    error
+}
+
+func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []byte, error) {
+	if e, ok := w.schemas.Load(hash); ok {
+		se := e.(*schemaEntry)
+		return se.schema, se.raw, se.err
+	}
+	raw, err := w.ledger.Schema(ctx, hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, fmt.Errorf("%w: unknown schema %s", ErrBadJob, hash)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: read schema %s: %w", ErrTransient, hash, err)
+	}
+	s, err := validate.Compile(raw)
+	se := &schemaEntry{schema: s, raw: raw}
+	if err != nil {
+		se.err = fmt.Errorf("%w: schema %s does not compile: %w", ErrBadJob, hash, err)
+	}
+	w.schemas.Store(hash, se)
+	return se.schema, se.raw, se.err
+}
+
+// heartbeat reports progress while a job runs longer than a third of the
+// ack wait, so the server does not hand it to another worker.
+func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
+	every := w.cfg.Queue.AckWait / 3
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// The dispositions, decided here and nowhere else.
+
+func (w *Worker) ack(ctx context.Context, msg jetstream.Msg, kind string) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := msg.DoubleAck(actx); err != nil {
+		// The result is committed; a redelivery is acked without a call.
+		w.log.WarnContext(ctx, "worker: ack", slog.String("error", err.Error()))
+	}
+	w.count(kind)
+}
+
+func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int, cause error) {
+	if ctx.Err() != nil {
+		// Shutting down: hand the job back for immediate redelivery.
+		_ = msg.Nak()
+		w.count("nak")
+		return
+	}
+	delay := w.cfg.NakDelayMin << min(delivered-1, 16)
+	w.nakDelay(ctx, msg, env, delivered, min(delay, w.cfg.NakDelayMax), cause)
+}
+
+func (w *Worker) nakDelay(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int, delay time.Duration, cause error) {
+	if delivered >= w.cfg.Queue.MaxDeliver && ctx.Err() == nil {
+		// The last delivery: the server will not send it again, so record
+		// it dead with its last error now.
+		w.reject(ctx, msg, env, store.StatusDead, fmt.Errorf("delivered %d times without a final result; last error: %w", delivered, cause))
+		return
+	}
+	if ctx.Err() != nil {
+		_ = msg.Nak()
+	} else {
+		_ = msg.NakWithDelay(delay)
+	}
+	w.count("nak")
+}
+
+// reject records a job that will never be run (or is dead) with its reason,
+// then terminates its message. If the record cannot be written the message
+// is left for redelivery instead: nothing is dropped unrecorded.
+func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, env *Envelope, status string, reason error) {
+	id := jobIDOf(msg, env)
+	rj := store.Rejection{JobID: id, Reason: reason.Error(), Payload: msg.Data(), Status: status}
+	if env != nil {
+		rj.Batch = env.Batch
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := w.ledger.Reject(wctx, rj); err != nil {
+		w.log.ErrorContext(ctx, "worker: record rejected job", slog.String("job_id", id), slog.String("error", err.Error()))
+		_ = msg.NakWithDelay(w.cfg.NakDelayMin)
+		w.count("nak")
+		return
+	}
+	w.log.WarnContext(ctx, "worker: job "+status, slog.String("job_id", id), slog.String("reason", reason.Error()))
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.Jobs.WithLabelValues(status).Inc()
+	}
+	_ = msg.TermWithReason(truncate(reason.Error(), 200))
+	w.count("term")
+}
+
+func (w *Worker) count(kind string) {
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.Dispositions.WithLabelValues(kind).Inc()
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// maxDeliveriesAdvisory is the part of the server's MAX_DELIVERIES advisory
+// the worker reads.
+type maxDeliveriesAdvisory struct {
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries uint64 `json:"deliveries"`
+}
+
+// watchDead records jobs the server gave up on (a worker died or timed out
+// on their last delivery). The advisories are kept in their own stream, so
+// the ones raised while no worker ran are handled at the next start.
+func (w *Worker) watchDead(ctx context.Context, stream jetstream.Stream) {
+	adv, err := w.js.Consumer(ctx, advisoryStreamName(w.cfg.Queue), w.cfg.Queue.Consumer+"-dead")
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.ErrorContext(ctx, "worker: open dead-job advisories", slog.String("error", err.Error()))
+		}
+		return
+	}
+	for ctx.Err() == nil {
+		batch, err := adv.Fetch(16, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			continue
+		}
+		for m := range batch.Messages() {
+			w.handleDead(ctx, stream, m)
+		}
+	}
+}
+
+func (w *Worker) handleDead(ctx context.Context, stream jetstream.Stream, m jetstream.Msg) {
+	var a maxDeliveriesAdvisory
+	if err := json.Unmarshal(m.Data(), &a); err != nil || a.StreamSeq == 0 {
+		_ = m.Term()
+		return
+	}
+	raw, err := stream.GetMsg(ctx, a.StreamSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		_ = m.Ack() // already acked or terminated
+		return
+	}
+	if err != nil {
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	env, _ := DecodeEnvelope(raw.Data)
+	id := fmt.Sprintf("seq-%d", a.StreamSeq)
+	if env != nil && env.JobID != "" {
+		id = env.JobID
+	} else if h := raw.Header.Get(jetstream.MsgIDHeader); h != "" {
+		id = h
+	}
+	rj := store.Rejection{JobID: id, Status: store.StatusDead, Payload: raw.Data,
+		Reason: fmt.Sprintf("delivered %d times without a final result (the last delivery was never acknowledged)", a.Deliveries)}
+	if env != nil {
+		rj.Batch = env.Batch
+	}
+	if _, err := w.ledger.Reject(ctx, rj); err != nil {
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	_ = stream.DeleteMsg(ctx, a.StreamSeq)
+	w.log.WarnContext(ctx, "worker: job dead", slog.String("job_id", id), slog.Uint64("deliveries", a.Deliveries))
+	_ = m.Ack()
+}
+
+func toStoreResult(res *Result, env *Envelope, delivered int) store.Result {
+	r := store.Result{
+		JobID: res.JobID, Status: string(res.Status), Value: res.Value, Error: res.Error, FinalClass: res.Class,
+		Attempts: len(res.Attempts), Calls: res.Calls, FirstAttemptValid: res.FirstAttemptValid,
+		RepairedLocally: res.RepairedLocally, TokensIn: int64(res.TokensIn), TokensOut: int64(res.TokensOut),
+		TokensCached: int64(res.TokensCached), CostUSD: res.CostUSD, StartedAt: res.StartedAt,
+		FinishedAt: res.StartedAt.Add(res.Wall), WallMS: res.Wall.Milliseconds(), Deliveries: delivered,
+	}
+	if env != nil {
+		r.Job = &store.NewJob{ID: env.JobID, Batch: env.Batch, RowNo: env.RowNo, SchemaHash: env.SchemaHash,
+			Prompt: env.Prompt, Provider: env.Provider, Model: env.Model, Mode: string(env.Mode),
+			Strategy: string(env.Limits.WithDefaults().Strategy), Metadata: env.Metadata}
+	}
+	for i := range res.Attempts {
+		r.AttemptRows = append(r.AttemptRows, toStoreAttempt(&res.Attempts[i]))
+	}
+	return r
+}
+
+func toStoreAttempt(a *Attempt) store.Attempt {
+	repairs, _ := json.Marshal(nonNil(a.Repairs))
+	errs, _ := json.Marshal(nonNil(a.Errors))
+	classes := make([]llm.ErrorClass, 0, len(a.Retries))
+	for _, r := range a.Retries {
+		classes = append(classes, r.Class)
+	}
+	rc, _ := json.Marshal(classes)
+	return store.Attempt{
+		No: a.No, Request: a.Request, RequestHash: a.RequestHash, Raw: a.Raw, Source: string(a.Source),
+		Repairs: repairs, Errors: errs, Class: a.Class, Valid: a.Valid, RepairedLocally: a.RepairedLocally,
+		FinishReason: string(a.FinishReason), LatencyMS: a.Latency.Milliseconds(),
+		TokensIn: int64(a.TokensIn), TokensOut: int64(a.TokensOut), TokensCached: int64(a.TokensCached),
+		TransportRetries: len(a.Retries), RetryClasses: rc, ProviderStatus: a.ProviderStatus,
+		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
+	}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
