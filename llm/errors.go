@@ -44,8 +44,12 @@ type Error struct {
 	// Code is the provider's error code or type, e.g. "insufficient_quota".
 	Code      string
 	RequestID string
-	// RetryAfter is the server's hint, 0 when none was given.
+	// RetryAfter is the server's hint (Retry-After, retry-after-ms, OpenAI's
+	// "try again in" or the reset headers), 0 when none was given. On a
+	// quota_exhausted lane it is the time until the lane accepts calls again.
 	RetryAfter time.Duration
+	// RateLimit holds the rate-limit headers of the failed response.
+	RateLimit map[string]string
 	// Retries lists the transport retries made before giving up.
 	Retries []Retry
 	Err     error

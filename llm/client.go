@@ -1,0 +1,540 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// toolDescription describes the forced tool in ModeTool.
+const toolDescription = "Return the result. The arguments must match the schema."
+
+// schemaNameDefault names the schema / tool when Request.SchemaName is empty.
+const schemaNameDefault = "result"
+
+func schemaName(req *Request) string {
+	if req.SchemaName != "" {
+		return req.SchemaName
+	}
+	return schemaNameDefault
+}
+
+// Causes of an attempt's cancellation, wrapped by a *Error of ClassTimeout
+// (test with errors.Is).
+var (
+	ErrFirstByteTimeout = errors.New("no response headers within FirstByteTimeout")
+	ErrIdleTimeout      = errors.New("no body bytes within IdleTimeout (trickling server)")
+	ErrTotalTimeout     = errors.New("attempt exceeded TotalTimeout")
+)
+
+// Client calls one provider at one base URL with one API key. It is safe for
+// concurrent use; each model gets its own Lane.
+type Client struct {
+	cfg      Config
+	http     *http.Client
+	lanes    *Registry
+	obs      Observer
+	endpoint string
+	keyHash  string
+
+	laneCache   sync.Map // model -> *Lane
+	schemaCache sync.Map // schema text -> strictResult
+	bufPool     sync.Pool
+}
+
+type strictResult struct {
+	schema  json.RawMessage
+	dropped []string
+	strict  bool
+}
+
+// New returns a client for cfg (defaults applied, then validated; errors
+// wrap ErrConfig and name the field).
+func New(cfg Config) (*Client, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, http: cfg.HTTPClient, lanes: cfg.Lanes, obs: cfg.Observer, keyHash: KeyHash(cfg.APIKey)}
+	if c.obs == nil {
+		c.obs = NopObserver{}
+	}
+	if c.lanes == nil {
+		c.lanes = NewRegistry(cfg.Clock, c.obs)
+	}
+	if c.http == nil {
+		d := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+		c.http = &http.Client{Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           d.DialContext,
+			TLSHandshakeTimeout:   cfg.ConnectTimeout,
+			ResponseHeaderTimeout: cfg.FirstByteTimeout,
+			MaxIdleConns:          256,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+			ForceAttemptHTTP2:     true,
+		}}
+	}
+	switch cfg.Provider {
+	case ProviderOpenAI:
+		c.endpoint = cfg.BaseURL + "/chat/completions"
+	case ProviderAnthropic:
+		c.endpoint = cfg.BaseURL + "/v1/messages"
+	case ProviderOllama:
+		c.endpoint = cfg.BaseURL + "/api/chat"
+	}
+	c.bufPool.New = func() any { return new(bytes.Buffer) }
+	return c, nil
+}
+
+// Config returns the client's configuration with defaults applied.
+func (c *Client) Config() Config { return c.cfg }
+
+// Lane returns the lane of model on this client's provider, base URL and key.
+func (c *Client) Lane(model string) *Lane {
+	if l, ok := c.laneCache.Load(model); ok {
+		return l.(*Lane)
+	}
+	key := LaneKey{Provider: c.cfg.Provider, BaseURL: c.cfg.BaseURL, Model: model, KeyHash: c.keyHash}
+	l, err := c.lanes.Get(key, c.cfg.Lane)
+	if err != nil {
+		panic(fmt.Sprintf("llm: lane config validated in New: %v", err))
+	}
+	c.laneCache.Store(model, l)
+	return l
+}
+
+// Registry returns the registry the client takes its lanes from.
+func (c *Client) Registry() *Registry { return c.lanes }
+
+// Complete sends req, retrying transient failures (exponential backoff with
+// jitter, waiting at least the server's retry hint) within the lane's
+// budgets. The error is always a *Error (errors.Is(err, ErrProvider)); both
+// the Response and the *Error record the retries made.
+func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
+	body, dropped, perr := c.encode(&req)
+	if perr != nil {
+		return nil, perr
+	}
+	lane := c.Lane(req.Model)
+	tokens := estimateTokens(&req, c.cfg.Lane.OutputTokensEstimate)
+
+	rc := c.cfg.Retry
+	exp := &backoff.ExponentialBackOff{
+		InitialInterval:     rc.InitialInterval,
+		RandomizationFactor: rc.RandomizationFactor,
+		Multiplier:          rc.Multiplier,
+		MaxInterval:         rc.MaxInterval,
+		MaxElapsedTime:      rc.MaxElapsedTime,
+		Stop:                backoff.Stop,
+		Clock:               c.cfg.Clock,
+	}
+	hb := &hintBackOff{exp: exp, maxElapsed: rc.MaxElapsedTime}
+	bo := backoff.WithContext(backoff.WithMaxRetries(hb, uint64(rc.MaxRetries)), ctx)
+
+	var (
+		resp    *Response
+		last    *Error
+		retries []Retry
+		attempt int
+	)
+	op := func() error {
+		r, e := c.attempt(ctx, lane, tokens, body, &req, attempt)
+		attempt++
+		if e == nil {
+			resp = r
+			return nil
+		}
+		last = e
+		hb.hint = e.RetryAfter
+		if !e.Class.Retryable() {
+			return backoff.Permanent(e)
+		}
+		return e
+	}
+	notify := func(_ error, d time.Duration) {
+		retries = append(retries, Retry{Class: last.Class, Status: last.Status, Wait: d})
+	}
+	err := backoff.RetryNotifyWithTimer(op, bo, notify, &backoffTimer{clock: c.cfg.Clock})
+	if err == nil {
+		resp.Retries = retries
+		resp.DroppedKeywords = dropped
+		return resp, nil
+	}
+	if last == nil || (ctx.Err() != nil && last.Class != ClassTimeout) {
+		// The context ended while waiting to retry.
+		e := &Error{Class: ClassTimeout, Message: "context done before the call could be retried", Err: context.Cause(ctx)}
+		if last != nil {
+			e.Message += " (last failure: " + last.Error() + ")"
+			e.Status = last.Status
+		}
+		last = e
+	}
+	last.Retries = retries
+	return nil, last
+}
+
+// hintBackOff is the exponential backoff, raised to the server's retry hint
+// of the last failure, stopping when the wait would overrun maxElapsed.
+type hintBackOff struct {
+	exp        *backoff.ExponentialBackOff
+	maxElapsed time.Duration
+	hint       time.Duration
+}
+
+func (h *hintBackOff) Reset() { h.exp.Reset(); h.hint = 0 }
+
+func (h *hintBackOff) NextBackOff() time.Duration {
+	d := h.exp.NextBackOff()
+	if d == backoff.Stop {
+		return backoff.Stop
+	}
+	d = max(d, h.hint)
+	if h.maxElapsed > 0 && h.exp.GetElapsedTime()+d > h.maxElapsed {
+		return backoff.Stop
+	}
+	return d
+}
+
+// backoffTimer adapts Clock to backoff.Timer.
+type backoffTimer struct {
+	clock Clock
+	t     Timer
+}
+
+func (b *backoffTimer) Start(d time.Duration) {
+	if b.t != nil {
+		b.t.Stop()
+	}
+	b.t = b.clock.NewTimer(d)
+}
+
+func (b *backoffTimer) Stop() {
+	if b.t != nil {
+		b.t.Stop()
+	}
+}
+
+func (b *backoffTimer) C() <-chan time.Time { return b.t.C() }
+
+// estimateTokens is the TPM charge before a call: prompt bytes / 4 plus
+// the output cap (or the configured estimate when none is set).
+func estimateTokens(req *Request, outputEstimate int) int {
+	n := len(req.System) + len(req.Schema)
+	for _, m := range req.Messages {
+		n += len(m.Content)
+	}
+	out := req.MaxTokens
+	if out <= 0 {
+		out = outputEstimate
+	}
+	return (n+3)/4 + out
+}
+
+// encode validates req and builds the provider body once for all attempts.
+func (c *Client) encode(req *Request) ([]byte, []string, *Error) {
+	bad := func(format string, args ...any) *Error {
+		return &Error{Class: ClassBadRequest, Message: fmt.Sprintf(format, args...)}
+	}
+	if req.Model == "" {
+		return nil, nil, bad("request: model is required")
+	}
+	switch req.Mode {
+	case "", ModePrompt:
+	case ModeJSONSchema, ModeTool:
+		if len(bytes.TrimSpace(req.Schema)) == 0 {
+			return nil, nil, bad("request: mode %s needs a schema", req.Mode)
+		}
+		if !json.Valid(req.Schema) {
+			return nil, nil, bad("request: schema is not valid JSON")
+		}
+	default:
+		return nil, nil, bad("request: unknown mode %q", req.Mode)
+	}
+	var (
+		body    []byte
+		dropped []string
+		err     error
+	)
+	switch c.cfg.Provider {
+	case ProviderOpenAI:
+		schema, strict := req.Schema, false
+		if req.Mode == ModeJSONSchema || req.Mode == ModeTool {
+			sr, serr := c.strict(req.Schema)
+			if serr != nil {
+				return nil, nil, bad("request: %v", serr)
+			}
+			schema, strict, dropped = sr.schema, sr.strict, sr.dropped
+		}
+		body, err = c.encodeOpenAI(req, schema, strict)
+	case ProviderAnthropic:
+		body, err = c.encodeAnthropic(req)
+	case ProviderOllama:
+		body, err = c.encodeOllama(req)
+	}
+	if err != nil {
+		return nil, nil, bad("encode request: %v", err)
+	}
+	return body, dropped, nil
+}
+
+func (c *Client) strict(schema json.RawMessage) (strictResult, error) {
+	if v, ok := c.schemaCache.Load(string(schema)); ok {
+		return v.(strictResult), nil
+	}
+	s, dropped, strict, err := strictSchema(schema)
+	if err != nil {
+		return strictResult{}, err
+	}
+	sr := strictResult{schema: s, dropped: dropped, strict: strict}
+	c.schemaCache.Store(string(schema), sr)
+	return sr, nil
+}
+
+// attempt makes one HTTP call inside a lane permit.
+func (c *Client) attempt(ctx context.Context, lane *Lane, tokens int, body []byte, req *Request, n int) (*Response, *Error) {
+	p, err := lane.acquire(ctx, tokens)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return nil, e
+		}
+		return nil, &Error{Class: ClassTimeout, Message: "wait for lane " + lane.key.Model + ": " + err.Error(), Err: err}
+	}
+	start := time.Now()
+	resp, e := c.do(ctx, body, req)
+	latency := time.Since(start)
+	if e != nil {
+		e.Message = c.redact(e.Message)
+		p.done(e.Class, e.RetryAfter, 0, e)
+		c.obs.OnCall(CallEvent{Lane: lane.key, Class: e.Class, Status: e.Status, Latency: latency, Attempt: n})
+		return nil, e
+	}
+	resp.Latency = latency
+	p.done("", 0, resp.Usage.InputTokens+resp.Usage.OutputTokens, nil)
+	c.obs.OnCall(CallEvent{Lane: lane.key, Status: resp.Status, Latency: latency, Attempt: n})
+	return resp, nil
+}
+
+func (c *Client) redact(s string) string {
+	if c.cfg.APIKey == "" || s == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, c.cfg.APIKey, "[redacted]")
+}
+
+// do sends body and reads the reply under the attempt's timeouts.
+func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, *Error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	tctx, tcancel := context.WithTimeoutCause(actx, c.cfg.TotalTimeout, ErrTotalTimeout)
+	defer tcancel()
+	var reading atomic.Bool // false: waiting for headers; true: reading the body
+	watchdog := time.AfterFunc(c.cfg.FirstByteTimeout, func() {
+		if reading.Load() {
+			cancel(ErrIdleTimeout)
+		} else {
+			cancel(ErrFirstByteTimeout)
+		}
+	})
+	defer watchdog.Stop()
+
+	hreq, err := http.NewRequestWithContext(tctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, &Error{Class: ClassBadRequest, Message: "build request: " + err.Error(), Err: err}
+	}
+	h := hreq.Header
+	h["Content-Type"] = []string{"application/json"}
+	h["Accept"] = []string{"application/json"}
+	h["User-Agent"] = []string{"fixpoint-llm/1"}
+	switch c.cfg.Provider {
+	case ProviderAnthropic:
+		h["Anthropic-Version"] = []string{c.cfg.AnthropicVersion}
+		if c.cfg.APIKey != "" {
+			h["X-Api-Key"] = []string{c.cfg.APIKey}
+		}
+	default:
+		if c.cfg.APIKey != "" {
+			h["Authorization"] = []string{"Bearer " + c.cfg.APIKey}
+		}
+	}
+
+	hresp, err := c.http.Do(hreq)
+	if err != nil {
+		return nil, transportError(tctx, "send request", err)
+	}
+	defer hresp.Body.Close()
+	reading.Store(true)
+	watchdog.Reset(c.cfg.IdleTimeout)
+
+	if hresp.ContentLength > c.cfg.MaxBodyBytes {
+		return nil, c.tooBig(hresp, hresp.ContentLength)
+	}
+	buf := c.bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			c.bufPool.Put(buf)
+		}
+	}()
+	ir := idleReader{r: hresp.Body, t: watchdog, d: c.cfg.IdleTimeout}
+	if _, err := buf.ReadFrom(io.LimitReader(ir, c.cfg.MaxBodyBytes+1)); err != nil {
+		e := transportError(tctx, "read response body", err)
+		e.Status = hresp.StatusCode
+		return nil, e
+	}
+	watchdog.Stop()
+	if int64(buf.Len()) > c.cfg.MaxBodyBytes {
+		return nil, c.tooBig(hresp, -1)
+	}
+	data := buf.Bytes()
+	now := c.cfg.Clock.Now()
+	reqID := c.requestID(hresp.Header)
+
+	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
+		pe := parseProviderError(data)
+		if reqID == "" {
+			reqID = pe.ReqID
+		}
+		class, hint := classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, pe, now)
+		msg := pe.Message
+		if msg == "" {
+			msg = http.StatusText(hresp.StatusCode)
+		}
+		return nil, &Error{Class: class, Status: hresp.StatusCode, Message: msg, Code: pe.Code,
+			RequestID: reqID, RetryAfter: hint, RateLimit: rateLimitHeaders(hresp.Header)}
+	}
+
+	out := &Response{Status: hresp.StatusCode, RequestID: reqID, RateLimit: rateLimitHeaders(hresp.Header)}
+	switch c.cfg.Provider {
+	case ProviderOpenAI:
+		err = decodeOpenAI(data, req, out)
+	case ProviderAnthropic:
+		err = decodeAnthropic(data, req, out)
+	case ProviderOllama:
+		err = decodeOllama(data, req, out)
+	}
+	if err != nil {
+		return nil, &Error{Class: ClassBadResponse, Status: hresp.StatusCode, RequestID: reqID,
+			Message: err.Error() + ": " + snippet(data), Err: err}
+	}
+	return out, nil
+}
+
+func (c *Client) tooBig(hresp *http.Response, n int64) *Error {
+	size := "more than"
+	if n >= 0 {
+		size = fmt.Sprintf("%d bytes,", n)
+	}
+	return &Error{Class: ClassBadResponse, Status: hresp.StatusCode, RequestID: c.requestID(hresp.Header),
+		Message: fmt.Sprintf("response body is %s over the MaxBodyBytes cap of %d bytes", size, c.cfg.MaxBodyBytes)}
+}
+
+func (c *Client) requestID(h http.Header) string {
+	if c.cfg.Provider == ProviderAnthropic {
+		return h.Get("Request-Id")
+	}
+	return h.Get("X-Request-Id")
+}
+
+func snippet(b []byte) string {
+	const n = 200
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}
+
+// idleReader restarts the watchdog after every read, so a server that
+// trickles bytes slower than the idle timeout is cut off.
+type idleReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (ir idleReader) Read(p []byte) (int, error) {
+	n, err := ir.r.Read(p)
+	if n > 0 {
+		ir.t.Reset(ir.d)
+	}
+	return n, err
+}
+
+// transportError classifies a failure to send or read: our timeouts and
+// the caller's deadline are ClassTimeout, the rest ClassNetwork.
+func transportError(ctx context.Context, op string, err error) *Error {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, ErrFirstByteTimeout), errors.Is(cause, ErrIdleTimeout), errors.Is(cause, ErrTotalTimeout):
+		return &Error{Class: ClassTimeout, Message: op + ": " + cause.Error(), Err: cause}
+	case cause != nil:
+		return &Error{Class: ClassTimeout, Message: op + ": " + cause.Error(), Err: cause}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &Error{Class: ClassTimeout, Message: op + ": " + err.Error(), Err: err}
+	}
+	return &Error{Class: ClassNetwork, Message: op + ": " + err.Error(), Err: err}
+}
+
+// parseProviderError reads the error bodies of all three providers:
+// {"error": {"message", "type", "code"}} (OpenAI, Anthropic, with an
+// optional top-level request_id), {"error": "text"} (Ollama), and
+// {"message", "type", "code"} (vLLM and other compatible servers).
+func parseProviderError(body []byte) providerError {
+	var w struct {
+		Error     json.RawMessage `json:"error"`
+		Message   string          `json:"message"`
+		Type      string          `json:"type"`
+		Code      json.RawMessage `json:"code"`
+		RequestID string          `json:"request_id"`
+	}
+	if err := json.Unmarshal(body, &w); err != nil {
+		return providerError{Message: strings.TrimSpace(snippet(body))}
+	}
+	pe := providerError{Message: w.Message, Type: w.Type, Code: rawString(w.Code), ReqID: w.RequestID}
+	if len(w.Error) > 0 {
+		var s string
+		if json.Unmarshal(w.Error, &s) == nil {
+			pe.Message = s
+		} else {
+			var o struct {
+				Message string          `json:"message"`
+				Type    string          `json:"type"`
+				Code    json.RawMessage `json:"code"`
+			}
+			if json.Unmarshal(w.Error, &o) == nil {
+				pe.Message, pe.Type, pe.Code = o.Message, o.Type, rawString(o.Code)
+			}
+		}
+	}
+	if pe.Code == "" {
+		pe.Code = pe.Type
+	}
+	return pe
+}
+
+// rawString renders a JSON string or number as text; null as "".
+func rawString(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}

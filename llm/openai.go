@@ -1,0 +1,198 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// OpenAI Chat Completions wire types (only the fields we send or read).
+
+type oaMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type oaRequest struct {
+	Model               string            `json:"model"`
+	Messages            []oaMessage       `json:"messages"`
+	Temperature         *float64          `json:"temperature,omitempty"`
+	MaxTokens           int               `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int               `json:"max_completion_tokens,omitempty"`
+	User                string            `json:"user,omitempty"`
+	ResponseFormat      *oaResponseFormat `json:"response_format,omitempty"`
+	Tools               []oaTool          `json:"tools,omitempty"`
+	ToolChoice          *oaToolChoice     `json:"tool_choice,omitempty"`
+}
+
+type oaResponseFormat struct {
+	Type       string        `json:"type"`
+	JSONSchema *oaJSONSchema `json:"json_schema,omitempty"`
+}
+
+type oaJSONSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+	Strict bool            `json:"strict"`
+}
+
+type oaTool struct {
+	Type     string     `json:"type"`
+	Function oaFunction `json:"function"`
+}
+
+type oaFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict,omitempty"`
+}
+
+type oaToolChoice struct {
+	Type     string         `json:"type"`
+	Function oaToolFunction `json:"function"`
+}
+
+type oaToolFunction struct {
+	Name string `json:"name"`
+}
+
+type oaResponse struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Message struct {
+			Content   json.RawMessage `json:"content"` // string, null, or parts
+			Refusal   *string         `json:"refusal"`
+			ToolCalls []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+}
+
+// encodeOpenAI builds the Chat Completions body. schema is what to send
+// (already made strict-compatible when strict is true).
+func (c *Client) encodeOpenAI(req *Request, schema json.RawMessage, strict bool) ([]byte, error) {
+	msgs := make([]oaMessage, 0, len(req.Messages)+1)
+	if req.System != "" {
+		msgs = append(msgs, oaMessage{Role: "system", Content: req.System})
+	}
+	for _, m := range req.Messages {
+		msgs = append(msgs, oaMessage(m))
+	}
+	w := oaRequest{Model: req.Model, Messages: msgs, Temperature: req.Temperature, User: req.User}
+	if c.cfg.OpenAIMaxTokensParam == "max_completion_tokens" {
+		w.MaxCompletionTokens = req.MaxTokens
+	} else {
+		w.MaxTokens = req.MaxTokens
+	}
+	name := schemaName(req)
+	switch req.Mode {
+	case ModeJSONSchema:
+		w.ResponseFormat = &oaResponseFormat{Type: "json_schema",
+			JSONSchema: &oaJSONSchema{Name: name, Schema: schema, Strict: strict}}
+	case ModeTool:
+		w.Tools = []oaTool{{Type: "function", Function: oaFunction{
+			Name: name, Description: toolDescription, Parameters: schema, Strict: strict}}}
+		w.ToolChoice = &oaToolChoice{Type: "function", Function: oaToolFunction{Name: name}}
+	}
+	return json.Marshal(&w)
+}
+
+// decodeOpenAI reads a 2xx Chat Completions body.
+func decodeOpenAI(body []byte, req *Request, out *Response) error {
+	var w oaResponse
+	if err := json.Unmarshal(body, &w); err != nil {
+		return fmt.Errorf("decode chat completion: %w", err)
+	}
+	if len(w.Choices) == 0 {
+		return fmt.Errorf("decode chat completion: no choices")
+	}
+	ch := &w.Choices[0]
+	out.Model = w.Model
+	text, err := openAIContent(ch.Message.Content)
+	if err != nil {
+		return err
+	}
+	out.Text = text
+	switch ch.FinishReason {
+	case "stop", "":
+		out.FinishReason = FinishStop
+	case "length":
+		out.FinishReason = FinishLength
+	case "tool_calls", "function_call":
+		out.FinishReason = FinishTool
+	case "content_filter":
+		out.FinishReason = FinishContentFilter
+	default:
+		out.FinishReason = FinishReason(ch.FinishReason)
+	}
+	if calls := ch.Message.ToolCalls; len(calls) > 0 {
+		// A forced call may come with others: take the one we asked for.
+		i := 0
+		for j := range calls {
+			if calls[j].Function.Name == schemaName(req) {
+				i = j
+				break
+			}
+		}
+		out.Text = calls[i].Function.Arguments
+		if out.FinishReason == FinishStop {
+			out.FinishReason = FinishTool
+		}
+	}
+	if r := ch.Message.Refusal; r != nil && *r != "" {
+		out.Refusal = *r
+		out.FinishReason = FinishRefusal
+	}
+	if u := w.Usage; u != nil {
+		out.Usage.InputTokens = u.PromptTokens
+		out.Usage.OutputTokens = u.CompletionTokens
+		if u.PromptTokensDetails != nil {
+			out.Usage.CachedInputTokens = u.PromptTokensDetails.CachedTokens
+		}
+	}
+	return nil
+}
+
+// openAIContent reads message.content: a string, null, or (some compatible
+// servers) an array of {type: text, text} parts.
+func openAIContent(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", fmt.Errorf("decode message content: %w", err)
+		}
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fmt.Errorf("decode message content: %w", err)
+	}
+	var b bytes.Buffer
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String(), nil
+}

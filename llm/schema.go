@@ -1,0 +1,132 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// OpenAI's strict structured outputs accept a subset of JSON Schema
+// (platform.openai.com/docs/guides/structured-outputs, "Supported schemas"):
+// strings may use pattern and a few formats, numbers multipleOf and the
+// (exclusive) bounds, arrays minItems and maxItems; anyOf, $ref and $defs
+// are supported; every object must set additionalProperties false and list
+// every property as required. Everything else (minLength, maxLength, allOf,
+// not, if/then/else, patternProperties, uniqueItems, contains, default,
+// examples, $schema, ...) is rejected, so it is left out of what is sent.
+var strictAllowed = map[string]bool{
+	"type": true, "properties": true, "required": true, "additionalProperties": true,
+	"items": true, "enum": true, "const": true, "anyOf": true, "$ref": true,
+	"$defs": true, "definitions": true, "description": true, "title": true,
+	"pattern": true, "format": true, "multipleOf": true, "minimum": true,
+	"maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"minItems": true, "maxItems": true,
+}
+
+// strictFormats are the string formats strict mode accepts.
+var strictFormats = map[string]bool{
+	"date-time": true, "time": true, "date": true, "duration": true, "email": true,
+	"hostname": true, "ipv4": true, "ipv6": true, "uuid": true,
+}
+
+// strictSchema rewrites schema for OpenAI strict mode. It returns the schema
+// to send, the JSON pointers of the keywords dropped or changed (sorted), and
+// whether strict mode can be used at all (the root must be an object
+// schema). Every instance of the result also satisfies the original schema
+// minus the dropped keywords, which are still validated locally.
+func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, error) {
+	dec := json.NewDecoder(bytes.NewReader(schema))
+	dec.UseNumber()
+	var root any
+	if err := dec.Decode(&root); err != nil {
+		return nil, nil, false, fmt.Errorf("decode schema: %w", err)
+	}
+	obj, ok := root.(map[string]any)
+	if !ok || obj["type"] != "object" {
+		return schema, nil, false, nil
+	}
+	var dropped []string
+	strictWalk(obj, "", &dropped)
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("encode schema: %w", err)
+	}
+	sort.Strings(dropped)
+	return out, dropped, true, nil
+}
+
+func escapePointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+func strictWalk(s map[string]any, ptr string, dropped *[]string) {
+	if one, ok := s["oneOf"]; ok {
+		delete(s, "oneOf")
+		*dropped = append(*dropped, ptr+"/oneOf")
+		if _, has := s["anyOf"]; !has {
+			s["anyOf"] = one // every oneOf instance is an anyOf instance
+		}
+	}
+	for k, v := range s {
+		switch {
+		case !strictAllowed[k]:
+			delete(s, k)
+			*dropped = append(*dropped, ptr+"/"+escapePointer(k))
+		case k == "format":
+			if f, _ := v.(string); !strictFormats[f] {
+				delete(s, k)
+				*dropped = append(*dropped, ptr+"/format")
+			}
+		case k == "items":
+			if sub, ok := v.(map[string]any); ok {
+				strictWalk(sub, ptr+"/items", dropped)
+			} else {
+				delete(s, k) // tuple form (draft 4) is not accepted
+				*dropped = append(*dropped, ptr+"/items")
+			}
+		case k == "anyOf":
+			if arr, ok := v.([]any); ok {
+				for i, e := range arr {
+					if sub, ok := e.(map[string]any); ok {
+						strictWalk(sub, fmt.Sprintf("%s/anyOf/%d", ptr, i), dropped)
+					}
+				}
+			}
+		case k == "properties" || k == "$defs" || k == "definitions":
+			if m, ok := v.(map[string]any); ok {
+				for name, e := range m {
+					if sub, ok := e.(map[string]any); ok {
+						strictWalk(sub, ptr+"/"+k+"/"+escapePointer(name), dropped)
+					}
+				}
+			}
+		}
+	}
+	props, hasProps := s["properties"].(map[string]any)
+	if s["type"] == "object" || hasProps {
+		if ap, ok := s["additionalProperties"]; !ok || ap != false {
+			if ok {
+				*dropped = append(*dropped, ptr+"/additionalProperties")
+			}
+			s["additionalProperties"] = false
+		}
+		names := make([]string, 0, len(props))
+		for name := range props {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		req, _ := s["required"].([]any)
+		if len(req) != len(names) {
+			if len(req) > 0 || len(names) > 0 {
+				*dropped = append(*dropped, ptr+"/required")
+			}
+			all := make([]any, len(names))
+			for i, n := range names {
+				all[i] = n
+			}
+			s["required"] = all
+		}
+	}
+}
