@@ -62,15 +62,15 @@ func (c corpusCase) hasTag(tags ...string) bool {
 //     and its guesses about quotes and fences inside strings.
 //   - BAML: only schema-neutral cases are meaningful without a schema.
 var corpusFloors = map[string]float64{
-	"baml-jsonish.jsonl (schema_neutral)": 75,
-	"josdejong-jsonrepair.jsonl":          85,
-	"kaptinlin-jsonrepair.jsonl":          84,
-	"langchain-json.jsonl":                90,
-	"mangiucugna-json_repair.jsonl":       62,
-	"vercel-ai-fixjson.jsonl":             95,
-	"dedup: overall":                      77,
-	"dedup: group llm-typical":            73,
-	"dedup: fence+prose":                  59,
+	"baml-jsonish.jsonl (schema_neutral)": 84,
+	"josdejong-jsonrepair.jsonl":          89,
+	"kaptinlin-jsonrepair.jsonl":          88,
+	"langchain-json.jsonl":                92,
+	"mangiucugna-json_repair.jsonl":       71,
+	"vercel-ai-fixjson.jsonl":             100,
+	"dedup: overall":                      83,
+	"dedup: group llm-typical":            80,
+	"dedup: fence+prose":                  76,
 	"dedup: must-fail refused":            100,
 }
 

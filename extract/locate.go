@@ -338,7 +338,7 @@ func (e *extractor) raw() []found {
 	var out []found
 	i := a
 	for i < b {
-		f, next, err := e.parse(i, b, b == len(e.src) || strings.TrimSpace(e.src[b:]) == "", false)
+		f, next, err := e.parse(i, b, b == len(e.src) || strings.TrimSpace(e.src[b:]) == "", true)
 		if err != nil {
 			return nil
 		}
@@ -369,6 +369,9 @@ func (e *extractor) rawStart(a, b int) bool {
 		return a+1 < b && (e.src[a+1] == '*' || e.src[a+1] == '/')
 	case c == '#':
 		return true
+	}
+	if isFenceAt(e.src, a) {
+		return false
 	}
 	if q, _ := quoteAt(e.src, a); q != qNone {
 		// A lone quote is not a value.
@@ -556,6 +559,11 @@ func (e *extractor) fences() []found {
 			i = m.b
 			continue
 		}
+		if valuePosition(s, f) {
+			// "code": ```...``` is a value inside JSON, not a fence.
+			i = f + 3
+			continue
+		}
 		ch := s[f]
 		n := f
 		for n < len(s) && s[n] == ch {
@@ -736,5 +744,32 @@ func (e *extractor) scan() []found {
 // a placeholder closed by something other than its bracket, or a value built
 // from unquoted words.
 func rejectScan(f found) bool {
-	return hasRepair(f.Repairs, KindUnclosed, KindMismatched, KindUnquotedString, KindFunctionCall, KindTuple, KindMissingValue)
+	if f.empty && f.Truncated {
+		return true
+	}
+	return hasRepair(f.Repairs, KindUnclosed, KindMismatched, KindExtraBracket, KindUnquotedString, KindFunctionCall, KindTuple, KindMissingValue, KindExtraText)
+}
+
+// valuePosition reports whether the fence at f follows `":` on its line, where
+// a JSON value is expected.
+func valuePosition(s string, f int) bool {
+	j := f - 1
+	for j >= 0 && (s[j] == ' ' || s[j] == '\t') {
+		j--
+	}
+	if j < 0 || s[j] != ':' {
+		return false
+	}
+	j--
+	for j >= 0 && (s[j] == ' ' || s[j] == '\t') {
+		j--
+	}
+	if j < 0 {
+		return false
+	}
+	q, _ := quoteAt(s, j)
+	if q == qNone && j >= 2 {
+		q, _ = quoteAt(s, j-2)
+	}
+	return q != qNone
 }

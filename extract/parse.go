@@ -56,6 +56,8 @@ type parser struct {
 	out     []byte
 	repairs []Repair
 	depth   int
+	stack   []byte // closers of the open containers, innermost last
+	paren   int    // open tuples and function calls
 	trunc   bool
 	stopped bool // the region ended early (fence, EOF) while parsing
 	err     *SyntaxError
@@ -240,10 +242,15 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 func isDelim(c byte) bool {
 	switch c {
-	case ',', ':', '[', ']', '{', '}', '(', ')', '\n', '+', '/':
+	case ',', ':', '[', ']', '{', '}', '\n', '+', '/':
 		return true
 	}
 	return false
+}
+
+// endDelim reports whether c after a quote shows the quote ended the string.
+func (p *parser) endDelim(c byte) bool {
+	return isDelim(c) || (p.paren > 0 && c == ')')
 }
 
 func isIdentStart(c byte) bool {
@@ -269,7 +276,7 @@ func (p *parser) value() bool {
 	case c == '"' && strings.HasPrefix(p.src[p.i:p.end], `"""`):
 		return p.tripleQuoted()
 	case c == '`' && strings.HasPrefix(p.src[p.i:p.end], "```"):
-		return p.fail(p.i, "unexpected code fence")
+		return p.fencedString()
 	}
 	if q, _ := quoteAt(p.src, p.i); q != qNone {
 		return p.str(false, -1)
@@ -297,22 +304,40 @@ func describe(s string, i int) string {
 	return strconv.QuoteRune(r)
 }
 
-func (p *parser) push(at int) bool {
+func (p *parser) push(at int, closer byte) bool {
 	p.depth++
+	p.stack = append(p.stack, closer)
 	if p.depth > MaxDepth {
 		return p.fail(at, "nesting deeper than %d", MaxDepth)
 	}
 	return true
 }
 
+func (p *parser) pop() {
+	p.depth--
+	p.stack = p.stack[:len(p.stack)-1]
+}
+
+// closesOuter reports whether closer c matches a container enclosing the
+// innermost one.
+func (p *parser) closesOuter(c byte) bool {
+	for k := len(p.stack) - 2; k >= 0; k-- {
+		if p.stack[k] == c {
+			return true
+		}
+	}
+	return false
+}
+
 // object parses an object at '{'.
 func (p *parser) object() bool {
 	open := p.i
-	if !p.push(open) {
+	if !p.push(open, '}') {
 		return false
 	}
-	defer func() { p.depth-- }()
+	defer p.pop()
 	p.i++
+	outOpen := len(p.out)
 	p.out = append(p.out, '{')
 	first := true
 	for {
@@ -328,9 +353,13 @@ func (p *parser) object() bool {
 			break
 		}
 		if c == ']' || c == ')' {
-			p.repair(KindMismatched, p.i)
+			if p.closesOuter(c) {
+				p.repair(KindMismatched, p.i)
+				break
+			}
+			p.repair(KindExtraBracket, p.i)
 			p.i++
-			break
+			continue
 		}
 		if c == ',' {
 			if first {
@@ -358,10 +387,32 @@ func (p *parser) object() bool {
 			p.out = append(p.out, ',')
 		}
 		keyAt := p.i
+		kq, _ := quoteAt(p.src, keyAt)
 		if !p.key() {
 			return false
 		}
 		p.skip()
+		if first && kq != qNone && !p.ended() && p.src[p.i] == ',' {
+			// {'a', 'b'}: a Python set, read as an array.
+			p.out, p.repairs = p.out[:outOpen], p.repairs[:memberRep]
+			p.i = open + 1
+			p.repair(KindTuple, open)
+			p.out = append(p.out, '[')
+			p.stack[len(p.stack)-1] = '}'
+			if !p.elements('}') {
+				return false
+			}
+			p.out = append(p.out, ']')
+			return true
+		}
+		if kq == qNone && !p.ended() {
+			// A stray word before a key or the end: {"a": 1, COMMENT "b": 2}.
+			if c := p.src[p.i]; c == '}' || (c != ':' && p.quoteStartsKey(p.i)) {
+				p.out, p.repairs = p.out[:memberOut], p.repairs[:memberRep]
+				p.repair(KindExtraText, keyAt)
+				continue
+			}
+		}
 		if p.ended() {
 			// Cut off after a key: drop the incomplete member.
 			p.out, p.repairs = p.out[:memberOut], p.repairs[:memberRep]
@@ -491,10 +542,10 @@ func (p *parser) key() bool {
 // array parses an array at '['.
 func (p *parser) array() bool {
 	open := p.i
-	if !p.push(open) {
+	if !p.push(open, ']') {
 		return false
 	}
-	defer func() { p.depth-- }()
+	defer p.pop()
 	p.i++
 	p.out = append(p.out, '[')
 	if !p.elements(']') {
@@ -520,9 +571,13 @@ func (p *parser) elements(closer byte) bool {
 			return true
 		}
 		if c == ']' || c == '}' || c == ')' {
-			p.repair(KindMismatched, p.i)
+			if p.closesOuter(c) {
+				p.repair(KindMismatched, p.i)
+				return true
+			}
+			p.repair(KindExtraBracket, p.i)
 			p.i++
-			return true
+			continue
 		}
 		if c == ',' {
 			if first {
@@ -552,10 +607,11 @@ func (p *parser) elements(closer byte) bool {
 // tuple parses a Python tuple `(a, b)` as an array, `(a)` as a.
 func (p *parser) tuple() bool {
 	open := p.i
-	if !p.push(open) {
+	if !p.push(open, ')') {
 		return false
 	}
-	defer func() { p.depth-- }()
+	p.paren++
+	defer func() { p.pop(); p.paren-- }()
 	p.repair(KindTuple, open)
 	p.i++
 	outStart := len(p.out)
@@ -673,6 +729,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	}
 	p.i += qn
 	p.out = append(p.out, '"')
+	wsStart, wsNL := -1, false // trailing run of raw whitespace in out
 	retry := func(stopDelim bool, at int) bool {
 		if p.work != nil {
 			*p.work += p.i - start
@@ -689,17 +746,18 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	}
 	for {
 		if p.i >= p.end {
-			iPrev := prevNonSpace(p.src, p.i-1, start)
+			e := p.i
+			// A fence right before the end: the string ends before it.
+			if k := strings.LastIndex(p.src[start:p.i], "```"); k > 0 && strings.TrimSpace(p.src[start+k+3:p.i]) == "" {
+				e = start + k
+			}
+			iPrev := prevNonSpace(p.src, e-1, start)
 			if canRetry && iPrev > start && isDelim(p.src[iPrev]) {
 				return retry(true, -1)
 			}
-			// A fence right before the end: the string ends before it.
-			if canRetry {
-				if k := strings.LastIndex(p.src[start:p.i], "```"); k > 0 && strings.TrimSpace(p.src[start+k+3:p.i]) == "" {
-					return retry(false, start+k)
-				}
+			if canRetry && e < p.i {
+				return retry(false, e)
 			}
-			p.trimOutSpace(outStart)
 			p.closeRepair(KindMissingQuote)
 			p.out = append(p.out, '"')
 			return true
@@ -713,8 +771,20 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 		c := p.src[p.i]
 		if q, n := quoteAt(p.src, p.i); q != qNone && endsQuote(qk, q) {
 			iq := p.i
-			j := p.peekSkip(iq + n)
-			if stopAtDelim || j >= p.end || isDelim(p.src[j]) || isFenceAt(p.src, j) || isDigit(p.src[j]) || p.quoteStartsKey(j) {
+			j := p.peekSkipLine(iq + n)
+			if !stopAtDelim && p.doubledEnd(j) {
+				// "a"\n", : the second quote ends the string.
+				p.repair(KindUnescapedQuote, iq)
+				p.out = append(p.out, '\\', '"')
+				p.i = iq + n
+				continue
+			}
+			if stopAtDelim || j >= p.end || p.src[j] == '\n' || p.src[j] == '\r' || p.endDelim(p.src[j]) || isFenceAt(p.src, j) || isDigit(p.src[j]) || quoteKind(p.src, j) != qNone {
+				if wsNL {
+					// The closing quote sat on its own line: drop the line break.
+					p.repair(KindControlChar, iq)
+					p.out = p.out[:wsStart]
+				}
 				p.i = iq + n
 				p.out = append(p.out, '"')
 				p.concat()
@@ -724,7 +794,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 			if canRetry && iPrev > start && p.src[iPrev] == ',' {
 				return retry(false, iPrev)
 			}
-			if canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' {
+			if canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' && p.src[iPrev] != ':' {
 				return retry(true, -1)
 			}
 			p.repair(KindUnescapedQuote, iq)
@@ -736,11 +806,25 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 			p.i = iq + n
 			continue
 		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			if wsStart < 0 {
+				wsStart, wsNL = len(p.out), false
+			}
+			if c == '\n' || c == '\r' {
+				wsNL = true
+			}
+		default:
+			wsStart, wsNL = -1, false
+		}
 		if c == '\\' {
 			if !p.escape() {
 				return false
 			}
 			continue
+		}
+		if c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\b' && c != '\f' {
+			return p.fail(p.i, "invalid control character %q in a string", c)
 		}
 		if c < 0x20 {
 			if stopAtDelim && c == '\n' {
@@ -893,11 +977,15 @@ func (p *parser) escape() bool {
 		return true
 	}
 	p.repair(KindInvalidEscape, at)
-	p.i++ // drop the backslash; the next byte is read as text
 	if c == '\'' || c == '`' {
+		// \' is a JavaScript escape: keep the quote.
 		p.out = append(p.out, c)
-		p.i++
+		p.i += 2
+		return true
 	}
+	// An unknown escape such as \d in a regex: keep the backslash as text.
+	p.out = append(p.out, '\\', '\\')
+	p.i++
 	return true
 }
 
@@ -1087,11 +1175,13 @@ func (p *parser) symbol() bool {
 	if word != "" && j < p.end && p.src[j] == '(' {
 		p.repair(KindFunctionCall, start)
 		p.i = j + 1
-		if !p.push(j) {
+		if !p.push(j, ')') {
 			return false
 		}
+		p.paren++
 		ok := p.value()
-		p.depth--
+		p.paren--
+		p.pop()
 		if !ok {
 			return false
 		}
@@ -1181,4 +1271,94 @@ func (p *parser) regex() bool {
 		i++
 	}
 	return p.fail(start, "unexpected '/'")
+}
+
+// quoteKind returns the kind of the quote at s[i], or qNone.
+func quoteKind(s string, i int) int {
+	q, _ := quoteAt(s, i)
+	return q
+}
+
+// peekSkipLine skips spaces, tabs and block comments after i, stopping at a
+// newline.
+func (p *parser) peekSkipLine(i int) int {
+	for i < p.end {
+		c := p.src[i]
+		if c == ' ' || c == '\t' {
+			i++
+			continue
+		}
+		if c == '/' && i+1 < p.end && p.src[i+1] == '*' {
+			j := strings.Index(p.src[i+2:p.end], "*/")
+			if j < 0 {
+				return p.end
+			}
+			i += 2 + j + 2
+			continue
+		}
+		if c >= 0x80 {
+			if n := specialSpace(p.src, i); n > 0 {
+				i += n
+				continue
+			}
+		}
+		break
+	}
+	return i
+}
+
+// doubledEnd reports whether, after a candidate end quote, the next thing
+// (past whitespace and newlines) is a lone `"` followed by , } or ]: then the
+// first quote is part of the text.
+func (p *parser) doubledEnd(j int) bool {
+	k := p.peekSkip(j)
+	if k >= p.end || k == j && p.src[k] != '\n' || p.src[k] != '"' {
+		return false
+	}
+	if k == j {
+		return false
+	}
+	m := p.peekSkip(k + 1)
+	return m < p.end && (p.src[m] == ',' || p.src[m] == '}' || p.src[m] == ']') && strings.Contains(p.src[j:k], "\n")
+}
+
+// fencedString reads a ```lang ... ``` block in a value position as a string.
+func (p *parser) fencedString() bool {
+	start := p.i
+	i := p.i
+	for i < p.end && p.src[i] == '`' {
+		i++
+	}
+	run := p.src[start:i]
+	// The info string runs to the end of the line.
+	nl := strings.IndexByte(p.src[i:p.end], '\n')
+	if nl < 0 {
+		return p.fail(start, "unexpected code fence")
+	}
+	body := i + nl + 1
+	k := strings.Index(p.src[body:p.end], "\n"+run)
+	// A closing fence may also follow text on the same line.
+	if k < 0 {
+		if k2 := strings.Index(p.src[body:p.end], run); k2 >= 0 {
+			k = k2
+		}
+	}
+	p.repair(KindTripleQuoted, start)
+	if k < 0 {
+		p.out = appendJSONString(p.out, dedent("\n"+p.src[body:p.end]))
+		p.i = p.end
+		p.closeRepair(KindMissingQuote)
+		return true
+	}
+	text := p.src[body : body+k]
+	p.i = body + k
+	if p.src[p.i] == '\n' {
+		p.i++
+	}
+	p.i += len(run)
+	for p.i < p.end && p.src[p.i] == '`' {
+		p.i++
+	}
+	p.out = appendJSONString(p.out, dedent("\n"+text))
+	return true
 }
