@@ -170,7 +170,7 @@ func WriteFailures(w io.Writer, classes []store.ClassCount, steps []store.Repair
 		fmt.Fprintln(tw, "Top error paths")
 		fmt.Fprintln(tw, "PATH\tKEYWORD\tCLASS\tERRORS\tJOBS")
 		for _, p := range paths {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", p.Path, p.Keyword, p.Class, p.Errors, p.Jobs)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", pointerOrRoot(p.Path), p.Keyword, p.Class, p.Errors, p.Jobs)
 		}
 		tw.Flush()
 	}

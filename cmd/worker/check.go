@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+const checkUsage = `Usage: worker check [--schema FILE] [--jsonl] [FILE|-]
+
+Runs extract and validate on a model reply (FILE, or standard input) and prints
+one JSON object:
+  {"valid", "value", "class", "errors": [{"path","keyword","class","message"}],
+   "repairs": [{"kind","offset"}], "source", "truncated"}
+Without --schema, valid means a value was extracted. A truncated reply is never
+valid. With several candidates, the first that validates is chosen; if none
+does, the one with the fewest errors.
+
+With --jsonl each input line is {"id": ..., "text": "...", "schema": <optional
+inline schema>} and each output line is {"id": ...} plus the fields above, in
+input order. A line that cannot be read gets {"id": null, "line": N, "error": ...}.
+
+Exit status: 0 valid (with --jsonl: every line done), 1 not valid, 2 bad usage
+or an unreadable schema.`
+
+func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("worker check", checkUsage, "", stdout)
+	schemaFile := fs.String("schema", "", "JSON Schema file (2020-12 by default; draft-07 when $schema says so)")
+	jsonl := fs.Bool("jsonl", false, "read JSONL records {id, text, schema} and write one result per line")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return usagef("at most one input file, got %d", fs.NArg())
+	}
+	var schema *validate.Schema
+	if *schemaFile != "" {
+		data, err := os.ReadFile(*schemaFile)
+		if err != nil {
+			return usagef("read schema: %v", err)
+		}
+		if schema, err = validate.Compile(data); err != nil {
+			return usagef("schema %s: %v", *schemaFile, err)
+		}
+	}
+	in := stdin
+	if name := fs.Arg(0); name != "" && name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	if *jsonl {
+		return checkLines(in, stdout, stderr, schema)
+	}
+	text, err := io.ReadAll(in)
+	if err != nil {
+		return usagef("read input: %v", err)
+	}
+	res := validate.Check(schema, string(text))
+	out, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\n", out)
+	if !res.Valid {
+		return errNotValid
+	}
+	return nil
+}
+
+type checkRecord struct {
+	ID     json.RawMessage `json:"id"`
+	Text   *string         `json:"text"`
+	Schema json.RawMessage `json:"schema"`
+}
+
+func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.Schema) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	compiled := map[string]*validate.Schema{}
+	line := 0
+	bad := 0
+	for sc.Scan() {
+		line++
+		raw := bytes.TrimSpace(sc.Bytes())
+		if len(raw) == 0 {
+			continue
+		}
+		var rec checkRecord
+		err := json.Unmarshal(raw, &rec)
+		if err == nil && rec.Text == nil {
+			err = fmt.Errorf(`no "text" field`)
+		}
+		schema := defaultSchema
+		if err == nil && len(rec.Schema) > 0 && string(rec.Schema) != "null" {
+			key := string(rec.Schema)
+			if s, ok := compiled[key]; ok {
+				schema = s
+			} else if schema, err = validate.Compile(rec.Schema); err == nil {
+				compiled[key] = schema
+			} else {
+				err = fmt.Errorf("schema: %w", err)
+			}
+		}
+		if err != nil {
+			bad++
+			out, _ := json.Marshal(map[string]any{"id": nil, "line": line, "error": err.Error()})
+			if len(rec.ID) > 0 {
+				out, _ = json.Marshal(map[string]any{"id": rec.ID, "line": line, "error": err.Error()})
+			}
+			fmt.Fprintf(w, "%s\n", out)
+			continue
+		}
+		res, _ := json.Marshal(validate.Check(schema, *rec.Text))
+		id := rec.ID
+		if len(id) == 0 {
+			id = json.RawMessage("null")
+		}
+		// {"id": ...} first, then the check fields.
+		fmt.Fprintf(w, "{\"id\":%s,%s\n", id, res[1:])
+	}
+	if err := sc.Err(); err != nil {
+		return usagef("read line %d: %v", line+1, err)
+	}
+	if bad > 0 {
+		fmt.Fprintf(stderr, "worker check: %d of %d lines could not be read (see their error fields)\n", bad, line)
+	}
+	return nil
+}

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/llm/sim"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// Defaults for settings read from the environment.
+const (
+	databaseURLDefault  = "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"
+	embeddedNATSDefault = "127.0.0.1:4223"
+	natsDirDefault      = ".fixpoint/nats"
+	metricsAddrDefault  = "127.0.0.1:9464"
+)
+
+func env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+// newFlagSet returns a flag set whose --help prints usage, the flags and
+// the environment variables it reads.
+func newFlagSet(name, usage, envHelp string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintln(stdout, strings.TrimSpace(usage))
+		fmt.Fprintln(stdout, "\nFlags:")
+		fs.PrintDefaults()
+		if envHelp != "" {
+			fmt.Fprintln(stdout, "\nEnvironment:")
+			fmt.Fprintln(stdout, strings.TrimRight(envHelp, "\n"))
+		}
+	}
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+// logFlags configures the one slog handler.
+type logFlags struct{ level, format string }
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error")
+	fs.StringVar(&l.format, "log-format", env("LOG_FORMAT", "text"), "log format: text or json")
+}
+
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", l.format)
+}
+
+// providerFlags configures the provider clients (or the simulator).
+type providerFlags struct {
+	openaiURL, anthropicURL, ollamaURL string
+	rpm, tpm, maxConcurrency           int
+	timeout                            time.Duration
+	maxRetries                         int
+	simPreset                          string
+	simSeed                            uint64
+	simLatencyP50, simLatencyP99       time.Duration
+}
+
+const providerEnvHelp = `  OPENAI_API_KEY      key for the openai provider (never logged or stored)
+  OPENAI_BASE_URL     Chat Completions base URL (default https://api.openai.com/v1; any compatible server)
+  ANTHROPIC_API_KEY   key for the anthropic provider (never logged or stored)
+  ANTHROPIC_BASE_URL  Messages API base URL (default https://api.anthropic.com)
+  OLLAMA_BASE_URL     Ollama base URL (default http://127.0.0.1:11434)
+`
+
+func (p *providerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.openaiURL, "openai-base-url", env("OPENAI_BASE_URL", ""), "OpenAI-compatible base URL (env OPENAI_BASE_URL)")
+	fs.StringVar(&p.anthropicURL, "anthropic-base-url", env("ANTHROPIC_BASE_URL", ""), "Anthropic base URL (env ANTHROPIC_BASE_URL)")
+	fs.StringVar(&p.ollamaURL, "ollama-base-url", env("OLLAMA_BASE_URL", ""), "Ollama base URL (env OLLAMA_BASE_URL)")
+	fs.IntVar(&p.rpm, "rpm", envInt("FIXPOINT_RPM", 0), "request-per-minute budget of each lane (provider, base URL, model, key); 0 = unlimited")
+	fs.IntVar(&p.tpm, "tpm", envInt("FIXPOINT_TPM", 0), "token-per-minute budget of each lane; 0 = unlimited")
+	fs.IntVar(&p.maxConcurrency, "lane-max-concurrency", 64, "ceiling of each lane's adaptive concurrency limit")
+	fs.DurationVar(&p.timeout, "provider-timeout", 300*time.Second, "total timeout of one provider call")
+	fs.IntVar(&p.maxRetries, "transport-retries", 4, "transport retries per provider call (429, 5xx, timeouts); separate from repair attempts")
+	fs.StringVar(&p.simPreset, "sim", "", "serve every provider from an in-process simulator with this preset: "+strings.Join(simPresetNames(), ", "))
+	fs.Uint64Var(&p.simSeed, "sim-seed", 1, "seed of the in-process simulator")
+	fs.DurationVar(&p.simLatencyP50, "sim-latency-p50", 0, "median latency of the in-process simulator (lognormal)")
+	fs.DurationVar(&p.simLatencyP99, "sim-latency-p99", 0, "99th percentile latency of the in-process simulator")
+}
+
+func simPresetNames() []string {
+	var names []string
+	for _, p := range sim.PresetNames() {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// build returns a client per provider sharing one lane registry. With --sim
+// every provider points at one in-process simulator.
+func (p *providerFlags) build(obs llm.Observer) (map[string]pipeline.Completer, func(), error) {
+	cleanup := func() {}
+	openaiURL, anthropicURL, ollamaURL := p.openaiURL, p.anthropicURL, p.ollamaURL
+	if p.simPreset != "" {
+		cfg, err := sim.Preset(p.simPreset)
+		if err != nil {
+			return nil, nil, usagef("--sim: %v", err)
+		}
+		cfg.Seed = p.simSeed
+		if p.simLatencyP50 > 0 {
+			cfg.Latency = sim.Latency{RequestP50: p.simLatencyP50, RequestP99: max(p.simLatencyP99, p.simLatencyP50)}
+		}
+		_, url, closeSim, err := sim.Start(cfg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("start simulator: %w", err)
+		}
+		cleanup = closeSim
+		openaiURL, anthropicURL, ollamaURL = url+"/v1", url, url
+	}
+	if obs == nil {
+		obs = llm.NopObserver{}
+	}
+	lanes := llm.NewRegistry(nil, obs)
+	base := llm.Config{
+		TotalTimeout: p.timeout,
+		Retry:        llm.RetryConfig{MaxRetries: p.maxRetries, Disabled: p.maxRetries == 0},
+		Lane:         llm.LaneConfig{RPM: p.rpm, TPM: p.tpm, MaxConcurrency: p.maxConcurrency},
+		Lanes:        lanes,
+		Observer:     obs,
+	}
+	clients := map[string]pipeline.Completer{}
+	for _, pc := range []struct{ name, url, key string }{
+		{llm.ProviderOpenAI, openaiURL, os.Getenv("OPENAI_API_KEY")},
+		{llm.ProviderAnthropic, anthropicURL, os.Getenv("ANTHROPIC_API_KEY")},
+		{llm.ProviderOllama, ollamaURL, ""},
+	} {
+		cfg := base
+		cfg.Provider, cfg.BaseURL, cfg.APIKey = pc.name, pc.url, pc.key
+		if p.simPreset != "" {
+			cfg.APIKey = "sim"
+		}
+		c, err := llm.New(cfg)
+		if err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("configure provider %s: %w", pc.name, err)
+		}
+		clients[pc.name] = c
+	}
+	return clients, cleanup, nil
+}
+
+// metricsObserver turns llm events into Prometheus metrics.
+type metricsObserver struct {
+	llm.NopObserver
+	m *pipeline.Metrics
+}
+
+func (o metricsObserver) OnPause(lane llm.LaneKey, _ time.Duration) {
+	o.m.LanePauses.WithLabelValues(lane.Provider, lane.Model).Inc()
+}
+
+func (o metricsObserver) OnConcurrency(lane llm.LaneKey, limit int) {
+	o.m.LaneLimit.WithLabelValues(lane.Provider, lane.Model).Set(float64(limit))
+}
+
+// natsFlags picks an external NATS or an embedded one.
+type natsFlags struct {
+	url, dir, addr string
+}
+
+func (n *natsFlags) register(fs *flag.FlagSet, embedded bool) {
+	fs.StringVar(&n.url, "nats-url", env("NATS_URL", ""), "NATS server URL (env NATS_URL); empty starts an embedded NATS server")
+	if embedded {
+		fs.StringVar(&n.dir, "nats-dir", env("FIXPOINT_NATS_DIR", natsDirDefault), "data directory of the embedded NATS server")
+		fs.StringVar(&n.addr, "nats-listen", env("FIXPOINT_NATS_LISTEN", embeddedNATSDefault), "address the embedded NATS server listens on, so enqueue can reach it")
+	}
+}
+
+// connect returns a JetStream context and a close function that drains the
+// connection (waiting until it is closed) and then stops an embedded server.
+func (n *natsFlags) connect(log *slog.Logger) (jetstream.JetStream, func(), error) {
+	var ns *server.Server
+	url := n.url
+	if url == "" {
+		host, portText, _ := strings.Cut(n.addr, ":")
+		port, err := strconv.Atoi(portText)
+		if err != nil {
+			return nil, nil, usagef("--nats-listen %q: want host:port", n.addr)
+		}
+		ns, err = pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: n.dir, Host: host, Port: port})
+		if err != nil {
+			return nil, nil, err
+		}
+		url = ns.ClientURL()
+		log.Info("worker: embedded NATS started", slog.String("url", url), slog.String("dir", n.dir))
+	}
+	closed := make(chan struct{})
+	nc, err := nats.Connect(url,
+		nats.Name("fixpoint"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("worker: NATS disconnected", slog.String("error", err.Error()))
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("worker: NATS reconnected") }),
+	)
+	if err != nil {
+		if ns != nil {
+			ns.Shutdown()
+		}
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("open JetStream: %w", err)
+	}
+	return js, func() {
+		if err := nc.Drain(); err == nil {
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+				nc.Close()
+			}
+		}
+		if ns != nil {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}
+	}, nil
+}
+
+// queueFlags sets the stream and consumer names and limits.
+func queueFlags(fs *flag.FlagSet, q *pipeline.QueueConfig) {
+	fs.StringVar(&q.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs")
+	fs.StringVar(&q.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
+	fs.StringVar(&q.Consumer, "consumer", pipeline.ConsumerDefault, "durable consumer shared by every worker")
+	fs.DurationVar(&q.AckWait, "ack-wait", pipeline.AckWaitDefault, "redeliver a job after this long without an ack or progress report")
+	fs.IntVar(&q.MaxDeliver, "max-deliver", pipeline.MaxDeliverDefault, "deliveries before a job is recorded dead")
+	fs.IntVar(&q.MaxAckPending, "max-ack-pending", pipeline.MaxAckPendingDefault, "jobs in flight across all workers (global cap)")
+	fs.DurationVar(&q.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "a job id published twice within this window is stored once")
+}
+
+func openStore(ctx context.Context, dsn string, migrate bool) (*store.Store, error) {
+	if migrate {
+		if err := store.EnsureDatabase(ctx, dsn); err != nil {
+			return nil, err
+		}
+	}
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		return nil, err
+	}
+	if migrate {
+		if err := st.Migrate(ctx); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// serveOps serves /metrics, /healthz and /readyz until ctx ends.
+func serveOps(ctx context.Context, addr string, m *pipeline.Metrics, ready func(context.Context) error, log *slog.Logger) {
+	if addr == "" || addr == "off" {
+		return
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := ready(rctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("worker: metrics server", slog.String("addr", addr), slog.String("error", err.Error()))
+		}
+	}()
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"golang.org/x/term"
+)
+
+const demoUsage = `Usage: worker demo [flags]
+
+Runs the main job end to end on one machine: creates and migrates the ledger
+database, starts an embedded NATS server and an in-process simulator, enqueues
+a generated dataset of support tickets, runs the workers until the batch is
+done (--drain), then prints the batch summary and the failure classes.`
+
+// demoSchema is the contract the demo asks the model to fill in.
+const demoSchema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "title": "ticket_triage",
+  "type": "object",
+  "properties": {
+    "category": {"enum": ["billing", "bug", "account", "feature_request", "shipping", "other"]},
+    "priority": {"type": "integer", "minimum": 1, "maximum": 5},
+    "sentiment": {"enum": ["negative", "neutral", "positive"]},
+    "summary": {"type": "string", "minLength": 10, "maxLength": 200},
+    "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$"}, "maxItems": 5, "uniqueItems": true},
+    "needs_human": {"type": "boolean"}
+  },
+  "required": ["category", "priority", "sentiment", "summary", "needs_human"],
+  "additionalProperties": false
+}`
+
+const demoTemplate = `Triage this support ticket from {{.customer}} ({{.plan}} plan).
+
+Subject: {{.subject}}
+
+{{.body}}`
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("worker demo", demoUsage, "  DATABASE_URL  Postgres ledger (default "+databaseURLDefault+")", stdout)
+	var (
+		dbURL       = fs.String("database-url", env("DATABASE_URL", databaseURLDefault), "Postgres URL of the ledger (env DATABASE_URL)")
+		rows        = fs.Int("rows", 3000, "rows in the generated dataset")
+		preset      = fs.String("preset", "typical", "simulator preset: "+strings.Join(simPresetNames(), ", "))
+		seed        = fs.Uint64("seed", 1, "simulator and dataset seed")
+		concurrency = fs.Int("concurrency", 64, "jobs run at once")
+		provider    = fs.String("provider", llm.ProviderOpenAI, "wire format the simulator speaks: openai, anthropic or ollama")
+		mode        = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
+		latency     = fs.Duration("latency", 20*time.Millisecond, "simulated median provider latency (p99 is 10x)")
+		strategy    = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation or repair")
+		lf          logFlags
+	)
+	fs.StringVar(&lf.level, "log-level", env("LOG_LEVEL", "warn"), "log level: debug, info, warn, error")
+	fs.StringVar(&lf.format, "log-format", env("LOG_FORMAT", "text"), "log format: text or json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *rows < 1 {
+		return usagef("--rows must be at least 1")
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	tty := isTerminal(stdout)
+
+	fmt.Fprintf(stdout, "fixpoint demo: %d support tickets, simulator preset %q, %s wire format, %s mode\n", *rows, *preset, *provider, *mode)
+	st, err := openStore(ctx, *dbURL, true)
+	if err != nil {
+		return fmt.Errorf("%w (is Postgres running at DATABASE_URL?)", err)
+	}
+	defer st.Close()
+
+	dir, err := os.MkdirTemp("", "fixpoint-demo-nats-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	nf := natsFlags{dir: dir, addr: "127.0.0.1:-1"}
+	js, closeNATS, err := nf.connect(log)
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+	pf := providerFlags{simPreset: *preset, simSeed: *seed, maxConcurrency: *concurrency, maxRetries: 4, timeout: time.Minute,
+		simLatencyP50: *latency, simLatencyP99: 10 * *latency}
+	clients, closeSim, err := pf.build(nil)
+	if err != nil {
+		return err
+	}
+	defer closeSim()
+
+	batch := fmt.Sprintf("demo-%s", time.Now().UTC().Format("20060102-150405"))
+	data := demoDataset(*rows, *seed)
+	bar := pipeline.NewProgressBar(stdout, tty, "enqueue", *rows)
+	prog, err := pipeline.Enqueue(ctx, js, st, pipeline.EnqueueConfig{
+		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: pipeline.FormatJSONL,
+		IDField: "ticket_id", Provider: *provider, Model: "sim-" + *preset, Mode: llm.Mode(*mode),
+		Limits: pipeline.Limits{Strategy: pipeline.Strategy(*strategy)},
+		ProgressFunc: func(p pipeline.EnqueueProgress) {
+			bar.Update(p.Rows, fmt.Sprintf("%d published", p.Published), false)
+		},
+	}, strings.NewReader(data))
+	bar.Update(prog.Rows, fmt.Sprintf("%d published", prog.Published), true)
+	if err != nil {
+		return err
+	}
+
+	m := pipeline.NewMetrics()
+	w, err := pipeline.NewWorker(js, st, pipeline.WorkerConfig{
+		Concurrency: *concurrency, Drain: true, Providers: clients, Logger: log, Metrics: m,
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- w.Run(runCtx) }()
+	wbar := pipeline.NewProgressBar(stdout, tty, "jobs   ", prog.Published)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+			break wait
+		case <-tick.C:
+			if p, err := st.Progress(ctx, batch); err == nil {
+				wbar.Update(p.Total-p.Queued, fmt.Sprintf("valid %d, invalid %d, failed %d", p.Valid, p.Invalid, p.Failed), false)
+			}
+		}
+	}
+	p, err := st.Progress(context.WithoutCancel(ctx), batch)
+	if err != nil {
+		return err
+	}
+	wbar.Update(p.Total-p.Queued, fmt.Sprintf("valid %d, invalid %d, failed %d", p.Valid, p.Invalid, p.Failed), true)
+	if ctx.Err() != nil {
+		return errors.New("interrupted; run 'worker' with the same DATABASE_URL to finish, or 'worker demo' again")
+	}
+	fmt.Fprintf(stdout, "\nbatch %s done in %s\n\n", batch, time.Since(start).Round(time.Millisecond))
+	return printReport(ctx, stdout, st, batch)
+}
+
+func printReport(ctx context.Context, w io.Writer, st *store.Store, batch string) error {
+	sum, err := st.Summary(ctx, batch)
+	if err != nil {
+		return err
+	}
+	pipeline.WriteSummary(w, sum)
+	classes, err := st.FailureClasses(ctx, batch)
+	if err != nil {
+		return err
+	}
+	steps, err := st.RepairEffectiveness(ctx, batch)
+	if err != nil {
+		return err
+	}
+	paths, err := st.TopErrorPaths(ctx, batch, 8)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	pipeline.WriteFailures(w, classes, steps, paths)
+	fmt.Fprintf(w, "\nAsk the ledger yourself: psql %q -c \"SELECT * FROM batch_summary WHERE batch = '%s'\"\n", "postgres://postgres@127.0.0.1:5432/fixpoint", batch)
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// demoDataset generates n support tickets as JSONL, the same for the same
+// seed.
+func demoDataset(n int, seed uint64) string {
+	rng := rand.New(rand.NewPCG(seed, 0xf1c5))
+	customers := []string{"Ada Park", "Bruno Silva", "Chen Wei", "Dana Cohen", "Eli Novak", "Farah Khan", "Goran Ilic", "Hana Sato", "Ivan Petrov", "Jade Moreau"}
+	plans := []string{"free", "starter", "pro", "enterprise"}
+	issues := []struct{ subject, body string }{
+		{"Charged twice this month", "I was billed twice for my subscription on the 3rd. Please refund the duplicate charge."},
+		{"App crashes on export", "Every time I export a report to PDF the app closes without a message. Version 4.2 on macOS."},
+		{"Cannot reset my password", "The reset link in the email says it expired, even when I click it right away."},
+		{"Please add dark mode", "Would love a dark theme for late-night work. The white background is hard on the eyes."},
+		{"Package never arrived", "My order was marked delivered five days ago but nothing came. Tracking shows the wrong city."},
+		{"Invoice has the wrong VAT number", "Our company VAT id on the last three invoices is missing a digit. We need corrected copies."},
+		{"Sync stuck at 99%", "Sync has been stuck at 99% since yesterday. I tried logging out and in again."},
+		{"Love the new dashboard", "Just wanted to say the new dashboard is great. One idea: let me pin my favourite charts."},
+		{"Account locked after login attempts", "I mistyped my password a few times and now my account is locked. I need access for a demo today."},
+		{"Refund for annual plan", "I upgraded to annual by mistake and would like to switch back to monthly with a prorated refund."},
+	}
+	moods := []string{"", " This is really frustrating.", " Thanks in advance!", " Urgent: this blocks my whole team.", " No rush."}
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		is := issues[rng.IntN(len(issues))]
+		fmt.Fprintf(&b, `{"ticket_id":"T%06d","customer":%q,"plan":%q,"subject":%q,"body":%q}`+"\n",
+			i+1, customers[rng.IntN(len(customers))], plans[rng.IntN(len(plans))], is.subject, is.body+moods[rng.IntN(len(moods))])
+	}
+	return b.String()
+}

@@ -1,0 +1,102 @@
+// Command worker runs fixpoint's job workers and its single-job tools.
+//
+//	worker [run] [flags]   pull jobs from the queue and run the repair loop
+//	worker migrate         apply the ledger migrations
+//	worker check           extract and validate a reply, print JSON
+//	worker try             run one job live and print each attempt
+//	worker demo            a demo batch end to end on the simulator
+//	worker bench           throughput figures on the simulator
+//
+// Run `worker COMMAND --help` for each command's flags and environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the job or check did not succeed
+	exitUsage = 2 // bad usage or unreadable input
+)
+
+// usageError marks errors caused by how the command was called.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// errNotValid is returned by check and try when the result is not valid:
+// exit 1 with nothing more on stderr.
+var errNotValid = errors.New("not valid")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const topUsage = `fixpoint worker: turns LLM output into JSON that matches a schema.
+
+Usage:
+  worker [run] [flags]      pull jobs from NATS JetStream, run the repair loop, write the ledger
+  worker migrate            apply the Postgres ledger migrations
+  worker check [flags] [FILE|-]
+                            extract and validate one reply (or JSONL of replies), print JSON
+  worker try [flags]        run one job live and print each attempt as a card
+  worker demo [flags]       enqueue a sample batch on the simulator, run it, print the report
+  worker bench [flags]      measure throughput against the simulator and bare NATS+Postgres
+
+Run 'worker COMMAND --help' for a command's flags and environment variables.
+`
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "run":
+		err = runWorker(ctx, args, stdout, stderr)
+	case "migrate":
+		err = runMigrate(ctx, args, stdout, stderr)
+	case "check":
+		err = runCheck(ctx, args, stdin, stdout, stderr)
+	case "try":
+		err = runTry(ctx, args, stdout, stderr)
+	case "demo":
+		err = runDemo(ctx, args, stdout, stderr)
+	case "bench":
+		err = runBench(ctx, args, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, topUsage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "worker: unknown command %q\n\n%s", cmd, topUsage)
+		return exitUsage
+	}
+	var uerr usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errNotValid):
+		return exitFail
+	case errors.As(err, &uerr):
+		fmt.Fprintf(stderr, "worker %s: %v\n", cmd, err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "worker %s: %v\n", cmd, err)
+		return exitFail
+	}
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+const tryUsage = `Usage: worker try --provider P [--base-url U] --model M --schema S.json
+                  (--prompt TEXT | --prompt-file F) [--mode M] [--strategy S]
+                  [--max-attempts N] [--json] [--sim PRESET]
+
+Runs one job live through the repair loop and prints each attempt as a card:
+status (VALID, INVALID, PARSE ERROR, TRUNCATED, REFUSED, PROVIDER ERROR),
+latency, tokens, the extracted value, the errors and the exact feedback sent
+next; then a one-line verdict. --json prints the result object instead.
+--sim runs against an in-process simulator instead of a real provider.
+
+Exit status: 0 valid, 1 not valid, 2 bad usage.`
+
+func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("worker try", tryUsage, providerEnvHelp, stdout)
+	var (
+		provider    = fs.String("provider", llm.ProviderOpenAI, "openai, anthropic or ollama")
+		baseURL     = fs.String("base-url", "", "provider base URL (overrides the provider's env variable)")
+		model       = fs.String("model", "", "model name (required)")
+		schemaFile  = fs.String("schema", "", "JSON Schema file (required)")
+		prompt      = fs.String("prompt", "", "the task")
+		promptFile  = fs.String("prompt-file", "", "file holding the task")
+		system      = fs.String("system", "", "optional system prompt placed before the schema instructions")
+		mode        = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
+		strategy    = fs.String("strategy", string(pipeline.StrategyDefault), "conversation or repair")
+		feedback    = fs.String("feedback", string(pipeline.FeedbackDefault), "feedback format: text or xml")
+		maxAttempts = fs.Int("max-attempts", pipeline.MaxAttemptsDefault, "repair attempts (provider calls with a reply)")
+		maxTokens   = fs.Int("max-tokens", pipeline.MaxTokensDefault, "output tokens per call")
+		budget      = fs.Int("token-budget", 0, "stop before the job's tokens would exceed this; 0 = none")
+		asJSON      = fs.Bool("json", false, "print the result object as JSON instead of cards")
+		pf          providerFlags
+	)
+	pf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *model == "" {
+		if pf.simPreset == "" {
+			return usagef("--model is required")
+		}
+		*model = "sim-" + pf.simPreset
+	}
+	if *schemaFile == "" {
+		return usagef("--schema is required")
+	}
+	if (*prompt == "") == (*promptFile == "") {
+		return usagef("give exactly one of --prompt and --prompt-file")
+	}
+	if *promptFile != "" {
+		data, err := os.ReadFile(*promptFile)
+		if err != nil {
+			return usagef("read prompt: %v", err)
+		}
+		*prompt = string(data)
+	}
+	raw, err := os.ReadFile(*schemaFile)
+	if err != nil {
+		return usagef("read schema: %v", err)
+	}
+	schema, err := validate.Compile(raw)
+	if err != nil {
+		return usagef("schema %s: %v", *schemaFile, err)
+	}
+	switch *provider {
+	case llm.ProviderOpenAI:
+		setIf(&pf.openaiURL, *baseURL)
+	case llm.ProviderAnthropic:
+		setIf(&pf.anthropicURL, *baseURL)
+	case llm.ProviderOllama:
+		setIf(&pf.ollamaURL, *baseURL)
+	default:
+		return usagef("--provider %q: want openai, anthropic or ollama", *provider)
+	}
+	job := &pipeline.Job{
+		ID: "try", System: *system, Prompt: *prompt, Schema: schema, SchemaRaw: raw, Model: *model,
+		Mode: llm.Mode(*mode), MaxTokens: *maxTokens,
+		Limits: pipeline.Limits{MaxAttempts: *maxAttempts, Strategy: pipeline.Strategy(*strategy),
+			Feedback: pipeline.FeedbackFormat(*feedback), TokenBudget: *budget},
+	}
+	if err := job.Limits.WithDefaults().Validate(); err != nil {
+		return usageError{err}
+	}
+	env := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "try", Prompt: "x", SchemaHash: "x", Provider: *provider, Model: *model, Mode: job.Mode, Limits: job.Limits}
+	if err := env.Validate(); err != nil {
+		return usageError{err}
+	}
+	clients, closeSim, err := pf.build(nil)
+	if err != nil {
+		return err
+	}
+	defer closeSim()
+	res, err := pipeline.NewLoop(clients[*provider], pipeline.LoopConfig{}).Run(ctx, job)
+	if err != nil && !errors.Is(err, pipeline.ErrTransient) {
+		return err
+	}
+	if *asJSON {
+		out, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Fprintf(stdout, "%s\n", out)
+	} else {
+		pipeline.WriteCards(stdout, res)
+	}
+	if res.Status != pipeline.StatusValid {
+		return errNotValid
+	}
+	return nil
+}
+
+func setIf(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}

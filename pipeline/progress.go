@@ -1,0 +1,70 @@
+package pipeline
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ProgressBar reports progress on long work: a redrawn bar on a terminal,
+// plain lines at most every few seconds otherwise (logs, CI).
+type ProgressBar struct {
+	mu    sync.Mutex
+	w     io.Writer
+	tty   bool
+	label string
+	total int
+	start time.Time
+	last  time.Time
+	every time.Duration
+}
+
+// NewProgressBar returns a bar for total units (0 when unknown). tty says
+// whether w is a terminal.
+func NewProgressBar(w io.Writer, tty bool, label string, total int) *ProgressBar {
+	every := 2 * time.Second
+	if tty {
+		every = 100 * time.Millisecond
+	}
+	return &ProgressBar{w: w, tty: tty, label: label, total: total, start: time.Now(), every: every}
+}
+
+// Update shows done units and an extra note; it redraws at most every
+// 100ms on a terminal and every 2s elsewhere, unless final.
+func (p *ProgressBar) Update(done int, note string, final bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if !final && now.Sub(p.last) < p.every {
+		return
+	}
+	p.last = now
+	elapsed := now.Sub(p.start)
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(done) / elapsed.Seconds()
+	}
+	var line string
+	if p.total > 0 {
+		frac := min(float64(done)/float64(p.total), 1)
+		const width = 30
+		filled := int(frac * width)
+		bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
+		line = fmt.Sprintf("%s %s %d/%d %5.1f%% %.0f/s", p.label, bar, done, p.total, 100*frac, rate)
+	} else {
+		line = fmt.Sprintf("%s %d %.0f/s", p.label, done, rate)
+	}
+	if note != "" {
+		line += "  " + note
+	}
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		if final {
+			fmt.Fprintln(p.w)
+		}
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
