@@ -1,0 +1,41 @@
+# fixpoint: the two quick-start commands are `make demo` and `make test`.
+GO ?= go
+PKGS ?= ./...
+
+.PHONY: demo test test-short bench soak fuzz vet build services
+
+## demo: a demo batch of 3,000 support tickets end to end on the simulator
+demo:
+	$(GO) run ./cmd/worker demo
+
+## test: every unit and integration test (needs Postgres and NATS, see .ci/run)
+test: vet
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## test-short: unit tests only, no services
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+## bench: micro-benchmarks of every package, then the end-to-end figures
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(GO) run ./cmd/worker bench
+
+## soak: the long fault-injection variants
+soak:
+	FIXPOINT_SOAK=1 $(GO) test -count=1 -timeout 60m -run 'Fault|Soak' ./pipeline/...
+
+## fuzz: a minute of fuzzing per target in the pure packages
+fuzz:
+	for t in FuzzExtract FuzzRepair; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./extract || exit 1; done
+	for t in FuzzCompile FuzzValidate; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./validate || exit 1; done
+
+## services: start the local Postgres and NATS if they are down
+services:
+	bash .ci/services
