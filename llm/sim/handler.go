@@ -1,0 +1,530 @@
+package sim
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxRequestBytes caps a request body.
+const maxRequestBytes = 32 << 20
+
+// route maps a path to a wire format. Like the providers' own routers it
+// accepts the paths with or without the /v1 prefix.
+func route(path string) string {
+	switch {
+	case strings.HasSuffix(path, "/chat/completions"):
+		return "openai"
+	case strings.HasSuffix(path, "/api/chat"):
+		return "ollama"
+	case strings.HasSuffix(path, "/messages"):
+		return "anthropic"
+	}
+	return ""
+}
+
+func providerIndex(p string) int {
+	switch p {
+	case "anthropic":
+		return 1
+	case "ollama":
+		return 2
+	}
+	return 0
+}
+
+// call is one request in flight.
+type call struct {
+	s        *Server
+	w        http.ResponseWriter
+	r        *http.Request
+	n        int64
+	provider string
+	reqID    string
+	now      time.Time
+}
+
+// ServeHTTP answers one call. See the package documentation.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := s.calls.Add(1)
+	c := &call{s: s, w: w, r: r, n: n, provider: route(r.URL.Path), now: s.cfg.Now()}
+	c.reqID = "req_" + idFrom(strconv.FormatUint(s.cfg.Seed, 10), strconv.FormatInt(n, 10))
+	if c.provider == "" {
+		c.provider = "openai"
+		c.fail(&apiError{status: 404, typ: "invalid_request_error", msg: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)}, nil)
+		return
+	}
+	s.stats.provider[providerIndex(c.provider)].Add(1)
+	if r.Method != http.MethodPost {
+		c.fail(&apiError{status: 405, typ: "invalid_request_error", msg: "method not allowed"}, nil)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes))
+	if err != nil {
+		c.fail(badRequest("read request body: %v", err), nil)
+		return
+	}
+	var script *ScriptedReply
+	if s.cfg.Script != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		script = s.cfg.Script(int(n), r)
+		if script != nil && c.scripted(script) {
+			return
+		}
+	}
+	var req *chatReq
+	var aerr *apiError
+	switch c.provider {
+	case "anthropic":
+		req, aerr = parseAnthropic(body)
+	case "ollama":
+		req, aerr = parseOllama(body)
+	default:
+		req, aerr = parseOpenAI(body)
+	}
+	if aerr != nil {
+		c.fail(aerr, nil)
+		return
+	}
+	if s.cfg.QuotaExhausted {
+		s.stats.event(EventQuota)
+		c.quota()
+		return
+	}
+	pBytes, prefix := promptBytes(req)
+	pTok := tokens(pBytes)
+	var lr limitResult
+	if s.limits.enabled() {
+		lr = s.limits.take(req.model+"\x00"+r.Header.Get("Authorization")+r.Header.Get("X-Api-Key"), pTok+req.maxTokens)
+		if !lr.ok {
+			s.stats.event(EventRateLimited)
+			c.rateLimited(req.model, lr, pTok+req.maxTokens)
+			return
+		}
+	}
+	fault := s.transportFault(n)
+	switch fault {
+	case EventStatus500, EventStatus503, EventStatus529:
+		s.stats.event(fault)
+		code, _ := strconv.Atoi(strings.TrimPrefix(fault, "status_"))
+		c.fail(statusError(c.provider, code), nil)
+		return
+	case EventInjected429:
+		s.stats.event(fault)
+		c.rateLimited(req.model, limitResult{which: "requests", retryAfter: s.cfg.RetryAfter, reqReset: s.cfg.RetryAfter,
+			tokRemain: lr.tokRemain, tokReset: lr.tokReset}, pTok+req.maxTokens)
+		return
+	case EventHang:
+		s.stats.event(fault)
+		s.stats.statusCode(0)
+		c.hang()
+		return
+	case EventReset:
+		s.stats.event(fault)
+		s.stats.statusCode(0)
+		c.reset()
+		return
+	}
+	body, hdr, p := c.reply(req, pTok, prefix, lr, fault == EventHuge)
+	if fault == EventMalformed {
+		body = body[:len(body)/2]
+	}
+	if fault != "" {
+		s.stats.event(fault)
+	}
+	d := s.cfg.Latency.delay(tokens(len(p.text)), s.rng("latency", strconv.FormatInt(n, 10)))
+	if script != nil {
+		d += script.Delay
+	}
+	if !sleep(r.Context(), s.done, d) {
+		s.stats.statusCode(0)
+		return
+	}
+	s.stats.replies.Add(1)
+	if p.turn > 0 {
+		s.stats.corrections.Add(1)
+	}
+	for _, k := range faultSet(p) {
+		s.stats.faults[faultIndex(k)].Add(1)
+	}
+	c.write(200, hdr, body, fault == EventTrickle || script != nil && script.Trickle)
+}
+
+// faultSet lists the fault kinds in a reply, once each.
+func faultSet(p plan) []FaultKind {
+	var ks []FaultKind
+	if p.outcome != "" {
+		ks = append(ks, p.outcome)
+	}
+	ks = append(ks, p.formats...)
+	for _, f := range p.faults {
+		seen := false
+		for _, k := range ks {
+			if k == f.Kind {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			ks = append(ks, f.Kind)
+		}
+	}
+	return ks
+}
+
+func faultHeader(p plan) string {
+	var parts []string
+	if p.outcome != "" {
+		parts = append(parts, string(p.outcome))
+	}
+	for _, k := range p.formats {
+		parts = append(parts, string(k))
+	}
+	for _, f := range p.faults {
+		parts = append(parts, string(f.Kind)+":"+f.Pointer)
+	}
+	return strings.Join(parts, ",")
+}
+
+// transportFault draws call n's transport fault ("" for none).
+func (s *Server) transportFault(n int64) string {
+	t := s.cfg.Transport
+	if t.sum() == 0 {
+		return ""
+	}
+	u := s.rng("transport", strconv.FormatInt(n, 10)).Float64()
+	for _, e := range []struct {
+		p    float64
+		name string
+	}{
+		{t.Status500, EventStatus500}, {t.Status503, EventStatus503}, {t.Status529, EventStatus529},
+		{t.RateLimited, EventInjected429}, {t.Hang, EventHang}, {t.Trickle, EventTrickle},
+		{t.Reset, EventReset}, {t.Malformed, EventMalformed}, {t.Huge, EventHuge},
+	} {
+		if u < e.p {
+			return e.name
+		}
+		u -= e.p
+	}
+	return ""
+}
+
+// reply renders the model's answer in the provider's shape.
+func (c *call) reply(req *chatReq, pTok, prefixBytes int, lr limitResult, huge bool) ([]byte, http.Header, plan) {
+	s := c.s
+	p := s.model(req)
+	objectChannel := req.toolName != "" && c.provider != "openai" && p.isJSON
+	if objectChannel && p.outcome != FaultTruncation {
+		p.formats = nil
+		p.text = string(encode(p.value, encOpts{}))
+	}
+	if req.maxTokens > 0 && tokens(len(p.text)) > req.maxTokens && p.outcome != FaultRefusal {
+		p.text = truncateUTF8(p.text, req.maxTokens*4)
+		p.outcome, p.value = FaultTruncation, nil
+	}
+	pad := ""
+	if huge {
+		pad = hugePad(s.cfg.HugeBytes)
+	}
+	outText := p.text
+	if pad != "" && !objectChannel {
+		outText += "\n\n" + pad
+	}
+	cTok := tokens(len(outText))
+	if objectChannel {
+		cTok = tokens(len(p.text) + len(pad))
+	}
+	if p.outcome == FaultEmpty {
+		cTok = 0
+	}
+	cached := cachedTokens(prefixBytes)
+	msgID := idFrom("msg", p.key, strconv.Itoa(p.turn), p.text)
+	var v any
+	switch c.provider {
+	case "anthropic":
+		out := antResponse{ID: "msg_01" + msgID, Type: "message", Role: "assistant", Model: req.model,
+			Content: []any{}, StopReason: "end_turn",
+			Usage: antUsage{InputTokens: pTok - cached, CacheReadInputTokens: cached, OutputTokens: cTok, ServiceTier: "standard"}}
+		if pad != "" && objectChannel {
+			out.Content = append(out.Content, antText{"text", pad})
+		}
+		switch {
+		case p.outcome == FaultRefusal:
+			out.Content = append(out.Content, antText{"text", p.text})
+			out.StopReason = "refusal"
+		case p.outcome == FaultEmpty:
+		case objectChannel && p.outcome == FaultTruncation:
+			out.Content = append(out.Content, antToolUse{"tool_use", "toolu_01" + msgID, req.toolName, json.RawMessage("{}")})
+			out.StopReason = "max_tokens"
+		case objectChannel:
+			if !req.toolForced {
+				out.Content = append(out.Content, antText{"text", "I'll call " + req.toolName + " with the details."})
+			}
+			out.Content = append(out.Content, antToolUse{"tool_use", "toolu_01" + msgID, req.toolName, json.RawMessage(p.text)})
+			out.StopReason = "tool_use"
+		default:
+			out.Content = append(out.Content, antText{"text", outText})
+			if p.outcome == FaultTruncation {
+				out.StopReason = "max_tokens"
+			}
+		}
+		v = out
+	case "ollama":
+		total := int64(s.cfg.Latency.delay(cTok, s.rng("latency", strconv.FormatInt(c.n, 10))))
+		out := olResponse{Model: req.model, CreatedAt: c.now.UTC().Format(time.RFC3339Nano),
+			Message: olMessage{Role: "assistant", Content: outText}, DoneReason: "stop", Done: true,
+			TotalDuration: total, PromptEvalCount: pTok, PromptEvalDuration: total / 4, EvalCount: cTok, EvalDuration: total - total/4}
+		if objectChannel && p.outcome != FaultTruncation && p.outcome != FaultEmpty {
+			var tc olToolCall
+			tc.Function.Name = req.toolName
+			tc.Function.Arguments = json.RawMessage(p.text)
+			out.Message.Content = pad
+			out.Message.ToolCalls = []olToolCall{tc}
+		}
+		if p.outcome == FaultTruncation {
+			out.DoneReason = "length"
+			if objectChannel {
+				out.Message.Content = ""
+			}
+		}
+		v = out
+	default:
+		out := oaResponse{ID: "chatcmpl-" + msgID, Object: "chat.completion", Created: c.now.Unix(), Model: req.model,
+			ServiceTier: "default", SystemFingerprint: "fp_sim" + strconv.FormatUint(s.cfg.Seed%1000, 10)}
+		u := oaUsage{PromptTokens: pTok, CompletionTokens: cTok, TotalTokens: pTok + cTok}
+		u.PromptTokensDetails.CachedTokens = cached
+		out.Usage = u
+		ch := oaChoice{Message: oaMessage{Role: "assistant", Annotations: []struct{}{}}, FinishReason: "stop"}
+		text := outText
+		switch {
+		case p.outcome == FaultRefusal:
+			ch.Message.Refusal = &text
+		case req.toolName != "" && p.outcome != FaultEmpty && (p.isJSON || p.outcome == FaultTruncation):
+			tc := oaToolCall{ID: "call_" + msgID, Type: "function"}
+			tc.Function.Name, tc.Function.Arguments = req.toolName, text
+			ch.Message.ToolCalls = []oaToolCall{tc}
+			if !req.toolForced {
+				ch.FinishReason = "tool_calls"
+			}
+		default:
+			ch.Message.Content = &text
+		}
+		if p.outcome == FaultTruncation {
+			ch.FinishReason = "length"
+		}
+		out.Choices = []oaChoice{ch}
+		v = out
+	}
+	body, _ := json.Marshal(v)
+	hdr := http.Header{}
+	hdr.Set("X-Sim-Faults", faultHeader(p))
+	hdr.Set("X-Sim-Turn", strconv.Itoa(p.turn))
+	if c.provider == "openai" {
+		hdr.Set("Openai-Processing-Ms", "0")
+	}
+	c.rateHeaders(hdr, lr)
+	return body, hdr, p
+}
+
+func hugePad(n int) string {
+	const unit = "This paragraph is padding in a reply that is far too long. "
+	return strings.Repeat(unit, n/len(unit)+1)[:n]
+}
+
+func durString(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	return max(d.Round(time.Millisecond), time.Millisecond).String()
+}
+
+// rateHeaders sets the provider's rate-limit headers.
+func (c *call) rateHeaders(h http.Header, lr limitResult) {
+	rpm, tpm := c.s.cfg.RPM, c.s.cfg.TPM
+	switch c.provider {
+	case "openai":
+		if rpm > 0 {
+			h.Set("X-Ratelimit-Limit-Requests", strconv.Itoa(rpm))
+		}
+		if rpm > 0 || lr.which == "requests" {
+			h.Set("X-Ratelimit-Remaining-Requests", strconv.Itoa(lr.reqRemain))
+			h.Set("X-Ratelimit-Reset-Requests", durString(lr.reqReset))
+		}
+		if tpm > 0 {
+			h.Set("X-Ratelimit-Limit-Tokens", strconv.Itoa(tpm))
+			h.Set("X-Ratelimit-Remaining-Tokens", strconv.Itoa(lr.tokRemain))
+			h.Set("X-Ratelimit-Reset-Tokens", durString(lr.tokReset))
+		}
+	case "anthropic":
+		at := func(d time.Duration) string {
+			return c.now.Add(d).UTC().Add(time.Second - 1).Truncate(time.Second).Format(time.RFC3339)
+		}
+		if rpm > 0 {
+			h.Set("Anthropic-Ratelimit-Requests-Limit", strconv.Itoa(rpm))
+		}
+		if rpm > 0 || lr.which == "requests" {
+			h.Set("Anthropic-Ratelimit-Requests-Remaining", strconv.Itoa(lr.reqRemain))
+			h.Set("Anthropic-Ratelimit-Requests-Reset", at(lr.reqReset))
+		}
+		if tpm > 0 {
+			for _, k := range []string{"Tokens", "Input-Tokens"} {
+				h.Set("Anthropic-Ratelimit-"+k+"-Limit", strconv.Itoa(tpm))
+				h.Set("Anthropic-Ratelimit-"+k+"-Remaining", strconv.Itoa(lr.tokRemain))
+				h.Set("Anthropic-Ratelimit-"+k+"-Reset", at(lr.tokReset))
+			}
+		}
+	}
+}
+
+// rateLimited answers 429 (Ollama: 503 busy) for an exhausted budget.
+func (c *call) rateLimited(model string, lr limitResult, requested int) {
+	h := http.Header{}
+	c.rateHeaders(h, lr)
+	e := statusError(c.provider, 429)
+	if c.provider == "openai" {
+		limit, unit, abbr := c.s.cfg.RPM, "requests per min", "RPM"
+		if lr.which == "tokens" {
+			limit, unit, abbr = c.s.cfg.TPM, "tokens per min", "TPM"
+			e.typ = "tokens"
+		} else {
+			requested = 1
+		}
+		e.msg = fmt.Sprintf("Rate limit reached for %s in organization org-sim on %s (%s): Limit %d, Used %d, Requested %d. Please try again in %s. Visit https://platform.openai.com/account/rate-limits to learn more.",
+			model, unit, abbr, limit, limit, requested, durString(lr.retryAfter))
+	}
+	if c.provider != "ollama" {
+		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(lr.retryAfter.Seconds()))))
+	}
+	c.fail(e, h)
+}
+
+// quota answers the provider's permanent quota error.
+func (c *call) quota() {
+	switch c.provider {
+	case "anthropic":
+		c.fail(&apiError{status: 429, typ: "rate_limit_error", msg: "This request would exceed your organization's monthly usage limit."}, nil)
+	case "ollama":
+		c.fail(&apiError{status: 429, msg: "quota exhausted"}, nil)
+	default:
+		c.fail(&apiError{status: 429, typ: "insufficient_quota", code: "insufficient_quota",
+			msg: "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."}, nil)
+	}
+}
+
+// fail writes an error in the provider's shape.
+func (c *call) fail(e *apiError, h http.Header) {
+	if h == nil {
+		h = http.Header{}
+	}
+	c.write(e.status, h, errorBody(c.provider, e, c.reqID), false)
+}
+
+// write sends a response, optionally one byte per TrickleInterval.
+func (c *call) write(status int, h http.Header, body []byte, trickle bool) {
+	w := c.w
+	dst := w.Header()
+	for k, vs := range h {
+		dst[k] = vs
+	}
+	switch c.provider {
+	case "anthropic":
+		dst.Set("Request-Id", c.reqID)
+		dst.Set("Content-Type", "application/json")
+	case "ollama":
+		dst.Set("Content-Type", "application/json; charset=utf-8")
+	default:
+		dst.Set("X-Request-Id", c.reqID)
+		dst.Set("Content-Type", "application/json")
+	}
+	c.s.stats.statusCode(status)
+	if !trickle {
+		dst.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+		return
+	}
+	w.WriteHeader(status)
+	f, _ := w.(http.Flusher)
+	for i := range body {
+		if _, err := w.Write(body[i : i+1]); err != nil {
+			return
+		}
+		if f != nil {
+			f.Flush()
+		}
+		if !sleep(c.r.Context(), c.s.done, c.s.cfg.TrickleInterval) {
+			return
+		}
+	}
+}
+
+// hang waits until the client or the server goes away.
+func (c *call) hang() {
+	select {
+	case <-c.r.Context().Done():
+	case <-c.s.done:
+	}
+}
+
+// reset closes the connection without a response.
+func (c *call) reset() {
+	hj, ok := c.w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// scripted applies a scripted reply; it reports whether the call is done.
+func (c *call) scripted(sr *ScriptedReply) bool {
+	s := c.s
+	if sr.Hang || sr.Reset || sr.Status != 0 || sr.Body != nil {
+		s.stats.event(EventScripted)
+	}
+	switch {
+	case sr.Hang:
+		s.stats.statusCode(0)
+		c.hang()
+		return true
+	case sr.Reset:
+		s.stats.statusCode(0)
+		c.reset()
+		return true
+	case sr.Status == 0 && sr.Body == nil:
+		return false
+	}
+	if !sleep(c.r.Context(), s.done, sr.Delay) {
+		return true
+	}
+	status := cmp.Or(sr.Status, 200)
+	h := sr.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	body := sr.Body
+	if body == nil {
+		e := statusError(c.provider, status)
+		if status == 429 && h.Get("Retry-After") == "" && c.provider != "ollama" {
+			h.Set("Retry-After", strconv.Itoa(int(math.Ceil(s.cfg.RetryAfter.Seconds()))))
+		}
+		status = e.status
+		body = errorBody(c.provider, e, c.reqID)
+	}
+	c.write(status, h, body, sr.Trickle)
+	return true
+}

@@ -1,0 +1,420 @@
+package sim
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
+)
+
+// nmsg is one message, normalized across wire formats.
+type nmsg struct {
+	role string // system, user, assistant, tool
+	text string
+}
+
+// chatReq is a request normalized across wire formats.
+type chatReq struct {
+	provider string
+	model    string
+	system   string
+	msgs     []nmsg
+	// schema is the JSON Schema found in the request, nil for none.
+	schema []byte
+	// schemaInPrompt is set when the schema came from a marked block (it is
+	// then already counted in the prompt's bytes).
+	schemaInPrompt bool
+	// toolName is set when the reply is a tool call.
+	toolName   string
+	toolForced bool
+	maxTokens  int
+	user       string
+}
+
+// plan is what the model says, before it is put on the wire.
+type plan struct {
+	// text is the reply text (JSON with formatting faults, prose, refusal).
+	text string
+	// value is the JSON value (for tool inputs sent as objects); nil when
+	// the reply has none (refusal, empty, truncated, prose).
+	value   any
+	outcome FaultKind // "", FaultTruncation, FaultRefusal, FaultEmpty
+	faults  []ContentFault
+	formats []FaultKind
+	turn    int
+	isJSON  bool
+	key     string
+}
+
+// RefusalText is the text of a refusal reply.
+const RefusalText = "I'm sorry, but I can't help with that."
+
+func hashStrings(parts ...string) uint64 {
+	h := fnv.New64a()
+	var sep [1]byte
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write(sep[:])
+	}
+	return h.Sum64()
+}
+
+func (s *Server) rng(parts ...string) *rand.Rand {
+	return rand.New(rand.NewPCG(s.cfg.Seed, hashStrings(parts...)))
+}
+
+// taskKey is the user id when given, else a hash of the first user message.
+func taskKey(r *chatReq) string {
+	if r.user != "" {
+		return r.user
+	}
+	for _, m := range r.msgs {
+		if m.role == "user" {
+			first, _, _ := strings.Cut(m.text, PreviousReplyOpen)
+			return "h" + strconv.FormatUint(hashStrings(first), 36)
+		}
+	}
+	return "empty"
+}
+
+// between returns the text between lines open and close in s.
+func between(s, open, close string) (string, bool) {
+	i := strings.Index(s, open)
+	if i < 0 {
+		return "", false
+	}
+	rest := s[i+len(open):]
+	j := strings.Index(rest, close)
+	if j < 0 {
+		return "", false
+	}
+	return strings.TrimSpace(rest[:j]), true
+}
+
+// promptSchema finds a marked schema block in the system prompt or the first
+// user message.
+func promptSchema(r *chatReq) []byte {
+	if b, ok := between(r.system, SchemaMarkerOpen, SchemaMarkerClose); ok {
+		return []byte(b)
+	}
+	for _, m := range r.msgs {
+		if m.role == "user" {
+			if b, ok := between(m.text, SchemaMarkerOpen, SchemaMarkerClose); ok {
+				return []byte(b)
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// correction finds the previous reply and the correction text of a request.
+func correction(r *chatReq) (prev, feedback string, turn int, ok bool) {
+	last := -1
+	for i, m := range r.msgs {
+		if m.role == "assistant" {
+			last = i
+			turn++
+		}
+	}
+	if last >= 0 {
+		var b strings.Builder
+		for _, m := range r.msgs[last+1:] {
+			b.WriteString(m.text)
+			b.WriteByte('\n')
+		}
+		return r.msgs[last].text, b.String(), turn, true
+	}
+	for i := len(r.msgs) - 1; i >= 0; i-- {
+		if r.msgs[i].role != "user" {
+			continue
+		}
+		t := r.msgs[i].text
+		p, found := between(t, PreviousReplyOpen, PreviousReplyClose)
+		if !found {
+			return "", "", 0, false
+		}
+		a := strings.Index(t, PreviousReplyOpen)
+		b := strings.Index(t, PreviousReplyClose)
+		return p, t[:a] + t[b+len(PreviousReplyClose):], 1, true
+	}
+	return "", "", 0, false
+}
+
+// model decides the reply to a request.
+func (s *Server) model(r *chatReq) plan {
+	key := taskKey(r)
+	schema := r.schema
+	if schema == nil {
+		schema = promptSchema(r)
+		r.schemaInPrompt = schema != nil
+	}
+	prev, feedback, turn, isCorrection := correction(r)
+	p := plan{turn: turn, key: key}
+	var doc *schemaDoc
+	if schema != nil {
+		d, err := parseSchema(schema)
+		if err == nil {
+			doc = d
+		}
+	}
+	if doc == nil {
+		p.text = s.prose(key, turn)
+		return p
+	}
+	truth := s.truth(doc, key, schema)
+	var value any
+	if isCorrection {
+		value = s.correct(doc, truth, key, schema, prev, feedback, turn)
+	} else {
+		value, p.outcome = s.firstAttempt(doc, truth, key, schema)
+	}
+	switch p.outcome {
+	case FaultRefusal:
+		p.text = RefusalText
+		return p
+	case FaultEmpty:
+		return p
+	}
+	c := checker{doc: doc}
+	c.walk(doc.root, value, "", 0)
+	p.faults = c.out
+	p.isJSON = true
+	fr := s.rng("format", key, strconv.Itoa(turn), feedback)
+	o := encOpts{indent: fr.IntN(3) == 0}
+	var fence, prose bool
+	var formats []FaultKind
+	for _, k := range allFaultKinds[:6] {
+		if fr.Float64() >= s.cfg.Mix.Prob(k) {
+			continue
+		}
+		switch k {
+		case FaultFence:
+			fence = true
+		case FaultProse:
+			prose = true
+		case FaultTrailingComma:
+			if !nonEmptyContainer(value) {
+				continue
+			}
+			o.trailingComma = true
+		case FaultSingleQuotes:
+			if !hasString(value) {
+				continue
+			}
+			o.singleQuotes = true
+		case FaultPythonLiterals:
+			if !hasLiteral(value) {
+				continue
+			}
+			o.python = true
+		case FaultComments:
+			if !nonEmptyContainer(value) {
+				continue
+			}
+			o.comment = "fields follow the schema"
+		}
+		formats = append(formats, k)
+	}
+	p.formats = formats
+	p.value = value
+	text := string(encode(value, o))
+	if fence {
+		text = "```json\n" + text + "\n```"
+	}
+	if prose {
+		text = "Here is the JSON you asked for:\n\n" + text + "\n\nLet me know if you need anything else."
+	}
+	if p.outcome == FaultTruncation {
+		cut := len(text)*3/10 + fr.IntN(len(text)/2+1)
+		text = truncateUTF8(text, cut)
+		p.value = nil
+	}
+	p.text = text
+	return p
+}
+
+func truncateUTF8(s string, n int) string {
+	if n >= len(s) {
+		n = len(s) - 1
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:max(n, 0)]
+}
+
+// truth is the ground truth for a task and schema.
+func (s *Server) truth(doc *schemaDoc, key string, schema []byte) any {
+	g := generator{doc: doc, rng: s.rng("truth", key, string(schema))}
+	return g.gen(doc.root, "", 0)
+}
+
+// Truth returns the ground truth the simulator holds for a task key and
+// schema, as decoded JSON (numbers are json.Number).
+func (s *Server) Truth(taskKey string, schema []byte) (any, error) {
+	doc, err := parseSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	return s.truth(doc, taskKey, schema), nil
+}
+
+// firstAttempt draws the outcome and content faults of a first attempt.
+func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string, schema []byte) (any, FaultKind) {
+	r := s.rng("attempt", key, string(schema))
+	mix := s.cfg.Mix
+	var outcome FaultKind
+	switch u := r.Float64(); {
+	case u < mix.Refusal:
+		outcome = FaultRefusal
+	case u < mix.Refusal+mix.Empty:
+		outcome = FaultEmpty
+	case u < mix.Refusal+mix.Empty+mix.Truncation:
+		outcome = FaultTruncation
+	}
+	value := deepCopy(truth)
+	c := checker{doc: doc}
+	sites := map[FaultKind][]site{}
+	c.sites(doc.root, value, "", 0, sites)
+	// Draw every kind first, then place the drawn ones scarcest first, so a
+	// kind with a single place (one enum in the schema) is not crowded out
+	// and each kind appears at its configured rate.
+	drawn := make([]FaultKind, 0, len(contentKinds))
+	for _, k := range contentKinds {
+		if r.Float64() < mix.Prob(k) {
+			drawn = append(drawn, k)
+		}
+	}
+	slices.SortStableFunc(drawn, func(a, b FaultKind) int { return len(sites[a]) - len(sites[b]) })
+	var used []string
+	for _, k := range drawn {
+		if p, ok := injectOne(value, k, sites[k], used, r); ok {
+			used = append(used, p)
+		}
+	}
+	return value, outcome
+}
+
+// correct applies a correction turn to the previous reply.
+func (s *Server) correct(doc *schemaDoc, truth any, key string, schema []byte, prev, feedback string, turn int) any {
+	value, ok := parseReply(prev)
+	if !ok {
+		value, _ = s.firstAttempt(doc, truth, key, schema)
+	}
+	r := s.rng("correct", key, strconv.Itoa(turn), prev, feedback)
+	c := checker{doc: doc}
+	c.walk(doc.root, value, "", 0)
+	var remaining []string
+	for _, f := range c.out {
+		u := r.Float64()
+		if !names(feedback, f) || u >= s.cfg.FixProb {
+			remaining = append(remaining, f.Pointer)
+			continue
+		}
+		if f.Kind == FaultExtraProperty {
+			pointerDelete(value, f.Pointer)
+			continue
+		}
+		tv, ok := pointerGet(truth, f.Pointer)
+		if ok {
+			tv = deepCopy(tv)
+		} else {
+			g := generator{doc: doc, rng: r}
+			tv = g.gen(f.schema, "", 1)
+		}
+		pointerSet(value, f.Pointer, tv)
+	}
+	if r.Float64() < s.cfg.NewFaultProb {
+		sites := map[FaultKind][]site{}
+		c.sites(doc.root, value, "", 0, sites)
+		k := contentKinds[r.IntN(len(contentKinds))]
+		injectOne(value, k, sites[k], remaining, r)
+	}
+	return value
+}
+
+// parseReply recovers the JSON value of a previous reply with the extractor.
+func parseReply(text string) (any, bool) {
+	cands, err := extract.Extract(text)
+	if err != nil {
+		return nil, false
+	}
+	for _, c := range cands {
+		if c.Truncated {
+			continue
+		}
+		switch c.Value.(type) {
+		case map[string]any, []any:
+			return c.Value, true
+		}
+	}
+	return nil, false
+}
+
+var proseSentences = []string{
+	"Here is a short answer.",
+	"The request looks straightforward.",
+	"I would start with the simplest option and measure.",
+	"There are a few trade-offs worth noting.",
+	"Most of the work is in the details.",
+	"Let me know if you want more depth on any part.",
+}
+
+func (s *Server) prose(key string, turn int) string {
+	r := s.rng("prose", key, strconv.Itoa(turn))
+	n := 2 + r.IntN(3)
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = proseSentences[r.IntN(len(proseSentences))]
+	}
+	return strings.Join(parts, " ")
+}
+
+// tokens is the simulator's token count: bytes / 4, rounded up.
+func tokens(nbytes int) int { return (nbytes + 3) / 4 }
+
+// promptBytes counts the prompt: system, every message and the schema (when
+// it is not already in the prompt). prefix is the same without the last
+// message (what a provider's prompt cache could hold).
+func promptBytes(r *chatReq) (total, prefix int) {
+	total = len(r.system)
+	for i, m := range r.msgs {
+		if i == len(r.msgs)-1 {
+			prefix = total
+		}
+		total += len(m.text)
+	}
+	if !r.schemaInPrompt {
+		total += len(r.schema)
+	}
+	return total, prefix
+}
+
+// cachedTokens follows OpenAI's prompt caching: prefixes of 1024 tokens or
+// more, in steps of 128.
+func cachedTokens(prefixBytes int) int {
+	t := tokens(prefixBytes)
+	if t < 1024 {
+		return 0
+	}
+	return t / 128 * 128
+}
+
+func idFrom(parts ...string) string {
+	h := hashStrings(parts...)
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], h)
+	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	out := make([]byte, 0, 24)
+	x := h
+	for range 24 {
+		out = append(out, alphabet[x%62])
+		x = x/62 ^ uint64(b[len(out)%8])*0x9E3779B97F4A7C15
+	}
+	return string(out)
+}

@@ -1,0 +1,631 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// schemaDoc is a parsed JSON Schema with its root kept for $ref resolution.
+type schemaDoc struct {
+	root any
+}
+
+// parseSchema decodes a JSON Schema, keeping numbers as json.Number.
+func parseSchema(b []byte) (*schemaDoc, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode schema: %w", err)
+	}
+	switch v.(type) {
+	case map[string]any, bool:
+	default:
+		return nil, fmt.Errorf("decode schema: %w", errNotSchema)
+	}
+	return &schemaDoc{root: v}, nil
+}
+
+// resolve follows $ref, merges allOf and picks the first non-null branch of
+// oneOf/anyOf, so that the generator and the fault walker see one flat node.
+// It returns nil for the false schema and an empty map for true.
+func (d *schemaDoc) resolve(s any) map[string]any {
+	for range 32 {
+		m, ok := s.(map[string]any)
+		if !ok {
+			if b, ok := s.(bool); ok && b {
+				return map[string]any{}
+			}
+			return nil
+		}
+		ref, hasRef := m["$ref"].(string)
+		allOf, hasAll := m["allOf"].([]any)
+		branch := firstBranch(m)
+		if !hasRef && !hasAll && branch == nil {
+			return m
+		}
+		out := make(map[string]any, len(m))
+		for k, v := range m {
+			switch k {
+			case "$ref", "allOf", "oneOf", "anyOf":
+				continue
+			}
+			out[k] = v
+		}
+		if hasRef {
+			if t := d.resolve(d.lookup(ref)); t != nil {
+				mergeSchema(out, t)
+			}
+		}
+		for _, sub := range allOf {
+			if t := d.resolve(sub); t != nil {
+				mergeSchema(out, t)
+			}
+		}
+		if branch != nil {
+			if t := d.resolve(branch); t != nil {
+				mergeSchema(out, t)
+			}
+		}
+		s = out
+	}
+	return map[string]any{}
+}
+
+// firstBranch returns the oneOf/anyOf branch the generator uses: the first
+// one that is not just {"type":"null"}.
+func firstBranch(m map[string]any) any {
+	for _, k := range []string{"oneOf", "anyOf"} {
+		bs, ok := m[k].([]any)
+		if !ok || len(bs) == 0 {
+			continue
+		}
+		for _, b := range bs {
+			if bm, ok := b.(map[string]any); ok && bm["type"] == "null" {
+				continue
+			}
+			return b
+		}
+		return bs[0]
+	}
+	return nil
+}
+
+// mergeSchema merges src into dst: properties and required are unioned, any
+// other keyword keeps dst's value when both set it.
+func mergeSchema(dst, src map[string]any) {
+	for k, v := range src {
+		switch k {
+		case "properties":
+			dp, _ := dst[k].(map[string]any)
+			np := make(map[string]any, len(dp))
+			for pk, pv := range dp {
+				np[pk] = pv
+			}
+			if sp, ok := v.(map[string]any); ok {
+				for pk, pv := range sp {
+					if _, ok := np[pk]; !ok {
+						np[pk] = pv
+					}
+				}
+			}
+			dst[k] = np
+		case "required":
+			dr, _ := dst[k].([]any)
+			nr := slices.Clone(dr)
+			if sr, ok := v.([]any); ok {
+				for _, r := range sr {
+					if !slices.Contains(nr, r) {
+						nr = append(nr, r)
+					}
+				}
+			}
+			dst[k] = nr
+		default:
+			if _, ok := dst[k]; !ok {
+				dst[k] = v
+			}
+		}
+	}
+}
+
+// lookup finds a local reference: "#", "#/$defs/x", "#/definitions/x" or any
+// JSON pointer into the root. Unknown references resolve to the true schema.
+func (d *schemaDoc) lookup(ref string) any {
+	if ref == "#" || ref == "" {
+		return d.root
+	}
+	if !strings.HasPrefix(ref, "#/") {
+		return true
+	}
+	v, ok := pointerGet(d.root, ref[1:])
+	if !ok {
+		return true
+	}
+	return v
+}
+
+// typesOf returns the declared types of a resolved node, inferring one from
+// other keywords when "type" is absent (inferred is then true).
+func typesOf(m map[string]any) (types []string, inferred bool) {
+	switch t := m["type"].(type) {
+	case string:
+		return []string{t}, false
+	case []any:
+		for _, x := range t {
+			if s, ok := x.(string); ok {
+				types = append(types, s)
+			}
+		}
+		return types, false
+	}
+	switch {
+	case m["properties"] != nil || m["required"] != nil || m["additionalProperties"] != nil:
+		return []string{"object"}, true
+	case m["items"] != nil || m["prefixItems"] != nil:
+		return []string{"array"}, true
+	case m["minimum"] != nil || m["maximum"] != nil || m["multipleOf"] != nil:
+		return []string{"number"}, true
+	case m["pattern"] != nil || m["format"] != nil || m["minLength"] != nil || m["maxLength"] != nil:
+		return []string{"string"}, true
+	}
+	return nil, true
+}
+
+// num reads a numeric keyword.
+func num(m map[string]any, k string) (float64, bool) {
+	switch v := m[k].(type) {
+	case json.Number:
+		f, err := v.Float64()
+		return f, err == nil
+	case float64:
+		return v, true
+	}
+	return 0, false
+}
+
+func intKw(m map[string]any, k string) (int, bool) {
+	f, ok := num(m, k)
+	if !ok || f < 0 {
+		return 0, false
+	}
+	return int(f), true
+}
+
+// bounds returns the numeric range of a node; lo/hi are -Inf/+Inf when unset.
+func bounds(m map[string]any) (lo, hi float64, loEx, hiEx bool) {
+	lo, hi = math.Inf(-1), math.Inf(1)
+	if v, ok := num(m, "minimum"); ok {
+		lo = v
+		if b, ok := m["exclusiveMinimum"].(bool); ok && b {
+			loEx = true
+		}
+	}
+	if v, ok := num(m, "maximum"); ok {
+		hi = v
+		if b, ok := m["exclusiveMaximum"].(bool); ok && b {
+			hiEx = true
+		}
+	}
+	if v, ok := num(m, "exclusiveMinimum"); ok && v >= lo {
+		lo, loEx = v, true
+	}
+	if v, ok := num(m, "exclusiveMaximum"); ok && v <= hi {
+		hi, hiEx = v, true
+	}
+	return lo, hi, loEx, hiEx
+}
+
+// generator builds schema-valid instances from a seeded source.
+type generator struct {
+	doc *schemaDoc
+	rng *rand.Rand
+}
+
+// maxDepth bounds recursion through recursive $refs.
+const maxDepth = 12
+
+func (g *generator) gen(s any, name string, depth int) any {
+	m := g.doc.resolve(s)
+	if m == nil {
+		return nil
+	}
+	if c, ok := m["const"]; ok {
+		return deepCopy(c)
+	}
+	if e, ok := m["enum"].([]any); ok && len(e) > 0 {
+		return deepCopy(e[g.rng.IntN(len(e))])
+	}
+	types, _ := typesOf(m)
+	t := "string"
+	if len(types) > 0 {
+		t = types[0]
+		for _, x := range types {
+			if x != "null" {
+				t = x
+				break
+			}
+		}
+	}
+	switch t {
+	case "object":
+		return g.genObject(m, depth)
+	case "array":
+		return g.genArray(m, name, depth)
+	case "integer":
+		return g.genInteger(m)
+	case "number":
+		return g.genNumber(m)
+	case "boolean":
+		return g.rng.IntN(2) == 0
+	case "null":
+		return nil
+	default:
+		return g.genString(m, name)
+	}
+}
+
+func (g *generator) genObject(m map[string]any, depth int) any {
+	props, _ := m["properties"].(map[string]any)
+	req := map[string]bool{}
+	if r, ok := m["required"].([]any); ok {
+		for _, x := range r {
+			if s, ok := x.(string); ok {
+				req[s] = true
+			}
+		}
+	}
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make(map[string]any, len(keys))
+	for _, k := range keys {
+		optional := g.rng.Float64() < 0.6
+		if !req[k] && (!optional || depth >= 4) {
+			continue
+		}
+		if depth >= maxDepth && !req[k] {
+			continue
+		}
+		out[k] = g.gen(props[k], k, depth+1)
+	}
+	// Required properties not listed in properties still have to be there.
+	reqKeys := make([]string, 0, len(req))
+	for k := range req {
+		reqKeys = append(reqKeys, k)
+	}
+	slices.Sort(reqKeys)
+	for _, k := range reqKeys {
+		if _, ok := out[k]; !ok {
+			var sub any = true
+			if ap, ok := m["additionalProperties"].(map[string]any); ok {
+				sub = ap
+			}
+			out[k] = g.gen(sub, k, depth+1)
+		}
+	}
+	return out
+}
+
+func (g *generator) genArray(m map[string]any, name string, depth int) any {
+	minI, _ := intKw(m, "minItems")
+	maxI, hasMax := intKw(m, "maxItems")
+	prefix, _ := m["prefixItems"].([]any)
+	items := m["items"]
+	if arr, ok := items.([]any); ok { // draft 4-7 tuple form
+		prefix, items = arr, m["additionalItems"]
+	}
+	if items == nil {
+		items = true
+	}
+	var n int
+	if len(prefix) > 0 {
+		n = len(prefix)
+	} else {
+		hi := max(minI, 3)
+		if depth >= 4 {
+			hi = minI
+		}
+		if hasMax {
+			hi = min(hi, maxI)
+		}
+		lo := min(max(minI, 1), hi)
+		n = lo + g.rng.IntN(hi-lo+1)
+	}
+	n = max(n, minI)
+	if hasMax {
+		n = min(n, maxI)
+	}
+	unique, _ := m["uniqueItems"].(bool)
+	out := make([]any, 0, n)
+	seen := map[string]bool{}
+	for tries := 0; len(out) < n && tries < n*10+10; tries++ {
+		var sub any = items
+		if i := len(out); i < len(prefix) {
+			sub = prefix[i]
+		}
+		v := g.gen(sub, singular(name), depth+1)
+		if unique {
+			k := string(mustJSON(v))
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func singular(name string) string {
+	if strings.HasSuffix(name, "ies") {
+		return name[:len(name)-3] + "y"
+	}
+	return strings.TrimSuffix(name, "s")
+}
+
+func (g *generator) genInteger(m map[string]any) any {
+	lo, hi, loEx, hiEx := bounds(m)
+	ilo, ihi := int64(1), int64(100)
+	switch {
+	case !math.IsInf(lo, 0) && !math.IsInf(hi, 0):
+		ilo, ihi = intLo(lo, loEx), intHi(hi, hiEx)
+	case !math.IsInf(lo, 0):
+		ilo = intLo(lo, loEx)
+		ihi = ilo + 100
+	case !math.IsInf(hi, 0):
+		ihi = intHi(hi, hiEx)
+		ilo = ihi - 100
+	}
+	step := int64(1)
+	if mo, ok := num(m, "multipleOf"); ok && mo >= 1 && mo == math.Trunc(mo) {
+		step = int64(mo)
+	}
+	kLo, kHi := ceilDiv(ilo, step), floorDiv(ihi, step)
+	if kHi < kLo {
+		return json.Number(strconv.FormatInt(ilo, 10))
+	}
+	k := kLo + g.rng.Int64N(kHi-kLo+1)
+	return json.Number(strconv.FormatInt(k*step, 10))
+}
+
+func intLo(lo float64, ex bool) int64 {
+	v := math.Ceil(lo)
+	if ex && v == lo {
+		v++
+	}
+	return int64(v)
+}
+
+func intHi(hi float64, ex bool) int64 {
+	v := math.Floor(hi)
+	if ex && v == hi {
+		v--
+	}
+	return int64(v)
+}
+
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a > 0) == (b > 0) {
+		q++
+	}
+	return q
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+func (g *generator) genNumber(m map[string]any) any {
+	lo, hi, loEx, hiEx := bounds(m)
+	switch {
+	case math.IsInf(lo, 0) && math.IsInf(hi, 0):
+		lo, hi = 0, 1000
+	case math.IsInf(hi, 0):
+		hi = lo + 1000
+	case math.IsInf(lo, 0):
+		lo = hi - 1000
+	}
+	if mo, ok := m["multipleOf"].(json.Number); ok {
+		step, _ := new(big.Rat).SetString(string(mo))
+		if step != nil && step.Sign() > 0 {
+			f, _ := step.Float64()
+			kLo := int64(math.Ceil(lo / f))
+			kHi := int64(math.Floor(hi / f))
+			if loEx && float64(kLo)*f <= lo {
+				kLo++
+			}
+			if hiEx && float64(kHi)*f >= hi {
+				kHi--
+			}
+			if kHi < kLo {
+				kHi = kLo
+			}
+			k := kLo + g.rng.Int64N(kHi-kLo+1)
+			r := new(big.Rat).Mul(step, new(big.Rat).SetInt64(k))
+			return json.Number(ratString(r))
+		}
+	}
+	v := math.Round((lo+g.rng.Float64()*(hi-lo))*100) / 100
+	if v < lo || (loEx && v == lo) {
+		v = lo + (hi-lo)/2
+	}
+	if v > hi || (hiEx && v == hi) {
+		v = lo + (hi-lo)/2
+	}
+	return json.Number(strconv.FormatFloat(v, 'f', -1, 64))
+}
+
+// ratString formats an exact rational as a short decimal.
+func ratString(r *big.Rat) string {
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	for prec := 1; prec <= 12; prec++ {
+		s := r.FloatString(prec)
+		if back, ok := new(big.Rat).SetString(s); ok && back.Cmp(r) == 0 {
+			return s
+		}
+	}
+	return r.FloatString(12)
+}
+
+func (g *generator) genString(m map[string]any, name string) any {
+	if f, ok := m["format"].(string); ok {
+		if s, ok := g.genFormat(f, name); ok {
+			return s
+		}
+	}
+	minL, _ := intKw(m, "minLength")
+	maxL, hasMax := intKw(m, "maxLength")
+	if p, ok := m["pattern"].(string); ok {
+		for range 8 {
+			s, ok := genPattern(g.rng, p)
+			if !ok {
+				break
+			}
+			if n := runeLen(s); n >= minL && (!hasMax || n <= maxL) {
+				return s
+			}
+		}
+		// Give up gracefully: fall through to words, which may not match.
+	}
+	s := g.words(name)
+	for runeLen(s) < minL {
+		s += " " + wordList[g.rng.IntN(len(wordList))]
+	}
+	if hasMax && runeLen(s) > maxL {
+		s = strings.TrimSpace(string([]rune(s)[:maxL]))
+		for runeLen(s) < minL {
+			s += "x"
+		}
+	}
+	return s
+}
+
+func runeLen(s string) int { return len([]rune(s)) }
+
+func (g *generator) pick(list []string) string { return list[g.rng.IntN(len(list))] }
+
+// words returns a realistic-ish string, using the property name as a hint.
+func (g *generator) words(name string) string {
+	n := strings.ToLower(name)
+	switch {
+	case strings.Contains(n, "email"):
+		s, _ := g.genFormat("email", name)
+		return s
+	case n == "name" || strings.HasSuffix(n, "_name") || strings.HasSuffix(n, "name") && len(n) > 4:
+		return g.pick(firstNames) + " " + g.pick(lastNames)
+	case strings.Contains(n, "city"):
+		return g.pick(cities)
+	case strings.Contains(n, "country"):
+		return g.pick(countries)
+	case strings.Contains(n, "currency"):
+		return g.pick([]string{"EUR", "USD", "GBP", "JPY", "CHF"})
+	case n == "id" || strings.HasSuffix(n, "_id") || strings.HasSuffix(n, "id") && len(n) > 3 && !strings.HasSuffix(n, "aid"):
+		return fmt.Sprintf("%s-%04d", g.pick(wordList), g.rng.IntN(10000))
+	case strings.Contains(n, "url") || strings.Contains(n, "link"):
+		s, _ := g.genFormat("uri", name)
+		return s
+	case strings.Contains(n, "description") || strings.Contains(n, "summary") || strings.Contains(n, "note"):
+		k := 4 + g.rng.IntN(5)
+		w := make([]string, k)
+		for i := range w {
+			w[i] = g.pick(wordList)
+		}
+		s := strings.Join(w, " ")
+		return strings.ToUpper(s[:1]) + s[1:] + "."
+	}
+	k := 1 + g.rng.IntN(2)
+	w := make([]string, k)
+	for i := range w {
+		w[i] = g.pick(wordList)
+	}
+	return strings.Join(w, " ")
+}
+
+func (g *generator) genFormat(f, name string) (string, bool) {
+	r := g.rng
+	switch f {
+	case "email", "idn-email":
+		return strings.ToLower(g.pick(firstNames)+"."+g.pick(lastNames)) + "@example.com", true
+	case "date":
+		return fmt.Sprintf("%04d-%02d-%02d", 2019+r.IntN(7), 1+r.IntN(12), 1+r.IntN(28)), true
+	case "date-time":
+		return fmt.Sprintf("%04d-%02d-%02dT%02d:%02d:%02dZ", 2019+r.IntN(7), 1+r.IntN(12), 1+r.IntN(28), r.IntN(24), r.IntN(60), r.IntN(60)), true
+	case "time":
+		return fmt.Sprintf("%02d:%02d:%02dZ", r.IntN(24), r.IntN(60), r.IntN(60)), true
+	case "uri", "url", "iri", "uri-reference", "iri-reference":
+		return "https://example.com/" + strings.ReplaceAll(g.pick(wordList), " ", "-"), true
+	case "uuid":
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		b[6] = b[6]&0x0f | 0x40
+		b[8] = b[8]&0x3f | 0x80
+		return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), true
+	case "hostname", "idn-hostname":
+		return g.pick(wordList) + ".example.com", true
+	case "ipv4":
+		return fmt.Sprintf("10.%d.%d.%d", r.IntN(256), r.IntN(256), 1+r.IntN(254)), true
+	case "ipv6":
+		return fmt.Sprintf("2001:db8::%x", 1+r.IntN(0xfffe)), true
+	}
+	return "", false
+}
+
+var (
+	wordList = []string{
+		"amber", "harbor", "lantern", "meadow", "copper", "river", "summit", "willow",
+		"granite", "orchard", "falcon", "cedar", "velvet", "beacon", "prairie", "quartz",
+		"saffron", "timber", "canyon", "glacier", "juniper", "marble", "nectar", "pebble",
+		"ripple", "spruce", "thistle", "walnut", "zephyr", "basil", "clover", "dune",
+		"ember", "fern", "grove", "hazel", "iris", "jasper", "kelp", "lilac",
+	}
+	firstNames = []string{"Ada", "Grace", "Alan", "Linus", "Margaret", "Ken", "Barbara", "Dennis", "Radia", "Edsger", "Frances", "John"}
+	lastNames  = []string{"Lovelace", "Hopper", "Turing", "Torvalds", "Hamilton", "Thompson", "Liskov", "Ritchie", "Perlman", "Dijkstra", "Allen", "Backus"}
+	cities     = []string{"Lisbon", "Osaka", "Toronto", "Nairobi", "Oslo", "Lima", "Hanoi", "Perth", "Krakow", "Quito"}
+	countries  = []string{"Portugal", "Japan", "Canada", "Kenya", "Norway", "Peru", "Vietnam", "Australia", "Poland", "Ecuador"}
+)
+
+// deepCopy copies a decoded JSON value.
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = deepCopy(e)
+		}
+		return out
+	}
+	return v
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte(fmt.Sprint(v))
+	}
+	return b
+}

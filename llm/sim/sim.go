@@ -1,0 +1,361 @@
+// Package sim is an in-process language-model server for tests, demos and
+// benchmarks. It speaks the OpenAI Chat Completions, Anthropic Messages and
+// Ollama chat wire formats over real HTTP and answers like a model that is
+// asked for JSON: a schema-valid instance, then faults drawn from a
+// configurable mix.
+//
+// # What it answers
+//
+// The simulator looks for a JSON Schema in the request, in this order:
+// OpenAI response_format.json_schema.schema, the first tool's parameters /
+// input_schema, Ollama's format object, or a block in the system prompt (or
+// the first user message) between the lines [SchemaMarkerOpen] and
+// [SchemaMarkerClose]. Without one it answers with a few lines of prose.
+//
+// The ground truth is a schema-valid instance generated from (Config.Seed,
+// task key, schema). The task key is OpenAI's "user", Anthropic's
+// metadata.user_id, or else a hash of the first user message. On a first
+// attempt the reply is the ground truth with faults drawn from Config.Mix:
+// formatting faults (fences, prose, trailing commas, single quotes, Python
+// literals, comments), content faults (wrong types, missing required
+// properties, extra properties, enum violations, out-of-range numbers) and
+// outcome faults (truncation, refusal, empty reply).
+//
+// # Corrections
+//
+// A request is a correction when it carries a previous reply: an assistant
+// message in the conversation, or the previous reply quoted in the last user
+// message between the lines [PreviousReplyOpen] and [PreviousReplyClose]. The
+// simulator parses the previous reply, finds its content faults and fixes
+// each one the correction names exactly (its JSON pointer, delimited) with
+// probability Config.FixProb; with probability Config.NewFaultProb it adds a
+// new one. Faults that are not named stay, so vague feedback converges worse
+// than exact feedback.
+//
+// Replies are a pure function of (seed, task key, turn, request): concurrency
+// does not change them. Transport faults (Config.Transport) and latency are
+// drawn per call and depend on arrival order; rate limits (Config.RPM, TPM)
+// hold state per model and API key.
+//
+// Every reply carries the headers X-Sim-Faults (the faults in it, as
+// "kind" or "kind:pointer", comma-separated) and X-Sim-Turn.
+package sim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Contract markers shared with the pipeline's prompt builder. Each stands on
+// a line of its own.
+const (
+	// SchemaMarkerOpen starts a JSON Schema embedded in a prompt.
+	SchemaMarkerOpen = "<json-schema>"
+	// SchemaMarkerClose ends it.
+	SchemaMarkerClose = "</json-schema>"
+	// PreviousReplyOpen starts the previous reply quoted in a repair prompt.
+	PreviousReplyOpen = "<previous-reply>"
+	// PreviousReplyClose ends it.
+	PreviousReplyClose = "</previous-reply>"
+)
+
+// Defaults.
+const (
+	FixProbDefault         = 0.9
+	RetryAfterDefault      = time.Second
+	TrickleIntervalDefault = 50 * time.Millisecond
+	HugeBytesDefault       = 5 << 20
+)
+
+// ErrConfig is matched by every configuration error.
+var ErrConfig = errors.New("invalid simulator config")
+
+var errNotSchema = errors.New("not a JSON Schema object")
+
+// Mix holds the probabilities of the reply faults, each in [0, 1].
+//
+// The outcome faults (Refusal, Empty, Truncation) are exclusive and drawn
+// first; their sum must not exceed 1. Content and formatting faults are drawn
+// independently of each other, each applied when the reply has a place for
+// it (an enum violation needs an enum in the schema, Python literals need a
+// boolean or null in the value). Formatting faults go into text only, never
+// into a tool input sent as a JSON object (Anthropic, Ollama).
+type Mix struct {
+	Refusal    float64
+	Empty      float64
+	Truncation float64
+
+	WrongType       float64
+	MissingRequired float64
+	ExtraProperty   float64
+	EnumViolation   float64
+	OutOfRange      float64
+
+	Fence          float64
+	Prose          float64
+	TrailingComma  float64
+	SingleQuotes   float64
+	PythonLiterals float64
+	Comments       float64
+}
+
+// Prob returns the probability of fault kind k.
+func (m Mix) Prob(k FaultKind) float64 {
+	switch k {
+	case FaultRefusal:
+		return m.Refusal
+	case FaultEmpty:
+		return m.Empty
+	case FaultTruncation:
+		return m.Truncation
+	case FaultWrongType:
+		return m.WrongType
+	case FaultMissingRequired:
+		return m.MissingRequired
+	case FaultExtraProperty:
+		return m.ExtraProperty
+	case FaultEnumViolation:
+		return m.EnumViolation
+	case FaultOutOfRange:
+		return m.OutOfRange
+	case FaultFence:
+		return m.Fence
+	case FaultProse:
+		return m.Prose
+	case FaultTrailingComma:
+		return m.TrailingComma
+	case FaultSingleQuotes:
+		return m.SingleQuotes
+	case FaultPythonLiterals:
+		return m.PythonLiterals
+	case FaultComments:
+		return m.Comments
+	}
+	return 0
+}
+
+// Transport holds the per-call probabilities of transport faults. They are
+// exclusive and their sum must not exceed 1.
+type Transport struct {
+	Status500 float64 // 500 with the provider's server error body
+	Status503 float64 // 503 (Ollama: "server busy")
+	Status529 float64 // 529 overloaded (any provider)
+	// RateLimited answers 429 with Retry-After (Config.RetryAfter) and the
+	// provider's rate-limit headers.
+	RateLimited float64
+	Hang        float64 // never answer until the client or the server goes away
+	Trickle     float64 // send the body one byte per Config.TrickleInterval
+	Reset       float64 // close the connection without answering
+	Malformed   float64 // 200 with half a JSON body
+	Huge        float64 // a valid reply of Config.HugeBytes
+}
+
+func (t Transport) sum() float64 {
+	return t.Status500 + t.Status503 + t.Status529 + t.RateLimited + t.Hang + t.Trickle + t.Reset + t.Malformed + t.Huge
+}
+
+// Dist is a latency distribution.
+type Dist string
+
+// Latency distributions.
+const (
+	DistFixed     Dist = "fixed"     // always P50
+	DistUniform   Dist = "uniform"   // uniform with the given median and 99th percentile
+	DistLognormal Dist = "lognormal" // lognormal with the given median and 99th percentile
+)
+
+// Latency sets the simulated think time: a per-request part plus a per-token
+// part times the completion tokens. Zero values mean no delay.
+type Latency struct {
+	// Dist defaults to DistLognormal.
+	Dist       Dist
+	RequestP50 time.Duration
+	RequestP99 time.Duration
+	TokenP50   time.Duration
+	TokenP99   time.Duration
+}
+
+// ScriptedReply forces what one call gets. A zero Status with no Body and no
+// Hang/Reset/Trickle means "answer normally" (after Delay).
+type ScriptedReply struct {
+	// Status is the HTTP status. When Body is nil the simulator writes the
+	// provider's own error body for the status (429 with Retry-After).
+	Status int
+	// Header is added to the response headers.
+	Header http.Header
+	// Body, when non-nil, is sent as is.
+	Body []byte
+	// Delay is waited before answering.
+	Delay time.Duration
+	// Hang never answers, until the request's context or the server ends.
+	Hang bool
+	// Reset closes the connection without an answer.
+	Reset bool
+	// Trickle sends the (normal or given) body one byte per
+	// Config.TrickleInterval.
+	Trickle bool
+}
+
+// ScriptFunc decides the reply of call n (1-based, in arrival order). The
+// request body can be read from r. Returning nil answers normally.
+type ScriptFunc func(n int, r *http.Request) *ScriptedReply
+
+// Config configures a Server. The zero value is a clean, instant simulator.
+type Config struct {
+	// Seed selects the ground truth and the fault draws.
+	Seed uint64
+	// Mix is the fault mix of first attempts.
+	Mix Mix
+	// FixProb is the probability that a correction that names a fault
+	// exactly fixes it. 0 means FixProbDefault; negative means never.
+	FixProb float64
+	// NewFaultProb is the probability that a correction turn introduces a
+	// new content fault. 0 means never.
+	NewFaultProb float64
+	// Transport is the per-call transport fault mix.
+	Transport Transport
+	// Latency is the think time; zero means instant.
+	Latency Latency
+	// RPM and TPM are the request and token budgets per minute, per model
+	// and API key. 0 means unlimited (and no rate-limit headers).
+	RPM int
+	TPM int
+	// QuotaExhausted answers every call with the provider's quota error
+	// (OpenAI 429 insufficient_quota, Anthropic 429 without retry-after).
+	QuotaExhausted bool
+	// RetryAfter is the Retry-After of injected 429s. Default 1s.
+	RetryAfter time.Duration
+	// TrickleInterval is the gap between bytes of a trickled body. Default 50ms.
+	TrickleInterval time.Duration
+	// HugeBytes is the size of a huge reply. Default 5 MiB.
+	HugeBytes int
+	// Now is the clock for timestamps and rate limits. Default time.Now.
+	Now func() time.Time
+	// Script, when set, is asked first about every call.
+	Script ScriptFunc
+}
+
+// WithDefaults returns c with defaults filled in.
+func (c Config) WithDefaults() Config {
+	switch {
+	case c.FixProb == 0:
+		c.FixProb = FixProbDefault
+	case c.FixProb < 0:
+		c.FixProb = 0
+	}
+	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
+	c.TrickleInterval = cmp.Or(c.TrickleInterval, TrickleIntervalDefault)
+	c.HugeBytes = cmp.Or(c.HugeBytes, HugeBytesDefault)
+	c.Latency.Dist = cmp.Or(c.Latency.Dist, DistLognormal)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	probs := map[string]float64{"FixProb": c.FixProb, "NewFaultProb": c.NewFaultProb}
+	for _, k := range allFaultKinds {
+		probs["Mix."+string(k)] = c.Mix.Prob(k)
+	}
+	names := make([]string, 0, len(probs))
+	for n := range probs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if p := probs[n]; math.IsNaN(p) || p < 0 || p > 1 {
+			return fmt.Errorf("%w: %s = %v, want 0..1", ErrConfig, n, p)
+		}
+	}
+	if s := c.Mix.Refusal + c.Mix.Empty + c.Mix.Truncation; s > 1 {
+		return fmt.Errorf("%w: Mix.Refusal+Empty+Truncation = %v, want <= 1", ErrConfig, s)
+	}
+	if s := c.Transport.sum(); s < 0 || s > 1 {
+		return fmt.Errorf("%w: Transport probabilities sum to %v, want 0..1", ErrConfig, s)
+	}
+	if c.RPM < 0 || c.TPM < 0 {
+		return fmt.Errorf("%w: RPM = %d, TPM = %d, want >= 0", ErrConfig, c.RPM, c.TPM)
+	}
+	switch c.Latency.Dist {
+	case DistFixed, DistUniform, DistLognormal:
+	default:
+		return fmt.Errorf("%w: Latency.Dist = %q, want fixed, uniform or lognormal", ErrConfig, c.Latency.Dist)
+	}
+	if c.Latency.RequestP50 < 0 || c.Latency.TokenP50 < 0 || c.Latency.RequestP99 < 0 || c.Latency.TokenP99 < 0 {
+		return fmt.Errorf("%w: Latency durations must be >= 0", ErrConfig)
+	}
+	return nil
+}
+
+// Validate reports a configuration error, matching ErrConfig.
+func (c Config) Validate() error { return c.WithDefaults().validate() }
+
+// Server is the simulator. It is an http.Handler and safe for concurrent use.
+type Server struct {
+	cfg     Config
+	calls   atomic.Int64
+	stats   counters
+	limits  *limiter
+	done    chan struct{}
+	closeMu sync.Once
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a simulator. It panics on an invalid config (see Validate);
+// use NewChecked to get an error instead.
+func New(cfg Config) *Server {
+	s, err := NewChecked(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// NewChecked returns a simulator, or an error matching ErrConfig.
+func NewChecked(cfg Config) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Server{
+		cfg:    cfg,
+		limits: newLimiter(cfg.RPM, cfg.TPM, cfg.Now),
+		done:   make(chan struct{}),
+	}, nil
+}
+
+// Config returns the server's configuration with defaults filled in.
+func (s *Server) Config() Config { return s.cfg }
+
+// Close releases hanging and trickling handlers. It is safe to call twice.
+func (s *Server) Close() {
+	s.closeMu.Do(func() { close(s.done) })
+}
+
+// Start serves a new simulator on a loopback port. close stops it, releasing
+// hanging requests first; it is safe to call twice.
+func Start(cfg Config) (srv *Server, url string, close func(), err error) {
+	srv, err = NewChecked(cfg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	ts := httptest.NewServer(srv)
+	var once sync.Once
+	return srv, ts.URL, func() {
+		once.Do(func() {
+			srv.Close()
+			ts.CloseClientConnections()
+			ts.Close()
+		})
+	}, nil
+}

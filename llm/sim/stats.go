@@ -1,0 +1,103 @@
+package sim
+
+import "sync/atomic"
+
+// Transport event names used in Stats.Transport.
+const (
+	EventRateLimited = "rate_limited" // 429 from the RPM/TPM budget
+	EventInjected429 = "injected_429" // 429 from Transport.RateLimited
+	EventQuota       = "quota_exhausted"
+	EventStatus500   = "status_500"
+	EventStatus503   = "status_503"
+	EventStatus529   = "status_529"
+	EventHang        = "hang"
+	EventTrickle     = "trickle"
+	EventReset       = "reset"
+	EventMalformed   = "malformed"
+	EventHuge        = "huge"
+	EventScripted    = "scripted"
+)
+
+var eventNames = []string{
+	EventRateLimited, EventInjected429, EventQuota, EventStatus500, EventStatus503, EventStatus529,
+	EventHang, EventTrickle, EventReset, EventMalformed, EventHuge, EventScripted,
+}
+
+// Stats is a snapshot of the server's counters.
+type Stats struct {
+	// Requests counts every call received.
+	Requests int64
+	// Replies counts model replies sent (status 200 with a completion).
+	Replies int64
+	// Corrections counts replies to correction turns.
+	Corrections int64
+	// ByProvider counts calls per wire format: openai, anthropic, ollama.
+	ByProvider map[string]int64
+	// ByStatus counts responses per HTTP status (0: no response: reset, hang).
+	ByStatus map[int]int64
+	// Faults counts replies that carry each fault kind (once per reply).
+	Faults map[FaultKind]int64
+	// Transport counts transport events by name (Event... constants).
+	Transport map[string]int64
+}
+
+type counters struct {
+	replies     atomic.Int64
+	corrections atomic.Int64
+	provider    [3]atomic.Int64
+	status      [600]atomic.Int64
+	faults      [14]atomic.Int64
+	events      [12]atomic.Int64
+}
+
+var providerNames = []string{"openai", "anthropic", "ollama"}
+
+func (c *counters) event(name string) {
+	for i, n := range eventNames {
+		if n == name {
+			c.events[i].Add(1)
+			return
+		}
+	}
+}
+
+func (c *counters) statusCode(code int) {
+	if code >= 0 && code < len(c.status) {
+		c.status[code].Add(1)
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	c := &s.stats
+	st := Stats{
+		Requests:    s.calls.Load(),
+		Replies:     c.replies.Load(),
+		Corrections: c.corrections.Load(),
+		ByProvider:  map[string]int64{},
+		ByStatus:    map[int]int64{},
+		Faults:      map[FaultKind]int64{},
+		Transport:   map[string]int64{},
+	}
+	for i, n := range providerNames {
+		if v := c.provider[i].Load(); v != 0 {
+			st.ByProvider[n] = v
+		}
+	}
+	for i := range c.status {
+		if v := c.status[i].Load(); v != 0 {
+			st.ByStatus[i] = v
+		}
+	}
+	for i, k := range allFaultKinds {
+		if v := c.faults[i].Load(); v != 0 {
+			st.Faults[k] = v
+		}
+	}
+	for i, n := range eventNames {
+		if v := c.events[i].Load(); v != 0 {
+			st.Transport[n] = v
+		}
+	}
+	return st
+}

@@ -1,0 +1,498 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// apiError is an error answer, written in the provider's shape.
+type apiError struct {
+	status int
+	typ    string // OpenAI error.type / Anthropic error.type
+	code   string // OpenAI error.code ("" = null)
+	param  string
+	msg    string
+}
+
+func badRequest(format string, a ...any) *apiError {
+	return &apiError{status: 400, typ: "invalid_request_error", msg: fmt.Sprintf(format, a...)}
+}
+
+// textOf reads a content field: a string, an array of parts/blocks with
+// text, or null.
+func textOf(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] == 'n' {
+		return ""
+	}
+	if raw[0] == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s
+	}
+	var blocks []struct {
+		Type    string          `json:"type"`
+		Text    string          `json:"text"`
+		Input   json.RawMessage `json:"input"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, bl := range blocks {
+		switch bl.Type {
+		case "tool_use":
+			b.Write(bl.Input)
+		case "tool_result":
+			b.WriteString(textOf(bl.Content))
+		default:
+			b.WriteString(bl.Text)
+		}
+	}
+	return b.String()
+}
+
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	return dec.Decode(v)
+}
+
+// OpenAI Chat Completions request.
+type oaRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		ToolCalls []struct {
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"messages"`
+	ResponseFormat *struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+	Tools []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	User                string          `json:"user"`
+	Stream              bool            `json:"stream"`
+}
+
+func parseOpenAI(body []byte) (*chatReq, *apiError) {
+	var in oaRequest
+	if err := decodeStrict(body, &in); err != nil {
+		return nil, badRequest("We could not parse the JSON body of your request. (%v)", err)
+	}
+	if in.Model == "" {
+		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "model", msg: "you must provide a model parameter"}
+	}
+	if len(in.Messages) == 0 {
+		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "messages", msg: "[] is too short - 'messages'"}
+	}
+	if in.Stream {
+		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "stream", msg: "the simulator does not stream"}
+	}
+	r := &chatReq{provider: "openai", model: in.Model, user: in.User}
+	for _, m := range in.Messages {
+		t := textOf(m.Content)
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+			t += m.ToolCalls[0].Function.Arguments
+		}
+		if m.Role == "system" || m.Role == "developer" {
+			if r.system != "" {
+				r.system += "\n"
+			}
+			r.system += t
+			continue
+		}
+		r.msgs = append(r.msgs, nmsg{role: m.Role, text: t})
+	}
+	if rf := in.ResponseFormat; rf != nil && rf.Type == "json_schema" && rf.JSONSchema != nil && len(rf.JSONSchema.Schema) > 0 {
+		r.schema = rf.JSONSchema.Schema
+	}
+	if len(in.Tools) > 0 {
+		var choice struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		var choiceStr string
+		if json.Unmarshal(in.ToolChoice, &choiceStr) != nil {
+			_ = json.Unmarshal(in.ToolChoice, &choice)
+		}
+		if choiceStr != "none" {
+			tool := in.Tools[0]
+			for _, t := range in.Tools {
+				if t.Function.Name == choice.Function.Name {
+					tool = t
+				}
+			}
+			r.toolName = tool.Function.Name
+			r.toolForced = choice.Function.Name != ""
+			if r.schema == nil && len(tool.Function.Parameters) > 0 {
+				r.schema = tool.Function.Parameters
+			}
+		}
+	}
+	switch {
+	case in.MaxCompletionTokens != nil:
+		r.maxTokens = *in.MaxCompletionTokens
+	case in.MaxTokens != nil:
+		r.maxTokens = *in.MaxTokens
+	}
+	return r, nil
+}
+
+// Anthropic Messages request.
+type antRequest struct {
+	Model    string          `json:"model"`
+	System   json.RawMessage `json:"system"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	MaxTokens *int `json:"max_tokens"`
+	Tools     []struct {
+		Name        string          `json:"name"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	} `json:"tools"`
+	ToolChoice *struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tool_choice"`
+	Metadata *struct {
+		UserID string `json:"user_id"`
+	} `json:"metadata"`
+	Stream bool `json:"stream"`
+}
+
+func parseAnthropic(body []byte) (*chatReq, *apiError) {
+	var in antRequest
+	if err := decodeStrict(body, &in); err != nil {
+		return nil, badRequest("invalid JSON body: %v", err)
+	}
+	switch {
+	case in.Model == "":
+		return nil, badRequest("model: Field required")
+	case in.MaxTokens == nil:
+		return nil, badRequest("max_tokens: Field required")
+	case *in.MaxTokens < 1:
+		return nil, badRequest("max_tokens: Input should be greater than or equal to 1")
+	case len(in.Messages) == 0:
+		return nil, badRequest("messages: at least one message is required")
+	case in.Stream:
+		return nil, badRequest("stream: the simulator does not stream")
+	}
+	r := &chatReq{provider: "anthropic", model: in.Model, maxTokens: *in.MaxTokens, system: textOf(in.System)}
+	if in.Metadata != nil {
+		r.user = in.Metadata.UserID
+	}
+	for i, m := range in.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return nil, badRequest("messages.%d.role: Input should be 'user' or 'assistant'", i)
+		}
+		r.msgs = append(r.msgs, nmsg{role: m.Role, text: textOf(m.Content)})
+	}
+	if len(in.Tools) > 0 && (in.ToolChoice == nil || in.ToolChoice.Type != "none") {
+		tool := in.Tools[0]
+		if in.ToolChoice != nil && in.ToolChoice.Type == "tool" {
+			found := false
+			for _, t := range in.Tools {
+				if t.Name == in.ToolChoice.Name {
+					tool, found = t, true
+				}
+			}
+			if !found {
+				return nil, badRequest("tool_choice: tool %q not found in tools", in.ToolChoice.Name)
+			}
+			r.toolForced = true
+		}
+		r.toolName = tool.Name
+		r.schema = tool.InputSchema
+	}
+	return r, nil
+}
+
+// Ollama chat request.
+type olRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role      string `json:"role"`
+		Content   string `json:"content"`
+		ToolCalls []struct {
+			Function struct {
+				Arguments json.RawMessage `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"messages"`
+	Stream  *bool           `json:"stream"`
+	Format  json.RawMessage `json:"format"`
+	Options *struct {
+		NumPredict *int `json:"num_predict"`
+	} `json:"options"`
+	Tools []struct {
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+func parseOllama(body []byte) (*chatReq, *apiError) {
+	var in olRequest
+	if err := decodeStrict(body, &in); err != nil {
+		return nil, &apiError{status: 400, msg: fmt.Sprintf("invalid character in request body: %v", err)}
+	}
+	if in.Model == "" {
+		return nil, &apiError{status: 400, msg: "model is required"}
+	}
+	if in.Stream == nil || *in.Stream {
+		return nil, &apiError{status: 400, msg: "the simulator only answers stream: false"}
+	}
+	r := &chatReq{provider: "ollama", model: in.Model}
+	for _, m := range in.Messages {
+		t := m.Content
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+			t += string(m.ToolCalls[0].Function.Arguments)
+		}
+		if m.Role == "system" {
+			if r.system != "" {
+				r.system += "\n"
+			}
+			r.system += t
+			continue
+		}
+		r.msgs = append(r.msgs, nmsg{role: m.Role, text: t})
+	}
+	if f := bytes.TrimSpace(in.Format); len(f) > 0 && f[0] == '{' {
+		r.schema = f
+	}
+	if len(in.Tools) > 0 {
+		r.toolName = in.Tools[0].Function.Name
+		if r.schema == nil {
+			r.schema = in.Tools[0].Function.Parameters
+		}
+	}
+	if in.Options != nil && in.Options.NumPredict != nil && *in.Options.NumPredict > 0 {
+		r.maxTokens = *in.Options.NumPredict
+	}
+	return r, nil
+}
+
+// OpenAI response shapes, field order as the API sends them.
+type oaResponse struct {
+	ID                string     `json:"id"`
+	Object            string     `json:"object"`
+	Created           int64      `json:"created"`
+	Model             string     `json:"model"`
+	Choices           []oaChoice `json:"choices"`
+	Usage             oaUsage    `json:"usage"`
+	ServiceTier       string     `json:"service_tier"`
+	SystemFingerprint string     `json:"system_fingerprint"`
+}
+
+type oaChoice struct {
+	Index        int       `json:"index"`
+	Message      oaMessage `json:"message"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason string    `json:"finish_reason"`
+}
+
+type oaMessage struct {
+	Role        string       `json:"role"`
+	Content     *string      `json:"content"`
+	Refusal     *string      `json:"refusal"`
+	ToolCalls   []oaToolCall `json:"tool_calls,omitempty"`
+	Annotations []struct{}   `json:"annotations"`
+}
+
+type oaToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type oaUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+		AudioTokens  int `json:"audio_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens          int `json:"reasoning_tokens"`
+		AudioTokens              int `json:"audio_tokens"`
+		AcceptedPredictionTokens int `json:"accepted_prediction_tokens"`
+		RejectedPredictionTokens int `json:"rejected_prediction_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// Anthropic response shapes.
+type antResponse struct {
+	ID           string   `json:"id"`
+	Type         string   `json:"type"`
+	Role         string   `json:"role"`
+	Model        string   `json:"model"`
+	Content      []any    `json:"content"`
+	StopReason   string   `json:"stop_reason"`
+	StopSequence *string  `json:"stop_sequence"`
+	Usage        antUsage `json:"usage"`
+}
+
+type antText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type antToolUse struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+type antUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	CacheCreation            struct {
+		Ephemeral5m int `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1h int `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+	OutputTokens int    `json:"output_tokens"`
+	ServiceTier  string `json:"service_tier"`
+}
+
+// Ollama response shape.
+type olResponse struct {
+	Model              string    `json:"model"`
+	CreatedAt          string    `json:"created_at"`
+	Message            olMessage `json:"message"`
+	DoneReason         string    `json:"done_reason"`
+	Done               bool      `json:"done"`
+	TotalDuration      int64     `json:"total_duration"`
+	LoadDuration       int64     `json:"load_duration"`
+	PromptEvalCount    int       `json:"prompt_eval_count"`
+	PromptEvalDuration int64     `json:"prompt_eval_duration"`
+	EvalCount          int       `json:"eval_count"`
+	EvalDuration       int64     `json:"eval_duration"`
+}
+
+type olMessage struct {
+	Role      string       `json:"role"`
+	Content   string       `json:"content"`
+	ToolCalls []olToolCall `json:"tool_calls,omitempty"`
+}
+
+type olToolCall struct {
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// errorBody renders e in the provider's error shape.
+func errorBody(provider string, e *apiError, requestID string) []byte {
+	var v any
+	switch provider {
+	case "anthropic":
+		type inner struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		}
+		v = struct {
+			Type      string `json:"type"`
+			Error     inner  `json:"error"`
+			RequestID string `json:"request_id,omitempty"`
+		}{"error", inner{e.typ, e.msg}, requestID}
+	case "ollama":
+		v = struct {
+			Error string `json:"error"`
+		}{e.msg}
+	default:
+		type inner struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		}
+		in := inner{Message: e.msg, Type: e.typ}
+		if e.param != "" {
+			in.Param = &e.param
+		}
+		if e.code != "" {
+			in.Code = &e.code
+		}
+		v = struct {
+			Error inner `json:"error"`
+		}{in}
+	}
+	b, _ := json.Marshal(v)
+	return append(b, '\n')
+}
+
+// statusError is the provider's error for a transport status.
+func statusError(provider string, status int) *apiError {
+	switch provider {
+	case "anthropic":
+		switch status {
+		case 529:
+			return &apiError{status: status, typ: "overloaded_error", msg: "Overloaded"}
+		case 429:
+			return &apiError{status: status, typ: "rate_limit_error", msg: "This request would exceed your account's rate limit. Please try again later."}
+		case 400:
+			return &apiError{status: status, typ: "invalid_request_error", msg: "invalid request"}
+		case 401:
+			return &apiError{status: status, typ: "authentication_error", msg: "invalid x-api-key"}
+		case 403:
+			return &apiError{status: status, typ: "permission_error", msg: "Your API key does not have permission to use the specified resource."}
+		case 404:
+			return &apiError{status: status, typ: "not_found_error", msg: "The requested resource could not be found."}
+		}
+		return &apiError{status: status, typ: "api_error", msg: "Internal server error"}
+	case "ollama":
+		switch status {
+		case 503, 429:
+			return &apiError{status: 503, msg: "server busy, please try again.  maximum pending requests exceeded"}
+		case 404:
+			return &apiError{status: status, msg: "model not found, try pulling it first"}
+		}
+		return &apiError{status: status, msg: "llama runner process has terminated: exit status 2"}
+	}
+	switch status {
+	case 429:
+		return &apiError{status: status, typ: "requests", code: "rate_limit_exceeded", msg: "Rate limit reached for requests. Please try again later."}
+	case 503:
+		return &apiError{status: status, typ: "server_error", msg: "The server is overloaded or not ready yet."}
+	case 529:
+		return &apiError{status: status, typ: "overloaded_error", msg: "The engine is currently overloaded, please try again later."}
+	case 400:
+		return &apiError{status: status, typ: "invalid_request_error", msg: "invalid request"}
+	case 401:
+		return &apiError{status: status, typ: "invalid_request_error", code: "invalid_api_key", msg: "Incorrect API key provided."}
+	case 404:
+		return &apiError{status: status, typ: "invalid_request_error", code: "model_not_found", msg: "The model does not exist or you do not have access to it."}
+	}
+	return &apiError{status: status, typ: "server_error", msg: "The server had an error processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if you keep seeing this error."}
+}
