@@ -87,6 +87,10 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	if err != nil {
 		return nil, &SchemaError{Err: fmt.Errorf("decode schema: %w", err)}
 	}
+	if errs := numberErrors(doc); len(errs) > 0 {
+		e := sortErrors(errs)[0]
+		return nil, &SchemaError{Keyword: keywordAt(doc, e.Path), Location: e.Path, Err: errors.New(body(e.Message))}
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	if opts.draft != nil {
@@ -138,10 +142,16 @@ func (s *Schema) Raw() []byte {
 // Validate validates v, a value as decoded by encoding/json with UseNumber
 // (map[string]any, []any, string, json.Number, bool, nil; float64 and Go
 // integers are accepted too). It returns every error, sorted, or nil when v is
-// valid.
+// valid. A number that is not a JSON number, longer than 1000 characters or
+// with an exponent beyond ±1000 cannot be compared safely: then only such
+// numbers are reported, with keyword "number" (class semantic).
 func (s *Schema) Validate(v any) []Error {
 	if s == nil || s.sch == nil {
 		return nil
+	}
+	if errs := numberErrors(v); len(errs) > 0 {
+		// The value cannot be compared safely; these errors come first.
+		return sortErrors(errs)
 	}
 	err := s.sch.Validate(v)
 	if err == nil {

@@ -131,8 +131,8 @@ var keywordClasses = map[string]Class{
 //     exclusiveMaximum, multipleOf, minLength, maxLength, pattern, format,
 //     uniqueItems, contains, minContains, maxContains.
 //
-// Any other keyword (e.g. "not", an ambiguous "oneOf", extension keywords) is
-// semantic.
+// Any other keyword (e.g. "not", an ambiguous "oneOf", "number" for a number
+// out of the supported range, extension keywords) is semantic.
 func KeywordClass(keyword string) Class {
 	if c, ok := keywordClasses[keyword]; ok {
 		return c
