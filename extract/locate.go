@@ -28,6 +28,7 @@ type extractor struct {
 	masked   []span // reasoning blocks
 	claimed  []span // fences, tags and inline code already looked at
 	firstErr *SyntaxError
+	fatal    bool // a value nested deeper than MaxDepth: stop looking
 }
 
 // found is a candidate plus what the locator needs to rank it.
@@ -66,6 +67,9 @@ func RepairText(text string) (Candidate, error) {
 	if a == b {
 		return Candidate{}, wholeError("text is empty")
 	}
+	if !e.rawStart(a, b) {
+		return Candidate{}, newSyntaxError(a, "unexpected %s", describe(text, a))
+	}
 	f, next, err := e.parse(a, b, true, false)
 	if err != nil {
 		return Candidate{}, err
@@ -78,13 +82,13 @@ func RepairText(text string) (Candidate, error) {
 }
 
 func (e *extractor) run() []found {
-	if c := e.raw(); len(c) > 0 {
+	if c := e.raw(); len(c) > 0 || e.fatal {
 		return e.finish(c)
 	}
 	var structured []found
 	structured = append(structured, e.tags()...)
 	structured = append(structured, e.fences()...)
-	if len(structured) > 0 {
+	if len(structured) > 0 || e.fatal {
 		return e.finish(structured)
 	}
 	loose := e.inline()
@@ -202,6 +206,10 @@ func (e *extractor) finishParse(p *parser, a int) (found, int, *SyntaxError) {
 	ok := p.value()
 	e.work += p.i - a
 	if !ok {
+		if p.tooDeep {
+			e.fatal = true
+			e.firstErr = p.err
+		}
 		if e.firstErr == nil {
 			e.firstErr = p.err
 		}
@@ -261,23 +269,14 @@ func trimSpan(s string, a, b int) (int, int) {
 
 // maskReasoning finds <think>...</think> style blocks.
 func (e *extractor) maskReasoning() {
-	lower := ""
 	for _, name := range [...]string{"think", "thinking", "reasoning", "reflection"} {
-		open := "<" + name + ">"
-		if !containsFold(e.src, open) {
-			continue
-		}
-		if lower == "" {
-			lower = strings.ToLower(e.src)
-		}
-		closeTag := "</" + name + ">"
+		open, closeTag := "<"+name+">", "</"+name+">"
 		for i := 0; ; {
-			j := strings.Index(lower[i:], open)
+			j := indexFold(e.src, open, i)
 			if j < 0 {
 				break
 			}
-			j += i
-			k := strings.Index(lower[j:], closeTag)
+			k := indexFold(e.src, closeTag, j+len(open))
 			if k < 0 {
 				// An unclosed reasoning block at the start hides everything after it.
 				if strings.TrimSpace(e.src[:j]) == "" {
@@ -285,7 +284,7 @@ func (e *extractor) maskReasoning() {
 				}
 				break
 			}
-			end := j + k + len(closeTag)
+			end := k + len(closeTag)
 			e.masked = append(e.masked, span{j, end})
 			i = end
 		}
@@ -293,14 +292,21 @@ func (e *extractor) maskReasoning() {
 	slices.SortFunc(e.masked, func(x, y span) int { return x.a - y.a })
 }
 
-func containsFold(s, sub string) bool {
-	if len(s) < len(sub) {
-		return false
+// indexFold returns the index of the ASCII tag sub in s at or after from,
+// ignoring case, or -1. sub starts with '<'.
+func indexFold(s, sub string, from int) int {
+	for i := from; i < len(s); {
+		j := strings.IndexByte(s[i:], '<')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if i+len(sub) <= len(s) && strings.EqualFold(s[i:i+len(sub)], sub) {
+			return i
+		}
+		i++
 	}
-	if strings.Contains(s, sub) {
-		return true
-	}
-	return strings.Contains(strings.ToLower(s), sub)
+	return -1
 }
 
 func inSpans(spans []span, i int) (span, bool) {
@@ -482,25 +488,23 @@ func (e *extractor) tags() []found {
 	if strings.IndexByte(e.src, '<') < 0 {
 		return nil
 	}
-	lower := strings.ToLower(e.src)
 	var out []found
 	for _, name := range tagNames {
 		open, closeTag := "<"+name+">", "</"+name+">"
 		for i := 0; ; {
-			j := strings.Index(lower[i:], open)
+			j := indexFold(e.src, open, i)
 			if j < 0 {
 				break
 			}
-			j += i
 			if _, in := inSpans(e.masked, j); in {
 				i = j + len(open)
 				continue
 			}
 			cs := j + len(open)
-			k := strings.Index(lower[cs:], closeTag)
+			k := indexFold(e.src, closeTag, cs)
 			ce, end := len(e.src), len(e.src)
 			if k >= 0 {
-				ce = cs + k
+				ce = k
 				end = ce + len(closeTag)
 			}
 			i = end
@@ -728,6 +732,14 @@ func (e *extractor) scan() []found {
 			break
 		}
 		f, next, err := e.parse(o, len(s), true, true)
+		if err != nil && e.fatal {
+			break
+		}
+		if err == nil && rejectScan(f) {
+			if e.firstErr == nil {
+				e.firstErr = newSyntaxError(o, "fragment %s is not JSON", quoteSnippet(s[o:max(next, o+1)]))
+			}
+		}
 		if err != nil || rejectScan(f) {
 			i = o + 1
 			continue

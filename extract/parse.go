@@ -58,6 +58,7 @@ type parser struct {
 	depth   int
 	stack   []byte // closers of the open containers, innermost last
 	paren   int    // open tuples and function calls
+	tooDeep bool   // nesting passed MaxDepth
 	trunc   bool
 	stopped bool // the region ended early (fence, EOF) while parsing
 	err     *SyntaxError
@@ -104,11 +105,18 @@ func (p *parser) ended() bool {
 // region ended: truncated at the end of the reply, unclosed otherwise.
 func (p *parser) closeRepair(kind string) {
 	if p.atEOF && p.i >= p.end {
-		p.trunc = true
-		p.repair(KindTruncated, p.i)
+		p.truncate(p.i)
 		return
 	}
 	p.repair(kind, p.i)
+}
+
+// truncate marks the value cut off at the end of the reply, once.
+func (p *parser) truncate(at int) {
+	if !p.trunc {
+		p.trunc = true
+		p.repair(KindTruncated, at)
+	}
 }
 
 func isFenceAt(s string, i int) bool {
@@ -308,6 +316,7 @@ func (p *parser) push(at int, closer byte) bool {
 	p.depth++
 	p.stack = append(p.stack, closer)
 	if p.depth > MaxDepth {
+		p.tooDeep = true
 		return p.fail(at, "nesting deeper than %d", MaxDepth)
 	}
 	return true
@@ -340,6 +349,7 @@ func (p *parser) object() bool {
 	outOpen := len(p.out)
 	p.out = append(p.out, '{')
 	first := true
+	comma := -1 // the separator after the last member, once seen
 	for {
 		p.skip()
 		if p.ended() {
@@ -348,6 +358,10 @@ func (p *parser) object() bool {
 			break
 		}
 		c := p.src[p.i]
+		if (c == '}' || c == ']' || c == ')') && comma >= 0 {
+			p.repair(KindTrailingComma, comma)
+			comma = -1
+		}
 		if c == '}' {
 			p.i++
 			break
@@ -362,10 +376,13 @@ func (p *parser) object() bool {
 			continue
 		}
 		if c == ',' {
-			if first {
+			switch {
+			case first:
 				p.repair(KindLeadingComma, p.i)
-			} else {
+			case comma >= 0:
 				p.repair(KindTrailingComma, p.i)
+			default:
+				comma = p.i
 			}
 			p.i++
 			continue
@@ -379,7 +396,7 @@ func (p *parser) object() bool {
 			p.repair(KindUnclosed, p.i)
 			break
 		}
-		if !first && !p.hadComma() {
+		if !first && comma < 0 {
 			p.repair(KindMissingComma, p.i)
 		}
 		memberOut, memberRep := len(p.out), len(p.repairs)
@@ -447,32 +464,10 @@ func (p *parser) object() bool {
 			return false
 		}
 		first = false
+		comma = -1
 	}
 	p.out = append(p.out, '}')
 	return true
-}
-
-// hadComma reports whether a comma separates the previous member from p.i.
-// Commas are consumed by the loop, so it looks back over whitespace.
-func (p *parser) hadComma() bool {
-	j := p.i - 1
-	for j >= 0 {
-		c := p.src[j]
-		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
-			j--
-			continue
-		}
-		if c == '/' && j > 0 && p.src[j-1] == '*' {
-			k := strings.LastIndex(p.src[:j-1], "/*")
-			if k < 0 {
-				return false
-			}
-			j = k - 1
-			continue
-		}
-		return c == ','
-	}
-	return false
 }
 
 // memberValue parses a value in an object or array, treating `...` as nothing.
@@ -558,6 +553,7 @@ func (p *parser) array() bool {
 // elements parses array elements up to the closer.
 func (p *parser) elements(closer byte) bool {
 	first := true
+	comma := -1 // the separator after the last member, once seen
 	for {
 		p.skip()
 		if p.ended() {
@@ -566,6 +562,10 @@ func (p *parser) elements(closer byte) bool {
 			return true
 		}
 		c := p.src[p.i]
+		if (c == ']' || c == '}' || c == ')') && comma >= 0 {
+			p.repair(KindTrailingComma, comma)
+			comma = -1
+		}
 		if c == closer {
 			p.i++
 			return true
@@ -580,10 +580,13 @@ func (p *parser) elements(closer byte) bool {
 			continue
 		}
 		if c == ',' {
-			if first {
+			switch {
+			case first:
 				p.repair(KindLeadingComma, p.i)
-			} else {
+			case comma >= 0:
 				p.repair(KindTrailingComma, p.i)
+			default:
+				comma = p.i
 			}
 			p.i++
 			continue
@@ -591,7 +594,7 @@ func (p *parser) elements(closer byte) bool {
 		if p.ellipsis() {
 			continue
 		}
-		if !first && !p.hadComma() {
+		if !first && comma < 0 {
 			p.repair(KindMissingComma, p.i)
 		}
 		if !first {
@@ -601,6 +604,7 @@ func (p *parser) elements(closer byte) bool {
 			return false
 		}
 		first = false
+		comma = -1
 	}
 }
 
@@ -1118,8 +1122,7 @@ func (p *parser) number() bool {
 	}
 	if changed {
 		if truncEnd && p.atEOF && i >= p.end {
-			p.trunc = true
-			p.repair(KindTruncated, start)
+			p.truncate(start)
 		} else {
 			p.repair(KindNumberFormat, start)
 		}
@@ -1159,8 +1162,7 @@ func (p *parser) symbol() bool {
 	if i >= p.end && p.atEOF && word != "" {
 		for _, full := range [...]string{"true", "false", "null"} {
 			if strings.HasPrefix(full, word) && len(word) < len(full) {
-				p.trunc = true
-				p.repair(KindTruncated, start)
+				p.truncate(start)
 				p.out = append(p.out, full...)
 				p.i = i
 				return true

@@ -1,0 +1,59 @@
+package extract
+
+import (
+	"strings"
+	"testing"
+)
+
+// typicalReply is a 2 KB model reply: prose, then a fenced object.
+func typicalReply() string {
+	var b strings.Builder
+	b.WriteString("Sure! Based on the document, here is the extracted data:\n\n```json\n{\n  \"invoice\": {\n    \"id\": \"INV-2024-0042\",\n    \"customer\": \"Acme Corp\",\n    \"lines\": [\n")
+	for i := 0; b.Len() < 1900; i++ {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		b.WriteString(`      {"sku": "ABC-1234", "description": "Widget, large", "qty": 3, "unit_price": 19.99}`)
+	}
+	b.WriteString("\n    ],\n    \"total\": 239.88,\n  }\n}\n```\n\nLet me know if you need anything else.")
+	return b.String()
+}
+
+// largeReply is a 100 KB reply: an array of objects with a few repairs.
+func largeReply() string {
+	var b strings.Builder
+	b.WriteString("Here you go:\n[")
+	for i := 0; b.Len() < 100<<10; i++ {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		b.WriteString(`{"id": 1, name: 'row', "tags": ["a", "b",], "ok": True, "note": "line one\nline two"}`)
+	}
+	b.WriteString("]\nDone.")
+	return b.String()
+}
+
+func benchExtract(b *testing.B, reply string) {
+	b.SetBytes(int64(len(reply)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = Extract(reply)
+	}
+}
+
+func BenchmarkExtractTypical2KB(b *testing.B) { benchExtract(b, typicalReply()) }
+func BenchmarkExtract100KB(b *testing.B)      { benchExtract(b, largeReply()) }
+
+func BenchmarkExtractAdversarial(b *testing.B) {
+	for name, reply := range adversarial() {
+		b.Run(name, func(b *testing.B) { benchExtract(b, reply) })
+	}
+}
+
+func BenchmarkRepairTextTypical(b *testing.B) {
+	text := `{"id": 7, name: 'Ada', "tags": ["x", "y",], "ok": True}`
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = RepairText(text)
+	}
+}
