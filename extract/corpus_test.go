@@ -62,15 +62,15 @@ func (c corpusCase) hasTag(tags ...string) bool {
 //     and its guesses about quotes and fences inside strings.
 //   - BAML: only schema-neutral cases are meaningful without a schema.
 var corpusFloors = map[string]float64{
-	"baml-jsonish.jsonl (schema_neutral)": 84,
+	"baml-jsonish.jsonl (schema_neutral)": 88,
 	"josdejong-jsonrepair.jsonl":          89,
 	"kaptinlin-jsonrepair.jsonl":          88,
 	"langchain-json.jsonl":                92,
-	"mangiucugna-json_repair.jsonl":       71,
+	"mangiucugna-json_repair.jsonl":       73,
 	"vercel-ai-fixjson.jsonl":             100,
-	"dedup: overall":                      83,
-	"dedup: group llm-typical":            80,
-	"dedup: fence+prose":                  76,
+	"dedup: overall":                      84,
+	"dedup: group llm-typical":            81,
+	"dedup: fence+prose":                  78,
 	"dedup: must-fail refused":            100,
 }
 

@@ -196,7 +196,13 @@ func quoteSnippet(s string) string {
 
 // parse runs the lenient parser on src[a:end] and decodes the result.
 func (e *extractor) parse(a, end int, atEOF, fence bool) (found, int, *SyntaxError) {
-	p := &parser{src: e.src, i: a, end: end, atEOF: atEOF, fence: fence, work: &e.work, limit: e.limit}
+	return e.parseMerge(a, end, atEOF, fence, false)
+}
+
+// parseMerge is parse; with merge, members that follow an object closed too
+// early are read into it.
+func (e *extractor) parseMerge(a, end int, atEOF, fence, merge bool) (found, int, *SyntaxError) {
+	p := &parser{src: e.src, i: a, end: end, atEOF: atEOF, fence: fence, work: &e.work, limit: e.limit, mergeTop: merge}
 	return e.finishParse(p, a)
 }
 
@@ -225,7 +231,7 @@ func (e *extractor) finishParse(p *parser, a int) (found, int, *SyntaxError) {
 	}
 	f := found{Candidate: Candidate{
 		Value: v, JSON: p.out, Start: p.off(start), End: p.off(p.i),
-		Repairs: p.repairs, Truncated: p.trunc,
+		Repairs: p.repairs, Truncated: hasRepair(p.repairs, KindTruncated),
 	}}
 	slices.SortStableFunc(f.Repairs, func(x, y Repair) int { return x.Offset - y.Offset })
 	switch x := v.(type) {
@@ -344,7 +350,7 @@ func (e *extractor) raw() []found {
 	var out []found
 	i := a
 	for i < b {
-		f, next, err := e.parse(i, b, b == len(e.src) || strings.TrimSpace(e.src[b:]) == "", true)
+		f, next, err := e.parseMerge(i, b, b == len(e.src) || strings.TrimSpace(e.src[b:]) == "", true, true)
 		if err != nil {
 			return nil
 		}

@@ -48,23 +48,24 @@ const (
 // MaxDepth; strings are re-read at most twice, and a shared work budget turns
 // every re-read off once it is spent, so the total work stays linear.
 type parser struct {
-	src     string
-	i       int
-	end     int  // region end, exclusive
-	atEOF   bool // end is the end of the reply: running out means truncated
-	fence   bool // a ``` or ~~~ run in a structural position ends the region
-	out     []byte
-	repairs []Repair
-	depth   int
-	stack   []byte // closers of the open containers, innermost last
-	paren   int    // open tuples and function calls
-	tooDeep bool   // nesting passed MaxDepth
-	trunc   bool
-	stopped bool // the region ended early (fence, EOF) while parsing
-	err     *SyntaxError
-	work    *int // bytes re-read by string retries, shared across attempts
-	limit   int
-	offmap  []int // when src is an unescaped copy: offsets into the reply
+	src      string
+	i        int
+	end      int  // region end, exclusive
+	atEOF    bool // end is the end of the reply: running out means truncated
+	fence    bool // a ``` or ~~~ run in a structural position ends the region
+	out      []byte
+	repairs  []Repair
+	depth    int
+	stack    []byte // closers of the open containers, innermost last
+	paren    int    // open tuples and function calls
+	mergeTop bool   // raw reply: members after an early '}' rejoin the object
+	tooDeep  bool   // nesting passed MaxDepth
+	trunc    bool
+	stopped  bool // the region ended early (fence, EOF) while parsing
+	err      *SyntaxError
+	work     *int // bytes re-read by string retries, shared across attempts
+	limit    int
+	offmap   []int // when src is an unescaped copy: offsets into the reply
 }
 
 func (p *parser) off(i int) int {
@@ -113,7 +114,8 @@ func (p *parser) closeRepair(kind string) {
 
 // truncate marks the value cut off at the end of the reply, once.
 func (p *parser) truncate(at int) {
-	if !p.trunc {
+	p.trunc = true
+	if !hasRepair(p.repairs, KindTruncated) {
 		p.trunc = true
 		p.repair(KindTruncated, at)
 	}
@@ -270,7 +272,7 @@ func isIdent(c byte) bool { return isIdentStart(c) || isDigit(c) }
 // value parses one value at p.i (after whitespace).
 func (p *parser) value() bool {
 	p.skip()
-	if p.ended() {
+	if p.i >= p.end {
 		return p.fail(p.i, "unexpected end of text")
 	}
 	c := p.src[p.i]
@@ -363,11 +365,17 @@ func (p *parser) object() bool {
 			comma = -1
 		}
 		if c == '}' {
+			if p.mergeTop && p.depth == 1 && p.keyFollows(p.i+1) {
+				// {"a": 1}, "b": 2}: the object was closed too early.
+				p.repair(KindExtraBracket, p.i)
+				p.i++
+				continue
+			}
 			p.i++
 			break
 		}
 		if c == ']' || c == ')' {
-			if p.closesOuter(c) {
+			if p.closesOuter(c) && !p.keyFollows(p.i+1) {
 				p.repair(KindMismatched, p.i)
 				break
 			}
@@ -416,8 +424,12 @@ func (p *parser) object() bool {
 			p.repair(KindTuple, open)
 			p.out = append(p.out, '[')
 			p.stack[len(p.stack)-1] = '}'
+			wasTrunc := p.trunc
 			if !p.elements('}') {
 				return false
+			}
+			if p.trunc && !wasTrunc {
+				return p.fail(keyAt, "expected ':' after the key at offset %d", p.off(keyAt))
 			}
 			p.out = append(p.out, ']')
 			return true
@@ -450,7 +462,7 @@ func (p *parser) object() bool {
 		}
 		p.out = append(p.out, ':')
 		p.skip()
-		if p.ended() {
+		if p.i >= p.end || (p.fence && isFenceAt(p.src, p.i) && !p.fencedValueAhead()) {
 			p.out, p.repairs = p.out[:memberOut], p.repairs[:memberRep]
 			p.stopped = true
 			p.closeRepair(KindUnclosed)
@@ -573,6 +585,10 @@ func (p *parser) elements(closer byte) bool {
 		if c == ']' || c == '}' || c == ')' {
 			if p.closesOuter(c) {
 				p.repair(KindMismatched, p.i)
+				if c == '}' && p.keyFollows(p.i+1) {
+					// ["a", "b"}, "k": ... : the brace was meant to close the array.
+					p.i++
+				}
 				return true
 			}
 			p.repair(KindExtraBracket, p.i)
@@ -987,6 +1003,11 @@ func (p *parser) escape() bool {
 		p.i += 2
 		return true
 	}
+	if c >= 0x80 {
+		// \„ : drop the backslash before a non-ASCII character.
+		p.i++
+		return true
+	}
 	// An unknown escape such as \d in a regex: keep the backslash as text.
 	p.out = append(p.out, '\\', '\\')
 	p.i++
@@ -1202,9 +1223,19 @@ func (p *parser) symbol() bool {
 // unquoted reads an unquoted string value up to a delimiter.
 func (p *parser) unquoted(start int, allowSpace bool) bool {
 	i := start
+	parens := 0
 	for i < p.end {
 		c := p.src[i]
-		if c == ',' || c == '}' || c == ']' || c == '\n' || c == '\r' || c == '[' || c == '{' || c == ')' {
+		if c == '(' {
+			parens++
+		}
+		if c == ')' {
+			if parens == 0 {
+				break
+			}
+			parens--
+		}
+		if c == ',' || c == '}' || c == ']' || c == '\n' || c == '\r' || c == '[' || c == '{' {
 			break
 		}
 		if c == ':' && !(i+2 < p.end && p.src[i+1] == '/' && p.src[i+2] == '/') && i > start && !isDigit(p.src[i-1]) {
@@ -1363,4 +1394,23 @@ func (p *parser) fencedString() bool {
 	}
 	p.out = appendJSONString(p.out, dedent("\n"+text))
 	return true
+}
+
+// fencedValueAhead reports whether the fence at p.i opens a fenced block that
+// is closed later: a code value such as "code": ```py ... ```.
+func (p *parser) fencedValueAhead() bool {
+	nl := strings.IndexByte(p.src[p.i:p.end], '\n')
+	if nl < 0 {
+		return false
+	}
+	return strings.Contains(p.src[p.i+nl:p.end], "```")
+}
+
+// keyFollows reports whether `, "key":` follows i.
+func (p *parser) keyFollows(i int) bool {
+	j := p.peekSkip(i)
+	if j >= p.end || p.src[j] != ',' {
+		return false
+	}
+	return p.quoteStartsKey(p.peekSkip(j + 1))
 }
