@@ -91,7 +91,7 @@ func (s *Store) InsertJobs(ctx context.Context, jobs []NewJob) (int, error) {
 			[]string{"id", "batch", "row_no", "schema_hash", "prompt", "provider", "model", "mode", "strategy", "metadata"},
 			pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) {
 				j := jobs[i]
-				return []any{j.ID, j.Batch, j.RowNo, j.SchemaHash, j.Prompt, j.Provider, j.Model, j.Mode, j.Strategy, rawOr(j.Metadata, "{}")}, nil
+				return []any{j.ID, j.Batch, j.RowNo, j.SchemaHash, txt(j.Prompt), txt(j.Provider), txt(j.Model), txt(j.Mode), txt(j.Strategy), rawOr(pgJSON(j.Metadata), "{}")}, nil
 			}))
 		if err != nil {
 			return fmt.Errorf("copy jobs: %w", err)
@@ -220,7 +220,7 @@ func (s *Store) Reject(ctx context.Context, r Rejection) (bool, error) {
 				SET status = EXCLUDED.status, error = EXCLUDED.error,
 				    payload = EXCLUDED.payload, finished_at = EXCLUDED.finished_at
 				WHERE jobs.status = 'queued'`,
-				r.JobID, r.Batch, status, r.Reason, r.Payload)
+				r.JobID, r.Batch, status, txt(r.Reason), r.Payload)
 			if err != nil {
 				return err
 			}

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -231,76 +234,9 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 		}
 	}
 
-	n := len(order)
-	var (
-		// jobs
-		jID, jBatch, jSchema, jPrompt, jProvider, jModel, jMode, jStrategy, jMeta = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		jRow                                                                       = make([]int32, n)
-		batches                                                                    []string
-		// results
-		rStatus, rError, rClass        = make([]string, n), make([]string, n), make([]string, n)
-		rValue                         = make([]*string, n)
-		rAttempts, rCalls, rDeliveries = make([]int32, n), make([]int32, n), make([]int32, n)
-		rFirst, rRepaired              = make([]bool, n), make([]bool, n)
-		rIn, rOut, rCached, rWall      = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		rCost                          = make([]float64, n)
-		rStarted, rFinished            = make([]*time.Time, n), make([]*time.Time, n)
-		// attempts
-		aJob, aReqHash, aRaw, aSource, aErrors, aClass, aFinish, aProvErr, aModel, aReqID []string
-		aReq, aRepairs, aRetryClasses                                                      []*string
-		aNo, aRetries, aStatus                                                             []int32
-		aValid, aRepaired                                                                  []bool
-		aLatency, aIn, aOut, aCached                                                       []int64
-		aStarted                                                                           []*time.Time
-	)
-	seenBatch := map[string]bool{}
-	for k, i := range order {
-		r := results[i]
-		jID[k] = r.JobID
-		jMeta[k] = "{}"
-		if j := r.Job; j != nil {
-			jBatch[k], jRow[k], jSchema[k], jPrompt[k] = j.Batch, int32(j.RowNo), j.SchemaHash, j.Prompt
-			jProvider[k], jModel[k], jMode[k], jStrategy[k] = j.Provider, j.Model, j.Mode, j.Strategy
-			jMeta[k] = rawOr(j.Metadata, "{}")
-			if j.Batch != "" && !seenBatch[j.Batch] {
-				seenBatch[j.Batch] = true
-				batches = append(batches, j.Batch)
-			}
-		}
-		rStatus[k], rError[k], rClass[k], rValue[k] = r.Status, r.Error, r.FinalClass, nullJSON(r.Value)
-		rAttempts[k], rCalls[k], rDeliveries[k] = int32(r.Attempts), int32(r.Calls), int32(r.Deliveries)
-		rFirst[k], rRepaired[k] = r.FirstAttemptValid, r.RepairedLocally
-		rIn[k], rOut[k], rCached[k], rWall[k] = r.TokensIn, r.TokensOut, r.TokensCached, r.WallMS
-		rCost[k], rStarted[k], rFinished[k] = r.CostUSD, nullTime(r.StartedAt), nullTime(r.FinishedAt)
-		for ai, a := range r.AttemptRows {
-			no := a.No
-			if no == 0 {
-				no = ai + 1
-			}
-			aJob = append(aJob, r.JobID)
-			aNo = append(aNo, int32(no))
-			aReq = append(aReq, nullJSON(a.Request))
-			aReqHash = append(aReqHash, a.RequestHash)
-			aRaw = append(aRaw, a.Raw)
-			aSource = append(aSource, a.Source)
-			aRepairs = append(aRepairs, nullJSON(a.Repairs))
-			aErrors = append(aErrors, rawOr(a.Errors, "[]"))
-			aClass = append(aClass, a.Class)
-			aValid = append(aValid, a.Valid)
-			aRepaired = append(aRepaired, a.RepairedLocally)
-			aFinish = append(aFinish, a.FinishReason)
-			aLatency = append(aLatency, a.LatencyMS)
-			aIn = append(aIn, a.TokensIn)
-			aOut = append(aOut, a.TokensOut)
-			aCached = append(aCached, a.TokensCached)
-			aRetries = append(aRetries, int32(a.TransportRetries))
-			aRetryClasses = append(aRetryClasses, nullJSON(a.RetryClasses))
-			aStatus = append(aStatus, int32(a.ProviderStatus))
-			aProvErr = append(aProvErr, a.ProviderError)
-			aModel = append(aModel, a.Model)
-			aReqID = append(aReqID, a.RequestID)
-			aStarted = append(aStarted, nullTime(a.StartedAt))
-		}
+	var c columns
+	for _, i := range order {
+		c.add(results[i])
 	}
 
 	ctx, cancel := s.timeout(ctx)
@@ -310,15 +246,17 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 		wonIDs = wonIDs[:0]
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			b := &pgx.Batch{}
-			if len(batches) > 0 {
-				b.Queue(`INSERT INTO batches (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, batches)
+			if len(c.batches) > 0 {
+				b.Queue(`INSERT INTO batches (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, c.batches)
 			}
-			b.Queue(saveJobsSQL, jID, jBatch, jRow, jSchema, jPrompt, jProvider, jModel, jMode, jStrategy, jMeta)
+			b.Queue(saveJobsSQL, c.j.id, c.j.batch, c.j.rowNo, c.j.schema, c.j.prompt, c.j.provider, c.j.model,
+				c.j.mode, c.j.strategy, c.j.meta)
 			b.Queue(saveResultsSQL,
-				jID, rStatus, rValue, rError, rClass, rAttempts, rCalls, rFirst, rRepaired, rIn, rOut, rCached,
-				rCost, rStarted, rFinished, rWall, rDeliveries,
-				aJob, aNo, aReq, aReqHash, aRaw, aSource, aRepairs, aErrors, aClass, aValid, aRepaired, aFinish,
-				aLatency, aIn, aOut, aCached, aRetries, aRetryClasses, aStatus, aProvErr, aModel, aReqID, aStarted,
+				c.j.id, c.r.status, c.r.value, c.r.error, c.r.class, c.r.attempts, c.r.calls, c.r.first, c.r.repaired,
+				c.r.in, c.r.out, c.r.cached, c.r.cost, c.r.started, c.r.finished, c.r.wall, c.r.deliveries,
+				c.a.job, c.a.no, c.a.req, c.a.reqHash, c.a.raw, c.a.source, c.a.repairs, c.a.errors, c.a.class,
+				c.a.valid, c.a.repaired, c.a.finish, c.a.latency, c.a.in, c.a.out, c.a.cached, c.a.retries,
+				c.a.retryClasses, c.a.status, c.a.provErr, c.a.model, c.a.reqID, c.a.started,
 			).Query(func(rows pgx.Rows) error {
 				ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 				wonIDs = ids
@@ -334,4 +272,153 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 		won[first[id]] = true
 	}
 	return won, nil
+}
+
+// columns holds a slice of results as one array per SQL column, the shape
+// unnest() takes: one statement carries any number of rows.
+type columns struct {
+	batches []string
+	seen    map[string]bool
+	j       struct {
+		id, batch, schema, prompt, provider, model, mode, strategy, meta []string
+		rowNo                                                            []int32
+	}
+	r struct {
+		status, error, class        []string
+		value                       []*string
+		attempts, calls, deliveries []int32
+		first, repaired             []bool
+		in, out, cached, wall       []int64
+		cost                        []float64
+		started, finished           []*time.Time
+	}
+	a struct {
+		job, reqHash, raw, source, errors, class, finish, provErr, model, reqID []string
+		req, repairs, retryClasses                                              []*string
+		no, retries, status                                                     []int32
+		valid, repaired                                                         []bool
+		latency, in, out, cached                                                []int64
+		started                                                                 []*time.Time
+	}
+}
+
+func (c *columns) add(r Result) {
+	j := r.Job
+	if j == nil {
+		j = &NewJob{}
+	}
+	if j.Batch != "" && !c.seen[j.Batch] {
+		if c.seen == nil {
+			c.seen = map[string]bool{}
+		}
+		c.seen[j.Batch] = true
+		c.batches = append(c.batches, j.Batch)
+	}
+	c.j.id = append(c.j.id, r.JobID)
+	c.j.batch = append(c.j.batch, txt(j.Batch))
+	c.j.rowNo = append(c.j.rowNo, int32(j.RowNo))
+	c.j.schema = append(c.j.schema, txt(j.SchemaHash))
+	c.j.prompt = append(c.j.prompt, txt(j.Prompt))
+	c.j.provider = append(c.j.provider, txt(j.Provider))
+	c.j.model = append(c.j.model, txt(j.Model))
+	c.j.mode = append(c.j.mode, txt(j.Mode))
+	c.j.strategy = append(c.j.strategy, txt(j.Strategy))
+	c.j.meta = append(c.j.meta, rawOr(pgJSON(j.Metadata), "{}"))
+
+	c.r.status = append(c.r.status, txt(r.Status))
+	c.r.value = append(c.r.value, nullJSON(pgJSON(r.Value)))
+	c.r.error = append(c.r.error, txt(r.Error))
+	c.r.class = append(c.r.class, txt(r.FinalClass))
+	c.r.attempts = append(c.r.attempts, int32(r.Attempts))
+	c.r.calls = append(c.r.calls, int32(r.Calls))
+	c.r.first = append(c.r.first, r.FirstAttemptValid)
+	c.r.repaired = append(c.r.repaired, r.RepairedLocally)
+	c.r.in = append(c.r.in, r.TokensIn)
+	c.r.out = append(c.r.out, r.TokensOut)
+	c.r.cached = append(c.r.cached, r.TokensCached)
+	c.r.cost = append(c.r.cost, r.CostUSD)
+	c.r.started = append(c.r.started, nullTime(r.StartedAt))
+	c.r.finished = append(c.r.finished, nullTime(r.FinishedAt))
+	c.r.wall = append(c.r.wall, r.WallMS)
+	c.r.deliveries = append(c.r.deliveries, int32(r.Deliveries))
+
+	for i, a := range r.AttemptRows {
+		no := a.No
+		if no == 0 {
+			no = i + 1
+		}
+		c.a.job = append(c.a.job, r.JobID)
+		c.a.no = append(c.a.no, int32(no))
+		c.a.req = append(c.a.req, nullJSON(pgJSON(a.Request)))
+		c.a.reqHash = append(c.a.reqHash, txt(a.RequestHash))
+		c.a.raw = append(c.a.raw, txt(a.Raw))
+		c.a.source = append(c.a.source, txt(a.Source))
+		c.a.repairs = append(c.a.repairs, nullJSON(pgJSON(a.Repairs)))
+		c.a.errors = append(c.a.errors, rawOr(pgJSON(a.Errors), "[]"))
+		c.a.class = append(c.a.class, txt(a.Class))
+		c.a.valid = append(c.a.valid, a.Valid)
+		c.a.repaired = append(c.a.repaired, a.RepairedLocally)
+		c.a.finish = append(c.a.finish, txt(a.FinishReason))
+		c.a.latency = append(c.a.latency, a.LatencyMS)
+		c.a.in = append(c.a.in, a.TokensIn)
+		c.a.out = append(c.a.out, a.TokensOut)
+		c.a.cached = append(c.a.cached, a.TokensCached)
+		c.a.retries = append(c.a.retries, int32(a.TransportRetries))
+		c.a.retryClasses = append(c.a.retryClasses, nullJSON(pgJSON(a.RetryClasses)))
+		c.a.status = append(c.a.status, int32(a.ProviderStatus))
+		c.a.provErr = append(c.a.provErr, txt(a.ProviderError))
+		c.a.model = append(c.a.model, txt(a.Model))
+		c.a.reqID = append(c.a.reqID, txt(a.RequestID))
+		c.a.started = append(c.a.started, nullTime(a.StartedAt))
+	}
+}
+
+// txt makes s storable in a text column: Postgres rejects NUL bytes and
+// invalid UTF-8, and a reply may hold either. Both become U+FFFD.
+func txt(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	return s
+}
+
+// pgJSON makes valid JSON storable as jsonb, which rejects the escape
+// \u0000 in strings: such strings get U+FFFD instead. Other input is
+// returned as is.
+func pgJSON(r json.RawMessage) json.RawMessage {
+	if !bytes.Contains(r, []byte(`\u0000`)) {
+		return r
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(r))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return r
+	}
+	out, err := json.Marshal(scrub(v))
+	if err != nil {
+		return r
+	}
+	return out
+}
+
+func scrub(v any) any {
+	switch x := v.(type) {
+	case string:
+		return strings.ReplaceAll(x, "\x00", "\uFFFD")
+	case []any:
+		for i := range x {
+			x[i] = scrub(x[i])
+		}
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[strings.ReplaceAll(k, "\x00", "\uFFFD")] = scrub(e)
+		}
+		return m
+	}
+	return v
 }

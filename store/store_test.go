@@ -712,3 +712,30 @@ func TestOpenConfig(t *testing.T) {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
+
+// Replies may hold NUL bytes, invalid UTF-8 or a \u0000 escape, which text
+// and jsonb columns reject; the save must store them (as U+FFFD) rather than
+// fail the whole slice.
+func TestSaveResultsUnstorableText(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "nul", 2)
+	ctx := context.Background()
+	r := result(jobID("nul", 1), "a\x00b\xffc", "")
+	r.Value = json.RawMessage(`{"k\u0000":"v\u0000","n":[1.50,"\\u0000"]}`)
+	r.Error = "e\x00"
+	ok := result(jobID("nul", 2), "fine", "")
+	won, err := s.SaveResults(ctx, []store.Result{r, ok})
+	if err != nil || !won[0] || !won[1] {
+		t.Fatalf("SaveResults won=%v err=%v, want both saved", won, err)
+	}
+	j, attempts, err := s.Job(ctx, r.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attempts[0].Raw != "a\uFFFDb\uFFFDc" || j.Error != "e\uFFFD" {
+		t.Fatalf("raw %q error %q, want NUL and invalid bytes replaced by U+FFFD", attempts[0].Raw, j.Error)
+	}
+	if want := `{"n": [1.50, "\\u0000"], "k�": "v�"}`; string(j.Value) != want {
+		t.Fatalf("value = %s, want %s", j.Value, want)
+	}
+}

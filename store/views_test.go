@@ -1,0 +1,198 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// viewDataset stores a hand-built batch "v" (plus a one-job batch "w" that
+// must not leak into v's figures). Every attempt uses 100/10/5 tokens and
+// costs $0.01. Jobs (attempt classes, "" = valid):
+//
+//	v-1 valid   [""]                          wall 100
+//	v-2 valid   [shape, ""]                   wall 200
+//	v-3 valid   [syntax, semantic, ""]        wall 300
+//	v-4 invalid [shape, shape, semantic]      wall 400
+//	v-5 failed  [provider] (model gpt-4o-mini) wall 500
+//	v-6 valid   [""] repaired locally         wall 600
+//	v-7 rejected
+//	v-8 queued
+func viewDataset(t *testing.T) *store.Store {
+	t.Helper()
+	s, hash := setup(t, "v", 8)
+	ctx := context.Background()
+	if err := s.PutBatch(ctx, store.BatchParams{Name: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertJobs(ctx, newJobs("w", hash, 1)); err != nil {
+		t.Fatal(err)
+	}
+	errs := map[string]string{
+		"shape":    `[{"path":"/items/0/name","keyword":"required","class":"shape","message":"m"},{"path":"/items/12/name","keyword":"required","class":"shape","message":"m"}]`,
+		"semantic": `[{"path":"/age","keyword":"minimum","class":"semantic","message":"m"}]`,
+	}
+	classes := [][]string{{""}, {"shape", ""}, {"syntax", "semantic", ""}, {"shape", "shape", "semantic"}, {"provider"}, {""}}
+	var results []store.Result
+	for i, cs := range classes {
+		r := result(jobID("v", i+1), "x", cs...)
+		r.WallMS = int64(100 * (i + 1))
+		r.CostUSD = 0.01 * float64(len(cs))
+		for k := range r.AttemptRows {
+			r.AttemptRows[k].Errors = json.RawMessage(errs[r.AttemptRows[k].Class])
+		}
+		results = append(results, r)
+	}
+	results[4].Status = store.StatusFailed
+	results[4].AttemptRows[0].Model = "gpt-4o-mini"
+	results[5].RepairedLocally = true
+	w := result(jobID("w", 1), "x", "shape", "")
+	w.WallMS = 5000
+	results = append(results, w)
+	if _, err := s.SaveResults(ctx, results); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reject(ctx, store.Rejection{JobID: jobID("v", 7), Batch: "v", Reason: "bad row"}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func approx(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestViews(t *testing.T) {
+	t.Parallel()
+	s := viewDataset(t)
+	ctx := context.Background()
+
+	t.Run("batch_summary", func(t *testing.T) {
+		got, err := s.Summary(ctx, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("Summary(v) = %d rows, want 1", len(got))
+		}
+		want := store.BatchSummary{
+			Batch: "v", Jobs: 8, Queued: 1, Valid: 4, Invalid: 1, Failed: 1, Rejected: 1, Dead: 0, Finished: 7,
+			FirstAttemptValid: 2, Repaired: 3,
+			ValidRate: 4.0 / 7, FirstAttemptValidRate: 2.0 / 7, RepairRate: 3.0 / 4,
+			MeanAttempts: 11.0 / 6,
+			TokensIn:     1100, TokensOut: 110, TokensCached: 55, CostUSD: 0.11,
+			TokensPerValidJob: 1210.0 / 4, CostPerValidJob: 0.11 / 4,
+			P50WallMS: 350, P95WallMS: 575, // percentile_cont over 100..600
+		}
+		g := got[0]
+		floats := [][2]float64{
+			{g.ValidRate, want.ValidRate}, {g.FirstAttemptValidRate, want.FirstAttemptValidRate},
+			{g.RepairRate, want.RepairRate}, {g.MeanAttempts, want.MeanAttempts}, {g.CostUSD, want.CostUSD},
+			{g.TokensPerValidJob, want.TokensPerValidJob}, {g.CostPerValidJob, want.CostPerValidJob},
+			{g.P50WallMS, want.P50WallMS}, {g.P95WallMS, want.P95WallMS},
+		}
+		for _, f := range floats {
+			if !approx(f[0], f[1]) {
+				t.Fatalf("summary =\n%+v\nwant\n%+v", g, want)
+			}
+		}
+		g.ValidRate, g.FirstAttemptValidRate, g.RepairRate, g.MeanAttempts, g.CostUSD = 0, 0, 0, 0, 0
+		g.TokensPerValidJob, g.CostPerValidJob, g.P50WallMS, g.P95WallMS = 0, 0, 0, 0
+		want.ValidRate, want.FirstAttemptValidRate, want.RepairRate, want.MeanAttempts, want.CostUSD = 0, 0, 0, 0, 0
+		want.TokensPerValidJob, want.CostPerValidJob, want.P50WallMS, want.P95WallMS = 0, 0, 0, 0
+		if g != want {
+			t.Fatalf("summary counts =\n%+v\nwant\n%+v", g, want)
+		}
+		all, err := s.Summary(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 2 || all[0].Batch != "v" || all[1].Batch != "w" || all[1].Jobs != 1 || all[1].P50WallMS != 5000 {
+			t.Fatalf("Summary(all) = %+v, want v then w (1 job, p50 5000)", all)
+		}
+	})
+
+	t.Run("failure_classes", func(t *testing.T) {
+		got, err := s.FailureClasses(ctx, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []store.ClassCount{
+			{"v", "gpt-4o-mini", 1, "provider", 1, 1},
+			{"v", "sim-typical", 1, "shape", 2, 2.0 / 5},
+			{"v", "sim-typical", 1, "syntax", 1, 1.0 / 5},
+			{"v", "sim-typical", 2, "semantic", 1, 1.0 / 3},
+			{"v", "sim-typical", 2, "shape", 1, 1.0 / 3},
+			{"v", "sim-typical", 3, "semantic", 1, 1.0 / 2},
+		}
+		if len(got) != len(want) {
+			t.Fatalf("FailureClasses = %+v, want %+v", got, want)
+		}
+		for i := range want {
+			g, w := got[i], want[i]
+			if g.Batch != w.Batch || g.Model != w.Model || g.AttemptNo != w.AttemptNo || g.Class != w.Class ||
+				g.Attempts != w.Attempts || !approx(g.Share, w.Share) {
+				t.Fatalf("FailureClasses[%d] = %+v, want %+v", i, g, w)
+			}
+		}
+	})
+
+	t.Run("repair_effectiveness", func(t *testing.T) {
+		got, err := s.RepairEffectiveness(ctx, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []store.RepairStep{
+			{"v", 1, "provider", 1, 0, 0, 0},
+			{"v", 1, "shape", 2, 2, 1, 0.5},
+			{"v", 1, "syntax", 1, 1, 0, 0},
+			{"v", 2, "semantic", 1, 1, 1, 1},
+			{"v", 2, "shape", 1, 1, 0, 0},
+			{"v", 3, "semantic", 1, 0, 0, 0},
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("RepairEffectiveness =\n%+v\nwant\n%+v", got, want)
+		}
+	})
+
+	t.Run("error_paths", func(t *testing.T) {
+		got, err := s.TopErrorPaths(ctx, "v", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []store.PathCount{
+			{"v", "/items/*/name", "required", "shape", 6, 2},
+			{"v", "/age", "minimum", "semantic", 2, 2},
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("TopErrorPaths =\n%+v\nwant\n%+v", got, want)
+		}
+		top, err := s.TopErrorPaths(ctx, "", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// w adds one shape attempt: 2 more /items/*/name errors in its own batch row.
+		if len(top) != 1 || top[0] != want[0] {
+			t.Fatalf("TopErrorPaths(all, 1) = %+v, want [%+v]", top, want[0])
+		}
+	})
+
+	t.Run("progress and counts", func(t *testing.T) {
+		p, err := s.Progress(ctx, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != (store.Progress{Total: 8, Queued: 1, Valid: 4, Invalid: 1, Failed: 1, Rejected: 1}) || p.Done() {
+			t.Fatalf("Progress = %+v", p)
+		}
+		c, err := s.Counts(ctx, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.AttemptRows != 11 || c.JobTokensIn != c.AttemptTokensIn || c.AttemptTokensIn != 1100 || c.AttemptsMismatch != 0 {
+			t.Fatalf("Counts = %+v, want 11 attempts, 1100 tokens in on both sides, no mismatch", c)
+		}
+	})
+}
