@@ -61,16 +61,18 @@ func (c corpusCase) hasTag(tags ...string) bool {
 //     and drops a member cut off at the end of a truncated reply, as Vercel does),
 //     and its guesses about quotes and fences inside strings.
 //   - BAML: only schema-neutral cases are meaningful without a schema.
+//   - Several kaptinlin "prose" cases are bare words (trueValue, NoneType):
+//     refused on purpose, which is most of the gap on the fence+prose measure.
 var corpusFloors = map[string]float64{
-	"baml-jsonish.jsonl (schema_neutral)": 88,
+	"baml-jsonish.jsonl (schema_neutral)": 92,
 	"josdejong-jsonrepair.jsonl":          89,
-	"kaptinlin-jsonrepair.jsonl":          88,
+	"kaptinlin-jsonrepair.jsonl":          88.5,
 	"langchain-json.jsonl":                92,
 	"mangiucugna-json_repair.jsonl":       73,
 	"vercel-ai-fixjson.jsonl":             100,
-	"dedup: overall":                      84,
-	"dedup: group llm-typical":            81,
-	"dedup: fence+prose":                  78,
+	"dedup: overall":                      84.5,
+	"dedup: group llm-typical":            82,
+	"dedup: fence+prose":                  80.5,
 	"dedup: must-fail refused":            100,
 }
 
@@ -197,7 +199,8 @@ func TestCorpus(t *testing.T) {
 		if !ok {
 			failures = append(failures, fmt.Sprintf("%s: %q: %s", c.ID, clip(c.Input, 120), clip(why, 160)))
 		}
-		key := c.Input + "\x00" + string(c.Expect) + fmt.Sprint(c.ExpectError, c.ExpectText != nil)
+		canon, _ := json.Marshal(asFloat(c.Expect))
+		key := c.Input + "\x00" + string(canon) + fmt.Sprint(c.ExpectError, c.ExpectText != nil)
 		if seen[key] {
 			continue
 		}

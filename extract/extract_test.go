@@ -271,6 +271,8 @@ func adversarial() map[string]string {
 		"deep_nesting":      strings.Repeat(`{"a":[`, mb/6),
 		"quotes_commas":     strings.Repeat(`"a,`, mb/3),
 		"prose_braces":      strings.Repeat("x { y ", mb/6),
+		"open_comments":     strings.Repeat(`["/*"`, mb/5),
+		"many_tags":         strings.Repeat(`<json>[`, mb/7),
 	}
 }
 

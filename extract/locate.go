@@ -497,6 +497,7 @@ func (e *extractor) tags() []found {
 	var out []found
 	for _, name := range tagNames {
 		open, closeTag := "<"+name+">", "</"+name+">"
+		nextClose := -2 // memo: the first close tag at or after the last lookup; -1 none
 		for i := 0; ; {
 			j := indexFold(e.src, open, i)
 			if j < 0 {
@@ -507,7 +508,10 @@ func (e *extractor) tags() []found {
 				continue
 			}
 			cs := j + len(open)
-			k := indexFold(e.src, closeTag, cs)
+			if nextClose == -2 || (nextClose >= 0 && nextClose < cs) {
+				nextClose = indexFold(e.src, closeTag, cs)
+			}
+			k := nextClose
 			ce, end := len(e.src), len(e.src)
 			if k >= 0 {
 				ce = k
@@ -515,7 +519,7 @@ func (e *extractor) tags() []found {
 			}
 			i = end
 			a, _ := trimSpan(e.src, cs, ce)
-			if a >= ce || isFenceAt(e.src, a) || !e.valueStartHere(a) {
+			if a >= ce || isFenceAt(e.src, a) || !e.valueStartHere(a) || e.work >= e.limit {
 				continue
 			}
 			f, _, err := e.parse(a, ce, k < 0, true)
@@ -570,8 +574,14 @@ func (e *extractor) fences() []found {
 			continue
 		}
 		if valuePosition(s, f) {
-			// "code": ```...``` is a value inside JSON, not a fence.
+			// "code": ```...``` is a value inside JSON, not a fence: skip
+			// to its closing fence.
 			i = f + 3
+			if nl := strings.IndexByte(s[f:], '\n'); nl >= 0 {
+				if c := closingFence(s, f+nl, s[f], 3); c >= 0 {
+					i = c + 3
+				}
+			}
 			continue
 		}
 		ch := s[f]

@@ -60,12 +60,14 @@ type parser struct {
 	paren    int    // open tuples and function calls
 	mergeTop bool   // raw reply: members after an early '}' rejoin the object
 	tooDeep  bool   // nesting passed MaxDepth
-	trunc    bool
-	stopped  bool // the region ended early (fence, EOF) while parsing
-	err      *SyntaxError
-	work     *int // bytes re-read by string retries, shared across attempts
-	limit    int
-	offmap   []int // when src is an unescaped copy: offsets into the reply
+	// closeFrom, closeAt memoize the next "*/": none in [closeFrom, closeAt).
+	closeFrom, closeAt int
+	trunc              bool
+	stopped            bool // the region ended early (fence, EOF) while parsing
+	err                *SyntaxError
+	work               *int // bytes re-read by string retries, shared across attempts
+	limit              int
+	offmap             []int // when src is an unescaped copy: offsets into the reply
 }
 
 func (p *parser) off(i int) int {
@@ -146,11 +148,10 @@ func (p *parser) skip() {
 			}
 			if p.i+1 < p.end && p.src[p.i+1] == '*' {
 				p.repair(KindComment, p.i)
-				j := strings.Index(p.src[p.i+2:p.end], "*/")
-				if j < 0 {
+				if j := p.commentEnd(p.i + 2); j < 0 {
 					p.i = p.end
 				} else {
-					p.i += 2 + j + 2
+					p.i = j + 2
 				}
 				continue
 			}
@@ -814,7 +815,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 			if canRetry && iPrev > start && p.src[iPrev] == ',' {
 				return retry(false, iPrev)
 			}
-			if canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' && p.src[iPrev] != ':' {
+			if canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' && p.src[iPrev] != ':' && !(p.src[iPrev] == '{' && iPrev == iq-1) {
 				return retry(true, -1)
 			}
 			p.repair(KindUnescapedQuote, iq)
@@ -931,11 +932,11 @@ func (p *parser) peekSkip(i int) int {
 			continue
 		}
 		if c == '/' && i+1 < p.end && p.src[i+1] == '*' {
-			j := strings.Index(p.src[i+2:p.end], "*/")
+			j := p.commentEnd(i + 2)
 			if j < 0 {
 				return p.end
 			}
-			i += 2 + j + 2
+			i = j + 2
 			continue
 		}
 		if c >= 0x80 {
@@ -1192,8 +1193,14 @@ func (p *parser) symbol() bool {
 	}
 	// Function call wrapper: callback({...}), ObjectId("1"), NumberLong("2").
 	j := i
-	for j < p.end && (p.src[j] == ' ' || p.src[j] == '\t') {
-		j++
+	for j < p.end {
+		if p.src[j] == ' ' || p.src[j] == '\t' {
+			j++
+		} else if n := specialSpace(p.src, j); n > 0 && p.src[j] >= 0x80 {
+			j += n
+		} else {
+			break
+		}
 	}
 	if word != "" && j < p.end && p.src[j] == '(' {
 		p.repair(KindFunctionCall, start)
@@ -1322,11 +1329,11 @@ func (p *parser) peekSkipLine(i int) int {
 			continue
 		}
 		if c == '/' && i+1 < p.end && p.src[i+1] == '*' {
-			j := strings.Index(p.src[i+2:p.end], "*/")
+			j := p.commentEnd(i + 2)
 			if j < 0 {
 				return p.end
 			}
-			i += 2 + j + 2
+			i = j + 2
 			continue
 		}
 		if c >= 0x80 {
@@ -1413,4 +1420,23 @@ func (p *parser) keyFollows(i int) bool {
 		return false
 	}
 	return p.quoteStartsKey(p.peekSkip(j + 1))
+}
+
+// commentEnd returns the index of the first "*/" at or after i, or -1. Lookups
+// reuse the last answer, so repeated peeks past "/*" stay linear.
+func (p *parser) commentEnd(i int) int {
+	if p.closeAt != 0 && i >= p.closeFrom && i <= p.closeAt {
+		if p.closeAt >= p.end {
+			return -1
+		}
+		return p.closeAt
+	}
+	j := strings.Index(p.src[i:p.end], "*/")
+	p.closeFrom = i
+	if j < 0 {
+		p.closeAt = p.end
+		return -1
+	}
+	p.closeAt = i + j
+	return p.closeAt
 }
