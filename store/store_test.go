@@ -739,3 +739,66 @@ func TestSaveResultsUnstorableText(t *testing.T) {
 		t.Fatalf("value = %s, want %s", j.Value, want)
 	}
 }
+
+// Two workers saving overlapping slices in opposite orders must not
+// deadlock (rows are locked in id order) and each job has one winner.
+func TestSaveResultsOverlappingSlicesNoDeadlock(t *testing.T) {
+	t.Parallel()
+	const n = 100
+	dsn := storetest.NewDB(t)
+	ctx := context.Background()
+	var deadlocks atomic.Int32
+	s, err := store.Open(ctx, dsn, &store.Config{MaxConns: 4, RetryNotifyFunc: func(err error, _ time.Duration) {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+			deadlocks.Add(1)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PutBatch(ctx, store.BatchParams{Name: "dl"}); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 5 {
+		jobs := newJobs(fmt.Sprintf("dl%d", round), "", n)
+		for i := range jobs {
+			jobs[i].Batch = "dl"
+		}
+		if _, err := s.InsertJobs(ctx, jobs); err != nil {
+			t.Fatal(err)
+		}
+		fwd := make([]store.Result, n)
+		rev := make([]store.Result, n)
+		for i, j := range jobs {
+			fwd[i] = result(j.ID, "F", "shape", "")
+			rev[n-1-i] = result(j.ID, "R", "")
+		}
+		var wonF, wonR []bool
+		var errF, errR error
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); wonF, errF = s.SaveResults(ctx, fwd) }()
+		go func() { defer wg.Done(); wonR, errR = s.SaveResults(ctx, rev) }()
+		wg.Wait()
+		if errF != nil || errR != nil {
+			t.Fatalf("round %d: SaveResults: %v, %v", round, errF, errR)
+		}
+		for i := range n {
+			if wonF[i] == wonR[n-1-i] {
+				t.Fatalf("round %d job %d: won F=%v R=%v, want exactly one", round, i, wonF[i], wonR[n-1-i])
+			}
+		}
+	}
+	if d := deadlocks.Load(); d != 0 {
+		t.Fatalf("%d deadlocks retried, want none", d)
+	}
+	c, err := s.Counts(ctx, "dl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Final != 5*n || c.AttemptsMismatch != 0 || c.JobTokensIn != c.AttemptTokensIn {
+		t.Fatalf("Counts = %+v, want %d final jobs whose attempts match the winners'", c, 5*n)
+	}
+}
