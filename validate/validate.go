@@ -33,6 +33,10 @@
 //
 // Found values longer than 80 characters are shortened with "...".
 //
+// Numbers are compared exactly. A number longer than 1000 characters or with
+// an exponent beyond ±1000 (in a schema or a value) is refused up front:
+// Compile returns a *SchemaError, Validate reports it with keyword "number".
+//
 // A missing required property is reported at the object that lacks it, the
 // message naming the property; a property that is not allowed
 // (additionalProperties, unevaluatedProperties, a false subschema, propertyNames)
