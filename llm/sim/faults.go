@@ -183,6 +183,9 @@ func typeMatches(v any, types []string) bool {
 }
 
 func isIntegral(n json.Number) bool {
+	if !strings.ContainsAny(string(n), ".eE") {
+		return true
+	}
 	r, ok := new(big.Rat).SetString(string(n))
 	return ok && r.IsInt()
 }

@@ -157,10 +157,7 @@ func (s *Server) model(r *chatReq) plan {
 	p := plan{turn: turn, key: key}
 	var doc *schemaDoc
 	if schema != nil {
-		d, err := parseSchema(schema)
-		if err == nil {
-			doc = d
-		}
+		doc = s.schema(schema)
 	}
 	if doc == nil {
 		p.text = s.prose(key, turn)
@@ -246,6 +243,25 @@ func truncateUTF8(s string, n int) string {
 		n--
 	}
 	return s[:max(n, 0)]
+}
+
+// schemaCacheMax bounds the per-server cache of parsed schemas.
+const schemaCacheMax = 1024
+
+// schema parses a schema, or returns nil if it is not one. Parsed schemas
+// are read-only and cached: a batch asks the same schema many times.
+func (s *Server) schema(b []byte) *schemaDoc {
+	if v, ok := s.schemas.Load(string(b)); ok {
+		return v.(*schemaDoc)
+	}
+	doc, err := parseSchema(b)
+	if err != nil {
+		doc = nil
+	}
+	if s.schemaCount.Add(1) <= schemaCacheMax {
+		s.schemas.Store(string(b), doc)
+	}
+	return doc
 }
 
 // truth is the ground truth for a task and schema.

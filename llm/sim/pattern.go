@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -13,17 +15,48 @@ import (
 // repetition, alternation and groups; it reports false for a pattern it cannot
 // parse or whose output does not match, and the caller falls back to words.
 func genPattern(rng *rand.Rand, pat string) (string, bool) {
-	re, err := syntax.Parse(pat, syntax.Perl)
-	if err != nil {
+	cp := compilePattern(pat)
+	if cp == nil {
 		return "", false
 	}
 	var b strings.Builder
-	if !emitRegexp(&b, re, rng, 0) {
+	if !emitRegexp(&b, cp.tree, rng, 0) {
 		return "", false
 	}
 	s := b.String()
-	ok, err := regexp.MatchString(pat, s)
-	return s, ok && err == nil
+	return s, cp.re.MatchString(s)
+}
+
+// compiledPattern is a pattern parsed for generation and compiled for the
+// check; both are read-only and shared.
+type compiledPattern struct {
+	tree *syntax.Regexp
+	re   *regexp.Regexp
+}
+
+// patternCache holds compiled patterns (nil for ones that do not compile);
+// it stops growing at patternCacheMax entries.
+var (
+	patternCache    sync.Map
+	patternCacheLen atomic.Int64
+)
+
+const patternCacheMax = 4096
+
+func compilePattern(pat string) *compiledPattern {
+	if v, ok := patternCache.Load(pat); ok {
+		return v.(*compiledPattern)
+	}
+	var cp *compiledPattern
+	tree, err1 := syntax.Parse(pat, syntax.Perl)
+	re, err2 := regexp.Compile(pat)
+	if err1 == nil && err2 == nil {
+		cp = &compiledPattern{tree: tree, re: re}
+	}
+	if patternCacheLen.Add(1) <= patternCacheMax {
+		patternCache.Store(pat, cp)
+	}
+	return cp
 }
 
 func emitRegexp(b *strings.Builder, re *syntax.Regexp, rng *rand.Rand, depth int) bool {

@@ -157,6 +157,9 @@ func (d *schemaDoc) lookup(ref string) any {
 func typesOf(m map[string]any) (types []string, inferred bool) {
 	switch t := m["type"].(type) {
 	case string:
+		if ts, ok := singleTypes[t]; ok {
+			return ts, false
+		}
 		return []string{t}, false
 	case []any:
 		for _, x := range t {
@@ -177,6 +180,12 @@ func typesOf(m map[string]any) (types []string, inferred bool) {
 		return []string{"string"}, true
 	}
 	return nil, true
+}
+
+// singleTypes are shared, read-only results of typesOf for a plain "type".
+var singleTypes = map[string][]string{
+	"object": {"object"}, "array": {"array"}, "string": {"string"}, "integer": {"integer"},
+	"number": {"number"}, "boolean": {"boolean"}, "null": {"null"},
 }
 
 // num reads a numeric keyword.
@@ -441,6 +450,9 @@ func (g *generator) genNumber(m map[string]any) any {
 		lo = hi - 1000
 	}
 	if mo, ok := m["multipleOf"].(json.Number); ok {
+		if v, ok := g.decimalMultiple(string(mo), lo, hi, loEx, hiEx); ok {
+			return v
+		}
 		step, _ := new(big.Rat).SetString(string(mo))
 		if step != nil && step.Sign() > 0 {
 			f, _ := step.Float64()
@@ -468,6 +480,55 @@ func (g *generator) genNumber(m map[string]any) any {
 		v = lo + (hi-lo)/2
 	}
 	return json.Number(strconv.FormatFloat(v, 'f', -1, 64))
+}
+
+// decimalMultiple handles the common multipleOf written as a plain decimal
+// ("0.01", "5", "2.5") with integer arithmetic.
+func (g *generator) decimalMultiple(mo string, lo, hi float64, loEx, hiEx bool) (json.Number, bool) {
+	intPart, frac, _ := strings.Cut(mo, ".")
+	digits := intPart + frac
+	if len(digits) == 0 || len(digits) > 15 || len(frac) > 12 {
+		return "", false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return "", false
+		}
+	}
+	stepInt, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || stepInt == 0 {
+		return "", false
+	}
+	scale := math.Pow10(len(frac))
+	step := float64(stepInt) / scale
+	kLo, kHi := int64(math.Ceil(lo/step)), int64(math.Floor(hi/step))
+	if loEx && float64(kLo)*step <= lo {
+		kLo++
+	}
+	if hiEx && float64(kHi)*step >= hi {
+		kHi--
+	}
+	if kHi < kLo {
+		kHi = kLo
+	}
+	units := (kLo + g.rng.Int64N(kHi-kLo+1)) * stepInt // in 10^-len(frac)
+	if len(frac) == 0 {
+		return json.Number(strconv.FormatInt(units, 10)), true
+	}
+	neg := units < 0
+	if neg {
+		units = -units
+	}
+	str := strconv.FormatInt(units, 10)
+	for len(str) <= len(frac) {
+		str = "0" + str
+	}
+	str = str[:len(str)-len(frac)] + "." + str[len(str)-len(frac):]
+	str = strings.TrimRight(strings.TrimRight(str, "0"), ".")
+	if neg {
+		str = "-" + str
+	}
+	return json.Number(str), true
 }
 
 // ratString formats an exact rational as a short decimal.

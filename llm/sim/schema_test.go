@@ -51,6 +51,11 @@ var generatorSchemas = []struct {
 	{"recursive", `{"$defs":{"node":{"type":"object","required":["name"],"properties":{
 		"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#/$defs/node"}}}}},
 		"$ref":"#/$defs/node"}`},
+	{"multiples", `{"type":"object","required":["a","b","c","d"],"properties":{
+		"a":{"type":"number","multipleOf":2.5,"minimum":-20,"maximum":-5},
+		"b":{"type":"number","multipleOf":0.001,"exclusiveMinimum":0,"exclusiveMaximum":0.003},
+		"c":{"type":"number","multipleOf":1e-2,"minimum":1,"maximum":2},
+		"d":{"type":"number","multipleOf":0.3333,"minimum":1,"maximum":2}}}`},
 	{"root-array", `{"type":"array","items":{"type":"object","required":["id"],"properties":{"id":{"type":"string","format":"uuid"}}},"minItems":2}`},
 	{"type-array", `{"type":"object","required":["v"],"properties":{"v":{"type":["integer","string"],"minimum":10,"maximum":11}}}`},
 }

@@ -301,12 +301,15 @@ func (c Config) Validate() error { return c.WithDefaults().validate() }
 
 // Server is the simulator. It is an http.Handler and safe for concurrent use.
 type Server struct {
-	cfg     Config
-	calls   atomic.Int64
-	stats   counters
-	limits  *limiter
-	done    chan struct{}
-	closeMu sync.Once
+	cfg    Config
+	calls  atomic.Int64
+	stats  counters
+	limits *limiter
+	// schemas caches parsed schemas by their text (see Server.schema).
+	schemas     sync.Map
+	schemaCount atomic.Int64
+	done        chan struct{}
+	closeMu     sync.Once
 }
 
 var _ http.Handler = (*Server)(nil)
