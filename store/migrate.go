@@ -27,6 +27,26 @@ func Migrate(ctx context.Context, dsn string) error {
 	return migrateConn(ctx, conn)
 }
 
+// MigrateTo moves the database at dsn to migration version (0 = no tables;
+// the number of files in migrations.FS = latest), running down migrations
+// when version is below the current one. Like Migrate it holds the advisory
+// lock. Down migrations drop data: meant for development and tests.
+func MigrateTo(ctx context.Context, dsn string, version int) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connect for migrate: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	m, err := migrator(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if err := m.MigrateTo(ctx, int32(version)); err != nil {
+		return fmt.Errorf("migrate to version %d: %w", version, err)
+	}
+	return nil
+}
+
 // Migrate applies pending migrations using one connection of s's pool; see
 // the package-level Migrate.
 func (s *Store) Migrate(ctx context.Context) error {
@@ -56,13 +76,21 @@ func (s *Store) SchemaVersion(ctx context.Context) (applied, known int, err erro
 	return int(v), len(m.Migrations), nil
 }
 
-func migrateConn(ctx context.Context, conn *pgx.Conn) error {
+func migrator(ctx context.Context, conn *pgx.Conn) (*migrate.Migrator, error) {
 	m, err := migrate.NewMigrator(ctx, conn, VersionTable)
 	if err != nil {
-		return fmt.Errorf("create migrator: %w", err)
+		return nil, fmt.Errorf("create migrator: %w", err)
 	}
 	if err := m.LoadMigrations(migrations.FS); err != nil {
-		return fmt.Errorf("load migrations: %w", err)
+		return nil, fmt.Errorf("load migrations: %w", err)
+	}
+	return m, nil
+}
+
+func migrateConn(ctx context.Context, conn *pgx.Conn) error {
+	m, err := migrator(ctx, conn)
+	if err != nil {
+		return err
 	}
 	if err := m.Migrate(ctx); err != nil {
 		return fmt.Errorf("apply migrations: %w", err)

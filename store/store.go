@@ -1,27 +1,3 @@
-// Package store is the ledger: it owns every SQL statement of fixpoint and is
-// the only package that imports pgx.
-//
-// A [Store] wraps a *pgxpool.Pool. It records batches, schemas (by content
-// hash), jobs (one row per job from the moment it is enqueued) and attempts
-// (one row per provider call), and answers the reporting questions through the
-// views created by the migrations package.
-//
-// Writes are idempotent because JetStream delivers at least once:
-//   - [Store.InsertJobs] and [Store.PutSchema] do nothing for rows that exist;
-//   - [Store.SaveResults] sets a job's final status only while it is still
-//     'queued' (the first final result wins) and writes attempt rows only for
-//     the results that won, all in one transaction;
-//   - [Store.Reject] never overwrites a final row.
-//
-// Transient database errors (connection loss, admin shutdown, serialization
-// failure, deadlock) are retried inside SaveResults with a bounded backoff;
-// [IsTransient] lets callers classify what is left (e.g. NakWithDelay while
-// Postgres is down).
-//
-// Migrations are applied with github.com/jackc/tern/v2: it runs on a
-// *pgx.Conn (no database/sql bridge), loads from an fs.FS (the embedded
-// migrations.FS) and holds a pg_advisory_lock for the whole run, so several
-// workers starting at once apply each migration exactly once.
 package store
 
 import (

@@ -802,3 +802,42 @@ func TestSaveResultsOverlappingSlicesNoDeadlock(t *testing.T) {
 		t.Fatalf("Counts = %+v, want %d final jobs whose attempts match the winners'", c, 5*n)
 	}
 }
+
+// Every migration is reversible: down to 0 leaves no ledger table, and up
+// again restores the full schema.
+func TestMigrateDownAndUp(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDB(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	count := func() int {
+		t.Helper()
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace
+			AND relname IN ('batches', 'schemas', 'jobs', 'attempts', 'model_prices',
+			                'batch_summary', 'failure_classes', 'repair_effectiveness', 'error_paths')`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if got := count(); got != 9 {
+		t.Fatalf("%d ledger relations after migrate, want 9", got)
+	}
+	if err := store.MigrateTo(ctx, dsn, 0); err != nil {
+		t.Fatalf("MigrateTo(0): %v", err)
+	}
+	if got := count(); got != 0 {
+		t.Fatalf("%d ledger relations after migrating down, want 0", got)
+	}
+	if err := store.Migrate(ctx, dsn); err != nil {
+		t.Fatalf("Migrate up again: %v", err)
+	}
+	if got := count(); got != 9 {
+		t.Fatalf("%d ledger relations after migrating up again, want 9", got)
+	}
+}
