@@ -173,6 +173,30 @@ func (s *Store) JobFinal(ctx context.Context, id string) (status string, final b
 	return status, IsFinal(status), nil
 }
 
+// Statuses returns the status of each of ids that has a row, in one query
+// (a batched JobFinal); ids without a row are absent from the map.
+func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT id, status FROM jobs WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("get status of %d jobs: %w", len(ids), err)
+	}
+	var id, status string
+	_, err = pgx.ForEachRow(rows, []any{&id, &status}, func() error {
+		out[id] = status
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get status of %d jobs: %w", len(ids), err)
+	}
+	return out, nil
+}
+
 // Rejection records a job that cannot be processed.
 type Rejection struct {
 	// JobID identifies the job; required.

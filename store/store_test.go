@@ -264,6 +264,20 @@ func TestInsertJobsIdempotentAndPublishing(t *testing.T) {
 	if _, _, err := s.JobFinal(ctx, "unknown"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("JobFinal(unknown) error = %v, want ErrNotFound", err)
 	}
+	if _, err := s.SaveResults(ctx, []store.Result{result(jobID("ins", 2), "x", "shape")}); err != nil {
+		t.Fatal(err)
+	}
+	status, final, err = s.JobFinal(ctx, jobID("ins", 2))
+	if err != nil || status != store.StatusInvalid || !final {
+		t.Fatalf("JobFinal after save = %q, %v, %v; want invalid, true, nil", status, final, err)
+	}
+	st, err := s.Statuses(ctx, []string{jobID("ins", 1), jobID("ins", 2), "unknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{jobID("ins", 1): "queued", jobID("ins", 2): "invalid"}; fmt.Sprint(st) != fmt.Sprint(want) {
+		t.Fatalf("Statuses = %v, want %v", st, want)
+	}
 }
 
 func attemptRaws(t *testing.T, s *store.Store, id string) []string {
