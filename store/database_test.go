@@ -1,0 +1,44 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
+)
+
+func TestEnsureDatabase(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("needs Postgres")
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("fixpoint_test_ensure_%d", time.Now().UnixNano())
+	dsn, err := storetest.WithDatabase(storetest.URL(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, storetest.URL())
+	if err != nil {
+		t.Fatalf("connect to %s: %v", storetest.URL(), err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+		admin.Close(context.Background())
+	})
+	for i := range 2 { // the second call finds it and does nothing
+		if err := store.EnsureDatabase(ctx, dsn); err != nil {
+			t.Fatalf("EnsureDatabase #%d: %v", i+1, err)
+		}
+	}
+	if err := store.Migrate(ctx, dsn); err != nil {
+		t.Fatalf("Migrate the ensured database: %v", err)
+	}
+}
