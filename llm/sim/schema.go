@@ -36,7 +36,15 @@ func parseSchema(b []byte) (*schemaDoc, error) {
 // resolve follows $ref, merges allOf and picks the first non-null branch of
 // oneOf/anyOf, so that the generator and the fault walker see one flat node.
 // It returns nil for the false schema and an empty map for true.
-func (d *schemaDoc) resolve(s any) map[string]any {
+func (d *schemaDoc) resolve(s any) map[string]any { return d.resolveDepth(s, 0) }
+
+// maxResolve bounds nested resolution, e.g. of {"$ref": "#"}.
+const maxResolve = 16
+
+func (d *schemaDoc) resolveDepth(s any, depth int) map[string]any {
+	if depth > maxResolve {
+		return map[string]any{}
+	}
 	for range 32 {
 		m, ok := s.(map[string]any)
 		if !ok {
@@ -60,17 +68,17 @@ func (d *schemaDoc) resolve(s any) map[string]any {
 			out[k] = v
 		}
 		if hasRef {
-			if t := d.resolve(d.lookup(ref)); t != nil {
+			if t := d.resolveDepth(d.lookup(ref), depth+1); t != nil {
 				mergeSchema(out, t)
 			}
 		}
 		for _, sub := range allOf {
-			if t := d.resolve(sub); t != nil {
+			if t := d.resolveDepth(sub, depth+1); t != nil {
 				mergeSchema(out, t)
 			}
 		}
 		if branch != nil {
-			if t := d.resolve(branch); t != nil {
+			if t := d.resolveDepth(branch, depth+1); t != nil {
 				mergeSchema(out, t)
 			}
 		}
@@ -242,6 +250,9 @@ type generator struct {
 const maxDepth = 12
 
 func (g *generator) gen(s any, name string, depth int) any {
+	if depth > 2*maxDepth {
+		return nil // a schema that requires infinite nesting: give up here
+	}
 	m := g.doc.resolve(s)
 	if m == nil {
 		return nil

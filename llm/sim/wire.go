@@ -55,9 +55,10 @@ func textOf(raw json.RawMessage) string {
 	return b.String()
 }
 
+// decodeStrict decodes a request body; trailing data is an error, as with
+// the providers.
 func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	return dec.Decode(v)
+	return json.Unmarshal(body, v)
 }
 
 // OpenAI Chat Completions request.
