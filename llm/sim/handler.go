@@ -133,14 +133,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.reset()
 		return
 	}
-	body, hdr, p := c.reply(req, pTok, prefix, lr, fault == EventHuge)
+	body, hdr, p, d := c.reply(req, pTok, prefix, lr, fault == EventHuge)
 	if fault == EventMalformed {
 		body = body[:len(body)/2]
 	}
 	if fault != "" {
 		s.stats.event(fault)
 	}
-	d := s.cfg.Latency.delay(tokens(len(p.text)), s.rng("latency", strconv.FormatInt(n, 10)))
 	if script != nil {
 		d += script.Delay
 	}
@@ -217,8 +216,17 @@ func (s *Server) transportFault(n int64) string {
 	return ""
 }
 
-// reply renders the model's answer in the provider's shape.
-func (c *call) reply(req *chatReq, pTok, prefixBytes int, lr limitResult, huge bool) ([]byte, http.Header, plan) {
+// thinkTime is the simulated latency of call n with cTok completion tokens.
+func (s *Server) thinkTime(n int64, cTok int) time.Duration {
+	if s.cfg.Latency == (Latency{Dist: s.cfg.Latency.Dist}) {
+		return 0
+	}
+	return s.cfg.Latency.delay(cTok, s.rng("latency", strconv.FormatInt(n, 10)))
+}
+
+// reply renders the model's answer in the provider's shape, and returns the
+// think time to wait before sending it.
+func (c *call) reply(req *chatReq, pTok, prefixBytes int, lr limitResult, huge bool) ([]byte, http.Header, plan, time.Duration) {
 	s := c.s
 	p := s.model(req)
 	objectChannel := req.toolName != "" && c.provider != "openai" && p.isJSON
@@ -246,6 +254,7 @@ func (c *call) reply(req *chatReq, pTok, prefixBytes int, lr limitResult, huge b
 		cTok = 0
 	}
 	cached := cachedTokens(prefixBytes)
+	think := s.thinkTime(c.n, cTok)
 	msgID := idFrom("msg", p.key, strconv.Itoa(p.turn), p.text)
 	var v any
 	switch c.provider {
@@ -278,7 +287,7 @@ func (c *call) reply(req *chatReq, pTok, prefixBytes int, lr limitResult, huge b
 		}
 		v = out
 	case "ollama":
-		total := int64(s.cfg.Latency.delay(cTok, s.rng("latency", strconv.FormatInt(c.n, 10))))
+		total := int64(think)
 		out := olResponse{Model: req.model, CreatedAt: c.now.UTC().Format(time.RFC3339Nano),
 			Message: olMessage{Role: "assistant", Content: outText}, DoneReason: "stop", Done: true,
 			TotalDuration: total, PromptEvalCount: pTok, PromptEvalDuration: total / 4, EvalCount: cTok, EvalDuration: total - total/4}
@@ -331,7 +340,7 @@ func (c *call) reply(req *chatReq, pTok, prefixBytes int, lr limitResult, huge b
 		hdr.Set("Openai-Processing-Ms", "0")
 	}
 	c.rateHeaders(hdr, lr)
-	return body, hdr, p
+	return body, hdr, p, think
 }
 
 func hugePad(n int) string {

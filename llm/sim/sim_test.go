@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -206,5 +207,31 @@ func TestExactCorrectionsConvergeFasterThanVague(t *testing.T) {
 	}
 	if exact-vague < tasks/5 {
 		t.Errorf("exact %d vs vague %d valid after 2 corrections: want exact clearly ahead", exact, vague)
+	}
+}
+
+func TestConcurrencyDoesNotChangeReplies(t *testing.T) {
+	t.Parallel()
+	cfg, _ := Preset("messy")
+	cfg.Seed, cfg.Now = 4, fixedNow
+	const n = 200
+	sequential := make([]string, n)
+	s1 := New(cfg)
+	for i := range n {
+		sequential[i] = do(t, s1, "/v1/chat/completions", orderRequest(fmt.Sprintf("c-%d", i))).Body.String()
+	}
+	s2 := New(cfg)
+	concurrent := make([]string, n)
+	var wg sync.WaitGroup
+	for i := n - 1; i >= 0; i-- { // reverse order, all at once
+		wg.Go(func() {
+			concurrent[i] = do(t, s2, "/v1/chat/completions", orderRequest(fmt.Sprintf("c-%d", i))).Body.String()
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if sequential[i] != concurrent[i] {
+			t.Fatalf("task %d: concurrent reply differs:\n%s\n%s", i, sequential[i], concurrent[i])
+		}
 	}
 }
