@@ -52,6 +52,41 @@ func TestOutcomeFaultsOnEachWire(t *testing.T) {
 	}
 }
 
+func TestJSONModeWithoutSchemaAnswersJSON(t *testing.T) {
+	t.Parallel()
+	msgs := []any{map[string]any{"role": "user", "content": "hello"}}
+	tests := []struct {
+		name, path string
+		body       map[string]any
+		jsonWanted bool
+	}{
+		{"openai json_object", "/v1/chat/completions", map[string]any{"model": "m", "messages": msgs, "response_format": map[string]any{"type": "json_object"}}, true},
+		{"openai text", "/v1/chat/completions", map[string]any{"model": "m", "messages": msgs}, false},
+		{"ollama json", "/api/chat", map[string]any{"model": "m", "stream": false, "format": "json", "messages": msgs}, true},
+		{"ollama text", "/api/chat", map[string]any{"model": "m", "stream": false, "messages": msgs}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := do(t, New(Config{}), tc.path, tc.body)
+			var r struct {
+				Choices []struct{ Message struct{ Content string } }
+				Message struct{ Content string }
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+				t.Fatal(err)
+			}
+			text := r.Message.Content
+			if len(r.Choices) > 0 {
+				text = r.Choices[0].Message.Content
+			}
+			if got := json.Valid([]byte(text)); got != tc.jsonWanted || text == "" {
+				t.Fatalf("reply %q: JSON %v, want %v", text, got, tc.jsonWanted)
+			}
+		})
+	}
+}
+
 func TestMaxTokensCutsTheReply(t *testing.T) {
 	t.Parallel()
 	s := New(Config{Now: fixedNow})

@@ -33,6 +33,9 @@ type chatReq struct {
 	toolForced bool
 	maxTokens  int
 	user       string
+	// jsonOnly is set by OpenAI's json_object and Ollama's "json" format:
+	// without a schema the reply is still a JSON object.
+	jsonOnly bool
 }
 
 // plan is what the model says, before it is put on the wire.
@@ -161,6 +164,9 @@ func (s *Server) model(r *chatReq) plan {
 	}
 	if doc == nil {
 		p.text = s.prose(key, turn)
+		if r.jsonOnly {
+			p.text = string(encode(map[string]any{"answer": p.text}, encOpts{}))
+		}
 		return p
 	}
 	truth := s.truth(doc, key, schema)

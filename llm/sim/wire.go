@@ -127,6 +127,7 @@ func parseOpenAI(body []byte) (*chatReq, *apiError) {
 	if rf := in.ResponseFormat; rf != nil && rf.Type == "json_schema" && rf.JSONSchema != nil && len(rf.JSONSchema.Schema) > 0 {
 		r.schema = rf.JSONSchema.Schema
 	}
+	r.jsonOnly = in.ResponseFormat != nil && in.ResponseFormat.Type == "json_object"
 	if len(in.Tools) > 0 {
 		var choice struct {
 			Type     string `json:"type"`
@@ -284,6 +285,8 @@ func parseOllama(body []byte) (*chatReq, *apiError) {
 	}
 	if f := bytes.TrimSpace(in.Format); len(f) > 0 && f[0] == '{' {
 		r.schema = f
+	} else {
+		r.jsonOnly = string(f) == `"json"`
 	}
 	if len(in.Tools) > 0 {
 		r.toolName = in.Tools[0].Function.Name
