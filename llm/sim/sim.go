@@ -13,8 +13,10 @@
 // [SchemaMarkerClose]. Without one it answers with a few lines of prose.
 //
 // The ground truth is a schema-valid instance generated from (Config.Seed,
-// task key, schema). The task key is OpenAI's "user", Anthropic's
-// metadata.user_id, or else a hash of the first user message. On a first
+// task key, schema); [Server.Truth] returns it. The task key is OpenAI's
+// "user", Anthropic's metadata.user_id, or else a hash of the first user
+// message (up to a quoted previous reply); callers that rewrite the first
+// message on a repair turn should send a user id. On a first
 // attempt the reply is the ground truth with faults drawn from Config.Mix:
 // formatting faults (fences, prose, trailing commas, single quotes, Python
 // literals, comments), content faults (wrong types, missing required
@@ -38,7 +40,13 @@
 // hold state per model and API key.
 //
 // Every reply carries the headers X-Sim-Faults (the faults in it, as
-// "kind" or "kind:pointer", comma-separated) and X-Sim-Turn.
+// "kind" or "kind:pointer", comma-separated) and X-Sim-Turn. [Server.Stats]
+// counts calls, statuses, faults and transport events, and Config.Script
+// forces the answer of chosen calls (a status, a delay, a hang, a reset).
+//
+// Tokens are counted the same way everywhere: bytes / 4, rounded up, of the
+// prompt (system, messages, and the schema when it is not in the prompt) and
+// of the completion.
 package sim
 
 import (
@@ -67,12 +75,16 @@ const (
 	PreviousReplyClose = "</previous-reply>"
 )
 
-// Defaults.
+// Defaults of Config.
 const (
-	FixProbDefault         = 0.9
-	RetryAfterDefault      = time.Second
+	// FixProbDefault is Config.FixProb when it is 0.
+	FixProbDefault = 0.9
+	// RetryAfterDefault is the Retry-After of injected 429s.
+	RetryAfterDefault = time.Second
+	// TrickleIntervalDefault is the gap between the bytes of a trickle.
 	TrickleIntervalDefault = 50 * time.Millisecond
-	HugeBytesDefault       = 5 << 20
+	// HugeBytesDefault is the size of a huge reply.
+	HugeBytesDefault = 5 << 20
 )
 
 // ErrConfig is matched by every configuration error.
