@@ -76,14 +76,13 @@ func New(cfg Config) (*Client, error) {
 	if c.http == nil {
 		d := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
 		c.http = &http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           d.DialContext,
-			TLSHandshakeTimeout:   cfg.ConnectTimeout,
-			ResponseHeaderTimeout: cfg.FirstByteTimeout,
-			MaxIdleConns:          256,
-			MaxIdleConnsPerHost:   256,
-			IdleConnTimeout:       90 * time.Second,
-			ForceAttemptHTTP2:     true,
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         d.DialContext,
+			TLSHandshakeTimeout: cfg.ConnectTimeout,
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   true,
 		}}
 	}
 	switch cfg.Provider {
