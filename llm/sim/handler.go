@@ -475,11 +475,17 @@ func (c *call) write(status int, h http.Header, body []byte, trickle bool) {
 	}
 }
 
-// hang waits until the client or the server goes away.
+// hang waits until the client or the server goes away, then drops the
+// connection so that no response is ever sent.
 func (c *call) hang() {
 	select {
 	case <-c.r.Context().Done():
 	case <-c.s.done:
+	}
+	if hj, ok := c.w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+		}
 	}
 }
 
