@@ -97,6 +97,9 @@ type EnqueueProgress struct {
 	Bad        []BadRow // rows skipped
 }
 
+// ErrBadSchema is returned when the schema does not compile.
+var ErrBadSchema = errors.New("enqueue: bad schema")
+
 // ErrTooManyBadRows is returned when bad rows exceed MaxBadRows.
 var ErrTooManyBadRows = errors.New("too many bad rows")
 
@@ -123,11 +126,8 @@ func (c *EnqueueConfig) validate() error {
 	if c.Format != FormatJSONL && c.Format != FormatCSV {
 		return fmt.Errorf("enqueue: format %q is not jsonl or csv", c.Format)
 	}
-	if !json.Valid(c.Schema) {
-		return fmt.Errorf("enqueue: schema is not valid JSON")
-	}
 	if _, err := validate.Compile(c.Schema); err != nil {
-		return fmt.Errorf("enqueue: schema does not compile: %w", err)
+		return fmt.Errorf("%w: %w", ErrBadSchema, err)
 	}
 	e := Envelope{V: EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits}
 	return e.Validate()
@@ -226,9 +226,6 @@ func Enqueue(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, 
 	}
 	if err := flush(); err != nil {
 		return prog, err
-	}
-	if cfg.ProgressFunc != nil {
-		cfg.ProgressFunc(prog)
 	}
 	return prog, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 const usage = `Usage: enqueue --batch NAME --schema S.json --template T.txt [flags] DATA.jsonl|DATA.csv|-
@@ -133,6 +134,9 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var err error
 	if cfg.Schema, err = os.ReadFile(*schemaFile); err != nil {
 		return usageError{fmt.Errorf("read schema: %w", err)}
+	}
+	if _, err := validate.Compile(cfg.Schema); err != nil {
+		return usageError{fmt.Errorf("schema %s: %w", *schemaFile, err)}
 	}
 	if *templateFile != "" {
 		t, err := os.ReadFile(*templateFile)
