@@ -145,6 +145,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !sleep(r.Context(), s.done, d) {
 		s.stats.statusCode(0)
+		c.drop()
 		return
 	}
 	s.stats.replies.Add(1)
@@ -482,6 +483,13 @@ func (c *call) hang() {
 	case <-c.r.Context().Done():
 	case <-c.s.done:
 	}
+	c.drop()
+}
+
+// drop closes the connection of a call that will not be answered (a wait
+// cut short by the client or by Close), so that net/http does not send an
+// empty 200 in its place.
+func (c *call) drop() {
 	if hj, ok := c.w.(http.Hijacker); ok {
 		if conn, _, err := hj.Hijack(); err == nil {
 			_ = conn.Close()
@@ -524,6 +532,8 @@ func (c *call) scripted(sr *ScriptedReply) bool {
 		return false
 	}
 	if !sleep(c.r.Context(), s.done, sr.Delay) {
+		s.stats.statusCode(0)
+		c.drop()
 		return true
 	}
 	status := cmp.Or(sr.Status, 200)

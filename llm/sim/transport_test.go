@@ -97,27 +97,45 @@ func TestHangUntilClientGivesUp(t *testing.T) {
 	}
 }
 
-func TestCloseReleasesHangs(t *testing.T) {
+func TestCloseReleasesWaitingCalls(t *testing.T) {
 	t.Parallel()
-	s, url, closeFn, err := Start(Config{Transport: Transport{Hang: 1}})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"hang", Config{Transport: Transport{Hang: 1}}},
+		{"latency", Config{Latency: Latency{Dist: DistFixed, RequestP50: time.Hour}}},
+		{"scripted delay", Config{Script: func(int, *http.Request) *ScriptedReply {
+			return &ScriptedReply{Status: 500, Delay: time.Hour}
+		}}},
 	}
-	errc := make(chan error, 1)
-	go func() {
-		resp, err := post(context.Background(), url+"/v1/chat/completions", smallOpenAI)
-		if err == nil {
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
-	for s.Stats().Transport[EventHang] == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	closeFn()
-	closeFn() // safe twice
-	if err := <-errc; err == nil {
-		t.Fatal("a hung call got a response, want a failed call after Close")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, url, closeFn, err := Start(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errc := make(chan error, 1)
+			go func() {
+				resp, err := post(context.Background(), url+"/v1/chat/completions", smallOpenAI)
+				if err == nil {
+					resp.Body.Close()
+				}
+				errc <- err
+			}()
+			for s.Stats().Requests == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			closeFn()
+			closeFn() // safe twice
+			if err := <-errc; err == nil {
+				t.Fatal("a waiting call got a response, want a failed call after Close")
+			}
+			if got := s.Stats().ByStatus[0]; got != 1 {
+				t.Errorf("calls without a response = %d, want 1", got)
+			}
+		})
 	}
 }
 
