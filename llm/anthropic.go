@@ -133,5 +133,6 @@ func decodeAnthropic(body []byte, req *Request, out *Response) error {
 		out.Usage.OutputTokens = u.OutputTokens
 		out.Usage.CachedInputTokens = u.CacheReadInputTokens
 	}
+	normalizeRefusal(out)
 	return nil
 }

@@ -537,3 +537,14 @@ func rawString(raw json.RawMessage) string {
 	}
 	return string(raw)
 }
+
+// normalizeRefusal makes a refusal always carry a message and no answer.
+func normalizeRefusal(out *Response) {
+	if out.FinishReason != FinishRefusal {
+		return
+	}
+	out.Text = ""
+	if out.Refusal == "" {
+		out.Refusal = "refused"
+	}
+}

@@ -97,5 +97,6 @@ func decodeOllama(body []byte, req *Request, out *Response) error {
 	}
 	out.Usage.InputTokens = w.PromptEvalCount
 	out.Usage.OutputTokens = w.EvalCount
+	normalizeRefusal(out)
 	return nil
 }

@@ -164,6 +164,7 @@ func decodeOpenAI(body []byte, req *Request, out *Response) error {
 			out.Usage.CachedInputTokens = u.PromptTokensDetails.CachedTokens
 		}
 	}
+	normalizeRefusal(out)
 	return nil
 }
 

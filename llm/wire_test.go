@@ -244,7 +244,7 @@ type fixture struct {
 
 // wireBytes returns the bytes the replay server would send: a string body
 // verbatim, a JSON value compacted.
-func (f *fixture) wireBytes(t *testing.T) []byte {
+func (f *fixture) wireBytes(t testing.TB) []byte {
 	t.Helper()
 	var s string
 	if json.Unmarshal(f.Body, &s) == nil {
@@ -257,7 +257,7 @@ func (f *fixture) wireBytes(t *testing.T) []byte {
 	return b.Bytes()
 }
 
-func loadFixtures(t *testing.T) map[string]*fixture {
+func loadFixtures(t testing.TB) map[string]*fixture {
 	t.Helper()
 	files, err := filepath.Glob("testdata/wire/*.json")
 	if err != nil || len(files) == 0 {

@@ -1,0 +1,86 @@
+package llm
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestRetryHints(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	h := func(kv ...string) http.Header {
+		out := http.Header{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out.Set(kv[i], kv[i+1])
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		provider string
+		status   int
+		header   http.Header
+		pe       providerError
+		want     ErrorClass
+		wantHint time.Duration
+	}{
+		{"retry-after seconds", ProviderOpenAI, 429, h("Retry-After", "20"), providerError{}, ClassRateLimited, 20 * time.Second},
+		{"retry-after fractional", ProviderOpenAI, 429, h("Retry-After", "0.5"), providerError{}, ClassRateLimited, 500 * time.Millisecond},
+		{"retry-after http date", ProviderAnthropic, 429, h("Retry-After", now.Add(90*time.Second).Format(http.TimeFormat)), providerError{}, ClassRateLimited, 90 * time.Second},
+		{"retry-after date in the past clamps to 0", ProviderOpenAI, 429, h("Retry-After", now.Add(-time.Hour).Format(http.TimeFormat)), providerError{}, ClassRateLimited, 0},
+		{"retry-after-ms wins", ProviderOpenAI, 429, h("Retry-After-Ms", "250", "Retry-After", "3"), providerError{}, ClassRateLimited, 250 * time.Millisecond},
+		{"message hint", ProviderOpenAI, 429, h(), providerError{Message: "Please try again in 1m30s. Visit"}, ClassRateLimited, 90 * time.Second},
+		{"anthropic reset times, spent budget", ProviderOpenAI, 429, h(
+			"Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", now.Add(5*time.Second).Format(time.RFC3339),
+			"Anthropic-Ratelimit-Tokens-Remaining", "10", "Anthropic-Ratelimit-Tokens-Reset", now.Add(time.Second).Format(time.RFC3339)),
+			providerError{}, ClassRateLimited, 5 * time.Second},
+		{"openai resets, none spent: shortest", ProviderOpenAI, 429, h(
+			"X-Ratelimit-Reset-Requests", "12ms", "X-Ratelimit-Reset-Tokens", "9ms"), providerError{}, ClassRateLimited, 9 * time.Millisecond},
+		{"reset time in the past clamps to 0", ProviderOpenAI, 429, h(
+			"X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "2025-10-30T16:17:37Z"), providerError{}, ClassRateLimited, 0},
+		{"429 without any hint", ProviderOpenAI, 429, h(), providerError{}, ClassQuotaExhausted, 0},
+		{"insufficient_quota type only", ProviderOpenAI, 429, h("Retry-After", "1"), providerError{Type: "insufficient_quota"}, ClassQuotaExhausted, 0},
+		{"anthropic 429 with resets but no retry-after", ProviderAnthropic, 429, h("Anthropic-Ratelimit-Requests-Reset", "2025-10-30T16:17:37Z"), providerError{}, ClassQuotaExhausted, 0},
+		{"529", ProviderAnthropic, 529, h(), providerError{}, ClassOverloaded, 0},
+		{"503 with hint", ProviderOpenAI, 503, h("Retry-After", "4"), providerError{}, ClassOverloaded, 4 * time.Second},
+		{"502", ProviderOpenAI, 502, h(), providerError{}, ClassServer, 0},
+		{"403", ProviderOpenAI, 403, h(), providerError{}, ClassAuth, 0},
+		{"408", ProviderOpenAI, 408, h(), providerError{}, ClassTimeout, 0},
+		{"413", ProviderOpenAI, 413, h(), providerError{}, ClassBadRequest, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, hint := classify(tt.provider, tt.status, tt.header, tt.pe, now)
+			if got != tt.want || hint != tt.wantHint {
+				t.Fatalf("classify = %s, %v; want %s, %v", got, hint, tt.want, tt.wantHint)
+			}
+		})
+	}
+}
+
+func TestParseProviderError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		body string
+		want providerError
+	}{
+		{"openai", `{"error":{"message":"m","type":"invalid_request_error","param":null,"code":"context_length_exceeded"}}`,
+			providerError{Message: "m", Type: "invalid_request_error", Code: "context_length_exceeded"}},
+		{"openai null code falls back to type", `{"error":{"message":"m","type":"server_error","code":null}}`,
+			providerError{Message: "m", Type: "server_error", Code: "server_error"}},
+		{"anthropic", `{"type":"error","error":{"type":"api_error","message":"m"},"request_id":"req_1"}`,
+			providerError{Message: "m", Type: "api_error", Code: "api_error", ReqID: "req_1"}},
+		{"ollama", `{"error":"model 'x' not found"}`, providerError{Message: "model 'x' not found"}},
+		{"vllm numeric code", `{"object":"error","message":"m","type":"BadRequestError","code":400}`,
+			providerError{Message: "m", Type: "BadRequestError", Code: "400"}},
+		{"not json", `<html>502 Bad Gateway</html>`, providerError{Message: "<html>502 Bad Gateway</html>"}},
+	}
+	for _, tt := range tests {
+		if got := parseProviderError([]byte(tt.body)); got != tt.want {
+			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package llm
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+func TestStrictSchema(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		in          string
+		want        string
+		wantDropped []string
+		wantStrict  bool
+	}{
+		{
+			name:       "already strict",
+			in:         `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false}`,
+			want:       `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false}`,
+			wantStrict: true,
+		},
+		{
+			name: "unsupported keywords dropped at every depth",
+			in: `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{
+				"name":{"type":"string","minLength":1,"maxLength":9,"pattern":"^a","format":"email","default":"x"},
+				"tags":{"type":"array","items":{"type":"string","format":"color"},"uniqueItems":true,"minItems":1,"contains":{"const":"a"}},
+				"n":{"type":"number","minimum":0,"exclusiveMaximum":10,"examples":[1]},
+				"inner":{"type":"object","properties":{"x":{"type":"integer"}},"patternProperties":{"^y":{}},"minProperties":1}
+			},"required":["name","tags","n","inner"],"allOf":[{"required":["name"]}]}`,
+			want: `{"type":"object","properties":{
+				"name":{"type":"string","pattern":"^a","format":"email"},
+				"tags":{"type":"array","items":{"type":"string"},"minItems":1},
+				"n":{"type":"number","minimum":0,"exclusiveMaximum":10},
+				"inner":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false}
+			},"required":["name","tags","n","inner"],"additionalProperties":false}`,
+			wantDropped: []string{"/$schema", "/allOf", "/properties/inner/minProperties", "/properties/inner/patternProperties",
+				"/properties/inner/required", "/properties/n/examples", "/properties/name/default", "/properties/name/maxLength",
+				"/properties/name/minLength", "/properties/tags/contains", "/properties/tags/items/format", "/properties/tags/uniqueItems"},
+			wantStrict: true,
+		},
+		{
+			name:        "oneOf becomes anyOf, additionalProperties schema becomes false",
+			in:          `{"type":"object","properties":{"v":{"oneOf":[{"type":"string"},{"type":"integer"}]}},"required":["v"],"additionalProperties":{"type":"string"}}`,
+			want:        `{"type":"object","properties":{"v":{"anyOf":[{"type":"string"},{"type":"integer"}]}},"required":["v"],"additionalProperties":false}`,
+			wantDropped: []string{"/additionalProperties", "/properties/v/oneOf"},
+			wantStrict:  true,
+		},
+		{
+			name:       "non-object root is sent unchanged without strict",
+			in:         `{"type":"array","items":{"type":"string","minLength":1}}`,
+			want:       `{"type":"array","items":{"type":"string","minLength":1}}`,
+			wantStrict: false,
+		},
+		{
+			name: "defs are walked",
+			in:   `{"type":"object","properties":{"p":{"$ref":"#/$defs/P"}},"required":["p"],"$defs":{"P":{"type":"object","properties":{"q":{"type":"string","maxLength":3}}}}}`,
+			want: `{"type":"object","properties":{"p":{"$ref":"#/$defs/P"}},"required":["p"],"additionalProperties":false,
+				"$defs":{"P":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"],"additionalProperties":false}}}`,
+			wantDropped: []string{"/$defs/P/properties/q/maxLength", "/$defs/P/required"},
+			wantStrict:  true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, dropped, strict, err := strictSchema(json.RawMessage(tt.in))
+			if err != nil {
+				t.Fatalf("strictSchema: %v", err)
+			}
+			var g, w any
+			json.Unmarshal(got, &g)
+			json.Unmarshal([]byte(tt.want), &w)
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("schema\n got: %s\nwant: %s", got, tt.want)
+			}
+			if !reflect.DeepEqual(dropped, tt.wantDropped) {
+				t.Errorf("dropped\n got: %q\nwant: %q", dropped, tt.wantDropped)
+			}
+			if strict != tt.wantStrict {
+				t.Errorf("strict = %v, want %v", strict, tt.wantStrict)
+			}
+		})
+	}
+	if _, _, _, err := strictSchema(json.RawMessage(`{`)); err == nil {
+		t.Error("invalid JSON schema accepted")
+	}
+}
