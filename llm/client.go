@@ -47,6 +47,7 @@ type Client struct {
 	obs      Observer
 	endpoint string
 	keyHash  string
+	headers  http.Header // sent on every request
 
 	laneCache   sync.Map // model -> *Lane
 	schemaCache sync.Map // schema text -> strictResult
@@ -92,6 +93,20 @@ func New(cfg Config) (*Client, error) {
 		c.endpoint = cfg.BaseURL + "/v1/messages"
 	case ProviderOllama:
 		c.endpoint = cfg.BaseURL + "/api/chat"
+	}
+	c.headers = http.Header{
+		"Content-Type": {"application/json"},
+		"Accept":       {"application/json"},
+		"User-Agent":   {"fixpoint-llm/1"},
+	}
+	switch {
+	case cfg.Provider == ProviderAnthropic:
+		c.headers["Anthropic-Version"] = []string{cfg.AnthropicVersion}
+		if cfg.APIKey != "" {
+			c.headers["X-Api-Key"] = []string{cfg.APIKey}
+		}
+	case cfg.APIKey != "":
+		c.headers["Authorization"] = []string{"Bearer " + cfg.APIKey}
 	}
 	c.bufPool.New = func() any { return new(bytes.Buffer) }
 	return c, nil
@@ -353,20 +368,8 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, 
 	if err != nil {
 		return nil, &Error{Class: ClassBadRequest, Message: "build request: " + err.Error(), Err: err}
 	}
-	h := hreq.Header
-	h["Content-Type"] = []string{"application/json"}
-	h["Accept"] = []string{"application/json"}
-	h["User-Agent"] = []string{"fixpoint-llm/1"}
-	switch c.cfg.Provider {
-	case ProviderAnthropic:
-		h["Anthropic-Version"] = []string{c.cfg.AnthropicVersion}
-		if c.cfg.APIKey != "" {
-			h["X-Api-Key"] = []string{c.cfg.APIKey}
-		}
-	default:
-		if c.cfg.APIKey != "" {
-			h["Authorization"] = []string{"Bearer " + c.cfg.APIKey}
-		}
+	for k, v := range c.headers {
+		hreq.Header[k] = v // shared, never modified
 	}
 
 	hresp, err := c.http.Do(hreq)

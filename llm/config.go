@@ -94,9 +94,12 @@ type Config struct {
 	// Clock drives backoff waits and lane limits. Default: the real clock.
 	Clock Clock
 	// Lanes is the registry lanes are taken from. Clients that share a
-	// registry share the limiter of a lane. Default: a registry of its own.
+	// registry share the limiter of a lane; lanes then use the registry's
+	// clock and observer. Default: a registry of its own built from Clock
+	// and Observer.
 	Lanes *Registry
-	// Observer receives metrics events. Default: none.
+	// Observer receives OnCall for every HTTP attempt (and the lane events
+	// when the client builds its own registry). Default: none.
 	Observer Observer
 }
 
