@@ -37,7 +37,7 @@ func NewMetrics() *Metrics {
 			Name: "fixpoint_tokens_total", Help: "Tokens used, by kind (input, output, cached).",
 		}, []string{"kind"}),
 		ProviderCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fixpoint_provider_calls_total", Help: "Provider calls, by provider and outcome (ok or a failure class).",
+			Name: "fixpoint_provider_calls_total", Help: "HTTP calls to providers including transport retries, by provider and outcome (ok or a failure class).",
 		}, []string{"provider", "outcome"}),
 		Dispositions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fixpoint_messages_total", Help: "Queue messages by disposition (ack, skip, nak, term).",
@@ -69,7 +69,7 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(provider string, res *Result) {
+func (m *Metrics) observe(res *Result) {
 	if m == nil || res == nil {
 		return
 	}
@@ -81,11 +81,6 @@ func (m *Metrics) observe(provider string, res *Result) {
 			class = "valid"
 		}
 		m.Attempts.WithLabelValues(class).Inc()
-		outcome := "ok"
-		if a.ProviderClass != "" {
-			outcome = string(a.ProviderClass)
-		}
-		m.ProviderCalls.WithLabelValues(provider, outcome).Inc()
 	}
 	m.Tokens.WithLabelValues("input").Add(float64(res.TokensIn))
 	m.Tokens.WithLabelValues("output").Add(float64(res.TokensOut))

@@ -420,9 +420,7 @@ func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, r
 		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err))
 		return
 	}
-	if env != nil {
-		w.cfg.Metrics.observe(env.Provider, res)
-	}
+	w.cfg.Metrics.observe(res)
 	if w.cfg.AfterCommitFunc != nil {
 		w.cfg.AfterCommitFunc(res.JobID)
 	}

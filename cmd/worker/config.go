@@ -196,6 +196,14 @@ type metricsObserver struct {
 	m *pipeline.Metrics
 }
 
+func (o metricsObserver) OnCall(ev llm.CallEvent) {
+	outcome := string(ev.Class)
+	if outcome == "" {
+		outcome = "ok"
+	}
+	o.m.ProviderCalls.WithLabelValues(ev.Lane.Provider, outcome).Inc()
+}
+
 func (o metricsObserver) OnPause(lane llm.LaneKey, _ time.Duration) {
 	o.m.LanePauses.WithLabelValues(lane.Provider, lane.Model).Inc()
 }
