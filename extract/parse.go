@@ -689,6 +689,12 @@ func dedent(s string) string {
 			indent = n
 		}
 	}
+	for k, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			// A line of spaces is blank, as textwrap.dedent has it.
+			lines[k] = ""
+		}
+	}
 	if indent > 0 {
 		for k, l := range lines {
 			if len(l) >= indent {
@@ -751,6 +757,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	p.i += qn
 	p.out = append(p.out, '"')
 	wsStart, wsNL := -1, false // trailing run of raw whitespace in out
+	block := p.i < p.end && (p.src[p.i] == '\n' || p.src[p.i] == '\r')
 	retry := func(stopDelim bool, at int) bool {
 		if p.work != nil {
 			*p.work += p.i - start
@@ -798,6 +805,12 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				p.repair(KindUnescapedQuote, iq)
 				p.out = append(p.out, '\\', '"')
 				p.i = iq + n
+				if block {
+					// In a block of text (the string opens with a line
+					// break, as code does) the lone quote is content;
+					// otherwise it is noise dropped with its line below.
+					wsStart, wsNL = -1, false
+				}
 				continue
 			}
 			if stopAtDelim || j >= p.end || p.src[j] == '\n' || p.src[j] == '\r' || p.endDelim(p.src[j]) || isFenceAt(p.src, j) || isDigit(p.src[j]) || quoteKind(p.src, j) != qNone {
@@ -825,6 +838,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				p.out = append(p.out, p.src[iq:iq+n]...)
 			}
 			p.i = iq + n
+			wsStart, wsNL = -1, false
 			continue
 		}
 		switch c {
