@@ -158,7 +158,11 @@ func classify(provider string, status int, h http.Header, pe providerError, now 
 		if d, ok := resetHint(h, now); ok {
 			return ClassRateLimited, d
 		}
-		return ClassQuotaExhausted, 0
+		// An OpenAI-compatible server (vLLM, LM Studio, a proxy) or Ollama
+		// may send a bare 429: back off and retry. Only OpenAI's own
+		// insufficient_quota code and Anthropic's hintless 429 mean the
+		// quota is gone.
+		return ClassRateLimited, 0
 	case status == 529 || status == http.StatusServiceUnavailable:
 		return ClassOverloaded, explicit
 	case status >= 500:

@@ -39,7 +39,8 @@ func TestRetryHints(t *testing.T) {
 			"X-Ratelimit-Reset-Requests", "12ms", "X-Ratelimit-Reset-Tokens", "9ms"), providerError{}, ClassRateLimited, 9 * time.Millisecond},
 		{"reset time in the past clamps to 0", ProviderOpenAI, 429, h(
 			"X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "2025-10-30T16:17:37Z"), providerError{}, ClassRateLimited, 0},
-		{"429 without any hint", ProviderOpenAI, 429, h(), providerError{}, ClassQuotaExhausted, 0},
+		{"openai-compatible 429 without any hint", ProviderOpenAI, 429, h(), providerError{}, ClassRateLimited, 0},
+		{"ollama 429 without any hint", ProviderOllama, 429, h(), providerError{}, ClassRateLimited, 0},
 		{"insufficient_quota type only", ProviderOpenAI, 429, h("Retry-After", "1"), providerError{Type: "insufficient_quota"}, ClassQuotaExhausted, 0},
 		{"anthropic 429 with resets but no retry-after", ProviderAnthropic, 429, h("Anthropic-Ratelimit-Requests-Reset", "2025-10-30T16:17:37Z"), providerError{}, ClassQuotaExhausted, 0},
 		{"529", ProviderAnthropic, 529, h(), providerError{}, ClassOverloaded, 0},
