@@ -16,7 +16,7 @@ const (
 	ClassServer         ErrorClass = "server"          // other 5xx; retryable
 	ClassTimeout        ErrorClass = "timeout"         // connect, first byte, idle or total timeout; retryable
 	ClassNetwork        ErrorClass = "network"         // connection refused or reset; retryable
-	ClassQuotaExhausted ErrorClass = "quota_exhausted" // insufficient_quota, 429 without retry hint; permanent for the lane
+	ClassQuotaExhausted ErrorClass = "quota_exhausted" // insufficient_quota, Anthropic 429 without retry-after; permanent for the lane
 	ClassAuth           ErrorClass = "auth"            // 401, 403; permanent
 	ClassBadRequest     ErrorClass = "bad_request"     // 400, 404, 422, context length exceeded; permanent
 	ClassBadResponse    ErrorClass = "bad_response"    // a body that cannot be parsed, or over the size cap; retryable
