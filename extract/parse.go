@@ -813,7 +813,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				}
 				continue
 			}
-			if stopAtDelim || j >= p.end || p.src[j] == '\n' || p.src[j] == '\r' || p.endDelim(p.src[j]) || isFenceAt(p.src, j) || isDigit(p.src[j]) || quoteKind(p.src, j) != qNone {
+			if stopAtDelim || j >= p.end || p.src[j] == '\n' || p.src[j] == '\r' || (p.endDelim(p.src[j]) && !p.strayCloser(p.src[j], j)) || isFenceAt(p.src, j) || isDigit(p.src[j]) || quoteKind(p.src, j) != qNone {
 				if wsNL {
 					// The closing quote sat on its own line: drop the line break.
 					p.repair(KindControlChar, iq)
@@ -886,6 +886,32 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 		}
 		p.i++
 	}
+}
+
+// strayCloser reports whether c is a closing bracket that closes no open
+// container: after a quote it shows the quote is text, as in
+// "the list [1, 2"] more" or a regex class ['"].
+func (p *parser) strayCloser(c byte, j int) bool {
+	if c != ']' && c != '}' {
+		return false
+	}
+	if len(p.stack) == 0 || p.stack[len(p.stack)-1] == c {
+		return len(p.stack) == 0
+	}
+	if !p.closesOuter(c) {
+		return true
+	}
+	// It closes an outer container, the usual wrong-closer slip, unless
+	// what follows cannot follow a closed value: "['"]([^'"]+)".
+	k := p.peekSkipLine(j + 1)
+	if k >= p.end {
+		return false
+	}
+	switch p.src[k] {
+	case ',', '}', ']', ')', ':', '\n', '\r', '`', '~':
+		return false
+	}
+	return true
 }
 
 // quoteStartsKey reports whether a quote at j begins a `"key":` pattern, which
