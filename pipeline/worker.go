@@ -326,7 +326,15 @@ func (w *Worker) handleSafely(ctx context.Context, msg jetstream.Msg) {
 	err := recovered.AsError()
 	w.log.ErrorContext(ctx, "worker: job panicked", slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
 	res := &Result{JobID: jobIDOf(msg, env), Status: StatusFailed, Class: "panic", Error: fmt.Sprintf("panic: %v", recovered.Value), StartedAt: time.Now()}
-	w.finish(ctx, msg, env, res)
+	// Recording the failure may panic too (the same hook, a broken ledger
+	// driver): then hand the message back instead of letting the panic reach
+	// the pool, which would re-panic at Wait and take the process down. A
+	// redelivery of a job already final is acked without a call.
+	if again := panics.Try(func() { w.finish(ctx, msg, env, res) }); again != nil {
+		w.log.ErrorContext(ctx, "worker: recording a panicked job panicked", slog.String("job_id", res.JobID), slog.String("error", again.AsError().Error()))
+		_ = msg.NakWithDelay(w.cfg.NakDelayMin)
+		w.count("nak")
+	}
 }
 
 func jobIDOf(msg jetstream.Msg, env *Envelope) string {
