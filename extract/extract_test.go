@@ -84,6 +84,11 @@ var extractCases = []extractCase{
 	{name: "tuple", reply: `(1, 2)`, want: `[1,2]`, kinds: []string{KindTuple}},
 	{name: "triple quoted", reply: "{\"code\": \"\"\"\n  x = 1\n\"\"\"}", want: `{"code":"x = 1"}`, kinds: []string{KindTripleQuoted}},
 	{name: "special whitespace", reply: "{\"a\":\u00a0\"b\"}", want: `{"a":"b"}`, kinds: []string{KindWhitespace}},
+	{name: "object quoted inside a string", reply: `{"x": "a, {"k": {"n": 1}}, "y": 2}`, want: `{"x":"a, {\"k\": {\"n\": 1}}","y":2}`, kinds: []string{KindUnescapedQuote, KindMissingQuote}},
+	{name: "quote before a closer that closes nothing", reply: `"the list [1, 2"] more"`, want: `"the list [1, 2\"] more"`, kinds: []string{KindUnescapedQuote}},
+	{name: "regex class in a string", reply: `{"r": [{"re": "a['"]b"}]}`, want: `{"r":[{"re":"a['\"]b"}]}`, kinds: []string{KindUnescapedQuote}},
+	{name: "wrong closer still repaired", reply: `{"k": ["a", "b"}, "n": 1}`, want: `{"k":["a","b"],"n":1}`, kinds: []string{KindMismatched}},
+	{name: "lone quote line in a block string", reply: "{\"a\": \"\n```{}```\n\"\n\",\n\"b\": 1}", want: `{"a":"\n` + "```{}```" + `\n\"","b":1}`, kinds: []string{KindUnescapedQuote}},
 	{name: "stray word", reply: `{"a": 1, COMMENT "b": 2}`, want: `{"a":1,"b":2}`, kinds: []string{KindExtraText}},
 
 	// Refusals.

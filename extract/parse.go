@@ -757,6 +757,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	p.i += qn
 	p.out = append(p.out, '"')
 	wsStart, wsNL := -1, false // trailing run of raw whitespace in out
+	embed := 0 // open braces of an object quoted inside the text
 	block := p.i < p.end && (p.src[p.i] == '\n' || p.src[p.i] == '\r')
 	retry := func(stopDelim bool, at int) bool {
 		if p.work != nil {
@@ -813,7 +814,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				}
 				continue
 			}
-			if stopAtDelim || j >= p.end || p.src[j] == '\n' || p.src[j] == '\r' || (p.endDelim(p.src[j]) && !p.strayCloser(p.src[j], j)) || isFenceAt(p.src, j) || isDigit(p.src[j]) || quoteKind(p.src, j) != qNone {
+			if embed == 0 && (stopAtDelim || j >= p.end || p.src[j] == '\n' || p.src[j] == '\r' || (p.endDelim(p.src[j]) && !p.strayCloser(p.src[j], j)) || isFenceAt(p.src, j) || isDigit(p.src[j]) || quoteKind(p.src, j) != qNone) {
 				if wsNL {
 					// The closing quote sat on its own line: drop the line break.
 					p.repair(KindControlChar, iq)
@@ -825,10 +826,10 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				return true
 			}
 			iPrev := prevNonSpace(p.src, iq-1, start)
-			if canRetry && iPrev > start && p.src[iPrev] == ',' {
+			if embed == 0 && canRetry && iPrev > start && p.src[iPrev] == ',' {
 				return retry(false, iPrev)
 			}
-			if canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' && p.src[iPrev] != ':' && !(p.src[iPrev] == '{' && iPrev == iq-1) {
+			if embed == 0 && canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' && p.src[iPrev] != ':' && !(p.src[iPrev] == '{' && iPrev == iq-1) {
 				return retry(true, -1)
 			}
 			p.repair(KindUnescapedQuote, iq)
@@ -872,6 +873,15 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 			p.out = appendControl(p.out, c)
 			p.i++
 			continue
+		}
+		if !stopAtDelim {
+			// {"k": ...} quoted inside the text: its quotes are content
+			// until its braces balance.
+			if c == '{' && (embed > 0 || p.i+1 < p.end && p.src[p.i+1] == '"' && p.quoteStartsKey(p.i+1)) {
+				embed++
+			} else if c == '}' && embed > 0 {
+				embed--
+			}
 		}
 		if stopAtDelim && (c == ',' || c == '[' || c == ']' || c == '{' || c == '}') {
 			p.trimOutSpace(outStart)
