@@ -757,7 +757,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	p.i += qn
 	p.out = append(p.out, '"')
 	wsStart, wsNL := -1, false // trailing run of raw whitespace in out
-	embed := 0 // open braces of an object quoted inside the text
+	embed := 0                 // open braces of an object quoted inside the text
 	block := p.i < p.end && (p.src[p.i] == '\n' || p.src[p.i] == '\r')
 	retry := func(stopDelim bool, at int) bool {
 		if p.work != nil {
