@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const cliSchema = `{"type":"object","properties":{"sentiment":{"enum":["negative","neutral","positive"]},"score":{"type":"number","minimum":0,"maximum":1}},"required":["sentiment","score"],"additionalProperties":false}`
+
+func cliFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheckCommand(t *testing.T) {
+	t.Parallel()
+	schema := cliFile(t, "s.json", cliSchema)
+	tests := []struct {
+		name      string
+		args      []string
+		stdin     string
+		wantCode  int
+		wantValid bool
+		wantClass string
+		wantSrc   string
+		wantInErr string
+	}{
+		{name: "fenced and repaired", args: []string{"--schema", schema}, stdin: "Sure:\n```json\n{'sentiment': 'positive', 'score': 0.9,}\n```",
+			wantCode: 0, wantValid: true, wantSrc: "fence"},
+		{name: "enum violation", args: []string{"--schema", schema}, stdin: `{"sentiment": "great", "score": 0.9}`,
+			wantCode: 1, wantClass: "semantic", wantSrc: "raw"},
+		{name: "missing property", args: []string{"--schema", schema}, stdin: `{"score": 0.9}`, wantCode: 1, wantClass: "shape", wantSrc: "raw"},
+		{name: "no JSON", args: []string{"--schema", schema}, stdin: "I'm sorry, I can't help with that.", wantCode: 1, wantClass: "syntax"},
+		{name: "truncated is never valid", args: []string{"--schema", schema}, stdin: `{"sentiment": "positive", "score": 0.`, wantCode: 1, wantClass: "syntax", wantSrc: "raw"},
+		{name: "no schema: any value", stdin: `text {"a": 1} text`, wantCode: 0, wantValid: true, wantSrc: "scan"},
+		{name: "unreadable schema", args: []string{"--schema", cliFile(t, "bad.json", "{nope")}, stdin: "{}", wantCode: 2, wantInErr: "schema"},
+		{name: "missing schema file", args: []string{"--schema", "/nonexistent/s.json"}, stdin: "{}", wantCode: 2, wantInErr: "read schema"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"check"}, tt.args...), strings.NewReader(tt.stdin), &out, &errOut)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d (stderr %q)", code, tt.wantCode, errOut.String())
+			}
+			if tt.wantInErr != "" {
+				if !strings.Contains(errOut.String(), tt.wantInErr) {
+					t.Errorf("stderr %q lacks %q", errOut.String(), tt.wantInErr)
+				}
+				return
+			}
+			var got struct {
+				Valid     bool              `json:"valid"`
+				Value     any               `json:"value"`
+				Class     string            `json:"class"`
+				Errors    []json.RawMessage `json:"errors"`
+				Repairs   []json.RawMessage `json:"repairs"`
+				Source    string            `json:"source"`
+				Truncated bool              `json:"truncated"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
+			}
+			if got.Valid != tt.wantValid || got.Class != tt.wantClass || got.Source != tt.wantSrc {
+				t.Errorf("valid=%v class=%q source=%q, want %v %q %q\n%s", got.Valid, got.Class, got.Source, tt.wantValid, tt.wantClass, tt.wantSrc, out.String())
+			}
+			if got.Errors == nil || got.Repairs == nil {
+				t.Errorf("errors and repairs must be arrays, never null: %s", out.String())
+			}
+			if got.Valid != (len(got.Errors) == 0) {
+				t.Errorf("valid=%v with %d errors", got.Valid, len(got.Errors))
+			}
+		})
+	}
+}
+
+func TestCheckJSONL(t *testing.T) {
+	t.Parallel()
+	in := strings.Join([]string{
+		`{"id": 1, "text": "{\"sentiment\": \"positive\", \"score\": 1}"}`,
+		`{"id": "b", "text": "nope"}`,
+		`not json at all`,
+		`{"id": 4, "text": "{\"x\": 1}", "schema": {"type": "object", "required": ["y"]}}`,
+	}, "\n")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"check", "--jsonl", "--schema", cliFile(t, "s.json", cliSchema), "-"}, strings.NewReader(in), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0 once every line is done (stderr %q)", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d output lines, want 4 in input order:\n%s", len(lines), out.String())
+	}
+	want := []struct {
+		id    string
+		valid bool
+		class string
+	}{{"1", true, ""}, {`"b"`, false, "syntax"}, {"null", false, ""}, {"4", false, "shape"}}
+	for i, w := range want {
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if string(got["id"]) != w.id {
+			t.Errorf("line %d id = %s, want %s", i+1, got["id"], w.id)
+		}
+		if i == 2 {
+			if _, ok := got["error"]; !ok || string(got["line"]) != "3" {
+				t.Errorf("unreadable line 3 not reported with its number: %s", lines[i])
+			}
+			continue
+		}
+		if string(got["valid"]) != map[bool]string{true: "true", false: "false"}[w.valid] || string(got["class"]) != `"`+w.class+`"` {
+			t.Errorf("line %d = %s, want valid=%v class=%q", i+1, lines[i], w.valid, w.class)
+		}
+	}
+}
+
+func TestTryCommand(t *testing.T) {
+	t.Parallel()
+	schema := cliFile(t, "s.json", cliSchema)
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     []string
+	}{
+		{name: "clean converges", args: []string{"--sim", "clean", "--prompt", "Rate: great product"}, wantCode: 0,
+			want: []string{"attempt 1", "VALID on first attempt"}},
+		{name: "json result", args: []string{"--sim", "messy", "--prompt", "Rate: meh", "--json", "--max-attempts", "4", "--provider", "anthropic", "--mode", "tool"},
+			want: []string{`"status": "valid"`, `"attempts": [`}},
+		{name: "no prompt", args: []string{"--sim", "clean"}, wantCode: 2},
+		{name: "bad mode", args: []string{"--sim", "clean", "--prompt", "x", "--mode", "yaml"}, wantCode: 2},
+		{name: "bad provider", args: []string{"--sim", "clean", "--prompt", "x", "--provider", "cohere"}, wantCode: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			args := append([]string{"try", "--schema", schema}, tt.args...)
+			code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.wantCode, out.String(), errOut.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
+
+// TestTryShowsFeedback runs a model that never gets it right and checks the
+// cards show the errors and the exact feedback sent next, and exit 1.
+func TestTryShowsFeedback(t *testing.T) {
+	t.Parallel()
+	schema := cliFile(t, "s.json", `{"type":"object","properties":{"n":{"type":"integer","minimum":10,"maximum":5}},"required":["n"]}`)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"try", "--schema", schema, "--sim", "clean", "--prompt", "x", "--max-attempts", "2"}, strings.NewReader(""), &out, &errOut)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 for an impossible schema\n%s%s", code, out.String(), errOut.String())
+	}
+	for _, w := range []string{"── attempt 1 ── INVALID", "feedback sent next:", "/n", "── attempt 2 ── INVALID", "INVALID after 2 attempts"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+}
