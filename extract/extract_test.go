@@ -89,6 +89,9 @@ var extractCases = []extractCase{
 	{name: "regex class in a string", reply: `{"r": [{"re": "a['"]b"}]}`, want: `{"r":[{"re":"a['\"]b"}]}`, kinds: []string{KindUnescapedQuote}},
 	{name: "wrong closer still repaired", reply: `{"k": ["a", "b"}, "n": 1}`, want: `{"k":["a","b"],"n":1}`, kinds: []string{KindMismatched}},
 	{name: "lone quote line in a block string", reply: "{\"a\": \"\n```{}```\n\"\n\",\n\"b\": 1}", want: `{"a":"\n` + "```{}```" + `\n\"","b":1}`, kinds: []string{KindUnescapedQuote}},
+	{name: "comma then words in a value", reply: `{"a": "lorem "ipsum", sic." }`, want: `{"a":"lorem \"ipsum\", sic."}`, kinds: []string{KindUnescapedQuote}},
+	{name: "missing end quote before a comma and words", reply: `{"a": "sic tamet, quick brown fox. }`, want: `{"a":"sic tamet, quick brown fox."}`, kinds: []string{KindMissingQuote}},
+	{name: "missing end quote before the next key", reply: `{"a": "b, "c": 1}`, want: `{"a":"b","c":1}`, kinds: []string{KindMissingQuote}},
 	{name: "stray word", reply: `{"a": 1, COMMENT "b": 2}`, want: `{"a":1,"b":2}`, kinds: []string{KindExtraText}},
 
 	// Refusals.

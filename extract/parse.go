@@ -59,6 +59,7 @@ type parser struct {
 	stack    []byte // closers of the open containers, innermost last
 	paren    int    // open tuples and function calls
 	mergeTop bool   // raw reply: members after an early '}' rejoin the object
+	inKey    bool   // the string being read is an object key
 	tooDeep  bool   // nesting passed MaxDepth
 	// closeFrom, closeAt memoize the next "*/": none in [closeFrom, closeAt).
 	closeFrom, closeAt int
@@ -514,7 +515,10 @@ func (p *parser) ellipsis() bool {
 // key parses an object key: a string or an unquoted identifier.
 func (p *parser) key() bool {
 	if q, _ := quoteAt(p.src, p.i); q != qNone {
-		return p.str(false, -1)
+		p.inKey = true
+		ok := p.str(false, -1)
+		p.inKey = false
+		return ok
 	}
 	start := p.i
 	for p.i < p.end {
@@ -814,7 +818,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				}
 				continue
 			}
-			if embed == 0 && (stopAtDelim || j >= p.end || p.src[j] == '\n' || p.src[j] == '\r' || (p.endDelim(p.src[j]) && !p.strayCloser(p.src[j], j)) || isFenceAt(p.src, j) || isDigit(p.src[j]) || quoteKind(p.src, j) != qNone) {
+			if embed == 0 && (stopAtDelim || j >= p.end || p.src[j] == '\n' || p.src[j] == '\r' || (p.endDelim(p.src[j]) && !p.strayCloser(p.src[j], j) && !p.commaThenText(j)) || isFenceAt(p.src, j) || isDigit(p.src[j]) || quoteKind(p.src, j) != qNone) {
 				if wsNL {
 					// The closing quote sat on its own line: drop the line break.
 					p.repair(KindControlChar, iq)
@@ -826,7 +830,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				return true
 			}
 			iPrev := prevNonSpace(p.src, iq-1, start)
-			if embed == 0 && canRetry && iPrev > start && p.src[iPrev] == ',' {
+			if embed == 0 && canRetry && iPrev > start && p.src[iPrev] == ',' && !(p.inValue() && !p.quoteStartsKey(iq)) {
 				return retry(false, iPrev)
 			}
 			if embed == 0 && canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' && p.src[iPrev] != ':' && !(p.src[iPrev] == '{' && iPrev == iq-1) {
@@ -883,7 +887,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				embed--
 			}
 		}
-		if stopAtDelim && (c == ',' || c == '[' || c == ']' || c == '{' || c == '}') {
+		if stopAtDelim && (c == ',' && !p.commaThenText(p.i) || c == '[' || c == ']' || c == '{' || c == '}') {
 			p.trimOutSpace(outStart)
 			p.repair(KindMissingQuote, p.i)
 			p.out = append(p.out, '"')
@@ -896,6 +900,31 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 		}
 		p.i++
 	}
+}
+
+// inValue reports whether the string being read is a member value of an
+// object, where a comma must be followed by the next key.
+func (p *parser) inValue() bool {
+	return !p.inKey && len(p.stack) > 0 && p.stack[len(p.stack)-1] == '}'
+}
+
+// commaThenText reports whether s[j] is a comma, in an object member value,
+// followed on its line by a word that is not a key: `"xxx", xxx` or
+// `fox, quick brown`. Then the comma is text, not a separator.
+func (p *parser) commaThenText(j int) bool {
+	if j >= p.end || p.src[j] != ',' || !p.inValue() {
+		return false
+	}
+	k := p.peekSkipLine(j + 1)
+	if k >= p.end || !isIdentStart(p.src[k]) || p.src[k] >= 0x80 {
+		return false
+	}
+	e := k
+	for e < p.end && isIdent(p.src[e]) && p.src[e] < 0x80 {
+		e++
+	}
+	e = p.peekSkipLine(e)
+	return e < p.end && p.src[e] != ':' && p.src[e] != '=' && p.src[e] != '(' && p.src[e] != '"'
 }
 
 // strayCloser reports whether c is a closing bracket that closes no open
