@@ -19,6 +19,10 @@ type ProgressBar struct {
 	start time.Time
 	last  time.Time
 	every time.Duration
+	shown string // the last line written
+	// lastDone and lastNote are what the last line showed.
+	lastDone int
+	lastNote string
 }
 
 // NewProgressBar returns a bar for total units (0 when unknown). tty says
@@ -59,6 +63,10 @@ func (p *ProgressBar) Update(done int, note string, final bool) {
 	if note != "" {
 		line += "  " + note
 	}
+	if final && p.shown != "" && p.lastDone == done && p.lastNote == note && !p.tty {
+		return // the final state is already on screen
+	}
+	p.shown, p.lastDone, p.lastNote = line, done, note
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", line)
 		if final {
