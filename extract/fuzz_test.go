@@ -1,8 +1,10 @@
 package extract
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzExtract checks that Extract never panics, that every candidate is
@@ -29,6 +31,9 @@ func FuzzExtract(f *testing.F) {
 			t.Fatal("no candidates and no error")
 		}
 		checkCandidates(t, reply, cands)
+		if json.Valid([]byte(reply)) && utf8.ValidString(reply) {
+			checkStrict(t, reply)
+		}
 	})
 }
 

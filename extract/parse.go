@@ -1216,7 +1216,7 @@ func (p *parser) number() bool {
 			changed = true
 			truncEnd = i == p.end
 		} else {
-			b.WriteByte('e')
+			b.WriteByte(p.src[exp]) // e or E, as written
 			b.WriteString(sign)
 			b.WriteString(ed)
 		}
