@@ -2,9 +2,547 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
+const benchUsage = `Usage: worker bench [flags]
+
+Measures, in one run on this machine, how close the pipeline comes to what the
+machine and the providers allow, and prints each figure as a ratio with its
+target and PASS or FAIL:
+
+  1. the bare rate: consume small messages from a JetStream pull consumer and
+     write one job row and three attempt rows each to Postgres in batches of
+     the worker's writer size, acking after commit (jobs/s, the reference);
+  2. a batch end to end (enqueue, worker in drain mode) on the simulator's
+     'typical' preset at zero latency, as a share of (1);
+  3. a worker subprocess with 1,000 jobs in flight at 1 s simulated latency
+     ('clean' preset, one call a job): throughput against the ideal
+     in-flight/latency, and the worker's peak RSS;
+  4. the 'rate-limited' preset at 600 RPM with the lane budget set to match:
+     throughput against the budget, the share of 429s, jobs failed;
+  5. with --memory: peak RSS of a worker subprocess over a large batch
+     against a batch ten times smaller;
+  6. the two repair strategies on the 'messy' preset: valid rate, mean
+     attempts, tokens per valid job.
+
+Everything runs on loopback: an embedded NATS server on a random port, the
+simulator, and a dedicated Postgres database (created and migrated; every run
+uses fresh batches and streams). The bench stops by itself and exits 0 whatever
+the figures: it reports, it does not fail a build.`
+
+// Bench defaults.
+const (
+	benchDatabaseURLDefault = "postgres://postgres@127.0.0.1:5432/fixpoint_bench?sslmode=disable"
+	// benchTargetRatio is the end-to-end target as a share of the baseline.
+	benchTargetRatio = 0.50
+	// benchTargetIdeal is the share of the ideal (latency, rate budget) to reach.
+	benchTargetIdeal = 0.95
+	// benchTargetRSS bounds the worker's peak RSS at 1,000 jobs in flight.
+	benchTargetRSS = 256 << 20
+	// benchTarget429 bounds the share of calls answered 429.
+	benchTarget429 = 0.02
+	// benchTargetFlat bounds large-batch RSS over small-batch RSS.
+	benchTargetFlat = 1.10
+)
+
+// benchConfig holds the sizes of one bench run.
+type benchConfig struct {
+	dbURL                     string
+	workerBin                 string
+	baseJobs, jobs            int
+	concurrency               int
+	inflight, latencyJobs     int
+	latency                   time.Duration
+	rateSeconds               int
+	memory                    bool
+	memSmall, memLarge        int
+	strategyJobs              int
+	quick                     bool
+	latencyPoll, memoryPoll   time.Duration
+	skipLatency, skipStrategy bool
+}
+
+// quickSizes shrinks every figure to seconds, keeping explicit flags.
+func (c *benchConfig) quickSizes(set map[string]bool) {
+	sizes := []struct {
+		flag string
+		p    *int
+		v    int
+	}{
+		{"baseline-jobs", &c.baseJobs, 2000},
+		{"jobs", &c.jobs, 500},
+		{"inflight", &c.inflight, 200},
+		{"latency-jobs", &c.latencyJobs, 600},
+		{"rate-seconds", &c.rateSeconds, 5},
+		{"memory-small", &c.memSmall, 1000},
+		{"memory-large", &c.memLarge, 10000},
+		{"strategy-jobs", &c.strategyJobs, 100},
+	}
+	for _, s := range sizes {
+		if !set[s.flag] {
+			*s.p = s.v
+		}
+	}
+}
+
+func (c *benchConfig) validate() error {
+	for _, v := range []struct {
+		name string
+		n    int
+	}{
+		{"--baseline-jobs", c.baseJobs}, {"--jobs", c.jobs}, {"--concurrency", c.concurrency}, {"--inflight", c.inflight},
+		{"--latency-jobs", c.latencyJobs}, {"--rate-seconds", c.rateSeconds}, {"--memory-small", c.memSmall},
+		{"--memory-large", c.memLarge}, {"--strategy-jobs", c.strategyJobs},
+	} {
+		if v.n < 1 {
+			return usagef("%s must be at least 1, got %d", v.name, v.n)
+		}
+	}
+	if c.latency <= 0 {
+		return usagef("--latency must be positive, got %s", c.latency)
+	}
+	return nil
+}
+
+// benchRow is one line of the figures table.
+type benchRow struct {
+	no, name, measured, target string
+	// verdict is PASS, FAIL, "-" (a reference figure) or "skipped".
+	verdict string
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return usagef("bench: not implemented yet")
+	fs := newFlagSet("worker bench", benchUsage, "", stdout)
+	var c benchConfig
+	self, _ := os.Executable()
+	fs.StringVar(&c.dbURL, "database-url", benchDatabaseURLDefault, "Postgres URL of the bench's own ledger database (created and migrated if missing)")
+	fs.StringVar(&c.workerBin, "worker-bin", self, "worker binary run as a subprocess for the memory figures")
+	fs.IntVar(&c.baseJobs, "baseline-jobs", 20000, "messages in the bare NATS+Postgres baseline (1)")
+	fs.IntVar(&c.jobs, "jobs", 5000, "jobs in the zero-latency end-to-end batch (2)")
+	fs.IntVar(&c.concurrency, "concurrency", 64, "worker concurrency of figures 2, 4, 5 and 6")
+	fs.IntVar(&c.inflight, "inflight", 1000, "jobs in flight at simulated latency (3): worker concurrency, lane ceiling and MaxAckPending")
+	fs.IntVar(&c.latencyJobs, "latency-jobs", 5000, "jobs in the simulated-latency batch (3)")
+	fs.DurationVar(&c.latency, "latency", time.Second, "fixed simulated latency of every call in (3)")
+	fs.IntVar(&c.rateSeconds, "rate-seconds", 30, "measuring window of the rate-limited figure (4)")
+	fs.BoolVar(&c.memory, "memory", false, "also measure memory flatness over a large batch (5; minutes)")
+	fs.IntVar(&c.memSmall, "memory-small", 10000, "jobs in the small batch of (5)")
+	fs.IntVar(&c.memLarge, "memory-large", 100000, "jobs in the large batch of (5)")
+	fs.IntVar(&c.strategyJobs, "strategy-jobs", 1000, "jobs per repair strategy on the messy preset (6)")
+	fs.BoolVar(&c.quick, "quick", false, "a small version of every figure (seconds); explicit size flags still win")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.quick {
+		c.quickSizes(set)
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	c.latencyPoll = 10 * time.Millisecond
+	c.memoryPoll = 100 * time.Millisecond
+	return benchMain(ctx, c, stdout, stderr)
+}
+
+func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) error {
+	m := readMachine()
+	started := time.Now()
+	env, err := newBenchEnv(ctx, c.dbURL, c.workerBin, stderr)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+
+	var rows []benchRow
+	add := func(r benchRow) { rows = append(rows, r) }
+	fail := func(no, name, target string, err error) {
+		add(benchRow{no: no, name: name, measured: "error: " + oneLine(err), target: target, verdict: "FAIL"})
+	}
+
+	// 1. The bare baseline.
+	env.logf("1/6 baseline: %d messages consumed and written in batches of %d", c.baseJobs, pipeline.FlushMaxDefault)
+	base, baseTook, err := env.baseline(ctx, c.baseJobs)
+	if err != nil {
+		fail("1", "baseline: NATS consume + batched Postgres write", "reference", err)
+	} else {
+		add(benchRow{no: "1", name: "baseline: NATS consume + batched Postgres write (1 job + 3 attempt rows)",
+			measured: fmt.Sprintf("%s jobs/s (%d in %s)", num(base), c.baseJobs, baseTook.Round(time.Millisecond)), target: "reference", verdict: "-"})
+	}
+
+	// 2. End to end at zero latency.
+	env.logf("2/6 end to end: %d jobs, typical preset, zero latency, concurrency %d", c.jobs, c.concurrency)
+	e2e, err := env.figureEndToEnd(ctx, c)
+	name2 := fmt.Sprintf("end to end, zero latency, typical preset (%d jobs, concurrency %d)", c.jobs, c.concurrency)
+	switch {
+	case err != nil:
+		fail("2", name2, ">= 50% of (1)", err)
+	case base > 0:
+		ratio := e2e / base
+		add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s = %s of (1)", num(e2e), pct(ratio)),
+			target: ">= 50% of (1)", verdict: verdict(ratio >= benchTargetRatio)})
+	default:
+		add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s (no baseline)", num(e2e)), target: ">= 50% of (1)", verdict: "FAIL"})
+	}
+
+	// 3. Simulated latency with many jobs in flight, in a subprocess.
+	ideal := float64(c.inflight) / c.latency.Seconds()
+	name3 := fmt.Sprintf("%s latency, %d in flight, clean preset (%d jobs, worker subprocess)", c.latency, c.inflight, c.latencyJobs)
+	env.logf("3/6 latency: %d jobs, %s per call, %d in flight, worker subprocess", c.latencyJobs, c.latency, c.inflight)
+	lat, err := env.figureLatency(ctx, c)
+	if err != nil {
+		fail("3", name3, fmt.Sprintf(">= 95%% of %s jobs/s", num(ideal)), err)
+		fail("3", "worker peak RSS at that load", "< 256 MiB", err)
+	} else {
+		tput := float64(c.latencyJobs) / lat.span.Seconds()
+		add(benchRow{no: "3", name: name3, measured: fmt.Sprintf("%s jobs/s = %s of ideal %s (%d jobs in %s)", num(tput), pct(tput/ideal), num(ideal), c.latencyJobs, lat.span.Round(time.Millisecond)),
+			target: fmt.Sprintf(">= 95%% of %s jobs/s", num(ideal)), verdict: verdict(tput/ideal >= benchTargetIdeal)})
+		add(benchRow{no: "3", name: "worker peak RSS at that load (getrusage maxrss)", measured: fmt.Sprintf("%s (VmHWM %s)", mib(lat.maxRSS), mib(lat.hwm)),
+			target: "< 256 MiB", verdict: verdict(lat.maxRSS > 0 && lat.maxRSS < benchTargetRSS)})
+	}
+
+	// 4. Rate-limited provider.
+	env.logf("4/6 rate-limited: %ds window at the preset's budget", c.rateSeconds)
+	rl, err := env.figureRate(ctx, c)
+	if err != nil {
+		fail("4", "rate-limited preset: throughput", ">= 95% of budget", err)
+	} else {
+		budget := float64(rl.rpm) / 60
+		tput := float64(rl.ok) / rl.window.Seconds()
+		share := 0.0
+		if rl.requests > 0 {
+			share = float64(rl.limited) / float64(rl.requests)
+		}
+		add(benchRow{no: "4", name: fmt.Sprintf("rate-limited preset, lane --rpm %d --tpm %d: successful calls/s over %s", rl.rpm, rl.tpm, rl.window.Round(time.Second)),
+			measured: fmt.Sprintf("%.2f/s = %s of budget %.0f/s", tput, pct(tput/budget), budget), target: ">= 95% of budget", verdict: verdict(tput/budget >= benchTargetIdeal)})
+		add(benchRow{no: "4", name: "share of calls answered 429", measured: fmt.Sprintf("%s (%d of %d)", pct2(share), rl.limited, rl.requests),
+			target: "< 2%", verdict: verdict(share < benchTarget429)})
+		add(benchRow{no: "4", name: "jobs failed or dead (any cause) among finished", measured: fmt.Sprintf("%d of %d", rl.failed, rl.finished),
+			target: "0", verdict: verdict(rl.failed == 0)})
+	}
+
+	// 5. Memory flat in batch size.
+	name5 := fmt.Sprintf("memory flat: peak RSS, %s jobs vs %s jobs (worker subprocess)", num(float64(c.memLarge)), num(float64(c.memSmall)))
+	if !c.memory {
+		env.logf("5/6 memory: skipped (pass --memory)")
+		add(benchRow{no: "5", name: name5, measured: "not run (pass --memory)", target: "within 10%", verdict: "skipped"})
+	} else {
+		env.logf("5/6 memory: %d then %d jobs, worker subprocess", c.memSmall, c.memLarge)
+		small, large, err := env.figureMemory(ctx, c)
+		if err != nil {
+			fail("5", name5, "within 10%", err)
+		} else {
+			ratio := float64(large.maxRSS) / float64(small.maxRSS)
+			add(benchRow{no: "5", name: name5,
+				measured: fmt.Sprintf("%s vs %s = %+.1f%% (%s and %s jobs/s)", mib(large.maxRSS), mib(small.maxRSS), (ratio-1)*100,
+					num(float64(c.memLarge)/large.span.Seconds()), num(float64(c.memSmall)/small.span.Seconds())),
+				target: "within 10%", verdict: verdict(small.maxRSS > 0 && ratio <= benchTargetFlat)})
+		}
+	}
+
+	// 6. Repair strategies.
+	env.logf("6/6 strategies: %d jobs each on the messy preset", c.strategyJobs)
+	strat, stratErr := env.figureStrategies(ctx, c)
+
+	fmt.Fprintf(stdout, "fixpoint bench, %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(stdout, "machine: %s\n", m)
+	fmt.Fprintf(stdout, "all on loopback: embedded NATS (file storage), simulator, Postgres database %s\n\n", dbName(c.dbURL))
+	writeBenchRows(stdout, rows)
+	fmt.Fprintf(stdout, "\nrepair strategies on the messy preset, %d jobs each, 3 attempts at most (6):\n\n", c.strategyJobs)
+	if stratErr != nil {
+		fmt.Fprintf(stdout, "error: %s\n", oneLine(stratErr))
+	}
+	writeStrategies(stdout, strat)
+	fmt.Fprintf(stdout, "\nbench took %s\n", time.Since(started).Round(time.Second))
+	return nil
+}
+
+// figureEndToEnd runs a zero-latency typical batch in process and returns
+// jobs per second.
+func (e *benchEnv) figureEndToEnd(ctx context.Context, c benchConfig) (float64, error) {
+	q := e.queue("e2e", 0)
+	defer e.dropQueue(q)
+	_, url, closeSim, err := startSim("typical", 0)
+	if err != nil {
+		return 0, err
+	}
+	defer closeSim()
+	batch := e.batchName("e2e")
+	if err := e.enqueue(ctx, q, batch, c.jobs, pipeline.Limits{}); err != nil {
+		return 0, err
+	}
+	clients, err := simClients(url, llm.LaneConfig{MaxConcurrency: max(c.concurrency, 64)})
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	run, err := e.runInProcess(ctx, batch, c.jobs, pipeline.WorkerConfig{Queue: q, Concurrency: c.concurrency, Providers: clients})
+	if err != nil {
+		return 0, err
+	}
+	e.logf("  %d jobs final in %s (valid %d, invalid %d, failed %d)", c.jobs, run.elapsed.Round(time.Millisecond), run.progress.Valid, run.progress.Invalid, run.progress.Failed)
+	return float64(c.jobs) / run.elapsed.Seconds(), nil
+}
+
+// figureLatency runs a worker subprocess with c.inflight jobs in flight
+// against a simulator whose every call takes c.latency.
+func (e *benchEnv) figureLatency(ctx context.Context, c benchConfig) (childRun, error) {
+	q := e.queue("latency", c.inflight)
+	defer e.dropQueue(q)
+	srv, url, closeSim, err := startSim("clean", c.latency)
+	if err != nil {
+		return childRun{}, err
+	}
+	defer closeSim()
+	batch := e.batchName("latency")
+	if err := e.enqueue(ctx, q, batch, c.latencyJobs, pipeline.Limits{}); err != nil {
+		return childRun{}, err
+	}
+	n := strconv.Itoa(c.inflight)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	run, err := e.runChild(ctx, q, batch, c.latencyJobs, srv, url, []string{"--concurrency", n, "--lane-max-concurrency", n}, c.latencyPoll)
+	if err != nil {
+		return run, err
+	}
+	e.logf("  %d jobs final %s after the first call; worker lived %s, peak RSS %s", c.latencyJobs, run.span.Round(time.Millisecond), run.wall.Round(time.Millisecond), mib(run.maxRSS))
+	if run.span <= 0 {
+		return run, fmt.Errorf("the simulator saw no call")
+	}
+	return run, nil
+}
+
+// rateRun is what figureRate measured.
+type rateRun struct {
+	rpm, tpm              int
+	window                time.Duration
+	ok, limited, requests int64
+	failed, finished      int
+}
+
+// figureRate runs an in-process worker against the rate-limited preset
+// with the lane budget set to the preset's, for c.rateSeconds from its first
+// call, then stops it.
+func (e *benchEnv) figureRate(ctx context.Context, c benchConfig) (rateRun, error) {
+	q := e.queue("rate", 0)
+	defer e.dropQueue(q)
+	srv, url, closeSim, err := startSim("rate-limited", 0)
+	if err != nil {
+		return rateRun{}, err
+	}
+	defer closeSim()
+	res := rateRun{rpm: srv.Config().RPM, tpm: srv.Config().TPM}
+	n := c.rateSeconds*res.rpm/60 + 100
+	batch := e.batchName("rate")
+	if err := e.enqueue(ctx, q, batch, n, pipeline.Limits{}); err != nil {
+		return res, err
+	}
+	clients, err := simClients(url, llm.LaneConfig{RPM: res.rpm, TPM: res.tpm, MaxConcurrency: max(c.concurrency, 64)})
+	if err != nil {
+		return res, err
+	}
+	w, err := pipeline.NewWorker(e.js, e.st, pipeline.WorkerConfig{Queue: q, Concurrency: c.concurrency, Providers: clients, Grace: time.Second})
+	if err != nil {
+		return res, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	var t0 time.Time
+	deadline := time.After(time.Minute)
+wait:
+	for {
+		select {
+		case <-time.After(time.Millisecond):
+			if srv.Stats().Requests > 0 {
+				t0 = time.Now()
+				break wait
+			}
+		case err := <-done:
+			return res, fmt.Errorf("worker stopped before the first call: %v", err)
+		case <-deadline:
+			stop()
+			<-done
+			return res, fmt.Errorf("no call within a minute")
+		case <-ctx.Done():
+			stop()
+			<-done
+			return res, ctx.Err()
+		}
+	}
+	select {
+	case <-time.After(time.Duration(c.rateSeconds) * time.Second):
+	case <-ctx.Done():
+	}
+	st := srv.Stats()
+	res.window = time.Since(t0)
+	stop()
+	if err := <-done; err != nil {
+		return res, fmt.Errorf("worker: %w", err)
+	}
+	res.ok, res.limited, res.requests = st.ByStatus[200], st.ByStatus[429], st.Requests
+	p, err := e.st.Progress(ctx, batch)
+	if err != nil {
+		return res, err
+	}
+	res.failed, res.finished = p.Failed+p.Dead, p.Total-p.Queued
+	e.logf("  %d calls (%d ok, %d 429) in %s; %d jobs finished", res.requests, res.ok, res.limited, res.window.Round(time.Millisecond), res.finished)
+	return res, nil
+}
+
+// figureMemory runs a worker subprocess over a small and a large batch.
+func (e *benchEnv) figureMemory(ctx context.Context, c benchConfig) (small, large childRun, err error) {
+	srv, url, closeSim, err := startSim("typical", 0)
+	if err != nil {
+		return small, large, err
+	}
+	defer closeSim()
+	conc := strconv.Itoa(c.concurrency)
+	one := func(name string, n int) (childRun, error) {
+		q := e.queue(name, 0)
+		defer e.dropQueue(q)
+		batch := e.batchName(name)
+		if err := e.enqueue(ctx, q, batch, n, pipeline.Limits{}); err != nil {
+			return childRun{}, err
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+		defer cancel()
+		run, err := e.runChild(cctx, q, batch, n, srv, url, []string{"--concurrency", conc, "--lane-max-concurrency", conc}, c.memoryPoll)
+		if err == nil {
+			e.logf("  %d jobs in %s, peak RSS %s (VmHWM %s)", n, run.span.Round(time.Millisecond), mib(run.maxRSS), mib(run.hwm))
+		}
+		return run, err
+	}
+	if small, err = one("memsmall", c.memSmall); err != nil {
+		return small, large, err
+	}
+	large, err = one("memlarge", c.memLarge)
+	return small, large, err
+}
+
+// strategyRun is one line of the strategies table.
+type strategyRun struct {
+	strategy pipeline.Strategy
+	sum      store.BatchSummary
+	elapsed  time.Duration
+	err      error
+}
+
+// figureStrategies runs the messy preset once per repair strategy.
+func (e *benchEnv) figureStrategies(ctx context.Context, c benchConfig) ([]strategyRun, error) {
+	var out []strategyRun
+	for _, s := range []pipeline.Strategy{pipeline.StrategyConversation, pipeline.StrategyRepair} {
+		r := strategyRun{strategy: s}
+		r.sum, r.elapsed, r.err = e.strategy(ctx, c, s)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (e *benchEnv) strategy(ctx context.Context, c benchConfig, s pipeline.Strategy) (store.BatchSummary, time.Duration, error) {
+	q := e.queue("strategy_"+string(s), 0)
+	defer e.dropQueue(q)
+	_, url, closeSim, err := startSim("messy", 0)
+	if err != nil {
+		return store.BatchSummary{}, 0, err
+	}
+	defer closeSim()
+	batch := e.batchName("strategy-" + string(s))
+	if err := e.enqueue(ctx, q, batch, c.strategyJobs, pipeline.Limits{Strategy: s}); err != nil {
+		return store.BatchSummary{}, 0, err
+	}
+	clients, err := simClients(url, llm.LaneConfig{MaxConcurrency: max(c.concurrency, 64)})
+	if err != nil {
+		return store.BatchSummary{}, 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	run, err := e.runInProcess(ctx, batch, c.strategyJobs, pipeline.WorkerConfig{Queue: q, Concurrency: c.concurrency, Providers: clients})
+	if err != nil {
+		return store.BatchSummary{}, 0, err
+	}
+	sums, err := e.st.Summary(ctx, batch)
+	if err != nil {
+		return store.BatchSummary{}, 0, err
+	}
+	if len(sums) != 1 {
+		return store.BatchSummary{}, 0, fmt.Errorf("summary of %s: %d rows", batch, len(sums))
+	}
+	return sums[0], run.elapsed, nil
+}
+
+func writeBenchRows(w io.Writer, rows []benchRow) {
+	fmt.Fprintln(w, "| # | figure | measured | target | result |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.no, r.name, r.measured, r.target, r.verdict)
+	}
+}
+
+func writeStrategies(w io.Writer, runs []strategyRun) {
+	fmt.Fprintln(w, "| strategy | jobs | valid rate | first-attempt valid | mean attempts | tokens per valid job | took |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, r := range runs {
+		if r.err != nil {
+			fmt.Fprintf(w, "| %s | error: %s | | | | | |\n", r.strategy, oneLine(r.err))
+			continue
+		}
+		s := r.sum
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %.2f | %s | %s |\n", r.strategy, s.Jobs, pct(s.ValidRate), pct(s.FirstAttemptValidRate),
+			s.MeanAttempts, num(s.TokensPerValidJob), r.elapsed.Round(time.Millisecond))
+	}
+}
+
+// num formats a rate or count with thousands separators and no decimals.
+func num(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	var b strings.Builder
+	for i, ch := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(ch)
+	}
+	return b.String()
+}
+
+func pct(r float64) string  { return fmt.Sprintf("%.1f%%", r*100) }
+func pct2(r float64) string { return fmt.Sprintf("%.2f%%", r*100) }
+
+func oneLine(err error) string {
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// dbName returns the database part of a Postgres URL for display, without
+// credentials.
+func dbName(dsn string) string {
+	if i := strings.LastIndex(dsn, "/"); i >= 0 {
+		name, _, _ := strings.Cut(dsn[i+1:], "?")
+		return name
+	}
+	return "?"
 }

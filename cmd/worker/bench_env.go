@@ -1,0 +1,534 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/llm/sim"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// benchChildEnv marks a worker process started by the bench. The worker
+// binary ignores it; the test binary uses it to act as the worker.
+const benchChildEnv = "FIXPOINT_BENCH_CHILD"
+
+// benchModel is the model name the bench's jobs ask for; the simulator
+// answers any model, and the price table does not know this one (cost 0).
+const benchModel = "sim-bench"
+
+// benchEnv is what every figure shares: the ledger, an embedded NATS server
+// listening on a loopback TCP port (so a worker subprocess can reach it) and
+// the names that keep each run's streams and batches apart.
+type benchEnv struct {
+	st        *store.Store
+	dsn       string
+	ns        *server.Server
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	dir       string
+	runID     string
+	workerBin string
+	progress  io.Writer
+}
+
+func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer) (*benchEnv, error) {
+	st, err := openStore(ctx, dsn, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
+	}
+	dir, err := os.MkdirTemp("", "fixpoint-bench-nats-")
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("create NATS data directory: %w", err)
+	}
+	ns, err := pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: dir, Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		st.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.Name("fixpoint-bench"))
+	if err != nil {
+		ns.Shutdown()
+		st.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("connect to embedded NATS: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		ns.Shutdown()
+		st.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("open JetStream: %w", err)
+	}
+	return &benchEnv{
+		st: st, dsn: dsn, ns: ns, nc: nc, js: js, dir: dir, workerBin: workerBin, progress: progress,
+		runID: time.Now().UTC().Format("20060102T150405") + strconv.Itoa(os.Getpid()%1000),
+	}, nil
+}
+
+func (e *benchEnv) close() {
+	e.nc.Close()
+	e.ns.Shutdown()
+	e.ns.WaitForShutdown()
+	e.st.Close()
+	os.RemoveAll(e.dir)
+}
+
+func (e *benchEnv) logf(format string, args ...any) {
+	fmt.Fprintf(e.progress, "bench: "+format+"\n", args...)
+}
+
+// queue returns a fresh stream, subject and consumer for one figure.
+func (e *benchEnv) queue(name string, maxAckPending int) pipeline.QueueConfig {
+	id := strings.ToUpper(name) + "_" + e.runID
+	return pipeline.QueueConfig{
+		Stream: "BENCH_" + id, Subject: "fixpoint.bench." + id, Consumer: "bench-" + id,
+		MaxAckPending: max(maxAckPending, pipeline.MaxAckPendingDefault),
+	}
+}
+
+// dropQueue deletes a figure's streams so the next figure starts clean.
+func (e *benchEnv) dropQueue(q pipeline.QueueConfig) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = e.js.DeleteStream(ctx, q.Stream)
+	_ = e.js.DeleteStream(ctx, q.Stream+"_DEAD")
+}
+
+func (e *benchEnv) batchName(name string) string { return "bench-" + name + "-" + e.runID }
+
+// enqueue records and publishes n generated support tickets.
+func (e *benchEnv) enqueue(ctx context.Context, q pipeline.QueueConfig, batch string, n int, lim pipeline.Limits) error {
+	start := time.Now()
+	prog, err := pipeline.Enqueue(ctx, e.js, e.st, pipeline.EnqueueConfig{
+		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: pipeline.FormatJSONL,
+		Provider: llm.ProviderOpenAI, Model: benchModel, Mode: llm.ModePrompt, Limits: lim, Queue: q,
+		Chunk: 2000,
+	}, strings.NewReader(demoDataset(n, 1)))
+	if err != nil {
+		return fmt.Errorf("enqueue %s: %w", batch, err)
+	}
+	if prog.Published != n {
+		return fmt.Errorf("enqueue %s: published %d of %d jobs", batch, prog.Published, n)
+	}
+	e.logf("  enqueued %d jobs in %s", n, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// startSim serves a simulator preset on loopback; latency > 0 makes every
+// call take exactly that long.
+func startSim(preset string, latency time.Duration) (*sim.Server, string, func(), error) {
+	cfg, err := sim.Preset(preset)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cfg.Seed = 1
+	if latency > 0 {
+		cfg.Latency = sim.Latency{Dist: sim.DistFixed, RequestP50: latency, RequestP99: latency}
+	}
+	srv, url, closeSim, err := sim.Start(cfg)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("start simulator %s: %w", preset, err)
+	}
+	return srv, url, closeSim, nil
+}
+
+// simClients returns the provider map of an in-process worker talking to
+// the simulator at url through one lane.
+func simClients(url string, lane llm.LaneConfig) (map[string]pipeline.Completer, error) {
+	c, err := llm.New(llm.Config{
+		Provider: llm.ProviderOpenAI, BaseURL: url + "/v1", APIKey: "sim-bench",
+		TotalTimeout: time.Minute, Retry: llm.RetryConfig{MaxRetries: 4}, Lane: lane,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configure simulator client: %w", err)
+	}
+	return map[string]pipeline.Completer{llm.ProviderOpenAI: c}, nil
+}
+
+// waitFinal polls the batch's progress every interval until no job is
+// queued, and returns when that was seen. It gives up when ctx ends or
+// stopped is closed first (the worker exited).
+func (e *benchEnv) waitFinal(ctx context.Context, batch string, n int, interval time.Duration, stopped <-chan struct{}) (time.Time, store.Progress, error) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		p, err := e.st.Progress(ctx, batch)
+		if err == nil && p.Total >= n && p.Queued == 0 {
+			return time.Now(), p, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, p, fmt.Errorf("wait for batch %s: %d of %d jobs final: %w", batch, p.Total-p.Queued, n, ctx.Err())
+		case <-stopped:
+			p, _ = e.st.Progress(context.WithoutCancel(ctx), batch)
+			if p.Total >= n && p.Queued == 0 {
+				return time.Now(), p, nil
+			}
+			return time.Time{}, p, fmt.Errorf("worker stopped with %d of %d jobs of %s final", p.Total-p.Queued, n, batch)
+		case <-t.C:
+		}
+	}
+}
+
+// inProcessRun is what runInProcess measured.
+type inProcessRun struct {
+	elapsed  time.Duration
+	progress store.Progress
+}
+
+// runInProcess runs a drain-mode worker in this process until the batch is
+// final and times it from the worker's start to the last commit.
+func (e *benchEnv) runInProcess(ctx context.Context, batch string, n int, cfg pipeline.WorkerConfig) (inProcessRun, error) {
+	cfg.Drain = true
+	w, err := pipeline.NewWorker(e.js, e.st, cfg)
+	if err != nil {
+		return inProcessRun{}, fmt.Errorf("configure worker: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	stopped := make(chan struct{})
+	start := time.Now()
+	go func() { done <- w.Run(runCtx); close(stopped) }()
+	end, p, err := e.waitFinal(ctx, batch, n, 10*time.Millisecond, stopped)
+	if err != nil {
+		cancel()
+		<-stopped
+		return inProcessRun{progress: p}, err
+	}
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		cancel()
+		<-stopped
+	}
+	if err := <-done; err != nil {
+		return inProcessRun{progress: p}, fmt.Errorf("worker: %w", err)
+	}
+	return inProcessRun{elapsed: end.Sub(start), progress: p}, nil
+}
+
+// childRun is what runChild measured of a worker subprocess.
+type childRun struct {
+	// maxRSS is the child's peak resident set in bytes (getrusage), hwm the
+	// last VmHWM read from /proc while it ran (a cross-check).
+	maxRSS, hwm int64
+	// wall is the process's whole life; span runs from the simulator's
+	// first request to the moment every job was seen final.
+	wall, span time.Duration
+	progress   store.Progress
+}
+
+// runChild runs `worker run --drain` as a subprocess against the bench's
+// NATS, ledger and the simulator at simURL, waits for the batch to be final
+// and for the process to exit, and reports its peak memory.
+func (e *benchEnv) runChild(ctx context.Context, q pipeline.QueueConfig, batch string, n int, srv *sim.Server, simURL string, extra []string, poll time.Duration) (childRun, error) {
+	var res childRun
+	args := []string{"run", "--drain",
+		"--nats-url", e.ns.ClientURL(), "--database-url", e.dsn, "--openai-base-url", simURL + "/v1",
+		"--stream", q.Stream, "--subject", q.Subject, "--consumer", q.Consumer,
+		"--max-ack-pending", strconv.Itoa(q.MaxAckPending),
+		"--metrics-addr", "off", "--log-level", "warn", "--grace", "10s",
+	}
+	args = append(args, extra...)
+	cmd := exec.Command(e.workerBin, args...)
+	cmd.Env = append(os.Environ(), benchChildEnv+"=1", "OPENAI_API_KEY=sim-bench", "NATS_URL=", "DATABASE_URL=")
+	var stderr tailBuffer
+	cmd.Stdout = io.Discard
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("start worker %s: %w", e.workerBin, err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+
+	var hwm atomic.Int64
+	var firstReq atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-exited:
+				return
+			case <-t.C:
+			}
+			if firstReq.Load() == 0 && srv.Stats().Requests > 0 {
+				firstReq.Store(time.Now().UnixNano())
+			}
+			if i%20 == 0 {
+				if v := readVmHWM(cmd.Process.Pid); v > 0 {
+					hwm.Store(v)
+				}
+			}
+		}
+	}()
+	end, p, err := e.waitFinal(ctx, batch, n, poll, exited)
+	res.progress = p
+	if err != nil {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	wg.Wait()
+	res.wall = time.Since(start)
+	res.hwm = hwm.Load()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		res.maxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	if first := firstReq.Load(); first > 0 && err == nil {
+		res.span = end.Sub(time.Unix(0, first))
+	}
+	if err != nil {
+		return res, fmt.Errorf("%w; worker stderr: %s", err, stderr.String())
+	}
+	if waitErr != nil {
+		return res, fmt.Errorf("worker exited: %w; stderr: %s", waitErr, stderr.String())
+	}
+	return res, nil
+}
+
+// readVmHWM returns the peak resident set of pid in bytes, 0 if unknown.
+func readVmHWM(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// tailBuffer keeps the last 4 KiB written to it, for error messages.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 4096 {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-4096:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}
+
+// machine describes the host the figures were measured on.
+type machine struct {
+	cpus     int
+	model    string
+	memBytes int64
+	goVer    string
+}
+
+func (m machine) String() string {
+	return fmt.Sprintf("%d CPU (%s), %.1f GiB RAM, %s %s/%s", m.cpus, m.model, float64(m.memBytes)/(1<<30), m.goVer, runtime.GOOS, runtime.GOARCH)
+}
+
+func readMachine() machine {
+	m := machine{cpus: runtime.NumCPU(), model: "unknown CPU", goVer: runtime.Version()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+				m.memBytes = kb * 1024
+			}
+		}
+	}
+	return m
+}
+
+// baselinePayload is a small job-like message for the bare baseline.
+func baselinePayload(id string, i int) []byte {
+	b, _ := json.Marshal(map[string]any{"v": 1, "job_id": id, "row_no": i, "prompt": "Triage this support ticket."})
+	return b
+}
+
+// baselineResult is one job row with three attempt rows, shaped like what
+// the worker writes for a job repaired twice (the request as sent, with the
+// schema in the system prompt, is kept on every attempt).
+func baselineResult(id, batch, hash string, i int, now time.Time) store.Result {
+	prompt := fmt.Sprintf("Triage this support ticket from Ada Park (pro plan).\n\nSubject: Sync stuck at 99%%\n\nTicket %d: sync has been stuck since yesterday.", i)
+	req, _ := json.Marshal([]map[string]string{
+		{"role": "system", "content": "Reply with one JSON value that matches this JSON Schema, and nothing else.\n" + demoSchema},
+		{"role": "user", "content": prompt},
+	})
+	value := json.RawMessage(`{"category":"bug","priority":3,"sentiment":"negative","summary":"Sync stuck at 99% since yesterday","tags":["sync"],"needs_human":false}`)
+	errs := json.RawMessage(`[{"path":"/priority","keyword":"type","class":"shape","message":"expected integer, found string"}]`)
+	r := store.Result{
+		JobID: id, Status: store.StatusValid, Value: value, Attempts: 3, Calls: 3,
+		TokensIn: 1500, TokensOut: 150, StartedAt: now, FinishedAt: now, WallMS: 1, Deliveries: 1,
+		Job: &store.NewJob{ID: id, Batch: batch, RowNo: i, SchemaHash: hash, Prompt: prompt, Provider: llm.ProviderOpenAI,
+			Model: benchModel, Mode: string(llm.ModePrompt), Strategy: string(pipeline.StrategyConversation),
+			Metadata: json.RawMessage(fmt.Sprintf(`{"ticket_id":"T%06d"}`, i))},
+	}
+	for no := 1; no <= 3; no++ {
+		a := store.Attempt{No: no, Request: req, RequestHash: fmt.Sprintf("%064x", i*3+no), Source: "raw",
+			Raw: string(value), Errors: errs, Class: "shape", FinishReason: "stop", LatencyMS: 1,
+			TokensIn: 500, TokensOut: 50, Model: benchModel, RequestID: fmt.Sprintf("req-%d-%d", i, no), StartedAt: now}
+		if no == 3 {
+			a.Errors, a.Class, a.Valid = json.RawMessage(`[]`), "", true
+		}
+		r.AttemptRows = append(r.AttemptRows, a)
+	}
+	return r
+}
+
+// baseline measures the bare path: publish n small messages, consume them
+// with a pull consumer, write one job row and three attempt rows each with
+// store.SaveResults in batches of the worker's writer size from one writer,
+// and ack each message after its batch commits. It returns jobs per second.
+func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration, error) {
+	q := e.queue("base", 0)
+	defer e.dropQueue(q)
+	_, cons, err := pipeline.EnsureQueue(ctx, e.js, q)
+	if err != nil {
+		return 0, 0, err
+	}
+	batch := e.batchName("baseline")
+	hash, err := e.st.PutSchema(ctx, []byte(demoSchema))
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := e.st.PutBatch(ctx, store.BatchParams{Name: batch}); err != nil {
+		return 0, 0, err
+	}
+	for i := 0; i < n; {
+		for j := 0; j < 1000 && i < n; i, j = i+1, j+1 {
+			id := fmt.Sprintf("%s-%d", batch, i+1)
+			if _, err := e.js.PublishAsync(q.Subject, baselinePayload(id, i+1), jetstream.WithMsgID(id)); err != nil {
+				return 0, 0, fmt.Errorf("publish: %w", err)
+			}
+		}
+		select {
+		case <-e.js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		}
+	}
+
+	flushMax := pipeline.FlushMaxDefault
+	start := time.Now()
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * flushMax))
+	if err != nil {
+		return 0, 0, fmt.Errorf("consume: %w", err)
+	}
+	msgs := make(chan jetstream.Msg, flushMax)
+	stop := make(chan struct{})
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); it.Stop() }()
+	var env struct {
+		JobID string `json:"job_id"`
+		RowNo int    `json:"row_no"`
+	}
+	got := make([]jetstream.Msg, 0, flushMax)
+	results := make([]store.Result, 0, flushMax)
+	for done := 0; done < n; {
+		got, results = got[:0], results[:0]
+		select {
+		case m := <-msgs:
+			got = append(got, m)
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-time.After(30 * time.Second):
+			return 0, 0, fmt.Errorf("baseline: no message for 30s after %d of %d", done, n)
+		}
+	fill:
+		for len(got) < flushMax {
+			select {
+			case m := <-msgs:
+				got = append(got, m)
+			default:
+				break fill
+			}
+		}
+		now := time.Now()
+		for _, m := range got {
+			if err := json.Unmarshal(m.Data(), &env); err != nil {
+				return 0, 0, fmt.Errorf("baseline: decode message: %w", err)
+			}
+			results = append(results, baselineResult(env.JobID, batch, hash, env.RowNo, now))
+		}
+		if _, err := e.st.SaveResults(ctx, results); err != nil {
+			return 0, 0, err
+		}
+		for _, m := range got {
+			if err := m.Ack(); err != nil {
+				return 0, 0, fmt.Errorf("baseline: ack: %w", err)
+			}
+		}
+		done += len(got)
+	}
+	elapsed := time.Since(start)
+	return float64(n) / elapsed.Seconds(), elapsed, nil
+}
+
+// mib formats a byte count in MiB.
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+var _ io.Writer = (*tailBuffer)(nil)
