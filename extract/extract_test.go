@@ -92,6 +92,8 @@ var extractCases = []extractCase{
 	{name: "comma then words in a value", reply: `{"a": "lorem "ipsum", sic." }`, want: `{"a":"lorem \"ipsum\", sic."}`, kinds: []string{KindUnescapedQuote}},
 	{name: "missing end quote before a comma and words", reply: `{"a": "sic tamet, quick brown fox. }`, want: `{"a":"sic tamet, quick brown fox."}`, kinds: []string{KindMissingQuote}},
 	{name: "missing end quote before the next key", reply: `{"a": "b, "c": 1}`, want: `{"a":"b","c":1}`, kinds: []string{KindMissingQuote}},
+	{name: "key missing its end quote before the colon", reply: `{"key:"value"}`, want: `{"key":"value"}`, kinds: []string{KindMissingQuote}},
+	{name: "quoted words after a comma in a value", reply: `{"c": "lorem, "ipsum" sic "tamet". To improve"}`, want: `{"c":"lorem, \"ipsum\" sic \"tamet\". To improve"}`, kinds: []string{KindUnescapedQuote}},
 	{name: "stray word", reply: `{"a": 1, COMMENT "b": 2}`, want: `{"a":1,"b":2}`, kinds: []string{KindExtraText}},
 
 	// Refusals.

@@ -830,10 +830,17 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				return true
 			}
 			iPrev := prevNonSpace(p.src, iq-1, start)
-			if embed == 0 && canRetry && iPrev > start && p.src[iPrev] == ',' && !(p.inValue() && !p.quoteStartsKey(iq)) {
+			// In an object value a comma before a quote ends the string only
+			// when a key follows: "lorem, "ipsum" sic" is text.
+			textComma := iPrev > start && p.src[iPrev] == ',' && p.inValue() && !p.quoteStartsKey(iq)
+			if embed == 0 && canRetry && iPrev > start && p.src[iPrev] == ',' && !textComma {
 				return retry(false, iPrev)
 			}
-			if embed == 0 && canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' && p.src[iPrev] != ':' && !(p.src[iPrev] == '{' && iPrev == iq-1) {
+			if p.inKey && embed == 0 && canRetry && iPrev > start && p.src[iPrev] == ':' {
+				// {"key:"value"}: the key's end quote is missing before the colon.
+				return retry(false, iPrev)
+			}
+			if embed == 0 && !textComma && canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' && p.src[iPrev] != ':' && !(p.src[iPrev] == '{' && iPrev == iq-1) {
 				return retry(true, -1)
 			}
 			p.repair(KindUnescapedQuote, iq)
@@ -887,7 +894,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				embed--
 			}
 		}
-		if stopAtDelim && (c == ',' && !p.commaThenText(p.i) || c == '[' || c == ']' || c == '{' || c == '}') {
+		if stopAtDelim && (c == ',' && !p.commaThenText(p.i) || c == '[' || c == ']' || c == '{' || c == '}' || c == ':' && p.inKey) {
 			p.trimOutSpace(outStart)
 			p.repair(KindMissingQuote, p.i)
 			p.out = append(p.out, '"')
