@@ -58,19 +58,19 @@ const (
 
 // benchConfig holds the sizes of one bench run.
 type benchConfig struct {
-	dbURL                     string
-	workerBin                 string
-	baseJobs, jobs            int
-	concurrency               int
-	inflight, latencyJobs     int
-	latency                   time.Duration
-	rateSeconds               int
-	memory                    bool
-	memSmall, memLarge        int
-	strategyJobs              int
-	quick                     bool
-	latencyPoll, memoryPoll   time.Duration
-	skipLatency, skipStrategy bool
+	dbURL                   string
+	workerBin               string
+	baseJobs, jobs          int
+	concurrency             int
+	inflight, latencyJobs   int
+	latency                 time.Duration
+	rateSeconds             int
+	memory                  bool
+	memSmall, memLarge      int
+	strategyJobs            int
+	quick                   bool
+	latencyPoll, memoryPoll time.Duration
+	figures                 map[string]bool
 }
 
 // quickSizes shrinks every figure to seconds, keeping explicit flags.
@@ -82,8 +82,8 @@ func (c *benchConfig) quickSizes(set map[string]bool) {
 	}{
 		{"baseline-jobs", &c.baseJobs, 2000},
 		{"jobs", &c.jobs, 500},
-		{"inflight", &c.inflight, 200},
-		{"latency-jobs", &c.latencyJobs, 600},
+		{"inflight", &c.inflight, 100},
+		{"latency-jobs", &c.latencyJobs, 300},
 		{"rate-seconds", &c.rateSeconds, 5},
 		{"memory-small", &c.memSmall, 1000},
 		{"memory-large", &c.memLarge, 10000},
@@ -130,6 +130,9 @@ func verdict(ok bool) string {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if raw := os.Getenv(benchWorkerEnv); raw != "" {
+		return runBenchChild(ctx, raw)
+	}
 	fs := newFlagSet("worker bench", benchUsage, "", stdout)
 	var c benchConfig
 	self, _ := os.Executable()
@@ -147,6 +150,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.memLarge, "memory-large", 100000, "jobs in the large batch of (5)")
 	fs.IntVar(&c.strategyJobs, "strategy-jobs", 1000, "jobs per repair strategy on the messy preset (6)")
 	fs.BoolVar(&c.quick, "quick", false, "a small version of every figure (seconds); explicit size flags still win")
+	figures := fs.String("figures", "1,2,3,4,5,6", "figures to measure, comma-separated (5 also needs --memory)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -157,6 +161,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := c.validate(); err != nil {
 		return err
+	}
+	c.figures = map[string]bool{}
+	for _, f := range strings.Split(*figures, ",") {
+		c.figures[strings.TrimSpace(f)] = true
 	}
 	c.latencyPoll = 10 * time.Millisecond
 	c.memoryPoll = 100 * time.Millisecond
@@ -177,73 +185,102 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	fail := func(no, name, target string, err error) {
 		add(benchRow{no: no, name: name, measured: "error: " + oneLine(err), target: target, verdict: "FAIL"})
 	}
+	skip := func(no, name, target, why string) {
+		env.logf("%s/6 %s: skipped", no, name)
+		add(benchRow{no: no, name: name, measured: "not run (" + why + ")", target: target, verdict: "skipped"})
+	}
 
 	// 1. The bare baseline.
-	env.logf("1/6 baseline: %d messages consumed and written in batches of %d", c.baseJobs, pipeline.FlushMaxDefault)
-	base, baseTook, err := env.baseline(ctx, c.baseJobs)
-	if err != nil {
-		fail("1", "baseline: NATS consume + batched Postgres write", "reference", err)
+	var base float64
+	name1 := "baseline: NATS consume + batched Postgres write (1 job + 3 attempt rows)"
+	if !c.figures["1"] {
+		skip("1", name1, "reference", "--figures")
 	} else {
-		add(benchRow{no: "1", name: "baseline: NATS consume + batched Postgres write (1 job + 3 attempt rows)",
-			measured: fmt.Sprintf("%s jobs/s (%d in %s)", num(base), c.baseJobs, baseTook.Round(time.Millisecond)), target: "reference", verdict: "-"})
+		env.logf("1/6 baseline: %d messages consumed and written in batches of %d", c.baseJobs, pipeline.FlushMaxDefault)
+		var took time.Duration
+		base, took, err = env.baseline(ctx, c.baseJobs)
+		if err != nil {
+			fail("1", name1, "reference", err)
+		} else {
+			add(benchRow{no: "1", name: name1, measured: fmt.Sprintf("%s jobs/s (%d in %s)", num(base), c.baseJobs, took.Round(time.Millisecond)), target: "reference", verdict: "-"})
+		}
 	}
 
 	// 2. End to end at zero latency.
-	env.logf("2/6 end to end: %d jobs, typical preset, zero latency, concurrency %d", c.jobs, c.concurrency)
-	e2e, err := env.figureEndToEnd(ctx, c)
 	name2 := fmt.Sprintf("end to end, zero latency, typical preset (%d jobs, concurrency %d)", c.jobs, c.concurrency)
-	switch {
-	case err != nil:
-		fail("2", name2, ">= 50% of (1)", err)
-	case base > 0:
-		ratio := e2e / base
-		add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s = %s of (1)", num(e2e), pct(ratio)),
-			target: ">= 50% of (1)", verdict: verdict(ratio >= benchTargetRatio)})
-	default:
-		add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s (no baseline)", num(e2e)), target: ">= 50% of (1)", verdict: "FAIL"})
+	if !c.figures["2"] {
+		skip("2", name2, ">= 50% of (1)", "--figures")
+	} else {
+		env.logf("2/6 end to end: %d jobs, typical preset, zero latency, concurrency %d", c.jobs, c.concurrency)
+		e2e, err := env.figureEndToEnd(ctx, c)
+		switch {
+		case err != nil:
+			fail("2", name2, ">= 50% of (1)", err)
+		case base > 0:
+			ratio := e2e / base
+			add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s = %s of (1)", num(e2e), pct(ratio)),
+				target: ">= 50% of (1)", verdict: verdict(ratio >= benchTargetRatio)})
+		default:
+			add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s (no baseline)", num(e2e)), target: ">= 50% of (1)", verdict: "FAIL"})
+		}
 	}
 
-	// 3. Simulated latency with many jobs in flight, in a subprocess.
+	// 3. Simulated latency with many jobs in flight, in a subprocess: once
+	// as `worker run` ships, once with the lane starting at full width.
 	ideal := float64(c.inflight) / c.latency.Seconds()
-	name3 := fmt.Sprintf("%s latency, %d in flight, clean preset (%d jobs, worker subprocess)", c.latency, c.inflight, c.latencyJobs)
-	env.logf("3/6 latency: %d jobs, %s per call, %d in flight, worker subprocess", c.latencyJobs, c.latency, c.inflight)
-	lat, err := env.figureLatency(ctx, c)
-	if err != nil {
-		fail("3", name3, fmt.Sprintf(">= 95%% of %s jobs/s", num(ideal)), err)
-		fail("3", "worker peak RSS at that load", "< 256 MiB", err)
-	} else {
+	target3 := fmt.Sprintf(">= 95%% of %s jobs/s", num(ideal))
+	for _, tuned := range []bool{false, true} {
+		how := "`worker run` subprocess, flags only"
+		if tuned {
+			how = "tuned subprocess: lane initial concurrency = in flight"
+		}
+		name3 := fmt.Sprintf("%s latency, %d in flight, clean preset, %d jobs (%s)", c.latency, c.inflight, c.latencyJobs, how)
+		if !c.figures["3"] {
+			skip("3", name3, target3, "--figures")
+			continue
+		}
+		env.logf("3/6 latency: %d jobs, %s per call, %d in flight (%s)", c.latencyJobs, c.latency, c.inflight, how)
+		lat, err := env.figureLatency(ctx, c, tuned)
+		if err != nil {
+			fail("3", name3, target3, err)
+			fail("3", "worker peak RSS at that load", "< 256 MiB", err)
+			continue
+		}
 		tput := float64(c.latencyJobs) / lat.span.Seconds()
 		add(benchRow{no: "3", name: name3, measured: fmt.Sprintf("%s jobs/s = %s of ideal %s (%d jobs in %s)", num(tput), pct(tput/ideal), num(ideal), c.latencyJobs, lat.span.Round(time.Millisecond)),
-			target: fmt.Sprintf(">= 95%% of %s jobs/s", num(ideal)), verdict: verdict(tput/ideal >= benchTargetIdeal)})
+			target: target3, verdict: verdict(tput/ideal >= benchTargetIdeal)})
 		add(benchRow{no: "3", name: "worker peak RSS at that load (getrusage maxrss)", measured: fmt.Sprintf("%s (VmHWM %s)", mib(lat.maxRSS), mib(lat.hwm)),
 			target: "< 256 MiB", verdict: verdict(lat.maxRSS > 0 && lat.maxRSS < benchTargetRSS)})
 	}
 
 	// 4. Rate-limited provider.
-	env.logf("4/6 rate-limited: %ds window at the preset's budget", c.rateSeconds)
-	rl, err := env.figureRate(ctx, c)
-	if err != nil {
-		fail("4", "rate-limited preset: throughput", ">= 95% of budget", err)
+	if !c.figures["4"] {
+		skip("4", "rate-limited preset", ">= 95% of budget", "--figures")
 	} else {
-		budget := float64(rl.rpm) / 60
-		tput := float64(rl.ok) / rl.window.Seconds()
-		share := 0.0
-		if rl.requests > 0 {
-			share = float64(rl.limited) / float64(rl.requests)
+		env.logf("4/6 rate-limited: %ds window at the preset's budget", c.rateSeconds)
+		rl, err := env.figureRate(ctx, c)
+		if err != nil {
+			fail("4", "rate-limited preset: throughput", ">= 95% of budget", err)
+		} else {
+			budget := float64(rl.rpm) / 60
+			tput := float64(rl.ok) / rl.window.Seconds()
+			share := 0.0
+			if rl.requests > 0 {
+				share = float64(rl.limited) / float64(rl.requests)
+			}
+			add(benchRow{no: "4", name: fmt.Sprintf("rate-limited preset (%d RPM, %s TPM), lane --rpm %d: successful calls/s over %s", rl.rpm, num(float64(rl.tpm)), rl.rpm, rl.window.Round(time.Second)),
+				measured: fmt.Sprintf("%.2f/s = %s of budget %.0f/s", tput, pct(tput/budget), budget), target: ">= 95% of budget", verdict: verdict(tput/budget >= benchTargetIdeal)})
+			add(benchRow{no: "4", name: "share of calls answered 429", measured: fmt.Sprintf("%s (%d of %d)", pct2(share), rl.limited, rl.requests),
+				target: "< 2%", verdict: verdict(share < benchTarget429)})
+			add(benchRow{no: "4", name: "jobs failed or dead (any cause) among finished", measured: fmt.Sprintf("%d of %d", rl.failed, rl.finished),
+				target: "0", verdict: verdict(rl.failed == 0)})
 		}
-		add(benchRow{no: "4", name: fmt.Sprintf("rate-limited preset, lane --rpm %d --tpm %d: successful calls/s over %s", rl.rpm, rl.tpm, rl.window.Round(time.Second)),
-			measured: fmt.Sprintf("%.2f/s = %s of budget %.0f/s", tput, pct(tput/budget), budget), target: ">= 95% of budget", verdict: verdict(tput/budget >= benchTargetIdeal)})
-		add(benchRow{no: "4", name: "share of calls answered 429", measured: fmt.Sprintf("%s (%d of %d)", pct2(share), rl.limited, rl.requests),
-			target: "< 2%", verdict: verdict(share < benchTarget429)})
-		add(benchRow{no: "4", name: "jobs failed or dead (any cause) among finished", measured: fmt.Sprintf("%d of %d", rl.failed, rl.finished),
-			target: "0", verdict: verdict(rl.failed == 0)})
 	}
 
 	// 5. Memory flat in batch size.
-	name5 := fmt.Sprintf("memory flat: peak RSS, %s jobs vs %s jobs (worker subprocess)", num(float64(c.memLarge)), num(float64(c.memSmall)))
-	if !c.memory {
-		env.logf("5/6 memory: skipped (pass --memory)")
-		add(benchRow{no: "5", name: name5, measured: "not run (pass --memory)", target: "within 10%", verdict: "skipped"})
+	name5 := fmt.Sprintf("memory flat: peak RSS, %s jobs vs %s jobs (`worker run` subprocess, concurrency %d)", num(float64(c.memLarge)), num(float64(c.memSmall)), c.concurrency)
+	if !c.memory || !c.figures["5"] {
+		skip("5", name5, "within 10%", "pass --memory")
 	} else {
 		env.logf("5/6 memory: %d then %d jobs, worker subprocess", c.memSmall, c.memLarge)
 		small, large, err := env.figureMemory(ctx, c)
@@ -259,17 +296,17 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	}
 
 	// 6. Repair strategies.
-	env.logf("6/6 strategies: %d jobs each on the messy preset", c.strategyJobs)
-	strat, stratErr := env.figureStrategies(ctx, c)
+	var strat []strategyRun
+	if c.figures["6"] {
+		env.logf("6/6 strategies: %d jobs each on the messy preset", c.strategyJobs)
+		strat = env.figureStrategies(ctx, c)
+	}
 
 	fmt.Fprintf(stdout, "fixpoint bench, %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(stdout, "machine: %s\n", m)
 	fmt.Fprintf(stdout, "all on loopback: embedded NATS (file storage), simulator, Postgres database %s\n\n", dbName(c.dbURL))
 	writeBenchRows(stdout, rows)
 	fmt.Fprintf(stdout, "\nrepair strategies on the messy preset, %d jobs each, 3 attempts at most (6):\n\n", c.strategyJobs)
-	if stratErr != nil {
-		fmt.Fprintf(stdout, "error: %s\n", oneLine(stratErr))
-	}
 	writeStrategies(stdout, strat)
 	fmt.Fprintf(stdout, "\nbench took %s\n", time.Since(started).Round(time.Second))
 	return nil
@@ -305,22 +342,32 @@ func (e *benchEnv) figureEndToEnd(ctx context.Context, c benchConfig) (float64, 
 
 // figureLatency runs a worker subprocess with c.inflight jobs in flight
 // against a simulator whose every call takes c.latency.
-func (e *benchEnv) figureLatency(ctx context.Context, c benchConfig) (childRun, error) {
-	q := e.queue("latency", c.inflight)
+func (e *benchEnv) figureLatency(ctx context.Context, c benchConfig, tuned bool) (childRun, error) {
+	name := "latency"
+	if tuned {
+		name = "latencytuned"
+	}
+	q := e.queue(name, c.inflight)
 	defer e.dropQueue(q)
 	srv, url, closeSim, err := startSim("clean", c.latency)
 	if err != nil {
 		return childRun{}, err
 	}
 	defer closeSim()
-	batch := e.batchName("latency")
+	batch := e.batchName(name)
 	if err := e.enqueue(ctx, q, batch, c.latencyJobs, pipeline.Limits{}); err != nil {
 		return childRun{}, err
 	}
 	n := strconv.Itoa(c.inflight)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	run, err := e.runChild(ctx, q, batch, c.latencyJobs, srv, url, []string{"--concurrency", n, "--lane-max-concurrency", n}, c.latencyPoll)
+	var run childRun
+	if tuned {
+		run, err = e.runTunedChild(ctx, benchChildConfig{SimURL: url, Queue: q, Concurrency: c.inflight, Prefetch: min(c.inflight/4, 256),
+			LaneInitial: c.inflight, LaneMax: c.inflight}, batch, c.latencyJobs, srv, c.latencyPoll)
+	} else {
+		run, err = e.runChild(ctx, q, batch, c.latencyJobs, srv, url, []string{"--concurrency", n, "--lane-max-concurrency", n}, c.latencyPoll)
+	}
 	if err != nil {
 		return run, err
 	}
@@ -356,7 +403,8 @@ func (e *benchEnv) figureRate(ctx context.Context, c benchConfig) (rateRun, erro
 	if err := e.enqueue(ctx, q, batch, n, pipeline.Limits{}); err != nil {
 		return res, err
 	}
-	clients, err := simClients(url, llm.LaneConfig{RPM: res.rpm, TPM: res.tpm, MaxConcurrency: max(c.concurrency, 64)})
+	// The lane gets the RPM budget only, as `worker run --rpm 600` would.
+	clients, err := simClients(url, llm.LaneConfig{RPM: res.rpm, MaxConcurrency: max(c.concurrency, 64)})
 	if err != nil {
 		return res, err
 	}
@@ -449,14 +497,14 @@ type strategyRun struct {
 }
 
 // figureStrategies runs the messy preset once per repair strategy.
-func (e *benchEnv) figureStrategies(ctx context.Context, c benchConfig) ([]strategyRun, error) {
+func (e *benchEnv) figureStrategies(ctx context.Context, c benchConfig) []strategyRun {
 	var out []strategyRun
 	for _, s := range []pipeline.Strategy{pipeline.StrategyConversation, pipeline.StrategyRepair} {
 		r := strategyRun{strategy: s}
 		r.sum, r.elapsed, r.err = e.strategy(ctx, c, s)
 		out = append(out, r)
 	}
-	return out, nil
+	return out
 }
 
 func (e *benchEnv) strategy(ctx context.Context, c benchConfig, s pipeline.Strategy) (store.BatchSummary, time.Duration, error) {

@@ -244,16 +244,32 @@ type childRun struct {
 // NATS, ledger and the simulator at simURL, waits for the batch to be final
 // and for the process to exit, and reports its peak memory.
 func (e *benchEnv) runChild(ctx context.Context, q pipeline.QueueConfig, batch string, n int, srv *sim.Server, simURL string, extra []string, poll time.Duration) (childRun, error) {
-	var res childRun
 	args := []string{"run", "--drain",
 		"--nats-url", e.ns.ClientURL(), "--database-url", e.dsn, "--openai-base-url", simURL + "/v1",
 		"--stream", q.Stream, "--subject", q.Subject, "--consumer", q.Consumer,
 		"--max-ack-pending", strconv.Itoa(q.MaxAckPending),
 		"--metrics-addr", "off", "--log-level", "warn", "--grace", "10s",
 	}
-	args = append(args, extra...)
+	return e.runProcess(ctx, append(args, extra...), nil, batch, n, srv, poll)
+}
+
+// runTunedChild runs the worker as `worker bench` in child mode: the same
+// pipeline.Worker as `worker run`, with the settings `worker run` has no
+// flag for (the lane's initial concurrency, the prefetch).
+func (e *benchEnv) runTunedChild(ctx context.Context, cc benchChildConfig, batch string, n int, srv *sim.Server, poll time.Duration) (childRun, error) {
+	cc.NATSURL, cc.DSN = e.ns.ClientURL(), e.dsn
+	data, err := json.Marshal(cc)
+	if err != nil {
+		return childRun{}, fmt.Errorf("encode child config: %w", err)
+	}
+	return e.runProcess(ctx, []string{"bench"}, []string{benchWorkerEnv + "=" + string(data)}, batch, n, srv, poll)
+}
+
+func (e *benchEnv) runProcess(ctx context.Context, args, extraEnv []string, batch string, n int, srv *sim.Server, poll time.Duration) (childRun, error) {
+	var res childRun
 	cmd := exec.Command(e.workerBin, args...)
 	cmd.Env = append(os.Environ(), benchChildEnv+"=1", "OPENAI_API_KEY=sim-bench", "NATS_URL=", "DATABASE_URL=")
+	cmd.Env = append(cmd.Env, extraEnv...)
 	var stderr tailBuffer
 	cmd.Stdout = io.Discard
 	cmd.Stderr = &stderr

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The bench runs the worker as a subprocess of its own binary. Under `go
+// test` that binary is the test binary, so a process started by the bench
+// acts as the worker command here, before the testing package starts.
+func init() {
+	if os.Getenv(benchChildEnv) != "1" {
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func TestBenchQuickPrintsEveryFigure(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("needs Postgres at 127.0.0.1:5432")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, progress bytes.Buffer
+	args := []string{"--quick", "--latency", "250ms", "--rate-seconds", "2", "--worker-bin", self,
+		"--database-url", "postgres://postgres@127.0.0.1:5432/fixpoint_bench_test?sslmode=disable"}
+	if err := runBench(ctx, args, &out, &progress); err != nil {
+		t.Fatalf("runBench: %v\nprogress:\n%s", err, progress.String())
+	}
+	text := out.String()
+	if strings.Contains(text, "error:") {
+		t.Errorf("a figure failed to run:\n%s\nprogress:\n%s", text, progress.String())
+	}
+	n := `[0-9][0-9,.]*`
+	for _, want := range []struct{ name, re string }{
+		{"machine", `(?m)^machine: [0-9]+ CPU \(.+\), ` + n + ` GiB RAM, go`},
+		{"baseline", `(?m)^\| 1 \| baseline: .* \| ` + n + ` jobs/s \(` + n + ` in .*\) \| reference \| - \|$`},
+		{"end to end", `(?m)^\| 2 \| end to end, .* \| ` + n + ` jobs/s = ` + n + `% of \(1\) \| >= 50% of \(1\) \| (PASS|FAIL) \|$`},
+		{"latency flags only", `(?m)^\| 3 \| .*worker run. subprocess, flags only\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
+		{"latency tuned", `(?m)^\| 3 \| .*tuned subprocess.*\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
+		{"rss", `(?m)^\| 3 \| worker peak RSS .* \| ` + n + ` MiB \(VmHWM ` + n + ` MiB\) \| < 256 MiB \| (PASS|FAIL) \|$`},
+		{"rate", `(?m)^\| 4 \| rate-limited preset .* \| ` + n + `/s = ` + n + `% of budget ` + n + `/s \| >= 95% of budget \| (PASS|FAIL) \|$`},
+		{"429 share", `(?m)^\| 4 \| share of calls answered 429 \| ` + n + `% \(` + n + ` of ` + n + `\) \| < 2% \| (PASS|FAIL) \|$`},
+		{"failed jobs", `(?m)^\| 4 \| jobs failed .* \| ` + n + ` of ` + n + ` \| 0 \| (PASS|FAIL) \|$`},
+		{"memory", `(?m)^\| 5 \| memory flat: .* \| not run \(pass --memory\) \| within 10% \| skipped \|$`},
+		{"conversation", `(?m)^\| conversation \| ` + n + ` \| ` + n + `% \| ` + n + `% \| ` + n + ` \| ` + n + ` \| .+ \|$`},
+		{"repair", `(?m)^\| repair \| ` + n + ` \| ` + n + `% \| ` + n + `% \| ` + n + ` \| ` + n + ` \| .+ \|$`},
+	} {
+		if !regexp.MustCompile(want.re).MatchString(text) {
+			t.Errorf("no %s row matching %s in:\n%s", want.name, want.re, text)
+		}
+	}
+	if got := strings.Count(text, "| 3 | worker peak RSS"); got != 2 {
+		t.Errorf("got %d RSS rows, want 2 (flags only and tuned)", got)
+	}
+}
+
+func TestBenchFlagsRejectBadSizes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{name: "zero jobs", args: []string{"--jobs", "0"}},
+		{name: "negative concurrency", args: []string{"--concurrency", "-1"}},
+		{name: "zero latency", args: []string{"--latency", "0s"}},
+		{name: "unknown flag", args: []string{"--nope"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			err := runBench(context.Background(), tc.args, &out, &out)
+			var uerr usageError
+			if !errors.As(err, &uerr) {
+				t.Fatalf("runBench(%v) = %v, want a usage error", tc.args, err)
+			}
+		})
+	}
+}
+
+func TestBenchFormatting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		got  string
+		want string
+	}{
+		{name: "num small", got: num(999.4), want: "999"},
+		{name: "num thousands", got: num(15234.6), want: "15,235"},
+		{name: "num millions", got: num(1234567), want: "1,234,567"},
+		{name: "pct", got: pct(0.9561), want: "95.6%"},
+		{name: "mib", got: mib(137 << 20), want: "137 MiB"},
+		{name: "db name", got: dbName("postgres://u:secret@h:5432/fixpoint_bench?sslmode=disable"), want: "fixpoint_bench"},
+		{name: "quick keeps explicit flags", got: quickJobs(map[string]bool{"jobs": true}), want: "7"},
+		{name: "quick shrinks the rest", got: quickJobs(nil), want: "500"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func quickJobs(set map[string]bool) string {
+	c := benchConfig{jobs: 7}
+	c.quickSizes(set)
+	return num(float64(c.jobs))
+}
