@@ -57,3 +57,10 @@ func BenchmarkRepairTextTypical(b *testing.B) {
 		_, _ = RepairText(text)
 	}
 }
+
+// BenchmarkExtractBracketFragments is the shape fuzzing found slow: runs of
+// '[' around a control byte and a word, where every '[' scan tries is a
+// rejected fragment.
+func BenchmarkExtractBracketFragments(b *testing.B) {
+	benchExtract(b, strings.Repeat("[", 27)+"\x01"+strings.Repeat("[", 200)+"A"+strings.Repeat("[", 280))
+}

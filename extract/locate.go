@@ -29,6 +29,7 @@ type extractor struct {
 	claimed  []span // fences, tags and inline code already looked at
 	firstErr *SyntaxError
 	fatal    bool // a value nested deeper than MaxDepth: stop looking
+	scanning bool // parse attempts come from scan: rejected fragments are not decoded
 }
 
 // found is a candidate plus what the locator needs to rank it.
@@ -220,6 +221,16 @@ func (e *extractor) finishParse(p *parser, a int) (found, int, *SyntaxError) {
 			e.firstErr = p.err
 		}
 		return found{}, p.i, p.err
+	}
+	if e.scanning {
+		// A fragment in prose that scan will reject: skip decoding it, so
+		// the attempts scan may make stay cheap.
+		reps := p.repairs
+		f := found{Candidate: Candidate{Repairs: reps, Truncated: hasRepair(reps, KindTruncated)}}
+		f.empty = string(p.out) == "{}" || string(p.out) == "[]"
+		if rejectScan(f) {
+			return f, p.i, nil
+		}
 	}
 	v, good := decode(p.out)
 	if !good {
@@ -747,7 +758,9 @@ func (e *extractor) scan() []found {
 		if attempts > maxScanAttempts || e.work >= e.limit {
 			break
 		}
+		e.scanning = true
 		f, next, err := e.parse(o, len(s), true, true)
+		e.scanning = false
 		if err != nil && e.fatal {
 			break
 		}

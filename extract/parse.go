@@ -60,6 +60,7 @@ type parser struct {
 	paren    int    // open tuples and function calls
 	mergeTop bool   // raw reply: members after an early '}' rejoin the object
 	inKey    bool   // the string being read is an object key
+	truncAt  int    // 1 + index of the truncated repair, 0 for none
 	tooDeep  bool   // nesting passed MaxDepth
 	// closeFrom, closeAt memoize the next "*/": none in [closeFrom, closeAt).
 	closeFrom, closeAt int
@@ -118,10 +119,13 @@ func (p *parser) closeRepair(kind string) {
 // truncate marks the value cut off at the end of the reply, once.
 func (p *parser) truncate(at int) {
 	p.trunc = true
-	if !hasRepair(p.repairs, KindTruncated) {
-		p.trunc = true
-		p.repair(KindTruncated, at)
+	// truncAt remembers where the repair went, so the check stays O(1)
+	// however deep the value; a retry that cut the repairs back drops it.
+	if k := p.truncAt; k > 0 && k <= len(p.repairs) && p.repairs[k-1].Kind == KindTruncated {
+		return
 	}
+	p.repair(KindTruncated, at)
+	p.truncAt = len(p.repairs)
 }
 
 func isFenceAt(s string, i int) bool {
