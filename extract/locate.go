@@ -15,7 +15,7 @@ const (
 	// workFactor bounds the bytes all parse attempts may read, as a multiple of
 	// the reply's length (plus workSlack).
 	workFactor = 8
-	workSlack  = 1 << 16
+	workSlack  = 1 << 14
 )
 
 // span is a byte range [a, b) of the reply.
