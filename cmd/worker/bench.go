@@ -303,7 +303,7 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	}
 
 	fmt.Fprintf(stdout, "fixpoint bench, %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(stdout, "machine: %s\n", m)
+	fmt.Fprintf(stdout, "machine: %s; load average %s at the start, %s at the end\n", m, m.load, loadAverage())
 	fmt.Fprintf(stdout, "all on loopback: embedded NATS (file storage), simulator, Postgres database %s\n\n", dbName(c.dbURL))
 	writeBenchRows(stdout, rows)
 	fmt.Fprintf(stdout, "\nrepair strategies on the messy preset, %d jobs each, 3 attempts at most (6):\n\n", c.strategyJobs)
@@ -371,7 +371,8 @@ func (e *benchEnv) figureLatency(ctx context.Context, c benchConfig, tuned bool)
 	if err != nil {
 		return run, err
 	}
-	e.logf("  %d jobs final %s after the first call; worker lived %s, peak RSS %s", c.latencyJobs, run.span.Round(time.Millisecond), run.wall.Round(time.Millisecond), mib(run.maxRSS))
+	e.logf("  %d jobs final %s after the first call; worker lived %s, peak RSS %s; calls in each second: %v",
+		c.latencyJobs, run.span.Round(time.Millisecond), run.wall.Round(time.Millisecond), mib(run.maxRSS), run.callsPerSecond)
 	if run.span <= 0 {
 		return run, fmt.Errorf("the simulator saw no call")
 	}

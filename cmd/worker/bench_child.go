@@ -26,6 +26,7 @@ type benchChildConfig struct {
 	Prefetch             int
 	LaneInitial          int
 	LaneMax              int
+	FlushMax             int
 }
 
 // runBenchChild runs one drain-mode pipeline.Worker as configured by the
@@ -58,7 +59,7 @@ func runBenchChild(ctx context.Context, raw string) error {
 		return fmt.Errorf("configure simulator client: %w", err)
 	}
 	w, err := pipeline.NewWorker(js, st, pipeline.WorkerConfig{
-		Queue: cc.Queue, Concurrency: cc.Concurrency, Prefetch: cc.Prefetch, Drain: true, Grace: 10 * time.Second,
+		Queue: cc.Queue, Concurrency: cc.Concurrency, Prefetch: cc.Prefetch, FlushMax: cc.FlushMax, Drain: true, Grace: 10 * time.Second,
 		Providers: map[string]pipeline.Completer{llm.ProviderOpenAI: c},
 	})
 	if err != nil {

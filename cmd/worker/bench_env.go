@@ -238,6 +238,8 @@ type childRun struct {
 	// first request to the moment every job was seen final.
 	wall, span time.Duration
 	progress   store.Progress
+	// callsPerSecond counts the simulator's calls in each second from the first.
+	callsPerSecond []int64
 }
 
 // runChild runs `worker run --drain` as a subprocess against the bench's
@@ -283,20 +285,27 @@ func (e *benchEnv) runProcess(ctx context.Context, args, extraEnv []string, batc
 
 	var hwm atomic.Int64
 	var firstReq atomic.Int64
+	var perSecond []int64 // simulator calls received in each second since the first
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
+		var last int64
 		for i := 0; ; i++ {
 			select {
 			case <-exited:
 				return
 			case <-t.C:
 			}
-			if firstReq.Load() == 0 && srv.Stats().Requests > 0 {
+			calls := srv.Stats().Requests
+			if firstReq.Load() == 0 && calls > 0 {
 				firstReq.Store(time.Now().UnixNano())
+			}
+			if first := firstReq.Load(); first > 0 && time.Since(time.Unix(0, first)) >= time.Duration(len(perSecond)+1)*time.Second {
+				perSecond = append(perSecond, calls-last)
+				last = calls
 			}
 			if i%20 == 0 {
 				if v := readVmHWM(cmd.Process.Pid); v > 0 {
@@ -317,6 +326,7 @@ func (e *benchEnv) runProcess(ctx context.Context, args, extraEnv []string, batc
 		<-exited
 	}
 	wg.Wait()
+	res.callsPerSecond = perSecond
 	res.wall = time.Since(start)
 	res.hwm = hwm.Load()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
@@ -379,6 +389,7 @@ type machine struct {
 	model    string
 	memBytes int64
 	goVer    string
+	load     string
 }
 
 func (m machine) String() string {
@@ -386,7 +397,7 @@ func (m machine) String() string {
 }
 
 func readMachine() machine {
-	m := machine{cpus: runtime.NumCPU(), model: "unknown CPU", goVer: runtime.Version()}
+	m := machine{cpus: runtime.NumCPU(), model: "unknown CPU", goVer: runtime.Version(), load: loadAverage()}
 	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for line := range strings.Lines(string(data)) {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -548,3 +559,16 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration,
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 var _ io.Writer = (*tailBuffer)(nil)
+
+// loadAverage returns the 1-minute load average, "?" when unknown: figures
+// measured while other work ran are worth less.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(data)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
