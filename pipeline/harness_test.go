@@ -447,10 +447,13 @@ func (h *harness) progress(batch string) store.Progress {
 // waitDone waits until every job of batch is final.
 func (h *harness) waitDone(batch string, n int, timeout time.Duration) {
 	h.t.Helper()
-	waitFor(h.t, timeout, fmt.Sprintf("%d jobs of %s final", n, batch), func() bool {
-		p := h.progress(batch)
+	var p store.Progress
+	if !poll(timeout, func() bool {
+		p = h.progress(batch)
 		return p.Total == n && p.Queued == 0
-	})
+	}) {
+		h.t.Fatalf("timed out after %s waiting for %d jobs of %s final: %+v\nworker logs:\n%s", timeout, n, batch, p, h.logs.tail(40))
+	}
 }
 
 // job reads one job and its attempts.
@@ -478,6 +481,9 @@ type invariants struct {
 	Statuses map[string]int
 	// SkipQueue skips I3 (the queue is checked by the test itself).
 	SkipQueue bool
+	// OneDelivery asserts that every job was finished on its first
+	// delivery: nothing was redelivered.
+	OneDelivery bool
 }
 
 // checkInvariants asserts I1-I5 of issue 6 after a scenario.
@@ -538,6 +544,9 @@ func (h *harness) checkInvariants(batch string, want invariants) {
 	var account int64
 	for _, id := range ids {
 		j, as := h.job(id)
+		if want.OneDelivery && j.Deliveries != 1 {
+			h.t.Errorf("job %s finished on delivery %d, want 1: it was redelivered", id, j.Deliveries)
+		}
 		account += int64(j.Calls)
 		for _, a := range as {
 			account += int64(a.TransportRetries)

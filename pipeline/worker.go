@@ -138,6 +138,7 @@ type Worker struct {
 	inFlight   atomic.Int64
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
+	stopping   <-chan struct{} // closed when Run stops pulling
 }
 
 // NewWorker checks cfg and returns a worker. Nothing runs until Run.
@@ -175,6 +176,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	pullCtx, stopPull := context.WithCancel(ctx)
 	defer stopPull()
+	w.stopping = pullCtx.Done()
 	deadDone := make(chan struct{})
 	go func() { defer close(deadDone); w.watchDead(pullCtx, stream) }()
 	if w.cfg.Drain {
@@ -356,6 +358,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	if meta != nil {
 		delivered = int(meta.NumDelivered)
 	}
+	// Progress is reported from the first moment to the ack: ledger reads,
+	// the loop and the (batched) write all count against AckWait, and a
+	// slow database must not get a job redelivered to another worker while
+	// this one is still writing it.
+	stopBeat := w.heartbeat(msg)
+	defer stopBeat()
 	env, err := DecodeEnvelope(msg.Data())
 	*envOut = env
 	if err != nil {
@@ -388,23 +396,33 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	if w.cfg.BeforeJobFunc != nil {
 		w.cfg.BeforeJobFunc(env)
 	}
-	stopBeat := w.heartbeat(msg)
 	loop := &Loop{client: client, cfg: w.loop.cfg}
 	res, err := loop.Run(ctx, job)
-	stopBeat()
+	for errors.Is(err, ErrQuotaExhausted) {
+		// Permanent for the lane until someone raises the limit: pause
+		// pulling, and keep this message (the heartbeat reports progress)
+		// to try again after the pause. A nak would count a delivery, and
+		// an outage longer than MaxDeliver pauses would burn every job in
+		// flight to dead.
+		until := time.Now().Add(w.cfg.QuotaPause)
+		w.pauseUntil.Store(until.UnixNano())
+		if w.cfg.Metrics != nil {
+			w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
+		}
+		log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
+			slog.Duration("pause", w.cfg.QuotaPause), slog.String("error", err.Error()))
+		if !w.holdFor(ctx, w.cfg.QuotaPause) {
+			// Stopping: hand the job back at once.
+			_ = msg.Nak()
+			w.count("nak")
+			return
+		}
+		res, err = loop.Run(ctx, job)
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrBadJob):
 			w.reject(ctx, msg, env, store.StatusRejected, err)
-		case errors.Is(err, ErrQuotaExhausted):
-			until := time.Now().Add(w.cfg.QuotaPause)
-			w.pauseUntil.Store(until.UnixNano())
-			if w.cfg.Metrics != nil {
-				w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
-			}
-			log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
-				slog.Duration("pause", w.cfg.QuotaPause), slog.String("error", err.Error()))
-			w.nakDelay(ctx, msg, env, delivered, w.cfg.QuotaPause, err)
 		default:
 			log.WarnContext(ctx, "worker: job will be retried", slog.String("error", err.Error()))
 			w.nak(ctx, msg, env, delivered, err)
@@ -415,6 +433,21 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(0)
 	}
 	w.finish(ctx, msg, env, res)
+}
+
+// holdFor waits d while a job keeps its message; false when the worker is
+// stopping or the job's context ended first.
+func (w *Worker) holdFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-w.stopping:
+		return false
+	}
 }
 
 // finish writes a final result and acks the message after the commit.
