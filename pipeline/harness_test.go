@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -143,9 +144,34 @@ type simTap struct {
 	mu       sync.Mutex
 	starts   []time.Time
 	auth     sync.Map // Authorization and x-api-key values seen
+	shared   atomic.Pointer[sharedLoad]
+}
+
+// sharedLoad counts calls in flight across several simulators.
+type sharedLoad struct {
+	inFlight, max atomic.Int64
+	mu            sync.Mutex
+	starts        []time.Time
+}
+
+func (l *sharedLoad) enter() {
+	n := l.inFlight.Add(1)
+	for {
+		m := l.max.Load()
+		if n <= m || l.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	l.mu.Lock()
+	l.starts = append(l.starts, time.Now())
+	l.mu.Unlock()
 }
 
 func (s *simTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if l := s.shared.Load(); l != nil {
+		l.enter()
+		defer l.inFlight.Add(-1)
+	}
 	n := s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	for {
@@ -168,9 +194,15 @@ func (s *simTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *simTap) maxPerWindow(d time.Duration) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return maxInWindow(s.starts, d)
+}
+
+func maxInWindow(starts []time.Time, d time.Duration) int {
+	starts = slices.Clone(starts)
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
 	best, j := 0, 0
-	for i := range s.starts {
-		for s.starts[i].Sub(s.starts[j]) >= d {
+	for i := range starts {
+		for starts[i].Sub(starts[j]) >= d {
 			j++
 		}
 		best = max(best, i-j+1)

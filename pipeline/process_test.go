@@ -1,0 +1,157 @@
+package pipeline_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/llm/sim"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// kill -9 of a worker process with jobs in flight, then a restart: every
+// job final, provider calls bounded by the jobs plus the calls cut short;
+// then SIGTERM makes the second process exit 0.
+func TestProcessKill9AndRestart(t *testing.T) {
+	t.Parallel()
+	const n, conc = 60, 8
+	h := newHarness(t, harnessConfig{
+		Sim:   sim.Config{Latency: fixedLatency(300 * time.Millisecond)},
+		Queue: pipeline.QueueConfig{AckWait: 2 * time.Second},
+	})
+	h.enqueue("b", n)
+	p1 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc))
+	waitFor(t, 60*time.Second, "jobs done and calls in flight in the first process", func() bool {
+		return h.progress("b").Valid >= 10 && h.sim.inFlight.Load() >= 4
+	})
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p1.wait(t, 10*time.Second)
+	if p := h.progress("b"); p.Queued == 0 {
+		t.Fatalf("the batch finished before the kill")
+	}
+	p2 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc))
+	h.waitDone("b", n, 90*time.Second)
+	h.checkQueueEmpty()
+	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.wait(t, 30*time.Second); err != nil {
+		t.Errorf("second worker after SIGTERM: %v, want exit 0", err)
+	}
+	h.checkInvariants("b", invariants{Jobs: n, ExtraCalls: conc, Statuses: map[string]int{store.StatusValid: n}})
+}
+
+// Three worker processes on one consumer: each does part of the work, the
+// jobs in flight across all of them stay within MaxAckPending, and their
+// combined request rate within the budget they share.
+func TestThreeWorkerProcesses(t *testing.T) {
+	t.Parallel()
+	const n, maxAckPending, budget = 90, 6, 1200
+	h := newHarness(t, harnessConfig{Queue: pipeline.QueueConfig{MaxAckPending: maxAckPending}})
+	h.enqueue("b", n)
+	load := &sharedLoad{}
+	var taps []*simTap
+	var procs []*proc
+	for i := range 3 {
+		tap, url := startSim(t, sim.Config{Seed: uint64(i + 1), Latency: fixedLatency(50 * time.Millisecond)})
+		tap.shared.Store(load)
+		taps = append(taps, tap)
+		procs = append(procs, h.startProc(url, nil, "--concurrency", "4", "--rpm", fmt.Sprint(budget/3)))
+	}
+	h.waitDone("b", n, 120*time.Second)
+	h.checkQueueEmpty()
+	var total int64
+	for i, tap := range taps {
+		got := tap.requests()
+		total += got
+		if got == 0 {
+			t.Errorf("worker process %d made no call: the work was not spread", i+1)
+		}
+	}
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for i, p := range procs {
+		if err := p.wait(t, 30*time.Second); err != nil {
+			t.Errorf("worker process %d: %v, want exit 0", i+1, err)
+		}
+	}
+	if got := load.max.Load(); got > maxAckPending {
+		t.Errorf("%d calls in flight across the processes, MaxAckPending is %d", got, maxAckPending)
+	}
+	load.mu.Lock()
+	perSecond := maxInWindow(load.starts, time.Second)
+	load.mu.Unlock()
+	if limit := budget/60 + 3; perSecond > limit {
+		t.Errorf("%d calls within one second across the processes, the shared budget allows %d (+1 per process)", perSecond, limit)
+	}
+	h.checkInvariants("b", invariants{Jobs: n})
+	if total > int64(3*n) {
+		t.Errorf("%d calls for %d jobs", total, n)
+	}
+}
+
+// With a provider key set, no log line, ledger row or metric carries it,
+// even when the provider echoes it in an error.
+func TestSecretsStayOut(t *testing.T) {
+	t.Parallel()
+	const n, secret = 20, "sk-test-SECRET123"
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Script: func(_ int, r *http.Request) *sim.ScriptedReply {
+		if u := userOf(r); u == jobID("b", 3) || u == jobID("b", 4) {
+			body := `{"error":{"message":"Incorrect API key provided: ` + secret + `. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`
+			return &sim.ScriptedReply{Status: 401, Body: []byte(body), Header: http.Header{"Content-Type": {"application/json"}}}
+		}
+		return nil
+	}}})
+	h.enqueue("b", n)
+	port := freePort(t)
+	p := h.startProc("", []string{"OPENAI_API_KEY=" + secret}, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))
+	h.waitDone("b", n, 60*time.Second)
+	var metrics string
+	waitFor(t, 10*time.Second, "a metrics scrape", func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		metrics = string(b)
+		return resp.StatusCode == 200 && strings.Contains(metrics, "fixpoint_jobs_total")
+	})
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t, 30*time.Second); err != nil {
+		t.Errorf("worker: %v", err)
+	}
+	if _, ok := h.sim.auth.Load("Bearer " + secret); !ok {
+		t.Fatalf("the key never reached the provider; the test proves nothing")
+	}
+	where := map[string]string{"logs": p.out.String(), "metrics": metrics}
+	var ledger strings.Builder
+	_ = h.st.Export(h.ctx, "b", func(r store.ExportRow) error {
+		fmt.Fprintf(&ledger, "%s %s %s %s\n", r.ID, r.Metadata, r.Value, r.Error)
+		j, as := h.job(r.ID)
+		fmt.Fprintf(&ledger, "%s %s %s\n", j.Error, j.Payload, j.Metadata)
+		for _, a := range as {
+			fmt.Fprintf(&ledger, "%s %s %s %s %s %s\n", a.Request, a.Raw, a.Errors, a.ProviderError, a.RetryClasses, a.Repairs)
+		}
+		return nil
+	})
+	where["ledger"] = ledger.String()
+	if j, _ := h.job(jobID("b", 3)); j.Status != store.StatusFailed || !strings.Contains(j.Error, "auth") {
+		t.Errorf("job with a rejected key: %s %q, want failed for auth", j.Status, j.Error)
+	}
+	for name, text := range where {
+		if strings.Contains(text, secret) || strings.Contains(text, "SECRET123") {
+			i := strings.Index(text, "SECRET123")
+			t.Errorf("the key appears in the %s: ...%s...", name, text[max(0, i-80):min(len(text), i+40)])
+		}
+	}
+}
+
