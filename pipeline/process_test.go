@@ -154,4 +154,3 @@ func TestSecretsStayOut(t *testing.T) {
 		}
 	}
 }
-
