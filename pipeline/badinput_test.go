@@ -1,0 +1,127 @@
+package pipeline_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// Bad input to enqueue: malformed JSONL and CSV lines and a template naming
+// a missing field are reported with their line numbers; a schema that is
+// not JSON is refused before anything is recorded; a run cut short leaves
+// recorded jobs that --resume publishes.
+func TestEnqueueBadInput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	for _, tc := range []struct {
+		name, format, data, template string
+		maxBad                       int
+		wantLines                    []int
+		wantErr                      error
+		wantRecorded                 int
+	}{
+		{name: "jsonl", format: pipeline.FormatJSONL, maxBad: -1,
+			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","text":` + "\n" + `{"id":"c","text":"three"}` + "\n" + `[1,2]` + "\n",
+			wantLines: []int{2, 4}, wantRecorded: 2},
+		{name: "csv", format: pipeline.FormatCSV, maxBad: -1,
+			data:      "id,text\na,one\nb,\"unclosed\nc,three,extra\n",
+			wantLines: []int{3}, wantRecorded: 1},
+		{name: "missing field", format: pipeline.FormatJSONL, maxBad: -1, template: "Summarize {{.body}}",
+			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","body":"two"}` + "\n",
+			wantLines: []int{1}, wantRecorded: 1},
+		{name: "too many bad rows", format: pipeline.FormatJSONL, maxBad: 0,
+			data:      `{"id":"a","text":"one"}` + "\n" + `nope` + "\n" + `{"id":"c","text":"three"}` + "\n",
+			wantLines: []int{2}, wantErr: pipeline.ErrTooManyBadRows, wantRecorded: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			batch := "bad-" + strings.ReplaceAll(tc.name, " ", "-")
+			cfg := h.enqueueConfig(batch)
+			cfg.Format, cfg.MaxBadRows = tc.format, tc.maxBad
+			if tc.template != "" {
+				cfg.Template = tc.template
+			}
+			prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(tc.data))
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Enqueue error %v, want %v", err, tc.wantErr)
+			}
+			var lines []int
+			for _, b := range prog.Bad {
+				lines = append(lines, b.Line)
+				if !strings.Contains(b.Error(), "line ") {
+					t.Errorf("bad row error %q does not name its line", b.Error())
+				}
+			}
+			if !equalInts(lines, tc.wantLines) {
+				t.Errorf("bad lines %v, want %v (%v)", lines, tc.wantLines, prog.Bad)
+			}
+			p := h.progress(batch)
+			c, _ := h.st.Counts(h.ctx, batch)
+			if p.Total != tc.wantRecorded || int(c.Published) != tc.wantRecorded {
+				t.Errorf("%d jobs recorded, %d published; want %d of each", p.Total, c.Published, tc.wantRecorded)
+			}
+		})
+	}
+	t.Run("schema not JSON", func(t *testing.T) {
+		cfg := h.enqueueConfig("bad-schema")
+		cfg.Schema = []byte(`{"type": "object",`)
+		_, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(3)))
+		if !errors.Is(err, pipeline.ErrBadSchema) {
+			t.Fatalf("Enqueue with a schema that is not JSON: %v, want ErrBadSchema", err)
+		}
+		if p := h.progress("bad-schema"); p.Total != 0 {
+			t.Errorf("%d jobs recorded for a refused schema", p.Total)
+		}
+	})
+	t.Run("interrupted then resumed", func(t *testing.T) {
+		// Jobs recorded but never published (a run killed between the two):
+		// resume publishes exactly those, and a worker finishes them.
+		const n = 12
+		batch := "resume"
+		cfg := h.enqueueConfig(batch)
+		if err := h.st.PutBatch(h.ctx, store.BatchParams{Name: batch}); err != nil {
+			t.Fatal(err)
+		}
+		hash, err := h.st.PutSchema(h.ctx, []byte(testSchema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jobs []store.NewJob
+		for i := 1; i <= n; i++ {
+			jobs = append(jobs, store.NewJob{ID: jobID(batch, i), Batch: batch, RowNo: i, SchemaHash: hash,
+				Prompt: "Extract the customer record", Provider: cfg.Provider, Model: cfg.Model, Mode: "prompt"})
+		}
+		if _, err := h.st.InsertJobs(h.ctx, jobs); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Resume = true
+		prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, nil)
+		if err != nil || prog.Published != n {
+			t.Fatalf("resume: published %d, err %v; want %d", prog.Published, err, n)
+		}
+		again, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, nil)
+		if err != nil || again.Published != 0 {
+			t.Fatalf("second resume: published %d, err %v; want 0", again.Published, err)
+		}
+		rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+		h.waitDone(batch, n, 30*time.Second)
+		rw.stop(t, 20*time.Second)
+		// The worker also runs the 5 good rows the subtests above published.
+		h.checkInvariants(batch, invariants{Jobs: n, MaxCalls: n + 5, Statuses: map[string]int{store.StatusValid: n}})
+	})
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
