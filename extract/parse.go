@@ -764,6 +764,13 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	}
 	p.i += qn
 	p.out = append(p.out, '"')
+	// ""value" or ''text'': a doubled opening quote (CSV-style quoting)
+	// when text, not a separator, follows it. Then a doubled quote closes.
+	doubled := p.doubledOpen(qk)
+	if doubled {
+		p.repair(KindUnescapedQuote, p.i)
+		p.i += qn
+	}
 	wsStart, wsNL := -1, false // trailing run of raw whitespace in out
 	embed := 0                 // open braces of an object quoted inside the text
 	block := p.i < p.end && (p.src[p.i] == '\n' || p.src[p.i] == '\r')
@@ -808,6 +815,24 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 		c := p.src[p.i]
 		if q, n := quoteAt(p.src, p.i); q != qNone && endsQuote(qk, q) {
 			iq := p.i
+			if q2, n2 := quoteAt(p.src, iq+n); embed == 0 && q2 == q {
+				if doubled {
+					// ""value"": the doubled quote closes the doubled string.
+					p.repair(KindUnescapedQuote, iq+n)
+					p.i = iq + n + n2
+					p.out = append(p.out, '"')
+					return true
+				}
+				if iq > start+qn && p.valueEndsAt(iq+n+n2) {
+					// "The TV is 72"": the first of two quotes before the
+					// end of the value is text (an inch mark, a quote).
+					p.repair(KindUnescapedQuote, iq)
+					p.out = append(p.out, '\\', '"')
+					p.i = iq + n
+					wsStart, wsNL = -1, false
+					continue
+				}
+			}
 			j := p.peekSkipLine(iq + n)
 			if !stopAtDelim && p.doubledEnd(j) {
 				// "a"\n", : the second quote ends the string.
@@ -911,6 +936,41 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 		}
 		p.i++
 	}
+}
+
+// doubledOpen reports whether the quote at p.i repeats the opening quote of
+// kind qk and is followed, on its line, by text that ends at another quote of
+// that kind: ""value" or "" key". An empty string ("") is followed by a
+// separator, a quote or the end instead.
+func (p *parser) doubledOpen(qk int) bool {
+	q, n := quoteAt(p.src, p.i)
+	if q != qk || qk == qNone {
+		return false
+	}
+	k := p.peekSkipLine(p.i + n)
+	if k >= p.end || isDelim(p.src[k]) || quoteKind(p.src, k) != qNone || p.src[k] == '\r' || p.src[k] == ')' {
+		return false
+	}
+	for limit := min(p.end, k+200); k < limit && p.src[k] != '\n'; k++ {
+		if quoteKind(p.src, k) == qk {
+			return true
+		}
+	}
+	return false
+}
+
+// valueEndsAt reports whether only spaces and then the end of the text, a
+// line break or a separator or closer follow i: the place a value ends.
+func (p *parser) valueEndsAt(i int) bool {
+	k := p.peekSkipLine(i)
+	if k >= p.end {
+		return true
+	}
+	switch p.src[k] {
+	case ',', '}', ']', '\n', '\r':
+		return true
+	}
+	return false
 }
 
 // inValue reports whether the string being read is a member value of an
