@@ -89,8 +89,8 @@ var corpusTargets = map[string]float64{
 // measure, so the list cannot grow without this number being raised on
 // purpose in the same change.
 var disagreementCeilings = map[string]int{
-	"overall":           106,
-	"group llm-typical": 51,
+	"overall":           107,
+	"group llm-typical": 52,
 	"fence+prose":       7,
 	"must-fail refused": 0,
 }
@@ -117,6 +117,7 @@ const (
 	convStringValue    = "a string value stays a string even when it holds JSON in a fence (json_repair parses it)"
 	convHashComment    = "\"#\" is not a comment marker: after a closed string it is text (json_repair strips it)"
 	convSingleQuoted   = "a single-quoted string holding a double quote is that string (json_repair refuses it)"
+	convCutNumber      = "a number cut off after its sign is closed as 0 and marked truncated, as jsonrepair does ({\"a\":-}); json_repair drops it"
 	convEmptyContainer = "a container opened and then closed by a mismatched closer is kept (json_repair drops or rewraps it)"
 )
 
@@ -210,7 +211,8 @@ var corpusDisagreements = map[string]string{
 	"mangiucugna-json_repair-115":                       convStrayQuote,
 	"mangiucugna-json_repair-122":                       convStrayQuote,
 	"mangiucugna-json_repair-142":                       convStrayQuote,
-	"mangiucugna-json_repair-194":                       convStrayQuote,
+	"mangiucugna-json_repair-194":                       convSingleQuoted,
+	"mangiucugna-json_repair-100":                       convCutNumber,
 	"mangiucugna-json_repair-255":                       convStrayQuote,
 	"mangiucugna-json_repair-256":                       convStrayQuote,
 	"kaptinlin-jsonrepair-80":                           convStrayQuote,

@@ -91,6 +91,7 @@ var extractCases = []extractCase{
 	{name: "doubled opening quote only", reply: `{"key": ""value"}`, want: `{"key":"value"}`, kinds: []string{KindUnescapedQuote}},
 	{name: "empty string then a value is not doubled", reply: `["", "x"]`, want: `["","x"]`, source: SourceRaw},
 	{name: "inch mark before the end quote", reply: `{"tv": "72"", "n": 1}`, want: `{"tv":"72\"","n":1}`, kinds: []string{KindUnescapedQuote}},
+	{name: "number cut off after its sign", reply: `[1, -`, want: `[1,-0]`, truncated: true, kinds: []string{KindTruncated}},
 	{name: "regex class in a string", reply: `{"r": [{"re": "a['"]b"}]}`, want: `{"r":[{"re":"a['\"]b"}]}`, kinds: []string{KindUnescapedQuote}},
 	{name: "wrong closer still repaired", reply: `{"k": ["a", "b"}, "n": 1}`, want: `{"k":["a","b"],"n":1}`, kinds: []string{KindMismatched}},
 	{name: "lone quote line in a block string", reply: "{\"a\": \"\n```{}```\n\"\n\",\n\"b\": 1}", want: `{"a":"\n` + "```{}```" + `\n\"","b":1}`, kinds: []string{KindUnescapedQuote}},

@@ -1245,7 +1245,7 @@ func (p *parser) number() bool {
 		return true
 	}
 	var b strings.Builder
-	changed := false
+	changed, truncEnd := false, false
 	neg := start < intStart
 	if neg {
 		b.WriteByte('-')
@@ -1257,9 +1257,10 @@ func (p *parser) number() bool {
 	if digits == "" {
 		digits = "0"
 		changed = true
+		// {"a": - at the end of the reply: a number cut off after its sign.
+		truncEnd = frac < 0 && exp < 0 && i == p.end
 	}
 	b.WriteString(digits)
-	truncEnd := false
 	if frac >= 0 {
 		fend := i
 		if exp >= 0 {
