@@ -231,9 +231,11 @@ func (e *benchEnv) runInProcess(ctx context.Context, batch string, n int, cfg pi
 
 // childRun is what runChild measured of a worker subprocess.
 type childRun struct {
-	// maxRSS is the child's peak resident set in bytes (getrusage), hwm the
-	// last VmHWM read from /proc while it ran (a cross-check).
-	maxRSS, hwm int64
+	// hwm is the child's peak resident set in bytes: the last VmHWM read
+	// from /proc while it ran (read every 10ms; it only grows). getrusage's
+	// maxrss is no use here: for a child started with CLONE_VM it counts
+	// the parent's resident set at the fork.
+	hwm int64
 	// wall is the process's whole life; span runs from the simulator's
 	// first request to the moment every job was seen final.
 	wall, span time.Duration
@@ -307,7 +309,7 @@ func (e *benchEnv) runProcess(ctx context.Context, args, extraEnv []string, batc
 				perSecond = append(perSecond, calls-last)
 				last = calls
 			}
-			if i%20 == 0 {
+			if i%2 == 0 {
 				if v := readVmHWM(cmd.Process.Pid); v > 0 {
 					hwm.Store(v)
 				}
@@ -329,9 +331,6 @@ func (e *benchEnv) runProcess(ctx context.Context, args, extraEnv []string, batc
 	res.callsPerSecond = perSecond
 	res.wall = time.Since(start)
 	res.hwm = hwm.Load()
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		res.maxRSS = ru.Maxrss * 1024 // kilobytes on Linux
-	}
 	if first := firstReq.Load(); first > 0 && err == nil {
 		res.span = end.Sub(time.Unix(0, first))
 	}
