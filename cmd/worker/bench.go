@@ -29,9 +29,12 @@ target and PASS or FAIL:
      'typical' preset at zero latency, as a share of (1);
   3. a worker subprocess with 1,000 jobs in flight at 1 s simulated latency
      ('clean' preset, one call a job): throughput against the ideal
-     in-flight/latency, and the worker's peak RSS;
-  4. the 'rate-limited' preset at 600 RPM with the lane budget set to match:
-     throughput against the budget, the share of 429s, jobs failed;
+     in-flight/latency, and the worker's peak RSS (VmHWM); once as
+     'worker run' with flags only, once tuned (lane starting at full width,
+     worker concurrency above the lane's so commits hold no call slot);
+  4. the 'rate-limited' preset (600 RPM, 200k TPM) with the lane told the
+     RPM budget only, then both: throughput against the budget that binds,
+     the share of 429s, jobs failed;
   5. with --memory: peak RSS of a worker subprocess over a large batch
      against a batch ten times smaller;
   6. the two repair strategies on the 'messy' preset: valid rate, mean
