@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/panics"
 	"github.com/sourcegraph/conc/pool"
 
@@ -30,6 +32,7 @@ const (
 	QuotaPauseDefault     = time.Minute
 	FlushMaxDefault       = 256
 	FlushIntervalDefault  = 5 * time.Millisecond
+	FetchWaitDefault      = 500 * time.Millisecond
 )
 
 // Ledger is what the worker needs from the Postgres ledger. *store.Store
@@ -50,10 +53,13 @@ type WorkerConfig struct {
 	// Concurrency is the number of jobs run at once by this process.
 	// Defaults to 16.
 	Concurrency int
-	// Prefetch is how many messages the client may hold beyond the running
-	// jobs. Defaults to Concurrency/4, at least 1, at most 256: a larger
-	// buffer lets ack timers run out on messages nobody works on.
+	// Prefetch is the most messages asked for in one pull. Messages are
+	// only pulled for free slots, so none waits in a client buffer while
+	// its ack timer runs. Defaults to Concurrency, at most 256.
 	Prefetch int
+	// FetchWait is how long one pull waits for messages when the queue is
+	// empty; a stop request is noticed within it. Defaults to 500ms.
+	FetchWait time.Duration
 	// Grace is how long jobs in flight may run after a stop is asked for;
 	// the rest are negatively acknowledged for immediate redelivery.
 	// Defaults to 30s.
@@ -97,8 +103,9 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	c.Queue = c.Queue.WithDefaults()
 	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
 	if c.Prefetch == 0 {
-		c.Prefetch = min(max(c.Concurrency/4, 1), 256)
+		c.Prefetch = min(c.Concurrency, 256)
 	}
+	c.FetchWait = cmp.Or(c.FetchWait, FetchWaitDefault)
 	c.Grace = cmp.Or(c.Grace, GraceDefault)
 	c.MaxPromptBytes = cmp.Or(c.MaxPromptBytes, MaxPromptBytesDefault)
 	c.NakDelayMin = cmp.Or(c.NakDelayMin, NakDelayMinDefault)
@@ -134,6 +141,8 @@ type Worker struct {
 	loop    *Loop
 	log     *slog.Logger
 	schemas sync.Map // schema hash -> *validate.Schema or error
+
+	background conc.WaitGroup // ledger-write retries waiting out a pause
 
 	inFlight   atomic.Int64
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
@@ -183,37 +192,38 @@ func (w *Worker) Run(ctx context.Context) error {
 		go w.watchDrain(pullCtx, stopPull, cons)
 	}
 
-	it, err := cons.Messages(jetstream.PullMaxMessages(w.cfg.Prefetch))
-	if err != nil {
-		stopPull()
-		w.writer.close()
-		<-writerDone
-		return fmt.Errorf("consume %s: %w", w.cfg.Queue.Consumer, err)
-	}
-	go func() {
-		<-pullCtx.Done()
-		it.Drain()
-	}()
-
 	w.log.InfoContext(ctx, "worker: started", slog.Int("concurrency", w.cfg.Concurrency),
 		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.Bool("drain", w.cfg.Drain))
 	p := pool.New().WithMaxGoroutines(w.cfg.Concurrency)
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	stopping := func() bool { return pullCtx.Err() != nil }
-pull:
-	for {
+	// Pull only for free slots: a message is fetched when a slot is there
+	// to run it, so no client-side buffer holds messages whose ack timers
+	// run out while they wait.
+	for !stopping() {
 		select {
 		case slots <- struct{}{}:
 		case <-pullCtx.Done():
-			break pull
+			continue
+		}
+		free := 1
+	more:
+		for free < w.cfg.Prefetch {
+			select {
+			case slots <- struct{}{}:
+				free++
+			default:
+				break more
+			}
 		}
 		w.waitPause(pullCtx)
-		msg, err := it.Next()
+		if stopping() {
+			releaseSlots(slots, free)
+			break
+		}
+		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(w.cfg.FetchWait))
 		if err != nil {
-			<-slots
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				break pull
-			}
+			releaseSlots(slots, free)
 			w.log.WarnContext(ctx, "worker: pull", slog.String("error", err.Error()))
 			select {
 			case <-time.After(250 * time.Millisecond):
@@ -221,34 +231,34 @@ pull:
 			}
 			continue
 		}
-		if stopping() {
-			// Stopping: hand back what was already buffered at once.
-			_ = msg.Nak()
-			<-slots
-			continue
-		}
-		w.inFlight.Add(1)
-		if w.cfg.Metrics != nil {
-			w.cfg.Metrics.InFlight.Inc()
-		}
-		p.Go(func() {
-			defer func() {
-				w.inFlight.Add(-1)
-				if w.cfg.Metrics != nil {
-					w.cfg.Metrics.InFlight.Dec()
-				}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			if stopping() {
+				// Stopping: hand back what arrives at once.
+				_ = msg.Nak()
 				<-slots
-			}()
-			w.handleSafely(jobCtx, msg)
-		})
-	}
-	// Nak whatever the drained iterator still hands over.
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			break
+				continue
+			}
+			w.inFlight.Add(1)
+			if w.cfg.Metrics != nil {
+				w.cfg.Metrics.InFlight.Inc()
+			}
+			p.Go(func() {
+				defer func() {
+					w.inFlight.Add(-1)
+					if w.cfg.Metrics != nil {
+						w.cfg.Metrics.InFlight.Dec()
+					}
+					<-slots
+				}()
+				w.handleSafely(jobCtx, msg)
+			})
 		}
-		_ = msg.Nak()
+		releaseSlots(slots, free-got)
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !stopping() {
+			w.log.WarnContext(ctx, "worker: pull", slog.String("error", err.Error()))
+		}
 	}
 	w.log.InfoContext(ctx, "worker: stopped pulling", slog.Int64("in_flight", w.inFlight.Load()))
 
@@ -262,12 +272,74 @@ pull:
 		hardStop()
 		<-poolDone
 	}
+	// Retries waiting out a ledger pause see the stop and hand their
+	// messages back; then the writer flushes what is queued.
+	w.background.Wait()
 	w.writer.close()
 	<-writerDone
 	stopPull()
 	<-deadDone
 	w.log.InfoContext(ctx, "worker: stopped")
 	return nil
+}
+
+// ledgerPause is how long pulling stops while the ledger cannot be written.
+const ledgerPause = time.Second
+
+func (w *Worker) pauseFor(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := w.pauseUntil.Load()
+		if cur >= until || w.pauseUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+func (w *Worker) stoppingNow() bool {
+	select {
+	case <-w.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+func backoffPermanent(err error) error { return permanentError{err} }
+
+// retryLedger runs op until it succeeds, returns a permanent error, or the
+// worker stops. A ledger that is down is not the job's fault: the message is
+// kept (its progress reported) and pulling pauses, instead of a nak that
+// would count a delivery and let an outage burn jobs to dead.
+func (w *Worker) retryLedger(ctx context.Context, log *slog.Logger, op func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := op()
+		var perm permanentError
+		if err == nil || errors.As(err, &perm) {
+			if errors.As(err, &perm) {
+				return perm.err
+			}
+			return nil
+		}
+		log.WarnContext(ctx, "worker: ledger unavailable, retrying", slog.Duration("wait", wait), slog.String("error", err.Error()))
+		w.pauseFor(wait)
+		if !w.holdFor(ctx, wait) {
+			return err
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+func releaseSlots(slots chan struct{}, n int) {
+	for i := 0; i < n; i++ {
+		<-slots
+	}
 }
 
 func (w *Worker) waitPause(ctx context.Context) {
@@ -374,8 +446,16 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 
 	// Redelivery of a job already final (a crash between commit and ack):
 	// ack without calling the provider.
-	_, final, err := w.ledger.JobFinal(ctx, env.JobID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	var final bool
+	err = w.retryLedger(ctx, log, func() error {
+		var err error
+		_, final, err = w.ledger.JobFinal(ctx, env.JobID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: read ledger: %w", ErrTransient, err))
 		return
 	}
@@ -383,7 +463,18 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		w.ack(ctx, msg, "skip")
 		return
 	}
-	job, err := w.buildJob(ctx, env)
+	var job *Job
+	err = w.retryLedger(ctx, log, func() error {
+		var err error
+		job, err = w.buildJob(ctx, env)
+		if err != nil && !errors.Is(err, ErrBadJob) {
+			return err
+		}
+		if err != nil {
+			return backoffPermanent(err)
+		}
+		return nil
+	})
 	if err != nil {
 		if errors.Is(err, ErrBadJob) {
 			w.reject(ctx, msg, env, store.StatusRejected, err)
@@ -450,22 +541,55 @@ func (w *Worker) holdFor(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// finish writes a final result and acks the message after the commit.
+// finish hands a final result to the batched writer and returns, freeing
+// the job's slot; the message is acked after the batch commits (or
+// negatively acknowledged if it cannot be written). Progress is reported
+// until then.
 func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, res *Result) {
 	delivered := 1
 	if meta, err := msg.Metadata(); err == nil {
 		delivered = int(meta.NumDelivered)
 	}
 	r := toStoreResult(res, env, delivered)
-	if err := w.writer.save(r); err != nil {
-		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err))
-		return
-	}
-	w.cfg.Metrics.observe(res)
-	if w.cfg.AfterCommitFunc != nil {
-		w.cfg.AfterCommitFunc(res.JobID)
-	}
-	w.ack(ctx, msg, "ack")
+	w.submitResult(ctx, msg, env, res, r, delivered, w.heartbeat(msg))
+}
+
+func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envelope, res *Result, r store.Result, delivered int, stopBeat func()) {
+	w.writer.submit(r, func(err error) {
+		if err != nil && !w.stoppingNow() && ctx.Err() == nil {
+			// The ledger is down, not the job: pause pulling and write it
+			// again after the pause, keeping the message (progress is still
+			// reported) instead of a nak that would count a delivery.
+			w.pauseFor(ledgerPause)
+			w.log.WarnContext(ctx, "worker: ledger write failed, retrying", slog.String("job_id", res.JobID), slog.String("error", err.Error()))
+			w.background.Go(func() {
+				if w.holdFor(ctx, ledgerPause) {
+					w.submitResult(ctx, msg, env, res, r, delivered, stopBeat)
+					return
+				}
+				stopBeat()
+				w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err))
+			})
+			return
+		}
+		stopBeat()
+		if err != nil {
+			w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err))
+			return
+		}
+		w.cfg.Metrics.observe(res)
+		if hook := w.cfg.AfterCommitFunc; hook != nil {
+			if recovered := panics.Try(func() { hook(res.JobID) }); recovered != nil {
+				// The rows are committed: a redelivery is acked without a call.
+				w.log.ErrorContext(ctx, "worker: after-commit hook panicked", slog.String("job_id", res.JobID),
+					slog.String("error", recovered.AsError().Error()))
+				_ = msg.Nak()
+				w.count("nak")
+				return
+			}
+		}
+		w.ack(ctx, msg, "ack")
+	})
 }
 
 func (w *Worker) buildJob(ctx context.Context, env *Envelope) (*Job, error) {
@@ -630,7 +754,7 @@ func (w *Worker) watchDead(ctx context.Context, stream jetstream.Stream) {
 		return
 	}
 	for ctx.Err() == nil {
-		batch, err := adv.Fetch(16, jetstream.FetchMaxWait(time.Second))
+		batch, err := adv.Fetch(16, jetstream.FetchMaxWait(w.cfg.FetchWait))
 		if err != nil {
 			continue
 		}

@@ -6,12 +6,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sourcegraph/conc/pool"
+
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
+// FlushParallelDefault is how many ledger transactions may be committing at
+// once.
+const FlushParallelDefault = 4
+
 // writer batches final results from many jobs into one ledger transaction.
-// Each caller of save blocks until the transaction holding its result has
-// committed (or failed), so a message is acked only after its rows exist.
+// Each result's callback runs after the transaction holding it has committed
+// (or failed), so a message is acked only after its rows exist, while the
+// job's pool slot is already free for the next job.
 type writer struct {
 	ledger   Ledger
 	max      int
@@ -20,32 +27,48 @@ type writer struct {
 
 	in        chan writeReq
 	closeOnce sync.Once
+	flushers  *pool.Pool // committing batches, at most FlushParallelDefault
+	callbacks *pool.Pool // acks after a commit, run in parallel
 }
 
 type writeReq struct {
 	r    store.Result
-	done chan error
+	done func(error)
 }
 
 var errWriterClosed = errors.New("ledger writer closed")
 
 func newWriter(l Ledger, max int, interval time.Duration, m *Metrics) *writer {
-	return &writer{ledger: l, max: max, interval: interval, metrics: m, in: make(chan writeReq, max)}
+	return &writer{
+		ledger: l, max: max, interval: interval, metrics: m,
+		// Twice a batch may wait while batches commit; beyond that submit
+		// blocks and holds the job's slot: back-pressure on pulling.
+		in:        make(chan writeReq, 2*max),
+		flushers:  pool.New().WithMaxGoroutines(FlushParallelDefault),
+		callbacks: pool.New().WithMaxGoroutines(64),
+	}
+}
+
+// submit queues r; done is called once, after the commit (nil) or with the
+// error that kept r from being written. done must not panic.
+func (w *writer) submit(r store.Result, done func(error)) {
+	defer func() {
+		if recover() != nil {
+			done(errWriterClosed)
+		}
+	}()
+	w.in <- writeReq{r: r, done: done}
 }
 
 // save queues r and waits for its commit.
-func (w *writer) save(r store.Result) (err error) {
-	defer func() {
-		if recover() != nil {
-			err = errWriterClosed
-		}
-	}()
-	req := writeReq{r: r, done: make(chan error, 1)}
-	w.in <- req
-	return <-req.done
+func (w *writer) save(r store.Result) error {
+	ch := make(chan error, 1)
+	w.submit(r, func(err error) { ch <- err })
+	return <-ch
 }
 
-// close stops the writer once everything queued has been written.
+// close stops the writer once everything queued has been written and every
+// callback has run.
 func (w *writer) close() { w.closeOnce.Do(func() { close(w.in) }) }
 
 func (w *writer) run() {
@@ -56,28 +79,19 @@ func (w *writer) run() {
 		if len(batch) == 0 {
 			return
 		}
-		rs := make([]store.Result, len(batch))
-		for i, q := range batch {
-			rs[i] = q.r
-		}
-		// The store retries transient errors itself; what comes back here
-		// goes to each job, whose message is then negatively acknowledged.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		_, err := w.ledger.SaveResults(ctx, rs)
-		cancel()
-		if w.metrics != nil {
-			w.metrics.WriteBatches.Observe(float64(len(batch)))
-		}
-		for _, q := range batch {
-			q.done <- err
-		}
-		batch = batch[:0]
+		reqs := batch
+		batch = make([]writeReq, 0, w.max)
+		w.flushers.Go(func() { w.commit(reqs) })
 	}
+	defer func() {
+		flush()
+		w.flushers.Wait()
+		w.callbacks.Wait()
+	}()
 	for {
 		select {
 		case q, ok := <-w.in:
 			if !ok {
-				flush()
 				return
 			}
 			if len(batch) == 0 {
@@ -91,5 +105,24 @@ func (w *writer) run() {
 		case <-timer.C:
 			flush()
 		}
+	}
+}
+
+// commit writes one batch. The store retries transient errors itself; what
+// comes back here goes to each job, whose message is then negatively
+// acknowledged.
+func (w *writer) commit(reqs []writeReq) {
+	rs := make([]store.Result, len(reqs))
+	for i, q := range reqs {
+		rs[i] = q.r
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	_, err := w.ledger.SaveResults(ctx, rs)
+	cancel()
+	if w.metrics != nil {
+		w.metrics.WriteBatches.Observe(float64(len(reqs)))
+	}
+	for _, q := range reqs {
+		w.callbacks.Go(func() { q.done(err) })
 	}
 }
