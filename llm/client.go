@@ -80,8 +80,10 @@ func New(cfg Config) (*Client, error) {
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         d.DialContext,
 			TLSHandshakeTimeout: cfg.ConnectTimeout,
-			MaxIdleConns:        256,
-			MaxIdleConnsPerHost: 256,
+			// Keep a connection per concurrent call: a lane at 1,000
+			// calls in flight would otherwise redial most of them each round.
+			MaxIdleConns:        max(256, cfg.Lane.MaxConcurrency),
+			MaxIdleConnsPerHost: max(256, cfg.Lane.MaxConcurrency),
 			IdleConnTimeout:     90 * time.Second,
 			ForceAttemptHTTP2:   true,
 		}}

@@ -38,7 +38,7 @@ const (
 // Ledger is what the worker needs from the Postgres ledger. *store.Store
 // satisfies it.
 type Ledger interface {
-	JobFinal(ctx context.Context, id string) (status string, final bool, err error)
+	Statuses(ctx context.Context, ids []string) (map[string]string, error)
 	Schema(ctx context.Context, hash string) ([]byte, error)
 	SaveResults(ctx context.Context, results []store.Result) ([]bool, error)
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
@@ -147,6 +147,7 @@ type Worker struct {
 	inFlight   atomic.Int64
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
+	reader     *statusReader
 	stopping   <-chan struct{} // closed when Run stops pulling
 }
 
@@ -182,6 +183,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.writer = newWriter(w.ledger, w.cfg.FlushMax, w.cfg.FlushInterval, w.cfg.Metrics)
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); w.writer.run() }()
+	w.reader = newStatusReader(w.ledger, w.cfg.FlushMax, time.Millisecond)
+	readerDone := make(chan struct{})
+	go func() { defer close(readerDone); w.reader.run() }()
+	defer func() { w.reader.close(); <-readerDone }()
 
 	pullCtx, stopPull := context.WithCancel(ctx)
 	defer stopPull()
@@ -449,10 +454,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	var final bool
 	err = w.retryLedger(ctx, log, func() error {
 		var err error
-		_, final, err = w.ledger.JobFinal(ctx, env.JobID)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
+		final, err = w.reader.final(ctx, env.JobID)
 		return err
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -100,6 +101,7 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 type providerFlags struct {
 	openaiURL, anthropicURL, ollamaURL string
 	rpm, tpm, maxConcurrency           int
+	initialConcurrency                 int
 	timeout                            time.Duration
 	maxRetries                         int
 	simPreset                          string
@@ -121,6 +123,7 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&p.rpm, "rpm", envInt("FIXPOINT_RPM", 0), "request-per-minute budget of each lane (provider, base URL, model, key); 0 = unlimited")
 	fs.IntVar(&p.tpm, "tpm", envInt("FIXPOINT_TPM", 0), "token-per-minute budget of each lane; 0 = unlimited")
 	fs.IntVar(&p.maxConcurrency, "lane-max-concurrency", 64, "ceiling of each lane's adaptive concurrency limit")
+	fs.IntVar(&p.initialConcurrency, "lane-initial-concurrency", 0, "starting concurrency limit of each lane (0 = the ceiling; a 429 or overload halves it)")
 	fs.DurationVar(&p.timeout, "provider-timeout", 300*time.Second, "total timeout of one provider call")
 	fs.IntVar(&p.maxRetries, "transport-retries", 4, "transport retries per provider call (429, 5xx, timeouts); separate from repair attempts")
 	fs.StringVar(&p.simPreset, "sim", "", "serve every provider from an in-process simulator with this preset: "+strings.Join(simPresetNames(), ", "))
@@ -165,9 +168,10 @@ func (p *providerFlags) build(obs llm.Observer) (map[string]pipeline.Completer, 
 	base := llm.Config{
 		TotalTimeout: p.timeout,
 		Retry:        llm.RetryConfig{MaxRetries: p.maxRetries, Disabled: p.maxRetries == 0},
-		Lane:         llm.LaneConfig{RPM: p.rpm, TPM: p.tpm, MaxConcurrency: p.maxConcurrency},
-		Lanes:        lanes,
-		Observer:     obs,
+		Lane: llm.LaneConfig{RPM: p.rpm, TPM: p.tpm, MaxConcurrency: p.maxConcurrency,
+			InitialConcurrency: cmp.Or(p.initialConcurrency, p.maxConcurrency)},
+		Lanes:    lanes,
+		Observer: obs,
 	}
 	clients := map[string]pipeline.Completer{}
 	for _, pc := range []struct{ name, url, key string }{

@@ -35,12 +35,12 @@ var presets = []struct {
 		FixProb:      0.8,
 		NewFaultProb: 0.1,
 	}},
-	{PresetInfo{"rate-limited", "typical replies behind a budget of 600 requests and 200k tokens per minute per model and key (429 with the real headers)"}, Config{
+	{PresetInfo{"rate-limited", "typical replies behind a budget of 600 requests and 2M tokens per minute per model and key (429 with the real headers); requests are the binding budget"}, Config{
 		Mix:          typicalMix,
 		FixProb:      0.9,
 		NewFaultProb: 0.05,
 		RPM:          600,
-		TPM:          200_000,
+		TPM:          2_000_000,
 	}},
 	{PresetInfo{"chaos", "typical replies plus transport faults: 5% 429 with Retry-After, 3% 500, 2% 503, 2% 529, 2% resets, 2% malformed bodies, 1% trickles, 0.5% hangs"}, Config{
 		Mix:          typicalMix,
