@@ -180,7 +180,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// until the grace period has passed.
 	jobCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
-	w.writer = newWriter(w.ledger, w.cfg.FlushMax, w.cfg.FlushInterval, w.cfg.Metrics)
+	w.writer = newWriter(w.ledger, w.cfg.FlushMax, min(w.cfg.FlushMax, w.cfg.Concurrency), w.cfg.FlushInterval, w.cfg.Metrics)
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); w.writer.run() }()
 	w.reader = newStatusReader(w.ledger, w.cfg.FlushMax, time.Millisecond)

@@ -13,7 +13,7 @@ import (
 
 // FlushParallelDefault is how many ledger transactions may be committing at
 // once.
-const FlushParallelDefault = 4
+const FlushParallelDefault = 2
 
 // writer batches final results from many jobs into one ledger transaction.
 // Each result's callback runs after the transaction holding it has committed
@@ -38,12 +38,14 @@ type writeReq struct {
 
 var errWriterClosed = errors.New("ledger writer closed")
 
-func newWriter(l Ledger, max int, interval time.Duration, m *Metrics) *writer {
+// newWriter returns a writer committing up to max results a transaction.
+// At most queue results wait while batches commit; beyond that submit
+// blocks and holds the job's slot: back-pressure on pulling, and memory
+// bounded by the worker's concurrency, never by the batch's size.
+func newWriter(l Ledger, max, queue int, interval time.Duration, m *Metrics) *writer {
 	return &writer{
 		ledger: l, max: max, interval: interval, metrics: m,
-		// Twice a batch may wait while batches commit; beyond that submit
-		// blocks and holds the job's slot: back-pressure on pulling.
-		in:        make(chan writeReq, 2*max),
+		in:        make(chan writeReq, queue),
 		flushers:  pool.New().WithMaxGoroutines(FlushParallelDefault),
 		callbacks: pool.New().WithMaxGoroutines(64),
 	}

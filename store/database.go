@@ -48,3 +48,32 @@ func isDuplicateDatabase(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505")
 }
+
+// ResetDatabase drops the database named in dsn (ending its sessions) and
+// creates it empty. It is for throwaway databases such as the bench's, whose
+// figures must not depend on what earlier runs left behind.
+func ResetDatabase(ctx context.Context, dsn string) error {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("parse database URL: %w", err)
+	}
+	name := cfg.Database
+	if name == "" || name == "postgres" || name == "template0" || name == "template1" {
+		return fmt.Errorf("reset database %q: refusing to drop a system database", name)
+	}
+	admin := cfg.Copy()
+	admin.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("connect to reset database %s: %w", name, err)
+	}
+	defer conn.Close(ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}

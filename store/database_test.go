@@ -42,3 +42,57 @@ func TestEnsureDatabase(t *testing.T) {
 		t.Fatalf("Migrate the ensured database: %v", err)
 	}
 }
+
+func TestResetDatabase(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("needs Postgres")
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("fixpoint_test_reset_%d", time.Now().UnixNano())
+	dsn, err := storetest.WithDatabase(storetest.URL(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		admin, err := pgx.Connect(context.Background(), storetest.URL())
+		if err == nil {
+			_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			admin.Close(context.Background())
+		}
+	})
+	if err := store.ResetDatabase(ctx, dsn); err != nil { // creates it when missing
+		t.Fatalf("ResetDatabase on a missing database: %v", err)
+	}
+	if err := store.Migrate(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutSchema(ctx, []byte(`{"type":"object"}`)); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if err := store.ResetDatabase(ctx, dsn); err != nil {
+		t.Fatalf("ResetDatabase: %v", err)
+	}
+	if err := store.Migrate(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	st, err = store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if c, err := st.Counts(ctx, ""); err != nil || c.Jobs != 0 {
+		t.Fatalf("after a reset: counts %+v, %v; want an empty ledger", c, err)
+	}
+	if _, err := st.Schema(ctx, "anything"); err == nil {
+		t.Errorf("a schema survived the reset")
+	}
+	if err := store.ResetDatabase(ctx, storetest.URL()); err == nil {
+		t.Errorf("ResetDatabase agreed to drop the postgres database")
+	}
+}

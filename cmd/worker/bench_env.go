@@ -50,6 +50,11 @@ type benchEnv struct {
 }
 
 func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer) (*benchEnv, error) {
+	// A fresh database each run: what earlier runs left (millions of rows)
+	// would otherwise slow the writes and skew every figure.
+	if err := store.ResetDatabase(ctx, dsn); err != nil {
+		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
+	}
 	st, err := openStore(ctx, dsn, true)
 	if err != nil {
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
