@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -161,6 +162,8 @@ func startSim(preset string, latency time.Duration) (*sim.Server, string, func()
 // simClients returns the provider map of an in-process worker talking to
 // the simulator at url through one lane.
 func simClients(url string, lane llm.LaneConfig) (map[string]pipeline.Completer, error) {
+	// As `worker run` does: a lane starts at its ceiling.
+	lane.InitialConcurrency = cmp.Or(lane.InitialConcurrency, lane.MaxConcurrency)
 	c, err := llm.New(llm.Config{
 		Provider: llm.ProviderOpenAI, BaseURL: url + "/v1", APIKey: "sim-bench",
 		TotalTimeout: time.Minute, Retry: llm.RetryConfig{MaxRetries: 4}, Lane: lane,
