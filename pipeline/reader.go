@@ -62,39 +62,10 @@ func (r *statusReader) final(ctx context.Context, id string) (final bool, err er
 func (r *statusReader) close() { r.closeOnce.Do(func() { close(r.in) }) }
 
 func (r *statusReader) run() {
-	var batch []statusReq
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		reqs := batch
-		batch = nil
+	defer r.queries.Wait()
+	batchLoop(r.in, r.max, r.interval, func(reqs []statusReq) {
 		r.queries.Go(func() { r.query(reqs) })
-	}
-	defer func() {
-		flush()
-		r.queries.Wait()
-	}()
-	for {
-		select {
-		case q, ok := <-r.in:
-			if !ok {
-				return
-			}
-			if len(batch) == 0 {
-				timer.Reset(r.interval)
-			}
-			batch = append(batch, q)
-			if len(batch) >= r.max {
-				timer.Stop()
-				flush()
-			}
-		case <-timer.C:
-			flush()
-		}
-	}
+	})
 }
 
 func (r *statusReader) query(reqs []statusReq) {

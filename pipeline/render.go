@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -174,4 +175,33 @@ func WriteFailures(w io.Writer, classes []store.ClassCount, steps []store.Repair
 		}
 		tw.Flush()
 	}
+}
+
+// ReportLedger is what WriteFailureReport reads. *store.Store satisfies it.
+type ReportLedger interface {
+	FailureClasses(ctx context.Context, batch string) ([]store.ClassCount, error)
+	RepairEffectiveness(ctx context.Context, batch string) ([]store.RepairStep, error)
+	TopErrorPaths(ctx context.Context, batch string, limit int) ([]store.PathCount, error)
+}
+
+var _ ReportLedger = (*store.Store)(nil)
+
+// WriteFailureReport prints a batch's failure classes by attempt, repair
+// effectiveness and its top error paths, as `report failures` and the demo
+// show them.
+func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch string, topPaths int) error {
+	classes, err := l.FailureClasses(ctx, batch)
+	if err != nil {
+		return err
+	}
+	steps, err := l.RepairEffectiveness(ctx, batch)
+	if err != nil {
+		return err
+	}
+	paths, err := l.TopErrorPaths(ctx, batch, topPaths)
+	if err != nil {
+		return err
+	}
+	WriteFailures(w, classes, steps, paths)
+	return nil
 }

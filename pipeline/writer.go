@@ -74,38 +74,47 @@ func (w *writer) save(r store.Result) error {
 func (w *writer) close() { w.closeOnce.Do(func() { close(w.in) }) }
 
 func (w *writer) run() {
-	var batch []writeReq
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		reqs := batch
-		batch = make([]writeReq, 0, w.max)
-		w.flushers.Go(func() { w.commit(reqs) })
-	}
 	defer func() {
-		flush()
 		w.flushers.Wait()
 		w.callbacks.Wait()
 	}()
+	batchLoop(w.in, w.max, w.interval, func(reqs []writeReq) {
+		w.flushers.Go(func() { w.commit(reqs) })
+	})
+}
+
+// batchLoop reads items from in into batches of at most max and hands each
+// batch to flush when it is full or its first item has waited interval. It
+// returns once in is closed and what it held has been handed over. Each
+// batch is a new slice that flush may keep.
+func batchLoop[T any](in <-chan T, max int, interval time.Duration, flush func([]T)) {
+	var batch []T
+	timer := time.NewTimer(interval)
+	timer.Stop()
+	send := func() {
+		if len(batch) > 0 {
+			flush(batch)
+			batch = nil
+		}
+	}
 	for {
 		select {
-		case q, ok := <-w.in:
+		case item, ok := <-in:
 			if !ok {
+				timer.Stop()
+				send()
 				return
 			}
 			if len(batch) == 0 {
-				timer.Reset(w.interval)
+				timer.Reset(interval)
 			}
-			batch = append(batch, q)
-			if len(batch) >= w.max {
+			batch = append(batch, item)
+			if len(batch) >= max {
 				timer.Stop()
-				flush()
+				send()
 			}
 		case <-timer.C:
-			flush()
+			send()
 		}
 	}
 }

@@ -129,19 +129,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		classes, err := st.FailureClasses(ctx, batch)
-		if err != nil {
+		if err := pipeline.WriteFailureReport(ctx, stdout, st, batch, 15); err != nil {
 			return err
 		}
-		steps, err := st.RepairEffectiveness(ctx, batch)
-		if err != nil {
-			return err
-		}
-		paths, err := st.TopErrorPaths(ctx, batch, 15)
-		if err != nil {
-			return err
-		}
-		pipeline.WriteFailures(stdout, classes, steps, paths)
 	case "job":
 		id, err := arg()
 		if err != nil {

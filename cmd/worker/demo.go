@@ -163,20 +163,10 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, batch string
 		return err
 	}
 	pipeline.WriteSummary(w, sum)
-	classes, err := st.FailureClasses(ctx, batch)
-	if err != nil {
-		return err
-	}
-	steps, err := st.RepairEffectiveness(ctx, batch)
-	if err != nil {
-		return err
-	}
-	paths, err := st.TopErrorPaths(ctx, batch, 8)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(w)
-	pipeline.WriteFailures(w, classes, steps, paths)
+	if err := pipeline.WriteFailureReport(ctx, w, st, batch, 8); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "\nAsk the ledger yourself: psql %q -c \"SELECT * FROM batch_summary WHERE batch = '%s'\"\n", "postgres://postgres@127.0.0.1:5432/fixpoint", batch)
 	return nil
 }
