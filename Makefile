@@ -27,9 +27,9 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(GO) run ./cmd/worker bench
 
-## soak: the long fault-injection variants
+## soak: the integration and fault-injection suite ten times over, under -race
 soak:
-	FIXPOINT_SOAK=1 $(GO) test -count=1 -timeout 60m -run 'Fault|Soak' ./pipeline/...
+	$(GO) test -race -count=10 -timeout 90m ./pipeline/
 
 ## fuzz: a minute of fuzzing per target in the pure packages
 fuzz:
