@@ -31,10 +31,13 @@ bench:
 soak:
 	$(GO) test -race -count=10 -timeout 90m ./pipeline/
 
-## fuzz: a minute of fuzzing per target in the pure packages
+## fuzz: a minute of fuzzing per target
 fuzz:
-	for t in FuzzExtract FuzzRepair; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./extract || exit 1; done
+	for t in FuzzExtract FuzzRepairText; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./extract || exit 1; done
 	for t in FuzzCompile FuzzValidate; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./validate || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s ./llm
+	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime 60s ./llm/sim
+	$(GO) test -run '^$$' -fuzz '^FuzzCanonical$$' -fuzztime 60s ./store
 
 ## services: start the local Postgres and NATS if they are down
 services:
