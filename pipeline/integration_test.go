@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -49,8 +50,12 @@ func TestEveryJobEndsInOneFinalRow(t *testing.T) {
 			}
 			cfg := h.workerConfig(h.client(nil))
 			cfg.Concurrency = 16
+			cfg.ProgressEvery = 20 * time.Millisecond
 			rw := h.startWorker(cfg, nil, nil)
 			h.waitDone("b", tc.jobs, 60*time.Second)
+			waitFor(t, 10*time.Second, "a progress line counting every job", func() bool {
+				return strings.Contains(h.logs.String(), fmt.Sprintf("msg=\"worker: progress\" finished=%d ", tc.jobs))
+			})
 			if err := rw.stop(t, 30*time.Second); err != nil {
 				t.Fatalf("Run: %v", err)
 			}

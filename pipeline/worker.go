@@ -33,6 +33,7 @@ const (
 	FlushMaxDefault       = 256
 	FlushIntervalDefault  = 5 * time.Millisecond
 	FetchWaitDefault      = 500 * time.Millisecond
+	ProgressEveryDefault  = 30 * time.Second
 )
 
 // Ledger is what the worker needs from the Postgres ledger. *store.Store
@@ -93,6 +94,9 @@ type WorkerConfig struct {
 	// AfterCommitFunc, when set, runs after a job's result is committed and
 	// before its message is acked. Tests use it to crash in that window.
 	AfterCommitFunc func(jobID string)
+	// ProgressEvery is how often Run logs a progress line (jobs finished,
+	// rate, in flight). Defaults to 30s; negative turns it off.
+	ProgressEvery time.Duration
 	// BeforeJobFunc, when set, runs at the start of each job's repair loop.
 	// Tests use it to inject panics.
 	BeforeJobFunc func(env *Envelope)
@@ -106,6 +110,7 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 		c.Prefetch = min(c.Concurrency, 256)
 	}
 	c.FetchWait = cmp.Or(c.FetchWait, FetchWaitDefault)
+	c.ProgressEvery = cmp.Or(c.ProgressEvery, ProgressEveryDefault)
 	c.Grace = cmp.Or(c.Grace, GraceDefault)
 	c.MaxPromptBytes = cmp.Or(c.MaxPromptBytes, MaxPromptBytesDefault)
 	c.NakDelayMin = cmp.Or(c.NakDelayMin, NakDelayMinDefault)
@@ -145,6 +150,7 @@ type Worker struct {
 	background conc.WaitGroup // ledger-write retries waiting out a pause
 
 	inFlight   atomic.Int64
+	finished   atomic.Int64 // messages acked, skipped or terminated
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
 	reader     *statusReader
@@ -196,6 +202,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.Drain {
 		go w.watchDrain(pullCtx, stopPull, cons)
 	}
+	progressDone := make(chan struct{})
+	go func() { defer close(progressDone); w.logProgress(pullCtx) }()
+	defer func() { <-progressDone }()
 
 	w.log.InfoContext(ctx, "worker: started", slog.Int("concurrency", w.cfg.Concurrency),
 		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.Bool("drain", w.cfg.Drain))
@@ -359,6 +368,29 @@ func (w *Worker) waitPause(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// logProgress logs what the worker has done every ProgressEvery until ctx
+// ends: long nightly runs show their progress in the logs.
+func (w *Worker) logProgress(ctx context.Context) {
+	if w.cfg.ProgressEvery < 0 {
+		return
+	}
+	t := time.NewTicker(w.cfg.ProgressEvery)
+	defer t.Stop()
+	start, last := time.Now(), int64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		done := w.finished.Load()
+		w.log.InfoContext(ctx, "worker: progress", slog.Int64("finished", done),
+			slog.Float64("per_second", float64(done-last)/w.cfg.ProgressEvery.Seconds()),
+			slog.Int64("in_flight", w.inFlight.Load()), slog.Duration("uptime", time.Since(start).Round(time.Second)))
+		last = done
 	}
 }
 
@@ -725,6 +757,9 @@ func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, env *Envelope, s
 }
 
 func (w *Worker) count(kind string) {
+	if kind != "nak" {
+		w.finished.Add(1)
+	}
 	if w.cfg.Metrics != nil {
 		w.cfg.Metrics.Dispositions.WithLabelValues(kind).Inc()
 	}
