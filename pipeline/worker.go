@@ -324,7 +324,8 @@ type permanentError struct{ err error }
 func (e permanentError) Error() string { return e.err.Error() }
 func (e permanentError) Unwrap() error { return e.err }
 
-func backoffPermanent(err error) error { return permanentError{err} }
+// permanent marks an error retryLedger must not retry.
+func permanent(err error) error { return permanentError{err} }
 
 // retryLedger runs op until it succeeds, returns a permanent error, or the
 // worker stops. A ledger that is down is not the job's fault: the message is
@@ -334,12 +335,12 @@ func (w *Worker) retryLedger(ctx context.Context, log *slog.Logger, op func() er
 	wait := 50 * time.Millisecond
 	for {
 		err := op()
-		var perm permanentError
-		if err == nil || errors.As(err, &perm) {
-			if errors.As(err, &perm) {
-				return perm.err
-			}
+		if err == nil {
 			return nil
+		}
+		var perm permanentError
+		if errors.As(err, &perm) {
+			return perm.err
 		}
 		log.WarnContext(ctx, "worker: ledger unavailable, retrying", slog.Duration("wait", wait), slog.String("error", err.Error()))
 		w.pauseFor(wait)
@@ -501,13 +502,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	err = w.retryLedger(ctx, log, func() error {
 		var err error
 		job, err = w.buildJob(ctx, env)
-		if err != nil && !errors.Is(err, ErrBadJob) {
-			return err
+		if errors.Is(err, ErrBadJob) {
+			return permanent(err) // a bad job is not a ledger outage
 		}
-		if err != nil {
-			return backoffPermanent(err)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		if errors.Is(err, ErrBadJob) {
