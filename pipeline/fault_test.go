@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -571,4 +572,45 @@ func TestMaxDeliverDead(t *testing.T) {
 		}
 		h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusDead: n}})
 	})
+}
+
+// A provider outage in the middle of jobs that already paid for a reply:
+// the worker keeps the messages, waits, and resumes each job where it was,
+// so every paid attempt reaches the ledger and no job is redelivered.
+func TestProviderOutageMidJob(t *testing.T) {
+	t.Parallel()
+	const n = 10
+	var corrections atomic.Int64
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Mix: sim.Mix{MissingRequired: 1}, FixProb: 1,
+		Script: func(_ int, r *http.Request) *sim.ScriptedReply {
+			// First replies go through (paid, invalid); the first 2n
+			// corrections fail: each job's correction and its one
+			// transport retry.
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"role":"assistant"`)) && corrections.Add(1) <= 2*n {
+				return &sim.ScriptedReply{Status: 503}
+			}
+			return nil
+		}}})
+	h.enqueue("b", n)
+	cfg := h.workerConfig(h.client(func(c *llm.Config) { c.Retry.MaxRetries = 1 }))
+	cfg.Concurrency = n
+	rw := h.startWorker(cfg, nil, nil)
+	h.waitDone("b", n, 60*time.Second)
+	h.checkQueueEmpty()
+	rw.stop(t, 20*time.Second)
+	if !strings.Contains(h.logs.String(), "resuming the job after a pause") {
+		t.Errorf("no job was resumed; the scenario did not happen:\n%s", h.logs.String())
+	}
+	h.checkInvariants("b", invariants{Jobs: n, OneDelivery: true, Statuses: map[string]int{store.StatusValid: n}})
+	for i := 1; i <= n; i++ {
+		_, as := h.job(jobID("b", i))
+		if len(as) < 3 || as[0].Class != "shape" || as[0].TokensIn == 0 {
+			t.Fatalf("job %d attempts %+v: want the paid first reply kept, then the failed call, then the fix", i, as)
+		}
+		if as[1].Class != "provider" || as[1].TransportRetries != 1 {
+			t.Errorf("job %d attempt 2: class %q, %d transport retries; want provider with 1", i, as[1].Class, as[1].TransportRetries)
+		}
+	}
 }

@@ -178,8 +178,8 @@ type Result struct {
 	Error    string          `json:"error,omitempty"`
 	Class    string          `json:"class"`
 	Attempts []Attempt       `json:"attempts"`
-	// Calls counts provider calls that returned a reply or failed for good,
-	// transport retries excluded.
+	// Calls counts the provider calls of the attempts (one per attempt,
+	// whether it got a reply or failed), transport retries excluded.
 	Calls             int           `json:"calls"`
 	TransportRetries  int           `json:"transport_retries"`
 	TokensIn          int           `json:"tokens_in"`

@@ -66,8 +66,21 @@ func NewLoop(client Completer, cfg LoopConfig) *Loop {
 // provider still failing after its transport retries, or ctx ended), or
 // ErrBadJob when the job itself is malformed.
 func (l *Loop) Run(ctx context.Context, job *Job) (*Result, error) {
+	return l.Resume(ctx, job, nil)
+}
+
+// Resume continues a job whose earlier Run or Resume returned ErrTransient
+// (a provider still failing after its transport retries): the attempts in
+// prev are kept, paid tokens included, and the conversation goes on from the
+// last reply. Attempts that got no reply do not count against MaxAttempts.
+// With a nil prev it is Run.
+func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, error) {
 	start := l.cfg.NowFunc()
 	res := &Result{JobID: job.ID, StartedAt: start, Value: nil}
+	if prev != nil {
+		res = prev
+		start = prev.StartedAt
+	}
 	lim := job.Limits.WithDefaults()
 	if err := lim.Validate(); err != nil {
 		return res, err
@@ -95,9 +108,22 @@ func (l *Loop) Run(ctx context.Context, job *Job) (*Result, error) {
 	}
 	system := systemPrompt(&jobCopy)
 	messages := append([]llm.Message(nil), base...)
+	replies := 0
+	for i := range res.Attempts {
+		a := &res.Attempts[i]
+		if a.Class != OutcomeProvider {
+			replies++
+		}
+		if a.Feedback != "" {
+			messages = nextMessages(lim.Strategy, base, messages, a)
+		}
+		if a.Class == OutcomeTruncated && lim.TruncationMaxTokens > maxTokens {
+			maxTokens = lim.TruncationMaxTokens
+		}
+	}
 	defer func() { res.Wall = l.cfg.NowFunc().Sub(start) }()
 
-	for n := 1; n <= lim.MaxAttempts; n++ {
+	for n := len(res.Attempts) + 1; replies < lim.MaxAttempts; n++ {
 		req := llm.Request{
 			Model:       job.Model,
 			System:      system,
@@ -135,6 +161,7 @@ func (l *Loop) Run(ctx context.Context, job *Job) (*Result, error) {
 			if perr != nil && perr.Class == llm.ClassQuotaExhausted {
 				// Permanent for the lane, not for the job: the worker delays
 				// the job and pauses pulling instead of burning deliveries.
+				res.Calls++
 				res.Attempts = append(res.Attempts, a)
 				res.Status = StatusFailed
 				res.Class = OutcomeProvider
@@ -150,6 +177,7 @@ func (l *Loop) Run(ctx context.Context, job *Job) (*Result, error) {
 				res.Error = err.Error()
 				break
 			}
+			res.Calls++
 			res.Attempts = append(res.Attempts, a)
 			res.Status = StatusFailed
 			res.Class = OutcomeProvider
@@ -158,6 +186,7 @@ func (l *Loop) Run(ctx context.Context, job *Job) (*Result, error) {
 			return res, fmt.Errorf("%w: call provider for job %s: %w", ErrTransient, job.ID, err)
 		}
 		res.Calls++
+		replies++
 		a.Latency = resp.Latency
 		a.Raw = resp.Text
 		a.FinishReason = resp.FinishReason
@@ -217,7 +246,7 @@ func (l *Loop) Run(ctx context.Context, job *Job) (*Result, error) {
 		res.Status = StatusInvalid
 		res.Class = a.Class
 		res.Error = attemptError(&a)
-		if n == lim.MaxAttempts {
+		if replies == lim.MaxAttempts {
 			res.Attempts = append(res.Attempts, a)
 			break
 		}

@@ -284,3 +284,54 @@ func TestSystemPromptDescribesSchema(t *testing.T) {
 		t.Errorf("tool mode prompt carries the schema block")
 	}
 }
+
+// TestLoopResume: a provider that fails after the transport retries hands
+// the job back with its paid attempts; Resume goes on from the last reply,
+// numbering on, without counting the failed call as a repair attempt.
+func TestLoopResume(t *testing.T) {
+	t.Parallel()
+	down := &llm.Error{Class: llm.ClassOverloaded, Status: 529}
+	t.Run("converges after the outage", func(t *testing.T) {
+		t.Parallel()
+		f := &fakeCompleter{replies: []fakeReply{{text: enumReply}, {err: down}, {text: validReply}}}
+		loop := NewLoop(f, LoopConfig{})
+		job := testJob(t, Limits{MaxAttempts: 2})
+		res, err := loop.Run(context.Background(), job)
+		if !errors.Is(err, ErrTransient) || len(res.Attempts) != 2 {
+			t.Fatalf("Run = %d attempts, %v; want 2 and ErrTransient", len(res.Attempts), err)
+		}
+		res, err = loop.Resume(context.Background(), job, res)
+		if err != nil || res.Status != StatusValid {
+			t.Fatalf("Resume = %s, %v; want valid", res.Status, err)
+		}
+		var classes []string
+		for i, a := range res.Attempts {
+			if a.No != i+1 {
+				t.Errorf("attempt %d numbered %d", i+1, a.No)
+			}
+			classes = append(classes, a.Class)
+		}
+		if strings.Join(classes, ",") != "semantic,provider," {
+			t.Errorf("classes %v, want semantic, provider, valid", classes)
+		}
+		// The resumed call carries the correction of attempt 1.
+		third := f.reqs[2].Messages
+		if len(third) != 3 || third[1].Content != enumReply || !strings.Contains(third[2].Content, "/category") {
+			t.Errorf("resumed request = %+v, want the conversation with the correction", third)
+		}
+		if res.TokensIn != res.Attempts[0].TokensIn+res.Attempts[2].TokensIn || res.Calls != 3 {
+			t.Errorf("tokens in %d, calls %d: want the sum of both replies, 3 calls", res.TokensIn, res.Calls)
+		}
+	})
+	t.Run("the failed call is not a repair attempt", func(t *testing.T) {
+		t.Parallel()
+		f := &fakeCompleter{replies: []fakeReply{{text: enumReply}, {err: down}, {text: typeReply}, {text: validReply}}}
+		loop := NewLoop(f, LoopConfig{})
+		job := testJob(t, Limits{MaxAttempts: 2})
+		res, _ := loop.Run(context.Background(), job)
+		res, err := loop.Resume(context.Background(), job, res)
+		if err != nil || res.Status != StatusInvalid || len(f.reqs) != 3 {
+			t.Fatalf("status %s after %d calls (%v); want invalid after 2 replies and 3 calls", res.Status, len(f.reqs), err)
+		}
+	})
+}

@@ -297,6 +297,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// resumeHoldsMax is how often a job with paid attempts waits out a provider
+// failure inside one delivery before it is handed back.
+const resumeHoldsMax = 3
+
+func paidAttempts(res *Result) bool {
+	for i := range res.Attempts {
+		if res.Attempts[i].TokensIn+res.Attempts[i].TokensOut > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // ledgerPause is how long pulling stops while the ledger cannot be written.
 const ledgerPause = time.Second
 
@@ -521,26 +534,40 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	}
 	loop := &Loop{client: client, cfg: w.loop.cfg}
 	res, err := loop.Run(ctx, job)
-	for errors.Is(err, ErrQuotaExhausted) {
-		// Permanent for the lane until someone raises the limit: pause
-		// pulling, and keep this message (the heartbeat reports progress)
-		// to try again after the pause. A nak would count a delivery, and
-		// an outage longer than MaxDeliver pauses would burn every job in
-		// flight to dead.
-		until := time.Now().Add(w.cfg.QuotaPause)
-		w.pauseUntil.Store(until.UnixNano())
-		if w.cfg.Metrics != nil {
-			w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
+	for holds := 0; errors.Is(err, ErrTransient); {
+		wait := w.cfg.QuotaPause
+		if errors.Is(err, ErrQuotaExhausted) {
+			// Permanent for the lane until someone raises the limit: pause
+			// pulling, and keep this message (the heartbeat reports
+			// progress) to try again after the pause. A nak would count a
+			// delivery, and an outage longer than MaxDeliver pauses would
+			// burn every job in flight to dead.
+			w.pauseFor(w.cfg.QuotaPause)
+			if w.cfg.Metrics != nil {
+				w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
+			}
+			log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
+				slog.Duration("pause", w.cfg.QuotaPause), slog.String("error", err.Error()))
+		} else {
+			// The provider is still failing after the transport retries.
+			// With nothing paid yet, hand the job back (nak below). With
+			// paid attempts, keep the message and resume a few times, so
+			// those attempts and their tokens reach the ledger.
+			if !paidAttempts(res) || holds >= resumeHoldsMax {
+				break
+			}
+			wait = min(w.cfg.NakDelayMin<<holds, w.cfg.NakDelayMax)
+			holds++
+			log.WarnContext(ctx, "worker: provider unavailable, resuming the job after a pause",
+				slog.Duration("pause", wait), slog.String("error", err.Error()))
 		}
-		log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
-			slog.Duration("pause", w.cfg.QuotaPause), slog.String("error", err.Error()))
-		if !w.holdFor(ctx, w.cfg.QuotaPause) {
+		if !w.holdFor(ctx, wait) {
 			// Stopping: hand the job back at once.
 			_ = msg.Nak()
 			w.count("nak")
 			return
 		}
-		res, err = loop.Run(ctx, job)
+		res, err = loop.Resume(ctx, job, res)
 	}
 	if err != nil {
 		switch {
