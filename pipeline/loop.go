@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
@@ -44,6 +46,27 @@ type LoopConfig struct {
 type Loop struct {
 	client Completer
 	cfg    LoopConfig
+
+	// prompts caches system prompts by mode, user system prompt and
+	// schema: the jobs of a batch share them, and building one parses the
+	// schema twice.
+	prompts     sync.Map
+	promptCount atomic.Int64
+}
+
+// promptCacheMax bounds the system prompts a Loop keeps.
+const promptCacheMax = 1024
+
+func (l *Loop) systemPrompt(job *Job) string {
+	key := string(job.Mode) + "\x00" + job.System + "\x00" + string(job.SchemaRaw)
+	if p, ok := l.prompts.Load(key); ok {
+		return p.(string)
+	}
+	p := systemPrompt(job)
+	if l.promptCount.Add(1) <= promptCacheMax {
+		l.prompts.Store(key, p)
+	}
+	return p
 }
 
 // NewLoop returns a loop calling client.
@@ -106,7 +129,7 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 	if len(base) == 0 {
 		base = []llm.Message{{Role: llm.RoleUser, Content: job.Prompt}}
 	}
-	system := systemPrompt(&jobCopy)
+	system := l.systemPrompt(&jobCopy)
 	messages := append([]llm.Message(nil), base...)
 	replies := 0
 	for i := range res.Attempts {

@@ -335,3 +335,25 @@ func TestLoopResume(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopPromptCache: jobs sharing a Loop get the system prompt of their
+// own schema and mode, cached or not.
+func TestLoopPromptCache(t *testing.T) {
+	t.Parallel()
+	other := `{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}`
+	loop := NewLoop(&fakeCompleter{}, LoopConfig{})
+	a := testJob(t, Limits{})
+	b := testJob(t, Limits{})
+	b.SchemaRaw = []byte(other)
+	c := testJob(t, Limits{})
+	c.Mode = llm.ModeTool
+	for round := 0; round < 2; round++ {
+		pa, pb, pc := loop.systemPrompt(a), loop.systemPrompt(b), loop.systemPrompt(c)
+		if pa != systemPrompt(a) || pb != systemPrompt(b) || pc != systemPrompt(c) {
+			t.Fatalf("round %d: a cached prompt differs from a fresh one", round)
+		}
+		if pa == pb || pa == pc || !strings.Contains(pb, "`ok` (required)") {
+			t.Fatalf("round %d: prompts of different schemas or modes are the same", round)
+		}
+	}
+}

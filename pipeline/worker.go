@@ -143,7 +143,7 @@ type Worker struct {
 	cfg     WorkerConfig
 	js      jetstream.JetStream
 	ledger  Ledger
-	loop    *Loop
+	loops   map[string]*Loop // one per provider, sharing its prompt cache
 	log     *slog.Logger
 	schemas sync.Map // schema hash -> *validate.Schema or error
 
@@ -164,7 +164,10 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger}
-	w.loop = NewLoop(nil, cfg.Loop)
+	w.loops = make(map[string]*Loop, len(cfg.Providers))
+	for name, client := range cfg.Providers {
+		w.loops[name] = NewLoop(client, cfg.Loop)
+	}
 	return w, nil
 }
 
@@ -528,11 +531,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		}
 		return
 	}
-	client := w.cfg.Providers[env.Provider]
 	if w.cfg.BeforeJobFunc != nil {
 		w.cfg.BeforeJobFunc(env)
 	}
-	loop := &Loop{client: client, cfg: w.loop.cfg}
+	loop := w.loops[env.Provider]
 	res, err := loop.Run(ctx, job)
 	for holds := 0; errors.Is(err, ErrTransient); {
 		wait := w.cfg.QuotaPause
