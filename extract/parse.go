@@ -1074,10 +1074,14 @@ func (p *parser) trimOutSpace(outStart int) {
 
 // peekSkip returns the index of the next non-whitespace byte after i,
 // skipping comments, without recording anything.
-func (p *parser) peekSkip(i int) int {
+func (p *parser) peekSkip(i int) int { return p.skipBlank(i, true) }
+
+// skipBlank skips whitespace (newlines too when newlines is set) and block
+// comments from i, without recording anything.
+func (p *parser) skipBlank(i int, newlines bool) int {
 	for i < p.end {
 		c := p.src[i]
-		if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+		if c == ' ' || c == '\t' || newlines && (c == '\r' || c == '\n') {
 			i++
 			continue
 		}
@@ -1472,31 +1476,7 @@ func quoteKind(s string, i int) int {
 
 // peekSkipLine skips spaces, tabs and block comments after i, stopping at a
 // newline.
-func (p *parser) peekSkipLine(i int) int {
-	for i < p.end {
-		c := p.src[i]
-		if c == ' ' || c == '\t' {
-			i++
-			continue
-		}
-		if c == '/' && i+1 < p.end && p.src[i+1] == '*' {
-			j := p.commentEnd(i + 2)
-			if j < 0 {
-				return p.end
-			}
-			i = j + 2
-			continue
-		}
-		if c >= 0x80 {
-			if n := specialSpace(p.src, i); n > 0 {
-				i += n
-				continue
-			}
-		}
-		break
-	}
-	return i
-}
+func (p *parser) peekSkipLine(i int) int { return p.skipBlank(i, false) }
 
 // doubledEnd reports whether, after a candidate end quote, the next thing
 // (past whitespace and newlines) is a lone `"` followed by , } or ]: then the
