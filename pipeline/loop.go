@@ -255,6 +255,7 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 			res.Status = StatusValid
 			res.Value = a.Value
 			res.Class = ""
+			res.Error = "" // earlier attempts' errors stay on their attempts
 			res.FirstAttemptValid = n == 1
 			res.RepairedLocally = a.RepairedLocally
 			break

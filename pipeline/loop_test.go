@@ -247,6 +247,9 @@ func TestLoop(t *testing.T) {
 			if res.TokensIn != in || res.TokensOut != out || res.TokensCached != cached {
 				t.Errorf("job tokens %d/%d/%d != sum of attempts %d/%d/%d", res.TokensIn, res.TokensOut, res.TokensCached, in, out, cached)
 			}
+			if res.Status == StatusValid && (res.Error != "" || res.Class != "") {
+				t.Errorf("valid job carries error %q, class %q", res.Error, res.Class)
+			}
 			if tt.check != nil {
 				tt.check(t, f, res)
 			}

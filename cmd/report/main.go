@@ -211,7 +211,9 @@ func export(ctx context.Context, w io.Writer, st *store.Store, batch, format str
 					header = append(header, k)
 				}
 				sort.Strings(header)
-				if err := cw.Write(append(append([]string{"id", "status"}, header...), "value", "error")); err != nil {
+				// The job's own columns are prefixed so an input field named
+				// id, status or value cannot clash with them.
+				if err := cw.Write(append(append([]string{"job_id", "job_status"}, header...), "job_value", "job_error")); err != nil {
 					return err
 				}
 			}

@@ -70,7 +70,7 @@ func TestReport(t *testing.T) {
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
-		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"id,status,text,value,error", `b1:1,valid,row b1:1,"{""ok"": true}",`}},
+		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"job_id,job_status,text,job_value,job_error", `b1:1,valid,row b1:1,"{""ok"": true}",`}},
 		{name: "unknown job", args: []string{"job", "nope"}, wantCode: 1},
 		{name: "missing argument", args: []string{"failures"}, wantCode: 2},
 		{name: "unknown command", args: []string{"frobnicate", "x"}, wantCode: 2},
