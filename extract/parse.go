@@ -390,15 +390,7 @@ func (p *parser) object() bool {
 			continue
 		}
 		if c == ',' {
-			switch {
-			case first:
-				p.repair(KindLeadingComma, p.i)
-			case comma >= 0:
-				p.repair(KindTrailingComma, p.i)
-			default:
-				comma = p.i
-			}
-			p.i++
+			p.separator(first, &comma)
 			continue
 		}
 		if p.ellipsis() {
@@ -605,15 +597,7 @@ func (p *parser) elements(closer byte) bool {
 			continue
 		}
 		if c == ',' {
-			switch {
-			case first:
-				p.repair(KindLeadingComma, p.i)
-			case comma >= 0:
-				p.repair(KindTrailingComma, p.i)
-			default:
-				comma = p.i
-			}
-			p.i++
+			p.separator(first, &comma)
 			continue
 		}
 		if p.ellipsis() {
@@ -1070,6 +1054,21 @@ func (p *parser) trimOutSpace(outStart int) {
 		break
 	}
 	p.out = p.out[:n]
+}
+
+// separator consumes the comma at p.i between members or elements: one
+// before the first is a leading comma, a second one in a row a trailing
+// comma; otherwise its offset is kept in *comma.
+func (p *parser) separator(first bool, comma *int) {
+	switch {
+	case first:
+		p.repair(KindLeadingComma, p.i)
+	case *comma >= 0:
+		p.repair(KindTrailingComma, p.i)
+	default:
+		*comma = p.i
+	}
+	p.i++
 }
 
 // peekSkip returns the index of the next non-whitespace byte after i,
