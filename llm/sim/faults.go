@@ -129,11 +129,7 @@ func (c *checker) walk(s any, v any, ptr string, depth int) {
 			}
 		}
 	case []any:
-		prefix, _ := m["prefixItems"].([]any)
-		items := m["items"]
-		if arr, ok := items.([]any); ok {
-			prefix, items = arr, m["additionalItems"]
-		}
+		prefix, items := itemSchemas(m)
 		for i, e := range x {
 			p := ptr + "/" + strconv.Itoa(i)
 			switch {
@@ -144,6 +140,18 @@ func (c *checker) walk(s any, v any, ptr string, depth int) {
 			}
 		}
 	}
+}
+
+// itemSchemas returns the schemas of an array's leading items and of the
+// rest: prefixItems and items (2020-12), or items as a list and
+// additionalItems (draft-07).
+func itemSchemas(m map[string]any) (prefix []any, items any) {
+	prefix, _ = m["prefixItems"].([]any)
+	items = m["items"]
+	if arr, ok := items.([]any); ok {
+		prefix, items = arr, m["additionalItems"]
+	}
+	return prefix, items
 }
 
 func typeMatches(v any, types []string) bool {
@@ -282,11 +290,7 @@ func (c *checker) sites(s any, v any, ptr string, depth int, out map[FaultKind][
 		}
 		return
 	case []any:
-		prefix, _ := m["prefixItems"].([]any)
-		items := m["items"]
-		if arr, ok := items.([]any); ok {
-			prefix, items = arr, m["additionalItems"]
-		}
+		prefix, items := itemSchemas(m)
 		for i, e := range x {
 			p := ptr + "/" + strconv.Itoa(i)
 			switch {
