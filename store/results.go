@@ -149,7 +149,9 @@ func nullTime(t time.Time) *time.Time {
 }
 
 // saveJobsSQL inserts the rows of jobs that have none, so that every result
-// has a row to update.
+// has a row to update. It runs only for the ids applyResultsSQL found
+// missing: a job enqueued by the CLI already has its row, and its prompt is
+// not sent again.
 const saveJobsSQL = `
 INSERT INTO jobs (id, batch, row_no, schema_hash, prompt, provider, model, mode, strategy, metadata)
 SELECT r.id, nullif(r.batch, ''), r.row_no, (SELECT hash FROM schemas WHERE hash = r.schema_hash),
@@ -158,10 +160,11 @@ FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[
      AS r(id, batch, row_no, schema_hash, prompt, provider, model, mode, strategy, metadata)
 ON CONFLICT (id) DO NOTHING`
 
-// saveResultsSQL locks the still-queued jobs in id order (so concurrent
-// savers cannot deadlock), sets their final state, inserts the attempts of
-// exactly those jobs and returns their ids: the results that won.
-const saveResultsSQL = `
+// applyResultsSQL locks the still-queued jobs in id order (so concurrent
+// savers cannot deadlock) and sets their final state. It returns the ids it
+// set (won = true: the results that won) and the ids that have no job row
+// yet (won = false).
+const applyResultsSQL = `
 WITH r AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[],
                          $8::bool[], $9::bool[], $10::int8[], $11::int8[], $12::int8[], $13::float8[],
@@ -180,27 +183,16 @@ WITH r AS (
     FROM r
     WHERE j.id = r.id AND j.id IN (SELECT id FROM locked) AND j.status = 'queued'
     RETURNING j.id
-), ins AS (
-    INSERT INTO attempts (job_id, attempt_no, request, request_hash, raw, source, repairs, errors, class,
-                          valid, repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out,
-                          tokens_cached, transport_retries, retry_classes, provider_status, provider_error,
-                          model, request_id, started_at)
-    SELECT a.job_id, a.attempt_no, a.request::jsonb, a.request_hash, a.raw, a.source, a.repairs::jsonb,
-           a.errors::jsonb, a.class, a.valid, a.repaired_locally, a.finish_reason, a.latency_ms, a.tokens_in,
-           a.tokens_out, a.tokens_cached, a.transport_retries, a.retry_classes::jsonb, a.provider_status,
-           a.provider_error, a.model, a.request_id, a.started_at
-    FROM unnest($18::text[], $19::int[], $20::text[], $21::text[], $22::text[], $23::text[], $24::text[],
-                $25::text[], $26::text[], $27::bool[], $28::bool[], $29::text[], $30::int8[], $31::int8[],
-                $32::int8[], $33::int8[], $34::int[], $35::text[], $36::int[], $37::text[], $38::text[],
-                $39::text[], $40::timestamptz[])
-    AS a(job_id, attempt_no, request, request_hash, raw, source, repairs, errors, class, valid,
-         repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
-         transport_retries, retry_classes, provider_status, provider_error, model, request_id, started_at)
-    WHERE a.job_id IN (SELECT id FROM upd)
-    ON CONFLICT (job_id, attempt_no) DO NOTHING
-    RETURNING 1
 )
-SELECT id FROM upd`
+SELECT id, true FROM upd
+UNION ALL
+SELECT r.id, false FROM r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.id)`
+
+// attemptColumns are the attempts columns SaveResults copies, in the order
+// attemptRows.Values returns them.
+var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash", "raw", "source", "repairs", "errors",
+	"class", "valid", "repaired_locally", "finish_reason", "latency_ms", "tokens_in", "tokens_out", "tokens_cached",
+	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at"}
 
 // SaveResults stores final results in one transaction and reports, for each
 // result, whether this call set it (won[i]). It is idempotent:
@@ -211,6 +203,12 @@ SELECT id FROM upd`
 //     adds nothing;
 //   - a job with no row gets one (from Result.Job when set) before the result
 //     is applied.
+//
+// The job rows are set with one statement over arrays; the attempt rows,
+// the bulk of the bytes (requests and replies), are streamed with COPY, so
+// the memory a save holds beyond its results does not grow with the slice.
+// Attempts are written only by the transaction that moved their job out of
+// 'queued' under a row lock, so the COPY never meets an existing row.
 //
 // Transient errors retry the whole transaction with a bounded backoff. If
 // the connection drops during COMMIT the retry may find that the first try
@@ -234,143 +232,207 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 		}
 	}
 
-	var c columns
-	for _, i := range order {
-		c.add(results[i])
-	}
-
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	var wonIDs []string
+	var winners []int // indices into results, in the order they won
 	err := s.retry(ctx, func(ctx context.Context) error {
-		wonIDs = wonIDs[:0]
+		winners = winners[:0]
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			b := &pgx.Batch{}
-			if len(c.batches) > 0 {
-				b.Queue(`INSERT INTO batches (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, c.batches)
-			}
-			b.Queue(saveJobsSQL, c.j.id, c.j.batch, c.j.rowNo, c.j.schema, c.j.prompt, c.j.provider, c.j.model,
-				c.j.mode, c.j.strategy, c.j.meta)
-			b.Queue(saveResultsSQL,
-				c.j.id, c.r.status, c.r.value, c.r.error, c.r.class, c.r.attempts, c.r.calls, c.r.first, c.r.repaired,
-				c.r.in, c.r.out, c.r.cached, c.r.cost, c.r.started, c.r.finished, c.r.wall, c.r.deliveries,
-				c.a.job, c.a.no, c.a.req, c.a.reqHash, c.a.raw, c.a.source, c.a.repairs, c.a.errors, c.a.class,
-				c.a.valid, c.a.repaired, c.a.finish, c.a.latency, c.a.in, c.a.out, c.a.cached, c.a.retries,
-				c.a.retryClasses, c.a.status, c.a.provErr, c.a.model, c.a.reqID, c.a.started,
-			).Query(func(rows pgx.Rows) error {
-				ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				wonIDs = ids
+			set, missing, err := applyResults(ctx, tx, results, order, first)
+			if err != nil {
 				return err
-			})
-			return tx.SendBatch(ctx, b).Close()
+			}
+			winners = append(winners, set...)
+			if len(missing) > 0 {
+				if err := insertJobs(ctx, tx, results, missing); err != nil {
+					return err
+				}
+				set, _, err := applyResults(ctx, tx, results, missing, first)
+				if err != nil {
+					return err
+				}
+				winners = append(winners, set...)
+			}
+			if len(winners) == 0 {
+				return nil
+			}
+			_, err = tx.CopyFrom(ctx, pgx.Identifier{"attempts"}, attemptColumns, newAttemptRows(results, winners))
+			if err != nil {
+				return fmt.Errorf("copy attempts: %w", err)
+			}
+			return nil
 		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("save %d results: %w", len(results), err)
 	}
-	for _, id := range wonIDs {
-		won[first[id]] = true
+	for _, i := range winners {
+		won[i] = true
 	}
 	return won, nil
 }
 
-// columns holds a slice of results as one array per SQL column, the shape
-// unnest() takes: one statement carries any number of rows.
-type columns struct {
-	batches []string
-	seen    map[string]bool
-	j       struct {
-		id, batch, schema, prompt, provider, model, mode, strategy, meta []string
-		rowNo                                                            []int32
+// applyResults sets the final state of the jobs of results[idx] that are
+// still queued. It returns the indices it set and those whose job has no
+// row.
+func applyResults(ctx context.Context, tx pgx.Tx, results []Result, idx []int, first map[string]int) (set, missing []int, err error) {
+	var c jobColumns
+	for _, i := range idx {
+		c.add(results[i])
 	}
-	r struct {
-		status, error, class        []string
-		value                       []*string
-		attempts, calls, deliveries []int32
-		first, repaired             []bool
-		in, out, cached, wall       []int64
-		cost                        []float64
-		started, finished           []*time.Time
+	rows, err := tx.Query(ctx, applyResultsSQL,
+		c.id, c.status, c.value, c.error, c.class, c.attempts, c.calls, c.first, c.repaired,
+		c.in, c.out, c.cached, c.cost, c.started, c.finished, c.wall, c.deliveries)
+	if err != nil {
+		return nil, nil, err
 	}
-	a struct {
-		job, reqHash, raw, source, errors, class, finish, provErr, model, reqID []string
-		req, repairs, retryClasses                                              []*string
-		no, retries, status                                                     []int32
-		valid, repaired                                                         []bool
-		latency, in, out, cached                                                []int64
-		started                                                                 []*time.Time
+	var id string
+	var won bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &won}, func() error {
+		if won {
+			set = append(set, first[id])
+		} else {
+			missing = append(missing, first[id])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
+	return set, missing, nil
 }
 
-func (c *columns) add(r Result) {
-	j := r.Job
-	if j == nil {
-		j = &NewJob{}
-	}
-	if j.Batch != "" && !c.seen[j.Batch] {
-		if c.seen == nil {
-			c.seen = map[string]bool{}
+// insertJobs gives the jobs of results[idx] a row (and their batches one)
+// where they have none.
+func insertJobs(ctx context.Context, tx pgx.Tx, results []Result, idx []int) error {
+	var batches, id, batch, schema, prompt, provider, model, mode, strategy, meta []string
+	var rowNo []int32
+	seen := map[string]bool{}
+	for _, i := range idx {
+		r := results[i]
+		j := r.Job
+		if j == nil {
+			j = &NewJob{}
 		}
-		c.seen[j.Batch] = true
-		c.batches = append(c.batches, j.Batch)
-	}
-	c.j.id = append(c.j.id, r.JobID)
-	c.j.batch = append(c.j.batch, txt(j.Batch))
-	c.j.rowNo = append(c.j.rowNo, int32(j.RowNo))
-	c.j.schema = append(c.j.schema, txt(j.SchemaHash))
-	c.j.prompt = append(c.j.prompt, txt(j.Prompt))
-	c.j.provider = append(c.j.provider, txt(j.Provider))
-	c.j.model = append(c.j.model, txt(j.Model))
-	c.j.mode = append(c.j.mode, txt(j.Mode))
-	c.j.strategy = append(c.j.strategy, txt(j.Strategy))
-	c.j.meta = append(c.j.meta, rawOr(pgJSON(j.Metadata), "{}"))
-
-	c.r.status = append(c.r.status, txt(r.Status))
-	c.r.value = append(c.r.value, nullJSON(pgJSON(r.Value)))
-	c.r.error = append(c.r.error, txt(r.Error))
-	c.r.class = append(c.r.class, txt(r.FinalClass))
-	c.r.attempts = append(c.r.attempts, int32(r.Attempts))
-	c.r.calls = append(c.r.calls, int32(r.Calls))
-	c.r.first = append(c.r.first, r.FirstAttemptValid)
-	c.r.repaired = append(c.r.repaired, r.RepairedLocally)
-	c.r.in = append(c.r.in, r.TokensIn)
-	c.r.out = append(c.r.out, r.TokensOut)
-	c.r.cached = append(c.r.cached, r.TokensCached)
-	c.r.cost = append(c.r.cost, r.CostUSD)
-	c.r.started = append(c.r.started, nullTime(r.StartedAt))
-	c.r.finished = append(c.r.finished, nullTime(r.FinishedAt))
-	c.r.wall = append(c.r.wall, r.WallMS)
-	c.r.deliveries = append(c.r.deliveries, int32(r.Deliveries))
-
-	for i, a := range r.AttemptRows {
-		no := a.No
-		if no == 0 {
-			no = i + 1
+		if j.Batch != "" && !seen[j.Batch] {
+			seen[j.Batch] = true
+			batches = append(batches, j.Batch)
 		}
-		c.a.job = append(c.a.job, r.JobID)
-		c.a.no = append(c.a.no, int32(no))
-		c.a.req = append(c.a.req, nullJSON(pgJSON(a.Request)))
-		c.a.reqHash = append(c.a.reqHash, txt(a.RequestHash))
-		c.a.raw = append(c.a.raw, txt(a.Raw))
-		c.a.source = append(c.a.source, txt(a.Source))
-		c.a.repairs = append(c.a.repairs, nullJSON(pgJSON(a.Repairs)))
-		c.a.errors = append(c.a.errors, rawOr(pgJSON(a.Errors), "[]"))
-		c.a.class = append(c.a.class, txt(a.Class))
-		c.a.valid = append(c.a.valid, a.Valid)
-		c.a.repaired = append(c.a.repaired, a.RepairedLocally)
-		c.a.finish = append(c.a.finish, txt(a.FinishReason))
-		c.a.latency = append(c.a.latency, a.LatencyMS)
-		c.a.in = append(c.a.in, a.TokensIn)
-		c.a.out = append(c.a.out, a.TokensOut)
-		c.a.cached = append(c.a.cached, a.TokensCached)
-		c.a.retries = append(c.a.retries, int32(a.TransportRetries))
-		c.a.retryClasses = append(c.a.retryClasses, nullJSON(pgJSON(a.RetryClasses)))
-		c.a.status = append(c.a.status, int32(a.ProviderStatus))
-		c.a.provErr = append(c.a.provErr, txt(a.ProviderError))
-		c.a.model = append(c.a.model, txt(a.Model))
-		c.a.reqID = append(c.a.reqID, txt(a.RequestID))
-		c.a.started = append(c.a.started, nullTime(a.StartedAt))
+		id = append(id, r.JobID)
+		batch = append(batch, txt(j.Batch))
+		rowNo = append(rowNo, int32(j.RowNo))
+		schema = append(schema, txt(j.SchemaHash))
+		prompt = append(prompt, txt(j.Prompt))
+		provider = append(provider, txt(j.Provider))
+		model = append(model, txt(j.Model))
+		mode = append(mode, txt(j.Mode))
+		strategy = append(strategy, txt(j.Strategy))
+		meta = append(meta, rawOr(pgJSON(j.Metadata), "{}"))
 	}
+	b := &pgx.Batch{}
+	if len(batches) > 0 {
+		b.Queue(`INSERT INTO batches (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, batches)
+	}
+	b.Queue(saveJobsSQL, id, batch, rowNo, schema, prompt, provider, model, mode, strategy, meta)
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// jobColumns holds the job-level fields of a slice of results as one array
+// per SQL column, the shape unnest() takes: one statement carries any
+// number of rows.
+type jobColumns struct {
+	id, status, error, class    []string
+	value                       []*string
+	attempts, calls, deliveries []int32
+	first, repaired             []bool
+	in, out, cached, wall       []int64
+	cost                        []float64
+	started, finished           []*time.Time
+}
+
+func (c *jobColumns) add(r Result) {
+	c.id = append(c.id, r.JobID)
+	c.status = append(c.status, txt(r.Status))
+	c.value = append(c.value, nullJSON(pgJSON(r.Value)))
+	c.error = append(c.error, txt(r.Error))
+	c.class = append(c.class, txt(r.FinalClass))
+	c.attempts = append(c.attempts, int32(r.Attempts))
+	c.calls = append(c.calls, int32(r.Calls))
+	c.first = append(c.first, r.FirstAttemptValid)
+	c.repaired = append(c.repaired, r.RepairedLocally)
+	c.in = append(c.in, r.TokensIn)
+	c.out = append(c.out, r.TokensOut)
+	c.cached = append(c.cached, r.TokensCached)
+	c.cost = append(c.cost, r.CostUSD)
+	c.started = append(c.started, nullTime(r.StartedAt))
+	c.finished = append(c.finished, nullTime(r.FinishedAt))
+	c.wall = append(c.wall, r.WallMS)
+	c.deliveries = append(c.deliveries, int32(r.Deliveries))
+}
+
+// attemptRows is a pgx.CopyFromSource over the attempts of the winning
+// results, one row at a time: nothing is converted ahead of the stream.
+type attemptRows struct {
+	results []Result
+	winners []int
+	w, a    int // next: winners[w]'s attempt a
+	row     []any
+	cur     *Attempt
+	curJob  string
+}
+
+func newAttemptRows(results []Result, winners []int) *attemptRows {
+	return &attemptRows{results: results, winners: winners, a: -1, row: make([]any, len(attemptColumns))}
+}
+
+func (s *attemptRows) Next() bool {
+	for s.w < len(s.winners) {
+		r := &s.results[s.winners[s.w]]
+		s.a++
+		if s.a < len(r.AttemptRows) {
+			s.cur, s.curJob = &r.AttemptRows[s.a], r.JobID
+			return true
+		}
+		s.w, s.a = s.w+1, -1
+	}
+	return false
+}
+
+func (s *attemptRows) Values() ([]any, error) {
+	a := s.cur
+	no := a.No
+	if no == 0 {
+		no = s.a + 1
+	}
+	v := s.row
+	v[0], v[1], v[2], v[3] = s.curJob, int32(no), nullRaw(pgJSON(a.Request)), txt(a.RequestHash)
+	v[4], v[5], v[6], v[7] = txt(a.Raw), txt(a.Source), nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors))
+	v[8], v[9], v[10], v[11] = txt(a.Class), a.Valid, a.RepairedLocally, txt(a.FinishReason)
+	v[12], v[13], v[14], v[15] = a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached
+	v[16], v[17], v[18], v[19] = int32(a.TransportRetries), nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError)
+	v[20], v[21], v[22] = txt(a.Model), txt(a.RequestID), nullTime(a.StartedAt)
+	return v, nil
+}
+
+func (s *attemptRows) Err() error { return nil }
+
+// emptyArray is what an attempt with no errors stores.
+var emptyArray = json.RawMessage(`[]`)
+
+// rawOrEmpty is r, or [] when r is empty.
+func rawOrEmpty(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return emptyArray
+	}
+	return r
+}
+
+// nullRaw is r, or nil (SQL NULL) when r is empty.
+func nullRaw(r json.RawMessage) any {
+	if len(r) == 0 {
+		return nil
+	}
+	return r
 }
 
 // txt makes s storable in a text column: Postgres rejects NUL bytes and
