@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,6 +20,7 @@ type Metrics struct {
 	LanePauses     *prometheus.CounterVec
 	QuotaExhausted *prometheus.GaugeVec // 1 while a lane's quota is exhausted
 	WriteBatches   prometheus.Histogram
+	WritePending   prometheus.Gauge
 }
 
 // NewMetrics registers the worker's metrics on a new registry, together with
@@ -62,28 +64,40 @@ func NewMetrics() *Metrics {
 			Name: "fixpoint_ledger_write_batch_size", Help: "Jobs per ledger write transaction.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
+		WritePending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fixpoint_ledger_write_pending_bytes", Help: "Estimated bytes of results waiting for their ledger commit (bounded by the write buffer).",
+		}),
 	}
 	r.MustRegister(m.Jobs, m.Attempts, m.Tokens, m.ProviderCalls, m.Dispositions, m.JobSeconds,
-		m.InFlight, m.LaneLimit, m.LanePauses, m.QuotaExhausted, m.WriteBatches,
+		m.InFlight, m.LaneLimit, m.LanePauses, m.QuotaExhausted, m.WriteBatches, m.WritePending,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 
-func (m *Metrics) observe(res *Result) {
-	if m == nil || res == nil {
+// pendingBytes adds delta to the write backlog gauge.
+func (m *Metrics) pendingBytes(delta int64) {
+	if m != nil {
+		m.WritePending.Add(float64(delta))
+	}
+}
+
+func (m *Metrics) observe(r *store.Result) {
+	if m == nil || r == nil {
 		return
 	}
-	m.Jobs.WithLabelValues(string(res.Status)).Inc()
-	for i := range res.Attempts {
-		a := &res.Attempts[i]
+	m.Jobs.WithLabelValues(r.Status).Inc()
+	for i := range r.AttemptRows {
+		a := &r.AttemptRows[i]
 		class := a.Class
 		if a.Valid {
 			class = "valid"
 		}
 		m.Attempts.WithLabelValues(class).Inc()
 	}
-	m.Tokens.WithLabelValues("input").Add(float64(res.TokensIn))
-	m.Tokens.WithLabelValues("output").Add(float64(res.TokensOut))
-	m.Tokens.WithLabelValues("cached").Add(float64(res.TokensCached))
-	m.JobSeconds.Observe(res.Wall.Seconds())
+	m.Tokens.WithLabelValues("input").Add(float64(r.TokensIn))
+	m.Tokens.WithLabelValues("output").Add(float64(r.TokensOut))
+	m.Tokens.WithLabelValues("cached").Add(float64(r.TokensCached))
+	if !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
+		m.JobSeconds.Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
+	}
 }

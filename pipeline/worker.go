@@ -32,6 +32,7 @@ const (
 	QuotaPauseDefault     = time.Minute
 	FlushMaxDefault       = 256
 	FlushIntervalDefault  = 5 * time.Millisecond
+	WriteBufferDefault    = 1 << 20
 	FetchWaitDefault      = 500 * time.Millisecond
 	ProgressEveryDefault  = 30 * time.Second
 )
@@ -81,6 +82,11 @@ type WorkerConfig struct {
 	// FlushInterval. Each message is acked only after its batch commits.
 	FlushMax      int
 	FlushInterval time.Duration
+	// WriteBuffer bounds the estimated bytes of results waiting for their
+	// commit. When the ledger is slow, finished jobs wait for room here
+	// and hold their slots, so pulling slows down instead of memory
+	// growing. Defaults to WriteBufferDefault.
+	WriteBuffer int64
 	// Providers maps a provider name ("openai", "anthropic", "ollama") to
 	// its client. A job for a provider not listed is rejected.
 	Providers map[string]Completer
@@ -118,6 +124,7 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	c.QuotaPause = cmp.Or(c.QuotaPause, QuotaPauseDefault)
 	c.FlushMax = cmp.Or(c.FlushMax, FlushMaxDefault)
 	c.FlushInterval = cmp.Or(c.FlushInterval, FlushIntervalDefault)
+	c.WriteBuffer = cmp.Or(c.WriteBuffer, WriteBufferDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -130,6 +137,8 @@ func (c WorkerConfig) validate() error {
 		return fmt.Errorf("worker: concurrency %d must be at least 1", c.Concurrency)
 	case c.Prefetch < 1:
 		return fmt.Errorf("worker: prefetch %d must be at least 1", c.Prefetch)
+	case c.WriteBuffer < 64<<10:
+		return fmt.Errorf("worker: write buffer %d bytes is below the minimum of 64 KiB", c.WriteBuffer)
 	case len(c.Providers) == 0:
 		return errors.New("worker: no provider configured")
 	}
@@ -154,6 +163,7 @@ type Worker struct {
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
 	reader     *statusReader
+	beats      *heartbeats
 	stopping   <-chan struct{} // closed when Run stops pulling
 }
 
@@ -163,7 +173,7 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger}
+	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger, beats: newHeartbeats(cfg.Queue.AckWait / 3)}
 	w.loops = make(map[string]*Loop, len(cfg.Providers))
 	for name, client := range cfg.Providers {
 		w.loops[name] = NewLoop(client, cfg.Loop)
@@ -189,7 +199,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// until the grace period has passed.
 	jobCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
-	w.writer = newWriter(w.ledger, w.cfg.FlushMax, min(w.cfg.FlushMax, w.cfg.Concurrency), w.cfg.FlushInterval, w.cfg.Metrics)
+	// Progress reports outlive the jobs: they stop after the last commit
+	// and its ack, when Run returns.
+	beatsStop, beatsDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(beatsDone); w.beats.run(beatsStop) }()
+	defer func() { close(beatsStop); <-beatsDone }()
+	w.writer = newWriter(w.ledger, w.cfg.FlushMax, min(w.cfg.FlushMax, w.cfg.Concurrency), w.cfg.WriteBuffer, w.cfg.FlushInterval, w.cfg.Metrics)
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); w.writer.run() }()
 	w.reader = newStatusReader(w.ledger, w.cfg.FlushMax, time.Millisecond)
@@ -611,21 +626,23 @@ func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, r
 	if meta, err := msg.Metadata(); err == nil {
 		delivered = int(meta.NumDelivered)
 	}
+	// Only the store's form of the result waits for the commit: res, with
+	// its per-attempt values and feedback, is garbage from here on.
 	r := toStoreResult(res, env, delivered)
-	w.submitResult(ctx, msg, env, res, r, delivered, w.heartbeat(msg))
+	w.submitResult(ctx, msg, env, &r, delivered, w.heartbeat(msg))
 }
 
-func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envelope, res *Result, r store.Result, delivered int, stopBeat func()) {
-	w.writer.submit(r, func(err error) {
+func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envelope, r *store.Result, delivered int, stopBeat func()) {
+	w.writer.submit(*r, func(err error) {
 		if err != nil && !w.stoppingNow() && ctx.Err() == nil {
 			// The ledger is down, not the job: pause pulling and write it
 			// again after the pause, keeping the message (progress is still
 			// reported) instead of a nak that would count a delivery.
 			w.pauseFor(ledgerPause)
-			w.log.WarnContext(ctx, "worker: ledger write failed, retrying", slog.String("job_id", res.JobID), slog.String("error", err.Error()))
+			w.log.WarnContext(ctx, "worker: ledger write failed, retrying", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
 			w.background.Go(func() {
 				if w.holdFor(ctx, ledgerPause) {
-					w.submitResult(ctx, msg, env, res, r, delivered, stopBeat)
+					w.submitResult(ctx, msg, env, r, delivered, stopBeat)
 					return
 				}
 				stopBeat()
@@ -638,11 +655,11 @@ func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envel
 			w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err))
 			return
 		}
-		w.cfg.Metrics.observe(res)
+		w.cfg.Metrics.observe(r)
 		if hook := w.cfg.AfterCommitFunc; hook != nil {
-			if recovered := panics.Try(func() { hook(res.JobID) }); recovered != nil {
+			if recovered := panics.Try(func() { hook(r.JobID) }); recovered != nil {
 				// The rows are committed: a redelivery is acked without a call.
-				w.log.ErrorContext(ctx, "worker: after-commit hook panicked", slog.String("job_id", res.JobID),
+				w.log.ErrorContext(ctx, "worker: after-commit hook panicked", slog.String("job_id", r.JobID),
 					slog.String("error", recovered.AsError().Error()))
 				_ = msg.Nak()
 				w.count("nak")
@@ -699,26 +716,7 @@ func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []b
 
 // heartbeat reports progress while a job runs longer than a third of the
 // ack wait, so the server does not hand it to another worker.
-func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
-	every := w.cfg.Queue.AckWait / 3
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
+func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) { return w.beats.add(msg) }
 
 // The dispositions, decided here and nowhere else.
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -26,6 +27,8 @@ type writer struct {
 	metrics  *Metrics
 
 	in        chan writeReq
+	budget    int64               // bytes of results that may wait for their commit
+	pending   *semaphore.Weighted // holds each waiting result's bytes
 	closeOnce sync.Once
 	flushers  *pool.Pool // committing batches, at most FlushParallelDefault
 	callbacks *pool.Pool // acks after a commit, run in parallel
@@ -34,17 +37,21 @@ type writer struct {
 type writeReq struct {
 	r    store.Result
 	done func(error)
+	size int64 // bytes held in the writer's budget
 }
 
 var errWriterClosed = errors.New("ledger writer closed")
 
 // newWriter returns a writer committing up to max results a transaction.
-// At most queue results wait while batches commit; beyond that submit
-// blocks and holds the job's slot: back-pressure on pulling, and memory
-// bounded by the worker's concurrency, never by the batch's size.
-func newWriter(l Ledger, max, queue int, interval time.Duration, m *Metrics) *writer {
+// At most queue results, and budget bytes of results, wait while batches
+// commit; beyond either submit blocks and holds the job's slot:
+// back-pressure on pulling, and memory bounded by the worker's settings,
+// never by the batch's size or by how long the ledger stalls.
+func newWriter(l Ledger, max, queue int, budget int64, interval time.Duration, m *Metrics) *writer {
 	return &writer{
 		ledger: l, max: max, interval: interval, metrics: m,
+		budget:    budget,
+		pending:   semaphore.NewWeighted(budget),
 		in:        make(chan writeReq, queue),
 		flushers:  pool.New().WithMaxGoroutines(FlushParallelDefault),
 		callbacks: pool.New().WithMaxGoroutines(64),
@@ -53,13 +60,41 @@ func newWriter(l Ledger, max, queue int, interval time.Duration, m *Metrics) *wr
 
 // submit queues r; done is called once, after the commit (nil) or with the
 // error that kept r from being written. done must not panic.
+//
+// submit waits while the results already waiting hold the whole budget; a
+// result larger than the budget waits until it is alone.
 func (w *writer) submit(r store.Result, done func(error)) {
+	size := min(resultBytes(&r), w.budget)
+	_ = w.pending.Acquire(context.Background(), size) // fails only on a done context
+	w.metrics.pendingBytes(size)
 	defer func() {
 		if recover() != nil {
+			w.release(size)
 			done(errWriterClosed)
 		}
 	}()
-	w.in <- writeReq{r: r, done: done}
+	w.in <- writeReq{r: r, done: done, size: size}
+}
+
+func (w *writer) release(size int64) {
+	w.pending.Release(size)
+	w.metrics.pendingBytes(-size)
+}
+
+// resultBytes estimates the memory a result holds while it waits: its
+// variable-length fields plus a fixed allowance per result and attempt
+// for the structs, the message and the callback around them.
+func resultBytes(r *store.Result) int64 {
+	n := 1024 + len(r.JobID) + len(r.Value) + len(r.Error)
+	if j := r.Job; j != nil {
+		n += len(j.Prompt) + len(j.Metadata)
+	}
+	for i := range r.AttemptRows {
+		a := &r.AttemptRows[i]
+		n += 256 + len(a.Request) + len(a.RequestHash) + len(a.Raw) + len(a.Repairs) + len(a.Errors) +
+			len(a.RetryClasses) + len(a.ProviderError) + len(a.RequestID)
+	}
+	return int64(n)
 }
 
 // save queues r and waits for its commit.
@@ -130,10 +165,16 @@ func (w *writer) commit(reqs []writeReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	_, err := w.ledger.SaveResults(ctx, rs)
 	cancel()
+	var size int64
+	for i := range reqs {
+		size += reqs[i].size
+	}
+	w.release(size)
 	if w.metrics != nil {
 		w.metrics.WriteBatches.Observe(float64(len(reqs)))
 	}
 	for _, q := range reqs {
-		w.callbacks.Go(func() { q.done(err) })
+		done := q.done
+		w.callbacks.Go(func() { done(err) })
 	}
 }

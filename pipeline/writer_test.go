@@ -1,8 +1,12 @@
 package pipeline
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 func TestBatchLoop(t *testing.T) {
@@ -50,4 +54,81 @@ func TestBatchLoop(t *testing.T) {
 		t.Fatal("a lone item was never flushed")
 	}
 	close(in2)
+}
+
+// blockingLedger holds every SaveResults call until release is closed.
+type blockingLedger struct {
+	Ledger
+	saves   chan []store.Result
+	release chan struct{}
+}
+
+func (l *blockingLedger) SaveResults(ctx context.Context, rs []store.Result) ([]bool, error) {
+	l.saves <- rs
+	<-l.release
+	return make([]bool, len(rs)), nil
+}
+
+// TestWriterBudget: results wait for room in the write buffer, so a stalled
+// ledger holds back finished jobs instead of letting them pile up in memory.
+func TestWriterBudget(t *testing.T) {
+	t.Parallel()
+	l := &blockingLedger{saves: make(chan []store.Result, 10), release: make(chan struct{})}
+	big := store.Result{JobID: "a", Status: store.StatusValid, AttemptRows: []store.Attempt{{Raw: strings.Repeat("x", 40<<10)}}}
+	size := resultBytes(&big)
+	// Room for two such results and change, queue room for many.
+	w := newWriter(l, 100, 100, 2*size+size/2, time.Millisecond, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); w.run() }()
+
+	committed := make(chan string, 10)
+	submitted := make(chan string, 10)
+	for _, id := range []string{"a", "b", "c"} {
+		go func() {
+			r := big
+			r.JobID = id
+			w.submit(r, func(err error) {
+				if err != nil {
+					t.Errorf("job %s: %v", id, err)
+				}
+				committed <- id
+			})
+			submitted <- id
+		}()
+	}
+	// Two fit in the budget and reach the ledger, which stalls.
+	<-submitted
+	<-submitted
+	got := 0
+	for got < 2 {
+		got += len(<-l.saves)
+	}
+	select {
+	case id := <-submitted:
+		t.Fatalf("job %s was taken while the buffer was full", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(l.release) // the stalled commit ends: room for the third
+	if id := <-submitted; id == "" {
+		t.Fatal("no third submit")
+	}
+	for range 3 {
+		<-committed
+	}
+	w.close()
+	<-done
+
+	// A result larger than the whole budget still goes, alone.
+	huge := big
+	huge.AttemptRows = []store.Attempt{{Raw: strings.Repeat("y", 1<<20)}}
+	l2 := &blockingLedger{saves: make(chan []store.Result, 10), release: make(chan struct{})}
+	close(l2.release)
+	w2 := newWriter(l2, 100, 100, 64<<10, time.Millisecond, nil)
+	done2 := make(chan struct{})
+	go func() { defer close(done2); w2.run() }()
+	if err := w2.save(huge); err != nil {
+		t.Fatalf("save of a result over the budget: %v", err)
+	}
+	w2.close()
+	<-done2
 }
