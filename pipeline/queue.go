@@ -21,7 +21,7 @@ const (
 	MaxAgeDefault        = 7 * 24 * time.Hour
 	AckWaitDefault       = 60 * time.Second
 	MaxDeliverDefault    = 5
-	MaxAckPendingDefault = 1000
+	MaxAckPendingDefault = 4096
 )
 
 // QueueConfig names the JetStream stream and the shared durable consumer and
@@ -50,7 +50,10 @@ type QueueConfig struct {
 	// MaxDeliver is how often a job is delivered before it is dead.
 	// Defaults to 5.
 	MaxDeliver int
-	// MaxAckPending caps jobs in flight across all workers. Defaults to 1000.
+	// MaxAckPending caps jobs in flight across all workers, counting those
+	// waiting for their ledger commit. Defaults to 4096: room for a few
+	// workers of concurrency 1000 and their pending writes; the workers'
+	// own concurrency is what normally bounds it.
 	MaxAckPending int
 	// Replicas defaults to 1.
 	Replicas int

@@ -32,9 +32,13 @@ const (
 	QuotaPauseDefault     = time.Minute
 	FlushMaxDefault       = 256
 	FlushIntervalDefault  = 5 * time.Millisecond
-	WriteBufferDefault    = 1 << 20
-	FetchWaitDefault      = 500 * time.Millisecond
-	ProgressEveryDefault  = 30 * time.Second
+	// WriteBufferPerJob and WriteBufferMin size the default write buffer:
+	// per job of concurrency, so a wave of jobs finishing together does not
+	// wait on the buffer, and at least 1 MiB.
+	WriteBufferPerJob    = 8 << 10
+	WriteBufferMin       = 1 << 20
+	FetchWaitDefault     = 500 * time.Millisecond
+	ProgressEveryDefault = 30 * time.Second
 )
 
 // Ledger is what the worker needs from the Postgres ledger. *store.Store
@@ -85,7 +89,8 @@ type WorkerConfig struct {
 	// WriteBuffer bounds the estimated bytes of results waiting for their
 	// commit. When the ledger is slow, finished jobs wait for room here
 	// and hold their slots, so pulling slows down instead of memory
-	// growing. Defaults to WriteBufferDefault.
+	// growing. Defaults to WriteBufferPerJob per job of Concurrency, and
+	// at least WriteBufferMin.
 	WriteBuffer int64
 	// Providers maps a provider name ("openai", "anthropic", "ollama") to
 	// its client. A job for a provider not listed is rejected.
@@ -124,7 +129,7 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	c.QuotaPause = cmp.Or(c.QuotaPause, QuotaPauseDefault)
 	c.FlushMax = cmp.Or(c.FlushMax, FlushMaxDefault)
 	c.FlushInterval = cmp.Or(c.FlushInterval, FlushIntervalDefault)
-	c.WriteBuffer = cmp.Or(c.WriteBuffer, WriteBufferDefault)
+	c.WriteBuffer = cmp.Or(c.WriteBuffer, max(WriteBufferMin, WriteBufferPerJob*int64(c.Concurrency)))
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -224,6 +229,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(progressDone); w.logProgress(pullCtx) }()
 	defer func() { <-progressDone }()
 
+	if room := w.cfg.Queue.MaxAckPending - pendingWriteRoom(w.cfg); room < w.cfg.Concurrency {
+		w.log.WarnContext(ctx, "worker: max ack pending leaves too little room: jobs waiting for their commit count against it, so fewer jobs than the concurrency can run at once",
+			slog.Int("max_ack_pending", w.cfg.Queue.MaxAckPending), slog.Int("concurrency", w.cfg.Concurrency),
+			slog.Int("want_at_least", w.cfg.Concurrency+pendingWriteRoom(w.cfg)))
+	}
 	w.log.InfoContext(ctx, "worker: started", slog.Int("concurrency", w.cfg.Concurrency),
 		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.Bool("drain", w.cfg.Drain))
 	p := pool.New().WithMaxGoroutines(w.cfg.Concurrency)
@@ -313,6 +323,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-deadDone
 	w.log.InfoContext(ctx, "worker: stopped")
 	return nil
+}
+
+// pendingWriteRoom is how many finished jobs may wait for their commit
+// with their messages unacked, at most: the writer's queue, the batch it
+// is filling and two committing (the write buffer usually binds first).
+func pendingWriteRoom(c WorkerConfig) int {
+	return min(c.FlushMax, c.Concurrency) + 3*c.FlushMax
 }
 
 // resumeHoldsMax is how often a job with paid attempts waits out a provider

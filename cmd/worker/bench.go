@@ -30,7 +30,7 @@ target and PASS or FAIL:
   3. a worker subprocess with 1,000 jobs in flight at 1 s simulated latency
      ('clean' preset, one call a job): throughput against the ideal
      in-flight/latency, and the worker's peak RSS (VmHWM); once as
-     'worker run' with flags only, once tuned (lane starting at full width,
+     'worker run --concurrency N' with defaults otherwise, once tuned (lane starting at full width,
      worker concurrency above the lane's so commits hold no call slot);
   4. the 'rate-limited' preset (600 RPM, 2M TPM) with the lane told the
      RPM budget only, then both: throughput against the budget that binds,
@@ -234,7 +234,7 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	ideal := float64(c.inflight) / c.latency.Seconds()
 	target3 := fmt.Sprintf(">= 95%% of %s jobs/s", num(ideal))
 	for _, tuned := range []bool{false, true} {
-		how := "`worker run` subprocess, flags only"
+		how := fmt.Sprintf("`worker run --concurrency %d` subprocess, defaults otherwise", c.inflight)
 		if tuned {
 			how = fmt.Sprintf("tuned subprocess: lane starts at %d calls, worker concurrency %d", c.inflight, c.inflight+2*pipeline.FlushMaxDefault)
 		}
@@ -400,7 +400,7 @@ func (e *benchEnv) figureLatency(ctx context.Context, c benchConfig, tuned bool)
 		run, err = e.runTunedChild(ctx, benchChildConfig{SimURL: url, Queue: q, Concurrency: c.inflight + headroom, Prefetch: min(c.inflight/4, 256),
 			LaneInitial: c.inflight, LaneMax: c.inflight}, batch, c.latencyJobs, srv, c.latencyPoll)
 	} else {
-		run, err = e.runChild(ctx, q, batch, c.latencyJobs, srv, url, []string{"--concurrency", n, "--lane-max-concurrency", n}, c.latencyPoll)
+		run, err = e.runChild(ctx, q, batch, c.latencyJobs, srv, url, []string{"--concurrency", n}, c.latencyPoll)
 	}
 	if err != nil {
 		return run, err
@@ -528,7 +528,7 @@ func (e *benchEnv) figureMemory(ctx context.Context, c benchConfig) (small, larg
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 		defer cancel()
-		run, err := e.runChild(cctx, q, batch, n, srv, url, []string{"--concurrency", conc, "--lane-max-concurrency", conc}, c.memoryPoll)
+		run, err := e.runChild(cctx, q, batch, n, srv, url, []string{"--concurrency", conc}, c.memoryPoll)
 		if err == nil {
 			e.logf("  %d jobs in %s, peak RSS (VmHWM) %s", n, run.span.Round(time.Millisecond), mib(run.hwm))
 		}

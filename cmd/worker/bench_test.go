@@ -52,7 +52,7 @@ func TestBenchQuickPrintsEveryFigure(t *testing.T) {
 		{"machine", `(?m)^machine: [0-9]+ CPU \(.+\), ` + n + ` GiB RAM, go`},
 		{"baseline", `(?m)^\| 1 \| baseline: .* \| ` + n + ` jobs/s \(` + n + ` in .*\) \| reference \| - \|$`},
 		{"end to end", `(?m)^\| 2 \| end to end, .* \| ` + n + ` jobs/s = ` + n + `% of \(1\) \| >= 50% of \(1\) \| (PASS|FAIL) \|$`},
-		{"latency flags only", `(?m)^\| 3 \| .*worker run. subprocess, flags only\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
+		{"latency flags only", `(?m)^\| 3 \| .*worker run --concurrency [0-9]+. subprocess, defaults otherwise\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
 		{"latency tuned", `(?m)^\| 3 \| .*tuned subprocess.*\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
 		{"rss", `(?m)^\| 3 \| worker peak RSS .* \| ` + n + ` MiB \| < 256 MiB \| (PASS|FAIL) \|$`},
 		{"rate, rpm only", `(?m)^\| 4 \| rate-limited preset .*, lane --rpm 600: .* \| ` + n + `/s = ` + n + `% of the .* budget ` + n + `/s \| >= 95% of budget \| (PASS|FAIL) \|$`},

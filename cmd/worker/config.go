@@ -102,11 +102,14 @@ type providerFlags struct {
 	openaiURL, anthropicURL, ollamaURL string
 	rpm, tpm, maxConcurrency           int
 	initialConcurrency                 int
-	timeout                            time.Duration
-	maxRetries                         int
-	simPreset                          string
-	simSeed                            uint64
-	simLatencyP50, simLatencyP99       time.Duration
+	// laneDefault is the lane ceiling when --lane-max-concurrency is 0:
+	// the worker's --concurrency, set by the command before build.
+	laneDefault                  int
+	timeout                      time.Duration
+	maxRetries                   int
+	simPreset                    string
+	simSeed                      uint64
+	simLatencyP50, simLatencyP99 time.Duration
 }
 
 const providerEnvHelp = `  OPENAI_API_KEY      key for the openai provider (never logged or stored)
@@ -122,7 +125,7 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.ollamaURL, "ollama-base-url", env("OLLAMA_BASE_URL", ""), "Ollama base URL (env OLLAMA_BASE_URL)")
 	fs.IntVar(&p.rpm, "rpm", envInt("FIXPOINT_RPM", 0), "request-per-minute budget of each lane (provider, base URL, model, key); 0 = unlimited")
 	fs.IntVar(&p.tpm, "tpm", envInt("FIXPOINT_TPM", 0), "token-per-minute budget of each lane; 0 = unlimited")
-	fs.IntVar(&p.maxConcurrency, "lane-max-concurrency", 64, "ceiling of each lane's adaptive concurrency limit")
+	fs.IntVar(&p.maxConcurrency, "lane-max-concurrency", 0, "ceiling of each lane's adaptive concurrency limit (0 = --concurrency)")
 	fs.IntVar(&p.initialConcurrency, "lane-initial-concurrency", 0, "starting concurrency limit of each lane (0 = the ceiling; a 429 or overload halves it)")
 	fs.DurationVar(&p.timeout, "provider-timeout", 300*time.Second, "total timeout of one provider call")
 	fs.IntVar(&p.maxRetries, "transport-retries", 4, "transport retries per provider call (429, 5xx, timeouts); separate from repair attempts")
@@ -165,11 +168,12 @@ func (p *providerFlags) build(obs llm.Observer) (map[string]pipeline.Completer, 
 		obs = llm.NopObserver{}
 	}
 	lanes := llm.NewRegistry(nil, obs)
+	ceiling := cmp.Or(p.maxConcurrency, p.laneDefault, llm.LaneMaxConcurrencyDefault)
 	base := llm.Config{
 		TotalTimeout: p.timeout,
 		Retry:        llm.RetryConfig{MaxRetries: p.maxRetries, Disabled: p.maxRetries == 0},
-		Lane: llm.LaneConfig{RPM: p.rpm, TPM: p.tpm, MaxConcurrency: p.maxConcurrency,
-			InitialConcurrency: cmp.Or(p.initialConcurrency, p.maxConcurrency)},
+		Lane: llm.LaneConfig{RPM: p.rpm, TPM: p.tpm, MaxConcurrency: ceiling,
+			InitialConcurrency: cmp.Or(p.initialConcurrency, ceiling)},
 		Lanes:    lanes,
 		Observer: obs,
 	}
