@@ -209,7 +209,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	beatsStop, beatsDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(beatsDone); w.beats.run(beatsStop) }()
 	defer func() { close(beatsStop); <-beatsDone }()
-	w.writer = newWriter(w.ledger, w.cfg.FlushMax, min(w.cfg.FlushMax, w.cfg.Concurrency), w.cfg.WriteBuffer, w.cfg.FlushInterval, w.cfg.Metrics)
+	// The queue has room for every job: the write buffer, in bytes, is
+	// what bounds the backlog.
+	w.writer = newWriter(w.ledger, w.cfg.FlushMax, w.cfg.Concurrency, w.cfg.WriteBuffer, w.cfg.FlushInterval, w.cfg.Metrics)
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); w.writer.run() }()
 	w.reader = newStatusReader(w.ledger, w.cfg.FlushMax, time.Millisecond)
@@ -329,7 +331,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // with their messages unacked, at most: the writer's queue, the batch it
 // is filling and two committing (the write buffer usually binds first).
 func pendingWriteRoom(c WorkerConfig) int {
-	return min(c.FlushMax, c.Concurrency) + 3*c.FlushMax
+	return c.Concurrency + 3*c.FlushMax
 }
 
 // resumeHoldsMax is how often a job with paid attempts waits out a provider

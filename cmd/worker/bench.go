@@ -30,8 +30,8 @@ target and PASS or FAIL:
   3. a worker subprocess with 1,000 jobs in flight at 1 s simulated latency
      ('clean' preset, one call a job): throughput against the ideal
      in-flight/latency, and the worker's peak RSS (VmHWM); once as
-     'worker run --concurrency N' with defaults otherwise, once tuned (lane starting at full width,
-     worker concurrency above the lane's so commits hold no call slot);
+     'worker run --concurrency N' ships, once with --jobs-ahead 0 (no job
+     waiting for a free call slot);
   4. the 'rate-limited' preset (600 RPM, 2M TPM) with the lane told the
      RPM budget only, then both: throughput against the budget that binds,
      the share of 429s, jobs failed;
@@ -134,9 +134,6 @@ func verdict(ok bool) string {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if raw := os.Getenv(benchWorkerEnv); raw != "" {
-		return runBenchChild(ctx, raw)
-	}
 	fs := newFlagSet("worker bench", benchUsage, "", stdout)
 	var c benchConfig
 	self, _ := os.Executable()
@@ -229,14 +226,15 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 		}
 	}
 
-	// 3. Simulated latency with many jobs in flight, in a subprocess: once
-	// as `worker run` ships, once with the lane starting at full width.
+	// 3. Simulated latency with many calls in flight, in a `worker run`
+	// subprocess: as it ships, then with no jobs pulled ahead of a free
+	// call slot.
 	ideal := float64(c.inflight) / c.latency.Seconds()
 	target3 := fmt.Sprintf(">= 95%% of %s jobs/s", num(ideal))
-	for _, tuned := range []bool{false, true} {
+	for _, noAhead := range []bool{false, true} {
 		how := fmt.Sprintf("`worker run --concurrency %d` subprocess, defaults otherwise", c.inflight)
-		if tuned {
-			how = fmt.Sprintf("tuned subprocess: lane starts at %d calls, worker concurrency %d", c.inflight, c.inflight+2*pipeline.FlushMaxDefault)
+		if noAhead {
+			how = fmt.Sprintf("`worker run --concurrency %d --jobs-ahead 0`", c.inflight)
 		}
 		name3 := fmt.Sprintf("%s latency, %d in flight, clean preset, %d jobs (%s)", c.latency, c.inflight, c.latencyJobs, how)
 		if !c.figures["3"] {
@@ -244,7 +242,7 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 			continue
 		}
 		env.logf("3/6 latency: %d jobs, %s per call, %d in flight (%s)", c.latencyJobs, c.latency, c.inflight, how)
-		lat, err := env.figureLatency(ctx, c, tuned)
+		lat, err := env.figureLatency(ctx, c, noAhead)
 		if err != nil {
 			fail("3", name3, target3, err)
 			fail("3", "worker peak RSS at that load", "< 256 MiB", err)
@@ -368,20 +366,16 @@ func (e *benchEnv) figureEndToEnd(ctx context.Context, c benchConfig) (float64, 
 	return float64(c.jobs) / run.elapsed.Seconds(), nil
 }
 
-// figureLatency runs a worker subprocess with c.inflight jobs in flight
-// against a simulator whose every call takes c.latency.
-func (e *benchEnv) figureLatency(ctx context.Context, c benchConfig, tuned bool) (childRun, error) {
+// figureLatency runs a `worker run` subprocess with c.inflight calls in
+// flight at c.latency per call; noAhead turns off the jobs pulled ahead.
+func (e *benchEnv) figureLatency(ctx context.Context, c benchConfig, noAhead bool) (childRun, error) {
 	name := "latency"
-	if tuned {
-		name = "latencytuned"
+	args := []string{"--concurrency", strconv.Itoa(c.inflight)}
+	if noAhead {
+		name = "latencynoahead"
+		args = append(args, "--jobs-ahead", "0")
 	}
-	// Tuned, the worker runs more jobs than the lane lets call at once, so
-	// jobs waiting for their batch to commit do not hold a call slot.
-	headroom := 0
-	if tuned {
-		headroom = 2 * pipeline.FlushMaxDefault
-	}
-	q := e.queue(name, c.inflight+headroom)
+	q := e.queue(name, 0)
 	defer e.dropQueue(q)
 	srv, url, closeSim, err := startSim("clean", c.latency)
 	if err != nil {
@@ -392,16 +386,9 @@ func (e *benchEnv) figureLatency(ctx context.Context, c benchConfig, tuned bool)
 	if err := e.enqueue(ctx, q, batch, c.latencyJobs, pipeline.Limits{}); err != nil {
 		return childRun{}, err
 	}
-	n := strconv.Itoa(c.inflight)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	var run childRun
-	if tuned {
-		run, err = e.runTunedChild(ctx, benchChildConfig{SimURL: url, Queue: q, Concurrency: c.inflight + headroom, Prefetch: min(c.inflight/4, 256),
-			LaneInitial: c.inflight, LaneMax: c.inflight}, batch, c.latencyJobs, srv, c.latencyPoll)
-	} else {
-		run, err = e.runChild(ctx, q, batch, c.latencyJobs, srv, url, []string{"--concurrency", n}, c.latencyPoll)
-	}
+	run, err := e.runChild(ctx, q, batch, c.latencyJobs, srv, url, args, c.latencyPoll)
 	if err != nil {
 		return run, err
 	}

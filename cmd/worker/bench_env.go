@@ -265,18 +265,6 @@ func (e *benchEnv) runChild(ctx context.Context, q pipeline.QueueConfig, batch s
 	return e.runProcess(ctx, append(args, extra...), nil, batch, n, srv, poll)
 }
 
-// runTunedChild runs the worker as `worker bench` in child mode: the same
-// pipeline.Worker as `worker run`, with the settings `worker run` has no
-// flag for (the lane's initial concurrency, the prefetch).
-func (e *benchEnv) runTunedChild(ctx context.Context, cc benchChildConfig, batch string, n int, srv *sim.Server, poll time.Duration) (childRun, error) {
-	cc.NATSURL, cc.DSN = e.ns.ClientURL(), e.dsn
-	data, err := json.Marshal(cc)
-	if err != nil {
-		return childRun{}, fmt.Errorf("encode child config: %w", err)
-	}
-	return e.runProcess(ctx, []string{"bench"}, []string{benchWorkerEnv + "=" + string(data)}, batch, n, srv, poll)
-}
-
 func (e *benchEnv) runProcess(ctx context.Context, args, extraEnv []string, batch string, n int, srv *sim.Server, poll time.Duration) (childRun, error) {
 	var res childRun
 	cmd := exec.Command(e.workerBin, args...)

@@ -52,8 +52,8 @@ func TestBenchQuickPrintsEveryFigure(t *testing.T) {
 		{"machine", `(?m)^machine: [0-9]+ CPU \(.+\), ` + n + ` GiB RAM, go`},
 		{"baseline", `(?m)^\| 1 \| baseline: .* \| ` + n + ` jobs/s \(` + n + ` in .*\) \| reference \| - \|$`},
 		{"end to end", `(?m)^\| 2 \| end to end, .* \| ` + n + ` jobs/s = ` + n + `% of \(1\) \| >= 50% of \(1\) \| (PASS|FAIL) \|$`},
-		{"latency flags only", `(?m)^\| 3 \| .*worker run --concurrency [0-9]+. subprocess, defaults otherwise\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
-		{"latency tuned", `(?m)^\| 3 \| .*tuned subprocess.*\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
+		{"latency as shipped", `(?m)^\| 3 \| .*worker run --concurrency [0-9]+. subprocess, defaults otherwise\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
+		{"latency no jobs ahead", `(?m)^\| 3 \| .*worker run --concurrency [0-9]+ --jobs-ahead 0.\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
 		{"rss", `(?m)^\| 3 \| worker peak RSS .* \| ` + n + ` MiB \| < 256 MiB \| (PASS|FAIL) \|$`},
 		{"rate, rpm only", `(?m)^\| 4 \| rate-limited preset .*, lane --rpm 600: .* \| ` + n + `/s = ` + n + `% of the .* budget ` + n + `/s \| >= 95% of budget \| (PASS|FAIL) \|$`},
 		{"rate, rpm and tpm", `(?m)^\| 4 \| rate-limited preset .*, lane --rpm 600 --tpm 2000000: .* \| ` + n + `/s = ` + n + `% of the .* budget ` + n + `/s(; ` + n + `% of the RPM budget)? \| >= 95% of budget \| (PASS|FAIL) \|$`},
@@ -68,7 +68,7 @@ func TestBenchQuickPrintsEveryFigure(t *testing.T) {
 		}
 	}
 	if got := strings.Count(text, "| 3 | worker peak RSS"); got != 2 {
-		t.Errorf("got %d RSS rows, want 2 (flags only and tuned)", got)
+		t.Errorf("got %d RSS rows, want 2 (as shipped and with no jobs ahead)", got)
 	}
 }
 

@@ -36,7 +36,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		record      = fs.String("record-requests", "full", "keep each request in the ledger as 'full' messages or only its 'hash'")
 		pricesFile  = fs.String("prices", "", "JSON file of model prices overriding the built-in table: {\"model\": {\"input_per_mtok\": 0.15, ...}}")
 	)
-	fs.IntVar(&cfg.Concurrency, "concurrency", pipeline.ConcurrencyDefault, "jobs run at once by this process")
+	fs.IntVar(&cfg.Concurrency, "concurrency", pipeline.ConcurrencyDefault, "provider calls in flight at once in this process (each lane's ceiling unless --lane-max-concurrency is set)")
+	ahead := fs.Int("jobs-ahead", -1, "jobs pulled ahead and waiting for a free call slot, so a finished call is replaced at once (-1 = half of --concurrency, at most 512)")
 	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM")
 	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight")
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger")
@@ -53,7 +54,15 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	cfg.Logger = log
+	if cfg.Concurrency < 1 {
+		return usagef("--concurrency %d: want at least 1", cfg.Concurrency)
+	}
+	// --concurrency bounds calls; the pool holds the jobs ahead as well.
 	pf.laneDefault = cfg.Concurrency
+	if *ahead < 0 {
+		*ahead = min(cfg.Concurrency/2, 512)
+	}
+	cfg.Concurrency += *ahead
 	cfg.Loop.Record = pipeline.RequestRecord(*record)
 	if cfg.Loop.Record != pipeline.RecordFull && cfg.Loop.Record != pipeline.RecordHash {
 		return usagef("--record-requests %q: want full or hash", *record)
