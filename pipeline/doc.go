@@ -23,9 +23,13 @@
 //   - load and compile the schema (cached by hash);
 //   - run the repair [Loop]: generate, extract, validate, and on failure send
 //     the model its exact errors, up to the job's attempts; progress is
-//     reported to the server every AckWait/3 while it runs;
+//     reported to the server every AckWait/3 (one heartbeat loop serves
+//     every held message) until the ack;
 //   - write the result and every attempt in a batched transaction, and ack
-//     only after that transaction commits.
+//     only after that transaction commits. The job's slot is free as soon
+//     as its result is queued; results waiting for a commit are bounded in
+//     bytes (WorkerConfig.WriteBuffer), so a slow ledger slows pulling
+//     instead of growing memory.
 //
 // # Retries and termination
 //

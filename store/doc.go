@@ -17,11 +17,12 @@
 //   - [Store.InsertJobs] and [Store.PutSchema] do nothing for rows that exist
 //     (InsertJobs copies into a temporary table, then INSERT ... ON CONFLICT
 //     DO NOTHING);
-//   - [Store.SaveResults] writes a whole slice of results in one transaction
-//     of one round trip (a pgx.Batch of unnest()-based statements): it locks
-//     the still-queued jobs in id order, sets their final state, and inserts
-//     attempt rows only for the results that won. The first final result of
-//     a job wins; later ones change nothing and report won=false;
+//   - [Store.SaveResults] writes a whole slice of results in one transaction:
+//     one unnest()-based statement locks the still-queued jobs in id order
+//     and sets their final state, then COPY streams the attempt rows of the
+//     results that won (the bulk of the bytes, never held encoded in full).
+//     The first final result of a job wins; later ones change nothing and
+//     report won=false;
 //   - [Store.Reject] records a rejected or dead job, inserting its row if
 //     needed, and never overwrites a final row.
 //

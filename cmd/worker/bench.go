@@ -198,12 +198,25 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 		skip("1", name1, "reference", "--figures")
 	} else {
 		env.logf("1/6 baseline: %d messages consumed and written in batches of %d", c.baseJobs, pipeline.FlushMaxDefault)
+		// The best of two runs: a bare rate measured low (a checkpoint, a
+		// cold cache) would flatter the ratio of (2).
 		var took time.Duration
-		base, took, err = env.baseline(ctx, c.baseJobs)
+		var runs []string
+		for range 2 {
+			var r float64
+			var t time.Duration
+			if r, t, err = env.baseline(ctx, c.baseJobs); err != nil {
+				break
+			}
+			runs = append(runs, num(r))
+			if r > base {
+				base, took = r, t
+			}
+		}
 		if err != nil {
 			fail("1", name1, "reference", err)
 		} else {
-			add(benchRow{no: "1", name: name1, measured: fmt.Sprintf("%s jobs/s (%d in %s)", num(base), c.baseJobs, took.Round(time.Millisecond)), target: "reference", verdict: "-"})
+			add(benchRow{no: "1", name: name1, measured: fmt.Sprintf("%s jobs/s (%d in %s; best of %s)", num(base), c.baseJobs, took.Round(time.Millisecond), strings.Join(runs, " and ")), target: "reference", verdict: "-"})
 		}
 	}
 
