@@ -48,6 +48,7 @@ type benchEnv struct {
 	runID     string
 	workerBin string
 	progress  io.Writer
+	baseRuns  int // baseline runs so far, for fresh job ids
 }
 
 func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer) (*benchEnv, error) {
@@ -459,7 +460,10 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration,
 	if err != nil {
 		return 0, 0, err
 	}
-	batch := e.batchName("baseline")
+	// Fresh job ids every run: a second run over the same ids would find
+	// them final and write nothing.
+	e.baseRuns++
+	batch := e.batchName(fmt.Sprintf("baseline%d", e.baseRuns))
 	hash, err := e.st.PutSchema(ctx, []byte(demoSchema))
 	if err != nil {
 		return 0, 0, err
@@ -536,8 +540,16 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration,
 			}
 			results = append(results, baselineResult(env.JobID, batch, hash, env.RowNo, now))
 		}
-		if _, err := e.st.SaveResults(ctx, results); err != nil {
+		won, err := e.st.SaveResults(ctx, results)
+		if err != nil {
 			return 0, 0, err
+		}
+		for i, ok := range won {
+			if !ok {
+				// A result that did not win wrote nothing: the rate would
+				// not be a write rate.
+				return 0, 0, fmt.Errorf("baseline: result for job %s was not written (already final)", results[i].JobID)
+			}
 		}
 		for _, m := range got {
 			if err := m.Ack(); err != nil {
