@@ -297,7 +297,7 @@ func queueFlags(fs *flag.FlagSet, q *pipeline.QueueConfig) {
 	fs.StringVar(&q.Consumer, "consumer", pipeline.ConsumerDefault, "durable consumer shared by every worker")
 	fs.DurationVar(&q.AckWait, "ack-wait", pipeline.AckWaitDefault, "redeliver a job after this long without an ack or progress report")
 	fs.IntVar(&q.MaxDeliver, "max-deliver", pipeline.MaxDeliverDefault, "deliveries before a job is recorded dead")
-	fs.IntVar(&q.MaxAckPending, "max-ack-pending", pipeline.MaxAckPendingDefault, "jobs in flight across all workers (global cap)")
+	fs.IntVar(&q.MaxAckPending, "max-ack-pending", pipeline.MaxAckPendingDefault, "jobs in flight across all workers, counting those waiting for their commit (global cap)")
 	fs.DurationVar(&q.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "a job id published twice within this window is stored once")
 }
 

@@ -41,7 +41,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM")
 	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight")
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger")
-	fs.Int64Var(&cfg.WriteBuffer, "write-buffer-bytes", 0, "bytes of finished results that may wait for their ledger commit; when full, pulling slows down (0 = 8 KiB per job of --concurrency, at least 1 MiB)")
+	fs.Int64Var(&cfg.WriteBuffer, "write-buffer-bytes", 0, "bytes of finished results that may wait for their ledger commit; when full, pulling slows down (0 = 8 KiB per job held, --concurrency plus --jobs-ahead, at least 1 MiB)")
 	queueFlags(fs, &cfg.Queue)
 	nf.register(fs, true)
 	pf.register(fs)
