@@ -77,3 +77,36 @@ func ResetDatabase(ctx context.Context, dsn string) error {
 	}
 	return nil
 }
+
+// ClaimDatabase takes exclusive use of the database named in dsn for as long
+// as the returned release is not called: a session advisory lock named
+// after the database, held on a connection to the server's "postgres"
+// database (so that resetting the claimed database does not drop it). A
+// second claim fails at once with ErrBusy. The bench claims its database so
+// two runs cannot reset and load it under each other and print figures of
+// the mix.
+func ClaimDatabase(ctx context.Context, dsn string) (release func(), err error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	name := cfg.Database
+	admin := cfg.Copy()
+	admin.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		return nil, fmt.Errorf("connect to claim database %s: %w", name, err)
+	}
+	var ok bool
+	err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext('fixpoint: exclusive use of database ' || $1))`, name).Scan(&ok)
+	if err != nil {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("claim database %s: %w", name, err)
+	}
+	if !ok {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("%w: database %s is claimed by another process", ErrBusy, name)
+	}
+	// Closing the session releases the lock.
+	return func() { conn.Close(context.Background()) }, nil
+}

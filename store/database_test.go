@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -95,4 +96,39 @@ func TestResetDatabase(t *testing.T) {
 	if err := store.ResetDatabase(ctx, storetest.URL()); err == nil {
 		t.Errorf("ResetDatabase agreed to drop the postgres database")
 	}
+}
+
+func TestClaimDatabase(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("needs Postgres")
+	}
+	ctx := context.Background()
+	dsn, err := storetest.WithDatabase(storetest.URL(), fmt.Sprintf("fixpoint_test_claim_%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := store.ClaimDatabase(ctx, dsn)
+	if err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	if _, err := store.ClaimDatabase(ctx, dsn); !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("second claim while the first holds: %v, want ErrBusy", err)
+	}
+	// Another database is not affected.
+	other, err := storetest.WithDatabase(storetest.URL(), fmt.Sprintf("fixpoint_test_claim_other_%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseOther, err := store.ClaimDatabase(ctx, other)
+	if err != nil {
+		t.Fatalf("claim of another database: %v", err)
+	}
+	releaseOther()
+	release()
+	again, err := store.ClaimDatabase(ctx, dsn)
+	if err != nil {
+		t.Fatalf("claim after release: %v", err)
+	}
+	again()
 }

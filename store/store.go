@@ -20,6 +20,8 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 	// ErrConfig is wrapped by every Config validation error.
 	ErrConfig = errors.New("invalid store config")
+	// ErrBusy means another process holds what was asked for.
+	ErrBusy = errors.New("busy")
 )
 
 // Defaults for Config fields.

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,26 +49,40 @@ type benchEnv struct {
 	runID     string
 	workerBin string
 	progress  io.Writer
-	baseRuns  int // baseline runs so far, for fresh job ids
+	baseRuns  int    // baseline runs so far, for fresh job ids
+	release   func() // ends the claim on the database
 }
 
 func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer) (*benchEnv, error) {
+	// One bench at a time per database: two would reset and load it under
+	// each other and both print figures of the mix.
+	release, err := store.ClaimDatabase(ctx, dsn)
+	if errors.Is(err, store.ErrBusy) {
+		return nil, fmt.Errorf("another worker bench is using database %s; wait for it or pass another --database-url (%w)", dbName(dsn), store.ErrBusy)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
+	}
 	// A fresh database each run: what earlier runs left (millions of rows)
 	// would otherwise slow the writes and skew every figure.
 	if err := store.ResetDatabase(ctx, dsn); err != nil {
+		release()
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
 	}
 	st, err := openStore(ctx, dsn, true)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
 	}
 	dir, err := os.MkdirTemp("", "fixpoint-bench-nats-")
 	if err != nil {
+		release()
 		st.Close()
 		return nil, fmt.Errorf("create NATS data directory: %w", err)
 	}
 	ns, err := pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: dir, Host: "127.0.0.1", Port: -1})
 	if err != nil {
+		release()
 		st.Close()
 		os.RemoveAll(dir)
 		return nil, err
@@ -75,6 +90,7 @@ func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer)
 	nc, err := nats.Connect(ns.ClientURL(), nats.Name("fixpoint-bench"))
 	if err != nil {
 		ns.Shutdown()
+		release()
 		st.Close()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("connect to embedded NATS: %w", err)
@@ -83,12 +99,13 @@ func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer)
 	if err != nil {
 		nc.Close()
 		ns.Shutdown()
+		release()
 		st.Close()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("open JetStream: %w", err)
 	}
 	return &benchEnv{
-		st: st, dsn: dsn, ns: ns, nc: nc, js: js, dir: dir, workerBin: workerBin, progress: progress,
+		st: st, dsn: dsn, ns: ns, nc: nc, js: js, dir: dir, workerBin: workerBin, progress: progress, release: release,
 		runID: time.Now().UTC().Format("20060102T150405") + strconv.Itoa(os.Getpid()%1000),
 	}, nil
 }
@@ -98,6 +115,7 @@ func (e *benchEnv) close() {
 	e.ns.Shutdown()
 	e.ns.WaitForShutdown()
 	e.st.Close()
+	e.release()
 	os.RemoveAll(e.dir)
 }
 
