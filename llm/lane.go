@@ -142,7 +142,7 @@ type Lane struct {
 	limit       int
 	inFlight    int
 	gen         uint64 // bumped on every decrease of limit
-	changed     chan struct{}
+	waiters     []chan struct{} // acquirers waiting for a slot, oldest first
 	pausedUntil time.Time
 	resumeN     int // waiters given a resume slot since the pause began
 	quotaUntil  time.Time
@@ -150,7 +150,7 @@ type Lane struct {
 }
 
 func newLane(key LaneKey, cfg LaneConfig, clock Clock, obs Observer) *Lane {
-	l := &Lane{key: key, cfg: cfg, clock: clock, obs: obs, limit: cfg.InitialConcurrency, changed: make(chan struct{})}
+	l := &Lane{key: key, cfg: cfg, clock: clock, obs: obs, limit: cfg.InitialConcurrency}
 	if cfg.RPM > 0 {
 		// Burst 1: requests are spaced 60s/RPM apart, so any 60s window
 		// (half-open) holds at most RPM of them.
@@ -219,9 +219,34 @@ func (l *Lane) quotaLocked(now time.Time) *Error {
 	return &e
 }
 
-func (l *Lane) broadcastLocked() {
-	close(l.changed)
-	l.changed = make(chan struct{})
+// wakeLocked wakes as many waiters as there are free slots, oldest first.
+// A woken waiter takes its slot when it gets the lock, or queues again if a
+// newcomer took it first; that newcomer's release wakes the next.
+func (l *Lane) wakeLocked() {
+	for free := l.limit - l.inFlight; free > 0 && len(l.waiters) > 0; free-- {
+		close(l.waiters[0])
+		l.waiters = l.waiters[1:]
+	}
+}
+
+// wakeAllLocked wakes every waiter, for a change each must see at once
+// (the quota running out).
+func (l *Lane) wakeAllLocked() {
+	for _, w := range l.waiters {
+		close(w)
+	}
+	l.waiters = nil
+}
+
+// dropWaiterLocked removes w from the queue; false if it was already woken.
+func (l *Lane) dropWaiterLocked(w chan struct{}) bool {
+	for i, x := range l.waiters {
+		if x == w {
+			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // permit is a granted slot on a lane; done must be called exactly once.
@@ -258,11 +283,20 @@ func (l *Lane) acquire(ctx context.Context, tokens int) (*permit, error) {
 			l.inFlight++
 			break
 		}
-		ch := l.changed
+		// Queue for a slot. Each release wakes only as many waiters as
+		// there are free slots: a broadcast would wake every waiting job
+		// for each call that ends, hundreds of times over.
+		w := make(chan struct{})
+		l.waiters = append(l.waiters, w)
 		l.mu.Unlock()
 		select {
-		case <-ch:
+		case <-w:
 		case <-ctx.Done():
+			l.mu.Lock()
+			if !l.dropWaiterLocked(w) {
+				l.wakeLocked() // woken as we left: pass the slot on
+			}
+			l.mu.Unlock()
 			return nil, context.Cause(ctx)
 		}
 		l.mu.Lock()
@@ -273,7 +307,7 @@ func (l *Lane) acquire(ctx context.Context, tokens int) (*permit, error) {
 	if err := l.waitBudgets(ctx, tokens); err != nil {
 		l.mu.Lock()
 		l.inFlight--
-		l.broadcastLocked()
+		l.wakeLocked()
 		l.mu.Unlock()
 		return nil, err
 	}
@@ -353,8 +387,9 @@ func (p *permit) done(class ErrorClass, hint time.Duration, used int, perr *Erro
 		e := *perr
 		e.Retries = nil
 		l.quotaErr = &e
+		l.wakeAllLocked()
 	}
-	l.broadcastLocked()
+	l.wakeLocked()
 	l.mu.Unlock()
 
 	if extra := used - p.tokens; extra > 0 && l.tpm != nil {

@@ -319,3 +319,74 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// Waiters get freed slots oldest first, one release waking one waiter, and
+// a waiter that gives up leaves the queue without taking or losing a slot.
+func TestLaneWaitersServedInOrder(t *testing.T) {
+	t.Parallel()
+	l := testLane(t, newFakeClock(true), LaneConfig{InitialConcurrency: 1, MaxConcurrency: 1}, nil)
+	ctx := context.Background()
+	queued := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.waiters)
+	}
+	waitQueued := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for queued() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d waiters queued, want %d", queued(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	held, err := l.acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	type grant struct {
+		i int
+		p *permit
+	}
+	got := make(chan grant, n)
+	cctx, cancel := context.WithCancel(ctx)
+	for i := range n {
+		wctx := ctx
+		if i == 5 {
+			wctx = cctx
+		}
+		go func() {
+			p, err := l.acquire(wctx, 1)
+			if err != nil {
+				got <- grant{i: -i}
+				return
+			}
+			got <- grant{i: i, p: p}
+		}()
+		waitQueued(i + 1) // each queues before the next starts
+	}
+	cancel() // waiter 5 gives up while queued
+	if g := <-got; g.i != -5 {
+		t.Fatalf("first out after the cancel: waiter %d, want waiter 5 giving up", g.i)
+	}
+	waitQueued(n - 1)
+
+	prev := held
+	for _, want := range []int{0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19} {
+		prev.done("", 0, 0, nil)
+		g := <-got
+		if g.i != want {
+			t.Fatalf("slot went to waiter %d, want %d (oldest first)", g.i, want)
+		}
+		if s := l.Stats(); s.InFlight != 1 {
+			t.Fatalf("InFlight = %d with one permit held", s.InFlight)
+		}
+		prev = g.p
+	}
+	prev.done("", 0, 0, nil)
+	if s := l.Stats(); s.InFlight != 0 || queued() != 0 {
+		t.Fatalf("InFlight = %d, %d queued after all released", s.InFlight, queued())
+	}
+}
