@@ -141,7 +141,7 @@ type Lane struct {
 	mu          sync.Mutex
 	limit       int
 	inFlight    int
-	gen         uint64 // bumped on every decrease of limit
+	gen         uint64          // bumped on every decrease of limit
 	waiters     []chan struct{} // acquirers waiting for a slot, oldest first
 	pausedUntil time.Time
 	resumeN     int // waiters given a resume slot since the pause began
