@@ -333,6 +333,20 @@ type Progress struct {
 // Done reports whether every job is final (and there is at least one).
 func (p Progress) Done() bool { return p.Total > 0 && p.Queued == 0 }
 
+// Queued counts the jobs of batch still queued. It reads only the partial
+// index of queued jobs, so it stays cheap on a large batch as it drains:
+// for polling at a high rate while workers write.
+func (s *Store) Queued(ctx context.Context, batch string) (int64, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE batch = $1 AND status = 'queued'`, batch).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count queued jobs of %s: %w", batch, err)
+	}
+	return n, nil
+}
+
 // Progress counts the jobs of batch by status (for `report wait`).
 func (s *Store) Progress(ctx context.Context, batch string) (Progress, error) {
 	ctx, cancel := s.timeout(ctx)
