@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sourcegraph/conc/pool"
+	"github.com/sourcegraph/conc"
 
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -14,13 +14,11 @@ import (
 // query, as the writer batches their results: when a thousand calls finish
 // together, the next thousand jobs cost a few queries, not a thousand.
 type statusReader struct {
-	ledger   Ledger
-	max      int
-	interval time.Duration
+	ledger Ledger
+	max    int
 
 	in        chan statusReq
 	closeOnce sync.Once
-	queries   *pool.Pool
 }
 
 type statusReq struct {
@@ -33,9 +31,11 @@ type statusResp struct {
 	err   error
 }
 
-func newStatusReader(l Ledger, max int, interval time.Duration) *statusReader {
-	return &statusReader{ledger: l, max: max, interval: interval, in: make(chan statusReq, max),
-		queries: pool.New().WithMaxGoroutines(2)}
+// statusQueriesMax is how many status queries may run at once.
+const statusQueriesMax = 2
+
+func newStatusReader(l Ledger, max int) *statusReader {
+	return &statusReader{ledger: l, max: max, in: make(chan statusReq, max)}
 }
 
 // final reports whether the ledger holds a final row for job id.
@@ -61,11 +61,37 @@ func (r *statusReader) final(ctx context.Context, id string) (final bool, err er
 
 func (r *statusReader) close() { r.closeOnce.Do(func() { close(r.in) }) }
 
-func (r *statusReader) run() {
-	defer r.queries.Wait()
-	batchLoop(r.in, r.max, r.interval, func(reqs []statusReq) {
-		r.queries.Go(func() { r.query(reqs) })
-	})
+func (r *statusReader) run() { groupLoop(r.in, r.max, statusQueriesMax, r.query) }
+
+// groupLoop hands items from in to flush in batches of at most max, with at
+// most parallel flushes running, until in is closed and every flush has
+// returned. A batch goes as soon as a flush slot is free, with no timer: a
+// lone item waits for nothing, and under load the items that arrive while
+// every slot is busy make up the next batch (as a database groups commits).
+func groupLoop[T any](in <-chan T, max, parallel int, flush func([]T)) {
+	slots := make(chan struct{}, parallel)
+	var wg conc.WaitGroup
+	defer wg.Wait()
+	for item := range in {
+		slots <- struct{}{} // items keep arriving in in while this waits
+		batch := []T{item}
+	more:
+		for len(batch) < max {
+			select {
+			case it, ok := <-in:
+				if !ok {
+					break more
+				}
+				batch = append(batch, it)
+			default:
+				break more
+			}
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			flush(batch)
+		})
+	}
 }
 
 func (r *statusReader) query(reqs []statusReq) {

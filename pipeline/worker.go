@@ -214,7 +214,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.writer = newWriter(w.ledger, w.cfg.FlushMax, w.cfg.Concurrency, w.cfg.WriteBuffer, w.cfg.FlushInterval, w.cfg.Metrics)
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); w.writer.run() }()
-	w.reader = newStatusReader(w.ledger, w.cfg.FlushMax, time.Millisecond)
+	w.reader = newStatusReader(w.ledger, w.cfg.FlushMax)
 	readerDone := make(chan struct{})
 	go func() { defer close(readerDone); w.reader.run() }()
 	defer func() { w.reader.close(); <-readerDone }()

@@ -365,13 +365,16 @@ func (e *benchEnv) figureEndToEnd(ctx context.Context, c benchConfig) (float64, 
 	if err := e.enqueue(ctx, q, batch, c.jobs, pipeline.Limits{}); err != nil {
 		return 0, err
 	}
-	clients, err := simClients(url, llm.LaneConfig{MaxConcurrency: max(c.concurrency, 64)})
+	// As `worker run --concurrency N` sets it up: N calls at most, and
+	// jobs pulled ahead for free call slots.
+	clients, err := simClients(url, llm.LaneConfig{MaxConcurrency: c.concurrency, InitialConcurrency: c.concurrency})
 	if err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	run, err := e.runInProcess(ctx, batch, c.jobs, pipeline.WorkerConfig{Queue: q, Concurrency: c.concurrency, Providers: clients})
+	jobs := c.concurrency + jobsAheadDefault(c.concurrency)
+	run, err := e.runInProcess(ctx, batch, c.jobs, pipeline.WorkerConfig{Queue: q, Concurrency: jobs, Providers: clients})
 	if err != nil {
 		return 0, err
 	}

@@ -60,7 +60,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// --concurrency bounds calls; the pool holds the jobs ahead as well.
 	pf.laneDefault = cfg.Concurrency
 	if *ahead < 0 {
-		*ahead = min(cfg.Concurrency/2, 512)
+		*ahead = jobsAheadDefault(cfg.Concurrency)
 	}
 	cfg.Concurrency += *ahead
 	cfg.Loop.Record = pipeline.RequestRecord(*record)
@@ -118,3 +118,7 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr st
 	log.Info("worker: exiting", slog.Duration("uptime", time.Since(start).Round(time.Millisecond)))
 	return err
 }
+
+// jobsAheadDefault is how many jobs `worker run` pulls ahead of free call
+// slots for --concurrency calls: half as many, at most 512.
+func jobsAheadDefault(calls int) int { return min(calls/2, 512) }
