@@ -371,41 +371,53 @@ func (c *jobColumns) add(r Result) {
 }
 
 // attemptRows is a pgx.CopyFromSource over the attempts of the winning
-// results, one row at a time: nothing is converted ahead of the stream.
+// results, one row at a time: nothing is converted ahead of the stream. An
+// attempt number a result repeats is skipped (the first one stays, as ON
+// CONFLICT DO NOTHING would have it): COPY would otherwise fail the whole
+// batch on the primary key.
 type attemptRows struct {
 	results []Result
 	winners []int
-	w, a    int // next: winners[w]'s attempt a
+	w, a    int // current: winners[w]'s attempt a
 	row     []any
 	cur     *Attempt
 	curJob  string
+	curNo   int32
+	seen    map[int32]bool // attempt numbers of the current result
 }
 
 func newAttemptRows(results []Result, winners []int) *attemptRows {
-	return &attemptRows{results: results, winners: winners, a: -1, row: make([]any, len(attemptColumns))}
+	return &attemptRows{results: results, winners: winners, a: -1, row: make([]any, len(attemptColumns)), seen: map[int32]bool{}}
 }
 
 func (s *attemptRows) Next() bool {
 	for s.w < len(s.winners) {
 		r := &s.results[s.winners[s.w]]
 		s.a++
-		if s.a < len(r.AttemptRows) {
-			s.cur, s.curJob = &r.AttemptRows[s.a], r.JobID
-			return true
+		if s.a >= len(r.AttemptRows) {
+			s.w, s.a = s.w+1, -1
+			clear(s.seen)
+			continue
 		}
-		s.w, s.a = s.w+1, -1
+		a := &r.AttemptRows[s.a]
+		no := int32(a.No)
+		if no == 0 {
+			no = int32(s.a + 1)
+		}
+		if s.seen[no] {
+			continue
+		}
+		s.seen[no] = true
+		s.cur, s.curJob, s.curNo = a, r.JobID, no
+		return true
 	}
 	return false
 }
 
 func (s *attemptRows) Values() ([]any, error) {
 	a := s.cur
-	no := a.No
-	if no == 0 {
-		no = s.a + 1
-	}
 	v := s.row
-	v[0], v[1], v[2], v[3] = s.curJob, int32(no), nullRaw(pgJSON(a.Request)), txt(a.RequestHash)
+	v[0], v[1], v[2], v[3] = s.curJob, s.curNo, nullRaw(pgJSON(a.Request)), txt(a.RequestHash)
 	v[4], v[5], v[6], v[7] = txt(a.Raw), txt(a.Source), nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors))
 	v[8], v[9], v[10], v[11] = txt(a.Class), a.Valid, a.RepairedLocally, txt(a.FinishReason)
 	v[12], v[13], v[14], v[15] = a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -853,5 +854,37 @@ func TestMigrateDownAndUp(t *testing.T) {
 	}
 	if got := count(); got != 9 {
 		t.Fatalf("%d ledger relations after migrating up again, want 9", got)
+	}
+}
+
+// An attempt number a result repeats (or a zero number that falls on an
+// explicit one) keeps its first row: the save does not fail the batch it is
+// in, which would hold every other job of that batch back.
+func TestSaveResultsRepeatedAttemptNumbers(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "dupno", 2)
+	ctx := context.Background()
+	r := result(jobID("dupno", 1), "first", "shape", "")
+	r.AttemptRows = append(r.AttemptRows, r.AttemptRows[0]) // No 1 again
+	r.AttemptRows[2].Raw = "repeat"
+	r.AttemptRows = append(r.AttemptRows, store.Attempt{Raw: "zero"}) // No 0 at position 4: becomes 4
+	other := result(jobID("dupno", 2), "other", "")
+	won, err := s.SaveResults(ctx, []store.Result{r, other})
+	if err != nil {
+		t.Fatalf("SaveResults: %v", err)
+	}
+	if !won[0] || !won[1] {
+		t.Fatalf("won = %v, want both", won)
+	}
+	_, attempts, err := s.Job(ctx, jobID("dupno", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range attempts {
+		got = append(got, fmt.Sprintf("%d:%s", a.No, a.Raw))
+	}
+	if want := []string{"1:first", "2:first", "4:zero"}; !slices.Equal(got, want) {
+		t.Fatalf("attempts %v, want %v", got, want)
 	}
 }
