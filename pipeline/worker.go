@@ -653,6 +653,17 @@ func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, r
 
 func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envelope, r *store.Result, delivered int, stopBeat func()) {
 	w.writer.submit(*r, func(err error) {
+		if store.IsRefused(err) {
+			// The ledger refuses this result itself (say, a number beyond
+			// its range): writing it again cannot help, and retrying would
+			// hold pulling back for everyone. Hand the job back; it runs
+			// again, and at its last delivery it is recorded dead with
+			// this error.
+			stopBeat()
+			w.log.ErrorContext(ctx, "worker: ledger refused the result", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
+			w.nak(ctx, msg, env, delivered, fmt.Errorf("ledger refused the result: %w", err))
+			return
+		}
 		if err != nil && !w.stoppingNow() && ctx.Err() == nil {
 			// The ledger is down, not the job: pause pulling and write it
 			// again after the pause, keeping the message (progress is still

@@ -164,6 +164,19 @@ func (w *writer) commit(reqs []writeReq) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	_, err := w.ledger.SaveResults(ctx, rs)
+	errs := make([]error, len(reqs))
+	if err != nil && len(rs) > 1 && store.IsRefused(err) {
+		// One result the ledger refuses must not hold back the others
+		// committed with it: save each alone, and only the refused ones
+		// get the error.
+		for i := range rs {
+			_, errs[i] = w.ledger.SaveResults(ctx, rs[i:i+1])
+		}
+	} else {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
 	cancel()
 	var size int64
 	for i := range reqs {
@@ -173,8 +186,8 @@ func (w *writer) commit(reqs []writeReq) {
 	if w.metrics != nil {
 		w.metrics.WriteBatches.Observe(float64(len(reqs)))
 	}
-	for _, q := range reqs {
-		done := q.done
+	for i, q := range reqs {
+		done, err := q.done, errs[i]
 		w.callbacks.Go(func() { done(err) })
 	}
 }

@@ -2,7 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,4 +134,69 @@ func TestWriterBudget(t *testing.T) {
 	}
 	w2.close()
 	<-done2
+}
+
+// refusingLedger refuses any save that holds the job "poison", as Postgres
+// refuses a value it cannot store, and records the slices it saved.
+type refusingLedger struct {
+	Ledger
+	mu    sync.Mutex
+	saved []string
+}
+
+func (l *refusingLedger) SaveResults(ctx context.Context, rs []store.Result) ([]bool, error) {
+	for _, r := range rs {
+		if r.JobID == "poison" {
+			return nil, fmt.Errorf("save %d results: %w", len(rs), store.ErrInvalid)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range rs {
+		l.saved = append(l.saved, r.JobID)
+	}
+	won := make([]bool, len(rs))
+	for i := range won {
+		won[i] = true
+	}
+	return won, nil
+}
+
+// TestWriterIsolatesRefusedResult: a result the ledger refuses fails alone;
+// the results committed with it are saved and get no error.
+func TestWriterIsolatesRefusedResult(t *testing.T) {
+	t.Parallel()
+	l := &refusingLedger{}
+	// A long interval and a batch of exactly the four results: they go
+	// to the ledger together.
+	w := newWriter(l, 4, 4, 1<<20, time.Hour, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); w.run() }()
+	type outcome struct {
+		id  string
+		err error
+	}
+	got := make(chan outcome, 4)
+	for _, id := range []string{"a", "poison", "b", "c"} {
+		w.submit(store.Result{JobID: id, Status: store.StatusValid}, func(err error) { got <- outcome{id, err} })
+	}
+	errs := map[string]error{}
+	for range 4 {
+		o := <-got
+		errs[o.id] = o.err
+	}
+	w.close()
+	<-done
+	if !store.IsRefused(errs["poison"]) {
+		t.Errorf("poison: %v, want the refusal", errs["poison"])
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if errs[id] != nil {
+			t.Errorf("%s: %v, want saved", id, errs[id])
+		}
+	}
+	slices.Sort(l.saved)
+	if want := []string{"a", "b", "c"}; !slices.Equal(l.saved, want) {
+		t.Errorf("saved %v, want %v", l.saved, want)
+	}
 }

@@ -888,3 +888,47 @@ func TestSaveResultsRepeatedAttemptNumbers(t *testing.T) {
 		t.Fatalf("attempts %v, want %v", got, want)
 	}
 }
+
+func TestIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{fmt.Errorf("save: %w", store.ErrInvalid), true},
+		{&pgconn.PgError{Code: "22003"}, true}, // numeric out of range
+		{&pgconn.PgError{Code: "23505"}, true},
+		{&pgconn.PgError{Code: "54001"}, true}, // stack depth
+		{&pgconn.PgError{Code: "57P01"}, false},
+		{&pgconn.PgError{Code: "08006"}, false},
+		{&pgconn.PgError{Code: ""}, false},
+		{context.DeadlineExceeded, false},
+		{io.ErrUnexpectedEOF, false},
+	} {
+		if got := store.IsRefused(tt.err); got != tt.want {
+			t.Errorf("IsRefused(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+// A value Postgres cannot store (a number beyond numeric's range) is refused
+// as such, and nothing of its batch is written.
+func TestSaveResultsRefusedValue(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "refuse", 2)
+	ctx := context.Background()
+	bad := result(jobID("refuse", 1), "x", "")
+	bad.Value = json.RawMessage(`{"n":1e200000}`)
+	good := result(jobID("refuse", 2), "y", "")
+	_, err := s.SaveResults(ctx, []store.Result{good, bad})
+	if err == nil || !store.IsRefused(err) {
+		t.Fatalf("SaveResults with an unstorable value: %v, want an error IsRefused reports", err)
+	}
+	if j, _, err := s.Job(ctx, jobID("refuse", 2)); err != nil || j.Status != store.StatusQueued {
+		t.Fatalf("job saved beside the refused one: %+v, %v; want still queued", j, err)
+	}
+	if won, err := s.SaveResults(ctx, []store.Result{good}); err != nil || !won[0] {
+		t.Fatalf("saving the good result alone: %v, %v", won, err)
+	}
+}

@@ -52,6 +52,27 @@ func IsTransient(err error) bool {
 	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF")
 }
 
+// IsRefused reports whether err means the data itself was refused, so that
+// writing the same data again cannot succeed: the store's own checks
+// (ErrInvalid), or a Postgres data exception (class 22, e.g. a number out
+// of numeric's range), integrity violation (class 23) or program limit
+// (class 54, e.g. JSON nested too deep). A caller holding many results
+// can then save them one by one and set aside only the refused ones.
+func IsRefused(err error) bool {
+	if errors.Is(err, ErrInvalid) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23", "54":
+		return true
+	}
+	return false
+}
+
 // retry runs op until it succeeds, fails with an error that is not
 // transient, ctx ends or RetryMaxElapsed passes. op must be idempotent.
 func (s *Store) retry(ctx context.Context, op func(context.Context) error) error {
