@@ -67,7 +67,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(&apiError{status: 405, typ: "invalid_request_error", msg: "method not allowed"}, nil)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes))
+	body, err := readBody(r, maxRequestBytes)
 	if err != nil {
 		c.fail(badRequest("read request body: %v", err), nil)
 		return
@@ -552,4 +552,16 @@ func (c *call) scripted(sr *ScriptedReply) bool {
 	}
 	c.write(status, h, body, sr.Trickle)
 	return true
+}
+
+// readBody reads at most limit bytes of r's body into one buffer sized from
+// Content-Length when the client sent it (io.ReadAll would grow and copy
+// its buffer several times for a typical request).
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n) + bytes.MinRead) // ReadFrom wants MinRead free before the read that sees EOF
+	}
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit))
+	return buf.Bytes(), err
 }
