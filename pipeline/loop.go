@@ -181,30 +181,21 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 			}
 			a.Latency = l.cfg.NowFunc().Sub(a.StartedAt)
 			res.TransportRetries += len(a.Retries)
-			if perr != nil && perr.Class == llm.ClassQuotaExhausted {
-				// Permanent for the lane, not for the job: the worker delays
-				// the job and pauses pulling instead of burning deliveries.
-				res.Calls++
-				res.Attempts = append(res.Attempts, a)
-				res.Status = StatusFailed
-				res.Class = OutcomeProvider
-				res.Error = err.Error()
-				l.finish(res, job)
-				return res, fmt.Errorf("%w: %w: job %s: %w", ErrTransient, ErrQuotaExhausted, job.ID, err)
-			}
-			if perr != nil && perr.Permanent() {
-				res.Calls++
-				res.Attempts = append(res.Attempts, a)
-				res.Status = StatusFailed
-				res.Class = OutcomeProvider
-				res.Error = err.Error()
-				break
-			}
+			// The failed call is an attempt of the job, whatever comes next.
 			res.Calls++
 			res.Attempts = append(res.Attempts, a)
 			res.Status = StatusFailed
 			res.Class = OutcomeProvider
 			res.Error = err.Error()
+			if perr != nil && perr.Class == llm.ClassQuotaExhausted {
+				// Permanent for the lane, not for the job: the worker delays
+				// the job and pauses pulling instead of burning deliveries.
+				l.finish(res, job)
+				return res, fmt.Errorf("%w: %w: job %s: %w", ErrTransient, ErrQuotaExhausted, job.ID, err)
+			}
+			if perr != nil && perr.Permanent() {
+				break
+			}
 			l.finish(res, job)
 			return res, fmt.Errorf("%w: call provider for job %s: %w", ErrTransient, job.ID, err)
 		}

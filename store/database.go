@@ -13,9 +13,9 @@ import (
 // connecting to the server's "postgres" database to do so. It lets the demo
 // and a first `worker migrate` run on a fresh server.
 func EnsureDatabase(ctx context.Context, dsn string) error {
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := parseDSN(dsn)
 	if err != nil {
-		return fmt.Errorf("parse database URL: %w", err)
+		return err
 	}
 	name := cfg.Database
 	if name == "" || name == "postgres" {
@@ -30,11 +30,9 @@ func EnsureDatabase(ctx context.Context, dsn string) error {
 	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
 		return fmt.Errorf("connect to %s: %w", name, err)
 	}
-	admin := cfg.Copy()
-	admin.Database = "postgres"
-	conn, err = pgx.ConnectConfig(ctx, admin)
+	conn, err = adminConn(ctx, cfg, "create")
 	if err != nil {
-		return fmt.Errorf("connect to create database %s: %w", name, err)
+		return err
 	}
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
@@ -53,19 +51,17 @@ func isDuplicateDatabase(err error) bool {
 // creates it empty. It is for throwaway databases such as the bench's, whose
 // figures must not depend on what earlier runs left behind.
 func ResetDatabase(ctx context.Context, dsn string) error {
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := parseDSN(dsn)
 	if err != nil {
-		return fmt.Errorf("parse database URL: %w", err)
+		return err
 	}
 	name := cfg.Database
 	if name == "" || name == "postgres" || name == "template0" || name == "template1" {
 		return fmt.Errorf("reset database %q: refusing to drop a system database", name)
 	}
-	admin := cfg.Copy()
-	admin.Database = "postgres"
-	conn, err := pgx.ConnectConfig(ctx, admin)
+	conn, err := adminConn(ctx, cfg, "reset")
 	if err != nil {
-		return fmt.Errorf("connect to reset database %s: %w", name, err)
+		return err
 	}
 	defer conn.Close(ctx)
 	ident := pgx.Identifier{name}.Sanitize()
@@ -86,16 +82,14 @@ func ResetDatabase(ctx context.Context, dsn string) error {
 // two runs cannot reset and load it under each other and print figures of
 // the mix.
 func ClaimDatabase(ctx context.Context, dsn string) (release func(), err error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := parseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse database URL: %w", err)
+		return nil, err
 	}
 	name := cfg.Database
-	admin := cfg.Copy()
-	admin.Database = "postgres"
-	conn, err := pgx.ConnectConfig(ctx, admin)
+	conn, err := adminConn(ctx, cfg, "claim")
 	if err != nil {
-		return nil, fmt.Errorf("connect to claim database %s: %w", name, err)
+		return nil, err
 	}
 	var ok bool
 	err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext('fixpoint: exclusive use of database ' || $1))`, name).Scan(&ok)
@@ -109,4 +103,25 @@ func ClaimDatabase(ctx context.Context, dsn string) (release func(), err error) 
 	}
 	// Closing the session releases the lock.
 	return func() { conn.Close(context.Background()) }, nil
+}
+
+func parseDSN(dsn string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	return cfg, nil
+}
+
+// adminConn connects to the server's "postgres" database with cfg's
+// credentials, to do (create, reset, claim) something to the database cfg
+// names.
+func adminConn(ctx context.Context, cfg *pgx.ConnConfig, do string) (*pgx.Conn, error) {
+	admin := cfg.Copy()
+	admin.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s database %s: %w", do, cfg.Database, err)
+	}
+	return conn, nil
 }

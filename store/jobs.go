@@ -134,10 +134,7 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 func (s *Store) Unpublished(ctx context.Context, batch string, limit int) ([]NewJob, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	var lim *int
-	if limit > 0 {
-		lim = &limit
-	}
+	lim := limitArg(limit)
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::text
 		FROM jobs WHERE batch = $1 AND NOT published

@@ -122,10 +122,7 @@ type PathCount struct {
 func (s *Store) TopErrorPaths(ctx context.Context, batch string, limit int) ([]PathCount, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	var lim *int
-	if limit > 0 {
-		lim = &limit
-	}
+	lim := limitArg(limit)
 	rows, err := s.pool.Query(ctx, `
 		SELECT batch, path, keyword, class, errors, jobs FROM error_paths
 		WHERE $1 = '' OR batch = $1
@@ -443,4 +440,12 @@ func (s *Store) Prices(ctx context.Context) ([]Price, error) {
 		return nil, fmt.Errorf("query model prices: %w", err)
 	}
 	return out, nil
+}
+
+// limitArg is a LIMIT parameter: limit, or NULL (no limit) when limit <= 0.
+func limitArg(limit int) *int {
+	if limit <= 0 {
+		return nil
+	}
+	return &limit
 }

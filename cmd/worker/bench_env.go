@@ -54,7 +54,16 @@ type benchEnv struct {
 	release      func() // ends the claim on the database
 }
 
-func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer) (*benchEnv, error) {
+func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer) (_ *benchEnv, err error) {
+	// What is set up so far, undone in reverse if a later step fails.
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	// One bench at a time per database: two would reset and load it under
 	// each other and both print figures of the mix.
 	release, err := store.ClaimDatabase(ctx, dsn)
@@ -64,45 +73,34 @@ func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer)
 	if err != nil {
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
 	}
+	undo = append(undo, release)
 	// A fresh database each run: what earlier runs left (millions of rows)
 	// would otherwise slow the writes and skew every figure.
 	if err := store.ResetDatabase(ctx, dsn); err != nil {
-		release()
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
 	}
 	st, err := openStore(ctx, dsn, true)
 	if err != nil {
-		release()
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
 	}
+	undo = append(undo, st.Close)
 	dir, err := os.MkdirTemp("", "fixpoint-bench-nats-")
 	if err != nil {
-		release()
-		st.Close()
 		return nil, fmt.Errorf("create NATS data directory: %w", err)
 	}
+	undo = append(undo, func() { os.RemoveAll(dir) })
 	ns, err := pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: dir, Host: "127.0.0.1", Port: -1})
 	if err != nil {
-		release()
-		st.Close()
-		os.RemoveAll(dir)
 		return nil, err
 	}
+	undo = append(undo, ns.Shutdown)
 	nc, err := nats.Connect(ns.ClientURL(), nats.Name("fixpoint-bench"))
 	if err != nil {
-		ns.Shutdown()
-		release()
-		st.Close()
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("connect to embedded NATS: %w", err)
 	}
+	undo = append(undo, nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
-		nc.Close()
-		ns.Shutdown()
-		release()
-		st.Close()
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("open JetStream: %w", err)
 	}
 	return &benchEnv{
