@@ -122,3 +122,28 @@ func quickJobs(set map[string]bool) string {
 	c.quickSizes(set)
 	return num(float64(c.jobs))
 }
+
+func TestPollPacerWaitsInProportionToWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	const least = 10 * time.Millisecond
+	t0 := time.Unix(1000, 0)
+	var p pollPacer
+	steps := []struct {
+		after  time.Duration
+		queued int64
+		want   time.Duration
+	}{
+		{0, 20000, least},                      // first poll: no rate yet
+		{least, 20000, least},                  // nothing drained yet
+		{time.Second, 19000, waitFinalMaxPoll}, // 19s left at 1,000/s: capped
+		{10 * time.Second, 10000, waitFinalMaxPoll},
+		{19*time.Second + 800*time.Millisecond, 200, 100 * time.Millisecond}, // 0.2s left
+		{19*time.Second + 990*time.Millisecond, 10, least},                   // 10ms left: the floor
+		{20 * time.Second, 30000, least},                                     // a new, larger count restarts the rate
+	}
+	for i, s := range steps {
+		if got := p.wait(t0.Add(s.after), s.queued, least); got != s.want {
+			t.Errorf("step %d (%v, %d queued): wait %v, want %v", i, s.after, s.queued, got, s.want)
+		}
+	}
+}
