@@ -300,9 +300,6 @@ func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string, schema []by
 		outcome = FaultTruncation
 	}
 	value := deepCopy(truth)
-	c := checker{doc: doc}
-	sites := map[FaultKind][]site{}
-	c.sites(doc.root, value, "", 0, sites)
 	// Draw every kind first, then place the drawn ones scarcest first, so a
 	// kind with a single place (one enum in the schema) is not crowded out
 	// and each kind appears at its configured rate.
@@ -312,6 +309,12 @@ func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string, schema []by
 			drawn = append(drawn, k)
 		}
 	}
+	if len(drawn) == 0 {
+		return value, outcome // most first attempts: no need to list the sites
+	}
+	c := checker{doc: doc}
+	sites := map[FaultKind][]site{}
+	c.sites(doc.root, value, "", 0, sites)
 	slices.SortStableFunc(drawn, func(a, b FaultKind) int { return len(sites[a]) - len(sites[b]) })
 	var used []string
 	for _, k := range drawn {

@@ -55,6 +55,19 @@ func textOf(raw json.RawMessage) string {
 	return b.String()
 }
 
+// textOfValue is textOf for a content field decoded as any: a string, the
+// common case, is used as decoded, with no second pass over its bytes.
+func textOfValue(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	}
+	raw, _ := json.Marshal(v)
+	return textOf(raw)
+}
+
 // decodeStrict decodes a request body; trailing data is an error, as with
 // the providers.
 func decodeStrict(body []byte, v any) error {
@@ -65,8 +78,8 @@ func decodeStrict(body []byte, v any) error {
 type oaRequest struct {
 	Model    string `json:"model"`
 	Messages []struct {
-		Role      string          `json:"role"`
-		Content   json.RawMessage `json:"content"`
+		Role      string `json:"role"`
+		Content   any    `json:"content"` // string or parts: see textOfValue
 		ToolCalls []struct {
 			Function struct {
 				Name      string `json:"name"`
@@ -111,7 +124,7 @@ func parseOpenAI(body []byte) (*chatReq, *apiError) {
 	}
 	r := &chatReq{provider: "openai", model: in.Model, user: in.User}
 	for _, m := range in.Messages {
-		t := textOf(m.Content)
+		t := textOfValue(m.Content)
 		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
 			t += m.ToolCalls[0].Function.Arguments
 		}
