@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -455,6 +456,12 @@ func TestSaveResultsMissingJobRow(t *testing.T) {
 	bad.Value = json.RawMessage(`{"a":`)
 	if _, err := s.SaveResults(ctx, []store.Result{bad}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("SaveResults(bad value) error = %v, want ErrInvalid", err)
+	}
+	bad = result("m-5", "x", "")
+	bad.AttemptRows = []store.Attempt{{No: 1}, {No: 2, Errors: json.RawMessage(`[{"path":`)}}
+	_, err = s.SaveResults(ctx, []store.Result{bad})
+	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "job m-5: attempt 2 errors is not valid JSON") {
+		t.Fatalf("SaveResults(bad attempt errors) error = %v, want ErrInvalid naming job m-5, attempt 2 and its errors", err)
 	}
 }
 
