@@ -49,7 +49,7 @@ type benchEnv struct {
 	runID        string
 	workerBin    string
 	progress     io.Writer
-	baseRuns     int // baseline runs so far, for fresh job ids
+	runs         int // timed runs so far (nextRun)
 	settleWarned bool
 	release      func() // ends the claim on the database
 }
@@ -150,6 +150,13 @@ func (e *benchEnv) dropQueue(q pipeline.QueueConfig) {
 }
 
 func (e *benchEnv) batchName(name string) string { return "bench-" + name + "-" + e.runID }
+
+// nextRun numbers the runs of one kind ("baseline1", "baseline2"), so that a
+// repeated run gets fresh job ids, batch and queue names.
+func (e *benchEnv) nextRun(kind string) string {
+	e.runs++
+	return kind + strconv.Itoa(e.runs)
+}
 
 // enqueue records and publishes n generated support tickets.
 func (e *benchEnv) enqueue(ctx context.Context, q pipeline.QueueConfig, batch string, n int, lim pipeline.Limits) error {
@@ -280,6 +287,7 @@ func (p *pollPacer) wait(now time.Time, queued int64, least time.Duration) time.
 type inProcessRun struct {
 	elapsed  time.Duration
 	progress store.Progress
+	cpu      cpuUse
 }
 
 // runInProcess runs a drain-mode worker in this process until the batch is
@@ -295,9 +303,10 @@ func (e *benchEnv) runInProcess(ctx context.Context, batch string, n int, cfg pi
 	defer cancel()
 	done := make(chan error, 1)
 	stopped := make(chan struct{})
-	start := time.Now()
+	start, cpu0 := time.Now(), readCPUClock()
 	go func() { done <- w.Run(runCtx); close(stopped) }()
 	end, p, err := e.waitFinal(ctx, batch, n, 10*time.Millisecond, stopped)
+	cpu := cpu0.use(n)
 	if err != nil {
 		cancel()
 		<-stopped
@@ -312,7 +321,7 @@ func (e *benchEnv) runInProcess(ctx context.Context, batch string, n int, cfg pi
 	if err := <-done; err != nil {
 		return inProcessRun{progress: p}, fmt.Errorf("worker: %w", err)
 	}
-	return inProcessRun{elapsed: end.Sub(start), progress: p}, nil
+	return inProcessRun{elapsed: end.Sub(start), progress: p, cpu: cpu}, nil
 }
 
 // childRun is what runChild measured of a worker subprocess.
@@ -531,23 +540,22 @@ func baselineResult(id, batch, hash string, i int, now time.Time) store.Result {
 // with a pull consumer, write one job row and three attempt rows each with
 // store.SaveResults in batches of the worker's writer size from one writer,
 // and ack each message after its batch commits. It returns jobs per second.
-func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration, error) {
+func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration, cpuUse, error) {
 	q := e.queue("base", 0)
 	defer e.dropQueue(q)
 	_, cons, err := pipeline.EnsureQueue(ctx, e.js, q)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, cpuUse{}, err
 	}
 	// Fresh job ids every run: a second run over the same ids would find
 	// them final and write nothing.
-	e.baseRuns++
-	batch := e.batchName(fmt.Sprintf("baseline%d", e.baseRuns))
+	batch := e.batchName(e.nextRun("baseline"))
 	hash, err := e.st.PutSchema(ctx, []byte(demoSchema))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, cpuUse{}, err
 	}
 	if err := e.st.PutBatch(ctx, store.BatchParams{Name: batch}); err != nil {
-		return 0, 0, err
+		return 0, 0, cpuUse{}, err
 	}
 	// The job rows exist before the clock starts, as enqueue leaves them
 	// for the worker: both rates then time the same writes.
@@ -558,29 +566,29 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration,
 			jobs = append(jobs, *baselineResult(fmt.Sprintf("%s-%d", batch, i+1), batch, hash, i+1, now).Job)
 		}
 		if _, err := e.st.InsertJobs(ctx, jobs); err != nil {
-			return 0, 0, err
+			return 0, 0, cpuUse{}, err
 		}
 	}
 	for i := 0; i < n; {
 		for j := 0; j < 1000 && i < n; i, j = i+1, j+1 {
 			id := fmt.Sprintf("%s-%d", batch, i+1)
 			if _, err := e.js.PublishAsync(q.Subject, baselinePayload(id, i+1), jetstream.WithMsgID(id)); err != nil {
-				return 0, 0, fmt.Errorf("publish: %w", err)
+				return 0, 0, cpuUse{}, fmt.Errorf("publish: %w", err)
 			}
 		}
 		select {
 		case <-e.js.PublishAsyncComplete():
 		case <-ctx.Done():
-			return 0, 0, ctx.Err()
+			return 0, 0, cpuUse{}, ctx.Err()
 		}
 	}
 
 	flushMax := pipeline.FlushMaxDefault
 	e.settle(ctx)
-	start := time.Now()
+	start, cpu0 := time.Now(), readCPUClock()
 	it, err := cons.Messages(jetstream.PullMaxMessages(2 * flushMax))
 	if err != nil {
-		return 0, 0, fmt.Errorf("consume: %w", err)
+		return 0, 0, cpuUse{}, fmt.Errorf("consume: %w", err)
 	}
 	msgs := make(chan jetstream.Msg, flushMax)
 	stop := make(chan struct{})
@@ -611,9 +619,9 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration,
 		case m := <-msgs:
 			got = append(got, m)
 		case <-ctx.Done():
-			return 0, 0, ctx.Err()
+			return 0, 0, cpuUse{}, ctx.Err()
 		case <-time.After(30 * time.Second):
-			return 0, 0, fmt.Errorf("baseline: no message for 30s after %d of %d", done, n)
+			return 0, 0, cpuUse{}, fmt.Errorf("baseline: no message for 30s after %d of %d", done, n)
 		}
 	fill:
 		for len(got) < flushMax {
@@ -627,30 +635,87 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration,
 		now := time.Now()
 		for _, m := range got {
 			if err := json.Unmarshal(m.Data(), &env); err != nil {
-				return 0, 0, fmt.Errorf("baseline: decode message: %w", err)
+				return 0, 0, cpuUse{}, fmt.Errorf("baseline: decode message: %w", err)
 			}
 			results = append(results, baselineResult(env.JobID, batch, hash, env.RowNo, now))
 		}
 		won, err := e.st.SaveResults(ctx, results)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, cpuUse{}, err
 		}
 		for i, ok := range won {
 			if !ok {
 				// A result that did not win wrote nothing: the rate would
 				// not be a write rate.
-				return 0, 0, fmt.Errorf("baseline: result for job %s was not written (already final)", results[i].JobID)
+				return 0, 0, cpuUse{}, fmt.Errorf("baseline: result for job %s was not written (already final)", results[i].JobID)
 			}
 		}
 		for _, m := range got {
 			if err := m.Ack(); err != nil {
-				return 0, 0, fmt.Errorf("baseline: ack: %w", err)
+				return 0, 0, cpuUse{}, fmt.Errorf("baseline: ack: %w", err)
 			}
 		}
 		done += len(got)
 	}
 	elapsed := time.Since(start)
-	return float64(n) / elapsed.Seconds(), elapsed, nil
+	return float64(n) / elapsed.Seconds(), elapsed, cpu0.use(n), nil
+}
+
+// cpuClock is the machine's CPU time from /proc/stat, in clock ticks: what
+// all its cores spent busy (anything but idle and iowait), and in total.
+// Over a run where the machine is saturated, busy time per job says what a
+// job costs better than jobs per second alone, which moves with everything
+// else the machine does.
+type cpuClock struct{ busy, total int64 }
+
+func readCPUClock() cpuClock {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuClock{}
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return cpuClock{}
+	}
+	var c cpuClock
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		c.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			c.busy += n
+		}
+	}
+	return c
+}
+
+// cpuTicksPerSecond is USER_HZ, 100 on every Linux architecture Go runs on.
+const cpuTicksPerSecond = 100
+
+// cpuUse is the machine's CPU over a timed run of jobs.
+type cpuUse struct {
+	busy   float64       // share of all cores' time, 0..1
+	perJob time.Duration // busy time per job
+}
+
+// use is the CPU spent since c, over jobs jobs.
+func (c cpuClock) use(jobs int) cpuUse {
+	now := readCPUClock()
+	busy, total := now.busy-c.busy, now.total-c.total
+	if c.total == 0 || total <= 0 || jobs <= 0 {
+		return cpuUse{}
+	}
+	return cpuUse{
+		busy:   float64(busy) / float64(total),
+		perJob: time.Duration(float64(busy) / cpuTicksPerSecond / float64(jobs) * float64(time.Second)),
+	}
+}
+
+func (u cpuUse) String() string {
+	if u.perJob == 0 {
+		return "machine CPU unknown"
+	}
+	return fmt.Sprintf("machine CPU %s busy, %d µs a job", pct(u.busy), u.perJob.Microseconds())
 }
 
 // mib formats a byte count in MiB.
