@@ -1,0 +1,14 @@
+package store
+
+// ApplyResultsSQL is the statement SaveResults sets job rows with, and
+// ApplyResultsArgs its arguments for results, so that a test can ask
+// Postgres how it plans it.
+var ApplyResultsSQL = applyResultsSQL
+
+func ApplyResultsArgs(results []Result) []any {
+	var c jobColumns
+	for _, r := range results {
+		c.add(r)
+	}
+	return c.args()
+}
