@@ -140,7 +140,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.dbURL, "database-url", benchDatabaseURLDefault, "Postgres URL of the bench's own ledger database (created and migrated if missing)")
 	fs.StringVar(&c.workerBin, "worker-bin", self, "worker binary run as a subprocess for the memory figures")
 	fs.IntVar(&c.baseJobs, "baseline-jobs", 20000, "messages in the bare NATS+Postgres baseline (1)")
-	fs.IntVar(&c.jobs, "jobs", 5000, "jobs in the zero-latency end-to-end batch (2)")
+	fs.IntVar(&c.jobs, "jobs", 20000, "jobs in the zero-latency end-to-end batch (2), as many as the baseline by default")
 	fs.IntVar(&c.concurrency, "concurrency", 64, "worker concurrency of figures 2, 4, 5 and 6")
 	fs.IntVar(&c.inflight, "inflight", 1000, "jobs in flight at simulated latency (3): worker concurrency, lane ceiling and MaxAckPending")
 	fs.IntVar(&c.latencyJobs, "latency-jobs", 20000, "jobs in the simulated-latency batch (3)")

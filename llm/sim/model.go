@@ -2,7 +2,6 @@ package sim
 
 import (
 	"encoding/binary"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -56,14 +55,20 @@ type plan struct {
 // RefusalText is the text of a refusal reply.
 const RefusalText = "I'm sorry, but I can't help with that."
 
+// hashStrings is FNV-1a (64-bit) over the parts, each followed by a zero
+// byte: what hash/fnv gives, without copying each part (a schema of a few
+// kilobytes, several times a request) into a byte slice.
 func hashStrings(parts ...string) uint64 {
-	h := fnv.New64a()
-	var sep [1]byte
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
 	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write(sep[:])
+		for i := 0; i < len(p); i++ {
+			h ^= uint64(p[i])
+			h *= prime64
+		}
+		h *= prime64 // the separator: h ^= 0, then the multiply
 	}
-	return h.Sum64()
+	return h
 }
 
 func (s *Server) rng(parts ...string) *rand.Rand {
@@ -169,12 +174,12 @@ func (s *Server) model(r *chatReq) plan {
 		}
 		return p
 	}
-	truth := s.truth(doc, key, schema)
+	truth := s.truth(doc, key)
 	var value any
 	if isCorrection {
-		value = s.correct(doc, truth, key, schema, prev, feedback, turn)
+		value = s.correct(doc, truth, key, prev, feedback, turn)
 	} else {
-		value, p.outcome = s.firstAttempt(doc, truth, key, schema)
+		value, p.outcome = s.firstAttempt(doc, truth, key)
 	}
 	switch p.outcome {
 	case FaultRefusal:
@@ -257,22 +262,27 @@ const schemaCacheMax = 1024
 // schema parses a schema, or returns nil if it is not one. Parsed schemas
 // are read-only and cached: a batch asks the same schema many times.
 func (s *Server) schema(b []byte) *schemaDoc {
-	if v, ok := s.schemas.Load(string(b)); ok {
-		return v.(*schemaDoc)
+	s.schemaMu.RLock()
+	doc, ok := s.schemas[string(b)]
+	s.schemaMu.RUnlock()
+	if ok {
+		return doc
 	}
 	doc, err := parseSchema(b)
 	if err != nil {
 		doc = nil
 	}
-	if s.schemaCount.Add(1) <= schemaCacheMax {
-		s.schemas.Store(string(b), doc)
+	s.schemaMu.Lock()
+	if len(s.schemas) < schemaCacheMax {
+		s.schemas[string(b)] = doc
 	}
+	s.schemaMu.Unlock()
 	return doc
 }
 
 // truth is the ground truth for a task and schema.
-func (s *Server) truth(doc *schemaDoc, key string, schema []byte) any {
-	g := generator{doc: doc, rng: s.rng("truth", key, string(schema))}
+func (s *Server) truth(doc *schemaDoc, key string) any {
+	g := generator{doc: doc, rng: s.rng("truth", key, doc.src)}
 	return g.gen(doc.root, "", 0)
 }
 
@@ -283,12 +293,12 @@ func (s *Server) Truth(taskKey string, schema []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.truth(doc, taskKey, schema), nil
+	return s.truth(doc, taskKey), nil
 }
 
 // firstAttempt draws the outcome and content faults of a first attempt.
-func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string, schema []byte) (any, FaultKind) {
-	r := s.rng("attempt", key, string(schema))
+func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string) (any, FaultKind) {
+	r := s.rng("attempt", key, doc.src)
 	mix := s.cfg.Mix
 	var outcome FaultKind
 	switch u := r.Float64(); {
@@ -326,10 +336,10 @@ func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string, schema []by
 }
 
 // correct applies a correction turn to the previous reply.
-func (s *Server) correct(doc *schemaDoc, truth any, key string, schema []byte, prev, feedback string, turn int) any {
+func (s *Server) correct(doc *schemaDoc, truth any, key, prev, feedback string, turn int) any {
 	value, ok := parseReply(prev)
 	if !ok {
-		value, _ = s.firstAttempt(doc, truth, key, schema)
+		value, _ = s.firstAttempt(doc, truth, key)
 	}
 	r := s.rng("correct", key, strconv.Itoa(turn), prev, feedback)
 	c := checker{doc: doc}

@@ -15,6 +15,7 @@ import (
 // schemaDoc is a parsed JSON Schema with its root kept for $ref resolution.
 type schemaDoc struct {
 	root any
+	src  string // the schema's text, part of the seeds drawn for it
 }
 
 // parseSchema decodes a JSON Schema, keeping numbers as json.Number.
@@ -30,7 +31,7 @@ func parseSchema(b []byte) (*schemaDoc, error) {
 	default:
 		return nil, fmt.Errorf("decode schema: %w", errNotSchema)
 	}
-	return &schemaDoc{root: v}, nil
+	return &schemaDoc{root: v, src: string(b)}, nil
 }
 
 // resolve follows $ref, merges allOf and picks the first non-null branch of

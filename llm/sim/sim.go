@@ -317,11 +317,12 @@ type Server struct {
 	calls  atomic.Int64
 	stats  counters
 	limits *limiter
-	// schemas caches parsed schemas by their text (see Server.schema).
-	schemas     sync.Map
-	schemaCount atomic.Int64
-	done        chan struct{}
-	closeMu     sync.Once
+	// schemas caches parsed schemas by their text (see Server.schema); a
+	// plain map, as a lookup by a []byte key then copies nothing.
+	schemaMu sync.RWMutex
+	schemas  map[string]*schemaDoc
+	done     chan struct{}
+	closeMu  sync.Once
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -343,9 +344,10 @@ func NewChecked(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{
-		cfg:    cfg,
-		limits: newLimiter(cfg.RPM, cfg.TPM, cfg.Now),
-		done:   make(chan struct{}),
+		schemas: map[string]*schemaDoc{},
+		cfg:     cfg,
+		limits:  newLimiter(cfg.RPM, cfg.TPM, cfg.Now),
+		done:    make(chan struct{}),
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"strings"
 	"sync"
@@ -232,6 +233,20 @@ func TestConcurrencyDoesNotChangeReplies(t *testing.T) {
 	for i := range n {
 		if sequential[i] != concurrent[i] {
 			t.Fatalf("task %d: concurrent reply differs:\n%s\n%s", i, sequential[i], concurrent[i])
+		}
+	}
+}
+
+func TestHashStringsIsFNV1aWithZeroSeparators(t *testing.T) {
+	t.Parallel()
+	for _, parts := range [][]string{nil, {""}, {"truth", "key", `{"type":"object"}`}, {"a\x00b", "", "é"}} {
+		h := fnv.New64a()
+		for _, p := range parts {
+			h.Write([]byte(p))
+			h.Write([]byte{0})
+		}
+		if got, want := hashStrings(parts...), h.Sum64(); got != want {
+			t.Errorf("hashStrings(%q) = %x, want %x (hash/fnv)", parts, got, want)
 		}
 	}
 }
