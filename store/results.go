@@ -174,6 +174,12 @@ ON CONFLICT (id) DO NOTHING`
 // loop that rescanned the batch for each locked row. That took 40 to 80 ms
 // per 256-job batch in the bench, rising with the ledger's history
 // (TestApplyResultsPlanIsLinear).
+//
+// The status is tested with IS NOT DISTINCT FROM (the same as = on this NOT
+// NULL column) so that the partial index of queued jobs cannot serve these
+// lookups: with statistics taken before a new batch was enqueued, Postgres
+// believes few jobs are queued and scanned that whole index, every queued
+// job of every batch, for each commit.
 const applyResultsSQL = `
 WITH r AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[],
@@ -182,7 +188,8 @@ WITH r AS (
     AS r(id, status, value, error, final_class, attempts, calls, first_attempt_valid, repaired_locally,
          tokens_in, tokens_out, tokens_cached, cost_usd, started_at, finished_at, wall_ms, deliveries)
 ), locked AS (
-    SELECT j.id FROM jobs j WHERE j.id = ANY($1::text[]) AND j.status = 'queued' ORDER BY j.id FOR UPDATE
+    SELECT j.id FROM jobs j WHERE j.id = ANY($1::text[]) AND j.status IS NOT DISTINCT FROM 'queued'
+    ORDER BY j.id FOR UPDATE
 ), upd AS (
     UPDATE jobs j
     SET status = r.status, value = r.value::jsonb, error = r.error, final_class = r.final_class,
@@ -191,7 +198,7 @@ WITH r AS (
         tokens_cached = r.tokens_cached, cost_usd = r.cost_usd, started_at = r.started_at,
         finished_at = coalesce(r.finished_at, now()), wall_ms = r.wall_ms, deliveries = r.deliveries
     FROM r
-    WHERE j.id = r.id AND j.status = 'queued' AND (SELECT count(*) FROM locked) >= 0
+    WHERE j.id = r.id AND j.status IS NOT DISTINCT FROM 'queued' AND (SELECT count(*) FROM locked) >= 0
     RETURNING j.id
 )
 SELECT id, true FROM upd
