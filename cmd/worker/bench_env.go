@@ -678,8 +678,10 @@ func readCPUClock() cpuClock {
 	if len(f) < 5 || f[0] != "cpu" {
 		return cpuClock{}
 	}
+	// user nice system idle iowait irq softirq steal [guest guest_nice]:
+	// guest time is already counted in user and nice.
 	var c cpuClock
-	for i, v := range f[1:] {
+	for i, v := range f[1:min(len(f), 9)] {
 		n, _ := strconv.ParseInt(v, 10, 64)
 		c.total += n
 		if i != 3 && i != 4 { // idle, iowait
