@@ -26,7 +26,9 @@ target and PASS or FAIL:
      write one job row and three attempt rows each to Postgres in batches of
      the worker's writer size, acking after commit (jobs/s, the reference);
   2. a batch end to end (enqueue, worker in drain mode) on the simulator's
-     'typical' preset at zero latency, as a share of (1);
+     'typical' preset at zero latency, as a share of (1); (1) and (2) are
+     each the best of two runs, taken in turns, and print the machine's
+     busy CPU time per job;
   3. a worker subprocess with 1,000 jobs in flight at 1 s simulated latency
      ('clean' preset, one call a job): throughput against the ideal
      in-flight/latency, and the worker's peak RSS (VmHWM); once as
