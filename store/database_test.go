@@ -104,10 +104,16 @@ func TestClaimDatabase(t *testing.T) {
 		t.Skip("needs Postgres")
 	}
 	ctx := context.Background()
-	dsn, err := storetest.WithDatabase(storetest.URL(), fmt.Sprintf("fixpoint_test_claim_%d", time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
+	// A claim is an advisory lock keyed by the database name: the
+	// databases need not exist.
+	claimURL := func(name string) string {
+		dsn, err := storetest.WithDatabase(storetest.URL(), fmt.Sprintf("fixpoint_test_%s_%d", name, time.Now().UnixNano()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dsn
 	}
+	dsn := claimURL("claim")
 	release, err := store.ClaimDatabase(ctx, dsn)
 	if err != nil {
 		t.Fatalf("first claim: %v", err)
@@ -116,11 +122,7 @@ func TestClaimDatabase(t *testing.T) {
 		t.Fatalf("second claim while the first holds: %v, want ErrBusy", err)
 	}
 	// Another database is not affected.
-	other, err := storetest.WithDatabase(storetest.URL(), fmt.Sprintf("fixpoint_test_claim_other_%d", time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	releaseOther, err := store.ClaimDatabase(ctx, other)
+	releaseOther, err := store.ClaimDatabase(ctx, claimURL("claim_other"))
 	if err != nil {
 		t.Fatalf("claim of another database: %v", err)
 	}

@@ -96,11 +96,14 @@ type Result struct {
 }
 
 func validJSON(name, id string, r json.RawMessage) error {
-	if len(r) > 0 && !json.Valid(r) {
+	if badJSON(r) {
 		return fmt.Errorf("%w: job %s: %s is not valid JSON", ErrInvalid, id, name)
 	}
 	return nil
 }
+
+// badJSON reports whether r is set and is not valid JSON.
+func badJSON(r json.RawMessage) bool { return len(r) > 0 && !json.Valid(r) }
 
 func (r Result) check() error {
 	if r.JobID == "" {
@@ -125,7 +128,7 @@ func (r Result) check() error {
 			name string
 			raw  json.RawMessage
 		}{{"request", a.Request}, {"repairs", a.Repairs}, {"errors", a.Errors}, {"retry_classes", a.RetryClasses}} {
-			if len(f.raw) > 0 && !json.Valid(f.raw) { // the name is formatted only for the error
+			if badJSON(f.raw) { // the name is formatted only for the error
 				return fmt.Errorf("%w: job %s: attempt %d %s is not valid JSON", ErrInvalid, r.JobID, a.No, f.name)
 			}
 		}

@@ -204,20 +204,20 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	for round := 1; round <= 2; round++ {
 		if c.figures["1"] && err1 == nil {
 			env.logf("1/6 baseline, run %d of 2: %d messages consumed and written in batches of %d", round, c.baseJobs, pipeline.FlushMaxDefault)
-			r, took, cpu, err := env.baseline(ctx, c.baseJobs)
+			r, err := env.baseline(ctx, c.baseJobs)
 			err1 = err
 			if err == nil {
-				base.add(r, took, cpu)
-				env.logf("  %s jobs/s, %s", num(r), cpu)
+				base.add(r)
+				env.logf("  %s jobs/s, %s", num(r.rate), r.cpu)
 			}
 		}
 		if c.figures["2"] && err2 == nil {
 			env.logf("2/6 end to end, run %d of 2: %d jobs, typical preset, zero latency, concurrency %d", round, c.jobs, c.concurrency)
-			r, took, cpu, err := env.figureEndToEnd(ctx, c)
+			r, err := env.figureEndToEnd(ctx, c)
 			err2 = err
 			if err == nil {
-				e2e.add(r, took, cpu)
-				env.logf("  %s jobs/s, %s", num(r), cpu)
+				e2e.add(r)
+				env.logf("  %s jobs/s, %s", num(r.rate), r.cpu)
 			}
 		}
 	}
@@ -228,19 +228,19 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 		fail("1", name1, "reference", err1)
 	default:
 		add(benchRow{no: "1", name: name1, measured: fmt.Sprintf("%s jobs/s (%d in %s; best of %s; %s)",
-			num(base.best), c.baseJobs, base.took.Round(time.Millisecond), base.runs(), base.cpu), target: "reference", verdict: "-"})
+			num(base.best.rate), c.baseJobs, base.best.took.Round(time.Millisecond), base.runs(), base.best.cpu), target: "reference", verdict: "-"})
 	}
 	switch {
 	case !c.figures["2"]:
 		skip("2", name2, ">= 50% of (1)", "--figures")
 	case err2 != nil:
 		fail("2", name2, ">= 50% of (1)", err2)
-	case base.best > 0:
-		ratio := e2e.best / base.best
-		add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s = %s of (1) (best of %s; %s)", num(e2e.best), pct(ratio), e2e.runs(), e2e.cpu),
+	case base.best.rate > 0:
+		ratio := e2e.best.rate / base.best.rate
+		add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s = %s of (1) (best of %s; %s)", num(e2e.best.rate), pct(ratio), e2e.runs(), e2e.best.cpu),
 			target: ">= 50% of (1)", verdict: verdict(ratio >= benchTargetRatio)})
 	default:
-		add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s (no baseline; best of %s; %s)", num(e2e.best), e2e.runs(), e2e.cpu), target: ">= 50% of (1)", verdict: "FAIL"})
+		add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s (no baseline; best of %s; %s)", num(e2e.best.rate), e2e.runs(), e2e.best.cpu), target: ">= 50% of (1)", verdict: "FAIL"})
 	}
 
 	// 3. Simulated latency with many calls in flight, in a `worker run`
@@ -357,16 +357,14 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 
 // rateRuns keeps the best of several timed runs.
 type rateRuns struct {
-	best  float64
-	took  time.Duration // of the best run
-	cpu   cpuUse        // of the best run
+	best  timedRun
 	rates []string
 }
 
-func (r *rateRuns) add(rate float64, took time.Duration, cpu cpuUse) {
-	r.rates = append(r.rates, num(rate))
-	if rate > r.best {
-		r.best, r.took, r.cpu = rate, took, cpu
+func (r *rateRuns) add(run timedRun) {
+	r.rates = append(r.rates, num(run.rate))
+	if run.rate > r.best.rate {
+		r.best = run
 	}
 }
 
@@ -374,34 +372,34 @@ func (r *rateRuns) runs() string { return strings.Join(r.rates, " and ") }
 
 // figureEndToEnd runs a zero-latency typical batch in process and returns
 // jobs per second, how long the batch took and the machine's CPU meanwhile.
-func (e *benchEnv) figureEndToEnd(ctx context.Context, c benchConfig) (float64, time.Duration, cpuUse, error) {
+func (e *benchEnv) figureEndToEnd(ctx context.Context, c benchConfig) (timedRun, error) {
 	name := e.nextRun("e2e")
 	q := e.queue(name, 0)
 	defer e.dropQueue(q)
 	_, url, closeSim, err := startSim("typical", 0)
 	if err != nil {
-		return 0, 0, cpuUse{}, err
+		return timedRun{}, err
 	}
 	defer closeSim()
 	batch := e.batchName(name)
 	if err := e.enqueue(ctx, q, batch, c.jobs, pipeline.Limits{}); err != nil {
-		return 0, 0, cpuUse{}, err
+		return timedRun{}, err
 	}
 	// As `worker run --concurrency N` sets it up: N calls at most, and
 	// jobs pulled ahead for free call slots.
 	clients, err := simClients(url, llm.LaneConfig{MaxConcurrency: c.concurrency, InitialConcurrency: c.concurrency})
 	if err != nil {
-		return 0, 0, cpuUse{}, err
+		return timedRun{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	jobs := c.concurrency + jobsAheadDefault(c.concurrency)
 	run, err := e.runInProcess(ctx, batch, c.jobs, pipeline.WorkerConfig{Queue: q, Concurrency: jobs, Providers: clients})
 	if err != nil {
-		return 0, 0, cpuUse{}, err
+		return timedRun{}, err
 	}
 	e.logf("  %d jobs final in %s (valid %d, invalid %d, failed %d)", c.jobs, run.elapsed.Round(time.Millisecond), run.progress.Valid, run.progress.Invalid, run.progress.Failed)
-	return float64(c.jobs) / run.elapsed.Seconds(), run.elapsed, run.cpu, nil
+	return timedRun{rate: float64(c.jobs) / run.elapsed.Seconds(), took: run.elapsed, cpu: run.cpu}, nil
 }
 
 // figureLatency runs a `worker run` subprocess with c.inflight calls in

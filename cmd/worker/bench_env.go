@@ -222,23 +222,24 @@ func (e *benchEnv) waitFinal(ctx context.Context, batch string, n int, interval 
 	var next pollPacer
 	t := time.NewTimer(interval)
 	defer t.Stop()
-	done := func() (time.Time, store.Progress, bool) {
-		queued, err := e.st.Queued(ctx, batch)
-		if err != nil || queued > 0 {
-			if err == nil {
-				t.Reset(next.wait(time.Now(), queued, interval))
-			} else {
-				t.Reset(interval)
+	done := func() (end time.Time, p store.Progress, ok bool) {
+		wait := interval
+		defer func() {
+			if !ok {
+				t.Reset(wait)
 			}
-			return time.Time{}, store.Progress{}, false
-		}
-		end := time.Now()
-		p, err := e.st.Progress(context.WithoutCancel(ctx), batch)
-		if !(err == nil && p.Total >= n && p.Queued == 0) {
-			t.Reset(interval)
+		}()
+		queued, err := e.st.Queued(ctx, batch)
+		if err != nil {
 			return end, p, false
 		}
-		return end, p, true
+		if queued > 0 {
+			wait = next.wait(time.Now(), queued, interval)
+			return end, p, false
+		}
+		end = time.Now()
+		p, err = e.st.Progress(context.WithoutCancel(ctx), batch)
+		return end, p, err == nil && p.Total >= n && p.Queued == 0
 	}
 	for {
 		if end, p, ok := done(); ok {
@@ -540,22 +541,22 @@ func baselineResult(id, batch, hash string, i int, now time.Time) store.Result {
 // with a pull consumer, write one job row and three attempt rows each with
 // store.SaveResults in batches of the worker's writer size from one writer,
 // and ack each message after its batch commits. It returns jobs per second.
-func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration, cpuUse, error) {
+func (e *benchEnv) baseline(ctx context.Context, n int) (timedRun, error) {
 	q := e.queue("base", 0)
 	defer e.dropQueue(q)
 	_, cons, err := pipeline.EnsureQueue(ctx, e.js, q)
 	if err != nil {
-		return 0, 0, cpuUse{}, err
+		return timedRun{}, err
 	}
 	// Fresh job ids every run: a second run over the same ids would find
 	// them final and write nothing.
 	batch := e.batchName(e.nextRun("baseline"))
 	hash, err := e.st.PutSchema(ctx, []byte(demoSchema))
 	if err != nil {
-		return 0, 0, cpuUse{}, err
+		return timedRun{}, err
 	}
 	if err := e.st.PutBatch(ctx, store.BatchParams{Name: batch}); err != nil {
-		return 0, 0, cpuUse{}, err
+		return timedRun{}, err
 	}
 	// The job rows exist before the clock starts, as enqueue leaves them
 	// for the worker: both rates then time the same writes.
@@ -566,20 +567,20 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration,
 			jobs = append(jobs, *baselineResult(fmt.Sprintf("%s-%d", batch, i+1), batch, hash, i+1, now).Job)
 		}
 		if _, err := e.st.InsertJobs(ctx, jobs); err != nil {
-			return 0, 0, cpuUse{}, err
+			return timedRun{}, err
 		}
 	}
 	for i := 0; i < n; {
 		for j := 0; j < 1000 && i < n; i, j = i+1, j+1 {
 			id := fmt.Sprintf("%s-%d", batch, i+1)
 			if _, err := e.js.PublishAsync(q.Subject, baselinePayload(id, i+1), jetstream.WithMsgID(id)); err != nil {
-				return 0, 0, cpuUse{}, fmt.Errorf("publish: %w", err)
+				return timedRun{}, fmt.Errorf("publish: %w", err)
 			}
 		}
 		select {
 		case <-e.js.PublishAsyncComplete():
 		case <-ctx.Done():
-			return 0, 0, cpuUse{}, ctx.Err()
+			return timedRun{}, ctx.Err()
 		}
 	}
 
@@ -588,7 +589,7 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration,
 	start, cpu0 := time.Now(), readCPUClock()
 	it, err := cons.Messages(jetstream.PullMaxMessages(2 * flushMax))
 	if err != nil {
-		return 0, 0, cpuUse{}, fmt.Errorf("consume: %w", err)
+		return timedRun{}, fmt.Errorf("consume: %w", err)
 	}
 	msgs := make(chan jetstream.Msg, flushMax)
 	stop := make(chan struct{})
@@ -619,9 +620,9 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration,
 		case m := <-msgs:
 			got = append(got, m)
 		case <-ctx.Done():
-			return 0, 0, cpuUse{}, ctx.Err()
+			return timedRun{}, ctx.Err()
 		case <-time.After(30 * time.Second):
-			return 0, 0, cpuUse{}, fmt.Errorf("baseline: no message for 30s after %d of %d", done, n)
+			return timedRun{}, fmt.Errorf("baseline: no message for 30s after %d of %d", done, n)
 		}
 	fill:
 		for len(got) < flushMax {
@@ -635,30 +636,30 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (float64, time.Duration,
 		now := time.Now()
 		for _, m := range got {
 			if err := json.Unmarshal(m.Data(), &env); err != nil {
-				return 0, 0, cpuUse{}, fmt.Errorf("baseline: decode message: %w", err)
+				return timedRun{}, fmt.Errorf("baseline: decode message: %w", err)
 			}
 			results = append(results, baselineResult(env.JobID, batch, hash, env.RowNo, now))
 		}
 		won, err := e.st.SaveResults(ctx, results)
 		if err != nil {
-			return 0, 0, cpuUse{}, err
+			return timedRun{}, err
 		}
 		for i, ok := range won {
 			if !ok {
 				// A result that did not win wrote nothing: the rate would
 				// not be a write rate.
-				return 0, 0, cpuUse{}, fmt.Errorf("baseline: result for job %s was not written (already final)", results[i].JobID)
+				return timedRun{}, fmt.Errorf("baseline: result for job %s was not written (already final)", results[i].JobID)
 			}
 		}
 		for _, m := range got {
 			if err := m.Ack(); err != nil {
-				return 0, 0, cpuUse{}, fmt.Errorf("baseline: ack: %w", err)
+				return timedRun{}, fmt.Errorf("baseline: ack: %w", err)
 			}
 		}
 		done += len(got)
 	}
 	elapsed := time.Since(start)
-	return float64(n) / elapsed.Seconds(), elapsed, cpu0.use(n), nil
+	return timedRun{rate: float64(n) / elapsed.Seconds(), took: elapsed, cpu: cpu0.use(n)}, nil
 }
 
 // cpuClock is the machine's CPU time from /proc/stat, in clock ticks: what
@@ -693,6 +694,14 @@ func readCPUClock() cpuClock {
 
 // cpuTicksPerSecond is USER_HZ, 100 on every Linux architecture Go runs on.
 const cpuTicksPerSecond = 100
+
+// timedRun is one timed run of figure 1 or 2: jobs per second, how long
+// it took and the machine's CPU meanwhile.
+type timedRun struct {
+	rate float64
+	took time.Duration
+	cpu  cpuUse
+}
 
 // cpuUse is the machine's CPU over a timed run of jobs.
 type cpuUse struct {
