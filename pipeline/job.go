@@ -7,6 +7,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -141,8 +142,10 @@ const (
 // Attempt is one provider call that the loop made, and what came of it.
 type Attempt struct {
 	No int `json:"no"`
-	// Request is the messages as sent (system first), or nil when only the
-	// hash is kept.
+	// System is the system prompt sent first, and Request the messages
+	// sent after it; both nil when only the hash is kept (or no system
+	// prompt was sent). The ledger stores each distinct system prompt once.
+	System      *store.Prompt   `json:"system,omitempty"`
 	Request     json.RawMessage `json:"request,omitempty"`
 	RequestHash string          `json:"request_hash"`
 	Raw         string          `json:"raw"`

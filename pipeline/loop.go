@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -50,19 +51,35 @@ type Loop struct {
 	// prompts caches system prompts by mode, user system prompt and
 	// schema: the jobs of a batch share them, and building one parses the
 	// schema twice.
-	prompts     sync.Map
+	prompts     sync.Map // key -> *system
 	promptCount atomic.Int64
+}
+
+// system is a system prompt with what recording it takes, made once per
+// prompt: its ledger form (hashed once) and its message as JSON.
+type system struct {
+	text   string
+	ledger *store.Prompt
+	msg    []byte // {"role":"system","content":text}, as json.Marshal writes it
+}
+
+func newSystem(text string) *system {
+	if text == "" {
+		return &system{}
+	}
+	msg, _ := json.Marshal(llm.Message{Role: "system", Content: text})
+	return &system{text: text, ledger: store.NewPrompt(text), msg: msg}
 }
 
 // promptCacheMax bounds the system prompts a Loop keeps.
 const promptCacheMax = 1024
 
-func (l *Loop) systemPrompt(job *Job) string {
+func (l *Loop) systemPrompt(job *Job) *system {
 	key := string(job.Mode) + "\x00" + job.System + "\x00" + string(job.SchemaRaw)
 	if p, ok := l.prompts.Load(key); ok {
-		return p.(string)
+		return p.(*system)
 	}
-	p := systemPrompt(job)
+	p := newSystem(systemPrompt(job))
 	if l.promptCount.Add(1) <= promptCacheMax {
 		l.prompts.Store(key, p)
 	}
@@ -149,7 +166,7 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 	for n := len(res.Attempts) + 1; replies < lim.MaxAttempts; n++ {
 		req := llm.Request{
 			Model:       job.Model,
-			System:      system,
+			System:      system.text,
 			Messages:    messages,
 			Mode:        mode,
 			Schema:      job.SchemaRaw,
@@ -167,7 +184,7 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 			}
 		}
 		a := Attempt{No: n, StartedAt: l.cfg.NowFunc()}
-		l.recordRequest(&a, &req)
+		l.recordRequest(&a, system, &req)
 		resp, err := l.client.Complete(ctx, req)
 		if err != nil {
 			var perr *llm.Error
@@ -327,16 +344,33 @@ func estimateTokens(req *llm.Request) int {
 	return (n+3)/4 + req.MaxTokens
 }
 
-func (l *Loop) recordRequest(a *Attempt, req *llm.Request) {
-	msgs := make([]llm.Message, 0, len(req.Messages)+1)
-	if req.System != "" {
-		msgs = append(msgs, llm.Message{Role: "system", Content: req.System})
+// recordRequest keeps what the ledger records of a request: the hash of
+// the whole request (the messages as sent, system prompt first, as JSON),
+// and unless only the hash is kept, the messages after the system prompt
+// and the prompt itself, which the ledger stores once for all the attempts
+// that sent it.
+func (l *Loop) recordRequest(a *Attempt, sys *system, req *llm.Request) {
+	rest := []byte("[]")
+	if len(req.Messages) > 0 {
+		rest, _ = json.Marshal(req.Messages)
 	}
-	msgs = append(msgs, req.Messages...)
-	b, _ := json.Marshal(msgs)
-	sum := sha256.Sum256(b)
-	a.RequestHash = hex.EncodeToString(sum[:])
+	h := sha256.New()
+	if sys.msg == nil {
+		h.Write(rest)
+	} else {
+		// The same bytes as json.Marshal of [system, messages...]: its
+		// elements are written one after another, comma separated.
+		h.Write([]byte{'['})
+		h.Write(sys.msg)
+		if len(req.Messages) > 0 {
+			h.Write([]byte{','})
+			h.Write(rest[1:])
+		} else {
+			h.Write([]byte{']'})
+		}
+	}
+	a.RequestHash = hex.EncodeToString(h.Sum(nil))
 	if l.cfg.Record == RecordFull {
-		a.Request = b
+		a.Request, a.System = rest, sys.ledger
 	}
 }

@@ -2,6 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -351,12 +354,61 @@ func TestLoopPromptCache(t *testing.T) {
 	c := testJob(t, Limits{})
 	c.Mode = llm.ModeTool
 	for round := 0; round < 2; round++ {
-		pa, pb, pc := loop.systemPrompt(a), loop.systemPrompt(b), loop.systemPrompt(c)
+		pa, pb, pc := loop.systemPrompt(a).text, loop.systemPrompt(b).text, loop.systemPrompt(c).text
 		if pa != systemPrompt(a) || pb != systemPrompt(b) || pc != systemPrompt(c) {
 			t.Fatalf("round %d: a cached prompt differs from a fresh one", round)
 		}
 		if pa == pb || pa == pc || !strings.Contains(pb, "`ok` (required)") {
 			t.Fatalf("round %d: prompts of different schemas or modes are the same", round)
 		}
+	}
+}
+
+// TestLoopRecordsRequest: each attempt keeps the hash of the whole request
+// as sent ([system, messages...] as JSON), and in full mode the messages
+// after the system prompt plus the prompt itself, one Prompt shared by the
+// attempts that sent it; in hash mode only the hash.
+func TestLoopRecordsRequest(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []RequestRecord{RecordFull, RecordHash} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			f := &fakeCompleter{replies: []fakeReply{{text: enumReply}, {text: typeReply}, {text: validReply}}}
+			loop := NewLoop(f, LoopConfig{Record: mode})
+			res, err := loop.Run(context.Background(), testJob(t, Limits{Strategy: StrategyConversation}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Attempts) != 3 || len(f.reqs) != 3 {
+				t.Fatalf("%d attempts and %d calls, want 3 and 3", len(res.Attempts), len(f.reqs))
+			}
+			for i, a := range res.Attempts {
+				req := f.reqs[i]
+				whole, err := json.Marshal(append([]llm.Message{{Role: "system", Content: req.System}}, req.Messages...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sum := sha256.Sum256(whole)
+				if a.RequestHash != hex.EncodeToString(sum[:]) {
+					t.Errorf("attempt %d: request hash is not the SHA-256 of the request as sent", a.No)
+				}
+				if mode == RecordHash {
+					if a.Request != nil || a.System != nil {
+						t.Errorf("attempt %d keeps %s and %v with only the hash asked for", a.No, a.Request, a.System)
+					}
+					continue
+				}
+				rest, _ := json.Marshal(req.Messages)
+				if string(a.Request) != string(rest) {
+					t.Errorf("attempt %d request = %s, want the messages after the system prompt %s", a.No, a.Request, rest)
+				}
+				if a.System == nil || a.System.Text() != req.System || a.System != res.Attempts[0].System {
+					t.Errorf("attempt %d system prompt is not the one sent, shared by every attempt", a.No)
+				}
+			}
+			if n := len(f.reqs[2].Messages); n != 5 {
+				t.Errorf("third request has %d messages, want 5 (the conversation grew)", n)
+			}
+		})
 	}
 }

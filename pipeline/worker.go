@@ -920,7 +920,7 @@ func toStoreAttempt(a *Attempt) store.Attempt {
 	}
 	rc, _ := json.Marshal(classes)
 	return store.Attempt{
-		No: a.No, Request: a.Request, RequestHash: a.RequestHash, Raw: a.Raw, Source: string(a.Source),
+		No: a.No, Request: a.Request, System: a.System, RequestHash: a.RequestHash, Raw: a.Raw, Source: string(a.Source),
 		Repairs: repairs, Errors: errs, Class: a.Class, Valid: a.Valid, RepairedLocally: a.RepairedLocally,
 		FinishReason: string(a.FinishReason), LatencyMS: a.Latency.Milliseconds(),
 		TokensIn: int64(a.TokensIn), TokensOut: int64(a.TokensOut), TokensCached: int64(a.TokensCached),

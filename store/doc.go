@@ -8,7 +8,10 @@
 // from the moment it is enqueued, status 'queued' until a final status:
 // valid, invalid, failed, rejected or dead) and attempts (one row per
 // provider call: request, raw reply, repairs, errors as a JSONB array of
-// {path, keyword, class, message}, class, tokens, latency, retries). A
+// {path, keyword, class, message}, class, tokens, latency, retries). The
+// system prompt an attempt was sent is kept once per distinct text in
+// system_prompts ([Prompt]); the attempt keeps the messages after it, and the
+// view attempt_requests joins the two back into the request as sent. A
 // model_prices table holds list prices ([Store.Prices]).
 //
 // # Writes are idempotent
@@ -19,8 +22,10 @@
 //     DO NOTHING);
 //   - [Store.SaveResults] writes a whole slice of results in one transaction:
 //     one unnest()-based statement locks the still-queued jobs in id order
-//     and sets their final state, then COPY streams the attempt rows of the
-//     results that won (the bulk of the bytes, never held encoded in full).
+//     and sets their final state, inserts the system prompts this Store has
+//     not committed before (ON CONFLICT DO NOTHING), then COPY streams the
+//     attempt rows of the results that won (the bulk of the bytes, never held
+//     encoded in full).
 //     The first final result of a job wins; later ones change nothing and
 //     report won=false;
 //   - [Store.Reject] records a rejected or dead job, inserting its row if

@@ -204,7 +204,9 @@ type JobRecord struct {
 	Deliveries int
 }
 
-// Job returns a job and its attempts in order, or ErrNotFound.
+// Job returns a job and its attempts in order, or ErrNotFound. Each
+// attempt's Request is the whole request as sent, system prompt first (read
+// through attempt_requests); System is nil.
 func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
@@ -238,10 +240,11 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 		j.WallMS = *wall
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT attempt_no, request::text, request_hash, raw, source, repairs::text, errors::text, class, valid,
+		SELECT a.attempt_no, r.request::text, request_hash, raw, source, repairs::text, errors::text, class, valid,
 		       repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
 		       transport_retries, retry_classes::text, provider_status, provider_error, model, request_id, started_at
-		FROM attempts WHERE job_id = $1 ORDER BY attempt_no`, id)
+		FROM attempts a JOIN attempt_requests r ON r.job_id = a.job_id AND r.attempt_no = a.attempt_no
+		WHERE a.job_id = $1 ORDER BY a.attempt_no`, id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("get attempts of job %s: %w", id, err)
 	}

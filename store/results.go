@@ -17,8 +17,12 @@ type Attempt struct {
 	// No is the attempt number from 1; 0 means its position in the slice + 1.
 	No int
 	// Request is the request as sent (messages) as JSON; nil when only
-	// RequestHash is kept.
+	// RequestHash is kept. With System set, it holds the messages after
+	// the system prompt; GetJob returns them with the system prompt first.
 	Request json.RawMessage
+	// System is the system prompt sent first, kept once per distinct text
+	// in system_prompts; nil when none was sent or only RequestHash is kept.
+	System *Prompt
 	// RequestHash is a hash of the request.
 	RequestHash string
 	// Raw is the model's reply text.
@@ -132,6 +136,9 @@ func (r Result) check() error {
 				return fmt.Errorf("%w: job %s: attempt %d %s is not valid JSON", ErrInvalid, r.JobID, a.No, f.name)
 			}
 		}
+		if a.System != nil && a.System.sha == "" {
+			return fmt.Errorf("%w: job %s: attempt %d system prompt not made with NewPrompt", ErrInvalid, r.JobID, a.No)
+		}
 	}
 	return nil
 }
@@ -212,7 +219,7 @@ SELECT r.id, false FROM r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.
 // attemptRows.Values returns them.
 var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash", "raw", "source", "repairs", "errors",
 	"class", "valid", "repaired_locally", "finish_reason", "latency_ms", "tokens_in", "tokens_out", "tokens_cached",
-	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at"}
+	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256"}
 
 // SaveResults stores final results in one transaction and reports, for each
 // result, whether this call set it (won[i]). It is idempotent:
@@ -276,6 +283,10 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 			if len(winners) == 0 {
 				return nil
 			}
+			prompts, texts := s.newPrompts(results, winners)
+			if err := putPrompts(ctx, tx, prompts, texts); err != nil {
+				return fmt.Errorf("save system prompts: %w", err)
+			}
 			_, err = tx.CopyFrom(ctx, pgx.Identifier{"attempts"}, attemptColumns, newAttemptRows(results, winners))
 			if err != nil {
 				return fmt.Errorf("copy attempts: %w", err)
@@ -285,6 +296,9 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 	})
 	if err != nil {
 		return nil, fmt.Errorf("save %d results: %w", len(results), err)
+	}
+	if prompts, _ := s.newPrompts(results, winners); len(prompts) > 0 {
+		s.prompts.add(prompts) // committed
 	}
 	for _, i := range winners {
 		won[i] = true
@@ -447,6 +461,10 @@ func (s *attemptRows) Values() ([]any, error) {
 	v[12], v[13], v[14], v[15] = a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached
 	v[16], v[17], v[18], v[19] = int32(a.TransportRetries), nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError)
 	v[20], v[21], v[22] = txt(a.Model), txt(a.RequestID), nullTime(a.StartedAt)
+	v[23] = nil
+	if a.System != nil {
+		v[23] = a.System.sha
+	}
 	return v, nil
 }
 

@@ -107,6 +107,8 @@ func (c Config) validate() error {
 type Store struct {
 	pool *pgxpool.Pool
 	cfg  Config
+	// prompts are the system prompts this Store has committed.
+	prompts promptSet
 }
 
 // Open connects a pool to dsn (a postgres:// URL or key=value string), checks

@@ -840,15 +840,15 @@ func TestMigrateDownAndUp(t *testing.T) {
 		t.Helper()
 		var n int
 		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace
-			AND relname IN ('batches', 'schemas', 'jobs', 'attempts', 'model_prices',
-			                'batch_summary', 'failure_classes', 'repair_effectiveness', 'error_paths')`).Scan(&n)
+			AND relname IN ('batches', 'schemas', 'jobs', 'attempts', 'model_prices', 'system_prompts',
+			                'batch_summary', 'failure_classes', 'repair_effectiveness', 'error_paths', 'attempt_requests')`).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	if got := count(); got != 9 {
-		t.Fatalf("%d ledger relations after migrate, want 9", got)
+	if got := count(); got != 11 {
+		t.Fatalf("%d ledger relations after migrate, want 11", got)
 	}
 	if err := store.MigrateTo(ctx, dsn, 0); err != nil {
 		t.Fatalf("MigrateTo(0): %v", err)
@@ -859,8 +859,8 @@ func TestMigrateDownAndUp(t *testing.T) {
 	if err := store.Migrate(ctx, dsn); err != nil {
 		t.Fatalf("Migrate up again: %v", err)
 	}
-	if got := count(); got != 9 {
-		t.Fatalf("%d ledger relations after migrating up again, want 9", got)
+	if got := count(); got != 11 {
+		t.Fatalf("%d ledger relations after migrating up again, want 11", got)
 	}
 }
 
