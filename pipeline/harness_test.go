@@ -604,6 +604,9 @@ func (h *harness) checkInvariants(batch string, want invariants) {
 	if c.AttemptsMismatch != 0 {
 		h.t.Errorf("I5: %d finished jobs whose attempts column differs from their attempt rows", c.AttemptsMismatch)
 	}
+	if c.PromptsMissing != 0 {
+		h.t.Errorf("I5: %d attempts refer to a system prompt the ledger does not hold", c.PromptsMissing)
+	}
 	if h.t.Failed() {
 		h.t.Logf("worker logs:\n%s", h.logs.tail(60))
 	}

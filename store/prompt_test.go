@@ -93,6 +93,17 @@ func TestSystemPromptStoredOnce(t *testing.T) {
 		t.Errorf("%d attempts hold a system message inline and %d refer to the prompt; want 0 and 6", inline, refs)
 	}
 
+	missing := func() int64 {
+		t.Helper()
+		c, err := s.Counts(ctx, "sp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.PromptsMissing
+	}
+	if n := missing(); n != 0 {
+		t.Errorf("Counts: %d attempts miss their prompt, want 0", n)
+	}
 	// The reader sees the request as sent, system prompt first.
 	_, attempts, err := s.Job(ctx, jobID("sp", 2))
 	if err != nil {
@@ -118,6 +129,14 @@ func TestSystemPromptStoredOnce(t *testing.T) {
 	}
 	if attempts[0].Request != nil || attempts[0].RequestHash != "h" {
 		t.Errorf("hash-only attempt read back with request %s and hash %q", attempts[0].Request, attempts[0].RequestHash)
+	}
+
+	// Without a foreign key, Counts is what finds a prompt gone missing.
+	if _, err := conn.Exec(ctx, `DELETE FROM system_prompts WHERE sha256 = $1`, hex.EncodeToString(sum[:])); err != nil {
+		t.Fatal(err)
+	}
+	if n := missing(); n != 6 {
+		t.Errorf("Counts: %d attempts miss their prompt after it was deleted, want 6", n)
 	}
 }
 

@@ -383,6 +383,9 @@ type Counts struct {
 	// AttemptsMismatch counts finished jobs whose attempts column differs
 	// from their number of attempt rows.
 	AttemptsMismatch int64
+	// PromptsMissing counts attempts whose system prompt is not in
+	// system_prompts (there is no foreign key; the save writes both).
+	PromptsMissing int64
 	// Published counts jobs marked published.
 	Published int64
 }
@@ -395,7 +398,9 @@ func (s *Store) Counts(ctx context.Context, batch string) (Counts, error) {
 	err := s.pool.QueryRow(ctx, `
 		WITH a AS (
 		    SELECT a.job_id, count(*) AS n, sum(a.tokens_in) AS tin, sum(a.tokens_out) AS tout,
-		           sum(a.tokens_cached) AS tcached
+		           sum(a.tokens_cached) AS tcached,
+		           count(*) FILTER (WHERE a.system_sha256 IS NOT NULL AND NOT EXISTS (
+		               SELECT 1 FROM system_prompts p WHERE p.sha256 = a.system_sha256)) AS missing
 		    FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch = $1 GROUP BY a.job_id
 		)
 		SELECT count(*),
@@ -405,11 +410,12 @@ func (s *Store) Counts(ctx context.Context, batch string) (Counts, error) {
 		       coalesce(sum(j.tokens_cached), 0)::int8,
 		       coalesce(sum(a.tin), 0)::int8, coalesce(sum(a.tout), 0)::int8, coalesce(sum(a.tcached), 0)::int8,
 		       count(*) FILTER (WHERE j.status IN ('valid', 'invalid', 'failed') AND j.attempts <> coalesce(a.n, 0)),
-		       count(*) FILTER (WHERE j.published)
+		       count(*) FILTER (WHERE j.published),
+		       coalesce(sum(a.missing), 0)::int8
 		FROM jobs j LEFT JOIN a ON a.job_id = j.id
 		WHERE j.batch = $1`, batch).Scan(
 		&c.Jobs, &c.Final, &c.AttemptRows, &c.JobTokensIn, &c.JobTokensOut, &c.JobTokensCached,
-		&c.AttemptTokensIn, &c.AttemptTokensOut, &c.AttemptTokensCached, &c.AttemptsMismatch, &c.Published)
+		&c.AttemptTokensIn, &c.AttemptTokensOut, &c.AttemptTokensCached, &c.AttemptsMismatch, &c.Published, &c.PromptsMissing)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count invariants of %s: %w", batch, err)
 	}
