@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
@@ -53,6 +55,10 @@ type Loop struct {
 	// schema twice.
 	prompts     sync.Map // key -> *system
 	promptCount atomic.Int64
+	// promptBuilds makes the jobs that miss the cache together (all of
+	// them, when a worker starts on a full queue) share one build, and
+	// count once against promptCacheMax.
+	promptBuilds singleflight.Group
 }
 
 // system is a system prompt with what recording it takes, made once per
@@ -79,11 +85,17 @@ func (l *Loop) systemPrompt(job *Job) *system {
 	if p, ok := l.prompts.Load(key); ok {
 		return p.(*system)
 	}
-	p := newSystem(systemPrompt(job))
-	if l.promptCount.Add(1) <= promptCacheMax {
-		l.prompts.Store(key, p)
-	}
-	return p
+	p, _, _ := l.promptBuilds.Do(key, func() (any, error) {
+		if p, ok := l.prompts.Load(key); ok {
+			return p, nil // stored while this call waited for its turn
+		}
+		p := newSystem(systemPrompt(job))
+		if l.promptCount.Add(1) <= promptCacheMax {
+			l.prompts.Store(key, p)
+		}
+		return p, nil
+	})
+	return p.(*system)
 }
 
 // NewLoop returns a loop calling client.

@@ -16,6 +16,7 @@ import (
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/panics"
 	"github.com/sourcegraph/conc/pool"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -159,7 +160,11 @@ type Worker struct {
 	ledger  Ledger
 	loops   map[string]*Loop // one per provider, sharing its prompt cache
 	log     *slog.Logger
-	schemas sync.Map // schema hash -> *validate.Schema or error
+	schemas sync.Map // schema hash -> *schemaEntry
+	// schemaLoads makes the jobs that miss the schema cache together (all
+	// of them, when a worker starts on a full queue) share one read and
+	// one compile.
+	schemaLoads singleflight.Group
 
 	background conc.WaitGroup // ledger-write retries waiting out a pause
 
@@ -728,19 +733,31 @@ func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []b
 		se := e.(*schemaEntry)
 		return se.schema, se.raw, se.err
 	}
-	raw, err := w.ledger.Schema(ctx, hash)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, fmt.Errorf("%w: unknown schema %s", ErrBadJob, hash)
-	}
+	// The first caller's context serves all: canceling it must not fail
+	// the others (the store bounds the read with its own timeout).
+	v, err, _ := w.schemaLoads.Do(hash, func() (any, error) {
+		if e, ok := w.schemas.Load(hash); ok {
+			return e, nil // stored while this call waited for its turn
+		}
+		raw, err := w.ledger.Schema(context.WithoutCancel(ctx), hash)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: unknown schema %s", ErrBadJob, hash)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: read schema %s: %w", ErrTransient, hash, err)
+		}
+		s, err := validate.Compile(raw)
+		se := &schemaEntry{schema: s, raw: raw}
+		if err != nil {
+			se.err = fmt.Errorf("%w: schema %s does not compile: %w", ErrBadJob, hash, err)
+		}
+		w.schemas.Store(hash, se)
+		return se, nil
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: read schema %s: %w", ErrTransient, hash, err)
+		return nil, nil, err
 	}
-	s, err := validate.Compile(raw)
-	se := &schemaEntry{schema: s, raw: raw}
-	if err != nil {
-		se.err = fmt.Errorf("%w: schema %s does not compile: %w", ErrBadJob, hash, err)
-	}
-	w.schemas.Store(hash, se)
+	se := v.(*schemaEntry)
 	return se.schema, se.raw, se.err
 }
 
