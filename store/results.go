@@ -261,9 +261,10 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	var winners []int // indices into results, in the order they won
+	var winners []int    // indices into results, in the order they won
+	var prompts []string // system prompts written, by hash
 	err := s.retry(ctx, func(ctx context.Context) error {
-		winners = winners[:0]
+		winners, prompts = winners[:0], nil
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			set, missing, err := applyResults(ctx, tx, results, order, first)
 			if err != nil {
@@ -283,7 +284,8 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 			if len(winners) == 0 {
 				return nil
 			}
-			prompts, texts := s.newPrompts(results, winners)
+			var texts []string
+			prompts, texts = s.newPrompts(results, winners)
 			if err := putPrompts(ctx, tx, prompts, texts); err != nil {
 				return fmt.Errorf("save system prompts: %w", err)
 			}
@@ -297,7 +299,7 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 	if err != nil {
 		return nil, fmt.Errorf("save %d results: %w", len(results), err)
 	}
-	if prompts, _ := s.newPrompts(results, winners); len(prompts) > 0 {
+	if len(prompts) > 0 {
 		s.prompts.add(prompts) // committed
 	}
 	for _, i := range winners {
