@@ -87,14 +87,16 @@ func (s *Store) newPrompts(results []Result, winners []int) (shas, texts []strin
 }
 
 // putPrompts inserts prompts the ledger may not hold yet; a prompt another
-// worker wrote first is left as it is (same hash, same text).
+// worker wrote first is left as it is (same hash, same text). Rows go in in
+// hash order, so two saves inserting the same new prompts wait for each
+// other instead of deadlocking.
 func putPrompts(ctx context.Context, tx pgx.Tx, shas, texts []string) error {
 	if len(shas) == 0 {
 		return nil
 	}
 	_, err := tx.Exec(ctx, `
 		INSERT INTO system_prompts (sha256, text)
-		SELECT * FROM unnest($1::text[], $2::text[])
+		SELECT * FROM unnest($1::text[], $2::text[]) AS p(sha256, text) ORDER BY sha256
 		ON CONFLICT (sha256) DO NOTHING`, shas, texts)
 	return err
 }
