@@ -24,9 +24,6 @@ func NewPrompt(text string) *Prompt {
 	return &Prompt{sha: hex.EncodeToString(sum[:]), text: text}
 }
 
-// SHA256 returns the hex SHA-256 of the prompt's text.
-func (p *Prompt) SHA256() string { return p.sha }
-
 // Text returns the prompt.
 func (p *Prompt) Text() string { return p.text }
 

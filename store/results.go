@@ -18,7 +18,7 @@ type Attempt struct {
 	No int
 	// Request is the request as sent (messages) as JSON; nil when only
 	// RequestHash is kept. With System set, it holds the messages after
-	// the system prompt; GetJob returns them with the system prompt first.
+	// the system prompt; Store.Job returns them with the system prompt first.
 	Request json.RawMessage
 	// System is the system prompt sent first, kept once per distinct text
 	// in system_prompts; nil when none was sent or only RequestHash is kept.
