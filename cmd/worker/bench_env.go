@@ -663,13 +663,24 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (timedRun, error) {
 }
 
 // cpuClock is the machine's CPU time from /proc/stat, in clock ticks: what
-// all its cores spent busy (anything but idle and iowait), and in total.
-// Over a run where the machine is saturated, busy time per job says what a
-// job costs better than jobs per second alone, which moves with everything
-// else the machine does.
-type cpuClock struct{ busy, total int64 }
+// all its cores spent busy (anything but idle and iowait), and in total;
+// and this process's own CPU time (user and system, from getrusage). Over a
+// run where the machine is saturated, busy time per job says what a job
+// costs better than jobs per second alone, which moves with everything else
+// the machine does; the process's share separates what runs in it (the
+// embedded NATS server and, in figure 2, the worker and the simulator) from
+// Postgres and the rest of the machine.
+type cpuClock struct {
+	busy, total int64
+	self        time.Duration
+}
 
 func readCPUClock() cpuClock {
+	var c cpuClock
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		c.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return cpuClock{}
@@ -681,7 +692,6 @@ func readCPUClock() cpuClock {
 	}
 	// user nice system idle iowait irq softirq steal [guest guest_nice]:
 	// guest time is already counted in user and nice.
-	var c cpuClock
 	for i, v := range f[1:min(len(f), 9)] {
 		n, _ := strconv.ParseInt(v, 10, 64)
 		c.total += n
@@ -705,8 +715,9 @@ type timedRun struct {
 
 // cpuUse is the machine's CPU over a timed run of jobs.
 type cpuUse struct {
-	busy   float64       // share of all cores' time, 0..1
-	perJob time.Duration // busy time per job
+	busy    float64       // share of all cores' time, 0..1
+	perJob  time.Duration // busy time per job
+	selfJob time.Duration // this process's CPU time per job
 }
 
 // use is the CPU spent since c, over jobs jobs.
@@ -718,7 +729,8 @@ func (c cpuClock) use(jobs int) cpuUse {
 	}
 	return cpuUse{
 		busy:   float64(busy) / float64(total),
-		perJob: time.Duration(float64(busy) / cpuTicksPerSecond / float64(jobs) * float64(time.Second)),
+		perJob:  time.Duration(float64(busy) / cpuTicksPerSecond / float64(jobs) * float64(time.Second)),
+		selfJob: (now.self - c.self) / time.Duration(jobs),
 	}
 }
 
@@ -726,7 +738,7 @@ func (u cpuUse) String() string {
 	if u.perJob == 0 {
 		return "machine CPU unknown"
 	}
-	return fmt.Sprintf("machine CPU %s busy, %d µs a job", pct(u.busy), u.perJob.Microseconds())
+	return fmt.Sprintf("machine CPU %s busy, %d µs a job, %d µs of it in this process", pct(u.busy), u.perJob.Microseconds(), u.selfJob.Microseconds())
 }
 
 // mib formats a byte count in MiB.

@@ -50,8 +50,8 @@ func TestBenchQuickPrintsEveryFigure(t *testing.T) {
 	n := `[0-9][0-9,.]*`
 	for _, want := range []struct{ name, re string }{
 		{"machine", `(?m)^machine: [0-9]+ CPU \(.+\), ` + n + ` GiB RAM, go`},
-		{"baseline", `(?m)^\| 1 \| baseline: .* \| ` + n + ` jobs/s \(` + n + ` in .*; best of ` + n + ` and ` + n + `; machine CPU ` + n + `% busy, [0-9]+ µs a job\) \| reference \| - \|$`},
-		{"end to end", `(?m)^\| 2 \| end to end, .* \| ` + n + ` jobs/s = ` + n + `% of \(1\) \(best of ` + n + ` and ` + n + `; machine CPU ` + n + `% busy, [0-9]+ µs a job\) \| >= 50% of \(1\) \| (PASS|FAIL) \|$`},
+		{"baseline", `(?m)^\| 1 \| baseline: .* \| ` + n + ` jobs/s \(` + n + ` in .*; best of ` + n + ` and ` + n + `; machine CPU ` + n + `% busy, [0-9]+ µs a job, [0-9]+ µs of it in this process\) \| reference \| - \|$`},
+		{"end to end", `(?m)^\| 2 \| end to end, .* \| ` + n + ` jobs/s = ` + n + `% of \(1\) \(best of ` + n + ` and ` + n + `; machine CPU ` + n + `% busy, [0-9]+ µs a job, [0-9]+ µs of it in this process\) \| >= 50% of \(1\) \| (PASS|FAIL) \|$`},
 		{"latency as shipped", `(?m)^\| 3 \| .*worker run --concurrency [0-9]+. subprocess, defaults otherwise\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
 		{"latency no jobs ahead", `(?m)^\| 3 \| .*worker run --concurrency [0-9]+ --jobs-ahead 0.\) \| ` + n + ` jobs/s = ` + n + `% of ideal ` + n + ` .* \| (PASS|FAIL) \|$`},
 		{"rss", `(?m)^\| 3 \| worker peak RSS .* \| ` + n + ` MiB \| < 256 MiB \| (PASS|FAIL) \|$`},
