@@ -728,7 +728,7 @@ func (c cpuClock) use(jobs int) cpuUse {
 		return cpuUse{}
 	}
 	return cpuUse{
-		busy:   float64(busy) / float64(total),
+		busy:    float64(busy) / float64(total),
 		perJob:  time.Duration(float64(busy) / cpuTicksPerSecond / float64(jobs) * float64(time.Second)),
 		selfJob: (now.self - c.self) / time.Duration(jobs),
 	}
