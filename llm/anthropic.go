@@ -1,9 +1,10 @@
 package llm
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
+
+	json "github.com/segmentio/encoding/json"
 )
 
 // Anthropic Messages wire types (only the fields we send or read).

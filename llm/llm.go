@@ -6,8 +6,9 @@
 package llm
 
 import (
-	"encoding/json"
 	"time"
+
+	json "github.com/segmentio/encoding/json"
 )
 
 // Provider names.

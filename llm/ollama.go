@@ -1,8 +1,9 @@
 package llm
 
 import (
-	"encoding/json"
 	"fmt"
+
+	json "github.com/segmentio/encoding/json"
 )
 
 // Ollama /api/chat wire types (only the fields we send or read).

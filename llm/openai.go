@@ -2,8 +2,9 @@ package llm
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
+
+	json "github.com/segmentio/encoding/json"
 )
 
 // OpenAI Chat Completions wire types (only the fields we send or read).

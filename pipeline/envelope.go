@@ -1,9 +1,10 @@
 package pipeline
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
+
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
 )

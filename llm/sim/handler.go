@@ -3,7 +3,6 @@ package sim
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	json "github.com/segmentio/encoding/json"
 )
 
 // maxRequestBytes caps a request body.
@@ -84,11 +85,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var aerr *apiError
 	switch c.provider {
 	case "anthropic":
-		req, aerr = parseAnthropic(body)
+		req, aerr = parseAnthropic(body, &s.systems)
 	case "ollama":
 		req, aerr = parseOllama(body)
 	default:
-		req, aerr = parseOpenAI(body)
+		req, aerr = parseOpenAI(body, &s.systems)
 	}
 	if aerr != nil {
 		c.fail(aerr, nil)

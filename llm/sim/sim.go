@@ -321,8 +321,10 @@ type Server struct {
 	// plain map, as a lookup by a []byte key then copies nothing.
 	schemaMu sync.RWMutex
 	schemas  map[string]*schemaDoc
-	done     chan struct{}
-	closeMu  sync.Once
+	// systems caches the text of system prompts by their raw JSON.
+	systems textCache
+	done    chan struct{}
+	closeMu sync.Once
 }
 
 var _ http.Handler = (*Server)(nil)
