@@ -407,3 +407,33 @@ func TestTPMBudgetAnthropic(t *testing.T) {
 		t.Errorf("after Retry-After: status %d, want 200", rec.Code)
 	}
 }
+
+// TestTextCacheReadsEachPromptAsTextOf: the cache of system prompts gives
+// what textOf gives for each raw value (escapes, parts, null), keeps
+// distinct prompts apart, and stays right once it is full.
+func TestTextCacheReadsEachPromptAsTextOf(t *testing.T) {
+	var c textCache
+	raws := []string{
+		`"Reply with JSON.\n<json-schema>{\"type\":\"object\"}</json-schema>"`,
+		`"Reply with JSON.\n<json-schema>{\"type\":\"array\"}</json-schema>"`,
+		`[{"type":"text","text":"part one, "},{"type":"text","text":"part two"}]`,
+		`null`,
+		`"caf\u00e9 \ud83d\ude00"`,
+	}
+	for i := 0; i < textCacheMax+10; i++ {
+		raws = append(raws, fmt.Sprintf(`"prompt %d\t\"quoted\""`, i))
+	}
+	for pass := 0; pass < 2; pass++ { // the second pass reads from the cache
+		for _, raw := range raws {
+			if got, want := c.text(json.RawMessage(raw)), textOf(json.RawMessage(raw)); got != want {
+				t.Fatalf("pass %d: text(%s) = %q, textOf gives %q", pass, raw, got, want)
+			}
+		}
+	}
+	if got := c.text(json.RawMessage(raws[0])); !strings.Contains(got, `{"type":"object"}`) {
+		t.Fatalf("escaped prompt read as %q", got)
+	}
+	if n := len(c.texts); n != textCacheMax {
+		t.Fatalf("cache holds %d prompts, want it to stop at %d", n, textCacheMax)
+	}
+}
