@@ -81,6 +81,7 @@ func TestBenchFlagsRejectBadSizes(t *testing.T) {
 		{name: "zero jobs", args: []string{"--jobs", "0"}},
 		{name: "negative concurrency", args: []string{"--concurrency", "-1"}},
 		{name: "zero latency", args: []string{"--latency", "0s"}},
+		{name: "zero rounds", args: []string{"--rounds", "0"}},
 		{name: "unknown flag", args: []string{"--nope"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,11 +111,31 @@ func TestBenchFormatting(t *testing.T) {
 		{name: "db name", got: dbName("postgres://u:secret@h:5432/fixpoint_bench?sslmode=disable"), want: "fixpoint_bench"},
 		{name: "quick keeps explicit flags", got: quickJobs(map[string]bool{"jobs": true}), want: "7"},
 		{name: "quick shrinks the rest", got: quickJobs(nil), want: "500"},
+		{name: "one run", got: rateList(1200), want: "1,200"},
+		{name: "two runs", got: rateList(1200, 1300), want: "1,200 and 1,300"},
+		{name: "three runs", got: rateList(1200, 1300, 900), want: "1,200, 1,300 and 900"},
+		{name: "best run", got: bestRate(1200, 1300, 900), want: "1,300"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, tc.got, tc.want)
 		}
 	}
+}
+
+func rateList(rates ...float64) string {
+	var r rateRuns
+	for _, v := range rates {
+		r.add(timedRun{rate: v})
+	}
+	return r.runs()
+}
+
+func bestRate(rates ...float64) string {
+	var r rateRuns
+	for _, v := range rates {
+		r.add(timedRun{rate: v})
+	}
+	return num(r.best.rate)
 }
 
 func quickJobs(set map[string]bool) string {
