@@ -91,9 +91,15 @@ func (c *textCache) text(raw json.RawMessage) string {
 }
 
 // decodeStrict decodes a request body; trailing data is an error, as with
-// the providers.
+// the providers. Raw fields (content, schemas) point into body rather than
+// copy it: body is read afresh for each request and outlives the handler's
+// use of them.
 func decodeStrict(body []byte, v any) error {
-	return json.Unmarshal(body, v)
+	rest, err := json.Parse(body, v, json.DontCopyRawMessage)
+	if err == nil && len(bytes.TrimLeft(rest, " \t\r\n")) > 0 {
+		err = fmt.Errorf("invalid character %q after top-level value", rest[0])
+	}
+	return err
 }
 
 // OpenAI Chat Completions request.

@@ -437,3 +437,41 @@ func TestTextCacheReadsEachPromptAsTextOf(t *testing.T) {
 		t.Fatalf("cache holds %d prompts, want it to stop at %d", n, textCacheMax)
 	}
 }
+
+// TestDecodeStrictRejectsTrailingData: a body is one JSON value, as the
+// providers read it; whitespace after it is fine, anything else a 400.
+func TestDecodeStrictRejectsTrailingData(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{"model":"m"}`, true},
+		{"{\"model\":\"m\"} \n\t", true},
+		{`{"model":"m"} x`, false},
+		{`{"model":"m"}{}`, false},
+		{`{"model":"m"`, false},
+		{`{"model":1}`, false},
+	} {
+		var v struct {
+			Model string          `json:"model"`
+			Raw   json.RawMessage `json:"raw"`
+		}
+		if err := decodeStrict([]byte(tc.body), &v); (err == nil) != tc.ok {
+			t.Errorf("decodeStrict(%q) = %v, want ok=%v", tc.body, err, tc.ok)
+		}
+	}
+	// A raw field is the body's own bytes, and reads as they were.
+	body := []byte(`{"raw":{"a":[1,2]}}`)
+	var v struct {
+		Raw json.RawMessage `json:"raw"`
+	}
+	if err := decodeStrict(body, &v); err != nil || string(v.Raw) != `{"a":[1,2]}` {
+		t.Fatalf("raw = %s, %v", v.Raw, err)
+	}
+	resp := httptest.NewRecorder()
+	New(Config{Seed: 1}).ServeHTTP(resp, httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]} trailing`)))
+	if resp.Code != http.StatusBadRequest || !strings.Contains(resp.Body.String(), "after top-level value") {
+		t.Fatalf("trailing data: %d %s", resp.Code, resp.Body.String())
+	}
+}
