@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	json "github.com/segmentio/encoding/json"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/fixpoint-dev/fixpoint/llm"

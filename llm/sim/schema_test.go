@@ -195,3 +195,23 @@ func TestEncodeFormattingFaults(t *testing.T) {
 		t.Fatalf("strict encode %s differs from encoding/json %s", got, want)
 	}
 }
+
+// TestJSONEqualMatchesEncodedEquality: jsonEqual's shortcuts for strings and
+// booleans agree with comparing the values' JSON, as const and enum do.
+func TestJSONEqualMatchesEncodedEquality(t *testing.T) {
+	vals := []any{"billing", "bug", "", "a\xff", "a\xfe", "a\ufffd", true, false, nil,
+		json.Number("1"), json.Number("1.0"), json.Number("2"), map[string]any{"a": "b"}, []any{"b"}}
+	for _, a := range vals {
+		for _, b := range vals {
+			want := string(mustJSON(a)) == string(mustJSON(b))
+			an, aok := a.(json.Number)
+			bn, bok := b.(json.Number)
+			if aok && bok {
+				want = an == bn || (an == "1" && bn == "1.0") || (an == "1.0" && bn == "1")
+			}
+			if got := jsonEqual(a, b); got != want {
+				t.Errorf("jsonEqual(%#v, %#v) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}
