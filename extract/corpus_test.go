@@ -518,3 +518,24 @@ func clip(s string, n int) string {
 	}
 	return s
 }
+
+// TestCorpusValuesAgreeWithEncodingJSON: on every corpus reply, each
+// candidate's Value is what encoding/json decodes from its JSON (decode
+// uses segmentio/encoding/json for speed; the standard library is the
+// reference).
+func TestCorpusValuesAgreeWithEncodingJSON(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for _, c := range loadCorpus(t) {
+		cands, _ := Extract(c.Input)
+		for i, cd := range cands {
+			n++
+			if want, ok := stdDecode(cd.JSON); !ok || !reflect.DeepEqual(cd.Value, want) {
+				t.Errorf("%s: candidate %d Value %#v, encoding/json decodes %q as %#v (ok=%v)", c.file, i, cd.Value, cd.JSON, want, ok)
+			}
+		}
+	}
+	if n < 1000 {
+		t.Fatalf("only %d candidates checked; the corpus did not load", n)
+	}
+}

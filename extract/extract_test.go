@@ -1,8 +1,10 @@
 package extract
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -170,6 +172,17 @@ func TestExtract(t *testing.T) {
 }
 
 // checkCandidates asserts the invariants every candidate holds.
+// stdDecode is decode as encoding/json does it.
+func stdDecode(b []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.More() {
+		return nil, false
+	}
+	return v, true
+}
+
 func checkCandidates(t *testing.T, reply string, cands []Candidate) {
 	t.Helper()
 	for i, c := range cands {
@@ -184,6 +197,11 @@ func checkCandidates(t *testing.T, reply string, cands []Candidate) {
 		b, _ := json.Marshal(c.Value)
 		if string(a) != string(b) {
 			t.Fatalf("candidate %d Value %s does not match JSON %s", i, b, c.JSON)
+		}
+		// decode uses segmentio/encoding/json; encoding/json is the
+		// reference it must agree with, value for value.
+		if want, ok := stdDecode(c.JSON); !ok || !reflect.DeepEqual(c.Value, want) {
+			t.Fatalf("candidate %d Value %#v, encoding/json decodes %q as %#v (ok=%v)", i, c.Value, c.JSON, want, ok)
 		}
 		if c.Start < 0 || c.End < c.Start || c.End > len(reply) {
 			t.Fatalf("candidate %d range [%d,%d) outside reply of %d bytes", i, c.Start, c.End, len(reply))

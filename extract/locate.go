@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // Limits that keep Extract linear on adversarial replies.
@@ -254,11 +256,14 @@ func (e *extractor) finishParse(p *parser, a int) (found, int, *SyntaxError) {
 	return f, p.i, nil
 }
 
+// decode reads the one strict JSON value in b, numbers as json.Number. It
+// goes through segmentio/encoding/json, which decodes in one pass where
+// encoding/json validates and then decodes: with the parser's own pass, a
+// reply was read three times.
 func decode(b []byte) (any, bool) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
 	var v any
-	if dec.Decode(&v) != nil || dec.More() {
+	rest, err := sjson.Parse(b, &v, sjson.UseNumber)
+	if err != nil || len(bytes.TrimLeft(rest, " \t\r\n")) > 0 {
 		return nil, false
 	}
 	return v, true
