@@ -3,9 +3,12 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -97,56 +100,97 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
 	defer cancel()
-	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        cfg.Stream,
-		Description: "fixpoint jobs",
-		Subjects:    []string{cfg.Subject},
-		Retention:   jetstream.WorkQueuePolicy,
-		Discard:     jetstream.DiscardNew,
-		MaxMsgs:     cfg.MaxMsgs,
-		MaxMsgSize:  cfg.MaxMsgSize,
-		MaxAge:      cfg.MaxAge,
-		Duplicates:  cfg.Duplicates,
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
+	stream, err := retryJS(ctx, func() (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        cfg.Stream,
+			Description: "fixpoint jobs",
+			Subjects:    []string{cfg.Subject},
+			Retention:   jetstream.WorkQueuePolicy,
+			Discard:     jetstream.DiscardNew,
+			MaxMsgs:     cfg.MaxMsgs,
+			MaxMsgSize:  cfg.MaxMsgSize,
+			MaxAge:      cfg.MaxAge,
+			Duplicates:  cfg.Duplicates,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
 	}
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       cfg.Consumer,
-		Description:   "fixpoint workers",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxDeliver:    cfg.MaxDeliver,
-		MaxAckPending: cfg.MaxAckPending,
-		FilterSubject: cfg.Subject,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+	cons, err := retryJS(ctx, func() (jetstream.Consumer, error) {
+		return stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       cfg.Consumer,
+			Description:   "fixpoint workers",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.AckWait,
+			MaxDeliver:    cfg.MaxDeliver,
+			MaxAckPending: cfg.MaxAckPending,
+			FilterSubject: cfg.Subject,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create consumer %s: %w", cfg.Consumer, err)
 	}
 	advSubject := fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", cfg.Stream, cfg.Consumer)
-	adv, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:      advisoryStreamName(cfg),
-		Subjects:  []string{advSubject},
-		Retention: jetstream.WorkQueuePolicy,
-		MaxAge:    cfg.MaxAge,
-		Storage:   jetstream.FileStorage,
-		Replicas:  cfg.Replicas,
+	adv, err := retryJS(ctx, func() (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:      advisoryStreamName(cfg),
+			Subjects:  []string{advSubject},
+			Retention: jetstream.WorkQueuePolicy,
+			MaxAge:    cfg.MaxAge,
+			Storage:   jetstream.FileStorage,
+			Replicas:  cfg.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create advisory stream: %w", err)
 	}
-	if _, err := adv.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:    cfg.Consumer + "-dead",
-		AckPolicy:  jetstream.AckExplicitPolicy,
-		AckWait:    30 * time.Second,
-		MaxDeliver: -1,
+	if _, err := retryJS(ctx, func() (jetstream.Consumer, error) {
+		return adv.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:    cfg.Consumer + "-dead",
+			AckPolicy:  jetstream.AckExplicitPolicy,
+			AckWait:    30 * time.Second,
+			MaxDeliver: -1,
+		})
 	}); err != nil {
 		return nil, nil, fmt.Errorf("create advisory consumer: %w", err)
 	}
 	return stream, cons, nil
+}
+
+// queueSetupTries bounds the tries of each step of EnsureQueue.
+const queueSetupTries = 5
+
+// retryJS runs one JetStream API call of EnsureQueue until it succeeds, fails
+// for a reason another try cannot fix, queueSetupTries have failed, or ctx
+// ends. The server answers 5xx when it could not do the work at that moment
+// (a stream store it could not create, a cluster electing a leader), no
+// responders while it restarts, and nothing before a timeout when it is
+// busy: a worker or an enqueue starting then should wait a moment, not fail
+// the night's batch. A 4xx (a stream configured differently under the same
+// name, a limit) is the caller's to fix and comes back at once.
+func retryJS[T any](ctx context.Context, op func() (T, error)) (T, error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 2*time.Second
+	return backoff.RetryWithData(func() (T, error) {
+		v, err := op()
+		if err != nil && !transientJS(err) {
+			return v, backoff.Permanent(err)
+		}
+		return v, err
+	}, backoff.WithContext(backoff.WithMaxRetries(b, queueSetupTries-1), ctx))
+}
+
+// transientJS reports whether a JetStream API call may succeed if tried again.
+func transientJS(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code >= 500
+	}
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrTimeout)
 }
 
 func advisoryStreamName(cfg QueueConfig) string {

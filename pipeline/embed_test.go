@@ -1,0 +1,48 @@
+package pipeline
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// TestEmbeddedNATSLogs: the embedded server's own lines reach the logger
+// given, at their level, so an error it answers generically (a stream whose
+// store cannot be created) can be traced to its cause.
+func TestEmbeddedNATSLogs(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ns, err := StartEmbeddedNATS(EmbeddedNATSConfig{StoreDir: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	out := buf.String()
+	if !strings.Contains(out, "level=DEBUG msg=\"embedded nats: Starting nats-server\"") {
+		t.Fatalf("the server's start notice is not in the log:\n%s", out)
+	}
+
+	buf.Reset()
+	l := natsLogger{slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	l.Noticef("notice %d", 1)
+	l.Debugf("debug %d", 2)
+	l.Tracef("trace %d", 3)
+	l.Warnf("Stream create failed for '%s > %s': %v", "$G", "JOBS", "storage directory is not writable")
+	l.Errorf("error %d", 4)
+	got := buf.String()
+	for _, want := range []string{
+		`level=WARN msg="embedded nats: Stream create failed for '$G > JOBS': storage directory is not writable"`,
+		`level=ERROR msg="embedded nats: error 4"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %s:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"notice 1", "debug 2", "trace 3"} {
+		if strings.Contains(got, not) {
+			t.Errorf("log at warn level has %q:\n%s", not, got)
+		}
+	}
+}
