@@ -244,18 +244,22 @@ func (n *natsFlags) connect(log *slog.Logger) (jetstream.JetStream, func(), erro
 		if err != nil {
 			return nil, nil, usagef("--nats-listen %q: want host:port", n.addr)
 		}
-		ns, err = pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: n.dir, Host: host, Port: port})
+		ns, err = pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: n.dir, Host: host, Port: port, Logger: log})
 		if err != nil {
 			return nil, nil, err
 		}
 		url = ns.ClientURL()
-		log.Info("worker: embedded NATS started", slog.String("url", url), slog.String("dir", n.dir))
+		where := url
+		if port == 0 {
+			where = "in process only (listening on no port)"
+		}
+		log.Info("worker: embedded NATS started", slog.String("url", where), slog.String("dir", n.dir))
 	}
 	closed := make(chan struct{})
-	nc, err := nats.Connect(url,
+	opts := []nats.Option{
 		nats.Name("fixpoint"),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
@@ -263,7 +267,14 @@ func (n *natsFlags) connect(log *slog.Logger) (jetstream.JetStream, func(), erro
 			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("worker: NATS reconnected") }),
-	)
+	}
+	if ns != nil {
+		// Our own server is reached in process: with --nats-listen port 0
+		// it listens on no port, and its client URL names the default
+		// port, where another server may be listening.
+		opts = append(opts, nats.InProcessServer(ns))
+	}
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		if ns != nil {
 			ns.Shutdown()
