@@ -262,22 +262,13 @@ const schemaCacheMax = 1024
 // schema parses a schema, or returns nil if it is not one. Parsed schemas
 // are read-only and cached: a batch asks the same schema many times.
 func (s *Server) schema(b []byte) *schemaDoc {
-	s.schemaMu.RLock()
-	doc, ok := s.schemas[string(b)]
-	s.schemaMu.RUnlock()
-	if ok {
+	return s.schemas.get(b, schemaCacheMax, func(b []byte) *schemaDoc {
+		doc, err := parseSchema(b)
+		if err != nil {
+			return nil
+		}
 		return doc
-	}
-	doc, err := parseSchema(b)
-	if err != nil {
-		doc = nil
-	}
-	s.schemaMu.Lock()
-	if len(s.schemas) < schemaCacheMax {
-		s.schemas[string(b)] = doc
-	}
-	s.schemaMu.Unlock()
-	return doc
+	})
 }
 
 // truth is the ground truth for a task and schema.

@@ -317,10 +317,8 @@ type Server struct {
 	calls  atomic.Int64
 	stats  counters
 	limits *limiter
-	// schemas caches parsed schemas by their text (see Server.schema); a
-	// plain map, as a lookup by a []byte key then copies nothing.
-	schemaMu sync.RWMutex
-	schemas  map[string]*schemaDoc
+	// schemas caches parsed schemas by their text (see Server.schema).
+	schemas rawCache[*schemaDoc]
 	// systems caches the text of system prompts by their raw JSON.
 	systems textCache
 	done    chan struct{}
@@ -346,10 +344,9 @@ func NewChecked(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{
-		schemas: map[string]*schemaDoc{},
-		cfg:     cfg,
-		limits:  newLimiter(cfg.RPM, cfg.TPM, cfg.Now),
-		done:    make(chan struct{}),
+		cfg:    cfg,
+		limits: newLimiter(cfg.RPM, cfg.TPM, cfg.Now),
+		done:   make(chan struct{}),
 	}, nil
 }
 

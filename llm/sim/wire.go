@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-	"sync"
 
 	json "github.com/segmentio/encoding/json"
 )
@@ -60,34 +59,14 @@ func textOf(raw json.RawMessage) string {
 // textCache remembers the text of the system prompts a server has read: a
 // batch sends the same one, a few kilobytes with the schema in it, with every
 // request, and unquoting it each time was about a tenth of a request's work.
-// A lookup by the raw bytes copies nothing; the cache stops growing at
-// textCacheMax entries (later prompts are read each time).
-type textCache struct {
-	mu    sync.RWMutex
-	texts map[string]string
-}
+type textCache struct{ rawCache[string] }
 
 // textCacheMax bounds a textCache.
 const textCacheMax = 256
 
 // text is textOf(raw), from the cache when raw was seen before.
 func (c *textCache) text(raw json.RawMessage) string {
-	c.mu.RLock()
-	t, ok := c.texts[string(raw)]
-	c.mu.RUnlock()
-	if ok {
-		return t
-	}
-	t = textOf(raw)
-	c.mu.Lock()
-	if c.texts == nil {
-		c.texts = map[string]string{}
-	}
-	if len(c.texts) < textCacheMax {
-		c.texts[string(raw)] = t
-	}
-	c.mu.Unlock()
-	return t
+	return c.get(raw, textCacheMax, func(b []byte) string { return textOf(b) })
 }
 
 // decodeStrict decodes a request body; trailing data is an error, as with

@@ -433,7 +433,7 @@ func TestTextCacheReadsEachPromptAsTextOf(t *testing.T) {
 	if got := c.text(json.RawMessage(raws[0])); !strings.Contains(got, `{"type":"object"}`) {
 		t.Fatalf("escaped prompt read as %q", got)
 	}
-	if n := len(c.texts); n != textCacheMax {
+	if n := len(c.m); n != textCacheMax {
 		t.Fatalf("cache holds %d prompts, want it to stop at %d", n, textCacheMax)
 	}
 }
