@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -322,6 +323,98 @@ func (s *Store) Export(ctx context.Context, batch string, fn func(ExportRow) err
 		return fmt.Errorf("export batch %s: %w", batch, err)
 	}
 	return nil
+}
+
+// ExportShape is what a batch's export is shaped by: the columns of its input
+// and the top-level properties of its schema.
+type ExportShape struct {
+	// InputColumns are the input rows' keys: the batch's recorded
+	// input_columns in the file's order, then every other key found in the
+	// batch's rows, sorted. Without recorded columns (a batch enqueued before
+	// they were recorded) it is every key found, sorted. Empty for a batch
+	// with no jobs and no recorded columns.
+	InputColumns []string
+	// SchemaHash is the batch's recorded schema_hash, else the schema_hash of
+	// one of its jobs; "" when neither names one.
+	SchemaHash string
+	// Properties are the names of the schema's top-level "properties",
+	// sorted: the ledger keeps a schema in canonical form (keys sorted), so
+	// the order it was written in is not known. Nil when the schema has no
+	// "properties" object or there is no schema.
+	Properties []string
+}
+
+// ExportShape returns the shape of batch's export, or ErrNotFound when
+// there is no such batch. A batch with no jobs is not an error. Like Export
+// it reads every job row of the batch (for the keys of their input) and
+// does not apply the statement timeout: give ctx a deadline if needed.
+func (s *Store) ExportShape(ctx context.Context, batch string) (ExportShape, error) {
+	var sh ExportShape
+	var cols, body *string
+	var hash *string
+	err := s.pool.QueryRow(ctx, `
+		SELECT b.input_columns::text, h.hash, sc.body::text
+		FROM batches b
+		LEFT JOIN LATERAL (
+		    SELECT coalesce(b.schema_hash,
+		                    (SELECT j.schema_hash FROM jobs j
+		                     WHERE j.batch = b.name AND j.schema_hash IS NOT NULL LIMIT 1)) AS hash
+		) h ON true
+		LEFT JOIN schemas sc ON sc.hash = h.hash
+		WHERE b.name = $1`, batch).Scan(&cols, &hash, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sh, fmt.Errorf("export shape of batch %s: %w", batch, ErrNotFound)
+	}
+	if err != nil {
+		return sh, fmt.Errorf("export shape of batch %s: %w", batch, err)
+	}
+	sh.SchemaHash = deref(hash)
+	seen := map[string]bool{}
+	if cols != nil {
+		var recorded []string
+		if err := json.Unmarshal([]byte(*cols), &recorded); err != nil {
+			return sh, fmt.Errorf("export shape of batch %s: input_columns: %w", batch, err)
+		}
+		for _, c := range recorded {
+			if !seen[c] {
+				seen[c] = true
+				sh.InputColumns = append(sh.InputColumns, c)
+			}
+		}
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT DISTINCT k
+		FROM jobs j,
+		     jsonb_object_keys(CASE WHEN jsonb_typeof(j.metadata) = 'object' THEN j.metadata ELSE '{}' END) k
+		WHERE j.batch = $1`, batch)
+	if err != nil {
+		return sh, fmt.Errorf("export shape of batch %s: input keys: %w", batch, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return sh, fmt.Errorf("export shape of batch %s: input keys: %w", batch, err)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			sh.InputColumns = append(sh.InputColumns, k)
+		}
+	}
+	if body != nil {
+		var schema struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		// A schema that is not an object (true, false) or whose "properties"
+		// is not an object has no property columns.
+		if json.Unmarshal([]byte(*body), &schema) == nil {
+			for p := range schema.Properties {
+				sh.Properties = append(sh.Properties, p)
+			}
+			sort.Strings(sh.Properties)
+		}
+	}
+	return sh, nil
 }
 
 // Progress counts a batch's jobs by status.
