@@ -24,10 +24,13 @@ does, the one with the fewest errors.
 
 With --jsonl each input line is {"id": ..., "text": "...", "schema": <optional
 inline schema>} and each output line is {"id": ...} plus the fields above, in
-input order. A line that cannot be read gets {"id": null, "line": N, "error": ...}.
+input order. A line that cannot be read (not JSON, no "text", a bad inline
+schema) gets {"id": null, "line": N, "error": ...}; blank lines are skipped.
 
-Exit status: 0 valid (with --jsonl: every line done), 1 not valid, 2 bad usage
-or an unreadable schema.`
+Exit status: 0 valid, 1 not valid, 2 bad usage or an unreadable schema.
+With --jsonl: 0 when every line was read (valid or not; see each "valid"),
+1 when a line could not be read ("N of M lines could not be read" on stderr),
+2 bad usage, an unreadable schema or input that stops being readable.`
 
 func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("worker check", checkUsage, "", stdout)
@@ -90,13 +93,14 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 	defer w.Flush()
 	compiled := map[string]*validate.Schema{}
 	line := 0
-	bad := 0
+	records, bad := 0, 0
 	for sc.Scan() {
 		line++
 		raw := bytes.TrimSpace(sc.Bytes())
 		if len(raw) == 0 {
 			continue
 		}
+		records++
 		var rec checkRecord
 		err := json.Unmarshal(raw, &rec)
 		if err == nil && rec.Text == nil {
@@ -134,7 +138,13 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 		return usagef("read line %d: %v", line+1, err)
 	}
 	if bad > 0 {
-		fmt.Fprintf(stderr, "worker check: %d of %d lines could not be read (see their error fields)\n", bad, line)
+		// The output lines go out before the count, and the count alone
+		// decides the status: errNotValid adds nothing to stderr.
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "worker check: %d of %d lines could not be read (see their error fields)\n", bad, records)
+		return errNotValid
 	}
-	return nil
+	return w.Flush()
 }

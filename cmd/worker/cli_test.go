@@ -94,8 +94,8 @@ func TestCheckJSONL(t *testing.T) {
 	}, "\n")
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"check", "--jsonl", "--schema", cliFile(t, "s.json", cliSchema), "-"}, strings.NewReader(in), &out, &errOut)
-	if code != 0 {
-		t.Fatalf("exit %d, want 0 once every line is done (stderr %q)", code, errOut.String())
+	if code != 1 {
+		t.Fatalf("exit %d, want 1: line 3 could not be read (stderr %q)", code, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 4 {

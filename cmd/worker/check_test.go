@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestCheckJSONLExitStatus: with --jsonl, a line that cannot be read still
+// gets its output line, and then the exit status is 1 with a one-line count
+// on stderr; replies that are merely not valid do not change the status.
+func TestCheckJSONLExitStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		lines      []string
+		wantCode   int
+		wantStderr string // "" = stderr must be empty
+		wantErrAt  []int  // output lines (1-based) that are error records
+	}{
+		{name: "every line read, some not valid", lines: []string{
+			`{"id": 1, "text": "{\"sentiment\": \"positive\", \"score\": 1}"}`,
+			`{"id": 2, "text": "nope"}`,
+		}, wantCode: 0},
+		{name: "unreadable lines", lines: []string{
+			`{"id": 1, "text": "{\"sentiment\": \"positive\", \"score\": 1}"}`,
+			``, // blank lines are skipped, not counted
+			`not json at all`,
+			`{"id": 3}`,
+			`{"id": 4, "text": "{}", "schema": {"type": 12}}`,
+		}, wantCode: 1, wantStderr: "worker check: 3 of 4 lines could not be read", wantErrAt: []int{2, 3, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), []string{"check", "--jsonl", "--schema", cliFile(t, "s.json", cliSchema), "-"},
+				strings.NewReader(strings.Join(tt.lines, "\n")), &out, &errOut)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d (stderr %q)", code, tt.wantCode, errOut.String())
+			}
+			if tt.wantStderr == "" && errOut.Len() != 0 {
+				t.Errorf("stderr = %q, want nothing", errOut.String())
+			}
+			if tt.wantStderr != "" {
+				if got := strings.TrimSuffix(errOut.String(), "\n"); !strings.HasPrefix(got, tt.wantStderr) || strings.Contains(got, "\n") {
+					t.Errorf("stderr = %q, want one line starting %q", errOut.String(), tt.wantStderr)
+				}
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			nonBlank := 0
+			for _, l := range tt.lines {
+				if strings.TrimSpace(l) != "" {
+					nonBlank++
+				}
+			}
+			if len(lines) != nonBlank {
+				t.Fatalf("%d output lines, want %d:\n%s", len(lines), nonBlank, out.String())
+			}
+			for i, l := range lines {
+				var got map[string]json.RawMessage
+				if err := json.Unmarshal([]byte(l), &got); err != nil {
+					t.Fatalf("output line %d is not JSON: %v", i+1, err)
+				}
+				_, isErr := got["error"]
+				wantErr := false
+				for _, n := range tt.wantErrAt {
+					wantErr = wantErr || n == i+1
+				}
+				if isErr != wantErr {
+					t.Errorf("output line %d error record = %v, want %v: %s", i+1, isErr, wantErr, l)
+				}
+			}
+		})
+	}
+}
