@@ -47,6 +47,7 @@ type Client struct {
 	obs      Observer
 	endpoint string
 	keyHash  string
+	key      []byte      // the API key, redacted from all a server sends back; nil when shorter than redactMinKey
 	headers  http.Header // sent on every request
 
 	laneCache   sync.Map // model -> *Lane
@@ -68,6 +69,9 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, http: cfg.HTTPClient, lanes: cfg.Lanes, obs: cfg.Observer, keyHash: KeyHash(cfg.APIKey)}
+	if len(cfg.APIKey) >= redactMinKey {
+		c.key = []byte(cfg.APIKey)
+	}
 	if c.obs == nil {
 		c.obs = NopObserver{}
 	}
@@ -332,22 +336,70 @@ func (c *Client) attempt(ctx context.Context, lane *Lane, tokens int, body []byt
 	resp, e := c.do(ctx, body, req)
 	latency := time.Since(start)
 	if e != nil {
-		e.Message = c.redact(e.Message)
+		c.redactError(e)
 		p.done(e.Class, e.RetryAfter, 0, e)
 		c.obs.OnCall(CallEvent{Lane: lane.key, Class: e.Class, Status: e.Status, Latency: latency, Attempt: n})
 		return nil, e
 	}
+	c.redactResponse(resp)
 	resp.Latency = latency
 	p.done("", 0, resp.Usage.InputTokens+resp.Usage.OutputTokens, nil)
 	c.obs.OnCall(CallEvent{Lane: lane.key, Status: resp.Status, Latency: latency, Attempt: n})
 	return resp, nil
 }
 
+// redacted replaces the API key wherever a server echoes it.
+const redacted = "[redacted]"
+
+// redactMinKey is the shortest key that is redacted. Shorter ones are the
+// placeholders local servers accept ("EMPTY", "ollama"), not secrets, and
+// replacing them would mangle ordinary text and JSON.
+const redactMinKey = 8
+
 func (c *Client) redact(s string) string {
-	if c.cfg.APIKey == "" || s == "" {
+	if c.key == nil || !strings.Contains(s, c.cfg.APIKey) {
 		return s
 	}
-	return strings.ReplaceAll(s, c.cfg.APIKey, "[redacted]")
+	return strings.ReplaceAll(s, c.cfg.APIKey, redacted)
+}
+
+// redactBody replaces the API key in a body as read, before anything is
+// decoded from it or cut out of it: a cut first (a snippet, the 32 bytes a
+// JSON error quotes) could keep part of a key that straddles it, which no
+// exact match finds afterwards. A key is long and random, so it only ever
+// occurs inside a JSON string, where the replacement keeps the JSON valid.
+func (c *Client) redactBody(b []byte) []byte {
+	if c.key == nil || !bytes.Contains(b, c.key) {
+		return b
+	}
+	return bytes.ReplaceAll(b, c.key, []byte(redacted))
+}
+
+// redactHeaders redacts the values of stored rate-limit headers, in place.
+func (c *Client) redactHeaders(m map[string]string) {
+	for k, v := range m {
+		m[k] = c.redact(v)
+	}
+}
+
+// redactError redacts every text field of e. The body it was built from
+// was redacted as read; this also catches a key the body held in escaped
+// form (decoded into Message) and one sent back in a header.
+func (c *Client) redactError(e *Error) {
+	if c.key == nil {
+		return
+	}
+	e.Message, e.Code, e.RequestID = c.redact(e.Message), c.redact(e.Code), c.redact(e.RequestID)
+	c.redactHeaders(e.RateLimit)
+}
+
+// redactResponse does for a response what redactError does for an error.
+func (c *Client) redactResponse(r *Response) {
+	if c.key == nil {
+		return
+	}
+	r.Text, r.Refusal, r.Model, r.RequestID = c.redact(r.Text), c.redact(r.Refusal), c.redact(r.Model), c.redact(r.RequestID)
+	c.redactHeaders(r.RateLimit)
 }
 
 // do sends body and reads the reply under the attempt's timeouts.
@@ -402,7 +454,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, 
 	if int64(buf.Len()) > c.cfg.MaxBodyBytes {
 		return nil, c.tooBig(hresp, -1)
 	}
-	data := buf.Bytes()
+	data := c.redactBody(buf.Bytes())
 	now := c.cfg.Clock.Now()
 	reqID := c.requestID(hresp.Header)
 
