@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -13,7 +14,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -29,10 +29,28 @@ const usage = `Usage: report COMMAND [flags]
   report failures BATCH           failure classes by attempt, repair effectiveness, top error paths
   report job ID                   one job and each attempt as a card
   report export BATCH [--format jsonl|csv]
-                                  input row metadata joined with the value, one line per job
+                                  each job's input row and value, one line per job in row order
   report wait BATCH [--max-failure-rate R]
                                   progress until every job is final; exit 1 when the share of
-                                  jobs not valid exceeds R
+                                  jobs not valid exceeds R (a batch with no jobs is done at once)
+
+A BATCH or ID that is not in the ledger is an error (exit 1); a batch with no
+jobs is not.
+
+Export formats:
+  jsonl  {"id", "row", "status", "input": the input row, "value", "error"} per job.
+  csv    the input's columns in the file's order (sorted for a batch enqueued
+         before the order was recorded; keys only some rows have come after,
+         sorted), then job_id, job_status, then one column per top-level
+         property of the batch's schema in name order (the ledger keeps schemas
+         with their keys sorted), then job_error. A property named like an input
+         column or a job_ column is written as value.NAME. Strings are written
+         as themselves, other values as compact JSON, null or missing as empty;
+         keys of a value that the schema does not list are left out (jsonl has
+         the whole value). A schema without properties gives one job_value
+         column (the whole value as JSON) instead of the property columns.
+
+Exit status: 0 done, 1 an error or the failure rate over R, 2 bad usage.
 
 Environment:
   DATABASE_URL  Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)`
@@ -116,17 +134,26 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if len(pos) == 1 {
 			batch = pos[0]
 		}
+		if batch != "" {
+			if err := needBatch(ctx, st, batch); err != nil {
+				return err
+			}
+		}
 		rows, err := st.Summary(ctx, batch)
 		if err != nil {
 			return err
 		}
 		if batch != "" && len(rows) == 0 {
-			return fmt.Errorf("no batch %q in the ledger", batch)
+			// The batch exists and holds no jobs.
+			rows = []store.BatchSummary{{Batch: batch}}
 		}
 		pipeline.WriteSummary(stdout, rows)
 	case "failures":
 		batch, err := arg()
 		if err != nil {
+			return err
+		}
+		if err := needBatch(ctx, st, batch); err != nil {
 			return err
 		}
 		if err := pipeline.WriteFailureReport(ctx, stdout, st, batch, 15); err != nil {
@@ -154,6 +181,16 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Errorf("unknown command %q", cmd)}
 	}
 	return nil
+}
+
+// needBatch returns an error naming batch when the ledger has no such batch,
+// so that a mistyped name fails instead of printing an empty report.
+func needBatch(ctx context.Context, st *store.Store, batch string) error {
+	_, err := st.Batch(ctx, batch)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no batch %q in the ledger", batch)
+	}
+	return err
 }
 
 func envOr(k, def string) string {
@@ -195,33 +232,32 @@ func printJob(ctx context.Context, w io.Writer, st *store.Store, id string) erro
 func export(ctx context.Context, w io.Writer, st *store.Store, batch, format string) error {
 	switch format {
 	case "jsonl":
+		if err := needBatch(ctx, st, batch); err != nil {
+			return err
+		}
 		enc := json.NewEncoder(w)
 		return st.Export(ctx, batch, func(r store.ExportRow) error {
 			return enc.Encode(map[string]any{"id": r.ID, "row": r.RowNo, "status": r.Status,
 				"input": rawOrNull(r.Metadata), "value": rawOrNull(r.Value), "error": r.Error})
 		})
 	case "csv":
+		shape, err := st.ExportShape(ctx, batch)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no batch %q in the ledger", batch)
+		}
+		if err != nil {
+			return err
+		}
+		cols := newCSVColumns(shape)
 		cw := csv.NewWriter(w)
-		var header []string
-		err := st.Export(ctx, batch, func(r store.ExportRow) error {
-			var meta map[string]any
-			_ = json.Unmarshal(r.Metadata, &meta)
-			if header == nil {
-				for k := range meta {
-					header = append(header, k)
-				}
-				sort.Strings(header)
-				// The job's own columns are prefixed so an input field named
-				// id, status or value cannot clash with them.
-				if err := cw.Write(append(append([]string{"job_id", "job_status"}, header...), "job_value", "job_error")); err != nil {
-					return err
-				}
+		if err := cw.Write(cols.header); err != nil {
+			return err
+		}
+		err = st.Export(ctx, batch, func(r store.ExportRow) error {
+			rec, err := cols.record(r)
+			if err != nil {
+				return fmt.Errorf("job %s: %w", r.ID, err)
 			}
-			rec := []string{r.ID, r.Status}
-			for _, h := range header {
-				rec = append(rec, fmt.Sprint(orEmpty(meta[h])))
-			}
-			rec = append(rec, string(r.Value), r.Error)
 			return cw.Write(rec)
 		})
 		cw.Flush()
@@ -233,6 +269,103 @@ func export(ctx context.Context, w io.Writer, st *store.Store, batch, format str
 	return usageError{fmt.Errorf("--format %q: want jsonl or csv", format)}
 }
 
+// csvColumns lays out a batch's CSV export: the input columns, the job's
+// own columns and one column per schema property (or job_value).
+type csvColumns struct {
+	header []string
+	// inputs and props are the input keys and schema properties, in the
+	// order of their columns; wholeValue writes job_value instead of props.
+	inputs, props []string
+	wholeValue    bool
+}
+
+// newCSVColumns builds the header: inputs, job_id, job_status, properties
+// (renamed value.NAME when NAME is taken by an input or job column, and
+// again while the new name is taken), job_error.
+func newCSVColumns(shape store.ExportShape) *csvColumns {
+	c := &csvColumns{inputs: shape.InputColumns, props: shape.Properties, wholeValue: len(shape.Properties) == 0}
+	taken := map[string]bool{"job_id": true, "job_status": true, "job_error": true, "job_value": true}
+	for _, in := range c.inputs {
+		taken[in] = true
+	}
+	c.header = append(append(c.header, c.inputs...), "job_id", "job_status")
+	if c.wholeValue {
+		c.header = append(c.header, "job_value")
+	}
+	for _, p := range c.props {
+		name := p
+		for taken[name] {
+			name = "value." + name
+		}
+		taken[name] = true
+		c.header = append(c.header, name)
+	}
+	c.header = append(c.header, "job_error")
+	return c
+}
+
+// record is one job's CSV row under the header.
+func (c *csvColumns) record(r store.ExportRow) ([]string, error) {
+	var meta map[string]json.RawMessage
+	if err := unmarshalObject(r.Metadata, &meta); err != nil {
+		return nil, fmt.Errorf("input row: %w", err)
+	}
+	rec := make([]string, 0, len(c.header))
+	for _, in := range c.inputs {
+		cell, err := csvCell(meta[in])
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", in, err)
+		}
+		rec = append(rec, cell)
+	}
+	rec = append(rec, r.ID, r.Status)
+	if c.wholeValue {
+		cell, err := csvCell(r.Value)
+		if err != nil {
+			return nil, fmt.Errorf("value: %w", err)
+		}
+		rec = append(rec, cell)
+	} else {
+		// A value that is not an object (an invalid job's last candidate)
+		// has no properties: its columns stay empty.
+		var value map[string]json.RawMessage
+		_ = unmarshalObject(r.Value, &value)
+		for _, p := range c.props {
+			cell, err := csvCell(value[p])
+			if err != nil {
+				return nil, fmt.Errorf("value %s: %w", p, err)
+			}
+			rec = append(rec, cell)
+		}
+	}
+	return append(rec, r.Error), nil
+}
+
+// unmarshalObject decodes a JSON object; empty input and null leave m nil.
+func unmarshalObject(b json.RawMessage, m *map[string]json.RawMessage) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.Unmarshal(b, m)
+}
+
+// csvCell writes a JSON value as a CSV cell: a string as itself, null or
+// nothing as empty, anything else as compact JSON.
+func csvCell(v json.RawMessage) (string, error) {
+	v = bytes.TrimSpace(v)
+	switch {
+	case len(v) == 0 || string(v) == "null":
+		return "", nil
+	case v[0] == '"':
+		var s string
+		err := json.Unmarshal(v, &s)
+		return s, err
+	}
+	var buf bytes.Buffer
+	err := json.Compact(&buf, v)
+	return buf.String(), err
+}
+
 func rawOrNull(b json.RawMessage) json.RawMessage {
 	if len(b) == 0 {
 		return json.RawMessage("null")
@@ -240,28 +373,25 @@ func rawOrNull(b json.RawMessage) json.RawMessage {
 	return b
 }
 
-func orEmpty(v any) any {
-	if v == nil {
-		return ""
-	}
-	return v
-}
-
 func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch string, maxFail float64, every time.Duration) error {
+	if err := needBatch(ctx, st, batch); err != nil {
+		return err
+	}
 	bar := pipeline.NewProgressBar(stderr, false, "wait", 0)
 	for {
 		p, err := st.Progress(ctx, batch)
 		if err != nil {
 			return err
 		}
-		if p.Total == 0 {
-			return fmt.Errorf("no jobs for batch %q in the ledger", batch)
-		}
 		done := p.Total - p.Queued
 		note := fmt.Sprintf("of %d: valid %d, invalid %d, failed %d, rejected %d, dead %d", p.Total, p.Valid, p.Invalid, p.Failed, p.Rejected, p.Dead)
-		if p.Done() {
+		// A batch with no jobs has nothing to wait for.
+		if p.Done() || p.Total == 0 {
 			bar.Update(done, note, true)
-			rate := float64(p.Total-p.Valid) / float64(p.Total)
+			rate := 0.0
+			if p.Total > 0 {
+				rate = float64(p.Total-p.Valid) / float64(p.Total)
+			}
 			fmt.Fprintf(stdout, "batch %s done: %d jobs, %.1f%% not valid\n", batch, p.Total, 100*rate)
 			if rate > maxFail {
 				return fmt.Errorf("%w: %.1f%% of jobs not valid, limit %.1f%%", errThreshold, 100*rate, 100*maxFail)

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
@@ -70,7 +73,7 @@ func TestReport(t *testing.T) {
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
-		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"job_id,job_status,text,job_value,job_error", `b1:1,valid,row b1:1,"{""ok"": true}",`}},
+		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error\n", `row b1:1,b1:1,valid,"{""ok"":true}",`}},
 		{name: "unknown job", args: []string{"job", "nope"}, wantCode: 1},
 		{name: "missing argument", args: []string{"failures"}, wantCode: 2},
 		{name: "unknown command", args: []string{"frobnicate", "x"}, wantCode: 2},
@@ -104,5 +107,186 @@ func TestReportWait(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "valid 1, invalid 1") {
 		t.Errorf("progress not shown: %s", errOut.String())
+	}
+}
+
+// newLedger returns the URL of a fresh ledger and a Store open on it.
+func newLedger(t *testing.T) (string, *store.Store) {
+	t.Helper()
+	dsn := storetest.NewDB(t)
+	st, err := store.Open(context.Background(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return dsn, st
+}
+
+// TestReportMissingBatch: a batch name that is not in the ledger (a typo in
+// a nightly script) is an error for every command that takes one, never an
+// empty success.
+func TestReportMissingBatch(t *testing.T) {
+	t.Parallel()
+	dsn := seed(t)
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "summary", args: []string{"summary", "x"}, wantErr: `report: no batch "x" in the ledger`},
+		{name: "failures", args: []string{"failures", "x"}, wantErr: `report: no batch "x" in the ledger`},
+		{name: "export jsonl", args: []string{"export", "x"}, wantErr: `report: no batch "x" in the ledger`},
+		{name: "export csv", args: []string{"export", "x", "--format", "csv"}, wantErr: `report: no batch "x" in the ledger`},
+		{name: "wait", args: []string{"wait", "x", "--interval", "10ms"}, wantErr: `report: no batch "x" in the ledger`},
+		{name: "job", args: []string{"job", "x"}, wantErr: `report: no job "x" in the ledger`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			if code := run(ctx, append(tt.args, "--database-url", dsn), &out, &errOut); code != 1 {
+				t.Fatalf("exit %d, want 1; stdout %q, stderr %q", code, out.String(), errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tt.wantErr) {
+				t.Errorf("stderr %q lacks %q", errOut.String(), tt.wantErr)
+			}
+			if out.Len() != 0 {
+				t.Errorf("stdout not empty for a missing batch:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// TestReportEmptyBatch: a batch that exists but holds no jobs (a dataset
+// with no usable rows) is reported as such, not as an error.
+func TestReportEmptyBatch(t *testing.T) {
+	t.Parallel()
+	dsn, st := newLedger(t)
+	if err := st.PutBatch(context.Background(), store.BatchParams{Name: "e"}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string // exact stdout when wantIn is empty
+		// wantIn lists substrings of stdout instead.
+		wantIn []string
+	}{
+		{name: "summary", args: []string{"summary", "e"}, wantIn: []string{"e   ", " 0 "}},
+		{name: "failures", args: []string{"failures", "e"}, wantIn: []string{"Failure classes"}},
+		{name: "export jsonl", args: []string{"export", "e"}, want: ""},
+		{name: "export csv", args: []string{"export", "e", "--format", "csv"}, want: "job_id,job_status,job_value,job_error\n"},
+		{name: "wait", args: []string{"wait", "e", "--interval", "10ms"}, wantIn: []string{"batch e done: 0 jobs"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			if code := run(ctx, append(tt.args, "--database-url", dsn), &out, &errOut); code != 0 {
+				t.Fatalf("exit %d, want 0; stderr %q", code, errOut.String())
+			}
+			if tt.wantIn == nil && out.String() != tt.want {
+				t.Errorf("stdout = %q, want %q", out.String(), tt.want)
+			}
+			for _, w := range tt.wantIn {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
+
+// TestExportCSVShape: the CSV has the input's columns in the file's order
+// (recorded by enqueue), then the job's, then one column per property of
+// the schema, a property named like an input or job column prefixed with
+// "value.".
+func TestExportCSVShape(t *testing.T) {
+	t.Parallel()
+	dsn, st := newLedger(t)
+	ctx := context.Background()
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object","properties":{"text":{"type":"string"},"label":{"enum":["spam","ham"]},`+
+		`"score":{"type":"number"},"tags":{"type":"array"},"job_status":{"type":"string"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	metas := []string{
+		`{"text":"hello, world","amount":12.5,"id":7,"note":"not in the header"}`,
+		`{"text":"bye","amount":3,"id":8}`,
+		`{"text":"later","amount":null,"id":9}`,
+	}
+	var jobs []store.NewJob
+	for i, m := range metas {
+		jobs = append(jobs, store.NewJob{ID: fmt.Sprintf("c1:%d", i+1), Batch: "c1", RowNo: i + 1, SchemaHash: hash, Prompt: "p",
+			Provider: "openai", Model: "m", Mode: "prompt", Strategy: "conversation", Metadata: json.RawMessage(m)})
+	}
+	if _, err := st.InsertJobs(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	// What enqueue records for a file whose header is text,amount,id (the
+	// batch's schema is left to the jobs' schema_hash).
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE batches SET input_columns = '["text","amount","id"]' WHERE name = 'c1'`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := st.SaveResults(ctx, []store.Result{
+		{JobID: "c1:1", Status: "valid", Value: json.RawMessage(`{"label":"spam","score":0.9,"tags":["a", "b"],"text":"a greeting","job_status":"x","extra":1}`),
+			Attempts: 1, Calls: 1, FirstAttemptValid: true, StartedAt: now, FinishedAt: now, Deliveries: 1,
+			AttemptRows: []store.Attempt{{No: 1, Raw: "{}", Valid: true, StartedAt: now}}},
+		{JobID: "c1:2", Status: "invalid", Error: "gave up", FinalClass: "semantic", Attempts: 1, Calls: 1, StartedAt: now, FinishedAt: now, Deliveries: 1,
+			AttemptRows: []store.Attempt{{No: 1, Raw: "nope", Class: "syntax", StartedAt: now}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"export", "c1", "--format", "csv", "--database-url", dsn}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d; stderr %q", code, errOut.String())
+	}
+	want := strings.Join([]string{
+		"text,amount,id,note,job_id,job_status,value.job_status,label,score,tags,value.text,job_error",
+		`"hello, world",12.5,7,not in the header,c1:1,valid,x,spam,0.9,"[""a"",""b""]",a greeting,`,
+		"bye,3,8,,c1:2,invalid,,,,,,gave up",
+		"later,,9,,c1:3,queued,,,,,,",
+	}, "\n") + "\n"
+	if out.String() != want {
+		t.Errorf("csv export:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+func TestCSVColumnsHeader(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		shape store.ExportShape
+		want  string
+	}{
+		{name: "no clash", shape: store.ExportShape{InputColumns: []string{"b", "a"}, Properties: []string{"x", "y"}},
+			want: "b,a,job_id,job_status,x,y,job_error"},
+		{name: "clash with an input and a job column", shape: store.ExportShape{InputColumns: []string{"text"}, Properties: []string{"job_error", "text"}},
+			want: "text,job_id,job_status,value.job_error,value.text,job_error"},
+		{name: "the new name is taken too", shape: store.ExportShape{InputColumns: []string{"text", "value.text"}, Properties: []string{"text"}},
+			want: "text,value.text,job_id,job_status,value.value.text,job_error"},
+		{name: "no properties: the whole value", shape: store.ExportShape{InputColumns: []string{"a"}},
+			want: "a,job_id,job_status,job_value,job_error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := strings.Join(newCSVColumns(tt.shape).header, ","); got != tt.want {
+				t.Errorf("header = %s, want %s", got, tt.want)
+			}
+		})
 	}
 }
