@@ -128,7 +128,16 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// WriteSummary prints batch summaries as a table.
+// summaryLegend defines each rate column of WriteSummary's table, one line
+// each, as the batch_summary view computes them.
+var summaryLegend = [][2]string{
+	{"VALID%", "valid jobs as a share of finished jobs (all but queued)"},
+	{"1ST-TRY%", "jobs valid on their first attempt as a share of finished jobs"},
+	{"REPAIRED%", "valid jobs that needed more than one attempt or a local repair, as a share of valid jobs"},
+}
+
+// WriteSummary prints batch summaries as a table, then a legend defining
+// its rate columns.
 func WriteSummary(w io.Writer, rows []store.BatchSummary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BATCH\tJOBS\tVALID\tINVALID\tFAILED\tREJECTED\tDEAD\tQUEUED\tVALID%\t1ST-TRY%\tREPAIRED%\tATTEMPTS\tTOKENS/VALID\tCOST/VALID\tP50 ms\tP95 ms")
@@ -137,6 +146,12 @@ func WriteSummary(w io.Writer, rows []store.BatchSummary) {
 			r.Batch, r.Jobs, r.Valid, r.Invalid, r.Failed, r.Rejected, r.Dead, r.Queued,
 			100*r.ValidRate, 100*r.FirstAttemptValidRate, 100*r.RepairRate, r.MeanAttempts,
 			r.TokensPerValidJob, r.CostPerValidJob, r.P50WallMS, r.P95WallMS)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, l := range summaryLegend {
+		fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])
 	}
 	tw.Flush()
 }
