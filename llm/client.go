@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
 	json "github.com/segmentio/encoding/json"
@@ -434,8 +435,13 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, 
 	reading.Store(true)
 	watchdog.Reset(c.cfg.IdleTimeout)
 
+	ir := idleReader{r: hresp.Body, t: watchdog, d: c.cfg.IdleTimeout}
 	if hresp.ContentLength > c.cfg.MaxBodyBytes {
-		return nil, c.tooBig(hresp, hresp.ContentLength)
+		// Read only the head (and a key's length more, so that a key across
+		// its end is redacted whole), not the megabytes after it.
+		head := make([]byte, headBytes+len(c.key))
+		n, _ := io.ReadFull(ir, head)
+		return nil, c.tooLarge(hresp, hresp.ContentLength, head[:n])
 	}
 	buf := c.bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
@@ -444,7 +450,6 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, 
 			c.bufPool.Put(buf)
 		}
 	}()
-	ir := idleReader{r: hresp.Body, t: watchdog, d: c.cfg.IdleTimeout}
 	if _, err := buf.ReadFrom(io.LimitReader(ir, c.cfg.MaxBodyBytes+1)); err != nil {
 		e := transportError(tctx, "read response body", err)
 		e.Status = hresp.StatusCode
@@ -452,7 +457,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, 
 	}
 	watchdog.Stop()
 	if int64(buf.Len()) > c.cfg.MaxBodyBytes {
-		return nil, c.tooBig(hresp, -1)
+		return nil, c.tooLarge(hresp, -1, buf.Bytes())
 	}
 	data := c.redactBody(buf.Bytes())
 	now := c.cfg.Clock.Now()
@@ -488,13 +493,28 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, 
 	return out, nil
 }
 
-func (c *Client) tooBig(hresp *http.Response, n int64) *Error {
-	size := "more than"
-	if n >= 0 {
-		size = fmt.Sprintf("%d bytes,", n)
+// tooLarge is the error of a body over MaxBodyBytes: size is its
+// Content-Length, or -1 when the server sent none; head is its first bytes
+// as read. A 2xx was made and billed, and asking again would get the same
+// reply, so it is ClassTooLarge (permanent); any other status keeps the
+// class it gives (a 503 stays retryable).
+func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte) *Error {
+	sizeText := fmt.Sprintf("%d bytes", size)
+	if size < 0 {
+		size = c.cfg.MaxBodyBytes + 1
+		sizeText = fmt.Sprintf("more than %d bytes", c.cfg.MaxBodyBytes)
 	}
-	return &Error{Class: ClassBadResponse, Status: hresp.StatusCode, RequestID: c.requestID(hresp.Header),
-		Message: fmt.Sprintf("response body is %s over the MaxBodyBytes cap of %d bytes", size, c.cfg.MaxBodyBytes)}
+	e := &Error{Status: hresp.StatusCode, RequestID: c.requestID(hresp.Header), RateLimit: rateLimitHeaders(hresp.Header),
+		Size: size, Head: cutUTF8(c.redactBody(head), headBytes)}
+	msg := fmt.Sprintf("response body is %s, over the MaxBodyBytes cap of %d bytes", sizeText, c.cfg.MaxBodyBytes)
+	if hresp.StatusCode >= 200 && hresp.StatusCode <= 299 {
+		e.Class = ClassTooLarge
+		e.Message = msg + "; the reply was made (and billed), so it is not asked for again"
+		return e
+	}
+	e.Class, e.RetryAfter = classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, providerError{}, c.cfg.Clock.Now())
+	e.Message = http.StatusText(hresp.StatusCode) + ": " + msg
+	return e
 }
 
 func (c *Client) requestID(h http.Header) string {
@@ -504,12 +524,41 @@ func (c *Client) requestID(h http.Header) string {
 	return h.Get("X-Request-Id")
 }
 
+// headBytes is the most bytes of an oversized body kept in Error.Head.
+const headBytes = 1 << 10
+
+// snippet is the start of a body for an error message: 200 bytes at most,
+// valid UTF-8. Redact b first (see redactBody).
 func snippet(b []byte) string {
 	const n = 200
 	if len(b) > n {
-		return string(b[:n]) + "..."
+		return cutUTF8(b, n) + "..."
 	}
-	return string(b)
+	return cutUTF8(b, n)
+}
+
+// cutUTF8 returns at most the first n bytes of b as valid UTF-8: a rune
+// the cut would split is left out, invalid bytes become U+FFFD.
+func cutUTF8(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+		for k := 1; k < utf8.UTFMax && k <= len(b); k++ {
+			if utf8.RuneStart(b[len(b)-k]) {
+				if !utf8.FullRune(b[len(b)-k:]) {
+					b = b[:len(b)-k]
+				}
+				break
+			}
+		}
+	}
+	s := string(b)
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+		if len(s) > n { // replacements are longer than the bytes they replace
+			return cutUTF8([]byte(s), n)
+		}
+	}
+	return s
 }
 
 // idleReader restarts the watchdog after every read, so a server that

@@ -452,8 +452,8 @@ func TestBodyCap(t *testing.T) {
 			c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, MaxBodyBytes: 2048, Retry: RetryConfig{Disabled: true}})
 			_, err := c.Complete(context.Background(), hello)
 			var e *Error
-			if !errors.As(err, &e) || e.Class != ClassBadResponse || !strings.Contains(e.Message, "MaxBodyBytes cap of 2048 bytes") {
-				t.Fatalf("err = %v, want bad_response naming the 2048-byte cap", err)
+			if !errors.As(err, &e) || e.Class != ClassTooLarge || !strings.Contains(e.Message, "MaxBodyBytes cap of 2048 bytes") {
+				t.Fatalf("err = %v, want too_large naming the 2048-byte cap", err)
 			}
 		})
 	}

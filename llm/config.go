@@ -79,8 +79,11 @@ type Config struct {
 	// TotalTimeout bounds one attempt from start to the last body byte.
 	// Default 300s. Retries are bounded by Retry.MaxElapsedTime.
 	TotalTimeout time.Duration
-	// MaxBodyBytes caps the response body; a bigger body fails with
-	// ClassBadResponse. Default 4 MiB.
+	// MaxBodyBytes caps the response body. A bigger 2xx body fails with
+	// ClassTooLarge, which is not retried (the reply was made and billed);
+	// a bigger error body keeps the class of its status. Either way the
+	// error carries the body's size and first bytes (Error.Size, Head).
+	// Default 4 MiB.
 	MaxBodyBytes int64
 
 	// Retry configures the transport retries.

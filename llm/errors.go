@@ -19,7 +19,12 @@ const (
 	ClassQuotaExhausted ErrorClass = "quota_exhausted" // insufficient_quota, Anthropic 429 without retry-after; permanent for the lane
 	ClassAuth           ErrorClass = "auth"            // 401, 403; permanent
 	ClassBadRequest     ErrorClass = "bad_request"     // 400, 404, 422, context length exceeded; permanent
-	ClassBadResponse    ErrorClass = "bad_response"    // a body that cannot be parsed, or over the size cap; retryable
+	ClassBadResponse    ErrorClass = "bad_response"    // a 2xx body that cannot be parsed; retryable
+	// ClassTooLarge is a 2xx reply whose body is over Config.MaxBodyBytes.
+	// The call was made and is billed, and the same request would get the
+	// same reply: it is permanent for that request, never retried.
+	// Error.Size and Error.Head describe the body.
+	ClassTooLarge ErrorClass = "too_large"
 )
 
 // Retryable reports whether a call failing with c may succeed if made again.
@@ -50,6 +55,15 @@ type Error struct {
 	RetryAfter time.Duration
 	// RateLimit holds the rate-limit headers of the failed response.
 	RateLimit map[string]string
+	// Size is set when the response body was over Config.MaxBodyBytes
+	// (ClassTooLarge for a 2xx, else the class of the status): its length in
+	// bytes from Content-Length or, when the server sent none, the bytes
+	// read before the cap stopped the read (MaxBodyBytes+1, so the body is
+	// at least Size; Message then says "more than"). 0 otherwise.
+	Size int64
+	// Head is the first bytes (at most 1 KiB) of a body over the cap, valid
+	// UTF-8, the API key redacted; "" otherwise.
+	Head string
 	// Retries lists the transport retries made before giving up.
 	Retries []Retry
 	Err     error

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -160,4 +161,31 @@ func answerWith(r *http.Request, text string) string {
 		return `{"model":"m","message":{"role":"assistant","content":` + string(q) + `},"done":true}`
 	}
 	return `{"id":"x","model":"m","choices":[{"message":{"content":` + string(q) + `},"finish_reason":"stop"}]}`
+}
+
+// TestSecretsRedactedInTooLargeHead: the head kept of an oversized reply is
+// redacted before it is cut, so a key across its last byte leaves nothing.
+func TestSecretsRedactedInTooLargeHead(t *testing.T) {
+	t.Parallel()
+	body := straddle(headBytes) + strings.Repeat(" padding", 1000)
+	for _, chunked := range []bool{false, true} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if chunked {
+				w.WriteHeader(200)
+				w.Write([]byte(body[:500]))
+				w.(http.Flusher).Flush()
+				w.Write([]byte(body[500:]))
+				return
+			}
+			replyJSON(200, body, "Content-Length", strconv.Itoa(len(body)))(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, APIKey: straddleKey, MaxBodyBytes: 4096})
+		resp, err := c.Complete(context.Background(), hello)
+		var e *Error
+		if !errors.As(err, &e) || e.Class != ClassTooLarge || e.Head == "" {
+			t.Fatalf("chunked %v: err = %v, want too_large with a head", chunked, err)
+		}
+		assertNoKeyPiece(t, "too-large head", dumpResult(resp, err))
+	}
 }
