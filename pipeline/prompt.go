@@ -66,30 +66,86 @@ func compactJSON(raw json.RawMessage) []byte {
 	return []byte(buf.String())
 }
 
+// The description of a schema is bounded: it stops where a reference loops
+// back to a node being described, below describeMaxHops nested arrays or
+// objects, and before describeMaxBytes, each time with a note sending the
+// model to the schema block, which is always given in full.
+const (
+	// describeMaxBytes bounds the description, notes included.
+	describeMaxBytes = 16 << 10
+	// describeMaxHops bounds the nesting the description follows: items and
+	// properties alike (properties stop at depth 3 before that).
+	describeMaxHops = 32
+
+	recursiveNote = "(recursive: see the schema below)"
+	deepNote      = "(nested deeper: see the schema below)"
+	cutNote       = "(the description stops here: see the schema below)"
+)
+
 // describeSchema writes a short bullet list of what the schema asks for, in
 // words a model follows. It covers the common keywords and stops at depth 3;
-// the schema block that follows is the full contract.
+// the schema block that follows is the full contract. It is cycle-safe and
+// bounded (see describeMaxBytes).
 func describeSchema(raw json.RawMessage) string {
 	var s map[string]any
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return ""
 	}
-	var b strings.Builder
-	b.WriteString("- " + describeNode(s, s, 0) + "\n")
-	describeProps(&b, s, s, "", 1)
-	return b.String()
+	d := describer{root: s, onPath: map[string]bool{}}
+	d.line("- " + describeNode(s, s, 0))
+	d.props(s, "", "", 1, 0)
+	return d.b.String()
 }
 
-func describeProps(b *strings.Builder, root, s map[string]any, prefix string, depth int) {
-	if depth > 3 {
+// describer writes the description of one schema.
+type describer struct {
+	root map[string]any
+	b    strings.Builder
+	// onPath holds the JSON pointers of the nodes being described, from the
+	// root to the current one: a reference to one of them loops.
+	onPath map[string]bool
+	// full is set once the description stopped at describeMaxBytes.
+	full bool
+}
+
+// line writes one line unless the description is full; the line that would
+// cross describeMaxBytes is replaced by cutNote, and nothing follows it.
+func (d *describer) line(text string) {
+	if d.full {
 		return
 	}
-	s = deref(root, s)
+	const cut = "- " + cutNote + "\n"
+	if d.b.Len()+len(text)+1+len(cut) > describeMaxBytes {
+		d.b.WriteString(cut)
+		d.full = true
+		return
+	}
+	d.b.WriteString(text)
+	d.b.WriteByte('\n')
+}
+
+// props describes the properties of s, found at ptr, and of the items of an
+// array, one line each, at the given depth; hops counts the nodes entered on
+// the way, items included.
+func (d *describer) props(s map[string]any, ptr, prefix string, depth, hops int) {
+	if depth > 3 || d.full {
+		return
+	}
+	s, ptr = derefAt(d.root, s, ptr)
+	d.onPath[ptr] = true
+	defer delete(d.onPath, ptr)
 	props, _ := s["properties"].(map[string]any)
 	if items, ok := s["items"].(map[string]any); ok {
-		items = deref(root, items)
+		items, iptr := derefAt(d.root, items, ptr+"/items")
 		if _, ok := items["properties"]; ok {
-			describeProps(b, root, items, prefix+"[]", depth)
+			switch {
+			case d.onPath[iptr]:
+				d.line(strings.Repeat("  ", depth) + "- `" + prefix + "[]` " + recursiveNote)
+			case hops >= describeMaxHops:
+				d.line(strings.Repeat("  ", depth) + "- `" + prefix + "[]` " + deepNote)
+			default:
+				d.props(items, iptr, prefix+"[]", depth, hops+1)
+			}
 		}
 		return
 	}
@@ -107,7 +163,11 @@ func describeProps(b *strings.Builder, root, s map[string]any, prefix string, de
 	}
 	sort.Strings(names)
 	for _, name := range names {
+		if d.full {
+			return
+		}
 		child, _ := props[name].(map[string]any)
+		cptr := ptr + "/properties/" + escapePointerToken(name)
 		path := prefix + "." + name
 		if prefix == "" {
 			path = name
@@ -116,30 +176,70 @@ func describeProps(b *strings.Builder, root, s map[string]any, prefix string, de
 		if req[name] {
 			flag = "required"
 		}
-		b.WriteString(strings.Repeat("  ", depth) + "- `" + path + "` (" + flag + "): " + describeNode(root, child, depth) + "\n")
-		describeProps(b, root, child, path, depth+1)
+		text := strings.Repeat("  ", depth) + "- `" + path + "` (" + flag + "): " + describeNode(d.root, child, depth)
+		target, tptr := derefAt(d.root, child, cptr)
+		switch {
+		case d.onPath[tptr] && expandable(d.root, target):
+			d.line(text + " " + recursiveNote)
+		case hops >= describeMaxHops && expandable(d.root, target):
+			d.line(text + " " + deepNote)
+		default:
+			d.line(text)
+			d.props(child, cptr, path, depth+1, hops+1)
+		}
 	}
 }
 
+// expandable reports whether describing s would write lines below it: it
+// has properties, or items that have.
+func expandable(root, s map[string]any) bool {
+	if items, ok := s["items"].(map[string]any); ok {
+		items = deref(root, items)
+		_, ok := items["properties"]
+		return ok
+	}
+	props, _ := s["properties"].(map[string]any)
+	return len(props) > 0
+}
+
 func deref(root, s map[string]any) map[string]any {
+	s, _ = derefAt(root, s, "")
+	return s
+}
+
+// derefAt follows the local references of s, found at the JSON pointer ptr,
+// up to 8 of them, and returns the node it ends at and that node's pointer.
+// "#" is the root; a reference it cannot follow ends the chain.
+func derefAt(root, s map[string]any, ptr string) (map[string]any, string) {
 	for i := 0; i < 8 && s != nil; i++ {
 		ref, ok := s["$ref"].(string)
-		if !ok || !strings.HasPrefix(ref, "#/") {
-			return s
+		if !ok || ref != "#" && !strings.HasPrefix(ref, "#/") {
+			return s, ptr
+		}
+		if ref == "#" {
+			s, ptr = root, ""
+			continue
 		}
 		var cur any = root
+		var target strings.Builder
 		for _, part := range strings.Split(ref[2:], "/") {
 			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+			target.WriteString("/" + escapePointerToken(part))
 			m, _ := cur.(map[string]any)
 			cur = m[part]
 		}
 		next, _ := cur.(map[string]any)
 		if next == nil {
-			return s
+			return s, ptr
 		}
-		s = next
+		s, ptr = next, target.String()
 	}
-	return s
+	return s, ptr
+}
+
+// escapePointerToken escapes one JSON pointer token (RFC 6901).
+func escapePointerToken(tok string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
 }
 
 func describeNode(root, s map[string]any, depth int) string {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,4 +51,140 @@ func TestSystemPromptGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDescribeSchemaRecursive: a schema whose references loop (through
+// items, properties or $defs alone) or that nests deeply is described in
+// bounded time and bytes, with a note where the description stops; the
+// schema block is still given in full.
+func TestDescribeSchemaRecursive(t *testing.T) {
+	t.Parallel()
+	deep := `{"type":"string"}`
+	for i := range 50 {
+		if i%2 == 0 {
+			deep = `{"type":"object","properties":{"p":` + deep + `}}`
+		} else {
+			deep = `{"type":"array","items":` + deep + `}`
+		}
+	}
+	deepItems := `{"type":"object","properties":{"leaf":{"type":"string"}}}`
+	for range 50 {
+		deepItems = `{"type":"array","properties":{"n":{"type":"string"}},"items":` + deepItems + `}`
+	}
+	wide := `{"type":"object","properties":{`
+	for i := range 2000 {
+		if i > 0 {
+			wide += ","
+		}
+		wide += `"property_with_a_long_name_` + strconv.Itoa(i) + `":{"$ref":"#/$defs/obj"}`
+	}
+	wide += `},"$defs":{"obj":{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"string"}}},"c":{"type":"string"}}}}}`
+	tests := []struct {
+		name     string
+		schema   string
+		want     []string // lines (or parts of lines) the description must have
+		wantNote string   // "" when the description must not stop early
+	}{
+		{
+			name:   "items loop to a node with properties",
+			schema: `{"$defs":{"node":{"type":["object","array"],"properties":{"name":{"type":"string"}},"items":{"$ref":"#/$defs/node"}}},"$ref":"#/$defs/node"}`,
+			want:   []string{"- an object or an array\n"}, wantNote: recursiveNote,
+		},
+		{
+			name:   "root refers to itself",
+			schema: `{"$ref":"#"}`,
+			want:   []string{"- any JSON value\n"},
+		},
+		{
+			name:   "mutual recursion through $defs",
+			schema: `{"$defs":{"a":{"type":"object","properties":{"b":{"$ref":"#/$defs/b"}}},"b":{"type":"array","items":{"$ref":"#/$defs/a"}}},"$ref":"#/$defs/a"}`,
+			want:   []string{"- an object\n", "  - `b` (optional): an array\n"}, wantNote: recursiveNote,
+		},
+		{
+			name:   "references that loop without a node",
+			schema: `{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"type":"object","properties":{"x":{"$ref":"#/$defs/a"}}}`,
+			want:   []string{"- an object\n", "  - `x` (optional): any JSON value\n"},
+		},
+		{
+			name:   "required self-reference",
+			schema: `{"type":"object","required":["c"],"properties":{"c":{"$ref":"#"}}}`,
+			want:   []string{"- an object\n", "  - `c` (required): an object"}, wantNote: recursiveNote,
+		},
+		{
+			name:   "tree of nodes",
+			schema: `{"$defs":{"node":{"type":"object","required":["name"],"properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#/$defs/node"}}}}},"$ref":"#/$defs/node"}`,
+			want:   []string{"- an object\n", "  - `children` (optional): an array\n", "  - `name` (required): a string\n"}, wantNote: recursiveNote,
+		},
+		{
+			name:   "depth 50, objects and arrays",
+			schema: deep,
+			want:   []string{"- an array\n", "  - `[].p` (optional): an array\n", "      - `[].p[].p[].p` (optional): an array\n"},
+		},
+		{
+			name:   "depth 50, arrays of arrays",
+			schema: deepItems,
+			want:   []string{"- an array\n"}, wantNote: deepNote,
+		},
+		{
+			name:   "wide and repeated",
+			schema: wide,
+			want:   []string{"- an object\n"}, wantNote: cutNote,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			job := &Job{SchemaRaw: []byte(tc.schema), Mode: llm.ModePrompt}
+			sp := systemPrompt(job)
+			desc := describeSchema([]byte(tc.schema))
+			if len(desc) > describeMaxBytes {
+				t.Errorf("description is %d bytes, over the bound %d", len(desc), describeMaxBytes)
+			}
+			if !strings.Contains(sp, desc) || !strings.Contains(sp, SchemaMarkerOpen+"\n"+string(compactJSON([]byte(tc.schema)))+"\n"+SchemaMarkerClose) {
+				t.Errorf("system prompt lacks the description or the full schema:\n%s", sp)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(desc, w) {
+					t.Errorf("description lacks %q:\n%s", w, desc)
+				}
+			}
+			for _, note := range []string{recursiveNote, deepNote, cutNote} {
+				if got, want := strings.Contains(desc, note), note == tc.wantNote; got != want {
+					t.Errorf("note %q in description = %v, want %v:\n%s", note, got, want, desc)
+				}
+			}
+		})
+	}
+}
+
+// FuzzDescribeSchema: any schema text is described within the bound, and the
+// system prompt always ends with the schema block.
+func FuzzDescribeSchema(f *testing.F) {
+	for _, s := range []string{
+		`{"$defs":{"node":{"type":["object","array"],"properties":{"name":{"type":"string"}},"items":{"$ref":"#/$defs/node"}}},"$ref":"#/$defs/node"}`,
+		`{"$ref":"#"}`,
+		`{"$defs":{"a":{"type":"object","properties":{"b":{"$ref":"#/$defs/b"}}},"b":{"type":"array","items":{"$ref":"#/$defs/a"}}},"$ref":"#/$defs/a"}`,
+		`{"type":"object","required":["c"],"properties":{"c":{"$ref":"#"}}}`,
+		`{"type":"array","items":{"type":"object","properties":{"a~1b":{"$ref":"#/items/properties/a~01b"}}}}`,
+		ticketSchema,
+	} {
+		f.Add([]byte(s))
+	}
+	if files, err := filepath.Glob(filepath.Join("testdata", "prompt", "*.json")); err == nil {
+		for _, file := range files {
+			if b, err := os.ReadFile(file); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, schema []byte) {
+		desc := describeSchema(schema)
+		if len(desc) > describeMaxBytes {
+			t.Fatalf("description is %d bytes, over the bound %d", len(desc), describeMaxBytes)
+		}
+		sp := systemPrompt(&Job{SchemaRaw: schema, Mode: llm.ModePrompt})
+		if !strings.HasSuffix(sp, "\n"+SchemaMarkerClose) {
+			t.Fatalf("system prompt does not end with the schema block:\n%s", sp)
+		}
+	})
 }
