@@ -56,48 +56,82 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// resetHint derives a wait from the reset headers of the budgets that are
-// spent (remaining 0); when none is reported spent, from the shortest reset.
-// OpenAI sends durations ("6m0s", "1s", "20ms"), Anthropic RFC 3339 times;
-// times in the past count as 0.
-func resetHint(h http.Header, now time.Time) (time.Duration, bool) {
-	var spent, any time.Duration
-	var haveSpent, haveAny bool
+// demand is what one request takes from a provider's budgets, for the
+// wait derived from its rate-limit headers.
+type demand struct {
+	input, output int // estimated tokens
+}
+
+// of returns the demand on the budget named in a header ("requests",
+// "tokens", "input-tokens", "output-tokens", ...).
+func (d demand) of(budget string) int64 {
+	switch {
+	case strings.HasPrefix(budget, "request"):
+		return 1
+	case strings.Contains(budget, "input"):
+		return int64(d.input)
+	case strings.Contains(budget, "output"):
+		return int64(d.output)
+	}
+	return int64(d.input + d.output)
+}
+
+// resetWait derives from the rate-limit headers how long until this
+// request fits in every budget the server reports. A reset header is the
+// time until the budget is full again (OpenAI sends durations such as
+// "6m0s", Anthropic RFC 3339 times), not the time until one more request
+// fits: a budget refilling evenly gets back its missing limit-remaining in
+// reset, and this request needs need-remaining of it, so it waits
+// reset*(need-remaining)/(limit-remaining), at most reset. A budget with
+// room (remaining >= need) costs nothing; a missing remaining counts as 0.
+// It reports false when no budget short of room gives both its limit and
+// its reset: the caller then backs off exponentially.
+func resetWait(h http.Header, now time.Time, need demand) (time.Duration, bool) {
+	var wait time.Duration
+	var ok bool
 	for k, v := range h {
-		lk := strings.ToLower(k)
-		var prefix string
-		switch {
-		case strings.HasPrefix(lk, "x-ratelimit-reset-"):
-			prefix = "x-ratelimit-"
-		case strings.HasPrefix(lk, "anthropic-ratelimit-") && strings.HasSuffix(lk, "-reset"):
-			prefix = "anthropic-ratelimit-"
-		default:
-			continue
-		}
 		if len(v) == 0 {
 			continue
 		}
-		d, ok := parseReset(v[0], now)
-		if !ok {
+		lk := strings.ToLower(k)
+		var budget, limitKey, remainingKey string
+		switch {
+		case strings.HasPrefix(lk, "x-ratelimit-reset-"):
+			budget = strings.TrimPrefix(lk, "x-ratelimit-reset-")
+			limitKey, remainingKey = "x-ratelimit-limit-"+budget, "x-ratelimit-remaining-"+budget
+		case strings.HasPrefix(lk, "anthropic-ratelimit-") && strings.HasSuffix(lk, "-reset"):
+			budget = strings.TrimSuffix(strings.TrimPrefix(lk, "anthropic-ratelimit-"), "-reset")
+			limitKey, remainingKey = "anthropic-ratelimit-"+budget+"-limit", "anthropic-ratelimit-"+budget+"-remaining"
+		default:
 			continue
 		}
-		var remaining string
-		if prefix == "x-ratelimit-" {
-			remaining = h.Get("x-ratelimit-remaining-" + strings.TrimPrefix(lk, "x-ratelimit-reset-"))
-		} else {
-			remaining = h.Get(strings.TrimSuffix(lk, "-reset") + "-remaining")
+		n := need.of(budget)
+		remaining, _ := headerInt(h, remainingKey)
+		if remaining >= n {
+			continue
 		}
-		if remaining == "0" {
-			spent, haveSpent = max(spent, d), true
+		reset, rok := parseReset(v[0], now)
+		limit, lok := headerInt(h, limitKey)
+		if !rok || !lok || limit <= remaining {
+			continue
 		}
-		if !haveAny || d < any {
-			any, haveAny = d, true
+		w := reset
+		if missing := limit - remaining; n-remaining < missing {
+			w = time.Duration(float64(reset) * float64(n-remaining) / float64(missing))
 		}
+		wait, ok = max(wait, w), true
 	}
-	if haveSpent {
-		return spent, true
+	return wait, ok
+}
+
+// headerInt reads a header holding a count.
+func headerInt(h http.Header, key string) (int64, bool) {
+	v := strings.TrimSpace(h.Get(key))
+	if v == "" {
+		return 0, false
 	}
-	return any, haveAny
+	n, err := strconv.ParseInt(v, 10, 64)
+	return max(n, 0), err == nil
 }
 
 func parseReset(v string, now time.Time) (time.Duration, bool) {
@@ -137,8 +171,10 @@ type providerError struct {
 	ReqID   string
 }
 
-// classify maps a non-2xx response to an error class and retry hint.
-func classify(provider string, status int, h http.Header, pe providerError, now time.Time) (ErrorClass, time.Duration) {
+// classify maps a non-2xx response to an error class and retry hint; need
+// is what the request takes from the budgets (for a wait derived from the
+// rate-limit headers).
+func classify(provider string, status int, h http.Header, pe providerError, now time.Time, need demand) (ErrorClass, time.Duration) {
 	explicit, hasExplicit := retryAfter(h, now)
 	switch {
 	case status == http.StatusTooManyRequests:
@@ -148,20 +184,16 @@ func classify(provider string, status int, h http.Header, pe providerError, now 
 		if hasExplicit {
 			return ClassRateLimited, explicit
 		}
-		if provider == ProviderAnthropic {
-			// Anthropic always sends retry-after on a transient 429.
-			return ClassQuotaExhausted, 0
-		}
 		if d, ok := messageHint(pe.Message); ok {
 			return ClassRateLimited, d
 		}
-		if d, ok := resetHint(h, now); ok {
+		if d, ok := resetWait(h, now, need); ok {
 			return ClassRateLimited, d
 		}
-		// An OpenAI-compatible server (vLLM, LM Studio, a proxy) or Ollama
-		// may send a bare 429: back off and retry. Only OpenAI's own
-		// insufficient_quota code and Anthropic's hintless 429 mean the
-		// quota is gone.
+		// A 429 without a usable hint (an OpenAI-compatible server, Ollama,
+		// an Anthropic 429 without retry-after) is a rate limit all the
+		// same: back off and retry. Only OpenAI's insufficient_quota code
+		// says the money is gone.
 		return ClassRateLimited, 0
 	case status == 529 || status == http.StatusServiceUnavailable:
 		return ClassOverloaded, explicit
@@ -169,6 +201,10 @@ func classify(provider string, status int, h http.Header, pe providerError, now 
 		return ClassServer, explicit
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return ClassAuth, 0
+	case status == http.StatusBadRequest && provider == ProviderAnthropic && strings.Contains(pe.Message, "credit balance is too low"):
+		// Anthropic's out-of-credit error is a 400 invalid_request_error;
+		// only its message tells it from a malformed request.
+		return ClassQuotaExhausted, 0
 	case status == http.StatusRequestTimeout:
 		return ClassTimeout, explicit
 	case status >= 400:

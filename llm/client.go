@@ -149,7 +149,8 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		return nil, perr
 	}
 	lane := c.Lane(req.Model)
-	tokens := estimateTokens(&req, c.cfg.Lane.OutputTokensEstimate)
+	need := estimateDemand(&req, c.cfg.Lane.OutputTokensEstimate)
+	maxHint := lane.Config().MaxHintWait
 
 	rc := c.cfg.Retry
 	exp := &backoff.ExponentialBackOff{
@@ -171,7 +172,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		attempt int
 	)
 	op := func() error {
-		r, e := c.attempt(ctx, lane, tokens, body, &req, attempt)
+		r, e := c.attempt(ctx, lane, need, body, &req, attempt)
 		attempt++
 		if e == nil {
 			resp = r
@@ -180,6 +181,11 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		last = e
 		hb.hint = e.RetryAfter
 		if !e.Class.Retryable() {
+			return backoff.Permanent(e)
+		}
+		if e.RetryAfter > maxHint {
+			// Longer than a worker should be held: hand it to the caller.
+			e.HintOverCap = true
 			return backoff.Permanent(e)
 		}
 		return e
@@ -249,9 +255,10 @@ func (b *backoffTimer) Stop() {
 
 func (b *backoffTimer) C() <-chan time.Time { return b.t.C() }
 
-// estimateTokens is the TPM charge before a call: prompt bytes / 4 plus
-// the output cap (or the configured estimate when none is set).
-func estimateTokens(req *Request, outputEstimate int) int {
+// estimateDemand is the tokens a call is charged before it is made:
+// prompt bytes / 4 in, the output cap (or the configured estimate when
+// none is set) out. Their sum is the TPM charge.
+func estimateDemand(req *Request, outputEstimate int) demand {
 	n := len(req.System) + len(req.Schema)
 	for _, m := range req.Messages {
 		n += len(m.Content)
@@ -260,7 +267,7 @@ func estimateTokens(req *Request, outputEstimate int) int {
 	if out <= 0 {
 		out = outputEstimate
 	}
-	return (n+3)/4 + out
+	return demand{input: (n + 3) / 4, output: out}
 }
 
 // encode validates req and builds the provider body once for all attempts.
@@ -324,8 +331,8 @@ func (c *Client) strict(schema json.RawMessage) (strictResult, error) {
 }
 
 // attempt makes one HTTP call inside a lane permit.
-func (c *Client) attempt(ctx context.Context, lane *Lane, tokens int, body []byte, req *Request, n int) (*Response, *Error) {
-	p, err := lane.acquire(ctx, tokens)
+func (c *Client) attempt(ctx context.Context, lane *Lane, need demand, body []byte, req *Request, n int) (*Response, *Error) {
+	p, err := lane.acquire(ctx, need.input+need.output)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
@@ -334,7 +341,7 @@ func (c *Client) attempt(ctx context.Context, lane *Lane, tokens int, body []byt
 		return nil, &Error{Class: ClassTimeout, Message: "wait for lane " + lane.key.Model + ": " + err.Error(), Err: err}
 	}
 	start := time.Now()
-	resp, e := c.do(ctx, body, req)
+	resp, e := c.do(ctx, body, req, need)
 	latency := time.Since(start)
 	if e != nil {
 		c.redactError(e)
@@ -404,7 +411,7 @@ func (c *Client) redactResponse(r *Response) {
 }
 
 // do sends body and reads the reply under the attempt's timeouts.
-func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, *Error) {
+func (c *Client) do(ctx context.Context, body []byte, req *Request, need demand) (*Response, *Error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	tctx, tcancel := context.WithTimeoutCause(actx, c.cfg.TotalTimeout, ErrTotalTimeout)
@@ -441,7 +448,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, 
 		// its end is redacted whole), not the megabytes after it.
 		head := make([]byte, headBytes+len(c.key))
 		n, _ := io.ReadFull(ir, head)
-		return nil, c.tooLarge(hresp, hresp.ContentLength, head[:n])
+		return nil, c.tooLarge(hresp, hresp.ContentLength, head[:n], need)
 	}
 	buf := c.bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
@@ -457,7 +464,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, 
 	}
 	watchdog.Stop()
 	if int64(buf.Len()) > c.cfg.MaxBodyBytes {
-		return nil, c.tooLarge(hresp, -1, buf.Bytes())
+		return nil, c.tooLarge(hresp, -1, buf.Bytes(), need)
 	}
 	data := c.redactBody(buf.Bytes())
 	now := c.cfg.Clock.Now()
@@ -468,7 +475,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, 
 		if reqID == "" {
 			reqID = pe.ReqID
 		}
-		class, hint := classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, pe, now)
+		class, hint := classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, pe, now, need)
 		msg := pe.Message
 		if msg == "" {
 			msg = http.StatusText(hresp.StatusCode)
@@ -498,7 +505,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request) (*Response, 
 // as read. A 2xx was made and billed, and asking again would get the same
 // reply, so it is ClassTooLarge (permanent); any other status keeps the
 // class it gives (a 503 stays retryable).
-func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte) *Error {
+func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte, need demand) *Error {
 	sizeText := fmt.Sprintf("%d bytes", size)
 	if size < 0 {
 		size = c.cfg.MaxBodyBytes + 1
@@ -512,7 +519,7 @@ func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte) *Error 
 		e.Message = msg + "; the reply was made (and billed), so it is not asked for again"
 		return e
 	}
-	e.Class, e.RetryAfter = classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, providerError{}, c.cfg.Clock.Now())
+	e.Class, e.RetryAfter = classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, providerError{}, c.cfg.Clock.Now(), need)
 	e.Message = http.StatusText(hresp.StatusCode) + ": " + msg
 	return e
 }

@@ -44,6 +44,7 @@ func TestConfigValidate(t *testing.T) {
 		{"burst over tpm", Config{Provider: ProviderOpenAI, Lane: LaneConfig{TPM: 100, TPMBurst: 100}}, "Lane.TPMBurst"},
 		{"min over max", Config{Provider: ProviderOpenAI, Lane: LaneConfig{MinConcurrency: 8, MaxConcurrency: 4, InitialConcurrency: 8}}, "Lane.MaxConcurrency"},
 		{"bad max tokens param", Config{Provider: ProviderOpenAI, OpenAIMaxTokensParam: "max"}, "OpenAIMaxTokensParam"},
+		{"negative hint cap", Config{Provider: ProviderOpenAI, Lane: LaneConfig{MaxHintWait: -time.Second}}, "Lane.MaxHintWait"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +100,9 @@ func TestRetryPermanentClassesNotRetried(t *testing.T) {
 		{"404", ProviderOllama, 404, `{"error":"model 'x' not found"}`, ClassBadRequest},
 		{"422", ProviderOpenAI, 422, `{"message":"bad","type":"BadRequestError","code":422}`, ClassBadRequest},
 		{"quota", ProviderOpenAI, 429, `{"error":{"message":"quota","type":"insufficient_quota","code":null}}`, ClassQuotaExhausted},
-		{"anthropic 429 without retry-after", ProviderAnthropic, 429, `{"type":"error","error":{"type":"rate_limit_error","message":"x"}}`, ClassQuotaExhausted},
+		// An Anthropic 429 without retry-after is a rate limit and retried
+		// (TestAnthropicHintless429Retried); running out of credit is this.
+		{"anthropic credit balance too low", ProviderAnthropic, 400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`, ClassQuotaExhausted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,9 +213,14 @@ func TestRetryHonoursServerHint(t *testing.T) {
 	}{
 		{"retry-after seconds", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After", "7"), 7 * time.Second, ClassRateLimited},
 		{"retry-after-ms", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After-Ms", "1500", "Retry-After", "9"), 1500 * time.Millisecond, ClassRateLimited},
+		// A reset is the time to a full refill: without the limit it does
+		// not say when one more request fits, so the backoff decides.
 		{"reset header of the spent budget", replyJSON(429, `{"error":{"message":"slow down"}}`,
 			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6m0s",
-			"X-Ratelimit-Remaining-Tokens", "100", "X-Ratelimit-Reset-Tokens", "20ms"), 6 * time.Minute, ClassRateLimited},
+			"X-Ratelimit-Remaining-Tokens", "100", "X-Ratelimit-Reset-Tokens", "20ms"), 500 * time.Millisecond, ClassRateLimited},
+		{"reset and limit of the spent budget: one request's share", replyJSON(429, `{"error":{"message":"slow down"}}`,
+			"X-Ratelimit-Limit-Requests", "60", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6m0s",
+			"X-Ratelimit-Remaining-Tokens", "100", "X-Ratelimit-Reset-Tokens", "20ms"), 6 * time.Second, ClassRateLimited},
 		{"503 retry-after", replyJSON(503, `{"error":{"message":"busy"}}`, "Retry-After", "3"), 3 * time.Second, ClassOverloaded},
 		{"backoff larger than hint", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After", "0"), 500 * time.Millisecond, ClassRateLimited},
 	}

@@ -38,6 +38,10 @@ const (
 	LaneMaxConcurrencyDefault     = 64
 	LaneResumeSpacingDefault      = 50 * time.Millisecond
 	LaneQuotaCooldownDefault      = 5 * time.Minute
+	// LaneMaxHintWaitDefault is the longest wait a server's retry hint may
+	// impose (LaneConfig.MaxHintWait). The official SDKs also sleep a
+	// Retry-After only up to a bound; a longer one is handed back.
+	LaneMaxHintWaitDefault = 120 * time.Second
 	// OutputTokensEstimateDefault is the output-token estimate charged to the
 	// TPM budget when Request.MaxTokens is 0.
 	OutputTokensEstimateDefault = 1024
@@ -108,7 +112,8 @@ type Config struct {
 
 // RetryConfig configures the transport retries (exponential backoff with
 // jitter, github.com/cenkalti/backoff/v4). The wait before a retry is the
-// larger of the backoff interval and the server's retry hint.
+// larger of the backoff interval and the server's retry hint; a hint over
+// LaneConfig.MaxHintWait is not slept but returned (see Error.HintOverCap).
 type RetryConfig struct {
 	// InitialInterval is the first backoff interval. Default 500ms.
 	InitialInterval time.Duration
@@ -157,6 +162,15 @@ type LaneConfig struct {
 	// QuotaCooldown is how long a lane refuses calls after quota_exhausted.
 	// Default 5m.
 	QuotaCooldown time.Duration
+	// MaxHintWait caps the wait a server's retry hint may impose: a
+	// Retry-After or retry-after-ms header, OpenAI's "try again in", or the
+	// wait derived from the rate-limit reset headers. The lane pauses for
+	// the hint but never longer than MaxHintWait, and the transport retry
+	// layer sleeps a hint only up to it: with a longer hint, Complete
+	// returns at once an *Error with HintOverCap set and RetryAfter the
+	// full hint, so that the caller hands the job back with that delay
+	// instead of freezing the lane or holding a worker. Default 120s.
+	MaxHintWait time.Duration
 	// OutputTokensEstimate is the output tokens charged when the request sets
 	// no MaxTokens. Default 1024.
 	OutputTokensEstimate int
@@ -219,6 +233,7 @@ func (l LaneConfig) WithDefaults() LaneConfig {
 	l.MaxConcurrency = cmp.Or(l.MaxConcurrency, max(LaneMaxConcurrencyDefault, l.InitialConcurrency))
 	l.ResumeSpacing = cmp.Or(l.ResumeSpacing, LaneResumeSpacingDefault)
 	l.QuotaCooldown = cmp.Or(l.QuotaCooldown, LaneQuotaCooldownDefault)
+	l.MaxHintWait = cmp.Or(l.MaxHintWait, LaneMaxHintWaitDefault)
 	l.OutputTokensEstimate = cmp.Or(l.OutputTokensEstimate, OutputTokensEstimateDefault)
 	if l.TPM > 0 && l.TPMBurst == 0 {
 		l.TPMBurst = max(1, l.TPM/10)
@@ -290,6 +305,9 @@ func (l LaneConfig) validate() error {
 	if l.InitialConcurrency < l.MinConcurrency || l.InitialConcurrency > l.MaxConcurrency {
 		return configErr("Lane.InitialConcurrency", "%d must be in [MinConcurrency %d, MaxConcurrency %d]",
 			l.InitialConcurrency, l.MinConcurrency, l.MaxConcurrency)
+	}
+	if l.MaxHintWait < 0 {
+		return configErr("Lane.MaxHintWait", "%v must be positive", l.MaxHintWait)
 	}
 	if l.ResumeSpacing < 0 || l.QuotaCooldown < 0 || l.OutputTokensEstimate < 0 {
 		return configErr("Lane", "ResumeSpacing, QuotaCooldown and OutputTokensEstimate must be >= 0")

@@ -11,12 +11,12 @@ import (
 type ErrorClass string
 
 const (
-	ClassRateLimited    ErrorClass = "rate_limited"    // 429 with a retry hint; retryable
+	ClassRateLimited    ErrorClass = "rate_limited"    // 429 other than a spent quota, with or without a hint; retryable
 	ClassOverloaded     ErrorClass = "overloaded"      // 529, 503; retryable
 	ClassServer         ErrorClass = "server"          // other 5xx; retryable
 	ClassTimeout        ErrorClass = "timeout"         // connect, first byte, idle or total timeout; retryable
 	ClassNetwork        ErrorClass = "network"         // connection refused or reset; retryable
-	ClassQuotaExhausted ErrorClass = "quota_exhausted" // insufficient_quota, Anthropic 429 without retry-after; permanent for the lane
+	ClassQuotaExhausted ErrorClass = "quota_exhausted" // no credit left (OpenAI insufficient_quota, Anthropic's "credit balance is too low" 400), not a rate limit; permanent for the lane until its cooldown
 	ClassAuth           ErrorClass = "auth"            // 401, 403; permanent
 	ClassBadRequest     ErrorClass = "bad_request"     // 400, 404, 422, context length exceeded; permanent
 	ClassBadResponse    ErrorClass = "bad_response"    // a 2xx body that cannot be parsed; retryable
@@ -49,10 +49,21 @@ type Error struct {
 	// Code is the provider's error code or type, e.g. "insufficient_quota".
 	Code      string
 	RequestID string
-	// RetryAfter is the server's hint (Retry-After, retry-after-ms, OpenAI's
-	// "try again in" or the reset headers), 0 when none was given. On a
-	// quota_exhausted lane it is the time until the lane accepts calls again.
+	// RetryAfter is how long the server asked to wait before this request
+	// is sent again: Retry-After or retry-after-ms, OpenAI's "try again in",
+	// or else the wait derived from the rate-limit headers (the time until
+	// the spent budget has room for this request); 0 when none was given.
+	// It is the full hint, never capped. When it is over the lane's
+	// LaneConfig.MaxHintWait, Complete did not sleep it: it returned at once
+	// with HintOverCap set, and the caller should send the request again no
+	// sooner than RetryAfter from now (hand the job back with that delay). On
+	// a quota_exhausted lane it is the time until the lane accepts calls.
 	RetryAfter time.Duration
+	// HintOverCap reports that the server asked for a wait (RetryAfter)
+	// longer than this client sleeps (LaneConfig.MaxHintWait), so Complete
+	// returned without retrying. The class stays retryable: the request has
+	// not failed, it must wait longer than a worker should hold it.
+	HintOverCap bool
 	// RateLimit holds the rate-limit headers of the failed response.
 	RateLimit map[string]string
 	// Size is set when the response body was over Config.MaxBodyBytes

@@ -24,7 +24,7 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		pe := parseProviderError(body)
-		classify(ProviderOpenAI, 429, http.Header{}, pe, time.Now())
+		classify(ProviderOpenAI, 429, http.Header{}, pe, time.Now(), demand{input: 100, output: 100})
 		messageHint(pe.Message)
 	})
 }

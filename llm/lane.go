@@ -348,7 +348,8 @@ func waitLimiter(ctx context.Context, clock Clock, lim *rate.Limiter, n int) err
 }
 
 // done releases the permit. class is "" on success; hint is the server's
-// retry hint; used is the tokens the provider reported (0 if unknown).
+// retry hint (the lane pauses for it, at most MaxHintWait); used is the
+// tokens the provider reported (0 if unknown).
 func (p *permit) done(class ErrorClass, hint time.Duration, used int, perr *Error) {
 	l := p.lane
 	now := l.clock.Now()
@@ -373,6 +374,9 @@ func (p *permit) done(class ErrorClass, hint time.Duration, used int, perr *Erro
 			}
 		}
 		if hint > 0 {
+			// A server may ask for an hour; the lane waits at most
+			// MaxHintWait, and the caller was told the full hint.
+			hint = min(hint, l.cfg.MaxHintWait)
 			until := now.Add(hint)
 			if until.After(l.pausedUntil) {
 				if !now.Before(l.pausedUntil) {

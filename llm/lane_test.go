@@ -390,3 +390,32 @@ func TestLaneWaitersServedInOrder(t *testing.T) {
 		t.Fatalf("InFlight = %d, %d queued after all released", s.InFlight, queued())
 	}
 }
+
+// TestLanePauseCapped: however long the hint, the lane pauses at most
+// MaxHintWait; a later, longer hint does not push the pause past the cap
+// from its own arrival either.
+func TestLanePauseCapped(t *testing.T) {
+	t.Parallel()
+	var pauses []time.Duration
+	obs := &funcObserver{pause: func(_ LaneKey, d time.Duration) { pauses = append(pauses, d) }}
+	clock := newFakeClock(false)
+	l := testLane(t, clock, LaneConfig{MaxHintWait: 30 * time.Second}, obs)
+	start := clock.Now()
+	p, _ := l.acquire(context.Background(), 1)
+	p.done(ClassRateLimited, time.Hour, 0, &Error{Class: ClassRateLimited})
+	if got := l.Stats().PausedUntil.Sub(start); got != 30*time.Second {
+		t.Fatalf("a 1h hint paused the lane for %v, want the 30s cap", got)
+	}
+	clock.Advance(10 * time.Second)
+	l.mu.Lock()
+	l.pausedUntil = time.Time{} // let the next acquire through without waiting
+	l.mu.Unlock()
+	p, _ = l.acquire(context.Background(), 1)
+	p.done(ClassOverloaded, 24*time.Hour, 0, &Error{Class: ClassOverloaded})
+	if got := l.Stats().PausedUntil.Sub(start); got != 40*time.Second {
+		t.Fatalf("paused until start+%v, want start+40s (10s, then the cap)", got)
+	}
+	if len(pauses) != 2 || pauses[0] != 30*time.Second || pauses[1] != 30*time.Second {
+		t.Fatalf("OnPause saw %v, want two pauses of 30s", pauses)
+	}
+}
