@@ -93,3 +93,28 @@ type firedTimer chan time.Time
 
 func (t firedTimer) C() <-chan time.Time { return t }
 func (t firedTimer) Stop() bool          { return false }
+
+// TestClientQuotaExhausted: the simulator's quota error is what the client
+// takes for a spent quota, for each provider that has one: one call, and
+// the lane refuses the next without calling.
+func TestClientQuotaExhausted(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{llm.ProviderOpenAI, llm.ProviderAnthropic} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			s, c := simClient(t, provider, sim.Config{Seed: 1, QuotaExhausted: true},
+				llm.Config{Retry: llm.RetryConfig{NoJitter: true}, Clock: newInstantClock()})
+			for range 2 {
+				_, err := c.Complete(context.Background(), llm.Request{Model: "m",
+					Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+				var e *llm.Error
+				if !errors.As(err, &e) || e.Class != llm.ClassQuotaExhausted {
+					t.Fatalf("err = %v, want quota_exhausted", err)
+				}
+			}
+			if n := s.Stats().Requests; n != 1 {
+				t.Fatalf("the simulator got %d calls, want 1", n)
+			}
+		})
+	}
+}

@@ -417,11 +417,14 @@ func (c *call) rateLimited(model string, lr limitResult, requested int) {
 	c.fail(e, h)
 }
 
-// quota answers the provider's permanent quota error.
+// quota answers the provider's permanent quota error. Anthropic's is not a
+// 429 (a 429 there is a rate limit, retried) but the 400 of an account out
+// of credit.
 func (c *call) quota() {
 	switch c.provider {
 	case "anthropic":
-		c.fail(&apiError{status: 429, typ: "rate_limit_error", msg: "This request would exceed your organization's monthly usage limit."}, nil)
+		c.fail(&apiError{status: 400, typ: "invalid_request_error",
+			msg: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}, nil)
 	case "ollama":
 		c.fail(&apiError{status: 429, msg: "quota exhausted"}, nil)
 	default:

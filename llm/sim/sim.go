@@ -241,7 +241,8 @@ type Config struct {
 	RPM int
 	TPM int
 	// QuotaExhausted answers every call with the provider's quota error
-	// (OpenAI 429 insufficient_quota, Anthropic 429 without retry-after).
+	// (OpenAI 429 insufficient_quota, Anthropic 400 "Your credit balance is
+	// too low"; Ollama, which has no quota, a bare 429).
 	QuotaExhausted bool
 	// RetryAfter is the Retry-After of injected 429s. Default 1s.
 	RetryAfter time.Duration

@@ -259,7 +259,7 @@ func TestErrorShapesMatchFixtures(t *testing.T) {
 		{"anthropic-429", "anthropic_429_rate_limit", Config{Transport: Transport{RateLimited: 1}, RPM: 4000, TPM: 280000},
 			"/v1/messages", anthropicReq, 429,
 			[]string{"retry-after", "request-id", "anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset", "anthropic-ratelimit-tokens-reset"}, nil},
-		{"anthropic-quota", "anthropic_429_rate_limit", Config{QuotaExhausted: true}, "/v1/messages", anthropicReq, 429, []string{"request-id"}, []string{"retry-after"}},
+		{"anthropic-quota", "anthropic_400_credit_balance_too_low", Config{QuotaExhausted: true}, "/v1/messages", anthropicReq, 400, []string{"request-id"}, []string{"retry-after"}},
 		{"anthropic-529", "anthropic_529_overloaded", Config{Transport: Transport{Status529: 1}}, "/v1/messages", anthropicReq, 529, nil, nil},
 		{"anthropic-missing-max-tokens", "anthropic_400_invalid_request", Config{}, "/v1/messages",
 			map[string]any{"model": "claude", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, 400, nil, nil},
