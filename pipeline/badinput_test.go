@@ -1,11 +1,13 @@
 package pipeline_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -33,9 +35,11 @@ func TestEnqueueBadInput(t *testing.T) {
 		{name: "missing field", format: pipeline.FormatJSONL, maxBad: -1, template: "Summarize {{.body}}",
 			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","body":"two"}` + "\n",
 			wantLines: []int{1}, wantRecorded: 1},
+		// Every row is checked before anything is recorded: past the limit,
+		// nothing of the batch is in the ledger or the queue.
 		{name: "too many bad rows", format: pipeline.FormatJSONL, maxBad: 0,
 			data:      `{"id":"a","text":"one"}` + "\n" + `nope` + "\n" + `{"id":"c","text":"three"}` + "\n",
-			wantLines: []int{2}, wantErr: pipeline.ErrTooManyBadRows, wantRecorded: 1},
+			wantLines: []int{2}, wantErr: pipeline.ErrTooManyBadRows, wantRecorded: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			batch := "bad-" + strings.ReplaceAll(tc.name, " ", "-")
@@ -82,11 +86,13 @@ func TestEnqueueBadInput(t *testing.T) {
 		const n = 12
 		batch := "resume"
 		cfg := h.enqueueConfig(batch)
-		if err := h.st.PutBatch(h.ctx, store.BatchParams{Name: batch}); err != nil {
-			t.Fatal(err)
-		}
 		hash, err := h.st.PutSchema(h.ctx, []byte(testSchema))
 		if err != nil {
+			t.Fatal(err)
+		}
+		settings, _ := json.Marshal(pipeline.BatchSettings{Provider: cfg.Provider, Model: cfg.Model, Mode: llm.ModePrompt,
+			Limits: cfg.Limits.WithDefaults(), SchemaHash: hash, TemplateSHA256: "recorded", Format: pipeline.FormatJSONL})
+		if err := h.st.PutBatch(h.ctx, store.BatchParams{Name: batch, Settings: settings}); err != nil {
 			t.Fatal(err)
 		}
 		var jobs []store.NewJob

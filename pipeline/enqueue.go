@@ -1,16 +1,16 @@
 package pipeline
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/csv"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -30,14 +30,22 @@ const (
 // EnqueueChunkDefault is how many rows are recorded and published together.
 const EnqueueChunkDefault = 500
 
+// IDMaxBytes bounds a row's id (the --id-field value).
+const IDMaxBytes = 512
+
 // EnqueueLedger is what enqueueing needs from the ledger. *store.Store
 // satisfies it.
 type EnqueueLedger interface {
 	PutSchema(ctx context.Context, body []byte) (string, error)
-	PutBatch(ctx context.Context, b store.BatchParams) error
+	CreateBatch(ctx context.Context, p store.BatchParams) (bool, *store.Batch, error)
+	PutBatch(ctx context.Context, p store.BatchParams) error
+	Batch(ctx context.Context, name string) (*store.Batch, error)
+	RefreshBatchTotal(ctx context.Context, name string) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
 	Unpublished(ctx context.Context, batch string, limit int) ([]store.NewJob, error)
+	PublishedQueued(ctx context.Context, batch, after string, limit int) ([]store.NewJob, error)
+	Reject(ctx context.Context, r store.Rejection) (bool, error)
 }
 
 var _ EnqueueLedger = (*store.Store)(nil)
@@ -46,15 +54,16 @@ var _ EnqueueLedger = (*store.Store)(nil)
 type EnqueueConfig struct {
 	// Batch names the batch; required.
 	Batch string
-	// Schema is the JSON Schema text; required.
+	// Schema is the JSON Schema text; required unless Resume.
 	Schema []byte
 	// Template is a Go text/template rendered over each row's fields;
-	// required. A field the row lacks is an error for that row.
+	// required unless Resume. A field the row lacks is an error for that row.
 	Template string
 	// System is an optional system prompt for every job.
 	System string
 	// IDField names the row field whose value makes the job id stable;
-	// when empty the id is the batch and the row number.
+	// when empty the id is the batch and the row number. The value must be
+	// a string or a number; 1 and "1" are the same id.
 	IDField string
 	// Format is jsonl or csv.
 	Format string
@@ -66,16 +75,24 @@ type EnqueueConfig struct {
 	MaxTokens int
 	Temp      *float64
 	Limits    Limits
-	// MaxBadRows is how many bad rows are reported and skipped before the
-	// run stops; 0 stops at the first, -1 never stops.
+	// MaxBadRows is how many bad rows may be reported and skipped; with
+	// more, nothing of the run is recorded or published. 0 allows none, -1
+	// any number.
 	MaxBadRows int
-	// Resume republishes jobs of the batch recorded but not yet published
-	// (after an interrupted run) instead of reading the dataset.
+	// MaxPromptBytes makes a row whose prompt (with the system prompt) is
+	// larger a bad row: workers reject such jobs. Defaults to
+	// MaxPromptBytesDefault, the workers' default.
+	MaxPromptBytes int
+	// Resume publishes the batch's jobs recorded but not yet published (a
+	// run cut short) and republishes those the ledger says are published
+	// and still queued but the stream no longer holds (a lost NATS data
+	// directory), instead of reading a dataset. Every setting is taken from
+	// the batch as recorded; only Batch and Queue are read.
 	Resume bool
 	// Chunk defaults to EnqueueChunkDefault.
 	Chunk int
 	Queue QueueConfig
-	// ProgressFunc, when set, is called after each chunk.
+	// ProgressFunc, when set, is called after each chunk of each phase.
 	ProgressFunc func(p EnqueueProgress)
 }
 
@@ -87,21 +104,57 @@ type BadRow struct {
 
 func (b BadRow) Error() string { return fmt.Sprintf("line %d: %v", b.Line, b.Err) }
 
+// Phases of an enqueue run, as EnqueueProgress reports them.
+const (
+	// PhaseCheck reads and renders every row, recording and publishing
+	// nothing.
+	PhaseCheck = "check"
+	// PhasePublish records the rows that passed and publishes them.
+	PhasePublish = "publish"
+)
+
 // EnqueueProgress counts an enqueue run so far.
 type EnqueueProgress struct {
-	Rows       int      // rows read
-	Recorded   int      // new jobs recorded in the ledger
-	Published  int      // jobs published to the queue
-	Duplicates int      // publishes the queue dropped as already present
-	Existing   int      // rows whose job was already recorded by an earlier run
-	Bad        []BadRow // rows skipped
+	Phase       string   // PhaseCheck, then PhasePublish
+	Rows        int      // rows read in the current phase
+	Recorded    int      // new jobs recorded in the ledger
+	Published   int      // jobs published to the queue
+	Duplicates  int      // publishes the queue dropped as already present
+	Existing    int      // rows whose job was already recorded by an earlier run
+	Repeated    int      // rows repeating an earlier row of the run (same id, same content), skipped
+	Republished int      // jobs the stream had lost, published again (Resume)
+	Bad         []BadRow // rows skipped
 }
 
-// ErrBadSchema is returned when the schema does not compile.
-var ErrBadSchema = errors.New("enqueue: bad schema")
+// Enqueue errors. ErrBadSchema, ErrBadTemplate and ErrSettingsChanged also
+// match ErrBadConfig: the run was asked for something it cannot do, and
+// nothing was recorded.
+var (
+	// ErrBadConfig is matched by every error about the run's settings.
+	ErrBadConfig = errors.New("bad enqueue settings")
+	// ErrBadSchema is returned when the schema does not compile or no value
+	// can satisfy it.
+	ErrBadSchema = errors.New("enqueue: bad schema")
+	// ErrBadTemplate is returned when the template does not parse.
+	ErrBadTemplate = errors.New("enqueue: bad template")
+	// ErrSettingsChanged is returned when a batch is enqueued again with
+	// settings other than the ones it was recorded with.
+	ErrSettingsChanged = errors.New("enqueue: the batch was recorded with other settings")
+	// ErrTooManyBadRows is returned when bad rows exceed MaxBadRows; nothing
+	// of the run was recorded or published.
+	ErrTooManyBadRows = errors.New("too many bad rows")
+	// ErrNoRows is returned for a dataset without a single row.
+	ErrNoRows = errors.New("the dataset has no rows")
+	// ErrNoBatch is returned by Resume for a batch the ledger does not hold.
+	ErrNoBatch = errors.New("no such batch in the ledger")
+)
 
-// ErrTooManyBadRows is returned when bad rows exceed MaxBadRows.
-var ErrTooManyBadRows = errors.New("too many bad rows")
+func badConfig(kind error, format string, args ...any) error {
+	return fmt.Errorf("%w: %w: %s", ErrBadConfig, kind, fmt.Sprintf(format, args...))
+}
+
+// knownProviders are the providers a worker can be configured with.
+var knownProviders = []string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}
 
 func (c *EnqueueConfig) validate() error {
 	var missing []string
@@ -111,7 +164,7 @@ func (c *EnqueueConfig) validate() error {
 	if len(c.Schema) == 0 {
 		missing = append(missing, "schema")
 	}
-	if c.Template == "" && !c.Resume {
+	if c.Template == "" {
 		missing = append(missing, "template")
 	}
 	if c.Provider == "" {
@@ -121,56 +174,471 @@ func (c *EnqueueConfig) validate() error {
 		missing = append(missing, "model")
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("enqueue: missing %s", strings.Join(missing, ", "))
+		return fmt.Errorf("%w: enqueue: missing %s", ErrBadConfig, strings.Join(missing, ", "))
 	}
 	if c.Format != FormatJSONL && c.Format != FormatCSV {
-		return fmt.Errorf("enqueue: format %q is not jsonl or csv", c.Format)
+		return fmt.Errorf("%w: enqueue: format %q is not jsonl or csv", ErrBadConfig, c.Format)
+	}
+	if !slices.Contains(knownProviders, c.Provider) {
+		return fmt.Errorf("%w: enqueue: provider %q is not one of %s", ErrBadConfig, c.Provider, strings.Join(knownProviders, ", "))
 	}
 	if _, err := validate.Compile(c.Schema); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadSchema, err)
+		return fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
+	}
+	if c.MaxBadRows < -1 {
+		return fmt.Errorf("%w: enqueue: max bad rows %d: want -1 (no limit) or more", ErrBadConfig, c.MaxBadRows)
 	}
 	e := Envelope{V: EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits}
-	return e.Validate()
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	return nil
+}
+
+// BatchSettings are the settings a batch is recorded with (batches.settings)
+// and every job of it runs with: enqueue --resume takes them from the
+// ledger, and a re-run must give the same ones.
+type BatchSettings struct {
+	Provider  string   `json:"provider"`
+	Model     string   `json:"model"`
+	Mode      llm.Mode `json:"mode"`
+	MaxTokens int      `json:"max_tokens"`
+	Temp      *float64 `json:"temperature,omitempty"`
+	Limits    Limits   `json:"limits"`
+	// System is the user's system prompt, "" for none.
+	System string `json:"system,omitempty"`
+	// SchemaHash is the hash of the schema's canonical form.
+	SchemaHash string `json:"schema_hash,omitempty"`
+	// TemplateSHA256 is the SHA-256 (hex) of the prompt template.
+	TemplateSHA256 string `json:"template_sha256,omitempty"`
+	// IDField and Format say how rows became jobs.
+	IDField string `json:"id_field,omitempty"`
+	Format  string `json:"format,omitempty"`
+}
+
+func (c *EnqueueConfig) settings(schemaHash string) BatchSettings {
+	sum := sha256.Sum256([]byte(c.Template))
+	return BatchSettings{Provider: c.Provider, Model: c.Model, Mode: c.Mode, MaxTokens: c.MaxTokens, Temp: c.Temp,
+		Limits: c.Limits, System: c.System, SchemaHash: schemaHash, TemplateSHA256: hex.EncodeToString(sum[:]),
+		IDField: c.IDField, Format: c.Format}
+}
+
+// recorded reports whether s holds the settings enqueue records (batches
+// recorded by older versions, or created by a worker's rejection, do not).
+func (s BatchSettings) recorded() bool {
+	return s.Provider != "" && s.Model != "" && s.TemplateSHA256 != "" && s.SchemaHash != ""
+}
+
+// envelope is the part of every job message the settings decide.
+func (s BatchSettings) envelope(batch string) Envelope {
+	return Envelope{V: EnvelopeVersion, Batch: batch, System: s.System, SchemaHash: s.SchemaHash,
+		Provider: s.Provider, Model: s.Model, Mode: s.Mode, MaxTokens: s.MaxTokens, Temp: s.Temp, Limits: s.Limits}
+}
+
+// diff lists, one per line, how now differs from the recorded settings s.
+func (s BatchSettings) diff(now BatchSettings) []string {
+	var out []string
+	add := func(name, was, is string) {
+		if was != is {
+			out = append(out, fmt.Sprintf("%s: recorded %s, now %s", name, was, is))
+		}
+	}
+	temp := func(t *float64) string {
+		if t == nil {
+			return "(provider default)"
+		}
+		return fmt.Sprint(*t)
+	}
+	short := func(h string) string {
+		if len(h) > 12 {
+			return h[:12]
+		}
+		return cmp.Or(h, "(none)")
+	}
+	add("provider", s.Provider, now.Provider)
+	add("model", s.Model, now.Model)
+	add("mode", string(s.Mode), string(now.Mode))
+	add("max tokens", fmt.Sprint(s.MaxTokens), fmt.Sprint(now.MaxTokens))
+	add("temperature", temp(s.Temp), temp(now.Temp))
+	l, n := s.Limits.WithDefaults(), now.Limits.WithDefaults()
+	add("max attempts", fmt.Sprint(l.MaxAttempts), fmt.Sprint(n.MaxAttempts))
+	add("strategy", string(l.Strategy), string(n.Strategy))
+	add("feedback", string(l.Feedback), string(n.Feedback))
+	add("token budget", fmt.Sprint(l.TokenBudget), fmt.Sprint(n.TokenBudget))
+	add("retry budget", fmt.Sprint(l.RetryBudget), fmt.Sprint(n.RetryBudget))
+	add("truncation max tokens", fmt.Sprint(l.TruncationMaxTokens), fmt.Sprint(n.TruncationMaxTokens))
+	add("system prompt (sha256)", short(hashText(s.System)), short(hashText(now.System)))
+	add("schema (hash)", short(s.SchemaHash), short(now.SchemaHash))
+	add("template (sha256)", short(s.TemplateSHA256), short(now.TemplateSHA256))
+	add("id field", cmp.Or(s.IDField, "(line number)"), cmp.Or(now.IDField, "(line number)"))
+	add("format", s.Format, now.Format)
+	return out
+}
+
+func hashText(s string) string {
+	if s == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// ParseBatchSettings reads a batch's recorded settings.
+func ParseBatchSettings(b *store.Batch) (BatchSettings, error) {
+	var s BatchSettings
+	if len(b.Settings) > 0 {
+		if err := json.Unmarshal(b.Settings, &s); err != nil {
+			return s, fmt.Errorf("batch %s settings: %w", b.Name, err)
+		}
+	}
+	if s.Mode == "" {
+		s.Mode = llm.ModePrompt
+	}
+	s.Limits = s.Limits.WithDefaults()
+	return s, nil
 }
 
 // Enqueue reads a dataset, renders each row through the template, records
 // the schema, the batch and every job in the ledger, then publishes the jobs.
-// Job ids are stable, so running it twice records and publishes nothing new;
-// a run cut short is finished with Resume. Bad rows are reported with their
-// line number and skipped, up to MaxBadRows.
-func Enqueue(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, cfg EnqueueConfig, data io.Reader) (EnqueueProgress, error) {
+//
+// It reads the dataset twice. The first pass renders and checks every row
+// (parse errors, template errors, ids missing or repeated with other
+// content, messages over the queue's size limit, prompts over the workers'
+// limit) and records nothing: with more bad rows than MaxBadRows it returns
+// ErrTooManyBadRows and nothing of the run is in the ledger or the queue.
+// The second pass records and publishes the rows that passed, in chunks.
+// Job ids are stable, so running it twice records and publishes nothing
+// new; a run cut short is finished by running it again or with Resume. A
+// batch enqueued again must be given the settings it was recorded with
+// (ErrSettingsChanged names the differences).
+func Enqueue(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, cfg EnqueueConfig, data io.ReadSeeker) (EnqueueProgress, error) {
 	var prog EnqueueProgress
 	cfg.Chunk = cmp.Or(cfg.Chunk, EnqueueChunkDefault)
+	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, MaxPromptBytesDefault)
+	if cfg.Resume {
+		return prog, resume(ctx, js, ledger, cfg, &prog)
+	}
 	cfg.Mode = cmp.Or(cfg.Mode, llm.ModePrompt)
 	cfg.Limits = cfg.Limits.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return prog, err
 	}
-	if _, _, err := EnsureQueue(ctx, js, cfg.Queue); err != nil {
-		return prog, err
-	}
-	hash, err := ledger.PutSchema(ctx, cfg.Schema)
-	if err != nil {
-		return prog, err
-	}
-	settings, _ := json.Marshal(map[string]any{
-		"provider": cfg.Provider, "model": cfg.Model, "mode": cfg.Mode, "limits": cfg.Limits, "max_tokens": cfg.MaxTokens,
-	})
-	if err := ledger.PutBatch(ctx, store.BatchParams{Name: cfg.Batch, Settings: settings}); err != nil {
-		return prog, err
-	}
-	base := Envelope{V: EnvelopeVersion, Batch: cfg.Batch, System: cfg.System, SchemaHash: hash,
-		Provider: cfg.Provider, Model: cfg.Model, Mode: cfg.Mode, MaxTokens: cfg.MaxTokens, Temp: cfg.Temp, Limits: cfg.Limits}
-
-	if cfg.Resume {
-		return prog, publishUnpublished(ctx, js, ledger, cfg, base, &prog)
-	}
 	tmpl, err := template.New("prompt").Option("missingkey=error").Parse(cfg.Template)
 	if err != nil {
-		return prog, fmt.Errorf("enqueue: parse template: %w", err)
+		return prog, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadTemplate, err)
 	}
-	rows := newRowReader(cfg.Format, data)
-	chunk := make([]store.NewJob, 0, cfg.Chunk)
+	if data == nil {
+		return prog, fmt.Errorf("%w: enqueue: no dataset", ErrBadConfig)
+	}
+	schemaHash, err := store.SchemaHash(cfg.Schema)
+	if err != nil {
+		return prog, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
+	}
+	stream, err := EnsureStream(ctx, js, cfg.Queue)
+	if err != nil {
+		return prog, err
+	}
+	settings := cfg.settings(schemaHash)
+	base := settings.envelope(cfg.Batch)
+	r := &renderer{cfg: &cfg, tmpl: tmpl, base: base, maxMsg: messageLimit(js, stream, cfg.Queue)}
+
+	// Pass 1: check every row; record and publish nothing.
+	prog.Phase = PhaseCheck
+	chk, err := r.check(ctx, data, &prog)
+	if err != nil {
+		return prog, err
+	}
+	if cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
+		return prog, fmt.Errorf("%w: %d bad rows (limit %d), first: %v; nothing was recorded or published",
+			ErrTooManyBadRows, len(prog.Bad), cfg.MaxBadRows, prog.Bad[0])
+	}
+	if prog.Rows == 0 {
+		return prog, ErrNoRows
+	}
+
+	// Record the schema and the batch, or check the batch's settings.
+	if _, err := ledger.PutSchema(ctx, cfg.Schema); err != nil {
+		return prog, err
+	}
+	raw, _ := json.Marshal(settings)
+	params := store.BatchParams{Name: cfg.Batch, Settings: raw, InputColumns: chk.columns, SchemaHash: schemaHash}
+	created, b, err := ledger.CreateBatch(ctx, params)
+	if err != nil {
+		return prog, err
+	}
+	if !created {
+		was, err := ParseBatchSettings(b)
+		if err != nil {
+			return prog, err
+		}
+		if !was.recorded() {
+			// Recorded by an older version: adopt the full settings.
+			params.TotalJobs = b.TotalJobs
+			if err := ledger.PutBatch(ctx, params); err != nil {
+				return prog, err
+			}
+		} else if d := was.diff(settings); len(d) > 0 {
+			return prog, fmt.Errorf("%w: %w: batch %s:\n  %s\n(enqueue the changed jobs as a new batch, or use enqueue requeue to run them again with other settings)",
+				ErrBadConfig, ErrSettingsChanged, cfg.Batch, strings.Join(d, "\n  "))
+		}
+	}
+
+	// Pass 2: record and publish the rows that passed.
+	if _, err := data.Seek(0, io.SeekStart); err != nil {
+		return prog, fmt.Errorf("enqueue: rewind the dataset: %w", err)
+	}
+	bad := len(prog.Bad)
+	prog.Phase, prog.Rows = PhasePublish, 0
+	if err := r.publish(ctx, js, ledger, data, chk.skip, &prog); err != nil {
+		return prog, err
+	}
+	if len(prog.Bad) > bad && cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
+		return prog, fmt.Errorf("%w: %d rows were refused by the queue while publishing: %v", ErrTooManyBadRows, len(prog.Bad)-bad, prog.Bad[bad])
+	}
+	if _, err := ledger.RefreshBatchTotal(ctx, cfg.Batch); err != nil {
+		return prog, err
+	}
+	return prog, nil
+}
+
+// resume publishes what an interrupted run left unpublished and republishes
+// the jobs the stream lost, with the batch's recorded settings.
+func resume(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, cfg EnqueueConfig, prog *EnqueueProgress) error {
+	if cfg.Batch == "" {
+		return fmt.Errorf("%w: enqueue: missing batch", ErrBadConfig)
+	}
+	b, err := ledger.Batch(ctx, cfg.Batch)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %s", ErrNoBatch, cfg.Batch)
+	}
+	if err != nil {
+		return err
+	}
+	settings, err := ParseBatchSettings(b)
+	if err != nil {
+		return err
+	}
+	if settings.Provider == "" || settings.Model == "" {
+		return fmt.Errorf("enqueue: batch %s was recorded without its settings (by an older version): run the original enqueue command again instead of --resume", cfg.Batch)
+	}
+	stream, err := EnsureStream(ctx, js, cfg.Queue)
+	if err != nil {
+		return err
+	}
+	prog.Phase = PhasePublish
+	base := settings.envelope(cfg.Batch)
+	if err := publishUnpublished(ctx, js, ledger, cfg, base, prog); err != nil {
+		return err
+	}
+	return republishLost(ctx, js, stream, ledger, cfg, base, prog)
+}
+
+// republishLost publishes again the jobs the ledger says are published and
+// still queued but the stream does not hold: its data directory was lost,
+// or it was purged. A job finished meanwhile is acked unpaid by the worker
+// that gets it, so a job published twice costs nothing.
+func republishLost(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, ledger EnqueueLedger, cfg EnqueueConfig, base Envelope, prog *EnqueueProgress) error {
+	held, err := heldJobs(ctx, stream, cfg.Queue.WithDefaults().Subject, cfg.Batch)
+	if err != nil {
+		return err
+	}
+	after := ""
+	for {
+		jobs, err := ledger.PublishedQueued(ctx, cfg.Batch, after, cfg.Chunk)
+		if err != nil {
+			return err
+		}
+		if len(jobs) == 0 {
+			return nil
+		}
+		for i := range jobs {
+			if held[jobs[i].ID] {
+				continue
+			}
+			env := jobEnvelope(base, &jobs[i])
+			if err := republish(ctx, js, cfg.Queue, &env); err != nil {
+				return err
+			}
+			prog.Republished++
+		}
+		after = jobs[len(jobs)-1].ID
+		if cfg.ProgressFunc != nil {
+			cfg.ProgressFunc(*prog)
+		}
+	}
+}
+
+// heldJobs returns the ids of batch's jobs the stream holds, reading every
+// message it holds on subject (headers and body) one request at a time: a
+// work-queue stream allows no second consumer to scan it with. Only
+// enqueue --resume calls it.
+func heldJobs(ctx context.Context, stream jetstream.Stream, subject, batch string) (map[string]bool, error) {
+	held := map[string]bool{}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read stream info: %w", err)
+	}
+	if info.State.Msgs == 0 {
+		return held, nil
+	}
+	wantBatch := MsgID(batch)
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; {
+		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read stream message %d: %w", seq, err)
+		}
+		seq = m.Sequence + 1
+		if hb := m.Header.Get(BatchHeader); hb != "" && hb != wantBatch {
+			continue
+		}
+		if id, ok := JobIDFromMsgID(m.Header.Get(jetstream.MsgIDHeader)); ok && id != "" {
+			held[id] = true
+			continue
+		}
+		if env, err := DecodeEnvelope(m.Data); env != nil && env.JobID != "" && (err == nil || env.Batch == batch) {
+			held[env.JobID] = true
+		}
+	}
+	return held, nil
+}
+
+// messageLimit is the largest job message the queue takes: the stream's
+// max message size, and the server's max payload less room for headers.
+func messageLimit(js jetstream.JetStream, stream jetstream.Stream, q QueueConfig) int {
+	limit := int(q.WithDefaults().MaxMsgSize)
+	if info := stream.CachedInfo(); info != nil && info.Config.MaxMsgSize > 0 {
+		limit = int(info.Config.MaxMsgSize)
+	}
+	if nc := js.Conn(); nc != nil {
+		if mp := int(nc.MaxPayload()); mp > 0 {
+			limit = min(limit, mp)
+		}
+	}
+	return limit
+}
+
+// renderer turns rows into jobs, the same in both passes.
+type renderer struct {
+	cfg    *EnqueueConfig
+	tmpl   *template.Template
+	base   Envelope
+	maxMsg int
+}
+
+// checkResult is what the first pass learned.
+type checkResult struct {
+	// skip holds the lines the second pass skips: bad rows and repeats.
+	skip map[int]bool
+	// columns are the dataset's columns in file order.
+	columns []string
+}
+
+// idSeen is what the first pass keeps of each id: the line that used it
+// first and a digest of that row's content.
+type idSeen struct {
+	line    int
+	content [16]byte
+}
+
+func (r *renderer) check(ctx context.Context, data io.Reader, prog *EnqueueProgress) (*checkResult, error) {
+	res := &checkResult{skip: map[int]bool{}}
+	ids := map[[16]byte]idSeen{}
+	rows := newRowReader(r.cfg.Format, data)
+	bad := func(line int, err error) {
+		prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err})
+		res.skip[line] = true
+	}
+	for {
+		row, line, err := rows.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var fatal *fatalReadError
+			if errors.As(err, &fatal) {
+				return nil, fmt.Errorf("enqueue: read line %d: %w", line, fatal.err)
+			}
+			prog.Rows++
+			bad(line, err)
+			continue
+		}
+		prog.Rows++
+		job, err := r.render(row, line)
+		if err != nil {
+			bad(line, err)
+			continue
+		}
+		if r.cfg.IDField != "" {
+			key := sha256.Sum256([]byte(job.ID))
+			var k [16]byte
+			copy(k[:], key[:16])
+			digest := contentDigest(&job)
+			if first, ok := ids[k]; ok {
+				if first.content != digest {
+					bad(line, fmt.Errorf("id %q repeats line %d with different content", strings.TrimPrefix(job.ID, r.cfg.Batch+":"), first.line))
+				} else {
+					prog.Repeated++
+					res.skip[line] = true
+				}
+				continue
+			}
+			ids[k] = idSeen{line: line, content: digest}
+		}
+		if err := r.fits(&job); err != nil {
+			bad(line, err)
+			continue
+		}
+		if prog.Rows%r.cfg.Chunk == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if r.cfg.ProgressFunc != nil {
+				r.cfg.ProgressFunc(*prog)
+			}
+		}
+	}
+	res.columns = rows.columns()
+	if r.cfg.ProgressFunc != nil {
+		r.cfg.ProgressFunc(*prog)
+	}
+	return res, nil
+}
+
+// fits checks that a job's message fits the queue and its prompt the
+// workers' limit.
+func (r *renderer) fits(job *store.NewJob) error {
+	if n := len(job.Prompt) + len(r.base.System); n > r.cfg.MaxPromptBytes {
+		return fmt.Errorf("prompt is %d bytes, over the workers' limit of %d (--max-prompt-bytes)", n, r.cfg.MaxPromptBytes)
+	}
+	env := jobEnvelope(r.base, job)
+	data, err := marshalEnvelope(&env)
+	if err != nil {
+		return err
+	}
+	// Headers: Nats-Msg-Id and the batch, with room for their names.
+	size := len(data) + len(MsgID(job.ID)) + len(MsgID(job.Batch)) + 64
+	if size > r.maxMsg {
+		return fmt.Errorf("job is %d bytes as a queue message (prompt %d bytes), over the queue's limit of %d bytes", size, len(job.Prompt), r.maxMsg)
+	}
+	return nil
+}
+
+func contentDigest(job *store.NewJob) [16]byte {
+	h := sha256.New()
+	h.Write([]byte(job.Prompt))
+	h.Write([]byte{0})
+	h.Write(job.Metadata)
+	var out [16]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, data io.Reader, skip map[int]bool, prog *EnqueueProgress) error {
+	rows := newRowReader(r.cfg.Format, data)
+	chunk := make([]store.NewJob, 0, r.cfg.Chunk)
 	flush := func() error {
 		if len(chunk) == 0 {
 			return nil
@@ -183,12 +651,12 @@ func Enqueue(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, 
 		prog.Existing += len(chunk) - n
 		// Publish what the ledger holds unpublished: this chunk's new jobs,
 		// and any left by an interrupted run.
-		if err := publishUnpublished(ctx, js, ledger, cfg, base, &prog); err != nil {
+		if err := publishUnpublished(ctx, js, ledger, *r.cfg, r.base, prog); err != nil {
 			return err
 		}
 		chunk = chunk[:0]
-		if cfg.ProgressFunc != nil {
-			cfg.ProgressFunc(prog)
+		if r.cfg.ProgressFunc != nil {
+			r.cfg.ProgressFunc(*prog)
 		}
 		return nil
 	}
@@ -197,39 +665,34 @@ func Enqueue(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, 
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		var fatal *fatalReadError
+		if errors.As(err, &fatal) {
+			return fmt.Errorf("enqueue: read line %d: %w", line, fatal.err)
+		}
 		prog.Rows++
-		if err == nil {
-			var job store.NewJob
-			job, err = renderJob(tmpl, &cfg, hash, row, line)
-			if err == nil {
-				chunk = append(chunk, job)
-			}
+		if skip[line] {
+			continue
 		}
 		if err != nil {
-			var fatal *fatalReadError
-			if errors.As(err, &fatal) {
-				return prog, fmt.Errorf("enqueue: read line %d: %w", line, fatal.err)
-			}
-			prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err})
-			if cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
-				if ferr := flush(); ferr != nil {
-					return prog, ferr
-				}
-				return prog, fmt.Errorf("%w: %d bad rows (limit %d), first: %v", ErrTooManyBadRows, len(prog.Bad), cfg.MaxBadRows, prog.Bad[0])
-			}
+			return fmt.Errorf("enqueue: line %d changed between the two reads of the dataset: %w", line, err)
 		}
-		if len(chunk) == cfg.Chunk {
+		job, err := r.render(row, line)
+		if err != nil {
+			return fmt.Errorf("enqueue: line %d changed between the two reads of the dataset: %w", line, err)
+		}
+		chunk = append(chunk, job)
+		if len(chunk) == r.cfg.Chunk {
 			if err := flush(); err != nil {
-				return prog, err
+				return err
 			}
 		}
 	}
-	if err := flush(); err != nil {
-		return prog, err
-	}
-	return prog, nil
+	return flush()
 }
 
+// publishUnpublished publishes every job of the batch the ledger holds as
+// recorded but not published. A job the queue refuses for its size is
+// recorded rejected with the reason, so it never blocks a later run.
 func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, cfg EnqueueConfig, base Envelope, prog *EnqueueProgress) error {
 	for {
 		jobs, err := ledger.Unpublished(ctx, cfg.Batch, cfg.Chunk)
@@ -241,10 +704,22 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Enqu
 		}
 		ids := make([]string, 0, len(jobs))
 		for i := range jobs {
-			b := base
-			b.SchemaHash = jobs[i].SchemaHash
-			if err := publishJob(ctx, js, cfg.Queue, b, &jobs[i], prog); err != nil {
+			env := jobEnvelope(base, &jobs[i])
+			dup, err := Publish(ctx, js, cfg.Queue, &env)
+			if errors.Is(err, ErrBadJob) {
+				if _, rerr := ledger.Reject(ctx, store.Rejection{JobID: jobs[i].ID, Batch: cfg.Batch, Reason: err.Error()}); rerr != nil {
+					return rerr
+				}
+				prog.Bad = append(prog.Bad, BadRow{Line: jobs[i].RowNo, Err: err})
+				continue
+			}
+			if err != nil {
 				return err
+			}
+			if dup {
+				prog.Duplicates++
+			} else {
+				prog.Published++
 			}
 			ids = append(ids, jobs[i].ID)
 		}
@@ -254,148 +729,86 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Enqu
 	}
 }
 
-func publishJob(ctx context.Context, js jetstream.JetStream, q QueueConfig, base Envelope, job *store.NewJob, prog *EnqueueProgress) error {
+// jobEnvelope is the message of one job: the batch's settings, and the
+// job's own id, prompt, schema and (when its row has them) provider, model
+// and mode. The input row is not sent: the ledger has it.
+func jobEnvelope(base Envelope, job *store.NewJob) Envelope {
 	env := base
 	env.JobID = job.ID
 	env.RowNo = job.RowNo
 	env.Prompt = job.Prompt
-	env.Metadata = job.Metadata
-	dup, err := Publish(ctx, js, q, &env)
-	if err != nil {
-		return err
+	env.SchemaHash = cmp.Or(job.SchemaHash, base.SchemaHash)
+	env.Provider = cmp.Or(job.Provider, base.Provider)
+	env.Model = cmp.Or(job.Model, base.Model)
+	env.Mode = cmp.Or(llm.Mode(job.Mode), base.Mode)
+	if job.Strategy != "" {
+		env.Limits.Strategy = Strategy(job.Strategy)
 	}
-	if dup {
-		prog.Duplicates++
-	} else {
-		prog.Published++
-	}
-	return nil
+	return env
 }
 
-func renderJob(tmpl *template.Template, cfg *EnqueueConfig, hash string, row map[string]any, line int) (store.NewJob, error) {
+func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
 	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, row); err != nil {
+	if err := r.tmpl.Execute(&buf, row); err != nil {
 		return store.NewJob{}, fmt.Errorf("render template: %w", err)
 	}
 	prompt := strings.TrimSpace(buf.String())
 	if prompt == "" {
 		return store.NewJob{}, errors.New("template rendered an empty prompt")
 	}
+	cfg := r.cfg
 	id := fmt.Sprintf("%s:%d", cfg.Batch, line)
 	if cfg.IDField != "" {
-		v, ok := row[cfg.IDField]
-		if !ok || v == nil || fmt.Sprint(v) == "" {
-			return store.NewJob{}, fmt.Errorf("id field %q is missing or empty", cfg.IDField)
+		v, err := rowID(row, cfg.IDField)
+		if err != nil {
+			return store.NewJob{}, err
 		}
-		id = cfg.Batch + ":" + fmt.Sprint(v)
+		id = cfg.Batch + ":" + v
 	}
 	meta, err := json.Marshal(row)
 	if err != nil {
 		return store.NewJob{}, fmt.Errorf("encode row: %w", err)
 	}
-	return store.NewJob{ID: id, Batch: cfg.Batch, RowNo: line, SchemaHash: hash, Prompt: prompt,
+	return store.NewJob{ID: id, Batch: cfg.Batch, RowNo: line, SchemaHash: r.base.SchemaHash, Prompt: prompt,
 		Provider: cfg.Provider, Model: cfg.Model, Mode: string(cfg.Mode),
 		Strategy: string(cfg.Limits.Strategy), Metadata: meta}, nil
 }
 
-// fatalReadError is a read error after which no further row can be read.
-type fatalReadError struct{ err error }
-
-func (e *fatalReadError) Error() string { return e.err.Error() }
-
-// rowReader yields dataset rows as field maps with their 1-based line (JSONL)
-// or record (CSV, header excluded, counted from the file's first line) number.
-type rowReader struct {
-	format string
-	sc     *bufio.Scanner
-	csv    *csv.Reader
-	header []string
-	line   int
-}
-
-func newRowReader(format string, r io.Reader) *rowReader {
-	rr := &rowReader{format: format}
-	if format == FormatCSV {
-		rr.csv = csv.NewReader(r)
-		rr.csv.FieldsPerRecord = -1
-		rr.csv.ReuseRecord = false
-	} else {
-		rr.sc = bufio.NewScanner(r)
-		rr.sc.Buffer(make([]byte, 64<<10), 16<<20)
-	}
-	return rr
-}
-
-func (rr *rowReader) next() (map[string]any, int, error) {
-	if rr.format == FormatCSV {
-		return rr.nextCSV()
-	}
-	for rr.sc.Scan() {
-		rr.line++
-		text := bytes.TrimSpace(rr.sc.Bytes())
-		if len(text) == 0 {
-			continue
+// rowID is the text of a row's id field: a string as it is, a number as
+// written (so 1 and "1" are the same id, and 1.0 another).
+func rowID(row map[string]any, field string) (string, error) {
+	v, ok := row[field]
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case json.Number:
+		s = x.String()
+	case nil:
+		if ok {
+			return "", fmt.Errorf("id field %q is null", field)
 		}
-		dec := json.NewDecoder(bytes.NewReader(text))
-		dec.UseNumber()
-		var row map[string]any
-		if err := dec.Decode(&row); err != nil {
-			return nil, rr.line, fmt.Errorf("not a JSON object: %v", err)
-		}
-		if dec.More() {
-			return nil, rr.line, errors.New("more than one JSON value on the line")
-		}
-		return row, rr.line, nil
+		return "", fmt.Errorf("id field %q is missing", field)
+	default:
+		return "", fmt.Errorf("id field %q must be a string or a number, got %s", field, jsonKind(v))
 	}
-	if err := rr.sc.Err(); err != nil {
-		return nil, rr.line + 1, &fatalReadError{err}
-	}
-	return nil, rr.line, io.EOF
-}
-
-func (rr *rowReader) nextCSV() (map[string]any, int, error) {
-	if rr.header == nil {
-		h, err := rr.csv.Read()
-		if errors.Is(err, io.EOF) {
-			return nil, 0, io.EOF
-		}
-		if err != nil {
-			return nil, 1, &fatalReadError{fmt.Errorf("read CSV header: %w", err)}
-		}
-		rr.header = append([]string(nil), h...)
-		if len(rr.header) > 0 {
-			rr.header[0] = strings.TrimPrefix(rr.header[0], "\ufeff")
-		}
-	}
-	rec, err := rr.csv.Read()
-	line, _ := rr.csv.FieldPos(0)
-	if errors.Is(err, io.EOF) {
-		return nil, line, io.EOF
-	}
-	if err != nil {
-		var pe *csv.ParseError
-		if errors.As(err, &pe) {
-			return nil, pe.StartLine, fmt.Errorf("malformed CSV: %v", pe.Err)
-		}
-		return nil, line, &fatalReadError{err}
-	}
-	if len(rec) != len(rr.header) {
-		return nil, line, fmt.Errorf("has %d fields, the header has %d", len(rec), len(rr.header))
-	}
-	row := make(map[string]any, len(rec))
-	for i, h := range rr.header {
-		row[h] = rec[i]
-	}
-	return row, line, nil
-}
-
-// DetectFormat picks the dataset format from a file name.
-func DetectFormat(name string) (string, error) {
 	switch {
-	case strings.HasSuffix(name, ".jsonl"), strings.HasSuffix(name, ".ndjson"):
-		return FormatJSONL, nil
-	case strings.HasSuffix(name, ".csv"):
-		return FormatCSV, nil
+	case strings.TrimSpace(s) == "":
+		return "", fmt.Errorf("id field %q is empty", field)
+	case len(s) > IDMaxBytes:
+		return "", fmt.Errorf("id field %q is %d bytes, over the limit of %d", field, len(s), IDMaxBytes)
 	}
-	return "", fmt.Errorf("cannot tell the format of %s from its name; pass --format jsonl or csv", strconv.Quote(name))
+	return s, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
 }

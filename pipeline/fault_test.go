@@ -469,13 +469,18 @@ func TestHugeAndTruncatedReplies(t *testing.T) {
 		h.waitDone("b", n, 30*time.Second)
 		h.checkQueueEmpty()
 		rw.stop(t, 20*time.Second)
-		j, _ := h.job(target)
-		if !store.IsFinal(j.Status) || j.Status == store.StatusValid || !strings.Contains(j.Error, "bad_response") {
-			t.Errorf("huge reply job: %s %q, want a final failure naming bad_response", j.Status, j.Error)
+		// The reply was made and billed: it is one recorded attempt, not a
+		// retry storm (it was 1 + MaxRetries calls per delivery, MaxDeliver
+		// deliveries, and no attempt row).
+		j, as := h.job(target)
+		if j.Status != store.StatusFailed || !strings.Contains(j.Error, string(llm.ClassTooLarge)) {
+			t.Errorf("huge reply job: %s %q, want failed naming %s", j.Status, j.Error, llm.ClassTooLarge)
 		}
-		// (1 + MaxRetries) calls per delivery, MaxDeliver deliveries.
-		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: int64(n - 1 + 2*2),
-			Statuses: map[string]int{store.StatusValid: n - 1, j.Status: 1}})
+		if len(as) != 1 || as[0].Class != pipeline.OutcomeProvider || !strings.Contains(as[0].ProviderError, "bytes") {
+			t.Errorf("huge reply job: %d attempts (%+v), want one provider attempt naming the size", len(as), as)
+		}
+		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: int64(n),
+			Statuses: map[string]int{store.StatusValid: n - 1, store.StatusFailed: 1}})
 	})
 }
 
@@ -528,8 +533,12 @@ func TestMaxDeliverDead(t *testing.T) {
 		h := newHarness(t, harnessConfig{Queue: pipeline.QueueConfig{MaxDeliver: 2, AckWait: time.Second}})
 		h.enqueue("b", n)
 		// A worker that takes the jobs and dies on every delivery: the test
-		// fetches without acking until the server gives up.
+		// sets up the queue as a worker does at start, then fetches without
+		// acking until the server gives up.
 		ctx := h.ctx
+		if _, _, err := pipeline.EnsureQueue(ctx, h.js, h.q); err != nil {
+			t.Fatal(err)
+		}
 		cons, err := h.js.Consumer(ctx, h.q.Stream, h.q.Consumer)
 		if err != nil {
 			t.Fatal(err)

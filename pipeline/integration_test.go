@@ -293,6 +293,16 @@ func TestPoisonMessages(t *testing.T) {
 		{"b:huge-prompt", "over the limit", mk("b:huge-prompt", func(e *pipeline.Envelope) { e.Prompt = strings.Repeat("x", 4096) })},
 		{"b:version", "version", mk("b:version", func(e *pipeline.Envelope) { e.V = 99 })},
 	}
+	// Enqueue records every job before publishing it; a worker refuses a
+	// job its ledger never recorded. The unparseable one has no id to
+	// record.
+	var rows []store.NewJob
+	for _, p := range poison[1:] {
+		rows = append(rows, store.NewJob{ID: p.id, Batch: "b", Prompt: "poison"})
+	}
+	if _, err := h.st.InsertJobs(h.ctx, rows); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range poison {
 		if _, err := h.js.Publish(h.ctx, h.q.Subject, p.data, jetstream.WithMsgID(p.id)); err != nil {
 			t.Fatal(err)

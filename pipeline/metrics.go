@@ -21,6 +21,9 @@ type Metrics struct {
 	QuotaExhausted *prometheus.GaugeVec // 1 while a lane's quota is exhausted
 	WriteBatches   prometheus.Histogram
 	WritePending   prometheus.Gauge
+	// ForeignJobs counts deliveries of jobs this worker's ledger never
+	// recorded (a worker on the wrong DATABASE_URL): handed back, not run.
+	ForeignJobs prometheus.Counter
 }
 
 // NewMetrics registers the worker's metrics on a new registry, together with
@@ -67,9 +70,12 @@ func NewMetrics() *Metrics {
 		WritePending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fixpoint_ledger_write_pending_bytes", Help: "Estimated bytes of results waiting for their ledger commit (bounded by the write buffer).",
 		}),
+		ForeignJobs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fixpoint_foreign_jobs_total", Help: "Deliveries of jobs this worker's ledger never recorded (is DATABASE_URL the one enqueue used?), handed back unrun.",
+		}),
 	}
 	r.MustRegister(m.Jobs, m.Attempts, m.Tokens, m.ProviderCalls, m.Dispositions, m.JobSeconds,
-		m.InFlight, m.LaneLimit, m.LanePauses, m.QuotaExhausted, m.WriteBatches, m.WritePending,
+		m.InFlight, m.LaneLimit, m.LanePauses, m.QuotaExhausted, m.WriteBatches, m.WritePending, m.ForeignJobs,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

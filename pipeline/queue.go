@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -90,6 +92,49 @@ func (c QueueConfig) validate() error {
 	return nil
 }
 
+// EnsureStream returns the job stream, creating it when it does not exist.
+// An existing stream is left as it is: enqueue uses this, and the stream's
+// limits and the workers' consumer are the workers' to configure (a CLI run
+// with other defaults must not silently reset what running workers set).
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetstream.Stream, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
+	defer cancel()
+	stream, err := retryJS(ctx, func() (jetstream.Stream, error) {
+		s, err := js.Stream(ctx, cfg.Stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			s, err = js.CreateStream(ctx, streamConfig(cfg))
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				s, err = js.Stream(ctx, cfg.Stream) // a worker made it meanwhile
+			}
+		}
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open stream %s: %w", cfg.Stream, err)
+	}
+	return stream, nil
+}
+
+func streamConfig(cfg QueueConfig) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "fixpoint jobs",
+		Subjects:    []string{cfg.Subject},
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgs:     cfg.MaxMsgs,
+		MaxMsgSize:  cfg.MaxMsgSize,
+		MaxAge:      cfg.MaxAge,
+		Duplicates:  cfg.Duplicates,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	}
+}
+
 // EnsureQueue creates or updates the job stream, the shared consumer and the
 // advisory stream that captures MAX_DELIVERIES events, so a dead job is
 // recorded even when no worker was running when its limit was reached.
@@ -101,19 +146,7 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
 	defer cancel()
 	stream, err := retryJS(ctx, func() (jetstream.Stream, error) {
-		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:        cfg.Stream,
-			Description: "fixpoint jobs",
-			Subjects:    []string{cfg.Subject},
-			Retention:   jetstream.WorkQueuePolicy,
-			Discard:     jetstream.DiscardNew,
-			MaxMsgs:     cfg.MaxMsgs,
-			MaxMsgSize:  cfg.MaxMsgSize,
-			MaxAge:      cfg.MaxAge,
-			Duplicates:  cfg.Duplicates,
-			Storage:     jetstream.FileStorage,
-			Replicas:    cfg.Replicas,
-		})
+		return js.CreateOrUpdateStream(ctx, streamConfig(cfg))
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
@@ -205,10 +238,30 @@ func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, 
 	return context.WithTimeout(ctx, d)
 }
 
-// Publish puts one job on the queue with its id as Nats-Msg-Id, so a job
-// published twice inside the duplicates window is stored once. duplicate
-// reports that the server dropped it as such.
+// Publish puts one job on the queue with MsgID(job id) as Nats-Msg-Id, so
+// a job published twice inside the duplicates window is stored once.
+// duplicate reports that the server dropped it as such.
 func Publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope) (duplicate bool, err error) {
+	return publish(ctx, js, cfg, env, MsgID(env.JobID))
+}
+
+// republish puts a job on the queue again under a message id of its own,
+// for a job the ledger says was published but the stream no longer holds:
+// the stream's duplicate window may still remember the first id.
+func republish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope) error {
+	id := MsgID(env.JobID) + republishMark + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, err := publish(ctx, js, cfg, env, id)
+	return err
+}
+
+// Headers of a job message besides Nats-Msg-Id.
+const (
+	// BatchHeader names the job's batch (encoded as MsgID encodes ids), so
+	// tools can tell a batch's messages apart without decoding them.
+	BatchHeader = "Fixpoint-Batch"
+)
+
+func publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope, msgID string) (duplicate bool, err error) {
 	cfg = cfg.WithDefaults()
 	data, err := marshalEnvelope(env)
 	if err != nil {
@@ -217,9 +270,76 @@ func Publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *
 	if len(data) > int(cfg.MaxMsgSize) {
 		return false, fmt.Errorf("%w: job %s is %d bytes, over the queue's max message size %d", ErrBadJob, env.JobID, len(data), cfg.MaxMsgSize)
 	}
-	ack, err := js.Publish(ctx, cfg.Subject, data, jetstream.WithMsgID(env.JobID))
+	msg := &nats.Msg{Subject: cfg.Subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(BatchHeader, MsgID(env.Batch))
+	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 	if err != nil {
 		return false, fmt.Errorf("publish job %s: %w", env.JobID, err)
 	}
 	return ack.Duplicate, nil
+}
+
+// republishMark separates a job's message id from the suffix a republished
+// message carries. MsgID encodes '#' in ids, so it cannot be part of one.
+const republishMark = "#"
+
+// MsgID is the Nats-Msg-Id of a job: its id with every byte that is not
+// printable ASCII, and '%' and '#', percent-encoded. Distinct ids give
+// distinct message ids (a header cannot carry a newline, and an id with one
+// must not become the id with a space), and printable ids read as they are.
+func MsgID(jobID string) string {
+	const hex = "0123456789ABCDEF"
+	clean := true
+	for i := 0; i < len(jobID); i++ {
+		if c := jobID[i]; c <= ' ' || c >= 0x7f || c == '%' || c == '#' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return jobID
+	}
+	var b strings.Builder
+	b.Grow(len(jobID) + 16)
+	for i := 0; i < len(jobID); i++ {
+		c := jobID[i]
+		if c <= ' ' || c >= 0x7f || c == '%' || c == '#' {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// JobIDFromMsgID returns the job id a message id was made from (by MsgID,
+// with or without a republish suffix); ok is false when msgID is not such
+// an id.
+func JobIDFromMsgID(msgID string) (id string, ok bool) {
+	if i := strings.Index(msgID, republishMark); i >= 0 {
+		msgID = msgID[:i]
+	}
+	if !strings.Contains(msgID, "%") {
+		return msgID, true
+	}
+	out := make([]byte, 0, len(msgID))
+	for i := 0; i < len(msgID); i++ {
+		c := msgID[i]
+		if c != '%' {
+			out = append(out, c)
+			continue
+		}
+		if i+2 >= len(msgID) {
+			return "", false
+		}
+		v, err := strconv.ParseUint(msgID[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		out = append(out, byte(v))
+		i += 2
+	}
+	return string(out), true
 }

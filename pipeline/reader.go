@@ -27,8 +27,17 @@ type statusReq struct {
 }
 
 type statusResp struct {
-	final bool
+	state jobState
 	err   error
+}
+
+// jobState is what the ledger says of a job when a worker picks it up.
+type jobState struct {
+	// known reports that the ledger has a row for the job; a job it never
+	// recorded was enqueued into another ledger.
+	known bool
+	// final reports that the row is final: the job is done.
+	final bool
 }
 
 // statusQueriesMax is how many status queries may run at once.
@@ -38,24 +47,25 @@ func newStatusReader(l Ledger, max int) *statusReader {
 	return &statusReader{ledger: l, max: max, in: make(chan statusReq, max)}
 }
 
-// final reports whether the ledger holds a final row for job id.
-func (r *statusReader) final(ctx context.Context, id string) (final bool, err error) {
+// state reports whether the ledger holds a row for job id and whether it
+// is final.
+func (r *statusReader) state(ctx context.Context, id string) (st jobState, err error) {
 	defer func() {
 		if recover() != nil {
-			final, err = false, errWriterClosed
+			st, err = jobState{}, errWriterClosed
 		}
 	}()
 	req := statusReq{id: id, done: make(chan statusResp, 1)}
 	select {
 	case r.in <- req:
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return jobState{}, ctx.Err()
 	}
 	select {
 	case resp := <-req.done:
-		return resp.final, resp.err
+		return resp.state, resp.err
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return jobState{}, ctx.Err()
 	}
 }
 
@@ -104,6 +114,6 @@ func (r *statusReader) query(reqs []statusReq) {
 	cancel()
 	for _, q := range reqs {
 		st, ok := statuses[q.id]
-		q.done <- statusResp{final: ok && store.IsFinal(st), err: err}
+		q.done <- statusResp{state: jobState{known: ok, final: ok && store.IsFinal(st)}, err: err}
 	}
 }

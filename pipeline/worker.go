@@ -40,6 +40,7 @@ const (
 	WriteBufferMin       = 1 << 20
 	FetchWaitDefault     = 500 * time.Millisecond
 	ProgressEveryDefault = 30 * time.Second
+	ForeignDelayDefault  = time.Minute
 )
 
 // Ledger is what the worker needs from the Postgres ledger. *store.Store
@@ -80,8 +81,12 @@ type WorkerConfig struct {
 	// failed job is delivered again; it doubles with each delivery.
 	NakDelayMin, NakDelayMax time.Duration
 	// QuotaPause is how long pulling stops after a provider reports its
-	// quota exhausted. Defaults to 1m.
+	// quota exhausted without saying for how long. Defaults to 1m.
 	QuotaPause time.Duration
+	// ForeignDelay is how long a job this worker's ledger never recorded is
+	// handed back for, so a worker on the right ledger can take it.
+	// Defaults to 1m.
+	ForeignDelay time.Duration
 	// FlushMax and FlushInterval batch ledger writes across jobs: a batch
 	// is committed when it holds FlushMax results or its oldest waited
 	// FlushInterval. Each message is acked only after its batch commits.
@@ -128,6 +133,7 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	c.NakDelayMin = cmp.Or(c.NakDelayMin, NakDelayMinDefault)
 	c.NakDelayMax = cmp.Or(c.NakDelayMax, NakDelayMaxDefault)
 	c.QuotaPause = cmp.Or(c.QuotaPause, QuotaPauseDefault)
+	c.ForeignDelay = cmp.Or(c.ForeignDelay, ForeignDelayDefault)
 	c.FlushMax = cmp.Or(c.FlushMax, FlushMaxDefault)
 	c.FlushInterval = cmp.Or(c.FlushInterval, FlushIntervalDefault)
 	c.WriteBuffer = cmp.Or(c.WriteBuffer, max(WriteBufferMin, WriteBufferPerJob*int64(c.Concurrency)))
@@ -170,6 +176,7 @@ type Worker struct {
 
 	inFlight   atomic.Int64
 	finished   atomic.Int64 // messages acked, skipped or terminated
+	foreignLog sync.Map     // batch -> *foreignCount, for one error line a minute per batch
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
 	reader     *statusReader
@@ -508,7 +515,7 @@ func jobIDOf(msg jetstream.Msg, env *Envelope) string {
 	if env != nil && env.JobID != "" {
 		return env.JobID
 	}
-	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
+	if id, ok := JobIDFromMsgID(msg.Headers().Get(jetstream.MsgIDHeader)); ok && id != "" {
 		return id
 	}
 	if meta, err := msg.Metadata(); err == nil {
@@ -529,27 +536,38 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	// this one is still writing it.
 	stopBeat := w.heartbeat(msg)
 	defer stopBeat()
-	env, err := DecodeEnvelope(msg.Data())
+	env, decodeErr := DecodeEnvelope(msg.Data())
 	*envOut = env
-	if err != nil {
-		w.reject(ctx, msg, env, store.StatusRejected, err)
+	if env == nil || env.JobID == "" {
+		// Not a job message at all: record it with its reason.
+		w.reject(ctx, msg, env, store.StatusRejected, decodeErr)
 		return
 	}
 	log := w.log.With(slog.String("job_id", env.JobID), slog.String("batch", env.Batch), slog.Int("delivery", delivered))
 
-	// Redelivery of a job already final (a crash between commit and ack):
-	// ack without calling the provider.
-	var final bool
-	err = w.retryLedger(ctx, log, func() error {
+	// What the ledger knows of the job. A job it never recorded was
+	// enqueued into another ledger: leave it for a worker on that one. A
+	// redelivery of a job already final (a crash between commit and ack)
+	// is acked without calling the provider.
+	var state jobState
+	err := w.retryLedger(ctx, log, func() error {
 		var err error
-		final, err = w.reader.final(ctx, env.JobID)
+		state, err = w.reader.state(ctx, env.JobID)
 		return err
 	})
 	if err != nil {
 		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: read ledger: %w", ErrTransient, err))
 		return
 	}
-	if final {
+	if !state.known {
+		w.foreign(ctx, msg, env, delivered)
+		return
+	}
+	if decodeErr != nil {
+		w.reject(ctx, msg, env, store.StatusRejected, decodeErr)
+		return
+	}
+	if state.final {
 		w.ack(ctx, msg, "skip")
 		return
 	}
@@ -803,12 +821,49 @@ func (w *Worker) nakDelay(ctx context.Context, msg jetstream.Msg, env *Envelope,
 	w.count("nak")
 }
 
+// foreignCount counts one batch's foreign deliveries between error lines.
+type foreignCount struct {
+	mu     sync.Mutex
+	logged time.Time
+	n      int
+}
+
+// foreign hands back a job this worker's ledger never recorded: it was
+// enqueued into another ledger (this worker's DATABASE_URL is not the one
+// enqueue used), and running it here would ack it and write its result
+// where nobody looks, leaving the real batch queued forever. It is never
+// acked and nothing is written; an error line (one a minute per batch) and
+// a metric make the misconfiguration loud.
+func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int) {
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.ForeignJobs.Inc()
+	}
+	v, _ := w.foreignLog.LoadOrStore(env.Batch, &foreignCount{})
+	fc := v.(*foreignCount)
+	fc.mu.Lock()
+	fc.n++
+	if time.Since(fc.logged) >= time.Minute {
+		w.log.ErrorContext(ctx, "worker: job not in this worker's ledger, handing it back: was it enqueued with another DATABASE_URL?",
+			slog.String("job_id", env.JobID), slog.String("batch", env.Batch), slog.Int("delivery", delivered),
+			slog.Int("foreign_deliveries", fc.n), slog.Duration("redelivery_in", w.cfg.ForeignDelay))
+		fc.logged, fc.n = time.Now(), 0
+	}
+	fc.mu.Unlock()
+	if err := msg.NakWithDelay(w.cfg.ForeignDelay); err != nil {
+		w.log.WarnContext(ctx, "worker: nak", slog.String("job_id", env.JobID), slog.String("error", err.Error()))
+	}
+	w.count("nak")
+}
+
 // reject records a job that will never be run (or is dead) with its reason,
 // then terminates its message. If the record cannot be written the message
 // is left for redelivery instead: nothing is dropped unrecorded.
 func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, env *Envelope, status string, reason error) {
 	id := jobIDOf(msg, env)
 	rj := store.Rejection{JobID: id, Reason: reason.Error(), Payload: msg.Data(), Status: status}
+	if meta, err := msg.Metadata(); err == nil {
+		rj.Deliveries = int(meta.NumDelivered)
+	}
 	if env != nil {
 		rj.Batch = env.Batch
 	}
@@ -892,10 +947,25 @@ func (w *Worker) handleDead(ctx context.Context, stream jetstream.Stream, m jets
 	id := fmt.Sprintf("seq-%d", a.StreamSeq)
 	if env != nil && env.JobID != "" {
 		id = env.JobID
-	} else if h := raw.Header.Get(jetstream.MsgIDHeader); h != "" {
+	} else if h, ok := JobIDFromMsgID(raw.Header.Get(jetstream.MsgIDHeader)); ok && h != "" {
 		id = h
 	}
-	rj := store.Rejection{JobID: id, Status: store.StatusDead, Payload: raw.Data,
+	if env != nil && env.JobID != "" {
+		// A job this ledger never recorded belongs to another ledger's
+		// workers: leave the advisory to them.
+		st, err := w.ledger.Statuses(ctx, []string{id})
+		if err != nil {
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		if _, ok := st[id]; !ok {
+			w.log.ErrorContext(ctx, "worker: dead job not in this worker's ledger, leaving it for a worker on the right one",
+				slog.String("job_id", id), slog.String("batch", env.Batch))
+			_ = m.NakWithDelay(w.cfg.ForeignDelay)
+			return
+		}
+	}
+	rj := store.Rejection{JobID: id, Status: store.StatusDead, Payload: raw.Data, Deliveries: int(a.Deliveries),
 		Reason: fmt.Sprintf("delivered %d times without a final result (the last delivery was never acknowledged)", a.Deliveries)}
 	if env != nil {
 		rj.Batch = env.Batch

@@ -130,25 +130,20 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 }
 
 // Unpublished returns up to limit jobs of batch that were recorded but not
-// yet published, in row order (for enqueue --resume). limit <= 0 means all.
+// yet published and are still queued, in row order (for enqueue --resume).
+// limit <= 0 means all.
 func (s *Store) Unpublished(ctx context.Context, batch string, limit int) ([]NewJob, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	lim := limitArg(limit)
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::text
-		FROM jobs WHERE batch = $1 AND NOT published
+		FROM jobs WHERE batch = $1 AND NOT published AND status = 'queued'
 		ORDER BY row_no, id LIMIT $2`, batch, lim)
 	if err != nil {
 		return nil, fmt.Errorf("list unpublished jobs of %s: %w", batch, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (NewJob, error) {
-		var j NewJob
-		var meta string
-		err := r.Scan(&j.ID, &j.Batch, &j.RowNo, &j.SchemaHash, &j.Prompt, &j.Provider, &j.Model, &j.Mode, &j.Strategy, &meta)
-		j.Metadata = json.RawMessage(meta)
-		return j, err
-	})
+	out, err := pgx.CollectRows(rows, scanNewJob)
 	if err != nil {
 		return nil, fmt.Errorf("list unpublished jobs of %s: %w", batch, err)
 	}
@@ -208,6 +203,9 @@ type Rejection struct {
 	// Status is StatusRejected (bad input) or StatusDead (delivered too
 	// often); "" means StatusRejected.
 	Status string
+	// Deliveries is how often the queue delivered the job's message; 0
+	// when unknown.
+	Deliveries int
 }
 
 // Reject records a rejected or dead job: it inserts the row when there is
@@ -235,13 +233,14 @@ func (s *Store) Reject(ctx context.Context, r Rejection) (bool, error) {
 				}
 			}
 			tag, err := tx.Exec(ctx, `
-				INSERT INTO jobs (id, batch, status, error, payload, finished_at)
-				VALUES ($1, nullif($2, ''), $3, $4, $5, now())
+				INSERT INTO jobs (id, batch, status, error, payload, finished_at, deliveries)
+				VALUES ($1, nullif($2, ''), $3, $4, $5, now(), $6)
 				ON CONFLICT (id) DO UPDATE
 				SET status = EXCLUDED.status, error = EXCLUDED.error,
-				    payload = EXCLUDED.payload, finished_at = EXCLUDED.finished_at
+				    payload = EXCLUDED.payload, finished_at = EXCLUDED.finished_at,
+				    deliveries = EXCLUDED.deliveries
 				WHERE jobs.status = 'queued'`,
-				r.JobID, r.Batch, status, txt(r.Reason), r.Payload)
+				r.JobID, r.Batch, status, txt(r.Reason), r.Payload, r.Deliveries)
 			if err != nil {
 				return err
 			}

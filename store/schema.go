@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -86,68 +84,4 @@ func (s *Store) Schema(ctx context.Context, hash string) ([]byte, error) {
 		return nil, fmt.Errorf("get schema %s: %w", hash, err)
 	}
 	return c, nil
-}
-
-// BatchParams describes a batch for PutBatch.
-type BatchParams struct {
-	// Name identifies the batch; required.
-	Name string
-	// Settings holds the batch's provider, model, mode, strategy and limits
-	// as a JSON object; nil means {}.
-	Settings json.RawMessage
-	// TotalJobs is the number of jobs the batch holds.
-	TotalJobs int
-}
-
-// Batch is a stored batch.
-type Batch struct {
-	// Name identifies the batch.
-	Name string
-	// CreatedAt is when the batch was first recorded.
-	CreatedAt time.Time
-	// Settings is the JSON object recorded by the last PutBatch.
-	Settings json.RawMessage
-	// TotalJobs is the count recorded by the last PutBatch.
-	TotalJobs int
-}
-
-// PutBatch creates the batch or updates its settings and total; created_at
-// keeps its first value. It is idempotent.
-func (s *Store) PutBatch(ctx context.Context, p BatchParams) error {
-	if strings.TrimSpace(p.Name) == "" {
-		return fmt.Errorf("put batch: %w: empty name", ErrInvalid)
-	}
-	settings := "{}"
-	if len(p.Settings) > 0 {
-		settings = string(p.Settings)
-	}
-	ctx, cancel := s.timeout(ctx)
-	defer cancel()
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO batches (name, settings, total_jobs) VALUES ($1, $2::jsonb, $3)
-		ON CONFLICT (name) DO UPDATE SET settings = EXCLUDED.settings, total_jobs = EXCLUDED.total_jobs`,
-		p.Name, settings, p.TotalJobs)
-	if err != nil {
-		return fmt.Errorf("put batch %s: %w", p.Name, err)
-	}
-	return nil
-}
-
-// Batch returns the named batch, or ErrNotFound.
-func (s *Store) Batch(ctx context.Context, name string) (*Batch, error) {
-	ctx, cancel := s.timeout(ctx)
-	defer cancel()
-	var b Batch
-	var settings string
-	err := s.pool.QueryRow(ctx,
-		`SELECT name, created_at, settings::text, total_jobs FROM batches WHERE name = $1`, name).
-		Scan(&b.Name, &b.CreatedAt, &settings, &b.TotalJobs)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("get batch %s: %w", name, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get batch %s: %w", name, err)
-	}
-	b.Settings = json.RawMessage(settings)
-	return &b, nil
 }

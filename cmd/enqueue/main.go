@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,23 +25,34 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
-	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
-const usage = `Usage: enqueue --batch NAME --schema S.json --template T.txt [flags] DATA.jsonl|DATA.csv|-
+const usage = `Usage: enqueue --batch NAME --schema S.json --template T.txt --model M [flags] DATA.jsonl|DATA.csv|-
+       enqueue --batch NAME --resume
 
 Renders each row of the dataset through the template (Go text/template over
 the row's fields, e.g. {{.subject}}), registers the schema, records the jobs in
 the ledger and publishes them to the queue, with progress on a terminal.
 
-Job ids are stable (from --id-field, else the batch and the row's line), so
-running the same command twice enqueues nothing new. --resume republishes jobs
-recorded but not yet published by an interrupted run. A bad row (template
-error, unreadable line) is reported with its line number; --max-bad-rows
-decides whether the run stops.
+The dataset is read twice. The first pass checks every row and records
+nothing: a row that cannot be read or rendered, whose --id-field is missing or
+repeats an earlier row's id with other content, or whose job would not fit the
+queue's message size or the workers' prompt limit is a bad row, reported with
+its line number. With more bad rows than --max-bad-rows, nothing of the batch
+is recorded or published and enqueue exits 1. The second pass records and
+publishes the rows that passed.
 
-Exit status: 0 done, 1 failed (nothing is half-enqueued: rerun or --resume),
-2 bad usage.`
+Job ids are stable (the batch and --id-field, else the batch and the row's
+line; 1 and "1" are the same id), so running the same command twice enqueues
+nothing new. A batch enqueued again must be given the settings it was first
+recorded with; a difference is refused with its list. --resume finishes a run
+cut short: it publishes jobs recorded but not yet published, and republishes
+jobs the ledger says were published but the queue no longer holds (a lost NATS
+data directory), all with the batch's recorded settings (pass only --batch).
+
+Exit status: 0 done, 1 failed (nothing is half-enqueued: run it again, or
+--resume), 2 bad usage (a typo in a flag, an unknown provider, mode or
+strategy, a schema or template that does not parse, changed settings).`
 
 const envHelp = `  DATABASE_URL  Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)
   NATS_URL      NATS server (default nats://127.0.0.1:4222; a worker with an embedded NATS listens on 127.0.0.1:4223)`
@@ -78,6 +90,11 @@ func env(key, def string) string {
 	return def
 }
 
+// settingFlags are the flags that set a batch's settings: --resume takes
+// them from the ledger instead.
+var settingFlags = []string{"schema", "template", "system-file", "format", "mode", "strategy", "feedback", "temperature",
+	"id-field", "provider", "model", "max-tokens", "max-attempts", "token-budget", "retry-budget", "max-bad-rows", "max-prompt-bytes"}
+
 func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError)
 	fs.SetOutput(stdout)
@@ -91,7 +108,7 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var (
 		cfg          pipeline.EnqueueConfig
 		schemaFile   = fs.String("schema", "", "JSON Schema file every row's answer must match (required)")
-		templateFile = fs.String("template", "", "prompt template file (required unless --resume)")
+		templateFile = fs.String("template", "", "prompt template file (required)")
 		systemFile   = fs.String("system-file", "", "optional file with a system prompt for every job")
 		format       = fs.String("format", "", "jsonl or csv (default: from the file name)")
 		mode         = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
@@ -103,98 +120,110 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		progress     = fs.Bool("progress", true, "show progress (a bar on a terminal, lines otherwise)")
 	)
 	fs.StringVar(&cfg.Batch, "batch", "", "batch name (required)")
-	fs.StringVar(&cfg.IDField, "id-field", "", "row field that identifies the row (default: the line number)")
+	fs.StringVar(&cfg.IDField, "id-field", "", "row field that identifies the row, a string or a number (default: the line number)")
 	fs.StringVar(&cfg.Provider, "provider", llm.ProviderOpenAI, "openai, anthropic or ollama")
 	fs.StringVar(&cfg.Model, "model", "", "model name (required)")
 	fs.IntVar(&cfg.MaxTokens, "max-tokens", pipeline.MaxTokensDefault, "output tokens per call")
 	fs.IntVar(&cfg.Limits.MaxAttempts, "max-attempts", pipeline.MaxAttemptsDefault, "repair attempts per job")
 	fs.IntVar(&cfg.Limits.TokenBudget, "token-budget", 0, "tokens one job may use over all attempts; 0 = no limit")
 	fs.IntVar(&cfg.Limits.RetryBudget, "retry-budget", 0, "transport retries one job may use; 0 = the worker's per-call limit only")
-	fs.IntVar(&cfg.MaxBadRows, "max-bad-rows", 0, "bad rows to skip (reported with line numbers) before stopping; -1 = never stop")
-	fs.BoolVar(&cfg.Resume, "resume", false, "republish the batch's jobs recorded but not yet published, without reading data")
-	fs.StringVar(&cfg.Queue.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs")
+	fs.IntVar(&cfg.MaxBadRows, "max-bad-rows", 0, "bad rows to skip (reported with line numbers); with more, nothing is enqueued; -1 = no limit")
+	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "a row whose prompt is larger is a bad row (keep it at the workers' --max-prompt-bytes)")
+	fs.BoolVar(&cfg.Resume, "resume", false, "finish the batch's interrupted run with its recorded settings: publish jobs recorded but not published, republish jobs the queue lost")
+	fs.StringVar(&cfg.Queue.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs (created if missing; an existing one is left as the workers set it)")
 	fs.StringVar(&cfg.Queue.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
-	fs.StringVar(&cfg.Queue.Consumer, "consumer", pipeline.ConsumerDefault, "durable consumer shared by every worker")
-	fs.DurationVar(&cfg.Queue.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "a job id published twice within this window is stored once")
-	fs.DurationVar(&cfg.Queue.AckWait, "ack-wait", pipeline.AckWaitDefault, "consumer ack wait (must match the workers')")
-	fs.IntVar(&cfg.Queue.MaxDeliver, "max-deliver", pipeline.MaxDeliverDefault, "consumer max deliveries (must match the workers')")
-	fs.IntVar(&cfg.Queue.MaxAckPending, "max-ack-pending", pipeline.MaxAckPendingDefault, "consumer cap on jobs in flight (must match the workers')")
+	fs.DurationVar(&cfg.Queue.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "when the stream is created: a job id published twice within this window is stored once")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
 	}
-	if cfg.Batch == "" || *schemaFile == "" || cfg.Model == "" || (*templateFile == "" && !cfg.Resume) {
-		return usageError{errors.New("--batch, --schema, --model and --template are required (see --help)")}
+	if cfg.Batch == "" {
+		return usageError{errors.New("--batch is required (see --help)")}
 	}
-	if fs.NArg() != 1 && !cfg.Resume {
-		return usageError{fmt.Errorf("want one dataset (a .jsonl or .csv file, or - for stdin), got %d arguments", fs.NArg())}
+	if cfg.Resume {
+		var given []string
+		fs.Visit(func(f *flag.Flag) {
+			if slices.Contains(settingFlags, f.Name) {
+				given = append(given, "--"+f.Name)
+			}
+		})
+		if len(given) > 0 {
+			return usageError{fmt.Errorf("--resume takes every setting from the batch as recorded; drop %s (to run jobs again with other settings, use enqueue requeue)", strings.Join(given, ", "))}
+		}
+		if fs.NArg() != 0 {
+			return usageError{fmt.Errorf("--resume reads no dataset, got %d arguments", fs.NArg())}
+		}
+	} else {
+		if *schemaFile == "" || cfg.Model == "" || *templateFile == "" {
+			return usageError{errors.New("--batch, --schema, --model and --template are required (see --help)")}
+		}
+		if fs.NArg() != 1 {
+			return usageError{fmt.Errorf("want one dataset (a .jsonl or .csv file, or - for stdin), got %d arguments", fs.NArg())}
+		}
 	}
-	var err error
-	if cfg.Schema, err = os.ReadFile(*schemaFile); err != nil {
-		return usageError{fmt.Errorf("read schema: %w", err)}
-	}
-	if _, err := validate.Compile(cfg.Schema); err != nil {
-		return usageError{fmt.Errorf("schema %s: %w", *schemaFile, err)}
-	}
-	if *templateFile != "" {
+
+	var data io.ReadSeeker
+	total := 0
+	if !cfg.Resume {
+		var err error
+		if cfg.Schema, err = os.ReadFile(*schemaFile); err != nil {
+			return usageError{fmt.Errorf("read schema: %w", err)}
+		}
 		t, err := os.ReadFile(*templateFile)
 		if err != nil {
 			return usageError{fmt.Errorf("read template: %w", err)}
 		}
 		cfg.Template = string(t)
-	}
-	if *systemFile != "" {
-		s, err := os.ReadFile(*systemFile)
-		if err != nil {
-			return usageError{fmt.Errorf("read system prompt: %w", err)}
+		if *systemFile != "" {
+			s, err := os.ReadFile(*systemFile)
+			if err != nil {
+				return usageError{fmt.Errorf("read system prompt: %w", err)}
+			}
+			cfg.System = string(s)
 		}
-		cfg.System = string(s)
-	}
-	if *temp != "" {
-		t, err := strconv.ParseFloat(*temp, 64)
-		if err != nil {
-			return usageError{fmt.Errorf("--temperature %q: %w", *temp, err)}
+		if *temp != "" {
+			t, err := strconv.ParseFloat(*temp, 64)
+			if err != nil {
+				return usageError{fmt.Errorf("--temperature %q: %w", *temp, err)}
+			}
+			cfg.Temp = &t
 		}
-		cfg.Temp = &t
-	}
-	cfg.Mode = llm.Mode(*mode)
-	cfg.Limits.Strategy = pipeline.Strategy(*strategy)
-	cfg.Limits.Feedback = pipeline.FeedbackFormat(*feedback)
-
-	var data io.Reader = strings.NewReader("")
-	name := fs.Arg(0)
-	total := 0
-	if !cfg.Resume {
+		cfg.Mode = llm.Mode(*mode)
+		cfg.Limits.Strategy = pipeline.Strategy(*strategy)
+		cfg.Limits.Feedback = pipeline.FeedbackFormat(*feedback)
 		cfg.Format = *format
-		if name == "-" || name == "" {
-			data = stdin
+		name := fs.Arg(0)
+		var f *os.File
+		if name == "-" {
 			if cfg.Format == "" {
 				return usageError{errors.New("reading stdin: pass --format jsonl or csv")}
 			}
+			// Enqueue reads the dataset twice: keep stdin in a file.
+			if f, err = spool(stdin); err != nil {
+				return fmt.Errorf("read stdin: %w", err)
+			}
+			defer os.Remove(f.Name())
 		} else {
 			if cfg.Format == "" {
 				if cfg.Format, err = pipeline.DetectFormat(name); err != nil {
 					return usageError{err}
 				}
 			}
-			f, err := os.Open(name)
-			if err != nil {
+			if f, err = os.Open(name); err != nil {
 				return usageError{err}
 			}
-			defer f.Close()
-			// Count lines for the progress bar, then read from the start.
-			if total, err = countLines(f); err != nil {
-				return usageError{fmt.Errorf("read %s: %w", name, err)}
-			}
-			if cfg.Format == pipeline.FormatCSV && total > 0 {
-				total--
-			}
-			data = f
 		}
-	} else {
-		cfg.Format = pipeline.FormatJSONL
+		defer f.Close()
+		// Count lines for the progress bar, then read from the start.
+		if total, err = countLines(f); err != nil {
+			return usageError{fmt.Errorf("read %s: %w", name, err)}
+		}
+		if cfg.Format == pipeline.FormatCSV && total > 0 {
+			total--
+		}
+		data = f
 	}
 
 	st, err := store.Open(ctx, *dbURL, nil)
@@ -218,26 +247,72 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if f, ok := stderr.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
-	bar := pipeline.NewProgressBar(stderr, tty, "enqueue", total)
+	bars := map[string]*pipeline.ProgressBar{}
+	bar := func(phase string) *pipeline.ProgressBar {
+		if bars[phase] == nil {
+			label := "enqueue"
+			if phase == pipeline.PhaseCheck {
+				label = "check  "
+			}
+			bars[phase] = pipeline.NewProgressBar(stderr, tty, label, total)
+		}
+		return bars[phase]
+	}
+	note := func(p pipeline.EnqueueProgress) string {
+		if p.Phase == pipeline.PhaseCheck {
+			return fmt.Sprintf("%d bad, %d repeated", len(p.Bad), p.Repeated)
+		}
+		return fmt.Sprintf("%d published, %d already enqueued, %d republished", p.Published, p.Existing, p.Republished)
+	}
+	var last pipeline.EnqueueProgress
 	if *progress {
 		cfg.ProgressFunc = func(p pipeline.EnqueueProgress) {
-			bar.Update(p.Rows, fmt.Sprintf("%d published, %d already enqueued, %d bad", p.Published, p.Existing, len(p.Bad)), false)
+			if last.Phase != "" && last.Phase != p.Phase {
+				bar(last.Phase).Update(last.Rows, note(last), true)
+			}
+			last = p
+			bar(p.Phase).Update(p.Rows, note(p), false)
 		}
 	}
 	start := time.Now()
 	prog, err := pipeline.Enqueue(ctx, js, st, cfg, data)
-	if *progress {
-		bar.Update(prog.Rows, fmt.Sprintf("%d published, %d already enqueued, %d bad", prog.Published, prog.Existing, len(prog.Bad)), true)
+	if *progress && prog.Phase != "" {
+		bar(prog.Phase).Update(prog.Rows, note(prog), true)
 	}
 	for _, b := range prog.Bad {
-		fmt.Fprintf(stderr, "enqueue: skipped %v\n", b)
+		fmt.Fprintf(stderr, "enqueue: bad row: %v\n", b)
 	}
-	if err != nil {
-		return fmt.Errorf("%w\n(the jobs recorded so far are kept: fix the input and run the same command again, or --resume to publish what is recorded)", err)
+	switch {
+	case errors.Is(err, pipeline.ErrBadConfig):
+		return usageError{err}
+	case errors.Is(err, pipeline.ErrTooManyBadRows), errors.Is(err, pipeline.ErrNoRows), errors.Is(err, pipeline.ErrNoBatch):
+		return err
+	case err != nil:
+		return fmt.Errorf("%w\n(the jobs recorded so far are kept: run the same command again, or enqueue --batch %s --resume)", err, cfg.Batch)
 	}
-	fmt.Fprintf(stdout, "batch %s: %d rows read, %d jobs recorded, %d published, %d already enqueued, %d duplicates dropped by the queue, %d bad rows, in %s\n",
-		cfg.Batch, prog.Rows, prog.Recorded, prog.Published, prog.Existing, prog.Duplicates, len(prog.Bad), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "batch %s: %d rows read, %d jobs recorded, %d published, %d already enqueued, %d repeated rows skipped, %d bad rows, %d republished, %d duplicates dropped by the queue, in %s\n",
+		cfg.Batch, prog.Rows, prog.Recorded, prog.Published, prog.Existing, prog.Repeated, len(prog.Bad), prog.Republished, prog.Duplicates,
+		time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// spool copies r into a temporary file and returns it at its start.
+func spool(r io.Reader) (*os.File, error) {
+	f, err := os.CreateTemp("", "fixpoint-enqueue-*.data")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
 }
 
 func countLines(f *os.File) (int, error) {

@@ -1,0 +1,174 @@
+package pipeline
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// fatalReadError is a read error after which no further row can be read.
+type fatalReadError struct{ err error }
+
+func (e *fatalReadError) Error() string { return e.err.Error() }
+
+// rowReader yields dataset rows as field maps with their 1-based line (JSONL)
+// or record (CSV, header excluded, counted from the file's first line) number.
+type rowReader struct {
+	format string
+	sc     *bufio.Scanner
+	csv    *csv.Reader
+	header []string
+	line   int
+
+	// cols are the column names seen so far in file order: the CSV header,
+	// or each JSONL row's keys as written, first sighting first.
+	cols    []string
+	colSeen map[string]bool
+}
+
+func newRowReader(format string, r io.Reader) *rowReader {
+	rr := &rowReader{format: format, colSeen: map[string]bool{}}
+	if format == FormatCSV {
+		rr.csv = csv.NewReader(r)
+		rr.csv.FieldsPerRecord = -1
+		rr.csv.ReuseRecord = false
+	} else {
+		rr.sc = bufio.NewScanner(r)
+		rr.sc.Buffer(make([]byte, 64<<10), 16<<20)
+	}
+	return rr
+}
+
+// columns returns the column names read so far, in file order.
+func (rr *rowReader) columns() []string {
+	if rr.format == FormatCSV {
+		return rr.header
+	}
+	return rr.cols
+}
+
+func (rr *rowReader) next() (map[string]any, int, error) {
+	if rr.format == FormatCSV {
+		return rr.nextCSV()
+	}
+	for rr.sc.Scan() {
+		rr.line++
+		text := bytes.TrimSpace(rr.sc.Bytes())
+		if len(text) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(text))
+		dec.UseNumber()
+		var row map[string]any
+		if err := dec.Decode(&row); err != nil {
+			return nil, rr.line, fmt.Errorf("not a JSON object: %v", err)
+		}
+		if dec.More() {
+			return nil, rr.line, errors.New("more than one JSON value on the line")
+		}
+		rr.noteColumns(row, text)
+		return row, rr.line, nil
+	}
+	if err := rr.sc.Err(); err != nil {
+		return nil, rr.line + 1, &fatalReadError{err}
+	}
+	return nil, rr.line, io.EOF
+}
+
+// noteColumns adds the row's keys not seen before, in the order the line
+// writes them (a map does not keep it).
+func (rr *rowReader) noteColumns(row map[string]any, text []byte) {
+	fresh := false
+	for k := range row {
+		if !rr.colSeen[k] {
+			fresh = true
+			break
+		}
+	}
+	if !fresh {
+		return
+	}
+	for _, k := range objectKeys(text) {
+		if _, ok := row[k]; ok && !rr.colSeen[k] {
+			rr.colSeen[k] = true
+			rr.cols = append(rr.cols, k)
+		}
+	}
+}
+
+// objectKeys returns the top-level keys of a JSON object in the order
+// written.
+func objectKeys(text []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		k, _ := t.(string)
+		keys = append(keys, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return keys
+		}
+	}
+	return keys
+}
+
+func (rr *rowReader) nextCSV() (map[string]any, int, error) {
+	if rr.header == nil {
+		h, err := rr.csv.Read()
+		if errors.Is(err, io.EOF) {
+			return nil, 0, io.EOF
+		}
+		if err != nil {
+			return nil, 1, &fatalReadError{fmt.Errorf("read CSV header: %w", err)}
+		}
+		rr.header = append([]string(nil), h...)
+		if len(rr.header) > 0 {
+			rr.header[0] = strings.TrimPrefix(rr.header[0], "\ufeff")
+		}
+	}
+	rec, err := rr.csv.Read()
+	line, _ := rr.csv.FieldPos(0)
+	if errors.Is(err, io.EOF) {
+		return nil, line, io.EOF
+	}
+	if err != nil {
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			return nil, pe.StartLine, fmt.Errorf("malformed CSV: %v", pe.Err)
+		}
+		return nil, line, &fatalReadError{err}
+	}
+	if len(rec) != len(rr.header) {
+		return nil, line, fmt.Errorf("has %d fields, the header has %d", len(rec), len(rr.header))
+	}
+	row := make(map[string]any, len(rec))
+	for i, h := range rr.header {
+		row[h] = rec[i]
+	}
+	return row, line, nil
+}
+
+// DetectFormat picks the dataset format from a file name.
+func DetectFormat(name string) (string, error) {
+	switch {
+	case strings.HasSuffix(name, ".jsonl"), strings.HasSuffix(name, ".ndjson"):
+		return FormatJSONL, nil
+	case strings.HasSuffix(name, ".csv"):
+		return FormatCSV, nil
+	}
+	return "", fmt.Errorf("cannot tell the format of %s from its name; pass --format jsonl or csv", strconv.Quote(name))
+}

@@ -1,0 +1,364 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
+)
+
+// rowsJSONL renders rows of {"id": id, "text": text} as JSONL; an id that
+// is not a string is written as given (a number).
+func rowsJSONL(rows ...[2]string) string {
+	var b strings.Builder
+	for _, r := range rows {
+		id := r[0]
+		if !strings.HasPrefix(id, "=") {
+			id = fmt.Sprintf("%q", id)
+		} else {
+			id = id[1:]
+		}
+		fmt.Fprintf(&b, `{"id":%s,"text":%q}`+"\n", id, r[1])
+	}
+	return b.String()
+}
+
+// Finding 2: a row whose message would pass the queue's size limit is a bad
+// row like any other (line, size, limit); the rest of the batch is
+// enqueued, and nothing stays in the ledger that blocks a re-run or a
+// resume. The message does not carry the input row: the ledger has it.
+func TestEnqueueRowTooBigForTheQueue(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{Queue: pipeline.QueueConfig{MaxMsgSize: 64 << 10}})
+	big := strings.Repeat("x", 100<<10)
+	data := rowsJSONL([2]string{"a", "one"}, [2]string{"b", big}, [2]string{"c", "three"})
+
+	t.Run("default limit: nothing enqueued", func(t *testing.T) {
+		cfg := h.enqueueConfig("big0")
+		_, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
+		if !errors.Is(err, pipeline.ErrTooManyBadRows) {
+			t.Fatalf("Enqueue: %v, want ErrTooManyBadRows", err)
+		}
+		if _, err := h.st.Batch(h.ctx, "big0"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("batch recorded although nothing was enqueued: %v", err)
+		}
+	})
+	t.Run("skipped as a bad row", func(t *testing.T) {
+		cfg := h.enqueueConfig("big")
+		cfg.MaxBadRows = -1
+		for run := 1; run <= 2; run++ {
+			prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
+			if err != nil {
+				t.Fatalf("run %d: %v", run, err)
+			}
+			if len(prog.Bad) != 1 || prog.Bad[0].Line != 2 {
+				t.Fatalf("run %d: bad rows %v, want line 2", run, prog.Bad)
+			}
+			msg := prog.Bad[0].Error()
+			for _, want := range []string{"line 2", "bytes", fmt.Sprint(64 << 10)} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("bad row %q does not name %q", msg, want)
+				}
+			}
+			wantRec := 2
+			if run == 2 {
+				wantRec = 0
+			}
+			if prog.Recorded != wantRec {
+				t.Errorf("run %d recorded %d jobs, want %d", run, prog.Recorded, wantRec)
+			}
+		}
+		cfg.Resume = true
+		if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, nil); err != nil {
+			t.Fatalf("resume after a bad row: %v", err)
+		}
+		if c, _ := h.st.Counts(h.ctx, "big"); c.Published != 2 {
+			t.Errorf("%d jobs published, want 2", c.Published)
+		}
+		b, err := h.st.Batch(h.ctx, "big")
+		if err != nil || b.TotalJobs != 2 {
+			t.Errorf("batch total_jobs %v (%v), want 2", b, err)
+		}
+		// The message holds the prompt, not the input row.
+		s, err := h.js.Stream(h.ctx, h.q.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.GetMsg(h.ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(m.Data), `"metadata"`) {
+			t.Errorf("the job message carries the input row: %s", m.Data)
+		}
+	})
+}
+
+// Finding 3: with the default --max-bad-rows 0, a bad row on line 2 stops
+// the run before line 1 is recorded or published.
+func TestEnqueueChecksEveryRowFirst(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	cfg := h.enqueueConfig("half")
+	data := rowsJSONL([2]string{"a", "one"}) + "not json\n" + rowsJSONL([2]string{"c", "three"})
+	prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
+	if !errors.Is(err, pipeline.ErrTooManyBadRows) || len(prog.Bad) != 1 || prog.Bad[0].Line != 2 {
+		t.Fatalf("Enqueue: %v, bad %v; want ErrTooManyBadRows for line 2", err, prog.Bad)
+	}
+	if got := h.streamMsgs(); got != 0 {
+		t.Errorf("%d messages published before the bad row stopped the run", got)
+	}
+	if p := h.progress("half"); p.Total != 0 {
+		t.Errorf("%d jobs recorded before the bad row stopped the run", p.Total)
+	}
+}
+
+// Finding 4: a repeated id with other content is a bad row (1 and "1" are
+// the same id); a repeated identical row is skipped; ids that differ only
+// in a newline and a space stay two jobs, both run to the end.
+func TestEnqueueDuplicateAndCollidingIDs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	t.Run("repeats", func(t *testing.T) {
+		cfg := h.enqueueConfig("dup")
+		cfg.MaxBadRows = -1
+		data := rowsJSONL([2]string{"a", "one"}, [2]string{"a", "other"}, [2]string{"=1", "n"}, [2]string{"1", "s"},
+			[2]string{"b", "same"}, [2]string{"b", "same"})
+		prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []int
+		for _, b := range prog.Bad {
+			lines = append(lines, b.Line)
+		}
+		if !equalInts(lines, []int{2, 4}) || !strings.Contains(prog.Bad[0].Error(), "repeats line 1") ||
+			!strings.Contains(prog.Bad[1].Error(), "repeats line 3") {
+			t.Errorf("bad rows %v, want lines 2 and 4 naming the lines they repeat", prog.Bad)
+		}
+		if prog.Repeated != 1 || prog.Recorded != 3 {
+			t.Errorf("repeated %d, recorded %d; want 1 identical repeat skipped, 3 jobs", prog.Repeated, prog.Recorded)
+		}
+	})
+	t.Run("newline and space", func(t *testing.T) {
+		cfg := h.enqueueConfig("ws")
+		data := rowsJSONL([2]string{"x\ny", "one"}, [2]string{"x y", "two"}, [2]string{"x%0Ay", "three"}, [2]string{"x#y", "four"})
+		prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
+		if err != nil || prog.Published != 4 || prog.Duplicates != 0 {
+			t.Fatalf("Enqueue: %+v, %v; want 4 published, no duplicate", prog, err)
+		}
+		rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+		h.waitDone("ws", 4, 30*time.Second)
+		rw.stop(t, 20*time.Second)
+		for _, id := range []string{"ws:x\ny", "ws:x y", "ws:x%0Ay", "ws:x#y"} {
+			if j, _ := h.job(id); j.Status != store.StatusValid {
+				t.Errorf("job %q is %s, want valid", id, j.Status)
+			}
+		}
+	})
+}
+
+func TestMsgIDRoundTrip(t *testing.T) {
+	t.Parallel()
+	seen := map[string]string{}
+	for _, id := range []string{"a", "b:1", "x\ny", "x y", "x%0Ay", "x#y", "é", "tab\there", "%", "#", ""} {
+		m := pipeline.MsgID(id)
+		if strings.ContainsAny(m, " \n\r\t#") && !strings.HasPrefix(m, "#") {
+			t.Errorf("MsgID(%q) = %q holds a character a header cannot carry or the republish mark", id, m)
+		}
+		if other, ok := seen[m]; ok {
+			t.Errorf("MsgID(%q) = MsgID(%q) = %q", id, other, m)
+		}
+		seen[m] = id
+		for _, suffix := range []string{"", "#r1"} {
+			back, ok := pipeline.JobIDFromMsgID(m + suffix)
+			if !ok || back != id {
+				t.Errorf("JobIDFromMsgID(%q) = %q, %v; want %q", m+suffix, back, ok, id)
+			}
+		}
+	}
+}
+
+// Finding 7: enqueue creates the stream if it is missing and never touches
+// the workers' consumer or an existing stream's limits.
+func TestEnqueueLeavesTheQueueAlone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	workers := h.q
+	workers.AckWait, workers.MaxDeliver, workers.MaxAckPending, workers.Duplicates = 7*time.Second, 9, 33, 3*time.Hour
+	if _, _, err := pipeline.EnsureQueue(h.ctx, h.js, workers); err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.enqueueConfig("alone")
+	cfg.Queue.AckWait, cfg.Queue.MaxDeliver, cfg.Queue.MaxAckPending = time.Minute, 5, 4096
+	if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(3))); err != nil {
+		t.Fatal(err)
+	}
+	ci := h.consumerInfo()
+	if c := ci.Config; c.AckWait != 7*time.Second || c.MaxDeliver != 9 || c.MaxAckPending != 33 {
+		t.Errorf("consumer after enqueue: ack wait %s, max deliver %d, max ack pending %d; want the workers' 7s, 9, 33",
+			c.AckWait, c.MaxDeliver, c.MaxAckPending)
+	}
+	s, err := h.js.Stream(h.ctx, h.q.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := s.CachedInfo().Config.Duplicates; d != 3*time.Hour {
+		t.Errorf("stream duplicates window after enqueue %s, want the workers' 3h", d)
+	}
+	// On a server without the stream, enqueue creates it (and no consumer).
+	h2 := newHarness(t, harnessConfig{})
+	if _, err := pipeline.Enqueue(h2.ctx, h2.js, h2.st, h2.enqueueConfig("fresh"), strings.NewReader(dataset(2))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h2.js.Consumer(h2.ctx, h2.q.Stream, h2.q.Consumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("enqueue made the consumer: %v", err)
+	}
+	if got := h2.streamMsgs(); got != 2 {
+		t.Errorf("stream holds %d messages, want 2", got)
+	}
+}
+
+// Finding 13: a re-run with other settings is refused with the list of
+// differences; --resume takes every setting from the batch as recorded.
+func TestEnqueueSettingsDoNotDrift(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	cfg := h.enqueueConfig("drift")
+	cfg.Chunk = 2
+	prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(6)))
+	if err != nil || prog.Published != 6 {
+		t.Fatalf("first run: %+v %v", prog, err)
+	}
+	other := cfg
+	other.Model, other.Limits.MaxAttempts = "sim-other", 5
+	_, err = pipeline.Enqueue(h.ctx, h.js, h.st, other, strings.NewReader(dataset(6)))
+	if !errors.Is(err, pipeline.ErrSettingsChanged) || !errors.Is(err, pipeline.ErrBadConfig) {
+		t.Fatalf("re-run with another model: %v, want ErrSettingsChanged", err)
+	}
+	for _, want := range []string{"model: recorded sim-model, now sim-other", "max attempts: recorded 3, now 5"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not name %q", err, want)
+		}
+	}
+	b, err := h.st.Batch(h.ctx, "drift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	was, err := pipeline.ParseBatchSettings(b)
+	if err != nil || was.Model != "sim-model" || was.Limits.MaxAttempts != 3 {
+		t.Errorf("recorded settings after the refused re-run: %+v %v", was, err)
+	}
+	// The stream loses the jobs (finding 6); resume, with other settings
+	// in its config, republishes them with the recorded ones.
+	s, err := h.js.Stream(h.ctx, h.q.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := pipeline.EnqueueConfig{Batch: "drift", Resume: true, Queue: h.q, Model: "sim-other", Provider: llm.ProviderAnthropic}
+	prog, err = pipeline.Enqueue(h.ctx, h.js, h.st, res, nil)
+	if err != nil || prog.Republished != 6 || prog.Published != 0 {
+		t.Fatalf("resume: %+v %v; want the 6 lost jobs republished", prog, err)
+	}
+	again, err := pipeline.Enqueue(h.ctx, h.js, h.st, res, nil)
+	if err != nil || again.Republished != 0 {
+		t.Fatalf("second resume: %+v %v; want nothing republished, the stream holds every job", again, err)
+	}
+	m, err := s.GetMsg(h.ctx, 1, jetstream.WithGetMsgSubject(h.q.Subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := pipeline.DecodeEnvelope(m.Data)
+	if err != nil || env.Model != "sim-model" || env.Provider != llm.ProviderOpenAI || env.Limits.MaxAttempts != 3 {
+		t.Errorf("resumed job runs with %+v (%v), want the recorded sim-model on openai with 3 attempts", env, err)
+	}
+	if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, pipeline.EnqueueConfig{Batch: "nope", Resume: true, Queue: h.q}, nil); !errors.Is(err, pipeline.ErrNoBatch) {
+		t.Errorf("resume of a batch that does not exist: %v, want ErrNoBatch", err)
+	}
+}
+
+// Settings that cannot work are refused before anything is recorded:
+// unknown provider, mode or strategy, a template that does not parse.
+func TestEnqueueRefusesBadSettings(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	for _, tc := range []struct {
+		name string
+		mod  func(*pipeline.EnqueueConfig)
+		want error
+	}{
+		{"provider", func(c *pipeline.EnqueueConfig) { c.Provider = "gemini" }, pipeline.ErrBadConfig},
+		{"mode", func(c *pipeline.EnqueueConfig) { c.Mode = "json" }, pipeline.ErrBadConfig},
+		{"strategy", func(c *pipeline.EnqueueConfig) { c.Limits.Strategy = "retry" }, pipeline.ErrBadConfig},
+		{"template", func(c *pipeline.EnqueueConfig) { c.Template = "Hello {{.text" }, pipeline.ErrBadTemplate},
+		{"schema", func(c *pipeline.EnqueueConfig) { c.Schema = []byte(`{"type": 1}`) }, pipeline.ErrBadSchema},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			batch := "refuse-" + tc.name
+			cfg := h.enqueueConfig(batch)
+			tc.mod(&cfg)
+			_, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(2)))
+			if !errors.Is(err, tc.want) || !errors.Is(err, pipeline.ErrBadConfig) {
+				t.Fatalf("Enqueue: %v, want %v (a usage error)", err, tc.want)
+			}
+			if _, err := h.st.Batch(h.ctx, batch); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("a batch row was created: %v", err)
+			}
+		})
+	}
+}
+
+// Finding 5: a worker whose ledger never recorded a job refuses it loudly
+// (error log, metric), never acks it and writes nothing; a worker on the
+// right ledger then finishes every job.
+func TestWorkerOnTheWrongLedger(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	h := newHarness(t, harnessConfig{})
+	h.enqueue("b", n)
+	wrongDSN := storetest.NewDB(t)
+	wrong, err := store.Open(context.Background(), wrongDSN, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wrong.Close()
+	cfg := h.workerConfig(h.client(nil))
+	cfg.ForeignDelay = 300 * time.Millisecond
+	rw := h.startWorker(cfg, nil, wrong)
+	waitFor(t, 20*time.Second, "every job refused at least twice", func() bool {
+		return metricValue(cfg.Metrics.ForeignJobs) >= 2*n
+	})
+	rw.stop(t, 20*time.Second)
+	if !strings.Contains(h.logs.String(), "level=ERROR") || !strings.Contains(h.logs.String(), "not in this worker's ledger") {
+		t.Errorf("no error line names the refusal:\n%s", h.logs.tail(20))
+	}
+	if got := h.sim.requests(); got != 0 {
+		t.Errorf("the wrong worker made %d provider calls", got)
+	}
+	if p, _ := wrong.Progress(h.ctx, "b"); p.Total != 0 {
+		t.Errorf("the wrong ledger holds %d jobs of the batch", p.Total)
+	}
+	if got := metricValue(cfg.Metrics.Dispositions.WithLabelValues("ack")); got != 0 {
+		t.Errorf("the wrong worker acked %v messages", got)
+	}
+	if msgs := h.streamMsgs(); msgs != n {
+		t.Errorf("stream holds %d messages after the wrong worker, want all %d", msgs, n)
+	}
+	right := h.workerConfig(h.client(nil))
+	rw2 := h.startWorker(right, nil, nil)
+	h.waitDone("b", n, 30*time.Second)
+	rw2.stop(t, 20*time.Second)
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+}
