@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 var updatePrompts = flag.Bool("update-prompts", false, "rewrite the system prompt golden files in testdata/prompt")
@@ -187,4 +188,41 @@ func FuzzDescribeSchema(f *testing.F) {
 			t.Fatalf("system prompt does not end with the schema block:\n%s", sp)
 		}
 	})
+}
+
+// TestFeedbackRequired: a missing property is named by its own pointer in
+// both feedback formats, which is what the simulator (and a model) matches a
+// correction on.
+func TestFeedbackRequired(t *testing.T) {
+	t.Parallel()
+	s, err := validate.Compile([]byte(`{"type":"object","required":["customer","paid"],"properties":{"customer":{"type":"object","required":["email"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := validate.Check(s, `{"customer":{}}`)
+	a := &Attempt{Class: string(check.Class), Errors: check.Errors}
+	tests := []struct {
+		format FeedbackFormat
+		want   []string
+	}{
+		{FeedbackText, []string{
+			"1. /customer/email: missing required property \"email\"\n",
+			"2. /paid: missing required property \"paid\"",
+		}},
+		{FeedbackXML, []string{
+			`<error path="/customer/email" keyword="required">/customer/email: missing required property "email"</error>`,
+			`<error path="/paid" keyword="required">/paid: missing required property "paid"</error>`,
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.format), func(t *testing.T) {
+			t.Parallel()
+			fb := feedback(tc.format, a, false)
+			for _, w := range tc.want {
+				if !strings.Contains(fb, w) {
+					t.Errorf("feedback lacks %q:\n%s", w, fb)
+				}
+			}
+		})
+	}
 }

@@ -128,6 +128,31 @@ func marshalValue(t *testing.T, v any) string {
 	return string(b)
 }
 
+// TestCheckRequiredPath: a missing property is reported at its own pointer in
+// the JSON the ledger and `worker check` store, so error_paths counts each
+// forgotten field apart.
+func TestCheckRequiredPath(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"type":"object","required":["customer"],"properties":{"customer":{"type":"object","required":["email","name"]}}}`)
+	for _, tc := range []struct {
+		name, reply, want string
+	}{
+		{"root", `{}`, `[{"path":"/customer","keyword":"required","class":"shape","message":"/customer: missing required property \"customer\""}]`},
+		{"nested", `{"customer":{"name":"Ada"}}`, `[{"path":"/customer/email","keyword":"required","class":"shape","message":"/customer/email: missing required property \"email\""}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := json.Marshal(Check(s, tc.reply).Errors)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Fatalf("errors = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestCheckResultMarshalJSON(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, `{"properties":{"a":{"type":"integer"}}}`)

@@ -35,7 +35,7 @@ func ExampleCompile() {
 	}
 	fmt.Println("class:", validate.ClassOf(errs))
 	// Output:
-	// shape    (root): missing required property "email"
+	// shape    /email: missing required property "email"
 	// semantic /priority: "urgent" is not one of ["low","medium","high"]
 	// shape    /qty: expected integer, got string "2"
 	// semantic /sku: "abc-1" does not match ^[A-Z]{3}-[0-9]{4}$

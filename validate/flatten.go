@@ -120,8 +120,10 @@ func (f *flattener) walk(e *jsonschema.ValidationError) {
 			f.add(path+"/"+strconv.Itoa(i), "additionalItems", fmt.Sprintf("item %d is not allowed: the array may have at most %s", i, plural(n-k.Count, "item", "items")))
 		}
 	case *kind.Required:
+		// Each missing property at its own pointer, so that every forgotten
+		// field is counted apart; the object lacking it is the parent.
 		for _, m := range k.Missing {
-			f.add(path, "required", fmt.Sprintf("missing required property %s", quote(m)))
+			f.add(path+"/"+escapeToken(m), "required", fmt.Sprintf("missing required property %s", quote(m)))
 		}
 	case *kind.Dependency:
 		for _, m := range k.Missing {
@@ -280,6 +282,9 @@ func closest(branches [][]Error, depth int) int {
 		r := rank{n: len(errs), minDepth: -1}
 		for _, e := range errs {
 			d := pointerDepth(e.Path)
+			if e.Keyword == "required" {
+				d-- // a missing property is a mismatch of the object lacking it
+			}
 			if r.minDepth < 0 || d < r.minDepth {
 				r.minDepth = d
 			}

@@ -51,8 +51,8 @@ func TestValidateHugeNumbers(t *testing.T) {
 			name: "within range validates normally",
 			v:    map[string]any{"a": []any{json.Number("-1e1000")}},
 			want: []Error{
-				{"", "required", ClassShape, `(root): missing required property "zzz"`},
 				{"/a/0", "minimum", ClassSemantic, `/a/0: -1e1000 is less than the minimum 0`},
+				{"/zzz", "required", ClassShape, `/zzz: missing required property "zzz"`},
 			},
 		},
 	}

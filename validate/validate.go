@@ -28,7 +28,7 @@
 // and what was found, e.g.
 //
 //	/invoice/lines/0/sku: "abc-1" does not match ^[A-Z]{3}-[0-9]{4}$
-//	/customer: missing required property "email"
+//	/customer/email: missing required property "email"
 //	/age: expected integer, got string "42"
 //
 // Found values longer than 80 characters are shortened with "...".
@@ -37,10 +37,13 @@
 // an exponent beyond ±1000 (in a schema or a value) is refused up front:
 // Compile returns a *SchemaError, Validate reports it with keyword "number".
 //
-// A missing required property is reported at the object that lacks it, the
-// message naming the property; a property that is not allowed
-// (additionalProperties, unevaluatedProperties, a false subschema, propertyNames)
-// is reported at that property's own pointer, one error per property.
+// A missing required property is reported at its own pointer, one error per
+// property (keyword "required", path "/customer/email" for "email" missing
+// from "/customer"; the object that lacks it is that path without its last
+// token); likewise a property that is not allowed (additionalProperties,
+// unevaluatedProperties, a false subschema, propertyNames). A property missing
+// under dependentRequired or draft-07 dependencies is reported at the object,
+// the message naming it.
 //
 // For "anyOf" and "oneOf" with no matching alternative, only the errors of the
 // closest alternative are reported: the one with the fewest mismatches at the
@@ -68,7 +71,9 @@ const (
 
 // Error is one validation error.
 type Error struct {
-	// Path is the JSON pointer of the failing value, "" for the root.
+	// Path is the JSON pointer of the failing value, "" for the root. For
+	// keyword "required" it is the pointer the missing property would have;
+	// the object lacking it is Path without its last token.
 	Path string `json:"path"`
 	// Keyword is the schema keyword that failed, e.g. "required", "enum".
 	Keyword string `json:"keyword"`

@@ -30,19 +30,39 @@ var validateCases = []struct {
 		want:   []Error{{"/invoice/lines/1/sku", "pattern", ClassSemantic, `/invoice/lines/1/sku: "abc-1" does not match ^[A-Z]{3}-[0-9]{4}$`}},
 	},
 	{
-		name:   "required names each missing property at the parent",
+		name:   "required names each missing property at its own pointer",
 		schema: `{"properties":{"customer":{"type":"object","required":["email","name","id"]}}}`,
 		value:  `{"customer":{"id":1}}`,
 		want: []Error{
-			{"/customer", "required", ClassShape, `/customer: missing required property "email"`},
-			{"/customer", "required", ClassShape, `/customer: missing required property "name"`},
+			{"/customer/email", "required", ClassShape, `/customer/email: missing required property "email"`},
+			{"/customer/name", "required", ClassShape, `/customer/name: missing required property "name"`},
 		},
 	},
 	{
 		name:   "required at root",
 		schema: `{"required":["a"]}`,
 		value:  `{}`,
-		want:   []Error{{"", "required", ClassShape, `(root): missing required property "a"`}},
+		want:   []Error{{"/a", "required", ClassShape, `/a: missing required property "a"`}},
+	},
+	{
+		name:   "required in array items, one error per missing property",
+		schema: `{"type":"object","properties":{"items":{"type":"array","items":{"type":"object","required":["name","qty"]}}}}`,
+		value:  `{"items":[{"qty":1},{}]}`,
+		want: []Error{
+			{"/items/0/name", "required", ClassShape, `/items/0/name: missing required property "name"`},
+			{"/items/1/name", "required", ClassShape, `/items/1/name: missing required property "name"`},
+			{"/items/1/qty", "required", ClassShape, `/items/1/qty: missing required property "qty"`},
+		},
+	},
+	{
+		name:   "required names are escaped in the pointer",
+		schema: `{"required":["a/b","c~d",""]}`,
+		value:  `{}`,
+		want: []Error{
+			{"/", "required", ClassShape, `/: missing required property ""`},
+			{"/a~1b", "required", ClassShape, `/a~1b: missing required property "a/b"`},
+			{"/c~0d", "required", ClassShape, `/c~0d: missing required property "c~d"`},
+		},
 	},
 	{
 		name:   "type",
@@ -206,7 +226,7 @@ var validateCases = []struct {
 		name:   "dependentSchemas flattens",
 		schema: `{"dependentSchemas":{"card":{"required":["cvv"]}}}`,
 		value:  `{"card":"x"}`,
-		want:   []Error{{"", "required", ClassShape, `(root): missing required property "cvv"`}},
+		want:   []Error{{"/cvv", "required", ClassShape, `/cvv: missing required property "cvv"`}},
 	},
 	{
 		name:   "propertyNames",
@@ -218,20 +238,20 @@ var validateCases = []struct {
 		name:   "if then",
 		schema: `{"if":{"properties":{"t":{"const":"x"}}},"then":{"required":["y"]},"else":{"required":["z"]}}`,
 		value:  `{"t":"x"}`,
-		want:   []Error{{"", "required", ClassShape, `(root): missing required property "y"`}},
+		want:   []Error{{"/y", "required", ClassShape, `/y: missing required property "y"`}},
 	},
 	{
 		name:   "if else",
 		schema: `{"if":{"properties":{"t":{"const":"x"}}},"then":{"required":["y"]},"else":{"required":["z"]}}`,
 		value:  `{"t":"w"}`,
-		want:   []Error{{"", "required", ClassShape, `(root): missing required property "z"`}},
+		want:   []Error{{"/z", "required", ClassShape, `/z: missing required property "z"`}},
 	},
 	{
 		name:   "allOf flattens every branch",
 		schema: `{"allOf":[{"required":["a"]},{"properties":{"b":{"type":"string"}}}]}`,
 		value:  `{"b":1}`,
 		want: []Error{
-			{"", "required", ClassShape, `(root): missing required property "a"`},
+			{"/a", "required", ClassShape, `/a: missing required property "a"`},
 			{"/b", "type", ClassShape, `/b: expected string, got number 1`},
 		},
 	},
@@ -342,7 +362,7 @@ func TestValidateAlternatives(t *testing.T) {
 			name:   "branch whose type matches wins",
 			schema: `{"anyOf":[{"type":"string","maxLength":2},{"type":"object","required":["a","b"]}]}`,
 			value:  `{"a":1}`,
-			want:   []Error{{"", "required", ClassShape, `(root): missing required property "b"`}},
+			want:   []Error{{"/b", "required", ClassShape, `/b: missing required property "b"`}},
 		},
 		{
 			name:   "discriminator picks the branch",
@@ -354,13 +374,22 @@ func TestValidateAlternatives(t *testing.T) {
 			name:   "fewest errors wins",
 			schema: `{"anyOf":[{"required":["a","c","e"]},{"required":["a","d"]}]}`,
 			value:  `{"a":1,"b":2}`,
-			want:   []Error{{"", "required", ClassShape, `(root): missing required property "d"`}},
+			want:   []Error{{"/d", "required", ClassShape, `/d: missing required property "d"`}},
+		},
+		{
+			// A missing property counts as an error at the object that lacks
+			// it, though its path is the property's: the branch whose error is
+			// deeper in the value is still the closest.
+			name:   "missing property ranks at its parent",
+			schema: `{"anyOf":[{"type":"object","required":["a"]},{"properties":{"x":{"type":"string"}}}]}`,
+			value:  `{"x":1}`,
+			want:   []Error{{"/x", "type", ClassShape, `/x: expected string, got number 1`}},
 		},
 		{
 			name:   "earliest on ties",
 			schema: `{"anyOf":[{"required":["x"]},{"required":["y"]}]}`,
 			value:  `{}`,
-			want:   []Error{{"", "required", ClassShape, `(root): missing required property "x"`}},
+			want:   []Error{{"/x", "required", ClassShape, `/x: missing required property "x"`}},
 		},
 		{
 			name:   "closest branch through refs",
