@@ -2,8 +2,12 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -29,13 +33,68 @@ type EmbeddedNATSConfig struct {
 	Logger *slog.Logger
 }
 
+// ErrStoreDirInUse is returned by StartEmbeddedNATS when another server
+// (in this process or another) already uses the store directory: two servers
+// on one directory would corrupt each other's streams.
+var ErrStoreDirInUse = errors.New("embedded nats: store directory in use")
+
 // StartEmbeddedNATS starts a NATS server with JetStream inside this process,
 // so one worker binary serves a single machine with no NATS to install. The
-// caller shuts it down with Shutdown and WaitForShutdown.
+// caller shuts it down with Shutdown and WaitForShutdown. The store
+// directory is locked (a lock file in it) until the server has shut down.
 func StartEmbeddedNATS(cfg EmbeddedNATSConfig) (*server.Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, fmt.Errorf("embedded nats: store dir is required")
 	}
+	if err := os.MkdirAll(cfg.StoreDir, 0o755); err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	lock, err := lockDir(cfg.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := startEmbedded(cfg)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	go func() {
+		ns.WaitForShutdown()
+		lock.Close()
+	}()
+	return ns, nil
+}
+
+// lockWait is how long lockDir waits for a server that is shutting down
+// (its lock is released just after WaitForShutdown returns).
+const lockWait = 2 * time.Second
+
+// lockDir takes an exclusive lock on dir's lock file.
+func lockDir(dir string) (*os.File, error) {
+	name := filepath.Join(dir, "fixpoint.lock")
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: open lock file: %w", err)
+	}
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("embedded nats: lock %s: %w", name, err)
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s is held by another NATS server (a running worker? use its NATS, or another --nats-dir)", ErrStoreDirInUse, dir)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func startEmbedded(cfg EmbeddedNATSConfig) (*server.Server, error) {
 	opts := &server.Options{
 		ServerName: "fixpoint-embedded",
 		JetStream:  true,

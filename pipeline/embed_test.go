@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -45,4 +46,29 @@ func TestEmbeddedNATSLogs(t *testing.T) {
 			t.Errorf("log at warn level has %q:\n%s", not, got)
 		}
 	}
+}
+
+// Two servers on one store directory would corrupt each other's streams:
+// the second is refused while the first runs, and the directory is free
+// again once the first has shut down.
+func TestEmbeddedNATSLocksItsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	a, err := StartEmbeddedNATS(EmbeddedNATSConfig{StoreDir: dir, Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := StartEmbeddedNATS(EmbeddedNATSConfig{StoreDir: dir, Port: -1}); !errors.Is(err, ErrStoreDirInUse) {
+		if b != nil {
+			b.Shutdown()
+		}
+		t.Fatalf("second server on %s: %v, want ErrStoreDirInUse", dir, err)
+	}
+	a.Shutdown()
+	a.WaitForShutdown()
+	c, err := StartEmbeddedNATS(EmbeddedNATSConfig{StoreDir: dir, Port: -1})
+	if err != nil {
+		t.Fatalf("restart on the directory after shutdown: %v", err)
+	}
+	c.Shutdown()
+	c.WaitForShutdown()
 }

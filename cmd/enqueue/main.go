@@ -18,10 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/term"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -54,8 +53,12 @@ Exit status: 0 done, 1 failed (nothing is half-enqueued: run it again, or
 --resume), 2 bad usage (a typo in a flag, an unknown provider, mode or
 strategy, a schema or template that does not parse, changed settings).`
 
-const envHelp = `  DATABASE_URL  Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)
-  NATS_URL      NATS server (default nats://127.0.0.1:4222; a worker with an embedded NATS listens on 127.0.0.1:4223)`
+const envHelp = `  DATABASE_URL          Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)
+  NATS_URL              NATS server; empty (the default) means the embedded queue in --nats-dir, the one
+                        a worker without NATS_URL serves: enqueue writes to it directly, or through the
+                        worker's embedded server at FIXPOINT_NATS_LISTEN when a worker is running
+  FIXPOINT_NATS_DIR     the embedded queue's directory (default .fixpoint/nats)
+  FIXPOINT_NATS_LISTEN  where a running worker's embedded server listens (default 127.0.0.1:4223)`
 
 type usageError struct{ err error }
 
@@ -116,7 +119,9 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		feedback     = fs.String("feedback", string(pipeline.FeedbackDefault), "feedback format: text or xml")
 		temp         = fs.String("temperature", "", "sampling temperature (default: the provider's)")
 		dbURL        = fs.String("database-url", env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"), "Postgres URL of the ledger (env DATABASE_URL)")
-		natsURL      = fs.String("nats-url", env("NATS_URL", nats.DefaultURL), "NATS server URL (env NATS_URL)")
+		natsURL      = fs.String("nats-url", env("NATS_URL", ""), "NATS server URL (env NATS_URL); empty: the embedded queue in --nats-dir")
+		natsDir      = fs.String("nats-dir", env("FIXPOINT_NATS_DIR", natsconn.DirDefault), "directory of the embedded queue (env FIXPOINT_NATS_DIR)")
+		natsRunning  = fs.String("nats-listen", env("FIXPOINT_NATS_LISTEN", natsconn.ListenDefault), "where a running worker's embedded NATS listens (env FIXPOINT_NATS_LISTEN)")
 		progress     = fs.Bool("progress", true, "show progress (a bar on a terminal, lines otherwise)")
 	)
 	fs.StringVar(&cfg.Batch, "batch", "", "batch name (required)")
@@ -133,11 +138,20 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.StringVar(&cfg.Queue.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs (created if missing; an existing one is left as the workers set it)")
 	fs.StringVar(&cfg.Queue.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
 	fs.DurationVar(&cfg.Queue.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "when the stream is created: a job id published twice within this window is stored once")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	// Flags may come before or after the dataset.
+	var pos []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usageError{err}
 		}
-		return usageError{err}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos, rest = append(pos, rest[0]), rest[1:]
 	}
 	if cfg.Batch == "" {
 		return usageError{errors.New("--batch is required (see --help)")}
@@ -152,15 +166,15 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if len(given) > 0 {
 			return usageError{fmt.Errorf("--resume takes every setting from the batch as recorded; drop %s (to run jobs again with other settings, use enqueue requeue)", strings.Join(given, ", "))}
 		}
-		if fs.NArg() != 0 {
-			return usageError{fmt.Errorf("--resume reads no dataset, got %d arguments", fs.NArg())}
+		if len(pos) != 0 {
+			return usageError{fmt.Errorf("--resume reads no dataset, got %d arguments", len(pos))}
 		}
 	} else {
 		if *schemaFile == "" || cfg.Model == "" || *templateFile == "" {
 			return usageError{errors.New("--batch, --schema, --model and --template are required (see --help)")}
 		}
-		if fs.NArg() != 1 {
-			return usageError{fmt.Errorf("want one dataset (a .jsonl or .csv file, or - for stdin), got %d arguments", fs.NArg())}
+		if len(pos) != 1 {
+			return usageError{fmt.Errorf("want one dataset (a .jsonl or .csv file, or - for stdin), got %d arguments", len(pos))}
 		}
 	}
 
@@ -194,7 +208,7 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		cfg.Limits.Strategy = pipeline.Strategy(*strategy)
 		cfg.Limits.Feedback = pipeline.FeedbackFormat(*feedback)
 		cfg.Format = *format
-		name := fs.Arg(0)
+		name := pos[0]
 		var f *os.File
 		if name == "-" {
 			if cfg.Format == "" {
@@ -234,15 +248,12 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	nc, err := nats.Connect(*natsURL, nats.Name("fixpoint-enqueue"))
-	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", *natsURL, err)
-	}
-	defer nc.Drain()
-	js, err := jetstream.New(nc)
+	conn, err := natsconn.Open(natsconn.Config{URL: *natsURL, Dir: *natsDir, Running: *natsRunning, Name: "fixpoint-enqueue"}, nil)
 	if err != nil {
 		return err
 	}
+	defer conn.Close()
+	js := conn.JS
 	tty := false
 	if f, ok := stderr.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))

@@ -14,11 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -28,8 +27,8 @@ import (
 // Defaults for settings read from the environment.
 const (
 	databaseURLDefault  = "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"
-	embeddedNATSDefault = "127.0.0.1:4223"
-	natsDirDefault      = ".fixpoint/nats"
+	embeddedNATSDefault = natsconn.ListenDefault
+	natsDirDefault      = natsconn.DirDefault
 	metricsAddrDefault  = "127.0.0.1:9464"
 )
 
@@ -236,69 +235,17 @@ func (n *natsFlags) register(fs *flag.FlagSet, embedded bool) {
 // connect returns a JetStream context and a close function that drains the
 // connection (waiting until it is closed) and then stops an embedded server.
 func (n *natsFlags) connect(log *slog.Logger) (jetstream.JetStream, func(), error) {
-	var ns *server.Server
-	url := n.url
-	if url == "" {
-		host, portText, _ := strings.Cut(n.addr, ":")
-		port, err := strconv.Atoi(portText)
-		if err != nil {
-			return nil, nil, usagef("--nats-listen %q: want host:port", n.addr)
-		}
-		ns, err = pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: n.dir, Host: host, Port: port, Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		url = ns.ClientURL()
-		where := url
-		if port == 0 {
-			where = "in process only (listening on no port)"
-		}
-		log.Info("worker: embedded NATS started", slog.String("url", where), slog.String("dir", n.dir))
+	c, err := natsconn.Open(natsconn.Config{URL: n.url, Dir: n.dir, Listen: n.addr, Name: "fixpoint"}, log)
+	if errors.Is(err, pipeline.ErrStoreDirInUse) {
+		return nil, nil, fmt.Errorf("%w\n(another worker serves this queue: run this one with NATS_URL=nats://%s, or give it another --nats-dir)", err, natsconn.ListenDefault)
 	}
-	closed := make(chan struct{})
-	opts := []nats.Option{
-		nats.Name("fixpoint"),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("worker: NATS disconnected", slog.String("error", err.Error()))
-			}
-		}),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("worker: NATS reconnected") }),
-	}
-	if ns != nil {
-		// Our own server is reached in process: with --nats-listen port 0
-		// it listens on no port, and its client URL names the default
-		// port, where another server may be listening.
-		opts = append(opts, nats.InProcessServer(ns))
-	}
-	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		if ns != nil {
-			ns.Shutdown()
-		}
-		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return nil, nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("open JetStream: %w", err)
+	if c.Embedded() {
+		log.Info("worker: embedded NATS started", slog.String("where", c.Where))
 	}
-	return js, func() {
-		if err := nc.Drain(); err == nil {
-			select {
-			case <-closed:
-			case <-time.After(10 * time.Second):
-				nc.Close()
-			}
-		}
-		if ns != nil {
-			ns.Shutdown()
-			ns.WaitForShutdown()
-		}
-	}, nil
+	return c.JS, c.Close, nil
 }
 
 // queueFlags sets the stream and consumer names and limits.

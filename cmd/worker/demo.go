@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,12 +15,21 @@ import (
 	"golang.org/x/term"
 )
 
+// demoNATSDirDefault is where the demo keeps its queue: not the worker's
+// own directory, which a running worker may hold.
+const demoNATSDirDefault = ".fixpoint/demo-nats"
+
 const demoUsage = `Usage: worker demo [flags]
 
 Runs the main job end to end on one machine: creates and migrates the ledger
-database, starts an embedded NATS server and an in-process simulator, enqueues
-a generated dataset of support tickets, runs the workers until the batch is
-done (--drain), then prints the batch summary and the failure classes.`
+database, starts an embedded NATS server (its data in --nats-dir) and an
+in-process simulator, enqueues a generated dataset of support tickets, runs
+the workers until the batch is done (--drain), then prints the batch summary
+and the failure classes.
+
+Interrupted (Ctrl-C), it stops within the grace period and keeps its queue in
+--nats-dir: 'worker --drain --sim PRESET --nats-dir DIR' (the command it
+prints) finishes the batch.`
 
 // demoSchema is the contract the demo asks the model to fill in.
 const demoSchema = `{
@@ -58,6 +66,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		mode        = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
 		latency     = fs.Duration("latency", 20*time.Millisecond, "simulated median provider latency (p99 is 10x)")
 		strategy    = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation or repair")
+		natsDir     = fs.String("nats-dir", demoNATSDirDefault, "data directory of the demo's embedded NATS server; kept, so an interrupted demo can be finished")
 		lf          logFlags
 	)
 	fs.StringVar(&lf.level, "log-level", env("LOG_LEVEL", "warn"), "log level: debug, info, warn, error")
@@ -81,12 +90,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer st.Close()
 
-	dir, err := os.MkdirTemp("", "fixpoint-demo-nats-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	nf := natsFlags{dir: dir, addr: "127.0.0.1:-1"}
+	// The queue lives in a kept directory: an interrupted demo is finished
+	// by a worker on the same directory, as the last line says.
+	nf := natsFlags{dir: *natsDir, addr: "127.0.0.1:-1"}
 	js, closeNATS, err := nf.connect(log)
 	if err != nil {
 		return err
@@ -113,6 +119,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}, strings.NewReader(data))
 	bar.Update(prog.Rows, fmt.Sprintf("%d published", prog.Published), true)
 	if err != nil {
+		if ctx.Err() != nil {
+			return demoInterrupted(batch, *natsDir, *preset, "enqueueing")
+		}
 		return err
 	}
 
@@ -151,10 +160,18 @@ wait:
 	}
 	wbar.Update(p.Total-p.Queued, fmt.Sprintf("valid %d, invalid %d, failed %d", p.Valid, p.Invalid, p.Failed), true)
 	if ctx.Err() != nil {
-		return errors.New("interrupted; run 'worker' with the same DATABASE_URL to finish, or 'worker demo' again")
+		return demoInterrupted(batch, *natsDir, *preset, fmt.Sprintf("%d of %d jobs not final", p.Queued, p.Total))
 	}
 	fmt.Fprintf(stdout, "\nbatch %s done in %s\n\n", batch, time.Since(start).Round(time.Millisecond))
 	return printReport(ctx, stdout, st, batch)
+}
+
+// demoInterrupted says how to finish an interrupted demo batch: its queue
+// is kept in dir.
+func demoInterrupted(batch, dir, preset, state string) error {
+	return fmt.Errorf(`interrupted (%s); the queue is kept in %s. To finish batch %s, with the same DATABASE_URL:
+  enqueue --batch %s --resume --nats-dir %s     (publishes what the run had not)
+  worker --drain --sim %s --nats-dir %s`, state, dir, batch, batch, dir, preset, dir)
 }
 
 func printReport(ctx context.Context, w io.Writer, st *store.Store, batch string) error {

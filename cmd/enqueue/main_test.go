@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
+)
+
+const testSchema = `{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}`
+
+// world is one test's ledger and embedded queue directory.
+type world struct {
+	t   *testing.T
+	dsn string
+	dir string
+	st  *store.Store
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, dsn: storetest.NewDB(t), dir: t.TempDir()}
+	st, err := store.Open(context.Background(), w.dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	w.st = st
+	return w
+}
+
+func (w *world) file(name, body string) string {
+	w.t.Helper()
+	p := filepath.Join(w.t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+// run runs enqueue on the world's ledger and queue.
+func (w *world) run(stdin string, args ...string) (code int, stdout, stderr string) {
+	w.t.Helper()
+	var out, errOut bytes.Buffer
+	all := append([]string{"--database-url", w.dsn, "--nats-url", "", "--nats-dir", w.dir, "--nats-listen", "127.0.0.1:1", "--progress=false"}, args...)
+	code = run(context.Background(), all, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func (w *world) args(batch string, extra ...string) []string {
+	return append([]string{"--batch", batch, "--schema", w.file("s.json", testSchema),
+		"--template", w.file("t.txt", "Name the person in: {{.text}}"), "--model", "sim-typical", "--id-field", "id"}, extra...)
+}
+
+func (w *world) noBatch(batch string) {
+	w.t.Helper()
+	if _, err := w.st.Batch(context.Background(), batch); !errors.Is(err, store.ErrNotFound) {
+		w.t.Errorf("batch %s recorded: %v", batch, err)
+	}
+}
+
+const rows = `{"id":"a","text":"Ada wrote this"}
+{"id":"b","text":"Bo wrote that"}
+`
+
+// Typos and settings that cannot work are usage errors (exit 2) and create
+// no batch; a failure that is not the caller's (bad rows) is exit 1.
+func TestEnqueueExitStatus(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	data := w.file("rows.jsonl", rows)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		stdin    string
+		wantCode int
+		wantErr  string
+	}{
+		{"flag typo", append(w.args("t1", "--max-atempts", "3"), data), "", 2, "max-atempts"},
+		{"unknown provider", append(w.args("t2", "--provider", "gemini"), data), "", 2, `provider "gemini"`},
+		{"unknown mode", append(w.args("t3", "--mode", "json"), data), "", 2, "mode"},
+		{"unknown strategy", append(w.args("t4", "--strategy", "retry"), data), "", 2, "strategy"},
+		{"template parse error", append([]string{"--batch", "t5", "--schema", w.file("s.json", testSchema),
+			"--template", w.file("t.txt", "Hello {{.text"), "--model", "m"}, data), "", 2, "template"},
+		{"resume with settings", []string{"--batch", "t7", "--resume", "--model", "other"}, "", 2, "--model"},
+		{"resume of no batch", []string{"--batch", "t8", "--resume"}, "", 1, "no such batch"},
+		{"bad rows", append(w.args("t9"), "-", "--format", "jsonl"), `{"id":"a","text":"x"}` + "\nnope\n", 1, "line 2"},
+		{"empty dataset", append(w.args("t10"), "-", "--format", "jsonl"), "", 1, "no rows"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := w.run(tc.stdin, tc.args...)
+			if code != tc.wantCode || !strings.Contains(stderr, tc.wantErr) {
+				t.Errorf("exit %d, stderr %q; want %d naming %q", code, stderr, tc.wantCode, tc.wantErr)
+			}
+			w.noBatch(tc.args[1])
+		})
+	}
+}
+
+// With no NATS_URL, enqueue writes into the embedded queue's directory (the
+// one a worker without NATS_URL serves), from a file or from stdin.
+func TestEnqueueIntoTheEmbeddedQueue(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	code, stdout, stderr := w.run(rows, append(w.args("e1"), "-", "--format", "jsonl")...)
+	if code != 0 || !strings.Contains(stdout, "2 published") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, _ = w.run("", append(w.args("e1"), w.file("rows.jsonl", rows))...)
+	if code != 0 || !strings.Contains(stdout, "0 published, 2 already enqueued") {
+		t.Fatalf("second run: exit %d, stdout %q", code, stdout)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "jetstream")); err != nil {
+		t.Errorf("no JetStream store in %s: %v", w.dir, err)
+	}
+	code, stdout, _ = w.run("", "--batch", "e1", "--resume")
+	if code != 0 || !strings.Contains(stdout, "0 republished") {
+		t.Fatalf("resume: exit %d, stdout %q; want nothing to republish", code, stdout)
+	}
+}
