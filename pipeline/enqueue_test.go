@@ -336,11 +336,26 @@ func TestWorkerOnTheWrongLedger(t *testing.T) {
 	defer wrong.Close()
 	cfg := h.workerConfig(h.client(nil))
 	cfg.ForeignDelay = 300 * time.Millisecond
-	rw := h.startWorker(cfg, nil, wrong)
-	waitFor(t, 20*time.Second, "every job refused at least twice", func() bool {
-		return metricValue(cfg.Metrics.ForeignJobs) >= 2*n
+	w, err := pipeline.NewWorker(h.js, wrong, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	waitFor(t, 20*time.Second, "every job refused", func() bool {
+		return metricValue(cfg.Metrics.ForeignJobs) >= n && w.Refusing() != nil
 	})
-	rw.stop(t, 20*time.Second)
+	// Refusing, it pulls one job a time per ForeignDelay: the jobs keep
+	// their deliveries for the right workers (a nak counts one).
+	time.Sleep(5 * cfg.ForeignDelay)
+	if got := metricValue(cfg.Metrics.ForeignJobs); got > n+7 {
+		t.Errorf("%v deliveries refused in 5 delays, want at most one a delay after the first %d", got, n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(h.logs.String(), "level=ERROR") || !strings.Contains(h.logs.String(), "not in this worker's ledger") {
 		t.Errorf("no error line names the refusal:\n%s", h.logs.tail(20))
 	}

@@ -177,6 +177,8 @@ type Worker struct {
 	inFlight   atomic.Int64
 	finished   atomic.Int64 // messages acked, skipped or terminated
 	foreignLog sync.Map     // batch -> *foreignCount, for one error line a minute per batch
+	probing    atomic.Bool  // the last job seen was not in this ledger
+	foreignAt  atomic.Int64 // unix nanos of the last foreign job
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
 	reader     *statusReader
@@ -196,6 +198,17 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 		w.loops[name] = NewLoop(client, cfg.Loop)
 	}
 	return w, nil
+}
+
+// Refusing returns an error while this worker hands back jobs its ledger
+// never recorded (the last job it saw was one, within the last two
+// ForeignDelay): for a readiness probe, since such a worker does no work.
+func (w *Worker) Refusing() error {
+	at := w.foreignAt.Load()
+	if !w.probing.Load() || at == 0 || time.Since(time.Unix(0, at)) > 2*w.cfg.ForeignDelay {
+		return nil
+	}
+	return errors.New("the jobs on the queue are not in this worker's ledger: is DATABASE_URL the one enqueue used?")
 }
 
 // InFlight reports how many jobs this worker is running now.
@@ -263,8 +276,15 @@ func (w *Worker) Run(ctx context.Context) error {
 			continue
 		}
 		free := 1
+		want := w.cfg.Prefetch
+		if w.probing.Load() {
+			// Jobs lately were not in this ledger: pull one at a time, so a
+			// misconfigured worker costs the right workers' jobs as few
+			// deliveries as it can.
+			want = 1
+		}
 	more:
-		for free < w.cfg.Prefetch {
+		for free < want {
 			select {
 			case slots <- struct{}{}:
 				free++
@@ -273,6 +293,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 		w.waitPause(pullCtx)
+		if w.probing.Load() && free > 1 {
+			// A foreign job was seen while this pull was being prepared.
+			releaseSlots(slots, free-1)
+			free = 1
+		}
 		if stopping() {
 			releaseSlots(slots, free)
 			break
@@ -300,7 +325,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			if w.cfg.Metrics != nil {
 				w.cfg.Metrics.InFlight.Inc()
 			}
-			p.Go(func() {
+			run := func() {
 				defer func() {
 					w.inFlight.Add(-1)
 					if w.cfg.Metrics != nil {
@@ -309,7 +334,14 @@ func (w *Worker) Run(ctx context.Context) error {
 					<-slots
 				}()
 				w.handleSafely(jobCtx, msg)
-			})
+			}
+			if w.probing.Load() {
+				// Probing after a foreign job: run this one before pulling
+				// the next, so the pause its refusal sets is seen.
+				run()
+				continue
+			}
+			p.Go(run)
 		}
 		releaseSlots(slots, free-got)
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !stopping() {
@@ -563,6 +595,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		w.foreign(ctx, msg, env, delivered)
 		return
 	}
+	w.probing.Store(false)
 	if decodeErr != nil {
 		w.reject(ctx, msg, env, store.StatusRejected, decodeErr)
 		return
@@ -838,6 +871,12 @@ func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 	if w.cfg.Metrics != nil {
 		w.cfg.Metrics.ForeignJobs.Inc()
 	}
+	// Every nak counts a delivery against the job: pause pulling, then pull
+	// one job at a time until one is ours, so the jobs keep their
+	// deliveries for the workers on the right ledger.
+	w.probing.Store(true)
+	w.foreignAt.Store(time.Now().UnixNano())
+	w.pauseFor(w.cfg.ForeignDelay)
 	v, _ := w.foreignLog.LoadOrStore(env.Batch, &foreignCount{})
 	fc := v.(*foreignCount)
 	fc.mu.Lock()

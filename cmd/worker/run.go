@@ -2,12 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 const runUsage = `Usage: worker [run] [flags]
@@ -41,6 +49,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM")
 	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight")
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger")
+	startTimeout := fs.Duration("start-timeout", startTimeoutDefault, "how long to keep trying to reach Postgres and NATS at start (they may start after the worker); 0 = try once")
 	fs.Int64Var(&cfg.WriteBuffer, "write-buffer-bytes", 0, "bytes of finished results that may wait for their ledger commit; when full, pulling slows down (0 = 8 KiB per job held, --concurrency plus --jobs-ahead, at least 1 MiB)")
 	queueFlags(fs, &cfg.Queue)
 	nf.register(fs, true)
@@ -76,24 +85,48 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return usagef("--prices %s: %v", *pricesFile, err)
 		}
 	}
-	return serve(ctx, cfg, *dbURL, *metricsAddr, &nf, &pf, log)
+	return serve(ctx, cfg, *dbURL, *metricsAddr, *startTimeout, &nf, &pf, log)
 }
 
+// startTimeoutDefault is how long a worker waits for Postgres and NATS at
+// start: in compose or Kubernetes they may come up after it.
+const startTimeoutDefault = 2 * time.Minute
+
 // serve wires the ledger, the queue, the providers and the metrics server
-// around one pipeline.Worker and runs it.
-func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr string, nf *natsFlags, pf *providerFlags, log *slog.Logger) error {
-	st, err := openStore(ctx, dbURL, true)
+// around one pipeline.Worker and runs it. Postgres and NATS may come up
+// after the worker (compose, Kubernetes): the first connection to each is
+// retried with backoff for startTimeout, /readyz answering not ready
+// meanwhile; a failure no retry can fix (bad credentials, a bad URL) ends it
+// at once.
+func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr string, startTimeout time.Duration, nf *natsFlags, pf *providerFlags, log *slog.Logger) error {
+	m := pipeline.NewMetrics()
+	cfg.Metrics = m
+	var readiness atomic.Pointer[func(context.Context) error]
+	starting := func(context.Context) error { return errors.New("starting: connecting to Postgres and NATS") }
+	readiness.Store(&starting)
+	opsCtx, stopOps := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopOps()
+	serveOps(opsCtx, metricsAddr, m, func(rctx context.Context) error { return (*readiness.Load())(rctx) }, log)
+
+	var st *store.Store
+	err := retryStart(ctx, startTimeout, log, "Postgres", store.IsTransient, func() (err error) {
+		st, err = openStore(ctx, dbURL, true)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	js, closeNATS, err := nf.connect(log)
+	var js jetstream.JetStream
+	var closeNATS func()
+	err = retryStart(ctx, startTimeout, log, "NATS", natsRetryable, func() (err error) {
+		js, closeNATS, err = nf.connect(log)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	defer closeNATS()
-	m := pipeline.NewMetrics()
-	cfg.Metrics = m
 	clients, closeSim, err := pf.build(metricsObserver{m: m})
 	if err != nil {
 		return err
@@ -104,19 +137,54 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr st
 	if err != nil {
 		return usageError{err}
 	}
-	opsCtx, stopOps := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopOps()
-	serveOps(opsCtx, metricsAddr, m, func(rctx context.Context) error {
+	ready := func(rctx context.Context) error {
 		if err := st.Ping(rctx); err != nil {
 			return err
 		}
-		_, err := js.AccountInfo(rctx)
-		return err
-	}, log)
+		if _, err := js.AccountInfo(rctx); err != nil {
+			return err
+		}
+		return w.Refusing()
+	}
+	readiness.Store(&ready)
 	start := time.Now()
 	err = w.Run(ctx)
 	log.Info("worker: exiting", slog.Duration("uptime", time.Since(start).Round(time.Millisecond)))
 	return err
+}
+
+// retryStart runs connect until it succeeds, fails in a way retryable says
+// no retry can fix, ctx ends or timeout has passed, logging each failure.
+func retryStart(ctx context.Context, timeout time.Duration, log *slog.Logger, what string, retryable func(error) bool, connect func() error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 250*time.Millisecond, 5*time.Second, timeout
+	var bo backoff.BackOff = b
+	if timeout <= 0 {
+		bo = &backoff.StopBackOff{}
+	}
+	return backoff.RetryNotify(func() error {
+		err := connect()
+		if err != nil && !retryable(err) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(bo, ctx), func(err error, next time.Duration) {
+		log.Warn("worker: "+what+" not reachable yet, trying again", slog.Duration("in", next.Round(time.Millisecond)),
+			slog.String("error", err.Error()))
+	})
+}
+
+// natsRetryable reports whether a failure to reach NATS at start may pass:
+// a server not up yet, not a refused login, a bad URL or a store directory
+// another worker holds.
+func natsRetryable(err error) bool {
+	var uerr usageError
+	switch {
+	case errors.As(err, &uerr), errors.Is(err, pipeline.ErrStoreDirInUse), errors.Is(err, nats.ErrAuthorization),
+		errors.Is(err, nats.ErrBadSubject), strings.Contains(err.Error(), "url"):
+		return false
+	}
+	return true
 }
 
 // jobsAheadDefault is how many jobs `worker run` pulls ahead of free call

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Finding 11 of issue 13: a worker started before NATS keeps trying (with
+// /readyz not ready meanwhile) and runs once NATS is up; with
+// --start-timeout 0 it fails at once, as before.
+func TestWorkerWaitsForNATSAtStart(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDB(t)
+	natsPort, opsPort := freePort(t), freePort(t)
+	args := []string{"--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort), "--database-url", dsn, "--sim", "typical",
+		"--stream", "START_T", "--subject", "fixpoint.start.t", "--consumer", "start-t", "--drain"}
+
+	var out lockedBuffer
+	if code := run(context.Background(), append(args, "--start-timeout", "0", "--metrics-addr", "off"), strings.NewReader(""), &out, &out); code != 1 {
+		t.Fatalf("--start-timeout 0 with NATS down: exit %d, want 1\n%s", code, out.String())
+	}
+
+	var logs lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), append(args, "--start-timeout", "60s", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", opsPort)),
+			strings.NewReader(""), &logs, &logs)
+	}()
+	readyz := func() (int, string) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", opsPort))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := readyz()
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "starting") && strings.Contains(logs.String(), "NATS not reachable yet") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no not-ready /readyz while NATS is down (last: %d %q)\n%s", code, body, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("the worker gave up while NATS was down: exit %d\n%s", code, logs.String())
+	default:
+	}
+	ns, err := pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: t.TempDir(), Port: natsPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("worker exit %d once NATS was up, want 0 (drained)\n%s", code, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the worker did not run once NATS was up\n%s", logs.String())
+	}
+}
+
+// Postgres down at start is retried the same way, up to --start-timeout.
+func TestWorkerRetriesPostgresAtStart(t *testing.T) {
+	t.Parallel()
+	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/fixpoint?sslmode=disable&connect_timeout=1", freePort(t))
+	var logs lockedBuffer
+	start := time.Now()
+	code := run(context.Background(), []string{"--database-url", dsn, "--start-timeout", "1500ms", "--metrics-addr", "off", "--sim", "typical"},
+		strings.NewReader(""), &logs, &logs)
+	if code != 1 || !strings.Contains(logs.String(), "Postgres not reachable yet") || time.Since(start) < time.Second {
+		t.Fatalf("exit %d after %s; want 1 after retrying for the start timeout\n%s", code, time.Since(start), logs.String())
+	}
+}
