@@ -207,6 +207,9 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 				a.ProviderClass = perr.Class
 				a.Retries = perr.Retries
 				a.RequestID = perr.RequestID
+				// A reply over the size cap was made and billed: keep its
+				// first bytes (the error names its size).
+				a.Raw = perr.Head
 			}
 			a.Latency = l.cfg.NowFunc().Sub(a.StartedAt)
 			res.TransportRetries += len(a.Retries)

@@ -49,6 +49,7 @@ type Ledger interface {
 	Statuses(ctx context.Context, ids []string) (map[string]string, error)
 	Schema(ctx context.Context, hash string) ([]byte, error)
 	SaveResults(ctx context.Context, results []store.Result) ([]bool, error)
+	SaveInterrupted(ctx context.Context, ins []store.Interruption) error
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
 }
 
@@ -627,37 +628,42 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	loop := w.loops[env.Provider]
 	res, err := loop.Run(ctx, job)
 	for holds := 0; errors.Is(err, ErrTransient); {
-		wait := w.cfg.QuotaPause
+		hint := serverWait(err)
 		if errors.Is(err, ErrQuotaExhausted) {
-			// Permanent for the lane until someone raises the limit: pause
-			// pulling, and keep this message (the heartbeat reports
-			// progress) to try again after the pause. A nak would count a
-			// delivery, and an outage longer than MaxDeliver pauses would
-			// burn every job in flight to dead.
-			w.pauseFor(w.cfg.QuotaPause)
+			// Permanent for the lane until someone raises the limit (or
+			// for as long as the lane says): pause pulling, and keep this
+			// message (the heartbeat reports progress) to try again after
+			// the pause. A nak would count a delivery, and an outage longer
+			// than MaxDeliver pauses would burn every job in flight to dead.
+			pause := cmp.Or(hint, w.cfg.QuotaPause)
+			w.pauseFor(pause)
 			if w.cfg.Metrics != nil {
 				w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
 			}
 			log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
-				slog.Duration("pause", w.cfg.QuotaPause), slog.String("error", err.Error()))
+				slog.Duration("pause", pause), slog.String("error", err.Error()))
+			if !w.holdFor(ctx, pause) {
+				w.handBack(ctx, msg, env, delivered, res, err)
+				return
+			}
 		} else {
-			// The provider is still failing after the transport retries.
-			// With nothing paid yet, hand the job back (nak below). With
-			// paid attempts, keep the message and resume a few times, so
-			// those attempts and their tokens reach the ledger.
-			if !paidAttempts(res) || holds >= resumeHoldsMax {
+			// The provider is still failing after the transport retries,
+			// or asked for a wait longer than a worker holds a job. With
+			// nothing paid yet, or such a wait, hand the job back (below)
+			// after the wait it asked for. With paid attempts, keep the
+			// message and resume a few times, so those attempts and their
+			// tokens reach the job's result.
+			if !paidAttempts(res) || holds >= resumeHoldsMax || hint > w.cfg.NakDelayMax || overCap(err) {
 				break
 			}
-			wait = min(w.cfg.NakDelayMin<<holds, w.cfg.NakDelayMax)
+			wait := max(min(w.cfg.NakDelayMin<<holds, w.cfg.NakDelayMax), hint)
 			holds++
 			log.WarnContext(ctx, "worker: provider unavailable, resuming the job after a pause",
 				slog.Duration("pause", wait), slog.String("error", err.Error()))
-		}
-		if !w.holdFor(ctx, wait) {
-			// Stopping: hand the job back at once.
-			_ = msg.Nak()
-			w.count("nak")
-			return
+			if !w.holdFor(ctx, wait) {
+				w.handBack(ctx, msg, env, delivered, res, err)
+				return
+			}
 		}
 		res, err = loop.Resume(ctx, job, res)
 	}
@@ -667,7 +673,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			w.reject(ctx, msg, env, store.StatusRejected, err)
 		default:
 			log.WarnContext(ctx, "worker: job will be retried", slog.String("error", err.Error()))
-			w.nak(ctx, msg, env, delivered, err)
+			w.handBack(ctx, msg, env, delivered, res, err)
 		}
 		return
 	}
@@ -675,6 +681,66 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(0)
 	}
 	w.finish(ctx, msg, env, res)
+}
+
+// serverWait is how long the provider asked to wait before the job's next
+// call (a retry hint, or the time a quota-exhausted lane refuses calls); 0
+// when it named none.
+func serverWait(err error) time.Duration {
+	var perr *llm.Error
+	if errors.As(err, &perr) {
+		return perr.RetryAfter
+	}
+	return 0
+}
+
+// overCap reports that the provider asked for a wait longer than the
+// client sleeps (llm.LaneConfig.MaxHintWait).
+func overCap(err error) bool {
+	var perr *llm.Error
+	return errors.As(err, &perr) && perr.HintOverCap
+}
+
+// handBack returns a job that did not reach a final result to the queue:
+// the calls it made are recorded as interrupted (they may have been paid
+// for), then the message is negatively acknowledged, after at least the
+// wait the provider asked for; at the last delivery the job is recorded
+// dead instead.
+func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int, res *Result, cause error) {
+	if res != nil && len(res.Attempts) > 0 {
+		reason := store.InterruptHandedBack
+		if ctx.Err() != nil || w.stoppingNow() {
+			reason = store.InterruptShutdown
+		}
+		w.saveInterrupted(ctx, env, delivered, res, reason)
+	}
+	w.nak(ctx, msg, env, delivered, cause)
+}
+
+// saveInterrupted records the calls of a delivery that ended without a
+// result. A failure is logged: the job is handed back either way.
+func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered int, res *Result, reason string) {
+	in := store.Interruption{JobID: env.JobID, Delivery: delivered, Reason: reason}
+	prices := w.prices()
+	for i := range res.Attempts {
+		a := toStoreAttempt(&res.Attempts[i])
+		a.CostUSD = prices.Cost(cmp.Or(res.Attempts[i].Model, env.Model), res.Attempts[i].TokensIn, res.Attempts[i].TokensOut, res.Attempts[i].TokensCached)
+		in.Attempts = append(in.Attempts, a)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := w.ledger.SaveInterrupted(wctx, []store.Interruption{in}); err != nil {
+		w.log.WarnContext(ctx, "worker: record the calls of a job handed back", slog.String("job_id", env.JobID),
+			slog.Int("calls", len(in.Attempts)), slog.String("error", err.Error()))
+	}
+}
+
+// prices is the price table the loops use.
+func (w *Worker) prices() Prices {
+	for _, l := range w.loops {
+		return l.cfg.Prices
+	}
+	return DefaultPrices()
 }
 
 // holdFor waits d while a job keeps its message; false when the worker is
@@ -704,6 +770,16 @@ func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, r
 	// Only the store's form of the result waits for the commit: res, with
 	// its per-attempt values and feedback, is garbage from here on.
 	r := toStoreResult(res, env, delivered)
+	// Each attempt's cost is kept if the result loses to another delivery
+	// (its calls are then recorded as superseded).
+	prices, model := w.prices(), ""
+	if env != nil {
+		model = env.Model
+	}
+	for i := range r.AttemptRows {
+		a := &r.AttemptRows[i]
+		a.CostUSD = prices.Cost(cmp.Or(a.Model, model), int(a.TokensIn), int(a.TokensOut), int(a.TokensCached))
+	}
 	w.submitResult(ctx, msg, env, &r, delivered, w.heartbeat(msg))
 }
 
@@ -835,8 +911,10 @@ func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, env *Envelope, deli
 		w.count("nak")
 		return
 	}
-	delay := w.cfg.NakDelayMin << min(delivered-1, 16)
-	w.nakDelay(ctx, msg, env, delivered, min(delay, w.cfg.NakDelayMax), cause)
+	delay := min(w.cfg.NakDelayMin<<min(delivered-1, 16), w.cfg.NakDelayMax)
+	// Never sooner than the provider asked (a Retry-After over what the
+	// client sleeps comes back here, not as a frozen lane).
+	w.nakDelay(ctx, msg, env, delivered, max(delay, serverWait(cause)), cause)
 }
 
 func (w *Worker) nakDelay(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int, delay time.Duration, cause error) {

@@ -1,5 +1,7 @@
 package store
 
+import "context"
+
 // ApplyResultsSQL is the statement SaveResults sets job rows with, and
 // ApplyResultsArgs its arguments for results, so that a test can ask
 // Postgres how it plans it.
@@ -11,4 +13,9 @@ func ApplyResultsArgs(results []Result) []any {
 		c.add(r)
 	}
 	return c.args()
+}
+
+// QueryRowForTest scans one row of query into dest.
+func (s *Store) QueryRowForTest(ctx context.Context, query string, dest ...any) error {
+	return s.pool.QueryRow(ctx, query).Scan(dest...)
 }

@@ -481,6 +481,13 @@ type Counts struct {
 	PromptsMissing int64
 	// Published counts jobs marked published.
 	Published int64
+	// InterruptedRows counts interrupted_attempts rows (calls of deliveries
+	// that ended without a final result) and InterruptedRetries their
+	// transport retries.
+	InterruptedRows, InterruptedRetries int64
+	// InterruptedPromptsMissing counts interrupted attempts whose system
+	// prompt is not in system_prompts.
+	InterruptedPromptsMissing int64
 }
 
 // Counts returns the invariant totals of batch.
@@ -511,6 +518,15 @@ func (s *Store) Counts(ctx context.Context, batch string) (Counts, error) {
 		&c.AttemptTokensIn, &c.AttemptTokensOut, &c.AttemptTokensCached, &c.AttemptsMismatch, &c.Published, &c.PromptsMissing)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count invariants of %s: %w", batch, err)
+	}
+	err = s.pool.QueryRow(ctx, `
+		SELECT count(*), coalesce(sum(a.transport_retries), 0)::int8,
+		       count(*) FILTER (WHERE a.system_sha256 IS NOT NULL AND NOT EXISTS (
+		           SELECT 1 FROM system_prompts p WHERE p.sha256 = a.system_sha256))
+		FROM interrupted_attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch = $1`, batch).Scan(
+		&c.InterruptedRows, &c.InterruptedRetries, &c.InterruptedPromptsMissing)
+	if err != nil {
+		return Counts{}, fmt.Errorf("count interrupted attempts of %s: %w", batch, err)
 	}
 	return c, nil
 }

@@ -60,6 +60,9 @@ type Attempt struct {
 	RequestID string
 	// StartedAt is when the attempt started; zero means unknown.
 	StartedAt time.Time
+	// CostUSD is the attempt's estimated cost. Only interrupted_attempts
+	// keeps it per attempt; a final result's cost is Result.CostUSD.
+	CostUSD float64
 }
 
 // Result is a job's final outcome, as the pipeline saves it.
@@ -281,6 +284,17 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 				}
 				winners = append(winners, set...)
 			}
+			// The results that lost (their job was final already) made
+			// calls too: keep them as superseded deliveries.
+			if losers := lostResults(results, winners, missing); len(losers) > 0 {
+				losers, err := supersededBy(ctx, tx, results, losers)
+				if err != nil {
+					return fmt.Errorf("find superseded results: %w", err)
+				}
+				if _, err := s.insertInterrupted(ctx, tx, losers); err != nil {
+					return fmt.Errorf("save superseded attempts: %w", err)
+				}
+			}
 			if len(winners) == 0 {
 				return nil
 			}
@@ -306,6 +320,75 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 		won[i] = true
 	}
 	return won, nil
+}
+
+// sameStart reports whether a stored started_at is t (Postgres keeps
+// microseconds; a zero t is stored as NULL).
+func sameStart(stored *time.Time, t time.Time) bool {
+	if stored == nil {
+		return t.IsZero()
+	}
+	return stored.Equal(t.Truncate(time.Microsecond))
+}
+
+// lostResults are the indices of the results with attempts that neither
+// won nor lacked a job row: their job was final already, or another result
+// for it in the same slice came first.
+func lostResults(results []Result, winners, missing []int) []int {
+	if len(winners) == len(results) {
+		return nil
+	}
+	done := make(map[int]bool, len(winners)+len(missing))
+	for _, i := range winners {
+		done[i] = true
+	}
+	for _, i := range missing {
+		done[i] = true
+	}
+	var out []int
+	for i := range results {
+		if !done[i] && len(results[i].AttemptRows) > 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// supersededBy returns the interruptions of the losing results whose job
+// was finished by another run: a result whose job row holds its own
+// delivery and start time is this result, committed by an earlier try of
+// the same save (the connection dropped during COMMIT), not a loser.
+func supersededBy(ctx context.Context, tx pgx.Tx, results []Result, losers []int) ([]Interruption, error) {
+	ids := make([]string, len(losers))
+	for k, i := range losers {
+		ids[k] = results[i].JobID
+	}
+	type final struct {
+		deliveries int
+		started    *time.Time
+	}
+	finals := make(map[string]final, len(ids))
+	rows, err := tx.Query(ctx, `SELECT id, deliveries, started_at FROM jobs WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	var id string
+	var f final
+	if _, err := pgx.ForEachRow(rows, []any{&id, &f.deliveries, &f.started}, func() error {
+		finals[id] = f
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var out []Interruption
+	for _, i := range losers {
+		r := &results[i]
+		if f, ok := finals[r.JobID]; ok && f.deliveries == r.Deliveries && sameStart(f.started, r.StartedAt) {
+			continue // our own earlier commit
+		}
+		out = append(out, Interruption{JobID: r.JobID, Delivery: r.Deliveries, Reason: InterruptSuperseded, Attempts: r.AttemptRows})
+	}
+	return out, nil
 }
 
 // applyResults sets the final state of the jobs of results[idx] that are
