@@ -2,6 +2,7 @@ package validate_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -64,4 +65,24 @@ func ExampleCheck() {
 	fmt.Println(string(b))
 	// Output:
 	// {"valid":false,"value":{"name":42},"class":"shape","errors":[{"path":"/name","keyword":"type","class":"shape","message":"/name: expected string, got number 42"}],"repairs":[],"source":"raw","truncated":false}
+}
+
+func ExampleSchema_Satisfiable() {
+	for _, schema := range []string{
+		`{"$ref": "#"}`,
+		`{"type": "object", "required": ["child"], "properties": {"child": {"$ref": "#"}}}`,
+		`{"type": "object", "properties": {"child": {"$ref": "#"}}}`,
+	} {
+		s, err := validate.Compile([]byte(schema))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		err = s.Satisfiable()
+		fmt.Println(errors.Is(err, validate.ErrUnsatisfiable), err)
+	}
+	// Output:
+	// true invalid schema: keyword "$ref" at /$ref: no value satisfies the schema: $ref refers back to (root) without consuming any part of the value
+	// true invalid schema: keyword "$ref" at /properties/child/$ref: no value satisfies the schema: $ref refers back to (root), which only an infinitely deep value could satisfy (via required at /required)
+	// false <nil>
 }

@@ -14,8 +14,15 @@ func FuzzCompile(f *testing.F) {
 	for _, tc := range validateCases {
 		f.Add([]byte(tc.schema))
 	}
+	for _, tc := range unsatisfiableCases {
+		f.Add([]byte(tc.schema))
+	}
+	for _, tc := range satisfiableCases {
+		f.Add([]byte(tc.schema))
+	}
 	f.Add([]byte(typicalSchema))
-	values := []any{nil, true, map[string]any{}, []any{}, "x", mustDecode(f, `{"a":[1,"b",{"c":null}]}`)}
+	values := []any{nil, true, map[string]any{}, []any{}, "x", mustDecode(f, `{"a":[1,"b",{"c":null}]}`),
+		mustDecode(f, `0`), mustDecode(f, `1.5`), mustDecode(f, `[null]`), mustDecode(f, `{"a":{}}`)}
 	f.Fuzz(func(t *testing.T, schema []byte) {
 		s, err := Compile(schema)
 		if err != nil {
@@ -25,9 +32,20 @@ func FuzzCompile(f *testing.F) {
 			}
 			return
 		}
+		// Satisfiable is conservative: a value that validates proves it
+		// wrong. Its error is a *SchemaError matching both sentinels.
+		sat := s.Satisfiable()
+		var se *SchemaError
+		if sat != nil && (!errors.As(sat, &se) || !errors.Is(sat, ErrSchema) || !errors.Is(sat, ErrUnsatisfiable)) {
+			t.Fatalf("Satisfiable error %T %v is not a *SchemaError matching ErrSchema and ErrUnsatisfiable", sat, sat)
+		}
 		for _, v := range values {
-			if err := checkErrors(s.Validate(v)); err != nil {
+			errs := s.Validate(v)
+			if err := checkErrors(errs); err != nil {
 				t.Fatal(err)
+			}
+			if sat != nil && len(errs) == 0 {
+				t.Fatalf("Satisfiable() = %v, but %v is valid", sat, v)
 			}
 		}
 	})
@@ -38,6 +56,9 @@ func FuzzValidate(f *testing.F) {
 		f.Add(tc.schema, tc.value)
 	}
 	f.Add(typicalSchema, typicalValue)
+	for _, tc := range satisfiableCases {
+		f.Add(tc.schema, tc.value)
+	}
 	f.Fuzz(func(t *testing.T, schema, value string) {
 		s, err := Compile([]byte(schema))
 		if err != nil {
@@ -60,6 +81,11 @@ func FuzzValidate(f *testing.F) {
 		}
 		if libValid := s.sch.Validate(v) == nil; libValid != (len(errs) == 0) {
 			t.Fatalf("library valid = %v, but %d errors: %v", libValid, len(errs), errs)
+		}
+		if len(errs) == 0 {
+			if err := s.Satisfiable(); err != nil {
+				t.Fatalf("Satisfiable() = %v, but the value is valid", err)
+			}
 		}
 	})
 }

@@ -53,6 +53,15 @@
 // value's type (or only on const/enum), the alternatives are merged into one
 // error listing everything that was accepted.
 //
+// # Satisfiability
+//
+// A schema can compile and still accept no value at all ({"$ref": "#"},
+// {"enum": []}, a required property that refers back to its parent): every
+// reply would fail, and every attempt would be paid for. [Schema.Satisfiable]
+// refuses such schemas, before any job uses them, with an error matching
+// [ErrUnsatisfiable]. It is conservative (it never refuses a schema some
+// value satisfies) and not complete.
+//
 // # Classes
 //
 // Every keyword has a fixed [Class] (see [KeywordClass]); a reply's class is

@@ -1,0 +1,1131 @@
+package validate
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// ErrUnsatisfiable is matched (errors.Is) by the error [Schema.Satisfiable]
+// returns for a schema no value can satisfy. That error is a *SchemaError,
+// so it matches ErrSchema too.
+var ErrUnsatisfiable = errors.New("no value satisfies the schema")
+
+// Satisfiable reports whether some finite JSON value could satisfy the
+// schema, as far as a cheap static check can tell. It returns nil when the
+// schema may be satisfiable, and otherwise a *SchemaError matching both
+// ErrSchema and ErrUnsatisfiable whose Location is the JSON pointer of the
+// keyword at fault and whose message says why, with the chain of keywords
+// that leads there from the root. A nil *Schema is satisfiable. It is pure,
+// safe for concurrent use, and bounded in time and memory: when a schema is
+// too large to check within its budget, it returns nil.
+//
+// The check is conservative: it never refuses a schema that some value
+// satisfies (it is tested against every schema of the official test suite
+// with a valid case). It is not complete: a schema it accepts may still have
+// no valid value. It computes, as a least fixpoint over the compiled schema
+// graph, which JSON types (null, boolean, integer, non-integer number,
+// string, object, array) some finite value of that type could satisfy each
+// subschema with; the root is unsatisfiable when that set is empty. It
+// detects:
+//
+//   - the false schema, "enum": [] and a "not" whose schema accepts every
+//     value of the types left (such as {}, true, or a schema with only
+//     "type");
+//   - "type", "const" and "enum" with no type in common, within one schema
+//     and across "allOf", "$ref", "if"/"then"/"else";
+//   - an "allOf" member or a "$ref" target that is unsatisfiable, an "anyOf"
+//     or "oneOf" with no satisfiable branch, a "oneOf" with two branches that
+//     accept every value of the types left, "if"/"then"/"else" with neither
+//     path satisfiable;
+//   - "$ref" chains that loop without consuming any part of the value, such
+//     as {"$ref": "#"} (the validator refuses every value for them);
+//   - objects: a required property whose schema ("properties", every
+//     matching "patternProperties", else "additionalProperties") is
+//     unsatisfiable or false, more required properties than
+//     "maxProperties", "minProperties" above "maxProperties" or above the
+//     number of properties that can be present, "propertyNames" that allows
+//     no name while a property is needed;
+//   - arrays: an item that must be present ("minItems", "minContains") whose
+//     schema ("prefixItems", "items", "additionalItems") is unsatisfiable or
+//     false, an unsatisfiable "contains" that is needed, "minItems" above
+//     "maxItems", "minContains" above "maxContains" or "maxItems";
+//   - strings: "minLength" above "maxLength"; numbers: no integer, or no
+//     non-integer, within "minimum"/"maximum" (exclusive or not) that is a
+//     multiple of "multipleOf";
+//   - recursion that only an infinitely deep value satisfies, such as a
+//     required property that refers back to its parent:
+//     {"type": "object", "required": ["c"], "properties": {"c": {"$ref": "#"}}}.
+//
+// It does not look at "pattern", "format", "uniqueItems", "dependencies",
+// "dependentRequired", "dependentSchemas", "unevaluatedProperties",
+// "unevaluatedItems", "$dynamicRef", "$recursiveRef" or the content keywords
+// (leaving a keyword out can only make it accept more), does not check a
+// "const" or "enum" value against the keywords other than "type", and does
+// not combine the bounds or properties of different schemas:
+// {"allOf": [{"minimum": 2}, {"maximum": 1}]} is accepted. Subschemas of the
+// standard metaschemas count as satisfiable. ("type": [] never gets here:
+// Compile refuses it.)
+func (s *Schema) Satisfiable() error {
+	if s == nil || s.sch == nil {
+		return nil
+	}
+	return satisfiable(s.sch, satBudget)
+}
+
+// satBudget bounds the work of one check, in node evaluations, dependencies
+// read and regular expressions matched; satMaxNodes bounds the graph.
+const (
+	satBudget   = 1 << 22
+	satMaxNodes = 1 << 18
+	// satDepth bounds the recursion of the static part of a node (through
+	// "not", "$ref", "allOf", ... without a value) and of an explanation.
+	satDepth = 16
+)
+
+// kinds is a set of JSON value kinds.
+type kinds uint8
+
+const (
+	kNull kinds = 1 << iota
+	kBool
+	kInt  // an integer (1, 1.0)
+	kFrac // a number that is not an integer
+	kString
+	kObject
+	kArray
+
+	kNumber kinds = kInt | kFrac
+	kAll    kinds = kNull | kBool | kNumber | kString | kObject | kArray
+)
+
+// String names the kinds: "string or integer", "value" for all of them.
+func (k kinds) String() string {
+	switch k {
+	case 0:
+		return "nothing"
+	case kAll:
+		return "value"
+	}
+	var names []string
+	for _, n := range []struct {
+		k    kinds
+		name string
+	}{
+		{kNull, "null"}, {kBool, "boolean"}, {kNumber, "number"}, {kInt, "integer"},
+		{kFrac, "non-integer number"}, {kString, "string"}, {kObject, "object"}, {kArray, "array"},
+	} {
+		if k&n.k == n.k {
+			names = append(names, n.name)
+			k &^= n.k
+		}
+	}
+	return strings.Join(names, " or ")
+}
+
+// kindOf is the kind of a value as decoded by jsonschema.UnmarshalJSON.
+func kindOf(v any) kinds {
+	switch v.(type) {
+	case nil:
+		return kNull
+	case bool:
+		return kBool
+	case string:
+		return kString
+	case map[string]any:
+		return kObject
+	case []any:
+		return kArray
+	}
+	r, ok := new(big.Rat).SetString(fmt.Sprint(v))
+	if !ok {
+		return kNumber
+	}
+	if r.IsInt() {
+		return kInt
+	}
+	return kFrac
+}
+
+// typeKinds are the kinds of a "type" keyword.
+func typeKinds(t *jsonschema.Types) kinds {
+	var k kinds
+	for _, name := range t.ToStrings() {
+		switch name {
+		case "null":
+			k |= kNull
+		case "boolean":
+			k |= kBool
+		case "integer":
+			k |= kInt
+		case "number":
+			k |= kNumber
+		case "string":
+			k |= kString
+		case "object":
+			k |= kObject
+		case "array":
+			k |= kArray
+		}
+	}
+	return k
+}
+
+// Slots of a node's dependencies that are no schema.
+const (
+	noSchema = -1 // the keyword is absent, or true: anything goes
+	never    = -2 // the keyword is false: nothing may be there
+)
+
+// satNode is one subschema of the graph, with the dependencies of its
+// productivity precomputed.
+type satNode struct {
+	s   *jsonschema.Schema
+	loc string // JSON pointer in the schema document, or the full URL elsewhere
+
+	static    kinds // the kinds the node's own keywords allow, regardless of subschemas
+	staticWhy cause // why static is empty
+	meta      bool  // a standard metaschema: counted as satisfiable, not looked into
+	legacy    bool  // draft < 2019 with $ref: only "const" and "$ref" apply
+
+	ref                 int
+	allOf, anyOf, oneOf []int
+	ifN, thenN, elseN   int
+	ifUniversal         kinds
+
+	// objects
+	objStatic   string     // why no object can satisfy the keywords alone; "" if one may
+	objStaticKw string     // the keyword at fault
+	required    []string   // distinct, in schema order
+	slots       [][]int    // per required name, every schema its value must satisfy; nil entry: never
+	slotKw      [][]string // the keyword location of each schema of slots
+	optProps    []int      // schemas of properties that are not required
+	patterns    []int
+	additional  int // noSchema, never or a node
+	propNames   int
+	minProps    int
+	maxPropsSet bool
+
+	// arrays
+	arrStatic   string // why no array can satisfy the keywords alone; "" if one may
+	arrStaticKw string // the keyword at fault
+	positions   []int  // schemas of the items that must be there: noSchema, never or a node
+	posKw       []string
+	minItems    int // items that must be there
+	contains    int
+	containsKw  string
+
+	parents []int
+	ndeps   int // dependencies: the cost of one evaluation
+}
+
+// satGraph is the graph of a schema's subschemas and the kinds each can be
+// satisfied with (the least fixpoint, once solved).
+type satGraph struct {
+	nodes  []satNode
+	index  map[*jsonschema.Schema]int
+	t      []kinds
+	budget int
+}
+
+// satisfiable checks root within budget (see satBudget).
+func satisfiable(root *jsonschema.Schema, budget int) error {
+	g := &satGraph{index: map[*jsonschema.Schema]int{}, budget: budget}
+	if !g.build(root) || !g.solve() {
+		return nil // over budget: cannot tell
+	}
+	if g.t[0] != 0 {
+		return nil
+	}
+	return g.explain()
+}
+
+// spend takes n units of the budget and reports whether it lasted.
+func (g *satGraph) spend(n int) bool {
+	g.budget -= n
+	return g.budget >= 0
+}
+
+// node returns the index of s, adding it to the graph and the queue of
+// schemas to build when it is new; noSchema for nil. It returns false when
+// the graph would be too large.
+func (g *satGraph) node(s *jsonschema.Schema, queue *[]int) (int, bool) {
+	if s == nil {
+		return noSchema, true
+	}
+	if i, ok := g.index[s]; ok {
+		return i, true
+	}
+	if len(g.nodes) >= satMaxNodes {
+		return 0, false
+	}
+	i := len(g.nodes)
+	g.index[s] = i
+	g.nodes = append(g.nodes, newSatNode(s, schemaLocation(s.Location)))
+	*queue = append(*queue, i)
+	return i, true
+}
+
+// newSatNode returns a node for s at loc without dependencies.
+func newSatNode(s *jsonschema.Schema, loc string) satNode {
+	return satNode{s: s, loc: loc, ref: noSchema, ifN: noSchema, thenN: noSchema, elseN: noSchema,
+		additional: noSchema, propNames: noSchema, contains: noSchema}
+}
+
+// schemaLocation is the JSON pointer of a schema location in the schema
+// document, or the location itself in another document.
+func schemaLocation(u string) string {
+	if u == schemaURL || strings.HasPrefix(u, schemaURL+"#") {
+		return fragmentOf(u)
+	}
+	return u
+}
+
+// isMeta reports whether a location is in a standard metaschema.
+func isMeta(u string) bool {
+	return strings.HasPrefix(u, "https://json-schema.org/") || strings.HasPrefix(u, "http://json-schema.org/")
+}
+
+// build adds root and every subschema the check depends on to the graph.
+func (g *satGraph) build(root *jsonschema.Schema) bool {
+	var queue []int
+	if _, ok := g.node(root, &queue); !ok {
+		return false
+	}
+	ok := true
+	add := func(s *jsonschema.Schema) int {
+		i, fine := g.node(s, &queue)
+		if !fine {
+			ok = false
+		}
+		return i
+	}
+	adds := func(ss []*jsonschema.Schema) []int {
+		out := make([]int, len(ss))
+		for j, s := range ss {
+			out[j] = add(s)
+		}
+		return out
+	}
+	for len(queue) > 0 && ok {
+		i := queue[0]
+		queue = queue[1:]
+		if !g.spend(1) {
+			return false
+		}
+		s := g.nodes[i].s
+		n := newSatNode(s, g.nodes[i].loc)
+		n.static = g.staticKinds(s, 0, n.loc, &n.staticWhy)
+		switch {
+		case s.Bool != nil:
+		case isMeta(s.Location):
+			n.meta = true
+		case s.DraftVersion < 2019 && s.Ref != nil:
+			// The validator checks "const", then "$ref", and ignores the rest.
+			n.legacy = true
+			n.ref = add(s.Ref)
+		default:
+			n.ref = add(s.Ref)
+			n.allOf, n.anyOf, n.oneOf = adds(s.AllOf), adds(s.AnyOf), adds(s.OneOf)
+			if s.If != nil && (s.Then != nil || s.Else != nil) {
+				n.ifN, n.thenN, n.elseN = add(s.If), add(s.Then), add(s.Else)
+				n.ifUniversal = g.universalKinds(s.If, 0)
+			}
+			if !g.buildObject(&n, add) || !g.buildArray(&n, add) {
+				return false
+			}
+		}
+		g.nodes[i] = n
+	}
+	if !ok {
+		return false
+	}
+	for i := range g.nodes {
+		deps := g.deps(i)
+		g.nodes[i].ndeps = len(deps)
+		for _, d := range deps {
+			g.nodes[d].parents = append(g.nodes[d].parents, i)
+		}
+	}
+	return true
+}
+
+// buildObject precomputes what an object satisfying n needs.
+func (g *satGraph) buildObject(n *satNode, add func(*jsonschema.Schema) int) bool {
+	s := n.s
+	seen := map[string]bool{}
+	for _, r := range s.Required {
+		if !seen[r] {
+			seen[r] = true
+			n.required = append(n.required, r)
+		}
+	}
+	if s.MinProperties != nil {
+		n.minProps = *s.MinProperties
+	}
+	switch {
+	case s.MinProperties != nil && s.MaxProperties != nil && *s.MinProperties > *s.MaxProperties:
+		n.objStaticKw = "minProperties"
+		n.objStatic = fmt.Sprintf("minProperties %d is greater than maxProperties %d", *s.MinProperties, *s.MaxProperties)
+	case s.MaxProperties != nil && len(n.required) > *s.MaxProperties:
+		n.objStaticKw = "required"
+		n.objStatic = fmt.Sprintf("%d properties are required but maxProperties is %d", len(n.required), *s.MaxProperties)
+	}
+	n.maxPropsSet = s.MaxProperties != nil
+	switch a := s.AdditionalProperties.(type) {
+	case bool:
+		if !a {
+			n.additional = never
+		}
+	case *jsonschema.Schema:
+		n.additional = add(a)
+	}
+	if s.DraftVersion >= 6 {
+		n.propNames = add(s.PropertyNames)
+	}
+	patterns := make([]jsonschema.Regexp, 0, len(s.PatternProperties))
+	for re := range s.PatternProperties {
+		patterns = append(patterns, re)
+	}
+	slices.SortFunc(patterns, func(a, b jsonschema.Regexp) int { return strings.Compare(a.String(), b.String()) })
+	for _, re := range patterns {
+		n.patterns = append(n.patterns, add(s.PatternProperties[re]))
+	}
+	for _, r := range n.required {
+		var slot []int
+		var kws []string
+		if p, ok := s.Properties[r]; ok {
+			slot = append(slot, add(p))
+			kws = append(kws, n.loc+"/properties/"+escapeToken(r))
+		}
+		if !g.spend(len(patterns)) {
+			return false
+		}
+		for j, re := range patterns {
+			if re.MatchString(r) {
+				slot = append(slot, n.patterns[j])
+				kws = append(kws, n.loc+"/patternProperties/"+escapeToken(re.String()))
+			}
+		}
+		if len(slot) == 0 {
+			switch n.additional {
+			case never:
+				if n.objStatic == "" {
+					n.objStaticKw = "required"
+					n.objStatic = fmt.Sprintf("required property %s is not allowed: additionalProperties is false", quote(r))
+				}
+			case noSchema:
+			default:
+				slot = append(slot, n.additional)
+				kws = append(kws, n.loc+"/additionalProperties")
+			}
+		}
+		n.slots = append(n.slots, slot)
+		n.slotKw = append(n.slotKw, kws)
+	}
+	names := make([]string, 0, len(s.Properties))
+	for name := range s.Properties {
+		if !seen[name] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		n.optProps = append(n.optProps, add(s.Properties[name]))
+	}
+	return true
+}
+
+// buildArray precomputes what an array satisfying n needs.
+func (g *satGraph) buildArray(n *satNode, add func(*jsonschema.Schema) int) bool {
+	s := n.s
+	if s.MinItems != nil {
+		n.minItems = *s.MinItems
+	}
+	need := 0 // items "contains" needs
+	if s.Contains != nil {
+		need = 1
+		if s.MinContains != nil {
+			need = *s.MinContains
+		}
+		if need > 0 {
+			n.contains = add(s.Contains)
+			n.containsKw = n.loc + "/contains"
+		}
+	}
+	switch {
+	case s.MinItems != nil && s.MaxItems != nil && *s.MinItems > *s.MaxItems:
+		n.arrStaticKw = "minItems"
+		n.arrStatic = fmt.Sprintf("minItems %d is greater than maxItems %d", *s.MinItems, *s.MaxItems)
+	case need > 0 && s.MaxItems != nil && need > *s.MaxItems:
+		n.arrStaticKw = "contains"
+		n.arrStatic = fmt.Sprintf("contains needs %d matching items but maxItems is %d", need, *s.MaxItems)
+	case need > 0 && s.MaxContains != nil && need > *s.MaxContains:
+		n.arrStaticKw = "contains"
+		n.arrStatic = fmt.Sprintf("contains needs %d matching items but maxContains is %d", need, *s.MaxContains)
+	}
+	n.minItems = max(n.minItems, need)
+	// The schema of item i, and its keyword location; items past the
+	// prefix share one schema, so one of them stands for all.
+	prefix := 0
+	at := func(i int) (*jsonschema.Schema, string, bool) { return nil, "", true }
+	if s.DraftVersion >= 2020 {
+		prefix = len(s.PrefixItems)
+		at = func(i int) (*jsonschema.Schema, string, bool) {
+			if i < prefix {
+				return s.PrefixItems[i], n.loc + "/prefixItems/" + strconv.Itoa(i), true
+			}
+			return s.Items2020, n.loc + "/items", true
+		}
+	} else {
+		switch items := s.Items.(type) {
+		case *jsonschema.Schema:
+			at = func(int) (*jsonschema.Schema, string, bool) { return items, n.loc + "/items", true }
+		case []*jsonschema.Schema:
+			prefix = len(items)
+			at = func(i int) (*jsonschema.Schema, string, bool) {
+				if i < prefix {
+					return items[i], n.loc + "/items/" + strconv.Itoa(i), true
+				}
+				switch a := s.AdditionalItems.(type) {
+				case bool:
+					return nil, n.loc + "/additionalItems", a
+				case *jsonschema.Schema:
+					return a, n.loc + "/additionalItems", true
+				}
+				return nil, "", true
+			}
+		}
+	}
+	for i := range min(n.minItems, prefix+1) {
+		sch, kw, allowed := at(i)
+		switch {
+		case !allowed:
+			n.positions = append(n.positions, never)
+		default:
+			n.positions = append(n.positions, add(sch))
+		}
+		n.posKw = append(n.posKw, kw)
+	}
+	return true
+}
+
+// deps are the nodes whose kinds the kinds of node i depend on.
+func (g *satGraph) deps(i int) []int {
+	n := &g.nodes[i]
+	var d []int
+	push := func(js ...int) {
+		for _, j := range js {
+			if j >= 0 {
+				d = append(d, j)
+			}
+		}
+	}
+	push(n.ref, n.ifN, n.thenN, n.elseN, n.additional, n.propNames, n.contains)
+	push(n.allOf...)
+	push(n.anyOf...)
+	push(n.oneOf...)
+	for _, slot := range n.slots {
+		push(slot...)
+	}
+	push(n.optProps...)
+	push(n.patterns...)
+	push(n.positions...)
+	return d
+}
+
+// solve computes the least fixpoint of the kinds of every node, and reports
+// whether it did within the budget.
+func (g *satGraph) solve() bool {
+	g.t = make([]kinds, len(g.nodes))
+	queued := make([]bool, len(g.nodes))
+	queue := make([]int, 0, len(g.nodes))
+	for i := len(g.nodes) - 1; i >= 0; i-- {
+		queue = append(queue, i)
+		queued[i] = true
+	}
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		queued[i] = false
+		if !g.spend(1 + g.nodes[i].ndeps + len(g.nodes[i].parents)) {
+			return false
+		}
+		k := g.eval(i, nil) | g.t[i]
+		if k == g.t[i] {
+			continue
+		}
+		g.t[i] = k
+		for _, p := range g.nodes[i].parents {
+			if !queued[p] {
+				queued[p] = true
+				queue = append(queue, p)
+			}
+		}
+	}
+	return true
+}
+
+// isFalse reports whether dependency slot j is the false schema.
+func (g *satGraph) isFalse(j int) bool {
+	if j == never {
+		return true
+	}
+	if j < 0 {
+		return false
+	}
+	b := g.nodes[j].s.Bool
+	return b != nil && !*b
+}
+
+// tk is the current kinds of a dependency slot.
+func (g *satGraph) tk(j int) kinds {
+	switch j {
+	case noSchema:
+		return kAll
+	case never:
+		return 0
+	}
+	return g.t[j]
+}
+
+// cause is why a node has no kinds: the keyword at fault, its location, the
+// reason and, when the fault is an unsatisfiable subschema, that subschema.
+type cause struct {
+	loc, keyword, reason string
+	child                int // a node, or noSchema
+	consumes             bool
+}
+
+// eval computes the kinds of node i from the current kinds of its
+// dependencies. With why set, it records the first keyword that leaves no
+// kind (eval is then only called on nodes without kinds).
+func (g *satGraph) eval(i int, why *cause) kinds {
+	n := &g.nodes[i]
+	k := n.static
+	if k == 0 || n.s.Bool != nil || n.meta {
+		if why != nil {
+			*why = n.staticWhy
+		}
+		return k
+	}
+	// cut intersects k with the kinds of a dependency, recording the cause
+	// when that leaves none.
+	cut := func(with kinds, loc, keyword string, child int, consumes bool, reason func() string) bool {
+		if k&with == 0 {
+			if why != nil {
+				*why = cause{loc: loc, keyword: keyword, reason: reason(), child: noSchema, consumes: consumes}
+				if with == 0 && child >= 0 && !g.isFalse(child) {
+					why.child = child
+				}
+			}
+			k = 0
+			return false
+		}
+		k &= with
+		return true
+	}
+	sub := func(j int, loc string) func() string {
+		return func() string {
+			if g.isFalse(j) {
+				return display(loc) + " is false"
+			}
+			if g.tk(j) == 0 {
+				return "no value satisfies " + display(loc)
+			}
+			return fmt.Sprintf("%s allows only %s, which the rest of %s does not allow (%s)", display(loc), g.tk(j), display(n.loc), k)
+		}
+	}
+	if n.ref >= 0 && !cut(g.tk(n.ref), n.loc+"/$ref", "$ref", n.ref, false, sub(n.ref, g.nodes[n.ref].loc)) {
+		return 0
+	}
+	if n.legacy {
+		return k
+	}
+	for j, a := range n.allOf {
+		loc := n.loc + "/allOf/" + strconv.Itoa(j)
+		if !cut(g.tk(a), loc, "allOf", a, false, sub(a, loc)) {
+			return 0
+		}
+	}
+	for _, alt := range []struct {
+		keyword string
+		list    []int
+	}{{"anyOf", n.anyOf}, {"oneOf", n.oneOf}} {
+		if len(alt.list) == 0 {
+			continue
+		}
+		var any kinds
+		for _, a := range alt.list {
+			any |= g.tk(a)
+		}
+		only := noSchema
+		if len(alt.list) == 1 {
+			only = alt.list[0]
+		}
+		loc := n.loc + "/" + alt.keyword
+		if !cut(any, loc, alt.keyword, only, false, func() string {
+			if any == 0 {
+				return "no " + alt.keyword + " branch can be satisfied"
+			}
+			return fmt.Sprintf("the %s branches allow only %s, which the rest of %s does not allow (%s)", alt.keyword, any, display(n.loc), k)
+		}) {
+			return 0
+		}
+	}
+	if n.ifN >= 0 {
+		paths := g.tk(n.ifN)&g.tk(n.thenN) | ^n.ifUniversal&g.tk(n.elseN)
+		if !cut(paths, n.loc+"/if", "if", noSchema, false, func() string {
+			return "neither the \"then\" path nor the \"else\" path can be satisfied"
+		}) {
+			return 0
+		}
+	}
+	var reasons []cause
+	if k&kObject != 0 {
+		if c, ok := g.object(n); !ok {
+			k &^= kObject
+			reasons = append(reasons, c)
+		}
+	}
+	if k&kArray != 0 {
+		if c, ok := g.array(n); !ok {
+			k &^= kArray
+			reasons = append(reasons, c)
+		}
+	}
+	if k == 0 && why != nil {
+		*why = reasons[0]
+		if len(reasons) > 1 {
+			*why = cause{loc: n.loc, child: noSchema, reason: "no object: " + reasons[0].reason + "; no array: " + reasons[1].reason}
+			if n.s.Types != nil {
+				why.loc, why.keyword = n.loc+"/type", "type"
+			}
+		}
+	}
+	return k
+}
+
+// object reports whether an object may satisfy n, and if not why.
+func (g *satGraph) object(n *satNode) (cause, bool) {
+	if n.objStatic != "" {
+		return cause{loc: n.loc + "/" + n.objStaticKw, keyword: n.objStaticKw, reason: n.objStatic, child: noSchema}, false
+	}
+	names := n.propNames < 0 || g.tk(n.propNames)&kString != 0
+	if !names && (len(n.required) > 0 || n.minProps > 0) {
+		return cause{loc: n.loc + "/propertyNames", keyword: "propertyNames", child: noSchema,
+			reason: "propertyNames allows no name, but the object needs a property"}, false
+	}
+	for j, slot := range n.slots {
+		k := kAll
+		for m, d := range slot {
+			k &= g.tk(d)
+			if k == 0 {
+				c := cause{loc: n.loc + "/required", keyword: "required", child: noSchema, consumes: true,
+					reason: fmt.Sprintf("required property %s cannot be satisfied", quote(n.required[j]))}
+				switch {
+				case g.isFalse(d):
+					c.reason = fmt.Sprintf("required property %s must satisfy %s, which is false", quote(n.required[j]), display(n.slotKw[j][m]))
+				case g.tk(d) == 0:
+					c.child = d
+					c.reason = fmt.Sprintf("required property %s must satisfy %s", quote(n.required[j]), display(n.slotKw[j][m]))
+				default:
+					c.reason = fmt.Sprintf("required property %s must satisfy %s, which have no type in common", quote(n.required[j]), strings.Join(n.slotKw[j], " and "))
+				}
+				return c, false
+			}
+		}
+	}
+	if n.minProps > len(n.required) {
+		avail := len(n.required)
+		for _, d := range n.optProps {
+			if g.tk(d) != 0 {
+				avail++
+			}
+		}
+		open := n.additional == noSchema || n.additional >= 0 && g.tk(n.additional) != 0
+		for _, d := range n.patterns {
+			open = open || g.tk(d) != 0
+		}
+		if !open && avail < n.minProps {
+			return cause{loc: n.loc + "/minProperties", keyword: "minProperties", child: noSchema,
+				reason: fmt.Sprintf("minProperties is %d but at most %d properties can be present", n.minProps, avail)}, false
+		}
+	}
+	return cause{}, true
+}
+
+// array reports whether an array may satisfy n, and if not why.
+func (g *satGraph) array(n *satNode) (cause, bool) {
+	if n.arrStatic != "" {
+		return cause{loc: n.loc + "/" + n.arrStaticKw, keyword: n.arrStaticKw, reason: n.arrStatic, child: noSchema}, false
+	}
+	for i, d := range n.positions {
+		if g.tk(d) != 0 {
+			continue
+		}
+		c := cause{loc: n.loc + "/minItems", keyword: "minItems", child: noSchema, consumes: true}
+		if n.contains >= 0 && (n.nodeMinItems() <= i) {
+			c.loc, c.keyword = n.containsKw, "contains"
+		}
+		if d == never || g.isFalse(d) {
+			c.reason = fmt.Sprintf("item %d must be present but %s is false", i, display(n.posKw[i]))
+		} else {
+			c.child = d
+			c.reason = fmt.Sprintf("item %d must be present and satisfy %s", i, display(n.posKw[i]))
+		}
+		return c, false
+	}
+	if n.contains >= 0 && g.tk(n.contains) == 0 {
+		if g.isFalse(n.contains) {
+			return cause{loc: n.containsKw, keyword: "contains", child: noSchema,
+				reason: "an item must satisfy " + display(n.containsKw) + ", which is false"}, false
+		}
+		return cause{loc: n.containsKw, keyword: "contains", child: n.contains, consumes: true,
+			reason: "an item must satisfy " + display(n.containsKw)}, false
+	}
+	return cause{}, true
+}
+
+// nodeMinItems is the node's own minItems, without "contains".
+func (n *satNode) nodeMinItems() int {
+	if n.s.MinItems != nil {
+		return *n.s.MinItems
+	}
+	return 0
+}
+
+// staticKinds are the kinds the keywords of s that need no subschema's
+// kinds allow: type, const, enum, not, and the string and number bounds. With
+// why set, it records the keyword that leaves no kind. Past satDepth, or
+// over the budget, it gives up and allows every kind.
+func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why *cause) kinds {
+	zero := func(keyword, reason string) kinds {
+		if why != nil {
+			*why = cause{loc: loc + "/" + keyword, keyword: keyword, reason: reason, child: noSchema}
+		}
+		return 0
+	}
+	if s.Bool != nil {
+		if *s.Bool {
+			return kAll
+		}
+		if why != nil {
+			*why = cause{loc: loc, reason: "the schema is false", child: noSchema}
+		}
+		return 0
+	}
+	if isMeta(s.Location) || depth > satDepth || !g.spend(1) {
+		return kAll
+	}
+	k := kAll
+	legacy := s.DraftVersion < 2019 && s.Ref != nil
+	if s.Types != nil && !legacy {
+		k &= typeKinds(s.Types)
+	}
+	if s.Const != nil {
+		c := kindOf(*s.Const)
+		if k&c == 0 {
+			return zero("const", fmt.Sprintf("const %s is not of type %s", render(*s.Const, maxFound), k))
+		}
+		k &= c
+	}
+	if legacy {
+		return k
+	}
+	if s.Enum != nil {
+		var e kinds
+		for _, v := range s.Enum.Values {
+			e |= kindOf(v)
+		}
+		switch {
+		case len(s.Enum.Values) == 0:
+			return zero("enum", "enum is empty")
+		case k&e == 0:
+			return zero("enum", fmt.Sprintf("no value of enum is of type %s", k))
+		}
+		k &= e
+	}
+	if s.Not != nil {
+		u := g.universalKinds(s.Not, depth+1)
+		if k&^u == 0 {
+			if k == kAll {
+				return zero("not", "the \"not\" schema accepts every value")
+			}
+			return zero("not", fmt.Sprintf("the \"not\" schema accepts every %s", k))
+		}
+		k &^= u
+	}
+	if len(s.OneOf) >= 2 {
+		// A value of a kind two branches accept in full matches both.
+		var once, twice kinds
+		for _, o := range s.OneOf {
+			u := g.universalKinds(o, depth+1)
+			twice |= once & u
+			once |= u
+		}
+		if k&^twice == 0 {
+			return zero("oneOf", fmt.Sprintf("two oneOf branches accept every %s, so none matches exactly one", k))
+		}
+		k &^= twice
+	}
+	if s.MinLength != nil && s.MaxLength != nil && *s.MinLength > *s.MaxLength && k&kString != 0 {
+		if k == kString {
+			return zero("minLength", fmt.Sprintf("minLength %d is greater than maxLength %d", *s.MinLength, *s.MaxLength))
+		}
+		k &^= kString
+	}
+	if k&kNumber != 0 {
+		if out := kNumber &^ numberKinds(s); out != 0 {
+			if k&^out == 0 {
+				kw := "minimum"
+				switch {
+				case s.MultipleOf != nil:
+					kw = "multipleOf"
+				case s.Minimum == nil && s.ExclusiveMinimum != nil:
+					kw = "exclusiveMinimum"
+				case s.Minimum == nil && s.Maximum != nil:
+					kw = "maximum"
+				case s.Minimum == nil:
+					kw = "exclusiveMaximum"
+				}
+				return zero(kw, fmt.Sprintf("no %s satisfies the bounds%s", k, boundsText(s)))
+			}
+			k &^= out
+		}
+	}
+	return k
+}
+
+// boundsText lists the number bounds of s: " (minimum 1, maximum 0)".
+func boundsText(s *jsonschema.Schema) string {
+	var parts []string
+	for _, b := range []struct {
+		name string
+		r    *big.Rat
+	}{{"minimum", s.Minimum}, {"exclusiveMinimum", s.ExclusiveMinimum}, {"maximum", s.Maximum},
+		{"exclusiveMaximum", s.ExclusiveMaximum}, {"multipleOf", s.MultipleOf}} {
+		if b.r != nil {
+			parts = append(parts, b.name+" "+ratString(b.r))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// universalKinds are kinds of which s accepts every value, as far as can be
+// told without a value: an under-approximation. Past satDepth it gives up
+// and claims none.
+func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) kinds {
+	if s == nil {
+		return kAll
+	}
+	if s.Bool != nil {
+		if *s.Bool {
+			return kAll
+		}
+		return 0
+	}
+	if depth > satDepth || isMeta(s.Location) || !g.spend(1) {
+		return 0
+	}
+	if s.Const != nil {
+		return 0
+	}
+	if s.DraftVersion < 2019 && s.Ref != nil {
+		return g.universalKinds(s.Ref, depth+1)
+	}
+	if s.Enum != nil || s.Format != nil || s.RecursiveRef != nil || s.DynamicRef != nil || len(s.Extensions) > 0 {
+		return 0
+	}
+	k := kAll
+	if s.Types != nil {
+		k &= typeKinds(s.Types)
+	}
+	if s.Ref != nil {
+		k &= g.universalKinds(s.Ref, depth+1)
+	}
+	if s.Not != nil {
+		k &^= g.staticKinds(s.Not, depth+1, "", nil)
+	}
+	for _, a := range s.AllOf {
+		k &= g.universalKinds(a, depth+1)
+	}
+	if len(s.AnyOf) > 0 {
+		var any kinds
+		for _, a := range s.AnyOf {
+			any |= g.universalKinds(a, depth+1)
+		}
+		k &= any
+	}
+	switch len(s.OneOf) {
+	case 0:
+	case 1:
+		k &= g.universalKinds(s.OneOf[0], depth+1)
+	default:
+		k = 0
+	}
+	if s.If != nil && (s.Then != nil || s.Else != nil) {
+		k &= g.universalKinds(s.Then, depth+1) & g.universalKinds(s.Else, depth+1)
+	}
+	if s.MinLength != nil && *s.MinLength > 0 || s.MaxLength != nil || s.Pattern != nil ||
+		s.ContentEncoding != nil || s.ContentMediaType != nil || s.ContentSchema != nil {
+		k &^= kString
+	}
+	if s.Minimum != nil || s.Maximum != nil || s.ExclusiveMinimum != nil || s.ExclusiveMaximum != nil || s.MultipleOf != nil {
+		k &^= kNumber
+	}
+	if s.MinProperties != nil && *s.MinProperties > 0 || s.MaxProperties != nil || len(s.Required) > 0 ||
+		s.PropertyNames != nil || len(s.Properties) > 0 || len(s.PatternProperties) > 0 ||
+		s.AdditionalProperties != nil && s.AdditionalProperties != true || len(s.Dependencies) > 0 ||
+		len(s.DependentRequired) > 0 || len(s.DependentSchemas) > 0 || s.UnevaluatedProperties != nil {
+		k &^= kObject
+	}
+	if s.MinItems != nil && *s.MinItems > 0 || s.MaxItems != nil || s.UniqueItems || s.Items != nil ||
+		s.AdditionalItems != nil || len(s.PrefixItems) > 0 || s.Items2020 != nil || s.Contains != nil ||
+		s.UnevaluatedItems != nil {
+		k &^= kArray
+	}
+	return k
+}
+
+// numberKinds are the number kinds (integer, non-integer) some value within
+// the bounds and multipleOf of s has.
+func numberKinds(s *jsonschema.Schema) kinds {
+	lo, loEx := s.Minimum, false
+	if x := s.ExclusiveMinimum; x != nil && (lo == nil || x.Cmp(lo) >= 0) {
+		lo, loEx = x, true
+	}
+	hi, hiEx := s.Maximum, false
+	if x := s.ExclusiveMaximum; x != nil && (hi == nil || x.Cmp(hi) <= 0) {
+		hi, hiEx = x, true
+	}
+	if lo != nil && hi != nil {
+		if c := lo.Cmp(hi); c > 0 || c == 0 && (loEx || hiEx) {
+			return 0
+		}
+	}
+	m := s.MultipleOf
+	if m != nil && m.Sign() <= 0 {
+		m = nil
+	}
+	var k kinds
+	// Integers: the integer multiples of p/q (in lowest terms) are the
+	// multiples of p.
+	step := big.NewRat(1, 1)
+	if m != nil {
+		step = new(big.Rat).SetInt(m.Num())
+	}
+	if n, bounded := multiples(lo, loEx, hi, hiEx, step); !bounded || n.Sign() > 0 {
+		k |= kInt
+	}
+	// Non-integers.
+	switch {
+	case m == nil:
+		if lo == nil || hi == nil || lo.Cmp(hi) < 0 || !lo.IsInt() {
+			k |= kFrac
+		}
+	case !m.Denom().IsInt64() || m.Denom().Int64() != 1:
+		// k·m is an integer exactly when the denominator divides k; of two
+		// consecutive multiples, one is not an integer.
+		n, bounded := multiples(lo, loEx, hi, hiEx, m)
+		switch {
+		case !bounded || n.Cmp(big.NewInt(2)) >= 0:
+			k |= kFrac
+		case n.Sign() > 0:
+			if first := ceilDiv(lo, m, loEx); new(big.Int).Mod(first, m.Denom()).Sign() != 0 {
+				k |= kFrac
+			}
+		}
+	}
+	return k
+}
+
+// multiples counts the multiples of step between lo and hi (nil: unbounded,
+// then bounded is false).
+func multiples(lo *big.Rat, loEx bool, hi *big.Rat, hiEx bool, step *big.Rat) (n *big.Int, bounded bool) {
+	if lo == nil || hi == nil {
+		return nil, false
+	}
+	first := ceilDiv(lo, step, loEx)
+	last := floorDiv(hi, step, hiEx)
+	n = new(big.Int).Sub(last, first)
+	n.Add(n, big.NewInt(1))
+	if n.Sign() < 0 {
+		n.SetInt64(0)
+	}
+	return n, true
+}
+
+// floorDiv is the greatest integer j with j·step <= x (< x when exclusive).
+func floorDiv(x, step *big.Rat, exclusive bool) *big.Int {
+	q := new(big.Rat).Quo(x, step)
+	j := new(big.Int).Div(q.Num(), q.Denom()) // Euclidean: the floor, as Denom > 0
+	if exclusive && q.IsInt() {
+		j.Sub(j, big.NewInt(1))
+	}
+	return j
+}
+
+// ceilDiv is the least integer j with j·step >= x (> x when exclusive).
+func ceilDiv(x, step *big.Rat, exclusive bool) *big.Int {
+	neg := new(big.Rat).Neg(x)
+	j := floorDiv(neg, step, exclusive)
+	return j.Neg(j)
+}
+
+// explain returns the error for an unsatisfiable root: it follows the
+// causes from the root down to the first one that is not an unsatisfiable
+// subschema, or to a subschema already on the way (a loop).
+func (g *satGraph) explain() error {
+	var via []string
+	onPath := map[int]int{} // node -> index in via when it was entered
+	consumed := []bool{}
+	i := 0
+	for depth := 0; ; depth++ {
+		onPath[i] = len(via)
+		var c cause
+		g.eval(i, &c)
+		if c.child < 0 || depth > satMaxNodes {
+			return satError(c, via)
+		}
+		via = append(via, fmt.Sprintf("%s at %s", c.keyword, display(c.loc)))
+		consumed = append(consumed, c.consumes)
+		if at, loop := onPath[c.child]; loop {
+			deep := slices.Contains(consumed[at:], true)
+			c.reason = fmt.Sprintf("%s refers back to %s without consuming any part of the value", c.keyword, display(g.nodes[c.child].loc))
+			if deep {
+				c.reason = fmt.Sprintf("%s refers back to %s, which only an infinitely deep value could satisfy", c.keyword, display(g.nodes[c.child].loc))
+			}
+			return satError(c, via[:len(via)-1])
+		}
+		i = c.child
+	}
+}
+
+// satViaMax is the most steps of the way to a cause an error lists; the
+// rest are elided in the middle. satViaBytes bounds the list.
+const (
+	satViaMax   = 8
+	satViaBytes = 1 << 10
+)
+
+// satError builds the error for a cause reached through the steps via.
+func satError(c cause, via []string) error {
+	reason := c.reason
+	if len(via) > satViaMax {
+		short := append(via[:satViaMax/2:satViaMax/2], fmt.Sprintf("%d more", len(via)-satViaMax))
+		via = append(short, via[len(via)-satViaMax/2:]...)
+	}
+	if len(via) > 0 {
+		reason += " (via " + shorten(strings.Join(via, ", "), satViaBytes) + ")"
+	}
+	return &SchemaError{Keyword: c.keyword, Location: c.loc, Err: fmt.Errorf("%w: %s", ErrUnsatisfiable, reason)}
+}
