@@ -166,7 +166,7 @@ func (s *Store) PublishedQueued(ctx context.Context, batch, after string, limit 
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::text
+		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::text, run
 		FROM jobs WHERE batch = $1 AND published AND status = 'queued' AND id > $2
 		ORDER BY id LIMIT $3`, batch, after, limitArg(limit))
 	if err != nil {
@@ -182,7 +182,7 @@ func (s *Store) PublishedQueued(ctx context.Context, batch, after string, limit 
 func scanNewJob(r pgx.CollectableRow) (NewJob, error) {
 	var j NewJob
 	var meta string
-	err := r.Scan(&j.ID, &j.Batch, &j.RowNo, &j.SchemaHash, &j.Prompt, &j.Provider, &j.Model, &j.Mode, &j.Strategy, &meta)
+	err := r.Scan(&j.ID, &j.Batch, &j.RowNo, &j.SchemaHash, &j.Prompt, &j.Provider, &j.Model, &j.Mode, &j.Strategy, &meta, &j.Run)
 	j.Metadata = json.RawMessage(meta)
 	return j, err
 }

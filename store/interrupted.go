@@ -26,6 +26,8 @@ const (
 type Interruption struct {
 	// JobID identifies the job; it must have a row.
 	JobID string
+	// Run is the batch run of the delivery; 0 means 1.
+	Run int
 	// Delivery is the queue's delivery count of the message.
 	Delivery int
 	// Reason is InterruptHandedBack, InterruptShutdown or InterruptSuperseded.
@@ -92,18 +94,18 @@ func (s *Store) insertInterrupted(ctx context.Context, tx pgx.Tx, ins []Interrup
 				}
 			}
 			b.Queue(`
-				INSERT INTO interrupted_attempts (job_id, delivery, attempt_no, reason, request, request_hash, system_sha256,
+				INSERT INTO interrupted_attempts (job_id, run, delivery, attempt_no, reason, request, request_hash, system_sha256,
 					raw, source, repairs, errors, class, valid, repaired_locally, finish_reason, latency_ms,
 					tokens_in, tokens_out, tokens_cached, cost_usd, transport_retries, retry_classes,
 					provider_status, provider_error, model, request_id, started_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+				VALUES ($1, $28, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
 					$21, $22, $23, $24, $25, $26, $27)
 				ON CONFLICT DO NOTHING`,
 				in.JobID, in.Delivery, no, in.Reason, nullRaw(pgJSON(a.Request)), txt(a.RequestHash), sys,
 				txt(a.Raw), txt(a.Source), nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors)), txt(a.Class), a.Valid,
 				a.RepairedLocally, txt(a.FinishReason), a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached, a.CostUSD,
 				int32(a.TransportRetries), nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError),
-				txt(a.Model), txt(a.RequestID), nullTime(a.StartedAt))
+				txt(a.Model), txt(a.RequestID), nullTime(a.StartedAt), int32(max(in.Run, 1)))
 		}
 	}
 	if err := putPrompts(ctx, tx, shas, texts); err != nil {

@@ -17,12 +17,16 @@ const (
 	StatusFailed   = "failed"
 	StatusRejected = "rejected"
 	StatusDead     = "dead"
+	// StatusCancelled: enqueue cancel ended the job before it was done.
+	StatusCancelled = "cancelled"
+	// StatusOverBudget: the batch's spend cap was reached first.
+	StatusOverBudget = "over_budget"
 )
 
 // IsFinal reports whether status is a final job status.
 func IsFinal(status string) bool {
 	switch status {
-	case StatusValid, StatusInvalid, StatusFailed, StatusRejected, StatusDead:
+	case StatusValid, StatusInvalid, StatusFailed, StatusRejected, StatusDead, StatusCancelled, StatusOverBudget:
 		return true
 	}
 	return false
@@ -44,6 +48,9 @@ type NewJob struct {
 	Provider, Model, Mode, Strategy string
 	// Metadata is the input row as a JSON object; nil means {}.
 	Metadata json.RawMessage
+	// Run is the batch run the job is in (1 until it is requeued); read
+	// only: InsertJobs records every job in run 1.
+	Run int
 }
 
 func (j NewJob) check() error {
@@ -137,7 +144,7 @@ func (s *Store) Unpublished(ctx context.Context, batch string, limit int) ([]New
 	defer cancel()
 	lim := limitArg(limit)
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::text
+		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::text, run
 		FROM jobs WHERE batch = $1 AND NOT published AND status = 'queued'
 		ORDER BY row_no, id LIMIT $2`, batch, lim)
 	if err != nil {
@@ -185,6 +192,39 @@ func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]string, 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get status of %d jobs: %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// JobState is what a worker needs to know of a job it picked up.
+type JobState struct {
+	// Status is the job's status.
+	Status string
+	// Run is the batch run the job is in.
+	Run int
+}
+
+// JobStates returns the status and run of each of ids that has a row, in
+// one query; ids without a row are absent from the map.
+func (s *Store) JobStates(ctx context.Context, ids []string) (map[string]JobState, error) {
+	out := make(map[string]JobState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT id, status, run FROM jobs WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("get state of %d jobs: %w", len(ids), err)
+	}
+	var id string
+	var st JobState
+	_, err = pgx.ForEachRow(rows, []any{&id, &st.Status, &st.Run}, func() error {
+		out[id] = st
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get state of %d jobs: %w", len(ids), err)
 	}
 	return out, nil
 }

@@ -203,9 +203,12 @@ type JobRecord struct {
 	// WallMS is the wall time; Deliveries the finishing delivery count.
 	WallMS     int64
 	Deliveries int
+	// Run is the batch run the job is in (1 until it is requeued).
+	Run int
 }
 
-// Job returns a job and its attempts in order, or ErrNotFound. Each
+// Job returns a job and the attempts of its current run in order, or
+// ErrNotFound (earlier runs' outcomes are in job_runs). Each
 // attempt's Request is the whole request as sent, system prompt first (read
 // through attempt_requests); System is nil.
 func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, error) {
@@ -220,12 +223,12 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy,
 		       metadata::text, status, published, published_at, value::text, error, final_class, payload,
 		       attempts, calls, first_attempt_valid, repaired_locally, tokens_in, tokens_out, tokens_cached,
-		       cost_usd::float8, created_at, started_at, finished_at, wall_ms, deliveries
+		       cost_usd::float8, created_at, started_at, finished_at, wall_ms, deliveries, run
 		FROM jobs WHERE id = $1`, id).Scan(
 		&j.ID, &j.Batch, &j.RowNo, &j.SchemaHash, &j.Prompt, &j.Provider, &j.Model, &j.Mode, &j.Strategy,
 		&meta, &j.Status, &j.Published, &publishedAt, &value, &j.Error, &j.FinalClass, &j.Payload,
 		&j.Attempts, &j.Calls, &j.FirstAttemptValid, &j.RepairedLocally, &j.TokensIn, &j.TokensOut, &j.TokensCached,
-		&j.CostUSD, &j.CreatedAt, &startedAt, &finishedAt, &wall, &j.Deliveries)
+		&j.CostUSD, &j.CreatedAt, &startedAt, &finishedAt, &wall, &j.Deliveries, &j.Run)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, fmt.Errorf("get job %s: %w", id, ErrNotFound)
 	}
@@ -244,8 +247,8 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 		SELECT a.attempt_no, r.request::text, request_hash, raw, source, repairs::text, errors::text, class, valid,
 		       repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
 		       transport_retries, retry_classes::text, provider_status, provider_error, model, request_id, started_at
-		FROM attempts a JOIN attempt_requests r ON r.job_id = a.job_id AND r.attempt_no = a.attempt_no
-		WHERE a.job_id = $1 ORDER BY a.attempt_no`, id)
+		FROM attempts a JOIN attempt_requests r ON r.job_id = a.job_id AND r.run = a.run AND r.attempt_no = a.attempt_no
+		WHERE a.job_id = $1 AND a.run = $2 ORDER BY a.attempt_no`, id, j.Run)
 	if err != nil {
 		return nil, nil, fmt.Errorf("get attempts of job %s: %w", id, err)
 	}
@@ -501,7 +504,7 @@ func (s *Store) Counts(ctx context.Context, batch string) (Counts, error) {
 		           sum(a.tokens_cached) AS tcached,
 		           count(*) FILTER (WHERE a.system_sha256 IS NOT NULL AND NOT EXISTS (
 		               SELECT 1 FROM system_prompts p WHERE p.sha256 = a.system_sha256)) AS missing
-		    FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch = $1 GROUP BY a.job_id
+		    FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run WHERE j.batch = $1 GROUP BY a.job_id
 		)
 		SELECT count(*),
 		       count(*) FILTER (WHERE j.status <> 'queued'),

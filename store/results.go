@@ -94,6 +94,10 @@ type Result struct {
 	WallMS int64
 	// Deliveries is the JetStream delivery count of the finishing message.
 	Deliveries int
+	// Run is the batch run the result belongs to; 0 means 1. A result
+	// whose run is not the job's current run (the job was requeued since)
+	// does not win.
+	Run int
 	// AttemptRows are the attempts, written only if this result wins.
 	AttemptRows []Attempt
 	// Job, when set, is inserted first if the job has no row (a job published
@@ -197,9 +201,9 @@ const applyResultsSQL = `
 WITH r AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[],
                          $8::bool[], $9::bool[], $10::int8[], $11::int8[], $12::int8[], $13::float8[],
-                         $14::timestamptz[], $15::timestamptz[], $16::int8[], $17::int[])
+                         $14::timestamptz[], $15::timestamptz[], $16::int8[], $17::int[], $18::int[])
     AS r(id, status, value, error, final_class, attempts, calls, first_attempt_valid, repaired_locally,
-         tokens_in, tokens_out, tokens_cached, cost_usd, started_at, finished_at, wall_ms, deliveries)
+         tokens_in, tokens_out, tokens_cached, cost_usd, started_at, finished_at, wall_ms, deliveries, run)
 ), locked AS (
     SELECT j.id FROM jobs j WHERE j.id = ANY($1::text[]) AND j.status IS NOT DISTINCT FROM 'queued'
     ORDER BY j.id FOR UPDATE
@@ -211,7 +215,7 @@ WITH r AS (
         tokens_cached = r.tokens_cached, cost_usd = r.cost_usd, started_at = r.started_at,
         finished_at = coalesce(r.finished_at, now()), wall_ms = r.wall_ms, deliveries = r.deliveries
     FROM r
-    WHERE j.id = r.id AND j.status IS NOT DISTINCT FROM 'queued' AND (SELECT count(*) FROM locked) >= 0
+    WHERE j.id = r.id AND j.status IS NOT DISTINCT FROM 'queued' AND j.run = r.run AND (SELECT count(*) FROM locked) >= 0
     RETURNING j.id
 )
 SELECT id, true FROM upd
@@ -222,7 +226,7 @@ SELECT r.id, false FROM r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.
 // attemptRows.Values returns them.
 var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash", "raw", "source", "repairs", "errors",
 	"class", "valid", "repaired_locally", "finish_reason", "latency_ms", "tokens_in", "tokens_out", "tokens_cached",
-	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256"}
+	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256", "run"}
 
 // SaveResults stores final results in one transaction and reports, for each
 // result, whether this call set it (won[i]). It is idempotent:
@@ -386,7 +390,7 @@ func supersededBy(ctx context.Context, tx pgx.Tx, results []Result, losers []int
 		if f, ok := finals[r.JobID]; ok && f.deliveries == r.Deliveries && sameStart(f.started, r.StartedAt) {
 			continue // our own earlier commit
 		}
-		out = append(out, Interruption{JobID: r.JobID, Delivery: r.Deliveries, Reason: InterruptSuperseded, Attempts: r.AttemptRows})
+		out = append(out, Interruption{JobID: r.JobID, Run: r.Run, Delivery: r.Deliveries, Reason: InterruptSuperseded, Attempts: r.AttemptRows})
 	}
 	return out, nil
 }
@@ -458,19 +462,19 @@ func insertJobs(ctx context.Context, tx pgx.Tx, results []Result, idx []int) err
 // per SQL column, the shape unnest() takes: one statement carries any
 // number of rows.
 type jobColumns struct {
-	id, status, error, class    []string
-	value                       []*string
-	attempts, calls, deliveries []int32
+	id, status, error, class         []string
+	value                            []*string
+	attempts, calls, deliveries, run []int32
 	first, repaired             []bool
 	in, out, cached, wall       []int64
 	cost                        []float64
 	started, finished           []*time.Time
 }
 
-// args are applyResultsSQL's arguments, $1 to $17.
+// args are applyResultsSQL's arguments, $1 to $18.
 func (c *jobColumns) args() []any {
 	return []any{c.id, c.status, c.value, c.error, c.class, c.attempts, c.calls, c.first, c.repaired,
-		c.in, c.out, c.cached, c.cost, c.started, c.finished, c.wall, c.deliveries}
+		c.in, c.out, c.cached, c.cost, c.started, c.finished, c.wall, c.deliveries, c.run}
 }
 
 func (c *jobColumns) add(r Result) {
@@ -491,6 +495,7 @@ func (c *jobColumns) add(r Result) {
 	c.finished = append(c.finished, nullTime(r.FinishedAt))
 	c.wall = append(c.wall, r.WallMS)
 	c.deliveries = append(c.deliveries, int32(r.Deliveries))
+	c.run = append(c.run, int32(max(r.Run, 1)))
 }
 
 // attemptRows is a pgx.CopyFromSource over the attempts of the winning
@@ -506,6 +511,7 @@ type attemptRows struct {
 	cur     *Attempt
 	curJob  string
 	curNo   int32
+	curRun  int32
 	seen    map[int32]bool // attempt numbers of the current result
 }
 
@@ -531,7 +537,7 @@ func (s *attemptRows) Next() bool {
 			continue
 		}
 		s.seen[no] = true
-		s.cur, s.curJob, s.curNo = a, r.JobID, no
+		s.cur, s.curJob, s.curNo, s.curRun = a, r.JobID, no, int32(max(r.Run, 1))
 		return true
 	}
 	return false
@@ -550,6 +556,7 @@ func (s *attemptRows) Values() ([]any, error) {
 	if a.System != nil {
 		v[23] = a.System.sha
 	}
+	v[24] = s.curRun
 	return v, nil
 }
 

@@ -1,0 +1,386 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrOverBudget is returned by Reserve when a call would take the batch
+// past its spend cap.
+var ErrOverBudget = errors.New("batch spend cap reached")
+
+// RequeueParams chooses the jobs of a batch to run again.
+type RequeueParams struct {
+	// Batch names the batch; required.
+	Batch string
+	// Statuses are the final statuses to requeue; required.
+	Statuses []string
+	// Class, when set, keeps only jobs whose final class is Class.
+	Class string
+	// Settings are the settings of the new run (as batches.settings).
+	Settings json.RawMessage
+	// Request records what was asked for, for the batch_runs row.
+	Request json.RawMessage
+	// Provider, Model, Mode and Strategy, when set, replace the jobs' own.
+	Provider, Model, Mode, Strategy string
+	// DryRun counts the jobs without changing anything.
+	DryRun bool
+}
+
+// RequeueResult says what Requeue did.
+type RequeueResult struct {
+	// Run is the new run's number (the one it would be, with DryRun); 0
+	// when no job matched.
+	Run int
+	// Jobs counts the jobs requeued (or that would be), by their status.
+	Jobs map[string]int
+}
+
+// Total is the number of jobs requeued.
+func (r RequeueResult) Total() int {
+	n := 0
+	for _, v := range r.Jobs {
+		n += v
+	}
+	return n
+}
+
+// Requeue starts a new run of the batch with the jobs whose status (and
+// class) match: each keeps its outcome so far in job_runs, goes back to
+// 'queued' and unpublished in the new run, with the settings given, ready
+// for the caller to publish. Jobs without a prompt (messages rejected
+// before they could be read) are never requeued. Repeating the same call
+// finds no job left with those statuses until the new run has ended them.
+func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, error) {
+	res := RequeueResult{Jobs: map[string]int{}}
+	if p.Batch == "" || len(p.Statuses) == 0 {
+		return res, fmt.Errorf("requeue: %w: batch and statuses are required", ErrInvalid)
+	}
+	for _, st := range p.Statuses {
+		if !IsFinal(st) {
+			return res, fmt.Errorf("requeue: %w: %q is not a final status", ErrInvalid, st)
+		}
+	}
+	settings := string(p.Settings)
+	if len(p.Settings) == 0 || !json.Valid(p.Settings) {
+		return res, fmt.Errorf("requeue: %w: settings are not JSON", ErrInvalid)
+	}
+	request := "{}"
+	if len(p.Request) > 0 {
+		request = string(p.Request)
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// One requeue of a batch at a time.
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM batches WHERE name = $1 FOR UPDATE`, p.Batch).Scan(&exists); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("batch %s: %w", p.Batch, ErrNotFound)
+			}
+			return err
+		}
+		if err := tx.QueryRow(ctx, `
+			SELECT greatest(coalesce((SELECT max(run) FROM batch_runs WHERE batch = $1), 1),
+			                coalesce((SELECT max(run) FROM jobs WHERE batch = $1), 1)) + 1`, p.Batch).Scan(&res.Run); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT status, count(*) FROM jobs
+			WHERE batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''
+			GROUP BY status`, p.Batch, p.Statuses, p.Class)
+		if err != nil {
+			return err
+		}
+		var st string
+		var n int
+		if _, err := pgx.ForEachRow(rows, []any{&st, &n}, func() error { res.Jobs[st] = n; return nil }); err != nil {
+			return err
+		}
+		if res.Total() == 0 {
+			res.Run = 0
+			return nil
+		}
+		if p.DryRun {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO batch_runs (batch, run, settings, request, jobs) VALUES ($1, $2, $3::jsonb, $4::jsonb, $5)`,
+			p.Batch, res.Run, settings, request, res.Total()); err != nil {
+			return fmt.Errorf("record run: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO job_runs (job_id, run, status, provider, model, value, error, final_class, attempts, calls,
+				first_attempt_valid, repaired_locally, tokens_in, tokens_out, tokens_cached, cost_usd,
+				started_at, finished_at, deliveries)
+			SELECT id, run, status, provider, model, value, error, final_class, attempts, calls,
+				first_attempt_valid, repaired_locally, tokens_in, tokens_out, tokens_cached, cost_usd,
+				started_at, finished_at, deliveries
+			FROM jobs
+			WHERE batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''
+			ON CONFLICT (job_id, run) DO NOTHING`, p.Batch, p.Statuses, p.Class); err != nil {
+			return fmt.Errorf("keep the jobs' outcomes: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE jobs SET status = 'queued', run = $4, published = false, published_at = NULL,
+				value = NULL, error = '', final_class = '', payload = NULL, attempts = 0, calls = 0,
+				first_attempt_valid = false, repaired_locally = false, tokens_in = 0, tokens_out = 0,
+				tokens_cached = 0, cost_usd = 0, started_at = NULL, finished_at = NULL, wall_ms = NULL,
+				deliveries = 0,
+				provider = coalesce(nullif($5, ''), provider), model = coalesce(nullif($6, ''), model),
+				mode = coalesce(nullif($7, ''), mode), strategy = coalesce(nullif($8, ''), strategy)
+			WHERE batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''`,
+			p.Batch, p.Statuses, p.Class, res.Run, p.Provider, p.Model, p.Mode, p.Strategy); err != nil {
+			return fmt.Errorf("requeue jobs: %w", err)
+		}
+		// A cancelled batch whose jobs run again is not cancelled any more.
+		_, err = tx.Exec(ctx, `UPDATE batches SET cancelled_at = NULL WHERE name = $1`, p.Batch)
+		return err
+	})
+	if err != nil {
+		return RequeueResult{}, fmt.Errorf("requeue jobs of %s: %w", p.Batch, err)
+	}
+	return res, nil
+}
+
+// RunSettings returns the settings of each run of the batch after the
+// first (batch_runs), by run number; run 1 uses batches.settings.
+func (s *Store) RunSettings(ctx context.Context, batch string) (map[int]json.RawMessage, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT run, settings::text FROM batch_runs WHERE batch = $1`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("read runs of %s: %w", batch, err)
+	}
+	out := map[int]json.RawMessage{}
+	var run int
+	var settings string
+	if _, err := pgx.ForEachRow(rows, []any{&run, &settings}, func() error {
+		out[run] = json.RawMessage(settings)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read runs of %s: %w", batch, err)
+	}
+	return out, nil
+}
+
+// Cancel ends every job of the batch that is not final yet as 'cancelled'
+// and marks the batch cancelled; it returns how many jobs it ended. Jobs
+// in flight finish their call, and their result loses to the cancellation
+// (its calls are kept as superseded). It is safe to repeat.
+func (s *Store) Cancel(ctx context.Context, batch string) (int, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE batches SET cancelled_at = coalesce(cancelled_at, now()) WHERE name = $1`, batch)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("batch %s: %w", batch, ErrNotFound)
+		}
+		tag, err = tx.Exec(ctx, `
+			UPDATE jobs SET status = 'cancelled', error = 'cancelled by enqueue cancel', finished_at = now()
+			WHERE batch = $1 AND status = 'queued'`, batch)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cancel batch %s: %w", batch, err)
+	}
+	return int(n), nil
+}
+
+// Cap is a batch's spend cap. A nil field means no cap on that measure.
+type Cap struct {
+	// MaxCostUSD caps the estimated cost in US dollars.
+	MaxCostUSD *float64
+	// MaxTotalTokens caps input plus output tokens.
+	MaxTotalTokens *int64
+}
+
+// Capped reports whether c caps anything.
+func (c Cap) Capped() bool { return c.MaxCostUSD != nil || c.MaxTotalTokens != nil }
+
+// Spend is what a capped batch has spent and holds for calls in flight.
+type Spend struct {
+	Cap
+	// Tokens and CostUSD are charged so far; HeldTokens and HeldCostUSD
+	// are reserved by calls in flight.
+	Tokens, HeldTokens   int64
+	CostUSD, HeldCostUSD float64
+	// Calls counts the calls charged.
+	Calls int64
+}
+
+// SetCap sets (or, with a Cap capping nothing, removes) the batch's spend
+// cap. When a batch becomes capped, its spend counter starts from what the
+// ledger has recorded of it (final jobs and interrupted calls); calls in
+// flight at that moment are charged when they end.
+func (s *Store) SetCap(ctx context.Context, batch string, c Cap) error {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE batches SET max_cost_usd = $2, max_total_tokens = $3 WHERE name = $1`,
+			batch, c.MaxCostUSD, c.MaxTotalTokens)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("batch %s: %w", batch, ErrNotFound)
+		}
+		if !c.Capped() {
+			_, err := tx.Exec(ctx, `DELETE FROM spend_counters WHERE batch = $1`, batch)
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO spend_counters (batch, tokens, cost_usd, calls)
+			SELECT $1, coalesce(final_tokens_in + final_tokens_out + interrupted_tokens_in + interrupted_tokens_out, 0),
+			       coalesce(cost_usd, 0), 0
+			FROM (SELECT $1::text AS batch) b LEFT JOIN batch_spend s USING (batch)
+			ON CONFLICT (batch) DO NOTHING`, batch)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set cap of batch %s: %w", batch, err)
+	}
+	return nil
+}
+
+// BatchSpend returns the batch's cap and what it has spent; a batch
+// without a cap has zero Spend. ErrNotFound for no such batch.
+func (s *Store) BatchSpend(ctx context.Context, batch string) (Spend, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var sp Spend
+	err := s.pool.QueryRow(ctx, `
+		SELECT b.max_cost_usd::float8, b.max_total_tokens, coalesce(c.tokens, 0), coalesce(c.cost_usd, 0)::float8,
+		       coalesce(c.calls, 0),
+		       coalesce((SELECT sum(tokens) FROM spend_holds h WHERE h.batch = b.name AND h.expires_at > now()), 0)::int8,
+		       coalesce((SELECT sum(cost_usd) FROM spend_holds h WHERE h.batch = b.name AND h.expires_at > now()), 0)::float8
+		FROM batches b LEFT JOIN spend_counters c ON c.batch = b.name WHERE b.name = $1`, batch).Scan(
+		&sp.MaxCostUSD, &sp.MaxTotalTokens, &sp.Tokens, &sp.CostUSD, &sp.Calls, &sp.HeldTokens, &sp.HeldCostUSD)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Spend{}, fmt.Errorf("batch %s: %w", batch, ErrNotFound)
+	}
+	if err != nil {
+		return Spend{}, fmt.Errorf("read spend of batch %s: %w", batch, err)
+	}
+	return sp, nil
+}
+
+// Hold is a reservation of a capped batch's budget for one call.
+type Hold struct {
+	ID    int64
+	Batch string
+}
+
+// Reserve holds tokens and costUSD of the batch's budget for one call
+// about to be sent, until ttl passes (a worker that dies releases its holds
+// that way), and returns the hold; ErrOverBudget when what is spent, held
+// and asked would pass the cap. Holds of a batch are taken one at a time
+// (the batch row is locked), so workers together never reserve past the
+// cap. A batch without a cap returns a zero Hold and no error.
+func (s *Store) Reserve(ctx context.Context, batch string, tokens int64, costUSD float64, ttl time.Duration) (Hold, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var h Hold
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var c Cap
+		if err := tx.QueryRow(ctx, `SELECT max_cost_usd::float8, max_total_tokens FROM batches WHERE name = $1 FOR UPDATE`, batch).
+			Scan(&c.MaxCostUSD, &c.MaxTotalTokens); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("batch %s: %w", batch, ErrNotFound)
+			}
+			return err
+		}
+		if !c.Capped() {
+			return nil
+		}
+		var spentT, heldT int64
+		var spentC, heldC float64
+		if err := tx.QueryRow(ctx, `
+			SELECT coalesce((SELECT tokens FROM spend_counters WHERE batch = $1), 0),
+			       coalesce((SELECT cost_usd FROM spend_counters WHERE batch = $1), 0)::float8,
+			       coalesce((SELECT sum(tokens) FROM spend_holds WHERE batch = $1 AND expires_at > now()), 0)::int8,
+			       coalesce((SELECT sum(cost_usd) FROM spend_holds WHERE batch = $1 AND expires_at > now()), 0)::float8`,
+			batch).Scan(&spentT, &spentC, &heldT, &heldC); err != nil {
+			return err
+		}
+		if c.MaxTotalTokens != nil && spentT+heldT+tokens > *c.MaxTotalTokens {
+			return fmt.Errorf("%w: %d tokens spent and %d held of %d, this call needs about %d",
+				ErrOverBudget, spentT, heldT, *c.MaxTotalTokens, tokens)
+		}
+		if c.MaxCostUSD != nil && spentC+heldC+costUSD > *c.MaxCostUSD {
+			return fmt.Errorf("%w: $%.6f spent and $%.6f held of $%.6f, this call needs about $%.6f",
+				ErrOverBudget, spentC, heldC, *c.MaxCostUSD, costUSD)
+		}
+		h.Batch = batch
+		return tx.QueryRow(ctx, `
+			INSERT INTO spend_holds (batch, tokens, cost_usd, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+			RETURNING id`, batch, tokens, costUSD, ttl.Seconds()).Scan(&h.ID)
+	})
+	if err != nil {
+		if errors.Is(err, ErrOverBudget) {
+			return Hold{}, fmt.Errorf("batch %s: %w", batch, err)
+		}
+		return Hold{}, fmt.Errorf("reserve budget of batch %s: %w", batch, err)
+	}
+	return h, nil
+}
+
+// Charge releases a hold and charges the call's real use to the batch. A
+// zero Hold (an uncapped batch) does nothing.
+func (s *Store) Charge(ctx context.Context, h Hold, tokens int64, costUSD float64) error {
+	if h.ID == 0 {
+		return nil
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	b := &pgx.Batch{}
+	b.Queue(`DELETE FROM spend_holds WHERE id = $1`, h.ID)
+	b.Queue(`
+		INSERT INTO spend_counters (batch, tokens, cost_usd, calls) VALUES ($1, $2, $3, 1)
+		ON CONFLICT (batch) DO UPDATE SET tokens = spend_counters.tokens + EXCLUDED.tokens,
+			cost_usd = spend_counters.cost_usd + EXCLUDED.cost_usd, calls = spend_counters.calls + 1`,
+		h.Batch, tokens, costUSD)
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+	})
+	if err != nil {
+		return fmt.Errorf("charge batch %s: %w", h.Batch, err)
+	}
+	return nil
+}
+
+// BatchCaps returns the caps of the named batches that have one.
+func (s *Store) BatchCaps(ctx context.Context, batches []string) (map[string]Cap, error) {
+	out := map[string]Cap{}
+	if len(batches) == 0 {
+		return out, nil
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT name, max_cost_usd::float8, max_total_tokens FROM batches
+		WHERE name = ANY($1) AND (max_cost_usd IS NOT NULL OR max_total_tokens IS NOT NULL)`, slices.Compact(batches))
+	if err != nil {
+		return nil, fmt.Errorf("read batch caps: %w", err)
+	}
+	var name string
+	var c Cap
+	if _, err := pgx.ForEachRow(rows, []any{&name, &c.MaxCostUSD, &c.MaxTotalTokens}, func() error {
+		out[name] = c
+		c = Cap{}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read batch caps: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,161 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+func TestRequeue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := setup(t, "rq", 4)
+	// 1 valid, 2 invalid (one syntax, one shape), 1 still queued.
+	results := []store.Result{
+		result(jobID("rq", 1), "a", ""),
+		result(jobID("rq", 2), "b", "syntax", "syntax"),
+		result(jobID("rq", 3), "c", "shape"),
+	}
+	if _, err := s.SaveResults(ctx, results); err != nil {
+		t.Fatal(err)
+	}
+	p := store.RequeueParams{Batch: "rq", Statuses: []string{store.StatusInvalid}, Class: "syntax",
+		Settings: json.RawMessage(`{"model":"other"}`), Model: "other"}
+	dry := p
+	dry.DryRun = true
+	res, err := s.Requeue(ctx, dry)
+	if err != nil || res.Total() != 1 || res.Run != 2 {
+		t.Fatalf("dry run: %+v %v; want 1 job for run 2", res, err)
+	}
+	if j, _, _ := s.Job(ctx, jobID("rq", 2)); j.Status != store.StatusInvalid {
+		t.Fatalf("dry run changed the job: %s", j.Status)
+	}
+	res, err = s.Requeue(ctx, p)
+	if err != nil || res.Total() != 1 || res.Run != 2 {
+		t.Fatalf("requeue: %+v %v", res, err)
+	}
+	j, as, err := s.Job(ctx, jobID("rq", 2))
+	if err != nil || j.Status != store.StatusQueued || j.Run != 2 || j.Model != "other" || j.Published || len(as) != 0 || j.Attempts != 0 {
+		t.Fatalf("requeued job: %+v, %d attempts (%v)", j, len(as), err)
+	}
+	// Repeating it finds nothing to do.
+	if again, err := s.Requeue(ctx, p); err != nil || again.Total() != 0 {
+		t.Fatalf("second requeue: %+v %v", again, err)
+	}
+	// The first run's outcome and attempts stay; the new run can win.
+	var status string
+	var attempts int
+	if err := s.QueryRowForTest(ctx, `SELECT status, (SELECT count(*) FROM attempts WHERE job_id = $$rq-2$$ AND run = 1)
+		FROM job_runs WHERE job_id = 'rq-2' AND run = 1`, &status, &attempts); err != nil || status != store.StatusInvalid || attempts != 2 {
+		t.Fatalf("run 1 of rq-2: %s with %d attempts (%v); want invalid with 2", status, attempts, err)
+	}
+	stale := result(jobID("rq", 2), "stale", "")
+	if won, err := s.SaveResults(ctx, []store.Result{stale}); err != nil || won[0] {
+		t.Fatalf("a run-1 result after the requeue: won %v, %v; want it to lose", won, err)
+	}
+	fresh := result(jobID("rq", 2), "fresh", "")
+	fresh.Run = 2
+	if won, err := s.SaveResults(ctx, []store.Result{fresh}); err != nil || !won[0] {
+		t.Fatalf("the run-2 result: won %v, %v", won, err)
+	}
+	if j, as, _ := s.Job(ctx, jobID("rq", 2)); j.Status != store.StatusValid || j.Run != 2 || len(as) != 1 {
+		t.Fatalf("after run 2: %s run %d with %d attempts", j.Status, j.Run, len(as))
+	}
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "nope", Statuses: []string{"invalid"}, Settings: json.RawMessage(`{}`)}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("requeue of no batch: %v", err)
+	}
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "rq", Statuses: []string{"queued"}, Settings: json.RawMessage(`{}`)}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("requeue of queued jobs: %v", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := setup(t, "cx", 3)
+	if _, err := s.SaveResults(ctx, []store.Result{result(jobID("cx", 1), "a", "")}); err != nil {
+		t.Fatal(err)
+	}
+	for want := range []int{2, 0} {
+		n, err := s.Cancel(ctx, "cx")
+		if err != nil || n != []int{2, 0}[want] {
+			t.Fatalf("cancel %d: %d jobs, %v", want, n, err)
+		}
+	}
+	p, _ := s.Progress(ctx, "cx")
+	if p.Valid != 1 || p.Queued != 0 || !p.Done() {
+		t.Errorf("after cancel: %+v", p)
+	}
+	if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("cancel of no batch: %v", err)
+	}
+}
+
+// Many reservers at once never hold past the cap; charges count; a hold
+// expires when its worker died.
+func TestSpendCap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := setup(t, "cap", 1)
+	if h, err := s.Reserve(ctx, "cap", 1000, 1, time.Minute); err != nil || h.ID != 0 {
+		t.Fatalf("uncapped reserve: %+v %v", h, err)
+	}
+	max := int64(1000)
+	if err := s.SetCap(ctx, "cap", store.Cap{MaxTotalTokens: &max}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var holds []store.Hold
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := s.Reserve(ctx, "cap", 150, 0, time.Minute)
+			if err != nil && !errors.Is(err, store.ErrOverBudget) {
+				t.Error(err)
+			}
+			if err == nil {
+				mu.Lock()
+				holds = append(holds, h)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(holds) != 6 {
+		t.Fatalf("%d holds of 150 granted under a cap of 1000, want 6", len(holds))
+	}
+	for _, h := range holds[:3] {
+		if err := s.Charge(ctx, h, 100, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp, err := s.BatchSpend(ctx, "cap")
+	if err != nil || sp.Tokens != 300 || sp.HeldTokens != 450 || sp.Calls != 3 {
+		t.Fatalf("spend %+v %v; want 300 charged, 450 held, 3 calls", sp, err)
+	}
+	// A hold that expires frees its room.
+	if _, err := s.Reserve(ctx, "cap", 300, 0, time.Minute); !errors.Is(err, store.ErrOverBudget) {
+		t.Fatalf("reserve past the cap: %v", err)
+	}
+	h, err := s.Reserve(ctx, "cap", 200, 0, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := s.Reserve(ctx, "cap", 250, 0, time.Minute); err != nil {
+		t.Fatalf("the expired hold %d still counts: %v", h.ID, err)
+	}
+	if err := s.SetCap(ctx, "cap", store.Cap{}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.Reserve(ctx, "cap", 1<<40, 0, time.Minute); err != nil || h.ID != 0 {
+		t.Fatalf("reserve after the cap was removed: %+v %v", h, err)
+	}
+}
