@@ -465,10 +465,10 @@ type jobColumns struct {
 	id, status, error, class         []string
 	value                            []*string
 	attempts, calls, deliveries, run []int32
-	first, repaired             []bool
-	in, out, cached, wall       []int64
-	cost                        []float64
-	started, finished           []*time.Time
+	first, repaired                  []bool
+	in, out, cached, wall            []int64
+	cost                             []float64
+	started, finished                []*time.Time
 }
 
 // args are applyResultsSQL's arguments, $1 to $18.
