@@ -660,20 +660,20 @@ func (g *satGraph) eval(i int, why *cause) kinds {
 		if len(alt.list) == 0 {
 			continue
 		}
-		var any kinds
+		var union kinds
 		for _, a := range alt.list {
-			any |= g.tk(a)
+			union |= g.tk(a)
 		}
 		only := noSchema
 		if len(alt.list) == 1 {
 			only = alt.list[0]
 		}
 		loc := n.loc + "/" + alt.keyword
-		if !cut(any, loc, alt.keyword, only, false, func() string {
-			if any == 0 {
+		if !cut(union, loc, alt.keyword, only, false, func() string {
+			if union == 0 {
 				return "no " + alt.keyword + " branch can be satisfied"
 			}
-			return fmt.Sprintf("the %s branches allow only %s, which the rest of %s does not allow (%s)", alt.keyword, any, display(n.loc), k)
+			return fmt.Sprintf("the %s branches allow only %s, which the rest of %s does not allow (%s)", alt.keyword, union, display(n.loc), k)
 		}) {
 			return 0
 		}
@@ -959,11 +959,11 @@ func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) kinds {
 		k &= g.universalKinds(a, depth+1)
 	}
 	if len(s.AnyOf) > 0 {
-		var any kinds
+		var union kinds
 		for _, a := range s.AnyOf {
-			any |= g.universalKinds(a, depth+1)
+			union |= g.universalKinds(a, depth+1)
 		}
-		k &= any
+		k &= union
 	}
 	switch len(s.OneOf) {
 	case 0:
