@@ -45,7 +45,50 @@ type EnqueueLedger interface {
 	MarkPublished(ctx context.Context, ids []string) error
 	Unpublished(ctx context.Context, batch string, limit int) ([]store.NewJob, error)
 	PublishedQueued(ctx context.Context, batch, after string, limit int) ([]store.NewJob, error)
+	RunSettings(ctx context.Context, batch string) (map[int]json.RawMessage, error)
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
+}
+
+// runBases gives the envelope of each run of a batch: run 1 from the
+// batch's settings, later runs (enqueue requeue) from theirs, read once.
+type runBases struct {
+	ctx    context.Context
+	ledger EnqueueLedger
+	batch  string
+	first  Envelope
+	later  map[int]Envelope
+}
+
+func newRunBases(ctx context.Context, ledger EnqueueLedger, batch string, first Envelope) *runBases {
+	return &runBases{ctx: ctx, ledger: ledger, batch: batch, first: first}
+}
+
+func (r *runBases) base(run int) (Envelope, error) {
+	if run <= 1 {
+		return r.first, nil
+	}
+	if r.later == nil {
+		raw, err := r.ledger.RunSettings(r.ctx, r.batch)
+		if err != nil {
+			return Envelope{}, err
+		}
+		r.later = map[int]Envelope{}
+		for n, js := range raw {
+			var s BatchSettings
+			if err := json.Unmarshal(js, &s); err != nil {
+				return Envelope{}, fmt.Errorf("batch %s run %d settings: %w", r.batch, n, err)
+			}
+			s.Limits = s.Limits.WithDefaults()
+			env := s.envelope(r.batch)
+			env.Run = n
+			r.later[n] = env
+		}
+	}
+	env, ok := r.later[run]
+	if !ok {
+		return Envelope{}, fmt.Errorf("batch %s: no settings recorded for run %d", r.batch, run)
+	}
+	return env, nil
 }
 
 var _ EnqueueLedger = (*store.Store)(nil)
@@ -182,7 +225,13 @@ func (c *EnqueueConfig) validate() error {
 	if !slices.Contains(knownProviders, c.Provider) {
 		return fmt.Errorf("%w: enqueue: provider %q is not one of %s", ErrBadConfig, c.Provider, strings.Join(knownProviders, ", "))
 	}
-	if _, err := validate.Compile(c.Schema); err != nil {
+	sch, err := validate.Compile(c.Schema)
+	if err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
+	}
+	// A schema no value satisfies would be paid for MaxAttempts times per
+	// row and never be valid.
+	if err := sch.Satisfiable(); err != nil {
 		return fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
 	}
 	if c.MaxBadRows < -1 {
@@ -426,18 +475,18 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, c
 		return err
 	}
 	prog.Phase = PhasePublish
-	base := settings.envelope(cfg.Batch)
-	if err := publishUnpublished(ctx, js, ledger, cfg, base, prog); err != nil {
+	bases := newRunBases(ctx, ledger, cfg.Batch, settings.envelope(cfg.Batch))
+	if err := publishUnpublished(ctx, js, ledger, cfg, bases, prog); err != nil {
 		return err
 	}
-	return republishLost(ctx, js, stream, ledger, cfg, base, prog)
+	return republishLost(ctx, js, stream, ledger, cfg, bases, prog)
 }
 
 // republishLost publishes again the jobs the ledger says are published and
 // still queued but the stream does not hold: its data directory was lost,
 // or it was purged. A job finished meanwhile is acked unpaid by the worker
 // that gets it, so a job published twice costs nothing.
-func republishLost(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, ledger EnqueueLedger, cfg EnqueueConfig, base Envelope, prog *EnqueueProgress) error {
+func republishLost(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, ledger EnqueueLedger, cfg EnqueueConfig, bases *runBases, prog *EnqueueProgress) error {
 	held, err := heldJobs(ctx, stream, cfg.Queue.WithDefaults().Subject, cfg.Batch)
 	if err != nil {
 		return err
@@ -452,8 +501,12 @@ func republishLost(ctx context.Context, js jetstream.JetStream, stream jetstream
 			return nil
 		}
 		for i := range jobs {
-			if held[jobs[i].ID] {
+			if held[jobs[i].ID] == max(jobs[i].Run, 1) {
 				continue
+			}
+			base, err := bases.base(jobs[i].Run)
+			if err != nil {
+				return err
 			}
 			env := jobEnvelope(base, &jobs[i])
 			if err := republish(ctx, js, cfg.Queue, &env); err != nil {
@@ -468,12 +521,12 @@ func republishLost(ctx context.Context, js jetstream.JetStream, stream jetstream
 	}
 }
 
-// heldJobs returns the ids of batch's jobs the stream holds, reading every
-// message it holds on subject (headers and body) one request at a time: a
-// work-queue stream allows no second consumer to scan it with. Only
-// enqueue --resume calls it.
-func heldJobs(ctx context.Context, stream jetstream.Stream, subject, batch string) (map[string]bool, error) {
-	held := map[string]bool{}
+// heldJobs returns the jobs of batch the stream holds a message for, with
+// the run of that message, reading every message it holds on subject
+// (headers and body) one request at a time: a work-queue stream allows no
+// second consumer to scan it with. Only enqueue --resume calls it.
+func heldJobs(ctx context.Context, stream jetstream.Stream, subject, batch string) (map[string]int, error) {
+	held := map[string]int{}
 	info, err := stream.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read stream info: %w", err)
@@ -494,12 +547,17 @@ func heldJobs(ctx context.Context, stream jetstream.Stream, subject, batch strin
 		if hb := m.Header.Get(BatchHeader); hb != "" && hb != wantBatch {
 			continue
 		}
-		if id, ok := JobIDFromMsgID(m.Header.Get(jetstream.MsgIDHeader)); ok && id != "" {
-			held[id] = true
-			continue
+		id, run := "", 1
+		if env, _ := DecodeEnvelope(m.Data); env != nil && env.JobID != "" {
+			if env.Batch != batch {
+				continue
+			}
+			id, run = env.JobID, env.RunOrFirst()
+		} else if hid, ok := JobIDFromMsgID(m.Header.Get(jetstream.MsgIDHeader)); ok {
+			id = hid
 		}
-		if env, err := DecodeEnvelope(m.Data); env != nil && env.JobID != "" && (err == nil || env.Batch == batch) {
-			held[env.JobID] = true
+		if id != "" && run > held[id] {
+			held[id] = run
 		}
 	}
 	return held, nil
@@ -651,7 +709,7 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger E
 		prog.Existing += len(chunk) - n
 		// Publish what the ledger holds unpublished: this chunk's new jobs,
 		// and any left by an interrupted run.
-		if err := publishUnpublished(ctx, js, ledger, *r.cfg, r.base, prog); err != nil {
+		if err := publishUnpublished(ctx, js, ledger, *r.cfg, newRunBases(ctx, ledger, r.cfg.Batch, r.base), prog); err != nil {
 			return err
 		}
 		chunk = chunk[:0]
@@ -693,7 +751,7 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger E
 // publishUnpublished publishes every job of the batch the ledger holds as
 // recorded but not published. A job the queue refuses for its size is
 // recorded rejected with the reason, so it never blocks a later run.
-func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, cfg EnqueueConfig, base Envelope, prog *EnqueueProgress) error {
+func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, cfg EnqueueConfig, bases *runBases, prog *EnqueueProgress) error {
 	for {
 		jobs, err := ledger.Unpublished(ctx, cfg.Batch, cfg.Chunk)
 		if err != nil {
@@ -704,6 +762,10 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Enqu
 		}
 		ids := make([]string, 0, len(jobs))
 		for i := range jobs {
+			base, err := bases.base(jobs[i].Run)
+			if err != nil {
+				return err
+			}
 			env := jobEnvelope(base, &jobs[i])
 			dup, err := Publish(ctx, js, cfg.Queue, &env)
 			if errors.Is(err, ErrBadJob) {
@@ -743,6 +805,9 @@ func jobEnvelope(base Envelope, job *store.NewJob) Envelope {
 	env.Mode = cmp.Or(llm.Mode(job.Mode), base.Mode)
 	if job.Strategy != "" {
 		env.Limits.Strategy = Strategy(job.Strategy)
+	}
+	if job.Run > 1 {
+		env.Run = job.Run
 	}
 	return env
 }

@@ -304,6 +304,7 @@ func TestEnqueueRefusesBadSettings(t *testing.T) {
 		{"strategy", func(c *pipeline.EnqueueConfig) { c.Limits.Strategy = "retry" }, pipeline.ErrBadConfig},
 		{"template", func(c *pipeline.EnqueueConfig) { c.Template = "Hello {{.text" }, pipeline.ErrBadTemplate},
 		{"schema", func(c *pipeline.EnqueueConfig) { c.Schema = []byte(`{"type": 1}`) }, pipeline.ErrBadSchema},
+		{"unsatisfiable schema", func(c *pipeline.EnqueueConfig) { c.Schema = []byte(`{"$ref": "#"}`) }, pipeline.ErrBadSchema},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			batch := "refuse-" + tc.name
@@ -376,4 +377,35 @@ func TestWorkerOnTheWrongLedger(t *testing.T) {
 	h.waitDone("b", n, 30*time.Second)
 	rw2.stop(t, 20*time.Second)
 	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+}
+
+// recursiveSchema cycles through items to a node that also has properties:
+// describing it for the prompt used to overflow the stack and kill every
+// worker that pulled such a job (issue 13, finding 1).
+const recursiveSchema = `{"$defs":{"node":{"type":["object","array"],"properties":{"name":{"type":"string"}},"items":{"$ref":"#/$defs/node"}}},"$ref":"#/$defs/node"}`
+
+// A batch with a recursive schema runs to the end: every job final, the
+// worker alive, in each wire mode.
+func TestRecursiveSchemaBatch(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	for _, mode := range []llm.Mode{llm.ModePrompt, llm.ModeJSONSchema, llm.ModeTool} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessConfig{Sim: typical(t, 3)})
+			cfg := h.enqueueConfig("rec")
+			cfg.Schema, cfg.Mode = []byte(recursiveSchema), mode
+			if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+				t.Fatal(err)
+			}
+			rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+			h.waitDone("rec", n, 60*time.Second)
+			if err := rw.stop(t, 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if p := h.progress("rec"); p.Valid == 0 {
+				t.Errorf("no job valid under the recursive schema: %+v", p)
+			}
+		})
+	}
 }

@@ -30,8 +30,17 @@ type Envelope struct {
 	MaxTokens  int             `json:"max_tokens,omitempty"`
 	Temp       *float64        `json:"temperature,omitempty"`
 	Limits     Limits          `json:"limits"`
-	Metadata   json.RawMessage `json:"metadata,omitempty"`
+	// Run is the batch run the job is in (enqueue requeue starts run 2,
+	// 3, ...); 0 means 1. A message of an earlier run than the job's is
+	// acked unrun.
+	Run int `json:"run,omitempty"`
+	// Metadata was the input row. Enqueue no longer sends it (the ledger
+	// has it); it is read from messages of older versions.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
+
+// RunOrFirst is the envelope's run, 1 when unset.
+func (e *Envelope) RunOrFirst() int { return max(e.Run, 1) }
 
 // DecodeEnvelope parses and checks a job message. Every error matches
 // ErrBadJob and names what is wrong.

@@ -129,6 +129,11 @@ const (
 	StatusFailed   Status = "failed"   // a permanent provider error or a budget
 	StatusRejected Status = "rejected" // a bad job, never run
 	StatusDead     Status = "dead"     // delivered MaxDeliver times without a final result
+	// StatusCancelled: enqueue cancel ended the job before it was done.
+	StatusCancelled Status = "cancelled"
+	// StatusOverBudget: the batch's spend cap was reached before the job
+	// was done; raising the cap and requeueing runs it again.
+	StatusOverBudget Status = "over_budget"
 )
 
 // Attempt class outcomes beyond validate's classes.

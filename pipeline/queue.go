@@ -238,11 +238,18 @@ func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, 
 	return context.WithTimeout(ctx, d)
 }
 
-// Publish puts one job on the queue with MsgID(job id) as Nats-Msg-Id, so
-// a job published twice inside the duplicates window is stored once.
+// Publish puts one job on the queue with MsgID(job id) as Nats-Msg-Id
+// (plus the run, after the first), so a job published twice inside the
+// duplicates window is stored once.
 // duplicate reports that the server dropped it as such.
 func Publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope) (duplicate bool, err error) {
-	return publish(ctx, js, cfg, env, MsgID(env.JobID))
+	id := MsgID(env.JobID)
+	if env.Run > 1 {
+		// A requeued job's message must not be taken for its first run's
+		// within the duplicates window.
+		id += republishMark + "run" + strconv.Itoa(env.Run)
+	}
+	return publish(ctx, js, cfg, env, id)
 }
 
 // republish puts a job on the queue again under a message id of its own,

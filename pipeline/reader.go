@@ -38,6 +38,8 @@ type jobState struct {
 	known bool
 	// final reports that the row is final: the job is done.
 	final bool
+	// run is the batch run the job is in.
+	run int
 }
 
 // statusQueriesMax is how many status queries may run at once.
@@ -110,10 +112,10 @@ func (r *statusReader) query(reqs []statusReq) {
 		ids[i] = q.id
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	statuses, err := r.ledger.Statuses(ctx, ids)
+	states, err := r.ledger.JobStates(ctx, ids)
 	cancel()
 	for _, q := range reqs {
-		st, ok := statuses[q.id]
-		q.done <- statusResp{state: jobState{known: ok, final: ok && store.IsFinal(st)}, err: err}
+		st, ok := states[q.id]
+		q.done <- statusResp{state: jobState{known: ok, final: ok && store.IsFinal(st.Status), run: st.Run}, err: err}
 	}
 }

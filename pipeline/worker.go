@@ -46,7 +46,7 @@ const (
 // Ledger is what the worker needs from the Postgres ledger. *store.Store
 // satisfies it.
 type Ledger interface {
-	Statuses(ctx context.Context, ids []string) (map[string]string, error)
+	JobStates(ctx context.Context, ids []string) (map[string]store.JobState, error)
 	Schema(ctx context.Context, hash string) ([]byte, error)
 	SaveResults(ctx context.Context, results []store.Result) ([]bool, error)
 	SaveInterrupted(ctx context.Context, ins []store.Interruption) error
@@ -601,6 +601,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		w.reject(ctx, msg, env, store.StatusRejected, decodeErr)
 		return
 	}
+	if state.run != env.RunOrFirst() {
+		// A message of another run than the job's: the job was requeued
+		// since (its new run has its own message), so this one is done.
+		log.InfoContext(ctx, "worker: message of an earlier run, acked unrun", slog.Int("message_run", env.RunOrFirst()),
+			slog.Int("job_run", state.run))
+		w.ack(ctx, msg, "skip")
+		return
+	}
 	if state.final {
 		w.ack(ctx, msg, "skip")
 		return
@@ -720,7 +728,7 @@ func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *Envelope,
 // saveInterrupted records the calls of a delivery that ended without a
 // result. A failure is logged: the job is handed back either way.
 func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered int, res *Result, reason string) {
-	in := store.Interruption{JobID: env.JobID, Delivery: delivered, Reason: reason}
+	in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered, Reason: reason}
 	prices := w.prices()
 	for i := range res.Attempts {
 		a := toStoreAttempt(&res.Attempts[i])
@@ -1070,7 +1078,7 @@ func (w *Worker) handleDead(ctx context.Context, stream jetstream.Stream, m jets
 	if env != nil && env.JobID != "" {
 		// A job this ledger never recorded belongs to another ledger's
 		// workers: leave the advisory to them.
-		st, err := w.ledger.Statuses(ctx, []string{id})
+		st, err := w.ledger.JobStates(ctx, []string{id})
 		if err != nil {
 			_ = m.NakWithDelay(time.Second)
 			return
@@ -1105,6 +1113,7 @@ func toStoreResult(res *Result, env *Envelope, delivered int) store.Result {
 		FinishedAt: res.StartedAt.Add(res.Wall), WallMS: res.Wall.Milliseconds(), Deliveries: delivered,
 	}
 	if env != nil {
+		r.Run = env.RunOrFirst()
 		r.Job = &store.NewJob{ID: env.JobID, Batch: env.Batch, RowNo: env.RowNo, SchemaHash: env.SchemaHash,
 			Prompt: env.Prompt, Provider: env.Provider, Model: env.Model, Mode: string(env.Mode),
 			Strategy: string(env.Limits.WithDefaults().Strategy), Metadata: env.Metadata}

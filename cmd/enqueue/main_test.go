@@ -88,6 +88,8 @@ func TestEnqueueExitStatus(t *testing.T) {
 		{"unknown strategy", append(w.args("t4", "--strategy", "retry"), data), "", 2, "strategy"},
 		{"template parse error", append([]string{"--batch", "t5", "--schema", w.file("s.json", testSchema),
 			"--template", w.file("t.txt", "Hello {{.text"), "--model", "m"}, data), "", 2, "template"},
+		{"unsatisfiable schema", append([]string{"--batch", "t6", "--schema", w.file("s.json", `{"$ref":"#"}`),
+			"--template", w.file("t.txt", "x {{.text}}"), "--model", "m"}, data), "", 2, "no value satisfies"},
 		{"resume with settings", []string{"--batch", "t7", "--resume", "--model", "other"}, "", 2, "--model"},
 		{"resume of no batch", []string{"--batch", "t8", "--resume"}, "", 1, "no such batch"},
 		{"bad rows", append(w.args("t9"), "-", "--format", "jsonl"), `{"id":"a","text":"x"}` + "\nnope\n", 1, "line 2"},
