@@ -17,19 +17,19 @@ const EnvelopeVersion = 1
 // by its content hash (schemas are stored once in Postgres), and the worker's
 // own configuration decides base URLs and keys, never the message.
 type Envelope struct {
-	V          int             `json:"v"`
-	JobID      string          `json:"job_id"`
-	Batch      string          `json:"batch"`
-	RowNo      int             `json:"row_no"`
-	System     string          `json:"system,omitempty"`
-	Prompt     string          `json:"prompt"`
-	SchemaHash string          `json:"schema_hash"`
-	Provider   string          `json:"provider"`
-	Model      string          `json:"model"`
-	Mode       llm.Mode        `json:"mode"`
-	MaxTokens  int             `json:"max_tokens,omitempty"`
-	Temp       *float64        `json:"temperature,omitempty"`
-	Limits     Limits          `json:"limits"`
+	V          int      `json:"v"`
+	JobID      string   `json:"job_id"`
+	Batch      string   `json:"batch"`
+	RowNo      int      `json:"row_no"`
+	System     string   `json:"system,omitempty"`
+	Prompt     string   `json:"prompt"`
+	SchemaHash string   `json:"schema_hash"`
+	Provider   string   `json:"provider"`
+	Model      string   `json:"model"`
+	Mode       llm.Mode `json:"mode"`
+	MaxTokens  int      `json:"max_tokens,omitempty"`
+	Temp       *float64 `json:"temperature,omitempty"`
+	Limits     Limits   `json:"limits"`
 	// Run is the batch run the job is in (enqueue requeue starts run 2,
 	// 3, ...); 0 means 1. A message of an earlier run than the job's is
 	// acked unrun.
