@@ -47,6 +47,8 @@ type EnqueueLedger interface {
 	PublishedQueued(ctx context.Context, batch, after string, limit int) ([]store.NewJob, error)
 	RunSettings(ctx context.Context, batch string) (map[int]json.RawMessage, error)
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
+	SetCap(ctx context.Context, batch string, c store.Cap) error
+	BatchSpend(ctx context.Context, batch string) (store.Spend, error)
 }
 
 // runBases gives the envelope of each run of a batch: run 1 from the
@@ -118,6 +120,9 @@ type EnqueueConfig struct {
 	MaxTokens int
 	Temp      *float64
 	Limits    Limits
+	// Cap is the batch's spend cap, set when the batch is created; a
+	// re-run must give the same (enqueue cap changes it).
+	Cap store.Cap
 	// MaxBadRows is how many bad rows may be reported and skipped; with
 	// more, nothing of the run is recorded or published. 0 allows none, -1
 	// any number.
@@ -324,6 +329,31 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	return out
 }
 
+// capDiff says how the cap asked for differs from the batch's, "" when
+// it does not.
+func capDiff(was, now store.Cap) string {
+	f := func(p *float64) string {
+		if p == nil {
+			return "none"
+		}
+		return fmt.Sprintf("$%g", *p)
+	}
+	i := func(p *int64) string {
+		if p == nil {
+			return "none"
+		}
+		return fmt.Sprint(*p)
+	}
+	var d []string
+	if f(was.MaxCostUSD) != f(now.MaxCostUSD) {
+		d = append(d, fmt.Sprintf("max cost: recorded %s, now %s", f(was.MaxCostUSD), f(now.MaxCostUSD)))
+	}
+	if i(was.MaxTotalTokens) != i(now.MaxTotalTokens) {
+		d = append(d, fmt.Sprintf("max total tokens: recorded %s, now %s", i(was.MaxTotalTokens), i(now.MaxTotalTokens)))
+	}
+	return strings.Join(d, "; ")
+}
+
 func hashText(s string) string {
 	if s == "" {
 		return ""
@@ -414,6 +444,20 @@ func Enqueue(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, 
 	created, b, err := ledger.CreateBatch(ctx, params)
 	if err != nil {
 		return prog, err
+	}
+	if created && cfg.Cap.Capped() {
+		if err := ledger.SetCap(ctx, cfg.Batch, cfg.Cap); err != nil {
+			return prog, err
+		}
+	}
+	if !created && cfg.Cap.Capped() {
+		sp, err := ledger.BatchSpend(ctx, cfg.Batch)
+		if err != nil {
+			return prog, err
+		}
+		if d := capDiff(sp.Cap, cfg.Cap); d != "" {
+			return prog, fmt.Errorf("%w: %w: batch %s: %s (change a cap with enqueue cap)", ErrBadConfig, ErrSettingsChanged, cfg.Batch, d)
+		}
 	}
 	if !created {
 		was, err := ParseBatchSettings(b)

@@ -18,3 +18,8 @@ var ErrTransient = errors.New("transient failure")
 // someone raises the limit, so the worker pauses pulling and delays the job
 // instead of burning its deliveries.
 var ErrQuotaExhausted = errors.New("provider quota exhausted")
+
+// ErrOverBudget is matched when a job's batch reached its spend cap before
+// the job was done: the job ends over_budget, not failed. Raising the cap
+// and requeueing runs it again.
+var ErrOverBudget = errors.New("batch spend cap reached")

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -117,6 +118,12 @@ type Job struct {
 	// MaxTokens caps output tokens per call. Defaults to 1024.
 	MaxTokens int
 	Limits    Limits
+	// GateFunc, when set, is asked before each provider call. It returns
+	// a release func the loop calls with the call's outcome, or an error:
+	// one matching ErrOverBudget ends the job over_budget without the
+	// call; another (ErrTransient) stops the loop to be run again later.
+	// The worker uses it to hold a capped batch's budget for each call.
+	GateFunc func(ctx context.Context, req *llm.Request) (release func(*llm.Response, error), err error)
 }
 
 // Status is a job's final status in the ledger.

@@ -195,9 +195,27 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 				break
 			}
 		}
+		var release func(*llm.Response, error)
+		if job.GateFunc != nil {
+			rel, err := job.GateFunc(ctx, &req)
+			if errors.Is(err, ErrOverBudget) {
+				res.Status = StatusOverBudget
+				res.Class = OutcomeBudget
+				res.Error = err.Error()
+				break
+			}
+			if err != nil {
+				l.finish(res, job)
+				return res, err
+			}
+			release = rel
+		}
 		a := Attempt{No: n, StartedAt: l.cfg.NowFunc()}
 		l.recordRequest(&a, system, &req)
 		resp, err := l.client.Complete(ctx, req)
+		if release != nil {
+			release(resp, err)
+		}
 		if err != nil {
 			var perr *llm.Error
 			a.Class = OutcomeProvider

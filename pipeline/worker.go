@@ -51,6 +51,11 @@ type Ledger interface {
 	SaveResults(ctx context.Context, results []store.Result) ([]bool, error)
 	SaveInterrupted(ctx context.Context, ins []store.Interruption) error
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
+	// The spend caps: each call of a capped batch holds its estimate
+	// before it is sent and is charged after.
+	BatchCaps(ctx context.Context, batches []string) (map[string]store.Cap, error)
+	Reserve(ctx context.Context, batch string, tokens int64, costUSD float64, ttl time.Duration) (store.Hold, error)
+	Charge(ctx context.Context, h store.Hold, tokens int64, costUSD float64) error
 }
 
 var _ Ledger = (*store.Store)(nil)
@@ -179,6 +184,7 @@ type Worker struct {
 	finished   atomic.Int64 // messages acked, skipped or terminated
 	foreignLog sync.Map     // batch -> *foreignCount, for one error line a minute per batch
 	probing    atomic.Bool  // the last job seen was not in this ledger
+	caps       sync.Map     // batch -> *capEntry
 	foreignAt  atomic.Int64 // unix nanos of the last foreign job
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
@@ -633,6 +639,19 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	if w.cfg.BeforeJobFunc != nil {
 		w.cfg.BeforeJobFunc(env)
 	}
+	var capped bool
+	err = w.retryLedger(ctx, log, func() error {
+		var err error
+		capped, err = w.capped(ctx, env.Batch)
+		return err
+	})
+	if err != nil {
+		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", ErrTransient, err))
+		return
+	}
+	if capped {
+		job.GateFunc = w.budgetGate(env, log)
+	}
 	loop := w.loops[env.Provider]
 	res, err := loop.Run(ctx, job)
 	for holds := 0; errors.Is(err, ErrTransient); {
@@ -689,6 +708,85 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(0)
 	}
 	w.finish(ctx, msg, env, res)
+}
+
+// capEntry is a batch's cap as last read.
+type capEntry struct {
+	capped bool
+	read   time.Time
+}
+
+// capTTL is how long a batch's cap is trusted before it is read again: a
+// cap set while the batch runs takes effect within it.
+const capTTL = 2 * time.Second
+
+// capped reports whether the batch has a spend cap.
+func (w *Worker) capped(ctx context.Context, batch string) (bool, error) {
+	if v, ok := w.caps.Load(batch); ok {
+		if e := v.(*capEntry); time.Since(e.read) < capTTL {
+			return e.capped, nil
+		}
+	}
+	caps, err := w.ledger.BatchCaps(ctx, []string{batch})
+	if err != nil {
+		return false, err
+	}
+	_, capped := caps[batch]
+	w.caps.Store(batch, &capEntry{capped: capped, read: time.Now()})
+	return capped, nil
+}
+
+// Spend holds: how long a hold outlives a worker that died holding it,
+// and how long a call waits for the holds of calls in flight.
+const (
+	holdTTL         = 10 * time.Minute
+	budgetHeldWait  = 30 * time.Second
+	budgetHeldPause = 100 * time.Millisecond
+)
+
+// budgetGate holds a capped batch's budget for each call of the job: the
+// call's estimate (prompt bytes / 4 plus its output allowance, priced) is
+// reserved in the ledger before it is sent and its real use charged after,
+// so every worker of the cluster together stays under the cap. When only
+// the holds of calls in flight are in the way, the call waits for them.
+func (w *Worker) budgetGate(env *Envelope, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
+	prices := w.prices()
+	return func(ctx context.Context, req *llm.Request) (func(*llm.Response, error), error) {
+		out := req.MaxTokens
+		in := estimateTokens(req) - out
+		cost := prices.Cost(env.Model, in, out, 0)
+		var hold store.Hold
+		deadline := time.Now().Add(budgetHeldWait)
+		for {
+			var err error
+			hold, err = w.ledger.Reserve(ctx, env.Batch, int64(in+out), cost, holdTTL)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, store.ErrOverBudget) {
+				return nil, fmt.Errorf("%w: %w", ErrOverBudget, err)
+			}
+			if !errors.Is(err, store.ErrBudgetHeld) || time.Now().After(deadline) {
+				return nil, fmt.Errorf("%w: hold the batch's budget: %w", ErrTransient, err)
+			}
+			if !w.holdFor(ctx, budgetHeldPause) {
+				return nil, fmt.Errorf("%w: stopping while waiting for the batch's budget", ErrTransient)
+			}
+		}
+		return func(resp *llm.Response, _ error) {
+			var tokens int64
+			var spent float64
+			if resp != nil {
+				tokens = int64(resp.Usage.InputTokens + resp.Usage.OutputTokens)
+				spent = prices.Cost(cmp.Or(resp.Model, env.Model), resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.Usage.CachedInputTokens)
+			}
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := w.ledger.Charge(cctx, hold, tokens, spent); err != nil {
+				log.WarnContext(ctx, "worker: charge the batch's budget (the hold expires on its own)", slog.String("error", err.Error()))
+			}
+		}, nil
+	}
 }
 
 // serverWait is how long the provider asked to wait before the job's next

@@ -11,9 +11,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ErrOverBudget is returned by Reserve when a call would take the batch
-// past its spend cap.
+// ErrOverBudget is returned by Reserve when what the batch has spent
+// leaves no room for the call under its cap: the cap is reached.
 var ErrOverBudget = errors.New("batch spend cap reached")
+
+// ErrBudgetHeld is returned by Reserve when the call fits under the cap
+// with what is spent but not with what calls in flight hold: try again
+// when some of them have been charged (most use less than they hold).
+var ErrBudgetHeld = errors.New("batch budget held by calls in flight")
 
 // RequeueParams chooses the jobs of a batch to run again.
 type RequeueParams struct {
@@ -283,10 +288,11 @@ type Hold struct {
 
 // Reserve holds tokens and costUSD of the batch's budget for one call
 // about to be sent, until ttl passes (a worker that dies releases its holds
-// that way), and returns the hold; ErrOverBudget when what is spent, held
-// and asked would pass the cap. Holds of a batch are taken one at a time
-// (the batch row is locked), so workers together never reserve past the
-// cap. A batch without a cap returns a zero Hold and no error.
+// that way), and returns the hold: ErrOverBudget when what is spent and
+// asked would pass the cap, ErrBudgetHeld when only the holds of calls in
+// flight are in the way. Holds of a batch are taken one at a time (the
+// batch row is locked), so workers together never reserve past the cap. A
+// batch without a cap returns a zero Hold and no error.
 func (s *Store) Reserve(ctx context.Context, batch string, tokens int64, costUSD float64, ttl time.Duration) (Hold, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
@@ -313,13 +319,17 @@ func (s *Store) Reserve(ctx context.Context, batch string, tokens int64, costUSD
 			batch).Scan(&spentT, &spentC, &heldT, &heldC); err != nil {
 			return err
 		}
-		if c.MaxTotalTokens != nil && spentT+heldT+tokens > *c.MaxTotalTokens {
-			return fmt.Errorf("%w: %d tokens spent and %d held of %d, this call needs about %d",
-				ErrOverBudget, spentT, heldT, *c.MaxTotalTokens, tokens)
+		if c.MaxTotalTokens != nil && spentT+tokens > *c.MaxTotalTokens {
+			return fmt.Errorf("%w: %d tokens spent of %d, this call needs about %d",
+				ErrOverBudget, spentT, *c.MaxTotalTokens, tokens)
 		}
-		if c.MaxCostUSD != nil && spentC+heldC+costUSD > *c.MaxCostUSD {
-			return fmt.Errorf("%w: $%.6f spent and $%.6f held of $%.6f, this call needs about $%.6f",
-				ErrOverBudget, spentC, heldC, *c.MaxCostUSD, costUSD)
+		if c.MaxCostUSD != nil && spentC+costUSD > *c.MaxCostUSD {
+			return fmt.Errorf("%w: $%.6f spent of $%.6f, this call needs about $%.6f",
+				ErrOverBudget, spentC, *c.MaxCostUSD, costUSD)
+		}
+		if (c.MaxTotalTokens != nil && spentT+heldT+tokens > *c.MaxTotalTokens) ||
+			(c.MaxCostUSD != nil && spentC+heldC+costUSD > *c.MaxCostUSD) {
+			return fmt.Errorf("%w: %d tokens and $%.6f held", ErrBudgetHeld, heldT, heldC)
 		}
 		h.Batch = batch
 		return tx.QueryRow(ctx, `
@@ -327,7 +337,7 @@ func (s *Store) Reserve(ctx context.Context, batch string, tokens int64, costUSD
 			RETURNING id`, batch, tokens, costUSD, ttl.Seconds()).Scan(&h.ID)
 	})
 	if err != nil {
-		if errors.Is(err, ErrOverBudget) {
+		if errors.Is(err, ErrOverBudget) || errors.Is(err, ErrBudgetHeld) {
 			return Hold{}, fmt.Errorf("batch %s: %w", batch, err)
 		}
 		return Hold{}, fmt.Errorf("reserve budget of batch %s: %w", batch, err)

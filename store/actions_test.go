@@ -117,7 +117,7 @@ func TestSpendCap(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			h, err := s.Reserve(ctx, "cap", 150, 0, time.Minute)
-			if err != nil && !errors.Is(err, store.ErrOverBudget) {
+			if err != nil && !errors.Is(err, store.ErrBudgetHeld) {
 				t.Error(err)
 			}
 			if err == nil {
@@ -140,9 +140,13 @@ func TestSpendCap(t *testing.T) {
 	if err != nil || sp.Tokens != 300 || sp.HeldTokens != 450 || sp.Calls != 3 {
 		t.Fatalf("spend %+v %v; want 300 charged, 450 held, 3 calls", sp, err)
 	}
-	// A hold that expires frees its room.
-	if _, err := s.Reserve(ctx, "cap", 300, 0, time.Minute); !errors.Is(err, store.ErrOverBudget) {
+	// Past the cap with what is spent: over budget; only with what is
+	// held: held. A hold that expires frees its room.
+	if _, err := s.Reserve(ctx, "cap", 701, 0, time.Minute); !errors.Is(err, store.ErrOverBudget) {
 		t.Fatalf("reserve past the cap: %v", err)
+	}
+	if _, err := s.Reserve(ctx, "cap", 300, 0, time.Minute); !errors.Is(err, store.ErrBudgetHeld) {
+		t.Fatalf("reserve past the cap with the holds: %v", err)
 	}
 	h, err := s.Reserve(ctx, "cap", 200, 0, 10*time.Millisecond)
 	if err != nil {

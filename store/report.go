@@ -491,6 +491,10 @@ type Counts struct {
 	// InterruptedPromptsMissing counts interrupted attempts whose system
 	// prompt is not in system_prompts.
 	InterruptedPromptsMissing int64
+	// Calls counts every call the ledger records for the batch: attempt
+	// rows of every run and interrupted rows, each with its transport
+	// retries.
+	Calls int64
 }
 
 // Counts returns the invariant totals of batch.
@@ -531,6 +535,13 @@ func (s *Store) Counts(ctx context.Context, batch string) (Counts, error) {
 	if err != nil {
 		return Counts{}, fmt.Errorf("count interrupted attempts of %s: %w", batch, err)
 	}
+	err = s.pool.QueryRow(ctx, `
+		SELECT coalesce(count(*) + sum(a.transport_retries), 0)::int8
+		FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch = $1`, batch).Scan(&c.Calls)
+	if err != nil {
+		return Counts{}, fmt.Errorf("count calls of %s: %w", batch, err)
+	}
+	c.Calls += c.InterruptedRows + c.InterruptedRetries
 	return c, nil
 }
 

@@ -392,6 +392,7 @@ func TestSaveResultsBatch(t *testing.T) {
 			Jobs: n, Final: n, AttemptRows: 3 * n,
 			JobTokensIn: 300 * n, JobTokensOut: 30 * n, JobTokensCached: 15 * n,
 			AttemptTokensIn: 300 * n, AttemptTokensOut: 30 * n, AttemptTokensCached: 15 * n,
+			Calls: 3 * n,
 		}
 		if c != want {
 			t.Fatalf("Counts = %+v, want %+v", c, want)

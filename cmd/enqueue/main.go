@@ -28,6 +28,9 @@ import (
 
 const usage = `Usage: enqueue --batch NAME --schema S.json --template T.txt --model M [flags] DATA.jsonl|DATA.csv|-
        enqueue --batch NAME --resume
+       enqueue requeue --batch NAME [--status S,...] [--class C] [--model M] [--provider P] [--max-attempts N] [--strategy S] [--dry-run]
+       enqueue cancel --batch NAME
+       enqueue cap --batch NAME [--max-cost-usd X|none] [--max-total-tokens N|none]
 
 Renders each row of the dataset through the template (Go text/template over
 the row's fields, e.g. {{.subject}}), registers the schema, records the jobs in
@@ -48,6 +51,10 @@ recorded with; a difference is refused with its list. --resume finishes a run
 cut short: it publishes jobs recorded but not yet published, and republishes
 jobs the ledger says were published but the queue no longer holds (a lost NATS
 data directory), all with the batch's recorded settings (pass only --batch).
+
+--max-cost-usd and --max-total-tokens cap what the batch may spend (see
+enqueue cap --help). requeue, cancel and cap act on a batch after it ran: run
+'enqueue COMMAND --help' for each.
 
 Exit status: 0 done, 1 failed (nothing is half-enqueued: run it again, or
 --resume), 2 bad usage (a typo in a flag, an unknown provider, mode or
@@ -72,18 +79,37 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	err := enqueue(ctx, args, stdin, stdout, stderr)
+	var err error
+	name := "enqueue"
+	switch sub := firstArg(args); sub {
+	case "requeue":
+		name, err = "enqueue requeue", requeue(ctx, args[1:], stdout)
+	case "cancel":
+		name, err = "enqueue cancel", cancel(ctx, args[1:], stdout)
+	case "cap":
+		name, err = "enqueue cap", capCmd(ctx, args[1:], stdout)
+	default:
+		err = enqueue(ctx, args, stdin, stdout, stderr)
+	}
 	var uerr usageError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &uerr):
-		fmt.Fprintf(stderr, "enqueue: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "enqueue: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
 	}
+}
+
+// firstArg is args[0] when it is a word (a subcommand), else "".
+func firstArg(args []string) string {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return ""
+	}
+	return args[0]
 }
 
 func env(key, def string) string {
@@ -96,7 +122,8 @@ func env(key, def string) string {
 // settingFlags are the flags that set a batch's settings: --resume takes
 // them from the ledger instead.
 var settingFlags = []string{"schema", "template", "system-file", "format", "mode", "strategy", "feedback", "temperature",
-	"id-field", "provider", "model", "max-tokens", "max-attempts", "token-budget", "retry-budget", "max-bad-rows", "max-prompt-bytes"}
+	"id-field", "provider", "model", "max-tokens", "max-attempts", "token-budget", "retry-budget", "max-bad-rows", "max-prompt-bytes",
+	"max-cost-usd", "max-total-tokens"}
 
 func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError)
@@ -134,6 +161,8 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.IntVar(&cfg.Limits.RetryBudget, "retry-budget", 0, "transport retries one job may use; 0 = the worker's per-call limit only")
 	fs.IntVar(&cfg.MaxBadRows, "max-bad-rows", 0, "bad rows to skip (reported with line numbers); with more, nothing is enqueued; -1 = no limit")
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "a row whose prompt is larger is a bad row (keep it at the workers' --max-prompt-bytes)")
+	maxCost := fs.String("max-cost-usd", "", "spend cap of the batch in US dollars (estimated cost; see enqueue cap --help)")
+	maxTokens := fs.String("max-total-tokens", "", "cap on the batch's input plus output tokens")
 	fs.BoolVar(&cfg.Resume, "resume", false, "finish the batch's interrupted run with its recorded settings: publish jobs recorded but not published, republish jobs the queue lost")
 	fs.StringVar(&cfg.Queue.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs (created if missing; an existing one is left as the workers set it)")
 	fs.StringVar(&cfg.Queue.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
@@ -203,6 +232,12 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 				return usageError{fmt.Errorf("--temperature %q: %w", *temp, err)}
 			}
 			cfg.Temp = &t
+		}
+		if cfg.Cap.MaxCostUSD, err = parseCost(*maxCost); err != nil {
+			return usageError{err}
+		}
+		if cfg.Cap.MaxTotalTokens, err = parseTokens(*maxTokens); err != nil {
+			return usageError{err}
 		}
 		cfg.Mode = llm.Mode(*mode)
 		cfg.Limits.Strategy = pipeline.Strategy(*strategy)

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+const requeueUsage = `Usage: enqueue requeue --batch NAME [--status invalid,failed,rejected,dead] [--class C]
+                       [--model M] [--provider P] [--max-attempts N] [--strategy S] [--dry-run]
+
+Runs chosen jobs of a batch again, as a new run of the batch. Each job keeps
+its outcome so far in the ledger (job_runs, and its attempts keep their run
+number, so SQL can still answer what the first run did); the job row shows
+the new run's outcome, and its run, when it ends. --model, --provider,
+--max-attempts and --strategy change the settings the jobs run with; the rest
+are those of the batch's latest run. Repeating the same requeue requeues
+nothing new until the jobs have ended again (and publishes what an
+interrupted requeue left unpublished). --dry-run prints what it would requeue.
+Over-budget jobs run again once the cap is raised: enqueue cap, then
+requeue --status over_budget.
+
+Exit status: 0 done (also when nothing matched), 1 failed, 2 bad usage.`
+
+const cancelUsage = `Usage: enqueue cancel --batch NAME
+
+Ends every job of the batch that is not final yet as 'cancelled', without a
+provider call: a worker that pulls one acks it unrun, and the result of a job
+already in flight loses to the cancellation (its calls are kept in the ledger
+as interrupted). Requeueing cancelled jobs (requeue --status cancelled) runs
+them again. Repeating it cancels nothing more.
+
+Exit status: 0 done, 1 failed (no such batch), 2 bad usage.`
+
+const capUsage = `Usage: enqueue cap --batch NAME [--max-cost-usd X|none] [--max-total-tokens N|none]
+
+Sets, changes or removes the batch's spend cap. Every worker of the cluster
+holds each call's estimate in the ledger before sending it and charges its
+real use after, so together they stay under the cap (the estimate can be
+short by at most one call per worker). Jobs left when the cap is reached end
+'over_budget'; raise the cap and requeue --status over_budget to run them.
+The cost is estimated from the workers' price table. Prints what the batch
+has spent.
+
+Exit status: 0 done, 1 failed (no such batch), 2 bad usage.`
+
+// commonFlags are the ledger and queue flags of every subcommand.
+type commonFlags struct {
+	dbURL, natsURL, natsDir, natsListen string
+	queue                               pipeline.QueueConfig
+	batch                               string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet, queue bool) {
+	fs.StringVar(&c.batch, "batch", "", "batch name (required)")
+	fs.StringVar(&c.dbURL, "database-url", env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"), "Postgres URL of the ledger (env DATABASE_URL)")
+	if queue {
+		fs.StringVar(&c.natsURL, "nats-url", env("NATS_URL", ""), "NATS server URL (env NATS_URL); empty: the embedded queue in --nats-dir")
+		fs.StringVar(&c.natsDir, "nats-dir", env("FIXPOINT_NATS_DIR", natsconn.DirDefault), "directory of the embedded queue (env FIXPOINT_NATS_DIR)")
+		fs.StringVar(&c.natsListen, "nats-listen", env("FIXPOINT_NATS_LISTEN", natsconn.ListenDefault), "where a running worker's embedded NATS listens (env FIXPOINT_NATS_LISTEN)")
+		fs.StringVar(&c.queue.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs")
+		fs.StringVar(&c.queue.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
+	}
+}
+
+func newSubFlagSet(name, usage string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("enqueue "+name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintln(stdout, usage)
+		fmt.Fprintln(stdout, "\nFlags:")
+		fs.PrintDefaults()
+		fmt.Fprintln(stdout, "\nEnvironment:")
+		fmt.Fprintln(stdout, envHelp)
+	}
+	return fs
+}
+
+func parseSub(fs *flag.FlagSet, args []string, c *commonFlags) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())}
+	}
+	if c.batch == "" {
+		return usageError{errors.New("--batch is required (see --help)")}
+	}
+	return nil
+}
+
+func openLedger(ctx context.Context, dsn string) (*store.Store, error) {
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// actionError maps a batch action's error to the command's: a batch the
+// ledger does not hold is a failure (exit 1), bad settings a usage error.
+func actionError(err error) error {
+	if errors.Is(err, pipeline.ErrBadConfig) {
+		return usageError{err}
+	}
+	return err
+}
+
+func requeue(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newSubFlagSet("requeue", requeueUsage, stdout)
+	var (
+		c        commonFlags
+		cfg      pipeline.RequeueConfig
+		statuses = fs.String("status", strings.Join(pipeline.RequeueStatusesDefault, ","), "statuses to run again, comma-separated: invalid, failed, rejected, dead, cancelled, over_budget, valid")
+		strategy = fs.String("strategy", "", "repair strategy of the new run: conversation or repair (default: unchanged)")
+	)
+	c.register(fs, true)
+	fs.StringVar(&cfg.Class, "class", "", "only jobs whose final class is this (syntax, shape, semantic, truncated, refusal, provider, budget)")
+	fs.StringVar(&cfg.Model, "model", "", "model of the new run (default: unchanged)")
+	fs.StringVar(&cfg.Provider, "provider", "", "provider of the new run: openai, anthropic or ollama (default: unchanged)")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "repair attempts per job in the new run (default: unchanged)")
+	fs.BoolVar(&cfg.DryRun, "dry-run", false, "print what would be requeued and change nothing")
+	if err := parseSub(fs, args, &c); err != nil {
+		return err
+	}
+	cfg.Batch, cfg.Queue, cfg.Strategy = c.batch, c.queue, pipeline.Strategy(*strategy)
+	for _, s := range strings.Split(*statuses, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.Statuses = append(cfg.Statuses, s)
+		}
+	}
+	for _, s := range cfg.Statuses {
+		if !store.IsFinal(s) {
+			return usageError{fmt.Errorf("--status %q: want final statuses: valid, invalid, failed, rejected, dead, cancelled, over_budget", s)}
+		}
+	}
+	st, err := openLedger(ctx, c.dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var conn *natsconn.Conn
+	if !cfg.DryRun {
+		if conn, err = natsconn.Open(natsconn.Config{URL: c.natsURL, Dir: c.natsDir, Running: c.natsListen, Name: "fixpoint-enqueue"}, nil); err != nil {
+			return err
+		}
+		defer conn.Close()
+	}
+	var js jetstream.JetStream
+	if conn != nil {
+		js = conn.JS
+	}
+	rep, err := pipeline.Requeue(ctx, js, st, cfg)
+	if err != nil {
+		return actionError(err)
+	}
+	total := 0
+	var parts []string
+	keys := make([]string, 0, len(rep.Jobs))
+	for k := range rep.Jobs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		total += rep.Jobs[k]
+		parts = append(parts, fmt.Sprintf("%d %s", rep.Jobs[k], k))
+	}
+	what := "requeued"
+	if cfg.DryRun {
+		what = "would requeue"
+	}
+	if total == 0 {
+		fmt.Fprintf(stdout, "batch %s: no job matched (statuses %s%s); nothing requeued\n", c.batch, strings.Join(cfg.Statuses, ","), classNote(cfg.Class))
+		if rep.Published > 0 {
+			fmt.Fprintf(stdout, "published %d jobs an earlier requeue had left unpublished\n", rep.Published)
+		}
+		return nil
+	}
+	s := rep.Settings
+	fmt.Fprintf(stdout, "batch %s: %s %d jobs (%s) as run %d: %s/%s, %d attempts, %s strategy",
+		c.batch, what, total, strings.Join(parts, ", "), rep.Run, s.Provider, s.Model, s.Limits.MaxAttempts, s.Limits.Strategy)
+	if !cfg.DryRun {
+		fmt.Fprintf(stdout, "; %d published", rep.Published)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+func classNote(class string) string {
+	if class == "" {
+		return ""
+	}
+	return ", class " + class
+}
+
+func cancel(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newSubFlagSet("cancel", cancelUsage, stdout)
+	var c commonFlags
+	c.register(fs, false)
+	if err := parseSub(fs, args, &c); err != nil {
+		return err
+	}
+	st, err := openLedger(ctx, c.dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	n, err := pipeline.Cancel(ctx, st, c.batch)
+	if err != nil {
+		return actionError(err)
+	}
+	fmt.Fprintf(stdout, "batch %s: cancelled %d jobs not yet final\n", c.batch, n)
+	return nil
+}
+
+func capCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newSubFlagSet("cap", capUsage, stdout)
+	var c commonFlags
+	c.register(fs, false)
+	cost := fs.String("max-cost-usd", "", "spend cap in US dollars (estimated cost); 'none' removes it")
+	tokens := fs.String("max-total-tokens", "", "cap on input plus output tokens; 'none' removes it")
+	if err := parseSub(fs, args, &c); err != nil {
+		return err
+	}
+	if *cost == "" && *tokens == "" {
+		return usageError{errors.New("give --max-cost-usd and/or --max-total-tokens (a number, or none)")}
+	}
+	st, err := openLedger(ctx, c.dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	cur, err := st.BatchSpend(ctx, c.batch)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %s", pipeline.ErrNoBatch, c.batch)
+	}
+	if err != nil {
+		return err
+	}
+	next := cur.Cap
+	if *cost != "" {
+		if next.MaxCostUSD, err = parseCost(*cost); err != nil {
+			return usageError{err}
+		}
+	}
+	if *tokens != "" {
+		if next.MaxTotalTokens, err = parseTokens(*tokens); err != nil {
+			return usageError{err}
+		}
+	}
+	sp, err := pipeline.SetCap(ctx, st, c.batch, next)
+	if err != nil {
+		return actionError(err)
+	}
+	fmt.Fprintf(stdout, "batch %s: cap %s; spent %d tokens, $%.6f; %d tokens, $%.6f held by calls in flight\n",
+		c.batch, capText(sp.Cap), sp.Tokens, sp.CostUSD, sp.HeldTokens, sp.HeldCostUSD)
+	return nil
+}
+
+func capText(c store.Cap) string {
+	if !c.Capped() {
+		return "none"
+	}
+	var parts []string
+	if c.MaxCostUSD != nil {
+		parts = append(parts, fmt.Sprintf("$%g", *c.MaxCostUSD))
+	}
+	if c.MaxTotalTokens != nil {
+		parts = append(parts, fmt.Sprintf("%d tokens", *c.MaxTotalTokens))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// parseCost reads a --max-cost-usd value: a non-negative number, or none.
+func parseCost(s string) (*float64, error) {
+	if s == "" || s == "none" {
+		return nil, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 {
+		return nil, fmt.Errorf("--max-cost-usd %q: want a non-negative number of dollars, or none", s)
+	}
+	return &v, nil
+}
+
+// parseTokens reads a --max-total-tokens value: a non-negative integer, or
+// none.
+func parseTokens(s string) (*int64, error) {
+	if s == "" || s == "none" {
+		return nil, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return nil, fmt.Errorf("--max-total-tokens %q: want a non-negative number of tokens, or none", s)
+	}
+	return &v, nil
+}

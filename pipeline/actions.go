@@ -1,0 +1,202 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// ActionLedger is what the batch actions need from the ledger. *store.Store
+// satisfies it.
+type ActionLedger interface {
+	EnqueueLedger
+	Requeue(ctx context.Context, p store.RequeueParams) (store.RequeueResult, error)
+	Cancel(ctx context.Context, batch string) (int, error)
+	SetCap(ctx context.Context, batch string, c store.Cap) error
+	BatchSpend(ctx context.Context, batch string) (store.Spend, error)
+}
+
+var _ ActionLedger = (*store.Store)(nil)
+
+// RequeueStatusesDefault are the statuses requeue runs again unless told
+// otherwise: every job that did not end valid, but cancelled ones (cancel
+// was asked for) and over_budget ones (raise the cap first).
+var RequeueStatusesDefault = []string{store.StatusInvalid, store.StatusFailed, store.StatusRejected, store.StatusDead}
+
+// RequeueConfig chooses the jobs of a batch to run again and how.
+type RequeueConfig struct {
+	// Batch names the batch; required.
+	Batch string
+	// Statuses default to RequeueStatusesDefault.
+	Statuses []string
+	// Class, when set, keeps only jobs whose final class is Class
+	// (syntax, shape, semantic, truncated, refusal, provider, budget...).
+	Class string
+	// Provider, Model, Strategy and MaxAttempts, when set, change the
+	// settings the jobs run with; the rest are the batch's latest run's.
+	Provider, Model string
+	Strategy        Strategy
+	MaxAttempts     int
+	// DryRun counts the jobs and changes nothing.
+	DryRun bool
+	// Queue is where the jobs are published.
+	Queue QueueConfig
+}
+
+// RequeueReport says what Requeue did (or, with DryRun, would do).
+type RequeueReport struct {
+	// Run is the new run's number; 0 when no job matched.
+	Run int
+	// Jobs counts the jobs requeued, by the status they had.
+	Jobs map[string]int
+	// Settings are the new run's settings.
+	Settings BatchSettings
+	// Published counts the messages published (the requeued jobs, and any
+	// an interrupted earlier requeue left unpublished).
+	Published int
+}
+
+// Requeue runs chosen jobs of a batch again as a new run: their outcome so
+// far stays in the ledger (job_runs, and the attempts keep their run), the
+// job row shows the new run's outcome when it ends. Repeating it requeues
+// nothing new until the jobs have ended again, and publishes what an
+// interrupted earlier requeue left unpublished.
+func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, cfg RequeueConfig) (RequeueReport, error) {
+	var rep RequeueReport
+	if cfg.Batch == "" {
+		return rep, fmt.Errorf("%w: requeue: missing batch", ErrBadConfig)
+	}
+	if len(cfg.Statuses) == 0 {
+		cfg.Statuses = RequeueStatusesDefault
+	}
+	for _, st := range cfg.Statuses {
+		if !store.IsFinal(st) {
+			return rep, fmt.Errorf("%w: requeue: %q is not a final status (valid, invalid, failed, rejected, dead, cancelled, over_budget)", ErrBadConfig, st)
+		}
+	}
+	b, err := ledger.Batch(ctx, cfg.Batch)
+	if errors.Is(err, store.ErrNotFound) {
+		return rep, fmt.Errorf("%w: %s", ErrNoBatch, cfg.Batch)
+	}
+	if err != nil {
+		return rep, err
+	}
+	settings, err := latestSettings(ctx, ledger, b)
+	if err != nil {
+		return rep, err
+	}
+	if cfg.Provider != "" {
+		if !slices.Contains(knownProviders, cfg.Provider) {
+			return rep, fmt.Errorf("%w: requeue: provider %q is not one of %s", ErrBadConfig, cfg.Provider, strings.Join(knownProviders, ", "))
+		}
+		settings.Provider = cfg.Provider
+	}
+	if cfg.Model != "" {
+		settings.Model = cfg.Model
+	}
+	if cfg.Strategy != "" {
+		settings.Limits.Strategy = cfg.Strategy
+	}
+	if cfg.MaxAttempts != 0 {
+		settings.Limits.MaxAttempts = cfg.MaxAttempts
+	}
+	if err := settings.Limits.Validate(); err != nil {
+		return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
+	}
+	rep.Settings = settings
+	raw, _ := json.Marshal(settings)
+	request, _ := json.Marshal(map[string]any{"statuses": cfg.Statuses, "class": cfg.Class, "provider": cfg.Provider,
+		"model": cfg.Model, "strategy": cfg.Strategy, "max_attempts": cfg.MaxAttempts})
+	res, err := ledger.Requeue(ctx, store.RequeueParams{Batch: cfg.Batch, Statuses: cfg.Statuses, Class: cfg.Class,
+		Settings: raw, Request: request, Provider: cfg.Provider, Model: cfg.Model, Strategy: string(cfg.Strategy),
+		DryRun: cfg.DryRun})
+	if err != nil {
+		return rep, err
+	}
+	rep.Run, rep.Jobs = res.Run, res.Jobs
+	if cfg.DryRun {
+		return rep, nil
+	}
+	if _, err := EnsureStream(ctx, js, cfg.Queue); err != nil {
+		return rep, err
+	}
+	first, err := ParseBatchSettings(b)
+	if err != nil {
+		return rep, err
+	}
+	var prog EnqueueProgress
+	ecfg := EnqueueConfig{Batch: cfg.Batch, Queue: cfg.Queue, Chunk: EnqueueChunkDefault}
+	if err := publishUnpublished(ctx, js, ledger, ecfg, newRunBases(ctx, ledger, cfg.Batch, first.envelope(cfg.Batch)), &prog); err != nil {
+		return rep, fmt.Errorf("publish the requeued jobs (run the same requeue again to finish): %w", err)
+	}
+	rep.Published = prog.Published + prog.Duplicates
+	return rep, nil
+}
+
+// latestSettings are the settings of the batch's latest run.
+func latestSettings(ctx context.Context, ledger ActionLedger, b *store.Batch) (BatchSettings, error) {
+	s, err := ParseBatchSettings(b)
+	if err != nil {
+		return s, err
+	}
+	if !s.recorded() && (s.Provider == "" || s.Model == "") {
+		return s, fmt.Errorf("batch %s was recorded without its settings (by an older version)", b.Name)
+	}
+	runs, err := ledger.RunSettings(ctx, b.Name)
+	if err != nil {
+		return s, err
+	}
+	latest := 0
+	for n := range runs {
+		latest = max(latest, n)
+	}
+	if latest > 0 {
+		var r BatchSettings
+		if err := json.Unmarshal(runs[latest], &r); err != nil {
+			return s, fmt.Errorf("batch %s run %d settings: %w", b.Name, latest, err)
+		}
+		s = r
+	}
+	if s.Mode == "" {
+		s.Mode = llm.ModePrompt
+	}
+	s.Limits = s.Limits.WithDefaults()
+	return s, nil
+}
+
+// Cancel ends every job of the batch not yet final as cancelled: a worker
+// that pulls one acks it without a call, and the result of a job in flight
+// loses to the cancellation (its calls are kept). It returns how many jobs
+// it ended; repeating it ends none.
+func Cancel(ctx context.Context, ledger ActionLedger, batch string) (int, error) {
+	n, err := ledger.Cancel(ctx, batch)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("%w: %s", ErrNoBatch, batch)
+	}
+	return n, err
+}
+
+// SetCap sets or changes the batch's spend cap (a Cap capping nothing
+// removes it). Workers see it within seconds; jobs left when it is reached
+// end over_budget, and raising it and requeueing them runs them again.
+func SetCap(ctx context.Context, ledger ActionLedger, batch string, c store.Cap) (store.Spend, error) {
+	if (c.MaxCostUSD != nil && *c.MaxCostUSD < 0) || (c.MaxTotalTokens != nil && *c.MaxTotalTokens < 0) {
+		return store.Spend{}, fmt.Errorf("%w: a spend cap must not be negative", ErrBadConfig)
+	}
+	err := ledger.SetCap(ctx, batch, c)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Spend{}, fmt.Errorf("%w: %s", ErrNoBatch, batch)
+	}
+	if err != nil {
+		return store.Spend{}, err
+	}
+	return ledger.BatchSpend(ctx, batch)
+}
