@@ -164,12 +164,12 @@ type LaneConfig struct {
 	QuotaCooldown time.Duration
 	// MaxHintWait caps the wait a server's retry hint may impose: a
 	// Retry-After or retry-after-ms header, OpenAI's "try again in", or the
-	// wait derived from the rate-limit reset headers. The lane pauses for
-	// the hint but never longer than MaxHintWait, and the transport retry
-	// layer sleeps a hint only up to it: with a longer hint, Complete
-	// returns at once an *Error with HintOverCap set and RetryAfter the
-	// full hint, so that the caller hands the job back with that delay
-	// instead of freezing the lane or holding a worker. Default 120s.
+	// wait derived from the rate-limit reset headers. A hint up to it
+	// pauses the lane and is slept by the transport retry layer; a longer
+	// one does neither: Complete returns at once an *Error with HintOverCap
+	// set and RetryAfter the full hint, so that the caller hands the job
+	// back with that delay instead of freezing the lane or holding a
+	// worker. Default 120s.
 	MaxHintWait time.Duration
 	// OutputTokensEstimate is the output tokens charged when the request sets
 	// no MaxTokens. Default 1024.

@@ -348,7 +348,7 @@ func waitLimiter(ctx context.Context, clock Clock, lim *rate.Limiter, n int) err
 }
 
 // done releases the permit. class is "" on success; hint is the server's
-// retry hint (the lane pauses for it, at most MaxHintWait); used is the
+// retry hint (the lane pauses for it unless it is over MaxHintWait); used is the
 // tokens the provider reported (0 if unknown).
 func (p *permit) done(class ErrorClass, hint time.Duration, used int, perr *Error) {
 	l := p.lane
@@ -373,10 +373,11 @@ func (p *permit) done(class ErrorClass, hint time.Duration, used int, perr *Erro
 				limit = nl
 			}
 		}
-		if hint > 0 {
-			// A server may ask for an hour; the lane waits at most
-			// MaxHintWait, and the caller was told the full hint.
-			hint = min(hint, l.cfg.MaxHintWait)
+		// A hint over MaxHintWait does not pause the lane: a server may ask
+		// one request for an hour, and the caller, told the full hint,
+		// hands that job back for it instead of every call of the lane
+		// waiting (the concurrency halving above still slows the lane).
+		if hint > 0 && hint <= l.cfg.MaxHintWait {
 			until := now.Add(hint)
 			if until.After(l.pausedUntil) {
 				if !now.Before(l.pausedUntil) {
