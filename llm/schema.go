@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -34,8 +35,11 @@ var strictFormats = map[string]bool{
 // strictSchema rewrites schema for OpenAI strict mode. It returns the schema
 // to send, the JSON pointers of the keywords dropped or changed (sorted), and
 // whether strict mode can be used at all (the root must be an object
-// schema). Every instance of the result also satisfies the original schema
-// minus the dropped keywords, which are still validated locally.
+// schema nested at most maxStrictDepth deep). Every instance of the result
+// also satisfies the original schema minus the dropped keywords, which are
+// still validated locally. It walks the schema as the tree it is: a $ref is
+// sent as written, never followed, so a schema that refers to itself is
+// walked once.
 func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, error) {
 	dec := json.NewDecoder(bytes.NewReader(schema))
 	dec.UseNumber()
@@ -48,7 +52,9 @@ func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, erro
 		return schema, nil, false, nil
 	}
 	var dropped []string
-	strictWalk(obj, "", &dropped)
+	if !strictWalk(obj, "", &dropped, 0) {
+		return schema, nil, false, nil
+	}
 	out, err := json.Marshal(obj)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("encode schema: %w", err)
@@ -61,7 +67,17 @@ func escapePointer(s string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
 
-func strictWalk(s map[string]any, ptr string, dropped *[]string) {
+// strictWalk makes s and its subschemas strict-compatible in place. It
+// reports false, leaving s half done, when subschemas nest deeper than
+// maxStrictDepth.
+func strictWalk(s map[string]any, ptr string, dropped *[]string, depth int) bool {
+	if depth > maxStrictDepth {
+		return false
+	}
+	ok := true
+	walk := func(sub map[string]any, p string) {
+		ok = ok && strictWalk(sub, p, dropped, depth+1)
+	}
 	if one, ok := s["oneOf"]; ok {
 		delete(s, "oneOf")
 		*dropped = append(*dropped, ptr+"/oneOf")
@@ -81,7 +97,7 @@ func strictWalk(s map[string]any, ptr string, dropped *[]string) {
 			}
 		case k == "items":
 			if sub, ok := v.(map[string]any); ok {
-				strictWalk(sub, ptr+"/items", dropped)
+				walk(sub, ptr+"/items")
 			} else {
 				delete(s, k) // tuple form (draft 4) is not accepted
 				*dropped = append(*dropped, ptr+"/items")
@@ -90,7 +106,7 @@ func strictWalk(s map[string]any, ptr string, dropped *[]string) {
 			if arr, ok := v.([]any); ok {
 				for i, e := range arr {
 					if sub, ok := e.(map[string]any); ok {
-						strictWalk(sub, fmt.Sprintf("%s/anyOf/%d", ptr, i), dropped)
+						walk(sub, fmt.Sprintf("%s/anyOf/%d", ptr, i))
 					}
 				}
 			}
@@ -98,7 +114,7 @@ func strictWalk(s map[string]any, ptr string, dropped *[]string) {
 			if m, ok := v.(map[string]any); ok {
 				for name, e := range m {
 					if sub, ok := e.(map[string]any); ok {
-						strictWalk(sub, ptr+"/"+k+"/"+escapePointer(name), dropped)
+						walk(sub, ptr+"/"+k+"/"+escapePointer(name))
 					}
 				}
 			}
@@ -118,7 +134,7 @@ func strictWalk(s map[string]any, ptr string, dropped *[]string) {
 		}
 		sort.Strings(names)
 		req, _ := s["required"].([]any)
-		if len(req) != len(names) {
+		if !requiresExactly(req, names) {
 			if len(req) > 0 || len(names) > 0 {
 				*dropped = append(*dropped, ptr+"/required")
 			}
@@ -129,4 +145,26 @@ func strictWalk(s map[string]any, ptr string, dropped *[]string) {
 			s["required"] = all
 		}
 	}
+	return ok
 }
+
+// requiresExactly reports whether req lists each of names (sorted) once
+// and nothing else, as strict mode wants.
+func requiresExactly(req []any, names []string) bool {
+	if len(req) != len(names) {
+		return false
+	}
+	seen := make(map[string]bool, len(req))
+	for _, r := range req {
+		n, _ := r.(string)
+		if _, found := slices.BinarySearch(names, n); seen[n] || !found {
+			return false
+		}
+		seen[n] = true
+	}
+	return true
+}
+
+// maxStrictDepth bounds the nesting of subschemas the strict transform
+// walks; a deeper schema is sent as given, without strict mode.
+const maxStrictDepth = 64

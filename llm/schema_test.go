@@ -61,6 +61,34 @@ func TestStrictSchema(t *testing.T) {
 			wantDropped: []string{"/$defs/P/properties/q/maxLength", "/$defs/P/required"},
 			wantStrict:  true,
 		},
+		// $ref is sent as is, never followed: a schema that refers to
+		// itself is walked once, as the tree it is.
+		{
+			name:       "items cycle to a node with properties: not an object root",
+			in:         selfReferentSchemas[0],
+			want:       selfReferentSchemas[0],
+			wantStrict: false,
+		},
+		{
+			name:       "required self-reference",
+			in:         `{"type":"object","required":["c"],"properties":{"c":{"$ref":"#"}}}`,
+			want:       `{"type":"object","required":["c"],"properties":{"c":{"$ref":"#"}},"additionalProperties":false}`,
+			wantStrict: true,
+		},
+		{
+			name:        "optional self-reference becomes required",
+			in:          `{"type":"object","properties":{"next":{"$ref":"#"},"v":{"type":"integer"}},"required":["v"]}`,
+			want:        `{"type":"object","properties":{"next":{"$ref":"#"},"v":{"type":"integer"}},"required":["next","v"],"additionalProperties":false}`,
+			wantDropped: []string{"/required"},
+			wantStrict:  true,
+		},
+		{
+			name:        "required with a repeat still lists every property",
+			in:          `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"required":["a","a"]}`,
+			want:        `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"required":["a","b"],"additionalProperties":false}`,
+			wantDropped: []string{"/required"},
+			wantStrict:  true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,5 +113,41 @@ func TestStrictSchema(t *testing.T) {
 	}
 	if _, _, _, err := strictSchema(json.RawMessage(`{`)); err == nil {
 		t.Error("invalid JSON schema accepted")
+	}
+}
+
+// selfReferentSchemas refer to themselves through $ref; seeds of
+// FuzzStrictSchema too.
+var selfReferentSchemas = []string{
+	`{"$defs":{"node":{"type":["object","array"],"properties":{"name":{"type":"string"}},"items":{"$ref":"#/$defs/node"}}},"$ref":"#/$defs/node"}`,
+	`{"$ref":"#"}`,
+	`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`,
+	`{"type":"object","required":["c"],"properties":{"c":{"$ref":"#"}}}`,
+	`{"type":"object","required":["a","b"],"properties":{"a":{"$ref":"#"},"b":{"$ref":"#"}}}`,
+}
+
+// nested is an object schema nesting n objects.
+func nested(n int) string {
+	s := `{"type":"string","minLength":1}`
+	for range n {
+		s = `{"type":"object","properties":{"a":` + s + `}}`
+	}
+	return s
+}
+
+// TestStrictSchemaDepthBound: the strict transform walks at most
+// maxStrictDepth levels of subschemas; a deeper schema is sent as given,
+// without strict mode, rather than walked to whatever depth it has.
+func TestStrictSchemaDepthBound(t *testing.T) {
+	t.Parallel()
+	in := nested(maxStrictDepth / 2)
+	if _, _, strict, err := strictSchema(json.RawMessage(in)); err != nil || !strict {
+		t.Fatalf("a schema %d deep: strict %v, %v; want strict", maxStrictDepth/2, strict, err)
+	}
+	in = nested(maxStrictDepth + 1)
+	got, dropped, strict, err := strictSchema(json.RawMessage(in))
+	if err != nil || strict || dropped != nil || string(got) != in {
+		t.Fatalf("a schema %d deep: strict %v, %d keywords dropped, changed %v, %v; want it as given, not strict",
+			maxStrictDepth+1, strict, len(dropped), string(got) != in, err)
 	}
 }

@@ -118,3 +118,50 @@ func TestClientQuotaExhausted(t *testing.T) {
 		})
 	}
 }
+
+// TestClientSelfReferentSchemas sends schemas that refer to themselves
+// through the real client to the simulator, in every mode on every wire
+// format, then a correction turn: every call is answered, with a bounded
+// reply, before the test's deadline.
+func TestClientSelfReferentSchemas(t *testing.T) {
+	t.Parallel()
+	schemas := map[string]string{
+		"items cycle to a node with properties": `{"$defs":{"node":{"type":["object","array"],"properties":{"name":{"type":"string"}},"items":{"$ref":"#/$defs/node"}}},"$ref":"#/$defs/node"}`,
+		"root self-reference":                   `{"$ref":"#"}`,
+		"mutual recursion":                      `{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`,
+		"required self-reference":               `{"type":"object","required":["c"],"properties":{"c":{"$ref":"#"}}}`,
+		"two required self-references":          `{"type":"object","required":["a","b"],"properties":{"a":{"$ref":"#"},"b":{"$ref":"#"}}}`,
+	}
+	mix := sim.Mix{WrongType: 0.5, MissingRequired: 0.5, ExtraProperty: 0.5, Fence: 0.3, Truncation: 0.1}
+	for _, provider := range providers {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			_, c := simClient(t, provider, sim.Config{Seed: 7, Mix: mix, NewFaultProb: 0.5},
+				llm.Config{Retry: llm.RetryConfig{Disabled: true}, Clock: newInstantClock()})
+			for name, schema := range schemas {
+				for _, mode := range []llm.Mode{llm.ModePrompt, llm.ModeJSONSchema, llm.ModeTool} {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					req := llm.Request{Model: "m", Mode: mode, MaxTokens: 1 << 20, User: name,
+						Messages: []llm.Message{{Role: llm.RoleUser, Content: "task: " + name}}}
+					if mode == llm.ModePrompt {
+						req.System = "Answer with JSON matching:\n" + sim.SchemaMarkerOpen + "\n" + schema + "\n" + sim.SchemaMarkerClose
+					} else {
+						req.Schema = []byte(schema)
+					}
+					resp, err := c.Complete(ctx, req)
+					if err != nil || len(resp.Text) > 1<<20 {
+						cancel()
+						t.Fatalf("%s, %s: %v", name, mode, err)
+					}
+					req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: resp.Text},
+						llm.Message{Role: llm.RoleUser, Content: "Fix /c, /a, /b, /0 and /name."})
+					resp, err = c.Complete(ctx, req)
+					cancel()
+					if err != nil || len(resp.Text) > 1<<20 {
+						t.Fatalf("%s, %s, correction: %v", name, mode, err)
+					}
+				}
+			}
+		})
+	}
+}

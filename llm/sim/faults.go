@@ -71,14 +71,32 @@ type ContentFault struct {
 
 // checker finds the content faults in a value, for the kinds the simulator
 // injects. It is not a validator: it only looks at type, enum/const, numeric
-// bounds, required and additionalProperties: false.
+// bounds, required and additionalProperties: false. Its walks stop 64 deep
+// and after maxCheckNodes values, and it records at most maxFaults faults,
+// whatever the reply holds.
 type checker struct {
-	doc *schemaDoc
-	out []ContentFault
+	doc    *schemaDoc
+	out    []ContentFault
+	visits int
+}
+
+// visit counts a value visited and reports whether the walk may go on.
+func (c *checker) visit(depth int) bool {
+	c.visits++
+	return depth <= 64 && c.visits <= maxCheckNodes
+}
+
+// add records a fault, up to maxFaults: a reply to a schema no value
+// satisfies can break it in thousands of places, and a correction reads
+// its feedback once per fault.
+func (c *checker) add(f ContentFault) {
+	if len(c.out) < maxFaults {
+		c.out = append(c.out, f)
+	}
 }
 
 func (c *checker) walk(s any, v any, ptr string, depth int) {
-	if depth > 64 {
+	if !c.visit(depth) {
 		return
 	}
 	m := c.doc.resolve(s)
@@ -86,15 +104,15 @@ func (c *checker) walk(s any, v any, ptr string, depth int) {
 		return
 	}
 	if types, inferred := typesOf(m); !inferred && !typeMatches(v, types) {
-		c.out = append(c.out, ContentFault{Kind: FaultWrongType, Pointer: ptr, schema: s})
+		c.add(ContentFault{Kind: FaultWrongType, Pointer: ptr, schema: s})
 		return
 	}
 	if !enumMatches(m, v) {
-		c.out = append(c.out, ContentFault{Kind: FaultEnumViolation, Pointer: ptr, schema: s})
+		c.add(ContentFault{Kind: FaultEnumViolation, Pointer: ptr, schema: s})
 		return
 	}
 	if n, ok := v.(json.Number); ok && !inBounds(m, n) {
-		c.out = append(c.out, ContentFault{Kind: FaultOutOfRange, Pointer: ptr, schema: s})
+		c.add(ContentFault{Kind: FaultOutOfRange, Pointer: ptr, schema: s})
 		return
 	}
 	switch x := v.(type) {
@@ -108,7 +126,7 @@ func (c *checker) walk(s any, v any, ptr string, depth int) {
 						if sub == nil {
 							sub = true
 						}
-						c.out = append(c.out, ContentFault{Kind: FaultMissingRequired, Pointer: ptr + "/" + escapeToken(k), schema: sub})
+						c.add(ContentFault{Kind: FaultMissingRequired, Pointer: ptr + "/" + escapeToken(k), schema: sub})
 					}
 				}
 			}
@@ -124,7 +142,7 @@ func (c *checker) walk(s any, v any, ptr string, depth int) {
 			if sub, ok := props[k]; ok {
 				c.walk(sub, x[k], p, depth+1)
 			} else if b, ok := ap.(bool); ok && !b {
-				c.out = append(c.out, ContentFault{Kind: FaultExtraProperty, Pointer: p})
+				c.add(ContentFault{Kind: FaultExtraProperty, Pointer: p})
 			} else if apm, ok := ap.(map[string]any); ok {
 				c.walk(apm, x[k], p, depth+1)
 			}
@@ -261,7 +279,7 @@ type site struct {
 // instance of s). Keys of objects are visited in sorted order so the lists
 // are deterministic.
 func (c *checker) sites(s any, v any, ptr string, depth int, out map[FaultKind][]site) {
-	if depth > 64 {
+	if !c.visit(depth) {
 		return
 	}
 	m := c.doc.resolve(s)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +26,22 @@ func FuzzServeHTTP(f *testing.F) {
 	}
 	for i, s := range seeds {
 		f.Add(s, uint8(i))
+	}
+	// Self-referent schemas, each sent where its wire format reads it
+	// (route 0: OpenAI, 1: Anthropic, 2: Ollama).
+	for _, s := range []struct {
+		body  string
+		route uint8
+	}{
+		{`{"model":"m","response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"$defs":{"node":{"type":["object","array"],"properties":{"name":{"type":"string"}},"items":{"$ref":"#/$defs/node"}}},"$ref":"#/$defs/node"}}},"messages":[{"role":"user","content":"x"}]}`, 0},
+		{`{"model":"m","max_tokens":50,"tools":[{"name":"t","input_schema":{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}}],"tool_choice":{"type":"tool","name":"t"},"messages":[{"role":"user","content":"x"}]}`, 1},
+		{`{"model":"m","stream":false,"format":{"type":"object","required":["a","b"],"properties":{"a":{"$ref":"#"},"b":{"$ref":"#"}}},"messages":[{"role":"user","content":"x"}]}`, 2},
+		{`{"model":"m","tools":[{"type":"function","function":{"name":"t","parameters":{"type":"array","minItems":5,"items":{"$ref":"#"}}}}],"tool_choice":{"type":"function","function":{"name":"t"}},"messages":[{"role":"user","content":"x"}]}`, 0},
+		{`{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"t","input_schema":{"$defs":{"a":{"allOf":[` + strings.TrimSuffix(strings.Repeat(`{"$ref":"#/$defs/a"},`, 20), ",") + `]}},"$ref":"#/$defs/a"}}]}`, 1},
+		{`{"model":"m","stream":false,"format":{"type":"array","minItems":1000000000,"items":{"type":"string","minLength":1000000000}},"messages":[{"role":"user","content":"x"}]}`, 2},
+		{`{"model":"m","stream":false,"messages":[{"role":"system","content":"<json-schema>\n{\"type\":\"object\",\"required\":[\"c\"],\"properties\":{\"c\":{\"$ref\":\"#\"}}}\n</json-schema>"},{"role":"user","content":"x"}]}`, 2},
+	} {
+		f.Add(s.body, s.route)
 	}
 	paths := []string{"/v1/chat/completions", "/v1/messages", "/api/chat"}
 	s := New(Config{Mix: Mix{Truncation: 0.2, WrongType: 0.5, MissingRequired: 0.5, ExtraProperty: 0.5, Fence: 0.5, Comments: 0.5}, Seed: 1})

@@ -71,8 +71,18 @@ func hashStrings(parts ...string) uint64 {
 	return h
 }
 
+// seededRand is a PCG source and the Rand drawing from it, allocated
+// together: a generator's Rand escapes (the schema it walks is memoized on
+// the heap), and this keeps it one allocation.
+type seededRand struct {
+	pcg rand.PCG
+	rand.Rand
+}
+
 func (s *Server) rng(parts ...string) *rand.Rand {
-	return rand.New(rand.NewPCG(s.cfg.Seed, hashStrings(parts...)))
+	r := &seededRand{pcg: *rand.NewPCG(s.cfg.Seed, hashStrings(parts...))}
+	r.Rand = *rand.New(&r.pcg)
+	return &r.Rand
 }
 
 // taskKey is the user id when given, else a hash of the first user message.
@@ -336,6 +346,7 @@ func (s *Server) correct(doc *schemaDoc, truth any, key, prev, feedback string, 
 	c := checker{doc: doc}
 	c.walk(doc.root, value, "", 0)
 	var remaining []string
+	g := generator{doc: doc, rng: r} // one budget for every fix of the turn
 	for _, f := range c.out {
 		u := r.Float64()
 		if !names(feedback, f) || u >= s.cfg.FixProb {
@@ -350,13 +361,13 @@ func (s *Server) correct(doc *schemaDoc, truth any, key, prev, feedback string, 
 		if ok {
 			tv = deepCopy(tv)
 		} else {
-			g := generator{doc: doc, rng: r}
 			tv = g.gen(f.schema, "", 1)
 		}
 		pointerSet(value, f.Pointer, tv)
 	}
 	if r.Float64() < s.cfg.NewFaultProb {
 		sites := map[FaultKind][]site{}
+		c = checker{doc: doc}
 		c.sites(doc.root, value, "", 0, sites)
 		k := contentKinds[r.IntN(len(contentKinds))]
 		injectOne(value, k, sites[k], remaining, r)

@@ -7,15 +7,23 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // schemaDoc is a parsed JSON Schema with its root kept for $ref resolution.
+// It is read-only once parsed, and shared by concurrent requests.
 type schemaDoc struct {
 	root any
 	src  string // the schema's text, part of the seeds drawn for it
+	// resolved memoizes resolve for the nodes that need merging ($ref,
+	// allOf, oneOf, anyOf), keyed by the node's map: a recursive schema
+	// resolves the same few nodes for every value of a reply.
+	mu       sync.RWMutex
+	resolved map[uintptr]map[string]any
 }
 
 // parseSchema decodes a JSON Schema, keeping numbers as json.Number.
@@ -36,16 +44,77 @@ func parseSchema(b []byte) (*schemaDoc, error) {
 
 // resolve follows $ref, merges allOf and picks the first non-null branch of
 // oneOf/anyOf, so that the generator and the fault walker see one flat node.
-// It returns nil for the false schema and an empty map for true.
-func (d *schemaDoc) resolve(s any) map[string]any { return d.resolveDepth(s, 0) }
+// It returns nil for the false schema and an empty map for true. A schema
+// may refer to itself ({"$ref": "#"}) or fan out (allOf of several
+// references back to itself): resolution stops maxResolve references deep
+// and after maxResolveSteps nodes, treating what is left as true.
+func (d *schemaDoc) resolve(s any) map[string]any {
+	m, ok := s.(map[string]any)
+	if !ok {
+		steps := maxResolveSteps
+		return d.resolveDepth(s, 0, &steps)
+	}
+	if !needsMerge(m) {
+		return m
+	}
+	// The node is part of d, which keeps it alive: its address is stable.
+	key := reflect.ValueOf(m).Pointer()
+	d.mu.RLock()
+	r, ok := d.resolved[key]
+	d.mu.RUnlock()
+	if ok {
+		return r
+	}
+	steps := maxResolveSteps
+	r = d.resolveDepth(m, 0, &steps)
+	d.mu.Lock()
+	if d.resolved == nil {
+		d.resolved = make(map[uintptr]map[string]any)
+	}
+	d.resolved[key] = r
+	d.mu.Unlock()
+	return r
+}
 
-// maxResolve bounds nested resolution, e.g. of {"$ref": "#"}.
-const maxResolve = 16
+// needsMerge reports whether resolving m does more than return it.
+func needsMerge(m map[string]any) bool {
+	_, hasRef := m["$ref"]
+	_, hasAll := m["allOf"]
+	return hasRef || hasAll || firstBranch(m) != nil
+}
 
-func (d *schemaDoc) resolveDepth(s any, depth int) map[string]any {
-	if depth > maxResolve {
+// Bounds of the walks over a schema and the values made from it; each walk
+// also stops at a depth. They keep self-referent schemas (a required
+// property whose schema is the root, an array of at least 5 of itself)
+// finite: no finite value satisfies those, and the simulator answers with a
+// bounded one that does not.
+const (
+	// maxResolve bounds the nesting of $ref, allOf, oneOf and anyOf that one
+	// resolution follows.
+	maxResolve = 16
+	// maxResolveSteps bounds the nodes one resolution merges.
+	maxResolveSteps = 64
+	// maxGenNodes bounds the values (of any type) in one generated value,
+	// far more than a model's reply holds.
+	maxGenNodes = 8192
+	// maxGenBytes bounds the bytes of the strings and constants in one
+	// generated value.
+	maxGenBytes = 128 << 10
+	// maxGenItems bounds one generated array, whatever its minItems.
+	maxGenItems = 256
+	// maxGenString bounds one generated string, whatever its minLength.
+	maxGenString = 4096
+	// maxCheckNodes bounds the values the fault checker visits in a reply.
+	maxCheckNodes = 1 << 16
+	// maxFaults bounds the content faults found in one reply.
+	maxFaults = 64
+)
+
+func (d *schemaDoc) resolveDepth(s any, depth int, steps *int) map[string]any {
+	if depth > maxResolve || *steps <= 0 {
 		return map[string]any{}
 	}
+	*steps--
 	for range 32 {
 		m, ok := s.(map[string]any)
 		if !ok {
@@ -69,17 +138,17 @@ func (d *schemaDoc) resolveDepth(s any, depth int) map[string]any {
 			out[k] = v
 		}
 		if hasRef {
-			if t := d.resolveDepth(d.lookup(ref), depth+1); t != nil {
+			if t := d.resolveDepth(d.lookup(ref), depth+1, steps); t != nil {
 				mergeSchema(out, t)
 			}
 		}
 		for _, sub := range allOf {
-			if t := d.resolveDepth(sub, depth+1); t != nil {
+			if t := d.resolveDepth(sub, depth+1, steps); t != nil {
 				mergeSchema(out, t)
 			}
 		}
 		if branch != nil {
-			if t := d.resolveDepth(branch, depth+1); t != nil {
+			if t := d.resolveDepth(branch, depth+1, steps); t != nil {
 				mergeSchema(out, t)
 			}
 		}
@@ -241,16 +310,26 @@ func bounds(m map[string]any) (lo, hi float64, loEx, hiEx bool) {
 	return lo, hi, loEx, hiEx
 }
 
-// generator builds schema-valid instances from a seeded source.
+// generator builds schema-valid instances from a seeded source. One
+// generator makes values of at most maxGenNodes nodes and maxGenBytes
+// bytes of text in all; past that it adds no more members or items and
+// makes the smallest value of each type (empty objects, arrays and
+// strings), which a schema asking for more then rejects.
 type generator struct {
-	doc *schemaDoc
-	rng *rand.Rand
+	doc   *schemaDoc
+	rng   *rand.Rand
+	nodes int // values made
+	bytes int // bytes of strings and constants made
 }
 
 // maxDepth bounds recursion through recursive $refs.
 const maxDepth = 12
 
+// spent reports whether the generator's budget is used up.
+func (g *generator) spent() bool { return g.nodes >= maxGenNodes || g.bytes >= maxGenBytes }
+
 func (g *generator) gen(s any, name string, depth int) any {
+	g.nodes++
 	if depth > 2*maxDepth {
 		return nil // a schema that requires infinite nesting: give up here
 	}
@@ -259,10 +338,10 @@ func (g *generator) gen(s any, name string, depth int) any {
 		return nil
 	}
 	if c, ok := m["const"]; ok {
-		return deepCopy(c)
+		return g.constant(c)
 	}
 	if e, ok := m["enum"].([]any); ok && len(e) > 0 {
-		return deepCopy(e[g.rng.IntN(len(e))])
+		return g.constant(e[g.rng.IntN(len(e))])
 	}
 	types, _ := typesOf(m)
 	t := "string"
@@ -273,6 +352,16 @@ func (g *generator) gen(s any, name string, depth int) any {
 				t = x
 				break
 			}
+		}
+	}
+	if g.spent() {
+		switch t {
+		case "object":
+			return map[string]any{}
+		case "array":
+			return []any{}
+		case "string":
+			return ""
 		}
 	}
 	switch t {
@@ -293,6 +382,53 @@ func (g *generator) gen(s any, name string, depth int) any {
 	}
 }
 
+// constant returns a copy of a const or enum value, charged to the budget;
+// past it, the empty value of its type.
+func (g *generator) constant(c any) any {
+	n := valueBytes(c, maxGenBytes-g.bytes+1)
+	g.bytes += n
+	if g.bytes > maxGenBytes {
+		switch c.(type) {
+		case map[string]any:
+			return map[string]any{}
+		case []any:
+			return []any{}
+		case string:
+			return ""
+		}
+	}
+	return deepCopy(c)
+}
+
+// valueBytes is about the size of v's JSON text, counted up to limit.
+func valueBytes(v any, limit int) int {
+	switch x := v.(type) {
+	case string:
+		return len(x) + 2
+	case map[string]any:
+		n := 2
+		for k, e := range x {
+			if n > limit {
+				break
+			}
+			n += len(k) + 4 + valueBytes(e, limit-n)
+		}
+		return n
+	case []any:
+		n := 2
+		for _, e := range x {
+			if n > limit {
+				break
+			}
+			n += 1 + valueBytes(e, limit-n)
+		}
+		return n
+	case json.Number:
+		return len(x)
+	}
+	return 4
+}
+
 func (g *generator) genObject(m map[string]any, depth int) any {
 	props, _ := m["properties"].(map[string]any)
 	req := map[string]bool{}
@@ -310,6 +446,9 @@ func (g *generator) genObject(m map[string]any, depth int) any {
 	slices.Sort(keys)
 	out := make(map[string]any, len(keys))
 	for _, k := range keys {
+		if g.spent() {
+			break
+		}
 		optional := g.rng.Float64() < 0.6
 		if !req[k] && (!optional || depth >= 4) {
 			continue
@@ -326,6 +465,9 @@ func (g *generator) genObject(m map[string]any, depth int) any {
 	}
 	slices.Sort(reqKeys)
 	for _, k := range reqKeys {
+		if g.spent() {
+			break
+		}
 		if _, ok := out[k]; !ok {
 			var sub any = true
 			if ap, ok := m["additionalProperties"].(map[string]any); ok {
@@ -366,10 +508,11 @@ func (g *generator) genArray(m map[string]any, name string, depth int) any {
 	if hasMax {
 		n = min(n, maxI)
 	}
+	n = min(n, maxGenItems)
 	unique, _ := m["uniqueItems"].(bool)
 	out := make([]any, 0, n)
 	seen := map[string]bool{}
-	for tries := 0; len(out) < n && tries < n*10+10; tries++ {
+	for tries := 0; len(out) < n && tries < n*10+10 && !g.spent(); tries++ {
 		var sub any = items
 		if i := len(out); i < len(prefix) {
 			sub = prefix[i]
@@ -577,16 +720,26 @@ func (g *generator) genString(m map[string]any, name string) any {
 		}
 		// Give up gracefully: fall through to words, which may not match.
 	}
+	minL = min(minL, maxGenString)
 	s := g.words(name)
-	for runeLen(s) < minL {
-		s += " " + wordList[g.rng.IntN(len(wordList))]
+	if n := runeLen(s); n < minL {
+		var b strings.Builder
+		b.WriteString(s)
+		for n < minL {
+			w := wordList[g.rng.IntN(len(wordList))]
+			b.WriteByte(' ')
+			b.WriteString(w)
+			n += 1 + len(w)
+		}
+		s = b.String()
 	}
 	if hasMax && runeLen(s) > maxL {
 		s = strings.TrimSpace(string([]rune(s)[:maxL]))
-		for runeLen(s) < minL {
-			s += "x"
+		if n := runeLen(s); n < minL {
+			s += strings.Repeat("x", minL-n)
 		}
 	}
+	g.bytes += len(s)
 	return s
 }
 

@@ -23,6 +23,14 @@
 // properties, extra properties, enum violations, out-of-range numbers) and
 // outcome faults (truncation, refusal, empty reply).
 //
+// Every walk over a schema and the values made from it is bounded: a
+// schema that refers to itself ({"$ref": "#"}, a required property whose
+// schema is the root, an array of at least five of itself) or fans out
+// through allOf is answered like any other, and when no finite value
+// satisfies it, or it asks for more than a reply holds (minItems of a
+// billion), with a bounded value (at most 8,192 values, 128 KiB of text)
+// that breaks it.
+//
 // # Corrections
 //
 // A request is a correction when it carries a previous reply: an assistant

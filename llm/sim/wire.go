@@ -22,8 +22,14 @@ func badRequest(format string, a ...any) *apiError {
 }
 
 // textOf reads a content field: a string, an array of parts/blocks with
-// text, or null.
-func textOf(raw json.RawMessage) string {
+// text, or null. A tool_result's content is read the same way, down to
+// maxContentDepth (the Messages API nests it once; deeper is ignored).
+func textOf(raw json.RawMessage) string { return textOfDepth(raw, 0) }
+
+// maxContentDepth bounds the nesting of tool_result content textOf reads.
+const maxContentDepth = 4
+
+func textOfDepth(raw json.RawMessage, depth int) string {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] == 'n' {
 		return ""
@@ -48,7 +54,9 @@ func textOf(raw json.RawMessage) string {
 		case "tool_use":
 			b.Write(bl.Input)
 		case "tool_result":
-			b.WriteString(textOf(bl.Content))
+			if depth < maxContentDepth {
+				b.WriteString(textOfDepth(bl.Content, depth+1))
+			}
 		default:
 			b.WriteString(bl.Text)
 		}
