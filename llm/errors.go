@@ -93,6 +93,9 @@ func (e *Error) Error() string {
 	} else if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}
+	if e.HintOverCap {
+		s += fmt.Sprintf(" (the server asks to wait %v, longer than the client sleeps)", e.RetryAfter)
+	}
 	return s
 }
 

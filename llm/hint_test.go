@@ -107,6 +107,9 @@ func TestHintOverCapReturnsAtOnce(t *testing.T) {
 			if e.RetryAfter != time.Hour || !e.HintOverCap {
 				t.Fatalf("RetryAfter = %v, HintOverCap = %v; want the full hour, over the cap", e.RetryAfter, e.HintOverCap)
 			}
+			if !strings.Contains(e.Error(), "wait 1h0m0s") {
+				t.Fatalf("Error() = %q does not name the wait asked for", e.Error())
+			}
 			if n := calls.Load(); n != 1 || len(e.Retries) != 0 || !clock.Now().Equal(start) {
 				t.Fatalf("%d calls, retries %+v, slept %v: the hint was waited out in process", n, e.Retries, clock.Now().Sub(start))
 			}
