@@ -511,6 +511,9 @@ func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte, need de
 		size = c.cfg.MaxBodyBytes + 1
 		sizeText = fmt.Sprintf("more than %d bytes", c.cfg.MaxBodyBytes)
 	}
+	if n := headBytes + len(c.key); len(head) > n {
+		head = head[:n] // what the head can hold, and a key across its end
+	}
 	e := &Error{Status: hresp.StatusCode, RequestID: c.requestID(hresp.Header), RateLimit: rateLimitHeaders(hresp.Header),
 		Size: size, Head: cutUTF8(c.redactBody(head), headBytes)}
 	msg := fmt.Sprintf("response body is %s, over the MaxBodyBytes cap of %d bytes", sizeText, c.cfg.MaxBodyBytes)

@@ -83,13 +83,17 @@ func (p *pauseLog) get() []time.Duration {
 	return append([]time.Duration(nil), p.d...)
 }
 
-// TestHintOverCapReturnsAtOnce: a 429 asking for an hour neither sleeps in
+// TestHintOverCapReturnsAtOnce: a 429 (or 529) asking for an hour neither sleeps in
 // the retry layer nor pauses the lane for the hour. Complete returns at
 // once with the full hint, marked over the cap; the lane pauses for the
 // cap only.
 func TestHintOverCapReturnsAtOnce(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"openai_429_rate_limit_tpm", "anthropic_429_rate_limit"} {
+	for name, class := range map[string]ErrorClass{
+		"openai_429_rate_limit_tpm": ClassRateLimited,
+		"anthropic_429_rate_limit":  ClassRateLimited,
+		"anthropic_529_overloaded":  ClassOverloaded,
+	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			fx, body := fixtureWith(t, name, map[string]string{"retry-after": "3600"}, nil)
@@ -101,8 +105,8 @@ func TestHintOverCapReturnsAtOnce(t *testing.T) {
 			start := clock.Now()
 			_, err := c.Complete(context.Background(), hello)
 			var e *Error
-			if !errors.As(err, &e) || e.Class != ClassRateLimited || !e.Class.Retryable() || e.Permanent() {
-				t.Fatalf("err = %v, want a retryable rate_limited", err)
+			if !errors.As(err, &e) || e.Class != class || !e.Class.Retryable() || e.Permanent() {
+				t.Fatalf("err = %v, want a retryable %s", err, class)
 			}
 			if e.RetryAfter != time.Hour || !e.HintOverCap {
 				t.Fatalf("RetryAfter = %v, HintOverCap = %v; want the full hour, over the cap", e.RetryAfter, e.HintOverCap)
