@@ -394,3 +394,39 @@ func (s *Store) BatchCaps(ctx context.Context, batches []string) (map[string]Cap
 	}
 	return out, nil
 }
+
+// RunCount is what one run of a batch did.
+type RunCount struct {
+	// Jobs counts the run's jobs by their outcome in that run (from
+	// job_runs when a later run replaced it, else from the job row).
+	Jobs map[string]int
+	// Attempts counts the run's attempt rows.
+	Attempts int
+}
+
+// RunCounts returns what run of batch did.
+func (s *Store) RunCounts(ctx context.Context, batch string, run int) (RunCount, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rc := RunCount{Jobs: map[string]int{}}
+	rows, err := s.pool.Query(ctx, `
+		SELECT status, count(*) FROM (
+			SELECT r.status FROM job_runs r JOIN jobs j ON j.id = r.job_id WHERE j.batch = $1 AND r.run = $2
+			UNION ALL
+			SELECT status FROM jobs WHERE batch = $1 AND run = $2
+		) x GROUP BY status`, batch, run)
+	if err != nil {
+		return rc, fmt.Errorf("count run %d of %s: %w", run, batch, err)
+	}
+	var st string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&st, &n}, func() error { rc.Jobs[st] = n; return nil }); err != nil {
+		return rc, fmt.Errorf("count run %d of %s: %w", run, batch, err)
+	}
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch = $1 AND a.run = $2`,
+		batch, run).Scan(&rc.Attempts)
+	if err != nil {
+		return rc, fmt.Errorf("count run %d of %s: %w", run, batch, err)
+	}
+	return rc, nil
+}

@@ -19,6 +19,11 @@ type BatchSummary struct {
 	Batch string
 	// Jobs counts every job; the status fields split it, Finished = Jobs - Queued.
 	Jobs, Queued, Valid, Invalid, Failed, Rejected, Dead, Finished int64
+	// Cancelled and OverBudget count jobs ended by enqueue cancel and by
+	// the batch's spend cap.
+	Cancelled, OverBudget int64
+	// Runs is the batch's latest run (1 until a requeue).
+	Runs int64
 	// FirstAttemptValid counts valid jobs valid on their first attempt.
 	FirstAttemptValid int64
 	// Repaired counts valid jobs that needed more than one attempt or a local repair.
@@ -55,7 +60,7 @@ func (s *Store) Summary(ctx context.Context, batch string) ([]BatchSummary, erro
 		       coalesce(valid_rate, 0), coalesce(first_attempt_valid_rate, 0), coalesce(repair_rate, 0),
 		       mean_attempts, tokens_in, tokens_out, tokens_cached, cost_usd,
 		       coalesce(tokens_per_valid_job, 0), coalesce(cost_per_valid_job, 0),
-		       coalesce(p50_wall_ms, 0), coalesce(p95_wall_ms, 0)
+		       coalesce(p50_wall_ms, 0), coalesce(p95_wall_ms, 0), cancelled, over_budget, runs
 		FROM batch_summary WHERE $1 = '' OR batch = $1 ORDER BY batch`, batch)
 	if err != nil {
 		return nil, fmt.Errorf("query batch summary: %w", err)
@@ -65,7 +70,7 @@ func (s *Store) Summary(ctx context.Context, batch string) ([]BatchSummary, erro
 		err := r.Scan(&b.Batch, &b.Jobs, &b.Queued, &b.Valid, &b.Invalid, &b.Failed, &b.Rejected, &b.Dead, &b.Finished,
 			&b.FirstAttemptValid, &b.Repaired, &b.ValidRate, &b.FirstAttemptValidRate, &b.RepairRate,
 			&b.MeanAttempts, &b.TokensIn, &b.TokensOut, &b.TokensCached, &b.CostUSD,
-			&b.TokensPerValidJob, &b.CostPerValidJob, &b.P50WallMS, &b.P95WallMS)
+			&b.TokensPerValidJob, &b.CostPerValidJob, &b.P50WallMS, &b.P95WallMS, &b.Cancelled, &b.OverBudget, &b.Runs)
 		return b, err
 	})
 	if err != nil {

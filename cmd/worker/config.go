@@ -105,6 +105,7 @@ type providerFlags struct {
 	// the worker's --concurrency, set by the command before build.
 	laneDefault                  int
 	timeout                      time.Duration
+	maxHintWait                  time.Duration
 	maxRetries                   int
 	simPreset                    string
 	simSeed                      uint64
@@ -127,6 +128,7 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&p.maxConcurrency, "lane-max-concurrency", 0, "ceiling of each lane's adaptive concurrency limit (0 = --concurrency)")
 	fs.IntVar(&p.initialConcurrency, "lane-initial-concurrency", 0, "starting concurrency limit of each lane (0 = the ceiling; a 429 or overload halves it)")
 	fs.DurationVar(&p.timeout, "provider-timeout", 300*time.Second, "total timeout of one provider call")
+	fs.DurationVar(&p.maxHintWait, "max-hint-wait", llm.LaneMaxHintWaitDefault, "longest wait a provider's retry hint (Retry-After, rate-limit resets) may impose on a lane; a job asked to wait longer is handed back with that delay")
 	fs.IntVar(&p.maxRetries, "transport-retries", 4, "transport retries per provider call (429, 5xx, timeouts); separate from repair attempts")
 	fs.StringVar(&p.simPreset, "sim", "", "serve every provider from an in-process simulator with this preset: "+strings.Join(simPresetNames(), ", "))
 	fs.Uint64Var(&p.simSeed, "sim-seed", 1, "seed of the in-process simulator")
@@ -172,7 +174,7 @@ func (p *providerFlags) build(obs llm.Observer) (map[string]pipeline.Completer, 
 		TotalTimeout: p.timeout,
 		Retry:        llm.RetryConfig{MaxRetries: p.maxRetries, Disabled: p.maxRetries == 0},
 		Lane: llm.LaneConfig{RPM: p.rpm, TPM: p.tpm, MaxConcurrency: ceiling,
-			InitialConcurrency: cmp.Or(p.initialConcurrency, ceiling)},
+			InitialConcurrency: cmp.Or(p.initialConcurrency, ceiling), MaxHintWait: p.maxHintWait},
 		Lanes:    lanes,
 		Observer: obs,
 	}

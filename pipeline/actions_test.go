@@ -1,0 +1,264 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/llm/sim"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// completion is an OpenAI chat completion answering content.
+func completion(content string, in, out int) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"id": "chatcmpl-x", "object": "chat.completion", "model": "sim-weak",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": content}}},
+		"usage": map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
+	})
+	return b
+}
+
+// modelOf returns the model a request names, leaving its body readable.
+func modelOf(r *http.Request) string {
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	var v struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(b, &v)
+	return v.Model
+}
+
+// A spend cap reached by three workers at once: together they never
+// reserve past it, so the batch overshoots by less than one call per
+// worker; the jobs left end over_budget, and raising the cap and
+// requeueing them finishes the batch.
+func TestSpendCapThreeWorkers(t *testing.T) {
+	t.Parallel()
+	const n, workers = 40, 3
+	const cap = 4000
+	h := newHarness(t, harnessConfig{})
+	cfg := h.enqueueConfig("b")
+	cfg.MaxTokens = 100
+	limit := int64(cap)
+	cfg.Cap.MaxTotalTokens = &limit
+	if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+		t.Fatal(err)
+	}
+	var rws []*runningWorker
+	for range workers {
+		wc := h.workerConfig(h.client(nil))
+		wc.Concurrency = 4
+		rws = append(rws, h.startWorker(wc, nil, nil))
+	}
+	h.waitDone("b", n, 60*time.Second)
+	for _, rw := range rws {
+		rw.stop(t, 20*time.Second)
+	}
+	p := h.progress("b")
+	sum, err := h.st.Summary(h.ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := int(sum[0].OverBudget)
+	if p.Valid == 0 || over == 0 || p.Valid+over != n {
+		t.Fatalf("%d valid, %d over budget of %d; want both, and nothing else (%+v)", p.Valid, over, n, p)
+	}
+	sp, err := h.st.BatchSpend(h.ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The largest single call the ledger recorded bounds the overshoot.
+	var biggest int64
+	for i := 1; i <= n; i++ {
+		_, as := h.job(jobID("b", i))
+		for _, a := range as {
+			biggest = max(biggest, a.TokensIn+a.TokensOut)
+		}
+	}
+	c, _ := h.st.Counts(h.ctx, "b")
+	spent := c.JobTokensIn + c.JobTokensOut
+	if spent != sp.Tokens || sp.HeldTokens != 0 {
+		t.Errorf("ledger says %d tokens spent, the spend counter %d (%d still held)", spent, sp.Tokens, sp.HeldTokens)
+	}
+	if spent > cap+workers*biggest {
+		t.Errorf("spent %d tokens, cap %d: overshoot beyond one call (%d) per worker", spent, cap, biggest)
+	}
+	t.Logf("cap %d tokens: %d spent by %d valid jobs, %d over budget, largest call %d", cap, spent, p.Valid, over, biggest)
+	h.checkInvariants("b", invariants{Jobs: n})
+
+	// Raise the cap, requeue the over-budget jobs: the batch finishes.
+	if _, err := pipeline.SetCap(h.ctx, h.st, "b", store.Cap{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := pipeline.Requeue(h.ctx, h.js, h.st, pipeline.RequeueConfig{Batch: "b", Statuses: []string{store.StatusOverBudget}, Queue: h.q})
+	if err != nil || rep.Jobs[store.StatusOverBudget] != over || rep.Published != over {
+		t.Fatalf("requeue: %+v %v; want %d requeued and published", rep, err, over)
+	}
+	rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+	h.waitDone("b", n, 60*time.Second)
+	rw.stop(t, 20*time.Second)
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+}
+
+// Cancel during a run: the jobs not yet final end cancelled at once, the
+// worker acks their messages unrun, the calls in flight are kept.
+func TestCancelDuringRun(t *testing.T) {
+	t.Parallel()
+	const n = 100
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Latency: fixedLatency(40 * time.Millisecond)}})
+	h.enqueue("b", n)
+	cfg := h.workerConfig(h.client(nil))
+	cfg.Concurrency = 4
+	rw := h.startWorker(cfg, nil, nil)
+	waitFor(t, 30*time.Second, "some jobs done", func() bool { return h.progress("b").Valid >= 10 })
+	cancelled, err := pipeline.Cancel(h.ctx, h.st, "b")
+	if err != nil || cancelled == 0 {
+		t.Fatalf("cancel: %d jobs, %v", cancelled, err)
+	}
+	h.waitDone("b", n, 30*time.Second)
+	h.checkQueueEmpty()
+	rw.stop(t, 20*time.Second)
+	p := h.progress("b")
+	sum, _ := h.st.Summary(h.ctx, "b")
+	if int(sum[0].Cancelled) != cancelled || p.Valid+cancelled != n {
+		t.Errorf("%d valid + %d cancelled (summary %d) of %d", p.Valid, cancelled, sum[0].Cancelled, n)
+	}
+	// At most the calls in flight when it was cancelled were made after it.
+	if calls := h.sim.requests(); calls > int64(p.Valid+2*cfg.Concurrency) {
+		t.Errorf("%d provider calls for %d valid jobs: cancelled jobs were called", calls, p.Valid)
+	}
+	h.checkInvariants("b", invariants{Jobs: n})
+	if again, err := pipeline.Cancel(h.ctx, h.st, "b"); err != nil || again != 0 {
+		t.Errorf("second cancel: %d, %v", again, err)
+	}
+}
+
+// Requeue of invalid jobs with another model: the new run's outcome is on
+// the job row, the first run's stays in the ledger, and repeating the
+// requeue does nothing.
+func TestRequeueWithAnotherModel(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Script: func(_ int, r *http.Request) *sim.ScriptedReply {
+		if modelOf(r) == "sim-weak" {
+			return &sim.ScriptedReply{Status: 200, Body: completion("Sorry, no JSON today.", 40, 8),
+				Header: http.Header{"Content-Type": {"application/json"}}}
+		}
+		return nil
+	}}})
+	cfg := h.enqueueConfig("b")
+	cfg.Model, cfg.Limits.MaxAttempts = "sim-weak", 2
+	if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+		t.Fatal(err)
+	}
+	rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+	h.waitDone("b", n, 30*time.Second)
+	if p := h.progress("b"); p.Invalid != n {
+		t.Fatalf("first run: %+v, want every job invalid", p)
+	}
+	dry, err := pipeline.Requeue(h.ctx, h.js, h.st, pipeline.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
+		Model: "sim-model", MaxAttempts: 3, DryRun: true, Queue: h.q})
+	if err != nil || dry.Jobs[store.StatusInvalid] != n || dry.Run != 2 || dry.Published != 0 {
+		t.Fatalf("dry run: %+v %v", dry, err)
+	}
+	rep, err := pipeline.Requeue(h.ctx, h.js, h.st, pipeline.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
+		Model: "sim-model", MaxAttempts: 3, Queue: h.q})
+	if err != nil || rep.Jobs[store.StatusInvalid] != n || rep.Run != 2 || rep.Published != n || rep.Settings.Model != "sim-model" {
+		t.Fatalf("requeue: %+v %v", rep, err)
+	}
+	h.waitDone("b", n, 30*time.Second)
+	rw.stop(t, 20*time.Second)
+	for i := 1; i <= n; i++ {
+		j, as := h.job(jobID("b", i))
+		if j.Status != store.StatusValid || j.Run != 2 || j.Model != "sim-model" || len(as) != 1 {
+			t.Errorf("job %d after the requeue: %s, run %d, model %s, %d attempts; want valid in run 2 on sim-model", i, j.Status, j.Run, j.Model, len(as))
+		}
+	}
+	// The ledger still answers what the first run did.
+	rc, err := h.st.RunCounts(h.ctx, "b", 1)
+	if err != nil || rc.Jobs[store.StatusInvalid] != n || rc.Attempts != 2*n {
+		t.Errorf("run 1 in the ledger: %+v %v; want %d invalid jobs and %d attempts", rc, err, n, 2*n)
+	}
+	again, err := pipeline.Requeue(h.ctx, h.js, h.st, pipeline.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid}, Model: "sim-model", Queue: h.q})
+	if err != nil || again.Run != 0 || again.Published != 0 {
+		t.Errorf("second requeue: %+v %v; want nothing", again, err)
+	}
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+}
+
+// Finding 6: the stream's data directory is lost under a batch the ledger
+// says is published; --resume republishes exactly the lost jobs and a
+// worker finishes them.
+func TestLostStreamThenResume(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	h := newHarness(t, harnessConfig{})
+	h.enqueue("b", n)
+	h.stopNATS()
+	if err := os.RemoveAll(h.natsDir); err != nil {
+		t.Fatal(err)
+	}
+	h.startNATS()
+	waitFor(t, 10*time.Second, "the client reconnected", h.nc.IsConnected)
+	prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, pipeline.EnqueueConfig{Batch: "b", Resume: true, Queue: h.q}, nil)
+	if err != nil || prog.Republished != n {
+		t.Fatalf("resume: %+v %v; want the %d lost jobs republished", prog, err, n)
+	}
+	rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+	h.waitDone("b", n, 30*time.Second)
+	rw.stop(t, 20*time.Second)
+	h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[string]int{store.StatusValid: n}})
+}
+
+// Finding 8: a 429 with retry-after 3600 for one job hands that job back
+// with the hour's delay; the lane is not frozen, the other jobs finish at
+// once, and the call is recorded.
+func TestRetryAfterAnHour(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	var target string
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Script: func(_ int, r *http.Request) *sim.ScriptedReply {
+		if userOf(r) == target {
+			return &sim.ScriptedReply{Status: 429, Header: http.Header{"Retry-After": {"3600"}}}
+		}
+		return nil
+	}}})
+	target = jobID("b", 3)
+	h.enqueue("b", n)
+	client := h.client(nil)
+	start := time.Now()
+	rw := h.startWorker(h.workerConfig(client), nil, nil)
+	waitFor(t, 20*time.Second, "every other job valid", func() bool { return h.progress("b").Valid == n-1 })
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the other jobs took %s: the lane waited for the hour", took)
+	}
+	waitFor(t, 10*time.Second, "the call recorded", func() bool {
+		c, err := h.st.Counts(h.ctx, "b")
+		return err == nil && c.InterruptedRows == 1
+	})
+	rw.stop(t, 20*time.Second)
+	if until := client.(*llm.Client).Lane("sim-model").Stats().PausedUntil; time.Until(until) > 0 {
+		t.Errorf("the lane is paused for another %s", time.Until(until))
+	}
+	j, _ := h.job(target)
+	if j.Status != store.StatusQueued {
+		t.Errorf("the job asked to wait an hour is %s, want queued (handed back)", j.Status)
+	}
+	// Its message waits in the stream for the hour, not lost.
+	if msgs := h.streamMsgs(); msgs != 1 {
+		t.Errorf("stream holds %d messages, want the one handed back", msgs)
+	}
+	if got := h.sim.requests(); got != n {
+		t.Errorf("%d calls, want %d: the job asked to wait was called again", got, n)
+	}
+}
