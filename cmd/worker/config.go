@@ -112,11 +112,11 @@ type providerFlags struct {
 	simLatencyP50, simLatencyP99 time.Duration
 }
 
-const providerEnvHelp = `  OPENAI_API_KEY      key for the openai provider (never logged or stored)
-  OPENAI_BASE_URL     Chat Completions base URL (default https://api.openai.com/v1; any compatible server)
-  ANTHROPIC_API_KEY   key for the anthropic provider (never logged or stored)
-  ANTHROPIC_BASE_URL  Messages API base URL (default https://api.anthropic.com)
-  OLLAMA_BASE_URL     Ollama base URL (default http://127.0.0.1:11434)
+const providerEnvHelp = `  OPENAI_API_KEY         key for the openai provider (never logged or stored)
+  OPENAI_BASE_URL        Chat Completions base URL (default https://api.openai.com/v1; any compatible server)
+  ANTHROPIC_API_KEY      key for the anthropic provider (never logged or stored)
+  ANTHROPIC_BASE_URL     Messages API base URL (default https://api.anthropic.com)
+  OLLAMA_BASE_URL        Ollama base URL (default http://127.0.0.1:11434)
 `
 
 func (p *providerFlags) register(fs *flag.FlagSet) {

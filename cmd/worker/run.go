@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -19,17 +20,42 @@ import (
 )
 
 const runUsage = `Usage: worker [run] [flags]
+       worker migrate | check | try | demo | bench   (worker COMMAND --help)
 
 Pulls jobs from the shared JetStream consumer, runs each through the repair
 loop in a bounded pool, writes every result and attempt to the Postgres ledger
 and acks a job only after its rows are committed. SIGINT/SIGTERM stop pulling,
 let jobs in flight finish within --grace, hand the rest back for immediate
-redelivery, flush writes and exit 0. With --drain the worker exits once the
-queue is empty and nothing is in flight (for cron or a Kubernetes Job).`
+redelivery (their calls are recorded as interrupted), flush writes and exit 0.
 
-const runEnvHelp = `  DATABASE_URL        Postgres ledger (default ` + databaseURLDefault + `)
-  NATS_URL            NATS server; empty starts an embedded one (see --nats-dir, --nats-listen)
-  LOG_LEVEL, LOG_FORMAT
+Postgres and NATS may start after the worker: it keeps trying for
+--start-timeout, /readyz answering not ready meanwhile. A job the worker's
+ledger never recorded (a worker on another DATABASE_URL than enqueue's) is
+handed back, never run or acked; the worker then pulls one job at a time and
+/readyz says why.
+
+With --drain the worker exits once the queue is empty and nothing is in
+flight (cron, a Kubernetes Job); with --batch it then checks that batch and
+exits 1 when a job of it is not final or more than --max-failure-rate of its
+jobs are not valid. Without NATS_URL the queue is the embedded one in
+--nats-dir, which enqueue (also without NATS_URL) writes to, so a nightly
+cron line needs only Postgres:
+
+  enqueue --batch nightly-$(date +%F) --schema s.json --template t.txt --model gpt-4o-mini data.jsonl &&
+  worker --drain --batch nightly-$(date +%F) --max-failure-rate 0.05
+
+Other commands: migrate (apply the ledger migrations), check (extract and
+validate a reply), try (one job live, each attempt as a card), demo (a demo
+batch end to end on the simulator), bench (throughput figures).`
+
+const runEnvHelp = `  DATABASE_URL           Postgres ledger (default ` + databaseURLDefault + `)
+  NATS_URL               NATS server; empty (the default) serves the embedded queue (see --nats-dir, --nats-listen)
+  FIXPOINT_NATS_DIR      the embedded queue's directory (default ` + natsDirDefault + `)
+  FIXPOINT_NATS_LISTEN   where the embedded server listens for enqueue and other workers (default ` + embeddedNATSDefault + `)
+  FIXPOINT_METRICS_ADDR  /metrics, /healthz, /readyz (default ` + metricsAddrDefault + `; off to disable)
+  FIXPOINT_RPM, FIXPOINT_TPM
+                         per-lane request and token budgets per minute (default 0: unlimited)
+  LOG_LEVEL, LOG_FORMAT  info|debug|warn|error, text|json; prompts and replies are never logged
 ` + providerEnvHelp
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -49,6 +75,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM")
 	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight")
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger")
+	var chk drainCheck
+	fs.StringVar(&chk.batch, "batch", "", "with --drain: once drained, check this batch: exit 1 when any of its jobs is not final (lost from the queue) or its failure rate passes --max-failure-rate")
+	fs.Float64Var(&chk.maxFailureRate, "max-failure-rate", 1, "with --drain --batch: exit 1 when the share of the batch's jobs not valid is above this (0.05 = 5%)")
 	startTimeout := fs.Duration("start-timeout", startTimeoutDefault, "how long to keep trying to reach Postgres and NATS at start (they may start after the worker); 0 = try once")
 	fs.Int64Var(&cfg.WriteBuffer, "write-buffer-bytes", 0, "bytes of finished results that may wait for their ledger commit; when full, pulling slows down (0 = 8 KiB per job held, --concurrency plus --jobs-ahead, at least 1 MiB)")
 	queueFlags(fs, &cfg.Queue)
@@ -85,7 +114,50 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return usagef("--prices %s: %v", *pricesFile, err)
 		}
 	}
-	return serve(ctx, cfg, *dbURL, *metricsAddr, *startTimeout, &nf, &pf, log)
+	if chk.batch != "" && !cfg.Drain {
+		return usagef("--batch checks a batch once the queue is drained: it needs --drain")
+	}
+	if chk.maxFailureRate < 0 || chk.maxFailureRate > 1 {
+		return usagef("--max-failure-rate %v: want a share between 0 and 1", chk.maxFailureRate)
+	}
+	return serve(ctx, cfg, *dbURL, *metricsAddr, *startTimeout, &nf, &pf, chk, stdout, log)
+}
+
+// drainCheck is what --drain --batch checks once the queue is drained.
+type drainCheck struct {
+	batch          string
+	maxFailureRate float64
+}
+
+// errFailureRate is returned when a drained batch's failure rate is over
+// --max-failure-rate: exit 1.
+var errFailureRate = errors.New("failure rate over the threshold")
+
+// check reports the batch and fails when it is not done or fails too much:
+// a nightly cron line must not exit 0 with work stuck or refused.
+func (c drainCheck) check(ctx context.Context, st *store.Store, stdout io.Writer) error {
+	if c.batch == "" {
+		return nil
+	}
+	p, err := st.Progress(ctx, c.batch)
+	if err != nil {
+		return err
+	}
+	if p.Total == 0 {
+		return fmt.Errorf("no batch %q in the ledger (was it enqueued into this DATABASE_URL?)", c.batch)
+	}
+	if p.Queued > 0 {
+		return fmt.Errorf("the queue is drained but %d of %d jobs of batch %s are not final: their messages are not in the queue (run enqueue --batch %s --resume to republish them)",
+			p.Queued, p.Total, c.batch, c.batch)
+	}
+	rate := float64(p.Total-p.Valid) / float64(p.Total)
+	fmt.Fprintf(stdout, "batch %s done: %d jobs, %d valid, %.1f%% not valid (invalid %d, failed %d, rejected %d, dead %d, other %d)\n",
+		c.batch, p.Total, p.Valid, 100*rate, p.Invalid, p.Failed, p.Rejected, p.Dead,
+		p.Total-p.Valid-p.Invalid-p.Failed-p.Rejected-p.Dead)
+	if rate > c.maxFailureRate {
+		return fmt.Errorf("%w: %.1f%% of batch %s not valid, limit %.1f%%", errFailureRate, 100*rate, c.batch, 100*c.maxFailureRate)
+	}
+	return nil
 }
 
 // startTimeoutDefault is how long a worker waits for Postgres and NATS at
@@ -98,7 +170,8 @@ const startTimeoutDefault = 2 * time.Minute
 // retried with backoff for startTimeout, /readyz answering not ready
 // meanwhile; a failure no retry can fix (bad credentials, a bad URL) ends it
 // at once.
-func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr string, startTimeout time.Duration, nf *natsFlags, pf *providerFlags, log *slog.Logger) error {
+func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr string, startTimeout time.Duration, nf *natsFlags, pf *providerFlags,
+	chk drainCheck, stdout io.Writer, log *slog.Logger) error {
 	m := pipeline.NewMetrics()
 	cfg.Metrics = m
 	var readiness atomic.Pointer[func(context.Context) error]
@@ -150,7 +223,13 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr st
 	start := time.Now()
 	err = w.Run(ctx)
 	log.Info("worker: exiting", slog.Duration("uptime", time.Since(start).Round(time.Millisecond)))
-	return err
+	if err != nil {
+		return err
+	}
+	if cfg.Drain && ctx.Err() == nil {
+		return chk.check(context.WithoutCancel(ctx), st, stdout)
+	}
+	return nil
 }
 
 // retryStart runs connect until it succeeds, fails in a way retryable says

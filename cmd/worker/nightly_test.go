@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
+)
+
+// buildCommands builds enqueue and worker into a directory of the test.
+func buildCommands(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir, "github.com/fixpoint-dev/fixpoint/cmd/enqueue", "github.com/fixpoint-dev/fixpoint/cmd/worker")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// The nightly path of issue 13: on a machine with Postgres and no NATS
+// server, one cron line of two commands, run in a clean directory,
+// enqueues a dataset, processes it to the end and exits non-zero when the
+// failure rate passes the threshold.
+func TestNightlyCronLine(t *testing.T) {
+	t.Parallel()
+	bin := buildCommands(t)
+	const rows = 60
+	var data strings.Builder
+	for i := 1; i <= rows; i++ {
+		fmt.Fprintf(&data, `{"ticket_id":"T%03d","customer":"Ada","plan":"pro","subject":"Charged twice","body":"Refund me, ticket %d."}`+"\n", i, i)
+	}
+	for _, tc := range []struct {
+		name, preset, maxFail string
+		wantCode              int
+	}{
+		{"under the threshold", "clean", "0.05", 0},
+		{"over the threshold", "messy", "0", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			work := t.TempDir() // a clean data directory: no .fixpoint yet
+			dsn := storetest.NewDB(t)
+			for name, body := range map[string]string{"schema.json": demoSchema, "template.txt": demoTemplate, "tickets.jsonl": data.String()} {
+				if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			line := fmt.Sprintf(`%[1]s/enqueue --batch nightly --schema schema.json --template template.txt --model sim-%[2]s --id-field ticket_id tickets.jsonl &&
+%[1]s/worker --drain --batch nightly --max-failure-rate %[3]s --sim %[2]s`, bin, tc.preset, tc.maxFail)
+			cmd := exec.Command("sh", "-c", line)
+			cmd.Dir = work
+			cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "NATS_URL=", "FIXPOINT_NATS_LISTEN=127.0.0.1:0",
+				"FIXPOINT_METRICS_ADDR=off", "LOG_LEVEL=warn")
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantCode || !strings.Contains(string(out), "batch nightly done") {
+				t.Fatalf("exit %d, want %d:\n%s", code, tc.wantCode, out)
+			}
+			st, err := store.Open(context.Background(), dsn, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			p, err := st.Progress(context.Background(), "nightly")
+			if err != nil || p.Total != rows || p.Queued != 0 {
+				t.Fatalf("ledger after the cron line: %+v %v; want %d jobs, all final", p, err, rows)
+			}
+			if _, err := os.Stat(filepath.Join(work, ".fixpoint", "nats", "jetstream")); err != nil {
+				t.Errorf("the embedded queue is not in the working directory: %v", err)
+			}
+		})
+	}
+}
+
+// A drained queue with jobs of the batch not final (their messages lost
+// with the queue's directory) is exit 1 with the way out, which works.
+func TestDrainedButLost(t *testing.T) {
+	t.Parallel()
+	bin := buildCommands(t)
+	work, dsn := t.TempDir(), storetest.NewDB(t)
+	for name, body := range map[string]string{"schema.json": demoSchema, "template.txt": demoTemplate, "tickets.jsonl": demoDataset(30, 1)} {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh := func(line string) (int, string) {
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "NATS_URL=", "FIXPOINT_NATS_LISTEN=127.0.0.1:0", "FIXPOINT_METRICS_ADDR=off", "LOG_LEVEL=warn")
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	if code, out := sh(bin + "/enqueue --batch b --schema schema.json --template template.txt --model sim-clean --id-field ticket_id tickets.jsonl"); code != 0 {
+		t.Fatalf("enqueue: %d\n%s", code, out)
+	}
+	if err := os.RemoveAll(filepath.Join(work, ".fixpoint")); err != nil {
+		t.Fatal(err)
+	}
+	code, out := sh(bin + "/worker --drain --batch b --sim clean")
+	if code != 1 || !strings.Contains(out, "30 of 30 jobs of batch b are not final") || !strings.Contains(out, "enqueue --batch b --resume") {
+		t.Fatalf("drain with the queue lost: exit %d, want 1 naming the lost jobs and --resume:\n%s", code, out)
+	}
+	if code, out := sh(bin + "/enqueue --batch b --resume && " + bin + "/worker --drain --batch b --sim clean --max-failure-rate 0"); code != 0 ||
+		!strings.Contains(out, "30 republished") {
+		t.Fatalf("resume then drain: exit %d\n%s", code, out)
+	}
+}
