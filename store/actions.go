@@ -430,3 +430,29 @@ func (s *Store) RunCounts(ctx context.Context, batch string, run int) (RunCount,
 	}
 	return rc, nil
 }
+
+// Measured is what earlier batches of a schema and model did, per job.
+type Measured struct {
+	// Jobs and Batches count the finished jobs measured (valid, invalid or
+	// failed) and their batches; 0 when there is no history.
+	Jobs, Batches int
+	// MeanAttempts, MeanTokensIn and MeanTokensOut are per job.
+	MeanAttempts, MeanTokensIn, MeanTokensOut float64
+}
+
+// Measure returns what the finished jobs of earlier batches with this
+// schema and model did, for an estimate of a new batch.
+func (s *Store) Measure(ctx context.Context, schemaHash, model string) (Measured, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var m Measured
+	err := s.pool.QueryRow(ctx, `
+		SELECT count(*), count(DISTINCT batch), coalesce(avg(attempts), 0)::float8,
+		       coalesce(avg(tokens_in), 0)::float8, coalesce(avg(tokens_out), 0)::float8
+		FROM jobs WHERE schema_hash = $1 AND model = $2 AND status IN ('valid', 'invalid', 'failed') AND attempts > 0`,
+		schemaHash, model).Scan(&m.Jobs, &m.Batches, &m.MeanAttempts, &m.MeanTokensIn, &m.MeanTokensOut)
+	if err != nil {
+		return m, fmt.Errorf("measure earlier batches: %w", err)
+	}
+	return m, nil
+}

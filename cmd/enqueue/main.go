@@ -163,6 +163,8 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "a row whose prompt is larger is a bad row (keep it at the workers' --max-prompt-bytes)")
 	maxCost := fs.String("max-cost-usd", "", "spend cap of the batch in US dollars (estimated cost; see enqueue cap --help)")
 	maxTokens := fs.String("max-total-tokens", "", "cap on the batch's input plus output tokens")
+	dryRun := fs.Bool("dry-run", false, "check the rows, print one full prompt, the row count and an estimate of tokens and cost; record and publish nothing")
+	limit := fs.Int("limit", 0, "with --dry-run: read only the first N rows (0 = all)")
 	fs.BoolVar(&cfg.Resume, "resume", false, "finish the batch's interrupted run with its recorded settings: publish jobs recorded but not published, republish jobs the queue lost")
 	fs.StringVar(&cfg.Queue.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs (created if missing; an existing one is left as the workers set it)")
 	fs.StringVar(&cfg.Queue.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
@@ -275,6 +277,12 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		data = f
 	}
 
+	if *dryRun && cfg.Resume {
+		return usageError{errors.New("--dry-run and --resume do not go together")}
+	}
+	if *limit != 0 && !*dryRun {
+		return usageError{errors.New("--limit is for --dry-run")}
+	}
 	st, err := store.Open(ctx, *dbURL, nil)
 	if err != nil {
 		return err
@@ -282,6 +290,9 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	defer st.Close()
 	if err := st.Migrate(ctx); err != nil {
 		return err
+	}
+	if *dryRun {
+		return dryRunReport(ctx, st, cfg, data, *limit, stdout)
 	}
 	conn, err := natsconn.Open(natsconn.Config{URL: *natsURL, Dir: *natsDir, Running: *natsRunning, Name: "fixpoint-enqueue"}, nil)
 	if err != nil {
@@ -376,4 +387,47 @@ func countLines(f *os.File) (int, error) {
 	}
 	_, err := f.Seek(0, io.SeekStart)
 	return n, err
+}
+
+// dryRunReport prints what enqueue would do with the dataset and what it
+// would cost; it exits 1 (ErrTooManyBadRows) when the real run would stop
+// on bad rows.
+func dryRunReport(ctx context.Context, st *store.Store, cfg pipeline.EnqueueConfig, data io.Reader, limit int, stdout io.Writer) error {
+	rep, err := pipeline.DryRun(ctx, st, cfg, data, limit, nil)
+	if errors.Is(err, pipeline.ErrBadConfig) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	read := fmt.Sprintf("%d rows", rep.Rows)
+	if rep.Limited {
+		read = fmt.Sprintf("the first %d rows (--limit)", rep.Rows)
+	}
+	fmt.Fprintf(stdout, "dry run of batch %s: read %s: %d would be jobs, %d bad, %d repeated; nothing recorded or published\n",
+		cfg.Batch, read, rep.Jobs, len(rep.Bad), rep.Repeated)
+	for _, b := range rep.Bad {
+		fmt.Fprintf(stdout, "  bad row: %v\n", b)
+	}
+	if rep.Jobs > 0 {
+		fmt.Fprintf(stdout, "\n--- system prompt (every attempt) ---\n%s\n--- prompt of line %d ---\n%s\n---\n\n", rep.System, rep.PromptLine, rep.Prompt)
+		from := "no earlier batch of this schema and model to measure: one attempt a job, repairs add more"
+		if rep.Measured.Jobs > 0 {
+			from = fmt.Sprintf("measured on %d jobs of %d earlier batches of this schema and model", rep.Measured.Jobs, rep.Measured.Batches)
+		}
+		fmt.Fprintf(stdout, "estimate: %d jobs x %.2f attempts (%s)\n", rep.Jobs, rep.Attempts, from)
+		price := fmt.Sprintf("$%.4f at %s list prices", rep.CostUSD, cfg.Model)
+		if !rep.PriceKnown {
+			price = fmt.Sprintf("cost unknown: %s is not in the price table", cfg.Model)
+		}
+		fmt.Fprintf(stdout, "  ~%.0f input and ~%.0f output tokens an attempt: ~%.0f tokens in all, %s\n",
+			rep.InputTokens, rep.OutputTokens, rep.Tokens, price)
+		if rep.Limited {
+			fmt.Fprintln(stdout, "  (for the rows read; the dataset has more)")
+		}
+	}
+	if cfg.MaxBadRows >= 0 && len(rep.Bad) > cfg.MaxBadRows {
+		return fmt.Errorf("%w: %d bad rows (limit %d): the real run would record and publish nothing", pipeline.ErrTooManyBadRows, len(rep.Bad), cfg.MaxBadRows)
+	}
+	return nil
 }

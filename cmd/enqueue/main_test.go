@@ -126,3 +126,51 @@ func TestEnqueueIntoTheEmbeddedQueue(t *testing.T) {
 		t.Fatalf("resume: exit %d, stdout %q; want nothing to republish", code, stdout)
 	}
 }
+
+// --dry-run checks the rows, prints a full prompt and an estimate, and
+// records or publishes nothing; with earlier batches of the same schema and
+// model, the estimate uses what they measured.
+func TestEnqueueDryRun(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	data := w.file("rows.jsonl", rows)
+	code, stdout, stderr := w.run("", append(w.args("d1", "--model", "gpt-4o-mini", "--dry-run"), data)...)
+	if code != 0 {
+		t.Fatalf("dry run: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"read 2 rows: 2 would be jobs", "--- system prompt", "Name the person in: Ada wrote this",
+		"x 1.00 attempts (no earlier batch", "gpt-4o-mini list prices"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, stdout)
+		}
+	}
+	w.noBatch("d1")
+	if _, err := os.Stat(filepath.Join(w.dir, "jetstream")); !os.IsNotExist(err) {
+		t.Errorf("a dry run touched the queue: %v", err)
+	}
+	code, stdout, _ = w.run("", append(w.args("d1", "--dry-run", "--limit", "1"), data)...)
+	if code != 0 || !strings.Contains(stdout, "the first 1 rows (--limit)") {
+		t.Errorf("--limit 1: exit %d\n%s", code, stdout)
+	}
+	code, stdout, _ = w.run("", append(w.args("d1", "--dry-run"), w.file("bad.jsonl", rows+"nope\n"))...)
+	if code != 1 || !strings.Contains(stdout, "bad row: line 3") {
+		t.Errorf("dry run with a bad row: exit %d, want 1 naming line 3\n%s", code, stdout)
+	}
+
+	// History: an earlier batch of the schema and model took 2 attempts a job.
+	if code, out, errOut := w.run("", append(w.args("h1"), data)...); code != 0 {
+		t.Fatalf("enqueue h1: %d %s %s", code, out, errOut)
+	}
+	var results []store.Result
+	for _, id := range []string{"h1:a", "h1:b"} {
+		results = append(results, store.Result{JobID: id, Status: store.StatusValid, Attempts: 2, Calls: 2, TokensIn: 300, TokensOut: 60,
+			AttemptRows: []store.Attempt{{No: 1, Class: "shape", TokensIn: 150, TokensOut: 30}, {No: 2, Valid: true, TokensIn: 150, TokensOut: 30}}})
+	}
+	if _, err := w.st.SaveResults(context.Background(), results); err != nil {
+		t.Fatal(err)
+	}
+	_, stdout, _ = w.run("", append(w.args("d2", "--dry-run"), data)...)
+	if !strings.Contains(stdout, "x 2.00 attempts (measured on 2 jobs of 1 earlier batches") || !strings.Contains(stdout, "~30 output tokens") {
+		t.Errorf("dry run with history:\n%s", stdout)
+	}
+}

@@ -1,0 +1,167 @@
+package pipeline
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/template"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// Measurer gives what earlier batches of a schema and model did.
+// *store.Store satisfies it.
+type Measurer interface {
+	Measure(ctx context.Context, schemaHash, model string) (store.Measured, error)
+}
+
+var _ Measurer = (*store.Store)(nil)
+
+// DryRunReport is what a dry run of an enqueue found and estimates.
+type DryRunReport struct {
+	// Rows counts the rows read; Limited says the dry run stopped at its
+	// limit before the end of the dataset.
+	Rows    int
+	Limited bool
+	// Bad and Repeated are the bad and repeated rows among them; Jobs the
+	// rows that would become jobs.
+	Bad      []BadRow
+	Repeated int
+	Jobs     int
+	// System is the system prompt every attempt starts with; Prompt the
+	// first job's own prompt, from line PromptLine.
+	System, Prompt string
+	PromptLine     int
+	// InputTokens is the mean estimated input of a first attempt (system
+	// prompt, task and, outside prompt mode, the schema sent as a tool or
+	// format), OutputTokens the estimated output of an attempt.
+	InputTokens, OutputTokens float64
+	// Attempts is the expected attempts per job; Measured says what it
+	// and OutputTokens come from (Jobs == 0: no earlier batch).
+	Attempts float64
+	Measured store.Measured
+	// Tokens and CostUSD estimate the jobs' total; PriceKnown is false when
+	// the price table does not list the model (cost 0).
+	Tokens     float64
+	CostUSD    float64
+	PriceKnown bool
+}
+
+// DryRun renders and checks the first limit rows of the dataset (0: every
+// row), as the first pass of Enqueue does, and estimates what the batch
+// would cost; it records and publishes nothing and needs no queue. The
+// estimate takes the attempts per job and the output per attempt from the
+// finished jobs of earlier batches with the same schema and model when
+// there are any (measurer may be nil), else one attempt per job and an
+// output the size of a value the schema describes.
+func DryRun(ctx context.Context, measurer Measurer, cfg EnqueueConfig, data io.Reader, limit int, prices Prices) (DryRunReport, error) {
+	var rep DryRunReport
+	cfg.Chunk = cmp.Or(cfg.Chunk, EnqueueChunkDefault)
+	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, MaxPromptBytesDefault)
+	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, MaxTokensDefault)
+	cfg.Mode = cmp.Or(cfg.Mode, llm.ModePrompt)
+	cfg.Limits = cfg.Limits.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return rep, err
+	}
+	tmpl, err := template.New("prompt").Option("missingkey=error").Parse(cfg.Template)
+	if err != nil {
+		return rep, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadTemplate, err)
+	}
+	hash, err := store.SchemaHash(cfg.Schema)
+	if err != nil {
+		return rep, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
+	}
+	canonical, _ := store.Canonical(cfg.Schema)
+	sch, _ := validate.Compile(canonical)
+	settings := cfg.settings(hash)
+	r := &renderer{cfg: &cfg, tmpl: tmpl, base: settings.envelope(cfg.Batch), maxMsg: int(cfg.Queue.WithDefaults().MaxMsgSize)}
+	rep.System = systemPrompt(&Job{System: cfg.System, Mode: cfg.Mode, Schema: sch, SchemaRaw: canonical})
+	schemaTokens := 0
+	if cfg.Mode != llm.ModePrompt {
+		schemaTokens = len(canonical) / 4
+	}
+
+	var inSum float64
+	var prog EnqueueProgress
+	ids := map[string]string{}
+	rows := newRowReader(cfg.Format, data)
+	for limit <= 0 || prog.Rows < limit {
+		row, line, err := rows.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var fatal *fatalReadError
+		if errors.As(err, &fatal) {
+			return rep, fmt.Errorf("enqueue: read line %d: %w", line, fatal.err)
+		}
+		prog.Rows++
+		if err != nil {
+			prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err})
+			continue
+		}
+		job, err := r.render(row, line)
+		if err == nil {
+			err = r.fits(&job)
+		}
+		if err != nil {
+			prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err})
+			continue
+		}
+		if cfg.IDField != "" {
+			digest := fmt.Sprintf("%x", contentDigest(&job))
+			if was, ok := ids[job.ID]; ok {
+				if was != digest {
+					prog.Bad = append(prog.Bad, BadRow{Line: line, Err: fmt.Errorf("id %q repeats an earlier row with different content", job.ID)})
+				} else {
+					prog.Repeated++
+				}
+				continue
+			}
+			ids[job.ID] = digest
+		}
+		if rep.Jobs == 0 {
+			rep.Prompt, rep.PromptLine = job.Prompt, line
+		}
+		rep.Jobs++
+		inSum += float64((len(rep.System)+len(job.Prompt)+3)/4 + schemaTokens)
+	}
+	if limit > 0 && prog.Rows >= limit {
+		if _, _, err := rows.next(); !errors.Is(err, io.EOF) {
+			rep.Limited = true
+		}
+	}
+	rep.Rows, rep.Bad, rep.Repeated = prog.Rows, prog.Bad, prog.Repeated
+	if rep.Jobs == 0 {
+		return rep, nil
+	}
+	rep.InputTokens = inSum / float64(rep.Jobs)
+	// Without history: one attempt, and an output the size of a value the
+	// schema describes (a sixth of its bytes, within the job's max tokens).
+	rep.Attempts = 1
+	rep.OutputTokens = float64(min(cfg.MaxTokens, max(16, len(canonical)/6)))
+	if measurer != nil {
+		m, err := measurer.Measure(ctx, hash, cfg.Model)
+		if err != nil {
+			return rep, err
+		}
+		rep.Measured = m
+		if m.Jobs > 0 && m.MeanAttempts > 0 {
+			rep.Attempts = m.MeanAttempts
+			rep.OutputTokens = m.MeanTokensOut / m.MeanAttempts
+		}
+	}
+	in := rep.InputTokens * rep.Attempts * float64(rep.Jobs)
+	out := rep.OutputTokens * rep.Attempts * float64(rep.Jobs)
+	rep.Tokens = in + out
+	if prices == nil {
+		prices = DefaultPrices()
+	}
+	_, rep.PriceKnown = prices.Lookup(cfg.Model)
+	rep.CostUSD = prices.Cost(cfg.Model, int(in), int(out), 0)
+	return rep, nil
+}
