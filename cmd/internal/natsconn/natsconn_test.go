@@ -1,0 +1,53 @@
+package natsconn
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// With no URL, Open serves the embedded store itself; when a running
+// worker's server holds the store, it connects to that server at Running
+// (enqueue while a worker runs), and without Running it refuses.
+func TestOpenEmbedded(t *testing.T) {
+	t.Parallel()
+	dir, port := t.TempDir(), freePort(t)
+	worker, err := Open(Config{Dir: dir, Listen: fmt.Sprintf("127.0.0.1:%d", port), Name: "worker"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worker.Close()
+	if !worker.Embedded() {
+		t.Fatal("the first Open does not run the embedded server")
+	}
+	shared, err := Open(Config{Dir: dir, Running: fmt.Sprintf("127.0.0.1:%d", port), Name: "enqueue"}, nil)
+	if err != nil {
+		t.Fatalf("Open while a worker holds the store: %v", err)
+	}
+	if shared.Embedded() {
+		t.Error("the second Open started a second server on the same store")
+	}
+	if _, err := shared.JS.AccountInfo(t.Context()); err != nil {
+		t.Errorf("the shared connection does not reach JetStream: %v", err)
+	}
+	shared.Close()
+	if _, err := Open(Config{Dir: dir, Name: "second worker"}, nil); !errors.Is(err, pipeline.ErrStoreDirInUse) {
+		t.Errorf("a second server on the store: %v, want ErrStoreDirInUse", err)
+	}
+	if _, err := Open(Config{Dir: dir, Listen: "nope"}, nil); err == nil {
+		t.Error("a listen address without a port was accepted")
+	}
+}
