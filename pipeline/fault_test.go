@@ -527,8 +527,8 @@ func TestMaxDeliverDead(t *testing.T) {
 		h.checkQueueEmpty()
 		rw.stop(t, 20*time.Second)
 		j, _ := h.job(target)
-		if j.Status != store.StatusDead || !strings.Contains(j.Error, "delivered 3 times") || !strings.Contains(j.Error, "503") {
-			t.Errorf("job: %s %q, want dead after 3 deliveries with the last error (503)", j.Status, j.Error)
+		if j.Status != store.StatusDead || !strings.Contains(j.Error, "delivered 3 times") || !strings.Contains(j.Error, "503") || j.Deliveries != 3 {
+			t.Errorf("job: %s %q after %d deliveries, want dead after 3 deliveries with the last error (503)", j.Status, j.Error, j.Deliveries)
 		}
 		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: int64(n - 1 + 3*2),
 			Statuses: map[string]int{store.StatusValid: n - 1, store.StatusDead: 1}})
@@ -581,8 +581,8 @@ func TestMaxDeliverDead(t *testing.T) {
 		rw.stop(t, 20*time.Second)
 		for i := 1; i <= n; i++ {
 			j, _ := h.job(jobID("b", i))
-			if j.Status != store.StatusDead || !strings.Contains(j.Error, "delivered 2 times") {
-				t.Errorf("job %d: %s %q, want dead after 2 deliveries", i, j.Status, j.Error)
+			if j.Status != store.StatusDead || !strings.Contains(j.Error, "delivered 2 times") || j.Deliveries != 2 {
+				t.Errorf("job %d: %s %q after %d deliveries, want dead after 2 deliveries, recorded", i, j.Status, j.Error, j.Deliveries)
 			}
 		}
 		h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusDead: n}})

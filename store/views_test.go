@@ -79,7 +79,7 @@ func TestViews(t *testing.T) {
 		}
 		want := store.BatchSummary{
 			Batch: "v", Jobs: 8, Queued: 1, Valid: 4, Invalid: 1, Failed: 1, Rejected: 1, Dead: 0, Finished: 7,
-			FirstAttemptValid: 2, Repaired: 3,
+			FirstAttemptValid: 2, Repaired: 3, Runs: 1,
 			ValidRate: 4.0 / 7, FirstAttemptValidRate: 2.0 / 7, RepairRate: 3.0 / 4,
 			MeanAttempts: 11.0 / 6,
 			TokensIn:     1100, TokensOut: 110, TokensCached: 55, CostUSD: 0.11,
