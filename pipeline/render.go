@@ -139,11 +139,24 @@ var summaryLegend = [][2]string{
 // WriteSummary prints batch summaries as a table, then a legend defining
 // its rate columns.
 func WriteSummary(w io.Writer, rows []store.BatchSummary) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BATCH\tJOBS\tVALID\tINVALID\tFAILED\tREJECTED\tDEAD\tQUEUED\tVALID%\t1ST-TRY%\tREPAIRED%\tATTEMPTS\tTOKENS/VALID\tCOST/VALID\tP50 ms\tP95 ms")
+	// The statuses and runs that batch actions make get columns only when
+	// a batch has them.
+	actions := false
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f\t$%.6f\t%.0f\t%.0f\n",
-			r.Batch, r.Jobs, r.Valid, r.Invalid, r.Failed, r.Rejected, r.Dead, r.Queued,
+		actions = actions || r.Cancelled > 0 || r.OverBudget > 0 || r.Runs > 1
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := "BATCH\tJOBS\tVALID\tINVALID\tFAILED\tREJECTED\tDEAD\tQUEUED"
+	if actions {
+		head += "\tCANCELLED\tOVER BUDGET\tRUNS"
+	}
+	fmt.Fprintln(tw, head+"\tVALID%\t1ST-TRY%\tREPAIRED%\tATTEMPTS\tTOKENS/VALID\tCOST/VALID\tP50 ms\tP95 ms")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d", r.Batch, r.Jobs, r.Valid, r.Invalid, r.Failed, r.Rejected, r.Dead, r.Queued)
+		if actions {
+			fmt.Fprintf(tw, "\t%d\t%d\t%d", r.Cancelled, r.OverBudget, r.Runs)
+		}
+		fmt.Fprintf(tw, "\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f\t$%.6f\t%.0f\t%.0f\n",
 			100*r.ValidRate, 100*r.FirstAttemptValidRate, 100*r.RepairRate, r.MeanAttempts,
 			r.TokensPerValidJob, r.CostPerValidJob, r.P50WallMS, r.P95WallMS)
 	}

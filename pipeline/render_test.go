@@ -56,3 +56,20 @@ func TestWriteSummaryLegend(t *testing.T) {
 		t.Errorf("legend is %d lines, want a blank line and one line per rate column:\n%s", len(legend), buf.String())
 	}
 }
+
+// The columns of the batch actions appear when a batch has cancelled or
+// over-budget jobs or more than one run, and only then.
+func TestWriteSummaryActionColumns(t *testing.T) {
+	t.Parallel()
+	var plain, acted bytes.Buffer
+	WriteSummary(&plain, []store.BatchSummary{{Batch: "a", Jobs: 2, Valid: 2, Runs: 1}})
+	WriteSummary(&acted, []store.BatchSummary{{Batch: "a", Jobs: 3, Valid: 1, Cancelled: 1, OverBudget: 1, Runs: 2}})
+	if strings.Contains(plain.String(), "OVER BUDGET") {
+		t.Errorf("action columns without actions:\n%s", plain.String())
+	}
+	head := strings.SplitN(acted.String(), "\n", 2)[0]
+	row := strings.Fields(strings.SplitN(acted.String(), "\n", 3)[1])
+	if !strings.Contains(head, "CANCELLED") || !strings.Contains(head, "OVER BUDGET") || len(row) < 11 || row[8] != "1" || row[9] != "1" || row[10] != "2" {
+		t.Errorf("action columns missing or wrong:\n%s", acted.String())
+	}
+}

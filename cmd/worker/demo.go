@@ -114,7 +114,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		IDField: "ticket_id", Provider: *provider, Model: "sim-" + *preset, Mode: llm.Mode(*mode),
 		Limits: pipeline.Limits{Strategy: pipeline.Strategy(*strategy)},
 		ProgressFunc: func(p pipeline.EnqueueProgress) {
-			bar.Update(p.Rows, fmt.Sprintf("%d published", p.Published), false)
+			if p.Phase == pipeline.PhasePublish { // the check pass is quick here
+				bar.Update(p.Rows, fmt.Sprintf("%d published", p.Published), false)
+			}
 		},
 	}, strings.NewReader(data))
 	bar.Update(prog.Rows, fmt.Sprintf("%d published", prog.Published), true)
