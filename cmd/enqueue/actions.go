@@ -74,8 +74,19 @@ func (c *commonFlags) register(fs *flag.FlagSet, queue bool) {
 	}
 }
 
+// openQueue connects to the queue the flags name.
+func (c *commonFlags) openQueue() (*natsconn.Conn, error) {
+	return natsconn.Open(natsconn.Config{URL: c.natsURL, Dir: c.natsDir, Running: c.natsListen, Name: "fixpoint-enqueue"}, nil)
+}
+
 func newSubFlagSet(name, usage string, stdout io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("enqueue "+name, flag.ContinueOnError)
+	return newFlagSet("enqueue "+name, usage, stdout)
+}
+
+// newFlagSet returns a flag set whose --help prints usage, the flags and
+// the environment.
+func newFlagSet(name, usage string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
 		fmt.Fprintln(stdout, usage)
@@ -159,7 +170,7 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 	defer st.Close()
 	var conn *natsconn.Conn
 	if !cfg.DryRun {
-		if conn, err = natsconn.Open(natsconn.Config{URL: c.natsURL, Dir: c.natsDir, Running: c.natsListen, Name: "fixpoint-enqueue"}, nil); err != nil {
+		if conn, err = c.openQueue(); err != nil {
 			return err
 		}
 		defer conn.Close()

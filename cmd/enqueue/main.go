@@ -20,7 +20,6 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -126,17 +125,10 @@ var settingFlags = []string{"schema", "template", "system-file", "format", "mode
 	"max-cost-usd", "max-total-tokens"}
 
 func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	fs.Usage = func() {
-		fmt.Fprintln(stdout, usage)
-		fmt.Fprintln(stdout, "\nFlags:")
-		fs.PrintDefaults()
-		fmt.Fprintln(stdout, "\nEnvironment:")
-		fmt.Fprintln(stdout, envHelp)
-	}
+	fs := newFlagSet("enqueue", usage, stdout)
 	var (
 		cfg          pipeline.EnqueueConfig
+		c            commonFlags
 		schemaFile   = fs.String("schema", "", "JSON Schema file every row's answer must match (required)")
 		templateFile = fs.String("template", "", "prompt template file (required)")
 		systemFile   = fs.String("system-file", "", "optional file with a system prompt for every job")
@@ -145,13 +137,9 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		strategy     = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation or repair")
 		feedback     = fs.String("feedback", string(pipeline.FeedbackDefault), "feedback format: text or xml")
 		temp         = fs.String("temperature", "", "sampling temperature (default: the provider's)")
-		dbURL        = fs.String("database-url", env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"), "Postgres URL of the ledger (env DATABASE_URL)")
-		natsURL      = fs.String("nats-url", env("NATS_URL", ""), "NATS server URL (env NATS_URL); empty: the embedded queue in --nats-dir")
-		natsDir      = fs.String("nats-dir", env("FIXPOINT_NATS_DIR", natsconn.DirDefault), "directory of the embedded queue (env FIXPOINT_NATS_DIR)")
-		natsRunning  = fs.String("nats-listen", env("FIXPOINT_NATS_LISTEN", natsconn.ListenDefault), "where a running worker's embedded NATS listens (env FIXPOINT_NATS_LISTEN)")
 		progress     = fs.Bool("progress", true, "show progress (a bar on a terminal, lines otherwise)")
 	)
-	fs.StringVar(&cfg.Batch, "batch", "", "batch name (required)")
+	c.register(fs, true)
 	fs.StringVar(&cfg.IDField, "id-field", "", "row field that identifies the row, a string or a number (default: the line number)")
 	fs.StringVar(&cfg.Provider, "provider", llm.ProviderOpenAI, "openai, anthropic or ollama")
 	fs.StringVar(&cfg.Model, "model", "", "model name (required)")
@@ -166,9 +154,7 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	dryRun := fs.Bool("dry-run", false, "check the rows, print one full prompt, the row count and an estimate of tokens and cost; record and publish nothing")
 	limit := fs.Int("limit", 0, "with --dry-run: read only the first N rows (0 = all)")
 	fs.BoolVar(&cfg.Resume, "resume", false, "finish the batch's interrupted run with its recorded settings: publish jobs recorded but not published, republish jobs the queue lost")
-	fs.StringVar(&cfg.Queue.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs (created if missing; an existing one is left as the workers set it)")
-	fs.StringVar(&cfg.Queue.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
-	fs.DurationVar(&cfg.Queue.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "when the stream is created: a job id published twice within this window is stored once")
+	fs.DurationVar(&c.queue.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "when the stream is created: a job id published twice within this window is stored once")
 	// Flags may come before or after the dataset.
 	var pos []string
 	for rest := args; ; {
@@ -184,6 +170,7 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		pos, rest = append(pos, rest[0]), rest[1:]
 	}
+	cfg.Batch, cfg.Queue = c.batch, c.queue
 	if cfg.Batch == "" {
 		return usageError{errors.New("--batch is required (see --help)")}
 	}
@@ -283,18 +270,15 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if *limit != 0 && !*dryRun {
 		return usageError{errors.New("--limit is for --dry-run")}
 	}
-	st, err := store.Open(ctx, *dbURL, nil)
+	st, err := openLedger(ctx, c.dbURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		return err
-	}
 	if *dryRun {
 		return dryRunReport(ctx, st, cfg, data, *limit, stdout)
 	}
-	conn, err := natsconn.Open(natsconn.Config{URL: *natsURL, Dir: *natsDir, Running: *natsRunning, Name: "fixpoint-enqueue"}, nil)
+	conn, err := c.openQueue()
 	if err != nil {
 		return err
 	}

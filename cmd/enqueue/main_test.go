@@ -174,3 +174,47 @@ func TestEnqueueDryRun(t *testing.T) {
 		t.Errorf("dry run with history:\n%s", stdout)
 	}
 }
+
+// The batch actions at the command line: usage errors are 2, a batch the
+// ledger does not hold is 1, and each prints what it did.
+func TestEnqueueActions(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	if code, out, errOut := w.run("", append(w.args("a1"), w.file("rows.jsonl", rows))...); code != 0 {
+		t.Fatalf("enqueue: %d %s %s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{"requeue bad status", []string{"requeue", "--batch", "a1", "--status", "queued"}, 2, `--status "queued"`},
+		{"requeue bad provider", []string{"requeue", "--batch", "a1", "--provider", "gemini"}, 2, "gemini"},
+		{"requeue no match", []string{"requeue", "--batch", "a1"}, 0, "no job matched"},
+		{"requeue no batch", []string{"requeue", "--batch", "nope"}, 1, "no such batch"},
+		{"cap bad value", []string{"cap", "--batch", "a1", "--max-cost-usd", "-1"}, 2, "--max-cost-usd"},
+		{"cap nothing", []string{"cap", "--batch", "a1"}, 2, "give --max-cost-usd"},
+		{"cap", []string{"cap", "--batch", "a1", "--max-total-tokens", "5000"}, 0, "cap 5000 tokens; spent 0 tokens"},
+		{"cap removed", []string{"cap", "--batch", "a1", "--max-total-tokens", "none"}, 0, "cap none"},
+		{"cap no batch", []string{"cap", "--batch", "nope", "--max-cost-usd", "1"}, 1, "no such batch"},
+		{"cancel", []string{"cancel", "--batch", "a1"}, 0, "cancelled 2 jobs"},
+		{"cancel again", []string{"cancel", "--batch", "a1"}, 0, "cancelled 0 jobs"},
+		{"requeue cancelled, dry run", []string{"requeue", "--batch", "a1", "--status", "cancelled", "--dry-run"}, 0, "would requeue 2 jobs (2 cancelled) as run 2"},
+		{"requeue cancelled", []string{"requeue", "--batch", "a1", "--status", "cancelled", "--model", "sim-other"}, 0, "requeued 2 jobs (2 cancelled) as run 2: openai/sim-other"},
+		{"cancel no batch", []string{"cancel", "--batch", "nope"}, 1, "no such batch"},
+		{"cancel typo", []string{"cancel", "--bach", "a1"}, 2, "bach"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append([]string{tc.args[0], "--database-url", w.dsn}, tc.args[1:]...)
+			if tc.args[0] == "requeue" {
+				args = append(args, "--nats-url", "", "--nats-dir", w.dir, "--nats-listen", "127.0.0.1:1")
+			}
+			code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+			if code != tc.wantCode || !strings.Contains(out.String()+errOut.String(), tc.want) {
+				t.Errorf("exit %d, output %q%q; want %d naming %q", code, out.String(), errOut.String(), tc.wantCode, tc.want)
+			}
+		})
+	}
+}
