@@ -100,7 +100,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	// /healthz for container healthchecks; every other path is the
+	// simulator's (it answers the provider routes and 404s the rest).
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/", srv)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "simllm listening on http://%s (preset %s, seed %d)\n", ln.Addr(), *preset, *seed)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

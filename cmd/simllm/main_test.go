@@ -84,6 +84,11 @@ func TestServesUntilCancelled(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"done":true`) {
 		t.Fatalf("status %d body %s", resp.StatusCode, b)
 	}
+	hz, err := http.Get(url + "/healthz")
+	if err != nil || hz.StatusCode != 200 {
+		t.Fatalf("/healthz: %v %v", hz, err)
+	}
+	hz.Body.Close()
 	cancel()
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	select {
