@@ -5,7 +5,6 @@
 //	worker check           extract and validate a reply, print JSON
 //	worker try             run one job live and print each attempt
 //	worker demo            a demo batch end to end on the simulator
-//	worker bench           throughput figures on the simulator
 //
 // Run `worker COMMAND --help` for each command's flags and environment.
 package main
@@ -55,7 +54,6 @@ Usage:
                             extract and validate one reply (or JSONL of replies), print JSON
   worker try [flags]        run one job live and print each attempt as a card
   worker demo [flags]       enqueue a sample batch on the simulator, run it, print the report
-  worker bench [flags]      measure throughput against the simulator and bare NATS+Postgres
 
 Run 'worker COMMAND --help' for a command's flags and environment variables.
 `
@@ -77,8 +75,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runTry(ctx, args, stdout, stderr)
 	case "demo":
 		err = runDemo(ctx, args, stdout, stderr)
-	case "bench":
-		err = runBench(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, topUsage)
 		return exitOK

@@ -83,9 +83,26 @@ func TestHelpNamesTheREADMEVariables(t *testing.T) {
 			t.Errorf("worker --help does not name %s", v[1])
 		}
 	}
-	for _, cmd := range []string{"migrate", "check", "try", "demo", "bench", "--drain --batch"} {
+	for _, cmd := range []string{"migrate", "check", "try", "demo", "--drain --batch"} {
 		if !strings.Contains(help, cmd) {
 			t.Errorf("worker --help does not name %q", cmd)
 		}
+	}
+	// The benchmark is its own command, cmd/fixpoint-bench: the worker's
+	// help may point there but offers no bench of its own, and `worker
+	// bench` is an unknown command.
+	var top bytes.Buffer
+	if code := run(context.Background(), []string{"help"}, strings.NewReader(""), &top, &top); code != 0 {
+		t.Fatalf("help: exit %d", code)
+	}
+	offersBench := regexp.MustCompile(`(^|[^-\w])bench\b`)
+	for name, text := range map[string]string{"worker --help": help, "worker help": top.String()} {
+		if m := offersBench.FindString(text); m != "" {
+			t.Errorf("%s offers a bench command (%q); the benchmark is fixpoint-bench:\n%s", name, m, text)
+		}
+	}
+	var bench bytes.Buffer
+	if code := run(context.Background(), []string{"bench", "--quick"}, strings.NewReader(""), &bench, &bench); code != exitUsage {
+		t.Errorf("worker bench: exit %d, want %d (unknown command)\n%s", code, exitUsage, bench.String())
 	}
 }

@@ -20,7 +20,7 @@ import (
 )
 
 const runUsage = `Usage: worker [run] [flags]
-       worker migrate | check | try | demo | bench   (worker COMMAND --help)
+       worker migrate | check | try | demo   (worker COMMAND --help)
 
 Pulls jobs from the shared JetStream consumer, runs each through the repair
 loop in a bounded pool, writes every result and attempt to the Postgres ledger
@@ -46,7 +46,8 @@ cron line needs only Postgres:
 
 Other commands: migrate (apply the ledger migrations), check (extract and
 validate a reply), try (one job live, each attempt as a card), demo (a demo
-batch end to end on the simulator), bench (throughput figures).`
+batch end to end on the simulator). The throughput figures are a separate
+command, fixpoint-bench.`
 
 const runEnvHelp = `  DATABASE_URL           Postgres ledger (default ` + databaseURLDefault + `)
   NATS_URL               NATS server; empty (the default) serves the embedded queue (see --nats-dir, --nats-listen)

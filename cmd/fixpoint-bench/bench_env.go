@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,18 +21,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
-
-// benchChildEnv marks a worker process started by the bench. The worker
-// binary ignores it; the test binary uses it to act as the worker.
-const benchChildEnv = "FIXPOINT_BENCH_CHILD"
 
 // benchModel is the model name the bench's jobs ask for; the simulator
 // answers any model, and the price table does not know this one (cost 0).
@@ -41,14 +39,17 @@ const benchModel = "sim-bench"
 // listening on a loopback TCP port (so a worker subprocess can reach it) and
 // the names that keep each run's streams and batches apart.
 type benchEnv struct {
-	st           *store.Store
-	dsn          string
-	ns           *server.Server
-	nc           *nats.Conn
-	js           jetstream.JetStream
-	dir          string
-	runID        string
+	st    *store.Store
+	dsn   string
+	ns    *server.Server
+	conn  *natsconn.Conn
+	js    jetstream.JetStream
+	dir   string
+	runID string
+	// workerBin is the worker binary figures 3 and 5 run (ensureWorker);
+	// workerDir, when not empty, holds the one the bench built.
 	workerBin    string
+	workerDir    string
 	progress     io.Writer
 	runs         int // timed runs so far (nextRun)
 	settleWarned bool
@@ -69,7 +70,7 @@ func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer)
 	// each other and both print figures of the mix.
 	release, err := store.ClaimDatabase(ctx, dsn)
 	if errors.Is(err, store.ErrBusy) {
-		return nil, fmt.Errorf("another worker bench is using database %s; wait for it or pass another --database-url (%w)", dbName(dsn), store.ErrBusy)
+		return nil, fmt.Errorf("another fixpoint-bench is using database %s; wait for it or pass another --database-url (%w)", dbName(dsn), store.ErrBusy)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
@@ -80,11 +81,14 @@ func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer)
 	if err := store.ResetDatabase(ctx, dsn); err != nil {
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
 	}
-	st, err := openStore(ctx, dsn, true)
+	st, err := store.Open(ctx, dsn, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
 	}
 	undo = append(undo, st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "fixpoint-bench-nats-")
 	if err != nil {
 		return nil, fmt.Errorf("create NATS data directory: %w", err)
@@ -97,28 +101,56 @@ func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer)
 		return nil, err
 	}
 	undo = append(undo, ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL(), nats.Name("fixpoint-bench"))
+	// Over loopback TCP, as a worker subprocess reaches it: not in process.
+	conn, err := natsconn.Open(natsconn.Config{URL: ns.ClientURL(), Name: "fixpoint-bench"}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("connect to embedded NATS: %w", err)
-	}
-	undo = append(undo, nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("open JetStream: %w", err)
+		return nil, err
 	}
 	return &benchEnv{
-		st: st, dsn: dsn, ns: ns, nc: nc, js: js, dir: dir, workerBin: workerBin, progress: progress, release: release,
+		st: st, dsn: dsn, ns: ns, conn: conn, js: conn.JS, dir: dir, workerBin: workerBin, progress: progress, release: release,
 		runID: time.Now().UTC().Format("20060102T150405") + strconv.Itoa(os.Getpid()%1000),
 	}, nil
 }
 
 func (e *benchEnv) close() {
-	e.nc.Close()
+	e.conn.Close()
 	e.ns.Shutdown()
 	e.ns.WaitForShutdown()
 	e.st.Close()
 	e.release()
 	os.RemoveAll(e.dir)
+	if e.workerDir != "" {
+		os.RemoveAll(e.workerDir)
+	}
+}
+
+// workerPackage is the command figures 3 and 5 run as a subprocess.
+const workerPackage = "github.com/fixpoint-dev/fixpoint/cmd/worker"
+
+// ensureWorker makes e.workerBin a worker binary: the one --worker-bin
+// named, or else ./cmd/worker of this module built with the go command
+// into a temporary directory, so the subprocess runs the same source as
+// the in-process figures.
+func (e *benchEnv) ensureWorker(ctx context.Context) error {
+	if e.workerBin != "" {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "fixpoint-bench-worker-")
+	if err != nil {
+		return fmt.Errorf("create a directory for the worker binary: %w", err)
+	}
+	e.workerDir = dir
+	bin := filepath.Join(dir, "worker")
+	start := time.Now()
+	e.logf("building %s for figures 3 and 5 (--worker-bin skips this)", workerPackage)
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, workerPackage).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("build the worker for figures 3 and 5: %w\n%s\n(run the bench from the fixpoint source tree, or pass --worker-bin with a worker binary)",
+			err, strings.TrimSpace(string(out)))
+	}
+	e.logf("  built in %s", time.Since(start).Round(time.Millisecond))
+	e.workerBin = bin
+	return nil
 }
 
 func (e *benchEnv) logf(format string, args ...any) {
@@ -165,10 +197,10 @@ func (e *benchEnv) nextRun(kind string) string {
 func (e *benchEnv) enqueue(ctx context.Context, q pipeline.QueueConfig, batch string, n int, lim pipeline.Limits) error {
 	start := time.Now()
 	prog, err := pipeline.Enqueue(ctx, e.js, e.st, pipeline.EnqueueConfig{
-		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: pipeline.FormatJSONL,
+		Batch: batch, Schema: []byte(tickets.Schema), Template: tickets.Template, Format: pipeline.FormatJSONL,
 		Provider: llm.ProviderOpenAI, Model: benchModel, Mode: llm.ModePrompt, Limits: lim, Queue: q,
 		Chunk: 2000,
-	}, strings.NewReader(demoDataset(n, 1)))
+	}, strings.NewReader(tickets.Dataset(n, 1)))
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", batch, err)
 	}
@@ -360,7 +392,7 @@ func (e *benchEnv) runProcess(ctx context.Context, args, extraEnv []string, batc
 	var res childRun
 	e.settle(ctx)
 	cmd := exec.Command(e.workerBin, args...)
-	cmd.Env = append(os.Environ(), benchChildEnv+"=1", "OPENAI_API_KEY=sim-bench", "NATS_URL=", "DATABASE_URL=")
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sim-bench", "NATS_URL=", "DATABASE_URL=")
 	cmd.Env = append(cmd.Env, extraEnv...)
 	var stderr tailBuffer
 	cmd.Stdout = io.Discard
@@ -516,7 +548,7 @@ func baselinePayload(id string, i int) []byte {
 func baselineResult(id, batch, hash string, i int, now time.Time) store.Result {
 	prompt := fmt.Sprintf("Triage this support ticket from Ada Park (pro plan).\n\nSubject: Sync stuck at 99%%\n\nTicket %d: sync has been stuck since yesterday.", i)
 	req, _ := json.Marshal([]map[string]string{
-		{"role": "system", "content": "Reply with one JSON value that matches this JSON Schema, and nothing else.\n" + demoSchema},
+		{"role": "system", "content": "Reply with one JSON value that matches this JSON Schema, and nothing else.\n" + tickets.Schema},
 		{"role": "user", "content": prompt},
 	})
 	value := json.RawMessage(`{"category":"bug","priority":3,"sentiment":"negative","summary":"Sync stuck at 99% since yesterday","tags":["sync"],"needs_human":false}`)
@@ -554,7 +586,7 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (timedRun, error) {
 	// Fresh job ids every run: a second run over the same ids would find
 	// them final and write nothing.
 	batch := e.batchName(e.nextRun("baseline"))
-	hash, err := e.st.PutSchema(ctx, []byte(demoSchema))
+	hash, err := e.st.PutSchema(ctx, []byte(tickets.Schema))
 	if err != nil {
 		return timedRun{}, err
 	}

@@ -4,41 +4,24 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"os/signal"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// The bench runs the worker as a subprocess of its own binary. Under `go
-// test` that binary is the test binary, so a process started by the bench
-// acts as the worker command here, before the testing package starts.
-func init() {
-	if os.Getenv(benchChildEnv) != "1" {
-		return
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
+)
 
 func TestBenchQuickPrintsEveryFigure(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs Postgres at 127.0.0.1:5432")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, progress bytes.Buffer
-	args := []string{"--quick", "--latency", "250ms", "--rate-seconds", "2", "--worker-bin", self,
+	// No --worker-bin: figures 3 and 5 run ./cmd/worker as the bench builds it.
+	args := []string{"--quick", "--latency", "250ms", "--rate-seconds", "2",
 		"--database-url", "postgres://postgres@127.0.0.1:5432/fixpoint_bench_test?sslmode=disable"}
 	if err := runBench(ctx, args, &out, &progress); err != nil {
 		t.Fatalf("runBench: %v\nprogress:\n%s", err, progress.String())
@@ -88,7 +71,7 @@ func TestBenchFlagsRejectBadSizes(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
 			err := runBench(context.Background(), tc.args, &out, &out)
-			var uerr usageError
+			var uerr cliflags.UsageError
 			if !errors.As(err, &uerr) {
 				t.Fatalf("runBench(%v) = %v, want a usage error", tc.args, err)
 			}

@@ -5,18 +5,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
-const benchUsage = `Usage: worker bench [flags]
+const benchUsage = `Usage: fixpoint-bench [flags]
+       go run ./cmd/fixpoint-bench [flags]
 
 Measures, in one run on this machine, how close the pipeline comes to what the
 machine and the providers allow, and prints each figure as a ratio with its
@@ -44,8 +45,10 @@ target and PASS or FAIL:
 
 Everything runs on loopback: an embedded NATS server on a random port, the
 simulator, and a dedicated Postgres database (created and migrated; every run
-uses fresh batches and streams). The bench stops by itself and exits 0 whatever
-the figures: it reports, it does not fail a build.`
+uses fresh batches and streams). Figures 3 and 5 run the worker binary given
+by --worker-bin; without it the bench first builds ./cmd/worker of this module
+with 'go build' (so run it from the fixpoint source tree). The bench stops by
+itself and exits 0 whatever the figures: it reports, it does not fail a build.`
 
 // Bench defaults.
 const (
@@ -114,11 +117,11 @@ func (c *benchConfig) validate() error {
 		{"--memory-large", c.memLarge}, {"--strategy-jobs", c.strategyJobs}, {"--rounds", c.rounds},
 	} {
 		if v.n < 1 {
-			return usagef("%s must be at least 1, got %d", v.name, v.n)
+			return cliflags.Usagef("%s must be at least 1, got %d", v.name, v.n)
 		}
 	}
 	if c.latency <= 0 {
-		return usagef("--latency must be positive, got %s", c.latency)
+		return cliflags.Usagef("--latency must be positive, got %s", c.latency)
 	}
 	return nil
 }
@@ -138,11 +141,10 @@ func verdict(ok bool) string {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("worker bench", benchUsage, "", stdout)
+	fs := cliflags.NewFlagSet("fixpoint-bench", benchUsage, "", stdout)
 	var c benchConfig
-	self, _ := os.Executable()
 	fs.StringVar(&c.dbURL, "database-url", benchDatabaseURLDefault, "Postgres URL of the bench's own ledger database (created and migrated if missing)")
-	fs.StringVar(&c.workerBin, "worker-bin", self, "worker binary run as a subprocess for the memory figures")
+	fs.StringVar(&c.workerBin, "worker-bin", "", "worker binary run as a `worker run` subprocess in figures 3 and 5 (default: build ./cmd/worker of this module)")
 	fs.IntVar(&c.baseJobs, "baseline-jobs", 20000, "messages in the bare NATS+Postgres baseline (1)")
 	fs.IntVar(&c.jobs, "jobs", 20000, "jobs in the zero-latency end-to-end batch (2), as many as the baseline by default")
 	fs.IntVar(&c.concurrency, "concurrency", 64, "worker concurrency of figures 2, 4, 5 and 6")
@@ -157,7 +159,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.rounds, "rounds", 3, "runs of figures 1 and 2, taken in turns; each figure is the best of its runs")
 	fs.BoolVar(&c.quick, "quick", false, "a small version of every figure (seconds); explicit size flags still win")
 	figures := fs.String("figures", "1,2,3,4,5,6", "figures to measure, comma-separated (5 also needs --memory)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cliflags.Parse(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
@@ -185,6 +187,11 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 		return err
 	}
 	defer env.close()
+	if c.figures["3"] || c.memory && c.figures["5"] {
+		if err := env.ensureWorker(ctx); err != nil {
+			return err
+		}
+	}
 
 	var rows []benchRow
 	add := func(r benchRow) { rows = append(rows, r) }
@@ -363,6 +370,11 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	return nil
 }
 
+// workerJobsAhead is the --jobs-ahead `worker run` defaults to with calls
+// calls in flight (jobsAheadDefault in cmd/worker/run.go; a test checks the
+// two agree): figure 2 sets its in-process worker up the same way.
+func workerJobsAhead(calls int) int { return min(calls/2, 512) }
+
 // rateRuns keeps the best of several timed runs.
 type rateRuns struct {
 	best  timedRun
@@ -407,7 +419,7 @@ func (e *benchEnv) figureEndToEnd(ctx context.Context, c benchConfig) (timedRun,
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	jobs := c.concurrency + jobsAheadDefault(c.concurrency)
+	jobs := c.concurrency + workerJobsAhead(c.concurrency)
 	run, err := e.runInProcess(ctx, batch, c.jobs, pipeline.WorkerConfig{Queue: q, Concurrency: jobs, Providers: clients})
 	if err != nil {
 		return timedRun{}, err

@@ -1,0 +1,52 @@
+// Package cliflags holds the flag conventions the fixpoint commands share:
+// a --help that prints the usage, the flags and the environment variables
+// a command reads, and usage errors, which a command turns into exit code 2.
+package cliflags
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// UsageError marks an error caused by how the command was called.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a UsageError with a formatted message.
+func Usagef(format string, args ...any) error {
+	return UsageError{fmt.Errorf(format, args...)}
+}
+
+// NewFlagSet returns a flag set whose --help prints usage, the flags and,
+// when envHelp is not empty, the environment variables the command reads.
+func NewFlagSet(name, usage, envHelp string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintln(stdout, strings.TrimSpace(usage))
+		fmt.Fprintln(stdout, "\nFlags:")
+		fs.PrintDefaults()
+		if envHelp != "" {
+			fmt.Fprintln(stdout, "\nEnvironment:")
+			fmt.Fprintln(stdout, strings.TrimRight(envHelp, "\n"))
+		}
+	}
+	return fs
+}
+
+// Parse parses args into fs. It returns flag.ErrHelp for --help and a
+// UsageError for anything else fs refuses.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return UsageError{err}
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package cliflags
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestHelpPrintsUsageFlagsAndEnvironment(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	fs := NewFlagSet("cmd", "\nUsage: cmd [flags]\n", "  SOME_VAR  what it does\n", &out)
+	fs.Int("rows", 3, "rows to read")
+	if err := Parse(fs, []string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("Parse(--help) = %v, want flag.ErrHelp", err)
+	}
+	got := out.String()
+	for _, want := range []string{"Usage: cmd [flags]\n\nFlags:\n", "-rows int", "rows to read (default 3)", "\nEnvironment:\n  SOME_VAR  what it does\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("help lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.HasPrefix(got, "\n") {
+		t.Errorf("help starts with a blank line:\n%s", got)
+	}
+}
+
+func TestHelpWithoutEnvironment(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	fs := NewFlagSet("cmd", "Usage: cmd", "", &out)
+	_ = Parse(fs, []string{"-h"})
+	if strings.Contains(out.String(), "Environment") {
+		t.Errorf("help names an environment it does not have:\n%s", out.String())
+	}
+}
+
+func TestBadFlagsAreUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--nope"}, {"--rows", "many"}} {
+		var out bytes.Buffer
+		fs := NewFlagSet("cmd", "Usage: cmd", "", &out)
+		fs.Int("rows", 3, "rows")
+		err := Parse(fs, args)
+		var uerr UsageError
+		if !errors.As(err, &uerr) {
+			t.Errorf("Parse(%q) = %v, want a UsageError", args, err)
+		}
+	}
+	var uerr UsageError
+	if err := Usagef("--rows must be at least %d", 1); !errors.As(err, &uerr) || err.Error() != "--rows must be at least 1" {
+		t.Errorf("Usagef = %v", err)
+	}
+	fs := NewFlagSet("cmd", "Usage: cmd", "", &bytes.Buffer{})
+	if err := Parse(fs, nil); err != nil {
+		t.Errorf("Parse(nil) = %v", err)
+	}
+}
