@@ -18,6 +18,20 @@ const (
 	ProviderOllama    = "ollama"
 )
 
+// The markers of a prompt-mode request, the contract between the repair
+// step, which writes them, and the simulator, which reads them. Each stands
+// on a line of its own.
+const (
+	// SchemaMarkerOpen starts the JSON Schema in a prompt-mode system
+	// prompt; SchemaMarkerClose ends it.
+	SchemaMarkerOpen  = "<json-schema>"
+	SchemaMarkerClose = "</json-schema>"
+	// PreviousReplyOpen starts the failed reply quoted in a
+	// repair-strategy request; PreviousReplyClose ends it.
+	PreviousReplyOpen  = "<previous-reply>"
+	PreviousReplyClose = "</previous-reply>"
+)
+
 // Mode is how structured output is asked for.
 type Mode string
 

@@ -27,7 +27,12 @@ func TestImportDirection(t *testing.T) {
 		"extract":  {"github.com/", "golang.org/", "os", "net/http", "log", "time", mod},
 		"validate": {"github.com/jackc", "github.com/nats-io", "os", "net/http", "log", mod + "llm", mod + "store", mod + "pipeline"},
 		"llm":      {"github.com/jackc", "github.com/nats-io", "log", mod + "store", mod + "pipeline"},
-		"store":    {"github.com/nats-io", mod + "pipeline", mod + "llm"},
+		"store":    {"github.com/nats-io", mod + "pipeline", mod + "llm", mod + "repair"},
+		// The repair step is a state machine: no queue, ledger or network
+		// of its own (it uses llm's request and reply types only).
+		"repair": {"github.com/jackc", "github.com/nats-io", "net", "net/http", "os", "log", mod + "store", mod + "pipeline", mod + "llm/sim"},
+		// The statuses are a leaf every package may use.
+		"jobstatus": {"github.com/", "golang.org/", "os", "net", "log", mod},
 	}
 	allowed := map[string][]string{
 		// validate wraps the schema library the issue names; extract's types.

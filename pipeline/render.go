@@ -233,3 +233,10 @@ func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch 
 	WriteFailures(w, classes, steps, paths)
 	return nil
 }
+
+func pointerOrRoot(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
+}

@@ -1230,8 +1230,12 @@ func toStoreAttempt(a *Attempt) store.Attempt {
 		classes = append(classes, r.Class)
 	}
 	rc, _ := json.Marshal(classes)
+	var sys *store.Prompt
+	if a.System != nil && a.System.SHA256() != "" {
+		sys = store.PromptWithHash(a.System.Text(), a.System.SHA256())
+	}
 	return store.Attempt{
-		No: a.No, Request: a.Request, System: a.System, RequestHash: a.RequestHash, Raw: a.Raw, Source: string(a.Source),
+		No: a.No, Request: a.Request, System: sys, RequestHash: a.RequestHash, Raw: a.Raw, Source: string(a.Source),
 		Repairs: repairs, Errors: errs, Class: a.Class, Valid: a.Valid, RepairedLocally: a.RepairedLocally,
 		FinishReason: string(a.FinishReason), LatencyMS: a.Latency.Milliseconds(),
 		TokensIn: int64(a.TokensIn), TokensOut: int64(a.TokensOut), TokensCached: int64(a.TokensCached),

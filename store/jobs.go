@@ -7,30 +7,28 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fixpoint-dev/fixpoint/jobstatus"
 )
 
-// Job statuses. Every status but StatusQueued is final.
+// Job statuses, as strings (the ledger's columns are text); the statuses
+// themselves are defined once, in package jobstatus. Every status but
+// StatusQueued is final.
 const (
-	StatusQueued   = "queued"
-	StatusValid    = "valid"
-	StatusInvalid  = "invalid"
-	StatusFailed   = "failed"
-	StatusRejected = "rejected"
-	StatusDead     = "dead"
+	StatusQueued   = string(jobstatus.Queued)
+	StatusValid    = string(jobstatus.Valid)
+	StatusInvalid  = string(jobstatus.Invalid)
+	StatusFailed   = string(jobstatus.Failed)
+	StatusRejected = string(jobstatus.Rejected)
+	StatusDead     = string(jobstatus.Dead)
 	// StatusCancelled: enqueue cancel ended the job before it was done.
-	StatusCancelled = "cancelled"
+	StatusCancelled = string(jobstatus.Cancelled)
 	// StatusOverBudget: the batch's spend cap was reached first.
-	StatusOverBudget = "over_budget"
+	StatusOverBudget = string(jobstatus.OverBudget)
 )
 
 // IsFinal reports whether status is a final job status.
-func IsFinal(status string) bool {
-	switch status {
-	case StatusValid, StatusInvalid, StatusFailed, StatusRejected, StatusDead, StatusCancelled, StatusOverBudget:
-		return true
-	}
-	return false
-}
+func IsFinal(status string) bool { return jobstatus.Status(status).Final() }
 
 // NewJob is a job as enqueue records it.
 type NewJob struct {

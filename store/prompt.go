@@ -24,6 +24,10 @@ func NewPrompt(text string) *Prompt {
 	return &Prompt{sha: hex.EncodeToString(sum[:]), text: text}
 }
 
+// PromptWithHash returns the ledger form of a system prompt whose SHA-256
+// (lowercase hex) the caller computed already; sha must be that of text.
+func PromptWithHash(text, sha string) *Prompt { return &Prompt{sha: sha, text: text} }
+
 // Text returns the prompt.
 func (p *Prompt) Text() string { return p.text }
 

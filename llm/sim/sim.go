@@ -68,19 +68,21 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
 )
 
-// Contract markers shared with the pipeline's prompt builder. Each stands on
-// a line of its own.
+// Contract markers shared with the repair step's prompt builder, defined
+// once in package llm. Each stands on a line of its own.
 const (
 	// SchemaMarkerOpen starts a JSON Schema embedded in a prompt.
-	SchemaMarkerOpen = "<json-schema>"
+	SchemaMarkerOpen = llm.SchemaMarkerOpen
 	// SchemaMarkerClose ends it.
-	SchemaMarkerClose = "</json-schema>"
+	SchemaMarkerClose = llm.SchemaMarkerClose
 	// PreviousReplyOpen starts the previous reply quoted in a repair prompt.
-	PreviousReplyOpen = "<previous-reply>"
+	PreviousReplyOpen = llm.PreviousReplyOpen
 	// PreviousReplyClose ends it.
-	PreviousReplyClose = "</previous-reply>"
+	PreviousReplyClose = llm.PreviousReplyClose
 )
 
 // Defaults of Config.

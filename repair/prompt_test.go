@@ -1,4 +1,4 @@
-package pipeline
+package repair
 
 import (
 	"flag"
@@ -226,3 +226,16 @@ func TestFeedbackRequired(t *testing.T) {
 		})
 	}
 }
+
+// ticketSchema is the schema of pipeline's loop tests (a copy: the tests of
+// both packages describe it).
+const ticketSchema = `{
+  "type": "object",
+  "properties": {
+    "category": {"enum": ["billing", "bug", "account"]},
+    "priority": {"type": "integer", "minimum": 1, "maximum": 5},
+    "summary": {"type": "string", "minLength": 3}
+  },
+  "required": ["category", "priority", "summary"],
+  "additionalProperties": false
+}`

@@ -1,4 +1,4 @@
-package pipeline
+package repair
 
 import (
 	"context"
@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/jobstatus"
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
-// Strategy is how the repair loop feeds errors back to the model.
+// Strategy is how the repair step feeds errors back to the model.
 type Strategy string
 
 const (
@@ -44,7 +44,7 @@ const (
 	FeedbackDefault    = FeedbackText
 )
 
-// Limits bound one job's repair loop.
+// Limits bound one job's repair attempts.
 type Limits struct {
 	// MaxAttempts is the number of provider calls that may produce a reply
 	// (transport retries are not counted). Defaults to 3.
@@ -99,7 +99,7 @@ func (l Limits) Validate() error {
 	return nil
 }
 
-// Job is one unit of work for the repair loop.
+// Job is one unit of work for the repair step.
 type Job struct {
 	ID string
 	// System is an optional system prompt from the user; the loop adds the
@@ -118,29 +118,29 @@ type Job struct {
 	// MaxTokens caps output tokens per call. Defaults to 1024.
 	MaxTokens int
 	Limits    Limits
-	// GateFunc, when set, is asked before each provider call. It returns
-	// a release func the loop calls with the call's outcome, or an error:
-	// one matching ErrOverBudget ends the job over_budget without the
-	// call; another (ErrTransient) stops the loop to be run again later.
+	// GateFunc is for drivers; the step ignores it. When set, a driver asks
+	// it before each provider call: it returns a release func the driver
+	// calls with the call's outcome, or an error: one matching
+	// ErrOverBudget ends the job over_budget without the call (Step.Stop);
+	// another (ErrTransient) stops the driver, to run the job again later.
 	// The worker uses it to hold a capped batch's budget for each call.
 	GateFunc func(ctx context.Context, req *llm.Request) (release func(*llm.Response, error), err error)
 }
 
-// Status is a job's final status in the ledger.
-type Status string
+// Status is a job's status; the statuses are defined once, in package
+// jobstatus.
+type Status = jobstatus.Status
 
+// The statuses a job can end in.
 const (
-	StatusQueued   Status = "queued"
-	StatusValid    Status = "valid"
-	StatusInvalid  Status = "invalid"  // no valid value after the last attempt
-	StatusFailed   Status = "failed"   // a permanent provider error or a budget
-	StatusRejected Status = "rejected" // a bad job, never run
-	StatusDead     Status = "dead"     // delivered MaxDeliver times without a final result
-	// StatusCancelled: enqueue cancel ended the job before it was done.
-	StatusCancelled Status = "cancelled"
-	// StatusOverBudget: the batch's spend cap was reached before the job
-	// was done; raising the cap and requeueing runs it again.
-	StatusOverBudget Status = "over_budget"
+	StatusQueued     = jobstatus.Queued
+	StatusValid      = jobstatus.Valid
+	StatusInvalid    = jobstatus.Invalid    // no valid value after the last attempt
+	StatusFailed     = jobstatus.Failed     // a permanent provider error or a budget
+	StatusRejected   = jobstatus.Rejected   // a bad job, never run
+	StatusDead       = jobstatus.Dead       // delivered MaxDeliver times without a final result
+	StatusCancelled  = jobstatus.Cancelled  // enqueue cancel ended the job before it was done
+	StatusOverBudget = jobstatus.OverBudget // the batch's spend cap was reached first
 )
 
 // Attempt class outcomes beyond validate's classes.
@@ -151,13 +151,13 @@ const (
 	OutcomeBudget    = "budget"
 )
 
-// Attempt is one provider call that the loop made, and what came of it.
+// Attempt is one provider call of a job, and what came of it.
 type Attempt struct {
 	No int `json:"no"`
 	// System is the system prompt sent first, and Request the messages
 	// sent after it; both nil when only the hash is kept (or no system
 	// prompt was sent). The ledger stores each distinct system prompt once.
-	System      *store.Prompt   `json:"system,omitempty"`
+	System      *Prompt         `json:"system,omitempty"`
 	Request     json.RawMessage `json:"request,omitempty"`
 	RequestHash string          `json:"request_hash"`
 	Raw         string          `json:"raw"`
@@ -185,7 +185,7 @@ type Attempt struct {
 	Feedback string `json:"feedback,omitempty"`
 }
 
-// Result is what the loop returns for one job.
+// Result is a job's outcome so far: final once the step is done.
 type Result struct {
 	JobID    string          `json:"job_id"`
 	Status   Status          `json:"status"`

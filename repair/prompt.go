@@ -1,4 +1,4 @@
-package pipeline
+package repair
 
 import (
 	"encoding/json"
@@ -12,14 +12,19 @@ import (
 )
 
 // The markers around the schema in a prompt-mode system prompt and around the
-// failed reply in a repair-strategy request. The simulator finds them by these
-// exact lines.
+// failed reply in a repair-strategy request: the simulator finds them by these
+// exact lines. They are defined once, in package llm.
 const (
-	SchemaMarkerOpen   = "<json-schema>"
-	SchemaMarkerClose  = "</json-schema>"
-	PreviousReplyOpen  = "<previous-reply>"
-	PreviousReplyClose = "</previous-reply>"
+	SchemaMarkerOpen   = llm.SchemaMarkerOpen
+	SchemaMarkerClose  = llm.SchemaMarkerClose
+	PreviousReplyOpen  = llm.PreviousReplyOpen
+	PreviousReplyClose = llm.PreviousReplyClose
 )
+
+// SystemPrompt is the system prompt a job's attempts start with: the user's
+// own, then (in prompt mode) the rules, the schema described in words and
+// the schema itself.
+func SystemPrompt(job *Job) string { return systemPrompt(job) }
 
 // systemPrompt builds the system prompt for a job. In prompt mode it states
 // the rules and describes the schema in words, then gives the schema itself;

@@ -1,0 +1,461 @@
+package repair
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	json "github.com/segmentio/encoding/json"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// RequestRecord says how much of each request an attempt keeps.
+type RequestRecord string
+
+const (
+	// RecordFull keeps the messages as sent (system first).
+	RecordFull RequestRecord = "full"
+	// RecordHash keeps only a SHA-256 of them.
+	RecordHash RequestRecord = "hash"
+)
+
+// Config configures steps. The zero value is usable.
+type Config struct {
+	// Prices estimates cost; defaults to DefaultPrices.
+	Prices Prices
+	// Record defaults to RecordFull.
+	Record RequestRecord
+	// NowFunc is the clock; defaults to time.Now.
+	NowFunc func() time.Time
+	// SystemFunc returns the system prompt of a job; drivers pass a cache
+	// shared by the jobs of a batch (they share the prompt, and building
+	// one parses the schema twice). Defaults to NewPrompt(SystemPrompt(job)).
+	SystemFunc func(job *Job) *Prompt
+}
+
+// WithDefaults returns a copy of c with its zero fields set.
+func (c Config) WithDefaults() Config {
+	if c.Prices == nil {
+		c.Prices = DefaultPrices()
+	}
+	if c.Record == "" {
+		c.Record = RecordFull
+	}
+	if c.NowFunc == nil {
+		c.NowFunc = time.Now
+	}
+	if c.SystemFunc == nil {
+		c.SystemFunc = func(job *Job) *Prompt { return NewPrompt(SystemPrompt(job)) }
+	}
+	return c
+}
+
+// Prompt is a system prompt with what recording it takes, made once per
+// prompt: its SHA-256 and its message as JSON.
+type Prompt struct {
+	text string
+	sha  string
+	msg  []byte // {"role":"system","content":text}, as json.Marshal writes it
+}
+
+// NewPrompt returns the prompt of text; "" is no system prompt.
+func NewPrompt(text string) *Prompt {
+	if text == "" {
+		return &Prompt{}
+	}
+	msg, _ := json.Marshal(llm.Message{Role: "system", Content: text})
+	sum := sha256.Sum256([]byte(text))
+	return &Prompt{text: text, sha: hex.EncodeToString(sum[:]), msg: msg}
+}
+
+// Text returns the prompt.
+func (p *Prompt) Text() string { return p.text }
+
+// SHA256 is the prompt's hash (lowercase hex), "" for no prompt.
+func (p *Prompt) SHA256() string { return p.sha }
+
+// MarshalJSON encodes the prompt as its text.
+func (p *Prompt) MarshalJSON() ([]byte, error) { return json.Marshal(p.text) }
+
+// Action is what a step asks of its driver next.
+type Action struct {
+	// Request, when not nil, is the call to make: send it and Feed the
+	// outcome.
+	Request *llm.Request
+	// Err, when not nil, says the job must be run again later (it matches
+	// ErrTransient, and ErrQuotaExhausted when the provider's quota is
+	// spent): the provider still failed after its transport retries. A
+	// driver that keeps the job calls Next again after a pause (the step
+	// goes on where it was); one that gives up hands the job back.
+	Err error
+	// Done, when neither is set, says the job is final: see Result.
+}
+
+// Done reports whether the job is final.
+func (a Action) Done() bool { return a.Request == nil && a.Err == nil }
+
+// Step is the repair loop as a state machine, with no I/O of its own:
+// given a job and its attempts so far it says what request to send next,
+// and given that request's reply (or provider error) it records the
+// attempt (extract, validate, classify) and decides what comes next (the
+// feedback, the next request, or the final result). Extract and validate,
+// feedback, strategies, token and retry budgets, truncation and refusal
+// rules live here; drivers do the calls: synchronously today
+// (pipeline.Loop), later in provider batch waves. A Step is not safe for
+// concurrent use; it has at most one request outstanding.
+type Step struct {
+	cfg    Config
+	job    Job
+	lim    Limits
+	system *Prompt
+	base   []llm.Message
+	// messages are the next request's messages; maxTokens its output cap.
+	messages  []llm.Message
+	maxTokens int
+	replies   int // attempts that got a reply (MaxAttempts counts these)
+	res       *Result
+	start     time.Time
+
+	pending *llm.Request // sent, awaiting Feed
+	waitErr error        // the transient failure of the last call
+	done    bool
+}
+
+// Start begins the repair of job, or continues it from prev: the result an
+// earlier step of the same job returned with a transient failure (its
+// attempts are kept, paid tokens included, and the conversation goes on
+// from the last reply; attempts that got no reply do not count against
+// MaxAttempts). prev may be nil. An error matches ErrBadJob: the job can
+// never run as it is.
+func Start(job *Job, prev *Result, cfg Config) (*Step, error) {
+	cfg = cfg.WithDefaults()
+	s := &Step{cfg: cfg, job: *job, start: cfg.NowFunc()}
+	s.res = &Result{JobID: job.ID, StartedAt: s.start}
+	if prev != nil {
+		s.res, s.start = prev, prev.StartedAt
+	}
+	s.lim = job.Limits.WithDefaults()
+	if err := s.lim.Validate(); err != nil {
+		return s, err
+	}
+	if job.Schema == nil {
+		return s, fmt.Errorf("%w: job %s has no compiled schema", ErrBadJob, job.ID)
+	}
+	if job.Prompt == "" && len(job.Messages) == 0 {
+		return s, fmt.Errorf("%w: job %s has no prompt", ErrBadJob, job.ID)
+	}
+	if s.job.Mode == "" {
+		s.job.Mode = llm.ModePrompt
+	}
+	s.maxTokens = job.MaxTokens
+	if s.maxTokens == 0 {
+		s.maxTokens = MaxTokensDefault
+	}
+	s.base = job.Messages
+	if len(s.base) == 0 {
+		s.base = []llm.Message{{Role: llm.RoleUser, Content: job.Prompt}}
+	}
+	s.system = cfg.SystemFunc(&s.job)
+	s.messages = append([]llm.Message(nil), s.base...)
+	for i := range s.res.Attempts {
+		a := &s.res.Attempts[i]
+		if a.Class != OutcomeProvider {
+			s.replies++
+		}
+		if a.Feedback != "" {
+			s.messages = nextMessages(s.lim.Strategy, s.base, s.messages, a)
+		}
+		if a.Class == OutcomeTruncated && s.lim.TruncationMaxTokens > s.maxTokens {
+			s.maxTokens = s.lim.TruncationMaxTokens
+		}
+	}
+	return s, nil
+}
+
+// Next says what the driver must do: send a request, wait and call Next
+// again (or give up), or nothing: the job is final. Calling it while a
+// request is outstanding returns that request again.
+func (s *Step) Next() Action {
+	if s.pending != nil {
+		return Action{Request: s.pending}
+	}
+	if s.waitErr != nil {
+		// The driver kept the job after a transient failure: go on.
+		s.waitErr = nil
+	}
+	if s.done {
+		return Action{}
+	}
+	if s.replies >= s.lim.MaxAttempts {
+		return s.finish()
+	}
+	req := &llm.Request{
+		Model:       s.job.Model,
+		System:      s.system.text,
+		Messages:    s.messages,
+		Mode:        s.job.Mode,
+		Schema:      s.job.SchemaRaw,
+		Temperature: s.job.Temperature,
+		MaxTokens:   s.maxTokens,
+		User:        s.job.ID,
+	}
+	if s.lim.TokenBudget > 0 {
+		spent := s.res.TokensIn + s.res.TokensOut
+		if need := EstimateTokens(req); spent+need > s.lim.TokenBudget {
+			s.res.Status = StatusFailed
+			s.res.Class = OutcomeBudget
+			s.res.Error = fmt.Sprintf("token budget %d would be exceeded: %d spent, next attempt needs about %d", s.lim.TokenBudget, spent, need)
+			return s.finish()
+		}
+	}
+	s.pending = req
+	return Action{Request: req}
+}
+
+// Feed records the outcome of the request Next returned: the reply, or the
+// provider's error after its transport retries (a *llm.Error, or any
+// error for a call that could not be made). started is when the request
+// was sent. It returns the attempt recorded and what comes next, as Next
+// would. Feeding with no request outstanding is a driver bug and panics.
+func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt, Action) {
+	req := s.pending
+	if req == nil {
+		panic("repair: Feed without an outstanding request")
+	}
+	s.pending = nil
+	res := s.res
+	a := Attempt{No: len(res.Attempts) + 1, StartedAt: started}
+	s.recordRequest(&a, req)
+	if err != nil || resp == nil {
+		if err == nil {
+			err = errors.New("no reply")
+		}
+		return s.feedError(&a, err)
+	}
+	res.Calls++
+	s.replies++
+	a.Latency = resp.Latency
+	a.Raw = resp.Text
+	a.FinishReason = resp.FinishReason
+	a.TokensIn = resp.Usage.InputTokens
+	a.TokensOut = resp.Usage.OutputTokens
+	a.TokensCached = resp.Usage.CachedInputTokens
+	a.Retries = resp.Retries
+	a.ProviderStatus = resp.Status
+	a.Model = resp.Model
+	a.RequestID = resp.RequestID
+	res.TokensIn += a.TokensIn
+	res.TokensOut += a.TokensOut
+	res.TokensCached += a.TokensCached
+	res.TransportRetries += len(a.Retries)
+
+	check := validate.Check(s.job.Schema, resp.Text)
+	a.Source = check.Source
+	a.Repairs = check.Repairs
+	a.Errors = check.Errors
+	if check.Value != nil || check.Source != "" {
+		if b, err := json.Marshal(check.Value); err == nil {
+			a.Value = b
+		}
+	}
+	switch {
+	case resp.FinishReason == llm.FinishRefusal || (resp.Refusal != "" && !check.Valid):
+		a.Class = OutcomeRefusal
+		if resp.Refusal != "" && a.Raw == "" {
+			a.Raw = resp.Refusal
+		}
+	case resp.FinishReason == llm.FinishLength:
+		// A cut-off reply is never accepted, even when closing it would
+		// validate.
+		a.Class = OutcomeTruncated
+	case check.Valid:
+		a.Valid = true
+		a.RepairedLocally = len(check.Repairs) > 0
+	default:
+		a.Class = string(check.Class)
+	}
+	if a.Valid {
+		res.Attempts = append(res.Attempts, a)
+		res.Status = StatusValid
+		res.Value = a.Value
+		res.Class = ""
+		res.Error = "" // earlier attempts' errors stay on their attempts
+		res.FirstAttemptValid = a.No == 1
+		res.RepairedLocally = a.RepairedLocally
+		return s.last(), s.finish()
+	}
+	if s.lim.RetryBudget > 0 && res.TransportRetries > s.lim.RetryBudget {
+		res.Attempts = append(res.Attempts, a)
+		res.Status = StatusFailed
+		res.Class = OutcomeProvider
+		res.Error = fmt.Sprintf("transport retry budget %d exceeded (%d retries)", s.lim.RetryBudget, res.TransportRetries)
+		return s.last(), s.finish()
+	}
+	res.Status = StatusInvalid
+	res.Class = a.Class
+	res.Error = attemptError(&a)
+	if s.replies == s.lim.MaxAttempts {
+		res.Attempts = append(res.Attempts, a)
+		return s.last(), s.finish()
+	}
+	truncNote := true
+	if a.Class == OutcomeTruncated && s.lim.TruncationMaxTokens > s.maxTokens {
+		s.maxTokens = s.lim.TruncationMaxTokens
+		truncNote = false
+	}
+	a.Feedback = feedback(s.lim.Feedback, &a, truncNote)
+	res.Attempts = append(res.Attempts, a)
+	s.messages = nextMessages(s.lim.Strategy, s.base, s.messages, &a)
+	return s.last(), s.Next()
+}
+
+// feedError records a call that got no usable reply.
+func (s *Step) feedError(a *Attempt, err error) (*Attempt, Action) {
+	res := s.res
+	var perr *llm.Error
+	a.Class = OutcomeProvider
+	a.ProviderError = err.Error()
+	if errors.As(err, &perr) {
+		a.ProviderStatus = perr.Status
+		a.ProviderClass = perr.Class
+		a.Retries = perr.Retries
+		a.RequestID = perr.RequestID
+		// A reply over the size cap was made and billed: keep its first
+		// bytes (the error names its size).
+		a.Raw = perr.Head
+	}
+	a.Latency = s.cfg.NowFunc().Sub(a.StartedAt)
+	res.TransportRetries += len(a.Retries)
+	// The failed call is an attempt of the job, whatever comes next.
+	res.Calls++
+	res.Attempts = append(res.Attempts, *a)
+	res.Status = StatusFailed
+	res.Class = OutcomeProvider
+	res.Error = err.Error()
+	switch {
+	case perr != nil && perr.Class == llm.ClassQuotaExhausted:
+		// Permanent for the lane, not for the job: the driver delays the
+		// job instead of burning its deliveries.
+		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", ErrTransient, ErrQuotaExhausted, s.job.ID, err)
+	case perr != nil && perr.Permanent():
+		return s.last(), s.finish()
+	default:
+		s.waitErr = fmt.Errorf("%w: call provider for job %s: %w", ErrTransient, s.job.ID, err)
+	}
+	s.settle()
+	return s.last(), Action{Err: s.waitErr}
+}
+
+// Stop ends the job before its next call with the status, class and
+// reason given: a driver's decision the step cannot make itself (the
+// batch's spend cap reached: StatusOverBudget, OutcomeBudget).
+func (s *Step) Stop(status Status, class, reason string) {
+	s.pending, s.waitErr = nil, nil
+	s.res.Status, s.res.Class, s.res.Error = status, class, reason
+	s.finish()
+}
+
+// Result returns the job's result: final once Next reports Done, else the
+// attempts so far (what Start takes as prev to continue the job).
+func (s *Step) Result() *Result {
+	s.settle()
+	return s.res
+}
+
+func (s *Step) last() *Attempt { return &s.res.Attempts[len(s.res.Attempts)-1] }
+
+func (s *Step) finish() Action {
+	s.done = true
+	s.settle()
+	return Action{}
+}
+
+// settle brings the result's cost and wall time up to date.
+func (s *Step) settle() {
+	s.res.CostUSD = s.cfg.Prices.Cost(s.job.Model, s.res.TokensIn, s.res.TokensOut, s.res.TokensCached)
+	s.res.Wall = s.cfg.NowFunc().Sub(s.start)
+}
+
+// nextMessages builds the conversation for the next round.
+func nextMessages(strategy Strategy, base, prev []llm.Message, a *Attempt) []llm.Message {
+	raw := a.Raw
+	if raw == "" {
+		raw = "(empty reply)"
+	}
+	if strategy == StrategyRepair {
+		out := append([]llm.Message(nil), base[:len(base)-1]...)
+		last := base[len(base)-1]
+		return append(out, llm.Message{Role: llm.RoleUser, Content: repairMessage(last.Content, raw, a.Feedback)})
+	}
+	out := append([]llm.Message(nil), prev...)
+	return append(out,
+		llm.Message{Role: llm.RoleAssistant, Content: raw},
+		llm.Message{Role: llm.RoleUser, Content: a.Feedback},
+	)
+}
+
+func attemptError(a *Attempt) string {
+	switch a.Class {
+	case OutcomeTruncated:
+		return "reply truncated at the output token limit"
+	case OutcomeRefusal:
+		return "model refused"
+	}
+	if len(a.Errors) > 0 {
+		msg := a.Errors[0].Message
+		if len(a.Errors) > 1 {
+			msg += fmt.Sprintf(" (and %d more)", len(a.Errors)-1)
+		}
+		return msg
+	}
+	return a.Class
+}
+
+// EstimateTokens is the rough measure the lane limiter uses too: a quarter
+// of the request's bytes, plus the output allowance.
+func EstimateTokens(req *llm.Request) int {
+	n := len(req.System) + len(req.Schema)
+	for _, m := range req.Messages {
+		n += len(m.Content)
+	}
+	return (n+3)/4 + req.MaxTokens
+}
+
+// recordRequest keeps what the ledger records of a request: the hash of
+// the whole request (the messages as sent, system prompt first, as JSON),
+// and unless only the hash is kept, the messages after the system prompt
+// and the prompt itself, which the ledger stores once for all the attempts
+// that sent it.
+func (s *Step) recordRequest(a *Attempt, req *llm.Request) {
+	sys := s.system
+	rest := []byte("[]")
+	if len(req.Messages) > 0 {
+		rest, _ = json.Marshal(req.Messages)
+	}
+	h := sha256.New()
+	if sys.msg == nil {
+		h.Write(rest)
+	} else {
+		// The same bytes as json.Marshal of [system, messages...]: its
+		// elements are written one after another, comma separated.
+		h.Write([]byte{'['})
+		h.Write(sys.msg)
+		if len(req.Messages) > 0 {
+			h.Write([]byte{','})
+			h.Write(rest[1:])
+		} else {
+			h.Write([]byte{']'})
+		}
+	}
+	a.RequestHash = hex.EncodeToString(h.Sum(nil))
+	if s.cfg.Record == RecordFull {
+		a.Request = rest
+		if sys.msg != nil {
+			a.System = sys
+		}
+	}
+}
