@@ -25,7 +25,7 @@ build:
 ## bench: micro-benchmarks of every package, then the end-to-end figures
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
-	$(GO) run ./cmd/worker bench
+	$(GO) run ./cmd/fixpoint-bench
 
 ## soak: the integration and fault-injection suite ten times over, under -race
 soak:
