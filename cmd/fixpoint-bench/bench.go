@@ -144,7 +144,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := cliflags.NewFlagSet("fixpoint-bench", benchUsage, "", stdout)
 	var c benchConfig
 	fs.StringVar(&c.dbURL, "database-url", benchDatabaseURLDefault, "Postgres URL of the bench's own ledger database (created and migrated if missing)")
-	fs.StringVar(&c.workerBin, "worker-bin", "", "worker binary run as a `worker run` subprocess in figures 3 and 5 (default: build ./cmd/worker of this module)")
+	fs.StringVar(&c.workerBin, "worker-bin", "", "worker binary run as a 'worker run' subprocess in figures 3 and 5 (default: build ./cmd/worker of this module)")
 	fs.IntVar(&c.baseJobs, "baseline-jobs", 20000, "messages in the bare NATS+Postgres baseline (1)")
 	fs.IntVar(&c.jobs, "jobs", 20000, "jobs in the zero-latency end-to-end batch (2), as many as the baseline by default")
 	fs.IntVar(&c.concurrency, "concurrency", 64, "worker concurrency of figures 2, 4, 5 and 6")
