@@ -1,0 +1,94 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// maxDeliveriesAdvisory is the part of the server's MAX_DELIVERIES advisory
+// the worker reads.
+type maxDeliveriesAdvisory struct {
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries uint64 `json:"deliveries"`
+}
+
+// watchDead records jobs the server gave up on (a worker died or timed out
+// on their last delivery). The advisories are kept in their own stream, so
+// the ones raised while no worker ran are handled at the next start.
+func (w *Worker) watchDead(ctx context.Context, stream jetstream.Stream) {
+	adv, err := w.js.Consumer(ctx, advisoryStreamName(w.cfg.Queue), w.cfg.Queue.Consumer+"-dead")
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.ErrorContext(ctx, "worker: open dead-job advisories", slog.String("error", err.Error()))
+		}
+		return
+	}
+	for ctx.Err() == nil {
+		batch, err := adv.Fetch(16, jetstream.FetchMaxWait(w.cfg.FetchWait))
+		if err != nil {
+			continue
+		}
+		for m := range batch.Messages() {
+			w.handleDead(ctx, stream, m)
+		}
+	}
+}
+
+func (w *Worker) handleDead(ctx context.Context, stream jetstream.Stream, m jetstream.Msg) {
+	var a maxDeliveriesAdvisory
+	if err := json.Unmarshal(m.Data(), &a); err != nil || a.StreamSeq == 0 {
+		_ = m.Term()
+		return
+	}
+	raw, err := stream.GetMsg(ctx, a.StreamSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		_ = m.Ack() // already acked or terminated
+		return
+	}
+	if err != nil {
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	env, _ := DecodeEnvelope(raw.Data)
+	id := fmt.Sprintf("seq-%d", a.StreamSeq)
+	if env != nil && env.JobID != "" {
+		id = env.JobID
+	} else if h, ok := JobIDFromMsgID(raw.Header.Get(jetstream.MsgIDHeader)); ok && h != "" {
+		id = h
+	}
+	if env != nil && env.JobID != "" {
+		// A job this ledger never recorded belongs to another ledger's
+		// workers: leave the advisory to them.
+		st, err := w.ledger.JobStates(ctx, []string{id})
+		if err != nil {
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		if _, ok := st[id]; !ok {
+			w.log.ErrorContext(ctx, "worker: dead job not in this worker's ledger, leaving it for a worker on the right one",
+				slog.String("job_id", id), slog.String("batch", env.Batch))
+			_ = m.NakWithDelay(w.cfg.ForeignDelay)
+			return
+		}
+	}
+	rj := store.Rejection{JobID: id, Status: store.StatusDead, Payload: raw.Data, Deliveries: int(a.Deliveries),
+		Reason: fmt.Sprintf("delivered %d times without a final result (the last delivery was never acknowledged)", a.Deliveries)}
+	if env != nil {
+		rj.Batch = env.Batch
+	}
+	if _, err := w.ledger.Reject(ctx, rj); err != nil {
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	_ = stream.DeleteMsg(ctx, a.StreamSeq)
+	w.log.WarnContext(ctx, "worker: job dead", slog.String("job_id", id), slog.Uint64("deliveries", a.Deliveries))
+	_ = m.Ack()
+}

@@ -1,0 +1,501 @@
+package pipeline
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc/panics"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// resumeHoldsMax is how often a job with paid attempts waits out a provider
+// failure inside one delivery before it is handed back.
+const resumeHoldsMax = 3
+
+func paidAttempts(res *Result) bool {
+	for i := range res.Attempts {
+		if res.Attempts[i].TokensIn+res.Attempts[i].TokensOut > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// handleSafely runs one message; a panic is recovered, recorded as the job's
+// failure and the message terminated, and the pool carries on.
+func (w *Worker) handleSafely(ctx context.Context, msg jetstream.Msg) {
+	var env *Envelope
+	recovered := panics.Try(func() { w.handle(ctx, msg, &env) })
+	if recovered == nil {
+		return
+	}
+	err := recovered.AsError()
+	w.log.ErrorContext(ctx, "worker: job panicked", slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
+	res := &Result{JobID: jobIDOf(msg, env), Status: StatusFailed, Class: "panic", Error: fmt.Sprintf("panic: %v", recovered.Value), StartedAt: time.Now()}
+	// Recording the failure may panic too (the same hook, a broken ledger
+	// driver): then hand the message back instead of letting the panic reach
+	// the pool, which would re-panic at Wait and take the process down. A
+	// redelivery of a job already final is acked without a call.
+	if again := panics.Try(func() { w.finish(ctx, msg, env, res) }); again != nil {
+		w.log.ErrorContext(ctx, "worker: recording a panicked job panicked", slog.String("job_id", res.JobID), slog.String("error", again.AsError().Error()))
+		_ = msg.NakWithDelay(w.cfg.NakDelayMin)
+		w.count("nak")
+	}
+}
+
+func jobIDOf(msg jetstream.Msg, env *Envelope) string {
+	if env != nil && env.JobID != "" {
+		return env.JobID
+	}
+	if id, ok := JobIDFromMsgID(msg.Headers().Get(jetstream.MsgIDHeader)); ok && id != "" {
+		return id
+	}
+	if meta, err := msg.Metadata(); err == nil {
+		return fmt.Sprintf("seq-%d", meta.Sequence.Stream)
+	}
+	return "unknown"
+}
+
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelope) {
+	meta, _ := msg.Metadata()
+	delivered := 1
+	if meta != nil {
+		delivered = int(meta.NumDelivered)
+	}
+	// Progress is reported from the first moment to the ack: ledger reads,
+	// the loop and the (batched) write all count against AckWait, and a
+	// slow database must not get a job redelivered to another worker while
+	// this one is still writing it.
+	stopBeat := w.heartbeat(msg)
+	defer stopBeat()
+	env, decodeErr := DecodeEnvelope(msg.Data())
+	*envOut = env
+	if env == nil || env.JobID == "" {
+		// Not a job message at all: record it with its reason.
+		w.reject(ctx, msg, env, store.StatusRejected, decodeErr)
+		return
+	}
+	log := w.log.With(slog.String("job_id", env.JobID), slog.String("batch", env.Batch), slog.Int("delivery", delivered))
+
+	// What the ledger knows of the job. A job it never recorded was
+	// enqueued into another ledger: leave it for a worker on that one. A
+	// redelivery of a job already final (a crash between commit and ack)
+	// is acked without calling the provider.
+	var state jobState
+	err := w.retryLedger(ctx, log, func() error {
+		var err error
+		state, err = w.reader.state(ctx, env.JobID)
+		return err
+	})
+	if err != nil {
+		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: read ledger: %w", ErrTransient, err))
+		return
+	}
+	if !state.known {
+		w.foreign(ctx, msg, env, delivered)
+		return
+	}
+	w.probing.Store(false)
+	if decodeErr != nil {
+		w.reject(ctx, msg, env, store.StatusRejected, decodeErr)
+		return
+	}
+	if state.run != env.RunOrFirst() {
+		// A message of another run than the job's: the job was requeued
+		// since (its new run has its own message), so this one is done.
+		log.InfoContext(ctx, "worker: message of an earlier run, acked unrun", slog.Int("message_run", env.RunOrFirst()),
+			slog.Int("job_run", state.run))
+		w.ack(ctx, msg, "skip")
+		return
+	}
+	if state.final {
+		w.ack(ctx, msg, "skip")
+		return
+	}
+	var job *Job
+	err = w.retryLedger(ctx, log, func() error {
+		var err error
+		job, err = w.buildJob(ctx, env)
+		if errors.Is(err, ErrBadJob) {
+			return permanent(err) // a bad job is not a ledger outage
+		}
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrBadJob) {
+			w.reject(ctx, msg, env, store.StatusRejected, err)
+		} else {
+			w.nak(ctx, msg, env, delivered, err)
+		}
+		return
+	}
+	if w.cfg.BeforeJobFunc != nil {
+		w.cfg.BeforeJobFunc(env)
+	}
+	var capped bool
+	err = w.retryLedger(ctx, log, func() error {
+		var err error
+		capped, err = w.capped(ctx, env.Batch)
+		return err
+	})
+	if err != nil {
+		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", ErrTransient, err))
+		return
+	}
+	if capped {
+		job.GateFunc = w.budgetGate(env, log)
+	}
+	loop := w.loops[env.Provider]
+	res, err := loop.Run(ctx, job)
+	for holds := 0; errors.Is(err, ErrTransient); {
+		hint := serverWait(err)
+		if errors.Is(err, ErrQuotaExhausted) {
+			// Permanent for the lane until someone raises the limit (or
+			// for as long as the lane says): pause pulling, and keep this
+			// message (the heartbeat reports progress) to try again after
+			// the pause. A nak would count a delivery, and an outage longer
+			// than MaxDeliver pauses would burn every job in flight to dead.
+			pause := cmp.Or(hint, w.cfg.QuotaPause)
+			w.pauseFor(pause)
+			if w.cfg.Metrics != nil {
+				w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
+			}
+			log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
+				slog.Duration("pause", pause), slog.String("error", err.Error()))
+			if !w.holdFor(ctx, pause) {
+				w.handBack(ctx, msg, env, delivered, res, err)
+				return
+			}
+		} else {
+			// The provider is still failing after the transport retries,
+			// or asked for a wait longer than a worker holds a job. With
+			// nothing paid yet, or such a wait, hand the job back (below)
+			// after the wait it asked for. With paid attempts, keep the
+			// message and resume a few times, so those attempts and their
+			// tokens reach the job's result.
+			if !paidAttempts(res) || holds >= resumeHoldsMax || hint > w.cfg.NakDelayMax || overCap(err) {
+				break
+			}
+			wait := max(min(w.cfg.NakDelayMin<<holds, w.cfg.NakDelayMax), hint)
+			holds++
+			log.WarnContext(ctx, "worker: provider unavailable, resuming the job after a pause",
+				slog.Duration("pause", wait), slog.String("error", err.Error()))
+			if !w.holdFor(ctx, wait) {
+				w.handBack(ctx, msg, env, delivered, res, err)
+				return
+			}
+		}
+		res, err = loop.Resume(ctx, job, res)
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrBadJob):
+			w.reject(ctx, msg, env, store.StatusRejected, err)
+		default:
+			log.WarnContext(ctx, "worker: job will be retried", slog.String("error", err.Error()))
+			w.handBack(ctx, msg, env, delivered, res, err)
+		}
+		return
+	}
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(0)
+	}
+	w.finish(ctx, msg, env, res)
+}
+
+// capEntry is a batch's cap as last read.
+type capEntry struct {
+	capped bool
+	read   time.Time
+}
+
+// capTTL is how long a batch's cap is trusted before it is read again: a
+// cap set while the batch runs takes effect within it.
+const capTTL = 2 * time.Second
+
+// capped reports whether the batch has a spend cap.
+func (w *Worker) capped(ctx context.Context, batch string) (bool, error) {
+	if v, ok := w.caps.Load(batch); ok {
+		if e := v.(*capEntry); time.Since(e.read) < capTTL {
+			return e.capped, nil
+		}
+	}
+	caps, err := w.ledger.BatchCaps(ctx, []string{batch})
+	if err != nil {
+		return false, err
+	}
+	_, capped := caps[batch]
+	w.caps.Store(batch, &capEntry{capped: capped, read: time.Now()})
+	return capped, nil
+}
+
+// Spend holds: how long a hold outlives a worker that died holding it,
+// and how long a call waits for the holds of calls in flight.
+const (
+	holdTTL         = 10 * time.Minute
+	budgetHeldWait  = 30 * time.Second
+	budgetHeldPause = 100 * time.Millisecond
+)
+
+// budgetGate holds a capped batch's budget for each call of the job: the
+// call's estimate (prompt bytes / 4 plus its output allowance, priced) is
+// reserved in the ledger before it is sent and its real use charged after,
+// so every worker of the cluster together stays under the cap. When only
+// the holds of calls in flight are in the way, the call waits for them.
+func (w *Worker) budgetGate(env *Envelope, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
+	prices := w.prices()
+	return func(ctx context.Context, req *llm.Request) (func(*llm.Response, error), error) {
+		out := req.MaxTokens
+		in := estimateTokens(req) - out
+		cost := prices.Cost(env.Model, in, out, 0)
+		var hold store.Hold
+		deadline := time.Now().Add(budgetHeldWait)
+		for {
+			var err error
+			hold, err = w.ledger.Reserve(ctx, env.Batch, int64(in+out), cost, holdTTL)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, store.ErrOverBudget) {
+				return nil, fmt.Errorf("%w: %w", ErrOverBudget, err)
+			}
+			if !errors.Is(err, store.ErrBudgetHeld) || time.Now().After(deadline) {
+				return nil, fmt.Errorf("%w: hold the batch's budget: %w", ErrTransient, err)
+			}
+			if !w.holdFor(ctx, budgetHeldPause) {
+				return nil, fmt.Errorf("%w: stopping while waiting for the batch's budget", ErrTransient)
+			}
+		}
+		return func(resp *llm.Response, _ error) {
+			var tokens int64
+			var spent float64
+			if resp != nil {
+				tokens = int64(resp.Usage.InputTokens + resp.Usage.OutputTokens)
+				spent = prices.Cost(cmp.Or(resp.Model, env.Model), resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.Usage.CachedInputTokens)
+			}
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := w.ledger.Charge(cctx, hold, tokens, spent); err != nil {
+				log.WarnContext(ctx, "worker: charge the batch's budget (the hold expires on its own)", slog.String("error", err.Error()))
+			}
+		}, nil
+	}
+}
+
+// serverWait is how long the provider asked to wait before the job's next
+// call (a retry hint, or the time a quota-exhausted lane refuses calls); 0
+// when it named none.
+func serverWait(err error) time.Duration {
+	var perr *llm.Error
+	if errors.As(err, &perr) {
+		return perr.RetryAfter
+	}
+	return 0
+}
+
+// overCap reports that the provider asked for a wait longer than the
+// client sleeps (llm.LaneConfig.MaxHintWait).
+func overCap(err error) bool {
+	var perr *llm.Error
+	return errors.As(err, &perr) && perr.HintOverCap
+}
+
+// prices is the price table the loops use.
+func (w *Worker) prices() Prices {
+	for _, l := range w.loops {
+		return l.cfg.Prices
+	}
+	return DefaultPrices()
+}
+
+// finish hands a final result to the batched writer and returns, freeing
+// the job's slot; the message is acked after the batch commits (or
+// negatively acknowledged if it cannot be written). Progress is reported
+// until then.
+func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, res *Result) {
+	delivered := 1
+	if meta, err := msg.Metadata(); err == nil {
+		delivered = int(meta.NumDelivered)
+	}
+	// Only the store's form of the result waits for the commit: res, with
+	// its per-attempt values and feedback, is garbage from here on.
+	r := toStoreResult(res, env, delivered)
+	// Each attempt's cost is kept if the result loses to another delivery
+	// (its calls are then recorded as superseded).
+	prices, model := w.prices(), ""
+	if env != nil {
+		model = env.Model
+	}
+	for i := range r.AttemptRows {
+		a := &r.AttemptRows[i]
+		a.CostUSD = prices.Cost(cmp.Or(a.Model, model), int(a.TokensIn), int(a.TokensOut), int(a.TokensCached))
+	}
+	w.submitResult(ctx, msg, env, &r, delivered, w.heartbeat(msg))
+}
+
+func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envelope, r *store.Result, delivered int, stopBeat func()) {
+	w.writer.submit(*r, func(err error) {
+		if store.IsRefused(err) {
+			// The ledger refuses this result itself (say, a number beyond
+			// its range): writing it again cannot help, and retrying would
+			// hold pulling back for everyone. Hand the job back; it runs
+			// again, and at its last delivery it is recorded dead with
+			// this error.
+			stopBeat()
+			w.log.ErrorContext(ctx, "worker: ledger refused the result", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
+			w.nak(ctx, msg, env, delivered, fmt.Errorf("ledger refused the result: %w", err))
+			return
+		}
+		if err != nil && !w.stoppingNow() && ctx.Err() == nil {
+			// The ledger is down, not the job: pause pulling and write it
+			// again after the pause, keeping the message (progress is still
+			// reported) instead of a nak that would count a delivery.
+			w.pauseFor(ledgerPause)
+			w.log.WarnContext(ctx, "worker: ledger write failed, retrying", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
+			w.background.Go(func() {
+				if w.holdFor(ctx, ledgerPause) {
+					w.submitResult(ctx, msg, env, r, delivered, stopBeat)
+					return
+				}
+				stopBeat()
+				w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err))
+			})
+			return
+		}
+		stopBeat()
+		if err != nil {
+			w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err))
+			return
+		}
+		w.cfg.Metrics.observe(r)
+		if hook := w.cfg.AfterCommitFunc; hook != nil {
+			if recovered := panics.Try(func() { hook(r.JobID) }); recovered != nil {
+				// The rows are committed: a redelivery is acked without a call.
+				w.log.ErrorContext(ctx, "worker: after-commit hook panicked", slog.String("job_id", r.JobID),
+					slog.String("error", recovered.AsError().Error()))
+				_ = msg.Nak()
+				w.count("nak")
+				return
+			}
+		}
+		w.ack(ctx, msg, "ack")
+	})
+}
+
+func (w *Worker) buildJob(ctx context.Context, env *Envelope) (*Job, error) {
+	if len(env.Prompt)+len(env.System) > w.cfg.MaxPromptBytes {
+		return nil, fmt.Errorf("%w: prompt is %d bytes, over the limit of %d", ErrBadJob, len(env.Prompt)+len(env.System), w.cfg.MaxPromptBytes)
+	}
+	if _, ok := w.cfg.Providers[env.Provider]; !ok {
+		return nil, fmt.Errorf("%w: provider %q is not configured on this worker", ErrBadJob, env.Provider)
+	}
+	schema, raw, err := w.schema(ctx, env.SchemaHash)
+	if err != nil {
+		return nil, err
+	}
+	return &Job{
+		ID: env.JobID, System: env.System, Prompt: env.Prompt, Schema: schema, SchemaRaw: raw,
+		Model: env.Model, Mode: env.Mode, Temperature: env.Temp, MaxTokens: env.MaxTokens, Limits: env.Limits,
+	}, nil
+}
+
+type schemaEntry struct {
+	schema *validate.Schema
+	raw    []byte
+	err    error
+}
+
+func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []byte, error) {
+	if e, ok := w.schemas.Load(hash); ok {
+		se := e.(*schemaEntry)
+		return se.schema, se.raw, se.err
+	}
+	// The first caller's context serves all: canceling it must not fail
+	// the others (the store bounds the read with its own timeout).
+	v, err, _ := w.schemaLoads.Do(hash, func() (any, error) {
+		if e, ok := w.schemas.Load(hash); ok {
+			return e, nil // stored while this call waited for its turn
+		}
+		raw, err := w.ledger.Schema(context.WithoutCancel(ctx), hash)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: unknown schema %s", ErrBadJob, hash)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: read schema %s: %w", ErrTransient, hash, err)
+		}
+		s, err := validate.Compile(raw)
+		se := &schemaEntry{schema: s, raw: raw}
+		if err != nil {
+			se.err = fmt.Errorf("%w: schema %s does not compile: %w", ErrBadJob, hash, err)
+		}
+		w.schemas.Store(hash, se)
+		return se, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	se := v.(*schemaEntry)
+	return se.schema, se.raw, se.err
+}
+
+// heartbeat reports progress while a job runs longer than a third of the
+// ack wait, so the server does not hand it to another worker.
+func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) { return w.beats.add(msg) }
+
+func toStoreResult(res *Result, env *Envelope, delivered int) store.Result {
+	r := store.Result{
+		JobID: res.JobID, Status: string(res.Status), Value: res.Value, Error: res.Error, FinalClass: res.Class,
+		Attempts: len(res.Attempts), Calls: res.Calls, FirstAttemptValid: res.FirstAttemptValid,
+		RepairedLocally: res.RepairedLocally, TokensIn: int64(res.TokensIn), TokensOut: int64(res.TokensOut),
+		TokensCached: int64(res.TokensCached), CostUSD: res.CostUSD, StartedAt: res.StartedAt,
+		FinishedAt: res.StartedAt.Add(res.Wall), WallMS: res.Wall.Milliseconds(), Deliveries: delivered,
+	}
+	if env != nil {
+		r.Run = env.RunOrFirst()
+		r.Job = &store.NewJob{ID: env.JobID, Batch: env.Batch, RowNo: env.RowNo, SchemaHash: env.SchemaHash,
+			Prompt: env.Prompt, Provider: env.Provider, Model: env.Model, Mode: string(env.Mode),
+			Strategy: string(env.Limits.WithDefaults().Strategy), Metadata: env.Metadata}
+	}
+	for i := range res.Attempts {
+		r.AttemptRows = append(r.AttemptRows, toStoreAttempt(&res.Attempts[i]))
+	}
+	return r
+}
+
+func toStoreAttempt(a *Attempt) store.Attempt {
+	repairs, _ := json.Marshal(nonNil(a.Repairs))
+	errs, _ := json.Marshal(nonNil(a.Errors))
+	classes := make([]llm.ErrorClass, 0, len(a.Retries))
+	for _, r := range a.Retries {
+		classes = append(classes, r.Class)
+	}
+	rc, _ := json.Marshal(classes)
+	var sys *store.Prompt
+	if a.System != nil && a.System.SHA256() != "" {
+		sys = store.PromptWithHash(a.System.Text(), a.System.SHA256())
+	}
+	return store.Attempt{
+		No: a.No, Request: a.Request, System: sys, RequestHash: a.RequestHash, Raw: a.Raw, Source: string(a.Source),
+		Repairs: repairs, Errors: errs, Class: a.Class, Valid: a.Valid, RepairedLocally: a.RepairedLocally,
+		FinishReason: string(a.FinishReason), LatencyMS: a.Latency.Milliseconds(),
+		TokensIn: int64(a.TokensIn), TokensOut: int64(a.TokensOut), TokensCached: int64(a.TokensCached),
+		TransportRetries: len(a.Retries), RetryClasses: rc, ProviderStatus: a.ProviderStatus,
+		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
+	}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
