@@ -234,8 +234,8 @@ func TestAnthropicHintless429Retried(t *testing.T) {
 			if len(resp.Retries) != 1 || resp.Retries[0].Class != ClassRateLimited || resp.Retries[0].Wait != RetryInitialIntervalDefault || calls.Load() != 2 {
 				t.Fatalf("retries %+v after %d calls, want one rate_limited retry after %v", resp.Retries, calls.Load(), RetryInitialIntervalDefault)
 			}
-			if err := c.Lane("m").QuotaExhausted(); err != nil {
-				t.Fatalf("lane refuses calls: %v", err)
+			if q := c.Lane("m").Stats().QuotaUntil; !q.IsZero() {
+				t.Fatalf("lane refuses calls until %v", q)
 			}
 		})
 	}

@@ -188,25 +188,6 @@ func (l *Lane) Stats() LaneStats {
 	return LaneStats{Limit: l.limit, InFlight: l.inFlight, PausedUntil: l.pausedUntil, QuotaUntil: l.quotaUntil}
 }
 
-// QuotaExhausted returns a *Error of class quota_exhausted while the lane
-// is refusing calls after a quota error (RetryAfter is the time left), and
-// nil otherwise. The pipeline can use it to NakWithDelay without a call.
-func (l *Lane) QuotaExhausted() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if e := l.quotaLocked(l.clock.Now()); e != nil {
-		return e
-	}
-	return nil
-}
-
-// ResetQuota clears the quota flag, e.g. after the account was topped up.
-func (l *Lane) ResetQuota() {
-	l.mu.Lock()
-	l.quotaUntil, l.quotaErr = time.Time{}, nil
-	l.mu.Unlock()
-}
-
 func (l *Lane) quotaLocked(now time.Time) *Error {
 	if l.quotaErr == nil || !now.Before(l.quotaUntil) {
 		return nil

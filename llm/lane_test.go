@@ -267,18 +267,17 @@ func TestLaneQuotaExhausted(t *testing.T) {
 	l := testLane(t, clock, LaneConfig{QuotaCooldown: time.Minute}, nil)
 	p, _ := l.acquire(context.Background(), 1)
 	p.done(ClassQuotaExhausted, 0, 0, &Error{Class: ClassQuotaExhausted, Code: "insufficient_quota", Message: "no credit"})
-	err := l.QuotaExhausted()
+	_, err := l.acquire(context.Background(), 1)
 	e, ok := err.(*Error)
 	if !ok || e.Class != ClassQuotaExhausted || e.RetryAfter != time.Minute || e.Code != "insufficient_quota" {
-		t.Fatalf("QuotaExhausted() = %#v, want quota_exhausted with 1m left", err)
-	}
-	if _, err := l.acquire(context.Background(), 1); err == nil {
-		t.Fatal("acquire on a quota-exhausted lane succeeded")
+		t.Fatalf("acquire on a quota-exhausted lane = %#v, want quota_exhausted with 1m left", err)
 	}
 	clock.Advance(time.Minute)
-	if err := l.QuotaExhausted(); err != nil {
-		t.Fatalf("after the cooldown QuotaExhausted() = %v, want nil", err)
+	p, err = l.acquire(context.Background(), 1)
+	if err != nil {
+		t.Fatalf("after the cooldown acquire = %v, want a permit", err)
 	}
+	p.done("", 0, 0, nil)
 }
 
 type funcObserver struct {

@@ -45,16 +45,16 @@ func (w *Worker) watchDead(ctx context.Context, stream jetstream.Stream) {
 func (w *Worker) handleDead(ctx context.Context, stream jetstream.Stream, m jetstream.Msg) {
 	var a maxDeliveriesAdvisory
 	if err := json.Unmarshal(m.Data(), &a); err != nil || a.StreamSeq == 0 {
-		_ = m.Term()
+		w.settle(ctx, "terminate", m.Term())
 		return
 	}
 	raw, err := stream.GetMsg(ctx, a.StreamSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		_ = m.Ack() // already acked or terminated
+		w.settle(ctx, "ack", m.Ack()) // already acked or terminated
 		return
 	}
 	if err != nil {
-		_ = m.NakWithDelay(time.Second)
+		w.settle(ctx, "nak", m.NakWithDelay(time.Second))
 		return
 	}
 	env, _ := DecodeEnvelope(raw.Data)
@@ -69,13 +69,13 @@ func (w *Worker) handleDead(ctx context.Context, stream jetstream.Stream, m jets
 		// workers: leave the advisory to them.
 		st, err := w.ledger.JobStates(ctx, []string{id})
 		if err != nil {
-			_ = m.NakWithDelay(time.Second)
+			w.settle(ctx, "nak", m.NakWithDelay(time.Second))
 			return
 		}
 		if _, ok := st[id]; !ok {
 			w.log.ErrorContext(ctx, "worker: dead job not in this worker's ledger, leaving it for a worker on the right one",
 				slog.String("job_id", id), slog.String("batch", env.Batch))
-			_ = m.NakWithDelay(w.cfg.ForeignDelay)
+			w.settle(ctx, "nak", m.NakWithDelay(w.cfg.ForeignDelay))
 			return
 		}
 	}
@@ -85,10 +85,10 @@ func (w *Worker) handleDead(ctx context.Context, stream jetstream.Stream, m jets
 		rj.Batch = env.Batch
 	}
 	if _, err := w.ledger.Reject(ctx, rj); err != nil {
-		_ = m.NakWithDelay(time.Second)
+		w.settle(ctx, "nak", m.NakWithDelay(time.Second))
 		return
 	}
-	_ = stream.DeleteMsg(ctx, a.StreamSeq)
+	w.settle(ctx, "delete the message of a", stream.DeleteMsg(ctx, a.StreamSeq))
 	w.log.WarnContext(ctx, "worker: job dead", slog.String("job_id", id), slog.Uint64("deliveries", a.Deliveries))
-	_ = m.Ack()
+	w.settle(ctx, "ack", m.Ack())
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -26,7 +27,7 @@ func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *Envelope,
 		}
 		w.saveInterrupted(ctx, env, delivered, res, reason)
 	}
-	w.nak(ctx, msg, env, delivered, cause)
+	w.dispose(ctx, msg, env, w.decide(ctx, delivered, cause))
 }
 
 // saveInterrupted records the calls of a delivery that ended without a
@@ -47,44 +48,140 @@ func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered i
 	}
 }
 
-// The dispositions, decided here and nowhere else.
+// DispositionKind is what becomes of a job's message.
+type DispositionKind int
 
-func (w *Worker) ack(ctx context.Context, msg jetstream.Msg, kind string) {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := msg.DoubleAck(actx); err != nil {
-		// The result is committed; a redelivery is acked without a call.
-		w.log.WarnContext(ctx, "worker: ack", slog.String("error", err.Error()))
+// The dispositions of a message.
+const (
+	// DispAck acks a message whose result is committed.
+	DispAck DispositionKind = iota + 1
+	// DispSkip acks a message without running its job: the job is final
+	// already, or the message is of an earlier run.
+	DispSkip
+	// DispRetry hands the job back, to be delivered again after Delay.
+	DispRetry
+	// DispRelease hands the job back for immediate redelivery: the worker
+	// is stopping.
+	DispRelease
+	// DispReject records the job rejected with Cause, then terminates its
+	// message: it can never succeed as sent.
+	DispReject
+	// DispDead records the job dead with Cause, then terminates its
+	// message: its last delivery ended without a result.
+	DispDead
+	// DispForeign hands back, after Delay and unrecorded, a job this
+	// worker's ledger never recorded (see Worker.foreign).
+	DispForeign
+)
+
+// label is the disposition's metrics label (fixpoint_messages_total).
+func (k DispositionKind) label() string {
+	switch k {
+	case DispAck:
+		return "ack"
+	case DispSkip:
+		return "skip"
+	case DispReject, DispDead:
+		return "term"
 	}
-	w.count(kind)
+	return "nak"
 }
 
-func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int, cause error) {
-	if ctx.Err() != nil {
-		// Shutting down: hand the job back for immediate redelivery.
-		_ = msg.Nak()
-		w.count("nak")
-		return
+// Disposition is what becomes of one message, as a value: decided by
+// decide (or, for the plain cases, by the job's own outcome) and carried
+// out by dispose, which is the only code that acks, naks or terminates a
+// job message.
+type Disposition struct {
+	Kind DispositionKind
+	// Delay is the wait before redelivery (DispRetry, DispForeign).
+	Delay time.Duration
+	// Cause says why (DispRetry, DispReject, DispDead).
+	Cause error
+}
+
+// decide is the one place that turns why a job stopped short of a final
+// result into what becomes of its message: a bad job is rejected; while
+// stopping, it is released for immediate redelivery; otherwise it is
+// handed back after a delay doubling with each delivery, never sooner
+// than the provider asked (a Retry-After over what the client sleeps comes
+// back here, not as a frozen lane), and at its last delivery it is dead.
+func (w *Worker) decide(ctx context.Context, delivered int, cause error) Disposition {
+	switch {
+	case errors.Is(cause, ErrBadJob):
+		return Disposition{Kind: DispReject, Cause: cause}
+	case ctx.Err() != nil || w.stoppingNow():
+		return Disposition{Kind: DispRelease, Cause: cause}
+	case delivered >= w.cfg.Queue.MaxDeliver:
+		// The server will not send it again: record it dead now, with its
+		// last error.
+		return Disposition{Kind: DispDead, Cause: fmt.Errorf("delivered %d times without a final result; last error: %w", delivered, cause)}
 	}
 	delay := min(w.cfg.NakDelayMin<<min(delivered-1, 16), w.cfg.NakDelayMax)
-	// Never sooner than the provider asked (a Retry-After over what the
-	// client sleeps comes back here, not as a frozen lane).
-	w.nakDelay(ctx, msg, env, delivered, max(delay, serverWait(cause)), cause)
+	return Disposition{Kind: DispRetry, Delay: max(delay, serverWait(cause)), Cause: cause}
 }
 
-func (w *Worker) nakDelay(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int, delay time.Duration, cause error) {
-	if delivered >= w.cfg.Queue.MaxDeliver && ctx.Err() == nil {
-		// The last delivery: the server will not send it again, so record
-		// it dead with its last error now.
-		w.reject(ctx, msg, env, store.StatusDead, fmt.Errorf("delivered %d times without a final result; last error: %w", delivered, cause))
-		return
+// dispose carries d out on msg. Acks wait for the server's confirmation; a
+// rejected or dead job is recorded before its message is terminated, and
+// if the record cannot be written the message is handed back instead:
+// nothing is dropped unrecorded. Every ack, nak and term error is logged.
+func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *Envelope, d Disposition) {
+	kind := d.Kind
+	var err error
+	switch d.Kind {
+	case DispAck, DispSkip:
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		// For DispAck the result is committed: if the ack is lost, the
+		// redelivery is acked without a call.
+		err = msg.DoubleAck(actx)
+		cancel()
+	case DispRetry, DispForeign:
+		err = msg.NakWithDelay(d.Delay)
+	case DispRelease:
+		err = msg.Nak()
+	case DispReject, DispDead:
+		status := store.StatusRejected
+		if d.Kind == DispDead {
+			status = store.StatusDead
+		}
+		if rerr := w.record(ctx, msg, env, status, d.Cause); rerr != nil {
+			kind, err = DispRetry, msg.NakWithDelay(w.cfg.NakDelayMin)
+			break
+		}
+		err = msg.TermWithReason(truncate(d.Cause.Error(), 200))
 	}
-	if ctx.Err() != nil {
-		_ = msg.Nak()
-	} else {
-		_ = msg.NakWithDelay(delay)
+	if err != nil {
+		w.log.WarnContext(ctx, "worker: "+kind.label(), slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
 	}
-	w.count("nak")
+	w.count(kind.label())
+}
+
+// record writes a rejected or dead job with its reason.
+func (w *Worker) record(ctx context.Context, msg jetstream.Msg, env *Envelope, status string, reason error) error {
+	id := jobIDOf(msg, env)
+	rj := store.Rejection{JobID: id, Reason: reason.Error(), Payload: msg.Data(), Status: status}
+	if meta, err := msg.Metadata(); err == nil {
+		rj.Deliveries = int(meta.NumDelivered)
+	}
+	if env != nil {
+		rj.Batch = env.Batch
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := w.ledger.Reject(wctx, rj); err != nil {
+		w.log.ErrorContext(ctx, "worker: record "+status+" job", slog.String("job_id", id), slog.String("error", err.Error()))
+		return err
+	}
+	w.log.WarnContext(ctx, "worker: job "+status, slog.String("job_id", id), slog.String("reason", reason.Error()))
+	w.cfg.Metrics.Jobs.WithLabelValues(status).Inc()
+	return nil
+}
+
+// settle carries out a disposition of a message of the dead-job advisory
+// stream, logging its error.
+func (w *Worker) settle(ctx context.Context, what string, err error) {
+	if err != nil {
+		w.log.WarnContext(ctx, "worker: "+what+" dead-job advisory", slog.String("error", err.Error()))
+	}
 }
 
 // foreignCount counts one batch's foreign deliveries between error lines.
@@ -101,9 +198,7 @@ type foreignCount struct {
 // acked and nothing is written; an error line (one a minute per batch) and
 // a metric make the misconfiguration loud.
 func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int) {
-	if w.cfg.Metrics != nil {
-		w.cfg.Metrics.ForeignJobs.Inc()
-	}
+	w.cfg.Metrics.ForeignJobs.Inc()
 	// Every nak counts a delivery against the job: pause pulling, then pull
 	// one job at a time until one is ours, so the jobs keep their
 	// deliveries for the workers on the right ledger.
@@ -121,47 +216,14 @@ func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 		fc.logged, fc.n = time.Now(), 0
 	}
 	fc.mu.Unlock()
-	if err := msg.NakWithDelay(w.cfg.ForeignDelay); err != nil {
-		w.log.WarnContext(ctx, "worker: nak", slog.String("job_id", env.JobID), slog.String("error", err.Error()))
-	}
-	w.count("nak")
-}
-
-// reject records a job that will never be run (or is dead) with its reason,
-// then terminates its message. If the record cannot be written the message
-// is left for redelivery instead: nothing is dropped unrecorded.
-func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, env *Envelope, status string, reason error) {
-	id := jobIDOf(msg, env)
-	rj := store.Rejection{JobID: id, Reason: reason.Error(), Payload: msg.Data(), Status: status}
-	if meta, err := msg.Metadata(); err == nil {
-		rj.Deliveries = int(meta.NumDelivered)
-	}
-	if env != nil {
-		rj.Batch = env.Batch
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if _, err := w.ledger.Reject(wctx, rj); err != nil {
-		w.log.ErrorContext(ctx, "worker: record rejected job", slog.String("job_id", id), slog.String("error", err.Error()))
-		_ = msg.NakWithDelay(w.cfg.NakDelayMin)
-		w.count("nak")
-		return
-	}
-	w.log.WarnContext(ctx, "worker: job "+status, slog.String("job_id", id), slog.String("reason", reason.Error()))
-	if w.cfg.Metrics != nil {
-		w.cfg.Metrics.Jobs.WithLabelValues(status).Inc()
-	}
-	_ = msg.TermWithReason(truncate(reason.Error(), 200))
-	w.count("term")
+	w.dispose(ctx, msg, env, Disposition{Kind: DispForeign, Delay: w.cfg.ForeignDelay})
 }
 
 func (w *Worker) count(kind string) {
 	if kind != "nak" {
 		w.finished.Add(1)
 	}
-	if w.cfg.Metrics != nil {
-		w.cfg.Metrics.Dispositions.WithLabelValues(kind).Inc()
-	}
+	w.cfg.Metrics.Dispositions.WithLabelValues(kind).Inc()
 }
 
 func truncate(s string, n int) string {

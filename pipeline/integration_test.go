@@ -195,12 +195,12 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 		var crashed atomic.Bool
 		var crashedID atomic.Value
 		cfg := h.workerConfig(h.client(nil))
-		cfg.AfterCommitFunc = func(id string) {
+		pipeline.SetAfterCommitFunc(&cfg, func(id string) {
 			if crashed.CompareAndSwap(false, true) {
 				crashedID.Store(id)
 				nc1.Close()
 			}
-		}
+		})
 		w1 := h.startWorker(cfg, js1, nil)
 		waitFor(t, 20*time.Second, "the crash", crashed.Load)
 		w1.stop(t, 30*time.Second)
@@ -244,11 +244,11 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 		h.enqueue("b", n)
 		target := jobID("b", 3)
 		cfg := h.workerConfig(h.client(nil))
-		cfg.AfterCommitFunc = func(id string) {
+		pipeline.SetAfterCommitFunc(&cfg, func(id string) {
 			if id == target {
 				panic("crash after commit")
 			}
-		}
+		})
 		rw := h.startWorker(cfg, nil, nil)
 		h.waitDone("b", n, 30*time.Second)
 		h.checkQueueEmpty()
@@ -343,11 +343,11 @@ func TestPanicInOneJob(t *testing.T) {
 	target := jobID("b", 7)
 	cfg := h.workerConfig(h.client(nil))
 	cfg.Concurrency = 4
-	cfg.BeforeJobFunc = func(e *pipeline.Envelope) {
+	pipeline.SetBeforeJobFunc(&cfg, func(e *pipeline.Envelope) {
 		if e.JobID == target {
 			panic("boom in job")
 		}
-	}
+	})
 	rw := h.startWorker(cfg, nil, nil)
 	h.waitDone("b", n, 30*time.Second)
 	h.checkQueueEmpty()

@@ -47,8 +47,7 @@ func (w *Worker) handleSafely(ctx context.Context, msg jetstream.Msg) {
 	// redelivery of a job already final is acked without a call.
 	if again := panics.Try(func() { w.finish(ctx, msg, env, res) }); again != nil {
 		w.log.ErrorContext(ctx, "worker: recording a panicked job panicked", slog.String("job_id", res.JobID), slog.String("error", again.AsError().Error()))
-		_ = msg.NakWithDelay(w.cfg.NakDelayMin)
-		w.count("nak")
+		w.dispose(ctx, msg, env, Disposition{Kind: DispRetry, Delay: w.cfg.NakDelayMin, Cause: again.AsError()})
 	}
 }
 
@@ -81,7 +80,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	*envOut = env
 	if env == nil || env.JobID == "" {
 		// Not a job message at all: record it with its reason.
-		w.reject(ctx, msg, env, store.StatusRejected, decodeErr)
+		w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: decodeErr})
 		return
 	}
 	log := w.log.With(slog.String("job_id", env.JobID), slog.String("batch", env.Batch), slog.Int("delivery", delivered))
@@ -97,7 +96,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		return err
 	})
 	if err != nil {
-		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: read ledger: %w", ErrTransient, err))
+		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read ledger: %w", ErrTransient, err)))
 		return
 	}
 	if !state.known {
@@ -106,7 +105,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	}
 	w.probing.Store(false)
 	if decodeErr != nil {
-		w.reject(ctx, msg, env, store.StatusRejected, decodeErr)
+		w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: decodeErr})
 		return
 	}
 	if state.run != env.RunOrFirst() {
@@ -114,11 +113,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		// since (its new run has its own message), so this one is done.
 		log.InfoContext(ctx, "worker: message of an earlier run, acked unrun", slog.Int("message_run", env.RunOrFirst()),
 			slog.Int("job_run", state.run))
-		w.ack(ctx, msg, "skip")
+		w.dispose(ctx, msg, env, Disposition{Kind: DispSkip})
 		return
 	}
 	if state.final {
-		w.ack(ctx, msg, "skip")
+		w.dispose(ctx, msg, env, Disposition{Kind: DispSkip})
 		return
 	}
 	var job *Job
@@ -132,14 +131,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	})
 	if err != nil {
 		if errors.Is(err, ErrBadJob) {
-			w.reject(ctx, msg, env, store.StatusRejected, err)
+			w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
 		} else {
-			w.nak(ctx, msg, env, delivered, err)
+			w.dispose(ctx, msg, env, w.decide(ctx, delivered, err))
 		}
 		return
 	}
-	if w.cfg.BeforeJobFunc != nil {
-		w.cfg.BeforeJobFunc(env)
+	if w.cfg.beforeJob != nil {
+		w.cfg.beforeJob(env)
 	}
 	var capped bool
 	err = w.retryLedger(ctx, log, func() error {
@@ -148,7 +147,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		return err
 	})
 	if err != nil {
-		w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", ErrTransient, err))
+		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", ErrTransient, err)))
 		return
 	}
 	if capped {
@@ -166,9 +165,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			// than MaxDeliver pauses would burn every job in flight to dead.
 			pause := cmp.Or(hint, w.cfg.QuotaPause)
 			w.pauseFor(pause)
-			if w.cfg.Metrics != nil {
-				w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
-			}
+			w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
 			log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
 				slog.Duration("pause", pause), slog.String("error", err.Error()))
 			if !w.holdFor(ctx, pause) {
@@ -199,16 +196,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrBadJob):
-			w.reject(ctx, msg, env, store.StatusRejected, err)
+			w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
 		default:
 			log.WarnContext(ctx, "worker: job will be retried", slog.String("error", err.Error()))
 			w.handBack(ctx, msg, env, delivered, res, err)
 		}
 		return
 	}
-	if w.cfg.Metrics != nil {
-		w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(0)
-	}
+	w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(0)
 	w.finish(ctx, msg, env, res)
 }
 
@@ -352,7 +347,7 @@ func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envel
 			// this error.
 			stopBeat()
 			w.log.ErrorContext(ctx, "worker: ledger refused the result", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
-			w.nak(ctx, msg, env, delivered, fmt.Errorf("ledger refused the result: %w", err))
+			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("ledger refused the result: %w", err)))
 			return
 		}
 		if err != nil && !w.stoppingNow() && ctx.Err() == nil {
@@ -367,27 +362,26 @@ func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envel
 					return
 				}
 				stopBeat()
-				w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err))
+				w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err)))
 			})
 			return
 		}
 		stopBeat()
 		if err != nil {
-			w.nak(ctx, msg, env, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err))
+			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err)))
 			return
 		}
 		w.cfg.Metrics.observe(r)
-		if hook := w.cfg.AfterCommitFunc; hook != nil {
+		if hook := w.cfg.afterCommit; hook != nil {
 			if recovered := panics.Try(func() { hook(r.JobID) }); recovered != nil {
 				// The rows are committed: a redelivery is acked without a call.
 				w.log.ErrorContext(ctx, "worker: after-commit hook panicked", slog.String("job_id", r.JobID),
 					slog.String("error", recovered.AsError().Error()))
-				_ = msg.Nak()
-				w.count("nak")
+				w.dispose(ctx, msg, env, Disposition{Kind: DispRelease, Cause: recovered.AsError()})
 				return
 			}
 		}
-		w.ack(ctx, msg, "ack")
+		w.dispose(ctx, msg, env, Disposition{Kind: DispAck})
 	})
 }
 

@@ -108,17 +108,20 @@ type WorkerConfig struct {
 	// Logger defaults to a discarding logger. Prompts and replies are never
 	// logged.
 	Logger *slog.Logger
-	// Metrics may be nil.
+	// Metrics defaults to metrics of the worker's own that nothing serves
+	// (a no-op, as the logger's default).
 	Metrics *Metrics
-	// AfterCommitFunc, when set, runs after a job's result is committed and
-	// before its message is acked. Tests use it to crash in that window.
-	AfterCommitFunc func(jobID string)
+
 	// ProgressEvery is how often Run logs a progress line (jobs finished,
 	// rate, in flight). Defaults to 30s; negative turns it off.
 	ProgressEvery time.Duration
-	// BeforeJobFunc, when set, runs at the start of each job's repair loop.
-	// Tests use it to inject panics.
-	BeforeJobFunc func(env *Envelope)
+
+	// Test hooks, set through export_test.go. afterCommit runs after a
+	// job's result is committed and before its message is acked (tests
+	// crash in that window); beforeJob runs at the start of each job's
+	// repair loop (tests inject panics).
+	afterCommit func(jobID string)
+	beforeJob   func(env *Envelope)
 }
 
 // WithDefaults returns a copy with zero fields set to their defaults.
@@ -141,6 +144,9 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	c.WriteBuffer = cmp.Or(c.WriteBuffer, max(WriteBufferMin, WriteBufferPerJob*int64(c.Concurrency)))
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics()
 	}
 	return c
 }
@@ -252,8 +258,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.stopping = pullCtx.Done()
 	deadDone := make(chan struct{})
 	go func() { defer close(deadDone); w.watchDead(pullCtx, stream) }()
+	drainDone := make(chan struct{})
 	if w.cfg.Drain {
-		go w.watchDrain(pullCtx, stopPull, cons)
+		go func() { defer close(drainDone); w.watchDrain(pullCtx, stopPull, cons) }()
+	} else {
+		close(drainDone)
 	}
 	progressDone := make(chan struct{})
 	go func() { defer close(progressDone); w.logProgress(pullCtx) }()
@@ -320,20 +329,16 @@ func (w *Worker) Run(ctx context.Context) error {
 			got++
 			if stopping() {
 				// Stopping: hand back what arrives at once.
-				_ = msg.Nak()
+				w.dispose(ctx, msg, nil, Disposition{Kind: DispRelease})
 				<-slots
 				continue
 			}
 			w.inFlight.Add(1)
-			if w.cfg.Metrics != nil {
-				w.cfg.Metrics.InFlight.Inc()
-			}
+			w.cfg.Metrics.InFlight.Inc()
 			run := func() {
 				defer func() {
 					w.inFlight.Add(-1)
-					if w.cfg.Metrics != nil {
-						w.cfg.Metrics.InFlight.Dec()
-					}
+					w.cfg.Metrics.InFlight.Dec()
 					<-slots
 				}()
 				w.handleSafely(jobCtx, msg)
@@ -370,6 +375,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-writerDone
 	stopPull()
 	<-deadDone
+	<-drainDone
 	w.log.InfoContext(ctx, "worker: stopped")
 	return nil
 }

@@ -1,0 +1,9 @@
+package pipeline
+
+// SetAfterCommitFunc makes the worker run f after a job's result is
+// committed and before its message is acked: tests crash in that window.
+func SetAfterCommitFunc(c *WorkerConfig, f func(jobID string)) { c.afterCommit = f }
+
+// SetBeforeJobFunc makes the worker run f at the start of each job's
+// repair loop: tests inject panics.
+func SetBeforeJobFunc(c *WorkerConfig, f func(env *Envelope)) { c.beforeJob = f }
