@@ -57,6 +57,9 @@ func TestImportDirection(t *testing.T) {
 			if strings.HasPrefix(imp, "github.com/jackc/pgx") && rel != "store" && !strings.HasPrefix(rel, "store/") {
 				t.Errorf("%s imports %s: only store may use pgx", rel, imp)
 			}
+			if strings.HasPrefix(imp, "github.com/nats-io/nats-server") && !strings.HasPrefix(rel, "cmd/") {
+				t.Errorf("%s imports %s: only the commands run an embedded NATS server", rel, imp)
+			}
 			for _, bad := range forbidden[rel] {
 				if !(imp == bad || strings.HasPrefix(imp, bad+"/") || strings.HasSuffix(bad, "/") && strings.HasPrefix(imp, bad)) {
 					continue
@@ -109,5 +112,20 @@ func TestBenchOutOfWorker(t *testing.T) {
 	out, err = exec.Command("go", "list", "-f", "{{.Name}}", mod+"cmd/fixpoint-bench").CombinedOutput()
 	if name := strings.TrimSpace(string(out)); err != nil || name != "main" {
 		t.Errorf("cmd/fixpoint-bench is not a command (%v): the benchmark must move, not go\n%s", err, out)
+	}
+}
+
+// TestReportLinksNoNATSServer: report only runs SQL views; it must not carry
+// the NATS server (issue 14).
+func TestReportLinksNoNATSServer(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "github.com/fixpoint-dev/fixpoint/cmd/report").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/nats-io/nats-server") {
+			t.Errorf("cmd/report links %s", dep)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -335,10 +336,47 @@ func sanitize(name string) string {
 func (h *harness) startNATS() {
 	h.t.Helper()
 	var err error
-	h.ns, err = pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: h.natsDir, Port: h.natsPort})
+	h.ns, err = startServer(h.natsDir, h.natsPort, nil)
 	if err != nil {
 		h.t.Fatalf("embedded NATS on port %d: %v", h.natsPort, err)
 	}
+}
+
+// startServer runs a NATS server with JetStream in the test process, on
+// dir and port (-1: any), its warnings and errors written to warn when set.
+// (The commands' embedded server is cmd/internal/natsconn's, which tests
+// outside cmd cannot import.)
+func startServer(dir string, port int, warn io.Writer) (*server.Server, error) {
+	ns, err := server.NewServer(&server.Options{ServerName: "fixpoint-test", JetStream: true, StoreDir: dir,
+		Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+	if err != nil {
+		return nil, err
+	}
+	if warn != nil {
+		ns.SetLogger(warnLogger{warn}, false, false)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(15 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("test NATS server not ready after 15s")
+	}
+	return ns, nil
+}
+
+// warnLogger writes a NATS server's warnings and errors, one a line.
+type warnLogger struct{ w io.Writer }
+
+func (l warnLogger) Noticef(string, ...any) {}
+func (l warnLogger) Debugf(string, ...any)  {}
+func (l warnLogger) Tracef(string, ...any)  {}
+func (l warnLogger) Warnf(format string, v ...any) {
+	fmt.Fprintf(l.w, "WARN "+format+"\n", v...)
+}
+func (l warnLogger) Errorf(format string, v ...any) {
+	fmt.Fprintf(l.w, "ERROR "+format+"\n", v...)
+}
+func (l warnLogger) Fatalf(format string, v ...any) {
+	fmt.Fprintf(l.w, "FATAL "+format+"\n", v...)
 }
 
 func (h *harness) stopNATS() {

@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,8 +23,7 @@ import (
 func TestEnsureQueueRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
 	dir := t.TempDir()
 	var logBuf syncBuffer
-	ns, err := pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: dir, Port: -1,
-		Logger: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	ns, err := startServer(dir, -1, &logBuf)
 	if err != nil {
 		t.Fatal(err)
 	}

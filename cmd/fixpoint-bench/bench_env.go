@@ -94,7 +94,7 @@ func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer)
 		return nil, fmt.Errorf("create NATS data directory: %w", err)
 	}
 	undo = append(undo, func() { os.RemoveAll(dir) })
-	ns, err := pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: dir, Host: "127.0.0.1", Port: -1,
+	ns, err := natsconn.StartServer(natsconn.ServerConfig{StoreDir: dir, Host: "127.0.0.1", Port: -1,
 		// The server's own reason for an error it answers generically.
 		Logger: slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {

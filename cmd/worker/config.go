@@ -238,7 +238,7 @@ func (n *natsFlags) register(fs *flag.FlagSet, embedded bool) {
 // connection (waiting until it is closed) and then stops an embedded server.
 func (n *natsFlags) connect(log *slog.Logger) (jetstream.JetStream, func(), error) {
 	c, err := natsconn.Open(natsconn.Config{URL: n.url, Dir: n.dir, Listen: n.addr, Name: "fixpoint"}, log)
-	if errors.Is(err, pipeline.ErrStoreDirInUse) {
+	if errors.Is(err, natsconn.ErrStoreDirInUse) {
 		return nil, nil, fmt.Errorf("%w\n(another worker serves this queue: run this one with NATS_URL=nats://%s, or give it another --nats-dir)", err, natsconn.ListenDefault)
 	}
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -260,7 +261,7 @@ func retryStart(ctx context.Context, timeout time.Duration, log *slog.Logger, wh
 func natsRetryable(err error) bool {
 	var uerr usageError
 	switch {
-	case errors.As(err, &uerr), errors.Is(err, pipeline.ErrStoreDirInUse), errors.Is(err, nats.ErrAuthorization),
+	case errors.As(err, &uerr), errors.Is(err, natsconn.ErrStoreDirInUse), errors.Is(err, nats.ErrAuthorization),
 		errors.Is(err, nats.ErrBadSubject), strings.Contains(err.Error(), "url"):
 		return false
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
 
@@ -70,7 +70,7 @@ func TestWorkerWaitsForNATSAtStart(t *testing.T) {
 		t.Fatalf("the worker gave up while NATS was down: exit %d\n%s", code, logs.String())
 	default:
 	}
-	ns, err := pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: t.TempDir(), Port: natsPort})
+	ns, err := natsconn.StartServer(natsconn.ServerConfig{StoreDir: t.TempDir(), Port: natsPort})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/fixpoint-dev/fixpoint/pipeline"
 )
 
 // Defaults of the embedded queue.
@@ -69,9 +67,9 @@ func Open(cfg Config, log *slog.Logger) (*Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ns, err := pipeline.StartEmbeddedNATS(pipeline.EmbeddedNATSConfig{StoreDir: cfg.Dir, Host: host, Port: port, Logger: log})
+		ns, err := StartServer(ServerConfig{StoreDir: cfg.Dir, Host: host, Port: port, Logger: log})
 		switch {
-		case errors.Is(err, pipeline.ErrStoreDirInUse) && cfg.Running != "":
+		case errors.Is(err, ErrStoreDirInUse) && cfg.Running != "":
 			url = "nats://" + cfg.Running
 			c.Where = "the running worker's embedded NATS at " + url + " (it holds " + cfg.Dir + ")"
 		case err != nil:

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"testing"
-
-	"github.com/fixpoint-dev/fixpoint/pipeline"
 )
 
 func freePort(t *testing.T) int {
@@ -44,7 +42,7 @@ func TestOpenEmbedded(t *testing.T) {
 		t.Errorf("the shared connection does not reach JetStream: %v", err)
 	}
 	shared.Close()
-	if _, err := Open(Config{Dir: dir, Name: "second worker"}, nil); !errors.Is(err, pipeline.ErrStoreDirInUse) {
+	if _, err := Open(Config{Dir: dir, Name: "second worker"}, nil); !errors.Is(err, ErrStoreDirInUse) {
 		t.Errorf("a second server on the store: %v, want ErrStoreDirInUse", err)
 	}
 	if _, err := Open(Config{Dir: dir, Listen: "nope"}, nil); err == nil {

@@ -1,4 +1,4 @@
-package pipeline
+package natsconn
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// EmbeddedNATSConfig configures an in-process NATS server with JetStream.
-type EmbeddedNATSConfig struct {
+// ServerConfig configures an in-process NATS server with JetStream.
+type ServerConfig struct {
 	// StoreDir keeps JetStream's files; required, so jobs survive a restart.
 	StoreDir string
 	// Host and Port to listen on; Port 0 means DontListen (in-process
@@ -33,16 +33,16 @@ type EmbeddedNATSConfig struct {
 	Logger *slog.Logger
 }
 
-// ErrStoreDirInUse is returned by StartEmbeddedNATS when another server
+// ErrStoreDirInUse is returned by StartServer when another server
 // (in this process or another) already uses the store directory: two servers
 // on one directory would corrupt each other's streams.
 var ErrStoreDirInUse = errors.New("embedded nats: store directory in use")
 
-// StartEmbeddedNATS starts a NATS server with JetStream inside this process,
+// StartServer starts a NATS server with JetStream inside this process,
 // so one worker binary serves a single machine with no NATS to install. The
 // caller shuts it down with Shutdown and WaitForShutdown. The store
 // directory is locked (a lock file in it) until the server has shut down.
-func StartEmbeddedNATS(cfg EmbeddedNATSConfig) (*server.Server, error) {
+func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, fmt.Errorf("embedded nats: store dir is required")
 	}
@@ -94,7 +94,7 @@ func lockDir(dir string) (*os.File, error) {
 	}
 }
 
-func startEmbedded(cfg EmbeddedNATSConfig) (*server.Server, error) {
+func startEmbedded(cfg ServerConfig) (*server.Server, error) {
 	opts := &server.Options{
 		ServerName: "fixpoint-embedded",
 		JetStream:  true,

@@ -1,4 +1,4 @@
-package pipeline
+package natsconn
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 func TestEmbeddedNATSLogs(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ns, err := StartEmbeddedNATS(EmbeddedNATSConfig{StoreDir: t.TempDir(), Logger: log})
+	ns, err := StartServer(ServerConfig{StoreDir: t.TempDir(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +53,11 @@ func TestEmbeddedNATSLogs(t *testing.T) {
 // again once the first has shut down.
 func TestEmbeddedNATSLocksItsDirectory(t *testing.T) {
 	dir := t.TempDir()
-	a, err := StartEmbeddedNATS(EmbeddedNATSConfig{StoreDir: dir, Port: -1})
+	a, err := StartServer(ServerConfig{StoreDir: dir, Port: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := StartEmbeddedNATS(EmbeddedNATSConfig{StoreDir: dir, Port: -1}); !errors.Is(err, ErrStoreDirInUse) {
+	if b, err := StartServer(ServerConfig{StoreDir: dir, Port: -1}); !errors.Is(err, ErrStoreDirInUse) {
 		if b != nil {
 			b.Shutdown()
 		}
@@ -65,7 +65,7 @@ func TestEmbeddedNATSLocksItsDirectory(t *testing.T) {
 	}
 	a.Shutdown()
 	a.WaitForShutdown()
-	c, err := StartEmbeddedNATS(EmbeddedNATSConfig{StoreDir: dir, Port: -1})
+	c, err := StartServer(ServerConfig{StoreDir: dir, Port: -1})
 	if err != nil {
 		t.Fatalf("restart on the directory after shutdown: %v", err)
 	}
