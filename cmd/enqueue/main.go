@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -288,14 +289,14 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if f, ok := stderr.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
-	bars := map[string]*pipeline.ProgressBar{}
-	bar := func(phase string) *pipeline.ProgressBar {
+	bars := map[string]*cli.ProgressBar{}
+	bar := func(phase string) *cli.ProgressBar {
 		if bars[phase] == nil {
 			label := "enqueue"
 			if phase == pipeline.PhaseCheck {
 				label = "check  "
 			}
-			bars[phase] = pipeline.NewProgressBar(stderr, tty, label, total)
+			bars[phase] = cli.NewProgressBar(stderr, tty, label, total)
 		}
 		return bars[phase]
 	}

@@ -18,7 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -147,7 +148,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			// The batch exists and holds no jobs.
 			rows = []store.BatchSummary{{Batch: batch}}
 		}
-		pipeline.WriteSummary(stdout, rows)
+		cli.WriteSummary(stdout, rows)
 	case "failures":
 		batch, err := arg()
 		if err != nil {
@@ -156,7 +157,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := needBatch(ctx, st, batch); err != nil {
 			return err
 		}
-		if err := pipeline.WriteFailureReport(ctx, stdout, st, batch, 15); err != nil {
+		if err := cli.WriteFailureReport(ctx, stdout, st, batch, 15); err != nil {
 			return err
 		}
 	case "job":
@@ -212,19 +213,19 @@ func printJob(ctx context.Context, w io.Writer, st *store.Store, id string) erro
 	if job.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", job.Error)
 	}
-	res := &pipeline.Result{JobID: job.ID, Status: pipeline.Status(job.Status), Value: job.Value, Error: job.Error, Class: job.FinalClass,
+	res := &repair.Result{JobID: job.ID, Status: repair.Status(job.Status), Value: job.Value, Error: job.Error, Class: job.FinalClass,
 		Calls: job.Calls, TokensIn: int(job.TokensIn), TokensOut: int(job.TokensOut), TokensCached: int(job.TokensCached),
 		CostUSD: job.CostUSD, FirstAttemptValid: job.FirstAttemptValid, RepairedLocally: job.RepairedLocally,
 		Wall: time.Duration(job.WallMS) * time.Millisecond}
 	for i := range attempts {
-		a := pipeline.AttemptFromStore(&attempts[i])
+		a := cli.AttemptFromStore(&attempts[i])
 		if a.Valid {
 			a.Value = job.Value
 		}
 		res.Attempts = append(res.Attempts, a)
 	}
 	if len(res.Attempts) > 0 {
-		pipeline.WriteCards(w, res)
+		cli.WriteCards(w, res)
 	}
 	return nil
 }
@@ -377,7 +378,7 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 	if err := needBatch(ctx, st, batch); err != nil {
 		return err
 	}
-	bar := pipeline.NewProgressBar(stderr, false, "wait", 0)
+	bar := cli.NewProgressBar(stderr, false, "wait", 0)
 	for {
 		p, err := st.Progress(ctx, batch)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -108,7 +109,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	batch := fmt.Sprintf("demo-%s", time.Now().UTC().Format("20060102-150405"))
 	data := demoDataset(*rows, *seed)
-	bar := pipeline.NewProgressBar(stdout, tty, "enqueue", *rows)
+	bar := cli.NewProgressBar(stdout, tty, "enqueue", *rows)
 	prog, err := pipeline.Enqueue(ctx, js, st, pipeline.EnqueueConfig{
 		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: pipeline.FormatJSONL,
 		IDField: "ticket_id", Provider: *provider, Model: "sim-" + *preset, Mode: llm.Mode(*mode),
@@ -139,7 +140,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- w.Run(runCtx) }()
-	wbar := pipeline.NewProgressBar(stdout, tty, "jobs   ", prog.Published)
+	wbar := cli.NewProgressBar(stdout, tty, "jobs   ", prog.Published)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 wait:
@@ -181,9 +182,9 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, batch string
 	if err != nil {
 		return err
 	}
-	pipeline.WriteSummary(w, sum)
+	cli.WriteSummary(w, sum)
 	fmt.Fprintln(w)
-	if err := pipeline.WriteFailureReport(ctx, w, st, batch, 8); err != nil {
+	if err := cli.WriteFailureReport(ctx, w, st, batch, 8); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nAsk the ledger yourself: psql %q -c \"SELECT * FROM batch_summary WHERE batch = '%s'\"\n", "postgres://postgres@127.0.0.1:5432/fixpoint", batch)

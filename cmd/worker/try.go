@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/validate"
@@ -111,7 +112,7 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		out, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", out)
 	} else {
-		pipeline.WriteCards(stdout, res)
+		cli.WriteCards(stdout, res)
 	}
 	if res.Status != pipeline.StatusValid {
 		return errNotValid

@@ -1,4 +1,4 @@
-package pipeline
+package cli
 
 import (
 	"context"
@@ -11,20 +11,21 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 // CardStatus is the headline of an attempt card.
-func CardStatus(a *Attempt) string {
+func CardStatus(a *repair.Attempt) string {
 	switch {
 	case a.Valid:
 		return "VALID"
-	case a.Class == OutcomeTruncated:
+	case a.Class == repair.OutcomeTruncated:
 		return "TRUNCATED"
-	case a.Class == OutcomeRefusal:
+	case a.Class == repair.OutcomeRefusal:
 		return "REFUSED"
-	case a.Class == OutcomeProvider:
+	case a.Class == repair.OutcomeProvider:
 		return "PROVIDER ERROR"
 	case a.Class == string(validate.ClassSyntax):
 		return "PARSE ERROR"
@@ -34,14 +35,14 @@ func CardStatus(a *Attempt) string {
 
 // WriteCards prints each attempt of res as a card, then a one-line verdict,
 // as `worker try` and `report job` show them.
-func WriteCards(w io.Writer, res *Result) {
+func WriteCards(w io.Writer, res *repair.Result) {
 	for i := range res.Attempts {
 		writeCard(w, &res.Attempts[i])
 	}
 	fmt.Fprintln(w, Verdict(res))
 }
 
-func writeCard(w io.Writer, a *Attempt) {
+func writeCard(w io.Writer, a *repair.Attempt) {
 	status := CardStatus(a)
 	fmt.Fprintf(w, "── attempt %d ── %s ── %s, %d in / %d out tokens", a.No, status, a.Latency.Round(time.Millisecond), a.TokensIn, a.TokensOut)
 	if a.TokensCached > 0 {
@@ -51,7 +52,7 @@ func writeCard(w io.Writer, a *Attempt) {
 		fmt.Fprintf(w, ", %d transport retries", len(a.Retries))
 	}
 	fmt.Fprintln(w)
-	if a.Class == OutcomeProvider {
+	if a.Class == repair.OutcomeProvider {
 		fmt.Fprintf(w, "  provider error: %s\n", a.ProviderError)
 		return
 	}
@@ -83,10 +84,10 @@ func writeCard(w io.Writer, a *Attempt) {
 }
 
 // Verdict is the one-line outcome of a job.
-func Verdict(res *Result) string {
+func Verdict(res *repair.Result) string {
 	tokens := res.TokensIn + res.TokensOut
 	switch res.Status {
-	case StatusValid:
+	case repair.StatusValid:
 		how := "first attempt"
 		if !res.FirstAttemptValid {
 			how = fmt.Sprintf("attempt %d", len(res.Attempts))
@@ -100,9 +101,9 @@ func Verdict(res *Result) string {
 	}
 }
 
-// AttemptFromStore turns a ledger row back into an Attempt for printing.
-func AttemptFromStore(s *store.Attempt) Attempt {
-	a := Attempt{No: s.No, Request: s.Request, RequestHash: s.RequestHash, Raw: s.Raw, Class: s.Class, Valid: s.Valid,
+// AttemptFromStore turns a ledger row back into a repair.Attempt for printing.
+func AttemptFromStore(s *store.Attempt) repair.Attempt {
+	a := repair.Attempt{No: s.No, Request: s.Request, RequestHash: s.RequestHash, Raw: s.Raw, Class: s.Class, Valid: s.Valid,
 		RepairedLocally: s.RepairedLocally, Latency: time.Duration(s.LatencyMS) * time.Millisecond,
 		TokensIn: int(s.TokensIn), TokensOut: int(s.TokensOut), TokensCached: int(s.TokensCached),
 		ProviderStatus: s.ProviderStatus, ProviderError: s.ProviderError, Model: s.Model, RequestID: s.RequestID, StartedAt: s.StartedAt}
