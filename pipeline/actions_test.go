@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -51,7 +51,7 @@ func TestSpendCapThreeWorkers(t *testing.T) {
 	cfg.MaxTokens = 100
 	limit := int64(cap)
 	cfg.Cap.MaxTotalTokens = &limit
-	if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
 		t.Fatal(err)
 	}
 	var rws []*runningWorker
@@ -97,10 +97,10 @@ func TestSpendCapThreeWorkers(t *testing.T) {
 	h.checkInvariants("b", invariants{Jobs: n})
 
 	// Raise the cap, requeue the over-budget jobs: the batch finishes.
-	if _, err := pipeline.SetCap(h.ctx, h.st, "b", store.Cap{}); err != nil {
+	if _, err := enqueue.SetCap(h.ctx, h.st, "b", store.Cap{}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := pipeline.Requeue(h.ctx, h.js, h.st, pipeline.RequeueConfig{Batch: "b", Statuses: []string{store.StatusOverBudget}, Queue: h.q})
+	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusOverBudget}, Queue: h.q})
 	if err != nil || rep.Jobs[store.StatusOverBudget] != over || rep.Published != over {
 		t.Fatalf("requeue: %+v %v; want %d requeued and published", rep, err, over)
 	}
@@ -121,7 +121,7 @@ func TestCancelDuringRun(t *testing.T) {
 	cfg.Concurrency = 4
 	rw := h.startWorker(cfg, nil, nil)
 	waitFor(t, 30*time.Second, "some jobs done", func() bool { return h.progress("b").Valid >= 10 })
-	cancelled, err := pipeline.Cancel(h.ctx, h.st, "b")
+	cancelled, err := enqueue.Cancel(h.ctx, h.st, "b")
 	if err != nil || cancelled == 0 {
 		t.Fatalf("cancel: %d jobs, %v", cancelled, err)
 	}
@@ -138,7 +138,7 @@ func TestCancelDuringRun(t *testing.T) {
 		t.Errorf("%d provider calls for %d valid jobs: cancelled jobs were called", calls, p.Valid)
 	}
 	h.checkInvariants("b", invariants{Jobs: n})
-	if again, err := pipeline.Cancel(h.ctx, h.st, "b"); err != nil || again != 0 {
+	if again, err := enqueue.Cancel(h.ctx, h.st, "b"); err != nil || again != 0 {
 		t.Errorf("second cancel: %d, %v", again, err)
 	}
 }
@@ -158,7 +158,7 @@ func TestRequeueWithAnotherModel(t *testing.T) {
 	}}})
 	cfg := h.enqueueConfig("b")
 	cfg.Model, cfg.Limits.MaxAttempts = "sim-weak", 2
-	if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
 		t.Fatal(err)
 	}
 	rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
@@ -166,12 +166,12 @@ func TestRequeueWithAnotherModel(t *testing.T) {
 	if p := h.progress("b"); p.Invalid != n {
 		t.Fatalf("first run: %+v, want every job invalid", p)
 	}
-	dry, err := pipeline.Requeue(h.ctx, h.js, h.st, pipeline.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
+	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
 		Model: "sim-model", MaxAttempts: 3, DryRun: true, Queue: h.q})
 	if err != nil || dry.Jobs[store.StatusInvalid] != n || dry.Run != 2 || dry.Published != 0 {
 		t.Fatalf("dry run: %+v %v", dry, err)
 	}
-	rep, err := pipeline.Requeue(h.ctx, h.js, h.st, pipeline.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
+	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
 		Model: "sim-model", MaxAttempts: 3, Queue: h.q})
 	if err != nil || rep.Jobs[store.StatusInvalid] != n || rep.Run != 2 || rep.Published != n || rep.Settings.Model != "sim-model" {
 		t.Fatalf("requeue: %+v %v", rep, err)
@@ -189,7 +189,7 @@ func TestRequeueWithAnotherModel(t *testing.T) {
 	if err != nil || rc.Jobs[store.StatusInvalid] != n || rc.Attempts != 2*n {
 		t.Errorf("run 1 in the ledger: %+v %v; want %d invalid jobs and %d attempts", rc, err, n, 2*n)
 	}
-	again, err := pipeline.Requeue(h.ctx, h.js, h.st, pipeline.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid}, Model: "sim-model", Queue: h.q})
+	again, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid}, Model: "sim-model", Queue: h.q})
 	if err != nil || again.Run != 0 || again.Published != 0 {
 		t.Errorf("second requeue: %+v %v; want nothing", again, err)
 	}
@@ -210,7 +210,7 @@ func TestLostStreamThenResume(t *testing.T) {
 	}
 	h.startNATS()
 	waitFor(t, 10*time.Second, "the client reconnected", h.nc.IsConnected)
-	prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, pipeline.EnqueueConfig{Batch: "b", Resume: true, Queue: h.q}, nil)
+	prog, err := enqueue.Run(h.ctx, h.js, h.st, enqueue.Config{Batch: "b", Resume: true, Queue: h.q}, nil)
 	if err != nil || prog.Republished != n {
 		t.Fatalf("resume: %+v %v; want the %d lost jobs republished", prog, err, n)
 	}

@@ -31,6 +31,8 @@ func TestImportDirection(t *testing.T) {
 		// The repair step is a state machine: no queue, ledger or network
 		// of its own (it uses llm's request and reply types only).
 		"repair": {"github.com/jackc", "github.com/nats-io", "net", "net/http", "os", "log", mod + "store", mod + "pipeline", mod + "llm/sim"},
+		// The queue side knows nothing of datasets or batch actions.
+		"pipeline": {mod + "enqueue"},
 		// The statuses are a leaf every package may use.
 		"jobstatus": {"github.com/", "golang.org/", "os", "net", "log", mod},
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -26,20 +26,20 @@ func TestEnqueueBadInput(t *testing.T) {
 		wantErr                      error
 		wantRecorded                 int
 	}{
-		{name: "jsonl", format: pipeline.FormatJSONL, maxBad: -1,
+		{name: "jsonl", format: enqueue.FormatJSONL, maxBad: -1,
 			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","text":` + "\n" + `{"id":"c","text":"three"}` + "\n" + `[1,2]` + "\n",
 			wantLines: []int{2, 4}, wantRecorded: 2},
-		{name: "csv", format: pipeline.FormatCSV, maxBad: -1,
+		{name: "csv", format: enqueue.FormatCSV, maxBad: -1,
 			data:      "id,text\na,one\nb,\"unclosed\nc,three,extra\n",
 			wantLines: []int{3}, wantRecorded: 1},
-		{name: "missing field", format: pipeline.FormatJSONL, maxBad: -1, template: "Summarize {{.body}}",
+		{name: "missing field", format: enqueue.FormatJSONL, maxBad: -1, template: "Summarize {{.body}}",
 			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","body":"two"}` + "\n",
 			wantLines: []int{1}, wantRecorded: 1},
 		// Every row is checked before anything is recorded: past the limit,
 		// nothing of the batch is in the ledger or the queue.
-		{name: "too many bad rows", format: pipeline.FormatJSONL, maxBad: 0,
+		{name: "too many bad rows", format: enqueue.FormatJSONL, maxBad: 0,
 			data:      `{"id":"a","text":"one"}` + "\n" + `nope` + "\n" + `{"id":"c","text":"three"}` + "\n",
-			wantLines: []int{2}, wantErr: pipeline.ErrTooManyBadRows, wantRecorded: 0},
+			wantLines: []int{2}, wantErr: enqueue.ErrTooManyBadRows, wantRecorded: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			batch := "bad-" + strings.ReplaceAll(tc.name, " ", "-")
@@ -48,7 +48,7 @@ func TestEnqueueBadInput(t *testing.T) {
 			if tc.template != "" {
 				cfg.Template = tc.template
 			}
-			prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(tc.data))
+			prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(tc.data))
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Enqueue error %v, want %v", err, tc.wantErr)
 			}
@@ -72,8 +72,8 @@ func TestEnqueueBadInput(t *testing.T) {
 	t.Run("schema not JSON", func(t *testing.T) {
 		cfg := h.enqueueConfig("bad-schema")
 		cfg.Schema = []byte(`{"type": "object",`)
-		_, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(3)))
-		if !errors.Is(err, pipeline.ErrBadSchema) {
+		_, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(3)))
+		if !errors.Is(err, enqueue.ErrBadSchema) {
 			t.Fatalf("Enqueue with a schema that is not JSON: %v, want ErrBadSchema", err)
 		}
 		if p := h.progress("bad-schema"); p.Total != 0 {
@@ -90,8 +90,8 @@ func TestEnqueueBadInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		settings, _ := json.Marshal(pipeline.BatchSettings{Provider: cfg.Provider, Model: cfg.Model, Mode: llm.ModePrompt,
-			Limits: cfg.Limits.WithDefaults(), SchemaHash: hash, TemplateSHA256: "recorded", Format: pipeline.FormatJSONL})
+		settings, _ := json.Marshal(enqueue.BatchSettings{Provider: cfg.Provider, Model: cfg.Model, Mode: llm.ModePrompt,
+			Limits: cfg.Limits.WithDefaults(), SchemaHash: hash, TemplateSHA256: "recorded", Format: enqueue.FormatJSONL})
 		if err := h.st.PutBatch(h.ctx, store.BatchParams{Name: batch, Settings: settings}); err != nil {
 			t.Fatal(err)
 		}
@@ -104,11 +104,11 @@ func TestEnqueueBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.Resume = true
-		prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, nil)
+		prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, nil)
 		if err != nil || prog.Published != n {
 			t.Fatalf("resume: published %d, err %v; want %d", prog.Published, err, n)
 		}
-		again, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, nil)
+		again, err := enqueue.Run(h.ctx, h.js, h.st, cfg, nil)
 		if err != nil || again.Published != 0 {
 			t.Fatalf("second resume: published %d, err %v; want 0", again.Published, err)
 		}

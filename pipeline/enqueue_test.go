@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -44,8 +45,8 @@ func TestEnqueueRowTooBigForTheQueue(t *testing.T) {
 
 	t.Run("default limit: nothing enqueued", func(t *testing.T) {
 		cfg := h.enqueueConfig("big0")
-		_, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
-		if !errors.Is(err, pipeline.ErrTooManyBadRows) {
+		_, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
+		if !errors.Is(err, enqueue.ErrTooManyBadRows) {
 			t.Fatalf("Enqueue: %v, want ErrTooManyBadRows", err)
 		}
 		if _, err := h.st.Batch(h.ctx, "big0"); !errors.Is(err, store.ErrNotFound) {
@@ -56,7 +57,7 @@ func TestEnqueueRowTooBigForTheQueue(t *testing.T) {
 		cfg := h.enqueueConfig("big")
 		cfg.MaxBadRows = -1
 		for run := 1; run <= 2; run++ {
-			prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
+			prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
 			if err != nil {
 				t.Fatalf("run %d: %v", run, err)
 			}
@@ -78,7 +79,7 @@ func TestEnqueueRowTooBigForTheQueue(t *testing.T) {
 			}
 		}
 		cfg.Resume = true
-		if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, nil); err != nil {
+		if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, nil); err != nil {
 			t.Fatalf("resume after a bad row: %v", err)
 		}
 		if c, _ := h.st.Counts(h.ctx, "big"); c.Published != 2 {
@@ -110,8 +111,8 @@ func TestEnqueueChecksEveryRowFirst(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	cfg := h.enqueueConfig("half")
 	data := rowsJSONL([2]string{"a", "one"}) + "not json\n" + rowsJSONL([2]string{"c", "three"})
-	prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
-	if !errors.Is(err, pipeline.ErrTooManyBadRows) || len(prog.Bad) != 1 || prog.Bad[0].Line != 2 {
+	prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
+	if !errors.Is(err, enqueue.ErrTooManyBadRows) || len(prog.Bad) != 1 || prog.Bad[0].Line != 2 {
 		t.Fatalf("Enqueue: %v, bad %v; want ErrTooManyBadRows for line 2", err, prog.Bad)
 	}
 	if got := h.streamMsgs(); got != 0 {
@@ -133,7 +134,7 @@ func TestEnqueueDuplicateAndCollidingIDs(t *testing.T) {
 		cfg.MaxBadRows = -1
 		data := rowsJSONL([2]string{"a", "one"}, [2]string{"a", "other"}, [2]string{"=1", "n"}, [2]string{"1", "s"},
 			[2]string{"b", "same"}, [2]string{"b", "same"})
-		prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
+		prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +153,7 @@ func TestEnqueueDuplicateAndCollidingIDs(t *testing.T) {
 	t.Run("newline and space", func(t *testing.T) {
 		cfg := h.enqueueConfig("ws")
 		data := rowsJSONL([2]string{"x\ny", "one"}, [2]string{"x y", "two"}, [2]string{"x%0Ay", "three"}, [2]string{"x#y", "four"})
-		prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
+		prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(data))
 		if err != nil || prog.Published != 4 || prog.Duplicates != 0 {
 			t.Fatalf("Enqueue: %+v, %v; want 4 published, no duplicate", prog, err)
 		}
@@ -200,7 +201,7 @@ func TestEnqueueLeavesTheQueueAlone(t *testing.T) {
 	}
 	cfg := h.enqueueConfig("alone")
 	cfg.Queue.AckWait, cfg.Queue.MaxDeliver, cfg.Queue.MaxAckPending = time.Minute, 5, 4096
-	if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(3))); err != nil {
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(3))); err != nil {
 		t.Fatal(err)
 	}
 	ci := h.consumerInfo()
@@ -217,7 +218,7 @@ func TestEnqueueLeavesTheQueueAlone(t *testing.T) {
 	}
 	// On a server without the stream, enqueue creates it (and no consumer).
 	h2 := newHarness(t, harnessConfig{})
-	if _, err := pipeline.Enqueue(h2.ctx, h2.js, h2.st, h2.enqueueConfig("fresh"), strings.NewReader(dataset(2))); err != nil {
+	if _, err := enqueue.Run(h2.ctx, h2.js, h2.st, h2.enqueueConfig("fresh"), strings.NewReader(dataset(2))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h2.js.Consumer(h2.ctx, h2.q.Stream, h2.q.Consumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -235,14 +236,14 @@ func TestEnqueueSettingsDoNotDrift(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	cfg := h.enqueueConfig("drift")
 	cfg.Chunk = 2
-	prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(6)))
+	prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(6)))
 	if err != nil || prog.Published != 6 {
 		t.Fatalf("first run: %+v %v", prog, err)
 	}
 	other := cfg
 	other.Model, other.Limits.MaxAttempts = "sim-other", 5
-	_, err = pipeline.Enqueue(h.ctx, h.js, h.st, other, strings.NewReader(dataset(6)))
-	if !errors.Is(err, pipeline.ErrSettingsChanged) || !errors.Is(err, pipeline.ErrBadConfig) {
+	_, err = enqueue.Run(h.ctx, h.js, h.st, other, strings.NewReader(dataset(6)))
+	if !errors.Is(err, enqueue.ErrSettingsChanged) || !errors.Is(err, enqueue.ErrBadConfig) {
 		t.Fatalf("re-run with another model: %v, want ErrSettingsChanged", err)
 	}
 	for _, want := range []string{"model: recorded sim-model, now sim-other", "max attempts: recorded 3, now 5"} {
@@ -254,7 +255,7 @@ func TestEnqueueSettingsDoNotDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	was, err := pipeline.ParseBatchSettings(b)
+	was, err := enqueue.ParseBatchSettings(b)
 	if err != nil || was.Model != "sim-model" || was.Limits.MaxAttempts != 3 {
 		t.Errorf("recorded settings after the refused re-run: %+v %v", was, err)
 	}
@@ -267,12 +268,12 @@ func TestEnqueueSettingsDoNotDrift(t *testing.T) {
 	if err := s.Purge(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	res := pipeline.EnqueueConfig{Batch: "drift", Resume: true, Queue: h.q, Model: "sim-other", Provider: llm.ProviderAnthropic}
-	prog, err = pipeline.Enqueue(h.ctx, h.js, h.st, res, nil)
+	res := enqueue.Config{Batch: "drift", Resume: true, Queue: h.q, Model: "sim-other", Provider: llm.ProviderAnthropic}
+	prog, err = enqueue.Run(h.ctx, h.js, h.st, res, nil)
 	if err != nil || prog.Republished != 6 || prog.Published != 0 {
 		t.Fatalf("resume: %+v %v; want the 6 lost jobs republished", prog, err)
 	}
-	again, err := pipeline.Enqueue(h.ctx, h.js, h.st, res, nil)
+	again, err := enqueue.Run(h.ctx, h.js, h.st, res, nil)
 	if err != nil || again.Republished != 0 {
 		t.Fatalf("second resume: %+v %v; want nothing republished, the stream holds every job", again, err)
 	}
@@ -284,7 +285,7 @@ func TestEnqueueSettingsDoNotDrift(t *testing.T) {
 	if err != nil || env.Model != "sim-model" || env.Provider != llm.ProviderOpenAI || env.Limits.MaxAttempts != 3 {
 		t.Errorf("resumed job runs with %+v (%v), want the recorded sim-model on openai with 3 attempts", env, err)
 	}
-	if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, pipeline.EnqueueConfig{Batch: "nope", Resume: true, Queue: h.q}, nil); !errors.Is(err, pipeline.ErrNoBatch) {
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, enqueue.Config{Batch: "nope", Resume: true, Queue: h.q}, nil); !errors.Is(err, enqueue.ErrNoBatch) {
 		t.Errorf("resume of a batch that does not exist: %v, want ErrNoBatch", err)
 	}
 }
@@ -296,22 +297,22 @@ func TestEnqueueRefusesBadSettings(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	for _, tc := range []struct {
 		name string
-		mod  func(*pipeline.EnqueueConfig)
+		mod  func(*enqueue.Config)
 		want error
 	}{
-		{"provider", func(c *pipeline.EnqueueConfig) { c.Provider = "gemini" }, pipeline.ErrBadConfig},
-		{"mode", func(c *pipeline.EnqueueConfig) { c.Mode = "json" }, pipeline.ErrBadConfig},
-		{"strategy", func(c *pipeline.EnqueueConfig) { c.Limits.Strategy = "retry" }, pipeline.ErrBadConfig},
-		{"template", func(c *pipeline.EnqueueConfig) { c.Template = "Hello {{.text" }, pipeline.ErrBadTemplate},
-		{"schema", func(c *pipeline.EnqueueConfig) { c.Schema = []byte(`{"type": 1}`) }, pipeline.ErrBadSchema},
-		{"unsatisfiable schema", func(c *pipeline.EnqueueConfig) { c.Schema = []byte(`{"$ref": "#"}`) }, pipeline.ErrBadSchema},
+		{"provider", func(c *enqueue.Config) { c.Provider = "gemini" }, enqueue.ErrBadConfig},
+		{"mode", func(c *enqueue.Config) { c.Mode = "json" }, enqueue.ErrBadConfig},
+		{"strategy", func(c *enqueue.Config) { c.Limits.Strategy = "retry" }, enqueue.ErrBadConfig},
+		{"template", func(c *enqueue.Config) { c.Template = "Hello {{.text" }, enqueue.ErrBadTemplate},
+		{"schema", func(c *enqueue.Config) { c.Schema = []byte(`{"type": 1}`) }, enqueue.ErrBadSchema},
+		{"unsatisfiable schema", func(c *enqueue.Config) { c.Schema = []byte(`{"$ref": "#"}`) }, enqueue.ErrBadSchema},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			batch := "refuse-" + tc.name
 			cfg := h.enqueueConfig(batch)
 			tc.mod(&cfg)
-			_, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(2)))
-			if !errors.Is(err, tc.want) || !errors.Is(err, pipeline.ErrBadConfig) {
+			_, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(2)))
+			if !errors.Is(err, tc.want) || !errors.Is(err, enqueue.ErrBadConfig) {
 				t.Fatalf("Enqueue: %v, want %v (a usage error)", err, tc.want)
 			}
 			if _, err := h.st.Batch(h.ctx, batch); !errors.Is(err, store.ErrNotFound) {
@@ -395,7 +396,7 @@ func TestRecursiveSchemaBatch(t *testing.T) {
 			h := newHarness(t, harnessConfig{Sim: typical(t, 3)})
 			cfg := h.enqueueConfig("rec")
 			cfg.Schema, cfg.Mode = []byte(recursiveSchema), mode
-			if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+			if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
 				t.Fatal(err)
 			}
 			rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)

@@ -89,7 +89,9 @@ func (e *Envelope) Validate() error {
 	return e.Limits.WithDefaults().Validate()
 }
 
-func marshalEnvelope(e *Envelope) ([]byte, error) {
+// EncodeEnvelope is the job message of e, as Publish sends it (the
+// version set when it is zero).
+func EncodeEnvelope(e *Envelope) ([]byte, error) {
 	if e.V == 0 {
 		e.V = EnvelopeVersion
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -425,18 +426,18 @@ func (h *harness) client(mod func(*llm.Config)) pipeline.Completer {
 }
 
 // enqueueConfig is the EnqueueConfig of batch in this harness.
-func (h *harness) enqueueConfig(batch string) pipeline.EnqueueConfig {
-	return pipeline.EnqueueConfig{
-		Batch: batch, Schema: []byte(testSchema), Template: testTemplate, Format: pipeline.FormatJSONL,
+func (h *harness) enqueueConfig(batch string) enqueue.Config {
+	return enqueue.Config{
+		Batch: batch, Schema: []byte(testSchema), Template: testTemplate, Format: enqueue.FormatJSONL,
 		IDField: "id", Provider: llm.ProviderOpenAI, Model: "sim-model", Queue: h.q,
 		Limits: pipeline.Limits{MaxAttempts: 3},
 	}
 }
 
 // enqueue records and publishes n jobs of batch.
-func (h *harness) enqueue(batch string, n int) pipeline.EnqueueProgress {
+func (h *harness) enqueue(batch string, n int) enqueue.Progress {
 	h.t.Helper()
-	prog, err := pipeline.Enqueue(h.ctx, h.js, h.st, h.enqueueConfig(batch), strings.NewReader(dataset(n)))
+	prog, err := enqueue.Run(h.ctx, h.js, h.st, h.enqueueConfig(batch), strings.NewReader(dataset(n)))
 	if err != nil {
 		h.t.Fatalf("enqueue %d jobs of %s: %v", n, batch, err)
 	}

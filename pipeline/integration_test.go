@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -91,7 +92,7 @@ func TestEnqueueTwiceAddsNothing(t *testing.T) {
 		// Publishing the same envelopes again is dropped by the stream.
 		cfg := h.enqueueConfig("b")
 		cfg.Resume = true
-		if _, err := pipeline.Enqueue(h.ctx, h.js, h.st, cfg, nil); err != nil {
+		if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, nil); err != nil {
 			t.Fatalf("resume: %v", err)
 		}
 		for i := 1; i <= 3; i++ {

@@ -252,10 +252,10 @@ func Publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *
 	return publish(ctx, js, cfg, env, id)
 }
 
-// republish puts a job on the queue again under a message id of its own,
+// Republish puts a job on the queue again under a message id of its own,
 // for a job the ledger says was published but the stream no longer holds:
 // the stream's duplicate window may still remember the first id.
-func republish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope) error {
+func Republish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope) error {
 	id := MsgID(env.JobID) + republishMark + strconv.FormatInt(time.Now().UnixNano(), 36)
 	_, err := publish(ctx, js, cfg, env, id)
 	return err
@@ -270,7 +270,7 @@ const (
 
 func publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope, msgID string) (duplicate bool, err error) {
 	cfg = cfg.WithDefaults()
-	data, err := marshalEnvelope(env)
+	data, err := EncodeEnvelope(env)
 	if err != nil {
 		return false, err
 	}

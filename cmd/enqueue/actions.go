@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -129,7 +130,7 @@ func openLedger(ctx context.Context, dsn string) (*store.Store, error) {
 // actionError maps a batch action's error to the command's: a batch the
 // ledger does not hold is a failure (exit 1), bad settings a usage error.
 func actionError(err error) error {
-	if errors.Is(err, pipeline.ErrBadConfig) {
+	if errors.Is(err, enqueue.ErrBadConfig) {
 		return usageError{err}
 	}
 	return err
@@ -139,8 +140,8 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newSubFlagSet("requeue", requeueUsage, stdout)
 	var (
 		c        commonFlags
-		cfg      pipeline.RequeueConfig
-		statuses = fs.String("status", strings.Join(pipeline.RequeueStatusesDefault, ","), "statuses to run again, comma-separated: invalid, failed, rejected, dead, cancelled, over_budget, valid")
+		cfg      enqueue.RequeueConfig
+		statuses = fs.String("status", strings.Join(enqueue.RequeueStatusesDefault, ","), "statuses to run again, comma-separated: invalid, failed, rejected, dead, cancelled, over_budget, valid")
 		strategy = fs.String("strategy", "", "repair strategy of the new run: conversation or repair (default: unchanged)")
 	)
 	c.register(fs, true)
@@ -179,7 +180,7 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 	if conn != nil {
 		js = conn.JS
 	}
-	rep, err := pipeline.Requeue(ctx, js, st, cfg)
+	rep, err := enqueue.Requeue(ctx, js, st, cfg)
 	if err != nil {
 		return actionError(err)
 	}
@@ -234,7 +235,7 @@ func cancel(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	n, err := pipeline.Cancel(ctx, st, c.batch)
+	n, err := enqueue.Cancel(ctx, st, c.batch)
 	if err != nil {
 		return actionError(err)
 	}
@@ -261,7 +262,7 @@ func capCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	defer st.Close()
 	cur, err := st.BatchSpend(ctx, c.batch)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: %s", pipeline.ErrNoBatch, c.batch)
+		return fmt.Errorf("%w: %s", enqueue.ErrNoBatch, c.batch)
 	}
 	if err != nil {
 		return err
@@ -277,7 +278,7 @@ func capCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			return usageError{err}
 		}
 	}
-	sp, err := pipeline.SetCap(ctx, st, c.batch, next)
+	sp, err := enqueue.SetCap(ctx, st, c.batch, next)
 	if err != nil {
 		return actionError(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "cap":
 		name, err = "enqueue cap", capCmd(ctx, args[1:], stdout)
 	default:
-		err = enqueue(ctx, args, stdin, stdout, stderr)
+		err = runEnqueue(ctx, args, stdin, stdout, stderr)
 	}
 	var uerr usageError
 	switch {
@@ -125,10 +126,10 @@ var settingFlags = []string{"schema", "template", "system-file", "format", "mode
 	"id-field", "provider", "model", "max-tokens", "max-attempts", "token-budget", "retry-budget", "max-bad-rows", "max-prompt-bytes",
 	"max-cost-usd", "max-total-tokens"}
 
-func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("enqueue", usage, stdout)
 	var (
-		cfg          pipeline.EnqueueConfig
+		cfg          enqueue.Config
 		c            commonFlags
 		schemaFile   = fs.String("schema", "", "JSON Schema file every row's answer must match (required)")
 		templateFile = fs.String("template", "", "prompt template file (required)")
@@ -246,7 +247,7 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			defer os.Remove(f.Name())
 		} else {
 			if cfg.Format == "" {
-				if cfg.Format, err = pipeline.DetectFormat(name); err != nil {
+				if cfg.Format, err = enqueue.DetectFormat(name); err != nil {
 					return usageError{err}
 				}
 			}
@@ -259,7 +260,7 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if total, err = countLines(f); err != nil {
 			return usageError{fmt.Errorf("read %s: %w", name, err)}
 		}
-		if cfg.Format == pipeline.FormatCSV && total > 0 {
+		if cfg.Format == enqueue.FormatCSV && total > 0 {
 			total--
 		}
 		data = f
@@ -293,22 +294,22 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	bar := func(phase string) *cli.ProgressBar {
 		if bars[phase] == nil {
 			label := "enqueue"
-			if phase == pipeline.PhaseCheck {
+			if phase == enqueue.PhaseCheck {
 				label = "check  "
 			}
 			bars[phase] = cli.NewProgressBar(stderr, tty, label, total)
 		}
 		return bars[phase]
 	}
-	note := func(p pipeline.EnqueueProgress) string {
-		if p.Phase == pipeline.PhaseCheck {
+	note := func(p enqueue.Progress) string {
+		if p.Phase == enqueue.PhaseCheck {
 			return fmt.Sprintf("%d bad, %d repeated", len(p.Bad), p.Repeated)
 		}
 		return fmt.Sprintf("%d published, %d already enqueued, %d republished", p.Published, p.Existing, p.Republished)
 	}
-	var last pipeline.EnqueueProgress
+	var last enqueue.Progress
 	if *progress {
-		cfg.ProgressFunc = func(p pipeline.EnqueueProgress) {
+		cfg.ProgressFunc = func(p enqueue.Progress) {
 			if last.Phase != "" && last.Phase != p.Phase {
 				bar(last.Phase).Update(last.Rows, note(last), true)
 			}
@@ -317,7 +318,7 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	}
 	start := time.Now()
-	prog, err := pipeline.Enqueue(ctx, js, st, cfg, data)
+	prog, err := enqueue.Run(ctx, js, st, cfg, data)
 	if *progress && prog.Phase != "" {
 		bar(prog.Phase).Update(prog.Rows, note(prog), true)
 	}
@@ -325,9 +326,9 @@ func enqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintf(stderr, "enqueue: bad row: %v\n", b)
 	}
 	switch {
-	case errors.Is(err, pipeline.ErrBadConfig):
+	case errors.Is(err, enqueue.ErrBadConfig):
 		return usageError{err}
-	case errors.Is(err, pipeline.ErrTooManyBadRows), errors.Is(err, pipeline.ErrNoRows), errors.Is(err, pipeline.ErrNoBatch):
+	case errors.Is(err, enqueue.ErrTooManyBadRows), errors.Is(err, enqueue.ErrNoRows), errors.Is(err, enqueue.ErrNoBatch):
 		return err
 	case err != nil:
 		return fmt.Errorf("%w\n(the jobs recorded so far are kept: run the same command again, or enqueue --batch %s --resume)", err, cfg.Batch)
@@ -377,9 +378,9 @@ func countLines(f *os.File) (int, error) {
 // dryRunReport prints what enqueue would do with the dataset and what it
 // would cost; it exits 1 (ErrTooManyBadRows) when the real run would stop
 // on bad rows.
-func dryRunReport(ctx context.Context, st *store.Store, cfg pipeline.EnqueueConfig, data io.Reader, limit int, stdout io.Writer) error {
-	rep, err := pipeline.DryRun(ctx, st, cfg, data, limit, nil)
-	if errors.Is(err, pipeline.ErrBadConfig) {
+func dryRunReport(ctx context.Context, st *store.Store, cfg enqueue.Config, data io.Reader, limit int, stdout io.Writer) error {
+	rep, err := enqueue.DryRun(ctx, st, cfg, data, limit, nil)
+	if errors.Is(err, enqueue.ErrBadConfig) {
 		return usageError{err}
 	}
 	if err != nil {
@@ -412,7 +413,7 @@ func dryRunReport(ctx context.Context, st *store.Store, cfg pipeline.EnqueueConf
 		}
 	}
 	if cfg.MaxBadRows >= 0 && len(rep.Bad) > cfg.MaxBadRows {
-		return fmt.Errorf("%w: %d bad rows (limit %d): the real run would record and publish nothing", pipeline.ErrTooManyBadRows, len(rep.Bad), cfg.MaxBadRows)
+		return fmt.Errorf("%w: %d bad rows (limit %d): the real run would record and publish nothing", enqueue.ErrTooManyBadRows, len(rep.Bad), cfg.MaxBadRows)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -196,8 +197,8 @@ func (e *benchEnv) nextRun(kind string) string {
 // enqueue records and publishes n generated support tickets.
 func (e *benchEnv) enqueue(ctx context.Context, q pipeline.QueueConfig, batch string, n int, lim pipeline.Limits) error {
 	start := time.Now()
-	prog, err := pipeline.Enqueue(ctx, e.js, e.st, pipeline.EnqueueConfig{
-		Batch: batch, Schema: []byte(tickets.Schema), Template: tickets.Template, Format: pipeline.FormatJSONL,
+	prog, err := enqueue.Run(ctx, e.js, e.st, enqueue.Config{
+		Batch: batch, Schema: []byte(tickets.Schema), Template: tickets.Template, Format: enqueue.FormatJSONL,
 		Provider: llm.ProviderOpenAI, Model: benchModel, Mode: llm.ModePrompt, Limits: lim, Queue: q,
 		Chunk: 2000,
 	}, strings.NewReader(tickets.Dataset(n, 1)))

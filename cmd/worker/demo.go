@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -110,12 +111,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	batch := fmt.Sprintf("demo-%s", time.Now().UTC().Format("20060102-150405"))
 	data := demoDataset(*rows, *seed)
 	bar := cli.NewProgressBar(stdout, tty, "enqueue", *rows)
-	prog, err := pipeline.Enqueue(ctx, js, st, pipeline.EnqueueConfig{
-		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: pipeline.FormatJSONL,
+	prog, err := enqueue.Run(ctx, js, st, enqueue.Config{
+		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: enqueue.FormatJSONL,
 		IDField: "ticket_id", Provider: *provider, Model: "sim-" + *preset, Mode: llm.Mode(*mode),
 		Limits: pipeline.Limits{Strategy: pipeline.Strategy(*strategy)},
-		ProgressFunc: func(p pipeline.EnqueueProgress) {
-			if p.Phase == pipeline.PhasePublish { // the check pass is quick here
+		ProgressFunc: func(p enqueue.Progress) {
+			if p.Phase == enqueue.PhasePublish { // the check pass is quick here
 				bar.Update(p.Rows, fmt.Sprintf("%d published", p.Published), false)
 			}
 		},

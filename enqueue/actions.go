@@ -1,4 +1,4 @@
-package pipeline
+package enqueue
 
 import (
 	"context"
@@ -11,13 +11,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // ActionLedger is what the batch actions need from the ledger. *store.Store
 // satisfies it.
 type ActionLedger interface {
-	EnqueueLedger
+	Ledger
 	Requeue(ctx context.Context, p store.RequeueParams) (store.RequeueResult, error)
 	Cancel(ctx context.Context, batch string) (int, error)
 	SetCap(ctx context.Context, batch string, c store.Cap) error
@@ -40,15 +42,15 @@ type RequeueConfig struct {
 	// Class, when set, keeps only jobs whose final class is Class
 	// (syntax, shape, semantic, truncated, refusal, provider, budget...).
 	Class string
-	// Provider, Model, Strategy and MaxAttempts, when set, change the
+	// Provider, Model, repair.Strategy and MaxAttempts, when set, change the
 	// settings the jobs run with; the rest are the batch's latest run's.
 	Provider, Model string
-	Strategy        Strategy
+	Strategy        repair.Strategy
 	MaxAttempts     int
 	// DryRun counts the jobs and changes nothing.
 	DryRun bool
 	// Queue is where the jobs are published.
-	Queue QueueConfig
+	Queue pipeline.QueueConfig
 }
 
 // RequeueReport says what Requeue did (or, with DryRun, would do).
@@ -125,15 +127,15 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	if cfg.DryRun {
 		return rep, nil
 	}
-	if _, err := EnsureStream(ctx, js, cfg.Queue); err != nil {
+	if _, err := pipeline.EnsureStream(ctx, js, cfg.Queue); err != nil {
 		return rep, err
 	}
 	first, err := ParseBatchSettings(b)
 	if err != nil {
 		return rep, err
 	}
-	var prog EnqueueProgress
-	ecfg := EnqueueConfig{Batch: cfg.Batch, Queue: cfg.Queue, Chunk: EnqueueChunkDefault}
+	var prog Progress
+	ecfg := Config{Batch: cfg.Batch, Queue: cfg.Queue, Chunk: ChunkDefault}
 	if err := publishUnpublished(ctx, js, ledger, ecfg, newRunBases(ctx, ledger, cfg.Batch, first.envelope(cfg.Batch)), &prog); err != nil {
 		return rep, fmt.Errorf("publish the requeued jobs (run the same requeue again to finish): %w", err)
 	}

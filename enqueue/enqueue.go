@@ -1,4 +1,4 @@
-package pipeline
+package enqueue
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -27,15 +29,15 @@ const (
 	FormatCSV   = "csv"
 )
 
-// EnqueueChunkDefault is how many rows are recorded and published together.
-const EnqueueChunkDefault = 500
+// ChunkDefault is how many rows are recorded and published together.
+const ChunkDefault = 500
 
 // IDMaxBytes bounds a row's id (the --id-field value).
 const IDMaxBytes = 512
 
-// EnqueueLedger is what enqueueing needs from the ledger. *store.Store
+// Ledger is what enqueueing needs from the ledger. *store.Store
 // satisfies it.
-type EnqueueLedger interface {
+type Ledger interface {
 	PutSchema(ctx context.Context, body []byte) (string, error)
 	CreateBatch(ctx context.Context, p store.BatchParams) (bool, *store.Batch, error)
 	PutBatch(ctx context.Context, p store.BatchParams) error
@@ -55,30 +57,30 @@ type EnqueueLedger interface {
 // batch's settings, later runs (enqueue requeue) from theirs, read once.
 type runBases struct {
 	ctx    context.Context
-	ledger EnqueueLedger
+	ledger Ledger
 	batch  string
-	first  Envelope
-	later  map[int]Envelope
+	first  pipeline.Envelope
+	later  map[int]pipeline.Envelope
 }
 
-func newRunBases(ctx context.Context, ledger EnqueueLedger, batch string, first Envelope) *runBases {
+func newRunBases(ctx context.Context, ledger Ledger, batch string, first pipeline.Envelope) *runBases {
 	return &runBases{ctx: ctx, ledger: ledger, batch: batch, first: first}
 }
 
-func (r *runBases) base(run int) (Envelope, error) {
+func (r *runBases) base(run int) (pipeline.Envelope, error) {
 	if run <= 1 {
 		return r.first, nil
 	}
 	if r.later == nil {
 		raw, err := r.ledger.RunSettings(r.ctx, r.batch)
 		if err != nil {
-			return Envelope{}, err
+			return pipeline.Envelope{}, err
 		}
-		r.later = map[int]Envelope{}
+		r.later = map[int]pipeline.Envelope{}
 		for n, js := range raw {
 			var s BatchSettings
 			if err := json.Unmarshal(js, &s); err != nil {
-				return Envelope{}, fmt.Errorf("batch %s run %d settings: %w", r.batch, n, err)
+				return pipeline.Envelope{}, fmt.Errorf("batch %s run %d settings: %w", r.batch, n, err)
 			}
 			s.Limits = s.Limits.WithDefaults()
 			env := s.envelope(r.batch)
@@ -88,15 +90,15 @@ func (r *runBases) base(run int) (Envelope, error) {
 	}
 	env, ok := r.later[run]
 	if !ok {
-		return Envelope{}, fmt.Errorf("batch %s: no settings recorded for run %d", r.batch, run)
+		return pipeline.Envelope{}, fmt.Errorf("batch %s: no settings recorded for run %d", r.batch, run)
 	}
 	return env, nil
 }
 
-var _ EnqueueLedger = (*store.Store)(nil)
+var _ Ledger = (*store.Store)(nil)
 
-// EnqueueConfig describes one enqueue run.
-type EnqueueConfig struct {
+// Config describes one enqueue run.
+type Config struct {
 	// Batch names the batch; required.
 	Batch string
 	// Schema is the JSON Schema text; required unless Resume.
@@ -119,7 +121,7 @@ type EnqueueConfig struct {
 	Mode      llm.Mode
 	MaxTokens int
 	Temp      *float64
-	Limits    Limits
+	Limits    repair.Limits
 	// Cap is the batch's spend cap, set when the batch is created; a
 	// re-run must give the same (enqueue cap changes it).
 	Cap store.Cap
@@ -129,7 +131,7 @@ type EnqueueConfig struct {
 	MaxBadRows int
 	// MaxPromptBytes makes a row whose prompt (with the system prompt) is
 	// larger a bad row: workers reject such jobs. Defaults to
-	// MaxPromptBytesDefault, the workers' default.
+	// pipeline.MaxPromptBytesDefault, the workers' default.
 	MaxPromptBytes int
 	// Resume publishes the batch's jobs recorded but not yet published (a
 	// run cut short) and republishes those the ledger says are published
@@ -137,11 +139,11 @@ type EnqueueConfig struct {
 	// directory), instead of reading a dataset. Every setting is taken from
 	// the batch as recorded; only Batch and Queue are read.
 	Resume bool
-	// Chunk defaults to EnqueueChunkDefault.
+	// Chunk defaults to ChunkDefault.
 	Chunk int
-	Queue QueueConfig
+	Queue pipeline.QueueConfig
 	// ProgressFunc, when set, is called after each chunk of each phase.
-	ProgressFunc func(p EnqueueProgress)
+	ProgressFunc func(p Progress)
 }
 
 // BadRow is a dataset row that could not become a job.
@@ -152,7 +154,7 @@ type BadRow struct {
 
 func (b BadRow) Error() string { return fmt.Sprintf("line %d: %v", b.Line, b.Err) }
 
-// Phases of an enqueue run, as EnqueueProgress reports them.
+// Phases of an enqueue run, as Progress reports them.
 const (
 	// PhaseCheck reads and renders every row, recording and publishing
 	// nothing.
@@ -161,8 +163,8 @@ const (
 	PhasePublish = "publish"
 )
 
-// EnqueueProgress counts an enqueue run so far.
-type EnqueueProgress struct {
+// Progress counts an enqueue run so far.
+type Progress struct {
 	Phase       string   // PhaseCheck, then PhasePublish
 	Rows        int      // rows read in the current phase
 	Recorded    int      // new jobs recorded in the ledger
@@ -204,7 +206,7 @@ func badConfig(kind error, format string, args ...any) error {
 // knownProviders are the providers a worker can be configured with.
 var knownProviders = []string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}
 
-func (c *EnqueueConfig) validate() error {
+func (c *Config) validate() error {
 	var missing []string
 	if c.Batch == "" {
 		missing = append(missing, "batch")
@@ -242,7 +244,7 @@ func (c *EnqueueConfig) validate() error {
 	if c.MaxBadRows < -1 {
 		return fmt.Errorf("%w: enqueue: max bad rows %d: want -1 (no limit) or more", ErrBadConfig, c.MaxBadRows)
 	}
-	e := Envelope{V: EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits}
+	e := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits}
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
@@ -253,12 +255,12 @@ func (c *EnqueueConfig) validate() error {
 // and every job of it runs with: enqueue --resume takes them from the
 // ledger, and a re-run must give the same ones.
 type BatchSettings struct {
-	Provider  string   `json:"provider"`
-	Model     string   `json:"model"`
-	Mode      llm.Mode `json:"mode"`
-	MaxTokens int      `json:"max_tokens"`
-	Temp      *float64 `json:"temperature,omitempty"`
-	Limits    Limits   `json:"limits"`
+	Provider  string        `json:"provider"`
+	Model     string        `json:"model"`
+	Mode      llm.Mode      `json:"mode"`
+	MaxTokens int           `json:"max_tokens"`
+	Temp      *float64      `json:"temperature,omitempty"`
+	Limits    repair.Limits `json:"limits"`
 	// System is the user's system prompt, "" for none.
 	System string `json:"system,omitempty"`
 	// SchemaHash is the hash of the schema's canonical form.
@@ -270,7 +272,7 @@ type BatchSettings struct {
 	Format  string `json:"format,omitempty"`
 }
 
-func (c *EnqueueConfig) settings(schemaHash string) BatchSettings {
+func (c *Config) settings(schemaHash string) BatchSettings {
 	sum := sha256.Sum256([]byte(c.Template))
 	return BatchSettings{Provider: c.Provider, Model: c.Model, Mode: c.Mode, MaxTokens: c.MaxTokens, Temp: c.Temp,
 		Limits: c.Limits, System: c.System, SchemaHash: schemaHash, TemplateSHA256: hex.EncodeToString(sum[:]),
@@ -284,8 +286,8 @@ func (s BatchSettings) recorded() bool {
 }
 
 // envelope is the part of every job message the settings decide.
-func (s BatchSettings) envelope(batch string) Envelope {
-	return Envelope{V: EnvelopeVersion, Batch: batch, System: s.System, SchemaHash: s.SchemaHash,
+func (s BatchSettings) envelope(batch string) pipeline.Envelope {
+	return pipeline.Envelope{V: pipeline.EnvelopeVersion, Batch: batch, System: s.System, SchemaHash: s.SchemaHash,
 		Provider: s.Provider, Model: s.Model, Mode: s.Mode, MaxTokens: s.MaxTokens, Temp: s.Temp, Limits: s.Limits}
 }
 
@@ -386,14 +388,14 @@ func ParseBatchSettings(b *store.Batch) (BatchSettings, error) {
 // limit) and records nothing: with more bad rows than MaxBadRows it returns
 // ErrTooManyBadRows and nothing of the run is in the ledger or the queue.
 // The second pass records and publishes the rows that passed, in chunks.
-// Job ids are stable, so running it twice records and publishes nothing
+// repair.Job ids are stable, so running it twice records and publishes nothing
 // new; a run cut short is finished by running it again or with Resume. A
 // batch enqueued again must be given the settings it was recorded with
 // (ErrSettingsChanged names the differences).
-func Enqueue(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, cfg EnqueueConfig, data io.ReadSeeker) (EnqueueProgress, error) {
-	var prog EnqueueProgress
-	cfg.Chunk = cmp.Or(cfg.Chunk, EnqueueChunkDefault)
-	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, MaxPromptBytesDefault)
+func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, data io.ReadSeeker) (Progress, error) {
+	var prog Progress
+	cfg.Chunk = cmp.Or(cfg.Chunk, ChunkDefault)
+	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, pipeline.MaxPromptBytesDefault)
 	if cfg.Resume {
 		return prog, resume(ctx, js, ledger, cfg, &prog)
 	}
@@ -413,7 +415,7 @@ func Enqueue(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, 
 	if err != nil {
 		return prog, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
 	}
-	stream, err := EnsureStream(ctx, js, cfg.Queue)
+	stream, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
 	if err != nil {
 		return prog, err
 	}
@@ -496,7 +498,7 @@ func Enqueue(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, 
 
 // resume publishes what an interrupted run left unpublished and republishes
 // the jobs the stream lost, with the batch's recorded settings.
-func resume(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, cfg EnqueueConfig, prog *EnqueueProgress) error {
+func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, prog *Progress) error {
 	if cfg.Batch == "" {
 		return fmt.Errorf("%w: enqueue: missing batch", ErrBadConfig)
 	}
@@ -514,7 +516,7 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, c
 	if settings.Provider == "" || settings.Model == "" {
 		return fmt.Errorf("enqueue: batch %s was recorded without its settings (by an older version): run the original enqueue command again instead of --resume", cfg.Batch)
 	}
-	stream, err := EnsureStream(ctx, js, cfg.Queue)
+	stream, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
 	if err != nil {
 		return err
 	}
@@ -530,7 +532,7 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, c
 // still queued but the stream does not hold: its data directory was lost,
 // or it was purged. A job finished meanwhile is acked unpaid by the worker
 // that gets it, so a job published twice costs nothing.
-func republishLost(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, ledger EnqueueLedger, cfg EnqueueConfig, bases *runBases, prog *EnqueueProgress) error {
+func republishLost(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, ledger Ledger, cfg Config, bases *runBases, prog *Progress) error {
 	held, err := heldJobs(ctx, stream, cfg.Queue.WithDefaults().Subject, cfg.Batch)
 	if err != nil {
 		return err
@@ -553,7 +555,7 @@ func republishLost(ctx context.Context, js jetstream.JetStream, stream jetstream
 				return err
 			}
 			env := jobEnvelope(base, &jobs[i])
-			if err := republish(ctx, js, cfg.Queue, &env); err != nil {
+			if err := pipeline.Republish(ctx, js, cfg.Queue, &env); err != nil {
 				return err
 			}
 			prog.Republished++
@@ -578,7 +580,7 @@ func heldJobs(ctx context.Context, stream jetstream.Stream, subject, batch strin
 	if info.State.Msgs == 0 {
 		return held, nil
 	}
-	wantBatch := MsgID(batch)
+	wantBatch := pipeline.MsgID(batch)
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; {
 		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -588,16 +590,16 @@ func heldJobs(ctx context.Context, stream jetstream.Stream, subject, batch strin
 			return nil, fmt.Errorf("read stream message %d: %w", seq, err)
 		}
 		seq = m.Sequence + 1
-		if hb := m.Header.Get(BatchHeader); hb != "" && hb != wantBatch {
+		if hb := m.Header.Get(pipeline.BatchHeader); hb != "" && hb != wantBatch {
 			continue
 		}
 		id, run := "", 1
-		if env, _ := DecodeEnvelope(m.Data); env != nil && env.JobID != "" {
+		if env, _ := pipeline.DecodeEnvelope(m.Data); env != nil && env.JobID != "" {
 			if env.Batch != batch {
 				continue
 			}
 			id, run = env.JobID, env.RunOrFirst()
-		} else if hid, ok := JobIDFromMsgID(m.Header.Get(jetstream.MsgIDHeader)); ok {
+		} else if hid, ok := pipeline.JobIDFromMsgID(m.Header.Get(jetstream.MsgIDHeader)); ok {
 			id = hid
 		}
 		if id != "" && run > held[id] {
@@ -609,7 +611,7 @@ func heldJobs(ctx context.Context, stream jetstream.Stream, subject, batch strin
 
 // messageLimit is the largest job message the queue takes: the stream's
 // max message size, and the server's max payload less room for headers.
-func messageLimit(js jetstream.JetStream, stream jetstream.Stream, q QueueConfig) int {
+func messageLimit(js jetstream.JetStream, stream jetstream.Stream, q pipeline.QueueConfig) int {
 	limit := int(q.WithDefaults().MaxMsgSize)
 	if info := stream.CachedInfo(); info != nil && info.Config.MaxMsgSize > 0 {
 		limit = int(info.Config.MaxMsgSize)
@@ -624,9 +626,9 @@ func messageLimit(js jetstream.JetStream, stream jetstream.Stream, q QueueConfig
 
 // renderer turns rows into jobs, the same in both passes.
 type renderer struct {
-	cfg    *EnqueueConfig
+	cfg    *Config
 	tmpl   *template.Template
-	base   Envelope
+	base   pipeline.Envelope
 	maxMsg int
 }
 
@@ -645,7 +647,7 @@ type idSeen struct {
 	content [16]byte
 }
 
-func (r *renderer) check(ctx context.Context, data io.Reader, prog *EnqueueProgress) (*checkResult, error) {
+func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*checkResult, error) {
 	res := &checkResult{skip: map[int]bool{}}
 	ids := map[[16]byte]idSeen{}
 	rows := newRowReader(r.cfg.Format, data)
@@ -716,12 +718,12 @@ func (r *renderer) fits(job *store.NewJob) error {
 		return fmt.Errorf("prompt is %d bytes, over the workers' limit of %d (--max-prompt-bytes)", n, r.cfg.MaxPromptBytes)
 	}
 	env := jobEnvelope(r.base, job)
-	data, err := marshalEnvelope(&env)
+	data, err := pipeline.EncodeEnvelope(&env)
 	if err != nil {
 		return err
 	}
 	// Headers: Nats-Msg-Id and the batch, with room for their names.
-	size := len(data) + len(MsgID(job.ID)) + len(MsgID(job.Batch)) + 64
+	size := len(data) + len(pipeline.MsgID(job.ID)) + len(pipeline.MsgID(job.Batch)) + 64
 	if size > r.maxMsg {
 		return fmt.Errorf("job is %d bytes as a queue message (prompt %d bytes), over the queue's limit of %d bytes", size, len(job.Prompt), r.maxMsg)
 	}
@@ -738,7 +740,7 @@ func contentDigest(job *store.NewJob) [16]byte {
 	return out
 }
 
-func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, data io.Reader, skip map[int]bool, prog *EnqueueProgress) error {
+func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, data io.Reader, skip map[int]bool, prog *Progress) error {
 	rows := newRowReader(r.cfg.Format, data)
 	chunk := make([]store.NewJob, 0, r.cfg.Chunk)
 	flush := func() error {
@@ -751,7 +753,7 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger E
 		}
 		prog.Recorded += n
 		prog.Existing += len(chunk) - n
-		// Publish what the ledger holds unpublished: this chunk's new jobs,
+		// pipeline.Publish what the ledger holds unpublished: this chunk's new jobs,
 		// and any left by an interrupted run.
 		if err := publishUnpublished(ctx, js, ledger, *r.cfg, newRunBases(ctx, ledger, r.cfg.Batch, r.base), prog); err != nil {
 			return err
@@ -795,7 +797,7 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger E
 // publishUnpublished publishes every job of the batch the ledger holds as
 // recorded but not published. A job the queue refuses for its size is
 // recorded rejected with the reason, so it never blocks a later run.
-func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger EnqueueLedger, cfg EnqueueConfig, bases *runBases, prog *EnqueueProgress) error {
+func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, prog *Progress) error {
 	for {
 		jobs, err := ledger.Unpublished(ctx, cfg.Batch, cfg.Chunk)
 		if err != nil {
@@ -811,8 +813,8 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Enqu
 				return err
 			}
 			env := jobEnvelope(base, &jobs[i])
-			dup, err := Publish(ctx, js, cfg.Queue, &env)
-			if errors.Is(err, ErrBadJob) {
+			dup, err := pipeline.Publish(ctx, js, cfg.Queue, &env)
+			if errors.Is(err, repair.ErrBadJob) {
 				if _, rerr := ledger.Reject(ctx, store.Rejection{JobID: jobs[i].ID, Batch: cfg.Batch, Reason: err.Error()}); rerr != nil {
 					return rerr
 				}
@@ -838,7 +840,7 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Enqu
 // jobEnvelope is the message of one job: the batch's settings, and the
 // job's own id, prompt, schema and (when its row has them) provider, model
 // and mode. The input row is not sent: the ledger has it.
-func jobEnvelope(base Envelope, job *store.NewJob) Envelope {
+func jobEnvelope(base pipeline.Envelope, job *store.NewJob) pipeline.Envelope {
 	env := base
 	env.JobID = job.ID
 	env.RowNo = job.RowNo
@@ -848,7 +850,7 @@ func jobEnvelope(base Envelope, job *store.NewJob) Envelope {
 	env.Model = cmp.Or(job.Model, base.Model)
 	env.Mode = cmp.Or(llm.Mode(job.Mode), base.Mode)
 	if job.Strategy != "" {
-		env.Limits.Strategy = Strategy(job.Strategy)
+		env.Limits.Strategy = repair.Strategy(job.Strategy)
 	}
 	if job.Run > 1 {
 		env.Run = job.Run

@@ -1,4 +1,4 @@
-package pipeline
+package enqueue
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	"text/template"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -58,11 +60,11 @@ type DryRunReport struct {
 // finished jobs of earlier batches with the same schema and model when
 // there are any (measurer may be nil), else one attempt per job and an
 // output the size of a value the schema describes.
-func DryRun(ctx context.Context, measurer Measurer, cfg EnqueueConfig, data io.Reader, limit int, prices Prices) (DryRunReport, error) {
+func DryRun(ctx context.Context, measurer Measurer, cfg Config, data io.Reader, limit int, prices repair.Prices) (DryRunReport, error) {
 	var rep DryRunReport
-	cfg.Chunk = cmp.Or(cfg.Chunk, EnqueueChunkDefault)
-	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, MaxPromptBytesDefault)
-	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, MaxTokensDefault)
+	cfg.Chunk = cmp.Or(cfg.Chunk, ChunkDefault)
+	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, pipeline.MaxPromptBytesDefault)
+	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, repair.MaxTokensDefault)
 	cfg.Mode = cmp.Or(cfg.Mode, llm.ModePrompt)
 	cfg.Limits = cfg.Limits.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -80,14 +82,14 @@ func DryRun(ctx context.Context, measurer Measurer, cfg EnqueueConfig, data io.R
 	sch, _ := validate.Compile(canonical)
 	settings := cfg.settings(hash)
 	r := &renderer{cfg: &cfg, tmpl: tmpl, base: settings.envelope(cfg.Batch), maxMsg: int(cfg.Queue.WithDefaults().MaxMsgSize)}
-	rep.System = systemPrompt(&Job{System: cfg.System, Mode: cfg.Mode, Schema: sch, SchemaRaw: canonical})
+	rep.System = repair.SystemPrompt(&repair.Job{System: cfg.System, Mode: cfg.Mode, Schema: sch, SchemaRaw: canonical})
 	schemaTokens := 0
 	if cfg.Mode != llm.ModePrompt {
 		schemaTokens = len(canonical) / 4
 	}
 
 	var inSum float64
-	var prog EnqueueProgress
+	var prog Progress
 	ids := map[string]string{}
 	rows := newRowReader(cfg.Format, data)
 	for limit <= 0 || prog.Rows < limit {
@@ -159,7 +161,7 @@ func DryRun(ctx context.Context, measurer Measurer, cfg EnqueueConfig, data io.R
 	out := rep.OutputTokens * rep.Attempts * float64(rep.Jobs)
 	rep.Tokens = in + out
 	if prices == nil {
-		prices = DefaultPrices()
+		prices = repair.DefaultPrices()
 	}
 	_, rep.PriceKnown = prices.Lookup(cfg.Model)
 	rep.CostUSD = prices.Cost(cfg.Model, int(in), int(out), 0)

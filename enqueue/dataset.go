@@ -1,4 +1,4 @@
-package pipeline
+package enqueue
 
 import (
 	"bufio"
