@@ -56,6 +56,11 @@ type Ledger interface {
 
 var _ Ledger = (*store.Store)(nil)
 
+// JobsAheadDefault is how many jobs a worker making calls provider calls
+// at once pulls ahead of free call slots by default, so a finished call is
+// replaced at once: half as many, at most 512.
+func JobsAheadDefault(calls int) int { return min(calls/2, 512) }
+
 // WorkerConfig configures a Worker.
 type WorkerConfig struct {
 	// Queue names the stream and consumer; see QueueConfig for defaults.

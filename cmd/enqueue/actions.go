@@ -104,13 +104,13 @@ func parseSub(fs *flag.FlagSet, args []string, c *commonFlags) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())}
+		return usageError{Err: fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())}
 	}
 	if c.batch == "" {
-		return usageError{errors.New("--batch is required (see --help)")}
+		return usageError{Err: errors.New("--batch is required (see --help)")}
 	}
 	return nil
 }
@@ -131,7 +131,7 @@ func openLedger(ctx context.Context, dsn string) (*store.Store, error) {
 // ledger does not hold is a failure (exit 1), bad settings a usage error.
 func actionError(err error) error {
 	if errors.Is(err, enqueue.ErrBadConfig) {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	return err
 }
@@ -161,7 +161,7 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	for _, s := range cfg.Statuses {
 		if !store.IsFinal(s) {
-			return usageError{fmt.Errorf("--status %q: want final statuses: valid, invalid, failed, rejected, dead, cancelled, over_budget", s)}
+			return usageError{Err: fmt.Errorf("--status %q: want final statuses: valid, invalid, failed, rejected, dead, cancelled, over_budget", s)}
 		}
 	}
 	st, err := openLedger(ctx, c.dbURL)
@@ -253,7 +253,7 @@ func capCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *cost == "" && *tokens == "" {
-		return usageError{errors.New("give --max-cost-usd and/or --max-total-tokens (a number, or none)")}
+		return usageError{Err: errors.New("give --max-cost-usd and/or --max-total-tokens (a number, or none)")}
 	}
 	st, err := openLedger(ctx, c.dbURL)
 	if err != nil {
@@ -270,12 +270,12 @@ func capCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	next := cur.Cap
 	if *cost != "" {
 		if next.MaxCostUSD, err = parseCost(*cost); err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 	}
 	if *tokens != "" {
 		if next.MaxTotalTokens, err = parseTokens(*tokens); err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 	}
 	sp, err := enqueue.SetCap(ctx, st, c.batch, next)

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -68,10 +69,8 @@ const envHelp = `  DATABASE_URL          Postgres ledger (default postgres://pos
   FIXPOINT_NATS_DIR     the embedded queue's directory (default .fixpoint/nats)
   FIXPOINT_NATS_LISTEN  where a running worker's embedded server listens (default 127.0.0.1:4223)`
 
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+// usageError marks errors caused by how the command was called (exit 2).
+type usageError = cliflags.UsageError
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -164,7 +163,7 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			if errors.Is(err, flag.ErrHelp) {
 				return err
 			}
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		rest = fs.Args()
 		if len(rest) == 0 {
@@ -174,7 +173,7 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	cfg.Batch, cfg.Queue = c.batch, c.queue
 	if cfg.Batch == "" {
-		return usageError{errors.New("--batch is required (see --help)")}
+		return usageError{Err: errors.New("--batch is required (see --help)")}
 	}
 	if cfg.Resume {
 		var given []string
@@ -184,17 +183,17 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			}
 		})
 		if len(given) > 0 {
-			return usageError{fmt.Errorf("--resume takes every setting from the batch as recorded; drop %s (to run jobs again with other settings, use enqueue requeue)", strings.Join(given, ", "))}
+			return usageError{Err: fmt.Errorf("--resume takes every setting from the batch as recorded; drop %s (to run jobs again with other settings, use enqueue requeue)", strings.Join(given, ", "))}
 		}
 		if len(pos) != 0 {
-			return usageError{fmt.Errorf("--resume reads no dataset, got %d arguments", len(pos))}
+			return usageError{Err: fmt.Errorf("--resume reads no dataset, got %d arguments", len(pos))}
 		}
 	} else {
 		if *schemaFile == "" || cfg.Model == "" || *templateFile == "" {
-			return usageError{errors.New("--batch, --schema, --model and --template are required (see --help)")}
+			return usageError{Err: errors.New("--batch, --schema, --model and --template are required (see --help)")}
 		}
 		if len(pos) != 1 {
-			return usageError{fmt.Errorf("want one dataset (a .jsonl or .csv file, or - for stdin), got %d arguments", len(pos))}
+			return usageError{Err: fmt.Errorf("want one dataset (a .jsonl or .csv file, or - for stdin), got %d arguments", len(pos))}
 		}
 	}
 
@@ -203,32 +202,32 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if !cfg.Resume {
 		var err error
 		if cfg.Schema, err = os.ReadFile(*schemaFile); err != nil {
-			return usageError{fmt.Errorf("read schema: %w", err)}
+			return usageError{Err: fmt.Errorf("read schema: %w", err)}
 		}
 		t, err := os.ReadFile(*templateFile)
 		if err != nil {
-			return usageError{fmt.Errorf("read template: %w", err)}
+			return usageError{Err: fmt.Errorf("read template: %w", err)}
 		}
 		cfg.Template = string(t)
 		if *systemFile != "" {
 			s, err := os.ReadFile(*systemFile)
 			if err != nil {
-				return usageError{fmt.Errorf("read system prompt: %w", err)}
+				return usageError{Err: fmt.Errorf("read system prompt: %w", err)}
 			}
 			cfg.System = string(s)
 		}
 		if *temp != "" {
 			t, err := strconv.ParseFloat(*temp, 64)
 			if err != nil {
-				return usageError{fmt.Errorf("--temperature %q: %w", *temp, err)}
+				return usageError{Err: fmt.Errorf("--temperature %q: %w", *temp, err)}
 			}
 			cfg.Temp = &t
 		}
 		if cfg.Cap.MaxCostUSD, err = parseCost(*maxCost); err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		if cfg.Cap.MaxTotalTokens, err = parseTokens(*maxTokens); err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		cfg.Mode = llm.Mode(*mode)
 		cfg.Limits.Strategy = pipeline.Strategy(*strategy)
@@ -238,7 +237,7 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		var f *os.File
 		if name == "-" {
 			if cfg.Format == "" {
-				return usageError{errors.New("reading stdin: pass --format jsonl or csv")}
+				return usageError{Err: errors.New("reading stdin: pass --format jsonl or csv")}
 			}
 			// Enqueue reads the dataset twice: keep stdin in a file.
 			if f, err = spool(stdin); err != nil {
@@ -248,17 +247,17 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		} else {
 			if cfg.Format == "" {
 				if cfg.Format, err = enqueue.DetectFormat(name); err != nil {
-					return usageError{err}
+					return usageError{Err: err}
 				}
 			}
 			if f, err = os.Open(name); err != nil {
-				return usageError{err}
+				return usageError{Err: err}
 			}
 		}
 		defer f.Close()
 		// Count lines for the progress bar, then read from the start.
 		if total, err = countLines(f); err != nil {
-			return usageError{fmt.Errorf("read %s: %w", name, err)}
+			return usageError{Err: fmt.Errorf("read %s: %w", name, err)}
 		}
 		if cfg.Format == enqueue.FormatCSV && total > 0 {
 			total--
@@ -267,10 +266,10 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 
 	if *dryRun && cfg.Resume {
-		return usageError{errors.New("--dry-run and --resume do not go together")}
+		return usageError{Err: errors.New("--dry-run and --resume do not go together")}
 	}
 	if *limit != 0 && !*dryRun {
-		return usageError{errors.New("--limit is for --dry-run")}
+		return usageError{Err: errors.New("--limit is for --dry-run")}
 	}
 	st, err := openLedger(ctx, c.dbURL)
 	if err != nil {
@@ -327,7 +326,7 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	switch {
 	case errors.Is(err, enqueue.ErrBadConfig):
-		return usageError{err}
+		return usageError{Err: err}
 	case errors.Is(err, enqueue.ErrTooManyBadRows), errors.Is(err, enqueue.ErrNoRows), errors.Is(err, enqueue.ErrNoBatch):
 		return err
 	case err != nil:
@@ -381,7 +380,7 @@ func countLines(f *os.File) (int, error) {
 func dryRunReport(ctx context.Context, st *store.Store, cfg enqueue.Config, data io.Reader, limit int, stdout io.Writer) error {
 	rep, err := enqueue.DryRun(ctx, st, cfg, data, limit, nil)
 	if errors.Is(err, enqueue.ErrBadConfig) {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	if err != nil {
 		return err

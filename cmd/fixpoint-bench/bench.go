@@ -370,11 +370,6 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	return nil
 }
 
-// workerJobsAhead is the --jobs-ahead `worker run` defaults to with calls
-// calls in flight (jobsAheadDefault in cmd/worker/run.go; a test checks the
-// two agree): figure 2 sets its in-process worker up the same way.
-func workerJobsAhead(calls int) int { return min(calls/2, 512) }
-
 // rateRuns keeps the best of several timed runs.
 type rateRuns struct {
 	best  timedRun
@@ -419,7 +414,7 @@ func (e *benchEnv) figureEndToEnd(ctx context.Context, c benchConfig) (timedRun,
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	jobs := c.concurrency + workerJobsAhead(c.concurrency)
+	jobs := c.concurrency + pipeline.JobsAheadDefault(c.concurrency)
 	run, err := e.runInProcess(ctx, batch, c.jobs, pipeline.WorkerConfig{Queue: q, Concurrency: jobs, Providers: clients})
 	if err != nil {
 		return timedRun{}, err

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -56,9 +57,8 @@ Exit status: 0 done, 1 an error or the failure rate over R, 2 bad usage.
 Environment:
   DATABASE_URL  Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)`
 
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
+// usageError marks errors caused by how the command was called (exit 2).
+type usageError = cliflags.UsageError
 
 var errThreshold = errors.New("failure rate over the threshold")
 
@@ -87,7 +87,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stdout, usage)
 		if len(args) == 0 {
-			return usageError{errors.New("no command")}
+			return usageError{Err: errors.New("no command")}
 		}
 		return nil
 	}
@@ -107,7 +107,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if errors.Is(err, flag.ErrHelp) {
 				return err
 			}
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		rest = fs.Args()
 		if len(rest) > 0 {
@@ -117,7 +117,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	arg := func() (string, error) {
 		if len(pos) != 1 {
-			return "", usageError{fmt.Errorf("%s wants one argument, got %d", cmd, len(pos))}
+			return "", usageError{Err: fmt.Errorf("%s wants one argument, got %d", cmd, len(pos))}
 		}
 		return pos[0], nil
 	}
@@ -130,7 +130,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "summary":
 		batch := ""
 		if len(pos) > 1 {
-			return usageError{errors.New("summary takes at most one batch")}
+			return usageError{Err: errors.New("summary takes at most one batch")}
 		}
 		if len(pos) == 1 {
 			batch = pos[0]
@@ -179,7 +179,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return wait(ctx, stdout, stderr, st, batch, *maxFail, *every)
 	default:
-		return usageError{fmt.Errorf("unknown command %q", cmd)}
+		return usageError{Err: fmt.Errorf("unknown command %q", cmd)}
 	}
 	return nil
 }
@@ -267,7 +267,7 @@ func export(ctx context.Context, w io.Writer, st *store.Store, batch, format str
 		}
 		return cw.Error()
 	}
-	return usageError{fmt.Errorf("--format %q: want jsonl or csv", format)}
+	return usageError{Err: fmt.Errorf("--format %q: want jsonl or csv", format)}
 }
 
 // csvColumns lays out a batch's CSV export: the input columns, the job's

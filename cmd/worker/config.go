@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
@@ -46,32 +47,11 @@ func envInt(key string, def int) int {
 	return def
 }
 
-// newFlagSet returns a flag set whose --help prints usage, the flags and
-// the environment variables it reads.
 func newFlagSet(name, usage, envHelp string, stdout io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	fs.Usage = func() {
-		fmt.Fprintln(stdout, strings.TrimSpace(usage))
-		fmt.Fprintln(stdout, "\nFlags:")
-		fs.PrintDefaults()
-		if envHelp != "" {
-			fmt.Fprintln(stdout, "\nEnvironment:")
-			fmt.Fprintln(stdout, strings.TrimRight(envHelp, "\n"))
-		}
-	}
-	return fs
+	return cliflags.NewFlagSet(name, usage, envHelp, stdout)
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	return nil
-}
+func parseFlags(fs *flag.FlagSet, args []string) error { return cliflags.Parse(fs, args) }
 
 // logFlags configures the one slog handler.
 type logFlags struct{ level, format string }

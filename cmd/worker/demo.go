@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -33,28 +33,12 @@ Interrupted (Ctrl-C), it stops within the grace period and keeps its queue in
 --nats-dir: 'worker --drain --sim PRESET --nats-dir DIR' (the command it
 prints) finishes the batch.`
 
-// demoSchema is the contract the demo asks the model to fill in.
-const demoSchema = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "title": "ticket_triage",
-  "type": "object",
-  "properties": {
-    "category": {"enum": ["billing", "bug", "account", "feature_request", "shipping", "other"]},
-    "priority": {"type": "integer", "minimum": 1, "maximum": 5},
-    "sentiment": {"enum": ["negative", "neutral", "positive"]},
-    "summary": {"type": "string", "minLength": 10, "maxLength": 200},
-    "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$"}, "maxItems": 5, "uniqueItems": true},
-    "needs_human": {"type": "boolean"}
-  },
-  "required": ["category", "priority", "sentiment", "summary", "needs_human"],
-  "additionalProperties": false
-}`
-
-const demoTemplate = `Triage this support ticket from {{.customer}} ({{.plan}} plan).
-
-Subject: {{.subject}}
-
-{{.body}}`
+// The demo's contract, template and data are the tickets the benchmark
+// runs on too (cmd/internal/tickets).
+const (
+	demoSchema   = tickets.Schema
+	demoTemplate = tickets.Template
+)
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("worker demo", demoUsage, "  DATABASE_URL  Postgres ledger (default "+databaseURLDefault+")", stdout)
@@ -199,28 +183,4 @@ func isTerminal(w io.Writer) bool {
 
 // demoDataset generates n support tickets as JSONL, the same for the same
 // seed.
-func demoDataset(n int, seed uint64) string {
-	rng := rand.New(rand.NewPCG(seed, 0xf1c5))
-	customers := []string{"Ada Park", "Bruno Silva", "Chen Wei", "Dana Cohen", "Eli Novak", "Farah Khan", "Goran Ilic", "Hana Sato", "Ivan Petrov", "Jade Moreau"}
-	plans := []string{"free", "starter", "pro", "enterprise"}
-	issues := []struct{ subject, body string }{
-		{"Charged twice this month", "I was billed twice for my subscription on the 3rd. Please refund the duplicate charge."},
-		{"App crashes on export", "Every time I export a report to PDF the app closes without a message. Version 4.2 on macOS."},
-		{"Cannot reset my password", "The reset link in the email says it expired, even when I click it right away."},
-		{"Please add dark mode", "Would love a dark theme for late-night work. The white background is hard on the eyes."},
-		{"Package never arrived", "My order was marked delivered five days ago but nothing came. Tracking shows the wrong city."},
-		{"Invoice has the wrong VAT number", "Our company VAT id on the last three invoices is missing a digit. We need corrected copies."},
-		{"Sync stuck at 99%", "Sync has been stuck at 99% since yesterday. I tried logging out and in again."},
-		{"Love the new dashboard", "Just wanted to say the new dashboard is great. One idea: let me pin my favourite charts."},
-		{"Account locked after login attempts", "I mistyped my password a few times and now my account is locked. I need access for a demo today."},
-		{"Refund for annual plan", "I upgraded to annual by mistake and would like to switch back to monthly with a prorated refund."},
-	}
-	moods := []string{"", " This is really frustrating.", " Thanks in advance!", " Urgent: this blocks my whole team.", " No rush."}
-	var b strings.Builder
-	for i := 0; i < n; i++ {
-		is := issues[rng.IntN(len(issues))]
-		fmt.Fprintf(&b, `{"ticket_id":"T%06d","customer":%q,"plan":%q,"subject":%q,"body":%q}`+"\n",
-			i+1, customers[rng.IntN(len(customers))], plans[rng.IntN(len(plans))], is.subject, is.body+moods[rng.IntN(len(moods))])
-	}
-	return b.String()
-}
+func demoDataset(n int, seed uint64) string { return tickets.Dataset(n, seed) }

@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 )
 
 // Exit codes.
@@ -28,12 +30,9 @@ const (
 )
 
 // usageError marks errors caused by how the command was called.
-type usageError struct{ err error }
+type usageError = cliflags.UsageError
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+func usagef(format string, args ...any) error { return cliflags.Usagef(format, args...) }
 
 // errNotValid is returned by check and try when the result is not valid:
 // exit 1 with nothing more on stderr.

@@ -100,7 +100,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// --concurrency bounds calls; the pool holds the jobs ahead as well.
 	pf.laneDefault = cfg.Concurrency
 	if *ahead < 0 {
-		*ahead = jobsAheadDefault(cfg.Concurrency)
+		*ahead = pipeline.JobsAheadDefault(cfg.Concurrency)
 	}
 	cfg.Concurrency += *ahead
 	cfg.Loop.Record = pipeline.RequestRecord(*record)
@@ -210,7 +210,7 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr st
 	cfg.Providers = clients
 	w, err := pipeline.NewWorker(js, st, cfg)
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	ready := func(rctx context.Context) error {
 		if err := st.Ping(rctx); err != nil {
@@ -267,7 +267,3 @@ func natsRetryable(err error) bool {
 	}
 	return true
 }
-
-// jobsAheadDefault is how many jobs `worker run` pulls ahead of free call
-// slots for --concurrency calls: half as many, at most 512.
-func jobsAheadDefault(calls int) int { return min(calls/2, 512) }

@@ -93,11 +93,11 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			Feedback: pipeline.FeedbackFormat(*feedback), TokenBudget: *budget},
 	}
 	if err := job.Limits.WithDefaults().Validate(); err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	env := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "try", Prompt: "x", SchemaHash: "x", Provider: *provider, Model: *model, Mode: job.Mode, Limits: job.Limits}
 	if err := env.Validate(); err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	clients, closeSim, err := pf.build(nil)
 	if err != nil {
