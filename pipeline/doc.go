@@ -1,51 +1,54 @@
-// Package pipeline turns queued jobs into ledger rows: it owns the job
-// message contract, the JetStream consumer, the bounded worker pool, the
-// repair loop, and the single place where each message's fate is decided.
+// Package pipeline is the queue side of fixpoint: the job message, the
+// JetStream queue, the worker pool that runs each job through the repair
+// step, and the one place where each message's fate is decided.
 //
 // # Messages
 //
 // A job message is an [Envelope]: a small, versioned JSON document with the
-// job id (also its Nats-Msg-Id, so the stream drops a job published twice
-// inside its duplicates window), the batch, the rendered prompt, the schema's
-// content hash (schemas are stored once in Postgres), provider, model, mode
-// and the loop's [Limits]. Base URLs and API keys come from the worker's own
-// configuration, never from a message.
+// job id (its Nats-Msg-Id is [MsgID] of it, so the stream drops a job
+// published twice inside its duplicates window), the batch and run, the
+// rendered prompt, the schema's content hash (schemas are stored once in
+// Postgres), provider, model, mode and the job's [Limits]. It does not carry
+// the input row: the ledger has it. Base URLs and API keys come from the
+// worker's own configuration, never from a message. Package enqueue makes
+// the messages; this package reads them.
 //
 // # Lifecycle
 //
 // A [Worker] pulls from one durable consumer that every worker process
 // shares; its MaxAckPending is the global cap on jobs in flight. A message is
-// pulled only when a pool slot is free. For each job:
+// pulled only when a pool slot is free. For each job (run_job.go):
 //
-//   - decode the envelope; a bad one is recorded as rejected, then terminated;
-//   - if the ledger already holds a final row for the job (a crash after the
-//     commit and before the ack), ack it without a provider call;
+//   - decode the envelope; a message that is not a job is recorded rejected;
+//   - read what the ledger knows of the job: one it never recorded is handed
+//     back unrun (a worker on another ledger); a final one, or a message of
+//     an earlier run, is acked without a provider call;
 //   - load and compile the schema (cached by hash);
-//   - run the repair [Loop]: generate, extract, validate, and on failure send
-//     the model its exact errors, up to the job's attempts; progress is
-//     reported to the server every AckWait/3 (one heartbeat loop serves
-//     every held message) until the ack;
+//   - run the repair step (package repair) with its synchronous driver,
+//     [Loop]: send the request the step asks for, feed back the reply,
+//     repeat; a capped batch's budget is held for each call; progress is
+//     reported to the server every AckWait/3 until the ack;
 //   - write the result and every attempt in a batched transaction, and ack
 //     only after that transaction commits. The job's slot is free as soon
 //     as its result is queued; results waiting for a commit are bounded in
 //     bytes (WorkerConfig.WriteBuffer), so a slow ledger slows pulling
 //     instead of growing memory.
 //
-// # Retries and termination
+// # Dispositions
 //
-// Transport retries of provider calls happen inside package llm and are
-// counted on each attempt, never as repair attempts. Once a job's call still
-// fails transiently (provider down, Postgres down), the message is
-// negatively acknowledged with a delay that doubles per delivery. On its last
-// delivery it is recorded dead with its last error instead. A provider quota
-// exhausted pauses pulling and delays the job. Jobs the server gives up on
-// while no worker holds them are recorded dead from the MAX_DELIVERIES
-// advisories, which a small stream keeps until a worker reads them.
+// What becomes of a message is a [Disposition] value: ack after the commit,
+// skip, hand back after a delay (never sooner than the provider asked),
+// release at once while stopping, reject with a reason, dead, or foreign.
+// decide maps every error to one and dispose carries it out; nothing else
+// acks, naks or terminates a job message (disposition.go). A delivery that
+// ends without a result has its calls recorded as interrupted before its
+// message is handed back. Jobs the server gives up on while no worker holds
+// them are recorded dead from the MAX_DELIVERIES advisories (dead.go).
 //
 // # Shutdown
 //
 // Cancelling Run's context stops pulling; jobs in flight get the grace
 // period to finish, after which their contexts are cancelled and their
-// messages negatively acknowledged for immediate redelivery. Pending ledger
-// writes are flushed before Run returns.
+// messages released for immediate redelivery. Pending ledger writes are
+// flushed and every goroutine Run started has ended before it returns.
 package pipeline
