@@ -1,0 +1,98 @@
+package enqueue
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// The reader keeps the dataset's columns in file order: a CSV's header
+// (without a BOM), a JSONL file's keys as first written.
+func TestRowReaderColumns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, format, data string
+		want               []string
+		rows               int
+	}{
+		{"jsonl", FormatJSONL, `{"zeta":1,"alpha":"a"}` + "\n\n" + `{"alpha":"b","mid":true,"zeta":2}` + "\n", []string{"zeta", "alpha", "mid"}, 2},
+		{"csv", FormatCSV, "\ufeffzeta,alpha\n1,a\n2,b\n", []string{"zeta", "alpha"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr := newRowReader(tc.format, strings.NewReader(tc.data))
+			n := 0
+			for {
+				_, _, err := rr.next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+			}
+			if n != tc.rows || !slices.Equal(rr.columns(), tc.want) {
+				t.Errorf("%d rows, columns %q; want %d, %q", n, rr.columns(), tc.rows, tc.want)
+			}
+		})
+	}
+}
+
+// An id is a string as it is or a number as written: 1 and "1" are one id,
+// 1.0 another; anything else is refused with what it is.
+func TestRowID(t *testing.T) {
+	t.Parallel()
+	row := func(js string) map[string]any {
+		dec := json.NewDecoder(strings.NewReader(js))
+		dec.UseNumber()
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		row, want, wantErr string
+	}{
+		{`{"id":"1"}`, "1", ""},
+		{`{"id":1}`, "1", ""},
+		{`{"id":1.0}`, "1.0", ""},
+		{`{"id":"a b"}`, "a b", ""},
+		{`{"id":null}`, "", "is null"},
+		{`{}`, "", "is missing"},
+		{`{"id":" "}`, "", "is empty"},
+		{`{"id":{"a":1}}`, "", "an object"},
+		{`{"id":[1]}`, "", "an array"},
+		{`{"id":true}`, "", "a boolean"},
+		{`{"id":"` + strings.Repeat("x", IDMaxBytes+1) + `"}`, "", "over the limit"},
+	} {
+		got, err := rowID(row(tc.row), "id")
+		if got != tc.want || (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("rowID(%.40s) = %q, %v; want %q, error naming %q", tc.row, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+// Settings differences are named one per line; a cap difference too.
+func TestSettingsDiff(t *testing.T) {
+	t.Parallel()
+	a := BatchSettings{Provider: "openai", Model: "m1", MaxTokens: 100, SchemaHash: "abc", TemplateSHA256: "t1"}
+	b := a
+	if d := a.diff(b); len(d) != 0 {
+		t.Fatalf("equal settings differ: %q", d)
+	}
+	b.Model, b.Limits.MaxAttempts = "m2", 5
+	d := a.diff(b)
+	if len(d) != 2 || d[0] != "model: recorded m1, now m2" || d[1] != "max attempts: recorded 3, now 5" {
+		t.Errorf("diff = %q", d)
+	}
+	one, two := 1.0, int64(2)
+	if got := capDiff(store.Cap{MaxCostUSD: &one}, store.Cap{MaxTotalTokens: &two}); got != "max cost: recorded $1, now none; max total tokens: recorded none, now 2" {
+		t.Errorf("capDiff = %q", got)
+	}
+}
