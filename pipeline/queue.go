@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,13 +147,13 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
 	defer cancel()
 	stream, err := retryJS(ctx, func() (jetstream.Stream, error) {
-		return js.CreateOrUpdateStream(ctx, streamConfig(cfg))
+		return ensureStreamConfig(ctx, js, streamConfig(cfg))
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
 	}
 	cons, err := retryJS(ctx, func() (jetstream.Consumer, error) {
-		return stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		return ensureConsumerConfig(ctx, stream, jetstream.ConsumerConfig{
 			Durable:       cfg.Consumer,
 			Description:   "fixpoint workers",
 			AckPolicy:     jetstream.AckExplicitPolicy,
@@ -168,7 +169,7 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 	}
 	advSubject := fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", cfg.Stream, cfg.Consumer)
 	adv, err := retryJS(ctx, func() (jetstream.Stream, error) {
-		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		return ensureStreamConfig(ctx, js, jetstream.StreamConfig{
 			Name:      advisoryStreamName(cfg),
 			Subjects:  []string{advSubject},
 			Retention: jetstream.WorkQueuePolicy,
@@ -191,6 +192,47 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 		return nil, nil, fmt.Errorf("create advisory consumer: %w", err)
 	}
 	return stream, cons, nil
+}
+
+// ensureStreamConfig creates the stream, or updates it when its
+// configuration differs from want, and leaves an identical one alone:
+// workers starting together would otherwise all update it at once, and
+// the server races updating a stream's store with creating a consumer on
+// it (a data race the race detector finds in nats-server 2.15).
+func ensureStreamConfig(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, want.Name)
+	if err == nil && sameStream(s.CachedInfo().Config, want) {
+		return s, nil
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, err
+	}
+	return js.CreateOrUpdateStream(ctx, want)
+}
+
+// sameStream reports whether have already is what want asks; a zero field
+// of want is the server's default, whatever it is.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Retention == want.Retention && have.Discard == want.Discard &&
+		have.Storage == want.Storage && have.Replicas == max(want.Replicas, 1) && have.Description == want.Description &&
+		(want.MaxMsgs == 0 || have.MaxMsgs == want.MaxMsgs) && (want.MaxMsgSize == 0 || have.MaxMsgSize == want.MaxMsgSize) &&
+		(want.MaxAge == 0 || have.MaxAge == want.MaxAge) && (want.Duplicates == 0 || have.Duplicates == want.Duplicates)
+}
+
+// ensureConsumerConfig is ensureStreamConfig for the consumer.
+func ensureConsumerConfig(ctx context.Context, s jetstream.Stream, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	c, err := s.Consumer(ctx, want.Durable)
+	if err == nil {
+		have := c.CachedInfo().Config
+		if have.AckPolicy == want.AckPolicy && have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver &&
+			have.MaxAckPending == want.MaxAckPending && have.FilterSubject == want.FilterSubject &&
+			have.DeliverPolicy == want.DeliverPolicy && have.Description == want.Description {
+			return c, nil
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, err
+	}
+	return s.CreateOrUpdateConsumer(ctx, want)
 }
 
 // queueSetupTries bounds the tries of each step of EnsureQueue.
