@@ -60,9 +60,20 @@ type Attempt struct {
 	RequestID string
 	// StartedAt is when the attempt started; zero means unknown.
 	StartedAt time.Time
-	// CostUSD is the attempt's estimated cost. Only interrupted_attempts
-	// keeps it per attempt; a final result's cost is Result.CostUSD.
+	// CostUSD is the attempt's estimated cost at its price basis.
 	CostUSD float64
+	// Feedback is the correction sent after this attempt, "" when none: a
+	// job continued from the ledger (a later wave) goes on from it.
+	Feedback string
+	// ProviderClass is why a call got no reply, as package llm classifies
+	// it (rate_limited, expired, cancelled, ...); "" for a reply.
+	ProviderClass string
+	// PriceBasis is "realtime" or "batch"; "" means realtime.
+	PriceBasis string
+	// TokensCacheWrite counts prompt tokens written to the provider's cache.
+	TokensCacheWrite int64
+	// WaveID is the wave that carried the call, 0 for a realtime call.
+	WaveID int64
 }
 
 // Result is a job's final outcome, as the pipeline saves it.
@@ -98,6 +109,12 @@ type Result struct {
 	// whose run is not the job's current run (the job was requeued since)
 	// does not win.
 	Run int
+	// TokensCacheWrite is the job's prompt tokens written to a cache.
+	TokensCacheWrite int64
+	// Recorded is how many of the job's first attempts of the run the
+	// ledger holds already (recorded wave by wave): AttemptRows then holds
+	// only the later ones.
+	Recorded int
 	// AttemptRows are the attempts, written only if this result wins.
 	AttemptRows []Attempt
 	// Job, when set, is inserted first if the job has no row (a job published
@@ -201,9 +218,9 @@ const applyResultsSQL = `
 WITH r AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[],
                          $8::bool[], $9::bool[], $10::int8[], $11::int8[], $12::int8[], $13::float8[],
-                         $14::timestamptz[], $15::timestamptz[], $16::int8[], $17::int[], $18::int[])
+                         $14::timestamptz[], $15::timestamptz[], $16::int8[], $17::int[], $18::int[], $19::int8[])
     AS r(id, status, value, error, final_class, attempts, calls, first_attempt_valid, repaired_locally,
-         tokens_in, tokens_out, tokens_cached, cost_usd, started_at, finished_at, wall_ms, deliveries, run)
+         tokens_in, tokens_out, tokens_cached, cost_usd, started_at, finished_at, wall_ms, deliveries, run, tokens_cache_write)
 ), locked AS (
     SELECT j.id FROM jobs j WHERE j.id = ANY($1::text[]) AND j.status IS NOT DISTINCT FROM 'queued'
     ORDER BY j.id FOR UPDATE
@@ -213,7 +230,8 @@ WITH r AS (
         attempts = r.attempts, calls = r.calls, first_attempt_valid = r.first_attempt_valid,
         repaired_locally = r.repaired_locally, tokens_in = r.tokens_in, tokens_out = r.tokens_out,
         tokens_cached = r.tokens_cached, cost_usd = r.cost_usd, started_at = r.started_at,
-        finished_at = coalesce(r.finished_at, now()), wall_ms = r.wall_ms, deliveries = r.deliveries
+        finished_at = coalesce(r.finished_at, now()), wall_ms = r.wall_ms, deliveries = r.deliveries,
+        tokens_cache_write = r.tokens_cache_write, wave_id = NULL
     FROM r
     WHERE j.id = r.id AND j.status IS NOT DISTINCT FROM 'queued' AND j.run = r.run AND (SELECT count(*) FROM locked) >= 0
     RETURNING j.id
@@ -226,7 +244,8 @@ SELECT r.id, false FROM r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.
 // attemptRows.Values returns them.
 var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash", "raw", "source", "repairs", "errors",
 	"class", "valid", "repaired_locally", "finish_reason", "latency_ms", "tokens_in", "tokens_out", "tokens_cached",
-	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256", "run"}
+	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256", "run",
+	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id"}
 
 // SaveResults stores final results in one transaction and reports, for each
 // result, whether this call set it (won[i]). It is idempotent:
@@ -462,19 +481,19 @@ func insertJobs(ctx context.Context, tx pgx.Tx, results []Result, idx []int) err
 // per SQL column, the shape unnest() takes: one statement carries any
 // number of rows.
 type jobColumns struct {
-	id, status, error, class         []string
-	value                            []*string
-	attempts, calls, deliveries, run []int32
-	first, repaired                  []bool
-	in, out, cached, wall            []int64
-	cost                             []float64
-	started, finished                []*time.Time
+	id, status, error, class          []string
+	value                             []*string
+	attempts, calls, deliveries, run  []int32
+	first, repaired                   []bool
+	in, out, cached, wall, cacheWrite []int64
+	cost                              []float64
+	started, finished                 []*time.Time
 }
 
-// args are applyResultsSQL's arguments, $1 to $18.
+// args are applyResultsSQL's arguments, $1 to $19.
 func (c *jobColumns) args() []any {
 	return []any{c.id, c.status, c.value, c.error, c.class, c.attempts, c.calls, c.first, c.repaired,
-		c.in, c.out, c.cached, c.cost, c.started, c.finished, c.wall, c.deliveries, c.run}
+		c.in, c.out, c.cached, c.cost, c.started, c.finished, c.wall, c.deliveries, c.run, c.cacheWrite}
 }
 
 func (c *jobColumns) add(r Result) {
@@ -496,6 +515,7 @@ func (c *jobColumns) add(r Result) {
 	c.wall = append(c.wall, r.WallMS)
 	c.deliveries = append(c.deliveries, int32(r.Deliveries))
 	c.run = append(c.run, int32(max(r.Run, 1)))
+	c.cacheWrite = append(c.cacheWrite, r.TokensCacheWrite)
 }
 
 // attemptRows is a pgx.CopyFromSource over the attempts of the winning
@@ -533,8 +553,8 @@ func (s *attemptRows) Next() bool {
 		if no == 0 {
 			no = int32(s.a + 1)
 		}
-		if s.seen[no] {
-			continue
+		if s.seen[no] || no <= int32(r.Recorded) {
+			continue // a repeat, or recorded already (an earlier wave)
 		}
 		s.seen[no] = true
 		s.cur, s.curJob, s.curNo, s.curRun = a, r.JobID, no, int32(max(r.Run, 1))
@@ -557,10 +577,28 @@ func (s *attemptRows) Values() ([]any, error) {
 		v[23] = a.System.sha
 	}
 	v[24] = s.curRun
+	v[25], v[26], v[27], v[28] = txt(a.Feedback), txt(a.ProviderClass), basisOr(a.PriceBasis), a.TokensCacheWrite
+	v[29], v[30] = a.CostUSD, nullID(a.WaveID)
 	return v, nil
 }
 
 func (s *attemptRows) Err() error { return nil }
+
+// basisOr is the stored price basis: realtime when unset.
+func basisOr(b string) string {
+	if b == "" {
+		return "realtime"
+	}
+	return b
+}
+
+// nullID is id, or NULL for 0.
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
 
 // emptyArray is what an attempt with no errors stores.
 var emptyArray = json.RawMessage(`[]`)

@@ -1,0 +1,446 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Wave statuses (waves.status).
+const (
+	WaveRecorded   = "recorded"   // its requests are in the ledger, nothing sent
+	WaveUploaded   = "uploaded"   // OpenAI's input file is uploaded
+	WaveSubmitted  = "submitted"  // the provider batch exists
+	WaveEnded      = "ended"      // the provider says it is over; results being recorded
+	WaveDone       = "done"       // every result recorded
+	WaveFailed     = "failed"     // not submitted, or failed by the provider; its jobs taken back
+	WaveCancelling = "cancelling" // enqueue cancel asked for it
+)
+
+// ErrLeaseLost is returned when a wave's lease passed to another worker.
+var ErrLeaseLost = errors.New("wave lease held by another worker")
+
+// WaveRequest is one request of a wave: a job's next attempt.
+type WaveRequest struct {
+	// CustomID names the request in the provider batch; RecordWave sets it.
+	CustomID string
+	JobID    string
+	Run      int
+	// AttemptNo is the attempt the request is.
+	AttemptNo int
+	// Request is the request as JSON (an llm.Request).
+	Request json.RawMessage
+	// Recorded reports that its outcome is recorded as an attempt.
+	Recorded bool
+}
+
+// Wave is one provider batch of a batch's requests.
+type Wave struct {
+	ID              int64
+	Batch           string
+	Run             int
+	Number          int
+	Provider, Model string
+	Status          string
+	InputFileID     string
+	ProviderBatchID string
+	Requests        int
+	// Succeeded, Errored, Expired and Cancelled count the results.
+	Succeeded, Errored, Expired, Cancelled int
+	Error                                  string
+	CreatedAt, SubmittedAt, EndedAt        time.Time
+	LeaseOwner                             string
+	Polls                                  int
+}
+
+// WaveParams describes a wave to record.
+type WaveParams struct {
+	Batch           string
+	Run             int
+	Provider, Model string
+	Requests        []WaveRequest
+	// Owner takes the wave's lease for Lease: the recording worker submits it.
+	Owner string
+	Lease time.Duration
+}
+
+// RecordWave records a wave and its requests in one transaction, before
+// anything is sent, and gives each job its place in it (jobs.wave_id): from
+// then on the ledger owns those jobs. A request whose job is not queued in
+// that run, or already has a place in a wave, is left out; the wave's
+// requests are those returned (none: no wave is recorded, nil is returned).
+// Custom ids are w<wave>-<n>, within every provider's rules.
+func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequest, error) {
+	if p.Batch == "" || p.Provider == "" || p.Model == "" || len(p.Requests) == 0 {
+		return nil, nil, fmt.Errorf("record wave: %w: batch, provider, model and requests are required", ErrInvalid)
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var w *Wave
+	var taken []WaveRequest
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		w, taken = nil, nil
+		ids := make([]string, len(p.Requests))
+		for i, r := range p.Requests {
+			ids[i] = r.JobID
+		}
+		// Lock the jobs; keep those still queued in their run, with no wave.
+		rows, err := tx.Query(ctx, `
+			SELECT id, run FROM jobs WHERE id = ANY($1) AND status = 'queued' AND wave_id IS NULL
+			ORDER BY id FOR UPDATE`, ids)
+		if err != nil {
+			return err
+		}
+		free := map[string]int{}
+		var id string
+		var run int
+		if _, err := pgx.ForEachRow(rows, []any{&id, &run}, func() error { free[id] = run; return nil }); err != nil {
+			return err
+		}
+		for _, r := range p.Requests {
+			if run, ok := free[r.JobID]; ok && run == max(r.Run, 1) {
+				taken = append(taken, r)
+				delete(free, r.JobID) // once per wave
+			}
+		}
+		if len(taken) == 0 {
+			return nil
+		}
+		w = &Wave{Batch: p.Batch, Run: max(p.Run, 1), Provider: p.Provider, Model: p.Model, Status: WaveRecorded, Requests: len(taken), LeaseOwner: p.Owner}
+		err = tx.QueryRow(ctx, `
+			INSERT INTO waves (batch, run, number, provider, model, requests, lease_owner, lease_until, next_poll_at)
+			VALUES ($1, $2, (SELECT coalesce(max(number), 0) + 1 FROM waves WHERE batch = $1), $3, $4, $5,
+			        nullif($6, ''), now() + make_interval(secs => $7::float8), now())
+			RETURNING id, number, created_at`,
+			p.Batch, w.Run, p.Provider, p.Model, w.Requests, p.Owner, p.Lease.Seconds()).Scan(&w.ID, &w.Number, &w.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("insert wave: %w", err)
+		}
+		b := &pgx.Batch{}
+		for i := range taken {
+			r := &taken[i]
+			r.CustomID = fmt.Sprintf("w%d-%d", w.ID, i)
+			b.Queue(`INSERT INTO wave_requests (wave_id, custom_id, job_id, run, attempt_no, request) VALUES ($1, $2, $3, $4, $5, $6)`,
+				w.ID, r.CustomID, r.JobID, max(r.Run, 1), r.AttemptNo, string(r.Request))
+			b.Queue(`UPDATE jobs SET wave_id = $1 WHERE id = $2`, w.ID, r.JobID)
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("record wave of %s: %w", p.Batch, err)
+	}
+	return w, taken, nil
+}
+
+// WaveRequests returns the wave's requests in custom id order.
+func (s *Store) WaveRequests(ctx context.Context, waveID int64) ([]WaveRequest, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT custom_id, job_id, run, attempt_no, request::text, recorded FROM wave_requests
+		WHERE wave_id = $1 ORDER BY length(custom_id), custom_id`, waveID)
+	if err != nil {
+		return nil, fmt.Errorf("read requests of wave %d: %w", waveID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WaveRequest, error) {
+		var w WaveRequest
+		var req string
+		err := r.Scan(&w.CustomID, &w.JobID, &w.Run, &w.AttemptNo, &req, &w.Recorded)
+		w.Request = json.RawMessage(req)
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read requests of wave %d: %w", waveID, err)
+	}
+	return out, nil
+}
+
+const waveColumns = `id, batch, run, number, provider, model, status, coalesce(input_file_id, ''), coalesce(provider_batch_id, ''),
+	requests, succeeded, errored, expired, cancelled, error, created_at, submitted_at, ended_at, coalesce(lease_owner, ''), polls`
+
+func scanWave(r pgx.Row) (*Wave, error) {
+	var w Wave
+	var submitted, ended *time.Time
+	err := r.Scan(&w.ID, &w.Batch, &w.Run, &w.Number, &w.Provider, &w.Model, &w.Status, &w.InputFileID, &w.ProviderBatchID,
+		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled, &w.Error, &w.CreatedAt, &submitted, &ended, &w.LeaseOwner, &w.Polls)
+	if err != nil {
+		return nil, err
+	}
+	w.SubmittedAt, w.EndedAt = deref(submitted), deref(ended)
+	return &w, nil
+}
+
+// ClaimWave takes the lease of one open wave that is due (its lease free
+// or expired, its next poll due) for owner, and returns it; nil when none
+// is due. A worker that died holding a lease loses the wave when the lease
+// expires.
+func (s *Store) ClaimWave(ctx context.Context, owner string, lease time.Duration) (*Wave, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	w, err := scanWave(s.pool.QueryRow(ctx, `
+		UPDATE waves SET lease_owner = $1, lease_until = now() + make_interval(secs => $2::float8), polls = polls + 1
+		WHERE id = (
+			SELECT id FROM waves
+			WHERE status NOT IN ('done', 'failed') AND (lease_until IS NULL OR lease_until < now() OR lease_owner = $1)
+			  AND (next_poll_at IS NULL OR next_poll_at <= now())
+			ORDER BY next_poll_at NULLS FIRST, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING `+waveColumns, owner, lease.Seconds()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim a wave: %w", err)
+	}
+	return w, nil
+}
+
+// WaveUpdate moves a wave on; zero fields are left as they are.
+type WaveUpdate struct {
+	Status          string
+	InputFileID     string
+	ProviderBatchID string
+	// Counts, when set, replaces the wave's result counts.
+	Counts *[4]int // succeeded, errored, expired, cancelled
+	Error  string
+	// NextPoll releases the lease and sets when the wave is next due; 0
+	// keeps the lease.
+	NextPoll time.Duration
+}
+
+// UpdateWave applies u to the wave while owner holds its lease
+// (ErrLeaseLost otherwise: another worker took it over).
+func (s *Store) UpdateWave(ctx context.Context, id int64, owner string, u WaveUpdate) error {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var counts []int32
+	if u.Counts != nil {
+		counts = []int32{int32(u.Counts[0]), int32(u.Counts[1]), int32(u.Counts[2]), int32(u.Counts[3])}
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE waves SET
+			status = coalesce(nullif($3, ''), status),
+			input_file_id = coalesce(nullif($4, ''), input_file_id),
+			provider_batch_id = coalesce(nullif($5, ''), provider_batch_id),
+			submitted_at = CASE WHEN $3 = 'submitted' AND submitted_at IS NULL THEN now() ELSE submitted_at END,
+			ended_at = CASE WHEN $3 IN ('ended', 'failed') AND ended_at IS NULL THEN now() ELSE ended_at END,
+			done_at = CASE WHEN $3 IN ('done', 'failed') THEN now() ELSE done_at END,
+			succeeded = coalesce(($6::int[])[1], succeeded), errored = coalesce(($6::int[])[2], errored),
+			expired = coalesce(($6::int[])[3], expired), cancelled = coalesce(($6::int[])[4], cancelled),
+			error = CASE WHEN $7 = '' THEN error ELSE $7 END,
+			lease_owner = CASE WHEN $8::float8 > 0 THEN NULL ELSE lease_owner END,
+			lease_until = CASE WHEN $8::float8 > 0 THEN NULL ELSE lease_until END,
+			next_poll_at = CASE WHEN $8::float8 > 0 THEN now() + make_interval(secs => $8::float8) ELSE next_poll_at END
+		WHERE id = $1 AND lease_owner = $2`,
+		id, owner, u.Status, u.InputFileID, u.ProviderBatchID, counts, txt(u.Error), u.NextPoll.Seconds())
+	if err != nil {
+		return fmt.Errorf("update wave %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("update wave %d: %w", id, ErrLeaseLost)
+	}
+	return nil
+}
+
+// WaveOutcome is the recorded outcome of one wave request.
+type WaveOutcome struct {
+	WaveID   int64
+	CustomID string
+	// Attempt is the attempt the reply (or failure) made.
+	Attempt Attempt
+	// Result, when set, is the job's final result (its Attempts, Calls and
+	// totals cover the run so far): the job row is set final.
+	Result *Result
+	// Totals, when Result is nil, are the job's running totals of the run
+	// (tokens, cost, attempts, calls) so the summary shows a batch's spend
+	// while it runs; only the numeric fields are read.
+	Totals *Result
+}
+
+// RecordWaveOutcomes records wave requests' outcomes in one transaction:
+// each attempt row (once: a results file processed twice records nothing
+// twice), the request marked recorded, the job's place in the wave cleared,
+// and a final result applied to its job (while it is queued in that run).
+// It returns how many attempts it inserted.
+func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int, error) {
+	if len(outs) == 0 {
+		return 0, nil
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	inserted := 0
+	err := s.retry(ctx, func(ctx context.Context) error {
+		inserted = 0
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			for i := range outs {
+				o := &outs[i]
+				var jobID string
+				var run int
+				var recorded bool
+				err := tx.QueryRow(ctx, `SELECT job_id, run, recorded FROM wave_requests WHERE wave_id = $1 AND custom_id = $2 FOR UPDATE`,
+					o.WaveID, o.CustomID).Scan(&jobID, &run, &recorded)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return fmt.Errorf("%w: wave %d has no request %s", ErrInvalid, o.WaveID, o.CustomID)
+				}
+				if err != nil {
+					return err
+				}
+				if recorded {
+					continue
+				}
+				a := o.Attempt
+				a.WaveID = o.WaveID
+				var sys *string
+				if a.System != nil {
+					sys = &a.System.sha
+					if err := putPrompts(ctx, tx, []string{a.System.sha}, []string{txt(a.System.text)}); err != nil {
+						return err
+					}
+				}
+				tag, err := tx.Exec(ctx, `
+					INSERT INTO attempts (job_id, run, attempt_no, request, request_hash, system_sha256, raw, source, repairs, errors,
+						class, valid, repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
+						transport_retries, retry_classes, provider_status, provider_error, model, request_id, started_at,
+						feedback, provider_class, price_basis, tokens_cache_write, cost_usd, wave_id)
+					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+						$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31)
+					ON CONFLICT (job_id, run, attempt_no) DO NOTHING`,
+					jobID, run, a.No, nullRaw(pgJSON(a.Request)), txt(a.RequestHash), sys, txt(a.Raw), txt(a.Source),
+					nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors)), txt(a.Class), a.Valid, a.RepairedLocally,
+					txt(a.FinishReason), a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached, int32(a.TransportRetries),
+					nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError), txt(a.Model),
+					txt(a.RequestID), nullTime(a.StartedAt), txt(a.Feedback), txt(a.ProviderClass), basisOr(a.PriceBasis),
+					a.TokensCacheWrite, a.CostUSD, nullID(a.WaveID))
+				if err != nil {
+					return fmt.Errorf("insert attempt %d of job %s: %w", a.No, jobID, err)
+				}
+				inserted += int(tag.RowsAffected())
+				if _, err := tx.Exec(ctx, `UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND custom_id = $2`, o.WaveID, o.CustomID); err != nil {
+					return err
+				}
+				if r := o.Result; r != nil {
+					if _, err := tx.Exec(ctx, `
+						UPDATE jobs SET status = $3, value = $4::jsonb, error = $5, final_class = $6, attempts = $7, calls = $8,
+							first_attempt_valid = $9, repaired_locally = $10, tokens_in = $11, tokens_out = $12, tokens_cached = $13,
+							tokens_cache_write = $14, cost_usd = $15, started_at = $16, finished_at = now(), wall_ms = $17, wave_id = NULL
+						WHERE id = $1 AND run = $2 AND status = 'queued'`,
+						jobID, run, txt(r.Status), nullJSON(pgJSON(r.Value)), txt(r.Error), txt(r.FinalClass), r.Attempts, r.Calls,
+						r.FirstAttemptValid, r.RepairedLocally, r.TokensIn, r.TokensOut, r.TokensCached, r.TokensCacheWrite,
+						r.CostUSD, nullTime(r.StartedAt), r.WallMS); err != nil {
+						return fmt.Errorf("finish job %s: %w", jobID, err)
+					}
+					continue
+				}
+				t := o.Totals
+				if t == nil {
+					t = &Result{}
+				}
+				if _, err := tx.Exec(ctx, `
+					UPDATE jobs SET wave_id = NULL, attempts = $3, calls = $4, tokens_in = $5, tokens_out = $6,
+						tokens_cached = $7, tokens_cache_write = $8, cost_usd = $9, started_at = coalesce(started_at, $10)
+					WHERE id = $1 AND run = $2 AND status = 'queued'`,
+					jobID, run, t.Attempts, t.Calls, t.TokensIn, t.TokensOut, t.TokensCached, t.TokensCacheWrite, t.CostUSD,
+					nullTime(t.StartedAt)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record %d wave outcomes: %w", len(outs), err)
+	}
+	return inserted, nil
+}
+
+// ReleaseWaveJobs takes back the jobs of a wave whose requests have no
+// recorded outcome (a wave that failed, or their lines were missing): they
+// have no place in a wave any more, and the caller runs them again. It
+// returns their ids.
+func (s *Store) ReleaseWaveJobs(ctx context.Context, waveID int64) ([]string, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		WITH r AS (
+			UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND NOT recorded RETURNING job_id
+		)
+		UPDATE jobs j SET wave_id = NULL FROM r WHERE j.id = r.job_id AND j.wave_id = $1 RETURNING j.id`, waveID)
+	if err != nil {
+		return nil, fmt.Errorf("release the jobs of wave %d: %w", waveID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("release the jobs of wave %d: %w", waveID, err)
+	}
+	return ids, nil
+}
+
+// JobAttempts returns the attempts of a job's run in order, with what a
+// later wave needs to go on from them (feedback, classes, usage).
+func (s *Store) JobAttempts(ctx context.Context, jobID string, run int) ([]Attempt, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT attempt_no, raw, source, errors::text, class, valid, repaired_locally, finish_reason, latency_ms,
+		       tokens_in, tokens_out, tokens_cached, tokens_cache_write, transport_retries, provider_status, provider_error,
+		       provider_class, model, request_id, started_at, feedback, price_basis, coalesce(cost_usd, 0)::float8,
+		       coalesce(wave_id, 0), request_hash
+		FROM attempts WHERE job_id = $1 AND run = $2 ORDER BY attempt_no`, jobID, max(run, 1))
+	if err != nil {
+		return nil, fmt.Errorf("read attempts of job %s: %w", jobID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		var errs string
+		var started *time.Time
+		err := r.Scan(&a.No, &a.Raw, &a.Source, &errs, &a.Class, &a.Valid, &a.RepairedLocally, &a.FinishReason, &a.LatencyMS,
+			&a.TokensIn, &a.TokensOut, &a.TokensCached, &a.TokensCacheWrite, &a.TransportRetries, &a.ProviderStatus,
+			&a.ProviderError, &a.ProviderClass, &a.Model, &a.RequestID, &started, &a.Feedback, &a.PriceBasis, &a.CostUSD,
+			&a.WaveID, &a.RequestHash)
+		a.Errors = json.RawMessage(errs)
+		a.StartedAt = deref(started)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read attempts of job %s: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// Waves returns the waves of a batch in order.
+func (s *Store) Waves(ctx context.Context, batch string) ([]Wave, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT `+waveColumns+` FROM waves WHERE batch = $1 ORDER BY number`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("read waves of %s: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Wave, error) {
+		w, err := scanWave(r)
+		if err != nil {
+			return Wave{}, err
+		}
+		return *w, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read waves of %s: %w", batch, err)
+	}
+	return out, nil
+}
+
+// CancelWaves asks for the open waves of a batch to be cancelled at their
+// provider (a worker does it) and returns how many.
+func (s *Store) CancelWaves(ctx context.Context, batch string) (int, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE waves SET status = 'cancelling', next_poll_at = now()
+		WHERE batch = $1 AND status IN ('recorded', 'uploaded', 'submitted')`, batch)
+	if err != nil {
+		return 0, fmt.Errorf("cancel the waves of %s: %w", batch, err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,124 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+func waveReqs(batch string, attempt int, ids ...int) []store.WaveRequest {
+	out := make([]store.WaveRequest, len(ids))
+	for i, n := range ids {
+		out[i] = store.WaveRequest{JobID: jobID(batch, n), Run: 1, AttemptNo: attempt,
+			Request: json.RawMessage(fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"row %d"}]}`, n))}
+	}
+	return out
+}
+
+func waveAttempt(no int, class string) store.Attempt {
+	a := store.Attempt{No: no, Raw: fmt.Sprintf("reply %d", no), Class: class, Valid: class == "",
+		TokensIn: 100, TokensOut: 10, Model: "sim-typical", PriceBasis: "batch", CostUSD: 0.001,
+		StartedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if class != "" {
+		a.Errors = json.RawMessage(`[{"path":"/name","keyword":"required","class":"shape","message":"/name: missing"}]`)
+		a.Feedback = "fix /name"
+	}
+	return a
+}
+
+// TestWaveLedger walks a wave through its life: recorded with the jobs'
+// places, leased by one worker only, results recorded once even when the
+// results are processed twice, a repair attempt going on from the ledger,
+// and the jobs of a failed wave taken back.
+func TestWaveLedger(t *testing.T) {
+	s, _ := setup(t, "wv", 4)
+	ctx := context.Background()
+
+	w, taken, err := s.RecordWave(ctx, store.WaveParams{Batch: "wv", Run: 1, Provider: "openai", Model: "m",
+		Requests: append(waveReqs("wv", 1, 1, 2, 3), waveReqs("wv", 1, 3)...), Owner: "a", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Number != 1 || len(taken) != 3 || w.Requests != 3 {
+		t.Fatalf("wave %+v with %d requests, want number 1 with 3 (a job is in a wave once)", w, len(taken))
+	}
+	for i, r := range taken {
+		if want := fmt.Sprintf("w%d-%d", w.ID, i); r.CustomID != want {
+			t.Errorf("custom id %q, want %q", r.CustomID, want)
+		}
+	}
+	// A job already in a wave is not taken again.
+	if w2, again, err := s.RecordWave(ctx, store.WaveParams{Batch: "wv", Run: 1, Provider: "openai", Model: "m",
+		Requests: waveReqs("wv", 1, 1)}); err != nil || w2 != nil || len(again) != 0 {
+		t.Fatalf("second wave of a placed job: %v %v %v, want nothing recorded", w2, again, err)
+	}
+
+	// The lease: the recorder holds it, no one else can claim or update.
+	if got, err := s.ClaimWave(ctx, "b", time.Minute); err != nil || got != nil {
+		t.Fatalf("claim of a leased wave by b: %v %v", got, err)
+	}
+	if err := s.UpdateWave(ctx, w.ID, "b", store.WaveUpdate{Status: store.WaveSubmitted}); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("update by a non-holder: %v, want ErrLeaseLost", err)
+	}
+	if err := s.UpdateWave(ctx, w.ID, "a", store.WaveUpdate{Status: store.WaveSubmitted, ProviderBatchID: "batch_1", NextPoll: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	got, err := s.ClaimWave(ctx, "b", time.Minute)
+	if err != nil || got == nil || got.ID != w.ID || got.ProviderBatchID != "batch_1" || got.Status != store.WaveSubmitted {
+		t.Fatalf("claim after release: %+v %v", got, err)
+	}
+
+	// Results: job 1 valid, job 2 needs another attempt; processed twice.
+	final := result(jobID("wv", 1), "ok", "")
+	outs := []store.WaveOutcome{
+		{WaveID: w.ID, CustomID: taken[0].CustomID, Attempt: waveAttempt(1, ""), Result: &final},
+		{WaveID: w.ID, CustomID: taken[1].CustomID, Attempt: waveAttempt(1, "shape"),
+			Totals: &store.Result{Attempts: 1, Calls: 1, TokensIn: 100, TokensOut: 10, CostUSD: 0.001}},
+	}
+	for range 2 {
+		if _, err := s.RecordWaveOutcomes(ctx, outs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := s.QueryRowForTest(ctx, `SELECT count(*) FROM attempts WHERE job_id LIKE 'wv-%'`, &n); err != nil || n != 2 {
+		t.Fatalf("%d attempt rows after processing twice (%v), want 2", n, err)
+	}
+	var status, basis string
+	var wave *int64
+	if err := s.QueryRowForTest(ctx, `SELECT j.status, j.wave_id, a.price_basis FROM jobs j JOIN attempts a ON a.job_id = j.id WHERE j.id = 'wv-1'`,
+		&status, &wave, &basis); err != nil || status != "valid" || wave != nil || basis != "batch" {
+		t.Fatalf("job 1: %s wave %v basis %s (%v), want valid, no wave, batch", status, wave, basis, err)
+	}
+
+	// Job 2 goes on from the ledger: its attempt with its feedback.
+	prev, err := s.JobAttempts(ctx, jobID("wv", 2), 1)
+	if err != nil || len(prev) != 1 || prev[0].Feedback != "fix /name" || prev[0].Class != "shape" || prev[0].WaveID != w.ID {
+		t.Fatalf("JobAttempts: %+v %v", prev, err)
+	}
+	w2, taken2, err := s.RecordWave(ctx, store.WaveParams{Batch: "wv", Run: 1, Provider: "openai", Model: "m",
+		Requests: waveReqs("wv", 2, 2), Owner: "b", Lease: time.Minute})
+	if err != nil || w2 == nil || w2.Number != 2 || len(taken2) != 1 {
+		t.Fatalf("repair wave: %+v %v %v", w2, taken2, err)
+	}
+
+	// Wave 1 ends with job 3's line missing: it is taken back.
+	ids, err := s.ReleaseWaveJobs(ctx, w.ID)
+	if err != nil || len(ids) != 1 || ids[0] != jobID("wv", 3) {
+		t.Fatalf("ReleaseWaveJobs: %v %v, want [wv-3]", ids, err)
+	}
+	// Cancel asks for the open waves (wave 1 is still submitted, wave 2 recorded).
+	if n, err := s.CancelWaves(ctx, "wv"); err != nil || n != 2 {
+		t.Fatalf("CancelWaves: %d %v", n, err)
+	}
+	ws, err := s.Waves(ctx, "wv")
+	if err != nil || len(ws) != 2 || ws[0].Status != store.WaveCancelling || ws[1].Status != store.WaveCancelling {
+		t.Fatalf("Waves: %+v %v", ws, err)
+	}
+}
