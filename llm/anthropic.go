@@ -12,12 +12,24 @@ import (
 type anRequest struct {
 	Model       string        `json:"model"`
 	MaxTokens   int           `json:"max_tokens"`
-	System      string        `json:"system,omitempty"`
+	System      any           `json:"system,omitempty"` // a string, or []anSystemBlock to cache it
 	Messages    []Message     `json:"messages"`
 	Temperature *float64      `json:"temperature,omitempty"`
 	Tools       []anTool      `json:"tools,omitempty"`
 	ToolChoice  *anToolChoice `json:"tool_choice,omitempty"`
 	Metadata    *anMetadata   `json:"metadata,omitempty"`
+}
+
+// anSystemBlock is the system prompt as a text block, the form that can
+// carry cache_control.
+type anSystemBlock struct {
+	Type         string          `json:"type"`
+	Text         string          `json:"text"`
+	CacheControl *anCacheControl `json:"cache_control,omitempty"`
+}
+
+type anCacheControl struct {
+	Type string `json:"type"`
 }
 
 type anTool struct {
@@ -59,28 +71,116 @@ type anResponse struct {
 // encodeAnthropic builds the Messages body. The system prompt is top-level
 // (a "system" message in Messages is moved there); max_tokens is always
 // sent. ModeJSONSchema has no Messages equivalent and is sent as ModeTool.
+// With CacheSystem, a system prompt long enough to be cached is sent as a
+// text block with cache_control (see anthropicCacheable).
 func (c *Client) encodeAnthropic(req *Request) ([]byte, error) {
-	w := anRequest{Model: req.Model, MaxTokens: req.MaxTokens, System: req.System, Temperature: req.Temperature}
+	w := anRequest{Model: req.Model, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
 	if w.MaxTokens <= 0 {
 		w.MaxTokens = AnthropicMaxTokensDefault
 	}
+	system := req.System
 	w.Messages = make([]Message, 0, len(req.Messages))
 	for _, m := range req.Messages {
 		if m.Role == "system" {
-			w.System = strings.TrimSpace(w.System + "\n\n" + m.Content)
+			system = strings.TrimSpace(system + "\n\n" + m.Content)
 			continue
 		}
 		w.Messages = append(w.Messages, m)
 	}
-	if req.Mode == ModeTool || req.Mode == ModeJSONSchema {
+	tool := req.Mode == ModeTool || req.Mode == ModeJSONSchema
+	if tool {
 		name := schemaName(req)
 		w.Tools = []anTool{{Name: name, Description: toolDescription, InputSchema: req.Schema}}
 		w.ToolChoice = &anToolChoice{Type: "tool", Name: name}
+	}
+	switch {
+	case system == "":
+	case req.CacheSystem && anthropicCacheable(req.Model, system, w.Tools):
+		w.System = []anSystemBlock{{Type: "text", Text: system, CacheControl: &anCacheControl{Type: "ephemeral"}}}
+	default:
+		w.System = system
 	}
 	if req.User != "" {
 		w.Metadata = &anMetadata{UserID: req.User}
 	}
 	return json.Marshal(&w)
+}
+
+// anthropicCacheable reports whether a cache breakpoint on the system
+// prompt would be honoured: the prefix it closes (the tools, then the
+// system prompt) estimated at the package's measure, a quarter of its
+// bytes, is at least the model's minimum. Below it Anthropic caches
+// nothing, so the prompt is sent as before.
+func anthropicCacheable(model, system string, tools []anTool) bool {
+	n := len(system)
+	for _, t := range tools {
+		n += len(t.Name) + len(t.Description) + len(t.InputSchema)
+	}
+	return (n+3)/4 >= AnthropicCacheMinTokens(model)
+}
+
+// AnthropicCacheMinTokensUnknown is the minimum assumed for a model
+// AnthropicCacheMinTokens does not know: the largest any model has, so an
+// unknown model's prompt is marked only when every model could cache it.
+const AnthropicCacheMinTokensUnknown = 4096
+
+// anthropicCacheMin is the shortest prompt prefix each model caches, in
+// tokens, from Anthropic's prompt-caching guide ("Cache limitations":
+// https://platform.claude.com/docs/en/build-with-claude/prompt-caching,
+// as quoted in anthropics/anthropic-sdk-python#1194): 4,096 for Claude
+// Opus 4.6, Opus 4.5 and Haiku 4.5; 1,024 for Sonnet 4.6, Sonnet 4.5,
+// Opus 4.1, Opus 4, Sonnet 4 and Sonnet 3.7 (and the retired Sonnet 3.5
+// and Opus 3); 2,048 for Haiku 3.5 and Haiku 3.
+var anthropicCacheMin = map[string]int{
+	"claude-opus-4-6":   4096,
+	"claude-opus-4-5":   4096,
+	"claude-haiku-4-5":  4096,
+	"claude-sonnet-4-6": 1024,
+	"claude-sonnet-4-5": 1024,
+	"claude-opus-4-1":   1024,
+	"claude-opus-4-0":   1024,
+	"claude-opus-4":     1024,
+	"claude-sonnet-4-0": 1024,
+	"claude-sonnet-4":   1024,
+	"claude-3-7-sonnet": 1024,
+	"claude-3-5-sonnet": 1024,
+	"claude-3-opus":     1024,
+	"claude-3-5-haiku":  2048,
+	"claude-3-haiku":    2048,
+}
+
+// AnthropicCacheMinTokens is the shortest prompt prefix, in tokens, that
+// model caches. A model is known by its alias (claude-sonnet-4-5), the
+// alias with -latest, or the alias with a snapshot date
+// (claude-sonnet-4-5-20250929); any other name, a newer model among them,
+// gets AnthropicCacheMinTokensUnknown.
+func AnthropicCacheMinTokens(model string) int {
+	if n, ok := anthropicCacheMin[model]; ok {
+		return n
+	}
+	if i := strings.LastIndexByte(model, '-'); i > 0 {
+		if n, ok := anthropicCacheMin[model[:i]]; ok && isSnapshot(model[i+1:]) {
+			return n
+		}
+	}
+	return AnthropicCacheMinTokensUnknown
+}
+
+// isSnapshot reports whether s names a snapshot of an alias: "latest" or a
+// date, YYYYMMDD.
+func isSnapshot(s string) bool {
+	if s == "latest" {
+		return true
+	}
+	if len(s) != 8 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeAnthropic reads a 2xx Messages body.
@@ -133,6 +233,7 @@ func decodeAnthropic(body []byte, req *Request, out *Response) error {
 		out.Usage.InputTokens = u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
 		out.Usage.OutputTokens = u.OutputTokens
 		out.Usage.CachedInputTokens = u.CacheReadInputTokens
+		out.Usage.CacheWriteTokens = u.CacheCreationInputTokens
 	}
 	normalizeRefusal(out)
 	return nil

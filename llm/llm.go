@@ -73,6 +73,19 @@ type Request struct {
 	// User is an opaque end-user / job identifier sent as OpenAI "user",
 	// Anthropic metadata.user_id. The simulator keys its ground truth on it.
 	User string `json:"user,omitempty"`
+	// CacheKey, when set, is sent as OpenAI's prompt_cache_key: requests
+	// with the same key and the same prefix are routed to the same prompt
+	// cache. Keep it stable for every request that shares the prefix (one
+	// key per batch and schema; the system prompt is that prefix and goes
+	// first). Anthropic and Ollama ignore it. A compatible server that
+	// rejects unknown fields must be sent none.
+	CacheKey string `json:"cache_key,omitempty"`
+	// CacheSystem asks Anthropic to cache the system prompt: it is sent as
+	// one text block with cache_control {"type":"ephemeral"} (the 5-minute
+	// cache) when it is long enough for the model to cache (see
+	// AnthropicCacheMinTokens), and as a plain string otherwise. OpenAI
+	// caches on its own and Ollama has no cache: both ignore it.
+	CacheSystem bool `json:"cache_system,omitempty"`
 }
 
 // FinishReason is the provider's stop reason, normalized.
@@ -86,11 +99,22 @@ const (
 	FinishContentFilter FinishReason = "content_filter"
 )
 
-// Usage is the token accounting of one call.
+// Usage is the token accounting of one call, the same for every provider.
+// InputTokens is every input token of the call, those read from and those
+// written to the provider's prompt cache included (OpenAI's prompt_tokens
+// already count them; Anthropic's input_tokens do not, so its
+// cache_read_input_tokens and cache_creation_input_tokens are added).
+// CachedInputTokens is the part read from the cache (OpenAI
+// prompt_tokens_details.cached_tokens, Anthropic cache_read_input_tokens),
+// CacheWriteTokens the part written to it (Anthropic
+// cache_creation_input_tokens, billed above the input price; OpenAI and
+// Ollama report none). The rest, InputTokens − CachedInputTokens −
+// CacheWriteTokens, is billed at the input price.
 type Usage struct {
 	InputTokens       int `json:"input_tokens"`
 	OutputTokens      int `json:"output_tokens"`
 	CachedInputTokens int `json:"cached_input_tokens"`
+	CacheWriteTokens  int `json:"cache_write_tokens,omitempty"`
 }
 
 // Retry is one transport retry made inside a call.

@@ -21,6 +21,7 @@ type oaRequest struct {
 	MaxTokens           int               `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int               `json:"max_completion_tokens,omitempty"`
 	User                string            `json:"user,omitempty"`
+	PromptCacheKey      string            `json:"prompt_cache_key,omitempty"`
 	ResponseFormat      *oaResponseFormat `json:"response_format,omitempty"`
 	Tools               []oaTool          `json:"tools,omitempty"`
 	ToolChoice          *oaToolChoice     `json:"tool_choice,omitempty"`
@@ -84,7 +85,10 @@ type oaResponse struct {
 }
 
 // encodeOpenAI builds the Chat Completions body. schema is what to send
-// (already made strict-compatible when strict is true).
+// (already made strict-compatible when strict is true). The system prompt
+// goes first, so requests that share it share a cacheable prefix; OpenAI
+// caches prefixes of 1,024 tokens and more on its own, and CacheKey, as
+// prompt_cache_key, routes the requests of one batch to the same cache.
 func (c *Client) encodeOpenAI(req *Request, schema json.RawMessage, strict bool) ([]byte, error) {
 	msgs := make([]oaMessage, 0, len(req.Messages)+1)
 	if req.System != "" {
@@ -93,7 +97,7 @@ func (c *Client) encodeOpenAI(req *Request, schema json.RawMessage, strict bool)
 	for _, m := range req.Messages {
 		msgs = append(msgs, oaMessage(m))
 	}
-	w := oaRequest{Model: req.Model, Messages: msgs, Temperature: req.Temperature, User: req.User}
+	w := oaRequest{Model: req.Model, Messages: msgs, Temperature: req.Temperature, User: req.User, PromptCacheKey: req.CacheKey}
 	if c.cfg.OpenAIMaxTokensParam == "max_completion_tokens" {
 		w.MaxCompletionTokens = req.MaxTokens
 	} else {
