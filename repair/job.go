@@ -115,6 +115,11 @@ type Job struct {
 	Mode      llm.Mode
 	// Temperature is optional.
 	Temperature *float64
+	// CacheKey, when set, asks the provider to cache the prompt prefix the
+	// job's requests share (the system prompt): each request gets it as
+	// llm.Request.CacheKey, with CacheSystem set. Give every job of a batch
+	// with the same schema the same key.
+	CacheKey string
 	// MaxTokens caps output tokens per call. Defaults to 1024.
 	MaxTokens int
 	Limits    Limits
@@ -174,13 +179,23 @@ type Attempt struct {
 	TokensIn        int              `json:"tokens_in"`
 	TokensOut       int              `json:"tokens_out"`
 	TokensCached    int              `json:"tokens_cached"`
-	Retries         []llm.Retry      `json:"retries,omitempty"`
-	ProviderStatus  int              `json:"provider_status,omitempty"`
-	ProviderError   string           `json:"provider_error,omitempty"`
-	ProviderClass   llm.ErrorClass   `json:"provider_class,omitempty"`
-	Model           string           `json:"model,omitempty"`
-	RequestID       string           `json:"request_id,omitempty"`
-	StartedAt       time.Time        `json:"started_at"`
+	// TokensCacheWrite is the input written to the provider's prompt
+	// cache (llm.Usage.CacheWriteTokens); like TokensCached, it is part of
+	// TokensIn.
+	TokensCacheWrite int `json:"tokens_cache_write"`
+	// PriceBasis is how the call is billed (Config.PriceBasis), and
+	// CostUSD what it cost on that basis at the step's prices, by the
+	// job's model (the price table's key, not the model the provider
+	// reported); 0 for a call that got no reply.
+	PriceBasis     PriceBasis     `json:"price_basis"`
+	CostUSD        float64        `json:"cost_usd"`
+	Retries        []llm.Retry    `json:"retries,omitempty"`
+	ProviderStatus int            `json:"provider_status,omitempty"`
+	ProviderError  string         `json:"provider_error,omitempty"`
+	ProviderClass  llm.ErrorClass `json:"provider_class,omitempty"`
+	Model          string         `json:"model,omitempty"`
+	RequestID      string         `json:"request_id,omitempty"`
+	StartedAt      time.Time      `json:"started_at"`
 	// Feedback is the correction sent after this attempt, "" when none.
 	Feedback string `json:"feedback,omitempty"`
 }
@@ -195,11 +210,13 @@ type Result struct {
 	Attempts []Attempt       `json:"attempts"`
 	// Calls counts the provider calls of the attempts (one per attempt,
 	// whether it got a reply or failed), transport retries excluded.
-	Calls             int           `json:"calls"`
-	TransportRetries  int           `json:"transport_retries"`
-	TokensIn          int           `json:"tokens_in"`
-	TokensOut         int           `json:"tokens_out"`
-	TokensCached      int           `json:"tokens_cached"`
+	Calls            int `json:"calls"`
+	TransportRetries int `json:"transport_retries"`
+	TokensIn         int `json:"tokens_in"`
+	TokensOut        int `json:"tokens_out"`
+	TokensCached     int `json:"tokens_cached"`
+	TokensCacheWrite int `json:"tokens_cache_write"`
+	// CostUSD is the sum of the attempts' CostUSD.
 	CostUSD           float64       `json:"cost_usd"`
 	FirstAttemptValid bool          `json:"first_attempt_valid"`
 	RepairedLocally   bool          `json:"repaired_locally"`

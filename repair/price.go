@@ -6,11 +6,71 @@ import (
 	"strings"
 )
 
+// PriceBasis is how a call is billed: at the realtime price, or at the
+// batch price of a provider's batch API (OpenAI Batch, Anthropic Message
+// Batches).
+type PriceBasis string
+
+const (
+	// PriceBasisRealtime is a call made on the provider's realtime API.
+	PriceBasisRealtime PriceBasis = "realtime"
+	// PriceBasisBatch is a request of a provider batch.
+	PriceBasisBatch PriceBasis = "batch"
+)
+
 // Price is what a model costs, in US dollars per million tokens.
+//
+// A zero CacheWritePerMTok means cache writes cost the input price (OpenAI
+// bills none separately). A zero batch price is half the realtime price
+// of the same kind (for cache writes, half the realtime cache-write price
+// as just defined): both providers document their batch APIs at 50% of
+// every realtime price, and Anthropic's caching multipliers stack with it
+// (OpenAI: https://help.openai.com/en/articles/9197833-batch-api-faq,
+// "50% cost discount vs. the synchronous APIs"; Anthropic:
+// https://docs.anthropic.com/en/docs/about-claude/pricing, "Batch
+// processing"). A zero CachedInputPerMTok is a price of zero, as before.
 type Price struct {
 	InputPerMTok       float64 `json:"input_per_mtok"`
 	OutputPerMTok      float64 `json:"output_per_mtok"`
 	CachedInputPerMTok float64 `json:"cached_input_per_mtok"`
+	// CacheWritePerMTok is the price of input written to the prompt cache
+	// (Anthropic's 5-minute cache: 1.25× input).
+	CacheWritePerMTok float64 `json:"cache_write_per_mtok,omitempty"`
+
+	BatchInputPerMTok       float64 `json:"batch_input_per_mtok,omitempty"`
+	BatchOutputPerMTok      float64 `json:"batch_output_per_mtok,omitempty"`
+	BatchCachedInputPerMTok float64 `json:"batch_cached_input_per_mtok,omitempty"`
+	BatchCacheWritePerMTok  float64 `json:"batch_cache_write_per_mtok,omitempty"`
+}
+
+// Rates are the four prices of one basis, defaults applied, in US dollars
+// per million tokens.
+type Rates struct {
+	Input, Output, CachedInput, CacheWrite float64
+}
+
+// Rates returns p's prices on basis, its zero fields given their meaning
+// (see Price). Any basis but PriceBasisBatch is realtime.
+func (p Price) Rates(basis PriceBasis) Rates {
+	r := Rates{Input: p.InputPerMTok, Output: p.OutputPerMTok, CachedInput: p.CachedInputPerMTok, CacheWrite: p.CacheWritePerMTok}
+	if r.CacheWrite == 0 {
+		r.CacheWrite = r.Input
+	}
+	if basis != PriceBasisBatch {
+		return r
+	}
+	half := func(batch, realtime float64) float64 {
+		if batch != 0 {
+			return batch
+		}
+		return realtime / 2
+	}
+	return Rates{
+		Input:       half(p.BatchInputPerMTok, r.Input),
+		Output:      half(p.BatchOutputPerMTok, r.Output),
+		CachedInput: half(p.BatchCachedInputPerMTok, r.CachedInput),
+		CacheWrite:  half(p.BatchCacheWritePerMTok, r.CacheWrite),
+	}
 }
 
 // Prices maps a model name to its price. A name ending in "*" is a prefix.
@@ -19,21 +79,38 @@ type Prices map[string]Price
 // DefaultPrices holds list prices for common models at the time of writing.
 // Users override or extend them with a JSON file (see ParsePrices); the
 // simulator's models cost nothing.
+//
+// The OpenAI rows (input, cached input, output) are unchanged; their batch
+// prices are the default half (see Price). The Anthropic rows follow
+// Anthropic's pricing page, https://docs.anthropic.com/en/docs/about-claude/pricing
+// (now platform.claude.com/docs/en/about-claude/pricing): "Model pricing"
+// gives base input, 5m cache writes, cache hits and output, "Batch
+// processing" the batch input and output written out below. Cache writes
+// are the 5-minute writes, 1.25× input (the only cache llm asks for);
+// cache hits are 0.1× input. Batch cache prices are the default half.
 func DefaultPrices() Prices {
 	return Prices{
-		"gpt-4o-mini":              {0.15, 0.60, 0.075},
-		"gpt-4o":                   {2.50, 10.00, 1.25},
-		"gpt-4.1-mini":             {0.40, 1.60, 0.10},
-		"gpt-4.1":                  {2.00, 8.00, 0.50},
-		"claude-3-5-haiku-latest":  {0.80, 4.00, 0.08},
-		"claude-haiku-4-5":         {1.00, 5.00, 0.10},
-		"claude-sonnet-4-5":        {3.00, 15.00, 0.30},
-		"claude-sonnet-4-20250514": {3.00, 15.00, 0.30},
-		"sim-*":                    {},
+		"gpt-4o-mini":  {InputPerMTok: 0.15, OutputPerMTok: 0.60, CachedInputPerMTok: 0.075},
+		"gpt-4o":       {InputPerMTok: 2.50, OutputPerMTok: 10.00, CachedInputPerMTok: 1.25},
+		"gpt-4.1-mini": {InputPerMTok: 0.40, OutputPerMTok: 1.60, CachedInputPerMTok: 0.10},
+		"gpt-4.1":      {InputPerMTok: 2.00, OutputPerMTok: 8.00, CachedInputPerMTok: 0.50},
+		"claude-3-5-haiku-latest": {InputPerMTok: 0.80, OutputPerMTok: 4.00, CachedInputPerMTok: 0.08, CacheWritePerMTok: 1.00,
+			BatchInputPerMTok: 0.40, BatchOutputPerMTok: 2.00},
+		"claude-haiku-4-5": {InputPerMTok: 1.00, OutputPerMTok: 5.00, CachedInputPerMTok: 0.10, CacheWritePerMTok: 1.25,
+			BatchInputPerMTok: 0.50, BatchOutputPerMTok: 2.50},
+		"claude-sonnet-4-5": {InputPerMTok: 3.00, OutputPerMTok: 15.00, CachedInputPerMTok: 0.30, CacheWritePerMTok: 3.75,
+			BatchInputPerMTok: 1.50, BatchOutputPerMTok: 7.50},
+		"claude-sonnet-4-20250514": {InputPerMTok: 3.00, OutputPerMTok: 15.00, CachedInputPerMTok: 0.30, CacheWritePerMTok: 3.75,
+			BatchInputPerMTok: 1.50, BatchOutputPerMTok: 7.50},
+		"sim-*": {},
 	}
 }
 
-// ParsePrices reads a JSON object of model -> Price and lays it over base.
+// ParsePrices reads a JSON object of model -> Price and lays it over base:
+// a model in data replaces base's whole row, and a key it leaves out is
+// zero, with the meaning Price gives zero (the keys are those of Price's
+// JSON tags; only input_per_mtok, output_per_mtok and cached_input_per_mtok
+// existed before, and a file with only those still reads the same).
 func ParsePrices(base Prices, data []byte) (Prices, error) {
 	var over Prices
 	if err := json.Unmarshal(data, &over); err != nil {
@@ -65,13 +142,27 @@ func (p Prices) Lookup(model string) (Price, bool) {
 	return price, found
 }
 
-// Cost is the estimated cost in dollars of the given token counts. Cached
-// input tokens are part of in and are charged at the cached rate.
+// Cost is the estimated realtime cost in dollars of the given token
+// counts, with no cache writes: CostOn(model, PriceBasisRealtime, in, out,
+// cached, 0).
 func (p Prices) Cost(model string, in, out, cached int) float64 {
+	return p.CostOn(model, PriceBasisRealtime, in, out, cached, 0)
+}
+
+// CostOn is the estimated cost in dollars of one call, or of the sum of
+// several, on basis. The counts are those of llm.Usage: in is every input
+// token, cached (cache reads) and written (cache writes) included; the
+// rest of in is billed at the input price, cached at the cached-input
+// price, written at the cache-write price, out at the output price (see
+// Rates). An unknown model costs 0.
+func (p Prices) CostOn(model string, basis PriceBasis, in, out, cached, written int) float64 {
 	pr, _ := p.Lookup(model)
-	uncached := in - cached
+	r := pr.Rates(basis)
+	uncached := in - cached - written
 	if uncached < 0 {
 		uncached = 0
 	}
-	return (float64(uncached)*pr.InputPerMTok + float64(cached)*pr.CachedInputPerMTok + float64(out)*pr.OutputPerMTok) / 1e6
+	// In this order, with written = 0 the sum is bit for bit the one Cost
+	// computed before cache writes were priced.
+	return (float64(uncached)*r.Input + float64(cached)*r.CachedInput + float64(out)*r.Output + float64(written)*r.CacheWrite) / 1e6
 }

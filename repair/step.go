@@ -27,6 +27,10 @@ const (
 type Config struct {
 	// Prices estimates cost; defaults to DefaultPrices.
 	Prices Prices
+	// PriceBasis is how the driver's calls are billed: realtime (the
+	// default) or batch, for a driver that sends them in provider batches.
+	// Each attempt records it and is priced on it.
+	PriceBasis PriceBasis
 	// Record defaults to RecordFull.
 	Record RequestRecord
 	// NowFunc is the clock; defaults to time.Now.
@@ -44,6 +48,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Record == "" {
 		c.Record = RecordFull
+	}
+	if c.PriceBasis == "" {
+		c.PriceBasis = PriceBasisRealtime
 	}
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
@@ -203,6 +210,9 @@ func (s *Step) Next() Action {
 		MaxTokens:   s.maxTokens,
 		User:        s.job.ID,
 	}
+	if s.job.CacheKey != "" {
+		req.CacheKey, req.CacheSystem = s.job.CacheKey, true
+	}
 	if s.lim.TokenBudget > 0 {
 		spent := s.res.TokensIn + s.res.TokensOut
 		if need := EstimateTokens(req); spent+need > s.lim.TokenBudget {
@@ -228,7 +238,7 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 	}
 	s.pending = nil
 	res := s.res
-	a := Attempt{No: len(res.Attempts) + 1, StartedAt: started}
+	a := Attempt{No: len(res.Attempts) + 1, StartedAt: started, PriceBasis: s.cfg.PriceBasis}
 	s.recordRequest(&a, req)
 	if err != nil || resp == nil {
 		if err == nil {
@@ -244,6 +254,8 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 	a.TokensIn = resp.Usage.InputTokens
 	a.TokensOut = resp.Usage.OutputTokens
 	a.TokensCached = resp.Usage.CachedInputTokens
+	a.TokensCacheWrite = resp.Usage.CacheWriteTokens
+	a.CostUSD = s.cfg.Prices.CostOn(s.job.Model, a.PriceBasis, a.TokensIn, a.TokensOut, a.TokensCached, a.TokensCacheWrite)
 	a.Retries = resp.Retries
 	a.ProviderStatus = resp.Status
 	a.Model = resp.Model
@@ -251,6 +263,7 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 	res.TokensIn += a.TokensIn
 	res.TokensOut += a.TokensOut
 	res.TokensCached += a.TokensCached
+	res.TokensCacheWrite += a.TokensCacheWrite
 	res.TransportRetries += len(a.Retries)
 
 	check := validate.Check(s.job.Schema, resp.Text)
@@ -374,9 +387,16 @@ func (s *Step) finish() Action {
 	return Action{}
 }
 
-// settle brings the result's cost and wall time up to date.
+// settle brings the result's cost and wall time up to date. The cost is
+// the sum of the attempts' costs: each was priced on its own basis when it
+// was recorded (a job continued from prev may mix realtime and batch
+// attempts).
 func (s *Step) settle() {
-	s.res.CostUSD = s.cfg.Prices.Cost(s.job.Model, s.res.TokensIn, s.res.TokensOut, s.res.TokensCached)
+	cost := 0.0
+	for i := range s.res.Attempts {
+		cost += s.res.Attempts[i].CostUSD
+	}
+	s.res.CostUSD = cost
 	s.res.Wall = s.cfg.NowFunc().Sub(s.start)
 }
 
