@@ -25,12 +25,31 @@ const (
 	// same reply: it is permanent for that request, never retried.
 	// Error.Size and Error.Head describe the body.
 	ClassTooLarge ErrorClass = "too_large"
+
+	// The classes below come only from the results of a provider batch
+	// (Client.BatchResults), never from Complete. An errored batch request
+	// gets the class its error would have in realtime (OpenAI's
+	// response.status_code and body, Anthropic's nested error type), so
+	// Retryable and Permanent mean the same for it in a later wave.
+
+	// ClassExpired is a batch request the batch ended before running
+	// (OpenAI batch_expired, Anthropic "expired"). It was not billed;
+	// retryable: send it again in a later wave, or realtime when the
+	// deadline is near.
+	ClassExpired ErrorClass = "expired"
+	// ClassCancelled is a batch request that did not run because its
+	// batch was cancelled (Anthropic "canceled", OpenAI batch_cancelled).
+	// It was not billed. Retryable as a request (nothing is wrong with
+	// it), but a cancel is someone's decision: a driver sends it again
+	// only when its job is still wanted.
+	ClassCancelled ErrorClass = "cancelled"
 )
 
 // Retryable reports whether a call failing with c may succeed if made again.
 func (c ErrorClass) Retryable() bool {
 	switch c {
-	case ClassRateLimited, ClassOverloaded, ClassServer, ClassTimeout, ClassNetwork, ClassBadResponse:
+	case ClassRateLimited, ClassOverloaded, ClassServer, ClassTimeout, ClassNetwork, ClassBadResponse,
+		ClassExpired, ClassCancelled:
 		return true
 	}
 	return false
