@@ -148,26 +148,35 @@ func TestUsageIsBytesOverFour(t *testing.T) {
 	}
 }
 
+// TestCachedTokensOnLongConversations: OpenAI's cache is automatic; the
+// first sight of a long prompt reads nothing and writes it, and the same
+// prompt again reads its longest prefix in whole 128-token steps.
 func TestCachedTokensOnLongConversations(t *testing.T) {
 	t.Parallel()
 	s := New(Config{Now: fixedNow})
-	long := strings.Repeat("x", 8000) // 2000 tokens before the last message
+	long := strings.Repeat("x", 8000) // 2002 prompt tokens with the two short messages
 	body := map[string]any{"model": "m", "messages": []any{
 		map[string]any{"role": "user", "content": long},
 		map[string]any{"role": "assistant", "content": "ok"},
 		map[string]any{"role": "user", "content": "more"},
 	}}
-	rec := do(t, s, "/v1/chat/completions", body)
-	var r struct {
-		Usage struct {
-			PromptTokensDetails struct {
-				CachedTokens int `json:"cached_tokens"`
-			} `json:"prompt_tokens_details"`
+	cached := func() int {
+		rec := do(t, s, "/v1/chat/completions", body)
+		var r struct {
+			Usage struct {
+				PromptTokensDetails struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			}
 		}
+		_ = json.Unmarshal(rec.Body.Bytes(), &r)
+		return r.Usage.PromptTokensDetails.CachedTokens
 	}
-	_ = json.Unmarshal(rec.Body.Bytes(), &r)
-	if got := r.Usage.PromptTokensDetails.CachedTokens; got != 1920 {
-		t.Fatalf("cached_tokens = %d, want 1920 (2001 prefix tokens in steps of 128)", got)
+	if got := cached(); got != 0 {
+		t.Fatalf("first sight: cached_tokens = %d, want 0", got)
+	}
+	if got := cached(); got != 1920 {
+		t.Fatalf("second sight: cached_tokens = %d, want 1920 (2002 prompt tokens in steps of 128)", got)
 	}
 }
 

@@ -51,6 +51,9 @@ type call struct {
 	provider string
 	reqID    string
 	now      time.Time
+	// batch is set for a request of a batch: no think time, and the
+	// usage says so where the provider does (Anthropic's service_tier).
+	batch bool
 }
 
 // ServeHTTP answers one call. See the package documentation.
@@ -59,6 +62,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &call{s: s, w: w, r: r, n: n, provider: route(r.URL.Path), now: s.cfg.Now()}
 	c.reqID = "req_" + idFrom(strconv.FormatUint(s.cfg.Seed, 10), strconv.FormatInt(n, 10))
 	if c.provider == "" {
+		if br, ok := parseBatchRoute(r.URL.Path); ok {
+			c.provider = br.provider
+			s.serveBatch(c, br)
+			return
+		}
 		c.provider = "openai"
 		c.fail(&apiError{status: 404, typ: "invalid_request_error", msg: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)}, nil)
 		return
@@ -100,8 +108,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.quota()
 		return
 	}
-	pBytes, prefix := promptBytes(req)
-	pTok := tokens(pBytes)
+	pTok := tokens(promptBytes(req))
 	var lr limitResult
 	if s.limits.enabled() {
 		lr = s.limits.take(req.model+"\x00"+r.Header.Get("Authorization")+r.Header.Get("X-Api-Key"), pTok+req.maxTokens)
@@ -134,7 +141,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.reset()
 		return
 	}
-	body, hdr, p, d := c.reply(req, pTok, prefix, lr, fault == EventHuge)
+	out := c.reply(req, pTok, s.cache(c.provider, req, c.now, true), lr, fault == EventHuge)
+	body, hdr, p, d := out.body, out.hdr, out.plan, out.think
 	if fault == EventMalformed {
 		body = body[:len(body)/2]
 	}
@@ -226,9 +234,18 @@ func (s *Server) thinkTime(n int64, cTok int) time.Duration {
 	return s.cfg.Latency.delay(cTok, s.rng("latency", strconv.FormatInt(n, 10)))
 }
 
-// reply renders the model's answer in the provider's shape, and returns the
-// think time to wait before sending it.
-func (c *call) reply(req *chatReq, pTok, prefixBytes int, lr limitResult, huge bool) ([]byte, http.Header, plan, time.Duration) {
+// replyOut is a rendered answer.
+type replyOut struct {
+	body  []byte
+	hdr   http.Header
+	plan  plan
+	think time.Duration // to wait before sending it
+	cTok  int           // completion tokens
+}
+
+// reply renders the model's answer in the provider's shape, with the
+// prompt cache's part of the usage.
+func (c *call) reply(req *chatReq, pTok int, cu cacheUse, lr limitResult, huge bool) replyOut {
 	s := c.s
 	p := s.model(req)
 	objectChannel := req.toolName != "" && c.provider != "openai" && p.isJSON
@@ -255,15 +272,22 @@ func (c *call) reply(req *chatReq, pTok, prefixBytes int, lr limitResult, huge b
 	if p.outcome == FaultEmpty {
 		cTok = 0
 	}
-	cached := cachedTokens(prefixBytes)
-	think := s.thinkTime(c.n, cTok)
+	think := time.Duration(0)
+	if !c.batch {
+		think = s.thinkTime(c.n, cTok)
+	}
 	msgID := idFrom("msg", p.key, strconv.Itoa(p.turn), p.text)
 	var v any
 	switch c.provider {
 	case "anthropic":
 		out := antResponse{ID: "msg_01" + msgID, Type: "message", Role: "assistant", Model: req.model,
 			Content: []any{}, StopReason: "end_turn",
-			Usage: antUsage{InputTokens: pTok - cached, CacheReadInputTokens: cached, OutputTokens: cTok, ServiceTier: "standard"}}
+			Usage: antUsage{InputTokens: pTok - cu.read - cu.write(), CacheReadInputTokens: cu.read,
+				CacheCreationInputTokens: cu.write(), OutputTokens: cTok, ServiceTier: "standard"}}
+		out.Usage.CacheCreation.Ephemeral5m, out.Usage.CacheCreation.Ephemeral1h = cu.write5m, cu.write1h
+		if c.batch {
+			out.Usage.ServiceTier = "batch"
+		}
 		if pad != "" && objectChannel {
 			out.Content = append(out.Content, antText{"text", pad})
 		}
@@ -311,7 +335,7 @@ func (c *call) reply(req *chatReq, pTok, prefixBytes int, lr limitResult, huge b
 		out := oaResponse{ID: "chatcmpl-" + msgID, Object: "chat.completion", Created: c.now.Unix(), Model: req.model,
 			ServiceTier: "default", SystemFingerprint: "fp_sim" + strconv.FormatUint(s.cfg.Seed%1000, 10)}
 		u := oaUsage{PromptTokens: pTok, CompletionTokens: cTok, TotalTokens: pTok + cTok}
-		u.PromptTokensDetails.CachedTokens = cached
+		u.PromptTokensDetails.CachedTokens = cu.read
 		out.Usage = u
 		ch := oaChoice{Message: oaMessage{Role: "assistant", Annotations: []struct{}{}}, FinishReason: "stop"}
 		text := outText
@@ -342,7 +366,7 @@ func (c *call) reply(req *chatReq, pTok, prefixBytes int, lr limitResult, huge b
 		hdr.Set("Openai-Processing-Ms", "0")
 	}
 	c.rateHeaders(hdr, lr)
-	return body, hdr, p, think
+	return replyOut{body: body, hdr: hdr, plan: p, think: think, cTok: cTok}
 }
 
 func hugePad(n int) string {

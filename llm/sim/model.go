@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fixpoint-dev/fixpoint/extract"
 )
@@ -35,6 +36,13 @@ type chatReq struct {
 	// jsonOnly is set by OpenAI's json_object and Ollama's "json" format:
 	// without a schema the reply is still a JSON object.
 	jsonOnly bool
+	// cacheKey is OpenAI's prompt_cache_key, cacheTTL the retention its
+	// prompt_cache_retention asks for (0: the default).
+	cacheKey string
+	cacheTTL time.Duration
+	// bounds are the block boundaries of an Anthropic prompt with a
+	// cache_control breakpoint (nil without one), in order.
+	bounds []cacheBound
 }
 
 // plan is what the model says, before it is put on the wire.
@@ -416,30 +424,16 @@ func (s *Server) prose(key string, turn int) string {
 func tokens(nbytes int) int { return (nbytes + 3) / 4 }
 
 // promptBytes counts the prompt: system, every message and the schema (when
-// it is not already in the prompt). prefix is the same without the last
-// message (what a provider's prompt cache could hold).
-func promptBytes(r *chatReq) (total, prefix int) {
-	total = len(r.system)
-	for i, m := range r.msgs {
-		if i == len(r.msgs)-1 {
-			prefix = total
-		}
+// it is not already in the prompt).
+func promptBytes(r *chatReq) int {
+	total := len(r.system)
+	for _, m := range r.msgs {
 		total += len(m.text)
 	}
 	if !r.schemaInPrompt {
 		total += len(r.schema)
 	}
-	return total, prefix
-}
-
-// cachedTokens follows OpenAI's prompt caching: prefixes of 1024 tokens or
-// more, in steps of 128.
-func cachedTokens(prefixBytes int) int {
-	t := tokens(prefixBytes)
-	if t < 1024 {
-		return 0
-	}
-	return t / 128 * 128
+	return total
 }
 
 func idFrom(parts ...string) string {

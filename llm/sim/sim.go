@@ -95,6 +95,15 @@ const (
 	TrickleIntervalDefault = 50 * time.Millisecond
 	// HugeBytesDefault is the size of a huge reply.
 	HugeBytesDefault = 5 << 20
+	// BatchCompletionDelayDefault is Config.Batch.CompletionDelay when it
+	// is 0: short, so that tests poll a batch to its end quickly.
+	BatchCompletionDelayDefault = 100 * time.Millisecond
+	// BatchDeadlineDefault is Config.Batch.Deadline when it is 0: the
+	// providers' 24-hour completion window.
+	BatchDeadlineDefault = 24 * time.Hour
+	// CacheTTLDefault is Config.Cache.TTL when it is 0: both providers keep
+	// an unused prefix about 5 minutes.
+	CacheTTLDefault = 5 * time.Minute
 )
 
 // ErrConfig is matched by every configuration error.
@@ -262,8 +271,63 @@ type Config struct {
 	HugeBytes int
 	// Now is the clock for timestamps and rate limits. Default time.Now.
 	Now func() time.Time
-	// Script, when set, is asked first about every call.
+	// Script, when set, is asked first about every call, the batch
+	// endpoints' included.
 	Script ScriptFunc
+	// Batch configures the batch endpoints (see "Batches" above).
+	Batch BatchConfig
+	// Cache configures the prompt-cache model (see "Prompt caching" above).
+	Cache CacheConfig
+}
+
+// BatchConfig configures the providers' batch endpoints. Transport faults,
+// latency and rate limits do not apply to them (Script does).
+type BatchConfig struct {
+	// CompletionDelay is how long a batch runs: its requests finish one by
+	// one over it, in a seeded order, and the batch ends when the last one
+	// has. 0 means BatchCompletionDelayDefault; negative means no delay (the
+	// first poll after the create call sees the batch ended).
+	CompletionDelay time.Duration
+	// Deadline ends a batch that is still running this long after its
+	// creation: it ends expired, its unfinished requests expired, its
+	// finished ones kept. 0 means BatchDeadlineDefault.
+	Deadline time.Duration
+	// CancelDelay is how long a cancel takes: the cancel call answers
+	// cancelling (Anthropic: canceling), and polls from CancelDelay later on
+	// see the batch ended. Requests that had not finished when the cancel
+	// arrived end cancelled. Default 0.
+	CancelDelay time.Duration
+	// ExpiredShare is the share of each batch's requests that end expired,
+	// as if the deadline had passed before they ran: round(share × n) of
+	// them, chosen by seed. An OpenAI batch with an expired request ends
+	// expired; an Anthropic one ends with request_counts.expired.
+	ExpiredShare float64
+	// ErroredShare is the share of each batch's requests that end errored
+	// with the provider's 500 (OpenAI server_error in the error file,
+	// Anthropic api_error nested in an errored result): round(share × n),
+	// chosen by seed, none of them an expired one. ExpiredShare +
+	// ErroredShare must not exceed 1.
+	ErroredShare float64
+	// CacheHitProb is the probability that a batch request whose prompt
+	// prefix is cached reads it (Anthropic documents cache hits in batches
+	// as best effort); a request that does not read still writes. 0 means
+	// 1; negative means never.
+	CacheHitProb float64
+}
+
+// CacheConfig configures the prompt-cache model.
+type CacheConfig struct {
+	// Off turns prompt caching off: no request reads or writes a cache.
+	Off bool
+	// TTL is how long a cached prefix lives after its last use. 0 means
+	// CacheTTLDefault. A request asks for longer with Anthropic's
+	// cache_control "ttl": "1h" or OpenAI's prompt_cache_retention "24h".
+	TTL time.Duration
+	// AnthropicMinTokens is the minimum cacheable prefix, in tokens, of
+	// every Anthropic model. 0 means by model name:
+	// AnthropicHaikuCacheMinTokens for a name containing "haiku",
+	// AnthropicCacheMinTokens for any other.
+	AnthropicMinTokens int
 }
 
 // WithDefaults returns c with defaults filled in.
@@ -278,6 +342,12 @@ func (c Config) WithDefaults() Config {
 	c.TrickleInterval = cmp.Or(c.TrickleInterval, TrickleIntervalDefault)
 	c.HugeBytes = cmp.Or(c.HugeBytes, HugeBytesDefault)
 	c.Latency.Dist = cmp.Or(c.Latency.Dist, DistLognormal)
+	c.Batch.CompletionDelay = cmp.Or(c.Batch.CompletionDelay, BatchCompletionDelayDefault)
+	c.Batch.Deadline = cmp.Or(c.Batch.Deadline, BatchDeadlineDefault)
+	if c.Batch.CacheHitProb == 0 {
+		c.Batch.CacheHitProb = 1
+	}
+	c.Cache.TTL = cmp.Or(c.Cache.TTL, CacheTTLDefault)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -285,7 +355,8 @@ func (c Config) WithDefaults() Config {
 }
 
 func (c Config) validate() error {
-	probs := map[string]float64{"FixProb": c.FixProb, "NewFaultProb": c.NewFaultProb}
+	probs := map[string]float64{"FixProb": c.FixProb, "NewFaultProb": c.NewFaultProb,
+		"Batch.ExpiredShare": c.Batch.ExpiredShare, "Batch.ErroredShare": c.Batch.ErroredShare}
 	for _, k := range allFaultKinds {
 		probs["Mix."+string(k)] = c.Mix.Prob(k)
 	}
@@ -316,6 +387,23 @@ func (c Config) validate() error {
 	if c.Latency.RequestP50 < 0 || c.Latency.TokenP50 < 0 || c.Latency.RequestP99 < 0 || c.Latency.TokenP99 < 0 {
 		return fmt.Errorf("%w: Latency durations must be >= 0", ErrConfig)
 	}
+	return c.validateBatchCache()
+}
+
+func (c Config) validateBatchCache() error {
+	b := c.Batch
+	if s := b.ExpiredShare + b.ErroredShare; s > 1 {
+		return fmt.Errorf("%w: Batch.ExpiredShare+ErroredShare = %v, want <= 1", ErrConfig, s)
+	}
+	if b.Deadline < 0 || b.CancelDelay < 0 {
+		return fmt.Errorf("%w: Batch.Deadline = %v, CancelDelay = %v, want >= 0", ErrConfig, b.Deadline, b.CancelDelay)
+	}
+	if math.IsNaN(b.CacheHitProb) || b.CacheHitProb > 1 {
+		return fmt.Errorf("%w: Batch.CacheHitProb = %v, want <= 1", ErrConfig, b.CacheHitProb)
+	}
+	if c.Cache.TTL < 0 || c.Cache.AnthropicMinTokens < 0 {
+		return fmt.Errorf("%w: Cache.TTL = %v, AnthropicMinTokens = %d, want >= 0", ErrConfig, c.Cache.TTL, c.Cache.AnthropicMinTokens)
+	}
 	return nil
 }
 
@@ -332,6 +420,10 @@ type Server struct {
 	schemas rawCache[*schemaDoc]
 	// systems caches the text of system prompts by their raw JSON.
 	systems textCache
+	// prompts is the prompt-cache model's state (promptcache.go).
+	prompts promptCache
+	// batches holds the batch endpoints' files and batches (batch.go).
+	batches batchStore
 	done    chan struct{}
 	closeMu sync.Once
 }

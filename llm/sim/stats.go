@@ -39,6 +39,36 @@ type Stats struct {
 	Faults map[FaultKind]int64
 	// Transport counts transport events by name (Event... constants).
 	Transport map[string]int64
+	// Batch counts the batch endpoints' work. The requests of a batch are
+	// not in Replies, Corrections or Faults.
+	Batch BatchStats
+	// Cache counts the prompt cache's reads and writes, realtime and batch.
+	Cache CacheStats
+}
+
+// BatchStats counts the batch endpoints' work, both providers together.
+type BatchStats struct {
+	// FilesUploaded counts OpenAI input files uploaded.
+	FilesUploaded int64
+	// Created counts batches created, Failed the OpenAI ones among them
+	// whose input file did not validate, Ended those that have ended
+	// (failed ones included).
+	Created, Failed, Ended int64
+	// Succeeded, Errored, Expired and Cancelled count the batches'
+	// requests by how they ended.
+	Succeeded, Errored, Expired, Cancelled int64
+}
+
+// CacheStats counts the prompt cache's work.
+type CacheStats struct {
+	// Hits counts requests that read a cached prefix, ReadTokens the
+	// tokens they read (OpenAI cached_tokens, Anthropic
+	// cache_read_input_tokens).
+	Hits, ReadTokens int64
+	// Writes counts Anthropic requests that wrote the cache, WriteTokens
+	// their cache_creation_input_tokens. OpenAI's writes are free and not
+	// counted.
+	Writes, WriteTokens int64
 }
 
 type counters struct {
@@ -79,6 +109,12 @@ func (s *Server) Stats() Stats {
 		Faults:      map[FaultKind]int64{},
 		Transport:   map[string]int64{},
 	}
+	b := &s.batches
+	st.Batch = BatchStats{FilesUploaded: b.uploaded.Load(), Created: b.created.Load(), Failed: b.failed.Load(),
+		Ended: b.ended.Load(), Succeeded: b.succeeded.Load(), Errored: b.errored.Load(), Expired: b.expired.Load(),
+		Cancelled: b.cancelled.Load()}
+	p := &s.prompts
+	st.Cache = CacheStats{Hits: p.hits.Load(), ReadTokens: p.reads.Load(), Writes: p.writers.Load(), WriteTokens: p.written.Load()}
 	for i, n := range providerNames {
 		if v := c.provider[i].Load(); v != 0 {
 			st.ByProvider[n] = v

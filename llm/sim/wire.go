@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"time"
 
 	json "github.com/segmentio/encoding/json"
 )
@@ -121,6 +122,9 @@ type oaRequest struct {
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	User                string          `json:"user"`
 	Stream              bool            `json:"stream"`
+	PromptCacheKey      string          `json:"prompt_cache_key"`
+	// PromptCacheRetention is "in_memory" (the default) or "24h".
+	PromptCacheRetention string `json:"prompt_cache_retention"`
 }
 
 func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
@@ -137,7 +141,15 @@ func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
 	if in.Stream {
 		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "stream", msg: "the simulator does not stream"}
 	}
-	r := &chatReq{provider: "openai", model: in.Model, user: in.User}
+	r := &chatReq{provider: "openai", model: in.Model, user: in.User, cacheKey: in.PromptCacheKey}
+	switch in.PromptCacheRetention {
+	case "", "in_memory":
+	case "24h":
+		r.cacheTTL = 24 * time.Hour
+	default:
+		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "prompt_cache_retention",
+			msg: fmt.Sprintf("Invalid value: '%s'. Supported values are: 'in_memory' and '24h'.", in.PromptCacheRetention)}
+	}
 	for _, m := range in.Messages {
 		var t string
 		if m.Role == "system" || m.Role == "developer" {
@@ -205,8 +217,9 @@ type antRequest struct {
 	} `json:"messages"`
 	MaxTokens *int `json:"max_tokens"`
 	Tools     []struct {
-		Name        string          `json:"name"`
-		InputSchema json.RawMessage `json:"input_schema"`
+		Name         string          `json:"name"`
+		InputSchema  json.RawMessage `json:"input_schema"`
+		CacheControl *cacheControl   `json:"cache_control"`
 	} `json:"tools"`
 	ToolChoice *struct {
 		Type string `json:"type"`
@@ -216,6 +229,130 @@ type antRequest struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
 	Stream bool `json:"stream"`
+	// CacheControl at the top level puts a breakpoint on the last block.
+	CacheControl *cacheControl `json:"cache_control"`
+}
+
+// cacheControl is Anthropic's cache_control of a block.
+type cacheControl struct {
+	Type string `json:"type"`
+	TTL  string `json:"ttl"`
+}
+
+// ttl checks a cache_control and returns its TTL (0: the default).
+func (cc *cacheControl) ttl(where string) (time.Duration, *apiError) {
+	if cc.Type != "ephemeral" {
+		return 0, badRequest("%s.cache_control.type: Input should be 'ephemeral'", where)
+	}
+	switch cc.TTL {
+	case "":
+		return 0, nil
+	case "5m":
+		return 5 * time.Minute, nil
+	case "1h":
+		return time.Hour, nil
+	}
+	return 0, badRequest("%s.cache_control.ttl: Input should be '5m' or '1h'", where)
+}
+
+// contentBlocks returns what each block of a content field adds to its
+// text as textOf reads it, in bytes, with the block's cache_control. A
+// string (or null) is one block without one.
+func contentBlocks(raw json.RawMessage) ([]int, []*cacheControl) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '[' {
+		return []int{len(textOf(raw))}, []*cacheControl{nil}
+	}
+	var blocks []struct {
+		Type         string          `json:"type"`
+		Text         string          `json:"text"`
+		Input        json.RawMessage `json:"input"`
+		Content      json.RawMessage `json:"content"`
+		CacheControl *cacheControl   `json:"cache_control"`
+	}
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return []int{len(textOf(raw))}, []*cacheControl{nil}
+	}
+	lens := make([]int, len(blocks))
+	ccs := make([]*cacheControl, len(blocks))
+	for i, bl := range blocks {
+		switch bl.Type {
+		case "tool_use":
+			lens[i] = len(bl.Input)
+		case "tool_result":
+			lens[i] = len(textOfDepth(bl.Content, 1))
+		default:
+			lens[i] = len(bl.Text)
+		}
+		ccs[i] = bl.CacheControl
+	}
+	return lens, ccs
+}
+
+// anthropicBounds lists the block boundaries of a request with a
+// cache_control somewhere: the end of the tools, of each system block and
+// of each message block, breakpoints marked.
+func anthropicBounds(in *antRequest) ([]cacheBound, *apiError) {
+	var out []cacheBound
+	nbp := 0
+	add := func(off int, cc *cacheControl, where string) *apiError {
+		b := cacheBound{off: off}
+		if cc != nil {
+			ttl, aerr := cc.ttl(where)
+			if aerr != nil {
+				return aerr
+			}
+			b.bp, b.ttl = true, ttl
+			nbp++
+		}
+		out = append(out, b)
+		return nil
+	}
+	if len(in.Tools) > 0 {
+		var cc *cacheControl
+		where := "tools"
+		for i, t := range in.Tools {
+			if t.CacheControl != nil {
+				cc, where = t.CacheControl, fmt.Sprintf("tools.%d", i)
+				nbp++ // every marked tool counts against the limit
+			}
+		}
+		if cc != nil {
+			nbp--
+		}
+		if aerr := add(0, cc, where); aerr != nil {
+			return nil, aerr
+		}
+	}
+	off := 0
+	lens, ccs := contentBlocks(in.System)
+	for i := range lens {
+		off += lens[i]
+		if aerr := add(off, ccs[i], fmt.Sprintf("system.%d", i)); aerr != nil {
+			return nil, aerr
+		}
+	}
+	for m, msg := range in.Messages {
+		lens, ccs := contentBlocks(msg.Content)
+		for i := range lens {
+			off += lens[i]
+			if aerr := add(off, ccs[i], fmt.Sprintf("messages.%d.content.%d", m, i)); aerr != nil {
+				return nil, aerr
+			}
+		}
+	}
+	if in.CacheControl != nil && len(out) > 0 && !out[len(out)-1].bp {
+		ttl, aerr := in.CacheControl.ttl("")
+		if aerr != nil {
+			return nil, aerr
+		}
+		out[len(out)-1].bp, out[len(out)-1].ttl = true, ttl
+		nbp++
+	}
+	if nbp > anthropicMaxBreakpoints {
+		return nil, badRequest("A maximum of %d blocks with cache_control may be provided. Found %d.", anthropicMaxBreakpoints, nbp)
+	}
+	return out, nil
 }
 
 func parseAnthropic(body []byte, texts *textCache) (*chatReq, *apiError) {
@@ -238,6 +375,13 @@ func parseAnthropic(body []byte, texts *textCache) (*chatReq, *apiError) {
 	r := &chatReq{provider: "anthropic", model: in.Model, maxTokens: *in.MaxTokens, system: texts.text(in.System)}
 	if in.Metadata != nil {
 		r.user = in.Metadata.UserID
+	}
+	if bytes.Contains(body, []byte(`"cache_control"`)) {
+		bounds, aerr := anthropicBounds(&in)
+		if aerr != nil {
+			return nil, aerr
+		}
+		r.bounds = bounds
 	}
 	for i, m := range in.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
