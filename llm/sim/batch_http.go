@@ -595,7 +595,8 @@ func listLimit(r *http.Request, maxLimit int) (int, *apiError) {
 }
 
 // page cuts a newest-first list after the id after (older ones) or before
-// the id before (newer ones).
+// the id before (newer ones); more says whether the list goes on in that
+// direction.
 func page(all []*simBatch, after, before string, limit int) ([]*simBatch, bool) {
 	from, to := 0, len(all)
 	for i, b := range all {
@@ -606,11 +607,12 @@ func page(all []*simBatch, after, before string, limit int) ([]*simBatch, bool) 
 			to = i
 		}
 	}
-	if before != "" && after == "" {
-		from = max(0, to-limit)
-	}
 	if from > to {
 		return nil, false
+	}
+	if before != "" && after == "" { // the page just newer than before
+		from = max(0, to-limit)
+		return all[from:to], from > 0
 	}
 	end := min(to, from+limit)
 	return all[from:end], end < to
