@@ -768,7 +768,7 @@ func TestBatchList(t *testing.T) {
 	if len(list.Data) != 2 || !list.HasMore || list.LastID != oa[1] {
 		t.Fatalf("page 1: %+v", list)
 	}
-	list = get("/v1/batches?limit=2&after="+list.LastID)
+	list = get("/v1/batches?limit=2&after=" + list.LastID)
 	if len(list.Data) != 1 || list.HasMore || list.Data[0]["id"] != oa[0] {
 		t.Fatalf("page 2: %+v", list)
 	}
@@ -776,11 +776,11 @@ func TestBatchList(t *testing.T) {
 	if len(list.Data) != 2 || !list.HasMore || list.FirstID != an[2] || list.LastID != an[1] || list.Data[0]["type"] != "message_batch" {
 		t.Fatalf("Anthropic page 1: %+v", list)
 	}
-	list = get("/v1/messages/batches?after_id="+an[1])
+	list = get("/v1/messages/batches?after_id=" + an[1])
 	if len(list.Data) != 1 || list.Data[0]["id"] != an[0] {
 		t.Fatalf("Anthropic after_id: %+v", list)
 	}
-	list = get("/v1/messages/batches?before_id="+an[0]+"&limit=1")
+	list = get("/v1/messages/batches?before_id=" + an[0] + "&limit=1")
 	if len(list.Data) != 1 || list.Data[0]["id"] != an[1] || !list.HasMore {
 		t.Fatalf("Anthropic before_id: %+v", list)
 	}

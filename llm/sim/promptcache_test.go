@@ -44,7 +44,9 @@ func longPrompt(n int, user string) map[string]any {
 // request.
 func TestOpenAICacheRules(t *testing.T) {
 	t.Parallel()
-	cached := func(s *Server, body map[string]any) int { return openAIUsage(t, s, body).PromptTokensDetails.CachedTokens }
+	cached := func(s *Server, body map[string]any) int {
+		return openAIUsage(t, s, body).PromptTokensDetails.CachedTokens
+	}
 	t.Run("below the minimum", func(t *testing.T) {
 		t.Parallel()
 		s := New(Config{Now: fixedNow})
