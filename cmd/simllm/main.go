@@ -1,8 +1,10 @@
 // Command simllm serves fixpoint's language-model simulator (package
 // llm/sim) on a local port, speaking the OpenAI Chat Completions, Anthropic
-// Messages and Ollama chat wire formats.
+// Messages and Ollama chat wire formats, and the OpenAI Batch API (Files
+// and Batches) and Anthropic Message Batches.
 //
 //	simllm --preset typical --seed 1 --addr 127.0.0.1:8089
+//	simllm --batch-completion-delay 30s --batch-expired-share 0.02 --batch-errored-share 0.01
 //
 // Point an OpenAI client at http://ADDR/v1, an Anthropic client at
 // http://ADDR and an Ollama client at http://ADDR.
@@ -61,9 +63,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tokP50 := fs.Duration("token-latency", 0, "latency per completion token")
 	rpm := fs.Int("rpm", -1, "requests per minute per model and key (-1: the preset's; 0: unlimited)")
 	tpm := fs.Int("tpm", -1, "tokens per minute per model and key (-1: the preset's; 0: unlimited)")
+	batchDelay := fs.Duration("batch-completion-delay", sim.BatchCompletionDelayDefault,
+		"how long a batch runs: its requests finish one by one over it, then it ends (0: at once)")
+	batchDeadline := fs.Duration("batch-deadline", sim.BatchDeadlineDefault,
+		"a batch still running this long after its creation ends expired, its unfinished requests expired")
+	batchCancel := fs.Duration("batch-cancel-delay", 0, "how long a batch cancel takes to end the batch")
+	expiredShare := fs.Float64("batch-expired-share", 0, "share of each batch's requests that end expired (0..1)")
+	erroredShare := fs.Float64("batch-errored-share", 0, "share of each batch's requests that end errored with the provider's 500 (0..1)")
+	hitProb := fs.Float64("batch-cache-hit-prob", 1, "probability that a batch request reads a cached prompt prefix (Anthropic: best effort)")
+	promptCache := fs.Bool("prompt-cache", true, "model prompt caching (OpenAI automatic from 1,024 tokens; Anthropic at cache_control)")
+	cacheTTL := fs.Duration("cache-ttl", sim.CacheTTLDefault, "how long a cached prompt prefix lives after its last use")
+	antMin := fs.Int("anthropic-cache-min-tokens", 0, fmt.Sprintf("minimum cacheable prefix of every Anthropic model (0: %d for a model named *haiku*, %d for any other)",
+		sim.AnthropicHaikuCacheMinTokens, sim.AnthropicCacheMinTokens))
 	fs.Usage = func() {
 		out := fs.Output()
-		fmt.Fprintf(out, "Usage: simllm [flags]\n\nServes a simulated LLM on OpenAI (/v1/chat/completions), Anthropic (/v1/messages) and Ollama (/api/chat) routes.\n\nFlags:\n")
+		fmt.Fprintf(out, "Usage: simllm [flags]\n\nServes a simulated LLM on OpenAI (/v1/chat/completions), Anthropic (/v1/messages) and Ollama (/api/chat) routes,\n"+
+			"and the batch APIs: OpenAI /v1/files, /v1/batches and Anthropic /v1/messages/batches (create, retrieve, cancel, list,\n"+
+			"results). A batch's requests are answered like single calls, without the preset's transport faults.\n\nFlags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(out, "\nPresets:\n")
 		for _, p := range sim.PresetNames() {
@@ -91,6 +107,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *tpm >= 0 {
 		cfg.TPM = *tpm
 	}
+	cfg.Batch = sim.BatchConfig{CompletionDelay: *batchDelay, Deadline: *batchDeadline, CancelDelay: *batchCancel,
+		ExpiredShare: *expiredShare, ErroredShare: *erroredShare, CacheHitProb: *hitProb}
+	if *batchDelay == 0 {
+		cfg.Batch.CompletionDelay = -1 // the simulator reads 0 as its default
+	}
+	if *hitProb == 0 {
+		cfg.Batch.CacheHitProb = -1
+	}
+	if *batchDeadline <= 0 || *cacheTTL <= 0 || *batchDelay < 0 || *hitProb < 0 {
+		return fmt.Errorf("%w: --batch-deadline and --cache-ttl must be > 0, --batch-completion-delay and --batch-cache-hit-prob >= 0", errUsage)
+	}
+	cfg.Cache = sim.CacheConfig{Off: !*promptCache, TTL: *cacheTTL, AnthropicMinTokens: *antMin}
 	srv, err := sim.NewChecked(cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -122,6 +150,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	<-errc
 	st := srv.Stats()
-	fmt.Fprintf(stdout, "simllm stopped after %d requests (%d replies)\n", st.Requests, st.Replies)
+	fmt.Fprintf(stdout, "simllm stopped after %d requests (%d replies, %d batches)\n", st.Requests, st.Replies, st.Batch.Created)
 	return nil
 }

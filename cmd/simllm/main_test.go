@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,6 +43,13 @@ func TestBadArguments(t *testing.T) {
 		{"unknown flag", []string{"--nope"}},
 		{"extra argument", []string{"serve"}},
 		{"bad latency", []string{"--latency-p50", "-1s"}},
+		{"expired share over 1", []string{"--batch-expired-share", "1.5"}},
+		{"shares over 1", []string{"--batch-expired-share", "0.6", "--batch-errored-share", "0.6"}},
+		{"no deadline", []string{"--batch-deadline", "0s"}},
+		{"negative delay", []string{"--batch-completion-delay", "-1s"}},
+		{"negative cancel delay", []string{"--batch-cancel-delay", "-1s"}},
+		{"hit probability over 1", []string{"--batch-cache-hit-prob", "2"}},
+		{"no cache ttl", []string{"--cache-ttl", "0s"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,5 +106,84 @@ func TestServesUntilCancelled(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after cancel")
+	}
+}
+
+func TestHelpListsBatchFlags(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	_ = run(context.Background(), []string{"--help"}, io.Discard, &stderr)
+	for _, f := range []string{"batch-completion-delay", "batch-deadline", "batch-cancel-delay", "batch-expired-share",
+		"batch-errored-share", "batch-cache-hit-prob", "prompt-cache", "cache-ttl", "anthropic-cache-min-tokens", "/v1/messages/batches"} {
+		if !strings.Contains(stderr.String(), f) {
+			t.Errorf("--help lacks %s", f)
+		}
+	}
+}
+
+// startRun runs simllm with args on a free port until the test ends and
+// returns its URL.
+func startRun(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), pw, io.Discard)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() {
+		t.Fatal("no listening line")
+	}
+	var url string
+	if _, err := fmt.Sscanf(lines.Text(), "simllm listening on %s", &url); err != nil {
+		t.Fatalf("parse %q: %v", lines.Text(), err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run = %v", err)
+		}
+	})
+	return url
+}
+
+// TestBatchFlagsReachTheSimulator: with --batch-completion-delay 0 a batch
+// has ended by its first poll, and --batch-errored-share 1 errors every
+// request; without them a batch is still running at its first poll.
+func TestBatchFlagsReachTheSimulator(t *testing.T) {
+	t.Parallel()
+	create := func(url string) map[string]any {
+		params := `{"model":"sim-sonnet","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
+		body := `{"requests":[{"custom_id":"a","params":` + params + `},{"custom_id":"b","params":` + params + `}]}`
+		resp, err := http.Post(url+"/v1/messages/batches", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&b); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("create: %d %v", resp.StatusCode, err)
+		}
+		resp, err = http.Get(url + "/v1/messages/batches/" + b["id"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b = nil
+		if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := create(startRun(t, "--preset", "clean", "--batch-completion-delay", "0", "--batch-errored-share", "1"))
+	if b["processing_status"] != "ended" || b["request_counts"].(map[string]any)["errored"] != 2.0 {
+		t.Fatalf("with the flags: %v", b)
+	}
+	b = create(startRun(t, "--preset", "clean", "--batch-completion-delay", "1h"))
+	if b["processing_status"] != "in_progress" {
+		t.Fatalf("with a 1h delay: %v", b)
 	}
 }
