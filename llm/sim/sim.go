@@ -45,7 +45,9 @@
 // Replies are a pure function of (seed, task key, turn, request): concurrency
 // does not change them. Transport faults (Config.Transport) and latency are
 // drawn per call and depend on arrival order; rate limits (Config.RPM, TPM)
-// hold state per model and API key.
+// hold state per model and API key, and the prompt cache (below) holds the
+// prefixes seen, so the cache fields of a reply's usage depend on the calls
+// before it.
 //
 // Every reply carries the headers X-Sim-Faults (the faults in it, as
 // "kind" or "kind:pointer", comma-separated) and X-Sim-Turn. [Server.Stats]
@@ -55,6 +57,91 @@
 // Tokens are counted the same way everywhere: bytes / 4, rounded up, of the
 // prompt (system, messages, and the schema when it is not in the prompt) and
 // of the completion.
+//
+// # Batches
+//
+// The simulator serves the providers' batch APIs, in memory: OpenAI's Files
+// (POST /v1/files, multipart with purpose=batch and a .jsonl file; GET
+// /v1/files/{id} and /v1/files/{id}/content) and Batches (POST and GET
+// /v1/batches, GET /v1/batches/{id}, POST /v1/batches/{id}/cancel), and
+// Anthropic's Message Batches (POST and GET /v1/messages/batches, GET
+// .../{id}, POST .../{id}/cancel, GET .../{id}/results, which is the
+// results_url it hands out). Objects, statuses, ids (file-, batch_,
+// batch_req_, msgbatch_) and result lines have the published shapes; lists
+// are newest first (OpenAI: limit, after; Anthropic: limit, after_id,
+// before_id).
+//
+// Each request of a batch is answered as the same request is answered as a
+// single call: the same reply whatever its place in the batch, its usage
+// with the prompt cache's fields (Anthropic's service_tier is "batch"), and
+// a request the single call refuses ends errored with that error. Transport
+// faults, latency and rate limits do not apply; Config.Script does. A
+// batch's requests finish one by one over Config.Batch.CompletionDelay in a
+// seeded order, which is the order of the results (not the input's). A
+// batch still running at Config.Batch.Deadline ends expired, its finished
+// requests kept and the others expired; a cancel ends it
+// Config.Batch.CancelDelay later, the requests not finished when it arrived
+// cancelled. Config.Batch.ExpiredShare and ErroredShare make exact shares of
+// each batch's requests end expired or errored (OpenAI: a 500 server_error
+// under response in the error file; Anthropic: an api_error envelope nested
+// under result.error). An OpenAI batch with an expired request ends expired;
+// its error file holds the errored requests (error null, the error under
+// response.body), the expired ones (batch_expired) and the cancelled ones
+// (batch_cancelled, a shape OpenAI does not publish). OpenAI's request_counts
+// move as requests finish, with expired and cancelled ones counted as
+// failed at the end; Anthropic's stay at processing until the batch ends.
+//
+// OpenAI validates the input file when the batch is created: a line that is
+// not a JSON object, lacks custom_id, method, url or body, repeats a
+// custom_id, names another url or another model makes a batch whose every
+// poll says failed, with each such line in errors.data (code, message,
+// param, line). Anthropic refuses at create time, with a 400
+// invalid_request_error, a custom_id outside ^[a-zA-Z0-9_-]{1,64}$ or
+// repeated; a request's params are checked when it runs. With
+// Config.QuotaExhausted both create calls get the quota error.
+//
+// Nothing runs in the background: a batch advances when it is looked at, on
+// the clock Config.Now, so a test with an injected clock steps it exactly,
+// and the requests due run then, in order. Ids depend on the seed and on
+// how many objects were made before; fates and order on the seed and the
+// batch id. Stats.Batch counts files, batches and requests by outcome.
+//
+// # Prompt caching
+//
+// A prompt prefix seen recently, for the same provider, model and key, is
+// billed as cached, with each provider's rules; the cached prefixes expire
+// Config.Cache.TTL (5 minutes) after their last use, on the clock
+// Config.Now. The prompt is read in the order the providers cache it:
+// schema (tools, response_format), system prompt, messages.
+//
+// OpenAI caches automatically, prompts of at least OpenAICacheMinTokens
+// (1,024) tokens: usage.prompt_tokens_details.cached_tokens is the longest
+// prefix shared with a prompt seen before, in whole OpenAICacheIncrement
+// (128) token steps, and prompt_tokens still counts every token.
+// prompt_cache_key scopes it (requests with different keys, or with and
+// without one, do not share), prompt_cache_retention "24h" keeps a prefix a
+// day.
+//
+// Anthropic caches only a prefix that ends at a cache_control breakpoint
+// (a system or message block, a tool, or the request's top-level
+// cache_control, which marks the last block; at most 4 per request) and
+// holds at least the model's minimum: AnthropicHaikuCacheMinTokens (2,048)
+// for a model whose name contains "haiku", as for Claude Haiku 3 and 3.5,
+// AnthropicCacheMinTokens (1,024) for any other, as for Claude Sonnet 4 and
+// 4.5 and Opus 4 and 4.1 (the "Cache limitations" of Anthropic's prompt
+// caching guide); Config.Cache.AnthropicMinTokens sets one minimum for
+// every model (4,096 for Claude Haiku 4.5 or Opus 4.5). The longest cached
+// prefix at a breakpoint, or at one of the 20 block boundaries before one,
+// is read (cache_read_input_tokens); the breakpoints after it are written
+// (cache_creation_input_tokens, split by TTL in cache_creation: a block's
+// "ttl": "1h" keeps it an hour); input_tokens counts only the tokens after
+// the last breakpoint. Ollama has no cache.
+//
+// Batch requests read and write the same cache as single calls, each at
+// the time it finishes; Config.Batch.CacheHitProb makes their reads best
+// effort, as Anthropic documents them. Config.Cache.Off turns caching off.
+// The cache never changes a reply's text. Stats.Cache counts reads and
+// writes.
 package sim
 
 import (
@@ -274,9 +361,11 @@ type Config struct {
 	// Script, when set, is asked first about every call, the batch
 	// endpoints' included.
 	Script ScriptFunc
-	// Batch configures the batch endpoints (see "Batches" above).
+	// Batch configures the batch endpoints (see "Batches" in the package
+	// documentation).
 	Batch BatchConfig
-	// Cache configures the prompt-cache model (see "Prompt caching" above).
+	// Cache configures the prompt-cache model (see "Prompt caching" in the
+	// package documentation).
 	Cache CacheConfig
 }
 
