@@ -15,6 +15,9 @@ CREATE TABLE waves (
     number             integer NOT NULL,
     provider           text NOT NULL,
     model              text NOT NULL,
+    -- the batch's deadline: a wave that cannot end before it is cancelled
+    -- and its jobs run realtime
+    deadline           timestamptz,
     -- recorded: its requests are in the ledger, nothing sent yet;
     -- uploaded: OpenAI's input file is uploaded (input_file_id);
     -- submitted: the provider batch exists (provider_batch_id);
@@ -54,6 +57,8 @@ CREATE TABLE wave_requests (
     attempt_no  integer NOT NULL,
     -- the llm.Request, to upload it again after a crash
     request     jsonb NOT NULL,
+    -- the job message (pipeline.Envelope): what the reply is checked against
+    envelope    jsonb NOT NULL,
     -- pending until its reply (or failure) is recorded as an attempt
     recorded    boolean NOT NULL DEFAULT false,
     PRIMARY KEY (wave_id, custom_id)

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,11 +33,8 @@ func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *Envelope,
 // result. A failure is logged: the job is handed back either way.
 func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered int, res *Result, reason string) {
 	in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered, Reason: reason}
-	prices := w.prices()
 	for i := range res.Attempts {
-		a := toStoreAttempt(&res.Attempts[i])
-		a.CostUSD = prices.Cost(cmp.Or(res.Attempts[i].Model, env.Model), res.Attempts[i].TokensIn, res.Attempts[i].TokensOut, res.Attempts[i].TokensCached)
-		in.Attempts = append(in.Attempts, a)
+		in.Attempts = append(in.Attempts, toStoreAttempt(&res.Attempts[i]))
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -72,12 +68,15 @@ const (
 	// DispForeign hands back, after Delay and unrecorded, a job this
 	// worker's ledger never recorded (see Worker.foreign).
 	DispForeign
+	// DispWave acks a message whose job's place in a recorded wave is
+	// committed: the ledger owns the job from then on (batch delivery).
+	DispWave
 )
 
 // label is the disposition's metrics label (fixpoint_messages_total).
 func (k DispositionKind) label() string {
 	switch k {
-	case DispAck:
+	case DispAck, DispWave:
 		return "ack"
 	case DispSkip:
 		return "skip"
@@ -128,7 +127,7 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 	kind := d.Kind
 	var err error
 	switch d.Kind {
-	case DispAck, DispSkip:
+	case DispAck, DispSkip, DispWave:
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		// For DispAck the result is committed: if the ack is lost, the
 		// redelivery is acked without a call.

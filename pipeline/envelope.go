@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	json "github.com/segmentio/encoding/json"
 
@@ -34,9 +35,40 @@ type Envelope struct {
 	// 3, ...); 0 means 1. A message of an earlier run than the job's is
 	// acked unrun.
 	Run int `json:"run,omitempty"`
+	// Delivery is how the job's calls are made: DeliveryRealtime ("" too)
+	// or DeliveryBatch, in provider batch waves.
+	Delivery string `json:"delivery,omitempty"`
+	// Deadline (unix seconds, 0 for none) is when a batch-delivery job
+	// must be final: near it, its attempts run realtime.
+	Deadline int64 `json:"deadline,omitempty"`
+	// CacheKey, when set, asks the provider to cache the prompt prefix the
+	// batch's requests share (repair.Job.CacheKey).
+	CacheKey string `json:"cache_key,omitempty"`
+	// FromWave is set on the message of a batch-delivery job that the wave
+	// driver hands to the queue to finish realtime: the worker goes on
+	// from the attempts the ledger has recorded (the waves' attempts), not
+	// from nothing.
+	FromWave int64 `json:"from_wave,omitempty"`
 	// Metadata was the input row. Enqueue no longer sends it (the ledger
 	// has it); it is read from messages of older versions.
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// Deliveries of a batch's calls (Envelope.Delivery).
+const (
+	DeliveryRealtime = "realtime"
+	DeliveryBatch    = "batch"
+)
+
+// batch reports that the job is delivered in waves.
+func (e *Envelope) batch() bool { return e.Delivery == DeliveryBatch }
+
+// deadline is the job's deadline, zero when none.
+func (e *Envelope) deadline() time.Time {
+	if e.Deadline == 0 {
+		return time.Time{}
+	}
+	return time.Unix(e.Deadline, 0)
 }
 
 // RunOrFirst is the envelope's run, 1 when unset.
@@ -78,6 +110,11 @@ func (e *Envelope) Validate() error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: envelope lacks %s", ErrBadJob, strings.Join(missing, ", "))
+	}
+	switch e.Delivery {
+	case "", DeliveryRealtime, DeliveryBatch:
+	default:
+		return fmt.Errorf("%w: delivery %q is not realtime or batch", ErrBadJob, e.Delivery)
 	}
 	switch e.Mode {
 	case llm.ModePrompt, llm.ModeJSONSchema, llm.ModeTool:

@@ -24,6 +24,9 @@ type Metrics struct {
 	// ForeignJobs counts deliveries of jobs this worker's ledger never
 	// recorded (a worker on the wrong DATABASE_URL): handed back, not run.
 	ForeignJobs prometheus.Counter
+	// Waves counts batch-delivery waves by provider and event (recorded,
+	// submitted, done).
+	Waves *prometheus.CounterVec
 }
 
 // NewMetrics registers the worker's metrics on a new registry, together with
@@ -73,9 +76,12 @@ func NewMetrics() *Metrics {
 		ForeignJobs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fixpoint_foreign_jobs_total", Help: "Deliveries of jobs this worker's ledger never recorded (is DATABASE_URL the one enqueue used?), handed back unrun.",
 		}),
+		Waves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fixpoint_waves_total", Help: "Batch-delivery waves (provider batches), by provider and event (recorded, submitted, done).",
+		}, []string{"provider", "event"}),
 	}
 	r.MustRegister(m.Jobs, m.Attempts, m.Tokens, m.ProviderCalls, m.Dispositions, m.JobSeconds,
-		m.InFlight, m.LaneLimit, m.LanePauses, m.QuotaExhausted, m.WriteBatches, m.WritePending, m.ForeignJobs,
+		m.InFlight, m.LaneLimit, m.LanePauses, m.QuotaExhausted, m.WriteBatches, m.WritePending, m.ForeignJobs, m.Waves,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -303,6 +303,18 @@ func Republish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env
 	return err
 }
 
+// publishFromWave puts a batch-delivery job on the queue to finish
+// realtime (env.FromWave set), under a message id naming the wave: the
+// driver handing the same jobs over again after a crash publishes each
+// once within the duplicates window.
+func publishFromWave(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope) error {
+	id := MsgID(env.JobID) + republishMark + "run" + strconv.Itoa(env.RunOrFirst()) + "w" + strconv.FormatInt(env.FromWave, 10)
+	pctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := publish(pctx, js, cfg, env, id)
+	return err
+}
+
 // Headers of a job message besides Nats-Msg-Id.
 const (
 	// BatchHeader names the job's batch (encoded as MsgID encodes ids), so

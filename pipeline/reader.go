@@ -40,6 +40,8 @@ type jobState struct {
 	final bool
 	// run is the batch run the job is in.
 	run int
+	// wave is the wave holding the job's next attempt, 0 when none.
+	wave int64
 }
 
 // statusQueriesMax is how many status queries may run at once.
@@ -116,6 +118,6 @@ func (r *statusReader) query(reqs []statusReq) {
 	cancel()
 	for _, q := range reqs {
 		st, ok := states[q.id]
-		q.done <- statusResp{state: jobState{known: ok, final: ok && store.IsFinal(st.Status), run: st.Run}, err: err}
+		q.done <- statusResp{state: jobState{known: ok, final: ok && store.IsFinal(st.Status), run: st.Run, wave: st.Wave}, err: err}
 	}
 }

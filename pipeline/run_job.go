@@ -13,6 +13,7 @@ import (
 	"github.com/sourcegraph/conc/panics"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -140,6 +141,38 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	if w.cfg.beforeJob != nil {
 		w.cfg.beforeJob(env)
 	}
+	// Batch delivery: the job goes into a wave, unless a wave holds it
+	// already (the ledger owns it: this is a redelivery after its wave was
+	// recorded), or it comes from a wave to finish realtime, or no wave
+	// can serve it (a provider without a batch API here, its deadline
+	// near): then it runs realtime, going on from the attempts its waves
+	// recorded.
+	var prev *Result
+	if env.batch() {
+		switch {
+		case state.wave != 0 && state.wave != env.FromWave:
+			w.dispose(ctx, msg, env, Disposition{Kind: DispSkip})
+			return
+		case env.FromWave == 0 && w.waves.canCollect(env):
+			w.waves.collect(ctx, msg, env, job, delivered)
+			return
+		}
+		var rows []store.Attempt
+		err = w.retryLedger(ctx, log, func() error {
+			var err error
+			rows, err = w.waves.jobAttempts(ctx, env)
+			return err
+		})
+		if err != nil {
+			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the job's wave attempts: %w", ErrTransient, err)))
+			return
+		}
+		prev = resultFromLedger(env.JobID, rows)
+	}
+	recorded := 0
+	if prev != nil {
+		recorded = len(prev.Attempts)
+	}
 	var capped bool
 	err = w.retryLedger(ctx, log, func() error {
 		var err error
@@ -154,7 +187,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		job.GateFunc = w.budgetGate(env, log)
 	}
 	loop := w.loops[env.Provider]
-	res, err := loop.Run(ctx, job)
+	res, err := loop.Resume(ctx, job, prev)
 	for holds := 0; errors.Is(err, ErrTransient); {
 		hint := serverWait(err)
 		if errors.Is(err, ErrQuotaExhausted) {
@@ -169,7 +202,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
 				slog.Duration("pause", pause), slog.String("error", err.Error()))
 			if !w.holdFor(ctx, pause) {
-				w.handBack(ctx, msg, env, delivered, res, err)
+				w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
 				return
 			}
 		} else {
@@ -187,7 +220,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			log.WarnContext(ctx, "worker: provider unavailable, resuming the job after a pause",
 				slog.Duration("pause", wait), slog.String("error", err.Error()))
 			if !w.holdFor(ctx, wait) {
-				w.handBack(ctx, msg, env, delivered, res, err)
+				w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
 				return
 			}
 		}
@@ -199,12 +232,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
 		default:
 			log.WarnContext(ctx, "worker: job will be retried", slog.String("error", err.Error()))
-			w.handBack(ctx, msg, env, delivered, res, err)
+			w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
 		}
 		return
 	}
 	w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(0)
-	w.finish(ctx, msg, env, res)
+	w.finishFrom(ctx, msg, env, res, recorded)
 }
 
 // capEntry is a batch's cap as last read.
@@ -251,7 +284,7 @@ func (w *Worker) budgetGate(env *Envelope, log *slog.Logger) func(context.Contex
 	return func(ctx context.Context, req *llm.Request) (func(*llm.Response, error), error) {
 		out := req.MaxTokens
 		in := estimateTokens(req) - out
-		cost := prices.Cost(env.Model, in, out, 0)
+		cost := prices.CostOn(env.Model, repair.PriceBasisRealtime, in, out, 0, 0)
 		var hold store.Hold
 		deadline := time.Now().Add(budgetHeldWait)
 		for {
@@ -275,7 +308,8 @@ func (w *Worker) budgetGate(env *Envelope, log *slog.Logger) func(context.Contex
 			var spent float64
 			if resp != nil {
 				tokens = int64(resp.Usage.InputTokens + resp.Usage.OutputTokens)
-				spent = prices.Cost(cmp.Or(resp.Model, env.Model), resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.Usage.CachedInputTokens)
+				spent = prices.CostOn(env.Model, repair.PriceBasisRealtime, resp.Usage.InputTokens, resp.Usage.OutputTokens,
+					resp.Usage.CachedInputTokens, resp.Usage.CacheWriteTokens)
 			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
@@ -317,6 +351,12 @@ func (w *Worker) prices() Prices {
 // negatively acknowledged if it cannot be written). Progress is reported
 // until then.
 func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, res *Result) {
+	w.finishFrom(ctx, msg, env, res, 0)
+}
+
+// finishFrom is finish for a result whose first recorded attempts the
+// ledger has already (a batch-delivery job finishing realtime).
+func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *Envelope, res *Result, recorded int) {
 	delivered := 1
 	if meta, err := msg.Metadata(); err == nil {
 		delivered = int(meta.NumDelivered)
@@ -324,16 +364,7 @@ func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, r
 	// Only the store's form of the result waits for the commit: res, with
 	// its per-attempt values and feedback, is garbage from here on.
 	r := toStoreResult(res, env, delivered)
-	// Each attempt's cost is kept if the result loses to another delivery
-	// (its calls are then recorded as superseded).
-	prices, model := w.prices(), ""
-	if env != nil {
-		model = env.Model
-	}
-	for i := range r.AttemptRows {
-		a := &r.AttemptRows[i]
-		a.CostUSD = prices.Cost(cmp.Or(a.Model, model), int(a.TokensIn), int(a.TokensOut), int(a.TokensCached))
-	}
+	r.Recorded = recorded
 	w.submitResult(ctx, msg, env, &r, delivered, w.heartbeat(msg))
 }
 
@@ -399,6 +430,7 @@ func (w *Worker) buildJob(ctx context.Context, env *Envelope) (*Job, error) {
 	return &Job{
 		ID: env.JobID, System: env.System, Prompt: env.Prompt, Schema: schema, SchemaRaw: raw,
 		Model: env.Model, Mode: env.Mode, Temperature: env.Temp, MaxTokens: env.MaxTokens, Limits: env.Limits,
+		CacheKey: env.CacheKey,
 	}, nil
 }
 
@@ -450,7 +482,7 @@ func toStoreResult(res *Result, env *Envelope, delivered int) store.Result {
 		JobID: res.JobID, Status: string(res.Status), Value: res.Value, Error: res.Error, FinalClass: res.Class,
 		Attempts: len(res.Attempts), Calls: res.Calls, FirstAttemptValid: res.FirstAttemptValid,
 		RepairedLocally: res.RepairedLocally, TokensIn: int64(res.TokensIn), TokensOut: int64(res.TokensOut),
-		TokensCached: int64(res.TokensCached), CostUSD: res.CostUSD, StartedAt: res.StartedAt,
+		TokensCached: int64(res.TokensCached), TokensCacheWrite: int64(res.TokensCacheWrite), CostUSD: res.CostUSD, StartedAt: res.StartedAt,
 		FinishedAt: res.StartedAt.Add(res.Wall), WallMS: res.Wall.Milliseconds(), Deliveries: delivered,
 	}
 	if env != nil {
@@ -484,6 +516,8 @@ func toStoreAttempt(a *Attempt) store.Attempt {
 		TokensIn: int64(a.TokensIn), TokensOut: int64(a.TokensOut), TokensCached: int64(a.TokensCached),
 		TransportRetries: len(a.Retries), RetryClasses: rc, ProviderStatus: a.ProviderStatus,
 		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
+		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), PriceBasis: string(a.PriceBasis),
+		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD,
 	}
 }
 
@@ -492,4 +526,15 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// unrecorded is res without its first n attempts, which the ledger has:
+// what a job handed back records as interrupted.
+func unrecorded(res *Result, n int) *Result {
+	if res == nil || n == 0 {
+		return res
+	}
+	c := *res
+	c.Attempts = c.Attempts[min(n, len(c.Attempts)):]
+	return &c
 }

@@ -110,6 +110,10 @@ type WorkerConfig struct {
 	Providers map[string]Completer
 	// Loop configures the repair loop.
 	Loop LoopConfig
+	// Wave tunes batch delivery (jobs of batches enqueued with
+	// --delivery batch), for the providers whose clients have a batch
+	// API (BatchClient).
+	Wave WaveConfig
 	// Logger defaults to a discarding logger. Prompts and replies are never
 	// logged.
 	Logger *slog.Logger
@@ -196,6 +200,7 @@ type Worker struct {
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
 	reader     *statusReader
+	waves      *waves // nil: batch-delivery jobs run realtime
 	beats      *heartbeats
 	stopping   <-chan struct{} // closed when Run stops pulling
 }
@@ -211,6 +216,7 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 	for name, client := range cfg.Providers {
 		w.loops[name] = NewLoop(client, cfg.Loop)
 	}
+	w.waves = newWaves(w, ledger, cfg.Wave)
 	return w, nil
 }
 
@@ -272,6 +278,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	progressDone := make(chan struct{})
 	go func() { defer close(progressDone); w.logProgress(pullCtx) }()
 	defer func() { <-progressDone }()
+	wavesDone := make(chan struct{})
+	if w.waves != nil && len(w.waves.clients) > 0 {
+		go func() { defer close(wavesDone); w.waves.run(pullCtx) }()
+	} else {
+		close(wavesDone)
+	}
 
 	if room := w.cfg.Queue.MaxAckPending - pendingWriteRoom(w.cfg); room < w.cfg.Concurrency {
 		w.log.WarnContext(ctx, "worker: max ack pending leaves too little room: jobs waiting for their commit count against it, so fewer jobs than the concurrency can run at once",
@@ -362,6 +374,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	w.log.InfoContext(ctx, "worker: stopped pulling", slog.Int64("in_flight", w.inFlight.Load()))
+	if w.waves != nil {
+		// Jobs collected for a wave not yet recorded go back to the queue;
+		// a wave being recorded or driven finishes its step.
+		w.waves.stop(ctx)
+	}
 
 	poolDone := make(chan struct{})
 	go func() { p.Wait(); close(poolDone) }()
@@ -381,6 +398,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopPull()
 	<-deadDone
 	<-drainDone
+	<-wavesDone
 	w.log.InfoContext(ctx, "worker: stopped")
 	return nil
 }
@@ -456,7 +474,8 @@ func (w *Worker) logProgress(ctx context.Context) {
 }
 
 // watchDrain stops pulling once the consumer has nothing pending, nothing
-// unacknowledged and nothing runs here, seen twice in a row.
+// unacknowledged, nothing runs here and no wave is open, seen twice in a
+// row.
 func (w *Worker) watchDrain(ctx context.Context, stop context.CancelFunc, cons jetstream.Consumer) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -474,7 +493,7 @@ func (w *Worker) watchDrain(ctx context.Context, stop context.CancelFunc, cons j
 			idle = 0
 			continue
 		}
-		if info.NumPending == 0 && info.NumAckPending == 0 && w.inFlight.Load() == 0 {
+		if info.NumPending == 0 && info.NumAckPending == 0 && w.inFlight.Load() == 0 && !w.waves.open(ctx) {
 			idle++
 		} else {
 			idle = 0

@@ -193,7 +193,15 @@ func (s *Store) Cancel(ctx context.Context, batch string) (int, error) {
 		tag, err = tx.Exec(ctx, `
 			UPDATE jobs SET status = 'cancelled', error = 'cancelled by enqueue cancel', finished_at = now()
 			WHERE batch = $1 AND status = 'queued'`, batch)
+		if err != nil {
+			return err
+		}
 		n = tag.RowsAffected()
+		// Open provider batches are cancelled by the worker driving them;
+		// the replies they already have are still recorded.
+		_, err = tx.Exec(ctx, `
+			UPDATE waves SET status = 'cancelling', next_poll_at = now()
+			WHERE batch = $1 AND status IN ('recorded', 'uploaded', 'submitted')`, batch)
 		return err
 	})
 	if err != nil {

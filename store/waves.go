@@ -34,6 +34,9 @@ type WaveRequest struct {
 	AttemptNo int
 	// Request is the request as JSON (an llm.Request).
 	Request json.RawMessage
+	// Envelope is the job message the request is of (a pipeline.Envelope):
+	// the reply is checked against it.
+	Envelope json.RawMessage
 	// Recorded reports that its outcome is recorded as an attempt.
 	Recorded bool
 }
@@ -45,6 +48,8 @@ type Wave struct {
 	Run             int
 	Number          int
 	Provider, Model string
+	// Deadline is the batch's deadline (zero: none).
+	Deadline        time.Time
 	Status          string
 	InputFileID     string
 	ProviderBatchID string
@@ -62,7 +67,11 @@ type WaveParams struct {
 	Batch           string
 	Run             int
 	Provider, Model string
+	Deadline        time.Time
 	Requests        []WaveRequest
+	// From is the wave the jobs go on from (a repair wave): a job placed in
+	// it may be placed in the new one. 0 for a first wave.
+	From int64
 	// Owner takes the wave's lease for Lease: the recording worker submits it.
 	Owner string
 	Lease time.Duration
@@ -90,8 +99,8 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 		}
 		// Lock the jobs; keep those still queued in their run, with no wave.
 		rows, err := tx.Query(ctx, `
-			SELECT id, run FROM jobs WHERE id = ANY($1) AND status = 'queued' AND wave_id IS NULL
-			ORDER BY id FOR UPDATE`, ids)
+			SELECT id, run FROM jobs WHERE id = ANY($1) AND status = 'queued' AND (wave_id IS NULL OR wave_id = $2)
+			ORDER BY id FOR UPDATE`, ids, p.From)
 		if err != nil {
 			return err
 		}
@@ -110,13 +119,14 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 		if len(taken) == 0 {
 			return nil
 		}
-		w = &Wave{Batch: p.Batch, Run: max(p.Run, 1), Provider: p.Provider, Model: p.Model, Status: WaveRecorded, Requests: len(taken), LeaseOwner: p.Owner}
+		w = &Wave{Batch: p.Batch, Run: max(p.Run, 1), Provider: p.Provider, Model: p.Model, Deadline: p.Deadline,
+			Status: WaveRecorded, Requests: len(taken), LeaseOwner: p.Owner}
 		err = tx.QueryRow(ctx, `
-			INSERT INTO waves (batch, run, number, provider, model, requests, lease_owner, lease_until, next_poll_at)
-			VALUES ($1, $2, (SELECT coalesce(max(number), 0) + 1 FROM waves WHERE batch = $1), $3, $4, $5,
-			        nullif($6, ''), now() + make_interval(secs => $7::float8), now())
+			INSERT INTO waves (batch, run, number, provider, model, deadline, requests, lease_owner, lease_until, next_poll_at)
+			VALUES ($1, $2, (SELECT coalesce(max(number), 0) + 1 FROM waves WHERE batch = $1), $3, $4, $5, $6,
+			        nullif($7, ''), now() + make_interval(secs => $8::float8), now())
 			RETURNING id, number, created_at`,
-			p.Batch, w.Run, p.Provider, p.Model, w.Requests, p.Owner, p.Lease.Seconds()).Scan(&w.ID, &w.Number, &w.CreatedAt)
+			p.Batch, w.Run, p.Provider, p.Model, nullTime(p.Deadline), w.Requests, p.Owner, p.Lease.Seconds()).Scan(&w.ID, &w.Number, &w.CreatedAt)
 		if err != nil {
 			return fmt.Errorf("insert wave: %w", err)
 		}
@@ -124,8 +134,8 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 		for i := range taken {
 			r := &taken[i]
 			r.CustomID = fmt.Sprintf("w%d-%d", w.ID, i)
-			b.Queue(`INSERT INTO wave_requests (wave_id, custom_id, job_id, run, attempt_no, request) VALUES ($1, $2, $3, $4, $5, $6)`,
-				w.ID, r.CustomID, r.JobID, max(r.Run, 1), r.AttemptNo, string(r.Request))
+			b.Queue(`INSERT INTO wave_requests (wave_id, custom_id, job_id, run, attempt_no, request, envelope) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+				w.ID, r.CustomID, r.JobID, max(r.Run, 1), r.AttemptNo, string(r.Request), string(r.Envelope))
 			b.Queue(`UPDATE jobs SET wave_id = $1 WHERE id = $2`, w.ID, r.JobID)
 		}
 		return tx.SendBatch(ctx, b).Close()
@@ -141,16 +151,16 @@ func (s *Store) WaveRequests(ctx context.Context, waveID int64) ([]WaveRequest, 
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT custom_id, job_id, run, attempt_no, request::text, recorded FROM wave_requests
+		SELECT custom_id, job_id, run, attempt_no, request::text, envelope::text, recorded FROM wave_requests
 		WHERE wave_id = $1 ORDER BY length(custom_id), custom_id`, waveID)
 	if err != nil {
 		return nil, fmt.Errorf("read requests of wave %d: %w", waveID, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WaveRequest, error) {
 		var w WaveRequest
-		var req string
-		err := r.Scan(&w.CustomID, &w.JobID, &w.Run, &w.AttemptNo, &req, &w.Recorded)
-		w.Request = json.RawMessage(req)
+		var req, env string
+		err := r.Scan(&w.CustomID, &w.JobID, &w.Run, &w.AttemptNo, &req, &env, &w.Recorded)
+		w.Request, w.Envelope = json.RawMessage(req), json.RawMessage(env)
 		return w, err
 	})
 	if err != nil {
@@ -159,18 +169,18 @@ func (s *Store) WaveRequests(ctx context.Context, waveID int64) ([]WaveRequest, 
 	return out, nil
 }
 
-const waveColumns = `id, batch, run, number, provider, model, status, coalesce(input_file_id, ''), coalesce(provider_batch_id, ''),
+const waveColumns = `id, batch, run, number, provider, model, deadline, status, coalesce(input_file_id, ''), coalesce(provider_batch_id, ''),
 	requests, succeeded, errored, expired, cancelled, error, created_at, submitted_at, ended_at, coalesce(lease_owner, ''), polls`
 
 func scanWave(r pgx.Row) (*Wave, error) {
 	var w Wave
-	var submitted, ended *time.Time
-	err := r.Scan(&w.ID, &w.Batch, &w.Run, &w.Number, &w.Provider, &w.Model, &w.Status, &w.InputFileID, &w.ProviderBatchID,
+	var submitted, ended, deadline *time.Time
+	err := r.Scan(&w.ID, &w.Batch, &w.Run, &w.Number, &w.Provider, &w.Model, &deadline, &w.Status, &w.InputFileID, &w.ProviderBatchID,
 		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled, &w.Error, &w.CreatedAt, &submitted, &ended, &w.LeaseOwner, &w.Polls)
 	if err != nil {
 		return nil, err
 	}
-	w.SubmittedAt, w.EndedAt = deref(submitted), deref(ended)
+	w.SubmittedAt, w.EndedAt, w.Deadline = deref(submitted), deref(ended), deref(deadline)
 	return &w, nil
 }
 
@@ -209,6 +219,8 @@ type WaveUpdate struct {
 	// NextPoll releases the lease and sets when the wave is next due; 0
 	// keeps the lease.
 	NextPoll time.Duration
+	// Lease, with NextPoll 0, renews the lease for that long from now.
+	Lease time.Duration
 }
 
 // UpdateWave applies u to the wave while owner holds its lease
@@ -232,10 +244,11 @@ func (s *Store) UpdateWave(ctx context.Context, id int64, owner string, u WaveUp
 			expired = coalesce(($6::int[])[3], expired), cancelled = coalesce(($6::int[])[4], cancelled),
 			error = CASE WHEN $7 = '' THEN error ELSE $7 END,
 			lease_owner = CASE WHEN $8::float8 > 0 THEN NULL ELSE lease_owner END,
-			lease_until = CASE WHEN $8::float8 > 0 THEN NULL ELSE lease_until END,
+			lease_until = CASE WHEN $8::float8 > 0 THEN NULL
+			                   WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8) ELSE lease_until END,
 			next_poll_at = CASE WHEN $8::float8 > 0 THEN now() + make_interval(secs => $8::float8) ELSE next_poll_at END
 		WHERE id = $1 AND lease_owner = $2`,
-		id, owner, u.Status, u.InputFileID, u.ProviderBatchID, counts, txt(u.Error), u.NextPoll.Seconds())
+		id, owner, u.Status, u.InputFileID, u.ProviderBatchID, counts, txt(u.Error), u.NextPoll.Seconds(), u.Lease.Seconds())
 	if err != nil {
 		return fmt.Errorf("update wave %d: %w", id, err)
 	}
@@ -262,9 +275,13 @@ type WaveOutcome struct {
 
 // RecordWaveOutcomes records wave requests' outcomes in one transaction:
 // each attempt row (once: a results file processed twice records nothing
-// twice), the request marked recorded, the job's place in the wave cleared,
-// and a final result applied to its job (while it is queued in that run).
-// It returns how many attempts it inserted.
+// twice), the request marked recorded, and a final result applied to its
+// job (while it is queued in that run), which ends its place in the wave.
+// A job with no final result keeps its place until the driver puts it in
+// the next wave (RecordWave with From) or hands it to the queue
+// (ReleaseWaveJobs): a crash in between leaves it there, for the next
+// holder of the wave's lease to move on (PlacedJobs). It returns how many
+// attempts it inserted.
 func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int, error) {
 	if len(outs) == 0 {
 		return 0, nil
@@ -339,7 +356,7 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 					t = &Result{}
 				}
 				if _, err := tx.Exec(ctx, `
-					UPDATE jobs SET wave_id = NULL, attempts = $3, calls = $4, tokens_in = $5, tokens_out = $6,
+					UPDATE jobs SET attempts = $3, calls = $4, tokens_in = $5, tokens_out = $6,
 						tokens_cached = $7, tokens_cache_write = $8, cost_usd = $9, started_at = coalesce(started_at, $10)
 					WHERE id = $1 AND run = $2 AND status = 'queued'`,
 					jobID, run, t.Attempts, t.Calls, t.TokensIn, t.TokensOut, t.TokensCached, t.TokensCacheWrite, t.CostUSD,
@@ -356,30 +373,94 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 	return inserted, nil
 }
 
-// ReleaseWaveJobs takes back the jobs of a wave whose requests have no
-// recorded outcome (a wave that failed, or their lines were missing): they
-// have no place in a wave any more, and the caller runs them again. It
-// returns their ids.
-func (s *Store) ReleaseWaveJobs(ctx context.Context, waveID int64) ([]string, error) {
+// ReleaseWaveJobs ends the place in wave waveID of the jobs ids (those
+// still placed there): the queue has them again, or they are final.
+func (s *Store) ReleaseWaveJobs(ctx context.Context, waveID int64, ids []string) error {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `UPDATE jobs SET wave_id = NULL WHERE wave_id = $1 AND id = ANY($2)`, waveID, ids); err != nil {
+		return fmt.Errorf("release %d jobs of wave %d: %w", len(ids), waveID, err)
+	}
+	return nil
+}
+
+// PlacedJobs returns the requests of the wave whose jobs are still placed
+// in it and queued: their outcome is recorded (or missing) and they wait
+// for their next attempt.
+func (s *Store) PlacedJobs(ctx context.Context, waveID int64) ([]WaveRequest, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		WITH r AS (
-			UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND NOT recorded RETURNING job_id
-		)
-		UPDATE jobs j SET wave_id = NULL FROM r WHERE j.id = r.job_id AND j.wave_id = $1 RETURNING j.id`, waveID)
+		SELECT r.custom_id, r.job_id, r.run, r.attempt_no, r.request::text, r.envelope::text, r.recorded
+		FROM wave_requests r JOIN jobs j ON j.id = r.job_id
+		WHERE r.wave_id = $1 AND j.wave_id = $1 AND j.status = 'queued' AND j.run = r.run
+		ORDER BY length(r.custom_id), r.custom_id`, waveID)
 	if err != nil {
-		return nil, fmt.Errorf("release the jobs of wave %d: %w", waveID, err)
+		return nil, fmt.Errorf("read placed jobs of wave %d: %w", waveID, err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WaveRequest, error) {
+		var w WaveRequest
+		var req, env string
+		err := r.Scan(&w.CustomID, &w.JobID, &w.Run, &w.AttemptNo, &req, &env, &w.Recorded)
+		w.Request, w.Envelope = json.RawMessage(req), json.RawMessage(env)
+		return w, err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("release the jobs of wave %d: %w", waveID, err)
+		return nil, fmt.Errorf("read placed jobs of wave %d: %w", waveID, err)
 	}
-	return ids, nil
+	return out, nil
 }
 
-// JobAttempts returns the attempts of a job's run in order, with what a
-// later wave needs to go on from them (feedback, classes, usage).
+// OpenWaves counts the waves not yet done or failed: a draining worker
+// waits for them.
+func (s *Store) OpenWaves(ctx context.Context) (int, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM waves WHERE status NOT IN ('done', 'failed')`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count open waves: %w", err)
+	}
+	return n, nil
+}
+
+// WaveAttempts returns the attempts, in order, of the runs of the jobs
+// that have requests in the wave, by job id, with what the driver needs to
+// go on from them (feedback, classes, usage).
+func (s *Store) WaveAttempts(ctx context.Context, waveID int64) (map[string][]Attempt, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT a.job_id, a.attempt_no, a.raw, a.source, a.errors::text, a.class, a.valid, a.repaired_locally, a.finish_reason,
+		       a.latency_ms, a.tokens_in, a.tokens_out, a.tokens_cached, a.tokens_cache_write, a.transport_retries,
+		       a.provider_status, a.provider_error, a.provider_class, a.model, a.request_id, a.started_at, a.feedback,
+		       a.price_basis, coalesce(a.cost_usd, 0)::float8, coalesce(a.wave_id, 0), a.request_hash
+		FROM wave_requests r JOIN attempts a ON a.job_id = r.job_id AND a.run = r.run
+		WHERE r.wave_id = $1 ORDER BY a.job_id, a.attempt_no`, waveID)
+	if err != nil {
+		return nil, fmt.Errorf("read attempts of wave %d: %w", waveID, err)
+	}
+	out := map[string][]Attempt{}
+	var id string
+	var a Attempt
+	var errs string
+	var started *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &a.No, &a.Raw, &a.Source, &errs, &a.Class, &a.Valid, &a.RepairedLocally,
+		&a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached, &a.TokensCacheWrite, &a.TransportRetries,
+		&a.ProviderStatus, &a.ProviderError, &a.ProviderClass, &a.Model, &a.RequestID, &started, &a.Feedback, &a.PriceBasis,
+		&a.CostUSD, &a.WaveID, &a.RequestHash}, func() error {
+		a.Errors = json.RawMessage(errs)
+		a.StartedAt = deref(started)
+		out[id] = append(out[id], a)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read attempts of wave %d: %w", waveID, err)
+	}
+	return out, nil
+}
+
+// JobAttempts returns the attempts of a job's run in order (see
+// WaveAttempts).
 func (s *Store) JobAttempts(ctx context.Context, jobID string, run int) ([]Attempt, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
@@ -392,17 +473,18 @@ func (s *Store) JobAttempts(ctx context.Context, jobID string, run int) ([]Attem
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of job %s: %w", jobID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
-		var a Attempt
-		var errs string
-		var started *time.Time
-		err := r.Scan(&a.No, &a.Raw, &a.Source, &errs, &a.Class, &a.Valid, &a.RepairedLocally, &a.FinishReason, &a.LatencyMS,
-			&a.TokensIn, &a.TokensOut, &a.TokensCached, &a.TokensCacheWrite, &a.TransportRetries, &a.ProviderStatus,
-			&a.ProviderError, &a.ProviderClass, &a.Model, &a.RequestID, &started, &a.Feedback, &a.PriceBasis, &a.CostUSD,
-			&a.WaveID, &a.RequestHash)
+	var out []Attempt
+	var a Attempt
+	var errs string
+	var started *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&a.No, &a.Raw, &a.Source, &errs, &a.Class, &a.Valid, &a.RepairedLocally,
+		&a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached, &a.TokensCacheWrite, &a.TransportRetries,
+		&a.ProviderStatus, &a.ProviderError, &a.ProviderClass, &a.Model, &a.RequestID, &started, &a.Feedback, &a.PriceBasis,
+		&a.CostUSD, &a.WaveID, &a.RequestHash}, func() error {
 		a.Errors = json.RawMessage(errs)
 		a.StartedAt = deref(started)
-		return a, err
+		out = append(out, a)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of job %s: %w", jobID, err)
@@ -443,4 +525,17 @@ func (s *Store) CancelWaves(ctx context.Context, batch string) (int, error) {
 		return 0, fmt.Errorf("cancel the waves of %s: %w", batch, err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// ProviderBatchRecorded reports whether a wave has recorded the provider
+// batch id: one that none has was created and not recorded.
+func (s *Store) ProviderBatchRecorded(ctx context.Context, provider, id string) (bool, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM waves WHERE provider = $1 AND provider_batch_id = $2)`, provider, id).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("look up provider batch %s: %w", id, err)
+	}
+	return ok, nil
 }

@@ -15,7 +15,8 @@ func waveReqs(batch string, attempt int, ids ...int) []store.WaveRequest {
 	out := make([]store.WaveRequest, len(ids))
 	for i, n := range ids {
 		out[i] = store.WaveRequest{JobID: jobID(batch, n), Run: 1, AttemptNo: attempt,
-			Request: json.RawMessage(fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"row %d"}]}`, n))}
+			Request:  json.RawMessage(fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"row %d"}]}`, n)),
+			Envelope: json.RawMessage(fmt.Sprintf(`{"job_id":%q}`, jobID(batch, n)))}
 	}
 	return out
 }
@@ -97,21 +98,56 @@ func TestWaveLedger(t *testing.T) {
 		t.Fatalf("job 1: %s wave %v basis %s (%v), want valid, no wave, batch", status, wave, basis, err)
 	}
 
+	// Jobs 2 and 3 keep their place in wave 1 until moved on.
+	placedIDs := func(wave int64) []string {
+		t.Helper()
+		placed, err := s.PlacedJobs(ctx, wave)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, p := range placed {
+			if len(p.Envelope) == 0 || len(p.Request) == 0 {
+				t.Errorf("placed request %+v lacks its envelope or request", p)
+			}
+			ids = append(ids, p.JobID)
+		}
+		return ids
+	}
+	if got := fmt.Sprint(placedIDs(w.ID)); got != "[wv-2 wv-3]" {
+		t.Fatalf("placed in wave 1: %s, want [wv-2 wv-3]", got)
+	}
 	// Job 2 goes on from the ledger: its attempt with its feedback.
-	prev, err := s.JobAttempts(ctx, jobID("wv", 2), 1)
-	if err != nil || len(prev) != 1 || prev[0].Feedback != "fix /name" || prev[0].Class != "shape" || prev[0].WaveID != w.ID {
-		t.Fatalf("JobAttempts: %+v %v", prev, err)
+	prev, err := s.WaveAttempts(ctx, w.ID)
+	if err != nil || len(prev["wv-2"]) != 1 || prev["wv-2"][0].Feedback != "fix /name" || prev["wv-2"][0].Class != "shape" ||
+		prev["wv-2"][0].WaveID != w.ID || len(prev["wv-1"]) != 1 || len(prev["wv-3"]) != 0 {
+		t.Fatalf("WaveAttempts: %+v %v", prev, err)
+	}
+	if ja, err := s.JobAttempts(ctx, "wv-2", 1); err != nil || len(ja) != 1 || ja[0].Feedback != "fix /name" {
+		t.Fatalf("JobAttempts: %+v %v", ja, err)
+	}
+	// A repair wave must name the wave its jobs come from.
+	if w2, _, err := s.RecordWave(ctx, store.WaveParams{Batch: "wv", Run: 1, Provider: "openai", Model: "m",
+		Requests: waveReqs("wv", 2, 2)}); err != nil || w2 != nil {
+		t.Fatalf("repair wave without From: %+v %v, want nothing recorded", w2, err)
 	}
 	w2, taken2, err := s.RecordWave(ctx, store.WaveParams{Batch: "wv", Run: 1, Provider: "openai", Model: "m",
-		Requests: waveReqs("wv", 2, 2), Owner: "b", Lease: time.Minute})
+		Requests: waveReqs("wv", 2, 2), From: w.ID, Owner: "b", Lease: time.Minute})
 	if err != nil || w2 == nil || w2.Number != 2 || len(taken2) != 1 {
 		t.Fatalf("repair wave: %+v %v %v", w2, taken2, err)
 	}
-
-	// Wave 1 ends with job 3's line missing: it is taken back.
-	ids, err := s.ReleaseWaveJobs(ctx, w.ID)
-	if err != nil || len(ids) != 1 || ids[0] != jobID("wv", 3) {
-		t.Fatalf("ReleaseWaveJobs: %v %v, want [wv-3]", ids, err)
+	if got := fmt.Sprint(placedIDs(w.ID)); got != "[wv-3]" {
+		t.Fatalf("placed in wave 1 after the repair wave: %s, want [wv-3]", got)
+	}
+	// Job 3 goes back to the queue.
+	if err := s.ReleaseWaveJobs(ctx, w.ID, []string{"wv-3"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := placedIDs(w.ID); len(got) != 0 {
+		t.Fatalf("placed in wave 1 after release: %v", got)
+	}
+	if n, err := s.OpenWaves(ctx); err != nil || n != 2 {
+		t.Fatalf("OpenWaves: %d %v, want 2", n, err)
 	}
 	// Cancel asks for the open waves (wave 1 is still submitted, wave 2 recorded).
 	if n, err := s.CancelWaves(ctx, "wv"); err != nil || n != 2 {

@@ -1,0 +1,964 @@
+package pipeline
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// Batch delivery: the repair step driven in waves of provider batches
+// (OpenAI's Batch API, Anthropic's Message Batches) at half the realtime
+// price, answered within hours instead of seconds.
+//
+// A worker pulls a batch-delivery job from the queue as any other, starts
+// its repair step and, instead of calling the provider, collects the
+// step's first request with others of the same batch and model. When the
+// collection is full or has waited WaveConfig.Collect, the wave is
+// recorded in the ledger with each job's place in it, and only then are
+// the messages acked: from that commit on the ledger owns the jobs (a
+// queue's ack wait is no use for a wait of hours). The recording worker
+// holds the wave's lease and submits it; any worker polls the open waves,
+// one at a time each (a lease in Postgres, taken over when its holder dies
+// and it expires). When a wave ends its results go through the step one by
+// one, each recorded as an attempt exactly as in realtime (plus the wave
+// and the price basis), valid jobs are final, and the jobs the step says
+// need another attempt go into the next wave with their feedback, or,
+// near the deadline or when few remain, back to the queue to finish
+// realtime, going on from the attempts the ledger holds.
+//
+// Every step leaves the ledger able to go on after a crash: a wave is
+// recorded before anything is sent; its input file and provider batch ids
+// are recorded as soon as they exist, and one created but not recorded is
+// found again (ListBatches: OpenAI by the metadata naming the wave,
+// Anthropic by its size and time); a result is recorded once (its request
+// is marked in the same transaction); a job keeps its place in an ended
+// wave until the next wave holds it or the queue has it again.
+
+// BatchClient is what the wave driver needs of a provider with a batch
+// API. *llm.Client satisfies it.
+type BatchClient interface {
+	SupportsBatch() bool
+	EncodeBatchItem(it llm.BatchItem) ([]byte, error)
+	BatchLimits() (maxRequests int, maxBytes int64)
+	UploadBatchFile(ctx context.Context, items []llm.BatchItem) (string, error)
+	CreateBatch(ctx context.Context, fileID string, items []llm.BatchItem, metadata map[string]string) (llm.BatchStatus, error)
+	RetrieveBatch(ctx context.Context, id string) (llm.BatchStatus, error)
+	CancelBatch(ctx context.Context, id string) (llm.BatchStatus, error)
+	ListBatches(ctx context.Context, limit int) ([]llm.BatchStatus, error)
+	BatchResults(ctx context.Context, st llm.BatchStatus, request func(customID string) (llm.Request, bool), fn func(llm.BatchResult) error) error
+}
+
+var _ BatchClient = (*llm.Client)(nil)
+
+// WaveLedger is what the wave driver needs from the ledger. *store.Store
+// satisfies it; a Worker whose Ledger does not runs batch-delivery jobs
+// realtime.
+type WaveLedger interface {
+	RecordWave(ctx context.Context, p store.WaveParams) (*store.Wave, []store.WaveRequest, error)
+	WaveRequests(ctx context.Context, waveID int64) ([]store.WaveRequest, error)
+	ClaimWave(ctx context.Context, owner string, lease time.Duration) (*store.Wave, error)
+	UpdateWave(ctx context.Context, id int64, owner string, u store.WaveUpdate) error
+	RecordWaveOutcomes(ctx context.Context, outs []store.WaveOutcome) (int, error)
+	ReleaseWaveJobs(ctx context.Context, waveID int64, ids []string) error
+	PlacedJobs(ctx context.Context, waveID int64) ([]store.WaveRequest, error)
+	WaveAttempts(ctx context.Context, waveID int64) (map[string][]store.Attempt, error)
+	JobAttempts(ctx context.Context, jobID string, run int) ([]store.Attempt, error)
+	ProviderBatchRecorded(ctx context.Context, provider, id string) (bool, error)
+	OpenWaves(ctx context.Context) (int, error)
+}
+
+var _ WaveLedger = (*store.Store)(nil)
+
+// Wave defaults.
+const (
+	WaveMaxRequestsDefault = 2048
+	WaveCollectDefault     = 10 * time.Second
+	WavePollMinDefault     = 30 * time.Second
+	WavePollMaxDefault     = 10 * time.Minute
+	WaveLeaseDefault       = 5 * time.Minute
+	WaveIdleDefault        = 5 * time.Second
+	// WaveRealtimeBelowDefault: a repair wave of fewer jobs runs realtime
+	// instead: a provider batch takes minutes at best, and a handful of
+	// jobs costs cents either way.
+	WaveRealtimeBelowDefault = 25
+	// WaveDeadlineMarginDefault is how long before the deadline a wave
+	// still running is cancelled, so its jobs have time to finish
+	// realtime.
+	WaveDeadlineMarginDefault = time.Hour
+	// waveNoReplyMax is how many of a job's wave attempts may get no reply
+	// (expired, errored) before it goes on realtime.
+	waveNoReplyMax = 2
+	// waveMetadataKey names the wave in an OpenAI batch's metadata.
+	waveMetadataKey = "fixpoint_wave"
+	// waveDeadlineCancel is the error of a wave cancelled because its
+	// deadline came near.
+	waveDeadlineCancel = "cancelled: the deadline is near"
+	// waveOutcomesChunk is how many outcomes one ledger transaction
+	// records.
+	waveOutcomesChunk = 256
+)
+
+// WaveConfig tunes batch delivery.
+type WaveConfig struct {
+	// MaxRequests caps a wave's requests (and the provider's own limits
+	// apply). Collected jobs hold their messages unacked until their wave
+	// is recorded, so it should stay well under the queue's
+	// MaxAckPending. Defaults to 2,048.
+	MaxRequests int
+	// Collect is how long a wave's first job waits for more before the
+	// wave is recorded and submitted. Defaults to 10s.
+	Collect time.Duration
+	// PollMin and PollMax bound the wait between two polls of a wave: it
+	// starts at PollMin and doubles up to PollMax. Defaults 30s and 10m.
+	PollMin, PollMax time.Duration
+	// Lease is how long a worker owns a wave it polls or processes before
+	// another may take it over; renewed while it works. Defaults to 5m.
+	Lease time.Duration
+	// Idle is how often a worker looks for due waves when none was due.
+	// Defaults to 5s.
+	Idle time.Duration
+	// RealtimeBelow: a repair wave of fewer jobs runs realtime instead.
+	// Defaults to 25; negative never does.
+	RealtimeBelow int
+	// DeadlineMargin is how long before a job's deadline a wave holding it
+	// is cancelled (its replies so far recorded, the rest run realtime),
+	// and within which no new wave starts. Defaults to 1h.
+	DeadlineMargin time.Duration
+	// Owner names this worker in wave leases; defaults to host, pid and a
+	// start time.
+	Owner string
+}
+
+// WithDefaults returns a copy with zero fields set to their defaults.
+func (c WaveConfig) WithDefaults() WaveConfig {
+	c.MaxRequests = cmp.Or(c.MaxRequests, WaveMaxRequestsDefault)
+	c.Collect = cmp.Or(c.Collect, WaveCollectDefault)
+	c.PollMin = cmp.Or(c.PollMin, WavePollMinDefault)
+	c.PollMax = max(cmp.Or(c.PollMax, WavePollMaxDefault), c.PollMin)
+	c.Lease = cmp.Or(c.Lease, WaveLeaseDefault)
+	c.Idle = cmp.Or(c.Idle, WaveIdleDefault)
+	c.RealtimeBelow = cmp.Or(c.RealtimeBelow, WaveRealtimeBelowDefault)
+	c.DeadlineMargin = cmp.Or(c.DeadlineMargin, WaveDeadlineMarginDefault)
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), strconv.FormatInt(time.Now().UnixNano(), 36))
+	}
+	return c
+}
+
+// waves drives a worker's batch-delivery jobs.
+type waves struct {
+	w       *Worker
+	ledger  WaveLedger
+	clients map[string]BatchClient
+	cfg     WaveConfig
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	pending map[waveKey]*collecting
+	flushes sync.WaitGroup
+	// hooks for tests (export_test.go): called at each point a crash
+	// leaves the ledger in another state.
+	hook func(point string, waveID int64)
+}
+
+// waveKey is what a wave's requests share.
+type waveKey struct {
+	batch           string
+	run             int
+	provider, model string
+}
+
+// collecting is a wave being filled.
+type collecting struct {
+	key      waveKey
+	deadline time.Time
+	items    []collected
+	bytes    int64
+	timer    *time.Timer
+	flushed  bool
+}
+
+// collected is a job waiting for its wave to be recorded, its message
+// unacked (its heartbeat keeps it).
+type collected struct {
+	msg       jetstream.Msg
+	env       *Envelope
+	delivered int
+	req       store.WaveRequest
+	stopBeat  func()
+}
+
+func newWaves(w *Worker, ledger Ledger, cfg WaveConfig) *waves {
+	wl, ok := ledger.(WaveLedger)
+	if !ok {
+		return nil
+	}
+	v := &waves{w: w, ledger: wl, clients: map[string]BatchClient{}, cfg: cfg.WithDefaults(), log: w.log,
+		pending: map[waveKey]*collecting{}}
+	for name, c := range w.cfg.Providers {
+		if bc, ok := c.(BatchClient); ok && bc.SupportsBatch() {
+			v.clients[name] = bc
+		}
+	}
+	return v
+}
+
+func (v *waves) at(point string, waveID int64) {
+	if v.hook != nil {
+		v.hook(point, waveID)
+	}
+}
+
+// stepConfig is the step's configuration for calls billed at batch prices.
+func (w *Worker) stepConfig(provider string, basis repair.PriceBasis) repair.Config {
+	cfg := w.loops[provider].step
+	cfg.PriceBasis = basis
+	return cfg
+}
+
+// canCollect reports whether the job can go into a wave: the worker drives
+// waves for its provider, and its deadline leaves time for one.
+func (v *waves) canCollect(env *Envelope) bool {
+	if v == nil || v.clients[env.Provider] == nil {
+		return false
+	}
+	d := env.deadline()
+	return d.IsZero() || time.Now().Add(v.cfg.DeadlineMargin).Before(d)
+}
+
+// collect starts the job's repair step and adds its first request to the
+// wave being filled for its batch and model. The message stays unacked
+// (its heartbeat runs) until the wave is recorded.
+func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, job *Job, delivered int) {
+	step, err := repair.Start(job, nil, v.w.stepConfig(env.Provider, repair.PriceBasisBatch))
+	if err != nil {
+		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
+		return
+	}
+	act := step.Next()
+	if act.Request == nil {
+		// Final before any call (a token budget too small for one).
+		v.w.finish(ctx, msg, env, step.Result())
+		return
+	}
+	reqJSON, err := json.Marshal(act.Request)
+	if err != nil {
+		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: fmt.Errorf("%w: encode request: %v", ErrBadJob, err)})
+		return
+	}
+	client := v.clients[env.Provider]
+	item, err := client.EncodeBatchItem(llm.BatchItem{CustomID: "w0-0", Request: *act.Request})
+	if err != nil {
+		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: fmt.Errorf("%w: %v", ErrBadJob, err)})
+		return
+	}
+	envJSON, err := EncodeEnvelope(env)
+	if err != nil {
+		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
+		return
+	}
+	c := collected{msg: msg, env: env, delivered: delivered, stopBeat: v.w.heartbeat(msg),
+		req: store.WaveRequest{JobID: env.JobID, Run: env.RunOrFirst(), AttemptNo: 1, Request: reqJSON, Envelope: envJSON}}
+	size := int64(len(item)) + 16 // the custom id is longer than the placeholder
+	key := waveKey{batch: env.Batch, run: env.RunOrFirst(), provider: env.Provider, model: env.Model}
+	maxReq, maxBytes := client.BatchLimits()
+	maxReq = min(maxReq, v.cfg.MaxRequests)
+
+	v.mu.Lock()
+	col := v.pending[key]
+	if col != nil && (len(col.items) >= maxReq || col.bytes+size > maxBytes) {
+		v.flushLocked(ctx, col)
+		col = nil
+	}
+	if col == nil {
+		col = &collecting{key: key, deadline: env.deadline()}
+		v.pending[key] = col
+		col.timer = time.AfterFunc(v.cfg.Collect, func() {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.flushLocked(ctx, col)
+		})
+	}
+	col.items = append(col.items, c)
+	col.bytes += size
+	if len(col.items) >= maxReq {
+		v.flushLocked(ctx, col)
+	}
+	v.mu.Unlock()
+}
+
+// flushLocked takes col out of the pending waves and records and submits
+// it in the background. v.mu is held.
+func (v *waves) flushLocked(ctx context.Context, col *collecting) {
+	if col.flushed {
+		return
+	}
+	col.flushed = true
+	col.timer.Stop()
+	if v.pending[col.key] == col {
+		delete(v.pending, col.key)
+	}
+	v.flushes.Add(1)
+	go func() {
+		defer v.flushes.Done()
+		v.record(ctx, col)
+	}()
+}
+
+// record records a collected wave, acks the messages of the jobs it holds
+// and submits it.
+func (v *waves) record(ctx context.Context, col *collecting) {
+	reqs := make([]store.WaveRequest, len(col.items))
+	for i, c := range col.items {
+		reqs[i] = c.req
+	}
+	log := v.log.With(slog.String("batch", col.key.batch), slog.String("provider", col.key.provider))
+	var wave *store.Wave
+	var taken []store.WaveRequest
+	err := v.w.retryLedger(ctx, log, func() error {
+		var err error
+		wave, taken, err = v.ledger.RecordWave(context.WithoutCancel(ctx), store.WaveParams{
+			Batch: col.key.batch, Run: col.key.run, Provider: col.key.provider, Model: col.key.model,
+			Deadline: col.deadline, Requests: reqs, Owner: v.cfg.Owner, Lease: v.cfg.Lease})
+		if errors.Is(err, store.ErrInvalid) {
+			return permanent(err)
+		}
+		return err
+	})
+	in := map[string]bool{}
+	for _, r := range taken {
+		in[r.JobID] = true
+	}
+	for _, c := range col.items {
+		c.stopBeat()
+		switch {
+		case err != nil:
+			v.w.dispose(ctx, c.msg, c.env, v.w.decide(ctx, c.delivered, fmt.Errorf("%w: record wave: %w", ErrTransient, err)))
+		case in[c.env.JobID]:
+			v.w.dispose(ctx, c.msg, c.env, Disposition{Kind: DispWave})
+		default:
+			// Final already, requeued, or in a wave another worker recorded.
+			v.w.dispose(ctx, c.msg, c.env, Disposition{Kind: DispSkip})
+		}
+	}
+	if err != nil || wave == nil {
+		if err != nil {
+			log.WarnContext(ctx, "worker: record wave", slog.String("error", err.Error()))
+		}
+		return
+	}
+	v.w.cfg.Metrics.Waves.WithLabelValues(col.key.provider, "recorded").Inc()
+	log.InfoContext(ctx, "worker: wave recorded", slog.Int64("wave", wave.ID), slog.Int("number", wave.Number),
+		slog.Int("requests", len(taken)))
+	v.at("recorded", wave.ID)
+	if ctx.Err() != nil || v.w.stoppingNow() {
+		// Stopping: release the lease for the next worker to submit it.
+		v.update(ctx, log, wave, store.WaveUpdate{NextPoll: time.Millisecond})
+		return
+	}
+	v.drive(context.WithoutCancel(ctx), wave, taken)
+}
+
+// run polls the open waves until ctx ends: it claims one that is due,
+// moves it on, and claims the next.
+func (v *waves) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		wave, err := v.ledger.ClaimWave(ctx, v.cfg.Owner, v.cfg.Lease)
+		if err != nil {
+			if ctx.Err() == nil {
+				v.log.WarnContext(ctx, "worker: claim a wave", slog.String("error", err.Error()))
+			}
+		}
+		if wave == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(v.cfg.Idle):
+			}
+			continue
+		}
+		v.drive(ctx, wave, nil)
+	}
+}
+
+// drive moves a wave this worker holds the lease of one step on: submit
+// it, poll it, or process its results. reqs are its requests when known.
+func (v *waves) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveRequest) {
+	log := v.log.With(slog.Int64("wave", wave.ID), slog.String("batch", wave.Batch), slog.String("provider", wave.Provider))
+	client := v.clients[wave.Provider]
+	if client == nil {
+		// Another worker's provider: leave it to one configured for it.
+		log.WarnContext(ctx, "worker: wave of a provider this worker has no batch client for")
+		v.update(ctx, log, wave, store.WaveUpdate{NextPoll: v.cfg.PollMax})
+		return
+	}
+	var err error
+	switch {
+	case wave.Status == store.WaveCancelling && wave.ProviderBatchID == "":
+		err = v.cancelUnsubmitted(ctx, log, wave)
+	case wave.Status == store.WaveEnded:
+		err = v.process(ctx, log, client, wave, nil)
+	case wave.ProviderBatchID == "":
+		err = v.submit(ctx, log, client, wave, reqs)
+	default:
+		err = v.poll(ctx, log, client, wave)
+	}
+	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		log.WarnContext(ctx, "worker: wave", slog.String("status", wave.Status), slog.String("error", err.Error()))
+		v.update(ctx, log, wave, store.WaveUpdate{Error: truncate(err.Error(), 500), NextPoll: v.backoff(wave)})
+	}
+}
+
+// update applies u, logging a failure (the lease expires on its own).
+func (v *waves) update(ctx context.Context, log *slog.Logger, wave *store.Wave, u store.WaveUpdate) {
+	if err := v.ledger.UpdateWave(context.WithoutCancel(ctx), wave.ID, v.cfg.Owner, u); err != nil {
+		log.WarnContext(ctx, "worker: update wave", slog.String("error", err.Error()))
+	}
+}
+
+// backoff is the wait before the wave's next poll: PollMin doubling with
+// each poll, at most PollMax.
+func (v *waves) backoff(wave *store.Wave) time.Duration {
+	return min(v.cfg.PollMin<<min(max(wave.Polls-1, 0), 20), v.cfg.PollMax)
+}
+
+// items decodes a wave's requests as batch items.
+func (v *waves) items(ctx context.Context, wave *store.Wave, reqs []store.WaveRequest) ([]llm.BatchItem, error) {
+	if reqs == nil {
+		var err error
+		if reqs, err = v.ledger.WaveRequests(ctx, wave.ID); err != nil {
+			return nil, err
+		}
+	}
+	items := make([]llm.BatchItem, len(reqs))
+	for i, r := range reqs {
+		items[i].CustomID = r.CustomID
+		if err := json.Unmarshal(r.Request, &items[i].Request); err != nil {
+			return nil, fmt.Errorf("decode request %s of wave %d: %w", r.CustomID, wave.ID, err)
+		}
+	}
+	return items, nil
+}
+
+// submit uploads (OpenAI) and creates the wave's provider batch, recording
+// each id as soon as it exists. A wave an earlier holder may have created
+// is looked for first.
+func (v *waves) submit(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave, reqs []store.WaveRequest) error {
+	if wave.Polls > 1 || wave.Error != "" {
+		// An earlier holder got this far: it may have created the batch.
+		if st, ok, err := v.reconcile(ctx, client, wave); err != nil {
+			return err
+		} else if ok {
+			log.InfoContext(ctx, "worker: wave's provider batch found again", slog.String("provider_batch", st.ID))
+			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveSubmitted,
+				ProviderBatchID: st.ID, NextPoll: v.cfg.PollMin})
+		}
+		if wave.Status == store.WaveRecorded && wave.Provider == llm.ProviderOpenAI {
+			log.WarnContext(ctx, "worker: uploading a wave again: an earlier upload may have left an unused input file (OpenAI deletes it after 30 days)")
+		}
+	}
+	items, err := v.items(ctx, wave, reqs)
+	if err != nil {
+		return err
+	}
+	fileID := wave.InputFileID
+	if wave.Provider == llm.ProviderOpenAI && fileID == "" {
+		v.at("upload", wave.ID)
+		if fileID, err = client.UploadBatchFile(ctx, items); err != nil {
+			return v.submitFailed(ctx, log, wave, err)
+		}
+		if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveUploaded,
+			InputFileID: fileID, Lease: v.cfg.Lease}); err != nil {
+			return err
+		}
+		v.at("uploaded", wave.ID)
+	}
+	v.at("create", wave.ID)
+	st, err := client.CreateBatch(ctx, fileID, items, map[string]string{waveMetadataKey: strconv.FormatInt(wave.ID, 10),
+		"fixpoint_batch": truncate(wave.Batch, 500)})
+	if err != nil {
+		return v.submitFailed(ctx, log, wave, err)
+	}
+	v.at("created", wave.ID)
+	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveSubmitted,
+		ProviderBatchID: st.ID, NextPoll: v.cfg.PollMin}); err != nil {
+		return err
+	}
+	v.w.cfg.Metrics.Waves.WithLabelValues(wave.Provider, "submitted").Inc()
+	log.InfoContext(ctx, "worker: wave submitted", slog.String("provider_batch", st.ID), slog.Int("requests", len(items)))
+	return nil
+}
+
+// submitFailed handles an upload or create that failed: one that may have
+// acted is reconciled on the next try; a retryable one is tried again
+// later; a refused one fails the wave, and its jobs run realtime.
+func (v *waves) submitFailed(ctx context.Context, log *slog.Logger, wave *store.Wave, err error) error {
+	var perr *llm.Error
+	if errors.Is(err, llm.ErrBatchMaybeCreated) || !errors.As(err, &perr) || !perr.Permanent() {
+		// Try again (reconciling first) at the next poll.
+		return fmt.Errorf("submit: %w", err)
+	}
+	log.ErrorContext(ctx, "worker: provider refused the wave; its jobs run realtime", slog.String("error", err.Error()))
+	if err := v.toRealtime(ctx, wave, nil); err != nil {
+		return err
+	}
+	return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed,
+		Error: truncate("submit: "+err.Error(), 500), NextPoll: time.Second})
+}
+
+// reconcile looks for a provider batch of the wave that was created but
+// not recorded: on OpenAI by the metadata naming the wave; on Anthropic
+// (batches carry no metadata) by a batch of the wave's size created after
+// it that no wave has recorded.
+func (v *waves) reconcile(ctx context.Context, client BatchClient, wave *store.Wave) (llm.BatchStatus, bool, error) {
+	list, err := client.ListBatches(ctx, 100)
+	if err != nil {
+		return llm.BatchStatus{}, false, fmt.Errorf("reconcile: list batches: %w", err)
+	}
+	want := strconv.FormatInt(wave.ID, 10)
+	var found []llm.BatchStatus
+	for _, st := range list {
+		switch wave.Provider {
+		case llm.ProviderOpenAI:
+			if st.Metadata[waveMetadataKey] == want {
+				return st, true, nil
+			}
+		default:
+			if st.Counts.Total == wave.Requests && !st.CreatedAt.Before(wave.CreatedAt.Add(-time.Minute)) {
+				taken, err := v.ledger.ProviderBatchRecorded(ctx, wave.Provider, st.ID)
+				if err != nil {
+					return llm.BatchStatus{}, false, err
+				}
+				if !taken {
+					found = append(found, st)
+				}
+			}
+		}
+	}
+	if len(found) == 1 {
+		return found[0], true, nil
+	}
+	return llm.BatchStatus{}, false, nil
+}
+
+// cancelUnsubmitted ends a wave cancelled before it reached the provider.
+func (v *waves) cancelUnsubmitted(ctx context.Context, log *slog.Logger, wave *store.Wave) error {
+	if client := v.clients[wave.Provider]; client != nil && wave.Polls > 1 {
+		// It may have been created after all.
+		if st, ok, err := v.reconcile(ctx, client, wave); err == nil && ok {
+			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{ProviderBatchID: st.ID, NextPoll: time.Millisecond})
+		}
+	}
+	if err := v.toRealtime(ctx, wave, nil); err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "worker: wave cancelled before it was submitted")
+	return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed,
+		Error: "cancelled before it was submitted", NextPoll: time.Second})
+}
+
+// poll asks the provider about a submitted wave: cancelling it if asked
+// to or if its deadline is near, and processing its results once it ended.
+func (v *waves) poll(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave) error {
+	cancelWhy := ""
+	switch {
+	case wave.Status == store.WaveCancelling:
+		cancelWhy = "cancelled by enqueue cancel"
+	case !wave.Deadline.IsZero() && time.Now().Add(v.cfg.DeadlineMargin).After(wave.Deadline):
+		cancelWhy = waveDeadlineCancel
+	}
+	if cancelWhy != "" && wave.Error != cancelWhy {
+		if _, err := client.CancelBatch(ctx, wave.ProviderBatchID); err != nil && !errors.Is(err, llm.ErrBatchNotFound) {
+			return fmt.Errorf("cancel: %w", err)
+		}
+		log.InfoContext(ctx, "worker: provider batch cancel asked for", slog.String("why", cancelWhy))
+		if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Error: cancelWhy, Lease: v.cfg.Lease}); err != nil {
+			return err
+		}
+		wave.Error = cancelWhy
+	}
+	st, err := client.RetrieveBatch(ctx, wave.ProviderBatchID)
+	if err != nil {
+		return fmt.Errorf("retrieve: %w", err)
+	}
+	counts := waveCounts(st.Counts)
+	if !st.Ended {
+		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Counts: &counts, NextPoll: v.backoff(wave)})
+	}
+	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveEnded, Counts: &counts,
+		Lease: v.cfg.Lease}); err != nil {
+		return err
+	}
+	wave.Status = store.WaveEnded
+	log.InfoContext(ctx, "worker: wave ended", slog.String("state", string(st.State)), slog.Int("succeeded", st.Counts.Succeeded),
+		slog.Int("errored", st.Counts.Errored), slog.Int("expired", st.Counts.Expired))
+	v.at("ended", wave.ID)
+	return v.process(ctx, log, client, wave, &st)
+}
+
+func waveCounts(c llm.BatchCounts) [4]int {
+	return [4]int{c.Succeeded, c.Errored, c.Expired, c.Cancelled}
+}
+
+// waveJob is a job of a wave being processed: its repair step rebuilt
+// from the ledger, up to the request the wave carried.
+type waveJob struct {
+	req  store.WaveRequest
+	env  *Envelope
+	step *repair.Step
+	// prev is how many attempts the ledger had before this wave's.
+	prev int
+}
+
+// process records an ended wave's results and moves its jobs on: final,
+// into the next wave, or back to the queue to finish realtime. st is the
+// provider batch as retrieved (nil: retrieve it).
+func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave, st *llm.BatchStatus) error {
+	if st == nil {
+		s, err := client.RetrieveBatch(ctx, wave.ProviderBatchID)
+		if err != nil {
+			return fmt.Errorf("retrieve: %w", err)
+		}
+		st = &s
+	}
+	reqs, err := v.ledger.WaveRequests(ctx, wave.ID)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]store.WaveRequest, len(reqs))
+	for _, r := range reqs {
+		byID[r.CustomID] = r
+	}
+	prev, err := v.ledger.WaveAttempts(ctx, wave.ID)
+	if err != nil {
+		return err
+	}
+	started := cmp.Or(wave.SubmittedAt, wave.CreatedAt)
+	seen := map[string]bool{}
+	var outs []store.WaveOutcome
+	flush := func() error {
+		if len(outs) == 0 {
+			return nil
+		}
+		if _, err := v.ledger.RecordWaveOutcomes(context.WithoutCancel(ctx), outs); err != nil {
+			return err
+		}
+		outs = outs[:0]
+		v.at("outcomes", wave.ID)
+		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})
+	}
+	outcome := func(r store.WaveRequest, resp *llm.Response, callErr error) error {
+		seen[r.CustomID] = true
+		if r.Recorded {
+			return nil
+		}
+		j, err := v.rebuild(ctx, r, prev[r.JobID], repair.PriceBasisBatch)
+		if err != nil {
+			log.ErrorContext(ctx, "worker: wave result of a job that cannot be rebuilt", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
+			return nil // it stays placed; the next pass hands it to the queue
+		}
+		if j == nil {
+			return nil // its attempt is recorded already
+		}
+		a, act := j.step.Feed(resp, callErr, started)
+		o := store.WaveOutcome{WaveID: wave.ID, CustomID: r.CustomID, Attempt: toStoreAttempt(a)}
+		if act.Done() {
+			res := toStoreResult(j.step.Result(), j.env, 0)
+			o.Result = &res
+		} else {
+			tot := toStoreResult(j.step.Result(), j.env, 0)
+			o.Totals = &tot
+		}
+		outs = append(outs, o)
+		if len(outs) >= waveOutcomesChunk {
+			return flush()
+		}
+		return nil
+	}
+	v.at("download", wave.ID)
+	err = client.BatchResults(ctx, *st, func(id string) (llm.Request, bool) {
+		r, ok := byID[id]
+		if !ok {
+			return llm.Request{}, false
+		}
+		var req llm.Request
+		if json.Unmarshal(r.Request, &req) != nil {
+			return llm.Request{}, false
+		}
+		return req, true
+	}, func(br llm.BatchResult) error {
+		r, ok := byID[br.CustomID]
+		if !ok || seen[br.CustomID] {
+			log.WarnContext(ctx, "worker: wave result for a request the wave does not have", slog.String("custom_id", truncate(br.CustomID, 80)))
+			return nil
+		}
+		var callErr error
+		if br.Err != nil {
+			callErr = br.Err
+		}
+		return outcome(r, br.Response, callErr)
+	})
+	if err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	// A request with no result line never ran.
+	class, why := llm.ClassExpired, "the provider batch ended without a result for this request"
+	if st.State == llm.BatchCancelled {
+		class = llm.ClassCancelled
+	}
+	for _, r := range reqs {
+		if !seen[r.CustomID] {
+			if err := outcome(r, nil, &llm.Error{Class: class, Code: "missing_result", Message: why}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	v.at("recorded_results", wave.ID)
+	return v.next(ctx, log, client, wave, st)
+}
+
+// rebuild starts the repair step of a wave request's job from the
+// attempts the ledger has before it. nil, nil: the request's attempt is
+// recorded already.
+func (v *waves) rebuild(ctx context.Context, r store.WaveRequest, rows []store.Attempt, basis repair.PriceBasis) (*waveJob, error) {
+	env, err := DecodeEnvelope(r.Envelope)
+	if err != nil {
+		return nil, err
+	}
+	job, err := v.w.buildJob(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	var before []store.Attempt
+	for _, a := range rows {
+		if a.No < r.AttemptNo {
+			before = append(before, a)
+		} else {
+			return nil, nil
+		}
+	}
+	prev := resultFromLedger(r.JobID, before)
+	step, err := repair.Start(job, prev, v.w.stepConfig(env.Provider, basis))
+	if err != nil {
+		return nil, err
+	}
+	if act := step.Next(); act.Request == nil {
+		return nil, fmt.Errorf("job %s has no attempt %d to make", r.JobID, r.AttemptNo)
+	}
+	return &waveJob{req: r, env: env, step: step, prev: len(before)}, nil
+}
+
+// next moves on the jobs still placed in an ended wave: into the next
+// wave, or to the queue to finish realtime; then the wave is done.
+func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave, st *llm.BatchStatus) error {
+	placed, err := v.ledger.PlacedJobs(ctx, wave.ID)
+	if err != nil {
+		return err
+	}
+	var again []store.WaveRequest
+	var realtime []store.WaveRequest
+	if len(placed) > 0 {
+		rows, err := v.ledger.WaveAttempts(ctx, wave.ID)
+		if err != nil {
+			return err
+		}
+		took := time.Since(cmp.Or(wave.SubmittedAt, wave.CreatedAt))
+		if st != nil && !st.EndedAt.IsZero() && !wave.SubmittedAt.IsZero() {
+			took = st.EndedAt.Sub(wave.SubmittedAt)
+		}
+		deadline := time.Time{}
+		for _, p := range placed {
+			r := p
+			r.AttemptNo = len(rows[p.JobID]) + 1
+			env, err := DecodeEnvelope(p.Envelope)
+			if err != nil {
+				realtime = append(realtime, p)
+				continue
+			}
+			deadline = env.deadline()
+			j, err := v.rebuild(ctx, r, rows[p.JobID], repair.PriceBasisBatch)
+			if err != nil || j == nil {
+				realtime = append(realtime, p)
+				continue
+			}
+			noReply := 0
+			for _, a := range rows[p.JobID] {
+				if a.WaveID != 0 && a.Class == repair.OutcomeProvider {
+					noReply++
+				}
+			}
+			if noReply >= waveNoReplyMax {
+				realtime = append(realtime, p)
+				continue
+			}
+			b, err := json.Marshal(j.step.Next().Request)
+			if err != nil {
+				realtime = append(realtime, p)
+				continue
+			}
+			r.Request = b
+			again = append(again, r)
+		}
+		// A wave that cannot end before the deadline is not started (one
+		// more wave is taken to last twice as long as this one did), nor a
+		// wave too small to be worth its wait.
+		late := !deadline.IsZero() && time.Now().Add(2*took+v.cfg.DeadlineMargin).After(deadline)
+		if late || wave.Error == waveDeadlineCancel || (v.cfg.RealtimeBelow > 0 && len(again) < v.cfg.RealtimeBelow) {
+			realtime, again = append(realtime, again...), nil
+		}
+	}
+	if len(again) > 0 {
+		nw, taken, err := v.ledger.RecordWave(context.WithoutCancel(ctx), store.WaveParams{Batch: wave.Batch, Run: wave.Run,
+			Provider: wave.Provider, Model: wave.Model, Deadline: wave.Deadline, Requests: again, From: wave.ID,
+			Owner: v.cfg.Owner, Lease: v.cfg.Lease})
+		if err != nil {
+			return err
+		}
+		if nw != nil {
+			log.InfoContext(ctx, "worker: repair wave recorded", slog.Int64("next_wave", nw.ID), slog.Int("requests", len(taken)))
+			v.at("repair_recorded", nw.ID)
+			defer v.drive(context.WithoutCancel(ctx), nw, taken)
+		}
+	}
+	if len(realtime) > 0 {
+		if err := v.toRealtime(ctx, wave, realtime); err != nil {
+			return err
+		}
+		log.InfoContext(ctx, "worker: jobs of the wave go on realtime", slog.Int("jobs", len(realtime)))
+	}
+	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveDone, NextPoll: time.Second}); err != nil {
+		return err
+	}
+	v.w.cfg.Metrics.Waves.WithLabelValues(wave.Provider, "done").Inc()
+	return nil
+}
+
+// toRealtime hands jobs placed in the wave to the queue, to finish
+// realtime from the attempts the ledger holds, then ends their place in
+// the wave. placed nil means every job still placed there.
+func (v *waves) toRealtime(ctx context.Context, wave *store.Wave, placed []store.WaveRequest) error {
+	if placed == nil {
+		var err error
+		if placed, err = v.ledger.PlacedJobs(ctx, wave.ID); err != nil {
+			return err
+		}
+	}
+	ids := make([]string, 0, len(placed))
+	for _, p := range placed {
+		env, err := DecodeEnvelope(p.Envelope)
+		if err != nil {
+			return fmt.Errorf("job %s of wave %d: %w", p.JobID, wave.ID, err)
+		}
+		env.FromWave = wave.ID
+		if err := publishFromWave(ctx, v.w.js, v.w.cfg.Queue, env); err != nil {
+			return err
+		}
+		ids = append(ids, p.JobID)
+	}
+	v.at("published", wave.ID)
+	if len(ids) == 0 {
+		return nil
+	}
+	return v.ledger.ReleaseWaveJobs(ctx, wave.ID, ids)
+}
+
+// resultFromLedger is a job's result so far as the ledger recorded its
+// attempts: what repair.Start takes to go on from them.
+func resultFromLedger(jobID string, rows []store.Attempt) *Result {
+	if len(rows) == 0 {
+		return nil
+	}
+	res := &Result{JobID: jobID, Status: StatusInvalid}
+	for _, r := range rows {
+		a := Attempt{No: r.No, RequestHash: r.RequestHash, Raw: r.Raw, Class: r.Class, Valid: r.Valid,
+			RepairedLocally: r.RepairedLocally, FinishReason: llm.FinishReason(r.FinishReason),
+			Latency: time.Duration(r.LatencyMS) * time.Millisecond, TokensIn: int(r.TokensIn), TokensOut: int(r.TokensOut),
+			TokensCached: int(r.TokensCached), TokensCacheWrite: int(r.TokensCacheWrite),
+			PriceBasis: repair.PriceBasis(r.PriceBasis), CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
+			ProviderError: r.ProviderError, ProviderClass: llm.ErrorClass(r.ProviderClass), Model: r.Model,
+			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback}
+		a.Source = extract.Source(r.Source)
+		if len(r.Errors) > 0 {
+			_ = json.Unmarshal(r.Errors, &a.Errors)
+		}
+		res.Attempts = append(res.Attempts, a)
+		res.Calls++
+		res.TokensIn += a.TokensIn
+		res.TokensOut += a.TokensOut
+		res.TokensCached += a.TokensCached
+		res.TokensCacheWrite += a.TokensCacheWrite
+		res.TransportRetries += r.TransportRetries
+		res.CostUSD += a.CostUSD
+		if res.StartedAt.IsZero() || (!a.StartedAt.IsZero() && a.StartedAt.Before(res.StartedAt)) {
+			res.StartedAt = a.StartedAt
+		}
+		res.Class = a.Class
+		if a.Class == repair.OutcomeProvider {
+			res.Status, res.Error = StatusFailed, a.ProviderError
+		}
+	}
+	return res
+}
+
+// stop hands back the jobs collected for waves not yet recorded, and waits
+// for the waves being recorded.
+func (v *waves) stop(ctx context.Context) {
+	v.mu.Lock()
+	var cols []*collecting
+	for _, col := range v.pending {
+		col.flushed = true
+		col.timer.Stop()
+		cols = append(cols, col)
+	}
+	clear(v.pending)
+	v.mu.Unlock()
+	for _, col := range cols {
+		for _, c := range col.items {
+			c.stopBeat()
+			v.w.dispose(ctx, c.msg, c.env, Disposition{Kind: DispRelease})
+		}
+	}
+	v.flushes.Wait()
+}
+
+// open reports whether waves are being collected or are open in the
+// ledger (a draining worker waits for them); a ledger error counts as open.
+func (v *waves) open(ctx context.Context) bool {
+	if v == nil {
+		return false
+	}
+	v.mu.Lock()
+	n := len(v.pending)
+	v.mu.Unlock()
+	if n > 0 {
+		return true
+	}
+	open, err := v.ledger.OpenWaves(ctx)
+	return err != nil || open > 0
+}
+
+// jobAttempts returns the attempts the ledger holds for a batch-delivery
+// job's run (none without a wave ledger).
+func (v *waves) jobAttempts(ctx context.Context, env *Envelope) ([]store.Attempt, error) {
+	if v == nil {
+		return nil, nil
+	}
+	return v.ledger.JobAttempts(ctx, env.JobID, env.RunOrFirst())
+}
