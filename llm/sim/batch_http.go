@@ -84,14 +84,24 @@ func parseBatchRoute(path string) (batchRoute, bool) {
 func (s *Server) serveBatch(c *call, br batchRoute) {
 	s.stats.provider[providerIndex(c.provider)].Add(1)
 	r := c.r
-	body, err := readBody(r, maxBatchBytes)
-	if err != nil {
+	body, err := readBody(r, maxBatchBytes+1)
+	switch {
+	case err != nil:
 		c.fail(badRequest("read request body: %v", err), nil)
+		return
+	case len(body) > maxBatchBytes:
+		c.fail(&apiError{status: 413, typ: "request_too_large", msg: fmt.Sprintf("Request exceeds the maximum size of %d bytes.", maxBatchBytes)}, nil)
 		return
 	}
 	if s.cfg.Script != nil {
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if sr := s.cfg.Script(int(c.n), r); sr != nil && c.scripted(sr) {
+		sr := s.cfg.Script(int(c.n), r)
+		if sr != nil && c.scripted(sr) {
+			return
+		}
+		if sr != nil && !sleep(r.Context(), s.done, sr.Delay) {
+			s.stats.statusCode(0)
+			c.drop()
 			return
 		}
 	}
@@ -843,7 +853,6 @@ func (s *Server) antResults(c *call, br batchRoute, _ []byte) {
 func (s *Server) antList(c *call, br batchRoute, _ []byte) {
 	limit, aerr := listLimit(c.r, 1000)
 	if aerr != nil {
-		aerr.param = ""
 		c.fail(aerr, nil)
 		return
 	}

@@ -63,8 +63,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.reqID = "req_" + idFrom(strconv.FormatUint(s.cfg.Seed, 10), strconv.FormatInt(n, 10))
 	if c.provider == "" {
 		if br, ok := parseBatchRoute(r.URL.Path); ok {
-			c.provider = br.provider
-			s.serveBatch(c, br)
+			bc := *c // a copy, so that the chat path's call stays on the stack
+			bc.provider = br.provider
+			s.serveBatch(&bc, br)
 			return
 		}
 		c.provider = "openai"
