@@ -519,16 +519,16 @@ func TestBatchDeadline(t *testing.T) {
 	if rc := b["request_counts"].(map[string]any); b["processing_status"] != "in_progress" || rc["processing"] != 10.0 {
 		t.Fatalf("at 3 s: %v", b)
 	}
-	clock.Advance(time.Second) // the deadline
+	clock.Advance(3 * time.Second) // past the deadline, at 4 s
 	callJSON(t, "GET", base+"/v1/batches/"+oa, nil, &b)
 	rc := b["request_counts"].(map[string]any)
 	if b["status"] != "expired" || b["expired_at"] != float64(fixedNow().Add(4*time.Second).Unix()) || rc["completed"] != 4.0 || rc["failed"] != 6.0 {
-		t.Fatalf("at the deadline: %v", b)
+		t.Fatalf("after the deadline: %v", b)
 	}
 	callJSON(t, "GET", base+"/v1/messages/batches/"+an, nil, &b)
 	want := map[string]any{"processing": 0.0, "succeeded": 4.0, "errored": 0.0, "canceled": 0.0, "expired": 6.0}
-	if b["processing_status"] != "ended" || !reflect.DeepEqual(b["request_counts"], want) {
-		t.Fatalf("at the deadline: %v", b)
+	if b["processing_status"] != "ended" || !reflect.DeepEqual(b["request_counts"], want) || b["ended_at"] != "2026-03-01T12:00:04.000000Z" {
+		t.Fatalf("after the deadline: %v", b)
 	}
 	if st := s.Stats().Batch; st.Succeeded != 8 || st.Expired != 12 || st.Ended != 2 {
 		t.Fatalf("stats %+v", st)

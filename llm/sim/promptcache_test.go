@@ -242,6 +242,10 @@ func TestAnthropicCacheRules(t *testing.T) {
 		if u := anthropicUsage(t, s, body); u.CacheReadInputTokens != 1500 {
 			t.Fatalf("within 5 min: %+v", u)
 		}
+		clock.Advance(4 * time.Minute) // 8 min after the write: the read refreshed it
+		if u := anthropicUsage(t, s, body); u.CacheReadInputTokens != 1500 {
+			t.Fatalf("4 min after the last read: %+v", u)
+		}
 		clock.Advance(5*time.Minute + time.Second)
 		if u := anthropicUsage(t, s, body); u.CacheReadInputTokens != 0 || u.CacheCreationInputTokens != 1500 {
 			t.Fatalf("after 5 min: %+v, want a new write", u)
