@@ -51,6 +51,9 @@ type DryRunReport struct {
 	Tokens     float64
 	CostUSD    float64
 	PriceKnown bool
+	// PriceBasis is the price the cost is at: batch for batch delivery
+	// (cache reads, which lower it further, are not estimated).
+	PriceBasis repair.PriceBasis
 }
 
 // DryRun renders and checks the first limit rows of the dataset (0: every
@@ -164,6 +167,11 @@ func DryRun(ctx context.Context, measurer Measurer, cfg Config, data io.Reader, 
 		prices = repair.DefaultPrices()
 	}
 	_, rep.PriceKnown = prices.Lookup(cfg.Model)
-	rep.CostUSD = prices.Cost(cfg.Model, int(in), int(out), 0)
+	basis := repair.PriceBasisRealtime
+	if cfg.Delivery == pipeline.DeliveryBatch {
+		basis = repair.PriceBasisBatch
+	}
+	rep.PriceBasis = basis
+	rep.CostUSD = prices.CostOn(cfg.Model, basis, int(in), int(out), 0, 0)
 	return rep, nil
 }

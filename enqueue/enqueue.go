@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -144,7 +145,29 @@ type Config struct {
 	Queue pipeline.QueueConfig
 	// ProgressFunc, when set, is called after each chunk of each phase.
 	ProgressFunc func(p Progress)
+	// Delivery is how the batch's calls are made: pipeline.DeliveryRealtime
+	// (the default) or pipeline.DeliveryBatch, in provider batch waves at
+	// half the price. Ollama has no batch API: its batches are realtime
+	// (with a warning in Progress.Warnings).
+	Delivery string
+	// Deadline is how long after the batch is first enqueued its jobs must
+	// be final, with batch delivery: near it, they run realtime. Defaults
+	// to DeadlineDefault.
+	Deadline time.Duration
+	// PromptCache gives the batch's requests a stable prompt-cache key (per
+	// batch and schema) and marks long system prompts cacheable, so the
+	// providers' prompt caches hit.
+	PromptCache bool
+	// ProbeBatch, when set, asks the provider's server whether it serves
+	// the batch endpoints (llm.Client.ProbeBatch); an error wrapping
+	// llm.ErrBatchUnsupported makes a batch-delivery batch realtime, with a
+	// warning.
+	ProbeBatch func(ctx context.Context) error
 }
+
+// DeadlineDefault is the deadline of a batch-delivery batch: the providers
+// promise their batches within 24 hours.
+const DeadlineDefault = 24 * time.Hour
 
 // BadRow is a dataset row that could not become a job.
 type BadRow struct {
@@ -167,6 +190,7 @@ const (
 type Progress struct {
 	Phase       string   // PhaseCheck, then PhasePublish
 	Rows        int      // rows read in the current phase
+	Warnings    []string // what the run changed of what it was asked, and why
 	Recorded    int      // new jobs recorded in the ledger
 	Published   int      // jobs published to the queue
 	Duplicates  int      // publishes the queue dropped as already present
@@ -270,13 +294,69 @@ type BatchSettings struct {
 	// IDField and Format say how rows became jobs.
 	IDField string `json:"id_field,omitempty"`
 	Format  string `json:"format,omitempty"`
+	// Delivery is "batch" for batch delivery, "" for realtime.
+	Delivery string `json:"delivery,omitempty"`
+	// DeadlineSeconds is the deadline asked for (batch delivery), and
+	// DeadlineAt (unix seconds) the deadline it set when the batch was
+	// first enqueued.
+	DeadlineSeconds int64 `json:"deadline_seconds,omitempty"`
+	DeadlineAt      int64 `json:"deadline_at,omitempty"`
+	// CacheKey is the prompt-cache key of the batch's requests, "" when
+	// prompt caching is off.
+	CacheKey string `json:"cache_key,omitempty"`
 }
 
 func (c *Config) settings(schemaHash string) BatchSettings {
 	sum := sha256.Sum256([]byte(c.Template))
-	return BatchSettings{Provider: c.Provider, Model: c.Model, Mode: c.Mode, MaxTokens: c.MaxTokens, Temp: c.Temp,
+	s := BatchSettings{Provider: c.Provider, Model: c.Model, Mode: c.Mode, MaxTokens: c.MaxTokens, Temp: c.Temp,
 		Limits: c.Limits, System: c.System, SchemaHash: schemaHash, TemplateSHA256: hex.EncodeToString(sum[:]),
 		IDField: c.IDField, Format: c.Format}
+	if c.Delivery == pipeline.DeliveryBatch {
+		d := cmp.Or(c.Deadline, DeadlineDefault)
+		s.Delivery, s.DeadlineSeconds, s.DeadlineAt = pipeline.DeliveryBatch, int64(d/time.Second), time.Now().Add(d).Unix()
+	}
+	if c.PromptCache {
+		s.CacheKey = CacheKey(c.Batch, schemaHash)
+	}
+	return s
+}
+
+// CacheKey is the prompt-cache key of a batch's requests: stable per batch
+// and schema (OpenAI routes requests with the same key and prefix to the
+// same cache), and within its 64 characters.
+func CacheKey(batch, schemaHash string) string {
+	sum := sha256.Sum256([]byte(batch + "\x00" + schemaHash))
+	return "fixpoint-" + hex.EncodeToString(sum[:12])
+}
+
+// checkDelivery checks the delivery asked for and falls back to realtime
+// where the provider has no batch API, with a warning.
+func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
+	switch cfg.Delivery {
+	case "", pipeline.DeliveryRealtime:
+		cfg.Delivery = pipeline.DeliveryRealtime
+		return nil
+	case pipeline.DeliveryBatch:
+	default:
+		return fmt.Errorf("%w: delivery %q is not realtime or batch", ErrBadConfig, cfg.Delivery)
+	}
+	if cfg.Deadline < 0 {
+		return fmt.Errorf("%w: deadline %s is negative", ErrBadConfig, cfg.Deadline)
+	}
+	if cfg.Provider != llm.ProviderOpenAI && cfg.Provider != llm.ProviderAnthropic {
+		prog.Warnings = append(prog.Warnings, fmt.Sprintf("%s has no batch API: the batch is delivered realtime", cfg.Provider))
+		cfg.Delivery = pipeline.DeliveryRealtime
+		return nil
+	}
+	if cfg.ProbeBatch != nil {
+		if err := cfg.ProbeBatch(ctx); errors.Is(err, llm.ErrBatchUnsupported) {
+			prog.Warnings = append(prog.Warnings, fmt.Sprintf("the %s server has no batch endpoints (%v): the batch is delivered realtime", cfg.Provider, err))
+			cfg.Delivery = pipeline.DeliveryRealtime
+		} else if err != nil {
+			prog.Warnings = append(prog.Warnings, fmt.Sprintf("could not check the %s server's batch endpoints (%v): if it has none, workers run the batch realtime", cfg.Provider, err))
+		}
+	}
+	return nil
 }
 
 // recorded reports whether s holds the settings enqueue records (batches
@@ -288,7 +368,8 @@ func (s BatchSettings) recorded() bool {
 // envelope is the part of every job message the settings decide.
 func (s BatchSettings) envelope(batch string) pipeline.Envelope {
 	return pipeline.Envelope{V: pipeline.EnvelopeVersion, Batch: batch, System: s.System, SchemaHash: s.SchemaHash,
-		Provider: s.Provider, Model: s.Model, Mode: s.Mode, MaxTokens: s.MaxTokens, Temp: s.Temp, Limits: s.Limits}
+		Provider: s.Provider, Model: s.Model, Mode: s.Mode, MaxTokens: s.MaxTokens, Temp: s.Temp, Limits: s.Limits,
+		Delivery: s.Delivery, Deadline: s.DeadlineAt, CacheKey: s.CacheKey}
 }
 
 // diff lists, one per line, how now differs from the recorded settings s.
@@ -328,6 +409,17 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	add("template (sha256)", short(s.TemplateSHA256), short(now.TemplateSHA256))
 	add("id field", cmp.Or(s.IDField, "(line number)"), cmp.Or(now.IDField, "(line number)"))
 	add("format", s.Format, now.Format)
+	add("delivery", cmp.Or(s.Delivery, pipeline.DeliveryRealtime), cmp.Or(now.Delivery, pipeline.DeliveryRealtime))
+	if s.Delivery == pipeline.DeliveryBatch && now.Delivery == pipeline.DeliveryBatch {
+		add("deadline", (time.Duration(s.DeadlineSeconds) * time.Second).String(), (time.Duration(now.DeadlineSeconds) * time.Second).String())
+	}
+	onOff := func(k string) string {
+		if k == "" {
+			return "off"
+		}
+		return "on"
+	}
+	add("prompt cache", onOff(s.CacheKey), onOff(now.CacheKey))
 	return out
 }
 
@@ -419,6 +511,9 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	if err != nil {
 		return prog, err
 	}
+	if err := checkDelivery(ctx, &cfg, &prog); err != nil {
+		return prog, err
+	}
 	settings := cfg.settings(schemaHash)
 	base := settings.envelope(cfg.Batch)
 	r := &renderer{cfg: &cfg, tmpl: tmpl, base: base, maxMsg: messageLimit(js, stream, cfg.Queue)}
@@ -475,6 +570,10 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		} else if d := was.diff(settings); len(d) > 0 {
 			return prog, fmt.Errorf("%w: %w: batch %s:\n  %s\n(enqueue the changed jobs as a new batch, or use enqueue requeue to run them again with other settings)",
 				ErrBadConfig, ErrSettingsChanged, cfg.Batch, strings.Join(d, "\n  "))
+		} else {
+			// The deadline was set when the batch was first enqueued.
+			settings.DeadlineAt = was.DeadlineAt
+			r.base.Deadline = was.DeadlineAt
 		}
 	}
 

@@ -7,3 +7,7 @@ func SetAfterCommitFunc(c *WorkerConfig, f func(jobID string)) { c.afterCommit =
 // SetBeforeJobFunc makes the worker run f at the start of each job's
 // repair loop: tests inject panics.
 func SetBeforeJobFunc(c *WorkerConfig, f func(env *Envelope)) { c.beforeJob = f }
+
+// SetWaveHook makes the worker run f at each point of a wave's life where
+// a crash leaves the ledger in another state: tests kill workers there.
+func SetWaveHook(c *WorkerConfig, f func(point string, waveID int64)) { c.waveHook = f }

@@ -209,7 +209,7 @@ func newWaves(w *Worker, ledger Ledger, cfg WaveConfig) *waves {
 		return nil
 	}
 	v := &waves{w: w, ledger: wl, clients: map[string]BatchClient{}, cfg: cfg.WithDefaults(), log: w.log,
-		pending: map[waveKey]*collecting{}}
+		pending: map[waveKey]*collecting{}, hook: w.cfg.waveHook}
 	for name, c := range w.cfg.Providers {
 		if bc, ok := c.(BatchClient); ok && bc.SupportsBatch() {
 			v.clients[name] = bc
@@ -458,8 +458,9 @@ func (v *waves) items(ctx context.Context, wave *store.Wave, reqs []store.WaveRe
 // each id as soon as it exists. A wave an earlier holder may have created
 // is looked for first.
 func (v *waves) submit(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave, reqs []store.WaveRequest) error {
-	if wave.Polls > 1 || wave.Error != "" {
-		// An earlier holder got this far: it may have created the batch.
+	if reqs == nil {
+		// Claimed, not fresh from its recording: an earlier holder (or an
+		// earlier try) may have created the batch.
 		if st, ok, err := v.reconcile(ctx, client, wave); err != nil {
 			return err
 		} else if ok {
@@ -824,8 +825,11 @@ func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, 
 			realtime, again = append(realtime, again...), nil
 		}
 	}
+	var nw *store.Wave
+	var taken []store.WaveRequest
 	if len(again) > 0 {
-		nw, taken, err := v.ledger.RecordWave(context.WithoutCancel(ctx), store.WaveParams{Batch: wave.Batch, Run: wave.Run,
+		var err error
+		nw, taken, err = v.ledger.RecordWave(context.WithoutCancel(ctx), store.WaveParams{Batch: wave.Batch, Run: wave.Run,
 			Provider: wave.Provider, Model: wave.Model, Deadline: wave.Deadline, Requests: again, From: wave.ID,
 			Owner: v.cfg.Owner, Lease: v.cfg.Lease})
 		if err != nil {
@@ -834,7 +838,6 @@ func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, 
 		if nw != nil {
 			log.InfoContext(ctx, "worker: repair wave recorded", slog.Int64("next_wave", nw.ID), slog.Int("requests", len(taken)))
 			v.at("repair_recorded", nw.ID)
-			defer v.drive(context.WithoutCancel(ctx), nw, taken)
 		}
 	}
 	if len(realtime) > 0 {
@@ -847,6 +850,9 @@ func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, 
 		return err
 	}
 	v.w.cfg.Metrics.Waves.WithLabelValues(wave.Provider, "done").Inc()
+	if nw != nil {
+		v.drive(ctx, nw, taken)
+	}
 	return nil
 }
 

@@ -131,6 +131,9 @@ type WorkerConfig struct {
 	// repair loop (tests inject panics).
 	afterCommit func(jobID string)
 	beforeJob   func(env *Envelope)
+	// waveHook runs at each point of a wave's life where a crash leaves
+	// the ledger in another state (tests kill workers there).
+	waveHook func(point string, waveID int64)
 }
 
 // WithDefaults returns a copy with zero fields set to their defaults.

@@ -124,7 +124,7 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 		err = tx.QueryRow(ctx, `
 			INSERT INTO waves (batch, run, number, provider, model, deadline, requests, lease_owner, lease_until, next_poll_at)
 			VALUES ($1, $2, (SELECT coalesce(max(number), 0) + 1 FROM waves WHERE batch = $1), $3, $4, $5, $6,
-			        nullif($7, ''), now() + make_interval(secs => $8::float8), now())
+			        nullif($7, ''), now() + make_interval(secs => $8::float8), now() + make_interval(secs => $8::float8))
 			RETURNING id, number, created_at`,
 			p.Batch, w.Run, p.Provider, p.Model, nullTime(p.Deadline), w.Requests, p.Owner, p.Lease.Seconds()).Scan(&w.ID, &w.Number, &w.CreatedAt)
 		if err != nil {
@@ -186,7 +186,8 @@ func scanWave(r pgx.Row) (*Wave, error) {
 
 // ClaimWave takes the lease of one open wave that is due (its lease free
 // or expired, its next poll due) for owner, and returns it; nil when none
-// is due. A worker that died holding a lease loses the wave when the lease
+// is due. A wave its recorder holds is not due until the lease expires:
+// even the same owner does not claim it twice. A worker that died holding a lease loses the wave when the lease
 // expires.
 func (s *Store) ClaimWave(ctx context.Context, owner string, lease time.Duration) (*Wave, error) {
 	ctx, cancel := s.timeout(ctx)
@@ -195,7 +196,7 @@ func (s *Store) ClaimWave(ctx context.Context, owner string, lease time.Duration
 		UPDATE waves SET lease_owner = $1, lease_until = now() + make_interval(secs => $2::float8), polls = polls + 1
 		WHERE id = (
 			SELECT id FROM waves
-			WHERE status NOT IN ('done', 'failed') AND (lease_until IS NULL OR lease_until < now() OR lease_owner = $1)
+			WHERE status NOT IN ('done', 'failed') AND (lease_until IS NULL OR lease_until < now())
 			  AND (next_poll_at IS NULL OR next_poll_at <= now())
 			ORDER BY next_poll_at NULLS FIRST, id LIMIT 1 FOR UPDATE SKIP LOCKED)
 		RETURNING `+waveColumns, owner, lease.Seconds()))

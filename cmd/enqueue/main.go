@@ -123,7 +123,7 @@ func env(key, def string) string {
 // them from the ledger instead.
 var settingFlags = []string{"schema", "template", "system-file", "format", "mode", "strategy", "feedback", "temperature",
 	"id-field", "provider", "model", "max-tokens", "max-attempts", "token-budget", "retry-budget", "max-bad-rows", "max-prompt-bytes",
-	"max-cost-usd", "max-total-tokens"}
+	"max-cost-usd", "max-total-tokens", "delivery", "deadline", "prompt-cache"}
 
 func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("enqueue", usage, stdout)
@@ -155,6 +155,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	dryRun := fs.Bool("dry-run", false, "check the rows, print one full prompt, the row count and an estimate of tokens and cost; record and publish nothing")
 	limit := fs.Int("limit", 0, "with --dry-run: read only the first N rows (0 = all)")
 	fs.BoolVar(&cfg.Resume, "resume", false, "finish the batch's interrupted run with its recorded settings: publish jobs recorded but not published, republish jobs the queue lost")
+	fs.StringVar(&cfg.Delivery, "delivery", pipeline.DeliveryRealtime, "realtime, or batch: the provider's batch API at half the price, answered within hours, repairs in waves (openai, anthropic)")
+	fs.DurationVar(&cfg.Deadline, "deadline", enqueue.DeadlineDefault, "with --delivery batch: every job is final this long after the batch is first enqueued (near it, the rest runs realtime)")
+	fs.BoolVar(&cfg.PromptCache, "prompt-cache", true, "ask the provider to cache the prompt prefix the batch's requests share (OpenAI prompt_cache_key, Anthropic cache_control)")
 	fs.DurationVar(&c.queue.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "when the stream is created: a job id published twice within this window is stored once")
 	// Flags may come before or after the dataset.
 	var pos []string
@@ -271,6 +274,15 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if *limit != 0 && !*dryRun {
 		return usageError{Err: errors.New("--limit is for --dry-run")}
 	}
+	switch cfg.Delivery {
+	case pipeline.DeliveryRealtime, pipeline.DeliveryBatch:
+	default:
+		return usageError{Err: fmt.Errorf("--delivery %q: want realtime or batch", cfg.Delivery)}
+	}
+	if cfg.Deadline <= 0 {
+		return usageError{Err: fmt.Errorf("--deadline %s must be positive", cfg.Deadline)}
+	}
+	cfg.ProbeBatch = batchProbe(cfg.Provider)
 	st, err := openLedger(ctx, c.dbURL)
 	if err != nil {
 		return err
@@ -323,6 +335,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	for _, b := range prog.Bad {
 		fmt.Fprintf(stderr, "enqueue: bad row: %v\n", b)
+	}
+	for _, w := range prog.Warnings {
+		fmt.Fprintf(stderr, "enqueue: warning: %s\n", w)
 	}
 	switch {
 	case errors.Is(err, enqueue.ErrBadConfig):
@@ -415,4 +430,30 @@ func dryRunReport(ctx context.Context, st *store.Store, cfg enqueue.Config, data
 		return fmt.Errorf("%w: %d bad rows (limit %d): the real run would record and publish nothing", enqueue.ErrTooManyBadRows, len(rep.Bad), cfg.MaxBadRows)
 	}
 	return nil
+}
+
+// batchProbe asks an OpenAI-compatible or Anthropic server named by its
+// base URL variable whether it serves the batch endpoints; nil (no
+// probe) for the providers' own APIs, which do.
+func batchProbe(provider string) func(context.Context) error {
+	var base, key string
+	switch provider {
+	case llm.ProviderOpenAI:
+		base, key = os.Getenv("OPENAI_BASE_URL"), os.Getenv("OPENAI_API_KEY")
+	case llm.ProviderAnthropic:
+		base, key = os.Getenv("ANTHROPIC_BASE_URL"), os.Getenv("ANTHROPIC_API_KEY")
+	}
+	if base == "" {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		c, err := llm.New(llm.Config{Provider: provider, BaseURL: base, APIKey: key,
+			Retry: llm.RetryConfig{MaxRetries: 1, MaxElapsedTime: 10 * time.Second}})
+		if err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		return c.ProbeBatch(pctx)
+	}
 }

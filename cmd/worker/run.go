@@ -83,6 +83,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	startTimeout := fs.Duration("start-timeout", startTimeoutDefault, "how long to keep trying to reach Postgres and NATS at start (they may start after the worker); 0 = try once")
 	fs.Int64Var(&cfg.WriteBuffer, "write-buffer-bytes", 0, "bytes of finished results that may wait for their ledger commit; when full, pulling slows down (0 = 8 KiB per job held, --concurrency plus --jobs-ahead, at least 1 MiB)")
 	queueFlags(fs, &cfg.Queue)
+	waveFlags(fs, &cfg.Wave)
 	nf.register(fs, true)
 	pf.register(fs)
 	lf.register(fs)

@@ -1,0 +1,317 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/llm/sim"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// waveSim is a messy model whose provider batches finish quickly, with a
+// share of expired and errored requests.
+func waveSim(delay time.Duration, expired, errored float64) sim.Config {
+	cfg, err := sim.Preset("messy")
+	if err != nil {
+		panic(err)
+	}
+	cfg.Seed = 7
+	cfg.Batch = sim.BatchConfig{CompletionDelay: delay, ExpiredShare: expired, ErroredShare: errored}
+	return cfg
+}
+
+// batchClient is a client of provider on the harness simulator.
+func (h *harness) batchClient(provider string) pipeline.Completer {
+	return h.client(func(c *llm.Config) {
+		c.Provider = provider
+		if provider == llm.ProviderAnthropic {
+			c.BaseURL = h.simURL
+		}
+	})
+}
+
+// waveWorker is a quick worker of provider with batch delivery tuned for
+// tests.
+func (h *harness) waveWorker(provider string, c pipeline.Completer) pipeline.WorkerConfig {
+	cfg := h.workerConfig(c)
+	cfg.Providers = map[string]pipeline.Completer{provider: c}
+	cfg.Wave = pipeline.WaveConfig{Collect: 150 * time.Millisecond, PollMin: 40 * time.Millisecond, PollMax: 200 * time.Millisecond,
+		Idle: 40 * time.Millisecond, Lease: 2 * time.Second, RealtimeBelow: -1, DeadlineMargin: time.Second}
+	return cfg
+}
+
+// longSystem is a system prompt long enough for every provider's prompt
+// cache (over 4,096 tokens, the largest minimum).
+var longSystem = strings.Repeat("Read the note carefully; copy names exactly as written and never invent a field. ", 220)
+
+// enqueueBatch enqueues n jobs of batch for batch delivery, with a system
+// prompt long enough to be cached.
+func (h *harness) enqueueBatch(batch, provider string, n int, deadline time.Duration) {
+	h.t.Helper()
+	cfg := h.enqueueConfig(batch)
+	cfg.System = longSystem
+	cfg.Provider, cfg.Delivery, cfg.Deadline, cfg.PromptCache = provider, pipeline.DeliveryBatch, deadline, true
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+		h.t.Fatalf("enqueue: %v", err)
+	}
+}
+
+// sqlInt runs a query returning one integer on the harness database.
+func (h *harness) sqlInt(query string, args ...any) int {
+	h.t.Helper()
+	conn, err := pgx.Connect(context.Background(), h.dsn)
+	if err != nil {
+		h.t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// checkWaveLedger asserts what every batch-delivery run must leave: each
+// job final once with its attempts numbered 1..n, every request of every
+// provider batch recorded as exactly one attempt, every paid reply
+// recorded, no provider batch left unrecorded, and no open wave.
+func (h *harness) checkWaveLedger(batch string, n int) {
+	h.t.Helper()
+	p := h.progress(batch)
+	if p.Total != n || p.Queued != 0 {
+		h.t.Errorf("batch %s: %d jobs, %d queued; want %d final (%+v)", batch, p.Total, p.Queued, n, p)
+	}
+	if gaps := h.sqlInt(`SELECT count(*) FROM (SELECT job_id, max(attempt_no) m, count(*) c FROM attempts WHERE job_id LIKE $1 || ':%' GROUP BY job_id) x WHERE m <> c`, batch); gaps != 0 {
+		h.t.Errorf("%d jobs whose attempts are not numbered 1..n", gaps)
+	}
+	if bad := h.sqlInt(`SELECT count(*) FROM jobs WHERE batch = $1 AND status <> 'cancelled' AND attempts <> (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id AND a.run = jobs.run)`, batch); bad != 0 {
+		h.t.Errorf("%d final jobs whose attempts column differs from their attempt rows", bad)
+	}
+	st := h.sim.srv.Stats().Batch
+	inWaves := h.sqlInt(`SELECT count(*) FROM attempts WHERE wave_id IS NOT NULL AND job_id LIKE $1 || ':%'`, batch)
+	requests := h.sqlInt(`SELECT coalesce(sum(requests), 0)::int FROM waves WHERE batch = $1 AND provider_batch_id IS NOT NULL`, batch)
+	if inWaves != requests {
+		h.t.Errorf("%d attempts from waves, the submitted waves had %d requests: each must be recorded once", inWaves, requests)
+	}
+	replied := h.sqlInt(`SELECT count(*) FROM attempts WHERE wave_id IS NOT NULL AND class <> 'provider' AND job_id LIKE $1 || ':%'`, batch)
+	if int64(replied) != st.Succeeded {
+		h.t.Errorf("%d wave attempts with a reply, the provider answered %d batch requests: every paid reply is recorded once", replied, st.Succeeded)
+	}
+	if batches := h.sqlInt(`SELECT count(*) FROM waves WHERE provider_batch_id IS NOT NULL`); int64(batches) != st.Created {
+		h.t.Errorf("%d waves recorded a provider batch, the provider created %d: a batch was orphaned or created twice", batches, st.Created)
+	}
+	if open := h.sqlInt(`SELECT count(*) FROM waves WHERE status NOT IN ('done', 'failed')`); open != 0 {
+		h.t.Errorf("%d waves still open", open)
+	}
+	if basis := h.sqlInt(`SELECT count(*) FROM attempts WHERE wave_id IS NOT NULL AND price_basis <> 'batch'`); basis != 0 {
+		h.t.Errorf("%d wave attempts not priced at the batch basis", basis)
+	}
+	if h.t.Failed() {
+		h.t.Logf("worker logs:\n%s", h.logs.tail(60))
+	}
+}
+
+// A batch in batch delivery converges on both providers: first wave, repair
+// waves with the exact feedback, expired and errored requests retried, every
+// attempt recorded once at batch prices, and the worker drains only when
+// every wave is done.
+func TestBatchDeliveryConverges(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{llm.ProviderOpenAI, llm.ProviderAnthropic} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			const n = 60
+			h := newHarness(t, harnessConfig{Sim: waveSim(100*time.Millisecond, 0.05, 0.05)})
+			h.enqueueBatch("wb", provider, n, time.Hour)
+			cfg := h.waveWorker(provider, h.batchClient(provider))
+			cfg.Drain = true
+			rw := h.startWorker(cfg, nil, nil)
+			if err := rw.wait(t, 90*time.Second); err != nil {
+				t.Fatalf("worker: %v", err)
+			}
+			h.checkWaveLedger("wb", n)
+			p := h.progress("wb")
+			if p.Valid < n*9/10 {
+				t.Errorf("%d of %d valid, want at least 90%% (%+v)", p.Valid, n, p)
+			}
+			waves := h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wb'`)
+			if waves < 2 {
+				t.Errorf("%d waves, want repair waves after the first", waves)
+			}
+			// Repairs in later waves carried the feedback of the attempt
+			// before them.
+			if fb := h.sqlInt(`SELECT count(*) FROM attempts a JOIN attempts b ON b.job_id = a.job_id AND b.attempt_no = a.attempt_no + 1
+				WHERE a.job_id LIKE 'wb:%' AND a.class NOT IN ('provider') AND a.valid = false AND a.feedback = ''`); fb != 0 {
+				t.Errorf("%d failed attempts followed by another without feedback recorded", fb)
+			}
+			if classes := h.sqlInt(`SELECT count(DISTINCT provider_class) FROM attempts WHERE job_id LIKE 'wb:%' AND provider_class IN ('expired', 'server')`); classes != 2 {
+				t.Errorf("expired and errored requests: %d of the two classes recorded", classes)
+			}
+			st := h.sim.srv.Stats()
+			if st.Replies != 0 && h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wb:%' AND price_basis = 'realtime' AND class <> 'provider'`) != int(st.Replies) {
+				t.Errorf("realtime replies %d not each recorded at the realtime basis", st.Replies)
+			}
+			if st.Cache.Hits == 0 {
+				t.Errorf("no prompt-cache hit in %d batch requests with a cache key", st.Batch.Succeeded)
+			}
+		})
+	}
+}
+
+// Killing the worker at each point of a wave's life and starting another
+// finishes the batch with every job final once, every request of every
+// provider batch recorded once, and no provider batch orphaned or created
+// twice.
+func TestBatchDeliveryKillAtEachPoint(t *testing.T) {
+	t.Parallel()
+	points := []struct{ provider, point string }{
+		{llm.ProviderOpenAI, "recorded"},
+		{llm.ProviderOpenAI, "upload"},
+		{llm.ProviderOpenAI, "uploaded"},
+		{llm.ProviderOpenAI, "created"},
+		{llm.ProviderAnthropic, "created"},
+		{llm.ProviderOpenAI, "ended"},
+		{llm.ProviderOpenAI, "download"},
+		{llm.ProviderOpenAI, "outcomes"},
+		{llm.ProviderAnthropic, "recorded_results"},
+		{llm.ProviderOpenAI, "repair_recorded"},
+		{llm.ProviderOpenAI, "published"},
+	}
+	for _, pt := range points {
+		t.Run(pt.provider+"/"+pt.point, func(t *testing.T) {
+			t.Parallel()
+			const n = 30
+			h := newHarness(t, harnessConfig{Sim: waveSim(50*time.Millisecond, 0, 0)})
+			h.enqueueBatch("wk", pt.provider, n, time.Hour)
+			client := h.batchClient(pt.provider)
+
+			// Worker A freezes at the point (holding whatever it holds,
+			// its lease included) and dies there once B is done.
+			hit := make(chan struct{})
+			release := make(chan struct{})
+			var once sync.Once
+			cfgA := h.waveWorker(pt.provider, client)
+			if pt.point == "published" {
+				cfgA.Wave.RealtimeBelow = 1000 // every repair goes realtime
+			}
+			pipeline.SetWaveHook(&cfgA, func(point string, _ int64) {
+				if point != pt.point {
+					return
+				}
+				fired := false
+				once.Do(func() { fired = true })
+				if !fired {
+					return
+				}
+				close(hit)
+				<-release
+				runtime.Goexit() // killed: nothing after this point runs
+			})
+			a := h.startWorker(cfgA, nil, nil)
+			select {
+			case <-hit:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("worker A never reached %s\n%s", pt.point, h.logs.tail(40))
+			}
+			a.cancel() // A pulls nothing more
+
+			cfgB := h.waveWorker(pt.provider, client)
+			cfgB.Drain = true
+			if pt.point == "published" {
+				cfgB.Wave.RealtimeBelow = 1000
+			}
+			b := h.startWorker(cfgB, nil, nil)
+			if err := b.wait(t, 90*time.Second); err != nil {
+				t.Fatalf("worker B: %v", err)
+			}
+			close(release)
+			if err := a.wait(t, 30*time.Second); err != nil {
+				t.Fatalf("worker A: %v", err)
+			}
+			h.checkWaveLedger("wk", n)
+		})
+	}
+}
+
+// A deadline the provider batch cannot meet: the wave is cancelled near it,
+// the replies it had are recorded, and the rest runs realtime.
+func TestBatchDeliveryDeadlineFallsBackToRealtime(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	h := newHarness(t, harnessConfig{Sim: waveSim(time.Hour, 0, 0)}) // the batch would take an hour
+	h.enqueueBatch("wd", llm.ProviderOpenAI, n, 4*time.Second)
+	cfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
+	cfg.Drain = true
+	cfg.Wave.DeadlineMargin = 2 * time.Second
+	start := time.Now()
+	rw := h.startWorker(cfg, nil, nil)
+	if err := rw.wait(t, 60*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	h.checkWaveLedger("wd", n)
+	if cancelled := h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wd' AND error LIKE '%deadline%'`); cancelled != 1 {
+		t.Errorf("%d waves cancelled for the deadline, want 1", cancelled)
+	}
+	if c := h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wd:%' AND provider_class = 'cancelled'`); c == 0 {
+		t.Errorf("no attempt of class cancelled recorded for the requests the cancel stopped")
+	}
+	if rt := h.sqlInt(`SELECT count(DISTINCT job_id) FROM attempts WHERE job_id LIKE 'wd:%' AND price_basis = 'realtime'`); rt != n {
+		t.Errorf("%d jobs went on realtime, want all %d", rt, n)
+	}
+	if took := time.Since(start); took > 40*time.Second {
+		t.Errorf("took %s", took)
+	}
+}
+
+// enqueue cancel during a wave cancels the provider batch; the replies it
+// had are still recorded, no job runs again, and the worker drains.
+func TestBatchDeliveryCancel(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	h := newHarness(t, harnessConfig{Sim: waveSim(time.Hour, 0, 0)})
+	h.enqueueBatch("wc", llm.ProviderAnthropic, n, 24*time.Hour)
+	cfg := h.waveWorker(llm.ProviderAnthropic, h.batchClient(llm.ProviderAnthropic))
+	cfg.Drain = true
+	rw := h.startWorker(cfg, nil, nil)
+	waitFor(t, 30*time.Second, "a submitted wave", func() bool {
+		return h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wc' AND status = 'submitted'`) == 1
+	})
+	if _, err := h.st.Cancel(context.Background(), "wc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.wait(t, 60*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	p := h.progress("wc")
+	if p.Total != n || p.Queued != 0 {
+		t.Errorf("progress %+v, want every job final", p)
+	}
+	if c := h.sqlInt(`SELECT count(*) FROM jobs WHERE batch = 'wc' AND status = 'cancelled'`); c != n {
+		t.Errorf("%d jobs cancelled, want %d", c, n)
+	}
+	st := h.sim.srv.Stats().Batch
+	if st.Cancelled == 0 {
+		t.Errorf("the provider batch was not cancelled: %+v", st)
+	}
+	if rec := h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wc:%' AND class <> 'provider'`); int64(rec) != st.Succeeded {
+		t.Errorf("%d replies recorded, the provider answered %d", rec, st.Succeeded)
+	}
+	if done := h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wc' AND status = 'done'`); done != 1 {
+		t.Errorf("%d waves done, want 1", done)
+	}
+	if calls := h.sim.srv.Stats().Replies; calls != 0 {
+		t.Errorf("%d realtime calls after cancel, want none", calls)
+	}
+	_ = fmt.Sprint
+	_ = store.StatusValid
+}
