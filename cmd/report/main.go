@@ -27,7 +27,9 @@ import (
 const usage = `Usage: report COMMAND [flags]
 
   report summary [BATCH]          per-batch summary: jobs, valid rate, first-attempt rate,
-                                  repair rate, mean attempts, tokens and cost per valid job, p50/p95
+                                  repair rate, mean attempts, tokens and cost per valid job, p50/p95;
+                                  for a batch delivered in waves, each wave, the prompt-cache
+                                  hit rate and the attempts and cost by price basis
   report failures BATCH           failure classes by attempt, repair effectiveness, top error paths
   report job ID                   one job and each attempt as a card
   report export BATCH [--format jsonl|csv]
@@ -149,6 +151,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			rows = []store.BatchSummary{{Batch: batch}}
 		}
 		cli.WriteSummary(stdout, rows)
+		if err := writeWaveSections(ctx, stdout, st, rows); err != nil {
+			return err
+		}
 	case "failures":
 		batch, err := arg()
 		if err != nil {

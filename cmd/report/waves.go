@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// summaryLedger is what writeWaveSections reads. *store.Store satisfies it.
+type summaryLedger interface {
+	Waves(ctx context.Context, batch string) ([]store.Wave, error)
+	CacheDelivery(ctx context.Context, batch string) (store.CacheDelivery, error)
+}
+
+var _ summaryLedger = (*store.Store)(nil)
+
+// writeWaveSections follows the summary table with, for each batch that
+// has waves (batch delivery), its waves, its prompt-cache hit rate and its
+// spend by price basis. Batches without waves add nothing.
+func writeWaveSections(ctx context.Context, w io.Writer, l summaryLedger, rows []store.BatchSummary) error {
+	for _, r := range rows {
+		if r.Batch == "" {
+			continue
+		}
+		waves, err := l.Waves(ctx, r.Batch)
+		if err != nil {
+			return err
+		}
+		if len(waves) == 0 {
+			continue
+		}
+		d, err := l.CacheDelivery(ctx, r.Batch)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		writeWaves(w, r.Batch, waves, d)
+	}
+	return nil
+}
+
+// writeWaves prints a batch's waves, one line each and a total, then its
+// prompt-cache and delivery lines.
+func writeWaves(w io.Writer, batch string, waves []store.Wave, d store.CacheDelivery) {
+	fmt.Fprintf(w, "Waves of batch %s (TIME: submitted to ended at the provider)\n", batch)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WAVE\tPROVIDER\tSTATUS\tREQUESTS\tSUCCEEDED\tERRORED\tEXPIRED\tCANCELLED\tTIME")
+	var tot store.Wave
+	for _, v := range waves {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", v.Number, v.Provider, v.Status,
+			v.Requests, v.Succeeded, v.Errored, v.Expired, v.Cancelled, waveTime(v))
+		tot.Requests += v.Requests
+		tot.Succeeded += v.Succeeded
+		tot.Errored += v.Errored
+		tot.Expired += v.Expired
+		tot.Cancelled += v.Cancelled
+	}
+	fmt.Fprintf(tw, "total\t\t\t%d\t%d\t%d\t%d\t%d\t%s\n", tot.Requests, tot.Succeeded, tot.Errored, tot.Expired, tot.Cancelled, wavesTime(waves))
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "prompt cache\t%.1f%% hit: %d of %d prompt tokens read from the cache, %d written to it\n",
+		100*d.CacheHitRate, d.CachedTokens, d.PromptTokens, d.CacheWriteTokens)
+	fmt.Fprintf(tw, "delivery\tbatch: %s $%.6f, realtime: %s $%.6f\n",
+		plural(d.Batch.Attempts, "attempt"), d.Batch.CostUSD, plural(d.Realtime.Attempts, "attempt"), d.Realtime.CostUSD)
+	tw.Flush()
+}
+
+// waveTime is how long the provider took over a wave: "-" when it was
+// never submitted, "running" while it has not ended.
+func waveTime(v store.Wave) string {
+	switch {
+	case v.SubmittedAt.IsZero():
+		return "-"
+	case v.EndedAt.IsZero():
+		return "running"
+	}
+	return v.EndedAt.Sub(v.SubmittedAt).Round(time.Second).String()
+}
+
+// wavesTime is the span of a batch's waves: from the first submission to
+// the last end; "running" while one submitted has not ended, "-" when none
+// was submitted.
+func wavesTime(waves []store.Wave) string {
+	var first, last time.Time
+	for _, v := range waves {
+		if v.SubmittedAt.IsZero() {
+			continue
+		}
+		if v.EndedAt.IsZero() {
+			return "running"
+		}
+		if first.IsZero() || v.SubmittedAt.Before(first) {
+			first = v.SubmittedAt
+		}
+		if v.EndedAt.After(last) {
+			last = v.EndedAt
+		}
+	}
+	if first.IsZero() {
+		return "-"
+	}
+	return last.Sub(first).Round(time.Second).String()
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
