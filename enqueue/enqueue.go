@@ -343,6 +343,11 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 	if cfg.Deadline < 0 {
 		return fmt.Errorf("%w: deadline %s is negative", ErrBadConfig, cfg.Deadline)
 	}
+	if cfg.Cap.Capped() {
+		// A cap reserves each call before it is sent; a provider batch's
+		// requests are sent together and priced when they come back.
+		return fmt.Errorf("%w: a spend cap (--max-cost-usd, --max-total-tokens) holds realtime calls only: enqueue the batch with --delivery realtime, or without a cap", ErrBadConfig)
+	}
 	if cfg.Provider != llm.ProviderOpenAI && cfg.Provider != llm.ProviderAnthropic {
 		prog.Warnings = append(prog.Warnings, fmt.Sprintf("%s has no batch API: the batch is delivered realtime", cfg.Provider))
 		cfg.Delivery = pipeline.DeliveryRealtime
