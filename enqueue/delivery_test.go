@@ -1,0 +1,113 @@
+package enqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// Batch delivery is checked before anything is recorded: a provider without
+// a batch API falls back to realtime with a warning, a server the probe finds
+// without the endpoints too, and what cannot work is a usage error.
+func TestCheckDelivery(t *testing.T) {
+	t.Parallel()
+	one := 1.0
+	unsupported := func(context.Context) error {
+		return fmt.Errorf("probe: %w", llm.ErrBatchUnsupported)
+	}
+	down := func(context.Context) error { return errors.New("connection refused") }
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		want     string // delivery after the check
+		warning  string // part of the one warning, "" for none
+		badUsage bool
+	}{
+		{name: "default is realtime", cfg: Config{Provider: "openai"}, want: pipeline.DeliveryRealtime},
+		{name: "openai batch", cfg: Config{Provider: "openai", Delivery: "batch"}, want: pipeline.DeliveryBatch},
+		{name: "anthropic batch", cfg: Config{Provider: "anthropic", Delivery: "batch"}, want: pipeline.DeliveryBatch},
+		{name: "ollama falls back", cfg: Config{Provider: "ollama", Delivery: "batch"}, want: pipeline.DeliveryRealtime, warning: "ollama has no batch API"},
+		{name: "server without endpoints", cfg: Config{Provider: "openai", Delivery: "batch", ProbeBatch: unsupported},
+			want: pipeline.DeliveryRealtime, warning: "no batch endpoints"},
+		{name: "probe fails", cfg: Config{Provider: "openai", Delivery: "batch", ProbeBatch: down},
+			want: pipeline.DeliveryBatch, warning: "could not check"},
+		{name: "typo", cfg: Config{Provider: "openai", Delivery: "btach"}, badUsage: true},
+		{name: "negative deadline", cfg: Config{Provider: "openai", Delivery: "batch", Deadline: -time.Hour}, badUsage: true},
+		{name: "cap", cfg: Config{Provider: "openai", Delivery: "batch", Cap: store.Cap{MaxCostUSD: &one}}, badUsage: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var prog Progress
+			cfg := tc.cfg
+			err := checkDelivery(context.Background(), &cfg, &prog)
+			if tc.badUsage {
+				if !errors.Is(err, ErrBadConfig) {
+					t.Fatalf("err = %v, want ErrBadConfig", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Delivery != tc.want {
+				t.Errorf("delivery %q, want %q", cfg.Delivery, tc.want)
+			}
+			switch {
+			case tc.warning == "" && len(prog.Warnings) != 0:
+				t.Errorf("warnings %q, want none", prog.Warnings)
+			case tc.warning != "" && (len(prog.Warnings) != 1 || !strings.Contains(prog.Warnings[0], tc.warning)):
+				t.Errorf("warnings %q, want one with %q", prog.Warnings, tc.warning)
+			}
+		})
+	}
+}
+
+// The settings carry the delivery, the deadline and the cache key into every
+// job message, and a re-run that changes any of them is named.
+func TestDeliverySettings(t *testing.T) {
+	t.Parallel()
+	c := Config{Batch: "b", Provider: "openai", Model: "m", Delivery: pipeline.DeliveryBatch, Deadline: 2 * time.Hour, PromptCache: true}
+	before := time.Now()
+	s := c.settings("hash1")
+	if s.Delivery != pipeline.DeliveryBatch || s.DeadlineSeconds != 7200 {
+		t.Fatalf("settings %+v", s)
+	}
+	if at := time.Unix(s.DeadlineAt, 0); at.Before(before.Add(2*time.Hour-time.Second)) || at.After(time.Now().Add(2*time.Hour)) {
+		t.Errorf("deadline at %s, want two hours from now", at)
+	}
+	env := s.envelope("b")
+	if env.Delivery != pipeline.DeliveryBatch || env.Deadline != s.DeadlineAt || env.CacheKey == "" || len(env.CacheKey) > 64 {
+		t.Errorf("envelope %+v", env)
+	}
+	if CacheKey("b", "hash1") == CacheKey("b", "hash2") || CacheKey("b", "hash1") == CacheKey("c", "hash1") || CacheKey("b", "hash1") != env.CacheKey {
+		t.Error("the cache key is not one per batch and schema")
+	}
+	// A realtime batch without the cache has neither.
+	if r := (&Config{Batch: "b", Provider: "openai", Model: "m"}).settings("hash1"); r.Delivery != "" || r.DeadlineAt != 0 || r.CacheKey != "" {
+		t.Errorf("realtime settings %+v", r)
+	}
+	// Re-run with the same flags later: the same settings (the deadline
+	// set at the first run is not compared).
+	later := s
+	later.DeadlineAt += 3600
+	if d := s.diff(later); len(d) != 0 {
+		t.Errorf("same flags differ: %q", d)
+	}
+	other := s
+	other.Delivery, other.DeadlineSeconds, other.DeadlineAt, other.CacheKey = "", 0, 0, ""
+	d := s.diff(other)
+	if len(d) != 2 || d[0] != "delivery: recorded batch, now realtime" || d[1] != "prompt cache: recorded on, now off" {
+		t.Errorf("diff = %q", d)
+	}
+	shorter := s
+	shorter.DeadlineSeconds = 3600
+	if d := s.diff(shorter); len(d) != 1 || d[0] != "deadline: recorded 2h0m0s, now 1h0m0s" {
+		t.Errorf("diff = %q", d)
+	}
+}
