@@ -30,12 +30,17 @@ func writeWaveSections(ctx context.Context, w io.Writer, l summaryLedger, rows [
 		if err != nil {
 			return err
 		}
-		if len(waves) == 0 {
-			continue
-		}
 		d, err := l.CacheDelivery(ctx, r.Batch)
 		if err != nil {
 			return err
+		}
+		if len(waves) == 0 {
+			// A realtime batch: its prompt cache, when it used one.
+			if d.CachedTokens > 0 || d.CacheWriteTokens > 0 {
+				fmt.Fprintln(w)
+				writeCache(w, r.Batch+": ", d)
+			}
+			continue
 		}
 		fmt.Fprintln(w)
 		writeWaves(w, r.Batch, waves, d)
@@ -63,11 +68,20 @@ func writeWaves(w io.Writer, batch string, waves []store.Wave, d store.CacheDeli
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "prompt cache\t%.1f%% hit: %d of %d prompt tokens read from the cache, %d written to it\n",
-		100*d.CacheHitRate, d.CachedTokens, d.PromptTokens, d.CacheWriteTokens)
+	fmt.Fprintf(tw, "prompt cache\t%s\n", cacheLine(d))
 	fmt.Fprintf(tw, "delivery\tbatch: %s $%.6f, realtime: %s $%.6f\n",
 		plural(d.Batch.Attempts, "attempt"), d.Batch.CostUSD, plural(d.Realtime.Attempts, "attempt"), d.Realtime.CostUSD)
 	tw.Flush()
+}
+
+// writeCache prints the prompt-cache line of a realtime batch.
+func writeCache(w io.Writer, prefix string, d store.CacheDelivery) {
+	fmt.Fprintf(w, "%sprompt cache %s\n", prefix, cacheLine(d))
+}
+
+func cacheLine(d store.CacheDelivery) string {
+	return fmt.Sprintf("%.1f%% hit: %d of %d prompt tokens read from the cache, %d written to it",
+		100*d.CacheHitRate, d.CachedTokens, d.PromptTokens, d.CacheWriteTokens)
 }
 
 // waveTime is how long the provider took over a wave: "-" when it was

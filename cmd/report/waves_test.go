@@ -167,11 +167,13 @@ func TestReportSummaryWaves(t *testing.T) {
 	if got, want := summary("bw"), table("bw")+bwSection; got != want {
 		t.Errorf("summary bw:\n%s\nwant:\n%s", got, want)
 	}
-	if got, want := summary("plain"), table("plain"); got != want {
-		t.Errorf("summary of a batch without waves:\n%s\nwant only the table:\n%s", got, want)
+	// A realtime batch that read its prompt cache: the table and that line.
+	plainCache := "\nplain: prompt cache 50.0% hit: 500 of 1000 prompt tokens read from the cache, 0 written to it\n"
+	if got, want := summary("plain"), table("plain")+plainCache; got != want {
+		t.Errorf("summary of a batch without waves:\n%s\nwant the table and its cache line:\n%s", got, want)
 	}
-	// Every batch: the table of both, then bw's waves only.
-	if got, want := summary(), table("")+bwSection; got != want {
+	// Every batch: the table of both, then bw's waves, then plain's cache.
+	if got, want := summary(), table("")+bwSection+plainCache; got != want {
 		t.Errorf("summary of every batch:\n%s\nwant:\n%s", got, want)
 	}
 }
