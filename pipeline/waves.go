@@ -600,6 +600,22 @@ func (v *waves) poll(ctx context.Context, log *slog.Logger, client BatchClient, 
 	if !st.Ended {
 		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Counts: &counts, NextPoll: v.backoff(wave)})
 	}
+	if st.State == llm.BatchFailed {
+		// The provider refused the batch as a whole (OpenAI: an input line
+		// it could not read, or the organization's enqueued-token limit):
+		// nothing ran and nothing was billed, so no attempt is recorded.
+		// Its jobs finish realtime.
+		why := "the provider failed the batch"
+		if st.Err != nil {
+			why += ": " + st.Err.Error()
+		}
+		log.ErrorContext(ctx, "worker: provider failed the wave; its jobs run realtime", slog.String("error", why))
+		if err := v.toRealtime(ctx, wave, nil); err != nil {
+			return err
+		}
+		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed, Counts: &counts,
+			Error: truncate(why, 500), NextPoll: time.Second})
+	}
 	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveEnded, Counts: &counts,
 		Lease: v.cfg.Lease}); err != nil {
 		return err
@@ -947,8 +963,8 @@ func (v *waves) stop(ctx context.Context) {
 // open reports whether waves are being collected or are open in the
 // ledger (a draining worker waits for them); a ledger error counts as open.
 func (v *waves) open(ctx context.Context) bool {
-	if v == nil {
-		return false
+	if v == nil || len(v.clients) == 0 {
+		return false // it drives no waves
 	}
 	v.mu.Lock()
 	n := len(v.pending)

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,7 +16,6 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
-	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // waveSim is a messy model whose provider batches finish quickly, with a
@@ -99,7 +99,7 @@ func (h *harness) checkWaveLedger(batch string, n int) {
 	}
 	st := h.sim.srv.Stats().Batch
 	inWaves := h.sqlInt(`SELECT count(*) FROM attempts WHERE wave_id IS NOT NULL AND job_id LIKE $1 || ':%'`, batch)
-	requests := h.sqlInt(`SELECT coalesce(sum(requests), 0)::int FROM waves WHERE batch = $1 AND provider_batch_id IS NOT NULL`, batch)
+	requests := h.sqlInt(`SELECT coalesce(sum(requests), 0)::int FROM waves WHERE batch = $1 AND provider_batch_id IS NOT NULL AND status <> 'failed'`, batch)
 	if inWaves != requests {
 		h.t.Errorf("%d attempts from waves, the submitted waves had %d requests: each must be recorded once", inWaves, requests)
 	}
@@ -312,6 +312,44 @@ func TestBatchDeliveryCancel(t *testing.T) {
 	if calls := h.sim.srv.Stats().Replies; calls != 0 {
 		t.Errorf("%d realtime calls after cancel, want none", calls)
 	}
-	_ = fmt.Sprint
-	_ = store.StatusValid
+}
+
+// A provider batch the provider fails as a whole (OpenAI's enqueued-token
+// limit) ran nothing and cost nothing: no attempt is recorded for it, the
+// wave is failed with the provider's reason, and its jobs finish realtime.
+func TestBatchDeliveryFailedBatchRunsRealtime(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	simCfg := waveSim(50*time.Millisecond, 0, 0)
+	var failedOnce sync.Once
+	simCfg.Script = func(_ int, r *http.Request) *sim.ScriptedReply {
+		id, ok := strings.CutPrefix(r.URL.Path, "/v1/batches/")
+		if r.Method != http.MethodGet || !ok || strings.Contains(id, "/") {
+			return nil
+		}
+		var reply *sim.ScriptedReply
+		failedOnce.Do(func() {
+			body := fmt.Sprintf(`{"id":%q,"object":"batch","endpoint":"/v1/chat/completions","errors":{"object":"list","data":[{"code":"token_limit_exceeded","message":"Enqueued token limit reached for sim-model in organization org-x. Limit: 90,000 enqueued tokens."}]},"input_file_id":"file-x","completion_window":"24h","status":"failed","created_at":1733000000,"failed_at":1733000001,"request_counts":{"total":0,"completed":0,"failed":0},"metadata":{}}`, id)
+			reply = &sim.ScriptedReply{Status: 200, Body: []byte(body), Header: http.Header{"Content-Type": {"application/json"}}}
+		})
+		return reply
+	}
+	h := newHarness(t, harnessConfig{Sim: simCfg})
+	h.enqueueBatch("wf", llm.ProviderOpenAI, n, time.Hour)
+	cfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
+	cfg.Drain = true
+	rw := h.startWorker(cfg, nil, nil)
+	if err := rw.wait(t, 60*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	h.checkWaveLedger("wf", n)
+	if failed := h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wf' AND status = 'failed' AND error LIKE '%Enqueued token limit%'`); failed != 1 {
+		t.Errorf("%d waves failed with the provider's reason, want 1", failed)
+	}
+	if inWaves := h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wf:%' AND wave_id IS NOT NULL`); inWaves != 0 {
+		t.Errorf("%d attempts recorded for a batch that ran nothing", inWaves)
+	}
+	if valid := h.progress("wf").Valid; valid < n*3/4 {
+		t.Errorf("%d of %d valid after the realtime fallback", valid, n)
+	}
 }
