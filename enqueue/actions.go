@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -112,6 +113,13 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	}
 	if err := settings.Limits.Validate(); err != nil {
 		return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
+	}
+	if settings.Delivery == pipeline.DeliveryBatch {
+		// A new run has its own deadline, as long as the batch's.
+		settings.DeadlineAt = time.Now().Add(time.Duration(settings.DeadlineSeconds) * time.Second).Unix()
+		if settings.Provider != llm.ProviderOpenAI && settings.Provider != llm.ProviderAnthropic {
+			settings.Delivery, settings.DeadlineSeconds, settings.DeadlineAt = "", 0, 0 // no batch API: realtime
+		}
 	}
 	rep.Settings = settings
 	raw, _ := json.Marshal(settings)

@@ -353,3 +353,35 @@ func TestBatchDeliveryFailedBatchRunsRealtime(t *testing.T) {
 		t.Errorf("%d of %d valid after the realtime fallback", valid, n)
 	}
 }
+
+// A requeued batch-delivery batch runs in waves again, with a deadline of
+// its own run: the first run's may have passed.
+func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	h := newHarness(t, harnessConfig{Sim: waveSim(20*time.Millisecond, 0, 0)})
+	h.enqueueBatch("wr", llm.ProviderAnthropic, n, 3*time.Second)
+	cfg := h.waveWorker(llm.ProviderAnthropic, h.batchClient(llm.ProviderAnthropic))
+	cfg.Wave.DeadlineMargin = time.Millisecond
+	cfg.Drain = true
+	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	time.Sleep(3 * time.Second) // the first run's deadline passes
+	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []string{"valid", "invalid", "failed"}, Queue: h.q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Settings.Delivery != pipeline.DeliveryBatch || time.Until(time.Unix(rep.Settings.DeadlineAt, 0)) < time.Second {
+		t.Fatalf("requeued settings %+v: want batch delivery with a deadline ahead", rep.Settings)
+	}
+	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	if waves := h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wr' AND run = 2`); waves == 0 {
+		t.Errorf("run 2 made no wave: it ran realtime on the first run's passed deadline")
+	}
+	if p := h.progress("wr"); p.Queued != 0 {
+		t.Errorf("progress %+v", p)
+	}
+}
