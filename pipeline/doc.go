@@ -34,6 +34,20 @@
 //     bytes (WorkerConfig.WriteBuffer), so a slow ledger slows pulling
 //     instead of growing memory.
 //
+// # Batch delivery
+//
+// A job of a batch enqueued with delivery "batch" is the repair step's
+// second driver's (waves.go): its first request goes into a wave, a
+// provider batch of its batch and model (OpenAI Batch API, Anthropic
+// Message Batches), and its message is acked once the wave and the job's
+// place in it are committed: the ledger owns it from then on. One worker at
+// a time drives each wave under a lease in Postgres: upload and create,
+// poll, then every result through the step, recorded as an attempt once;
+// jobs that need another attempt go into the next wave, or back to the
+// queue (Envelope.FromWave) to finish realtime from the attempts the ledger
+// holds, near the deadline or when few remain. A crash at any point leaves
+// the ledger able to go on: see the package comment of waves.go.
+//
 // # Dispositions
 //
 // What becomes of a message is a [Disposition] value: ack after the commit,
