@@ -482,6 +482,7 @@ func (v *waves) submit(ctx context.Context, log *slog.Logger, client BatchClient
 		if fileID, err = client.UploadBatchFile(ctx, items); err != nil {
 			return v.submitFailed(ctx, log, wave, err)
 		}
+		v.at("upload_done", wave.ID)
 		if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveUploaded,
 			InputFileID: fileID, Lease: v.cfg.Lease}); err != nil {
 			return err

@@ -177,6 +177,7 @@ func TestBatchDeliveryKillAtEachPoint(t *testing.T) {
 	points := []struct{ provider, point string }{
 		{llm.ProviderOpenAI, "recorded"},
 		{llm.ProviderOpenAI, "upload"},
+		{llm.ProviderOpenAI, "upload_done"},
 		{llm.ProviderOpenAI, "uploaded"},
 		{llm.ProviderOpenAI, "created"},
 		{llm.ProviderAnthropic, "created"},
@@ -239,6 +240,16 @@ func TestBatchDeliveryKillAtEachPoint(t *testing.T) {
 				t.Fatalf("worker A: %v", err)
 			}
 			h.checkWaveLedger("wk", n)
+			if pt.point == "upload_done" {
+				// The file A uploaded and did not record is not orphaned
+				// silently.
+				if !strings.Contains(h.logs.String(), "an earlier upload may have left an unused input file") {
+					t.Errorf("the re-upload of a wave logged no warning of the unused file")
+				}
+				if files, waves := h.sim.srv.Stats().Batch.FilesUploaded, h.sqlInt(`SELECT count(*) FROM waves WHERE input_file_id IS NOT NULL`); files != int64(waves)+1 {
+					t.Errorf("%d files uploaded for %d waves, want one more (A's)", files, waves)
+				}
+			}
 		})
 	}
 }
