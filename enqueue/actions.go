@@ -201,6 +201,18 @@ func SetCap(ctx context.Context, ledger ActionLedger, batch string, c store.Cap)
 	if (c.MaxCostUSD != nil && *c.MaxCostUSD < 0) || (c.MaxTotalTokens != nil && *c.MaxTotalTokens < 0) {
 		return store.Spend{}, fmt.Errorf("%w: a spend cap must not be negative", ErrBadConfig)
 	}
+	if c.Capped() {
+		b, err := ledger.Batch(ctx, batch)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Spend{}, fmt.Errorf("%w: %s", ErrNoBatch, batch)
+		}
+		if err != nil {
+			return store.Spend{}, err
+		}
+		if s, err := latestSettings(ctx, ledger, b); err == nil && s.Delivery == pipeline.DeliveryBatch {
+			return store.Spend{}, fmt.Errorf("%w: batch %s is delivered in provider batches, and a spend cap holds realtime calls only", ErrBadConfig, batch)
+		}
+	}
 	err := ledger.SetCap(ctx, batch, c)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Spend{}, fmt.Errorf("%w: %s", ErrNoBatch, batch)

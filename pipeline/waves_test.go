@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // waveSim is a messy model whose provider batches finish quickly, with a
@@ -372,6 +374,11 @@ func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 	const n = 6
 	h := newHarness(t, harnessConfig{Sim: waveSim(20*time.Millisecond, 0, 0)})
 	h.enqueueBatch("wr", llm.ProviderAnthropic, n, 3*time.Second)
+	// A spend cap cannot hold a provider batch's requests: refused.
+	five := 5.0
+	if _, err := enqueue.SetCap(h.ctx, h.st, "wr", store.Cap{MaxCostUSD: &five}); !errors.Is(err, enqueue.ErrBadConfig) {
+		t.Fatalf("cap on a batch-delivery batch: %v, want ErrBadConfig", err)
+	}
 	cfg := h.waveWorker(llm.ProviderAnthropic, h.batchClient(llm.ProviderAnthropic))
 	cfg.Wave.DeadlineMargin = time.Millisecond
 	cfg.Drain = true
