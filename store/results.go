@@ -74,6 +74,12 @@ type Attempt struct {
 	TokensCacheWrite int64
 	// WaveID is the wave that carried the call, 0 for a realtime call.
 	WaveID int64
+	// Coerced counts the schema-guided fixes applied to the reply's value
+	// (each is in Repairs too); a valid attempt with some is a call saved.
+	Coerced int
+	// PatchOutcome says how a reply to a patch request went ("applied",
+	// "parse_error", "apply_error", "out_of_scope"); "" when none.
+	PatchOutcome string
 }
 
 // Result is a job's final outcome, as the pipeline saves it.
@@ -245,7 +251,7 @@ SELECT r.id, false FROM r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.
 var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash", "raw", "source", "repairs", "errors",
 	"class", "valid", "repaired_locally", "finish_reason", "latency_ms", "tokens_in", "tokens_out", "tokens_cached",
 	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256", "run",
-	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id"}
+	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id", "coerced", "patch_outcome"}
 
 // SaveResults stores final results in one transaction and reports, for each
 // result, whether this call set it (won[i]). It is idempotent:
@@ -579,6 +585,7 @@ func (s *attemptRows) Values() ([]any, error) {
 	v[24] = s.curRun
 	v[25], v[26], v[27], v[28] = txt(a.Feedback), txt(a.ProviderClass), basisOr(a.PriceBasis), a.TokensCacheWrite
 	v[29], v[30] = a.CostUSD, nullID(a.WaveID)
+	v[31], v[32] = int32(a.Coerced), txt(a.PatchOutcome)
 	return v, nil
 }
 

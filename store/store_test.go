@@ -482,7 +482,8 @@ func TestJobRoundTrip(t *testing.T) {
 			Errors: json.RawMessage(`[]`), Valid: true, RepairedLocally: true, FinishReason: "stop",
 			LatencyMS: 420, TokensIn: 11, TokensOut: 22, TokensCached: 3, TransportRetries: 1,
 			RetryClasses: json.RawMessage(`["rate_limit"]`), ProviderStatus: 200, Model: "sim-typical",
-			RequestID: "req-1", StartedAt: started,
+			RequestID: "req-1", StartedAt: started, CostUSD: 0.125, Feedback: "fix it", PriceBasis: "batch",
+			TokensCacheWrite: 2, Coerced: 2, PatchOutcome: "applied",
 		}},
 	}
 	if _, err := s.SaveResults(ctx, []store.Result{r}); err != nil {
