@@ -22,6 +22,14 @@ const (
 	// StrategyRepair sends a fresh request each round with the original task,
 	// only the latest failed reply, its errors and the schema (constant size).
 	StrategyRepair Strategy = "repair"
+	// StrategyPatch asks, after a reply that gave a JSON value failing the
+	// schema, for an RFC 6902 JSON Patch of that value touching only the
+	// failing locations, and applies it locally (see patch.go). The request
+	// keeps the system prompt and the task's messages as they were, for the
+	// prompt cache, and adds one user turn. After a reply with no usable
+	// value, or a patch that cannot be used, it re-asks for the whole value
+	// as StrategyRepair does. It needs mode prompt (Limits.ValidateMode).
+	StrategyPatch Strategy = "patch"
 )
 
 // FeedbackFormat is how errors are written for the model.
@@ -84,9 +92,9 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: max_attempts %d out of range 1..%d", ErrBadJob, l.MaxAttempts, MaxAttemptsMax)
 	}
 	switch l.Strategy {
-	case StrategyConversation, StrategyRepair:
+	case StrategyConversation, StrategyRepair, StrategyPatch:
 	default:
-		return fmt.Errorf("%w: strategy %q is not conversation or repair", ErrBadJob, l.Strategy)
+		return fmt.Errorf("%w: strategy %q is not conversation, repair or patch", ErrBadJob, l.Strategy)
 	}
 	switch l.Feedback {
 	case FeedbackText, FeedbackXML, FeedbackVague:
@@ -95,6 +103,18 @@ func (l Limits) Validate() error {
 	}
 	if l.TokenBudget < 0 || l.RetryBudget < 0 || l.TruncationMaxTokens < 0 {
 		return fmt.Errorf("%w: token_budget, retry_budget and truncation_max_tokens must not be negative", ErrBadJob)
+	}
+	return nil
+}
+
+// ValidateMode reports whether the strategy can run in mode (the job's
+// llm.Mode, "" meaning prompt): StrategyPatch needs mode prompt, since in
+// json_schema and tool modes the provider holds every reply to the job's
+// schema, so a reply cannot be a patch. Start checks it; a driver that
+// validates jobs before running them may too.
+func (l Limits) ValidateMode(mode llm.Mode) error {
+	if l.Strategy == StrategyPatch && mode != "" && mode != llm.ModePrompt {
+		return fmt.Errorf("%w: strategy patch needs mode prompt, not %s: the provider holds %s replies to the schema, so they cannot be patches", ErrBadJob, mode, mode)
 	}
 	return nil
 }
@@ -197,7 +217,18 @@ type Attempt struct {
 	RequestID      string         `json:"request_id,omitempty"`
 	StartedAt      time.Time      `json:"started_at"`
 	// Feedback is the correction sent after this attempt, "" when none.
+	// Under StrategyPatch it is either the whole patch request (the user
+	// turn sent as is, starting with PatchRequestLead, the value to patch
+	// in a ```json block) or the text of a full re-ask (see patch.go).
 	Feedback string `json:"feedback,omitempty"`
+	// Patch is the patch a reply to a patch request gave, as JSON (the
+	// operations array as extracted), "" when the attempt answered no patch
+	// request or its reply held no patch.
+	Patch string `json:"patch,omitempty"`
+	// PatchOutcome says how that patch went, "" when the attempt answered
+	// no patch request. Neither it nor Patch is needed to rebuild a step
+	// from its attempts (see patch.go).
+	PatchOutcome PatchOutcome `json:"patch_outcome,omitempty"`
 }
 
 // Result is a job's outcome so far: final once the step is done.

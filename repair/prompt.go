@@ -352,14 +352,8 @@ func feedback(format FeedbackFormat, a *Attempt, truncationNote bool) string {
 	}
 	errs := a.Errors
 	if format == FeedbackXML {
-		var b strings.Builder
-		b.WriteString("Your reply did not match the JSON Schema. Fix every error below and reply with the corrected JSON value only.\n")
-		b.WriteString("<validation-errors>\n")
-		for _, e := range errs {
-			fmt.Fprintf(&b, "<error path=%q keyword=%q>%s</error>\n", pointerOrRoot(e.Path), e.Keyword, xmlEscape(e.Message))
-		}
-		b.WriteString("</validation-errors>")
-		return b.String()
+		return "Your reply did not match the JSON Schema. Fix every error below and reply with the corrected JSON value only.\n" +
+			xmlErrors(errs)
 	}
 	var b strings.Builder
 	if a.Class == string(validate.ClassSyntax) {
@@ -368,10 +362,29 @@ func feedback(format FeedbackFormat, a *Attempt, truncationNote bool) string {
 		b.WriteString("Your reply did not match the JSON Schema. ")
 	}
 	b.WriteString("Fix every error below and reply with the corrected JSON value only:\n")
+	b.WriteString(textErrors(errs))
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// textErrors is the numbered list of errors of the text feedback format,
+// each line ending in a newline.
+func textErrors(errs []validate.Error) string {
+	var b strings.Builder
 	for i, e := range errs {
 		fmt.Fprintf(&b, "%d. %s\n", i+1, e.Message)
 	}
-	return strings.TrimRight(b.String(), "\n")
+	return b.String()
+}
+
+// xmlErrors is the <validation-errors> block of the xml feedback format.
+func xmlErrors(errs []validate.Error) string {
+	var b strings.Builder
+	b.WriteString("<validation-errors>\n")
+	for _, e := range errs {
+		fmt.Fprintf(&b, "<error path=%q keyword=%q>%s</error>\n", pointerOrRoot(e.Path), e.Keyword, xmlEscape(e.Message))
+	}
+	b.WriteString("</validation-errors>")
+	return b.String()
 }
 
 func pointerOrRoot(p string) string {

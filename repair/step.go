@@ -130,6 +130,10 @@ type Step struct {
 	pending *llm.Request // sent, awaiting Feed
 	waitErr error        // the transient failure of the last call
 	done    bool
+
+	// patch, under StrategyPatch, is the value the next request (or the
+	// outstanding one) asks to patch; nil when it is not a patch request.
+	patch *patchState
 }
 
 // Start begins the repair of job, or continues it from prev: the result an
@@ -158,6 +162,9 @@ func Start(job *Job, prev *Result, cfg Config) (*Step, error) {
 	if s.job.Mode == "" {
 		s.job.Mode = llm.ModePrompt
 	}
+	if err := s.lim.ValidateMode(s.job.Mode); err != nil {
+		return s, err
+	}
 	s.maxTokens = job.MaxTokens
 	if s.maxTokens == 0 {
 		s.maxTokens = MaxTokensDefault
@@ -174,7 +181,7 @@ func Start(job *Job, prev *Result, cfg Config) (*Step, error) {
 			s.replies++
 		}
 		if a.Feedback != "" {
-			s.messages = nextMessages(s.lim.Strategy, s.base, s.messages, a)
+			s.follow(a)
 		}
 		if a.Class == OutcomeTruncated && s.lim.TruncationMaxTokens > s.maxTokens {
 			s.maxTokens = s.lim.TruncationMaxTokens
@@ -266,17 +273,37 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 	res.TokensCacheWrite += a.TokensCacheWrite
 	res.TransportRetries += len(a.Retries)
 
-	check := validate.Check(s.job.Schema, resp.Text)
-	a.Source = check.Source
-	a.Repairs = check.Repairs
-	a.Errors = check.Errors
-	if check.Value != nil || check.Source != "" {
-		if b, err := json.Marshal(check.Value); err == nil {
-			a.Value = b
+	// valid, class and localRepairs are what the reply came to; shown is
+	// the text of its value for a patch request (StrategyPatch only).
+	var (
+		valid        bool
+		class        string
+		localRepairs int
+		shown        []byte
+		patched      *patchReply
+	)
+	if s.patch != nil {
+		// A reply to a patch request (see patch.go).
+		r := s.feedPatch(&a, resp.Text)
+		patched = &r
+		valid, class, localRepairs, shown = r.valid, string(validate.ClassOf(a.Errors)), r.localRepairs, r.shown
+	} else {
+		check := validate.Check(s.job.Schema, resp.Text)
+		a.Source = check.Source
+		a.Repairs = check.Repairs
+		a.Errors = check.Errors
+		if check.Value != nil || check.Source != "" {
+			if b, err := json.Marshal(check.Value); err == nil {
+				a.Value = b
+			}
+		}
+		valid, class, localRepairs = check.Valid, string(check.Class), len(check.Repairs)
+		if s.lim.Strategy == StrategyPatch && check.Candidate != nil {
+			shown = check.Candidate.JSON
 		}
 	}
 	switch {
-	case resp.FinishReason == llm.FinishRefusal || (resp.Refusal != "" && !check.Valid):
+	case resp.FinishReason == llm.FinishRefusal || (resp.Refusal != "" && !valid):
 		a.Class = OutcomeRefusal
 		if resp.Refusal != "" && a.Raw == "" {
 			a.Raw = resp.Refusal
@@ -285,11 +312,11 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 		// A cut-off reply is never accepted, even when closing it would
 		// validate.
 		a.Class = OutcomeTruncated
-	case check.Valid:
+	case valid:
 		a.Valid = true
-		a.RepairedLocally = len(check.Repairs) > 0
+		a.RepairedLocally = localRepairs > 0
 	default:
-		a.Class = string(check.Class)
+		a.Class = class
 	}
 	if a.Valid {
 		res.Attempts = append(res.Attempts, a)
@@ -320,9 +347,13 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 		s.maxTokens = s.lim.TruncationMaxTokens
 		truncNote = false
 	}
-	a.Feedback = feedback(s.lim.Feedback, &a, truncNote)
+	if s.lim.Strategy == StrategyPatch {
+		a.Feedback = s.patchFeedback(&a, shown, patched, truncNote)
+	} else {
+		a.Feedback = feedback(s.lim.Feedback, &a, truncNote)
+	}
 	res.Attempts = append(res.Attempts, a)
-	s.messages = nextMessages(s.lim.Strategy, s.base, s.messages, &a)
+	s.follow(s.last())
 	return s.last(), s.Next()
 }
 
