@@ -123,7 +123,11 @@ func (e *Envelope) Validate() error {
 	default:
 		return fmt.Errorf("%w: mode %q is not prompt, json_schema or tool", ErrBadJob, e.Mode)
 	}
-	return e.Limits.WithDefaults().Validate()
+	lim := e.Limits.WithDefaults()
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	return lim.ValidateMode(e.Mode)
 }
 
 // EncodeEnvelope is the job message of e, as Publish sends it (the

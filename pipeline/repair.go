@@ -34,6 +34,7 @@ type (
 const (
 	StrategyConversation = repair.StrategyConversation
 	StrategyRepair       = repair.StrategyRepair
+	StrategyPatch        = repair.StrategyPatch
 	FeedbackText         = repair.FeedbackText
 	FeedbackXML          = repair.FeedbackXML
 	FeedbackVague        = repair.FeedbackVague

@@ -517,7 +517,7 @@ func toStoreAttempt(a *Attempt) store.Attempt {
 		TransportRetries: len(a.Retries), RetryClasses: rc, ProviderStatus: a.ProviderStatus,
 		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
 		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), PriceBasis: string(a.PriceBasis),
-		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD,
+		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD, PatchOutcome: string(a.PatchOutcome),
 	}
 }
 

@@ -142,7 +142,7 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 		c        commonFlags
 		cfg      enqueue.RequeueConfig
 		statuses = fs.String("status", strings.Join(enqueue.RequeueStatusesDefault, ","), "statuses to run again, comma-separated: invalid, failed, rejected, dead, cancelled, over_budget, valid")
-		strategy = fs.String("strategy", "", "repair strategy of the new run: conversation or repair (default: unchanged)")
+		strategy = fs.String("strategy", "", "repair strategy of the new run: conversation, repair or patch (default: unchanged)")
 	)
 	c.register(fs, true)
 	fs.StringVar(&cfg.Class, "class", "", "only jobs whose final class is this (syntax, shape, semantic, truncated, refusal, provider, budget)")

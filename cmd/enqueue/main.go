@@ -135,7 +135,7 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		systemFile   = fs.String("system-file", "", "optional file with a system prompt for every job")
 		format       = fs.String("format", "", "jsonl or csv (default: from the file name)")
 		mode         = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
-		strategy     = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation or repair")
+		strategy     = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
 		feedback     = fs.String("feedback", string(pipeline.FeedbackDefault), "feedback format: text or xml")
 		temp         = fs.String("temperature", "", "sampling temperature (default: the provider's)")
 		progress     = fs.Bool("progress", true, "show progress (a bar on a terminal, lines otherwise)")

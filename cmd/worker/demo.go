@@ -51,7 +51,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		provider    = fs.String("provider", llm.ProviderOpenAI, "wire format the simulator speaks: openai, anthropic or ollama")
 		mode        = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
 		latency     = fs.Duration("latency", 20*time.Millisecond, "simulated median provider latency (p99 is 10x)")
-		strategy    = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation or repair")
+		strategy    = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
 		natsDir     = fs.String("nats-dir", demoNATSDirDefault, "data directory of the demo's embedded NATS server; kept, so an interrupted demo can be finished")
 		lf          logFlags
 	)

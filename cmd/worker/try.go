@@ -37,7 +37,7 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		promptFile  = fs.String("prompt-file", "", "file holding the task")
 		system      = fs.String("system", "", "optional system prompt placed before the schema instructions")
 		mode        = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
-		strategy    = fs.String("strategy", string(pipeline.StrategyDefault), "conversation or repair")
+		strategy    = fs.String("strategy", string(pipeline.StrategyDefault), "conversation, repair or patch")
 		feedback    = fs.String("feedback", string(pipeline.FeedbackDefault), "feedback format: text or xml")
 		maxAttempts = fs.Int("max-attempts", pipeline.MaxAttemptsDefault, "repair attempts (provider calls with a reply)")
 		maxTokens   = fs.Int("max-tokens", pipeline.MaxTokensDefault, "output tokens per call")
