@@ -35,6 +35,21 @@ const (
 	FaultOutOfRange      FaultKind = "out_of_range"
 )
 
+// Shape faults: content faults of first attempts that a schema-guided
+// local repair can fix without loss (the first four) or must not coerce,
+// the value being lost (the last two). Each is recorded with its JSON
+// pointer; a validator reports the first four and number_prose as type
+// errors, enum_case and enum_synonym as enum (or const) errors. See "Shape
+// faults" in the package documentation for exactly what each writes.
+const (
+	FaultScalarAsString FaultKind = "scalar_as_string" // "42" for 42, "true" for true
+	FaultEnumCase       FaultKind = "enum_case"        // "Bug" or " bug" for "bug"
+	FaultSingleForArray FaultKind = "single_for_array" // "x" for ["x"]
+	FaultNullOptional   FaultKind = "null_optional"    // "tags": null where the truth has no tags
+	FaultNumberProse    FaultKind = "number_prose"     // "about 40" or "40 kg" for 40 (lossy)
+	FaultEnumSynonym    FaultKind = "enum_synonym"     // "Bug report" for "bug" (lossy)
+)
+
 // Outcome faults: the reply as a whole fails.
 const (
 	FaultTruncation FaultKind = "truncation" // cut mid-value, finish reason length
@@ -42,21 +57,85 @@ const (
 	FaultEmpty      FaultKind = "empty"
 )
 
-// FaultKinds lists every fault kind, formatting first, then content, then
-// outcome.
+// Patch faults: a JSON Patch reply (see "Patch replies" in the package
+// documentation) with a wrong operation in it. Each is recorded with the
+// path of the operation it spoiled or added.
+const (
+	FaultPatchBadPointer FaultKind = "patch_bad_pointer" // a path that does not exist: the patch does not apply
+	FaultPatchWrongOp    FaultKind = "patch_wrong_op"    // add for replace at an array index, remove for replace of a required property, replace for add
+	FaultPatchExtraOp    FaultKind = "patch_extra_op"    // a replace of a value that had no error
+)
+
+// FaultKinds lists every fault kind: formatting, content, shape, outcome,
+// then patch faults.
 func FaultKinds() []FaultKind {
-	return slices.Clone(allFaultKinds)
+	return slices.Clone(allFaultKinds[:])
 }
 
-var allFaultKinds = []FaultKind{
+// allFaultKinds is an array so that its length sizes the fault counters.
+var allFaultKinds = [...]FaultKind{
 	FaultFence, FaultProse, FaultTrailingComma, FaultSingleQuotes, FaultPythonLiterals, FaultComments,
 	FaultWrongType, FaultMissingRequired, FaultExtraProperty, FaultEnumViolation, FaultOutOfRange,
+	FaultScalarAsString, FaultEnumCase, FaultSingleForArray, FaultNullOptional, FaultNumberProse, FaultEnumSynonym,
 	FaultTruncation, FaultRefusal, FaultEmpty,
+	FaultPatchBadPointer, FaultPatchWrongOp, FaultPatchExtraOp,
 }
+
+// numFaultKinds is the number of fault kinds, the size of the counters.
+const numFaultKinds = len(allFaultKinds)
 
 var contentKinds = []FaultKind{FaultWrongType, FaultMissingRequired, FaultExtraProperty, FaultEnumViolation, FaultOutOfRange}
 
-func faultIndex(k FaultKind) int { return slices.Index(allFaultKinds, k) }
+// shapeKinds are the shape faults, in the order they are drawn.
+var shapeKinds = []FaultKind{FaultScalarAsString, FaultEnumCase, FaultSingleForArray, FaultNullOptional, FaultNumberProse, FaultEnumSynonym}
+
+// patchKinds are the faults of a patch reply, in the order they are drawn.
+var patchKinds = []FaultKind{FaultPatchWrongOp, FaultPatchBadPointer, FaultPatchExtraOp}
+
+// FaultKindInfo describes a fault kind for help texts.
+type FaultKindInfo struct {
+	Kind FaultKind
+	// Group is formatting, content, shape, outcome or patch.
+	Group string
+	// Lossless is set for the kinds a local repair fixes back to the
+	// truth: the formatting faults (the extractor) and the first four
+	// shape faults (a schema-guided coercion).
+	Lossless    bool
+	Description string
+}
+
+// FaultKindInfos describes every fault kind, in the order of FaultKinds.
+func FaultKindInfos() []FaultKindInfo {
+	return slices.Clone(faultKindInfos)
+}
+
+var faultKindInfos = []FaultKindInfo{
+	{FaultFence, "formatting", true, "```json fences around the JSON"},
+	{FaultProse, "formatting", true, "a sentence before and after the JSON"},
+	{FaultTrailingComma, "formatting", true, "a comma before the root's closing bracket"},
+	{FaultSingleQuotes, "formatting", true, "'single-quoted' keys and strings"},
+	{FaultPythonLiterals, "formatting", true, "True, False, None"},
+	{FaultComments, "formatting", true, "a // comment line inside the root"},
+	{FaultWrongType, "content", false, "a value of a type the schema does not allow"},
+	{FaultMissingRequired, "content", false, "a required property left out"},
+	{FaultExtraProperty, "content", false, "a property additionalProperties: false forbids"},
+	{FaultEnumViolation, "content", false, "a value outside enum or const"},
+	{FaultOutOfRange, "content", false, "a number past minimum or maximum"},
+	{FaultScalarAsString, "shape", true, `a number or boolean written as a string: "42", "true"`},
+	{FaultEnumCase, "shape", true, `an enum or const string in another case or with surrounding spaces: "Bug", " bug"`},
+	{FaultSingleForArray, "shape", true, `the one item of a one-item array without the array: "x" for ["x"]`},
+	{FaultNullOptional, "shape", true, "null for an optional property the truth lacks, whose type excludes null"},
+	{FaultNumberProse, "shape", false, `a number as prose in a string: "about 40", "40 kg" (must not be coerced)`},
+	{FaultEnumSynonym, "shape", false, `an enum or const string replaced by a synonym: "Bug report" for "bug" (must not be coerced)`},
+	{FaultTruncation, "outcome", false, "the reply cut off mid-value (finish reason length)"},
+	{FaultRefusal, "outcome", false, "a refusal instead of the value"},
+	{FaultEmpty, "outcome", false, "an empty reply"},
+	{FaultPatchBadPointer, "patch", false, "a JSON Patch operation whose path does not exist"},
+	{FaultPatchWrongOp, "patch", false, "a JSON Patch operation with the wrong op (add/remove/replace)"},
+	{FaultPatchExtraOp, "patch", false, "a JSON Patch operation replacing a value that had no error"},
+}
+
+func faultIndex(k FaultKind) int { return slices.Index(allFaultKinds[:], k) }
 
 // ContentFault is one schema violation in a reply.
 type ContentFault struct {

@@ -162,6 +162,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.turn > 0 {
 		s.stats.corrections.Add(1)
 	}
+	if p.patch {
+		s.stats.patches.Add(1)
+	}
 	for _, k := range faultSet(p) {
 		s.stats.faults[faultIndex(k)].Add(1)
 	}
@@ -363,6 +366,9 @@ func (c *call) reply(req *chatReq, pTok int, cu cacheUse, lr limitResult, huge b
 	hdr := http.Header{}
 	hdr.Set("X-Sim-Faults", faultHeader(p))
 	hdr.Set("X-Sim-Turn", strconv.Itoa(p.turn))
+	if p.patch {
+		hdr.Set("X-Sim-Patch", "1")
+	}
 	if c.provider == "openai" {
 		hdr.Set("Openai-Processing-Ms", "0")
 	}

@@ -58,6 +58,8 @@ type plan struct {
 	turn    int
 	isJSON  bool
 	key     string
+	// patch is set for a JSON Patch reply (text only, whatever the mode).
+	patch bool
 }
 
 // RefusalText is the text of a refusal reply.
@@ -100,11 +102,23 @@ func taskKey(r *chatReq) string {
 	}
 	for _, m := range r.msgs {
 		if m.role == "user" {
-			first, _, _ := strings.Cut(m.text, PreviousReplyOpen)
-			return "h" + strconv.FormatUint(hashStrings(first), 36)
+			return TaskKey("", m.text)
 		}
 	}
 	return "empty"
+}
+
+// TaskKey returns the task key the simulator gives a request: user (OpenAI's
+// "user", Anthropic's metadata.user_id) when it is not empty, else a hash
+// of the first user message's text up to PreviousReplyOpen. A request
+// with neither (no user message) has the key "empty". Pass the key to
+// Server.Truth or TruthFor.
+func TaskKey(user, firstUserMessage string) string {
+	if user != "" {
+		return user
+	}
+	first, _, _ := strings.Cut(firstUserMessage, PreviousReplyOpen)
+	return "h" + strconv.FormatUint(hashStrings(first), 36)
 }
 
 // between returns the text between lines open and close in s.
@@ -193,11 +207,18 @@ func (s *Server) model(r *chatReq) plan {
 		return p
 	}
 	truth := s.truth(doc, key)
+	if isCorrection && isPatchRequest(feedback) {
+		if pp, ok := s.patchPlan(doc, truth, key, prev, feedback, turn); ok {
+			pp.turn, pp.key = turn, key
+			return pp
+		}
+	}
 	var value any
+	var recs []injection
 	if isCorrection {
 		value = s.correct(doc, truth, key, prev, feedback, turn)
 	} else {
-		value, p.outcome = s.firstAttempt(doc, truth, key)
+		value, p.outcome, recs = s.firstAttempt(doc, truth, key)
 	}
 	switch p.outcome {
 	case FaultRefusal:
@@ -209,6 +230,12 @@ func (s *Server) model(r *chatReq) plan {
 	c := checker{doc: doc}
 	c.walk(doc.root, value, "", 0)
 	p.faults = c.out
+	if isCorrection && s.cfg.Mix.shapeOn() && needsRelabel(p.faults) {
+		// The shape faults of a correction are those of the first attempt
+		// it has not fixed: the first attempt's records name them.
+		_, _, recs = s.firstAttempt(doc, truth, key)
+	}
+	relabel(p.faults, recs, value)
 	p.isJSON = true
 	fr := s.rng("format", key, strconv.Itoa(turn), feedback)
 	o := encOpts{indent: fr.IntN(3) == 0}
@@ -295,18 +322,62 @@ func (s *Server) truth(doc *schemaDoc, key string) any {
 	return g.gen(doc.root, "", 0)
 }
 
-// Truth returns the ground truth the simulator holds for a task key and
-// schema, as decoded JSON (numbers are json.Number).
+// Truth returns the ground truth the simulator holds for a task key (see
+// TaskKey) and schema, as decoded JSON (numbers are json.Number): what a
+// clean first attempt answers, and what a lossless repair of a shape fault
+// must give back.
+//
+// The truth is seeded by the schema's text as the requests carry it (the
+// schema slot's raw JSON, or the text between the schema markers, trimmed),
+// so that the same schema sent in two formattings has two truths. Truth
+// takes the schema in any formatting: when it is not the text of a schema
+// the server has been sent, but is equal, as a JSON value, to exactly one
+// of them (the last 1,024 distinct schemas), that one's text is used. A
+// schema the server has not been sent is used as given (see TruthFor).
 func (s *Server) Truth(taskKey string, schema []byte) (any, error) {
 	doc, err := parseSchema(schema)
 	if err != nil {
 		return nil, err
 	}
-	return s.truth(doc, taskKey), nil
+	return s.truth(s.sentSchema(doc), taskKey), nil
 }
 
-// firstAttempt draws the outcome and content faults of a first attempt.
-func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string) (any, FaultKind) {
+// TruthFor is the ground truth of a server with the given seed for a task
+// key and schema text, without a server: the schema must be the exact text
+// the requests carry (see Server.Truth).
+func TruthFor(schema []byte, seed uint64, taskKey string) (any, error) {
+	return (&Server{cfg: Config{Seed: seed}}).Truth(taskKey, schema)
+}
+
+// sentSchema returns the parsed schema of a request equal to doc: doc
+// itself when its text was sent or when no text or several were.
+func (s *Server) sentSchema(doc *schemaDoc) *schemaDoc {
+	c := &s.schemas
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if _, ok := c.m[doc.src]; ok {
+		return doc
+	}
+	want := string(encode(doc.root, encOpts{}))
+	var found *schemaDoc
+	for _, d := range c.m {
+		if d == nil || string(encode(d.root, encOpts{})) != want {
+			continue
+		}
+		if found != nil {
+			return doc
+		}
+		found = d
+	}
+	if found == nil {
+		return doc
+	}
+	return found
+}
+
+// firstAttempt draws the outcome, content and shape faults of a first
+// attempt; it returns the shape faults it put in.
+func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string) (any, FaultKind, []injection) {
 	r := s.rng("attempt", key, doc.src)
 	mix := s.cfg.Mix
 	var outcome FaultKind
@@ -329,7 +400,8 @@ func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string) (any, Fault
 		}
 	}
 	if len(drawn) == 0 {
-		return value, outcome // most first attempts: no need to list the sites
+		// Most first attempts: no need to list the sites.
+		return value, outcome, s.injectShape(doc, truth, value, key, nil)
 	}
 	c := checker{doc: doc}
 	sites := map[FaultKind][]site{}
@@ -341,14 +413,14 @@ func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string) (any, Fault
 			used = append(used, p)
 		}
 	}
-	return value, outcome
+	return value, outcome, s.injectShape(doc, truth, value, key, used)
 }
 
 // correct applies a correction turn to the previous reply.
 func (s *Server) correct(doc *schemaDoc, truth any, key, prev, feedback string, turn int) any {
 	value, ok := parseReply(prev)
 	if !ok {
-		value, _ = s.firstAttempt(doc, truth, key)
+		value, _, _ = s.firstAttempt(doc, truth, key)
 	}
 	r := s.rng("correct", key, strconv.Itoa(turn), prev, feedback)
 	c := checker{doc: doc}
@@ -366,9 +438,15 @@ func (s *Server) correct(doc *schemaDoc, truth any, key, prev, feedback string, 
 			continue
 		}
 		tv, ok := pointerGet(truth, f.Pointer)
-		if ok {
+		switch {
+		case ok:
 			tv = deepCopy(tv)
-		} else {
+		case absentOptional(truth, f.Pointer):
+			// An optional property the truth leaves out (null_optional):
+			// the fix leaves it out too.
+			pointerDelete(value, f.Pointer)
+			continue
+		default:
 			tv = g.gen(f.schema, "", 1)
 		}
 		pointerSet(value, f.Pointer, tv)

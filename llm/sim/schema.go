@@ -495,8 +495,14 @@ func (g *generator) genArray(m map[string]any, name string, depth int) any {
 		n = len(prefix)
 	} else {
 		hi := max(minI, 3)
-		if depth >= 4 {
+		switch {
+		case depth >= 4:
 			hi = minI
+		case minI >= 3 && hasMax && maxI > minI:
+			// A long list with both bounds (an invoice's 30 to 60 line
+			// items): anywhere between them. Shorter bounds keep the
+			// small arrays above, and the replies of existing seeds.
+			hi = min(maxI, maxGenItems)
 		}
 		if hasMax {
 			hi = min(hi, maxI)

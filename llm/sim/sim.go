@@ -13,15 +13,70 @@
 // [SchemaMarkerClose]. Without one it answers with a few lines of prose.
 //
 // The ground truth is a schema-valid instance generated from (Config.Seed,
-// task key, schema); [Server.Truth] returns it. The task key is OpenAI's
-// "user", Anthropic's metadata.user_id, or else a hash of the first user
-// message (up to a quoted previous reply); callers that rewrite the first
-// message on a repair turn should send a user id. On a first
-// attempt the reply is the ground truth with faults drawn from Config.Mix:
-// formatting faults (fences, prose, trailing commas, single quotes, Python
-// literals, comments), content faults (wrong types, missing required
-// properties, extra properties, enum violations, out-of-range numbers) and
-// outcome faults (truncation, refusal, empty reply).
+// task key, schema text); [Server.Truth] returns it (and [TruthFor], without
+// a server). The task key is OpenAI's "user", Anthropic's
+// metadata.user_id, or else a hash of the first user message (up to a
+// quoted previous reply; [TaskKey] computes it); callers that rewrite the
+// first message on a repair turn should send a user id. An array has 1 to
+// 3 items within its minItems and maxItems, except that one with
+// minItems of 3 or more and a maxItems has minItems to maxItems of them
+// ([InvoiceSchema]'s 30 to 60 line items). On a first attempt the reply is
+// the ground truth with faults drawn from Config.Mix: formatting faults
+// (fences, prose, trailing commas, single quotes, Python literals,
+// comments), content faults (wrong types, missing required properties,
+// extra properties, enum violations, out-of-range numbers), shape faults
+// (below) and outcome faults (truncation, refusal, empty reply).
+//
+// # Shape faults
+//
+// Shape faults are what a schema-guided local repair meets: four it can
+// undo without loss, giving back the ground truth exactly, and two it must
+// not coerce. Each is drawn with its own probability in Config.Mix, from a
+// seed stream of its own after the content faults (so a mix that adds them
+// leaves the content faults where they were, and a mix without them
+// answers as before they existed), and put at most once per reply, at a
+// place no content fault took. The places exclude the root and any node
+// that reaches oneOf or anyOf. Exactly:
+//
+//   - scalar_as_string (lossless): a number or boolean of the truth, where
+//     the node declares its types and they exclude string, written as a
+//     string of its JSON text: 42 as "42", 12.5 as "12.5", true as "true".
+//   - enum_case (lossless): a string of the truth under enum or const that
+//     matches exactly one allowed value up to letter case and surrounding
+//     white space, written as one of: first letter upper-cased ("Bug"),
+//     all upper case ("BUG"), all lower case ("eur" for "EUR"), a leading
+//     space (" bug") or a trailing one ("bug "), drawn among those that
+//     differ from it and are not allowed themselves.
+//   - single_for_array (lossless): an array of the truth with exactly one
+//     item, whose node declares its types (not the item's) and has items
+//     (not prefixItems), written as that item: ["x"] as "x".
+//   - null_optional (lossless): an optional property the truth leaves out,
+//     whose node declares its types and allows no null (type, enum,
+//     const), written as null. The repair drops the property.
+//   - number_prose (lossy): a number of the truth, where scalar_as_string
+//     could go, written as prose: "about R" with R the number rounded to
+//     two significant digits (41.37: "about 41", 4327.5: "about 4300"), or,
+//     half the time when the property's name hints at a unit, the number's
+//     text and the unit: "12.5 EUR" (price, amount, total, cost, fee),
+//     "3 units" (qty, quantity, count), "40 kg" (weight, mass), "30 years"
+//     (age), "5 %" (percent, rate).
+//   - enum_synonym (lossy): a string under enum or const written as a
+//     synonym: from a short table for common values ("bug": "Bug report",
+//     "pending": "Awaiting shipment", "high": "Urgent", ...), else, for a
+//     value with _ or -, its words with spaces and the first capitalized
+//     ("in_progress": "In progress"), else "similar to " and the value;
+//     never one that is allowed or matches one up to case and space.
+//
+// A validator reports scalar_as_string, single_for_array, null_optional and
+// number_prose as type errors (class shape), enum_case and enum_synonym as
+// enum or const errors. The fault checker finds them as wrong_type and
+// enum_violation; X-Sim-Faults and Stats name them by their own kind as long
+// as the value the first attempt wrote is still there, in corrections too.
+// Some content faults can also be undone locally: wrong_type on a number
+// writes its text as a string (as scalar_as_string does) and
+// enum_violation on a string may write it upper-cased; they keep their
+// kind. A correction naming a shape fault fixes it with Config.FixProb,
+// writing the truth's value (for null_optional: leaving the property out).
 //
 // Every walk over a schema and the values made from it is bounded: a
 // schema that refers to itself ({"$ref": "#"}, a required property whose
@@ -41,6 +96,45 @@
 // probability Config.FixProb; with probability Config.NewFaultProb it adds a
 // new one. Faults that are not named stay, so vague feedback converges worse
 // than exact feedback.
+//
+// # Patch replies
+//
+// A correction whose correction text contains the exact phrase
+// [PatchMarker], "JSON Patch", is a patch request: the reply is an RFC 6902
+// JSON Patch, a JSON array of add, remove and replace operations, against
+// the previous value, instead of the value. The repair step sends, for
+// example, after the previous value (an assistant message, or quoted
+// between the previous-reply markers):
+//
+//	Reply with a JSON Patch (RFC 6902) that fixes only these errors in your
+//	previous value, as a JSON array of operations:
+//	1. /items/3/qty: expected integer, got string "2"
+//
+// The correction text is everything after the last assistant message or,
+// with a quoted previous reply, the last user message outside the quote,
+// which for the repair strategy includes the task: a task that says "JSON
+// Patch" itself makes every repair turn a patch request. The patch fixes
+// the content and shape faults of the previous value that the request names
+// (as a correction does, each with Config.FixProb): replace with the
+// truth's value, add for a missing property, remove for an extra one and
+// for null_optional. Unnamed faults stay, and no new fault is added; an
+// empty array answers a request naming nothing it can fix. Config.Mix
+// spoils a patch with patch_bad_pointer (one operation's path does not
+// exist: an array index dropped, "/items/qty"; the first token with an "s"
+// added or removed; or "/data" in front; so the patch does not apply),
+// patch_wrong_op (one operation's op changed: add for a replace at an
+// array index, remove for a replace of a required property, replace for an
+// add) and patch_extra_op (one more replace, of a value without an error,
+// by another value of its schema), each drawn once per patch, and fences
+// or prose around it with Mix.Fence and Mix.Prose. A patch is text
+// whatever the request's mode (never a tool call), its output tokens
+// counted from its text like any reply's; it carries the header
+// X-Sim-Patch: 1, and its X-Sim-Faults lists the patch faults (with the
+// path of the operation) and then the faults of the value the patch gives
+// when applied (the previous value's when it does not apply).
+// Stats.Patches counts patch replies. When the previous reply holds no
+// JSON value (truncated, refused, empty) or its root is at fault, the reply
+// is the full corrected value, as a model would send.
 //
 // Replies are a pure function of (seed, task key, turn, request): concurrency
 // does not change them. Transport faults (Config.Transport) and latency are
@@ -201,11 +295,12 @@ var errNotSchema = errors.New("not a JSON Schema object")
 // Mix holds the probabilities of the reply faults, each in [0, 1].
 //
 // The outcome faults (Refusal, Empty, Truncation) are exclusive and drawn
-// first; their sum must not exceed 1. Content and formatting faults are drawn
-// independently of each other, each applied when the reply has a place for
-// it (an enum violation needs an enum in the schema, Python literals need a
-// boolean or null in the value). Formatting faults go into text only, never
-// into a tool input sent as a JSON object (Anthropic, Ollama).
+// first; their sum must not exceed 1. Content, shape and formatting faults
+// are drawn independently of each other, each applied when the reply has a
+// place for it (an enum violation needs an enum in the schema, Python
+// literals need a boolean or null in the value). Formatting faults go into
+// text only, never into a tool input sent as a JSON object (Anthropic,
+// Ollama). The patch faults apply to patch replies only.
 type Mix struct {
 	Refusal    float64
 	Empty      float64
@@ -223,6 +318,24 @@ type Mix struct {
 	SingleQuotes   float64
 	PythonLiterals float64
 	Comments       float64
+
+	// Shape faults a schema-guided local repair fixes without loss (see
+	// "Shape faults" in the package documentation): each is drawn from a
+	// seed stream of its own, after the content faults above, so turning
+	// them on leaves those faults where they were.
+	ScalarAsString float64 // a number or boolean written as its JSON text in a string: "42", "true"
+	EnumCase       float64 // an enum or const string in another letter case or with surrounding spaces
+	SingleForArray float64 // the one item of a one-item array, without the array
+	NullOptional   float64 // null for an optional property the truth lacks and whose type excludes null
+	// Shape faults a local repair must not coerce: the value is lost.
+	NumberProse float64 // a number written as prose in a string: "about 40", "40 kg"
+	EnumSynonym float64 // an enum or const string replaced by a synonym: "Bug report" for "bug"
+
+	// Faults of a JSON Patch reply (see "Patch replies"), each drawn once
+	// per patch reply.
+	PatchBadPointer float64 // one operation's path does not exist, so the patch does not apply
+	PatchWrongOp    float64 // one operation has the wrong op: add for replace at an array index, remove for replace of a required property, replace for add of a missing one
+	PatchExtraOp    float64 // one more operation replaces a value that had no error
 }
 
 // Prob returns the probability of fault kind k.
@@ -256,8 +369,57 @@ func (m Mix) Prob(k FaultKind) float64 {
 		return m.PythonLiterals
 	case FaultComments:
 		return m.Comments
+	case FaultScalarAsString:
+		return m.ScalarAsString
+	case FaultEnumCase:
+		return m.EnumCase
+	case FaultSingleForArray:
+		return m.SingleForArray
+	case FaultNullOptional:
+		return m.NullOptional
+	case FaultNumberProse:
+		return m.NumberProse
+	case FaultEnumSynonym:
+		return m.EnumSynonym
+	case FaultPatchBadPointer:
+		return m.PatchBadPointer
+	case FaultPatchWrongOp:
+		return m.PatchWrongOp
+	case FaultPatchExtraOp:
+		return m.PatchExtraOp
 	}
 	return 0
+}
+
+// Set sets the probability of fault kind k; it reports false for a kind
+// it does not know. The probability is checked when the config is (see
+// Config.Validate).
+func (m *Mix) Set(k FaultKind, p float64) bool {
+	ptrs := map[FaultKind]*float64{
+		FaultRefusal: &m.Refusal, FaultEmpty: &m.Empty, FaultTruncation: &m.Truncation,
+		FaultWrongType: &m.WrongType, FaultMissingRequired: &m.MissingRequired, FaultExtraProperty: &m.ExtraProperty,
+		FaultEnumViolation: &m.EnumViolation, FaultOutOfRange: &m.OutOfRange,
+		FaultFence: &m.Fence, FaultProse: &m.Prose, FaultTrailingComma: &m.TrailingComma,
+		FaultSingleQuotes: &m.SingleQuotes, FaultPythonLiterals: &m.PythonLiterals, FaultComments: &m.Comments,
+		FaultScalarAsString: &m.ScalarAsString, FaultEnumCase: &m.EnumCase, FaultSingleForArray: &m.SingleForArray,
+		FaultNullOptional: &m.NullOptional, FaultNumberProse: &m.NumberProse, FaultEnumSynonym: &m.EnumSynonym,
+		FaultPatchBadPointer: &m.PatchBadPointer, FaultPatchWrongOp: &m.PatchWrongOp, FaultPatchExtraOp: &m.PatchExtraOp,
+	}
+	f, ok := ptrs[k]
+	if ok {
+		*f = p
+	}
+	return ok
+}
+
+// shapeOn reports whether any shape fault can be drawn.
+func (m Mix) shapeOn() bool {
+	for _, k := range shapeKinds {
+		if m.Prob(k) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Transport holds the per-call probabilities of transport faults. They are
@@ -332,11 +494,13 @@ type Config struct {
 	Seed uint64
 	// Mix is the fault mix of first attempts.
 	Mix Mix
-	// FixProb is the probability that a correction that names a fault
-	// exactly fixes it. 0 means FixProbDefault; negative means never.
+	// FixProb is the probability that a correction (a patch request
+	// too) that names a fault exactly fixes it. 0 means FixProbDefault;
+	// negative means never.
 	FixProb float64
 	// NewFaultProb is the probability that a correction turn introduces a
-	// new content fault. 0 means never.
+	// new content fault (never a shape fault; never in a patch). 0 means
+	// never.
 	NewFaultProb float64
 	// Transport is the per-call transport fault mix.
 	Transport Transport

@@ -31,6 +31,9 @@ type Stats struct {
 	Replies int64
 	// Corrections counts replies to correction turns.
 	Corrections int64
+	// Patches counts the JSON Patch replies among them (see "Patch
+	// replies" in the package documentation).
+	Patches int64
 	// ByProvider counts calls per wire format: openai, anthropic, ollama.
 	ByProvider map[string]int64
 	// ByStatus counts responses per HTTP status (0: no response: reset, hang).
@@ -74,9 +77,10 @@ type CacheStats struct {
 type counters struct {
 	replies     atomic.Int64
 	corrections atomic.Int64
+	patches     atomic.Int64
 	provider    [3]atomic.Int64
 	status      [600]atomic.Int64
-	faults      [14]atomic.Int64
+	faults      [numFaultKinds]atomic.Int64
 	events      [12]atomic.Int64
 }
 
@@ -104,6 +108,7 @@ func (s *Server) Stats() Stats {
 		Requests:    s.calls.Load(),
 		Replies:     c.replies.Load(),
 		Corrections: c.corrections.Load(),
+		Patches:     c.patches.Load(),
 		ByProvider:  map[string]int64{},
 		ByStatus:    map[int]int64{},
 		Faults:      map[FaultKind]int64{},
