@@ -5,6 +5,13 @@
 //
 //	simllm --preset typical --seed 1 --addr 127.0.0.1:8089
 //	simllm --batch-completion-delay 30s --batch-expired-share 0.02 --batch-errored-share 0.01
+//	simllm --preset messy --fault scalar_as_string=0.2,enum_synonym=0 --fault patch_bad_pointer=0.1
+//
+// --fault sets the probability of any fault kind of the preset's mix (the
+// shape faults scalar_as_string, enum_case, single_for_array,
+// null_optional, number_prose and enum_synonym, the JSON Patch faults
+// patch_bad_pointer, patch_wrong_op and patch_extra_op, and the others);
+// --help lists them.
 //
 // Point an OpenAI client at http://ADDR/v1, an Anthropic client at
 // http://ADDR and an Ollama client at http://ADDR.
@@ -20,6 +27,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -46,6 +55,12 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "simllm:", err)
 	return 1
+}
+
+// faultRate is one --fault setting.
+type faultRate struct {
+	kind sim.FaultKind
+	p    float64
 }
 
 // shutdownTimeout bounds the graceful shutdown.
@@ -75,6 +90,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cacheTTL := fs.Duration("cache-ttl", sim.CacheTTLDefault, "how long a cached prompt prefix lives after its last use")
 	antMin := fs.Int("anthropic-cache-min-tokens", 0, fmt.Sprintf("minimum cacheable prefix of every Anthropic model (0: %d for a model named *haiku*, %d for any other)",
 		sim.AnthropicHaikuCacheMinTokens, sim.AnthropicCacheMinTokens))
+	var faults []faultRate
+	fs.Func("fault", "set fault kinds' probabilities (0..1) in the preset's mix: kind=p[,kind=p...], repeatable; kinds below", func(v string) error {
+		for _, part := range strings.Split(v, ",") {
+			k, ps, ok := strings.Cut(strings.TrimSpace(part), "=")
+			p, err := strconv.ParseFloat(ps, 64)
+			var m sim.Mix
+			if !ok || err != nil || !m.Set(sim.FaultKind(k), p) {
+				return fmt.Errorf("want kind=probability with a kind listed in --help, got %q", part)
+			}
+			faults = append(faults, faultRate{sim.FaultKind(k), p})
+		}
+		return nil
+	})
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "Usage: simllm [flags]\n\nServes a simulated LLM on OpenAI (/v1/chat/completions), Anthropic (/v1/messages) and Ollama (/api/chat) routes,\n"+
@@ -85,6 +113,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for _, p := range sim.PresetNames() {
 			fmt.Fprintf(out, "  %-13s %s\n", p.Name, p.Description)
 		}
+		typical, _ := sim.Preset("typical")
+		messy, _ := sim.Preset("messy")
+		fmt.Fprintf(out, "\nFault kinds (--fault kind=p; typical's and messy's p; lossless: a local repair gives the truth back):\n")
+		for _, k := range sim.FaultKindInfos() {
+			lossless := ""
+			if k.Lossless {
+				lossless = ", lossless"
+			}
+			fmt.Fprintf(out, "  %-18s %-10s %5g %5g  %s%s\n", k.Kind, k.Group, typical.Mix.Prob(k.Kind), messy.Mix.Prob(k.Kind), k.Description, lossless)
+		}
+		fmt.Fprintf(out, "\nA correction whose text says %q gets an RFC 6902 patch of its previous value (patch_* faults apply).\n", sim.PatchMarker)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -100,6 +139,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	cfg.Seed = *seed
+	for _, f := range faults {
+		cfg.Mix.Set(f.kind, f.p)
+	}
 	cfg.Latency = sim.Latency{Dist: sim.DistLognormal, RequestP50: *p50, RequestP99: max(*p99, *p50), TokenP50: *tokP50, TokenP99: *tokP50}
 	if *rpm >= 0 {
 		cfg.RPM = *rpm

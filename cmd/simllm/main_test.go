@@ -50,6 +50,11 @@ func TestBadArguments(t *testing.T) {
 		{"negative cancel delay", []string{"--batch-cancel-delay", "-1s"}},
 		{"hit probability over 1", []string{"--batch-cache-hit-prob", "2"}},
 		{"no cache ttl", []string{"--cache-ttl", "0s"}},
+		{"unknown fault kind", []string{"--fault", "nope=0.1"}},
+		{"fault without probability", []string{"--fault", "enum_case"}},
+		{"fault probability not a number", []string{"--fault", "enum_case=lots"}},
+		{"fault probability over 1", []string{"--fault", "number_prose=1.5"}},
+		{"outcome faults over 1", []string{"--fault", "refusal=0.6,empty=0.6"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,5 +190,53 @@ func TestBatchFlagsReachTheSimulator(t *testing.T) {
 	b = create(startRun(t, "--preset", "clean", "--batch-completion-delay", "1h"))
 	if b["processing_status"] != "in_progress" {
 		t.Fatalf("with a 1h delay: %v", b)
+	}
+}
+
+func TestHelpListsFaultKinds(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	_ = run(context.Background(), []string{"--help"}, io.Discard, &stderr)
+	help := stderr.String()
+	for _, k := range sim.FaultKindInfos() {
+		if !strings.Contains(help, "  "+string(k.Kind)+" ") || !strings.Contains(help, k.Description) {
+			t.Errorf("--help lacks fault kind %s (%s)", k.Kind, k.Description)
+		}
+	}
+	for _, want := range []string{"-fault", "kind=p", `"` + sim.PatchMarker + `"`} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}
+
+// TestFaultFlagReachesTheSimulator: --fault scalar_as_string=1 on the clean
+// preset writes the number as a string in every reply, and the last
+// setting of a kind wins.
+func TestFaultFlagReachesTheSimulator(t *testing.T) {
+	t.Parallel()
+	schema := `{"type":"object","required":["n"],"properties":{"n":{"type":"integer","minimum":1,"maximum":9}},"additionalProperties":false}`
+	ask := func(url string) (string, string) {
+		body := `{"model":"m","user":"u1","messages":[{"role":"user","content":"go"}],` +
+			`"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":` + schema + `}}}`
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r struct {
+			Choices []struct{ Message struct{ Content string } }
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || len(r.Choices) != 1 {
+			t.Fatalf("decode: %v", err)
+		}
+		return r.Choices[0].Message.Content, resp.Header.Get("X-Sim-Faults")
+	}
+	text, faults := ask(startRun(t, "--preset", "clean", "--fault", "enum_case=0.5,scalar_as_string=0.3", "--fault", "scalar_as_string=1"))
+	if faults != "scalar_as_string:/n" || !strings.Contains(text, `"n":"`) {
+		t.Fatalf("with --fault scalar_as_string=1: %s (faults %q)", text, faults)
+	}
+	if text, faults = ask(startRun(t, "--preset", "clean")); faults != "" || strings.Contains(text, `"n":"`) {
+		t.Fatalf("without --fault: %s (faults %q)", text, faults)
 	}
 }
