@@ -5,6 +5,8 @@
 // environment and never logs, so it can be tested with tables and fuzzing.
 package extract
 
+import "encoding/json"
+
 // Source says where in a reply a candidate was found. The names are stable: they
 // are stored in the ledger and printed by `worker check`.
 type Source string
@@ -18,14 +20,33 @@ const (
 	SourceString Source = "string" // JSON encoded a second time inside a string
 )
 
-// Repair is one change made to turn the text into strict JSON.
+// Repair is one change made to a reply's value. extract makes syntax repairs:
+// changes to the text that turn it into strict JSON. Package validate adds
+// schema-guided repairs (a string "42" where the schema wants an integer
+// becomes 42, ...): those change the decoded value at Pointer, and record the
+// value before and after, so one list carries both kinds of repair.
 type Repair struct {
 	// Kind is a stable snake_case name, e.g. "trailing_comma", "comment",
 	// "single_quotes", "unquoted_key", "python_literal", "missing_comma",
-	// "truncated".
+	// "truncated" for syntax repairs; "coerce_number", "coerce_boolean",
+	// "enum_case", "const_case", "wrap_array", "drop_null",
+	// "drop_additional" for schema-guided ones (see validate.Schema.Coerce).
 	Kind string `json:"kind"`
-	// Offset is the byte offset in the reply where the repair applies.
+	// Offset is the byte offset in the reply where the repair applies. For a
+	// schema-guided repair it is the offset of the candidate the value came
+	// from (0 when there was no reply); Pointer locates the value inside it.
 	Offset int `json:"offset"`
+	// Pointer is the JSON pointer (RFC 6901) of the value a schema-guided
+	// repair changed or dropped, in the value as it was when the repair was
+	// made (repairs apply in order). Empty, and absent from the JSON, for
+	// syntax repairs and for a repair of the root value.
+	Pointer string `json:"pointer,omitempty"`
+	// Before is the value at Pointer before a schema-guided repair, as JSON.
+	// Absent for syntax repairs.
+	Before json.RawMessage `json:"before,omitempty"`
+	// After is the value at Pointer after a schema-guided repair, as JSON.
+	// Absent for syntax repairs and for a repair that dropped the value.
+	After json.RawMessage `json:"after,omitempty"`
 }
 
 // Candidate is one JSON value found in a reply.

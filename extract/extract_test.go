@@ -224,11 +224,11 @@ func TestRepairOffsets(t *testing.T) {
 		reply string
 		want  []Repair
 	}{
-		{name: "trailing comma", reply: `{"a": 1,}`, want: []Repair{{KindTrailingComma, 7}}},
-		{name: "comment and quotes", reply: `{'a': 1 /* c */}`, want: []Repair{{KindSingleQuotes, 1}, {KindComment, 8}}},
-		{name: "offset into reply past prose", reply: `Result: {a: True}`, want: []Repair{{KindUnquotedKey, 9}, {KindPythonLiteral, 12}}},
-		{name: "truncated at end", reply: `[1, 2`, want: []Repair{{KindTruncated, 5}}},
-		{name: "fence offset", reply: "x\n```json\n{\"a\": 1,}\n```", want: []Repair{{KindTrailingComma, 17}}},
+		{name: "trailing comma", reply: `{"a": 1,}`, want: []Repair{{Kind: KindTrailingComma, Offset: 7}}},
+		{name: "comment and quotes", reply: `{'a': 1 /* c */}`, want: []Repair{{Kind: KindSingleQuotes, Offset: 1}, {Kind: KindComment, Offset: 8}}},
+		{name: "offset into reply past prose", reply: `Result: {a: True}`, want: []Repair{{Kind: KindUnquotedKey, Offset: 9}, {Kind: KindPythonLiteral, Offset: 12}}},
+		{name: "truncated at end", reply: `[1, 2`, want: []Repair{{Kind: KindTruncated, Offset: 5}}},
+		{name: "fence offset", reply: "x\n```json\n{\"a\": 1,}\n```", want: []Repair{{Kind: KindTrailingComma, Offset: 17}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,7 +237,7 @@ func TestRepairOffsets(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Extract: %v", err)
 			}
-			if !slices.Equal(got[0].Repairs, tc.want) {
+			if !reflect.DeepEqual(got[0].Repairs, tc.want) {
 				t.Errorf("repairs = %v, want %v", got[0].Repairs, tc.want)
 			}
 		})
