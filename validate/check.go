@@ -3,6 +3,7 @@ package validate
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 
 	"github.com/fixpoint-dev/fixpoint/extract"
 )
@@ -22,7 +23,8 @@ type CheckResult struct {
 	// Errors are the chosen candidate's errors, or the one syntax error when
 	// nothing was extracted. Empty when Valid.
 	Errors []Error
-	// Repairs are the repairs extract applied to the chosen candidate.
+	// Repairs are the repairs extract applied to the chosen candidate,
+	// followed by the schema-guided repairs CheckWith made to its value.
 	Repairs []extract.Repair
 	// Source is where the chosen candidate was found, "" if none.
 	Source extract.Source
@@ -32,6 +34,18 @@ type CheckResult struct {
 	Candidate *extract.Candidate
 	// Candidates is the number of candidates extract found.
 	Candidates int
+	// Coerced is the number of schema-guided repairs CheckWith made: the
+	// last Coerced entries of Repairs. When it is not 0, Value is the
+	// repaired value and Candidate still holds the value as extracted.
+	Coerced int
+}
+
+// CheckOptions are the options of CheckWith. The zero value is Check's
+// behaviour.
+type CheckOptions struct {
+	// Coerce selects the schema-guided repairs made to a candidate that does
+	// not validate (see Schema.Coerce); "" is CoerceNone.
+	Coerce CoerceMode
 }
 
 // Check extracts the JSON candidates in reply and chooses one: the first that
@@ -42,8 +56,79 @@ type CheckResult struct {
 // class syntax and one error with keyword "syntax" whose message is the
 // extraction error's text.
 func Check(s *Schema, reply string) CheckResult {
+	return CheckWith(s, reply, CheckOptions{})
+}
+
+// CheckWith is Check with options. With opt.Coerce CoerceSafe or CoerceAll
+// and a schema, when no candidate validates as extracted, each candidate's
+// value is repaired by s.Coerce before choosing: the first that validates
+// after its repairs is chosen, else the one with the fewest errors after
+// them (the earliest on ties). A candidate valid as extracted is always
+// chosen over one that needs schema-guided repairs, so those repairs never
+// change which valid candidate is chosen. The chosen candidate's repairs are
+// appended to Repairs, with Offset the candidate's Start, and counted in
+// Coerced; Value, Errors, Class and Valid are those of the repaired value.
+// A truncated candidate may be repaired too but is still never valid.
+func CheckWith(s *Schema, reply string, opt CheckOptions) CheckResult {
 	cands, err := extract.Extract(reply)
-	return choose(s, cands, err)
+	if s == nil || len(cands) == 0 || (opt.Coerce != CoerceSafe && opt.Coerce != CoerceAll) {
+		return choose(s, cands, err)
+	}
+	return chooseCoerced(s, cands, opt.Coerce)
+}
+
+// chooseCoerced applies CheckWith's choosing rule to the candidates extract
+// returned (at least one).
+func chooseCoerced(s *Schema, cands []extract.Candidate, mode CoerceMode) CheckResult {
+	// A candidate valid as extracted wins: choose's rule, validating each
+	// candidate once.
+	errsOf := make([][]Error, len(cands))
+	for i := range cands {
+		errsOf[i] = s.Validate(cands[i].Value)
+		if len(errsOf[i]) == 0 && !cands[i].Truncated {
+			return result(cands, i, cands[i].Value, nil, nil)
+		}
+	}
+	best, bestErrs, bestValue, bestFixes := -1, []Error(nil), any(nil), []extract.Repair(nil)
+	for i := range cands {
+		c := &cands[i]
+		v, fixes, errs := s.coerce(c.Value, errsOf[i], mode)
+		if c.Truncated {
+			errs = append([]Error{{Path: "", Keyword: "truncated", Class: ClassSyntax, Message: truncatedMessage}}, errs...)
+		}
+		if best < 0 || len(errs) < len(bestErrs) {
+			best, bestErrs, bestValue, bestFixes = i, errs, v, fixes
+		}
+		if len(errs) == 0 {
+			break
+		}
+	}
+	return result(cands, best, bestValue, bestErrs, bestFixes)
+}
+
+// result is the result of choosing cands[i], whose value after the
+// schema-guided repairs fixes is v, with errors errs.
+func result(cands []extract.Candidate, i int, v any, errs []Error, fixes []extract.Repair) CheckResult {
+	c := &cands[i]
+	for j := range fixes {
+		fixes[j].Offset = c.Start
+	}
+	repairs := c.Repairs
+	if len(fixes) > 0 {
+		repairs = slices.Concat(c.Repairs, fixes)
+	}
+	return CheckResult{
+		Valid:      len(errs) == 0,
+		Value:      v,
+		Class:      ClassOf(errs),
+		Errors:     errs,
+		Repairs:    repairs,
+		Source:     c.Source,
+		Truncated:  c.Truncated,
+		Candidate:  c,
+		Candidates: len(cands),
+		Coerced:    len(fixes),
+	}
 }
 
 // choose applies Check's choosing rule to the candidates extract returned.
@@ -105,8 +190,10 @@ type checkJSON struct {
 // "errors", "repairs", "source", "truncated"}. "errors" and "repairs" are
 // arrays, never null; "value" is null when nothing was extracted. The value
 // keeps the key order of the reply when the candidate's JSON text is
-// available. MarshalJSON does not escape <, > and &; json.Marshal re-escapes
-// them, so use a json.Encoder with SetEscapeHTML(false) to print them as is.
+// available and no schema-guided repair changed it (Coerced is 0); a
+// repaired value is rendered with its object keys sorted. MarshalJSON does
+// not escape <, > and &; json.Marshal re-escapes them, so use a json.Encoder
+// with SetEscapeHTML(false) to print them as is.
 func (r CheckResult) MarshalJSON() ([]byte, error) {
 	out := checkJSON{
 		Valid:     r.Valid,
@@ -123,7 +210,7 @@ func (r CheckResult) MarshalJSON() ([]byte, error) {
 		out.Repairs = []extract.Repair{}
 	}
 	switch {
-	case r.Candidate != nil && len(r.Candidate.JSON) > 0 && json.Valid(r.Candidate.JSON):
+	case r.Coerced == 0 && r.Candidate != nil && len(r.Candidate.JSON) > 0 && json.Valid(r.Candidate.JSON):
 		out.Value = r.Candidate.JSON
 	default:
 		v, err := encode(r.Value)

@@ -62,6 +62,21 @@
 // [ErrUnsatisfiable]. It is conservative (it never refuses a schema some
 // value satisfies) and not complete.
 //
+// # Schema-guided repair
+//
+// Before the worker pays for another model call, [Schema.Coerce] (and
+// [CheckWith], for a reply) can make repairs that cannot change what the
+// model meant, each driven by a validation error and what the schema wants
+// at its location: a string holding exactly a JSON number or boolean where
+// the schema wants one ("42" -> 42, the number's text kept), an enum or const
+// string off only in letter case or surrounding white space, a single value
+// where an array is wanted ([value]), a null optional property (dropped),
+// and, in [CoerceAll] mode only, a property additionalProperties forbids
+// (dropped). Every repair is recorded as an [extract.Repair] with its
+// pointer and the value before and after; the whole value is validated
+// again after each round and a repair that would add an error is not made.
+// [Check] makes none of them.
+//
 // # Classes
 //
 // Every keyword has a fixed [Class] (see [KeywordClass]); a reply's class is

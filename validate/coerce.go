@@ -1,0 +1,1049 @@
+package validate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// CoerceMode selects the schema-guided repairs [Schema.Coerce] and
+// [CheckWith] may make.
+type CoerceMode string
+
+const (
+	// CoerceNone makes no schema-guided repair: Check's behaviour.
+	CoerceNone CoerceMode = "none"
+	// CoerceSafe converts a string holding a JSON number or boolean, fixes
+	// the letter case or surrounding whitespace of an enum or const string,
+	// wraps a single value in an array and drops a null optional property.
+	CoerceSafe CoerceMode = "safe"
+	// CoerceAll does what CoerceSafe does, and also drops properties that
+	// additionalProperties forbids, when every required property is present.
+	CoerceAll CoerceMode = "all"
+)
+
+// ParseCoerceMode parses "none", "safe" or "all"; "" is CoerceNone (the
+// setting was left out). Anything else is an error.
+func ParseCoerceMode(s string) (CoerceMode, error) {
+	switch m := CoerceMode(s); m {
+	case "", CoerceNone:
+		return CoerceNone, nil
+	case CoerceSafe, CoerceAll:
+		return m, nil
+	}
+	return CoerceNone, fmt.Errorf("unknown coerce mode %q: want none, safe or all", s)
+}
+
+// The kinds of the schema-guided repairs, as recorded in extract.Repair.Kind.
+const (
+	KindCoerceNumber   = "coerce_number"   // "42" -> 42
+	KindCoerceBoolean  = "coerce_boolean"  // "true" -> true
+	KindEnumCase       = "enum_case"       // "Paid " -> "paid" for an enum
+	KindConstCase      = "const_case"      // likewise for a const
+	KindWrapArray      = "wrap_array"      // v -> [v]
+	KindDropNull       = "drop_null"       // an optional property that is null is dropped
+	KindDropAdditional = "drop_additional" // a property additionalProperties forbids is dropped (CoerceAll)
+)
+
+// Bounds of one Coerce call.
+const (
+	// coerceRounds bounds the rounds of fixes: a fix can reveal an error
+	// another round fixes (fixing the case of a oneOf discriminator reveals
+	// the errors of the alternative it names).
+	coerceRounds = 4
+	// coerceValidations bounds the validations of the whole value one call
+	// makes after the first: one per round for its fixes together, one
+	// more for those a failure cannot be blamed on, one per fix tried
+	// alone.
+	coerceValidations = 16
+	// viewBudget bounds the schema nodes visited to learn what the schema
+	// wants at one location; viewDepth the in-place applicators ($ref,
+	// allOf, anyOf, oneOf, then, else, dependentSchemas) followed without
+	// moving down the value.
+	viewBudget = 2048
+	viewDepth  = 32
+)
+
+// Coerce makes the schema-guided repairs of mode to v, each driven by a
+// validation error, that cannot change what the model meant, and returns the
+// repaired value, the repairs in the order made and the errors of the
+// repaired value (nil when it is valid). v is not modified: the repaired
+// value shares what it did not change with v. With CoerceNone (or any mode
+// other than CoerceSafe and CoerceAll), a nil *Schema, a valid v, or a v
+// holding a number that cannot be validated (keyword "number"), it returns v,
+// no repairs and s.Validate(v).
+//
+// The repairs, at the location of the error that drives them:
+//
+//   - coerce_number, coerce_boolean (type, enum or const error): a string
+//     that is exactly a JSON number, or true or false, where the schema
+//     allows no string but allows that literal's type. JSON's insignificant
+//     whitespace (space, tab, CR, LF) may surround it, as a JSON parser
+//     would accept; no other character. The number keeps its text as
+//     json.Number, so its value never changes; "integer" takes only an
+//     integral value (4.0 is one). Refused: "about 40", "40 kg", "4O", "",
+//     "0x10", "+1", "01", ".5", "1,000", "NaN", "True", "yes", and a number
+//     a float64 cannot hold (1e400 overflows, 1e-400 would become 0): most
+//     consumers decode numbers into float64.
+//   - enum_case, const_case (enum or const error): a string that equals
+//     exactly one allowed string once letter case (Unicode simple folding,
+//     strings.EqualFold) and surrounding white space (unicode.IsSpace) are
+//     set aside becomes that allowed string. No match, or several, is
+//     refused. Unicode normalization (NFC, NFKC) is not applied: the
+//     tables are in golang.org/x/text, which this package does not import.
+//   - wrap_array (type error): a single value other than null where the
+//     schema allows an array and not that value's type becomes a one-item
+//     array, only when the array then has no error at all at or under that
+//     location (its items match, minItems <= 1, ...).
+//   - drop_null (type, enum or const error): a null object property the
+//     schema does not allow null for, and that no schema at the object
+//     lists in "required", is dropped, only when that adds no error.
+//   - drop_additional (CoerceAll only, additionalProperties error): a
+//     property additionalProperties forbids is dropped, only when every
+//     property the object's schemas require is present (else the extra
+//     property may be a misnamed required one) and that adds no error.
+//
+// What the schema wants at a location is read from the compiled schema by
+// following the value's path through properties, patternProperties,
+// additionalProperties, prefixItems, items and additionalItems, and at each
+// level through $ref, allOf (all apply), anyOf and oneOf (any may apply:
+// the types and allowed strings of the alternatives are united, so a string
+// is never converted where some alternative takes a string, and an enum
+// match must be unique across all alternatives; an alternative the value
+// fails elsewhere on a const or enum, such as a discriminator, or on the
+// type of a container on the way, is left out, unless all are),
+// if/then/else and dependentSchemas (only their "required" counts, as
+// required). A location
+// reached through $dynamicRef or $recursiveRef, a loop of references that
+// consumes no part of the value, or more than a fixed budget of schema nodes
+// is not repaired. "not" and unevaluatedProperties/Items are not read; the
+// validation after each fix covers them.
+//
+// Every round collects at most one fix per location (none inside another's
+// location), applies them together and validates the whole value again. The
+// round is kept when no error appeared and each driving error is gone.
+// Otherwise the fixes the failure cannot be blamed on (their driving error
+// is gone and no error appeared at, under or above their location) are
+// kept together if that passes the same test, and the others are tried one
+// at a time, each kept only when its driving error is gone and the number of
+// errors does not grow. A structural fix (wrap_array, drop_null, drop_additional) must also
+// make no error appear; a value fix (the others) may reveal an error the
+// value had all along: "150" for an integer with maximum 100 becomes 150 and
+// reports the maximum, which is lossless and tells the model what is really
+// wrong, and fixing the case of a oneOf discriminator reveals the errors of
+// the alternative it names, which the next round may fix. Rounds repeat, at
+// most 4, while they make progress, and one call validates the whole value
+// at most 16 times after the first (fixes beyond that budget are not made).
+// A value that still fails keeps the fixes made (each is lossless) and is
+// returned with its remaining errors, never more than v had.
+func (s *Schema) Coerce(v any, mode CoerceMode) (fixed any, fixes []extract.Repair, errs []Error) {
+	return s.coerce(v, s.Validate(v), mode)
+}
+
+// coerce is Coerce given errs, the errors of v.
+func (s *Schema) coerce(v any, errs []Error, mode CoerceMode) (any, []extract.Repair, []Error) {
+	if s == nil || s.sch == nil || len(errs) == 0 || (mode != CoerceSafe && mode != CoerceAll) {
+		return v, nil, errs
+	}
+	for _, e := range errs {
+		if e.Keyword == "number" {
+			return v, nil, errs
+		}
+	}
+	cur, budget := v, coerceValidations
+	var fixes []extract.Repair
+	keep := func(next any, nerrs []Error, kept []fix) {
+		cur, errs = next, nerrs
+		for _, f := range kept {
+			fixes = append(fixes, f.repair())
+		}
+	}
+	for range coerceRounds {
+		props := s.propose(cur, errs, mode)
+		if len(props) == 0 || budget == 0 {
+			break
+		}
+		budget--
+		next := applyAll(cur, props, 0)
+		nerrs := s.Validate(next)
+		if batchAccepted(errs, nerrs, props) {
+			keep(next, nerrs, props)
+			continue
+		}
+		progress := false
+		// Keep together, in one more validation, the fixes the failure
+		// cannot be blamed on; try the others one at a time.
+		innocent, suspect := blame(errs, nerrs, props)
+		if len(innocent) > 0 && len(suspect) > 0 && budget > 0 {
+			budget--
+			next := applyAll(cur, innocent, 0)
+			nerrs := s.Validate(next)
+			if batchAccepted(errs, nerrs, innocent) {
+				keep(next, nerrs, innocent)
+				props, progress = suspect, true
+			}
+		}
+		for _, f := range props {
+			if budget == 0 {
+				break
+			}
+			budget--
+			next := f.apply(cur)
+			nerrs := s.Validate(next)
+			if fixAccepted(errs, nerrs, f) {
+				keep(next, nerrs, []fix{f})
+				progress = true
+			}
+		}
+		if !progress || len(errs) == 0 {
+			break
+		}
+	}
+	return cur, fixes, errs
+}
+
+// blame splits a round's fixes, whose batch turned the errors before into
+// those after, into those the failure cannot be blamed on and the suspects:
+// a fix whose driving error is still there, or at whose location, under it
+// or above it an error appeared.
+func blame(before, after []Error, fixes []fix) (innocent, suspect []fix) {
+	left := countKeys(before)
+	var appeared []string
+	for _, e := range after {
+		k := errKey{e.Path, e.Keyword}
+		if left[k] > 0 {
+			left[k]--
+			continue
+		}
+		appeared = append(appeared, e.Path)
+	}
+	stayed := countKeys(after)
+	for _, f := range fixes {
+		p := pointer(f.toks)
+		bad := stayed[f.driver] >= countKeys(before)[f.driver]
+		for _, a := range appeared {
+			if bad {
+				break
+			}
+			bad = a == p || strings.HasPrefix(a, p+"/") || strings.HasPrefix(p, a+"/")
+		}
+		if bad {
+			suspect = append(suspect, f)
+		} else {
+			innocent = append(innocent, f)
+		}
+	}
+	return innocent, suspect
+}
+
+// fix is one proposed schema-guided repair.
+type fix struct {
+	kind   string
+	toks   []string // the location changed or dropped
+	driver errKey   // the error it removes
+	before any
+	after  any
+	drop   bool
+}
+
+// errKey identifies an error for counting: its path and keyword (messages
+// change with the value they describe).
+type errKey struct{ path, keyword string }
+
+// valueFix reports the fix changes a value in place (not its structure).
+func (f fix) valueFix() bool {
+	switch f.kind {
+	case KindCoerceNumber, KindCoerceBoolean, KindEnumCase, KindConstCase:
+		return true
+	}
+	return false
+}
+
+// apply returns root with the fix made, copying the containers on its path.
+func (f fix) apply(root any) any {
+	return setAt(root, f.toks, f.after, f.drop)
+}
+
+// repair records the fix. Offset is set by the caller that knows it.
+func (f fix) repair() extract.Repair {
+	r := extract.Repair{Kind: f.kind, Pointer: pointer(f.toks), Before: rawJSON(f.before)}
+	if !f.drop {
+		r.After = rawJSON(f.after)
+	}
+	return r
+}
+
+// rawJSON is v as compact JSON, nil if it cannot be encoded.
+func rawJSON(v any) json.RawMessage {
+	b, err := encode(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// setAt returns root with the value at toks replaced by val, or deleted from
+// its object when del; the containers on the path are copied, root is not
+// modified. The path must exist.
+func setAt(root any, toks []string, val any, del bool) any {
+	if len(toks) == 0 {
+		return val
+	}
+	switch n := root.(type) {
+	case map[string]any:
+		m := maps.Clone(n)
+		if len(toks) == 1 && del {
+			delete(m, toks[0])
+		} else {
+			m[toks[0]] = setAt(n[toks[0]], toks[1:], val, del)
+		}
+		return m
+	case []any:
+		i, err := strconv.Atoi(toks[0])
+		if err != nil || i < 0 || i >= len(n) {
+			return root
+		}
+		a := slices.Clone(n)
+		a[i] = setAt(n[i], toks[1:], val, del)
+		return a
+	}
+	return root
+}
+
+// lookupOK returns the value at the tokens in doc, and whether it exists.
+func lookupOK(doc any, toks []string) (any, bool) {
+	node := doc
+	for _, tok := range toks {
+		switch n := node.(type) {
+		case map[string]any:
+			v, ok := n[tok]
+			if !ok {
+				return nil, false
+			}
+			node = v
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(n) || strconv.Itoa(i) != tok {
+				return nil, false
+			}
+			node = n[i]
+		default:
+			return nil, false
+		}
+	}
+	return node, true
+}
+
+// propose returns the fixes the errors drive, at most one per location and
+// none inside another's location, in the order of the errors.
+func (s *Schema) propose(root any, errs []Error, mode CoerceMode) []fix {
+	var out []fix
+	taken := map[string]bool{}
+	cache := newRoundCache()
+	for _, e := range errs {
+		if taken[e.Path] {
+			continue
+		}
+		f, ok := s.proposeOne(root, e, mode, cache)
+		if !ok {
+			continue
+		}
+		taken[e.Path] = true
+		out = append(out, f)
+	}
+	// A fix inside another's location waits for the next round: the outer
+	// one changes the path to it.
+	return slices.DeleteFunc(out, func(f fix) bool {
+		for i := range f.toks {
+			if taken[pointer(f.toks[:i])] {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// applyAll returns root with the fixes made, copying each container on
+// their paths once. The fixes are at distinct locations, none inside
+// another's, all under root, which is at depth tokens.
+func applyAll(root any, fixes []fix, depth int) any {
+	for _, f := range fixes {
+		if len(f.toks) == depth {
+			return f.after // the only fix here
+		}
+	}
+	byTok := map[string][]fix{}
+	var order []string
+	for _, f := range fixes {
+		tok := f.toks[depth]
+		if _, ok := byTok[tok]; !ok {
+			order = append(order, tok)
+		}
+		byTok[tok] = append(byTok[tok], f)
+	}
+	switch n := root.(type) {
+	case map[string]any:
+		m := maps.Clone(n)
+		for _, tok := range order {
+			group := byTok[tok]
+			if len(group) == 1 && len(group[0].toks) == depth+1 && group[0].drop {
+				delete(m, tok)
+				continue
+			}
+			m[tok] = applyAll(n[tok], group, depth+1)
+		}
+		return m
+	case []any:
+		a := slices.Clone(n)
+		for _, tok := range order {
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n) {
+				a[i] = applyAll(n[i], byTok[tok], depth+1)
+			}
+		}
+		return a
+	}
+	return root
+}
+
+// proposeOne returns the fix error e drives, if any.
+func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCache) (fix, bool) {
+	toks := splitPointer(e.Path)
+	key := errKey{e.Path, e.Keyword}
+	switch e.Keyword {
+	case "type", "enum", "const":
+	case "additionalProperties":
+		if mode != CoerceAll || len(toks) == 0 {
+			return fix{}, false
+		}
+		parent, ok := lookupOK(root, toks[:len(toks)-1])
+		obj, isObj := parent.(map[string]any)
+		if !ok || !isObj {
+			return fix{}, false
+		}
+		val, ok := obj[toks[len(toks)-1]]
+		if !ok {
+			return fix{}, false
+		}
+		pv := s.viewAtCached(root, toks[:len(toks)-1], cache)
+		if pv.unknown {
+			return fix{}, false
+		}
+		for _, r := range pv.required {
+			if _, ok := obj[r]; !ok {
+				return fix{}, false
+			}
+		}
+		return fix{kind: KindDropAdditional, toks: toks, driver: key, before: val, drop: true}, true
+	default:
+		return fix{}, false
+	}
+	val, ok := lookupOK(root, toks)
+	if !ok {
+		return fix{}, false
+	}
+	vw := s.viewAtCached(root, toks, cache)
+	if vw.unknown {
+		return fix{}, false
+	}
+	switch x := val.(type) {
+	case nil:
+		// null: dropped when optional, never wrapped.
+		if len(toks) == 0 || vw.kinds&kNull != 0 {
+			return fix{}, false
+		}
+		parent, _ := lookupOK(root, toks[:len(toks)-1])
+		if _, isObj := parent.(map[string]any); !isObj {
+			return fix{}, false
+		}
+		pv := s.viewAtCached(root, toks[:len(toks)-1], cache)
+		if pv.unknown || slices.Contains(pv.required, toks[len(toks)-1]) {
+			return fix{}, false
+		}
+		return fix{kind: KindDropNull, toks: toks, driver: key, before: nil, drop: true}, true
+	case string:
+		if lit, k, ok := jsonLiteral(x); ok && vw.kinds&kString == 0 && vw.kinds&k != 0 {
+			kind := KindCoerceNumber
+			if k == kBool {
+				kind = KindCoerceBoolean
+			}
+			return fix{kind: kind, toks: toks, driver: key, before: x, after: lit}, true
+		}
+		if e.Keyword != "type" {
+			if !vw.strClosed {
+				return fix{}, false
+			}
+			a, ok := uniqueFold(x, vw.strs)
+			if !ok {
+				return fix{}, false
+			}
+			kind := KindEnumCase
+			if e.Keyword == "const" {
+				kind = KindConstCase
+			}
+			return fix{kind: kind, toks: toks, driver: key, before: x, after: a}, true
+		}
+	}
+	if e.Keyword == "type" && vw.kinds&kArray != 0 && vw.kinds&kindOf(val) == 0 {
+		return fix{kind: KindWrapArray, toks: toks, driver: key, before: val, after: []any{val}}, true
+	}
+	return fix{}, false
+}
+
+// jsonWhitespace is JSON's insignificant whitespace.
+const jsonWhitespace = " \t\r\n"
+
+// jsonLiteral parses s, less surrounding JSON whitespace, as a JSON number,
+// true or false, returning the value and its kind. A number keeps its text;
+// one a float64 cannot hold (overflow, or underflow to zero) or that
+// Validate would refuse (longer than 1000 characters, exponent beyond
+// ±1000) is refused.
+func jsonLiteral(s string) (any, kinds, bool) {
+	t := strings.Trim(s, jsonWhitespace)
+	switch t {
+	case "true":
+		return true, kBool, true
+	case "false":
+		return false, kBool, true
+	}
+	if numberTextProblem(t) != "" {
+		return nil, 0, false
+	}
+	r, ok := new(big.Rat).SetString(t)
+	if !ok {
+		return nil, 0, false
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || (f == 0 && r.Sign() != 0) {
+		return nil, 0, false
+	}
+	k := kFrac
+	if r.IsInt() {
+		k = kInt
+	}
+	return json.Number(t), k, true
+}
+
+// uniqueFold returns the one allowed string equal to s up to letter case and
+// surrounding white space, if exactly one (distinct) allowed string is, and
+// it differs from s.
+func uniqueFold(s string, allowed []string) (string, bool) {
+	t := strings.TrimSpace(s)
+	match, n := "", 0
+	seen := map[string]bool{}
+	for _, a := range allowed {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		if strings.EqualFold(strings.TrimSpace(a), t) {
+			match, n = a, n+1
+		}
+	}
+	return match, n == 1 && match != s
+}
+
+// batchAccepted reports whether a round's fixes, applied together, are kept:
+// the errors after are among those before less each fix's driving error (no
+// error appeared, each driver is gone), and each wrapped array is clean.
+func batchAccepted(before, after []Error, fixes []fix) bool {
+	left := countKeys(before)
+	for _, f := range fixes {
+		if left[f.driver] == 0 {
+			return false
+		}
+		left[f.driver]--
+	}
+	for _, e := range after {
+		k := errKey{e.Path, e.Keyword}
+		if left[k] == 0 {
+			return false
+		}
+		left[k]--
+	}
+	for _, f := range fixes {
+		if f.kind == KindWrapArray && !clean(after, f.toks) {
+			return false
+		}
+	}
+	return true
+}
+
+// fixAccepted reports whether one fix is kept: its driving error is gone
+// and there are no more errors than before. A value fix may reveal other
+// errors (the value is now read as meant: 150 above a maximum of 100, the
+// other branch of a oneOf); a structural fix (wrap, drop) may not, and a
+// wrapped array must be clean.
+func fixAccepted(before, after []Error, f fix) bool {
+	if len(after) > len(before) {
+		return false
+	}
+	left := countKeys(before)
+	if countKeys(after)[f.driver] >= left[f.driver] {
+		return false
+	}
+	if f.valueFix() {
+		return true
+	}
+	left[f.driver]--
+	for _, e := range after {
+		k := errKey{e.Path, e.Keyword}
+		if left[k] == 0 {
+			return false
+		}
+		left[k]--
+	}
+	return f.kind != KindWrapArray || clean(after, f.toks)
+}
+
+// clean reports no error is at or under the location.
+func clean(errs []Error, toks []string) bool {
+	p := pointer(toks)
+	for _, e := range errs {
+		if e.Path == p || strings.HasPrefix(e.Path, p+"/") {
+			return false
+		}
+	}
+	return true
+}
+
+func countKeys(errs []Error) map[errKey]int {
+	m := make(map[errKey]int, len(errs))
+	for _, e := range errs {
+		m[errKey{e.Path, e.Keyword}]++
+	}
+	return m
+}
+
+// view is what the schema says about the value at one location, as far as
+// coercion needs to know.
+type view struct {
+	// kinds are the kinds of value some branch of the schema allows here
+	// (by type, const and enum); kAll when unconstrained.
+	kinds kinds
+	// strClosed: the strings allowed here are only those in strs (by const
+	// or enum, or none when kinds has no string).
+	strClosed bool
+	strs      []string
+	// required are the property names some schema here requires of an
+	// object (in any branch: counted as required).
+	required []string
+	// unknown: part of the schema here could not be read ($dynamicRef,
+	// $recursiveRef, a reference loop, the budget ran out); no fix.
+	unknown bool
+}
+
+var (
+	anyView     = view{kinds: kAll}
+	falseView   = view{strClosed: true}
+	unknownView = view{kinds: kAll, unknown: true}
+)
+
+// norm closes the strings when no string is allowed.
+func (v view) norm() view {
+	if v.kinds&kString == 0 {
+		v.strClosed, v.strs = true, nil
+	}
+	return v
+}
+
+// conj is the view of a value both a and b apply to.
+func conj(a, b view) view {
+	out := view{kinds: a.kinds & b.kinds, unknown: a.unknown || b.unknown, required: concat(a.required, b.required)}
+	switch {
+	case a.strClosed && b.strClosed:
+		out.strClosed = true
+		for _, s := range a.strs {
+			if slices.Contains(b.strs, s) {
+				out.strs = append(out.strs, s)
+			}
+		}
+	case a.strClosed:
+		out.strClosed, out.strs = true, a.strs
+	case b.strClosed:
+		out.strClosed, out.strs = true, b.strs
+	}
+	return out.norm()
+}
+
+// disj is the view of a value a or b applies to.
+func disj(a, b view) view {
+	out := view{kinds: a.kinds | b.kinds, unknown: a.unknown || b.unknown, required: concat(a.required, b.required)}
+	if a.strClosed && b.strClosed {
+		out.strClosed, out.strs = true, concat(a.strs, b.strs)
+	}
+	return out.norm()
+}
+
+// concat joins two lists without sharing either's backing array.
+func concat[T any](a, b []T) []T {
+	if len(b) == 0 {
+		return a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	return slices.Concat(a, b)
+}
+
+// viewWalker reads the schema along one path, within a budget.
+type viewWalker struct {
+	budget int
+	chain  []*jsonschema.Schema // the in-place applicators followed at the current location
+	path   []string             // the whole path walked
+	cache  *roundCache
+}
+
+// viewAt returns what the schema says about the value at toks in root.
+func (s *Schema) viewAt(root any, toks []string) view {
+	return s.viewAtCached(root, toks, newRoundCache())
+}
+
+// viewAtCached is viewAt sharing a cache with other walks of root.
+func (s *Schema) viewAtCached(root any, toks []string, cache *roundCache) view {
+	w := viewWalker{budget: viewBudget, path: toks, cache: cache}
+	return w.level(s.sch, root, toks).norm()
+}
+
+// level starts a new location: the chain of in-place applicators restarts.
+func (w *viewWalker) level(s *jsonschema.Schema, v any, toks []string) view {
+	saved := w.chain
+	w.chain = nil
+	out := w.at(s, v, toks, 0)
+	w.chain = saved
+	return out
+}
+
+// at returns the view of the value at toks under v, which s applies to.
+func (w *viewWalker) at(s *jsonschema.Schema, v any, toks []string, depth int) view {
+	if s == nil {
+		return anyView
+	}
+	w.budget--
+	if w.budget < 0 || depth > viewDepth {
+		return unknownView
+	}
+	if s.Bool != nil {
+		if *s.Bool {
+			return anyView
+		}
+		return falseView
+	}
+	if slices.Contains(w.chain, s) {
+		return unknownView // a loop that consumes no part of the value
+	}
+	w.chain = append(w.chain, s)
+	defer func() { w.chain = w.chain[:len(w.chain)-1] }()
+
+	// Before 2019-09 a "$ref" makes the validator ignore its siblings but
+	// "const".
+	legacy := s.DraftVersion < 2019 && s.Ref != nil
+	var out view
+	if len(toks) == 0 {
+		out = own(s, legacy)
+	} else {
+		out = w.child(s, v, toks, legacy)
+	}
+	if s.Ref != nil {
+		out = conj(out, w.at(s.Ref, v, toks, depth+1))
+	}
+	if legacy {
+		return out
+	}
+	if s.DynamicRef != nil || s.RecursiveRef != nil {
+		out.unknown = true
+	}
+	for _, sub := range s.AllOf {
+		out = conj(out, w.at(sub, v, toks, depth+1))
+	}
+	for _, group := range [][]*jsonschema.Schema{s.AnyOf, s.OneOf} {
+		if len(group) == 0 {
+			continue
+		}
+		group = w.live(group, v, toks)
+		d := w.at(group[0], v, toks, depth+1)
+		for _, sub := range group[1:] {
+			d = disj(d, w.at(sub, v, toks, depth+1))
+		}
+		out = conj(out, d)
+	}
+	// Conditional schemas: only what they require counts (as required).
+	cond := []*jsonschema.Schema{s.Then, s.Else}
+	for _, name := range slices.Sorted(maps.Keys(s.DependentSchemas)) {
+		cond = append(cond, s.DependentSchemas[name])
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Dependencies)) {
+		if sub, ok := s.Dependencies[name].(*jsonschema.Schema); ok {
+			cond = append(cond, sub)
+		}
+	}
+	for _, sub := range cond {
+		if sub == nil {
+			continue
+		}
+		c := w.at(sub, v, toks, depth+1)
+		out.required = concat(out.required, c.required)
+		out.unknown = out.unknown || c.unknown
+	}
+	return out
+}
+
+// live returns the alternatives of an anyOf or oneOf the value v may be
+// meant for, as far as the location toks below it goes: all of them but
+// those v fails, outside that location, on a const or enum (a discriminator
+// such as {"kind": {"const": "dog"}}) or on the type of the value or of one
+// of its containers on the way to the location. When that rules out every
+// alternative, all of them.
+func (w *viewWalker) live(group []*jsonschema.Schema, v any, toks []string) []*jsonschema.Schema {
+	var out []*jsonschema.Schema
+	loc := pointer(w.path[:len(w.path)-len(toks)])
+	for _, sub := range group {
+		w.budget--
+		k := failedKey{sub, loc}
+		verr, ok := w.cache.failed[k]
+		if !ok {
+			if err := sub.Validate(v); err != nil && !errors.As(err, &verr) {
+				verr = nil // not a validation failure: keep the alternative
+			}
+			w.cache.failed[k] = verr
+		}
+		if verr == nil || !w.cache.rulesOut(verr, toks) {
+			out = append(out, sub)
+		}
+	}
+	if len(out) == 0 {
+		return group
+	}
+	return out
+}
+
+// roundCache is shared by the schema walks of one round of fixes, all on the
+// same value: the alternatives of a oneOf at the root would otherwise
+// validate, and their errors be searched, once per error of a large value.
+type roundCache struct {
+	// failed holds the validation of an alternative at a location (its
+	// pointer): nil when it passes.
+	failed map[failedKey]*jsonschema.ValidationError
+	// off memoizes offPath; causes indexes the causes of an error by the
+	// next token of their location.
+	off    map[*jsonschema.ValidationError]bool
+	causes map[*jsonschema.ValidationError]*causeIndex
+}
+
+type failedKey struct {
+	s   *jsonschema.Schema
+	loc string
+}
+
+func newRoundCache() *roundCache {
+	return &roundCache{
+		failed: map[failedKey]*jsonschema.ValidationError{},
+		off:    map[*jsonschema.ValidationError]bool{},
+		causes: map[*jsonschema.ValidationError]*causeIndex{},
+	}
+}
+
+// causeIndex sorts the causes of an error at location L: those at L, and
+// those below it by the token after L, with how many of those rule out
+// wherever the location looked at is not under them.
+type causeIndex struct {
+	here     []*jsonschema.ValidationError
+	below    map[string][]*jsonschema.ValidationError
+	offBelow map[string]int
+	offAll   int
+}
+
+// rulesOut reports whether the error tree e shows the value is not meant for
+// the schema that raised it, as far as the location toks goes: see live.
+// Each call follows only the path to toks; what lies off it is summarized
+// once per tree.
+func (c *roundCache) rulesOut(e *jsonschema.ValidationError, toks []string) bool {
+	loc := e.InstanceLocation
+	switch {
+	case len(loc) >= len(toks) && slices.Equal(loc[:len(toks)], toks):
+		return false // at or under the location
+	case !slices.Equal(toks[:len(loc)], loc):
+		return c.offPath(e) // beside the path to the location
+	}
+	// On the path, above the location.
+	switch e.ErrorKind.(type) {
+	case *kind.Schema, *kind.Group, *kind.AllOf, *kind.Reference:
+		idx := c.index(e)
+		next := toks[len(loc)]
+		if idx.offAll-idx.offBelow[next] > 0 {
+			return true
+		}
+		for _, list := range [][]*jsonschema.ValidationError{idx.here, idx.below[next]} {
+			for _, cause := range list {
+				if c.rulesOut(cause, toks) {
+					return true
+				}
+			}
+		}
+		return false
+	case *kind.AnyOf, *kind.OneOf:
+		return len(e.Causes) > 0 && !slices.ContainsFunc(e.Causes, func(cause *jsonschema.ValidationError) bool { return !c.rulesOut(cause, toks) })
+	case *kind.Const, *kind.Enum, *kind.Type, *kind.FalseSchema:
+		// A discriminator, or the type of the value or of a container on
+		// the way.
+		return true
+	}
+	return false
+}
+
+// offPath is rulesOut for an error beside the path to the location: only a
+// const or enum failure rules out there (a type failure of a sibling does
+// not), whatever the location.
+func (c *roundCache) offPath(e *jsonschema.ValidationError) bool {
+	if r, ok := c.off[e]; ok {
+		return r
+	}
+	r := false
+	switch e.ErrorKind.(type) {
+	case *kind.Schema, *kind.Group, *kind.AllOf, *kind.Reference:
+		r = slices.ContainsFunc(e.Causes, c.offPath)
+	case *kind.AnyOf, *kind.OneOf:
+		r = len(e.Causes) > 0 && !slices.ContainsFunc(e.Causes, func(cause *jsonschema.ValidationError) bool { return !c.offPath(cause) })
+	case *kind.Const, *kind.Enum:
+		r = true
+	}
+	c.off[e] = r
+	return r
+}
+
+// index returns the causeIndex of e's causes.
+func (c *roundCache) index(e *jsonschema.ValidationError) *causeIndex {
+	if idx, ok := c.causes[e]; ok {
+		return idx
+	}
+	n := len(e.InstanceLocation)
+	idx := &causeIndex{below: map[string][]*jsonschema.ValidationError{}, offBelow: map[string]int{}}
+	for _, cause := range e.Causes {
+		if len(cause.InstanceLocation) <= n {
+			idx.here = append(idx.here, cause)
+			continue
+		}
+		tok := cause.InstanceLocation[n]
+		idx.below[tok] = append(idx.below[tok], cause)
+		if c.offPath(cause) {
+			idx.offBelow[tok]++
+			idx.offAll++
+		}
+	}
+	c.causes[e] = idx
+	return idx
+}
+
+// own is the view of s's own keywords for the value it applies to.
+func own(s *jsonschema.Schema, legacy bool) view {
+	out := view{kinds: kAll}
+	if s.Types != nil && !legacy {
+		out.kinds &= typeKinds(s.Types)
+	}
+	if s.Const != nil {
+		c := *s.Const
+		out.kinds &= kindOf(c)
+		out.strClosed = true
+		if str, ok := c.(string); ok {
+			out.strs = []string{str}
+		}
+	}
+	if s.Enum != nil && !legacy {
+		var k kinds
+		var strs []string
+		for _, x := range s.Enum.Values {
+			k |= kindOf(x)
+			if str, ok := x.(string); ok {
+				strs = append(strs, str)
+			}
+		}
+		out.kinds &= k
+		if out.strClosed {
+			out = conj(out, view{kinds: kAll, strClosed: true, strs: strs})
+		} else {
+			out.strClosed, out.strs = true, strs
+		}
+	}
+	if !legacy {
+		out.required = s.Required
+	}
+	return out.norm()
+}
+
+// child is the view, under s's keywords for the items of v, of the value at
+// toks (at least one token) below v.
+func (w *viewWalker) child(s *jsonschema.Schema, v any, toks []string, legacy bool) view {
+	if legacy {
+		return anyView // only the "$ref" applies; the caller follows it
+	}
+	tok := toks[0]
+	switch c := v.(type) {
+	case map[string]any:
+		cv, ok := c[tok]
+		if !ok {
+			return unknownView
+		}
+		out, matched := anyView, false
+		if p, ok := s.Properties[tok]; ok {
+			out, matched = conj(out, w.level(p, cv, toks[1:])), true
+		}
+		for re, p := range s.PatternProperties {
+			w.budget--
+			if re.MatchString(tok) {
+				out, matched = conj(out, w.level(p, cv, toks[1:])), true
+			}
+		}
+		if !matched {
+			switch a := s.AdditionalProperties.(type) {
+			case bool:
+				if !a {
+					out = falseView
+				}
+			case *jsonschema.Schema:
+				out = conj(out, w.level(a, cv, toks[1:]))
+			}
+		}
+		return out
+	case []any:
+		i, err := strconv.Atoi(tok)
+		if err != nil || i < 0 || i >= len(c) {
+			return unknownView
+		}
+		var sub *jsonschema.Schema
+		if s.DraftVersion >= 2020 {
+			if i < len(s.PrefixItems) {
+				sub = s.PrefixItems[i]
+			} else {
+				sub = s.Items2020
+			}
+		} else {
+			switch items := s.Items.(type) {
+			case *jsonschema.Schema:
+				sub = items
+			case []*jsonschema.Schema:
+				if i < len(items) {
+					sub = items[i]
+				} else {
+					switch a := s.AdditionalItems.(type) {
+					case bool:
+						if !a {
+							return falseView
+						}
+					case *jsonschema.Schema:
+						sub = a
+					}
+				}
+			}
+		}
+		return w.level(sub, c[i], toks[1:])
+	}
+	return unknownView
+}

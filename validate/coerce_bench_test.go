@@ -1,0 +1,65 @@
+package validate
+
+import (
+	"strings"
+	"testing"
+)
+
+// repairableValue is typicalValue as models often break it: a quantity and
+// a price as strings, a status in capitals, a null optional property.
+const repairableValue = `{
+  "id": "INV-004217",
+  "status": "Sent",
+  "created": "2025-03-01T10:15:00Z",
+  "customer": {"name": "Ada Lovelace", "email": "ada@example.com", "tier": "PRO"},
+  "lines": [
+    {"sku": "ABC-1234", "qty": "2", "price": 19.99, "tags": ["blue", "large"]},
+    {"sku": "XYZ-0001", "qty": 1, "price": "5.5"},
+    {"sku": "QRS-4242", "qty": 12, "price": 0.25, "tags": ["bulk"]}
+  ],
+  "notes": null
+}`
+
+// typicalReply wraps a value as a model does: prose, a ```json fence, more
+// prose; about 2 KB.
+func typicalReply(value string) string {
+	return "Here is the invoice you asked for. I extracted every line item from the document, " +
+		"normalised the SKUs and converted the prices to numbers.\n\n```json\n" + value + "\n```\n\n" +
+		strings.Repeat("Let me know if anything needs to change; the totals were checked against the source. ", 12)
+}
+
+// BenchmarkCheckWith compares Check with CheckWith in safe mode on a typical
+// 2 KB reply: valid (coercion costs nothing), repairable (five repairs make
+// it valid) and invalid beyond repair.
+func BenchmarkCheckWith(b *testing.B) {
+	s := mustCompile(b, typicalSchema)
+	for _, bc := range []struct {
+		name    string
+		value   string
+		coerced int
+	}{
+		{name: "valid", value: typicalValue},
+		{name: "repairable", value: repairableValue, coerced: 5},
+		{name: "invalid", value: typicalInvalid, coerced: 1},
+	} {
+		reply := typicalReply(bc.value)
+		r := CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe})
+		if r.Coerced != bc.coerced || (bc.name != "invalid") != r.Valid {
+			b.Fatalf("%s: coerced %d, valid %v: %v %v", bc.name, r.Coerced, r.Valid, r.Repairs, r.Errors)
+		}
+		b.Run(bc.name+"/check", func(b *testing.B) {
+			b.SetBytes(int64(len(reply)))
+			b.ReportAllocs()
+			for b.Loop() {
+				Check(s, reply)
+			}
+		})
+		b.Run(bc.name+"/safe", func(b *testing.B) {
+			b.SetBytes(int64(len(reply)))
+			b.ReportAllocs()
+			for b.Loop() {
+				CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe})
+			}
+		})
+	}
+}

@@ -1,0 +1,538 @@
+package validate
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
+)
+
+// coerceCase is one Coerce case. want is the compact JSON of the value
+// returned (object keys sorted); repairs the JSON of the repairs; errs the
+// "path keyword" of each remaining error. A refusal has want == value (as
+// JSON), no repairs, and the value's own errors.
+type coerceCase struct {
+	name    string
+	schema  string
+	value   string
+	mode    CoerceMode // "": CoerceSafe
+	want    string
+	repairs string
+	errs    []string
+}
+
+const (
+	intSchema  = `{"type":"integer"}`
+	numSchema  = `{"type":"number"}`
+	boolSchema = `{"type":"boolean"}`
+	// objSchema has a required and an optional property and no others.
+	objSchema = `{"type":"object","required":["id"],"additionalProperties":false,
+		"properties":{"id":{"type":"integer"},"note":{"type":"string"},"tags":{"type":"array","items":{"type":"string"}}}}`
+	// petSchema is a discriminated union.
+	petSchema = `{"oneOf":[
+		{"type":"object","required":["kind"],"properties":{"kind":{"const":"cat"},"lives":{"type":"integer"}}},
+		{"type":"object","required":["kind"],"properties":{"kind":{"const":"dog"},"good":{"type":"boolean"}}}]}`
+	// listSchema is a tree of nodes that refers to itself.
+	listSchema = `{"$ref":"#/$defs/node","$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}}}}}`
+)
+
+var coerceCases = []coerceCase{
+	// 1. a string holding a JSON number or boolean.
+	{name: "integer from string", schema: intSchema, value: `"42"`, want: `42`,
+		repairs: `[{"kind":"coerce_number","offset":0,"before":"42","after":42}]`},
+	{name: "number keeps its text", schema: numSchema, value: `"19.990"`, want: `19.990`,
+		repairs: `[{"kind":"coerce_number","offset":0,"before":"19.990","after":19.990}]`},
+	{name: "negative exponent", schema: numSchema, value: `"-1.5E-3"`, want: `-1.5E-3`,
+		repairs: `[{"kind":"coerce_number","offset":0,"before":"-1.5E-3","after":-1.5E-3}]`},
+	{name: "integral decimal is an integer", schema: intSchema, value: `"4.0"`, want: `4.0`,
+		repairs: `[{"kind":"coerce_number","offset":0,"before":"4.0","after":4.0}]`},
+	{name: "big integer exact", schema: intSchema, value: `"123456789012345678901234567890"`, want: `123456789012345678901234567890`,
+		repairs: `[{"kind":"coerce_number","offset":0,"before":"123456789012345678901234567890","after":123456789012345678901234567890}]`},
+	{name: "JSON whitespace around", schema: intSchema, value: `" 42\n\t"`, want: `42`,
+		repairs: `[{"kind":"coerce_number","offset":0,"before":" 42\n\t","after":42}]`},
+	{name: "boolean", schema: boolSchema, value: `"false"`, want: `false`,
+		repairs: `[{"kind":"coerce_boolean","offset":0,"before":"false","after":false}]`},
+	{name: "const number", schema: `{"const":3}`, value: `"3"`, want: `3`,
+		repairs: `[{"kind":"coerce_number","offset":0,"before":"3","after":3}]`},
+	{name: "enum of numbers", schema: `{"enum":[1,2,3]}`, value: `"2"`, want: `2`,
+		repairs: `[{"kind":"coerce_number","offset":0,"before":"2","after":2}]`},
+	{name: "optional integer as anyOf with null", schema: `{"anyOf":[{"type":"integer"},{"type":"null"}]}`, value: `"7"`, want: `7`,
+		repairs: `[{"kind":"coerce_number","offset":0,"before":"7","after":7}]`},
+	{name: "reveals a maximum", schema: `{"type":"integer","maximum":100}`, value: `"150"`, want: `150`,
+		repairs: `[{"kind":"coerce_number","offset":0,"before":"150","after":150}]`, errs: []string{" maximum"}},
+	{name: "a revealing fix is kept apart", schema: `{"properties":{"a":{"type":"integer","maximum":100},"b":{"type":"boolean"}}}`,
+		value: `{"a":"150","b":"true"}`, want: `{"a":150,"b":true}`,
+		repairs: `[{"kind":"coerce_boolean","offset":0,"pointer":"/b","before":"true","after":true},{"kind":"coerce_number","offset":0,"pointer":"/a","before":"150","after":150}]`,
+		errs:    []string{"/a maximum"}},
+	{name: "a revealing fix elsewhere", schema: `{"type":"array","uniqueItems":true,"items":{"type":"integer"}}`,
+		value: `["1",1,"x"]`, want: `[1,1,"x"]`,
+		repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/0","before":"1","after":1}]`,
+		errs:    []string{" uniqueItems", "/2 type"}},
+	{name: "nested path", schema: `{"properties":{"o":{"properties":{"n/m":{"type":"integer"}}}}}`, value: `{"o":{"n/m":"5"}}`, want: `{"o":{"n/m":5}}`,
+		repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/o/n~1m","before":"5","after":5}]`},
+	{name: "array of objects", schema: `{"type":"array","items":{"type":"object","properties":{"q":{"type":"integer"},"ok":{"type":"boolean"}}}}`,
+		value: `[{"q":"1"},{"q":2,"ok":"true"},{"q":"3"}]`, want: `[{"q":1},{"ok":true,"q":2},{"q":3}]`,
+		repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/0/q","before":"1","after":1},{"kind":"coerce_boolean","offset":0,"pointer":"/1/ok","before":"true","after":true},{"kind":"coerce_number","offset":0,"pointer":"/2/q","before":"3","after":3}]`},
+	{name: "prefixItems position", schema: `{"prefixItems":[{"type":"string"},{"type":"number"}]}`, value: `["a","2.5"]`, want: `["a",2.5]`,
+		repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/1","before":"2.5","after":2.5}]`},
+	{name: "recursive ref", schema: listSchema, value: `{"v":1,"next":{"v":2,"next":{"v":"3"}}}`, want: `{"next":{"next":{"v":3},"v":2},"v":1}`,
+		repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/next/next/v","before":"3","after":3}]`},
+	{name: "draft-07 definitions", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"n":{"type":"integer"}},"properties":{"a":{"$ref":"#/definitions/n"}}}`,
+		value: `{"a":"8"}`, want: `{"a":8}`, repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/a","before":"8","after":8}]`},
+	{name: "patternProperties", schema: `{"patternProperties":{"^n_":{"type":"integer"}}}`, value: `{"n_a":"1","s":"2"}`, want: `{"n_a":1,"s":"2"}`,
+		repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/n_a","before":"1","after":1}]`},
+
+	// 1. refused.
+	{name: "refused: about 40", schema: intSchema, value: `"about 40"`, errs: []string{" type"}},
+	{name: "refused: unit", schema: intSchema, value: `"40 kg"`, errs: []string{" type"}},
+	{name: "refused: letter O", schema: intSchema, value: `"4O"`, errs: []string{" type"}},
+	{name: "refused: empty", schema: intSchema, value: `""`, errs: []string{" type"}},
+	{name: "refused: only whitespace", schema: intSchema, value: `"  "`, errs: []string{" type"}},
+	{name: "refused: hex", schema: intSchema, value: `"0x10"`, errs: []string{" type"}},
+	{name: "refused: plus sign", schema: intSchema, value: `"+1"`, errs: []string{" type"}},
+	{name: "refused: leading zero", schema: intSchema, value: `"01"`, errs: []string{" type"}},
+	{name: "refused: bare fraction", schema: numSchema, value: `".5"`, errs: []string{" type"}},
+	{name: "refused: thousands separator", schema: intSchema, value: `"1,000"`, errs: []string{" type"}},
+	{name: "refused: NaN", schema: numSchema, value: `"NaN"`, errs: []string{" type"}},
+	{name: "refused: Infinity", schema: numSchema, value: `"Infinity"`, errs: []string{" type"}},
+	{name: "refused: overflows float64", schema: numSchema, value: `"1e400"`, errs: []string{" type"}},
+	{name: "refused: underflows float64", schema: numSchema, value: `"1e-400"`, errs: []string{" type"}},
+	{name: "refused: exponent beyond the bound", schema: numSchema, value: `"1e99999"`, errs: []string{" type"}},
+	{name: "refused: non-JSON space", schema: intSchema, value: `"\u00a042"`, errs: []string{" type"}},
+	{name: "refused: fraction for integer", schema: intSchema, value: `"4.5"`, errs: []string{" type"}},
+	{name: "refused: True", schema: boolSchema, value: `"True"`, errs: []string{" type"}},
+	{name: "refused: yes", schema: boolSchema, value: `"yes"`, errs: []string{" type"}},
+	{name: "refused: 1 for boolean", schema: boolSchema, value: `"1"`, errs: []string{" type"}},
+	{name: "refused: true for integer", schema: intSchema, value: `"true"`, errs: []string{" type"}},
+	{name: "refused: an alternative takes a string", schema: `{"anyOf":[{"type":"integer"},{"type":"string","const":"n/a"}]}`, value: `"42"`, errs: []string{" type"}},
+	{name: "refused: would add errors", schema: `{"type":"integer","maximum":100,"multipleOf":7}`, value: `"150"`, errs: []string{" type"}},
+	{name: "refused: number never stringified", schema: `{"type":"string"}`, value: `42`, errs: []string{" type"}},
+
+	// 2. enum and const case and whitespace.
+	{name: "enum case", schema: `{"enum":["draft","sent"]}`, value: `"Sent"`, want: `"sent"`,
+		repairs: `[{"kind":"enum_case","offset":0,"before":"Sent","after":"sent"}]`},
+	{name: "enum surrounding whitespace", schema: `{"enum":["draft","sent"]}`, value: `" sent\t"`, want: `"sent"`,
+		repairs: `[{"kind":"enum_case","offset":0,"before":" sent\t","after":"sent"}]`},
+	{name: "const case", schema: `{"const":"USD"}`, value: `"usd"`, want: `"USD"`,
+		repairs: `[{"kind":"const_case","offset":0,"before":"usd","after":"USD"}]`},
+	{name: "non-ASCII case", schema: `{"enum":["Émile","Zoë"]}`, value: `"ÉMILE"`, want: `"Émile"`,
+		repairs: `[{"kind":"enum_case","offset":0,"before":"ÉMILE","after":"Émile"}]`},
+	{name: "oneOf of consts", schema: `{"oneOf":[{"const":"basic"},{"const":"pro"},{"type":"null"}]}`, value: `"PRO"`, want: `"pro"`,
+		repairs: `[{"kind":"const_case","offset":0,"before":"PRO","after":"pro"}]`},
+	{name: "discriminator case then the branch", schema: petSchema, value: `{"kind":"Dog","good":"true"}`, want: `{"good":true,"kind":"dog"}`,
+		repairs: `[{"kind":"const_case","offset":0,"pointer":"/kind","before":"Dog","after":"dog"},{"kind":"coerce_boolean","offset":0,"pointer":"/good","before":"true","after":true}]`},
+	{name: "discriminator rules out the other branch", schema: `{"oneOf":[
+		{"type":"object","required":["kind"],"properties":{"kind":{"const":"cat"},"age":{"type":"string"}}},
+		{"type":"object","required":["kind"],"properties":{"kind":{"const":"dog"},"age":{"type":"integer"},"good":{"type":"boolean"}}}]}`,
+		value: `{"kind":"dog","good":"true","age":"3"}`, want: `{"age":3,"good":true,"kind":"dog"}`,
+		repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/age","before":"3","after":3},{"kind":"coerce_boolean","offset":0,"pointer":"/good","before":"true","after":true}]`},
+	{name: "enum discriminator", schema: `{"oneOf":[
+		{"properties":{"type":{"enum":["a","a1"]},"v":{"type":"string","pattern":"^x"}}},
+		{"properties":{"type":{"enum":["b"]},"v":{"type":"boolean"}}}]}`,
+		value: `{"type":"b","v":"true"}`, want: `{"type":"b","v":true}`,
+		repairs: `[{"kind":"coerce_boolean","offset":0,"pointer":"/v","before":"true","after":true}]`},
+	{name: "refused: no discriminator, a branch takes a string", schema: `{"oneOf":[
+		{"type":"object","required":["kind"],"properties":{"kind":{"const":"cat"},"age":{"type":"string","pattern":"^[a-z]+$"}}},
+		{"type":"object","required":["kind"],"properties":{"kind":{"const":"dog"},"age":{"type":"integer"}}}]}`,
+		value: `{"kind":"bird","age":"3"}`, errs: []string{"/age pattern", "/kind const"}},
+	{name: "refused: two case-insensitive matches", schema: `{"enum":["Draft","DRAFT","sent"]}`, value: `"draft"`, errs: []string{" enum"}},
+	{name: "refused: no match", schema: `{"enum":["draft","sent"]}`, value: `"overdue"`, errs: []string{" enum"}},
+	{name: "refused: inner whitespace", schema: `{"enum":["in progress"]}`, value: `"in  progress"`, errs: []string{" enum"}},
+	{name: "refused: Unicode normalization", schema: `{"enum":["café"]}`, value: `"cafe\u0301"`, errs: []string{" enum"}},
+
+	// 3. a single value where an array is wanted.
+	{name: "wrap scalar", schema: `{"type":"array","items":{"type":"string"}}`, value: `"x"`, want: `["x"]`,
+		repairs: `[{"kind":"wrap_array","offset":0,"before":"x","after":["x"]}]`},
+	{name: "wrap object", schema: `{"type":"object","properties":{"lines":{"type":"array","minItems":1,"items":{"type":"object","required":["sku"]}}}}`,
+		value: `{"lines":{"sku":"A"}}`, want: `{"lines":[{"sku":"A"}]}`,
+		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/lines","before":{"sku":"A"},"after":[{"sku":"A"}]}]`},
+	{name: "wrap into optional array", schema: `{"anyOf":[{"type":"array","items":{"type":"integer"}},{"type":"null"}]}`, value: `5`, want: `[5]`,
+		repairs: `[{"kind":"wrap_array","offset":0,"before":5,"after":[5]}]`},
+	{name: "refused: minItems 2", schema: `{"type":"array","minItems":2,"items":{"type":"string"}}`, value: `"x"`, errs: []string{" type"}},
+	{name: "refused: item does not match", schema: `{"type":"array","items":{"type":"integer"}}`, value: `"x"`, errs: []string{" type"}},
+	{name: "refused: item needs coercion too", schema: `{"type":"array","items":{"type":"integer"}}`, value: `"4"`, errs: []string{" type"}},
+	{name: "refused: null never wrapped", schema: `{"type":"array"}`, value: `null`, errs: []string{" type"}},
+
+	// 4. null for an optional property.
+	{name: "drop null", schema: objSchema, value: `{"id":1,"note":null}`, want: `{"id":1}`,
+		repairs: `[{"kind":"drop_null","offset":0,"pointer":"/note","before":null}]`},
+	{name: "drop null of an enum", schema: `{"properties":{"s":{"enum":["a","b"]}}}`, value: `{"s":null}`, want: `{}`,
+		repairs: `[{"kind":"drop_null","offset":0,"pointer":"/s","before":null}]`},
+	{name: "refused: null required", schema: objSchema, value: `{"id":null}`, errs: []string{"/id type"}},
+	{name: "refused: null required by then", schema: `{"properties":{"a":{"type":"string"},"b":{"type":"string"}},"if":{"required":["b"]},"then":{"required":["a"]}}`,
+		value: `{"a":null,"b":"x"}`, errs: []string{"/a type"}},
+	{name: "refused: null required in an alternative", schema: `{"properties":{"a":{"type":"string"}},"anyOf":[{"required":["a"]},{"required":["b"]}]}`,
+		value: `{"a":null,"b":1}`, errs: []string{"/a type"}},
+	{name: "refused: null array item", schema: `{"type":"array","items":{"type":"string"}}`, value: `["a",null]`, errs: []string{"/1 type"}},
+	{name: "refused: drop breaks minProperties", schema: `{"minProperties":1,"properties":{"a":{"type":"string"}}}`, value: `{"a":null}`, errs: []string{"/a type"}},
+
+	// 5. properties additionalProperties forbids.
+	{name: "refused: additional in safe mode", schema: objSchema, value: `{"id":1,"extra":true}`, errs: []string{"/extra additionalProperties"}},
+	{name: "drop additional in all mode", schema: objSchema, value: `{"id":1,"extra":{"a":[1]}}`, mode: CoerceAll, want: `{"id":1}`,
+		repairs: `[{"kind":"drop_additional","offset":0,"pointer":"/extra","before":{"a":[1]}}]`},
+	{name: "refused: additional while a required property is missing", schema: objSchema, value: `{"ID":1}`, mode: CoerceAll,
+		errs: []string{"/ID additionalProperties", "/id required"}},
+	{name: "all mode does everything", schema: objSchema, value: `{"id":"1","note":null,"tags":"t","x":0}`, mode: CoerceAll,
+		want:    `{"id":1,"tags":["t"]}`,
+		repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/id","before":"1","after":1},{"kind":"drop_null","offset":0,"pointer":"/note","before":null},{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"t","after":["t"]},{"kind":"drop_additional","offset":0,"pointer":"/x","before":0}]`},
+
+	// mode none, and what is out of reach.
+	{name: "none makes no repair", schema: intSchema, value: `"42"`, mode: CoerceNone, errs: []string{" type"}},
+	{name: "unknown mode makes no repair", schema: intSchema, value: `"42"`, mode: "SAFE", errs: []string{" type"}},
+	{name: "refused: unreadable number elsewhere", schema: `{"items":{"type":"integer"}}`, value: `["1",1e99999]`, errs: []string{"/1 number"}},
+	{name: "refused: dynamicRef", schema: `{"$dynamicAnchor":"n","properties":{"a":{"$dynamicRef":"#n"},"v":{"type":"integer"}}}`,
+		value: `{"a":{"v":"1"}}`, errs: []string{"/a/v type"}},
+}
+
+func TestCoerce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range coerceCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCompile(t, tc.schema)
+			v := mustDecode(t, tc.value)
+			orig := mustEncode(t, v)
+			mode := tc.mode
+			if mode == "" {
+				mode = CoerceSafe
+			}
+			got, fixes, errs := s.Coerce(v, mode)
+			want := tc.want
+			if want == "" {
+				want = orig
+			}
+			if g := mustEncode(t, got); g != want {
+				t.Errorf("value = %s, want %s", g, want)
+			}
+			repairs := "null"
+			if tc.repairs != "" {
+				repairs = tc.repairs
+			}
+			if g := mustEncode(t, fixes); g != repairs {
+				t.Errorf("repairs =\n%s\nwant\n%s", g, repairs)
+			}
+			var gotErrs []string
+			for _, e := range errs {
+				gotErrs = append(gotErrs, e.Path+" "+e.Keyword)
+			}
+			if !slices.Equal(gotErrs, tc.errs) {
+				t.Errorf("errors = %q, want %q", gotErrs, tc.errs)
+			}
+			if !reflect.DeepEqual(errs, s.Validate(got)) {
+				t.Errorf("errors returned %v, but the value has %v", errs, s.Validate(got))
+			}
+			if mustEncode(t, v) != orig {
+				t.Errorf("input modified: %s, was %s", mustEncode(t, v), orig)
+			}
+		})
+	}
+}
+
+func mustEncode(t testing.TB, v any) string {
+	t.Helper()
+	b, err := encode(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestCoerceBounded: schemas whose references loop, or are too wide to
+// read within the budget, make Coerce refuse rather than loop or guess.
+func TestCoerceBounded(t *testing.T) {
+	t.Parallel()
+	wide := `{"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/b"},{"$ref":"#/$defs/b"}]},"b":{"anyOf":[{"$ref":"#/$defs/c"},{"$ref":"#/$defs/c"}]},` +
+		`"c":{"anyOf":[{"$ref":"#/$defs/d"},{"$ref":"#/$defs/d"}]},"d":{"anyOf":[{"$ref":"#/$defs/e"},{"$ref":"#/$defs/e"}]},` +
+		`"e":{"anyOf":[{"$ref":"#/$defs/f"},{"$ref":"#/$defs/f"}]},"f":{"anyOf":[{"$ref":"#/$defs/g"},{"$ref":"#/$defs/g"}]},` +
+		`"g":{"anyOf":[{"$ref":"#/$defs/h"},{"$ref":"#/$defs/h"}]},"h":{"anyOf":[{"$ref":"#/$defs/i"},{"$ref":"#/$defs/i"}]},` +
+		`"i":{"anyOf":[{"$ref":"#/$defs/j"},{"$ref":"#/$defs/j"}]},"j":{"anyOf":[{"$ref":"#/$defs/k"},{"$ref":"#/$defs/k"}]},` +
+		`"k":{"anyOf":[{"$ref":"#/$defs/l"},{"$ref":"#/$defs/l"}]},"l":{"anyOf":[{"$ref":"#/$defs/m"},{"$ref":"#/$defs/m"}]},` +
+		`"m":{"type":"integer"}},"$ref":"#/$defs/a"}`
+	for _, tc := range []struct{ name, schema, value string }{
+		{"ref loop", `{"anyOf":[{"$ref":"#"},{"type":"integer"}]}`, `"1"`},
+		{"allOf loop", `{"$defs":{"x":{"allOf":[{"$ref":"#/$defs/y"}],"type":"integer"},"y":{"allOf":[{"$ref":"#/$defs/x"}]}},"$ref":"#/$defs/x"}`, `"1"`},
+		{"budget", wide, `"1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := Compile([]byte(tc.schema))
+			if err != nil {
+				t.Skipf("schema refused: %v", err)
+			}
+			v := mustDecode(t, tc.value)
+			if s.viewAt(v, nil).unknown != true {
+				t.Errorf("view of %s is known; want unknown", tc.schema)
+			}
+			got, fixes, errs := s.Coerce(v, CoerceAll)
+			if len(fixes) != 0 || !reflect.DeepEqual(got, v) || !reflect.DeepEqual(errs, s.Validate(v)) {
+				t.Errorf("Coerce = %v, %v, %v; want no repair", got, fixes, errs)
+			}
+		})
+	}
+}
+
+func TestParseCoerceMode(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]CoerceMode{"": CoerceNone, "none": CoerceNone, "safe": CoerceSafe, "all": CoerceAll} {
+		if got, err := ParseCoerceMode(in); err != nil || got != want {
+			t.Errorf("ParseCoerceMode(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"Safe", "ALL", "unsafe", " safe"} {
+		if got, err := ParseCoerceMode(in); err == nil || got != CoerceNone {
+			t.Errorf("ParseCoerceMode(%q) = %q, %v; want an error", in, got, err)
+		}
+	}
+}
+
+// TestCoerceNilSchema: a nil schema accepts everything and repairs nothing.
+func TestCoerceNilSchema(t *testing.T) {
+	t.Parallel()
+	var s *Schema
+	v := mustDecode(t, `{"a":"1"}`)
+	if got, fixes, errs := s.Coerce(v, CoerceAll); !reflect.DeepEqual(got, v) || fixes != nil || errs != nil {
+		t.Fatalf("nil schema: %v, %v, %v", got, fixes, errs)
+	}
+}
+
+// checkSchema is the schema of the CheckWith tests.
+const checkSchema = `{"type":"object","required":["n"],"properties":{"n":{"type":"integer","maximum":3}},"additionalProperties":false}`
+
+// TestCheckWithNoneIsCheck: CheckWith with CoerceNone (or the zero options)
+// is Check, for valid, repairable and unrepairable replies.
+func TestCheckWithNoneIsCheck(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, typicalSchema)
+	replies := []string{
+		typicalValue, typicalInvalid, "```json\n" + typicalValue + "\n```",
+		`{"id":"INV-004217","status":"SENT","created":"2025-03-01T10:15:00Z","customer":{"name":"A","email":"a@b.co"},"lines":[{"sku":"ABC-1234","qty":"2","price":1}]}`,
+		"no JSON here", `{"a": 1,`,
+	}
+	for _, reply := range replies {
+		want := Check(s, reply)
+		for _, opt := range []CheckOptions{{}, {Coerce: CoerceNone}} {
+			got := CheckWith(s, reply, opt)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("CheckWith(%q, %+v) = %+v, want %+v", reply, opt, got, want)
+			}
+		}
+		if got := Check(s, reply); got.Coerced != 0 {
+			t.Errorf("Check(%q).Coerced = %d", reply, got.Coerced)
+		}
+	}
+	// Where no repair applies, safe and all choose as Check does.
+	for _, reply := range []string{typicalValue, "no JSON here", `{"a": 1,`, `{"id": 7} or {"id": 8}`} {
+		want := Check(s, reply)
+		for _, mode := range []CoerceMode{CoerceSafe, CoerceAll} {
+			if got := CheckWith(s, reply, CheckOptions{Coerce: mode}); !reflect.DeepEqual(got, want) {
+				t.Errorf("CheckWith(%q, %s) = %+v, want %+v", reply, mode, got, want)
+			}
+		}
+	}
+}
+
+func TestCheckWith(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, checkSchema)
+	tests := []struct {
+		name      string
+		reply     string
+		mode      CoerceMode
+		wantValid bool
+		wantValue string
+		wantIndex int // the candidate chosen: its Start in the reply
+		repairs   string
+		coerced   int
+	}{
+		{
+			name:  "candidate made valid wins",
+			reply: "First {\"n\": \"x\"} then {\"n\": \"2\"}.", mode: CoerceSafe,
+			wantValid: true, wantValue: `{"n":2}`, wantIndex: strings.Index("First {\"n\": \"x\"} then {\"n\": \"2\"}.", `{"n": "2"}`),
+			repairs: `[{"kind":"coerce_number","offset":22,"pointer":"/n","before":"2","after":2}]`, coerced: 1,
+		},
+		{
+			name:  "valid as extracted beats made valid",
+			reply: "First {\"n\": \"2\"} then {\"n\": 3}.", mode: CoerceSafe,
+			wantValid: true, wantValue: `{"n":3}`, wantIndex: strings.Index("First {\"n\": \"2\"} then {\"n\": 3}.", `{"n": 3}`),
+			repairs: `[]`,
+		},
+		{
+			name:  "syntax repairs then schema repairs",
+			reply: "Result:\n```json\n{\"n\": \"1\", \"x\": 0,}\n```", mode: CoerceAll,
+			wantValid: true, wantValue: `{"n":1}`, wantIndex: strings.Index("Result:\n```json\n{\"n\": \"1\", \"x\": 0,}\n```", "{"),
+			repairs: `[{"kind":"trailing_comma","offset":33},{"kind":"coerce_number","offset":16,"pointer":"/n","before":"1","after":1},{"kind":"drop_additional","offset":16,"pointer":"/x","before":0}]`, coerced: 2,
+		},
+		{
+			name:  "still invalid keeps its lossless repairs",
+			reply: `{"n": "9"}`, mode: CoerceSafe,
+			wantValue: `{"n":9}`, wantIndex: 0,
+			repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/n","before":"9","after":9}]`, coerced: 1,
+		},
+		{
+			name:  "none repairs nothing",
+			reply: `{"n": "2"}`, mode: CoerceNone,
+			wantValue: `{"n":"2"}`, wantIndex: 0, repairs: `[]`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := CheckWith(s, tc.reply, CheckOptions{Coerce: tc.mode})
+			if got.Valid != tc.wantValid || mustEncode(t, got.Value) != tc.wantValue || got.Coerced != tc.coerced {
+				t.Fatalf("valid, value, coerced = %v, %s, %d; want %v, %s, %d (%v)", got.Valid, mustEncode(t, got.Value), got.Coerced, tc.wantValid, tc.wantValue, tc.coerced, got.Errors)
+			}
+			if got.Candidate == nil || got.Candidate.Start != tc.wantIndex {
+				t.Fatalf("chose %+v, want the candidate at %d", got.Candidate, tc.wantIndex)
+			}
+			repairs := got.Repairs
+			if repairs == nil {
+				repairs = []extract.Repair{}
+			}
+			if g := mustEncode(t, repairs); g != tc.repairs {
+				t.Fatalf("repairs =\n%s\nwant\n%s", g, tc.repairs)
+			}
+			if !reflect.DeepEqual(got.Errors, candidateErrorsOf(s, got)) || got.Class != ClassOf(got.Errors) {
+				t.Fatalf("errors %v, class %q are not those of the value", got.Errors, got.Class)
+			}
+			// The `worker check` object shows the repaired value.
+			b, err := got.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct{ Value json.RawMessage }
+			if err := json.Unmarshal(b, &out); err != nil || string(out.Value) != tc.wantValue {
+				t.Fatalf("MarshalJSON value = %s (%v), want %s", out.Value, err, tc.wantValue)
+			}
+		})
+	}
+}
+
+// candidateErrorsOf recomputes a result's errors from its value.
+func candidateErrorsOf(s *Schema, r CheckResult) []Error {
+	c := extract.Candidate{Value: r.Value, Truncated: r.Truncated}
+	return candidateErrors(s, &c)
+}
+
+// TestCheckWithTruncated: a truncated candidate may be repaired but is
+// never valid.
+func TestCheckWithTruncated(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, checkSchema)
+	got := CheckWith(s, `{"n": "2"`, CheckOptions{Coerce: CoerceSafe})
+	if got.Valid || !got.Truncated || got.Class != ClassSyntax || got.Coerced != 1 || len(got.Errors) != 1 || got.Errors[0].Keyword != "truncated" {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+// TestRepairJSONUnchanged: a syntax repair's JSON has no new field.
+func TestRepairJSONUnchanged(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(extract.Repair{Kind: "trailing_comma", Offset: 7})
+	if err != nil || string(b) != `{"kind":"trailing_comma","offset":7}` {
+		t.Fatalf("got %s, %v", b, err)
+	}
+}
+
+// TestViewAt: what the schema wants at a location, through conjunctions,
+// alternatives and conditionals.
+func TestViewAt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, schema, value, ptr string
+		kinds                    kinds
+		strs                     []string // nil: strings open (unless kinds has no string)
+		required                 []string
+	}{
+		{name: "type", schema: `{"type":["integer","null"]}`, value: `1`, kinds: kInt | kNull, strs: []string{}},
+		{name: "enum kinds", schema: `{"enum":["a",1.5,null]}`, value: `1`, kinds: kString | kFrac | kNull, strs: []string{"a"}},
+		{name: "allOf intersects", schema: `{"allOf":[{"enum":["a","b","c"]},{"enum":["b","c","d"]}]}`, value: `1`, kinds: kString, strs: []string{"b", "c"}},
+		{name: "anyOf unites", schema: `{"anyOf":[{"const":"a"},{"const":"b"},{"type":"integer"}]}`, value: `1`, kinds: kString | kInt, strs: []string{"a", "b"}},
+		{name: "anyOf with an open string", schema: `{"anyOf":[{"const":"a"},{"type":"string"}]}`, value: `1`, kinds: kString},
+		{name: "property through ref", schema: `{"$defs":{"n":{"type":"number"}},"properties":{"a":{"$ref":"#/$defs/n"}}}`, value: `{"a":1}`, ptr: "/a", kinds: kNumber, strs: []string{}},
+		{name: "false additional", schema: `{"additionalProperties":false}`, value: `{"a":1}`, ptr: "/a", kinds: 0, strs: []string{}},
+		{name: "draft-07 items tuple", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","items":[{"type":"string"}],"additionalItems":{"type":"boolean"}}`,
+			value: `["x",true]`, ptr: "/1", kinds: kBool, strs: []string{}},
+		{name: "draft-07 ref ignores siblings", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/definitions/s","type":"integer"}}}`,
+			value: `{"a":1}`, ptr: "/a", kinds: kString},
+		{name: "required in all places", schema: `{"required":["a"],"allOf":[{"required":["b"]}],"anyOf":[{"required":["c"]},{}],"if":{"required":["z"]},"then":{"required":["d"]},"dependentSchemas":{"a":{"required":["e"]}}}`,
+			value: `{}`, kinds: kAll, required: []string{"a", "b", "c", "d", "e"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCompile(t, tc.schema)
+			got := s.viewAt(mustDecode(t, tc.value), splitPointer(tc.ptr))
+			if got.unknown || got.kinds != tc.kinds {
+				t.Fatalf("kinds = %v (unknown %v), want %v", got.kinds, got.unknown, tc.kinds)
+			}
+			if (tc.strs != nil) != got.strClosed || tc.strs != nil && !slices.Equal(slices.Sorted(slices.Values(got.strs)), tc.strs) {
+				t.Fatalf("strings closed %v %q, want %q", got.strClosed, got.strs, tc.strs)
+			}
+			if r := slices.Sorted(slices.Values(got.required)); !slices.Equal(r, tc.required) {
+				t.Fatalf("required = %q, want %q", r, tc.required)
+			}
+		})
+	}
+}
+
+// TestProposeOnlyAgainstTheSchema: a driving error is acted on only when
+// the schema at its location excludes what is there. Validate never reports
+// these errors; the check must hold on its own.
+func TestProposeOnlyAgainstTheSchema(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, schema, value, path, keyword string }{
+		{"null allowed", `{"properties":{"a":{"type":["string","null"]}}}`, `{"a":null}`, "/a", "type"},
+		{"string allowed", `{"type":["integer","string"]}`, `"42"`, "", "type"},
+		{"literal's type not wanted", `{"type":"boolean"}`, `"42"`, "", "type"},
+		{"array not wanted", `{"type":"string"}`, `5`, "", "type"},
+		{"value's type allowed", `{"type":["array","integer"]}`, `5`, "", "type"},
+		{"strings open", `{"type":"string"}`, `"Sent"`, "", "enum"},
+		{"not a driving keyword", `{"type":"integer"}`, `"42"`, "", "pattern"},
+		{"nothing at the path", `{"properties":{"a":{"type":"integer"}}}`, `{}`, "/a", "type"},
+		{"additional: not there", `{"additionalProperties":false}`, `{}`, "/a", "additionalProperties"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCompile(t, tc.schema)
+			if f, ok := s.proposeOne(mustDecode(t, tc.value), Error{Path: tc.path, Keyword: tc.keyword}, CoerceAll, newRoundCache()); ok {
+				t.Fatalf("proposed %+v", f)
+			}
+		})
+	}
+}
+
+// TestCoerceLarge: many fixes under a oneOf at the root of a large value
+// cost one validation of each alternative per round, and one copy of each
+// container per round, not one per fix.
+func TestCoerceLarge(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"oneOf":[{"type":"array","items":{"type":"object","properties":{"q":{"type":"integer"}}}},{"type":"string"}]}`)
+	const n = 20000
+	var sb strings.Builder
+	sb.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"q":"` + strconv.Itoa(i) + `"}`)
+	}
+	sb.WriteByte(']')
+	v := mustDecode(t, sb.String())
+	start := time.Now()
+	got, fixes, errs := s.Coerce(v, CoerceSafe)
+	if len(fixes) != n || len(errs) != 0 {
+		t.Fatalf("%d repairs, errors %v", len(fixes), errs[:min(len(errs), 3)])
+	}
+	if q := got.([]any)[n-1].(map[string]any)["q"]; q != json.Number(strconv.Itoa(n-1)) {
+		t.Fatalf("last q = %#v", q)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	t.Logf("%d repairs in %v", n, time.Since(start))
+}
