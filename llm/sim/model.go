@@ -95,9 +95,10 @@ func (s *Server) rng(parts ...string) *rand.Rand {
 	return &r.Rand
 }
 
-// taskKey is the user id when given, else a hash of the first user message.
-func taskKey(r *chatReq) string {
-	if r.user != "" {
+// taskKey is the user id when given (and byPrompt is false), else a hash
+// of the first user message.
+func taskKey(r *chatReq, byPrompt bool) string {
+	if r.user != "" && !byPrompt {
 		return r.user
 	}
 	for _, m := range r.msgs {
@@ -187,7 +188,7 @@ func correction(r *chatReq) (prev, feedback string, turn int, ok bool) {
 
 // model decides the reply to a request.
 func (s *Server) model(r *chatReq) plan {
-	key := taskKey(r)
+	key := taskKey(r, s.cfg.KeyByPrompt)
 	schema := r.schema
 	if schema == nil {
 		schema = promptSchema(r)

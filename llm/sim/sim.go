@@ -525,6 +525,11 @@ type Config struct {
 	// Script, when set, is asked first about every call, the batch
 	// endpoints' included.
 	Script ScriptFunc
+	// KeyByPrompt keys each task by its first user message alone, ignoring
+	// the request's user id (the job id): two batches of the same rows then
+	// get the same replies, so a benchmark can compare settings on one
+	// dataset although each batch's job ids differ.
+	KeyByPrompt bool
 	// Batch configures the batch endpoints (see "Batches" in the package
 	// documentation).
 	Batch BatchConfig
