@@ -409,6 +409,7 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	add("token budget", fmt.Sprint(l.TokenBudget), fmt.Sprint(n.TokenBudget))
 	add("retry budget", fmt.Sprint(l.RetryBudget), fmt.Sprint(n.RetryBudget))
 	add("truncation max tokens", fmt.Sprint(l.TruncationMaxTokens), fmt.Sprint(n.TruncationMaxTokens))
+	add("coerce", string(l.Coerce), string(n.Coerce))
 	add("system prompt (sha256)", short(hashText(s.System)), short(hashText(now.System)))
 	add("schema (hash)", short(s.SchemaHash), short(now.SchemaHash))
 	add("template (sha256)", short(s.TemplateSHA256), short(now.TemplateSHA256))

@@ -70,6 +70,10 @@ type Limits struct {
 	// TruncationMaxTokens, when above the job's MaxTokens, is used as the
 	// output limit for the attempt after a truncated reply.
 	TruncationMaxTokens int `json:"truncation_max_tokens,omitempty"`
+	// Coerce is which schema-guided local repairs are tried on a reply's
+	// value before another call is spent (validate.CoerceMode: none, safe
+	// or all). Defaults to safe.
+	Coerce validate.CoerceMode `json:"coerce,omitempty"`
 }
 
 // WithDefaults returns a copy of l with zero fields set to their defaults.
@@ -83,6 +87,9 @@ func (l Limits) WithDefaults() Limits {
 	if l.Feedback == "" {
 		l.Feedback = FeedbackDefault
 	}
+	if l.Coerce == "" {
+		l.Coerce = validate.CoerceSafe
+	}
 	return l
 }
 
@@ -95,6 +102,9 @@ func (l Limits) Validate() error {
 	case StrategyConversation, StrategyRepair, StrategyPatch:
 	default:
 		return fmt.Errorf("%w: strategy %q is not conversation, repair or patch", ErrBadJob, l.Strategy)
+	}
+	if _, err := validate.ParseCoerceMode(string(l.Coerce)); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadJob, err)
 	}
 	switch l.Feedback {
 	case FeedbackText, FeedbackXML, FeedbackVague:
@@ -216,6 +226,9 @@ type Attempt struct {
 	Model          string         `json:"model,omitempty"`
 	RequestID      string         `json:"request_id,omitempty"`
 	StartedAt      time.Time      `json:"started_at"`
+	// Coerced counts the schema-guided repairs made to the reply's value
+	// (the last Coerced entries of Repairs): with Valid, a call saved.
+	Coerced int `json:"coerced,omitempty"`
 	// Feedback is the correction sent after this attempt, "" when none.
 	// Under StrategyPatch it is either the whole patch request (the user
 	// turn sent as is, starting with PatchRequestLead, the value to patch

@@ -167,10 +167,18 @@ func (s *Step) feedPatch(a *Attempt, text string) patchReply {
 		return fail(PatchApplyError, "it does not apply to the value: "+oneLine(err.Error()))
 	}
 	a.PatchOutcome = PatchApplied
-	a.Errors = s.job.Schema.Validate(v)
+	// The patched value gets the same schema-guided repairs as a reply's.
+	v, fixes, errs := s.job.Schema.Coerce(v, s.lim.Coerce)
+	a.Errors = errs
 	a.Value = marshalValue(v)
 	a.Repairs = append(a.Repairs, extract.Repair{Kind: RepairJSONPatch, Offset: cand.Start})
-	return patchReply{valid: len(a.Errors) == 0, shown: buf.Bytes(), localRepairs: len(cand.Repairs)}
+	a.Repairs = append(a.Repairs, fixes...)
+	a.Coerced = len(fixes)
+	shown := buf.Bytes()
+	if len(fixes) > 0 {
+		shown = a.Value
+	}
+	return patchReply{valid: len(a.Errors) == 0, shown: shown, localRepairs: len(cand.Repairs) + len(fixes)}
 }
 
 // decodePatch decodes text (a JSON array) as an RFC 6902 patch whose paths

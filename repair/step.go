@@ -288,9 +288,10 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 		patched = &r
 		valid, class, localRepairs, shown = r.valid, string(validate.ClassOf(a.Errors)), r.localRepairs, r.shown
 	} else {
-		check := validate.Check(s.job.Schema, resp.Text)
+		check := validate.CheckWith(s.job.Schema, resp.Text, validate.CheckOptions{Coerce: s.lim.Coerce})
 		a.Source = check.Source
 		a.Repairs = check.Repairs
+		a.Coerced = check.Coerced
 		a.Errors = check.Errors
 		if check.Value != nil || check.Source != "" {
 			if b, err := json.Marshal(check.Value); err == nil {
@@ -300,6 +301,9 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 		valid, class, localRepairs = check.Valid, string(check.Class), len(check.Repairs)
 		if s.lim.Strategy == StrategyPatch && check.Candidate != nil {
 			shown = check.Candidate.JSON
+			if check.Coerced > 0 {
+				shown = a.Value // the value as repaired locally is what the patch applies to
+			}
 		}
 	}
 	switch {

@@ -26,6 +26,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 const usage = `Usage: enqueue --batch NAME --schema S.json --template T.txt --model M [flags] DATA.jsonl|DATA.csv|-
@@ -123,7 +124,7 @@ func env(key, def string) string {
 // them from the ledger instead.
 var settingFlags = []string{"schema", "template", "system-file", "format", "mode", "strategy", "feedback", "temperature",
 	"id-field", "provider", "model", "max-tokens", "max-attempts", "token-budget", "retry-budget", "max-bad-rows", "max-prompt-bytes",
-	"max-cost-usd", "max-total-tokens", "delivery", "deadline", "prompt-cache"}
+	"max-cost-usd", "max-total-tokens", "delivery", "deadline", "prompt-cache", "coerce"}
 
 func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("enqueue", usage, stdout)
@@ -137,6 +138,7 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		mode         = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
 		strategy     = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
 		feedback     = fs.String("feedback", string(pipeline.FeedbackDefault), "feedback format: text or xml")
+		coerce       = fs.String("coerce", string(validate.CoerceSafe), "schema-guided local repairs tried before another call: none; safe (\"42\" for an integer, an enum's letter case, a single value for an array, null for an optional property dropped); all (safe, and properties the schema does not allow dropped when every required one is there)")
 		temp         = fs.String("temperature", "", "sampling temperature (default: the provider's)")
 		progress     = fs.Bool("progress", true, "show progress (a bar on a terminal, lines otherwise)")
 	)
@@ -235,6 +237,11 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		cfg.Mode = llm.Mode(*mode)
 		cfg.Limits.Strategy = pipeline.Strategy(*strategy)
 		cfg.Limits.Feedback = pipeline.FeedbackFormat(*feedback)
+		mode, err := validate.ParseCoerceMode(*coerce)
+		if err != nil {
+			return usageError{Err: fmt.Errorf("--coerce: %w", err)}
+		}
+		cfg.Limits.Coerce = mode
 		cfg.Format = *format
 		name := pos[0]
 		var f *os.File

@@ -36,9 +36,15 @@ func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs := newFlagSet("worker check", checkUsage, "", stdout)
 	schemaFile := fs.String("schema", "", "JSON Schema file (2020-12 by default; draft-07 when $schema says so)")
 	jsonl := fs.Bool("jsonl", false, "read JSONL records {id, text, schema} and write one result per line")
+	coerceFlag := fs.String("coerce", string(validate.CoerceSafe), "schema-guided local repairs, as a batch's --coerce: none, safe or all; each fix is listed in repairs with its pointer, kind, before and after")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	mode, err := validate.ParseCoerceMode(*coerceFlag)
+	if err != nil {
+		return usagef("--coerce: %v", err)
+	}
+	opt := validate.CheckOptions{Coerce: mode}
 	if fs.NArg() > 1 {
 		return usagef("at most one input file, got %d", fs.NArg())
 	}
@@ -62,13 +68,13 @@ func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 		in = f
 	}
 	if *jsonl {
-		return checkLines(in, stdout, stderr, schema)
+		return checkLines(in, stdout, stderr, schema, opt)
 	}
 	text, err := io.ReadAll(in)
 	if err != nil {
 		return usagef("read input: %v", err)
 	}
-	res := validate.Check(schema, string(text))
+	res := validate.CheckWith(schema, string(text), opt)
 	out, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -86,7 +92,7 @@ type checkRecord struct {
 	Schema json.RawMessage `json:"schema"`
 }
 
-func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.Schema) error {
+func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.Schema, opt validate.CheckOptions) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	w := bufio.NewWriter(stdout)
@@ -126,7 +132,7 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 			fmt.Fprintf(w, "%s\n", out)
 			continue
 		}
-		res, _ := json.Marshal(validate.Check(schema, *rec.Text))
+		res, _ := json.Marshal(validate.CheckWith(schema, *rec.Text, opt))
 		id := rec.ID
 		if len(id) == 0 {
 			id = json.RawMessage("null")

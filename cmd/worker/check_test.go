@@ -76,3 +76,43 @@ func TestCheckJSONLExitStatus(t *testing.T) {
 		})
 	}
 }
+
+// worker check applies a batch's schema-guided repairs (safe by default) and
+// lists each with its pointer, kind, before and after; --coerce none does
+// not; a mode it does not know is a usage error.
+func TestCheckCoerce(t *testing.T) {
+	t.Parallel()
+	schema := cliFile(t, "s.json", `{"type":"object","properties":{"n":{"type":"integer"},"tier":{"enum":["free","pro"]}},"required":["n","tier"]}`)
+	reply := `{"n": "42", "tier": "Pro"}`
+	check := func(args ...string) (int, map[string]any) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"check", "--schema", schema}, append(args, "-")...), strings.NewReader(reply), &out, &errOut)
+		var res map[string]any
+		if code != 2 {
+			if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+				t.Fatalf("output %q: %v", out.String(), err)
+			}
+		}
+		return code, res
+	}
+	code, res := check()
+	if code != 0 || res["valid"] != true {
+		t.Fatalf("default coerce: exit %d, %v; want valid", code, res)
+	}
+	repairs, _ := json.Marshal(res["repairs"])
+	for _, want := range []string{`"pointer":"/n"`, `"before":"42"`, `"after":42`, `"pointer":"/tier"`, `"after":"pro"`} {
+		if !strings.Contains(string(repairs), want) {
+			t.Errorf("repairs %s lack %s", repairs, want)
+		}
+	}
+	if v, _ := json.Marshal(res["value"]); string(v) != `{"n":42,"tier":"pro"}` {
+		t.Errorf("value %s", v)
+	}
+	if code, res := check("--coerce", "none"); code != 1 || res["valid"] != false {
+		t.Errorf("--coerce none: exit %d, %v; want not valid", code, res)
+	}
+	if code, _ := check("--coerce", "most"); code != 2 {
+		t.Errorf("--coerce most: exit %d, want 2", code)
+	}
+}
