@@ -78,6 +78,7 @@ type benchConfig struct {
 	memSmall, memLarge      int
 	strategyJobs            int
 	deliveryJobs            int
+	coerceJobs, patchJobs   int
 	rounds                  int
 	quick                   bool
 	latencyPoll, memoryPoll time.Duration
@@ -100,6 +101,8 @@ func (c *benchConfig) quickSizes(set map[string]bool) {
 		{"memory-large", &c.memLarge, 10000},
 		{"strategy-jobs", &c.strategyJobs, 100},
 		{"delivery-jobs", &c.deliveryJobs, 300},
+		{"coerce-jobs", &c.coerceJobs, 300},
+		{"patch-jobs", &c.patchJobs, 60},
 		{"rounds", &c.rounds, 2},
 	}
 	for _, s := range sizes {
@@ -116,7 +119,7 @@ func (c *benchConfig) validate() error {
 	}{
 		{"--baseline-jobs", c.baseJobs}, {"--jobs", c.jobs}, {"--concurrency", c.concurrency}, {"--inflight", c.inflight},
 		{"--latency-jobs", c.latencyJobs}, {"--rate-seconds", c.rateSeconds}, {"--memory-small", c.memSmall},
-		{"--memory-large", c.memLarge}, {"--strategy-jobs", c.strategyJobs}, {"--delivery-jobs", c.deliveryJobs}, {"--rounds", c.rounds},
+		{"--memory-large", c.memLarge}, {"--strategy-jobs", c.strategyJobs}, {"--delivery-jobs", c.deliveryJobs}, {"--coerce-jobs", c.coerceJobs}, {"--patch-jobs", c.patchJobs}, {"--rounds", c.rounds},
 	} {
 		if v.n < 1 {
 			return cliflags.Usagef("%s must be at least 1, got %d", v.name, v.n)
@@ -158,10 +161,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.memSmall, "memory-small", 10000, "jobs in the small batch of (5)")
 	fs.IntVar(&c.memLarge, "memory-large", 100000, "jobs in the large batch of (5)")
 	fs.IntVar(&c.strategyJobs, "strategy-jobs", 1000, "jobs per repair strategy on the messy preset (6)")
+	fs.IntVar(&c.coerceJobs, "coerce-jobs", 2000, "jobs of each of the two coercion runs on the messy preset (8): --coerce none and safe")
+	fs.IntVar(&c.patchJobs, "patch-jobs", 300, "invoices (30 to 60 line items) of each of the two strategy runs on the messy preset (9): repair and patch")
 	fs.IntVar(&c.deliveryJobs, "delivery-jobs", 2000, "jobs of each of the three delivery runs on the messy preset (7): realtime, realtime with prompt cache, batch delivery with prompt cache")
 	fs.IntVar(&c.rounds, "rounds", 3, "runs of figures 1 and 2, taken in turns; each figure is the best of its runs")
 	fs.BoolVar(&c.quick, "quick", false, "a small version of every figure (seconds); explicit size flags still win")
-	figures := fs.String("figures", "1,2,3,4,5,6,7", "figures to measure, comma-separated (5 also needs --memory)")
+	figures := fs.String("figures", "1,2,3,4,5,6,7,8,9", "figures to measure, comma-separated (5 also needs --memory)")
 	if err := cliflags.Parse(fs, args); err != nil {
 		return err
 	}
@@ -370,12 +375,31 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 		rows = append(rows, deliveryRows(deliv)...)
 	}
 
+	// 8 and 9. Cheaper repairs.
+	var coerce, patch []repairRun
+	if c.figures["8"] {
+		coerce = env.figureCoerce(ctx, c)
+	}
+	if c.figures["9"] {
+		patch = env.figurePatch(ctx, c)
+	}
+	rows = append(rows, repairRows(coerce, patch)...)
+
 	fmt.Fprintf(stdout, "fixpoint bench, %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(stdout, "machine: %s; load average %s at the start, %s at the end\n", m, m.load, loadAverage())
 	fmt.Fprintf(stdout, "all on loopback: embedded NATS (file storage), simulator, Postgres database %s\n\n", dbName(c.dbURL))
 	writeBenchRows(stdout, rows)
 	fmt.Fprintf(stdout, "\nrepair strategies on the messy preset, %d jobs each, 3 attempts at most (6):\n\n", c.strategyJobs)
 	writeStrategies(stdout, strat)
+	if len(coerce) > 0 {
+		fmt.Fprintf(stdout, "\nschema-guided local repair (8): %d messy tickets each, same seed, %s at list prices:\n\n", c.coerceJobs, repairsModel)
+		writeRepairRuns(stdout, coerce)
+		writeCoercionKinds(stdout, coerce[len(coerce)-1])
+	}
+	if len(patch) > 0 {
+		fmt.Fprintf(stdout, "\npatch re-asks (9): %d messy invoices of 30 to 60 line items each, same seed, %s at list prices:\n\n", c.patchJobs, repairsModel)
+		writeRepairRuns(stdout, patch)
+	}
 	if len(deliv) > 0 {
 		fmt.Fprintf(stdout, "\ncost a valid row by delivery (7): %d messy jobs each, same seed, %s at list prices, a %d-byte system prompt:\n\n",
 			c.deliveryJobs, deliveryModel, len(deliverySystem))

@@ -97,7 +97,7 @@ func (e *benchEnv) delivery(ctx context.Context, c benchConfig, r *deliveryRun) 
 	if err != nil {
 		return err
 	}
-	cfg.Seed = 1
+	cfg.Seed, cfg.KeyByPrompt = 1, true // the same replies for the same rows in each run
 	cfg.Batch.CompletionDelay = deliveryBatchDelay
 	srv, url, closeSim, err := sim.Start(cfg)
 	if err != nil {

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/invoices"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/llm/sim"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// Figures 8 and 9: cheaper repairs. 8 runs one messy batch with coercion off
+// and on (safe): calls and cost per valid job. 9 runs an invoice batch (30
+// to 60 line items) with the repair strategy and the patch strategy: output
+// tokens per repaired job. Both on gpt-4o-mini's list prices.
+const (
+	repairsModel = "gpt-4o-mini"
+	// coerceTargetCalls bounds safe coercion's calls per valid job over
+	// none's; its valid rate must be no lower.
+	coerceTargetCalls = 0.80
+	// patchTargetTokens bounds patch's output tokens per repaired job over
+	// repair's, at a valid rate at most patchValidSlack lower.
+	patchTargetTokens = 0.40
+	patchValidSlack   = 0.01
+)
+
+// repairRun is one run of figure 8 or 9.
+type repairRun struct {
+	name    string
+	sum     store.BatchSummary
+	fig     store.RepairFigures
+	elapsed time.Duration
+	err     error
+}
+
+func (r *repairRun) callsPerValid() float64 {
+	if r.sum.Valid == 0 {
+		return 0
+	}
+	return float64(r.fig.Calls) / float64(r.sum.Valid)
+}
+
+func (r *repairRun) tokensPerRepaired() float64 {
+	if r.fig.RepairedJobs == 0 {
+		return 0
+	}
+	return float64(r.fig.RepairTokensOut) / float64(r.fig.RepairedJobs)
+}
+
+// repairBatch is what one run enqueues.
+type repairBatch struct {
+	kind, schema, template, dataset string
+	jobs                            int
+	limits                          pipeline.Limits
+}
+
+func (e *benchEnv) repairRun(ctx context.Context, c benchConfig, b repairBatch) (r repairRun) {
+	start := time.Now()
+	defer func() { r.elapsed = time.Since(start) }()
+	q := e.queue(b.kind, 0)
+	defer e.dropQueue(q)
+	cfg, err := sim.Preset("messy")
+	if err != nil {
+		r.err = err
+		return r
+	}
+	cfg.Seed, cfg.KeyByPrompt = 1, true // the same replies for the same rows in each run
+	_, url, closeSim, err := sim.Start(cfg)
+	if err != nil {
+		r.err = fmt.Errorf("start simulator: %w", err)
+		return r
+	}
+	defer closeSim()
+	batch := e.batchName(b.kind)
+	if _, err := enqueue.Run(ctx, e.js, e.st, enqueue.Config{
+		Batch: batch, Schema: []byte(b.schema), Template: b.template, Format: enqueue.FormatJSONL,
+		Provider: llm.ProviderOpenAI, Model: repairsModel, Mode: llm.ModePrompt, Limits: b.limits, Queue: q, Chunk: 2000,
+		MaxTokens: 8192,
+	}, strings.NewReader(b.dataset)); err != nil {
+		r.err = fmt.Errorf("enqueue %s: %w", batch, err)
+		return r
+	}
+	clients, err := simClients(url, llm.LaneConfig{MaxConcurrency: max(c.concurrency, 64)})
+	if err != nil {
+		r.err = err
+		return r
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	if _, err := e.runInProcess(ctx, batch, b.jobs, pipeline.WorkerConfig{Queue: q, Concurrency: c.concurrency, Providers: clients}); err != nil {
+		r.err = err
+		return r
+	}
+	sums, err := e.st.Summary(ctx, batch)
+	if err != nil || len(sums) != 1 {
+		r.err = fmt.Errorf("summary of %s: %d rows, %v", batch, len(sums), err)
+		return r
+	}
+	r.sum = sums[0]
+	r.fig, r.err = e.st.Repairs(ctx, batch)
+	return r
+}
+
+// figureCoerce runs figure 8: the messy tickets with coercion none, then safe.
+func (e *benchEnv) figureCoerce(ctx context.Context, c benchConfig) []repairRun {
+	var out []repairRun
+	for _, mode := range []validate.CoerceMode{validate.CoerceNone, validate.CoerceSafe} {
+		e.logf("8/9 coercion %s: %d messy jobs", mode, c.coerceJobs)
+		r := e.repairRun(ctx, c, repairBatch{kind: "coerce-" + string(mode), schema: tickets.Schema, template: tickets.Template,
+			dataset: tickets.Dataset(c.coerceJobs, 1), jobs: c.coerceJobs, limits: pipeline.Limits{Coerce: mode}})
+		r.name = "--coerce " + string(mode)
+		if r.err == nil {
+			e.logf("  valid %s, %.2f calls a valid job", pct(r.sum.ValidRate), r.callsPerValid())
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// figurePatch runs figure 9: the invoices with the repair strategy, then patch.
+func (e *benchEnv) figurePatch(ctx context.Context, c benchConfig) []repairRun {
+	var out []repairRun
+	for _, s := range []pipeline.Strategy{pipeline.StrategyRepair, pipeline.StrategyPatch} {
+		e.logf("9/9 strategy %s: %d messy invoices of 30 to 60 lines", s, c.patchJobs)
+		r := e.repairRun(ctx, c, repairBatch{kind: "patch-" + string(s), schema: invoices.Schema, template: invoices.Template,
+			dataset: invoices.Dataset(c.patchJobs, 1), jobs: c.patchJobs, limits: pipeline.Limits{Strategy: s}})
+		r.name = "--strategy " + string(s)
+		if r.err == nil {
+			e.logf("  valid %s, %s output tokens a repaired job", pct(r.sum.ValidRate), num(r.tokensPerRepaired()))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// repairRows are the figures table's rows of 8 and 9.
+func repairRows(coerce, patch []repairRun) []benchRow {
+	var rows []benchRow
+	if len(coerce) == 2 {
+		none, safe := coerce[0], coerce[1]
+		row := benchRow{no: "8", name: "calls a valid job, --coerce safe / none (messy)", target: fmt.Sprintf("<= %.2fx, valid rate no lower", coerceTargetCalls)}
+		if none.err != nil || safe.err != nil || none.callsPerValid() == 0 {
+			row.measured, row.verdict = "error", "FAIL"
+		} else {
+			ratio := safe.callsPerValid() / none.callsPerValid()
+			row.measured = fmt.Sprintf("%.2fx, valid rate %s vs %s", ratio, pct(safe.sum.ValidRate), pct(none.sum.ValidRate))
+			row.verdict = verdict(ratio <= coerceTargetCalls && safe.sum.ValidRate >= none.sum.ValidRate)
+		}
+		rows = append(rows, row)
+	}
+	if len(patch) == 2 {
+		rep, pat := patch[0], patch[1]
+		row := benchRow{no: "9", name: "output tokens a repaired job, --strategy patch / repair (invoices of 30-60 lines)",
+			target: fmt.Sprintf("<= %.2fx, valid rate >= repair's - 1 point", patchTargetTokens)}
+		if rep.err != nil || pat.err != nil || rep.tokensPerRepaired() == 0 {
+			row.measured, row.verdict = "error", "FAIL"
+		} else {
+			ratio := pat.tokensPerRepaired() / rep.tokensPerRepaired()
+			row.measured = fmt.Sprintf("%.2fx, valid rate %s vs %s", ratio, pct(pat.sum.ValidRate), pct(rep.sum.ValidRate))
+			row.verdict = verdict(ratio <= patchTargetTokens && pat.sum.ValidRate >= rep.sum.ValidRate-patchValidSlack)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func writeRepairRuns(w io.Writer, runs []repairRun) {
+	fmt.Fprintln(w, "| run | jobs | valid rate | calls a valid job | cost a valid job | repaired jobs | output tokens a repaired job | calls saved | patches applied / tried | took |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range runs {
+		if r.err != nil {
+			fmt.Fprintf(w, "| %s | error: %s | | | | | | | | |\n", r.name, oneLine(r.err))
+			continue
+		}
+		tried := int64(0)
+		for _, n := range r.fig.Patches {
+			tried += n
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %.2f | $%.6f | %d | %s | %d | %d / %d | %s |\n", r.name, r.sum.Jobs, pct(r.sum.ValidRate),
+			r.callsPerValid(), r.sum.CostPerValidJob, r.fig.RepairedJobs, num(r.tokensPerRepaired()), r.fig.CallsSaved,
+			r.fig.Patches["applied"], tried, r.elapsed.Round(time.Millisecond))
+	}
+}
+
+// writeCoercionKinds lists the fixes of a run by kind, most frequent first.
+func writeCoercionKinds(w io.Writer, r repairRun) {
+	if r.err != nil || len(r.fig.Kinds) == 0 {
+		return
+	}
+	var parts []string
+	for _, k := range r.fig.Kinds {
+		parts = append(parts, fmt.Sprintf("%s %d", k, r.fig.Coercions[k]))
+	}
+	fmt.Fprintf(w, "\nschema-guided fixes (%s), most frequent first: %s\n", r.name, strings.Join(parts, ", "))
+}
