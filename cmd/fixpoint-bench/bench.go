@@ -79,6 +79,7 @@ type benchConfig struct {
 	strategyJobs            int
 	deliveryJobs            int
 	coerceJobs, patchJobs   int
+	patchPreset             string
 	rounds                  int
 	quick                   bool
 	latencyPoll, memoryPoll time.Duration
@@ -161,7 +162,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.memSmall, "memory-small", 10000, "jobs in the small batch of (5)")
 	fs.IntVar(&c.memLarge, "memory-large", 100000, "jobs in the large batch of (5)")
 	fs.IntVar(&c.strategyJobs, "strategy-jobs", 1000, "jobs per repair strategy on the messy preset (6)")
-	fs.IntVar(&c.coerceJobs, "coerce-jobs", 2000, "jobs of each of the two coercion runs on the messy preset (8): --coerce none and safe")
+	fs.IntVar(&c.coerceJobs, "coerce-jobs", 2000, "jobs of each of the three coercion runs on the messy preset (8): --coerce none, safe and all")
+	fs.StringVar(&c.patchPreset, "patch-preset", "typical", "simulator preset of (9): typical (a realistic model) or messy (patch replies with a bad pointer, a wrong op or an extra op 18% of the time)")
 	fs.IntVar(&c.patchJobs, "patch-jobs", 300, "invoices (30 to 60 line items) of each of the two strategy runs on the messy preset (9): repair and patch")
 	fs.IntVar(&c.deliveryJobs, "delivery-jobs", 2000, "jobs of each of the three delivery runs on the messy preset (7): realtime, realtime with prompt cache, batch delivery with prompt cache")
 	fs.IntVar(&c.rounds, "rounds", 3, "runs of figures 1 and 2, taken in turns; each figure is the best of its runs")
@@ -383,7 +385,7 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	if c.figures["9"] {
 		patch = env.figurePatch(ctx, c)
 	}
-	rows = append(rows, repairRows(coerce, patch)...)
+	rows = append(rows, repairRows(coerce, patch, c.patchPreset)...)
 
 	fmt.Fprintf(stdout, "fixpoint bench, %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(stdout, "machine: %s; load average %s at the start, %s at the end\n", m, m.load, loadAverage())
@@ -394,10 +396,10 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	if len(coerce) > 0 {
 		fmt.Fprintf(stdout, "\nschema-guided local repair (8): %d messy tickets each, same seed, %s at list prices:\n\n", c.coerceJobs, repairsModel)
 		writeRepairRuns(stdout, coerce)
-		writeCoercionKinds(stdout, coerce[len(coerce)-1])
+		writeCoercionKinds(stdout, coerce[1])
 	}
 	if len(patch) > 0 {
-		fmt.Fprintf(stdout, "\npatch re-asks (9): %d messy invoices of 30 to 60 line items each, same seed, %s at list prices:\n\n", c.patchJobs, repairsModel)
+		fmt.Fprintf(stdout, "\npatch re-asks (9): %d invoices of 30 to 60 line items each, %s preset, same seed, %s at list prices:\n\n", c.patchJobs, c.patchPreset, repairsModel)
 		writeRepairRuns(stdout, patch)
 	}
 	if len(deliv) > 0 {

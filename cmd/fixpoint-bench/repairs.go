@@ -57,7 +57,7 @@ func (r *repairRun) tokensPerRepaired() float64 {
 
 // repairBatch is what one run enqueues.
 type repairBatch struct {
-	kind, schema, template, dataset string
+	kind, preset, schema, template, dataset string
 	jobs                            int
 	limits                          pipeline.Limits
 }
@@ -67,7 +67,7 @@ func (e *benchEnv) repairRun(ctx context.Context, c benchConfig, b repairBatch) 
 	defer func() { r.elapsed = time.Since(start) }()
 	q := e.queue(b.kind, 0)
 	defer e.dropQueue(q)
-	cfg, err := sim.Preset("messy")
+	cfg, err := sim.Preset(b.preset)
 	if err != nil {
 		r.err = err
 		return r
@@ -109,12 +109,13 @@ func (e *benchEnv) repairRun(ctx context.Context, c benchConfig, b repairBatch) 
 	return r
 }
 
-// figureCoerce runs figure 8: the messy tickets with coercion none, then safe.
+// figureCoerce runs figure 8: the messy tickets with coercion none, safe
+// and all (all is shown, not a target).
 func (e *benchEnv) figureCoerce(ctx context.Context, c benchConfig) []repairRun {
 	var out []repairRun
-	for _, mode := range []validate.CoerceMode{validate.CoerceNone, validate.CoerceSafe} {
+	for _, mode := range []validate.CoerceMode{validate.CoerceNone, validate.CoerceSafe, validate.CoerceAll} {
 		e.logf("8/9 coercion %s: %d messy jobs", mode, c.coerceJobs)
-		r := e.repairRun(ctx, c, repairBatch{kind: "coerce-" + string(mode), schema: tickets.Schema, template: tickets.Template,
+		r := e.repairRun(ctx, c, repairBatch{kind: "coerce-" + string(mode), preset: "messy", schema: tickets.Schema, template: tickets.Template,
 			dataset: tickets.Dataset(c.coerceJobs, 1), jobs: c.coerceJobs, limits: pipeline.Limits{Coerce: mode}})
 		r.name = "--coerce " + string(mode)
 		if r.err == nil {
@@ -129,8 +130,8 @@ func (e *benchEnv) figureCoerce(ctx context.Context, c benchConfig) []repairRun 
 func (e *benchEnv) figurePatch(ctx context.Context, c benchConfig) []repairRun {
 	var out []repairRun
 	for _, s := range []pipeline.Strategy{pipeline.StrategyRepair, pipeline.StrategyPatch} {
-		e.logf("9/9 strategy %s: %d messy invoices of 30 to 60 lines", s, c.patchJobs)
-		r := e.repairRun(ctx, c, repairBatch{kind: "patch-" + string(s), schema: invoices.Schema, template: invoices.Template,
+		e.logf("9/9 strategy %s: %d invoices of 30 to 60 lines, %s preset", s, c.patchJobs, c.patchPreset)
+		r := e.repairRun(ctx, c, repairBatch{kind: "patch-" + string(s), preset: c.patchPreset, schema: invoices.Schema, template: invoices.Template,
 			dataset: invoices.Dataset(c.patchJobs, 1), jobs: c.patchJobs, limits: pipeline.Limits{Strategy: s}})
 		r.name = "--strategy " + string(s)
 		if r.err == nil {
@@ -142,9 +143,9 @@ func (e *benchEnv) figurePatch(ctx context.Context, c benchConfig) []repairRun {
 }
 
 // repairRows are the figures table's rows of 8 and 9.
-func repairRows(coerce, patch []repairRun) []benchRow {
+func repairRows(coerce, patch []repairRun, patchPreset string) []benchRow {
 	var rows []benchRow
-	if len(coerce) == 2 {
+	if len(coerce) >= 2 {
 		none, safe := coerce[0], coerce[1]
 		row := benchRow{no: "8", name: "calls a valid job, --coerce safe / none (messy)", target: fmt.Sprintf("<= %.2fx, valid rate no lower", coerceTargetCalls)}
 		if none.err != nil || safe.err != nil || none.callsPerValid() == 0 {
@@ -158,7 +159,7 @@ func repairRows(coerce, patch []repairRun) []benchRow {
 	}
 	if len(patch) == 2 {
 		rep, pat := patch[0], patch[1]
-		row := benchRow{no: "9", name: "output tokens a repaired job, --strategy patch / repair (invoices of 30-60 lines)",
+		row := benchRow{no: "9", name: fmt.Sprintf("output tokens a repaired job, --strategy patch / repair (invoices of 30-60 lines, %s)", patchPreset),
 			target: fmt.Sprintf("<= %.2fx, valid rate >= repair's - 1 point", patchTargetTokens)}
 		if rep.err != nil || pat.err != nil || rep.tokensPerRepaired() == 0 {
 			row.measured, row.verdict = "error", "FAIL"
