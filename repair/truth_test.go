@@ -1,0 +1,212 @@
+package repair_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/llm/sim"
+	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// truthSchema has a place for every kind of schema-guided fix: integers,
+// numbers and booleans, enums, an optional property, arrays.
+const truthSchema = `{
+  "type": "object",
+  "properties": {
+    "category": {"enum": ["billing", "bug", "account", "feature_request", "shipping", "other"]},
+    "priority": {"type": "integer", "minimum": 1, "maximum": 5},
+    "score": {"type": "number", "minimum": 0, "maximum": 1},
+    "sentiment": {"enum": ["negative", "neutral", "positive"]},
+    "summary": {"type": "string", "minLength": 10, "maxLength": 200},
+    "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$"}, "maxItems": 5},
+    "needs_human": {"type": "boolean"}
+  },
+  "required": ["category", "priority", "sentiment", "summary", "needs_human"],
+  "additionalProperties": false
+}`
+
+// Over 10,000 first replies of the messy simulator, every value the safe
+// schema-guided repairs changed equals the simulator's ground truth at that
+// place, and a dropped property is one the truth does not have: coercion
+// never changes what the model meant. (The simulator's lossy faults, like
+// "about 4" for an integer, are refused and go to the model.)
+func TestCoercionsMatchTheTruth(t *testing.T) {
+	t.Parallel()
+	n := 10000
+	if testing.Short() {
+		n = 1000
+	}
+	cfg, err := sim.Preset("messy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Seed = 5
+	srv, url, closeSim, err := sim.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeSim)
+	client, err := llm.New(llm.Config{Provider: llm.ProviderOpenAI, BaseURL: url + "/v1", APIKey: "sim",
+		Lane: llm.LaneConfig{MaxConcurrency: 64, InitialConcurrency: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := validate.Compile([]byte(truthSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	fixes, checked, lossyRefused := map[string]int{}, 0, 0
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				job := &repair.Job{ID: fmt.Sprintf("truth-%05d", i), Schema: schema, SchemaRaw: []byte(truthSchema), Model: "sim-messy",
+					Prompt: fmt.Sprintf("Triage ticket %d.", i), Limits: repair.Limits{MaxAttempts: 1}}
+				step, err := repair.Start(job, nil, repair.Config{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				act := step.Next()
+				started := time.Now()
+				resp, err := client.Complete(context.Background(), *act.Request)
+				if err != nil {
+					t.Errorf("job %s: %v", job.ID, err)
+					return
+				}
+				a, _ := step.Feed(resp, nil, started)
+				truth, err := srv.Truth(job.ID, []byte(truthSchema))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, e := range a.Errors {
+					if e.Keyword == "type" && strings.Contains(e.Message, "got string") {
+						lossyRefused++
+					}
+				}
+				for _, f := range a.Repairs[len(a.Repairs)-a.Coerced:] {
+					fixes[f.Kind]++
+					checked++
+					want, ok := at(truth, f.Pointer)
+					switch {
+					case f.After == nil && ok:
+						t.Errorf("job %s: %s dropped %s, which the truth has (%v)", job.ID, f.Kind, f.Pointer, want)
+					case f.After != nil && !sameJSON(f.After, want):
+						t.Errorf("job %s: %s set %s to %s, the truth is %v (before %s)", job.ID, f.Kind, f.Pointer, f.After, want, f.Before)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	t.Logf("%d fixes checked against the truth over %d jobs: %v; %d string values refused", checked, n, fixes, lossyRefused)
+	for _, kind := range []string{validate.KindCoerceNumber, validate.KindCoerceBoolean, validate.KindEnumCase, validate.KindDropNull, validate.KindWrapArray} {
+		if fixes[kind] == 0 {
+			t.Errorf("no %s fix in %d jobs: the check did not cover it", kind, n)
+		}
+	}
+	if lossyRefused == 0 {
+		t.Error("no lossy string was refused: the simulator's lossy faults did not reach the check")
+	}
+}
+
+// at returns the value at a JSON pointer.
+func at(v any, ptr string) (any, bool) {
+	if ptr == "" {
+		return v, true
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch c := v.(type) {
+		case map[string]any:
+			x, ok := c[tok]
+			if !ok {
+				return nil, false
+			}
+			v = x
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			v = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// sameJSON compares a fix's value with the truth's, numbers by value.
+func sameJSON(raw json.RawMessage, want any) bool {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var got any
+	if dec.Decode(&got) != nil {
+		return false
+	}
+	return equalValues(got, want)
+}
+
+func equalValues(a, b any) bool {
+	switch x := a.(type) {
+	case json.Number:
+		ra, ok1 := new(big.Rat).SetString(x.String())
+		var rb *big.Rat
+		ok2 := false
+		switch y := b.(type) {
+		case json.Number:
+			rb, ok2 = new(big.Rat).SetString(y.String())
+		case float64:
+			rb, ok2 = new(big.Rat).SetFloat64(y), true
+		case int:
+			rb, ok2 = big.NewRat(int64(y), 1), true
+		case int64:
+			rb, ok2 = big.NewRat(y, 1), true
+		}
+		return ok1 && ok2 && ra.Cmp(rb) == 0
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equalValues(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k := range x {
+			if !equalValues(x[k], y[k]) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b
+}
