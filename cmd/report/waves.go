@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 type summaryLedger interface {
 	Waves(ctx context.Context, batch string) ([]store.Wave, error)
 	CacheDelivery(ctx context.Context, batch string) (store.CacheDelivery, error)
+	Repairs(ctx context.Context, batch string) (store.RepairFigures, error)
 }
 
 var _ summaryLedger = (*store.Store)(nil)
@@ -33,6 +35,13 @@ func writeWaveSections(ctx context.Context, w io.Writer, l summaryLedger, rows [
 		d, err := l.CacheDelivery(ctx, r.Batch)
 		if err != nil {
 			return err
+		}
+		rf, err := l.Repairs(ctx, r.Batch)
+		if err != nil {
+			return err
+		}
+		if line := repairsLine(rf); line != "" {
+			fmt.Fprintf(w, "\n%s: %s\n", r.Batch, line)
 		}
 		if len(waves) == 0 {
 			// A realtime batch: its prompt cache, when it used one.
@@ -126,4 +135,35 @@ func plural(n int64, word string) string {
 		return fmt.Sprintf("%d %s", n, word)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// repairsLine says what a batch's local repairs and patch re-asks did, ""
+// when they did nothing.
+func repairsLine(f store.RepairFigures) string {
+	var parts []string
+	if len(f.Kinds) > 0 {
+		var kinds []string
+		for _, k := range f.Kinds {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, f.Coercions[k]))
+		}
+		parts = append(parts, fmt.Sprintf("local repairs saved %s, %d made (%s)", plural(f.CallsSaved, "call"), f.Calls, strings.Join(kinds, ", ")))
+	}
+	if len(f.Patches) > 0 {
+		tried := int64(0)
+		for _, n := range f.Patches {
+			tried += n
+		}
+		var other []string
+		for _, k := range []string{"out_of_scope", "apply_error", "parse_error"} {
+			if f.Patches[k] > 0 {
+				other = append(other, fmt.Sprintf("%s %d", k, f.Patches[k]))
+			}
+		}
+		line := fmt.Sprintf("patches applied %d of %d", f.Patches["applied"], tried)
+		if len(other) > 0 {
+			line += " (" + strings.Join(other, ", ") + ")"
+		}
+		parts = append(parts, line)
+	}
+	return strings.Join(parts, "; ")
 }
