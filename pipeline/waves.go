@@ -78,7 +78,7 @@ type WaveLedger interface {
 	WaveAttempts(ctx context.Context, waveID int64) (map[string][]store.Attempt, error)
 	JobAttempts(ctx context.Context, jobID string, run int) ([]store.Attempt, error)
 	ProviderBatchRecorded(ctx context.Context, provider, id string) (bool, error)
-	OpenWaves(ctx context.Context) (int, error)
+	OpenWaves(ctx context.Context, providers []string) (int, error)
 }
 
 var _ WaveLedger = (*store.Store)(nil)
@@ -961,8 +961,9 @@ func (v *waves) stop(ctx context.Context) {
 	v.flushes.Wait()
 }
 
-// open reports whether waves are being collected or are open in the
-// ledger (a draining worker waits for them); a ledger error counts as open.
+// open reports whether waves are being collected or waves this worker can
+// drive are open in the ledger (a draining worker waits for them; another
+// provider's are not its to wait for); a ledger error counts as open.
 func (v *waves) open(ctx context.Context) bool {
 	if v == nil || len(v.clients) == 0 {
 		return false // it drives no waves
@@ -973,7 +974,11 @@ func (v *waves) open(ctx context.Context) bool {
 	if n > 0 {
 		return true
 	}
-	open, err := v.ledger.OpenWaves(ctx)
+	providers := make([]string, 0, len(v.clients))
+	for p := range v.clients {
+		providers = append(providers, p)
+	}
+	open, err := v.ledger.OpenWaves(ctx, providers)
 	return err != nil || open > 0
 }
 

@@ -412,13 +412,14 @@ func (s *Store) PlacedJobs(ctx context.Context, waveID int64) ([]WaveRequest, er
 	return out, nil
 }
 
-// OpenWaves counts the waves not yet done or failed: a draining worker
-// waits for them.
-func (s *Store) OpenWaves(ctx context.Context) (int, error) {
+// OpenWaves counts the waves of the providers named that are not yet done
+// or failed: a draining worker waits for the waves it can drive.
+func (s *Store) OpenWaves(ctx context.Context, providers []string) (int, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM waves WHERE status NOT IN ('done', 'failed')`).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM waves WHERE status NOT IN ('done', 'failed') AND provider = ANY($1)`,
+		providers).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count open waves: %w", err)
 	}
 	return n, nil

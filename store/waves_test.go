@@ -146,8 +146,11 @@ func TestWaveLedger(t *testing.T) {
 	if got := placedIDs(w.ID); len(got) != 0 {
 		t.Fatalf("placed in wave 1 after release: %v", got)
 	}
-	if n, err := s.OpenWaves(ctx); err != nil || n != 2 {
+	if n, err := s.OpenWaves(ctx, []string{"openai"}); err != nil || n != 2 {
 		t.Fatalf("OpenWaves: %d %v, want 2", n, err)
+	}
+	if n, err := s.OpenWaves(ctx, []string{"anthropic"}); err != nil || n != 0 {
+		t.Fatalf("OpenWaves of another provider: %d %v, want 0", n, err)
 	}
 	// Cancel asks for the open waves (wave 1 is still submitted, wave 2 recorded).
 	if n, err := s.CancelWaves(ctx, "wv"); err != nil || n != 2 {
