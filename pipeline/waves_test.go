@@ -403,3 +403,27 @@ func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 		t.Errorf("progress %+v", p)
 	}
 }
+
+// Three workers share one batch-delivery batch: each collects what it
+// pulls, and every wave is driven by one of them at a time; every job ends
+// final once and every request is recorded once.
+func TestBatchDeliveryThreeWorkers(t *testing.T) {
+	t.Parallel()
+	const n = 90
+	h := newHarness(t, harnessConfig{Sim: waveSim(80*time.Millisecond, 0.05, 0.05)})
+	h.enqueueBatch("w3", llm.ProviderOpenAI, n, time.Hour)
+	client := h.batchClient(llm.ProviderOpenAI)
+	var ws []*runningWorker
+	for range 3 {
+		cfg := h.waveWorker(llm.ProviderOpenAI, client)
+		cfg.Drain = true
+		cfg.Concurrency = 2 // small pulls, so each worker collects a share
+		ws = append(ws, h.startWorker(cfg, nil, nil))
+	}
+	for _, w := range ws {
+		if err := w.wait(t, 90*time.Second); err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+	}
+	h.checkWaveLedger("w3", n)
+}
