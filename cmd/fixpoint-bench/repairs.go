@@ -58,8 +58,8 @@ func (r *repairRun) tokensPerRepaired() float64 {
 // repairBatch is what one run enqueues.
 type repairBatch struct {
 	kind, preset, schema, template, dataset string
-	jobs                            int
-	limits                          pipeline.Limits
+	jobs                                    int
+	limits                                  pipeline.Limits
 }
 
 func (e *benchEnv) repairRun(ctx context.Context, c benchConfig, b repairBatch) (r repairRun) {
