@@ -17,6 +17,8 @@ test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
 vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
 build:
