@@ -156,17 +156,21 @@ func (s *Store) WaveRequests(ctx context.Context, waveID int64) ([]WaveRequest, 
 	if err != nil {
 		return nil, fmt.Errorf("read requests of wave %d: %w", waveID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WaveRequest, error) {
-		var w WaveRequest
-		var req, env string
-		err := r.Scan(&w.CustomID, &w.JobID, &w.Run, &w.AttemptNo, &req, &env, &w.Recorded)
-		w.Request, w.Envelope = json.RawMessage(req), json.RawMessage(env)
-		return w, err
-	})
+	out, err := pgx.CollectRows(rows, scanWaveRequest)
 	if err != nil {
 		return nil, fmt.Errorf("read requests of wave %d: %w", waveID, err)
 	}
 	return out, nil
+}
+
+// scanWaveRequest reads custom_id, job_id, run, attempt_no, request,
+// envelope and recorded of a wave request.
+func scanWaveRequest(r pgx.CollectableRow) (WaveRequest, error) {
+	var w WaveRequest
+	var req, env string
+	err := r.Scan(&w.CustomID, &w.JobID, &w.Run, &w.AttemptNo, &req, &env, &w.Recorded)
+	w.Request, w.Envelope = json.RawMessage(req), json.RawMessage(env)
+	return w, err
 }
 
 const waveColumns = `id, batch, run, number, provider, model, deadline, status, coalesce(input_file_id, ''), coalesce(provider_batch_id, ''),
@@ -399,13 +403,7 @@ func (s *Store) PlacedJobs(ctx context.Context, waveID int64) ([]WaveRequest, er
 	if err != nil {
 		return nil, fmt.Errorf("read placed jobs of wave %d: %w", waveID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WaveRequest, error) {
-		var w WaveRequest
-		var req, env string
-		err := r.Scan(&w.CustomID, &w.JobID, &w.Run, &w.AttemptNo, &req, &env, &w.Recorded)
-		w.Request, w.Envelope = json.RawMessage(req), json.RawMessage(env)
-		return w, err
-	})
+	out, err := pgx.CollectRows(rows, scanWaveRequest)
 	if err != nil {
 		return nil, fmt.Errorf("read placed jobs of wave %d: %w", waveID, err)
 	}
@@ -425,6 +423,33 @@ func (s *Store) OpenWaves(ctx context.Context, providers []string) (int, error) 
 	return n, nil
 }
 
+// ledgerAttemptColumns are the attempt columns a driver going on from the
+// ledger reads (attempts a), after the job id.
+const ledgerAttemptColumns = `a.job_id, a.attempt_no, a.raw, a.source, a.errors::text, a.class, a.valid, a.repaired_locally,
+	a.finish_reason, a.latency_ms, a.tokens_in, a.tokens_out, a.tokens_cached, a.tokens_cache_write, a.transport_retries,
+	a.provider_status, a.provider_error, a.provider_class, a.model, a.request_id, a.started_at, a.feedback,
+	a.price_basis, coalesce(a.cost_usd, 0)::float8, coalesce(a.wave_id, 0), a.request_hash, a.coerced`
+
+// ledgerAttempts reads rows of ledgerAttemptColumns into attempts by job
+// id, in row order.
+func ledgerAttempts(rows pgx.Rows) (map[string][]Attempt, error) {
+	out := map[string][]Attempt{}
+	var id string
+	var a Attempt
+	var errs string
+	var started *time.Time
+	_, err := pgx.ForEachRow(rows, []any{&id, &a.No, &a.Raw, &a.Source, &errs, &a.Class, &a.Valid, &a.RepairedLocally,
+		&a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached, &a.TokensCacheWrite, &a.TransportRetries,
+		&a.ProviderStatus, &a.ProviderError, &a.ProviderClass, &a.Model, &a.RequestID, &started, &a.Feedback, &a.PriceBasis,
+		&a.CostUSD, &a.WaveID, &a.RequestHash, &a.Coerced}, func() error {
+		a.Errors = json.RawMessage(errs)
+		a.StartedAt = deref(started)
+		out[id] = append(out[id], a)
+		return nil
+	})
+	return out, err
+}
+
 // WaveAttempts returns the attempts, in order, of the runs of the jobs
 // that have requests in the wave, by job id, with what the driver needs to
 // go on from them (feedback, classes, usage).
@@ -432,29 +457,13 @@ func (s *Store) WaveAttempts(ctx context.Context, waveID int64) (map[string][]At
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT a.job_id, a.attempt_no, a.raw, a.source, a.errors::text, a.class, a.valid, a.repaired_locally, a.finish_reason,
-		       a.latency_ms, a.tokens_in, a.tokens_out, a.tokens_cached, a.tokens_cache_write, a.transport_retries,
-		       a.provider_status, a.provider_error, a.provider_class, a.model, a.request_id, a.started_at, a.feedback,
-		       a.price_basis, coalesce(a.cost_usd, 0)::float8, coalesce(a.wave_id, 0), a.request_hash
+		SELECT `+ledgerAttemptColumns+`
 		FROM wave_requests r JOIN attempts a ON a.job_id = r.job_id AND a.run = r.run
 		WHERE r.wave_id = $1 ORDER BY a.job_id, a.attempt_no`, waveID)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of wave %d: %w", waveID, err)
 	}
-	out := map[string][]Attempt{}
-	var id string
-	var a Attempt
-	var errs string
-	var started *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&id, &a.No, &a.Raw, &a.Source, &errs, &a.Class, &a.Valid, &a.RepairedLocally,
-		&a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached, &a.TokensCacheWrite, &a.TransportRetries,
-		&a.ProviderStatus, &a.ProviderError, &a.ProviderClass, &a.Model, &a.RequestID, &started, &a.Feedback, &a.PriceBasis,
-		&a.CostUSD, &a.WaveID, &a.RequestHash}, func() error {
-		a.Errors = json.RawMessage(errs)
-		a.StartedAt = deref(started)
-		out[id] = append(out[id], a)
-		return nil
-	})
+	out, err := ledgerAttempts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of wave %d: %w", waveID, err)
 	}
@@ -467,31 +476,16 @@ func (s *Store) JobAttempts(ctx context.Context, jobID string, run int) ([]Attem
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT attempt_no, raw, source, errors::text, class, valid, repaired_locally, finish_reason, latency_ms,
-		       tokens_in, tokens_out, tokens_cached, tokens_cache_write, transport_retries, provider_status, provider_error,
-		       provider_class, model, request_id, started_at, feedback, price_basis, coalesce(cost_usd, 0)::float8,
-		       coalesce(wave_id, 0), request_hash
-		FROM attempts WHERE job_id = $1 AND run = $2 ORDER BY attempt_no`, jobID, max(run, 1))
+		SELECT `+ledgerAttemptColumns+`
+		FROM attempts a WHERE a.job_id = $1 AND a.run = $2 ORDER BY a.attempt_no`, jobID, max(run, 1))
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of job %s: %w", jobID, err)
 	}
-	var out []Attempt
-	var a Attempt
-	var errs string
-	var started *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&a.No, &a.Raw, &a.Source, &errs, &a.Class, &a.Valid, &a.RepairedLocally,
-		&a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached, &a.TokensCacheWrite, &a.TransportRetries,
-		&a.ProviderStatus, &a.ProviderError, &a.ProviderClass, &a.Model, &a.RequestID, &started, &a.Feedback, &a.PriceBasis,
-		&a.CostUSD, &a.WaveID, &a.RequestHash}, func() error {
-		a.Errors = json.RawMessage(errs)
-		a.StartedAt = deref(started)
-		out = append(out, a)
-		return nil
-	})
+	out, err := ledgerAttempts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of job %s: %w", jobID, err)
 	}
-	return out, nil
+	return out[jobID], nil
 }
 
 // Waves returns the waves of a batch in order.

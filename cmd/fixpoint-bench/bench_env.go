@@ -231,18 +231,97 @@ func startSim(preset string, latency time.Duration) (*sim.Server, string, func()
 }
 
 // simClients returns the provider map of an in-process worker talking to
-// the simulator at url through one lane.
+// the simulator at url through one lane, as OpenAI.
 func simClients(url string, lane llm.LaneConfig) (map[string]pipeline.Completer, error) {
+	return simClientsOf(llm.ProviderOpenAI, url, lane)
+}
+
+// simClientsOf is simClients speaking provider's wire format.
+func simClientsOf(provider, url string, lane llm.LaneConfig) (map[string]pipeline.Completer, error) {
 	// As `worker run` does: a lane starts at its ceiling.
 	lane.InitialConcurrency = cmp.Or(lane.InitialConcurrency, lane.MaxConcurrency)
+	base := url
+	if provider == llm.ProviderOpenAI {
+		base += "/v1"
+	}
 	c, err := llm.New(llm.Config{
-		Provider: llm.ProviderOpenAI, BaseURL: url + "/v1", APIKey: "sim-bench",
+		Provider: provider, BaseURL: base, APIKey: "sim-bench",
 		TotalTimeout: time.Minute, Retry: llm.RetryConfig{MaxRetries: 4}, Lane: lane,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configure simulator client: %w", err)
 	}
-	return map[string]pipeline.Completer{llm.ProviderOpenAI: c}, nil
+	return map[string]pipeline.Completer{provider: c}, nil
+}
+
+// simBatch is one batch a figure runs in process against a simulator of
+// its own, seeded so that every run of a figure gets the same replies for
+// the same rows.
+type simBatch struct {
+	kind, preset string
+	jobs         int
+	dataset      string
+	// enqueue holds the batch's settings; simRun sets its Batch, Queue,
+	// Format and Chunk.
+	enqueue enqueue.Config
+	// batchDelay is how long the simulator's provider batches take (0:
+	// its default).
+	batchDelay time.Duration
+	wave       pipeline.WaveConfig
+}
+
+// simRunResult is what simRun measured.
+type simRunResult struct {
+	sum     store.BatchSummary
+	fig     store.RepairFigures
+	stats   sim.Stats
+	elapsed time.Duration
+}
+
+// simRun enqueues b, runs it to the end with a drain-mode worker in this
+// process and reads its summary and repair figures.
+func (e *benchEnv) simRun(ctx context.Context, c benchConfig, b simBatch) (simRunResult, error) {
+	var r simRunResult
+	q := e.queue(b.kind, 0)
+	defer e.dropQueue(q)
+	cfg, err := sim.Preset(b.preset)
+	if err != nil {
+		return r, err
+	}
+	cfg.Seed, cfg.KeyByPrompt = 1, true // the same replies for the same rows in each run
+	cfg.Batch.CompletionDelay = b.batchDelay
+	srv, url, closeSim, err := sim.Start(cfg)
+	if err != nil {
+		return r, fmt.Errorf("start simulator: %w", err)
+	}
+	defer closeSim()
+	batch := e.batchName(b.kind)
+	ecfg := b.enqueue
+	ecfg.Batch, ecfg.Queue, ecfg.Format, ecfg.Chunk = batch, q, enqueue.FormatJSONL, 2000
+	if _, err := enqueue.Run(ctx, e.js, e.st, ecfg, strings.NewReader(b.dataset)); err != nil {
+		return r, fmt.Errorf("enqueue %s: %w", batch, err)
+	}
+	clients, err := simClientsOf(ecfg.Provider, url, llm.LaneConfig{MaxConcurrency: max(c.concurrency, 64)})
+	if err != nil {
+		return r, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	run, err := e.runInProcess(ctx, batch, b.jobs, pipeline.WorkerConfig{Queue: q, Concurrency: c.concurrency, Providers: clients, Wave: b.wave})
+	if err != nil {
+		return r, err
+	}
+	r.elapsed, r.stats = run.elapsed, srv.Stats()
+	sums, err := e.st.Summary(ctx, batch)
+	if err != nil {
+		return r, err
+	}
+	if len(sums) != 1 {
+		return r, fmt.Errorf("summary of %s: %d rows", batch, len(sums))
+	}
+	r.sum = sums[0]
+	r.fig, err = e.st.Repairs(ctx, batch)
+	return r, err
 }
 
 // waitFinal polls the batch until no job is queued, and returns when that

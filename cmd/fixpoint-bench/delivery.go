@@ -10,7 +10,6 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -90,61 +89,22 @@ func (e *benchEnv) figureDelivery(ctx context.Context, c benchConfig) []delivery
 }
 
 func (e *benchEnv) delivery(ctx context.Context, c benchConfig, r *deliveryRun) error {
-	kind := "delivery-" + strings.ReplaceAll(strings.ReplaceAll(r.name, ", ", "-"), " ", "-")
-	q := e.queue(kind, 0)
-	defer e.dropQueue(q)
-	cfg, err := sim.Preset("messy")
+	res, err := e.simRun(ctx, c, simBatch{
+		kind: "delivery-" + strings.ReplaceAll(strings.ReplaceAll(r.name, ", ", "-"), " ", "-"), preset: "messy",
+		jobs: c.deliveryJobs, dataset: tickets.Dataset(c.deliveryJobs, 1), batchDelay: deliveryBatchDelay,
+		enqueue: enqueue.Config{Schema: []byte(tickets.Schema), Template: tickets.Template, System: deliverySystem,
+			Provider: llm.ProviderAnthropic, Model: deliveryModel, Mode: llm.ModePrompt, Delivery: r.delivery, PromptCache: r.cache},
+		wave: pipeline.WaveConfig{Collect: 500 * time.Millisecond, PollMin: 200 * time.Millisecond, PollMax: time.Second,
+			Idle: 100 * time.Millisecond},
+	})
 	if err != nil {
 		return err
 	}
-	cfg.Seed, cfg.KeyByPrompt = 1, true // the same replies for the same rows in each run
-	cfg.Batch.CompletionDelay = deliveryBatchDelay
-	srv, url, closeSim, err := sim.Start(cfg)
-	if err != nil {
-		return fmt.Errorf("start simulator: %w", err)
-	}
-	defer closeSim()
-	batch := e.batchName(kind)
-	if _, err := enqueue.Run(ctx, e.js, e.st, enqueue.Config{
-		Batch: batch, Schema: []byte(tickets.Schema), Template: tickets.Template, System: deliverySystem,
-		Format: enqueue.FormatJSONL, Provider: llm.ProviderAnthropic, Model: deliveryModel, Mode: llm.ModePrompt,
-		Queue: q, Chunk: 2000, Delivery: r.delivery, PromptCache: r.cache,
-	}, strings.NewReader(tickets.Dataset(c.deliveryJobs, 1))); err != nil {
-		return fmt.Errorf("enqueue %s: %w", batch, err)
-	}
-	client, err := llm.New(llm.Config{Provider: llm.ProviderAnthropic, BaseURL: url, APIKey: "sim-bench",
-		TotalTimeout: time.Minute, Retry: llm.RetryConfig{MaxRetries: 4},
-		Lane: llm.LaneConfig{MaxConcurrency: max(c.concurrency, 64), InitialConcurrency: max(c.concurrency, 64)}})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	defer cancel()
-	run, err := e.runInProcess(ctx, batch, c.deliveryJobs, pipeline.WorkerConfig{Queue: q, Concurrency: c.concurrency,
-		Providers: map[string]pipeline.Completer{llm.ProviderAnthropic: client},
-		Wave: pipeline.WaveConfig{Collect: 500 * time.Millisecond, PollMin: 200 * time.Millisecond, PollMax: time.Second,
-			Idle: 100 * time.Millisecond}})
-	if err != nil {
-		return err
-	}
-	r.elapsed = run.elapsed
-	sums, err := e.st.Summary(ctx, batch)
-	if err != nil {
-		return err
-	}
-	if len(sums) != 1 {
-		return fmt.Errorf("summary of %s: %d rows", batch, len(sums))
-	}
-	r.sum = sums[0]
-	counts, err := e.st.Counts(ctx, batch)
-	if err != nil {
-		return err
-	}
-	r.attempts = counts.AttemptRows
+	r.elapsed, r.sum, r.attempts = res.elapsed, res.sum, res.fig.Calls
 	if r.sum.TokensIn > 0 {
 		r.cached = float64(r.sum.TokensCached) / float64(r.sum.TokensIn)
 	}
-	if srv.Stats().Batch.Created == 0 && r.delivery == pipeline.DeliveryBatch {
+	if res.stats.Batch.Created == 0 && r.delivery == pipeline.DeliveryBatch {
 		return fmt.Errorf("batch delivery made no provider batch")
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
@@ -55,57 +54,13 @@ func (r *repairRun) tokensPerRepaired() float64 {
 	return float64(r.fig.RepairTokensOut) / float64(r.fig.RepairedJobs)
 }
 
-// repairBatch is what one run enqueues.
-type repairBatch struct {
-	kind, preset, schema, template, dataset string
-	jobs                                    int
-	limits                                  pipeline.Limits
-}
-
-func (e *benchEnv) repairRun(ctx context.Context, c benchConfig, b repairBatch) (r repairRun) {
-	start := time.Now()
-	defer func() { r.elapsed = time.Since(start) }()
-	q := e.queue(b.kind, 0)
-	defer e.dropQueue(q)
-	cfg, err := sim.Preset(b.preset)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	cfg.Seed, cfg.KeyByPrompt = 1, true // the same replies for the same rows in each run
-	_, url, closeSim, err := sim.Start(cfg)
-	if err != nil {
-		r.err = fmt.Errorf("start simulator: %w", err)
-		return r
-	}
-	defer closeSim()
-	batch := e.batchName(b.kind)
-	if _, err := enqueue.Run(ctx, e.js, e.st, enqueue.Config{
-		Batch: batch, Schema: []byte(b.schema), Template: b.template, Format: enqueue.FormatJSONL,
-		Provider: llm.ProviderOpenAI, Model: repairsModel, Mode: llm.ModePrompt, Limits: b.limits, Queue: q, Chunk: 2000,
-		MaxTokens: 8192,
-	}, strings.NewReader(b.dataset)); err != nil {
-		r.err = fmt.Errorf("enqueue %s: %w", batch, err)
-		return r
-	}
-	clients, err := simClients(url, llm.LaneConfig{MaxConcurrency: max(c.concurrency, 64)})
-	if err != nil {
-		r.err = err
-		return r
-	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	defer cancel()
-	if _, err := e.runInProcess(ctx, batch, b.jobs, pipeline.WorkerConfig{Queue: q, Concurrency: c.concurrency, Providers: clients}); err != nil {
-		r.err = err
-		return r
-	}
-	sums, err := e.st.Summary(ctx, batch)
-	if err != nil || len(sums) != 1 {
-		r.err = fmt.Errorf("summary of %s: %d rows, %v", batch, len(sums), err)
-		return r
-	}
-	r.sum = sums[0]
-	r.fig, r.err = e.st.Repairs(ctx, batch)
+// repairRun runs one batch of figure 8 or 9 on gpt-4o-mini's prices.
+func (e *benchEnv) repairRun(ctx context.Context, c benchConfig, kind, preset, schema, template, dataset string, jobs int,
+	limits pipeline.Limits) (r repairRun) {
+	res, err := e.simRun(ctx, c, simBatch{kind: kind, preset: preset, jobs: jobs, dataset: dataset,
+		enqueue: enqueue.Config{Schema: []byte(schema), Template: template, Provider: llm.ProviderOpenAI, Model: repairsModel,
+			Mode: llm.ModePrompt, Limits: limits, MaxTokens: 8192}})
+	r.sum, r.fig, r.elapsed, r.err = res.sum, res.fig, res.elapsed, err
 	return r
 }
 
@@ -115,8 +70,8 @@ func (e *benchEnv) figureCoerce(ctx context.Context, c benchConfig) []repairRun 
 	var out []repairRun
 	for _, mode := range []validate.CoerceMode{validate.CoerceNone, validate.CoerceSafe, validate.CoerceAll} {
 		e.logf("8/9 coercion %s: %d messy jobs", mode, c.coerceJobs)
-		r := e.repairRun(ctx, c, repairBatch{kind: "coerce-" + string(mode), preset: "messy", schema: tickets.Schema, template: tickets.Template,
-			dataset: tickets.Dataset(c.coerceJobs, 1), jobs: c.coerceJobs, limits: pipeline.Limits{Coerce: mode}})
+		r := e.repairRun(ctx, c, "coerce-"+string(mode), "messy", tickets.Schema, tickets.Template,
+			tickets.Dataset(c.coerceJobs, 1), c.coerceJobs, pipeline.Limits{Coerce: mode})
 		r.name = "--coerce " + string(mode)
 		if r.err == nil {
 			e.logf("  valid %s, %.2f calls a valid job", pct(r.sum.ValidRate), r.callsPerValid())
@@ -131,8 +86,8 @@ func (e *benchEnv) figurePatch(ctx context.Context, c benchConfig) []repairRun {
 	var out []repairRun
 	for _, s := range []pipeline.Strategy{pipeline.StrategyRepair, pipeline.StrategyPatch} {
 		e.logf("9/9 strategy %s: %d invoices of 30 to 60 lines, %s preset", s, c.patchJobs, c.patchPreset)
-		r := e.repairRun(ctx, c, repairBatch{kind: "patch-" + string(s), preset: c.patchPreset, schema: invoices.Schema, template: invoices.Template,
-			dataset: invoices.Dataset(c.patchJobs, 1), jobs: c.patchJobs, limits: pipeline.Limits{Strategy: s}})
+		r := e.repairRun(ctx, c, "patch-"+string(s), c.patchPreset, invoices.Schema, invoices.Template,
+			invoices.Dataset(c.patchJobs, 1), c.patchJobs, pipeline.Limits{Strategy: s})
 		r.name = "--strategy " + string(s)
 		if r.err == nil {
 			e.logf("  valid %s, %s output tokens a repaired job", pct(r.sum.ValidRate), num(r.tokensPerRepaired()))
