@@ -189,19 +189,25 @@ func decodePatch(text []byte) (jsonpatch.Patch, error) {
 		return nil, fmt.Errorf("your reply is not a valid patch: %s", oneLine(err.Error()))
 	}
 	for i, op := range patch {
-		path, _ := op.Path()
-		locs := []string{path}
-		if k := op.Kind(); k == "move" || k == "copy" {
-			from, _ := op.From()
-			locs = append(locs, from)
-		}
-		for _, loc := range locs {
+		for _, loc := range opLocations(op) {
 			if !validPointer(loc) {
 				return nil, fmt.Errorf("operation %d: %q is not a JSON pointer", i+1, loc)
 			}
 		}
 	}
 	return patch, nil
+}
+
+// opLocations are the locations an operation touches: its path, and its
+// from for move and copy.
+func opLocations(op jsonpatch.Operation) []string {
+	path, _ := op.Path()
+	locs := []string{path}
+	if k := op.Kind(); k == "move" || k == "copy" {
+		from, _ := op.From()
+		locs = append(locs, from)
+	}
+	return locs
 }
 
 // validPointer reports whether p is an RFC 6901 JSON pointer.
@@ -238,13 +244,7 @@ func inScope(patch jsonpatch.Patch, errs []validate.Error) (string, bool) {
 		return false
 	}
 	for _, op := range patch {
-		path, _ := op.Path()
-		locs := []string{path}
-		if k := op.Kind(); k == "move" || k == "copy" {
-			from, _ := op.From()
-			locs = append(locs, from)
-		}
-		for _, loc := range locs {
+		for _, loc := range opLocations(op) {
 			if !within(loc) {
 				return pointerOrRoot(loc), false
 			}
