@@ -117,7 +117,7 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	if settings.Delivery == pipeline.DeliveryBatch {
 		// A new run has its own deadline, as long as the batch's.
 		settings.DeadlineAt = time.Now().Add(time.Duration(settings.DeadlineSeconds) * time.Second).Unix()
-		if settings.Provider != llm.ProviderOpenAI && settings.Provider != llm.ProviderAnthropic {
+		if !hasBatchAPI(settings.Provider) {
 			settings.Delivery, settings.DeadlineSeconds, settings.DeadlineAt = "", 0, 0 // no batch API: realtime
 		}
 	}

@@ -329,6 +329,11 @@ func CacheKey(batch, schemaHash string) string {
 	return "fixpoint-" + hex.EncodeToString(sum[:12])
 }
 
+// hasBatchAPI reports whether provider has a batch API (llm.Client.SupportsBatch).
+func hasBatchAPI(provider string) bool {
+	return provider == llm.ProviderOpenAI || provider == llm.ProviderAnthropic
+}
+
 // checkDelivery checks the delivery asked for and falls back to realtime
 // where the provider has no batch API, with a warning.
 func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
@@ -348,7 +353,7 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 		// requests are sent together and priced when they come back.
 		return fmt.Errorf("%w: a spend cap (--max-cost-usd, --max-total-tokens) holds realtime calls only: enqueue the batch with --delivery realtime, or without a cap", ErrBadConfig)
 	}
-	if cfg.Provider != llm.ProviderOpenAI && cfg.Provider != llm.ProviderAnthropic {
+	if !hasBatchAPI(cfg.Provider) {
 		prog.Warnings = append(prog.Warnings, fmt.Sprintf("%s has no batch API: the batch is delivered realtime", cfg.Provider))
 		cfg.Delivery = pipeline.DeliveryRealtime
 		return nil
