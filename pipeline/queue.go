@@ -83,12 +83,16 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 
 func (c QueueConfig) validate() error {
 	switch {
+	case c.Duplicates < 0:
+		return settingErr("Duplicates", c.Duplicates, "is negative")
 	case c.Duplicates > c.MaxAge:
-		return fmt.Errorf("queue: duplicates window %s is longer than max age %s", c.Duplicates, c.MaxAge)
+		return settingErr("Duplicates", c.Duplicates, fmt.Sprintf("is longer than max age %s", c.MaxAge))
 	case c.MaxDeliver < 2:
-		return fmt.Errorf("queue: max deliver %d must be at least 2", c.MaxDeliver)
+		return settingErr("MaxDeliver", c.MaxDeliver, "must be at least 2")
 	case c.AckWait < time.Second:
-		return fmt.Errorf("queue: ack wait %s must be at least 1s", c.AckWait)
+		return settingErr("AckWait", c.AckWait, "must be at least 1s")
+	case c.MaxAckPending < 1:
+		return settingErr("MaxAckPending", c.MaxAckPending, "must be at least 1")
 	}
 	return nil
 }

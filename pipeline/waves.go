@@ -160,6 +160,29 @@ func (c WaveConfig) WithDefaults() WaveConfig {
 	return c
 }
 
+// waveLeaseMin is the shortest wave lease: a lease is renewed between
+// provider calls, and one that lapses while its owner still works lets a
+// second worker take the wave over.
+const waveLeaseMin = time.Second
+
+func (c WaveConfig) validate() error {
+	switch {
+	case c.MaxRequests < 1:
+		return settingErr("MaxRequests", c.MaxRequests, "must be at least 1")
+	case c.Collect < 0:
+		return settingErr("Collect", c.Collect, "is negative")
+	case c.PollMin < 0:
+		return settingErr("PollMin", c.PollMin, "is negative")
+	case c.Lease < waveLeaseMin:
+		return settingErr("Lease", c.Lease, "must be at least "+waveLeaseMin.String())
+	case c.Idle < 0:
+		return settingErr("Idle", c.Idle, "is negative")
+	case c.DeadlineMargin < 0:
+		return settingErr("DeadlineMargin", c.DeadlineMargin, "is negative")
+	}
+	return nil
+}
+
 // waves drives a worker's batch-delivery jobs.
 type waves struct {
 	w       *Worker

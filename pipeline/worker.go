@@ -163,18 +163,62 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	return c
 }
 
-func (c WorkerConfig) validate() error {
+// SettingError names a WorkerConfig setting that cannot work, by its field
+// path ("Queue.AckWait", "Wave.Lease"), so a command can name its own flag.
+type SettingError struct {
+	Setting string
+	Value   any
+	Problem string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("worker setting %s = %v %s", e.Setting, e.Value, e.Problem)
+}
+
+func settingErr(setting string, v any, problem string) error {
+	return &SettingError{Setting: setting, Value: v, Problem: problem}
+}
+
+// Validate reports the first setting of c (after WithDefaults) that cannot
+// work: a negative duration, a size below its minimum, a queue or wave
+// setting out of range. It does not look at Providers; NewWorker does. A
+// command checks its flags with it before it connects to anything.
+func (c WorkerConfig) Validate() error {
 	switch {
 	case c.Concurrency < 1:
-		return fmt.Errorf("worker: concurrency %d must be at least 1", c.Concurrency)
+		return settingErr("Concurrency", c.Concurrency, "must be at least 1")
 	case c.Prefetch < 1:
-		return fmt.Errorf("worker: prefetch %d must be at least 1", c.Prefetch)
+		return settingErr("Prefetch", c.Prefetch, "must be at least 1")
 	case c.WriteBuffer < 64<<10:
-		return fmt.Errorf("worker: write buffer %d bytes is below the minimum of 64 KiB", c.WriteBuffer)
-	case len(c.Providers) == 0:
+		return settingErr("WriteBuffer", c.WriteBuffer, "bytes is below the minimum of 64 KiB")
+	case c.Grace < 0:
+		return settingErr("Grace", c.Grace, "is negative")
+	case c.MaxPromptBytes < 1:
+		return settingErr("MaxPromptBytes", c.MaxPromptBytes, "must be at least 1")
+	}
+	if err := c.Queue.validate(); err != nil {
+		if se, ok := err.(*SettingError); ok {
+			se.Setting = "Queue." + se.Setting
+		}
+		return err
+	}
+	if err := c.Wave.WithDefaults().validate(); err != nil {
+		if se, ok := err.(*SettingError); ok {
+			se.Setting = "Wave." + se.Setting
+		}
+		return err
+	}
+	return nil
+}
+
+func (c WorkerConfig) validate() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if len(c.Providers) == 0 {
 		return errors.New("worker: no provider configured")
 	}
-	return c.Queue.validate()
+	return nil
 }
 
 // Worker pulls jobs from the shared JetStream consumer, runs each through the

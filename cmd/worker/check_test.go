@@ -116,3 +116,36 @@ func TestCheckCoerce(t *testing.T) {
 		t.Errorf("--coerce most: exit %d, want 2", code)
 	}
 }
+
+// A setting that cannot work is a usage error naming the flag typed, found
+// before the worker reaches for Postgres or NATS (both unreachable here: had
+// it tried them first, it would exit 1 about the connection).
+func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
+	t.Parallel()
+	for flag, bad := range map[string]string{
+		"--concurrency":          "0",
+		"--grace":                "-1s",
+		"--max-prompt-bytes":     "-1",
+		"--write-buffer-bytes":   "-5",
+		"--start-timeout":        "-1s",
+		"--ack-wait":             "500ms",
+		"--max-deliver":          "1",
+		"--max-ack-pending":      "-1",
+		"--duplicates-window":    "-1s",
+		"--wave-max-requests":    "-5",
+		"--wave-collect":         "-2s",
+		"--wave-poll-min":        "-1s",
+		"--wave-lease":           "10ms",
+		"--wave-deadline-margin": "-1h",
+	} {
+		t.Run(flag, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), []string{"run", "--sim", "clean", "--drain", "--metrics-addr", "off", "--start-timeout", "0",
+				"--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1", flag, bad}, strings.NewReader(""), &out, &errOut)
+			if code != 2 || !strings.Contains(errOut.String(), flag+" ") {
+				t.Errorf("%s %s: exit %d, stderr %q; want 2 naming %s", flag, bad, code, errOut.String(), flag)
+			}
+		})
+	}
+}

@@ -117,6 +117,12 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return usagef("--prices %s: %v", *pricesFile, err)
 		}
 	}
+	if *startTimeout < 0 {
+		return usagef("--start-timeout %s is negative (0 tries once)", *startTimeout)
+	}
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		return settingUsage(err)
+	}
 	if chk.batch != "" && !cfg.Drain {
 		return usagef("--batch checks a batch once the queue is drained: it needs --drain")
 	}
@@ -124,6 +130,36 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--max-failure-rate %v: want a share between 0 and 1", chk.maxFailureRate)
 	}
 	return serve(ctx, cfg, *dbURL, *metricsAddr, *startTimeout, &nf, &pf, chk, stdout, log)
+}
+
+// settingFlags names the flag behind each WorkerConfig setting the worker's
+// flags set, so a value that cannot work is reported as the flag typed.
+var settingFlags = map[string]string{
+	"Concurrency":         "--concurrency",
+	"Grace":               "--grace",
+	"MaxPromptBytes":      "--max-prompt-bytes",
+	"WriteBuffer":         "--write-buffer-bytes",
+	"Queue.AckWait":       "--ack-wait",
+	"Queue.MaxDeliver":    "--max-deliver",
+	"Queue.MaxAckPending": "--max-ack-pending",
+	"Queue.Duplicates":    "--duplicates-window",
+	"Wave.MaxRequests":    "--wave-max-requests",
+	"Wave.Collect":        "--wave-collect",
+	"Wave.PollMin":        "--wave-poll-min",
+	"Wave.Lease":          "--wave-lease",
+	"Wave.DeadlineMargin": "--wave-deadline-margin",
+}
+
+// settingUsage turns a WorkerConfig.Validate error into a usage error
+// naming the flag.
+func settingUsage(err error) error {
+	var se *pipeline.SettingError
+	if errors.As(err, &se) {
+		if f, ok := settingFlags[se.Setting]; ok {
+			return usagef("%s %v %s", f, se.Value, se.Problem)
+		}
+	}
+	return usagef("%v", err)
 }
 
 // drainCheck is what --drain --batch checks once the queue is drained.
