@@ -108,7 +108,7 @@ func ClaimDatabase(ctx context.Context, dsn string) (release func(), err error) 
 func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse database URL: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
 	}
 	return cfg, nil
 }

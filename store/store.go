@@ -20,6 +20,9 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 	// ErrConfig is wrapped by every Config validation error.
 	ErrConfig = errors.New("invalid store config")
+	// ErrBadURL is wrapped by the error of a database URL that does not
+	// parse: a command reports it as a usage error.
+	ErrBadURL = errors.New("bad database URL")
 	// ErrBusy means another process holds what was asked for.
 	ErrBusy = errors.New("busy")
 )
@@ -121,7 +124,7 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
 	}
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
 	}
 	if (cfg != nil && cfg.MaxConns != 0) || !strings.Contains(dsn, "pool_max_conns") {
 		pc.MaxConns = c.MaxConns

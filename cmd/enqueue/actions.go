@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -100,11 +101,8 @@ func newFlagSet(name, usage string, stdout io.Writer) *flag.FlagSet {
 }
 
 func parseSub(fs *flag.FlagSet, args []string, c *commonFlags) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{Err: err}
+	if err := cliflags.Parse(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{Err: fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())}

@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.As(err, &uerr):
+	case errors.As(err, &uerr), errors.Is(err, store.ErrBadURL):
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	default:
@@ -164,11 +164,8 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	// Flags may come before or after the dataset.
 	var pos []string
 	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return usageError{Err: err}
+		if err := cliflags.Parse(fs, rest); err != nil {
+			return err
 		}
 		rest = fs.Args()
 		if len(rest) == 0 {

@@ -79,6 +79,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &uerr):
 		fmt.Fprintf(stderr, "report: %v\n\n%s\n", err, usage)
 		return 2
+	case errors.Is(err, store.ErrBadURL):
+		fmt.Fprintf(stderr, "report: %v\n", err)
+		return 2
 	default:
 		fmt.Fprintf(stderr, "report: %v\n", err)
 		return 1
@@ -105,11 +108,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var pos []string
 	rest := args[1:]
 	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return usageError{Err: err}
+		if err := cliflags.Parse(fs, rest); err != nil {
+			return err
 		}
 		rest = fs.Args()
 		if len(rest) > 0 {

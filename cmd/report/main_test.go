@@ -290,3 +290,16 @@ func TestCSVColumnsHeader(t *testing.T) {
 		})
 	}
 }
+
+// A database URL that does not parse is a usage error (exit 2), and its
+// password stays out of the message.
+func TestReportBadDatabaseURL(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{"notaurl", "postgres://u:s3cr3t@127.0.0.1:99999999/x"} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"summary", "--database-url", url}, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), "bad database URL") || strings.Contains(errOut.String(), "s3cr3t") {
+			t.Errorf("%s: exit %d, stderr %q; want 2, naming the URL as bad, no password", url, code, errOut.String())
+		}
+	}
+}

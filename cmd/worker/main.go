@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // Exit codes.
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitOK
 	case errors.Is(err, errNotValid):
 		return exitFail
-	case errors.As(err, &uerr):
+	case errors.As(err, &uerr), errors.Is(err, store.ErrBadURL):
 		fmt.Fprintf(stderr, "worker %s: %v\n", cmd, err)
 		return exitUsage
 	default:

@@ -39,14 +39,24 @@ func NewFlagSet(name, usage, envHelp string, stdout io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// Parse parses args into fs. It returns flag.ErrHelp for --help and a
-// UsageError for anything else fs refuses.
+// Parse parses args into fs. It returns flag.ErrHelp for --help, after
+// printing fs.Usage, and a UsageError for anything else fs refuses, printing
+// nothing: the command reports the error on stderr, and a typo in a command
+// whose stdout is redirected into a file must not fill it with the help.
 func Parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return UsageError{err}
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return err
+	default:
+		return UsageError{fmt.Errorf("%w (see --help)", err)}
 	}
-	return nil
 }

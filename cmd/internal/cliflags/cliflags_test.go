@@ -45,8 +45,13 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		fs.Int("rows", 3, "rows")
 		err := Parse(fs, args)
 		var uerr UsageError
-		if !errors.As(err, &uerr) {
-			t.Errorf("Parse(%q) = %v, want a UsageError", args, err)
+		if !errors.As(err, &uerr) || !strings.Contains(err.Error(), "(see --help)") {
+			t.Errorf("Parse(%q) = %v, want a UsageError pointing at --help", args, err)
+		}
+		// The command prints the error on stderr; stdout, perhaps a file
+		// the output was redirected to, gets nothing.
+		if out.Len() != 0 {
+			t.Errorf("Parse(%q) wrote %q to stdout", args, out.String())
 		}
 	}
 	var uerr UsageError
