@@ -13,6 +13,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/unicode/norm"
 )
 
 // CoerceMode selects the schema-guided repairs [Schema.Coerce] and
@@ -96,10 +97,11 @@ const (
 //     consumers decode numbers into float64.
 //   - enum_case, const_case (enum or const error): a string that equals
 //     exactly one allowed string once letter case (Unicode simple folding,
-//     strings.EqualFold) and surrounding white space (unicode.IsSpace) are
-//     set aside becomes that allowed string. No match, or several, is
-//     refused. Unicode normalization (NFC, NFKC) is not applied: the
-//     tables are in golang.org/x/text, which this package does not import.
+//     strings.EqualFold), surrounding white space (unicode.IsSpace) and
+//     Unicode canonical equivalence (both sides in NFC: "cafe\u0301" is
+//     "café") are set aside becomes that allowed string. No match, or
+//     several, is refused. Compatibility forms (NFKC) are not equated:
+//     "x²" is not "x2", and "ﬁ" is not "fi" to every reader.
 //   - wrap_array (type error): a single value other than null where the
 //     schema allows an array and not that value's type becomes a one-item
 //     array, only when the array then has no error at all at or under that
@@ -532,11 +534,11 @@ func jsonLiteral(s string) (any, kinds, bool) {
 	return json.Number(t), k, true
 }
 
-// uniqueFold returns the one allowed string equal to s up to letter case and
-// surrounding white space, if exactly one (distinct) allowed string is, and
-// it differs from s.
+// uniqueFold returns the one allowed string equal to s up to letter case,
+// surrounding white space and Unicode canonical equivalence, if exactly one
+// (distinct) allowed string is, and it differs from s.
 func uniqueFold(s string, allowed []string) (string, bool) {
-	t := strings.TrimSpace(s)
+	t := norm.NFC.String(strings.TrimSpace(s))
 	match, n := "", 0
 	seen := map[string]bool{}
 	for _, a := range allowed {
@@ -544,7 +546,7 @@ func uniqueFold(s string, allowed []string) (string, bool) {
 			continue
 		}
 		seen[a] = true
-		if strings.EqualFold(strings.TrimSpace(a), t) {
+		if strings.EqualFold(norm.NFC.String(strings.TrimSpace(a)), t) {
 			match, n = a, n+1
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
@@ -159,8 +161,9 @@ func checkRepair(r extract.Repair, mode CoerceMode) error {
 		}
 	case KindEnumCase, KindConstCase:
 		as, ok := after.(string)
-		if !isStr || !ok || !strings.EqualFold(strings.TrimSpace(bs), strings.TrimSpace(as)) || bs == as {
-			return fmt.Errorf("%q -> %q is not a case or whitespace change", bs, as)
+		canon := func(s string) string { return norm.NFC.String(strings.TrimSpace(s)) }
+		if !isStr || !ok || !strings.EqualFold(canon(bs), canon(as)) || bs == as {
+			return fmt.Errorf("%q -> %q is not a case, whitespace or canonical-equivalence change", bs, as)
 		}
 	case KindWrapArray:
 		if string(r.After) != "["+string(r.Before)+"]" || before == nil {

@@ -143,7 +143,19 @@ var coerceCases = []coerceCase{
 	{name: "refused: two case-insensitive matches", schema: `{"enum":["Draft","DRAFT","sent"]}`, value: `"draft"`, errs: []string{" enum"}},
 	{name: "refused: no match", schema: `{"enum":["draft","sent"]}`, value: `"overdue"`, errs: []string{" enum"}},
 	{name: "refused: inner whitespace", schema: `{"enum":["in progress"]}`, value: `"in  progress"`, errs: []string{" enum"}},
-	{name: "refused: Unicode normalization", schema: `{"enum":["café"]}`, value: `"cafe\u0301"`, errs: []string{" enum"}},
+	// Canonically equivalent strings are the same text: "e" and a combining
+	// acute accent (U+0301) is "é" (U+00E9). The expectations are Go strings
+	// so that the escapes say which form is which.
+	{name: "enum canonical equivalence", schema: `{"enum":["café","thé"]}`, value: `"cafe\u0301"`, want: "\"caf\u00e9\"",
+		repairs: "[{\"kind\":\"enum_case\",\"offset\":0,\"before\":\"cafe\u0301\",\"after\":\"caf\u00e9\"}]"},
+	{name: "enum canonical equivalence, decomposed allowed", schema: `{"enum":["cafe\u0301"]}`, value: `"caf\u00e9"`, want: "\"cafe\u0301\"",
+		repairs: "[{\"kind\":\"enum_case\",\"offset\":0,\"before\":\"caf\u00e9\",\"after\":\"cafe\u0301\"}]"},
+	{name: "const canonical equivalence and case", schema: `{"const":"\u00c5ngstr\u00f6m"}`, value: `" a\u030angstro\u0308m"`, want: "\"\u00c5ngstr\u00f6m\"",
+		repairs: "[{\"kind\":\"const_case\",\"offset\":0,\"before\":\" a\u030angstro\u0308m\",\"after\":\"\u00c5ngstr\u00f6m\"}]"},
+	{name: "refused: two allowed values canonically equal", schema: `{"enum":["caf\u00e9","cafe\u0301"]}`, value: `"CAF\u00c9"`, errs: []string{" enum"}},
+	{name: "refused: compatibility form (superscript)", schema: `{"enum":["x2","y"]}`, value: `"x²"`, errs: []string{" enum"}},
+	{name: "refused: compatibility form (ligature)", schema: `{"enum":["file"]}`, value: `"ﬁle"`, errs: []string{" enum"}},
+	{name: "refused: compatibility form (full width)", schema: `{"enum":["bug"]}`, value: `"ｂｕｇ"`, errs: []string{" enum"}},
 
 	// 3. a single value where an array is wanted.
 	{name: "wrap scalar", schema: `{"type":"array","items":{"type":"string"}}`, value: `"x"`, want: `["x"]`,
