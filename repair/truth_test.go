@@ -37,7 +37,8 @@ const truthSchema = `{
 // Over 10,000 first replies of the messy simulator, every value the safe
 // schema-guided repairs changed equals the simulator's ground truth at that
 // place, and a dropped property is one the truth does not have: coercion
-// never changes what the model meant. (The simulator's lossy faults, like
+// never changes what the model meant. And no error is left for the model
+// that a safe fix would have turned into the truth: none is missed. (The simulator's lossy faults, like
 // "about 4" for an integer, are refused and go to the model.)
 func TestCoercionsMatchTheTruth(t *testing.T) {
 	t.Parallel()
@@ -66,6 +67,7 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 	}
 	var mu sync.Mutex
 	fixes, checked, lossyRefused := map[string]int{}, 0, 0
+	missed := map[string]int{} // errors a fix of the safe kinds would have turned into the truth
 	var wg sync.WaitGroup
 	jobs := make(chan int)
 	for range 32 {
@@ -93,10 +95,22 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 					t.Error(err)
 					return
 				}
+				var value any
+				if len(a.Value) > 0 {
+					dec := json.NewDecoder(strings.NewReader(string(a.Value)))
+					dec.UseNumber()
+					_ = dec.Decode(&value)
+				}
 				mu.Lock()
 				for _, e := range a.Errors {
 					if e.Keyword == "type" && strings.Contains(e.Message, "got string") {
 						lossyRefused++
+					}
+					if kind := missedFix(value, truth, e.Path); kind != "" {
+						missed[kind]++
+						if missed[kind] <= 3 {
+							t.Errorf("job %s: %s error at %q left for the model, but a %s fix would give the truth", job.ID, e.Keyword, e.Path, kind)
+						}
 					}
 				}
 				for _, f := range a.Repairs[len(a.Repairs)-a.Coerced:] {
@@ -119,15 +133,54 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 	}
 	close(jobs)
 	wg.Wait()
-	t.Logf("%d fixes checked against the truth over %d jobs: %v; %d string values refused", checked, n, fixes, lossyRefused)
+	t.Logf("%d fixes checked against the truth over %d jobs: %v; %d string values refused; %v errors left that a safe fix would have turned into the truth", checked, n, fixes, lossyRefused, missed)
 	for _, kind := range []string{validate.KindCoerceNumber, validate.KindCoerceBoolean, validate.KindEnumCase, validate.KindDropNull, validate.KindWrapArray} {
 		if fixes[kind] == 0 {
 			t.Errorf("no %s fix in %d jobs: the check did not cover it", kind, n)
 		}
 	}
+	if len(missed) > 0 {
+		t.Errorf("errors left for the model that a safe fix would have turned into the truth: %v", missed)
+	}
 	if lossyRefused == 0 {
 		t.Error("no lossy string was refused: the simulator's lossy faults did not reach the check")
 	}
+}
+
+// missedFix names the safe fix that would have turned the value at ptr into
+// the truth there, if one would have: the coercions' recall against the
+// simulator's lossless faults (with --coerce none, it names every fix safe
+// makes). "" when none would.
+func missedFix(value, truth any, ptr string) string {
+	got, gotOK := at(value, ptr)
+	want, wantOK := at(truth, ptr)
+	switch {
+	case gotOK && got == nil && !wantOK:
+		return validate.KindDropNull
+	case !gotOK || !wantOK:
+		return ""
+	}
+	if s, ok := got.(string); ok {
+		t := strings.TrimSpace(s)
+		switch w := want.(type) {
+		case bool:
+			if t == strconv.FormatBool(w) {
+				return validate.KindCoerceBoolean
+			}
+		case string:
+			if s != w && strings.EqualFold(t, w) {
+				return validate.KindEnumCase
+			}
+		default:
+			if n := json.Number(t); t != "" && equalValues(n, want) {
+				return validate.KindCoerceNumber
+			}
+		}
+	}
+	if arr, ok := want.([]any); ok && len(arr) == 1 && equalValues(got, arr[0]) {
+		return validate.KindWrapArray
+	}
+	return ""
 }
 
 // at returns the value at a JSON pointer.
