@@ -12,6 +12,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -67,23 +68,23 @@ const (
 
 // benchConfig holds the sizes of one bench run.
 type benchConfig struct {
-	dbURL                   string
-	workerBin               string
-	baseJobs, jobs          int
-	concurrency             int
-	inflight, latencyJobs   int
-	latency                 time.Duration
-	rateSeconds             int
-	memory                  bool
-	memSmall, memLarge      int
-	strategyJobs            int
-	deliveryJobs            int
-	coerceJobs, patchJobs   int
-	patchPreset             string
-	rounds                  int
-	quick                   bool
-	latencyPoll, memoryPoll time.Duration
-	figures                 map[string]bool
+	dbURL                     string
+	workerBin                 string
+	baseJobs, jobs            int
+	concurrency               int
+	inflight, latencyJobs     int
+	latency                   time.Duration
+	rateSeconds               int
+	memory                    bool
+	memSmall, memLarge        int
+	strategyJobs              int
+	deliveryJobs              int
+	coerceJobs, patchJobs     int
+	coercePreset, patchPreset string
+	rounds                    int
+	quick                     bool
+	latencyPoll, memoryPoll   time.Duration
+	figures                   map[string]bool
 }
 
 // quickSizes shrinks every figure to seconds, keeping explicit flags.
@@ -129,6 +130,11 @@ func (c *benchConfig) validate() error {
 	if c.latency <= 0 {
 		return cliflags.Usagef("--latency must be positive, got %s", c.latency)
 	}
+	for flag, preset := range map[string]string{"--coerce-preset": c.coercePreset, "--patch-preset": c.patchPreset} {
+		if _, err := sim.Preset(preset); err != nil {
+			return cliflags.Usagef("%s: %v", flag, err)
+		}
+	}
 	return nil
 }
 
@@ -162,9 +168,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.memSmall, "memory-small", 10000, "jobs in the small batch of (5)")
 	fs.IntVar(&c.memLarge, "memory-large", 100000, "jobs in the large batch of (5)")
 	fs.IntVar(&c.strategyJobs, "strategy-jobs", 1000, "jobs per repair strategy on the messy preset (6)")
-	fs.IntVar(&c.coerceJobs, "coerce-jobs", 2000, "jobs of each of the three coercion runs on the messy preset (8): --coerce none, safe and all")
+	fs.IntVar(&c.coerceJobs, "coerce-jobs", 2000, "jobs of each of the three coercion runs (8): --coerce none, safe and all")
+	fs.StringVar(&c.coercePreset, "coerce-preset", "messy", "simulator preset of (8): messy (the issue's figure) or typical")
 	fs.StringVar(&c.patchPreset, "patch-preset", "typical", "simulator preset of (9): typical (a realistic model) or messy (patch replies with a bad pointer, a wrong op or an extra op 18% of the time)")
-	fs.IntVar(&c.patchJobs, "patch-jobs", 300, "invoices (30 to 60 line items) of each of the two strategy runs on the messy preset (9): repair and patch")
+	fs.IntVar(&c.patchJobs, "patch-jobs", 300, "invoices (30 to 60 line items) of each of the two strategy runs (9): repair and patch")
 	fs.IntVar(&c.deliveryJobs, "delivery-jobs", 2000, "jobs of each of the three delivery runs on the messy preset (7): realtime, realtime with prompt cache, batch delivery with prompt cache")
 	fs.IntVar(&c.rounds, "rounds", 3, "runs of figures 1 and 2, taken in turns; each figure is the best of its runs")
 	fs.BoolVar(&c.quick, "quick", false, "a small version of every figure (seconds); explicit size flags still win")
@@ -385,16 +392,18 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	if c.figures["9"] {
 		patch = env.figurePatch(ctx, c)
 	}
-	rows = append(rows, repairRows(coerce, patch, c.patchPreset)...)
+	rows = append(rows, repairRows(coerce, patch, c)...)
 
 	fmt.Fprintf(stdout, "fixpoint bench, %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(stdout, "machine: %s; load average %s at the start, %s at the end\n", m, m.load, loadAverage())
 	fmt.Fprintf(stdout, "all on loopback: embedded NATS (file storage), simulator, Postgres database %s\n\n", dbName(c.dbURL))
 	writeBenchRows(stdout, rows)
-	fmt.Fprintf(stdout, "\nrepair strategies on the messy preset, %d jobs each, 3 attempts at most (6):\n\n", c.strategyJobs)
-	writeStrategies(stdout, strat)
+	if len(strat) > 0 {
+		fmt.Fprintf(stdout, "\nrepair strategies on the messy preset, %d jobs each, 3 attempts at most (6):\n\n", c.strategyJobs)
+		writeStrategies(stdout, strat)
+	}
 	if len(coerce) > 0 {
-		fmt.Fprintf(stdout, "\nschema-guided local repair (8): %d messy tickets each, same seed, %s at list prices:\n\n", c.coerceJobs, repairsModel)
+		fmt.Fprintf(stdout, "\nschema-guided local repair (8): %d tickets each, %s preset, same seed, %s at list prices:\n\n", c.coerceJobs, c.coercePreset, repairsModel)
 		writeRepairRuns(stdout, coerce)
 		writeCoercionKinds(stdout, coerce[1])
 	}
