@@ -13,6 +13,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -108,6 +109,51 @@ func TestSpendCapThreeWorkers(t *testing.T) {
 	h.waitDone("b", n, 60*time.Second)
 	rw.stop(t, 20*time.Second)
 	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+}
+
+// A cost cap on a model the worker has no price for cannot be enforced
+// (every call would count $0): no call is made, every job ends over_budget
+// with a reason naming the model, and once the worker is given a price,
+// requeueing them finishes the batch under the cap.
+func TestCostCapNeedsAPrice(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	h := newHarness(t, harnessConfig{})
+	cfg := h.enqueueConfig("u")
+	cfg.Model = "fresh-model-2027" // not in the default price table ("sim-*" is, at $0)
+	dollars := 5.0
+	cfg.Cap.MaxCostUSD = &dollars
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+		t.Fatal(err)
+	}
+	rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+	h.waitDone("u", n, 30*time.Second)
+	rw.stop(t, 20*time.Second)
+	if calls := h.sim.requests(); calls != 0 {
+		t.Errorf("%d calls made for a cost-capped batch of an unpriced model, want none", calls)
+	}
+	for i := 1; i <= n; i++ {
+		j, as := h.job(jobID("u", i))
+		if j.Status != store.StatusOverBudget || len(as) != 0 || !strings.Contains(j.Error, `no price for model "fresh-model-2027"`) {
+			t.Fatalf("job %d: %s, %d attempts, %q; want over_budget, none, naming the model", i, j.Status, len(as), j.Error)
+		}
+	}
+
+	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "u", Statuses: []string{store.StatusOverBudget}, Queue: h.q})
+	if err != nil || rep.Published != n {
+		t.Fatalf("requeue: %+v %v", rep, err)
+	}
+	wc := h.workerConfig(h.client(nil))
+	if wc.Loop.Prices, err = pipeline.ParsePrices(pipeline.DefaultPrices(), []byte(`{"fresh-model-2027":{"input_per_mtok":1,"output_per_mtok":2}}`)); err != nil {
+		t.Fatal(err)
+	}
+	rw = h.startWorker(wc, nil, nil)
+	h.waitDone("u", n, 30*time.Second)
+	rw.stop(t, 20*time.Second)
+	h.checkInvariants("u", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	if sp, err := h.st.BatchSpend(h.ctx, "u"); err != nil || sp.CostUSD <= 0 {
+		t.Errorf("spend after the priced run: %+v %v; want a cost counted against the cap", sp, err)
+	}
 }
 
 // Cancel during a run: the jobs not yet final end cancelled at once, the

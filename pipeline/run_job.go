@@ -173,18 +173,18 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	if prev != nil {
 		recorded = len(prev.Attempts)
 	}
-	var capped bool
+	var spendCap capEntry
 	err = w.retryLedger(ctx, log, func() error {
 		var err error
-		capped, err = w.capped(ctx, env.Batch)
+		spendCap, err = w.capped(ctx, env.Batch)
 		return err
 	})
 	if err != nil {
 		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", ErrTransient, err)))
 		return
 	}
-	if capped {
-		job.GateFunc = w.budgetGate(env, log)
+	if spendCap.capped {
+		job.GateFunc = w.budgetGate(env, spendCap.dollars, log)
 	}
 	loop := w.loops[env.Provider]
 	res, err := loop.Resume(ctx, job, prev)
@@ -242,29 +242,41 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 
 // capEntry is a batch's cap as last read.
 type capEntry struct {
-	capped bool
-	read   time.Time
+	capped  bool // tokens, dollars or both
+	dollars bool // a cost cap: the model must have a price
+	read    time.Time
 }
 
 // capTTL is how long a batch's cap is trusted before it is read again: a
 // cap set while the batch runs takes effect within it.
 const capTTL = 2 * time.Second
 
-// capped reports whether the batch has a spend cap.
-func (w *Worker) capped(ctx context.Context, batch string) (bool, error) {
+// capped returns the batch's spend cap as last read.
+func (w *Worker) capped(ctx context.Context, batch string) (capEntry, error) {
 	if v, ok := w.caps.Load(batch); ok {
 		if e := v.(*capEntry); time.Since(e.read) < capTTL {
-			return e.capped, nil
+			return *e, nil
 		}
 	}
 	caps, err := w.ledger.BatchCaps(ctx, []string{batch})
 	if err != nil {
-		return false, err
+		return capEntry{}, err
 	}
-	_, capped := caps[batch]
-	w.caps.Store(batch, &capEntry{capped: capped, read: time.Now()})
-	return capped, nil
+	c, capped := caps[batch]
+	e := capEntry{capped: capped, dollars: c.MaxCostUSD != nil, read: time.Now()}
+	w.caps.Store(batch, &e)
+	return e, nil
 }
+
+// unpricedCapError ends a job of a cost-capped batch whose model the worker
+// has no price for; it is an ErrOverBudget, with its own message.
+type unpricedCapError struct{ model string }
+
+func (e unpricedCapError) Error() string {
+	return fmt.Sprintf("the batch's cost cap cannot be enforced: this worker has no price for model %q (give it one with --prices)", e.model)
+}
+
+func (unpricedCapError) Is(target error) bool { return target == ErrOverBudget }
 
 // Spend holds: how long a hold outlives a worker that died holding it,
 // and how long a call waits for the holds of calls in flight.
@@ -279,9 +291,18 @@ const (
 // reserved in the ledger before it is sent and its real use charged after,
 // so every worker of the cluster together stays under the cap. When only
 // the holds of calls in flight are in the way, the call waits for them.
-func (w *Worker) budgetGate(env *Envelope, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
+//
+// A cost cap is enforced only with a price for the job's model: without one
+// every call would count $0 against it, so no call is made and the job ends
+// over_budget, its reason naming the model (the worker's --prices adds it;
+// enqueue requeue runs the jobs again).
+func (w *Worker) budgetGate(env *Envelope, dollars bool, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
 	prices := w.prices()
+	_, priced := prices.Lookup(env.Model)
 	return func(ctx context.Context, req *llm.Request) (func(*llm.Response, error), error) {
+		if dollars && !priced {
+			return nil, unpricedCapError{env.Model}
+		}
 		out := req.MaxTokens
 		in := estimateTokens(req) - out
 		cost := prices.CostOn(env.Model, repair.PriceBasisRealtime, in, out, 0, 0)

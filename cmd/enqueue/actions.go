@@ -52,8 +52,10 @@ holds each call's estimate in the ledger before sending it and charges its
 real use after, so together they stay under the cap (the estimate can be
 short by at most one call per worker). Jobs left when the cap is reached end
 'over_budget'; raise the cap and requeue --status over_budget to run them.
-The cost is estimated from the workers' price table. Prints what the batch
-has spent.
+The cost is estimated from the workers' price table (worker --prices over
+the built-in one); a worker with no price for the batch's model cannot
+enforce a cost cap and ends its jobs 'over_budget' without calling the
+model, the reason naming the model. Prints what the batch has spent.
 
 Exit status: 0 done, 1 failed (no such batch), 2 bad usage.`
 

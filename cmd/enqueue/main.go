@@ -228,6 +228,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		if cfg.Cap.MaxCostUSD, err = parseCost(*maxCost); err != nil {
 			return usageError{Err: err}
 		}
+		if _, priced := pipeline.DefaultPrices().Lookup(cfg.Model); cfg.Cap.MaxCostUSD != nil && !priced {
+			fmt.Fprintf(stderr, "enqueue: warning: %s has no price in fixpoint's table, so a worker can enforce --max-cost-usd only when its --prices lists it; a worker without one ends the batch's jobs over_budget without calling the model\n", cfg.Model)
+		}
 		if cfg.Cap.MaxTotalTokens, err = parseTokens(*maxTokens); err != nil {
 			return usageError{Err: err}
 		}
