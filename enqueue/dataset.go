@@ -60,6 +60,10 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 	for rr.sc.Scan() {
 		rr.line++
 		text := bytes.TrimSpace(rr.sc.Bytes())
+		if rr.line == 1 {
+			// A byte order mark, as some Windows tools write: not data.
+			text = bytes.TrimPrefix(text, []byte("\ufeff"))
+		}
 		if len(text) == 0 {
 			continue
 		}

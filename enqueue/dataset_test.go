@@ -12,7 +12,8 @@ import (
 )
 
 // The reader keeps the dataset's columns in file order: a CSV's header
-// (without a BOM), a JSONL file's keys as first written.
+// (without a BOM), a JSONL file's keys as first written (a BOM before the
+// first line is not data either).
 func TestRowReaderColumns(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -22,6 +23,7 @@ func TestRowReaderColumns(t *testing.T) {
 	}{
 		{"jsonl", FormatJSONL, `{"zeta":1,"alpha":"a"}` + "\n\n" + `{"alpha":"b","mid":true,"zeta":2}` + "\n", []string{"zeta", "alpha", "mid"}, 2},
 		{"csv", FormatCSV, "\ufeffzeta,alpha\n1,a\n2,b\n", []string{"zeta", "alpha"}, 2},
+		{"jsonl with a BOM", FormatJSONL, "\ufeff" + `{"zeta":1,"alpha":"a"}` + "\r\n" + `{"alpha":"b","zeta":2}` + "\r\n", []string{"zeta", "alpha"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rr := newRowReader(tc.format, strings.NewReader(tc.data))
