@@ -94,6 +94,7 @@ func DryRun(ctx context.Context, measurer Measurer, cfg Config, data io.Reader, 
 	var inSum float64
 	var prog Progress
 	ids := map[string]string{}
+	missing := map[string]int{}
 	rows := newRowReader(cfg.Format, data)
 	for limit <= 0 || prog.Rows < limit {
 		row, line, err := rows.next()
@@ -102,7 +103,7 @@ func DryRun(ctx context.Context, measurer Measurer, cfg Config, data io.Reader, 
 		}
 		var fatal *fatalReadError
 		if errors.As(err, &fatal) {
-			return rep, fmt.Errorf("enqueue: read line %d: %w", line, fatal.err)
+			return rep, fmt.Errorf("read line %d: %w", line, fatal.err)
 		}
 		prog.Rows++
 		if err != nil {
@@ -110,6 +111,9 @@ func DryRun(ctx context.Context, measurer Measurer, cfg Config, data io.Reader, 
 			continue
 		}
 		job, err := r.render(row, line)
+		if f := missingFieldOf(err); f != "" {
+			missing[f]++
+		}
 		if err == nil {
 			err = r.fits(&job)
 		}
@@ -139,6 +143,10 @@ func DryRun(ctx context.Context, measurer Measurer, cfg Config, data io.Reader, 
 		if _, _, err := rows.next(); !errors.Is(err, io.EOF) {
 			rep.Limited = true
 		}
+	}
+	chk := checkResult{columns: rows.columns(), missing: missing}
+	if err := chk.unknownFields(cfg.IDField); err != nil {
+		return rep, err
 	}
 	rep.Rows, rep.Bad, rep.Repeated = prog.Rows, prog.Bad, prog.Repeated
 	if rep.Jobs == 0 {

@@ -10,7 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -208,12 +211,12 @@ var (
 	ErrBadConfig = errors.New("bad enqueue settings")
 	// ErrBadSchema is returned when the schema does not compile or no value
 	// can satisfy it.
-	ErrBadSchema = errors.New("enqueue: bad schema")
+	ErrBadSchema = errors.New("bad schema")
 	// ErrBadTemplate is returned when the template does not parse.
-	ErrBadTemplate = errors.New("enqueue: bad template")
+	ErrBadTemplate = errors.New("bad template")
 	// ErrSettingsChanged is returned when a batch is enqueued again with
 	// settings other than the ones it was recorded with.
-	ErrSettingsChanged = errors.New("enqueue: the batch was recorded with other settings")
+	ErrSettingsChanged = errors.New("the batch was recorded with other settings")
 	// ErrTooManyBadRows is returned when bad rows exceed MaxBadRows; nothing
 	// of the run was recorded or published.
 	ErrTooManyBadRows = errors.New("too many bad rows")
@@ -248,13 +251,13 @@ func (c *Config) validate() error {
 		missing = append(missing, "model")
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: enqueue: missing %s", ErrBadConfig, strings.Join(missing, ", "))
+		return fmt.Errorf("%w: missing %s", ErrBadConfig, strings.Join(missing, ", "))
 	}
 	if c.Format != FormatJSONL && c.Format != FormatCSV {
-		return fmt.Errorf("%w: enqueue: format %q is not jsonl or csv", ErrBadConfig, c.Format)
+		return fmt.Errorf("%w: format %q is not jsonl or csv", ErrBadConfig, c.Format)
 	}
 	if !slices.Contains(knownProviders, c.Provider) {
-		return fmt.Errorf("%w: enqueue: provider %q is not one of %s", ErrBadConfig, c.Provider, strings.Join(knownProviders, ", "))
+		return fmt.Errorf("%w: provider %q is not one of %s", ErrBadConfig, c.Provider, strings.Join(knownProviders, ", "))
 	}
 	sch, err := validate.Compile(c.Schema)
 	if err != nil {
@@ -266,7 +269,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
 	}
 	if c.MaxBadRows < -1 {
-		return fmt.Errorf("%w: enqueue: max bad rows %d: want -1 (no limit) or more", ErrBadConfig, c.MaxBadRows)
+		return fmt.Errorf("%w: max bad rows %d: want -1 (no limit) or more", ErrBadConfig, c.MaxBadRows)
 	}
 	e := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits}
 	if err := e.Validate(); err != nil {
@@ -512,7 +515,7 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		return prog, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadTemplate, err)
 	}
 	if data == nil {
-		return prog, fmt.Errorf("%w: enqueue: no dataset", ErrBadConfig)
+		return prog, fmt.Errorf("%w: no dataset", ErrBadConfig)
 	}
 	schemaHash, err := store.SchemaHash(cfg.Schema)
 	if err != nil {
@@ -533,6 +536,9 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	prog.Phase = PhaseCheck
 	chk, err := r.check(ctx, data, &prog)
 	if err != nil {
+		return prog, err
+	}
+	if err := chk.unknownFields(cfg.IDField); err != nil {
 		return prog, err
 	}
 	if cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
@@ -590,7 +596,7 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 
 	// Pass 2: record and publish the rows that passed.
 	if _, err := data.Seek(0, io.SeekStart); err != nil {
-		return prog, fmt.Errorf("enqueue: rewind the dataset: %w", err)
+		return prog, fmt.Errorf("rewind the dataset: %w", err)
 	}
 	bad := len(prog.Bad)
 	prog.Phase, prog.Rows = PhasePublish, 0
@@ -610,7 +616,7 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 // the jobs the stream lost, with the batch's recorded settings.
 func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, prog *Progress) error {
 	if cfg.Batch == "" {
-		return fmt.Errorf("%w: enqueue: missing batch", ErrBadConfig)
+		return fmt.Errorf("%w: missing batch", ErrBadConfig)
 	}
 	b, err := ledger.Batch(ctx, cfg.Batch)
 	if errors.Is(err, store.ErrNotFound) {
@@ -624,7 +630,7 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 		return err
 	}
 	if settings.Provider == "" || settings.Model == "" {
-		return fmt.Errorf("enqueue: batch %s was recorded without its settings (by an older version): run the original enqueue command again instead of --resume", cfg.Batch)
+		return fmt.Errorf("batch %s was recorded without its settings (by an older version): run the original enqueue command again instead of --resume", cfg.Batch)
 	}
 	stream, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
 	if err != nil {
@@ -748,6 +754,49 @@ type checkResult struct {
 	skip map[int]bool
 	// columns are the dataset's columns in file order.
 	columns []string
+	// missing counts the rows the template failed on for want of a field,
+	// by field.
+	missing map[string]int
+}
+
+// noEntry is text/template's error for a field a row does not have, with
+// missingkey=error.
+var noEntry = regexp.MustCompile(`map has no entry for key ("(?:[^"\\]|\\.)*")`)
+
+// missingFieldOf returns the field a template execution error says a row
+// lacks, or "" (also for a nil error).
+func missingFieldOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	m := noEntry.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	f, uerr := strconv.Unquote(m[1])
+	if uerr != nil {
+		return ""
+	}
+	return f
+}
+
+// unknownFields reports a field the template or --id-field names that no
+// row of the dataset has: a typo or the wrong dataset, not bad rows.
+func (c *checkResult) unknownFields(idField string) error {
+	has := map[string]bool{}
+	for _, col := range c.columns {
+		has[col] = true
+	}
+	cols := strings.Join(c.columns, ", ")
+	if idField != "" && !has[idField] && len(c.columns) > 0 {
+		return fmt.Errorf("%w: --id-field %q: no row of the dataset has it (its fields: %s)", ErrBadConfig, idField, cols)
+	}
+	for _, f := range slices.Sorted(maps.Keys(c.missing)) {
+		if !has[f] && len(c.columns) > 0 {
+			return fmt.Errorf("%w: %w: the template uses .%s, which no row of the dataset has (its fields: %s)", ErrBadConfig, ErrBadTemplate, f, cols)
+		}
+	}
+	return nil
 }
 
 // idSeen is what the first pass keeps of each id: the line that used it
@@ -758,7 +807,7 @@ type idSeen struct {
 }
 
 func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*checkResult, error) {
-	res := &checkResult{skip: map[int]bool{}}
+	res := &checkResult{skip: map[int]bool{}, missing: map[string]int{}}
 	ids := map[[16]byte]idSeen{}
 	rows := newRowReader(r.cfg.Format, data)
 	bad := func(line int, err error) {
@@ -773,7 +822,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*
 		if err != nil {
 			var fatal *fatalReadError
 			if errors.As(err, &fatal) {
-				return nil, fmt.Errorf("enqueue: read line %d: %w", line, fatal.err)
+				return nil, fmt.Errorf("read line %d: %w", line, fatal.err)
 			}
 			prog.Rows++
 			bad(line, err)
@@ -782,6 +831,9 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*
 		prog.Rows++
 		job, err := r.render(row, line)
 		if err != nil {
+			if f := missingFieldOf(err); f != "" {
+				res.missing[f]++
+			}
 			bad(line, err)
 			continue
 		}
@@ -881,18 +933,18 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		}
 		var fatal *fatalReadError
 		if errors.As(err, &fatal) {
-			return fmt.Errorf("enqueue: read line %d: %w", line, fatal.err)
+			return fmt.Errorf("read line %d: %w", line, fatal.err)
 		}
 		prog.Rows++
 		if skip[line] {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("enqueue: line %d changed between the two reads of the dataset: %w", line, err)
+			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
 		}
 		job, err := r.render(row, line)
 		if err != nil {
-			return fmt.Errorf("enqueue: line %d changed between the two reads of the dataset: %w", line, err)
+			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
 		}
 		chunk = append(chunk, job)
 		if len(chunk) == r.cfg.Chunk {

@@ -21,6 +21,7 @@ func TestEnqueueBadInput(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	for _, tc := range []struct {
 		name, format, data, template string
+		idField                      string
 		maxBad                       int
 		wantLines                    []int
 		wantErr                      error
@@ -35,6 +36,15 @@ func TestEnqueueBadInput(t *testing.T) {
 		{name: "missing field", format: enqueue.FormatJSONL, maxBad: -1, template: "Summarize {{.body}}",
 			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","body":"two"}` + "\n",
 			wantLines: []int{1}, wantRecorded: 1},
+		// A field no row of the dataset has is a typo in the template or
+		// --id-field (or the wrong dataset), not a dataset of bad rows:
+		// a settings error, whatever --max-bad-rows allows.
+		{name: "template field no row has", format: enqueue.FormatJSONL, maxBad: -1, template: "Summarize {{.txet}}",
+			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","text":"two"}` + "\n",
+			wantLines: []int{1, 2}, wantErr: enqueue.ErrBadTemplate, wantRecorded: 0},
+		{name: "id field no row has", format: enqueue.FormatCSV, maxBad: -1, idField: "ID",
+			data:      "id,text\na,one\nb,two\n",
+			wantLines: []int{2, 3}, wantErr: enqueue.ErrBadConfig, wantRecorded: 0},
 		// Every row is checked before anything is recorded: past the limit,
 		// nothing of the batch is in the ledger or the queue.
 		{name: "too many bad rows", format: enqueue.FormatJSONL, maxBad: 0,
@@ -47,6 +57,9 @@ func TestEnqueueBadInput(t *testing.T) {
 			cfg.Format, cfg.MaxBadRows = tc.format, tc.maxBad
 			if tc.template != "" {
 				cfg.Template = tc.template
+			}
+			if tc.idField != "" {
+				cfg.IDField = tc.idField
 			}
 			prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(tc.data))
 			if !errors.Is(err, tc.wantErr) {

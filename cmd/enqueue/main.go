@@ -44,8 +44,10 @@ nothing: a row that cannot be read or rendered, whose --id-field is missing or
 repeats an earlier row's id with other content, or whose job would not fit the
 queue's message size or the workers' prompt limit is a bad row, reported with
 its line number. With more bad rows than --max-bad-rows, nothing of the batch
-is recorded or published and enqueue exits 1. The second pass records and
-publishes the rows that passed.
+is recorded or published and enqueue exits 1. A template field or --id-field
+that no row has is a typo, not bad rows: nothing is recorded and enqueue exits
+2, naming the dataset's fields. The second pass records and publishes the
+rows that passed.
 
 Job ids are stable (the batch and --id-field, else the batch and the row's
 line; 1 and "1" are the same id), so running the same command twice enqueues
@@ -340,8 +342,12 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if *progress && prog.Phase != "" {
 		bar(prog.Phase).Update(prog.Rows, note(prog), true)
 	}
-	for _, b := range prog.Bad {
-		fmt.Fprintf(stderr, "enqueue: bad row: %v\n", b)
+	if !errors.Is(err, enqueue.ErrBadConfig) {
+		// A setting wrong for the dataset (a template field no row has)
+		// fails every row alike: the error says it once.
+		for _, b := range prog.Bad {
+			fmt.Fprintf(stderr, "enqueue: bad row: %v\n", b)
+		}
 	}
 	for _, w := range prog.Warnings {
 		fmt.Fprintf(stderr, "enqueue: warning: %s\n", w)
