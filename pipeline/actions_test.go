@@ -308,3 +308,38 @@ func TestRetryAfterAnHour(t *testing.T) {
 		t.Errorf("%d calls, want %d: the job asked to wait was called again", got, n)
 	}
 }
+
+// A provider that refuses the API key (401) refuses it for every job: the
+// worker stops at once with an error saying so, instead of ending the batch
+// as failed jobs one by one, and hands its jobs back; a worker with the
+// right key then finishes the batch, every job valid.
+//
+// Fewer jobs than the worker pulls at once: the jobs it hands back while
+// stopping must not come back into its own open pull, each time a delivery
+// spent, until they are dead.
+func TestWrongAPIKeyStopsTheWorker(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	h := newHarness(t, harnessConfig{Sim: sim.Config{APIKey: "sk-right"}})
+	h.enqueue("k", n)
+	wc := h.workerConfig(h.client(nil)) // sends sk-test-SECRET123
+	wc.Concurrency = 24
+	rw := h.startWorker(wc, nil, nil)
+	err := rw.wait(t, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "openai refused the API key") {
+		t.Fatalf("worker with a wrong key returned %v; want an error naming the refused key", err)
+	}
+	if strings.Contains(err.Error(), "SECRET123") || strings.Contains(h.logs.String(), "SECRET123") {
+		t.Errorf("the key reached the error or the logs")
+	}
+	if p := h.progress("k"); p.Queued != n {
+		t.Fatalf("after the refused key: %+v; want all %d jobs still queued", p, n)
+	}
+	right := h.workerConfig(h.client(func(c *llm.Config) { c.APIKey = "sk-right" }))
+	rw = h.startWorker(right, nil, nil)
+	h.waitDone("k", n, 30*time.Second)
+	if err := rw.stop(t, 20*time.Second); err != nil {
+		t.Errorf("worker with the right key: %v", err)
+	}
+	h.checkInvariants("k", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+}

@@ -56,8 +56,8 @@ const (
 	DispSkip
 	// DispRetry hands the job back, to be delivered again after Delay.
 	DispRetry
-	// DispRelease hands the job back for immediate redelivery: the worker
-	// is stopping.
+	// DispRelease hands the job back for redelivery as soon as the
+	// worker's last pull has ended: the worker is stopping.
 	DispRelease
 	// DispReject records the job rejected with Cause, then terminates its
 	// message: it can never succeed as sent.
@@ -100,9 +100,9 @@ type Disposition struct {
 
 // decide is the one place that turns why a job stopped short of a final
 // result into what becomes of its message: a bad job is rejected; while
-// stopping, it is released for immediate redelivery; otherwise it is
-// handed back after a delay doubling with each delivery, never sooner
-// than the provider asked (a Retry-After over what the client sleeps comes
+// stopping, it is released for redelivery once this worker's pull is over;
+// otherwise it is handed back after a delay doubling with each delivery,
+// never sooner than the provider asked (a Retry-After over what the client sleeps comes
 // back here, not as a frozen lane), and at its last delivery it is dead.
 func (w *Worker) decide(ctx context.Context, delivered int, cause error) Disposition {
 	switch {
@@ -136,7 +136,11 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 	case DispRetry, DispForeign:
 		err = msg.NakWithDelay(d.Delay)
 	case DispRelease:
-		err = msg.Nak()
+		// Not at once: this worker's last pull may still be open, and a
+		// message back in it would be released again, a delivery spent
+		// each time, until it is dead. Past the pull's wait, it goes to
+		// another worker.
+		err = msg.NakWithDelay(2 * w.cfg.FetchWait)
 	case DispReject, DispDead:
 		status := store.StatusRejected
 		if d.Kind == DispDead {

@@ -193,8 +193,13 @@ func TestLoop(t *testing.T) {
 		},
 		{
 			name:       "permanent provider error stops",
-			replies:    []fakeReply{{err: &llm.Error{Class: llm.ClassAuth, Status: 401, Message: "bad key"}}},
+			replies:    []fakeReply{{err: &llm.Error{Class: llm.ClassAuth, Status: 403, Message: "no access to this model"}}},
 			wantStatus: StatusFailed, wantAttempts: 1, wantClasses: []string{"provider"},
+		},
+		{
+			name:       "a refused key is transient for the job",
+			replies:    []fakeReply{{err: &llm.Error{Class: llm.ClassAuth, Status: 401, Message: "bad key"}}},
+			wantStatus: StatusFailed, wantAttempts: 1, wantClasses: []string{"provider"}, wantErr: ErrProviderAuth,
 		},
 		{
 			name:       "transient provider error hands the job back",

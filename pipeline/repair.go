@@ -68,6 +68,7 @@ var (
 	ErrBadJob         = repair.ErrBadJob
 	ErrTransient      = repair.ErrTransient
 	ErrQuotaExhausted = repair.ErrQuotaExhausted
+	ErrProviderAuth   = repair.ErrProviderAuth
 	ErrOverBudget     = repair.ErrOverBudget
 )
 

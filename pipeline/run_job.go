@@ -190,6 +190,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	res, err := loop.Resume(ctx, job, prev)
 	for holds := 0; errors.Is(err, ErrTransient); {
 		hint := serverWait(err)
+		if errors.Is(err, ErrProviderAuth) {
+			// Every job of the provider would fail alike: stop this worker
+			// (its command exits non-zero, saying why) and hand the job
+			// back for a worker with a good key.
+			w.abort(fmt.Errorf("%s refused the API key: fix the key and start the worker again: %w", env.Provider, err))
+			w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
+			return
+		}
 		if errors.Is(err, ErrQuotaExhausted) {
 			// Permanent for the lane until someone raises the limit (or
 			// for as long as the lane says): pause pulling, and keep this

@@ -250,6 +250,9 @@ type Worker struct {
 	waves      *waves // nil: batch-delivery jobs run realtime
 	beats      *heartbeats
 	stopping   <-chan struct{} // closed when Run stops pulling
+	// abort stops Run, which then returns err: a fault no job of this
+	// worker can get past (a provider refusing the API key).
+	abort func(err error)
 }
 
 // NewWorker checks cfg and returns a worker. Nothing runs until Run.
@@ -258,7 +261,7 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger, beats: newHeartbeats(cfg.Queue.AckWait / 3)}
+	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger, beats: newHeartbeats(cfg.Queue.AckWait / 3), abort: func(error) {}}
 	w.loops = make(map[string]*Loop, len(cfg.Providers))
 	for name, client := range cfg.Providers {
 		w.loops[name] = NewLoop(client, cfg.Loop)
@@ -314,6 +317,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	pullCtx, stopPull := context.WithCancel(ctx)
 	defer stopPull()
 	w.stopping = pullCtx.Done()
+	var fatal error
+	var fatalOnce sync.Once
+	w.abort = func(err error) {
+		fatalOnce.Do(func() {
+			fatal = err
+			w.log.ErrorContext(ctx, "worker: stopping", slog.String("error", err.Error()))
+			stopPull()
+		})
+	}
 	deadDone := make(chan struct{})
 	go func() { defer close(deadDone); w.watchDead(pullCtx, stream) }()
 	drainDone := make(chan struct{})
@@ -447,7 +459,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-drainDone
 	<-wavesDone
 	w.log.InfoContext(ctx, "worker: stopped")
-	return nil
+	fatalOnce.Do(func() {}) // no abort after this point
+	return fatal
 }
 
 // pendingWriteRoom is how many finished jobs may wait for their commit

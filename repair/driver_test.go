@@ -239,7 +239,7 @@ func TestStepSuspendsOnTransientFailure(t *testing.T) {
 	if a := cont.Next(); a.Request == nil {
 		t.Fatalf("Start from the result: %+v, want a request", a)
 	}
-	_, act = cont.Feed(nil, &llm.Error{Class: llm.ClassAuth, Status: 401, Message: "no"}, time.Now())
+	_, act = cont.Feed(nil, &llm.Error{Class: llm.ClassAuth, Status: 403, Message: "no access to this model"}, time.Now())
 	if !act.Done() || cont.Result().Status != repair.StatusFailed || len(cont.Result().Attempts) != 2 {
 		t.Fatalf("a permanent error: %+v, %+v; want the job failed with both attempts", act, cont.Result())
 	}

@@ -19,6 +19,11 @@ var ErrTransient = errors.New("transient failure")
 // instead of burning its deliveries.
 var ErrQuotaExhausted = errors.New("provider quota exhausted")
 
+// ErrProviderAuth is matched (together with ErrTransient) when a provider
+// refuses the credentials (HTTP 401): wrong for every job of that provider,
+// not for this one, so the job is kept for a worker with a good key.
+var ErrProviderAuth = errors.New("provider refused the API key")
+
 // ErrOverBudget is matched when a job's batch reached its spend cap before
 // the job was done: the job ends over_budget, not failed. Raising the cap
 // and requeueing runs it again.

@@ -389,6 +389,10 @@ func (s *Step) feedError(a *Attempt, err error) (*Attempt, Action) {
 		// Permanent for the lane, not for the job: the driver delays the
 		// job instead of burning its deliveries.
 		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", ErrTransient, ErrQuotaExhausted, s.job.ID, err)
+	case perr != nil && perr.Class == llm.ClassAuth && perr.Status == 401:
+		// The key is wrong for every job, not this one (a 403 may be
+		// about this model only, and ends the job below).
+		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", ErrTransient, ErrProviderAuth, s.job.ID, err)
 	case perr != nil && perr.Permanent():
 		return s.last(), s.finish()
 	default:

@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	p50 := fs.Duration("latency-p50", 0, "median per-request latency (0: instant)")
 	p99 := fs.Duration("latency-p99", 0, "99th percentile per-request latency (lognormal; defaults to the median)")
 	tokP50 := fs.Duration("token-latency", 0, "latency per completion token")
+	apiKey := fs.String("api-key", "", "accept only this API key (Bearer for OpenAI, x-api-key for Anthropic); others get the provider's 401 (empty: any key)")
 	rpm := fs.Int("rpm", -1, "requests per minute per model and key (-1: the preset's; 0: unlimited)")
 	tpm := fs.Int("tpm", -1, "tokens per minute per model and key (-1: the preset's; 0: unlimited)")
 	batchDelay := fs.Duration("batch-completion-delay", sim.BatchCompletionDelayDefault,
@@ -139,6 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	cfg.Seed = *seed
+	cfg.APIKey = *apiKey
 	for _, f := range faults {
 		cfg.Mix.Set(f.kind, f.p)
 	}

@@ -104,6 +104,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(aerr, nil)
 		return
 	}
+	if s.cfg.APIKey != "" && c.provider != "ollama" && apiKey(c.provider, r) != s.cfg.APIKey {
+		s.stats.event(EventAuth)
+		c.fail(statusError(c.provider, http.StatusUnauthorized), nil)
+		return
+	}
 	if s.cfg.QuotaExhausted {
 		s.stats.event(EventQuota)
 		c.quota()
@@ -599,4 +604,12 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit))
 	return buf.Bytes(), err
+}
+
+// apiKey is the key a request carries the way its provider takes it.
+func apiKey(provider string, r *http.Request) string {
+	if provider == "anthropic" {
+		return r.Header.Get("X-Api-Key")
+	}
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 }

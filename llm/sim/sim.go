@@ -514,6 +514,10 @@ type Config struct {
 	// (OpenAI 429 insufficient_quota, Anthropic 400 "Your credit balance is
 	// too low"; Ollama, which has no quota, a bare 429).
 	QuotaExhausted bool
+	// APIKey, when set, is the only key accepted: a chat call with another
+	// (Authorization: Bearer for OpenAI, x-api-key for Anthropic) gets the
+	// provider's 401. Ollama takes no key.
+	APIKey string
 	// RetryAfter is the Retry-After of injected 429s. Default 1s.
 	RetryAfter time.Duration
 	// TrickleInterval is the gap between bytes of a trickled body. Default 50ms.

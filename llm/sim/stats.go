@@ -7,6 +7,7 @@ const (
 	EventRateLimited = "rate_limited" // 429 from the RPM/TPM budget
 	EventInjected429 = "injected_429" // 429 from Transport.RateLimited
 	EventQuota       = "quota_exhausted"
+	EventAuth        = "auth" // 401: a key other than Config.APIKey
 	EventStatus500   = "status_500"
 	EventStatus503   = "status_503"
 	EventStatus529   = "status_529"
@@ -18,9 +19,9 @@ const (
 	EventScripted    = "scripted"
 )
 
-var eventNames = []string{
+var eventNames = [...]string{
 	EventRateLimited, EventInjected429, EventQuota, EventStatus500, EventStatus503, EventStatus529,
-	EventHang, EventTrickle, EventReset, EventMalformed, EventHuge, EventScripted,
+	EventHang, EventTrickle, EventReset, EventMalformed, EventHuge, EventScripted, EventAuth,
 }
 
 // Stats is a snapshot of the server's counters.
@@ -81,7 +82,7 @@ type counters struct {
 	provider    [3]atomic.Int64
 	status      [600]atomic.Int64
 	faults      [numFaultKinds]atomic.Int64
-	events      [12]atomic.Int64
+	events      [len(eventNames)]atomic.Int64
 }
 
 var providerNames = []string{"openai", "anthropic", "ollama"}
