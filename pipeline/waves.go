@@ -440,6 +440,14 @@ func (v *waves) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveRe
 	default:
 		err = v.poll(ctx, log, client, wave)
 	}
+	if refusedKey(err) {
+		// As for a realtime call: the key is wrong for every wave and job
+		// of the provider. The wave waits, unchanged and unleased, for a
+		// worker with a good key.
+		v.w.abort(fmt.Errorf("%s refused the API key: fix the key and start the worker again: %w", wave.Provider, err))
+		v.update(ctx, log, wave, store.WaveUpdate{Error: truncate(err.Error(), 500), NextPoll: v.cfg.PollMin})
+		return
+	}
 	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		log.WarnContext(ctx, "worker: wave", slog.String("status", wave.Status), slog.String("error", err.Error()))
 		v.update(ctx, log, wave, store.WaveUpdate{Error: truncate(err.Error(), 500), NextPoll: v.backoff(wave)})
@@ -533,7 +541,7 @@ func (v *waves) submit(ctx context.Context, log *slog.Logger, client BatchClient
 // later; a refused one fails the wave, and its jobs run realtime.
 func (v *waves) submitFailed(ctx context.Context, log *slog.Logger, wave *store.Wave, err error) error {
 	var perr *llm.Error
-	if errors.Is(err, llm.ErrBatchMaybeCreated) || !errors.As(err, &perr) || !perr.Permanent() {
+	if errors.Is(err, llm.ErrBatchMaybeCreated) || !errors.As(err, &perr) || !perr.Permanent() || refusedKey(err) {
 		// Try again (reconciling first) at the next poll.
 		return fmt.Errorf("submit: %w", err)
 	}
@@ -543,6 +551,13 @@ func (v *waves) submitFailed(ctx context.Context, log *slog.Logger, wave *store.
 	}
 	return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed,
 		Error: truncate("submit: "+err.Error(), 500), NextPoll: time.Second})
+}
+
+// refusedKey reports a provider's 401: the API key is wrong for every call
+// of that provider (a 403 may concern one model or one call only).
+func refusedKey(err error) bool {
+	var perr *llm.Error
+	return errors.As(err, &perr) && perr.Class == llm.ClassAuth && perr.Status == 401
 }
 
 // reconcile looks for a provider batch of the wave that was created but

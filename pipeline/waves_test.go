@@ -170,6 +170,42 @@ func TestBatchDeliveryConverges(t *testing.T) {
 	}
 }
 
+// A provider refusing the key at a wave's upload stops the worker (exit 1)
+// and leaves the wave as it was: not failed, its jobs not moved to realtime
+// at full price. A worker with the right key then runs it at batch prices.
+func TestBatchDeliveryWrongKey(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	cfg := waveSim(50*time.Millisecond, 0, 0)
+	cfg.APIKey = "sk-right"
+	h := newHarness(t, harnessConfig{Sim: cfg})
+	h.enqueueBatch("wk", llm.ProviderOpenAI, n, time.Hour)
+	wrong := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
+	wrong.Drain = true
+	err := h.startWorker(wrong, nil, nil).wait(t, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "openai refused the API key") {
+		t.Fatalf("worker with a wrong key: %v; want it stopped, naming the refused key", err)
+	}
+	if failed := h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wk' AND status = 'failed'`); failed != 0 {
+		t.Errorf("%d waves failed by a refused key; want them left for a good one", failed)
+	}
+	if p := h.progress("wk"); p.Queued != n {
+		t.Fatalf("after the refused key: %+v; want all %d queued", p, n)
+	}
+	right := h.waveWorker(llm.ProviderOpenAI, h.client(func(c *llm.Config) { c.APIKey = "sk-right" }))
+	right.Drain = true
+	if err := h.startWorker(right, nil, nil).wait(t, 60*time.Second); err != nil {
+		t.Fatalf("worker with the right key: %v", err)
+	}
+	h.checkWaveLedger("wk", n)
+	if realtime := h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wk:%' AND price_basis = 'realtime'`); realtime != 0 {
+		t.Errorf("%d attempts at realtime prices; want every job in the batch's waves", realtime)
+	}
+	if p := h.progress("wk"); p.Failed != 0 || p.Valid == 0 {
+		t.Errorf("%+v; want no job failed by the refused key", p)
+	}
+}
+
 // Killing the worker at each point of a wave's life and starting another
 // finishes the batch with every job final once, every request of every
 // provider batch recorded once, and no provider batch orphaned or created

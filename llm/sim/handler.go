@@ -65,6 +65,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if br, ok := parseBatchRoute(r.URL.Path); ok {
 			bc := *c // a copy, so that the chat path's call stays on the stack
 			bc.provider = br.provider
+			if s.cfg.APIKey != "" && apiKey(bc.provider, r) != s.cfg.APIKey {
+				s.stats.event(EventAuth)
+				bc.fail(statusError(bc.provider, http.StatusUnauthorized), nil)
+				return
+			}
 			s.serveBatch(&bc, br)
 			return
 		}

@@ -514,7 +514,7 @@ type Config struct {
 	// (OpenAI 429 insufficient_quota, Anthropic 400 "Your credit balance is
 	// too low"; Ollama, which has no quota, a bare 429).
 	QuotaExhausted bool
-	// APIKey, when set, is the only key accepted: a chat call with another
+	// APIKey, when set, is the only key accepted: a call (chat or batch) with another
 	// (Authorization: Bearer for OpenAI, x-api-key for Anthropic) gets the
 	// provider's 401. Ollama takes no key.
 	APIKey string
