@@ -34,9 +34,10 @@ const usage = `Usage: report COMMAND [flags]
   report job ID                   one job and each attempt as a card
   report export BATCH [--format jsonl|csv]
                                   each job's input row and value, one line per job in row order
-  report wait BATCH [--max-failure-rate R]
+  report wait BATCH [--max-failure-rate R] [--timeout D]
                                   progress until every job is final; exit 1 when the share of
-                                  jobs not valid exceeds R (a batch with no jobs is done at once)
+                                  jobs not valid exceeds R, or when jobs are still queued after D
+                                  (a batch with no jobs is done at once)
 
 A BATCH or ID that is not in the ledger is an error (exit 1); a batch with no
 jobs is not.
@@ -103,6 +104,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	format := fs.String("format", "jsonl", "export format: jsonl or csv")
 	maxFail := fs.Float64("max-failure-rate", 1, "report wait: exit 1 when (jobs not valid)/(jobs) exceeds this")
 	every := fs.Duration("interval", time.Second, "report wait: how often to poll")
+	timeout := fs.Duration("timeout", 0, "report wait: exit 1 when the batch is not done after this long (0 = wait as long as it takes)")
 	fs.Usage = func() { fmt.Fprintln(stdout, usage); fmt.Fprintln(stdout, "\nFlags:"); fs.PrintDefaults() }
 	// Flags may come before or after the positional argument.
 	var pos []string
@@ -182,7 +184,15 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		return wait(ctx, stdout, stderr, st, batch, *maxFail, *every)
+		switch {
+		case *every <= 0:
+			return usageError{Err: fmt.Errorf("--interval %s: want a positive duration", *every)}
+		case *timeout < 0:
+			return usageError{Err: fmt.Errorf("--timeout %s: want 0 (no limit) or a positive duration", *timeout)}
+		case *maxFail < 0 || *maxFail > 1:
+			return usageError{Err: fmt.Errorf("--max-failure-rate %v: want a share between 0 and 1", *maxFail)}
+		}
+		return wait(ctx, stdout, stderr, st, batch, *maxFail, *every, *timeout)
 	default:
 		return usageError{Err: fmt.Errorf("unknown command %q", cmd)}
 	}
@@ -379,9 +389,15 @@ func rawOrNull(b json.RawMessage) json.RawMessage {
 	return b
 }
 
-func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch string, maxFail float64, every time.Duration) error {
+func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch string, maxFail float64, every, timeout time.Duration) error {
 	if err := needBatch(ctx, st, batch); err != nil {
 		return err
+	}
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
 	}
 	bar := cli.NewProgressBar(stderr, false, "wait", 0)
 	for {
@@ -408,6 +424,9 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-expired:
+			bar.Update(done, note, true)
+			return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued (are workers running on this ledger?)", batch, timeout, p.Queued, p.Total)
 		case <-time.After(every):
 		}
 	}

@@ -108,6 +108,18 @@ func TestReportWait(t *testing.T) {
 	if !strings.Contains(errOut.String(), "valid 1, invalid 1") {
 		t.Errorf("progress not shown: %s", errOut.String())
 	}
+	// --timeout ends the wait itself, saying what is left.
+	errOut.Reset()
+	if code := run(context.Background(), []string{"wait", "b1", "--interval", "20ms", "--timeout", "150ms", "--database-url", dsn}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "not done after 150ms: 1 of") {
+		t.Errorf("wait --timeout on an unfinished batch: exit %d, stderr %q; want 1 saying 1 job is still queued", code, errOut.String())
+	}
+	for _, bad := range [][]string{{"--interval", "0s"}, {"--timeout", "-1s"}, {"--max-failure-rate", "5"}} {
+		errOut.Reset()
+		if code := run(context.Background(), append([]string{"wait", "b1", "--database-url", dsn}, bad...), &out, &errOut); code != 2 {
+			t.Errorf("wait %v: exit %d, want 2 (%s)", bad, code, errOut.String())
+		}
+	}
 }
 
 // newLedger returns the URL of a fresh ledger and a Store open on it.
