@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
@@ -120,5 +123,42 @@ func TestDrainedButLost(t *testing.T) {
 	if code, out := sh(bin + "/enqueue --batch b --resume && " + bin + "/worker --drain --batch b --sim clean --max-failure-rate 0"); code != 0 ||
 		!strings.Contains(out, "30 republished") {
 		t.Fatalf("resume then drain: exit %d\n%s", code, out)
+	}
+}
+
+// A --drain run stopped before the queue is drained (a cron line's timeout,
+// an operator's SIGTERM) exits 1 saying how much of the batch is left: it
+// was asked to finish the work, and did not.
+func TestDrainStoppedEarlyFails(t *testing.T) {
+	t.Parallel()
+	bin := buildCommands(t)
+	work, dsn := t.TempDir(), storetest.NewDB(t)
+	for name, body := range map[string]string{"schema.json": demoSchema, "template.txt": demoTemplate, "tickets.jsonl": demoDataset(200, 1)} {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(os.Environ(), "DATABASE_URL="+dsn, "NATS_URL=", "FIXPOINT_NATS_LISTEN=127.0.0.1:0", "FIXPOINT_METRICS_ADDR=off", "LOG_LEVEL=warn")
+	enq := exec.Command(bin+"/enqueue", "--batch", "b", "--schema", "schema.json", "--template", "template.txt", "--model", "sim-typical", "--id-field", "ticket_id", "tickets.jsonl")
+	enq.Dir, enq.Env = work, env
+	if out, err := enq.CombinedOutput(); err != nil {
+		t.Fatalf("enqueue: %v\n%s", err, out)
+	}
+	w := exec.Command(bin+"/worker", "--drain", "--batch", "b", "--sim", "typical", "--sim-latency-p50", "200ms", "--concurrency", "2", "--grace", "5s")
+	w.Dir, w.Env = work, env
+	var out strings.Builder
+	w.Stdout, w.Stderr = &out, &out
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out.String(), "stopped before the queue was drained") ||
+		!strings.Contains(out.String(), "of 200 jobs of batch b are not final yet") {
+		t.Fatalf("drain stopped early: %v, want exit 1 saying what is left:\n%s", err, out.String())
 	}
 }

@@ -75,7 +75,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&cfg.Concurrency, "concurrency", pipeline.ConcurrencyDefault, "provider calls in flight at once in this process (each lane's ceiling unless --lane-max-concurrency is set)")
 	ahead := fs.Int("jobs-ahead", -1, "jobs pulled ahead and waiting for a free call slot, so a finished call is replaced at once (-1 = half of --concurrency, at most 512)")
 	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM")
-	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight")
+	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight (stopped before that by a signal: exit 1)")
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger")
 	var chk drainCheck
 	fs.StringVar(&chk.batch, "batch", "", "with --drain: once drained, check this batch: exit 1 when any of its jobs is not final (lost from the queue) or its failure rate passes --max-failure-rate")
@@ -172,6 +172,23 @@ type drainCheck struct {
 // --max-failure-rate: exit 1.
 var errFailureRate = errors.New("failure rate over the threshold")
 
+// errInterrupted is returned when a --drain run is stopped before the queue
+// is drained: exit 1.
+var errInterrupted = errors.New("stopped before the queue was drained")
+
+// interrupted is the error of a --drain run stopped early, with what is
+// left of the batch when one is named.
+func (c drainCheck) interrupted(ctx context.Context, st *store.Store) error {
+	if c.batch == "" {
+		return fmt.Errorf("%w: jobs in flight were handed back; run the worker again to finish", errInterrupted)
+	}
+	p, err := st.Progress(ctx, c.batch)
+	if err != nil {
+		return fmt.Errorf("%w (and reading batch %s: %v)", errInterrupted, c.batch, err)
+	}
+	return fmt.Errorf("%w: %d of %d jobs of batch %s are not final yet; run the worker again to finish", errInterrupted, p.Queued, p.Total, c.batch)
+}
+
 // check reports the batch and fails when it is not done or fails too much:
 // a nightly cron line must not exit 0 with work stuck or refused.
 func (c drainCheck) check(ctx context.Context, st *store.Store, stdout io.Writer) error {
@@ -265,8 +282,14 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr st
 	if err != nil {
 		return err
 	}
-	if cfg.Drain && ctx.Err() == nil {
+	switch {
+	case cfg.Drain && ctx.Err() == nil:
 		return chk.check(context.WithoutCancel(ctx), st, stdout)
+	case cfg.Drain:
+		// Asked to run until the queue is empty and stopped first (a
+		// signal, a cron timeout): the work is not done, and the exit code
+		// must say so.
+		return chk.interrupted(context.WithoutCancel(ctx), st)
 	}
 	return nil
 }
