@@ -268,10 +268,14 @@ func (c *Config) validate() error {
 	if err := sch.Satisfiable(); err != nil {
 		return fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
 	}
+	if c.MaxPromptBytes < 0 {
+		return fmt.Errorf("%w: max prompt bytes %d is negative", ErrBadConfig, c.MaxPromptBytes)
+	}
 	if c.MaxBadRows < -1 {
 		return fmt.Errorf("%w: max bad rows %d: want -1 (no limit) or more", ErrBadConfig, c.MaxBadRows)
 	}
-	e := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits}
+	e := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits,
+		MaxTokens: c.MaxTokens, Temp: c.Temp}
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -306,6 +307,11 @@ func TestEnqueueRefusesBadSettings(t *testing.T) {
 		{"template", func(c *enqueue.Config) { c.Template = "Hello {{.text" }, enqueue.ErrBadTemplate},
 		{"schema", func(c *enqueue.Config) { c.Schema = []byte(`{"type": 1}`) }, enqueue.ErrBadSchema},
 		{"unsatisfiable schema", func(c *enqueue.Config) { c.Schema = []byte(`{"$ref": "#"}`) }, enqueue.ErrBadSchema},
+		// Every call of such a batch would be refused by the provider.
+		{"negative max tokens", func(c *enqueue.Config) { c.MaxTokens = -5 }, enqueue.ErrBadConfig},
+		{"temperature over 2", func(c *enqueue.Config) { t := 5.0; c.Temp = &t }, enqueue.ErrBadConfig},
+		{"temperature NaN", func(c *enqueue.Config) { t := math.NaN(); c.Temp = &t }, enqueue.ErrBadConfig},
+		{"negative prompt limit", func(c *enqueue.Config) { c.MaxPromptBytes = -1 }, enqueue.ErrBadConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			batch := "refuse-" + tc.name

@@ -123,6 +123,14 @@ func (e *Envelope) Validate() error {
 	default:
 		return fmt.Errorf("%w: mode %q is not prompt, json_schema or tool", ErrBadJob, e.Mode)
 	}
+	if e.MaxTokens < 0 {
+		return fmt.Errorf("%w: max_tokens %d is negative", ErrBadJob, e.MaxTokens)
+	}
+	// The providers take 0..2 (OpenAI) or 0..1 (Anthropic); outside, every
+	// call of the job would be refused.
+	if t := e.Temp; t != nil && !(*t >= 0 && *t <= 2) {
+		return fmt.Errorf("%w: temperature %v is outside 0..2", ErrBadJob, *t)
+	}
 	lim := e.Limits.WithDefaults()
 	if err := lim.Validate(); err != nil {
 		return err
