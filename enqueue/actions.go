@@ -85,6 +85,9 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 			return rep, fmt.Errorf("%w: requeue: %q is not a final status (valid, invalid, failed, rejected, dead, cancelled, over_budget)", ErrBadConfig, st)
 		}
 	}
+	if cfg.Class != "" && !slices.Contains(repair.FinalClasses, cfg.Class) {
+		return rep, fmt.Errorf("%w: requeue: class %q is not one of %s", ErrBadConfig, cfg.Class, strings.Join(repair.FinalClasses, ", "))
+	}
 	b, err := ledger.Batch(ctx, cfg.Batch)
 	if errors.Is(err, store.ErrNotFound) {
 		return rep, fmt.Errorf("%w: %s", ErrNoBatch, cfg.Batch)

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -211,6 +212,11 @@ func TestRequeueWithAnotherModel(t *testing.T) {
 	h.waitDone("b", n, 30*time.Second)
 	if p := h.progress("b"); p.Invalid != n {
 		t.Fatalf("first run: %+v, want every job invalid", p)
+	}
+	// A class no job can have is a typo, not "no job matched".
+	if _, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
+		Class: "shap", Queue: h.q}); !errors.Is(err, enqueue.ErrBadConfig) || !strings.Contains(err.Error(), "syntax, shape, semantic") {
+		t.Errorf("requeue --class shap: %v; want a usage error listing the classes", err)
 	}
 	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
 		Model: "sim-model", MaxAttempts: 3, DryRun: true, Queue: h.q})

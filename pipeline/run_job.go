@@ -41,7 +41,7 @@ func (w *Worker) handleSafely(ctx context.Context, msg jetstream.Msg) {
 	}
 	err := recovered.AsError()
 	w.log.ErrorContext(ctx, "worker: job panicked", slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
-	res := &Result{JobID: jobIDOf(msg, env), Status: StatusFailed, Class: "panic", Error: fmt.Sprintf("panic: %v", recovered.Value), StartedAt: time.Now()}
+	res := &Result{JobID: jobIDOf(msg, env), Status: StatusFailed, Class: repair.OutcomePanic, Error: fmt.Sprintf("panic: %v", recovered.Value), StartedAt: time.Now()}
 	// Recording the failure may panic too (the same hook, a broken ledger
 	// driver): then hand the message back instead of letting the panic reach
 	// the pool, which would re-panic at Wait and take the process down. A

@@ -184,7 +184,14 @@ const (
 	OutcomeRefusal   = "refusal"
 	OutcomeProvider  = "provider"
 	OutcomeBudget    = "budget"
+	// OutcomePanic ends a job whose driver panicked running it.
+	OutcomePanic = "panic"
 )
+
+// FinalClasses lists every class a job can end with (its final_class), for
+// checking a filter on it.
+var FinalClasses = []string{string(validate.ClassSyntax), string(validate.ClassShape), string(validate.ClassSemantic),
+	OutcomeTruncated, OutcomeRefusal, OutcomeProvider, OutcomeBudget, OutcomePanic}
 
 // Attempt is one provider call of a job, and what came of it.
 type Attempt struct {

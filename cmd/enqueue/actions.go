@@ -145,7 +145,7 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 		strategy = fs.String("strategy", "", "repair strategy of the new run: conversation, repair or patch (default: unchanged)")
 	)
 	c.register(fs, true)
-	fs.StringVar(&cfg.Class, "class", "", "only jobs whose final class is this (syntax, shape, semantic, truncated, refusal, provider, budget)")
+	fs.StringVar(&cfg.Class, "class", "", "only jobs whose final class is this (syntax, shape, semantic, truncated, refusal, provider, budget, panic)")
 	fs.StringVar(&cfg.Model, "model", "", "model of the new run (default: unchanged)")
 	fs.StringVar(&cfg.Provider, "provider", "", "provider of the new run: openai, anthropic or ollama (default: unchanged)")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "repair attempts per job in the new run (default: unchanged)")
