@@ -21,7 +21,8 @@ func (e *fatalReadError) Error() string { return e.err.Error() }
 // or record (CSV, header excluded, counted from the file's first line) number.
 type rowReader struct {
 	format string
-	sc     *bufio.Scanner
+	br     *bufio.Reader
+	buf    []byte // the current JSONL line
 	csv    *csv.Reader
 	header []string
 	line   int
@@ -39,10 +40,40 @@ func newRowReader(format string, r io.Reader) *rowReader {
 		rr.csv.FieldsPerRecord = -1
 		rr.csv.ReuseRecord = false
 	} else {
-		rr.sc = bufio.NewScanner(r)
-		rr.sc.Buffer(make([]byte, 64<<10), 16<<20)
+		rr.br = bufio.NewReaderSize(r, 64<<10)
 	}
 	return rr
+}
+
+// maxLineBytes is the longest JSONL line a row may be. A longer one is a
+// bad row, skipped to its end; the rows after it are read.
+const maxLineBytes = 16 << 20
+
+// readLine returns the next line without its newline; a line over
+// maxLineBytes is read to its end and reported by its length, with
+// tooLong set. It returns io.EOF after the last line.
+func (rr *rowReader) readLine() (line []byte, n int, tooLong bool, err error) {
+	rr.buf = rr.buf[:0]
+	for {
+		chunk, err := rr.br.ReadSlice('\n')
+		n += len(chunk)
+		if !tooLong {
+			if len(rr.buf)+len(chunk) > maxLineBytes+1 { // +1: the newline
+				tooLong, rr.buf = true, rr.buf[:0]
+			} else {
+				rr.buf = append(rr.buf, chunk...)
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && n > 0:
+			return rr.buf, n, tooLong, nil
+		case err != nil:
+			return nil, n, tooLong, err
+		}
+		return rr.buf, n, tooLong, nil
+	}
 }
 
 // columns returns the column names read so far, in file order.
@@ -57,9 +88,19 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 	if rr.format == FormatCSV {
 		return rr.nextCSV()
 	}
-	for rr.sc.Scan() {
+	for {
+		raw, n, tooLong, err := rr.readLine()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, rr.line + 1, &fatalReadError{err}
+		}
 		rr.line++
-		text := bytes.TrimSpace(rr.sc.Bytes())
+		if tooLong {
+			return nil, rr.line, fmt.Errorf("line is %d bytes, over the %d MiB a row may have", n, maxLineBytes>>20)
+		}
+		text := bytes.TrimSpace(raw)
 		if rr.line == 1 {
 			// A byte order mark, as some Windows tools write: not data.
 			text = bytes.TrimPrefix(text, []byte("\ufeff"))
@@ -78,9 +119,6 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 		}
 		rr.noteColumns(row, text)
 		return row, rr.line, nil
-	}
-	if err := rr.sc.Err(); err != nil {
-		return nil, rr.line + 1, &fatalReadError{err}
 	}
 	return nil, rr.line, io.EOF
 }

@@ -98,3 +98,43 @@ func TestSettingsDiff(t *testing.T) {
 		t.Errorf("capDiff = %q", got)
 	}
 }
+
+// A JSONL line longer than a row may be is a bad row, read to its end: the
+// rows after it are read, with their own line numbers. Lines longer than
+// the read buffer but within the limit are rows like any other, and the
+// last line needs no newline.
+func TestRowReaderLongLines(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("y", 100<<10)
+	data := `{"id":"a"}` + "\n" +
+		`{"id":"b","text":"` + long + `"}` + "\n" +
+		`{"id":"c","text":"` + strings.Repeat("z", maxLineBytes) + `"}` + "\n" +
+		`{"id":"d"}`
+	rr := newRowReader(FormatJSONL, strings.NewReader(data))
+	type got struct {
+		id   string
+		line int
+		err  string
+	}
+	var rows []got
+	for {
+		row, line, err := rr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		g := got{line: line}
+		if err != nil {
+			g.err = err.Error()
+		} else {
+			g.id = row["id"].(string)
+			if g.id == "b" && row["text"] != long {
+				t.Errorf("row b's text was not read whole")
+			}
+		}
+		rows = append(rows, g)
+	}
+	if len(rows) != 4 || rows[0].id != "a" || rows[1].id != "b" || rows[3].id != "d" || rows[3].line != 4 ||
+		rows[2].line != 3 || !strings.Contains(rows[2].err, "over the 16 MiB a row may have") {
+		t.Errorf("rows %+v; want a, b, line 3 too long, d at line 4", rows)
+	}
+}

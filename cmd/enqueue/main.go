@@ -357,6 +357,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return usageError{Err: err}
 	case errors.Is(err, enqueue.ErrTooManyBadRows), errors.Is(err, enqueue.ErrNoRows), errors.Is(err, enqueue.ErrNoBatch):
 		return err
+	case err != nil && prog.Phase != enqueue.PhasePublish:
+		// Stopped while checking the rows: nothing was recorded.
+		return fmt.Errorf("%w\n(nothing of batch %s was recorded or published)", err, cfg.Batch)
 	case err != nil:
 		return fmt.Errorf("%w\n(the jobs recorded so far are kept: run the same command again, or enqueue --batch %s --resume)", err, cfg.Batch)
 	}
