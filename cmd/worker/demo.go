@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,8 +63,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *rows < 1 {
+	switch {
+	case *rows < 1:
 		return usagef("--rows must be at least 1")
+	case *concurrency < 1:
+		return usagef("--concurrency %d: want at least 1", *concurrency)
+	case *latency < 0:
+		return usagef("--latency %s: want 0 (instant) or more", *latency)
+	case !slices.Contains([]string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}, *provider):
+		return usagef("--provider %q: want openai, anthropic or ollama", *provider)
+	case !slices.Contains([]llm.Mode{llm.ModePrompt, llm.ModeJSONSchema, llm.ModeTool}, llm.Mode(*mode)):
+		return usagef("--mode %q: want prompt, json_schema or tool", *mode)
 	}
 	log, err := lf.logger(stderr)
 	if err != nil {
@@ -151,7 +163,7 @@ wait:
 		return demoInterrupted(batch, *natsDir, *preset, fmt.Sprintf("%d of %d jobs not final", p.Queued, p.Total))
 	}
 	fmt.Fprintf(stdout, "\nbatch %s done in %s\n\n", batch, time.Since(start).Round(time.Millisecond))
-	return printReport(ctx, stdout, st, batch)
+	return printReport(ctx, stdout, st, batch, *dbURL)
 }
 
 // demoInterrupted says how to finish an interrupted demo batch: its queue
@@ -162,7 +174,7 @@ func demoInterrupted(batch, dir, preset, state string) error {
   worker --drain --sim %s --nats-dir %s`, state, dir, batch, batch, dir, preset, dir)
 }
 
-func printReport(ctx context.Context, w io.Writer, st *store.Store, batch string) error {
+func printReport(ctx context.Context, w io.Writer, st *store.Store, batch, dbURL string) error {
 	sum, err := st.Summary(ctx, batch)
 	if err != nil {
 		return err
@@ -172,7 +184,7 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, batch string
 	if err := cli.WriteFailureReport(ctx, w, st, batch, 8); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nAsk the ledger yourself: psql %q -c \"SELECT * FROM batch_summary WHERE batch = '%s'\"\n", "postgres://postgres@127.0.0.1:5432/fixpoint", batch)
+	fmt.Fprintf(w, "\nAsk the ledger yourself: psql %q -c \"SELECT * FROM batch_summary WHERE batch = '%s'\"\n", withoutPassword(dbURL), batch)
 	return nil
 }
 
@@ -184,3 +196,18 @@ func isTerminal(w io.Writer) bool {
 // demoDataset generates n support tickets as JSONL, the same for the same
 // seed.
 func demoDataset(n int, seed uint64) string { return tickets.Dataset(n, seed) }
+
+// withoutPassword is a database URL fit to print: its password left out
+// (psql asks for it, or takes it from PGPASSWORD or ~/.pgpass).
+func withoutPassword(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		if u.User != nil {
+			u.User = url.User(u.User.Username())
+		}
+		return u.String()
+	}
+	return keywordPassword.ReplaceAllString(dsn, "")
+}
+
+// keywordPassword is the password of a keyword/value connection string.
+var keywordPassword = regexp.MustCompile(`\s*\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)

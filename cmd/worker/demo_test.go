@@ -102,3 +102,36 @@ func TestDemoInterruptedIsFinished(t *testing.T) {
 		t.Fatalf("after the worker: %+v %v; want all 400 final", p, err)
 	}
 }
+
+// The demo's settings are checked before anything starts: a typo is a usage
+// error naming the flag, not a half-run demo (Postgres is unreachable
+// here, so a check made later would exit 1 about the connection).
+func TestDemoRefusesBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--concurrency", "-3"}, {"--latency", "-1s"}, {"--provider", "openia"}, {"--mode", "jsn"}, {"--rows", "0"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"demo", "--database-url", "postgres://nobody@127.0.0.1:1/none"}, args...), strings.NewReader(""), &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), args[0]) {
+			t.Errorf("demo %v: exit %d, stderr %q; want 2 naming %s", args, code, errOut.String(), args[0])
+		}
+	}
+}
+
+// The psql line the demo prints points at the ledger it used, without its
+// password.
+func TestWithoutPassword(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable": "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable",
+		"postgres://u:s3cret@db:5432/ledger":                          "postgres://u@db:5432/ledger",
+		"postgresql://db/ledger":                                      "postgresql://db/ledger",
+		"host=db user=u password=s3cret dbname=ledger":                "host=db user=u dbname=ledger",
+		"host=db password='s3 cret' dbname=ledger":                    "host=db dbname=ledger",
+	} {
+		if got := withoutPassword(in); got != want {
+			t.Errorf("withoutPassword(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
