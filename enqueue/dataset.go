@@ -181,6 +181,13 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 		if len(rr.header) > 0 {
 			rr.header[0] = strings.TrimPrefix(rr.header[0], "\ufeff")
 		}
+		first := map[string]int{}
+		for i, name := range rr.header {
+			if j, ok := first[name]; ok {
+				return nil, 1, &fatalReadError{fmt.Errorf("the CSV header names column %q twice (columns %d and %d): each row would keep only one of them", name, j+1, i+1)}
+			}
+			first[name] = i
+		}
 	}
 	rec, err := rr.csv.Read()
 	line, _ := rr.csv.FieldPos(0)

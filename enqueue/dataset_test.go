@@ -138,3 +138,15 @@ func TestRowReaderLongLines(t *testing.T) {
 		t.Errorf("rows %+v; want a, b, line 3 too long, d at line 4", rows)
 	}
 }
+
+// A CSV header naming a column twice would make every row keep only one of
+// the two values: the dataset is refused, naming the column.
+func TestRowReaderDuplicateColumns(t *testing.T) {
+	t.Parallel()
+	rr := newRowReader(FormatCSV, strings.NewReader("id,text,text\n1,a,b\n"))
+	_, _, err := rr.next()
+	var fatal *fatalReadError
+	if !errors.As(err, &fatal) || !strings.Contains(err.Error(), `column "text" twice (columns 2 and 3)`) {
+		t.Errorf("next() = %v; want a fatal error naming the column twice", err)
+	}
+}
