@@ -27,6 +27,19 @@ func buildCommands(t *testing.T) string {
 	return dir
 }
 
+// ticketsDir is a fresh directory holding the demo's schema.json and
+// template.txt, and tickets as tickets.jsonl.
+func ticketsDir(t *testing.T, tickets string) string {
+	t.Helper()
+	work := t.TempDir()
+	for name, body := range map[string]string{"schema.json": demoSchema, "template.txt": demoTemplate, "tickets.jsonl": tickets} {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return work
+}
+
 // The nightly path of issue 13: on a machine with Postgres and no NATS
 // server, one cron line of two commands, run in a clean directory,
 // enqueues a dataset, processes it to the end and exits non-zero when the
@@ -48,13 +61,8 @@ func TestNightlyCronLine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			work := t.TempDir() // a clean data directory: no .fixpoint yet
+			work := ticketsDir(t, data.String()) // a clean data directory: no .fixpoint yet
 			dsn := storetest.NewDB(t)
-			for name, body := range map[string]string{"schema.json": demoSchema, "template.txt": demoTemplate, "tickets.jsonl": data.String()} {
-				if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
 			line := fmt.Sprintf(`%[1]s/enqueue --batch nightly --schema schema.json --template template.txt --model sim-%[2]s --id-field ticket_id tickets.jsonl &&
 %[1]s/worker --drain --batch nightly --max-failure-rate %[3]s --sim %[2]s`, bin, tc.preset, tc.maxFail)
 			cmd := exec.Command("sh", "-c", line)
@@ -92,12 +100,7 @@ func TestNightlyCronLine(t *testing.T) {
 func TestDrainedButLost(t *testing.T) {
 	t.Parallel()
 	bin := buildCommands(t)
-	work, dsn := t.TempDir(), storetest.NewDB(t)
-	for name, body := range map[string]string{"schema.json": demoSchema, "template.txt": demoTemplate, "tickets.jsonl": demoDataset(30, 1)} {
-		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	work, dsn := ticketsDir(t, demoDataset(30, 1)), storetest.NewDB(t)
 	sh := func(line string) (int, string) {
 		cmd := exec.Command("sh", "-c", line)
 		cmd.Dir = work
@@ -132,12 +135,7 @@ func TestDrainedButLost(t *testing.T) {
 func TestDrainStoppedEarlyFails(t *testing.T) {
 	t.Parallel()
 	bin := buildCommands(t)
-	work, dsn := t.TempDir(), storetest.NewDB(t)
-	for name, body := range map[string]string{"schema.json": demoSchema, "template.txt": demoTemplate, "tickets.jsonl": demoDataset(200, 1)} {
-		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	work, dsn := ticketsDir(t, demoDataset(200, 1)), storetest.NewDB(t)
 	env := append(os.Environ(), "DATABASE_URL="+dsn, "NATS_URL=", "FIXPOINT_NATS_LISTEN=127.0.0.1:0", "FIXPOINT_METRICS_ADDR=off", "LOG_LEVEL=warn")
 	enq := exec.Command(bin+"/enqueue", "--batch", "b", "--schema", "schema.json", "--template", "template.txt", "--model", "sim-typical", "--id-field", "ticket_id", "tickets.jsonl")
 	enq.Dir, enq.Env = work, env
