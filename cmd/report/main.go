@@ -178,7 +178,15 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		return export(ctx, stdout, st, batch, *format)
+		if err := export(ctx, stdout, st, batch, *format); err != nil {
+			return err
+		}
+		// A file of a batch still running is partial: say so where a
+		// script's log sees it (its rows say job_status queued).
+		if p, err := st.Progress(ctx, batch); err == nil && p.Queued > 0 {
+			fmt.Fprintf(stderr, "report: warning: batch %s is not done: %d of %d jobs are still queued, exported without a value\n", batch, p.Queued, p.Total)
+		}
+		return nil
 	case "wait":
 		batch, err := arg()
 		if err != nil {

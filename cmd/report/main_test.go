@@ -68,12 +68,14 @@ func TestReport(t *testing.T) {
 		args     []string
 		wantCode int
 		want     []string
+		wantErr  string // on stderr
 	}{
 		{name: "summary", args: []string{"summary", "b1"}, want: []string{"b1", "3", "50.0"}},
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
-		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error\n", `row b1:1,b1:1,valid,"{""ok"":true}",`}},
+		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error\n", `row b1:1,b1:1,valid,"{""ok"":true}",`},
+			wantErr: "batch b1 is not done: 1 of 3 jobs are still queued"},
 		{name: "unknown job", args: []string{"job", "nope"}, wantCode: 1},
 		{name: "missing argument", args: []string{"failures"}, wantCode: 2},
 		{name: "unknown command", args: []string{"frobnicate", "x"}, wantCode: 2},
@@ -90,6 +92,9 @@ func TestReport(t *testing.T) {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("output lacks %q:\n%s", w, out.String())
 				}
+			}
+			if !strings.Contains(errOut.String(), tt.wantErr) {
+				t.Errorf("stderr lacks %q: %s", tt.wantErr, errOut.String())
 			}
 		})
 	}
