@@ -283,6 +283,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if *limit != 0 && !*dryRun {
 		return usageError{Err: errors.New("--limit is for --dry-run")}
 	}
+	if *limit < 0 {
+		return usageError{Err: fmt.Errorf("--limit %d: want 0 (every row) or more", *limit)}
+	}
 	switch cfg.Delivery {
 	case pipeline.DeliveryRealtime, pipeline.DeliveryBatch:
 	default:

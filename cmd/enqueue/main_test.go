@@ -94,6 +94,10 @@ func TestEnqueueExitStatus(t *testing.T) {
 		{"resume of no batch", []string{"--batch", "t8", "--resume"}, "", 1, "no such batch"},
 		{"bad rows", append(w.args("t9"), "-", "--format", "jsonl"), `{"id":"a","text":"x"}` + "\nnope\n", 1, "line 2"},
 		{"empty dataset", append(w.args("t10"), "-", "--format", "jsonl"), "", 1, "no rows"},
+		{"negative limit", append(w.args("t11", "--dry-run", "--limit", "-1"), data), "", 2, "--limit -1"},
+		{"temperature out of range", append(w.args("t12", "--temperature", "5"), data), "", 2, "temperature 5"},
+		{"template field no row has", append([]string{"--batch", "t13", "--schema", w.file("s.json", testSchema),
+			"--template", w.file("t.txt", "Hello {{.txet}}"), "--model", "m"}, data), "", 2, "the template uses .txet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := w.run(tc.stdin, tc.args...)
