@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -243,7 +244,7 @@ func cancel(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func capCmd(ctx context.Context, args []string, stdout io.Writer) error {
+func capCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newSubFlagSet("cap", capUsage, stdout)
 	var c commonFlags
 	c.register(fs, false)
@@ -281,6 +282,16 @@ func capCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	sp, err := enqueue.SetCap(ctx, st, c.batch, next)
 	if err != nil {
 		return actionError(err)
+	}
+	if next.MaxCostUSD != nil {
+		if b, err := st.Batch(ctx, c.batch); err == nil {
+			var s struct {
+				Model string `json:"model"`
+			}
+			if json.Unmarshal(b.Settings, &s) == nil && s.Model != "" {
+				warnUnpriced(stderr, "enqueue cap", s.Model)
+			}
+		}
 	}
 	fmt.Fprintf(stdout, "batch %s: cap %s; spent %d tokens, $%.6f; %d tokens, $%.6f held by calls in flight\n",
 		c.batch, capText(sp.Cap), sp.Tokens, sp.CostUSD, sp.HeldTokens, sp.HeldCostUSD)

@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "cancel":
 		name, err = "enqueue cancel", cancel(ctx, args[1:], stdout)
 	case "cap":
-		name, err = "enqueue cap", capCmd(ctx, args[1:], stdout)
+		name, err = "enqueue cap", capCmd(ctx, args[1:], stdout, stderr)
 	default:
 		err = runEnqueue(ctx, args, stdin, stdout, stderr)
 	}
@@ -230,8 +230,8 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		if cfg.Cap.MaxCostUSD, err = parseCost(*maxCost); err != nil {
 			return usageError{Err: err}
 		}
-		if _, priced := pipeline.DefaultPrices().Lookup(cfg.Model); cfg.Cap.MaxCostUSD != nil && !priced {
-			fmt.Fprintf(stderr, "enqueue: warning: %s has no price in fixpoint's table, so a worker can enforce --max-cost-usd only when its --prices lists it; a worker without one ends the batch's jobs over_budget without calling the model\n", cfg.Model)
+		if cfg.Cap.MaxCostUSD != nil {
+			warnUnpriced(stderr, "enqueue", cfg.Model)
 		}
 		if cfg.Cap.MaxTotalTokens, err = parseTokens(*maxTokens); err != nil {
 			return usageError{Err: err}
@@ -474,5 +474,13 @@ func batchProbe(provider string) func(context.Context) error {
 		pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		return c.ProbeBatch(pctx)
+	}
+}
+
+// warnUnpriced warns that a dollar cap on model can be enforced only by
+// workers given its price, when fixpoint's table has none.
+func warnUnpriced(w io.Writer, cmd, model string) {
+	if _, priced := pipeline.DefaultPrices().Lookup(model); !priced {
+		fmt.Fprintf(w, "%s: warning: %s has no price in fixpoint's table, so a worker can enforce --max-cost-usd only when its --prices lists it; a worker without one ends the batch's jobs over_budget without calling the model\n", cmd, model)
 	}
 }

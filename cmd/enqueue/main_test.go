@@ -222,3 +222,18 @@ func TestEnqueueActions(t *testing.T) {
 		})
 	}
 }
+
+// A dollar cap on a model fixpoint has no price for is recorded with a
+// warning: a worker enforces it only when its --prices lists the model.
+func TestEnqueueWarnsOfAnUnpricedCap(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	data := w.file("rows.jsonl", rows)
+	code, _, stderr := w.run("", append(w.args("u1", "--model", "fresh-model-2027", "--max-cost-usd", "1"), data)...)
+	if code != 0 || !strings.Contains(stderr, "fresh-model-2027 has no price in fixpoint's table") {
+		t.Errorf("exit %d, stderr %q; want 0 and a warning naming the model", code, stderr)
+	}
+	if code, _, stderr := w.run("", append(w.args("u2", "--max-cost-usd", "1"), data)...); code != 0 || strings.Contains(stderr, "no price") {
+		t.Errorf("a priced model: exit %d, stderr %q; want no warning", code, stderr)
+	}
+}
