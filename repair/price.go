@@ -1,7 +1,9 @@
 package repair
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -111,10 +113,28 @@ func DefaultPrices() Prices {
 // zero, with the meaning Price gives zero (the keys are those of Price's
 // JSON tags; only input_per_mtok, output_per_mtok and cached_input_per_mtok
 // existed before, and a file with only those still reads the same).
+//
+// A key Price does not have (a typo such as "inptu_per_mtok", which would
+// silently price input at zero) or a negative price is an error naming it.
 func ParsePrices(base Prices, data []byte) (Prices, error) {
 	var over Prices
-	if err := json.Unmarshal(data, &over); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&over); err != nil {
 		return nil, fmt.Errorf("parse price table: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("parse price table: more than one JSON value")
+	}
+	for model, p := range over {
+		for name, v := range map[string]float64{"input_per_mtok": p.InputPerMTok, "output_per_mtok": p.OutputPerMTok,
+			"cached_input_per_mtok": p.CachedInputPerMTok, "cache_write_per_mtok": p.CacheWritePerMTok,
+			"batch_input_per_mtok": p.BatchInputPerMTok, "batch_output_per_mtok": p.BatchOutputPerMTok,
+			"batch_cached_input_per_mtok": p.BatchCachedInputPerMTok, "batch_cache_write_per_mtok": p.BatchCacheWritePerMTok} {
+			if v < 0 {
+				return nil, fmt.Errorf("parse price table: %s: %s %v is negative", model, name, v)
+			}
+		}
 	}
 	out := Prices{}
 	for k, v := range base {

@@ -181,7 +181,15 @@ func TestParsePrices(t *testing.T) {
 		t.Errorf("m realtime cost = %v", c)
 	}
 
-	if _, err := repair.ParsePrices(base, []byte(`{"m": {"input_per_mtok": "cheap"}}`)); err == nil {
-		t.Errorf("a price that is not a number parsed")
+	for _, bad := range []struct{ file, want string }{
+		{`{"m": {"input_per_mtok": "cheap"}}`, "input_per_mtok"},
+		// A typo would price input at zero without a word.
+		{`{"m": {"inptu_per_mtok": 1, "output_per_mtok": 2}}`, "inptu_per_mtok"},
+		{`{"m": {"input_per_mtok": 1, "output_per_mtok": -2}}`, "m: output_per_mtok -2 is negative"},
+		{`{"m": {"input_per_mtok": 1}} {"n": {}}`, "more than one JSON value"},
+	} {
+		if _, err := repair.ParsePrices(base, []byte(bad.file)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("ParsePrices(%s) = %v; want an error naming %q", bad.file, err, bad.want)
+		}
 	}
 }
