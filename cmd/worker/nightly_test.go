@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -158,5 +159,46 @@ func TestDrainStoppedEarlyFails(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out.String(), "stopped before the queue was drained") ||
 		!strings.Contains(out.String(), "of 200 jobs of batch b are not final yet") {
 		t.Fatalf("drain stopped early: %v, want exit 1 saying what is left:\n%s", err, out.String())
+	}
+}
+
+// A worker given a key the provider refuses exits 1 at start, before it
+// pulls a job (the check lists the provider's models, which costs nothing):
+// no job spends a delivery or gets a call. With the right key the batch runs.
+func TestWorkerChecksTheKeyAtStart(t *testing.T) {
+	t.Parallel()
+	bin := buildCommands(t)
+	work, dsn := ticketsDir(t, demoDataset(5, 1)), storetest.NewDB(t)
+	srv, url, closeSim, err := sim.Start(sim.Config{APIKey: "sk-right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeSim)
+	env := append(os.Environ(), "DATABASE_URL="+dsn, "NATS_URL=", "FIXPOINT_NATS_LISTEN=127.0.0.1:0", "FIXPOINT_METRICS_ADDR=off", "LOG_LEVEL=warn")
+	sh := func(key string, args ...string) (int, string) {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir, cmd.Env = work, append(env, "OPENAI_API_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	if code, out := sh("", bin+"/enqueue", "--batch", "b", "--schema", "schema.json", "--template", "template.txt", "--model", "sim-clean", "--id-field", "ticket_id", "tickets.jsonl"); code != 0 {
+		t.Fatalf("enqueue: %d\n%s", code, out)
+	}
+	worker := []string{bin + "/worker", "--drain", "--batch", "b", "--openai-base-url", url + "/v1"}
+	code, out := sh("sk-wrong-SECRET7", worker...)
+	if code != 1 || !strings.Contains(out, "openai refused the API key (asked for its model list at start)") || strings.Contains(out, "SECRET7") {
+		t.Fatalf("worker with a wrong key: exit %d, want 1 saying the key was refused, without it:\n%s", code, out)
+	}
+	if st := srv.Stats(); st.Replies != 0 {
+		t.Errorf("%d replies before the key was known good", st.Replies)
+	}
+	if code, out := sh("sk-right", worker...); code != 0 || !strings.Contains(out, "5 jobs, 5 valid") {
+		t.Fatalf("worker with the right key: exit %d\n%s", code, out)
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -162,6 +165,31 @@ func settingUsage(err error) error {
 	return usagef("%v", err)
 }
 
+// checkKeys asks each provider the worker has a key for whether it takes
+// it, before a job is pulled: a refused key would stop the worker at its
+// first call anyway, and every job pulled until then spends a delivery.
+// A check that cannot be made (the provider down, a server without a model
+// list) is a warning.
+func checkKeys(ctx context.Context, clients map[string]pipeline.Completer, log *slog.Logger) error {
+	for _, name := range slices.Sorted(maps.Keys(clients)) {
+		c, ok := clients[name].(*llm.Client)
+		if !ok || c.Config().APIKey == "" {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := c.CheckKey(cctx)
+		cancel()
+		switch {
+		case errors.Is(err, llm.ErrKeyRefused):
+			return fmt.Errorf("%s refused the API key (asked for its model list at start): fix the key and start the worker again: %w", name, err)
+		case err != nil:
+			log.Warn("worker: could not check the API key at start; a refused key stops the worker at its first call",
+				slog.String("provider", name), slog.String("error", err.Error()))
+		}
+	}
+	return nil
+}
+
 // drainCheck is what --drain --batch checks once the queue is drained.
 type drainCheck struct {
 	batch          string
@@ -261,6 +289,11 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr st
 		return err
 	}
 	defer closeSim()
+	if pf.simPreset == "" {
+		if err := checkKeys(ctx, clients, log); err != nil {
+			return err
+		}
+	}
 	cfg.Providers = clients
 	w, err := pipeline.NewWorker(js, st, cfg)
 	if err != nil {

@@ -69,6 +69,10 @@ func parseBatchRoute(path string) (batchRoute, bool) {
 		return batchRoute{provider: "openai", kind: "batch", id: seg(n - 1)}, true
 	case seg(n-3) == "batches" && seg(n-1) == "cancel":
 		return batchRoute{provider: "openai", kind: "cancel", id: seg(n - 2)}, true
+	case seg(n-1) == "models":
+		// Both providers list models at /v1/models; the handler tells
+		// Anthropic's request by its anthropic-version header.
+		return batchRoute{provider: "openai", kind: "models"}, true
 	case seg(n-1) == "files":
 		return batchRoute{provider: "openai", kind: "files"}, true
 	case seg(n-2) == "files":
@@ -117,6 +121,8 @@ func (s *Server) serveBatch(c *call, br batchRoute) {
 		"anthropic/batch":   {http.MethodGet: s.antRetrieve},
 		"anthropic/cancel":  {http.MethodPost: s.antCancel},
 		"anthropic/results": {http.MethodGet: s.antResults},
+		"openai/models":     {http.MethodGet: s.listModels},
+		"anthropic/models":  {http.MethodGet: s.listModels},
 	}
 	h := routes[br.provider+"/"+br.kind][r.Method]
 	if h == nil {
@@ -124,6 +130,24 @@ func (s *Server) serveBatch(c *call, br batchRoute) {
 		return
 	}
 	h(c, br, body)
+}
+
+// listModels answers the model list (what a client asks to check its key)
+// in the provider's format, naming the presets as models.
+func (s *Server) listModels(c *call, _ batchRoute, _ []byte) {
+	var data []any
+	for _, p := range PresetNames() {
+		if c.provider == "anthropic" {
+			data = append(data, map[string]any{"type": "model", "id": "sim-" + p.Name, "display_name": "sim " + p.Name, "created_at": "2026-01-01T00:00:00Z"})
+		} else {
+			data = append(data, map[string]any{"id": "sim-" + p.Name, "object": "model", "created": 1767225600, "owned_by": "fixpoint-sim"})
+		}
+	}
+	if c.provider == "anthropic" {
+		c.writeJSON(map[string]any{"data": data, "has_more": false, "first_id": "sim-clean", "last_id": "sim-chaos"})
+		return
+	}
+	c.writeJSON(map[string]any{"object": "list", "data": data})
 }
 
 // writeJSON sends v as the provider's JSON.

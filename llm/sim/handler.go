@@ -64,6 +64,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.provider == "" {
 		if br, ok := parseBatchRoute(r.URL.Path); ok {
 			bc := *c // a copy, so that the chat path's call stays on the stack
+			if br.kind == "models" && r.Header.Get("Anthropic-Version") != "" {
+				br.provider = "anthropic"
+			}
 			bc.provider = br.provider
 			if s.cfg.APIKey != "" && apiKey(bc.provider, r) != s.cfg.APIKey {
 				s.stats.event(EventAuth)

@@ -1,0 +1,47 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	json "github.com/segmentio/encoding/json"
+)
+
+// ErrKeyRefused is matched by CheckKey's error when the provider refused
+// the client's API key (HTTP 401).
+var ErrKeyRefused = errors.New("API key refused")
+
+// CheckKey asks the provider to list its models (GET /models on OpenAI,
+// GET /v1/models on Anthropic), which costs nothing, to learn before any
+// job is taken whether it accepts the client's API key. It returns an
+// error matching ErrKeyRefused (and wrapping the *Error) on a 401, the
+// *Error of any other failure (a server without the route answers 404,
+// which says nothing of the key), and nil for Ollama, which takes no key.
+func (c *Client) CheckKey(ctx context.Context) error {
+	var u string
+	switch c.cfg.Provider {
+	case ProviderOpenAI:
+		u = c.cfg.BaseURL + "/models"
+	case ProviderAnthropic:
+		u = c.cfg.BaseURL + "/v1/models"
+	default:
+		return nil
+	}
+	var list struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	err := c.batchJSON(ctx, &batchOp{what: "list models", method: http.MethodGet, url: u}, &list)
+	var e *Error
+	if errors.As(err, &e) && e.Class == ClassAuth && e.Status == http.StatusUnauthorized {
+		return &keyRefused{e}
+	}
+	return err
+}
+
+// keyRefused is CheckKey's 401.
+type keyRefused struct{ e *Error }
+
+func (k *keyRefused) Error() string        { return k.e.Error() }
+func (k *keyRefused) Unwrap() error        { return k.e }
+func (k *keyRefused) Is(target error) bool { return target == ErrKeyRefused }
