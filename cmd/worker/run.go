@@ -173,7 +173,17 @@ func settingUsage(err error) error {
 func checkKeys(ctx context.Context, clients map[string]pipeline.Completer, log *slog.Logger) error {
 	for _, name := range slices.Sorted(maps.Keys(clients)) {
 		c, ok := clients[name].(*llm.Client)
-		if !ok || c.Config().APIKey == "" {
+		if !ok {
+			continue
+		}
+		if cfg := c.Config(); cfg.APIKey == "" {
+			// A worker may serve other providers' jobs only; the public
+			// APIs refuse a call without a key, a local compatible server
+			// may not.
+			if cfg.BaseURL == llm.BaseURLOpenAIDefault || cfg.BaseURL == llm.BaseURLAnthropicDefault {
+				log.Warn("worker: no API key for this provider: a job for it will be refused and stop the worker",
+					slog.String("provider", name), slog.String("env", strings.ToUpper(name)+"_API_KEY"))
+			}
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
