@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // fatalReadError is a read error after which no further row can be read.
@@ -108,6 +109,9 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 		if len(text) == 0 {
 			continue
 		}
+		if err := checkUTF8(text); err != nil {
+			return nil, rr.line, err
+		}
 		dec := json.NewDecoder(bytes.NewReader(text))
 		dec.UseNumber()
 		var row map[string]any
@@ -204,11 +208,34 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 	if len(rec) != len(rr.header) {
 		return nil, line, fmt.Errorf("has %d fields, the header has %d", len(rec), len(rr.header))
 	}
+	for i, f := range rec {
+		if err := checkUTF8([]byte(f)); err != nil {
+			return nil, line, fmt.Errorf("column %q: %w", rr.header[i], err)
+		}
+	}
 	row := make(map[string]any, len(rec))
 	for i, h := range rr.header {
 		row[h] = rec[i]
 	}
 	return row, line, nil
+}
+
+// checkUTF8 refuses text that is not UTF-8: decoding it would replace each
+// bad byte with U+FFFD, changing the row without a word (a Latin-1 export's
+// "café" would reach the model as "caf\uFFFD").
+func checkUTF8(text []byte) error {
+	if utf8.Valid(text) {
+		return nil
+	}
+	at := 0
+	for at < len(text) {
+		r, size := utf8.DecodeRune(text[at:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		at += size
+	}
+	return fmt.Errorf("not UTF-8 (byte 0x%02x at offset %d): convert the dataset to UTF-8, e.g. iconv -f latin1 -t utf-8", text[at], at)
 }
 
 // DetectFormat picks the dataset format from a file name.

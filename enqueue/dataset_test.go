@@ -150,3 +150,22 @@ func TestRowReaderDuplicateColumns(t *testing.T) {
 		t.Errorf("next() = %v; want a fatal error naming the column twice", err)
 	}
 }
+
+// A row that is not UTF-8 (a Latin-1 export) is a bad row naming the byte,
+// in JSONL and in CSV: decoded, each bad byte would silently become U+FFFD.
+func TestRowReaderNotUTF8(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ format, data string }{
+		{FormatJSONL, "{\"id\":\"1\",\"text\":\"caf\xe9\"}\n{\"id\":\"2\",\"text\":\"ok\"}\n"},
+		{FormatCSV, "id,text\n1,caf\xe9\n2,ok\n"},
+	} {
+		rr := newRowReader(tc.format, strings.NewReader(tc.data))
+		_, line, err := rr.next()
+		if err == nil || !strings.Contains(err.Error(), "not UTF-8 (byte 0xe9") {
+			t.Errorf("%s: line %d: %v; want a bad row naming byte 0xe9", tc.format, line, err)
+		}
+		if row, _, err := rr.next(); err != nil || row["text"] != "ok" {
+			t.Errorf("%s: the next row: %v %v; want it read", tc.format, row, err)
+		}
+	}
+}
