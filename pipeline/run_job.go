@@ -547,7 +547,7 @@ func toStoreAttempt(a *Attempt) store.Attempt {
 		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
 		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), PriceBasis: string(a.PriceBasis),
 		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD, PatchOutcome: string(a.PatchOutcome),
-		Coerced: a.Coerced,
+		Coerced: a.Coerced, Unpriced: a.Unpriced,
 	}
 }
 

@@ -954,7 +954,7 @@ func resultFromLedger(jobID string, rows []store.Attempt) *Result {
 			TokensCached: int(r.TokensCached), TokensCacheWrite: int(r.TokensCacheWrite),
 			PriceBasis: repair.PriceBasis(r.PriceBasis), CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
 			ProviderError: r.ProviderError, ProviderClass: llm.ErrorClass(r.ProviderClass), Model: r.Model,
-			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback, Coerced: r.Coerced}
+			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback, Coerced: r.Coerced, Unpriced: r.Unpriced}
 		a.Source = extract.Source(r.Source)
 		if len(r.Errors) > 0 {
 			_ = json.Unmarshal(r.Errors, &a.Errors)

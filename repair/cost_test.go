@@ -182,3 +182,22 @@ func TestStepRequestCacheFields(t *testing.T) {
 		}
 	}
 }
+
+// An attempt on a model the prices have no row for is marked unpriced: its
+// cost is 0 for want of a price, which a report must not show as free.
+func TestStepMarksUnpricedAttempts(t *testing.T) {
+	t.Parallel()
+	for model, want := range map[string]bool{"m-test": false, "fresh-model-2027": true} {
+		job := costJob(t)
+		job.Model = model
+		step, err := repair.Start(job, nil, repair.Config{Prices: costPrices})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step.Next()
+		a, _ := step.Feed(replyWith(`{"a":1}`, llm.Usage{InputTokens: 100, OutputTokens: 10}), nil, time.Now())
+		if a.Unpriced != want || (want && a.CostUSD != 0) || (!want && a.CostUSD == 0) {
+			t.Errorf("%s: unpriced %v, cost %v; want unpriced %v", model, a.Unpriced, a.CostUSD, want)
+		}
+	}
+}

@@ -253,7 +253,7 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 		       repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
 		       transport_retries, retry_classes::text, provider_status, provider_error, model, request_id, started_at,
 		       feedback, provider_class, price_basis, tokens_cache_write, coalesce(cost_usd, 0)::float8, coalesce(wave_id, 0),
-		       coerced, patch_outcome
+		       coerced, patch_outcome, unpriced
 		FROM attempts a JOIN attempt_requests r ON r.job_id = a.job_id AND r.run = a.run AND r.attempt_no = a.attempt_no
 		WHERE a.job_id = $1 AND a.run = $2 ORDER BY a.attempt_no`, id, j.Run)
 	if err != nil {
@@ -267,7 +267,7 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 		err := r.Scan(&a.No, &req, &a.RequestHash, &a.Raw, &a.Source, &repairs, &errs, &a.Class, &a.Valid,
 			&a.RepairedLocally, &a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached,
 			&a.TransportRetries, &retryClasses, &a.ProviderStatus, &a.ProviderError, &a.Model, &a.RequestID, &started,
-			&a.Feedback, &a.ProviderClass, &a.PriceBasis, &a.TokensCacheWrite, &a.CostUSD, &a.WaveID, &a.Coerced, &a.PatchOutcome)
+			&a.Feedback, &a.ProviderClass, &a.PriceBasis, &a.TokensCacheWrite, &a.CostUSD, &a.WaveID, &a.Coerced, &a.PatchOutcome, &a.Unpriced)
 		a.Request, a.Repairs, a.RetryClasses = rawPtr(req), rawPtr(repairs), rawPtr(retryClasses)
 		a.Errors = json.RawMessage(errs)
 		a.StartedAt = deref(started)
@@ -612,4 +612,33 @@ func (s *Store) CountRows(ctx context.Context, query string) (int, error) {
 		return 0, fmt.Errorf("run query: %w", err)
 	}
 	return n, nil
+}
+
+// UnpricedCount counts the attempts of a batch on one model that had no
+// price in the worker's table (their cost counts 0 for want of one).
+type UnpricedCount struct {
+	Batch, Model string
+	Attempts     int64
+}
+
+// UnpricedAttempts returns the unpriced attempts of the batches' latest
+// runs by batch and model, for batch ("" = all).
+func (s *Store) UnpricedAttempts(ctx context.Context, batch string) ([]UnpricedCount, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT j.batch, j.model, count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
+		WHERE a.unpriced AND ($1 = '' OR j.batch = $1)
+		GROUP BY j.batch, j.model ORDER BY j.batch, j.model`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("count unpriced attempts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UnpricedCount, error) {
+		var u UnpricedCount
+		return u, r.Scan(&u.Batch, &u.Model, &u.Attempts)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count unpriced attempts: %w", err)
+	}
+	return out, nil
 }

@@ -80,6 +80,9 @@ type Attempt struct {
 	// PatchOutcome says how a reply to a patch request went ("applied",
 	// "parse_error", "apply_error", "out_of_scope"); "" when none.
 	PatchOutcome string
+	// Unpriced: the worker had no price for the model; CostUSD is 0 for
+	// want of one.
+	Unpriced bool
 }
 
 // Result is a job's final outcome, as the pipeline saves it.
@@ -251,7 +254,7 @@ SELECT r.id, false FROM r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.
 var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash", "raw", "source", "repairs", "errors",
 	"class", "valid", "repaired_locally", "finish_reason", "latency_ms", "tokens_in", "tokens_out", "tokens_cached",
 	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256", "run",
-	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id", "coerced", "patch_outcome"}
+	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id", "coerced", "patch_outcome", "unpriced"}
 
 // SaveResults stores final results in one transaction and reports, for each
 // result, whether this call set it (won[i]). It is idempotent:
@@ -585,7 +588,7 @@ func (s *attemptRows) Values() ([]any, error) {
 	v[24] = s.curRun
 	v[25], v[26], v[27], v[28] = txt(a.Feedback), txt(a.ProviderClass), basisOr(a.PriceBasis), a.TokensCacheWrite
 	v[29], v[30] = a.CostUSD, nullID(a.WaveID)
-	v[31], v[32] = int32(a.Coerced), txt(a.PatchOutcome)
+	v[31], v[32], v[33] = int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced
 	return v, nil
 }
 

@@ -153,6 +153,14 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			rows = []store.BatchSummary{{Batch: batch}}
 		}
 		cli.WriteSummary(stdout, rows)
+		unpriced, err := st.UnpricedAttempts(ctx, batch)
+		if err != nil {
+			return err
+		}
+		for _, u := range unpriced {
+			fmt.Fprintf(stdout, "\ncost unknown: %d attempts of batch %s on %s had no price in the worker's table and count $0 (give the workers --prices with it)\n",
+				u.Attempts, u.Batch, u.Model)
+		}
 		if err := writeWaveSections(ctx, stdout, st, rows); err != nil {
 			return err
 		}

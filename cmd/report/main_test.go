@@ -46,8 +46,8 @@ func seed(t *testing.T) string {
 	_, err = st.SaveResults(ctx, []store.Result{
 		{JobID: "b1:1", Status: "valid", Value: json.RawMessage(`{"ok":true}`), Attempts: 2, Calls: 2, TokensIn: 20, TokensOut: 10,
 			StartedAt: now, FinishedAt: now, WallMS: 40, Deliveries: 1, AttemptRows: []store.Attempt{
-				{No: 1, Raw: `{"priority":"x"}`, Class: "semantic", Errors: errs, TokensIn: 10, TokensOut: 5, StartedAt: now},
-				{No: 2, Raw: `{"ok":true}`, Valid: true, TokensIn: 10, TokensOut: 5, StartedAt: now},
+				{No: 1, Raw: `{"priority":"x"}`, Class: "semantic", Errors: errs, TokensIn: 10, TokensOut: 5, StartedAt: now, Unpriced: true},
+				{No: 2, Raw: `{"ok":true}`, Valid: true, TokensIn: 10, TokensOut: 5, StartedAt: now, Unpriced: true},
 			}},
 		{JobID: "b1:2", Status: "invalid", Error: "gave up", FinalClass: "semantic", Attempts: 1, Calls: 1, TokensIn: 10, TokensOut: 5,
 			StartedAt: now, FinishedAt: now, WallMS: 20, Deliveries: 1, AttemptRows: []store.Attempt{
@@ -70,7 +70,8 @@ func TestReport(t *testing.T) {
 		want     []string
 		wantErr  string // on stderr
 	}{
-		{name: "summary", args: []string{"summary", "b1"}, want: []string{"b1", "3", "50.0"}},
+		// Model m has no price: its $0 is said to be unknown, not free.
+		{name: "summary", args: []string{"summary", "b1"}, want: []string{"b1", "3", "50.0", "cost unknown: 2 attempts of batch b1 on m had no price"}},
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
