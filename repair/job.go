@@ -224,11 +224,11 @@ type Attempt struct {
 	// CostUSD what it cost on that basis at the step's prices, by the
 	// job's model (the price table's key, not the model the provider
 	// reported); 0 for a call that got no reply.
-	PriceBasis     PriceBasis     `json:"price_basis"`
-	CostUSD        float64        `json:"cost_usd"`
+	PriceBasis PriceBasis `json:"price_basis"`
+	CostUSD    float64    `json:"cost_usd"`
 	// Unpriced: the step's prices have no row for the model, so CostUSD
 	// is 0 for want of a price, not because the call was free.
-	Unpriced bool `json:"unpriced,omitempty"`
+	Unpriced       bool           `json:"unpriced,omitempty"`
 	Retries        []llm.Retry    `json:"retries,omitempty"`
 	ProviderStatus int            `json:"provider_status,omitempty"`
 	ProviderError  string         `json:"provider_error,omitempty"`
