@@ -239,7 +239,11 @@ func (s *Store) UpdateWave(ctx context.Context, id int64, owner string, u WaveUp
 	}
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE waves SET
-			status = coalesce(nullif($3, ''), status),
+			-- A wave cancelled (enqueue cancel) while its owner uploaded or
+			-- submitted it stays cancelling, due at once: its provider
+			-- batch, if one was made, is cancelled at the next drive.
+			status = CASE WHEN status = 'cancelling' AND $3 IN ('uploaded', 'submitted') THEN status
+			              ELSE coalesce(nullif($3, ''), status) END,
 			input_file_id = coalesce(nullif($4, ''), input_file_id),
 			provider_batch_id = coalesce(nullif($5, ''), provider_batch_id),
 			submitted_at = CASE WHEN $3 = 'submitted' AND submitted_at IS NULL THEN now() ELSE submitted_at END,
@@ -251,7 +255,8 @@ func (s *Store) UpdateWave(ctx context.Context, id int64, owner string, u WaveUp
 			lease_owner = CASE WHEN $8::float8 > 0 THEN NULL ELSE lease_owner END,
 			lease_until = CASE WHEN $8::float8 > 0 THEN NULL
 			                   WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8) ELSE lease_until END,
-			next_poll_at = CASE WHEN $8::float8 > 0 THEN now() + make_interval(secs => $8::float8) ELSE next_poll_at END
+			next_poll_at = CASE WHEN $8::float8 > 0 AND status = 'cancelling' AND $3 IN ('uploaded', 'submitted') THEN now()
+			                    WHEN $8::float8 > 0 THEN now() + make_interval(secs => $8::float8) ELSE next_poll_at END
 		WHERE id = $1 AND lease_owner = $2`,
 		id, owner, u.Status, u.InputFileID, u.ProviderBatchID, counts, txt(u.Error), u.NextPoll.Seconds(), u.Lease.Seconds())
 	if err != nil {
