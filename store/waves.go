@@ -121,6 +121,12 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 		}
 		w = &Wave{Batch: p.Batch, Run: max(p.Run, 1), Provider: p.Provider, Model: p.Model, Deadline: p.Deadline,
 			Status: WaveRecorded, Requests: len(taken), LeaseOwner: p.Owner}
+		// Waves of one batch recorded at once (two collections, two
+		// workers) take their numbers in turn: without the lock both read
+		// the same max and one fails on the unique number.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('fixpoint wave number'), hashtext($1))`, p.Batch); err != nil {
+			return fmt.Errorf("lock the batch's wave numbers: %w", err)
+		}
 		err = tx.QueryRow(ctx, `
 			INSERT INTO waves (batch, run, number, provider, model, deadline, requests, lease_owner, lease_until, next_poll_at)
 			VALUES ($1, $2, (SELECT coalesce(max(number), 0) + 1 FROM waves WHERE batch = $1), $3, $4, $5, $6,

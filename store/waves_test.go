@@ -161,3 +161,39 @@ func TestWaveLedger(t *testing.T) {
 		t.Fatalf("Waves: %+v %v", ws, err)
 	}
 }
+
+// Waves of one batch recorded at the same time (two collections, two
+// workers) take distinct numbers, every one recorded at the first try.
+func TestRecordWavesAtOnce(t *testing.T) {
+	const waves = 8
+	s, _ := setup(t, "wn", waves)
+	ctx := context.Background()
+	numbers := make(chan int, waves)
+	errs := make(chan error, waves)
+	start := make(chan struct{})
+	for i := 1; i <= waves; i++ {
+		go func() {
+			<-start
+			w, _, err := s.RecordWave(ctx, store.WaveParams{Batch: "wn", Run: 1, Provider: "openai", Model: "m",
+				Requests: waveReqs("wn", 1, i), Owner: fmt.Sprint("w", i), Lease: time.Minute})
+			if err != nil {
+				errs <- err
+				return
+			}
+			numbers <- w.Number
+		}()
+	}
+	close(start)
+	seen := map[int]bool{}
+	for range waves {
+		select {
+		case err := <-errs:
+			t.Fatalf("record a wave: %v", err)
+		case n := <-numbers:
+			if seen[n] || n < 1 || n > waves {
+				t.Errorf("wave number %d twice or out of 1..%d", n, waves)
+			}
+			seen[n] = true
+		}
+	}
+}
