@@ -294,6 +294,13 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if cfg.Deadline <= 0 {
 		return usageError{Err: fmt.Errorf("--deadline %s must be positive", cfg.Deadline)}
 	}
+	deadlineGiven := false
+	fs.Visit(func(f *flag.Flag) { deadlineGiven = deadlineGiven || f.Name == "deadline" })
+	if deadlineGiven && cfg.Delivery != pipeline.DeliveryBatch && !cfg.Resume {
+		// Realtime jobs run as soon as a worker takes them; a deadline
+		// there would bound nothing.
+		return usageError{Err: errors.New("--deadline is for --delivery batch")}
+	}
 	cfg.ProbeBatch = batchProbe(cfg.Provider)
 	st, err := openLedger(ctx, c.dbURL)
 	if err != nil {

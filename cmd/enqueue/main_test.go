@@ -96,6 +96,7 @@ func TestEnqueueExitStatus(t *testing.T) {
 		{"empty dataset", append(w.args("t10"), "-", "--format", "jsonl"), "", 1, "no rows"},
 		{"negative limit", append(w.args("t11", "--dry-run", "--limit", "-1"), data), "", 2, "--limit -1"},
 		{"temperature out of range", append(w.args("t12", "--temperature", "5"), data), "", 2, "temperature 5"},
+		{"deadline of a realtime batch", append(w.args("t14", "--deadline", "2h"), data), "", 2, "--deadline is for --delivery batch"},
 		{"template field no row has", append([]string{"--batch", "t13", "--schema", w.file("s.json", testSchema),
 			"--template", w.file("t.txt", "Hello {{.txet}}"), "--model", "m"}, data), "", 2, "the template uses .txet"},
 	} {
