@@ -38,6 +38,10 @@ func TestCheckDelivery(t *testing.T) {
 			want: pipeline.DeliveryRealtime, warning: "no batch endpoints"},
 		{name: "probe fails", cfg: Config{Provider: "openai", Delivery: "batch", ProbeBatch: down},
 			want: pipeline.DeliveryBatch, warning: "could not check"},
+		// Workers start no wave this close to the deadline: said at once.
+		{name: "deadline within the margin", cfg: Config{Provider: "openai", Delivery: "batch", Deadline: 30 * time.Minute},
+			want: pipeline.DeliveryBatch, warning: "no wave starts and every job runs realtime"},
+		{name: "deadline past the margin", cfg: Config{Provider: "openai", Delivery: "batch", Deadline: 3 * time.Hour}, want: pipeline.DeliveryBatch},
 		{name: "typo", cfg: Config{Provider: "openai", Delivery: "btach"}, badUsage: true},
 		{name: "negative deadline", cfg: Config{Provider: "openai", Delivery: "batch", Deadline: -time.Hour}, badUsage: true},
 		{name: "cap", cfg: Config{Provider: "openai", Delivery: "batch", Cap: store.Cap{MaxCostUSD: &one}}, badUsage: true},
