@@ -186,7 +186,7 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 		return nil, nil, fmt.Errorf("create advisory stream: %w", err)
 	}
 	if _, err := retryJS(ctx, func() (jetstream.Consumer, error) {
-		return adv.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		return ensureConsumerConfig(ctx, adv, jetstream.ConsumerConfig{
 			Durable:    cfg.Consumer + "-dead",
 			AckPolicy:  jetstream.AckExplicitPolicy,
 			AckWait:    30 * time.Second,
@@ -203,15 +203,31 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 // workers starting together would otherwise all update it at once, and
 // the server races updating a stream's store with creating a consumer on
 // it (a data race the race detector finds in nats-server 2.15).
+//
+// A missing stream is created, not created-or-updated: workers starting
+// together each find it missing, and a create of the same config is a no-op
+// on the server, where an update rewrites the stream's store while another
+// worker adds its consumer (a data race inside nats-server's file store
+// that -race reports). Only a stream that differs is updated.
 func ensureStreamConfig(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
 	s, err := js.Stream(ctx, want.Name)
 	if err == nil && sameStream(s.CachedInfo().Config, want) {
 		return s, nil
 	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, want)
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return s, err
+		}
+		// Created meanwhile with another config: look again.
+		if s, err = js.Stream(ctx, want.Name); err == nil && sameStream(s.CachedInfo().Config, want) {
+			return s, nil
+		}
+	}
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, err
 	}
-	return js.CreateOrUpdateStream(ctx, want)
+	return js.UpdateStream(ctx, want)
 }
 
 // sameStream reports whether have already is what want asks; a zero field
@@ -235,6 +251,12 @@ func ensureConsumerConfig(ctx context.Context, s jetstream.Stream, want jetstrea
 		}
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, err
+	} else {
+		// Missing: create (a no-op when another worker just made the same).
+		c, err := s.CreateConsumer(ctx, want)
+		if !errors.Is(err, jetstream.ErrConsumerExists) {
+			return c, err
+		}
 	}
 	return s.CreateOrUpdateConsumer(ctx, want)
 }
