@@ -105,18 +105,7 @@ func (c *Client) batchJSON(ctx context.Context, op *batchOp, out any) error {
 // batchDo runs op under the transport retry layer. The error is a *Error,
 // or the error op.read returned as the caller's.
 func (c *Client) batchDo(ctx context.Context, op *batchOp) error {
-	rc := c.cfg.Retry
-	exp := &backoff.ExponentialBackOff{
-		InitialInterval:     rc.InitialInterval,
-		RandomizationFactor: rc.RandomizationFactor,
-		Multiplier:          rc.Multiplier,
-		MaxInterval:         rc.MaxInterval,
-		MaxElapsedTime:      rc.MaxElapsedTime,
-		Stop:                backoff.Stop,
-		Clock:               c.cfg.Clock,
-	}
-	hb := &hintBackOff{exp: exp, maxElapsed: rc.MaxElapsedTime}
-	bo := backoff.WithContext(backoff.WithMaxRetries(hb, uint64(rc.MaxRetries)), ctx)
+	hb, bo := c.retryBackOff(ctx)
 	maxHint := c.cfg.Lane.MaxHintWait
 
 	var (
@@ -167,14 +156,7 @@ func (c *Client) batchDo(ctx context.Context, op *batchOp) error {
 	if other != nil {
 		return other
 	}
-	if last == nil || (ctx.Err() != nil && last.Class != ClassTimeout) {
-		e := &Error{Class: ClassTimeout, Message: op.what + ": context done before the call could be retried", Err: context.Cause(ctx)}
-		if last != nil {
-			e.Message += " (last failure: " + last.Error() + ")"
-			e.Status = last.Status
-		}
-		last = e
-	}
+	last = retriesEnded(ctx, op.what, last)
 	last.Retries = retries
 	return last
 }

@@ -152,18 +152,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	need := estimateDemand(&req, c.cfg.Lane.OutputTokensEstimate)
 	maxHint := lane.Config().MaxHintWait
 
-	rc := c.cfg.Retry
-	exp := &backoff.ExponentialBackOff{
-		InitialInterval:     rc.InitialInterval,
-		RandomizationFactor: rc.RandomizationFactor,
-		Multiplier:          rc.Multiplier,
-		MaxInterval:         rc.MaxInterval,
-		MaxElapsedTime:      rc.MaxElapsedTime,
-		Stop:                backoff.Stop,
-		Clock:               c.cfg.Clock,
-	}
-	hb := &hintBackOff{exp: exp, maxElapsed: rc.MaxElapsedTime}
-	bo := backoff.WithContext(backoff.WithMaxRetries(hb, uint64(rc.MaxRetries)), ctx)
+	hb, bo := c.retryBackOff(ctx)
 
 	var (
 		resp    *Response
@@ -199,17 +188,47 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		resp.DroppedKeywords = dropped
 		return resp, nil
 	}
-	if last == nil || (ctx.Err() != nil && last.Class != ClassTimeout) {
-		// The context ended while waiting to retry.
-		e := &Error{Class: ClassTimeout, Message: "context done before the call could be retried", Err: context.Cause(ctx)}
-		if last != nil {
-			e.Message += " (last failure: " + last.Error() + ")"
-			e.Status = last.Status
-		}
-		last = e
-	}
+	last = retriesEnded(ctx, "", last)
 	last.Retries = retries
 	return nil, last
+}
+
+// retryBackOff is the transport retry policy of one call: Retry's
+// exponential backoff on the client's clock, raised to the server's hint
+// (hb.hint, set by the caller after each failure), at most MaxRetries, ended
+// with ctx.
+func (c *Client) retryBackOff(ctx context.Context) (*hintBackOff, backoff.BackOff) {
+	rc := c.cfg.Retry
+	exp := &backoff.ExponentialBackOff{
+		InitialInterval:     rc.InitialInterval,
+		RandomizationFactor: rc.RandomizationFactor,
+		Multiplier:          rc.Multiplier,
+		MaxInterval:         rc.MaxInterval,
+		MaxElapsedTime:      rc.MaxElapsedTime,
+		Stop:                backoff.Stop,
+		Clock:               c.cfg.Clock,
+	}
+	hb := &hintBackOff{exp: exp, maxElapsed: rc.MaxElapsedTime}
+	return hb, backoff.WithContext(backoff.WithMaxRetries(hb, uint64(rc.MaxRetries)), ctx)
+}
+
+// retriesEnded is the error of a retried call that gave up: last, unless
+// the context ended while waiting to retry (or before any try), then a
+// timeout naming last. what prefixes the message ("" for a completion).
+func retriesEnded(ctx context.Context, what string, last *Error) *Error {
+	if last != nil && (ctx.Err() == nil || last.Class == ClassTimeout) {
+		return last
+	}
+	msg := "context done before the call could be retried"
+	if what != "" {
+		msg = what + ": " + msg
+	}
+	e := &Error{Class: ClassTimeout, Message: msg, Err: context.Cause(ctx)}
+	if last != nil {
+		e.Message += " (last failure: " + last.Error() + ")"
+		e.Status = last.Status
+	}
+	return e
 }
 
 // hintBackOff is the exponential backoff, raised to the server's retry hint
