@@ -381,37 +381,40 @@ func (c *Client) listBatchPage(ctx context.Context, limit int, after string) (ba
 		}
 		u = c.cfg.BaseURL + "/v1/messages/batches?" + q.Encode()
 	}
-	var page batchPage
 	op := &batchOp{what: "list batches", method: http.MethodGet, url: u}
+	var page batchPage
+	var err error
 	if c.cfg.Provider == ProviderOpenAI {
-		var w struct {
-			Data    []oaBatch `json:"data"`
-			HasMore bool      `json:"has_more"`
-			LastID  string    `json:"last_id"`
-		}
-		if err := c.batchJSON(ctx, op, &w); err != nil {
-			return page, err
-		}
-		for i := range w.Data {
-			page.batches = append(page.batches, w.Data[i].status())
-		}
-		page.hasMore, page.lastID = w.HasMore, w.LastID
+		page, err = decodeBatchPage[oaBatch](ctx, c, op)
 	} else {
-		var w struct {
-			Data    []anBatch `json:"data"`
-			HasMore bool      `json:"has_more"`
-			LastID  string    `json:"last_id"`
-		}
-		if err := c.batchJSON(ctx, op, &w); err != nil {
-			return page, err
-		}
-		for i := range w.Data {
-			page.batches = append(page.batches, w.Data[i].status())
-		}
-		page.hasMore, page.lastID = w.HasMore, w.LastID
+		page, err = decodeBatchPage[anBatch](ctx, c, op)
+	}
+	if err != nil {
+		return page, err
 	}
 	if page.lastID == "" && len(page.batches) > 0 {
 		page.lastID = page.batches[len(page.batches)-1].ID
+	}
+	return page, nil
+}
+
+// decodeBatchPage makes a list call and reads its page of the provider's
+// batch objects (B: oaBatch or anBatch; both providers wrap them alike).
+func decodeBatchPage[B any, P interface {
+	*B
+	status() BatchStatus
+}](ctx context.Context, c *Client, op *batchOp) (batchPage, error) {
+	var w struct {
+		Data    []B    `json:"data"`
+		HasMore bool   `json:"has_more"`
+		LastID  string `json:"last_id"`
+	}
+	if err := c.batchJSON(ctx, op, &w); err != nil {
+		return batchPage{}, err
+	}
+	page := batchPage{hasMore: w.HasMore, lastID: w.LastID}
+	for i := range w.Data {
+		page.batches = append(page.batches, P(&w.Data[i]).status())
 	}
 	return page, nil
 }

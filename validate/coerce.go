@@ -564,12 +564,8 @@ func batchAccepted(before, after []Error, fixes []fix) bool {
 		}
 		left[f.driver]--
 	}
-	for _, e := range after {
-		k := errKey{e.Path, e.Keyword}
-		if left[k] == 0 {
-			return false
-		}
-		left[k]--
+	if !within(after, left) {
+		return false
 	}
 	for _, f := range fixes {
 		if f.kind == KindWrapArray && !clean(after, f.toks) {
@@ -596,14 +592,20 @@ func fixAccepted(before, after []Error, f fix) bool {
 		return true
 	}
 	left[f.driver]--
-	for _, e := range after {
+	return within(after, left) && (f.kind != KindWrapArray || clean(after, f.toks))
+}
+
+// within reports whether every error of errs is one of left (a count by
+// path and keyword, used up as it matches): no error appeared.
+func within(errs []Error, left map[errKey]int) bool {
+	for _, e := range errs {
 		k := errKey{e.Path, e.Keyword}
 		if left[k] == 0 {
 			return false
 		}
 		left[k]--
 	}
-	return f.kind != KindWrapArray || clean(after, f.toks)
+	return true
 }
 
 // clean reports no error is at or under the location.
