@@ -434,23 +434,11 @@ func (s *Server) correct(doc *schemaDoc, truth any, key, prev, feedback string, 
 			remaining = append(remaining, f.Pointer)
 			continue
 		}
-		if f.Kind == FaultExtraProperty {
+		if tv, remove := fixFor(f, truth, &g); remove {
 			pointerDelete(value, f.Pointer)
-			continue
+		} else {
+			pointerSet(value, f.Pointer, tv)
 		}
-		tv, ok := pointerGet(truth, f.Pointer)
-		switch {
-		case ok:
-			tv = deepCopy(tv)
-		case absentOptional(truth, f.Pointer):
-			// An optional property the truth leaves out (null_optional):
-			// the fix leaves it out too.
-			pointerDelete(value, f.Pointer)
-			continue
-		default:
-			tv = g.gen(f.schema, "", 1)
-		}
-		pointerSet(value, f.Pointer, tv)
 	}
 	if r.Float64() < s.cfg.NewFaultProb {
 		sites := map[FaultKind][]site{}
@@ -460,6 +448,23 @@ func (s *Server) correct(doc *schemaDoc, truth any, key, prev, feedback string, 
 		injectOne(value, k, sites[k], remaining, r)
 	}
 	return value
+}
+
+// fixFor is what a model fixing fault f writes at its pointer: nothing
+// (remove) for an extra property, or for an optional property the truth
+// leaves out (null_optional); else the truth's value there, or, where the
+// truth has none, one generated from g.
+func fixFor(f ContentFault, truth any, g *generator) (value any, remove bool) {
+	if f.Kind == FaultExtraProperty {
+		return nil, true
+	}
+	if tv, ok := pointerGet(truth, f.Pointer); ok {
+		return deepCopy(tv), false
+	}
+	if absentOptional(truth, f.Pointer) {
+		return nil, true
+	}
+	return g.gen(f.schema, "", 1), false
 }
 
 // parseReply recovers the JSON value of a previous reply with the extractor.

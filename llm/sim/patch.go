@@ -196,19 +196,10 @@ func (s *Server) patchPlan(doc *schemaDoc, truth any, key, prev, feedback string
 		if !names(feedback, f) || u >= s.cfg.FixProb {
 			continue
 		}
-		if f.Kind == FaultExtraProperty {
+		tv, remove := fixFor(f, truth, &g)
+		if remove {
 			ops = append(ops, patchOp{op: "remove", path: f.Pointer})
 			continue
-		}
-		tv, ok := pointerGet(truth, f.Pointer)
-		switch {
-		case ok:
-			tv = deepCopy(tv)
-		case absentOptional(truth, f.Pointer):
-			ops = append(ops, patchOp{op: "remove", path: f.Pointer})
-			continue
-		default:
-			tv = g.gen(f.schema, "", 1)
 		}
 		op := "replace"
 		if f.Kind == FaultMissingRequired {
