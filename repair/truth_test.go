@@ -106,7 +106,7 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 					if e.Keyword == "type" && strings.Contains(e.Message, "got string") {
 						lossyRefused++
 					}
-					if kind := missedFix(value, truth, e.Path); kind != "" {
+					if kind := missedFix(value, truth, e); kind != "" {
 						missed[kind]++
 						if missed[kind] <= 3 {
 							t.Errorf("job %s: %s error at %q left for the model, but a %s fix would give the truth", job.ID, e.Keyword, e.Path, kind)
@@ -117,6 +117,19 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 					fixes[f.Kind]++
 					checked++
 					want, ok := at(truth, f.Pointer)
+					if f.Kind == validate.KindRenameKey {
+						// The value moved is the truth's (or was made so by a
+						// later fix, checked on its own); the old name is not
+						// the truth's.
+						got, _ := at(value, f.Pointer)
+						var from string
+						_ = json.Unmarshal(f.Before, &from)
+						old := f.Pointer[:strings.LastIndexByte(f.Pointer, '/')] + "/" + strings.ReplaceAll(strings.ReplaceAll(from, "~", "~0"), "/", "~1")
+						if _, inTruth := at(truth, old); !ok || inTruth || !equalValues(got, want) {
+							t.Errorf("job %s: %s moved %s to %s holding %v, the truth there is %v", job.ID, f.Kind, from, f.Pointer, got, want)
+						}
+						continue
+					}
 					switch {
 					case f.After == nil && ok:
 						t.Errorf("job %s: %s dropped %s, which the truth has (%v)", job.ID, f.Kind, f.Pointer, want)
@@ -134,7 +147,7 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 	close(jobs)
 	wg.Wait()
 	t.Logf("%d fixes checked against the truth over %d jobs: %v; %d string values refused; %v errors left that a safe fix would have turned into the truth", checked, n, fixes, lossyRefused, missed)
-	for _, kind := range []string{validate.KindCoerceNumber, validate.KindCoerceBoolean, validate.KindEnumCase, validate.KindDropNull, validate.KindWrapArray} {
+	for _, kind := range []string{validate.KindCoerceNumber, validate.KindCoerceBoolean, validate.KindEnumCase, validate.KindDropNull, validate.KindWrapArray, validate.KindRenameKey} {
 		if fixes[kind] == 0 {
 			t.Errorf("no %s fix in %d jobs: the check did not cover it", kind, n)
 		}
@@ -147,11 +160,15 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 	}
 }
 
-// missedFix names the safe fix that would have turned the value at ptr into
-// the truth there, if one would have: the coercions' recall against the
-// simulator's lossless faults (with --coerce none, it names every fix safe
-// makes). "" when none would.
-func missedFix(value, truth any, ptr string) string {
+// missedFix names the safe fix that would have turned the value at e's
+// location into the truth there, if one would have: the coercions' recall
+// against the simulator's lossless faults (with --coerce none, it names
+// every fix safe makes). "" when none would.
+func missedFix(value, truth any, e validate.Error) string {
+	ptr := e.Path
+	if kind := missedRename(value, truth, e); kind != "" {
+		return kind
+	}
 	got, gotOK := at(value, ptr)
 	want, wantOK := at(truth, ptr)
 	switch {
@@ -179,6 +196,40 @@ func missedFix(value, truth any, ptr string) string {
 	}
 	if arr, ok := want.([]any); ok && len(arr) == 1 && equalValues(got, arr[0]) {
 		return validate.KindWrapArray
+	}
+	return ""
+}
+
+// missedRename is missedFix for a property under another case or
+// separators of its name: a missing required one the value holds under
+// such a name, or an extra one that is such a name of a property of the
+// truth the value lacks, holding the truth's value.
+func missedRename(value, truth any, e validate.Error) string {
+	i := strings.LastIndexByte(e.Path, '/')
+	if i < 0 {
+		return ""
+	}
+	parent, name := e.Path[:i], e.Path[i+1:]
+	obj, _ := at(value, parent)
+	tobj, _ := at(truth, parent)
+	have, _ := obj.(map[string]any)
+	want, _ := tobj.(map[string]any)
+	fold := func(s string) string {
+		return strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(s))
+	}
+	switch e.Keyword {
+	case "required":
+		for k, v := range have {
+			if k != name && fold(k) == fold(name) && equalValues(v, want[name]) {
+				return validate.KindRenameKey
+			}
+		}
+	case "additionalProperties":
+		for k, v := range want {
+			if _, has := have[k]; !has && k != name && fold(k) == fold(name) && equalValues(have[name], v) {
+				return validate.KindRenameKey
+			}
+		}
 	}
 	return ""
 }

@@ -53,6 +53,7 @@ const (
 	KindWrapArray      = "wrap_array"      // v -> [v]
 	KindDropNull       = "drop_null"       // an optional property that is null is dropped
 	KindDropAdditional = "drop_additional" // a property additionalProperties forbids is dropped (CoerceAll)
+	KindRenameKey      = "rename_key"      // "customerName": v -> "customer_name": v
 )
 
 // Bounds of one Coerce call.
@@ -109,10 +110,23 @@ const (
 //   - drop_null (type, enum or const error): a null object property the
 //     schema does not allow null for, and that no schema at the object
 //     lists in "required", is dropped, only when that adds no error.
+//   - rename_key (required or additionalProperties error): a property the
+//     object's schemas do not declare whose name equals, once letter case
+//     and the separators _, - and space are set aside, the name of exactly
+//     one property the schemas require or declare and the object lacks
+//     ("customerName", "Customer Name" or "CUSTOMER-NAME" for
+//     "customer_name") is moved to that name, its value unchanged. Refused
+//     when two names of the object match it, or the object's schemas have
+//     patternProperties (the name may be one of them). The repair's Pointer
+//     is the new location; Before and After are the old and new names as
+//     JSON strings. The value may now show errors of its own, which the
+//     schema did not check under the wrong name; they may be reported (see
+//     value fixes below), the next round may fix them.
 //   - drop_additional (CoerceAll only, additionalProperties error): a
 //     property additionalProperties forbids is dropped, only when every
 //     property the object's schemas require is present (else the extra
-//     property may be a misnamed required one) and that adds no error.
+//     property may be a misnamed required one) and that adds no error, and
+//     rename_key does not apply to it.
 //
 // What the schema wants at a location is read from the compiled schema by
 // following the value's path through properties, patternProperties,
@@ -137,8 +151,9 @@ const (
 // is gone and no error appeared at, under or above their location) are
 // kept together if that passes the same test, and the others are tried one
 // at a time, each kept only when its driving error is gone and the number of
-// errors does not grow. A structural fix (wrap_array, drop_null, drop_additional) must also
-// make no error appear; a value fix (the others) may reveal an error the
+// errors does not grow. A structural fix (wrap_array, drop_null,
+// drop_additional) must also make no error appear, rename_key none outside
+// the value it moved; a value fix (the others) may reveal an error the
 // value had all along: "150" for an integer with maximum 100 becomes 150 and
 // reports the maximum, which is lossless and tells the model what is really
 // wrong, and fixing the case of a oneOf discriminator reveals the errors of
@@ -230,13 +245,13 @@ func blame(before, after []Error, fixes []fix) (innocent, suspect []fix) {
 	}
 	stayed := countKeys(after)
 	for _, f := range fixes {
-		p := pointer(f.toks)
+		p, m := pointer(f.toks), f.moved()
 		bad := stayed[f.driver] >= countKeys(before)[f.driver]
 		for _, a := range appeared {
 			if bad {
 				break
 			}
-			bad = a == p || strings.HasPrefix(a, p+"/") || strings.HasPrefix(p, a+"/")
+			bad = (under(a, p) || strings.HasPrefix(p, a+"/")) && (m == "" || !under(a, m))
 		}
 		if bad {
 			suspect = append(suspect, f)
@@ -250,11 +265,22 @@ func blame(before, after []Error, fixes []fix) (innocent, suspect []fix) {
 // fix is one proposed schema-guided repair.
 type fix struct {
 	kind   string
-	toks   []string // the location changed or dropped
+	toks   []string // the location changed or dropped; for rename_key, the object
 	driver errKey   // the error it removes
 	before any
 	after  any
 	drop   bool
+	// from and to are the old and new names of a rename_key.
+	from, to string
+}
+
+// moved is the new location of a rename_key's value ("" for other fixes):
+// errors may appear there, the value being checked under its right name.
+func (f fix) moved() string {
+	if f.kind != KindRenameKey {
+		return ""
+	}
+	return pointer(append(slices.Clip(f.toks), f.to))
 }
 
 // errKey identifies an error for counting: its path and keyword (messages
@@ -277,6 +303,9 @@ func (f fix) apply(root any) any {
 
 // repair records the fix. Offset is set by the caller that knows it.
 func (f fix) repair() extract.Repair {
+	if f.kind == KindRenameKey {
+		return extract.Repair{Kind: f.kind, Pointer: f.moved(), Before: rawJSON(f.from), After: rawJSON(f.to)}
+	}
 	r := extract.Repair{Kind: f.kind, Pointer: pointer(f.toks), Before: rawJSON(f.before)}
 	if !f.drop {
 		r.After = rawJSON(f.after)
@@ -359,7 +388,12 @@ func (s *Schema) propose(root any, errs []Error, mode CoerceMode) []fix {
 		if !ok {
 			continue
 		}
-		taken[e.Path] = true
+		// A rename's location is its object, not the error's path.
+		loc := pointer(f.toks)
+		if taken[loc] {
+			continue
+		}
+		taken[loc] = true
 		out = append(out, f)
 	}
 	// A fix inside another's location waits for the next round: the outer
@@ -422,8 +456,19 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 	key := errKey{e.Path, e.Keyword}
 	switch e.Keyword {
 	case "type", "enum", "const":
+	case "required":
+		if len(toks) == 0 {
+			return fix{}, false
+		}
+		return s.proposeRename(root, toks[:len(toks)-1], toks[len(toks)-1], "", key, cache)
 	case "additionalProperties":
-		if mode != CoerceAll || len(toks) == 0 {
+		if len(toks) == 0 {
+			return fix{}, false
+		}
+		if f, ok := s.proposeRename(root, toks[:len(toks)-1], "", toks[len(toks)-1], key, cache); ok {
+			return f, true
+		}
+		if mode != CoerceAll {
 			return fix{}, false
 		}
 		parent, ok := lookupOK(root, toks[:len(toks)-1])
@@ -500,6 +545,89 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 	return fix{}, false
 }
 
+// proposeRename returns the rename_key that gives the object at parent its
+// missing property (missing set, driven by a required error) or moves its
+// extra property (extra set, driven by an additionalProperties error) to
+// the one declared or required name it matches up to letter case and
+// separators.
+func (s *Schema) proposeRename(root any, parent []string, missing, extra string, driver errKey, cache *roundCache) (fix, bool) {
+	node, ok := lookupOK(root, parent)
+	obj, isObj := node.(map[string]any)
+	if !ok || !isObj {
+		return fix{}, false
+	}
+	pv := s.viewAtCached(root, parent, cache)
+	if pv.unknown || pv.patterns {
+		return fix{}, false
+	}
+	// The names the object may be missing, and those it has that no schema
+	// declares.
+	var wanted, undeclared []string
+	for _, n := range concat(pv.required, pv.props) {
+		if _, has := obj[n]; !has && !slices.Contains(wanted, n) {
+			wanted = append(wanted, n)
+		}
+	}
+	for k := range obj {
+		if !slices.Contains(pv.props, k) {
+			undeclared = append(undeclared, k)
+		}
+	}
+	from, to := extra, missing
+	switch {
+	case to != "":
+		m, ok := onlyMatch(to, undeclared)
+		if !ok {
+			return fix{}, false
+		}
+		from = m
+	case slices.Contains(undeclared, from):
+		m, ok := onlyMatch(from, wanted)
+		if !ok {
+			return fix{}, false
+		}
+		to = m
+	default:
+		return fix{}, false
+	}
+	// Both ways unique: no other wanted name matches from, no other
+	// undeclared name matches to.
+	if m, ok := onlyMatch(from, wanted); !ok || m != to {
+		return fix{}, false
+	}
+	if m, ok := onlyMatch(to, undeclared); !ok || m != from {
+		return fix{}, false
+	}
+	renamed := maps.Clone(obj)
+	delete(renamed, from)
+	renamed[to] = obj[from]
+	return fix{kind: KindRenameKey, toks: slices.Clip(parent), driver: driver, before: obj, after: renamed, from: from, to: to}, true
+}
+
+// onlyMatch returns the one name of names that sameKey(name, n), if exactly
+// one does.
+func onlyMatch(name string, names []string) (string, bool) {
+	match, n := "", 0
+	for _, c := range names {
+		if sameKey(name, c) {
+			match, n = c, n+1
+		}
+	}
+	return match, n == 1
+}
+
+// sameKey reports whether two different property names are equal once
+// letter case (Unicode simple folding), the separators _, - and space and
+// Unicode canonical equivalence are set aside, and not empty then.
+func sameKey(a, b string) bool {
+	if a == b {
+		return false
+	}
+	strip := strings.NewReplacer("_", "", "-", "", " ", "")
+	x, y := strip.Replace(norm.NFC.String(a)), strip.Replace(norm.NFC.String(b))
+	return x != "" && strings.EqualFold(x, y)
+}
+
 // jsonWhitespace is JSON's insignificant whitespace.
 const jsonWhitespace = " \t\r\n"
 
@@ -555,16 +683,21 @@ func uniqueFold(s string, allowed []string) (string, bool) {
 
 // batchAccepted reports whether a round's fixes, applied together, are kept:
 // the errors after are among those before less each fix's driving error (no
-// error appeared, each driver is gone), and each wrapped array is clean.
+// error appeared but under a renamed property, each driver is gone, no more
+// errors than before), and each wrapped array is clean.
 func batchAccepted(before, after []Error, fixes []fix) bool {
 	left := countKeys(before)
+	var moved []string
 	for _, f := range fixes {
 		if left[f.driver] == 0 {
 			return false
 		}
 		left[f.driver]--
+		if m := f.moved(); m != "" {
+			moved = append(moved, m)
+		}
 	}
-	if !within(after, left) {
+	if len(after) > len(before) || !within(after, left, moved...) {
 		return false
 	}
 	for _, f := range fixes {
@@ -592,20 +725,32 @@ func fixAccepted(before, after []Error, f fix) bool {
 		return true
 	}
 	left[f.driver]--
+	if m := f.moved(); m != "" {
+		return within(after, left, m)
+	}
 	return within(after, left) && (f.kind != KindWrapArray || clean(after, f.toks))
 }
 
 // within reports whether every error of errs is one of left (a count by
-// path and keyword, used up as it matches): no error appeared.
-func within(errs []Error, left map[errKey]int) bool {
+// path and keyword, used up as it matches) or at or under one of the
+// locations allowed: no error appeared elsewhere.
+func within(errs []Error, left map[errKey]int, allowed ...string) bool {
 	for _, e := range errs {
 		k := errKey{e.Path, e.Keyword}
 		if left[k] == 0 {
+			if slices.ContainsFunc(allowed, func(p string) bool { return under(e.Path, p) }) {
+				continue
+			}
 			return false
 		}
 		left[k]--
 	}
 	return true
+}
+
+// under reports whether path is p or below it.
+func under(path, p string) bool {
+	return path == p || strings.HasPrefix(path, p+"/")
 }
 
 // clean reports no error is at or under the location.
@@ -640,6 +785,11 @@ type view struct {
 	// required are the property names some schema here requires of an
 	// object (in any branch: counted as required).
 	required []string
+	// props are the property names some schema here declares in
+	// "properties" (in any branch, conditional ones too); patterns is set
+	// when some schema here has patternProperties.
+	props    []string
+	patterns bool
 	// unknown: part of the schema here could not be read ($dynamicRef,
 	// $recursiveRef, a reference loop, the budget ran out); no fix.
 	unknown bool
@@ -661,7 +811,8 @@ func (v view) norm() view {
 
 // conj is the view of a value both a and b apply to.
 func conj(a, b view) view {
-	out := view{kinds: a.kinds & b.kinds, unknown: a.unknown || b.unknown, required: concat(a.required, b.required)}
+	out := view{kinds: a.kinds & b.kinds, unknown: a.unknown || b.unknown, required: concat(a.required, b.required),
+		props: concat(a.props, b.props), patterns: a.patterns || b.patterns}
 	switch {
 	case a.strClosed && b.strClosed:
 		out.strClosed = true
@@ -680,7 +831,8 @@ func conj(a, b view) view {
 
 // disj is the view of a value a or b applies to.
 func disj(a, b view) view {
-	out := view{kinds: a.kinds | b.kinds, unknown: a.unknown || b.unknown, required: concat(a.required, b.required)}
+	out := view{kinds: a.kinds | b.kinds, unknown: a.unknown || b.unknown, required: concat(a.required, b.required),
+		props: concat(a.props, b.props), patterns: a.patterns || b.patterns}
 	if a.strClosed && b.strClosed {
 		out.strClosed, out.strs = true, concat(a.strs, b.strs)
 	}
@@ -779,7 +931,8 @@ func (w *viewWalker) at(s *jsonschema.Schema, v any, toks []string, depth int) v
 		}
 		out = conj(out, d)
 	}
-	// Conditional schemas: only what they require counts (as required).
+	// Conditional schemas: only what they require counts (as required), and
+	// the names they declare.
 	cond := []*jsonschema.Schema{s.Then, s.Else}
 	for _, name := range slices.Sorted(maps.Keys(s.DependentSchemas)) {
 		cond = append(cond, s.DependentSchemas[name])
@@ -795,6 +948,8 @@ func (w *viewWalker) at(s *jsonschema.Schema, v any, toks []string, depth int) v
 		}
 		c := w.at(sub, v, toks, depth+1)
 		out.required = concat(out.required, c.required)
+		out.props = concat(out.props, c.props)
+		out.patterns = out.patterns || c.patterns
 		out.unknown = out.unknown || c.unknown
 	}
 	return out
@@ -978,6 +1133,8 @@ func own(s *jsonschema.Schema, legacy bool) view {
 	}
 	if !legacy {
 		out.required = s.Required
+		out.props = slices.Sorted(maps.Keys(s.Properties))
+		out.patterns = len(s.PatternProperties) > 0
 	}
 	return out.norm()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"reflect"
 	"strconv"
@@ -27,6 +28,9 @@ var coerceFuzzSchemas = []string{
 	`{"anyOf":[{"type":"number","maximum":10},{"type":"null"},{"type":"array","items":{"enum":["a","B"]}}]}`,
 	`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"n":{"type":"integer"}},"type":"object","additionalProperties":false,
 	  "properties":{"a":{"$ref":"#/definitions/n"},"b":{"type":"array","items":[{"type":"boolean"}],"additionalItems":false},"c":{"const":"Yes"}}}`,
+	renameSchema,
+	`{"type":"object","required":["a_b"],"properties":{"a_b":{"type":"integer"},"ab_c":{"enum":["x"]}},"dependentRequired":{"a_b":["c"]},
+	  "oneOf":[{"properties":{"k":{"const":"Yes"}}},{"required":["Id"]}]}`,
 	`{"type":"object","properties":{"u":{"type":"array","uniqueItems":true,"items":{"type":"integer"}},"m":{"type":"integer","multipleOf":3,"minimum":0}},
 	  "patternProperties":{"^x":{"type":"boolean"}},"minProperties":1,"dependentRequired":{"m":["u"]}}`,
 }
@@ -51,7 +55,9 @@ func FuzzCoerce(f *testing.F) {
 	f.Add(typicalInvalid, uint8(0))
 	f.Add(`{"id":"INV-004217","status":" Paid","created":"2025-03-01T10:15:00Z","customer":{"name":"A","email":"a@b.co","tier":"PRO"},"lines":{"sku":"ABC-1234","qty":2,"price":"0.5"},"notes":null}`, uint8(0))
 	f.Add(`[{"q":"1","s":"LOW"},{"q":2,"ok":"false","s":"high"}]`, uint8(5))
-	f.Add(`{"u":["1",1],"m":"6","x1":"true"}`, uint8(8))
+	f.Add(`{"u":["1",1],"m":"6","x1":"true"}`, uint8(10))
+	f.Add(`{"CustomerName":" x","Total":"4","TOTAL":1}`, uint8(8))
+	f.Add(`{"aB":"1","AbC":"X","id":2}`, uint8(9))
 	f.Fuzz(func(t *testing.T, value string, which uint8) {
 		v, err := decode([]byte(value))
 		if err != nil {
@@ -92,6 +98,24 @@ func checkCoerce(s *Schema, v any) error {
 				return fmt.Errorf("%s: repair %d %+v: %v", mode, i, r, err)
 			}
 			toks := splitPointer(r.Pointer)
+			if r.Kind == KindRenameKey {
+				var from, to string
+				_ = json.Unmarshal(r.Before, &from)
+				_ = json.Unmarshal(r.After, &to)
+				obj, isObj := lookup(cur, toks[:len(toks)-1]).(map[string]any)
+				if !isObj || to != toks[len(toks)-1] {
+					return fmt.Errorf("%s: repair %d: no object to rename %q in, or %q is not the pointer's name", mode, i, from, to)
+				}
+				val, has := obj[from]
+				if _, taken := obj[to]; !has || taken {
+					return fmt.Errorf("%s: repair %d: %q is not there or %q is", mode, i, from, to)
+				}
+				renamed := maps.Clone(obj)
+				delete(renamed, from)
+				renamed[to] = val
+				cur = setAt(cur, toks[:len(toks)-1], renamed, false)
+				continue
+			}
 			at, ok := lookupOK(cur, toks)
 			if !ok {
 				return fmt.Errorf("%s: repair %d: nothing at %q", mode, i, r.Pointer)
@@ -172,6 +196,11 @@ func checkRepair(r extract.Repair, mode CoerceMode) error {
 	case KindDropNull:
 		if before != nil || r.After != nil {
 			return fmt.Errorf("not a null dropped")
+		}
+	case KindRenameKey:
+		as, ok := after.(string)
+		if !isStr || !ok || !sameKey(bs, as) {
+			return fmt.Errorf("%q -> %q is not a change of case or separators", bs, as)
 		}
 	case KindDropAdditional:
 		if mode != CoerceAll || r.After != nil {

@@ -36,16 +36,19 @@ const (
 )
 
 // Shape faults: content faults of first attempts that a schema-guided
-// local repair can fix without loss (the first four) or must not coerce,
+// local repair can fix without loss (the first five) or must not coerce,
 // the value being lost (the last two). Each is recorded with its JSON
 // pointer; a validator reports the first four and number_prose as type
-// errors, enum_case and enum_synonym as enum (or const) errors. See "Shape
-// faults" in the package documentation for exactly what each writes.
+// errors, enum_case and enum_synonym as enum (or const) errors,
+// renamed_key as a missing required property or one additionalProperties
+// forbids. See "Shape faults" in the package documentation for exactly what
+// each writes.
 const (
 	FaultScalarAsString FaultKind = "scalar_as_string" // "42" for 42, "true" for true
 	FaultEnumCase       FaultKind = "enum_case"        // "Bug" or " bug" for "bug"
 	FaultSingleForArray FaultKind = "single_for_array" // "x" for ["x"]
 	FaultNullOptional   FaultKind = "null_optional"    // "tags": null where the truth has no tags
+	FaultRenamedKey     FaultKind = "renamed_key"      // "customerName" for "customer_name", "Category" for "category"
 	FaultNumberProse    FaultKind = "number_prose"     // "about 40" or "40 kg" for 40 (lossy)
 	FaultEnumSynonym    FaultKind = "enum_synonym"     // "Bug report" for "bug" (lossy)
 )
@@ -76,7 +79,7 @@ func FaultKinds() []FaultKind {
 var allFaultKinds = [...]FaultKind{
 	FaultFence, FaultProse, FaultTrailingComma, FaultSingleQuotes, FaultPythonLiterals, FaultComments,
 	FaultWrongType, FaultMissingRequired, FaultExtraProperty, FaultEnumViolation, FaultOutOfRange,
-	FaultScalarAsString, FaultEnumCase, FaultSingleForArray, FaultNullOptional, FaultNumberProse, FaultEnumSynonym,
+	FaultScalarAsString, FaultEnumCase, FaultSingleForArray, FaultNullOptional, FaultRenamedKey, FaultNumberProse, FaultEnumSynonym,
 	FaultTruncation, FaultRefusal, FaultEmpty,
 	FaultPatchBadPointer, FaultPatchWrongOp, FaultPatchExtraOp,
 }
@@ -86,8 +89,9 @@ const numFaultKinds = len(allFaultKinds)
 
 var contentKinds = []FaultKind{FaultWrongType, FaultMissingRequired, FaultExtraProperty, FaultEnumViolation, FaultOutOfRange}
 
-// shapeKinds are the shape faults, in the order they are drawn.
-var shapeKinds = []FaultKind{FaultScalarAsString, FaultEnumCase, FaultSingleForArray, FaultNullOptional, FaultNumberProse, FaultEnumSynonym}
+// shapeKinds are the shape faults, in the order they are drawn (renamed_key
+// last: it came last, and a mix without it draws as before).
+var shapeKinds = []FaultKind{FaultScalarAsString, FaultEnumCase, FaultSingleForArray, FaultNullOptional, FaultNumberProse, FaultEnumSynonym, FaultRenamedKey}
 
 // patchKinds are the faults of a patch reply, in the order they are drawn.
 var patchKinds = []FaultKind{FaultPatchWrongOp, FaultPatchBadPointer, FaultPatchExtraOp}
@@ -98,7 +102,7 @@ type FaultKindInfo struct {
 	// Group is formatting, content, shape, outcome or patch.
 	Group string
 	// Lossless is set for the kinds a local repair fixes back to the
-	// truth: the formatting faults (the extractor) and the first four
+	// truth: the formatting faults (the extractor) and the first five
 	// shape faults (a schema-guided coercion).
 	Lossless    bool
 	Description string
@@ -125,6 +129,7 @@ var faultKindInfos = []FaultKindInfo{
 	{FaultEnumCase, "shape", true, `an enum or const string in another case or with surrounding spaces: "Bug", " bug"`},
 	{FaultSingleForArray, "shape", true, `the one item of a one-item array without the array: "x" for ["x"]`},
 	{FaultNullOptional, "shape", true, "null for an optional property the truth lacks, whose type excludes null"},
+	{FaultRenamedKey, "shape", true, `a property under another case or separators of its name: "customerName" for "customer_name"`},
 	{FaultNumberProse, "shape", false, `a number as prose in a string: "about 40", "40 kg" (must not be coerced)`},
 	{FaultEnumSynonym, "shape", false, `an enum or const string replaced by a synonym: "Bug report" for "bug" (must not be coerced)`},
 	{FaultTruncation, "outcome", false, "the reply cut off mid-value (finish reason length)"},

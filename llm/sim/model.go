@@ -436,6 +436,9 @@ func (s *Server) correct(doc *schemaDoc, truth any, key, prev, feedback string, 
 		}
 		if tv, remove := fixFor(f, truth, &g); remove {
 			pointerDelete(value, f.Pointer)
+			if rp, rv, ok := renamedOptional(doc, truth, value, f); ok {
+				pointerSet(value, rp, rv)
+			}
 		} else {
 			pointerSet(value, f.Pointer, tv)
 		}
@@ -465,6 +468,32 @@ func fixFor(f ContentFault, truth any, g *generator) (value any, remove bool) {
 		return nil, true
 	}
 	return g.gen(f.schema, "", 1), false
+}
+
+// renamedOptional returns, for an extra property f that is the
+// misspelling (renamed_key) of an optional property of the truth the value
+// lacks, that property's pointer and the truth's value: a model told the
+// misspelt name is not allowed writes it under its name. (A required one
+// is reported missing, and fixed as such.)
+func renamedOptional(doc *schemaDoc, truth, value any, f ContentFault) (string, any, bool) {
+	if f.Kind != FaultExtraProperty {
+		return "", nil, false
+	}
+	i := strings.LastIndexByte(f.Pointer, '/')
+	parent, wrong := f.Pointer[:i], unescapeToken(f.Pointer[i+1:])
+	node := doc.nodeAt(parent)
+	props, _ := node["properties"].(map[string]any)
+	for name := range props {
+		if misspell(name) != wrong || requiredSet(node)[name] {
+			continue
+		}
+		p := parent + "/" + escapeToken(name)
+		tv, inTruth := pointerGet(truth, p)
+		if _, inValue := pointerGet(value, p); inTruth && !inValue {
+			return p, deepCopy(tv), true
+		}
+	}
+	return "", nil, false
 }
 
 // parseReply recovers the JSON value of a previous reply with the extractor.

@@ -199,6 +199,9 @@ func (s *Server) patchPlan(doc *schemaDoc, truth any, key, prev, feedback string
 		tv, remove := fixFor(f, truth, &g)
 		if remove {
 			ops = append(ops, patchOp{op: "remove", path: f.Pointer})
+			if rp, rv, ok := renamedOptional(doc, truth, value, f); ok {
+				ops = append(ops, patchOp{op: "add", path: rp, value: rv})
+			}
 			continue
 		}
 		op := "replace"

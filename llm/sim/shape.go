@@ -19,6 +19,9 @@ type injection struct {
 	kind  FaultKind
 	ptr   string
 	value any
+	// from is where renamed_key wrote the value: the property under the
+	// spelling it used.
+	from string
 }
 
 // shapeSites lists where each shape fault kind can go in v, a valid
@@ -44,9 +47,13 @@ func (c *checker) shapeSites(s any, v any, ptr string, depth int, out map[FaultK
 			names = append(names, k)
 		}
 		slices.Sort(names)
+		closed := m["additionalProperties"] == false
 		for _, k := range names {
 			p := ptr + "/" + escapeToken(k)
 			if e, ok := x[k]; ok {
+				if (req[k] || closed) && renameable(k, names) {
+					out[FaultRenamedKey] = append(out[FaultRenamedKey], site{p, m, e})
+				}
 				c.shapeSites(props[k], e, p, depth+1, out)
 				continue
 			}
@@ -96,6 +103,56 @@ func (c *checker) shapeSites(s any, v any, ptr string, depth int, out map[FaultK
 	case bool:
 		out[FaultScalarAsString] = append(out[FaultScalarAsString], site{ptr, m, v})
 	}
+}
+
+// misspell returns the spelling renamed_key writes for a property name:
+// camelCase for a name with _ or - ("customer_name": "customerName"),
+// snake_case for a camelCase one ("dueDate": "due_date"), else capitalized
+// ("category": "Category").
+func misspell(name string) string {
+	if strings.ContainsAny(name, "_-") {
+		parts := strings.FieldsFunc(name, func(r rune) bool { return r == '_' || r == '-' })
+		for i := 1; i < len(parts); i++ {
+			parts[i] = capitalize(parts[i])
+		}
+		return strings.Join(parts, "")
+	}
+	if strings.ToLower(name) != name {
+		var b strings.Builder
+		for i, r := range name {
+			if unicode.IsUpper(r) {
+				if i > 0 {
+					b.WriteByte('_')
+				}
+				r = unicode.ToLower(r)
+			}
+			b.WriteRune(r)
+		}
+		return b.String()
+	}
+	return capitalize(name)
+}
+
+// renameable reports whether name's misspelling differs from it and from
+// every spelling of the object's other declared names (names), up to
+// letter case and the separators _, - and space: the one name a repair
+// could give it back.
+func renameable(name string, names []string) bool {
+	w := misspell(name)
+	if w == name || foldKey(w) == "" || foldKey(w) != foldKey(name) {
+		return false
+	}
+	for _, n := range names {
+		if n != name && (n == w || foldKey(n) == foldKey(w)) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldKey is a property name without _, - and space, in lower case.
+func foldKey(s string) string {
+	return strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(s))
 }
 
 func requiredSet(m map[string]any) map[string]bool {
@@ -365,6 +422,13 @@ func (s *Server) injectShape(doc *schemaDoc, truth, value any, key string, used 
 			continue
 		}
 		st := free[r.IntN(len(free))]
+		if k == FaultRenamedKey {
+			if rec, ok := renameAt(value, st.ptr); ok {
+				used = append(used, st.ptr, rec.from)
+				out = append(out, rec)
+			}
+			continue
+		}
 		v := shapeValue(k, st, r)
 		if !pointerSet(value, st.ptr, v) {
 			continue
@@ -375,6 +439,26 @@ func (s *Server) injectShape(doc *schemaDoc, truth, value any, key string, used 
 	return out
 }
 
+// renameAt moves the property at ptr in value to its misspelling, unless
+// the object already has that name.
+func renameAt(value any, ptr string) (injection, bool) {
+	i := strings.LastIndexByte(ptr, '/')
+	parent, name := ptr[:i], unescapeToken(ptr[i+1:])
+	p, _ := pointerGet(value, parent)
+	obj, ok := p.(map[string]any)
+	if !ok {
+		return injection{}, false
+	}
+	v, has := obj[name]
+	w := misspell(name)
+	if _, taken := obj[w]; !has || taken {
+		return injection{}, false
+	}
+	delete(obj, name)
+	obj[w] = v
+	return injection{kind: FaultRenamedKey, ptr: ptr, value: v, from: parent + "/" + escapeToken(w)}, true
+}
+
 // relabel gives the faults the checker found at an injected shape fault,
 // still holding the value written there, the kind of that fault.
 func relabel(faults []ContentFault, recs []injection, value any) {
@@ -383,6 +467,10 @@ func relabel(faults []ContentFault, recs []injection, value any) {
 	}
 	for i := range faults {
 		f := &faults[i]
+		if f.Kind == FaultMissingRequired || f.Kind == FaultExtraProperty {
+			relabelRename(f, recs, value)
+			continue
+		}
 		if f.Kind != FaultWrongType && f.Kind != FaultEnumViolation {
 			continue
 		}
@@ -398,9 +486,28 @@ func relabel(faults []ContentFault, recs []injection, value any) {
 	}
 }
 
+// relabelRename gives a missing required property or an extra one its
+// renamed_key kind when a renamed_key record names it and the misspelt
+// property still holds the value written.
+func relabelRename(f *ContentFault, recs []injection, value any) {
+	for _, r := range recs {
+		if r.kind != FaultRenamedKey || (f.Pointer != r.ptr || f.Kind != FaultMissingRequired) && (f.Pointer != r.from || f.Kind != FaultExtraProperty) {
+			continue
+		}
+		if cur, ok := pointerGet(value, r.from); ok && jsonEqual(cur, r.value) {
+			f.Kind = FaultRenamedKey
+		}
+		return
+	}
+}
+
 // needsRelabel reports whether any fault may be a shape fault.
 func needsRelabel(faults []ContentFault) bool {
 	return slices.ContainsFunc(faults, func(f ContentFault) bool {
-		return f.Kind == FaultWrongType || f.Kind == FaultEnumViolation
+		switch f.Kind {
+		case FaultWrongType, FaultEnumViolation, FaultMissingRequired, FaultExtraProperty:
+			return true
+		}
+		return false
 	})
 }

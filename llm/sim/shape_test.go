@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"regexp"
@@ -151,6 +152,9 @@ func TestShapeFaultsWriteWhatTheySay(t *testing.T) {
 	t.Parallel()
 	schemas := map[string]string{"order": orderSchema, "tickets": ticketsSchema, "invoice": InvoiceSchema}
 	for _, k := range shapeKinds {
+		if k == FaultRenamedKey {
+			continue // it moves a value rather than writing one: TestRenamedKeyWritesWhatItSays
+		}
 		t.Run(string(k), func(t *testing.T) {
 			t.Parallel()
 			lossless := k != FaultNumberProse && k != FaultEnumSynonym
@@ -233,6 +237,86 @@ func TestShapeFaultsWriteWhatTheySay(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRenamedKeyWritesWhatItSays checks renamed_key against its
+// description: the property of the truth is under its misspelling, which no
+// property of the node declares, holding the truth's value, and nothing else
+// differs; the header names the missing property, the misspelt one, or
+// both; and validate's safe coercion gives back the truth with one
+// rename_key repair.
+func TestRenamedKeyWritesWhatItSays(t *testing.T) {
+	t.Parallel()
+	schemas := map[string]string{"order": orderSchema, "tickets": ticketsSchema, "invoice": InvoiceSchema}
+	for name, schema := range schemas {
+		doc, err := parseSchema([]byte(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sch, err := validate.Compile([]byte(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := New(Config{Seed: 17, Mix: oneKind(FaultRenamedKey, 1), Now: fixedNow})
+		const jobs = 120
+		seen := 0
+		for i := range jobs {
+			user := fmt.Sprintf("%s-%d", name, i)
+			rec := do(t, s, "/v1/chat/completions", promptRequest(user, schema))
+			text, _ := openAIText(t, rec.Body.Bytes())
+			got := decodeJSON(t, text)
+			truth, _ := s.Truth(user, []byte(schema))
+			hf := parseFaultHeader(rec.Header().Get("X-Sim-Faults"))
+			if len(hf) == 0 {
+				t.Fatalf("%s: no fault in the header; every truth has a property to misspell", user)
+			}
+			seen++
+			var missing, extra string
+			for _, f := range hf {
+				if f.kind != FaultRenamedKey {
+					t.Fatalf("%s: X-Sim-Faults %v, want only renamed_key", user, hf)
+				}
+				if _, ok := pointerGet(got, f.ptr); ok {
+					extra = f.ptr
+				} else {
+					missing = f.ptr
+				}
+			}
+			if missing == "" { // an optional property: only the misspelling is reported
+				i := strings.LastIndexByte(extra, '/')
+				for _, n := range slices.Sorted(maps.Keys(doc.nodeAt(extra[:i])["properties"].(map[string]any))) {
+					if misspell(n) == unescapeToken(extra[i+1:]) {
+						missing = extra[:i] + "/" + escapeToken(n)
+					}
+				}
+			}
+			i := strings.LastIndexByte(missing, '/')
+			parent, real := missing[:i], unescapeToken(missing[i+1:])
+			wrong := misspell(real)
+			if extra != "" && extra != parent+"/"+escapeToken(wrong) {
+				t.Fatalf("%s: header %v: %s is not the misspelling of %s", user, hf, extra, missing)
+			}
+			node := doc.nodeAt(parent)
+			props, _ := node["properties"].(map[string]any)
+			if _, declared := props[wrong]; declared || !requiredSet(node)[real] && node["additionalProperties"] != false {
+				t.Fatalf("%s: %s misspelt as %q: declared, or the rename passes unseen", user, missing, wrong)
+			}
+			obj, _ := pointerGet(got, parent)
+			m := obj.(map[string]any)
+			if _, has := m[real]; has {
+				t.Fatalf("%s: %s is still there", user, missing)
+			}
+			tv, _ := pointerGet(truth, missing)
+			if canon(t, m[wrong]) != canon(t, tv) {
+				t.Fatalf("%s: %q holds %s, the truth at %s is %s", user, wrong, canon(t, m[wrong]), missing, canon(t, tv))
+			}
+			fixed, fixes, errs := sch.Coerce(got, validate.CoerceSafe)
+			if len(errs) != 0 || len(fixes) != 1 || fixes[0].Kind != validate.KindRenameKey || fixes[0].Pointer != missing || canon(t, fixed) != canon(t, truth) {
+				t.Fatalf("%s: safe coercion of %s gave %s with %v and errors %v, want the truth with one rename_key at %s", user, text, canon(t, fixed), fixes, errs, missing)
+			}
+		}
+		t.Logf("renamed_key on %s: %d of %d replies", name, seen, jobs)
 	}
 }
 
@@ -404,7 +488,7 @@ func TestCorrectionsFixShapeFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mix := Mix{ScalarAsString: 0.4, EnumCase: 0.4, SingleForArray: 0.6, NullOptional: 0.6, NumberProse: 0.4, EnumSynonym: 0.4}
+	mix := Mix{ScalarAsString: 0.4, EnumCase: 0.4, SingleForArray: 0.6, NullOptional: 0.6, NumberProse: 0.4, EnumSynonym: 0.4, RenamedKey: 0.4}
 	fixing := New(Config{Seed: 41, Mix: mix, FixProb: 1, Now: fixedNow})
 	stubborn := New(Config{Seed: 41, Mix: mix, FixProb: -1, Now: fixedNow})
 	tested := map[FaultKind]int{}

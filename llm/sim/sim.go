@@ -29,7 +29,7 @@
 //
 // # Shape faults
 //
-// Shape faults are what a schema-guided local repair meets: four it can
+// Shape faults are what a schema-guided local repair meets: five it can
 // undo without loss, giving back the ground truth exactly, and two it must
 // not coerce. Each is drawn with its own probability in Config.Mix, from a
 // seed stream of its own after the content faults (so a mix that adds them
@@ -53,6 +53,14 @@
 //   - null_optional (lossless): an optional property the truth leaves out,
 //     whose node declares its types and allows no null (type, enum,
 //     const), written as null. The repair drops the property.
+//   - renamed_key (lossless): a property of the truth under another
+//     spelling of its name: camelCase for a name with _ or - in it
+//     ("customer_name": "customerName"), snake_case for a camelCase one
+//     ("dueDate": "due_date"), else capitalized ("category": "Category");
+//     only where the object's node declares no property of that spelling
+//     or of one equal to it up to case and separators, and the property is
+//     required or the node has additionalProperties false (else the
+//     rename would pass unseen). Its value is the truth's.
 //   - number_prose (lossy): a number of the truth, where scalar_as_string
 //     could go, written as prose: "about R" with R the number rounded to
 //     two significant digits (41.37: "about 41", 4327.5: "about 4300"), or,
@@ -69,14 +77,19 @@
 //
 // A validator reports scalar_as_string, single_for_array, null_optional and
 // number_prose as type errors (class shape), enum_case and enum_synonym as
-// enum or const errors. The fault checker finds them as wrong_type and
-// enum_violation; X-Sim-Faults and Stats name them by their own kind as long
-// as the value the first attempt wrote is still there, in corrections too.
+// enum or const errors, renamed_key as a missing required property and a
+// property additionalProperties forbids (either, or both). The fault
+// checker finds them as wrong_type, enum_violation, missing_required and
+// extra_property; X-Sim-Faults and Stats name them by their own kind as
+// long as the value the first attempt wrote is still there (under the
+// spelling it wrote, for renamed_key), in corrections too.
 // Some content faults can also be undone locally: wrong_type on a number
 // writes its text as a string (as scalar_as_string does) and
 // enum_violation on a string may write it upper-cased; they keep their
 // kind. A correction naming a shape fault fixes it with Config.FixProb,
-// writing the truth's value (for null_optional: leaving the property out).
+// writing the truth's value (for null_optional: leaving the property out;
+// for renamed_key, the missing property written and the misspelt one
+// removed, each as its own fault).
 //
 // Every walk over a schema and the values made from it is bounded: a
 // schema that refers to itself ({"$ref": "#"}, a required property whose
@@ -327,6 +340,7 @@ type Mix struct {
 	EnumCase       float64 // an enum or const string in another letter case or with surrounding spaces
 	SingleForArray float64 // the one item of a one-item array, without the array
 	NullOptional   float64 // null for an optional property the truth lacks and whose type excludes null
+	RenamedKey     float64 // a property under another case or separators of its name: "customerName" for "customer_name"
 	// Shape faults a local repair must not coerce: the value is lost.
 	NumberProse float64 // a number written as prose in a string: "about 40", "40 kg"
 	EnumSynonym float64 // an enum or const string replaced by a synonym: "Bug report" for "bug"
@@ -381,6 +395,8 @@ func (m Mix) Prob(k FaultKind) float64 {
 		return m.NumberProse
 	case FaultEnumSynonym:
 		return m.EnumSynonym
+	case FaultRenamedKey:
+		return m.RenamedKey
 	case FaultPatchBadPointer:
 		return m.PatchBadPointer
 	case FaultPatchWrongOp:
@@ -403,6 +419,7 @@ func (m *Mix) Set(k FaultKind, p float64) bool {
 		FaultSingleQuotes: &m.SingleQuotes, FaultPythonLiterals: &m.PythonLiterals, FaultComments: &m.Comments,
 		FaultScalarAsString: &m.ScalarAsString, FaultEnumCase: &m.EnumCase, FaultSingleForArray: &m.SingleForArray,
 		FaultNullOptional: &m.NullOptional, FaultNumberProse: &m.NumberProse, FaultEnumSynonym: &m.EnumSynonym,
+		FaultRenamedKey:      &m.RenamedKey,
 		FaultPatchBadPointer: &m.PatchBadPointer, FaultPatchWrongOp: &m.PatchWrongOp, FaultPatchExtraOp: &m.PatchExtraOp,
 	}
 	f, ok := ptrs[k]
