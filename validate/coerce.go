@@ -115,8 +115,9 @@ const (
 //     and the separators _, - and space are set aside, the name of exactly
 //     one property the schemas require or declare and the object lacks
 //     ("customerName", "Customer Name" or "CUSTOMER-NAME" for
-//     "customer_name") is moved to that name, its value unchanged. Refused
-//     when two names of the object match it, or the object's schemas have
+//     "customer_name") is moved to that name, its value unchanged (all such
+//     properties of one object together). Refused when two names of the
+//     object match it, or the object's schemas have
 //     patternProperties (the name may be one of them). The repair's Pointer
 //     is the new location; Before and After are the old and new names as
 //     JSON strings. The value may now show errors of its own, which the
@@ -181,7 +182,7 @@ func (s *Schema) coerce(v any, errs []Error, mode CoerceMode) (any, []extract.Re
 	keep := func(next any, nerrs []Error, kept []fix) {
 		cur, errs = next, nerrs
 		for _, f := range kept {
-			fixes = append(fixes, f.repair())
+			fixes = append(fixes, f.repairs()...)
 		}
 	}
 	for range coerceRounds {
@@ -251,7 +252,7 @@ func blame(before, after []Error, fixes []fix) (innocent, suspect []fix) {
 			if bad {
 				break
 			}
-			bad = (under(a, p) || strings.HasPrefix(p, a+"/")) && (m == "" || !under(a, m))
+			bad = (under(a, p) || strings.HasPrefix(p, a+"/")) && !underAny(a, m)
 		}
 		if bad {
 			suspect = append(suspect, f)
@@ -270,17 +271,21 @@ type fix struct {
 	before any
 	after  any
 	drop   bool
-	// from and to are the old and new names of a rename_key.
-	from, to string
+	// renames are the old and new names of a rename_key's properties.
+	renames []rename
 }
 
-// moved is the new location of a rename_key's value ("" for other fixes):
-// errors may appear there, the value being checked under its right name.
-func (f fix) moved() string {
-	if f.kind != KindRenameKey {
-		return ""
+type rename struct{ from, to string }
+
+// moved are the new locations of a rename_key's values (none for other
+// fixes): errors may appear there, the values being checked under their
+// right names.
+func (f fix) moved() []string {
+	var out []string
+	for _, r := range f.renames {
+		out = append(out, pointer(append(slices.Clip(f.toks), r.to)))
 	}
-	return pointer(append(slices.Clip(f.toks), f.to))
+	return out
 }
 
 // errKey identifies an error for counting: its path and keyword (messages
@@ -301,16 +306,21 @@ func (f fix) apply(root any) any {
 	return setAt(root, f.toks, f.after, f.drop)
 }
 
-// repair records the fix. Offset is set by the caller that knows it.
-func (f fix) repair() extract.Repair {
+// repairs records the fix: one repair, or one a property renamed. Offset
+// is set by the caller that knows it.
+func (f fix) repairs() []extract.Repair {
 	if f.kind == KindRenameKey {
-		return extract.Repair{Kind: f.kind, Pointer: f.moved(), Before: rawJSON(f.from), After: rawJSON(f.to)}
+		out := make([]extract.Repair, len(f.renames))
+		for i, r := range f.renames {
+			out[i] = extract.Repair{Kind: f.kind, Pointer: pointer(append(slices.Clip(f.toks), r.to)), Before: rawJSON(r.from), After: rawJSON(r.to)}
+		}
+		return out
 	}
 	r := extract.Repair{Kind: f.kind, Pointer: pointer(f.toks), Before: rawJSON(f.before)}
 	if !f.drop {
 		r.After = rawJSON(f.after)
 	}
-	return r
+	return []extract.Repair{r}
 }
 
 // rawJSON is v as compact JSON, nil if it cannot be encoded.
@@ -573,35 +583,32 @@ func (s *Schema) proposeRename(root any, parent []string, missing, extra string,
 			undeclared = append(undeclared, k)
 		}
 	}
-	from, to := extra, missing
-	switch {
-	case to != "":
-		m, ok := onlyMatch(to, undeclared)
+	// Every undeclared name that matches one wanted name, matched by no
+	// other undeclared name, is renamed in one fix (the object is its
+	// location: one fix there a round); the driving error's among them.
+	slices.Sort(undeclared)
+	var rs []rename
+	driven := false
+	for _, from := range undeclared {
+		to, ok := onlyMatch(from, wanted)
 		if !ok {
-			return fix{}, false
+			continue
 		}
-		from = m
-	case slices.Contains(undeclared, from):
-		m, ok := onlyMatch(from, wanted)
-		if !ok {
-			return fix{}, false
+		if back, ok := onlyMatch(to, undeclared); !ok || back != from {
+			continue
 		}
-		to = m
-	default:
-		return fix{}, false
+		rs = append(rs, rename{from, to})
+		driven = driven || from == extra || to == missing
 	}
-	// Both ways unique: no other wanted name matches from, no other
-	// undeclared name matches to.
-	if m, ok := onlyMatch(from, wanted); !ok || m != to {
-		return fix{}, false
-	}
-	if m, ok := onlyMatch(to, undeclared); !ok || m != from {
+	if !driven {
 		return fix{}, false
 	}
 	renamed := maps.Clone(obj)
-	delete(renamed, from)
-	renamed[to] = obj[from]
-	return fix{kind: KindRenameKey, toks: slices.Clip(parent), driver: driver, before: obj, after: renamed, from: from, to: to}, true
+	for _, r := range rs {
+		delete(renamed, r.from)
+		renamed[r.to] = obj[r.from]
+	}
+	return fix{kind: KindRenameKey, toks: slices.Clip(parent), driver: driver, before: obj, after: renamed, renames: rs}, true
 }
 
 // onlyMatch returns the one name of names that sameKey(name, n), if exactly
@@ -693,9 +700,7 @@ func batchAccepted(before, after []Error, fixes []fix) bool {
 			return false
 		}
 		left[f.driver]--
-		if m := f.moved(); m != "" {
-			moved = append(moved, m)
-		}
+		moved = append(moved, f.moved()...)
 	}
 	if len(after) > len(before) || !within(after, left, moved...) {
 		return false
@@ -725,8 +730,8 @@ func fixAccepted(before, after []Error, f fix) bool {
 		return true
 	}
 	left[f.driver]--
-	if m := f.moved(); m != "" {
-		return within(after, left, m)
+	if f.kind == KindRenameKey {
+		return within(after, left, f.moved()...)
 	}
 	return within(after, left) && (f.kind != KindWrapArray || clean(after, f.toks))
 }
@@ -738,7 +743,7 @@ func within(errs []Error, left map[errKey]int, allowed ...string) bool {
 	for _, e := range errs {
 		k := errKey{e.Path, e.Keyword}
 		if left[k] == 0 {
-			if slices.ContainsFunc(allowed, func(p string) bool { return under(e.Path, p) }) {
+			if underAny(e.Path, allowed) {
 				continue
 			}
 			return false
@@ -746,6 +751,11 @@ func within(errs []Error, left map[errKey]int, allowed ...string) bool {
 		left[k]--
 	}
 	return true
+}
+
+// underAny reports whether path is one of ps or below one.
+func underAny(path string, ps []string) bool {
+	return slices.ContainsFunc(ps, func(p string) bool { return under(path, p) })
 }
 
 // under reports whether path is p or below it.

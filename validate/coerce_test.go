@@ -208,6 +208,11 @@ var coerceCases = []coerceCase{
 	{name: "rename where additional properties are allowed", schema: `{"required":["due_date"],"properties":{"due_date":{"type":"string"}}}`,
 		value: `{"dueDate":"2026-01-31","x":1}`, want: `{"due_date":"2026-01-31","x":1}`,
 		repairs: `[{"kind":"rename_key","offset":0,"pointer":"/due_date","before":"dueDate","after":"due_date"}]`},
+	{name: "renames of one object together", schema: `{"type":"object","additionalProperties":false,"required":["a_b","c_d","e_f","g_h","i_j"],
+		"properties":{"a_b":{"type":"integer"},"c_d":{"type":"integer"},"e_f":{"type":"boolean"},"g_h":{"enum":["x"]},"i_j":{"type":"integer"}}}`,
+		value: `{"aB":"1","cD":"2","eF":"true","gH":"X","iJ":"5"}`, want: `{"a_b":1,"c_d":2,"e_f":true,"g_h":"x","i_j":5}`,
+		repairs: `[{"kind":"rename_key","offset":0,"pointer":"/a_b","before":"aB","after":"a_b"},{"kind":"rename_key","offset":0,"pointer":"/c_d","before":"cD","after":"c_d"},{"kind":"rename_key","offset":0,"pointer":"/e_f","before":"eF","after":"e_f"},{"kind":"rename_key","offset":0,"pointer":"/g_h","before":"gH","after":"g_h"},{"kind":"rename_key","offset":0,"pointer":"/i_j","before":"iJ","after":"i_j"},` +
+			`{"kind":"coerce_number","offset":0,"pointer":"/a_b","before":"1","after":1},{"kind":"coerce_number","offset":0,"pointer":"/c_d","before":"2","after":2},{"kind":"coerce_boolean","offset":0,"pointer":"/e_f","before":"true","after":true},{"kind":"enum_case","offset":0,"pointer":"/g_h","before":"X","after":"x"},{"kind":"coerce_number","offset":0,"pointer":"/i_j","before":"5","after":5}]`},
 	{name: "rename in an array item", schema: `{"type":"array","items":` + renameSchema + `}`, value: `[{"customer_name":"A","total":1},{"customer_name":"B","Total":2}]`,
 		want:    `[{"customer_name":"A","total":1},{"customer_name":"B","total":2}]`,
 		repairs: `[{"kind":"rename_key","offset":0,"pointer":"/1/total","before":"Total","after":"total"}]`},

@@ -140,7 +140,7 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		mode         = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
 		strategy     = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
 		feedback     = fs.String("feedback", string(pipeline.FeedbackDefault), "feedback format: text or xml")
-		coerce       = fs.String("coerce", string(validate.CoerceSafe), "schema-guided local repairs tried before another call: none; safe (\"42\" for an integer, an enum's letter case, a single value for an array, null for an optional property dropped); all (safe, and properties the schema does not allow dropped when every required one is there)")
+		coerce       = fs.String("coerce", string(validate.CoerceSafe), "schema-guided local repairs tried before another call: none; safe (\"42\" for an integer, an enum's letter case, a single value for an array, null for an optional property dropped, \"customerName\" for a declared \"customer_name\"); all (safe, and properties the schema does not allow dropped when every required one is there)")
 		temp         = fs.String("temperature", "", "sampling temperature (default: the provider's)")
 		progress     = fs.Bool("progress", true, "show progress (a bar on a terminal, lines otherwise)")
 	)

@@ -9,7 +9,7 @@
 //
 // --fault sets the probability of any fault kind of the preset's mix (the
 // shape faults scalar_as_string, enum_case, single_for_array,
-// null_optional, number_prose and enum_synonym, the JSON Patch faults
+// null_optional, renamed_key, number_prose and enum_synonym, the JSON Patch faults
 // patch_bad_pointer, patch_wrong_op and patch_extra_op, and the others);
 // --help lists them.
 //
