@@ -30,7 +30,8 @@ type Repair struct {
 	// "single_quotes", "unquoted_key", "python_literal", "missing_comma",
 	// "truncated" for syntax repairs; "coerce_number", "coerce_boolean",
 	// "enum_case", "const_case", "wrap_array", "drop_null",
-	// "drop_additional" for schema-guided ones (see validate.Schema.Coerce).
+	// "drop_additional", "rename_key" for schema-guided ones (see
+	// validate.Schema.Coerce).
 	Kind string `json:"kind"`
 	// Offset is the byte offset in the reply where the repair applies. For a
 	// schema-guided repair it is the offset of the candidate the value came
@@ -38,14 +39,17 @@ type Repair struct {
 	Offset int `json:"offset"`
 	// Pointer is the JSON pointer (RFC 6901) of the value a schema-guided
 	// repair changed or dropped, in the value as it was when the repair was
-	// made (repairs apply in order). Empty, and absent from the JSON, for
-	// syntax repairs and for a repair of the root value.
+	// made (repairs apply in order); for rename_key, the property's new
+	// location. Empty, and absent from the JSON, for syntax repairs and for
+	// a repair of the root value.
 	Pointer string `json:"pointer,omitempty"`
-	// Before is the value at Pointer before a schema-guided repair, as JSON.
-	// Absent for syntax repairs.
+	// Before is the value at Pointer before a schema-guided repair, as JSON;
+	// for rename_key, the property's old name as a JSON string. Absent for
+	// syntax repairs.
 	Before json.RawMessage `json:"before,omitempty"`
-	// After is the value at Pointer after a schema-guided repair, as JSON.
-	// Absent for syntax repairs and for a repair that dropped the value.
+	// After is the value at Pointer after a schema-guided repair, as JSON;
+	// for rename_key, the property's new name. Absent for syntax repairs
+	// and for a repair that dropped the value.
 	After json.RawMessage `json:"after,omitempty"`
 }
 
