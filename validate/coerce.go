@@ -630,9 +630,21 @@ func sameKey(a, b string) bool {
 	if a == b {
 		return false
 	}
-	strip := strings.NewReplacer("_", "", "-", "", " ", "")
-	x, y := strip.Replace(norm.NFC.String(a)), strip.Replace(norm.NFC.String(b))
+	x, y := stripSeparators(norm.NFC.String(a)), stripSeparators(norm.NFC.String(b))
 	return x != "" && strings.EqualFold(x, y)
+}
+
+// stripSeparators is s without _, - and space.
+func stripSeparators(s string) string {
+	if !strings.ContainsAny(s, "_- ") {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || r == ' ' {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // jsonWhitespace is JSON's insignificant whitespace.

@@ -20,6 +20,21 @@ const repairableValue = `{
   "notes": null
 }`
 
+// renamedValue is typicalValue with three properties misspelt: two of the
+// root's ("Status", "Created") and one of a line item's ("SKU").
+const renamedValue = `{
+  "id": "INV-004217",
+  "Status": "sent",
+  "Created": "2025-03-01T10:15:00Z",
+  "customer": {"name": "Ada Lovelace", "email": "ada@example.com", "tier": "pro"},
+  "lines": [
+    {"sku": "ABC-1234", "qty": 2, "price": 19.99, "tags": ["blue", "large"]},
+    {"SKU": "XYZ-0001", "qty": 1, "price": 5.5},
+    {"sku": "QRS-4242", "qty": 12, "price": 0.25, "tags": ["bulk"]}
+  ],
+  "notes": "Deliver to the side door."
+}`
+
 // typicalReply wraps a value as a model does: prose, a ```json fence, more
 // prose; about 2 KB.
 func typicalReply(value string) string {
@@ -30,7 +45,8 @@ func typicalReply(value string) string {
 
 // BenchmarkCheckWith compares Check with CheckWith in safe mode on a typical
 // 2 KB reply: valid (coercion costs nothing), repairable (five repairs make
-// it valid) and invalid beyond repair.
+// it valid), renamed (three properties moved to their names) and invalid
+// beyond repair.
 func BenchmarkCheckWith(b *testing.B) {
 	s := mustCompile(b, typicalSchema)
 	for _, bc := range []struct {
@@ -40,6 +56,7 @@ func BenchmarkCheckWith(b *testing.B) {
 	}{
 		{name: "valid", value: typicalValue},
 		{name: "repairable", value: repairableValue, coerced: 5},
+		{name: "renamed", value: renamedValue, coerced: 3},
 		{name: "invalid", value: typicalInvalid, coerced: 1},
 	} {
 		reply := typicalReply(bc.value)
