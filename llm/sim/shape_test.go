@@ -168,11 +168,7 @@ func TestShapeFaultsWriteWhatTheySay(t *testing.T) {
 				seen := 0
 				for i := range jobs {
 					user := fmt.Sprintf("%s-%d", name, i)
-					rec := do(t, s, "/v1/chat/completions", promptRequest(user, schema))
-					text, _ := openAIText(t, rec.Body.Bytes())
-					got := decodeJSON(t, text)
-					truth, _ := s.Truth(user, []byte(schema))
-					hf := parseFaultHeader(rec.Header().Get("X-Sim-Faults"))
+					text, got, truth, hf := firstReply(t, s, user, schema)
 					if len(hf) == 0 {
 						if canon(t, got) != canon(t, truth) {
 							t.Fatalf("%s: no fault in the header, reply %s differs from the truth", user, text)
@@ -263,11 +259,7 @@ func TestRenamedKeyWritesWhatItSays(t *testing.T) {
 		seen := 0
 		for i := range jobs {
 			user := fmt.Sprintf("%s-%d", name, i)
-			rec := do(t, s, "/v1/chat/completions", promptRequest(user, schema))
-			text, _ := openAIText(t, rec.Body.Bytes())
-			got := decodeJSON(t, text)
-			truth, _ := s.Truth(user, []byte(schema))
-			hf := parseFaultHeader(rec.Header().Get("X-Sim-Faults"))
+			text, got, truth, hf := firstReply(t, s, user, schema)
 			if len(hf) == 0 {
 				t.Fatalf("%s: no fault in the header; every truth has a property to misspell", user)
 			}
@@ -318,6 +310,16 @@ func TestRenamedKeyWritesWhatItSays(t *testing.T) {
 		}
 		t.Logf("renamed_key on %s: %d of %d replies", name, seen, jobs)
 	}
+}
+
+// firstReply asks s for user's first attempt at schema and returns the
+// reply's text and value, the truth, and the faults X-Sim-Faults names.
+func firstReply(t *testing.T, s *Server, user, schema string) (text string, got, truth any, faults []headerFault) {
+	t.Helper()
+	rec := do(t, s, "/v1/chat/completions", promptRequest(user, schema))
+	text, _ = openAIText(t, rec.Body.Bytes())
+	truth, _ = s.Truth(user, []byte(schema))
+	return text, decodeJSON(t, text), truth, parseFaultHeader(rec.Header().Get("X-Sim-Faults"))
 }
 
 func mustJSONString(v any) string { return string(mustJSON(v)) }
