@@ -233,7 +233,32 @@ func badConfig(kind error, format string, args ...any) error {
 // knownProviders are the providers a worker can be configured with.
 var knownProviders = []string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}
 
+// MaxBatchName is the longest batch name, in bytes.
+const MaxBatchName = 128
+
+// CheckBatchName returns an error naming what is wrong with a new batch's
+// name: it is 1 to MaxBatchName ASCII letters, digits, '.', '_' and '-'. A
+// job's id is the batch name, ':' and the row's id, so a ':' in a name
+// would let two batches claim one id ("a:b" + "c" and "a" + "b:c"); spaces,
+// control characters and very long names break output lines and indexes.
+func CheckBatchName(name string) error {
+	if name == "" || len(name) > MaxBatchName {
+		return fmt.Errorf("%w: batch name %q: want 1 to %d characters", ErrBadConfig, name, MaxBatchName)
+	}
+	for _, r := range name {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%w: batch name %q has %q: use letters, digits, '.', '_' and '-' only (a job id is the batch name, ':' and the row's id)", ErrBadConfig, name, r)
+		}
+	}
+	return nil
+}
+
 func (c *Config) validate() error {
+	if c.Batch != "" {
+		if err := CheckBatchName(c.Batch); err != nil {
+			return err
+		}
+	}
 	var missing []string
 	if c.Batch == "" {
 		missing = append(missing, "batch")

@@ -314,7 +314,7 @@ func TestEnqueueRefusesBadSettings(t *testing.T) {
 		{"negative prompt limit", func(c *enqueue.Config) { c.MaxPromptBytes = -1 }, enqueue.ErrBadConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			batch := "refuse-" + tc.name
+			batch := "refuse-" + strings.ReplaceAll(tc.name, " ", "-")
 			cfg := h.enqueueConfig(batch)
 			tc.mod(&cfg)
 			_, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(2)))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"io"
 	"slices"
 	"strconv"
@@ -68,7 +69,7 @@ type commonFlags struct {
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, queue bool) {
-	fs.StringVar(&c.batch, "batch", "", "batch name (required)")
+	fs.StringVar(&c.batch, "batch", "", "batch name (required): 1 to 128 letters, digits, '.', '_' and '-'")
 	fs.StringVar(&c.dbURL, "database-url", env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"), "Postgres URL of the ledger (env DATABASE_URL)")
 	if queue {
 		fs.StringVar(&c.natsURL, "nats-url", env("NATS_URL", ""), "NATS server URL (env NATS_URL); empty: the embedded queue in --nats-dir")
@@ -318,11 +319,16 @@ func parseCost(s string) (*float64, error) {
 		return nil, nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 {
-		return nil, fmt.Errorf("--max-cost-usd %q: want a non-negative number of dollars, or none", s)
+	// NaN compares false with every bound, so it is refused by name; the
+	// ledger holds a cap below 10^10 dollars (numeric(18,8)).
+	if err != nil || math.IsNaN(v) || v < 0 || v >= maxCostUSD {
+		return nil, fmt.Errorf("--max-cost-usd %q: want a number of dollars from 0 to %.0f, or none", s, maxCostUSD-1)
 	}
 	return &v, nil
 }
+
+// maxCostUSD bounds a cost cap: batches.max_cost_usd is numeric(18,8).
+const maxCostUSD = 1e10
 
 // parseTokens reads a --max-total-tokens value: a non-negative integer, or
 // none.

@@ -196,6 +196,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		if *schemaFile == "" || cfg.Model == "" || *templateFile == "" {
 			return usageError{Err: errors.New("--batch, --schema, --model and --template are required (see --help)")}
 		}
+		if err := enqueue.CheckBatchName(cfg.Batch); err != nil {
+			return usageError{Err: err}
+		}
 		if len(pos) != 1 {
 			return usageError{Err: fmt.Errorf("want one dataset (a .jsonl or .csv file, or - for stdin), got %d arguments", len(pos))}
 		}
