@@ -49,6 +49,7 @@ type Ledger interface {
 	RefreshBatchTotal(ctx context.Context, name string) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
+	Conflicts(ctx context.Context, jobs []store.NewJob) ([]store.JobConflict, error)
 	Unpublished(ctx context.Context, batch string, limit int) ([]store.NewJob, error)
 	PublishedQueued(ctx context.Context, batch, after string, limit int) ([]store.NewJob, error)
 	RunSettings(ctx context.Context, batch string) (map[int]json.RawMessage, error)
@@ -565,6 +566,12 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	settings := cfg.settings(schemaHash)
 	base := settings.envelope(cfg.Batch)
 	r := &renderer{cfg: &cfg, tmpl: tmpl, base: base, maxMsg: messageLimit(js, stream, cfg.Queue)}
+	switch _, err := ledger.Batch(ctx, cfg.Batch); {
+	case err == nil:
+		r.ledger = ledger
+	case !errors.Is(err, store.ErrNotFound):
+		return prog, err
+	}
 
 	// Pass 1: check every row; record and publish nothing.
 	prog.Phase = PhaseCheck
@@ -780,6 +787,9 @@ type renderer struct {
 	tmpl   *template.Template
 	base   pipeline.Envelope
 	maxMsg int
+	// ledger is set when the batch was enqueued before: the first pass
+	// then compares each row with the job the ledger holds under its id.
+	ledger Ledger
 }
 
 // checkResult is what the first pass learned.
@@ -843,6 +853,7 @@ type idSeen struct {
 func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*checkResult, error) {
 	res := &checkResult{skip: map[int]bool{}, missing: map[string]int{}}
 	ids := map[[16]byte]idSeen{}
+	var pending []lineJob
 	rows := newRowReader(r.cfg.Format, data)
 	bad := func(line int, err error) {
 		prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err})
@@ -891,6 +902,15 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*
 			bad(line, err)
 			continue
 		}
+		if r.ledger != nil {
+			pending = append(pending, lineJob{line, job})
+			if len(pending) == r.cfg.Chunk {
+				if err := r.conflicts(ctx, pending, bad); err != nil {
+					return nil, err
+				}
+				pending = pending[:0]
+			}
+		}
 		if prog.Rows%r.cfg.Chunk == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -900,11 +920,58 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*
 			}
 		}
 	}
+	if err := r.conflicts(ctx, pending, bad); err != nil {
+		return nil, err
+	}
+	// Rows compared with the ledger in chunks are reported in line order.
+	slices.SortStableFunc(prog.Bad, func(a, b BadRow) int { return a.Line - b.Line })
 	res.columns = rows.columns()
 	if r.cfg.ProgressFunc != nil {
 		r.cfg.ProgressFunc(*prog)
 	}
 	return res, nil
+}
+
+type lineJob struct {
+	line int
+	job  store.NewJob
+}
+
+// conflicts marks bad the rows whose id the ledger holds with other
+// content: a batch keeps the rows it was first given (the second pass
+// would skip them silently), so a changed row is refused by name.
+func (r *renderer) conflicts(ctx context.Context, pending []lineJob, bad func(int, error)) error {
+	if r.ledger == nil || len(pending) == 0 {
+		return nil
+	}
+	jobs := make([]store.NewJob, len(pending))
+	lines := make(map[string]int, len(pending))
+	for i, p := range pending {
+		jobs[i], lines[p.job.ID] = p.job, p.line
+	}
+	found, err := r.ledger.Conflicts(ctx, jobs)
+	if err != nil {
+		return err
+	}
+	for _, c := range found {
+		line, id := lines[c.ID], strings.TrimPrefix(c.ID, r.cfg.Batch+":")
+		what := "input row"
+		switch {
+		case c.Prompt && c.Metadata:
+			what = "prompt and input row"
+		case c.Prompt:
+			what = "prompt"
+		}
+		switch {
+		case c.Batch != r.cfg.Batch:
+			bad(line, fmt.Errorf("job id %q is taken by batch %q", c.ID, c.Batch))
+		case r.cfg.IDField == "":
+			bad(line, fmt.Errorf("the %s differs from line %s as batch %s first had it (without --id-field a row's id is its line number, so a line inserted or removed shifts the rows after it; enqueue the file as a new batch)", what, id, r.cfg.Batch))
+		default:
+			bad(line, fmt.Errorf("id %q was enqueued in batch %s before with another %s (a batch keeps the rows it was first given; enqueue changed rows as a new batch)", id, r.cfg.Batch, what))
+		}
+	}
+	return nil
 }
 
 // fits checks that a job's message fits the queue and its prompt the

@@ -169,6 +169,56 @@ func TestEnqueueDuplicateAndCollidingIDs(t *testing.T) {
 	})
 }
 
+// A batch keeps the rows it was first given: a re-run whose row under a
+// known id has other content names the row as bad, before anything is
+// recorded, instead of skipping it silently; so does a file with a line
+// inserted when ids are line numbers. The same file again, and new rows,
+// are fine. (Compared in chunks of 2 rows, reported in line order.)
+func TestEnqueueRerunWithChangedRows(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	first := rowsJSONL([2]string{"a", "teh screen"}, [2]string{"b", "battery died"}, [2]string{"c", "ok"})
+	t.Run("id field", func(t *testing.T) {
+		cfg := h.enqueueConfig("rerun")
+		cfg.Chunk = 2
+		if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(first)); err != nil {
+			t.Fatal(err)
+		}
+		if prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(first)); err != nil || prog.Existing != 3 || len(prog.Bad) != 0 {
+			t.Fatalf("the same file again: %+v %v, want 3 already enqueued", prog, err)
+		}
+		changed := rowsJSONL([2]string{"d", "new"}, [2]string{"c", "ok, edited"}, [2]string{"b", "battery died"}, [2]string{"a", "the screen"})
+		prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(changed))
+		if !errors.Is(err, enqueue.ErrTooManyBadRows) || len(prog.Bad) != 2 || prog.Bad[0].Line != 2 || prog.Bad[1].Line != 4 ||
+			!strings.Contains(prog.Bad[0].Error(), `id "c" was enqueued in batch rerun before with another prompt`) {
+			t.Fatalf("re-run with rows 2 and 4 changed: %v, bad %v; want both named", err, prog.Bad)
+		}
+		if _, _, err := h.st.Job(h.ctx, "rerun:d"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the new row of the refused run: %v, want it not recorded", err)
+		}
+		cfg.MaxBadRows = -1
+		prog, err = enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(changed))
+		if err != nil || prog.Recorded != 1 || len(prog.Bad) != 2 {
+			t.Fatalf("re-run accepting bad rows: %+v %v; want the new row recorded, the changed two bad", prog, err)
+		}
+		if j, _ := h.job("rerun:a"); j.Prompt == "" || strings.Contains(j.Prompt, "the screen") {
+			t.Errorf("job a holds %q, want the content first enqueued", j.Prompt)
+		}
+	})
+	t.Run("line numbers", func(t *testing.T) {
+		cfg := h.enqueueConfig("rerun-lines")
+		cfg.IDField = ""
+		if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(first)); err != nil {
+			t.Fatal(err)
+		}
+		inserted := rowsJSONL([2]string{"z", "inserted on top"}) + first
+		prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(inserted))
+		if !errors.Is(err, enqueue.ErrTooManyBadRows) || len(prog.Bad) != 3 || !strings.Contains(prog.Bad[0].Error(), "without --id-field a row's id is its line number") {
+			t.Fatalf("a line inserted on top: %v, bad %v; want lines 1 to 3 bad, naming line-number ids", err, prog.Bad)
+		}
+	})
+}
+
 func TestMsgIDRoundTrip(t *testing.T) {
 	t.Parallel()
 	seen := map[string]string{}
