@@ -589,6 +589,11 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	if prog.Rows == 0 {
 		return prog, ErrNoRows
 	}
+	if len(prog.Bad) == prog.Rows {
+		// --max-bad-rows allowed them all: a batch of no job would pass
+		// every check after it (report wait, worker --drain --batch).
+		return prog, fmt.Errorf("%w: every one of the dataset's %d rows is bad, first: %v; nothing was recorded or published", ErrTooManyBadRows, prog.Rows, prog.Bad[0])
+	}
 
 	// Record the schema and the batch, or check the batch's settings.
 	if _, err := ledger.PutSchema(ctx, cfg.Schema); err != nil {

@@ -94,6 +94,7 @@ func TestEnqueueExitStatus(t *testing.T) {
 		{"resume of no batch", []string{"--batch", "t8", "--resume"}, "", 1, "no such batch"},
 		{"bad rows", append(w.args("t9"), "-", "--format", "jsonl"), `{"id":"a","text":"x"}` + "\nnope\n", 1, "line 2"},
 		{"empty dataset", append(w.args("t10"), "-", "--format", "jsonl"), "", 1, "no rows"},
+		{"every row bad, bad rows allowed", append(w.args("t19", "--max-bad-rows", "-1"), "-", "--format", "jsonl"), "nope\n[1]\n", 1, "every one of the dataset's 2 rows is bad"},
 		{"negative limit", append(w.args("t11", "--dry-run", "--limit", "-1"), data), "", 2, "--limit -1"},
 		{"temperature out of range", append(w.args("t12", "--temperature", "5"), data), "", 2, "temperature 5"},
 		{"deadline of a realtime batch", append(w.args("t14", "--deadline", "2h"), data), "", 2, "--deadline is for --delivery batch"},
