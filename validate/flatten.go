@@ -170,7 +170,7 @@ func (f *flattener) walk(e *jsonschema.ValidationError) {
 	case *kind.InvalidJsonValue:
 		f.add(path, "type", fmt.Sprintf("a Go %T is not a JSON value", k.Value))
 	case *kind.RefCycle:
-		f.add(path, "$ref", "the schema's references loop without consuming the value: "+k.KeywordLocation1+" and "+k.KeywordLocation2)
+		f.add(path, "$ref", "the schema's references loop without consuming the value: "+rootOr(k.KeywordLocation1)+" and "+rootOr(k.KeywordLocation2))
 	default:
 		if len(e.Causes) > 0 {
 			for _, c := range e.Causes {
@@ -521,4 +521,13 @@ func compareTokens(a, b string) int {
 		return cmp.Compare(ia, ib)
 	}
 	return strings.Compare(a, b)
+}
+
+// rootOr names a location in the schema for a message: "(root)" for the
+// empty pointer.
+func rootOr(ptr string) string {
+	if ptr == "" {
+		return "(root)"
+	}
+	return ptr
 }

@@ -636,3 +636,14 @@ func dump(errs []Error) string {
 	b, _ := json.MarshalIndent(errs, "", "  ")
 	return string(b)
 }
+
+// A schema whose references loop names both ends of the loop, the root as
+// "(root)".
+func TestValidateRefCycleMessage(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"$ref":"#"}`)
+	errs := s.Validate(map[string]any{"a": json.Number("1")})
+	if len(errs) != 1 || errs[0].Keyword != "$ref" || !strings.HasSuffix(errs[0].Message, "/$ref and (root)") && !strings.HasSuffix(errs[0].Message, "(root) and /$ref") {
+		t.Fatalf("errors %+v, want one $ref error naming /$ref and (root)", errs)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,7 +28,8 @@ inline schema>} and each output line is {"id": ...} plus the fields above, in
 input order. A line that cannot be read (not JSON, no "text", a bad inline
 schema) gets {"id": null, "line": N, "error": ...}; blank lines are skipped.
 
-Exit status: 0 valid, 1 not valid, 2 bad usage or an unreadable schema.
+Exit status: 0 valid, 1 not valid, 2 bad usage or an unreadable schema (or
+one no value satisfies).
 With --jsonl: 0 when every line was read (valid or not; see each "valid"),
 1 when a line could not be read ("N of M lines could not be read" on stderr),
 2 bad usage, an unreadable schema or input that stops being readable.`
@@ -50,12 +52,8 @@ func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	var schema *validate.Schema
 	if *schemaFile != "" {
-		data, err := os.ReadFile(*schemaFile)
-		if err != nil {
-			return usagef("read schema: %v", err)
-		}
-		if schema, err = validate.Compile(data); err != nil {
-			return usagef("schema %s: %v", *schemaFile, err)
+		if schema, _, err = readSchema(*schemaFile); err != nil {
+			return err
 		}
 	}
 	in := stdin
@@ -109,7 +107,13 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 		records++
 		var rec checkRecord
 		err := json.Unmarshal(raw, &rec)
-		if err == nil && rec.Text == nil {
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case raw[0] != '{':
+			err = errors.New("not a JSON object")
+		case errors.As(err, &typeErr):
+			err = fmt.Errorf("%q is a JSON %s, want a string", typeErr.Field, typeErr.Value) // only text has a type
+		case err == nil && rec.Text == nil:
 			err = fmt.Errorf(`no "text" field`)
 		}
 		schema := defaultSchema
@@ -118,7 +122,11 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 			if s, ok := compiled[key]; ok {
 				schema = s
 			} else if schema, err = validate.Compile(rec.Schema); err == nil {
-				compiled[key] = schema
+				if err = schema.Satisfiable(); err == nil {
+					compiled[key] = schema
+				} else {
+					err = fmt.Errorf("schema: %w", err)
+				}
 			} else {
 				err = fmt.Errorf("schema: %w", err)
 			}

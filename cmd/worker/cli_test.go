@@ -134,6 +134,7 @@ func TestTryCommand(t *testing.T) {
 		args     []string
 		wantCode int
 		want     []string
+		wantErr  string
 	}{
 		{name: "clean converges", args: []string{"--sim", "clean", "--prompt", "Rate: great product"}, wantCode: 0,
 			want: []string{"attempt 1", "VALID on first attempt"}},
@@ -142,6 +143,12 @@ func TestTryCommand(t *testing.T) {
 		{name: "no prompt", args: []string{"--sim", "clean"}, wantCode: 2},
 		{name: "bad mode", args: []string{"--sim", "clean", "--prompt", "x", "--mode", "yaml"}, wantCode: 2},
 		{name: "bad provider", args: []string{"--sim", "clean", "--prompt", "x", "--provider", "cohere"}, wantCode: 2},
+		{name: "stray argument", args: []string{"--sim", "clean", "--prompt", "x", "oops", "--json"}, wantCode: 2, wantErr: `unexpected argument "oops"`},
+		{name: "negative max tokens", args: []string{"--sim", "clean", "--prompt", "x", "--max-tokens", "-5"}, wantCode: 2, wantErr: "max_tokens -5"},
+		{name: "blank prompt", args: []string{"--sim", "clean", "--prompt", " \n"}, wantCode: 2, wantErr: "the prompt is empty"},
+		{name: "prompt not UTF-8", args: []string{"--sim", "clean", "--prompt", "caf\xe9"}, wantCode: 2, wantErr: "not UTF-8"},
+		{name: "prompt over the workers' limit", args: []string{"--sim", "clean", "--prompt", strings.Repeat("x", 300<<10)}, wantCode: 2, wantErr: "over the workers' limit"},
+		{name: "unsatisfiable schema", args: []string{"--sim", "clean", "--prompt", "x", "--schema", cliFile(t, "self.json", `{"$ref":"#"}`)}, wantCode: 2, wantErr: "no value satisfies"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,8 +156,8 @@ func TestTryCommand(t *testing.T) {
 			var out, errOut bytes.Buffer
 			args := append([]string{"try", "--schema", schema}, tt.args...)
 			code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
-			if code != tt.wantCode {
-				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.wantCode, out.String(), errOut.String())
+			if code != tt.wantCode || !strings.Contains(errOut.String(), tt.wantErr) {
+				t.Fatalf("exit %d, want %d naming %q\nstdout: %s\nstderr: %s", code, tt.wantCode, tt.wantErr, out.String(), errOut.String())
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(out.String(), w) {
@@ -161,19 +168,37 @@ func TestTryCommand(t *testing.T) {
 	}
 }
 
-// TestTryShowsFeedback runs a model that never gets it right and checks the
-// cards show the errors and the exact feedback sent next, and exit 1.
+// TestTryShowsFeedback runs a model that never gets it right (the
+// simulator writes no integer a "not" excludes, here every one from 0 up)
+// and checks the cards show the errors and the exact feedback sent next,
+// and exit 1.
 func TestTryShowsFeedback(t *testing.T) {
 	t.Parallel()
-	schema := cliFile(t, "s.json", `{"type":"object","properties":{"n":{"type":"integer","minimum":10,"maximum":5}},"required":["n"]}`)
+	schema := cliFile(t, "s.json", `{"type":"object","properties":{"n":{"type":"integer","not":{"minimum":0}}},"required":["n"]}`)
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"try", "--schema", schema, "--sim", "clean", "--prompt", "x", "--max-attempts", "2"}, strings.NewReader(""), &out, &errOut)
 	if code != 1 {
-		t.Fatalf("exit %d, want 1 for an impossible schema\n%s%s", code, out.String(), errOut.String())
+		t.Fatalf("exit %d, want 1 for a schema the simulator cannot meet\n%s%s", code, out.String(), errOut.String())
 	}
 	for _, w := range []string{"── attempt 1 ── INVALID", "feedback sent next:", "/n", "── attempt 2 ── INVALID", "INVALID after 2 attempts"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+}
+
+// A --jsonl line that is not a record, or whose inline schema no value
+// satisfies, is reported by what is wrong with it.
+func TestCheckJSONLBadLines(t *testing.T) {
+	t.Parallel()
+	in := `{"id":1,"text":42}` + "\nnull\n" + `{"id":3,"text":"{}","schema":{"$ref":"#"}}` + "\n"
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"check", "--jsonl"}, strings.NewReader(in), &out, &errOut); code != 1 {
+		t.Fatalf("exit %d, want 1 (lines could not be read)", code)
+	}
+	for _, want := range []string{`"text\" is a JSON number, want a string`, `"not a JSON object"`, `no value satisfies the schema`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }

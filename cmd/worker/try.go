@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/llm"
@@ -31,7 +34,7 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var (
 		provider    = fs.String("provider", llm.ProviderOpenAI, "openai, anthropic or ollama")
 		baseURL     = fs.String("base-url", "", "provider base URL (overrides the provider's env variable)")
-		model       = fs.String("model", "", "model name (required)")
+		model       = fs.String("model", "", "model name (required; with --sim, sim-PRESET when not given)")
 		schemaFile  = fs.String("schema", "", "JSON Schema file (required)")
 		prompt      = fs.String("prompt", "", "the task")
 		promptFile  = fs.String("prompt-file", "", "file holding the task")
@@ -48,6 +51,11 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	pf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		// Go's flag package stops at the first argument that is not a
+		// flag: what follows it would be dropped without a word.
+		return usagef("unexpected argument %q (flags after it were not read; quote a prompt with spaces)", fs.Arg(0))
 	}
 	if *model == "" {
 		if pf.simPreset == "" {
@@ -68,13 +76,18 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		*prompt = string(data)
 	}
-	raw, err := os.ReadFile(*schemaFile)
-	if err != nil {
-		return usagef("read schema: %v", err)
+	// The checks a job of a batch gets at enqueue and in the worker.
+	switch {
+	case strings.TrimSpace(*prompt) == "":
+		return usagef("the prompt is empty")
+	case !utf8.ValidString(*prompt) || !utf8.ValidString(*system):
+		return usagef("the prompt is not UTF-8 text")
+	case len(*prompt)+len(*system) > pipeline.MaxPromptBytesDefault:
+		return usagef("the prompt is %d bytes, over the workers' limit of %d", len(*prompt)+len(*system), pipeline.MaxPromptBytesDefault)
 	}
-	schema, err := validate.Compile(raw)
+	schema, raw, err := readSchema(*schemaFile)
 	if err != nil {
-		return usagef("schema %s: %v", *schemaFile, err)
+		return err
 	}
 	switch *provider {
 	case llm.ProviderOpenAI:
@@ -95,7 +108,8 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := job.Limits.WithDefaults().Validate(); err != nil {
 		return usageError{Err: err}
 	}
-	env := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "try", Prompt: "x", SchemaHash: "x", Provider: *provider, Model: *model, Mode: job.Mode, Limits: job.Limits}
+	env := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "try", Prompt: "x", SchemaHash: "x", Provider: *provider, Model: *model, Mode: job.Mode,
+		Limits: job.Limits, MaxTokens: job.MaxTokens}
 	if err := env.Validate(); err != nil {
 		return usageError{Err: err}
 	}
@@ -118,6 +132,27 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errNotValid
 	}
 	return nil
+}
+
+// readSchema reads and compiles a schema file, refusing (as a usage error)
+// one no value satisfies: every call made for it would be paid for and
+// never valid.
+func readSchema(name string) (*validate.Schema, []byte, error) {
+	raw, err := os.ReadFile(name)
+	if err != nil {
+		return nil, nil, usagef("read schema: %v", err)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil, usagef("schema %s is empty", name)
+	}
+	schema, err := validate.Compile(raw)
+	if err != nil {
+		return nil, nil, usagef("schema %s: %v", name, err)
+	}
+	if err := schema.Satisfiable(); err != nil {
+		return nil, nil, usagef("schema %s: %v", name, err)
+	}
+	return schema, raw, nil
 }
 
 func setIf(dst *string, v string) {
