@@ -138,8 +138,8 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	if cfg.DryRun {
 		return rep, nil
 	}
-	if _, err := pipeline.EnsureStream(ctx, js, cfg.Queue); err != nil {
-		return rep, err
+	if _, _, err := pipeline.EnsureStream(ctx, js, cfg.Queue); err != nil {
+		return rep, queueErr(err)
 	}
 	first, err := ParseBatchSettings(b)
 	if err != nil {

@@ -556,9 +556,12 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	if err != nil {
 		return prog, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
 	}
-	stream, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
+	stream, created, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
 	if err != nil {
-		return prog, err
+		return prog, queueErr(err)
+	}
+	if q, def := cfg.Queue.WithDefaults(), (pipeline.QueueConfig{}).WithDefaults(); created && (q.Stream != def.Stream || q.Subject != def.Subject) {
+		prog.Warnings = append(prog.Warnings, fmt.Sprintf("stream %s did not exist: this run created it, and no worker reads it unless started with --stream %s --subject %s", q.Stream, q.Stream, q.Subject))
 	}
 	if err := checkDelivery(ctx, &cfg, &prog); err != nil {
 		return prog, err
@@ -658,6 +661,17 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	return prog, nil
 }
 
+// queueErr makes a queue setting that cannot work (a subject the stream
+// does not take, a name NATS refuses) a configuration error: the command's
+// usage, not the queue's failure.
+func queueErr(err error) error {
+	var se *pipeline.SettingError
+	if errors.Is(err, pipeline.ErrSubjectNotInStream) || errors.As(err, &se) {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	return err
+}
+
 // resume publishes what an interrupted run left unpublished and republishes
 // the jobs the stream lost, with the batch's recorded settings.
 func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, prog *Progress) error {
@@ -678,9 +692,9 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 	if settings.Provider == "" || settings.Model == "" {
 		return fmt.Errorf("batch %s was recorded without its settings (by an older version): run the original enqueue command again instead of --resume", cfg.Batch)
 	}
-	stream, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
+	stream, _, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
 	if err != nil {
-		return err
+		return queueErr(err)
 	}
 	prog.Phase = PhasePublish
 	bases := newRunBases(ctx, ledger, cfg.Batch, settings.envelope(cfg.Batch))

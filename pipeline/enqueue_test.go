@@ -466,3 +466,43 @@ func TestRecursiveSchemaBatch(t *testing.T) {
 		})
 	}
 }
+
+// EnsureStream refuses a subject the existing stream does not take (enqueue
+// would publish into nothing), matching NATS wildcards in the stream's
+// subjects, and says when it created the stream; names NATS refuses are
+// setting errors before anything is asked of the server.
+func TestEnsureStreamSubjects(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	q := h.q
+	if _, created, err := pipeline.EnsureStream(h.ctx, h.js, q); err != nil || !created {
+		t.Fatalf("the harness's stream, first: created %v, %v; want it created", created, err)
+	}
+	if _, created, err := pipeline.EnsureStream(h.ctx, h.js, q); err != nil || created {
+		t.Fatalf("the harness's stream, again: created %v, %v; want it found", created, err)
+	}
+	typo := q
+	typo.Subject = q.Subject + "x"
+	if _, _, err := pipeline.EnsureStream(h.ctx, h.js, typo); !errors.Is(err, pipeline.ErrSubjectNotInStream) || !strings.Contains(err.Error(), typo.Subject) {
+		t.Errorf("subject %s: %v, want ErrSubjectNotInStream naming it", typo.Subject, err)
+	}
+	if _, err := h.js.CreateStream(h.ctx, jetstream.StreamConfig{Name: q.Stream + "_WC", Subjects: []string{q.Subject + "wc.*.jobs", q.Subject + "all.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	for subject, ok := range map[string]bool{"wc.a.jobs": true, "all.x.y": true, "wc.a.b.jobs": false, "all": false, "wc.a": false} {
+		wc := pipeline.QueueConfig{Stream: q.Stream + "_WC", Subject: q.Subject + subject}
+		if _, _, err := pipeline.EnsureStream(h.ctx, h.js, wc); (err == nil) != ok {
+			t.Errorf("subject %s on a stream of %s.wc.*.jobs and %s.all.>: %v, want accepted %v", wc.Subject, q.Subject, q.Subject, err, ok)
+		}
+	}
+	fresh := pipeline.QueueConfig{Stream: q.Stream + "_NEW", Subject: q.Subject + "new"}
+	if _, created, err := pipeline.EnsureStream(h.ctx, h.js, fresh); err != nil || !created {
+		t.Errorf("a new stream: created %v, %v; want created", created, err)
+	}
+	for _, bad := range []pipeline.QueueConfig{{Stream: "a.b"}, {Stream: "a b"}, {Subject: "jobs.*"}, {Subject: "jobs.>"}, {Subject: "a..b"}, {Subject: "a b"}} {
+		var se *pipeline.SettingError
+		if _, _, err := pipeline.EnsureStream(h.ctx, h.js, bad); !errors.As(err, &se) {
+			t.Errorf("%+v: %v, want a setting error", bad, err)
+		}
+	}
+}

@@ -81,8 +81,19 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	return c
 }
 
+// Validate reports the first setting of c (after WithDefaults) that cannot
+// work, as a *SettingError: a stream, subject or consumer name NATS
+// refuses, a negative duplicates window, limits below their minimum.
+func (c QueueConfig) Validate() error { return c.validate() }
+
 func (c QueueConfig) validate() error {
 	switch {
+	case !natsName(c.Stream, false):
+		return settingErr("Stream", fmt.Sprintf("%q", c.Stream), "is not a stream name (no spaces, '.', '*' or '>')")
+	case !natsName(c.Subject, true):
+		return settingErr("Subject", fmt.Sprintf("%q", c.Subject), "is not a subject jobs can be published on (dot-separated tokens, no spaces, no wildcard '*' or '>')")
+	case !natsName(c.Consumer, false):
+		return settingErr("Consumer", fmt.Sprintf("%q", c.Consumer), "is not a consumer name (no spaces, '.', '*' or '>')")
 	case c.Duplicates < 0:
 		return settingErr("Duplicates", c.Duplicates, "is negative")
 	case c.Duplicates > c.MaxAge:
@@ -97,21 +108,43 @@ func (c QueueConfig) validate() error {
 	return nil
 }
 
-// EnsureStream returns the job stream, creating it when it does not exist.
-// An existing stream is left as it is: enqueue uses this, and the stream's
-// limits and the workers' consumer are the workers' to configure (a CLI run
-// with other defaults must not silently reset what running workers set).
-func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetstream.Stream, error) {
+// natsName reports whether s is a usable stream or consumer name (subject
+// false) or a subject to publish on (subject true): not empty, no white
+// space or wildcard, and for a name no '.'; a subject's dot-separated
+// tokens are not empty.
+func natsName(s string, subject bool) bool {
+	if s == "" || strings.ContainsAny(s, "*> \t\r\n") {
+		return false
+	}
+	if !subject {
+		return !strings.Contains(s, ".")
+	}
+	return !slices.Contains(strings.Split(s, "."), "")
+}
+
+// ErrSubjectNotInStream is matched by EnsureStream's error when the stream
+// exists and takes no message on the subject: enqueue would publish into
+// nothing ("no response from stream").
+var ErrSubjectNotInStream = errors.New("the stream does not take the subject")
+
+// EnsureStream returns the job stream, creating it when it does not exist
+// (created reports that). An existing stream is left as it is: enqueue uses
+// this, and the stream's limits and the workers' consumer are the workers'
+// to configure (a CLI run with other defaults must not silently reset what
+// running workers set); one whose subjects do not cover cfg.Subject is
+// refused with ErrSubjectNotInStream.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (stream jetstream.Stream, created bool, err error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
 	defer cancel()
-	stream, err := retryJS(ctx, func() (jetstream.Stream, error) {
+	stream, err = retryJS(ctx, func() (jetstream.Stream, error) {
 		s, err := js.Stream(ctx, cfg.Stream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			s, err = js.CreateStream(ctx, streamConfig(cfg))
+			created = err == nil
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				s, err = js.Stream(ctx, cfg.Stream) // a worker made it meanwhile
 			}
@@ -119,9 +152,31 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) 
 		return s, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open stream %s: %w", cfg.Stream, err)
+		return nil, false, fmt.Errorf("open stream %s: %w", cfg.Stream, err)
 	}
-	return stream, nil
+	subjects := stream.CachedInfo().Config.Subjects
+	if !slices.ContainsFunc(subjects, func(pattern string) bool { return subjectMatches(pattern, cfg.Subject) }) {
+		return nil, false, fmt.Errorf("%w: stream %s takes %s, not %s (enqueue and the workers must use the same --stream and --subject)",
+			ErrSubjectNotInStream, cfg.Stream, strings.Join(subjects, ", "), cfg.Subject)
+	}
+	return stream, created, nil
+}
+
+// subjectMatches reports whether a NATS subject pattern ('*' one token,
+// '>' the rest) matches a literal subject.
+func subjectMatches(pattern, subject string) bool {
+	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, tok := range p {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(p) == len(s)
 }
 
 func streamConfig(cfg QueueConfig) jetstream.StreamConfig {

@@ -114,7 +114,7 @@ func parseSub(fs *flag.FlagSet, args []string, c *commonFlags) error {
 	if c.batch == "" {
 		return usageError{Err: errors.New("--batch is required (see --help)")}
 	}
-	return nil
+	return queueUsage(c.queue)
 }
 
 func openLedger(ctx context.Context, dsn string) (*store.Store, error) {
@@ -311,6 +311,21 @@ func capText(c store.Cap) string {
 		parts = append(parts, fmt.Sprintf("%d tokens", *c.MaxTotalTokens))
 	}
 	return strings.Join(parts, " and ")
+}
+
+// queueUsage checks the queue flags before anything is connected: a value
+// NATS refuses is a usage error naming the flag.
+func queueUsage(q pipeline.QueueConfig) error {
+	err := q.WithDefaults().Validate()
+	var se *pipeline.SettingError
+	if !errors.As(err, &se) {
+		return err
+	}
+	flags := map[string]string{"Stream": "--stream", "Subject": "--subject", "Duplicates": "--duplicates-window"}
+	if f, ok := flags[se.Setting]; ok {
+		return usageError{Err: fmt.Errorf("%s %v %s", f, se.Value, se.Problem)}
+	}
+	return usageError{Err: err}
 }
 
 // parseCost reads a --max-cost-usd value: a non-negative number, or none.

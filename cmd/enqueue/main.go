@@ -179,6 +179,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if cfg.Batch == "" {
 		return usageError{Err: errors.New("--batch is required (see --help)")}
 	}
+	if err := queueUsage(c.queue); err != nil {
+		return err
+	}
 	if cfg.Resume {
 		var given []string
 		fs.Visit(func(f *flag.Flag) {

@@ -137,6 +137,9 @@ func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
 		"--wave-poll-min":        "-1s",
 		"--wave-lease":           "10ms",
 		"--wave-deadline-margin": "-1h",
+		"--stream":               "a.b",
+		"--subject":              "jobs.>",
+		"--consumer":             "two words",
 	} {
 		t.Run(flag, func(t *testing.T) {
 			t.Parallel()
