@@ -15,13 +15,16 @@ import (
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
-// Measurer gives what earlier batches of a schema and model did.
+// DryRunLedger is what a dry run reads of the ledger: what earlier batches
+// of a schema and model did, and the batch and its jobs when it exists.
 // *store.Store satisfies it.
-type Measurer interface {
+type DryRunLedger interface {
 	Measure(ctx context.Context, schemaHash, model string) (store.Measured, error)
+	Batch(ctx context.Context, name string) (*store.Batch, error)
+	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
 }
 
-var _ Measurer = (*store.Store)(nil)
+var _ DryRunLedger = (*store.Store)(nil)
 
 // DryRunReport is what a dry run of an enqueue found and estimates.
 type DryRunReport struct {
@@ -30,10 +33,11 @@ type DryRunReport struct {
 	Rows    int
 	Limited bool
 	// Bad and Repeated are the bad and repeated rows among them; Jobs the
-	// rows that would become jobs.
+	// rows that would become jobs; Existing those the batch holds already.
 	Bad      []BadRow
 	Repeated int
 	Jobs     int
+	Existing int
 	// System is the system prompt every attempt starts with; Prompt the
 	// first job's own prompt, from line PromptLine.
 	System, Prompt string
@@ -57,13 +61,16 @@ type DryRunReport struct {
 }
 
 // DryRun renders and checks the first limit rows of the dataset (0: every
-// row), as the first pass of Enqueue does, and estimates what the batch
-// would cost; it records and publishes nothing and needs no queue. The
-// estimate takes the attempts per job and the output per attempt from the
-// finished jobs of earlier batches with the same schema and model when
-// there are any (measurer may be nil), else one attempt per job and an
-// output the size of a value the schema describes.
-func DryRun(ctx context.Context, measurer Measurer, cfg Config, data io.Reader, limit int, prices repair.Prices) (DryRunReport, error) {
+// row) with the first pass of Enqueue, and estimates what the batch would
+// cost; it records and publishes nothing and needs no queue. When the
+// batch exists it refuses other settings as Enqueue does, names the rows
+// whose id the batch holds with other content, and counts those it holds
+// as given apart from the new jobs. The estimate takes the attempts per
+// job and the output per attempt from the finished jobs of earlier batches
+// with the same schema and model when there are any, else one attempt per
+// job and an output the size of a value the schema describes. ledger may
+// be nil: no batch, no history.
+func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader, limit int, prices repair.Prices) (DryRunReport, error) {
 	var rep DryRunReport
 	cfg.Chunk = cmp.Or(cfg.Chunk, ChunkDefault)
 	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, pipeline.MaxPromptBytesDefault)
@@ -91,60 +98,39 @@ func DryRun(ctx context.Context, measurer Measurer, cfg Config, data io.Reader, 
 		schemaTokens = len(canonical) / 4
 	}
 
+	if ledger != nil {
+		switch b, err := ledger.Batch(ctx, cfg.Batch); {
+		case err == nil:
+			// What the real run would refuse, the dry run refuses; rows the
+			// batch holds are counted, not estimated.
+			if was, err := ParseBatchSettings(b); err == nil && was.recorded() {
+				if d := was.diff(settings); len(d) > 0 {
+					return rep, settingsChanged(cfg.Batch, d)
+				}
+			}
+			r.ledger = ledger
+		case !errors.Is(err, store.ErrNotFound):
+			return rep, err
+		}
+	}
+
 	var inSum float64
 	var prog Progress
-	ids := map[string]string{}
-	missing := map[string]int{}
-	rows := newRowReader(cfg.Format, data)
-	for limit <= 0 || prog.Rows < limit {
-		row, line, err := rows.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		var fatal *fatalReadError
-		if errors.As(err, &fatal) {
-			return rep, fmt.Errorf("read line %d: %w", line, fatal.err)
-		}
-		prog.Rows++
-		if err != nil {
-			prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err})
-			continue
-		}
-		job, err := r.render(row, line)
-		if f := missingFieldOf(err); f != "" {
-			missing[f]++
-		}
-		if err == nil {
-			err = r.fits(&job)
-		}
-		if err != nil {
-			prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err})
-			continue
-		}
-		if cfg.IDField != "" {
-			digest := fmt.Sprintf("%x", contentDigest(&job))
-			if was, ok := ids[job.ID]; ok {
-				if was != digest {
-					prog.Bad = append(prog.Bad, BadRow{Line: line, Err: fmt.Errorf("id %q repeats an earlier row with different content", job.ID)})
-				} else {
-					prog.Repeated++
-				}
-				continue
-			}
-			ids[job.ID] = digest
+	chk, err := r.check(ctx, data, &prog, checkOpts{limit: limit, onJob: func(line int, job *store.NewJob, held bool) {
+		if held {
+			rep.Existing++
+			return
 		}
 		if rep.Jobs == 0 {
 			rep.Prompt, rep.PromptLine = job.Prompt, line
 		}
 		rep.Jobs++
 		inSum += float64((len(rep.System)+len(job.Prompt)+3)/4 + schemaTokens)
+	}})
+	if err != nil {
+		return rep, err
 	}
-	if limit > 0 && prog.Rows >= limit {
-		if _, _, err := rows.next(); !errors.Is(err, io.EOF) {
-			rep.Limited = true
-		}
-	}
-	chk := checkResult{columns: rows.columns(), missing: missing}
+	rep.Limited = chk.limited
 	if err := chk.unknownFields(cfg.IDField); err != nil {
 		return rep, err
 	}
@@ -157,8 +143,8 @@ func DryRun(ctx context.Context, measurer Measurer, cfg Config, data io.Reader, 
 	// schema describes (a sixth of its bytes, within the job's max tokens).
 	rep.Attempts = 1
 	rep.OutputTokens = float64(min(cfg.MaxTokens, max(16, len(canonical)/6)))
-	if measurer != nil {
-		m, err := measurer.Measure(ctx, hash, cfg.Model)
+	if ledger != nil {
+		m, err := ledger.Measure(ctx, hash, cfg.Model)
 		if err != nil {
 			return rep, err
 		}

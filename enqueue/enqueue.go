@@ -49,7 +49,7 @@ type Ledger interface {
 	RefreshBatchTotal(ctx context.Context, name string) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
-	Conflicts(ctx context.Context, jobs []store.NewJob) ([]store.JobConflict, error)
+	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
 	Unpublished(ctx context.Context, batch string, limit int) ([]store.NewJob, error)
 	PublishedQueued(ctx context.Context, batch, after string, limit int) ([]store.NewJob, error)
 	RunSettings(ctx context.Context, batch string) (map[int]json.RawMessage, error)
@@ -578,7 +578,7 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 
 	// Pass 1: check every row; record and publish nothing.
 	prog.Phase = PhaseCheck
-	chk, err := r.check(ctx, data, &prog)
+	chk, err := r.check(ctx, data, &prog, checkOpts{})
 	if err != nil {
 		return prog, err
 	}
@@ -634,8 +634,7 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 				return prog, err
 			}
 		} else if d := was.diff(settings); len(d) > 0 {
-			return prog, fmt.Errorf("%w: %w: batch %s:\n  %s\n(enqueue the changed jobs as a new batch, or use enqueue requeue to run them again with other settings)",
-				ErrBadConfig, ErrSettingsChanged, cfg.Batch, strings.Join(d, "\n  "))
+			return prog, settingsChanged(cfg.Batch, d)
 		} else {
 			// The deadline was set when the batch was first enqueued.
 			settings.DeadlineAt = was.DeadlineAt
@@ -659,6 +658,13 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		return prog, err
 	}
 	return prog, nil
+}
+
+// settingsChanged refuses a run of batch with settings other than those
+// it was recorded with, listing the differences.
+func settingsChanged(batch string, diff []string) error {
+	return fmt.Errorf("%w: %w: batch %s:\n  %s\n(enqueue the changed jobs as a new batch, or use enqueue requeue to run them again with other settings)",
+		ErrBadConfig, ErrSettingsChanged, batch, strings.Join(diff, "\n  "))
 }
 
 // queueErr makes a queue setting that cannot work (a subject the stream
@@ -808,7 +814,12 @@ type renderer struct {
 	maxMsg int
 	// ledger is set when the batch was enqueued before: the first pass
 	// then compares each row with the job the ledger holds under its id.
-	ledger Ledger
+	ledger jobHolder
+}
+
+// jobHolder tells which of some jobs the ledger holds, and how they differ.
+type jobHolder interface {
+	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
 }
 
 // checkResult is what the first pass learned.
@@ -820,6 +831,8 @@ type checkResult struct {
 	// missing counts the rows the template failed on for want of a field,
 	// by field.
 	missing map[string]int
+	// limited: the pass stopped at its limit before the end of the data.
+	limited bool
 }
 
 // noEntry is text/template's error for a field a row does not have, with
@@ -869,7 +882,21 @@ type idSeen struct {
 	content [16]byte
 }
 
-func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*checkResult, error) {
+// checkOpts are what a caller of check adds to the first pass: limit stops
+// it after that many rows (0: every row); onJob is called, in line order
+// within each chunk, for every row that would become a job or is one
+// already (held: the ledger has it as given).
+type checkOpts struct {
+	limit int
+	onJob func(line int, job *store.NewJob, held bool)
+}
+
+// check is the first pass: it reads every row (up to opts.limit), renders
+// it, and marks bad the rows that cannot be jobs: unreadable, failing the
+// template, an id repeated with other content, too big for the queue or
+// the workers, or (r.ledger set: the batch exists) an id the ledger holds
+// with other content.
+func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, opts checkOpts) (*checkResult, error) {
 	res := &checkResult{skip: map[int]bool{}, missing: map[string]int{}}
 	ids := map[[16]byte]idSeen{}
 	var pending []lineJob
@@ -878,7 +905,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*
 		prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err})
 		res.skip[line] = true
 	}
-	for {
+	for opts.limit <= 0 || prog.Rows < opts.limit {
 		row, line, err := rows.next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -921,10 +948,10 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*
 			bad(line, err)
 			continue
 		}
-		if r.ledger != nil {
+		if r.ledger != nil || opts.onJob != nil {
 			pending = append(pending, lineJob{line, job})
 			if len(pending) == r.cfg.Chunk {
-				if err := r.conflicts(ctx, pending, bad); err != nil {
+				if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
 					return nil, err
 				}
 				pending = pending[:0]
@@ -939,7 +966,11 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress) (*
 			}
 		}
 	}
-	if err := r.conflicts(ctx, pending, bad); err != nil {
+	if opts.limit > 0 && prog.Rows >= opts.limit {
+		_, _, err := rows.next()
+		res.limited = !errors.Is(err, io.EOF)
+	}
+	if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
 		return nil, err
 	}
 	// Rows compared with the ledger in chunks are reported in line order.
@@ -956,41 +987,60 @@ type lineJob struct {
 	job  store.NewJob
 }
 
-// conflicts marks bad the rows whose id the ledger holds with other
-// content: a batch keeps the rows it was first given (the second pass
-// would skip them silently), so a changed row is refused by name.
-func (r *renderer) conflicts(ctx context.Context, pending []lineJob, bad func(int, error)) error {
-	if r.ledger == nil || len(pending) == 0 {
+// settle decides the pending rows against the ledger, when the batch
+// exists: a row whose id the ledger holds with other content is bad (a
+// batch keeps the rows it was first given, and the second pass would skip
+// it in silence); the others go to onJob.
+func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, error), onJob func(int, *store.NewJob, bool)) error {
+	if len(pending) == 0 {
 		return nil
 	}
-	jobs := make([]store.NewJob, len(pending))
-	lines := make(map[string]int, len(pending))
-	for i, p := range pending {
-		jobs[i], lines[p.job.ID] = p.job, p.line
-	}
-	found, err := r.ledger.Conflicts(ctx, jobs)
-	if err != nil {
-		return err
-	}
-	for _, c := range found {
-		line, id := lines[c.ID], strings.TrimPrefix(c.ID, r.cfg.Batch+":")
-		what := "input row"
-		switch {
-		case c.Prompt && c.Metadata:
-			what = "prompt and input row"
-		case c.Prompt:
-			what = "prompt"
+	held := map[string]store.HeldJob{}
+	if r.ledger != nil {
+		jobs := make([]store.NewJob, len(pending))
+		for i, p := range pending {
+			jobs[i] = p.job
 		}
-		switch {
-		case c.Batch != r.cfg.Batch:
-			bad(line, fmt.Errorf("job id %q is taken by batch %q", c.ID, c.Batch))
-		case r.cfg.IDField == "":
-			bad(line, fmt.Errorf("the %s differs from line %s as batch %s first had it (without --id-field a row's id is its line number, so a line inserted or removed shifts the rows after it; enqueue the file as a new batch)", what, id, r.cfg.Batch))
-		default:
-			bad(line, fmt.Errorf("id %q was enqueued in batch %s before with another %s (a batch keeps the rows it was first given; enqueue changed rows as a new batch)", id, r.cfg.Batch, what))
+		found, err := r.ledger.HeldJobs(ctx, jobs)
+		if err != nil {
+			return err
+		}
+		for _, h := range found {
+			held[h.ID] = h
+		}
+	}
+	for i := range pending {
+		p := &pending[i]
+		h, isHeld := held[p.job.ID]
+		if isHeld && h.Differs(r.cfg.Batch) {
+			bad(p.line, r.heldError(h))
+			continue
+		}
+		if onJob != nil {
+			onJob(p.line, &p.job, isHeld)
 		}
 	}
 	return nil
+}
+
+// heldError says how the job the ledger holds under a row's id differs.
+func (r *renderer) heldError(h store.HeldJob) error {
+	id := strings.TrimPrefix(h.ID, r.cfg.Batch+":")
+	what := "input row"
+	switch {
+	case h.Prompt && h.Metadata:
+		what = "prompt and input row"
+	case h.Prompt:
+		what = "prompt"
+	}
+	switch {
+	case h.Batch != r.cfg.Batch:
+		return fmt.Errorf("job id %q is taken by batch %q", h.ID, h.Batch)
+	case r.cfg.IDField == "":
+		return fmt.Errorf("the %s differs from line %s as batch %s first had it (without --id-field a row's id is its line number, so a line inserted or removed shifts the rows after it; enqueue the file as a new batch)", what, id, r.cfg.Batch)
+	default:
+		return fmt.Errorf("id %q was enqueued in batch %s before with another %s (a batch keeps the rows it was first given; enqueue changed rows as a new batch)", id, r.cfg.Batch, what)
+	}
 }
 
 // fits checks that a job's message fits the queue and its prompt the

@@ -118,45 +118,48 @@ func (s *Store) InsertJobs(ctx context.Context, jobs []NewJob) (int, error) {
 	return int(inserted), nil
 }
 
-// JobConflict is a job the ledger holds under the id of a job about to be
-// recorded, with other content: InsertJobs would keep the ledger's.
-type JobConflict struct {
+// HeldJob is a job the ledger holds under the id of a job about to be
+// recorded, and how it differs from it.
+type HeldJob struct {
 	// ID is the job id.
 	ID string
 	// Batch is the batch the ledger's job is in ("" for a job rejected
 	// before its batch was known).
 	Batch string
-	// Prompt and Metadata say which differs (for a job of the same batch).
+	// Prompt and Metadata report that the ledger's prompt or input row
+	// differs.
 	Prompt, Metadata bool
 }
 
-// Conflicts returns, of jobs, those whose id the ledger holds in another
-// batch or with another prompt or input row (compared as JSON values, after
-// the same cleaning InsertJobs does), in the order of jobs. Ids the ledger
-// does not hold, and jobs it holds as given, are not returned.
-func (s *Store) Conflicts(ctx context.Context, jobs []NewJob) ([]JobConflict, error) {
+// Differs reports whether the held job is not the one about to be recorded
+// (another batch, prompt or input row): InsertJobs would keep the ledger's.
+func (h HeldJob) Differs(batch string) bool { return h.Batch != batch || h.Prompt || h.Metadata }
+
+// HeldJobs returns, of jobs, those whose id the ledger holds, in the order
+// of jobs, each with what differs: the prompt, or the input row compared as
+// a JSON value, after the same cleaning InsertJobs does.
+func (s *Store) HeldJobs(ctx context.Context, jobs []NewJob) ([]HeldJob, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	ids, batches, prompts, metas := make([]string, len(jobs)), make([]string, len(jobs)), make([]string, len(jobs)), make([]string, len(jobs))
+	ids, prompts, metas := make([]string, len(jobs)), make([]string, len(jobs)), make([]string, len(jobs))
 	for i, j := range jobs {
-		ids[i], batches[i], prompts[i], metas[i] = j.ID, j.Batch, txt(j.Prompt), rawOr(pgJSON(j.Metadata), "{}")
+		ids[i], prompts[i], metas[i] = j.ID, txt(j.Prompt), rawOr(pgJSON(j.Metadata), "{}")
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
 		SELECT n.id, coalesce(j.batch, ''), j.prompt <> n.prompt, j.metadata <> n.metadata::jsonb
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS n(id, batch, prompt, metadata, ord)
+		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS n(id, prompt, metadata, ord)
 		JOIN jobs j ON j.id = n.id
-		WHERE j.batch IS DISTINCT FROM n.batch OR j.prompt <> n.prompt OR j.metadata <> n.metadata::jsonb
-		ORDER BY n.ord`, ids, batches, prompts, metas)
+		ORDER BY n.ord`, ids, prompts, metas)
 	if err != nil {
 		return nil, fmt.Errorf("compare jobs: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobConflict, error) {
-		var c JobConflict
-		err := r.Scan(&c.ID, &c.Batch, &c.Prompt, &c.Metadata)
-		return c, err
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (HeldJob, error) {
+		var h HeldJob
+		err := r.Scan(&h.ID, &h.Batch, &h.Prompt, &h.Metadata)
+		return h, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("compare jobs: %w", err)

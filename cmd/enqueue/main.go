@@ -436,8 +436,8 @@ func dryRunReport(ctx context.Context, st *store.Store, cfg enqueue.Config, data
 	if rep.Limited {
 		read = fmt.Sprintf("the first %d rows (--limit)", rep.Rows)
 	}
-	fmt.Fprintf(stdout, "dry run of batch %s: read %s: %d would be jobs, %d bad, %d repeated; nothing recorded or published\n",
-		cfg.Batch, read, rep.Jobs, len(rep.Bad), rep.Repeated)
+	fmt.Fprintf(stdout, "dry run of batch %s: read %s: %d would be jobs, %d already enqueued, %d bad, %d repeated; nothing recorded or published\n",
+		cfg.Batch, read, rep.Jobs, rep.Existing, len(rep.Bad), rep.Repeated)
 	for _, b := range rep.Bad {
 		fmt.Fprintf(stdout, "  bad row: %v\n", b)
 	}
@@ -460,6 +460,9 @@ func dryRunReport(ctx context.Context, st *store.Store, cfg enqueue.Config, data
 	}
 	if cfg.MaxBadRows >= 0 && len(rep.Bad) > cfg.MaxBadRows {
 		return fmt.Errorf("%w: %d bad rows (limit %d): the real run would record and publish nothing", enqueue.ErrTooManyBadRows, len(rep.Bad), cfg.MaxBadRows)
+	}
+	if rep.Rows > 0 && len(rep.Bad) == rep.Rows && !rep.Limited {
+		return fmt.Errorf("%w: every one of the dataset's %d rows is bad: the real run would record and publish nothing", enqueue.ErrTooManyBadRows, rep.Rows)
 	}
 	return nil
 }

@@ -186,6 +186,27 @@ func TestEnqueueDryRun(t *testing.T) {
 	if !strings.Contains(stdout, "x 2.00 attempts (measured on 2 jobs of 1 earlier batches") || !strings.Contains(stdout, "~30 output tokens") {
 		t.Errorf("dry run with history:\n%s", stdout)
 	}
+
+	// Of a batch that exists, a dry run refuses what the real run refuses
+	// and counts what the batch holds apart from the new jobs.
+	more := w.file("more.jsonl", rows+`{"id":"c","text":"Cy wrote more"}`+"\n")
+	code, stdout, _ = w.run("", append(w.args("h1", "--dry-run"), more)...)
+	if code != 0 || !strings.Contains(stdout, "1 would be jobs, 2 already enqueued, 0 bad") || !strings.Contains(stdout, "Cy wrote more") {
+		t.Errorf("dry run of an enqueued batch with one row more: exit %d\n%s", code, stdout)
+	}
+	code, _, stderr = w.run("", append(w.args("h1", "--dry-run", "--max-attempts", "5"), data)...)
+	if code != 2 || !strings.Contains(stderr, "max attempts: recorded 3, now 5") {
+		t.Errorf("dry run with other settings: exit %d, want 2 listing them\n%s", code, stderr)
+	}
+	edited := w.file("edited.jsonl", strings.Replace(rows, "Bo wrote that", "Bo wrote this", 1))
+	code, stdout, _ = w.run("", append(w.args("h1", "--dry-run"), edited)...)
+	if code != 1 || !strings.Contains(stdout, `bad row: line 2: id "b" was enqueued in batch h1 before with another prompt`) {
+		t.Errorf("dry run with an edited row: exit %d, want 1 naming line 2\n%s", code, stdout)
+	}
+	code, _, stderr = w.run("", append(w.args("d3", "--dry-run", "--max-bad-rows", "-1"), w.file("allbad.jsonl", "nope\n[]\n"))...)
+	if code != 1 || !strings.Contains(stderr, "every one of the dataset's 2 rows is bad") {
+		t.Errorf("dry run of a dataset of bad rows only: exit %d, want 1\n%s", code, stderr)
+	}
 }
 
 // The batch actions at the command line: usage errors are 2, a batch the
