@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"text/template"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -72,21 +70,10 @@ type DryRunReport struct {
 // be nil: no batch, no history.
 func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader, limit int, prices repair.Prices) (DryRunReport, error) {
 	var rep DryRunReport
-	cfg.Chunk = cmp.Or(cfg.Chunk, ChunkDefault)
-	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, pipeline.MaxPromptBytesDefault)
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, repair.MaxTokensDefault)
-	cfg.Mode = cmp.Or(cfg.Mode, llm.ModePrompt)
-	cfg.Limits = cfg.Limits.WithDefaults()
-	if err := cfg.validate(); err != nil {
+	tmpl, hash, err := cfg.prepare()
+	if err != nil {
 		return rep, err
-	}
-	tmpl, err := template.New("prompt").Option("missingkey=error").Parse(cfg.Template)
-	if err != nil {
-		return rep, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadTemplate, err)
-	}
-	hash, err := store.SchemaHash(cfg.Schema)
-	if err != nil {
-		return rep, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
 	}
 	canonical, _ := store.Canonical(cfg.Schema)
 	sch, _ := validate.Compile(canonical)

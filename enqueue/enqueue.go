@@ -234,6 +234,36 @@ func badConfig(kind error, format string, args ...any) error {
 // knownProviders are the providers a worker can be configured with.
 var knownProviders = []string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}
 
+// Check reports what is wrong with cfg's settings, template or schema, as
+// Run and DryRun would before they read a row or reach the ledger or the
+// queue (an error matching ErrBadConfig): a command calls it first, so that
+// a typo is a usage error even when Postgres or NATS is down.
+func Check(cfg Config) error {
+	_, _, err := cfg.prepare()
+	return err
+}
+
+// prepare fills in cfg's defaults and checks its settings, parses its
+// template and hashes its schema.
+func (cfg *Config) prepare() (*template.Template, string, error) {
+	cfg.Chunk = cmp.Or(cfg.Chunk, ChunkDefault)
+	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, pipeline.MaxPromptBytesDefault)
+	cfg.Mode = cmp.Or(cfg.Mode, llm.ModePrompt)
+	cfg.Limits = cfg.Limits.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, "", err
+	}
+	tmpl, err := template.New("prompt").Option("missingkey=error").Parse(cfg.Template)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadTemplate, err)
+	}
+	schemaHash, err := store.SchemaHash(cfg.Schema)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
+	}
+	return tmpl, schemaHash, nil
+}
+
 // MaxBatchName is the longest batch name, in bytes.
 const MaxBatchName = 128
 
@@ -535,26 +565,17 @@ func ParseBatchSettings(b *store.Batch) (BatchSettings, error) {
 // (ErrSettingsChanged names the differences).
 func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, data io.ReadSeeker) (Progress, error) {
 	var prog Progress
-	cfg.Chunk = cmp.Or(cfg.Chunk, ChunkDefault)
-	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, pipeline.MaxPromptBytesDefault)
 	if cfg.Resume {
+		cfg.Chunk = cmp.Or(cfg.Chunk, ChunkDefault)
+		cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, pipeline.MaxPromptBytesDefault)
 		return prog, resume(ctx, js, ledger, cfg, &prog)
 	}
-	cfg.Mode = cmp.Or(cfg.Mode, llm.ModePrompt)
-	cfg.Limits = cfg.Limits.WithDefaults()
-	if err := cfg.validate(); err != nil {
-		return prog, err
-	}
-	tmpl, err := template.New("prompt").Option("missingkey=error").Parse(cfg.Template)
+	tmpl, schemaHash, err := cfg.prepare()
 	if err != nil {
-		return prog, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadTemplate, err)
+		return prog, err
 	}
 	if data == nil {
 		return prog, fmt.Errorf("%w: no dataset", ErrBadConfig)
-	}
-	schemaHash, err := store.SchemaHash(cfg.Schema)
-	if err != nil {
-		return prog, fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
 	}
 	stream, created, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
 	if err != nil {

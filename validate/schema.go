@@ -85,6 +85,13 @@ func Compile(schema []byte) (*Schema, error) {
 func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
+		text := bytes.TrimSpace(schema)
+		switch {
+		case len(text) == 0:
+			err = errors.New("the schema is empty")
+		case text[0] != '{' && text[0] != '[' && string(text) != "true" && string(text) != "false":
+			err = fmt.Errorf("%w (a schema is JSON; YAML must be converted first)", err)
+		}
 		return nil, &SchemaError{Err: fmt.Errorf("decode schema: %w", err)}
 	}
 	if errs := numberErrors(doc); len(errs) > 0 {
@@ -208,6 +215,9 @@ func schemaError(doc any, err error) *SchemaError {
 		what := fmt.Sprintf("%q", lue.URL)
 		if raw, ok := lookupPointer(doc, loc).(string); ok && raw != lue.URL {
 			what = fmt.Sprintf("%q (resolved to %q)", raw, lue.URL)
+		}
+		if kw == "$schema" {
+			return &SchemaError{Keyword: kw, Location: loc, Err: fmt.Errorf("%w: %s is not a JSON Schema draft this validator knows (2020-12, 2019-09, draft-07, draft-06, draft-04)", errExternalRef, what)}
 		}
 		return &SchemaError{Keyword: kw, Location: loc, Err: fmt.Errorf("%w: cannot use %s", errExternalRef, what)}
 	case errors.As(err, &rxe):

@@ -424,6 +424,10 @@ var compileErrorCases = []struct {
 	wantLocation string
 	wantContains string
 }{
+	{name: "YAML", schema: "type: object\nproperties: {}\n", wantContains: "a schema is JSON; YAML must be converted first"},
+	{name: "empty", schema: " \n", wantContains: "the schema is empty"},
+	{name: "unknown $schema", schema: `{"$schema":"http://example.com/my-draft","type":"object"}`, wantKeyword: "$schema", wantLocation: "/$schema",
+		wantContains: `"http://example.com/my-draft" is not a JSON Schema draft this validator knows`},
 	{name: "type not a string", schema: `{"type": 12}`, wantKeyword: "type", wantLocation: "/type", wantContains: "12 is not one of"},
 	{name: "unknown type", schema: `{"allOf":[{"type":"strin"}]}`, wantKeyword: "type", wantLocation: "/allOf/0/type", wantContains: `"strin"`},
 	{name: "negative minLength", schema: `{"minLength": -1}`, wantKeyword: "minLength", wantLocation: "/minLength", wantContains: "less than the minimum 0"},

@@ -218,6 +218,11 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		if err != nil {
 			return usageError{Err: fmt.Errorf("read template: %w", err)}
 		}
+		for name, body := range map[string][]byte{*schemaFile: cfg.Schema, *templateFile: t} {
+			if len(bytes.TrimSpace(body)) == 0 {
+				return usageError{Err: fmt.Errorf("%s is empty", name)}
+			}
+		}
 		cfg.Template = string(t)
 		if *systemFile != "" {
 			s, err := os.ReadFile(*systemFile)
@@ -308,6 +313,13 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return usageError{Err: errors.New("--deadline is for --delivery batch")}
 	}
 	cfg.ProbeBatch = batchProbe(cfg.Provider)
+	if !cfg.Resume {
+		// A setting, template or schema that cannot work is the caller's to
+		// fix: say so before reaching for Postgres and NATS.
+		if err := enqueue.Check(cfg); err != nil {
+			return usageError{Err: err}
+		}
+	}
 	st, err := openLedger(ctx, c.dbURL)
 	if err != nil {
 		return err

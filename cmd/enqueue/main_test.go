@@ -269,3 +269,41 @@ func TestEnqueueWarnsOfAnUnpricedCap(t *testing.T) {
 		t.Errorf("a priced model: exit %d, stderr %q; want no warning", code, stderr)
 	}
 }
+
+// A setting, template or schema that cannot work is a usage error even
+// when Postgres and NATS are out of reach: it is found before either is
+// tried (had it tried them first, it would exit 1 about the connection).
+func TestEnqueueUsageBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	data, tmpl, schema := file("rows.jsonl", rows), file("t.txt", "Name: {{.text}}"), file("s.json", testSchema)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"YAML schema", []string{"--schema", file("s.yaml", "type: object\n"), "--template", tmpl}, "YAML must be converted"},
+		{"empty schema file", []string{"--schema", file("e.json", "\n"), "--template", tmpl}, "e.json is empty"},
+		{"empty template file", []string{"--schema", schema, "--template", file("e.txt", " ")}, "e.txt is empty"},
+		{"template syntax", []string{"--schema", schema, "--template", file("b.txt", "{{.text")}, "bad template"},
+		{"unknown mode", []string{"--schema", schema, "--template", tmpl, "--mode", "yaml"}, `mode "yaml"`},
+		{"unsatisfiable schema", []string{"--schema", file("self.json", `{"$ref":"#"}`), "--template", tmpl}, "no value satisfies"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append([]string{"--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1",
+				"--batch", "u1", "--model", "m", "--progress=false"}, append(tc.args, data)...)
+			code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+			if code != 2 || !strings.Contains(errOut.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want 2 naming %q", code, errOut.String(), tc.want)
+			}
+		})
+	}
+}
