@@ -32,12 +32,37 @@ type rowReader struct {
 	// or each JSONL row's keys as written, first sighting first.
 	cols    []string
 	colSeen map[string]bool
+
+	// csvIn counts what the CSV reader has read, to bound one record.
+	csvIn *boundedReader
+}
+
+// boundedReader fails a read that would take the bytes read since mark past
+// limit: one CSV record over it stops the reading instead of being held in
+// memory whole (encoding/csv reads a record at once).
+type boundedReader struct {
+	r                 io.Reader
+	read, mark, limit int64
+}
+
+var errRecordTooLong = fmt.Errorf("a CSV record over the %d MiB a row may have", maxLineBytes>>20)
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.read-b.mark > b.limit {
+		return 0, errRecordTooLong
+	}
+	n, err := b.r.Read(p)
+	b.read += int64(n)
+	return n, err
 }
 
 func newRowReader(format string, r io.Reader) *rowReader {
 	rr := &rowReader{format: format, colSeen: map[string]bool{}}
 	if format == FormatCSV {
-		rr.csv = csv.NewReader(r)
+		// The csv reader buffers ahead of the record it returns: the bound
+		// allows for that.
+		rr.csvIn = &boundedReader{r: r, limit: maxLineBytes + 64<<10}
+		rr.csv = csv.NewReader(rr.csvIn)
 		rr.csv.FieldsPerRecord = -1
 		rr.csv.ReuseRecord = false
 	} else {
@@ -103,6 +128,9 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 		}
 		text := bytes.TrimSpace(raw)
 		if rr.line == 1 {
+			if err := utf16Mark(text); err != nil {
+				return nil, rr.line, &fatalReadError{err}
+			}
 			// A byte order mark, as some Windows tools write: not data.
 			text = bytes.TrimPrefix(text, []byte("\ufeff"))
 		}
@@ -117,6 +145,9 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 		var row map[string]any
 		if err := dec.Decode(&row); err != nil {
 			return nil, rr.line, fmt.Errorf("not a JSON object: %v", err)
+		}
+		if row == nil {
+			return nil, rr.line, errors.New("not a JSON object: null")
 		}
 		if dec.More() {
 			return nil, rr.line, errors.New("more than one JSON value on the line")
@@ -181,6 +212,17 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 		if err != nil {
 			return nil, 1, &fatalReadError{fmt.Errorf("read CSV header: %w", err)}
 		}
+		rr.csvIn.mark = rr.csv.InputOffset()
+		if len(h) > 0 {
+			if err := utf16Mark([]byte(h[0])); err != nil {
+				return nil, 1, &fatalReadError{err}
+			}
+		}
+		for _, name := range h {
+			if err := checkUTF8([]byte(name)); err != nil {
+				return nil, 1, &fatalReadError{fmt.Errorf("the CSV header is %w", err)}
+			}
+		}
 		rr.header = append([]string(nil), h...)
 		if len(rr.header) > 0 {
 			rr.header[0] = strings.TrimPrefix(rr.header[0], "\ufeff")
@@ -198,6 +240,11 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 	if errors.Is(err, io.EOF) {
 		return nil, line, io.EOF
 	}
+	if errors.Is(err, errRecordTooLong) {
+		// Where it starts: the line after the last record read.
+		return nil, line + 1, &fatalReadError{fmt.Errorf("%w (a quote left open makes the rest of the file one field)", err)}
+	}
+	rr.csvIn.mark = rr.csv.InputOffset()
 	if err != nil {
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
@@ -238,12 +285,23 @@ func checkUTF8(text []byte) error {
 	return fmt.Errorf("not UTF-8 (byte 0x%02x at offset %d): convert the dataset to UTF-8, e.g. iconv -f latin1 -t utf-8", text[at], at)
 }
 
-// DetectFormat picks the dataset format from a file name.
+// utf16Mark refuses a file that starts with a UTF-16 byte order mark: read
+// as UTF-8 its rows (or header) would be noise.
+func utf16Mark(first []byte) error {
+	if bytes.HasPrefix(first, []byte{0xff, 0xfe}) || bytes.HasPrefix(first, []byte{0xfe, 0xff}) {
+		return errors.New("the dataset is UTF-16 (it starts with a UTF-16 byte order mark): convert it to UTF-8, e.g. iconv -f utf-16 -t utf-8")
+	}
+	return nil
+}
+
+// DetectFormat picks the dataset format from a file name, in any case
+// (.CSV too).
 func DetectFormat(name string) (string, error) {
+	lower := strings.ToLower(name)
 	switch {
-	case strings.HasSuffix(name, ".jsonl"), strings.HasSuffix(name, ".ndjson"):
+	case strings.HasSuffix(lower, ".jsonl"), strings.HasSuffix(lower, ".ndjson"):
 		return FormatJSONL, nil
-	case strings.HasSuffix(name, ".csv"):
+	case strings.HasSuffix(lower, ".csv"):
 		return FormatCSV, nil
 	}
 	return "", fmt.Errorf("cannot tell the format of %s from its name; pass --format jsonl or csv", strconv.Quote(name))

@@ -169,3 +169,39 @@ func TestRowReaderNotUTF8(t *testing.T) {
 		}
 	}
 }
+
+// What a dataset reader refuses by name rather than as noise: a JSONL line
+// that is null, a file in UTF-16, a CSV header that is not UTF-8, a CSV
+// record over the row limit (a quote left open), read without holding it.
+func TestRowReaderRefusals(t *testing.T) {
+	t.Parallel()
+	first := func(format, data string) error {
+		rr := newRowReader(format, strings.NewReader(data))
+		for {
+			_, _, err := rr.next()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	utf16 := "\xff\xfei\x00d\x00\n\x00"
+	for _, tc := range []struct {
+		name, format, data, want string
+		fatal                    bool
+	}{
+		{"null line", FormatJSONL, "null\n", "not a JSON object: null", false},
+		{"UTF-16 JSONL", FormatJSONL, utf16, "UTF-16", true},
+		{"UTF-16 CSV", FormatCSV, utf16, "UTF-16", true},
+		{"Latin-1 header", FormatCSV, "caf\xe9,text\n1,a\n", "the CSV header is not UTF-8", true},
+		{"quote left open", FormatCSV, "id,text\n1,\"" + strings.Repeat("x", maxLineBytes+100<<10) + "\n", "over the 16 MiB", true},
+	} {
+		err := first(tc.format, tc.data)
+		var fatal *fatalReadError
+		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &fatal) != tc.fatal {
+			t.Errorf("%s: %v (fatal %v), want an error naming %q, fatal %v", tc.name, err, errors.As(err, &fatal), tc.want, tc.fatal)
+		}
+	}
+	if f, err := DetectFormat("DATA.CSV"); f != FormatCSV || err != nil {
+		t.Errorf("DetectFormat(DATA.CSV) = %q, %v", f, err)
+	}
+}

@@ -885,6 +885,9 @@ func (c *checkResult) unknownFields(idField string) error {
 		has[col] = true
 	}
 	cols := strings.Join(c.columns, ", ")
+	if len(c.columns) == 1 && strings.ContainsAny(c.columns[0], ";\t|") {
+		cols += " (one column: the CSV is read with ',' between fields; is this file separated by ';', '|' or tabs?)"
+	}
 	if idField != "" && !has[idField] && len(c.columns) > 0 {
 		return fmt.Errorf("%w: --id-field %q: no row of the dataset has it (its fields: %s)", ErrBadConfig, idField, cols)
 	}
