@@ -324,6 +324,9 @@ func (c *Config) validate() error {
 	if err := sch.Satisfiable(); err != nil {
 		return fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
 	}
+	if err := llm.CheckSchemaMode(c.Provider, c.Mode, c.Schema); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
+	}
 	if c.MaxPromptBytes < 0 {
 		return fmt.Errorf("%w: max prompt bytes %d is negative", ErrBadConfig, c.MaxPromptBytes)
 	}

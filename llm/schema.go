@@ -168,3 +168,20 @@ func requiresExactly(req []any, names []string) bool {
 // maxStrictDepth bounds the nesting of subschemas the strict transform
 // walks; a deeper schema is sent as given, without strict mode.
 const maxStrictDepth = 64
+
+// CheckSchemaMode reports a schema the provider cannot take in mode: a tool
+// call's input (mode tool, and json_schema on Anthropic, which sends the
+// schema as a tool) must be an object, so the schema's root must say
+// "type": "object"; the provider would refuse every request with a 400.
+func CheckSchemaMode(provider string, mode Mode, schema []byte) error {
+	if mode != ModeTool && (mode != ModeJSONSchema || provider != ProviderAnthropic) {
+		return nil
+	}
+	var root struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(schema, &root); err == nil && root.Type == "object" {
+		return nil
+	}
+	return fmt.Errorf("mode %s on %s sends the schema as a tool's input, which must be an object: the schema's root needs \"type\": \"object\" (or use mode prompt)", mode, provider)
+}

@@ -151,3 +151,26 @@ func TestStrictSchemaDepthBound(t *testing.T) {
 			maxStrictDepth+1, strict, len(dropped), string(got) != in, err)
 	}
 }
+
+func TestCheckSchemaMode(t *testing.T) {
+	t.Parallel()
+	obj, str := []byte(`{"type":"object","properties":{}}`), []byte(`{"type":"string"}`)
+	for _, tc := range []struct {
+		provider string
+		mode     Mode
+		schema   []byte
+		ok       bool
+	}{
+		{ProviderOpenAI, ModeTool, obj, true},
+		{ProviderOpenAI, ModeTool, str, false},
+		{ProviderOllama, ModeTool, []byte(`true`), false},
+		{ProviderAnthropic, ModeJSONSchema, str, false},
+		{ProviderAnthropic, ModeJSONSchema, obj, true},
+		{ProviderOpenAI, ModeJSONSchema, str, true}, // sent without strict mode
+		{ProviderOpenAI, ModePrompt, str, true},
+	} {
+		if err := CheckSchemaMode(tc.provider, tc.mode, tc.schema); (err == nil) != tc.ok {
+			t.Errorf("%s %s %s: %v, want ok %v", tc.provider, tc.mode, tc.schema, err, tc.ok)
+		}
+	}
+}

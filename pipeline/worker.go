@@ -68,6 +68,10 @@ type WorkerConfig struct {
 	// Concurrency is the number of jobs run at once by this process.
 	// Defaults to 16.
 	Concurrency int
+	// JobsAhead is how many of Concurrency are jobs pulled ahead to wait
+	// for a provider call slot (worker --jobs-ahead): the logs report the
+	// calls (Concurrency - JobsAhead) and the jobs ahead apart.
+	JobsAhead int
 	// Prefetch is the most messages asked for in one pull. Messages are
 	// only pulled for free slots, so none waits in a client buffer while
 	// its ack timer runs. Defaults to Concurrency, at most 256.
@@ -349,7 +353,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			slog.Int("max_ack_pending", w.cfg.Queue.MaxAckPending), slog.Int("concurrency", w.cfg.Concurrency),
 			slog.Int("want_at_least", w.cfg.Concurrency+pendingWriteRoom(w.cfg)))
 	}
-	w.log.InfoContext(ctx, "worker: started", slog.Int("concurrency", w.cfg.Concurrency),
+	w.log.InfoContext(ctx, "worker: started", slog.Int("concurrency", w.cfg.Concurrency-w.cfg.JobsAhead), slog.Int("jobs_ahead", w.cfg.JobsAhead),
 		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.Bool("drain", w.cfg.Drain))
 	p := pool.New().WithMaxGoroutines(w.cfg.Concurrency)
 	slots := make(chan struct{}, w.cfg.Concurrency)

@@ -101,6 +101,8 @@ func TestEnqueueExitStatus(t *testing.T) {
 		{"colon in the batch name", append(w.args("t15:x"), data), "", 2, `batch name "t15:x" has ':'`},
 		{"space in the batch name", append(w.args("t16 x", "--dry-run"), data), "", 2, `batch name "t16 x" has ' '`},
 		{"batch name too long", append(w.args(strings.Repeat("t", 129)), data), "", 2, "want 1 to 128 characters"},
+		{"tool mode, schema of a string", append([]string{"--batch", "t23", "--schema", w.file("str.json", `{"type":"string"}`),
+			"--template", w.file("t.txt", "x {{.text}}"), "--model", "m", "--mode", "tool"}, data), "", 2, `needs "type": "object"`},
 		{"semicolon CSV", append(w.args("t22"), w.file("semi.csv", "id;text\n1;hello\n")), "", 2, "is this file separated by ';'"},
 		{"wildcard subject", append(w.args("t20", "--subject", "fixpoint.*"), data), "", 2, `--subject "fixpoint.*" is not a subject`},
 		{"negative duplicates window", append(w.args("t21", "--duplicates-window", "-1s"), data), "", 2, "--duplicates-window -1s is negative"},

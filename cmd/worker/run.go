@@ -107,6 +107,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		*ahead = pipeline.JobsAheadDefault(cfg.Concurrency)
 	}
 	cfg.Concurrency += *ahead
+	cfg.JobsAhead = *ahead
 	cfg.Loop.Record = pipeline.RequestRecord(*record)
 	if cfg.Loop.Record != pipeline.RecordFull && cfg.Loop.Record != pipeline.RecordHash {
 		return usagef("--record-requests %q: want full or hash", *record)

@@ -42,8 +42,8 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		mode        = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
 		strategy    = fs.String("strategy", string(pipeline.StrategyDefault), "conversation, repair or patch")
 		feedback    = fs.String("feedback", string(pipeline.FeedbackDefault), "feedback format: text or xml")
-		maxAttempts = fs.Int("max-attempts", pipeline.MaxAttemptsDefault, "repair attempts (provider calls with a reply)")
-		maxTokens   = fs.Int("max-tokens", pipeline.MaxTokensDefault, "output tokens per call")
+		maxAttempts = fs.Int("max-attempts", pipeline.MaxAttemptsDefault, "repair attempts (provider calls with a reply; 0 = the default)")
+		maxTokens   = fs.Int("max-tokens", pipeline.MaxTokensDefault, "output tokens per call (0 = the default)")
 		budget      = fs.Int("token-budget", 0, "stop before the job's tokens would exceed this; 0 = none")
 		asJSON      = fs.Bool("json", false, "print the result object as JSON instead of cards")
 		pf          providerFlags
@@ -106,6 +106,9 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			Feedback: pipeline.FeedbackFormat(*feedback), TokenBudget: *budget},
 	}
 	if err := job.Limits.WithDefaults().Validate(); err != nil {
+		return usageError{Err: err}
+	}
+	if err := llm.CheckSchemaMode(*provider, job.Mode, raw); err != nil {
 		return usageError{Err: err}
 	}
 	env := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "try", Prompt: "x", SchemaHash: "x", Provider: *provider, Model: *model, Mode: job.Mode,
