@@ -92,6 +92,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "cap":
 		name, err = "enqueue cap", capCmd(ctx, args[1:], stdout, stderr)
 	default:
+		if near := nearCommand(sub); near != "" {
+			// Not a dataset: a command misspelt (a file of that name is read).
+			if _, statErr := os.Stat(sub); statErr != nil {
+				err = usageError{Err: fmt.Errorf("unknown command %q: did you mean %s? (see --help)", sub, near)}
+				break
+			}
+		}
 		err = runEnqueue(ctx, args, stdin, stdout, stderr)
 	}
 	var uerr usageError
@@ -511,4 +518,41 @@ func warnUnpriced(w io.Writer, cmd, model string) {
 	if _, priced := pipeline.DefaultPrices().Lookup(model); !priced {
 		fmt.Fprintf(w, "%s: warning: %s has no price in fixpoint's table, so a worker can enforce --max-cost-usd only when its --prices lists it; a worker without one ends the batch's jobs over_budget without calling the model\n", cmd, model)
 	}
+}
+
+// nearCommand returns the subcommand word is a near miss of (one letter
+// off, missing, extra or two swapped), or "".
+func nearCommand(word string) string {
+	for _, c := range []string{"requeue", "cancel", "cap"} {
+		if word != c && word != "" && editDistance(word, c) <= 1+len(c)/6 {
+			return c
+		}
+	}
+	return ""
+}
+
+// editDistance is the edit distance of two short words: letters inserted,
+// deleted, changed, or two neighbours swapped (optimal string alignment).
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }

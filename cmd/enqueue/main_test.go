@@ -243,6 +243,8 @@ func TestEnqueueActions(t *testing.T) {
 		{"requeue cancelled", []string{"requeue", "--batch", "a1", "--status", "cancelled", "--model", "sim-other"}, 0, "requeued 2 jobs (2 cancelled) as run 2: openai/sim-other"},
 		{"cancel no batch", []string{"cancel", "--batch", "nope"}, 1, "no such batch"},
 		{"cancel typo", []string{"cancel", "--bach", "a1"}, 2, "bach"},
+		{"command typo", []string{"requeu", "--batch", "a1"}, 2, `unknown command "requeu": did you mean requeue?`},
+		{"command typo, short", []string{"cpa", "--batch", "a1"}, 2, "did you mean cap?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
