@@ -452,6 +452,11 @@ func TestRecursiveSchemaBatch(t *testing.T) {
 			h := newHarness(t, harnessConfig{Sim: typical(t, 3)})
 			cfg := h.enqueueConfig("rec")
 			cfg.Schema, cfg.Mode = []byte(recursiveSchema), mode
+			if mode == llm.ModeTool {
+				// A tool's input is an object: the tree goes under one.
+				cfg.Schema = []byte(`{"type":"object","required":["tree"],"properties":{"tree":{"$ref":"#/$defs/node"}},` +
+					`"$defs":{"node":{"type":["object","array"],"properties":{"name":{"type":"string"}},"items":{"$ref":"#/$defs/node"}}}}`)
+			}
 			if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
 				t.Fatal(err)
 			}
