@@ -205,7 +205,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError{Err: fmt.Errorf("--interval %s: want a positive duration", *every)}
 		case *timeout < 0:
 			return usageError{Err: fmt.Errorf("--timeout %s: want 0 (no limit) or a positive duration", *timeout)}
-		case *maxFail < 0 || *maxFail > 1:
+		case !(*maxFail >= 0 && *maxFail <= 1): // NaN too
 			return usageError{Err: fmt.Errorf("--max-failure-rate %v: want a share between 0 and 1", *maxFail)}
 		}
 		return wait(ctx, stdout, stderr, st, batch, *maxFail, *every, *timeout)

@@ -120,7 +120,7 @@ func TestReportWait(t *testing.T) {
 		!strings.Contains(errOut.String(), "not done after 150ms: 1 of") {
 		t.Errorf("wait --timeout on an unfinished batch: exit %d, stderr %q; want 1 saying 1 job is still queued", code, errOut.String())
 	}
-	for _, bad := range [][]string{{"--interval", "0s"}, {"--timeout", "-1s"}, {"--max-failure-rate", "5"}} {
+	for _, bad := range [][]string{{"--interval", "0s"}, {"--timeout", "-1s"}, {"--max-failure-rate", "5"}, {"--max-failure-rate", "NaN"}} {
 		errOut.Reset()
 		if code := run(context.Background(), append([]string{"wait", "b1", "--database-url", dsn}, bad...), &out, &errOut); code != 2 {
 			t.Errorf("wait %v: exit %d, want 2 (%s)", bad, code, errOut.String())

@@ -140,6 +140,7 @@ func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
 		"--stream":               "a.b",
 		"--subject":              "jobs.>",
 		"--consumer":             "two words",
+		"--max-failure-rate":     "NaN",
 	} {
 		t.Run(flag, func(t *testing.T) {
 			t.Parallel()
@@ -150,5 +151,16 @@ func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
 				t.Errorf("%s %s: exit %d, stderr %q; want 2 naming %s", flag, bad, code, errOut.String(), flag)
 			}
 		})
+	}
+}
+
+// --max-failure-rate without a batch to check would check nothing.
+func TestRunFailureRateNeedsABatch(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"run", "--sim", "clean", "--drain", "--metrics-addr", "off", "--start-timeout", "0",
+		"--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1", "--max-failure-rate", "0.05"}, strings.NewReader(""), &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "it needs --drain --batch") {
+		t.Errorf("exit %d, stderr %q; want 2 saying it needs --drain --batch", code, errOut.String())
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -130,8 +131,13 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if chk.batch != "" && !cfg.Drain {
 		return usagef("--batch checks a batch once the queue is drained: it needs --drain")
 	}
-	if chk.maxFailureRate < 0 || chk.maxFailureRate > 1 {
+	if !(chk.maxFailureRate >= 0 && chk.maxFailureRate <= 1) { // NaN too
 		return usagef("--max-failure-rate %v: want a share between 0 and 1", chk.maxFailureRate)
+	}
+	rateGiven := false
+	fs.Visit(func(f *flag.Flag) { rateGiven = rateGiven || f.Name == "max-failure-rate" })
+	if rateGiven && chk.batch == "" {
+		return usagef("--max-failure-rate is checked on a batch: it needs --drain --batch NAME")
 	}
 	return serve(ctx, cfg, *dbURL, *metricsAddr, *startTimeout, &nf, &pf, chk, stdout, log)
 }
