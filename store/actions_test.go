@@ -163,3 +163,59 @@ func TestSpendCap(t *testing.T) {
 		t.Fatalf("reserve after the cap was removed: %+v %v", h, err)
 	}
 }
+
+// batch_spend counts every run of a batch: a requeued job's earlier run,
+// its latest, and, for a job cancelled while a provider batch ran, every
+// reply recorded for its run (its totals stopped where the cancel found
+// them), each once.
+func TestBatchSpendCountsEveryRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := setup(t, "sp", 3)
+	first := result(jobID("sp", 1), "a", "shape")
+	first.CostUSD = 0.5
+	if _, err := s.SaveResults(ctx, []store.Result{first}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "sp", Statuses: []string{store.StatusInvalid}, Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	second := result(jobID("sp", 1), "b", "")
+	second.CostUSD, second.Run = 0.25, 2
+	if won, err := s.SaveResults(ctx, []store.Result{second}); err != nil || !won[0] {
+		t.Fatalf("run 2: %v %v", won, err)
+	}
+	// Job 2 in a provider batch: its first reply recorded and counted in its
+	// running totals, then the batch cancelled, then one more reply.
+	var one int
+	for _, q := range []string{
+		`UPDATE jobs SET tokens_in = 100, cost_usd = 0.1 WHERE id = 'sp-2' RETURNING 1`,
+		`INSERT INTO attempts (job_id, run, attempt_no, tokens_in, cost_usd) VALUES ('sp-2', 1, 1, 100, 0.1) RETURNING 1`,
+	} {
+		if err := s.QueryRowForTest(ctx, q, &one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Cancel(ctx, "sp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.QueryRowForTest(ctx, `INSERT INTO attempts (job_id, run, attempt_no, tokens_in, cost_usd) VALUES ('sp-2', 1, 2, 200, 0.2) RETURNING 1`, &one); err != nil {
+		t.Fatal(err)
+	}
+	var final, earlier, total float64
+	var tokensIn int64
+	if err := s.QueryRowForTest(ctx, `SELECT final_cost_usd, earlier_runs_cost_usd, cost_usd, final_tokens_in FROM batch_spend WHERE batch = 'sp'`,
+		&final, &earlier, &total, &tokensIn); err != nil {
+		t.Fatal(err)
+	}
+	// 0.5 (run 1 of job 1) + 0.25 (run 2) + 0.1 + 0.2 (job 2's replies).
+	if !near(final, 1.05) || !near(earlier, 0.5) || !near(total, 1.05) || tokensIn != 100+100+300 {
+		t.Errorf("batch_spend: final $%v, earlier runs $%v, total $%v, %d tokens in; want $1.05, $0.5, $1.05, 500", final, earlier, total, tokensIn)
+	}
+	costs, err := s.BatchCosts(ctx, "sp")
+	if err != nil || len(costs) != 1 || !near(costs[0].TotalUSD, 1.05) || !near(costs[0].EarlierRunsUSD, 0.5) || costs[0].Batch != "sp" {
+		t.Errorf("BatchCosts: %+v %v", costs, err)
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }

@@ -642,3 +642,42 @@ func (s *Store) UnpricedAttempts(ctx context.Context, batch string) ([]UnpricedC
 	}
 	return out, nil
 }
+
+// BatchCost is what a batch cost, from batch_spend: the calls recorded as
+// attempts of every run, and those of deliveries that ended without a
+// result.
+type BatchCost struct {
+	// Batch names the batch.
+	Batch string
+	// FinalUSD is the cost of the calls recorded as attempts, every run's;
+	// EarlierRunsUSD the part of it in runs a requeue replaced.
+	FinalUSD, EarlierRunsUSD float64
+	// InterruptedCalls and InterruptedUSD are the calls whose delivery ended
+	// without a result (shutdown, lost to another delivery, cancelled).
+	InterruptedCalls int64
+	InterruptedUSD   float64
+	// TotalUSD is FinalUSD + InterruptedUSD.
+	TotalUSD float64
+}
+
+// BatchCosts returns what each batch cost (one batch when batch is set),
+// in batch order.
+func (s *Store) BatchCosts(ctx context.Context, batch string) ([]BatchCost, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT batch, final_cost_usd, earlier_runs_cost_usd, interrupted_calls, interrupted_cost_usd::float8, cost_usd::float8
+		FROM batch_spend WHERE $1 = '' OR batch = $1 ORDER BY batch`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("batch cost: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchCost, error) {
+		var c BatchCost
+		err := r.Scan(&c.Batch, &c.FinalUSD, &c.EarlierRunsUSD, &c.InterruptedCalls, &c.InterruptedUSD, &c.TotalUSD)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batch cost: %w", err)
+	}
+	return out, nil
+}

@@ -161,6 +161,19 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stdout, "\ncost unknown: %d attempts of batch %s on %s had no price in the worker's table and count $0 (give the workers --prices with it)\n",
 				u.Attempts, u.Batch, u.Model)
 		}
+		// COST/VALID is the latest run's results; what the batch cost in
+		// all includes what those results do not show.
+		costs, err := st.BatchCosts(ctx, batch)
+		if err != nil {
+			return err
+		}
+		for _, c := range costs {
+			if c.EarlierRunsUSD == 0 && c.InterruptedCalls == 0 {
+				continue
+			}
+			fmt.Fprintf(stdout, "\nbatch %s cost $%.6f in all: $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s whose delivery ended without a result\n",
+				c.Batch, c.TotalUSD, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, plural(c.InterruptedCalls, "call"))
+		}
 		if err := writeWaveSections(ctx, stdout, st, rows); err != nil {
 			return err
 		}

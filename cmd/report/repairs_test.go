@@ -60,7 +60,7 @@ func TestReportSummaryRepairs(t *testing.T) {
 		}
 		return out.String()
 	}
-	want := "fixed: local repairs saved 1 call, 4 made (enum_case 1); patches applied 1 of 2 (out_of_scope 1)\n"
+	want := "fixed: local repairs saved 1 of the 4 calls the latest runs made (fixes: enum_case 1); patches applied 1 of 2 (out_of_scope 1)\n"
 	if got := summary("fixed"); !strings.HasSuffix(got, want) {
 		t.Errorf("summary fixed ends:\n%s\nwant it to end with:\n%s", got, want)
 	}

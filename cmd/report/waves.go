@@ -146,7 +146,7 @@ func repairsLine(f store.RepairFigures) string {
 		for _, k := range f.Kinds {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, f.Coercions[k]))
 		}
-		parts = append(parts, fmt.Sprintf("local repairs saved %s, %d made (%s)", plural(f.CallsSaved, "call"), f.Calls, strings.Join(kinds, ", ")))
+		parts = append(parts, fmt.Sprintf("local repairs saved %d of the %s the latest runs made (fixes: %s)", f.CallsSaved, plural(f.Calls, "call"), strings.Join(kinds, ", ")))
 	}
 	if len(f.Patches) > 0 {
 		tried := int64(0)
