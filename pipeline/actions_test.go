@@ -349,3 +349,59 @@ func TestWrongAPIKeyStopsTheWorker(t *testing.T) {
 	}
 	h.checkInvariants("k", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
 }
+
+// A worker killed mid-call leaves holds on a capped batch's budget: they
+// expire after SpendHoldTTL, and a call blocked only by them waits that out
+// and goes ahead, instead of handing its job back until the job is dead.
+// A live worker renews its holds while its call runs longer than that.
+func TestSpendHoldsOfAKilledWorker(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Latency: sim.Latency{Dist: sim.DistFixed, RequestP50: 1500 * time.Millisecond}}})
+	cfg := h.enqueueConfig("held")
+	limit := int64(1_000_000)
+	cfg.Cap.MaxTotalTokens = &limit
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+		t.Fatal(err)
+	}
+	// What a worker killed with its calls in flight leaves: holds for all
+	// the budget, expiring one hold time after their last renewal.
+	const ttl = 600 * time.Millisecond
+	if _, err := h.st.Reserve(h.ctx, "held", limit-10, 0, ttl); err != nil {
+		t.Fatal(err)
+	}
+	wc := h.workerConfig(h.client(nil))
+	wc.SpendHoldTTL, wc.Concurrency = ttl, 2
+	rw := h.startWorker(wc, nil, nil)
+	// While the first calls run (1.5 s each, 2.5 hold times) their holds
+	// stay: seen 1.5 hold times after the first live hold, with no call
+	// charged yet, they were renewed.
+	var firstLive time.Time
+	sawRenewed := false
+	for deadline := time.Now().Add(20 * time.Second); !sawRenewed && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		sp, err := h.st.BatchSpend(h.ctx, "held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.Calls > 0 {
+			break // a call finished: too late to tell
+		}
+		if sp.HeldTokens > 0 && sp.HeldTokens < limit-10 {
+			if firstLive.IsZero() {
+				firstLive = time.Now()
+			}
+			sawRenewed = time.Since(firstLive) > 3*ttl/2
+		}
+	}
+	h.waitDone("held", n, 60*time.Second)
+	rw.stop(t, 20*time.Second)
+	if !sawRenewed {
+		t.Errorf("no live hold seen 1.5 hold times into the first calls (first seen %v): holds are not renewed while a call runs", firstLive)
+	}
+	for i := 1; i <= n; i++ {
+		j, _ := h.job(jobID("held", i))
+		if j.Status != store.StatusValid || j.Deliveries != 1 {
+			t.Errorf("job %d: %s after %d deliveries; want valid at the first", i, j.Status, j.Deliveries)
+		}
+	}
+}

@@ -286,12 +286,16 @@ func (e unpricedCapError) Error() string {
 
 func (unpricedCapError) Is(target error) bool { return target == ErrOverBudget }
 
-// Spend holds: how long a hold outlives a worker that died holding it,
-// and how long a call waits for the holds of calls in flight.
+// SpendHoldTTLDefault is WorkerConfig.SpendHoldTTL's default. A holder
+// renews its hold every third of it while the call is in flight; a call
+// finding the budget held only by holds waits longer than it (by
+// budgetHeldSlack), so the holds of a worker killed mid-call expire within
+// the wait and the call goes ahead instead of handing its job back (each
+// hand-back spends one of the job's deliveries).
 const (
-	holdTTL         = 10 * time.Minute
-	budgetHeldWait  = 30 * time.Second
-	budgetHeldPause = 100 * time.Millisecond
+	SpendHoldTTLDefault = time.Minute
+	budgetHeldSlack     = 30 * time.Second
+	budgetHeldPause     = 100 * time.Millisecond
 )
 
 // budgetGate holds a capped batch's budget for each call of the job: the
@@ -315,10 +319,11 @@ func (w *Worker) budgetGate(env *Envelope, dollars bool, log *slog.Logger) func(
 		in := estimateTokens(req) - out
 		cost := prices.CostOn(env.Model, repair.PriceBasisRealtime, in, out, 0, 0)
 		var hold store.Hold
-		deadline := time.Now().Add(budgetHeldWait)
+		ttl := w.cfg.SpendHoldTTL
+		deadline := time.Now().Add(ttl + budgetHeldSlack)
 		for {
 			var err error
-			hold, err = w.ledger.Reserve(ctx, env.Batch, int64(in+out), cost, holdTTL)
+			hold, err = w.ledger.Reserve(ctx, env.Batch, int64(in+out), cost, ttl)
 			if err == nil {
 				break
 			}
@@ -332,7 +337,16 @@ func (w *Worker) budgetGate(env *Envelope, dollars bool, log *slog.Logger) func(
 				return nil, fmt.Errorf("%w: stopping while waiting for the batch's budget", ErrTransient)
 			}
 		}
+		renewDone := make(chan struct{})
+		renewStopped := make(chan struct{})
+		if hold.ID == 0 {
+			close(renewStopped) // nothing held: nothing to renew
+		} else {
+			go w.renewHold(ctx, hold, renewDone, renewStopped, log)
+		}
 		return func(resp *llm.Response, _ error) {
+			close(renewDone)
+			<-renewStopped
 			var tokens int64
 			var spent float64
 			if resp != nil {
@@ -346,6 +360,27 @@ func (w *Worker) budgetGate(env *Envelope, dollars bool, log *slog.Logger) func(
 				log.WarnContext(ctx, "worker: charge the batch's budget (the hold expires on its own)", slog.String("error", err.Error()))
 			}
 		}, nil
+	}
+}
+
+// renewHold keeps hold alive while its call is in flight, renewing it every
+// third of the hold's time to live until done is closed; it closes stopped
+// when it returns.
+func (w *Worker) renewHold(ctx context.Context, hold store.Hold, done <-chan struct{}, stopped chan<- struct{}, log *slog.Logger) {
+	defer close(stopped)
+	t := time.NewTicker(w.cfg.SpendHoldTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			if err := w.ledger.RenewHold(rctx, hold, w.cfg.SpendHoldTTL); err != nil {
+				log.WarnContext(ctx, "worker: renew the hold on the batch's budget (it expires on its own)", slog.String("error", err.Error()))
+			}
+			cancel()
+		}
 	}
 }
 

@@ -52,6 +52,7 @@ type Ledger interface {
 	BatchCaps(ctx context.Context, batches []string) (map[string]store.Cap, error)
 	Reserve(ctx context.Context, batch string, tokens int64, costUSD float64, ttl time.Duration) (store.Hold, error)
 	Charge(ctx context.Context, h store.Hold, tokens int64, costUSD float64) error
+	RenewHold(ctx context.Context, h store.Hold, ttl time.Duration) error
 }
 
 var _ Ledger = (*store.Store)(nil)
@@ -83,6 +84,11 @@ type WorkerConfig struct {
 	// the rest are negatively acknowledged for immediate redelivery.
 	// Defaults to 30s.
 	Grace time.Duration
+	// SpendHoldTTL is how long a hold on a capped batch's budget outlives a
+	// worker killed while its call was in flight: a live worker renews its
+	// holds every third of it. A call finding the budget held only by holds
+	// waits up to SpendHoldTTL + 30s for them. Defaults to 1m.
+	SpendHoldTTL time.Duration
 	// Drain makes Run return once the queue is empty and nothing is in
 	// flight: the nightly-job mode.
 	Drain bool
@@ -150,6 +156,7 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	c.FetchWait = cmp.Or(c.FetchWait, FetchWaitDefault)
 	c.ProgressEvery = cmp.Or(c.ProgressEvery, ProgressEveryDefault)
 	c.Grace = cmp.Or(c.Grace, GraceDefault)
+	c.SpendHoldTTL = cmp.Or(c.SpendHoldTTL, SpendHoldTTLDefault)
 	c.MaxPromptBytes = cmp.Or(c.MaxPromptBytes, MaxPromptBytesDefault)
 	c.NakDelayMin = cmp.Or(c.NakDelayMin, NakDelayMinDefault)
 	c.NakDelayMax = cmp.Or(c.NakDelayMax, NakDelayMaxDefault)

@@ -377,6 +377,21 @@ func (s *Store) Charge(ctx context.Context, h Hold, tokens int64, costUSD float6
 	return nil
 }
 
+// RenewHold moves a hold's expiry to ttl from now: the call it holds for
+// is still in flight. A hold that is gone (charged, or expired and cleared)
+// is not brought back.
+func (s *Store) RenewHold(ctx context.Context, h Hold, ttl time.Duration) error {
+	if h.ID == 0 {
+		return nil
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `UPDATE spend_holds SET expires_at = now() + $2::interval WHERE id = $1`, h.ID, ttl); err != nil {
+		return fmt.Errorf("renew hold of batch %s: %w", h.Batch, err)
+	}
+	return nil
+}
+
 // BatchCaps returns the caps of the named batches that have one.
 func (s *Store) BatchCaps(ctx context.Context, batches []string) (map[string]Cap, error) {
 	out := map[string]Cap{}

@@ -148,8 +148,19 @@ func TestSpendCap(t *testing.T) {
 	if _, err := s.Reserve(ctx, "cap", 300, 0, time.Minute); !errors.Is(err, store.ErrBudgetHeld) {
 		t.Fatalf("reserve past the cap with the holds: %v", err)
 	}
-	h, err := s.Reserve(ctx, "cap", 200, 0, 10*time.Millisecond)
+	// A renewed hold keeps its room past its first expiry.
+	h, err := s.Reserve(ctx, "cap", 200, 0, 30*time.Millisecond)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RenewHold(ctx, h, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(80 * time.Millisecond)
+	if _, err := s.Reserve(ctx, "cap", 250, 0, time.Minute); !errors.Is(err, store.ErrBudgetHeld) {
+		t.Fatalf("reserve past a renewed hold: %v, want ErrBudgetHeld", err)
+	}
+	if err := s.RenewHold(ctx, h, 10*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
