@@ -11,3 +11,7 @@ func SetBeforeJobFunc(c *WorkerConfig, f func(env *Envelope)) { c.beforeJob = f 
 // SetWaveHook makes the worker run f at each point of a wave's life where
 // a crash leaves the ledger in another state: tests kill workers there.
 func SetWaveHook(c *WorkerConfig, f func(point string, waveID int64)) { c.waveHook = f }
+
+// OutageHoldsMax is how often a job waits out a provider failure inside
+// one delivery.
+const OutageHoldsMax = outageHoldsMax

@@ -530,7 +530,9 @@ func TestMaxDeliverDead(t *testing.T) {
 		if j.Status != store.StatusDead || !strings.Contains(j.Error, "delivered 3 times") || !strings.Contains(j.Error, "503") || j.Deliveries != 3 {
 			t.Errorf("job: %s %q after %d deliveries, want dead after 3 deliveries with the last error (503)", j.Status, j.Error, j.Deliveries)
 		}
-		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: int64(n - 1 + 3*2),
+		// Each delivery of the target: its call and one retry, then again
+		// after each of the waits it holds through before it is handed back.
+		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: int64(n - 1 + 3*(pipeline.OutageHoldsMax+1)*2),
 			Statuses: map[string]int{store.StatusValid: n - 1, store.StatusDead: 1}})
 	})
 	t.Run("worker down at the limit", func(t *testing.T) {
@@ -638,6 +640,41 @@ func TestProviderOutageMidJob(t *testing.T) {
 		}
 		if as[1].Class != "provider" || as[1].TransportRetries != 1 {
 			t.Errorf("job %d attempt 2: class %q, %d transport retries; want provider with 1", i, as[1].Class, as[1].TransportRetries)
+		}
+	}
+}
+
+// A provider down for longer than a job's deliveries' retries used to
+// last: the jobs in flight wait it out inside their delivery (pulling
+// paused) and finish once it is back, none spending a second delivery, so
+// none ends dead.
+func TestProviderOutageSpendsNoDeliveries(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	var mu sync.Mutex
+	var upAt time.Time
+	h := newHarness(t, harnessConfig{
+		Queue: pipeline.QueueConfig{MaxDeliver: 2},
+		Sim: sim.Config{Script: func(_ int, _ *http.Request) *sim.ScriptedReply {
+			mu.Lock()
+			defer mu.Unlock()
+			if time.Now().Before(upAt) {
+				return &sim.ScriptedReply{Status: 503}
+			}
+			return nil
+		}},
+	})
+	h.enqueue("b", n)
+	mu.Lock()
+	upAt = time.Now().Add(2 * time.Second)
+	mu.Unlock()
+	cfg := h.workerConfig(h.client(func(c *llm.Config) { c.Retry.MaxRetries = 1 }))
+	rw := h.startWorker(cfg, nil, nil)
+	h.waitDone("b", n, 60*time.Second)
+	rw.stop(t, 20*time.Second)
+	for i := 1; i <= n; i++ {
+		if j, _ := h.job(jobID("b", i)); j.Status != store.StatusValid || j.Deliveries != 1 {
+			t.Errorf("job %d: %s after %d deliveries; want valid at its first", i, j.Status, j.Deliveries)
 		}
 	}
 }

@@ -18,9 +18,14 @@ import (
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
-// resumeHoldsMax is how often a job with paid attempts waits out a provider
-// failure inside one delivery before it is handed back.
-const resumeHoldsMax = 3
+// outageHoldsMax is how often a job waits out a provider failure (still
+// failing after the transport retries) inside one delivery before it is
+// handed back: the waits double from NakDelayMin up to NakDelayMax, about
+// eight and a half minutes in all with the defaults, and pulling pauses
+// with them. Handing the job back at once would spend a delivery for each
+// wait, and an outage of a minute or two burned every job in flight and
+// every job pulled after it to dead.
+const outageHoldsMax = 8
 
 func paidAttempts(res *Result) bool {
 	for i := range res.Attempts {
@@ -215,18 +220,21 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			}
 		} else {
 			// The provider is still failing after the transport retries,
-			// or asked for a wait longer than a worker holds a job. With
-			// nothing paid yet, or such a wait, hand the job back (below)
-			// after the wait it asked for. With paid attempts, keep the
-			// message and resume a few times, so those attempts and their
-			// tokens reach the job's result.
-			if !paidAttempts(res) || holds >= resumeHoldsMax || hint > w.cfg.NakDelayMax || overCap(err) {
+			// or asked for a wait longer than a worker holds a job. For
+			// such a wait, or after outageHoldsMax waits, hand the job back
+			// (below) after the wait it asked for. Else keep the message
+			// (the heartbeat reports progress), pause pulling so that no
+			// more jobs are taken into the outage, and resume the job
+			// after the wait: its paid attempts, if any, stay in its
+			// result, and no delivery is spent.
+			if holds >= outageHoldsMax || hint > w.cfg.NakDelayMax || overCap(err) {
 				break
 			}
 			wait := max(min(w.cfg.NakDelayMin<<holds, w.cfg.NakDelayMax), hint)
 			holds++
+			w.pauseFor(wait)
 			log.WarnContext(ctx, "worker: provider unavailable, resuming the job after a pause",
-				slog.Duration("pause", wait), slog.String("error", err.Error()))
+				slog.Duration("pause", wait), slog.Bool("paid_attempts", paidAttempts(res)), slog.String("error", err.Error()))
 			if !w.holdFor(ctx, wait) {
 				w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
 				return

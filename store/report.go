@@ -431,7 +431,7 @@ func (s *Store) ExportShape(ctx context.Context, batch string) (ExportShape, err
 // Progress counts a batch's jobs by status.
 type Progress struct {
 	// Total counts every job row; the other fields split it by status.
-	Total, Queued, Valid, Invalid, Failed, Rejected, Dead int
+	Total, Queued, Valid, Invalid, Failed, Rejected, Dead, Cancelled, OverBudget int
 }
 
 // Done reports whether every job is final (and there is at least one).
@@ -463,9 +463,11 @@ func (s *Store) Progress(ctx context.Context, batch string) (Progress, error) {
 		       count(*) FILTER (WHERE status = 'invalid'),
 		       count(*) FILTER (WHERE status = 'failed'),
 		       count(*) FILTER (WHERE status = 'rejected'),
-		       count(*) FILTER (WHERE status = 'dead')
+		       count(*) FILTER (WHERE status = 'dead'),
+		       count(*) FILTER (WHERE status = 'cancelled'),
+		       count(*) FILTER (WHERE status = 'over_budget')
 		FROM jobs WHERE batch = $1`, batch).
-		Scan(&p.Total, &p.Queued, &p.Valid, &p.Invalid, &p.Failed, &p.Rejected, &p.Dead)
+		Scan(&p.Total, &p.Queued, &p.Valid, &p.Invalid, &p.Failed, &p.Rejected, &p.Dead, &p.Cancelled, &p.OverBudget)
 	if err != nil {
 		return Progress{}, fmt.Errorf("count progress of %s: %w", batch, err)
 	}
@@ -678,6 +680,37 @@ func (s *Store) BatchCosts(ctx context.Context, batch string) ([]BatchCost, erro
 	})
 	if err != nil {
 		return nil, fmt.Errorf("batch cost: %w", err)
+	}
+	return out, nil
+}
+
+// EndReason is how many jobs of a batch ended with one status and error
+// (its first 120 characters).
+type EndReason struct {
+	Status, Error string
+	Jobs          int64
+}
+
+// EndReasons returns, most frequent first, why the jobs of a batch that
+// ended dead, rejected or failed ended so: jobs the attempt tables may not
+// show at all (a dead job never reached the provider).
+func (s *Store) EndReasons(ctx context.Context, batch string, limit int) ([]EndReason, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT status, left(error, 120), count(*) FROM jobs
+		WHERE batch = $1 AND status IN ('dead', 'rejected', 'failed')
+		GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT $2`, batch, limit)
+	if err != nil {
+		return nil, fmt.Errorf("end reasons of %s: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EndReason, error) {
+		var e EndReason
+		err := r.Scan(&e.Status, &e.Error, &e.Jobs)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("end reasons of %s: %w", batch, err)
 	}
 	return out, nil
 }

@@ -36,7 +36,8 @@ const usage = `Usage: report COMMAND [flags]
                                   each job's input row and value, one line per job in row order
   report wait BATCH [--max-failure-rate R] [--timeout D]
                                   progress until every job is final; exit 1 when the share of
-                                  jobs not valid exceeds R, or when jobs are still queued after D
+                                  jobs not valid exceeds R, when no job is valid (unless every
+                                  one was cancelled), or when jobs are still queued after D
                                   (a batch with no jobs is done at once)
 
 A BATCH or ID that is not in the ledger is an error (exit 1); a batch with no
@@ -62,8 +63,6 @@ Environment:
 
 // usageError marks errors caused by how the command was called (exit 2).
 type usageError = cliflags.UsageError
-
-var errThreshold = errors.New("failure rate over the threshold")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -429,30 +428,32 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 		expired = t.C
 	}
 	bar := cli.NewProgressBar(stderr, false, "wait", 0)
+	first := true // a batch done at the first look needs no progress line
 	for {
 		p, err := st.Progress(ctx, batch)
 		if err != nil {
 			return err
 		}
 		done := p.Total - p.Queued
-		note := fmt.Sprintf("of %d: valid %d, invalid %d, failed %d, rejected %d, dead %d", p.Total, p.Valid, p.Invalid, p.Failed, p.Rejected, p.Dead)
+		note := fmt.Sprintf("of %d: %s", p.Total, cli.Statuses(p))
 		// A batch with no jobs has nothing to wait for.
 		if p.Done() || p.Total == 0 {
-			bar.Update(done, note, true)
-			rate := 0.0
-			if p.Total > 0 {
-				rate = float64(p.Total-p.Valid) / float64(p.Total)
+			if !first {
+				bar.Update(done, note, true)
 			}
-			fmt.Fprintf(stdout, "batch %s done: %d jobs, %.1f%% not valid\n", batch, p.Total, 100*rate)
-			if rate > maxFail {
-				return fmt.Errorf("%w: %.1f%% of jobs not valid, limit %.1f%%", errThreshold, 100*rate, 100*maxFail)
+			line, notes, err := cli.BatchVerdict(batch, p, maxFail)
+			fmt.Fprintln(stdout, line)
+			for _, n := range notes {
+				fmt.Fprintln(stdout, n)
 			}
-			return nil
+			return err
 		}
+		first = false
 		bar.Update(done, note, false)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			bar.Update(done, note, true)
+			return fmt.Errorf("stopped waiting: batch %s is not done (%d of %d jobs still queued)", batch, p.Queued, p.Total)
 		case <-expired:
 			bar.Update(done, note, true)
 			return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued (are workers running on this ledger?)", batch, timeout, p.Queued, p.Total)

@@ -57,6 +57,13 @@ func seed(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Batch d1: two jobs dead without ever reaching the provider.
+	for _, id := range []string{"d1:1", "d1:2"} {
+		if _, err := st.Reject(ctx, store.Rejection{JobID: id, Batch: "d1", Status: store.StatusDead, Deliveries: 5,
+			Reason: "delivered 5 times without a final result; last error: dial tcp 127.0.0.1:18095: connect: connection refused"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return dsn
 }
 
@@ -73,6 +80,8 @@ func TestReport(t *testing.T) {
 		// Model m has no price: its $0 is said to be unknown, not free.
 		{name: "summary", args: []string{"summary", "b1"}, want: []string{"b1", "3", "50.0", "cost unknown: 2 attempts of batch b1 on m had no price"}},
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
+		{name: "failures of jobs that never reached the provider", args: []string{"failures", "d1"},
+			want: []string{"jobs that ended without a result", "dead    2     delivered 5 times without a final result; last error: dial tcp"}},
 		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
 		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error\n", `row b1:1,b1:1,valid,"{""ok"":true}",`},

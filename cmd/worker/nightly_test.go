@@ -198,7 +198,7 @@ func TestWorkerChecksTheKeyAtStart(t *testing.T) {
 	if st := srv.Stats(); st.Replies != 0 {
 		t.Errorf("%d replies before the key was known good", st.Replies)
 	}
-	if code, out := sh("sk-right", worker...); code != 0 || !strings.Contains(out, "5 jobs, 5 valid") {
+	if code, out := sh("sk-right", worker...); code != 0 || !strings.Contains(out, "5 jobs, 0.0% not valid (valid 5,") {
 		t.Fatalf("worker with the right key: exit %d\n%s", code, out)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -41,8 +42,11 @@ handed back, never run or acked; the worker then pulls one job at a time and
 
 With --drain the worker exits once the queue is empty and nothing is in
 flight (cron, a Kubernetes Job); with --batch it then checks that batch and
-exits 1 when a job of it is not final or more than --max-failure-rate of its
-jobs are not valid. Without NATS_URL the queue is the embedded one in
+exits 1 when a job of it is not final, more than --max-failure-rate of its
+jobs are not valid, or none is (a provider unreachable all night is not a
+success). A provider that fails after the transport retries is waited out
+inside each job's delivery (pulling paused), so an outage of minutes spends
+no deliveries. Without NATS_URL the queue is the embedded one in
 --nats-dir, which enqueue (also without NATS_URL) writes to, so a nightly
 cron line needs only Postgres:
 
@@ -216,10 +220,6 @@ type drainCheck struct {
 	maxFailureRate float64
 }
 
-// errFailureRate is returned when a drained batch's failure rate is over
-// --max-failure-rate: exit 1.
-var errFailureRate = errors.New("failure rate over the threshold")
-
 // errInterrupted is returned when a --drain run is stopped before the queue
 // is drained: exit 1.
 var errInterrupted = errors.New("stopped before the queue was drained")
@@ -254,14 +254,12 @@ func (c drainCheck) check(ctx context.Context, st *store.Store, stdout io.Writer
 		return fmt.Errorf("the queue is drained but %d of %d jobs of batch %s are not final: their messages are not in the queue (run enqueue --batch %s --resume to republish them)",
 			p.Queued, p.Total, c.batch, c.batch)
 	}
-	rate := float64(p.Total-p.Valid) / float64(p.Total)
-	fmt.Fprintf(stdout, "batch %s done: %d jobs, %d valid, %.1f%% not valid (invalid %d, failed %d, rejected %d, dead %d, other %d)\n",
-		c.batch, p.Total, p.Valid, 100*rate, p.Invalid, p.Failed, p.Rejected, p.Dead,
-		p.Total-p.Valid-p.Invalid-p.Failed-p.Rejected-p.Dead)
-	if rate > c.maxFailureRate {
-		return fmt.Errorf("%w: %.1f%% of batch %s not valid, limit %.1f%%", errFailureRate, 100*rate, c.batch, 100*c.maxFailureRate)
+	line, notes, err := cli.BatchVerdict(c.batch, p, c.maxFailureRate)
+	fmt.Fprintln(stdout, line)
+	for _, n := range notes {
+		fmt.Fprintln(stdout, n)
 	}
-	return nil
+	return err
 }
 
 // startTimeoutDefault is how long a worker waits for Postgres and NATS at

@@ -211,6 +211,7 @@ type ReportLedger interface {
 	FailureClasses(ctx context.Context, batch string) ([]store.ClassCount, error)
 	RepairEffectiveness(ctx context.Context, batch string) ([]store.RepairStep, error)
 	TopErrorPaths(ctx context.Context, batch string, limit int) ([]store.PathCount, error)
+	EndReasons(ctx context.Context, batch string, limit int) ([]store.EndReason, error)
 }
 
 var _ ReportLedger = (*store.Store)(nil)
@@ -232,8 +233,24 @@ func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch 
 		return err
 	}
 	WriteFailures(w, classes, steps, paths)
+	reasons, err := l.EndReasons(ctx, batch, topPaths)
+	if err != nil {
+		return err
+	}
+	if len(reasons) > 0 {
+		fmt.Fprintln(w, "\njobs that ended without a result (dead, rejected, failed), by reason:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "STATUS\tJOBS\tREASON")
+		for _, r := range reasons {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Status, r.Jobs, oneLine(r.Error))
+		}
+		tw.Flush()
+	}
 	return nil
 }
+
+// oneLine is s with its line breaks as spaces.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func pointerOrRoot(p string) string {
 	if p == "" {

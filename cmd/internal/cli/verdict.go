@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// ErrBatchFailed is matched by BatchVerdict's error: the batch is done but
+// failed its gate.
+var ErrBatchFailed = errors.New("batch failed")
+
+// Statuses is the line of a batch's jobs by status, every status named.
+func Statuses(p store.Progress) string {
+	return fmt.Sprintf("valid %d, invalid %d, failed %d, rejected %d, dead %d, cancelled %d, over_budget %d, queued %d",
+		p.Valid, p.Invalid, p.Failed, p.Rejected, p.Dead, p.Cancelled, p.OverBudget, p.Queued)
+}
+
+// BatchVerdict is what `worker --drain --batch` and `report wait` say of a
+// batch whose jobs are all final: the line to print, notes for the
+// operator (dead jobs, and how to run them again), and an error matching
+// ErrBatchFailed when more than maxFail of its jobs are not valid, or when
+// none is valid though some were not cancelled: a batch whose every job
+// died (the provider unreachable, a wrong base URL) is not a success
+// whatever the rate allowed.
+func BatchVerdict(batch string, p store.Progress, maxFail float64) (line string, notes []string, err error) {
+	rate := 0.0
+	if p.Total > 0 {
+		rate = float64(p.Total-p.Valid) / float64(p.Total)
+	}
+	line = fmt.Sprintf("batch %s done: %d jobs, %.1f%% not valid (%s)", batch, p.Total, 100*rate, Statuses(p))
+	if p.Dead > 0 {
+		notes = append(notes, fmt.Sprintf("%d jobs of batch %s are dead: delivered the most times without a result (report failures %s shows why); once the cause is fixed, run them again with: enqueue requeue --batch %s --status dead",
+			p.Dead, batch, batch, batch))
+	}
+	switch {
+	case p.Total > 0 && p.Valid == 0 && p.Cancelled < p.Total:
+		err = fmt.Errorf("%w: no job of batch %s is valid", ErrBatchFailed, batch)
+	case rate > maxFail:
+		err = fmt.Errorf("%w: %.1f%% of batch %s not valid, limit %.1f%%", ErrBatchFailed, 100*rate, batch, 100*maxFail)
+	}
+	return line, notes, err
+}
