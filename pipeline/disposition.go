@@ -39,8 +39,9 @@ func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered i
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := w.ledger.SaveInterrupted(wctx, []store.Interruption{in}); err != nil {
+		kept := w.spill.add(spillRecord{Interrupted: &in})
 		w.log.WarnContext(ctx, "worker: record the calls of a job handed back", slog.String("job_id", env.JobID),
-			slog.Int("calls", len(in.Attempts)), slog.String("error", err.Error()))
+			slog.Int("calls", len(in.Attempts)), slog.Bool("kept_on_disk", kept), slog.String("error", err.Error()))
 	}
 }
 

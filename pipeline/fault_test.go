@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -677,4 +678,50 @@ func TestProviderOutageSpendsNoDeliveries(t *testing.T) {
 			t.Errorf("job %d: %s after %d deliveries; want valid at its first", i, j.Status, j.Deliveries)
 		}
 	}
+}
+
+// A worker stopped while Postgres is away: the jobs in flight finish their
+// calls within the grace, their results cannot be written, and the worker
+// keeps them on disk (its spill directory) as it hands the jobs back; the
+// next worker started with the directory writes them before it pulls. Every
+// provider call leaves a row, the ones paid for before the stop included.
+func TestStopWithTheLedgerDownKeepsThePaidCalls(t *testing.T) {
+	t.Parallel()
+	const n = 16
+	var proxy *tcpProxy
+	h := newHarness(t, harnessConfig{
+		Sim: sim.Config{Latency: fixedLatency(700 * time.Millisecond)},
+		DSN: func(direct string) string {
+			proxy = startProxy(t, "127.0.0.1:5432")
+			return strings.Replace(direct, "127.0.0.1:5432", proxy.addr(), 1)
+		},
+	})
+	h.enqueue("b", n)
+	spillDir := t.TempDir()
+	ws, err := store.Open(h.ctx, h.workDSN, &store.Config{MaxConns: 4, RetryMaxElapsed: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	cfg := h.workerConfig(h.client(nil))
+	cfg.SpillDir, cfg.Concurrency = spillDir, 4
+	rw := h.startWorker(cfg, nil, ws)
+	waitFor(t, 30*time.Second, "a job done and the next ones in flight", func() bool { return h.progress("b").Valid >= 1 })
+	proxy.cut()
+	rw.stop(t, 30*time.Second)
+	files, _ := filepath.Glob(filepath.Join(spillDir, "unwritten-*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("spill files %v, want one holding the results the ledger could not take", files)
+	}
+	proxy.restore()
+	cfg2 := h.workerConfig(h.client(nil))
+	cfg2.SpillDir = spillDir
+	rw2 := h.startWorker(cfg2, nil, nil)
+	h.waitDone("b", n, 60*time.Second)
+	h.checkQueueEmpty() // the handed-back messages come again and are acked as final
+	rw2.stop(t, 20*time.Second)
+	if left, _ := filepath.Glob(filepath.Join(spillDir, "unwritten-*.jsonl")); len(left) != 0 {
+		t.Errorf("spill files left after the next start wrote them: %v", left)
+	}
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
 }

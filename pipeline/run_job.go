@@ -465,12 +465,18 @@ func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envel
 					return
 				}
 				stopBeat()
+				w.spill.add(spillRecord{Result: r}) // stopping while the ledger is down
 				w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err)))
 			})
 			return
 		}
 		stopBeat()
 		if err != nil {
+			// Stopping with the ledger down: the job is handed back, and
+			// its result, paid for, is kept on disk for the next worker.
+			if w.spill.add(spillRecord{Result: r}) {
+				w.log.WarnContext(ctx, "worker: ledger unreachable at stop: result kept on disk", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
+			}
 			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err)))
 			return
 		}

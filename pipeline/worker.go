@@ -84,6 +84,11 @@ type WorkerConfig struct {
 	// the rest are negatively acknowledged for immediate redelivery.
 	// Defaults to 30s.
 	Grace time.Duration
+	// SpillDir is where results and interrupted calls the ledger could not
+	// take at a stop are kept, to be written by the next worker started
+	// with the same directory (before it pulls a job). "" keeps nothing:
+	// those calls would be paid for and not recorded.
+	SpillDir string
 	// SpendHoldTTL is how long a hold on a capped batch's budget outlives a
 	// worker killed while its call was in flight: a live worker renews its
 	// holds every third of it. A call finding the budget held only by holds
@@ -247,6 +252,7 @@ type Worker struct {
 	// one compile.
 	schemaLoads singleflight.Group
 
+	spill      *spill         // what the ledger could not take at a stop
 	background conc.WaitGroup // ledger-write retries waiting out a pause
 
 	inFlight   atomic.Int64
@@ -306,6 +312,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// What a worker stopped while the ledger was down kept on disk goes
+	// to the ledger before any job is pulled.
+	if _, err := replaySpill(ctx, w.cfg.SpillDir, w.ledger, w.log); err != nil {
+		w.log.WarnContext(ctx, "worker: write what a stopped worker kept on disk (kept for the next start)", slog.String("error", err.Error()))
+	}
+	w.spill = &spill{dir: w.cfg.SpillDir, log: w.log}
+	defer w.spill.close()
 	// Jobs run under their own context: a stop request does not cancel them
 	// until the grace period has passed.
 	jobCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))

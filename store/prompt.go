@@ -34,6 +34,17 @@ func (p *Prompt) Text() string { return p.text }
 // MarshalJSON encodes the prompt as its text.
 func (p *Prompt) MarshalJSON() ([]byte, error) { return json.Marshal(p.text) }
 
+// UnmarshalJSON decodes a prompt encoded by MarshalJSON, its hash computed
+// again.
+func (p *Prompt) UnmarshalJSON(b []byte) error {
+	var text string
+	if err := json.Unmarshal(b, &text); err != nil {
+		return err
+	}
+	*p = *NewPrompt(text)
+	return nil
+}
+
 // promptSet remembers the prompts this Store has committed, so that a
 // batch of results writes only the ones the ledger has not seen: the jobs
 // of a batch share one. It is bounded; forgetting costs one idempotent

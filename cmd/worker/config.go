@@ -29,8 +29,11 @@ import (
 const (
 	databaseURLDefault  = "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"
 	embeddedNATSDefault = natsconn.ListenDefault
-	natsDirDefault      = natsconn.DirDefault
-	metricsAddrDefault  = "127.0.0.1:9464"
+	// spillDirDefault is where a worker keeps the results the ledger could
+	// not take at a stop, beside the embedded queue's data.
+	spillDirDefault    = ".fixpoint/unwritten"
+	natsDirDefault     = natsconn.DirDefault
+	metricsAddrDefault = "127.0.0.1:9464"
 )
 
 func env(key, def string) string {

@@ -1,0 +1,171 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// spill keeps on local disk what the ledger could not take when the worker
+// had to let go of it: the results and interrupted calls of jobs handed
+// back while the ledger was unreachable (at a stop, when the worker cannot
+// wait for it). The calls in them were paid for: the next worker started
+// with the same spill directory writes them before it pulls a job
+// (replaySpill). SaveResults and SaveInterrupted are idempotent, and a
+// result that lost to a later delivery's keeps its calls as superseded.
+type spill struct {
+	dir string
+	log *slog.Logger
+
+	mu   sync.Mutex
+	f    *os.File
+	path string
+	n    int
+}
+
+// spillRecord is one line of a spill file: a result or an interruption.
+type spillRecord struct {
+	Result      *store.Result       `json:"result,omitempty"`
+	Interrupted *store.Interruption `json:"interrupted,omitempty"`
+}
+
+// spillGlob matches the spill files of a directory.
+const spillGlob = "unwritten-*.jsonl"
+
+// add appends rec to this worker's spill file, creating it at the first
+// record; it reports whether rec is on disk. A nil spill (no directory)
+// keeps nothing.
+func (s *spill) add(rec spillRecord) bool {
+	if s == nil || s.dir == "" {
+		return false
+	}
+	line, err := json.Marshal(rec)
+	if err == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.f == nil {
+			err = os.MkdirAll(s.dir, 0o700)
+			if err == nil {
+				s.path = filepath.Join(s.dir, fmt.Sprintf("unwritten-%d-%d.jsonl", time.Now().UnixNano(), os.Getpid()))
+				s.f, err = os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			}
+		}
+		if err == nil {
+			_, err = s.f.Write(append(line, '\n'))
+		}
+		if err == nil {
+			err = s.f.Sync()
+		}
+	}
+	if err != nil {
+		s.log.Error("worker: keep an unwritten result on disk", slog.String("dir", s.dir), slog.String("error", err.Error()))
+		return false
+	}
+	s.n++
+	return true
+}
+
+// close closes the spill file and says where it is and what it holds.
+func (s *spill) close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return
+	}
+	if err := s.f.Close(); err != nil {
+		s.log.Error("worker: close the spill file", slog.String("path", s.path), slog.String("error", err.Error()))
+	}
+	s.f = nil
+	s.log.Error("worker: results and calls the ledger could not take are kept on disk; the next worker started with this spill directory writes them",
+		slog.String("path", s.path), slog.Int("records", s.n))
+}
+
+// replaySpill writes to the ledger what the spill files in dir hold and
+// removes each file once all of it is written; a file the ledger does not
+// take yet stays for the next start. It returns how many records it wrote.
+func replaySpill(ctx context.Context, dir string, ledger Ledger, log *slog.Logger) (int, error) {
+	if dir == "" {
+		return 0, nil
+	}
+	files, err := filepath.Glob(filepath.Join(dir, spillGlob))
+	if err != nil {
+		return 0, err
+	}
+	slices.Sort(files)
+	written := 0
+	var errs []error
+	for _, path := range files {
+		n, err := replaySpillFile(ctx, path, ledger)
+		written += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("spill file %s: %w", path, err))
+			continue
+		}
+		if err := os.Remove(path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		log.InfoContext(ctx, "worker: wrote the results and calls a stopped worker kept on disk", slog.String("path", path), slog.Int("records", n))
+	}
+	return written, errors.Join(errs...)
+}
+
+func replaySpillFile(ctx context.Context, path string, ledger Ledger) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var lines [][]byte
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 256<<20)
+	for sc.Scan() {
+		if len(sc.Bytes()) > 0 {
+			lines = append(lines, slices.Clone(sc.Bytes()))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	var results []store.Result
+	var ins []store.Interruption
+	for i, line := range lines {
+		var rec spillRecord
+		if err := json.Unmarshal(line, &rec); err != nil {
+			if i == len(lines)-1 {
+				break // cut short by a crash while it was written
+			}
+			return 0, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		switch {
+		case rec.Result != nil:
+			results = append(results, *rec.Result)
+		case rec.Interrupted != nil:
+			ins = append(ins, *rec.Interrupted)
+		}
+	}
+	// Interrupted calls first: their jobs have rows (the results' jobs get
+	// theirs from the results themselves).
+	if err := ledger.SaveInterrupted(ctx, ins); err != nil {
+		return 0, err
+	}
+	for chunk := range slices.Chunk(results, 256) {
+		if _, err := ledger.SaveResults(ctx, chunk); err != nil {
+			return len(ins), err
+		}
+	}
+	return len(ins) + len(results), nil
+}
