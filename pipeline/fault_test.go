@@ -725,3 +725,40 @@ func TestStopWithTheLedgerDownKeepsThePaidCalls(t *testing.T) {
 	}
 	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
 }
+
+// StopNow during the grace period (a second signal): the jobs in flight
+// are handed back at once, their calls recorded, instead of after the
+// grace; the next worker finishes them.
+func TestStopNowEndsTheGrace(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	// The first worker's calls take 30 s; the next worker's are instant.
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Script: func(call int, _ *http.Request) *sim.ScriptedReply {
+		if call <= n {
+			return &sim.ScriptedReply{Delay: 30 * time.Second}
+		}
+		return nil
+	}}})
+	h.enqueue("b", n)
+	cfg := h.workerConfig(h.client(nil))
+	cfg.Grace = time.Minute
+	rw := h.startWorker(cfg, nil, nil)
+	waitFor(t, 10*time.Second, "calls in flight", func() bool { return h.sim.requests() >= n })
+	rw.cancel()
+	stopped := time.Now()
+	rw.w.StopNow()
+	select {
+	case <-rw.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Run still running 10s after StopNow, with a minute of grace")
+	}
+	if d := time.Since(stopped); d > 5*time.Second {
+		t.Errorf("Run returned %s after StopNow", d)
+	}
+	rw.ended = true
+	rw2 := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+	h.waitDone("b", n, 60*time.Second)
+	h.checkQueueEmpty()
+	rw2.stop(t, 20*time.Second)
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+}

@@ -267,6 +267,8 @@ type Worker struct {
 	waves      *waves // nil: batch-delivery jobs run realtime
 	beats      *heartbeats
 	stopping   <-chan struct{} // closed when Run stops pulling
+	stopNow    chan struct{}   // closed by StopNow: the grace period ends
+	stopOnce   sync.Once
 	// abort stops Run, which then returns err: a fault no job of this
 	// worker can get past (a provider refusing the API key).
 	abort func(err error)
@@ -278,7 +280,8 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger, beats: newHeartbeats(cfg.Queue.AckWait / 3), abort: func(error) {}}
+	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger, beats: newHeartbeats(cfg.Queue.AckWait / 3), abort: func(error) {},
+		stopNow: make(chan struct{})}
 	w.loops = make(map[string]*Loop, len(cfg.Providers))
 	for name, client := range cfg.Providers {
 		w.loops[name] = NewLoop(client, cfg.Loop)
@@ -472,6 +475,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			slog.Int64("in_flight", w.inFlight.Load()), slog.Duration("grace", w.cfg.Grace))
 		hardStop()
 		<-poolDone
+	case <-w.stopNow:
+		w.log.WarnContext(ctx, "worker: asked to stop now, handing back jobs in flight",
+			slog.Int64("in_flight", w.inFlight.Load()))
+		hardStop()
+		<-poolDone
 	}
 	// Retries waiting out a ledger pause see the stop and hand their
 	// messages back; then the writer flushes what is queued.
@@ -503,6 +511,12 @@ func (w *Worker) pauseFor(d time.Duration) {
 		}
 	}
 }
+
+// StopNow ends the grace period of a Run that is stopping (its context
+// cancelled): the jobs still in flight are cut off, their calls recorded
+// as interrupted, and handed back at once (a second SIGINT or SIGTERM). It
+// does nothing before the stop and is safe to call more than once.
+func (w *Worker) StopNow() { w.stopOnce.Do(func() { close(w.stopNow) }) }
 
 func (w *Worker) stoppingNow() bool {
 	select {

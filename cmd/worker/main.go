@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
@@ -40,10 +41,27 @@ func usagef(format string, args ...any) error { return cliflags.Usagef(format, a
 var errNotValid = errors.New("not valid")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel() // the first signal: stop, within the grace period
+		for range sigs {
+			// A second one: a running worker cuts the grace short; any
+			// other command exits at once.
+			if f := secondSignal.Load(); f != nil {
+				(*f)()
+				continue
+			}
+			os.Exit(130)
+		}
+	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
+
+// secondSignal is what a second SIGINT or SIGTERM does, once a worker runs.
+var secondSignal atomic.Pointer[func()]
 
 const topUsage = `fixpoint worker: turns LLM output into JSON that matches a schema.
 

@@ -32,7 +32,8 @@ Pulls jobs from the shared JetStream consumer, runs each through the repair
 loop in a bounded pool, writes every result and attempt to the Postgres ledger
 and acks a job only after its rows are committed. SIGINT/SIGTERM stop pulling,
 let jobs in flight finish within --grace, hand the rest back for immediate
-redelivery (their calls are recorded as interrupted), flush writes and exit 0.
+redelivery (their calls are recorded as interrupted), flush writes and exit 0;
+a second signal ends the grace at once.
 
 Postgres and NATS may start after the worker: it keeps trying for
 --start-timeout, /readyz answering not ready meanwhile. A job the worker's
@@ -83,7 +84,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	)
 	fs.IntVar(&cfg.Concurrency, "concurrency", pipeline.ConcurrencyDefault, "provider calls in flight at once in this process (each lane's ceiling unless --lane-max-concurrency is set)")
 	ahead := fs.Int("jobs-ahead", -1, "jobs pulled ahead and waiting for a free call slot, so a finished call is replaced at once (-1 = half of --concurrency, at most 512)")
-	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM")
+	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM (0: none, they are handed back at once; a second signal ends it too)")
 	fs.StringVar(&cfg.SpillDir, "spill-dir", env("FIXPOINT_SPILL_DIR", spillDirDefault), "where results and calls the ledger could not take at a stop are kept until the next start writes them ('' keeps nothing)")
 	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight (stopped before that by a signal: exit 1)")
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger")
@@ -107,6 +108,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg.Logger = log
 	if cfg.Concurrency < 1 {
 		return usagef("--concurrency %d: want at least 1", cfg.Concurrency)
+	}
+	if cfg.Grace == 0 {
+		// WorkerConfig reads 0 as its default; --grace 0 means none.
+		cfg.Grace = time.Nanosecond
 	}
 	// --concurrency bounds calls; the pool holds the jobs ahead as well.
 	pf.laneDefault = cfg.Concurrency
@@ -329,6 +334,9 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr st
 		return w.Refusing()
 	}
 	readiness.Store(&ready)
+	stopNow := w.StopNow
+	secondSignal.Store(&stopNow)
+	defer secondSignal.Store(nil)
 	start := time.Now()
 	err = w.Run(ctx)
 	log.Info("worker: exiting", slog.Duration("uptime", time.Since(start).Round(time.Millisecond)))
