@@ -670,6 +670,24 @@ func waveCounts(c llm.BatchCounts) [4]int {
 	return [4]int{c.Succeeded, c.Errored, c.Expired, c.Cancelled}
 }
 
+// resultTally counts a wave's results as the ledger's wave counts do:
+// succeeded, errored, expired, cancelled.
+type resultTally [4]int
+
+func (t *resultTally) add(err error) {
+	var perr *llm.Error
+	switch {
+	case err == nil:
+		t[0]++
+	case errors.As(err, &perr) && perr.Class == llm.ClassExpired:
+		t[2]++
+	case errors.As(err, &perr) && perr.Class == llm.ClassCancelled:
+		t[3]++
+	default:
+		t[1]++
+	}
+}
+
 // waveJob is a job of a wave being processed: its repair step rebuilt
 // from the ledger, up to the request the wave carried.
 type waveJob struct {
@@ -705,6 +723,7 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 	}
 	started := cmp.Or(wave.SubmittedAt, wave.CreatedAt)
 	seen := map[string]bool{}
+	var tally resultTally
 	var outs []store.WaveOutcome
 	flush := func() error {
 		if len(outs) == 0 {
@@ -766,6 +785,7 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 		if br.Err != nil {
 			callErr = br.Err
 		}
+		tally.add(callErr)
 		return outcome(r, br.Response, callErr)
 	})
 	if err != nil {
@@ -778,12 +798,20 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 	}
 	for _, r := range reqs {
 		if !seen[r.CustomID] {
-			if err := outcome(r, nil, &llm.Error{Class: class, Code: "missing_result", Message: why}); err != nil {
+			missing := &llm.Error{Class: class, Code: "missing_result", Message: why}
+			tally.add(missing)
+			if err := outcome(r, nil, missing); err != nil {
 				return err
 			}
 		}
 	}
 	if err := flush(); err != nil {
+		return err
+	}
+	// The provider's counts do not tell cancelled requests apart (OpenAI
+	// counts them failed): the results do.
+	counts := [4]int(tally)
+	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Counts: &counts, Lease: v.cfg.Lease}); err != nil {
 		return err
 	}
 	v.at("recorded_results", wave.ID)
