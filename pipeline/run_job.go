@@ -458,7 +458,12 @@ func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envel
 			// again after the pause, keeping the message (progress is still
 			// reported) instead of a nak that would count a delivery.
 			w.pauseFor(ledgerPause)
-			w.log.WarnContext(ctx, "worker: ledger write failed, retrying", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
+			// One failed commit fails every result in it: say it once a
+			// pause, not once a job.
+			if now, last := time.Now().UnixNano(), w.ledgerWarned.Load(); now-last >= int64(ledgerPause) && w.ledgerWarned.CompareAndSwap(last, now) {
+				w.log.WarnContext(ctx, "worker: ledger write failed, retrying after a pause (said once a pause)", slog.String("job_id", r.JobID),
+					slog.Duration("pause", ledgerPause), slog.String("error", err.Error()))
+			}
 			w.background.Go(func() {
 				if w.holdFor(ctx, ledgerPause) {
 					w.submitResult(ctx, msg, env, r, delivered, stopBeat)

@@ -252,8 +252,10 @@ type Worker struct {
 	// one compile.
 	schemaLoads singleflight.Group
 
-	spill      *spill         // what the ledger could not take at a stop
-	background conc.WaitGroup // ledger-write retries waiting out a pause
+	spill *spill // what the ledger could not take at a stop
+	// ledgerWarned is when a failed ledger write was last logged (unix ns).
+	ledgerWarned atomic.Int64
+	background   conc.WaitGroup // ledger-write retries waiting out a pause
 
 	inFlight   atomic.Int64
 	finished   atomic.Int64 // messages acked, skipped or terminated

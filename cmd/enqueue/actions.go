@@ -150,7 +150,7 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&cfg.Class, "class", "", "only jobs whose final class is this (syntax, shape, semantic, truncated, refusal, provider, budget, panic)")
 	fs.StringVar(&cfg.Model, "model", "", "model of the new run (default: unchanged)")
 	fs.StringVar(&cfg.Provider, "provider", "", "provider of the new run: openai, anthropic or ollama (default: unchanged)")
-	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "repair attempts per job in the new run (default: unchanged)")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "repair attempts per job in the new run (0: unchanged)")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "print what would be requeued and change nothing")
 	if err := parseSub(fs, args, &c); err != nil {
 		return err
@@ -160,6 +160,10 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 		if s = strings.TrimSpace(s); s != "" {
 			cfg.Statuses = append(cfg.Statuses, s)
 		}
+	}
+	if len(cfg.Statuses) == 0 {
+		// Empty would mean the default statuses, a different request.
+		return usageError{Err: fmt.Errorf("--status %q names no status: want final statuses, comma-separated (default %s)", *statuses, strings.Join(enqueue.RequeueStatusesDefault, ","))}
 	}
 	for _, s := range cfg.Statuses {
 		if !store.IsFinal(s) {

@@ -229,6 +229,7 @@ func TestEnqueueActions(t *testing.T) {
 		{"requeue bad status", []string{"requeue", "--batch", "a1", "--status", "queued"}, 2, `--status "queued"`},
 		{"requeue bad provider", []string{"requeue", "--batch", "a1", "--provider", "gemini"}, 2, "gemini"},
 		{"requeue no match", []string{"requeue", "--batch", "a1"}, 0, "no job matched"},
+		{"requeue of no status", []string{"requeue", "--batch", "a1", "--status", ""}, 2, `--status "" names no status`},
 		{"requeue no batch", []string{"requeue", "--batch", "nope"}, 1, "no such batch"},
 		{"cap bad value", []string{"cap", "--batch", "a1", "--max-cost-usd", "-1"}, 2, "--max-cost-usd"},
 		{"cap NaN", []string{"cap", "--batch", "a1", "--max-cost-usd", "NaN"}, 2, `--max-cost-usd "NaN"`},

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -117,6 +118,11 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			pos = append(pos, rest[0])
 			rest = rest[1:]
 		}
+	}
+	var given []string
+	fs.Visit(func(f *flag.Flag) { given = append(given, f.Name) })
+	if cmd != "export" && slices.Contains(given, "format") {
+		return usageError{Err: fmt.Errorf("--format is for report export, not %s", cmd)}
 	}
 	arg := func() (string, error) {
 		if len(pos) != 1 {
@@ -252,7 +258,13 @@ func printJob(ctx context.Context, w io.Writer, st *store.Store, id string) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "job %s (batch %s, row %d): %s, %s/%s, %s mode\n", job.ID, job.Batch, job.RowNo, strings.ToUpper(job.Status), job.Provider, job.Model, job.Mode)
+	run := ""
+	if job.Run > 1 {
+		// A requeued job: the cards are its latest run's; the runs before
+		// it are in job_runs and their attempts keep their run number.
+		run = fmt.Sprintf(", run %d (runs 1 to %d in job_runs)", job.Run, job.Run-1)
+	}
+	fmt.Fprintf(w, "job %s (batch %s, row %d%s): %s, %s/%s, %s mode\n", job.ID, job.Batch, job.RowNo, run, strings.ToUpper(job.Status), job.Provider, job.Model, job.Mode)
 	if job.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", job.Error)
 	}

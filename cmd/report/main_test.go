@@ -79,6 +79,7 @@ func TestReport(t *testing.T) {
 	}{
 		// Model m has no price: its $0 is said to be unknown, not free.
 		{name: "summary", args: []string{"summary", "b1"}, want: []string{"b1", "3", "50.0", "cost unknown: 2 attempts of batch b1 on m had no price"}},
+		{name: "format outside export", args: []string{"summary", "b1", "--format", "csv"}, wantCode: 2, wantErr: "--format is for report export"},
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "failures of jobs that never reached the provider", args: []string{"failures", "d1"},
 			want: []string{"jobs that ended without a result", "dead    2     delivered 5 times without a final result; last error: dial tcp"}},

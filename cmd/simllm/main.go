@@ -145,6 +145,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.Mix.Set(f.kind, f.p)
 	}
 	cfg.Latency = sim.Latency{Dist: sim.DistLognormal, RequestP50: *p50, RequestP99: max(*p99, *p50), TokenP50: *tokP50, TokenP99: *tokP50}
+	if *rpm < -1 || *tpm < -1 {
+		return fmt.Errorf("%w: --rpm %d, --tpm %d: want -1 (the preset's), 0 (unlimited) or a budget", errUsage, *rpm, *tpm)
+	}
 	if *rpm >= 0 {
 		cfg.RPM = *rpm
 	}

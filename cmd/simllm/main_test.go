@@ -55,6 +55,8 @@ func TestBadArguments(t *testing.T) {
 		{"fault probability not a number", []string{"--fault", "enum_case=lots"}},
 		{"fault probability over 1", []string{"--fault", "number_prose=1.5"}},
 		{"outcome faults over 1", []string{"--fault", "refusal=0.6,empty=0.6"}},
+		{"negative rpm", []string{"--rpm", "-5"}},
+		{"negative tpm", []string{"--tpm", "-7"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
