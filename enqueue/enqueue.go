@@ -627,15 +627,12 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		return prog, err
 	}
 	raw, _ := json.Marshal(settings)
-	params := store.BatchParams{Name: cfg.Batch, Settings: raw, InputColumns: chk.columns, SchemaHash: schemaHash}
+	// The cap goes in with the batch: a batch recorded without the cap
+	// asked for would refuse the same command run again.
+	params := store.BatchParams{Name: cfg.Batch, Settings: raw, InputColumns: chk.columns, SchemaHash: schemaHash, Cap: cfg.Cap}
 	created, b, err := ledger.CreateBatch(ctx, params)
 	if err != nil {
 		return prog, err
-	}
-	if created && cfg.Cap.Capped() {
-		if err := ledger.SetCap(ctx, cfg.Batch, cfg.Cap); err != nil {
-			return prog, err
-		}
 	}
 	if !created && cfg.Cap.Capped() {
 		sp, err := ledger.BatchSpend(ctx, cfg.Batch)

@@ -26,6 +26,9 @@ type BatchParams struct {
 	// SchemaHash is the hash PutSchema returned for the batch's schema; ""
 	// when unknown.
 	SchemaHash string
+	// Cap is the spend cap CreateBatch gives a batch it creates, in the
+	// same statement (PutBatch leaves caps to SetCap).
+	Cap Cap
 }
 
 // Batch is a stored batch.
@@ -97,10 +100,10 @@ func (s *Store) CreateBatch(ctx context.Context, p BatchParams) (created bool, b
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	tag, err := s.pool.Exec(ctx, `
-		INSERT INTO batches (name, settings, total_jobs, input_columns, schema_hash)
-		VALUES ($1, $2::jsonb, $3, $4::jsonb, nullif($5, ''))
+		INSERT INTO batches (name, settings, total_jobs, input_columns, schema_hash, max_cost_usd, max_total_tokens)
+		VALUES ($1, $2::jsonb, $3, $4::jsonb, nullif($5, ''), $6, $7)
 		ON CONFLICT (name) DO NOTHING`,
-		p.Name, settings, p.TotalJobs, cols, p.SchemaHash)
+		p.Name, settings, p.TotalJobs, cols, p.SchemaHash, p.Cap.MaxCostUSD, p.Cap.MaxTotalTokens)
 	if err != nil {
 		return false, nil, fmt.Errorf("create batch %s: %w", p.Name, err)
 	}
