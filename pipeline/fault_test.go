@@ -168,13 +168,10 @@ func TestNATSRestart(t *testing.T) {
 func TestPostgresOutage(t *testing.T) {
 	t.Parallel()
 	const n = 120
-	var proxy *tcpProxy
+	proxy := &pgProxy{}
 	h := newHarness(t, harnessConfig{
 		Sim: sim.Config{Latency: fixedLatency(5 * time.Millisecond)},
-		DSN: func(direct string) string {
-			proxy = startProxy(t, "127.0.0.1:5432")
-			return strings.Replace(direct, "127.0.0.1:5432", proxy.addr(), 1)
-		},
+		DSN: proxy.dsn(t),
 	})
 	h.enqueue("b", n)
 	ws, err := store.Open(h.ctx, h.workDSN, &store.Config{MaxConns: 4, RetryMaxElapsed: 20 * time.Second})
@@ -206,13 +203,10 @@ func TestPostgresOutage(t *testing.T) {
 func TestSlowPostgres(t *testing.T) {
 	t.Parallel()
 	const n = 40
-	var proxy *tcpProxy
+	proxy := &pgProxy{}
 	h := newHarness(t, harnessConfig{
 		Queue: pipeline.QueueConfig{AckWait: 2 * time.Second},
-		DSN: func(direct string) string {
-			proxy = startProxy(t, "127.0.0.1:5432")
-			return strings.Replace(direct, "127.0.0.1:5432", proxy.addr(), 1)
-		},
+		DSN:   proxy.dsn(t),
 	})
 	h.enqueue("b", n)
 	ws, err := store.Open(h.ctx, h.workDSN, &store.Config{MaxConns: 2})
@@ -688,13 +682,10 @@ func TestProviderOutageSpendsNoDeliveries(t *testing.T) {
 func TestStopWithTheLedgerDownKeepsThePaidCalls(t *testing.T) {
 	t.Parallel()
 	const n = 16
-	var proxy *tcpProxy
+	proxy := &pgProxy{}
 	h := newHarness(t, harnessConfig{
 		Sim: sim.Config{Latency: fixedLatency(700 * time.Millisecond)},
-		DSN: func(direct string) string {
-			proxy = startProxy(t, "127.0.0.1:5432")
-			return strings.Replace(direct, "127.0.0.1:5432", proxy.addr(), 1)
-		},
+		DSN: proxy.dsn(t),
 	})
 	h.enqueue("b", n)
 	spillDir := t.TempDir()

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,4 +116,15 @@ func (p *tcpProxy) close() {
 	p.ln.Close()
 	p.cut()
 	p.wg.Wait()
+}
+
+// pgProxy is a proxy to Postgres that a harness starts for its workers
+// (harnessConfig.DSN: p.dsn(t)) and the test then cuts or slows.
+type pgProxy struct{ *tcpProxy }
+
+func (p *pgProxy) dsn(t testing.TB) func(direct string) string {
+	return func(direct string) string {
+		p.tcpProxy = startProxy(t, "127.0.0.1:5432")
+		return strings.Replace(direct, "127.0.0.1:5432", p.addr(), 1)
+	}
 }
