@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -244,15 +245,19 @@ func blame(before, after []Error, fixes []fix) (innocent, suspect []fix) {
 		}
 		appeared = append(appeared, e.Path)
 	}
-	stayed := countKeys(after)
+	stayed, had := countKeys(after), countKeys(before)
 	for _, f := range fixes {
-		p, m := pointer(f.toks), f.moved()
-		bad := stayed[f.driver] >= countKeys(before)[f.driver]
+		p := pointer(f.toks)
+		moved := map[string]bool{}
+		for _, m := range f.moved() {
+			moved[m] = true
+		}
+		bad := stayed[f.driver] >= had[f.driver]
 		for _, a := range appeared {
 			if bad {
 				break
 			}
-			bad = (under(a, p) || strings.HasPrefix(p, a+"/")) && !underAny(a, m)
+			bad = (under(a, p) || strings.HasPrefix(p, a+"/")) && !underSet(a, moved)
 		}
 		if bad {
 			suspect = append(suspect, f)
@@ -393,6 +398,9 @@ func (s *Schema) propose(root any, errs []Error, mode CoerceMode) []fix {
 	for _, e := range errs {
 		if taken[e.Path] {
 			continue
+		}
+		if (e.Keyword == "required" || e.Keyword == "additionalProperties") && e.Path != "" && taken[e.Path[:strings.LastIndexByte(e.Path, '/')]] {
+			continue // its object is renamed this round
 		}
 		f, ok := s.proposeOne(root, e, mode, cache)
 		if !ok {
@@ -566,72 +574,93 @@ func (s *Schema) proposeRename(root any, parent []string, missing, extra string,
 	if !ok || !isObj {
 		return fix{}, false
 	}
-	pv := s.viewAtCached(root, parent, cache)
-	if pv.unknown || pv.patterns {
-		return fix{}, false
-	}
-	// The names the object may be missing, and those it has that no schema
-	// declares.
-	var wanted, undeclared []string
-	for _, n := range concat(pv.required, pv.props) {
-		if _, has := obj[n]; !has && !slices.Contains(wanted, n) {
-			wanted = append(wanted, n)
+	loc := pointer(parent)
+	rs, done := cache.renames[loc]
+	if !done {
+		rs = &renameSet{list: s.renamesOf(root, parent, obj, cache), from: map[string]bool{}, to: map[string]bool{}}
+		for _, r := range rs.list {
+			rs.from[r.from], rs.to[r.to] = true, true
 		}
+		cache.renames[loc] = rs
 	}
-	for k := range obj {
-		if !slices.Contains(pv.props, k) {
-			undeclared = append(undeclared, k)
-		}
-	}
-	// Every undeclared name that matches one wanted name, matched by no
-	// other undeclared name, is renamed in one fix (the object is its
-	// location: one fix there a round); the driving error's among them.
-	slices.Sort(undeclared)
-	var rs []rename
-	driven := false
-	for _, from := range undeclared {
-		to, ok := onlyMatch(from, wanted)
-		if !ok {
-			continue
-		}
-		if back, ok := onlyMatch(to, undeclared); !ok || back != from {
-			continue
-		}
-		rs = append(rs, rename{from, to})
-		driven = driven || from == extra || to == missing
-	}
-	if !driven {
+	// The driving error's name must be among them.
+	if !rs.from[extra] && !rs.to[missing] {
 		return fix{}, false
 	}
 	renamed := maps.Clone(obj)
-	for _, r := range rs {
+	for _, r := range rs.list {
 		delete(renamed, r.from)
 		renamed[r.to] = obj[r.from]
 	}
-	return fix{kind: KindRenameKey, toks: slices.Clip(parent), driver: driver, before: obj, after: renamed, renames: rs}, true
+	return fix{kind: KindRenameKey, toks: slices.Clip(parent), driver: driver, before: obj, after: renamed, renames: rs.list}, true
 }
 
-// onlyMatch returns the one name of names that sameKey(name, n), if exactly
-// one does.
-func onlyMatch(name string, names []string) (string, bool) {
-	match, n := "", 0
-	for _, c := range names {
-		if sameKey(name, c) {
-			match, n = c, n+1
+// renamesOf returns the renames the object obj at parent allows, in order
+// of the old names: every name no schema there declares whose keyFold is
+// that of exactly one name the schemas declare or require and obj lacks,
+// and of no other undeclared name. None when the schemas there cannot be
+// read or have patternProperties.
+func (s *Schema) renamesOf(root any, parent []string, obj map[string]any, cache *roundCache) []rename {
+	pv := s.viewAtCached(root, parent, cache)
+	if pv.unknown || pv.patterns {
+		return nil
+	}
+	declared := make(map[string]bool, len(pv.props))
+	for _, n := range pv.props {
+		declared[n] = true
+	}
+	wanted := map[string][]string{}
+	seen := map[string]bool{}
+	for _, n := range concat(pv.required, pv.props) {
+		if _, has := obj[n]; !has && !seen[n] {
+			seen[n] = true
+			if f := keyFold(n); f != "" {
+				wanted[f] = append(wanted[f], n)
+			}
 		}
 	}
-	return match, n == 1
+	undeclared := map[string][]string{}
+	for k := range obj {
+		if !declared[k] {
+			if f := keyFold(k); f != "" {
+				undeclared[f] = append(undeclared[f], k)
+			}
+		}
+	}
+	var rs []rename
+	for f, froms := range undeclared {
+		if tos := wanted[f]; len(froms) == 1 && len(tos) == 1 && froms[0] != tos[0] {
+			rs = append(rs, rename{froms[0], tos[0]})
+		}
+	}
+	slices.SortFunc(rs, func(a, b rename) int { return strings.Compare(a.from, b.from) })
+	return rs
+}
+
+// keyFold is a property name as rename_key compares names: in NFC, without
+// the separators _, - and space, in Unicode simple case folding (the
+// smallest rune of each rune's folding orbit, as strings.EqualFold
+// equates them). Two different names with one keyFold differ only in case
+// and separators; "" matches nothing.
+func keyFold(name string) string {
+	return strings.Map(foldRune, stripSeparators(norm.NFC.String(name)))
+}
+
+// foldRune is the smallest rune of r's simple case folding orbit.
+func foldRune(r rune) rune {
+	least := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		least = min(least, f)
+	}
+	return least
 }
 
 // sameKey reports whether two different property names are equal once
-// letter case (Unicode simple folding), the separators _, - and space and
-// Unicode canonical equivalence are set aside, and not empty then.
+// letter case, the separators _, - and space and Unicode canonical
+// equivalence are set aside, and not empty then.
 func sameKey(a, b string) bool {
-	if a == b {
-		return false
-	}
-	x, y := stripSeparators(norm.NFC.String(a)), stripSeparators(norm.NFC.String(b))
-	return x != "" && strings.EqualFold(x, y)
+	fa := keyFold(a)
+	return a != b && fa != "" && fa == keyFold(b)
 }
 
 // stripSeparators is s without _, - and space.
@@ -752,10 +781,14 @@ func fixAccepted(before, after []Error, f fix) bool {
 // path and keyword, used up as it matches) or at or under one of the
 // locations allowed: no error appeared elsewhere.
 func within(errs []Error, left map[errKey]int, allowed ...string) bool {
+	set := make(map[string]bool, len(allowed))
+	for _, p := range allowed {
+		set[p] = true
+	}
 	for _, e := range errs {
 		k := errKey{e.Path, e.Keyword}
 		if left[k] == 0 {
-			if underAny(e.Path, allowed) {
+			if len(set) > 0 && underSet(e.Path, set) {
 				continue
 			}
 			return false
@@ -765,9 +798,18 @@ func within(errs []Error, left map[errKey]int, allowed ...string) bool {
 	return true
 }
 
-// underAny reports whether path is one of ps or below one.
-func underAny(path string, ps []string) bool {
-	return slices.ContainsFunc(ps, func(p string) bool { return under(path, p) })
+// underSet reports whether path or one of its ancestors is in set.
+func underSet(path string, set map[string]bool) bool {
+	for {
+		if set[path] {
+			return true
+		}
+		i := strings.LastIndexByte(path, '/')
+		if i < 0 {
+			return false
+		}
+		path = path[:i]
+	}
 }
 
 // under reports whether path is p or below it.
@@ -1017,6 +1059,17 @@ type roundCache struct {
 	// next token of their location.
 	off    map[*jsonschema.ValidationError]bool
 	causes map[*jsonschema.ValidationError]*causeIndex
+	// renames holds the renames an object's names allow, by the object's
+	// pointer: the same for each of its required and additionalProperties
+	// errors (nil when none is allowed).
+	renames map[string]*renameSet
+}
+
+// renameSet is the renames one object allows, and the names they touch.
+type renameSet struct {
+	list []rename
+	from map[string]bool
+	to   map[string]bool
 }
 
 type failedKey struct {
@@ -1026,9 +1079,10 @@ type failedKey struct {
 
 func newRoundCache() *roundCache {
 	return &roundCache{
-		failed: map[failedKey]*jsonschema.ValidationError{},
-		off:    map[*jsonschema.ValidationError]bool{},
-		causes: map[*jsonschema.ValidationError]*causeIndex{},
+		failed:  map[failedKey]*jsonschema.ValidationError{},
+		off:     map[*jsonschema.ValidationError]bool{},
+		causes:  map[*jsonschema.ValidationError]*causeIndex{},
+		renames: map[string]*renameSet{},
 	}
 }
 

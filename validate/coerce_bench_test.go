@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -78,5 +79,39 @@ func BenchmarkCheckWith(b *testing.B) {
 				CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe})
 			}
 		})
+	}
+}
+
+// wideRenamed is a schema of n required integer properties field_0 ...
+// and a value holding each under a misspelling (Field0 ...), half of them
+// as strings: n renames and n/2 number fixes make it valid.
+func wideRenamed(n int) (schema, value string) {
+	var props, req, vals []string
+	for i := range n {
+		props = append(props, fmt.Sprintf(`"field_%d":{"type":"integer"}`, i))
+		req = append(req, fmt.Sprintf(`"field_%d"`, i))
+		v := fmt.Sprint(i)
+		if i%2 == 1 {
+			v = `"` + v + `"`
+		}
+		vals = append(vals, fmt.Sprintf(`"Field%d":%s`, i, v))
+	}
+	schema = `{"type":"object","additionalProperties":false,"properties":{` + strings.Join(props, ",") + `},"required":[` + strings.Join(req, ",") + `]}`
+	return schema, "{" + strings.Join(vals, ",") + "}"
+}
+
+// BenchmarkCoerceWideObject coerces an object of 10,000 misspelt
+// properties, half of them numbers in strings: the renames of one object
+// are found once a round, not once an error (a first version took over
+// half an hour).
+func BenchmarkCoerceWideObject(b *testing.B) {
+	src, value := wideRenamed(10000)
+	s := mustCompile(b, src)
+	v := mustDecode(b, value)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, fixes, errs := s.Coerce(v, CoerceSafe); len(errs) != 0 || len(fixes) != 15000 {
+			b.Fatalf("%d fixes, errors %v", len(fixes), errs[:min(3, len(errs))])
+		}
 	}
 }

@@ -595,3 +595,22 @@ func TestCoerceLarge(t *testing.T) {
 	}
 	t.Logf("%d repairs in %v", n, time.Since(start))
 }
+
+// An object of a thousand misspelt properties, half of them numbers in
+// strings, is repaired whole: every rename in one fix, then every number.
+func TestCoerceWideObject(t *testing.T) {
+	t.Parallel()
+	src, value := wideRenamed(1000)
+	s := mustCompile(t, src)
+	got, fixes, errs := s.Coerce(mustDecode(t, value), CoerceSafe)
+	kinds := map[string]int{}
+	for _, f := range fixes {
+		kinds[f.Kind]++
+	}
+	if len(errs) != 0 || kinds[KindRenameKey] != 1000 || kinds[KindCoerceNumber] != 500 {
+		t.Fatalf("fixes %v, %d errors left", kinds, len(errs))
+	}
+	if n, ok := got.(map[string]any)["field_999"].(json.Number); !ok || n != "999" {
+		t.Errorf("field_999 = %v, want 999", got.(map[string]any)["field_999"])
+	}
+}
