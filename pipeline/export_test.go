@@ -15,3 +15,6 @@ func SetWaveHook(c *WorkerConfig, f func(point string, waveID int64)) { c.waveHo
 // OutageHoldsMax is how often a job waits out a provider failure inside
 // one delivery.
 const OutageHoldsMax = outageHoldsMax
+
+// ReplaySpill writes what the spill files in dir hold to the ledger.
+var ReplaySpill = replaySpill

@@ -3,8 +3,11 @@ package pipeline_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -752,4 +755,32 @@ func TestStopNowEndsTheGrace(t *testing.T) {
 	h.checkQueueEmpty()
 	rw2.stop(t, 20*time.Second)
 	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+}
+
+// A spill file is written only into the ledger its jobs are in: a file of
+// another ledger's jobs, or one that is not a spill file, is kept, with an
+// error, and makes no batch appear.
+func TestSpillOfAnotherLedgerIsKept(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	for name, body := range map[string]string{
+		"foreign": `{"hello":"world"}` + "\n",
+		"other":   `{"result":{"JobID":"elsewhere:1","Status":"valid","Job":{"ID":"elsewhere:1","Batch":"elsewhere"}}}` + "\n",
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "unwritten-1-1.jsonl")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n, err := pipeline.ReplaySpill(h.ctx, dir, h.st, slog.New(slog.DiscardHandler))
+		if err == nil || n != 0 {
+			t.Errorf("%s: replay wrote %d, error %v; want an error", name, n, err)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%s: the file is gone: %v", name, err)
+		}
+	}
+	if _, err := h.st.Batch(h.ctx, "elsewhere"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("batch of the other ledger's job: %v, want none", err)
+	}
 }

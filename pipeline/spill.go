@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -31,6 +32,8 @@ type spill struct {
 	f    *os.File
 	path string
 	n    int
+	// lost counts the records neither the ledger nor the disk took.
+	lost atomic.Int64
 }
 
 // spillRecord is one line of a spill file: a result or an interruption.
@@ -46,7 +49,11 @@ const spillGlob = "unwritten-*.jsonl"
 // record; it reports whether rec is on disk. A nil spill (no directory)
 // keeps nothing.
 func (s *spill) add(rec spillRecord) bool {
-	if s == nil || s.dir == "" {
+	if s == nil {
+		return false
+	}
+	if s.dir == "" {
+		s.lost.Add(1)
 		return false
 	}
 	line, err := json.Marshal(rec)
@@ -68,11 +75,31 @@ func (s *spill) add(rec spillRecord) bool {
 		}
 	}
 	if err != nil {
+		s.lost.Add(1)
 		s.log.Error("worker: keep an unwritten result on disk", slog.String("dir", s.dir), slog.String("error", err.Error()))
 		return false
 	}
 	s.n++
 	return true
+}
+
+// CheckSpillDir makes dir and checks a file can be written in it, so that
+// a worker finds an unusable spill directory at start, not when it needs
+// it at a stop. "" (keep nothing) passes.
+func CheckSpillDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }
 
 // close closes the spill file and says where it is and what it holds.
@@ -142,6 +169,7 @@ func replaySpillFile(ctx context.Context, path string, ledger Ledger) (int, erro
 	}
 	var results []store.Result
 	var ins []store.Interruption
+	var ids []string
 	for i, line := range lines {
 		var rec spillRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
@@ -151,10 +179,26 @@ func replaySpillFile(ctx context.Context, path string, ledger Ledger) (int, erro
 			return 0, fmt.Errorf("line %d: %w", i+1, err)
 		}
 		switch {
-		case rec.Result != nil:
+		case rec.Result != nil && rec.Result.JobID != "":
 			results = append(results, *rec.Result)
-		case rec.Interrupted != nil:
+			ids = append(ids, rec.Result.JobID)
+		case rec.Interrupted != nil && rec.Interrupted.JobID != "":
 			ins = append(ins, *rec.Interrupted)
+			ids = append(ids, rec.Interrupted.JobID)
+		default:
+			return 0, fmt.Errorf("line %d is neither a result nor interrupted calls: not a spill file of this worker", i+1)
+		}
+	}
+	// The jobs must be this ledger's: a spill directory shared by workers
+	// of another ledger (a relative path, run from one directory) must not
+	// make batches appear here.
+	known, err := ledger.JobStates(ctx, ids)
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		if _, ok := known[id]; !ok {
+			return 0, fmt.Errorf("job %s is not in this ledger (was the file written by a worker on another DATABASE_URL?)", id)
 		}
 	}
 	// Interrupted calls first: their jobs have rows (the results' jobs get

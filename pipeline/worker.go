@@ -494,6 +494,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-wavesDone
 	w.log.InfoContext(ctx, "worker: stopped")
 	fatalOnce.Do(func() {}) // no abort after this point
+	if n := w.spill.lost.Load(); n > 0 && fatal == nil {
+		return fmt.Errorf("%d results or interrupted deliveries, their calls paid for, could not be written to the ledger nor kept in the spill directory %q", n, w.cfg.SpillDir)
+	}
 	return fatal
 }
 

@@ -141,6 +141,7 @@ func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
 		"--subject":              "jobs.>",
 		"--consumer":             "two words",
 		"--max-failure-rate":     "NaN",
+		"--spill-dir":            "/dev/null/spill",
 	} {
 		t.Run(flag, func(t *testing.T) {
 			t.Parallel()

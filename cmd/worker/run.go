@@ -109,6 +109,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.Concurrency < 1 {
 		return usagef("--concurrency %d: want at least 1", cfg.Concurrency)
 	}
+	if err := pipeline.CheckSpillDir(cfg.SpillDir); err != nil {
+		return usagef("--spill-dir %q cannot hold results: %v", cfg.SpillDir, err)
+	}
 	if cfg.Grace == 0 {
 		// WorkerConfig reads 0 as its default; --grace 0 means none.
 		cfg.Grace = time.Nanosecond
