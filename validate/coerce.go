@@ -396,6 +396,23 @@ func (s *Schema) propose(root any, errs []Error, mode CoerceMode) []fix {
 	taken := map[string]bool{}
 	cache := newRoundCache()
 	for _, e := range errs {
+		if (e.Keyword != "required" && e.Keyword != "additionalProperties") || e.Path == "" {
+			continue
+		}
+		i := strings.LastIndexByte(e.Path, '/')
+		parent, name := e.Path[:i], unescapeToken(e.Path[i+1:])
+		d := cache.renameDrivers[parent]
+		if d == nil {
+			d = &renameSet{extra: map[string]bool{}, missing: map[string]bool{}}
+			cache.renameDrivers[parent] = d
+		}
+		if e.Keyword == "required" {
+			d.missing[name] = true
+		} else {
+			d.extra[name] = true
+		}
+	}
+	for _, e := range errs {
 		if taken[e.Path] {
 			continue
 		}
@@ -609,16 +626,20 @@ func (s *Schema) renamesOf(root any, parent []string, obj map[string]any, cache 
 	for _, n := range pv.props {
 		declared[n] = true
 	}
+	// Every name the schemas declare or require, present or not: a
+	// misspelling that folds like two of them (a_b and ab) is ambiguous
+	// even when the object has one of them.
 	wanted := map[string][]string{}
 	seen := map[string]bool{}
 	for _, n := range concat(pv.required, pv.props) {
-		if _, has := obj[n]; !has && !seen[n] {
+		if !seen[n] {
 			seen[n] = true
 			if f := keyFold(n); f != "" {
 				wanted[f] = append(wanted[f], n)
 			}
 		}
 	}
+	drivers := cache.renameDrivers[pointer(parent)]
 	undeclared := map[string][]string{}
 	for k := range obj {
 		if !declared[k] {
@@ -629,9 +650,20 @@ func (s *Schema) renamesOf(root any, parent []string, obj map[string]any, cache 
 	}
 	var rs []rename
 	for f, froms := range undeclared {
-		if tos := wanted[f]; len(froms) == 1 && len(tos) == 1 && froms[0] != tos[0] {
-			rs = append(rs, rename{froms[0], tos[0]})
+		tos := wanted[f]
+		if len(froms) != 1 || len(tos) != 1 || froms[0] == tos[0] {
+			continue
 		}
+		if _, has := obj[tos[0]]; has {
+			continue
+		}
+		// Only a name an error is about moves: the old one not allowed,
+		// or the new one required and missing. An extra property the
+		// schema allows stays where the model put it.
+		if drivers == nil || !drivers.extra[froms[0]] && !drivers.missing[tos[0]] {
+			continue
+		}
+		rs = append(rs, rename{froms[0], tos[0]})
 	}
 	slices.SortFunc(rs, func(a, b rename) int { return strings.Compare(a.from, b.from) })
 	return rs
@@ -788,7 +820,9 @@ func within(errs []Error, left map[errKey]int, allowed ...string) bool {
 	for _, e := range errs {
 		k := errKey{e.Path, e.Keyword}
 		if left[k] == 0 {
-			if len(set) > 0 && underSet(e.Path, set) {
+			// The moved value's own errors may show; its new name not
+			// being allowed (another alternative's) may not.
+			if len(set) > 0 && underSet(e.Path, set) && !(set[e.Path] && (e.Keyword == "additionalProperties" || e.Keyword == "unevaluatedProperties")) {
 				continue
 			}
 			return false
@@ -1063,13 +1097,17 @@ type roundCache struct {
 	// pointer: the same for each of its required and additionalProperties
 	// errors (nil when none is allowed).
 	renames map[string]*renameSet
+	// renameDrivers holds, by object pointer, the names its required and
+	// additionalProperties errors are about.
+	renameDrivers map[string]*renameSet
 }
 
-// renameSet is the renames one object allows, and the names they touch.
+// renameSet is the renames one object allows, and the names they touch;
+// as renameDrivers, the names not allowed (extra) and missing of an object.
 type renameSet struct {
-	list []rename
-	from map[string]bool
-	to   map[string]bool
+	list           []rename
+	from, to       map[string]bool
+	extra, missing map[string]bool
 }
 
 type failedKey struct {
@@ -1082,7 +1120,8 @@ func newRoundCache() *roundCache {
 		failed:  map[failedKey]*jsonschema.ValidationError{},
 		off:     map[*jsonschema.ValidationError]bool{},
 		causes:  map[*jsonschema.ValidationError]*causeIndex{},
-		renames: map[string]*renameSet{},
+		renames:       map[string]*renameSet{},
+		renameDrivers: map[string]*renameSet{},
 	}
 }
 
