@@ -1117,9 +1117,9 @@ type failedKey struct {
 
 func newRoundCache() *roundCache {
 	return &roundCache{
-		failed:  map[failedKey]*jsonschema.ValidationError{},
-		off:     map[*jsonschema.ValidationError]bool{},
-		causes:  map[*jsonschema.ValidationError]*causeIndex{},
+		failed:        map[failedKey]*jsonschema.ValidationError{},
+		off:           map[*jsonschema.ValidationError]bool{},
+		causes:        map[*jsonschema.ValidationError]*causeIndex{},
 		renames:       map[string]*renameSet{},
 		renameDrivers: map[string]*renameSet{},
 	}
