@@ -276,6 +276,10 @@ func CheckBatchName(name string) error {
 	if name == "" || len(name) > MaxBatchName {
 		return fmt.Errorf("%w: batch name %q: want 1 to %d characters", ErrBadConfig, name, MaxBatchName)
 	}
+	if name[0] == '-' || name[0] == '.' {
+		// "-x" reads as a flag to report and worker.
+		return fmt.Errorf("%w: batch name %q: start it with a letter, digit or '_'", ErrBadConfig, name)
+	}
 	for _, r := range name {
 		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-') {
 			return fmt.Errorf("%w: batch name %q has %q: use letters, digits, '.', '_' and '-' only (a job id is the batch name, ':' and the row's id)", ErrBadConfig, name, r)

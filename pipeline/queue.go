@@ -89,13 +89,15 @@ func (c QueueConfig) Validate() error { return c.validate() }
 func (c QueueConfig) validate() error {
 	switch {
 	case !natsName(c.Stream, false):
-		return settingErr("Stream", fmt.Sprintf("%q", c.Stream), "is not a stream name (no spaces, '.', '*' or '>')")
+		return settingErr("Stream", fmt.Sprintf("%q", c.Stream), "is not a stream name (at most 255 bytes; no spaces, '.', '/', '\\', '*' or '>')")
 	case !natsName(c.Subject, true):
-		return settingErr("Subject", fmt.Sprintf("%q", c.Subject), "is not a subject jobs can be published on (dot-separated tokens, no spaces, no wildcard '*' or '>')")
+		return settingErr("Subject", fmt.Sprintf("%q", c.Subject), "is not a subject jobs can be published on (at most 255 bytes of dot-separated tokens; no spaces, no wildcard '*' or '>')")
 	case !natsName(c.Consumer, false):
-		return settingErr("Consumer", fmt.Sprintf("%q", c.Consumer), "is not a consumer name (no spaces, '.', '*' or '>')")
+		return settingErr("Consumer", fmt.Sprintf("%q", c.Consumer), "is not a consumer name (at most 255 bytes; no spaces, '.', '/', '\\', '*' or '>')")
 	case c.Duplicates < 0:
 		return settingErr("Duplicates", c.Duplicates, "is negative")
+	case c.Duplicates < 100*time.Millisecond:
+		return settingErr("Duplicates", c.Duplicates, "is under NATS's minimum of 100ms")
 	case c.Duplicates > c.MaxAge:
 		return settingErr("Duplicates", c.Duplicates, fmt.Sprintf("is longer than max age %s", c.MaxAge))
 	case c.MaxDeliver < 2:
@@ -113,7 +115,9 @@ func (c QueueConfig) validate() error {
 // space or wildcard, and for a name no '.'; a subject's dot-separated
 // tokens are not empty.
 func natsName(s string, subject bool) bool {
-	if s == "" || strings.ContainsAny(s, "*> \t\r\n") {
+	// NATS refuses names over 255 bytes and with path separators; a
+	// subject much longer than that passes its control line.
+	if s == "" || len(s) > 255 || strings.ContainsAny(s, "*> \t\r\n") || !subject && strings.ContainsAny(s, "/\\") {
 		return false
 	}
 	if !subject {

@@ -227,8 +227,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			// more jobs are taken into the outage, and resume the job
 			// after the wait: its paid attempts, if any, stay in its
 			// result, and no delivery is spent.
-			if holds >= outageHoldsMax || hint > w.cfg.NakDelayMax || overCap(err) {
-				break
+			if holds >= outageHoldsMax || hint > w.cfg.NakDelayMax || overCap(err) || ctx.Err() != nil || w.stoppingNow() {
+				break // handed back below (a stop cuts calls off: not an outage)
 			}
 			wait := max(min(w.cfg.NakDelayMin<<holds, w.cfg.NakDelayMax), hint)
 			holds++
