@@ -138,12 +138,13 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	if cfg.DryRun {
 		return rep, nil
 	}
-	if _, _, err := pipeline.EnsureStream(ctx, js, cfg.Queue); err != nil {
-		return rep, queueErr(err)
-	}
 	first, err := ParseBatchSettings(b)
 	if err != nil {
 		return rep, err
+	}
+	cfg.Queue = first.queue(cfg.Queue) // the stream its jobs went to first
+	if _, _, err := pipeline.EnsureStream(ctx, js, cfg.Queue); err != nil {
+		return rep, queueErr(err)
 	}
 	var prog Progress
 	ecfg := Config{Batch: cfg.Batch, Queue: cfg.Queue, Chunk: ChunkDefault}

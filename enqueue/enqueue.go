@@ -374,6 +374,10 @@ type BatchSettings struct {
 	// CacheKey is the prompt-cache key of the batch's requests, "" when
 	// prompt caching is off.
 	CacheKey string `json:"cache_key,omitempty"`
+	// Stream and Subject are where the batch's jobs are published, ""
+	// for the defaults: --resume and requeue publish there.
+	Stream  string `json:"stream,omitempty"`
+	Subject string `json:"subject,omitempty"`
 }
 
 func (c *Config) settings(schemaHash string) BatchSettings {
@@ -388,7 +392,19 @@ func (c *Config) settings(schemaHash string) BatchSettings {
 	if c.PromptCache {
 		s.CacheKey = CacheKey(c.Batch, schemaHash)
 	}
+	if q, def := c.Queue.WithDefaults(), (pipeline.QueueConfig{}).WithDefaults(); q.Stream != def.Stream || q.Subject != def.Subject {
+		s.Stream, s.Subject = q.Stream, q.Subject
+	}
 	return s
+}
+
+// queue is q with the stream and subject the batch was enqueued on, when
+// it recorded them.
+func (s BatchSettings) queue(q pipeline.QueueConfig) pipeline.QueueConfig {
+	if s.Stream != "" {
+		q.Stream, q.Subject = s.Stream, s.Subject
+	}
+	return q
 }
 
 // CacheKey is the prompt-cache key of a batch's requests: stable per batch
@@ -495,6 +511,9 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	add("template (sha256)", short(s.TemplateSHA256), short(now.TemplateSHA256))
 	add("id field", cmp.Or(s.IDField, "(line number)"), cmp.Or(now.IDField, "(line number)"))
 	add("format", s.Format, now.Format)
+	def := (pipeline.QueueConfig{}).WithDefaults()
+	add("stream", cmp.Or(s.Stream, def.Stream), cmp.Or(now.Stream, def.Stream))
+	add("subject", cmp.Or(s.Subject, def.Subject), cmp.Or(now.Subject, def.Subject))
 	add("delivery", cmp.Or(s.Delivery, pipeline.DeliveryRealtime), cmp.Or(now.Delivery, pipeline.DeliveryRealtime))
 	if s.Delivery == pipeline.DeliveryBatch && now.Delivery == pipeline.DeliveryBatch {
 		add("deadline", (time.Duration(s.DeadlineSeconds) * time.Second).String(), (time.Duration(now.DeadlineSeconds) * time.Second).String())
@@ -723,6 +742,7 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 	if settings.Provider == "" || settings.Model == "" {
 		return fmt.Errorf("batch %s was recorded without its settings (by an older version): run the original enqueue command again instead of --resume", cfg.Batch)
 	}
+	cfg.Queue = settings.queue(cfg.Queue) // where its jobs went first
 	stream, _, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
 	if err != nil {
 		return queueErr(err)

@@ -511,3 +511,38 @@ func TestEnsureStreamSubjects(t *testing.T) {
 		}
 	}
 }
+
+// A batch enqueued on another stream than the default records it: --resume
+// republishes there, not into the default stream, and a re-run naming the
+// default stream is refused as a change of settings.
+func TestResumeUsesTheBatchStream(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	cfg := h.enqueueConfig("own")
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(5))); err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.js.Stream(h.ctx, h.q.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The flags' defaults, as `enqueue --batch own --resume` has them.
+	prog, err := enqueue.Run(h.ctx, h.js, h.st, enqueue.Config{Batch: "own", Resume: true}, nil)
+	if err != nil || prog.Republished != 5 {
+		t.Fatalf("resume: %+v %v; want 5 republished", prog, err)
+	}
+	if got := h.streamMsgs(); got != 5 {
+		t.Errorf("the batch's stream holds %d jobs after the resume, want 5", got)
+	}
+	if _, err := h.js.Stream(h.ctx, pipeline.StreamDefault); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("the default stream: %v, want none made by the resume", err)
+	}
+	other := cfg
+	other.Queue = pipeline.QueueConfig{}
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, other, strings.NewReader(dataset(5))); !errors.Is(err, enqueue.ErrSettingsChanged) || !strings.Contains(err.Error(), "stream: recorded") {
+		t.Errorf("re-run on the default stream: %v, want ErrSettingsChanged naming the stream", err)
+	}
+}
