@@ -403,7 +403,7 @@ func (s *Schema) propose(root any, errs []Error, mode CoerceMode) []fix {
 		parent, name := e.Path[:i], unescapeToken(e.Path[i+1:])
 		d := cache.renameDrivers[parent]
 		if d == nil {
-			d = &renameSet{extra: map[string]bool{}, missing: map[string]bool{}}
+			d = &renameDrivers{extra: map[string]bool{}, missing: map[string]bool{}}
 			cache.renameDrivers[parent] = d
 		}
 		if e.Keyword == "required" {
@@ -1099,14 +1099,18 @@ type roundCache struct {
 	renames map[string]*renameSet
 	// renameDrivers holds, by object pointer, the names its required and
 	// additionalProperties errors are about.
-	renameDrivers map[string]*renameSet
+	renameDrivers map[string]*renameDrivers
 }
 
-// renameSet is the renames one object allows, and the names they touch;
-// as renameDrivers, the names not allowed (extra) and missing of an object.
+// renameSet is the renames one object allows, and the names they touch.
 type renameSet struct {
-	list           []rename
-	from, to       map[string]bool
+	list     []rename
+	from, to map[string]bool
+}
+
+// renameDrivers are the names an object's errors are about: not allowed
+// (extra) and required but missing.
+type renameDrivers struct {
 	extra, missing map[string]bool
 }
 
@@ -1121,7 +1125,7 @@ func newRoundCache() *roundCache {
 		off:           map[*jsonschema.ValidationError]bool{},
 		causes:        map[*jsonschema.ValidationError]*causeIndex{},
 		renames:       map[string]*renameSet{},
-		renameDrivers: map[string]*renameSet{},
+		renameDrivers: map[string]*renameDrivers{},
 	}
 }
 

@@ -320,16 +320,10 @@ func capText(c store.Cap) string {
 // queueUsage checks the queue flags before anything is connected: a value
 // NATS refuses is a usage error naming the flag.
 func queueUsage(q pipeline.QueueConfig) error {
-	err := q.WithDefaults().Validate()
-	var se *pipeline.SettingError
-	if !errors.As(err, &se) {
-		return err
+	if err := q.WithDefaults().Validate(); err != nil {
+		return cliflags.SettingUsage(err, map[string]string{"Stream": "--stream", "Subject": "--subject", "Duplicates": "--duplicates-window"})
 	}
-	flags := map[string]string{"Stream": "--stream", "Subject": "--subject", "Duplicates": "--duplicates-window"}
-	if f, ok := flags[se.Setting]; ok {
-		return usageError{Err: fmt.Errorf("%s %v %s", f, se.Value, se.Problem)}
-	}
-	return usageError{Err: err}
+	return nil
 }
 
 // parseCost reads a --max-cost-usd value: a non-negative number, or none.

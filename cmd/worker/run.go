@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -179,15 +180,7 @@ var settingFlags = map[string]string{
 
 // settingUsage turns a WorkerConfig.Validate error into a usage error
 // naming the flag.
-func settingUsage(err error) error {
-	var se *pipeline.SettingError
-	if errors.As(err, &se) {
-		if f, ok := settingFlags[se.Setting]; ok {
-			return usagef("%s %v %s", f, se.Value, se.Problem)
-		}
-	}
-	return usagef("%v", err)
-}
+func settingUsage(err error) error { return cliflags.SettingUsage(err, settingFlags) }
 
 // checkKeys asks each provider the worker has a key for whether it takes
 // it, before a job is pulled: a refused key would stop the worker at its

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/fixpoint-dev/fixpoint/pipeline"
 )
 
 // UsageError marks an error caused by how the command was called.
@@ -59,4 +61,17 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	default:
 		return UsageError{fmt.Errorf("%w (see --help)", err)}
 	}
+}
+
+// SettingUsage turns an error of a config's Validate into a usage error,
+// naming the flag behind its setting when flags (setting name to flag)
+// has it: the value is reported as the flag typed.
+func SettingUsage(err error, flags map[string]string) error {
+	var se *pipeline.SettingError
+	if errors.As(err, &se) {
+		if f, ok := flags[se.Setting]; ok {
+			return Usagef("%s %v %s", f, se.Value, se.Problem)
+		}
+	}
+	return UsageError{Err: err}
 }
