@@ -190,6 +190,64 @@ func TestCancelDuringRun(t *testing.T) {
 	}
 }
 
+// A cancel reaches jobs between their repair attempts: a job in flight
+// whose replies keep failing makes no call after the cancel but the one it
+// had already sent, ends cancelled, and its calls are recorded as the
+// cancel's. Before, each went on to its last attempt (5 calls here).
+func TestCancelStopsJobsBetweenAttempts(t *testing.T) {
+	t.Parallel()
+	const n, jobs = 4, 4
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Script: func(int, *http.Request) *sim.ScriptedReply {
+		return &sim.ScriptedReply{Status: 200, Body: completion("Sorry, no JSON today.", 40, 8), Delay: time.Second,
+			Header: http.Header{"Content-Type": {"application/json"}}}
+	}}})
+	cfg := h.enqueueConfig("b")
+	cfg.Limits.MaxAttempts = 5
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(jobs))); err != nil {
+		t.Fatal(err)
+	}
+	wcfg := h.workerConfig(h.client(nil))
+	wcfg.Concurrency = n
+	rw := h.startWorker(wcfg, nil, nil)
+	waitFor(t, 30*time.Second, "every job past its first call", func() bool { return h.sim.requests() >= 2*jobs })
+	if _, err := enqueue.Cancel(h.ctx, h.st, "b"); err != nil {
+		t.Fatal(err)
+	}
+	atCancel := h.sim.requests()
+	// The workers see the cancel within controlTTL (2 s): the call in
+	// flight and up to two more a job, against 5 calls a job without.
+	waitFor(t, 30*time.Second, "the jobs' calls to end", func() bool {
+		before := h.sim.requests()
+		time.Sleep(time.Second)
+		return h.sim.requests() == before
+	})
+	rw.stop(t, 20*time.Second)
+	if calls := h.sim.requests(); calls > atCancel+3*jobs || calls >= 5*jobs {
+		t.Errorf("%d calls (%d at the cancel): the jobs ran on after it", calls, atCancel)
+	}
+	var cancelledCalls int
+	for i := 1; i <= jobs; i++ {
+		j, as := h.job(jobID("b", i))
+		if j.Status != store.StatusCancelled || len(as) != 0 {
+			t.Errorf("job %d: %s with %d attempts; want cancelled, its calls kept apart", i, j.Status, len(as))
+		}
+		kept, err := h.st.JobInterrupted(h.ctx, jobID("b", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range kept {
+			if k.Reason != store.InterruptCancelled || k.Hold != 0 || k.Paid != k.Calls {
+				t.Errorf("job %d: interrupted calls %+v; want every call paid and recorded as cancelled", i, k)
+			}
+			cancelledCalls += k.Calls
+		}
+	}
+	if int64(cancelledCalls) != h.sim.requests() {
+		t.Errorf("%d calls recorded as cancelled, %d made", cancelledCalls, h.sim.requests())
+	}
+	h.checkInvariants("b", invariants{Jobs: jobs})
+}
+
 // Requeue of invalid jobs with another model: the new run's outcome is on
 // the job row, the first run's stays in the ledger, and repeating the
 // requeue does nothing.

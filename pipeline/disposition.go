@@ -24,24 +24,26 @@ func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *Envelope,
 		if ctx.Err() != nil || w.stoppingNow() {
 			reason = store.InterruptShutdown
 		}
-		w.saveInterrupted(ctx, env, delivered, res, reason)
+		w.saveInterrupted(ctx, env, delivered, res.Attempts, reason, 0)
 	}
 	w.dispose(ctx, msg, env, w.decide(ctx, delivered, cause))
 }
 
-// saveInterrupted records the calls of a delivery that ended without a
-// result. A failure is logged: the job is handed back either way.
-func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered int, res *Result, reason string) {
-	in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered, Reason: reason}
-	for i := range res.Attempts {
-		in.Attempts = append(in.Attempts, toStoreAttempt(&res.Attempts[i]))
+// saveInterrupted records calls of a delivery that are not among its
+// result's attempts: a delivery that ended without a result, or the failed
+// calls before an outage's hold-th wait. A failure to write them keeps
+// them on disk (--spill-dir) and is logged: the job goes on either way.
+func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered int, attempts []Attempt, reason string, hold int) {
+	in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered, Reason: reason, Hold: hold}
+	for i := range attempts {
+		in.Attempts = append(in.Attempts, toStoreAttempt(&attempts[i]))
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := w.ledger.SaveInterrupted(wctx, []store.Interruption{in}); err != nil {
 		kept := w.spill.add(spillRecord{Interrupted: &in})
-		w.log.WarnContext(ctx, "worker: record the calls of a job handed back", slog.String("job_id", env.JobID),
-			slog.Int("calls", len(in.Attempts)), slog.Bool("kept_on_disk", kept), slog.String("error", err.Error()))
+		w.log.WarnContext(ctx, "worker: record the calls kept apart from the job's result", slog.String("job_id", env.JobID),
+			slog.String("reason", reason), slog.Int("calls", len(in.Attempts)), slog.Bool("kept_on_disk", kept), slog.String("error", err.Error()))
 	}
 }
 

@@ -591,7 +591,8 @@ func TestMaxDeliverDead(t *testing.T) {
 
 // A provider outage in the middle of jobs that already paid for a reply:
 // the worker keeps the messages, waits, and resumes each job where it was,
-// so every paid attempt reaches the ledger and no job is redelivered.
+// so every paid attempt reaches the ledger and no job is redelivered; the
+// failed call is kept apart from its attempts.
 func TestProviderOutageMidJob(t *testing.T) {
 	t.Parallel()
 	const n = 10
@@ -632,12 +633,15 @@ func TestProviderOutageMidJob(t *testing.T) {
 	}
 	h.checkInvariants("b", invariants{Jobs: n, OneDelivery: true, Statuses: map[string]int{store.StatusValid: n}})
 	for i := 1; i <= n; i++ {
-		_, as := h.job(jobID("b", i))
-		if len(as) < 3 || as[0].Class != "shape" || as[0].TokensIn == 0 {
-			t.Fatalf("job %d attempts %+v: want the paid first reply kept, then the failed call, then the fix", i, as)
+		j, as := h.job(jobID("b", i))
+		if len(as) != 2 || as[0].Class != "shape" || as[0].TokensIn == 0 || !as[1].Valid || j.Attempts != 2 || j.Calls != 2 {
+			t.Fatalf("job %d: %d attempts, %d calls, rows %+v: want the paid first reply kept, then the fix", i, j.Attempts, j.Calls, as)
 		}
-		if as[1].Class != "provider" || as[1].TransportRetries != 1 {
-			t.Errorf("job %d attempt 2: class %q, %d transport retries; want provider with 1", i, as[1].Class, as[1].TransportRetries)
+		// The call that failed in the outage is kept apart, before the
+		// job's one wait.
+		kept, err := h.st.JobInterrupted(h.ctx, jobID("b", i))
+		if err != nil || len(kept) != 1 || kept[0].Reason != store.InterruptOutage || kept[0].Hold != 1 || kept[0].Calls != 1 || kept[0].Paid != 0 {
+			t.Errorf("job %d interrupted calls %+v %v; want the failed call as an unpaid outage call before wait 1", i, kept, err)
 		}
 	}
 }
@@ -670,11 +674,33 @@ func TestProviderOutageSpendsNoDeliveries(t *testing.T) {
 	rw := h.startWorker(cfg, nil, nil)
 	h.waitDone("b", n, 60*time.Second)
 	rw.stop(t, 20*time.Second)
+	outageCalls := 0
 	for i := 1; i <= n; i++ {
-		if j, _ := h.job(jobID("b", i)); j.Status != store.StatusValid || j.Deliveries != 1 {
+		j, as := h.job(jobID("b", i))
+		if j.Status != store.StatusValid || j.Deliveries != 1 {
 			t.Errorf("job %d: %s after %d deliveries; want valid at its first", i, j.Status, j.Deliveries)
 		}
+		// The calls that failed in the outage are not the job's attempts:
+		// it is valid on its first, as the provider answered it.
+		if j.Attempts != 1 || j.Calls != 1 || len(as) != 1 || !j.FirstAttemptValid {
+			t.Errorf("job %d: %d attempts, %d calls, %d attempt rows, first valid %v; want valid on its first attempt",
+				i, j.Attempts, j.Calls, len(as), j.FirstAttemptValid)
+		}
+		kept, err := h.st.JobInterrupted(h.ctx, jobID("b", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w, k := range kept {
+			if k.Reason != store.InterruptOutage || k.Hold != w+1 || k.Calls != 1 || k.Paid != 0 || k.LastError == "" {
+				t.Errorf("job %d: interrupted calls %d: %+v; want one unpaid outage call before wait %d", i, w, k, w+1)
+			}
+			outageCalls += k.Calls
+		}
 	}
+	if outageCalls == 0 {
+		t.Error("no outage call recorded")
+	}
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}, OneDelivery: true})
 }
 
 // A worker stopped while Postgres is away: the jobs in flight finish their

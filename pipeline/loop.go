@@ -124,6 +124,10 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 				step.Stop(StatusOverBudget, OutcomeBudget, err.Error())
 				break
 			}
+			if errors.Is(err, ErrCancelled) {
+				step.Stop(StatusCancelled, "", err.Error())
+				break
+			}
 			if err != nil {
 				return step.Result(), err
 			}

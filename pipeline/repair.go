@@ -70,6 +70,7 @@ var (
 	ErrQuotaExhausted = repair.ErrQuotaExhausted
 	ErrProviderAuth   = repair.ErrProviderAuth
 	ErrOverBudget     = repair.ErrOverBudget
+	ErrCancelled      = repair.ErrCancelled
 )
 
 // DefaultPrices returns the built-in price table.

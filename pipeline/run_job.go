@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -178,21 +179,20 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	if prev != nil {
 		recorded = len(prev.Attempts)
 	}
-	var spendCap capEntry
+	var control controlEntry
 	err = w.retryLedger(ctx, log, func() error {
 		var err error
-		spendCap, err = w.capped(ctx, env.Batch)
+		control, err = w.control(ctx, env.Batch)
 		return err
 	})
 	if err != nil {
 		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", ErrTransient, err)))
 		return
 	}
-	if spendCap.capped {
-		job.GateFunc = w.budgetGate(env, spendCap.dollars, log)
-	}
+	job.GateFunc = w.gate(env, control, log)
 	loop := w.loops[env.Provider]
 	res, err := loop.Resume(ctx, job, prev)
+	waits := 0 // the waits of this delivery, of either kind
 	for holds := 0; errors.Is(err, ErrTransient); {
 		hint := serverWait(err)
 		if errors.Is(err, ErrProviderAuth) {
@@ -218,6 +218,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 				w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
 				return
 			}
+			waits++
 		} else {
 			// The provider is still failing after the transport retries,
 			// or asked for a wait longer than a worker holds a job. For
@@ -239,6 +240,15 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 				w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
 				return
 			}
+			waits++
+		}
+		// The calls that failed before the wait got no reply and were not
+		// paid for: they are kept as the outage's, not as the job's
+		// attempts, so a job valid after an outage reads valid on its
+		// second attempt, not its ninth, and its next call takes their
+		// number.
+		if failed := takeOutageCalls(res, recorded); len(failed) > 0 {
+			w.saveInterrupted(ctx, env, delivered, failed, store.InterruptOutage, waits)
 		}
 		res, err = loop.Resume(ctx, job, res)
 	}
@@ -256,33 +266,82 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	w.finishFrom(ctx, msg, env, res, recorded)
 }
 
-// capEntry is a batch's cap as last read.
-type capEntry struct {
-	capped  bool // tokens, dollars or both
-	dollars bool // a cost cap: the model must have a price
-	read    time.Time
+// controlEntry is a batch's cap and cancellation as last read.
+type controlEntry struct {
+	capped    bool // tokens, dollars or both
+	dollars   bool // a cost cap: the model must have a price
+	cancelled bool
+	read      time.Time
 }
 
-// capTTL is how long a batch's cap is trusted before it is read again: a
-// cap set while the batch runs takes effect within it.
-const capTTL = 2 * time.Second
+// controlTTL is how long a batch's cap and cancellation are trusted before
+// they are read again: a cap set or a cancel made while the batch runs
+// takes effect within it.
+const controlTTL = 2 * time.Second
 
-// capped returns the batch's spend cap as last read.
-func (w *Worker) capped(ctx context.Context, batch string) (capEntry, error) {
-	if v, ok := w.caps.Load(batch); ok {
-		if e := v.(*capEntry); time.Since(e.read) < capTTL {
+// control returns the batch's cap and cancellation as last read.
+func (w *Worker) control(ctx context.Context, batch string) (controlEntry, error) {
+	if v, ok := w.controls.Load(batch); ok {
+		if e := v.(*controlEntry); time.Since(e.read) < controlTTL {
 			return *e, nil
 		}
 	}
-	caps, err := w.ledger.BatchCaps(ctx, []string{batch})
+	return w.readControl(ctx, batch)
+}
+
+// readControl reads the batch's cap and cancellation from the ledger.
+func (w *Worker) readControl(ctx context.Context, batch string) (controlEntry, error) {
+	c, err := w.ledger.BatchControl(ctx, batch)
 	if err != nil {
-		return capEntry{}, err
+		return controlEntry{}, err
 	}
-	c, capped := caps[batch]
-	e := capEntry{capped: capped, dollars: c.MaxCostUSD != nil, read: time.Now()}
-	w.caps.Store(batch, &e)
+	e := controlEntry{capped: c.Cap.Capped(), dollars: c.Cap.MaxCostUSD != nil, cancelled: c.Cancelled, read: time.Now()}
+	w.controls.Store(batch, &e)
 	return e, nil
 }
+
+// gate is asked before each provider call of the job: a job whose batch
+// was cancelled since it started ends cancelled without the call (it kept
+// calling until its repair loop ended, and its calls were recorded as
+// superseded), and a capped batch's budget is held for the call.
+func (w *Worker) gate(env *Envelope, first controlEntry, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
+	var budget func(context.Context, *llm.Request) (func(*llm.Response, error), error)
+	if first.capped {
+		budget = w.budgetGate(env, first.dollars, log)
+	}
+	return func(ctx context.Context, req *llm.Request) (func(*llm.Response, error), error) {
+		if w.cancelled(ctx, env.Batch, log) {
+			return nil, cancelledError{}
+		}
+		if budget == nil {
+			return nil, nil
+		}
+		return budget(ctx, req)
+	}
+}
+
+// cancelled reports whether the batch is cancelled. Only a fresh read
+// says so: a requeue clears a cancel, and a cached one would end the new
+// run's jobs. A failed read lets the call go ahead: the ledger's outage is
+// the result writer's to wait out, not a reason to stop the job.
+func (w *Worker) cancelled(ctx context.Context, batch string, log *slog.Logger) bool {
+	e, err := w.control(ctx, batch)
+	if err == nil && e.cancelled {
+		e, err = w.readControl(ctx, batch)
+	}
+	if err != nil {
+		log.WarnContext(ctx, "worker: read whether the batch is cancelled (the call goes ahead)", slog.String("error", err.Error()))
+		return false
+	}
+	return e.cancelled
+}
+
+// cancelledError ends a job whose batch was cancelled while it ran.
+type cancelledError struct{}
+
+func (cancelledError) Error() string { return store.CancelledReason }
+
+func (cancelledError) Is(target error) bool { return target == ErrCancelled }
 
 // unpricedCapError ends a job of a cost-capped batch whose model the worker
 // has no price for; it is an ErrOverBudget, with its own message.
@@ -614,6 +673,36 @@ func nonNil[T any](s []T) []T {
 
 // unrecorded is res without its first n attempts, which the ledger has:
 // what a job handed back records as interrupted.
+// takeOutageCalls removes from res the calls after its first recorded
+// attempts that failed without a reply and unpaid since its last reply,
+// and returns them. The result's call and transport retry counts drop with
+// them.
+func takeOutageCalls(res *Result, recorded int) []Attempt {
+	if res == nil {
+		return nil
+	}
+	k := len(res.Attempts)
+	for k > recorded && unpaidFailure(&res.Attempts[k-1]) {
+		k--
+	}
+	if k == len(res.Attempts) {
+		return nil
+	}
+	out := slices.Clone(res.Attempts[k:])
+	res.Attempts = slices.Delete(res.Attempts, k, len(res.Attempts))
+	for i := range out {
+		res.Calls--
+		res.TransportRetries -= len(out[i].Retries)
+	}
+	return out
+}
+
+// unpaidFailure reports whether a was a call that got no reply and cost
+// nothing (a reply over the size cap was billed: its head is kept in Raw).
+func unpaidFailure(a *Attempt) bool {
+	return a.Class == OutcomeProvider && a.Raw == "" && a.TokensIn+a.TokensOut+a.TokensCached+a.TokensCacheWrite == 0 && a.CostUSD == 0
+}
+
 func unrecorded(res *Result, n int) *Result {
 	if res == nil || n == 0 {
 		return res

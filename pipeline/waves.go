@@ -617,7 +617,7 @@ func (v *waves) poll(ctx context.Context, log *slog.Logger, client BatchClient, 
 	cancelWhy := ""
 	switch {
 	case wave.Status == store.WaveCancelling:
-		cancelWhy = "cancelled by enqueue cancel"
+		cancelWhy = store.CancelledReason
 	case !wave.Deadline.IsZero() && time.Now().Add(v.cfg.DeadlineMargin).After(wave.Deadline):
 		cancelWhy = waveDeadlineCancel
 	}

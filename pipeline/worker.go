@@ -47,9 +47,10 @@ type Ledger interface {
 	SaveResults(ctx context.Context, results []store.Result) ([]bool, error)
 	SaveInterrupted(ctx context.Context, ins []store.Interruption) error
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
-	// The spend caps: each call of a capped batch holds its estimate
-	// before it is sent and is charged after.
-	BatchCaps(ctx context.Context, batches []string) (map[string]store.Cap, error)
+	// A batch's cancel and spend cap, read before each call: a call of a
+	// cancelled batch is not made; each call of a capped batch holds its
+	// estimate before it is sent and is charged after.
+	BatchControl(ctx context.Context, batch string) (store.BatchControl, error)
 	Reserve(ctx context.Context, batch string, tokens int64, costUSD float64, ttl time.Duration) (store.Hold, error)
 	Charge(ctx context.Context, h store.Hold, tokens int64, costUSD float64) error
 	RenewHold(ctx context.Context, h store.Hold, ttl time.Duration) error
@@ -261,7 +262,7 @@ type Worker struct {
 	finished   atomic.Int64 // messages acked, skipped or terminated
 	foreignLog sync.Map     // batch -> *foreignCount, for one error line a minute per batch
 	probing    atomic.Bool  // the last job seen was not in this ledger
-	caps       sync.Map     // batch -> *capEntry
+	controls   sync.Map     // batch -> *controlEntry
 	foreignAt  atomic.Int64 // unix nanos of the last foreign job
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer

@@ -28,3 +28,7 @@ var ErrProviderAuth = errors.New("provider refused the API key")
 // the job was done: the job ends over_budget, not failed. Raising the cap
 // and requeueing runs it again.
 var ErrOverBudget = errors.New("batch spend cap reached")
+
+// ErrCancelled is matched when a job's batch was cancelled (enqueue
+// cancel) while the job ran: the job ends cancelled before its next call.
+var ErrCancelled = errors.New("batch cancelled")

@@ -156,9 +156,11 @@ type Job struct {
 	// GateFunc is for drivers; the step ignores it. When set, a driver asks
 	// it before each provider call: it returns a release func the driver
 	// calls with the call's outcome, or an error: one matching
-	// ErrOverBudget ends the job over_budget without the call (Step.Stop);
-	// another (ErrTransient) stops the driver, to run the job again later.
-	// The worker uses it to hold a capped batch's budget for each call.
+	// ErrOverBudget ends the job over_budget without the call (Step.Stop),
+	// one matching ErrCancelled ends it cancelled; another (ErrTransient)
+	// stops the driver, to run the job again later. The worker uses it to
+	// stop the jobs of a cancelled batch and to hold a capped batch's
+	// budget for each call.
 	GateFunc func(ctx context.Context, req *llm.Request) (release func(*llm.Response, error), err error)
 }
 

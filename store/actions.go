@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -174,6 +173,9 @@ func (s *Store) RunSettings(ctx context.Context, batch string) (map[int]json.Raw
 	return out, nil
 }
 
+// CancelledReason is the error of a job enqueue cancel ended.
+const CancelledReason = "cancelled by enqueue cancel"
+
 // Cancel ends every job of the batch that is not final yet as 'cancelled'
 // and marks the batch cancelled; it returns how many jobs it ended. Jobs
 // in flight finish their call, and their result loses to the cancellation
@@ -191,8 +193,8 @@ func (s *Store) Cancel(ctx context.Context, batch string) (int, error) {
 			return fmt.Errorf("batch %s: %w", batch, ErrNotFound)
 		}
 		tag, err = tx.Exec(ctx, `
-			UPDATE jobs SET status = 'cancelled', error = 'cancelled by enqueue cancel', finished_at = now()
-			WHERE batch = $1 AND status = 'queued'`, batch)
+			UPDATE jobs SET status = 'cancelled', error = $2, finished_at = now()
+			WHERE batch = $1 AND status = 'queued'`, batch, CancelledReason)
 		if err != nil {
 			return err
 		}
@@ -392,30 +394,32 @@ func (s *Store) RenewHold(ctx context.Context, h Hold, ttl time.Duration) error 
 	return nil
 }
 
-// BatchCaps returns the caps of the named batches that have one.
-func (s *Store) BatchCaps(ctx context.Context, batches []string) (map[string]Cap, error) {
-	out := map[string]Cap{}
-	if len(batches) == 0 {
-		return out, nil
-	}
+// BatchControl is what an operator has set on a batch that the workers
+// running its jobs obey while they run.
+type BatchControl struct {
+	// Cap is the batch's spend cap; it caps nothing when none is set.
+	Cap Cap
+	// Cancelled is set once enqueue cancel has ended the batch: a job in
+	// flight makes no further call.
+	Cancelled bool
+}
+
+// BatchControl returns the batch's cap and whether it is cancelled; a
+// batch the ledger does not have has neither.
+func (s *Store) BatchControl(ctx context.Context, batch string) (BatchControl, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `
-		SELECT name, max_cost_usd::float8, max_total_tokens FROM batches
-		WHERE name = ANY($1) AND (max_cost_usd IS NOT NULL OR max_total_tokens IS NOT NULL)`, slices.Compact(batches))
+	var c BatchControl
+	err := s.pool.QueryRow(ctx, `
+		SELECT max_cost_usd::float8, max_total_tokens, cancelled_at IS NOT NULL FROM batches WHERE name = $1`,
+		batch).Scan(&c.Cap.MaxCostUSD, &c.Cap.MaxTotalTokens, &c.Cancelled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return BatchControl{}, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("read batch caps: %w", err)
+		return BatchControl{}, fmt.Errorf("read the settings of batch %s: %w", batch, err)
 	}
-	var name string
-	var c Cap
-	if _, err := pgx.ForEachRow(rows, []any{&name, &c.MaxCostUSD, &c.MaxTotalTokens}, func() error {
-		out[name] = c
-		c = Cap{}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("read batch caps: %w", err)
-	}
-	return out, nil
+	return c, nil
 }
 
 // RunCount is what one run of a batch did.

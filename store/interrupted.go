@@ -18,6 +18,14 @@ const (
 	InterruptShutdown = "shutdown"
 	// InterruptSuperseded: another delivery had already finished the job.
 	InterruptSuperseded = "superseded"
+	// InterruptOutage: a call that failed (after its transport retries)
+	// while the provider was down; the job waited inside its delivery and
+	// went on, so the call is not one of its attempts. Hold says which
+	// wait it came before.
+	InterruptOutage = "outage"
+	// InterruptCancelled: enqueue cancel ended the job's batch while the
+	// delivery ran.
+	InterruptCancelled = "cancelled"
 )
 
 // Interruption is one delivery of a job that ended without a final
@@ -30,25 +38,33 @@ type Interruption struct {
 	Run int
 	// Delivery is the queue's delivery count of the message.
 	Delivery int
-	// Reason is InterruptHandedBack, InterruptShutdown or InterruptSuperseded.
+	// Reason is one of the Interrupt* reasons.
 	Reason string
+	// Hold is, for InterruptOutage, which wait of the delivery (from 1)
+	// the calls came before; 0 otherwise. A job resumed after a wait
+	// numbers its next call as the one that failed, and the hold keeps
+	// their rows apart.
+	Hold int
 	// Attempts are the calls the delivery made, numbered from 1.
 	Attempts []Attempt
 }
 
 // SaveInterrupted records interrupted deliveries' calls in one
-// transaction. It is idempotent: a (job, delivery, attempt) already
-// recorded is left as it is.
+// transaction. It is idempotent: a (job, run, delivery, hold, attempt)
+// already recorded is left as it is.
 func (s *Store) SaveInterrupted(ctx context.Context, ins []Interruption) error {
 	n := 0
 	for _, in := range ins {
 		switch in.Reason {
-		case InterruptHandedBack, InterruptShutdown, InterruptSuperseded:
+		case InterruptHandedBack, InterruptShutdown, InterruptSuperseded, InterruptOutage, InterruptCancelled:
 		default:
 			return fmt.Errorf("save interrupted attempts of job %s: %w: reason %q", in.JobID, ErrInvalid, in.Reason)
 		}
 		if in.JobID == "" {
 			return fmt.Errorf("save interrupted attempts: %w: empty job id", ErrInvalid)
+		}
+		if in.Hold < 0 || (in.Hold > 0) != (in.Reason == InterruptOutage) {
+			return fmt.Errorf("save interrupted attempts of job %s: %w: hold %d with reason %q", in.JobID, ErrInvalid, in.Hold, in.Reason)
 		}
 		n += len(in.Attempts)
 	}
@@ -97,16 +113,16 @@ func (s *Store) insertInterrupted(ctx context.Context, tx pgx.Tx, ins []Interrup
 				INSERT INTO interrupted_attempts (job_id, run, delivery, attempt_no, reason, request, request_hash, system_sha256,
 					raw, source, repairs, errors, class, valid, repaired_locally, finish_reason, latency_ms,
 					tokens_in, tokens_out, tokens_cached, cost_usd, transport_retries, retry_classes,
-					provider_status, provider_error, model, request_id, started_at, provider_class, price_basis, tokens_cache_write)
+					provider_status, provider_error, model, request_id, started_at, provider_class, price_basis, tokens_cache_write, hold)
 				VALUES ($1, $28, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-					$21, $22, $23, $24, $25, $26, $27, $29, $30, $31)
+					$21, $22, $23, $24, $25, $26, $27, $29, $30, $31, $32)
 				ON CONFLICT DO NOTHING`,
 				in.JobID, in.Delivery, no, in.Reason, nullRaw(pgJSON(a.Request)), txt(a.RequestHash), sys,
 				txt(a.Raw), txt(a.Source), nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors)), txt(a.Class), a.Valid,
 				a.RepairedLocally, txt(a.FinishReason), a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached, a.CostUSD,
 				int32(a.TransportRetries), nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError),
 				txt(a.Model), txt(a.RequestID), nullTime(a.StartedAt), int32(max(in.Run, 1)),
-				txt(a.ProviderClass), basisOr(a.PriceBasis), a.TokensCacheWrite)
+				txt(a.ProviderClass), basisOr(a.PriceBasis), a.TokensCacheWrite, int32(in.Hold))
 		}
 	}
 	if err := putPrompts(ctx, tx, shas, texts); err != nil {
@@ -116,4 +132,43 @@ func (s *Store) insertInterrupted(ctx context.Context, tx pgx.Tx, ins []Interrup
 		return nil, err
 	}
 	return shas, nil
+}
+
+// InterruptedCalls summarises the calls of one job kept apart from its
+// results: those of one run, delivery, wait and reason.
+type InterruptedCalls struct {
+	Run, Delivery, Hold int
+	Reason              string
+	// Calls counts the calls; Paid those with tokens or a cost.
+	Calls, Paid int
+	CostUSD     float64
+	// LastError is the provider's error of the last call, if it had one.
+	LastError string
+}
+
+// JobInterrupted returns the job's interrupted calls, grouped, in the
+// order they were made (run, delivery, wait).
+func (s *Store) JobInterrupted(ctx context.Context, id string) ([]InterruptedCalls, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT run, delivery, hold, reason, count(*)::int,
+		       (count(*) FILTER (WHERE tokens_in + tokens_out + tokens_cached + tokens_cache_write > 0 OR cost_usd > 0))::int,
+		       coalesce(sum(cost_usd), 0)::float8,
+		       (array_agg(provider_error ORDER BY attempt_no DESC))[1]
+		FROM interrupted_attempts WHERE job_id = $1
+		GROUP BY run, delivery, hold, reason
+		ORDER BY run, delivery, (hold = 0), hold, min(recorded_at)`, id)
+	if err != nil {
+		return nil, fmt.Errorf("read interrupted calls of job %s: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InterruptedCalls, error) {
+		var c InterruptedCalls
+		err := r.Scan(&c.Run, &c.Delivery, &c.Hold, &c.Reason, &c.Calls, &c.Paid, &c.CostUSD, &c.LastError)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read interrupted calls of job %s: %w", id, err)
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -54,5 +55,66 @@ func TestInterruptedAttempts(t *testing.T) {
 	}
 	if err := s.SaveInterrupted(ctx, []store.Interruption{{JobID: "x", Reason: "lost", Attempts: in.Attempts}}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("unknown reason: %v, want ErrInvalid", err)
+	}
+}
+
+// An outage's failed calls are kept per wait: a resumed job numbers its
+// next call as the one that failed, and the wait keeps the rows apart. A
+// result that loses to enqueue cancel keeps its calls as cancelled.
+func TestInterruptedOutagesAndCancel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := setup(t, "hold", 2)
+	id := jobID("hold", 1)
+	failed := result(id, "x", "").AttemptRows[:1]
+	failed[0].ProviderError, failed[0].Class, failed[0].Valid, failed[0].Raw = "503 overloaded", "provider", false, ""
+	failed[0].TokensIn, failed[0].TokensOut, failed[0].TokensCached = 0, 0, 0
+	for hold := 1; hold <= 2; hold++ {
+		in := store.Interruption{JobID: id, Delivery: 1, Hold: hold, Reason: store.InterruptOutage, Attempts: failed}
+		if err := s.SaveInterrupted(ctx, []store.Interruption{in}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SaveInterrupted(ctx, []store.Interruption{{JobID: id, Delivery: 1, Reason: store.InterruptHandedBack, Attempts: failed}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.JobInterrupted(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.InterruptedCalls{
+		{Run: 1, Delivery: 1, Hold: 1, Reason: store.InterruptOutage, Calls: 1, LastError: "503 overloaded"},
+		{Run: 1, Delivery: 1, Hold: 2, Reason: store.InterruptOutage, Calls: 1, LastError: "503 overloaded"},
+		{Run: 1, Delivery: 1, Reason: store.InterruptHandedBack, Calls: 1, LastError: "503 overloaded"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("interrupted calls:\n got %+v\nwant %+v", got, want)
+	}
+	for _, bad := range []store.Interruption{
+		{JobID: id, Delivery: 1, Reason: store.InterruptOutage, Attempts: failed},              // an outage names its wait
+		{JobID: id, Delivery: 1, Hold: 1, Reason: store.InterruptHandedBack, Attempts: failed}, // only an outage has one
+		{JobID: id, Delivery: 1, Hold: -1, Reason: store.InterruptOutage, Attempts: failed},
+	} {
+		if err := s.SaveInterrupted(ctx, []store.Interruption{bad}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s with hold %d: %v, want ErrInvalid", bad.Reason, bad.Hold, err)
+		}
+	}
+
+	// A cancel while job 2 ran: its result loses, and its calls say why.
+	if _, err := s.Cancel(ctx, "hold"); err != nil {
+		t.Fatal(err)
+	}
+	late := result(jobID("hold", 2), "a", "shape", "")
+	late.Deliveries = 1
+	if won, err := s.SaveResults(ctx, []store.Result{late}); err != nil || won[0] {
+		t.Fatalf("result after the cancel: won %v, %v; want it to lose", won, err)
+	}
+	got, err = s.JobInterrupted(ctx, jobID("hold", 2))
+	if err != nil || len(got) != 1 || got[0].Reason != store.InterruptCancelled || got[0].Calls != 2 || got[0].Paid != 2 {
+		t.Errorf("calls of the cancelled job: %+v %v; want its 2 paid calls as cancelled", got, err)
+	}
+	job, _, err := s.Job(ctx, jobID("hold", 2))
+	if err != nil || job.Status != store.StatusCancelled || job.Error != store.CancelledReason {
+		t.Errorf("cancelled job: %+v %v", job, err)
 	}
 }

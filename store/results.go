@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fixpoint-dev/fixpoint/jobstatus"
 )
 
 // Attempt is one provider call of a job and what came of it.
@@ -398,15 +400,16 @@ func supersededBy(ctx context.Context, tx pgx.Tx, results []Result, losers []int
 	type final struct {
 		deliveries int
 		started    *time.Time
+		status     string
 	}
 	finals := make(map[string]final, len(ids))
-	rows, err := tx.Query(ctx, `SELECT id, deliveries, started_at FROM jobs WHERE id = ANY($1)`, ids)
+	rows, err := tx.Query(ctx, `SELECT id, deliveries, started_at, status FROM jobs WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return nil, err
 	}
 	var id string
 	var f final
-	if _, err := pgx.ForEachRow(rows, []any{&id, &f.deliveries, &f.started}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &f.deliveries, &f.started, &f.status}, func() error {
 		finals[id] = f
 		return nil
 	}); err != nil {
@@ -415,10 +418,15 @@ func supersededBy(ctx context.Context, tx pgx.Tx, results []Result, losers []int
 	var out []Interruption
 	for _, i := range losers {
 		r := &results[i]
-		if f, ok := finals[r.JobID]; ok && f.deliveries == r.Deliveries && sameStart(f.started, r.StartedAt) {
+		f, ok := finals[r.JobID]
+		if ok && f.deliveries == r.Deliveries && sameStart(f.started, r.StartedAt) {
 			continue // our own earlier commit
 		}
-		out = append(out, Interruption{JobID: r.JobID, Run: r.Run, Delivery: r.Deliveries, Reason: InterruptSuperseded, Attempts: r.AttemptRows})
+		reason := InterruptSuperseded
+		if f.status == string(jobstatus.Cancelled) {
+			reason = InterruptCancelled // enqueue cancel ended the job while this delivery ran
+		}
+		out = append(out, Interruption{JobID: r.JobID, Run: r.Run, Delivery: r.Deliveries, Reason: reason, Attempts: r.AttemptRows})
 	}
 	return out, nil
 }

@@ -282,7 +282,54 @@ func printJob(ctx context.Context, w io.Writer, st *store.Store, id string) erro
 	if len(res.Attempts) > 0 {
 		cli.WriteCards(w, res)
 	}
+	kept, err := st.JobInterrupted(ctx, id)
+	if err != nil {
+		return err
+	}
+	writeInterrupted(w, kept)
 	return nil
+}
+
+// clipRunes cuts s to n runes, marking the cut.
+func clipRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// interruptedWhy says what each reason of interrupted_attempts means.
+var interruptedWhy = map[string]string{
+	store.InterruptHandedBack: "handed back to the queue",
+	store.InterruptShutdown:   "cut off by a worker's stop",
+	store.InterruptSuperseded: "another delivery finished the job first",
+	store.InterruptOutage:     "failed while the provider was unavailable; the job waited and went on",
+	store.InterruptCancelled:  "made while enqueue cancel ended the batch",
+}
+
+// writeInterrupted lists a job's calls that are not among its result's
+// attempts (interrupted_attempts), so that its attempts and calls add up.
+func writeInterrupted(w io.Writer, kept []store.InterruptedCalls) {
+	if len(kept) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "calls kept apart from the result (interrupted_attempts):")
+	for _, c := range kept {
+		where := fmt.Sprintf("run %d, delivery %d", c.Run, c.Delivery)
+		if c.Hold > 0 {
+			where += fmt.Sprintf(", before wait %d", c.Hold)
+		}
+		line := fmt.Sprintf("  %s: %s %s (%s)", where, plural(int64(c.Calls), "call"), c.Reason, interruptedWhy[c.Reason])
+		if c.Paid > 0 {
+			line += fmt.Sprintf(", %d paid, $%.6f", c.Paid, c.CostUSD)
+		} else {
+			line += ", none paid"
+		}
+		if c.LastError != "" {
+			line += ": " + clipRunes(c.LastError, 160)
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 func export(ctx context.Context, w io.Writer, st *store.Store, batch, format string) error {

@@ -57,6 +57,12 @@ func seed(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// b1:1 waited out an outage before its first reply: its failed call
+	// is kept apart from its attempts.
+	if err := st.SaveInterrupted(ctx, []store.Interruption{{JobID: "b1:1", Delivery: 1, Hold: 1, Reason: store.InterruptOutage,
+		Attempts: []store.Attempt{{No: 1, Class: "provider", ProviderStatus: 503, ProviderError: "openai: 503 overloaded", StartedAt: now}}}}); err != nil {
+		t.Fatal(err)
+	}
 	// Batch d1: two jobs dead without ever reaching the provider.
 	for _, id := range []string{"d1:1", "d1:2"} {
 		if _, err := st.Reject(ctx, store.Rejection{JobID: id, Batch: "d1", Status: store.StatusDead, Deliveries: 5,
@@ -83,7 +89,8 @@ func TestReport(t *testing.T) {
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "failures of jobs that never reached the provider", args: []string{"failures", "d1"},
 			want: []string{"jobs that ended without a result", "dead    2     delivered 5 times without a final result; last error: dial tcp"}},
-		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`}},
+		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`,
+			"run 1, delivery 1, before wait 1: 1 call outage (failed while the provider was unavailable; the job waited and went on), none paid: openai: 503 overloaded"}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
 		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error\n", `row b1:1,b1:1,valid,"{""ok"":true}",`},
 			wantErr: "batch b1 is not done: 1 of 3 jobs are still queued"},
