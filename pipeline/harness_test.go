@@ -462,6 +462,7 @@ type runningWorker struct {
 	done   chan error
 	err    error
 	ended  bool
+	logs   func() string // the harness's log tail, for a worker that does not return
 }
 
 // startWorker runs a worker until stop (or the test's end).
@@ -478,7 +479,7 @@ func (h *harness) startWorker(cfg pipeline.WorkerConfig, js jetstream.JetStream,
 		h.t.Fatalf("new worker: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rw := &runningWorker{w: w, cancel: cancel, done: make(chan error, 1)}
+	rw := &runningWorker{w: w, cancel: cancel, done: make(chan error, 1), logs: func() string { return h.logs.tail(80) }}
 	go func() { rw.done <- w.Run(ctx) }()
 	h.t.Cleanup(func() { rw.stop(h.t, time.Minute) })
 	return rw
@@ -500,7 +501,7 @@ func (rw *runningWorker) wait(t testing.TB, timeout time.Duration) error {
 	case rw.err = <-rw.done:
 		rw.ended = true
 	case <-time.After(timeout):
-		t.Fatalf("worker did not return within %s", timeout)
+		t.Fatalf("worker did not return within %s; its logs:\n%s", timeout, rw.logs())
 	}
 	return rw.err
 }
