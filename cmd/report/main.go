@@ -176,7 +176,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if c.EarlierRunsUSD == 0 && c.InterruptedCalls == 0 {
 				continue
 			}
-			fmt.Fprintf(stdout, "\nbatch %s cost $%.6f in all: $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s whose delivery ended without a result\n",
+			fmt.Fprintf(stdout, "\nbatch %s cost $%.6f in all: $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s kept apart from the results (interrupted_attempts: see report job)\n",
 				c.Batch, c.TotalUSD, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, plural(c.InterruptedCalls, "call"))
 		}
 		if err := writeWaveSections(ctx, stdout, st, rows); err != nil {
