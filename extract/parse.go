@@ -41,7 +41,28 @@ const (
 	KindEscapedJSON    = "escaped_json"
 	KindWhitespace     = "special_whitespace"
 	KindExtraText      = "extra_text"
+	// KindNumberIncomplete: a number with no digits (-) or an exponent with
+	// none (1e): read as -0 or 1, a guess.
+	KindNumberIncomplete = "number_incomplete"
+	// KindNumberSplit: digits after a number with no comma between them
+	// (1 500): a thousands separator or two values, a guess either way.
+	KindNumberSplit = "number_split"
 )
+
+// Lossy reports whether a repair of this kind dropped text of the reply
+// that may belong to the value, or made up what the reply did not say:
+// text after a value (extra_text: "Bob" Smith, 12.50 USD), an ellipsis in
+// place of items, a key with no value read as null, a number completed
+// (number_incomplete) or split (number_split). The value such a repair
+// gives may not be what the model meant; package validate never accepts
+// it as valid. Every other repair only changes how the value is written.
+func Lossy(kind string) bool {
+	switch kind {
+	case KindExtraText, KindEllipsis, KindMissingValue, KindNumberIncomplete, KindNumberSplit:
+		return true
+	}
+	return false
+}
 
 // parser is a lenient, single-pass JSON parser. It reads src[i:end] and writes
 // strict, compact JSON to out, recording each repair. Nesting is bounded by
@@ -403,7 +424,7 @@ func (p *parser) object() bool {
 			break
 		}
 		if !first && comma < 0 {
-			p.repair(KindMissingComma, p.i)
+			p.missingComma()
 		}
 		memberOut, memberRep := len(p.out), len(p.repairs)
 		if !first {
@@ -478,6 +499,16 @@ func (p *parser) object() bool {
 	}
 	p.out = append(p.out, '}')
 	return true
+}
+
+// missingComma records the comma missing before the member at p.i: a
+// number_split when digits follow a number (1 500), else missing_comma.
+func (p *parser) missingComma() {
+	if n := len(p.out); n > 0 && isDigit(p.out[n-1]) && isDigit(p.src[p.i]) {
+		p.repair(KindNumberSplit, p.i)
+		return
+	}
+	p.repair(KindMissingComma, p.i)
 }
 
 // memberValue parses a value in an object or array, treating `...` as nothing.
@@ -604,7 +635,7 @@ func (p *parser) elements(closer byte) bool {
 			continue
 		}
 		if !first && comma < 0 {
-			p.repair(KindMissingComma, p.i)
+			p.missingComma()
 		}
 		if !first {
 			p.out = append(p.out, ',')
@@ -1248,7 +1279,7 @@ func (p *parser) number() bool {
 		return true
 	}
 	var b strings.Builder
-	changed, truncEnd := false, false
+	changed, truncEnd, guessed := false, false, false
 	neg := start < intStart
 	if neg {
 		b.WriteByte('-')
@@ -1262,6 +1293,9 @@ func (p *parser) number() bool {
 		changed = true
 		// {"a": - at the end of the reply: a number cut off after its sign.
 		truncEnd = frac < 0 && exp < 0 && i == p.end
+		// A sign alone (or before an exponent) has no digits at all: .5 is
+		// 0.5, but - is not -0.
+		guessed = frac < 0 || i == frac+1 || (exp >= 0 && exp == frac+1)
 	}
 	b.WriteString(digits)
 	if frac >= 0 {
@@ -1290,6 +1324,7 @@ func (p *parser) number() bool {
 		if ed == "" {
 			changed = true
 			truncEnd = i == p.end
+			guessed = true // 1e: the exponent is missing, not 0
 		} else {
 			b.WriteByte(p.src[exp]) // e or E, as written
 			b.WriteString(sign)
@@ -1297,9 +1332,12 @@ func (p *parser) number() bool {
 		}
 	}
 	if changed {
-		if truncEnd && p.atEOF && i >= p.end {
+		switch {
+		case truncEnd && p.atEOF && i >= p.end:
 			p.truncate(start)
-		} else {
+		case guessed:
+			p.repair(KindNumberIncomplete, start)
+		default:
 			p.repair(KindNumberFormat, start)
 		}
 	}

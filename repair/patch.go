@@ -142,6 +142,13 @@ func (s *Step) feedPatch(a *Attempt, text string) patchReply {
 	}
 	a.Source = cand.Source
 	a.Repairs = append([]extract.Repair(nil), cand.Repairs...)
+	for _, r := range cand.Repairs {
+		if extract.Lossy(r.Kind) {
+			// A patch read by dropping or guessing part of it may not say
+			// what the model meant: 1 500 read as 1.
+			return fail(PatchParseError, "your patch has "+validate.DescribeLossy(text, r))
+		}
+	}
 	patch, err := decodePatch(cand.JSON)
 	if err != nil {
 		return fail(PatchParseError, err.Error())

@@ -291,6 +291,8 @@ func TestPatchFallbacks(t *testing.T) {
 			reason: "your reply held no JSON array of operations"},
 		{name: "parse error: not operations", reply: scripted{text: `[{"op":"replace","value":"pro"}]`}, outcome: PatchParseError,
 			reason: "your reply is not a valid patch: invalid operation {\"op\":\"replace\",\"value\":\"pro\"}: failed to decode 'path': operation missing path field: missing value"},
+		{name: "parse error: a value read by a guess", reply: scripted{text: `[{"op":"replace","path":"/customer/tier","value":"pro" plus}]`}, outcome: PatchParseError,
+			reason: `your patch has text after a value that is not part of the JSON at offset 55 ("plus}]")`},
 		{name: "parse error: bad pointer", reply: scripted{text: `[{"op":"replace","path":"customer/tier","value":"pro"}]`}, outcome: PatchParseError,
 			reason: `operation 1: "customer/tier" is not a JSON pointer`},
 		{name: "apply error: missing path", reply: scripted{text: `[{"op":"replace","path":"/rush","value":false}]`}, outcome: PatchApplyError,

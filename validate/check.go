@@ -3,13 +3,73 @@ package validate
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 // truncatedMessage is the message of the error every truncated candidate gets.
 const truncatedMessage = rootDisplay + ": the JSON was cut off before its end and had to be closed; reply with the complete value"
+
+// lossyWhat says, for each lossy repair kind (extract.Lossy), what the
+// reply held that the repair would have had to drop or guess.
+var lossyWhat = map[string]string{
+	extract.KindExtraText:        "text after a value that is not part of the JSON",
+	extract.KindEllipsis:         "an ellipsis (...) in place of items",
+	extract.KindMissingValue:     "a key with no value",
+	extract.KindNumberIncomplete: "a number without its digits",
+	extract.KindNumberSplit:      "digits after a number with no comma between them (one number with a space in it, or two?)",
+}
+
+// ExtractionErrors are the errors a candidate gets for how it was
+// extracted: a truncated one is never valid, nor is one whose value a
+// lossy repair (extract.Lossy) may have changed: "1 500" read as 1, "Bob"
+// Smith as "Bob", [1, 2, ...] as [1, 2]. Each names where in the reply.
+func ExtractionErrors(reply string, c *extract.Candidate) []Error {
+	var errs []Error
+	if c.Truncated {
+		errs = append(errs, Error{Path: "", Keyword: "truncated", Class: ClassSyntax, Message: truncatedMessage})
+	}
+	for _, r := range c.Repairs {
+		if !extract.Lossy(r.Kind) {
+			continue
+		}
+		errs = append(errs, Error{Path: "", Keyword: "lossy_repair", Class: ClassSyntax,
+			Message: fmt.Sprintf("%s: the reply has %s; reply with the complete value as strict JSON", rootDisplay, DescribeLossy(reply, r))})
+	}
+	return errs
+}
+
+// DescribeLossy says what a lossy repair (extract.Lossy) of reply would
+// have dropped or guessed, and where: `text after a value that is not part
+// of the JSON at offset 12 ("USD}")`.
+func DescribeLossy(reply string, r extract.Repair) string {
+	return fmt.Sprintf("%s at offset %d (%s)", lossyWhat[r.Kind], r.Offset, snippetAt(reply, r.Offset))
+}
+
+// snippetAt quotes the reply's text from offset up to 24 bytes, cut at a
+// line end and at a rune boundary.
+func snippetAt(reply string, offset int) string {
+	if offset < 0 || offset > len(reply) {
+		return `""`
+	}
+	s := reply[offset:]
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 24 {
+		cut := 24
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return strconv.Quote(s)
+}
 
 // CheckResult is the outcome of Check: the chosen candidate and its errors.
 type CheckResult struct {
@@ -72,20 +132,20 @@ func Check(s *Schema, reply string) CheckResult {
 func CheckWith(s *Schema, reply string, opt CheckOptions) CheckResult {
 	cands, err := extract.Extract(reply)
 	if s == nil || len(cands) == 0 || (opt.Coerce != CoerceSafe && opt.Coerce != CoerceAll) {
-		return choose(s, cands, err)
+		return choose(s, reply, cands, err)
 	}
-	return chooseCoerced(s, cands, opt.Coerce)
+	return chooseCoerced(s, reply, cands, opt.Coerce)
 }
 
 // chooseCoerced applies CheckWith's choosing rule to the candidates extract
 // returned (at least one).
-func chooseCoerced(s *Schema, cands []extract.Candidate, mode CoerceMode) CheckResult {
+func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode CoerceMode) CheckResult {
 	// A candidate valid as extracted wins: choose's rule, validating each
 	// candidate once.
 	errsOf := make([][]Error, len(cands))
 	for i := range cands {
 		errsOf[i] = s.Validate(cands[i].Value)
-		if len(errsOf[i]) == 0 && !cands[i].Truncated {
+		if len(errsOf[i]) == 0 && len(ExtractionErrors(reply, &cands[i])) == 0 {
 			return result(cands, i, cands[i].Value, nil, nil)
 		}
 	}
@@ -93,8 +153,8 @@ func chooseCoerced(s *Schema, cands []extract.Candidate, mode CoerceMode) CheckR
 	for i := range cands {
 		c := &cands[i]
 		v, fixes, errs := s.coerce(c.Value, errsOf[i], mode)
-		if c.Truncated {
-			errs = append([]Error{{Path: "", Keyword: "truncated", Class: ClassSyntax, Message: truncatedMessage}}, errs...)
+		if pre := ExtractionErrors(reply, c); len(pre) > 0 {
+			errs = append(pre, errs...)
 		}
 		if best < 0 || len(errs) < len(bestErrs) {
 			best, bestErrs, bestValue, bestFixes = i, errs, v, fixes
@@ -132,7 +192,7 @@ func result(cands []extract.Candidate, i int, v any, errs []Error, fixes []extra
 }
 
 // choose applies Check's choosing rule to the candidates extract returned.
-func choose(s *Schema, cands []extract.Candidate, err error) CheckResult {
+func choose(s *Schema, reply string, cands []extract.Candidate, err error) CheckResult {
 	if len(cands) == 0 {
 		msg := extract.ErrNoJSON.Error()
 		if err != nil {
@@ -143,7 +203,7 @@ func choose(s *Schema, cands []extract.Candidate, err error) CheckResult {
 	}
 	best, bestErrs := -1, []Error(nil)
 	for i := range cands {
-		errs := candidateErrors(s, &cands[i])
+		errs := candidateErrors(s, reply, &cands[i])
 		if len(errs) == 0 {
 			best, bestErrs = i, nil
 			break
@@ -167,10 +227,10 @@ func choose(s *Schema, cands []extract.Candidate, err error) CheckResult {
 }
 
 // candidateErrors returns every error of one candidate.
-func candidateErrors(s *Schema, c *extract.Candidate) []Error {
+func candidateErrors(s *Schema, reply string, c *extract.Candidate) []Error {
 	errs := s.Validate(c.Value)
-	if c.Truncated {
-		errs = append([]Error{{Path: "", Keyword: "truncated", Class: ClassSyntax, Message: truncatedMessage}}, errs...)
+	if pre := ExtractionErrors(reply, c); len(pre) > 0 {
+		errs = append(pre, errs...)
 	}
 	return errs
 }

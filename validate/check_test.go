@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint/extract"
+	"strings"
 )
 
 // cand builds a candidate from JSON text.
@@ -56,7 +57,7 @@ func TestChoose(t *testing.T) {
 			if tc.nilSchema {
 				sch = nil
 			}
-			got := choose(sch, cands, nil)
+			got := choose(sch, "", cands, nil)
 			if got.Candidate != &cands[tc.wantIndex] {
 				t.Fatalf("chose %+v, want candidate %d", got.Candidate, tc.wantIndex)
 			}
@@ -76,7 +77,7 @@ func TestChoose(t *testing.T) {
 func TestChooseNothingExtracted(t *testing.T) {
 	t.Parallel()
 	cause := errors.New("no JSON value found: the reply is a refusal")
-	got := choose(nil, nil, cause)
+	got := choose(nil, "", nil, cause)
 	want := []Error{{Path: "", Keyword: "syntax", Class: ClassSyntax, Message: cause.Error()}}
 	if got.Valid || got.Class != ClassSyntax || !slices.Equal(got.Errors, want) || got.Value != nil || got.Candidate != nil || got.Source != "" {
 		t.Fatalf("got %+v, want invalid syntax result with %v", got, want)
@@ -169,22 +170,22 @@ func TestCheckResultMarshalJSON(t *testing.T) {
 	}{
 		{
 			name: "invalid keeps key order and does not escape HTML",
-			in:   choose(s, []extract.Candidate{c}, nil),
+			in:   choose(s, "", []extract.Candidate{c}, nil),
 			want: `{"valid":false,"value":{"b":"<x>","a":"1"},"class":"shape","errors":[{"path":"/a","keyword":"type","class":"shape","message":"/a: expected integer, got string \"1\""}],"repairs":[{"kind":"trailing_comma","offset":17}],"source":"fence","truncated":false}`,
 		},
 		{
 			name: "valid has empty arrays",
-			in:   choose(nil, []extract.Candidate{{Value: mustDecode(t, `[1,2]`), Source: extract.SourceRaw}}, nil),
+			in:   choose(nil, "", []extract.Candidate{{Value: mustDecode(t, `[1,2]`), Source: extract.SourceRaw}}, nil),
 			want: `{"valid":true,"value":[1,2],"class":"","errors":[],"repairs":[],"source":"raw","truncated":false}`,
 		},
 		{
 			name: "nothing extracted",
-			in:   choose(s, nil, errors.New("no JSON value found")),
+			in:   choose(s, "", nil, errors.New("no JSON value found")),
 			want: `{"valid":false,"value":null,"class":"syntax","errors":[{"path":"","keyword":"syntax","class":"syntax","message":"no JSON value found"}],"repairs":[],"source":"","truncated":false}`,
 		},
 		{
 			name: "truncated",
-			in:   choose(nil, []extract.Candidate{{Value: mustDecode(t, `{"a":1}`), JSON: []byte(`{"a":1}`), Source: extract.SourceRaw, Truncated: true, Repairs: []extract.Repair{{Kind: "truncated", Offset: 6}}}}, nil),
+			in:   choose(nil, "", []extract.Candidate{{Value: mustDecode(t, `{"a":1}`), JSON: []byte(`{"a":1}`), Source: extract.SourceRaw, Truncated: true, Repairs: []extract.Repair{{Kind: "truncated", Offset: 6}}}}, nil),
 			want: `{"valid":false,"value":{"a":1},"class":"syntax","errors":[{"path":"","keyword":"truncated","class":"syntax","message":"` + truncatedMessage + `"}],"repairs":[{"kind":"truncated","offset":6}],"source":"raw","truncated":true}`,
 		},
 	}
@@ -214,5 +215,57 @@ func TestCheckResultMarshalJSON(t *testing.T) {
 				t.Fatalf("json.Marshal: got %s, want %s", b2, b)
 			}
 		})
+	}
+}
+
+// A repair that dropped or guessed part of the value never makes it valid,
+// whatever the coercion mode: "1 500" read as 1 changed the number, "Bob"
+// Smith lost the surname, [1, 2, ...] said the list was incomplete. The
+// error names what and where; a repair that only changes how the value is
+// written stays valid.
+func TestCheckRefusesLossyRepairs(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"type":"object","properties":{"n":{"type":"integer"},"s":{"type":"string"},"b":{"type":"boolean"},
+		"v":{"type":"array","items":{"type":"integer"}},"p":{"type":"number"}},"additionalProperties":false}`)
+	lossy := []struct{ reply, kind, snippet string }{
+		{`{"n": 1 000}`, extract.KindNumberSplit, `"000}"`},
+		{`{"n": 1 500 000, "s": "x"}`, extract.KindNumberSplit, `"500 000, \"s\": \"x\"}"`},
+		{`{"b": true false}`, extract.KindExtraText, `"false}"`},
+		{`{"s": "Bob" Smith}`, extract.KindExtraText, `"Smith}"`},
+		{`{"n": -}`, extract.KindNumberIncomplete, `"-}"`},
+		{`{"n": 1e}`, extract.KindNumberIncomplete, `"1e}"`},
+		{`{"v": [1 000]}`, extract.KindNumberSplit, `"000]}"`},
+		{`{"v": [1, 2, ...]}`, extract.KindEllipsis, `"...]}"`},
+		{`{"p": 12.50 USD}`, extract.KindExtraText, `"USD}"`},
+		{`{"s": "a", "n": }`, extract.KindMissingValue, `"}"`},
+	}
+	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
+		for _, tc := range lossy {
+			got := CheckWith(s, tc.reply, CheckOptions{Coerce: mode})
+			var found *Error
+			for i := range got.Errors {
+				if got.Errors[i].Keyword == "lossy_repair" && found == nil {
+					found = &got.Errors[i] // the first says where it went wrong
+				}
+			}
+			if got.Valid || got.Class != ClassSyntax || found == nil {
+				t.Errorf("%s %s: valid %v, class %s, errors %v; want a lossy_repair syntax error", mode, tc.reply, got.Valid, got.Class, got.Errors)
+				continue
+			}
+			if !strings.Contains(found.Message, lossyWhat[tc.kind]) || !strings.Contains(found.Message, tc.snippet) {
+				t.Errorf("%s %s: message %q; want it to say %q at %s", mode, tc.reply, found.Message, lossyWhat[tc.kind], tc.snippet)
+			}
+		}
+	}
+	for _, reply := range []string{
+		"```json\n{\"n\": 1, \"s\": 'x',}\n```", // fence, quotes, trailing comma
+		`{"n": 1 "s": "x"}`,                     // a comma missing between members
+		`{"p": .5, "v": [1, 2]}`,                // .5 is 0.5
+		`{"p": 1_000}`,                          // Python's digit separator
+		`{"b": True, "s": None}`[:12] + `}`,     // Python literal
+	} {
+		if got := CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe}); !got.Valid {
+			t.Errorf("%s: %v; want valid (a lossless repair)", reply, got.Errors)
+		}
 	}
 }

@@ -464,7 +464,7 @@ func TestCheckWith(t *testing.T) {
 			if g := mustEncode(t, repairs); g != tc.repairs {
 				t.Fatalf("repairs =\n%s\nwant\n%s", g, tc.repairs)
 			}
-			if !reflect.DeepEqual(got.Errors, candidateErrorsOf(s, got)) || got.Class != ClassOf(got.Errors) {
+			if !reflect.DeepEqual(got.Errors, candidateErrorsOf(s, tc.reply, got)) || got.Class != ClassOf(got.Errors) {
 				t.Fatalf("errors %v, class %q are not those of the value", got.Errors, got.Class)
 			}
 			// The `worker check` object shows the repaired value.
@@ -481,9 +481,12 @@ func TestCheckWith(t *testing.T) {
 }
 
 // candidateErrorsOf recomputes a result's errors from its value.
-func candidateErrorsOf(s *Schema, r CheckResult) []Error {
+func candidateErrorsOf(s *Schema, reply string, r CheckResult) []Error {
 	c := extract.Candidate{Value: r.Value, Truncated: r.Truncated}
-	return candidateErrors(s, &c)
+	if r.Candidate != nil {
+		c.Repairs = r.Candidate.Repairs
+	}
+	return candidateErrors(s, reply, &c)
 }
 
 // TestCheckWithTruncated: a truncated candidate may be repaired but is
