@@ -35,6 +35,9 @@ type rowReader struct {
 
 	// csvIn counts what the CSV reader has read, to bound one record.
 	csvIn *boundedReader
+	// csvLine is the line of the last CSV record read. (csv.Reader's
+	// FieldPos panics after a parse error left no record.)
+	csvLine int
 }
 
 // boundedReader fails a read that would take the bytes read since mark past
@@ -236,7 +239,10 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 		}
 	}
 	rec, err := rr.csv.Read()
-	line, _ := rr.csv.FieldPos(0)
+	if err == nil && len(rec) > 0 {
+		rr.csvLine, _ = rr.csv.FieldPos(0)
+	}
+	line := rr.csvLine
 	if errors.Is(err, io.EOF) {
 		return nil, line, io.EOF
 	}

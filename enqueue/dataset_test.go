@@ -71,6 +71,7 @@ func TestRowID(t *testing.T) {
 		{`{"id":{"a":1}}`, "", "an object"},
 		{`{"id":[1]}`, "", "an array"},
 		{`{"id":true}`, "", "a boolean"},
+		{`{"id":"a\u0000b"}`, "", "holds a NUL character"},
 		{`{"id":"` + strings.Repeat("x", IDMaxBytes+1) + `"}`, "", "over the limit"},
 	} {
 		got, err := rowID(row(tc.row), "id")
@@ -203,5 +204,61 @@ func TestRowReaderRefusals(t *testing.T) {
 	}
 	if f, err := DetectFormat("DATA.CSV"); f != FormatCSV || err != nil {
 		t.Errorf("DetectFormat(DATA.CSV) = %q, %v", f, err)
+	}
+}
+
+// Malformed CSV quoting is a bad row with its line, not a crash: after
+// some parse errors the CSV reader holds no record, and asking it where
+// the record was panicked.
+func TestRowReaderMalformedQuotes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, data string
+		badLine    int
+	}{
+		{"quote left open at the end", "subject,body\n\"x\n", 2},
+		{"text after a closing quote", "subject,body\na,b\n\"x\" y,z\n", 3},
+		{"bare quote in a field", "subject,body\na,b\"c\nd,e\n", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr := newRowReader(FormatCSV, strings.NewReader(tc.data))
+			var bad []int
+			for {
+				_, line, err := rr.next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				var fatal *fatalReadError
+				if errors.As(err, &fatal) {
+					t.Fatalf("line %d: %v; want a bad row", line, err)
+				}
+				if err != nil {
+					if !strings.Contains(err.Error(), "malformed CSV") {
+						t.Errorf("line %d: %v; want it called malformed CSV", line, err)
+					}
+					bad = append(bad, line)
+				}
+			}
+			if len(bad) == 0 || bad[0] != tc.badLine {
+				t.Errorf("bad rows at lines %v, want the first at line %d", bad, tc.badLine)
+			}
+		})
+	}
+}
+
+// A template that renders more than the workers take is a bad row, read
+// only up to the limit: {{range 300000000}} used to grow the prompt until
+// the process ran out of memory.
+func TestRenderIsCapped(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Batch: "cap", Schema: []byte(`{"type":"object"}`), Provider: "openai", Model: "m", Format: FormatJSONL, MaxPromptBytes: 1000,
+		Template: `{{range 300000000}}xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx{{end}}{{.subject}}`}
+	rep, err := DryRun(t.Context(), nil, cfg, strings.NewReader(`{"subject":"a"}`+"\n"), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Bad) != 1 || !strings.Contains(rep.Bad[0].Error(), "line 1: the template renders a prompt of over") ||
+		!strings.Contains(rep.Bad[0].Error(), "--max-prompt-bytes") {
+		t.Errorf("bad rows %v; want line 1 refused for its prompt's size", rep.Bad)
 	}
 }

@@ -223,6 +223,8 @@ var (
 	ErrTooManyBadRows = errors.New("too many bad rows")
 	// ErrNoRows is returned for a dataset without a single row.
 	ErrNoRows = errors.New("the dataset has no rows")
+	// ErrEmptyBatch is returned by Resume for a batch that holds no job.
+	ErrEmptyBatch = errors.New("the batch holds no job")
 	// ErrNoBatch is returned by Resume for a batch the ledger does not hold.
 	ErrNoBatch = errors.New("no such batch in the ledger")
 )
@@ -742,6 +744,14 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 	if settings.Provider == "" || settings.Model == "" {
 		return fmt.Errorf("batch %s was recorded without its settings (by an older version): run the original enqueue command again instead of --resume", cfg.Batch)
 	}
+	// A batch whose first run failed before it recorded a job (its insert
+	// refused) has nothing to resume: saying "0 jobs" and exiting 0 let a
+	// nightly chain carry on as if it were done.
+	if n, err := ledger.RefreshBatchTotal(ctx, cfg.Batch); err != nil {
+		return err
+	} else if n == 0 {
+		return fmt.Errorf("%w: %s: the run that created it recorded none; run the original enqueue command again, without --resume", ErrEmptyBatch, cfg.Batch)
+	}
 	cfg.Queue = settings.queue(cfg.Queue) // where its jobs went first
 	stream, _, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
 	if err != nil {
@@ -1239,8 +1249,16 @@ func jobEnvelope(base pipeline.Envelope, job *store.NewJob) pipeline.Envelope {
 }
 
 func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
-	var buf bytes.Buffer
+	// The output is capped: a small template can loop ({{range 300000000}})
+	// into more memory than the machine has, and a prompt over the workers'
+	// limit is refused anyway (the slack leaves room for the spaces the
+	// prompt is trimmed of).
+	buf := cappedBuffer{limit: r.cfg.MaxPromptBytes + 64<<10}
 	if err := r.tmpl.Execute(&buf, row); err != nil {
+		if errors.Is(err, errRenderCap) {
+			return store.NewJob{}, fmt.Errorf("the template renders a prompt of over %d bytes, over the workers' limit of %d (--max-prompt-bytes)",
+				buf.limit, r.cfg.MaxPromptBytes)
+		}
 		return store.NewJob{}, fmt.Errorf("render template: %w", err)
 	}
 	prompt := strings.TrimSpace(buf.String())
@@ -1263,6 +1281,30 @@ func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
 	return store.NewJob{ID: id, Batch: cfg.Batch, RowNo: line, SchemaHash: r.base.SchemaHash, Prompt: prompt,
 		Provider: cfg.Provider, Model: cfg.Model, Mode: string(cfg.Mode),
 		Strategy: string(cfg.Limits.Strategy), Metadata: meta}, nil
+}
+
+// errRenderCap is returned by a cappedBuffer past its limit.
+var errRenderCap = errors.New("rendered prompt over the limit")
+
+// cappedBuffer is a bytes.Buffer that refuses writes past limit bytes.
+type cappedBuffer struct {
+	bytes.Buffer
+	limit int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.limit {
+		return 0, errRenderCap
+	}
+	return b.Buffer.Write(p)
+}
+
+// WriteString keeps text/template's string writes on the cap too.
+func (b *cappedBuffer) WriteString(s string) (int, error) {
+	if b.Len()+len(s) > b.limit {
+		return 0, errRenderCap
+	}
+	return b.Buffer.WriteString(s)
 }
 
 // rowID is the text of a row's id field: a string as it is, a number as
@@ -1288,6 +1330,10 @@ func rowID(row map[string]any, field string) (string, error) {
 		return "", fmt.Errorf("id field %q is empty", field)
 	case len(s) > IDMaxBytes:
 		return "", fmt.Errorf("id field %q is %d bytes, over the limit of %d", field, len(s), IDMaxBytes)
+	case strings.ContainsRune(s, 0):
+		// Postgres text cannot hold it: the batch's insert would fail
+		// after the first pass accepted the row.
+		return "", fmt.Errorf("id field %q holds a NUL character (\\u0000), which the ledger cannot store in an id", field)
 	}
 	return s, nil
 }

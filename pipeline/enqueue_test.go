@@ -339,6 +339,14 @@ func TestEnqueueSettingsDoNotDrift(t *testing.T) {
 	if _, err := enqueue.Run(h.ctx, h.js, h.st, enqueue.Config{Batch: "nope", Resume: true, Queue: h.q}, nil); !errors.Is(err, enqueue.ErrNoBatch) {
 		t.Errorf("resume of a batch that does not exist: %v, want ErrNoBatch", err)
 	}
+	// A batch whose first run recorded no job (its insert failed) has
+	// nothing to resume: an error, not "0 jobs" and success.
+	if err := h.st.PutBatch(h.ctx, store.BatchParams{Name: "empty", Settings: b.Settings, SchemaHash: b.SchemaHash}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, enqueue.Config{Batch: "empty", Resume: true, Queue: h.q}, nil); !errors.Is(err, enqueue.ErrEmptyBatch) {
+		t.Errorf("resume of a batch with no job: %v, want ErrEmptyBatch", err)
+	}
 }
 
 // Settings that cannot work are refused before anything is recorded:

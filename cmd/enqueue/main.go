@@ -390,7 +390,8 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	switch {
 	case errors.Is(err, enqueue.ErrBadConfig):
 		return usageError{Err: err}
-	case errors.Is(err, enqueue.ErrTooManyBadRows), errors.Is(err, enqueue.ErrNoRows), errors.Is(err, enqueue.ErrNoBatch):
+	case errors.Is(err, enqueue.ErrTooManyBadRows), errors.Is(err, enqueue.ErrNoRows), errors.Is(err, enqueue.ErrNoBatch),
+		errors.Is(err, enqueue.ErrEmptyBatch):
 		return err
 	case err != nil && prog.Phase != enqueue.PhasePublish:
 		// Stopped while checking the rows: nothing was recorded.

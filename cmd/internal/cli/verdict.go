@@ -35,7 +35,9 @@ func BatchVerdict(batch string, p store.Progress, maxFail float64) (line string,
 			p.Dead, batch, batch, batch))
 	}
 	switch {
-	case p.Total > 0 && p.Valid == 0 && p.Cancelled < p.Total:
+	case p.Total == 0:
+		err = fmt.Errorf("%w: batch %s holds no job (the enqueue that created it recorded none: run it again)", ErrBatchFailed, batch)
+	case p.Valid == 0 && p.Cancelled < p.Total:
 		err = fmt.Errorf("%w: no job of batch %s is valid", ErrBatchFailed, batch)
 	case rate > maxFail:
 		err = fmt.Errorf("%w: %.1f%% of batch %s not valid, limit %.1f%%", ErrBatchFailed, 100*rate, batch, 100*maxFail)

@@ -24,6 +24,7 @@ func TestBatchVerdict(t *testing.T) {
 		{"some dead", store.Progress{Total: 4, Valid: 3, Dead: 1}, 1, "", "1 jobs of batch b are dead"},
 		{"all cancelled by the operator", store.Progress{Total: 4, Cancelled: 4}, 1, "", ""},
 		{"cancelled and invalid", store.Progress{Total: 4, Cancelled: 3, Invalid: 1}, 1, "no job of batch b is valid", ""},
+		{"no job at all", store.Progress{}, 1, "batch b holds no job", ""},
 	} {
 		line, notes, err := BatchVerdict("b", tc.p, tc.maxFail)
 		if (tc.fails == "") != (err == nil) || err != nil && (!errors.Is(err, ErrBatchFailed) || !strings.Contains(err.Error(), tc.fails)) {
