@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestCheckJSONLExitStatus: with --jsonl, a line that cannot be read still
@@ -163,5 +167,37 @@ func TestRunFailureRateNeedsABatch(t *testing.T) {
 		"--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1", "--max-failure-rate", "0.05"}, strings.NewReader(""), &out, &errOut)
 	if code != 2 || !strings.Contains(errOut.String(), "it needs --drain --batch") {
 		t.Errorf("exit %d, stderr %q; want 2 saying it needs --drain --batch", code, errOut.String())
+	}
+}
+
+// worker check has nothing to finish at a stop: one SIGTERM ends it, as
+// timeout(1) sends, even while it waits for its input or validates.
+func TestCheckStopsAtTheFirstSignal(t *testing.T) {
+	t.Parallel()
+	bin := buildCommands(t)
+	cmd := exec.Command(bin+"/worker", "check", "-")
+	stdin, err := cmd.StdinPipe() // never written: check waits for it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // past the signal set-up
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Errorf("worker check after SIGTERM: %v, want exit 130", err)
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("worker check still running 10 s after SIGTERM")
 	}
 }

@@ -46,6 +46,9 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sigs
+		if exitAtFirstSignal.Load() {
+			os.Exit(130) // check: nothing to finish or hand back
+		}
 		cancel() // the first signal: stop, within the grace period
 		for range sigs {
 			// A second one: a running worker cuts the grace short; any
@@ -62,6 +65,11 @@ func main() {
 
 // secondSignal is what a second SIGINT or SIGTERM does, once a worker runs.
 var secondSignal atomic.Pointer[func()]
+
+// exitAtFirstSignal is set by commands that have nothing to finish at a
+// stop: worker check reads and validates without a context, and a single
+// SIGTERM (timeout(1)'s) left it running.
+var exitAtFirstSignal atomic.Bool
 
 const topUsage = `fixpoint worker: turns LLM output into JSON that matches a schema.
 
@@ -88,6 +96,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "migrate":
 		err = runMigrate(ctx, args, stdout, stderr)
 	case "check":
+		exitAtFirstSignal.Store(true)
 		err = runCheck(ctx, args, stdin, stdout, stderr)
 	case "try":
 		err = runTry(ctx, args, stdout, stderr)
