@@ -176,6 +176,7 @@ func (s *Step) feedPatch(a *Attempt, text string) patchReply {
 	a.PatchOutcome = PatchApplied
 	// The patched value gets the same schema-guided repairs as a reply's.
 	v, fixes, errs := s.job.Schema.Coerce(v, s.lim.Coerce)
+	errs = append(validate.StorableErrors(v), errs...)
 	a.Errors = errs
 	a.Value = marshalValue(v)
 	a.Repairs = append(a.Repairs, extract.Repair{Kind: RepairJSONPatch, Offset: cand.Start})

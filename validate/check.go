@@ -25,15 +25,18 @@ var lossyWhat = map[string]string{
 	extract.KindNumberSplit:      "digits after a number with no comma between them (one number with a space in it, or two?)",
 }
 
-// ExtractionErrors are the errors a candidate gets for how it was
-// extracted: a truncated one is never valid, nor is one whose value a
-// lossy repair (extract.Lossy) may have changed: "1 500" read as 1, "Bob"
-// Smith as "Bob", [1, 2, ...] as [1, 2]. Each names where in the reply.
-func ExtractionErrors(reply string, c *extract.Candidate) []Error {
+// extractionErrors are the errors a candidate gets for how it was
+// extracted and whether it can be stored as it is: a truncated one is
+// never valid, nor is one whose value a lossy repair (extract.Lossy) may
+// have changed ("1 500" read as 1, "Bob" Smith as "Bob", [1, 2, ...] as
+// [1, 2]; each named with where in the reply), nor one holding a NUL
+// (StorableErrors).
+func extractionErrors(reply string, c *extract.Candidate) []Error {
 	var errs []Error
 	if c.Truncated {
 		errs = append(errs, Error{Path: "", Keyword: "truncated", Class: ClassSyntax, Message: truncatedMessage})
 	}
+	errs = append(errs, StorableErrors(c.Value)...)
 	for _, r := range c.Repairs {
 		if !extract.Lossy(r.Kind) {
 			continue
@@ -41,6 +44,50 @@ func ExtractionErrors(reply string, c *extract.Candidate) []Error {
 		errs = append(errs, Error{Path: "", Keyword: "lossy_repair", Class: ClassSyntax,
 			Message: fmt.Sprintf("%s: the reply has %s; reply with the complete value as strict JSON", rootDisplay, DescribeLossy(reply, r))})
 	}
+	return errs
+}
+
+// maxNULErrors bounds the NUL errors one value gets.
+const maxNULErrors = 8
+
+// StorableErrors are the errors of the strings and keys in v that hold a NUL
+// character (\u0000): JSON allows it, Postgres's text and jsonb do not,
+// and the ledger would have to store another value than the one validated
+// (a pattern ^[a-z]*$ checked "a\u0000b" in a value stored as "a\ufffdb",
+// and two keys could become one). A value must be storable as it is.
+func StorableErrors(v any) []Error {
+	var errs []Error
+	var walk func(v any, toks []string)
+	walk = func(v any, toks []string) {
+		if len(errs) >= maxNULErrors {
+			return
+		}
+		switch x := v.(type) {
+		case string:
+			if strings.IndexByte(x, 0) >= 0 {
+				errs = append(errs, Error{Path: pointer(toks), Keyword: "nul_character", Class: ClassSemantic,
+					Message: display(pointer(toks)) + ": the string holds a NUL character (\\u0000), which the ledger cannot store; write the value without it"})
+			}
+		case []any:
+			for i, e := range x {
+				walk(e, append(toks, strconv.Itoa(i)))
+			}
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys) // errors in a stable order
+			for _, k := range keys {
+				if strings.IndexByte(k, 0) >= 0 && len(errs) < maxNULErrors {
+					errs = append(errs, Error{Path: pointer(toks), Keyword: "nul_character", Class: ClassSemantic,
+						Message: fmt.Sprintf("%s: the property name %s holds a NUL character (\\u0000), which the ledger cannot store; write it without", display(pointer(toks)), strconv.Quote(k))})
+				}
+				walk(x[k], append(toks, k))
+			}
+		}
+	}
+	walk(v, nil)
 	return errs
 }
 
@@ -145,7 +192,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 	errsOf := make([][]Error, len(cands))
 	for i := range cands {
 		errsOf[i] = s.Validate(cands[i].Value)
-		if len(errsOf[i]) == 0 && len(ExtractionErrors(reply, &cands[i])) == 0 {
+		if len(errsOf[i]) == 0 && len(extractionErrors(reply, &cands[i])) == 0 {
 			return result(cands, i, cands[i].Value, nil, nil)
 		}
 	}
@@ -153,7 +200,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 	for i := range cands {
 		c := &cands[i]
 		v, fixes, errs := s.coerce(c.Value, errsOf[i], mode)
-		if pre := ExtractionErrors(reply, c); len(pre) > 0 {
+		if pre := extractionErrors(reply, c); len(pre) > 0 {
 			errs = append(pre, errs...)
 		}
 		if best < 0 || len(errs) < len(bestErrs) {
@@ -229,7 +276,7 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 // candidateErrors returns every error of one candidate.
 func candidateErrors(s *Schema, reply string, c *extract.Candidate) []Error {
 	errs := s.Validate(c.Value)
-	if pre := ExtractionErrors(reply, c); len(pre) > 0 {
+	if pre := extractionErrors(reply, c); len(pre) > 0 {
 		errs = append(pre, errs...)
 	}
 	return errs

@@ -269,3 +269,26 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		}
 	}
 }
+
+// A NUL in a string or a key is an error at its pointer: the ledger cannot
+// store it, and storing a replacement would keep another value than the
+// one validated (a pattern checked against "a\u0000b", stored "a\ufffdb").
+func TestCheckRefusesNUL(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"type":"object","properties":{"s":{"type":"string","pattern":"^[\\x00-\\x7f]*$"},"v":{"type":"array"}}}`)
+	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
+		got := CheckWith(s, `{"s": "a\u0000b", "v": [{"k\u0000": 1}]}`, CheckOptions{Coerce: mode})
+		var paths []string
+		for _, e := range got.Errors {
+			if e.Keyword == "nul_character" && e.Class == ClassSemantic {
+				paths = append(paths, e.Path)
+			}
+		}
+		if got.Valid || !slices.Equal(paths, []string{"/s", "/v/0"}) {
+			t.Errorf("%s: valid %v, errors %v; want NUL errors at /s and /v/0", mode, got.Valid, got.Errors)
+		}
+	}
+	if got := Check(s, `{"s": "a\u0001b"}`); !got.Valid {
+		t.Errorf("another control character: %v; want valid", got.Errors)
+	}
+}
