@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // ledgerPause is how long pulling stops while the ledger cannot be written.
@@ -18,8 +20,8 @@ func (e permanentError) Unwrap() error { return e.err }
 // permanent marks an error retryLedger must not retry.
 func permanent(err error) error { return permanentError{err} }
 
-// retryLedger runs op until it succeeds, returns a permanent error, or the
-// worker stops. A ledger that is down is not the job's fault: the message is
+// retryLedger runs op until it succeeds, returns a permanent error or one
+// the ledger refuses (store.IsRefused), or the worker stops. A ledger that is down is not the job's fault: the message is
 // kept (its progress reported) and pulling pauses, instead of a nak that
 // would count a delivery and let an outage burn jobs to dead.
 func (w *Worker) retryLedger(ctx context.Context, log *slog.Logger, op func() error) error {
@@ -32,6 +34,12 @@ func (w *Worker) retryLedger(ctx context.Context, log *slog.Logger, op func() er
 		var perm permanentError
 		if errors.As(err, &perm) {
 			return perm.err
+		}
+		if store.IsRefused(err) {
+			// The ledger refuses the write itself (a constraint, a value
+			// out of range): trying again cannot help, and it held the
+			// job (and a --drain run) forever.
+			return err
 		}
 		log.WarnContext(ctx, "worker: ledger unavailable, retrying", slog.Duration("wait", wait), slog.String("error", err.Error()))
 		w.pauseFor(wait)

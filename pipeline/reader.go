@@ -42,6 +42,9 @@ type jobState struct {
 	run int
 	// wave is the wave holding the job's next attempt, 0 when none.
 	wave int64
+	// attempts counts the attempts the job's waves recorded in this run
+	// before handing it on to run realtime.
+	attempts int
 }
 
 // statusQueriesMax is how many status queries may run at once.
@@ -118,6 +121,6 @@ func (r *statusReader) query(reqs []statusReq) {
 	cancel()
 	for _, q := range reqs {
 		st, ok := states[q.id]
-		q.done <- statusResp{state: jobState{known: ok, final: ok && store.IsFinal(st.Status), run: st.Run, wave: st.Wave}, err: err}
+		q.done <- statusResp{state: jobState{known: ok, final: ok && store.IsFinal(st.Status), run: st.Run, wave: st.Wave, attempts: st.Attempts}, err: err}
 	}
 }

@@ -159,7 +159,13 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		case state.wave != 0 && state.wave != env.FromWave:
 			w.dispose(ctx, msg, env, Disposition{Kind: DispSkip})
 			return
-		case env.FromWave == 0 && w.waves.canCollect(env):
+		case env.FromWave == 0 && state.attempts == 0 && w.waves.canCollect(env):
+			// A job a wave already handed on (its attempts are recorded)
+			// goes on realtime from them even when its message lost the
+			// wave's mark (republished by enqueue --resume after the
+			// stream was lost): collected again, its next request took
+			// attempt number 1 a second time, and the wave could never be
+			// recorded.
 			w.waves.collect(ctx, msg, env, job, delivered)
 			return
 		}

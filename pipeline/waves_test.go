@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -518,4 +519,62 @@ func TestBatchDeliveryThreeWorkers(t *testing.T) {
 		}
 	}
 	h.checkWaveLedger("w3", n)
+}
+
+// A job a wave handed on to run realtime, whose message then lost the
+// wave's mark (the stream was lost and enqueue --resume republished it),
+// goes on realtime from its recorded attempts. Before, it was collected
+// into a new wave whose request took attempt number 1 again: the wave
+// could never be recorded, the "ledger unavailable" retry never ended,
+// and a --drain worker never returned.
+func TestBatchDeliveryResumeAfterTheWaveHandedJobsOn(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	var blockRealtime atomic.Bool
+	blockRealtime.Store(true)
+	cfgSim := waveSim(20*time.Millisecond, 0, 0) // messy: many first replies need a repair
+	cfgSim.Script = func(_ int, r *http.Request) *sim.ScriptedReply {
+		if blockRealtime.Load() && strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			return &sim.ScriptedReply{Status: 429, Header: http.Header{"Retry-After": {"3600"}}}
+		}
+		return nil
+	}
+	h := newHarness(t, harnessConfig{Sim: cfgSim})
+	h.enqueueBatch("wl", llm.ProviderOpenAI, n, 24*time.Hour)
+	cfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
+	cfg.Wave.RealtimeBelow = 1000 // every repair runs realtime, where the provider refuses it for an hour
+	rw := h.startWorker(cfg, nil, nil)
+	waitFor(t, 30*time.Second, "repairs handed back for an hour", func() bool {
+		return h.sqlInt(`SELECT count(*) FROM jobs WHERE batch = 'wl' AND status = 'queued' AND attempts > 0 AND wave_id IS NULL`) > 0 &&
+			h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wl' AND status <> 'done'`) == 0
+	})
+	rw.stop(t, 20*time.Second)
+	handedOn := h.sqlInt(`SELECT count(*) FROM jobs WHERE batch = 'wl' AND status = 'queued' AND attempts > 0`)
+	s, err := h.js.Stream(h.ctx, h.q.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(h.ctx); err != nil { // the stream's data is lost
+		t.Fatal(err)
+	}
+	prog, err := enqueue.Run(h.ctx, h.js, h.st, enqueue.Config{Batch: "wl", Resume: true, Queue: h.q}, nil)
+	if err != nil || prog.Republished != handedOn {
+		t.Fatalf("resume: %+v %v; want the %d queued jobs republished", prog, err, handedOn)
+	}
+	blockRealtime.Store(false)
+	cfg.Drain = true
+	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if p := h.progress("wl"); p.Queued != 0 || p.Valid+p.Invalid != n {
+		t.Errorf("progress %+v, want every job valid or invalid", p)
+	}
+	// Each job's attempts are numbered on from its wave's, one row each.
+	if gaps := h.sqlInt(`SELECT count(*) FROM jobs j WHERE batch = 'wl' AND j.attempts <> (SELECT count(*) FROM attempts a WHERE a.job_id = j.id AND a.run = j.run)`); gaps != 0 {
+		t.Errorf("%d jobs whose attempts column differs from their attempt rows", gaps)
+	}
+	if again := h.sqlInt(`SELECT count(*) FROM (SELECT r.job_id FROM wave_requests r JOIN waves w ON w.id = r.wave_id
+		WHERE w.batch = 'wl' AND r.attempt_no = 1 GROUP BY r.job_id HAVING count(*) > 1) twice`); again != 0 {
+		t.Errorf("a job was collected into a wave twice for its first attempt")
+	}
 }

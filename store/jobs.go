@@ -252,6 +252,10 @@ type JobState struct {
 	// Wave is the wave holding the job's next attempt (batch delivery),
 	// 0 when none: the ledger, not the queue, owns a job in a wave.
 	Wave int64
+	// Attempts counts the attempts of the run the ledger holds for a job
+	// not final yet: those its waves recorded before they handed it on to
+	// run realtime (batch delivery); 0 for a job never in a wave.
+	Attempts int
 }
 
 // JobStates returns the status and run of each of ids that has a row, in
@@ -263,13 +267,13 @@ func (s *Store) JobStates(ctx context.Context, ids []string) (map[string]JobStat
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT id, status, run, coalesce(wave_id, 0) FROM jobs WHERE id = ANY($1)`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT id, status, run, coalesce(wave_id, 0), attempts FROM jobs WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("get state of %d jobs: %w", len(ids), err)
 	}
 	var id string
 	var st JobState
-	_, err = pgx.ForEachRow(rows, []any{&id, &st.Status, &st.Run, &st.Wave}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &st.Status, &st.Run, &st.Wave, &st.Attempts}, func() error {
 		out[id] = st
 		return nil
 	})
