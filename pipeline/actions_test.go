@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,6 +247,75 @@ func TestCancelStopsJobsBetweenAttempts(t *testing.T) {
 		t.Errorf("%d calls recorded as cancelled, %d made", cancelledCalls, h.sim.requests())
 	}
 	h.checkInvariants("b", invariants{Jobs: jobs})
+}
+
+// Cancel then requeue while jobs are between attempts: the first run's
+// deliveries stop at their next call (they used to run on to their last
+// attempt, paying for results that lose to the new run), the new run
+// finishes, and rows enqueued into the batch after its cancel run too
+// (a cancel ends the jobs it found, not the batch's future).
+func TestCancelThenRequeueStopsTheOldRun(t *testing.T) {
+	t.Parallel()
+	const jobs = 4
+	var answer atomic.Bool // false: every reply is prose; true: first calls are answered, repairs never
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Script: func(_ int, r *http.Request) *sim.ScriptedReply {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if answer.Load() && !bytes.Contains(body, []byte(`"role":"assistant"`)) {
+			return nil
+		}
+		return &sim.ScriptedReply{Status: 200, Body: completion("Sorry, no JSON today.", 40, 8), Delay: time.Second,
+			Header: http.Header{"Content-Type": {"application/json"}}}
+	}}})
+	cfg := h.enqueueConfig("b")
+	cfg.Limits.MaxAttempts = 5
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(jobs))); err != nil {
+		t.Fatal(err)
+	}
+	wcfg := h.workerConfig(h.client(nil))
+	wcfg.Concurrency = 2 * jobs
+	rw := h.startWorker(wcfg, nil, nil)
+	waitFor(t, 30*time.Second, "every job past its first call", func() bool { return h.sim.requests() >= 2*jobs })
+	if _, err := enqueue.Cancel(h.ctx, h.st, "b"); err != nil {
+		t.Fatal(err)
+	}
+	answer.Store(true)
+	atRequeue := h.sim.requests()
+	if _, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusCancelled}, Queue: h.q}); err != nil {
+		t.Fatal(err)
+	}
+	// Rows added to the batch after its cancel are new jobs: they run.
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(2*jobs))); err != nil {
+		t.Fatal(err)
+	}
+	h.waitDone("b", 2*jobs, 30*time.Second)
+	waitFor(t, 30*time.Second, "the old run's calls to end", func() bool {
+		before := h.sim.requests()
+		time.Sleep(time.Second)
+		return h.sim.requests() == before
+	})
+	rw.stop(t, 20*time.Second)
+	if p := h.progress("b"); p.Valid != 2*jobs {
+		t.Errorf("progress %+v, want the requeued and the added jobs valid", p)
+	}
+	// The new run's and the added jobs' calls (one each), and at most the
+	// old run's calls in flight plus one more each before they saw the
+	// requeue (controlTTL).
+	if calls := h.sim.requests(); calls > atRequeue+2*jobs+2*jobs {
+		t.Errorf("%d calls, %d at the requeue: the old run's deliveries went on", calls, atRequeue)
+	}
+	for i := 1; i <= jobs; i++ {
+		kept, err := h.st.JobInterrupted(h.ctx, jobID("b", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range kept {
+			if k.Run != 1 || (k.Reason != store.InterruptSuperseded && k.Reason != store.InterruptCancelled) {
+				t.Errorf("job %d: interrupted calls %+v; want run 1's, superseded or cancelled", i, k)
+			}
+		}
+	}
+	h.checkInvariants("b", invariants{Jobs: 2 * jobs, Statuses: map[string]int{store.StatusValid: 2 * jobs}})
 }
 
 // Requeue of invalid jobs with another model: the new run's outcome is on

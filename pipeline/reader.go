@@ -45,6 +45,8 @@ type jobState struct {
 	// attempts counts the attempts the job's waves recorded in this run
 	// before handing it on to run realtime.
 	attempts int
+	// cancelled reports that enqueue cancel ended the job.
+	cancelled bool
 }
 
 // statusQueriesMax is how many status queries may run at once.
@@ -121,6 +123,7 @@ func (r *statusReader) query(reqs []statusReq) {
 	cancel()
 	for _, q := range reqs {
 		st, ok := states[q.id]
-		q.done <- statusResp{state: jobState{known: ok, final: ok && store.IsFinal(st.Status), run: st.Run, wave: st.Wave, attempts: st.Attempts}, err: err}
+		q.done <- statusResp{state: jobState{known: ok, final: ok && store.IsFinal(st.Status), run: st.Run, wave: st.Wave, attempts: st.Attempts,
+			cancelled: st.Status == store.StatusCancelled}, err: err}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -195,7 +196,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", ErrTransient, err)))
 		return
 	}
-	job.GateFunc = w.gate(env, control, log)
+	own := &ownership{w: w, env: env, log: log, checked: time.Now()} // the state was read above
+	job.GateFunc = w.gate(env, control, own, log)
 	loop := w.loops[env.Provider]
 	res, err := loop.Resume(ctx, job, prev)
 	waits := 0 // the waits of this delivery, of either kind
@@ -220,7 +222,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
 			log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
 				slog.Duration("pause", pause), slog.String("error", err.Error()))
-			if !w.holdFor(ctx, pause) {
+			if !w.holdOwned(ctx, pause, own) {
 				w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
 				return
 			}
@@ -242,7 +244,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			w.pauseFor(wait)
 			log.WarnContext(ctx, "worker: provider unavailable, resuming the job after a pause",
 				slog.Duration("pause", wait), slog.Bool("paid_attempts", paidAttempts(res)), slog.String("error", err.Error()))
-			if !w.holdFor(ctx, wait) {
+			if !w.holdOwned(ctx, wait, own) {
 				w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
 				return
 			}
@@ -272,52 +274,92 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	w.finishFrom(ctx, msg, env, res, recorded)
 }
 
-// controlEntry is a batch's cap and cancellation as last read.
+// controlEntry is a batch's spend cap as last read.
 type controlEntry struct {
-	capped    bool // tokens, dollars or both
-	dollars   bool // a cost cap: the model must have a price
-	cancelled bool
-	read      time.Time
+	capped  bool // tokens, dollars or both
+	dollars bool // a cost cap: the model must have a price
+	read    time.Time
 }
 
-// controlTTL is how long a batch's cap and cancellation are trusted before
-// they are read again: a cap set or a cancel made while the batch runs
-// takes effect within it.
+// controlTTL is how long a batch's cap, or a job's state, is trusted
+// before it is read again: a cap set, a cancel or a requeue made while the
+// batch runs takes effect within it.
 const controlTTL = 2 * time.Second
 
-// control returns the batch's cap and cancellation as last read.
+// control returns the batch's spend cap as last read.
 func (w *Worker) control(ctx context.Context, batch string) (controlEntry, error) {
 	if v, ok := w.controls.Load(batch); ok {
 		if e := v.(*controlEntry); time.Since(e.read) < controlTTL {
 			return *e, nil
 		}
 	}
-	return w.readControl(ctx, batch)
-}
-
-// readControl reads the batch's cap and cancellation from the ledger.
-func (w *Worker) readControl(ctx context.Context, batch string) (controlEntry, error) {
 	c, err := w.ledger.BatchControl(ctx, batch)
 	if err != nil {
 		return controlEntry{}, err
 	}
-	e := controlEntry{capped: c.Cap.Capped(), dollars: c.Cap.MaxCostUSD != nil, cancelled: c.Cancelled, read: time.Now()}
+	e := controlEntry{capped: c.Cap.Capped(), dollars: c.Cap.MaxCostUSD != nil, read: time.Now()}
 	w.controls.Store(batch, &e)
 	return e, nil
 }
 
-// gate is asked before each provider call of the job: a job whose batch
-// was cancelled since it started ends cancelled without the call (it kept
-// calling until its repair loop ended, and its calls were recorded as
-// superseded), and a capped batch's budget is held for the call.
-func (w *Worker) gate(env *Envelope, first controlEntry, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
+// ownership tells whether a delivery still owns its job: the ledger's row
+// is still queued, in the delivery's run. enqueue cancel ends the job,
+// enqueue requeue moves it to a new run, a duplicate delivery may finish
+// it: then this delivery makes no further call (it kept calling to its
+// last attempt, and sat out its outage waits, its result lost either way).
+type ownership struct {
+	w       *Worker
+	env     *Envelope
+	log     *slog.Logger
+	mu      sync.Mutex
+	checked time.Time // when the job's state was last read
+	lost    error     // why the delivery lost the job, once it has
+}
+
+// check reads the job's state when the last read is older than
+// controlTTL, and returns why the delivery no longer owns the job, or nil.
+// A failed read lets the delivery go on: the ledger's outage is the result
+// writer's to wait out.
+func (o *ownership) check(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.lost != nil || time.Since(o.checked) < controlTTL {
+		return o.lost
+	}
+	st, err := o.w.reader.state(ctx, o.env.JobID)
+	o.checked = time.Now()
+	switch {
+	case err != nil:
+		o.log.WarnContext(ctx, "worker: read the job's state (the delivery goes on)", slog.String("error", err.Error()))
+	case st.known && st.run != o.env.RunOrFirst():
+		o.lost = lostJob(fmt.Sprintf("the job was requeued as run %d while this delivery ran", st.run))
+	case st.cancelled:
+		o.lost = lostJob(store.CancelledReason)
+	case st.final:
+		o.lost = lostJob("another delivery finished the job first")
+	}
+	return o.lost
+}
+
+// lostJob ends a delivery that no longer owns its job; it is an
+// ErrCancelled, and its result loses to the ledger's row.
+type lostJob string
+
+func (e lostJob) Error() string { return string(e) }
+
+func (lostJob) Is(target error) bool { return target == ErrCancelled }
+
+// gate is asked before each provider call of the job: a delivery that no
+// longer owns its job ends without the call, and a capped batch's budget
+// is held for the call.
+func (w *Worker) gate(env *Envelope, first controlEntry, own *ownership, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
 	var budget func(context.Context, *llm.Request) (func(*llm.Response, error), error)
 	if first.capped {
-		budget = w.budgetGate(env, first.dollars, log)
+		budget = w.budgetGate(env, first.dollars, own, log)
 	}
 	return func(ctx context.Context, req *llm.Request) (func(*llm.Response, error), error) {
-		if w.cancelled(ctx, env.Batch, log) {
-			return nil, cancelledError{}
+		if err := own.check(ctx); err != nil {
+			return nil, err
 		}
 		if budget == nil {
 			return nil, nil
@@ -326,28 +368,21 @@ func (w *Worker) gate(env *Envelope, first controlEntry, log *slog.Logger) func(
 	}
 }
 
-// cancelled reports whether the batch is cancelled. Only a fresh read
-// says so: a requeue clears a cancel, and a cached one would end the new
-// run's jobs. A failed read lets the call go ahead: the ledger's outage is
-// the result writer's to wait out, not a reason to stop the job.
-func (w *Worker) cancelled(ctx context.Context, batch string, log *slog.Logger) bool {
-	e, err := w.control(ctx, batch)
-	if err == nil && e.cancelled {
-		e, err = w.readControl(ctx, batch)
+// holdOwned is holdFor for a delivery waiting out an outage: it ends
+// early, reporting true, once the delivery no longer owns its job (the
+// job then ends at its next call's gate instead of sitting out the wait).
+func (w *Worker) holdOwned(ctx context.Context, d time.Duration, own *ownership) bool {
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 || own.check(ctx) != nil {
+			return true
+		}
+		if !w.holdFor(ctx, min(left, controlTTL)) {
+			return false
+		}
 	}
-	if err != nil {
-		log.WarnContext(ctx, "worker: read whether the batch is cancelled (the call goes ahead)", slog.String("error", err.Error()))
-		return false
-	}
-	return e.cancelled
 }
-
-// cancelledError ends a job whose batch was cancelled while it ran.
-type cancelledError struct{}
-
-func (cancelledError) Error() string { return store.CancelledReason }
-
-func (cancelledError) Is(target error) bool { return target == ErrCancelled }
 
 // unpricedCapError ends a job of a cost-capped batch whose model the worker
 // has no price for; it is an ErrOverBudget, with its own message.
@@ -381,7 +416,7 @@ const (
 // every call would count $0 against it, so no call is made and the job ends
 // over_budget, its reason naming the model (the worker's --prices adds it;
 // enqueue requeue runs the jobs again).
-func (w *Worker) budgetGate(env *Envelope, dollars bool, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
+func (w *Worker) budgetGate(env *Envelope, dollars bool, own *ownership, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
 	prices := w.prices()
 	_, priced := prices.Lookup(env.Model)
 	return func(ctx context.Context, req *llm.Request) (func(*llm.Response, error), error) {
@@ -405,6 +440,9 @@ func (w *Worker) budgetGate(env *Envelope, dollars bool, log *slog.Logger) func(
 			}
 			if !errors.Is(err, store.ErrBudgetHeld) || time.Now().After(deadline) {
 				return nil, fmt.Errorf("%w: hold the batch's budget: %w", ErrTransient, err)
+			}
+			if err := own.check(ctx); err != nil {
+				return nil, err // cancelled or requeued while it waited for the budget
 			}
 			if !w.holdFor(ctx, budgetHeldPause) {
 				return nil, fmt.Errorf("%w: stopping while waiting for the batch's budget", ErrTransient)

@@ -47,9 +47,8 @@ type Ledger interface {
 	SaveResults(ctx context.Context, results []store.Result) ([]bool, error)
 	SaveInterrupted(ctx context.Context, ins []store.Interruption) error
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
-	// A batch's cancel and spend cap, read before each call: a call of a
-	// cancelled batch is not made; each call of a capped batch holds its
-	// estimate before it is sent and is charged after.
+	// A batch's spend cap: each call of a capped batch holds its estimate
+	// before it is sent and is charged after.
 	BatchControl(ctx context.Context, batch string) (store.BatchControl, error)
 	Reserve(ctx context.Context, batch string, tokens int64, costUSD float64, ttl time.Duration) (store.Hold, error)
 	Charge(ctx context.Context, h store.Hold, tokens int64, costUSD float64) error

@@ -399,20 +399,17 @@ func (s *Store) RenewHold(ctx context.Context, h Hold, ttl time.Duration) error 
 type BatchControl struct {
 	// Cap is the batch's spend cap; it caps nothing when none is set.
 	Cap Cap
-	// Cancelled is set once enqueue cancel has ended the batch: a job in
-	// flight makes no further call.
-	Cancelled bool
 }
 
-// BatchControl returns the batch's cap and whether it is cancelled; a
-// batch the ledger does not have has neither.
+// BatchControl returns the batch's controls; a batch the ledger does not
+// have has none.
 func (s *Store) BatchControl(ctx context.Context, batch string) (BatchControl, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var c BatchControl
 	err := s.pool.QueryRow(ctx, `
-		SELECT max_cost_usd::float8, max_total_tokens, cancelled_at IS NOT NULL FROM batches WHERE name = $1`,
-		batch).Scan(&c.Cap.MaxCostUSD, &c.Cap.MaxTotalTokens, &c.Cancelled)
+		SELECT max_cost_usd::float8, max_total_tokens FROM batches WHERE name = $1`,
+		batch).Scan(&c.Cap.MaxCostUSD, &c.Cap.MaxTotalTokens)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return BatchControl{}, nil
 	}
