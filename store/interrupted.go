@@ -147,7 +147,7 @@ type InterruptedCalls struct {
 }
 
 // JobInterrupted returns the job's interrupted calls, grouped, in the
-// order they were made (run, delivery, wait).
+// order their first calls were made within each run and delivery.
 func (s *Store) JobInterrupted(ctx context.Context, id string) ([]InterruptedCalls, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
@@ -158,7 +158,7 @@ func (s *Store) JobInterrupted(ctx context.Context, id string) ([]InterruptedCal
 		       (array_agg(provider_error ORDER BY attempt_no DESC))[1]
 		FROM interrupted_attempts WHERE job_id = $1
 		GROUP BY run, delivery, hold, reason
-		ORDER BY run, delivery, (hold = 0), hold, min(recorded_at)`, id)
+		ORDER BY run, delivery, min(started_at) NULLS LAST, hold`, id)
 	if err != nil {
 		return nil, fmt.Errorf("read interrupted calls of job %s: %w", id, err)
 	}

@@ -69,13 +69,18 @@ func TestInterruptedOutagesAndCancel(t *testing.T) {
 	failed := result(id, "x", "").AttemptRows[:1]
 	failed[0].ProviderError, failed[0].Class, failed[0].Valid, failed[0].Raw = "503 overloaded", "provider", false, ""
 	failed[0].TokensIn, failed[0].TokensOut, failed[0].TokensCached = 0, 0, 0
+	at := func(call int) []store.Attempt { // the failed call, made at second call of the delivery
+		a := failed[0]
+		a.StartedAt = time.Date(2026, 1, 1, 0, 0, call, 0, time.UTC)
+		return []store.Attempt{a}
+	}
 	for hold := 1; hold <= 2; hold++ {
-		in := store.Interruption{JobID: id, Delivery: 1, Hold: hold, Reason: store.InterruptOutage, Attempts: failed}
+		in := store.Interruption{JobID: id, Delivery: 1, Hold: hold, Reason: store.InterruptOutage, Attempts: at(hold)}
 		if err := s.SaveInterrupted(ctx, []store.Interruption{in}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.SaveInterrupted(ctx, []store.Interruption{{JobID: id, Delivery: 1, Reason: store.InterruptHandedBack, Attempts: failed}}); err != nil {
+	if err := s.SaveInterrupted(ctx, []store.Interruption{{JobID: id, Delivery: 1, Reason: store.InterruptHandedBack, Attempts: at(3)}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.JobInterrupted(ctx, id)

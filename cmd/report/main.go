@@ -173,8 +173,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		for _, c := range costs {
-			if c.EarlierRunsUSD == 0 && c.InterruptedCalls == 0 {
-				continue
+			if c.EarlierRunsUSD == 0 && c.InterruptedUSD == 0 {
+				continue // the latest results show every cent (an outage's calls cost nothing)
 			}
 			fmt.Fprintf(stdout, "\nbatch %s cost $%.6f in all: $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s kept apart from the results (interrupted_attempts: see report job)\n",
 				c.Batch, c.TotalUSD, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, plural(c.InterruptedCalls, "call"))
@@ -303,8 +303,8 @@ var interruptedWhy = map[string]string{
 	store.InterruptHandedBack: "handed back to the queue",
 	store.InterruptShutdown:   "cut off by a worker's stop",
 	store.InterruptSuperseded: "another delivery finished the job first",
-	store.InterruptOutage:     "failed while the provider was unavailable; the job waited and went on",
-	store.InterruptCancelled:  "made while enqueue cancel ended the batch",
+	store.InterruptOutage:     "failed while the provider was unavailable; the job waited, then tried again",
+	store.InterruptCancelled:  "of a delivery that enqueue cancel overtook",
 }
 
 // writeInterrupted lists a job's calls that are not among its result's

@@ -90,7 +90,7 @@ func TestReport(t *testing.T) {
 		{name: "failures of jobs that never reached the provider", args: []string{"failures", "d1"},
 			want: []string{"jobs that ended without a result", "dead    2     delivered 5 times without a final result; last error: dial tcp"}},
 		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`,
-			"run 1, delivery 1, before wait 1: 1 call outage (failed while the provider was unavailable; the job waited and went on), none paid: openai: 503 overloaded"}},
+			"run 1, delivery 1, before wait 1: 1 call outage (failed while the provider was unavailable; the job waited, then tried again), none paid: openai: 503 overloaded"}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
 		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error\n", `row b1:1,b1:1,valid,"{""ok"":true}",`},
 			wantErr: "batch b1 is not done: 1 of 3 jobs are still queued"},
@@ -208,12 +208,14 @@ func TestReportEmptyBatch(t *testing.T) {
 		want string // exact stdout when wantIn is empty
 		// wantIn lists substrings of stdout instead.
 		wantIn []string
+		code   int
 	}{
 		{name: "summary", args: []string{"summary", "e"}, wantIn: []string{"e   ", " 0 "}},
 		{name: "failures", args: []string{"failures", "e"}, wantIn: []string{"Failure classes"}},
 		{name: "export jsonl", args: []string{"export", "e"}, want: ""},
 		{name: "export csv", args: []string{"export", "e", "--format", "csv"}, want: "job_id,job_status,job_value,job_error\n"},
-		{name: "wait", args: []string{"wait", "e", "--interval", "10ms"}, wantIn: []string{"batch e done: 0 jobs"}},
+		// A batch of no job is one whose enqueue failed: not a success.
+		{name: "wait", args: []string{"wait", "e", "--interval", "10ms"}, wantIn: []string{"batch e done: 0 jobs"}, code: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,8 +223,8 @@ func TestReportEmptyBatch(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			var out, errOut bytes.Buffer
-			if code := run(ctx, append(tt.args, "--database-url", dsn), &out, &errOut); code != 0 {
-				t.Fatalf("exit %d, want 0; stderr %q", code, errOut.String())
+			if code := run(ctx, append(tt.args, "--database-url", dsn), &out, &errOut); code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tt.code, errOut.String())
 			}
 			if tt.wantIn == nil && out.String() != tt.want {
 				t.Errorf("stdout = %q, want %q", out.String(), tt.want)
