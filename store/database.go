@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -110,7 +113,39 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
 	}
+	if err := namesDatabase(dsn); err != nil {
+		return nil, err
+	}
 	return cfg, nil
+}
+
+// namesDatabase refuses a database URL that names no database: Postgres
+// (and pgx) would use the user's name for it, which is "postgres" for the
+// usual superuser, and the ledger would be built in the maintenance
+// database without a word. PGDATABASE names one too.
+func namesDatabase(dsn string) error {
+	if os.Getenv("PGDATABASE") != "" {
+		return nil
+	}
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		if strings.Trim(u.Path, "/") != "" || u.Query().Get("dbname") != "" {
+			return nil
+		}
+		return fmt.Errorf("%w: %s names no database (add one: postgres://host:5432/fixpoint)", ErrBadURL, redactURL(u))
+	}
+	if strings.Contains(dsn, "://") || strings.Contains(dsn, "dbname=") {
+		return nil
+	}
+	return fmt.Errorf("%w: the connection string names no database (add dbname=fixpoint)", ErrBadURL)
+}
+
+// redactURL is u without its password.
+func redactURL(u *url.URL) string {
+	c := *u
+	if _, ok := c.User.Password(); ok {
+		c.User = url.UserPassword(c.User.Username(), "xxxxx")
+	}
+	return c.String()
 }
 
 // adminConn connects to the server's "postgres" database with cfg's

@@ -19,6 +19,9 @@ const VersionTable = "public.fixpoint_schema_version"
 // the whole run: concurrent callers wait and then find nothing to do. It is
 // safe to call any number of times.
 func Migrate(ctx context.Context, dsn string) error {
+	if err := namesDatabase(dsn); err != nil {
+		return err
+	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("connect for migrate: %w", err)
@@ -32,6 +35,9 @@ func Migrate(ctx context.Context, dsn string) error {
 // when version is below the current one. Like Migrate it holds the advisory
 // lock. Down migrations drop data: meant for development and tests.
 func MigrateTo(ctx context.Context, dsn string, version int) error {
+	if err := namesDatabase(dsn); err != nil {
+		return err
+	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("connect for migrate: %w", err)

@@ -126,6 +126,9 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
 	}
+	if err := namesDatabase(dsn); err != nil {
+		return nil, err
+	}
 	if (cfg != nil && cfg.MaxConns != 0) || !strings.Contains(dsn, "pool_max_conns") {
 		pc.MaxConns = c.MaxConns
 	}

@@ -941,3 +941,17 @@ func TestSaveResultsRefusedValue(t *testing.T) {
 		t.Fatalf("saving the good result alone: %v, %v", won, err)
 	}
 }
+
+// A database URL that names no database is refused: Postgres would use the
+// user's name, and the ledger was built in the "postgres" database.
+func TestOpenNeedsADatabaseName(t *testing.T) {
+	// Port 1: should the check miss, nothing is there to be migrated.
+	for _, dsn := range []string{"postgres://postgres@127.0.0.1:1/?sslmode=disable", "postgres://postgres@127.0.0.1:1", "host=127.0.0.1 port=1 user=postgres"} {
+		if _, err := store.Open(context.Background(), dsn, nil); !errors.Is(err, store.ErrBadURL) || !strings.Contains(err.Error(), "names no database") {
+			t.Errorf("Open(%q) = %v, want ErrBadURL naming the missing database", dsn, err)
+		}
+		if err := store.Migrate(context.Background(), dsn); !errors.Is(err, store.ErrBadURL) {
+			t.Errorf("Migrate(%q) = %v, want ErrBadURL", dsn, err)
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -105,7 +106,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.As(err, &uerr), errors.Is(err, store.ErrBadURL):
+	case errors.As(err, &uerr), errors.Is(err, store.ErrBadURL), errors.Is(err, natsconn.ErrBadURL):
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	default:

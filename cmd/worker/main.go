@@ -21,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -115,7 +116,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitOK
 	case errors.Is(err, errNotValid):
 		return exitFail
-	case errors.As(err, &uerr), errors.Is(err, store.ErrBadURL):
+	case errors.As(err, &uerr), errors.Is(err, store.ErrBadURL), errors.Is(err, natsconn.ErrBadURL):
 		fmt.Fprintf(stderr, "worker %s: %v\n", cmd, err)
 		return exitUsage
 	default:

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -139,6 +141,11 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *startTimeout < 0 {
 		return usagef("--start-timeout %s is negative (0 tries once)", *startTimeout)
+	}
+	if nf.url != "" {
+		if err := natsconn.CheckURL(nf.url); err != nil {
+			return usagef("--nats-url (env NATS_URL): %v", err)
+		}
 	}
 	if err := cfg.WithDefaults().Validate(); err != nil {
 		return settingUsage(err)
@@ -379,6 +386,7 @@ func natsRetryable(err error) bool {
 	var uerr usageError
 	switch {
 	case errors.As(err, &uerr), errors.Is(err, natsconn.ErrStoreDirInUse), errors.Is(err, nats.ErrAuthorization),
+		errors.Is(err, natsconn.ErrBadURL), errors.Is(err, syscall.ENOTDIR), errors.Is(err, fs.ErrPermission),
 		errors.Is(err, nats.ErrBadSubject), strings.Contains(err.Error(), "url"):
 		return false
 	}

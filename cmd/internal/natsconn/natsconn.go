@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -83,6 +84,9 @@ func Open(cfg Config, log *slog.Logger) (*Conn, error) {
 			}
 		}
 	} else {
+		if err := CheckURL(url); err != nil {
+			return nil, err
+		}
 		c.Where = url
 	}
 	opts := []nats.Option{
@@ -153,4 +157,31 @@ func splitListen(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("listen address %q: want host:port", addr)
 	}
 	return host, port, nil
+}
+
+// ErrBadURL is wrapped by CheckURL's errors.
+var ErrBadURL = errors.New("bad NATS URL")
+
+// CheckURL checks a NATS URL (or a comma-separated list) as nats.Connect
+// will read it: each must name a host, with the scheme nats, tls, ws or
+// wss, or none (host:port). nats.Connect fills in what is missing from
+// the defaults, so "garbage://" reached the server at 127.0.0.1:4222.
+func CheckURL(s string) error {
+	for _, one := range strings.Split(s, ",") {
+		one = strings.TrimSpace(one)
+		raw := one
+		if !strings.Contains(raw, "://") {
+			raw = "nats://" + raw
+		}
+		u, err := url.Parse(raw)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w %q: %w", ErrBadURL, one, err)
+		case u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss":
+			return fmt.Errorf("%w %q: scheme %q is not nats, tls, ws or wss", ErrBadURL, one, u.Scheme)
+		case u.Hostname() == "":
+			return fmt.Errorf("%w %q: it names no host", ErrBadURL, one)
+		}
+	}
+	return nil
 }

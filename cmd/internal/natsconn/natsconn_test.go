@@ -49,3 +49,22 @@ func TestOpenEmbedded(t *testing.T) {
 		t.Error("a listen address without a port was accepted")
 	}
 }
+
+// A NATS URL nats.Connect would complete from its defaults is refused:
+// "garbage://" reached the server at 127.0.0.1:4222.
+func TestCheckURL(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"nats://127.0.0.1:4222", "127.0.0.1:4222", "tls://nats.example:4443", "nats://a:1, nats://b:2", "ws://h:80"} {
+		if err := CheckURL(ok); err != nil {
+			t.Errorf("CheckURL(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"garbage://", "nats://", "http://x:4222", "nats://a:1,garbage://b", "nats://:4222"} {
+		if err := CheckURL(bad); !errors.Is(err, ErrBadURL) {
+			t.Errorf("CheckURL(%q) = %v, want ErrBadURL", bad, err)
+		}
+	}
+	if _, err := Open(Config{URL: "garbage://"}, nil); !errors.Is(err, ErrBadURL) {
+		t.Errorf("Open(garbage://) = %v, want ErrBadURL before connecting", err)
+	}
+}
