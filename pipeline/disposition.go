@@ -205,12 +205,17 @@ type foreignCount struct {
 // a metric make the misconfiguration loud.
 func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int) {
 	w.cfg.Metrics.ForeignJobs.Inc()
-	// Every nak counts a delivery against the job: pause pulling, then pull
-	// one job at a time until one is ours, so the jobs keep their
-	// deliveries for the workers on the right ledger.
-	w.probing.Store(true)
 	w.foreignAt.Store(time.Now().UnixNano())
-	w.pauseFor(w.cfg.ForeignDelay)
+	// Every nak counts a delivery against the job. A worker that has run
+	// none of its own jobs lately may be the one on the wrong ledger:
+	// pause pulling, then pull one job at a time until one is ours, so the
+	// jobs keep their deliveries for the workers on the right ledger. One
+	// that has is on the right one: the job is another ledger's, and
+	// pausing would only starve this worker's own jobs behind it.
+	if own := w.ownAt.Load(); own == 0 || time.Since(time.Unix(0, own)) > 2*w.cfg.ForeignDelay {
+		w.probing.Store(true)
+		w.pauseFor(w.cfg.ForeignDelay)
+	}
 	v, _ := w.foreignLog.LoadOrStore(env.Batch, &foreignCount{})
 	fc := v.(*foreignCount)
 	fc.mu.Lock()
@@ -218,11 +223,15 @@ func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 	if time.Since(fc.logged) >= time.Minute {
 		w.log.ErrorContext(ctx, "worker: job not in this worker's ledger, handing it back: was it enqueued with another DATABASE_URL?",
 			slog.String("job_id", env.JobID), slog.String("batch", env.Batch), slog.Int("delivery", delivered),
-			slog.Int("foreign_deliveries", fc.n), slog.Duration("redelivery_in", w.cfg.ForeignDelay))
+			slog.Int("foreign_deliveries", fc.n), slog.Duration("redelivery_in", 2*w.cfg.ForeignDelay))
 		fc.logged, fc.n = time.Now(), 0
 	}
 	fc.mu.Unlock()
-	w.dispose(ctx, msg, env, Disposition{Kind: DispForeign, Delay: w.cfg.ForeignDelay})
+	// Back after twice the pause: the one job pulled after the pause is
+	// then one of this worker's if there is any, not the same foreign job
+	// again (which re-armed the pause, and this worker's jobs waited behind
+	// the foreign ones until their deliveries ran out).
+	w.dispose(ctx, msg, env, Disposition{Kind: DispForeign, Delay: 2 * w.cfg.ForeignDelay})
 }
 
 func (w *Worker) count(kind string) {

@@ -112,6 +112,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		return
 	}
 	w.probing.Store(false)
+	w.ownAt.Store(time.Now().UnixNano())
 	if decodeErr != nil {
 		w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: decodeErr})
 		return

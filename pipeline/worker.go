@@ -105,9 +105,10 @@ type WorkerConfig struct {
 	// QuotaPause is how long pulling stops after a provider reports its
 	// quota exhausted without saying for how long. Defaults to 1m.
 	QuotaPause time.Duration
-	// ForeignDelay is how long a job this worker's ledger never recorded is
-	// handed back for, so a worker on the right ledger can take it.
-	// Defaults to 1m.
+	// ForeignDelay is how long a worker that has run none of its own jobs
+	// lately pauses pulling after a job its ledger never recorded; the job
+	// is handed back for twice as long, so a worker on the right ledger can
+	// take it. Defaults to 1m.
 	ForeignDelay time.Duration
 	// FlushMax and FlushInterval batch ledger writes across jobs: a batch
 	// is committed when it holds FlushMax results or its oldest waited
@@ -263,6 +264,7 @@ type Worker struct {
 	probing    atomic.Bool  // the last job seen was not in this ledger
 	controls   sync.Map     // batch -> *controlEntry
 	foreignAt  atomic.Int64 // unix nanos of the last foreign job
+	ownAt      atomic.Int64 // unix nanos of the last job of this worker's ledger
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
 	reader     *statusReader
