@@ -205,6 +205,12 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 	} else {
 		if *schemaFile == "" || cfg.Model == "" || *templateFile == "" {
+			if len(pos) == 1 && !strings.ContainsAny(pos[0], "./\\") && pos[0] != "-" {
+				if _, err := os.Stat(pos[0]); err != nil {
+					// enqueue frobnicate --batch x: a command, not a dataset.
+					return usageError{Err: fmt.Errorf("unknown command %q (the commands are requeue, cancel and cap; a dataset is a file path)", pos[0])}
+				}
+			}
 			return usageError{Err: errors.New("--batch, --schema, --model and --template are required (see --help)")}
 		}
 		if err := enqueue.CheckBatchName(cfg.Batch); err != nil {

@@ -250,6 +250,7 @@ func TestEnqueueActions(t *testing.T) {
 		{"cancel typo", []string{"cancel", "--bach", "a1"}, 2, "bach"},
 		{"command typo", []string{"requeu", "--batch", "a1"}, 2, `unknown command "requeu": did you mean requeue?`},
 		{"command typo, short", []string{"cpa", "--batch", "a1"}, 2, "did you mean cap?"},
+		{"unknown command", []string{"frobnicate", "--batch", "a1"}, 2, `unknown command "frobnicate" (the commands are requeue, cancel and cap`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

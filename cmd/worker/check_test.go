@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
 
 // TestCheckJSONLExitStatus: with --jsonl, a line that cannot be read still
@@ -199,5 +201,19 @@ func TestCheckStopsAtTheFirstSignal(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("worker check still running 10 s after SIGTERM")
+	}
+}
+
+// --drain --batch with a batch the ledger does not have says so before it
+// touches the queue (it drained the whole queue first): the NATS URL here
+// has nothing behind it, so only a check made first can answer.
+func TestRunDrainOfAnUnknownBatch(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDB(t)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"run", "--sim", "clean", "--drain", "--batch", "nosuch", "--metrics-addr", "off", "--start-timeout", "0",
+		"--database-url", dsn, "--nats-url", "nats://127.0.0.1:1"}, strings.NewReader(""), &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), `no batch "nosuch" in the ledger`) {
+		t.Errorf("exit %d, stderr %q; want 1 naming the batch", code, errOut.String())
 	}
 }

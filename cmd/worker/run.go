@@ -244,6 +244,11 @@ func (c drainCheck) interrupted(ctx context.Context, st *store.Store) error {
 	if err != nil {
 		return fmt.Errorf("%w (and reading batch %s: %v)", errInterrupted, c.batch, err)
 	}
+	if p.Queued == 0 {
+		// The batch asked about is done; the queue held other work.
+		return fmt.Errorf("%w (other batches' jobs were left in the queue), though every job of batch %s is final: check it with report wait %s",
+			errInterrupted, c.batch, c.batch)
+	}
 	return fmt.Errorf("%w: %d of %d jobs of batch %s are not final yet; run the worker again to finish", errInterrupted, p.Queued, p.Total, c.batch)
 }
 
@@ -302,6 +307,15 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr st
 		return err
 	}
 	defer st.Close()
+	if chk.batch != "" {
+		// A misspelt --batch is said before the queue is drained, not
+		// after.
+		if _, err := st.Batch(ctx, chk.batch); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no batch %q in the ledger (was it enqueued into this DATABASE_URL?)", chk.batch)
+		} else if err != nil {
+			return err
+		}
+	}
 	var js jetstream.JetStream
 	var closeNATS func()
 	err = retryStart(ctx, startTimeout, log, "NATS", natsRetryable, func() (err error) {
