@@ -146,6 +146,7 @@ func TestTryCommand(t *testing.T) {
 		{name: "stray argument", args: []string{"--sim", "clean", "--prompt", "x", "oops", "--json"}, wantCode: 2, wantErr: `unexpected argument "oops"`},
 		{name: "negative max tokens", args: []string{"--sim", "clean", "--prompt", "x", "--max-tokens", "-5"}, wantCode: 2, wantErr: "max_tokens -5"},
 		{name: "blank prompt", args: []string{"--sim", "clean", "--prompt", " \n"}, wantCode: 2, wantErr: "the prompt is empty"},
+		{name: "empty prompt", args: []string{"--sim", "clean", "--prompt", ""}, wantCode: 2, wantErr: "--prompt is empty"},
 		{name: "prompt not UTF-8", args: []string{"--sim", "clean", "--prompt", "caf\xe9"}, wantCode: 2, wantErr: "not UTF-8"},
 		{name: "prompt over the workers' limit", args: []string{"--sim", "clean", "--prompt", strings.Repeat("x", 300<<10)}, wantCode: 2, wantErr: "over the workers' limit"},
 		{name: "unsatisfiable schema", args: []string{"--sim", "clean", "--prompt", "x", "--schema", cliFile(t, "self.json", `{"$ref":"#"}`)}, wantCode: 2, wantErr: "no value satisfies"},

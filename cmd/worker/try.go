@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -66,7 +67,12 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *schemaFile == "" {
 		return usagef("--schema is required")
 	}
-	if (*prompt == "") == (*promptFile == "") {
+	promptGiven := false
+	fs.Visit(func(f *flag.Flag) { promptGiven = promptGiven || f.Name == "prompt" })
+	switch {
+	case promptGiven && *prompt == "" && *promptFile == "":
+		return usagef("--prompt is empty")
+	case (*prompt == "") == (*promptFile == ""):
 		return usagef("give exactly one of --prompt and --prompt-file")
 	}
 	if *promptFile != "" {
