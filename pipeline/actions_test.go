@@ -83,7 +83,10 @@ func TestSpendCapThreeWorkers(t *testing.T) {
 	// The largest single call the ledger recorded bounds the overshoot.
 	var biggest int64
 	for i := 1; i <= n; i++ {
-		_, as := h.job(jobID("b", i))
+		j, as := h.job(jobID("b", i))
+		if j.Status == store.StatusOverBudget && (strings.Count(j.Error, "spend cap reached") != 1 || !strings.Contains(j.Error, "tokens spent of")) {
+			t.Errorf("job %d: error %q; want the cap's reason once", i, j.Error)
+		}
 		for _, a := range as {
 			biggest = max(biggest, a.TokensIn+a.TokensOut)
 		}

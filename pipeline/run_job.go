@@ -385,6 +385,17 @@ func (w *Worker) holdOwned(ctx context.Context, d time.Duration, own *ownership)
 	}
 }
 
+// overBudget is the store's over-budget error as an ErrOverBudget: its
+// message once ("batch spend cap reached: batch k1: batch spend cap
+// reached: ..." before).
+type overBudget struct{ err error }
+
+func (e overBudget) Error() string { return e.err.Error() }
+
+func (e overBudget) Unwrap() error { return e.err }
+
+func (overBudget) Is(target error) bool { return target == ErrOverBudget }
+
 // unpricedCapError ends a job of a cost-capped batch whose model the worker
 // has no price for; it is an ErrOverBudget, with its own message.
 type unpricedCapError struct{ model string }
@@ -437,7 +448,7 @@ func (w *Worker) budgetGate(env *Envelope, dollars bool, own *ownership, log *sl
 				break
 			}
 			if errors.Is(err, store.ErrOverBudget) {
-				return nil, fmt.Errorf("%w: %w", ErrOverBudget, err)
+				return nil, overBudget{err} // the store's message says it already
 			}
 			if !errors.Is(err, store.ErrBudgetHeld) || time.Now().After(deadline) {
 				return nil, fmt.Errorf("%w: hold the batch's budget: %w", ErrTransient, err)
