@@ -19,7 +19,16 @@ ALTER TABLE interrupted_attempts DROP CONSTRAINT interrupted_attempts_reason_che
 ALTER TABLE interrupted_attempts ADD CONSTRAINT interrupted_attempts_reason_check
     CHECK (reason IN ('handed_back', 'shutdown', 'superseded', 'outage', 'cancelled'));
 
+-- waves.home: where a wave can be driven: the queue stream its realtime
+-- remainder is published to and the provider endpoint it was submitted
+-- to. A worker claims only waves of its own homes ('' = any): a worker on
+-- another queue published a wave's remainder into it, and one on the
+-- simulator polled a real provider's batch it could not know.
+ALTER TABLE waves ADD COLUMN home text NOT NULL DEFAULT '';
+
 ---- create above / drop below ----
+
+ALTER TABLE waves DROP COLUMN home;
 
 -- The old key cannot hold two waits' calls of one number: the outage rows
 -- (unpaid calls without a reply) go, and the cancelled ones become

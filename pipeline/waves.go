@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -70,7 +72,7 @@ var _ BatchClient = (*llm.Client)(nil)
 type WaveLedger interface {
 	RecordWave(ctx context.Context, p store.WaveParams) (*store.Wave, []store.WaveRequest, error)
 	WaveRequests(ctx context.Context, waveID int64) ([]store.WaveRequest, error)
-	ClaimWave(ctx context.Context, owner string, lease time.Duration) (*store.Wave, error)
+	ClaimWave(ctx context.Context, owner string, lease time.Duration, homes []string) (*store.Wave, error)
 	UpdateWave(ctx context.Context, id int64, owner string, u store.WaveUpdate) error
 	RecordWaveOutcomes(ctx context.Context, outs []store.WaveOutcome) (int, error)
 	ReleaseWaveJobs(ctx context.Context, waveID int64, ids []string) error
@@ -188,8 +190,11 @@ type waves struct {
 	w       *Worker
 	ledger  WaveLedger
 	clients map[string]BatchClient
-	cfg     WaveConfig
-	log     *slog.Logger
+	// homes are where this worker drives waves, by provider: its queue
+	// stream and the provider's endpoint (store.WaveParams.Home).
+	homes map[string]string
+	cfg   WaveConfig
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	pending map[waveKey]*collecting
@@ -231,14 +236,25 @@ func newWaves(w *Worker, ledger Ledger, cfg WaveConfig) *waves {
 	if !ok {
 		return nil
 	}
-	v := &waves{w: w, ledger: wl, clients: map[string]BatchClient{}, cfg: cfg.WithDefaults(), log: w.log,
+	v := &waves{w: w, ledger: wl, clients: map[string]BatchClient{}, homes: map[string]string{}, cfg: cfg.WithDefaults(), log: w.log,
 		pending: map[waveKey]*collecting{}, hook: w.cfg.waveHook}
+	stream := w.cfg.Queue.WithDefaults().Stream
 	for name, c := range w.cfg.Providers {
 		if bc, ok := c.(BatchClient); ok && bc.SupportsBatch() {
 			v.clients[name] = bc
+			endpoint := name
+			if cc, ok := c.(interface{ Config() llm.Config }); ok {
+				endpoint = name + " " + cc.Config().BaseURL
+			}
+			v.homes[name] = "stream " + stream + ", " + endpoint
 		}
 	}
 	return v
+}
+
+// homeList is every home of this worker, for ClaimWave.
+func (v *waves) homeList() []string {
+	return slices.Sorted(maps.Values(v.homes))
 }
 
 func (v *waves) at(point string, waveID int64) {
@@ -357,7 +373,7 @@ func (v *waves) record(ctx context.Context, col *collecting) {
 		var err error
 		wave, taken, err = v.ledger.RecordWave(context.WithoutCancel(ctx), store.WaveParams{
 			Batch: col.key.batch, Run: col.key.run, Provider: col.key.provider, Model: col.key.model,
-			Deadline: col.deadline, Requests: reqs, Owner: v.cfg.Owner, Lease: v.cfg.Lease})
+			Deadline: col.deadline, Requests: reqs, Owner: v.cfg.Owner, Lease: v.cfg.Lease, Home: v.homes[col.key.provider]})
 		if errors.Is(err, store.ErrInvalid) {
 			return permanent(err)
 		}
@@ -401,7 +417,7 @@ func (v *waves) record(ctx context.Context, col *collecting) {
 // moves it on, and claims the next.
 func (v *waves) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		wave, err := v.ledger.ClaimWave(ctx, v.cfg.Owner, v.cfg.Lease)
+		wave, err := v.ledger.ClaimWave(ctx, v.cfg.Owner, v.cfg.Lease, v.homeList())
 		if err != nil {
 			if ctx.Err() == nil {
 				v.log.WarnContext(ctx, "worker: claim a wave", slog.String("error", err.Error()))
@@ -914,7 +930,7 @@ func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, 
 		var err error
 		nw, taken, err = v.ledger.RecordWave(context.WithoutCancel(ctx), store.WaveParams{Batch: wave.Batch, Run: wave.Run,
 			Provider: wave.Provider, Model: wave.Model, Deadline: wave.Deadline, Requests: again, From: wave.ID,
-			Owner: v.cfg.Owner, Lease: v.cfg.Lease})
+			Owner: v.cfg.Owner, Lease: v.cfg.Lease, Home: wave.Home})
 		if err != nil {
 			return err
 		}

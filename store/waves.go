@@ -60,6 +60,8 @@ type Wave struct {
 	CreatedAt, SubmittedAt, EndedAt        time.Time
 	LeaseOwner                             string
 	Polls                                  int
+	// Home is where the wave can be driven (WaveParams.Home).
+	Home string
 }
 
 // WaveParams describes a wave to record.
@@ -75,6 +77,10 @@ type WaveParams struct {
 	// Owner takes the wave's lease for Lease: the recording worker submits it.
 	Owner string
 	Lease time.Duration
+	// Home names where the wave can be driven: the queue its realtime
+	// remainder goes to and the provider endpoint it is submitted to.
+	// ClaimWave gives it only to a worker with that home; "" to any.
+	Home string
 }
 
 // RecordWave records a wave and its requests in one transaction, before
@@ -120,7 +126,7 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 			return nil
 		}
 		w = &Wave{Batch: p.Batch, Run: max(p.Run, 1), Provider: p.Provider, Model: p.Model, Deadline: p.Deadline,
-			Status: WaveRecorded, Requests: len(taken), LeaseOwner: p.Owner}
+			Status: WaveRecorded, Requests: len(taken), LeaseOwner: p.Owner, Home: p.Home}
 		// Waves of one batch recorded at once (two collections, two
 		// workers) take their numbers in turn: without the lock both read
 		// the same max and one fails on the unique number.
@@ -128,11 +134,11 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 			return fmt.Errorf("lock the batch's wave numbers: %w", err)
 		}
 		err = tx.QueryRow(ctx, `
-			INSERT INTO waves (batch, run, number, provider, model, deadline, requests, lease_owner, lease_until, next_poll_at)
+			INSERT INTO waves (batch, run, number, provider, model, deadline, requests, lease_owner, lease_until, next_poll_at, home)
 			VALUES ($1, $2, (SELECT coalesce(max(number), 0) + 1 FROM waves WHERE batch = $1), $3, $4, $5, $6,
-			        nullif($7, ''), now() + make_interval(secs => $8::float8), now() + make_interval(secs => $8::float8))
+			        nullif($7, ''), now() + make_interval(secs => $8::float8), now() + make_interval(secs => $8::float8), $9)
 			RETURNING id, number, created_at`,
-			p.Batch, w.Run, p.Provider, p.Model, nullTime(p.Deadline), w.Requests, p.Owner, p.Lease.Seconds()).Scan(&w.ID, &w.Number, &w.CreatedAt)
+			p.Batch, w.Run, p.Provider, p.Model, nullTime(p.Deadline), w.Requests, p.Owner, p.Lease.Seconds(), p.Home).Scan(&w.ID, &w.Number, &w.CreatedAt)
 		if err != nil {
 			return fmt.Errorf("insert wave: %w", err)
 		}
@@ -180,13 +186,13 @@ func scanWaveRequest(r pgx.CollectableRow) (WaveRequest, error) {
 }
 
 const waveColumns = `id, batch, run, number, provider, model, deadline, status, coalesce(input_file_id, ''), coalesce(provider_batch_id, ''),
-	requests, succeeded, errored, expired, cancelled, error, created_at, submitted_at, ended_at, coalesce(lease_owner, ''), polls`
+	requests, succeeded, errored, expired, cancelled, error, created_at, submitted_at, ended_at, coalesce(lease_owner, ''), polls, home`
 
 func scanWave(r pgx.Row) (*Wave, error) {
 	var w Wave
 	var submitted, ended, deadline *time.Time
 	err := r.Scan(&w.ID, &w.Batch, &w.Run, &w.Number, &w.Provider, &w.Model, &deadline, &w.Status, &w.InputFileID, &w.ProviderBatchID,
-		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled, &w.Error, &w.CreatedAt, &submitted, &ended, &w.LeaseOwner, &w.Polls)
+		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled, &w.Error, &w.CreatedAt, &submitted, &ended, &w.LeaseOwner, &w.Polls, &w.Home)
 	if err != nil {
 		return nil, err
 	}
@@ -195,11 +201,11 @@ func scanWave(r pgx.Row) (*Wave, error) {
 }
 
 // ClaimWave takes the lease of one open wave that is due (its lease free
-// or expired, its next poll due) for owner, and returns it; nil when none
-// is due. A wave its recorder holds is not due until the lease expires:
+// or expired, its next poll due) and has one of homes (or none, "") for
+// owner, and returns it; nil when none is due. A wave its recorder holds is not due until the lease expires:
 // even the same owner does not claim it twice. A worker that died holding a lease loses the wave when the lease
 // expires.
-func (s *Store) ClaimWave(ctx context.Context, owner string, lease time.Duration) (*Wave, error) {
+func (s *Store) ClaimWave(ctx context.Context, owner string, lease time.Duration, homes []string) (*Wave, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	w, err := scanWave(s.pool.QueryRow(ctx, `
@@ -207,9 +213,9 @@ func (s *Store) ClaimWave(ctx context.Context, owner string, lease time.Duration
 		WHERE id = (
 			SELECT id FROM waves
 			WHERE status NOT IN ('done', 'failed') AND (lease_until IS NULL OR lease_until < now())
-			  AND (next_poll_at IS NULL OR next_poll_at <= now())
+			  AND (next_poll_at IS NULL OR next_poll_at <= now()) AND (home = '' OR home = ANY($3))
 			ORDER BY next_poll_at NULLS FIRST, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING `+waveColumns, owner, lease.Seconds()))
+		RETURNING `+waveColumns, owner, lease.Seconds(), homes))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -41,7 +41,7 @@ func TestWaveLedger(t *testing.T) {
 	ctx := context.Background()
 
 	w, taken, err := s.RecordWave(ctx, store.WaveParams{Batch: "wv", Run: 1, Provider: "openai", Model: "m",
-		Requests: append(waveReqs("wv", 1, 1, 2, 3), waveReqs("wv", 1, 3)...), Owner: "a", Lease: time.Minute})
+		Requests: append(waveReqs("wv", 1, 1, 2, 3), waveReqs("wv", 1, 3)...), Owner: "a", Lease: time.Minute, Home: "stream J, openai https://x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestWaveLedger(t *testing.T) {
 	}
 
 	// The lease: the recorder holds it, no one else can claim or update.
-	if got, err := s.ClaimWave(ctx, "b", time.Minute); err != nil || got != nil {
+	if got, err := s.ClaimWave(ctx, "b", time.Minute, []string{"stream J, openai https://x"}); err != nil || got != nil {
 		t.Fatalf("claim of a leased wave by b: %v %v", got, err)
 	}
 	if err := s.UpdateWave(ctx, w.ID, "b", store.WaveUpdate{Status: store.WaveSubmitted}); !errors.Is(err, store.ErrLeaseLost) {
@@ -70,8 +70,15 @@ func TestWaveLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	got, err := s.ClaimWave(ctx, "b", time.Minute)
-	if err != nil || got == nil || got.ID != w.ID || got.ProviderBatchID != "batch_1" || got.Status != store.WaveSubmitted {
+	// Only a worker with the wave's home (its queue, its endpoint) may
+	// drive it: one on another queue or endpoint (the simulator) may not.
+	for _, other := range [][]string{nil, {"stream K, openai https://x"}, {"stream J, openai http://127.0.0.1:9"}} {
+		if got, err := s.ClaimWave(ctx, "c", time.Minute, other); err != nil || got != nil {
+			t.Fatalf("claim by a worker of homes %q: %+v %v, want none", other, got, err)
+		}
+	}
+	got, err := s.ClaimWave(ctx, "b", time.Minute, []string{"stream K, anthropic y", "stream J, openai https://x"})
+	if err != nil || got == nil || got.ID != w.ID || got.ProviderBatchID != "batch_1" || got.Status != store.WaveSubmitted || got.Home != "stream J, openai https://x" {
 		t.Fatalf("claim after release: %+v %v", got, err)
 	}
 
