@@ -364,11 +364,14 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 					if _, err := tx.Exec(ctx, `
 						UPDATE jobs SET status = $3, value = $4::jsonb, error = $5, final_class = $6, attempts = $7, calls = $8,
 							first_attempt_valid = $9, repaired_locally = $10, tokens_in = $11, tokens_out = $12, tokens_cached = $13,
-							tokens_cache_write = $14, cost_usd = $15, started_at = $16, finished_at = now(), wall_ms = $17, wave_id = NULL
+							tokens_cache_write = $14, cost_usd = $15, finished_at = now(), wave_id = NULL,
+							-- From its first wave: the step's own start is when the results were read.
+							started_at = coalesce(started_at, (SELECT created_at FROM waves WHERE id = $18), $16),
+							wall_ms = greatest($17, (extract(epoch FROM now() - coalesce(started_at, (SELECT created_at FROM waves WHERE id = $18), $16)) * 1000)::bigint)
 						WHERE id = $1 AND run = $2 AND status = 'queued'`,
 						jobID, run, txt(r.Status), nullJSON(pgJSON(r.Value)), txt(r.Error), txt(r.FinalClass), r.Attempts, r.Calls,
 						r.FirstAttemptValid, r.RepairedLocally, r.TokensIn, r.TokensOut, r.TokensCached, r.TokensCacheWrite,
-						r.CostUSD, nullTime(r.StartedAt), r.WallMS); err != nil {
+						r.CostUSD, nullTime(r.StartedAt), r.WallMS, o.WaveID); err != nil {
 						return fmt.Errorf("finish job %s: %w", jobID, err)
 					}
 					continue
@@ -379,10 +382,11 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 				}
 				if _, err := tx.Exec(ctx, `
 					UPDATE jobs SET attempts = $3, calls = $4, tokens_in = $5, tokens_out = $6,
-						tokens_cached = $7, tokens_cache_write = $8, cost_usd = $9, started_at = coalesce(started_at, $10)
+						tokens_cached = $7, tokens_cache_write = $8, cost_usd = $9,
+						started_at = coalesce(started_at, (SELECT created_at FROM waves WHERE id = $11), $10)
 					WHERE id = $1 AND run = $2 AND status = 'queued'`,
 					jobID, run, t.Attempts, t.Calls, t.TokensIn, t.TokensOut, t.TokensCached, t.TokensCacheWrite, t.CostUSD,
-					nullTime(t.StartedAt)); err != nil {
+					nullTime(t.StartedAt), o.WaveID); err != nil {
 					return err
 				}
 			}

@@ -104,6 +104,14 @@ func TestWaveLedger(t *testing.T) {
 		&status, &wave, &basis); err != nil || status != "valid" || wave != nil || basis != "batch" {
 		t.Fatalf("job 1: %s wave %v basis %s (%v), want valid, no wave, batch", status, wave, basis, err)
 	}
+	// Its time runs from its wave, not from when the results were read
+	// (wall_ms was about 0 and started_at the reading's time).
+	var fromWave bool
+	var wall int64
+	if err := s.QueryRowForTest(ctx, fmt.Sprintf(`SELECT j.started_at = w.created_at, j.wall_ms FROM jobs j, waves w WHERE j.id = 'wv-1' AND w.id = %d`, w.ID),
+		&fromWave, &wall); err != nil || !fromWave || wall < 20 {
+		t.Errorf("job 1: started with its wave %v, wall %d ms (%v); want its wave's start and at least the 20 ms slept", fromWave, wall, err)
+	}
 
 	// Jobs 2 and 3 keep their place in wave 1 until moved on.
 	placedIDs := func(wave int64) []string {
