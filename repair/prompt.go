@@ -292,6 +292,19 @@ func describeNode(root, s map[string]any, depth int) string {
 	if ap, ok := s["additionalProperties"].(bool); ok && !ap {
 		parts = append(parts, "no other properties")
 	}
+	// Combinators are not spelt out here, but they are not "any JSON
+	// value" either: that contradicted the schema given below the words.
+	for _, kw := range []struct{ key, words string }{
+		{"anyOf", "matching at least one of its anyOf alternatives in the schema below"},
+		{"oneOf", "matching exactly one of its oneOf alternatives in the schema below"},
+		{"allOf", "matching every part of its allOf in the schema below"},
+		{"not", "not matching its not schema in the schema below"},
+		{"if", "following its if/then/else in the schema below"},
+	} {
+		if _, ok := s[kw.key]; ok {
+			parts = append(parts, kw.words)
+		}
+	}
 	if d, ok := s["description"].(string); ok && d != "" {
 		parts = append(parts, "("+d+")")
 	}

@@ -92,6 +92,12 @@ func TestDescribeSchemaRecursive(t *testing.T) {
 			want:   []string{"- an object or an array\n"}, wantNote: recursiveNote,
 		},
 		{
+			name:   "combinators are not any value",
+			schema: `{"type":"object","properties":{"n":{"anyOf":[{"type":"integer"},{"type":"string"}]},"a":{"allOf":[{"required":["x"]},{"properties":{"x":{"type":"integer"}}}]}}}`,
+			want: []string{"  - `a` (optional): matching every part of its allOf in the schema below\n",
+				"  - `n` (optional): matching at least one of its anyOf alternatives in the schema below\n"},
+		},
+		{
 			name:   "root refers to itself",
 			schema: `{"$ref":"#"}`,
 			want:   []string{"- any JSON value\n"},
