@@ -194,6 +194,24 @@ func TestCancelDuringRun(t *testing.T) {
 	}
 }
 
+// slowProse is a reply, a second late, that holds no JSON.
+func slowProse() *sim.ScriptedReply {
+	return &sim.ScriptedReply{Status: 200, Body: completion("Sorry, no JSON today.", 40, 8), Delay: time.Second,
+		Header: http.Header{"Content-Type": {"application/json"}}}
+}
+
+// enqueueFiveAttempts enqueues jobs rows as batch b, five attempts a job,
+// and returns its config.
+func enqueueFiveAttempts(h *harness, jobs int) enqueue.Config {
+	h.t.Helper()
+	cfg := h.enqueueConfig("b")
+	cfg.Limits.MaxAttempts = 5
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(jobs))); err != nil {
+		h.t.Fatal(err)
+	}
+	return cfg
+}
+
 // A cancel reaches jobs between their repair attempts: a job in flight
 // whose replies keep failing makes no call after the cancel but the one it
 // had already sent, ends cancelled, and its calls are recorded as the
@@ -201,15 +219,8 @@ func TestCancelDuringRun(t *testing.T) {
 func TestCancelStopsJobsBetweenAttempts(t *testing.T) {
 	t.Parallel()
 	const n, jobs = 4, 4
-	h := newHarness(t, harnessConfig{Sim: sim.Config{Script: func(int, *http.Request) *sim.ScriptedReply {
-		return &sim.ScriptedReply{Status: 200, Body: completion("Sorry, no JSON today.", 40, 8), Delay: time.Second,
-			Header: http.Header{"Content-Type": {"application/json"}}}
-	}}})
-	cfg := h.enqueueConfig("b")
-	cfg.Limits.MaxAttempts = 5
-	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(jobs))); err != nil {
-		t.Fatal(err)
-	}
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Script: func(int, *http.Request) *sim.ScriptedReply { return slowProse() }}})
+	enqueueFiveAttempts(h, jobs)
 	wcfg := h.workerConfig(h.client(nil))
 	wcfg.Concurrency = n
 	rw := h.startWorker(wcfg, nil, nil)
@@ -267,14 +278,9 @@ func TestCancelThenRequeueStopsTheOldRun(t *testing.T) {
 		if answer.Load() && !bytes.Contains(body, []byte(`"role":"assistant"`)) {
 			return nil
 		}
-		return &sim.ScriptedReply{Status: 200, Body: completion("Sorry, no JSON today.", 40, 8), Delay: time.Second,
-			Header: http.Header{"Content-Type": {"application/json"}}}
+		return slowProse()
 	}}})
-	cfg := h.enqueueConfig("b")
-	cfg.Limits.MaxAttempts = 5
-	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(jobs))); err != nil {
-		t.Fatal(err)
-	}
+	cfg := enqueueFiveAttempts(h, jobs)
 	wcfg := h.workerConfig(h.client(nil))
 	wcfg.Concurrency = 2 * jobs
 	rw := h.startWorker(wcfg, nil, nil)
