@@ -23,6 +23,12 @@ type ProgressBar struct {
 	// lastDone and lastNote are what the last line showed.
 	lastDone int
 	lastNote string
+	// based says base is set: the units done at the first update, which
+	// were done before the bar (a batch half done when report wait
+	// starts), and do not count in the rate.
+	based  bool
+	base   int
+	baseAt time.Time
 }
 
 // NewProgressBar returns a bar for total units (0 when unknown). tty says
@@ -45,10 +51,14 @@ func (p *ProgressBar) Update(done int, note string, final bool) {
 		return
 	}
 	p.last = now
-	elapsed := now.Sub(p.start)
-	rate := 0.0
-	if elapsed > 0 {
-		rate = float64(done) / elapsed.Seconds()
+	if !p.based {
+		p.based, p.base, p.baseAt = true, done, now
+	}
+	// The rate of the units done since the bar started, once it has run a
+	// second: a first line read "6046/s" for 42 jobs done before it.
+	rate := "-/s"
+	if elapsed := now.Sub(p.baseAt); elapsed >= time.Second {
+		rate = fmt.Sprintf("%.0f/s", float64(done-p.base)/elapsed.Seconds())
 	}
 	var line string
 	if p.total > 0 {
@@ -56,9 +66,9 @@ func (p *ProgressBar) Update(done int, note string, final bool) {
 		const width = 30
 		filled := int(frac * width)
 		bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
-		line = fmt.Sprintf("%s %s %d/%d %5.1f%% %.0f/s", p.label, bar, done, p.total, 100*frac, rate)
+		line = fmt.Sprintf("%s %s %d/%d %5.1f%% %s", p.label, bar, done, p.total, 100*frac, rate)
 	} else {
-		line = fmt.Sprintf("%s %d %.0f/s", p.label, done, rate)
+		line = fmt.Sprintf("%s %d %s", p.label, done, rate)
 	}
 	if note != "" {
 		line += "  " + note

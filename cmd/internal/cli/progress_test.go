@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestProgressBar(t *testing.T) {
@@ -22,6 +23,20 @@ func TestProgressBar(t *testing.T) {
 		}
 		if !strings.Contains(lines[1], "10/10 100.0%") || !strings.Contains(lines[1], "done") {
 			t.Errorf("final line = %q", lines[1])
+		}
+	})
+	t.Run("no rate before a second, and none for work done before the bar", func(t *testing.T) {
+		t.Parallel()
+		var buf bytes.Buffer
+		p := NewProgressBar(&buf, false, "wait", 100)
+		p.Update(42, "", false) // a batch 42 jobs done when the wait starts
+		if line := buf.String(); !strings.Contains(line, "42/100") || !strings.Contains(line, "-/s") {
+			t.Errorf("first line %q: want no rate yet (it read 6046/s)", line)
+		}
+		p.baseAt = p.baseAt.Add(-2 * time.Second) // two seconds on
+		p.Update(52, "", true)
+		if line := buf.String(); !strings.Contains(line, " 5/s") {
+			t.Errorf("lines %q: want 10 jobs in 2 s, 5/s", line)
 		}
 	})
 	t.Run("terminal redraws in place", func(t *testing.T) {
