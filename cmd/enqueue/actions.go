@@ -300,6 +300,9 @@ func capCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "batch %s: cap %s; spent %d tokens, $%.6f; %d tokens, $%.6f held by calls in flight\n",
 		c.batch, capText(sp.Cap), sp.Tokens, sp.CostUSD, sp.HeldTokens, sp.HeldCostUSD)
+	if (sp.MaxCostUSD != nil && sp.CostUSD >= *sp.MaxCostUSD) || (sp.MaxTotalTokens != nil && sp.Tokens >= *sp.MaxTotalTokens) {
+		fmt.Fprintf(stderr, "enqueue cap: warning: batch %s has already spent what the new cap allows: its jobs not final yet end over_budget without another call\n", c.batch)
+	}
 	return nil
 }
 

@@ -240,6 +240,7 @@ func TestEnqueueActions(t *testing.T) {
 		{"cap infinite", []string{"cap", "--batch", "a1", "--max-cost-usd", "Inf"}, 2, `--max-cost-usd "Inf"`},
 		{"cap nothing", []string{"cap", "--batch", "a1"}, 2, "give --max-cost-usd"},
 		{"cap", []string{"cap", "--batch", "a1", "--max-total-tokens", "5000"}, 0, "cap 5000 tokens; spent 0 tokens"},
+		{"cap already spent", []string{"cap", "--batch", "a1", "--max-total-tokens", "0"}, 0, "has already spent what the new cap allows"},
 		{"cap removed", []string{"cap", "--batch", "a1", "--max-total-tokens", "none"}, 0, "cap none"},
 		{"cap no batch", []string{"cap", "--batch", "nope", "--max-cost-usd", "1"}, 1, "no such batch"},
 		{"cancel", []string{"cancel", "--batch", "a1"}, 0, "cancelled 2 jobs"},
