@@ -222,7 +222,8 @@ func (n *natsFlags) register(fs *flag.FlagSet, embedded bool) {
 func (n *natsFlags) connect(log *slog.Logger) (jetstream.JetStream, func(), error) {
 	c, err := natsconn.Open(natsconn.Config{URL: n.url, Dir: n.dir, Listen: n.addr, Name: "fixpoint"}, log)
 	if errors.Is(err, natsconn.ErrStoreDirInUse) {
-		return nil, nil, fmt.Errorf("%w\n(another worker serves this queue: run this one with NATS_URL=nats://%s, or give it another --nats-dir)", err, cmp.Or(n.addr, natsconn.ListenDefault))
+		return nil, nil, fmt.Errorf("%w\n(another worker serves this queue: run this one with NATS_URL=%s, or give it another --nats-dir)", err,
+			cmp.Or(natsconn.RunningURL(n.dir), "nats://"+cmp.Or(n.addr, natsconn.ListenDefault)))
 	}
 	if err != nil {
 		return nil, nil, err

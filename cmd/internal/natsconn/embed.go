@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -58,11 +59,33 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		lock.Close()
 		return nil, err
 	}
+	// The lock file names where the server listens, so a worker or an
+	// enqueue that finds the directory held can reach it there, whatever
+	// its own --nats-listen says.
+	if cfg.Port != 0 {
+		if err := lock.Truncate(0); err == nil {
+			_, _ = lock.WriteAt([]byte(ns.ClientURL()), 0)
+		}
+	}
 	go func() {
 		ns.WaitForShutdown()
 		lock.Close()
 	}()
 	return ns, nil
+}
+
+// RunningURL is where the server holding dir listens, as its lock file
+// says; "" when none is written (no server, or one that does not listen).
+func RunningURL(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "fixpoint.lock"))
+	if err != nil {
+		return ""
+	}
+	u := strings.TrimSpace(string(b))
+	if !strings.HasPrefix(u, "nats://") || CheckURL(u) != nil {
+		return ""
+	}
+	return u
 }
 
 // lockWait is how long lockDir waits for a server that is shutting down

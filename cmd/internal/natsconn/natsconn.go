@@ -4,6 +4,7 @@
 package natsconn
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,7 +72,8 @@ func Open(cfg Config, log *slog.Logger) (*Conn, error) {
 		ns, err := StartServer(ServerConfig{StoreDir: cfg.Dir, Host: host, Port: port, Logger: log})
 		switch {
 		case errors.Is(err, ErrStoreDirInUse) && cfg.Running != "":
-			url = "nats://" + cfg.Running
+			// Where the server says it listens, else where we were told.
+			url = cmp.Or(RunningURL(cfg.Dir), "nats://"+cfg.Running)
 			c.Where = "the running worker's embedded NATS at " + url + " (it holds " + cfg.Dir + ")"
 		case err != nil:
 			return nil, err

@@ -42,6 +42,16 @@ func TestOpenEmbedded(t *testing.T) {
 		t.Errorf("the shared connection does not reach JetStream: %v", err)
 	}
 	shared.Close()
+	// An enqueue told a wrong address finds the server where its lock
+	// file says it listens (a worker's hint named the wrong port).
+	if got, want := RunningURL(dir), fmt.Sprintf("nats://127.0.0.1:%d", port); got != want {
+		t.Errorf("RunningURL = %q, want %q", got, want)
+	}
+	elsewhere, err := Open(Config{Dir: dir, Running: "127.0.0.1:1", Name: "enqueue"}, nil)
+	if err != nil {
+		t.Fatalf("Open told the wrong address: %v", err)
+	}
+	elsewhere.Close()
 	if _, err := Open(Config{Dir: dir, Name: "second worker"}, nil); !errors.Is(err, ErrStoreDirInUse) {
 		t.Errorf("a second server on the store: %v, want ErrStoreDirInUse", err)
 	}
