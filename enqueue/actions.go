@@ -65,6 +65,8 @@ type RequeueReport struct {
 	// Published counts the messages published (the requeued jobs, and any
 	// an interrupted earlier requeue left unpublished).
 	Published int
+	// Warnings are things the operator should know, one sentence each.
+	Warnings []string
 }
 
 // Requeue runs chosen jobs of a batch again as a new run: their outcome so
@@ -122,6 +124,7 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 		settings.DeadlineAt = time.Now().Add(time.Duration(settings.DeadlineSeconds) * time.Second).Unix()
 		if !hasBatchAPI(settings.Provider) {
 			settings.Delivery, settings.DeadlineSeconds, settings.DeadlineAt = "", 0, 0 // no batch API: realtime
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s has no batch API: the requeued jobs run realtime, at the realtime price", settings.Provider))
 		}
 	}
 	rep.Settings = settings

@@ -479,6 +479,13 @@ func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 		t.Fatalf("worker: %v", err)
 	}
 	time.Sleep(3 * time.Second) // the first run's deadline passes
+	// To a provider without a batch API, the requeue says the new run is
+	// realtime (and at the realtime price).
+	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []string{"valid", "invalid", "failed"},
+		Provider: llm.ProviderOllama, DryRun: true, Queue: h.q})
+	if err != nil || dry.Settings.Delivery == pipeline.DeliveryBatch || len(dry.Warnings) != 1 || !strings.Contains(dry.Warnings[0], "ollama has no batch API") {
+		t.Errorf("dry requeue to ollama: %+v %v; want realtime with a warning", dry, err)
+	}
 	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []string{"valid", "invalid", "failed"}, Queue: h.q})
 	if err != nil {
 		t.Fatal(err)

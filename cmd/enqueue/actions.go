@@ -219,6 +219,9 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "; %d published", rep.Published)
 	}
 	fmt.Fprintln(stdout)
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
+	}
 	return nil
 }
 
