@@ -47,6 +47,9 @@ const (
 	// KindNumberSplit: digits after a number with no comma between them
 	// (1 500): a thousands separator or two values, a guess either way.
 	KindNumberSplit = "number_split"
+	// KindNonFinite: NaN or Infinity, which JSON cannot hold, read as null:
+	// not the number the model wrote.
+	KindNonFinite = "non_finite"
 )
 
 // Lossy reports whether a repair of this kind dropped text of the reply
@@ -58,7 +61,7 @@ const (
 // it as valid. Every other repair only changes how the value is written.
 func Lossy(kind string) bool {
 	switch kind {
-	case KindExtraText, KindEllipsis, KindMissingValue, KindNumberIncomplete, KindNumberSplit:
+	case KindExtraText, KindEllipsis, KindMissingValue, KindNumberIncomplete, KindNumberSplit, KindNonFinite:
 		return true
 	}
 	return false
@@ -504,11 +507,42 @@ func (p *parser) object() bool {
 // missingComma records the comma missing before the member at p.i: a
 // number_split when digits follow a number (1 500), else missing_comma.
 func (p *parser) missingComma() {
-	if n := len(p.out); n > 0 && isDigit(p.out[n-1]) && isDigit(p.src[p.i]) {
+	if p.digitGroup() {
 		p.repair(KindNumberSplit, p.i)
 		return
 	}
 	p.repair(KindMissingComma, p.i)
+}
+
+// digitGroup reports whether three digits at p.i follow an integer on the
+// same line with only spaces between: 1 500 may be one number with a
+// thousands separator. 1 2, 1.5 2.5, 1e5 2, or numbers on separate lines
+// are two values.
+func (p *parser) digitGroup() bool {
+	if p.i >= p.end || !isDigit(p.src[p.i]) {
+		return false
+	}
+	n := len(p.out)
+	j := n
+	for j > 0 && isDigit(p.out[j-1]) {
+		j--
+	}
+	if j == n || (j > 0 && (p.out[j-1] == '.' || p.out[j-1] == 'e' || p.out[j-1] == 'E' || p.out[j-1] == '+' || p.out[j-1] == '"')) {
+		return false // not an integer just written
+	}
+	k := p.i - 1
+	for k >= 0 && (p.src[k] == ' ' || p.src[k] == '\t') {
+		k--
+	}
+	if k < 0 || k == p.i-1 || !isDigit(p.src[k]) {
+		return false // not only spaces back to a digit
+	}
+	// A group of exactly three digits, as a thousands separator makes.
+	e := p.i
+	for e < p.end && isDigit(p.src[e]) {
+		e++
+	}
+	return e-p.i == 3 && (e >= p.end || p.src[e] != '.')
 }
 
 // memberValue parses a value in an object or array, treating `...` as nothing.
@@ -531,11 +565,23 @@ func (p *parser) valueStart(i int) bool {
 
 // ellipsis skips a `...` placeholder member.
 func (p *parser) ellipsis() bool {
-	if !strings.HasPrefix(p.src[p.i:p.end], "...") {
+	rest := p.src[p.i:p.end]
+	n := 0
+	switch {
+	case strings.HasPrefix(rest, "..."):
+		n = 3
+	case strings.HasPrefix(rest, "\u2026"): // …
+		n = len("\u2026")
+	case strings.HasPrefix(rest, ".."):
+		n = 2
+	default:
 		return false
 	}
+	for n < len(rest) && rest[n] == '.' {
+		n++
+	}
 	p.repair(KindEllipsis, p.i)
-	p.i += 3
+	p.i += n
 	return true
 }
 
@@ -1352,8 +1398,8 @@ var literals = map[string]struct{ json, kind string }{
 	"True": {"true", KindPythonLiteral}, "False": {"false", KindPythonLiteral}, "None": {"null", KindPythonLiteral},
 	"TRUE": {"true", KindPythonLiteral}, "FALSE": {"false", KindPythonLiteral}, "NULL": {"null", KindPythonLiteral},
 	"Null": {"null", KindPythonLiteral}, "NONE": {"null", KindPythonLiteral}, "nil": {"null", KindJSLiteral},
-	"undefined": {"null", KindJSLiteral}, "NaN": {"null", KindJSLiteral},
-	"Infinity": {"null", KindJSLiteral}, "-Infinity": {"null", KindJSLiteral},
+	"undefined": {"null", KindJSLiteral}, "NaN": {"null", KindNonFinite},
+	"Infinity": {"null", KindNonFinite}, "-Infinity": {"null", KindNonFinite},
 }
 
 // symbol parses a literal, a function call wrapper or an unquoted string.

@@ -238,6 +238,9 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		{`{"v": [1, 2, ...]}`, extract.KindEllipsis, `"...]}"`},
 		{`{"p": 12.50 USD}`, extract.KindExtraText, `"USD}"`},
 		{`{"s": "a", "n": }`, extract.KindMissingValue, `"}"`},
+		{`{"v": [1, 2, ..]}`, extract.KindEllipsis, `"..]}"`},
+		{`{"v": [1, 2, …]}`, extract.KindEllipsis, `"…]}"`},
+		{`{"p": NaN}`, extract.KindNonFinite, `"NaN}"`},
 	}
 	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
 		for _, tc := range lossy {
@@ -263,6 +266,9 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		`{"p": .5, "v": [1, 2]}`,                // .5 is 0.5
 		`{"p": 1_000}`,                          // Python's digit separator
 		`{"b": True, "s": None}`[:12] + `}`,     // Python literal
+		"{\"v\": [1\n2\n3]}",                    // numbers on their own lines
+		`{"v": [1 2 3], "p": 1.5}`,              // single digits: not a thousands group
+		`{"v": [10 20]}`,                        // nor two
 	} {
 		if got := CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe}); !got.Valid {
 			t.Errorf("%s: %v; want valid (a lossless repair)", reply, got.Errors)
