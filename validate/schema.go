@@ -136,8 +136,8 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 		return nil, schemaError(doc, refErr)
 	}
 	if n := unfolded(sch, MaxUnfolded); n > MaxUnfolded {
-		return nil, &SchemaError{Err: fmt.Errorf("the schema unfolds to over %d subschemas when each $ref is replaced by what it names "+
-			"(a definition referenced twice in an anyOf, oneOf or allOf counts twice, at every level): "+
+		return nil, &SchemaError{Err: fmt.Errorf("one value would be checked against over %d subschemas along one path when each $ref is replaced by what it names "+
+			"(an anyOf, oneOf or allOf whose branches reach a shared definition counts it once for each, at every level): "+
 			"checking a reply that fails could take minutes and gigabytes; share fewer branches", MaxUnfolded)}
 	}
 	return &Schema{raw: bytes.Clone(schema), sch: sch}, nil

@@ -4,16 +4,18 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// MaxUnfolded bounds the subschemas a schema unfolds to when each
-// reference is replaced by what it names (cycles counted once). Validating
-// a value that fails can visit each of them, and build an error for it: 22
-// levels of "anyOf": [{"$ref": next}, {"$ref": next}] unfold to 4 million,
-// and checking one wrong reply took 34 s and 4.4 GB. Real schemas, shared
-// definitions and all, stay far below.
+// MaxUnfolded bounds how many subschemas one value can be checked against
+// along one path from the root to a leaf, each reference replaced by what
+// it names (cycles counted once): at one place in the value every
+// applicator there (anyOf, oneOf, allOf, $ref, not, if/then/else) adds up,
+// and the deepest child place counts once (a wide schema, 3,000
+// properties each a $ref to a 55-node definition, is not a slow one).
+// Levels of "anyOf": [{"$ref": next}, {"$ref": next}] double at each level:
+// 22 of them took 34 s and 4.4 GB to check one wrong reply.
 const MaxUnfolded = 100_000
 
-// unfolded returns the number of subschemas s unfolds to, counting at most
-// to limit+1.
+// unfolded returns how many subschemas s unfolds to along its costliest
+// path (see MaxUnfolded), counting at most to limit+1.
 func unfolded(s *jsonschema.Schema, limit int) int {
 	memo := map[*jsonschema.Schema]int{}
 	const inProgress = -1
@@ -30,45 +32,55 @@ func unfolded(s *jsonschema.Schema, limit int) int {
 		}
 		memo[s] = inProgress
 		n := 1
-		add := func(subs ...*jsonschema.Schema) {
+		// Applicators at this place in the value: they add up.
+		same := func(subs ...*jsonschema.Schema) {
 			for _, sub := range subs {
 				if n <= limit {
 					n += size(sub)
 				}
 			}
 		}
-		add(s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else, s.PropertyNames, s.UnevaluatedProperties,
-			s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema)
+		same(s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else)
 		if s.DynamicRef != nil {
-			add(s.DynamicRef.Ref)
+			same(s.DynamicRef.Ref)
 		}
-		add(s.AllOf...)
-		add(s.AnyOf...)
-		add(s.OneOf...)
-		add(s.PrefixItems...)
-		for _, sub := range s.Properties {
-			add(sub)
-		}
-		for _, sub := range s.PatternProperties {
-			add(sub)
-		}
+		same(s.AllOf...)
+		same(s.AnyOf...)
+		same(s.OneOf...)
 		for _, sub := range s.DependentSchemas {
-			add(sub)
+			same(sub)
 		}
 		for _, dep := range s.Dependencies {
 			if sub, ok := dep.(*jsonschema.Schema); ok {
-				add(sub)
+				same(sub)
 			}
+		}
+		// Schemas of the value's children: the costliest one counts.
+		deepest := 0
+		child := func(subs ...*jsonschema.Schema) {
+			for _, sub := range subs {
+				if deepest <= limit {
+					deepest = max(deepest, size(sub))
+				}
+			}
+		}
+		child(s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema)
+		child(s.PrefixItems...)
+		for _, sub := range s.Properties {
+			child(sub)
+		}
+		for _, sub := range s.PatternProperties {
+			child(sub)
 		}
 		for _, v := range []any{s.AdditionalProperties, s.AdditionalItems, s.Items} {
 			switch x := v.(type) {
 			case *jsonschema.Schema:
-				add(x)
+				child(x)
 			case []*jsonschema.Schema:
-				add(x...)
+				child(x...)
 			}
 		}
-		n = min(n, limit+1)
+		n = min(n+deepest, limit+1)
 		memo[s] = n
 		return n
 	}

@@ -674,7 +674,7 @@ func TestCompileRefusesSchemasThatUnfoldTooFar(t *testing.T) {
 	}
 	for _, levels := range []int{16, 200} {
 		_, err := Compile(chain(levels))
-		if !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "unfolds to over 100000 subschemas") {
+		if !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "against over 100000 subschemas along one path") {
 			t.Errorf("%d levels: %v; want refused for how far it unfolds", levels, err)
 		}
 	}
@@ -695,5 +695,37 @@ func TestCompileRefusesSchemasThatUnfoldTooFar(t *testing.T) {
 		}})
 	if _, err := Compile(wide); err != nil {
 		t.Errorf("wide schema with shared definitions: %v", err)
+	}
+	// 3,000 properties, each a line item of about 55 subschemas: wide,
+	// 165,000 subschemas in all, but checked in well under a second.
+	lineProps := map[string]any{}
+	for _, k := range []string{"sku", "price", "tax", "discount", "vendor", "buyer"} {
+		lineProps[k] = map[string]any{"$ref": "#/$defs/party"}
+	}
+	party := map[string]any{"type": "object", "properties": map[string]any{}}
+	for i := range 8 {
+		party["properties"].(map[string]any)[fmt.Sprintf("f%d", i)] = map[string]any{"type": "string"}
+	}
+	lines := map[string]any{}
+	for i := range 3000 {
+		lines[fmt.Sprintf("l%d", i)] = map[string]any{"$ref": "#/$defs/line"}
+	}
+	invoice, _ := json.Marshal(map[string]any{"type": "object", "properties": lines,
+		"$defs": map[string]any{"line": map[string]any{"type": "object", "properties": lineProps}, "party": party}})
+	if _, err := Compile(invoice); err != nil {
+		t.Errorf("3,000 line items: %v", err)
+	}
+	// The doubling may cross places in the value: anyOf [o, o], o's
+	// property x the next level.
+	cross := map[string]any{}
+	for i := range 20 {
+		o := map[string]any{"$ref": fmt.Sprintf("#/$defs/o%d", i)}
+		cross[fmt.Sprintf("l%d", i)] = map[string]any{"anyOf": []any{o, o}}
+		cross[fmt.Sprintf("o%d", i)] = map[string]any{"type": "object", "properties": map[string]any{"x": map[string]any{"$ref": fmt.Sprintf("#/$defs/l%d", i+1)}}}
+	}
+	cross["l20"] = map[string]any{"type": "integer"}
+	crossDoc, _ := json.Marshal(map[string]any{"$defs": cross, "$ref": "#/$defs/l0"})
+	if _, err := Compile(crossDoc); !errors.Is(err, ErrSchema) {
+		t.Errorf("20 levels doubling through a property: %v, want refused", err)
 	}
 }
