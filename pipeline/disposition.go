@@ -207,14 +207,20 @@ func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 	w.cfg.Metrics.ForeignJobs.Inc()
 	w.foreignAt.Store(time.Now().UnixNano())
 	// Every nak counts a delivery against the job. A worker that has run
-	// none of its own jobs lately may be the one on the wrong ledger:
-	// pause pulling, then pull one job at a time until one is ours, so the
-	// jobs keep their deliveries for the workers on the right ledger. One
-	// that has is on the right one: the job is another ledger's, and
-	// pausing would only starve this worker's own jobs behind it.
+	// none of its own jobs lately, and whose ledger has none waiting, may
+	// be the one on the wrong ledger: pause pulling, then pull one job at
+	// a time until one is ours, so the jobs keep their deliveries for the
+	// workers on the right ledger. Otherwise the job is another ledger's,
+	// and pausing would only starve this worker's own jobs behind it (one
+	// probe a minute met the next of many foreign jobs every time).
 	if own := w.ownAt.Load(); own == 0 || time.Since(time.Unix(0, own)) > 2*w.cfg.ForeignDelay {
-		w.probing.Store(true)
-		w.pauseFor(w.cfg.ForeignDelay)
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		waiting, err := w.ledger.HasQueuedJobs(qctx)
+		cancel()
+		if err != nil || !waiting {
+			w.probing.Store(true)
+			w.pauseFor(w.cfg.ForeignDelay)
+		}
 	}
 	v, _ := w.foreignLog.LoadOrStore(env.Batch, &foreignCount{})
 	fc := v.(*foreignCount)

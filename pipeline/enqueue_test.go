@@ -444,33 +444,31 @@ func TestWorkerOnTheWrongLedger(t *testing.T) {
 	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
 }
 
-// A worker that meets jobs of another ledger (enqueued with another
-// DATABASE_URL) ahead of its own hands them back for twice its pause, so
-// the job it pulls after the pause is its own. The foreign jobs came back
-// just as each pause ended (an outside tester saw a worker's own jobs wait
-// behind them for minutes); and once it runs its own jobs, a foreign one
-// no longer pauses it.
+// A worker whose own jobs wait in the queue behind many of another
+// ledger's (enqueued with another DATABASE_URL) hands those back and runs
+// its own. It paused a minute at each foreign job and then pulled one job
+// a time; with more foreign jobs than a pause's worth, every probe met
+// the next one, and its own batch stayed queued for minutes.
 func TestForeignJobsDoNotStarveTheWorker(t *testing.T) {
 	t.Parallel()
-	const n = 5
+	const foreign, own = 12, 6
 	h := newHarness(t, harnessConfig{})
 	other := storetest.NewStore(t)
-	if _, err := enqueue.Run(h.ctx, h.js, other, h.enqueueConfig("elsewhere"), strings.NewReader(dataset(n))); err != nil {
+	if _, err := enqueue.Run(h.ctx, h.js, other, h.enqueueConfig("elsewhere"), strings.NewReader(dataset(foreign))); err != nil {
 		t.Fatal(err)
 	}
+	h.enqueue("b", own)
 	cfg := h.workerConfig(h.client(nil))
-	cfg.ForeignDelay = 3 * time.Second
-	rw := h.startWorker(cfg, nil, nil)
-	waitFor(t, 20*time.Second, "the foreign jobs refused", func() bool { return metricValue(cfg.Metrics.ForeignJobs) >= n })
-	h.enqueue("b", n)
+	cfg.ForeignDelay, cfg.Concurrency = 3*time.Second, 2
 	start := time.Now()
-	h.waitDone("b", n, 60*time.Second)
+	rw := h.startWorker(cfg, nil, nil)
+	h.waitDone("b", own, 60*time.Second)
 	if took := time.Since(start); took > 2*cfg.ForeignDelay {
-		t.Errorf("its own jobs took %s behind the foreign ones; want one pause (%s) at most", took, cfg.ForeignDelay)
+		t.Errorf("its own jobs took %s behind %d foreign ones; want no pause (%s) while its ledger has jobs waiting", took, foreign, cfg.ForeignDelay)
 	}
 	rw.stop(t, 20*time.Second)
-	if p, _ := other.Progress(h.ctx, "elsewhere"); p.Queued != n {
-		t.Errorf("the other ledger's jobs: %+v, want all %d still queued there", p, n)
+	if p, _ := other.Progress(h.ctx, "elsewhere"); p.Queued != foreign {
+		t.Errorf("the other ledger's jobs: %+v, want all %d still queued there", p, foreign)
 	}
 }
 

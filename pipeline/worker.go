@@ -43,6 +43,9 @@ const (
 // satisfies it.
 type Ledger interface {
 	JobStates(ctx context.Context, ids []string) (map[string]store.JobState, error)
+	// HasQueuedJobs tells a worker meeting another ledger's jobs whether
+	// its own ledger has jobs waiting in the queue.
+	HasQueuedJobs(ctx context.Context) (bool, error)
 	Schema(ctx context.Context, hash string) ([]byte, error)
 	SaveResults(ctx context.Context, results []store.Result) ([]bool, error)
 	SaveInterrupted(ctx context.Context, ins []store.Interruption) error

@@ -258,6 +258,18 @@ type JobState struct {
 	Attempts int
 }
 
+// HasQueuedJobs reports whether the ledger holds a job waiting in the
+// queue: queued, and not in a provider-batch wave.
+func (s *Store) HasQueuedJobs(ctx context.Context) (bool, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var ok bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND wave_id IS NULL)`).Scan(&ok); err != nil {
+		return false, fmt.Errorf("look for queued jobs: %w", err)
+	}
+	return ok, nil
+}
+
 // JobStates returns the status and run of each of ids that has a row, in
 // one query; ids without a row are absent from the map.
 func (s *Store) JobStates(ctx context.Context, ids []string) (map[string]JobState, error) {
