@@ -155,6 +155,12 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 		if dec.More() {
 			return nil, rr.line, errors.New("more than one JSON value on the line")
 		}
+		for k := range row {
+			if strings.ContainsRune(k, 0) {
+				// The batch records its columns as text, which cannot hold it.
+				return nil, rr.line, fmt.Errorf("field name %q holds a NUL character (\\u0000)", k)
+			}
+		}
 		rr.noteColumns(row, text)
 		return row, rr.line, nil
 	}
@@ -224,6 +230,9 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 		for _, name := range h {
 			if err := checkUTF8([]byte(name)); err != nil {
 				return nil, 1, &fatalReadError{fmt.Errorf("the CSV header is %w", err)}
+			}
+			if strings.ContainsRune(name, 0) {
+				return nil, 1, &fatalReadError{fmt.Errorf("the CSV header's column %q holds a NUL character", name)}
 			}
 		}
 		rr.header = append([]string(nil), h...)

@@ -207,6 +207,25 @@ func TestRowReaderRefusals(t *testing.T) {
 	}
 }
 
+// A field name with a NUL is a bad row (JSONL) or refuses the file (a CSV
+// header): the batch records its columns as text, and its insert failed
+// after the first pass had accepted the rows.
+func TestRowReaderNULFieldNames(t *testing.T) {
+	t.Parallel()
+	rr := newRowReader(FormatJSONL, strings.NewReader(`{"id":1,"text":"ok"}`+"\n"+`{"id":2,"k\u0000":"x"}`+"\n"))
+	if _, _, err := rr.next(); err != nil {
+		t.Fatal(err)
+	}
+	if _, line, err := rr.next(); err == nil || line != 2 || !strings.Contains(err.Error(), "holds a NUL") {
+		t.Errorf("line %d: %v; want line 2 refused for its field name", line, err)
+	}
+	rr = newRowReader(FormatCSV, strings.NewReader("id,k\x00\n1,x\n"))
+	var fatal *fatalReadError
+	if _, _, err := rr.next(); !errors.As(err, &fatal) || !strings.Contains(err.Error(), "holds a NUL") {
+		t.Errorf("CSV header with a NUL: %v; want the file refused", err)
+	}
+}
+
 // Malformed CSV quoting is a bad row with its line, not a crash: after
 // some parse errors the CSV reader holds no record, and asking it where
 // the record was panicked.

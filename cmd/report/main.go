@@ -302,8 +302,8 @@ func clipRunes(s string, n int) string {
 var interruptedWhy = map[string]string{
 	store.InterruptHandedBack: "handed back to the queue",
 	store.InterruptShutdown:   "cut off by a worker's stop",
-	store.InterruptSuperseded: "another delivery finished the job first",
-	store.InterruptOutage:     "failed while the provider was unavailable; the job waited, then tried again",
+	store.InterruptSuperseded: "another delivery, or a requeue's newer run, overtook it",
+	store.InterruptOutage:     "failed while the provider was unavailable; the job waited",
 	store.InterruptCancelled:  "of a delivery that enqueue cancel overtook",
 }
 

@@ -90,7 +90,7 @@ func TestReport(t *testing.T) {
 		{name: "failures of jobs that never reached the provider", args: []string{"failures", "d1"},
 			want: []string{"jobs that ended without a result", "dead    2     delivered 5 times without a final result; last error: dial tcp"}},
 		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`,
-			"run 1, delivery 1, before wait 1: 1 call outage (failed while the provider was unavailable; the job waited, then tried again), none paid: openai: 503 overloaded"}},
+			"run 1, delivery 1, before wait 1: 1 call outage (failed while the provider was unavailable; the job waited), none paid: openai: 503 overloaded"}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
 		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error\n", `row b1:1,b1:1,valid,"{""ok"":true}",`},
 			wantErr: "batch b1 is not done: 1 of 3 jobs are still queued"},
