@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +74,7 @@ type WaveLedger interface {
 	RecordWave(ctx context.Context, p store.WaveParams) (*store.Wave, []store.WaveRequest, error)
 	WaveRequests(ctx context.Context, waveID int64) ([]store.WaveRequest, error)
 	ClaimWave(ctx context.Context, owner string, lease time.Duration, homes []string) (*store.Wave, error)
+	StrayWaves(ctx context.Context, homes []string) (map[[2]string]int, error)
 	UpdateWave(ctx context.Context, id int64, owner string, u store.WaveUpdate) error
 	RecordWaveOutcomes(ctx context.Context, outs []store.WaveOutcome) (int, error)
 	ReleaseWaveJobs(ctx context.Context, waveID int64, ids []string) error
@@ -252,6 +254,25 @@ func newWaves(w *Worker, ledger Ledger, cfg WaveConfig) *waves {
 	return v
 }
 
+// strayWaveEvery is how often an idle wave driver looks for open waves it
+// may not drive.
+const strayWaveEvery = time.Minute
+
+// warnStray says which open waves no worker like this one will drive: a
+// worker started with another queue or provider endpoint than the one
+// that submitted them (a changed base URL in a cron line) would otherwise
+// wait for them in silence.
+func (v *waves) warnStray(ctx context.Context) {
+	stray, err := v.ledger.StrayWaves(ctx, v.homeList())
+	if err != nil || len(stray) == 0 {
+		return
+	}
+	for k, n := range stray {
+		v.log.WarnContext(ctx, "worker: open provider batches this worker does not drive: their queue or provider endpoint is another; start a worker with theirs",
+			slog.String("batch", k[0]), slog.Int("waves", n), slog.String("their_home", k[1]), slog.String("this_worker", strings.Join(v.homeList(), "; ")))
+	}
+}
+
 // homeList is every home of this worker, for ClaimWave.
 func (v *waves) homeList() []string {
 	return slices.Sorted(maps.Values(v.homes))
@@ -416,12 +437,17 @@ func (v *waves) record(ctx context.Context, col *collecting) {
 // run polls the open waves until ctx ends: it claims one that is due,
 // moves it on, and claims the next.
 func (v *waves) run(ctx context.Context) {
+	var strayChecked time.Time
 	for ctx.Err() == nil {
 		wave, err := v.ledger.ClaimWave(ctx, v.cfg.Owner, v.cfg.Lease, v.homeList())
 		if err != nil {
 			if ctx.Err() == nil {
 				v.log.WarnContext(ctx, "worker: claim a wave", slog.String("error", err.Error()))
 			}
+		}
+		if wave == nil && time.Since(strayChecked) >= strayWaveEvery {
+			strayChecked = time.Now()
+			v.warnStray(ctx)
 		}
 		if wave == nil {
 			select {

@@ -225,6 +225,27 @@ func (s *Store) ClaimWave(ctx context.Context, owner string, lease time.Duration
 	return w, nil
 }
 
+// StrayWaves counts the open waves none of homes may drive (their home is
+// another queue or provider endpoint), by batch and home.
+func (s *Store) StrayWaves(ctx context.Context, homes []string) (map[[2]string]int, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT batch, home, count(*)::int FROM waves
+		WHERE status NOT IN ('done', 'failed') AND home <> '' AND NOT (home = ANY($1))
+		GROUP BY batch, home`, homes)
+	if err != nil {
+		return nil, fmt.Errorf("count stray waves: %w", err)
+	}
+	out := map[[2]string]int{}
+	var batch, home string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&batch, &home, &n}, func() error { out[[2]string{batch, home}] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("count stray waves: %w", err)
+	}
+	return out, nil
+}
+
 // WaveUpdate moves a wave on; zero fields are left as they are.
 type WaveUpdate struct {
 	Status          string

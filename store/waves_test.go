@@ -77,6 +77,13 @@ func TestWaveLedger(t *testing.T) {
 			t.Fatalf("claim by a worker of homes %q: %+v %v, want none", other, got, err)
 		}
 	}
+	// Such a worker is told which open waves it does not drive.
+	if stray, err := s.StrayWaves(ctx, []string{"stream K, openai https://x"}); err != nil || stray[[2]string{"wv", "stream J, openai https://x"}] != 1 || len(stray) != 1 {
+		t.Errorf("stray waves for another home: %v %v, want wave 1 of wv", stray, err)
+	}
+	if stray, err := s.StrayWaves(ctx, []string{"stream J, openai https://x"}); err != nil || len(stray) != 0 {
+		t.Errorf("stray waves for its own home: %v %v, want none", stray, err)
+	}
 	got, err := s.ClaimWave(ctx, "b", time.Minute, []string{"stream K, anthropic y", "stream J, openai https://x"})
 	if err != nil || got == nil || got.ID != w.ID || got.ProviderBatchID != "batch_1" || got.Status != store.WaveSubmitted || got.Home != "stream J, openai https://x" {
 		t.Fatalf("claim after release: %+v %v", got, err)
