@@ -211,7 +211,7 @@ func TestReportEmptyBatch(t *testing.T) {
 		code   int
 	}{
 		{name: "summary", args: []string{"summary", "e"}, wantIn: []string{"e   ", " 0 "}},
-		{name: "failures", args: []string{"failures", "e"}, wantIn: []string{"Failure classes"}},
+		{name: "failures", args: []string{"failures", "e"}, wantIn: []string{"Failure classes", "no failed attempt and no job ended without a result in batch e (yet)"}},
 		{name: "export jsonl", args: []string{"export", "e"}, want: ""},
 		{name: "export csv", args: []string{"export", "e", "--format", "csv"}, want: "job_id,job_status,job_value,job_error\n"},
 		// A batch of no job is one whose enqueue failed: not a success.

@@ -237,6 +237,10 @@ func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch 
 	if err != nil {
 		return err
 	}
+	if len(classes) == 0 && len(reasons) == 0 {
+		// Headers alone read like a report cut short.
+		fmt.Fprintf(w, "\nno failed attempt and no job ended without a result in batch %s (yet)\n", batch)
+	}
 	if len(reasons) > 0 {
 		fmt.Fprintln(w, "\njobs that ended without a result (dead, rejected, failed), by reason:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
