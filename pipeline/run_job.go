@@ -187,10 +187,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	if prev != nil {
 		recorded = len(prev.Attempts)
 	}
-	var control controlEntry
+	var spendCap capEntry
 	err = w.retryLedger(ctx, log, func() error {
 		var err error
-		control, err = w.control(ctx, env.Batch)
+		spendCap, err = w.capped(ctx, env.Batch)
 		return err
 	})
 	if err != nil {
@@ -198,7 +198,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		return
 	}
 	own := &ownership{w: w, env: env, log: log, checked: time.Now()} // the state was read above
-	job.GateFunc = w.gate(env, control, own, log)
+	job.GateFunc = w.gate(env, spendCap, own, log)
 	loop := w.loops[env.Provider]
 	res, err := loop.Resume(ctx, job, prev)
 	waits := 0 // the waits of this delivery, of either kind
@@ -275,8 +275,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	w.finishFrom(ctx, msg, env, res, recorded)
 }
 
-// controlEntry is a batch's spend cap as last read.
-type controlEntry struct {
+// capEntry is a batch's spend cap as last read.
+type capEntry struct {
 	capped  bool // tokens, dollars or both
 	dollars bool // a cost cap: the model must have a price
 	read    time.Time
@@ -287,19 +287,19 @@ type controlEntry struct {
 // batch runs takes effect within it.
 const controlTTL = 2 * time.Second
 
-// control returns the batch's spend cap as last read.
-func (w *Worker) control(ctx context.Context, batch string) (controlEntry, error) {
-	if v, ok := w.controls.Load(batch); ok {
-		if e := v.(*controlEntry); time.Since(e.read) < controlTTL {
+// capped returns the batch's spend cap as last read.
+func (w *Worker) capped(ctx context.Context, batch string) (capEntry, error) {
+	if v, ok := w.caps.Load(batch); ok {
+		if e := v.(*capEntry); time.Since(e.read) < controlTTL {
 			return *e, nil
 		}
 	}
-	c, err := w.ledger.BatchControl(ctx, batch)
+	c, err := w.ledger.BatchCap(ctx, batch)
 	if err != nil {
-		return controlEntry{}, err
+		return capEntry{}, err
 	}
-	e := controlEntry{capped: c.Cap.Capped(), dollars: c.Cap.MaxCostUSD != nil, read: time.Now()}
-	w.controls.Store(batch, &e)
+	e := capEntry{capped: c.Capped(), dollars: c.MaxCostUSD != nil, read: time.Now()}
+	w.caps.Store(batch, &e)
 	return e, nil
 }
 
@@ -353,7 +353,7 @@ func (lostJob) Is(target error) bool { return target == ErrCancelled }
 // gate is asked before each provider call of the job: a delivery that no
 // longer owns its job ends without the call, and a capped batch's budget
 // is held for the call.
-func (w *Worker) gate(env *Envelope, first controlEntry, own *ownership, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
+func (w *Worker) gate(env *Envelope, first capEntry, own *ownership, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
 	var budget func(context.Context, *llm.Request) (func(*llm.Response, error), error)
 	if first.capped {
 		budget = w.budgetGate(env, first.dollars, own, log)

@@ -52,7 +52,7 @@ type Ledger interface {
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
 	// A batch's spend cap: each call of a capped batch holds its estimate
 	// before it is sent and is charged after.
-	BatchControl(ctx context.Context, batch string) (store.BatchControl, error)
+	BatchCap(ctx context.Context, batch string) (store.Cap, error)
 	Reserve(ctx context.Context, batch string, tokens int64, costUSD float64, ttl time.Duration) (store.Hold, error)
 	Charge(ctx context.Context, h store.Hold, tokens int64, costUSD float64) error
 	RenewHold(ctx context.Context, h store.Hold, ttl time.Duration) error
@@ -265,7 +265,7 @@ type Worker struct {
 	finished   atomic.Int64 // messages acked, skipped or terminated
 	foreignLog sync.Map     // batch -> *foreignCount, for one error line a minute per batch
 	probing    atomic.Bool  // the last job seen was not in this ledger
-	controls   sync.Map     // batch -> *controlEntry
+	caps       sync.Map     // batch -> *capEntry
 	foreignAt  atomic.Int64 // unix nanos of the last foreign job
 	ownAt      atomic.Int64 // unix nanos of the last job of this worker's ledger
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then

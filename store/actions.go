@@ -394,27 +394,19 @@ func (s *Store) RenewHold(ctx context.Context, h Hold, ttl time.Duration) error 
 	return nil
 }
 
-// BatchControl is what an operator has set on a batch that the workers
-// running its jobs obey while they run.
-type BatchControl struct {
-	// Cap is the batch's spend cap; it caps nothing when none is set.
-	Cap Cap
-}
-
-// BatchControl returns the batch's controls; a batch the ledger does not
-// have has none.
-func (s *Store) BatchControl(ctx context.Context, batch string) (BatchControl, error) {
+// BatchCap returns the batch's spend cap; it caps nothing when none is
+// set, or the ledger does not have the batch.
+func (s *Store) BatchCap(ctx context.Context, batch string) (Cap, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	var c BatchControl
-	err := s.pool.QueryRow(ctx, `
-		SELECT max_cost_usd::float8, max_total_tokens FROM batches WHERE name = $1`,
-		batch).Scan(&c.Cap.MaxCostUSD, &c.Cap.MaxTotalTokens)
+	var c Cap
+	err := s.pool.QueryRow(ctx, `SELECT max_cost_usd::float8, max_total_tokens FROM batches WHERE name = $1`,
+		batch).Scan(&c.MaxCostUSD, &c.MaxTotalTokens)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return BatchControl{}, nil
+		return Cap{}, nil
 	}
 	if err != nil {
-		return BatchControl{}, fmt.Errorf("read the settings of batch %s: %w", batch, err)
+		return Cap{}, fmt.Errorf("read the spend cap of batch %s: %w", batch, err)
 	}
 	return c, nil
 }

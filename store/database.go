@@ -131,21 +131,12 @@ func namesDatabase(dsn string) error {
 		if strings.Trim(u.Path, "/") != "" || u.Query().Get("dbname") != "" {
 			return nil
 		}
-		return fmt.Errorf("%w: %s names no database (add one: postgres://host:5432/fixpoint)", ErrBadURL, redactURL(u))
+		return fmt.Errorf("%w: %s names no database (add one: postgres://host:5432/fixpoint)", ErrBadURL, u.Redacted())
 	}
 	if strings.Contains(dsn, "://") || strings.Contains(dsn, "dbname=") {
 		return nil
 	}
 	return fmt.Errorf("%w: the connection string names no database (add dbname=fixpoint)", ErrBadURL)
-}
-
-// redactURL is u without its password.
-func redactURL(u *url.URL) string {
-	c := *u
-	if _, ok := c.User.Password(); ok {
-		c.User = url.UserPassword(c.User.Username(), "xxxxx")
-	}
-	return c.String()
 }
 
 // adminConn connects to the server's "postgres" database with cfg's
