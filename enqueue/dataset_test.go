@@ -276,7 +276,7 @@ func TestRenderIsCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Bad) != 1 || !strings.Contains(rep.Bad[0].Error(), "line 1: the template renders a prompt of over") ||
+	if len(rep.Bad) != 1 || !strings.Contains(rep.Bad[0].Error(), "line 1: the template renders a prompt over the workers' limit of 1000 bytes") ||
 		!strings.Contains(rep.Bad[0].Error(), "--max-prompt-bytes") {
 		t.Errorf("bad rows %v; want line 1 refused for its prompt's size", rep.Bad)
 	}

@@ -1256,8 +1256,8 @@ func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
 	buf := cappedBuffer{limit: r.cfg.MaxPromptBytes + 64<<10}
 	if err := r.tmpl.Execute(&buf, row); err != nil {
 		if errors.Is(err, errRenderCap) {
-			return store.NewJob{}, fmt.Errorf("the template renders a prompt of over %d bytes, over the workers' limit of %d (--max-prompt-bytes)",
-				buf.limit, r.cfg.MaxPromptBytes)
+			return store.NewJob{}, fmt.Errorf("the template renders a prompt over the workers' limit of %d bytes (--max-prompt-bytes; rendering stopped at %d)",
+				r.cfg.MaxPromptBytes, buf.limit)
 		}
 		return store.NewJob{}, fmt.Errorf("render template: %w", err)
 	}
