@@ -155,6 +155,9 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 		if dec.More() {
 			return nil, rr.line, errors.New("more than one JSON value on the line")
 		}
+		if at, key, dup := duplicateKey(text); dup {
+			return nil, rr.line, fmt.Errorf("key %q appears twice in one object (at %s): a JSON reader keeps only one of the two values", key, at)
+		}
 		for k := range row {
 			if strings.ContainsRune(k, 0) {
 				// The batch records its columns as text, which cannot hold it.

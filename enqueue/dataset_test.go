@@ -281,3 +281,28 @@ func TestRenderIsCapped(t *testing.T) {
 		t.Errorf("bad rows %v; want line 1 refused for its prompt's size", rep.Bad)
 	}
 }
+
+// A JSONL row whose object repeats a key, at any depth, is a bad row naming
+// the key and where: decoding would keep one of the values and lose the
+// other unseen. Equal keys written with other escapes are the same key;
+// the same key in sibling objects is not a repeat.
+func TestRowReaderDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ line, want string }{
+		{`{"id":1,"text":"a","text":"b"}`, `key "text" appears twice in one object (at /text)`},
+		{`{"id":1,"c":{"n":1,"x":[1,{"a":"}","a":2}]}}`, `key "a" appears twice in one object (at /c/x/1/a)`},
+		{`{"id":1,"t\u0065xt":"a","text":"b"}`, `key "text" appears twice`},
+		{`{"id":1,"a/b~":1,"a/b~":2}`, `(at /a~1b~0)`},
+		{`{"id":1,"q":"\"text\":","text":"a","r":{"text":1},"s":[{"text":1},{"text":2}]}`, ""},
+		{`{"id":1,"e":{},"f":[],"g":"{","text":"a"}`, ""},
+	} {
+		rr := newRowReader(FormatJSONL, strings.NewReader(tc.line+"\n"))
+		_, _, err := rr.next()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v; want it read", tc.line, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v; want an error with %q", tc.line, err, tc.want)
+		}
+	}
+}

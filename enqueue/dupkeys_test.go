@@ -1,0 +1,69 @@
+package enqueue
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"unicode/utf8"
+)
+
+// refDuplicateKey is duplicateKey written plainly on the encoding/json token
+// stream: slow, but with no scanning of its own to get wrong.
+func refDuplicateKey(text []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	var walk func() (string, bool)
+	walk = func() (string, bool) {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		switch t {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				kt, _ := dec.Token()
+				k := kt.(string)
+				if seen[k] {
+					return "/" + escapePointer(k), true
+				}
+				seen[k] = true
+				if p, dup := walk(); dup {
+					return "/" + escapePointer(k) + p, true
+				}
+			}
+			dec.Token()
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if p, dup := walk(); dup {
+					return "/" + strconv.Itoa(i) + p, true
+				}
+			}
+			dec.Token()
+		}
+		return "", false
+	}
+	return walk()
+}
+
+// duplicateKey agrees with the token-stream reference on every valid JSON
+// value: the same verdict and the same pointer.
+func FuzzDuplicateKey(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"a":2}`, `{"a":{"b":[1,{"c":1,"c":2}]}}`, `{"k\u0065":1,"ke":2}`, `{"a":"\"a\"","b":1}`,
+		`[{"x":1},{"x":1}]`, `{"":1,"":2}`, `{"a/b":{"~":1,"~":1}}`, `"plain"`, `{"a":[[],[{}],{"b":"\\"}],"b":0}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		if !json.Valid(text) || !utf8.Valid(text) { // rows are UTF-8 checked first
+			return
+		}
+		wantAt, wantDup := refDuplicateKey(text)
+		at, _, dup := duplicateKey(text)
+		if dup != wantDup || at != wantAt {
+			t.Fatalf("duplicateKey(%s) = %q %v; the reference says %q %v", text, at, dup, wantAt, wantDup)
+		}
+	})
+}
