@@ -38,7 +38,7 @@ fuzz:
 	for t in FuzzExtract FuzzRepairText; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./extract || exit 1; done
 	for t in FuzzCompile FuzzValidate FuzzCoerce; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./validate || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s ./llm
-	$(GO) test -run '^$$' -fuzz '^FuzzDuplicateKey$$' -fuzztime 60s ./enqueue
+	$(GO) test -run '^$$' -fuzz '^FuzzDuplicateKey$$' -fuzztime 60s ./extract
 	$(GO) test -run '^$$' -fuzz '^FuzzStrictSchema$$' -fuzztime 60s ./llm
 	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime 60s ./llm/sim
 	$(GO) test -run '^$$' -fuzz '^FuzzDescribeSchema$$' -fuzztime 60s ./pipeline

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 // fatalReadError is a read error after which no further row can be read.
@@ -155,7 +157,7 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 		if dec.More() {
 			return nil, rr.line, errors.New("more than one JSON value on the line")
 		}
-		if at, key, dup := duplicateKey(text); dup {
+		if at, key, dup := extract.DuplicateKey(text); dup {
 			return nil, rr.line, fmt.Errorf("key %q appears twice in one object (at %s): a JSON reader keeps only one of the two values", key, at)
 		}
 		for k := range row {

@@ -31,13 +31,19 @@ var lossyWhat = map[string]string{
 // never valid, nor is one whose value a lossy repair (extract.Lossy) may
 // have changed ("1 500" read as 1, "Bob" Smith as "Bob", [1, 2, ...] as
 // [1, 2]; each named with where in the reply), nor one holding a NUL
-// (StorableErrors).
+// (StorableErrors), nor one with a key written twice in an object (a
+// decoder keeps one of the two values unseen; which was meant is not for
+// it to guess).
 func extractionErrors(reply string, c *extract.Candidate) []Error {
 	var errs []Error
 	if c.Truncated {
 		errs = append(errs, Error{Path: "", Keyword: "truncated", Class: ClassSyntax, Message: truncatedMessage})
 	}
 	errs = append(errs, StorableErrors(c.Value)...)
+	if at, key, dup := extract.DuplicateKey(c.JSON); dup {
+		errs = append(errs, Error{Path: at, Keyword: "duplicate_key", Class: ClassSyntax,
+			Message: fmt.Sprintf("%s: the key %s is written twice in one object; write it once, with the value meant", display(at), strconv.Quote(key))})
+	}
 	for _, r := range c.Repairs {
 		if !extract.Lossy(r.Kind) {
 			continue

@@ -298,3 +298,27 @@ func TestCheckRefusesNUL(t *testing.T) {
 		t.Errorf("another control character: %v; want valid", got.Errors)
 	}
 }
+
+// A reply that writes a key twice in one object is never valid, in any
+// coercion mode and whatever the schema: a decoder keeps one of the two
+// values unseen (here "billing", which the enum allows). The error points
+// at the member, so the model is told where.
+func TestCheckRefusesDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"type":"object","properties":{"c":{"enum":["bug","billing"]},"items":{"type":"array"}}}`)
+	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
+		for reply, at := range map[string]string{
+			`{"c": "bug", "c": "billing"}`:                     "/c",
+			"```json\n{'items': [{}, {'x': 1, 'x': 1,}]}\n```": "/items/1/x",
+			`{"c": "bug", "items": [{"c": 1, "\u0063": 2}]}`:   "/items/0/c",
+		} {
+			got := CheckWith(s, reply, CheckOptions{Coerce: mode})
+			if got.Valid || got.Class != ClassSyntax || len(got.Errors) != 1 || got.Errors[0].Keyword != "duplicate_key" || got.Errors[0].Path != at {
+				t.Errorf("%s %s: valid %v, class %s, errors %v; want one duplicate_key syntax error at %s", mode, reply, got.Valid, got.Class, got.Errors, at)
+			}
+		}
+	}
+	if got := CheckWith(s, `{"c": "bug", "items": [{"c": 1}, {"c": 2}]}`, CheckOptions{}); !got.Valid {
+		t.Errorf("the same key in sibling objects: %v; want valid", got.Errors)
+	}
+}

@@ -1,4 +1,4 @@
-package enqueue
+package extract
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// refDuplicateKey is duplicateKey written plainly on the encoding/json token
+// refDuplicateKey is DuplicateKey written plainly on the encoding/json token
 // stream: slow, but with no scanning of its own to get wrong.
 func refDuplicateKey(text []byte) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(text))
@@ -61,9 +61,9 @@ func FuzzDuplicateKey(f *testing.F) {
 			return
 		}
 		wantAt, wantDup := refDuplicateKey(text)
-		at, _, dup := duplicateKey(text)
+		at, _, dup := DuplicateKey(text)
 		if dup != wantDup || at != wantAt {
-			t.Fatalf("duplicateKey(%s) = %q %v; the reference says %q %v", text, at, dup, wantAt, wantDup)
+			t.Fatalf("DuplicateKey(%s) = %q %v; the reference says %q %v", text, at, dup, wantAt, wantDup)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package enqueue
+package extract
 
 import (
 	"encoding/json"
@@ -6,16 +6,16 @@ import (
 	"strings"
 )
 
-// duplicateKey reports the first object member in text, a valid JSON value,
+// DuplicateKey reports the first object member in text, a valid JSON value,
 // whose key an earlier member of the same object already has: its pointer
-// (RFC 6901) and the key. encoding/json keeps the last of the two values and
-// says nothing, so a row {"text":"a","text":"b"} would render "b" and lose
-// "a" unseen; a CSV header naming a column twice is refused for the same
-// reason.
+// (RFC 6901) and the key. JSON decoders (encoding/json, Postgres's jsonb)
+// keep the last of the two values and say nothing, so {"c":"bug","c":"billing"}
+// would be read as "billing" and "bug" lost unseen: which one was meant is
+// not for a reader to guess.
 //
 // It scans bytes rather than tokens: a valid line needs no error handling,
 // and the encoding/json token API would cost more than decoding the row.
-func duplicateKey(text []byte) (pointer, key string, dup bool) {
+func DuplicateKey(text []byte) (pointer, key string, dup bool) {
 	var stack []keyFrame
 	expectKey := false
 	for i := 0; i < len(text); i++ {
