@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -66,4 +67,26 @@ func FuzzDuplicateKey(f *testing.F) {
 			t.Fatalf("DuplicateKey(%s) = %q %v; the reference says %q %v", text, at, dup, wantAt, wantDup)
 		}
 	})
+}
+
+// BenchmarkDuplicateKey scans a 50-line invoice with no repeated key, as
+// validate does for every candidate it checks.
+func BenchmarkDuplicateKey(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"invoice":"INV-1","customer":{"name":"A","vat":"X"},"lines":[`)
+	for i := range 50 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"sku":"S-` + strconv.Itoa(i) + `","description":"a \"quoted\" thing","qty":2,"unit_price":3.5,"tags":["a","b"]}`)
+	}
+	sb.WriteString(`],"total":350}`)
+	text := []byte(sb.String())
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, dup := DuplicateKey(text); dup {
+			b.Fatal("no key repeats")
+		}
+	}
 }
