@@ -160,7 +160,16 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		retries []Retry
 		attempt int
 	)
+	check := retryCheckOf(ctx)
 	op := func() error {
+		if attempt > 0 && check != nil {
+			if err := check(ctx); err != nil {
+				// The retry noted before the wait was never sent.
+				retries = retries[:len(retries)-1]
+				last.RetriesStopped = err
+				return backoff.Permanent(last)
+			}
+		}
 		r, e := c.attempt(ctx, lane, need, body, &req, attempt)
 		attempt++
 		if e == nil {
@@ -191,6 +200,23 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	last = retriesEnded(ctx, "", last)
 	last.Retries = retries
 	return nil, last
+}
+
+type retryCheckKey struct{}
+
+// WithRetryCheck returns a context whose calls (Complete) ask check before
+// each transport retry: when it returns an error, no further request is
+// sent and the call ends with its last failure, RetriesStopped set to that
+// error. A worker uses it to stop retrying for a job that was cancelled or
+// moved elsewhere while its call was failing. check runs on the calling
+// goroutine; a wait already begun is waited out first.
+func WithRetryCheck(ctx context.Context, check func(context.Context) error) context.Context {
+	return context.WithValue(ctx, retryCheckKey{}, check)
+}
+
+func retryCheckOf(ctx context.Context) func(context.Context) error {
+	check, _ := ctx.Value(retryCheckKey{}).(func(context.Context) error)
+	return check
 }
 
 // retryBackOff is the transport retry policy of one call: Retry's

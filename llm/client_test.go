@@ -591,3 +591,40 @@ func TestSecretsNeverLeak(t *testing.T) {
 		t.Errorf("network error leaked the key or succeeded: %v", err)
 	}
 }
+
+// A retry check that refuses stops the retries there: no further request is
+// sent, the call ends with its last failure (still retryable), the refusal
+// in RetriesStopped, and Retries lists only the retries sent.
+func TestRetryCheckStopsRetries(t *testing.T) {
+	t.Parallel()
+	h, n := script(replyJSON(500, `{"error":{"message":"boom","type":"server_error"}}`))
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, Clock: newFakeClock(true),
+		Retry: RetryConfig{NoJitter: true, InitialInterval: time.Second, MaxRetries: 6}})
+	lost := errors.New("the job was cancelled")
+	var asked int
+	ctx := WithRetryCheck(context.Background(), func(context.Context) error {
+		asked++
+		if asked >= 2 {
+			return lost
+		}
+		return nil
+	})
+	_, err := c.Complete(ctx, hello)
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("err = %v; want an *Error", err)
+	}
+	if e.Class != ClassServer || e.Permanent() || !errors.Is(e.RetriesStopped, lost) {
+		t.Fatalf("err = %v (stopped: %v); want the last server failure, stopped by the check", err, e.RetriesStopped)
+	}
+	if n.Load() != 2 || len(e.Retries) != 1 || asked != 2 {
+		t.Fatalf("%d requests, %d retries recorded, check asked %d times; want 2, 1, 2", n.Load(), len(e.Retries), asked)
+	}
+	// Without a check the policy runs to its end.
+	_, err = c.Complete(context.Background(), hello)
+	if !errors.As(err, &e) || e.RetriesStopped != nil || n.Load() != 2+7 {
+		t.Fatalf("without a check: %d requests, stopped %v; want 7 more", n.Load(), e.RetriesStopped)
+	}
+}

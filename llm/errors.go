@@ -96,7 +96,11 @@ type Error struct {
 	Head string
 	// Retries lists the transport retries made before giving up.
 	Retries []Retry
-	Err     error
+	// RetriesStopped is why the retries ended before the retry policy did:
+	// the error of the context's retry check (WithRetryCheck), nil
+	// otherwise. The Error is then the last failure, still retryable.
+	RetriesStopped error
+	Err            error
 }
 
 func (e *Error) Error() string {

@@ -263,6 +263,62 @@ func TestCancelStopsJobsBetweenAttempts(t *testing.T) {
 	h.checkInvariants("b", invariants{Jobs: jobs})
 }
 
+// A cancel reaches a call whose transport retries are under way: a job
+// whose provider keeps answering 500 sends no retry once its worker has
+// seen the cancel (within controlTTL), instead of running its retry policy
+// out (20 retries here, about 25 s a job), and ends cancelled with its
+// failed calls kept as the cancel's, none of them paid.
+func TestCancelStopsTransportRetries(t *testing.T) {
+	t.Parallel()
+	const jobs = 4
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Script: func(int, *http.Request) *sim.ScriptedReply {
+		return &sim.ScriptedReply{Status: 500, Delay: 200 * time.Millisecond}
+	}}})
+	enqueueFiveAttempts(h, jobs)
+	wcfg := h.workerConfig(h.client(func(c *llm.Config) {
+		c.Retry = llm.RetryConfig{NoJitter: true, InitialInterval: time.Second, MaxInterval: time.Second,
+			MaxElapsedTime: time.Minute, MaxRetries: 20}
+	}))
+	wcfg.Concurrency = jobs
+	rw := h.startWorker(wcfg, nil, nil)
+	waitFor(t, 30*time.Second, "every job retrying", func() bool { return h.sim.requests() >= 2*jobs })
+	if _, err := enqueue.Cancel(h.ctx, h.st, "b"); err != nil {
+		t.Fatal(err)
+	}
+	atCancel := h.sim.requests()
+	// Seen within controlTTL (2 s) plus the wait under way (1 s): at most
+	// three more requests a job (each takes 1.2 s).
+	waitFor(t, 15*time.Second, "the jobs' retries to end", func() bool {
+		before := h.sim.requests()
+		time.Sleep(1500 * time.Millisecond)
+		return h.sim.requests() == before
+	})
+	h.waitDone("b", jobs, 10*time.Second)
+	rw.stop(t, 20*time.Second)
+	if calls := h.sim.requests(); calls > atCancel+3*jobs {
+		t.Errorf("%d requests, %d at the cancel: the retries ran on after it", calls, atCancel)
+	}
+	for i := 1; i <= jobs; i++ {
+		j, as := h.job(jobID("b", i))
+		if j.Status != store.StatusCancelled || len(as) != 0 {
+			t.Errorf("job %d: %s with %d attempts; want cancelled, its calls kept apart", i, j.Status, len(as))
+		}
+		kept, err := h.st.JobInterrupted(h.ctx, jobID("b", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kept) == 0 {
+			t.Errorf("job %d: no interrupted calls; want its failed call kept", i)
+		}
+		for _, k := range kept {
+			if k.Reason != store.InterruptCancelled || k.Paid != 0 {
+				t.Errorf("job %d: interrupted calls %+v; want unpaid calls recorded as cancelled", i, k)
+			}
+		}
+	}
+	h.checkInvariants("b", invariants{Jobs: jobs})
+}
+
 // Cancel then requeue while jobs are between attempts: the first run's
 // deliveries stop at their next call (they used to run on to their last
 // attempt, paying for results that lose to the new run), the new run

@@ -200,9 +200,19 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	own := &ownership{w: w, env: env, log: log, checked: time.Now()} // the state was read above
 	job.GateFunc = w.gate(env, spendCap, own, log)
 	loop := w.loops[env.Provider]
-	res, err := loop.Resume(ctx, job, prev)
+	// A call failing while the job is cancelled or requeued stops its
+	// transport retries at the next one instead of sending them all.
+	callCtx := llm.WithRetryCheck(ctx, own.check)
+	res, err := loop.Resume(callCtx, job, prev)
 	waits := 0 // the waits of this delivery, of either kind
 	for holds := 0; errors.Is(err, ErrTransient); {
+		if own.check(ctx) != nil {
+			// The job is no longer this delivery's: no outage wait. The
+			// next call's gate ends it, and its unpaid calls are kept
+			// with its other calls as the cancel's or requeue's.
+			res, err = loop.Resume(callCtx, job, res)
+			continue
+		}
 		hint := serverWait(err)
 		if errors.Is(err, ErrProviderAuth) {
 			// Every job of the provider would fail alike: stop this worker
@@ -259,7 +269,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		if failed := takeOutageCalls(res, recorded); len(failed) > 0 {
 			w.saveInterrupted(ctx, env, delivered, failed, store.InterruptOutage, waits)
 		}
-		res, err = loop.Resume(ctx, job, res)
+		res, err = loop.Resume(callCtx, job, res)
 	}
 	if err != nil {
 		switch {
