@@ -22,6 +22,12 @@ import (
 // Worker defaults.
 const (
 	ConcurrencyDefault    = 16
+	// ConcurrencyMax bounds the calls one process makes at once, and
+	// JobsAheadMax the jobs it holds ahead of them: each job held costs
+	// memory up front (its write buffer share), and past this many one
+	// process is better scaled out to several.
+	ConcurrencyMax = 10_000
+	JobsAheadMax   = 10_000
 	GraceDefault          = 30 * time.Second
 	MaxPromptBytesDefault = 256 << 10
 	NakDelayMinDefault    = 2 * time.Second
@@ -207,6 +213,10 @@ func (c WorkerConfig) Validate() error {
 	switch {
 	case c.Concurrency < 1:
 		return settingErr("Concurrency", c.Concurrency, "must be at least 1")
+	case c.JobsAhead < 0 || c.JobsAhead > JobsAheadMax:
+		return settingErr("JobsAhead", c.JobsAhead, fmt.Sprintf("must be between 0 and %d", JobsAheadMax))
+	case c.Concurrency-c.JobsAhead > ConcurrencyMax:
+		return settingErr("Concurrency", c.Concurrency-c.JobsAhead, fmt.Sprintf("is over the %d calls one process makes at once (start more workers)", ConcurrencyMax))
 	case c.Prefetch < 1:
 		return settingErr("Prefetch", c.Prefetch, "must be at least 1")
 	case c.WriteBuffer < 64<<10:

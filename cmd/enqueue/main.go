@@ -172,16 +172,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.BoolVar(&cfg.PromptCache, "prompt-cache", true, "ask the provider to cache the prompt prefix the batch's requests share (OpenAI prompt_cache_key, Anthropic cache_control)")
 	fs.DurationVar(&c.queue.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "when the stream is created: a job id published twice within this window is stored once")
 	// Flags may come before or after the dataset.
-	var pos []string
-	for rest := args; ; {
-		if err := cliflags.Parse(fs, rest); err != nil {
-			return err
-		}
-		rest = fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		pos, rest = append(pos, rest[0]), rest[1:]
+	pos, err := cliflags.ParseArgs(fs, args)
+	if err != nil {
+		return err
 	}
 	cfg.Batch, cfg.Queue = c.batch, c.queue
 	if cfg.Batch == "" {

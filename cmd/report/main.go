@@ -107,17 +107,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	timeout := fs.Duration("timeout", 0, "report wait: exit 1 when the batch is not done after this long (0 = wait as long as it takes)")
 	fs.Usage = func() { fmt.Fprintln(stdout, usage); fmt.Fprintln(stdout, "\nFlags:"); fs.PrintDefaults() }
 	// Flags may come before or after the positional argument.
-	var pos []string
-	rest := args[1:]
-	for len(rest) > 0 {
-		if err := cliflags.Parse(fs, rest); err != nil {
-			return err
-		}
-		rest = fs.Args()
-		if len(rest) > 0 {
-			pos = append(pos, rest[0])
-			rest = rest[1:]
-		}
+	pos, err := cliflags.ParseArgs(fs, args[1:])
+	if err != nil {
+		return err
 	}
 	var given []string
 	fs.Visit(func(f *flag.Flag) { given = append(given, f.Name) })

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -39,7 +40,8 @@ func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 	schemaFile := fs.String("schema", "", "JSON Schema file (2020-12 by default; draft-07 when $schema says so)")
 	jsonl := fs.Bool("jsonl", false, "read JSONL records {id, text, schema} and write one result per line")
 	coerceFlag := fs.String("coerce", string(validate.CoerceSafe), "schema-guided local repairs, as a batch's --coerce: none, safe or all; each fix is listed in repairs with its pointer, kind, before and after")
-	if err := parseFlags(fs, args); err != nil {
+	files, err := cliflags.ParseArgs(fs, args)
+	if err != nil {
 		return err
 	}
 	mode, err := validate.ParseCoerceMode(*coerceFlag)
@@ -47,8 +49,8 @@ func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return usagef("--coerce: %v", err)
 	}
 	opt := validate.CheckOptions{Coerce: mode}
-	if fs.NArg() > 1 {
-		return usagef("at most one input file, got %d", fs.NArg())
+	if len(files) > 1 {
+		return usagef("at most one input file, got %d: %q", len(files), files)
 	}
 	var schema *validate.Schema
 	if *schemaFile != "" {
@@ -57,7 +59,8 @@ func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 	}
 	in := stdin
-	if name := fs.Arg(0); name != "" && name != "-" {
+	if len(files) == 1 && files[0] != "-" {
+		name := files[0]
 		f, err := os.Open(name)
 		if err != nil {
 			return usagef("%v", err)

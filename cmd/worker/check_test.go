@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -129,6 +130,40 @@ func TestCheckCoerce(t *testing.T) {
 func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
 	t.Parallel()
 	for flag, bad := range map[string]string{
+		"--concurrency 100000000":     "", // ran out of memory sizing the write buffer
+		"--jobs-ahead":                "-2",
+		"--rpm":                       "-1",
+		"--tpm":                       "-5",
+		"--transport-retries":         "-1",
+		"--lane-max-concurrency":      "-3",
+		"--lane-initial-concurrency":  "-1",
+		"--max-hint-wait":             "-1s",
+		"--provider-timeout":          "0s",
+		"--sim-latency-p50":           "-1s",
+		"--sim-latency-p99 1ms":       "--sim-latency-p50=1s",
+		"--max-deliver 0":             "",
+		"--ack-wait 0s":               "",
+		"--max-ack-pending 0":         "",
+		"--wave-max-requests 0":       "",
+		"--max-prompt-bytes 0":        "",
+		"--transport-retries 1000000": "",
+	} {
+		t.Run(flag, func(t *testing.T) {
+			t.Parallel()
+			args := append(strings.Fields(flag), bad)
+			if bad == "" {
+				args = strings.Fields(flag)
+			}
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"run", "--sim", "clean", "--drain", "--metrics-addr", "off", "--start-timeout", "0",
+				"--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1"}, args...), strings.NewReader(""), &out, &errOut)
+			name := strings.Fields(flag)[0]
+			if code != 2 || !strings.Contains(errOut.String(), name+" ") {
+				t.Errorf("%s %s: exit %d, stderr %q; want 2 naming %s", flag, bad, code, errOut.String(), name)
+			}
+		})
+	}
+	for flag, bad := range map[string]string{
 		"--concurrency":          "0",
 		"--grace":                "-1s",
 		"--max-prompt-bytes":     "-1",
@@ -158,6 +193,42 @@ func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
 				t.Errorf("%s %s: exit %d, stderr %q; want 2 naming %s", flag, bad, code, errOut.String(), flag)
 			}
 		})
+	}
+}
+
+// A word where a flag was expected is a usage error naming it: Go's flag
+// package stops there, and the flags after it (here a --concurrency 0 the
+// worker would refuse) were dropped while the worker ran and exited 0.
+func TestCommandsRefuseStrayArguments(t *testing.T) {
+	t.Parallel()
+	unreachable := []string{"--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1", "--metrics-addr", "off", "--start-timeout", "0"}
+	for _, args := range [][]string{
+		append([]string{"run", "--sim", "clean", "--drain", "stray", "--concurrency", "0"}, unreachable...),
+		append([]string{"--sim", "clean", "check", "reply.txt"}, unreachable...),
+		{"migrate", "--database-url", "postgres://nobody@127.0.0.1:1/none", "stray"},
+		{"demo", "--database-url", "postgres://nobody@127.0.0.1:1/none", "--rows", "5", "stray"},
+		{"try", "--sim", "clean", "stray"},
+		{"check", "a.txt", "b.txt"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), "unexpected argument") && !strings.Contains(errOut.String(), "at most one input file") {
+			t.Errorf("worker %q: exit %d, stderr %q; want 2 naming the stray argument", args, code, errOut.String())
+		}
+	}
+}
+
+// worker check reads flags after its input file too.
+func TestCheckFlagsAfterTheFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	reply, schema := dir+"/reply.txt", dir+"/schema.json"
+	os.WriteFile(reply, []byte(`{"n": "42"}`), 0o644)
+	os.WriteFile(schema, []byte(`{"type":"object","properties":{"n":{"type":"integer"}}}`), 0o644)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"check", reply, "--schema", schema, "--coerce", "none"}, strings.NewReader(""), &out, &errOut)
+	if code != 1 || !strings.Contains(out.String(), `"keyword":"type"`) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 with the type error (--coerce none read after the file)", code, out.String(), errOut.String())
 	}
 }
 

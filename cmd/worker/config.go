@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +55,9 @@ func newFlagSet(name, usage, envHelp string, stdout io.Writer) *flag.FlagSet {
 	return cliflags.NewFlagSet(name, usage, envHelp, stdout)
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) error { return cliflags.Parse(fs, args) }
+// parseFlags parses the flags of a command that takes no arguments: a
+// stray word is a usage error, not the silent end of the flags.
+func parseFlags(fs *flag.FlagSet, args []string) error { return cliflags.NoArgs(fs, args) }
 
 // logFlags configures the one slog handler.
 type logFlags struct{ level, format string }
@@ -117,6 +120,73 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&p.simSeed, "sim-seed", 1, "seed of the in-process simulator")
 	fs.DurationVar(&p.simLatencyP50, "sim-latency-p50", 0, "median latency of the in-process simulator (lognormal)")
 	fs.DurationVar(&p.simLatencyP99, "sim-latency-p99", 0, "99th percentile latency of the in-process simulator")
+}
+
+// check refuses flag values the provider clients or the simulator cannot
+// work with, before the command starts anything: they used to surface as
+// "invalid llm config: Lane.RPM: -1 must be >= 0" after the queue was up.
+func (p *providerFlags) check() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"rpm", p.rpm}, {"tpm", p.tpm}, {"lane-max-concurrency", p.maxConcurrency}, {"lane-initial-concurrency", p.initialConcurrency}, {"transport-retries", p.maxRetries}} {
+		if f.v < 0 {
+			return usagef("--%s %d: want 0 or more", f.name, f.v)
+		}
+	}
+	if p.maxConcurrency > 0 && p.initialConcurrency > p.maxConcurrency {
+		return usagef("--lane-initial-concurrency %d is over --lane-max-concurrency %d", p.initialConcurrency, p.maxConcurrency)
+	}
+	if p.maxRetries > transportRetriesMax {
+		return usagef("--transport-retries %d: want at most %d (a job's repair attempts and the worker's outage waits retry beyond it)", p.maxRetries, transportRetriesMax)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"max-hint-wait", p.maxHintWait}, {"sim-latency-p50", p.simLatencyP50}, {"sim-latency-p99", p.simLatencyP99}} {
+		if f.d < 0 {
+			return usagef("--%s %s is negative", f.name, f.d)
+		}
+	}
+	if p.timeout <= 0 {
+		return usagef("--provider-timeout %s: want a positive duration", p.timeout)
+	}
+	if p.simLatencyP99 > 0 && p.simLatencyP99 < p.simLatencyP50 {
+		return usagef("--sim-latency-p99 %s is below --sim-latency-p50 %s", p.simLatencyP99, p.simLatencyP50)
+	}
+	if p.simPreset != "" {
+		if _, err := sim.Preset(p.simPreset); err != nil {
+			return usagef("--sim: %v", err)
+		}
+	}
+	return nil
+}
+
+// transportRetriesMax bounds --transport-retries.
+const transportRetriesMax = 100
+
+// givenPositive refuses 0 or less for the named flags when they were
+// given: their settings read 0 as "the default", which a typed 0 is not.
+func givenPositive(fs *flag.FlagSet, names ...string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err != nil || !slices.Contains(names, f.Name) {
+			return
+		}
+		positive := true
+		switch v := f.Value.(flag.Getter).Get().(type) {
+		case int:
+			positive = v > 0
+		case int64:
+			positive = v > 0
+		case time.Duration:
+			positive = v > 0
+		}
+		if !positive {
+			err = usagef("--%s %s: want more than 0 (leave it out for the default)", f.Name, f.Value)
+		}
+	})
+	return err
 }
 
 func simPresetNames() []string {

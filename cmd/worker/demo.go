@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"regexp"
@@ -66,8 +67,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch {
 	case *rows < 1:
 		return usagef("--rows must be at least 1")
-	case *concurrency < 1:
-		return usagef("--concurrency %d: want at least 1", *concurrency)
+	case *concurrency < 1 || *concurrency > pipeline.ConcurrencyMax:
+		return usagef("--concurrency %d: want 1 to %d", *concurrency, pipeline.ConcurrencyMax)
 	case *latency < 0:
 		return usagef("--latency %s: want 0 (instant) or more", *latency)
 	case !slices.Contains([]string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}, *provider):
@@ -77,6 +78,22 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	log, err := lf.logger(stderr)
 	if err != nil {
+		return err
+	}
+	// A name of its own for every run: two demos in one second shared one
+	// batch, and the second printed the first's summary as its own.
+	batch := fmt.Sprintf("demo-%s-%04x", time.Now().UTC().Format("20060102-150405"), rand.Uint32N(1<<16))
+	ecfg := enqueue.Config{
+		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: enqueue.FormatJSONL,
+		IDField: "ticket_id", Provider: *provider, Model: "sim-" + *preset, Mode: llm.Mode(*mode),
+		Limits: pipeline.Limits{Strategy: pipeline.Strategy(*strategy)},
+	}
+	if err := enqueue.Check(ecfg); err != nil { // --strategy and --mode are the demo's settings that can fail
+		return usagef("--strategy %s with --mode %s: %v", *strategy, *mode, err)
+	}
+	pf := providerFlags{simPreset: *preset, simSeed: *seed, maxConcurrency: *concurrency, maxRetries: 4, timeout: time.Minute,
+		simLatencyP50: *latency, simLatencyP99: 10 * *latency}
+	if err := pf.check(); err != nil {
 		return err
 	}
 	tty := isTerminal(stdout)
@@ -96,27 +113,20 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer closeNATS()
-	pf := providerFlags{simPreset: *preset, simSeed: *seed, maxConcurrency: *concurrency, maxRetries: 4, timeout: time.Minute,
-		simLatencyP50: *latency, simLatencyP99: 10 * *latency}
 	clients, closeSim, err := pf.build(nil)
 	if err != nil {
 		return err
 	}
 	defer closeSim()
 
-	batch := fmt.Sprintf("demo-%s", time.Now().UTC().Format("20060102-150405"))
 	data := demoDataset(*rows, *seed)
 	bar := cli.NewProgressBar(stdout, tty, "enqueue", *rows)
-	prog, err := enqueue.Run(ctx, js, st, enqueue.Config{
-		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: enqueue.FormatJSONL,
-		IDField: "ticket_id", Provider: *provider, Model: "sim-" + *preset, Mode: llm.Mode(*mode),
-		Limits: pipeline.Limits{Strategy: pipeline.Strategy(*strategy)},
-		ProgressFunc: func(p enqueue.Progress) {
-			if p.Phase == enqueue.PhasePublish { // the check pass is quick here
-				bar.Update(p.Rows, fmt.Sprintf("%d published", p.Published), false)
-			}
-		},
-	}, strings.NewReader(data))
+	ecfg.ProgressFunc = func(p enqueue.Progress) {
+		if p.Phase == enqueue.PhasePublish { // the check pass is quick here
+			bar.Update(p.Rows, fmt.Sprintf("%d published", p.Published), false)
+		}
+	}
+	prog, err := enqueue.Run(ctx, js, st, ecfg, strings.NewReader(data))
 	bar.Update(prog.Rows, fmt.Sprintf("%d published", prog.Published), true)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -110,10 +110,11 @@ func TestDemoRefusesBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
 		{"--concurrency", "-3"}, {"--latency", "-1s"}, {"--provider", "openia"}, {"--mode", "jsn"}, {"--rows", "0"},
+		{"--strategy", "foo"}, {"--strategy", "patch", "--mode", "json_schema"}, {"--concurrency", "100000"}, {"stray"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), append([]string{"demo", "--database-url", "postgres://nobody@127.0.0.1:1/none"}, args...), strings.NewReader(""), &out, &errOut)
-		if code != 2 || !strings.Contains(errOut.String(), args[0]) {
+		if code != 2 || !strings.Contains(errOut.String(), strings.TrimPrefix(args[0], "-")) {
 			t.Errorf("demo %v: exit %d, stderr %q; want 2 naming %s", args, code, errOut.String(), args[0])
 		}
 	}

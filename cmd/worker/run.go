@@ -109,8 +109,17 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	cfg.Logger = log
-	if cfg.Concurrency < 1 {
-		return usagef("--concurrency %d: want at least 1", cfg.Concurrency)
+	if cfg.Concurrency < 1 || cfg.Concurrency > pipeline.ConcurrencyMax {
+		return usagef("--concurrency %d: want 1 to %d (past that, start more workers on the queue)", cfg.Concurrency, pipeline.ConcurrencyMax)
+	}
+	if *ahead < -1 || *ahead > pipeline.JobsAheadMax {
+		return usagef("--jobs-ahead %d: want 0 to %d, or -1 for the default", *ahead, pipeline.JobsAheadMax)
+	}
+	if err := pf.check(); err != nil {
+		return err
+	}
+	if err := givenPositive(fs, "max-deliver", "max-ack-pending", "ack-wait", "wave-max-requests", "max-prompt-bytes", "provider-timeout"); err != nil {
+		return err
 	}
 	if err := pipeline.CheckSpillDir(cfg.SpillDir); err != nil {
 		return usagef("--spill-dir %q cannot hold results: %v", cfg.SpillDir, err)
@@ -168,6 +177,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // flags set, so a value that cannot work is reported as the flag typed.
 var settingFlags = map[string]string{
 	"Concurrency":         "--concurrency",
+	"JobsAhead":           "--jobs-ahead",
 	"Grace":               "--grace",
 	"MaxPromptBytes":      "--max-prompt-bytes",
 	"WriteBuffer":         "--write-buffer-bytes",

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/validate"
@@ -50,13 +51,15 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		pf          providerFlags
 	)
 	pf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	pos, err := cliflags.ParseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		// Go's flag package stops at the first argument that is not a
-		// flag: what follows it would be dropped without a word.
-		return usagef("unexpected argument %q (flags after it were not read; quote a prompt with spaces)", fs.Arg(0))
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q (try takes flags only: quote a prompt with spaces)", pos[0])
+	}
+	if err := pf.check(); err != nil {
+		return err
 	}
 	if *model == "" {
 		if pf.simPreset == "" {

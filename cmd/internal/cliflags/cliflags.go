@@ -63,6 +63,47 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	}
 }
 
+// ParseArgs is Parse for a command whose flags may come before, between
+// or after its arguments (Go's flag package stops at the first argument,
+// and would drop every flag after it without a word): it returns the
+// arguments in order. After "--" everything is an argument.
+func ParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for rest := args; ; {
+		if err := Parse(fs, rest); err != nil {
+			return nil, err
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if isTerminated(args, rest) {
+			return append(pos, rest...), nil
+		}
+		pos, rest = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// isTerminated reports whether the flag package stopped at rest because of
+// a "--" just before it.
+func isTerminated(args, rest []string) bool {
+	i := len(args) - len(rest) - 1
+	return i >= 0 && args[i] == "--"
+}
+
+// NoArgs is ParseArgs for a command that takes no arguments: a stray word
+// is a usage error naming it, not the silent end of the flags.
+func NoArgs(fs *flag.FlagSet, args []string) error {
+	pos, err := ParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return Usagef("unexpected argument %q: %s takes flags only (see --help)", pos[0], fs.Name())
+	}
+	return nil
+}
+
 // SettingUsage turns an error of a config's Validate into a usage error,
 // naming the flag behind its setting when flags (setting name to flag)
 // has it: the value is reported as the flag typed.

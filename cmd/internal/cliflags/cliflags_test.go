@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 )
@@ -61,5 +63,35 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 	fs := NewFlagSet("cmd", "Usage: cmd", "", &bytes.Buffer{})
 	if err := Parse(fs, nil); err != nil {
 		t.Errorf("Parse(nil) = %v", err)
+	}
+}
+
+// ParseArgs reads flags wherever they are among the arguments, and after
+// "--" takes everything as an argument; NoArgs refuses a stray word.
+func TestParseArgs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		pos  string
+		n    int
+	}{
+		{[]string{"a", "--n", "3", "b"}, "[a b]", 3},
+		{[]string{"--n", "1", "a"}, "[a]", 1},
+		{[]string{"a", "--", "--n", "5"}, "[a --n 5]", 0},
+		{[]string{"--", "--"}, "[--]", 0},
+		{nil, "[]", 0},
+	} {
+		fs := NewFlagSet("x", "usage", "", io.Discard)
+		n := fs.Int("n", 0, "")
+		pos, err := ParseArgs(fs, tc.args)
+		if err != nil || fmt.Sprint(pos) != tc.pos || *n != tc.n {
+			t.Errorf("ParseArgs(%q) = %q, n=%d, %v; want %s, n=%d", tc.args, pos, *n, err, tc.pos, tc.n)
+		}
+	}
+	fs := NewFlagSet("x", "usage", "", io.Discard)
+	fs.Int("n", 0, "")
+	var ue UsageError
+	if err := NoArgs(fs, []string{"--n", "1", "stray", "--n", "2"}); !errors.As(err, &ue) || !strings.Contains(err.Error(), `"stray"`) {
+		t.Errorf("NoArgs with a stray word: %v; want a usage error naming it", err)
 	}
 }
