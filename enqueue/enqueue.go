@@ -891,11 +891,13 @@ type checkResult struct {
 }
 
 // noEntry is text/template's error for a field a row does not have, with
-// missingkey=error.
-var noEntry = regexp.MustCompile(`map has no entry for key ("(?:[^"\\]|\\.)*")`)
+// missingkey=error: "at <.customer.name>: map has no entry for key "name"".
+var noEntry = regexp.MustCompile(`(?:at <([^>]*)>: )?map has no entry for key ("(?:[^"\\]|\\.)*")`)
 
-// missingFieldOf returns the field a template execution error says a row
-// lacks, or "" (also for a nil error).
+// missingFieldOf returns the top-level field a template execution error
+// says a row lacks, or "" (also for a nil error). A key missing deeper
+// ({{.customer.name}} on a row whose customer is {}) is not a field of the
+// dataset: such a row is a bad row, but other rows may well have it.
 func missingFieldOf(err error) string {
 	if err == nil {
 		return ""
@@ -904,8 +906,11 @@ func missingFieldOf(err error) string {
 	if m == nil {
 		return ""
 	}
-	f, uerr := strconv.Unquote(m[1])
+	f, uerr := strconv.Unquote(m[2])
 	if uerr != nil {
+		return ""
+	}
+	if m[1] != "" && m[1] != "."+f {
 		return ""
 	}
 	return f

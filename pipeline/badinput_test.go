@@ -42,6 +42,12 @@ func TestEnqueueBadInput(t *testing.T) {
 		{name: "template field no row has", format: enqueue.FormatJSONL, maxBad: -1, template: "Summarize {{.txet}}",
 			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","text":"two"}` + "\n",
 			wantLines: []int{1, 2}, wantErr: enqueue.ErrBadTemplate, wantRecorded: 0},
+		// A nested key one row lacks is that row's problem: the others
+		// have it ({{.customer.name}} on a row whose customer is {} was
+		// refused as "the template uses .name, which no row has").
+		{name: "nested key one row lacks", format: enqueue.FormatJSONL, maxBad: -1, template: "Reply to {{.customer.name}}",
+			data:      `{"id":"a","customer":{}}` + "\n" + `{"id":"b","customer":{"name":"B"}}` + "\n" + `{"id":"c","customer":{"name":"C"}}` + "\n",
+			wantLines: []int{1}, wantRecorded: 2},
 		{name: "id field no row has", format: enqueue.FormatCSV, maxBad: -1, idField: "ID",
 			data:      "id,text\na,one\nb,two\n",
 			wantLines: []int{2, 3}, wantErr: enqueue.ErrBadConfig, wantRecorded: 0},
@@ -128,8 +134,8 @@ func TestEnqueueBadInput(t *testing.T) {
 		rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
 		h.waitDone(batch, n, 30*time.Second)
 		rw.stop(t, 20*time.Second)
-		// The worker also runs the 5 good rows the subtests above published.
-		h.checkInvariants(batch, invariants{Jobs: n, MaxCalls: n + 5, Statuses: map[string]int{store.StatusValid: n}})
+		// The worker also runs the 7 good rows the subtests above published.
+		h.checkInvariants(batch, invariants{Jobs: n, MaxCalls: n + 7, Statuses: map[string]int{store.StatusValid: n}})
 	})
 }
 
