@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -156,8 +157,15 @@ func TestCostCapNeedsAPrice(t *testing.T) {
 	h.waitDone("u", n, 30*time.Second)
 	rw.stop(t, 20*time.Second)
 	h.checkInvariants("u", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
-	if sp, err := h.st.BatchSpend(h.ctx, "u"); err != nil || sp.CostUSD <= 0 {
+	sp, err := h.st.BatchSpend(h.ctx, "u")
+	if err != nil || sp.CostUSD <= 0 {
 		t.Errorf("spend after the priced run: %+v %v; want a cost counted against the cap", sp, err)
+	}
+	// Without its cap the batch has spent what it had: enqueue cap --none
+	// printed "spent 0 tokens, $0.000000".
+	after, err := enqueue.SetCap(h.ctx, h.st, "u", store.Cap{})
+	if err != nil || after.Capped() || after.Tokens != sp.Tokens || math.Abs(after.CostUSD-sp.CostUSD) > 1e-9 {
+		t.Errorf("spend with the cap removed: %+v %v; want the %d tokens, $%f spent", after, err, sp.Tokens, sp.CostUSD)
 	}
 }
 

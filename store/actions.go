@@ -268,14 +268,19 @@ func (s *Store) SetCap(ctx context.Context, batch string, c Cap) error {
 	return nil
 }
 
-// BatchSpend returns the batch's cap and what it has spent; a batch
-// without a cap has zero Spend. ErrNotFound for no such batch.
+// BatchSpend returns the batch's cap and what it has spent: a capped
+// batch's spend counter, or for a batch without a cap (which keeps no
+// counter) its spend in the ledger, as a cap set later would start from.
+// ErrNotFound for no such batch.
 func (s *Store) BatchSpend(ctx context.Context, batch string) (Spend, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var sp Spend
 	err := s.pool.QueryRow(ctx, `
-		SELECT b.max_cost_usd::float8, b.max_total_tokens, coalesce(c.tokens, 0), coalesce(c.cost_usd, 0)::float8,
+		SELECT b.max_cost_usd::float8, b.max_total_tokens,
+		       coalesce(c.tokens, (SELECT s.final_tokens_in + s.final_tokens_out + s.interrupted_tokens_in + s.interrupted_tokens_out
+		                           FROM batch_spend s WHERE s.batch = b.name), 0),
+		       coalesce(c.cost_usd, (SELECT s.cost_usd FROM batch_spend s WHERE s.batch = b.name), 0)::float8,
 		       coalesce(c.calls, 0),
 		       coalesce((SELECT sum(tokens) FROM spend_holds h WHERE h.batch = b.name AND h.expires_at > now()), 0)::int8,
 		       coalesce((SELECT sum(cost_usd) FROM spend_holds h WHERE h.batch = b.name AND h.expires_at > now()), 0)::float8
