@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
 
@@ -286,5 +287,38 @@ func TestRunDrainOfAnUnknownBatch(t *testing.T) {
 		"--database-url", dsn, "--nats-url", "nats://127.0.0.1:1"}, strings.NewReader(""), &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), `no batch "nosuch" in the ledger`) {
 		t.Errorf("exit %d, stderr %q; want 1 naming the batch", code, errOut.String())
+	}
+}
+
+// --drain --batch on another queue than the batch's is refused before the
+// queue is touched: it drained that queue and then called the batch's
+// jobs lost, with a --resume that republished nothing.
+func TestRunDrainOfABatchOnAnotherQueue(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDB(t)
+	st, err := store.Open(context.Background(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for name, settings := range map[string]string{"dflt": `{}`, "own": `{"stream":"OWN","subject":"own.jobs"}`} {
+		if err := st.PutBatch(context.Background(), store.BatchParams{Name: name, Settings: json.RawMessage(settings)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		batch string
+		flags []string
+		want  string
+	}{
+		{"dflt", []string{"--stream", "OTHER", "--subject", "other.jobs"}, "was enqueued on stream FIXPOINT_JOBS"},
+		{"own", nil, "run it with --stream OWN --subject own.jobs"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"run", "--sim", "clean", "--drain", "--batch", tc.batch, "--metrics-addr", "off", "--start-timeout", "0",
+			"--database-url", dsn, "--nats-url", "nats://127.0.0.1:1"}, tc.flags...), strings.NewReader(""), &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%s %v: exit %d, stderr %q; want 2 saying %q", tc.batch, tc.flags, code, errOut.String(), tc.want)
+		}
 	}
 }

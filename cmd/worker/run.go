@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -23,6 +24,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -287,6 +289,22 @@ func (c drainCheck) check(ctx context.Context, st *store.Store, stdout io.Writer
 	return err
 }
 
+// sameQueue refuses to drain a queue the batch was not enqueued on.
+func sameQueue(b *store.Batch, q pipeline.QueueConfig) error {
+	s, err := enqueue.ParseBatchSettings(b)
+	if err != nil {
+		return err
+	}
+	q = q.WithDefaults()
+	def := pipeline.QueueConfig{}.WithDefaults()
+	s.Stream, s.Subject = cmp.Or(s.Stream, def.Stream), cmp.Or(s.Subject, def.Subject) // "" is the defaults
+	if s.Stream == q.Stream && s.Subject == q.Subject {
+		return nil
+	}
+	return usagef("batch %s was enqueued on stream %s (subject %s); this worker reads stream %s (subject %s): run it with --stream %s --subject %s",
+		b.Name, s.Stream, s.Subject, q.Stream, q.Subject, s.Stream, s.Subject)
+}
+
 // startTimeoutDefault is how long a worker waits for Postgres and NATS at
 // start: in compose or Kubernetes they may come up after it.
 const startTimeoutDefault = 2 * time.Minute
@@ -320,9 +338,16 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr st
 	if chk.batch != "" {
 		// A misspelt --batch is said before the queue is drained, not
 		// after.
-		if _, err := st.Batch(ctx, chk.batch); errors.Is(err, store.ErrNotFound) {
+		b, err := st.Batch(ctx, chk.batch)
+		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("no batch %q in the ledger (was it enqueued into this DATABASE_URL?)", chk.batch)
 		} else if err != nil {
+			return err
+		}
+		// A worker on another queue would drain it and then report the
+		// batch's jobs as lost from the queue, with a --resume that
+		// republishes nothing.
+		if err := sameQueue(b, cfg.Queue); err != nil {
 			return err
 		}
 	}
