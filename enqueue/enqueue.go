@@ -618,9 +618,17 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	settings := cfg.settings(schemaHash)
 	base := settings.envelope(cfg.Batch)
 	r := &renderer{cfg: &cfg, tmpl: tmpl, base: base, maxMsg: messageLimit(js, stream, cfg.Queue)}
-	switch _, err := ledger.Batch(ctx, cfg.Batch); {
+	switch b, err := ledger.Batch(ctx, cfg.Batch); {
 	case err == nil:
 		r.ledger = ledger
+		// Other settings are said before the rows are read: with another
+		// template every row's prompt differs from the one recorded, and
+		// the rows' errors hid the settings that caused them.
+		if was, err := ParseBatchSettings(b); err == nil && was.recorded() {
+			if d := was.diff(settings); len(d) > 0 {
+				return prog, settingsChanged(cfg.Batch, d)
+			}
+		}
 	case !errors.Is(err, store.ErrNotFound):
 		return prog, err
 	}

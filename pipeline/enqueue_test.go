@@ -302,6 +302,13 @@ func TestEnqueueSettingsDoNotDrift(t *testing.T) {
 			t.Errorf("refusal %q does not name %q", err, want)
 		}
 	}
+	// With another template too, the refusal is still the settings' list,
+	// not the rows' prompts differing from the recorded ones.
+	other.Template = "Other: " + cfg.Template
+	prog, err = enqueue.Run(h.ctx, h.js, h.st, other, strings.NewReader(dataset(6)))
+	if !errors.Is(err, enqueue.ErrSettingsChanged) || !strings.Contains(err.Error(), "model: recorded sim-model, now sim-other") || len(prog.Bad) != 0 {
+		t.Errorf("re-run with another template and model: %v, %d bad rows; want ErrSettingsChanged naming the model, no bad row", err, len(prog.Bad))
+	}
 	b, err := h.st.Batch(h.ctx, "drift")
 	if err != nil {
 		t.Fatal(err)
