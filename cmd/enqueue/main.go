@@ -218,10 +218,10 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	total := 0
 	if !cfg.Resume {
 		var err error
-		if cfg.Schema, err = os.ReadFile(*schemaFile); err != nil {
+		if cfg.Schema, err = cli.ReadTextFile(*schemaFile); err != nil {
 			return usageError{Err: fmt.Errorf("read schema: %w", err)}
 		}
-		t, err := os.ReadFile(*templateFile)
+		t, err := cli.ReadTextFile(*templateFile)
 		if err != nil {
 			return usageError{Err: fmt.Errorf("read template: %w", err)}
 		}
@@ -232,7 +232,7 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 		cfg.Template = string(t)
 		if *systemFile != "" {
-			s, err := os.ReadFile(*systemFile)
+			s, err := cli.ReadTextFile(*systemFile)
 			if err != nil {
 				return usageError{Err: fmt.Errorf("read system prompt: %w", err)}
 			}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -104,6 +105,9 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 	for sc.Scan() {
 		line++
 		raw := bytes.TrimSpace(sc.Bytes())
+		if line == 1 {
+			raw = cli.TrimBOM(raw)
+		}
 		if len(raw) == 0 {
 			continue
 		}

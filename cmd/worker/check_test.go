@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -320,5 +321,23 @@ func TestRunDrainOfABatchOnAnotherQueue(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%s %v: exit %d, stderr %q; want 2 saying %q", tc.batch, tc.flags, code, errOut.String(), tc.want)
 		}
+	}
+}
+
+// A schema file and a JSONL input saved with a byte order mark are read
+// (the mark is not text): they failed with "invalid character 'ï'" and
+// "not a JSON object" while enqueue read datasets with one.
+func TestCheckReadsFilesWithABOM(t *testing.T) {
+	t.Parallel()
+	schema := filepath.Join(t.TempDir(), "schema.json")
+	os.WriteFile(schema, []byte("\ufeff{\"type\":\"object\",\"required\":[\"n\"]}"), 0o644)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"check", "--schema", schema}, strings.NewReader(`{"n":1}`), &out, &errOut); code != 0 {
+		t.Errorf("schema with a BOM: exit %d, stderr %q; want 0", code, errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run(context.Background(), []string{"check", "--jsonl"}, strings.NewReader("\ufeff{\"id\":1,\"text\":\"{}\"}\n"), &out, &errOut); code != 0 || !strings.Contains(out.String(), `"valid":true`) {
+		t.Errorf("JSONL with a BOM: exit %d, stdout %q; want 0 and the line read", code, out.String())
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -79,7 +78,7 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usagef("give exactly one of --prompt and --prompt-file")
 	}
 	if *promptFile != "" {
-		data, err := os.ReadFile(*promptFile)
+		data, err := cli.ReadTextFile(*promptFile)
 		if err != nil {
 			return usagef("read prompt: %v", err)
 		}
@@ -150,7 +149,7 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // one no value satisfies: every call made for it would be paid for and
 // never valid.
 func readSchema(name string) (*validate.Schema, []byte, error) {
-	raw, err := os.ReadFile(name)
+	raw, err := cli.ReadTextFile(name)
 	if err != nil {
 		return nil, nil, usagef("read schema: %v", err)
 	}
