@@ -3,11 +3,14 @@ package enqueue
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -160,6 +163,9 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 		if at, key, dup := extract.DuplicateKey(text); dup {
 			return nil, rr.line, fmt.Errorf("key %q appears twice in one object (at %s): a JSON reader keeps only one of the two values", key, at)
 		}
+		if at := nulValue(row, ""); at != "" {
+			return nil, rr.line, fmt.Errorf("the value at %s holds a NUL character (\\u0000): %s", at, nulWhy)
+		}
 		for k := range row {
 			if strings.ContainsRune(k, 0) {
 				// The batch records its columns as text, which cannot hold it.
@@ -279,12 +285,43 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 		if err := checkUTF8([]byte(f)); err != nil {
 			return nil, line, fmt.Errorf("column %q: %w", rr.header[i], err)
 		}
+		if strings.IndexByte(f, 0) >= 0 {
+			return nil, line, fmt.Errorf("column %q holds a NUL character: %s", rr.header[i], nulWhy)
+		}
 	}
 	row := make(map[string]any, len(rec))
 	for i, h := range rr.header {
 		row[h] = rec[i]
 	}
 	return row, line, nil
+}
+
+// nulWhy says why a NUL in a row's value makes it a bad row.
+const nulWhy = "Postgres cannot store it, and the row, its prompt and its export would hold U+FFFD in its place"
+
+// nulValue returns the JSON pointer of the first string value under v
+// (at is v's pointer) that holds a NUL, or "". A NUL in a key is refused
+// apart, by name.
+func nulValue(v any, at string) string {
+	switch x := v.(type) {
+	case string:
+		if strings.IndexByte(x, 0) >= 0 {
+			return cmp.Or(at, "/")
+		}
+	case []any:
+		for i, e := range x {
+			if p := nulValue(e, at+"/"+strconv.Itoa(i)); p != "" {
+				return p
+			}
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if p := nulValue(x[k], at+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // checkUTF8 refuses text that is not UTF-8: decoding it would replace each

@@ -306,3 +306,19 @@ func TestRowReaderDuplicateKeys(t *testing.T) {
 		}
 	}
 }
+
+// A NUL in a row's value is a bad row naming where: Postgres cannot store
+// it, and the row, prompt and export held U+FFFD in its place, unsaid.
+func TestRowReaderRefusesNUL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ format, data, want string }{
+		{FormatJSONL, `{"id":2,"text":"a\u0000b"}`, "the value at /text holds a NUL"},
+		{FormatJSONL, `{"id":2,"c":{"tags":["x","\u0000"]}}`, "the value at /c/tags/1 holds a NUL"},
+		{FormatCSV, "id,text\n2,a\x00b", `column "text" holds a NUL`},
+	} {
+		rr := newRowReader(tc.format, strings.NewReader(tc.data+"\n"))
+		if _, _, err := rr.next(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %q: %v; want a bad row saying %q", tc.format, tc.data, err, tc.want)
+		}
+	}
+}
