@@ -374,16 +374,31 @@ type csvColumns struct {
 	wholeValue    bool
 }
 
-// newCSVColumns builds the header: inputs, job_id, job_status, properties
-// (renamed value.NAME when NAME is taken by an input or job column, and
-// again while the new name is taken), job_error.
+// newCSVColumns builds the header: inputs (renamed input.NAME when NAME is
+// one of the job's own columns), job_id, job_status, properties (renamed
+// value.NAME when NAME is taken by an input or job column, and again while
+// the new name is taken), job_error. No two columns share a name.
 func newCSVColumns(shape store.ExportShape) *csvColumns {
 	c := &csvColumns{inputs: shape.InputColumns, props: shape.Properties, wholeValue: len(shape.Properties) == 0}
-	taken := map[string]bool{"job_id": true, "job_status": true, "job_error": true, "job_value": true}
+	own := []string{"job_id", "job_status", "job_error", "job_value"}
+	taken := map[string]bool{}
+	for _, name := range own {
+		taken[name] = true
+	}
 	for _, in := range c.inputs {
 		taken[in] = true
 	}
-	c.header = append(append(c.header, c.inputs...), "job_id", "job_status")
+	for _, in := range c.inputs {
+		name := in
+		if slices.Contains(own, in) {
+			for name = "input." + in; taken[name]; {
+				name = "input." + name
+			}
+			taken[name] = true
+		}
+		c.header = append(c.header, name)
+	}
+	c.header = append(c.header, "job_id", "job_status")
 	if c.wholeValue {
 		c.header = append(c.header, "job_value")
 	}

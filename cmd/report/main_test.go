@@ -315,14 +315,25 @@ func TestCSVColumnsHeader(t *testing.T) {
 			want: "text,job_id,job_status,value.job_error,value.text,job_error"},
 		{name: "the new name is taken too", shape: store.ExportShape{InputColumns: []string{"text", "value.text"}, Properties: []string{"text"}},
 			want: "text,value.text,job_id,job_status,value.value.text,job_error"},
+		// An input column named like a job column was written twice.
+		{name: "an input named job_id", shape: store.ExportShape{InputColumns: []string{"id", "job_id", "input.job_status", "job_status"}, Properties: []string{"job_id"}},
+			want: "id,input.job_id,input.job_status,input.input.job_status,job_id,job_status,value.job_id,job_error"},
 		{name: "no properties: the whole value", shape: store.ExportShape{InputColumns: []string{"a"}},
 			want: "a,job_id,job_status,job_value,job_error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := strings.Join(newCSVColumns(tt.shape).header, ","); got != tt.want {
+			header := newCSVColumns(tt.shape).header
+			if got := strings.Join(header, ","); got != tt.want {
 				t.Errorf("header = %s, want %s", got, tt.want)
+			}
+			seen := map[string]bool{}
+			for _, h := range header {
+				if seen[h] {
+					t.Errorf("header %q names %s twice", header, h)
+				}
+				seen[h] = true
 			}
 		})
 	}
