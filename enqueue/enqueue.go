@@ -134,10 +134,15 @@ type Config struct {
 	// more, nothing of the run is recorded or published. 0 allows none, -1
 	// any number.
 	MaxBadRows int
-	// MaxPromptBytes makes a row whose prompt (with the system prompt) is
-	// larger a bad row: workers reject such jobs. Defaults to
-	// pipeline.MaxPromptBytesDefault, the workers' default.
+	// MaxPromptBytes makes a row whose prompt, with the system prompt and
+	// the schema (which every request carries), is larger a bad row:
+	// workers reject such jobs. A schema that leaves no room is refused.
+	// Defaults to pipeline.MaxPromptBytesDefault, the workers' default.
 	MaxPromptBytes int
+
+	// schemaBytes is the size of the schema as stored (compacted), which
+	// the workers send in every request's system prompt; set by prepare.
+	schemaBytes int
 	// Resume publishes the batch's jobs recorded but not yet published (a
 	// run cut short) and republishes those the ledger says are published
 	// and still queued but the stream no longer holds (a lost NATS data
@@ -262,6 +267,13 @@ func (cfg *Config) prepare() (*template.Template, string, error) {
 	schemaHash, err := store.SchemaHash(cfg.Schema)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
+	}
+	canonical, _ := store.Canonical(cfg.Schema)
+	cfg.schemaBytes = len(canonical)
+	if n := cfg.schemaBytes + len(cfg.System); n >= cfg.MaxPromptBytes {
+		// A 200,000-value enum made a 1.3 MB system prompt for every call.
+		return nil, "", fmt.Errorf("%w: %w: the schema is %d bytes compacted (with the system prompt, %d): the workers send it with every request, and it leaves no room for a prompt under their limit of %d bytes (--max-prompt-bytes)",
+			ErrBadConfig, ErrBadSchema, cfg.schemaBytes, n, cfg.MaxPromptBytes)
 	}
 	return tmpl, schemaHash, nil
 }
@@ -1117,8 +1129,8 @@ func (r *renderer) heldError(h store.HeldJob) error {
 // fits checks that a job's message fits the queue and its prompt the
 // workers' limit.
 func (r *renderer) fits(job *store.NewJob) error {
-	if n := len(job.Prompt) + len(r.base.System); n > r.cfg.MaxPromptBytes {
-		return fmt.Errorf("prompt is %d bytes, over the workers' limit of %d (--max-prompt-bytes)", n, r.cfg.MaxPromptBytes)
+	if n := len(job.Prompt) + len(r.base.System) + r.cfg.schemaBytes; n > r.cfg.MaxPromptBytes {
+		return fmt.Errorf("prompt is %d bytes with the system prompt and the %d-byte schema, over the workers' limit of %d (--max-prompt-bytes)", n, r.cfg.schemaBytes, r.cfg.MaxPromptBytes)
 	}
 	env := jobEnvelope(r.base, job)
 	data, err := pipeline.EncodeEnvelope(&env)

@@ -635,6 +635,10 @@ func (w *Worker) buildJob(ctx context.Context, env *Envelope) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every request carries the schema in its system prompt.
+	if n := len(env.Prompt) + len(env.System) + len(raw); n > w.cfg.MaxPromptBytes {
+		return nil, fmt.Errorf("%w: prompt is %d bytes with the system prompt and the %d-byte schema, over the limit of %d", ErrBadJob, n, len(raw), w.cfg.MaxPromptBytes)
+	}
 	return &Job{
 		ID: env.JobID, System: env.System, Prompt: env.Prompt, Schema: schema, SchemaRaw: raw,
 		Model: env.Model, Mode: env.Mode, Temperature: env.Temp, MaxTokens: env.MaxTokens, Limits: env.Limits,

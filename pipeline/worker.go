@@ -106,7 +106,8 @@ type WorkerConfig struct {
 	// Drain makes Run return once the queue is empty and nothing is in
 	// flight: the nightly-job mode.
 	Drain bool
-	// MaxPromptBytes rejects jobs whose prompt is larger. Defaults to 256 KiB.
+	// MaxPromptBytes rejects jobs whose prompt is larger, counted with the
+	// system prompt and the schema every request carries. Defaults to 256 KiB.
 	MaxPromptBytes int
 	// NakDelayMin and NakDelayMax bound the delay before a transiently
 	// failed job is delivered again; it doubles with each delivery.

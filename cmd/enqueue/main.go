@@ -161,7 +161,7 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.IntVar(&cfg.Limits.TokenBudget, "token-budget", 0, "tokens one job may use over all attempts; 0 = no limit")
 	fs.IntVar(&cfg.Limits.RetryBudget, "retry-budget", 0, "transport retries one job may use; 0 = the worker's per-call limit only")
 	fs.IntVar(&cfg.MaxBadRows, "max-bad-rows", 0, "bad rows to skip (reported with line numbers); with more, nothing is enqueued; -1 = no limit")
-	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "a row whose prompt is larger is a bad row (keep it at the workers' --max-prompt-bytes; 0 = the default)")
+	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "a row whose prompt (with the system prompt and the schema every request carries) is larger is a bad row (keep it at the workers' --max-prompt-bytes; 0 = the default)")
 	maxCost := fs.String("max-cost-usd", "", "spend cap of the batch in US dollars (estimated cost; see enqueue cap --help)")
 	maxTokens := fs.String("max-total-tokens", "", "cap on the batch's input plus output tokens")
 	dryRun := fs.Bool("dry-run", false, "check the rows, print one full prompt, the row count and an estimate of tokens and cost; record and publish nothing")

@@ -92,7 +92,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM (0: none, they are handed back at once; a second signal ends it too)")
 	fs.StringVar(&cfg.SpillDir, "spill-dir", env("FIXPOINT_SPILL_DIR", spillDirDefault), "where results and calls the ledger could not take at a stop are kept until the next start writes them ('' keeps nothing)")
 	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight (stopped before that by a signal: exit 1)")
-	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger")
+	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger, counted with the system prompt and the schema every request carries")
 	var chk drainCheck
 	fs.StringVar(&chk.batch, "batch", "", "with --drain: once drained, check this batch: exit 1 when any of its jobs is not final (lost from the queue) or its failure rate passes --max-failure-rate")
 	fs.Float64Var(&chk.maxFailureRate, "max-failure-rate", 1, "with --drain --batch: exit 1 when the share of the batch's jobs not valid is above this (0.05 = 5%)")
