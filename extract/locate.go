@@ -538,13 +538,30 @@ func (e *extractor) tags() []found {
 			if a >= ce || isFenceAt(e.src, a) || !e.valueStartHere(a) || e.work >= e.limit {
 				continue
 			}
-			f, _, err := e.parse(a, ce, k < 0, true)
+			f, after, err := e.parse(a, ce, k < 0, true)
 			if err != nil {
 				continue
 			}
 			f.Source = SourceTag
 			out = append(out, f)
 			e.claimed = append(e.claimed, span{j, end})
+			// Values after the first in the tag are candidates too
+			// (<answer>1 500</answer> was read as 1, the rest dropped).
+			for next := after; e.work < e.limit; {
+				for next < ce && (e.src[next] == ',' || e.src[next] == ' ' || e.src[next] == '\t' || e.src[next] == '\n' || e.src[next] == '\r') {
+					next++
+				}
+				if next >= ce || isFenceAt(e.src, next) || !e.valueStartHere(next) {
+					break
+				}
+				g, more, err := e.parse(next, ce, k < 0, true)
+				if err != nil || more <= next {
+					break
+				}
+				g.Source = SourceTag
+				out = append(out, g)
+				next = more
+			}
 		}
 	}
 	return out
@@ -637,7 +654,9 @@ func (e *extractor) fences() []found {
 			for next < len(s) && (s[next] == ',' || s[next] == ' ' || s[next] == '\t' || s[next] == '\n' || s[next] == '\r') {
 				next++
 			}
-			if next < len(s) && s[next] != '{' && s[next] != '[' {
+			// Another value after the first ("1 500", "42\n43") is a
+			// candidate too, so the choice between them is seen.
+			if next < len(s) && !e.valueStartHere(next) {
 				break
 			}
 		}

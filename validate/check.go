@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -183,6 +184,9 @@ func Check(s *Schema, reply string) CheckResult {
 // appended to Repairs, with Offset the candidate's Start, and counted in
 // Coerced; Value, Errors, Class and Valid are those of the repaired value.
 // A truncated candidate may be repaired too but is still never valid.
+// With a schema, a chosen valid candidate is not valid after all when
+// another, not overlapping it, validates as extracted with another value:
+// its one error, keyword "ambiguous" (class syntax), names both.
 func CheckWith(s *Schema, reply string, opt CheckOptions) CheckResult {
 	cands, err := extract.Extract(reply)
 	if s == nil || len(cands) == 0 || (opt.Coerce != CoerceSafe && opt.Coerce != CoerceAll) {
@@ -200,6 +204,9 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 	for i := range cands {
 		errsOf[i] = s.Validate(cands[i].Value)
 		if len(errsOf[i]) == 0 && len(extractionErrors(reply, &cands[i])) == 0 {
+			if amb := ambiguous(s, reply, cands, i); amb != nil {
+				return result(cands, i, cands[i].Value, amb, nil)
+			}
 			return result(cands, i, cands[i].Value, nil, nil)
 		}
 	}
@@ -214,6 +221,9 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 			best, bestErrs, bestValue, bestFixes = i, errs, v, fixes
 		}
 		if len(errs) == 0 {
+			if amb := ambiguous(s, reply, cands, i); amb != nil {
+				bestErrs = amb
+			}
 			break
 		}
 	}
@@ -259,7 +269,7 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 	for i := range cands {
 		errs := candidateErrors(s, reply, &cands[i])
 		if len(errs) == 0 {
-			best, bestErrs = i, nil
+			best, bestErrs = i, ambiguous(s, reply, cands, i)
 			break
 		}
 		if best < 0 || len(errs) < len(bestErrs) {
@@ -278,6 +288,36 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 		Candidate:  c,
 		Candidates: len(cands),
 	}
+}
+
+// ambiguous returns the error of a reply in which, besides cands[chosen],
+// another candidate that does not overlap it validates as extracted and
+// holds another value: "Example: {...} Answer: {...}", "1 500" (1 and 500),
+// a draft and its correction. Which one the model meant is not for the
+// checker to guess (it took the first); the model is asked for one. With
+// no schema every value is acceptable, and nothing is ambiguous.
+func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int) []Error {
+	if s == nil {
+		return nil
+	}
+	c := &cands[chosen]
+	for j := range cands {
+		o := &cands[j]
+		if j == chosen || (o.Start < c.End && c.Start < o.End) || reflect.DeepEqual(o.Value, c.Value) {
+			continue
+		}
+		if len(candidateErrors(s, reply, o)) > 0 {
+			continue
+		}
+		first, second := c, o
+		if second.Start < first.Start {
+			first, second = second, first
+		}
+		return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
+			"%s: the reply holds more than one JSON value that fits the schema, at offset %d (%s) and at offset %d (%s); reply with only the value meant",
+			rootDisplay, first.Start, snippetAt(reply, first.Start), second.Start, snippetAt(reply, second.Start))}}
+	}
+	return nil
 }
 
 // candidateErrors returns every error of one candidate.

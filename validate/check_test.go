@@ -34,12 +34,16 @@ func TestChoose(t *testing.T) {
 		wantClass  Class
 		wantErrors int
 	}{
-		{name: "first valid", cands: []c{{`{"n":"x"}`, false}, {`{"n":2}`, false}, {`{"n":1}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "first valid", cands: []c{{`{"n":"x"}`, false}, {`{"n":2}`, false}, {`{"n": 2}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		// Two values that fit, and differ: which one was meant is not
+		// for the checker to guess (it took the first).
+		{name: "two valid values: ambiguous", cands: []c{{`{"n":"x"}`, false}, {`{"n":2}`, false}, {`{"n":1}`, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
 		{name: "valid after fewer-error invalid", cands: []c{{`{"n":9}`, false}, {`{"n":3}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
 		{name: "fewest errors", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":9}`, false}, {`{}`, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSemantic, wantErrors: 1},
 		{name: "earliest on ties", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":"y"}`, false}, {`{"n":9}`, false}}, wantIndex: 1, wantValid: false, wantClass: ClassShape, wantErrors: 1},
 		{name: "truncated never valid", cands: []c{{`{"n":1}`, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
 		{name: "complete valid beats truncated valid", cands: []c{{`{"n":1}`, true}, {`{"n":2}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "an invalid second value is not ambiguous", cands: []c{{`{"n":2}`, false}, {`{"n":9}`, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
 		{name: "truncated counts as an error", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":1}`, true}}, wantIndex: 1, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
 		{name: "truncated with schema errors", cands: []c{{`{"n":"x"}`, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 2},
 		{name: "nil schema any value", nilSchema: true, cands: []c{{`"anything"`, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
@@ -320,5 +324,41 @@ func TestCheckRefusesDuplicateKeys(t *testing.T) {
 	}
 	if got := CheckWith(s, `{"c": "bug", "items": [{"c": 1}, {"c": 2}]}`, CheckOptions{}); !got.Valid {
 		t.Errorf("the same key in sibling objects: %v; want valid", got.Errors)
+	}
+}
+
+// Replies holding two different values that fit the schema are not valid,
+// in every coercion mode: the first was stored ("1 500" as 1, an example
+// before the answer, a draft before its correction). The same value twice
+// (raw and fenced) is one answer.
+func TestCheckRefusesAmbiguousReplies(t *testing.T) {
+	t.Parallel()
+	obj := mustCompile(t, `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"]}`)
+	num := mustCompile(t, `{"type":"integer"}`)
+	arr := mustCompile(t, `{"type":"array","items":{"type":"integer"}}`)
+	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
+		for _, tc := range []struct {
+			s     *Schema
+			reply string
+		}{
+			{num, "1 500"}, {num, "42\n43"}, {num, "3, 4"}, {num, "```json\n1 500\n```"}, {num, "<answer>1 500</answer>"}, {num, "```\n42\n43\n```"},
+			{obj, `{"name":"a","age":1} {"name":"b","age":2}`},
+			{obj, "Example input: {\"name\":\"example\",\"age\":0}\nOutput:\n{\"name\":\"Alice\",\"age\":31}"},
+			{obj, "{\"name\":\"Draft\",\"age\":1}\nWait, correction:\n{\"name\":\"Alice\",\"age\":31}"},
+			{arr, "Step 1: think. Step [2] compute. Answer: [3,4]"},
+		} {
+			got := CheckWith(tc.s, tc.reply, CheckOptions{Coerce: mode})
+			if got.Valid || len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous" || got.Class != ClassSyntax {
+				t.Errorf("%s %q: valid %v, errors %v; want one ambiguous syntax error", mode, tc.reply, got.Valid, got.Errors)
+			}
+		}
+		for _, reply := range []string{
+			"{\"name\":\"a\",\"age\":1}\n```json\n{\"name\": \"a\", \"age\": 1}\n```",
+			"Input was {\"text\": \"hi\"}. Answer: {\"name\":\"a\",\"age\":1}", // the other value does not fit
+		} {
+			if got := CheckWith(obj, reply, CheckOptions{Coerce: mode}); !got.Valid {
+				t.Errorf("%s %q: %v; want valid", mode, reply, got.Errors)
+			}
+		}
 	}
 }

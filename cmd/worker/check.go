@@ -23,7 +23,9 @@ one JSON object:
    "repairs": [{"kind","offset"}], "source", "truncated"}
 Without --schema, valid means a value was extracted. A truncated reply is never
 valid. With several candidates, the first that validates is chosen; if none
-does, the one with the fewest errors.
+does, the one with the fewest errors. Two candidates that validate with
+different values ("1 500", an example before the answer) are not valid: the
+error "ambiguous" asks for one.
 
 With --jsonl each input line is {"id": ..., "text": "...", "schema": <optional
 inline schema>} and each output line is {"id": ...} plus the fields above, in
