@@ -47,6 +47,8 @@ type Ledger interface {
 	PutBatch(ctx context.Context, p store.BatchParams) error
 	Batch(ctx context.Context, name string) (*store.Batch, error)
 	RefreshBatchTotal(ctx context.Context, name string) (int, error)
+	StartRecording(ctx context.Context, name string) error
+	FinishRecording(ctx context.Context, name string) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
@@ -230,6 +232,9 @@ var (
 	ErrNoRows = errors.New("the dataset has no rows")
 	// ErrEmptyBatch is returned by Resume for a batch that holds no job.
 	ErrEmptyBatch = errors.New("the batch holds no job")
+	// ErrPartlyRecorded is returned by Resume for a batch whose enqueue
+	// stopped before it had recorded every row of its dataset.
+	ErrPartlyRecorded = errors.New("the batch's rows are only partly recorded")
 	// ErrNoBatch is returned by Resume for a batch the ledger does not hold.
 	ErrNoBatch = errors.New("no such batch in the ledger")
 )
@@ -708,7 +713,13 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		}
 	}
 
-	// Pass 2: record and publish the rows that passed.
+	// Pass 2: record and publish the rows that passed. The batch says so
+	// until every row is recorded: a run killed in between leaves the
+	// mark, and --resume and the batch's verdict refuse a batch that holds
+	// only part of its dataset.
+	if err := ledger.StartRecording(ctx, cfg.Batch); err != nil {
+		return prog, err
+	}
 	if _, err := data.Seek(0, io.SeekStart); err != nil {
 		return prog, fmt.Errorf("rewind the dataset: %w", err)
 	}
@@ -720,7 +731,7 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	if len(prog.Bad) > bad && cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
 		return prog, fmt.Errorf("%w: %d rows were refused by the queue while publishing: %v", ErrTooManyBadRows, len(prog.Bad)-bad, prog.Bad[bad])
 	}
-	if _, err := ledger.RefreshBatchTotal(ctx, cfg.Batch); err != nil {
+	if _, err := ledger.FinishRecording(ctx, cfg.Batch); err != nil {
 		return prog, err
 	}
 	return prog, nil
@@ -763,6 +774,12 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 	}
 	if settings.Provider == "" || settings.Model == "" {
 		return fmt.Errorf("batch %s was recorded without its settings (by an older version): run the original enqueue command again instead of --resume", cfg.Batch)
+	}
+	if b.RecordingSince != nil {
+		// --resume publishes what is recorded: it would have called a
+		// batch holding 1,000 of its 3,000 rows done.
+		return fmt.Errorf("%w: batch %s: the enqueue that began recording its rows at %s did not finish; run that enqueue command again with its dataset (rows already recorded are skipped), not --resume",
+			ErrPartlyRecorded, cfg.Batch, b.RecordingSince.UTC().Format(time.RFC3339))
 	}
 	// A batch whose first run failed before it recorded a job (its insert
 	// refused) has nothing to resume: saying "0 jobs" and exiting 0 let a

@@ -589,3 +589,50 @@ func TestResumeUsesTheBatchStream(t *testing.T) {
 		t.Errorf("re-run on the default stream: %v, want ErrSettingsChanged naming the stream", err)
 	}
 }
+
+// failingInserts is the ledger with its job inserts failing after the
+// first ok ones: an enqueue killed in its second pass.
+type failingInserts struct {
+	*store.Store
+	ok int
+}
+
+func (f *failingInserts) InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error) {
+	if f.ok == 0 {
+		return 0, errors.New("killed")
+	}
+	f.ok--
+	return f.Store.InsertJobs(ctx, jobs)
+}
+
+// An enqueue stopped before it has recorded every row leaves the batch
+// marked: --resume refuses it (it published the rows recorded and exited
+// 0, and report wait called the batch done with the rest of the dataset
+// missing), the batch's progress says so (its verdict fails: see
+// cli.TestBatchVerdict), and the same enqueue command run again records
+// the rest.
+func TestResumeOfAPartlyRecordedBatch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	cfg := h.enqueueConfig("part")
+	cfg.Chunk = 2
+	if _, err := enqueue.Run(h.ctx, h.js, &failingInserts{Store: h.st, ok: 2}, cfg, strings.NewReader(dataset(10))); err == nil {
+		t.Fatal("the run with failing inserts succeeded")
+	}
+	p := h.progress("part")
+	if p.Total != 4 || p.RecordingSince == nil {
+		t.Fatalf("after the cut: %+v; want 4 jobs recorded and the batch marked recording", p)
+	}
+	resume := cfg
+	resume.Resume = true
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, resume, nil); !errors.Is(err, enqueue.ErrPartlyRecorded) {
+		t.Errorf("--resume: %v; want ErrPartlyRecorded", err)
+	}
+	prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := h.progress("part"); p.Total != 10 || p.RecordingSince != nil || prog.Recorded != 6 {
+		t.Errorf("after the run again: %+v, %d recorded; want 10 jobs, the mark cleared, 6 recorded now", p, prog.Recorded)
+	}
+}

@@ -44,6 +44,9 @@ type Batch struct {
 	// InputColumns are the dataset's column names in the file's order; nil
 	// for batches recorded without them.
 	InputColumns []string
+	// RecordingSince is when an enqueue began recording the batch's rows
+	// and has not finished (killed, or still running); nil otherwise.
+	RecordingSince *time.Time
 	// SchemaHash is the batch's schema; "" for batches recorded without it.
 	SchemaHash string
 }
@@ -123,8 +126,8 @@ func (s *Store) Batch(ctx context.Context, name string) (*Batch, error) {
 	var cols *string
 	var schema *string
 	err := s.pool.QueryRow(ctx,
-		`SELECT name, created_at, settings::text, total_jobs, input_columns::text, schema_hash FROM batches WHERE name = $1`, name).
-		Scan(&b.Name, &b.CreatedAt, &settings, &b.TotalJobs, &cols, &schema)
+		`SELECT name, created_at, settings::text, total_jobs, input_columns::text, schema_hash, recording_since FROM batches WHERE name = $1`, name).
+		Scan(&b.Name, &b.CreatedAt, &settings, &b.TotalJobs, &cols, &schema, &b.RecordingSince)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get batch %s: %w", name, ErrNotFound)
 	}
@@ -145,6 +148,33 @@ func (s *Store) Batch(ctx context.Context, name string) (*Batch, error) {
 
 // RefreshBatchTotal sets the batch's total_jobs to the number of its job
 // rows and returns it.
+// StartRecording marks that an enqueue is recording the batch's rows;
+// FinishRecording clears it. A batch left marked lost the enqueue that was
+// recording it: its dataset is only partly recorded.
+func (s *Store) StartRecording(ctx context.Context, name string) error {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `UPDATE batches SET recording_since = now() WHERE name = $1`, name); err != nil {
+		return fmt.Errorf("mark batch %s recording: %w", name, err)
+	}
+	return nil
+}
+
+// FinishRecording is RefreshBatchTotal for an enqueue that has recorded
+// every row of its dataset: it also clears the mark StartRecording set.
+func (s *Store) FinishRecording(ctx context.Context, name string) (int, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var n int
+	err := s.pool.QueryRow(ctx, `
+		UPDATE batches SET total_jobs = (SELECT count(*) FROM jobs WHERE batch = $1), recording_since = NULL
+		WHERE name = $1 RETURNING total_jobs`, name).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count jobs of batch %s: %w", name, err)
+	}
+	return n, nil
+}
+
 func (s *Store) RefreshBatchTotal(ctx context.Context, name string) (int, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()

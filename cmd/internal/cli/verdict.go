@@ -3,6 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -35,12 +38,22 @@ func BatchVerdict(batch string, p store.Progress, maxFail float64) (line string,
 			p.Dead, batch, batch, batch))
 	}
 	switch {
+	case p.RecordingSince != nil:
+		err = fmt.Errorf("%w: batch %s is not fully enqueued: the enqueue that began recording its rows at %s has not finished (killed? run that enqueue command again with its dataset: rows already recorded are skipped)",
+			ErrBatchFailed, batch, p.RecordingSince.UTC().Format(time.RFC3339))
 	case p.Total == 0:
 		err = fmt.Errorf("%w: batch %s holds no job (the enqueue that created it recorded none: run it again)", ErrBatchFailed, batch)
 	case p.Valid == 0 && p.Cancelled < p.Total:
 		err = fmt.Errorf("%w: no job of batch %s is valid", ErrBatchFailed, batch)
 	case rate > maxFail:
-		err = fmt.Errorf("%w: %.1f%% of batch %s not valid, limit %.1f%%", ErrBatchFailed, 100*rate, batch, 100*maxFail)
+		err = fmt.Errorf("%w: %s%% of batch %s not valid, limit %s%%", ErrBatchFailed, percent(rate), batch, percent(maxFail))
 	}
 	return line, notes, err
+}
+
+// percent writes a share as a percentage with as many digits as it has, up
+// to four decimals: a limit of 0.0005 is 0.05%, not 0.1% (a failure read
+// "0.1% not valid, limit 0.1%").
+func percent(share float64) string {
+	return strconv.FormatFloat(math.Round(share*1e6)/1e4, 'f', -1, 64)
 }

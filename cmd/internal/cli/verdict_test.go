@@ -4,12 +4,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 func TestBatchVerdict(t *testing.T) {
 	t.Parallel()
+	recording := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name    string
 		p       store.Progress
@@ -19,7 +21,14 @@ func TestBatchVerdict(t *testing.T) {
 	}{
 		{"all valid", store.Progress{Total: 3, Valid: 3}, 0, "", ""},
 		{"within the rate", store.Progress{Total: 4, Valid: 3, Invalid: 1}, 0.25, "", ""},
-		{"over the rate", store.Progress{Total: 4, Valid: 2, Invalid: 2}, 0.25, "50.0% of batch b not valid", ""},
+		{"over the rate", store.Progress{Total: 4, Valid: 2, Invalid: 2}, 0.25, "50% of batch b not valid, limit 25%", ""},
+		// The limit keeps its digits: "0.1% not valid, limit 0.1%" read
+		// as a pass that failed.
+		{"just over a small rate", store.Progress{Total: 1000, Valid: 999, Invalid: 1}, 0.0005, "0.1% of batch b not valid, limit 0.05%", ""},
+		{"a third", store.Progress{Total: 3, Valid: 2, Invalid: 1}, 0.25, "33.3333% of batch b not valid", ""},
+		// Every job recorded is final, but the enqueue recording the
+		// batch never finished: the rest of its dataset is missing.
+		{"partly recorded", store.Progress{Total: 1000, Valid: 1000, RecordingSince: &recording}, 1, "batch b is not fully enqueued", ""},
 		{"every job dead, any rate allowed", store.Progress{Total: 50, Dead: 50}, 1, "no job of batch b is valid", "enqueue requeue --batch b --status dead"},
 		{"some dead", store.Progress{Total: 4, Valid: 3, Dead: 1}, 1, "", "1 jobs of batch b are dead"},
 		{"all cancelled by the operator", store.Progress{Total: 4, Cancelled: 4}, 1, "", ""},
