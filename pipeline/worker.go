@@ -21,13 +21,13 @@ import (
 
 // Worker defaults.
 const (
-	ConcurrencyDefault    = 16
+	ConcurrencyDefault = 16
 	// ConcurrencyMax bounds the calls one process makes at once, and
 	// JobsAheadMax the jobs it holds ahead of them: each job held costs
 	// memory up front (its write buffer share), and past this many one
 	// process is better scaled out to several.
-	ConcurrencyMax = 10_000
-	JobsAheadMax   = 10_000
+	ConcurrencyMax        = 10_000
+	JobsAheadMax          = 10_000
 	GraceDefault          = 30 * time.Second
 	MaxPromptBytesDefault = 256 << 10
 	NakDelayMinDefault    = 2 * time.Second
