@@ -56,7 +56,11 @@ var extractCases = []extractCase{
 
 	// Repairs.
 	{name: "trailing comma", reply: `{"a": 1,}`, want: `{"a":1}`, kinds: []string{KindTrailingComma}},
-	{name: "leading comma", reply: `[,1]`, want: `[1]`, kinds: []string{KindLeadingComma}},
+	{name: "leading comma", reply: `{,"a": 1}`, want: `{"a":1}`, kinds: []string{KindLeadingComma}},
+	// In an array a comma with nothing before it is an element left out.
+	{name: "empty first element", reply: `[,1]`, want: `[1]`, kinds: []string{KindEmptyElement}},
+	{name: "empty element", reply: `["a",,"b"]`, want: `["a","b"]`, kinds: []string{KindEmptyElement}},
+	{name: "doubled comma between members", reply: `{"a": 1,, "b": 2}`, want: `{"a":1,"b":2}`, kinds: []string{KindTrailingComma}},
 	{name: "line comment", reply: "{\"a\": 1 // one\n}", want: `{"a":1}`, kinds: []string{KindComment}},
 	{name: "block comment", reply: `{/* c */"a": 1}`, want: `{"a":1}`, kinds: []string{KindComment}},
 	{name: "slashes in a string stay", reply: `{"u": "https://a//b"}`, want: `{"u":"https://a//b"}`, kinds: []string{}},

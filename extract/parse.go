@@ -12,8 +12,11 @@ const MaxDepth = 512
 
 // Repair kinds. They are stable names: they are stored in the ledger.
 const (
-	KindTrailingComma  = "trailing_comma"
-	KindLeadingComma   = "leading_comma"
+	KindTrailingComma = "trailing_comma"
+	KindLeadingComma  = "leading_comma"
+	// KindEmptyElement is an array element with nothing in it (["a",,"b"],
+	// [,"b"]): dropping it may drop a value the model left out. Lossy.
+	KindEmptyElement   = "empty_element"
 	KindComment        = "comment"
 	KindSingleQuotes   = "single_quotes"
 	KindSmartQuotes    = "smart_quotes"
@@ -56,12 +59,13 @@ const (
 // that may belong to the value, or made up what the reply did not say:
 // text after a value (extra_text: "Bob" Smith, 12.50 USD), an ellipsis in
 // place of items, a key with no value read as null, a number completed
-// (number_incomplete) or split (number_split). The value such a repair
+// (number_incomplete) or split (number_split), an empty array element
+// dropped (empty_element). The value such a repair
 // gives may not be what the model meant; package validate never accepts
 // it as valid. Every other repair only changes how the value is written.
 func Lossy(kind string) bool {
 	switch kind {
-	case KindExtraText, KindEllipsis, KindMissingValue, KindNumberIncomplete, KindNumberSplit, KindNonFinite:
+	case KindExtraText, KindEllipsis, KindMissingValue, KindNumberIncomplete, KindNumberSplit, KindNonFinite, KindEmptyElement:
 		return true
 	}
 	return false
@@ -414,7 +418,7 @@ func (p *parser) object() bool {
 			continue
 		}
 		if c == ',' {
-			p.separator(first, &comma)
+			p.separator(first, &comma, false)
 			continue
 		}
 		if p.ellipsis() {
@@ -674,7 +678,7 @@ func (p *parser) elements(closer byte) bool {
 			continue
 		}
 		if c == ',' {
-			p.separator(first, &comma)
+			p.separator(first, &comma, true)
 			continue
 		}
 		if p.ellipsis() {
@@ -1136,8 +1140,10 @@ func (p *parser) trimOutSpace(outStart int) {
 // separator consumes the comma at p.i between members or elements: one
 // before the first is a leading comma, a second one in a row a trailing
 // comma; otherwise its offset is kept in *comma.
-func (p *parser) separator(first bool, comma *int) {
+func (p *parser) separator(first bool, comma *int, array bool) {
 	switch {
+	case array && (first || *comma >= 0):
+		p.repair(KindEmptyElement, p.i)
 	case first:
 		p.repair(KindLeadingComma, p.i)
 	case *comma >= 0:

@@ -25,6 +25,7 @@ var lossyWhat = map[string]string{
 	extract.KindNumberIncomplete: "a number without its digits",
 	extract.KindNumberSplit:      "digits after a number with no comma between them (one number with a space in it, or two?)",
 	extract.KindNonFinite:        "NaN or Infinity, which JSON has no number for",
+	extract.KindEmptyElement:     "an empty array element (a comma with no value before it)",
 }
 
 // extractionErrors are the errors a candidate gets for how it was

@@ -245,6 +245,8 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		{`{"v": [1, 2, ..]}`, extract.KindEllipsis, `"..]}"`},
 		{`{"v": [1, 2, …]}`, extract.KindEllipsis, `"…]}"`},
 		{`{"p": NaN}`, extract.KindNonFinite, `"NaN}"`},
+		{`{"v": [1,,2]}`, extract.KindEmptyElement, `",2]}"`},
+		{`{"v": [,2]}`, extract.KindEmptyElement, `",2]}"`},
 	}
 	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
 		for _, tc := range lossy {
