@@ -200,7 +200,9 @@ func decodeAnthropic(body []byte, req *Request, out *Response) error {
 		case "text":
 			text.WriteString(b.Text)
 		case "tool_use":
-			if toolIdx < 0 || (b.Name == schemaName(req) && w.Content[toolIdx].Name != b.Name) {
+			// Only a call of the tool we asked for is the answer: a call
+			// of another won over a valid text block.
+			if toolIdx < 0 && b.Name == schemaName(req) {
 				toolIdx = i
 			}
 		}

@@ -84,16 +84,18 @@ func decodeOllama(body []byte, req *Request, out *Response) error {
 		out.FinishReason = FinishReason(w.DoneReason)
 	}
 	if calls := w.Message.ToolCalls; len(calls) > 0 {
-		i := 0
+		i := -1 // a call of another function is not the answer
 		for j := range calls {
 			if calls[j].Function.Name == schemaName(req) {
 				i = j
 				break
 			}
 		}
-		out.Text = string(calls[i].Function.Arguments)
-		if out.FinishReason == FinishStop {
-			out.FinishReason = FinishTool
+		if i >= 0 {
+			out.Text = toolArguments(calls[i].Function.Arguments)
+			if out.FinishReason == FinishStop {
+				out.FinishReason = FinishTool
+			}
 		}
 	}
 	out.Usage.InputTokens = w.PromptEvalCount

@@ -69,7 +69,9 @@ type oaResponse struct {
 			ToolCalls []struct {
 				Function struct {
 					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
+					// Arguments is a JSON string holding the call's JSON;
+					// some compatible servers send the object itself.
+					Arguments json.RawMessage `json:"arguments"`
 				} `json:"function"`
 			} `json:"tool_calls"`
 		} `json:"message"`
@@ -117,6 +119,21 @@ func (c *Client) encodeOpenAI(req *Request, schema json.RawMessage, strict bool)
 }
 
 // decodeOpenAI reads a 2xx Chat Completions body.
+// toolArguments is the JSON text of a tool call's arguments: the string a
+// JSON string holds (OpenAI), or the JSON as sent when it is not a string
+// (an object, from some compatible servers; it failed to decode, and the
+// paid reply was retried as a bad response).
+func toolArguments(raw json.RawMessage) string {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	if string(raw) == "null" {
+		return ""
+	}
+	return string(raw)
+}
+
 func decodeOpenAI(body []byte, req *Request, out *Response) error {
 	var w oaResponse
 	if err := json.Unmarshal(body, &w); err != nil {
@@ -146,16 +163,21 @@ func decodeOpenAI(body []byte, req *Request, out *Response) error {
 	}
 	if calls := ch.Message.ToolCalls; len(calls) > 0 {
 		// A forced call may come with others: take the one we asked for.
-		i := 0
+		// A call of another function is not the answer (it was taken as
+		// one): the reply's text stands, and without text there is no
+		// JSON to check, which the model is told.
+		i := -1
 		for j := range calls {
 			if calls[j].Function.Name == schemaName(req) {
 				i = j
 				break
 			}
 		}
-		out.Text = calls[i].Function.Arguments
-		if out.FinishReason == FinishStop {
-			out.FinishReason = FinishTool
+		if i >= 0 {
+			out.Text = toolArguments(calls[i].Function.Arguments)
+			if out.FinishReason == FinishStop {
+				out.FinishReason = FinishTool
+			}
 		}
 	}
 	if r := ch.Message.Refusal; r != nil && *r != "" {

@@ -629,3 +629,18 @@ func TestPatchLeavesOtherStrategiesHashes(t *testing.T) {
 		}
 	}
 }
+
+// A reply the provider's content filter stopped is not accepted even when
+// what is left validates (it was stored valid): it counts as a refusal.
+func TestContentFilteredReplyNotAccepted(t *testing.T) {
+	t.Parallel()
+	_, res := run(t, patchJob(t, Limits{MaxAttempts: 2, Strategy: StrategyRepair}), []scripted{
+		{text: goodValue, finish: llm.FinishContentFilter}, {text: goodValue},
+	})
+	if a := res.Attempts[0]; a.Valid || a.Class != OutcomeRefusal {
+		t.Errorf("filtered reply: valid %v, class %q; want a refusal", a.Valid, a.Class)
+	}
+	if res.Status != StatusValid || len(res.Attempts) != 2 {
+		t.Errorf("result %s after %d attempts; want valid on the second", res.Status, len(res.Attempts))
+	}
+}

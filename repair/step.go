@@ -309,7 +309,9 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 		}
 	}
 	switch {
-	case resp.FinishReason == llm.FinishRefusal || (resp.Refusal != "" && !valid):
+	case resp.FinishReason == llm.FinishRefusal || (resp.Refusal != "" && !valid) || resp.FinishReason == llm.FinishContentFilter:
+		// A reply the provider's content filter stopped may lack what it
+		// cut: never accepted, however valid what is left.
 		a.Class = OutcomeRefusal
 		if resp.Refusal != "" && a.Raw == "" {
 			a.Raw = resp.Refusal
