@@ -187,7 +187,7 @@ func isSnapshot(s string) bool {
 func decodeAnthropic(body []byte, req *Request, out *Response) error {
 	var w anResponse
 	if err := json.Unmarshal(body, &w); err != nil {
-		return fmt.Errorf("decode message: %w", err)
+		return fmt.Errorf("decode message: %w", briefDecodeError(err))
 	}
 	if w.StopReason == "" && w.Content == nil {
 		return fmt.Errorf("decode message: no content and no stop_reason")

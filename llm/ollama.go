@@ -68,7 +68,7 @@ func (c *Client) encodeOllama(req *Request) ([]byte, error) {
 func decodeOllama(body []byte, req *Request, out *Response) error {
 	var w olResponse
 	if err := json.Unmarshal(body, &w); err != nil {
-		return fmt.Errorf("decode chat: %w", err)
+		return fmt.Errorf("decode chat: %w", briefDecodeError(err))
 	}
 	if !w.Done {
 		return fmt.Errorf("decode chat: done is false (streamed reply?)")

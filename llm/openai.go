@@ -137,7 +137,7 @@ func toolArguments(raw json.RawMessage) string {
 func decodeOpenAI(body []byte, req *Request, out *Response) error {
 	var w oaResponse
 	if err := json.Unmarshal(body, &w); err != nil {
-		return fmt.Errorf("decode chat completion: %w", err)
+		return fmt.Errorf("decode chat completion: %w", briefDecodeError(err))
 	}
 	if len(w.Choices) == 0 {
 		return fmt.Errorf("decode chat completion: no choices")

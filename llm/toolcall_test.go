@@ -1,6 +1,9 @@
 package llm
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // In tool mode only a call of the tool asked for is the answer: a call of
 // another function was taken as one (OpenAI: the first call; Anthropic: a
@@ -32,5 +35,16 @@ func TestToolCallsOfOtherTools(t *testing.T) {
 		if out.Text != tc.want {
 			t.Errorf("%s: text %q, want %q", tc.name, out.Text, tc.want)
 		}
+	}
+}
+
+// A body field of another JSON type than the API's is named briefly (the
+// error named the Go struct type: 2 KB stored as provider_error).
+func TestDecodeTypeErrorIsBrief(t *testing.T) {
+	t.Parallel()
+	var out Response
+	err := decodeOpenAI([]byte(`{"model":"m","choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":7}}]},"finish_reason":"tool_calls"}]}`), &Request{Model: "m"}, &out)
+	if err == nil || len(err.Error()) > 200 || !strings.Contains(err.Error(), "function.name is a JSON") {
+		t.Errorf("err = %v; want a brief error naming the field", err)
 	}
 }
