@@ -68,7 +68,7 @@ type oaResponse struct {
 			Refusal   *string         `json:"refusal"`
 			ToolCalls []struct {
 				Function struct {
-					Name      string `json:"name"`
+					Name string `json:"name"`
 					// Arguments is a JSON string holding the call's JSON;
 					// some compatible servers send the object itself.
 					Arguments json.RawMessage `json:"arguments"`
