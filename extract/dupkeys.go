@@ -18,26 +18,110 @@ import (
 // Keys are compared in place, so a key without escapes costs no allocation
 // (in an object of up to manyKeys members).
 func DuplicateKey(text []byte) (pointer, key string, dup bool) {
-	var (
-		stackBuf  [16]keyFrame
-		keysBuf   [32]keyText
-		stack     = stackBuf[:0]
-		keys      = keysBuf[:0] // the keys of the open objects, innermost last
-		expectKey bool
-	)
+	var w walker
+	w.walk(text, func(i, end int, isKey, escaped bool) bool {
+		if !isKey {
+			return false
+		}
+		k := keyText{raw: text[i+1 : end]}
+		if escaped {
+			k = unescapeKey(text[i:end+1], k)
+		}
+		top := &w.stack[len(w.stack)-1]
+		if top.seen(w.keys[top.first:], k) {
+			pointer, key, dup = pointerOf(w.stack, w.keys)+"/"+escapePointer(k.String()), k.String(), true
+			return true
+		}
+		w.keys = append(w.keys, k)
+		return false
+	})
+	return pointer, key, dup
+}
+
+// LoneSurrogate reports the first string or key in text, a valid JSON
+// value, that holds a \u escape of half a UTF-16 surrogate pair without its
+// other half ("\ud800"): its pointer. JSON decoders (encoding/json, the
+// schema library's) read it as U+FFFD without a word, so "\udc00" and
+// "\udc01" become one key, and the value stored is not the one written.
+func LoneSurrogate(text []byte) (pointer string, found bool) {
+	var w walker
+	w.walk(text, func(i, end int, isKey, escaped bool) bool {
+		if isKey {
+			w.keys = append(w.keys, keyText{raw: text[i+1 : end]}) // the pointer needs it
+		}
+		if !escaped || !loneSurrogate(text[i+1:end]) {
+			return false
+		}
+		if isKey {
+			pointer = pointerOf(w.stack, w.keys) // the object holding it
+		} else {
+			pointer = w.at()
+		}
+		found = true
+		return true
+	})
+	return pointer, found
+}
+
+// loneSurrogate reports whether s, a JSON string's text between its quotes,
+// has a \uD800-\uDFFF escape that is not a high half followed by a low one.
+func loneSurrogate(s []byte) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		if s[i+1] != 'u' || i+6 > len(s) {
+			i++
+			continue
+		}
+		r, err := strconv.ParseUint(string(s[i+2:i+6]), 16, 32)
+		switch {
+		case err != nil || r < 0xD800 || r > 0xDFFF:
+		case r >= 0xDC00:
+			return true // a low half with no high half before it
+		case i+12 > len(s) || s[i+6] != '\\' || s[i+7] != 'u':
+			return true
+		default:
+			lo, err := strconv.ParseUint(string(s[i+8:i+12]), 16, 32)
+			if err != nil || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+		i += 5
+	}
+	return false
+}
+
+// walker walks a valid JSON value's bytes, keeping the containers it is
+// in and the keys of the open objects (which its visitor appends).
+type walker struct {
+	stackBuf [16]keyFrame
+	keysBuf  [32]keyText
+	stack    []keyFrame
+	keys     []keyText // the keys of the open objects, innermost last
+}
+
+// walk calls visit for each string of text, quotes at i and end, saying
+// whether it is an object key and has escapes; visit returns true to stop.
+// It scans bytes rather than tokens: a valid value needs no error
+// handling, and the encoding/json token API would cost more than decoding.
+func (w *walker) walk(text []byte, visit func(i, end int, isKey, escaped bool) bool) {
+	w.stack, w.keys = w.stackBuf[:0], w.keysBuf[:0]
+	expectKey := false
 	for i := 0; i < len(text); i++ {
 		switch text[i] {
 		case '{':
-			stack = append(stack, keyFrame{object: true, first: len(keys)})
+			w.stack = append(w.stack, keyFrame{object: true, first: len(w.keys)})
 			expectKey = true
 		case '[':
-			stack = append(stack, keyFrame{first: len(keys)})
+			w.stack = append(w.stack, keyFrame{first: len(w.keys)})
 			expectKey = false
 		case '}', ']':
-			keys = keys[:stack[len(stack)-1].first]
-			stack = stack[:len(stack)-1]
+			w.keys = w.keys[:w.stack[len(w.stack)-1].first]
+			w.stack = w.stack[:len(w.stack)-1]
 		case ',':
-			if top := &stack[len(stack)-1]; top.object {
+			if top := &w.stack[len(w.stack)-1]; top.object {
 				expectKey = true
 			} else {
 				top.index++
@@ -50,22 +134,22 @@ func DuplicateKey(text []byte) (pointer, key string, dup bool) {
 					end++
 				}
 			}
-			if expectKey {
-				k := keyText{raw: text[i+1 : end]}
-				if escaped {
-					k = unescapeKey(text[i:end+1], k)
-				}
-				top := &stack[len(stack)-1]
-				if top.seen(keys[top.first:], k) {
-					return pointerOf(stack, keys) + "/" + escapePointer(k.String()), k.String(), true
-				}
-				keys = append(keys, k)
-				expectKey = false
+			if visit(i, end, expectKey, escaped) {
+				return
 			}
+			expectKey = false
 			i = end
 		}
 	}
-	return "", "", false
+}
+
+// at is the pointer of the value being read: the members and elements of
+// every open container.
+func (w *walker) at() string {
+	if len(w.stack) == 0 {
+		return ""
+	}
+	return pointerOf(append(w.stack, keyFrame{first: len(w.keys)}), w.keys)
 }
 
 // unescapeKey returns the key of quoted, a JSON string with escapes, as

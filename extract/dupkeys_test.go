@@ -90,3 +90,31 @@ func BenchmarkDuplicateKey(b *testing.B) {
 		}
 	}
 }
+
+// LoneSurrogate finds a \u escape of half a surrogate pair, in a value or a
+// key, and says where; a whole pair, or text that only looks like an
+// escape, is not one.
+func TestLoneSurrogate(t *testing.T) {
+	t.Parallel()
+	for text, want := range map[string]string{
+		`{"name":"\ud800","age":1}`:          "/name",
+		`{"a":["x","x\udc00y"]}`:             "/a/1",
+		`{"\udc00":"a","\udc01":"b"}`:        "",
+		`{"o":{"k\ud83dx":1}}`:               "/o",
+		`"\ud83d"`:                           "",
+		`{"a":"\ud83d\ude00","b":"\\ud800"}`: "-",
+		`{"a":"\u00e9\ud83d\ude00\u0041"}`:   "-",
+		`["\ud83d\u0041"]`:                   "/0",
+	} {
+		at, found := LoneSurrogate([]byte(text))
+		if want == "-" {
+			if found {
+				t.Errorf("LoneSurrogate(%s) = %q; want none", text, at)
+			}
+			continue
+		}
+		if !found || at != want {
+			t.Errorf("LoneSurrogate(%s) = %q, %v; want %q", text, at, found, want)
+		}
+	}
+}

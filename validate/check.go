@@ -42,6 +42,10 @@ func extractionErrors(reply string, c *extract.Candidate) []Error {
 		errs = append(errs, Error{Path: "", Keyword: "truncated", Class: ClassSyntax, Message: truncatedMessage})
 	}
 	errs = append(errs, StorableErrors(c.Value)...)
+	if at, lone := extract.LoneSurrogate(c.JSON); lone {
+		errs = append(errs, Error{Path: at, Keyword: "lone_surrogate", Class: ClassSyntax,
+			Message: display(at) + ": a string holds half of a UTF-16 surrogate pair (a \\uD800-\\uDFFF escape without its other half), which is no character: readers replace it with U+FFFD; write the character itself"})
+	}
 	if at, key, dup := extract.DuplicateKey(c.JSON); dup {
 		errs = append(errs, Error{Path: at, Keyword: "duplicate_key", Class: ClassSyntax,
 			Message: fmt.Sprintf("%s: the key %s is written twice in one object; write it once, with the value meant", display(at), strconv.Quote(key))})
@@ -365,7 +369,9 @@ func (r CheckResult) MarshalJSON() ([]byte, error) {
 		out.Repairs = []extract.Repair{}
 	}
 	switch {
-	case r.Coerced == 0 && r.Candidate != nil && len(r.Candidate.JSON) > 0 && json.Valid(r.Candidate.JSON):
+	case r.Coerced == 0 && r.Candidate != nil && len(r.Candidate.JSON) > 0 && json.Valid(r.Candidate.JSON) && utf8.Valid(r.Candidate.JSON):
+		// (Bytes that are not UTF-8 would make the output invalid JSON:
+		// the value is encoded instead, each bad byte as U+FFFD.)
 		out.Value = r.Candidate.JSON
 	default:
 		v, err := encode(r.Value)

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint/extract"
 	"strings"
@@ -362,5 +363,31 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 				t.Errorf("%s %q: %v; want valid", mode, reply, got.Errors)
 			}
 		}
+	}
+}
+
+// Half a surrogate pair is no character: decoders read it as U+FFFD (so
+// "\udc00" and "\udc01" were one key, and "\ud800" was stored as "�" with
+// no repair). Such a reply is not valid, and the error says where.
+func TestCheckRefusesLoneSurrogates(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"type":"object","minProperties":1,"additionalProperties":{"type":"string"}}`)
+	for reply, at := range map[string]string{
+		`{"name":"\ud800"}`:           "/name",
+		`{"\udc00":"a","\udc01":"b"}`: "",
+		"{'n': 'x\\udc00y'}":          "/n",
+	} {
+		got := CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe})
+		if got.Valid || len(got.Errors) == 0 || got.Errors[0].Keyword != "lone_surrogate" || got.Errors[0].Path != at {
+			t.Errorf("%s: valid %v, errors %v; want a lone_surrogate error at %q", reply, got.Valid, got.Errors, at)
+		}
+	}
+	if got := CheckWith(s, `{"e":"\ud83d\ude00"}`, CheckOptions{}); !got.Valid {
+		t.Errorf("a whole pair: %v; want valid", got.Errors)
+	}
+	// worker check's object stays JSON when the reply is not UTF-8.
+	out, err := json.Marshal(CheckWith(nil, "{\"n\":\"a\xffb\"}", CheckOptions{}))
+	if err != nil || !json.Valid(out) || !utf8.Valid(out) {
+		t.Errorf("check object of a reply that is not UTF-8: %s %v; want valid UTF-8 JSON", out, err)
 	}
 }
