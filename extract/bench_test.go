@@ -64,3 +64,27 @@ func BenchmarkRepairTextTypical(b *testing.B) {
 func BenchmarkExtractBracketFragments(b *testing.B) {
 	benchExtract(b, strings.Repeat("[", 27)+"\x01"+strings.Repeat("[", 200)+"A"+strings.Repeat("[", 280))
 }
+
+// BenchmarkExtractManyFences is a model stuck repeating fences: a
+// megabyte of them took 4.9 s (each fence's span looked up by a scan of
+// all the others, and "~~~" searched for to the end from every fence);
+// now the time grows with the size, not its square.
+func BenchmarkExtractManyFences(b *testing.B) {
+	for _, tc := range []struct {
+		name, unit string
+		n          int
+	}{
+		{"open-250KB", "```\n", 62_500},
+		{"open-1MB", "```\n", 250_000},
+		{"closed-1MB", "```json\n{\"a\":1}\n```\n", 50_000},
+		{"unclosed-objects-1MB", "```json\n{\"name\":\"x\",", 50_000},
+	} {
+		s := strings.Repeat(tc.unit, tc.n)
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				Extract(s)
+			}
+		})
+	}
+}

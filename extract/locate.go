@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -302,16 +303,15 @@ func (e *extractor) maskReasoning() {
 			if k < 0 {
 				// An unclosed reasoning block at the start hides everything after it.
 				if strings.TrimSpace(e.src[:j]) == "" {
-					e.masked = append(e.masked, span{j, len(e.src)})
+					e.masked = addSpan(e.masked, span{j, len(e.src)})
 				}
 				break
 			}
 			end := k + len(closeTag)
-			e.masked = append(e.masked, span{j, end})
+			e.masked = addSpan(e.masked, span{j, end})
 			i = end
 		}
 	}
-	slices.SortFunc(e.masked, func(x, y span) int { return x.a - y.a })
 }
 
 // indexFold returns the index of the ASCII tag sub in s at or after from,
@@ -332,12 +332,25 @@ func indexFold(s, sub string, from int) int {
 }
 
 func inSpans(spans []span, i int) (span, bool) {
-	for _, s := range spans {
-		if i >= s.a && i < s.b {
-			return s, true
-		}
+	// spans is sorted and its spans apart (addSpan): their ends ascend.
+	k := sort.Search(len(spans), func(k int) bool { return spans[k].b > i })
+	if k < len(spans) && spans[k].a <= i {
+		return spans[k], true
 	}
 	return span{}, false
+}
+
+// addSpan adds s to spans, kept sorted with no two overlapping: s is merged
+// with the spans it overlaps. A reply of 250,000 fences made 250,000 spans,
+// each looked up by a scan of all: seconds per megabyte, quadratic.
+func addSpan(spans []span, s span) []span {
+	i := sort.Search(len(spans), func(k int) bool { return spans[k].b > s.a })
+	j := i
+	for j < len(spans) && spans[j].a < s.b {
+		s.a, s.b = min(s.a, spans[j].a), max(s.b, spans[j].b)
+		j++
+	}
+	return slices.Replace(spans, i, j, s)
 }
 
 // raw tries the whole reply (minus leading reasoning) as one or more values.
@@ -544,7 +557,7 @@ func (e *extractor) tags() []found {
 			}
 			f.Source = SourceTag
 			out = append(out, f)
-			e.claimed = append(e.claimed, span{j, end})
+			e.claimed = addSpan(e.claimed, span{j, end})
 			// Values after the first in the tag are candidates too
 			// (<answer>1 500</answer> was read as 1, the rest dropped).
 			for next := after; e.work < e.limit; {
@@ -588,16 +601,30 @@ func (e *extractor) valueStartHere(i int) bool {
 func (e *extractor) fences() []found {
 	var out []found
 	s := e.src
+	// The next ``` and ~~~ at or after i (-1: none), each searched for
+	// again only once i has passed it: searching both from every i was
+	// quadratic in a reply of one kind of fence only.
+	tick, tilde := -2, -2
+	next := func(i int, at *int, marker string) int {
+		if *at == -1 || *at >= i {
+			return *at
+		}
+		if j := strings.Index(s[i:], marker); j >= 0 {
+			*at = i + j
+		} else {
+			*at = -1
+		}
+		return *at
+	}
 	for i := 0; i < len(s); {
-		j := strings.Index(s[i:], "```")
-		k := strings.Index(s[i:], "~~~")
+		j, k := next(i, &tick, "```"), next(i, &tilde, "~~~")
 		if j < 0 || (k >= 0 && k < j) {
 			j = k
 		}
 		if j < 0 {
 			break
 		}
-		f := i + j
+		f := j
 		if m, in := inSpans(e.masked, f); in {
 			i = m.b
 			continue
@@ -677,7 +704,7 @@ func (e *extractor) fences() []found {
 		}
 		out = append(out, got...)
 		if len(got) > 0 || end > n {
-			e.claimed = append(e.claimed, span{f, end})
+			e.claimed = addSpan(e.claimed, span{f, end})
 		}
 		i = end
 	}
@@ -742,7 +769,7 @@ func (e *extractor) inline() []found {
 				f.Source = SourceInline
 				f.dubious = hasRepair(f.Repairs, KindUnquotedKey, KindUnquotedString)
 				out = append(out, f)
-				e.claimed = append(e.claimed, span{o, c + 1})
+				e.claimed = addSpan(e.claimed, span{o, c + 1})
 			}
 		}
 		i = c + 1
