@@ -148,6 +148,11 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 		if err := checkUTF8(text); err != nil {
 			return nil, rr.line, err
 		}
+		if kind := jsonKindAt(text[0]); kind != "" {
+			// (decoding said "cannot unmarshal array into Go value of type
+			// map[string]interface {}")
+			return nil, rr.line, fmt.Errorf("not a JSON object: the line holds a JSON %s; each line is one row, an object of fields", kind)
+		}
 		dec := json.NewDecoder(bytes.NewReader(text))
 		dec.UseNumber()
 		var row map[string]any
@@ -294,6 +299,22 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 		row[h] = rec[i]
 	}
 	return row, line, nil
+}
+
+// jsonKindAt names the JSON value a line starting with c holds when it is
+// not an object; "" for an object or what is not JSON at all.
+func jsonKindAt(c byte) string {
+	switch {
+	case c == '[':
+		return "array"
+	case c == '"':
+		return "string"
+	case c == '-' || c >= '0' && c <= '9':
+		return "number"
+	case c == 't' || c == 'f':
+		return "boolean"
+	}
+	return ""
 }
 
 // nulWhy says why a NUL in a row's value makes it a bad row.

@@ -191,6 +191,11 @@ func TestRowReaderRefusals(t *testing.T) {
 		fatal                    bool
 	}{
 		{"null line", FormatJSONL, "null\n", "not a JSON object: null", false},
+		// Said in the dataset's words, not Go's ("cannot unmarshal array
+		// into Go value of type map[string]interface {}").
+		{"array line", FormatJSONL, "[1,2]\n", "not a JSON object: the line holds a JSON array", false},
+		{"string line", FormatJSONL, "\"x\"\n", "holds a JSON string", false},
+		{"number line", FormatJSONL, "-12\n", "holds a JSON number", false},
 		{"UTF-16 JSONL", FormatJSONL, utf16, "UTF-16", true},
 		{"UTF-16 CSV", FormatCSV, utf16, "UTF-16", true},
 		{"Latin-1 header", FormatCSV, "caf\xe9,text\n1,a\n", "the CSV header is not UTF-8", true},

@@ -122,6 +122,9 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 		return rep, err
 	}
 	rep.Rows, rep.Bad, rep.Repeated = prog.Rows, prog.Bad, prog.Repeated
+	if prog.Rows == 0 {
+		return rep, ErrNoRows // as the real run says (the dry run printed "0 would be jobs", exit 0)
+	}
 	if rep.Jobs == 0 {
 		return rep, nil
 	}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -268,6 +269,10 @@ func (cfg *Config) prepare() (*template.Template, string, error) {
 	tmpl, err := template.New("prompt").Option("missingkey=error").Parse(cfg.Template)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadTemplate, err)
+	}
+	if name := undefinedTemplate(tmpl, tmpl.Tree.Root); name != "" {
+		// It failed on every row: a dataset of bad rows, exit 1.
+		return nil, "", fmt.Errorf("%w: %w: the template calls {{template %q}}, which it does not define", ErrBadConfig, ErrBadTemplate, name)
 	}
 	schemaHash, err := store.SchemaHash(cfg.Schema)
 	if err != nil {
@@ -570,6 +575,33 @@ func capDiff(was, now store.Cap) string {
 		d = append(d, fmt.Sprintf("max total tokens: recorded %s, now %s", i(was.MaxTotalTokens), i(now.MaxTotalTokens)))
 	}
 	return strings.Join(d, "; ")
+}
+
+// undefinedTemplate returns the name of a template node calls that t does
+// not define, or "".
+func undefinedTemplate(t *template.Template, node parse.Node) string {
+	switch n := node.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return ""
+		}
+		for _, c := range n.Nodes {
+			if name := undefinedTemplate(t, c); name != "" {
+				return name
+			}
+		}
+	case *parse.TemplateNode:
+		if t.Lookup(n.Name) == nil {
+			return n.Name
+		}
+	case *parse.IfNode:
+		return cmp.Or(undefinedTemplate(t, n.List), undefinedTemplate(t, n.ElseList))
+	case *parse.RangeNode:
+		return cmp.Or(undefinedTemplate(t, n.List), undefinedTemplate(t, n.ElseList))
+	case *parse.WithNode:
+		return cmp.Or(undefinedTemplate(t, n.List), undefinedTemplate(t, n.ElseList))
+	}
+	return ""
 }
 
 func hashText(s string) string {
@@ -960,7 +992,11 @@ func (c *checkResult) unknownFields(idField string) error {
 	for _, col := range c.columns {
 		has[col] = true
 	}
-	cols := strings.Join(c.columns, ", ")
+	quoted := make([]string, len(c.columns))
+	for i, col := range c.columns {
+		quoted[i] = strconv.Quote(col) // a name " text" shows its space
+	}
+	cols := strings.Join(quoted, ", ")
 	if len(c.columns) == 1 && strings.ContainsAny(c.columns[0], ";\t|") {
 		cols += " (one column: the CSV is read with ',' between fields; is this file separated by ';', '|' or tabs?)"
 	}

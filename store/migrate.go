@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/fixpoint-dev/fixpoint/migrations"
@@ -76,6 +78,9 @@ func (s *Store) SchemaVersion(ctx context.Context) (applied, known int, err erro
 	}
 	var v int32
 	err = s.pool.QueryRow(ctx, "SELECT version FROM "+VersionTable).Scan(&v)
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
+		return 0, len(m.Migrations), nil // no version table: never migrated
+	}
 	if err != nil {
 		return 0, len(m.Migrations), fmt.Errorf("read schema version: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -240,8 +241,8 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 		if *temp != "" {
 			t, err := strconv.ParseFloat(*temp, 64)
-			if err != nil {
-				return usageError{Err: fmt.Errorf("--temperature %q: %w", *temp, err)}
+			if err != nil || math.IsNaN(t) || math.IsInf(t, 0) || t < 0 {
+				return usageError{Err: fmt.Errorf("--temperature %q: want a number, 0 or more (0.2, 1)", *temp)}
 			}
 			cfg.Temp = &t
 		}

@@ -51,7 +51,8 @@ Export formats:
          sorted), then job_id, job_status, then one column per top-level
          property of the batch's schema in name order (the ledger keeps schemas
          with their keys sorted), then job_error. A property named like an input
-         column or a job_ column is written as value.NAME. Strings are written
+         column or a job_ column is written as value.NAME, an input column named
+         like a job_ column as input.NAME. Strings are written
          as themselves, other values as compact JSON, null or missing as empty;
          keys of a value that the schema does not list are left out (jsonl has
          the whole value). A schema without properties gives one job_value
@@ -122,11 +123,23 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return pos[0], nil
 	}
+	if slices.Contains(pos, "") {
+		// summary '' listed every batch (an unset shell variable).
+		return usageError{Err: fmt.Errorf("%s: an argument is empty (an unset variable?)", cmd)}
+	}
 	st, err := store.Open(ctx, *dbURL, nil)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	// report reads; it does not migrate. A ledger behind this version
+	// failed with "relation batch_summary does not exist" or a column
+	// missing.
+	if applied, known, err := st.SchemaVersion(ctx); err != nil {
+		return err
+	} else if applied < known {
+		return fmt.Errorf("the ledger at DATABASE_URL is at migration %d of the %d this report knows: run worker migrate (a worker migrates at start too)", applied, known)
+	}
 	switch cmd {
 	case "summary":
 		batch := ""

@@ -351,3 +351,33 @@ func TestReportBadDatabaseURL(t *testing.T) {
 		}
 	}
 }
+
+// A ledger behind the report's migrations is named as such: report reads
+// and does not migrate, and it failed with "relation batch_summary does
+// not exist" (never migrated) or a missing column (one migration behind).
+func TestReportOnALedgerNotMigrated(t *testing.T) {
+	t.Parallel()
+	for _, version := range []int{0, 12} {
+		dsn := storetest.NewDB(t)
+		if err := store.MigrateTo(context.Background(), dsn, version); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"summary", "--database-url", dsn}, &out, &errOut)
+		if code != 1 || !strings.Contains(errOut.String(), fmt.Sprintf("at migration %d of the", version)) || !strings.Contains(errOut.String(), "run worker migrate") {
+			t.Errorf("version %d: exit %d, stderr %q; want 1 saying to run worker migrate", version, code, errOut.String())
+		}
+	}
+}
+
+// An empty argument (an unset shell variable) is a usage error: summary ''
+// listed every batch.
+func TestReportEmptyArgument(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"summary", "wait", "export", "job", "failures"} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), []string{cmd, "", "--database-url", "postgres://nobody@127.0.0.1:1/none"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "an argument is empty") {
+			t.Errorf("report %s '': exit %d, stderr %q; want 2", cmd, code, errOut.String())
+		}
+	}
+}
