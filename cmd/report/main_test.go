@@ -370,7 +370,7 @@ func TestReportOnALedgerNotMigrated(t *testing.T) {
 	}
 }
 
-// An empty argument (an unset shell variable) is a usage error: summary ''
+// An empty argument (an unset shell variable) is a usage error: summary ”
 // listed every batch.
 func TestReportEmptyArgument(t *testing.T) {
 	t.Parallel()
