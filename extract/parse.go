@@ -482,7 +482,14 @@ func (p *parser) object() bool {
 			p.repair(KindMissingColon, p.i)
 			p.i++
 		} else if p.valueStart(p.i) {
-			p.repair(KindMissingColon, p.i)
+			if kq == qNone {
+				// Neither quotes nor a colon: words after a member, not
+				// a member ({"height": "5" 6", "name": "Bob"} gave a key
+				// "6" with the value "").
+				p.repair(KindExtraText, keyAt)
+			} else {
+				p.repair(KindMissingColon, p.i)
+			}
 		} else {
 			return p.fail(p.i, "expected ':' after the key at offset %d, found %s", p.off(keyAt), describe(p.src, p.i))
 		}
@@ -684,14 +691,23 @@ func (p *parser) elements(closer byte) bool {
 		if p.ellipsis() {
 			continue
 		}
+		missing := -1
 		if !first && comma < 0 {
 			p.missingComma()
+			missing = len(p.repairs) - 1
 		}
 		if !first {
 			p.out = append(p.out, ',')
 		}
+		from := len(p.repairs)
 		if !p.value() {
 			return false
+		}
+		if missing >= 0 && p.repairs[missing].Kind == KindMissingComma && hasRepair(p.repairs[from:], KindUnquotedString) {
+			// A bare word after an element with no comma: words after a
+			// value, not an element (["a", "Bob" Smith] gave "Bob" and
+			// "Smith"; [true love] gave true and "love").
+			p.repairs[missing].Kind = KindExtraText
 		}
 		first = false
 		comma = -1

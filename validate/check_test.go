@@ -391,3 +391,29 @@ func TestCheckRefusesLoneSurrogates(t *testing.T) {
 		t.Errorf("check object of a reply that is not UTF-8: %s %v; want valid UTF-8 JSON", out, err)
 	}
 }
+
+// Words the parser would turn into a member or an element of their own
+// are text after a value, not JSON: a key with neither quotes nor a colon
+// ({"height": "5" 6", ...} gave a key "6" with the value ""), a bare word
+// after an array element with no comma (["a", "Bob" Smith] gave "Bob" and
+// "Smith"). Quoted elements or keys with a comma or colon missing are still
+// read.
+func TestCheckRefusesInventedMembers(t *testing.T) {
+	t.Parallel()
+	for _, reply := range []string{
+		`{"height": "5" 6", "name": "Bob"}`,
+		`{"name":"a","tags":["a", "Bob" Smith]}`,
+		`{"tags": [true love, null]}`,
+		`{"a":1, b 2}`,
+	} {
+		got := CheckWith(nil, reply, CheckOptions{})
+		if got.Valid || len(got.Errors) == 0 || got.Errors[0].Keyword != "lossy_repair" || !strings.Contains(got.Errors[0].Message, lossyWhat[extract.KindExtraText]) {
+			t.Errorf("%s: valid %v, errors %v; want a lossy_repair for text after a value", reply, got.Valid, got.Errors)
+		}
+	}
+	for _, reply := range []string{`{"tags": ["a" "b"]}`, `{"a": 1 b: 2}`, `{"a" 1}`, `[1 2 3]`, `{"status": active}`} {
+		if got := CheckWith(nil, reply, CheckOptions{}); !got.Valid {
+			t.Errorf("%s: %v; want valid", reply, got.Errors)
+		}
+	}
+}
