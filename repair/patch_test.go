@@ -3,6 +3,7 @@ package repair
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -642,5 +643,24 @@ func TestContentFilteredReplyNotAccepted(t *testing.T) {
 	}
 	if res.Status != StatusValid || len(res.Attempts) != 2 {
 		t.Errorf("result %s after %d attempts; want valid on the second", res.Status, len(res.Attempts))
+	}
+}
+
+// Feedback lists at most FeedbackErrorsMax errors and counts the rest by
+// keyword, in both formats: 3,000 properties the schema does not allow
+// made a 134 KB message, paid for on every repair.
+func TestFeedbackCapsTheErrorsListed(t *testing.T) {
+	t.Parallel()
+	var errs []validate.Error
+	for i := range 3000 {
+		errs = append(errs, validate.Error{Path: fmt.Sprintf("/p%d", i), Keyword: "additionalProperties", Message: fmt.Sprintf("/p%d: property not allowed", i)})
+	}
+	errs = append(errs, validate.Error{Path: "/n", Keyword: "type", Message: "/n: want an integer"})
+	a := &Attempt{Errors: errs, Class: string(validate.ClassShape)}
+	for _, format := range []FeedbackFormat{FeedbackText, FeedbackXML} {
+		fb := feedback(format, a, false)
+		if len(fb) > 8<<10 || !strings.Contains(fb, "/p49:") || strings.Contains(fb, "/p50:") || !strings.Contains(fb, "2951") || !strings.Contains(fb, "additionalProperties 2950, type 1") {
+			t.Errorf("%s feedback (%d bytes) does not list 50 errors and count the other 2951 by keyword:\n%.600s", format, len(fb), fb)
+		}
 	}
 }

@@ -1,8 +1,11 @@
 package repair
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -379,12 +382,21 @@ func feedback(format FeedbackFormat, a *Attempt, truncationNote bool) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
+// FeedbackErrorsMax is how many errors one feedback message lists; the
+// rest are counted by keyword. A reply with 3,000 properties the schema
+// does not allow made a 134 KB message, paid for as input on every
+// repair; the attempt keeps every error in the ledger.
+const FeedbackErrorsMax = 50
+
 // textErrors is the numbered list of errors of the text feedback format,
 // each line ending in a newline.
 func textErrors(errs []validate.Error) string {
 	var b strings.Builder
-	for i, e := range errs {
+	for i, e := range errs[:min(len(errs), FeedbackErrorsMax)] {
 		fmt.Fprintf(&b, "%d. %s\n", i+1, e.Message)
+	}
+	if more := len(errs) - FeedbackErrorsMax; more > 0 {
+		fmt.Fprintf(&b, "... and %d more errors of the same kinds (%s): fix them the same way.\n", more, keywordCounts(errs[FeedbackErrorsMax:]))
 	}
 	return b.String()
 }
@@ -393,11 +405,30 @@ func textErrors(errs []validate.Error) string {
 func xmlErrors(errs []validate.Error) string {
 	var b strings.Builder
 	b.WriteString("<validation-errors>\n")
-	for _, e := range errs {
+	for _, e := range errs[:min(len(errs), FeedbackErrorsMax)] {
 		fmt.Fprintf(&b, "<error path=%q keyword=%q>%s</error>\n", pointerOrRoot(e.Path), e.Keyword, xmlEscape(e.Message))
+	}
+	if more := len(errs) - FeedbackErrorsMax; more > 0 {
+		fmt.Fprintf(&b, "<more-errors count=\"%d\">%s: fix them the same way</more-errors>\n", more, xmlEscape(keywordCounts(errs[FeedbackErrorsMax:])))
 	}
 	b.WriteString("</validation-errors>")
 	return b.String()
+}
+
+// keywordCounts says how many of errs have each keyword, most first:
+// "additionalProperties 2950, type 3".
+func keywordCounts(errs []validate.Error) string {
+	n := map[string]int{}
+	for _, e := range errs {
+		n[e.Keyword]++
+	}
+	keys := slices.Collect(maps.Keys(n))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(n[b]-n[a], strings.Compare(a, b)) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, n[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func pointerOrRoot(p string) string {
