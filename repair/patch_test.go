@@ -664,3 +664,27 @@ func TestFeedbackCapsTheErrorsListed(t *testing.T) {
 		}
 	}
 }
+
+// When local fixes were made before the errors were found, the feedback
+// says how the reply was read: the errors' pointers are in the value as
+// read (/customer_name, not the customerName the model wrote), and an
+// error a fix revealed (7 over the maximum) is about "7" read as 7.
+func TestFeedbackSaysHowTheReplyWasRead(t *testing.T) {
+	t.Parallel()
+	const schemaText = `{"type":"object","properties":{"customer_name":{"type":"object","properties":{"first":{"type":"string"}},"required":["first"]},"n":{"type":"integer","maximum":5}},"required":["customer_name","n"],"additionalProperties":false}`
+	schema, err := validate.Compile([]byte(schemaText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, strategy := range []Strategy{StrategyConversation, StrategyRepair} {
+		job := &Job{ID: "j", Prompt: "task", Schema: schema, SchemaRaw: []byte(schemaText), Model: "m",
+			Limits: Limits{MaxAttempts: 2, Strategy: strategy, Coerce: validate.CoerceSafe}}
+		reqs, _ := run(t, job, []scripted{{text: `{"customerName": {"first": 5}, "n": "7"}`}, {text: `{"customer_name": {"first": "A"}, "n": 5}`}})
+		last := reqs[1].Messages[len(reqs[1].Messages)-1].Content
+		for _, want := range []string{`the key "customerName" was read as "customer_name" (/customer_name)`, `/n: "7" was read as 7`, "/customer_name/first"} {
+			if !strings.Contains(last, want) {
+				t.Errorf("%s: feedback lacks %q:\n%s", strategy, want, last)
+			}
+		}
+	}
+}

@@ -369,7 +369,7 @@ func feedback(format FeedbackFormat, a *Attempt, truncationNote bool) string {
 	errs := a.Errors
 	if format == FeedbackXML {
 		return "Your reply did not match the JSON Schema. Fix every error below and reply with the corrected JSON value only.\n" +
-			xmlErrors(errs)
+			fixesNote(a) + xmlErrors(errs)
 	}
 	var b strings.Builder
 	if a.Class == string(validate.ClassSyntax) {
@@ -378,8 +378,42 @@ func feedback(format FeedbackFormat, a *Attempt, truncationNote bool) string {
 		b.WriteString("Your reply did not match the JSON Schema. ")
 	}
 	b.WriteString("Fix every error below and reply with the corrected JSON value only:\n")
+	b.WriteString(fixesNote(a))
 	b.WriteString(textErrors(errs))
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// fixesNoteMax bounds the fixes fixesNote lists.
+const fixesNoteMax = 10
+
+// fixesNote says how a reply was read when schema-guided repairs were made
+// to it before its errors were found, or "": the errors' pointers are in
+// the value as read (a renamed key under its new name), and an error a fix
+// revealed ("1" read as 1 makes two equal items) is about the value as
+// read. The model, shown its reply as written, was told of pointers that
+// were not in it.
+func fixesNote(a *Attempt) string {
+	if a.Coerced <= 0 || a.Coerced > len(a.Repairs) || len(a.Errors) == 0 {
+		return ""
+	}
+	fixes := a.Repairs[len(a.Repairs)-a.Coerced:]
+	var b strings.Builder
+	b.WriteString("Your reply was read with these fixes before it was checked; the errors refer to the value as read:\n")
+	for _, f := range fixes[:min(len(fixes), fixesNoteMax)] {
+		at := pointerOrRoot(f.Pointer)
+		switch f.Kind {
+		case validate.KindRenameKey:
+			fmt.Fprintf(&b, "- the key %s was read as %s (%s)\n", f.Before, f.After, at)
+		case validate.KindDropNull, validate.KindDropAdditional:
+			fmt.Fprintf(&b, "- %s (%s) was left out\n", at, f.Before)
+		default:
+			fmt.Fprintf(&b, "- %s: %s was read as %s\n", at, f.Before, f.After)
+		}
+	}
+	if more := len(fixes) - fixesNoteMax; more > 0 {
+		fmt.Fprintf(&b, "- and %d more\n", more)
+	}
+	return b.String()
 }
 
 // FeedbackErrorsMax is how many errors one feedback message lists; the
