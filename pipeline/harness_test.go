@@ -644,6 +644,9 @@ func (h *harness) checkInvariants(batch string, want invariants) {
 	if c.AttemptsMismatch != 0 {
 		h.t.Errorf("I5: %d finished jobs whose attempts column differs from their attempt rows", c.AttemptsMismatch)
 	}
+	if c.CostMismatch != 0 {
+		h.t.Errorf("I5: %d finished jobs whose cost differs from the sum of their attempts' costs", c.CostMismatch)
+	}
 	if c.PromptsMissing != 0 || c.InterruptedPromptsMissing != 0 {
 		h.t.Errorf("I5: %d attempts and %d interrupted attempts refer to a system prompt the ledger does not hold",
 			c.PromptsMissing, c.InterruptedPromptsMissing)

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
+	"strconv"
 	"strings"
 )
 
@@ -160,6 +163,36 @@ func (p Prices) Lookup(model string) (Price, bool) {
 		}
 	}
 	return price, found
+}
+
+// LedgerCost rounds a cost to the 8 decimals the ledger keeps
+// (numeric(18,8)). An attempt's cost is rounded so, and a job's cost is
+// the sum of its attempts' as the ledger holds them: half-price rates give
+// costs like $0.000038775, and a job's total rounded once differed from
+// the sum of its attempts rounded one by one in the 8th decimal.
+//
+// It rounds as Postgres does when it stores the float: the shortest
+// decimal that reads back as usd, rounded half away from zero ($5.35e-7
+// is 0.00000054; math.Round(usd*1e8) gives 53, as the binary product falls
+// just under the half).
+func LedgerCost(usd float64) float64 {
+	if math.IsNaN(usd) || math.IsInf(usd, 0) {
+		return usd
+	}
+	r, ok := new(big.Rat).SetString(strconv.FormatFloat(usd, 'g', -1, 64))
+	if !ok {
+		return usd
+	}
+	r.Mul(r, big.NewRat(100_000_000, 1))
+	// Half away from zero: add or take a half, then truncate.
+	half := big.NewRat(1, 2)
+	if r.Sign() < 0 {
+		half.Neg(half)
+	}
+	r.Add(r, half)
+	q := new(big.Int).Quo(r.Num(), r.Denom())
+	f, _ := new(big.Rat).SetFrac(q, big.NewInt(100_000_000)).Float64()
+	return f
 }
 
 // Cost is the estimated realtime cost in dollars of the given token

@@ -193,3 +193,27 @@ func TestParsePrices(t *testing.T) {
 		}
 	}
 }
+
+// LedgerCost rounds to 8 decimals as Postgres rounds the float it is given
+// into numeric(18,8): from the float's shortest decimal, half away from
+// zero. A job's cost, the sum of its attempts rounded so, is then the sum
+// the ledger holds of them (it differed in the 8th decimal for half-price
+// batch attempts).
+func TestLedgerCost(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[float64]float64{
+		0.000038775:  0.00003878,
+		5.35e-7:      0.00000054, // 53.4999... as a binary product
+		2.95e-7:      0.0000003,
+		0.000028495:  0.0000285,
+		0.00003712:   0.00003712,
+		0.0000371249: 0.00003712,
+		-0.000000005: -0.00000001,
+		0:            0,
+		12.5:         12.5,
+	} {
+		if got := repair.LedgerCost(in); got != want {
+			t.Errorf("LedgerCost(%v) = %v, want %v", in, got, want)
+		}
+	}
+}

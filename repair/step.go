@@ -262,7 +262,7 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 	a.TokensOut = resp.Usage.OutputTokens
 	a.TokensCached = resp.Usage.CachedInputTokens
 	a.TokensCacheWrite = resp.Usage.CacheWriteTokens
-	a.CostUSD = s.cfg.Prices.CostOn(s.job.Model, a.PriceBasis, a.TokensIn, a.TokensOut, a.TokensCached, a.TokensCacheWrite)
+	a.CostUSD = LedgerCost(s.cfg.Prices.CostOn(s.job.Model, a.PriceBasis, a.TokensIn, a.TokensOut, a.TokensCached, a.TokensCacheWrite))
 	_, priced := s.cfg.Prices.Lookup(s.job.Model)
 	a.Unpriced = !priced
 	a.Retries = resp.Retries

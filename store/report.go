@@ -494,6 +494,9 @@ type Counts struct {
 	// AttemptsMismatch counts finished jobs whose attempts column differs
 	// from their number of attempt rows.
 	AttemptsMismatch int64
+	// CostMismatch counts finished jobs whose cost differs from the sum of
+	// their attempts' costs, to the ledger's last decimal.
+	CostMismatch int64
 	// PromptsMissing counts attempts whose system prompt is not in
 	// system_prompts (there is no foreign key; the save writes both).
 	PromptsMissing int64
@@ -519,7 +522,7 @@ func (s *Store) Counts(ctx context.Context, batch string) (Counts, error) {
 	var c Counts
 	err := s.pool.QueryRow(ctx, `
 		WITH a AS (
-		    SELECT a.job_id, count(*) AS n, sum(a.tokens_in) AS tin, sum(a.tokens_out) AS tout,
+		    SELECT a.job_id, count(*) AS n, sum(a.tokens_in) AS tin, sum(a.tokens_out) AS tout, sum(a.cost_usd) AS cost,
 		           sum(a.tokens_cached) AS tcached,
 		           count(*) FILTER (WHERE a.system_sha256 IS NOT NULL AND NOT EXISTS (
 		               SELECT 1 FROM system_prompts p WHERE p.sha256 = a.system_sha256)) AS missing
@@ -533,11 +536,13 @@ func (s *Store) Counts(ctx context.Context, batch string) (Counts, error) {
 		       coalesce(sum(a.tin), 0)::int8, coalesce(sum(a.tout), 0)::int8, coalesce(sum(a.tcached), 0)::int8,
 		       count(*) FILTER (WHERE j.status IN ('valid', 'invalid', 'failed') AND j.attempts <> coalesce(a.n, 0)),
 		       count(*) FILTER (WHERE j.published),
-		       coalesce(sum(a.missing), 0)::int8
+		       coalesce(sum(a.missing), 0)::int8,
+		       count(*) FILTER (WHERE j.status IN ('valid', 'invalid', 'failed') AND j.cost_usd <> coalesce(a.cost, 0))
 		FROM jobs j LEFT JOIN a ON a.job_id = j.id
 		WHERE j.batch = $1`, batch).Scan(
 		&c.Jobs, &c.Final, &c.AttemptRows, &c.JobTokensIn, &c.JobTokensOut, &c.JobTokensCached,
-		&c.AttemptTokensIn, &c.AttemptTokensOut, &c.AttemptTokensCached, &c.AttemptsMismatch, &c.Published, &c.PromptsMissing)
+		&c.AttemptTokensIn, &c.AttemptTokensOut, &c.AttemptTokensCached, &c.AttemptsMismatch, &c.Published, &c.PromptsMissing,
+		&c.CostMismatch)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count invariants of %s: %w", batch, err)
 	}
