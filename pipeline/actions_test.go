@@ -268,7 +268,29 @@ func TestCancelStopsJobsBetweenAttempts(t *testing.T) {
 	if int64(cancelledCalls) != h.sim.requests() {
 		t.Errorf("%d calls recorded as cancelled, %d made", cancelledCalls, h.sim.requests())
 	}
+	// The results that lost to the cancel are no jobs finished.
+	if n := jobsCounted(t, wcfg.Metrics); n != 0 {
+		t.Errorf("fixpoint_jobs_total counts %v jobs finished; every job was cancelled", n)
+	}
 	h.checkInvariants("b", invariants{Jobs: jobs})
+}
+
+// jobsCounted sums fixpoint_jobs_total over its statuses.
+func jobsCounted(t *testing.T, m *pipeline.Metrics) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "fixpoint_jobs_total" {
+			for _, c := range mf.GetMetric() {
+				sum += c.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // A cancel reaches a call whose transport retries are under way: a job

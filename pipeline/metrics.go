@@ -93,11 +93,18 @@ func (m *Metrics) pendingBytes(delta int64) {
 	}
 }
 
-func (m *Metrics) observe(r *store.Result) {
+// observe counts a result written: its attempts and tokens (calls made and
+// paid), and, when it won (it is its job's result), the job finished. A
+// result that lost to the ledger's row (the job cancelled, requeued or
+// finished by another delivery) is no job finished: counted, a cancelled
+// batch showed jobs valid that the ledger says are cancelled.
+func (m *Metrics) observe(r *store.Result, won bool) {
 	if m == nil || r == nil {
 		return
 	}
-	m.Jobs.WithLabelValues(r.Status).Inc()
+	if won {
+		m.Jobs.WithLabelValues(r.Status).Inc()
+	}
 	for i := range r.AttemptRows {
 		a := &r.AttemptRows[i]
 		class := a.Class
@@ -109,7 +116,7 @@ func (m *Metrics) observe(r *store.Result) {
 	m.Tokens.WithLabelValues("input").Add(float64(r.TokensIn))
 	m.Tokens.WithLabelValues("output").Add(float64(r.TokensOut))
 	m.Tokens.WithLabelValues("cached").Add(float64(r.TokensCached))
-	if !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
+	if won && !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
 		m.JobSeconds.Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
 	}
 }

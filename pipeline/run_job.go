@@ -566,7 +566,7 @@ func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *Envelop
 }
 
 func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envelope, r *store.Result, delivered int, stopBeat func()) {
-	w.writer.submit(*r, func(err error) {
+	w.writer.submit(*r, func(won bool, err error) {
 		if store.IsRefused(err) {
 			// The ledger refuses this result itself (say, a number beyond
 			// its range): writing it again cannot help, and retrying would
@@ -610,7 +610,7 @@ func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envel
 			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err)))
 			return
 		}
-		w.cfg.Metrics.observe(r)
+		w.cfg.Metrics.observe(r, won)
 		if hook := w.cfg.afterCommit; hook != nil {
 			if recovered := panics.Try(func() { hook(r.JobID) }); recovered != nil {
 				// The rows are committed: a redelivery is acked without a call.

@@ -35,8 +35,11 @@ type writer struct {
 }
 
 type writeReq struct {
-	r    store.Result
-	done func(error)
+	r store.Result
+	// done gets whether r won (its job was still queued in its run, so
+	// its rows are the job's) and the error that kept it from being
+	// written.
+	done func(won bool, err error)
 	size int64 // bytes held in the writer's budget
 }
 
@@ -58,19 +61,20 @@ func newWriter(l Ledger, max, queue int, budget int64, interval time.Duration, m
 	}
 }
 
-// submit queues r; done is called once, after the commit (nil) or with the
-// error that kept r from being written. done must not panic.
+// submit queues r; done is called once, after the commit (nil; won says
+// whether r became its job's result or lost to the ledger's row) or with
+// the error that kept r from being written. done must not panic.
 //
 // submit waits while the results already waiting hold the whole budget; a
 // result larger than the budget waits until it is alone.
-func (w *writer) submit(r store.Result, done func(error)) {
+func (w *writer) submit(r store.Result, done func(won bool, err error)) {
 	size := min(resultBytes(&r), w.budget)
 	_ = w.pending.Acquire(context.Background(), size) // fails only on a done context
 	w.metrics.pendingBytes(size)
 	defer func() {
 		if recover() != nil {
 			w.release(size)
-			done(errWriterClosed)
+			done(false, errWriterClosed)
 		}
 	}()
 	w.in <- writeReq{r: r, done: done, size: size}
@@ -100,7 +104,7 @@ func resultBytes(r *store.Result) int64 {
 // save queues r and waits for its commit.
 func (w *writer) save(r store.Result) error {
 	ch := make(chan error, 1)
-	w.submit(r, func(err error) { ch <- err })
+	w.submit(r, func(_ bool, err error) { ch <- err })
 	return <-ch
 }
 
@@ -163,14 +167,19 @@ func (w *writer) commit(reqs []writeReq) {
 		rs[i] = q.r
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	_, err := w.ledger.SaveResults(ctx, rs)
+	won, err := w.ledger.SaveResults(ctx, rs)
 	errs := make([]error, len(reqs))
+	if len(won) != len(rs) {
+		won = make([]bool, len(rs))
+	}
 	if err != nil && len(rs) > 1 && store.IsRefused(err) {
 		// One result the ledger refuses must not hold back the others
 		// committed with it: save each alone, and only the refused ones
 		// get the error.
 		for i := range rs {
-			_, errs[i] = w.ledger.SaveResults(ctx, rs[i:i+1])
+			var one []bool
+			one, errs[i] = w.ledger.SaveResults(ctx, rs[i:i+1])
+			won[i] = len(one) == 1 && one[0]
 		}
 	} else {
 		for i := range errs {
@@ -187,7 +196,7 @@ func (w *writer) commit(reqs []writeReq) {
 		w.metrics.WriteBatches.Observe(float64(len(reqs)))
 	}
 	for i, q := range reqs {
-		done, err := q.done, errs[i]
-		w.callbacks.Go(func() { done(err) })
+		done, won, err := q.done, won[i] && errs[i] == nil, errs[i]
+		w.callbacks.Go(func() { done(won, err) })
 	}
 }

@@ -90,7 +90,7 @@ func TestWriterBudget(t *testing.T) {
 		go func() {
 			r := big
 			r.JobID = id
-			w.submit(r, func(err error) {
+			w.submit(r, func(_ bool, err error) {
 				if err != nil {
 					t.Errorf("job %s: %v", id, err)
 				}
@@ -178,7 +178,7 @@ func TestWriterIsolatesRefusedResult(t *testing.T) {
 	}
 	got := make(chan outcome, 4)
 	for _, id := range []string{"a", "poison", "b", "c"} {
-		w.submit(store.Result{JobID: id, Status: store.StatusValid}, func(err error) { got <- outcome{id, err} })
+		w.submit(store.Result{JobID: id, Status: store.StatusValid}, func(_ bool, err error) { got <- outcome{id, err} })
 	}
 	errs := map[string]error{}
 	for range 4 {
