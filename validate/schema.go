@@ -114,7 +114,7 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, schemaError(doc, err)
+		return nil, lookaroundHint(schemaError(doc, err))
 	}
 	// The library compiles only what the root reaches. Compile every other
 	// subschema holding a reference too, so that an unused "$defs" entry
@@ -184,6 +184,23 @@ func (s *Schema) Validate(v any) []Error {
 
 // schemaError turns a library compile error into a *SchemaError naming the
 // keyword and its location.
+// lookaroundHint adds to a schema error about a pattern with a lookahead
+// or lookbehind why it fails: "invalid named capture" or "invalid or
+// unsupported Perl syntax" named no cause a schema author would know.
+func lookaroundHint(e *SchemaError) *SchemaError {
+	msg := e.Err.Error()
+	if !strings.Contains(msg, "regex") && !strings.Contains(msg, "regular expression") {
+		return e
+	}
+	for _, la := range []string{"(?=", "(?!", "(?<=", "(?<!"} {
+		if strings.Contains(msg, la) {
+			e.Err = fmt.Errorf("%w (lookahead and lookbehind are not supported: patterns are matched with Go's RE2 engine)", e.Err)
+			break
+		}
+	}
+	return e
+}
+
 func schemaError(doc any, err error) *SchemaError {
 	var (
 		sve  *jsonschema.SchemaValidationError

@@ -427,6 +427,12 @@ var compileErrorCases = []struct {
 }{
 	{name: "YAML", schema: "type: object\nproperties: {}\n", wantContains: "a schema is JSON; YAML must be converted first"},
 	{name: "empty", schema: " \n", wantContains: "the schema is empty"},
+	// RE2 has no lookaround; the engine's own words ("invalid named
+	// capture") named no cause.
+	{name: "lookbehind", schema: `{"type":"string","pattern":"(?<=x)y"}`, wantKeyword: "pattern", wantLocation: "/pattern",
+		wantContains: "lookahead and lookbehind are not supported"},
+	{name: "negative lookahead", schema: `{"properties":{"a":{"pattern":"a(?!b)"}}}`, wantKeyword: "pattern", wantLocation: "/properties/a/pattern",
+		wantContains: "lookahead and lookbehind are not supported"},
 	{name: "unknown $schema", schema: `{"$schema":"http://example.com/my-draft","type":"object"}`, wantKeyword: "$schema", wantLocation: "/$schema",
 		wantContains: `"http://example.com/my-draft" is not a JSON Schema draft this validator knows`},
 	{name: "type not a string", schema: `{"type": 12}`, wantKeyword: "type", wantLocation: "/type", wantContains: "12 is not one of"},
