@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -104,8 +105,15 @@ func ClaimDatabase(ctx context.Context, dsn string) (release func(), err error) 
 		conn.Close(ctx)
 		return nil, fmt.Errorf("%w: database %s is claimed by another process", ErrBusy, name)
 	}
-	// Closing the session releases the lock.
-	return func() { conn.Close(context.Background()) }, nil
+	// Closing the session would release the lock too, but only once the
+	// server has ended the backend, after Close returns: a claim right
+	// after a release could still find it held. Unlock first.
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext('fixpoint: exclusive use of database ' || $1))`, name)
+		conn.Close(ctx)
+	}, nil
 }
 
 func parseDSN(dsn string) (*pgx.ConnConfig, error) {

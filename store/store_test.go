@@ -371,7 +371,11 @@ func TestSaveResultsBatch(t *testing.T) {
 	results := make([]store.Result, n)
 	for i := range results {
 		results[i] = result(jobID("bulk", i+1), "x", "syntax", "shape", "")
-		results[i].CostUSD = 0.001
+		results[i].CostUSD = 0.001 // the sum of its attempts' (I5 checks)
+		for k := range results[i].AttemptRows {
+			results[i].AttemptRows[k].CostUSD = 0.001 / 4
+		}
+		results[i].AttemptRows[0].CostUSD = 0.0005
 	}
 	won, err := s.SaveResults(ctx, results)
 	if err != nil {
