@@ -43,7 +43,8 @@ func DuplicateKey(text []byte) (pointer, key string, dup bool) {
 // other half ("\ud800"): its pointer. JSON decoders (encoding/json, the
 // schema library's) read it as U+FFFD without a word, so "\udc00" and
 // "\udc01" become one key, and the value stored is not the one written.
-func LoneSurrogate(text []byte) (pointer string, found bool) {
+// inKey says it is in a key; pointer is then the object holding the key.
+func LoneSurrogate(text []byte) (pointer string, inKey, found bool) {
 	var w walker
 	w.walk(text, func(i, end int, isKey, escaped bool) bool {
 		if isKey {
@@ -57,10 +58,10 @@ func LoneSurrogate(text []byte) (pointer string, found bool) {
 		} else {
 			pointer = w.at()
 		}
-		found = true
+		inKey, found = isKey, true
 		return true
 	})
-	return pointer, found
+	return pointer, inKey, found
 }
 
 // loneSurrogate reports whether s, a JSON string's text between its quotes,

@@ -106,7 +106,7 @@ func TestLoneSurrogate(t *testing.T) {
 		`{"a":"\u00e9\ud83d\ude00\u0041"}`:   "-",
 		`["\ud83d\u0041"]`:                   "/0",
 	} {
-		at, found := LoneSurrogate([]byte(text))
+		at, _, found := LoneSurrogate([]byte(text))
 		if want == "-" {
 			if found {
 				t.Errorf("LoneSurrogate(%s) = %q; want none", text, at)

@@ -294,6 +294,15 @@ func trimSpan(s string, a, b int) (int, int) {
 func (e *extractor) maskReasoning() {
 	for _, name := range [...]string{"think", "thinking", "reasoning", "reflection"} {
 		open, closeTag := "<"+name+">", "</"+name+">"
+		// A closing tag before any opening one closes reasoning that began
+		// with the reply (some models' templates write the opening tag in
+		// the prompt): everything up to it is reasoning, whose drafts
+		// were taken as answers.
+		if k := indexFold(e.src, closeTag, 0); k >= 0 {
+			if j := indexFold(e.src, open, 0); j < 0 || j > k {
+				e.masked = addSpan(e.masked, span{0, k + len(closeTag)})
+			}
+		}
 		for i := 0; ; {
 			j := indexFold(e.src, open, i)
 			if j < 0 {
@@ -568,7 +577,7 @@ func (e *extractor) tags() []found {
 					break
 				}
 				g, more, err := e.parse(next, ce, k < 0, true)
-				if err != nil || more <= next {
+				if err != nil || more <= next || (!endsLine(e.src, more, ce) && !isObjectOrArray(e.src, next)) {
 					break
 				}
 				g.Source = SourceTag
@@ -579,6 +588,25 @@ func (e *extractor) tags() []found {
 	}
 	return out
 }
+
+// endsLine reports whether only blanks or commas follow i on its line
+// (before end): a scalar after the first value in a fence or tag is a
+// second value only so ("1 500", "42\n43"), not when words follow it
+// ("2 issues found", "1. counted rows").
+func endsLine(s string, i, end int) bool {
+	for ; i < end; i++ {
+		switch s[i] {
+		case ' ', '\t', ',':
+		case '\n', '\r':
+			return true
+		default:
+			return isFenceAt(s, i)
+		}
+	}
+	return true
+}
+
+func isObjectOrArray(s string, i int) bool { return i < len(s) && (s[i] == '{' || s[i] == '[') }
 
 // valueStartHere reports whether a value plausibly starts at i.
 func (e *extractor) valueStartHere(i int) bool {
@@ -674,6 +702,9 @@ func (e *extractor) fences() []found {
 			fd, after, err := e.parse(next, len(s), true, true)
 			if err != nil {
 				break
+			}
+			if len(got) > 0 && !endsLine(s, after, len(s)) && !isObjectOrArray(s, next) {
+				break // "2 issues found": words, not a second value
 			}
 			fd.Source = SourceFence
 			got = append(got, fd)

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,11 +42,18 @@ func extractionErrors(reply string, c *extract.Candidate) []Error {
 		errs = append(errs, Error{Path: "", Keyword: "truncated", Class: ClassSyntax, Message: truncatedMessage})
 	}
 	errs = append(errs, StorableErrors(c.Value)...)
-	if at, lone := extract.LoneSurrogate(c.JSON); lone {
+	at, inKey, lone := extract.LoneSurrogate(c.JSON)
+	if lone {
+		what := "a string"
+		if inKey {
+			what = "a property name"
+		}
 		errs = append(errs, Error{Path: at, Keyword: "lone_surrogate", Class: ClassSyntax,
-			Message: display(at) + ": a string holds half of a UTF-16 surrogate pair (a \\uD800-\\uDFFF escape without its other half), which is no character: readers replace it with U+FFFD; write the character itself"})
+			Message: display(at) + ": " + what + " holds half of a UTF-16 surrogate pair (a \\uD800-\\uDFFF escape without its other half), which is no character: readers replace it with U+FFFD; write the character itself"})
 	}
-	if at, key, dup := extract.DuplicateKey(c.JSON); dup {
+	// (Two keys with lone halves read alike as U+FFFD: the surrogate error
+	// says what is wrong, not a key written twice.)
+	if at, key, dup := extract.DuplicateKey(c.JSON); dup && !lone {
 		errs = append(errs, Error{Path: at, Keyword: "duplicate_key", Class: ClassSyntax,
 			Message: fmt.Sprintf("%s: the key %s is written twice in one object; write it once, with the value meant", display(at), strconv.Quote(key))})
 	}
@@ -209,7 +216,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 	for i := range cands {
 		errsOf[i] = s.Validate(cands[i].Value)
 		if len(errsOf[i]) == 0 && len(extractionErrors(reply, &cands[i])) == 0 {
-			if amb := ambiguous(s, reply, cands, i); amb != nil {
+			if amb := ambiguous(s, reply, cands, i, cands[i].Value, mode); amb != nil {
 				return result(cands, i, cands[i].Value, amb, nil)
 			}
 			return result(cands, i, cands[i].Value, nil, nil)
@@ -226,7 +233,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 			best, bestErrs, bestValue, bestFixes = i, errs, v, fixes
 		}
 		if len(errs) == 0 {
-			if amb := ambiguous(s, reply, cands, i); amb != nil {
+			if amb := ambiguous(s, reply, cands, i, v, mode); amb != nil {
 				bestErrs = amb
 			}
 			break
@@ -274,7 +281,7 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 	for i := range cands {
 		errs := candidateErrors(s, reply, &cands[i])
 		if len(errs) == 0 {
-			best, bestErrs = i, ambiguous(s, reply, cands, i)
+			best, bestErrs = i, ambiguous(s, reply, cands, i, cands[i].Value, CoerceNone)
 			break
 		}
 		if best < 0 || len(errs) < len(bestErrs) {
@@ -295,24 +302,41 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 	}
 }
 
-// ambiguous returns the error of a reply in which, besides cands[chosen],
-// another candidate that does not overlap it validates as extracted and
-// holds another value: "Example: {...} Answer: {...}", "1 500" (1 and 500),
-// a draft and its correction. Which one the model meant is not for the
-// checker to guess (it took the first); the model is asked for one. With
-// no schema every value is acceptable, and nothing is ambiguous.
-func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int) []Error {
+// ambiguous returns the error of a reply in which, besides cands[chosen]
+// (whose value, after its local fixes, is value), another candidate that
+// does not overlap it fits the schema too, as extracted or after local
+// fixes in mode, and holds another value: "Example: {...} Answer: {...}",
+// "1 500" (1 and 500), "1, 2, 3" for an array (each wrapped alone), a
+// draft and its correction. Which one the model meant is not for the
+// checker to guess (it took the first); the model is asked for one. Values
+// are compared as JSON values: 1.0 and 1 are one number. With no schema
+// every value is acceptable, and nothing is ambiguous. At most
+// ambiguityCoerceMax other candidates are tried with local fixes, so a
+// reply of many fragments stays cheap.
+func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, value any, mode CoerceMode) []Error {
 	if s == nil {
 		return nil
 	}
 	c := &cands[chosen]
+	coerced := 0
 	for j := range cands {
 		o := &cands[j]
-		if j == chosen || (o.Start < c.End && c.Start < o.End) || reflect.DeepEqual(o.Value, c.Value) {
+		if j == chosen || (o.Start < c.End && c.Start < o.End) || SameValue(o.Value, value) {
 			continue
 		}
-		if len(candidateErrors(s, reply, o)) > 0 {
+		if len(extractionErrors(reply, o)) > 0 {
 			continue
+		}
+		errs := s.Validate(o.Value)
+		if len(errs) > 0 {
+			if mode != CoerceSafe && mode != CoerceAll || coerced >= ambiguityCoerceMax {
+				continue
+			}
+			coerced++
+			v, _, left := s.coerce(o.Value, errs, mode)
+			if len(left) > 0 || SameValue(v, value) {
+				continue
+			}
 		}
 		first, second := c, o
 		if second.Start < first.Start {
@@ -323,6 +347,53 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int) [
 			rootDisplay, first.Start, snippetAt(reply, first.Start), second.Start, snippetAt(reply, second.Start))}}
 	}
 	return nil
+}
+
+// ambiguityCoerceMax bounds the other candidates ambiguous tries with local
+// fixes.
+const ambiguityCoerceMax = 64
+
+// SameValue reports whether a and b, decoded JSON values (numbers as
+// json.Number), are the same JSON value: numbers compare by value (1.0,
+// 1 and 1e0 are one number), objects by their members whatever the order.
+func SameValue(a, b any) bool {
+	switch x := a.(type) {
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		if x == y {
+			return true
+		}
+		rx, okx := new(big.Rat).SetString(string(x))
+		ry, oky := new(big.Rat).SetString(string(y))
+		return okx && oky && rx.Cmp(ry) == 0
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !SameValue(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !SameValue(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b // strings, booleans, null
 }
 
 // candidateErrors returns every error of one candidate.

@@ -339,6 +339,25 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 	obj := mustCompile(t, `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"]}`)
 	num := mustCompile(t, `{"type":"integer"}`)
 	arr := mustCompile(t, `{"type":"array","items":{"type":"integer"}}`)
+	enum := mustCompile(t, `{"type":"object","properties":{"c":{"enum":["bug","billing"]},"p":{"type":"integer"}},"required":["c","p"]}`)
+	strs := mustCompile(t, `{"type":"array","items":{"type":"string"}}`)
+	for _, mode := range []CoerceMode{CoerceSafe, CoerceAll} {
+		// Values that fit only after a local fix count too: each of
+		// "1, 2, 3" wrapped alone, a correction whose enum case is fixed.
+		for _, tc := range []struct {
+			s     *Schema
+			reply string
+		}{
+			{arr, "1, 2, 3"}, {strs, `"a", "b", "c"`},
+			{enum, "Draft: {\"c\": \"bug\", \"p\": 2}\nCorrected: {\"c\": \"Billing\", \"p\": 3}"},
+			{enum, "Draft: {\"c\": \"Bug\", \"p\": \"2\"}\nCorrected: {\"c\": \"Billing\", \"p\": \"3\"}"},
+		} {
+			got := CheckWith(tc.s, tc.reply, CheckOptions{Coerce: mode})
+			if got.Valid || len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous" {
+				t.Errorf("%s %q: valid %v (%v), errors %v; want ambiguous", mode, tc.reply, got.Valid, got.Value, got.Errors)
+			}
+		}
+	}
 	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
 		for _, tc := range []struct {
 			s     *Schema
@@ -357,10 +376,20 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 		}
 		for _, reply := range []string{
 			"{\"name\":\"a\",\"age\":1}\n```json\n{\"name\": \"a\", \"age\": 1}\n```",
-			"Input was {\"text\": \"hi\"}. Answer: {\"name\":\"a\",\"age\":1}", // the other value does not fit
+			"Input was {\"text\": \"hi\"}. Answer: {\"name\":\"a\",\"age\":1}",                                       // the other value does not fit
+			"```json\n{\"name\": \"a\", \"age\": 1.0}\n```\nSummary:\n```json\n{\"age\": 1e0, \"name\": \"a\"}\n```", // one value, written two ways
+			// Reasoning closed by a tag it did not open: its drafts are not answers.
+			"Okay, maybe {\"name\": \"b\", \"age\": 2}? No.\n</think>\n\n{\"name\": \"a\", \"age\": 1}",
 		} {
 			if got := CheckWith(obj, reply, CheckOptions{Coerce: mode}); !got.Valid {
 				t.Errorf("%s %q: %v; want valid", mode, reply, got.Errors)
+			}
+		}
+		// A number opening a line of words in a fence or tag is not a
+		// second value.
+		for _, reply := range []string{"<answer>7\n2 issues found: tone and length.</answer>", "```\n7\n\n3 minor typos\n```", "<answer>\n7\n\n1. counted rows\n</answer>"} {
+			if got := CheckWith(num, reply, CheckOptions{Coerce: mode}); !got.Valid || !SameValue(got.Value, json.Number("7")) {
+				t.Errorf("%s %q: %v %v; want 7, valid", mode, reply, got.Value, got.Errors)
 			}
 		}
 	}

@@ -425,8 +425,17 @@ func TestCheckWith(t *testing.T) {
 		},
 		{
 			name:  "valid as extracted beats made valid",
+			reply: "First {\"n\": \"3\"} then {\"n\": 3}.", mode: CoerceSafe,
+			wantValid: true, wantValue: `{"n":3}`, wantIndex: strings.Index("First {\"n\": \"3\"} then {\"n\": 3}.", `{"n": 3}`),
+			repairs: `[]`,
+		},
+		{
+			// Two values that fit, one after a local fix: a draft and its
+			// correction, or an example and the answer. It stored the one
+			// valid as written.
+			name:  "another value made valid is ambiguous",
 			reply: "First {\"n\": \"2\"} then {\"n\": 3}.", mode: CoerceSafe,
-			wantValid: true, wantValue: `{"n":3}`, wantIndex: strings.Index("First {\"n\": \"2\"} then {\"n\": 3}.", `{"n": 3}`),
+			wantValue: `{"n":3}`, wantIndex: strings.Index("First {\"n\": \"2\"} then {\"n\": 3}.", `{"n": 3}`),
 			repairs: `[]`,
 		},
 		{
@@ -464,7 +473,11 @@ func TestCheckWith(t *testing.T) {
 			if g := mustEncode(t, repairs); g != tc.repairs {
 				t.Fatalf("repairs =\n%s\nwant\n%s", g, tc.repairs)
 			}
-			if !reflect.DeepEqual(got.Errors, candidateErrorsOf(s, tc.reply, got)) || got.Class != ClassOf(got.Errors) {
+			if tc.name == "another value made valid is ambiguous" {
+				if len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous" {
+					t.Fatalf("errors %v; want one ambiguous error", got.Errors)
+				}
+			} else if !reflect.DeepEqual(got.Errors, candidateErrorsOf(s, tc.reply, got)) || got.Class != ClassOf(got.Errors) {
 				t.Fatalf("errors %v, class %q are not those of the value", got.Errors, got.Class)
 			}
 			// The `worker check` object shows the repaired value.
