@@ -202,6 +202,30 @@ func TestCancelDuringRun(t *testing.T) {
 	}
 }
 
+// runThenCancel starts a worker, waits until every one of batch b's jobs
+// has made a call or two, cancels the batch, and returns the worker and
+// the calls made by then.
+func (h *harness) runThenCancel(wcfg pipeline.WorkerConfig, jobs int) (*runningWorker, int64) {
+	h.t.Helper()
+	rw := h.startWorker(wcfg, nil, nil)
+	waitFor(h.t, 30*time.Second, "every job past its first call", func() bool { return h.sim.requests() >= int64(2*jobs) })
+	if _, err := enqueue.Cancel(h.ctx, h.st, "b"); err != nil {
+		h.t.Fatal(err)
+	}
+	return rw, h.sim.requests()
+}
+
+// waitQuiet waits up to timeout for a stretch of quiet with no provider
+// call.
+func (h *harness) waitQuiet(timeout, quiet time.Duration, what string) {
+	h.t.Helper()
+	waitFor(h.t, timeout, what, func() bool {
+		before := h.sim.requests()
+		time.Sleep(quiet)
+		return h.sim.requests() == before
+	})
+}
+
 // slowProse is a reply, a second late, that holds no JSON.
 func slowProse() *sim.ScriptedReply {
 	return &sim.ScriptedReply{Status: 200, Body: completion("Sorry, no JSON today.", 40, 8), Delay: time.Second,
@@ -231,19 +255,10 @@ func TestCancelStopsJobsBetweenAttempts(t *testing.T) {
 	enqueueFiveAttempts(h, jobs)
 	wcfg := h.workerConfig(h.client(nil))
 	wcfg.Concurrency = n
-	rw := h.startWorker(wcfg, nil, nil)
-	waitFor(t, 30*time.Second, "every job past its first call", func() bool { return h.sim.requests() >= 2*jobs })
-	if _, err := enqueue.Cancel(h.ctx, h.st, "b"); err != nil {
-		t.Fatal(err)
-	}
-	atCancel := h.sim.requests()
+	rw, atCancel := h.runThenCancel(wcfg, jobs)
 	// The workers see the cancel within controlTTL (2 s): the call in
 	// flight and up to two more a job, against 5 calls a job without.
-	waitFor(t, 30*time.Second, "the jobs' calls to end", func() bool {
-		before := h.sim.requests()
-		time.Sleep(time.Second)
-		return h.sim.requests() == before
-	})
+	h.waitQuiet(30*time.Second, time.Second, "the jobs' calls to end")
 	rw.stop(t, 20*time.Second)
 	if calls := h.sim.requests(); calls > atCancel+3*jobs || calls >= 5*jobs {
 		t.Errorf("%d calls (%d at the cancel): the jobs ran on after it", calls, atCancel)
@@ -310,19 +325,10 @@ func TestCancelStopsTransportRetries(t *testing.T) {
 			MaxElapsedTime: time.Minute, MaxRetries: 20}
 	}))
 	wcfg.Concurrency = jobs
-	rw := h.startWorker(wcfg, nil, nil)
-	waitFor(t, 30*time.Second, "every job retrying", func() bool { return h.sim.requests() >= 2*jobs })
-	if _, err := enqueue.Cancel(h.ctx, h.st, "b"); err != nil {
-		t.Fatal(err)
-	}
-	atCancel := h.sim.requests()
+	rw, atCancel := h.runThenCancel(wcfg, jobs)
 	// Seen within controlTTL (2 s) plus the wait under way (1 s): at most
 	// three more requests a job (each takes 1.2 s).
-	waitFor(t, 15*time.Second, "the jobs' retries to end", func() bool {
-		before := h.sim.requests()
-		time.Sleep(1500 * time.Millisecond)
-		return h.sim.requests() == before
-	})
+	h.waitQuiet(15*time.Second, 1500*time.Millisecond, "the jobs' retries to end")
 	h.waitDone("b", jobs, 10*time.Second)
 	rw.stop(t, 20*time.Second)
 	if calls := h.sim.requests(); calls > atCancel+3*jobs {
