@@ -215,6 +215,25 @@ func (h *harness) runThenCancel(wcfg pipeline.WorkerConfig, jobs int) (*runningW
 	return rw, h.sim.requests()
 }
 
+// keptAsCancelled checks that each of batch b's jobs ended cancelled with
+// no attempt of its own, and returns the calls kept apart for each.
+func (h *harness) keptAsCancelled(jobs int) [][]store.InterruptedCalls {
+	h.t.Helper()
+	out := make([][]store.InterruptedCalls, jobs)
+	for i := 1; i <= jobs; i++ {
+		j, as := h.job(jobID("b", i))
+		if j.Status != store.StatusCancelled || len(as) != 0 {
+			h.t.Errorf("job %d: %s with %d attempts; want cancelled, its calls kept apart", i, j.Status, len(as))
+		}
+		kept, err := h.st.JobInterrupted(h.ctx, jobID("b", i))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out[i-1] = kept
+	}
+	return out
+}
+
 // waitQuiet waits up to timeout for a stretch of quiet with no provider
 // call.
 func (h *harness) waitQuiet(timeout, quiet time.Duration, what string) {
@@ -264,18 +283,10 @@ func TestCancelStopsJobsBetweenAttempts(t *testing.T) {
 		t.Errorf("%d calls (%d at the cancel): the jobs ran on after it", calls, atCancel)
 	}
 	var cancelledCalls int
-	for i := 1; i <= jobs; i++ {
-		j, as := h.job(jobID("b", i))
-		if j.Status != store.StatusCancelled || len(as) != 0 {
-			t.Errorf("job %d: %s with %d attempts; want cancelled, its calls kept apart", i, j.Status, len(as))
-		}
-		kept, err := h.st.JobInterrupted(h.ctx, jobID("b", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for i, kept := range h.keptAsCancelled(jobs) {
 		for _, k := range kept {
 			if k.Reason != store.InterruptCancelled || k.Hold != 0 || k.Paid != k.Calls {
-				t.Errorf("job %d: interrupted calls %+v; want every call paid and recorded as cancelled", i, k)
+				t.Errorf("job %d: interrupted calls %+v; want every call paid and recorded as cancelled", i+1, k)
 			}
 			cancelledCalls += k.Calls
 		}
@@ -334,21 +345,13 @@ func TestCancelStopsTransportRetries(t *testing.T) {
 	if calls := h.sim.requests(); calls > atCancel+3*jobs {
 		t.Errorf("%d requests, %d at the cancel: the retries ran on after it", calls, atCancel)
 	}
-	for i := 1; i <= jobs; i++ {
-		j, as := h.job(jobID("b", i))
-		if j.Status != store.StatusCancelled || len(as) != 0 {
-			t.Errorf("job %d: %s with %d attempts; want cancelled, its calls kept apart", i, j.Status, len(as))
-		}
-		kept, err := h.st.JobInterrupted(h.ctx, jobID("b", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for i, kept := range h.keptAsCancelled(jobs) {
 		if len(kept) == 0 {
-			t.Errorf("job %d: no interrupted calls; want its failed call kept", i)
+			t.Errorf("job %d: no interrupted calls; want its failed call kept", i+1)
 		}
 		for _, k := range kept {
 			if k.Reason != store.InterruptCancelled || k.Paid != 0 {
-				t.Errorf("job %d: interrupted calls %+v; want unpaid calls recorded as cancelled", i, k)
+				t.Errorf("job %d: interrupted calls %+v; want unpaid calls recorded as cancelled", i+1, k)
 			}
 		}
 	}
