@@ -148,6 +148,10 @@ func (s *Store) Batch(ctx context.Context, name string) (*Batch, error) {
 
 // RefreshBatchTotal sets the batch's total_jobs to the number of its job
 // rows and returns it.
+func (s *Store) RefreshBatchTotal(ctx context.Context, name string) (int, error) {
+	return s.refreshTotal(ctx, name, false)
+}
+
 // StartRecording marks that an enqueue is recording the batch's rows;
 // FinishRecording clears it. A batch left marked lost the enqueue that was
 // recording it: its dataset is only partly recorded.
@@ -163,25 +167,17 @@ func (s *Store) StartRecording(ctx context.Context, name string) error {
 // FinishRecording is RefreshBatchTotal for an enqueue that has recorded
 // every row of its dataset: it also clears the mark StartRecording set.
 func (s *Store) FinishRecording(ctx context.Context, name string) (int, error) {
-	ctx, cancel := s.timeout(ctx)
-	defer cancel()
-	var n int
-	err := s.pool.QueryRow(ctx, `
-		UPDATE batches SET total_jobs = (SELECT count(*) FROM jobs WHERE batch = $1), recording_since = NULL
-		WHERE name = $1 RETURNING total_jobs`, name).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count jobs of batch %s: %w", name, err)
-	}
-	return n, nil
+	return s.refreshTotal(ctx, name, true)
 }
 
-func (s *Store) RefreshBatchTotal(ctx context.Context, name string) (int, error) {
+func (s *Store) refreshTotal(ctx context.Context, name string, finish bool) (int, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var n int
 	err := s.pool.QueryRow(ctx, `
-		UPDATE batches SET total_jobs = (SELECT count(*) FROM jobs WHERE batch = $1)
-		WHERE name = $1 RETURNING total_jobs`, name).Scan(&n)
+		UPDATE batches SET total_jobs = (SELECT count(*) FROM jobs WHERE batch = $1),
+		       recording_since = CASE WHEN $2 THEN NULL ELSE recording_since END
+		WHERE name = $1 RETURNING total_jobs`, name, finish).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("count jobs of batch %s: %w", name, ErrNotFound)
 	}
