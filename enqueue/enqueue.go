@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"text/template/parse"
 	"time"
@@ -48,8 +49,10 @@ type Ledger interface {
 	PutBatch(ctx context.Context, p store.BatchParams) error
 	Batch(ctx context.Context, name string) (*store.Batch, error)
 	RefreshBatchTotal(ctx context.Context, name string) (int, error)
-	StartRecording(ctx context.Context, name string) error
-	FinishRecording(ctx context.Context, name string) (int, error)
+	StartRecording(ctx context.Context, batch, datasetSHA256 string) (string, error)
+	BeatRecording(ctx context.Context, token string) error
+	StopRecording(ctx context.Context, token string) error
+	FinishRecording(ctx context.Context, batch, token, datasetSHA256 string) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
@@ -684,7 +687,11 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 
 	// Pass 1: check every row; record and publish nothing.
 	prog.Phase = PhaseCheck
-	chk, err := r.check(ctx, data, &prog, checkOpts{})
+	// The first pass reads the whole dataset: its digest names it, so
+	// that a later run of the same dataset can clear the mark of a killed
+	// one (pass 2).
+	digest := sha256.New()
+	chk, err := r.check(ctx, io.TeeReader(data, digest), &prog, checkOpts{})
 	if err != nil {
 		return prog, err
 	}
@@ -745,13 +752,25 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		}
 	}
 
-	// Pass 2: record and publish the rows that passed. The batch says so
-	// until every row is recorded: a run killed in between leaves the
-	// mark, and --resume and the batch's verdict refuse a batch that holds
-	// only part of its dataset.
-	if err := ledger.StartRecording(ctx, cfg.Batch); err != nil {
+	// Pass 2: record and publish the rows that passed. The run says so,
+	// and that it is alive, until every row is recorded: a run killed in
+	// between leaves its mark, and --resume and the batch's verdict refuse
+	// a batch that holds only part of its dataset.
+	datasetSHA := hex.EncodeToString(digest.Sum(nil))
+	token, err := ledger.StartRecording(ctx, cfg.Batch, datasetSHA)
+	if err != nil {
 		return prog, err
 	}
+	stopBeat := beatRecording(ctx, ledger, token)
+	finished := false
+	defer func() {
+		stopBeat()
+		if !finished {
+			// Failed or interrupted: partly recorded now, not once the
+			// heartbeat has been missed a minute.
+			_ = ledger.StopRecording(context.WithoutCancel(ctx), token)
+		}
+	}()
 	if _, err := data.Seek(0, io.SeekStart); err != nil {
 		return prog, fmt.Errorf("rewind the dataset: %w", err)
 	}
@@ -763,10 +782,41 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	if len(prog.Bad) > bad && cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
 		return prog, fmt.Errorf("%w: %d rows were refused by the queue while publishing: %v", ErrTooManyBadRows, len(prog.Bad)-bad, prog.Bad[bad])
 	}
-	if _, err := ledger.FinishRecording(ctx, cfg.Batch); err != nil {
+	stopBeat()
+	if _, err := ledger.FinishRecording(ctx, cfg.Batch, token, datasetSHA); err != nil {
 		return prog, err
 	}
+	finished = true
 	return prog, nil
+}
+
+// beatRecording says every store.RecordingBeat that the run of token is
+// alive, until the returned stop is called (more than once is fine). A
+// beat that fails is tried again at the next.
+func beatRecording(ctx context.Context, ledger Ledger, token string) (stop func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(store.RecordingBeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = ledger.BeatRecording(ctx, token)
+			}
+		}
+	}()
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
 }
 
 // settingsChanged refuses a run of batch with settings other than those
@@ -807,11 +857,15 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 	if settings.Provider == "" || settings.Model == "" {
 		return fmt.Errorf("batch %s was recorded without its settings (by an older version): run the original enqueue command again instead of --resume", cfg.Batch)
 	}
-	if b.RecordingSince != nil {
+	if rec := b.Recording; rec != nil {
 		// --resume publishes what is recorded: it would have called a
 		// batch holding 1,000 of its 3,000 rows done.
-		return fmt.Errorf("%w: batch %s: the enqueue that began recording its rows at %s did not finish; run that enqueue command again with its dataset (rows already recorded are skipped), not --resume",
-			ErrPartlyRecorded, cfg.Batch, b.RecordingSince.UTC().Format(time.RFC3339))
+		if rec.Live {
+			return fmt.Errorf("%w: batch %s: an enqueue is recording its rows now (since %s): let it finish; it publishes them itself",
+				ErrPartlyRecorded, cfg.Batch, rec.Since.UTC().Format(time.RFC3339))
+		}
+		return fmt.Errorf("%w: batch %s: the enqueue that began recording its rows at %s stopped before it had recorded them all; run that enqueue command again with its dataset (rows already recorded are skipped), not --resume",
+			ErrPartlyRecorded, cfg.Batch, rec.Since.UTC().Format(time.RFC3339))
 	}
 	// A batch whose first run failed before it recorded a job (its insert
 	// refused) has nothing to resume: saying "0 jobs" and exiting 0 let a

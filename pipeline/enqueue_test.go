@@ -2,6 +2,8 @@ package pipeline_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -620,8 +622,8 @@ func TestResumeOfAPartlyRecordedBatch(t *testing.T) {
 		t.Fatal("the run with failing inserts succeeded")
 	}
 	p := h.progress("part")
-	if p.Total != 4 || p.RecordingSince == nil {
-		t.Fatalf("after the cut: %+v; want 4 jobs recorded and the batch marked recording", p)
+	if p.Total != 4 || p.Recording == nil || p.Recording.Live {
+		t.Fatalf("after the cut: %+v (recording %+v); want 4 jobs recorded and the batch marked, its run stopped", p, p.Recording)
 	}
 	resume := cfg
 	resume.Resume = true
@@ -632,7 +634,60 @@ func TestResumeOfAPartlyRecordedBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := h.progress("part"); p.Total != 10 || p.RecordingSince != nil || prog.Recorded != 6 {
+	if p := h.progress("part"); p.Total != 10 || p.Recording != nil || prog.Recorded != 6 {
 		t.Errorf("after the run again: %+v, %d recorded; want 10 jobs, the mark cleared, 6 recorded now", p, prog.Recorded)
+	}
+
+	// Another dataset's run, still going, keeps its mark when this one
+	// finishes (one mark per batch was cleared by whichever run ended
+	// first): the batch is being enqueued (Live) until it ends...
+	other, err := h.st.StartRecording(h.ctx, "part", "digest of another dataset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(12))); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.progress("part"); p.Recording == nil || !p.Recording.Live || p.Recording.Runs != 1 {
+		t.Errorf("with another dataset's run going: recording %+v; want that run's mark, live", p.Recording)
+	}
+	// ...or stops (killed: its heartbeat stops); enqueue cancel ends the
+	// batch as it is.
+	if err := h.st.StopRecording(h.ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.progress("part"); p.Recording == nil || p.Recording.Live {
+		t.Errorf("after the other run stopped: recording %+v; want its mark, not live", p.Recording)
+	}
+	if _, err := enqueue.Cancel(h.ctx, h.st, "part"); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.progress("part"); p.Recording != nil {
+		t.Errorf("after the cancel: recording %+v; want none", p.Recording)
+	}
+}
+
+// A run of the same dataset clears the mark of one killed a moment before
+// (its heartbeat not yet missed): the batch holds every row of it.
+func TestRerunClearsAKilledRunOfTheSameDataset(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	cfg := h.enqueueConfig("rerun")
+	data := dataset(6)
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(data))
+	if _, err := h.st.StartRecording(h.ctx, "rerun", hex.EncodeToString(sum[:])); err != nil { // the killed run
+		t.Fatal(err)
+	}
+	if p := h.progress("rerun"); p.Recording == nil || !p.Recording.Live {
+		t.Fatalf("with the killed run's mark: %+v; want it live still", p.Recording)
+	}
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.progress("rerun"); p.Recording != nil || p.Total != 6 {
+		t.Errorf("after the rerun: %+v, recording %+v; want 6 jobs and no mark", p, p.Recording)
 	}
 }

@@ -665,7 +665,15 @@ func (v *waves) poll(ctx context.Context, log *slog.Logger, client BatchClient, 
 	}
 	if cancelWhy != "" && wave.Error != cancelWhy {
 		if _, err := client.CancelBatch(ctx, wave.ProviderBatchID); err != nil && !errors.Is(err, llm.ErrBatchNotFound) {
-			return fmt.Errorf("cancel: %w", err)
+			var pe *llm.Error
+			if !errors.As(err, &pe) || !pe.Permanent() {
+				return fmt.Errorf("cancel: %w", err)
+			}
+			// The provider refuses to cancel a batch that has ended
+			// ("Cannot cancel a batch with status 'completed'"): it is
+			// read below like any ended batch. Returning here retried
+			// the cancel at every poll, and its replies were never read.
+			log.InfoContext(ctx, "worker: provider batch not cancelled (it may have ended); reading it", slog.String("error", err.Error()))
 		}
 		log.InfoContext(ctx, "worker: provider batch cancel asked for", slog.String("why", cancelWhy))
 		if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Error: cancelWhy, Lease: v.cfg.Lease}); err != nil {

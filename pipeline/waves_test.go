@@ -379,6 +379,44 @@ func TestBatchDeliveryCancel(t *testing.T) {
 	}
 }
 
+// enqueue cancel of a batch whose provider batch has already ended: the
+// provider refuses to cancel it (400, "Cannot cancel a batch with status
+// 'completed'"), and the worker reads its results like any ended batch's,
+// keeping them as the cancel's calls. It retried the cancel at every poll,
+// the wave stayed cancelling and the paid replies were never read.
+func TestBatchDeliveryCancelAfterTheBatchEnded(t *testing.T) {
+	t.Parallel()
+	const n = 10
+	h := newHarness(t, harnessConfig{Sim: waveSim(0, 0, 0)})
+	h.enqueueBatch("we", llm.ProviderOpenAI, n, 24*time.Hour)
+	cfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
+	// One wave of every job, and the cancel before its first poll.
+	cfg.Wave.Collect, cfg.Wave.PollMin, cfg.Wave.PollMax = time.Second, 3*time.Second, 3*time.Second
+	cfg.Concurrency = 4 * n
+	cfg.Drain = true
+	rw := h.startWorker(cfg, nil, nil)
+	waitFor(t, 30*time.Second, "a submitted wave", func() bool {
+		return h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'we' AND status = 'submitted'`) == 1
+	})
+	time.Sleep(2 * time.Second) // its requests run (before the worker's first poll, at 3 s)
+	if _, err := h.st.Cancel(context.Background(), "we"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.wait(t, 60*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	if open := h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'we' AND status <> 'done'`); open != 0 {
+		t.Errorf("%d waves not done, want every one read", open)
+	}
+	st := h.sim.srv.Stats().Batch
+	if st.Cancelled != 0 || st.Succeeded == 0 {
+		t.Fatalf("the provider batch: %+v; want it ended before the cancel, nothing cancelled", st)
+	}
+	if kept := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'we:%' AND reason = 'cancelled'`); int64(kept) != st.Succeeded+st.Errored+st.Expired {
+		t.Errorf("%d replies kept as the cancel's, the provider's batch had %+v", kept, st)
+	}
+}
+
 // enqueue cancel while a worker uploads a wave, or after the provider
 // created its batch but before the worker recorded it: the wave stays
 // cancelling (the worker's record of its upload or submission does not

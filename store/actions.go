@@ -204,6 +204,13 @@ func (s *Store) Cancel(ctx context.Context, batch string) (int, error) {
 		_, err = tx.Exec(ctx, `
 			UPDATE waves SET status = 'cancelling', next_poll_at = now()
 			WHERE batch = $1 AND status IN ('recorded', 'uploaded', 'submitted')`, batch)
+		if err != nil {
+			return err
+		}
+		// A run killed while recording left rows of its dataset out: the
+		// cancel ends the batch as it is (a marked batch could not be
+		// closed but by rerunning the enqueue, whose rows would run).
+		_, err = tx.Exec(ctx, `DELETE FROM batch_recordings WHERE batch = $1`, batch)
 		return err
 	})
 	if err != nil {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,9 +46,9 @@ type Batch struct {
 	// InputColumns are the dataset's column names in the file's order; nil
 	// for batches recorded without them.
 	InputColumns []string
-	// RecordingSince is when an enqueue began recording the batch's rows
-	// and has not finished (killed, or still running); nil otherwise.
-	RecordingSince *time.Time
+	// Recording is set while enqueue runs that began recording the batch's
+	// rows have not finished (killed, or still going); nil otherwise.
+	Recording *Recording
 	// SchemaHash is the batch's schema; "" for batches recorded without it.
 	SchemaHash string
 }
@@ -126,8 +128,8 @@ func (s *Store) Batch(ctx context.Context, name string) (*Batch, error) {
 	var cols *string
 	var schema *string
 	err := s.pool.QueryRow(ctx,
-		`SELECT name, created_at, settings::text, total_jobs, input_columns::text, schema_hash, recording_since FROM batches WHERE name = $1`, name).
-		Scan(&b.Name, &b.CreatedAt, &settings, &b.TotalJobs, &cols, &schema, &b.RecordingSince)
+		`SELECT name, created_at, settings::text, total_jobs, input_columns::text, schema_hash FROM batches WHERE name = $1`, name).
+		Scan(&b.Name, &b.CreatedAt, &settings, &b.TotalJobs, &cols, &schema)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get batch %s: %w", name, ErrNotFound)
 	}
@@ -143,41 +145,122 @@ func (s *Store) Batch(ctx context.Context, name string) (*Batch, error) {
 	if schema != nil {
 		b.SchemaHash = *schema
 	}
+	if b.Recording, err = s.recording(ctx, s.pool, name); err != nil {
+		return nil, err
+	}
 	return &b, nil
 }
 
 // RefreshBatchTotal sets the batch's total_jobs to the number of its job
 // rows and returns it.
 func (s *Store) RefreshBatchTotal(ctx context.Context, name string) (int, error) {
-	return s.refreshTotal(ctx, name, false)
-}
-
-// StartRecording marks that an enqueue is recording the batch's rows;
-// FinishRecording clears it. A batch left marked lost the enqueue that was
-// recording it: its dataset is only partly recorded.
-func (s *Store) StartRecording(ctx context.Context, name string) error {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `UPDATE batches SET recording_since = now() WHERE name = $1`, name); err != nil {
-		return fmt.Errorf("mark batch %s recording: %w", name, err)
+	return s.refreshTotal(ctx, name)
+}
+
+// RecordingBeat is how often an enqueue run recording a batch's rows says
+// it is alive; after RecordingStale without a word it counts as killed.
+const (
+	RecordingBeat  = 15 * time.Second
+	RecordingStale = time.Minute
+)
+
+// Recording is what the ledger knows of the enqueue runs that began
+// recording a batch's rows and have not finished.
+type Recording struct {
+	// Since is when the oldest of them began.
+	Since time.Time
+	// Live reports that one of them said it is alive within
+	// RecordingStale: rows may still come. Otherwise every one was killed
+	// and the batch holds only part of their datasets until the same
+	// enqueue is run again.
+	Live bool
+	// Runs counts them.
+	Runs int
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (s *Store) recording(ctx context.Context, q querier, batch string) (*Recording, error) {
+	var r Recording
+	var since *time.Time
+	err := q.QueryRow(ctx, `
+		SELECT min(started_at), coalesce(bool_or(beat_at > now() - $2::interval), false), count(*)::int
+		FROM batch_recordings WHERE batch = $1`, batch, RecordingStale.String()).Scan(&since, &r.Live, &r.Runs)
+	if err != nil {
+		return nil, fmt.Errorf("read the recordings of batch %s: %w", batch, err)
+	}
+	if r.Runs == 0 {
+		return nil, nil
+	}
+	r.Since = *since
+	return &r, nil
+}
+
+// StartRecording records that an enqueue run of the dataset whose digest
+// is given began recording the batch's rows, and returns the run's token;
+// the run says it is alive with BeatRecording and ends with
+// FinishRecording.
+func (s *Store) StartRecording(ctx context.Context, batch, datasetSHA256 string) (string, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(b[:])
+	if _, err := s.pool.Exec(ctx, `INSERT INTO batch_recordings (token, batch, dataset_sha256) VALUES ($1, $2, $3)`,
+		token, batch, datasetSHA256); err != nil {
+		return "", fmt.Errorf("mark batch %s recording: %w", batch, err)
+	}
+	return token, nil
+}
+
+// BeatRecording says the run of token is alive.
+func (s *Store) BeatRecording(ctx context.Context, token string) error {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `UPDATE batch_recordings SET beat_at = now() WHERE token = $1`, token); err != nil {
+		return fmt.Errorf("beat recording: %w", err)
 	}
 	return nil
 }
 
-// FinishRecording is RefreshBatchTotal for an enqueue that has recorded
-// every row of its dataset: it also clears the mark StartRecording set.
-func (s *Store) FinishRecording(ctx context.Context, name string) (int, error) {
-	return s.refreshTotal(ctx, name, true)
-}
-
-func (s *Store) refreshTotal(ctx context.Context, name string, finish bool) (int, error) {
+// StopRecording marks the run of token stopped before it recorded every
+// row (it failed, or was interrupted): the batch counts as partly
+// recorded at once, not after RecordingStale.
+func (s *Store) StopRecording(ctx context.Context, token string) error {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
+	if _, err := s.pool.Exec(ctx, `UPDATE batch_recordings SET beat_at = '-infinity' WHERE token = $1`, token); err != nil {
+		return fmt.Errorf("stop recording: %w", err)
+	}
+	return nil
+}
+
+// FinishRecording is RefreshBatchTotal for the enqueue run of token, which
+// has recorded every row of its dataset: it removes the run's mark and
+// those of every other run of the same dataset (killed, stopped or still
+// going), whose rows the batch now holds.
+func (s *Store) FinishRecording(ctx context.Context, batch, token, datasetSHA256 string) (int, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `
+		DELETE FROM batch_recordings WHERE token = $1 OR (batch = $2 AND dataset_sha256 = $3)`,
+		token, batch, datasetSHA256); err != nil {
+		return 0, fmt.Errorf("finish recording batch %s: %w", batch, err)
+	}
+	return s.refreshTotal(ctx, batch)
+}
+
+func (s *Store) refreshTotal(ctx context.Context, name string) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, `
-		UPDATE batches SET total_jobs = (SELECT count(*) FROM jobs WHERE batch = $1),
-		       recording_since = CASE WHEN $2 THEN NULL ELSE recording_since END
-		WHERE name = $1 RETURNING total_jobs`, name, finish).Scan(&n)
+		UPDATE batches SET total_jobs = (SELECT count(*) FROM jobs WHERE batch = $1)
+		WHERE name = $1 RETURNING total_jobs`, name).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("count jobs of batch %s: %w", name, ErrNotFound)
 	}

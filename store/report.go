@@ -432,10 +432,10 @@ func (s *Store) ExportShape(ctx context.Context, batch string) (ExportShape, err
 type Progress struct {
 	// Total counts every job row; the other fields split it by status.
 	Total, Queued, Valid, Invalid, Failed, Rejected, Dead, Cancelled, OverBudget int
-	// RecordingSince is set while an enqueue has not finished recording
-	// the batch's rows (see Batch.RecordingSince): more jobs may come, or
-	// the enqueue was killed and the rest of its dataset is not recorded.
-	RecordingSince *time.Time
+	// Recording is set while enqueue runs have not finished recording the
+	// batch's rows (see Batch.Recording): more jobs may come (Live), or
+	// the runs were killed and the rest of their datasets is missing.
+	Recording *Recording
 }
 
 // Done reports whether every job is final (and there is at least one).
@@ -469,12 +469,14 @@ func (s *Store) Progress(ctx context.Context, batch string) (Progress, error) {
 		       count(*) FILTER (WHERE status = 'rejected'),
 		       count(*) FILTER (WHERE status = 'dead'),
 		       count(*) FILTER (WHERE status = 'cancelled'),
-		       count(*) FILTER (WHERE status = 'over_budget'),
-		       (SELECT recording_since FROM batches WHERE name = $1)
+		       count(*) FILTER (WHERE status = 'over_budget')
 		FROM jobs WHERE batch = $1`, batch).
-		Scan(&p.Total, &p.Queued, &p.Valid, &p.Invalid, &p.Failed, &p.Rejected, &p.Dead, &p.Cancelled, &p.OverBudget, &p.RecordingSince)
+		Scan(&p.Total, &p.Queued, &p.Valid, &p.Invalid, &p.Failed, &p.Rejected, &p.Dead, &p.Cancelled, &p.OverBudget)
 	if err != nil {
 		return Progress{}, fmt.Errorf("count progress of %s: %w", batch, err)
+	}
+	if p.Recording, err = s.recording(ctx, s.pool, batch); err != nil {
+		return Progress{}, err
 	}
 	return p, nil
 }

@@ -54,17 +54,21 @@ rows that passed.
 Job ids are stable (the batch and --id-field, else the batch and the row's
 line; 1 and "1" are the same id), so running the same command twice enqueues
 nothing new. A batch enqueued again must be given the settings it was first
-recorded with; a difference is refused with its list. --resume finishes a run
-cut short: it publishes jobs recorded but not yet published, and republishes
-jobs the ledger says were published but the queue no longer holds (a lost NATS
-data directory), all with the batch's recorded settings (pass only --batch).
+recorded with; a difference is refused with its list. A run cut short while
+it recorded the rows (its second pass) leaves the batch marked partly
+recorded: run the same command again, which records the rest (report wait and
+worker --drain --batch fail the batch until then; enqueue cancel ends it as it
+is). --resume finishes a run cut short after every row was recorded: it
+publishes jobs recorded but not yet published, and republishes jobs the ledger
+says were published but the queue no longer holds (a lost NATS data
+directory), all with the batch's recorded settings (pass only --batch).
 
 --max-cost-usd and --max-total-tokens cap what the batch may spend (see
 enqueue cap --help). requeue, cancel and cap act on a batch after it ran: run
 'enqueue COMMAND --help' for each.
 
-Exit status: 0 done, 1 failed (nothing is half-enqueued: run it again, or
---resume), 2 bad usage (a typo in a flag, an unknown provider, mode or
+Exit status: 0 done, 1 failed (run the same command again; nothing is lost),
+2 bad usage (a typo in a flag, an unknown provider, mode or
 strategy, a schema or template that does not parse, changed settings).`
 
 const envHelp = `  DATABASE_URL          Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)
@@ -392,13 +396,15 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	case errors.Is(err, enqueue.ErrBadConfig):
 		return usageError{Err: err}
 	case errors.Is(err, enqueue.ErrTooManyBadRows), errors.Is(err, enqueue.ErrNoRows), errors.Is(err, enqueue.ErrNoBatch),
-		errors.Is(err, enqueue.ErrEmptyBatch):
+		errors.Is(err, enqueue.ErrEmptyBatch), errors.Is(err, enqueue.ErrPartlyRecorded):
 		return err
+	case err != nil && cfg.Resume:
+		return fmt.Errorf("%w\n(run it again: --resume publishes what is left)", err)
 	case err != nil && prog.Phase != enqueue.PhasePublish:
 		// Stopped while checking the rows: nothing was recorded.
 		return fmt.Errorf("%w\n(nothing of batch %s was recorded or published)", err, cfg.Batch)
 	case err != nil:
-		return fmt.Errorf("%w\n(the jobs recorded so far are kept: run the same command again, or enqueue --batch %s --resume)", err, cfg.Batch)
+		return fmt.Errorf("%w\n(the jobs recorded so far are kept, and the batch is marked partly recorded: run the same command again to record the rest)", err)
 	}
 	fmt.Fprintf(stdout, "batch %s: %d rows read, %d jobs recorded, %d published, %d already enqueued, %d repeated rows skipped, %d bad rows, %d republished, %d duplicates dropped by the queue, in %s\n",
 		cfg.Batch, prog.Rows, prog.Recorded, prog.Published, prog.Existing, prog.Repeated, len(prog.Bad), prog.Republished, prog.Duplicates,

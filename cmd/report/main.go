@@ -515,8 +515,11 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 		}
 		done := p.Total - p.Queued
 		note := fmt.Sprintf("of %d: %s", p.Total, cli.Statuses(p))
-		// A batch with no jobs has nothing to wait for.
-		if p.Done() || p.Total == 0 {
+		// A batch with no jobs has nothing to wait for. While an enqueue
+		// is recording the batch's rows more may come; once its runs are
+		// all killed, the batch cannot be done however long it waits.
+		live := p.Recording != nil && p.Recording.Live
+		if (p.Done() || p.Total == 0) && !live || p.Recording != nil && !live {
 			if !first {
 				bar.Update(done, note, true)
 			}
@@ -535,6 +538,10 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			return fmt.Errorf("stopped waiting: batch %s is not done (%d of %d jobs still queued)", batch, p.Queued, p.Total)
 		case <-expired:
 			bar.Update(done, note, true)
+			if live {
+				return fmt.Errorf("batch %s not done after %s: an enqueue is still recording its rows (since %s); %d of %d jobs recorded so far are queued",
+					batch, timeout, p.Recording.Since.UTC().Format(time.RFC3339), p.Queued, p.Total)
+			}
 			return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued (are workers running on this ledger?)", batch, timeout, p.Queued, p.Total)
 		case <-time.After(every):
 		}

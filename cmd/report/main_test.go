@@ -381,3 +381,51 @@ func TestReportEmptyArgument(t *testing.T) {
 		}
 	}
 }
+
+// report wait on a batch an enqueue is still recording keeps waiting, even
+// when the jobs recorded so far are final (it failed a live enqueue as
+// killed); once the enqueue's run has stopped, it fails at once, even with
+// jobs queued that will never be published (it waited for ever).
+func TestReportWaitWhileRecording(t *testing.T) {
+	t.Parallel()
+	dsn, st := newLedger(t)
+	ctx := context.Background()
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "r1", Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: "r1:1", Batch: "r1", RowNo: 1, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"},
+		{ID: "r1:2", Batch: "r1", RowNo: 2, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SaveResults(ctx, []store.Result{{JobID: "r1:1", Status: "valid", Value: json.RawMessage(`{}`), Deliveries: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	token, err := st.StartRecording(ctx, "r1", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	// r1:2 queued and the run live: still waiting at the timeout.
+	if code := run(ctx, []string{"wait", "r1", "--interval", "20ms", "--timeout", "200ms", "--database-url", dsn}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "not done after 200ms") {
+		t.Errorf("wait while recording: exit %d, stderr %q; want 1 at the timeout", code, errOut.String())
+	}
+	if _, err := st.SaveResults(ctx, []store.Result{{JobID: "r1:2", Status: "valid", Value: json.RawMessage(`{}`), Deliveries: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	if code := run(ctx, []string{"wait", "r1", "--interval", "20ms", "--timeout", "200ms", "--database-url", dsn}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "an enqueue is still recording its rows") {
+		t.Errorf("wait while recording, every recorded job final: exit %d, stderr %q; want 1 at the timeout, not a verdict", code, errOut.String())
+	}
+	if err := st.StopRecording(ctx, token); err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	start := time.Now()
+	if code := run(ctx, []string{"wait", "r1", "--interval", "20ms", "--database-url", dsn}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "stopped before it had recorded them all") || time.Since(start) > 5*time.Second {
+		t.Errorf("wait after the run stopped: exit %d, stderr %q; want 1 at once, saying so", code, errOut.String())
+	}
+}

@@ -88,7 +88,7 @@ func TestDemoInterruptedIsFinished(t *testing.T) {
 		t.Fatalf("the demo's queue is gone: %v", err)
 	}
 	// The printed worker command, on the same ledger, finishes the batch.
-	m := regexp.MustCompile(`worker (--drain --sim \S+ --nats-dir \S+)`).FindStringSubmatch(msg)
+	m := regexp.MustCompile(`worker (--drain --batch \S+ --sim \S+ --nats-dir \S+)`).FindStringSubmatch(msg)
 	if m == nil {
 		t.Fatalf("no worker command in %q", msg)
 	}

@@ -277,6 +277,11 @@ func (c drainCheck) check(ctx context.Context, st *store.Store, stdout io.Writer
 	if p.Total == 0 {
 		return fmt.Errorf("no batch %q in the ledger (was it enqueued into this DATABASE_URL?)", c.batch)
 	}
+	if p.Recording != nil {
+		// Its enqueue is not done: jobs not final may not be published
+		// yet, and --resume would be refused.
+		return cli.NotFullyEnqueued(c.batch, p.Recording)
+	}
 	if p.Queued > 0 {
 		return fmt.Errorf("the queue is drained but %d of %d jobs of batch %s are not final: their messages are not in the queue (run enqueue --batch %s --resume to republish them)",
 			p.Queued, p.Total, c.batch, c.batch)

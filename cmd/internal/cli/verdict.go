@@ -38,9 +38,8 @@ func BatchVerdict(batch string, p store.Progress, maxFail float64) (line string,
 			p.Dead, batch, batch, batch))
 	}
 	switch {
-	case p.RecordingSince != nil:
-		err = fmt.Errorf("%w: batch %s is not fully enqueued: the enqueue that began recording its rows at %s has not finished (killed? run that enqueue command again with its dataset: rows already recorded are skipped)",
-			ErrBatchFailed, batch, p.RecordingSince.UTC().Format(time.RFC3339))
+	case p.Recording != nil:
+		err = NotFullyEnqueued(batch, p.Recording)
 	case p.Total == 0:
 		err = fmt.Errorf("%w: batch %s holds no job (the enqueue that created it recorded none: run it again)", ErrBatchFailed, batch)
 	case p.Valid == 0 && p.Cancelled < p.Total:
@@ -56,4 +55,16 @@ func BatchVerdict(batch string, p store.Progress, maxFail float64) (line string,
 // "0.1% not valid, limit 0.1%").
 func percent(share float64) string {
 	return strconv.FormatFloat(math.Round(share*1e6)/1e4, 'f', -1, 64)
+}
+
+// NotFullyEnqueued is the failure of a batch an enqueue has not finished
+// recording: still at it (rec.Live), or killed, its dataset only partly
+// recorded.
+func NotFullyEnqueued(batch string, rec *store.Recording) error {
+	if rec.Live {
+		return fmt.Errorf("%w: batch %s is not fully enqueued: an enqueue is recording its rows now (since %s)",
+			ErrBatchFailed, batch, rec.Since.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("%w: batch %s is not fully enqueued: the enqueue that began recording its rows at %s stopped before it had recorded them all (killed?); run that enqueue command again with its dataset (rows already recorded are skipped), or enqueue cancel --batch %s to end the batch as it is",
+		ErrBatchFailed, batch, rec.Since.UTC().Format(time.RFC3339), batch)
 }

@@ -28,7 +28,8 @@ func TestBatchVerdict(t *testing.T) {
 		{"a third", store.Progress{Total: 3, Valid: 2, Invalid: 1}, 0.25, "33.3333% of batch b not valid", ""},
 		// Every job recorded is final, but the enqueue recording the
 		// batch never finished: the rest of its dataset is missing.
-		{"partly recorded", store.Progress{Total: 1000, Valid: 1000, RecordingSince: &recording}, 1, "batch b is not fully enqueued", ""},
+		{"partly recorded", store.Progress{Total: 1000, Valid: 1000, Recording: &store.Recording{Since: recording}}, 1, "stopped before it had recorded them all", ""},
+		{"still being recorded", store.Progress{Total: 1000, Valid: 1000, Recording: &store.Recording{Since: recording, Live: true}}, 1, "an enqueue is recording its rows now", ""},
 		{"every job dead, any rate allowed", store.Progress{Total: 50, Dead: 50}, 1, "no job of batch b is valid", "enqueue requeue --batch b --status dead"},
 		{"some dead", store.Progress{Total: 4, Valid: 3, Dead: 1}, 1, "", "1 jobs of batch b are dead"},
 		{"all cancelled by the operator", store.Progress{Total: 4, Cancelled: 4}, 1, "", ""},
