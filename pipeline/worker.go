@@ -391,8 +391,8 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	if room := w.cfg.Queue.MaxAckPending - pendingWriteRoom(w.cfg); room < w.cfg.Concurrency {
 		w.log.WarnContext(ctx, "worker: max ack pending leaves too little room: jobs waiting for their commit count against it, so fewer jobs than the concurrency can run at once",
-			slog.Int("max_ack_pending", w.cfg.Queue.MaxAckPending), slog.Int("concurrency", w.cfg.Concurrency),
-			slog.Int("want_at_least", w.cfg.Concurrency+pendingWriteRoom(w.cfg)))
+			slog.Int("max_ack_pending", w.cfg.Queue.MaxAckPending), slog.Int("concurrency", w.cfg.Concurrency-w.cfg.JobsAhead),
+			slog.Int("jobs_ahead", w.cfg.JobsAhead), slog.Int("want_at_least", w.cfg.Concurrency+pendingWriteRoom(w.cfg)))
 	}
 	w.log.InfoContext(ctx, "worker: started", slog.Int("concurrency", w.cfg.Concurrency-w.cfg.JobsAhead), slog.Int("jobs_ahead", w.cfg.JobsAhead),
 		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.Bool("drain", w.cfg.Drain))
