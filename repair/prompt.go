@@ -367,16 +367,18 @@ func feedback(format FeedbackFormat, a *Attempt, truncationNote bool) string {
 		return "Your reply was not valid. Please try again and reply with valid JSON only."
 	}
 	errs := a.Errors
+	// A syntax-class error is about how the reply is written (no JSON, a
+	// value cut short, two answers, a key twice), not the schema.
+	lead := "Your reply did not match the JSON Schema. "
+	if a.Class == string(validate.ClassSyntax) {
+		lead = "Your reply could not be used as it was written. "
+	}
 	if format == FeedbackXML {
-		return "Your reply did not match the JSON Schema. Fix every error below and reply with the corrected JSON value only.\n" +
+		return lead + "Fix every error below and reply with the corrected JSON value only.\n" +
 			fixesNote(a) + xmlErrors(errs)
 	}
 	var b strings.Builder
-	if a.Class == string(validate.ClassSyntax) {
-		b.WriteString("Your reply did not contain a usable JSON value. ")
-	} else {
-		b.WriteString("Your reply did not match the JSON Schema. ")
-	}
+	b.WriteString(lead)
 	b.WriteString("Fix every error below and reply with the corrected JSON value only:\n")
 	b.WriteString(fixesNote(a))
 	b.WriteString(textErrors(errs))
