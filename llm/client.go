@@ -159,6 +159,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		last    *Error
 		retries []Retry
 		attempt int
+		billed  Usage // of 2xx bodies that could not be used
 	)
 	check := retryCheckOf(ctx)
 	op := func() error {
@@ -176,6 +177,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 			resp = r
 			return nil
 		}
+		billed = addUsage(billed, e.Billed)
 		last = e
 		hb.hint = e.RetryAfter
 		if !e.Class.Retryable() {
@@ -195,11 +197,18 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	if err == nil {
 		resp.Retries = retries
 		resp.DroppedKeywords = dropped
+		resp.Usage = addUsage(resp.Usage, billed) // the call's retries were paid for too
 		return resp, nil
 	}
 	last = retriesEnded(ctx, "", last)
 	last.Retries = retries
+	last.Billed = billed
 	return nil, last
+}
+
+func addUsage(a, b Usage) Usage {
+	return Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
+		CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens, CacheWriteTokens: a.CacheWriteTokens + b.CacheWriteTokens}
 }
 
 type retryCheckKey struct{}
@@ -540,9 +549,54 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request, need demand)
 	}
 	if err != nil {
 		return nil, &Error{Class: ClassBadResponse, Status: hresp.StatusCode, RequestID: reqID,
-			Message: err.Error() + ": " + snippet(data), Err: err}
+			Message: err.Error() + ": " + snippet(data), Err: err, Billed: billedUsage(c.cfg.Provider, data)}
 	}
 	return out, nil
+}
+
+// billedUsage reads only the token counts of a 2xx body that could not be
+// decoded as a whole: the provider billed them, and the call is recorded
+// with them (it said 0 tokens and $0). Zero when they cannot be read.
+func billedUsage(provider string, data []byte) Usage {
+	var u Usage
+	switch provider {
+	case ProviderOpenAI:
+		var w struct {
+			Usage struct {
+				PromptTokens        int `json:"prompt_tokens"`
+				CompletionTokens    int `json:"completion_tokens"`
+				PromptTokensDetails struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(data, &w) == nil {
+			u = Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens, CachedInputTokens: w.Usage.PromptTokensDetails.CachedTokens}
+		}
+	case ProviderAnthropic:
+		var w struct {
+			Usage struct {
+				InputTokens              int `json:"input_tokens"`
+				OutputTokens             int `json:"output_tokens"`
+				CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+				CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(data, &w) == nil {
+			x := w.Usage
+			u = Usage{InputTokens: x.InputTokens + x.CacheReadInputTokens + x.CacheCreationInputTokens, OutputTokens: x.OutputTokens,
+				CachedInputTokens: x.CacheReadInputTokens, CacheWriteTokens: x.CacheCreationInputTokens}
+		}
+	case ProviderOllama:
+		var w struct {
+			PromptEvalCount int `json:"prompt_eval_count"`
+			EvalCount       int `json:"eval_count"`
+		}
+		if json.Unmarshal(data, &w) == nil {
+			u = Usage{InputTokens: w.PromptEvalCount, OutputTokens: w.EvalCount}
+		}
+	}
+	return u
 }
 
 // tooLarge is the error of a body over MaxBodyBytes: size is its

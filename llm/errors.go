@@ -97,6 +97,10 @@ type Error struct {
 	Head string
 	// Retries lists the transport retries made before giving up.
 	Retries []Retry
+	// Billed is the usage the provider reported in 2xx bodies of this
+	// call that could not be used (a body that did not decode), summed
+	// over its transport retries: tokens paid for with no reply to show.
+	Billed Usage
 	// RetriesStopped is why the retries ended before the retry policy did:
 	// the error of the context's retry check (WithRetryCheck), nil
 	// otherwise. The Error is then the last failure, still retryable.

@@ -1,8 +1,13 @@
 package llm
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // In tool mode only a call of the tool asked for is the answer: a call of
@@ -46,5 +51,38 @@ func TestDecodeTypeErrorIsBrief(t *testing.T) {
 	err := decodeOpenAI([]byte(`{"model":"m","choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":7}}]},"finish_reason":"tool_calls"}]}`), &Request{Model: "m"}, &out)
 	if err == nil || len(err.Error()) > 200 || !strings.Contains(err.Error(), "function.name is a JSON") {
 		t.Errorf("err = %v; want a brief error naming the field", err)
+	}
+}
+
+// A 2xx body that cannot be decoded was billed: its usage is read on its
+// own and summed over the call's retries into Error.Billed (the calls were
+// recorded with 0 tokens and $0), and into the reply's usage when a retry
+// then succeeds.
+func TestBilledUsageOfBodiesThatDoNotDecode(t *testing.T) {
+	t.Parallel()
+	bad := `{"model":"m","choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":7}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":50}}}`
+	good := `{"model":"m","choices":[{"message":{"content":"{}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":5}}`
+	for _, tc := range []struct {
+		name    string
+		steps   []http.HandlerFunc
+		wantErr bool
+		want    Usage
+	}{
+		{"every body bad", []http.HandlerFunc{replyJSON(200, bad)}, true, Usage{InputTokens: 300, OutputTokens: 60, CachedInputTokens: 150}},
+		{"bad, then good", []http.HandlerFunc{replyJSON(200, bad), replyJSON(200, good)}, false, Usage{InputTokens: 200, OutputTokens: 25, CachedInputTokens: 50}},
+	} {
+		h, _ := script(tc.steps...)
+		srv := httptest.NewServer(h)
+		c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, Clock: newFakeClock(true),
+			Retry: RetryConfig{NoJitter: true, InitialInterval: time.Millisecond, MaxRetries: 2}})
+		resp, err := c.Complete(context.Background(), hello)
+		srv.Close()
+		var e *Error
+		switch {
+		case tc.wantErr && (!errors.As(err, &e) || e.Class != ClassBadResponse || e.Billed != tc.want):
+			t.Errorf("%s: err %v, billed %+v; want bad_response billed %+v", tc.name, err, e, tc.want)
+		case !tc.wantErr && (err != nil || resp.Usage != tc.want):
+			t.Errorf("%s: %v, usage %+v; want %+v", tc.name, err, resp, tc.want)
+		}
 	}
 }

@@ -688,3 +688,24 @@ func TestFeedbackSaysHowTheReplyWasRead(t *testing.T) {
 		}
 	}
 }
+
+// A failed call whose bodies were billed (they could not be decoded) is
+// recorded with the tokens billed and their cost, not 0 and $0.
+func TestFailedCallKeepsWhatWasBilled(t *testing.T) {
+	t.Parallel()
+	job := patchJob(t, Limits{MaxAttempts: 2, Strategy: StrategyRepair})
+	job.Model = "gpt-4o-mini"
+	billed := &llm.Error{Class: llm.ClassBadRequest, Status: 200, Message: "decode", Billed: llm.Usage{InputTokens: 1000, OutputTokens: 200}}
+	step, err := Start(job, nil, Config{Prices: DefaultPrices(), NowFunc: func() time.Time { return patchClock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	act := step.Next()
+	if act.Request == nil {
+		t.Fatalf("no request: %+v", act)
+	}
+	a, _ := step.Feed(nil, billed, patchClock)
+	if a.TokensIn != 1000 || a.TokensOut != 200 || a.CostUSD <= 0 || step.Result().TokensIn != 1000 {
+		t.Errorf("attempt %+v (result tokens in %d); want the billed tokens and their cost", a, step.Result().TokensIn)
+	}
+}

@@ -379,6 +379,14 @@ func (s *Step) feedError(a *Attempt, err error) (*Attempt, Action) {
 		// A reply over the size cap was made and billed: keep its first
 		// bytes (the error names its size).
 		a.Raw = perr.Head
+		// Bodies that could not be used were billed all the same.
+		a.TokensIn, a.TokensOut = perr.Billed.InputTokens, perr.Billed.OutputTokens
+		a.TokensCached, a.TokensCacheWrite = perr.Billed.CachedInputTokens, perr.Billed.CacheWriteTokens
+		a.CostUSD = LedgerCost(s.cfg.Prices.CostOn(s.job.Model, a.PriceBasis, a.TokensIn, a.TokensOut, a.TokensCached, a.TokensCacheWrite))
+		res.TokensIn += a.TokensIn
+		res.TokensOut += a.TokensOut
+		res.TokensCached += a.TokensCached
+		res.TokensCacheWrite += a.TokensCacheWrite
 	}
 	a.Latency = s.cfg.NowFunc().Sub(a.StartedAt)
 	res.TransportRetries += len(a.Retries)
