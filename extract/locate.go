@@ -292,17 +292,21 @@ func trimSpan(s string, a, b int) (int, int) {
 
 // maskReasoning finds <think>...</think> style blocks.
 func (e *extractor) maskReasoning() {
+	closers := strings.Contains(e.src, "</") // else no closing tag to look for
 	for _, name := range [...]string{"think", "thinking", "reasoning", "reflection"} {
 		open, closeTag := "<"+name+">", "</"+name+">"
 		// A closing tag before any opening one closes reasoning that began
 		// with the reply (some models' templates write the opening tag in
 		// the prompt): everything up to it is reasoning, whose drafts
 		// were taken as answers.
-		if k := indexFold(e.src, closeTag, 0); k >= 0 {
-			if j := indexFold(e.src, open, 0); j < 0 || j > k {
-				e.masked = addSpan(e.masked, span{0, k + len(closeTag)})
+		if closers {
+			if k := indexFold(e.src, closeTag, 0); k >= 0 {
+				if j := indexFold(e.src, open, 0); j < 0 || j > k {
+					e.masked = addSpan(e.masked, span{0, k + len(closeTag)})
+				}
 			}
 		}
+
 		for i := 0; ; {
 			j := indexFold(e.src, open, i)
 			if j < 0 {
