@@ -861,7 +861,7 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 		// --resume publishes what is recorded: it would have called a
 		// batch holding 1,000 of its 3,000 rows done.
 		if rec.Live {
-			return fmt.Errorf("%w: batch %s: an enqueue is recording its rows now (since %s): let it finish; it publishes them itself",
+			return fmt.Errorf("%w: batch %s: an enqueue is recording its rows now (since %s; or it was killed less than a minute ago): let it finish, it publishes them itself",
 				ErrPartlyRecorded, cfg.Batch, rec.Since.UTC().Format(time.RFC3339))
 		}
 		return fmt.Errorf("%w: batch %s: the enqueue that began recording its rows at %s stopped before it had recorded them all; run that enqueue command again with its dataset (rows already recorded are skipped), not --resume",

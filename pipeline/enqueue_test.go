@@ -651,6 +651,15 @@ func TestResumeOfAPartlyRecordedBatch(t *testing.T) {
 	if p := h.progress("part"); p.Recording == nil || !p.Recording.Live || p.Recording.Runs != 1 {
 		t.Errorf("with another dataset's run going: recording %+v; want that run's mark, live", p.Recording)
 	}
+	// A cancel leaves a live run's mark: its rows come after the cancel
+	// and run, and a kill later must still be seen (the cancel removed
+	// it, and a batch missing 11,000 rows was reported done).
+	if _, err := enqueue.Cancel(h.ctx, h.st, "part"); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.progress("part"); p.Recording == nil || !p.Recording.Live {
+		t.Errorf("after a cancel with a run going: recording %+v; want the live run's mark", p.Recording)
+	}
 	// ...or stops (killed: its heartbeat stops); enqueue cancel ends the
 	// batch as it is.
 	if err := h.st.StopRecording(h.ctx, other); err != nil {

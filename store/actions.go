@@ -207,10 +207,12 @@ func (s *Store) Cancel(ctx context.Context, batch string) (int, error) {
 		if err != nil {
 			return err
 		}
-		// A run killed while recording left rows of its dataset out: the
+		// A run stopped while recording left rows of its dataset out: the
 		// cancel ends the batch as it is (a marked batch could not be
-		// closed but by rerunning the enqueue, whose rows would run).
-		_, err = tx.Exec(ctx, `DELETE FROM batch_recordings WHERE batch = $1`, batch)
+		// closed but by rerunning the enqueue, whose rows would run). A
+		// run still going keeps its mark: its rows are recorded after
+		// the cancel and run, and a kill later must still be seen.
+		_, err = tx.Exec(ctx, `DELETE FROM batch_recordings WHERE batch = $1 AND beat_at <= now() - $2::interval`, batch, RecordingStale.String())
 		return err
 	})
 	if err != nil {

@@ -178,6 +178,9 @@ type Recording struct {
 	Live bool
 	// Runs counts them.
 	Runs int
+	// Dataset is the SHA-256 of the oldest stopped run's dataset (""
+	// when every run is live): which file to enqueue again.
+	Dataset string
 }
 
 type querier interface {
@@ -188,8 +191,10 @@ func (s *Store) recording(ctx context.Context, q querier, batch string) (*Record
 	var r Recording
 	var since *time.Time
 	err := q.QueryRow(ctx, `
-		SELECT min(started_at), coalesce(bool_or(beat_at > now() - $2::interval), false), count(*)::int
-		FROM batch_recordings WHERE batch = $1`, batch, RecordingStale.String()).Scan(&since, &r.Live, &r.Runs)
+		SELECT min(started_at), coalesce(bool_or(beat_at > now() - $2::interval), false), count(*)::int,
+		       coalesce((SELECT dataset_sha256 FROM batch_recordings WHERE batch = $1 AND beat_at <= now() - $2::interval
+		                 ORDER BY started_at LIMIT 1), '')
+		FROM batch_recordings WHERE batch = $1`, batch, RecordingStale.String()).Scan(&since, &r.Live, &r.Runs, &r.Dataset)
 	if err != nil {
 		return nil, fmt.Errorf("read the recordings of batch %s: %w", batch, err)
 	}

@@ -432,6 +432,9 @@ func (s *Store) ExportShape(ctx context.Context, batch string) (ExportShape, err
 type Progress struct {
 	// Total counts every job row; the other fields split it by status.
 	Total, Queued, Valid, Invalid, Failed, Rejected, Dead, Cancelled, OverBudget int
+	// Unpublished counts the queued jobs never published: recorded by an
+	// enqueue that stopped before it published them (--resume does).
+	Unpublished int
 	// Recording is set while enqueue runs have not finished recording the
 	// batch's rows (see Batch.Recording): more jobs may come (Live), or
 	// the runs were killed and the rest of their datasets is missing.
@@ -469,9 +472,10 @@ func (s *Store) Progress(ctx context.Context, batch string) (Progress, error) {
 		       count(*) FILTER (WHERE status = 'rejected'),
 		       count(*) FILTER (WHERE status = 'dead'),
 		       count(*) FILTER (WHERE status = 'cancelled'),
-		       count(*) FILTER (WHERE status = 'over_budget')
+		       count(*) FILTER (WHERE status = 'over_budget'),
+		       count(*) FILTER (WHERE status = 'queued' AND NOT published)
 		FROM jobs WHERE batch = $1`, batch).
-		Scan(&p.Total, &p.Queued, &p.Valid, &p.Invalid, &p.Failed, &p.Rejected, &p.Dead, &p.Cancelled, &p.OverBudget)
+		Scan(&p.Total, &p.Queued, &p.Valid, &p.Invalid, &p.Failed, &p.Rejected, &p.Dead, &p.Cancelled, &p.OverBudget, &p.Unpublished)
 	if err != nil {
 		return Progress{}, fmt.Errorf("count progress of %s: %w", batch, err)
 	}

@@ -184,7 +184,7 @@ func TestViews(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p != (store.Progress{Total: 8, Queued: 1, Valid: 4, Invalid: 1, Failed: 1, Rejected: 1}) || p.Done() {
+		if p != (store.Progress{Total: 8, Queued: 1, Valid: 4, Invalid: 1, Failed: 1, Rejected: 1, Unpublished: 1}) || p.Done() {
 			t.Fatalf("Progress = %+v", p)
 		}
 		c, err := s.Counts(ctx, "v")

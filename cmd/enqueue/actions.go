@@ -244,11 +244,21 @@ func cancel(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	before, _ := st.Batch(ctx, c.batch) // its marks, to say what the cancel ended
 	n, err := enqueue.Cancel(ctx, st, c.batch)
 	if err != nil {
 		return actionError(err)
 	}
 	fmt.Fprintf(stdout, "batch %s: cancelled %d jobs not yet final\n", c.batch, n)
+	if before != nil && before.Recording != nil {
+		after, err := st.Batch(ctx, c.batch)
+		if p, perr := st.Progress(ctx, c.batch); err == nil && perr == nil && (after.Recording == nil || after.Recording.Runs < before.Recording.Runs) {
+			fmt.Fprintf(stdout, "batch %s: the rows its stopped enqueue never recorded are given up: the batch ends with the %d jobs it holds\n", c.batch, p.Total)
+		}
+		if err == nil && after.Recording != nil && after.Recording.Live {
+			fmt.Fprintf(stdout, "batch %s: an enqueue is still recording rows into it; they will run (a cancel ends the jobs it found)\n", c.batch)
+		}
+	}
 	return nil
 }
 

@@ -403,6 +403,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	case err != nil && prog.Phase != enqueue.PhasePublish:
 		// Stopped while checking the rows: nothing was recorded.
 		return fmt.Errorf("%w\n(nothing of batch %s was recorded or published)", err, cfg.Batch)
+	case err != nil && ctx.Err() != nil:
+		// (it said "insert jobs: context canceled")
+		return fmt.Errorf("interrupted while recording the rows of batch %s: the jobs recorded so far are kept, and the batch is marked partly recorded: run the same command again to record the rest", cfg.Batch)
 	case err != nil:
 		return fmt.Errorf("%w\n(the jobs recorded so far are kept, and the batch is marked partly recorded: run the same command again to record the rest)", err)
 	}

@@ -231,7 +231,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case !(*maxFail >= 0 && *maxFail <= 1): // NaN too
 			return usageError{Err: fmt.Errorf("--max-failure-rate %v: want a share between 0 and 1", *maxFail)}
 		}
-		return wait(ctx, stdout, stderr, st, batch, *maxFail, *every, *timeout)
+		return wait(ctx, stdout, stderr, st, batch, *maxFail, *every, *timeout, unpublishedGrace)
 	default:
 		return usageError{Err: fmt.Errorf("unknown command %q", cmd)}
 	}
@@ -496,7 +496,11 @@ func rawOrNull(b json.RawMessage) json.RawMessage {
 	return b
 }
 
-func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch string, maxFail float64, every, timeout time.Duration) error {
+// unpublishedGrace is how long every queued job of a batch must stay
+// unpublished, with no enqueue recording it, before report wait gives up.
+const unpublishedGrace = 30 * time.Second
+
+func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch string, maxFail float64, every, timeout, grace time.Duration) error {
 	if err := needBatch(ctx, st, batch); err != nil {
 		return err
 	}
@@ -507,7 +511,8 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 		expired = t.C
 	}
 	bar := cli.NewProgressBar(stderr, false, "wait", 0)
-	first := true // a batch done at the first look needs no progress line
+	first := true            // a batch done at the first look needs no progress line
+	var stuckSince time.Time // since when every queued job is unpublished, with no run recording
 	for {
 		p, err := st.Progress(ctx, batch)
 		if err != nil {
@@ -530,6 +535,21 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			}
 			return err
 		}
+		// Jobs recorded but never published (their enqueue stopped in
+		// between) run only once published: waiting for them waited for
+		// ever. A requeue publishes what it queued a moment later, so it
+		// must hold for a while.
+		if p.Recording == nil && p.Queued > 0 && p.Unpublished == p.Queued {
+			if stuckSince.IsZero() {
+				stuckSince = time.Now()
+			} else if time.Since(stuckSince) >= grace {
+				bar.Update(done, note, true)
+				return fmt.Errorf("batch %s cannot finish: its %d queued jobs were recorded but never published (the enqueue or requeue stopped before publishing them): run enqueue --batch %s --resume",
+					batch, p.Queued, batch)
+			}
+		} else {
+			stuckSince = time.Time{}
+		}
 		first = false
 		bar.Update(done, note, false)
 		select {
@@ -541,6 +561,9 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			if live {
 				return fmt.Errorf("batch %s not done after %s: an enqueue is still recording its rows (since %s); %d of %d jobs recorded so far are queued",
 					batch, timeout, p.Recording.Since.UTC().Format(time.RFC3339), p.Queued, p.Total)
+			}
+			if p.Unpublished > 0 {
+				return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, %d of them never published (run enqueue --batch %s --resume)", batch, timeout, p.Queued, p.Total, p.Unpublished, batch)
 			}
 			return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued (are workers running on this ledger?)", batch, timeout, p.Queued, p.Total)
 		case <-time.After(every):

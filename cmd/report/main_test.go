@@ -429,3 +429,22 @@ func TestReportWaitWhileRecording(t *testing.T) {
 		t.Errorf("wait after the run stopped: exit %d, stderr %q; want 1 at once, saying so", code, errOut.String())
 	}
 }
+
+// Jobs recorded but never published, with no enqueue recording the batch,
+// cannot finish: report wait says so and names --resume, once that has
+// held for its grace (it waited for ever; a requeue publishes a moment
+// after it queues).
+func TestReportWaitOnUnpublishedJobs(t *testing.T) {
+	t.Parallel()
+	dsn := seed(t) // b1:3 is queued and was never published
+	st, err := store.Open(context.Background(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var out, errOut bytes.Buffer
+	err = wait(context.Background(), &out, &errOut, st, "b1", 1, 20*time.Millisecond, 0, 200*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "never published") || !strings.Contains(err.Error(), "enqueue --batch b1 --resume") {
+		t.Errorf("wait on unpublished jobs: %v; want it to end naming --resume", err)
+	}
+}

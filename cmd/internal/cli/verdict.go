@@ -33,6 +33,11 @@ func BatchVerdict(batch string, p store.Progress, maxFail float64) (line string,
 		rate = float64(p.Total-p.Valid) / float64(p.Total)
 	}
 	line = fmt.Sprintf("batch %s done: %d jobs, %.1f%% not valid (%s)", batch, p.Total, 100*rate, Statuses(p))
+	if p.Queued > 0 || p.Recording != nil {
+		// Not done: queued jobs are no failures, and the share not valid
+		// is of a batch that is not all there.
+		line = fmt.Sprintf("batch %s not done: %d jobs, %d queued (%s)", batch, p.Total, p.Queued, Statuses(p))
+	}
 	if p.Dead > 0 {
 		notes = append(notes, fmt.Sprintf("%d jobs of batch %s are dead: delivered the most times without a result (report failures %s shows why); once the cause is fixed, run them again with: enqueue requeue --batch %s --status dead",
 			p.Dead, batch, batch, batch))
@@ -65,6 +70,6 @@ func NotFullyEnqueued(batch string, rec *store.Recording) error {
 		return fmt.Errorf("%w: batch %s is not fully enqueued: an enqueue is recording its rows now (since %s)",
 			ErrBatchFailed, batch, rec.Since.UTC().Format(time.RFC3339))
 	}
-	return fmt.Errorf("%w: batch %s is not fully enqueued: the enqueue that began recording its rows at %s stopped before it had recorded them all (killed?); run that enqueue command again with its dataset (rows already recorded are skipped), or enqueue cancel --batch %s to end the batch as it is",
-		ErrBatchFailed, batch, rec.Since.UTC().Format(time.RFC3339), batch)
+	return fmt.Errorf("%w: batch %s is not fully enqueued: the enqueue that began recording its rows at %s stopped before it had recorded them all (failed, interrupted or killed); run that enqueue command again with its dataset (sha256 %s; rows already recorded are skipped), or enqueue cancel --batch %s to end the batch as it is",
+		ErrBatchFailed, batch, rec.Since.UTC().Format(time.RFC3339), rec.Dataset, batch)
 }
