@@ -63,6 +63,57 @@ Exit status: 0 done, 1 an error or the failure rate over R, 2 bad usage.
 Environment:
   DATABASE_URL  Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)`
 
+// commandFlags names the flags each command reads besides --database-url.
+var commandFlags = map[string][]string{
+	"export": {"format"},
+	"wait":   {"max-failure-rate", "interval", "timeout"},
+}
+
+// commandHelp prints the help of one command: its lines of the usage, the
+// flags it reads, and for export the formats (report wait --help listed
+// every command and --format). An unknown command gets the whole usage.
+func commandHelp(w io.Writer, cmd string, fs *flag.FlagSet) {
+	lines := strings.Split(usage, "\n")
+	var own []string
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "  report "+cmd+" ") && l != "  report "+cmd {
+			continue
+		}
+		own = append(own, l)
+		for _, c := range lines[i+1:] {
+			if !strings.HasPrefix(c, "       ") { // a continuation is indented under the description
+				break
+			}
+			own = append(own, c)
+		}
+	}
+	if len(own) == 0 {
+		fmt.Fprintln(w, usage)
+		fmt.Fprintln(w, "\nFlags:")
+		fs.PrintDefaults()
+		return
+	}
+	fmt.Fprintln(w, "Usage:")
+	fmt.Fprintln(w, strings.Join(own, "\n"))
+	only := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	only.SetOutput(w)
+	for _, name := range append([]string{"database-url"}, commandFlags[cmd]...) {
+		if f := fs.Lookup(name); f != nil {
+			only.Var(f.Value, f.Name, f.Usage)
+		}
+	}
+	fmt.Fprintln(w, "\nFlags:")
+	only.PrintDefaults()
+	if cmd == "export" {
+		if i := strings.Index(usage, "Export formats:"); i >= 0 {
+			end := strings.Index(usage[i:], "\n\n")
+			fmt.Fprintln(w, "\n"+usage[i:i+end])
+		}
+	}
+	fmt.Fprintln(w, "\nExit status: 0 done, 1 an error or the failure rate over R, 2 bad usage.")
+	fmt.Fprintln(w, "\nEnvironment:\n  DATABASE_URL  Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)")
+}
+
 // usageError marks errors caused by how the command was called (exit 2).
 type usageError = cliflags.UsageError
 
@@ -106,7 +157,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxFail := fs.Float64("max-failure-rate", 1, "report wait: exit 1 when (jobs not valid)/(jobs) exceeds this")
 	every := fs.Duration("interval", time.Second, "report wait: how often to poll")
 	timeout := fs.Duration("timeout", 0, "report wait: exit 1 when the batch is not done after this long (0 = wait as long as it takes)")
-	fs.Usage = func() { fmt.Fprintln(stdout, usage); fmt.Fprintln(stdout, "\nFlags:"); fs.PrintDefaults() }
+	fs.Usage = func() { commandHelp(stdout, cmd, fs) }
 	// Flags may come before or after the positional argument.
 	pos, err := cliflags.ParseArgs(fs, args[1:])
 	if err != nil {

@@ -448,3 +448,34 @@ func TestReportWaitOnUnpublishedJobs(t *testing.T) {
 		t.Errorf("wait on unpublished jobs: %v; want it to end naming --resume", err)
 	}
 }
+
+// Each command's --help shows that command and the flags it reads (every
+// command printed the whole usage and every flag: report job --help listed
+// --format and --interval).
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cmd           string
+		want, notWant []string
+	}{
+		{"wait", []string{"report wait BATCH", "-timeout", "-max-failure-rate", "-interval", "-database-url"}, []string{"report job ID", "-format"}},
+		{"export", []string{"report export BATCH", "-format", "Export formats:", "csv    the input's columns"}, []string{"report wait", "-interval"}},
+		{"job", []string{"report job ID", "-database-url"}, []string{"report failures", "-format", "-interval"}},
+		{"summary", []string{"report summary [BATCH]"}, []string{"report job ID", "-timeout"}},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), []string{tc.cmd, "--help"}, &out, &errOut); code != 0 {
+			t.Errorf("%s --help: exit %d", tc.cmd, code)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s --help lacks %q:\n%s", tc.cmd, w, out.String())
+			}
+		}
+		for _, w := range tc.notWant {
+			if strings.Contains(out.String(), w) {
+				t.Errorf("%s --help shows %q, which is not its own", tc.cmd, w)
+			}
+		}
+	}
+}
