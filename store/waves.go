@@ -368,8 +368,10 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 					if status == "cancelled" && nowRun == run {
 						reason = InterruptCancelled
 					}
-					if err := saveWaveInterrupted(ctx, tx, jobID, run, reason, &a); err != nil {
-						return err
+					// Delivery 0: a wave is no queue delivery.
+					in := []Interruption{{JobID: jobID, Run: run, Reason: reason, Attempts: []Attempt{a}}}
+					if _, err := s.insertInterrupted(ctx, tx, in); err != nil {
+						return fmt.Errorf("keep wave attempt %d of job %s apart: %w", a.No, jobID, err)
 					}
 					if _, err := tx.Exec(ctx, `UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND custom_id = $2`, o.WaveID, o.CustomID); err != nil {
 						return err
@@ -441,36 +443,6 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 		return 0, fmt.Errorf("record %d wave outcomes: %w", len(outs), err)
 	}
 	return inserted, nil
-}
-
-// saveWaveInterrupted keeps a wave's outcome for a job that no longer
-// takes it in interrupted_attempts, under delivery 0 (a wave is no queue
-// delivery).
-func saveWaveInterrupted(ctx context.Context, tx pgx.Tx, jobID string, run int, reason string, a *Attempt) error {
-	var sys *string
-	if a.System != nil {
-		sys = &a.System.sha
-		if err := putPrompts(ctx, tx, []string{a.System.sha}, []string{txt(a.System.text)}); err != nil {
-			return err
-		}
-	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO interrupted_attempts (job_id, run, delivery, attempt_no, reason, request, request_hash, system_sha256,
-			raw, source, repairs, errors, class, valid, repaired_locally, finish_reason, latency_ms,
-			tokens_in, tokens_out, tokens_cached, cost_usd, transport_retries, retry_classes,
-			provider_status, provider_error, model, request_id, started_at, provider_class, price_basis, tokens_cache_write, hold)
-		VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-			$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, 0)
-		ON CONFLICT DO NOTHING`,
-		jobID, int32(max(run, 1)), a.No, reason, nullRaw(pgJSON(a.Request)), txt(a.RequestHash), sys,
-		txt(a.Raw), txt(a.Source), nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors)), txt(a.Class), a.Valid,
-		a.RepairedLocally, txt(a.FinishReason), a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached, a.CostUSD,
-		int32(a.TransportRetries), nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError),
-		txt(a.Model), txt(a.RequestID), nullTime(a.StartedAt), txt(a.ProviderClass), basisOr(a.PriceBasis), a.TokensCacheWrite)
-	if err != nil {
-		return fmt.Errorf("keep wave attempt %d of job %s apart: %w", a.No, jobID, err)
-	}
-	return nil
 }
 
 // ReleaseWaveJobs ends the place in wave waveID of the jobs ids (those
