@@ -337,7 +337,7 @@ func nulValue(v any, at string) string {
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			if p := nulValue(x[k], at+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k)); p != "" {
+			if p := nulValue(x[k], at+"/"+extract.PointerToken(k)); p != "" {
 				return p
 			}
 		}

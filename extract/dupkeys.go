@@ -29,7 +29,7 @@ func DuplicateKey(text []byte) (pointer, key string, dup bool) {
 		}
 		top := &w.stack[len(w.stack)-1]
 		if top.seen(w.keys[top.first:], k) {
-			pointer, key, dup = pointerOf(w.stack, w.keys)+"/"+escapePointer(k.String()), k.String(), true
+			pointer, key, dup = pointerOf(w.stack, w.keys)+"/"+PointerToken(k.String()), k.String(), true
 			return true
 		}
 		w.keys = append(w.keys, k)
@@ -231,7 +231,7 @@ func pointerOf(frames []keyFrame, keys []keyText) string {
 	for i, f := range frames[:len(frames)-1] {
 		b.WriteByte('/')
 		if f.object {
-			b.WriteString(escapePointer(keys[frames[i+1].first-1].String()))
+			b.WriteString(PointerToken(keys[frames[i+1].first-1].String()))
 		} else {
 			b.WriteString(strconv.Itoa(f.index))
 		}
@@ -241,4 +241,5 @@ func pointerOf(frames []keyFrame, keys []keyText) string {
 
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
-func escapePointer(s string) string { return pointerEscaper.Replace(s) }
+// PointerToken escapes s as one token of a JSON pointer (RFC 6901).
+func PointerToken(s string) string { return pointerEscaper.Replace(s) }

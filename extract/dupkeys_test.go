@@ -27,11 +27,11 @@ func refDuplicateKey(text []byte) (string, bool) {
 				kt, _ := dec.Token()
 				k := kt.(string)
 				if seen[k] {
-					return "/" + escapePointer(k), true
+					return "/" + PointerToken(k), true
 				}
 				seen[k] = true
 				if p, dup := walk(); dup {
-					return "/" + escapePointer(k) + p, true
+					return "/" + PointerToken(k) + p, true
 				}
 			}
 			dec.Token()
