@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"text/template"
 	"text/template/parse"
 	"time"
@@ -794,18 +793,14 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 // alive, until the returned stop is called (more than once is fine). A
 // beat that fails is tried again at the next.
 func beatRecording(ctx context.Context, ledger Ledger, token string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	var once sync.Once
-	var wg sync.WaitGroup
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer close(done)
 		t := time.NewTicker(store.RecordingBeat)
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
-				return
 			case <-ctx.Done():
 				return
 			case <-t.C:
@@ -813,10 +808,7 @@ func beatRecording(ctx context.Context, ledger Ledger, token string) (stop func(
 			}
 		}
 	}()
-	return func() {
-		once.Do(func() { close(done) })
-		wg.Wait()
-	}
+	return func() { cancel(); <-done }
 }
 
 // settingsChanged refuses a run of batch with settings other than those

@@ -197,8 +197,9 @@ func Check(s *Schema, reply string) CheckResult {
 // Coerced; Value, Errors, Class and Valid are those of the repaired value.
 // A truncated candidate may be repaired too but is still never valid.
 // With a schema, a chosen valid candidate is not valid after all when
-// another, not overlapping it, validates as extracted with another value:
-// its one error, keyword "ambiguous" (class syntax), names both.
+// another, not overlapping it, fits the schema too (as extracted, or after
+// local fixes in a coerce mode) with another value: its one error, keyword
+// "ambiguous" (class syntax), names both.
 func CheckWith(s *Schema, reply string, opt CheckOptions) CheckResult {
 	cands, err := extract.Extract(reply)
 	if s == nil || len(cands) == 0 || (opt.Coerce != CoerceSafe && opt.Coerce != CoerceAll) {
