@@ -145,7 +145,7 @@ func (s *Store) Batch(ctx context.Context, name string) (*Batch, error) {
 	if schema != nil {
 		b.SchemaHash = *schema
 	}
-	if b.Recording, err = s.recording(ctx, s.pool, name); err != nil {
+	if b.Recording, err = s.recording(ctx, name); err != nil {
 		return nil, err
 	}
 	return &b, nil
@@ -183,14 +183,10 @@ type Recording struct {
 	Dataset string
 }
 
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func (s *Store) recording(ctx context.Context, q querier, batch string) (*Recording, error) {
+func (s *Store) recording(ctx context.Context, batch string) (*Recording, error) {
 	var r Recording
 	var since *time.Time
-	err := q.QueryRow(ctx, `
+	err := s.pool.QueryRow(ctx, `
 		SELECT min(started_at), coalesce(bool_or(beat_at > now() - $2::interval), false), count(*)::int,
 		       coalesce((SELECT dataset_sha256 FROM batch_recordings WHERE batch = $1 AND beat_at <= now() - $2::interval
 		                 ORDER BY started_at LIMIT 1), '')

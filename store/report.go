@@ -479,7 +479,7 @@ func (s *Store) Progress(ctx context.Context, batch string) (Progress, error) {
 	if err != nil {
 		return Progress{}, fmt.Errorf("count progress of %s: %w", batch, err)
 	}
-	if p.Recording, err = s.recording(ctx, s.pool, batch); err != nil {
+	if p.Recording, err = s.recording(ctx, batch); err != nil {
 		return Progress{}, err
 	}
 	return p, nil
