@@ -229,4 +229,31 @@ func TestBatchSpendCountsEveryRun(t *testing.T) {
 	}
 }
 
+// batch_spend adds its costs exactly: $0.1 of results and $0.2 of
+// interrupted calls is $0.3, not float8's 0.30000000000000004.
+func TestBatchSpendAddsExactly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := setup(t, "exact", 1)
+	in := store.Interruption{JobID: jobID("exact", 1), Delivery: 1, Reason: store.InterruptShutdown,
+		Attempts: result(jobID("exact", 1), "cut", "syntax").AttemptRows}
+	in.Attempts[0].CostUSD = 0.2
+	if err := s.SaveInterrupted(ctx, []store.Interruption{in}); err != nil {
+		t.Fatal(err)
+	}
+	r := result(jobID("exact", 1), "a", "")
+	r.CostUSD = 0.1
+	if _, err := s.SaveResults(ctx, []store.Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	if err := s.QueryRowForTest(ctx, `SELECT cost_usd FROM batch_spend WHERE batch = 'exact'`, &total); err != nil || total != 0.3 {
+		t.Errorf("batch_spend cost_usd %v (%v), want exactly 0.3", total, err)
+	}
+	costs, err := s.BatchCosts(ctx, "exact")
+	if err != nil || len(costs) != 1 || costs[0].TotalUSD != 0.3 {
+		t.Errorf("BatchCosts: %+v %v, want a total of exactly 0.3", costs, err)
+	}
+}
+
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
