@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -334,10 +335,22 @@ func openStore(ctx context.Context, dsn string, migrate bool) (*store.Store, err
 	return st, nil
 }
 
-// serveOps serves /metrics, /healthz and /readyz until ctx ends.
-func serveOps(ctx context.Context, addr string, m *pipeline.Metrics, ready func(context.Context) error, log *slog.Logger) {
+// serveOps serves /metrics, /healthz and /readyz until ctx ends. An
+// address that cannot be listened on is an error when the operator chose
+// it (their scrapes and probes would fail unseen), and a warning for the
+// default, which a second worker on one machine finds taken.
+func serveOps(ctx context.Context, addr string, chosen bool, m *pipeline.Metrics, ready func(context.Context) error, log *slog.Logger) error {
 	if addr == "" || addr == "off" {
-		return
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if chosen {
+			return fmt.Errorf("metrics address (--metrics-addr, env FIXPOINT_METRICS_ADDR): %w (give each worker on a machine its own address, or 'off')", err)
+		}
+		log.Warn("worker: no /metrics, /healthz or /readyz: the default address is taken (another worker on this machine?); set --metrics-addr to serve them",
+			slog.String("addr", addr), slog.String("error", err.Error()))
+		return nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
@@ -359,10 +372,11 @@ func serveOps(ctx context.Context, addr string, m *pipeline.Metrics, ready func(
 		_ = srv.Shutdown(sctx)
 	}()
 	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn("worker: metrics server", slog.String("addr", addr), slog.String("error", err.Error()))
 		}
 	}()
+	return nil
 }
 
 // waveFlags registers the flags of batch delivery (batches enqueued with

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -172,7 +173,21 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if rateGiven && chk.batch == "" {
 		return usagef("--max-failure-rate is checked on a batch: it needs --drain --batch NAME")
 	}
-	return serve(ctx, cfg, *dbURL, *metricsAddr, *startTimeout, &nf, &pf, chk, stdout, log)
+	ops := opsAddr{addr: *metricsAddr, chosen: os.Getenv("FIXPOINT_METRICS_ADDR") != ""}
+	fs.Visit(func(f *flag.Flag) { ops.chosen = ops.chosen || f.Name == "metrics-addr" })
+	if ops.addr != "" && ops.addr != "off" {
+		if _, _, err := net.SplitHostPort(ops.addr); err != nil {
+			return usagef("--metrics-addr %q (env FIXPOINT_METRICS_ADDR): want host:port, :port or off", ops.addr)
+		}
+	}
+	return serve(ctx, cfg, *dbURL, ops, *startTimeout, &nf, &pf, chk, stdout, log)
+}
+
+// opsAddr is where /metrics, /healthz and /readyz are served, and whether
+// the operator chose it (flag or environment) rather than took the default.
+type opsAddr struct {
+	addr   string
+	chosen bool
 }
 
 // settingFlags names the flag behind each WorkerConfig setting the worker's
@@ -320,7 +335,7 @@ const startTimeoutDefault = 2 * time.Minute
 // retried with backoff for startTimeout, /readyz answering not ready
 // meanwhile; a failure no retry can fix (bad credentials, a bad URL) ends it
 // at once.
-func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr string, startTimeout time.Duration, nf *natsFlags, pf *providerFlags,
+func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops opsAddr, startTimeout time.Duration, nf *natsFlags, pf *providerFlags,
 	chk drainCheck, stdout io.Writer, log *slog.Logger) error {
 	m := pipeline.NewMetrics()
 	cfg.Metrics = m
@@ -329,7 +344,9 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL, metricsAddr st
 	readiness.Store(&starting)
 	opsCtx, stopOps := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopOps()
-	serveOps(opsCtx, metricsAddr, m, func(rctx context.Context) error { return (*readiness.Load())(rctx) }, log)
+	if err := serveOps(opsCtx, ops.addr, ops.chosen, m, func(rctx context.Context) error { return (*readiness.Load())(rctx) }, log); err != nil {
+		return err
+	}
 
 	var st *store.Store
 	err := retryStart(ctx, startTimeout, log, "Postgres", store.IsTransient, func() (err error) {

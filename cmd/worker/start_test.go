@@ -96,3 +96,28 @@ func TestWorkerRetriesPostgresAtStart(t *testing.T) {
 		t.Fatalf("exit %d after %d retries; want 1 after retrying within the start timeout\n%s", code, tries, logs.String())
 	}
 }
+
+// A metrics address the operator chose and the worker cannot listen on
+// ends the start (their scrapes and probes would fail unseen); a malformed
+// one is a usage error. Both are said before Postgres or NATS is tried.
+func TestWorkerChosenMetricsAddrTaken(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	unreachable := []string{"--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1", "--start-timeout", "0", "--sim", "clean"}
+
+	var out lockedBuffer
+	code := run(context.Background(), append(unreachable, "--metrics-addr", taken.Addr().String()), strings.NewReader(""), &out, &out)
+	if code != 1 || !strings.Contains(out.String(), "metrics address") || !strings.Contains(out.String(), taken.Addr().String()) ||
+		strings.Contains(out.String(), "Postgres") {
+		t.Errorf("taken --metrics-addr: exit %d, want 1 naming the address before Postgres is tried\n%s", code, out.String())
+	}
+	out = lockedBuffer{}
+	code = run(context.Background(), append(unreachable, "--metrics-addr", "localhost"), strings.NewReader(""), &out, &out)
+	if code != 2 || !strings.Contains(out.String(), `--metrics-addr "localhost"`) {
+		t.Errorf("--metrics-addr localhost: exit %d, want 2 naming it\n%s", code, out.String())
+	}
+}
