@@ -39,6 +39,12 @@ const (
 	KindEllipsis       = "ellipsis"
 	KindConcat         = "string_concat"
 	KindFunctionCall   = "function_call"
+	// KindFunctionResult: a call of a function that computes a value
+	// (abs(-5), round(2.5), len("abcd")) read as its argument: not the
+	// value the call means. A JSONP callback around the whole reply and
+	// the data wrappers of database shells and Python (ObjectId("1"),
+	// NumberLong("2"), ISODate(...), Decimal("1.5")) are function_call.
+	KindFunctionResult = "function_result"
 	KindTuple          = "tuple"
 	KindTripleQuoted   = "triple_quoted"
 	KindEscapedJSON    = "escaped_json"
@@ -65,7 +71,8 @@ const (
 // it as valid. Every other repair only changes how the value is written.
 func Lossy(kind string) bool {
 	switch kind {
-	case KindExtraText, KindEllipsis, KindMissingValue, KindNumberIncomplete, KindNumberSplit, KindNonFinite, KindEmptyElement:
+	case KindExtraText, KindEllipsis, KindMissingValue, KindNumberIncomplete, KindNumberSplit, KindNonFinite, KindEmptyElement,
+		KindFunctionResult:
 		return true
 	}
 	return false
@@ -1463,7 +1470,11 @@ func (p *parser) symbol() bool {
 		}
 	}
 	if word != "" && j < p.end && p.src[j] == '(' {
-		p.repair(KindFunctionCall, start)
+		if len(p.stack) == 0 || dataWrappers[word] {
+			p.repair(KindFunctionCall, start)
+		} else {
+			p.repair(KindFunctionResult, start)
+		}
 		p.i = j + 1
 		if !p.push(j, ')') {
 			return false
@@ -1485,6 +1496,17 @@ func (p *parser) symbol() bool {
 		return true
 	}
 	return p.unquoted(start, true)
+}
+
+// dataWrappers are the functions that only say how a value is stored:
+// MongoDB shell and BSON types, and Python's Decimal. A call of one inside
+// a value is read as its argument without loss; a call of any other
+// function is a function_result. A call around the whole reply is a JSONP
+// callback, whatever its name.
+var dataWrappers = map[string]bool{
+	"ObjectId": true, "ObjectID": true, "ISODate": true, "NumberLong": true, "NumberInt": true,
+	"NumberDecimal": true, "NumberDouble": true, "Decimal128": true, "Long": true, "Int32": true,
+	"Int64": true, "Double": true, "UUID": true, "Decimal": true,
 }
 
 // unquoted reads an unquoted string value up to a delimiter.

@@ -26,6 +26,7 @@ var lossyWhat = map[string]string{
 	extract.KindNumberSplit:      "digits after a number with no comma between them (one number with a space in it, or two?)",
 	extract.KindNonFinite:        "NaN or Infinity, which JSON has no number for",
 	extract.KindEmptyElement:     "an empty array element (a comma with no value before it)",
+	extract.KindFunctionResult:   "a function call in place of a value (its result is not written)",
 }
 
 // extractionErrors are the errors a candidate gets for how it was

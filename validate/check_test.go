@@ -248,6 +248,9 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		{`{"p": NaN}`, extract.KindNonFinite, `"NaN}"`},
 		{`{"v": [1,,2]}`, extract.KindEmptyElement, `",2]}"`},
 		{`{"v": [,2]}`, extract.KindEmptyElement, `",2]}"`},
+		{`{"n": abs(-5)}`, extract.KindFunctionResult, `"abs(-5)}"`},
+		{`{"p": round(2.5)}`, extract.KindFunctionResult, `"round(2.5)}"`},
+		{`{"s": len("abcd")}`, extract.KindFunctionResult, `"len(\"abcd\")}"`},
 	}
 	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
 		for _, tc := range lossy {
@@ -276,6 +279,9 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		"{\"v\": [1\n2\n3]}",                    // numbers on their own lines
 		`{"v": [1 2 3], "p": 1.5}`,              // single digits: not a thousands group
 		`{"v": [10 20]}`,                        // nor two
+		`{"s": ObjectId("5f1d")}`,               // a data wrapper: the value is its argument
+		`{"n": NumberLong("42")}`,
+		`callback({"n": 1});`, // JSONP around the whole reply
 	} {
 		if got := CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe}); !got.Valid {
 			t.Errorf("%s: %v; want valid (a lossless repair)", reply, got.Errors)
