@@ -874,7 +874,7 @@ func rejectScan(f found) bool {
 	if f.empty && f.Truncated {
 		return true
 	}
-	return hasRepair(f.Repairs, KindUnclosed, KindMismatched, KindExtraBracket, KindUnquotedString, KindFunctionCall, KindTuple, KindMissingValue, KindExtraText)
+	return hasRepair(f.Repairs, KindUnclosed, KindMismatched, KindExtraBracket, KindUnquotedString, KindFunctionCall, KindFunctionResult, KindTuple, KindMissingValue, KindExtraText)
 }
 
 // valuePosition reports whether the fence at f follows `":` on its line, where

@@ -199,7 +199,9 @@ func Check(s *Schema, reply string) CheckResult {
 // A truncated candidate may be repaired too but is still never valid.
 // With a schema, a chosen valid candidate is not valid after all when
 // another, not overlapping it, fits the schema too (as extracted, or after
-// local fixes in a coerce mode) with another value: its one error, keyword
+// local fixes in a coerce mode) with another value, or when one after it
+// is another try at the same answer (an object sharing a key with it, or
+// an array) that does not fit or is cut off: its one error, keyword
 // "ambiguous" (class syntax), names both.
 func CheckWith(s *Schema, reply string, opt CheckOptions) CheckResult {
 	cands, err := extract.Extract(reply)
@@ -348,7 +350,47 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 			"%s: the reply holds more than one JSON value that fits the schema, at offset %d (%s) and at offset %d (%s); reply with only the value meant",
 			rootDisplay, first.Start, snippetAt(reply, first.Start), second.Start, snippetAt(reply, second.Start))}}
 	}
+	// A value after the chosen one that does not fit, or was cut off, but
+	// is another try at the same answer (an object with one of its keys, a
+	// list): "Example: {...} Answer: {<wrong or cut off>}", a correction
+	// that is itself wrong. Taking the example would store what the model
+	// did not mean. A value before the chosen one is a draft it corrected,
+	// or the input it quoted.
+	for j := range cands {
+		o := &cands[j]
+		if o.Start < c.End || !sameAnswer(value, o.Value) || SameValue(o.Value, value) {
+			continue
+		}
+		why := "does not fit the schema"
+		if o.Truncated {
+			why = "is cut off"
+		}
+		return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
+			"%s: the reply holds a JSON value that fits the schema at offset %d (%s), then another of the same shape at offset %d (%s) that %s; reply with only the value meant",
+			rootDisplay, c.Start, snippetAt(reply, c.Start), o.Start, snippetAt(reply, o.Start), why)}}
+	}
 	return nil
+}
+
+// sameAnswer reports whether b looks like another try at answer a: both
+// objects sharing a key, or both non-empty arrays.
+func sameAnswer(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k := range y {
+			if _, ok := x[k]; ok {
+				return true
+			}
+		}
+	case []any:
+		y, ok := b.([]any)
+		return ok && len(x) > 0 && len(y) > 0
+	}
+	return false
 }
 
 // ambiguityCoerceMax bounds the other candidates ambiguous tries with local

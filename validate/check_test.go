@@ -44,7 +44,12 @@ func TestChoose(t *testing.T) {
 		{name: "earliest on ties", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":"y"}`, false}, {`{"n":9}`, false}}, wantIndex: 1, wantValid: false, wantClass: ClassShape, wantErrors: 1},
 		{name: "truncated never valid", cands: []c{{`{"n":1}`, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
 		{name: "complete valid beats truncated valid", cands: []c{{`{"n":1}`, true}, {`{"n":2}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
-		{name: "an invalid second value is not ambiguous", cands: []c{{`{"n":2}`, false}, {`{"n":9}`, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
+		// A value after the valid one, of its shape, that does not fit or
+		// was cut off: an example before a wrong answer, or a wrong
+		// correction. Which was meant is not for the checker to guess.
+		{name: "an invalid later value of the same shape is ambiguous", cands: []c{{`{"n":2}`, false}, {`{"n":9}`, false}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
+		{name: "a cut-off later value of the same shape is ambiguous", cands: []c{{`{"n":2}`, false}, {`{"n":1}`, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
+		{name: "a later value of another shape is not", cands: []c{{`{"n":2}`, false}, {`{"text":9}`, false}, {`[1]`, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
 		{name: "truncated counts as an error", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":1}`, true}}, wantIndex: 1, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
 		{name: "truncated with schema errors", cands: []c{{`{"n":"x"}`, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 2},
 		{name: "nil schema any value", nilSchema: true, cands: []c{{`"anything"`, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
@@ -55,8 +60,10 @@ func TestChoose(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var cands []extract.Candidate
-			for _, x := range tc.cands {
-				cands = append(cands, cand(t, x.text, x.truncated))
+			for i, x := range tc.cands {
+				c := cand(t, x.text, x.truncated)
+				c.Start, c.End = 100*i, 100*i+len(x.text) // in reply order, apart
+				cands = append(cands, c)
 			}
 			sch := s
 			if tc.nilSchema {
@@ -374,6 +381,10 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 			{obj, "Example input: {\"name\":\"example\",\"age\":0}\nOutput:\n{\"name\":\"Alice\",\"age\":31}"},
 			{obj, "{\"name\":\"Draft\",\"age\":1}\nWait, correction:\n{\"name\":\"Alice\",\"age\":31}"},
 			{arr, "Step 1: think. Step [2] compute. Answer: [3,4]"},
+			// The value after the one that fits does not fit, or is cut off.
+			{obj, "For example, the format is {\"name\": \"x\", \"age\": 0}. The answer: {\"name\": \"Alice\", \"age\": \"unknown\"}"},
+			{obj, "```json\n{\"name\": \"a\", \"age\": 1}\n```\nWait, that is wrong. Corrected:\n```json\n{\"name\": \"a\", \"age\": \"two\"}\n```"},
+			{obj, "Format example: {\"name\": \"x\", \"age\": 0}\n\nAnswer: {\"name\": \"Alice\", \"age\": 3"},
 		} {
 			got := CheckWith(tc.s, tc.reply, CheckOptions{Coerce: mode})
 			if got.Valid || len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous" || got.Class != ClassSyntax {
@@ -383,6 +394,8 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 		for _, reply := range []string{
 			"{\"name\":\"a\",\"age\":1}\n```json\n{\"name\": \"a\", \"age\": 1}\n```",
 			"Input was {\"text\": \"hi\"}. Answer: {\"name\":\"a\",\"age\":1}",                                       // the other value does not fit
+			"{\"name\":\"a\",\"age\":1}\n(input: {\"text\": \"hi\", \"id\": 7})",                                     // nor is it an answer's shape
+			"Draft: {\"name\":\"a\",\"age\":\"x\"}\nFixed: {\"name\":\"a\",\"age\":1}",                               // a wrong draft, then its correction
 			"```json\n{\"name\": \"a\", \"age\": 1.0}\n```\nSummary:\n```json\n{\"age\": 1e0, \"name\": \"a\"}\n```", // one value, written two ways
 			// Reasoning closed by a tag it did not open: its drafts are not answers.
 			"Okay, maybe {\"name\": \"b\", \"age\": 2}? No.\n</think>\n\n{\"name\": \"a\", \"age\": 1}",
