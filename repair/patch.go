@@ -149,6 +149,21 @@ func (s *Step) feedPatch(a *Attempt, text string) patchReply {
 			return fail(PatchParseError, "your patch has "+validate.DescribeLossy(text, r))
 		}
 	}
+	// A key written twice or half a surrogate pair: the patch read may
+	// not be the one written.
+	if errs := validate.ExtractionErrors(text, cand); len(errs) > 0 {
+		return fail(PatchParseError, "in your patch, "+errs[0].Message)
+	}
+	// Two patches ("Wrong: [...] Corrected: [...]"): which one was meant
+	// is not for us to guess.
+	for i := range cands {
+		o := &cands[i]
+		if _, ok := o.Value.([]any); !ok || o == cand || (o.Start < cand.End && cand.Start < o.End) || validate.SameValue(o.Value, cand.Value) {
+			continue
+		}
+		return fail(PatchParseError, fmt.Sprintf("your reply holds more than one JSON array, at offsets %d and %d; reply with only the patch meant",
+			min(o.Start, cand.Start), max(o.Start, cand.Start)))
+	}
 	patch, err := decodePatch(cand.JSON)
 	if err != nil {
 		return fail(PatchParseError, err.Error())

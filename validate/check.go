@@ -29,15 +29,17 @@ var lossyWhat = map[string]string{
 	extract.KindFunctionResult:   "a function call in place of a value (its result is not written)",
 }
 
-// extractionErrors are the errors a candidate gets for how it was
+// ExtractionErrors are the errors a candidate gets for how it was
 // extracted and whether it can be stored as it is: a truncated one is
 // never valid, nor is one whose value a lossy repair (extract.Lossy) may
 // have changed ("1 500" read as 1, "Bob" Smith as "Bob", [1, 2, ...] as
 // [1, 2]; each named with where in the reply), nor one holding a NUL
 // (StorableErrors), nor one with a key written twice in an object (a
 // decoder keeps one of the two values unseen; which was meant is not for
-// it to guess).
-func extractionErrors(reply string, c *extract.Candidate) []Error {
+// it to guess), nor one holding half a surrogate pair. reply is the text
+// c was extracted from. Package repair checks a patch reply's array with
+// it too.
+func ExtractionErrors(reply string, c *extract.Candidate) []Error {
 	var errs []Error
 	if c.Truncated {
 		errs = append(errs, Error{Path: "", Keyword: "truncated", Class: ClassSyntax, Message: truncatedMessage})
@@ -219,7 +221,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 	errsOf := make([][]Error, len(cands))
 	for i := range cands {
 		errsOf[i] = s.Validate(cands[i].Value)
-		if len(errsOf[i]) == 0 && len(extractionErrors(reply, &cands[i])) == 0 {
+		if len(errsOf[i]) == 0 && len(ExtractionErrors(reply, &cands[i])) == 0 {
 			if amb := ambiguous(s, reply, cands, i, cands[i].Value, mode); amb != nil {
 				return result(cands, i, cands[i].Value, amb, nil)
 			}
@@ -230,7 +232,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 	for i := range cands {
 		c := &cands[i]
 		v, fixes, errs := s.coerce(c.Value, errsOf[i], mode)
-		if pre := extractionErrors(reply, c); len(pre) > 0 {
+		if pre := ExtractionErrors(reply, c); len(pre) > 0 {
 			errs = append(pre, errs...)
 		}
 		if best < 0 || len(errs) < len(bestErrs) {
@@ -328,7 +330,7 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 		if j == chosen || (o.Start < c.End && c.Start < o.End) || SameValue(o.Value, value) {
 			continue
 		}
-		if len(extractionErrors(reply, o)) > 0 {
+		if len(ExtractionErrors(reply, o)) > 0 {
 			continue
 		}
 		errs := s.Validate(o.Value)
@@ -443,7 +445,7 @@ func SameValue(a, b any) bool {
 // candidateErrors returns every error of one candidate.
 func candidateErrors(s *Schema, reply string, c *extract.Candidate) []Error {
 	errs := s.Validate(c.Value)
-	if pre := extractionErrors(reply, c); len(pre) > 0 {
+	if pre := ExtractionErrors(reply, c); len(pre) > 0 {
 		errs = append(pre, errs...)
 	}
 	return errs
