@@ -127,8 +127,10 @@ const (
 //   - drop_additional (CoerceAll only, additionalProperties error): a
 //     property additionalProperties forbids is dropped, only when every
 //     property the object's schemas require is present (else the extra
-//     property may be a misnamed required one) and that adds no error, and
-//     rename_key does not apply to it.
+//     property may be a misnamed required one) and that adds no error,
+//     rename_key does not apply to it, and its name is not that of a
+//     declared or required property up to letter case and separators
+//     ("Total Price" beside "total_price" is a second answer for it).
 //
 // What the schema wants at a location is read from the compiled schema by
 // following the value's path through properties, patternProperties,
@@ -521,6 +523,14 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 		}
 		for _, r := range pv.required {
 			if _, ok := obj[r]; !ok {
+				return fix{}, false
+			}
+		}
+		// "Total Price" beside "total_price": two answers for one
+		// property, not an extra one to drop.
+		extra := toks[len(toks)-1]
+		for _, n := range concat(pv.required, pv.props) {
+			if sameKey(extra, n) {
 				return fix{}, false
 			}
 		}
