@@ -107,7 +107,9 @@ const (
 //   - wrap_array (type error): a single value other than null where the
 //     schema allows an array and not that value's type becomes a one-item
 //     array, only when the array then has no error at all at or under that
-//     location (its items match, minItems <= 1, ...).
+//     location (its items match, minItems <= 1, ...). A string holding a
+//     list separator (listSeparators: "a, b, c") is not wrapped: it may be
+//     several items written as text.
 //   - drop_null (type, enum or const error): a null object property the
 //     schema does not allow null for, and that no schema at the object
 //     lists in "required", is dropped, only when that adds no error.
@@ -585,6 +587,10 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 		}
 	}
 	if e.Keyword == "type" && vw.kinds&kArray != 0 && vw.kinds&kindOf(val) == 0 {
+		if str, ok := val.(string); ok && strings.ContainsAny(str, listSeparators) {
+			// "a, b, c": a list written as text, not one item.
+			return fix{}, false
+		}
 		return fix{kind: KindWrapArray, toks: toks, driver: key, before: val, after: []any{val}}, true
 	}
 	return fix{}, false
@@ -678,6 +684,10 @@ func (s *Schema) renamesOf(root any, parent []string, obj map[string]any, cache 
 	slices.SortFunc(rs, func(a, b rename) int { return strings.Compare(a.from, b.from) })
 	return rs
 }
+
+// listSeparators are the characters that make a string look like a list
+// written as text, which wrap_array does not make a one-item array.
+const listSeparators = ",;|\n\t"
 
 // keyFold is a property name as rename_key compares names: in NFC, without
 // the separators _, - and space, in Unicode simple case folding (the

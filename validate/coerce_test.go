@@ -187,6 +187,8 @@ var coerceCases = []coerceCase{
 	{name: "refused: drop breaks minProperties", schema: `{"minProperties":1,"properties":{"a":{"type":"string"}}}`, value: `{"a":null}`, errs: []string{"/a type"}},
 
 	// 5. properties additionalProperties forbids.
+	{name: "refused: wrap a list written as text", schema: objSchema, value: `{"id":1,"tags":"a, b, c"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap lines of text", schema: objSchema, value: `{"id":1,"tags":"a\nb"}`, errs: []string{"/tags type"}},
 	{name: "refused: additional in safe mode", schema: objSchema, value: `{"id":1,"extra":true}`, errs: []string{"/extra additionalProperties"}},
 	{name: "drop additional in all mode", schema: objSchema, value: `{"id":1,"extra":{"a":[1]}}`, mode: CoerceAll, want: `{"id":1}`,
 		repairs: `[{"kind":"drop_additional","offset":0,"pointer":"/extra","before":{"a":[1]}}]`},
