@@ -59,6 +59,12 @@ const (
 	// KindNonFinite: NaN or Infinity, which JSON cannot hold, read as null:
 	// not the number the model wrote.
 	KindNonFinite = "non_finite"
+	// KindQuoteUnbalanced: a double-quoted string whose last quote read as
+	// text opens a quoted word, and whose end quote follows that word
+	// ({"s": "say "hi"} read as `say "hi`): the end quote may close the
+	// word, the string's own end missing. Which was meant is a guess. An
+	// inner quote that closes (24" screen, "v"alue) is not one.
+	KindQuoteUnbalanced = "unbalanced_quote"
 )
 
 // Lossy reports whether a repair of this kind dropped text of the reply
@@ -72,7 +78,7 @@ const (
 func Lossy(kind string) bool {
 	switch kind {
 	case KindExtraText, KindEllipsis, KindMissingValue, KindNumberIncomplete, KindNumberSplit, KindNonFinite, KindEmptyElement,
-		KindFunctionResult:
+		KindFunctionResult, KindQuoteUnbalanced:
 		return true
 	}
 	return false
@@ -861,6 +867,21 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	}
 	wsStart, wsNL := -1, false // trailing run of raw whitespace in out
 	embed := 0                 // open braces of an object quoted inside the text
+	// opened is set while the last quote read as text opened a quoted
+	// word (space before it, a word after it): a double-quoted string
+	// that ends then may have been meant to end after the word's own end
+	// quote (see KindQuoteUnbalanced).
+	opened := false
+	textQuote := func(iq, n int) {
+		before := iq == start+qn || p.src[iq-1] == ' ' || p.src[iq-1] == '\t' || p.src[iq-1] == '\n'
+		after := iq+n < p.end && p.src[iq+n] != ' ' && p.src[iq+n] != '\t' && p.src[iq+n] != '\n' && p.src[iq+n] != '\r' && quoteKind(p.src, iq+n) == qNone
+		opened = before && after
+	}
+	closed := func() {
+		if opened && (qk == qDouble || qk == qSmartDouble) {
+			p.repair(KindQuoteUnbalanced, start)
+		}
+	}
 	block := p.i < p.end && (p.src[p.i] == '\n' || p.src[p.i] == '\r')
 	retry := func(stopDelim bool, at int) bool {
 		if p.work != nil {
@@ -890,11 +911,13 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 			if canRetry && e < p.i {
 				return retry(false, e)
 			}
+			closed()
 			p.closeRepair(KindMissingQuote)
 			p.out = append(p.out, '"')
 			return true
 		}
 		if p.i == stopAt {
+			closed()
 			p.trimOutSpace(outStart)
 			p.repair(KindMissingQuote, p.i)
 			p.out = append(p.out, '"')
@@ -917,6 +940,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 					p.repair(KindUnescapedQuote, iq)
 					p.out = append(p.out, '\\', '"')
 					p.i = iq + n
+					textQuote(iq, n)
 					wsStart, wsNL = -1, false
 					continue
 				}
@@ -927,6 +951,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				p.repair(KindUnescapedQuote, iq)
 				p.out = append(p.out, '\\', '"')
 				p.i = iq + n
+				textQuote(iq, n)
 				if block {
 					// In a block of text (the string opens with a line
 					// break, as code does) the lone quote is content;
@@ -941,6 +966,8 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 					p.repair(KindControlChar, iq)
 					p.out = p.out[:wsStart]
 				}
+				p.i = iq
+				closed()
 				p.i = iq + n
 				p.out = append(p.out, '"')
 				p.concat()
@@ -967,6 +994,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				p.out = append(p.out, p.src[iq:iq+n]...)
 			}
 			p.i = iq + n
+			textQuote(iq, n)
 			wsStart, wsNL = -1, false
 			continue
 		}
@@ -992,6 +1020,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 		}
 		if c < 0x20 {
 			if stopAtDelim && c == '\n' {
+				closed()
 				p.trimOutSpace(outStart)
 				p.repair(KindMissingQuote, p.i)
 				p.out = append(p.out, '"')
@@ -1012,6 +1041,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 			}
 		}
 		if stopAtDelim && (c == ',' && !p.commaThenText(p.i) || c == '[' || c == ']' || c == '{' || c == '}' || c == ':' && p.inKey) {
+			closed()
 			p.trimOutSpace(outStart)
 			p.repair(KindMissingQuote, p.i)
 			p.out = append(p.out, '"')

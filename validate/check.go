@@ -27,6 +27,7 @@ var lossyWhat = map[string]string{
 	extract.KindNonFinite:        "NaN or Infinity, which JSON has no number for",
 	extract.KindEmptyElement:     "an empty array element (a comma with no value before it)",
 	extract.KindFunctionResult:   "a function call in place of a value (its result is not written)",
+	extract.KindQuoteUnbalanced:  "a string whose last unescaped quote opens a quoted word (does the string end after it, or after the word's end quote?)",
 }
 
 // ExtractionErrors are the errors a candidate gets for how it was

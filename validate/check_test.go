@@ -255,6 +255,8 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		{`{"p": NaN}`, extract.KindNonFinite, `"NaN}"`},
 		{`{"v": [1,,2]}`, extract.KindEmptyElement, `",2]}"`},
 		{`{"v": [,2]}`, extract.KindEmptyElement, `",2]}"`},
+		{`{"s": "say "hi"}`, extract.KindQuoteUnbalanced, `"\"say \"hi\"}"`},
+		{`{"s": "He said "no", "n": 1}`, extract.KindQuoteUnbalanced, `"\"He said \"no\", \"n\": 1}"`},
 		{`{"n": abs(-5)}`, extract.KindFunctionResult, `"abs(-5)}"`},
 		{`{"p": round(2.5)}`, extract.KindFunctionResult, `"round(2.5)}"`},
 		{`{"s": len("abcd")}`, extract.KindFunctionResult, `"len(\"abcd\")}"`},
@@ -286,6 +288,9 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		"{\"v\": [1\n2\n3]}",                    // numbers on their own lines
 		`{"v": [1 2 3], "p": 1.5}`,              // single digits: not a thousands group
 		`{"v": [10 20]}`,                        // nor two
+		`{"s": "He said "hi" to me"}`,           // quotes that pair up are text
+		`{"s": "The TV is 72""}`,                // an inch mark before the end quote
+		`{'s': 'it's fine'}`,                    // an apostrophe
 		`{"s": ObjectId("5f1d")}`,               // a data wrapper: the value is its argument
 		`{"n": NumberLong("42")}`,
 		`callback({"n": 1});`, // JSONP around the whole reply
