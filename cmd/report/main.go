@@ -130,7 +130,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &uerr):
-		fmt.Fprintf(stderr, "report: %v\n\n%s\n", err, usage)
+		// The one line says what is wrong; the usage after it scrolled it
+		// out of sight.
+		if !strings.Contains(err.Error(), "--help") {
+			err = fmt.Errorf("%w (see report --help)", err)
+		}
+		fmt.Fprintf(stderr, "report: %v\n", err)
 		return 2
 	case errors.Is(err, store.ErrBadURL):
 		fmt.Fprintf(stderr, "report: %v\n", err)
@@ -163,10 +168,20 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	var given []string
-	fs.Visit(func(f *flag.Flag) { given = append(given, f.Name) })
-	if cmd != "export" && slices.Contains(given, "format") {
-		return usageError{Err: fmt.Errorf("--format is for report export, not %s", cmd)}
+	// A flag another command reads was ignored: report export --timeout.
+	var misplaced error
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "database-url" || slices.Contains(commandFlags[cmd], f.Name) || misplaced != nil {
+			return
+		}
+		for other, names := range commandFlags {
+			if slices.Contains(names, f.Name) {
+				misplaced = usageError{Err: fmt.Errorf("--%s is for report %s, not %s", f.Name, other, cmd)}
+			}
+		}
+	})
+	if misplaced != nil {
+		return misplaced
 	}
 	arg := func() (string, error) {
 		if len(pos) != 1 {
@@ -177,6 +192,20 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if slices.Contains(pos, "") {
 		// summary '' listed every batch (an unset shell variable).
 		return usageError{Err: fmt.Errorf("%s: an argument is empty (an unset variable?)", cmd)}
+	}
+	// A command or argument count mistyped is said before the ledger is
+	// reached (unreachable, it hid the typo behind a connection error).
+	switch cmd {
+	case "summary":
+		if len(pos) > 1 {
+			return usageError{Err: errors.New("summary takes at most one batch")}
+		}
+	case "failures", "job", "export", "wait":
+		if _, err := arg(); err != nil {
+			return err
+		}
+	default:
+		return usageError{Err: fmt.Errorf("unknown command %q", cmd)}
 	}
 	st, err := store.Open(ctx, *dbURL, nil)
 	if err != nil {

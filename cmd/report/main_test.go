@@ -382,6 +382,30 @@ func TestReportEmptyArgument(t *testing.T) {
 	}
 }
 
+// A mistyped command, argument count or another command's flag is a usage
+// error said in one line, before the ledger is reached (here unreachable:
+// a connection error hid the typo), and a flag another command reads is
+// not silently ignored (report export --timeout 5s exited 0).
+func TestReportUsageErrorsBeforeTheLedger(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[string]string{
+		"nosuch":                       `unknown command "nosuch"`,
+		"wait":                         "wait wants one argument, got 0",
+		"summary a b":                  "summary takes at most one batch",
+		"export b --timeout 5s":        "--timeout is for report wait, not export",
+		"failures b --interval 5s":     "--interval is for report wait, not failures",
+		"summary --max-failure-rate 1": "--max-failure-rate is for report wait, not summary",
+		"summary b --format csv":       "--format is for report export, not summary",
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append(strings.Fields(args), "--database-url", "postgres://nobody@127.0.0.1:1/none"), &out, &errOut)
+		msg := errOut.String()
+		if code != 2 || !strings.Contains(msg, want) || strings.Count(msg, "\n") != 1 {
+			t.Errorf("report %s: exit %d, stderr %q; want 2 and one line saying %q", args, code, msg, want)
+		}
+	}
+}
+
 // report wait on a batch an enqueue is still recording keeps waiting, even
 // when the jobs recorded so far are final (it failed a live enqueue as
 // killed); once the enqueue's run has stopped, it fails at once, even with
