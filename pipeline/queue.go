@@ -489,3 +489,52 @@ func JobIDFromMsgID(msgID string) (id string, ok bool) {
 	}
 	return string(out), true
 }
+
+// QueueHoldsBatch reports whether the queue's stream holds a message of
+// batch: published and not yet acked (waiting, or in flight at a worker).
+// A stream that does not exist holds none. It reads at most scanMax
+// messages and, past them, reports true: it cannot say, so a caller
+// waiting for the batch keeps waiting. A batch whose queued jobs the ledger
+// says were published but whose messages the queue does not hold (its data
+// lost, or the jobs published to another queue) is never done: enqueue
+// --resume republishes them.
+func QueueHoldsBatch(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, batch string, scanMax int) (bool, error) {
+	cfg = cfg.WithDefaults()
+	stream, err := js.Stream(ctx, cfg.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("open stream %s: %w", cfg.Stream, err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read stream %s: %w", cfg.Stream, err)
+	}
+	if info.State.Msgs == 0 {
+		return false, nil
+	}
+	want := MsgID(batch)
+	seq := info.State.FirstSeq
+	for range scanMax {
+		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(cfg.Subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read stream %s message %d: %w", cfg.Stream, seq, err)
+		}
+		seq = m.Sequence + 1
+		if hb := m.Header.Get(BatchHeader); hb != "" {
+			if hb == want {
+				return true, nil
+			}
+			continue
+		}
+		// A message from before the header: its envelope says.
+		if env, _ := DecodeEnvelope(m.Data); env == nil || env.Batch == batch {
+			return true, nil // one that cannot be read may be the batch's
+		}
+	}
+	return true, nil
+}

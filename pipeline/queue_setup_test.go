@@ -76,3 +76,88 @@ func TestEnsureQueueRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
 		t.Fatalf("EnsureQueue with a conflicting stream config = %v, want a 4xx", err)
 	}
 }
+
+// QueueHoldsBatch tells a batch whose messages the queue holds (waiting or
+// in flight) from one whose messages it does not: no stream, an empty one,
+// only other batches', its own acked. Past scanMax messages it cannot say
+// and reports held.
+func TestQueueHoldsBatch(t *testing.T) {
+	t.Parallel()
+	ns, err := startServer(t.TempDir(), -1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := pipeline.QueueConfig{Stream: "Q_HOLDS", Subject: "q.holds", Consumer: "w"}
+	holds := func(batch string, scanMax int) bool {
+		t.Helper()
+		held, err := pipeline.QueueHoldsBatch(ctx, js, cfg, batch, scanMax)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return held
+	}
+	if holds("a", 100) {
+		t.Error("no stream: held, want not")
+	}
+	_, cons, err := pipeline.EnsureQueue(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holds("a", 100) {
+		t.Error("an empty stream: held, want not")
+	}
+	publish := func(batch, id string) {
+		t.Helper()
+		env := &pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: id, Batch: batch, Prompt: "p", SchemaHash: "h",
+			Provider: "openai", Model: "m", Mode: "prompt", Limits: pipeline.Limits{MaxAttempts: 1}.WithDefaults()}
+		if _, err := pipeline.Publish(ctx, js, cfg, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("b", "b:1")
+	publish("a", "a:1")
+	if holds("c", 100) {
+		t.Error("only other batches' messages: held, want not")
+	}
+	if !holds("a", 100) || !holds("b", 100) {
+		t.Error("a batch's waiting message: not held")
+	}
+	if !holds("a", 1) {
+		t.Error("past scanMax: not held, want held (it cannot say)")
+	}
+	// In flight (fetched, not acked): held; acked: gone.
+	msgs, err := cons.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []jetstream.Msg
+	for m := range msgs.Messages() {
+		got = append(got, m)
+	}
+	if len(got) != 2 {
+		t.Fatalf("fetched %d messages, want 2", len(got))
+	}
+	if !holds("a", 100) {
+		t.Error("a message in flight: not held")
+	}
+	for _, m := range got {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if holds("a", 100) || holds("b", 100) {
+		t.Error("acked messages: held, want not")
+	}
+}
