@@ -219,3 +219,41 @@ func TestRecordWavesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// OwedByQueue counts the queued jobs whose messages the queue should hold:
+// published, and not in a provider batch still running.
+func TestOwedByQueue(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "owe", 4)
+	ctx := context.Background()
+	owed := func() int {
+		t.Helper()
+		n, err := s.OwedByQueue(ctx, "owe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := owed(); n != 0 {
+		t.Errorf("nothing published: %d owed, want 0", n)
+	}
+	if err := s.MarkPublished(ctx, []string{jobID("owe", 1), jobID("owe", 2), jobID("owe", 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := owed(); n != 3 {
+		t.Errorf("3 published: %d owed, want 3", n)
+	}
+	if _, _, err := s.RecordWave(ctx, store.WaveParams{Batch: "owe", Run: 1, Provider: "openai", Model: "m",
+		Requests: waveReqs("owe", 1, 1), Owner: "a", Lease: time.Minute, Home: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := owed(); n != 2 {
+		t.Errorf("one in a running wave: %d owed, want 2", n)
+	}
+	if _, err := s.SaveResults(ctx, []store.Result{result(jobID("owe", 2), "a", "")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := owed(); n != 1 {
+		t.Errorf("one final: %d owed, want 1", n)
+	}
+}

@@ -19,8 +19,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsaddr"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -39,7 +45,9 @@ const usage = `Usage: report COMMAND [flags]
                                   progress until every job is final; exit 1 when the share of
                                   jobs not valid exceeds R, when no job is valid (unless every
                                   one was cancelled), or when jobs are still queued after D
-                                  (a batch with no jobs is done at once)
+                                  (a batch with no jobs is done at once), or when jobs stop
+                                  finishing and the queue (--nats-url, or the embedded one a
+                                  worker serves from --nats-dir) holds none of their messages
 
 A BATCH or ID that is not in the ledger is an error (exit 1); a batch with no
 jobs is not.
@@ -61,12 +69,14 @@ Export formats:
 Exit status: 0 done, 1 an error or the failure rate over R, 2 bad usage.
 
 Environment:
-  DATABASE_URL  Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)`
+  DATABASE_URL       Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)
+  NATS_URL           report wait: the queue's NATS server (empty: the embedded queue)
+  FIXPOINT_NATS_DIR  report wait: the embedded queue's directory (default .fixpoint/nats)`
 
 // commandFlags names the flags each command reads besides --database-url.
 var commandFlags = map[string][]string{
 	"export": {"format"},
-	"wait":   {"max-failure-rate", "interval", "timeout"},
+	"wait":   {"max-failure-rate", "interval", "timeout", "nats-url", "nats-dir"},
 }
 
 // commandHelp prints the help of one command: its lines of the usage, the
@@ -162,6 +172,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxFail := fs.Float64("max-failure-rate", 1, "report wait: exit 1 when (jobs not valid)/(jobs) exceeds this")
 	every := fs.Duration("interval", time.Second, "report wait: how often to poll")
 	timeout := fs.Duration("timeout", 0, "report wait: exit 1 when the batch is not done after this long (0 = wait as long as it takes)")
+	natsURL := fs.String("nats-url", envOr("NATS_URL", ""), "report wait: the queue's NATS server (env NATS_URL), to see whether it still holds jobs that stop finishing; empty: the embedded queue a running worker serves from --nats-dir")
+	natsDir := fs.String("nats-dir", envOr("FIXPOINT_NATS_DIR", natsaddr.DirDefault), "report wait: the embedded queue's directory (env FIXPOINT_NATS_DIR)")
 	fs.Usage = func() { commandHelp(stdout, cmd, fs) }
 	// Flags may come before or after the positional argument.
 	pos, err := cliflags.ParseArgs(fs, args[1:])
@@ -311,7 +323,12 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case !(*maxFail >= 0 && *maxFail <= 1): // NaN too
 			return usageError{Err: fmt.Errorf("--max-failure-rate %v: want a share between 0 and 1", *maxFail)}
 		}
-		return wait(ctx, stdout, stderr, st, batch, *maxFail, *every, *timeout, unpublishedGrace)
+		if *natsURL != "" {
+			if err := natsaddr.CheckURL(*natsURL); err != nil {
+				return usageError{Err: fmt.Errorf("--nats-url (env NATS_URL): %w", err)}
+			}
+		}
+		return wait(ctx, stdout, stderr, st, batch, *maxFail, *every, *timeout, unpublishedGrace, queueCheck(st, batch, *natsURL, *natsDir))
 	default:
 		return usageError{Err: fmt.Errorf("unknown command %q", cmd)}
 	}
@@ -580,7 +597,54 @@ func rawOrNull(b json.RawMessage) json.RawMessage {
 // unpublished, with no enqueue recording it, before report wait gives up.
 const unpublishedGrace = 30 * time.Second
 
-func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch string, maxFail float64, every, timeout, grace time.Duration) error {
+// queueHolds reports whether the batch's queue holds any message of it,
+// and says where it looked.
+type queueHolds func(ctx context.Context) (held bool, where string, err error)
+
+// queueScanMax bounds the messages queueCheck reads; past them it cannot
+// say, and report wait goes on waiting.
+const queueScanMax = 20000
+
+// queueCheck looks in the queue the batch was enqueued on: the server at
+// url, or the one a running worker serves from dir (report never starts
+// one: it would hold the directory a worker needs).
+func queueCheck(st *store.Store, batch, url, dir string) queueHolds {
+	return func(ctx context.Context) (bool, string, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		b, err := st.Batch(ctx, batch)
+		if err != nil {
+			return false, "", err
+		}
+		settings, err := enqueue.ParseBatchSettings(b)
+		if err != nil {
+			return false, "", err
+		}
+		q := pipeline.QueueConfig{Stream: settings.Stream, Subject: settings.Subject}.WithDefaults()
+		if url == "" {
+			if url = natsaddr.RunningURL(dir); url == "" {
+				return false, "", fmt.Errorf("no worker serves the embedded queue in %s (set --nats-dir, or --nats-url for a NATS server)", dir)
+			}
+		}
+		nc, err := nats.Connect(url, nats.Name("fixpoint-report"), nats.Timeout(5*time.Second))
+		if err != nil {
+			return false, "", fmt.Errorf("connect to NATS at %s: %w", url, err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return false, "", err
+		}
+		held, err := pipeline.QueueHoldsBatch(ctx, js, q, batch, queueScanMax)
+		return held, fmt.Sprintf("the queue (stream %s at %s)", q.Stream, url), err
+	}
+}
+
+// wait polls the batch until it is done, then prints its verdict. Jobs
+// that stop finishing are checked against the queue (queue, nil for none)
+// once they have not moved for grace: published jobs whose messages the
+// queue does not hold would be waited for for ever.
+func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch string, maxFail float64, every, timeout, grace time.Duration, queue queueHolds) error {
 	if err := needBatch(ctx, st, batch); err != nil {
 		return err
 	}
@@ -593,6 +657,10 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 	bar := cli.NewProgressBar(stderr, false, "wait", 0)
 	first := true            // a batch done at the first look needs no progress line
 	var stuckSince time.Time // since when every queued job is unpublished, with no run recording
+	// Since when no job has become final (stillDone of them), and when the
+	// queue was last looked at.
+	var stillSince, looked time.Time
+	stillDone, noted := -1, false
 	for {
 		p, err := st.Progress(ctx, batch)
 		if err != nil {
@@ -629,6 +697,31 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			}
 		} else {
 			stuckSince = time.Time{}
+		}
+		if done != stillDone {
+			stillDone, stillSince = done, time.Now()
+		} else if queue != nil && p.Recording == nil && p.Queued > p.Unpublished &&
+			time.Since(stillSince) >= grace && time.Since(looked) >= grace {
+			looked = time.Now()
+			held, where, err := queue(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil && !noted:
+				noted = true
+				fmt.Fprintf(stderr, "report: no job of batch %s has finished for %s, and its queue cannot be checked (%v); waiting on\n",
+					batch, grace, err)
+			case err == nil && !held:
+				// Counted after the look: a job acked meanwhile is final
+				// in the ledger by then (a result commits before its ack).
+				owed, err := st.OwedByQueue(ctx, batch)
+				if err != nil {
+					return err
+				}
+				if owed > 0 {
+					bar.Update(done, note, true)
+					return fmt.Errorf("batch %s cannot finish: %d of its queued jobs were published, but %s holds none of their messages (its data was lost, or they went to another queue): run enqueue --batch %s --resume to republish them",
+						batch, owed, where, batch)
+				}
+			}
 		}
 		first = false
 		bar.Update(done, note, false)

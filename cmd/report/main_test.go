@@ -10,7 +10,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -467,7 +471,7 @@ func TestReportWaitOnUnpublishedJobs(t *testing.T) {
 	}
 	defer st.Close()
 	var out, errOut bytes.Buffer
-	err = wait(context.Background(), &out, &errOut, st, "b1", 1, 20*time.Millisecond, 0, 200*time.Millisecond)
+	err = wait(context.Background(), &out, &errOut, st, "b1", 1, 20*time.Millisecond, 0, 200*time.Millisecond, nil)
 	if err == nil || !strings.Contains(err.Error(), "never published") || !strings.Contains(err.Error(), "enqueue --batch b1 --resume") {
 		t.Errorf("wait on unpublished jobs: %v; want it to end naming --resume", err)
 	}
@@ -501,5 +505,89 @@ func TestCommandHelp(t *testing.T) {
 				t.Errorf("%s --help shows %q, which is not its own", tc.cmd, w)
 			}
 		}
+	}
+}
+
+// report wait on published jobs that stop finishing looks in their queue:
+// while it holds one of the batch's messages (waiting or in flight) it
+// waits on; once it holds none it fails naming --resume (it waited for
+// ever, blaming the workers). A queue it cannot reach is said once, and it
+// waits on.
+func TestReportWaitOnJobsTheQueueLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, st := newLedger(t)
+	settings := json.RawMessage(`{"stream":"LOST_T","subject":"lost.t"}`)
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "lost", Settings: settings}); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []store.NewJob
+	for _, id := range []string{"lost:1", "lost:2"} {
+		jobs = append(jobs, store.NewJob{ID: id, Batch: "lost", SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"})
+	}
+	if _, err := st.InsertJobs(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkPublished(ctx, []string{"lost:1", "lost:2"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ns, err := natsconn.StartServer(natsconn.ServerConfig{StoreDir: dir, Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pipeline.QueueConfig{Stream: "LOST_T", Subject: "lost.t", Consumer: "w"}
+	_, cons, err := pipeline.EnsureQueue(ctx, js, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "lost:1", Batch: "lost", Prompt: "p", SchemaHash: hash,
+		Provider: "openai", Model: "m", Mode: "prompt", Limits: pipeline.Limits{MaxAttempts: 1}.WithDefaults()}
+	if _, err := pipeline.Publish(ctx, js, q, env); err != nil {
+		t.Fatal(err)
+	}
+	check := queueCheck(st, "lost", "", dir) // the running server, found through its lock file
+	const grace = 100 * time.Millisecond
+
+	// The queue holds job 1's message: waiting on, to the timeout.
+	var out, errOut bytes.Buffer
+	err = wait(ctx, &out, &errOut, st, "lost", 1, 10*time.Millisecond, time.Second, grace, check)
+	if err == nil || !strings.Contains(err.Error(), "not done after 1s") {
+		t.Errorf("queue holding a message: %v; want the timeout", err)
+	}
+	// Unreachable queue: said once, then the timeout.
+	errOut.Reset()
+	err = wait(ctx, &out, &errOut, st, "lost", 1, 10*time.Millisecond, time.Second, grace, queueCheck(st, "lost", "nats://127.0.0.1:1", dir))
+	if err == nil || !strings.Contains(err.Error(), "not done after 1s") || strings.Count(errOut.String(), "cannot be checked") != 1 {
+		t.Errorf("queue unreachable: %v, stderr %q; want the timeout and one note", err, errOut.String())
+	}
+	// The message taken and acked without a result (lost): it says so.
+	msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = wait(ctx, &out, &errOut, st, "lost", 1, 10*time.Millisecond, 30*time.Second, grace, check)
+	if err == nil || !strings.Contains(err.Error(), "2 of its queued jobs were published, but the queue (stream LOST_T at nats://") ||
+		!strings.Contains(err.Error(), "enqueue --batch lost --resume") {
+		t.Errorf("queue holding none: %v; want it to end naming --resume", err)
 	}
 }

@@ -7,11 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsaddr"
 )
 
 // ServerConfig configures an in-process NATS server with JetStream.
@@ -74,19 +75,8 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	return ns, nil
 }
 
-// RunningURL is where the server holding dir listens, as its lock file
-// says; "" when none is written (no server, or one that does not listen).
-func RunningURL(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, "fixpoint.lock"))
-	if err != nil {
-		return ""
-	}
-	u := strings.TrimSpace(string(b))
-	if !strings.HasPrefix(u, "nats://") || CheckURL(u) != nil {
-		return ""
-	}
-	return u
-}
+// RunningURL is natsaddr.RunningURL.
+func RunningURL(dir string) string { return natsaddr.RunningURL(dir) }
 
 // lockWait is how long lockDir waits for a server that is shutting down
 // (its lock is released just after WaitForShutdown returns).
@@ -94,7 +84,7 @@ const lockWait = 2 * time.Second
 
 // lockDir takes an exclusive lock on dir's lock file.
 func lockDir(dir string) (*os.File, error) {
-	name := filepath.Join(dir, "fixpoint.lock")
+	name := filepath.Join(dir, natsaddr.LockFile)
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: open lock file: %w", err)

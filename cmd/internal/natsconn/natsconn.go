@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -16,12 +15,14 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsaddr"
 )
 
 // Defaults of the embedded queue.
 const (
 	// DirDefault keeps the embedded server's JetStream files.
-	DirDefault = ".fixpoint/nats"
+	DirDefault = natsaddr.DirDefault
 	// ListenDefault is where a worker's embedded server listens, so that
 	// enqueue and other workers on the machine can reach it.
 	ListenDefault = "127.0.0.1:4223"
@@ -162,28 +163,7 @@ func splitListen(addr string) (string, int, error) {
 }
 
 // ErrBadURL is wrapped by CheckURL's errors.
-var ErrBadURL = errors.New("bad NATS URL")
+var ErrBadURL = natsaddr.ErrBadURL
 
-// CheckURL checks a NATS URL (or a comma-separated list) as nats.Connect
-// will read it: each must name a host, with the scheme nats, tls, ws or
-// wss, or none (host:port). nats.Connect fills in what is missing from
-// the defaults, so "garbage://" reached the server at 127.0.0.1:4222.
-func CheckURL(s string) error {
-	for _, one := range strings.Split(s, ",") {
-		one = strings.TrimSpace(one)
-		raw := one
-		if !strings.Contains(raw, "://") {
-			raw = "nats://" + raw
-		}
-		u, err := url.Parse(raw)
-		switch {
-		case err != nil:
-			return fmt.Errorf("%w %q: %w", ErrBadURL, one, err)
-		case u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss":
-			return fmt.Errorf("%w %q: scheme %q is not nats, tls, ws or wss", ErrBadURL, one, u.Scheme)
-		case u.Hostname() == "":
-			return fmt.Errorf("%w %q: it names no host", ErrBadURL, one)
-		}
-	}
-	return nil
-}
+// CheckURL is natsaddr.CheckURL.
+func CheckURL(s string) error { return natsaddr.CheckURL(s) }
