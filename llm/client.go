@@ -404,7 +404,7 @@ func (c *Client) attempt(ctx context.Context, lane *Lane, need demand, body []by
 		return nil, e
 	}
 	c.redactResponse(resp)
-	resp.Latency = latency
+	resp.Latency, resp.SentAt = latency, start
 	p.done("", 0, resp.Usage.InputTokens+resp.Usage.OutputTokens, nil)
 	c.obs.OnCall(CallEvent{Lane: lane.key, Status: resp.Status, Latency: latency, Attempt: n})
 	return resp, nil

@@ -628,3 +628,41 @@ func TestRetryCheckStopsRetries(t *testing.T) {
 		t.Fatalf("without a check: %d requests, stopped %v; want 7 more", n.Load(), e.RetriesStopped)
 	}
 }
+
+// A response says when its request went out: after the wait for the lane's
+// RPM budget, so an attempt's started_at shows the budget as it is (it
+// showed when the job began waiting, and 25 calls looked sent at once).
+func TestResponseSentAtIsAfterTheLaneWait(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var arrived []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		arrived = append(arrived, time.Now())
+		mu.Unlock()
+		io.WriteString(w, `{"model":"m","choices":[{"message":{"content":"{}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	}))
+	defer srv.Close()
+	c, err := New(Config{Provider: ProviderOpenAI, BaseURL: srv.URL + "/v1", Lane: LaneConfig{RPM: 240}}) // one each 250ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	var resps []*Response
+	for range 3 {
+		resp, err := c.Complete(context.Background(), hello)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resps = append(resps, resp)
+	}
+	for i, r := range resps {
+		if r.SentAt.Before(before) || r.SentAt.After(arrived[i]) || arrived[i].Sub(r.SentAt) > 200*time.Millisecond {
+			t.Errorf("response %d: sent at %v, arrived %v; want it sent just before it arrived", i, r.SentAt.Sub(before), arrived[i].Sub(before))
+		}
+		if i > 0 && r.SentAt.Sub(resps[i-1].SentAt) < 200*time.Millisecond {
+			t.Errorf("responses %d and %d sent %v apart; want the RPM spacing (250ms)", i-1, i, r.SentAt.Sub(resps[i-1].SentAt))
+		}
+	}
+}

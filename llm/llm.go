@@ -137,6 +137,11 @@ type Response struct {
 	RequestID string        `json:"request_id,omitempty"`
 	Status    int           `json:"status"`
 	Latency   time.Duration `json:"latency"`
+	// SentAt is when the request that got this response was sent: after
+	// the wait for the lane's budgets and slot, and after any transport
+	// retries. Latency runs from it. Zero for a reply read from a provider
+	// batch.
+	SentAt time.Time `json:"sent_at,omitzero"`
 	// RateLimit holds the rate-limit headers seen on the final response.
 	RateLimit map[string]string `json:"rate_limit,omitempty"`
 	// Retries lists the transport retries made before this response.

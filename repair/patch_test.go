@@ -715,3 +715,27 @@ func TestFailedCallKeepsWhatWasBilled(t *testing.T) {
 		t.Errorf("attempt %+v (result tokens in %d); want the billed tokens and their cost", a, step.Result().TokensIn)
 	}
 }
+
+// An attempt starts when its request went out (Response.SentAt), not when
+// the driver began waiting for the lane: started_at + latency is when the
+// reply came. A response without SentAt (a provider batch's) keeps the
+// driver's time.
+func TestAttemptStartsWhenTheRequestWentOut(t *testing.T) {
+	t.Parallel()
+	step, err := Start(patchJob(t, Limits{}), nil, patchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	step.Next()
+	resp, _ := respond(scripted{text: badReply})
+	resp.SentAt, resp.Latency = patchClock.Add(3*time.Second), 40*time.Millisecond
+	a, _ := step.Feed(resp, nil, patchClock)
+	if !a.StartedAt.Equal(patchClock.Add(3*time.Second)) || a.Latency != 40*time.Millisecond {
+		t.Errorf("attempt 1 started %v (latency %v); want the response's SentAt, 3s after the driver's time", a.StartedAt.Sub(patchClock), a.Latency)
+	}
+	resp, _ = respond(scripted{text: goodValue})
+	a, _ = step.Feed(resp, nil, patchClock)
+	if !a.StartedAt.Equal(patchClock) {
+		t.Errorf("attempt 2 (no SentAt) started %v; want the driver's time", a.StartedAt)
+	}
+}

@@ -255,6 +255,12 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 	}
 	res.Calls++
 	s.replies++
+	if !resp.SentAt.IsZero() {
+		// The attempt started when its request went out, not when it
+		// began waiting for the lane: started_at + latency_ms is when the
+		// reply came, and a --rpm budget shows in started_at as it is.
+		a.StartedAt = resp.SentAt
+	}
 	a.Latency = resp.Latency
 	a.Raw = resp.Text
 	a.FinishReason = resp.FinishReason
