@@ -72,7 +72,7 @@ const runEnvHelp = `  DATABASE_URL           Postgres ledger (default ` + databa
   FIXPOINT_NATS_LISTEN   where the embedded server listens for enqueue and other workers (default ` + embeddedNATSDefault + `)
   FIXPOINT_METRICS_ADDR  /metrics, /healthz, /readyz (default ` + metricsAddrDefault + `; off to disable)
   FIXPOINT_RPM, FIXPOINT_TPM
-                         per-lane request and token budgets per minute (default 0: unlimited)
+                         per-lane request and token budgets per minute of this process (default 0: unlimited)
   LOG_LEVEL, LOG_FORMAT  info|debug|warn|error, text|json; prompts and replies are never logged
 ` + providerEnvHelp
 
