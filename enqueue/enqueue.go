@@ -677,6 +677,17 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		// the rows' errors hid the settings that caused them.
 		if was, err := ParseBatchSettings(b); err == nil && was.recorded() {
 			if d := was.diff(settings); len(d) > 0 {
+				// A cap asked for that differs is listed too: said alone
+				// later, it came as a second refusal once these were fixed.
+				if cfg.Cap.Capped() {
+					sp, err := ledger.BatchSpend(ctx, cfg.Batch)
+					if err != nil {
+						return prog, err
+					}
+					if cd := capDiff(sp.Cap, cfg.Cap); cd != "" {
+						d = append(d, cd+" (change a cap with enqueue cap)")
+					}
+				}
 				return prog, settingsChanged(cfg.Batch, d)
 			}
 		}

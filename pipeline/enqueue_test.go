@@ -295,11 +295,14 @@ func TestEnqueueSettingsDoNotDrift(t *testing.T) {
 	}
 	other := cfg
 	other.Model, other.Limits.MaxAttempts = "sim-other", 5
+	cheap := 0.005
+	other.Cap.MaxCostUSD = &cheap // the cap is listed with the rest, not refused on its own later
 	_, err = enqueue.Run(h.ctx, h.js, h.st, other, strings.NewReader(dataset(6)))
 	if !errors.Is(err, enqueue.ErrSettingsChanged) || !errors.Is(err, enqueue.ErrBadConfig) {
 		t.Fatalf("re-run with another model: %v, want ErrSettingsChanged", err)
 	}
-	for _, want := range []string{"model: recorded sim-model, now sim-other", "max attempts: recorded 3, now 5"} {
+	other.Cap.MaxCostUSD = nil
+	for _, want := range []string{"model: recorded sim-model, now sim-other", "max attempts: recorded 3, now 5", "max cost: recorded none, now $0.005"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q does not name %q", err, want)
 		}
