@@ -1036,7 +1036,9 @@ func missingFieldOf(err error) string {
 	if uerr != nil {
 		return ""
 	}
-	if m[1] != "" && m[1] != "."+f {
+	// The key missing must be the path's first: .customer.name with no
+	// customer is a field of the dataset missing; with no name, not.
+	if m[1] != "" && m[1] != "."+f && !strings.HasPrefix(m[1], "."+f+".") {
 		return ""
 	}
 	return f
@@ -1062,7 +1064,16 @@ func (c *checkResult) unknownFields(idField string) error {
 	}
 	for _, f := range slices.Sorted(maps.Keys(c.missing)) {
 		if !has[f] && len(c.columns) > 0 {
-			return fmt.Errorf("%w: %w: the template uses .%s, which no row of the dataset has (its fields: %s)", ErrBadConfig, ErrBadTemplate, f, cols)
+			hint := ""
+			for _, col := range c.columns {
+				if strings.HasPrefix(col, f+".") {
+					// A CSV header "customer.name" is one field: the
+					// template's dots read nested fields.
+					hint = fmt.Sprintf("; a field named %q is written {{index . %q}}", col, col)
+					break
+				}
+			}
+			return fmt.Errorf("%w: %w: the template uses .%s, which no row of the dataset has (its fields: %s%s)", ErrBadConfig, ErrBadTemplate, f, cols, hint)
 		}
 	}
 	return nil

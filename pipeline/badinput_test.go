@@ -25,6 +25,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		maxBad                       int
 		wantLines                    []int
 		wantErr                      error
+		wantMsg                      string
 		wantRecorded                 int
 	}{
 		{name: "jsonl", format: enqueue.FormatJSONL, maxBad: -1,
@@ -48,6 +49,14 @@ func TestEnqueueBadInput(t *testing.T) {
 		{name: "nested key one row lacks", format: enqueue.FormatJSONL, maxBad: -1, template: "Reply to {{.customer.name}}",
 			data:      `{"id":"a","customer":{}}` + "\n" + `{"id":"b","customer":{"name":"B"}}` + "\n" + `{"id":"c","customer":{"name":"C"}}` + "\n",
 			wantLines: []int{1}, wantRecorded: 2},
+		// A nested field's first key no row has is a typo as well; a CSV
+		// header "customer.name" is one field, written with index.
+		{name: "nested field no row has", format: enqueue.FormatCSV, maxBad: -1, template: "Reply to {{.customer.name}}",
+			data:      "id,customer.name\na,A\nb,B\n",
+			wantLines: []int{2, 3}, wantErr: enqueue.ErrBadTemplate, wantMsg: `a field named "customer.name" is written {{index . "customer.name"}}`},
+		{name: "nested field one row lacks", format: enqueue.FormatJSONL, maxBad: -1, template: "Reply to {{.customer.name}}",
+			data:      `{"id":"a"}` + "\n" + `{"id":"b","customer":{"name":"B"}}` + "\n",
+			wantLines: []int{1}, wantRecorded: 1},
 		{name: "id field no row has", format: enqueue.FormatCSV, maxBad: -1, idField: "ID",
 			data:      "id,text\na,one\nb,two\n",
 			wantLines: []int{2, 3}, wantErr: enqueue.ErrBadConfig, wantRecorded: 0},
@@ -68,8 +77,8 @@ func TestEnqueueBadInput(t *testing.T) {
 				cfg.IDField = tc.idField
 			}
 			prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(tc.data))
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("Enqueue error %v, want %v", err, tc.wantErr)
+			if !errors.Is(err, tc.wantErr) || tc.wantMsg != "" && !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Fatalf("Enqueue error %v, want %v saying %q", err, tc.wantErr, tc.wantMsg)
 			}
 			var lines []int
 			for _, b := range prog.Bad {
