@@ -728,14 +728,15 @@ type EndReason struct {
 }
 
 // EndReasons returns, most frequent first, why the jobs of a batch that
-// ended dead, rejected or failed ended so: jobs the attempt tables may not
-// show at all (a dead job never reached the provider).
+// ended dead, rejected, failed, cancelled or over budget ended so: jobs the
+// attempt tables may not show at all (a dead job never reached the
+// provider, a cancelled one may never have run).
 func (s *Store) EndReasons(ctx context.Context, batch string, limit int) ([]EndReason, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
 		SELECT status, left(error, 120), count(*) FROM jobs
-		WHERE batch = $1 AND status IN ('dead', 'rejected', 'failed')
+		WHERE batch = $1 AND status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')
 		GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT $2`, batch, limit)
 	if err != nil {
 		return nil, fmt.Errorf("end reasons of %s: %w", batch, err)

@@ -74,6 +74,17 @@ func seed(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	// Batch c1: two jobs cancelled before they ran.
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "c1", Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: "c1:1", Batch: "c1", RowNo: 1, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"},
+		{ID: "c1:2", Batch: "c1", RowNo: 2, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
 	return dsn
 }
 
@@ -93,6 +104,9 @@ func TestReport(t *testing.T) {
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "failures of jobs that never reached the provider", args: []string{"failures", "d1"},
 			want: []string{"jobs that ended without a result", "dead    2     delivered 5 times without a final result; last error: dial tcp"}},
+		// Cancelled jobs are said (it said "no job ended without a result").
+		{name: "failures of a cancelled batch", args: []string{"failures", "c1"},
+			want: []string{"jobs that ended without a result", "cancelled  2     cancelled by enqueue cancel"}},
 		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`,
 			"run 1, delivery 1, before wait 1: 1 call outage (failed while the provider was unavailable; the job waited), none paid: openai: 503 overloaded"}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},

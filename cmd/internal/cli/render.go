@@ -242,7 +242,7 @@ func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch 
 		fmt.Fprintf(w, "\nno failed attempt and no job ended without a result in batch %s (yet)\n", batch)
 	}
 	if len(reasons) > 0 {
-		fmt.Fprintln(w, "\njobs that ended without a result (dead, rejected, failed), by reason:")
+		fmt.Fprintln(w, "\njobs that ended without a result (dead, rejected, failed, cancelled, over budget), by reason:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "STATUS\tJOBS\tREASON")
 		for _, r := range reasons {
