@@ -27,11 +27,13 @@ func (e *fatalReadError) Error() string { return e.err.Error() }
 // or record (CSV, header excluded, counted from the file's first line) number.
 type rowReader struct {
 	format string
-	br     *bufio.Reader
-	buf    []byte // the current JSONL line
-	csv    *csv.Reader
-	header []string
-	line   int
+	// startErr refuses the data before any row: a compressed file.
+	startErr error
+	br       *bufio.Reader
+	buf      []byte // the current JSONL line
+	csv      *csv.Reader
+	header   []string
+	line     int
 
 	// cols are the column names seen so far in file order: the CSV header,
 	// or each JSONL row's keys as written, first sighting first.
@@ -66,6 +68,10 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 
 func newRowReader(format string, r io.Reader) *rowReader {
 	rr := &rowReader{format: format, colSeen: map[string]bool{}}
+	br := bufio.NewReaderSize(r, 64<<10)
+	head, _ := br.Peek(8)
+	rr.startErr = compressedStart(head)
+	r = br
 	if format == FormatCSV {
 		// The csv reader buffers ahead of the record it returns: the bound
 		// allows for that.
@@ -74,7 +80,7 @@ func newRowReader(format string, r io.Reader) *rowReader {
 		rr.csv.FieldsPerRecord = -1
 		rr.csv.ReuseRecord = false
 	} else {
-		rr.br = bufio.NewReaderSize(r, 64<<10)
+		rr.br = br
 	}
 	return rr
 }
@@ -119,6 +125,9 @@ func (rr *rowReader) columns() []string {
 }
 
 func (rr *rowReader) next() (map[string]any, int, error) {
+	if rr.startErr != nil {
+		return nil, 1, &fatalReadError{rr.startErr}
+	}
 	if rr.format == FormatCSV {
 		return rr.nextCSV()
 	}
@@ -370,6 +379,30 @@ func utf16Mark(first []byte) error {
 		return errors.New("the dataset is UTF-16 (it starts with a UTF-16 byte order mark): convert it to UTF-8, e.g. iconv -f utf-16 -t utf-8")
 	}
 	return nil
+}
+
+// compressedStart refuses a compressed file, by its first bytes: read as
+// text it was hundreds of "not UTF-8" bad rows, or a CSV parse error.
+func compressedStart(first []byte) error {
+	for _, c := range compressions {
+		if bytes.HasPrefix(first, c.magic) {
+			return fmt.Errorf("the dataset is %s-compressed: decompress it first, e.g. %s FILE | enqueue ... --format jsonl|csv -", c.name, c.cat)
+		}
+	}
+	return nil
+}
+
+// compressions are the file formats a dataset is often shipped in, by the
+// bytes they start with.
+var compressions = []struct {
+	name, cat string
+	magic     []byte
+}{
+	{"gzip", "gzip -dc", []byte{0x1f, 0x8b}},
+	{"zstd", "zstd -dc", []byte{0x28, 0xb5, 0x2f, 0xfd}},
+	{"xz", "xz -dc", []byte{0xfd, '7', 'z', 'X', 'Z', 0}},
+	{"bzip2", "bzip2 -dc", []byte("BZh")},
+	{"zip", "unzip -p", []byte("PK\x03\x04")},
 }
 
 // DetectFormat picks the dataset format from a file name, in any case

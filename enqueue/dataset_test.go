@@ -1,6 +1,8 @@
 package enqueue
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"io"
@@ -198,6 +200,11 @@ func TestRowReaderRefusals(t *testing.T) {
 		{"number line", FormatJSONL, "-12\n", "holds a JSON number", false},
 		{"UTF-16 JSONL", FormatJSONL, utf16, "UTF-16", true},
 		{"UTF-16 CSV", FormatCSV, utf16, "UTF-16", true},
+		// A compressed file was hundreds of "not UTF-8" bad rows (JSONL)
+		// or a CSV parse error.
+		{"gzip JSONL", FormatJSONL, gzipped(t, "{\"id\":1}\n"), "gzip-compressed: decompress it first", true},
+		{"gzip CSV", FormatCSV, gzipped(t, "id,text\n1,\"a\"\n"), "gzip-compressed: decompress it first", true},
+		{"zstd CSV", FormatCSV, "\x28\xb5\x2f\xfd rest", "zstd-compressed", true},
 		{"Latin-1 header", FormatCSV, "caf\xe9,text\n1,a\n", "the CSV header is not UTF-8", true},
 		{"quote left open", FormatCSV, "id,text\n1,\"" + strings.Repeat("x", maxLineBytes+100<<10) + "\n", "over the 16 MiB", true},
 	} {
@@ -210,6 +217,19 @@ func TestRowReaderRefusals(t *testing.T) {
 	if f, err := DetectFormat("DATA.CSV"); f != FormatCSV || err != nil {
 		t.Errorf("DetectFormat(DATA.CSV) = %q, %v", f, err)
 	}
+}
+
+func gzipped(t *testing.T, text string) string {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write([]byte(text)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 // A field name with a NUL is a bad row (JSONL) or refuses the file (a CSV
