@@ -371,7 +371,12 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if *progress {
 		cfg.ProgressFunc = func(p enqueue.Progress) {
 			if last.Phase != "" && last.Phase != p.Phase {
-				bar(last.Phase).Update(last.Rows, note(last), true)
+				// The check read every row: their number, not the file's
+				// lines (a quoted line break, a blank line), is the total.
+				b := bar(last.Phase)
+				b.SetTotal(last.Rows)
+				b.Update(last.Rows, note(last), true)
+				total = last.Rows
 			}
 			last = p
 			bar(p.Phase).Update(p.Rows, note(p), false)

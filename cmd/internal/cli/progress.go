@@ -41,6 +41,16 @@ func NewProgressBar(w io.Writer, tty bool, label string, total int) *ProgressBar
 	return &ProgressBar{w: w, tty: tty, label: label, total: total, start: time.Now(), every: every}
 }
 
+// SetTotal sets the total once it is known for sure (the rows read, where
+// the bar began with the file's lines).
+func (p *ProgressBar) SetTotal(total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if total != p.total {
+		p.total, p.shown = total, "" // the line on screen shows the old total
+	}
+}
+
 // Update shows done units and an extra note; it redraws at most every
 // 100ms on a terminal and every 2s elsewhere, unless final.
 func (p *ProgressBar) Update(done int, note string, final bool) {

@@ -49,3 +49,18 @@ func TestProgressBar(t *testing.T) {
 		}
 	})
 }
+
+// A total known for sure replaces the estimate, and the final line shows
+// it (the rows read ended at "3/5 60.0%" where the file had 5 lines).
+func TestProgressBarSetTotal(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	b := NewProgressBar(&out, false, "check", 5)
+	b.Update(3, "0 bad", false)
+	b.SetTotal(3)
+	b.Update(3, "0 bad", true)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "3/3 100.0%") {
+		t.Errorf("final line %q; want 3/3 100.0%%", last)
+	}
+}
