@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -586,7 +587,7 @@ func (w *Worker) logProgress(ctx context.Context) {
 		}
 		done := w.finished.Load()
 		w.log.InfoContext(ctx, "worker: progress", slog.Int64("finished", done),
-			slog.Float64("per_second", float64(done-last)/w.cfg.ProgressEvery.Seconds()),
+			slog.Float64("per_second", math.Round(10*float64(done-last)/w.cfg.ProgressEvery.Seconds())/10),
 			slog.Int64("in_flight", w.inFlight.Load()), slog.Duration("uptime", time.Since(start).Round(time.Second)))
 		last = done
 	}

@@ -188,6 +188,16 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err := queueUsage(c.queue); err != nil {
 		return err
 	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max-tokens", cfg.MaxTokens}, {"max-attempts", cfg.Limits.MaxAttempts}, {"token-budget", cfg.Limits.TokenBudget}, {"retry-budget", cfg.Limits.RetryBudget}} {
+		if f.v < 0 {
+			// Said as the flag typed, not as the job field
+			// (token_budget, retry_budget...) it sets.
+			return usageError{Err: fmt.Errorf("--%s %d: want 0 or more", f.name, f.v)}
+		}
+	}
 	if cfg.Resume {
 		var given []string
 		fs.Visit(func(f *flag.Flag) {
@@ -414,9 +424,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	case err != nil:
 		return fmt.Errorf("%w\n(the jobs recorded so far are kept, and the batch is marked partly recorded: run the same command again to record the rest)", err)
 	}
-	fmt.Fprintf(stdout, "batch %s: %d rows read, %d jobs recorded, %d published, %d already enqueued, %d repeated rows skipped, %d bad rows, %d republished, %d duplicates dropped by the queue, in %s\n",
-		cfg.Batch, prog.Rows, prog.Recorded, prog.Published, prog.Existing, prog.Repeated, len(prog.Bad), prog.Republished, prog.Duplicates,
-		time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "batch %s: %s read, %s recorded, %d published, %d already enqueued, %s skipped, %s, %d republished, %s dropped by the queue, in %s\n",
+		cfg.Batch, cli.Plural(prog.Rows, "row"), cli.Plural(prog.Recorded, "job"), prog.Published, prog.Existing, cli.Plural(prog.Repeated, "repeated row"),
+		cli.Plural(len(prog.Bad), "bad row"), prog.Republished, cli.Plural(prog.Duplicates, "duplicate"), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

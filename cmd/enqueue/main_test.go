@@ -312,6 +312,9 @@ func TestEnqueueUsageBeforeConnecting(t *testing.T) {
 		{"template syntax", []string{"--schema", schema, "--template", file("b.txt", "{{.text")}, "bad template"},
 		{"unknown mode", []string{"--schema", schema, "--template", tmpl, "--mode", "yaml"}, `mode "yaml"`},
 		{"unsatisfiable schema", []string{"--schema", file("self.json", `{"$ref":"#"}`), "--template", tmpl}, "no value satisfies"},
+		// Named as typed, not as the job fields (token_budget) they set.
+		{"negative token budget", []string{"--schema", schema, "--template", tmpl, "--token-budget", "-3"}, "--token-budget -3: want 0 or more"},
+		{"negative retry budget", []string{"--schema", schema, "--template", tmpl, "--retry-budget", "-1"}, "--retry-budget -1: want 0 or more"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

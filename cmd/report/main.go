@@ -274,7 +274,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				continue // the latest results show every cent (an outage's calls cost nothing)
 			}
 			fmt.Fprintf(stdout, "\nbatch %s cost $%.6f in all: $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s kept apart from the results (interrupted_attempts: see report job)\n",
-				c.Batch, c.TotalUSD, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, plural(c.InterruptedCalls, "call"))
+				c.Batch, c.TotalUSD, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, cli.Plural(c.InterruptedCalls, "call"))
 		}
 		if err := writeWaveSections(ctx, stdout, st, rows); err != nil {
 			return err
@@ -421,7 +421,7 @@ func writeInterrupted(w io.Writer, kept []store.InterruptedCalls) {
 		if c.Hold > 0 {
 			where += fmt.Sprintf(", before wait %d", c.Hold)
 		}
-		line := fmt.Sprintf("  %s: %s %s (%s)", where, plural(int64(c.Calls), "call"), c.Reason, interruptedWhy[c.Reason])
+		line := fmt.Sprintf("  %s: %s %s (%s)", where, cli.Plural(int64(c.Calls), "call"), c.Reason, interruptedWhy[c.Reason])
 		if c.Paid > 0 {
 			line += fmt.Sprintf(", %d paid, $%.6f", c.Paid, c.CostUSD)
 		} else {

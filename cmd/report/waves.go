@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -79,7 +80,7 @@ func writeWaves(w io.Writer, batch string, waves []store.Wave, d store.CacheDeli
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "prompt cache\t%s\n", cacheLine(d))
 	fmt.Fprintf(tw, "delivery\tbatch: %s $%.6f, realtime: %s $%.6f\n",
-		plural(d.Batch.Attempts, "attempt"), d.Batch.CostUSD, plural(d.Realtime.Attempts, "attempt"), d.Realtime.CostUSD)
+		cli.Plural(d.Batch.Attempts, "attempt"), d.Batch.CostUSD, cli.Plural(d.Realtime.Attempts, "attempt"), d.Realtime.CostUSD)
 	tw.Flush()
 }
 
@@ -130,13 +131,6 @@ func wavesTime(waves []store.Wave) string {
 	return last.Sub(first).Round(time.Second).String()
 }
 
-func plural(n int64, word string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, word)
-	}
-	return fmt.Sprintf("%d %ss", n, word)
-}
-
 // repairsLine says what a batch's local repairs and patch re-asks did, ""
 // when they did nothing.
 func repairsLine(f store.RepairFigures) string {
@@ -146,7 +140,7 @@ func repairsLine(f store.RepairFigures) string {
 		for _, k := range f.Kinds {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, f.Coercions[k]))
 		}
-		parts = append(parts, fmt.Sprintf("local repairs saved %d of the %s the latest runs made (fixes: %s)", f.CallsSaved, plural(f.Calls, "call"), strings.Join(kinds, ", ")))
+		parts = append(parts, fmt.Sprintf("local repairs saved %d of the %s the latest runs made (fixes: %s)", f.CallsSaved, cli.Plural(f.Calls, "call"), strings.Join(kinds, ", ")))
 	}
 	if len(f.Patches) > 0 {
 		tried := int64(0)

@@ -262,3 +262,11 @@ func pointerOrRoot(p string) string {
 	}
 	return p
 }
+
+// Plural is n and word, with an s unless n is 1: "1 row", "3 rows".
+func Plural[N ~int | ~int64](n N, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
