@@ -276,6 +276,17 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stdout, "\nbatch %s cost $%.6f in all: $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s kept apart from the results (interrupted_attempts: see report job)\n",
 				c.Batch, c.TotalUSD, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, cli.Plural(c.InterruptedCalls, "call"))
 		}
+		// A capped batch says its cap and what it spent: jobs over it end
+		// over_budget, and nothing else said why.
+		for _, r := range rows {
+			sp, err := st.BatchSpend(ctx, r.Batch)
+			if err != nil {
+				return err
+			}
+			if line := capLine(r.Batch, sp); line != "" {
+				fmt.Fprintln(stdout, "\n"+line)
+			}
+		}
 		if err := writeWaveSections(ctx, stdout, st, rows); err != nil {
 			return err
 		}
@@ -333,6 +344,23 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{Err: fmt.Errorf("unknown command %q", cmd)}
 	}
 	return nil
+}
+
+// capLine says a capped batch's cap and its spend against it, "" for a
+// batch without a cap.
+func capLine(batch string, sp store.Spend) string {
+	var parts []string
+	if sp.MaxCostUSD != nil {
+		parts = append(parts, fmt.Sprintf("$%.6f of its $%g cost cap", sp.CostUSD, *sp.MaxCostUSD))
+	}
+	if sp.MaxTotalTokens != nil {
+		parts = append(parts, fmt.Sprintf("%d of its %d token cap", sp.Tokens, *sp.MaxTotalTokens))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("batch %s spent %s (jobs the cap stops end over_budget: raise it with enqueue cap, then enqueue requeue --status over_budget)",
+		batch, strings.Join(parts, " and "))
 }
 
 // needBatch returns an error naming batch when the ledger has no such batch,

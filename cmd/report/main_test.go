@@ -85,6 +85,10 @@ func seed(t *testing.T) string {
 	if _, err := st.Cancel(ctx, "c1"); err != nil {
 		t.Fatal(err)
 	}
+	capUSD := 0.5
+	if err := st.SetCap(ctx, "c1", store.Cap{MaxCostUSD: &capUSD}); err != nil {
+		t.Fatal(err)
+	}
 	return dsn
 }
 
@@ -100,6 +104,8 @@ func TestReport(t *testing.T) {
 	}{
 		// Model m has no price: its $0 is said to be unknown, not free.
 		{name: "summary", args: []string{"summary", "b1"}, want: []string{"b1", "3", "50.0", "cost unknown: 2 attempts of batch b1 on m had no price"}},
+		// A capped batch says its cap (summary never mentioned it).
+		{name: "summary of a capped batch", args: []string{"summary", "c1"}, want: []string{"batch c1 spent $0.000000 of its $0.5 cost cap"}},
 		{name: "format outside export", args: []string{"summary", "b1", "--format", "csv"}, wantCode: 2, wantErr: "--format is for report export"},
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "failures of jobs that never reached the provider", args: []string{"failures", "d1"},
