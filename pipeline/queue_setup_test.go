@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,20 +24,7 @@ import (
 func TestEnsureQueueRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
 	dir := t.TempDir()
 	var logBuf syncBuffer
-	ns, err := startServer(dir, -1, &logBuf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := serverJS(t, dir, &logBuf)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -70,7 +58,7 @@ func TestEnsureQueueRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
 
 	// A 4xx is the caller's to fix: another stream on the same subject is
 	// refused (TestRetryJS shows a 4xx is not tried again).
-	_, _, err = pipeline.EnsureQueue(ctx, js, pipeline.QueueConfig{Stream: "Q_OTHER", Subject: "q.recovers", Consumer: "w"})
+	_, _, err := pipeline.EnsureQueue(ctx, js, pipeline.QueueConfig{Stream: "Q_OTHER", Subject: "q.recovers", Consumer: "w"})
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.Code >= 500 {
 		t.Fatalf("EnsureQueue with a conflicting stream config = %v, want a 4xx", err)
@@ -83,20 +71,7 @@ func TestEnsureQueueRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
 // and reports held.
 func TestQueueHoldsBatch(t *testing.T) {
 	t.Parallel()
-	ns, err := startServer(t.TempDir(), -1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := serverJS(t, t.TempDir(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := pipeline.QueueConfig{Stream: "Q_HOLDS", Subject: "q.holds", Consumer: "w"}
@@ -160,4 +135,25 @@ func TestQueueHoldsBatch(t *testing.T) {
 	if holds("a", 100) || holds("b", 100) {
 		t.Error("acked messages: held, want not")
 	}
+}
+
+// serverJS starts an embedded server on dir (its warnings to warn, when
+// set) for the test, and returns a JetStream client of it.
+func serverJS(t *testing.T, dir string, warn io.Writer) jetstream.JetStream {
+	t.Helper()
+	ns, err := startServer(dir, -1, warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }

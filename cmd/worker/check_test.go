@@ -296,12 +296,7 @@ func TestRunDrainOfAnUnknownBatch(t *testing.T) {
 // jobs lost, with a --resume that republished nothing.
 func TestRunDrainOfABatchOnAnotherQueue(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.NewDB(t)
-	st, err := store.Open(context.Background(), dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	dsn, st := newStore(t)
 	for name, settings := range map[string]string{"dflt": `{}`, "own": `{"stream":"OWN","subject":"own.jobs"}`} {
 		if err := st.PutBatch(context.Background(), store.BatchParams{Name: name, Settings: json.RawMessage(settings)}); err != nil {
 			t.Fatal(err)

@@ -34,26 +34,35 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// Finding 6 of issue 13: an interrupted demo keeps its queue, and the
-// command its last line prints finishes the batch.
-func TestDemoInterruptedIsFinished(t *testing.T) {
-	t.Parallel()
+// newStore is a new migrated ledger and the store open on it.
+func newStore(t *testing.T) (string, *store.Store) {
+	t.Helper()
 	dsn := storetest.NewDB(t)
-	dir := filepath.Join(t.TempDir(), "demo-nats")
 	st, err := store.Open(context.Background(), dsn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(st.Close)
+	return dsn, st
+}
 
+// startDemo runs worker demo with args until ctx ends; done gets its exit
+// code.
+func startDemo(ctx context.Context, args ...string) (stdout, stderr *lockedBuffer, done chan int) {
+	stdout, stderr, done = &lockedBuffer{}, &lockedBuffer{}, make(chan int, 1)
+	go func() { done <- run(ctx, append([]string{"demo"}, args...), strings.NewReader(""), stdout, stderr) }()
+	return stdout, stderr, done
+}
+
+// Finding 6 of issue 13: an interrupted demo keeps its queue, and the
+// command its last line prints finishes the batch.
+func TestDemoInterruptedIsFinished(t *testing.T) {
+	t.Parallel()
+	dsn, st := newStore(t)
+	dir := filepath.Join(t.TempDir(), "demo-nats")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"demo", "--database-url", dsn, "--nats-dir", dir, "--rows", "400",
-			"--concurrency", "2", "--latency", "20ms"}, strings.NewReader(""), &stdout, &stderr)
-	}()
+	stdout, stderr, done := startDemo(ctx, "--database-url", dsn, "--nats-dir", dir, "--rows", "400", "--concurrency", "2", "--latency", "20ms")
 	// Interrupt once some jobs are final and many are left.
 	var batch string
 	deadline := time.Now().Add(60 * time.Second)
@@ -109,22 +118,11 @@ func TestDemoInterruptedIsFinished(t *testing.T) {
 // none left queued.
 func TestDemoInterruptedWhileEnqueueingCancels(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.NewDB(t)
-	st, err := store.Open(context.Background(), dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-
+	dsn, st := newStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr lockedBuffer
-	done := make(chan int, 1)
 	const rows = 50000
-	go func() {
-		done <- run(ctx, []string{"demo", "--database-url", dsn, "--nats-dir", filepath.Join(t.TempDir(), "nats"), "--rows", "50000",
-			"--concurrency", "2"}, strings.NewReader(""), &stdout, &stderr)
-	}()
+	stdout, stderr, done := startDemo(ctx, "--database-url", dsn, "--nats-dir", filepath.Join(t.TempDir(), "nats"), "--rows", "50000", "--concurrency", "2")
 	var batch string
 	deadline := time.Now().Add(60 * time.Second)
 	for batch == "" {
