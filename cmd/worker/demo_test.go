@@ -54,6 +54,18 @@ func startDemo(ctx context.Context, args ...string) (stdout, stderr *lockedBuffe
 	return stdout, stderr, done
 }
 
+// exitOf is the exit code of a demo just interrupted.
+func exitOf(t *testing.T, done chan int) int {
+	t.Helper()
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(60 * time.Second):
+		t.Fatal("the demo did not stop after the interrupt")
+		return 0
+	}
+}
+
 // Finding 6 of issue 13: an interrupted demo keeps its queue, and the
 // command its last line prints finishes the batch.
 func TestDemoInterruptedIsFinished(t *testing.T) {
@@ -79,12 +91,7 @@ func TestDemoInterruptedIsFinished(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()
-	var code int
-	select {
-	case code = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the demo did not stop after the interrupt")
-	}
+	code := exitOf(t, done)
 	msg := stderr.String()
 	if code != 1 || !strings.Contains(msg, "interrupted") || !strings.Contains(msg, "--nats-dir "+dir) {
 		t.Fatalf("interrupted demo: exit %d, stderr %q; want exit 1 and how to finish", code, msg)
@@ -140,12 +147,7 @@ func TestDemoInterruptedWhileEnqueueingCancels(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
-	var code int
-	select {
-	case code = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the demo did not stop after the interrupt")
-	}
+	code := exitOf(t, done)
 	msg := stderr.String()
 	if code != 1 || !strings.Contains(msg, "interrupted while enqueueing: batch "+batch+" is cancelled") {
 		t.Fatalf("demo interrupted while enqueueing: exit %d, stderr %q; want exit 1 saying the batch is cancelled", code, msg)
