@@ -130,11 +130,14 @@ func (s *Step) feedPatch(a *Attempt, text string) patchReply {
 		return patchReply{reason: reason}
 	}
 	cands, _ := extract.Extract(text)
+	// The patch is the first array of operations ({"op": ...} objects);
+	// failing that, the first array, which decodePatch refuses by name.
+	// Other arrays in the prose ("Errors fixed: [...]", a citation [1])
+	// are not patches.
 	var cand *extract.Candidate
 	for i := range cands {
-		if _, ok := cands[i].Value.([]any); ok && !cands[i].Truncated {
+		if _, ok := cands[i].Value.([]any); ok && !cands[i].Truncated && (cand == nil || !patchLike(cand.Value) && patchLike(cands[i].Value)) {
 			cand = &cands[i]
-			break
 		}
 	}
 	if cand == nil {
@@ -158,7 +161,7 @@ func (s *Step) feedPatch(a *Attempt, text string) patchReply {
 	// is not for us to guess.
 	for i := range cands {
 		o := &cands[i]
-		if _, ok := o.Value.([]any); !ok || o == cand || (o.Start < cand.End && cand.Start < o.End) || validate.SameValue(o.Value, cand.Value) {
+		if !patchLike(o.Value) || o == cand || (o.Start < cand.End && cand.Start < o.End) || validate.SameValue(o.Value, cand.Value) {
 			continue
 		}
 		return fail(PatchParseError, fmt.Sprintf("your reply holds more than one JSON array, at offsets %d and %d; reply with only the patch meant",
@@ -202,6 +205,25 @@ func (s *Step) feedPatch(a *Attempt, text string) patchReply {
 		shown = a.Value
 	}
 	return patchReply{valid: len(a.Errors) == 0, shown: shown, localRepairs: len(cand.Repairs) + len(fixes)}
+}
+
+// patchLike reports whether v is a non-empty array of objects that each
+// have an "op": what a JSON Patch looks like.
+func patchLike(v any) bool {
+	ops, ok := v.([]any)
+	if !ok || len(ops) == 0 {
+		return false
+	}
+	for _, op := range ops {
+		m, ok := op.(map[string]any)
+		if !ok {
+			return false
+		}
+		if _, ok := m["op"]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // decodePatch decodes text (a JSON array) as an RFC 6902 patch whose paths

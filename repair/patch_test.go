@@ -739,3 +739,20 @@ func TestAttemptStartsWhenTheRequestWentOut(t *testing.T) {
 		t.Errorf("attempt 2 (no SentAt) started %v; want the driver's time", a.StartedAt)
 	}
 }
+
+// Arrays in the prose around a patch that are not operations (the errors
+// fixed, a citation, the resulting lines) are not a second patch: the
+// patch applies (they made it a parse error and cost a full re-ask). An
+// array before it that is not a patch does not stand in for it either.
+func TestPatchAmongOtherArrays(t *testing.T) {
+	t.Parallel()
+	for _, reply := range []string{
+		goodPatch + "\n\nErrors fixed: [\"/customer/tier\", \"/lines/0/qty\", \"/rush\"]\n(see RFC 6902 [1])",
+		"The tier [gold] was wrong. Patch: " + goodPatch + "\nThe resulting lines are [{\"sku\":\"ABC-1000\",\"qty\":3}]",
+	} {
+		_, res := run(t, patchJob(t, Limits{}), []scripted{{text: badReply}, {text: reply}})
+		if a := res.Attempts[len(res.Attempts)-1]; res.Status != StatusValid || a.PatchOutcome != PatchApplied || a.Patch != goodPatch {
+			t.Errorf("%q: status %s, outcome %q, patch %s; want the patch applied", reply, res.Status, a.PatchOutcome, a.Patch)
+		}
+	}
+}

@@ -203,9 +203,9 @@ func Check(s *Schema, reply string) CheckResult {
 // With a schema, a chosen valid candidate is not valid after all when
 // another, not overlapping it, fits the schema too (as extracted, or after
 // local fixes in a coerce mode) with another value, or when one after it
-// is another try at the same answer (an object sharing a key with it, or
-// an array) that does not fit or is cut off: its one error, keyword
-// "ambiguous" (class syntax), names both.
+// set out as an answer (fenced, tagged or labelled "Answer:") and of its
+// shape does not fit or is cut off: its one error, keyword "ambiguous"
+// (class syntax), names both.
 func CheckWith(s *Schema, reply string, opt CheckOptions) CheckResult {
 	cands, err := extract.Extract(reply)
 	if s == nil || len(cands) == 0 || (opt.Coerce != CoerceSafe && opt.Coerce != CoerceAll) {
@@ -354,14 +354,17 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 			rootDisplay, first.Start, snippetAt(reply, first.Start), second.Start, snippetAt(reply, second.Start))}}
 	}
 	// A value after the chosen one that does not fit, or was cut off, but
-	// is another try at the same answer (an object with one of its keys, a
-	// list): "Example: {...} Answer: {<wrong or cut off>}", a correction
-	// that is itself wrong. Taking the example would store what the model
-	// did not mean. A value before the chosen one is a draft it corrected,
-	// or the input it quoted.
+	// is set out as another answer (fenced, tagged, or after a label such
+	// as "Answer:" or "Corrected:") and has its shape (an object sharing a
+	// key with it and saying something else, an array of the same items):
+	// "Example: {...} Answer: {<wrong or cut off>}", a correction that is
+	// itself wrong. Taking the example would store what the model did not
+	// mean. A fragment in the explanation ("I set {"age": 31} because"),
+	// a citation [1] or a value before the chosen one (a draft it
+	// corrected, the input it quoted) is not.
 	for j := range cands {
 		o := &cands[j]
-		if o.Start < c.End || !sameAnswer(value, o.Value) || SameValue(o.Value, value) {
+		if o.Start < c.End || !sameAnswer(value, o.Value) || SameValue(o.Value, value) || !setOut(reply, o) {
 			continue
 		}
 		why := "does not fit the schema"
@@ -369,14 +372,16 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 			why = "is cut off"
 		}
 		return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
-			"%s: the reply holds a JSON value that fits the schema at offset %d (%s), then another of the same shape at offset %d (%s) that %s; reply with only the value meant",
+			"%s: the reply holds a JSON value that fits the schema at offset %d (%s), then another answer at offset %d (%s) that %s; reply with only the value meant",
 			rootDisplay, c.Start, snippetAt(reply, c.Start), o.Start, snippetAt(reply, o.Start), why)}}
 	}
 	return nil
 }
 
-// sameAnswer reports whether b looks like another try at answer a: both
-// objects sharing a key, or both non-empty arrays.
+// sameAnswer reports whether b has the shape of answer a and says
+// something else: both objects sharing a key, b not just repeating some of
+// a's members; or both non-empty arrays whose first items are of one kind
+// (objects sharing a key, or scalars of one JSON type).
 func sameAnswer(a, b any) bool {
 	switch x := a.(type) {
 	case map[string]any:
@@ -384,14 +389,75 @@ func sameAnswer(a, b any) bool {
 		if !ok {
 			return false
 		}
-		for k := range y {
-			if _, ok := x[k]; ok {
-				return true
-			}
+		shared, differs := false, false
+		for k, v := range y {
+			w, ok := x[k]
+			shared = shared || ok
+			differs = differs || !ok || !SameValue(v, w)
 		}
+		return shared && differs
 	case []any:
 		y, ok := b.([]any)
-		return ok && len(x) > 0 && len(y) > 0
+		if !ok || len(x) == 0 || len(y) == 0 {
+			return false
+		}
+		switch xi := x[0].(type) {
+		case map[string]any:
+			yi, ok := y[0].(map[string]any)
+			if !ok {
+				return false
+			}
+			for k := range yi {
+				if _, ok := xi[k]; ok {
+					return true
+				}
+			}
+			return false
+		default:
+			return jsonKind(x[0]) == jsonKind(y[0])
+		}
+	}
+	return false
+}
+
+// jsonKind names the JSON type of a decoded value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case nil:
+		return "null"
+	}
+	return "number"
+}
+
+// answerLabels are the words that, ending a line with a colon right
+// before a value, set it out as an answer: "Answer:", "Corrected:",
+// "Final output:", "Here is the JSON:".
+var answerLabels = []string{"answer", "output", "result", "correct", "final", "json", "revised", "updated", "fixed", "response"}
+
+// setOut reports whether candidate o is set out as an answer: fenced or
+// tagged, or right after a label ending in a colon (answerLabels).
+func setOut(reply string, o *extract.Candidate) bool {
+	if o.Source == extract.SourceFence || o.Source == extract.SourceTag {
+		return true
+	}
+	before := strings.TrimRight(reply[:min(o.Start, len(reply))], " \t\r\n")
+	if !strings.HasSuffix(before, ":") {
+		return false
+	}
+	line := before[strings.LastIndexByte(before, '\n')+1:]
+	line = strings.ToLower(line[max(0, len(line)-40):])
+	for _, l := range answerLabels {
+		if strings.Contains(line, l) {
+			return true
+		}
 	}
 	return false
 }

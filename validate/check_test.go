@@ -25,6 +25,7 @@ func TestChoose(t *testing.T) {
 	type c struct {
 		text      string
 		truncated bool
+		fenced    bool // in a fence: set out as an answer
 	}
 	tests := []struct {
 		name       string
@@ -35,25 +36,26 @@ func TestChoose(t *testing.T) {
 		wantClass  Class
 		wantErrors int
 	}{
-		{name: "first valid", cands: []c{{`{"n":"x"}`, false}, {`{"n":2}`, false}, {`{"n": 2}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "first valid", cands: []c{{`{"n":"x"}`, false, false}, {`{"n":2}`, false, false}, {`{"n": 2}`, false, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
 		// Two values that fit, and differ: which one was meant is not
 		// for the checker to guess (it took the first).
-		{name: "two valid values: ambiguous", cands: []c{{`{"n":"x"}`, false}, {`{"n":2}`, false}, {`{"n":1}`, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
-		{name: "valid after fewer-error invalid", cands: []c{{`{"n":9}`, false}, {`{"n":3}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
-		{name: "fewest errors", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":9}`, false}, {`{}`, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSemantic, wantErrors: 1},
-		{name: "earliest on ties", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":"y"}`, false}, {`{"n":9}`, false}}, wantIndex: 1, wantValid: false, wantClass: ClassShape, wantErrors: 1},
-		{name: "truncated never valid", cands: []c{{`{"n":1}`, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
-		{name: "complete valid beats truncated valid", cands: []c{{`{"n":1}`, true}, {`{"n":2}`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "two valid values: ambiguous", cands: []c{{`{"n":"x"}`, false, false}, {`{"n":2}`, false, false}, {`{"n":1}`, false, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
+		{name: "valid after fewer-error invalid", cands: []c{{`{"n":9}`, false, false}, {`{"n":3}`, false, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "fewest errors", cands: []c{{`{"n":"x","extra":1}`, false, false}, {`{"n":9}`, false, false}, {`{}`, false, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSemantic, wantErrors: 1},
+		{name: "earliest on ties", cands: []c{{`{"n":"x","extra":1}`, false, false}, {`{"n":"y"}`, false, false}, {`{"n":9}`, false, false}}, wantIndex: 1, wantValid: false, wantClass: ClassShape, wantErrors: 1},
+		{name: "truncated never valid", cands: []c{{`{"n":1}`, true, false}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
+		{name: "complete valid beats truncated valid", cands: []c{{`{"n":1}`, true, false}, {`{"n":2}`, false, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
 		// A value after the valid one, of its shape, that does not fit or
 		// was cut off: an example before a wrong answer, or a wrong
 		// correction. Which was meant is not for the checker to guess.
-		{name: "an invalid later value of the same shape is ambiguous", cands: []c{{`{"n":2}`, false}, {`{"n":9}`, false}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
-		{name: "a cut-off later value of the same shape is ambiguous", cands: []c{{`{"n":2}`, false}, {`{"n":1}`, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
-		{name: "a later value of another shape is not", cands: []c{{`{"n":2}`, false}, {`{"text":9}`, false}, {`[1]`, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
-		{name: "truncated counts as an error", cands: []c{{`{"n":"x","extra":1}`, false}, {`{"n":1}`, true}}, wantIndex: 1, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
-		{name: "truncated with schema errors", cands: []c{{`{"n":"x"}`, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 2},
-		{name: "nil schema any value", nilSchema: true, cands: []c{{`"anything"`, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
-		{name: "nil schema skips truncated", nilSchema: true, cands: []c{{`[1]`, true}, {`[2]`, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "an invalid later answer of the same shape is ambiguous", cands: []c{{`{"n":2}`, false, false}, {`{"n":9}`, false, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
+		{name: "a cut-off later answer of the same shape is ambiguous", cands: []c{{`{"n":2}`, false, false}, {`{"n":1}`, true, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
+		{name: "a later value of another shape is not", cands: []c{{`{"n":2}`, false, false}, {`{"text":9}`, false, true}, {`[1]`, false, true}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
+		{name: "a later value not set out as an answer is not", cands: []c{{`{"n":2}`, false, false}, {`{"n":9}`, false, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
+		{name: "truncated counts as an error", cands: []c{{`{"n":"x","extra":1}`, false, false}, {`{"n":1}`, true, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
+		{name: "truncated with schema errors", cands: []c{{`{"n":"x"}`, true, false}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 2},
+		{name: "nil schema any value", nilSchema: true, cands: []c{{`"anything"`, false, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
+		{name: "nil schema skips truncated", nilSchema: true, cands: []c{{`[1]`, true, false}, {`[2]`, false, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
 	}
 	s := mustCompile(t, schema)
 	for _, tc := range tests {
@@ -63,6 +65,9 @@ func TestChoose(t *testing.T) {
 			for i, x := range tc.cands {
 				c := cand(t, x.text, x.truncated)
 				c.Start, c.End = 100*i, 100*i+len(x.text) // in reply order, apart
+				if x.fenced {
+					c.Source = extract.SourceFence
+				}
 				cands = append(cands, c)
 			}
 			sch := s
@@ -402,10 +407,28 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 			"{\"name\":\"a\",\"age\":1}\n(input: {\"text\": \"hi\", \"id\": 7})",                                     // nor is it an answer's shape
 			"Draft: {\"name\":\"a\",\"age\":\"x\"}\nFixed: {\"name\":\"a\",\"age\":1}",                               // a wrong draft, then its correction
 			"```json\n{\"name\": \"a\", \"age\": 1.0}\n```\nSummary:\n```json\n{\"age\": 1e0, \"name\": \"a\"}\n```", // one value, written two ways
+			// Fragments in the explanation after the answer, not set out as
+			// answers: a member repeated, a what-if, a schema echo, the
+			// input quoted, an earlier answer quoted.
+			"{\"name\": \"a\", \"age\": 1}\n\nThe key part is {\"age\": 1}.",
+			"{\"name\": \"a\", \"age\": 1}\n\nExplanation: I set {\"age\": 1} because the text says so.",
+			"{\"name\": \"a\", \"age\": 1}\n\nNote: if the age were unknown, the output would be {\"name\": \"a\", \"age\": null}.",
+			"{\"name\": \"a\", \"age\": 1}\n\nThis matches the schema {\"name\": {\"type\": \"string\"}, \"age\": {\"type\": \"integer\"}}.",
+			"{\"name\": \"a\", \"age\": 1}\n\n(Previously I wrote {\"name\": \"a\", \"age\": \"1\"}, which had age as a string.)",
+			"{\"name\": \"a\", \"age\": 1}\n\nFor reference, the input row was {\"name\": \"a smith\", \"age\": \"1 year\"}.",
 			// Reasoning closed by a tag it did not open: its drafts are not answers.
 			"Okay, maybe {\"name\": \"b\", \"age\": 2}? No.\n</think>\n\n{\"name\": \"a\", \"age\": 1}",
 		} {
 			if got := CheckWith(obj, reply, CheckOptions{Coerce: mode}); !got.Valid {
+				t.Errorf("%s %q: %v; want valid", mode, reply, got.Errors)
+			}
+		}
+		// Citations and numbers in the explanation after an array answer.
+		for _, reply := range []string{
+			"[\"apple\", \"banana\"]\n\nReferences: [1] USDA, [2] FAO",
+			"[\"apple\", \"banana\"]\n\nThe RGB of red is [255, 0, 0], at indices [0, 1, 2].",
+		} {
+			if got := CheckWith(strs, reply, CheckOptions{Coerce: mode}); !got.Valid {
 				t.Errorf("%s %q: %v; want valid", mode, reply, got.Errors)
 			}
 		}

@@ -132,7 +132,8 @@ const (
 //     property may be a misnamed required one) and that adds no error,
 //     rename_key does not apply to it, and its name is not that of a
 //     declared or required property up to letter case and separators
-//     ("Total Price" beside "total_price" is a second answer for it).
+//     holding another value ("Total Price": 12 beside "total_price": 3 is
+//     a second answer for it; the same value twice is dropped).
 //
 // What the schema wants at a location is read from the compiled schema by
 // following the value's path through properties, patternProperties,
@@ -528,11 +529,12 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 				return fix{}, false
 			}
 		}
-		// "Total Price" beside "total_price": two answers for one
-		// property, not an extra one to drop.
+		// "Total Price" beside "total_price" with another value: two
+		// answers for one property, not an extra one to drop. The same
+		// value twice is one answer.
 		extra := toks[len(toks)-1]
 		for _, n := range concat(pv.required, pv.props) {
-			if sameKey(extra, n) {
+			if twin, ok := obj[n]; sameKey(extra, n) && !(ok && SameValue(twin, val)) {
 				return fix{}, false
 			}
 		}

@@ -196,6 +196,8 @@ var coerceCases = []coerceCase{
 		errs: []string{"/id required", "/key additionalProperties"}},
 	{name: "refused: additional that is a declared property's twin", schema: objSchema, value: `{"id":1,"note":"a","Note":"b"}`, mode: CoerceAll,
 		errs: []string{"/Note additionalProperties"}},
+	{name: "drop a twin holding the same value", schema: objSchema, value: `{"id":1,"note":"a","Note":"a"}`, mode: CoerceAll, want: `{"id":1,"note":"a"}`,
+		repairs: `[{"kind":"drop_additional","offset":0,"pointer":"/Note","before":"a"}]`},
 	{name: "all mode renames before it drops", schema: objSchema, value: `{"id":1,"Note":"n","x":0}`, mode: CoerceAll,
 		want:    `{"id":1,"note":"n"}`,
 		repairs: `[{"kind":"rename_key","offset":0,"pointer":"/note","before":"Note","after":"note"},{"kind":"drop_additional","offset":0,"pointer":"/x","before":0}]`},
