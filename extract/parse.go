@@ -868,12 +868,13 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	wsStart, wsNL := -1, false // trailing run of raw whitespace in out
 	embed := 0                 // open braces of an object quoted inside the text
 	// opened is set while the last quote read as text opened a quoted
-	// word (space before it, a word after it): a double-quoted string
+	// word (a space, '=' or an opening bracket before it, a word after
+	// it: say "hi, key="value): a double-quoted string
 	// that ends then may have been meant to end after the word's own end
 	// quote (see KindQuoteUnbalanced).
 	opened := false
 	textQuote := func(iq, n int) {
-		before := iq == start+qn || p.src[iq-1] == ' ' || p.src[iq-1] == '\t' || p.src[iq-1] == '\n'
+		before := iq == start+qn || strings.IndexByte(" \t\n=([<", p.src[iq-1]) >= 0
 		after := iq+n < p.end && p.src[iq+n] != ' ' && p.src[iq+n] != '\t' && p.src[iq+n] != '\n' && p.src[iq+n] != '\r' && quoteKind(p.src, iq+n) == qNone
 		opened = before && after
 	}

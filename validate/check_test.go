@@ -261,6 +261,7 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		{`{"v": [1,,2]}`, extract.KindEmptyElement, `",2]}"`},
 		{`{"v": [,2]}`, extract.KindEmptyElement, `",2]}"`},
 		{`{"s": "say "hi"}`, extract.KindQuoteUnbalanced, `"\"say \"hi\"}"`},
+		{`{"s": "key="value"}`, extract.KindQuoteUnbalanced, `"\"key=\"value\"}"`},
 		{`{"s": "He said "no", "n": 1}`, extract.KindQuoteUnbalanced, `"\"He said \"no\", \"n\": 1}"`},
 		{`{"n": abs(-5)}`, extract.KindFunctionResult, `"abs(-5)}"`},
 		{`{"p": round(2.5)}`, extract.KindFunctionResult, `"round(2.5)}"`},
