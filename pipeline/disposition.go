@@ -159,6 +159,12 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 		w.log.WarnContext(ctx, "worker: "+kind.label(), slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
 	}
 	w.count(kind.label())
+	// What the delivery's replies paid for is in the ledger or on disk.
+	delivered := 1
+	if meta, err := msg.Metadata(); err == nil {
+		delivered = int(meta.NumDelivered)
+	}
+	w.journal.done(journalKey(jobIDOf(msg, env), delivered))
 }
 
 // record writes a rejected or dead job with its reason.

@@ -247,13 +247,16 @@ type harnessConfig struct {
 
 // harness is one test's world.
 type harness struct {
-	t        testing.TB
-	ctx      context.Context
-	dsn      string
-	workDSN  string
-	st       *store.Store
-	natsURL  string
-	natsDir  string
+	t       testing.TB
+	ctx     context.Context
+	dsn     string
+	workDSN string
+	st      *store.Store
+	natsURL string
+	natsDir string
+	// spillDir is the worker processes' --spill-dir (results and the reply
+	// journal), shared by the processes of one harness.
+	spillDir string
 	natsPort int
 	ns       *server.Server
 	nc       *nats.Conn
@@ -268,7 +271,7 @@ var nameSeq atomic.Int64
 
 func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	t.Helper()
-	h := &harness{t: t, ctx: t.Context(), logs: &syncBuffer{}}
+	h := &harness{t: t, ctx: t.Context(), logs: &syncBuffer{}, spillDir: t.TempDir()}
 	h.dsn = storetest.NewDB(t)
 	st, err := store.Open(context.Background(), h.dsn, &store.Config{MaxConns: 4})
 	if err != nil {
@@ -788,7 +791,7 @@ func (h *harness) startProc(simURL string, env []string, extra ...string) *proc 
 		"--max-ack-pending", fmt.Sprint(h.q.WithDefaults().MaxAckPending),
 		"--duplicates-window", h.q.WithDefaults().Duplicates.String(),
 		"--metrics-addr", "off", "--openai-base-url", simURL + "/v1",
-		"--log-format", "json", "--log-level", "debug", "--transport-retries", "4",
+		"--log-format", "json", "--log-level", "debug", "--transport-retries", "4", "--spill-dir", h.spillDir,
 	}
 	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)

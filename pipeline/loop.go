@@ -138,7 +138,11 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 		if release != nil {
 			release(resp, err)
 		}
-		_, act = step.Feed(resp, err, started)
+		var a *repair.Attempt
+		a, act = step.Feed(resp, err, started)
+		if job.AttemptFunc != nil && a != nil {
+			job.AttemptFunc(a)
+		}
 	}
 	return step.Result(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,6 +51,55 @@ func TestProcessKill9AndRestart(t *testing.T) {
 	// results waiting for their batch to commit (the writer queue is
 	// bounded by the concurrency). Both are paid and lost; nothing else.
 	h.checkInvariants("b", invariants{Jobs: n, ExtraCalls: 2 * conc, Statuses: map[string]int{store.StatusValid: n}})
+}
+
+// kill -9 of a worker holding replies it has not written (the ledger is
+// cut off, so their results wait for a commit): the next worker started
+// with the same spill directory records each of them from the reply
+// journal, as a crashed call, so every call the provider answered has a
+// row (they were lost: the first worker's calls exceeded the ledger's).
+func TestProcessKill9KeepsPaidReplies(t *testing.T) {
+	t.Parallel()
+	const n, conc = 60, 4
+	proxy := &pgProxy{}
+	h := newHarness(t, harnessConfig{
+		Sim:   sim.Config{Latency: fixedLatency(20 * time.Millisecond)},
+		Queue: pipeline.QueueConfig{AckWait: 5 * time.Second},
+		DSN:   proxy.dsn(t),
+	})
+	h.enqueue("b", n)
+	p1 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc), "--jobs-ahead", "0")
+	waitFor(t, 60*time.Second, "jobs done in the first process", func() bool { return h.progress("b").Valid >= 5 })
+	proxy.cut()
+	// The replies in flight at the cut come back and their results wait
+	// for a commit that cannot happen; no job starts (its state cannot be
+	// read), so no call is in flight at the kill.
+	waitFor(t, 30*time.Second, "results held while the ledger is cut off", func() bool {
+		return p1.logCount("ledger write failed") > 0 && h.sim.inFlight.Load() == 0
+	})
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p1.wait(t, 10*time.Second)
+	proxy.restore()
+	if left, _ := filepath.Glob(filepath.Join(h.spillDir, "replies-*.jsonl")); len(left) == 0 {
+		t.Fatalf("no reply journal in %s after the kill", h.spillDir)
+	}
+	p2 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc))
+	h.waitDone("b", n, 90*time.Second)
+	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.wait(t, 30*time.Second); err != nil {
+		t.Errorf("second worker after SIGTERM: %v, want exit 0", err)
+	}
+	if p2.logCount("recorded the replies a worker that died had received") != 1 {
+		t.Errorf("the second worker did not say it recorded the first one's replies:\n%s", p2.out.tail(20))
+	}
+	if left, _ := filepath.Glob(filepath.Join(h.spillDir, "replies-*.jsonl")); len(left) != 0 {
+		t.Errorf("reply journals left after a clean stop: %v", left)
+	}
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
 }
 
 // Three worker processes on one consumer: each does part of the work, the

@@ -199,6 +199,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	}
 	own := &ownership{w: w, env: env, log: log, checked: time.Now()} // the state was read above
 	job.GateFunc = w.gate(env, spendCap, own, log)
+	// Each paid reply is on disk until this delivery ends (dispose).
+	key := journalKey(env.JobID, delivered)
+	job.AttemptFunc = func(a *Attempt) {
+		if !unpaidFailure(a) {
+			w.journal.add(key, store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered,
+				Attempts: []store.Attempt{toStoreAttempt(a)}})
+		}
+	}
 	loop := w.loops[env.Provider]
 	// A call failing while the job is cancelled or requeued stops its
 	// transport retries at the next one instead of sending them all.

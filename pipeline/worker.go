@@ -56,6 +56,9 @@ type Ledger interface {
 	Schema(ctx context.Context, hash string) ([]byte, error)
 	SaveResults(ctx context.Context, results []store.Result) ([]bool, error)
 	SaveInterrupted(ctx context.Context, ins []store.Interruption) error
+	// SaveCrashed records the calls a dead worker's reply journal kept
+	// that the ledger does not have.
+	SaveCrashed(ctx context.Context, ins []store.Interruption) (int, error)
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
 	// A batch's spend cap: each call of a capped batch holds its estimate
 	// before it is sent and is charged after.
@@ -269,6 +272,8 @@ type Worker struct {
 	schemaLoads singleflight.Group
 
 	spill *spill // what the ledger could not take at a stop
+	// journal keeps each reply until its delivery ends, for a kill -9.
+	journal *journal
 	// ledgerWarned is when a failed ledger write was last logged (unix ns).
 	ledgerWarned atomic.Int64
 	background   conc.WaitGroup // ledger-write retries waiting out a pause
@@ -339,8 +344,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	if _, err := replaySpill(ctx, w.cfg.SpillDir, w.ledger, w.log); err != nil {
 		w.log.WarnContext(ctx, "worker: write what a stopped worker kept on disk (kept for the next start)", slog.String("error", err.Error()))
 	}
+	// So do the replies a worker that died had received (its journal).
+	if _, err := replayJournals(ctx, w.cfg.SpillDir, w.ledger, w.log); err != nil {
+		w.log.WarnContext(ctx, "worker: record the replies a worker that died had received (kept for the next start)", slog.String("error", err.Error()))
+	}
 	w.spill = &spill{dir: w.cfg.SpillDir, log: w.log}
 	defer w.spill.close()
+	w.journal = newJournal(w.cfg.SpillDir, w.log)
+	defer w.journal.close()
 	// Jobs run under their own context: a stop request does not cancel them
 	// until the grace period has passed.
 	jobCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))

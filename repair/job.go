@@ -162,6 +162,11 @@ type Job struct {
 	// stop the jobs of a cancelled batch and to hold a capped batch's
 	// budget for each call.
 	GateFunc func(ctx context.Context, req *llm.Request) (release func(*llm.Response, error), err error)
+	// AttemptFunc is for drivers; the step ignores it. When set, a driver
+	// calls it with each attempt Feed records, as soon as it is recorded:
+	// the worker keeps each paid reply in its journal until the job's
+	// rows are written.
+	AttemptFunc func(a *Attempt)
 }
 
 // Status is a job's status; the statuses are defined once, in package

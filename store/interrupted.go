@@ -26,6 +26,9 @@ const (
 	// InterruptCancelled: enqueue cancel ended the job's batch while the
 	// delivery ran.
 	InterruptCancelled = "cancelled"
+	// InterruptCrashed: the worker died (kill -9, out of memory) with the
+	// reply in memory; its reply journal kept it (see SaveCrashed).
+	InterruptCrashed = "crashed"
 )
 
 // Interruption is one delivery of a job that ended without a final
@@ -56,7 +59,7 @@ func (s *Store) SaveInterrupted(ctx context.Context, ins []Interruption) error {
 	n := 0
 	for _, in := range ins {
 		switch in.Reason {
-		case InterruptHandedBack, InterruptShutdown, InterruptSuperseded, InterruptOutage, InterruptCancelled:
+		case InterruptHandedBack, InterruptShutdown, InterruptSuperseded, InterruptOutage, InterruptCancelled, InterruptCrashed:
 		default:
 			return fmt.Errorf("save interrupted attempts of job %s: %w: reason %q", in.JobID, ErrInvalid, in.Reason)
 		}
@@ -86,6 +89,57 @@ func (s *Store) SaveInterrupted(ctx context.Context, ins []Interruption) error {
 	}
 	s.prompts.add(prompts)
 	return nil
+}
+
+// SaveCrashed records, as InterruptCrashed, the calls of deliveries a
+// worker died in that the ledger does not have yet: a call is known by its
+// job, run, attempt number and start, as an attempt row or an interrupted
+// one (the delivery may have committed its result, or handed the job back,
+// before the worker died). It returns how many calls it recorded; run
+// again, it records none.
+func (s *Store) SaveCrashed(ctx context.Context, ins []Interruption) (int, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var recorded int
+	var prompts []string
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			recorded, prompts = 0, nil
+			var left []Interruption
+			for _, in := range ins {
+				if in.JobID == "" {
+					return fmt.Errorf("%w: empty job id", ErrInvalid)
+				}
+				kept := in
+				kept.Reason, kept.Hold, kept.Attempts = InterruptCrashed, 0, nil
+				for _, a := range in.Attempts {
+					var known bool
+					err := tx.QueryRow(ctx, `
+						SELECT EXISTS (SELECT 1 FROM attempts WHERE job_id = $1 AND run = $2 AND attempt_no = $3 AND started_at = $4)
+						    OR EXISTS (SELECT 1 FROM interrupted_attempts WHERE job_id = $1 AND run = $2 AND attempt_no = $3 AND started_at = $4)`,
+						in.JobID, int32(max(in.Run, 1)), int32(a.No), nullTime(a.StartedAt)).Scan(&known)
+					if err != nil {
+						return err
+					}
+					if !known {
+						kept.Attempts = append(kept.Attempts, a)
+					}
+				}
+				if len(kept.Attempts) > 0 {
+					left = append(left, kept)
+					recorded += len(kept.Attempts)
+				}
+			}
+			var err error
+			prompts, err = s.insertInterrupted(ctx, tx, left)
+			return err
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("save the calls of a crashed worker: %w", err)
+	}
+	s.prompts.add(prompts)
+	return recorded, nil
 }
 
 // insertInterrupted writes the interruptions' attempts and the system

@@ -123,3 +123,42 @@ func TestInterruptedOutagesAndCancel(t *testing.T) {
 		t.Errorf("cancelled job: %+v %v", job, err)
 	}
 }
+
+// SaveCrashed records the calls a dead worker's journal kept that the
+// ledger does not have: not those its result committed, not those already
+// kept apart, and nothing the second time.
+func TestSaveCrashed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := setup(t, "crash", 2)
+	at := func(sec int) time.Time { return time.Date(2026, 1, 1, 1, 0, sec, 123456000, time.UTC) }
+	// Job 1 committed its result (attempts 1 and 2) before the worker died.
+	done := result(jobID("crash", 1), "a", "shape", "")
+	done.AttemptRows[0].StartedAt, done.AttemptRows[1].StartedAt = at(1), at(2)
+	if _, err := s.SaveResults(ctx, []store.Result{done}); err != nil {
+		t.Fatal(err)
+	}
+	// The journal: job 1's two committed calls, and job 2's two calls of a
+	// delivery that never finished.
+	open := result(jobID("crash", 2), "b", "shape", "shape").AttemptRows
+	open[0].StartedAt, open[1].StartedAt = at(3), at(4)
+	open[0].CostUSD, open[1].CostUSD = 0.25, 0.5
+	journal := []store.Interruption{
+		{JobID: jobID("crash", 1), Delivery: 1, Attempts: done.AttemptRows},
+		{JobID: jobID("crash", 2), Delivery: 1, Attempts: open},
+	}
+	for i, want := range []int{2, 0} {
+		n, err := s.SaveCrashed(ctx, journal)
+		if err != nil || n != want {
+			t.Fatalf("save %d: %d recorded (%v), want %d", i+1, n, err, want)
+		}
+	}
+	var rows int
+	var cost float64
+	if err := s.QueryRowForTest(ctx, `SELECT count(*), sum(cost_usd)::float8 FROM interrupted_attempts WHERE reason = 'crashed'`, &rows, &cost); err != nil || rows != 2 || cost != 0.75 {
+		t.Errorf("crashed rows %d costing $%v (%v); want job 2's 2 calls, $0.75", rows, cost, err)
+	}
+	if err := s.QueryRowForTest(ctx, `SELECT interrupted_cost_usd FROM batch_spend WHERE batch = 'crash'`, &cost); err != nil || cost != 0.75 {
+		t.Errorf("batch_spend interrupted cost $%v (%v); want $0.75", cost, err)
+	}
+}

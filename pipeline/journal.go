@@ -1,0 +1,267 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// journal keeps every reply the worker receives on local disk, in its
+// spill directory, until the delivery it came in has ended: its result
+// committed, its calls kept apart, or either kept on disk (spill). A
+// worker killed (kill -9, out of memory) loses what it held in memory,
+// but not the file: the next worker started with the same directory
+// records each reply the ledger does not have as a crashed call
+// (store.SaveCrashed), so every reply a provider was paid for leaves a row.
+// Lines are written, not synced: they outlive the process, not the machine.
+//
+// A segment file is locked (flock) while its worker has it open, so a
+// worker sharing the directory never records the replies of one still
+// running; a segment is removed once it is no longer written to and every
+// delivery with a line in it has ended.
+type journal struct {
+	dir string
+	log *slog.Logger
+	// max is how many lines a segment takes before the next one starts.
+	max int
+
+	mu   sync.Mutex
+	cur  *segment
+	open map[string][]*segment // deliveries not ended, by journalKey
+	warn bool                  // a failure to write was logged
+}
+
+// segment is one journal file.
+type segment struct {
+	f    *os.File
+	path string
+	n    int // lines written
+	live int // deliveries with a line here that have not ended
+}
+
+// journalGlob matches the journal segments of a directory.
+const journalGlob = "replies-*.jsonl"
+
+// journalSegmentLines is how many replies a segment holds before the next
+// one starts, so that the files of a long run are removed as it goes.
+const journalSegmentLines = 4096
+
+// journalKey identifies a delivery of a job.
+func journalKey(jobID string, delivered int) string {
+	return jobID + "\x00" + strconv.Itoa(delivered)
+}
+
+// newJournal returns the journal of a worker whose spill directory is dir;
+// nil (keep nothing) when dir is "".
+func newJournal(dir string, log *slog.Logger) *journal {
+	if dir == "" {
+		return nil
+	}
+	return &journal{dir: dir, log: log, max: journalSegmentLines, open: map[string][]*segment{}}
+}
+
+// add writes one reply of a delivery: in, with one attempt.
+func (j *journal) add(key string, in store.Interruption) {
+	if j == nil {
+		return
+	}
+	line, err := json.Marshal(in)
+	if err != nil {
+		j.failed(err)
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cur == nil || j.cur.n >= j.max {
+		if err := j.rotate(); err != nil {
+			j.failed(err)
+			return
+		}
+	}
+	if _, err := j.cur.f.Write(append(line, '\n')); err != nil {
+		j.failed(err)
+		return
+	}
+	j.cur.n++
+	if segs := j.open[key]; !slices.Contains(segs, j.cur) {
+		j.open[key] = append(segs, j.cur)
+		j.cur.live++
+	}
+}
+
+// rotate starts a new segment; the current one is removed when no
+// delivery in it is live. j.mu is held.
+func (j *journal) rotate() error {
+	if old := j.cur; old != nil {
+		j.cur = nil
+		j.drop(old)
+	}
+	if err := os.MkdirAll(j.dir, 0o700); err != nil {
+		return err
+	}
+	path := filepath.Join(j.dir, fmt.Sprintf("replies-%d-%d.jsonl", time.Now().UnixNano(), os.Getpid()))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	j.cur = &segment{f: f, path: path}
+	return nil
+}
+
+// drop closes and removes seg when it is not written to and no delivery in
+// it is live. j.mu is held.
+func (j *journal) drop(seg *segment) {
+	if seg == j.cur || seg.live > 0 {
+		return
+	}
+	if err := os.Remove(seg.path); err != nil {
+		j.log.Warn("worker: remove a reply journal segment", slog.String("path", seg.path), slog.String("error", err.Error()))
+	}
+	seg.f.Close()
+}
+
+// done says a delivery has ended: what its replies paid for is in the
+// ledger, or kept on disk by the spill.
+func (j *journal) done(key string) {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	segs, ok := j.open[key]
+	if !ok {
+		return
+	}
+	delete(j.open, key)
+	for _, seg := range segs {
+		seg.live--
+		j.drop(seg)
+	}
+}
+
+// close ends the journal at the worker's stop: the current segment goes
+// when no delivery in it is live. A segment still live (a delivery that
+// never ended) stays for the next start, which records what the ledger
+// lacks of it.
+func (j *journal) close() {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if cur := j.cur; cur != nil {
+		j.cur = nil
+		j.drop(cur)
+	}
+	if len(j.open) > 0 {
+		j.log.Warn("worker: replies of deliveries that did not end are kept in the reply journal for the next start",
+			slog.Int("deliveries", len(j.open)), slog.String("dir", j.dir))
+	}
+}
+
+// failed logs, once, that the journal could not keep a reply: a crash
+// would lose it.
+func (j *journal) failed(err error) {
+	if j.warn {
+		return
+	}
+	j.warn = true
+	j.log.Error("worker: the reply journal cannot be written: replies received when the worker is killed would leave no row",
+		slog.String("dir", j.dir), slog.String("error", err.Error()))
+}
+
+// replayJournals records what the reply journals in dir left by workers
+// that died hold and the ledger lacks (store.SaveCrashed), then removes
+// them. A segment locked by a running worker is left alone, and so is one
+// holding jobs this ledger does not have (a directory shared by workers of
+// another ledger). It returns how many calls it recorded.
+func replayJournals(ctx context.Context, dir string, ledger Ledger, log *slog.Logger) (int, error) {
+	if dir == "" {
+		return 0, nil
+	}
+	files, err := filepath.Glob(filepath.Join(dir, journalGlob))
+	if err != nil {
+		return 0, err
+	}
+	slices.Sort(files)
+	recorded := 0
+	var errs []error
+	for _, path := range files {
+		n, err := replayJournal(ctx, path, ledger)
+		recorded += n
+		switch {
+		case errors.Is(err, errJournalLive):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("reply journal %s: %w", path, err))
+		case n > 0:
+			log.WarnContext(ctx, "worker: recorded the replies a worker that died had received (reason crashed)",
+				slog.String("path", path), slog.Int("calls", n))
+		}
+	}
+	return recorded, errors.Join(errs...)
+}
+
+// errJournalLive: the segment's worker is running.
+var errJournalLive = errors.New("in use by a running worker")
+
+func replayJournal(ctx context.Context, path string, ledger Ledger) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return 0, errJournalLive
+		}
+		return 0, err
+	}
+	var ins []store.Interruption
+	var ids []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 256<<20)
+	for sc.Scan() {
+		var in store.Interruption
+		if err := json.Unmarshal(sc.Bytes(), &in); err != nil || in.JobID == "" {
+			continue // a line cut short by the kill
+		}
+		ins = append(ins, in)
+		ids = append(ids, in.JobID)
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if len(ins) > 0 {
+		known, err := ledger.JobStates(ctx, ids)
+		if err != nil {
+			return 0, err
+		}
+		for _, id := range ids {
+			if _, ok := known[id]; !ok {
+				return 0, fmt.Errorf("job %s is not in this ledger (was the file written by a worker on another DATABASE_URL?)", id)
+			}
+		}
+	}
+	n, err := ledger.SaveCrashed(ctx, ins)
+	if err != nil {
+		return 0, err
+	}
+	return n, os.Remove(path)
+}

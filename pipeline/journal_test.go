@@ -1,0 +1,128 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
+)
+
+// journalFiles lists the journal segments in dir.
+func journalFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, journalGlob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// paidCall is a reply of job id's delivery, attempt no.
+func paidCall(id string, no int) store.Interruption {
+	return store.Interruption{JobID: id, Run: 1, Delivery: 1, Attempts: []store.Attempt{{No: no, Raw: `{"x":1}`, Class: "shape",
+		TokensIn: 100, TokensOut: 10, CostUSD: 0.001, Model: "m", FinishReason: "stop",
+		StartedAt: time.Date(2026, 1, 1, 0, 0, no, 0, time.UTC), Errors: json.RawMessage(`[]`)}}}
+}
+
+// The journal keeps a delivery's replies until it ends, across segments,
+// and removes a segment once nothing in it is live; what a dead worker's
+// segment holds, the next start records as crashed calls, once; a segment
+// of a running worker is left alone.
+func TestJournal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	st := storetest.NewStore(t)
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "jn", Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.InsertJobs(ctx, []store.NewJob{
+		{ID: "jn:1", Batch: "jn", RowNo: 1, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"},
+		{ID: "jn:2", Batch: "jn", RowNo: 2, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	j := newJournal(dir, log)
+	j.max = 2
+	one, two := journalKey("jn:1", 1), journalKey("jn:2", 1)
+	j.add(one, paidCall("jn:1", 1))
+	j.add(one, paidCall("jn:1", 2))
+	j.add(one, paidCall("jn:1", 3)) // a second segment
+	j.add(two, paidCall("jn:2", 1))
+	if got := journalFiles(t, dir); len(got) != 2 {
+		t.Fatalf("%d segments, want 2", len(got))
+	}
+	// A live segment is another worker's: not replayed.
+	if n, err := replayJournals(ctx, dir, st, log); n != 0 || err != nil || len(journalFiles(t, dir)) != 2 {
+		t.Fatalf("replay while the worker runs: %d recorded (%v), %d segments left; want none recorded, both kept", n, err, len(journalFiles(t, dir)))
+	}
+	// Job 1's delivery ends: its result is committed, then the first
+	// segment goes (the second still holds job 2's live reply).
+	res := store.Result{JobID: "jn:1", Status: store.StatusInvalid, Attempts: 3, Calls: 3, FinalClass: "shape", Deliveries: 1}
+	for no := 1; no <= 3; no++ {
+		a := paidCall("jn:1", no).Attempts[0]
+		res.AttemptRows = append(res.AttemptRows, a)
+		res.TokensIn, res.TokensOut, res.CostUSD = res.TokensIn+a.TokensIn, res.TokensOut+a.TokensOut, res.CostUSD+a.CostUSD
+	}
+	if _, err := st.SaveResults(ctx, []store.Result{res}); err != nil {
+		t.Fatal(err)
+	}
+	j.done(one)
+	if got := journalFiles(t, dir); len(got) != 1 {
+		t.Fatalf("after job 1's delivery ended: %d segments, want 1", len(got))
+	}
+	// The worker dies: its file stays, unlocked.
+	j.cur.f.Close()
+	for i, want := range []int{1, 0} {
+		n, err := replayJournals(ctx, dir, st, log)
+		if err != nil || n != want {
+			t.Fatalf("replay %d: %d recorded (%v), want %d", i+1, n, err, want)
+		}
+	}
+	if got := journalFiles(t, dir); len(got) != 0 {
+		t.Errorf("after the replay: %v left, want none", got)
+	}
+	if c, err := st.Counts(ctx, "jn"); err != nil || c.InterruptedRows != 1 {
+		t.Errorf("crashed calls recorded: %d (%v), want job 2's 1", c.InterruptedRows, err)
+	}
+
+	// A worker that stops with every delivery ended leaves no file.
+	j2 := newJournal(dir, log)
+	j2.add(one, paidCall("jn:1", 4))
+	j2.done(one)
+	j2.close()
+	if got := journalFiles(t, dir); len(got) != 0 {
+		t.Errorf("after a clean stop: %v left, want none", got)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkJournalAdd is the cost of keeping one paid reply on disk: a
+// JSON line and a write, no sync.
+func BenchmarkJournalAdd(b *testing.B) {
+	j := newJournal(b.TempDir(), slog.New(slog.DiscardHandler))
+	in := paidCall("jn:1", 1)
+	in.Attempts[0].Raw = strings.Repeat(`{"category": "billing"} `, 43) // a 1 KiB reply
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		key := journalKey("jn:1", i)
+		j.add(key, in)
+		j.done(key)
+	}
+	j.close()
+}
