@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -375,7 +376,55 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 			"%s: the reply holds a JSON value that fits the schema at offset %d (%s), then another answer at offset %d (%s) that %s; reply with only the value meant",
 			rootDisplay, c.Start, snippetAt(reply, c.Start), o.Start, snippetAt(reply, o.Start), why)}}
 	}
+	// An answer set out after it that could not be read at all ("Answer:
+	// {"age": 1 500}", dropped as a fragment): the example before it is
+	// not what the model meant either.
+	if at := unreadAnswer(reply, cands, c, value); at >= 0 {
+		return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
+			"%s: the reply holds a JSON value that fits the schema at offset %d (%s), then another answer at offset %d (%s) that could not be read; reply with only the value meant",
+			rootDisplay, c.Start, snippetAt(reply, c.Start), at, snippetAt(reply, at))}}
+	}
 	return nil
+}
+
+// answerLabel finds an answer label ending in a colon (answerLabels), then
+// the bracket opening what it labels.
+var answerLabel = regexp.MustCompile(`(?i)\b(?:answer|output|result|correct\w*|final|json|revised|updated|fixed|response)\b[^\n:]{0,30}:[ \t]*\n?[ \t]*([{\[])`)
+
+// unreadAnswer returns the offset of a bracket after chosen candidate c,
+// of c's kind (an object's '{', an array's '['), that an answer label sets
+// out and where no candidate starts: an answer extract could not read.
+// -1 when there is none.
+func unreadAnswer(reply string, cands []extract.Candidate, c *extract.Candidate, value any) int {
+	var open byte
+	switch value.(type) {
+	case map[string]any:
+		open = '{'
+	case []any:
+		open = '['
+	default:
+		return -1
+	}
+	if c.End >= len(reply) {
+		return -1
+	}
+	for _, m := range answerLabel.FindAllStringSubmatchIndex(reply[c.End:], -1) {
+		at := c.End + m[2]
+		if reply[at] != open {
+			continue
+		}
+		read := false
+		for i := range cands {
+			if cands[i].Start <= at && at < max(cands[i].End, cands[i].Start+1) {
+				read = true
+				break
+			}
+		}
+		if !read {
+			return at
+		}
+	}
+	return -1
 }
 
 // sameAnswer reports whether b has the shape of answer a and says

@@ -396,6 +396,10 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 			{obj, "For example, the format is {\"name\": \"x\", \"age\": 0}. The answer: {\"name\": \"Alice\", \"age\": \"unknown\"}"},
 			{obj, "```json\n{\"name\": \"a\", \"age\": 1}\n```\nWait, that is wrong. Corrected:\n```json\n{\"name\": \"a\", \"age\": \"two\"}\n```"},
 			{obj, "Format example: {\"name\": \"x\", \"age\": 0}\n\nAnswer: {\"name\": \"Alice\", \"age\": 3"},
+			// The answer after the example cannot be read at all (a
+			// fragment extract drops): the example is not the answer.
+			{obj, "Example: {\"name\": \"x\", \"age\": 0}\nAnswer: {\"name\": \"Alice\", \"age\": 1 500}"},
+			{obj, "Example: {\"name\": \"x\", \"age\": 0}\nFinal answer:\n{name: Alice Smith, age: }"},
 		} {
 			got := CheckWith(tc.s, tc.reply, CheckOptions{Coerce: mode})
 			if got.Valid || len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous" || got.Class != ClassSyntax {
