@@ -368,6 +368,11 @@ func capLine(batch string, sp store.Spend) string {
 func needBatch(ctx context.Context, st *store.Store, batch string) error {
 	_, err := st.Batch(ctx, batch)
 	if errors.Is(err, store.ErrNotFound) {
+		if nerr := enqueue.CheckBatchName(batch); nerr != nil {
+			// Not a name enqueue would take: a typo (exit 2), not a
+			// batch missing from this ledger.
+			return usageError{Err: errors.New(strings.TrimPrefix(nerr.Error(), enqueue.ErrBadConfig.Error()+": "))}
+		}
 		return fmt.Errorf("no batch %q in the ledger", batch)
 	}
 	return err

@@ -216,6 +216,12 @@ func TestReportMissingBatch(t *testing.T) {
 			}
 		})
 	}
+	// A name enqueue would not take is a typo: exit 2, naming what is wrong.
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"summary", "bad name", "--database-url", dsn}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), `batch name "bad name" has ' '`) {
+		t.Errorf("summary 'bad name': exit %d, stderr %q; want 2 naming the space", code, errOut.String())
+	}
 }
 
 // TestReportEmptyBatch: a batch that exists but holds no jobs (a dataset
