@@ -272,15 +272,16 @@ func (s *Store) refreshTotal(ctx context.Context, name string) (int, error) {
 }
 
 // PublishedQueued returns up to limit jobs of batch that were published and
-// are still queued, ordered by id and starting after the id after ("" for
-// the first page): the jobs the queue should still hold, which
-// enqueue --resume compares with what it does hold. limit <= 0 means all.
+// are still queued, not placed in a wave (which owns them, their messages
+// acked), ordered by id and starting after the id after ("" for the first
+// page): the jobs the queue should still hold, which enqueue --resume
+// compares with what it does hold. limit <= 0 means all.
 func (s *Store) PublishedQueued(ctx context.Context, batch, after string, limit int) ([]NewJob, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::text, run
-		FROM jobs WHERE batch = $1 AND published AND status = 'queued' AND id > $2
+		FROM jobs WHERE batch = $1 AND published AND status = 'queued' AND wave_id IS NULL AND id > $2
 		ORDER BY id LIMIT $3`, batch, after, limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list published queued jobs of %s: %w", batch, err)

@@ -486,10 +486,11 @@ func (s *Store) Progress(ctx context.Context, batch string) (Progress, error) {
 }
 
 // OwedByQueue counts the jobs of batch whose messages the queue should
-// hold: queued and published, and not placed in a provider batch still
-// running (a wave keeps its jobs' requests in the ledger, their messages
-// acked). When the queue holds no message of the batch while this is not
-// 0, those jobs were lost from it (its data lost, or published to another
+// hold: queued and published, and not placed in a wave (a provider batch
+// owns its jobs from when it is recorded, their messages acked, until it
+// hands them back to the queue or finishes them, its results recorded or
+// not). When the queue holds no message of the batch while this is not 0,
+// those jobs were lost from it (its data lost, or published to another
 // queue) and only enqueue --resume finishes them.
 func (s *Store) OwedByQueue(ctx context.Context, batch string) (int, error) {
 	ctx, cancel := s.timeout(ctx)
@@ -497,8 +498,7 @@ func (s *Store) OwedByQueue(ctx context.Context, batch string) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, `
 		SELECT count(*) FROM jobs j
-		WHERE j.batch = $1 AND j.status = 'queued' AND j.published
-		  AND NOT EXISTS (SELECT 1 FROM wave_requests w WHERE w.job_id = j.id AND w.run = j.run AND NOT w.recorded)`, batch).Scan(&n)
+		WHERE j.batch = $1 AND j.status = 'queued' AND j.published AND j.wave_id IS NULL`, batch).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count jobs of %s the queue holds: %w", batch, err)
 	}

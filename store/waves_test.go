@@ -243,12 +243,25 @@ func TestOwedByQueue(t *testing.T) {
 	if n := owed(); n != 3 {
 		t.Errorf("3 published: %d owed, want 3", n)
 	}
-	if _, _, err := s.RecordWave(ctx, store.WaveParams{Batch: "owe", Run: 1, Provider: "openai", Model: "m",
-		Requests: waveReqs("owe", 1, 1), Owner: "a", Lease: time.Minute, Home: "h"}); err != nil {
+	w, taken, err := s.RecordWave(ctx, store.WaveParams{Batch: "owe", Run: 1, Provider: "openai", Model: "m",
+		Requests: waveReqs("owe", 1, 1), Owner: "a", Lease: time.Minute, Home: "h"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if n := owed(); n != 2 {
 		t.Errorf("one in a running wave: %d owed, want 2", n)
+	}
+	// Its result recorded, it waits in the wave for its next attempt: the
+	// wave still owns it (counted as owed, report wait called a resting
+	// wave's jobs lost).
+	if _, err := s.RecordWaveOutcomes(ctx, []store.WaveOutcome{{WaveID: w.ID, CustomID: taken[0].CustomID, Attempt: waveAttempt(1, "shape")}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := owed(); n != 2 {
+		t.Errorf("one resting in its wave after its result: %d owed, want 2", n)
+	}
+	if jobs, err := s.PublishedQueued(ctx, "owe", "", 0); err != nil || len(jobs) != 2 {
+		t.Errorf("published queued jobs for --resume: %d (%v), want 2 (not the one in the wave)", len(jobs), err)
 	}
 	if _, err := s.SaveResults(ctx, []store.Result{result(jobID("owe", 2), "a", "")}); err != nil {
 		t.Fatal(err)
