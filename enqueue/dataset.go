@@ -395,14 +395,14 @@ func compressedStart(first []byte) error {
 // compressions are the file formats a dataset is often shipped in, by the
 // bytes they start with.
 var compressions = []struct {
-	name, cat string
-	magic     []byte
+	name, ext, cat string
+	magic          []byte
 }{
-	{"gzip", "gzip -dc", []byte{0x1f, 0x8b}},
-	{"zstd", "zstd -dc", []byte{0x28, 0xb5, 0x2f, 0xfd}},
-	{"xz", "xz -dc", []byte{0xfd, '7', 'z', 'X', 'Z', 0}},
-	{"bzip2", "bzip2 -dc", []byte("BZh")},
-	{"zip", "unzip -p", []byte("PK\x03\x04")},
+	{"gzip", "gz", "gzip -dc", []byte{0x1f, 0x8b}},
+	{"zstd", "zst", "zstd -dc", []byte{0x28, 0xb5, 0x2f, 0xfd}},
+	{"xz", "xz", "xz -dc", []byte{0xfd, '7', 'z', 'X', 'Z', 0}},
+	{"bzip2", "bz2", "bzip2 -dc", []byte("BZh")},
+	{"zip", "zip", "unzip -p", []byte("PK\x03\x04")},
 }
 
 // DetectFormat picks the dataset format from a file name, in any case
@@ -414,6 +414,11 @@ func DetectFormat(name string) (string, error) {
 		return FormatJSONL, nil
 	case strings.HasSuffix(lower, ".csv"):
 		return FormatCSV, nil
+	}
+	for _, c := range compressions {
+		if strings.HasSuffix(lower, "."+c.ext) {
+			return "", fmt.Errorf("%s is %s-compressed: decompress it first, e.g. %s %s | enqueue ... --format jsonl|csv -", strconv.Quote(name), c.name, c.cat, name)
+		}
 	}
 	return "", fmt.Errorf("cannot tell the format of %s from its name; pass --format jsonl or csv", strconv.Quote(name))
 }

@@ -217,6 +217,10 @@ func TestRowReaderRefusals(t *testing.T) {
 	if f, err := DetectFormat("DATA.CSV"); f != FormatCSV || err != nil {
 		t.Errorf("DetectFormat(DATA.CSV) = %q, %v", f, err)
 	}
+	// A compressed file's name says so (it said "pass --format").
+	if _, err := DetectFormat("rows.jsonl.gz"); err == nil || !strings.Contains(err.Error(), "gzip-compressed: decompress it first, e.g. gzip -dc rows.jsonl.gz") {
+		t.Errorf("DetectFormat(rows.jsonl.gz): %v; want the decompress hint", err)
+	}
 }
 
 func gzipped(t *testing.T, text string) string {

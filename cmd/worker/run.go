@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -176,11 +177,17 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ops := opsAddr{addr: *metricsAddr, chosen: os.Getenv("FIXPOINT_METRICS_ADDR") != ""}
 	fs.Visit(func(f *flag.Flag) { ops.chosen = ops.chosen || f.Name == "metrics-addr" })
 	if ops.addr != "" && ops.addr != "off" {
-		if _, _, err := net.SplitHostPort(ops.addr); err != nil {
-			return usagef("--metrics-addr %q (env FIXPOINT_METRICS_ADDR): want host:port, :port or off", ops.addr)
+		if _, port, err := net.SplitHostPort(ops.addr); err != nil || !validPort(port) {
+			return usagef("--metrics-addr %q (env FIXPOINT_METRICS_ADDR): want host:port (port 0 to 65535), :port or off", ops.addr)
 		}
 	}
 	return serve(ctx, cfg, *dbURL, ops, *startTimeout, &nf, &pf, chk, stdout, log)
+}
+
+// validPort reports whether p is a port number, 0 to 65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n <= 65535
 }
 
 // opsAddr is where /metrics, /healthz and /readyz are served, and whether

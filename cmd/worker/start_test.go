@@ -116,8 +116,11 @@ func TestWorkerChosenMetricsAddrTaken(t *testing.T) {
 		t.Errorf("taken --metrics-addr: exit %d, want 1 naming the address before Postgres is tried\n%s", code, out.String())
 	}
 	out = lockedBuffer{}
-	code = run(context.Background(), append(unreachable, "--metrics-addr", "localhost"), strings.NewReader(""), &out, &out)
-	if code != 2 || !strings.Contains(out.String(), `--metrics-addr "localhost"`) {
-		t.Errorf("--metrics-addr localhost: exit %d, want 2 naming it\n%s", code, out.String())
+	for _, bad := range []string{"localhost", "127.0.0.1:99999"} {
+		out = lockedBuffer{}
+		code = run(context.Background(), append(unreachable, "--metrics-addr", bad), strings.NewReader(""), &out, &out)
+		if code != 2 || !strings.Contains(out.String(), `--metrics-addr "`+bad+`"`) {
+			t.Errorf("--metrics-addr %s: exit %d, want 2 naming it\n%s", bad, code, out.String())
+		}
 	}
 }
