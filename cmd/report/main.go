@@ -219,6 +219,22 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return usageError{Err: fmt.Errorf("unknown command %q", cmd)}
 	}
+	// So are values that cannot work.
+	switch {
+	case cmd == "export" && *format != "jsonl" && *format != "csv":
+		return usageError{Err: fmt.Errorf("--format %q: want jsonl or csv", *format)}
+	case cmd != "wait":
+	case *every <= 0:
+		return usageError{Err: fmt.Errorf("--interval %s: want a positive duration", *every)}
+	case *timeout < 0:
+		return usageError{Err: fmt.Errorf("--timeout %s: want 0 (no limit) or a positive duration", *timeout)}
+	case !(*maxFail >= 0 && *maxFail <= 1): // NaN too
+		return usageError{Err: fmt.Errorf("--max-failure-rate %v: want a share between 0 and 1", *maxFail)}
+	case *natsURL != "":
+		if err := natsaddr.CheckURL(*natsURL); err != nil {
+			return usageError{Err: fmt.Errorf("--nats-url (env NATS_URL): %w", err)}
+		}
+	}
 	st, err := store.Open(ctx, *dbURL, nil)
 	if err != nil {
 		return err
@@ -325,19 +341,6 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		batch, err := arg()
 		if err != nil {
 			return err
-		}
-		switch {
-		case *every <= 0:
-			return usageError{Err: fmt.Errorf("--interval %s: want a positive duration", *every)}
-		case *timeout < 0:
-			return usageError{Err: fmt.Errorf("--timeout %s: want 0 (no limit) or a positive duration", *timeout)}
-		case !(*maxFail >= 0 && *maxFail <= 1): // NaN too
-			return usageError{Err: fmt.Errorf("--max-failure-rate %v: want a share between 0 and 1", *maxFail)}
-		}
-		if *natsURL != "" {
-			if err := natsaddr.CheckURL(*natsURL); err != nil {
-				return usageError{Err: fmt.Errorf("--nats-url (env NATS_URL): %w", err)}
-			}
 		}
 		return wait(ctx, stdout, stderr, st, batch, *maxFail, *every, *timeout, unpublishedGrace, queueCheck(st, batch, *natsURL, *natsDir))
 	default:

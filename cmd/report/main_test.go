@@ -426,6 +426,10 @@ func TestReportUsageErrorsBeforeTheLedger(t *testing.T) {
 		"failures b --interval 5s":     "--interval is for report wait, not failures",
 		"summary --max-failure-rate 1": "--max-failure-rate is for report wait, not summary",
 		"summary b --format csv":       "--format is for report export, not summary",
+		"export b --format xml":        `--format "xml": want jsonl or csv`,
+		"wait b --interval 0s":         "--interval 0s: want a positive duration",
+		"wait b --max-failure-rate 2":  "--max-failure-rate 2: want a share between 0 and 1",
+		"wait b --nats-url garbage://": "--nats-url (env NATS_URL): bad NATS URL",
 	} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), append(strings.Fields(args), "--database-url", "postgres://nobody@127.0.0.1:1/none"), &out, &errOut)
