@@ -67,6 +67,11 @@ func seed(t *testing.T) string {
 		Attempts: []store.Attempt{{No: 1, Class: "provider", ProviderStatus: 503, ProviderError: "openai: 503 overloaded", StartedAt: now}}}}); err != nil {
 		t.Fatal(err)
 	}
+	// b1:2's first delivery died with a reply in memory: its journal kept it.
+	if err := st.SaveInterrupted(ctx, []store.Interruption{{JobID: "b1:2", Delivery: 1, Reason: store.InterruptCrashed,
+		Attempts: []store.Attempt{{No: 1, Raw: `{"x":1}`, Class: "shape", TokensIn: 10, TokensOut: 5, StartedAt: now.Add(-time.Minute)}}}}); err != nil {
+		t.Fatal(err)
+	}
 	// Batch d1: two jobs dead without ever reaching the provider.
 	for _, id := range []string{"d1:1", "d1:2"} {
 		if _, err := st.Reject(ctx, store.Rejection{JobID: id, Batch: "d1", Status: store.StatusDead, Deliveries: 5,
@@ -115,6 +120,8 @@ func TestReport(t *testing.T) {
 			want: []string{"jobs that ended without a result", "cancelled  2     cancelled by enqueue cancel"}},
 		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`,
 			"run 1, delivery 1, before wait 1: 1 call outage (failed while the provider was unavailable; the job waited), none paid: openai: 503 overloaded"}},
+		{name: "job card of a crashed delivery", args: []string{"job", "b1:2"},
+			want: []string{"1 call crashed (received by a worker that died before it wrote them (from its reply journal))"}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
 		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error\n", `row b1:1,b1:1,valid,"{""ok"":true}",`},
 			wantErr: "batch b1 is not done: 1 of 3 jobs are still queued"},
