@@ -152,7 +152,9 @@ func TestReport(t *testing.T) {
 func TestReportWait(t *testing.T) {
 	t.Parallel()
 	dsn := seed(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// Long enough for the ledger to be reached on a loaded machine under
+	// -race (300 ms ended it in store.Open once).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	// b1:3 stays queued, so wait polls until the deadline and fails.
