@@ -363,6 +363,12 @@ func (c *Config) validate() error {
 	if c.MaxBadRows < -1 {
 		return fmt.Errorf("%w: max bad rows %d: want -1 (no limit) or more", ErrBadConfig, c.MaxBadRows)
 	}
+	// Each attempt reserves its prompt and its max tokens of output against
+	// the token budget before it is sent: a budget no bigger than the
+	// output alone fails every job before its first call.
+	if b, m := c.Limits.TokenBudget, cmp.Or(c.MaxTokens, pipeline.MaxTokensDefault); b > 0 && b <= m {
+		return fmt.Errorf("%w: token budget %d is not above max tokens %d: each attempt reserves its max tokens of output and its prompt against the budget, so no job could make a call", ErrBadConfig, b, m)
+	}
 	e := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits,
 		MaxTokens: c.MaxTokens, Temp: c.Temp}
 	if err := e.Validate(); err != nil {
@@ -1250,8 +1256,15 @@ func (r *renderer) heldError(h store.HeldJob) error {
 // fits checks that a job's message fits the queue and its prompt the
 // workers' limit.
 func (r *renderer) fits(job *store.NewJob) error {
-	if n := len(job.Prompt) + len(r.base.System) + r.cfg.schemaBytes; n > r.cfg.MaxPromptBytes {
+	n := len(job.Prompt) + len(r.base.System) + r.cfg.schemaBytes
+	if n > r.cfg.MaxPromptBytes {
 		return fmt.Errorf("prompt is %d bytes with the system prompt and the %d-byte schema, over the workers' limit of %d (--max-prompt-bytes)", n, r.cfg.schemaBytes, r.cfg.MaxPromptBytes)
+	}
+	// At least what the worker reserves for the first attempt (a quarter
+	// of its bytes, and the output allowance; repair.EstimateTokens).
+	if b, m := r.cfg.Limits.TokenBudget, cmp.Or(r.cfg.MaxTokens, pipeline.MaxTokensDefault); b > 0 && (n+3)/4+m > b {
+		return fmt.Errorf("its first attempt needs about %d tokens (prompt, system prompt and schema about %d, max tokens %d), over the token budget of %d: the job would fail before its first call",
+			(n+3)/4+m, (n+3)/4, m, b)
 	}
 	env := jobEnvelope(r.base, job)
 	data, err := pipeline.EncodeEnvelope(&env)

@@ -27,6 +27,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		wantErr                      error
 		wantMsg                      string
 		wantRecorded                 int
+		tokenBudget                  int
 	}{
 		{name: "jsonl", format: enqueue.FormatJSONL, maxBad: -1,
 			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","text":` + "\n" + `{"id":"c","text":"three"}` + "\n" + `[1,2]` + "\n",
@@ -57,6 +58,11 @@ func TestEnqueueBadInput(t *testing.T) {
 		{name: "nested field one row lacks", format: enqueue.FormatJSONL, maxBad: -1, template: "Reply to {{.customer.name}}",
 			data:      `{"id":"a"}` + "\n" + `{"id":"b","customer":{"name":"B"}}` + "\n",
 			wantLines: []int{1}, wantRecorded: 1},
+		// A row whose first attempt alone needs more than the token budget
+		// fails before any call: a bad row, saying so.
+		{name: "row over the token budget", format: enqueue.FormatJSONL, maxBad: -1, tokenBudget: 1300,
+			data:      `{"id":"a","text":"short"}` + "\n" + `{"id":"b","text":"` + strings.Repeat("long ", 200) + `"}` + "\n",
+			wantLines: []int{2}, wantRecorded: 1},
 		{name: "id field no row has", format: enqueue.FormatCSV, maxBad: -1, idField: "ID",
 			data:      "id,text\na,one\nb,two\n",
 			wantLines: []int{2, 3}, wantErr: enqueue.ErrBadConfig, wantRecorded: 0},
@@ -76,6 +82,7 @@ func TestEnqueueBadInput(t *testing.T) {
 			if tc.idField != "" {
 				cfg.IDField = tc.idField
 			}
+			cfg.Limits.TokenBudget = tc.tokenBudget
 			prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(tc.data))
 			if !errors.Is(err, tc.wantErr) || tc.wantMsg != "" && !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Fatalf("Enqueue error %v, want %v saying %q", err, tc.wantErr, tc.wantMsg)
@@ -83,6 +90,9 @@ func TestEnqueueBadInput(t *testing.T) {
 			var lines []int
 			for _, b := range prog.Bad {
 				lines = append(lines, b.Line)
+				if tc.tokenBudget > 0 && !strings.Contains(b.Error(), "over the token budget of 1300") {
+					t.Errorf("bad row %q does not name the token budget", b.Error())
+				}
 				if !strings.Contains(b.Error(), "line ") {
 					t.Errorf("bad row error %q does not name its line", b.Error())
 				}

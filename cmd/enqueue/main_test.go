@@ -315,6 +315,9 @@ func TestEnqueueUsageBeforeConnecting(t *testing.T) {
 		// Named as typed, not as the job fields (token_budget) they set.
 		{"negative token budget", []string{"--schema", schema, "--template", tmpl, "--token-budget", "-3"}, "--token-budget -3: want 0 or more"},
 		{"negative retry budget", []string{"--schema", schema, "--template", tmpl, "--retry-budget", "-1"}, "--retry-budget -1: want 0 or more"},
+		// Every job would fail before its first call (it enqueued 2,000
+		// jobs that all failed, no attempt made).
+		{"token budget below max tokens", []string{"--schema", schema, "--template", tmpl, "--token-budget", "1000"}, "token budget 1000 is not above max tokens 1024"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
