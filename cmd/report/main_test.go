@@ -50,7 +50,8 @@ func seed(t *testing.T) string {
 	_, err = st.SaveResults(ctx, []store.Result{
 		{JobID: "b1:1", Status: "valid", Value: json.RawMessage(`{"ok":true}`), Attempts: 2, Calls: 2, TokensIn: 20, TokensOut: 10,
 			StartedAt: now, FinishedAt: now, WallMS: 40, Deliveries: 1, AttemptRows: []store.Attempt{
-				{No: 1, Raw: `{"priority":"x"}`, Class: "semantic", Errors: errs, TokensIn: 10, TokensOut: 5, StartedAt: now, Unpriced: true},
+				{No: 1, Raw: `{"priority":"x"}`, Class: "semantic", Errors: errs, TokensIn: 10, TokensOut: 5, StartedAt: now, Unpriced: true,
+					Feedback: "Fix /priority: it must be 1 or 2."},
 				{No: 2, Raw: `{"ok":true}`, Valid: true, TokensIn: 10, TokensOut: 5, StartedAt: now, Unpriced: true},
 			}},
 		{JobID: "b1:2", Status: "invalid", Error: "gave up", FinalClass: "semantic", Attempts: 1, Calls: 1, TokensIn: 10, TokensOut: 5,
@@ -119,6 +120,7 @@ func TestReport(t *testing.T) {
 		{name: "failures of a cancelled batch", args: []string{"failures", "c1"},
 			want: []string{"jobs that ended without a result", "cancelled  2     cancelled by enqueue cancel"}},
 		{name: "job cards", args: []string{"job", "b1:1"}, want: []string{"attempt 1", "INVALID", "attempt 2", "VALID", `{"ok": true}`,
+			"feedback sent next:\n  │ Fix /priority: it must be 1 or 2.",
 			"run 1, delivery 1, before wait 1: 1 call outage (failed while the provider was unavailable; the job waited), none paid: openai: 503 overloaded"}},
 		{name: "job card of a crashed delivery", args: []string{"job", "b1:2"},
 			want: []string{"1 call crashed (received by a worker that died before it wrote them (from its reply journal))"}},

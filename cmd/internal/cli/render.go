@@ -106,7 +106,9 @@ func AttemptFromStore(s *store.Attempt) repair.Attempt {
 	a := repair.Attempt{No: s.No, Request: s.Request, RequestHash: s.RequestHash, Raw: s.Raw, Class: s.Class, Valid: s.Valid,
 		RepairedLocally: s.RepairedLocally, Latency: time.Duration(s.LatencyMS) * time.Millisecond,
 		TokensIn: int(s.TokensIn), TokensOut: int(s.TokensOut), TokensCached: int(s.TokensCached),
-		ProviderStatus: s.ProviderStatus, ProviderError: s.ProviderError, Model: s.Model, RequestID: s.RequestID, StartedAt: s.StartedAt}
+		ProviderStatus: s.ProviderStatus, ProviderError: s.ProviderError, Model: s.Model, RequestID: s.RequestID, StartedAt: s.StartedAt,
+		FinishReason: llm.FinishReason(s.FinishReason), Feedback: s.Feedback, PatchOutcome: repair.PatchOutcome(s.PatchOutcome),
+		CostUSD: s.CostUSD, Coerced: s.Coerced}
 	a.Source = extract.Source(s.Source)
 	_ = json.Unmarshal(s.Repairs, &a.Repairs)
 	_ = json.Unmarshal(s.Errors, &a.Errors)
