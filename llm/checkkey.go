@@ -39,6 +39,13 @@ func (c *Client) CheckKey(ctx context.Context) error {
 	return err
 }
 
+// MissingKey reports whether the client has no API key for a public API
+// that refuses every call without one (OpenAI's or Anthropic's default
+// base URL). A compatible server elsewhere may take calls without a key.
+func (c *Client) MissingKey() bool {
+	return c.cfg.APIKey == "" && (c.cfg.BaseURL == BaseURLOpenAIDefault || c.cfg.BaseURL == BaseURLAnthropicDefault)
+}
+
 // keyRefused is CheckKey's 401.
 type keyRefused struct{ e *Error }
 

@@ -547,6 +547,32 @@ func TestRetryAfterAnHour(t *testing.T) {
 	}
 }
 
+// A provider whose public API needs a key, with none set: the worker stops
+// at its first job of that provider, naming the variable, makes no call
+// and records no attempt (it sent keyless calls, and without a network
+// waited them out as an outage, job after job).
+func TestMissingAPIKeyStopsTheWorker(t *testing.T) {
+	t.Parallel()
+	const n = 3
+	h := newHarness(t, harnessConfig{})
+	h.enqueue("nokey", n)
+	keyless, err := llm.New(llm.Config{Provider: llm.ProviderOpenAI}) // the public API's base URL, no key
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := h.startWorker(h.workerConfig(keyless), nil, nil)
+	err = rw.wait(t, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "no API key for openai") || !strings.Contains(err.Error(), "OPENAI_API_KEY") {
+		t.Fatalf("worker without a key returned %v; want an error naming OPENAI_API_KEY", err)
+	}
+	if p := h.progress("nokey"); p.Queued != n {
+		t.Errorf("after the missing key: %+v; want all %d jobs still queued", p, n)
+	}
+	if c, err := h.st.Counts(h.ctx, "nokey"); err != nil || c.AttemptRows != 0 || c.InterruptedRows != 0 {
+		t.Errorf("attempt rows %d, interrupted rows %d (%v); want no call recorded", c.AttemptRows, c.InterruptedRows, err)
+	}
+}
+
 // A provider that refuses the API key (401) refuses it for every job: the
 // worker stops at once with an error saying so, instead of ending the batch
 // as failed jobs one by one, and hands its jobs back; a worker with the

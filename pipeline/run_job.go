@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -195,6 +196,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	})
 	if err != nil {
 		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", ErrTransient, err)))
+		return
+	}
+	if mk, ok := w.cfg.Providers[env.Provider].(interface{ MissingKey() bool }); ok && mk.MissingKey() {
+		// Every call would be refused (or, without a network, look like an
+		// outage the job waits out): stop, saying which key is missing.
+		w.abort(fmt.Errorf("no API key for %s, whose public API refuses every call without one: set %s_API_KEY (or point the worker at another server) and start it again",
+			env.Provider, strings.ToUpper(env.Provider)))
+		w.handBack(ctx, msg, env, delivered, nil, fmt.Errorf("%w: no API key for %s", ErrTransient, env.Provider))
 		return
 	}
 	own := &ownership{w: w, env: env, log: log, checked: time.Now()} // the state was read above

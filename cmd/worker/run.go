@@ -239,7 +239,7 @@ func checkKeys(ctx context.Context, clients map[string]pipeline.Completer, log *
 			// APIs refuse a call without a key, a local compatible server
 			// may not.
 			if cfg.BaseURL == llm.BaseURLOpenAIDefault || cfg.BaseURL == llm.BaseURLAnthropicDefault {
-				log.Warn("worker: no API key for this provider: a job for it will be refused and stop the worker",
+				log.Warn("worker: no API key for this provider: its first job stops the worker (nothing is sent without a key)",
 					slog.String("provider", name), slog.String("env", strings.ToUpper(name)+"_API_KEY"))
 			}
 			continue
