@@ -52,7 +52,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		dbURL       = fs.String("database-url", env("DATABASE_URL", databaseURLDefault), "Postgres URL of the ledger (env DATABASE_URL)")
 		rows        = fs.Int("rows", 3000, "rows in the generated dataset")
 		preset      = fs.String("preset", "typical", "simulator preset: "+strings.Join(simPresetNames(), ", "))
-		seed        = fs.Uint64("seed", 1, "simulator and dataset seed")
+		seed        = fs.Uint64("seed", 1, "simulator and dataset seed (each run names its batch anew, and the simulator draws by job id, so two runs differ even with one seed)")
 		concurrency = fs.Int("concurrency", 64, "jobs run at once")
 		provider    = fs.String("provider", llm.ProviderOpenAI, "wire format the simulator speaks: openai, anthropic or ollama")
 		mode        = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
