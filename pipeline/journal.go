@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -108,18 +107,10 @@ func (j *journal) rotate() error {
 		j.cur = nil
 		j.drop(old)
 	}
-	if err := os.MkdirAll(j.dir, 0o700); err != nil {
-		return err
-	}
 	path := filepath.Join(j.dir, fmt.Sprintf("replies-%d-%d.jsonl", time.Now().UnixNano(), os.Getpid()))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := createLocked(path)
 	if err != nil {
 		return err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		os.Remove(path)
-		return fmt.Errorf("lock %s: %w", path, err)
 	}
 	j.cur = &segment{f: f, path: path}
 	return nil
@@ -207,7 +198,7 @@ func replayJournals(ctx context.Context, dir string, ledger Ledger, log *slog.Lo
 		n, err := replayJournal(ctx, path, ledger)
 		recorded += n
 		switch {
-		case errors.Is(err, errJournalLive):
+		case errors.Is(err, errFileLive):
 		case err != nil:
 			errs = append(errs, fmt.Errorf("reply journal %s: %w", path, err))
 		case n > 0:
@@ -218,21 +209,14 @@ func replayJournals(ctx context.Context, dir string, ledger Ledger, log *slog.Lo
 	return recorded, errors.Join(errs...)
 }
 
-// errJournalLive: the segment's worker is running.
-var errJournalLive = errors.New("in use by a running worker")
-
+// replayJournal records one dead worker's segment and removes it, under
+// its lock.
 func replayJournal(ctx context.Context, path string, ledger Ledger) (int, error) {
-	f, err := os.Open(path)
+	f, err := openUnlocked(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return 0, errJournalLive
-		}
-		return 0, err
-	}
 	var ins []store.Interruption
 	var ids []string
 	sc := bufio.NewScanner(f)
@@ -263,5 +247,5 @@ func replayJournal(ctx context.Context, path string, ledger Ledger) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	return n, os.Remove(path)
+	return n, removeGone(path)
 }

@@ -126,3 +126,45 @@ func BenchmarkJournalAdd(b *testing.B) {
 	}
 	j.close()
 }
+
+// A spill file a worker still writes (stopping while the ledger is down)
+// is locked: a worker starting on the same directory leaves it alone (it
+// wrote it and removed it, and the stopping worker's later records went to
+// a file with no name: 66 paid replies without a row). Once its worker has
+// closed it, the next start writes it.
+func TestSpillFileOfARunningWorkerIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	st := storetest.NewStore(t)
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "sp", Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: "sp:1", Batch: "sp", RowNo: 1, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"}}); err != nil {
+		t.Fatal(err)
+	}
+	in := paidCall("sp:1", 1)
+	in.Reason = store.InterruptShutdown
+	s := &spill{dir: dir, log: log}
+	if !s.add(spillRecord{Interrupted: &in}) {
+		t.Fatal("spill did not keep the record")
+	}
+	if n, err := replaySpill(ctx, dir, st, log); n != 0 || err != nil {
+		t.Fatalf("replay while its worker writes it: %d written (%v), want none", n, err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, spillGlob)); len(files) != 1 {
+		t.Fatalf("spill files %v after the replay, want the running worker's one kept", files)
+	}
+	s.close()
+	if n, err := replaySpill(ctx, dir, st, log); n != 1 || err != nil {
+		t.Fatalf("replay after its worker stopped: %d written (%v), want 1", n, err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, spillGlob)); len(files) != 0 {
+		t.Errorf("spill files %v after the replay, want none", files)
+	}
+}

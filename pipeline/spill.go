@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -61,11 +62,8 @@ func (s *spill) add(rec spillRecord) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.f == nil {
-			err = os.MkdirAll(s.dir, 0o700)
-			if err == nil {
-				s.path = filepath.Join(s.dir, fmt.Sprintf("unwritten-%d-%d.jsonl", time.Now().UnixNano(), os.Getpid()))
-				s.f, err = os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-			}
+			s.path = filepath.Join(s.dir, fmt.Sprintf("unwritten-%d-%d.jsonl", time.Now().UnixNano(), os.Getpid()))
+			s.f, err = createLocked(s.path)
 		}
 		if err == nil {
 			_, err = s.f.Write(append(line, '\n'))
@@ -120,9 +118,66 @@ func (s *spill) close() {
 		slog.String("path", s.path), slog.Int("records", s.n))
 }
 
+// createLocked creates path (and its directory) for appending, holding an
+// exclusive flock on it for as long as it is open: a worker starting on
+// the same directory leaves a file it cannot lock alone. The file is made
+// under another name and locked before it gets its own, so a starting
+// worker never finds it unlocked.
+func createLocked(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(filepath.Dir(path), ".new-"+filepath.Base(path))
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("lock %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	return f, nil
+}
+
+// openUnlocked opens path for reading and takes its flock; errFileLive
+// when the worker that writes it holds it.
+func openUnlocked(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, errFileLive
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// errFileLive: a spill file or journal segment's worker is running.
+var errFileLive = errors.New("in use by a running worker")
+
+// removeGone removes path; one already gone (its worker removed it once
+// all of it was written) is no error.
+func removeGone(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // replaySpill writes to the ledger what the spill files in dir hold and
 // removes each file once all of it is written; a file the ledger does not
-// take yet stays for the next start. It returns how many records it wrote.
+// take yet stays for the next start, and so does one a running worker
+// still writes (it is locked). It returns how many records it wrote.
 func replaySpill(ctx context.Context, dir string, ledger Ledger, log *slog.Logger) (int, error) {
 	if dir == "" {
 		return 0, nil
@@ -137,12 +192,11 @@ func replaySpill(ctx context.Context, dir string, ledger Ledger, log *slog.Logge
 	for _, path := range files {
 		n, err := replaySpillFile(ctx, path, ledger)
 		written += n
-		if err != nil {
-			errs = append(errs, fmt.Errorf("spill file %s: %w", path, err))
+		if errors.Is(err, errFileLive) {
 			continue
 		}
-		if err := os.Remove(path); err != nil {
-			errs = append(errs, err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("spill file %s: %w", path, err))
 			continue
 		}
 		log.InfoContext(ctx, "worker: wrote the results and calls a stopped worker kept on disk", slog.String("path", path), slog.Int("records", n))
@@ -150,8 +204,10 @@ func replaySpill(ctx context.Context, dir string, ledger Ledger, log *slog.Logge
 	return written, errors.Join(errs...)
 }
 
+// replaySpillFile writes one spill file's records and removes it, under
+// its lock.
 func replaySpillFile(ctx context.Context, path string, ledger Ledger) (int, error) {
-	f, err := os.Open(path)
+	f, err := openUnlocked(path)
 	if err != nil {
 		return 0, err
 	}
@@ -211,5 +267,5 @@ func replaySpillFile(ctx context.Context, path string, ledger Ledger) (int, erro
 			return len(ins), err
 		}
 	}
-	return len(ins) + len(results), nil
+	return len(ins) + len(results), removeGone(path)
 }

@@ -128,6 +128,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := pipeline.CheckSpillDir(cfg.SpillDir); err != nil {
 		return usagef("--spill-dir %q cannot hold results: %v", cfg.SpillDir, err)
 	}
+	if cfg.SpillDir == "" {
+		log.Warn("worker: no spill directory: results the ledger cannot take at a stop, and the replies of a worker killed with them in memory, are not kept")
+	}
 	if cfg.Grace == 0 {
 		// WorkerConfig reads 0 as its default; --grace 0 means none.
 		cfg.Grace = time.Nanosecond
