@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -184,29 +183,14 @@ func (j *journal) failed(err error) {
 // holding jobs this ledger does not have (a directory shared by workers of
 // another ledger). It returns how many calls it recorded.
 func replayJournals(ctx context.Context, dir string, ledger Ledger, log *slog.Logger) (int, error) {
-	if dir == "" {
-		return 0, nil
-	}
-	files, err := filepath.Glob(filepath.Join(dir, journalGlob))
-	if err != nil {
-		return 0, err
-	}
-	slices.Sort(files)
-	recorded := 0
-	var errs []error
-	for _, path := range files {
+	return replayEach(dir, journalGlob, "reply journal", func(path string) (int, error) {
 		n, err := replayJournal(ctx, path, ledger)
-		recorded += n
-		switch {
-		case errors.Is(err, errFileLive):
-		case err != nil:
-			errs = append(errs, fmt.Errorf("reply journal %s: %w", path, err))
-		case n > 0:
+		if err == nil && n > 0 {
 			log.WarnContext(ctx, "worker: recorded the replies a worker that died had received (reason crashed)",
 				slog.String("path", path), slog.Int("calls", n))
 		}
-	}
-	return recorded, errors.Join(errs...)
+		return n, err
+	})
 }
 
 // replayJournal records one dead worker's segment and removes it, under

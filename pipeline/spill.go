@@ -179,29 +179,38 @@ func removeGone(path string) error {
 // take yet stays for the next start, and so does one a running worker
 // still writes (it is locked). It returns how many records it wrote.
 func replaySpill(ctx context.Context, dir string, ledger Ledger, log *slog.Logger) (int, error) {
+	return replayEach(dir, spillGlob, "spill file", func(path string) (int, error) {
+		n, err := replaySpillFile(ctx, path, ledger)
+		if err == nil {
+			log.InfoContext(ctx, "worker: wrote the results and calls a stopped worker kept on disk", slog.String("path", path), slog.Int("records", n))
+		}
+		return n, err
+	})
+}
+
+// replayEach calls replay for each file of dir matching glob, in name
+// order, and returns the sum of what it returned. A file its worker still
+// writes (errFileLive) is skipped; the other errors, each naming its file
+// as a what, are joined.
+func replayEach(dir, glob, what string, replay func(path string) (int, error)) (int, error) {
 	if dir == "" {
 		return 0, nil
 	}
-	files, err := filepath.Glob(filepath.Join(dir, spillGlob))
+	files, err := filepath.Glob(filepath.Join(dir, glob))
 	if err != nil {
 		return 0, err
 	}
 	slices.Sort(files)
-	written := 0
+	total := 0
 	var errs []error
 	for _, path := range files {
-		n, err := replaySpillFile(ctx, path, ledger)
-		written += n
-		if errors.Is(err, errFileLive) {
-			continue
+		n, err := replay(path)
+		total += n
+		if err != nil && !errors.Is(err, errFileLive) {
+			errs = append(errs, fmt.Errorf("%s %s: %w", what, path, err))
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("spill file %s: %w", path, err))
-			continue
-		}
-		log.InfoContext(ctx, "worker: wrote the results and calls a stopped worker kept on disk", slog.String("path", path), slog.Int("records", n))
 	}
-	return written, errors.Join(errs...)
+	return total, errors.Join(errs...)
 }
 
 // replaySpillFile writes one spill file's records and removes it, under
