@@ -216,16 +216,8 @@ func replayJournal(ctx context.Context, path string, ledger Ledger) (int, error)
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	if len(ins) > 0 {
-		known, err := ledger.JobStates(ctx, ids)
-		if err != nil {
-			return 0, err
-		}
-		for _, id := range ids {
-			if _, ok := known[id]; !ok {
-				return 0, fmt.Errorf("job %s is not in this ledger (was the file written by a worker on another DATABASE_URL?)", id)
-			}
-		}
+	if err := ledgerHas(ctx, ledger, ids); err != nil {
+		return 0, err
 	}
 	n, err := ledger.SaveCrashed(ctx, ins)
 	if err != nil {

@@ -213,6 +213,25 @@ func replayEach(dir, glob, what string, replay func(path string) (int, error)) (
 	return total, errors.Join(errs...)
 }
 
+// ledgerHas returns an error naming a job of ids the ledger does not
+// have: a spill directory shared by workers of another ledger (a relative
+// path, run from one directory) must not make batches appear here.
+func ledgerHas(ctx context.Context, ledger Ledger, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	known, err := ledger.JobStates(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, ok := known[id]; !ok {
+			return fmt.Errorf("job %s is not in this ledger (was the file written by a worker on another DATABASE_URL?)", id)
+		}
+	}
+	return nil
+}
+
 // replaySpillFile writes one spill file's records and removes it, under
 // its lock.
 func replaySpillFile(ctx context.Context, path string, ledger Ledger) (int, error) {
@@ -254,17 +273,8 @@ func replaySpillFile(ctx context.Context, path string, ledger Ledger) (int, erro
 			return 0, fmt.Errorf("line %d is neither a result nor interrupted calls: not a spill file of this worker", i+1)
 		}
 	}
-	// The jobs must be this ledger's: a spill directory shared by workers
-	// of another ledger (a relative path, run from one directory) must not
-	// make batches appear here.
-	known, err := ledger.JobStates(ctx, ids)
-	if err != nil {
+	if err := ledgerHas(ctx, ledger, ids); err != nil {
 		return 0, err
-	}
-	for _, id := range ids {
-		if _, ok := known[id]; !ok {
-			return 0, fmt.Errorf("job %s is not in this ledger (was the file written by a worker on another DATABASE_URL?)", id)
-		}
 	}
 	// Interrupted calls first: their jobs have rows (the results' jobs get
 	// theirs from the results themselves).
