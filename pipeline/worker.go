@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -406,8 +407,15 @@ func (w *Worker) Run(ctx context.Context) error {
 			slog.Int("max_ack_pending", w.cfg.Queue.MaxAckPending), slog.Int("concurrency", w.cfg.Concurrency-w.cfg.JobsAhead),
 			slog.Int("jobs_ahead", w.cfg.JobsAhead), slog.Int("want_at_least", w.cfg.Concurrency+pendingWriteRoom(w.cfg)))
 	}
+	// Where its spill files and reply journal go, as an absolute path: only
+	// a worker started on that directory records what a crash left there.
+	spillDir := w.cfg.SpillDir
+	if abs, err := filepath.Abs(spillDir); err == nil && spillDir != "" {
+		spillDir = abs
+	}
 	w.log.InfoContext(ctx, "worker: started", slog.Int("concurrency", w.cfg.Concurrency-w.cfg.JobsAhead), slog.Int("jobs_ahead", w.cfg.JobsAhead),
-		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.Bool("drain", w.cfg.Drain))
+		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.Bool("drain", w.cfg.Drain),
+		slog.String("spill_dir", spillDir))
 	p := pool.New().WithMaxGoroutines(w.cfg.Concurrency)
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	stopping := func() bool { return pullCtx.Err() != nil }

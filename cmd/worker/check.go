@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
@@ -77,6 +78,11 @@ func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 	text, err := io.ReadAll(in)
 	if err != nil {
 		return usagef("read input: %v", err)
+	}
+	if !utf8.Valid(text) {
+		// A provider's reply is always UTF-8 (it comes inside JSON); read
+		// as it is, each bad byte became U+FFFD and the value was valid.
+		return fmt.Errorf("the reply is not UTF-8 (byte 0x%02x at offset %d): a provider's reply never is; convert it, e.g. iconv -f latin1 -t utf-8", text[badUTF8(text)], badUTF8(text))
 	}
 	res := validate.CheckWith(schema, string(text), opt)
 	out, err := json.Marshal(res)
@@ -170,4 +176,17 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 		return errNotValid
 	}
 	return w.Flush()
+}
+
+// badUTF8 is the offset of text's first byte that is not UTF-8.
+func badUTF8(text []byte) int {
+	at := 0
+	for at < len(text) {
+		r, size := utf8.DecodeRune(text[at:])
+		if r == utf8.RuneError && size <= 1 {
+			return at
+		}
+		at += size
+	}
+	return at
 }

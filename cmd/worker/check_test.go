@@ -336,3 +336,14 @@ func TestCheckReadsFilesWithABOM(t *testing.T) {
 		t.Errorf("JSONL with a BOM: exit %d, stdout %q; want 0 and the line read", code, out.String())
 	}
 }
+
+// A reply that is not UTF-8 is refused, naming the byte: read as it was,
+// each bad byte became U+FFFD and the value was reported valid.
+func TestCheckRefusesAReplyNotUTF8(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"check"}, strings.NewReader("{\"summary\":\"caf\xe9\"}"), &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "not UTF-8 (byte 0xe9 at offset 15)") || out.Len() != 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 naming the byte, no result", code, out.String(), errOut.String())
+	}
+}
