@@ -99,6 +99,12 @@ func newFlagSet(name, usage string, stdout io.Writer) *flag.FlagSet {
 		fmt.Fprintln(stdout, "\nFlags:")
 		fs.PrintDefaults()
 		fmt.Fprintln(stdout, "\nEnvironment:")
+		if fs.Lookup("nats-url") == nil {
+			// A command that does not touch the queue: only the ledger's
+			// variable is its (enqueue cancel listed NATS_URL).
+			fmt.Fprintln(stdout, strings.SplitN(envHelp, "\n", 2)[0])
+			return
+		}
 		fmt.Fprintln(stdout, envHelp)
 	}
 	return fs

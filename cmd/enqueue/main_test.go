@@ -330,3 +330,19 @@ func TestEnqueueUsageBeforeConnecting(t *testing.T) {
 		})
 	}
 }
+
+// Each command's --help lists the environment it reads: cancel and cap
+// touch only the ledger (cancel listed NATS_URL), enqueue and requeue
+// the queue too.
+func TestHelpListsTheCommandsEnvironment(t *testing.T) {
+	t.Parallel()
+	for args, wantNATS := range map[string]bool{"--help": true, "requeue --help": true, "cancel --help": false, "cap --help": false} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), strings.Fields(args), strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Errorf("enqueue %s: exit %d", args, code)
+		}
+		if !strings.Contains(out.String(), "DATABASE_URL") || strings.Contains(out.String(), "NATS_URL ") != wantNATS {
+			t.Errorf("enqueue %s lists NATS_URL %v, want %v:\n%s", args, !wantNATS, wantNATS, out.String())
+		}
+	}
+}
