@@ -76,12 +76,12 @@ func (j *journal) add(key string, in store.Interruption) {
 		return
 	}
 	line, err := json.Marshal(in)
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if err != nil {
 		j.failed(err)
 		return
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	if j.cur == nil || j.cur.n >= j.max {
 		if err := j.rotate(); err != nil {
 			j.failed(err)
@@ -167,7 +167,7 @@ func (j *journal) close() {
 }
 
 // failed logs, once, that the journal could not keep a reply: a crash
-// would lose it.
+// would lose it. j.mu is held.
 func (j *journal) failed(err error) {
 	if j.warn {
 		return
