@@ -24,6 +24,28 @@ func journalFiles(t *testing.T, dir string) []string {
 	return files
 }
 
+// ledgerWithJobs is a new ledger holding batch and its queued jobs ids.
+func ledgerWithJobs(t *testing.T, batch string, ids ...string) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	st := storetest.NewStore(t)
+	if err := st.PutBatch(ctx, store.BatchParams{Name: batch, Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]store.NewJob, len(ids))
+	for i, id := range ids {
+		jobs[i] = store.NewJob{ID: id, Batch: batch, RowNo: i + 1, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"}
+	}
+	if _, err := st.InsertJobs(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // paidCall is a reply of job id's delivery, attempt no.
 func paidCall(id string, no int) store.Interruption {
 	return store.Interruption{JobID: id, Run: 1, Delivery: 1, Attempts: []store.Attempt{{No: no, Raw: `{"x":1}`, Class: "shape",
@@ -40,20 +62,7 @@ func TestJournal(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
-	st := storetest.NewStore(t)
-	if err := st.PutBatch(ctx, store.BatchParams{Name: "jn", Settings: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.InsertJobs(ctx, []store.NewJob{
-		{ID: "jn:1", Batch: "jn", RowNo: 1, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"},
-		{ID: "jn:2", Batch: "jn", RowNo: 2, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	st := ledgerWithJobs(t, "jn", "jn:1", "jn:2")
 
 	j := newJournal(dir, log)
 	j.max = 2
@@ -137,17 +146,7 @@ func TestSpillFileOfARunningWorkerIsLeftAlone(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
-	st := storetest.NewStore(t)
-	if err := st.PutBatch(ctx, store.BatchParams{Name: "sp", Settings: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: "sp:1", Batch: "sp", RowNo: 1, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"}}); err != nil {
-		t.Fatal(err)
-	}
+	st := ledgerWithJobs(t, "sp", "sp:1")
 	in := paidCall("sp:1", 1)
 	in.Reason = store.InterruptShutdown
 	s := &spill{dir: dir, log: log}
