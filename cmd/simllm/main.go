@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -108,7 +109,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		out := fs.Output()
 		fmt.Fprintf(out, "Usage: simllm [flags]\n\nServes a simulated LLM on OpenAI (/v1/chat/completions), Anthropic (/v1/messages) and Ollama (/api/chat) routes,\n"+
 			"and the batch APIs: OpenAI /v1/files, /v1/batches and Anthropic /v1/messages/batches (create, retrieve, cancel, list,\n"+
-			"results). A batch's requests are answered like single calls, without the preset's transport faults.\n\nFlags:\n")
+			"results). A batch's requests are answered like single calls, without the preset's transport faults.\n"+
+			"GET /healthz answers ok; GET /stats the counters so far as JSON (Requests, Replies, ByStatus, Batch, ...).\n\nFlags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(out, "\nPresets:\n")
 		for _, p := range sim.PresetNames() {
@@ -175,10 +177,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	// /healthz for container healthchecks; every other path is the
+	// /healthz for container healthchecks, /stats for the counters; every other path is the
 	// simulator's (it answers the provider routes and 404s the rest).
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	// /stats: the counters so far, to compare what was answered with what
+	// a ledger recorded while the simulator still runs.
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(srv.Stats())
+	})
 	mux.Handle("/", srv)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "simllm listening on http://%s (preset %s, seed %d)\n", ln.Addr(), *preset, *seed)

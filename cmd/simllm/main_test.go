@@ -104,6 +104,16 @@ func TestServesUntilCancelled(t *testing.T) {
 		t.Fatalf("/healthz: %v %v", hz, err)
 	}
 	hz.Body.Close()
+	// The counters while it runs (testers could read them only at its stop).
+	st, err := http.Get(url + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats struct{ Requests, Replies int64 }
+	if err := json.NewDecoder(st.Body).Decode(&stats); err != nil || stats.Requests != 1 || stats.Replies != 1 {
+		t.Errorf("/stats: %+v (%v), want 1 request and 1 reply", stats, err)
+	}
+	st.Body.Close()
 	cancel()
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	select {
