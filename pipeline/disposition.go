@@ -160,11 +160,15 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 	}
 	w.count(kind.label())
 	// What the delivery's replies paid for is in the ledger or on disk.
-	delivered := 1
+	w.journal.done(journalKey(jobIDOf(msg, env), deliveredOf(msg)))
+}
+
+// deliveredOf is the queue's delivery count of msg, 1 when it cannot say.
+func deliveredOf(msg jetstream.Msg) int {
 	if meta, err := msg.Metadata(); err == nil {
-		delivered = int(meta.NumDelivered)
+		return int(meta.NumDelivered)
 	}
-	w.journal.done(journalKey(jobIDOf(msg, env), delivered))
+	return 1
 }
 
 // record writes a rejected or dead job with its reason.

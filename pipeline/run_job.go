@@ -74,11 +74,7 @@ func jobIDOf(msg jetstream.Msg, env *Envelope) string {
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelope) {
-	meta, _ := msg.Metadata()
-	delivered := 1
-	if meta != nil {
-		delivered = int(meta.NumDelivered)
-	}
+	delivered := deliveredOf(msg)
 	// Progress is reported from the first moment to the ack: ledger reads,
 	// the loop and the (batched) write all count against AckWait, and a
 	// slow database must not get a job redelivered to another worker while
@@ -571,10 +567,7 @@ func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, r
 // finishFrom is finish for a result whose first recorded attempts the
 // ledger has already (a batch-delivery job finishing realtime).
 func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *Envelope, res *Result, recorded int) {
-	delivered := 1
-	if meta, err := msg.Metadata(); err == nil {
-		delivered = int(meta.NumDelivered)
-	}
+	delivered := deliveredOf(msg)
 	// Only the store's form of the result waits for the commit: res, with
 	// its per-attempt values and feedback, is garbage from here on.
 	r := toStoreResult(res, env, delivered)

@@ -387,9 +387,9 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 	return nil
 }
 
-// answerLabel finds an answer label ending in a colon (answerLabels), then
-// the bracket opening what it labels.
-var answerLabel = regexp.MustCompile(`(?i)\b(?:answer|output|result|correct\w*|final|json|revised|updated|fixed|response)\b[^\n:]{0,30}:[ \t]*\n?[ \t]*([{\[])`)
+// answerLabel finds an answer label ending in a colon (a word of
+// answerLabels), then the bracket opening what it labels.
+var answerLabel = regexp.MustCompile(`(?i)\b(?:` + strings.Join(answerLabels, "|") + `)\w*\b[^\n:]{0,30}:[ \t]*\n?[ \t]*([{\[])`)
 
 // unreadAnswer returns the offset of a bracket after chosen candidate c,
 // of c's kind (an object's '{', an array's '['), that an answer label sets
@@ -463,27 +463,11 @@ func sameAnswer(a, b any) bool {
 			}
 			return false
 		default:
-			return jsonKind(x[0]) == jsonKind(y[0])
+			kx, ky := kindOf(x[0]), kindOf(y[0])
+			return kx == ky || kx&kNumber != 0 && ky&kNumber != 0
 		}
 	}
 	return false
-}
-
-// jsonKind names the JSON type of a decoded value.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case map[string]any:
-		return "object"
-	case []any:
-		return "array"
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case nil:
-		return "null"
-	}
-	return "number"
 }
 
 // answerLabels are the words that, ending a line with a colon right
