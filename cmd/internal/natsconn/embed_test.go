@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -12,20 +13,23 @@ import (
 // given, at their level, so an error it answers generically (a stream whose
 // store cannot be created) can be traced to its cause.
 func TestEmbeddedNATSLogs(t *testing.T) {
-	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The server may still log from its start goroutine after
+	// WaitForShutdown: its log is read under a lock, and the second part
+	// writes to a buffer of its own.
+	var started lockedBuffer
+	log := slog.New(slog.NewTextHandler(&started, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ns, err := StartServer(ServerConfig{StoreDir: t.TempDir(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ns.Shutdown()
 	ns.WaitForShutdown()
-	out := buf.String()
+	out := started.String()
 	if !strings.Contains(out, "level=DEBUG msg=\"embedded nats: Starting nats-server\"") {
 		t.Fatalf("the server's start notice is not in the log:\n%s", out)
 	}
 
-	buf.Reset()
+	var buf bytes.Buffer
 	l := natsLogger{slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	l.Noticef("notice %d", 1)
 	l.Debugf("debug %d", 2)
@@ -71,4 +75,22 @@ func TestEmbeddedNATSLocksItsDirectory(t *testing.T) {
 	}
 	c.Shutdown()
 	c.WaitForShutdown()
+}
+
+// lockedBuffer is a bytes.Buffer safe for writers in other goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
