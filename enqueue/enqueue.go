@@ -715,8 +715,8 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		return prog, err
 	}
 	if cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
-		return prog, fmt.Errorf("%w: %d bad rows (limit %d), first: %v; nothing was recorded or published",
-			ErrTooManyBadRows, len(prog.Bad), cfg.MaxBadRows, prog.Bad[0])
+		return prog, fmt.Errorf("%w: %s (limit %d), first: %v; nothing was recorded or published",
+			ErrTooManyBadRows, badRows(len(prog.Bad)), cfg.MaxBadRows, prog.Bad[0])
 	}
 	if prog.Rows == 0 {
 		return prog, ErrNoRows
@@ -1507,4 +1507,12 @@ func jsonKind(v any) string {
 		return "an object"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// badRows is "1 bad row" or "n bad rows".
+func badRows(n int) string {
+	if n == 1 {
+		return "1 bad row"
+	}
+	return strconv.Itoa(n) + " bad rows"
 }

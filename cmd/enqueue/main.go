@@ -504,7 +504,7 @@ func dryRunReport(ctx context.Context, st *store.Store, cfg enqueue.Config, data
 		}
 	}
 	if cfg.MaxBadRows >= 0 && len(rep.Bad) > cfg.MaxBadRows {
-		return fmt.Errorf("%w: %d bad rows (limit %d): the real run would record and publish nothing", enqueue.ErrTooManyBadRows, len(rep.Bad), cfg.MaxBadRows)
+		return fmt.Errorf("%w: %s (limit %d): the real run would record and publish nothing", enqueue.ErrTooManyBadRows, cli.Plural(len(rep.Bad), "bad row"), cfg.MaxBadRows)
 	}
 	if rep.Rows > 0 && len(rep.Bad) == rep.Rows && !rep.Limited {
 		return fmt.Errorf("%w: every one of the dataset's %d rows is bad: the real run would record and publish nothing", enqueue.ErrTooManyBadRows, rep.Rows)
