@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -873,7 +874,9 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	// that ends then may have been meant to end after the word's own end
 	// quote (see KindQuoteUnbalanced).
 	opened := false
+	inner := 0 // quotes of the string's kind read as text
 	textQuote := func(iq, n int) {
+		inner++
 		before := iq == start+qn || strings.IndexByte(" \t\n=([<", p.src[iq-1]) >= 0
 		after := iq+n < p.end && p.src[iq+n] != ' ' && p.src[iq+n] != '\t' && p.src[iq+n] != '\n' && p.src[iq+n] != '\r' && quoteKind(p.src, iq+n) == qNone
 		opened = before && after
@@ -881,6 +884,12 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	closed := func() {
 		if opened && (qk == qDouble || qk == qSmartDouble) {
 			p.repair(KindQuoteUnbalanced, start)
+		}
+		if doubled && inner%2 == 1 {
+			// ""Hello" she said": the string ends at one quote and a
+			// quote inside it is text, so the doubled opening quote was
+			// that text quote's pair, not noise.
+			p.out = slices.Insert(p.out, outStart+1, textQuoteBytes(qk, p.src[start+qn:start+2*qn])...)
 		}
 	}
 	block := p.i < p.end && (p.src[p.i] == '\n' || p.src[p.i] == '\r')
@@ -939,7 +948,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 					// "The TV is 72"": the first of two quotes before the
 					// end of the value is text (an inch mark, a quote).
 					p.repair(KindUnescapedQuote, iq)
-					p.out = append(p.out, '\\', '"')
+					p.out = append(p.out, textQuoteBytes(q, p.src[iq:iq+n])...)
 					p.i = iq + n
 					textQuote(iq, n)
 					wsStart, wsNL = -1, false
@@ -950,7 +959,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 			if !stopAtDelim && p.doubledEnd(j) {
 				// "a"\n", : the second quote ends the string.
 				p.repair(KindUnescapedQuote, iq)
-				p.out = append(p.out, '\\', '"')
+				p.out = append(p.out, textQuoteBytes(q, p.src[iq:iq+n])...)
 				p.i = iq + n
 				textQuote(iq, n)
 				if block {
@@ -989,11 +998,7 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 				return retry(true, -1)
 			}
 			p.repair(KindUnescapedQuote, iq)
-			if q == qDouble {
-				p.out = append(p.out, '\\', '"')
-			} else {
-				p.out = append(p.out, p.src[iq:iq+n]...)
-			}
+			p.out = append(p.out, textQuoteBytes(q, p.src[iq:iq+n])...)
 			p.i = iq + n
 			textQuote(iq, n)
 			wsStart, wsNL = -1, false
@@ -1055,6 +1060,16 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 		}
 		p.i++
 	}
+}
+
+// textQuoteBytes is how a quote of kind q, raw in the reply, is written
+// inside a JSON string when it is text: a straight double quote escaped, any
+// other quote (a curly one, an apostrophe) as the model wrote it.
+func textQuoteBytes(q int, raw string) []byte {
+	if q == qDouble {
+		return []byte{'\\', '"'}
+	}
+	return []byte(raw)
 }
 
 // doubledOpen reports whether the quote at p.i repeats the opening quote of
