@@ -44,6 +44,13 @@ const (
 	// it), but a cancel is someone's decision: a driver sends it again
 	// only when its job is still wanted.
 	ClassCancelled ErrorClass = "cancelled"
+
+	// ClassInFlight is a call whose outcome its caller never saw: the
+	// process that sent it died with it in flight. Complete never returns
+	// it; a driver that keeps a journal of the calls it sends records it
+	// for them. The provider may have billed the reply, for tokens no one
+	// knows. Not retryable as such: the driver's next start decides.
+	ClassInFlight ErrorClass = "in_flight"
 )
 
 // Retryable reports whether a call failing with c may succeed if made again.

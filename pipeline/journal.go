@@ -38,7 +38,22 @@ type journal struct {
 	mu   sync.Mutex
 	cur  *segment
 	open map[string][]*segment // deliveries not ended, by journalKey
-	warn bool                  // a failure to write was logged
+	// sending holds the segment of each delivery's call in flight: its
+	// outcome goes to the same file as its sent line.
+	sending map[string]*segment
+	warn    bool // a failure to write was logged
+}
+
+// journalLine is one line of a segment: a paid reply received (the
+// Interruption, one attempt), a call sent (Sent: the attempt it would be
+// with no reply, see repair.Step.Outstanding), or the end of a call whose
+// outcome was not a paid reply (Ended: no attempt). A delivery's calls are
+// sequential, so a sent line whose delivery has no later line in its
+// segment was in flight when the worker died.
+type journalLine struct {
+	store.Interruption
+	Sent  bool `json:",omitempty"`
+	Ended bool `json:",omitempty"`
 }
 
 // segment is one journal file.
@@ -67,35 +82,63 @@ func newJournal(dir string, log *slog.Logger) *journal {
 	if dir == "" {
 		return nil
 	}
-	return &journal{dir: dir, log: log, max: journalSegmentLines, open: map[string][]*segment{}}
+	return &journal{dir: dir, log: log, max: journalSegmentLines, open: map[string][]*segment{}, sending: map[string]*segment{}}
 }
 
-// add writes one reply of a delivery: in, with one attempt.
+// add writes one reply of a delivery: in, with one attempt. It ends the
+// delivery's call in flight.
 func (j *journal) add(key string, in store.Interruption) {
+	j.write(key, journalLine{Interruption: in})
+}
+
+// sent writes a call of a delivery as it goes out: in, with the attempt
+// it would be should no reply come. add or ended ends it.
+func (j *journal) sent(key string, in store.Interruption) {
+	j.write(key, journalLine{Interruption: in, Sent: true})
+}
+
+// ended ends a delivery's call in flight that got no paid reply (a
+// provider error before any reply): in names the delivery, with no
+// attempt.
+func (j *journal) ended(key string, in store.Interruption) {
+	j.write(key, journalLine{Interruption: in, Ended: true})
+}
+
+// write appends l, a line of the delivery key, to the segment of the
+// delivery's call in flight or else the current one.
+func (j *journal) write(key string, l journalLine) {
 	if j == nil {
 		return
 	}
-	line, err := json.Marshal(in)
+	line, err := json.Marshal(l)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err != nil {
 		j.failed(err)
 		return
 	}
-	if j.cur == nil || j.cur.n >= j.max {
-		if err := j.rotate(); err != nil {
-			j.failed(err)
-			return
+	seg := j.sending[key]
+	delete(j.sending, key)
+	if seg == nil {
+		if j.cur == nil || j.cur.n >= j.max {
+			if err := j.rotate(); err != nil {
+				j.failed(err)
+				return
+			}
 		}
+		seg = j.cur
 	}
-	if _, err := j.cur.f.Write(append(line, '\n')); err != nil {
+	if _, err := seg.f.Write(append(line, '\n')); err != nil {
 		j.failed(err)
 		return
 	}
-	j.cur.n++
-	if segs := j.open[key]; !slices.Contains(segs, j.cur) {
-		j.open[key] = append(segs, j.cur)
-		j.cur.live++
+	seg.n++
+	if l.Sent {
+		j.sending[key] = seg
+	}
+	if segs := j.open[key]; !slices.Contains(segs, seg) {
+		j.open[key] = append(segs, seg)
+		seg.live++
 	}
 }
 
@@ -140,6 +183,7 @@ func (j *journal) done(key string) {
 		return
 	}
 	delete(j.open, key)
+	delete(j.sending, key)
 	for _, seg := range segs {
 		seg.live--
 		j.drop(seg)
@@ -203,15 +247,28 @@ func replayJournal(ctx context.Context, path string, ledger Ledger) (int, error)
 	defer f.Close()
 	var ins []store.Interruption
 	var ids []string
+	inFlight := map[string]int{} // delivery -> its last sent line, in ins
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 256<<20)
 	for sc.Scan() {
-		var in store.Interruption
-		if err := json.Unmarshal(sc.Bytes(), &in); err != nil || in.JobID == "" {
+		var l journalLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.JobID == "" {
 			continue // a line cut short by the kill
 		}
-		ins = append(ins, in)
-		ids = append(ids, in.JobID)
+		key := journalKey(l.JobID, l.Delivery)
+		if i, ok := inFlight[key]; ok {
+			// The delivery's call in flight has its outcome: drop its sent line.
+			ins[i].Attempts = nil
+			delete(inFlight, key)
+		}
+		switch {
+		case l.Ended:
+			continue
+		case l.Sent:
+			inFlight[key] = len(ins)
+		}
+		ins = append(ins, l.Interruption)
+		ids = append(ids, l.JobID)
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err

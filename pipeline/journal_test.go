@@ -121,6 +121,82 @@ func TestJournal(t *testing.T) {
 	}
 }
 
+// sentCall is job id's call no of delivery 1 as it goes out: what
+// repair.Step.Outstanding says of it.
+func sentCall(id string, no int) store.Interruption {
+	return store.Interruption{JobID: id, Run: 1, Delivery: 1, Attempts: []store.Attempt{{No: no, Class: "provider",
+		ProviderClass: "in_flight", ProviderError: "no reply seen", Model: "m",
+		StartedAt: time.Date(2026, 1, 1, 0, 1, no, 0, time.UTC), Errors: json.RawMessage(`[]`)}}}
+}
+
+// A call the worker sent is in the journal from then on: with no outcome
+// when the worker dies (its reply in flight, billed or not), the next start
+// records it as a crashed call with no reply; one whose outcome came
+// (a paid reply, or an error before any) is not. A call's outcome goes to
+// the segment its sent line is in, so a segment read alone tells the two
+// apart.
+func TestJournalCallsInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	st := ledgerWithJobs(t, "jf", "jf:1", "jf:2", "jf:3")
+
+	j := newJournal(dir, log)
+	j.max = 3
+	one, two, three := journalKey("jf:1", 1), journalKey("jf:2", 1), journalKey("jf:3", 1)
+	// Job 1: a call that failed unpaid, then one whose reply came.
+	j.sent(one, sentCall("jf:1", 1))
+	j.ended(one, store.Interruption{JobID: "jf:1", Run: 1, Delivery: 1})
+	j.sent(one, sentCall("jf:1", 2))
+	// Job 2 goes out in the second segment before job 1's reply comes:
+	// that reply still goes to the first.
+	j.sent(two, sentCall("jf:2", 1))
+	j.add(one, paidCall("jf:1", 2))
+	// Job 3: a reply, then a call still in flight at the kill.
+	j.sent(three, sentCall("jf:3", 1))
+	j.add(three, paidCall("jf:3", 1))
+	j.sent(three, sentCall("jf:3", 2))
+	files := journalFiles(t, dir)
+	if len(files) < 2 {
+		t.Fatalf("%d segments, want the lines spread over several", len(files))
+	}
+	first, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(first), "\n"); n != 4 {
+		t.Errorf("the first segment has %d lines, want job 1's 4 (its reply with its sent line):\n%s", n, first)
+	}
+	// The worker dies.
+	j.mu.Lock()
+	for _, seg := range j.open {
+		for _, s := range seg {
+			s.f.Close()
+		}
+	}
+	j.mu.Unlock()
+	n, err := replayJournals(ctx, dir, st, log)
+	if err != nil || n != 4 {
+		t.Fatalf("replay: %d recorded (%v), want 4: job 1's reply, job 2's call in flight, job 3's reply and call in flight", n, err)
+	}
+	for _, c := range []struct {
+		id          string
+		calls, paid int
+	}{{"jf:1", 1, 1}, {"jf:2", 1, 0}, {"jf:3", 2, 1}} {
+		got, err := st.JobInterrupted(ctx, c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Reason != store.InterruptCrashed || got[0].Calls != c.calls || got[0].Paid != c.paid {
+			t.Errorf("job %s: crashed calls %+v, want %d calls, %d paid", c.id, got, c.calls, c.paid)
+		}
+	}
+	if got := journalFiles(t, dir); len(got) != 0 {
+		t.Errorf("after the replay: %v left, want none", got)
+	}
+}
+
 // BenchmarkJournalAdd is the cost of keeping one paid reply on disk: a
 // JSON line and a write, no sync.
 func BenchmarkJournalAdd(b *testing.B) {

@@ -134,6 +134,9 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 			release = rel
 		}
 		started := l.cfg.NowFunc()
+		if job.SentFunc != nil {
+			job.SentFunc(step.Outstanding(started))
+		}
 		resp, err := l.client.Complete(ctx, *act.Request)
 		if release != nil {
 			release(resp, err)

@@ -16,9 +16,10 @@ import (
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
-// kill -9 of a worker process with jobs in flight, then a restart: every
-// job final, provider calls bounded by the jobs plus the calls cut short;
-// then SIGTERM makes the second process exit 0.
+// kill -9 of a worker process with calls in flight, then a restart: every
+// job final, and every call the provider received has a row, those cut
+// short by the kill recorded as crashed with no reply; then SIGTERM makes
+// the second process exit 0.
 func TestProcessKill9AndRestart(t *testing.T) {
 	t.Parallel()
 	const n, conc = 60, 8
@@ -47,10 +48,14 @@ func TestProcessKill9AndRestart(t *testing.T) {
 	if err := p2.wait(t, 30*time.Second); err != nil {
 		t.Errorf("second worker after SIGTERM: %v, want exit 0", err)
 	}
-	// In flight at the kill: up to conc calls, and up to conc finished
-	// results waiting for their batch to commit (the writer queue is
-	// bounded by the concurrency). Both are paid and lost; nothing else.
-	h.checkInvariants("b", invariants{Jobs: n, ExtraCalls: 2 * conc, Statuses: map[string]int{store.StatusValid: n}})
+	// In flight at the kill: calls, and finished results waiting for
+	// their batch to commit. The reply journal has both (a call from when
+	// it went out), and the second process recorded them: every call the
+	// provider received has a row.
+	if p2.logCount("recorded the replies a worker that died had received") != 1 {
+		t.Errorf("the second worker did not say it recorded the first one's calls:\n%s", p2.out.tail(20))
+	}
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
 }
 
 // kill -9 of a worker holding replies it has not written (the ledger is

@@ -204,13 +204,21 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	}
 	own := &ownership{w: w, env: env, log: log, checked: time.Now()} // the state was read above
 	job.GateFunc = w.gate(env, spendCap, own, log)
-	// Each paid reply is on disk until this delivery ends (dispose).
+	// Each call is on disk from when it goes out, and its paid reply
+	// until this delivery ends (dispose): a kill -9 loses neither.
 	key := journalKey(env.JobID, delivered)
+	job.SentFunc = func(a *Attempt) {
+		w.journal.sent(key, store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered,
+			Attempts: []store.Attempt{toStoreAttempt(a)}})
+	}
 	job.AttemptFunc = func(a *Attempt) {
-		if !unpaidFailure(a) {
-			w.journal.add(key, store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered,
-				Attempts: []store.Attempt{toStoreAttempt(a)}})
+		in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered}
+		if unpaidFailure(a) {
+			w.journal.ended(key, in)
+			return
 		}
+		in.Attempts = []store.Attempt{toStoreAttempt(a)}
+		w.journal.add(key, in)
 	}
 	loop := w.loops[env.Provider]
 	// A call failing while the job is cancelled or requeued stops its

@@ -167,6 +167,12 @@ type Job struct {
 	// the worker keeps each paid reply in its journal until the job's
 	// rows are written.
 	AttemptFunc func(a *Attempt)
+	// SentFunc is for drivers; the step ignores it. When set, a driver
+	// calls it as each request goes out (after GateFunc), with what
+	// Step.Outstanding says of it: the worker keeps each call in its
+	// journal until AttemptFunc has its outcome, so a call in flight when
+	// the worker is killed still leaves a row.
+	SentFunc func(a *Attempt)
 }
 
 // Status is a job's status; the statuses are defined once, in package

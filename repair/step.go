@@ -436,6 +436,23 @@ func (s *Step) Result() *Result {
 	return s.res
 }
 
+// Outstanding is the attempt the outstanding request (the one the last
+// Action asked for) is, should its outcome never be fed: sent at started,
+// with no reply, class provider and llm.ClassInFlight. A driver that keeps
+// a journal of its calls writes it as a call goes out, so that one in
+// flight when the driver dies is recorded all the same. It does not change
+// the step; nil when no request is outstanding.
+func (s *Step) Outstanding(started time.Time) *Attempt {
+	if s.pending == nil {
+		return nil
+	}
+	a := Attempt{No: len(s.res.Attempts) + 1, StartedAt: started, PriceBasis: s.cfg.PriceBasis,
+		Class: OutcomeProvider, ProviderClass: llm.ClassInFlight,
+		ProviderError: "no reply seen: the worker died with the call in flight (the provider may have billed a reply, for tokens not known)"}
+	s.recordRequest(&a, s.pending)
+	return &a
+}
+
 func (s *Step) last() *Attempt { return &s.res.Attempts[len(s.res.Attempts)-1] }
 
 func (s *Step) finish() Action {

@@ -443,7 +443,7 @@ var interruptedWhy = map[string]string{
 	store.InterruptSuperseded: "another delivery, or a requeue's newer run, overtook it",
 	store.InterruptOutage:     "failed while the provider was unavailable; the job waited",
 	store.InterruptCancelled:  "of a delivery that enqueue cancel overtook",
-	store.InterruptCrashed:    "received by a worker that died before it wrote them (from its reply journal)",
+	store.InterruptCrashed:    "made by a worker that died before it wrote them, kept by its reply journal",
 }
 
 // writeInterrupted lists a job's calls that are not among its result's

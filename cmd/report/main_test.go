@@ -123,7 +123,7 @@ func TestReport(t *testing.T) {
 			"feedback sent next:\n  │ Fix /priority: it must be 1 or 2.",
 			"run 1, delivery 1, before wait 1: 1 call outage (failed while the provider was unavailable; the job waited), none paid: openai: 503 overloaded"}},
 		{name: "job card of a crashed delivery", args: []string{"job", "b1:2"},
-			want: []string{"1 call crashed (received by a worker that died before it wrote them (from its reply journal))"}},
+			want: []string{"1 call crashed (made by a worker that died before it wrote them, kept by its reply journal)"}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
 		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error\n", `row b1:1,b1:1,valid,"{""ok"":true}",`},
 			wantErr: "batch b1 is not done: 1 of 3 jobs are still queued"},
