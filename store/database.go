@@ -51,23 +51,47 @@ func isDuplicateDatabase(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505")
 }
 
+// ErrNotScratch is matched by the error ResetDatabase returns for a
+// database it will not drop: one that may hold someone's ledger.
+var ErrNotScratch = errors.New("is not a scratch database")
+
+// scratchComment marks a database ResetDatabase created: the next reset
+// may drop it.
+const scratchComment = "fixpoint scratch database: fixpoint-bench drops and recreates it on every run"
+
 // ResetDatabase drops the database named in dsn (ending its sessions) and
-// creates it empty. It is for throwaway databases such as the bench's, whose
-// figures must not depend on what earlier runs left behind.
-func ResetDatabase(ctx context.Context, dsn string) error {
+// creates it empty, marked as a scratch database. It is for throwaway
+// databases such as the bench's, whose figures must not depend on what
+// earlier runs left behind. It drops only a database it created (marked),
+// one with no tables, or a ledger whose every batch name starts with
+// batchPrefix (the bench's, from before the mark); any other is refused
+// with ErrNotScratch, so a --database-url naming a real ledger loses
+// nothing.
+func ResetDatabase(ctx context.Context, dsn, batchPrefix string) error {
 	cfg, err := parseDSN(dsn)
 	if err != nil {
 		return err
 	}
 	name := cfg.Database
 	if name == "" || name == "postgres" || name == "template0" || name == "template1" {
-		return fmt.Errorf("reset database %q: refusing to drop a system database", name)
+		return fmt.Errorf("database %q %w: refusing to drop a system database", name, ErrNotScratch)
 	}
 	conn, err := adminConn(ctx, cfg, "reset")
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
+	var comment *string
+	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, name).Scan(&comment)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("reset database %s: %w", name, err)
+	case comment == nil || *comment != scratchComment:
+		if err := mayDrop(ctx, cfg, batchPrefix); err != nil {
+			return err
+		}
+	}
 	ident := pgx.Identifier{name}.Sanitize()
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
 		return fmt.Errorf("drop database %s: %w", name, err)
@@ -75,7 +99,52 @@ func ResetDatabase(ctx context.Context, dsn string) error {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
+	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+ident+" IS "+quoteLiteral(scratchComment)); err != nil {
+		return fmt.Errorf("mark database %s as scratch: %w", name, err)
+	}
 	return nil
+}
+
+// mayDrop checks that the unmarked database cfg names holds no table, or
+// is a ledger whose batches all have names starting with batchPrefix.
+func mayDrop(ctx context.Context, cfg *pgx.ConnConfig, batchPrefix string) error {
+	name := cfg.Database
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("reset database %s: %w", name, err)
+	}
+	defer conn.Close(ctx)
+	var tables int
+	var ledger bool
+	err = conn.QueryRow(ctx, `
+		SELECT count(*)::int, coalesce(bool_or(schemaname = current_schema() AND tablename = 'batches'), false)
+		FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`).Scan(&tables, &ledger)
+	if err != nil {
+		return fmt.Errorf("reset database %s: %w", name, err)
+	}
+	if tables == 0 {
+		return nil
+	}
+	if ledger && batchPrefix != "" {
+		var others int
+		var example *string
+		err := conn.QueryRow(ctx, `SELECT count(*)::int, min(name) FROM batches WHERE left(name, length($1)) <> $1`, batchPrefix).Scan(&others, &example)
+		if err != nil {
+			return fmt.Errorf("reset database %s: %w", name, err)
+		}
+		if others == 0 {
+			return nil
+		}
+		return fmt.Errorf("database %s %w: its ledger holds %d batches that are not the bench's (%q among them), and the bench drops and recreates its database; name another database (one that does not exist yet, say)",
+			name, ErrNotScratch, others, *example)
+	}
+	return fmt.Errorf("database %s %w: it holds %d tables, and the bench drops and recreates its database; name another database (one that does not exist yet, say)",
+		name, ErrNotScratch, tables)
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // ClaimDatabase takes exclusive use of the database named in dsn for as long

@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +64,7 @@ func TestResetDatabase(t *testing.T) {
 			admin.Close(context.Background())
 		}
 	})
-	if err := store.ResetDatabase(ctx, dsn); err != nil { // creates it when missing
+	if err := store.ResetDatabase(ctx, dsn, "bench-"); err != nil { // creates it when missing
 		t.Fatalf("ResetDatabase on a missing database: %v", err)
 	}
 	if err := store.Migrate(ctx, dsn); err != nil {
@@ -76,7 +78,7 @@ func TestResetDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	if err := store.ResetDatabase(ctx, dsn); err != nil {
+	if err := store.ResetDatabase(ctx, dsn, "bench-"); err != nil {
 		t.Fatalf("ResetDatabase: %v", err)
 	}
 	if err := store.Migrate(ctx, dsn); err != nil {
@@ -93,8 +95,63 @@ func TestResetDatabase(t *testing.T) {
 	if _, err := st.Schema(ctx, "anything"); err == nil {
 		t.Errorf("a schema survived the reset")
 	}
-	if err := store.ResetDatabase(ctx, storetest.URL()); err == nil {
-		t.Errorf("ResetDatabase agreed to drop the postgres database")
+	if err := store.ResetDatabase(ctx, storetest.URL(), "bench-"); !errors.Is(err, store.ErrNotScratch) {
+		t.Errorf("ResetDatabase of the postgres database: %v, want ErrNotScratch", err)
+	}
+}
+
+// ResetDatabase drops only what it created, an empty database, or a
+// ledger of the bench's batches alone: a --database-url naming a real
+// ledger is refused, its rows kept (the bench wiped one that held twelve
+// batches).
+func TestResetDatabaseKeepsALedger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := storetest.NewDB(t) // created and migrated by the tests, not marked
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"bench-one-1", "nightly-2026-11-30"} {
+		if err := st.PutBatch(ctx, store.BatchParams{Name: name, Settings: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = store.ResetDatabase(ctx, dsn, "bench-")
+	if !errors.Is(err, store.ErrNotScratch) || !strings.Contains(err.Error(), `1 batches that are not the bench's ("nightly-2026-11-30" among them)`) {
+		t.Fatalf("ResetDatabase of a ledger with another batch: %v, want ErrNotScratch naming it", err)
+	}
+	if _, err := st.Summary(ctx, "nightly-2026-11-30"); err != nil {
+		t.Fatalf("the ledger after the refused reset: %v", err)
+	}
+	// A ledger of the bench's batches alone (from before the mark) is
+	// the bench's: reset, and marked so that the next reset needs no look.
+	st.Close()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `DELETE FROM batches WHERE name = 'nightly-2026-11-30'`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	if err := store.ResetDatabase(ctx, dsn, "bench-"); err != nil {
+		t.Fatalf("ResetDatabase of the bench's own ledger: %v", err)
+	}
+	if err := store.Migrate(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	if err := st2.PutBatch(ctx, store.BatchParams{Name: "not-bench", Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	st2.Close()
+	if err := store.ResetDatabase(ctx, dsn, "bench-"); err != nil {
+		t.Fatalf("ResetDatabase of a database it created: %v", err)
 	}
 }
 

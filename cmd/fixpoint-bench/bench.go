@@ -45,8 +45,9 @@ target and PASS or FAIL:
      attempts, tokens per valid job.
 
 Everything runs on loopback: an embedded NATS server on a random port, the
-simulator, and a dedicated Postgres database (created and migrated; every run
-uses fresh batches and streams). Figures 3 and 5 run the worker binary given
+simulator, and a dedicated Postgres database, dropped and recreated by every
+run (a database the bench did not create, holding tables, is refused: exit 2,
+so --database-url naming a real ledger loses nothing). Figures 3 and 5 run the worker binary given
 by --worker-bin; without it the bench first builds ./cmd/worker of this module
 with 'go build' (so run it from the fixpoint source tree). The bench stops by
 itself and exits 0 whatever the figures: it reports, it does not fail a build.`
@@ -155,7 +156,7 @@ func verdict(ok bool) string {
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cliflags.NewFlagSet("fixpoint-bench", benchUsage, "", stdout)
 	var c benchConfig
-	fs.StringVar(&c.dbURL, "database-url", benchDatabaseURLDefault, "Postgres URL of the bench's own ledger database (created and migrated if missing)")
+	fs.StringVar(&c.dbURL, "database-url", benchDatabaseURLDefault, "Postgres URL of the bench's own ledger database, dropped and recreated by every run (one the bench did not create, holding tables, is refused)")
 	fs.StringVar(&c.workerBin, "worker-bin", "", "worker binary run as a 'worker run' subprocess in figures 3 and 5 (default: build ./cmd/worker of this module)")
 	fs.IntVar(&c.baseJobs, "baseline-jobs", 20000, "messages in the bare NATS+Postgres baseline (1)")
 	fs.IntVar(&c.jobs, "jobs", 20000, "jobs in the zero-latency end-to-end batch (2), as many as the baseline by default")

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
@@ -79,7 +80,9 @@ func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer)
 	undo = append(undo, release)
 	// A fresh database each run: what earlier runs left (millions of rows)
 	// would otherwise slow the writes and skew every figure.
-	if err := store.ResetDatabase(ctx, dsn); err != nil {
+	if err := store.ResetDatabase(ctx, dsn, "bench-"); errors.Is(err, store.ErrNotScratch) {
+		return nil, cliflags.UsageError{Err: fmt.Errorf("--database-url: %w", err)}
+	} else if err != nil {
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
 	}
 	st, err := store.Open(ctx, dsn, nil)
