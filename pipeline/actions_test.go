@@ -304,16 +304,32 @@ func TestCancelStopsJobsBetweenAttempts(t *testing.T) {
 // jobsCounted sums fixpoint_jobs_total over its statuses.
 func jobsCounted(t *testing.T, m *pipeline.Metrics) float64 {
 	t.Helper()
+	return counted(t, m, "fixpoint_jobs_total", "", "")
+}
+
+// counted sums the counter name over its series, those whose label is
+// value when label is set.
+func counted(t *testing.T, m *pipeline.Metrics, name, label, value string) float64 {
+	t.Helper()
 	mfs, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() == "fixpoint_jobs_total" {
-			for _, c := range mf.GetMetric() {
-				sum += c.GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, c := range mf.GetMetric() {
+			if label != "" {
+				for _, l := range c.GetLabel() {
+					if l.GetName() == label && l.GetValue() != value {
+						continue series
+					}
+				}
 			}
+			sum += c.GetCounter().GetValue()
 		}
 	}
 	return sum

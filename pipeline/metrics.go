@@ -94,10 +94,12 @@ func (m *Metrics) pendingBytes(delta int64) {
 }
 
 // observe counts a result written: its attempts and tokens (calls made and
-// paid), and, when it won (it is its job's result), the job finished. A
-// result that lost to the ledger's row (the job cancelled, requeued or
-// finished by another delivery) is no job finished: counted, a cancelled
-// batch showed jobs valid that the ledger says are cancelled.
+// paid) but those the ledger had before (r.Recorded: a batch-delivery job's
+// wave attempts, counted by observeWave), and, when it won (it is its job's
+// result), the job finished. A result that lost to the ledger's row (the
+// job cancelled, requeued or finished by another delivery) is no job
+// finished: counted, a cancelled batch showed jobs valid that the ledger
+// says are cancelled.
 func (m *Metrics) observe(r *store.Result, won bool) {
 	if m == nil || r == nil {
 		return
@@ -105,18 +107,41 @@ func (m *Metrics) observe(r *store.Result, won bool) {
 	if won {
 		m.Jobs.WithLabelValues(r.Status).Inc()
 	}
-	for i := range r.AttemptRows {
-		a := &r.AttemptRows[i]
-		class := a.Class
-		if a.Valid {
-			class = "valid"
-		}
-		m.Attempts.WithLabelValues(class).Inc()
+	for i := min(max(r.Recorded, 0), len(r.AttemptRows)); i < len(r.AttemptRows); i++ {
+		m.attempt(&r.AttemptRows[i])
 	}
-	m.Tokens.WithLabelValues("input").Add(float64(r.TokensIn))
-	m.Tokens.WithLabelValues("output").Add(float64(r.TokensOut))
-	m.Tokens.WithLabelValues("cached").Add(float64(r.TokensCached))
 	if won && !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
 		m.JobSeconds.Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
 	}
+}
+
+// observeWave counts the outcomes of a wave's requests the ledger took
+// (store.WaveOutcome's Inserted and Finished): each attempt and its
+// tokens, and each job it finished. fixpoint_job_duration_seconds is the
+// repair loop's wall time in realtime only: a wave's job takes hours.
+func (m *Metrics) observeWave(outs []store.WaveOutcome) {
+	if m == nil {
+		return
+	}
+	for i := range outs {
+		o := &outs[i]
+		if o.Inserted {
+			m.attempt(&o.Attempt)
+		}
+		if o.Finished && o.Result != nil {
+			m.Jobs.WithLabelValues(o.Result.Status).Inc()
+		}
+	}
+}
+
+// attempt counts one attempt written and its tokens.
+func (m *Metrics) attempt(a *store.Attempt) {
+	class := a.Class
+	if a.Valid {
+		class = "valid"
+	}
+	m.Attempts.WithLabelValues(class).Inc()
+	m.Tokens.WithLabelValues("input").Add(float64(a.TokensIn))
+	m.Tokens.WithLabelValues("output").Add(float64(a.TokensOut))
+	m.Tokens.WithLabelValues("cached").Add(float64(a.TokensCached))
 }

@@ -782,6 +782,7 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 		if _, err := v.ledger.RecordWaveOutcomes(context.WithoutCancel(ctx), outs); err != nil {
 			return err
 		}
+		v.w.cfg.Metrics.observeWave(outs)
 		outs = outs[:0]
 		v.at("outcomes", wave.ID)
 		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})

@@ -143,6 +143,21 @@ func TestBatchDeliveryConverges(t *testing.T) {
 				t.Fatalf("worker: %v", err)
 			}
 			h.checkWaveLedger("wb", n)
+			// The worker's counters count what the waves did, as the
+			// ledger does (they counted only the last realtime round).
+			m := cfg.Metrics
+			if got := counted(t, m, "fixpoint_jobs_total", "", ""); got != float64(n) {
+				t.Errorf("fixpoint_jobs_total %v, want the %d jobs finished", got, n)
+			}
+			if got, want := counted(t, m, "fixpoint_attempts_total", "", ""), h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wb:%'`); got != float64(want) {
+				t.Errorf("fixpoint_attempts_total %v, the ledger has %d attempts", got, want)
+			}
+			if got, want := counted(t, m, "fixpoint_attempts_total", "class", "valid"), h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wb:%' AND valid`); got != float64(want) {
+				t.Errorf("fixpoint_attempts_total{class=valid} %v, the ledger has %d valid attempts", got, want)
+			}
+			if got, want := counted(t, m, "fixpoint_tokens_total", "kind", "output"), h.sqlInt(`SELECT coalesce(sum(tokens_out), 0)::int FROM attempts WHERE job_id LIKE 'wb:%'`); got != float64(want) {
+				t.Errorf("fixpoint_tokens_total{kind=output} %v, the ledger's attempts have %d", got, want)
+			}
 			p := h.progress("wb")
 			if p.Valid < n*9/10 {
 				t.Errorf("%d of %d valid, want at least 90%% (%+v)", p.Valid, n, p)

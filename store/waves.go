@@ -314,6 +314,10 @@ type WaveOutcome struct {
 	// (tokens, cost, attempts, calls) so the summary shows a batch's spend
 	// while it runs; only the numeric fields are read.
 	Totals *Result
+	// Set by RecordWaveOutcomes: Inserted when it wrote Attempt (as an
+	// attempt row, or kept apart from a job cancelled or requeued),
+	// Finished when it made the job final with Result.
+	Inserted, Finished bool
 }
 
 // RecordWaveOutcomes records wave requests' outcomes in one transaction:
@@ -337,6 +341,7 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			for i := range outs {
 				o := &outs[i]
+				o.Inserted, o.Finished = false, false
 				var jobID string
 				var run int
 				var recorded bool
@@ -373,6 +378,7 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 					if _, err := s.insertInterrupted(ctx, tx, in); err != nil {
 						return fmt.Errorf("keep wave attempt %d of job %s apart: %w", a.No, jobID, err)
 					}
+					o.Inserted = true
 					if _, err := tx.Exec(ctx, `UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND custom_id = $2`, o.WaveID, o.CustomID); err != nil {
 						return err
 					}
@@ -403,11 +409,12 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 					return fmt.Errorf("insert attempt %d of job %s: %w", a.No, jobID, err)
 				}
 				inserted += int(tag.RowsAffected())
+				o.Inserted = tag.RowsAffected() == 1
 				if _, err := tx.Exec(ctx, `UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND custom_id = $2`, o.WaveID, o.CustomID); err != nil {
 					return err
 				}
 				if r := o.Result; r != nil {
-					if _, err := tx.Exec(ctx, `
+					tag, err := tx.Exec(ctx, `
 						UPDATE jobs SET status = $3, value = $4::jsonb, error = $5, final_class = $6, attempts = $7, calls = $8,
 							first_attempt_valid = $9, repaired_locally = $10, tokens_in = $11, tokens_out = $12, tokens_cached = $13,
 							tokens_cache_write = $14, cost_usd = $15, finished_at = now(), wave_id = NULL,
@@ -417,9 +424,11 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 						WHERE id = $1 AND run = $2 AND status = 'queued'`,
 						jobID, run, txt(r.Status), nullJSON(pgJSON(r.Value)), txt(r.Error), txt(r.FinalClass), r.Attempts, r.Calls,
 						r.FirstAttemptValid, r.RepairedLocally, r.TokensIn, r.TokensOut, r.TokensCached, r.TokensCacheWrite,
-						r.CostUSD, nullTime(r.StartedAt), r.WallMS, o.WaveID); err != nil {
+						r.CostUSD, nullTime(r.StartedAt), r.WallMS, o.WaveID)
+					if err != nil {
 						return fmt.Errorf("finish job %s: %w", jobID, err)
 					}
+					o.Finished = tag.RowsAffected() == 1
 					continue
 				}
 				t := o.Totals
