@@ -156,8 +156,8 @@ type RepairStep struct {
 	// Failed counts jobs whose attempt AttemptNo failed with Class; Retried
 	// those that made attempt AttemptNo+1; ValidNext those valid at it.
 	Failed, Retried, ValidNext int64
-	// Rate is ValidNext / Failed.
-	Rate float64
+	// Rate is ValidNext / Retried, nil when none was retried.
+	Rate *float64
 }
 
 // RepairEffectiveness returns repair_effectiveness for batch ("" = all),

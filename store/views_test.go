@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"math"
 	"testing"
 
@@ -144,16 +145,31 @@ func TestViews(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The rate is over the jobs asked again: none for the provider
+		// failure no attempt followed, nor for the last attempt.
+		rate := func(r float64) *float64 { return &r }
 		want := []store.RepairStep{
-			{"v", 1, "provider", 1, 0, 0, 0},
-			{"v", 1, "shape", 2, 2, 1, 0.5},
-			{"v", 1, "syntax", 1, 1, 0, 0},
-			{"v", 2, "semantic", 1, 1, 1, 1},
-			{"v", 2, "shape", 1, 1, 0, 0},
-			{"v", 3, "semantic", 1, 0, 0, 0},
+			{"v", 1, "provider", 1, 0, 0, nil},
+			{"v", 1, "shape", 2, 2, 1, rate(0.5)},
+			{"v", 1, "syntax", 1, 1, 0, rate(0)},
+			{"v", 2, "semantic", 1, 1, 1, rate(1)},
+			{"v", 2, "shape", 1, 1, 0, rate(0)},
+			{"v", 3, "semantic", 1, 0, 0, nil},
 		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("RepairEffectiveness =\n%+v\nwant\n%+v", got, want)
+		show := func(steps []store.RepairStep) string {
+			var b strings.Builder
+			for _, s := range steps {
+				fmt.Fprintf(&b, "%s %d %s %d %d %d ", s.Batch, s.AttemptNo, s.Class, s.Failed, s.Retried, s.ValidNext)
+				if s.Rate == nil {
+					b.WriteString("-\n")
+				} else {
+					fmt.Fprintf(&b, "%.3f\n", *s.Rate)
+				}
+			}
+			return b.String()
+		}
+		if show(got) != show(want) {
+			t.Fatalf("RepairEffectiveness =\n%s\nwant\n%s", show(got), show(want))
 		}
 	})
 

@@ -285,12 +285,20 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
+		valid := map[string]int64{}
+		for _, r := range rows {
+			valid[r.Batch] = r.Valid
+		}
 		for _, c := range costs {
 			if c.EarlierRunsUSD == 0 && c.InterruptedUSD == 0 {
 				continue // the latest results show every cent (an outage's calls cost nothing)
 			}
-			fmt.Fprintf(stdout, "\nbatch %s cost $%.6f in all: $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s kept apart from the results (interrupted_attempts: see report job)\n",
-				c.Batch, c.TotalUSD, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, cli.Plural(c.InterruptedCalls, "call"))
+			perValid := "no valid row"
+			if n := valid[c.Batch]; n > 0 {
+				perValid = fmt.Sprintf("$%.6f a valid row", c.TotalUSD/float64(n))
+			}
+			fmt.Fprintf(stdout, "\nbatch %s cost $%.6f in all (%s): $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s kept apart from the results (interrupted_attempts: see report job)\n",
+				c.Batch, c.TotalUSD, perValid, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, cli.Plural(c.InterruptedCalls, "call"))
 		}
 		// A capped batch says its cap and what it spent: jobs over it end
 		// over_budget, and nothing else said why.

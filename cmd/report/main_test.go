@@ -70,7 +70,7 @@ func seed(t *testing.T) string {
 	}
 	// b1:2's first delivery died with a reply in memory: its journal kept it.
 	if err := st.SaveInterrupted(ctx, []store.Interruption{{JobID: "b1:2", Delivery: 1, Reason: store.InterruptCrashed,
-		Attempts: []store.Attempt{{No: 1, Raw: `{"x":1}`, Class: "shape", TokensIn: 10, TokensOut: 5, StartedAt: now.Add(-time.Minute)}}}}); err != nil {
+		Attempts: []store.Attempt{{No: 1, Raw: `{"x":1}`, Class: "shape", TokensIn: 10, TokensOut: 5, CostUSD: 0.25, StartedAt: now.Add(-time.Minute)}}}}); err != nil {
 		t.Fatal(err)
 	}
 	// Batch d1: two jobs dead without ever reaching the provider.
@@ -109,7 +109,9 @@ func TestReport(t *testing.T) {
 		wantErr  string // on stderr
 	}{
 		// Model m has no price: its $0 is said to be unknown, not free.
-		{name: "summary", args: []string{"summary", "b1"}, want: []string{"b1", "3", "50.0", "cost unknown: 2 attempts of batch b1 on m had no price"}},
+		{name: "summary", args: []string{"summary", "b1"}, want: []string{"b1", "3", "50.0", "cost unknown: 2 attempts of batch b1 on m had no price",
+			// What the results do not show is in the cost line, with what a valid row cost in all.
+			"batch b1 cost $0.250000 in all ($0.250000 a valid row): $0.000000 in recorded attempts (of which $0.000000 in runs a requeue replaced) and $0.250000 in 2 calls kept apart"}},
 		// A capped batch says its cap (summary never mentioned it).
 		{name: "summary of a capped batch", args: []string{"summary", "c1"}, want: []string{"batch c1 spent $0.000000 of its $0.5 cost cap"}},
 		{name: "format outside export", args: []string{"summary", "b1", "--format", "csv"}, wantCode: 2, wantErr: "--format is for report export"},

@@ -131,12 +131,25 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// pctOf is a share as a percentage with one decimal, "-" for none (a
+// rate of no jobs).
+func pctOf(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", 100**r)
+}
+
 // summaryLegend defines each rate column of WriteSummary's table, one line
 // each, as the batch_summary view computes them.
 var summaryLegend = [][2]string{
 	{"VALID%", "valid jobs as a share of finished jobs (all but queued)"},
 	{"1ST-TRY%", "jobs valid on their first attempt as a share of finished jobs"},
 	{"REPAIRED%", "valid jobs that needed more than one attempt or a local repair, as a share of valid jobs"},
+	{"ATTEMPTS", "mean attempts of the valid, invalid and failed jobs"},
+	{"TOKENS/VALID", "input and output tokens of every job's latest run, over the valid jobs"},
+	{"COST/VALID", "cost of every job's latest run (over-budget jobs' included), over the valid jobs; calls kept apart and replaced runs are in the cost line below"},
+	{"-", "no job to divide by (none valid, or none finished)"},
 }
 
 // WriteSummary prints batch summaries as a table, then a legend defining
@@ -159,9 +172,28 @@ func WriteSummary(w io.Writer, rows []store.BatchSummary) {
 		if actions {
 			fmt.Fprintf(tw, "\t%d\t%d\t%d", r.Cancelled, r.OverBudget, r.Runs)
 		}
-		fmt.Fprintf(tw, "\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f\t$%.6f\t%.0f\t%.0f\n",
-			100*r.ValidRate, 100*r.FirstAttemptValidRate, 100*r.RepairRate, r.MeanAttempts,
-			r.TokensPerValidJob, r.CostPerValidJob, r.P50WallMS, r.P95WallMS)
+		// A figure of no jobs is none, not 0: a batch that spent and
+		// made nothing valid does not read as free.
+		finished := func(format string, v float64) string {
+			if r.Finished == 0 {
+				return "-"
+			}
+			return fmt.Sprintf(format, v)
+		}
+		valid := func(format string, v float64) string {
+			if r.Valid == 0 {
+				return "-"
+			}
+			return fmt.Sprintf(format, v)
+		}
+		attempted := r.Valid + r.Invalid + r.Failed
+		attempts := "-"
+		if attempted > 0 {
+			attempts = fmt.Sprintf("%.2f", r.MeanAttempts)
+		}
+		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			finished("%.1f", 100*r.ValidRate), finished("%.1f", 100*r.FirstAttemptValidRate), valid("%.1f", 100*r.RepairRate), attempts,
+			valid("%.0f", r.TokensPerValidJob), valid("$%.6f", r.CostPerValidJob), finished("%.0f", r.P50WallMS), finished("%.0f", r.P95WallMS))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -189,10 +221,10 @@ func WriteFailures(w io.Writer, classes []store.ClassCount, steps []store.Repair
 	if len(steps) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "Repair effectiveness: of the jobs that failed attempt n with a class, how many were valid at n+1")
+		fmt.Fprintln(tw, "Repair effectiveness: of the jobs that failed attempt n with a class and were asked again, how many were valid at n+1")
 		fmt.Fprintln(tw, "ATTEMPT\tCLASS\tFAILED\tRETRIED\tVALID NEXT\tRATE%")
 		for _, s := range steps {
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%.1f\n", s.AttemptNo, s.Class, s.Failed, s.Retried, s.ValidNext, 100*s.Rate)
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\n", s.AttemptNo, s.Class, s.Failed, s.Retried, s.ValidNext, pctOf(s.Rate))
 		}
 		tw.Flush()
 	}

@@ -26,12 +26,12 @@ func TestWriteSummaryLegend(t *testing.T) {
 	legend := lines[2:]
 	var rates []string
 	for _, h := range strings.Fields(lines[0]) {
-		if strings.HasSuffix(h, "%") {
+		if strings.HasSuffix(h, "%") || h == "ATTEMPTS" || strings.HasSuffix(h, "/VALID") {
 			rates = append(rates, h)
 		}
 	}
-	if len(rates) != 3 {
-		t.Errorf("rate columns %v, want VALID%%, 1ST-TRY%%, REPAIRED%%", rates)
+	if len(rates) != 6 {
+		t.Errorf("derived columns %v, want VALID%%, 1ST-TRY%%, REPAIRED%%, ATTEMPTS, TOKENS/VALID, COST/VALID", rates)
 	}
 	for _, r := range rates {
 		n := 0
@@ -45,15 +45,36 @@ func TestWriteSummaryLegend(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"REPAIRED%  valid jobs that needed more than one attempt or a local repair, as a share of valid jobs",
+		"valid jobs that needed more than one attempt or a local repair, as a share of valid jobs",
 		"as a share of finished jobs",
 	} {
 		if !strings.Contains(strings.Join(legend, "\n"), want) {
 			t.Errorf("legend lacks %q:\n%s", want, buf.String())
 		}
 	}
-	if len(legend) > len(rates)+1 {
-		t.Errorf("legend is %d lines, want a blank line and one line per rate column:\n%s", len(legend), buf.String())
+	if len(legend) > len(rates)+2 {
+		t.Errorf("legend is %d lines, want a blank line, one line per derived column and the one for -:\n%s", len(legend), buf.String())
+	}
+}
+
+// A figure of no jobs is "-", not 0: a batch that spent money and made
+// nothing valid showed COST/VALID $0.000000, as if it were free.
+func TestWriteSummaryNothingToDivideBy(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	WriteSummary(&buf, []store.BatchSummary{
+		{Batch: "none-valid", Jobs: 20, Invalid: 20, Finished: 20, MeanAttempts: 3, TokensIn: 18000, CostUSD: 0.0029, P50WallMS: 141, P95WallMS: 170},
+		{Batch: "all-queued", Jobs: 5, Queued: 5},
+	})
+	lines := strings.Split(buf.String(), "\n")
+	for i, want := range [][]string{
+		{"0.0", "0.0", "-", "3.00", "-", "-", "141", "170"},
+		{"-", "-", "-", "-", "-", "-", "-", "-"},
+	} {
+		f := strings.Fields(lines[1+i])
+		if got := f[len(f)-8:]; strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: VALID%%..P95 = %v, want %v:\n%s", f[0], got, want, buf.String())
+		}
 	}
 }
 
