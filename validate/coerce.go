@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/big"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,9 +108,10 @@ const (
 //   - wrap_array (type error): a single value other than null where the
 //     schema allows an array and not that value's type becomes a one-item
 //     array, only when the array then has no error at all at or under that
-//     location (its items match, minItems <= 1, ...). A string holding a
-//     list separator (listSeparators: "a, b, c") is not wrapped: it may be
-//     several items written as text.
+//     location (its items match, minItems <= 1, ...). A string that may be
+//     several items written as text (listLike: "a, b, c", "1. a 2. b",
+//     "['a']") is not wrapped, nor is an item of an array ([1, 2, 3] where
+//     rows of numbers are wanted may be one row or three).
 //   - drop_null (type, enum or const error): a null object property the
 //     schema does not allow null for, and that no schema at the object
 //     lists in "required", is dropped, only when that adds no error.
@@ -589,9 +591,19 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 		}
 	}
 	if e.Keyword == "type" && vw.kinds&kArray != 0 && vw.kinds&kindOf(val) == 0 {
-		if str, ok := val.(string); ok && strings.ContainsAny(str, listSeparators) {
+		if str, ok := val.(string); ok && listLike(str) {
 			// "a, b, c": a list written as text, not one item.
 			return fix{}, false
+		}
+		if len(toks) > 0 {
+			if parent, ok := lookupOK(root, toks[:len(toks)-1]); ok {
+				if _, inArray := parent.([]any); inArray {
+					// [1, 2, 3] where rows of numbers are wanted: one row
+					// [[1, 2, 3]] or three [[1], [2], [3]]? Either reading
+					// is the model's only if it said so.
+					return fix{}, false
+				}
+			}
 		}
 		return fix{kind: KindWrapArray, toks: toks, driver: key, before: val, after: []any{val}}, true
 	}
@@ -688,8 +700,24 @@ func (s *Schema) renamesOf(root any, parent []string, obj map[string]any, cache 
 }
 
 // listSeparators are the characters that make a string look like a list
-// written as text, which wrap_array does not make a one-item array.
-const listSeparators = ",;|\n\t"
+// written as text, which wrap_array does not make a one-item array:
+// separators and bullets.
+const listSeparators = ",;|\n\t•·"
+
+// numberedItem matches an item number of a list written as text: "1. a
+// 2. b", "1) a".
+var numberedItem = regexp.MustCompile(`(^|\s)\d{1,3}[.)]\s`)
+
+// listLike reports whether a string may be several items written as text:
+// it holds a separator or bullet (listSeparators), numbered items, or is
+// written as an array or a tuple ("['a']", "(a b)").
+func listLike(s string) bool {
+	if strings.ContainsAny(s, listSeparators) || numberedItem.MatchString(s) {
+		return true
+	}
+	t := strings.TrimSpace(s)
+	return strings.HasPrefix(t, "[") || strings.HasPrefix(t, "(") && strings.HasSuffix(t, ")")
+}
 
 // keyFold is a property name as rename_key compares names: in NFC, without
 // the separators _, - and space, in Unicode simple case folding (the

@@ -189,6 +189,15 @@ var coerceCases = []coerceCase{
 	// 5. properties additionalProperties forbids.
 	{name: "refused: wrap a list written as text", schema: objSchema, value: `{"id":1,"tags":"a, b, c"}`, errs: []string{"/tags type"}},
 	{name: "refused: wrap lines of text", schema: objSchema, value: `{"id":1,"tags":"a\nb"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap a list written with bullets", schema: objSchema, value: `{"id":1,"tags":"a • b • c"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap a numbered list", schema: objSchema, value: `{"id":1,"tags":"1. a 2. b"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap an array written as text", schema: objSchema, value: `{"id":1,"tags":"['a']"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap an array written as text without commas", schema: objSchema, value: `{"id":1,"tags":"[\"a\" \"b\"]"}`, errs: []string{"/tags type"}},
+	{name: "wrap a word in brackets' company", schema: objSchema, value: `{"id":1,"tags":"v2.0 (beta"}`, want: `{"id":1,"tags":["v2.0 (beta"]}`,
+		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"v2.0 (beta","after":["v2.0 (beta"]}]`},
+	// One row [[1,2,3]] or three rows [[1],[2],[3]]: not the fix's to choose.
+	{name: "refused: wrap the items of a flat list where rows are wanted", schema: `{"type":"object","properties":{"rows":{"type":"array","items":{"type":"array","items":{"type":"integer"}}}}}`,
+		value: `{"rows":[1,2,3]}`, errs: []string{"/rows/0 type", "/rows/1 type", "/rows/2 type"}},
 	{name: "refused: additional in safe mode", schema: objSchema, value: `{"id":1,"extra":true}`, errs: []string{"/extra additionalProperties"}},
 	{name: "drop additional in all mode", schema: objSchema, value: `{"id":1,"extra":{"a":[1]}}`, mode: CoerceAll, want: `{"id":1}`,
 		repairs: `[{"kind":"drop_additional","offset":0,"pointer":"/extra","before":{"a":[1]}}]`},
