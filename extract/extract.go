@@ -5,7 +5,10 @@
 // environment and never logs, so it can be tested with tables and fuzzing.
 package extract
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // Source says where in a reply a candidate was found. The names are stable: they
 // are stored in the ledger and printed by `worker check`.
@@ -51,6 +54,35 @@ type Repair struct {
 	// for rename_key, the property's new name. Absent for syntax repairs
 	// and for a repair that dropped the value.
 	After json.RawMessage `json:"after,omitempty"`
+	// Count, when over 1, says the entry stands for that many repairs of
+	// its Kind past the first MaxListedRepairs (see CompactRepairs), the
+	// first of them at Offset and Pointer.
+	Count int `json:"count,omitempty"`
+}
+
+// MaxListedRepairs is how many repairs CompactRepairs lists one by one.
+const MaxListedRepairs = 1000
+
+// CompactRepairs returns reps with at most MaxListedRepairs listed one by
+// one and the rest as one entry of each kind with its Count, in order of
+// first appearance: a 4 MB reply of numbers without commas made two
+// million missing_comma repairs, 87 MB of them, where what a reader needs
+// is which fixes were made and how often.
+func CompactRepairs(reps []Repair) []Repair {
+	if len(reps) <= MaxListedRepairs {
+		return reps
+	}
+	out := slices.Clip(reps[:MaxListedRepairs:MaxListedRepairs])
+	at := map[string]int{}
+	for _, r := range reps[MaxListedRepairs:] {
+		if i, ok := at[r.Kind]; ok {
+			out[i].Count++
+			continue
+		}
+		at[r.Kind] = len(out)
+		out = append(out, Repair{Kind: r.Kind, Offset: r.Offset, Pointer: r.Pointer, Count: 1})
+	}
+	return out
 }
 
 // Candidate is one JSON value found in a reply.

@@ -336,3 +336,37 @@ func TestAdversarial(t *testing.T) {
 		})
 	}
 }
+
+// A reply with millions of repairs lists the first MaxListedRepairs and
+// then one entry of each kind with its count: every repair is accounted
+// for, in a list of bounded size.
+func TestCompactRepairs(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("[1")
+	for range MaxListedRepairs + 500 {
+		b.WriteString(" 1")
+	}
+	b.WriteString(", 'x',]")
+	cands, err := Extract(b.String())
+	if err != nil || len(cands) != 1 {
+		t.Fatalf("Extract: %d candidates, %v", len(cands), err)
+	}
+	got := CompactRepairs(cands[0].Repairs)
+	if len(got) != MaxListedRepairs+3 {
+		t.Fatalf("%d entries after compacting %d repairs, want %d listed and 3 kinds after them", len(got), len(cands[0].Repairs), MaxListedRepairs)
+	}
+	total := 0
+	for _, r := range got {
+		total += max(r.Count, 1)
+	}
+	if total != len(cands[0].Repairs) {
+		t.Errorf("the compacted list stands for %d repairs, the reply had %d", total, len(cands[0].Repairs))
+	}
+	if last := got[len(got)-3:]; last[0].Kind != KindMissingComma || last[0].Count != 500 || last[1].Kind != KindSingleQuotes || last[2].Kind != KindTrailingComma {
+		t.Errorf("the entries past the limit: %+v, want missing_comma ×500, single_quotes, trailing_comma", last)
+	}
+	if short := cands[0].Repairs[:10]; len(CompactRepairs(short)) != 10 {
+		t.Errorf("a short list was compacted")
+	}
+}

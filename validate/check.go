@@ -155,8 +155,10 @@ type CheckResult struct {
 	// Errors are the chosen candidate's errors, or the one syntax error when
 	// nothing was extracted. Empty when Valid.
 	Errors []Error
-	// Repairs are the repairs extract applied to the chosen candidate,
-	// followed by the schema-guided repairs CheckWith made to its value.
+	// Repairs are the repairs extract applied to the chosen candidate
+	// (past extract.MaxListedRepairs, one entry of each kind with its
+	// Count), followed by the schema-guided repairs CheckWith made to its
+	// value.
 	Repairs []extract.Repair
 	// Source is where the chosen candidate was found, "" if none.
 	Source extract.Source
@@ -257,9 +259,11 @@ func result(cands []extract.Candidate, i int, v any, errs []Error, fixes []extra
 	for j := range fixes {
 		fixes[j].Offset = c.Start
 	}
-	repairs := c.Repairs
+	// The extraction's repairs are listed up to a limit; the schema-guided
+	// ones stay the last Coerced entries.
+	repairs := extract.CompactRepairs(c.Repairs)
 	if len(fixes) > 0 {
-		repairs = slices.Concat(c.Repairs, fixes)
+		repairs = slices.Concat(repairs, fixes)
 	}
 	return CheckResult{
 		Valid:      len(errs) == 0,
@@ -302,7 +306,7 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 		Value:      c.Value,
 		Class:      ClassOf(bestErrs),
 		Errors:     bestErrs,
-		Repairs:    c.Repairs,
+		Repairs:    extract.CompactRepairs(c.Repairs),
 		Source:     c.Source,
 		Truncated:  c.Truncated,
 		Candidate:  c,
