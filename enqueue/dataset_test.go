@@ -351,3 +351,27 @@ func TestRowReaderRefusesNUL(t *testing.T) {
 		}
 	}
 }
+
+// A row's null, objects and arrays reach the prompt as JSON text: Go
+// printed them as "<no value>" and "map[k:1.50]", into prompts that were
+// paid for without a word. Navigation, range, index and if work as on the
+// decoded row (null is false); json writes any value; a row lacking a
+// field others have is a bad row that says how to write an optional one.
+func TestTemplateSeesJSON(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Batch: "tv", Schema: []byte(`{"type":"object"}`), Provider: "openai", Model: "m", Format: FormatJSONL, MaxBadRows: -1,
+		Template: `T={{.text}} A={{.arr}} O={{.obj}} K={{.obj.k}} B={{.b}} J={{json .}} I={{index .arr 0}} {{if .text}}text{{else}}none{{end}} {{range .arr}}[{{.}}]{{end}} {{len .arr}}{{if .note}} N={{.note}}{{end}}`}
+	data := `{"text":null,"arr":[1,"x",{"a":null}],"obj":{"k":1.50},"b":true,"note":"n"}` + "\n" + `{"text":"t","arr":[2],"obj":{"k":2},"b":false}` + "\n"
+	rep, err := DryRun(t.Context(), nil, cfg, strings.NewReader(data), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `T=null A=[1,"x",{"a":null}] O={"k":1.50} K=1.50 B=true J={"arr":[1,"x",{"a":null}],"b":true,"note":"n","obj":{"k":1.50},"text":null} I=1 none [1][x][{"a":null}] 3 N=n`
+	if rep.Prompt != want {
+		t.Errorf("prompt\n%s\nwant\n%s", rep.Prompt, want)
+	}
+	if len(rep.Bad) != 1 || !strings.Contains(rep.Bad[0].Error(), `line 2: render template:`) ||
+		!strings.Contains(rep.Bad[0].Error(), `{{with index . "note"}}...{{end}} writes it only where it is`) {
+		t.Errorf("bad rows %v; want line 2 refused for its missing note, saying how to write an optional field", rep.Bad)
+	}
+}

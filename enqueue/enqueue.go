@@ -268,7 +268,7 @@ func (cfg *Config) prepare() (*template.Template, string, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, "", err
 	}
-	tmpl, err := template.New("prompt").Option("missingkey=error").Parse(cfg.Template)
+	tmpl, err := template.New("prompt").Option("missingkey=error").Funcs(templateFuncs).Parse(cfg.Template)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadTemplate, err)
 	}
@@ -1413,10 +1413,15 @@ func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
 	// limit is refused anyway (the slack leaves room for the spaces the
 	// prompt is trimmed of).
 	buf := cappedBuffer{limit: r.cfg.MaxPromptBytes + 64<<10}
-	if err := r.tmpl.Execute(&buf, row); err != nil {
+	if err := r.tmpl.Execute(&buf, templateView(row)); err != nil {
 		if errors.Is(err, errRenderCap) {
 			return store.NewJob{}, fmt.Errorf("the template renders a prompt over the workers' limit of %d bytes (--max-prompt-bytes; rendering stopped at %d)",
 				r.cfg.MaxPromptBytes, buf.limit)
+		}
+		if f := missingFieldOf(err); f != "" {
+			// Other rows have it (a field no row has is a typo, said
+			// before any row): an optional field.
+			return store.NewJob{}, fmt.Errorf("render template: %w (for a field some rows lack, {{with index . %q}}...{{end}} writes it only where it is)", err, f)
 		}
 		return store.NewJob{}, fmt.Errorf("render template: %w", err)
 	}

@@ -38,8 +38,10 @@ const usage = `Usage: enqueue --batch NAME --schema S.json --template T.txt --mo
        enqueue cap --batch NAME [--max-cost-usd X|none] [--max-total-tokens N|none]
 
 Renders each row of the dataset through the template (Go text/template over
-the row's fields, e.g. {{.subject}}), registers the schema, records the jobs in
-the ledger and publishes them to the queue, with progress on a terminal.
+the row's fields, e.g. {{.subject}}; numbers, null, objects and arrays print
+as JSON, {{json .}} writes the whole row, and {{with index . "note"}}...{{end}}
+a field some rows lack), registers the schema, records the jobs in the ledger
+and publishes them to the queue, with progress on a terminal.
 
 The dataset is read twice. The first pass checks every row and records
 nothing: a row that cannot be read or rendered, whose --id-field is missing or
@@ -492,7 +494,7 @@ func dryRunReport(ctx context.Context, st *store.Store, cfg enqueue.Config, data
 		if rep.Measured.Jobs > 0 {
 			from = fmt.Sprintf("measured on %d jobs of %d earlier batches of this schema and model", rep.Measured.Jobs, rep.Measured.Batches)
 		}
-		fmt.Fprintf(stdout, "estimate: %d jobs x %.2f attempts (%s)\n", rep.Jobs, rep.Attempts, from)
+		fmt.Fprintf(stdout, "estimate: %s x %.2f attempts (%s)\n", cli.Plural(rep.Jobs, "job"), rep.Attempts, from)
 		price := fmt.Sprintf("$%.4f at %s list prices", rep.CostUSD, cfg.Model)
 		if !rep.PriceKnown {
 			price = fmt.Sprintf("cost unknown: %s is not in the price table", cfg.Model)
