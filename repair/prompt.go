@@ -293,7 +293,18 @@ func describeNode(root, s map[string]any, depth int) string {
 		parts = append(parts, "items unique")
 	}
 	if ap, ok := s["additionalProperties"].(bool); ok && !ap {
-		parts = append(parts, "no other properties")
+		if _, ok := s["patternProperties"]; ok {
+			parts = append(parts, "no other properties than those its patternProperties in the schema below allow")
+		} else {
+			parts = append(parts, "no other properties")
+		}
+	}
+	// A reference not followed here ("item.json" under an $id, "#name"
+	// of an $anchor) is not "any JSON value": the validator follows it.
+	for _, kw := range []string{"$ref", "$dynamicRef"} {
+		if ref, ok := s[kw].(string); ok && ref != "#" && !strings.HasPrefix(ref, "#/") {
+			parts = append(parts, "as its "+kw+" "+strconv.Quote(ref)+" in the schema below defines it")
+		}
 	}
 	// Combinators are not spelt out here, but they are not "any JSON
 	// value" either: that contradicted the schema given below the words.

@@ -92,6 +92,18 @@ func TestDescribeSchemaRecursive(t *testing.T) {
 			want:   []string{"- an object or an array\n"}, wantNote: recursiveNote,
 		},
 		{
+			// The validator follows them: the prompt must not say "any JSON value".
+			name:   "references through an $id or an $anchor are not any value",
+			schema: `{"$id":"https://example.com/s/root.json","type":"object","properties":{"a":{"$ref":"item.json"},"b":{"$ref":"#num"}},"$defs":{"it":{"$id":"item.json","type":"integer"},"n":{"$anchor":"num","type":"number"}}}`,
+			want: []string{"  - `a` (optional): as its $ref \"item.json\" in the schema below defines it\n",
+				"  - `b` (optional): as its $ref \"#num\" in the schema below defines it\n"},
+		},
+		{
+			name:   "pattern properties are allowed",
+			schema: `{"type":"object","properties":{"meta":{"type":"object","patternProperties":{"^x_":{"type":"number"}},"additionalProperties":false}}}`,
+			want:   []string{"  - `meta` (optional): an object, no other properties than those its patternProperties in the schema below allow\n"},
+		},
+		{
 			name:   "combinators are not any value",
 			schema: `{"type":"object","properties":{"n":{"anyOf":[{"type":"integer"},{"type":"string"}]},"a":{"allOf":[{"required":["x"]},{"properties":{"x":{"type":"integer"}}}]}}}`,
 			want: []string{"  - `a` (optional): matching every part of its allOf in the schema below\n",
