@@ -82,7 +82,7 @@ type WaveLedger interface {
 	WaveAttempts(ctx context.Context, waveID int64) (map[string][]store.Attempt, error)
 	JobAttempts(ctx context.Context, jobID string, run int) ([]store.Attempt, error)
 	ProviderBatchRecorded(ctx context.Context, provider, id string) (bool, error)
-	OpenWaves(ctx context.Context, providers []string) (int, error)
+	OpenWaves(ctx context.Context, providers, homes []string) (int, error)
 }
 
 var _ WaveLedger = (*store.Store)(nil)
@@ -103,6 +103,12 @@ const (
 	// still running is cancelled, so its jobs have time to finish
 	// realtime.
 	WaveDeadlineMarginDefault = time.Hour
+	// WaveNotFoundGraceDefault is how long a provider batch may answer 404
+	// before its wave is given up (failed, its jobs run realtime): Anthropic
+	// answers 404 for a few seconds after a create, but a batch deleted, or
+	// created under another key or organization, never comes back, and
+	// polling it for ever held a draining worker up without end.
+	WaveNotFoundGraceDefault = 5 * time.Minute
 	// waveNoReplyMax is how many of a job's wave attempts may get no reply
 	// (expired, errored) before it goes on realtime.
 	waveNoReplyMax = 2
@@ -145,6 +151,10 @@ type WaveConfig struct {
 	// Owner names this worker in wave leases; defaults to host, pid and a
 	// start time.
 	Owner string
+	// NotFoundGrace is how long a wave's provider batch may answer 404 to
+	// this worker's polls before the wave is failed and its jobs run
+	// realtime. Defaults to 5m.
+	NotFoundGrace time.Duration
 }
 
 // WithDefaults returns a copy with zero fields set to their defaults.
@@ -157,6 +167,7 @@ func (c WaveConfig) WithDefaults() WaveConfig {
 	c.Idle = cmp.Or(c.Idle, WaveIdleDefault)
 	c.RealtimeBelow = cmp.Or(c.RealtimeBelow, WaveRealtimeBelowDefault)
 	c.DeadlineMargin = cmp.Or(c.DeadlineMargin, WaveDeadlineMarginDefault)
+	c.NotFoundGrace = cmp.Or(c.NotFoundGrace, WaveNotFoundGraceDefault)
 	if c.Owner == "" {
 		host, _ := os.Hostname()
 		c.Owner = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), strconv.FormatInt(time.Now().UnixNano(), 36))
@@ -200,7 +211,10 @@ type waves struct {
 
 	mu      sync.Mutex
 	pending map[waveKey]*collecting
-	flushes sync.WaitGroup
+	// notFound is when each wave's provider batch first answered 404 to
+	// this worker, until it answers again.
+	notFound map[int64]time.Time
+	flushes  sync.WaitGroup
 	// hooks for tests (export_test.go): called at each point a crash
 	// leaves the ledger in another state.
 	hook func(point string, waveID int64)
@@ -239,7 +253,7 @@ func newWaves(w *Worker, ledger Ledger, cfg WaveConfig) *waves {
 		return nil
 	}
 	v := &waves{w: w, ledger: wl, clients: map[string]BatchClient{}, homes: map[string]string{}, cfg: cfg.WithDefaults(), log: w.log,
-		pending: map[waveKey]*collecting{}, hook: w.cfg.waveHook}
+		pending: map[waveKey]*collecting{}, notFound: map[int64]time.Time{}, hook: w.cfg.waveHook}
 	stream := w.cfg.Queue.WithDefaults().Stream
 	for name, c := range w.cfg.Providers {
 		if bc, ok := c.(BatchClient); ok && bc.SupportsBatch() {
@@ -682,6 +696,18 @@ func (v *waves) poll(ctx context.Context, log *slog.Logger, client BatchClient, 
 		wave.Error = cancelWhy
 	}
 	st, err := client.RetrieveBatch(ctx, wave.ProviderBatchID)
+	if gone, since := v.missing(wave.ID, err); gone {
+		// Deleted, or of another key or organization: its replies cannot be
+		// read, and polling it would hold every draining worker for ever.
+		why := fmt.Sprintf("the provider has not known batch %s for %s (404: deleted, or created under another key or organization); its replies cannot be read, so its jobs run realtime",
+			wave.ProviderBatchID, since.Round(time.Second))
+		log.ErrorContext(ctx, "worker: provider batch not found; its jobs run realtime", slog.String("error", err.Error()),
+			slog.Duration("not_found_for", since.Round(time.Second)))
+		if err := v.toRealtime(ctx, wave, nil); err != nil {
+			return err
+		}
+		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed, Error: truncate(why, 500), NextPoll: time.Second})
+	}
 	if err != nil {
 		return fmt.Errorf("retrieve: %w", err)
 	}
@@ -1078,9 +1104,34 @@ func (v *waves) stop(ctx context.Context) {
 	v.flushes.Wait()
 }
 
+// missing notes what a poll of wave's provider batch got: err matching
+// llm.ErrBatchNotFound starts (or goes on with) the time it has been
+// missing, anything else ends it. It reports whether the batch has been
+// missing for NotFoundGrace, and for how long.
+func (v *waves) missing(waveID int64, err error) (bool, time.Duration) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !errors.Is(err, llm.ErrBatchNotFound) {
+		delete(v.notFound, waveID)
+		return false, 0
+	}
+	first, ok := v.notFound[waveID]
+	if !ok {
+		v.notFound[waveID] = time.Now()
+		return false, 0
+	}
+	since := time.Since(first)
+	if since < v.cfg.NotFoundGrace {
+		return false, since
+	}
+	delete(v.notFound, waveID)
+	return true, since
+}
+
 // open reports whether waves are being collected or waves this worker can
 // drive are open in the ledger (a draining worker waits for them; another
-// provider's are not its to wait for); a ledger error counts as open.
+// provider's, or those of another queue or provider endpoint, are not its
+// to wait for); a ledger error counts as open.
 func (v *waves) open(ctx context.Context) bool {
 	if v == nil || len(v.clients) == 0 {
 		return false // it drives no waves
@@ -1095,7 +1146,7 @@ func (v *waves) open(ctx context.Context) bool {
 	for p := range v.clients {
 		providers = append(providers, p)
 	}
-	open, err := v.ledger.OpenWaves(ctx, providers)
+	open, err := v.ledger.OpenWaves(ctx, providers, v.homeList())
 	return err != nil || open > 0
 }
 

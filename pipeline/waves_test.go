@@ -518,6 +518,46 @@ func TestBatchDeliveryFailedBatchRunsRealtime(t *testing.T) {
 	}
 }
 
+// A provider batch that answers 404 for good (deleted, or created under
+// another key or organization) is given up after the grace: the wave is
+// failed saying so and its jobs finish realtime, so a draining worker
+// exits. It was polled for ever, through the deadline and enqueue cancel.
+func TestBatchDeliveryBatchNotFound(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	simCfg := waveSim(50*time.Millisecond, 0, 0)
+	simCfg.Script = func(_ int, r *http.Request) *sim.ScriptedReply {
+		id, ok := strings.CutPrefix(r.URL.Path, "/v1/batches/")
+		if r.Method != http.MethodGet || !ok || strings.Contains(id, "/") {
+			return nil
+		}
+		body := fmt.Sprintf(`{"error":{"message":"No batch found with id '%s'.","type":"invalid_request_error","param":null,"code":null}}`, id)
+		return &sim.ScriptedReply{Status: 404, Body: []byte(body), Header: http.Header{"Content-Type": {"application/json"}}}
+	}
+	h := newHarness(t, harnessConfig{Sim: simCfg})
+	h.enqueueBatch("wnf", llm.ProviderOpenAI, n, time.Hour)
+	cfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
+	cfg.Wave.NotFoundGrace = 500 * time.Millisecond
+	cfg.Drain = true
+	rw := h.startWorker(cfg, nil, nil)
+	if err := rw.wait(t, 60*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	if failed := h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wnf' AND status = 'failed' AND error LIKE '%404%'`); failed != 1 {
+		t.Errorf("%d waves failed saying the provider batch is not found, want 1", failed)
+	}
+	if open := h.sqlInt(`SELECT count(*) FROM waves WHERE status NOT IN ('done', 'failed')`); open != 0 {
+		t.Errorf("%d waves still open", open)
+	}
+	p := h.progress("wnf")
+	if p.Queued != 0 || p.Valid < n*3/4 {
+		t.Errorf("after the realtime fallback: %+v, want every job final and most valid", p)
+	}
+	if realtime := h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wnf:%' AND price_basis = 'realtime'`); realtime < n {
+		t.Errorf("%d realtime attempts, want every job run realtime", realtime)
+	}
+}
+
 // A requeued batch-delivery batch runs in waves again, with a deadline of
 // its own run: the first run's may have passed.
 func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {

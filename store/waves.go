@@ -487,13 +487,15 @@ func (s *Store) PlacedJobs(ctx context.Context, waveID int64) ([]WaveRequest, er
 }
 
 // OpenWaves counts the waves of the providers named that are not yet done
-// or failed: a draining worker waits for the waves it can drive.
-func (s *Store) OpenWaves(ctx context.Context, providers []string) (int, error) {
+// or failed and that one of homes may drive (their home is one of them, or
+// none): a draining worker waits for the waves it can drive, not for those
+// of another queue or provider endpoint, which it could wait on for hours.
+func (s *Store) OpenWaves(ctx context.Context, providers, homes []string) (int, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM waves WHERE status NOT IN ('done', 'failed') AND provider = ANY($1)`,
-		providers).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM waves WHERE status NOT IN ('done', 'failed') AND provider = ANY($1)
+		AND (home = '' OR home = ANY($2))`, providers, homes).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count open waves: %w", err)
 	}
 	return n, nil

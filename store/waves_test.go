@@ -168,12 +168,13 @@ func TestWaveLedger(t *testing.T) {
 	if got := placedIDs(w.ID); len(got) != 0 {
 		t.Fatalf("placed in wave 1 after release: %v", got)
 	}
-	if n, err := s.OpenWaves(ctx, []string{"openai"}); err != nil || n != 2 {
+	if n, err := s.OpenWaves(ctx, []string{"openai"}, []string{"stream J, openai https://x"}); err != nil || n != 2 {
 		t.Fatalf("OpenWaves: %d %v, want 2", n, err)
 	}
-	if n, err := s.OpenWaves(ctx, []string{"anthropic"}); err != nil || n != 0 {
+	if n, err := s.OpenWaves(ctx, []string{"anthropic"}, []string{"stream J, openai https://x"}); err != nil || n != 0 {
 		t.Fatalf("OpenWaves of another provider: %d %v, want 0", n, err)
 	}
+
 	// Cancel asks for the open waves (wave 1 is still submitted, wave 2 recorded).
 	if n, err := s.CancelWaves(ctx, "wv"); err != nil || n != 2 {
 		t.Fatalf("CancelWaves: %d %v", n, err)
@@ -250,6 +251,14 @@ func TestOwedByQueue(t *testing.T) {
 	}
 	if n := owed(); n != 2 {
 		t.Errorf("one in a running wave: %d owed, want 2", n)
+	}
+	// A wave of another queue or endpoint is not a draining worker's to
+	// wait for (one waited three minutes on another batch's wave).
+	if n, err := s.OpenWaves(ctx, []string{"openai"}, []string{"q2"}); err != nil || n != 0 {
+		t.Errorf("OpenWaves of another home: %d %v, want 0", n, err)
+	}
+	if n, err := s.OpenWaves(ctx, []string{"openai"}, []string{"q2", "h"}); err != nil || n != 1 {
+		t.Errorf("OpenWaves of its home: %d %v, want 1", n, err)
 	}
 	// Its result recorded, it waits in the wave for its next attempt: the
 	// wave still owns it (counted as owed, report wait called a resting
