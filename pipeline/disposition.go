@@ -158,7 +158,7 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 	if err != nil {
 		w.log.WarnContext(ctx, "worker: "+kind.label(), slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
 	}
-	w.count(kind.label())
+	w.count(kind)
 	// What the delivery's replies paid for is in the ledger or on disk.
 	w.journal.done(journalKey(jobIDOf(msg, env), deliveredOf(msg)))
 }
@@ -250,11 +250,17 @@ func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 	w.dispose(ctx, msg, env, Disposition{Kind: DispForeign, Delay: 2 * w.cfg.ForeignDelay})
 }
 
-func (w *Worker) count(kind string) {
-	if kind != "nak" {
+// count counts a message's disposition: in the metrics, and in the
+// progress log's finished jobs (a message acked for its place in a wave
+// is counted there when the wave finishes its job) or jobs put in waves.
+func (w *Worker) count(kind DispositionKind) {
+	switch kind {
+	case DispWave:
+		w.waved.Add(1)
+	case DispAck, DispSkip, DispReject, DispDead:
 		w.finished.Add(1)
 	}
-	w.cfg.Metrics.Dispositions.WithLabelValues(kind).Inc()
+	w.cfg.Metrics.Dispositions.WithLabelValues(kind.label()).Inc()
 }
 
 func truncate(s string, n int) string {

@@ -736,8 +736,10 @@ func (v *waves) poll(ctx context.Context, log *slog.Logger, client BatchClient, 
 		return err
 	}
 	wave.Status = store.WaveEnded
-	log.InfoContext(ctx, "worker: wave ended", slog.String("state", string(st.State)), slog.Int("succeeded", st.Counts.Succeeded),
-		slog.Int("errored", st.Counts.Errored), slog.Int("expired", st.Counts.Expired))
+	// The provider's counts do not tell expired or cancelled requests
+	// from errored ones (OpenAI counts them failed): its results do, and
+	// are logged once recorded.
+	log.InfoContext(ctx, "worker: wave ended", slog.String("state", string(st.State)), slog.Int("requests", st.Counts.Total))
 	v.at("ended", wave.ID)
 	return v.process(ctx, log, client, wave, &st)
 }
@@ -809,6 +811,11 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 			return err
 		}
 		v.w.cfg.Metrics.observeWave(outs)
+		for i := range outs {
+			if outs[i].Finished {
+				v.w.finished.Add(1)
+			}
+		}
 		outs = outs[:0]
 		v.at("outcomes", wave.ID)
 		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})
@@ -891,6 +898,8 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Counts: &counts, Lease: v.cfg.Lease}); err != nil {
 		return err
 	}
+	log.InfoContext(ctx, "worker: wave results recorded", slog.Int("succeeded", counts[0]), slog.Int("errored", counts[1]),
+		slog.Int("expired", counts[2]), slog.Int("cancelled", counts[3]))
 	v.at("recorded_results", wave.ID)
 	return v.next(ctx, log, client, wave, st)
 }

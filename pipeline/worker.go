@@ -280,7 +280,8 @@ type Worker struct {
 	background   conc.WaitGroup // ledger-write retries waiting out a pause
 
 	inFlight   atomic.Int64
-	finished   atomic.Int64 // messages acked, skipped or terminated
+	finished   atomic.Int64 // jobs finished here: messages acked, skipped or terminated, and jobs a wave finished
+	waved      atomic.Int64 // jobs put in waves (their messages acked)
 	foreignLog sync.Map     // batch -> *foreignCount, for one error line a minute per batch
 	probing    atomic.Bool  // the last job seen was not in this ledger
 	caps       sync.Map     // batch -> *capEntry
@@ -605,9 +606,13 @@ func (w *Worker) logProgress(ctx context.Context) {
 		case <-t.C:
 		}
 		done := w.finished.Load()
-		w.log.InfoContext(ctx, "worker: progress", slog.Int64("finished", done),
+		attrs := []any{slog.Int64("finished", done),
 			slog.Float64("per_second", math.Round(10*float64(done-last)/w.cfg.ProgressEvery.Seconds())/10),
-			slog.Int64("in_flight", w.inFlight.Load()), slog.Duration("uptime", time.Since(start).Round(time.Second)))
+			slog.Int64("in_flight", w.inFlight.Load()), slog.Duration("uptime", time.Since(start).Round(time.Second))}
+		if n := w.waved.Load(); n > 0 {
+			attrs = append(attrs, slog.Int64("put_in_waves", n))
+		}
+		w.log.InfoContext(ctx, "worker: progress", attrs...)
 		last = done
 	}
 }

@@ -783,6 +783,11 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			if p.Unpublished > 0 {
 				return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, %d of them never published (run enqueue --batch %s --resume)", batch, timeout, p.Queued, p.Total, p.Unpublished, batch)
 			}
+			if owed, err := st.OwedByQueue(ctx, batch); err == nil && p.Queued > owed {
+				// The rest sit in provider batches a worker drives.
+				return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, %d of them in open provider batches (waves take minutes to hours: see them in report summary %s)",
+					batch, timeout, p.Queued, p.Total, p.Queued-owed, batch)
+			}
 			return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued (are workers running on this ledger?)", batch, timeout, p.Queued, p.Total)
 		case <-time.After(every):
 		}

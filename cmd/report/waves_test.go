@@ -210,3 +210,26 @@ func TestWaveTimes(t *testing.T) {
 		})
 	}
 }
+
+// report wait that times out on a batch whose queued jobs sit in open
+// provider batches says so, instead of asking whether workers run (a
+// worker was driving them).
+func TestReportWaitTimesOutOnWaves(t *testing.T) {
+	t.Parallel()
+	dsn := seedWaves(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Jobs reach a wave through the queue: they were published.
+	if err := st.MarkPublished(ctx, []string{"bw-1", "bw-2", "bw-3", "bw-4"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"wait", "bw", "--timeout", "1s", "--database-url", dsn}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "2 of 4 jobs still queued, 2 of them in open provider batches") {
+		t.Errorf("wait: exit %d, stderr %q; want exit 1 naming the 2 jobs in open provider batches", code, errOut.String())
+	}
+}

@@ -275,7 +275,7 @@ var errInterrupted = errors.New("stopped before the queue was drained")
 // left of the batch when one is named.
 func (c drainCheck) interrupted(ctx context.Context, st *store.Store) error {
 	if c.batch == "" {
-		return fmt.Errorf("%w: jobs in flight were handed back; run the worker again to finish", errInterrupted)
+		return fmt.Errorf("%w: what was left (jobs in the queue, jobs in flight, which were handed back, or open provider batches) is finished by the next worker run", errInterrupted)
 	}
 	p, err := st.Progress(ctx, c.batch)
 	if err != nil {
@@ -283,10 +283,10 @@ func (c drainCheck) interrupted(ctx context.Context, st *store.Store) error {
 	}
 	if p.Queued == 0 {
 		// The batch asked about is done; the queue held other work.
-		return fmt.Errorf("%w (other batches' jobs were left in the queue), though every job of batch %s is final: check it with report wait %s",
+		return fmt.Errorf("%w (other work was left: other batches' jobs in the queue or open provider batches), though every job of batch %s is final: check it with report wait %s",
 			errInterrupted, c.batch, c.batch)
 	}
-	return fmt.Errorf("%w: %d of %d jobs of batch %s are not final yet; run the worker again to finish", errInterrupted, p.Queued, p.Total, c.batch)
+	return fmt.Errorf("%w: %d of %d jobs of batch %s are not final yet (in the queue or in open provider batches); run the worker again to finish", errInterrupted, p.Queued, p.Total, c.batch)
 }
 
 // check reports the batch and fails when it is not done or fails too much:
