@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,8 +86,9 @@ func TestSpendCapThreeWorkers(t *testing.T) {
 	var biggest int64
 	for i := 1; i <= n; i++ {
 		j, as := h.job(jobID("b", i))
-		if j.Status == store.StatusOverBudget && (strings.Count(j.Error, "spend cap reached") != 1 || !strings.Contains(j.Error, "tokens spent of")) {
-			t.Errorf("job %d: error %q; want the cap's reason once", i, j.Error)
+		if j.Status == store.StatusOverBudget && (strings.Count(j.Error, "spend cap reached") != 1 || !strings.Contains(j.Error, "tokens spent of") ||
+			!regexp.MustCompile(`may take up to \d+ \(its prompt and all its max tokens of output\), more than the -?\d+ left`).MatchString(j.Error)) {
+			t.Errorf("job %d: error %q; want the cap's reason once, with the call's worst case and what was left", i, j.Error)
 		}
 		for _, a := range as {
 			biggest = max(biggest, a.TokensIn+a.TokensOut)

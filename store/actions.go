@@ -344,12 +344,12 @@ func (s *Store) Reserve(ctx context.Context, batch string, tokens int64, costUSD
 			return err
 		}
 		if c.MaxTotalTokens != nil && spentT+tokens > *c.MaxTotalTokens {
-			return fmt.Errorf("%w: %d tokens spent of %d, this call needs about %d",
-				ErrOverBudget, spentT, *c.MaxTotalTokens, tokens)
+			return fmt.Errorf("%w: %d tokens spent of %d, and this call may take up to %d (its prompt and all its max tokens of output), more than the %d left",
+				ErrOverBudget, spentT, *c.MaxTotalTokens, tokens, *c.MaxTotalTokens-spentT)
 		}
 		if c.MaxCostUSD != nil && spentC+costUSD > *c.MaxCostUSD {
-			return fmt.Errorf("%w: $%.6f spent of $%.6f, this call needs about $%.6f",
-				ErrOverBudget, spentC, *c.MaxCostUSD, costUSD)
+			return fmt.Errorf("%w: $%.6f spent of $%.6f, and this call may cost up to $%.6f (its prompt and all its max tokens of output), more than the $%.6f left",
+				ErrOverBudget, spentC, *c.MaxCostUSD, costUSD, *c.MaxCostUSD-spentC)
 		}
 		if (c.MaxTotalTokens != nil && spentT+heldT+tokens > *c.MaxTotalTokens) ||
 			(c.MaxCostUSD != nil && spentC+heldC+costUSD > *c.MaxCostUSD) {

@@ -120,7 +120,11 @@ func commandHelp(w io.Writer, cmd string, fs *flag.FlagSet) {
 			fmt.Fprintln(w, "\n"+usage[i:i+end])
 		}
 	}
-	fmt.Fprintln(w, "\nExit status: 0 done, 1 an error or the failure rate over R, 2 bad usage.")
+	if cmd == "wait" {
+		fmt.Fprintln(w, "\nExit status: 0 done, 1 an error, not done in time or the failure rate over --max-failure-rate, 2 bad usage.")
+	} else {
+		fmt.Fprintln(w, "\nExit status: 0 done, 1 an error (an unknown batch or job), 2 bad usage.")
+	}
 	fmt.Fprintln(w, "\nEnvironment:\n  DATABASE_URL  Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)")
 }
 
