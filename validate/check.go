@@ -367,26 +367,41 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 	// mean. A fragment in the explanation ("I set {"age": 31} because"),
 	// a citation [1] or a value before the chosen one (a draft it
 	// corrected, the input it quoted) is not.
+	// So is one before it, labelled as the answer, when the chosen value
+	// is not: "Answer: {<wrong>}. Example of the format: {...}".
+	cLabelled := labelled(reply, c)
 	for j := range cands {
 		o := &cands[j]
-		if o.Start < c.End || !sameAnswer(value, o.Value) || SameValue(o.Value, value) || !setOut(reply, o) {
+		after := o.Start >= c.End && setOut(reply, o)
+		before := o.End <= c.Start && !cLabelled && labelled(reply, o)
+		if !after && !before || !sameAnswer(value, o.Value) || SameValue(o.Value, value) {
 			continue
 		}
 		why := "does not fit the schema"
 		if o.Truncated {
 			why = "is cut off"
 		}
+		if before {
+			return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
+				"%s: the reply holds an answer at offset %d (%s) that %s, then a JSON value that fits the schema at offset %d (%s); reply with only the value meant",
+				rootDisplay, o.Start, snippetAt(reply, o.Start), why, c.Start, snippetAt(reply, c.Start))}}
+		}
 		return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
 			"%s: the reply holds a JSON value that fits the schema at offset %d (%s), then another answer at offset %d (%s) that %s; reply with only the value meant",
 			rootDisplay, c.Start, snippetAt(reply, c.Start), o.Start, snippetAt(reply, o.Start), why)}}
 	}
-	// An answer set out after it that could not be read at all ("Answer:
-	// {"age": 1 500}", dropped as a fragment): the example before it is
-	// not what the model meant either.
-	if at := unreadAnswer(reply, cands, c, value); at >= 0 {
+	// An answer set out that could not be read at all ("Answer: {"age":
+	// 1 500}", dropped as a fragment), after the chosen value or, when it
+	// is not labelled itself, before it: the example is not what the
+	// model meant either.
+	if at := unreadAnswer(reply, cands, c, value, !cLabelled); at >= 0 {
+		order := "then another answer at offset %[3]d (%[4]s) that could not be read"
+		if at < c.Start {
+			order = "after an answer at offset %[3]d (%[4]s) that could not be read"
+		}
 		return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
-			"%s: the reply holds a JSON value that fits the schema at offset %d (%s), then another answer at offset %d (%s) that could not be read; reply with only the value meant",
-			rootDisplay, c.Start, snippetAt(reply, c.Start), at, snippetAt(reply, at))}}
+			"%[5]s: the reply holds a JSON value that fits the schema at offset %[1]d (%[2]s), "+order+"; reply with only the value meant",
+			c.Start, snippetAt(reply, c.Start), at, snippetAt(reply, at), rootDisplay)}}
 	}
 	return nil
 }
@@ -395,11 +410,11 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 // answerLabels), then the bracket opening what it labels.
 var answerLabel = regexp.MustCompile(`(?i)\b(?:` + strings.Join(answerLabels, "|") + `)\w*\b[^\n:]{0,30}:[ \t]*\n?[ \t]*([{\[])`)
 
-// unreadAnswer returns the offset of a bracket after chosen candidate c,
-// of c's kind (an object's '{', an array's '['), that an answer label sets
-// out and where no candidate starts: an answer extract could not read.
-// -1 when there is none.
-func unreadAnswer(reply string, cands []extract.Candidate, c *extract.Candidate, value any) int {
+// unreadAnswer returns the offset of a bracket after chosen candidate c
+// (or, with before, ahead of it), of c's kind (an object's '{', an
+// array's '['), that an answer label sets out and where no candidate
+// starts: an answer extract could not read. -1 when there is none.
+func unreadAnswer(reply string, cands []extract.Candidate, c *extract.Candidate, value any, before bool) int {
 	var open byte
 	switch value.(type) {
 	case map[string]any:
@@ -409,12 +424,16 @@ func unreadAnswer(reply string, cands []extract.Candidate, c *extract.Candidate,
 	default:
 		return -1
 	}
-	if c.End >= len(reply) {
+	from := c.End
+	if before {
+		from = 0
+	}
+	if from >= len(reply) {
 		return -1
 	}
-	for _, m := range answerLabel.FindAllStringSubmatchIndex(reply[c.End:], -1) {
-		at := c.End + m[2]
-		if reply[at] != open {
+	for _, m := range answerLabel.FindAllStringSubmatchIndex(reply[from:], -1) {
+		at := from + m[2]
+		if reply[at] != open || c.Start <= at && at < c.End {
 			continue
 		}
 		read := false
@@ -482,9 +501,12 @@ var answerLabels = []string{"answer", "output", "result", "correct", "final", "j
 // setOut reports whether candidate o is set out as an answer: fenced or
 // tagged, or right after a label ending in a colon (answerLabels).
 func setOut(reply string, o *extract.Candidate) bool {
-	if o.Source == extract.SourceFence || o.Source == extract.SourceTag {
-		return true
-	}
+	return o.Source == extract.SourceFence || o.Source == extract.SourceTag || labelled(reply, o)
+}
+
+// labelled reports whether candidate o comes right after an answer label
+// ending in a colon (answerLabels): "Answer: {...}".
+func labelled(reply string, o *extract.Candidate) bool {
 	before := strings.TrimRight(reply[:min(o.Start, len(reply))], " \t\r\n")
 	if !strings.HasSuffix(before, ":") {
 		return false

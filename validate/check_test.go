@@ -400,6 +400,11 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 			// fragment extract drops): the example is not the answer.
 			{obj, "Example: {\"name\": \"x\", \"age\": 0}\nAnswer: {\"name\": \"Alice\", \"age\": 1 500}"},
 			{obj, "Example: {\"name\": \"x\", \"age\": 0}\nFinal answer:\n{name: Alice Smith, age: }"},
+			// The labelled answer comes first and does not fit (or cannot
+			// be read); an unlabelled value after it fits: it is not what
+			// the model set out as its answer.
+			{obj, "Answer: {\"name\": \"Alice\", \"age\": \"unknown\"}. Example of the format: {\"name\": \"x\", \"age\": 0}"},
+			{obj, "Corrected: {\"name\": \"Alice\", \"age\": 1 500}\nPrevious: {\"name\": \"Alice\", \"age\": 3}"},
 		} {
 			got := CheckWith(tc.s, tc.reply, CheckOptions{Coerce: mode})
 			if got.Valid || len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous" || got.Class != ClassSyntax {
@@ -411,6 +416,7 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 			"Input was {\"text\": \"hi\"}. Answer: {\"name\":\"a\",\"age\":1}",                                       // the other value does not fit
 			"{\"name\":\"a\",\"age\":1}\n(input: {\"text\": \"hi\", \"id\": 7})",                                     // nor is it an answer's shape
 			"Draft: {\"name\":\"a\",\"age\":\"x\"}\nFixed: {\"name\":\"a\",\"age\":1}",                               // a wrong draft, then its correction
+			"Answer: {\"name\":\"a\",\"age\":\"x\"}\nCorrected answer: {\"name\":\"a\",\"age\":1}",                   // a labelled correction of a labelled answer
 			"```json\n{\"name\": \"a\", \"age\": 1.0}\n```\nSummary:\n```json\n{\"age\": 1e0, \"name\": \"a\"}\n```", // one value, written two ways
 			// Fragments in the explanation after the answer, not set out as
 			// answers: a member repeated, a what-if, a schema echo, the
