@@ -756,3 +756,25 @@ func TestPatchAmongOtherArrays(t *testing.T) {
 		}
 	}
 }
+
+// A refusal the provider gives apart from an empty reply (OpenAI's
+// message.refusal) is recorded as what it is: its error said "no JSON
+// value: reply is empty", and error_paths counted it with syntax errors.
+func TestRefusalApartFromTheReply(t *testing.T) {
+	t.Parallel()
+	step, err := Start(patchJob(t, Limits{MaxAttempts: 2, Strategy: StrategyRepair}), nil, patchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if act := step.Next(); act.Request == nil {
+		t.Fatalf("first action %+v, want a request", act)
+	}
+	const refusal = "I'm sorry, but I can't help with that."
+	a, _ := step.Feed(&llm.Response{Refusal: refusal, FinishReason: llm.FinishRefusal}, nil, patchClock)
+	if a.Class != OutcomeRefusal || a.Raw != refusal {
+		t.Fatalf("attempt class %q raw %q; want a refusal keeping its text", a.Class, a.Raw)
+	}
+	if len(a.Errors) != 1 || a.Errors[0].Keyword != "refusal" || !strings.Contains(a.Errors[0].Message, `the model refused: "I'm sorry`) {
+		t.Errorf("errors %+v; want one refusal error quoting it", a.Errors)
+	}
+}

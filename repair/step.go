@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	json "github.com/segmentio/encoding/json"
@@ -320,7 +321,12 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 		// cut: never accepted, however valid what is left.
 		a.Class = OutcomeRefusal
 		if resp.Refusal != "" && a.Raw == "" {
+			// The refusal came apart from the (empty) reply: its errors
+			// said "reply is empty", and error_paths counted it a syntax
+			// error.
 			a.Raw = resp.Refusal
+			a.Errors = []validate.Error{{Path: "", Keyword: "refusal", Class: validate.ClassSyntax,
+				Message: "no JSON value: the model refused: " + strconv.Quote(clipText(resp.Refusal, 80))}}
 		}
 	case resp.FinishReason == llm.FinishLength:
 		// A cut-off reply is never accepted, even when closing it would
@@ -552,4 +558,13 @@ func (s *Step) recordRequest(a *Attempt, req *llm.Request) {
 			a.System = sys
 		}
 	}
+}
+
+// clipText is s cut to at most n runes, with an ellipsis when cut.
+func clipText(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
 }
