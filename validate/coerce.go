@@ -871,8 +871,9 @@ func within(errs []Error, left map[errKey]int, allowed ...string) bool {
 		k := errKey{e.Path, e.Keyword}
 		if left[k] == 0 {
 			// The moved value's own errors may show; its new name not
-			// being allowed (another alternative's) may not.
-			if len(set) > 0 && underSet(e.Path, set) && !(set[e.Path] && (e.Keyword == "additionalProperties" || e.Keyword == "unevaluatedProperties")) {
+			// being allowed (another alternative's, or against
+			// propertyNames) may not.
+			if len(set) > 0 && underSet(e.Path, set) && !(set[e.Path] && nameKeyword(e.Keyword)) {
 				continue
 			}
 			return false
@@ -880,6 +881,16 @@ func within(errs []Error, left map[errKey]int, allowed ...string) bool {
 		left[k]--
 	}
 	return true
+}
+
+// nameKeyword reports whether an error of keyword at a property's own
+// location is about its name, not its value.
+func nameKeyword(keyword string) bool {
+	switch keyword {
+	case "additionalProperties", "unevaluatedProperties", "propertyNames":
+		return true
+	}
+	return false
 }
 
 // underSet reports whether path or one of its ancestors is in set.

@@ -214,6 +214,10 @@ var coerceCases = []coerceCase{
 	// 6. a property under another case or separators of its name.
 	{name: "rename a required property", schema: objSchema, value: `{"ID":1}`, want: `{"id":1}`,
 		repairs: `[{"kind":"rename_key","offset":0,"pointer":"/id","before":"ID","after":"id"}]`},
+	// The new name would break propertyNames: the model would be pointed
+	// at a key it never wrote.
+	{name: "refused: rename to a name propertyNames forbids", schema: `{"type":"object","properties":{"user_id":{"type":"integer"}},"additionalProperties":false,"propertyNames":{"maxLength":6}}`,
+		value: `{"UserId":5}`, errs: []string{"/UserId additionalProperties"}},
 	{name: "rename camelCase to snake_case", schema: renameSchema, value: `{"customerName":"Ada","total":3}`, want: `{"customer_name":"Ada","total":3}`,
 		repairs: `[{"kind":"rename_key","offset":0,"pointer":"/customer_name","before":"customerName","after":"customer_name"}]`},
 	{name: "rename with spaces and hyphens", schema: renameSchema, value: `{"Customer Name":"Ada","TOTAL":3}`, want: `{"customer_name":"Ada","total":3}`,
