@@ -336,7 +336,7 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 		if j == chosen || (o.Start < c.End && c.Start < o.End) || SameValue(o.Value, value) {
 			continue
 		}
-		if len(ExtractionErrors(reply, o)) > 0 {
+		if len(ExtractionErrors(reply, o)) > 0 || o.Start >= c.End && citation(reply, o) {
 			continue
 		}
 		errs := s.Validate(o.Value)
@@ -404,6 +404,33 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 			c.Start, snippetAt(reply, c.Start), at, snippetAt(reply, at), rootDisplay)}}
 	}
 	return nil
+}
+
+// citationCue ends the text before a citation: "as shown in [3]", "see
+// [2]", "(source: [1])".
+var citationCue = regexp.MustCompile(`(?i)(?:\b(?:in|see|cf|ref|refs|reference|references|source|sources|from|per)\.?:?|\()[ \t]*$`)
+
+// citation reports whether candidate o reads as a citation in prose after
+// the answer: one to three small integers in brackets, found in the
+// reply's text (not fenced or tagged), right after a cue such as "see"
+// or "in". "The answer is [1, 2] as shown in [3]" holds one answer.
+func citation(reply string, o *extract.Candidate) bool {
+	if o.Source == extract.SourceFence || o.Source == extract.SourceTag {
+		return false
+	}
+	items, ok := o.Value.([]any)
+	if !ok || len(items) == 0 || len(items) > 3 {
+		return false
+	}
+	for _, it := range items {
+		n, ok := it.(json.Number)
+		if !ok || len(n) > 3 || strings.ContainsAny(string(n), ".eE-+") {
+			return false
+		}
+	}
+	line := reply[:o.Start]
+	line = line[strings.LastIndexByte(line, '\n')+1:]
+	return citationCue.MatchString(line)
 }
 
 // answerLabel finds an answer label ending in a colon (a word of

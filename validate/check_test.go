@@ -443,6 +443,21 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 				t.Errorf("%s %q: %v; want valid", mode, reply, got.Errors)
 			}
 		}
+		// A citation after an answer that is itself an array of integers:
+		// it fits the schema, but it is not a second answer (a re-ask was
+		// paid for it). "maybe [3]" is.
+		for _, reply := range []string{
+			"The answer is [1, 2] as shown in [3].",
+			"[1, 2]\nNote: this follows the rule, see [2].",
+			"[1, 2] (source: [4])",
+		} {
+			if got := CheckWith(arr, reply, CheckOptions{Coerce: mode}); !got.Valid {
+				t.Errorf("%s %q: %v; want valid", mode, reply, got.Errors)
+			}
+		}
+		if got := CheckWith(arr, "[1, 2] or maybe [3]", CheckOptions{Coerce: mode}); got.Valid {
+			t.Errorf("%s: [1, 2] or maybe [3] is valid; want ambiguous", mode)
+		}
 		// A number opening a line of words in a fence or tag is not a
 		// second value.
 		for _, reply := range []string{"<answer>7\n2 issues found: tone and length.</answer>", "```\n7\n\n3 minor typos\n```", "<answer>\n7\n\n1. counted rows\n</answer>"} {
