@@ -579,6 +579,11 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 			if !vw.strClosed {
 				return fix{}, false
 			}
+			if _, k, ok := jsonLiteral(x); ok && vw.kinds&k != 0 {
+				// "true" where the enum has "TRUE" and true: which one is
+				// not the fix's to choose.
+				return fix{}, false
+			}
 			a, ok := uniqueFold(x, vw.strs)
 			if !ok {
 				return fix{}, false

@@ -214,6 +214,11 @@ var coerceCases = []coerceCase{
 	// 6. a property under another case or separators of its name.
 	{name: "rename a required property", schema: objSchema, value: `{"ID":1}`, want: `{"id":1}`,
 		repairs: `[{"kind":"rename_key","offset":0,"pointer":"/id","before":"ID","after":"id"}]`},
+	// "true" is the string "TRUE" in another case and the boolean true.
+	{name: "refused: enum case where the text is also an allowed literal", schema: `{"type":"object","properties":{"e":{"enum":["TRUE",true]}}}`,
+		value: `{"e":"true"}`, errs: []string{"/e enum"}},
+	{name: "enum case where the literal is not allowed", schema: `{"type":"object","properties":{"e":{"enum":["TRUE","FALSE"]}}}`,
+		value: `{"e":"true"}`, want: `{"e":"TRUE"}`, repairs: `[{"kind":"enum_case","offset":0,"pointer":"/e","before":"true","after":"TRUE"}]`},
 	// The new name would break propertyNames: the model would be pointed
 	// at a key it never wrote.
 	{name: "refused: rename to a name propertyNames forbids", schema: `{"type":"object","properties":{"user_id":{"type":"integer"}},"additionalProperties":false,"propertyNames":{"maxLength":6}}`,
