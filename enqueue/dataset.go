@@ -266,6 +266,11 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 		}
 		first := map[string]int{}
 		for i, name := range rr.header {
+			if strings.TrimSpace(name) == "" {
+				// Its values would reach neither a template nor an export
+				// column anyone can name.
+				return nil, 1, &fatalReadError{fmt.Errorf("the CSV header's column %d has no name: name it, or remove the column", i+1)}
+			}
 			if j, ok := first[name]; ok {
 				return nil, 1, &fatalReadError{fmt.Errorf("the CSV header names column %q twice (columns %d and %d): each row would keep only one of them", name, j+1, i+1)}
 			}

@@ -152,6 +152,10 @@ func TestRowReaderDuplicateColumns(t *testing.T) {
 	if !errors.As(err, &fatal) || !strings.Contains(err.Error(), `column "text" twice (columns 2 and 3)`) {
 		t.Errorf("next() = %v; want a fatal error naming the column twice", err)
 	}
+	rr = newRowReader(FormatCSV, strings.NewReader("id,,text\n1,x,a\n"))
+	if _, _, err := rr.next(); !errors.As(err, &fatal) || !strings.Contains(err.Error(), "column 2 has no name") {
+		t.Errorf("next() = %v; want a fatal error naming the column with no name", err)
+	}
 }
 
 // A row that is not UTF-8 (a Latin-1 export) is a bad row naming the byte,

@@ -69,9 +69,11 @@ directory), all with the batch's recorded settings (pass only --batch).
 enqueue cap --help). requeue, cancel and cap act on a batch after it ran: run
 'enqueue COMMAND --help' for each.
 
-Exit status: 0 done, 1 failed (run the same command again; nothing is lost),
-2 bad usage (a typo in a flag, an unknown provider, mode or
-strategy, a schema or template that does not parse, changed settings).`
+Exit status: 0 done; 1 failed: the dataset was refused (more bad rows than
+--max-bad-rows, no rows, a header it cannot use: nothing is recorded; fix the
+data), or a service failed (run the same command again; nothing is lost);
+2 bad usage (a typo in a flag, an unknown provider, mode or strategy, a schema
+or template that does not parse, changed settings).`
 
 const envHelp = `  DATABASE_URL          Postgres ledger (default postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable)
   NATS_URL              NATS server; empty (the default) means the embedded queue in --nats-dir, the one
