@@ -428,9 +428,15 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	case err != nil:
 		return fmt.Errorf("%w\n(the jobs recorded so far are kept, and the batch is marked partly recorded: run the same command again to record the rest)", err)
 	}
-	fmt.Fprintf(stdout, "batch %s: %s read, %s recorded, %d published, %d already enqueued, %s skipped, %s, %d republished, %s dropped by the queue, in %s\n",
+	dups := ""
+	if prog.Duplicates > 0 {
+		// Sent, and dropped because the queue had them: another run
+		// (concurrent, or earlier) published them first.
+		dups = fmt.Sprintf(", %d sent that the queue already held (dropped as duplicates)", prog.Duplicates)
+	}
+	fmt.Fprintf(stdout, "batch %s: %s read, %s recorded, %d published, %d already enqueued, %s skipped, %s, %d republished%s, in %s\n",
 		cfg.Batch, cli.Plural(prog.Rows, "row"), cli.Plural(prog.Recorded, "job"), prog.Published, prog.Existing, cli.Plural(prog.Repeated, "repeated row"),
-		cli.Plural(len(prog.Bad), "bad row"), prog.Republished, cli.Plural(prog.Duplicates, "duplicate"), time.Since(start).Round(time.Millisecond))
+		cli.Plural(len(prog.Bad), "bad row"), prog.Republished, dups, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
