@@ -339,6 +339,18 @@ func (p *parser) value() bool {
 	if q, _ := quoteAt(p.src, p.i); q != qNone {
 		return p.str(false, -1)
 	}
+	if c == '-' {
+		// -Infinity, -NaN: non-finite, like Infinity (it was read as the
+		// unquoted string "-Infinity", valid wherever a string is).
+		for _, w := range [...]string{"-Infinity", "-NaN"} {
+			if j := p.i + len(w); strings.HasPrefix(p.src[p.i:p.end], w) && (j >= p.end || !isIdent(p.src[j])) {
+				p.repair(KindNonFinite, p.i)
+				p.out = append(p.out, "null"...)
+				p.i = j
+				return true
+			}
+		}
+	}
 	if c == '-' || c == '.' || isDigit(c) {
 		return p.number()
 	}
