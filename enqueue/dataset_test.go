@@ -364,13 +364,13 @@ func TestRowReaderRefusesNUL(t *testing.T) {
 func TestTemplateSeesJSON(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Batch: "tv", Schema: []byte(`{"type":"object"}`), Provider: "openai", Model: "m", Format: FormatJSONL, MaxBadRows: -1,
-		Template: `T={{.text}} A={{.arr}} O={{.obj}} K={{.obj.k}} B={{.b}} J={{json .}} I={{index .arr 0}} {{if .text}}text{{else}}none{{end}} {{range .arr}}[{{.}}]{{end}} {{len .arr}}{{if .note}} N={{.note}}{{end}}`}
-	data := `{"text":null,"arr":[1,"x",{"a":null}],"obj":{"k":1.50},"b":true,"note":"n"}` + "\n" + `{"text":"t","arr":[2],"obj":{"k":2},"b":false}` + "\n"
+		Template: `T={{.text}} A={{.arr}} O={{.obj}} K={{.obj.k}} B={{.b}} J={{json .}} I={{index .arr 0}} {{if .text}}text{{else}}none{{end}} {{range .arr}}[{{.}}]{{end}} {{len .arr}} R={{range .lst}}x{{else}}empty{{end}} H={{.obj.h}}{{if .note}} N={{.note}}{{end}}`}
+	data := `{"text":null,"arr":[1,"x",{"a":null}],"obj":{"k":1.50,"h":"<b>&</b>"},"b":true,"note":"n","lst":null}` + "\n" + `{"text":"t","arr":[2],"obj":{"k":2,"h":""},"b":false,"lst":[]}` + "\n"
 	rep, err := DryRun(t.Context(), nil, cfg, strings.NewReader(data), 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `T=null A=[1,"x",{"a":null}] O={"k":1.50} K=1.50 B=true J={"arr":[1,"x",{"a":null}],"b":true,"note":"n","obj":{"k":1.50},"text":null} I=1 none [1][x][{"a":null}] 3 N=n`
+	want := `T=null A=[1,"x",{"a":null}] O={"h":"<b>&</b>","k":1.50} K=1.50 B=true J={"arr":[1,"x",{"a":null}],"b":true,"lst":null,"note":"n","obj":{"h":"<b>&</b>","k":1.50},"text":null} I=1 none [1][x][{"a":null}] 3 R=empty H=<b>&</b> N=n`
 	if rep.Prompt != want {
 		t.Errorf("prompt\n%s\nwant\n%s", rep.Prompt, want)
 	}

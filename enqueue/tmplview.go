@@ -2,6 +2,7 @@ package enqueue
 
 import (
 	"encoding/json"
+	"strings"
 	"text/template"
 )
 
@@ -22,27 +23,32 @@ type tmplArray []any
 
 func (a tmplArray) String() string { return jsonText(a) }
 
-// tmplNull is a JSON null in a template, as a nil *tmplNull: it prints as
-// null and is false in {{if}}.
-type tmplNull struct{}
+// tmplNull is a JSON null in a template, always a nil tmplNull: it prints
+// as null, is false in {{if}}, and {{range}} over it runs its {{else}}, as
+// over a missing value.
+type tmplNull []any
 
-func (*tmplNull) String() string { return "null" }
+func (tmplNull) String() string { return "null" }
 
 // MarshalJSON writes null.
-func (*tmplNull) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
+func (tmplNull) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
 
-// jsonText is v as compact JSON, as the row wrote it (numbers as written).
+// jsonText is v as compact JSON: numbers as written, object keys sorted,
+// and <, > and & as themselves (a prompt is no HTML page).
 func jsonText(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return "<" + err.Error() + ">"
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// templateView is row as the template sees it.
-func templateView(row map[string]any) map[string]any {
-	out := make(map[string]any, len(row))
+// templateView is row as the template sees it: {{.}} prints the row as
+// JSON too.
+func templateView(row map[string]any) tmplObject {
+	out := make(tmplObject, len(row))
 	for k, v := range row {
 		out[k] = viewOf(v)
 	}
@@ -52,7 +58,7 @@ func templateView(row map[string]any) map[string]any {
 func viewOf(v any) any {
 	switch x := v.(type) {
 	case nil:
-		return (*tmplNull)(nil)
+		return tmplNull(nil)
 	case map[string]any:
 		o := make(tmplObject, len(x))
 		for k, e := range x {

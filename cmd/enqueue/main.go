@@ -346,14 +346,26 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			return usageError{Err: err}
 		}
 	}
+	if *dryRun {
+		// A dry run records nothing, and migrates nothing either: a newer
+		// binary's dry run moved a shared ledger to a schema the running
+		// workers refused.
+		st, err := store.Open(ctx, c.dbURL, nil)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if applied, known, err := st.SchemaVersion(ctx); err != nil || applied != known {
+			fmt.Fprintf(stderr, "enqueue: the ledger is at migration %d of this binary's %d: the dry run reads nothing of it (no earlier batches to estimate from, no jobs it already holds)\n", applied, known)
+			return dryRunReport(ctx, nil, cfg, data, *limit, stdout)
+		}
+		return dryRunReport(ctx, st, cfg, data, *limit, stdout)
+	}
 	st, err := openLedger(ctx, c.dbURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if *dryRun {
-		return dryRunReport(ctx, st, cfg, data, *limit, stdout)
-	}
 	conn, err := c.openQueue()
 	if err != nil {
 		return err
@@ -479,7 +491,7 @@ func countLines(f *os.File) (int, error) {
 // dryRunReport prints what enqueue would do with the dataset and what it
 // would cost; it exits 1 (ErrTooManyBadRows) when the real run would stop
 // on bad rows.
-func dryRunReport(ctx context.Context, st *store.Store, cfg enqueue.Config, data io.Reader, limit int, stdout io.Writer) error {
+func dryRunReport(ctx context.Context, st enqueue.DryRunLedger, cfg enqueue.Config, data io.Reader, limit int, stdout io.Writer) error {
 	rep, err := enqueue.DryRun(ctx, st, cfg, data, limit, nil)
 	if errors.Is(err, enqueue.ErrBadConfig) {
 		return usageError{Err: err}
@@ -487,7 +499,7 @@ func dryRunReport(ctx context.Context, st *store.Store, cfg enqueue.Config, data
 	if err != nil {
 		return err
 	}
-	read := fmt.Sprintf("%d rows", rep.Rows)
+	read := cli.Plural(rep.Rows, "row")
 	if rep.Limited {
 		read = fmt.Sprintf("the first %d rows (--limit)", rep.Rows)
 	}

@@ -346,3 +346,30 @@ func TestHelpListsTheCommandsEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// A dry run migrates nothing: on a ledger behind this binary it says so
+// and estimates without it (a newer binary's dry run moved a shared ledger
+// to a schema the running workers refused).
+func TestEnqueueDryRunMigratesNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	empty := storetest.NewEmptyDB(t)
+	data := w.file("rows.jsonl", rows)
+	var out, errOut bytes.Buffer
+	args := append([]string{"--database-url", empty, "--nats-url", "", "--nats-dir", w.dir, "--nats-listen", "127.0.0.1:1", "--progress=false"},
+		append(w.args("d1", "--dry-run"), data)...)
+	if code := run(context.Background(), args, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("dry run on an empty ledger: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "the ledger is at migration 0 of this binary's") || !strings.Contains(out.String(), "read 2 rows: 2 would be jobs") {
+		t.Errorf("dry run on an empty ledger:\nstdout %s\nstderr %s", out.String(), errOut.String())
+	}
+	st, err := store.Open(context.Background(), empty, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if applied, _, err := st.SchemaVersion(context.Background()); err != nil || applied != 0 {
+		t.Errorf("after a dry run the ledger is at migration %d (%v), want 0: migrated nothing", applied, err)
+	}
+}
