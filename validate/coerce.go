@@ -706,22 +706,27 @@ func (s *Schema) renamesOf(root any, parent []string, obj map[string]any, cache 
 
 // listSeparators are the characters that make a string look like a list
 // written as text, which wrap_array does not make a one-item array:
-// separators and bullets.
-const listSeparators = ",;|\n\t•·"
+// separators (ASCII, and the ideographic comma, fullwidth comma and
+// semicolon) and bullets. A middle dot is a separator only between spaces
+// ("a · b"): inside a word it is a letter's ("Col·legi"), and the katakana
+// middle dot joins the parts of one name.
+const listSeparators = ",;|\n\t•、，；"
 
 // numberedItem matches an item number of a list written as text: "1. a
-// 2. b", "1) a".
+// 2. b", "1) a 2) b".
 var numberedItem = regexp.MustCompile(`(^|\s)\d{1,3}[.)]\s`)
 
 // listLike reports whether a string may be several items written as text:
-// it holds a separator or bullet (listSeparators), numbered items, or is
-// written as an array or a tuple ("['a']", "(a b)").
+// it holds a separator or bullet (listSeparators) or a spaced middle dot,
+// two or more numbered items ("1. a 2. b"; one is an address or a
+// sentence: "3. Main St", "I am 25. I live here"), or is written as an
+// array ("['a']", "[1 2]"; not "[draft] report").
 func listLike(s string) bool {
-	if strings.ContainsAny(s, listSeparators) || numberedItem.MatchString(s) {
+	if strings.ContainsAny(s, listSeparators) || strings.Contains(s, " · ") || len(numberedItem.FindAllStringIndex(s, 2)) >= 2 {
 		return true
 	}
 	t := strings.TrimSpace(s)
-	return strings.HasPrefix(t, "[") || strings.HasPrefix(t, "(") && strings.HasSuffix(t, ")")
+	return strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]")
 }
 
 // keyFold is a property name as rename_key compares names: in NFC, without

@@ -193,6 +193,17 @@ var coerceCases = []coerceCase{
 	{name: "refused: wrap a numbered list", schema: objSchema, value: `{"id":1,"tags":"1. a 2. b"}`, errs: []string{"/tags type"}},
 	{name: "refused: wrap an array written as text", schema: objSchema, value: `{"id":1,"tags":"['a']"}`, errs: []string{"/tags type"}},
 	{name: "refused: wrap an array written as text without commas", schema: objSchema, value: `{"id":1,"tags":"[\"a\" \"b\"]"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap a list with ideographic commas", schema: objSchema, value: `{"id":1,"tags":"a、b、c"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap a list with spaced middle dots", schema: objSchema, value: `{"id":1,"tags":"a · b"}`, errs: []string{"/tags type"}},
+	// One value that merely looks like an item of a list is wrapped.
+	{name: "wrap an address with a number", schema: objSchema, value: `{"id":1,"tags":"3. Main St"}`, want: `{"id":1,"tags":["3. Main St"]}`,
+		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"3. Main St","after":["3. Main St"]}]`},
+	{name: "wrap a word in parentheses", schema: objSchema, value: `{"id":1,"tags":"(none)"}`, want: `{"id":1,"tags":["(none)"]}`,
+		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"(none)","after":["(none)"]}]`},
+	{name: "wrap a tagged title", schema: objSchema, value: `{"id":1,"tags":"[draft] report"}`, want: `{"id":1,"tags":["[draft] report"]}`,
+		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"[draft] report","after":["[draft] report"]}]`},
+	{name: "wrap a word with a middle dot", schema: objSchema, value: `{"id":1,"tags":"Col·legi"}`, want: `{"id":1,"tags":["Col·legi"]}`,
+		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"Col·legi","after":["Col·legi"]}]`},
 	{name: "wrap a word in brackets' company", schema: objSchema, value: `{"id":1,"tags":"v2.0 (beta"}`, want: `{"id":1,"tags":["v2.0 (beta"]}`,
 		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"v2.0 (beta","after":["v2.0 (beta"]}]`},
 	// One row [[1,2,3]] or three rows [[1],[2],[3]]: not the fix's to choose.
