@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -231,6 +232,10 @@ func derefAt(root, s map[string]any, ptr string) (map[string]any, string) {
 		var cur any = root
 		var target strings.Builder
 		for _, part := range strings.Split(ref[2:], "/") {
+			// A pointer in a URI fragment is percent-encoded ("x%20y").
+			if u, err := url.PathUnescape(part); err == nil {
+				part = u
+			}
 			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
 			target.WriteString("/" + escapePointerToken(part))
 			m, _ := cur.(map[string]any)
@@ -293,7 +298,7 @@ func describeNode(root, s map[string]any, depth int) string {
 		parts = append(parts, "items unique")
 	}
 	if ap, ok := s["additionalProperties"].(bool); ok && !ap {
-		if _, ok := s["patternProperties"]; ok {
+		if pp, _ := s["patternProperties"].(map[string]any); len(pp) > 0 {
 			parts = append(parts, "no other properties than those its patternProperties in the schema below allow")
 		} else {
 			parts = append(parts, "no other properties")

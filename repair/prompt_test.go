@@ -99,6 +99,13 @@ func TestDescribeSchemaRecursive(t *testing.T) {
 				"  - `b` (optional): as its $ref \"#num\" in the schema below defines it\n"},
 		},
 		{
+			// A pointer in a URI fragment is percent-encoded; a $ref to a
+			// node that is itself a $ref is followed on.
+			name:   "percent-encoded references are followed",
+			schema: `{"type":"object","properties":{"a":{"$ref":"#/$defs/x%20y"},"d":{"$ref":"#/properties/a"}},"$defs":{"x y":{"type":"integer"}}}`,
+			want:   []string{"  - `a` (optional): an integer\n", "  - `d` (optional): an integer\n"},
+		},
+		{
 			name:   "pattern properties are allowed",
 			schema: `{"type":"object","properties":{"meta":{"type":"object","patternProperties":{"^x_":{"type":"number"}},"additionalProperties":false}}}`,
 			want:   []string{"  - `meta` (optional): an object, no other properties than those its patternProperties in the schema below allow\n"},
