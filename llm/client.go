@@ -213,6 +213,18 @@ func addUsage(a, b Usage) Usage {
 
 type retryCheckKey struct{}
 
+type sendHookKey struct{}
+
+// WithSendHook returns a context whose calls (Complete) call hook as each
+// request goes out, after the wait for its lane's slot and budget, with
+// the time it is sent: a driver keeping a journal of its calls writes a
+// call down then, not while it waits (a kill -9 found calls that had
+// waited for a --rpm budget recorded as sent). hook runs on the calling
+// goroutine.
+func WithSendHook(ctx context.Context, hook func(sent time.Time)) context.Context {
+	return context.WithValue(ctx, sendHookKey{}, hook)
+}
+
 // WithRetryCheck returns a context whose calls (Complete) ask check before
 // each transport retry: when it returns an error, no further request is
 // sent and the call ends with its last failure, RetriesStopped set to that
@@ -392,9 +404,12 @@ func (c *Client) attempt(ctx context.Context, lane *Lane, need demand, body []by
 		if errors.As(err, &e) {
 			return nil, e
 		}
-		return nil, &Error{Class: ClassTimeout, Message: "wait for lane " + lane.key.Model + ": " + err.Error(), Err: err}
+		return nil, &Error{Class: ClassTimeout, Message: "wait for lane " + lane.key.Model + ": " + err.Error(), Err: err, NotSent: n == 0}
 	}
 	start := time.Now()
+	if hook, _ := ctx.Value(sendHookKey{}).(func(time.Time)); hook != nil {
+		hook(start)
+	}
 	resp, e := c.do(ctx, body, req, need)
 	latency := time.Since(start)
 	if e != nil {

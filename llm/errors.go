@@ -112,7 +112,11 @@ type Error struct {
 	// the error of the context's retry check (WithRetryCheck), nil
 	// otherwise. The Error is then the last failure, still retryable.
 	RetriesStopped error
-	Err            error
+	// NotSent reports that no request of the call was sent: it ended
+	// waiting for its lane (its context ended), so the provider never saw
+	// it.
+	NotSent bool
+	Err     error
 }
 
 func (e *Error) Error() string {

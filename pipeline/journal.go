@@ -230,7 +230,7 @@ func replayJournals(ctx context.Context, dir string, ledger Ledger, log *slog.Lo
 	return replayEach(dir, journalGlob, "reply journal", func(path string) (int, error) {
 		n, err := replayJournal(ctx, path, ledger)
 		if err == nil && n > 0 {
-			log.WarnContext(ctx, "worker: recorded the replies a worker that died had received (reason crashed)",
+			log.WarnContext(ctx, "worker: recorded the calls a worker that died had made and not written (reason crashed: replies it had received, calls in flight)",
 				slog.String("path", path), slog.Int("calls", n))
 		}
 		return n, err

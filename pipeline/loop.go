@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,12 +135,21 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 			release = rel
 		}
 		started := l.cfg.NowFunc()
+		callCtx := ctx
 		if job.SentFunc != nil {
-			job.SentFunc(step.Outstanding(started))
+			// Written down when it goes out, after the wait for its lane:
+			// a call still waiting was never sent.
+			callCtx = llm.WithSendHook(ctx, func(at time.Time) { job.SentFunc(step.Outstanding(at)) })
 		}
-		resp, err := l.client.Complete(ctx, *act.Request)
+		resp, err := l.client.Complete(callCtx, *act.Request)
 		if release != nil {
 			release(resp, err)
+		}
+		if le := (*llm.Error)(nil); err != nil && ctx.Err() != nil && errors.As(err, &le) && le.NotSent {
+			// Stopped while it waited for its lane: the provider never
+			// saw it, so it is no call of the job (a shutdown recorded
+			// such waits as interrupted calls). The job runs again.
+			return step.Result(), fmt.Errorf("%w: %w", ErrTransient, err)
 		}
 		var a *repair.Attempt
 		a, act = step.Feed(resp, err, started)

@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,10 +53,89 @@ func TestProcessKill9AndRestart(t *testing.T) {
 	// their batch to commit. The reply journal has both (a call from when
 	// it went out), and the second process recorded them: every call the
 	// provider received has a row.
-	if p2.logCount("recorded the replies a worker that died had received") != 1 {
+	if p2.logCount("recorded the calls a worker that died had made and not written") != 1 {
 		t.Errorf("the second worker did not say it recorded the first one's calls:\n%s", p2.out.tail(20))
 	}
 	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+}
+
+// kill -9 of a worker whose jobs wait for their lane's --rpm budget: a
+// call is written down as it goes out, not while it waits, so the next
+// start records as in flight only calls the provider received (it recorded
+// 24 for one call sent), and a call is never counted twice.
+func TestProcessKill9WhileCallsWaitForBudget(t *testing.T) {
+	t.Parallel()
+	const n, conc = 12, 8
+	h := newHarness(t, harnessConfig{
+		Sim:   sim.Config{Latency: fixedLatency(1500 * time.Millisecond)},
+		Queue: pipeline.QueueConfig{AckWait: 3 * time.Second},
+	})
+	h.enqueue("b", n)
+	p1 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc), "--rpm", "60")
+	waitFor(t, 60*time.Second, "a call in flight", func() bool { return h.sim.inFlight.Load() >= 1 })
+	time.Sleep(200 * time.Millisecond) // the other jobs wait for the budget
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p1.wait(t, 10*time.Second)
+	received := h.sim.requests()
+	p2 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc))
+	h.waitDone("b", n, 90*time.Second)
+	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.wait(t, 30*time.Second); err != nil {
+		t.Errorf("second worker after SIGTERM: %v, want exit 0", err)
+	}
+	inFlight := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'b:%' AND provider_class = 'in_flight'`)
+	if inFlight < 1 || int64(inFlight) > received {
+		t.Errorf("%d calls recorded in flight at the kill; the provider had received %d calls by then (at least one in flight)", inFlight, received)
+	}
+	// Every call received has a row, and no row is a call never sent.
+	c, err := h.st.Counts(context.Background(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := h.sim.requests(); c.Calls > calls {
+		t.Errorf("the ledger accounts for %d calls, the provider received %d: calls never sent were recorded", c.Calls, calls)
+	}
+	h.checkInvariants("b", invariants{Jobs: n})
+}
+
+// A worker stopped while its jobs wait for their lane's budget records
+// no call for a wait: the provider never saw one (a SIGTERM recorded seven
+// lane waits as interrupted calls).
+func TestStopWhileCallsWaitForBudget(t *testing.T) {
+	t.Parallel()
+	const n, conc = 10, 8
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Latency: fixedLatency(1500 * time.Millisecond)}})
+	h.enqueue("b", n)
+	p1 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc), "--rpm", "60", "--grace", "100ms")
+	waitFor(t, 60*time.Second, "a call in flight", func() bool { return h.sim.inFlight.Load() >= 1 })
+	time.Sleep(200 * time.Millisecond)
+	if err := p1.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.wait(t, 30*time.Second); err != nil {
+		t.Errorf("worker after SIGTERM: %v, want exit 0", err)
+	}
+	if waits := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'b:%' AND provider_error LIKE '%wait for lane%'`); waits != 0 {
+		t.Errorf("%d lane waits recorded as interrupted calls, want none", waits)
+	}
+	p2 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc))
+	h.waitDone("b", n, 90*time.Second)
+	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p2.wait(t, 30*time.Second)
+	c, err := h.st.Counts(context.Background(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := h.sim.requests(); c.Calls > calls {
+		t.Errorf("the ledger accounts for %d calls, the provider received %d: calls never sent were recorded", c.Calls, calls)
+	}
+	h.checkInvariants("b", invariants{Jobs: n})
 }
 
 // kill -9 of a worker holding replies it has not written (the ledger is
@@ -98,7 +178,7 @@ func TestProcessKill9KeepsPaidReplies(t *testing.T) {
 	if err := p2.wait(t, 30*time.Second); err != nil {
 		t.Errorf("second worker after SIGTERM: %v, want exit 0", err)
 	}
-	if p2.logCount("recorded the replies a worker that died had received") != 1 {
+	if p2.logCount("recorded the calls a worker that died had made and not written") != 1 {
 		t.Errorf("the second worker did not say it recorded the first one's replies:\n%s", p2.out.tail(20))
 	}
 	if left, _ := filepath.Glob(filepath.Join(h.spillDir, "replies-*.jsonl")); len(left) != 0 {

@@ -63,8 +63,8 @@ const scratchComment = "fixpoint scratch database: fixpoint-bench drops and recr
 // creates it empty, marked as a scratch database. It is for throwaway
 // databases such as the bench's, whose figures must not depend on what
 // earlier runs left behind. It drops only a database it created (marked),
-// one with no tables, or a ledger whose every batch name starts with
-// batchPrefix (the bench's, from before the mark); any other is refused
+// one with no tables, or a ledger with batches whose every name starts
+// with batchPrefix (the bench's, from before the mark); any other is refused
 // with ErrNotScratch, so a --database-url naming a real ledger loses
 // nothing.
 func ResetDatabase(ctx context.Context, dsn, batchPrefix string) error {
@@ -126,14 +126,19 @@ func mayDrop(ctx context.Context, cfg *pgx.ConnConfig, batchPrefix string) error
 		return nil
 	}
 	if ledger && batchPrefix != "" {
-		var others int
+		var all, others int
 		var example *string
-		err := conn.QueryRow(ctx, `SELECT count(*)::int, min(name) FROM batches WHERE left(name, length($1)) <> $1`, batchPrefix).Scan(&others, &example)
+		err := conn.QueryRow(ctx, `SELECT count(*)::int, (count(*) FILTER (WHERE left(name, length($1)) <> $1))::int,
+			min(name) FILTER (WHERE left(name, length($1)) <> $1) FROM batches`, batchPrefix).Scan(&all, &others, &example)
 		if err != nil {
 			return fmt.Errorf("reset database %s: %w", name, err)
 		}
-		if others == 0 {
+		if all > 0 && others == 0 {
 			return nil
+		}
+		if others == 0 {
+			return fmt.Errorf("database %s %w: it holds a ledger with no batch yet (someone's, migrated for use), and the bench drops and recreates its database; name another database (one that does not exist yet, say)",
+				name, ErrNotScratch)
 		}
 		return fmt.Errorf("database %s %w: its ledger holds %d batches that are not the bench's (%q among them), and the bench drops and recreates its database; name another database (one that does not exist yet, say)",
 			name, ErrNotScratch, others, *example)

@@ -108,6 +108,10 @@ func TestResetDatabaseKeepsALedger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn := storetest.NewDB(t) // created and migrated by the tests, not marked
+	// A ledger with no batch yet may be someone's, migrated for use.
+	if err := store.ResetDatabase(ctx, dsn, "bench-"); !errors.Is(err, store.ErrNotScratch) {
+		t.Fatalf("ResetDatabase of a migrated ledger with no batch: %v, want ErrNotScratch", err)
+	}
 	st, err := store.Open(ctx, dsn, nil)
 	if err != nil {
 		t.Fatal(err)

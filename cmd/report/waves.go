@@ -76,6 +76,12 @@ func writeWaves(w io.Writer, batch string, waves []store.Wave, d store.CacheDeli
 	}
 	fmt.Fprintf(tw, "total\t\t\t%d\t%d\t%d\t%d\t%d\t%s\n", tot.Requests, tot.Succeeded, tot.Errored, tot.Expired, tot.Cancelled, wavesTime(waves))
 	tw.Flush()
+	// Why a wave failed was only in the log and waves.error.
+	for _, v := range waves {
+		if v.Status == store.WaveFailed && v.Error != "" {
+			fmt.Fprintf(w, "wave %d failed: %s\n", v.Number, v.Error)
+		}
+	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "prompt cache\t%s\n", cacheLine(d))

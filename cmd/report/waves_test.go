@@ -93,7 +93,8 @@ func seedWaves(t *testing.T) string {
 	update(w1, store.WaveUpdate{Status: store.WaveDone})
 	w2, _ := record(w1.ID, request("bw-2", 2))
 	update(w2, store.WaveUpdate{Status: store.WaveSubmitted, ProviderBatchID: "batch_2"})
-	record(0, request("bw-4", 1))
+	w3, _ := record(0, request("bw-4", 1))
+	update(w3, store.WaveUpdate{Status: store.WaveFailed, Error: "the provider failed the batch: token_limit_exceeded"})
 
 	bw3, plain := valid("bw-3", 1), valid("plain-1", 1)
 	bw3.AttemptRows = []store.Attempt{attempt(1, "", "realtime", 1000, 600, 400, 0.01)}
@@ -124,8 +125,9 @@ Waves of batch bw (TIME: submitted to ended at the provider)
 WAVE   PROVIDER  STATUS     REQUESTS  SUCCEEDED  ERRORED  EXPIRED  CANCELLED  TIME
 1      openai    done       2         1          0        1        0          1h30m0s
 2      openai    submitted  1         0          0        0        0          running
-3      openai    recorded   1         0          0        0        0          -
+3      openai    failed     1         0          0        0        0          -
 total                       4         1          0        1        0          running
+wave 3 failed: the provider failed the batch: token_limit_exceeded
 
 prompt cache  75.0% hit: 3000 of 4000 prompt tokens read from the cache, 400 written to it
 delivery      batch: 2 attempts $0.004000, realtime: 1 attempt $0.010000

@@ -286,7 +286,11 @@ func (c drainCheck) interrupted(ctx context.Context, st *store.Store) error {
 		return fmt.Errorf("%w (other work was left: other batches' jobs in the queue or open provider batches), though every job of batch %s is final: check it with report wait %s",
 			errInterrupted, c.batch, c.batch)
 	}
-	return fmt.Errorf("%w: %d of %d jobs of batch %s are not final yet (in the queue or in open provider batches); run the worker again to finish", errInterrupted, p.Queued, p.Total, c.batch)
+	where := ""
+	if owed, err := st.OwedByQueue(ctx, c.batch); err == nil && p.Queued > owed {
+		where = fmt.Sprintf(", %d of them in open provider batches (report summary %s lists the waves)", p.Queued-owed, c.batch)
+	}
+	return fmt.Errorf("%w: %d of %d jobs of batch %s are not final yet%s; run the worker again to finish", errInterrupted, p.Queued, p.Total, c.batch, where)
 }
 
 // check reports the batch and fails when it is not done or fails too much:
