@@ -62,15 +62,30 @@ func ExtractionErrors(reply string, c *extract.Candidate) []Error {
 		errs = append(errs, Error{Path: at, Keyword: "duplicate_key", Class: ClassSyntax,
 			Message: fmt.Sprintf("%s: the key %s is written twice in one object; write it once, with the value meant", display(at), strconv.Quote(key))})
 	}
+	lossy, more := 0, 0
 	for _, r := range c.Repairs {
 		if !extract.Lossy(r.Kind) {
 			continue
 		}
+		if lossy == maxLossyErrors {
+			more += max(r.Count, 1)
+			continue
+		}
+		lossy++
 		errs = append(errs, Error{Path: "", Keyword: "lossy_repair", Class: ClassSyntax,
 			Message: fmt.Sprintf("%s: the reply has %s; reply with the complete value as strict JSON", rootDisplay, DescribeLossy(reply, r))})
 	}
+	if more > 0 {
+		// 200,000 of them made 56 MB of errors for one reply.
+		errs = append(errs, Error{Path: "", Keyword: "lossy_repair", Class: ClassSyntax,
+			Message: fmt.Sprintf("%s: and %d more such places; reply with the complete value as strict JSON", rootDisplay, more)})
+	}
 	return errs
 }
+
+// maxLossyErrors bounds the lossy_repair errors listed one by one for a
+// candidate; the rest are counted in one more.
+const maxLossyErrors = 20
 
 // maxNULErrors bounds the NUL errors one value gets.
 const maxNULErrors = 8
@@ -130,6 +145,9 @@ func snippetAt(reply string, offset int) string {
 		return `""`
 	}
 	s := reply[offset:]
+	if len(s) > 64 {
+		s = s[:64] // the snippet is 24 bytes: no need to look further (a scan to the end made 200,000 snippets quadratic)
+	}
 	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
 		s = s[:i]
 	}

@@ -519,3 +519,29 @@ func TestCheckRefusesInventedMembers(t *testing.T) {
 		}
 	}
 }
+
+// Lossy repairs past maxLossyErrors are counted in one error, not listed:
+// 200,000 of them made 56 MB of errors and took a minute (each snippet
+// scanned the rest of the reply for a line end).
+func TestLossyErrorsAreBounded(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range 100 {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString("123 456,")
+	}
+	b.WriteString("1]")
+	got := CheckWith(mustCompile(t, `{"type":"array"}`), b.String(), CheckOptions{})
+	lossy := 0
+	for _, e := range got.Errors {
+		if e.Keyword == "lossy_repair" {
+			lossy++
+		}
+	}
+	if lossy != maxLossyErrors+1 || !strings.Contains(got.Errors[len(got.Errors)-1].Message, "and 80 more such places") {
+		t.Errorf("%d lossy_repair errors, the last %q; want %d listed and one counting the other 80", lossy, got.Errors[len(got.Errors)-1].Message, maxLossyErrors)
+	}
+}
