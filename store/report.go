@@ -45,8 +45,10 @@ type BatchSummary struct {
 	// CostPerValidJob is CostUSD / Valid.
 	CostPerValidJob float64
 	// P50WallMS and P95WallMS are job wall-time percentiles of finished jobs
-	// (continuous interpolation), 0 when none finished.
+	// (continuous interpolation), 0 when none finished with a wall time;
+	// HasWall says whether one did (jobs cancelled unrun have none).
 	P50WallMS, P95WallMS float64
+	HasWall              bool
 }
 
 // Summary returns batch_summary for one batch, or for every batch (ordered
@@ -60,7 +62,7 @@ func (s *Store) Summary(ctx context.Context, batch string) ([]BatchSummary, erro
 		       coalesce(valid_rate, 0), coalesce(first_attempt_valid_rate, 0), coalesce(repair_rate, 0),
 		       mean_attempts, tokens_in, tokens_out, tokens_cached, cost_usd,
 		       coalesce(tokens_per_valid_job, 0), coalesce(cost_per_valid_job, 0),
-		       coalesce(p50_wall_ms, 0), coalesce(p95_wall_ms, 0), cancelled, over_budget, runs
+		       coalesce(p50_wall_ms, 0), coalesce(p95_wall_ms, 0), cancelled, over_budget, runs, p50_wall_ms IS NOT NULL
 		FROM batch_summary WHERE $1 = '' OR batch = $1 ORDER BY batch`, batch)
 	if err != nil {
 		return nil, fmt.Errorf("query batch summary: %w", err)
@@ -70,7 +72,7 @@ func (s *Store) Summary(ctx context.Context, batch string) ([]BatchSummary, erro
 		err := r.Scan(&b.Batch, &b.Jobs, &b.Queued, &b.Valid, &b.Invalid, &b.Failed, &b.Rejected, &b.Dead, &b.Finished,
 			&b.FirstAttemptValid, &b.Repaired, &b.ValidRate, &b.FirstAttemptValidRate, &b.RepairRate,
 			&b.MeanAttempts, &b.TokensIn, &b.TokensOut, &b.TokensCached, &b.CostUSD,
-			&b.TokensPerValidJob, &b.CostPerValidJob, &b.P50WallMS, &b.P95WallMS, &b.Cancelled, &b.OverBudget, &b.Runs)
+			&b.TokensPerValidJob, &b.CostPerValidJob, &b.P50WallMS, &b.P95WallMS, &b.Cancelled, &b.OverBudget, &b.Runs, &b.HasWall)
 		return b, err
 	})
 	if err != nil {

@@ -85,7 +85,7 @@ func TestViews(t *testing.T) {
 			MeanAttempts: 11.0 / 6,
 			TokensIn:     1100, TokensOut: 110, TokensCached: 55, CostUSD: 0.11,
 			TokensPerValidJob: 1210.0 / 4, CostPerValidJob: 0.11 / 4,
-			P50WallMS: 350, P95WallMS: 575, // percentile_cont over 100..600
+			P50WallMS: 350, P95WallMS: 575, HasWall: true, // percentile_cont over 100..600
 		}
 		g := got[0]
 		floats := [][2]float64{

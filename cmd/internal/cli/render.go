@@ -149,7 +149,7 @@ var summaryLegend = [][2]string{
 	{"ATTEMPTS", "mean attempts of the valid, invalid and failed jobs"},
 	{"TOKENS/VALID", "input and output tokens of every job's latest run, over the valid jobs"},
 	{"COST/VALID", "cost of every job's latest run (over-budget jobs' included), over the valid jobs; calls kept apart and replaced runs are in the cost line below"},
-	{"-", "no job to divide by (none valid, or none finished)"},
+	{"-", "no job to divide by (none valid, or none finished), or no wall time (jobs cancelled unrun)"},
 }
 
 // WriteSummary prints batch summaries as a table, then a legend defining
@@ -191,9 +191,13 @@ func WriteSummary(w io.Writer, rows []store.BatchSummary) {
 		if attempted > 0 {
 			attempts = fmt.Sprintf("%.2f", r.MeanAttempts)
 		}
+		p50, p95 := "-", "-"
+		if r.HasWall {
+			p50, p95 = fmt.Sprintf("%.0f", r.P50WallMS), fmt.Sprintf("%.0f", r.P95WallMS)
+		}
 		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			finished("%.1f", 100*r.ValidRate), finished("%.1f", 100*r.FirstAttemptValidRate), valid("%.1f", 100*r.RepairRate), attempts,
-			valid("%.0f", r.TokensPerValidJob), valid("$%.6f", r.CostPerValidJob), finished("%.0f", r.P50WallMS), finished("%.0f", r.P95WallMS))
+			valid("%.0f", r.TokensPerValidJob), valid("$%.6f", r.CostPerValidJob), p50, p95)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

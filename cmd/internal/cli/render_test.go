@@ -63,13 +63,15 @@ func TestWriteSummaryNothingToDivideBy(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	WriteSummary(&buf, []store.BatchSummary{
-		{Batch: "none-valid", Jobs: 20, Invalid: 20, Finished: 20, MeanAttempts: 3, TokensIn: 18000, CostUSD: 0.0029, P50WallMS: 141, P95WallMS: 170},
+		{Batch: "none-valid", Jobs: 20, Invalid: 20, Finished: 20, MeanAttempts: 3, TokensIn: 18000, CostUSD: 0.0029, P50WallMS: 141, P95WallMS: 170, HasWall: true},
 		{Batch: "all-queued", Jobs: 5, Queued: 5},
+		{Batch: "cancelled-unrun", Jobs: 5, Cancelled: 5, Finished: 5},
 	})
 	lines := strings.Split(buf.String(), "\n")
 	for i, want := range [][]string{
 		{"0.0", "0.0", "-", "3.00", "-", "-", "141", "170"},
 		{"-", "-", "-", "-", "-", "-", "-", "-"},
+		{"0.0", "0.0", "-", "-", "-", "-", "-", "-"},
 	} {
 		f := strings.Fields(lines[1+i])
 		if got := f[len(f)-8:]; strings.Join(got, " ") != strings.Join(want, " ") {
