@@ -98,6 +98,7 @@ var extractCases = []extractCase{
 	{name: "doubled quotes CSV style", reply: `{""a"":[{""t"":''x y'',""n"":""5""}]}`, want: `{"a":[{"t":"x y","n":"5"}]}`, kinds: []string{KindUnescapedQuote, KindSingleQuotes}},
 	{name: "doubled opening quote only", reply: `{"key": ""value"}`, want: `{"key":"value"}`, kinds: []string{KindUnescapedQuote}},
 	{name: "doubled opening quote that pairs a quote inside", reply: `{"a": ""Hello" she said"}`, want: `{"a":"\"Hello\" she said"}`, kinds: []string{KindUnescapedQuote}},
+	{name: "doubled opening quote and an inch mark", reply: `{"q": ""He is 6'2" tall"}`, want: `{"q":"He is 6'2\" tall"}`, kinds: []string{KindUnescapedQuote}},
 	{name: "curly quote doubled at the end is text", reply: `{"a": “hi””}`, want: `{"a":"hi”"}`, kinds: []string{KindSmartQuotes, KindUnescapedQuote}},
 	{name: "curly quotes inside a curly-quoted string stay curly", reply: `{“a”: “it’s “fine””}`, want: `{"a":"it’s “fine”"}`, kinds: []string{KindSmartQuotes, KindUnescapedQuote}},
 	{name: "empty string then a value is not doubled", reply: `["", "x"]`, want: `["","x"]`, source: SourceRaw},

@@ -886,9 +886,11 @@ func (p *parser) str(stopAtDelim bool, stopAt int) bool {
 	// that ends then may have been meant to end after the word's own end
 	// quote (see KindQuoteUnbalanced).
 	opened := false
-	inner := 0 // quotes of the string's kind read as text
+	inner := 0 // quotes of the string's kind read as text, inch marks (6'2") aside
 	textQuote := func(iq, n int) {
-		inner++
+		if !isDigit(p.src[iq-1]) {
+			inner++
+		}
 		before := iq == start+qn || strings.IndexByte(" \t\n=([<", p.src[iq-1]) >= 0
 		after := iq+n < p.end && p.src[iq+n] != ' ' && p.src[iq+n] != '\t' && p.src[iq+n] != '\n' && p.src[iq+n] != '\r' && quoteKind(p.src, iq+n) == qNone
 		opened = before && after
