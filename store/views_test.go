@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint/store"
