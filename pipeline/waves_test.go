@@ -510,7 +510,10 @@ func TestBatchDeliveryFailedBatchRunsRealtime(t *testing.T) {
 	if failed := h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wf' AND status = 'failed' AND error LIKE '%Enqueued token limit%'`); failed != 1 {
 		t.Errorf("%d waves failed with the provider's reason, want 1", failed)
 	}
-	if inWaves := h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wf:%' AND wave_id IS NOT NULL`); inWaves != 0 {
+	// (Under load a job's message redelivered before its wave was recorded
+	// may arrive after the failed wave released it, and go into a wave of
+	// its own: the failed one still ran nothing.)
+	if inWaves := h.sqlInt(`SELECT count(*) FROM attempts a JOIN waves w ON w.id = a.wave_id WHERE a.job_id LIKE 'wf:%' AND w.status = 'failed'`); inWaves != 0 {
 		t.Errorf("%d attempts recorded for a batch that ran nothing", inWaves)
 	}
 	if valid := h.progress("wf").Valid; valid < n*3/4 {

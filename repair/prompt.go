@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -233,9 +232,7 @@ func derefAt(root, s map[string]any, ptr string) (map[string]any, string) {
 		var target strings.Builder
 		for _, part := range strings.Split(ref[2:], "/") {
 			// A pointer in a URI fragment is percent-encoded ("x%20y").
-			if u, err := url.PathUnescape(part); err == nil {
-				part = u
-			}
+			part = percentDecode(part)
 			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
 			target.WriteString("/" + escapePointerToken(part))
 			m, _ := cur.(map[string]any)
@@ -509,4 +506,38 @@ func repairMessage(task, raw, fb string) string {
 	b.WriteString("\n\n")
 	b.WriteString(fb)
 	return b.String()
+}
+
+// percentDecode decodes the %XX escapes of a URI fragment; a malformed
+// escape is left as written. (The package imports no network code, so not
+// net/url.)
+func percentDecode(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	unhex := func(c byte) (byte, bool) {
+		switch {
+		case '0' <= c && c <= '9':
+			return c - '0', true
+		case 'a' <= c && c <= 'f':
+			return c - 'a' + 10, true
+		case 'A' <= c && c <= 'F':
+			return c - 'A' + 10, true
+		}
+		return 0, false
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			hi, ok1 := unhex(s[i+1])
+			lo, ok2 := unhex(s[i+2])
+			if ok1 && ok2 {
+				b = append(b, hi<<4|lo)
+				i += 2
+				continue
+			}
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
 }
