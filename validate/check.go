@@ -425,26 +425,27 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 }
 
 // citationCue ends the text before a citation: "as shown in [3]", "see
-// [2]", "(source: [1])".
-var citationCue = regexp.MustCompile(`(?i)(?:\b(?:in|see|cf|ref|refs|reference|references|source|sources|from|per)\.?:?|\()[ \t]*$`)
+// [2]", "(source: [1])", "Smith et al. [3]", "[2][3]". A bare "in" or
+// "from" is no cue: "the matching rows are the ones in [2, 9]" corrects
+// the answer.
+var citationCue = regexp.MustCompile(`(?i)(?:\b(?:see|cf|ref|refs|reference|references|source|sources|(?:shown|cited|described|reported|given|stated|listed) in|according to|et al)\.?:?|\(|\]|（|见|参见)[ \t]*$`)
 
 // citation reports whether candidate o reads as a citation in prose after
-// the answer: one to three small integers in brackets, found in the
-// reply's text (not fenced or tagged), right after a cue such as "see"
-// or "in". "The answer is [1, 2] as shown in [3]" holds one answer.
+// the answer: one small integer in brackets, found in the reply's text
+// (not fenced or tagged), right after a cue such as "see" or "shown in".
+// "The answer is [1, 2] as shown in [3]" holds one answer; an array of
+// several numbers is an answer of its own, whatever precedes it.
 func citation(reply string, o *extract.Candidate) bool {
 	if o.Source == extract.SourceFence || o.Source == extract.SourceTag {
 		return false
 	}
 	items, ok := o.Value.([]any)
-	if !ok || len(items) == 0 || len(items) > 3 {
+	if !ok || len(items) != 1 {
 		return false
 	}
-	for _, it := range items {
-		n, ok := it.(json.Number)
-		if !ok || len(n) > 3 || strings.ContainsAny(string(n), ".eE-+") {
-			return false
-		}
+	n, ok := items[0].(json.Number)
+	if !ok || len(n) > 3 || strings.ContainsAny(string(n), ".eE-+") {
+		return false
 	}
 	line := reply[:o.Start]
 	line = line[strings.LastIndexByte(line, '\n')+1:]
@@ -478,7 +479,7 @@ func unreadAnswer(reply string, cands []extract.Candidate, c *extract.Candidate,
 	}
 	for _, m := range answerLabel.FindAllStringSubmatchIndex(reply[from:], -1) {
 		at := from + m[2]
-		if reply[at] != open || c.Start <= at && at < c.End {
+		if reply[at] != open || c.Start <= at && at < c.End || !labelledAt(reply, at) {
 			continue
 		}
 		read := false
@@ -550,20 +551,55 @@ func setOut(reply string, o *extract.Candidate) bool {
 }
 
 // labelled reports whether candidate o comes right after an answer label
-// ending in a colon (answerLabels): "Answer: {...}".
+// ending in a colon: "Answer: {...}", "**Final JSON:**", "Corrected:" and
+// a fence after it (labelledAt).
 func labelled(reply string, o *extract.Candidate) bool {
-	before := strings.TrimRight(reply[:min(o.Start, len(reply))], " \t\r\n")
-	if !strings.HasSuffix(before, ":") {
+	return labelledAt(reply, o.Start)
+}
+
+// answerLabelStart matches a label line that names an answer: an answer
+// word (answerLabels), after words such as "here is the" or "final", or
+// "here it is", "here you go".
+var answerLabelStart = regexp.MustCompile(`^(?:(?:(?:here|is|are|the|my|our|final|new|corrected|revised|updated|fixed|complete|valid)\s+)*(?:` +
+	strings.Join(answerLabels, "|") + `)\w*\b|here(?:'s| is| are)? (?:it is|you go|you are)\b)`)
+
+// notAnswerLabel matches a label that names something else than the
+// answer: "Example output:", "Input JSON:", "Your previous response:",
+// "Output format:", "Incorrect:".
+var notAnswerLabel = regexp.MustCompile(`\b(?:example|examples|e\.g|format|schema|template|input|previous|earlier|original|old|wrong|incorrect|invalid|bad|draft|sample|instead|before)\b`)
+
+// cjkAnswerLabel is an answer label in Chinese or Japanese.
+var cjkAnswerLabel = regexp.MustCompile(`(?:答案|结果|回答|输出|出力|結果)$`)
+
+// labelledAt reports whether the text right before offset at ends with an
+// answer label and its colon (or a fullwidth one), the label being the
+// last sentence of its line: markdown emphasis and a fence opener between
+// the label and the value are looked through.
+func labelledAt(reply string, at int) bool {
+	before := strings.TrimRight(reply[:min(at, len(reply))], " \t\r\n")
+	if i := strings.LastIndexByte(before, '\n'); strings.HasPrefix(strings.TrimSpace(before[i+1:]), "```") {
+		before = strings.TrimRight(before[:i+1], " \t\r\n") // "Answer:\n```json\n{...}"
+	}
+	before = strings.TrimRight(before, "*_ \t")
+	switch {
+	case strings.HasSuffix(before, ":"):
+		before = before[:len(before)-1]
+	case strings.HasSuffix(before, "："):
+		before = before[:len(before)-len("：")]
+	default:
 		return false
 	}
 	line := before[strings.LastIndexByte(before, '\n')+1:]
-	line = strings.ToLower(line[max(0, len(line)-40):])
-	for _, l := range answerLabels {
-		if strings.Contains(line, l) {
-			return true
-		}
+	// The last sentence: "Wait, that is wrong. Corrected:", "**A:** {...} **Example:**".
+	if i := strings.LastIndexAny(line, ".!?}]"); i >= 0 {
+		line = line[i+1:]
 	}
-	return false
+	line = strings.Trim(line, " \t*_#>-")
+	if cjkAnswerLabel.MatchString(line) {
+		return true
+	}
+	l := strings.ToLower(line)
+	return len(l) <= 60 && !notAnswerLabel.MatchString(l) && answerLabelStart.MatchString(l)
 }
 
 // ambiguityCoerceMax bounds the other candidates ambiguous tries with local

@@ -545,3 +545,38 @@ func TestLossyErrorsAreBounded(t *testing.T) {
 		t.Errorf("%d lossy_repair errors, the last %q; want %d listed and one counting the other 80", lossy, got.Errors[len(got.Errors)-1].Message, maxLossyErrors)
 	}
 }
+
+// Replies a second adversarial pass found (today's label and citation
+// rules judged them by a few characters): a labelled answer before an
+// example, fenced, in bold or after a fullwidth colon, and a correction
+// after "in" are ambiguous; an echo of the input or of the previous reply,
+// a restated format, "Incorrect:" and chained or "et al." citations are
+// not (each cost a re-ask).
+func TestCheckLabelsAndCitations(t *testing.T) {
+	t.Parallel()
+	for i, tc := range []struct {
+		schema, reply string
+		valid         bool
+	}{
+		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", "According to [2], the defective batches are the ones listed in [4, 7].", false},
+		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", "The matching rows are [2, 5]. Wait, actually I misread row 5; the matching rows are the ones in [2, 9].", false},
+		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", "Selected IDs: [12, 15] ([12, 15, 18] if the boundary is inclusive).", false},
+		{"{\"type\":\"object\",\"properties\":{\"sentiment\":{\"enum\":[\"positive\",\"negative\",\"neutral\"]},\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}},\"required\":[\"sentiment\",\"score\"],\"additionalProperties\":false}", "Answer: {\"sentiment\": \"positive\", \"score\": 1.4}\n\nExample output: {\"sentiment\": \"neutral\", \"score\": 0.5}", false},
+		{"{\"type\":\"object\",\"properties\":{\"sentiment\":{\"enum\":[\"positive\",\"negative\",\"neutral\"]},\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}},\"required\":[\"sentiment\",\"score\"],\"additionalProperties\":false}", "Answer:\n```json\n{\"sentiment\": \"positive\", \"score\": 1.4}\n```\n\nExample of the expected format:\n```json\n{\"sentiment\": \"neutral\", \"score\": 0.5}\n```", false},
+		{"{\"type\":\"object\",\"properties\":{\"sentiment\":{\"enum\":[\"positive\",\"negative\",\"neutral\"]},\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}},\"required\":[\"sentiment\",\"score\"],\"additionalProperties\":false}", "**Answer:** {\"sentiment\": \"positive\", \"score\": 1.4}\n\n**Example of the format:** {\"sentiment\": \"neutral\", \"score\": 0.5}", false},
+		{"{\"type\":\"object\",\"properties\":{\"sentiment\":{\"enum\":[\"positive\",\"negative\",\"neutral\"]},\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}},\"required\":[\"sentiment\",\"score\"],\"additionalProperties\":false}", "答案：{\"sentiment\": \"positive\", \"score\": 1.4}\n\n格式示例：{\"sentiment\": \"neutral\", \"score\": 0.5}", false},
+		{"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}", "Input JSON: {\"name\": \"Bob\", \"age\": \"thirty-one\", \"nickname\": \"Bobby\"}\n\nNormalized to the schema (age as an integer, extra fields removed):\n{\"name\": \"Bob\", \"age\": 31}", true},
+		{"{\"type\":\"object\",\"properties\":{\"sentiment\":{\"enum\":[\"positive\",\"negative\",\"neutral\"]},\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}},\"required\":[\"sentiment\",\"score\"],\"additionalProperties\":false}", "Your previous response:\n{\"sentiment\": \"positive\", \"score\": \"0.9\"}\n\nHere is a version that matches the schema:\n{\"sentiment\": \"positive\", \"score\": 0.9}", true},
+		{"{\"type\":\"object\",\"properties\":{\"sentiment\":{\"enum\":[\"positive\",\"negative\",\"neutral\"]},\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}},\"required\":[\"sentiment\",\"score\"],\"additionalProperties\":false}", "Incorrect (score out of range): {\"sentiment\": \"negative\", \"score\": 8}\nFixed version below, score scaled to 0-1.\n\n{\"sentiment\": \"negative\", \"score\": 0.8}", true},
+		{"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}", "Output format: { \"name\": string, \"age\": integer }\n\nHere it is:\n{\"name\": \"Bob\", \"age\": 31}", true},
+		{"{\"type\":\"object\",\"properties\":{\"sentiment\":{\"enum\":[\"positive\",\"negative\",\"neutral\"]},\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}},\"required\":[\"sentiment\",\"score\"],\"additionalProperties\":false}", "{\"sentiment\": \"negative\", \"score\": 0.8}\n\nDo not use a label outside the list; this is incorrect: {\"sentiment\": \"bad\", \"score\": 0.8}", true},
+		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", "The relevant IDs are [4, 7] (see [2][3]).", true},
+		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", "The IDs are [4, 7], as reported by Smith et al. [3].", true},
+		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", "缺陷批次为 [4, 7]（见 [2]）。", true},
+	} {
+		got := CheckWith(mustCompile(t, tc.schema), tc.reply, CheckOptions{Coerce: CoerceNone})
+		if got.Valid != tc.valid || !tc.valid && (len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous") {
+			t.Errorf("case %d %q: valid %v %v, errors %v; want valid %v (else ambiguous)", i, tc.reply, got.Valid, got.Value, got.Errors, tc.valid)
+		}
+	}
+}
