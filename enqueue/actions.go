@@ -119,6 +119,10 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	if err := settings.Limits.Validate(); err != nil {
 		return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
 	}
+	if err := settings.Limits.ValidateMode(settings.Mode); err != nil {
+		// Every requeued job would be rejected by the workers (exit 0 here).
+		return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
+	}
 	if settings.Delivery == pipeline.DeliveryBatch {
 		// A new run has its own deadline, as long as the batch's.
 		settings.DeadlineAt = time.Now().Add(time.Duration(settings.DeadlineSeconds) * time.Second).Unix()

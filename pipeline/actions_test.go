@@ -681,3 +681,21 @@ func TestSpendHoldsOfAKilledWorker(t *testing.T) {
 		}
 	}
 }
+
+// A requeue to a strategy the batch's mode cannot run is a usage error:
+// it said "requeued 3 jobs" (exit 0), and the workers then rejected every
+// one of them.
+func TestRequeueRefusesAStrategyTheModeCannotRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	cfg := h.enqueueConfig("tm")
+	cfg.Mode = llm.ModeTool
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(3))); err != nil {
+		t.Fatal(err)
+	}
+	_, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "tm", Statuses: []string{store.StatusInvalid},
+		Strategy: pipeline.StrategyPatch, Queue: h.q})
+	if !errors.Is(err, enqueue.ErrBadConfig) || !strings.Contains(err.Error(), "strategy patch needs mode prompt, not tool") {
+		t.Errorf("requeue --strategy patch of a tool-mode batch: %v; want a usage error naming the mode", err)
+	}
+}
