@@ -379,3 +379,20 @@ func TestTemplateSeesJSON(t *testing.T) {
 		t.Errorf("bad rows %v; want line 2 refused for its missing note, saying how to write an optional field", rep.Bad)
 	}
 }
+
+// A nested field no row has is a typo (a usage error naming the path), as
+// a top-level one is; one some rows have makes the others bad rows.
+func TestNestedFieldTypo(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Batch: "nt", Schema: []byte(`{"type":"object"}`), Provider: "openai", Model: "m", Format: FormatJSONL,
+		Template: `X {{.customer.nmae}}`}
+	data := `{"customer":{"name":"a"}}` + "\n" + `{"customer":{"name":"b","nmae":"x"}}` + "\n"
+	if _, err := DryRun(t.Context(), nil, cfg, strings.NewReader(`{"customer":{"name":"a"}}`+"\n"+`{"customer":{"name":"b"}}`+"\n"), 0, nil); !errors.Is(err, ErrBadConfig) ||
+		!strings.Contains(err.Error(), "the template uses .customer.nmae, which no row of the dataset has") {
+		t.Errorf("a nested field no row has: %v; want a usage error naming .customer.nmae", err)
+	}
+	rep, err := DryRun(t.Context(), nil, cfg, strings.NewReader(data), 0, nil)
+	if err != nil || len(rep.Bad) != 1 || rep.Jobs != 1 {
+		t.Errorf("a nested field one row has: %v, %d bad, %d jobs; want line 1 bad and line 2 a job", err, len(rep.Bad), rep.Jobs)
+	}
+}

@@ -1018,6 +1018,11 @@ type checkResult struct {
 	// missing counts the rows the template failed on for want of a field,
 	// by field.
 	missing map[string]int
+	// missingPath counts the rows the template failed on for want of a
+	// nested field, by its path (".customer.nmae"); rows counts the rows
+	// read.
+	missingPath map[string]int
+	rows        int
 	// limited: the pass stopped at its limit before the end of the data.
 	limited bool
 }
@@ -1082,7 +1087,27 @@ func (c *checkResult) unknownFields(idField string) error {
 			return fmt.Errorf("%w: %w: the template uses .%s, which no row of the dataset has (its fields: %s%s)", ErrBadConfig, ErrBadTemplate, f, cols, hint)
 		}
 	}
+	// A nested field no row has: a typo too ({{.customer.nmae}} made
+	// every row a bad row).
+	for _, p := range slices.Sorted(maps.Keys(c.missingPath)) {
+		if c.rows > 0 && c.missingPath[p] == c.rows {
+			return fmt.Errorf("%w: %w: the template uses %s, which no row of the dataset has (a typo? its fields: %s)", ErrBadConfig, ErrBadTemplate, p, cols)
+		}
+	}
 	return nil
+}
+
+// missingPathOf returns the path of the nested field a template execution
+// error says a row lacks (".customer.nmae"), or "".
+func missingPathOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	m := noEntry.FindStringSubmatch(err.Error())
+	if m == nil || m[1] == "" {
+		return ""
+	}
+	return m[1]
 }
 
 // idSeen is what the first pass keeps of each id: the line that used it
@@ -1107,7 +1132,7 @@ type checkOpts struct {
 // the workers, or (r.ledger set: the batch exists) an id the ledger holds
 // with other content.
 func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, opts checkOpts) (*checkResult, error) {
-	res := &checkResult{skip: map[int]bool{}, missing: map[string]int{}}
+	res := &checkResult{skip: map[int]bool{}, missing: map[string]int{}, missingPath: map[string]int{}}
 	ids := map[[16]byte]idSeen{}
 	var pending []lineJob
 	rows := newRowReader(r.cfg.Format, data)
@@ -1130,10 +1155,13 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 			continue
 		}
 		prog.Rows++
+		res.rows++
 		job, err := r.render(row, line)
 		if err != nil {
 			if f := missingFieldOf(err); f != "" {
 				res.missing[f]++
+			} else if path := missingPathOf(err); path != "" {
+				res.missingPath[path]++
 			}
 			bad(line, err)
 			continue
