@@ -396,3 +396,17 @@ func TestNestedFieldTypo(t *testing.T) {
 		t.Errorf("a nested field one row has: %v, %d bad, %d jobs; want line 1 bad and line 2 a job", err, len(rep.Bad), rep.Jobs)
 	}
 }
+
+// Ids that are one number written two ways (5 and 5.0, as a float column
+// writes them) are a bad row naming both: they were two jobs, the same
+// row paid for twice.
+func TestNumericIDsWrittenTwoWays(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Batch: "ni", Schema: []byte(`{"type":"object"}`), Provider: "openai", Model: "m", Format: FormatJSONL,
+		Template: `{{.text}}`, IDField: "id", MaxBadRows: -1}
+	data := `{"id":5,"text":"a"}` + "\n" + `{"id":5.0,"text":"a"}` + "\n" + `{"id":1e0,"text":"b"}` + "\n" + `{"id":7,"text":"c"}` + "\n"
+	rep, err := DryRun(t.Context(), nil, cfg, strings.NewReader(data), 0, nil)
+	if err != nil || rep.Jobs != 3 || len(rep.Bad) != 1 || !strings.Contains(rep.Bad[0].Error(), "line 2: id 5.0 is the number of line 1's id 5, written another way") {
+		t.Errorf("dry run: %v, %d jobs, bad %v; want line 2 refused naming line 1", err, rep.Jobs, rep.Bad)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/big"
 	"regexp"
 	"slices"
 	"strconv"
@@ -1110,6 +1111,13 @@ func missingPathOf(err error) string {
 	return m[1]
 }
 
+// numID is the first numeric id of a value: its line and how it was
+// written.
+type numID struct {
+	line int
+	text string
+}
+
 // idSeen is what the first pass keeps of each id: the line that used it
 // first and a digest of that row's content.
 type idSeen struct {
@@ -1134,6 +1142,7 @@ type checkOpts struct {
 func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, opts checkOpts) (*checkResult, error) {
 	res := &checkResult{skip: map[int]bool{}, missing: map[string]int{}, missingPath: map[string]int{}}
 	ids := map[[16]byte]idSeen{}
+	numIDs := map[string]numID{} // numeric ids by value
 	var pending []lineJob
 	rows := newRowReader(r.cfg.Format, data)
 	bad := func(line int, err error) {
@@ -1181,6 +1190,20 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 				continue
 			}
 			ids[k] = idSeen{line: line, content: digest}
+			// 5 and 5.0 (a float column, as pandas writes one) are two
+			// ids but one number: the same row would be paid for twice.
+			if n, ok := row[r.cfg.IDField].(json.Number); ok {
+				if v, ok := new(big.Rat).SetString(string(n)); ok {
+					canon := v.RatString()
+					if first, ok := numIDs[canon]; ok && first.text != string(n) {
+						bad(line, fmt.Errorf("id %s is the number of line %d's id %s, written another way: write the ids one way (one row would be two jobs)", n, first.line, first.text))
+						continue
+					}
+					if _, ok := numIDs[canon]; !ok {
+						numIDs[canon] = numID{line: line, text: string(n)}
+					}
+				}
+			}
 		}
 		if err := r.fits(&job); err != nil {
 			bad(line, err)
