@@ -727,6 +727,9 @@ func (s *Store) BatchCosts(ctx context.Context, batch string) ([]BatchCost, erro
 type EndReason struct {
 	Status, Error string
 	Jobs          int64
+	// Reasons and AllJobs count every reason of the batch and its jobs,
+	// the rows past the limit included (the same on every row).
+	Reasons, AllJobs int64
 }
 
 // EndReasons returns, most frequent first, why the jobs of a batch that
@@ -737,15 +740,19 @@ func (s *Store) EndReasons(ctx context.Context, batch string, limit int) ([]EndR
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT status, left(error, 120), count(*) FROM jobs
+		SELECT status, left(min(error), 120), count(*), count(*) OVER (), sum(count(*)) OVER ()
+		FROM jobs
 		WHERE batch = $1 AND status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')
-		GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT $2`, batch, limit)
+		-- One reason whatever its numbers: each spend-cap error names its
+		-- call's own estimate, and 248 jobs read as 113 reasons.
+		GROUP BY status, regexp_replace(left(error, 200), '[0-9]+([.,][0-9]+)*', 'N', 'g')
+		ORDER BY 3 DESC, 1, 2 LIMIT $2`, batch, limit)
 	if err != nil {
 		return nil, fmt.Errorf("end reasons of %s: %w", batch, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EndReason, error) {
 		var e EndReason
-		err := r.Scan(&e.Status, &e.Error, &e.Jobs)
+		err := r.Scan(&e.Status, &e.Error, &e.Jobs, &e.Reasons, &e.AllJobs)
 		return e, err
 	})
 	if err != nil {

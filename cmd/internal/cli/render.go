@@ -283,10 +283,16 @@ func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch 
 		fmt.Fprintln(w, "\njobs that ended without a result (dead, rejected, failed, cancelled, over budget), by reason:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "STATUS\tJOBS\tREASON")
+		shown := int64(0)
 		for _, r := range reasons {
 			fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Status, r.Jobs, oneLine(r.Error))
+			shown += r.Jobs
 		}
 		tw.Flush()
+		if last := reasons[len(reasons)-1]; last.Reasons > int64(len(reasons)) {
+			fmt.Fprintf(w, "and %d more reasons (%s; SELECT status, error FROM jobs WHERE batch = '%s' AND status <> 'valid' lists them)\n",
+				last.Reasons-int64(len(reasons)), Plural(last.AllJobs-shown, "job"), batch)
+		}
 	}
 	return nil
 }
