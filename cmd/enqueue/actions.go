@@ -57,7 +57,8 @@ short by at most one call per worker). Jobs left when the cap is reached end
 The cost is estimated from the workers' price table (worker --prices over
 the built-in one); a worker with no price for the batch's model cannot
 enforce a cost cap and ends its jobs 'over_budget' without calling the
-model, the reason naming the model. Prints what the batch has spent.
+model, the reason naming the model. Prints what the batch has spent; with
+neither flag it prints only that, changing nothing.
 
 Exit status: 0 done, 1 failed (no such batch), 2 bad usage.`
 
@@ -277,8 +278,8 @@ func capCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parseSub(fs, args, &c); err != nil {
 		return err
 	}
-	if *cost == "" && *tokens == "" {
-		return usageError{Err: errors.New("give --max-cost-usd and/or --max-total-tokens (a number, or none)")}
+	if c.batch == "" {
+		return usageError{Err: errors.New("--batch is required (see --help)")}
 	}
 	st, err := openLedger(ctx, c.dbURL)
 	if err != nil {
@@ -291,6 +292,13 @@ func capCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err != nil {
 		return err
+	}
+	if *cost == "" && *tokens == "" {
+		// No new cap: say the one it has and what it spent, changing
+		// nothing.
+		fmt.Fprintf(stdout, "batch %s: cap %s; spent %d tokens, $%.6f; %d tokens, $%.6f held by calls in flight\n",
+			c.batch, capText(cur.Cap), cur.Tokens, cur.CostUSD, cur.HeldTokens, cur.HeldCostUSD)
+		return nil
 	}
 	next := cur.Cap
 	if *cost != "" {
