@@ -579,7 +579,7 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 			if !vw.strClosed {
 				return fix{}, false
 			}
-			if _, k, ok := jsonLiteral(x); ok && vw.kinds&k != 0 {
+			if _, k, ok := jsonLiteral(x); ok && vw.kinds&k != 0 || x == "null" && vw.kinds&kNull != 0 {
 				// "true" where the enum has "TRUE" and true: which one is
 				// not the fix's to choose.
 				return fix{}, false
@@ -596,8 +596,9 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 		}
 	}
 	if e.Keyword == "type" && vw.kinds&kArray != 0 && vw.kinds&kindOf(val) == 0 {
-		if str, ok := val.(string); ok && listLike(str) {
-			// "a, b, c": a list written as text, not one item.
+		if str, ok := val.(string); ok && (listLike(str) || noItem(str)) {
+			// "a, b, c": a list written as text, not one item; "" or
+			// "none": no item at all.
 			return fix{}, false
 		}
 		if len(toks) > 0 {
@@ -727,6 +728,17 @@ func listLike(s string) bool {
 	}
 	t := strings.TrimSpace(s)
 	return strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]")
+}
+
+// noItem reports whether a string says there is nothing: empty, white
+// space, a dash, or a placeholder such as "none" or "N/A". Wrapped, it
+// became a list of one empty or placeholder item.
+func noItem(s string) bool {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "-", "—", "–", "none", "n/a", "na", "null", "nil", "nothing", "empty":
+		return true
+	}
+	return false
 }
 
 // keyFold is a property name as rename_key compares names: in NFC, without

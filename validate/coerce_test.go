@@ -225,6 +225,12 @@ var coerceCases = []coerceCase{
 	// 6. a property under another case or separators of its name.
 	{name: "rename a required property", schema: objSchema, value: `{"ID":1}`, want: `{"id":1}`,
 		repairs: `[{"kind":"rename_key","offset":0,"pointer":"/id","before":"ID","after":"id"}]`},
+	// "null" is the string "NULL" in another case and null.
+	{name: "refused: enum case where the text is null and null is allowed", schema: `{"type":"object","properties":{"e":{"enum":["NULL","NA",null]}}}`,
+		value: `{"e":"null"}`, errs: []string{"/e enum"}},
+	// An empty string or a placeholder is no item: [""] and ["none"] were stored.
+	{name: "refused: wrap an empty string", schema: objSchema, value: `{"id":1,"tags":""}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap a placeholder", schema: objSchema, value: `{"id":1,"tags":"N/A"}`, errs: []string{"/tags type"}},
 	// "true" is the string "TRUE" in another case and the boolean true.
 	{name: "refused: enum case where the text is also an allowed literal", schema: `{"type":"object","properties":{"e":{"enum":["TRUE",true]}}}`,
 		value: `{"e":"true"}`, errs: []string{"/e enum"}},
