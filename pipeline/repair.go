@@ -1,8 +1,12 @@
 package pipeline
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // The repair step's vocabulary, which the pipeline's drivers, queue and
@@ -82,3 +86,17 @@ func ParsePrices(base Prices, data []byte) (Prices, error) { return repair.Parse
 func systemPrompt(job *Job) string { return repair.SystemPrompt(job) }
 
 func estimateTokens(req *llm.Request) int { return repair.EstimateTokens(req) }
+
+// ChargedPrices is the price table as the ledger's model_prices rows: each
+// model's rates as charged, defaults applied (Price.Rates), in model order.
+func ChargedPrices(p Prices) []store.Price {
+	out := make([]store.Price, 0, len(p))
+	for _, model := range slices.Sorted(maps.Keys(p)) {
+		rt, bt := p[model].Rates(repair.PriceBasisRealtime), p[model].Rates(repair.PriceBasisBatch)
+		out = append(out, store.Price{Model: model, InputPerMTok: rt.Input, OutputPerMTok: rt.Output,
+			CachedInputPerMTok: rt.CachedInput, CacheWritePerMTok: rt.CacheWrite,
+			BatchInputPerMTok: bt.Input, BatchOutputPerMTok: bt.Output, BatchCachedInputPerMTok: bt.CachedInput,
+			BatchCacheWritePerMTok: bt.CacheWrite})
+	}
+	return out
+}

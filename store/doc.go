@@ -11,8 +11,9 @@
 // {path, keyword, class, message}, class, tokens, latency, retries). The
 // system prompt an attempt was sent is kept once per distinct text in
 // system_prompts ([Prompt]); the attempt keeps the messages after it, and the
-// view attempt_requests joins the two back into the request as sent. A
-// model_prices table holds list prices ([Store.Prices]).
+// view attempt_requests joins the two back into the request as sent. The
+// model_prices table holds the prices the workers charge, each worker
+// writing its table at start ([Store.PutModelPrices], [Store.Prices]).
 //
 // # Writes are idempotent
 //

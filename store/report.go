@@ -599,6 +599,50 @@ type Price struct {
 	Model string
 	// InputPerMTok, OutputPerMTok and CachedInputPerMTok are the prices.
 	InputPerMTok, OutputPerMTok, CachedInputPerMTok float64
+	// CacheWritePerMTok and the Batch prices are the other rates charged
+	// (see PutModelPrices); zero in a row the migration wrote is filled in
+	// by it.
+	CacheWritePerMTok                                                                      float64
+	BatchInputPerMTok, BatchOutputPerMTok, BatchCachedInputPerMTok, BatchCacheWritePerMTok float64
+	// Source says who wrote the row: "migration" or "worker".
+	Source string
+}
+
+// PutModelPrices writes what a worker charges into model_prices, one row a
+// model, replacing the row of each model it names (source 'worker'): SQL
+// that reprices attempts joins the prices charged. Rows of models not in
+// prices stay as they are.
+func (s *Store) PutModelPrices(ctx context.Context, prices []Price) error {
+	if len(prices) == 0 {
+		return nil
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var models []string
+	cols := make([][]float64, 8)
+	for _, p := range prices {
+		models = append(models, p.Model)
+		for i, v := range []float64{p.InputPerMTok, p.OutputPerMTok, p.CachedInputPerMTok, p.CacheWritePerMTok,
+			p.BatchInputPerMTok, p.BatchOutputPerMTok, p.BatchCachedInputPerMTok, p.BatchCacheWritePerMTok} {
+			cols[i] = append(cols[i], v)
+		}
+	}
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO model_prices (model, input_per_mtok, output_per_mtok, cached_input_per_mtok, cache_write_per_mtok,
+			batch_input_per_mtok, batch_output_per_mtok, batch_cached_input_per_mtok, batch_cache_write_per_mtok, source, updated_at)
+		SELECT m, i, o, c, w, bi, bo, bc, bw, 'worker', now()
+		FROM unnest($1::text[], $2::float8[], $3::float8[], $4::float8[], $5::float8[], $6::float8[], $7::float8[], $8::float8[], $9::float8[])
+			AS t(m, i, o, c, w, bi, bo, bc, bw)
+		ON CONFLICT (model) DO UPDATE SET input_per_mtok = EXCLUDED.input_per_mtok, output_per_mtok = EXCLUDED.output_per_mtok,
+			cached_input_per_mtok = EXCLUDED.cached_input_per_mtok, cache_write_per_mtok = EXCLUDED.cache_write_per_mtok,
+			batch_input_per_mtok = EXCLUDED.batch_input_per_mtok, batch_output_per_mtok = EXCLUDED.batch_output_per_mtok,
+			batch_cached_input_per_mtok = EXCLUDED.batch_cached_input_per_mtok, batch_cache_write_per_mtok = EXCLUDED.batch_cache_write_per_mtok,
+			source = 'worker', updated_at = now()`,
+		models, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7])
+	if err != nil {
+		return fmt.Errorf("write model prices: %w", err)
+	}
+	return nil
 }
 
 // Prices returns the model_prices table ordered by model.
@@ -606,14 +650,17 @@ func (s *Store) Prices(ctx context.Context) ([]Price, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT model, input_per_mtok::float8, output_per_mtok::float8, cached_input_per_mtok::float8
+		SELECT model, input_per_mtok::float8, output_per_mtok::float8, cached_input_per_mtok::float8, cache_write_per_mtok::float8,
+		       batch_input_per_mtok::float8, batch_output_per_mtok::float8, batch_cached_input_per_mtok::float8,
+		       batch_cache_write_per_mtok::float8, source
 		FROM model_prices ORDER BY model`)
 	if err != nil {
 		return nil, fmt.Errorf("query model prices: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Price, error) {
 		var p Price
-		err := r.Scan(&p.Model, &p.InputPerMTok, &p.OutputPerMTok, &p.CachedInputPerMTok)
+		err := r.Scan(&p.Model, &p.InputPerMTok, &p.OutputPerMTok, &p.CachedInputPerMTok, &p.CacheWritePerMTok,
+			&p.BatchInputPerMTok, &p.BatchOutputPerMTok, &p.BatchCachedInputPerMTok, &p.BatchCacheWritePerMTok, &p.Source)
 		return p, err
 	})
 	if err != nil {

@@ -92,6 +92,21 @@ func TestNightlyCronLine(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(work, ".fixpoint", "nats", "jetstream")); err != nil {
 				t.Errorf("the embedded queue is not in the working directory: %v", err)
 			}
+			// model_prices holds what the worker charges (SQL that reprices
+			// attempts found no row for the models it priced).
+			prices, err := st.Prices(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, p := range prices {
+				if p.Model == "claude-haiku-4-5" {
+					found = p.Source == "worker" && p.InputPerMTok == 1 && p.BatchOutputPerMTok == 2.5
+				}
+			}
+			if !found {
+				t.Errorf("model_prices after the worker ran: %+v; want the worker's claude-haiku-4-5 row", prices)
+			}
 		})
 	}
 }

@@ -371,6 +371,15 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops ops
 		return err
 	}
 	defer st.Close()
+	// model_prices holds what this worker charges, for SQL that reprices
+	// attempts: a worker that cannot write it still works.
+	prices := cfg.Loop.Prices
+	if prices == nil {
+		prices = pipeline.DefaultPrices()
+	}
+	if err := st.PutModelPrices(ctx, pipeline.ChargedPrices(prices)); err != nil {
+		log.Warn("worker: write the price table into model_prices", slog.String("error", err.Error()))
+	}
 	if chk.batch != "" {
 		// A misspelt --batch is said before the queue is drained, not
 		// after.
