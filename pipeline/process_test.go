@@ -79,27 +79,35 @@ func TestProcessKill9WhileCallsWaitForBudget(t *testing.T) {
 	}
 	p1.wait(t, 10*time.Second)
 	received := h.sim.requests()
-	p2 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc))
-	h.waitDone("b", n, 90*time.Second)
-	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := p2.wait(t, 30*time.Second); err != nil {
-		t.Errorf("second worker after SIGTERM: %v, want exit 0", err)
-	}
+	h.finishWithNoUnsentCalls("b", n, conc)
 	inFlight := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'b:%' AND provider_class = 'in_flight'`)
 	if inFlight < 1 || int64(inFlight) > received {
 		t.Errorf("%d calls recorded in flight at the kill; the provider had received %d calls by then (at least one in flight)", inFlight, received)
 	}
-	// Every call received has a row, and no row is a call never sent.
-	c, err := h.st.Counts(context.Background(), "b")
+}
+
+// finishWithNoUnsentCalls runs a second worker process until batch's n
+// jobs are final, stops it, and checks that every call the provider
+// received has a row and no row is a call never sent, besides the
+// batch's invariants.
+func (h *harness) finishWithNoUnsentCalls(batch string, n, conc int) {
+	h.t.Helper()
+	p := h.startProc("", nil, "--concurrency", fmt.Sprint(conc))
+	h.waitDone(batch, n, 90*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := p.wait(h.t, 30*time.Second); err != nil {
+		h.t.Errorf("second worker after SIGTERM: %v, want exit 0", err)
+	}
+	c, err := h.st.Counts(context.Background(), batch)
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	if calls := h.sim.requests(); c.Calls > calls {
-		t.Errorf("the ledger accounts for %d calls, the provider received %d: calls never sent were recorded", c.Calls, calls)
+		h.t.Errorf("the ledger accounts for %d calls, the provider received %d: calls never sent were recorded", c.Calls, calls)
 	}
-	h.checkInvariants("b", invariants{Jobs: n})
+	h.checkInvariants(batch, invariants{Jobs: n})
 }
 
 // A worker stopped while its jobs wait for their lane's budget records
@@ -122,20 +130,7 @@ func TestStopWhileCallsWaitForBudget(t *testing.T) {
 	if waits := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'b:%' AND provider_error LIKE '%wait for lane%'`); waits != 0 {
 		t.Errorf("%d lane waits recorded as interrupted calls, want none", waits)
 	}
-	p2 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc))
-	h.waitDone("b", n, 90*time.Second)
-	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	p2.wait(t, 30*time.Second)
-	c, err := h.st.Counts(context.Background(), "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if calls := h.sim.requests(); c.Calls > calls {
-		t.Errorf("the ledger accounts for %d calls, the provider received %d: calls never sent were recorded", c.Calls, calls)
-	}
-	h.checkInvariants("b", invariants{Jobs: n})
+	h.finishWithNoUnsentCalls("b", n, conc)
 }
 
 // kill -9 of a worker holding replies it has not written (the ledger is
