@@ -72,7 +72,7 @@ var extractCases = []extractCase{
 	{name: "js literals", reply: `[undefined, NaN]`, want: `[null,null]`, kinds: []string{KindJSLiteral}},
 	// -Infinity was the unquoted string "-Infinity": valid where a string is.
 	{name: "negative infinity is non-finite", reply: `{"a": -Infinity, "b": -NaN, "c": -Infinityx}`, want: `{"a":null,"b":null,"c":"-Infinityx"}`, kinds: []string{KindNonFinite, KindUnquotedString}},
-	{name: "python's non-finite spellings", reply: `{"a": nan, "b": inf, "c": -inf, "d": infinity, "e": nano}`, want: `{"a":null,"b":null,"c":null,"d":null,"e":"nano"}`, kinds: []string{KindNonFinite, KindUnquotedString}},
+	{name: "python's non-finite spellings", reply: `{"a": nan, "b": inf, "c": -inf, "d": infinity, "e": nano, "f": Inf, "g": -Inf, "h": NAN}`, want: `{"a":null,"b":null,"c":null,"d":null,"e":"nano","f":null,"g":null,"h":null}`, kinds: []string{KindNonFinite, KindUnquotedString}},
 	{name: "missing comma", reply: "{\"a\": 1\n\"b\": 2}", want: `{"a":1,"b":2}`, kinds: []string{KindMissingComma}},
 	{name: "missing colon", reply: `{"a" 1}`, want: `{"a":1}`, kinds: []string{KindMissingColon}},
 	{name: "missing value", reply: `{"a": , "b": 2}`, want: `{"a":null,"b":2}`, kinds: []string{KindMissingValue}},

@@ -342,7 +342,7 @@ func (p *parser) value() bool {
 	if c == '-' {
 		// -Infinity, -NaN: non-finite, like Infinity (it was read as the
 		// unquoted string "-Infinity", valid wherever a string is).
-		for _, w := range [...]string{"-Infinity", "-NaN", "-infinity", "-inf", "-nan"} {
+		for _, w := range [...]string{"-Infinity", "-NaN", "-infinity", "-inf", "-nan", "-Inf", "-INF", "-NAN", "-INFINITY"} {
 			if j := p.i + len(w); strings.HasPrefix(p.src[p.i:p.end], w) && (j >= p.end || !isIdent(p.src[j])) {
 				p.repair(KindNonFinite, p.i)
 				p.out = append(p.out, "null"...)
@@ -1492,6 +1492,7 @@ var literals = map[string]struct{ json, kind string }{
 	// Python's and C's spellings (float('nan') prints nan): they were read
 	// as the strings "nan" and "inf", valid wherever a string is.
 	"nan": {"null", KindNonFinite}, "inf": {"null", KindNonFinite}, "infinity": {"null", KindNonFinite},
+	"Inf": {"null", KindNonFinite}, "INF": {"null", KindNonFinite}, "NAN": {"null", KindNonFinite}, "INFINITY": {"null", KindNonFinite},
 }
 
 // symbol parses a literal, a function call wrapper or an unquoted string.

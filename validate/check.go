@@ -425,10 +425,10 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 }
 
 // citationCue ends the text before a citation: "as shown in [3]", "see
-// [2]", "(source: [1])", "Smith et al. [3]", "[2][3]". A bare "in" or
-// "from" is no cue: "the matching rows are the ones in [2, 9]" corrects
-// the answer.
-var citationCue = regexp.MustCompile(`(?i)(?:\b(?:see|cf|ref|refs|reference|references|source|sources|(?:shown|cited|described|reported|given|stated|listed) in|according to|et al)\.?:?|\(|\]|（|见|参见)[ \t]*$`)
+// [2]", "(source: [1])", "Smith et al. [3]", "per [2]", "[2][3]" (a
+// bracket right after another; "[4, 7] [3]" is two answers). A bare "in"
+// is no cue: "the one in [9]" may correct the answer.
+var citationCue = regexp.MustCompile(`(?i)(?:\b(?:see|cf|ref|refs|reference|references|source|sources|(?:shown|cited|described|reported|given|stated|listed) in|according to|et al|per|from)\.?:?|\(|（|见|参见)[ \t]*$|\]$`)
 
 // citation reports whether candidate o reads as a citation in prose after
 // the answer: one small integer in brackets, found in the reply's text
@@ -557,16 +557,34 @@ func labelled(reply string, o *extract.Candidate) bool {
 	return labelledAt(reply, o.Start)
 }
 
-// answerLabelStart matches a label line that names an answer: an answer
-// word (answerLabels), after words such as "here is the" or "final", or
-// "here it is", "here you go".
-var answerLabelStart = regexp.MustCompile(`^(?:(?:(?:here|is|are|the|my|our|final|new|corrected|revised|updated|fixed|complete|valid)\s+)*(?:` +
-	strings.Join(answerLabels, "|") + `)\w*\b|here(?:'s| is| are)? (?:it is|you go|you are)\b)`)
+// answerWord finds an answer word (answerLabels) in a label, as a word.
+var answerWord = regexp.MustCompile(`\b(?:` + strings.Join(answerLabels, "|") + `)\w*\b`)
 
-// notAnswerLabel matches a label that names something else than the
-// answer: "Example output:", "Input JSON:", "Your previous response:",
-// "Output format:", "Incorrect:".
-var notAnswerLabel = regexp.MustCompile(`\b(?:example|examples|e\.g|format|schema|template|input|previous|earlier|original|old|wrong|incorrect|invalid|bad|draft|sample|instead|before)\b`)
+// hereLabel matches "Here it is", "Here you go": the answer follows.
+var hereLabel = regexp.MustCompile(`^here(?:'s| is| are)? (?:it is|you go|you are)\b`)
+
+// notAnswerWord names something else than the answer when it comes before
+// the label's answer word ("Example output", "Input JSON", "Your previous
+// response", "Wrong answer"); formatWord does when it comes right after
+// it ("Output format", "JSON schema", "Answer template").
+var (
+	notAnswerWord = regexp.MustCompile(`\b(?:example|examples|e\.g|sample|input|previous|earlier|original|old|wrong|incorrect|invalid|bad|rejected|draft|instead|before)\b`)
+	formatWord    = regexp.MustCompile(`^\s*(?:format|schema|template|example|examples|structure|shape|spec)\b`)
+)
+
+// answerLabelLine reports whether a label (lower case, its colon cut)
+// names the answer: an answer word not preceded by a word naming
+// something else, nor followed at once by "format" or the like.
+func answerLabelLine(l string) bool {
+	if hereLabel.MatchString(l) {
+		return true
+	}
+	loc := answerWord.FindStringIndex(l)
+	if loc == nil {
+		return false
+	}
+	return !notAnswerWord.MatchString(l[:loc[0]]) && !formatWord.MatchString(l[loc[1]:])
+}
 
 // cjkAnswerLabel is an answer label in Chinese or Japanese.
 var cjkAnswerLabel = regexp.MustCompile(`(?:答案|结果|回答|输出|出力|結果)$`)
@@ -590,16 +608,19 @@ func labelledAt(reply string, at int) bool {
 		return false
 	}
 	line := before[strings.LastIndexByte(before, '\n')+1:]
-	// The last sentence: "Wait, that is wrong. Corrected:", "**A:** {...} **Example:**".
-	if i := strings.LastIndexAny(line, ".!?}]"); i >= 0 {
-		line = line[i+1:]
+	// The last sentence: "Wait, that is wrong. Corrected:", "**A:** {...} **Example:**"
+	// (a dot inside a word, "v1.2" or "2.b", ends none).
+	for _, sep := range []string{". ", "! ", "? ", "} ", "] "} {
+		if i := strings.LastIndex(line, sep); i >= 0 {
+			line = line[i+len(sep):]
+		}
 	}
 	line = strings.Trim(line, " \t*_#>-")
 	if cjkAnswerLabel.MatchString(line) {
 		return true
 	}
 	l := strings.ToLower(line)
-	return len(l) <= 60 && !notAnswerLabel.MatchString(l) && answerLabelStart.MatchString(l)
+	return len(l) <= 80 && answerLabelLine(l)
 }
 
 // ambiguityCoerceMax bounds the other candidates ambiguous tries with local

@@ -554,6 +554,27 @@ func TestLossyErrorsAreBounded(t *testing.T) {
 // not (each cost a re-ask).
 func TestCheckLabelsAndCitations(t *testing.T) {
 	t.Parallel()
+	// Labels in many words: an answer word, not after a word naming
+	// something else nor right before "format".
+	sent := `{"type":"object","properties":{"sentiment":{"enum":["positive","negative","neutral"]},"score":{"type":"number","minimum":0,"maximum":1}},"required":["sentiment","score"],"additionalProperties":false}`
+	bad, good := `{"sentiment": "positive", "score": 1.4}`, `{"sentiment": "neutral", "score": 0.5}`
+	for _, label := range []string{"Here's the JSON:", "So the final answer is:", "Structured output:", "Answer based on the input:",
+		"Here is the output in the requested format:", "Answer to question 2.b:", "Final answer for v1.2:", "Answer [final]:"} {
+		if got := CheckWith(mustCompile(t, sent), label+" "+bad+"\n\nExample: "+good, CheckOptions{}); got.Valid {
+			t.Errorf("%q before a wrong answer, then an example: valid %v; want ambiguous", label, got.Value)
+		}
+	}
+	for _, label := range []string{"Example output:", "Input JSON:", "Your previous response:", "Output format:", "Wrong answer:", "Earlier draft answer:"} {
+		if got := CheckWith(mustCompile(t, sent), good+"\n\n"+label+" "+bad, CheckOptions{}); !got.Valid {
+			t.Errorf("an answer, then %q and another value: %v; want valid", label, got.Errors)
+		}
+	}
+	ids := mustCompile(t, `{"type":"array","items":{"type":"integer"}}`)
+	for reply, valid := range map[string]bool{"The IDs are [4, 7], per [2].": true, "The IDs are [4, 7] (from [2]).": true, "The IDs are [4, 7] [3].": false} {
+		if got := CheckWith(ids, reply, CheckOptions{}); got.Valid != valid {
+			t.Errorf("%q: valid %v (%v); want %v", reply, got.Valid, got.Errors, valid)
+		}
+	}
 	for i, tc := range []struct {
 		schema, reply string
 		valid         bool

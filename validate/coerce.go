@@ -579,7 +579,7 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 			if !vw.strClosed {
 				return fix{}, false
 			}
-			if _, k, ok := jsonLiteral(x); ok && vw.kinds&k != 0 || x == "null" && vw.kinds&kNull != 0 {
+			if _, k, ok := jsonLiteral(strings.TrimSpace(x)); ok && vw.kinds&k != 0 || strings.EqualFold(strings.TrimSpace(x), "null") && vw.kinds&kNull != 0 {
 				// "true" where the enum has "TRUE" and true: which one is
 				// not the fix's to choose.
 				return fix{}, false
@@ -734,8 +734,8 @@ func listLike(s string) bool {
 // space, a dash, or a placeholder such as "none" or "N/A". Wrapped, it
 // became a list of one empty or placeholder item.
 func noItem(s string) bool {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "-", "—", "–", "none", "n/a", "na", "null", "nil", "nothing", "empty":
+	switch strings.Trim(strings.ToLower(s), " \t\r\n.()<>[]…") {
+	case "", "-", "—", "–", "none", "n/a", "na", "n.a", "null", "nil", "nothing", "empty", "not applicable", "unknown", "tbd", "tba":
 		return true
 	}
 	return false

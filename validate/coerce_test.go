@@ -198,8 +198,8 @@ var coerceCases = []coerceCase{
 	// One value that merely looks like an item of a list is wrapped.
 	{name: "wrap an address with a number", schema: objSchema, value: `{"id":1,"tags":"3. Main St"}`, want: `{"id":1,"tags":["3. Main St"]}`,
 		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"3. Main St","after":["3. Main St"]}]`},
-	{name: "wrap a word in parentheses", schema: objSchema, value: `{"id":1,"tags":"(none)"}`, want: `{"id":1,"tags":["(none)"]}`,
-		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"(none)","after":["(none)"]}]`},
+	{name: "wrap a word in parentheses", schema: objSchema, value: `{"id":1,"tags":"(beta)"}`, want: `{"id":1,"tags":["(beta)"]}`,
+		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"(beta)","after":["(beta)"]}]`},
 	{name: "wrap a tagged title", schema: objSchema, value: `{"id":1,"tags":"[draft] report"}`, want: `{"id":1,"tags":["[draft] report"]}`,
 		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"[draft] report","after":["[draft] report"]}]`},
 	{name: "wrap a word with a middle dot", schema: objSchema, value: `{"id":1,"tags":"Col·legi"}`, want: `{"id":1,"tags":["Col·legi"]}`,
@@ -231,6 +231,10 @@ var coerceCases = []coerceCase{
 	// An empty string or a placeholder is no item: [""] and ["none"] were stored.
 	{name: "refused: wrap an empty string", schema: objSchema, value: `{"id":1,"tags":""}`, errs: []string{"/tags type"}},
 	{name: "refused: wrap a placeholder", schema: objSchema, value: `{"id":1,"tags":"N/A"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap a placeholder in brackets", schema: objSchema, value: `{"id":1,"tags":"(none)"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap a placeholder sentence", schema: objSchema, value: `{"id":1,"tags":"Not applicable."}`, errs: []string{"/tags type"}},
+	{name: "refused: enum case where the text is null in another case", schema: `{"type":"object","properties":{"e":{"enum":["NULL","NA",null]}}}`,
+		value: `{"e":" Null"}`, errs: []string{"/e enum"}},
 	// "true" is the string "TRUE" in another case and the boolean true.
 	{name: "refused: enum case where the text is also an allowed literal", schema: `{"type":"object","properties":{"e":{"enum":["TRUE",true]}}}`,
 		value: `{"e":"true"}`, errs: []string{"/e enum"}},
