@@ -387,13 +387,18 @@ func TestNestedFieldTypo(t *testing.T) {
 	cfg := Config{Batch: "nt", Schema: []byte(`{"type":"object"}`), Provider: "openai", Model: "m", Format: FormatJSONL,
 		Template: `X {{.customer.nmae}}`}
 	data := `{"customer":{"name":"a"}}` + "\n" + `{"customer":{"name":"b","nmae":"x"}}` + "\n"
-	if _, err := DryRun(t.Context(), nil, cfg, strings.NewReader(`{"customer":{"name":"a"}}`+"\n"+`{"customer":{"name":"b"}}`+"\n"), 0, nil); !errors.Is(err, ErrBadConfig) ||
+	// (A row without the parent object, or with null there, does not hide it.)
+	if _, err := DryRun(t.Context(), nil, cfg, strings.NewReader(`{"customer":{"name":"a"}}`+"\n"+`{"other":1}`+"\n"+`{"customer":null}`+"\n"), 0, nil); !errors.Is(err, ErrBadConfig) ||
 		!strings.Contains(err.Error(), "the template uses .customer.nmae, which no row of the dataset has") {
 		t.Errorf("a nested field no row has: %v; want a usage error naming .customer.nmae", err)
 	}
 	rep, err := DryRun(t.Context(), nil, cfg, strings.NewReader(data), 0, nil)
 	if err != nil || len(rep.Bad) != 1 || rep.Jobs != 1 {
 		t.Errorf("a nested field one row has: %v, %d bad, %d jobs; want line 1 bad and line 2 a job", err, len(rep.Bad), rep.Jobs)
+	}
+	// --limit 1 has not seen the row that has it: bad rows, no typo.
+	if rep, err := DryRun(t.Context(), nil, cfg, strings.NewReader(data), 1, nil); err != nil || len(rep.Bad) != 1 {
+		t.Errorf("--limit 1: %v, bad %v; want line 1 bad, no usage error", err, rep.Bad)
 	}
 }
 

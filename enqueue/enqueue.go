@@ -1024,6 +1024,8 @@ type checkResult struct {
 	// read.
 	missingPath map[string]int
 	rows        int
+	// rendered counts the rows the template rendered.
+	rendered int
 	// limited: the pass stopped at its limit before the end of the data.
 	limited bool
 }
@@ -1089,11 +1091,13 @@ func (c *checkResult) unknownFields(idField string) error {
 		}
 	}
 	// A nested field no row has: a typo too ({{.customer.nmae}} made
-	// every row a bad row).
-	for _, p := range slices.Sorted(maps.Keys(c.missingPath)) {
-		if c.rows > 0 && c.missingPath[p] == c.rows {
-			return fmt.Errorf("%w: %w: the template uses %s, which no row of the dataset has (a typo? its fields: %s)", ErrBadConfig, ErrBadTemplate, p, cols)
-		}
+	// every row a bad row). No row rendered, and rows failed for want of
+	// it (others may lack its parent); a pass cut short by --limit has not
+	// seen every row.
+	if c.rendered == 0 && !c.limited && len(c.missingPath) > 0 {
+		paths := slices.Sorted(maps.Keys(c.missingPath))
+		p := slices.MaxFunc(paths, func(a, b string) int { return c.missingPath[a] - c.missingPath[b] })
+		return fmt.Errorf("%w: %w: the template uses %s, which no row of the dataset has (a typo? its fields: %s)", ErrBadConfig, ErrBadTemplate, p, cols)
 	}
 	return nil
 }
@@ -1175,6 +1179,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 			bad(line, err)
 			continue
 		}
+		res.rendered++
 		if r.cfg.IDField != "" {
 			key := sha256.Sum256([]byte(job.ID))
 			var k [16]byte

@@ -135,13 +135,21 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 			release = rel
 		}
 		started := l.cfg.NowFunc()
-		callCtx := ctx
-		if job.SentFunc != nil {
-			// Written down when it goes out, after the wait for its lane:
-			// a call still waiting was never sent.
-			callCtx = llm.WithSendHook(ctx, func(at time.Time) { job.SentFunc(step.Outstanding(at)) })
-		}
+		// When it goes out, after the wait for its lane: a call still
+		// waiting was never sent, and one cut off in flight started then
+		// (its row said when its job was pulled). The journal writes it
+		// down then.
+		var sent time.Time
+		callCtx := llm.WithSendHook(ctx, func(at time.Time) {
+			sent = at
+			if job.SentFunc != nil {
+				job.SentFunc(step.Outstanding(at))
+			}
+		})
 		resp, err := l.client.Complete(callCtx, *act.Request)
+		if !sent.IsZero() {
+			started = sent
+		}
 		if release != nil {
 			release(resp, err)
 		}

@@ -119,7 +119,8 @@ func TestStopWhileCallsWaitForBudget(t *testing.T) {
 	h := newHarness(t, harnessConfig{Sim: sim.Config{Latency: fixedLatency(1500 * time.Millisecond)}})
 	h.enqueue("b", n)
 	p1 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc), "--rpm", "60", "--grace", "100ms")
-	waitFor(t, 60*time.Second, "a call in flight", func() bool { return h.sim.inFlight.Load() >= 1 })
+	// The third call went out about two seconds after its job was pulled.
+	waitFor(t, 60*time.Second, "three calls sent", func() bool { return h.sim.requests() >= 3 && h.sim.inFlight.Load() >= 1 })
 	time.Sleep(200 * time.Millisecond)
 	if err := p1.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -129,6 +130,12 @@ func TestStopWhileCallsWaitForBudget(t *testing.T) {
 	}
 	if waits := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'b:%' AND provider_error LIKE '%wait for lane%'`); waits != 0 {
 		t.Errorf("%d lane waits recorded as interrupted calls, want none", waits)
+	}
+	// A call cut off in flight started when it was sent, not when its job
+	// was pulled: its latency is its time in flight (a 1.5 s call, cut).
+	if cut, slow := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'b:%' AND reason = 'shutdown'`),
+		h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'b:%' AND reason = 'shutdown' AND latency_ms > 1700`); cut == 0 || slow != 0 {
+		t.Errorf("%d calls cut off at the stop, %d of them with a latency over the call's 1.5 s: timed from before the lane's wait", cut, slow)
 	}
 	h.finishWithNoUnsentCalls("b", n, conc)
 }

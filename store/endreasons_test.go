@@ -40,6 +40,8 @@ func TestEndReasonsGroupNumbers(t *testing.T) {
 	for i := 21; i <= 23; i++ {
 		results = append(results, store.Result{JobID: fmt.Sprintf("er:%d", i), Status: store.StatusFailed, Error: fmt.Sprintf("reason %c", 'a'+i-21)})
 	}
+	// A model's version is no amount: two reasons.
+	results[20].Error, results[21].Error = `no price for model "gpt-5-mini"`, `no price for model "gpt-5.1-mini"`
 	if _, err := st.SaveResults(ctx, results); err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +84,8 @@ func TestPutModelPrices(t *testing.T) {
 	if p := by["gpt-4o-mini"]; p.Source != "worker" || p.BatchInputPerMTok != 0.075 {
 		t.Errorf("gpt-4o-mini: %+v; want the worker's row over the seeded one", p)
 	}
-	// A seeded row no worker named keeps its prices, batch ones filled in.
-	if p := by["gpt-4o"]; p.Source != "migration" || p.InputPerMTok != 2.5 || p.BatchInputPerMTok != 1.25 || p.CacheWritePerMTok != 2.5 {
-		t.Errorf("gpt-4o: %+v; want the seeded row with its batch prices at half", p)
+	// The seeded rows go: one priced a model no worker charges for.
+	if p, ok := by["claude-sonnet-4"]; ok {
+		t.Errorf("claude-sonnet-4: %+v; want the seeded row gone", p)
 	}
 }

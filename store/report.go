@@ -609,15 +609,22 @@ type Price struct {
 }
 
 // PutModelPrices writes what a worker charges into model_prices, one row a
-// model, replacing the row of each model it names (source 'worker'): SQL
-// that reprices attempts joins the prices charged. Rows of models not in
-// prices stay as they are.
+// model, replacing the row of each model it names (source 'worker') and
+// the rows the migration seeded: SQL that reprices attempts joins the
+// prices charged. Other rows (another worker's --prices) stay. The table
+// is the current price list: an attempt's cost_usd is what it was charged
+// then.
 func (s *Store) PutModelPrices(ctx context.Context, prices []Price) error {
 	if len(prices) == 0 {
 		return nil
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
+	// The rows the migration seeded are superseded by a worker's table: one
+	// of them priced a model no worker charges for.
+	if _, err := s.pool.Exec(ctx, `DELETE FROM model_prices WHERE source = 'migration'`); err != nil {
+		return fmt.Errorf("write model prices: %w", err)
+	}
 	var models []string
 	cols := make([][]float64, 8)
 	for _, p := range prices {
@@ -790,9 +797,11 @@ func (s *Store) EndReasons(ctx context.Context, batch string, limit int) ([]EndR
 		SELECT status, left(min(error), 120), count(*), count(*) OVER (), sum(count(*)) OVER ()
 		FROM jobs
 		WHERE batch = $1 AND status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')
-		-- One reason whatever its numbers: each spend-cap error names its
-		-- call's own estimate, and 248 jobs read as 113 reasons.
-		GROUP BY status, regexp_replace(left(error, 200), '[0-9]+([.,][0-9]+)*', 'N', 'g')
+		-- One reason whatever its amounts: each spend-cap error names its
+		-- call's own estimate, and 248 jobs read as 113 reasons. Only
+		-- numbers standing alone (after a space, '$' or '('): a model's
+		-- version ("gpt-5.1-mini") tells two reasons apart.
+		GROUP BY status, regexp_replace(left(error, 200), '(^|[[:space:]$(])[0-9][0-9.,]*', '\1N', 'g')
 		ORDER BY 3 DESC, 1, 2 LIMIT $2`, batch, limit)
 	if err != nil {
 		return nil, fmt.Errorf("end reasons of %s: %w", batch, err)
