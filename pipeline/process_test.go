@@ -180,8 +180,14 @@ func TestProcessKill9KeepsPaidReplies(t *testing.T) {
 	if err := p2.wait(t, 30*time.Second); err != nil {
 		t.Errorf("second worker after SIGTERM: %v, want exit 0", err)
 	}
-	if p2.logCount("recorded the calls a worker that died had made and not written") != 1 {
-		t.Errorf("the second worker did not say it recorded the first one's replies:\n%s", p2.out.tail(20))
+	// The held results' calls are recorded from the journal as crashed,
+	// and the worker says so. (A commit cut off mid-way may have landed
+	// all the same: then the journal finds them in the ledger and records
+	// nothing, saying nothing; the provider's calls are accounted for
+	// either way, below.)
+	crashed := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'b:%' AND reason = 'crashed'`)
+	if said := p2.logCount("recorded the calls a worker that died had made and not written"); said != min(crashed, 1) {
+		t.Errorf("%d crashed calls recorded, and the second worker said so %d times:\n%s", crashed, said, p2.out.tail(20))
 	}
 	if left, _ := filepath.Glob(filepath.Join(h.spillDir, "replies-*.jsonl")); len(left) != 0 {
 		t.Errorf("reply journals left after a clean stop: %v", left)
