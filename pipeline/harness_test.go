@@ -36,6 +36,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -712,22 +713,7 @@ func (h *harness) consumerInfo() *jetstream.ConsumerInfo {
 }
 
 // syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer struct{ syncbuf.Buffer }
 
 func (s *syncBuffer) tail(n int) string {
 	lines := strings.Split(strings.TrimRight(s.String(), "\n"), "\n")

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
 )
 
 // TestEmbeddedNATSLogs: the embedded server's own lines reach the logger
@@ -78,19 +79,4 @@ func TestEmbeddedNATSLocksItsDirectory(t *testing.T) {
 }
 
 // lockedBuffer is a bytes.Buffer safe for writers in other goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = syncbuf.Buffer

@@ -1,0 +1,30 @@
+// Package syncbuf holds a bytes.Buffer safe for concurrent use: the sink
+// tests give a command, a server or a logger that writes from other
+// goroutines while the test reads.
+package syncbuf
+
+import (
+	"bytes"
+	"sync"
+)
+
+// Buffer is a bytes.Buffer whose Write and String may be called from any
+// goroutine. The zero value is empty and ready.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
