@@ -1,6 +1,7 @@
 package enqueue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,6 +90,13 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	}
 	if cfg.Class != "" && !slices.Contains(repair.FinalClasses, cfg.Class) {
 		return rep, fmt.Errorf("%w: requeue: class %q is not one of %s", ErrBadConfig, cfg.Class, strings.Join(repair.FinalClasses, ", "))
+	}
+	if cfg.Strategy != "" || cfg.MaxAttempts != 0 {
+		// A typo is a usage error whatever the ledger holds.
+		lim := repair.Limits{Strategy: cmp.Or(cfg.Strategy, repair.StrategyConversation), MaxAttempts: cmp.Or(cfg.MaxAttempts, 1)}
+		if err := lim.Validate(); err != nil {
+			return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
+		}
 	}
 	b, err := ledger.Batch(ctx, cfg.Batch)
 	if errors.Is(err, store.ErrNotFound) {

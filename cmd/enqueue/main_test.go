@@ -240,6 +240,7 @@ func TestEnqueueActions(t *testing.T) {
 		{"requeue no match", []string{"requeue", "--batch", "a1"}, 0, "no job matched"},
 		{"requeue of no status", []string{"requeue", "--batch", "a1", "--status", ""}, 2, `--status "" names no status`},
 		{"requeue no batch", []string{"requeue", "--batch", "nope"}, 1, "no such batch"},
+		{"requeue strategy typo, no batch", []string{"requeue", "--batch", "nope", "--strategy", "pach"}, 2, `strategy "pach"`},
 		{"cap bad value", []string{"cap", "--batch", "a1", "--max-cost-usd", "-1"}, 2, "--max-cost-usd"},
 		{"cap NaN", []string{"cap", "--batch", "a1", "--max-cost-usd", "NaN"}, 2, `--max-cost-usd "NaN"`},
 		{"cap infinite", []string{"cap", "--batch", "a1", "--max-cost-usd", "Inf"}, 2, `--max-cost-usd "Inf"`},
