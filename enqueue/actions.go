@@ -93,7 +93,7 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	}
 	if cfg.Strategy != "" || cfg.MaxAttempts != 0 {
 		// A typo is a usage error whatever the ledger holds.
-		lim := repair.Limits{Strategy: cmp.Or(cfg.Strategy, repair.StrategyConversation), MaxAttempts: cmp.Or(cfg.MaxAttempts, 1)}
+		lim := repair.Limits{Strategy: cmp.Or(cfg.Strategy, repair.StrategyConversation), MaxAttempts: cmp.Or(cfg.MaxAttempts, 1)}.WithDefaults()
 		if err := lim.Validate(); err != nil {
 			return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
 		}
