@@ -150,13 +150,18 @@ func TestProcessKill9KeepsPaidReplies(t *testing.T) {
 	const n, conc = 60, 4
 	proxy := &pgProxy{}
 	h := newHarness(t, harnessConfig{
-		Sim:   sim.Config{Latency: fixedLatency(20 * time.Millisecond)},
+		Sim:   sim.Config{Latency: fixedLatency(200 * time.Millisecond)},
 		Queue: pipeline.QueueConfig{AckWait: 5 * time.Second},
 		DSN:   proxy.dsn(t),
 	})
 	h.enqueue("b", n)
 	p1 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc), "--jobs-ahead", "0")
-	waitFor(t, 60*time.Second, "jobs done in the first process", func() bool { return h.progress("b").Valid >= 5 })
+	// Cut with calls in flight, so that results come back to be held (cut
+	// between two jobs' state reads, none was, and under load the wait
+	// below never ended).
+	waitFor(t, 60*time.Second, "jobs done in the first process and calls in flight", func() bool {
+		return h.progress("b").Valid >= 5 && h.sim.inFlight.Load() > 0
+	})
 	proxy.cut()
 	// The replies in flight at the cut come back and their results wait
 	// for a commit that cannot happen; no job starts (its state cannot be
