@@ -157,7 +157,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.TPM = *tpm
 	}
 	cfg.Batch = sim.BatchConfig{CompletionDelay: *batchDelay, Deadline: *batchDeadline, CancelDelay: *batchCancel,
-		ExpiredShare: *expiredShare, ErroredShare: *erroredShare, CacheHitProb: *hitProb}
+		ExpiredShare: *expiredShare, ErroredShare: *erroredShare, CacheHitProb: *hitProb,
+		// A restart must not hand out the ids a worker's open waves poll.
+		IDSalt: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	if *batchDelay == 0 {
 		cfg.Batch.CompletionDelay = -1 // the simulator reads 0 as its default
 	}

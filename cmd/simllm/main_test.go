@@ -203,6 +203,12 @@ func TestBatchFlagsReachTheSimulator(t *testing.T) {
 	if b["processing_status"] != "in_progress" {
 		t.Fatalf("with a 1h delay: %v", b)
 	}
+	// A restart with the same seed hands out new batch ids: a worker still
+	// polling the first run's batch gets a 404, not another batch.
+	again := create(startRun(t, "--preset", "clean", "--batch-completion-delay", "1h"))
+	if again["id"] == b["id"] {
+		t.Fatalf("two runs with the same seed gave batch id %v twice", b["id"])
+	}
 }
 
 func TestHelpListsFaultKinds(t *testing.T) {

@@ -117,7 +117,11 @@ func (st *batchStore) newID(s *Server, prefix, kind string) string {
 	st.seq++
 	n := st.seq
 	st.mu.Unlock()
-	return prefix + idFrom(strconv.FormatUint(s.cfg.Seed, 10), kind, strconv.FormatInt(n, 10))
+	seed := strconv.FormatUint(s.cfg.Seed, 10)
+	if s.cfg.Batch.IDSalt != "" {
+		seed += "/" + s.cfg.Batch.IDSalt
+	}
+	return prefix + idFrom(seed, kind, strconv.FormatInt(n, 10))
 }
 
 func (st *batchStore) addFile(f *batchFile) {

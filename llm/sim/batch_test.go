@@ -870,3 +870,29 @@ func TestBatchConfigValidation(t *testing.T) {
 		t.Fatalf("defaults %+v %+v", c.Batch, c.Cache)
 	}
 }
+
+// TestBatchIDSalt: a restarted server with the same seed hands out the
+// same batch ids unless salted, and a salted one's ids are its own: the
+// restarted simulator must 404 an earlier run's batch, not answer it with
+// a new batch's results.
+func TestBatchIDSalt(t *testing.T) {
+	t.Parallel()
+	first := func(salt string) string {
+		cfg, _ := Preset("clean")
+		cfg.Seed = 3
+		cfg.Batch.CompletionDelay = -1
+		cfg.Batch.IDSalt = salt
+		base := serveSim(t, New(cfg))
+		return anthropicBatch(t, base, []map[string]any{anthropicOrder("job-1")})["id"].(string)
+	}
+	if a, b := first(""), first(""); a != b {
+		t.Fatalf("unsalted ids %s and %s differ: the same seed must give the same ids", a, b)
+	}
+	a, b := first("run-1"), first("run-2")
+	if a == b || a == first("") {
+		t.Fatalf("salted ids %s, %s (unsalted %s): want each salt its own", a, b, first(""))
+	}
+	if !strings.HasPrefix(a, "msgbatch_01") || len(a) != len(first("")) {
+		t.Fatalf("salted id %q has not the provider's shape", a)
+	}
+}

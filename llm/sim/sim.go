@@ -592,6 +592,12 @@ type BatchConfig struct {
 	// as best effort); a request that does not read still writes. 0 means
 	// 1; negative means never.
 	CacheHitProb float64
+	// IDSalt is mixed into the ids of files and batches. Ids depend on the
+	// seed and a counter alone otherwise, so a server restarted with the
+	// same seed hands out the ids of the earlier run's batches again, and
+	// a worker still polling one of those would read another batch's
+	// results. simllm salts with its start time; tests leave it empty.
+	IDSalt string
 }
 
 // CacheConfig configures the prompt-cache model.
