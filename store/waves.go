@@ -116,7 +116,29 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 		if _, err := pgx.ForEachRow(rows, []any{&id, &run}, func() error { free[id] = run; return nil }); err != nil {
 			return err
 		}
+		// An attempt has one place ever: a job released from a failed wave
+		// runs realtime, and a stale delivery of its first message must
+		// not place it again (the index would fail the whole wave).
+		rows, err = tx.Query(ctx, `SELECT job_id, run, attempt_no FROM wave_requests WHERE job_id = ANY($1)`, ids)
+		if err != nil {
+			return err
+		}
+		type place struct {
+			job          string
+			run, attempt int
+		}
+		placed := map[place]bool{}
+		var attempt int
+		if _, err := pgx.ForEachRow(rows, []any{&id, &run, &attempt}, func() error {
+			placed[place{id, run, attempt}] = true
+			return nil
+		}); err != nil {
+			return err
+		}
 		for _, r := range p.Requests {
+			if placed[place{r.JobID, max(r.Run, 1), r.AttemptNo}] {
+				continue
+			}
 			if run, ok := free[r.JobID]; ok && run == max(r.Run, 1) {
 				taken = append(taken, r)
 				delete(free, r.JobID) // once per wave

@@ -168,19 +168,29 @@ func TestWaveLedger(t *testing.T) {
 	if got := placedIDs(w.ID); len(got) != 0 {
 		t.Fatalf("placed in wave 1 after release: %v", got)
 	}
-	if n, err := s.OpenWaves(ctx, []string{"openai"}, []string{"stream J, openai https://x"}); err != nil || n != 2 {
-		t.Fatalf("OpenWaves: %d %v, want 2", n, err)
+	// A stale delivery of job 3's first message, collected with job 4's:
+	// job 3 had its place (the queue runs it realtime now), so the new
+	// wave takes job 4 alone. Taking job 3 failed the whole wave on the
+	// one-place-per-attempt index, and its jobs went back to the queue to
+	// fail again with it.
+	w3, taken3, err := s.RecordWave(ctx, store.WaveParams{Batch: "wv", Run: 1, Provider: "openai", Model: "m",
+		Requests: waveReqs("wv", 1, 3, 4), Owner: "a", Lease: time.Minute, Home: "stream J, openai https://x"})
+	if err != nil || w3 == nil || len(taken3) != 1 || taken3[0].JobID != "wv-4" {
+		t.Fatalf("wave of a released job and a new one: %+v %v %v, want job 4 alone", w3, taken3, err)
+	}
+	if n, err := s.OpenWaves(ctx, []string{"openai"}, []string{"stream J, openai https://x"}); err != nil || n != 3 {
+		t.Fatalf("OpenWaves: %d %v, want 3", n, err)
 	}
 	if n, err := s.OpenWaves(ctx, []string{"anthropic"}, []string{"stream J, openai https://x"}); err != nil || n != 0 {
 		t.Fatalf("OpenWaves of another provider: %d %v, want 0", n, err)
 	}
 
-	// Cancel asks for the open waves (wave 1 is still submitted, wave 2 recorded).
-	if n, err := s.CancelWaves(ctx, "wv"); err != nil || n != 2 {
+	// Cancel asks for the open waves (wave 1 is still submitted, waves 2 and 3 recorded).
+	if n, err := s.CancelWaves(ctx, "wv"); err != nil || n != 3 {
 		t.Fatalf("CancelWaves: %d %v", n, err)
 	}
 	ws, err := s.Waves(ctx, "wv")
-	if err != nil || len(ws) != 2 || ws[0].Status != store.WaveCancelling || ws[1].Status != store.WaveCancelling {
+	if err != nil || len(ws) != 3 || ws[0].Status != store.WaveCancelling || ws[1].Status != store.WaveCancelling || ws[2].Status != store.WaveCancelling {
 		t.Fatalf("Waves: %+v %v", ws, err)
 	}
 }
