@@ -34,6 +34,9 @@ type rowReader struct {
 	csv      *csv.Reader
 	header   []string
 	line     int
+	// suspect, after a CSV record read, says why it may be rows folded
+	// into one field by a stray quote ("" when it does not look so).
+	suspect string
 
 	// cols are the column names seen so far in file order: the CSV header,
 	// or each JSONL row's keys as written, first sighting first.
@@ -73,6 +76,11 @@ func newRowReader(format string, r io.Reader) *rowReader {
 	rr.startErr = compressedStart(head)
 	r = br
 	if format == FormatCSV {
+		// A byte order mark, as Excel writes one, is not data: left in the
+		// stream it makes a quoted first header field a "bare quote".
+		if bytes.HasPrefix(head, []byte("\ufeff")) {
+			_, _ = br.Discard(3)
+		}
 		// The csv reader buffers ahead of the record it returns: the bound
 		// allows for that.
 		rr.csvIn = &boundedReader{r: r, limit: maxLineBytes + 64<<10}
@@ -172,7 +180,11 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 			return nil, rr.line, errors.New("not a JSON object: null")
 		}
 		if dec.More() {
-			return nil, rr.line, errors.New("more than one JSON value on the line")
+			rest := bytes.TrimSpace(text[dec.InputOffset():])
+			if len(rest) > 0 && (rest[0] == '{' || rest[0] == '[' || rest[0] == '"' || jsonKindAt(rest[0]) != "") {
+				return nil, rr.line, errors.New("more than one JSON value on the line")
+			}
+			return nil, rr.line, fmt.Errorf("text after the JSON object: %q", snippet(rest, 40))
 		}
 		if at, key, dup := extract.DuplicateKey(text); dup {
 			return nil, rr.line, fmt.Errorf("key %q appears twice in one object (at %s): a JSON reader keeps only one of the two values", key, at)
@@ -253,6 +265,9 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 			}
 		}
 		for _, name := range h {
+			if strings.ContainsRune(name, '\r') {
+				return nil, 1, &fatalReadError{errors.New(`the CSV header holds a carriage return: the file's lines end in CR alone (classic Mac), so it reads as one line; convert them first, e.g. tr '\r' '\n' < in.csv > out.csv`)}
+			}
 			if err := checkUTF8([]byte(name)); err != nil {
 				return nil, 1, &fatalReadError{fmt.Errorf("the CSV header is %w", err)}
 			}
@@ -277,7 +292,13 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 			first[name] = i
 		}
 	}
+	rr.suspect = ""
 	rec, err := rr.csv.Read()
+	for err == nil && allEmpty(rec) && len(rec) > 1 {
+		// ",,,," is the blank line of a spreadsheet's export: skipped as
+		// blank lines are (it would be a job with no content).
+		rec, err = rr.csv.Read()
+	}
 	if err == nil && len(rec) > 0 {
 		rr.csvLine, _ = rr.csv.FieldPos(0)
 	}
@@ -293,6 +314,13 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 	if err != nil {
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
+			if pe.Line > pe.StartLine {
+				// The reader went on to pe.Line looking for the field's
+				// end: the rows in between are gone from the reading, and
+				// a bad row would count them as one.
+				return nil, pe.StartLine, &fatalReadError{fmt.Errorf("malformed CSV: a quoted field opened on line %d is still open on line %d (%v), so lines %d to %d read as one field: a quote inside a quoted field is written twice (\"\"); fix the row and run again",
+					pe.StartLine, pe.Line, pe.Err, pe.StartLine, pe.Line)}
+			}
 			return nil, pe.StartLine, fmt.Errorf("malformed CSV: %v", pe.Err)
 		}
 		return nil, line, &fatalReadError{err}
@@ -308,11 +336,50 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 			return nil, line, fmt.Errorf("column %q holds a NUL character: %s", rr.header[i], nulWhy)
 		}
 	}
+	rr.suspect = foldedRows(rec, rr.header)
 	row := make(map[string]any, len(rec))
 	for i, h := range rr.header {
 		row[h] = rec[i]
 	}
 	return row, line, nil
+}
+
+func allEmpty(rec []string) bool {
+	for _, f := range rec {
+		if f != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// foldedRows says which field of a CSV record holds lines that read as
+// whole rows of the file (as many fields as the header, at least 3): the
+// mark of a stray quote that a later stray quote closed, folding the rows
+// between into one field. "" when none does.
+func foldedRows(rec, header []string) string {
+	if len(header) < 3 {
+		return ""
+	}
+	for i, f := range rec {
+		if !strings.Contains(f, "\n") {
+			continue
+		}
+		lines := strings.Split(f, "\n")
+		n := 0
+		for _, l := range lines[1:] {
+			r := csv.NewReader(strings.NewReader(l))
+			r.FieldsPerRecord = -1
+			if rec, err := r.Read(); err == nil && len(rec) == len(header) {
+				n++
+			}
+		}
+		if n > 0 {
+			return fmt.Sprintf("column %q spans %d lines, and %d of them read as rows of this file (%d fields): if a stray quote folded rows into it, fix the quote; if the text is meant, ignore this",
+				header[i], len(lines), n, len(header))
+		}
+	}
+	return ""
 }
 
 // jsonKindAt names the JSON value a line starting with c holds when it is
@@ -426,4 +493,13 @@ func DetectFormat(name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("cannot tell the format of %s from its name; pass --format jsonl or csv", strconv.Quote(name))
+}
+
+// snippet is the first n runes of b, with "..." when cut.
+func snippet(b []byte, n int) string {
+	s := string(b)
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "..."
 }

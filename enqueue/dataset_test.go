@@ -25,6 +25,11 @@ func TestRowReaderColumns(t *testing.T) {
 	}{
 		{"jsonl", FormatJSONL, `{"zeta":1,"alpha":"a"}` + "\n\n" + `{"alpha":"b","mid":true,"zeta":2}` + "\n", []string{"zeta", "alpha", "mid"}, 2},
 		{"csv", FormatCSV, "\ufeffzeta,alpha\n1,a\n2,b\n", []string{"zeta", "alpha"}, 2},
+		// Excel's export: a BOM, then quoted header fields (the BOM left in
+		// the stream made the first a "bare quote" and refused the file).
+		{"csv with a BOM and quotes", FormatCSV, "\ufeff\"id\",\"text\"\r\n\"r1\",\"good\"\r\n", []string{"id", "text"}, 1},
+		// ",,," is a spreadsheet's blank line: skipped, not a job of nothing.
+		{"csv with empty rows", FormatCSV, "a,b,c\n1,2,3\n,,\n\"\",,\n4,5,6\n", []string{"a", "b", "c"}, 2},
 		{"jsonl with a BOM", FormatJSONL, "\ufeff" + `{"zeta":1,"alpha":"a"}` + "\r\n" + `{"alpha":"b","zeta":2}` + "\r\n", []string{"zeta", "alpha"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,6 +216,13 @@ func TestRowReaderRefusals(t *testing.T) {
 		{"zstd CSV", FormatCSV, "\x28\xb5\x2f\xfd rest", "zstd-compressed", true},
 		{"Latin-1 header", FormatCSV, "caf\xe9,text\n1,a\n", "the CSV header is not UTF-8", true},
 		{"quote left open", FormatCSV, "id,text\n1,\"" + strings.Repeat("x", maxLineBytes+100<<10) + "\n", "over the 16 MiB", true},
+		// The reader went to the end of the file for the field's end: the
+		// rows after it were one bad row, and enqueue exited 0 without them.
+		{"quote open to the end", FormatCSV, "id,text\nE1,\"He said \"\"wow\nE2,fine\nE3,fine\n", "a quoted field opened on line 2 is still open on line 4", true},
+		{"quote open for lines", FormatCSV, "id,text\nE1,a\nE2,\"c\nE3,d\" e\nE4,f\n", "opened on line 3 is still open on line 4", true},
+		{"lines end in CR alone", FormatCSV, "id,product,text\rr1,Lamp,good\rr2,Lamp,ok\r", "lines end in CR alone", true},
+		{"text after the object", FormatJSONL, `{"id":"j1","t":"a"} xyz` + "\n", `text after the JSON object: "xyz"`, false},
+		{"two objects", FormatJSONL, `{"id":"j1"} {"id":"j2"}` + "\n", "more than one JSON value", false},
 	} {
 		err := first(tc.format, tc.data)
 		var fatal *fatalReadError
@@ -413,5 +425,30 @@ func TestNumericIDsWrittenTwoWays(t *testing.T) {
 	rep, err := DryRun(t.Context(), nil, cfg, strings.NewReader(data), 0, nil)
 	if err != nil || rep.Jobs != 3 || len(rep.Bad) != 1 || !strings.Contains(rep.Bad[0].Error(), "line 2: id 5.0 is the number of line 1's id 5, written another way") {
 		t.Errorf("dry run: %v, %d jobs, bad %v; want line 2 refused naming line 1", err, rep.Jobs, rep.Bad)
+	}
+}
+
+// A stray quote closed by another a few rows on folds the rows between
+// into one field: valid CSV, so the row is read, with a warning naming
+// it; a field whose lines do not read as rows of the file has none.
+func TestRowReaderFoldedRows(t *testing.T) {
+	t.Parallel()
+	data := "id,product,text\n1,lamp,\"Bright \n2,desk,fine\n3,chair,ok\"\n4,mug,\"two\nlines, one comma\"\n5,pen,plain\n"
+	rr := newRowReader(FormatCSV, strings.NewReader(data))
+	var suspects []string
+	for {
+		row, _, err := rr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rr.suspect != "" {
+			suspects = append(suspects, row["id"].(string)+": "+rr.suspect)
+		}
+	}
+	if len(suspects) != 1 || !strings.HasPrefix(suspects[0], `1: column "text" spans 3 lines, and 2 of them read as rows`) {
+		t.Errorf("suspects %q; want row 1 alone, its 2 folded rows named", suspects)
 	}
 }

@@ -36,6 +36,9 @@ type DryRunReport struct {
 	Repeated int
 	Jobs     int
 	Existing int
+	// Warnings are what the real run would warn of (rows that look like
+	// rows folded into one field by a stray quote).
+	Warnings []string
 	// System is the system prompt every attempt starts with; Prompt the
 	// first job's own prompt, from line PromptLine.
 	System, Prompt string
@@ -121,7 +124,7 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 	if err := chk.unknownFields(cfg.IDField); err != nil {
 		return rep, err
 	}
-	rep.Rows, rep.Bad, rep.Repeated = prog.Rows, prog.Bad, prog.Repeated
+	rep.Rows, rep.Bad, rep.Repeated, rep.Warnings = prog.Rows, prog.Bad, prog.Repeated, prog.Warnings
 	if prog.Rows == 0 {
 		return rep, ErrNoRows // as the real run says (the dry run printed "0 would be jobs", exit 0)
 	}

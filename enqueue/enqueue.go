@@ -1149,6 +1149,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 	numIDs := map[string]numID{} // numeric ids by value
 	var pending []lineJob
 	rows := newRowReader(r.cfg.Format, data)
+	folded := 0 // rows that look like rows folded into a field
 	bad := func(line int, err error) {
 		prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err})
 		res.skip[line] = true
@@ -1169,6 +1170,11 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		}
 		prog.Rows++
 		res.rows++
+		if rows.suspect != "" {
+			if folded++; folded <= 5 {
+				prog.Warnings = append(prog.Warnings, fmt.Sprintf("line %d: %s", line, rows.suspect))
+			}
+		}
 		job, err := r.render(row, line)
 		if err != nil {
 			if f := missingFieldOf(err); f != "" {
@@ -1231,6 +1237,9 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 				r.cfg.ProgressFunc(*prog)
 			}
 		}
+	}
+	if folded > 5 {
+		prog.Warnings = append(prog.Warnings, fmt.Sprintf("%d more rows hold lines that read as rows of the file", folded-5))
 	}
 	if opts.limit > 0 && prog.Rows >= opts.limit {
 		_, _, err := rows.next()

@@ -508,6 +508,9 @@ func dryRunReport(ctx context.Context, st enqueue.DryRunLedger, cfg enqueue.Conf
 	for _, b := range rep.Bad {
 		fmt.Fprintf(stdout, "  bad row: %v\n", b)
 	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(stdout, "  warning: %s\n", w)
+	}
 	if rep.Jobs > 0 {
 		fmt.Fprintf(stdout, "\n--- system prompt (every attempt) ---\n%s\n--- prompt of line %d ---\n%s\n---\n\n", rep.System, rep.PromptLine, rep.Prompt)
 		from := "no earlier batch of this schema and model to measure: one attempt a job, repairs add more"

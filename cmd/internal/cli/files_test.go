@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -18,5 +19,25 @@ func TestReadTextFileDropsTheBOM(t *testing.T) {
 	}
 	if _, err := ReadTextFile(filepath.Join(t.TempDir(), "none")); err == nil {
 		t.Error("ReadTextFile of a missing file: no error")
+	}
+}
+
+// A Latin-1 template or system prompt is refused, naming the byte and
+// where it is: read as it was, each such byte was U+FFFD in every prompt.
+func TestReadTextFileRefusesNonUTF8(t *testing.T) {
+	t.Parallel()
+	name := filepath.Join(t.TempDir(), "t.txt")
+	if err := os.WriteFile(name, []byte("Hello\nCaf\xe9 {{.text}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := ReadTextFile(name)
+	if err == nil || !strings.Contains(err.Error(), "is not UTF-8 text (byte 0xE9 at line 2, column 4)") {
+		t.Errorf("ReadTextFile = %q, %v; want it refused at line 2, column 4", b, err)
+	}
+	if err := os.WriteFile(name, []byte("\ufeffCafé ✓ {{.text}}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadTextFile(name); err != nil || string(b) != "Café ✓ {{.text}}" {
+		t.Errorf("ReadTextFile of UTF-8 = %q, %v", b, err)
 	}
 }
