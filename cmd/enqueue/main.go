@@ -218,6 +218,11 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	} else {
 		if *schemaFile == "" || cfg.Model == "" || *templateFile == "" {
 			if len(pos) == 1 && !strings.ContainsAny(pos[0], "./\\") && pos[0] != "-" {
+				if _, err := os.Stat(pos[0]); err != nil && slices.Contains([]string{"requeue", "cancel", "cap"}, pos[0]) {
+					// enqueue --progress=false cancel --batch x: the flags
+					// went to the enqueue command itself.
+					return usageError{Err: fmt.Errorf("%q comes first, before any flag: enqueue %s [flags] (see enqueue %s --help)", pos[0], pos[0], pos[0])}
+				}
 				if _, err := os.Stat(pos[0]); err != nil {
 					// enqueue frobnicate --batch x: a command, not a dataset.
 					return usageError{Err: fmt.Errorf("unknown command %q (the commands are requeue, cancel and cap; a dataset is a file path)", pos[0])}

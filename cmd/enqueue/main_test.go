@@ -260,6 +260,9 @@ func TestEnqueueActions(t *testing.T) {
 		{"command typo", []string{"requeu", "--batch", "a1"}, 2, `unknown command "requeu": did you mean requeue?`},
 		{"command typo, short", []string{"cpa", "--batch", "a1"}, 2, "did you mean cap?"},
 		{"unknown command", []string{"frobnicate", "--batch", "a1"}, 2, `unknown command "frobnicate" (the commands are requeue, cancel and cap`},
+		// The flags went to the enqueue command, which said cancel was an
+		// unknown command while listing it.
+		{"flags before the command", []string{"--progress=false", "cancel", "--batch", "a1"}, 2, `"cancel" comes first, before any flag: enqueue cancel [flags]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

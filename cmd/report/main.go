@@ -169,6 +169,12 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	}
 	cmd := args[0]
+	if c := cli.CommandAfterFlags(args, "summary", "failures", "job", "export", "wait"); c != "" {
+		return usageError{Err: fmt.Errorf("%q comes first, before any flag: report %s [flags]", c, c)}
+	}
+	if strings.HasPrefix(cmd, "-") {
+		return usageError{Err: fmt.Errorf("a command comes first, before any flag (%s is a flag): report summary|failures|job|export|wait [flags]", cmd)}
+	}
 	fs := flag.NewFlagSet("report "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	dbURL := fs.String("database-url", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"), "Postgres URL of the ledger")

@@ -433,6 +433,8 @@ func TestReportUsageErrorsBeforeTheLedger(t *testing.T) {
 	t.Parallel()
 	for args, want := range map[string]string{
 		"nosuch":                       `unknown command "nosuch"`,
+		"--format csv export b":        `"export" comes first, before any flag: report export [flags]`,
+		"--format csv":                 "a command comes first, before any flag (--format is a flag)",
 		"wait":                         "wait wants one argument, got 0",
 		"summary a b":                  "summary takes at most one batch",
 		"export b --timeout 5s":        "--timeout is for report wait, not export",
