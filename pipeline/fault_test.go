@@ -166,6 +166,37 @@ func TestNATSRestart(t *testing.T) {
 	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
 }
 
+// NATS restarted without its data (no persistent volume): the stream and
+// consumer are gone. A running worker makes them again and runs the next
+// batch; it pulled from the missing consumer, got nothing and no error,
+// and sat idle and ready while enqueue filled the new stream.
+func TestNATSLosesItsData(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	h := newHarness(t, harnessConfig{})
+	h.enqueue("a", n)
+	nc, js := h.connect()
+	defer nc.Close()
+	rw := h.startWorker(h.workerConfig(h.client(nil)), js, nil)
+	h.waitDone("a", n, 30*time.Second)
+	h.stopNATS()
+	if err := os.RemoveAll(h.natsDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(h.natsDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h.startNATS()
+	h.enqueue("b", n) // makes the stream, not the workers' consumer
+	h.waitDone("b", n, 30*time.Second)
+	rw.stop(t, 20*time.Second)
+	if !strings.Contains(h.logs.String(), "the queue is gone from NATS") {
+		t.Errorf("the worker did not say it made the queue again:\n%s", h.logs.String())
+	}
+	// Batch a's n calls are the simulator's too.
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}, ExtraCalls: n})
+}
+
 // Postgres cut away for two seconds mid-batch: writes are retried, nothing
 // is acked before its commit, every job ends final.
 func TestPostgresOutage(t *testing.T) {

@@ -286,6 +286,7 @@ type Worker struct {
 	probing    atomic.Bool  // the last job seen was not in this ledger
 	caps       sync.Map     // batch -> *capEntry
 	foreignAt  atomic.Int64 // unix nanos of the last foreign job
+	queueLost  atomic.Bool  // the consumer is gone from NATS, not yet made again
 	ownAt      atomic.Int64 // unix nanos of the last job of this worker's ledger
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
@@ -320,6 +321,9 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 // never recorded (the last job it saw was one, within the last two
 // ForeignDelay): for a readiness probe, since such a worker does no work.
 func (w *Worker) Refusing() error {
+	if w.queueLost.Load() {
+		return fmt.Errorf("consumer %s of stream %s is gone from NATS (its data lost?): making it again", w.cfg.Queue.Consumer, w.cfg.Queue.Stream)
+	}
 	at := w.foreignAt.Load()
 	if !w.probing.Load() || at == 0 || time.Since(time.Unix(0, at)) > 2*w.cfg.ForeignDelay {
 		return nil
@@ -420,6 +424,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	p := pool.New().WithMaxGoroutines(w.cfg.Concurrency)
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	stopping := func() bool { return pullCtx.Err() != nil }
+	var queueChecked time.Time
 	// Pull only for free slots: a message is fetched when a slot is there
 	// to run it, so no client-side buffer holds messages whose ack timers
 	// run out while they wait.
@@ -460,6 +465,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err != nil {
 			releaseSlots(slots, free)
 			w.log.WarnContext(ctx, "worker: pull", slog.String("error", err.Error()))
+			w.checkQueue(pullCtx, cons, &queueChecked)
 			select {
 			case <-time.After(250 * time.Millisecond):
 			case <-pullCtx.Done():
@@ -496,6 +502,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		releaseSlots(slots, free-got)
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !stopping() {
 			w.log.WarnContext(ctx, "worker: pull", slog.String("error", err.Error()))
+		}
+		if got == 0 {
+			w.checkQueue(pullCtx, cons, &queueChecked)
 		}
 	}
 	w.log.InfoContext(ctx, "worker: stopped pulling", slog.Int64("in_flight", w.inFlight.Load()))
@@ -663,4 +672,38 @@ func (w *Worker) holdFor(ctx context.Context, d time.Duration) bool {
 	case <-w.stopping:
 		return false
 	}
+}
+
+// queueCheckEvery is how often a worker that pulls nothing asks whether
+// its consumer still exists.
+const queueCheckEvery = 5 * time.Second
+
+// checkQueue makes the stream and consumer again when NATS no longer has
+// them (a server restarted without its data directory), at most every
+// queueCheckEvery: a pull from a missing consumer gets nothing and no
+// error, and the workers sat idle, ready, while enqueue filled the new
+// stream. The consumer handle addresses it by name, so pulls find the
+// new one.
+func (w *Worker) checkQueue(ctx context.Context, cons jetstream.Consumer, last *time.Time) {
+	if time.Since(*last) < queueCheckEvery || ctx.Err() != nil {
+		return
+	}
+	*last = time.Now()
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err := cons.Info(ictx)
+	cancel()
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		w.queueLost.Store(false)
+		return
+	}
+	w.queueLost.Store(true)
+	w.log.WarnContext(ctx, "worker: the queue is gone from NATS (a server restarted without its data?): making it again",
+		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.String("error", err.Error()))
+	if _, _, err := EnsureQueue(ctx, w.js, w.cfg.Queue); err != nil {
+		w.log.ErrorContext(ctx, "worker: make the queue again (tried again in a moment)", slog.String("error", err.Error()))
+		return
+	}
+	w.queueLost.Store(false)
+	w.log.InfoContext(ctx, "worker: queue made again: jobs the ledger holds as queued but the queue lost need enqueue --resume --batch NAME",
+		slog.String("stream", w.cfg.Queue.Stream))
 }
