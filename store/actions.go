@@ -135,7 +135,7 @@ func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, er
 				value = NULL, error = '', final_class = '', payload = NULL, attempts = 0, calls = 0,
 				first_attempt_valid = false, repaired_locally = false, tokens_in = 0, tokens_out = 0,
 				tokens_cached = 0, cost_usd = 0, started_at = NULL, finished_at = NULL, wall_ms = NULL,
-				deliveries = 0,
+				deliveries = 0, wave_id = NULL,
 				provider = coalesce(nullif($5, ''), provider), model = coalesce(nullif($6, ''), model),
 				mode = coalesce(nullif($7, ''), mode), strategy = coalesce(nullif($8, ''), strategy)
 			WHERE batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''`,
@@ -193,7 +193,7 @@ func (s *Store) Cancel(ctx context.Context, batch string) (int, error) {
 			return fmt.Errorf("batch %s: %w", batch, ErrNotFound)
 		}
 		tag, err = tx.Exec(ctx, `
-			UPDATE jobs SET status = 'cancelled', error = $2, finished_at = now()
+			UPDATE jobs SET status = 'cancelled', error = $2, finished_at = now(), wave_id = NULL
 			WHERE batch = $1 AND status = 'queued'`, batch, CancelledReason)
 		if err != nil {
 			return err

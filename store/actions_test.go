@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -93,6 +94,45 @@ func TestCancel(t *testing.T) {
 	}
 	if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("cancel of no batch: %v", err)
+	}
+}
+
+// A job cancelled while a wave held it, then requeued, is in no wave: it
+// kept the wave's id, and every delivery of its new run was acked unrun as
+// "in a wave" (a wave long done), for good; --resume skipped it too.
+func TestCancelAndRequeueLeaveTheWave(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := setup(t, "cw", 2)
+	w, taken, err := s.RecordWave(ctx, store.WaveParams{Batch: "cw", Run: 1, Provider: "openai", Model: "m",
+		Requests: waveReqs("cw", 1, 1, 2), Owner: "a", Lease: time.Minute})
+	if err != nil || w == nil || len(taken) != 2 {
+		t.Fatalf("record wave: %+v %v %v", w, taken, err)
+	}
+	if n, err := s.Cancel(ctx, "cw"); err != nil || n != 2 {
+		t.Fatalf("cancel: %d %v", n, err)
+	}
+	placed := func() int {
+		var n int
+		if err := s.QueryRowForTest(ctx, `SELECT count(*) FROM jobs WHERE batch = 'cw' AND wave_id IS NOT NULL`, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := placed(); n != 0 {
+		t.Errorf("%d cancelled jobs still placed in wave %d; a final job is in no wave", n, w.ID)
+	}
+	// A ledger that a cancel left so (before this fix) is mended by the requeue.
+	var set int
+	if err := s.QueryRowForTest(ctx, fmt.Sprintf(`WITH u AS (UPDATE jobs SET wave_id = %d WHERE batch = 'cw' RETURNING 1) SELECT count(*) FROM u`, w.ID), &set); err != nil || set != 2 {
+		t.Fatal(set, err)
+	}
+	res, err := s.Requeue(ctx, store.RequeueParams{Batch: "cw", Statuses: []string{store.StatusCancelled}, Settings: json.RawMessage(`{}`)})
+	if err != nil || res.Total() != 2 {
+		t.Fatalf("requeue: %+v %v", res, err)
+	}
+	if n := placed(); n != 0 {
+		t.Errorf("%d requeued jobs still placed in wave %d", n, w.ID)
 	}
 }
 
