@@ -793,7 +793,17 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			if p.Unpublished > 0 {
 				return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, %d of them never published (run enqueue --batch %s --resume)", batch, timeout, p.Queued, p.Total, p.Unpublished, batch)
 			}
-			if owed, err := st.OwedByQueue(ctx, batch); err == nil && p.Queued > owed {
+			// The jobs the queue owes, then the queued ones: a job that
+			// finishes between the reads then lowers the count in waves,
+			// not raises it (read the other way round, a realtime batch's
+			// jobs finishing were said to be "in open provider batches").
+			owed, err := st.OwedByQueue(ctx, batch)
+			if err == nil {
+				if now, perr := st.Progress(ctx, batch); perr == nil {
+					p = now
+				}
+			}
+			if err == nil && p.Queued > owed {
 				// The rest sit in provider batches a worker drives.
 				return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, %d of them in open provider batches (waves take minutes to hours: see them in report summary %s)",
 					batch, timeout, p.Queued, p.Total, p.Queued-owed, batch)
