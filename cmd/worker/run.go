@@ -91,7 +91,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	)
 	fs.IntVar(&cfg.Concurrency, "concurrency", pipeline.ConcurrencyDefault, "provider calls in flight at once in this process (each lane's ceiling unless --lane-max-concurrency is set)")
 	ahead := fs.Int("jobs-ahead", -1, "jobs pulled ahead and waiting for a free call slot, so a finished call is replaced at once (-1 = half of --concurrency, at most 512)")
-	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM (0: none, they are handed back at once; a second signal ends it too)")
+	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM (0: none, they are handed back at once; a second signal ends it too); with the ledger down, results then wait up to 10s more for it before they are kept in --spill-dir")
 	fs.StringVar(&cfg.SpillDir, "spill-dir", env("FIXPOINT_SPILL_DIR", spillDirDefault), "where results and calls the ledger could not take at a stop, and the journal of replies received (for a kill -9), are kept until the next start writes them ('' keeps nothing)")
 	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight (stopped before that by a signal: exit 1)")
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger, counted with the system prompt and the schema every request carries")
