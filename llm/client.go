@@ -263,7 +263,7 @@ func (c *Client) retryBackOff(ctx context.Context) (*hintBackOff, backoff.BackOf
 // the context ended while waiting to retry (or before any try), then a
 // timeout naming last. what prefixes the message ("" for a completion).
 func retriesEnded(ctx context.Context, what string, last *Error) *Error {
-	if last != nil && (ctx.Err() == nil || last.Class == ClassTimeout) {
+	if last != nil && (ctx.Err() == nil || last.Class == ClassTimeout || last.Class == ClassStopped) {
 		return last
 	}
 	msg := "context done before the call could be retried"
@@ -271,6 +271,9 @@ func retriesEnded(ctx context.Context, what string, last *Error) *Error {
 		msg = what + ": " + msg
 	}
 	e := &Error{Class: ClassTimeout, Message: msg, Err: context.Cause(ctx)}
+	if errors.Is(context.Cause(ctx), context.Canceled) {
+		e.Class = ClassStopped
+	}
 	if last != nil {
 		e.Message += " (last failure: " + last.Error() + ")"
 		e.Status = last.Status
@@ -404,7 +407,11 @@ func (c *Client) attempt(ctx context.Context, lane *Lane, need demand, body []by
 		if errors.As(err, &e) {
 			return nil, e
 		}
-		return nil, &Error{Class: ClassTimeout, Message: "wait for lane " + lane.key.Model + ": " + err.Error(), Err: err, NotSent: n == 0}
+		class := ClassTimeout
+		if errors.Is(err, context.Canceled) {
+			class = ClassStopped
+		}
+		return nil, &Error{Class: class, Message: "wait for lane " + lane.key.Model + ": " + err.Error(), Err: err, NotSent: n == 0}
 	}
 	start := time.Now()
 	if hook, _ := ctx.Value(sendHookKey{}).(func(time.Time)); hook != nil {
@@ -708,6 +715,8 @@ func transportError(ctx context.Context, op string, err error) *Error {
 	switch {
 	case errors.Is(cause, ErrFirstByteTimeout), errors.Is(cause, ErrIdleTimeout), errors.Is(cause, ErrTotalTimeout):
 		return &Error{Class: ClassTimeout, Message: op + ": " + cause.Error(), Err: cause}
+	case errors.Is(cause, context.Canceled):
+		return &Error{Class: ClassStopped, Message: op + ": the caller stopped waiting (" + cause.Error() + ")", Err: cause}
 	case cause != nil:
 		return &Error{Class: ClassTimeout, Message: op + ": " + cause.Error(), Err: cause}
 	}

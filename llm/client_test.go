@@ -666,3 +666,26 @@ func TestResponseSentAtIsAfterTheLaneWait(t *testing.T) {
 		}
 	}
 }
+
+// A caller that stops waiting (a worker's shutdown cancels its calls) is
+// no timeout: the ledger said provider_class timeout and the log
+// "timeout: send request: context canceled" for every call a stop cut off.
+func TestCallerCancelIsStopped(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(30*time.Millisecond, cancel)
+	_, err := c.Complete(ctx, hello)
+	var e *Error
+	if !errors.As(err, &e) || e.Class != ClassStopped || !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("err = %v (class %v), want stopped wrapping context.Canceled, no word of a timeout", err, e.Class)
+	}
+	if !e.Class.Retryable() {
+		t.Error("a stopped call is not retryable: a job cut off by a shutdown would end failed")
+	}
+}

@@ -26,6 +26,11 @@ const (
 	// same reply: it is permanent for that request, never retried.
 	// Error.Size and Error.Head describe the body.
 	ClassTooLarge ErrorClass = "too_large"
+	// ClassStopped is a call its caller stopped waiting for (its context
+	// cancelled: a worker's shutdown, a job cut off): not a timeout, and
+	// nothing wrong with the provider. Retryable as a request; the
+	// provider may have billed it if it was sent.
+	ClassStopped ErrorClass = "stopped"
 
 	// The classes below come only from the results of a provider batch
 	// (Client.BatchResults), never from Complete. An errored batch request
@@ -56,7 +61,7 @@ const (
 // Retryable reports whether a call failing with c may succeed if made again.
 func (c ErrorClass) Retryable() bool {
 	switch c {
-	case ClassRateLimited, ClassOverloaded, ClassServer, ClassTimeout, ClassNetwork, ClassBadResponse,
+	case ClassRateLimited, ClassOverloaded, ClassServer, ClassTimeout, ClassStopped, ClassNetwork, ClassBadResponse,
 		ClassExpired, ClassCancelled:
 		return true
 	}
