@@ -48,6 +48,11 @@ var extractCases = []extractCase{
 
 	// Skip rules.
 	{name: "think block skipped", reply: "<think>maybe {\"draft\": 1}</think>\n{\"final\": 2}", want: `{"final":2}`, source: SourceRaw, count: 1},
+	// A tag inside a string of the value is text: masking up to it took
+	// {"price": 6} out of the object below, and called the third prose.
+	{name: "closing tag in a string", reply: `{"price": 5, "name": "</think>", "alt": {"price": 6}}`, want: `{"price":5,"name":"</think>","alt":{"price":6}}`, source: SourceRaw, count: 1},
+	{name: "closing tag in a string, repaired", reply: `{"note": "see </reasoning> tag", "price": 5,}`, want: `{"note":"see </reasoning> tag","price":5}`, source: SourceRaw, count: 1, kinds: []string{KindTrailingComma}},
+	{name: "tags in a string", reply: `{"a": "<think>x</think>", "b": 1}`, want: `{"a":"<think>x</think>","b":1}`, source: SourceRaw, count: 1},
 	{name: "thinking block skipped", reply: "<thinking>{\"x\": 0}</thinking>Answer: {\"y\": 1}", want: `{"y":1}`, source: SourceScan, count: 1},
 	{name: "placeholder skipped", reply: `Fill in {name} then send {"name": "Ada"}`, want: `{"name":"Ada"}`, source: SourceScan, count: 1},
 	{name: "sentence fragment skipped", reply: `Set {x: 1} first. Result: {"x": 2}`, want: `{"x":2}`, source: SourceScan, count: 1},

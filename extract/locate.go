@@ -292,6 +292,12 @@ func trimSpan(s string, a, b int) (int, int) {
 
 // maskReasoning finds <think>...</think> style blocks.
 func (e *extractor) maskReasoning() {
+	if t := strings.TrimSpace(e.src); t != "" && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
+		// A reply that is strict JSON has no reasoning block: a tag is
+		// inside one of its strings ({"name": "</think>", ...}), and
+		// masking up to it threw away the start of a correct reply.
+		return
+	}
 	closers := strings.Contains(e.src, "</") // else no closing tag to look for
 	for _, name := range [...]string{"think", "thinking", "reasoning", "reflection"} {
 		open, closeTag := "<"+name+">", "</"+name+">"
@@ -301,7 +307,7 @@ func (e *extractor) maskReasoning() {
 		// were taken as answers.
 		if closers {
 			if k := indexFold(e.src, closeTag, 0); k >= 0 {
-				if j := indexFold(e.src, open, 0); j < 0 || j > k {
+				if j := indexFold(e.src, open, 0); (j < 0 || j > k) && !inJSONString(e.src[:k]) {
 					e.masked = addSpan(e.masked, span{0, k + len(closeTag)})
 				}
 			}
@@ -325,6 +331,28 @@ func (e *extractor) maskReasoning() {
 			i = end
 		}
 	}
+}
+
+// inJSONString reports whether the end of before is inside a string of a
+// JSON value that before opens: it starts with '{' or '[' and holds an odd
+// number of unescaped double quotes. A closing tag there is text of the
+// value ({"note": "see </reasoning>", ...} was taken for a reply whose
+// reasoning ends at the tag), where reasoning rarely opens with a bracket.
+func inJSONString(before string) bool {
+	t := strings.TrimSpace(before)
+	if t == "" || (t[0] != '{' && t[0] != '[') {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(t); i++ {
+		switch t[i] {
+		case '\\':
+			i++
+		case '"':
+			n++
+		}
+	}
+	return n%2 == 1
 }
 
 // indexFold returns the index of the ASCII tag sub in s at or after from,
