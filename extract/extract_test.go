@@ -44,6 +44,10 @@ var extractCases = []extractCase{
 	{name: "json in a string", reply: `"{\"a\": 1}"`, want: `{"a":1}`, source: SourceString, count: 2, kinds: []string{KindEscapedJSON}},
 	{name: "escaped json", reply: `{\"key\": \"value\"}`, want: `{"key":"value"}`, source: SourceString, kinds: []string{KindEscapedJSON}},
 	{name: "several values", reply: "{\"a\":1}\n{\"b\":2}", want: `{"a":1}`, source: SourceRaw, count: 2},
+	// A bare value that opens the reply is a candidate beside a fence
+	// after it (the fence alone was taken: a format example's values).
+	{name: "bare value then a fence", reply: "{\"price\": 5}\n```json\n{\"price\": 0}\n```\n", want: `{"price":5}`, source: SourceRaw, count: 2},
+	{name: "fence inside braces", reply: "{```json\n{\"a\":\"b\"}\n```}", want: `{"a":"b"}`, source: SourceFence, count: 1},
 	{name: "two fences", reply: "```json\n{\"a\":1}\n```\nand\n```json\n{\"b\":2}\n```", want: `{"a":1}`, source: SourceFence, count: 2},
 
 	// Skip rules.

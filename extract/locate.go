@@ -93,11 +93,49 @@ func (e *extractor) run() []found {
 	structured = append(structured, e.tags()...)
 	structured = append(structured, e.fences()...)
 	if len(structured) > 0 || e.fatal {
+		if lead, ok := e.leading(structured); ok {
+			structured = append(structured, lead)
+		}
 		return e.finish(structured)
 	}
 	loose := e.inline()
 	loose = append(loose, e.scan()...)
 	return e.finish(loose)
+}
+
+// leading returns the object or array that opens the reply before its
+// first fence or tag, if one does: it is a candidate too. Without it a
+// fenced value after a bare answer ({"price": 5} then a fenced format
+// example) was taken alone, where two values that both fit are ambiguous.
+func (e *extractor) leading(structured []found) (found, bool) {
+	first := len(e.src)
+	for _, f := range structured {
+		first = min(first, f.Start)
+	}
+	for _, c := range e.claimed { // where a fence or tag opens, before its value
+		first = min(first, c.a)
+	}
+	a := 0
+	for _, m := range e.masked {
+		if strings.TrimSpace(e.src[a:m.a]) == "" && m.b > a {
+			a = m.b
+		}
+	}
+	a, b := trimSpan(e.src, a, first)
+	if a >= b || (e.src[a] != '{' && e.src[a] != '[') {
+		return found{}, false
+	}
+	for _, m := range e.masked {
+		if m.a >= a && m.a < b {
+			return found{}, false
+		}
+	}
+	f, _, err := e.parse(a, b, false, false)
+	if err != nil || f.Truncated {
+		return found{}, false
+	}
+	f.Source = SourceRaw
+	return f, true
 }
 
 // finish orders candidates, drops weak ones when strong ones exist and adds
