@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 // ErrSchema is matched (errors.Is) by every error Compile returns.
@@ -74,6 +76,31 @@ func (refuseLoader) Load(u string) (any, error) {
 	return nil, fmt.Errorf("load %q: %w", u, errExternalRef)
 }
 
+// MaxSchemaDepth is how deeply a schema's JSON may nest (objects and
+// arrays; a property of a property of an object is 4 levels). Real schemas
+// stay well under it.
+const MaxSchemaDepth = 128
+
+// nesting returns the depth of v's deepest object or array below depth d,
+// stopping once past MaxSchemaDepth.
+func nesting(v any, d int) int {
+	if d > MaxSchemaDepth {
+		return d
+	}
+	deepest := d
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			deepest = max(deepest, nesting(e, d+1))
+		}
+	case []any:
+		for _, e := range x {
+			deepest = max(deepest, nesting(e, d+1))
+		}
+	}
+	return deepest
+}
+
 // Compile compiles a JSON Schema document. The draft is 2020-12 unless
 // "$schema" names another one (draft-07, 2019-09, 06 or 04). A reference to
 // anything outside the document, or a "$schema" naming an unknown metaschema,
@@ -93,6 +120,16 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 			err = fmt.Errorf("%w (a schema is JSON; YAML must be converted first)", err)
 		}
 		return nil, &SchemaError{Err: fmt.Errorf("decode schema: %w", err)}
+	}
+	if at, key, dup := extract.DuplicateKey(schema); dup {
+		// A JSON reader keeps the last: {"n": {"type": "integer"}, "n":
+		// {"type": "string"}} lost its first declaration in silence.
+		return nil, &SchemaError{Location: at, Err: fmt.Errorf("key %q appears twice in one object: a JSON reader keeps only the last, and the first is lost; keep one", key)}
+	}
+	if nesting(doc, 1) > MaxSchemaDepth {
+		// The schema library's compile time grows with the cube of it: a
+		// schema 1,600 levels deep took two minutes to refuse nothing.
+		return nil, &SchemaError{Err: fmt.Errorf("the schema nests more than %d levels deep (objects and arrays): flatten it, with $defs and $ref for what repeats", MaxSchemaDepth)}
 	}
 	if errs := numberErrors(doc); len(errs) > 0 {
 		e := sortErrors(errs)[0]

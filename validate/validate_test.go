@@ -427,6 +427,12 @@ var compileErrorCases = []struct {
 }{
 	{name: "YAML", schema: "type: object\nproperties: {}\n", wantContains: "a schema is JSON; YAML must be converted first"},
 	{name: "empty", schema: " \n", wantContains: "the schema is empty"},
+	// Last wins in a JSON reader: the integer declaration was lost unsaid.
+	{name: "duplicate key", schema: `{"type":"object","properties":{"n":{"type":"integer"},"n":{"type":"string"}}}`, wantLocation: "/properties/n", wantContains: `key "n" appears twice in one object`},
+	{name: "duplicate keyword", schema: `{"type":"integer","type":"string"}`, wantLocation: "/type", wantContains: `key "type" appears twice`},
+	// Compiling took minutes at a few thousand levels (the library's
+	// meta-validation is cubic in the depth).
+	{name: "too deep", schema: strings.Repeat(`{"type":"object","properties":{"a":`, 70) + `{}` + strings.Repeat(`}}`, 70), wantContains: "nests more than 128 levels deep"},
 	// RE2 has no lookaround; the engine's own words ("invalid named
 	// capture") named no cause.
 	{name: "lookbehind", schema: `{"type":"string","pattern":"(?<=x)y"}`, wantKeyword: "pattern", wantLocation: "/pattern",
