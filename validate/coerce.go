@@ -707,15 +707,16 @@ func (s *Schema) renamesOf(root any, parent []string, obj map[string]any, cache 
 
 // listSeparators are the characters that make a string look like a list
 // written as text, which wrap_array does not make a one-item array:
-// separators (ASCII, and the ideographic comma, fullwidth comma and
-// semicolon) and bullets. A middle dot is a separator only between spaces
+// separators (ASCII, and the ideographic comma, fullwidth comma, semicolon
+// and vertical line), every line break (CR, NEL, U+2028 and U+2029 as well
+// as LF, vertical tab and form feed) and bullets. A middle dot is a separator only between spaces
 // ("a · b"): inside a word it is a letter's ("Col·legi"), and the katakana
 // middle dot joins the parts of one name.
-const listSeparators = ",;|\n\t•、，；"
+const listSeparators = ",;|\n\r\t\v\f\u0085\u2028\u2029•、，；｜"
 
 // numberedItem matches an item number of a list written as text: "1. a
-// 2. b", "1) a 2) b".
-var numberedItem = regexp.MustCompile(`(^|\s)\d{1,3}[.)]\s`)
+// 2. b", "1) a 2) b", spaced with any Unicode space (a no-break space too).
+var numberedItem = regexp.MustCompile(`(^|[\s\p{Z}])\d{1,3}[.)][\s\p{Z}]`)
 
 // listLike reports whether a string may be several items written as text:
 // it holds a separator or bullet (listSeparators) or a spaced middle dot,

@@ -195,6 +195,16 @@ var coerceCases = []coerceCase{
 	{name: "refused: wrap an array written as text without commas", schema: objSchema, value: `{"id":1,"tags":"[\"a\" \"b\"]"}`, errs: []string{"/tags type"}},
 	{name: "refused: wrap a list with ideographic commas", schema: objSchema, value: `{"id":1,"tags":"a、b、c"}`, errs: []string{"/tags type"}},
 	{name: "refused: wrap a list with spaced middle dots", schema: objSchema, value: `{"id":1,"tags":"a · b"}`, errs: []string{"/tags type"}},
+	// Every line break is one (CR, NEL, U+2028 and U+2029 were wrapped as
+	// one item), so is a fullwidth vertical line, and a numbered list
+	// spaced with no-break spaces.
+	{name: "refused: wrap lines split by CR", schema: objSchema, value: `{"id":1,"tags":"red\rblue"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap lines split by U+2028", schema: objSchema, value: `{"id":1,"tags":"red\u2028blue"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap lines split by U+2029", schema: objSchema, value: `{"id":1,"tags":"red\u2029blue"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap lines split by NEL", schema: objSchema, value: `{"id":1,"tags":"red\u0085blue"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap lines split by a form feed", schema: objSchema, value: `{"id":1,"tags":"red\fblue"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap a list with fullwidth bars", schema: objSchema, value: `{"id":1,"tags":"red｜blue"}`, errs: []string{"/tags type"}},
+	{name: "refused: wrap a numbered list with no-break spaces", schema: objSchema, value: `{"id":1,"tags":"1)\u00a0red\u00a02)\u00a0blue"}`, errs: []string{"/tags type"}},
 	// One value that merely looks like an item of a list is wrapped.
 	{name: "wrap an address with a number", schema: objSchema, value: `{"id":1,"tags":"3. Main St"}`, want: `{"id":1,"tags":["3. Main St"]}`,
 		repairs: `[{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"3. Main St","after":["3. Main St"]}]`},
