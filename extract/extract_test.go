@@ -383,3 +383,29 @@ func TestCompactRepairs(t *testing.T) {
 		t.Errorf("a short list was compacted")
 	}
 }
+
+// A value that needs more than MaxRepairs repairs is not read: each was a
+// recorded repair, and a 4 MB reply of commas took 1.4 GB and 5 s. One
+// just under the limit is read.
+func TestTooManyRepairs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, reply string
+		ok          bool
+	}{
+		{"commas over the limit", `{"a":[` + strings.Repeat(",", MaxRepairs+10) + `]}`, false},
+		{"quotes over the limit", `{'a':'` + strings.Repeat("'", MaxRepairs+10) + `}`, false},
+		{"numbers under the limit", `[` + strings.Repeat("1 ", MaxRepairs/2) + `]`, true},
+	} {
+		cands, err := Extract(tc.reply)
+		if tc.ok {
+			if err != nil || len(cands) == 0 {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "needs over 100000 repairs") {
+			t.Errorf("%s: %d candidates, %v; want refused for its repairs", tc.name, len(cands), err)
+		}
+	}
+}

@@ -251,10 +251,10 @@ func (e *extractor) parseMerge(a, end int, atEOF, fence, merge bool) (found, int
 func (e *extractor) finishParse(p *parser, a int) (found, int, *SyntaxError) {
 	p.skip()
 	start := p.i
-	ok := p.value()
+	ok := p.value() && !p.tooMany
 	e.work += p.i - a
 	if !ok {
-		if p.tooDeep {
+		if p.tooDeep || p.tooMany {
 			e.fatal = true
 			e.firstErr = p.err
 		}

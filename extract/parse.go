@@ -11,6 +11,10 @@ import (
 // A deeper value is refused with a SyntaxError instead of growing the stack.
 const MaxDepth = 512
 
+// MaxRepairs is how many repairs one value may need; past it the value is
+// not read (a reply of commas or quotes made millions, and gigabytes).
+const MaxRepairs = 100_000
+
 // Repair kinds. They are stable names: they are stored in the ledger.
 const (
 	KindTrailingComma = "trailing_comma"
@@ -104,6 +108,7 @@ type parser struct {
 	inKey    bool   // the string being read is an object key
 	truncAt  int    // 1 + index of the truncated repair, 0 for none
 	tooDeep  bool   // nesting passed MaxDepth
+	tooMany  bool   // repairs passed MaxRepairs
 	// closeFrom, closeAt memoize the next "*/": none in [closeFrom, closeAt).
 	closeFrom, closeAt int
 	trunc              bool
@@ -127,6 +132,13 @@ func (p *parser) off(i int) int {
 }
 
 func (p *parser) repair(kind string, at int) {
+	if len(p.repairs) >= MaxRepairs {
+		// Garbage, not a value to repair: four million commas made as
+		// many repairs, 1.4 GB of them. The parse fails (finishParse).
+		p.tooMany = true
+		p.fail(at, "the value needs over %d repairs: it is not JSON to repair", MaxRepairs)
+		return
+	}
 	p.repairs = append(p.repairs, Repair{Kind: kind, Offset: p.off(at)})
 }
 
