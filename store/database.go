@@ -16,34 +16,37 @@ import (
 // EnsureDatabase creates the database named in dsn when it does not exist,
 // connecting to the server's "postgres" database to do so. It lets the demo
 // and a first `worker migrate` run on a fresh server.
-func EnsureDatabase(ctx context.Context, dsn string) error {
+func EnsureDatabase(ctx context.Context, dsn string) (created bool, err error) {
 	cfg, err := parseDSN(dsn)
 	if err != nil {
-		return err
+		return false, err
 	}
 	name := cfg.Database
 	if name == "" || name == "postgres" {
-		return nil
+		return false, nil
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err == nil {
 		conn.Close(ctx)
-		return nil
+		return false, nil
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
-		return fmt.Errorf("connect to %s: %w", name, err)
+		return false, fmt.Errorf("connect to %s: %w", name, err)
 	}
 	conn, err = adminConn(ctx, cfg, "create")
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	if err != nil && !isDuplicateDatabase(err) {
-		return fmt.Errorf("create database %s: %w", name, err)
+	if isDuplicateDatabase(err) {
+		return false, nil // created meanwhile by another
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("create database %s: %w", name, err)
+	}
+	return true, nil
 }
 
 func isDuplicateDatabase(err error) bool {
@@ -232,4 +235,13 @@ func adminConn(ctx context.Context, cfg *pgx.ConnConfig, do string) (*pgx.Conn, 
 		return nil, fmt.Errorf("connect to %s database %s: %w", do, cfg.Database, err)
 	}
 	return conn, nil
+}
+
+// DatabaseName returns the database a URL names, "" when it cannot be read.
+func DatabaseName(dsn string) string {
+	cfg, err := parseDSN(dsn)
+	if err != nil {
+		return ""
+	}
+	return cfg.Database
 }

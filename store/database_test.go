@@ -37,8 +37,9 @@ func TestEnsureDatabase(t *testing.T) {
 		admin.Close(context.Background())
 	})
 	for i := range 2 { // the second call finds it and does nothing
-		if err := store.EnsureDatabase(ctx, dsn); err != nil {
-			t.Fatalf("EnsureDatabase #%d: %v", i+1, err)
+		created, err := store.EnsureDatabase(ctx, dsn)
+		if err != nil || created != (i == 0) {
+			t.Fatalf("EnsureDatabase #%d: created %v, %v; want created the first time only", i+1, created, err)
 		}
 	}
 	if err := store.Migrate(ctx, dsn); err != nil {

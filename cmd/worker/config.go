@@ -316,10 +316,17 @@ func queueFlags(fs *flag.FlagSet, q *pipeline.QueueConfig) {
 	fs.DurationVar(&q.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "a job id published twice within this window is stored once")
 }
 
-func openStore(ctx context.Context, dsn string, migrate bool) (*store.Store, error) {
+func openStore(ctx context.Context, dsn string, migrate bool, log *slog.Logger) (*store.Store, error) {
 	if migrate {
-		if err := store.EnsureDatabase(ctx, dsn); err != nil {
+		created, err := store.EnsureDatabase(ctx, dsn)
+		if err != nil {
 			return nil, err
+		}
+		if created && log != nil {
+			// A typo in the database name makes a new, empty ledger:
+			// say so, where the operator looks.
+			log.Warn("worker: created the database, which did not exist: if enqueue records to another, this worker finds none of its jobs (check DATABASE_URL)",
+				slog.String("database", store.DatabaseName(dsn)))
 		}
 	}
 	st, err := store.Open(ctx, dsn, nil)

@@ -101,7 +101,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tty := isTerminal(stdout)
 
 	fmt.Fprintf(stdout, "fixpoint demo: %d support tickets, simulator preset %q, %s wire format, %s mode\n", *rows, *preset, *provider, *mode)
-	st, err := openStore(ctx, *dbURL, true)
+	st, err := openStore(ctx, *dbURL, true, nil)
 	if err != nil {
 		return fmt.Errorf("%w (is Postgres running at DATABASE_URL?)", err)
 	}

@@ -18,7 +18,7 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, *dbURL, true)
+	st, err := openStore(ctx, *dbURL, true, nil)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,8 @@ let jobs in flight finish within --grace, hand the rest back for immediate
 redelivery (their calls are recorded as interrupted), flush writes and exit 0;
 a second signal ends the grace at once.
 
+The worker creates the database DATABASE_URL names when it does not exist
+(with a warning: a typo makes a new, empty ledger) and migrates it.
 Postgres and NATS may start after the worker: it keeps trying for
 --start-timeout, /readyz answering not ready meanwhile. A job the worker's
 ledger never recorded (a worker on another DATABASE_URL than enqueue's) is
@@ -364,7 +366,7 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops ops
 
 	var st *store.Store
 	err := retryStart(ctx, startTimeout, log, "Postgres", store.IsTransient, func() (err error) {
-		st, err = openStore(ctx, dbURL, true)
+		st, err = openStore(ctx, dbURL, true, log)
 		return err
 	})
 	if err != nil {
