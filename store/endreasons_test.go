@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -40,8 +41,11 @@ func TestEndReasonsGroupNumbers(t *testing.T) {
 	for i := 21; i <= 23; i++ {
 		results = append(results, store.Result{JobID: fmt.Sprintf("er:%d", i), Status: store.StatusFailed, Error: fmt.Sprintf("reason %c", 'a'+i-21)})
 	}
-	// A model's version is no amount: two reasons.
-	results[20].Error, results[21].Error = `no price for model "gpt-5-mini"`, `no price for model "gpt-5.1-mini"`
+	// A model's version is no amount: two reasons. A reason of 150
+	// characters is shown whole (cut at 120, the cap's advice lost its
+	// end), one over 200 is cut with a mark.
+	results[20].Error = `the batch's cost cap cannot be enforced: this worker has no price for model "claude-sonnet-4-20250514" (give it one with --prices) ` + strings.Repeat("x", 10)
+	results[21].Error = `no price for model "gpt-5.1-mini"` + strings.Repeat(" y", 150)
 	if _, err := st.SaveResults(ctx, results); err != nil {
 		t.Fatal(err)
 	}
@@ -51,5 +55,19 @@ func TestEndReasonsGroupNumbers(t *testing.T) {
 	}
 	if len(got) != 2 || got[0].Status != store.StatusOverBudget || got[0].Jobs != 20 || got[0].Reasons != 4 || got[0].AllJobs != 23 {
 		t.Errorf("EndReasons = %+v; want the 20 cap errors as one reason first, of 4 reasons and 23 jobs in all", got)
+	}
+	all, err := st.EndReasons(ctx, "er", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := map[string]bool{}
+	for _, r := range all {
+		texts[r.Error] = true
+	}
+	if !texts[results[20].Error] {
+		t.Errorf("reasons %v: want the 150-character one whole", texts)
+	}
+	if cut := `no price for model "gpt-5.1-mini"` + strings.Repeat(" y", 83) + "…"; !texts[cut] {
+		t.Errorf("reasons %v: want the long one cut at 200 characters with …", texts)
 	}
 }

@@ -777,7 +777,8 @@ func (s *Store) BatchCosts(ctx context.Context, batch string) ([]BatchCost, erro
 }
 
 // EndReason is how many jobs of a batch ended with one status and error
-// (its first 120 characters).
+// (its first 200 characters, … marking a cut: at 120 the cap's reason lost
+// the end of its advice).
 type EndReason struct {
 	Status, Error string
 	Jobs          int64
@@ -794,7 +795,8 @@ func (s *Store) EndReasons(ctx context.Context, batch string, limit int) ([]EndR
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT status, left(min(error), 120), count(*), count(*) OVER (), sum(count(*)) OVER ()
+		SELECT status, CASE WHEN length(min(error)) > 200 THEN left(min(error), 199) || '…' ELSE min(error) END,
+			count(*), count(*) OVER (), sum(count(*)) OVER ()
 		FROM jobs
 		WHERE batch = $1 AND status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')
 		-- One reason whatever its amounts: each spend-cap error names its

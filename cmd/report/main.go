@@ -380,7 +380,7 @@ func capLine(batch string, sp store.Spend) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("batch %s spent %s (jobs the cap stops end over_budget: raise it with enqueue cap, then enqueue requeue --status over_budget)",
+	return fmt.Sprintf("batch %s spent %s (jobs the cap stops end over_budget: raise it with enqueue cap, or, for a model the workers have no price for, give them one with worker --prices; then enqueue requeue --status over_budget)",
 		batch, strings.Join(parts, " and "))
 }
 
