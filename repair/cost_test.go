@@ -201,3 +201,36 @@ func TestStepMarksUnpricedAttempts(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstAnsweredAttemptValid: a batch request that never ran (an
+// errored or expired request: an attempt of class provider, no reply) is
+// no try; a job valid on the next is valid on its first answered attempt,
+// as a realtime job whose call failed in transport first is. One that
+// answered wrong first is not.
+func TestFirstAnsweredAttemptValid(t *testing.T) {
+	t.Parallel()
+	job := costJob(t)
+	run := func(first func(s *repair.Step)) repair.Result {
+		s, err := repair.Start(job, nil, repair.Config{Prices: costPrices, PriceBasis: repair.PriceBasisBatch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Next()
+		first(s)
+		s.Next()
+		s.Feed(replyWith(`{"a": 3}`, llm.Usage{InputTokens: 10, OutputTokens: 5}), nil, time.Now())
+		return *s.Result()
+	}
+	res := run(func(s *repair.Step) {
+		s.Feed(nil, &llm.Error{Class: llm.ClassServer, Status: 500, Message: "errored in the batch"}, time.Now())
+	})
+	if res.Status != repair.StatusValid || len(res.Attempts) != 2 || !res.FirstAttemptValid {
+		t.Errorf("after a request that never ran: %s, %d attempts, first attempt valid %v; want valid on its first answered attempt", res.Status, len(res.Attempts), res.FirstAttemptValid)
+	}
+	res = run(func(s *repair.Step) {
+		s.Feed(replyWith(`{}`, llm.Usage{InputTokens: 10, OutputTokens: 5}), nil, time.Now())
+	})
+	if res.Status != repair.StatusValid || len(res.Attempts) != 2 || res.FirstAttemptValid {
+		t.Errorf("after a wrong reply: %s, %d attempts, first attempt valid %v; want repaired", res.Status, len(res.Attempts), res.FirstAttemptValid)
+	}
+}

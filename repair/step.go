@@ -344,7 +344,16 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 		res.Value = a.Value
 		res.Class = ""
 		res.Error = "" // earlier attempts' errors stay on their attempts
-		res.FirstAttemptValid = a.No == 1
+		// Valid on its first answered attempt: a batch request that never
+		// ran (expired, errored, cancelled: class provider, no reply) is
+		// no try, as a realtime call's transport failures are none. Such
+		// a job counted as repaired.
+		res.FirstAttemptValid = true
+		for _, prev := range res.Attempts[:len(res.Attempts)-1] {
+			if prev.Class != OutcomeProvider || prev.Raw != "" {
+				res.FirstAttemptValid = false
+			}
+		}
 		res.RepairedLocally = a.RepairedLocally
 		return s.last(), s.finish()
 	}

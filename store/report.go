@@ -26,7 +26,8 @@ type BatchSummary struct {
 	Runs int64
 	// FirstAttemptValid counts valid jobs valid on their first attempt.
 	FirstAttemptValid int64
-	// Repaired counts valid jobs that needed more than one attempt or a local repair.
+	// Repaired counts valid jobs not valid on their first answered attempt
+	// (see first_attempt_valid), or repaired locally.
 	Repaired int64
 	// ValidRate is Valid / Finished.
 	ValidRate float64

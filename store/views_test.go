@@ -212,3 +212,27 @@ func TestViews(t *testing.T) {
 		}
 	})
 }
+
+// A job valid on its first answered attempt after a batch request that
+// never ran (first_attempt_valid, two attempts) is first-try, not
+// repaired: the summary counted every job of more than one attempt as
+// repaired.
+func TestSummaryFirstAnsweredAttempt(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "fa", 2)
+	ctx := context.Background()
+	never := result(jobID("fa", 1), "a", "provider", "")
+	never.AttemptRows[0].Raw = ""
+	never.FirstAttemptValid = true
+	wrong := result(jobID("fa", 2), "b", "shape", "")
+	if _, err := s.SaveResults(ctx, []store.Result{never, wrong}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Summary(ctx, "fa")
+	if err != nil || len(got) != 1 {
+		t.Fatal(got, err)
+	}
+	if got[0].Valid != 2 || got[0].FirstAttemptValid != 1 || got[0].Repaired != 1 {
+		t.Errorf("summary %+v; want 2 valid, 1 first-try (after a request that never ran), 1 repaired", got[0])
+	}
+}

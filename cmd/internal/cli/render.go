@@ -144,8 +144,8 @@ func pctOf(r *float64) string {
 // each, as the batch_summary view computes them.
 var summaryLegend = [][2]string{
 	{"VALID%", "valid jobs as a share of finished jobs (all but queued)"},
-	{"1ST-TRY%", "jobs valid on their first attempt as a share of finished jobs"},
-	{"REPAIRED%", "valid jobs that needed more than one attempt or a local repair, as a share of valid jobs"},
+	{"1ST-TRY%", "jobs valid on their first answered attempt (a batch request that never ran is no try) as a share of finished jobs"},
+	{"REPAIRED%", "valid jobs that needed another answered attempt or a local repair, as a share of valid jobs"},
 	{"ATTEMPTS", "mean attempts of the valid, invalid and failed jobs"},
 	{"TOKENS/VALID", "input and output tokens of every job's latest run, over the valid jobs"},
 	{"COST/VALID", "cost of every job's latest run (over-budget jobs' included), over the valid jobs; calls kept apart and replaced runs are in the cost line below"},
