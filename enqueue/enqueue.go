@@ -1231,7 +1231,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		}
 		if prog.Rows%r.cfg.Chunk == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("stopped while checking the rows (at line %d): nothing of the batch was recorded or published: %w", line, err)
 			}
 			if r.cfg.ProgressFunc != nil {
 				r.cfg.ProgressFunc(*prog)

@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
+	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -102,6 +104,27 @@ type checkRecord struct {
 	Schema json.RawMessage `json:"schema"`
 }
 
+// exactRecordKeys refuses a record whose id, text or schema is written
+// twice or in another case: Go's decoder kept the last of two and matched
+// "Schema" to schema, so the record checked was not the one written.
+func exactRecordKeys(raw []byte) error {
+	if _, key, dup := extract.DuplicateKey(raw); dup {
+		return fmt.Errorf("key %q appears twice in the record", key)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return err
+	}
+	for k := range fields {
+		for _, want := range []string{"id", "text", "schema"} {
+			if k != want && strings.EqualFold(k, want) {
+				return fmt.Errorf("key %q: the field is %q", k, want)
+			}
+		}
+	}
+	return nil
+}
+
 func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.Schema, opt validate.CheckOptions) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
@@ -130,6 +153,9 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 			err = fmt.Errorf("%q is a JSON %s, want a string", typeErr.Field, typeErr.Value) // only text has a type
 		case err == nil && rec.Text == nil:
 			err = fmt.Errorf(`no "text" field`)
+		}
+		if err == nil {
+			err = exactRecordKeys(raw)
 		}
 		schema := defaultSchema
 		if err == nil && len(rec.Schema) > 0 && string(rec.Schema) != "null" {

@@ -40,6 +40,14 @@ func TestCheckJSONLExitStatus(t *testing.T) {
 			`{"id": 3}`,
 			`{"id": 4, "text": "{}", "schema": {"type": 12}}`,
 		}, wantCode: 1, wantStderr: "worker check: 3 of 4 lines could not be read", wantErrAt: []int{2, 3, 4}},
+		// A field written twice or in another case: the decoder kept the
+		// last schema and read "Schema" as schema, in silence.
+		{name: "fields twice or in another case", lines: []string{
+			`{"id": 1, "text": "1", "id": 2}`,
+			`{"id": 3, "text": "1", "schema": {"type": "integer"}, "schema": {"type": "string"}}`,
+			`{"id": 4, "text": "1", "Schema": {"type": "string"}}`,
+			`{"id": 5, "text": "{\"sentiment\": \"positive\", \"score\": 1}"}`,
+		}, wantCode: 1, wantStderr: "worker check: 3 of 4 lines could not be read", wantErrAt: []int{1, 2, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
