@@ -347,7 +347,7 @@ func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, j
 		return
 	}
 	c := collected{msg: msg, env: env, delivered: delivered, stopBeat: v.w.heartbeat(msg),
-		req: store.WaveRequest{JobID: env.JobID, Run: env.RunOrFirst(), AttemptNo: 1, Request: reqJSON, Envelope: envJSON}}
+		req: store.WaveRequest{JobID: env.JobID, Run: env.RunOrFirst(), AttemptNo: 1, Request: reqJSON, Envelope: envJSON, Delivered: delivered}}
 	size := int64(len(item)) + 16 // the custom id is longer than the placeholder
 	key := waveKey{batch: env.Batch, run: env.RunOrFirst(), provider: env.Provider, model: env.Model}
 	maxReq, maxBytes := client.BatchLimits()

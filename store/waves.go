@@ -39,6 +39,10 @@ type WaveRequest struct {
 	Envelope json.RawMessage
 	// Recorded reports that its outcome is recorded as an attempt.
 	Recorded bool
+	// Delivered is how many times the queue had delivered the job's
+	// message when it was collected (RecordWave notes it on the job, whose
+	// deliveries read 0 for every job a wave finished); not kept.
+	Delivered int
 }
 
 // Wave is one provider batch of a batch's requests.
@@ -170,7 +174,7 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 			r.CustomID = fmt.Sprintf("w%d-%d", w.ID, i)
 			b.Queue(`INSERT INTO wave_requests (wave_id, custom_id, job_id, run, attempt_no, request, envelope) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 				w.ID, r.CustomID, r.JobID, max(r.Run, 1), r.AttemptNo, string(r.Request), string(r.Envelope))
-			b.Queue(`UPDATE jobs SET wave_id = $1 WHERE id = $2`, w.ID, r.JobID)
+			b.Queue(`UPDATE jobs SET wave_id = $1, deliveries = greatest(deliveries, $3) WHERE id = $2`, w.ID, r.JobID, r.Delivered)
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})

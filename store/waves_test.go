@@ -289,3 +289,23 @@ func TestOwedByQueue(t *testing.T) {
 		t.Errorf("one final: %d owed, want 1", n)
 	}
 }
+
+// A job placed in a wave keeps the deliveries its message had: every job
+// a wave finished read 0 deliveries, though its message was delivered.
+func TestRecordWaveNotesDeliveries(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "wd", 2)
+	ctx := context.Background()
+	reqs := waveReqs("wd", 1, 1, 2)
+	reqs[0].Delivered, reqs[1].Delivered = 1, 3
+	if _, taken, err := s.RecordWave(ctx, store.WaveParams{Batch: "wd", Run: 1, Provider: "openai", Model: "m",
+		Requests: reqs, Owner: "a", Lease: time.Minute}); err != nil || len(taken) != 2 {
+		t.Fatal(taken, err)
+	}
+	for i, want := range []int{1, 3} {
+		var n int
+		if err := s.QueryRowForTest(ctx, fmt.Sprintf(`SELECT deliveries FROM jobs WHERE id = '%s'`, jobID("wd", i+1)), &n); err != nil || n != want {
+			t.Errorf("job %d: %d deliveries (%v), want %d", i+1, n, err, want)
+		}
+	}
+}
