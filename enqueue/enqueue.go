@@ -234,6 +234,10 @@ var (
 	ErrTooManyBadRows = errors.New("too many bad rows")
 	// ErrNoRows is returned for a dataset without a single row.
 	ErrNoRows = errors.New("the dataset has no rows")
+	// ErrUnreadable is matched by the error of a dataset that cannot be
+	// read on from a line (a compressed or UTF-16 file, a CSV header it
+	// cannot use, a CSV quote left open across rows): nothing is recorded.
+	ErrUnreadable = errors.New("the dataset cannot be read")
 	// ErrEmptyBatch is returned by Resume for a batch that holds no job.
 	ErrEmptyBatch = errors.New("the batch holds no job")
 	// ErrPartlyRecorded is returned by Resume for a batch whose enqueue
@@ -1129,6 +1133,16 @@ type idSeen struct {
 	content [16]byte
 }
 
+// unreadableError is a dataset that cannot be read on from line.
+type unreadableError struct {
+	line int
+	err  error
+}
+
+func (e unreadableError) Error() string        { return fmt.Sprintf("read line %d: %v", e.line, e.err) }
+func (e unreadableError) Unwrap() error        { return e.err }
+func (e unreadableError) Is(target error) bool { return target == ErrUnreadable }
+
 // checkOpts are what a caller of check adds to the first pass: limit stops
 // it after that many rows (0: every row); onJob is called, in line order
 // within each chunk, for every row that would become a job or is one
@@ -1162,7 +1176,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		if err != nil {
 			var fatal *fatalReadError
 			if errors.As(err, &fatal) {
-				return nil, fmt.Errorf("read line %d: %w", line, fatal.err)
+				return nil, unreadableError{line, fatal.err}
 			}
 			prog.Rows++
 			bad(line, err)
@@ -1385,7 +1399,7 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		}
 		var fatal *fatalReadError
 		if errors.As(err, &fatal) {
-			return fmt.Errorf("read line %d: %w", line, fatal.err)
+			return unreadableError{line, fatal.err}
 		}
 		prog.Rows++
 		if skip[line] {

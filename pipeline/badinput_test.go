@@ -33,8 +33,14 @@ func TestEnqueueBadInput(t *testing.T) {
 			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","text":` + "\n" + `{"id":"c","text":"three"}` + "\n" + `[1,2]` + "\n",
 			wantLines: []int{2, 4}, wantRecorded: 2},
 		{name: "csv", format: enqueue.FormatCSV, maxBad: -1,
-			data:      "id,text\na,one\nb,\"unclosed\nc,three,extra\n",
-			wantLines: []int{3}, wantRecorded: 1},
+			data:      "id,text\na,one\nb,two,extra\nc,\"unclosed\n",
+			wantLines: []int{3, 4}, wantRecorded: 1},
+		// A quote open across rows made the rows after it one bad row, and
+		// the batch was recorded without them: nothing is, and the error
+		// names the lines.
+		{name: "csv quote open across rows", format: enqueue.FormatCSV, maxBad: -1,
+			data:    "id,text\na,one\nb,\"unclosed\nc,three\nd,four\n",
+			wantErr: enqueue.ErrUnreadable, wantMsg: "a quoted field opened on line 3 is still open on line 5", wantRecorded: 0},
 		{name: "missing field", format: enqueue.FormatJSONL, maxBad: -1, template: "Summarize {{.body}}",
 			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","body":"two"}` + "\n",
 			wantLines: []int{1}, wantRecorded: 1},
