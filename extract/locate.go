@@ -130,8 +130,13 @@ func (e *extractor) leading(structured []found) (found, bool) {
 			return found{}, false
 		}
 	}
-	f, _, err := e.parse(a, b, false, false)
+	f, next, err := e.parse(a, b, false, false)
 	if err != nil || f.Truncated {
+		return found{}, false
+	}
+	// It stands alone on its lines: "[1] is the most relevant" opens with
+	// a citation, not an answer.
+	if eol := strings.IndexByte(e.src[next:b]+"\n", '\n'); strings.TrimSpace(e.src[next:next+min(eol, b-next)]) != "" {
 		return found{}, false
 	}
 	f.Source = SourceRaw

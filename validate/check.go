@@ -395,6 +395,16 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 		if !after && !before || !sameAnswer(value, o.Value) || SameValue(o.Value, value) {
 			continue
 		}
+		if !o.Truncated && (mode == CoerceSafe || mode == CoerceAll) && coerced < ambiguityCoerceMax {
+			// The same answer once its safe fixes are made ("0.9" for 0.9,
+			// "Positive" for "positive"): a repeat, not another answer.
+			coerced++
+			if errs := s.Validate(o.Value); len(errs) > 0 {
+				if v, _, left := s.coerce(o.Value, errs, mode); len(left) == 0 && SameValue(v, value) {
+					continue
+				}
+			}
+		}
 		why := "does not fit the schema"
 		if o.Truncated {
 			why = "is cut off"

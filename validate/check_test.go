@@ -405,6 +405,9 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 			// the model set out as its answer.
 			{obj, "Answer: {\"name\": \"Alice\", \"age\": \"unknown\"}. Example of the format: {\"name\": \"x\", \"age\": 0}"},
 			{obj, "Corrected: {\"name\": \"Alice\", \"age\": 1 500}\nPrevious: {\"name\": \"Alice\", \"age\": 3}"},
+			// A bare answer, then a fenced value that fits and says
+			// otherwise (a format example): the fence was taken alone.
+			{obj, "{\"name\": \"Alice\", \"age\": 31}\n```json\n{\"name\": \"x\", \"age\": 0}\n```"},
 		} {
 			got := CheckWith(tc.s, tc.reply, CheckOptions{Coerce: mode})
 			if got.Valid || len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous" || got.Class != ClassSyntax {
@@ -431,6 +434,24 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 			"Okay, maybe {\"name\": \"b\", \"age\": 2}? No.\n</think>\n\n{\"name\": \"a\", \"age\": 1}",
 		} {
 			if got := CheckWith(obj, reply, CheckOptions{Coerce: mode}); !got.Valid {
+				t.Errorf("%s %q: %v; want valid", mode, reply, got.Errors)
+			}
+		}
+		// A bare answer repeated in a fence, the repeat needing a safe fix
+		// ("1" for 1): the same answer (it was ambiguous once the bare
+		// value became a candidate).
+		if mode != CoerceNone {
+			if got := CheckWith(obj, "{\"name\":\"a\",\"age\":1}\n```json\n{\"name\": \"a\", \"age\": \"1\"}\n```", CheckOptions{Coerce: mode}); !got.Valid {
+				t.Errorf("%s: a fenced repeat needing a safe fix: %v; want valid", mode, got.Errors)
+			}
+		}
+		// A citation opening the reply before a fenced or tagged array
+		// answer is no answer of its own.
+		for _, reply := range []string{
+			"[1] is the most relevant document, followed by [3].\n\nAnswer:\n```json\n[1, 3]\n```",
+			"[2] discusses refunds.\n<answer>[2, 3]</answer>",
+		} {
+			if got := CheckWith(arr, reply, CheckOptions{Coerce: mode}); !got.Valid {
 				t.Errorf("%s %q: %v; want valid", mode, reply, got.Errors)
 			}
 		}
