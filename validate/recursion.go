@@ -1,121 +1,164 @@
 package validate
 
 import (
-	"fmt"
 	"slices"
-	"strings"
+	"strconv"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// MaxCopies bounds how many subschemas one place in a value may be checked
-// against when a schema's recursion branches: "anyOf" of two object shapes
-// that each $ref the same definition for their children check a value
-// nested d levels deep against 2^d copies of it at the bottom, and a
-// 100-byte reply nested 20 levels took a worker 44 s and 6 GB before it ran
-// out of memory. A value nested deeper than the schema can check within
-// this bound is refused (keyword "maxDepth", see Schema.MaxDepth) instead
-// of being checked.
-const MaxCopies = 4096
+// MaxChecks bounds how many times validating one value may check a place
+// in it against a subschema, when the schema recurses: "oneOf" of two
+// comment shapes that each $ref the comment for their replies checks a
+// reply nested d levels deep against 2^d copies of it at the bottom, and
+// every place of a wide reply adds its own. A 100-byte reply nested 20
+// levels took a worker 44 s and 6 GB before it ran out of memory, a 56 KB
+// thread 10 levels deep with 2 replies a comment 19 s and 1.9 GB. A value
+// whose estimate passes the bound is refused (keyword "checkCost") before
+// it is checked. Measured on such a thread, a million estimated checks took
+// about a second to check a value that is not valid (one that is takes a
+// fraction of that: the library stops at a failing alternative's first
+// error), so the bound is half a second at worst.
+const MaxChecks = 500_000
 
-// recursionLimit returns how deeply a value may nest before one place in
-// it is checked against more than MaxCopies subschemas, or 0 when no depth
-// reaches that (the schema does not recurse, or its recursion does not
-// branch). It follows the value's worst key at every level: for each place
-// it counts the subschemas every applicator there (allOf, anyOf, oneOf,
-// $ref, not, if/then/else, dependentSchemas) adds, and the child schemas
-// each of them gives a child of that key (properties, patternProperties,
-// additionalProperties, items, prefixItems, contains, and the unevaluated
-// keywords, which are counted as if they always applied). A schema too
-// wide and recursive to follow within a million steps is not limited.
-func recursionLimit(root *jsonschema.Schema) int {
+// checkCost estimates the checks validating a value makes, following the
+// value: at each place the subschemas every applicator there (allOf, anyOf,
+// oneOf, $ref, not, if/then/else, dependentSchemas) adds, and for each
+// child the subschemas they give a child of its key (properties,
+// patternProperties, additionalProperties, items, prefixItems, contains,
+// and the unevaluated keywords, counted as if they always applied). It is
+// built only for a schema that recurses (others cost their size times the
+// value's), and read-only once built: one compiled schema is shared.
+type checkCost struct {
+	keys       []childKey
+	names      map[string]int // a declared property name's key
+	other      int            // the key of any other property name
+	items      []int          // the key of an item at a position prefixItems names
+	rest       int            // the key of any other item
+	closure    map[*jsonschema.Schema]map[*jsonschema.Schema]int
+	kids       map[*jsonschema.Schema][][]*jsonschema.Schema
+	productive map[*jsonschema.Schema]bool
+	root       map[*jsonschema.Schema]int
+	rootChecks int
+}
+
+// newCheckCost returns the estimate of root's checks, nil when root does
+// not recurse, or is too wide to tabulate (then it is not bounded).
+func newCheckCost(root *jsonschema.Schema) *checkCost {
 	if root == nil || !recursive(root) {
-		return 0
+		return nil
 	}
 	a := newRecursion(root)
-	// Each state is the copies of subschemas one place in the value is
-	// checked against (those that have children to give: a bare $ref
-	// gives its target's); every key a child may have gives the next
-	// level's. Places reached by different keys are different places:
-	// their copies do not add up.
-	expand := func(count map[*jsonschema.Schema]int) (map[*jsonschema.Schema]int, int) {
-		state := map[*jsonschema.Schema]int{}
-		total := 0
-		for c, n := range count {
-			for y, m := range a.closure(c) {
-				total = sat(total + sat(n*m))
-				if a.hasChildren(y) {
-					state[y] = sat(state[y] + sat(n*m))
-				}
+	if len(a.nodes)*len(a.keys) > 1_000_000 {
+		return nil
+	}
+	c := &checkCost{keys: a.keys, names: map[string]int{}, closure: map[*jsonschema.Schema]map[*jsonschema.Schema]int{},
+		kids: map[*jsonschema.Schema][][]*jsonschema.Schema{}, productive: map[*jsonschema.Schema]bool{}}
+	for i, k := range a.keys {
+		switch {
+		case !k.item && k.name != "":
+			c.names[k.name] = i
+		case !k.item:
+			c.other = i
+		case k.at >= 0:
+			c.items = append(c.items, i)
+		default:
+			c.rest = i
+		}
+	}
+	for _, n := range a.nodes {
+		c.closure[n] = a.closure(n)
+		if a.hasChildren(n) {
+			c.productive[n] = true
+			byKey := make([][]*jsonschema.Schema, len(a.keys))
+			for i := range a.keys {
+				byKey[i] = a.childrenOf(n, i)
+			}
+			c.kids[n] = byKey
+		}
+	}
+	c.root, c.rootChecks = c.expand(map[*jsonschema.Schema]int{root: 1})
+	return c
+}
+
+// expand returns the subschemas with children among what the subschemas
+// counted apply at their place, and how many checks they all make there.
+func (c *checkCost) expand(count map[*jsonschema.Schema]int) (map[*jsonschema.Schema]int, int) {
+	state := map[*jsonschema.Schema]int{}
+	checks := 0
+	for s, n := range count {
+		for y, m := range c.closure[s] {
+			checks = sat(checks + sat(n*m))
+			if c.productive[y] {
+				state[y] = sat(state[y] + sat(n*m))
 			}
 		}
-		return state, total
 	}
-	first, _ := expand(map[*jsonschema.Schema]int{root: 1})
-	states := []map[*jsonschema.Schema]int{first}
-	prev := ""
-	const (
-		maxLevels = 64  // enough to tell growth that doubles from growth that adds
-		maxStates = 256 // the costliest kept, should a schema have more
-	)
-	work := 0
-	for depth := 1; depth <= maxLevels && len(states) > 0; depth++ {
-		if work += len(states) * len(a.keys); work > 1_000_000 {
-			// A schema this wide and this recursive is not analysed
-			// further (it would cost more than it guards).
-			return 0
+	return state, checks
+}
+
+// child returns the state and checks of a child of key k of a place in
+// state.
+func (c *checkCost) child(state map[*jsonschema.Schema]int, k int) (map[*jsonschema.Schema]int, int) {
+	count := map[*jsonschema.Schema]int{}
+	for x, n := range state {
+		for _, sub := range c.kids[x][k] {
+			count[sub] = sat(count[sub] + n)
 		}
-		seen := map[string]bool{}
-		var next []map[*jsonschema.Schema]int
-		var totals []int
-		for _, v := range states {
-			for k := range a.keys {
-				count := map[*jsonschema.Schema]int{}
-				for x, n := range v {
-					for _, c := range a.childrenOf(x, k) {
-						count[c] = sat(count[c] + n)
+	}
+	return c.expand(count)
+}
+
+// over returns the pointer of the place where v's checks pass limit, and
+// whether they do.
+func (c *checkCost) over(v any, limit int) (string, bool) {
+	total := c.rootChecks
+	var walk func(v any, at string, state map[*jsonschema.Schema]int) (string, bool)
+	walk = func(v any, at string, state map[*jsonschema.Schema]int) (string, bool) {
+		if total > limit {
+			return at, true
+		}
+		if len(state) == 0 {
+			return "", false
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			for _, k := range sortedKeys(x) {
+				key, ok := c.names[k]
+				if !ok {
+					key = c.other
+				}
+				next, n := c.child(state, key)
+				total = sat(total + n)
+				if p, over := walk(x[k], at+"/"+extract.PointerToken(k), next); over {
+					return p, true
+				}
+			}
+		case []any:
+			var rest map[*jsonschema.Schema]int
+			restChecks := 0
+			for i, e := range x {
+				var next map[*jsonschema.Schema]int
+				n := 0
+				if i < len(c.items) {
+					next, n = c.child(state, c.items[i])
+				} else {
+					if rest == nil {
+						rest, restChecks = c.child(state, c.rest)
 					}
+					next, n = rest, restChecks
 				}
-				if len(count) == 0 {
-					continue
+				total = sat(total + n)
+				if p, over := walk(e, at+"/"+strconv.Itoa(i), next); over {
+					return p, true
 				}
-				state, total := expand(count)
-				if total > MaxCopies {
-					return max(depth-1, 1)
-				}
-				id := a.id(state)
-				if len(state) == 0 || seen[id] {
-					continue
-				}
-				seen[id] = true
-				next = append(next, state)
-				totals = append(totals, total)
 			}
 		}
-		if len(next) > maxStates {
-			order := make([]int, len(next))
-			for i := range order {
-				order[i] = i
-			}
-			slices.SortFunc(order, func(i, j int) int { return totals[j] - totals[i] })
-			kept := make([]map[*jsonschema.Schema]int, maxStates)
-			for i := range kept {
-				kept[i] = next[order[i]]
-			}
-			next = kept
-		}
-		ids := make([]string, len(next))
-		for i, v := range next {
-			ids[i] = a.id(v)
-		}
-		slices.Sort(ids)
-		now := strings.Join(ids, ";")
-		if now == prev {
-			return 0 // the same at every level from here: it does not grow
-		}
-		prev, states = now, next
+		return "", total > limit
 	}
-	return 0
+	return walk(v, "", c.root)
 }
 
 // sat caps a count, so that products of counts cannot overflow.
@@ -213,9 +256,9 @@ type childKey struct {
 }
 
 type recursion struct {
+	nodes   []*jsonschema.Schema // every subschema reachable, in order found
 	keys    []childKey
 	closure func(s *jsonschema.Schema) map[*jsonschema.Schema]int
-	ids     map[*jsonschema.Schema]int // each subschema's number, for id
 	kids    map[*jsonschema.Schema][][]*jsonschema.Schema
 	// productive says which subschemas have children to give.
 	productive map[*jsonschema.Schema]bool
@@ -244,24 +287,10 @@ func (a *recursion) childrenOf(s *jsonschema.Schema, k int) []*jsonschema.Schema
 	return byKey[k]
 }
 
-// id names a state: its subschemas' numbers and counts, in order.
-func (a *recursion) id(v map[*jsonschema.Schema]int) string {
-	parts := make([]string, 0, len(v))
-	for s, n := range v {
-		num, ok := a.ids[s]
-		if !ok {
-			num = len(a.ids)
-			a.ids[s] = num
-		}
-		parts = append(parts, fmt.Sprintf("%d:%d", num, n))
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ",")
-}
-
 func newRecursion(root *jsonschema.Schema) *recursion {
 	names := map[string]bool{}
 	prefix := 0
+	var nodes []*jsonschema.Schema
 	seen := map[*jsonschema.Schema]bool{}
 	var collect func(s *jsonschema.Schema)
 	collect = func(s *jsonschema.Schema) {
@@ -269,6 +298,7 @@ func newRecursion(root *jsonschema.Schema) *recursion {
 			return
 		}
 		seen[s] = true
+		nodes = append(nodes, s)
 		for k := range s.Properties {
 			names[k] = true
 		}
@@ -281,7 +311,7 @@ func newRecursion(root *jsonschema.Schema) *recursion {
 		}
 	}
 	collect(root)
-	a := &recursion{ids: map[*jsonschema.Schema]int{}, kids: map[*jsonschema.Schema][][]*jsonschema.Schema{},
+	a := &recursion{nodes: nodes, kids: map[*jsonschema.Schema][][]*jsonschema.Schema{},
 		productive: map[*jsonschema.Schema]bool{}}
 	for _, n := range sortedKeys(names) {
 		a.keys = append(a.keys, childKey{name: n, at: -1})

@@ -5,59 +5,108 @@ import (
 	"testing"
 )
 
-// A schema whose recursion branches (two applicators at one place that each
-// go on to the same definition for a child) checks a value nested d levels
-// against k^d copies; its values are checked to the depth MaxCopies allows.
-// Recursion that does not branch (a tree, a list, any JSON value) has no
-// such limit.
-func TestRecursionLimit(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, schema string
-		want         int
-	}{
-		{"flat", `{"type":"object","properties":{"a":{"type":"string"}}}`, 0},
-		{"linked list", `{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#"}}}`, 0},
-		{"binary tree", `{"type":"object","properties":{"left":{"$ref":"#"},"right":{"$ref":"#"}}}`, 0},
-		{"any JSON value", `{"$defs":{"v":{"anyOf":[{"type":"string"},{"type":"number"},{"type":"object","additionalProperties":{"$ref":"#/$defs/v"}},{"type":"array","items":{"$ref":"#/$defs/v"}}]}},"$ref":"#/$defs/v"}`, 0},
-		{"tree of children", `{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}}}}`, 0},
-		{"property and pattern", `{"type":"object","properties":{"a":{"$ref":"#"}},"patternProperties":{"^a$":{"$ref":"#"},"a":{"$ref":"#"}}}`, 6},
-		{"anyOf of two shapes", `{"$defs":{"n":{"anyOf":[{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"required":["x"]},{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"required":["y"]}]}},"$ref":"#/$defs/n"}`, 10},
-		{"oneOf of node kinds", `{"$defs":{"node":{"oneOf":[{"properties":{"kind":{"const":"a"},"kids":{"items":{"$ref":"#/$defs/node"}}}},{"properties":{"kind":{"const":"b"},"kids":{"items":{"$ref":"#/$defs/node"}}}}]}},"$ref":"#/$defs/node"}`, 21}, // a node level is two value levels
-	} {
-		s, err := Compile([]byte(tc.schema))
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
+// thread is a comment thread whose items are one of two shapes, each with
+// replies of the same items: its recursion branches at every level.
+const thread = `{"$defs":{"item":{"oneOf":[{"type":"object","properties":{"kind":{"const":"comment"},"author":{"type":"string"},"text":{"type":"string"},"replies":{"type":"array","items":{"$ref":"#/$defs/item"}}},"required":["kind","author","text"]},{"type":"object","properties":{"kind":{"const":"deleted"},"replies":{"type":"array","items":{"$ref":"#/$defs/item"}}},"required":["kind"]}]}},"type":"object","properties":{"thread":{"type":"array","items":{"$ref":"#/$defs/item"}}},"required":["thread"]}`
+
+// comments returns a thread nested depth comment levels, each comment
+// with width replies (the last level none); author left out when bad.
+func comments(depth, width int, bad bool) any {
+	var item func(d int) any
+	item = func(d int) any {
+		c := map[string]any{"kind": "comment", "author": "u", "text": "t"}
+		if bad {
+			delete(c, "author")
 		}
-		if got := s.MaxDepth(); got != tc.want {
-			t.Errorf("%s: MaxDepth %d, want %d", tc.name, got, tc.want)
+		if d > 1 {
+			var rs []any
+			for range width {
+				rs = append(rs, item(d-1))
+			}
+			c["replies"] = rs
+		}
+		return c
+	}
+	return map[string]any{"thread": []any{item(depth)}}
+}
+
+// A value whose checks against a recursive schema would pass MaxChecks is
+// refused before it is checked, where it costs that: a thread nested deep,
+// or wide and deep, against a schema whose recursion branches. Realistic
+// threads are checked as before, and recursion that does not branch (a
+// tree, a list, any JSON value) allows deep values.
+func TestCheckCost(t *testing.T) {
+	t.Parallel()
+	th := mustCompile(t, thread)
+	for _, tc := range []struct {
+		name         string
+		depth, width int
+		bad, refused bool
+	}{
+		{"a realistic thread", 6, 3, false, false},
+		{"a realistic thread, not valid", 6, 3, true, false},
+		{"a deep chain, valid", 12, 1, false, false},
+		{"a deep chain", 20, 1, true, true},
+		{"wide and deep", 10, 2, true, true},
+	} {
+		errs := th.Validate(comments(tc.depth, tc.width, tc.bad))
+		refused := len(errs) == 1 && errs[0].Keyword == "checkCost"
+		if refused != tc.refused {
+			t.Errorf("%s: errors %v; want refused for its cost %v", tc.name, errs, tc.refused)
+		}
+		if refused && (errs[0].Class != ClassShape || !strings.HasPrefix(errs[0].Path, "/thread/0/replies/0")) {
+			t.Errorf("%s: %+v; want a shape error at a place deep in the thread", tc.name, errs[0])
+		}
+	}
+	deep := func(d int) any {
+		var v any = map[string]any{}
+		for range d {
+			v = map[string]any{"next": v, "left": map[string]any{}, "children": []any{map[string]any{}}}
+		}
+		return v
+	}
+	for _, schema := range []string{
+		`{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#"}}}`,
+		`{"type":"object","properties":{"left":{"$ref":"#"},"right":{"$ref":"#"},"next":{"$ref":"#"}}}`,
+		`{"$defs":{"v":{"anyOf":[{"type":"string"},{"type":"number"},{"type":"object","additionalProperties":{"$ref":"#/$defs/v"}},{"type":"array","items":{"$ref":"#/$defs/v"}}]}},"$ref":"#/$defs/v"}`,
+		`{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#"}},"next":{"$ref":"#"}}}`,
+	} {
+		if errs := mustCompile(t, schema).Validate(deep(200)); len(errs) != 0 {
+			t.Errorf("%s: a value 200 levels deep: %v; want valid", schema, errs)
 		}
 	}
 }
 
-// A value nested deeper than the schema checks is refused at its deepest
-// place, quickly: checked, a 100-byte reply nested 20 levels took 44 s and
-// ran out of memory at 6 GB.
-func TestValidateRefusesTooDeepForTheSchema(t *testing.T) {
-	t.Parallel()
-	s, err := Compile([]byte(`{"$defs":{"n":{"anyOf":[{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"required":["x"]},{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"required":["y"]}]}},"$ref":"#/$defs/n"}`))
+// BenchmarkCheckCostRefused measures a refusal: the estimate stops at
+// MaxChecks, where checking the value took seconds and gigabytes.
+func BenchmarkCheckCostRefused(b *testing.B) {
+	th, err := Compile([]byte(thread))
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	nested := func(d int) any {
-		var v any = map[string]any{"x": 1}
-		for range d {
-			v = map[string]any{"a": v, "x": 1}
+	v := comments(10, 2, true)
+	b.ReportAllocs()
+	for b.Loop() {
+		if errs := th.Validate(v); len(errs) != 1 || errs[0].Keyword != "checkCost" {
+			b.Fatal(errs)
 		}
-		return v
 	}
-	if errs := s.Validate(nested(s.MaxDepth() - 1)); len(errs) != 0 {
-		t.Errorf("a value within the limit: %v", errs)
+}
+
+// BenchmarkValidateThreadNearTheBound measures the costliest thread that is
+// still checked: the time MaxChecks allows a value.
+func BenchmarkValidateThreadNearTheBound(b *testing.B) {
+	th, err := Compile([]byte(thread))
+	if err != nil {
+		b.Fatal(err)
 	}
-	errs := s.Validate(nested(40))
-	if len(errs) != 1 || errs[0].Keyword != "maxDepth" || errs[0].Class != ClassShape ||
-		errs[0].Path != strings.Repeat("/a", s.MaxDepth()+1) || !strings.Contains(errs[0].Message, "more than 10 levels deep") {
-		t.Fatalf("errors %+v; want one maxDepth error at the first place too deep", errs)
+	v := comments(8, 2, true)
+	if _, over := th.cost.over(v, MaxChecks); over {
+		b.Fatal("over the bound")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		th.Validate(v)
 	}
 }
 
@@ -73,8 +122,8 @@ func BenchmarkCompileRecursiveWide(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s, err := Compile(schema)
-		if err != nil || s.MaxDepth() != 0 {
-			b.Fatal(s.MaxDepth(), err)
+		if err != nil || s.cost == nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -55,20 +55,9 @@ func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
 type Schema struct {
 	raw []byte
 	sch *jsonschema.Schema
-	// maxDepth is how deeply a value may nest to be checked (see
-	// MaxCopies); 0: as deep as extraction allows.
-	maxDepth int
-}
-
-// MaxDepth returns how deeply a value may nest for this schema to check
-// it, 0 when only extraction's limit applies: a schema whose recursion
-// branches checks a deeper value against more than MaxCopies copies of a
-// subschema at one place, and refuses it (keyword "maxDepth").
-func (s *Schema) MaxDepth() int {
-	if s == nil {
-		return 0
-	}
-	return s.maxDepth
+	// cost estimates a value's checks when the schema recurses (see
+	// MaxChecks); nil when it does not.
+	cost *checkCost
 }
 
 // schemaURL is the base URL the schema document is compiled under. Relative
@@ -191,7 +180,7 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 			"(an anyOf, oneOf or allOf whose branches reach a shared definition counts it once for each, at every level): "+
 			"checking a reply that fails could take minutes and gigabytes; share fewer branches", MaxUnfolded)}
 	}
-	return &Schema{raw: bytes.Clone(schema), sch: sch, maxDepth: recursionLimit(sch)}, nil
+	return &Schema{raw: bytes.Clone(schema), sch: sch, cost: newCheckCost(sch)}, nil
 }
 
 // Raw returns the schema text as given to Compile. It must not be modified.
@@ -216,9 +205,9 @@ func (s *Schema) Validate(v any) []Error {
 		// The value cannot be compared safely; these errors come first.
 		return sortErrors(errs)
 	}
-	if s.maxDepth > 0 {
-		if at, d := deepest(v, "", 0, s.maxDepth); d > s.maxDepth {
-			return []Error{newError(at, "maxDepth", fmt.Sprintf("the value nests more than %d levels deep here; this schema's recursion (alternatives that each go on to the same definition) is checked to %d levels: reply with a shallower value", s.maxDepth, s.maxDepth))}
+	if s.cost != nil {
+		if at, over := s.cost.over(v, MaxChecks); over {
+			return []Error{newError(at, "checkCost", fmt.Sprintf("checking the value this far would take over %d checks against the schema's parts (its recursion offers alternatives at every level, and each level multiplies them): reply with a shallower or smaller value", MaxChecks))}
 		}
 	}
 	err := s.sch.Validate(v)
@@ -236,36 +225,6 @@ func (s *Schema) Validate(v any) []Error {
 		errs = []Error{newError("", "", "value does not match the schema: "+oneLine(verr.Error()))}
 	}
 	return sortErrors(errs)
-}
-
-// deepest returns the pointer and depth of v's deepest place (the value
-// itself is depth d), stopping past limit.
-func deepest(v any, at string, d, limit int) (string, int) {
-	if d > limit {
-		return at, d
-	}
-	bestAt, best := at, d
-	switch x := v.(type) {
-	case map[string]any:
-		for _, k := range sortedKeys(x) {
-			if p, n := deepest(x[k], at+"/"+extract.PointerToken(k), d+1, limit); n > best {
-				bestAt, best = p, n
-				if best > limit {
-					break
-				}
-			}
-		}
-	case []any:
-		for i, e := range x {
-			if p, n := deepest(e, at+"/"+strconv.Itoa(i), d+1, limit); n > best {
-				bestAt, best = p, n
-				if best > limit {
-					break
-				}
-			}
-		}
-	}
-	return bestAt, best
 }
 
 // schemaError turns a library compile error into a *SchemaError naming the

@@ -133,7 +133,7 @@ var keywordClasses = map[string]Class{
 	"dependentRequired":     ClassShape,
 	"dependencies":          ClassShape, // draft-07 form of dependentRequired
 	"false":                 ClassShape, // a value where the schema is false
-	"maxDepth":              ClassShape, // nested deeper than a branching recursion is checked to
+	"checkCost":             ClassShape, // too costly to check against a recursive schema
 
 	// semantic: values.
 	"enum":             ClassSemantic,
