@@ -318,8 +318,8 @@ func (rr *rowReader) nextCSV() (map[string]any, int, error) {
 				// The reader went on to pe.Line looking for the field's
 				// end: the rows in between are gone from the reading, and
 				// a bad row would count them as one.
-				return nil, pe.StartLine, &fatalReadError{fmt.Errorf("malformed CSV: a quoted field opened on line %d is still open on line %d (%v), so lines %d to %d read as one field: a quote inside a quoted field is written twice (\"\"); fix the row and run again",
-					pe.StartLine, pe.Line, pe.Err, pe.StartLine, pe.Line)}
+				return nil, pe.StartLine, &fatalReadError{fmt.Errorf("malformed CSV: a quoted field opens on line %d and runs on to line %d, where its quoting breaks (%v): the rows between cannot be told apart, so none of the file is taken; a quote inside a quoted field is written twice (\"\"); fix the quoting and run again",
+					pe.StartLine, pe.Line, pe.Err)}
 			}
 			return nil, pe.StartLine, fmt.Errorf("malformed CSV: %v", pe.Err)
 		}
@@ -374,7 +374,10 @@ func foldedRows(rec, header []string) string {
 				n++
 			}
 		}
-		if n > 0 {
+		// One line that reads as a row is common in text (an address of
+		// three parts in a file of three columns); two, or one in a file
+		// of five columns or more, are not.
+		if n >= 2 || n == 1 && len(header) >= 5 {
 			return fmt.Sprintf("column %q spans %d lines, and %d of them read as rows of this file (%d fields): if a stray quote folded rows into it, fix the quote; if the text is meant, ignore this",
 				header[i], len(lines), n, len(header))
 		}

@@ -40,7 +40,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		// names the lines.
 		{name: "csv quote open across rows", format: enqueue.FormatCSV, maxBad: -1,
 			data:    "id,text\na,one\nb,\"unclosed\nc,three\nd,four\n",
-			wantErr: enqueue.ErrUnreadable, wantMsg: "a quoted field opened on line 3 is still open on line 5", wantRecorded: 0},
+			wantErr: enqueue.ErrUnreadable, wantMsg: "a quoted field opens on line 3 and runs on to line 5", wantRecorded: 0},
 		{name: "missing field", format: enqueue.FormatJSONL, maxBad: -1, template: "Summarize {{.body}}",
 			data:      `{"id":"a","text":"one"}` + "\n" + `{"id":"b","body":"two"}` + "\n",
 			wantLines: []int{1}, wantRecorded: 1},

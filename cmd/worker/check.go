@@ -14,7 +14,6 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
-	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -107,22 +106,40 @@ type checkRecord struct {
 // exactRecordKeys refuses a record whose id, text or schema is written
 // twice or in another case: Go's decoder kept the last of two and matched
 // "Schema" to schema, so the record checked was not the one written.
-func exactRecordKeys(raw []byte) error {
-	if _, key, dup := extract.DuplicateKey(raw); dup {
-		return fmt.Errorf("key %q appears twice in the record", key)
+// Other fields, and what they hold, are not its business. It returns the
+// id as written under "id" (the decoder took "ID" for it).
+func exactRecordKeys(raw []byte) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return err
-	}
-	for k := range fields {
+	seen := map[string]bool{}
+	var id json.RawMessage
+	var bad error
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
 		for _, want := range []string{"id", "text", "schema"} {
-			if k != want && strings.EqualFold(k, want) {
-				return fmt.Errorf("key %q: the field is %q", k, want)
+			switch {
+			case k == want && seen[k] && bad == nil:
+				bad = fmt.Errorf("key %q appears twice in the record", k)
+			case k != want && strings.EqualFold(k, want) && bad == nil:
+				bad = fmt.Errorf("key %q: the field is %q", k, want)
 			}
 		}
+		seen[k] = true
+		if k == "id" && id == nil {
+			id = v
+		}
 	}
-	return nil
+	return id, bad
 }
 
 func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.Schema, opt validate.CheckOptions) error {
@@ -154,8 +171,14 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 		case err == nil && rec.Text == nil:
 			err = fmt.Errorf(`no "text" field`)
 		}
-		if err == nil {
-			err = exactRecordKeys(raw)
+		if raw[0] == '{' {
+			id, kerr := exactRecordKeys(raw)
+			if id != nil {
+				rec.ID = id
+			}
+			if err == nil {
+				err = kerr
+			}
 		}
 		schema := defaultSchema
 		if err == nil && len(rec.Schema) > 0 && string(rec.Schema) != "null" {

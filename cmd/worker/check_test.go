@@ -47,7 +47,9 @@ func TestCheckJSONLExitStatus(t *testing.T) {
 			`{"id": 3, "text": "1", "schema": {"type": "integer"}, "schema": {"type": "string"}}`,
 			`{"id": 4, "text": "1", "Schema": {"type": "string"}}`,
 			`{"id": 5, "text": "{\"sentiment\": \"positive\", \"score\": 1}"}`,
-		}, wantCode: 1, wantStderr: "worker check: 3 of 4 lines could not be read", wantErrAt: []int{1, 2, 3}},
+			// A key twice inside another field is that field's business.
+			`{"id": 6, "text": "{\"sentiment\": \"positive\", \"score\": 1}", "usage": {"n": 1, "n": 2}}`,
+		}, wantCode: 1, wantStderr: "worker check: 3 of 5 lines could not be read", wantErrAt: []int{1, 2, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

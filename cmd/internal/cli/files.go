@@ -26,6 +26,9 @@ func ReadTextFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	b = TrimBOM(b)
+	if bytes.HasPrefix(b, []byte{0xFF, 0xFE}) || bytes.HasPrefix(b, []byte{0xFE, 0xFF}) {
+		return nil, fmt.Errorf("%s is UTF-16 text; convert it to UTF-8 first, e.g. iconv -f utf-16 -t utf-8 %s", name, name)
+	}
 	if !utf8.Valid(b) {
 		at := 0
 		for at < len(b) {
@@ -36,7 +39,7 @@ func ReadTextFile(name string) ([]byte, error) {
 			at += size
 		}
 		line := 1 + bytes.Count(b[:at], []byte("\n"))
-		col := at - bytes.LastIndexByte(b[:at], '\n')
+		col := 1 + utf8.RuneCount(b[bytes.LastIndexByte(b[:at], '\n')+1:at]) // characters, as an editor counts
 		return nil, fmt.Errorf("%s is not UTF-8 text (byte 0x%02X at line %d, column %d); convert it first, e.g. iconv -f latin1 -t utf-8 %s", name, b[at], line, col, name)
 	}
 	return b, nil

@@ -34,6 +34,19 @@ func TestReadTextFileRefusesNonUTF8(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "is not UTF-8 text (byte 0xE9 at line 2, column 4)") {
 		t.Errorf("ReadTextFile = %q, %v; want it refused at line 2, column 4", b, err)
 	}
+	if err := os.WriteFile(name, []byte("é€\xff"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadTextFile(name); err == nil || !strings.Contains(err.Error(), "line 1, column 3") {
+		t.Errorf("ReadTextFile: %v; want column 3, counted in characters", err)
+	}
+	// UTF-16 gets its own advice (latin1's made text of NULs).
+	if err := os.WriteFile(name, []byte("\xff\xfeH\x00i\x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadTextFile(name); err == nil || !strings.Contains(err.Error(), "is UTF-16 text") || !strings.Contains(err.Error(), "iconv -f utf-16") {
+		t.Errorf("ReadTextFile of UTF-16: %v", err)
+	}
 	if err := os.WriteFile(name, []byte("\ufeffCafé ✓ {{.text}}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
