@@ -274,7 +274,26 @@ func ensureStreamConfig(ctx context.Context, js jetstream.JetStream, want jetstr
 		return s, nil
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, want)
+		// Two workers creating the stream at once, or one right after it
+		// was deleted: the server may say its subjects overlap a stream
+		// that is this one, being made or unmade (one of two workers
+		// started together exited 1 so). Look again, and try again, for a
+		// second; another stream on the subjects is still refused.
+		for try := 0; ; try++ {
+			s, err = js.CreateStream(ctx, want)
+			var apiErr *jetstream.APIError
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrSubjectsOverlap || try == 10 {
+				break
+			}
+			if s, lerr := js.Stream(ctx, want.Name); lerr == nil && sameStream(s.CachedInfo().Config, want) {
+				return s, nil
+			}
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, err
+			}
+		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return s, err
 		}
@@ -288,6 +307,10 @@ func ensureStreamConfig(ctx context.Context, js jetstream.JetStream, want jetstr
 	}
 	return js.UpdateStream(ctx, want)
 }
+
+// jsErrSubjectsOverlap is the server's error code for a stream whose
+// subjects overlap another's (nats.go names no constant for it).
+const jsErrSubjectsOverlap jetstream.ErrorCode = 10065
 
 // sameStream reports whether have already is what want asks; a zero field
 // of want is the server's default, whatever it is.

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -156,4 +157,29 @@ func serverJS(t *testing.T, dir string, warn io.Writer) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
+}
+
+// Workers started together on a queue that does not exist yet all set it
+// up: the server may tell one that its stream's subjects overlap the
+// stream another is creating, which is the same stream (one of two workers
+// started together exited 1 so).
+func TestEnsureQueueTogether(t *testing.T) {
+	js := serverJS(t, t.TempDir(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for round := range 10 {
+		cfg := pipeline.QueueConfig{Stream: fmt.Sprintf("Q_TOGETHER_%d", round), Subject: fmt.Sprintf("q.together.%d", round), Consumer: "w"}
+		errs := make(chan error, 6)
+		for range 6 {
+			go func() {
+				_, _, err := pipeline.EnsureQueue(ctx, js, cfg)
+				errs <- err
+			}()
+		}
+		for range 6 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: EnsureQueue of workers started together: %v", round, err)
+			}
+		}
+	}
 }

@@ -361,6 +361,9 @@ func (o *ownership) check(ctx context.Context) error {
 	st, err := o.w.reader.state(ctx, o.env.JobID)
 	o.checked = time.Now()
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// Stopping: the delivery ends anyway (a warning per job handed
+		// back said otherwise).
 	case err != nil:
 		o.log.WarnContext(ctx, "worker: read the job's state (the delivery goes on)", slog.String("error", err.Error()))
 	case st.known && st.run != o.env.RunOrFirst():

@@ -676,7 +676,7 @@ func (w *Worker) holdFor(ctx context.Context, d time.Duration) bool {
 
 // queueCheckEvery is how often a worker that pulls nothing asks whether
 // its consumer still exists.
-const queueCheckEvery = 5 * time.Second
+const queueCheckEvery = 2 * time.Second
 
 // checkQueue makes the stream and consumer again when NATS no longer has
 // them (a server restarted without its data directory), at most every

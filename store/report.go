@@ -508,6 +508,21 @@ func (s *Store) OwedByQueue(ctx context.Context, batch string) (int, error) {
 	return n, nil
 }
 
+// InWaves returns how many jobs of batch are queued in a wave (a provider
+// batch holds them), counted in one statement: the difference of two
+// counts read apart (queued, then those the queue holds) counted jobs
+// finishing between the reads, and unpublished ones, as in waves.
+func (s *Store) InWaves(ctx context.Context, batch string) (int, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE batch = $1 AND status = 'queued' AND wave_id IS NOT NULL`, batch).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count jobs of %s in waves: %w", batch, err)
+	}
+	return n, nil
+}
+
 // Counts holds cross-table totals of a batch for invariant checks: in a
 // consistent ledger the job token totals equal the sums over their attempts
 // and every job's attempts column equals its number of attempt rows.

@@ -716,12 +716,16 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 	// queue was last looked at.
 	var stillSince, looked time.Time
 	stillDone, noted := -1, false
+	startDone, start := -1, time.Now()
 	for {
 		p, err := st.Progress(ctx, batch)
 		if err != nil {
 			return err
 		}
 		done := p.Total - p.Queued
+		if startDone < 0 {
+			startDone = done
+		}
 		note := fmt.Sprintf("of %d: %s", p.Total, cli.Statuses(p))
 		// A batch with no jobs has nothing to wait for. While an enqueue
 		// is recording the batch's rows more may come; once its runs are
@@ -793,22 +797,19 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			if p.Unpublished > 0 {
 				return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, %d of them never published (run enqueue --batch %s --resume)", batch, timeout, p.Queued, p.Total, p.Unpublished, batch)
 			}
-			// The jobs the queue owes, then the queued ones: a job that
-			// finishes between the reads then lowers the count in waves,
-			// not raises it (read the other way round, a realtime batch's
-			// jobs finishing were said to be "in open provider batches").
-			owed, err := st.OwedByQueue(ctx, batch)
-			if err == nil {
-				if now, perr := st.Progress(ctx, batch); perr == nil {
-					p = now
-				}
-			}
-			if err == nil && p.Queued > owed {
+			if n, err := st.InWaves(ctx, batch); err == nil && n > 0 {
 				// The rest sit in provider batches a worker drives.
 				return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, %d of them in open provider batches (waves take minutes to hours: see them in report summary %s)",
-					batch, timeout, p.Queued, p.Total, p.Queued-owed, batch)
+					batch, timeout, p.Queued, p.Total, n, batch)
 			}
-			return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued (are workers running on this ledger?)", batch, timeout, p.Queued, p.Total)
+			if moved := done - startDone; moved > 0 {
+				// Workers are at it: say at what pace, not ask whether
+				// they run.
+				rate := float64(moved) / time.Since(start).Seconds()
+				return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued; %d finished while waiting (%.1f a second: about %s more at that pace)",
+					batch, timeout, p.Queued, p.Total, moved, rate, (time.Duration(float64(p.Queued)/rate) * time.Second).Round(time.Second))
+			}
+			return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, none finished while waiting (are workers running on this ledger?)", batch, timeout, p.Queued, p.Total)
 		case <-time.After(every):
 		}
 	}

@@ -636,3 +636,56 @@ func TestReportWaitOnJobsTheQueueLost(t *testing.T) {
 		t.Errorf("queue holding none: %v; want it to end naming --resume", err)
 	}
 }
+
+// A wait that times out while workers finish jobs says at what pace, not
+// whether workers run on this ledger (it asked that of a batch finishing
+// 1,800 jobs a second); one during which none finished still asks.
+func TestReportWaitTimeoutSaysThePace(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDB(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "p1", Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []store.NewJob
+	var ids []string
+	for i := 1; i <= 4; i++ {
+		id := fmt.Sprintf("p1:%d", i)
+		jobs = append(jobs, store.NewJob{ID: id, Batch: "p1", RowNo: i, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"})
+		ids = append(ids, id)
+	}
+	if _, err := st.InsertJobs(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkPublished(ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"wait", "p1", "--interval", "20ms", "--timeout", "300ms", "--database-url", dsn}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "none finished while waiting (are workers running on this ledger?)") {
+		t.Errorf("wait with nothing finishing: exit %d, stderr %q", code, errOut.String())
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := st.SaveResults(ctx, []store.Result{{JobID: "p1:1", Status: "valid", Value: json.RawMessage(`{}`), Deliveries: 1}}); err != nil {
+			t.Error(err)
+		}
+	}()
+	errOut.Reset()
+	if code := run(ctx, []string{"wait", "p1", "--interval", "20ms", "--timeout", "600ms", "--database-url", dsn}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "3 of 4 jobs still queued; 1 finished while waiting") || strings.Contains(errOut.String(), "are workers running") {
+		t.Errorf("wait while a job finished: exit %d, stderr %q; want the pace", code, errOut.String())
+	}
+}

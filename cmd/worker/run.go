@@ -289,8 +289,8 @@ func (c drainCheck) interrupted(ctx context.Context, st *store.Store) error {
 			errInterrupted, c.batch, c.batch)
 	}
 	where := ""
-	if owed, err := st.OwedByQueue(ctx, c.batch); err == nil && p.Queued > owed {
-		where = fmt.Sprintf(", %d of them in open provider batches (report summary %s lists the waves)", p.Queued-owed, c.batch)
+	if n, err := st.InWaves(ctx, c.batch); err == nil && n > 0 {
+		where = fmt.Sprintf(", %d of them in open provider batches (report summary %s lists the waves)", n, c.batch)
 	}
 	return fmt.Errorf("%w: %d of %d jobs of batch %s are not final yet%s; run the worker again to finish", errInterrupted, p.Queued, p.Total, c.batch, where)
 }
