@@ -22,7 +22,7 @@ import (
 // second and 450 MB to check. A valid value takes a fraction of that (the
 // library stops at a failing alternative's first error: a realistic thread
 // of 300 comments 10 deep, estimated at 600,000, took 7 ms), so the bound
-// leaves room for those and costs about two seconds at worst, with the
+// leaves room for those and costs about 3 s and 720 MB at worst, with the
 // errors gathered (BenchmarkValidateThreadNearTheBound).
 const MaxChecks = 1_000_000
 
