@@ -103,6 +103,28 @@ func (e *extractor) run() []found {
 	return e.finish(loose)
 }
 
+// afterReasoning returns where the reply starts once the reasoning blocks
+// that open it (with only white space between them) are skipped.
+func (e *extractor) afterReasoning() int {
+	a := 0
+	for _, m := range e.masked {
+		if strings.TrimSpace(e.src[a:m.a]) == "" && m.b > a {
+			a = m.b
+		}
+	}
+	return a
+}
+
+// maskedIn reports whether a reasoning block starts within src[a:b].
+func (e *extractor) maskedIn(a, b int) bool {
+	for _, m := range e.masked {
+		if m.a >= a && m.a < b {
+			return true
+		}
+	}
+	return false
+}
+
 // leading returns the object or array that opens the reply before its
 // first fence or tag, if one does: it is a candidate too. Without it a
 // fenced value after a bare answer ({"price": 5} then a fenced format
@@ -115,20 +137,9 @@ func (e *extractor) leading(structured []found) (found, bool) {
 	for _, c := range e.claimed { // where a fence or tag opens, before its value
 		first = min(first, c.a)
 	}
-	a := 0
-	for _, m := range e.masked {
-		if strings.TrimSpace(e.src[a:m.a]) == "" && m.b > a {
-			a = m.b
-		}
-	}
-	a, b := trimSpan(e.src, a, first)
-	if a >= b || (e.src[a] != '{' && e.src[a] != '[') {
+	a, b := trimSpan(e.src, e.afterReasoning(), first)
+	if a >= b || (e.src[a] != '{' && e.src[a] != '[') || e.maskedIn(a, b) {
 		return found{}, false
-	}
-	for _, m := range e.masked {
-		if m.a >= a && m.a < b {
-			return found{}, false
-		}
 	}
 	f, next, err := e.parse(a, b, false, false)
 	if err != nil || f.Truncated {
@@ -439,20 +450,9 @@ func addSpan(spans []span, s span) []span {
 
 // raw tries the whole reply (minus leading reasoning) as one or more values.
 func (e *extractor) raw() []found {
-	a := 0
-	for _, m := range e.masked {
-		if strings.TrimSpace(e.src[a:m.a]) == "" && m.b > a {
-			a = m.b
-		}
-	}
-	a, b := trimSpan(e.src, a, len(e.src))
-	if a == b {
+	a, b := trimSpan(e.src, e.afterReasoning(), len(e.src))
+	if a == b || e.maskedIn(a, b) {
 		return nil
-	}
-	for _, m := range e.masked {
-		if m.a >= a && m.a < b {
-			return nil
-		}
 	}
 	if esc := e.escapedRaw(a, b); esc != nil {
 		return esc

@@ -419,14 +419,21 @@ func TestTimeouts(t *testing.T) {
 	}
 }
 
-func TestCallerContextCancels(t *testing.T) {
-	t.Parallel()
+// silentServer serves a provider that reads each request and never
+// answers, until the caller gives up; it returns its URL.
+func silentServer(t *testing.T) string {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		<-r.Context().Done()
 	}))
 	t.Cleanup(srv.Close)
-	c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL})
+	return srv.URL
+}
+
+func TestCallerContextCancels(t *testing.T) {
+	t.Parallel()
+	c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: silentServer(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	_, err := c.Complete(ctx, hello)
@@ -672,12 +679,7 @@ func TestResponseSentAtIsAfterTheLaneWait(t *testing.T) {
 // "timeout: send request: context canceled" for every call a stop cut off.
 func TestCallerCancelIsStopped(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		<-r.Context().Done()
-	}))
-	t.Cleanup(srv.Close)
-	c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL})
+	c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: silentServer(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(30*time.Millisecond, cancel)
 	_, err := c.Complete(ctx, hello)

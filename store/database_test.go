@@ -21,21 +21,7 @@ func TestEnsureDatabase(t *testing.T) {
 		t.Skip("needs Postgres")
 	}
 	ctx := context.Background()
-	name := fmt.Sprintf("fixpoint_test_ensure_%d", time.Now().UnixNano())
-	dsn, err := storetest.WithDatabase(storetest.URL(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := pgx.Connect(ctx, storetest.URL())
-	if err != nil {
-		t.Fatalf("connect to %s: %v", storetest.URL(), err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-		admin.Close(context.Background())
-	})
+	dsn, _ := storetest.MissingDB(t)
 	for i := range 2 { // the second call finds it and does nothing
 		created, err := store.EnsureDatabase(ctx, dsn)
 		if err != nil || created != (i == 0) {
@@ -53,18 +39,7 @@ func TestResetDatabase(t *testing.T) {
 		t.Skip("needs Postgres")
 	}
 	ctx := context.Background()
-	name := fmt.Sprintf("fixpoint_test_reset_%d", time.Now().UnixNano())
-	dsn, err := storetest.WithDatabase(storetest.URL(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		admin, err := pgx.Connect(context.Background(), storetest.URL())
-		if err == nil {
-			_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			admin.Close(context.Background())
-		}
-	})
+	dsn, _ := storetest.MissingDB(t)
 	if err := store.ResetDatabase(ctx, dsn, "bench-"); err != nil { // creates it when missing
 		t.Fatalf("ResetDatabase on a missing database: %v", err)
 	}

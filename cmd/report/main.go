@@ -169,7 +169,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	}
 	cmd := args[0]
-	if c := cli.CommandAfterFlags(args, "summary", "failures", "job", "export", "wait"); c != "" {
+	if c := cliflags.CommandAfterFlags(args, "summary", "failures", "job", "export", "wait"); c != "" {
 		return usageError{Err: fmt.Errorf("%q comes first, before any flag: report %s [flags]", c, c)}
 	}
 	if strings.HasPrefix(cmd, "-") {

@@ -642,16 +642,8 @@ func TestReportWaitOnJobsTheQueueLost(t *testing.T) {
 // 1,800 jobs a second); one during which none finished still asks.
 func TestReportWaitTimeoutSaysThePace(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.NewDB(t)
+	dsn, st := newLedger(t)
 	ctx := context.Background()
-	st, err := store.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := st.PutBatch(ctx, store.BatchParams{Name: "p1", Settings: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}

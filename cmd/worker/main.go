@@ -20,7 +20,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -119,7 +118,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitFail
 	case errors.As(err, &uerr), errors.Is(err, store.ErrBadURL), errors.Is(err, natsconn.ErrBadURL):
 		fmt.Fprintf(stderr, "worker %s: %v\n", cmd, err)
-		if c := cli.CommandAfterFlags(args, "run", "migrate", "check", "try", "demo"); cmd == "run" && c != "" {
+		if c := cliflags.CommandAfterFlags(args, "run", "migrate", "check", "try", "demo"); cmd == "run" && c != "" {
 			// worker --database-url X check r.txt: the flags went to run.
 			fmt.Fprintf(stderr, "worker: %q comes first, before any flag: worker %s [flags]\n", c, c)
 		}

@@ -3,13 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -21,22 +17,7 @@ import (
 func TestOpenStoreSaysItCreatedTheDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	name := fmt.Sprintf("fixpoint_test_created_%d", time.Now().UnixNano())
-	dsn, err := storetest.WithDatabase(storetest.URL(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		admin, err := pgx.Connect(context.Background(), storetest.URL())
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer admin.Close(context.Background())
-		if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
+	dsn, name := storetest.MissingDB(t)
 	for i, want := range []bool{true, false} {
 		var logs bytes.Buffer
 		st, err := openStore(ctx, dsn, true, slog.New(slog.NewTextHandler(&logs, nil)))

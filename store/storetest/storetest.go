@@ -101,6 +101,29 @@ func newDB(t testing.TB, tmpl string) string {
 	return dsn
 }
 
+// MissingDB returns the URL of a database that does not exist, for a test
+// of what creates one, and its name; whatever created it is dropped when
+// the test ends. It skips under -short.
+func MissingDB(t testing.TB) (dsn, name string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("storetest: integration test needs Postgres; skipped with -short")
+	}
+	name = "fixpoint_test_missing_" + randomHex(6)
+	dsn, err := WithDatabase(URL(), name)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := exec(ctx, URL(), fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
+			t.Errorf("storetest: drop database %s: %v", name, err)
+		}
+	})
+	return dsn, name
+}
+
 // NewEmptyDB returns the URL of a fresh database with no tables at all (not
 // migrated), dropped when the test ends; for testing migrations themselves.
 func NewEmptyDB(t testing.TB) string {

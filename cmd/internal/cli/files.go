@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -47,22 +45,3 @@ func ReadTextFile(name string) ([]byte, error) {
 
 // TrimBOM drops a UTF-8 byte order mark at the start of b.
 func TrimBOM(b []byte) []byte { return bytes.TrimPrefix(b, utf8BOM) }
-
-// CommandAfterFlags returns the first of commands that args hold after a
-// leading flag ("" when args do not start with a flag or hold none): the
-// mark of flags put before the command (enqueue --progress=false cancel),
-// which a command line reads as the default command's.
-func CommandAfterFlags(args []string, commands ...string) string {
-	if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
-		return ""
-	}
-	for _, a := range args[1:] {
-		if a == "--" {
-			return ""
-		}
-		if slices.Contains(commands, a) {
-			return a
-		}
-	}
-	return ""
-}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -115,4 +116,23 @@ func SettingUsage(err error, flags map[string]string) error {
 		}
 	}
 	return UsageError{Err: err}
+}
+
+// CommandAfterFlags returns the first of commands that args hold after a
+// leading flag ("" when args do not start with a flag or hold none): the
+// mark of flags put before the command (enqueue --progress=false cancel),
+// which a command line reads as the default command's.
+func CommandAfterFlags(args []string, commands ...string) string {
+	if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
+		return ""
+	}
+	for _, a := range args[1:] {
+		if a == "--" {
+			return ""
+		}
+		if slices.Contains(commands, a) {
+			return a
+		}
+	}
+	return ""
 }

@@ -95,3 +95,22 @@ func TestParseArgs(t *testing.T) {
 		t.Errorf("NoArgs with a stray word: %v; want a usage error naming it", err)
 	}
 }
+
+func TestCommandAfterFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--progress=false", "cancel", "--batch", "x"}, "cancel"},
+		{[]string{"--database-url", "postgres://h/db", "summary"}, "summary"},
+		{[]string{"cancel", "--batch", "x"}, ""},       // the command is first
+		{[]string{"--batch", "x", "data.csv"}, ""},     // no command at all
+		{[]string{"--batch", "x", "--", "cancel"}, ""}, // a file named cancel
+		{nil, ""},
+	} {
+		if got := CommandAfterFlags(tc.args, "requeue", "cancel", "cap", "summary"); got != tc.want {
+			t.Errorf("CommandAfterFlags(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
