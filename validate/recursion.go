@@ -73,11 +73,11 @@ func newCheckCost(root *jsonschema.Schema) *checkCost {
 	}
 	for _, n := range a.nodes {
 		c.closure[n] = a.closure(n)
-		if a.hasChildren(n) {
+		if len(allChildren(n)) > 0 {
 			c.productive[n] = true
 			byKey := make([][]*jsonschema.Schema, len(a.keys))
-			for i := range a.keys {
-				byKey[i] = a.childrenOf(n, i)
+			for i, key := range a.keys {
+				byKey[i] = children(n, key)
 			}
 			c.kids[n] = byKey
 		}
@@ -258,36 +258,12 @@ type childKey struct {
 	at   int    // an item's position; -1 any other
 }
 
+// recursion is what newCheckCost tabulates from: the subschemas, the kinds
+// of child, and each subschema's in-place closure.
 type recursion struct {
 	nodes   []*jsonschema.Schema // every subschema reachable, in order found
 	keys    []childKey
 	closure func(s *jsonschema.Schema) map[*jsonschema.Schema]int
-	kids    map[*jsonschema.Schema][][]*jsonschema.Schema
-	// productive says which subschemas have children to give.
-	productive map[*jsonschema.Schema]bool
-}
-
-// hasChildren reports whether s applies a subschema to a child.
-func (a *recursion) hasChildren(s *jsonschema.Schema) bool {
-	has, ok := a.productive[s]
-	if !ok {
-		has = len(allChildren(s)) > 0
-		a.productive[s] = has
-	}
-	return has
-}
-
-// childrenOf is children for the key numbered k, remembered.
-func (a *recursion) childrenOf(s *jsonschema.Schema, k int) []*jsonschema.Schema {
-	byKey, ok := a.kids[s]
-	if !ok {
-		byKey = make([][]*jsonschema.Schema, len(a.keys))
-		for i, key := range a.keys {
-			byKey[i] = a.children(s, key)
-		}
-		a.kids[s] = byKey
-	}
-	return byKey[k]
 }
 
 func newRecursion(root *jsonschema.Schema) *recursion {
@@ -314,8 +290,7 @@ func newRecursion(root *jsonschema.Schema) *recursion {
 		}
 	}
 	collect(root)
-	a := &recursion{nodes: nodes, kids: map[*jsonschema.Schema][][]*jsonschema.Schema{},
-		productive: map[*jsonschema.Schema]bool{}}
+	a := &recursion{nodes: nodes}
 	for _, n := range sortedKeys(names) {
 		a.keys = append(a.keys, childKey{name: n, at: -1})
 	}
@@ -351,7 +326,7 @@ func newRecursion(root *jsonschema.Schema) *recursion {
 }
 
 // children returns the subschemas s applies to a child of kind key.
-func (a *recursion) children(s *jsonschema.Schema, key childKey) []*jsonschema.Schema {
+func children(s *jsonschema.Schema, key childKey) []*jsonschema.Schema {
 	var out []*jsonschema.Schema
 	add := func(subs ...*jsonschema.Schema) {
 		for _, x := range subs {
