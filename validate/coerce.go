@@ -69,6 +69,10 @@ const (
 	// more for those a failure cannot be blamed on, one per fix tried
 	// alone.
 	coerceValidations = 16
+	// coerceChecks bounds those validations' checks together (see
+	// MaxChecks): a value near that bound, which takes seconds to check,
+	// is checked once more at most, not 16 times.
+	coerceChecks = MaxChecks
 	// viewBudget bounds the schema nodes visited to learn what the schema
 	// wants at one location; viewDepth the in-place applicators ($ref,
 	// allOf, anyOf, oneOf, then, else, dependentSchemas) followed without
@@ -185,7 +189,7 @@ func (s *Schema) coerce(v any, errs []Error, mode CoerceMode) (any, []extract.Re
 			return v, nil, errs
 		}
 	}
-	cur, budget := v, coerceValidations
+	cur, budget := v, s.coerceBudget(v)
 	var fixes []extract.Repair
 	keep := func(next any, nerrs []Error, kept []fix) {
 		cur, errs = next, nerrs
@@ -194,8 +198,11 @@ func (s *Schema) coerce(v any, errs []Error, mode CoerceMode) (any, []extract.Re
 		}
 	}
 	for range coerceRounds {
+		if budget == 0 {
+			break
+		}
 		props := s.propose(cur, errs, mode)
-		if len(props) == 0 || budget == 0 {
+		if len(props) == 0 {
 			break
 		}
 		budget--
@@ -235,6 +242,15 @@ func (s *Schema) coerce(v any, errs []Error, mode CoerceMode) (any, []extract.Re
 		}
 	}
 	return cur, fixes, errs
+}
+
+// coerceBudget returns how many validations of v one Coerce call may make
+// after the first (see coerceValidations and coerceChecks).
+func (s *Schema) coerceBudget(v any) int {
+	if _, n := s.checks(v); n > 0 {
+		return min(coerceValidations, coerceChecks/n)
+	}
+	return coerceValidations
 }
 
 // blame splits a round's fixes, whose batch turned the errors before into

@@ -694,3 +694,34 @@ func TestCoerceWideObject(t *testing.T) {
 		t.Errorf("field_999 = %v, want 999", got.(map[string]any)["field_999"])
 	}
 }
+
+// A value whose checks come near MaxChecks takes seconds to validate, so
+// coercing it validates it once more at most; a small value has the whole
+// budget.
+func TestCoerceBudgetOfALargeValue(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"type":"array","items":`+petSchema+`}`)
+	pets := func(n int) any {
+		var out []any
+		for range n {
+			out = append(out, map[string]any{"kind": "Dog", "good": "true"})
+		}
+		return out
+	}
+	if got := s.coerceBudget(pets(2)); got != coerceValidations {
+		t.Errorf("2 pets: budget %d; want %d", got, coerceValidations)
+	}
+	n := 1
+	for _, c := s.checks(pets(n)); c <= MaxChecks/2; _, c = s.checks(pets(n)) {
+		n *= 2
+	}
+	if got := s.coerceBudget(pets(n)); got != 1 {
+		t.Errorf("%d pets: budget %d; want 1", n, got)
+	}
+	for _, c := s.checks(pets(n)); c <= MaxChecks; _, c = s.checks(pets(n)) {
+		n *= 2
+	}
+	if got := s.coerceBudget(pets(n)); got != 0 {
+		t.Errorf("%d pets, over MaxChecks: budget %d; want 0", n, got)
+	}
+}

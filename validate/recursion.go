@@ -3,6 +3,7 @@ package validate
 import (
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/fixpoint-dev/fixpoint/extract"
 
@@ -10,12 +11,16 @@ import (
 )
 
 // MaxChecks bounds how many times validating one value may check a place
-// in it against a subschema, when the schema recurses: "oneOf" of two
+// in it against a subschema. When the schema recurses, "oneOf" of two
 // comment shapes that each $ref the comment for their replies checks a
 // reply nested d levels deep against 2^d copies of it at the bottom, and
 // every place of a wide reply adds its own. A 100-byte reply nested 20
 // levels took a worker 44 s and 6 GB before it ran out of memory, a 56 KB
-// thread 10 levels deep with 2 replies a comment 19 s and 1.9 GB. A value
+// thread 10 levels deep with 2 replies a comment 19 s and 1.9 GB. Without
+// recursion, levels of "anyOf" whose branches share the next level's
+// definition multiply too (MaxUnfolded bounds them at one place, not
+// over the items of an array): 8 levels checked 100 wrong items in 29 s
+// and 840 MB. A value
 // whose estimate passes the bound is refused (keyword "checkCost") before
 // it is checked. The estimate is the worst case, a value not valid deep
 // down: measured on such a thread, a million estimated checks took about a
@@ -32,8 +37,7 @@ const MaxChecks = 1_000_000
 // child the subschemas they give a child of its key (properties,
 // patternProperties, additionalProperties, items, prefixItems, contains,
 // and the unevaluated keywords, counted as if they always applied). It is
-// built only for a schema that recurses (others cost their size times the
-// value's), and read-only once built: one compiled schema is shared.
+// read-only once built: one compiled schema is shared.
 type checkCost struct {
 	keys       []childKey
 	names      map[string]int // a declared property name's key
@@ -47,10 +51,10 @@ type checkCost struct {
 	rootChecks int
 }
 
-// newCheckCost returns the estimate of root's checks, nil when root does
-// not recurse, or is too wide to tabulate (then it is not bounded).
+// newCheckCost returns the estimate of root's checks, nil when root is too
+// wide to tabulate (then it is not bounded).
 func newCheckCost(root *jsonschema.Schema) *checkCost {
-	if root == nil || !recursive(root) {
+	if root == nil {
 		return nil
 	}
 	a := newRecursion(root)
@@ -117,14 +121,22 @@ func (c *checkCost) child(state map[*jsonschema.Schema]int, k int) (map[*jsonsch
 // over returns the pointer of the place where v's checks pass limit, and
 // whether they do.
 func (c *checkCost) over(v any, limit int) (string, bool) {
+	at, total := c.estimate(v, limit)
+	return at, total > limit
+}
+
+// estimate returns v's checks, counted until they pass limit, and the
+// pointer of the place where they do.
+func (c *checkCost) estimate(v any, limit int) (string, int) {
 	total := c.rootChecks
-	var walk func(v any, at string, state map[*jsonschema.Schema]int) (string, bool)
-	walk = func(v any, at string, state map[*jsonschema.Schema]int) (string, bool) {
+	var path []string // the tokens of the place walked
+	var walk func(v any, state *walkState) bool
+	walk = func(v any, state *walkState) bool {
 		if total > limit {
-			return at, true
+			return true
 		}
-		if len(state) == 0 {
-			return "", false
+		if len(state.count) == 0 {
+			return false
 		}
 		switch x := v.(type) {
 		case map[string]any:
@@ -133,71 +145,71 @@ func (c *checkCost) over(v any, limit int) (string, bool) {
 				if !ok {
 					key = c.other
 				}
-				next, n := c.child(state, key)
-				total = sat(total + n)
-				if p, over := walk(x[k], at+"/"+extract.PointerToken(k), next); over {
-					return p, true
+				next := c.step(state, key)
+				total = sat(total + next.checks)
+				if path = append(path, extract.PointerToken(k)); walk(x[k], next.state) {
+					return true
 				}
+				path = path[:len(path)-1]
 			}
 		case []any:
-			var rest map[*jsonschema.Schema]int
-			restChecks := 0
 			for i, e := range x {
-				var next map[*jsonschema.Schema]int
-				n := 0
+				key := c.rest
 				if i < len(c.items) {
-					next, n = c.child(state, c.items[i])
-				} else {
-					if rest == nil {
-						rest, restChecks = c.child(state, c.rest)
-					}
-					next, n = rest, restChecks
+					key = c.items[i]
 				}
-				total = sat(total + n)
-				if p, over := walk(e, at+"/"+strconv.Itoa(i), next); over {
-					return p, true
+				next := c.step(state, key)
+				total = sat(total + next.checks)
+				if total > limit {
+					path = append(path, strconv.Itoa(i))
+					return true
 				}
+				if len(next.state.count) == 0 {
+					continue
+				}
+				if path = append(path, strconv.Itoa(i)); walk(e, next.state) {
+					return true
+				}
+				path = path[:len(path)-1]
 			}
 		}
-		return "", total > limit
+		return total > limit
 	}
-	return walk(v, "", c.root)
+	if !walk(v, &walkState{count: c.root}) || len(path) == 0 {
+		return "", total
+	}
+	return "/" + strings.Join(path, "/"), total
+}
+
+// walkState is a state of one estimate's walk: the subschemas counted at a
+// place, and the steps to its children found so far, so that the items of
+// an array, and their members, share them.
+type walkState struct {
+	count map[*jsonschema.Schema]int
+	steps map[int]walkStep
+}
+
+type walkStep struct {
+	state  *walkState
+	checks int
+}
+
+// step returns the state and checks of a child of key k of a place in s.
+func (c *checkCost) step(s *walkState, k int) walkStep {
+	if st, ok := s.steps[k]; ok {
+		return st
+	}
+	next, n := c.child(s.count, k)
+	st := walkStep{&walkState{count: next}, n}
+	if s.steps == nil {
+		s.steps = map[int]walkStep{}
+	}
+	s.steps[k] = st
+	return st
 }
 
 // sat caps a count, so that products of counts cannot overflow.
 func sat(n int) int { return min(n, 1<<30) }
-
-// recursive reports whether some subschema of root can be reached from
-// itself: only then can checking a value cost more than its size times
-// the schema's.
-func recursive(root *jsonschema.Schema) bool {
-	const (
-		open = 1
-		done = 2
-	)
-	state := map[*jsonschema.Schema]int{}
-	var visit func(s *jsonschema.Schema) bool
-	visit = func(s *jsonschema.Schema) bool {
-		if s == nil {
-			return false
-		}
-		switch state[s] {
-		case open:
-			return true
-		case done:
-			return false
-		}
-		state[s] = open
-		for _, sub := range append(inPlace(s), allChildren(s)...) {
-			if visit(sub) {
-				return true
-			}
-		}
-		state[s] = done
-		return false
-	}
-	return visit(root)
-}
 
 // inPlace returns the subschemas s applies to the same place in a value.
 func inPlace(s *jsonschema.Schema) []*jsonschema.Schema {

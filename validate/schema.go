@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -55,9 +56,79 @@ func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
 type Schema struct {
 	raw []byte
 	sch *jsonschema.Schema
-	// cost estimates a value's checks when the schema recurses (see
-	// MaxChecks); nil when it does not.
-	cost *checkCost
+	// tree bounds the checks at one place in a value (see treeSize); 0
+	// when the schema recurses, which no size bounds.
+	tree int
+	// cost estimates a value's checks (see MaxChecks): built at Compile
+	// for a schema that recurses, for any other the first time a value is
+	// large enough that tree times its places passes MaxChecks; nil when
+	// the schema is too wide to tabulate.
+	costOnce sync.Once
+	cost     *checkCost
+}
+
+// costs returns the schema's checkCost, building it the first time.
+func (s *Schema) costs() *checkCost {
+	s.costOnce.Do(func() { s.cost = newCheckCost(s.sch) })
+	return s.cost
+}
+
+// overChecks returns the pointer of the place where checking v would pass
+// MaxChecks, and whether it would.
+func (s *Schema) overChecks(v any) (string, bool) {
+	at, n := s.checks(v)
+	return at, n > MaxChecks
+}
+
+// checks estimates the checks validating v makes, counted until they pass
+// MaxChecks, and returns the pointer of the place where they do. A small
+// value against a schema that does not recurse is not walked: tree times
+// its places bounds its checks, and under smallChecks no bound is near. 0
+// means not known: the schema is too wide to tabulate, and its values are
+// not bounded.
+func (s *Schema) checks(v any) (string, int) {
+	if s.tree > 0 {
+		if n := places(v, smallChecks/s.tree); n <= smallChecks/s.tree {
+			return "", s.tree * n
+		}
+	}
+	if c := s.costs(); c != nil {
+		return c.estimate(v, MaxChecks)
+	}
+	return "", 0
+}
+
+// smallChecks is the checks under which a value is not estimated: far from
+// MaxChecks, and from what Coerce's budget allows (coerceChecks spread over
+// coerceValidations).
+const smallChecks = coerceChecks / coerceValidations
+
+// places returns how many places v has, itself and each member and item
+// at every depth, counted to at most limit+1.
+func places(v any, limit int) int {
+	n := 0
+	var count func(v any)
+	count = func(v any) {
+		if n++; n > limit {
+			return
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			for _, e := range x {
+				if count(e); n > limit {
+					return
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if count(e); n > limit {
+					return
+				}
+			}
+		}
+	}
+	count(v)
+	return n
 }
 
 // schemaURL is the base URL the schema document is compiled under. Relative
@@ -180,7 +251,11 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 			"(an anyOf, oneOf or allOf whose branches reach a shared definition counts it once for each, at every level): "+
 			"checking a reply that fails could take minutes and gigabytes; share fewer branches", MaxUnfolded)}
 	}
-	return &Schema{raw: bytes.Clone(schema), sch: sch, cost: newCheckCost(sch)}, nil
+	out := &Schema{raw: bytes.Clone(schema), sch: sch, tree: treeSize(sch, MaxChecks)}
+	if out.tree == 0 {
+		out.costs()
+	}
+	return out, nil
 }
 
 // Raw returns the schema text as given to Compile. It must not be modified.
@@ -205,10 +280,8 @@ func (s *Schema) Validate(v any) []Error {
 		// The value cannot be compared safely; these errors come first.
 		return sortErrors(errs)
 	}
-	if s.cost != nil {
-		if at, over := s.cost.over(v, MaxChecks); over {
-			return []Error{newError(at, "checkCost", fmt.Sprintf("checking the value this far would take over %d checks against the schema's parts (its recursion offers alternatives at every level, and each level multiplies them): reply with a shallower or smaller value", MaxChecks))}
-		}
+	if at, over := s.overChecks(v); over {
+		return []Error{newError(at, "checkCost", fmt.Sprintf("checking the value this far would take over %d checks against the schema's parts (its alternatives, and the schemas that apply to each item or member, multiply at every level): reply with a shallower or smaller value", MaxChecks))}
 	}
 	err := s.sch.Validate(v)
 	if err == nil {

@@ -86,3 +86,40 @@ func unfolded(s *jsonschema.Schema, limit int) int {
 	}
 	return size(s)
 }
+
+// treeSize returns how many subschemas s unfolds to with every reference
+// replaced by what it names and every path counted (at most limit+1): the
+// applicators at one place add up, and so do the schemas of every kind of
+// child (properties, items, contains, unevaluated...), as a member may
+// match several. No place in a value is checked against more. It returns
+// 0 when s recurses: then no size bounds a place's checks.
+func treeSize(s *jsonschema.Schema, limit int) int {
+	memo := map[*jsonschema.Schema]int{}
+	const inProgress = -1
+	recurses := false
+	var size func(s *jsonschema.Schema) int
+	size = func(s *jsonschema.Schema) int {
+		if s == nil || recurses {
+			return 0
+		}
+		switch n, ok := memo[s]; {
+		case ok && n == inProgress:
+			recurses = true
+			return 0
+		case ok:
+			return n
+		}
+		memo[s] = inProgress
+		n := 1
+		for _, sub := range append(inPlace(s), allChildren(s)...) {
+			n = min(n+size(sub), limit+1)
+		}
+		memo[s] = n
+		return n
+	}
+	n := size(s)
+	if recurses {
+		return 0
+	}
+	return n
+}
