@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,68 +40,96 @@ const MaxChecks = 1_000_000
 // and the unevaluated keywords, counted as if they always applied). It is
 // read-only once built: one compiled schema is shared.
 type checkCost struct {
+	g          *schemaGraph
 	keys       []childKey
 	names      map[string]int // a declared property name's key
 	other      int            // the key of any other property name
 	items      []int          // the key of an item at a position prefixItems names
 	rest       int            // the key of any other item
-	closure    map[*jsonschema.Schema]map[*jsonschema.Schema]int
-	kids       map[*jsonschema.Schema][][]*jsonschema.Schema
-	productive map[*jsonschema.Schema]bool
 	root       map[*jsonschema.Schema]int
 	rootChecks int
 }
 
-// newCheckCost returns the estimate of root's checks, nil when root is too
-// wide to tabulate (then it is not bounded).
-func newCheckCost(root *jsonschema.Schema) *checkCost {
-	if root == nil {
-		return nil
-	}
-	a := newRecursion(root)
-	if len(a.nodes)*len(a.keys) > 1_000_000 {
-		return nil
-	}
-	c := &checkCost{keys: a.keys, names: map[string]int{}, closure: map[*jsonschema.Schema]map[*jsonschema.Schema]int{},
-		kids: map[*jsonschema.Schema][][]*jsonschema.Schema{}, productive: map[*jsonschema.Schema]bool{}}
-	for i, k := range a.keys {
-		switch {
-		case !k.item && k.name != "":
-			c.names[k.name] = i
-		case !k.item:
-			c.other = i
-		case k.at >= 0:
-			c.items = append(c.items, i)
-		default:
-			c.rest = i
+// newCheckCost returns the estimate of the checks of g's root.
+func newCheckCost(g *schemaGraph) *checkCost {
+	names := map[string]bool{}
+	prefix := 0
+	for _, s := range g.nodes {
+		for k := range s.Properties {
+			names[k] = true
+		}
+		prefix = max(prefix, len(s.PrefixItems))
+		if items, ok := s.Items.([]*jsonschema.Schema); ok {
+			prefix = max(prefix, len(items))
 		}
 	}
-	for _, n := range a.nodes {
-		c.closure[n] = a.closure(n)
-		if len(allChildren(n)) > 0 {
-			c.productive[n] = true
-			byKey := make([][]*jsonschema.Schema, len(a.keys))
-			for i, key := range a.keys {
-				byKey[i] = children(n, key)
-			}
-			c.kids[n] = byKey
-		}
+	c := &checkCost{g: g, names: map[string]int{}}
+	for _, n := range sortedKeys(names) {
+		c.names[n] = len(c.keys)
+		c.keys = append(c.keys, childKey{name: n, at: -1})
 	}
-	c.root, c.rootChecks = c.expand(map[*jsonschema.Schema]int{root: 1})
+	c.other = len(c.keys)
+	c.keys = append(c.keys, childKey{at: -1})
+	for i := range prefix {
+		c.items = append(c.items, len(c.keys))
+		c.keys = append(c.keys, childKey{item: true, at: i})
+	}
+	c.rest = len(c.keys)
+	c.keys = append(c.keys, childKey{item: true, at: -1})
+	c.root, c.rootChecks = c.expand(map[*jsonschema.Schema]int{g.root: 1})
 	return c
 }
 
 // expand returns the subschemas with children among what the subschemas
-// counted apply at their place, and how many checks they all make there.
+// counted apply at their place, each counted once for every chain of
+// applicators that reaches it, and how many checks they all make there.
+// The counts flow down the applicators in topological order, so a shared
+// definition costs its edges once, not once a path; a cycle in place is
+// cut (the library refuses it or stops it).
 func (c *checkCost) expand(count map[*jsonschema.Schema]int) (map[*jsonschema.Schema]int, int) {
+	const (
+		open = 1
+		done = 2
+	)
+	mark := map[*jsonschema.Schema]int{}
+	var order []*jsonschema.Schema // each subschema after those it applies
+	var visit func(s *jsonschema.Schema)
+	visit = func(s *jsonschema.Schema) {
+		mark[s] = open
+		for _, sub := range c.g.inPlace(s) {
+			if mark[sub] == 0 {
+				visit(sub)
+			}
+		}
+		mark[s] = done
+		order = append(order, s)
+	}
+	starts := make([]*jsonschema.Schema, 0, len(count))
+	for s := range count {
+		starts = append(starts, s)
+	}
+	slices.SortFunc(starts, func(a, b *jsonschema.Schema) int { return strings.Compare(a.Location, b.Location) })
+	for _, s := range starts {
+		if mark[s] == 0 {
+			visit(s)
+		}
+	}
+	acc := maps.Clone(count)
 	state := map[*jsonschema.Schema]int{}
 	checks := 0
-	for s, n := range count {
-		for y, m := range c.closure[s] {
-			checks = sat(checks + sat(n*m))
-			if c.productive[y] {
-				state[y] = sat(state[y] + sat(n*m))
-			}
+	for i := len(order) - 1; i >= 0; i-- {
+		s := order[i]
+		n := acc[s]
+		if n == 0 {
+			continue
+		}
+		checks = sat(checks + n)
+		if c.g.productive[s] {
+			state[s] = n
+		}
+		for _, sub := range c.g.inPlace(s) {
+			// A subschema already passed is one of a cycle: cut.
+			acc[sub] = sat(acc[sub] + n)
 		}
 	}
 	return state, checks
@@ -111,7 +140,7 @@ func (c *checkCost) expand(count map[*jsonschema.Schema]int) (map[*jsonschema.Sc
 func (c *checkCost) child(state map[*jsonschema.Schema]int, k int) (map[*jsonschema.Schema]int, int) {
 	count := map[*jsonschema.Schema]int{}
 	for x, n := range state {
-		for _, sub := range c.kids[x][k] {
+		for _, sub := range children(x, c.keys[k]) {
 			count[sub] = sat(count[sub] + n)
 		}
 	}
@@ -211,8 +240,63 @@ func (c *checkCost) step(s *walkState, k int) walkStep {
 // sat caps a count, so that products of counts cannot overflow.
 func sat(n int) int { return min(n, 1<<30) }
 
-// inPlace returns the subschemas s applies to the same place in a value.
-func inPlace(s *jsonschema.Schema) []*jsonschema.Schema {
+// schemaGraph is a compiled schema's subschemas and what each applies to
+// the same place in a value, with what a dynamic reference may resolve to.
+// It is read-only once built.
+type schemaGraph struct {
+	root       *jsonschema.Schema
+	nodes      []*jsonschema.Schema // every subschema reachable, in order found
+	productive map[*jsonschema.Schema]bool
+	// dynamic holds the subschemas declaring each $dynamicAnchor, and
+	// recursive those with "$recursiveAnchor": true: where the library
+	// resolves a $dynamicRef or $recursiveRef depends on the path it took
+	// to the reference, so every one of them is counted.
+	dynamic   map[string][]*jsonschema.Schema
+	recursive []*jsonschema.Schema
+}
+
+func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
+	g := &schemaGraph{root: root, productive: map[*jsonschema.Schema]bool{}, dynamic: map[string][]*jsonschema.Schema{}}
+	seen := map[*jsonschema.Schema]bool{}
+	var collect func(s *jsonschema.Schema)
+	collect = func(s *jsonschema.Schema) {
+		if s == nil || seen[s] {
+			return
+		}
+		seen[s] = true
+		g.nodes = append(g.nodes, s)
+		if s.DynamicAnchor != "" {
+			g.dynamic[s.DynamicAnchor] = append(g.dynamic[s.DynamicAnchor], s)
+		}
+		if s.RecursiveAnchor {
+			g.recursive = append(g.recursive, s)
+		}
+		kids := allChildren(s)
+		g.productive[s] = len(kids) > 0
+		for _, sub := range append(staticInPlace(s), kids...) {
+			collect(sub)
+		}
+	}
+	collect(root)
+	return g
+}
+
+// inPlace returns the subschemas s applies to the same place in a value: a
+// dynamic reference's every possible target too.
+func (g *schemaGraph) inPlace(s *jsonschema.Schema) []*jsonschema.Schema {
+	out := staticInPlace(s)
+	if s.DynamicRef != nil && s.DynamicRef.Anchor != "" {
+		out = append(out, g.dynamic[s.DynamicRef.Anchor]...)
+	}
+	if s.RecursiveRef != nil && s.RecursiveRef.RecursiveAnchor {
+		out = append(out, g.recursive...)
+	}
+	return out
+}
+
+// staticInPlace returns the subschemas s applies to the same place in a
+// value, a dynamic reference's static target only.
+func staticInPlace(s *jsonschema.Schema) []*jsonschema.Schema {
 	out := []*jsonschema.Schema{s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else}
 	if s.DynamicRef != nil {
 		out = append(out, s.DynamicRef.Ref)
@@ -268,73 +352,6 @@ type childKey struct {
 	item bool
 	name string // a declared property name; "" any other
 	at   int    // an item's position; -1 any other
-}
-
-// recursion is what newCheckCost tabulates from: the subschemas, the kinds
-// of child, and each subschema's in-place closure.
-type recursion struct {
-	nodes   []*jsonschema.Schema // every subschema reachable, in order found
-	keys    []childKey
-	closure func(s *jsonschema.Schema) map[*jsonschema.Schema]int
-}
-
-func newRecursion(root *jsonschema.Schema) *recursion {
-	names := map[string]bool{}
-	prefix := 0
-	var nodes []*jsonschema.Schema
-	seen := map[*jsonschema.Schema]bool{}
-	var collect func(s *jsonschema.Schema)
-	collect = func(s *jsonschema.Schema) {
-		if s == nil || seen[s] {
-			return
-		}
-		seen[s] = true
-		nodes = append(nodes, s)
-		for k := range s.Properties {
-			names[k] = true
-		}
-		prefix = max(prefix, len(s.PrefixItems))
-		if items, ok := s.Items.([]*jsonschema.Schema); ok {
-			prefix = max(prefix, len(items))
-		}
-		for _, sub := range append(inPlace(s), allChildren(s)...) {
-			collect(sub)
-		}
-	}
-	collect(root)
-	a := &recursion{nodes: nodes}
-	for _, n := range sortedKeys(names) {
-		a.keys = append(a.keys, childKey{name: n, at: -1})
-	}
-	a.keys = append(a.keys, childKey{at: -1})
-	for i := range prefix {
-		a.keys = append(a.keys, childKey{item: true, at: i})
-	}
-	a.keys = append(a.keys, childKey{item: true, at: -1})
-
-	memo := map[*jsonschema.Schema]map[*jsonschema.Schema]int{}
-	onStack := map[*jsonschema.Schema]bool{}
-	var closure func(s *jsonschema.Schema) map[*jsonschema.Schema]int
-	closure = func(s *jsonschema.Schema) map[*jsonschema.Schema]int {
-		if m, ok := memo[s]; ok {
-			return m
-		}
-		out := map[*jsonschema.Schema]int{s: 1}
-		onStack[s] = true
-		for _, sub := range inPlace(s) {
-			if onStack[sub] {
-				continue // a cycle in place: the library refuses it or stops it
-			}
-			for x, n := range closure(sub) {
-				out[x] = sat(out[x] + n)
-			}
-		}
-		onStack[s] = false
-		memo[s] = out
-		return out
-	}
-	a.closure = closure
-	return a
 }
 
 // children returns the subschemas s applies to a child of kind key.

@@ -54,8 +54,9 @@ func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
 // Schema is a compiled JSON Schema. It is safe for concurrent use. A nil
 // *Schema accepts every value.
 type Schema struct {
-	raw []byte
-	sch *jsonschema.Schema
+	raw   []byte
+	sch   *jsonschema.Schema
+	graph *schemaGraph
 	// tree bounds the checks at one place in a value (see treeSize); 0
 	// when the schema recurses, which no size bounds.
 	tree int
@@ -69,7 +70,7 @@ type Schema struct {
 
 // costs returns the schema's checkCost, building it the first time.
 func (s *Schema) costs() *checkCost {
-	s.costOnce.Do(func() { s.cost = newCheckCost(s.sch) })
+	s.costOnce.Do(func() { s.cost = newCheckCost(s.graph) })
 	return s.cost
 }
 
@@ -246,12 +247,13 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	if refErr != nil {
 		return nil, schemaError(doc, refErr)
 	}
-	if n := unfolded(sch, MaxUnfolded); n > MaxUnfolded {
+	g := newSchemaGraph(sch)
+	if n := unfolded(g, MaxUnfolded); n > MaxUnfolded {
 		return nil, &SchemaError{Err: fmt.Errorf("one value would be checked against over %d subschemas along one path when each $ref is replaced by what it names "+
 			"(an anyOf, oneOf or allOf whose branches reach a shared definition counts it once for each, at every level): "+
 			"checking a reply that fails could take minutes and gigabytes; share fewer branches", MaxUnfolded)}
 	}
-	out := &Schema{raw: bytes.Clone(schema), sch: sch, tree: treeSize(sch, MaxChecks)}
+	out := &Schema{raw: bytes.Clone(schema), sch: sch, graph: g, tree: treeSize(g, MaxChecks)}
 	if out.tree == 0 {
 		out.costs()
 	}

@@ -16,7 +16,7 @@ const MaxUnfolded = 100_000
 
 // unfolded returns how many subschemas s unfolds to along its costliest
 // path (see MaxUnfolded), counting at most to limit+1.
-func unfolded(s *jsonschema.Schema, limit int) int {
+func unfolded(g *schemaGraph, limit int) int {
 	memo := map[*jsonschema.Schema]int{}
 	const inProgress = -1
 	var size func(s *jsonschema.Schema) int
@@ -40,21 +40,7 @@ func unfolded(s *jsonschema.Schema, limit int) int {
 				}
 			}
 		}
-		same(s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else)
-		if s.DynamicRef != nil {
-			same(s.DynamicRef.Ref)
-		}
-		same(s.AllOf...)
-		same(s.AnyOf...)
-		same(s.OneOf...)
-		for _, sub := range s.DependentSchemas {
-			same(sub)
-		}
-		for _, dep := range s.Dependencies {
-			if sub, ok := dep.(*jsonschema.Schema); ok {
-				same(sub)
-			}
-		}
+		same(g.inPlace(s)...)
 		// Schemas of the value's children: the costliest one counts.
 		deepest := 0
 		child := func(subs ...*jsonschema.Schema) {
@@ -84,7 +70,7 @@ func unfolded(s *jsonschema.Schema, limit int) int {
 		memo[s] = n
 		return n
 	}
-	return size(s)
+	return size(g.root)
 }
 
 // treeSize returns how many subschemas s unfolds to with every reference
@@ -93,7 +79,7 @@ func unfolded(s *jsonschema.Schema, limit int) int {
 // child (properties, items, contains, unevaluated...), as a member may
 // match several. No place in a value is checked against more. It returns
 // 0 when s recurses: then no size bounds a place's checks.
-func treeSize(s *jsonschema.Schema, limit int) int {
+func treeSize(g *schemaGraph, limit int) int {
 	memo := map[*jsonschema.Schema]int{}
 	const inProgress = -1
 	recurses := false
@@ -111,13 +97,13 @@ func treeSize(s *jsonschema.Schema, limit int) int {
 		}
 		memo[s] = inProgress
 		n := 1
-		for _, sub := range append(inPlace(s), allChildren(s)...) {
+		for _, sub := range append(g.inPlace(s), allChildren(s)...) {
 			n = min(n+size(sub), limit+1)
 		}
 		memo[s] = n
 		return n
 	}
-	n := size(s)
+	n := size(g.root)
 	if recurses {
 		return 0
 	}
