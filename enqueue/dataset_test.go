@@ -70,7 +70,12 @@ func TestRowID(t *testing.T) {
 	}{
 		{`{"id":"1"}`, "1", ""},
 		{`{"id":1}`, "1", ""},
-		{`{"id":1.0}`, "1.0", ""},
+		{`{"id":1.0}`, "1", ""},
+		{`{"id":1e2}`, "100", ""},
+		{`{"id":2.50}`, "2.5", ""},
+		{`{"id":-0.0}`, "0", ""},
+		{`{"id":1.5e-3}`, "0.0015", ""},
+		{`{"id":"1e2"}`, "1e2", ""},
 		{`{"id":"a b"}`, "a b", ""},
 		{`{"id":null}`, "", "is null"},
 		{`{}`, "", "is missing"},
@@ -456,5 +461,23 @@ func TestRowReaderFoldedRows(t *testing.T) {
 	rr = newRowReader(FormatCSV, strings.NewReader("name,addr,note\nAnn,\"1 Main St, Apt 4, Springfield\nIL, 62701, USA\",ok\n"))
 	if _, _, err := rr.next(); err != nil || rr.suspect != "" {
 		t.Errorf("an address over two lines: %v, warned %q", err, rr.suspect)
+	}
+}
+
+// canonicalNumber writes one number one way: no exponent, no leading or
+// trailing zeros, no sign on zero; an exponent only past 40 digits.
+func TestCanonicalNumber(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"100": "100", "1e2": "100", "1E+02": "100", "100.000": "100", "0100": "100",
+		"2.50": "2.5", "-2.50": "-2.5", "0.5": "0.5", ".5e0": ".5e0", "5e-1": "0.5", "1.5e-3": "0.0015",
+		"0": "0", "-0": "0", "-0.0e5": "0", "0.000": "0",
+		"123.4500e2": "12345", "12345678901234567890": "12345678901234567890",
+		"1e39": "1" + strings.Repeat("0", 39), "1e40": "1e40", "1e400": "1e400", "1.50e400": "1.5e400", "1.5e-45": "1.5e-45",
+		"abc": "abc", "1e": "1e", "1ex": "1ex",
+	} {
+		if got := canonicalNumber(in); got != want {
+			t.Errorf("canonicalNumber(%s) = %s; want %s", in, got, want)
+		}
 	}
 }

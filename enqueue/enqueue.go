@@ -1007,6 +1007,10 @@ type renderer struct {
 	// ledger is set when the batch was enqueued before: the first pass
 	// then compares each row with the job the ledger holds under its id.
 	ledger jobHolder
+	// written holds, by line, the ids of jobs the ledger holds under their
+	// id as written (see writtenID), found by the first pass: the second
+	// gives those rows that id.
+	written map[int]string
 }
 
 // jobHolder tells which of some jobs the ledger holds, and how they differ.
@@ -1201,6 +1205,21 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		}
 		res.rendered++
 		if r.cfg.IDField != "" {
+			// 5 and 5.0 (a float column, as pandas writes one) are one
+			// id, but written two ways in one file they are a mistake
+			// worth naming.
+			if n, ok := row[r.cfg.IDField].(json.Number); ok {
+				if v, ok := new(big.Rat).SetString(string(n)); ok {
+					canon := v.RatString()
+					if first, ok := numIDs[canon]; ok && first.text != string(n) {
+						bad(line, fmt.Errorf("id %s is the number of line %d's id %s, written another way: write the ids one way (they are one id)", n, first.line, first.text))
+						continue
+					}
+					if _, ok := numIDs[canon]; !ok {
+						numIDs[canon] = numID{line: line, text: string(n)}
+					}
+				}
+			}
 			key := sha256.Sum256([]byte(job.ID))
 			var k [16]byte
 			copy(k[:], key[:16])
@@ -1215,27 +1234,17 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 				continue
 			}
 			ids[k] = idSeen{line: line, content: digest}
-			// 5 and 5.0 (a float column, as pandas writes one) are two
-			// ids but one number: the same row would be paid for twice.
-			if n, ok := row[r.cfg.IDField].(json.Number); ok {
-				if v, ok := new(big.Rat).SetString(string(n)); ok {
-					canon := v.RatString()
-					if first, ok := numIDs[canon]; ok && first.text != string(n) {
-						bad(line, fmt.Errorf("id %s is the number of line %d's id %s, written another way: write the ids one way (one row would be two jobs)", n, first.line, first.text))
-						continue
-					}
-					if _, ok := numIDs[canon]; !ok {
-						numIDs[canon] = numID{line: line, text: string(n)}
-					}
-				}
-			}
 		}
 		if err := r.fits(&job); err != nil {
 			bad(line, err)
 			continue
 		}
 		if r.ledger != nil || opts.onJob != nil {
-			pending = append(pending, lineJob{line, job})
+			lj := lineJob{line: line, job: job}
+			if w := writtenID(row, r.cfg.IDField); r.cfg.IDField != "" && w != "" {
+				lj.written = r.cfg.Batch + ":" + w
+			}
+			pending = append(pending, lj)
 			if len(pending) == r.cfg.Chunk {
 				if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
 					return nil, err
@@ -1274,6 +1283,9 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 type lineJob struct {
 	line int
 	job  store.NewJob
+	// written is the id its job had before ids were canonical (see
+	// writtenID), when it differs: a batch enqueued then keeps its jobs.
+	written string
 }
 
 // settle decides the pending rows against the ledger, when the batch
@@ -1286,9 +1298,14 @@ func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, 
 	}
 	held := map[string]store.HeldJob{}
 	if r.ledger != nil {
-		jobs := make([]store.NewJob, len(pending))
-		for i, p := range pending {
-			jobs[i] = p.job
+		jobs := make([]store.NewJob, 0, len(pending))
+		for _, p := range pending {
+			jobs = append(jobs, p.job)
+			if p.written != "" {
+				old := p.job
+				old.ID = p.written
+				jobs = append(jobs, old)
+			}
 		}
 		found, err := r.ledger.HeldJobs(ctx, jobs)
 		if err != nil {
@@ -1301,6 +1318,15 @@ func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, 
 	for i := range pending {
 		p := &pending[i]
 		h, isHeld := held[p.job.ID]
+		if old, ok := held[p.written]; !isHeld && ok && p.written != "" {
+			// Enqueued under the id as written, before ids were
+			// canonical: the same job.
+			p.job.ID, h, isHeld = p.written, old, true
+			if r.written == nil {
+				r.written = map[int]string{}
+			}
+			r.written[p.line] = p.written
+		}
 		if isHeld && h.Differs(r.cfg.Batch) {
 			bad(p.line, r.heldError(h))
 			continue
@@ -1411,6 +1437,9 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		job, err := r.render(row, line)
 		if err != nil {
 			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
+		}
+		if id, ok := r.written[line]; ok {
+			job.ID = id
 		}
 		chunk = append(chunk, job)
 		if len(chunk) == r.cfg.Chunk {
@@ -1550,8 +1579,10 @@ func (b *cappedBuffer) WriteString(s string) (int, error) {
 	return b.Buffer.WriteString(s)
 }
 
-// rowID is the text of a row's id field: a string as it is, a number as
-// written (so 1 and "1" are the same id, and 1.0 another).
+// rowID is the text of a row's id field: a string as it is, a number in
+// its canonical form (canonicalNumber), so 1, "1", 1.0 and 1e0 are one id:
+// a float column (as pandas writes one) or another tool's export of the
+// same rows must not make them new jobs, paid for again.
 func rowID(row map[string]any, field string) (string, error) {
 	v, ok := row[field]
 	var s string
@@ -1559,7 +1590,7 @@ func rowID(row map[string]any, field string) (string, error) {
 	case string:
 		s = x
 	case json.Number:
-		s = x.String()
+		s = canonicalNumber(string(x))
 	case nil:
 		if ok {
 			return "", fmt.Errorf("id field %q is null", field)
@@ -1579,6 +1610,63 @@ func rowID(row map[string]any, field string) (string, error) {
 		return "", fmt.Errorf("id field %q holds a NUL character (\\u0000), which the ledger cannot store in an id", field)
 	}
 	return s, nil
+}
+
+// writtenID returns a row's numeric id as written when that is not its
+// canonical form: the id an earlier version gave its job ("" otherwise).
+func writtenID(row map[string]any, field string) string {
+	if n, ok := row[field].(json.Number); ok && canonicalNumber(string(n)) != string(n) {
+		return string(n)
+	}
+	return ""
+}
+
+// canonicalNumber returns a JSON number in one form: no exponent, no
+// leading or trailing zeros, no "-" on zero (1e2 is 100, 2.50 is 2.5,
+// -0.0 is 0). A number that form would write in over 40 digits keeps an
+// exponent (1e400), in its shortest form too. Text that is not a JSON
+// number is returned as it is.
+func canonicalNumber(n string) string {
+	s := n
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil {
+			return n
+		}
+		mant, exp = s[:i], e
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := whole + frac
+	if whole == "" || strings.Trim(digits, "0123456789") != "" {
+		return n
+	}
+	point := len(whole) + exp // the decimal point's place in digits
+	trimmed := strings.TrimLeft(digits, "0")
+	point -= len(digits) - len(trimmed)
+	digits = strings.TrimRight(trimmed, "0")
+	if digits == "" {
+		return "0"
+	}
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	switch {
+	case point > 40 || point < -40:
+		out := digits[:1]
+		if len(digits) > 1 {
+			out += "." + digits[1:]
+		}
+		return sign + out + "e" + strconv.Itoa(point-1)
+	case point <= 0:
+		return sign + "0." + strings.Repeat("0", -point) + digits
+	case point >= len(digits):
+		return sign + digits + strings.Repeat("0", point-len(digits))
+	}
+	return sign + digits[:point] + "." + digits[point:]
 }
 
 func jsonKind(v any) string {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"math"
 	"strings"
 	"testing"
@@ -225,6 +226,51 @@ func TestEnqueueRerunWithChangedRows(t *testing.T) {
 			t.Fatalf("a line inserted on top: %v, bad %v; want lines 1 to 3 bad, naming line-number ids", err, prog.Bad)
 		}
 	})
+}
+
+// A numeric id is one id however it is written: the same rows exported by
+// another tool (1e2 for 100, 2.50 for 2.5) are the batch's jobs, not new
+// ones paid for again. A job recorded under the id as written, before ids
+// were canonical, is still found.
+func TestEnqueueNumericIDsAcrossRuns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	cfg := h.enqueueConfig("num")
+	first := rowsJSONL([2]string{"=1e2", "e"}, [2]string{"=2.50", "f"}, [2]string{"=7", "g"})
+	if prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(first)); err != nil || prog.Recorded != 3 {
+		t.Fatalf("first run: %+v %v", prog, err)
+	}
+	for _, id := range []string{"num:100", "num:2.5", "num:7"} {
+		if _, _, err := h.st.Job(h.ctx, id); err != nil {
+			t.Errorf("job %s: %v", id, err)
+		}
+	}
+	again := rowsJSONL([2]string{"=100", "e"}, [2]string{"=2.5", "f"}, [2]string{"=7.0", "g"})
+	prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(again))
+	if err != nil || prog.Existing != 3 || prog.Recorded != 0 || prog.Published != 0 {
+		t.Fatalf("the rows with their ids written another way: %+v %v; want 3 already enqueued", prog, err)
+	}
+
+	// An earlier version kept the id as written.
+	legacy := h.enqueueConfig("legacy")
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, legacy, strings.NewReader(rowsJSONL([2]string{"=1e2", "e"}))); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(h.ctx, h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(h.ctx)
+	if _, err := conn.Exec(h.ctx, `UPDATE jobs SET id = 'legacy:1e2' WHERE id = 'legacy:100'`); err != nil {
+		t.Fatal(err)
+	}
+	prog, err = enqueue.Run(h.ctx, h.js, h.st, legacy, strings.NewReader(rowsJSONL([2]string{"=1e2", "e"}, [2]string{"=3", "new"})))
+	if err != nil || prog.Existing != 1 || prog.Recorded != 1 {
+		t.Fatalf("a re-run over a job recorded under its id as written: %+v %v; want it already enqueued, the new row recorded", prog, err)
+	}
+	if _, _, err := h.st.Job(h.ctx, "legacy:100"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("legacy:100: %v; want no second job", err)
+	}
 }
 
 func TestMsgIDRoundTrip(t *testing.T) {
