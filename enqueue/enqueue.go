@@ -52,7 +52,7 @@ type Ledger interface {
 	StartRecording(ctx context.Context, batch, datasetSHA256 string) (string, error)
 	BeatRecording(ctx context.Context, token string) error
 	StopRecording(ctx context.Context, token string) error
-	FinishRecording(ctx context.Context, batch, token, datasetSHA256 string) (int, error)
+	FinishRecording(ctx context.Context, batch, token, datasetSHA256 string, rows, bad int) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
@@ -804,7 +804,7 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		return prog, fmt.Errorf("%w: %d rows were refused by the queue while publishing: %v", ErrTooManyBadRows, len(prog.Bad)-bad, prog.Bad[bad])
 	}
 	stopBeat()
-	if _, err := ledger.FinishRecording(ctx, cfg.Batch, token, datasetSHA); err != nil {
+	if _, err := ledger.FinishRecording(ctx, cfg.Batch, token, datasetSHA, prog.Rows, bad); err != nil {
 		return prog, err
 	}
 	finished = true

@@ -156,6 +156,10 @@ func TestEnqueueDuplicateAndCollidingIDs(t *testing.T) {
 		if prog.Repeated != 1 || prog.Recorded != 3 {
 			t.Errorf("repeated %d, recorded %d; want 1 identical repeat skipped, 3 jobs", prog.Repeated, prog.Recorded)
 		}
+		// The batch remembers what it is short of.
+		if n, err := h.st.BadRows(h.ctx, "dup"); err != nil || n != 2 {
+			t.Errorf("BadRows = %d, %v; want the 2 bad rows left out", n, err)
+		}
 	})
 	t.Run("newline and space", func(t *testing.T) {
 		cfg := h.enqueueConfig("ws")

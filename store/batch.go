@@ -243,18 +243,35 @@ func (s *Store) StopRecording(ctx context.Context, token string) error {
 }
 
 // FinishRecording is RefreshBatchTotal for the enqueue run of token, which
-// has recorded every row of its dataset: it removes the run's mark and
-// those of every other run of the same dataset (killed, stopped or still
-// going), whose rows the batch now holds.
-func (s *Store) FinishRecording(ctx context.Context, batch, token, datasetSHA256 string) (int, error) {
+// has recorded every row of its dataset but the bad rows it was allowed to
+// leave out: it removes the run's mark and those of every other run of the
+// same dataset (killed, stopped or still going), whose rows the batch now
+// holds, and keeps the dataset's rows read and bad rows (BadRows).
+func (s *Store) FinishRecording(ctx context.Context, batch, token, datasetSHA256 string, rows, bad int) (int, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `
-		DELETE FROM batch_recordings WHERE token = $1 OR (batch = $2 AND dataset_sha256 = $3)`,
-		token, batch, datasetSHA256); err != nil {
+	b := &pgx.Batch{}
+	b.Queue(`DELETE FROM batch_recordings WHERE token = $1 OR (batch = $2 AND dataset_sha256 = $3)`, token, batch, datasetSHA256)
+	b.Queue(`
+		INSERT INTO batch_datasets (batch, dataset_sha256, rows_read, bad_rows) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (batch, dataset_sha256) DO UPDATE SET rows_read = excluded.rows_read, bad_rows = excluded.bad_rows, finished_at = now()`,
+		batch, datasetSHA256, rows, bad)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, fmt.Errorf("finish recording batch %s: %w", batch, err)
 	}
 	return s.refreshTotal(ctx, batch)
+}
+
+// BadRows returns how many rows of the datasets batch was enqueued from
+// were bad and left out of it (enqueue's --max-bad-rows let them pass).
+func (s *Store) BadRows(ctx context.Context, batch string) (int64, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(bad_rows), 0)::bigint FROM batch_datasets WHERE batch = $1`, batch).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the bad rows of batch %s: %w", batch, err)
+	}
+	return n, nil
 }
 
 func (s *Store) refreshTotal(ctx context.Context, name string) (int, error) {

@@ -321,6 +321,15 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				fmt.Fprintln(stdout, "\n"+line)
 			}
 		}
+		for _, r := range rows {
+			notes, err := missingRows(ctx, st, r.Batch)
+			if err != nil {
+				return err
+			}
+			for _, n := range notes {
+				fmt.Fprintln(stdout, "\n"+n)
+			}
+		}
 		if err := writeWaveSections(ctx, stdout, st, rows); err != nil {
 			return err
 		}
@@ -354,6 +363,15 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if p, err := st.Progress(ctx, batch); err == nil && p.Queued > 0 {
 			fmt.Fprintf(stderr, "report: warning: batch %s is not done: %d of %d jobs are still queued, exported without a value\n", batch, p.Queued, p.Total)
 		}
+		// So is one short of rows its dataset had: nothing in the file
+		// shows a row that is not there.
+		notes, err := missingRows(ctx, st, batch)
+		if err != nil {
+			return err
+		}
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "report: warning: %s\n", n)
+		}
 		return nil
 	case "wait":
 		batch, err := arg()
@@ -386,6 +404,35 @@ func capLine(batch string, sp store.Spend) string {
 
 // needBatch returns an error naming batch when the ledger has no such batch,
 // so that a mistyped name fails instead of printing an empty report.
+// missingRows says how batch is short of the rows of its datasets: an
+// enqueue that has not finished recording them (killed, or still going),
+// and bad rows enqueue left out because --max-bad-rows let them pass.
+// Neither shows in the batch's jobs, so its summary and export looked
+// complete.
+func missingRows(ctx context.Context, st *store.Store, batch string) ([]string, error) {
+	b, err := st.Batch(ctx, batch)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // the jobs of no batch (summary's "" row)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	if b.Recording != nil {
+		notes = append(notes, strings.TrimPrefix(cli.NotFullyEnqueued(batch, b.Recording).Error(), cli.ErrBatchFailed.Error()+": ")+
+			": its summary and export hold only the rows recorded so far")
+	}
+	bad, err := st.BadRows(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	if bad > 0 {
+		notes = append(notes, fmt.Sprintf("batch %s is short of %s its datasets had: enqueue found them bad and left them out (--max-bad-rows let them pass; it listed them with their line numbers)",
+			batch, cli.Plural(int(bad), "row")))
+	}
+	return notes, nil
+}
+
 func needBatch(ctx context.Context, st *store.Store, batch string) error {
 	_, err := st.Batch(ctx, batch)
 	if errors.Is(err, store.ErrNotFound) {

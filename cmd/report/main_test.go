@@ -681,3 +681,67 @@ func TestReportWaitTimeoutSaysThePace(t *testing.T) {
 		t.Errorf("wait while a job finished: exit %d, stderr %q; want the pace", code, errOut.String())
 	}
 }
+
+// A batch short of rows its datasets had says so in its summary and beside
+// its export: an enqueue killed while recording (18,000 of 20,000 rows:
+// the export exited 0 and looked complete), and bad rows --max-bad-rows
+// let enqueue leave out.
+func TestReportSaysWhatTheBatchIsShortOf(t *testing.T) {
+	t.Parallel()
+	dsn, st := newLedger(t)
+	ctx := context.Background()
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"short", "whole"} {
+		if err := st.PutBatch(ctx, store.BatchParams{Name: b, Settings: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: b + ":1", Batch: b, RowNo: 1, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.SaveResults(ctx, []store.Result{{JobID: b + ":1", Status: "valid", Value: json.RawMessage(`{}`), Deliveries: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		token, err := st.StartRecording(ctx, b, "d1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishRecording(ctx, b, token, "d1", 3, map[string]int{"short": 2, "whole": 0}[b]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second dataset of "short" whose enqueue stopped part way.
+	token, err := st.StartRecording(ctx, "short", "d2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StopRecording(ctx, token); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"summary", "--database-url", dsn}, &out, &errOut); code != 0 {
+		t.Fatalf("summary: exit %d, %s", code, errOut.String())
+	}
+	for _, want := range []string{"batch short is short of 2 rows its datasets had", "batch short is not fully enqueued", "sha256 d2"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary does not say %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "batch whole is") {
+		t.Errorf("summary notes a whole batch:\n%s", out.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run(ctx, []string{"export", "short", "--database-url", dsn}, &out, &errOut); code != 0 || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("export: exit %d, %d lines, %s", code, strings.Count(out.String(), "\n"), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "warning: batch short is short of 2 rows") || !strings.Contains(errOut.String(), "warning: batch short is not fully enqueued") {
+		t.Errorf("export's warnings: %q; want both", errOut.String())
+	}
+	errOut.Reset()
+	if code := run(ctx, []string{"export", "whole", "--database-url", dsn}, &out, &errOut); code != 0 || errOut.Len() != 0 {
+		t.Errorf("export of a whole batch: exit %d, stderr %q; want no warning", code, errOut.String())
+	}
+}
