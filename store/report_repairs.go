@@ -15,6 +15,9 @@ type RepairFigures struct {
 	// CallsSaved counts the attempts made valid by schema-guided repairs:
 	// each would otherwise have needed another call.
 	CallsSaved int64
+	// TextSaved counts the attempts made valid by text repairs alone
+	// (trailing commas, quotes, comments...): another call saved each.
+	TextSaved int64
 	// Coercions counts the schema-guided repairs by kind, most frequent
 	// first (Kinds keeps that order).
 	Coercions map[string]int64
@@ -34,8 +37,9 @@ func (s *Store) Repairs(ctx context.Context, batch string) (RepairFigures, error
 	defer cancel()
 	f := RepairFigures{Coercions: map[string]int64{}, Patches: map[string]int64{}}
 	err := s.pool.QueryRow(ctx, `
-		SELECT count(*), count(*) FILTER (WHERE a.valid AND a.coerced > 0)
-		FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run WHERE j.batch = $1`, batch).Scan(&f.Calls, &f.CallsSaved)
+		SELECT count(*), count(*) FILTER (WHERE a.valid AND a.coerced > 0),
+		       count(*) FILTER (WHERE a.valid AND a.repaired_locally AND a.coerced = 0)
+		FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run WHERE j.batch = $1`, batch).Scan(&f.Calls, &f.CallsSaved, &f.TextSaved)
 	if err != nil {
 		return f, fmt.Errorf("repair figures of %s: %w", batch, err)
 	}

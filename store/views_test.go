@@ -236,3 +236,40 @@ func TestSummaryFirstAnsweredAttempt(t *testing.T) {
 		t.Errorf("summary %+v; want 2 valid, 1 first-try (after a request that never ran), 1 repaired", got[0])
 	}
 }
+
+// A requeued job's first try was in its first run: valid on run 2's first
+// attempt after run 1 failed three is repaired, not first-try, and its
+// attempts are both runs'. A requeue raised 1ST-TRY% and lowered ATTEMPTS
+// (51.7% to 54.7%, 1.65 to 1.57 on 20,000 jobs) though no first try had
+// changed. A job whose earlier run made no call (cancelled unrun) is still
+// first-try on its later run.
+func TestSummaryAcrossRuns(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "ar", 3)
+	ctx := context.Background()
+	unrun := store.Result{JobID: jobID("ar", 3), Status: store.StatusCancelled}
+	if _, err := s.SaveResults(ctx, []store.Result{result(jobID("ar", 1), "a", ""), result(jobID("ar", 2), "b", "shape", "shape", "shape"), unrun}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Summary(ctx, "ar")
+	if err != nil || len(before) != 1 || before[0].FirstAttemptValid != 1 || before[0].MeanAttempts != 2 {
+		t.Fatalf("before the requeue: %+v %v; want 1 first-try, 2 attempts a job", before, err)
+	}
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "ar", Statuses: []string{store.StatusInvalid, store.StatusCancelled}, Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	second := result(jobID("ar", 2), "b2", "")
+	second.Run = 2
+	third := result(jobID("ar", 3), "c", "")
+	third.Run = 2
+	if _, err := s.SaveResults(ctx, []store.Result{second, third}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Summary(ctx, "ar")
+	if err != nil || len(got) != 1 {
+		t.Fatal(got, err)
+	}
+	if g := got[0]; g.Valid != 3 || g.FirstAttemptValid != 2 || g.Repaired != 1 || g.MeanAttempts != 2 {
+		t.Errorf("after the requeue: %+v; want 3 valid, 2 first-try (ar-1, and ar-3 whose run 1 made no call), 1 repaired, (1+4+1)/3 = 2 attempts a job", g)
+	}
+}

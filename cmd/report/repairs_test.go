@@ -46,7 +46,7 @@ func TestReportSummaryRepairs(t *testing.T) {
 	results := []store.Result{
 		res("fixed-1", store.Attempt{Valid: true, Coerced: 1, RepairedLocally: true, Repairs: fix}),
 		res("fixed-2", store.Attempt{Class: "shape"}, store.Attempt{Class: "shape", PatchOutcome: "out_of_scope"},
-			store.Attempt{Valid: true, PatchOutcome: "applied"}),
+			store.Attempt{Valid: true, PatchOutcome: "applied", RepairedLocally: true, Repairs: json.RawMessage(`[{"kind":"trailing_comma","offset":3}]`)}),
 		res("none-1", store.Attempt{Valid: true}),
 		res("none-2", store.Attempt{Valid: true}),
 	}
@@ -60,7 +60,7 @@ func TestReportSummaryRepairs(t *testing.T) {
 		}
 		return out.String()
 	}
-	want := "fixed: local repairs saved 1 of the 4 calls the latest runs made (fixes: enum_case 1); patches applied 1 of 2 (out_of_scope 1)\n"
+	want := "fixed: local repairs saved 2 of the 4 calls the latest runs made: 1 by text repairs alone, 1 by schema-guided fixes (enum_case 1); patches applied 1 of 2 (out_of_scope 1)\n"
 	if got := summary("fixed"); !strings.HasSuffix(got, want) {
 		t.Errorf("summary fixed ends:\n%s\nwant it to end with:\n%s", got, want)
 	}

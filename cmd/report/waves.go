@@ -141,12 +141,19 @@ func wavesTime(waves []store.Wave) string {
 // when they did nothing.
 func repairsLine(f store.RepairFigures) string {
 	var parts []string
-	if len(f.Kinds) > 0 {
-		var kinds []string
-		for _, k := range f.Kinds {
-			kinds = append(kinds, fmt.Sprintf("%s %d", k, f.Coercions[k]))
+	if len(f.Kinds) > 0 || f.TextSaved > 0 {
+		// Both kinds of local repair save a call: a reply with a trailing
+		// comma made valid in place is a re-ask not paid for, as is "42"
+		// for 42.
+		by := []string{fmt.Sprintf("%d by text repairs alone", f.TextSaved)}
+		if len(f.Kinds) > 0 {
+			var kinds []string
+			for _, k := range f.Kinds {
+				kinds = append(kinds, fmt.Sprintf("%s %d", k, f.Coercions[k]))
+			}
+			by = append(by, fmt.Sprintf("%d by schema-guided fixes (%s)", f.CallsSaved, strings.Join(kinds, ", ")))
 		}
-		parts = append(parts, fmt.Sprintf("local repairs saved %d of the %s the latest runs made (fixes: %s)", f.CallsSaved, cli.Plural(f.Calls, "call"), strings.Join(kinds, ", ")))
+		parts = append(parts, fmt.Sprintf("local repairs saved %d of the %s the latest runs made: %s", f.TextSaved+f.CallsSaved, cli.Plural(f.Calls, "call"), strings.Join(by, ", ")))
 	}
 	if len(f.Patches) > 0 {
 		tried := int64(0)

@@ -45,7 +45,7 @@ func TestWriteSummaryLegend(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"valid jobs that needed another answered attempt or a local repair, as a share of valid jobs",
+		"valid jobs that needed another answered attempt, another run or a local repair, as a share of valid jobs",
 		"as a share of finished jobs",
 	} {
 		if !strings.Contains(strings.Join(legend, "\n"), want) {
