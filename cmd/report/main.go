@@ -543,6 +543,7 @@ func export(ctx context.Context, w io.Writer, st *store.Store, batch, format str
 			return err
 		}
 		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false) // "<b>" as written, not "\u003cb\u003e"
 		return st.Export(ctx, batch, func(r store.ExportRow) error {
 			return enc.Encode(map[string]any{"id": r.ID, "row": r.RowNo, "status": r.Status,
 				"input": rawOrNull(r.Metadata), "value": rawOrNull(r.Value), "error": r.Error})

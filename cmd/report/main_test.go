@@ -698,7 +698,8 @@ func TestReportSaysWhatTheBatchIsShortOf(t *testing.T) {
 		if err := st.PutBatch(ctx, store.BatchParams{Name: b, Settings: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: b + ":1", Batch: b, RowNo: 1, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"}}); err != nil {
+		if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: b + ":1", Batch: b, RowNo: 1, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt",
+			Metadata: json.RawMessage(`{"t":"<b>&"}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.SaveResults(ctx, []store.Result{{JobID: b + ":1", Status: "valid", Value: json.RawMessage(`{}`), Deliveries: 1}}); err != nil {
@@ -741,7 +742,11 @@ func TestReportSaysWhatTheBatchIsShortOf(t *testing.T) {
 		t.Errorf("export's warnings: %q; want both", errOut.String())
 	}
 	errOut.Reset()
+	out.Reset()
 	if code := run(ctx, []string{"export", "whole", "--database-url", dsn}, &out, &errOut); code != 0 || errOut.Len() != 0 {
 		t.Errorf("export of a whole batch: exit %d, stderr %q; want no warning", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), `"input":{"t":"<b>&"}`) {
+		t.Errorf("export: %s; want the input's <b>& as written, not escaped", out.String())
 	}
 }

@@ -137,7 +137,21 @@ func pctOf(r *float64) string {
 	if r == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%.1f", 100**r)
+	return Pct(*r)
+}
+
+// Pct writes a share as a percentage with one decimal that never rounds
+// to 0.0 or 100.0 when it is not exactly that: 7 invalid jobs of 20,000
+// read "VALID% 100.0" and "0.0% not valid".
+func Pct(share float64) string {
+	s := fmt.Sprintf("%.1f", 100*share)
+	switch {
+	case s == "100.0" && share < 1:
+		return ">99.9"
+	case (s == "0.0" || s == "-0.0") && share > 0:
+		return "<0.1"
+	}
+	return s
 }
 
 // summaryLegend defines each rate column of WriteSummary's table, one line
@@ -174,17 +188,17 @@ func WriteSummary(w io.Writer, rows []store.BatchSummary) {
 		}
 		// A figure of no jobs is none, not 0: a batch that spent and
 		// made nothing valid does not read as free.
-		finished := func(format string, v float64) string {
+		finished := func(v string) string {
 			if r.Finished == 0 {
 				return "-"
 			}
-			return fmt.Sprintf(format, v)
+			return v
 		}
-		valid := func(format string, v float64) string {
+		valid := func(v string) string {
 			if r.Valid == 0 {
 				return "-"
 			}
-			return fmt.Sprintf(format, v)
+			return v
 		}
 		attempted := r.Valid + r.Invalid + r.Failed
 		attempts := "-"
@@ -196,8 +210,8 @@ func WriteSummary(w io.Writer, rows []store.BatchSummary) {
 			p50, p95 = fmt.Sprintf("%.0f", r.P50WallMS), fmt.Sprintf("%.0f", r.P95WallMS)
 		}
 		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			finished("%.1f", 100*r.ValidRate), finished("%.1f", 100*r.FirstAttemptValidRate), valid("%.1f", 100*r.RepairRate), attempts,
-			valid("%.0f", r.TokensPerValidJob), valid("$%.6f", r.CostPerValidJob), p50, p95)
+			finished(Pct(r.ValidRate)), finished(Pct(r.FirstAttemptValidRate)), valid(Pct(r.RepairRate)), attempts,
+			valid(fmt.Sprintf("%.0f", r.TokensPerValidJob)), valid(fmt.Sprintf("$%.6f", r.CostPerValidJob)), p50, p95)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

@@ -32,7 +32,7 @@ func BatchVerdict(batch string, p store.Progress, maxFail float64) (line string,
 	if p.Total > 0 {
 		rate = float64(p.Total-p.Valid) / float64(p.Total)
 	}
-	line = fmt.Sprintf("batch %s done: %d jobs, %.1f%% not valid (%s)", batch, p.Total, 100*rate, Statuses(p))
+	line = fmt.Sprintf("batch %s done: %d jobs, %s%% not valid (%s)", batch, p.Total, Pct(rate), Statuses(p))
 	if p.Queued > 0 || p.Recording != nil {
 		// Not done: queued jobs are no failures, and the share not valid
 		// is of a batch that is not all there.
