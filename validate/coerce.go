@@ -600,7 +600,7 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 				// not the fix's to choose.
 				return fix{}, false
 			}
-			a, ok := uniqueFold(x, vw.strs)
+			a, ok := cache.uniqueFold(x, vw.strs)
 			if !ok {
 				return fix{}, false
 			}
@@ -1102,7 +1102,7 @@ func (w *viewWalker) at(s *jsonschema.Schema, v any, toks []string, depth int) v
 	legacy := s.DraftVersion < 2019 && s.Ref != nil
 	var out view
 	if len(toks) == 0 {
-		out = own(s, legacy)
+		out = w.cache.own(s, legacy)
 	} else {
 		out = w.child(s, v, toks, legacy)
 	}
@@ -1200,6 +1200,61 @@ type roundCache struct {
 	// renameDrivers holds, by object pointer, the names its required and
 	// additionalProperties errors are about.
 	renameDrivers map[string]*renameDrivers
+	// owns memoizes own, and folds indexes an allowed list by its first
+	// element's address (see uniqueFold): an enum of 10,000 values under
+	// "items" was built and scanned again for each of 2,000 wrong items.
+	owns  map[ownKey]view
+	folds map[*string]map[string][]string
+}
+
+type ownKey struct {
+	s      *jsonschema.Schema
+	legacy bool
+}
+
+// own is the package's own, memoized.
+func (c *roundCache) own(s *jsonschema.Schema, legacy bool) view {
+	k := ownKey{s, legacy}
+	if v, ok := c.owns[k]; ok {
+		return v
+	}
+	v := own(s, legacy)
+	c.owns[k] = v
+	return v
+}
+
+// uniqueFold is the package's uniqueFold, looking a long list up in an
+// index built once a round.
+func (c *roundCache) uniqueFold(s string, allowed []string) (string, bool) {
+	if len(allowed) < 16 {
+		return uniqueFold(s, allowed)
+	}
+	idx, ok := c.folds[&allowed[0]]
+	if !ok || idx == nil {
+		idx = map[string][]string{}
+		for _, a := range allowed {
+			k := foldKey(a)
+			if !slices.Contains(idx[k], a) {
+				idx[k] = append(idx[k], a)
+			}
+		}
+		c.folds[&allowed[0]] = idx
+	}
+	match := idx[foldKey(s)]
+	return firstOr(match), len(match) == 1 && match[0] != s
+}
+
+// foldKey is what uniqueFold compares: s without surrounding white space,
+// in NFC, each rune the smallest of its case-folding orbit.
+func foldKey(s string) string {
+	return strings.Map(foldRune, norm.NFC.String(strings.TrimSpace(s)))
+}
+
+func firstOr(list []string) string {
+	if len(list) == 0 {
+		return ""
+	}
+	return list[0]
 }
 
 // renameSet is the renames one object allows, and the names they touch.
@@ -1226,6 +1281,8 @@ func newRoundCache() *roundCache {
 		causes:        map[*jsonschema.ValidationError]*causeIndex{},
 		renames:       map[string]*renameSet{},
 		renameDrivers: map[string]*renameDrivers{},
+		owns:          map[ownKey]view{},
+		folds:         map[*string]map[string][]string{},
 	}
 }
 

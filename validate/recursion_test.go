@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -263,5 +264,38 @@ func TestCheckCostDynamicRef(t *testing.T) {
 		if errs := s.Validate(chain(4)); len(errs) == 0 || errs[0].Keyword == "checkCost" {
 			t.Errorf("%.60s: a chain 4 deep: %v; want checked", schema, errs)
 		}
+	}
+}
+
+// An enum of 10,000 values under "items": each item's check scans the
+// values, so it counts for more (checkWeight), and a reply of 20,000 items
+// is refused where 250,000 valid ones took 31 s; 2,000 wrong-case items
+// are described and fixed in a fraction of a second (they took 1.6 s to
+// describe, the enum rendered whole for each, and 5.7 s to fix, the list
+// built and scanned again for each).
+func TestBigEnumUnderItems(t *testing.T) {
+	t.Parallel()
+	var vals []string
+	for i := range 10000 {
+		vals = append(vals, fmt.Sprintf(`"value-%05d"`, i))
+	}
+	s := mustCompile(t, `{"type":"array","items":{"enum":[`+strings.Join(vals, ",")+`]}}`)
+	items := func(n int, v string) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	if errs := s.Validate(items(20000, "value-09999")); len(errs) != 1 || errs[0].Keyword != "checkCost" {
+		t.Errorf("20,000 items: %v; want refused for its cost", errs[:min(len(errs), 2)])
+	}
+	errs := s.Validate(items(2000, "VALUE-09999"))
+	if len(errs) != 2000 || errs[0].Keyword != "enum" || len(errs[0].Message) > 400 || !strings.Contains(errs[0].Message, `"value-00000"`) {
+		t.Fatalf("2,000 wrong items: %d errors, first %+v; want each item's enum error, its list cut short", len(errs), errs[0])
+	}
+	fixed, fixes, left := s.Coerce(items(2000, "VALUE-09999"), CoerceSafe)
+	if len(fixes) != 2000 || len(left) != 0 || fixed.([]any)[1999] != "value-09999" {
+		t.Errorf("coerce: %d fixes, %d errors left; want 2,000 and none", len(fixes), len(left))
 	}
 }

@@ -216,6 +216,9 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 		c.DefaultDraft(opts.draft)
 	}
 	c.AssertFormat()
+	// Patterns are ECMA-262's (JSON Schema says so), not Go's RE2 syntax:
+	// they are translated (see ecmaPattern).
+	c.UseRegexpEngine(ecmaRegexpEngine)
 	var loader jsonschema.URLLoader = refuseLoader{}
 	if opts.loader != nil {
 		loader = opts.loader
@@ -226,7 +229,7 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, lookaroundHint(schemaError(doc, err))
+		return nil, schemaError(doc, err)
 	}
 	// The library compiles only what the root reaches. Compile every other
 	// subschema holding a reference too, so that an unused "$defs" entry
@@ -303,24 +306,9 @@ func (s *Schema) Validate(v any) []Error {
 }
 
 // schemaError turns a library compile error into a *SchemaError naming the
-// keyword and its location.
-// lookaroundHint adds to a schema error about a pattern with a lookahead
-// or lookbehind why it fails: "invalid named capture" or "invalid or
-// unsupported Perl syntax" named no cause a schema author would know.
-func lookaroundHint(e *SchemaError) *SchemaError {
-	msg := e.Err.Error()
-	if !strings.Contains(msg, "regex") && !strings.Contains(msg, "regular expression") {
-		return e
-	}
-	for _, la := range []string{"(?=", "(?!", "(?<=", "(?<!"} {
-		if strings.Contains(msg, la) {
-			e.Err = fmt.Errorf("%w (lookahead and lookbehind are not supported: patterns are matched with Go's RE2 engine)", e.Err)
-			break
-		}
-	}
-	return e
-}
-
+// keyword and its location. A pattern's error says what is wrong in it and
+// where (ecmaError): lookahead, lookbehind and backreferences are refused
+// there, as Go's RE2 engine has none.
 func schemaError(doc any, err error) *SchemaError {
 	var (
 		sve  *jsonschema.SchemaValidationError

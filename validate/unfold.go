@@ -96,7 +96,7 @@ func treeSize(g *schemaGraph, limit int) int {
 			return n
 		}
 		memo[s] = inProgress
-		n := 1
+		n := checkWeight(s)
 		for _, sub := range append(g.inPlace(s), allChildren(s)...) {
 			n = min(n+size(sub), limit+1)
 		}
