@@ -444,7 +444,7 @@ func textErrors(errs []validate.Error) string {
 	for i, e := range errs[:min(len(errs), FeedbackErrorsMax)] {
 		fmt.Fprintf(&b, "%d. %s\n", i+1, e.Message)
 	}
-	if more := len(errs) - FeedbackErrorsMax; more > 0 {
+	if more := errorCount(errs) - FeedbackErrorsMax; more > 0 {
 		fmt.Fprintf(&b, "... and %d more errors of the same kinds (%s): fix them the same way.\n", more, keywordCounts(errs[FeedbackErrorsMax:]))
 	}
 	return b.String()
@@ -457,7 +457,7 @@ func xmlErrors(errs []validate.Error) string {
 	for _, e := range errs[:min(len(errs), FeedbackErrorsMax)] {
 		fmt.Fprintf(&b, "<error path=%q keyword=%q>%s</error>\n", pointerOrRoot(e.Path), e.Keyword, xmlEscape(e.Message))
 	}
-	if more := len(errs) - FeedbackErrorsMax; more > 0 {
+	if more := errorCount(errs) - FeedbackErrorsMax; more > 0 {
 		fmt.Fprintf(&b, "<more-errors count=\"%d\">%s: fix them the same way</more-errors>\n", more, xmlEscape(keywordCounts(errs[FeedbackErrorsMax:])))
 	}
 	b.WriteString("</validation-errors>")
@@ -469,7 +469,9 @@ func xmlErrors(errs []validate.Error) string {
 func keywordCounts(errs []validate.Error) string {
 	n := map[string]int{}
 	for _, e := range errs {
-		n[e.Keyword]++
+		if e.Keyword != KeywordMoreErrors {
+			n[e.Keyword]++
+		}
 	}
 	keys := slices.Collect(maps.Keys(n))
 	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(n[b]-n[a], strings.Compare(a, b)) })

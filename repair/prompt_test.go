@@ -2,6 +2,7 @@ package repair
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -264,3 +265,31 @@ const ticketSchema = `{
   "required": ["category", "priority", "summary"],
   "additionalProperties": false
 }`
+
+// A reply of many wrong items keeps its first errors and one that counts
+// the rest: 500,000 errors were kept in memory and in the attempt's row.
+// The feedback and the job's error still count them all.
+func TestAttemptKeepsBoundedErrors(t *testing.T) {
+	t.Parallel()
+	var errs []validate.Error
+	for i := range 5000 {
+		errs = append(errs, validate.Error{Path: fmt.Sprintf("/%d", i), Keyword: "type", Class: validate.ClassShape, Message: fmt.Sprintf("/%d: expected integer", i)})
+	}
+	kept := keepErrors(errs)
+	if len(kept) != MaxAttemptErrors || kept[len(kept)-1].Keyword != KeywordMoreErrors || kept[len(kept)-1].Class != validate.ClassShape {
+		t.Fatalf("kept %d errors, last %+v", len(kept), kept[len(kept)-1])
+	}
+	if n := errorCount(kept); n != 5000 {
+		t.Errorf("errorCount = %d; want 5000", n)
+	}
+	a := Attempt{Class: "shape", Errors: kept}
+	if got := attemptError(&a); !strings.HasSuffix(got, "(and 4999 more)") {
+		t.Errorf("attemptError = %q; want it to count all 5000", got)
+	}
+	if fb := textErrors(kept); !strings.Contains(fb, "... and 4950 more errors of the same kinds (type 949)") {
+		t.Errorf("feedback ends %q", fb[len(fb)-120:])
+	}
+	if small := keepErrors(errs[:10]); len(small) != 10 {
+		t.Errorf("10 errors kept as %d", len(small))
+	}
+}

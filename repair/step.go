@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -338,6 +339,7 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 	default:
 		a.Class = class
 	}
+	a.Errors = keepErrors(a.Errors)
 	if a.Valid {
 		res.Attempts = append(res.Attempts, a)
 		res.Status = StatusValid
@@ -516,12 +518,46 @@ func attemptError(a *Attempt) string {
 	}
 	if len(a.Errors) > 0 {
 		msg := a.Errors[0].Message
-		if len(a.Errors) > 1 {
-			msg += fmt.Sprintf(" (and %d more)", len(a.Errors)-1)
+		if n := errorCount(a.Errors); n > 1 {
+			msg += fmt.Sprintf(" (and %d more)", n-1)
 		}
 		return msg
 	}
 	return a.Class
+}
+
+// MaxAttemptErrors bounds the errors an attempt keeps: a reply of 500,000
+// wrong items kept 500,000 errors in the worker's memory and in its
+// ledger row (4 MB of jsonb a row). Those past the bound become one error
+// of keyword KeywordMoreErrors that counts them, by keyword too; the
+// attempt's class is that of all of them.
+const MaxAttemptErrors = 1000
+
+// KeywordMoreErrors is the keyword of the error that stands for those an
+// attempt did not keep (see MaxAttemptErrors).
+const KeywordMoreErrors = "moreErrors"
+
+func keepErrors(errs []validate.Error) []validate.Error {
+	if len(errs) <= MaxAttemptErrors {
+		return errs
+	}
+	rest := errs[MaxAttemptErrors-1:]
+	kept := slices.Clip(errs[:MaxAttemptErrors-1])
+	return append(kept, validate.Error{Path: "", Keyword: KeywordMoreErrors, Class: validate.ClassOf(rest),
+		Message: fmt.Sprintf("%d more errors, not kept: %s", len(rest), keywordCounts(rest))})
+}
+
+// errorCount is how many errors errs stands for, a moreErrors error for
+// those it counts.
+func errorCount(errs []validate.Error) int {
+	n := len(errs)
+	if k := len(errs); k > 0 && errs[k-1].Keyword == KeywordMoreErrors {
+		var more int
+		if _, err := fmt.Sscanf(errs[k-1].Message, "%d more errors", &more); err == nil {
+			n += more - 1
+		}
+	}
+	return n
 }
 
 // EstimateTokens is the rough measure the lane limiter uses too: a quarter

@@ -1,0 +1,540 @@
+package validate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// ecmaTranslations pins the RE2 text of translations short enough to read.
+var ecmaTranslations = []struct{ pattern, want string }{
+	{`abc`, `abc`},
+	{`^a.b$`, `^a[^\n\r\x{2028}\x{2029}]b$`},
+	{`\d\D\w\W\b\B`, `\d\D\w\W\b\B`},
+	{`[^]`, `[\x00-\x{10FFFF}]`},
+	{`[]`, `[^\x00-\x{10FFFF}]`},
+	{`^\u0041\x42\u{43}$`, `^ABC$`},
+	{`[^\u0000-\u001F]`, `[^\x{0}-\x{1F}]`},
+	{`^\cJ\cj\0$`, `^\x{A}\x{A}\x{0}$`},
+	{`\/\.\*\\`, `/\.\*\\`},
+	{`(?<name>a)(?:b)(c)`, `(a)(?:b)(c)`},
+	{`\p{Letter}\p{gc=Lu}\P{Script=Greek}\p{sc=Latn}`, `\p{L}\p{Lu}\P{Greek}\p{Latin}`},
+	{`a{01,002}b{2,2}c{3,}d*?e+?f??g{1,2}?`, `a{1,2}b{2}c{3,}d*?e+?f??g{1,2}?`},
+	{`\ud83d\ude00*`, "\U0001F600*"},
+	{`\ud800`, `\x{D800}`},
+	{`[.]`, `\.`},
+	{`[a-z_\-]`, `[\x{2D}_a-z]`},
+	{`[\d\p{L}x]`, `[\d\p{L}x]`},
+	{`(?i:ab(?-i:c))(?s:.)(?m:d)`, `(?i:ab(?-i:c))(?:[\x00-\x{10FFFF}])(?:d)`},
+	{`^\s$`, `^[\x{9}-\x{D}\x{20}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}]$`},
+	{`a|b|`, `a|b|`},
+	{``, ``},
+}
+
+func TestEcmaPatternTranslation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range ecmaTranslations {
+		got, err := ecmaPattern(tc.pattern)
+		if err != nil || got != tc.want {
+			t.Errorf("ecmaPattern(%q) = %q, %v; want %q", tc.pattern, got, err, tc.want)
+		}
+	}
+}
+
+// ecmaMatchCases are verdicts ECMA-262 (with the u flag) gives, each
+// checked against the translation compiled with regexp.
+var ecmaMatchCases = []struct {
+	pattern string
+	match   []string
+	noMatch []string
+}{
+	// \s is WhiteSpace and LineTerminator, not RE2's [\t\n\f\r ]. U+0085
+	// and U+180E are not in it, nor U+200B.
+	{`^\s+$`, []string{"\u00a0", "\u2003", "\u000b", "\ufeff", " \t\n\r\f", "\u1680", "\u2028\u2029", "\u202f\u205f\u3000"}, []string{"", "a", "\u200b", "\u0085", "\u180e"}},
+	{`^\S+$`, []string{"abc", "\u0085", "\u200b"}, []string{"a\u00a0b", "\ufeff", "a b", "a\u000bb"}},
+	{`^[\S]+$`, []string{"abc", "\u0085"}, []string{"a\u00a0b", "\ufeff"}},
+	{`^[^\s]+$`, []string{"abc"}, []string{"a\u00a0b", "\u3000"}},
+	{`^[^\S]$`, []string{"\u00a0", "\n", "\ufeff"}, []string{"a"}},
+	{`^[\s\d]+$`, []string{" 1\u00a0"}, []string{"a"}},
+	{`^[\S\s]$`, []string{"\n", "a", "\u2028"}, []string{"", "ab"}},
+	{`^[^\S\s]?$`, []string{""}, []string{"a", " "}},
+	// "." stops at \n, \r, U+2028 and U+2029 only, and takes one code
+	// point.
+	{`^.$`, []string{"a", "é", "😀", "\u0085", "\u00a0", "\t"}, []string{"\n", "\r", "\u2028", "\u2029", "", "ab"}},
+	{`^(?s:.)$`, []string{"\n", "\r", "\u2028", "a"}, []string{""}},
+	{`^(?s:.(?-s:.))$`, []string{"\na"}, []string{"\n\n"}},
+	// Escapes RE2 reads otherwise or not at all.
+	{`^\u0041$`, []string{"A"}, []string{"u0041", `\u0041`}},
+	{`^[^\u0000-\u001F]+$`, []string{"abc", "é"}, []string{"a\u0001", "\t"}},
+	{`^\u{1F600}\u{41}\u{0000000042}$`, []string{"😀AB"}, nil},
+	{`^\x41\x7e$`, []string{"A~"}, nil},
+	{`^\cJ\cj\cA$`, []string{"\n\n\u0001"}, []string{"cJcjcA"}},
+	{`^\0$`, []string{"\x00"}, []string{"0"}},
+	{`^\t\n\v\f\r$`, []string{"\t\n\v\f\r"}, nil},
+	{`^[\b]$`, []string{"\b"}, []string{"b"}},
+	{`\bfoo\b`, []string{"a foo b", "foo"}, []string{"afoo", "foox"}},
+	// A surrogate pair is one code point; a lone surrogate matches nothing
+	// a Go string holds.
+	{`^\ud83d\ude00$`, []string{"😀"}, []string{"\ufffd\ufffd"}},
+	{`^\ud83d\ude00+$`, []string{"😀😀"}, []string{""}},
+	{`^[\ud83d\ude00-\ud83d\ude4f]$`, []string{"😀", "🙂"}, []string{"a", "\U0001F650"}},
+	{`^[😀-🙏]$`, []string{"🙂"}, []string{"a"}},
+	{`^\ud800$`, nil, []string{"\ufffd", "\xed\xa0\x80"}},
+	// [^] is any character, [] none.
+	{`^[^]$`, []string{"\n", "a", "\u2028"}, []string{"", "ab"}},
+	{`^[^]*$`, []string{"a\nb", ""}, nil},
+	{`^[]?$`, []string{""}, []string{"a"}},
+	{`[]`, nil, []string{"", "a", "[]"}},
+	// Identity escapes of syntax characters and /; classes of them.
+	{`^\/\.\*\+\?\(\)\[\]\{\}\|\^\$\\$`, []string{`/.*+?()[]{}|^$\`}, nil},
+	{`^[.*+?^${}()|[\]\\/-]+$`, []string{`.*+?^${}()|[]\/-`}, []string{"a"}},
+	{`^[a-z-]+$`, []string{"a-b"}, []string{"A"}},
+	{`^[-a]+$`, []string{"-a"}, []string{"b"}},
+	{`^[\w-]+$`, []string{"a-b_1"}, []string{"é"}},
+	{`^[\-a]+$`, []string{"-a"}, nil},
+	{`^[+--]+$`, []string{"+,-"}, []string{"a"}},
+	// \d, \w, \b are ASCII in both dialects.
+	{`^\d+$`, []string{"0123"}, []string{"\u0660", "\u09ea"}},
+	{`^\w+$`, []string{"abc_09"}, []string{"é", "ſ", "\u212a"}},
+	{`^\W$`, []string{"é", "-", "ſ"}, []string{"a"}},
+	{`^\D$`, []string{"\u0660"}, []string{"1"}},
+	// $ is the end of the input, not before a final newline.
+	{`^abc$`, []string{"abc"}, []string{"abc\n", "abc\r\n"}},
+	{`^a|b$`, []string{"ax", "xb"}, []string{"xa", "bx"}},
+	// Groups.
+	{`^(?<year>\d{4})-(?<month>\d\d)$`, []string{"2024-01"}, []string{"24-01"}},
+	{`^(?<$é_1>a)$`, []string{"a"}, nil},
+	{`^(?<\u0061b>a)$`, []string{"a"}, nil},
+	{`^(?:(?<x>a)|(?<x>b))$`, []string{"a", "b"}, []string{"ab"}},
+	{`^(a|bc)+$`, []string{"abca"}, []string{"b"}},
+	{`^()*(?:)a$`, []string{"a"}, nil},
+	// Quantifiers.
+	{`^a{2}$`, []string{"aa"}, []string{"a", "aaa"}},
+	{`^a{2,}$`, []string{"aa", "aaaa"}, []string{"a"}},
+	{`^a{01,002}$`, []string{"a", "aa"}, []string{"a{01,002}", "aaa"}},
+	{`^x{0}$`, []string{""}, []string{"x"}},
+	{`^a+?b*?c??$`, []string{"aac", "ab"}, nil},
+	{`^(?:ab){1000}$`, []string{strings.Repeat("ab", 1000)}, []string{strings.Repeat("ab", 999)}},
+	// Unicode property escapes.
+	{`^\p{Letter}+$`, []string{"éa", "Ωж"}, []string{"1", "a1"}},
+	{`^\p{L}\p{Lu}\p{gc=Ll}\p{General_Category=Nd}$`, []string{"xAb1"}, []string{"xab1"}},
+	{`^\p{digit}+$`, []string{"42", "\u09ea\u09e8"}, []string{"-"}},
+	{`^\p{Script=Greek}+$`, []string{"αβγ"}, []string{"abc"}},
+	{`^\p{sc=Grek}\p{Script=Latn}$`, []string{"αa"}, []string{"aα"}},
+	{`^\P{L}+$`, []string{"123"}, []string{"a"}},
+	{`^[\p{Lu}\d]+$`, []string{"A1"}, []string{"a"}},
+	{`^[^\p{L}]+$`, []string{"12"}, []string{"a"}},
+	{`^[\P{L}a]+$`, []string{"1a"}, []string{"b"}},
+	{`^\p{Lowercase}$`, []string{"a", "ª"}, []string{"A"}},
+	{`^\p{Upper}$`, []string{"A", "Ⓐ"}, []string{"a"}},
+	{`^\p{Alphabetic}+$`, []string{"aé", "Ⅻ"}, []string{"1"}},
+	{`^\p{White_Space}$`, []string{"\u0085", " "}, []string{"\ufeff"}},
+	{`^\p{ASCII}+$`, []string{"abc~\x00"}, []string{"é"}},
+	{`^\p{Any}$`, []string{"\n", "😀"}, []string{""}},
+	{`^\p{Assigned}$`, []string{"a"}, []string{"\u0378"}},
+	{`^\p{Other}$`, []string{"\u0378", "\u0001"}, []string{"a"}},
+	{`^\p{Cn}$`, []string{"\u0378"}, []string{"a"}},
+	{`^\p{Script=Unknown}$`, []string{"\u0378"}, []string{"a"}},
+	{`^\p{Script=Hrkt}?$`, []string{""}, []string{"あ"}},
+	{`^\p{ID_Start}\p{ID_Continue}*$`, []string{"a1", "é_", "℘"}, []string{"1a", "_a"}},
+	{`^\p{Math}$`, []string{"+", "∑"}, []string{"a"}},
+	{`^\p{Cased}$`, []string{"a", "ǅ"}, []string{"1"}},
+	{`^\p{Grapheme_Extend}$`, []string{"\u0301"}, []string{"a"}},
+	{`^\p{Grapheme_Base}$`, []string{"a"}, []string{"\u0301", "\u0001"}},
+	// Modifiers (ES2025).
+	{`^(?i:ab)c$`, []string{"ABc", "abc"}, []string{"ABC"}},
+	{`^(?i:a(?-i:b))$`, []string{"Ab", "ab"}, []string{"AB"}},
+	{`^(?i:k)$`, []string{"K", "\u212a"}, nil},
+	{`^(?i:ß)$`, []string{"ẞ"}, nil},
+	{`^(?i:\w)$`, []string{"ſ", "\u212a", "S"}, []string{"-"}},
+	{`^(?i:\W)$`, []string{"-"}, []string{"ſ", "\u212a", "s"}},
+	{`^(?i:[^\W])$`, []string{"ſ", "a"}, []string{"-"}},
+	// ECMA-262 folds \P{Lu}'s members, which include "a": "A" matches.
+	// Only an uppercase letter with no other case (ℂ) does not.
+	{`^(?i:\P{Lu})$`, []string{"A", "a", "1"}, []string{"ℂ"}},
+	{`^(?i:[\P{Lu}])$`, []string{"A"}, []string{"ℂ"}},
+	{`^(?i:\p{Lu})$`, []string{"a", "A"}, []string{"1"}},
+	{`^(?i:[^\p{Lu}])$`, []string{"1"}, []string{"a", "A"}},
+	{`^(?m:a)$`, []string{"a"}, nil},
+}
+
+func TestEcmaPatternMatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range ecmaMatchCases {
+		re, err := compileECMA(tc.pattern)
+		if err != nil {
+			t.Errorf("compileECMA(%q): %v", tc.pattern, err)
+			continue
+		}
+		for _, s := range tc.match {
+			if !re.MatchString(s) {
+				t.Errorf("%q (RE2 %q) does not match %q; ECMA-262 does", tc.pattern, re, s)
+			}
+		}
+		for _, s := range tc.noMatch {
+			if re.MatchString(s) {
+				t.Errorf("%q (RE2 %q) matches %q; ECMA-262 does not", tc.pattern, re, s)
+			}
+		}
+	}
+}
+
+// ecmaErrorCases are patterns refused, with a part of the reason and the
+// character (from 1) it names; 0 for none.
+var ecmaErrorCases = []struct {
+	pattern string
+	want    string
+	at      int
+}{
+	// RE2 has no lookaround and no backreferences.
+	{`(?=a)`, "lookahead and lookbehind are not supported: Go's RE2 engine", 1},
+	{`a(?!b)`, "lookahead and lookbehind are not supported", 2},
+	{`(?<=x)y`, "lookahead and lookbehind are not supported", 1},
+	{`x(?<!y)`, "lookahead and lookbehind are not supported", 2},
+	{`(a)\1`, "backreferences are not supported: Go's RE2 engine", 4},
+	{`(?<n>a)\k<n>`, "backreferences are not supported", 8},
+	{`\k`, `\k is a backreference`, 1},
+	// With the u flag, only syntax characters and / escape to themselves.
+	{`\Z`, `ECMA-262 has no \Z`, 1},
+	{`a\z`, `ECMA-262 has no \z`, 2},
+	{`\A`, `ECMA-262 has no \A`, 1},
+	{`\a`, `write \x07`, 1},
+	{`\-`, `allowed only in a character class`, 1},
+	{`\_`, "write _ alone", 1},
+	{`\q`, "not an ECMA-262 escape", 1},
+	{`a\`, `cannot end with \`, 2},
+	{`\u00G0`, "four hex digits", 1},
+	{`\u{110000}`, "past U+10FFFF", 1},
+	{`\u{}`, `\u{ must be followed by hex digits`, 1},
+	{`\x4`, "two hex digits", 1},
+	{`\c1`, `\c must be followed by a letter`, 1},
+	{`\00`, "octal escapes are not allowed", 1},
+	// Lone brackets and quantifiers with nothing to repeat.
+	{`]`, "a lone ']'", 1},
+	{`a}`, "a lone '}'", 2},
+	{`{`, `a lone "{"`, 1},
+	{`a{`, `a lone "{"`, 2},
+	{`a{1`, `a lone "{"`, 2},
+	{`a{,2}`, `a lone "{"`, 2},
+	{`x{2}{3}`, "nothing to repeat", 5},
+	{`a**`, "nothing to repeat", 3},
+	{`a??+`, "nothing to repeat", 4},
+	{`*a`, "nothing to repeat", 1},
+	{`{2}`, "nothing to repeat", 1},
+	{`^*`, "cannot be repeated", 1},
+	{`\b+`, "cannot be repeated", 1},
+	{`$?`, "cannot be repeated", 1},
+	{`a{2,1}`, "out of order", 2},
+	// RE2's repetition limit.
+	{`a{1001}`, "at most 1000", 2},
+	{`a{0,1001}`, "at most 1000", 2},
+	{`a{1001,}`, "at most 1000", 2},
+	{`a{99999999999999999999}`, "at most 1000", 2},
+	{`^((a{100}){100})$`, "allows at most 1000 repetitions, nested counts multiplied", 0},
+	{strings.Repeat("(", 1001) + strings.Repeat(")", 1001), "at most 1000", 1001},
+	// Classes.
+	{`[z-a]`, "range out of order", 2},
+	{`[\d-z]`, "cannot bound a range", 2},
+	{`[a-\s]`, "cannot bound a range", 2},
+	{`[\B]`, `\B is not allowed`, 2},
+	{`[\1]`, "backreference is not allowed", 2},
+	{`[`, `no closing "]"`, 1},
+	{`[a`, `no closing "]"`, 1},
+	// Groups.
+	{`(`, `no closing ")"`, 1},
+	{`a(b`, `no closing ")"`, 2},
+	{`)`, `no "(" opens this group`, 1},
+	{`a)`, `no "(" opens this group`, 2},
+	{`(?P<n>x)`, "Python syntax", 1},
+	{`(?#c)`, "comments are not ECMA-262", 1},
+	{`(?i)abc`, "inline flags", 1},
+	{`(?ims)`, "inline flags", 1},
+	{`(?x:a)`, "not an ECMA-262 group", 1},
+	{`(?ii:a)`, "appears twice", 4},
+	{`(?i-i:a)`, "both added and removed", 1},
+	{`(?-:a)`, "names no modifier", 1},
+	{`(?m:^a)`, "m modifier are not supported", 5},
+	{`(?m:a$)`, "m modifier are not supported", 6},
+	{`(?<a>x)(?<a>y)`, `two groups are named "a"`, 8},
+	{`(?<a>x(?<a>y))`, `two groups are named "a"`, 7},
+	{`(?<1a>x)`, "identifier", 4},
+	{`(?<a-b>x)`, "identifier", 5},
+	{`(?<>x)`, "empty", 1},
+	{`(?<a`, `no closing ">"`, 1},
+	// Unicode properties.
+	{`\p{letter}`, "case-sensitive", 1},
+	{`\p{Greek}`, `write \p{Script=Greek}`, 1},
+	{`\p{Script_Extensions=Greek}`, "Script_Extensions is not supported", 1},
+	{`\p{Emoji}`, "not supported: Go's Unicode tables", 1},
+	{`\p{Foo=Bar}`, "not a property", 1},
+	{`\p{Script=Foo}`, "not a script", 1},
+	{`\p{gc=Greek}`, "not a general category", 1},
+	{`\p`, "must be followed by {property}", 1},
+	{`a\p{L`, `no closing "}"`, 2},
+	{`\p{L-u}`, "only letters, digits", 1},
+	{"\xff", "not valid UTF-8", 0},
+}
+
+func TestEcmaPatternErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range ecmaErrorCases {
+		got, err := ecmaPattern(tc.pattern)
+		var e *ecmaError
+		if !errors.As(err, &e) {
+			t.Errorf("ecmaPattern(%q) = %q, %v; want an *ecmaError", tc.pattern, got, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) || e.At != tc.at {
+			t.Errorf("ecmaPattern(%q): %v (at %d); want %q at %d", tc.pattern, err, e.At, tc.want, tc.at)
+		}
+	}
+}
+
+// The tester's cases, through Compile and Validate: pattern,
+// patternProperties, propertyNames and format "regex" all use the ECMA-262
+// reading.
+func TestEcmaSchema(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		schema, value string
+		valid         bool
+	}{
+		{`{"type":"string","pattern":"^\\s+$"}`, `"\u00a0"`, true},
+		{`{"type":"string","pattern":"^\\s+$"}`, `"\u2003"`, true},
+		{`{"type":"string","pattern":"^\\s+$"}`, `"\u000b"`, true},
+		{`{"type":"string","pattern":"^\\s+$"}`, `"\ufeff"`, true},
+		{`{"type":"string","pattern":"^\\s+$"}`, `"a"`, false},
+		{`{"type":"string","pattern":"^\\S+$"}`, `"a\u00a0b"`, false},
+		{`{"type":"string","pattern":"^\\S+$"}`, `"ab"`, true},
+		{`{"propertyNames":{"pattern":"^\\S+$"}}`, `{"a\u00a0b":1}`, false},
+		{`{"propertyNames":{"pattern":"^\\S+$"}}`, `{"ab":1}`, true},
+		{`{"patternProperties":{"^\\s+$":{"type":"integer"}}}`, `{"\u00a0":"x"}`, false},
+		{`{"patternProperties":{"^\\s+$":{"type":"integer"}}}`, `{"a":"x"}`, true},
+		{`{"pattern":"^.$"}`, `"\r"`, false},
+		{`{"pattern":"^.$"}`, `"\u2028"`, false},
+		{`{"pattern":"^.$"}`, `"a"`, true},
+		{`{"pattern":"^\\u0041$"}`, `"A"`, true},
+		{`{"pattern":"[^\\u0000-\\u001F]"}`, `"a"`, true},
+		{`{"pattern":"^[^\\u0000-\\u001F]+$"}`, `"a\u0001"`, false},
+		{`{"pattern":"^\\cJ$"}`, `"\n"`, true},
+		{`{"pattern":"^[^]$"}`, `"\n"`, true},
+		{`{"pattern":"^\\ud83d\\ude00$"}`, `"\ud83d\ude00"`, true},
+		{`{"format":"regex"}`, `"^\\s+$"`, true},
+		{`{"format":"regex"}`, `"[^]"`, true},
+		{`{"format":"regex"}`, `"\\Z"`, false},
+		{`{"format":"regex"}`, `"(?i)abc"`, false},
+	} {
+		s := mustCompile(t, tc.schema)
+		errs := s.Validate(mustDecode(t, tc.value))
+		if got := len(errs) == 0; got != tc.valid {
+			t.Errorf("%s against %s: valid = %v, want %v; errors: %v", tc.value, tc.schema, got, tc.valid, errs)
+		}
+		if err := checkErrors(errs); err != nil {
+			t.Errorf("%s against %s: %v", tc.value, tc.schema, err)
+		}
+	}
+
+	// A failure names the pattern as the schema wrote it, not its
+	// translation.
+	errs := mustCompile(t, `{"pattern":"^\\S+$"}`).Validate("a b")
+	if len(errs) != 1 || errs[0].Keyword != "pattern" || !strings.HasSuffix(errs[0].Message, `does not match ^\S+$`) {
+		t.Errorf("errors = %v, want one naming ^\\S+$", errs)
+	}
+
+	// A refused pattern is a *SchemaError at the keyword, saying why.
+	for _, tc := range []struct{ schema, location, want string }{
+		{`{"pattern":"^((a{100}){100})$"}`, "/pattern", "Go's RE2 engine, which matches patterns here, allows at most 1000 repetitions"},
+		{`{"properties":{"a":{"pattern":"\\Z"}}}`, "/properties/a/pattern", `"\\Z" at character 1: ECMA-262 has no \Z`},
+		{`{"patternProperties":{"a(?=b)":{}}}`, "/patternProperties", "lookahead and lookbehind are not supported"},
+		{`{"propertyNames":{"pattern":"(a)\\1"}}`, "/propertyNames/pattern", "backreferences are not supported"},
+	} {
+		_, err := Compile([]byte(tc.schema))
+		var se *SchemaError
+		if !errors.As(err, &se) || se.Location != tc.location || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Compile(%s) = %v; want a *SchemaError at %s containing %q", tc.schema, err, tc.location, tc.want)
+		}
+	}
+}
+
+// The suite's optional ECMA-262 regex files, copied from the same commit
+// as the rest of testdata/suite (see its README.md and LICENSE): every
+// case runs through Compile and Schema.Validate.
+var ecmaSuiteFiles = []string{
+	"optional/ecmascript-regex.json",
+	"optional/non-bmp-regex.json",
+	"optional/format/ecmascript-regex.json",
+}
+
+// ecmaSuiteDivergent are the suite cases whose verdict deliberately
+// differs, each with its reason. They still run and must give the opposite
+// verdict, so that an entry cannot go stale.
+var ecmaSuiteDivergent = map[string]string{
+	"optional/format/ecmascript-regex.json: ECMA 262 named groups and backreferences are valid: an ECMA 262 named backreference \\k<name>": "Go's RE2 engine has no backreferences: the pattern is refused, so as a \"regex\" format it is invalid here",
+	"optional/format/ecmascript-regex.json: ECMA 262 lookbehind is valid, including variable width: a variable-width lookbehind (ES2018)":  "Go's RE2 engine has no lookbehind: the pattern is refused, so as a \"regex\" format it is invalid here",
+}
+
+func TestEcmaSuite(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("testdata", "suite", "tests", "draft2020-12")
+	passed, divergent, seen := 0, 0, map[string]bool{}
+	for _, file := range ecmaSuiteFiles {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var groups []suiteGroup
+		if err := json.Unmarshal(b, &groups); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for _, g := range groups {
+			s, err := Compile(g.Schema)
+			if err != nil {
+				t.Errorf("%s: %s: compile: %v", file, g.Description, err)
+				continue
+			}
+			for _, c := range g.Tests {
+				key := file + ": " + g.Description + ": " + c.Description
+				want := c.Valid
+				if _, ok := ecmaSuiteDivergent[key]; ok {
+					want = !want
+					divergent++
+					seen[key] = true
+				}
+				v, err := decode(c.Data)
+				if err != nil {
+					t.Fatalf("%s: %v", key, err)
+				}
+				errs := s.Validate(v)
+				if got := len(errs) == 0; got != want {
+					t.Errorf("%s: valid = %v, want %v; errors: %v", key, got, want, errs)
+					continue
+				}
+				if err := checkErrors(errs); err != nil {
+					t.Errorf("%s: %v", key, err)
+					continue
+				}
+				passed++
+			}
+		}
+	}
+	for key := range ecmaSuiteDivergent {
+		if !seen[key] {
+			t.Errorf("divergent case %q is not in the suite", key)
+		}
+	}
+	t.Logf("ECMA-262 regex suite: %d cases passed, %d of them inverted on purpose", passed, divergent)
+}
+
+// ecmaFuzzSeeds are the patterns of every table above.
+func ecmaFuzzSeeds() []string {
+	var seeds []string
+	for _, tc := range ecmaTranslations {
+		seeds = append(seeds, tc.pattern)
+	}
+	for _, tc := range ecmaMatchCases {
+		seeds = append(seeds, tc.pattern)
+	}
+	for _, tc := range ecmaErrorCases {
+		seeds = append(seeds, tc.pattern)
+	}
+	return seeds
+}
+
+// FuzzEcmaPattern checks that the translator never panics, that whatever
+// it returns compiles with regexp.Compile and matches without panicking,
+// and that a refusal is an *ecmaError pointing into the pattern, never RE2
+// refusing a translation for anything but its size limits.
+func FuzzEcmaPattern(f *testing.F) {
+	for _, p := range ecmaFuzzSeeds() {
+		f.Add(p, "a b\u00a0\n😀")
+	}
+	f.Fuzz(func(t *testing.T, p, subject string) {
+		out, err := ecmaPattern(p)
+		if err != nil {
+			var e *ecmaError
+			if !errors.As(err, &e) {
+				t.Fatalf("ecmaPattern(%q): %T %v is not an *ecmaError", p, err, err)
+			}
+			if e.At < 0 || e.At > utf8.RuneCountInString(p) {
+				t.Fatalf("ecmaPattern(%q): %v: character %d is outside the pattern", p, err, e.At)
+			}
+			if strings.Contains(e.Reason, "refused the translated pattern") {
+				src, _ := translateECMA(p)
+				t.Fatalf("ecmaPattern(%q): translated to %q, which RE2 refuses: %v", p, src, err)
+			}
+			return
+		}
+		re, err := regexp.Compile(out)
+		if err != nil {
+			t.Fatalf("ecmaPattern(%q) = %q, which does not compile: %v", p, out, err)
+		}
+		re.MatchString(subject)
+	})
+}
+
+// BenchmarkEcmaEngine compiles 100 typical patterns with the engine the
+// schema library is given, and, for comparison, with regexp as written.
+func BenchmarkEcmaEngine(b *testing.B) {
+	patterns := ecmaBenchPatterns()
+	b.Run("ecma", func(b *testing.B) {
+		for b.Loop() {
+			for _, p := range patterns {
+				if _, err := ecmaRegexpEngine(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("re2-as-written", func(b *testing.B) {
+		for b.Loop() {
+			for _, p := range patterns {
+				if _, err := regexp.Compile(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkCompile100Patterns compiles a schema of 100 properties, each
+// with a pattern.
+func BenchmarkCompile100Patterns(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"type":"object","properties":{`)
+	for i, p := range ecmaBenchPatterns() {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		q, _ := json.Marshal(p)
+		fmt.Fprintf(&sb, `"p%d":{"type":"string","pattern":%s}`, i, q)
+	}
+	sb.WriteString(`}}`)
+	schema := []byte(sb.String())
+	for b.Loop() {
+		if _, err := Compile(schema); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// ecmaBenchPatterns are 100 patterns of the kinds schemas hold, valid in
+// both dialects.
+func ecmaBenchPatterns() []string {
+	base := []string{
+		`^[A-Z]{3}-[0-9]{4}$`, `^\d{4}-\d{2}-\d{2}$`, `^[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,}$`,
+		`^\s*\S.*$`, `^(?:\+?1[-. ]?)?\(?[0-9]{3}\)?[-. ]?[0-9]{3}[-. ]?[0-9]{4}$`,
+		`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`,
+		`^https?://[^\s/$.?#].[^\s]*$`, `^(red|green|blue)$`, `^\w+$`, `^[^<>]*$`,
+	}
+	var out []string
+	for i := range 100 {
+		out = append(out, base[i%len(base)]+strings.Repeat("x?", i/len(base)))
+	}
+	return out
+}
