@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -86,5 +87,23 @@ func BenchmarkExtractManyFences(b *testing.B) {
 				Extract(s)
 			}
 		})
+	}
+}
+
+// A reply of thousands of fenced or tagged values decodes the first
+// maxStructured of them: 190,000 fenced objects (4.6 MB) took 3.8 s and
+// 320 MB, each decoded.
+func TestManyFencesAreCapped(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&b, "```json\n{\"a\":%d}\n```\n<json>{\"b\":%d}</json>\n", i, i)
+	}
+	cands, err := Extract(b.String())
+	if err != nil || len(cands) == 0 || len(cands) > 2*maxStructured {
+		t.Fatalf("%d candidates, %v; want at most %d", len(cands), err, 2*maxStructured)
+	}
+	if string(cands[0].JSON) != `{"a":0}` && string(cands[0].JSON) != `{"b":0}` {
+		t.Errorf("first candidate %s; want the first value", cands[0].JSON)
 	}
 }

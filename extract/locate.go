@@ -15,6 +15,10 @@ import (
 const (
 	// maxScanAttempts caps how many '{' or '[' in prose are tried as value starts.
 	maxScanAttempts = 256
+	// maxStructured caps the values taken from fences and tags: a 4.6 MB
+	// reply of 190,000 fenced objects took 3.8 s and 320 MB to decode them
+	// all, where the first thousand decide the choice between them.
+	maxStructured = 1024
 	// workFactor bounds the bytes all parse attempts may read, as a multiple of
 	// the reply's length (plus workSlack).
 	workFactor = 8
@@ -611,7 +615,7 @@ func (e *extractor) tags() []found {
 	for _, name := range tagNames {
 		open, closeTag := "<"+name+">", "</"+name+">"
 		nextClose := -2 // memo: the first close tag at or after the last lookup; -1 none
-		for i := 0; ; {
+		for i := 0; len(out) < maxStructured; {
 			j := indexFold(e.src, open, i)
 			if j < 0 {
 				break
@@ -644,7 +648,7 @@ func (e *extractor) tags() []found {
 			e.claimed = addSpan(e.claimed, span{j, end})
 			// Values after the first in the tag are candidates too
 			// (<answer>1 500</answer> was read as 1, the rest dropped).
-			for next := after; e.work < e.limit; {
+			for next := after; e.work < e.limit && len(out) < maxStructured; {
 				for next < ce && (e.src[next] == ',' || e.src[next] == ' ' || e.src[next] == '\t' || e.src[next] == '\n' || e.src[next] == '\r') {
 					next++
 				}
@@ -719,7 +723,7 @@ func (e *extractor) fences() []found {
 		}
 		return *at
 	}
-	for i := 0; i < len(s); {
+	for i := 0; i < len(s) && len(out) < maxStructured; {
 		j, k := next(i, &tick, "```"), next(i, &tilde, "~~~")
 		if j < 0 || (k >= 0 && k < j) {
 			j = k

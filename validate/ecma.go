@@ -713,8 +713,8 @@ func (t *ecmaParser) unicodeEscape(start int) (rune, error) {
 			return utf16Pair(v, lo), nil
 		}
 	}
-	// A lone surrogate stays one: no Go string holds it, so it matches
-	// nothing, as it matches no well-formed JSON text's character.
+	// A lone surrogate stays one, and matches nothing: no Go string holds
+	// it (JSON decoding makes one U+FFFD).
 	return v, nil
 }
 
@@ -888,7 +888,9 @@ func (t *ecmaParser) writeClass(negate bool, items ...classItem) {
 			set = append(set, it.set...)
 		}
 	}
-	set = set.norm()
+	// No Go string holds a surrogate, and RE2 would write a lone one as
+	// U+FFFD in a literal prefix: they are left out.
+	set = minus(set, runeSet{{0xD800, 0xDFFF}})
 	switch {
 	case len(natives) == 0 && len(set) == 0 && negate:
 		// [^]: any character, line terminators too.
@@ -937,6 +939,9 @@ func (t *ecmaParser) classRune(r rune) {
 // literal writes r to match itself outside a class.
 func (t *ecmaParser) literal(r rune) {
 	switch {
+	case r >= 0xD800 && r <= 0xDFFF:
+		// A lone surrogate: see writeClass.
+		t.out.WriteString(`[^\x00-\x{10FFFF}]`)
 	case r < utf8.RuneSelf && strings.ContainsRune(`\.+*?()|[]{}^$`, r):
 		t.out.WriteByte('\\')
 		t.out.WriteRune(r)

@@ -27,7 +27,8 @@ var ecmaTranslations = []struct{ pattern, want string }{
 	{`\p{Letter}\p{gc=Lu}\P{Script=Greek}\p{sc=Latn}`, `\p{L}\p{Lu}\P{Greek}\p{Latin}`},
 	{`a{01,002}b{2,2}c{3,}d*?e+?f??g{1,2}?`, `a{1,2}b{2}c{3,}d*?e+?f??g{1,2}?`},
 	{`\ud83d\ude00*`, "\U0001F600*"},
-	{`\ud800`, `\x{D800}`},
+	{`\ud800`, `[^\x00-\x{10FFFF}]`},
+	{`[\ud800a]`, `a`},
 	{`[.]`, `\.`},
 	{`[a-z_\-]`, `[\x{2D}_a-z]`},
 	{`[\d\p{L}x]`, `[\d\p{L}x]`},
@@ -86,6 +87,9 @@ var ecmaMatchCases = []struct {
 	{`^[\ud83d\ude00-\ud83d\ude4f]$`, []string{"😀", "🙂"}, []string{"a", "\U0001F650"}},
 	{`^[😀-🙏]$`, []string{"🙂"}, []string{"a"}},
 	{`^\ud800$`, nil, []string{"\ufffd", "\xed\xa0\x80"}},
+	{`^[\ud800-\udfff]$`, nil, []string{"\ufffd", "\xed\xa0\x80"}},
+	{`^[^\ud800]$`, []string{"a", "\ufffd"}, nil},
+	{`^\p{Cs}?$`, []string{""}, []string{"\ufffd"}},
 	// [^] is any character, [] none.
 	{`^[^]$`, []string{"\n", "a", "\u2028"}, []string{"", "ab"}},
 	{`^[^]*$`, []string{"a\nb", ""}, nil},
@@ -351,7 +355,7 @@ func TestEcmaSchema(t *testing.T) {
 	for _, tc := range []struct{ schema, location, want string }{
 		{`{"pattern":"^((a{100}){100})$"}`, "/pattern", "Go's RE2 engine, which matches patterns here, allows at most 1000 repetitions"},
 		{`{"properties":{"a":{"pattern":"\\Z"}}}`, "/properties/a/pattern", `"\\Z" at character 1: ECMA-262 has no \Z`},
-		{`{"patternProperties":{"a(?=b)":{}}}`, "/patternProperties", "lookahead and lookbehind are not supported"},
+		{`{"patternProperties":{"a(?=b)":{}}}`, "/patternProperties/a(?=b)", "lookahead and lookbehind are not supported"},
 		{`{"propertyNames":{"pattern":"(a)\\1"}}`, "/propertyNames/pattern", "backreferences are not supported"},
 	} {
 		_, err := Compile([]byte(tc.schema))
