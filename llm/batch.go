@@ -417,6 +417,39 @@ func (c *Client) ListBatches(ctx context.Context, limit int) ([]BatchStatus, err
 	return out, nil
 }
 
+// ListBatchesSince returns the key's batches created at or after since,
+// newest first, following pages until one is older (or max have been
+// read; max <= 0 means 100,000). A batch created but not recorded is looked
+// for among all of them: the newest hundred missed it once a cluster had
+// made a hundred more since.
+func (c *Client) ListBatchesSince(ctx context.Context, since time.Time, max int) ([]BatchStatus, error) {
+	if !c.SupportsBatch() {
+		return nil, c.unsupported()
+	}
+	if max <= 0 {
+		max = 100_000
+	}
+	var out []BatchStatus
+	after := ""
+	for len(out) < max {
+		page, err := c.listBatchPage(ctx, 100, after)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range page.batches {
+			if b.CreatedAt.Before(since) {
+				return out, nil
+			}
+			out = append(out, b)
+		}
+		if !page.hasMore || len(page.batches) == 0 || page.lastID == "" {
+			break
+		}
+		after = page.lastID
+	}
+	return out, nil
+}
+
 // BatchResults calls fn with every result of an ended batch, in the order
 // the provider wrote them (any order: key on CustomID). OpenAI: the lines
 // of the output file, then of the error file. Anthropic: the results of

@@ -61,7 +61,7 @@ type BatchClient interface {
 	CreateBatch(ctx context.Context, fileID string, items []llm.BatchItem, metadata map[string]string) (llm.BatchStatus, error)
 	RetrieveBatch(ctx context.Context, id string) (llm.BatchStatus, error)
 	CancelBatch(ctx context.Context, id string) (llm.BatchStatus, error)
-	ListBatches(ctx context.Context, limit int) ([]llm.BatchStatus, error)
+	ListBatchesSince(ctx context.Context, since time.Time, max int) ([]llm.BatchStatus, error)
 	BatchResults(ctx context.Context, st llm.BatchStatus, request func(customID string) (llm.Request, bool), fn func(llm.BatchResult) error) error
 }
 
@@ -548,12 +548,17 @@ func (v *waves) submit(ctx context.Context, log *slog.Logger, client BatchClient
 	if reqs == nil {
 		// Claimed, not fresh from its recording: an earlier holder (or an
 		// earlier try) may have created the batch.
-		if st, ok, err := v.reconcile(ctx, client, wave); err != nil {
+		if st, ok, pending, err := v.reconcile(ctx, client, wave); err != nil {
 			return err
 		} else if ok {
 			log.InfoContext(ctx, "worker: wave's provider batch found again", slog.String("provider_batch", st.ID))
 			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveSubmitted,
 				ProviderBatchID: st.ID, NextPoll: v.cfg.PollMin})
+		} else if pending {
+			// Created before this worker came? Not known until the
+			// batches that could be it end.
+			log.InfoContext(ctx, "worker: wave waits for a provider batch of its size to end: it may be the wave's, created but not recorded")
+			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{NextPoll: v.backoff(wave)})
 		}
 		if wave.Status == store.WaveRecorded && wave.Provider == llm.ProviderOpenAI {
 			log.WarnContext(ctx, "worker: uploading a wave again: an earlier upload may have left an unused input file (OpenAI deletes it after 30 days)")
@@ -616,47 +621,98 @@ func refusedKey(err error) bool {
 	return errors.As(err, &perr) && perr.Class == llm.ClassAuth && perr.Status == 401
 }
 
-// reconcile looks for a provider batch of the wave that was created but
-// not recorded: on OpenAI by the metadata naming the wave; on Anthropic
-// (batches carry no metadata) by a batch of the wave's size created after
-// it that no wave has recorded.
-func (v *waves) reconcile(ctx context.Context, client BatchClient, wave *store.Wave) (llm.BatchStatus, bool, error) {
-	list, err := client.ListBatches(ctx, 100)
+// reconcile looks for the provider batch of a wave that may have been
+// created but not recorded (its holder died between the create and its
+// record, or the create's answer was lost). It reads the key's batches
+// back to a minute before the wave was recorded, every page (the newest
+// hundred missed it once a cluster had made a hundred more). On OpenAI the
+// batch's metadata names the wave. Anthropic batches carry none: a batch of
+// the wave's size created since, that no wave recorded, may be the wave's,
+// another client's on the same key, or another wave's whose record was
+// lost too. Only the custom_ids of its results tell (they name the wave),
+// and only once it has ended: while one such batch runs, reconcile
+// reports it pending and the wave waits for it, rather than create a batch
+// that may be paid for twice or take another's (adopting the only one of
+// the wave's size took another client's batch, and with two a second
+// batch was created: 120 paid replies never recorded).
+func (v *waves) reconcile(ctx context.Context, client BatchClient, wave *store.Wave) (st llm.BatchStatus, found, pending bool, err error) {
+	list, err := client.ListBatchesSince(ctx, wave.CreatedAt.Add(-time.Minute), 0)
 	if err != nil {
-		return llm.BatchStatus{}, false, fmt.Errorf("reconcile: list batches: %w", err)
+		return llm.BatchStatus{}, false, false, fmt.Errorf("reconcile: list batches: %w", err)
 	}
 	want := strconv.FormatInt(wave.ID, 10)
-	var found []llm.BatchStatus
-	for _, st := range list {
-		switch wave.Provider {
-		case llm.ProviderOpenAI:
-			if st.Metadata[waveMetadataKey] == want {
-				return st, true, nil
+	var ids map[string]bool // the wave's custom_ids, read when needed
+	for _, b := range list {
+		if wave.Provider == llm.ProviderOpenAI {
+			if b.Metadata[waveMetadataKey] == want {
+				return b, true, false, nil
 			}
-		default:
-			if st.Counts.Total == wave.Requests && !st.CreatedAt.Before(wave.CreatedAt.Add(-time.Minute)) {
-				taken, err := v.ledger.ProviderBatchRecorded(ctx, wave.Provider, st.ID)
-				if err != nil {
-					return llm.BatchStatus{}, false, err
-				}
-				if !taken {
-					found = append(found, st)
-				}
+			continue
+		}
+		if b.Counts.Total != wave.Requests {
+			continue
+		}
+		taken, err := v.ledger.ProviderBatchRecorded(ctx, wave.Provider, b.ID)
+		if err != nil {
+			return llm.BatchStatus{}, false, false, err
+		}
+		if taken {
+			continue
+		}
+		if !b.Ended {
+			pending = true
+			continue
+		}
+		if ids == nil {
+			reqs, err := v.ledger.WaveRequests(ctx, wave.ID)
+			if err != nil {
+				return llm.BatchStatus{}, false, false, err
+			}
+			ids = make(map[string]bool, len(reqs))
+			for _, r := range reqs {
+				ids[r.CustomID] = true
 			}
 		}
+		ours, err := batchOf(ctx, client, b, ids)
+		if err != nil {
+			return llm.BatchStatus{}, false, false, fmt.Errorf("reconcile: read batch %s: %w", b.ID, err)
+		}
+		if ours {
+			return b, true, false, nil
+		}
 	}
-	if len(found) == 1 {
-		return found[0], true, nil
+	return llm.BatchStatus{}, false, pending, nil
+}
+
+// errSeen stops a read of results once one has told what batchOf needs.
+var errSeen = errors.New("seen")
+
+// batchOf reports whether the ended batch b holds the requests of ids: its
+// first result's custom_id is one of them.
+func batchOf(ctx context.Context, client BatchClient, b llm.BatchStatus, ids map[string]bool) (bool, error) {
+	ours, seen := false, false
+	err := client.BatchResults(ctx, b, nil, func(r llm.BatchResult) error {
+		seen, ours = true, ids[r.CustomID]
+		return errSeen
+	})
+	if err != nil && !errors.Is(err, errSeen) {
+		return false, err
 	}
-	return llm.BatchStatus{}, false, nil
+	return seen && ours, nil
 }
 
 // cancelUnsubmitted ends a wave cancelled before it reached the provider.
 func (v *waves) cancelUnsubmitted(ctx context.Context, log *slog.Logger, wave *store.Wave) error {
 	if client := v.clients[wave.Provider]; client != nil && wave.Polls > 1 {
 		// It may have been created after all.
-		if st, ok, err := v.reconcile(ctx, client, wave); err == nil && ok {
+		st, ok, pending, err := v.reconcile(ctx, client, wave)
+		if err == nil && ok {
 			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{ProviderBatchID: st.ID, NextPoll: time.Millisecond})
+		}
+		if err == nil && pending {
+			// It may be running: cancelled once it is found, or known
+			// not to exist.
+			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{NextPoll: v.backoff(wave)})
 		}
 	}
 	if err := v.toRealtime(ctx, wave, nil); err != nil {

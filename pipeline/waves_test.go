@@ -90,6 +90,13 @@ func (h *harness) sqlInt(query string, args ...any) int {
 // recorded, no provider batch left unrecorded, and no open wave.
 func (h *harness) checkWaveLedger(batch string, n int) {
 	h.t.Helper()
+	h.checkWaveLedgerBeside(batch, n, 0, 0)
+}
+
+// checkWaveLedgerBeside is checkWaveLedger where other clients of the key
+// created foreign batches holding foreignReplies replies.
+func (h *harness) checkWaveLedgerBeside(batch string, n int, foreign, foreignReplies int64) {
+	h.t.Helper()
 	p := h.progress(batch)
 	if p.Total != n || p.Queued != 0 {
 		h.t.Errorf("batch %s: %d jobs, %d queued; want %d final (%+v)", batch, p.Total, p.Queued, n, p)
@@ -107,10 +114,10 @@ func (h *harness) checkWaveLedger(batch string, n int) {
 		h.t.Errorf("%d attempts from waves, the submitted waves had %d requests: each must be recorded once", inWaves, requests)
 	}
 	replied := h.sqlInt(`SELECT count(*) FROM attempts WHERE wave_id IS NOT NULL AND class <> 'provider' AND job_id LIKE $1 || ':%'`, batch)
-	if int64(replied) != st.Succeeded {
+	if int64(replied) != st.Succeeded-foreignReplies {
 		h.t.Errorf("%d wave attempts with a reply, the provider answered %d batch requests: every paid reply is recorded once", replied, st.Succeeded)
 	}
-	if batches := h.sqlInt(`SELECT count(*) FROM waves WHERE provider_batch_id IS NOT NULL`); int64(batches) != st.Created {
+	if batches := h.sqlInt(`SELECT count(*) FROM waves WHERE provider_batch_id IS NOT NULL`); int64(batches) != st.Created-foreign {
 		h.t.Errorf("%d waves recorded a provider batch, the provider created %d: a batch was orphaned or created twice", batches, st.Created)
 	}
 	if open := h.sqlInt(`SELECT count(*) FROM waves WHERE status NOT IN ('done', 'failed')`); open != 0 {
@@ -687,5 +694,93 @@ func TestBatchDeliveryResumeAfterTheWaveHandedJobsOn(t *testing.T) {
 	if again := h.sqlInt(`SELECT count(*) FROM (SELECT r.job_id FROM wave_requests r JOIN waves w ON w.id = r.wave_id
 		WHERE w.batch = 'wl' AND r.attempt_no = 1 GROUP BY r.job_id HAVING count(*) > 1) twice`); again != 0 {
 		t.Errorf("a job was collected into a wave twice for its first attempt")
+	}
+}
+
+// A wave whose holder died around the create is found again among the
+// key's batches and never taken for another's, nor created twice:
+//   - Anthropic, never created, beside another client's batch of its size:
+//     that batch was adopted (its replies recorded as expired, and a
+//     cancel of the batch cancelled the other client's);
+//   - Anthropic, created, beside another of its size: neither was adopted
+//     and the wave was created again (its first batch's replies paid and
+//     never recorded);
+//   - OpenAI, created, then 120 more batches on the key: only the newest
+//     100 were read, and the wave was created again.
+func TestBatchDeliveryReconcileAmongLookalikes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, provider, point string
+		foreign               int
+	}{
+		{"anthropic never created", llm.ProviderAnthropic, "create", 1},
+		{"anthropic created", llm.ProviderAnthropic, "created", 1},
+		{"openai created", llm.ProviderOpenAI, "created", 120},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const n = 12
+			h := newHarness(t, harnessConfig{Sim: waveSim(50*time.Millisecond, 0, 0)})
+			h.enqueueBatch("lk", tc.provider, n, time.Hour)
+			client := h.batchClient(tc.provider)
+			hit, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			cfgA := h.waveWorker(tc.provider, client)
+			pipeline.SetWaveHook(&cfgA, func(point string, _ int64) {
+				fired := false
+				if point == tc.point {
+					once.Do(func() { fired = true })
+				}
+				if !fired {
+					return
+				}
+				close(hit)
+				<-release
+				runtime.Goexit()
+			})
+			a := h.startWorker(cfgA, nil, nil)
+			select {
+			case <-hit:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("worker A never reached %s\n%s", tc.point, h.logs.tail(40))
+			}
+			a.cancel()
+			size := h.sqlInt(`SELECT requests FROM waves ORDER BY id LIMIT 1`)
+
+			// Another client of the key makes batches of the wave's size.
+			other := client.(*llm.Client)
+			for f := range tc.foreign {
+				var items []llm.BatchItem
+				for i := range size {
+					items = append(items, llm.BatchItem{CustomID: fmt.Sprintf("other-%d-%d", f, i), Request: llm.Request{Model: "sim-model",
+						Messages: []llm.Message{{Role: "user", Content: "hello"}}, Mode: llm.ModePrompt, User: fmt.Sprintf("o%d-%d", f, i)}})
+				}
+				file := ""
+				if tc.provider == llm.ProviderOpenAI {
+					var err error
+					if file, err = other.UploadBatchFile(h.ctx, items); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := other.CreateBatch(h.ctx, file, items, map[string]string{"client": "other"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			cfgB := h.waveWorker(tc.provider, client)
+			cfgB.Drain = true
+			b := h.startWorker(cfgB, nil, nil)
+			if err := b.wait(t, 90*time.Second); err != nil {
+				t.Fatalf("worker B: %v", err)
+			}
+			close(release)
+			if err := a.wait(t, 30*time.Second); err != nil {
+				t.Fatalf("worker A: %v", err)
+			}
+			h.checkWaveLedgerBeside("lk", n, int64(tc.foreign), int64(tc.foreign*size))
+			if strings.Contains(h.logs.String(), "a request the wave does not have") {
+				t.Errorf("a wave read another client's batch:\n%s", h.logs.tail(40))
+			}
+		})
 	}
 }

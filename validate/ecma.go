@@ -166,9 +166,12 @@ type ecmaParser struct {
 	// outermost first; ndisj numbers the disjunctions.
 	path  []altStep
 	ndisj int
-	// names holds the path of each named group, to refuse a duplicate
-	// name unless the two groups are in different alternatives.
-	names map[string][][]altStep
+	// names holds the path of the last group of each name, to refuse a
+	// duplicate name unless the two groups are in different alternatives.
+	// The last suffices: if a group might match with an earlier one of
+	// its name, it might with the last, as the earlier groups of a name
+	// are in different alternatives from each other.
+	names map[string][]altStep
 }
 
 // fail returns the error for the n characters at from.
@@ -540,15 +543,13 @@ func (t *ecmaParser) groupName(start int) error {
 		return t.failTo(start, "the group name is empty")
 	}
 	if t.names == nil {
-		t.names = map[string][][]altStep{}
+		t.names = map[string][]altStep{}
 	}
 	key := string(name)
-	for _, other := range t.names[key] {
-		if bothMatch(t.path, other) {
-			return t.failTo(start, fmt.Sprintf("two groups are named %q: names may repeat only in different alternatives of a |", key))
-		}
+	if last, ok := t.names[key]; ok && bothMatch(t.path, last) {
+		return t.failTo(start, fmt.Sprintf("two groups are named %q: names may repeat only in different alternatives of a |", key))
 	}
-	t.names[key] = append(t.names[key], slices.Clone(t.path))
+	t.names[key] = slices.Clone(t.path)
 	return nil
 }
 

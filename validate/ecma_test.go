@@ -116,6 +116,7 @@ var ecmaMatchCases = []struct {
 	{`^(?<$é_1>a)$`, []string{"a"}, nil},
 	{`^(?<\u0061b>a)$`, []string{"a"}, nil},
 	{`^(?:(?<x>a)|(?<x>b))$`, []string{"a", "b"}, []string{"ab"}},
+	{`^(?:(?<x>a)|(?:(?<x>b)|(?<x>c)))|(?<x>d)$`, []string{"a", "c", "d"}, nil},
 	{`^(a|bc)+$`, []string{"abca"}, []string{"b"}},
 	{`^()*(?:)a$`, []string{"a"}, nil},
 	// Quantifiers.
@@ -267,6 +268,9 @@ var ecmaErrorCases = []struct {
 	{`(?m:a$)`, "m modifier are not supported", 6},
 	{`(?<a>x)(?<a>y)`, `two groups are named "a"`, 8},
 	{`(?<a>x(?<a>y))`, `two groups are named "a"`, 7},
+	{`(?:(?<a>1)|(?<a>2))(?<a>3)`, `two groups are named "a"`, 20},
+	{`((?<a>x))((?<a>y))`, `two groups are named "a"`, 11},
+	{`(?<a>x)|(?:y|(?<a>z))(?<a>w)`, `two groups are named "a"`, 22},
 	{`(?<1a>x)`, "identifier", 4},
 	{`(?<a-b>x)`, "identifier", 5},
 	{`(?<>x)`, "empty", 1},
