@@ -211,10 +211,7 @@ type waves struct {
 
 	mu      sync.Mutex
 	pending map[waveKey]*collecting
-	// notFound is when each wave's provider batch first answered 404 to
-	// this worker, until it answers again.
-	notFound map[int64]time.Time
-	flushes  sync.WaitGroup
+	flushes sync.WaitGroup
 	// hooks for tests (export_test.go): called at each point a crash
 	// leaves the ledger in another state.
 	hook func(point string, waveID int64)
@@ -253,7 +250,7 @@ func newWaves(w *Worker, ledger Ledger, cfg WaveConfig) *waves {
 		return nil
 	}
 	v := &waves{w: w, ledger: wl, clients: map[string]BatchClient{}, homes: map[string]string{}, cfg: cfg.WithDefaults(), log: w.log,
-		pending: map[waveKey]*collecting{}, notFound: map[int64]time.Time{}, hook: w.cfg.waveHook}
+		pending: map[waveKey]*collecting{}, hook: w.cfg.waveHook}
 	stream := w.cfg.Queue.WithDefaults().Stream
 	for name, c := range w.cfg.Providers {
 		if bc, ok := c.(BatchClient); ok && bc.SupportsBatch() {
@@ -752,7 +749,11 @@ func (v *waves) poll(ctx context.Context, log *slog.Logger, client BatchClient, 
 		wave.Error = cancelWhy
 	}
 	st, err := client.RetrieveBatch(ctx, wave.ProviderBatchID)
-	if gone, since := v.missing(wave.ID, err); gone {
+	gone, since, lerr := v.missing(ctx, wave, err)
+	if lerr != nil {
+		return lerr
+	}
+	if gone {
 		// Deleted, or of another key or organization: its replies cannot be
 		// read, and polling it would hold every draining worker for ever.
 		why := fmt.Sprintf("the provider has not known batch %s for %s (404: deleted, or created under another key or organization); its replies cannot be read, so its jobs run realtime",
@@ -1169,28 +1170,24 @@ func (v *waves) stop(ctx context.Context) {
 	v.flushes.Wait()
 }
 
-// missing notes what a poll of wave's provider batch got: err matching
-// llm.ErrBatchNotFound starts (or goes on with) the time it has been
-// missing, anything else ends it. It reports whether the batch has been
-// missing for NotFoundGrace, and for how long.
-func (v *waves) missing(waveID int64, err error) (bool, time.Duration) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+// missing reports whether the wave's provider batch has answered 404 (err
+// from RetrieveBatch) for NotFoundGrace, and for how long. The first 404 of
+// a run of them is kept in the ledger, so a worker's restart does not
+// begin the grace again; an answer clears it.
+func (v *waves) missing(ctx context.Context, wave *store.Wave, err error) (bool, time.Duration, error) {
 	if !errors.Is(err, llm.ErrBatchNotFound) {
-		delete(v.notFound, waveID)
-		return false, 0
+		if err == nil && !wave.MissingSince.IsZero() {
+			wave.MissingSince = time.Time{}
+			return false, 0, v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Missing: -1, Lease: v.cfg.Lease})
+		}
+		return false, 0, nil
 	}
-	first, ok := v.notFound[waveID]
-	if !ok {
-		v.notFound[waveID] = time.Now()
-		return false, 0
+	if wave.MissingSince.IsZero() {
+		wave.MissingSince = time.Now()
+		return false, 0, v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Missing: 1, Lease: v.cfg.Lease})
 	}
-	since := time.Since(first)
-	if since < v.cfg.NotFoundGrace {
-		return false, since
-	}
-	delete(v.notFound, waveID)
-	return true, since
+	since := time.Since(wave.MissingSince)
+	return since >= v.cfg.NotFoundGrace, since, nil
 }
 
 // open reports whether waves are being collected or waves this worker can

@@ -571,6 +571,46 @@ func TestBatchDeliveryBatchNotFound(t *testing.T) {
 	}
 }
 
+// The first 404 of a provider batch is kept in the ledger: workers that
+// restart more often than the grace (a crash loop, a rolling deploy, cron)
+// still give the wave up once the grace has passed since it. Each restart
+// began the grace again, and a batch gone for 15 minutes kept its jobs.
+func TestBatchDeliveryBatchNotFoundAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	simCfg := waveSim(50*time.Millisecond, 0, 0)
+	simCfg.Script = func(_ int, r *http.Request) *sim.ScriptedReply {
+		id, ok := strings.CutPrefix(r.URL.Path, "/v1/batches/")
+		if r.Method != http.MethodGet || !ok || strings.Contains(id, "/") {
+			return nil
+		}
+		return &sim.ScriptedReply{Status: 404, Body: []byte(`{"error":{"message":"No batch found.","type":"invalid_request_error"}}`),
+			Header: http.Header{"Content-Type": {"application/json"}}}
+	}
+	h := newHarness(t, harnessConfig{Sim: simCfg})
+	h.enqueueBatch("wnr", llm.ProviderOpenAI, 6, time.Hour)
+	cfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
+	cfg.Wave.NotFoundGrace = 3 * time.Second
+	start := time.Now()
+	for i := 0; ; i++ {
+		rw := h.startWorker(cfg, nil, nil)
+		time.Sleep(time.Second)
+		rw.stop(t, 20*time.Second)
+		if h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'wnr' AND status = 'failed' AND error LIKE '%404%'`) > 0 {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("after %d restarts a second apart, the wave is not given up (grace 3 s)\n%s", i+1, h.logs.tail(30))
+		}
+	}
+	cfg.Drain = true
+	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {
+		t.Fatalf("draining worker: %v", err)
+	}
+	if p := h.progress("wnr"); p.Queued != 0 {
+		t.Errorf("%+v: want every job final", p)
+	}
+}
+
 // A requeued batch-delivery batch runs in waves again, with a deadline of
 // its own run: the first run's may have passed.
 func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {

@@ -66,6 +66,9 @@ type Wave struct {
 	Polls                                  int
 	// Home is where the wave can be driven (WaveParams.Home).
 	Home string
+	// MissingSince is when its provider batch first answered 404 of the
+	// 404s since it last answered (zero: it is known).
+	MissingSince time.Time
 }
 
 // WaveParams describes a wave to record.
@@ -212,17 +215,17 @@ func scanWaveRequest(r pgx.CollectableRow) (WaveRequest, error) {
 }
 
 const waveColumns = `id, batch, run, number, provider, model, deadline, status, coalesce(input_file_id, ''), coalesce(provider_batch_id, ''),
-	requests, succeeded, errored, expired, cancelled, error, created_at, submitted_at, ended_at, coalesce(lease_owner, ''), polls, home`
+	requests, succeeded, errored, expired, cancelled, error, created_at, submitted_at, ended_at, coalesce(lease_owner, ''), polls, home, missing_since`
 
 func scanWave(r pgx.Row) (*Wave, error) {
 	var w Wave
-	var submitted, ended, deadline *time.Time
+	var submitted, ended, deadline, missing *time.Time
 	err := r.Scan(&w.ID, &w.Batch, &w.Run, &w.Number, &w.Provider, &w.Model, &deadline, &w.Status, &w.InputFileID, &w.ProviderBatchID,
-		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled, &w.Error, &w.CreatedAt, &submitted, &ended, &w.LeaseOwner, &w.Polls, &w.Home)
+		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled, &w.Error, &w.CreatedAt, &submitted, &ended, &w.LeaseOwner, &w.Polls, &w.Home, &missing)
 	if err != nil {
 		return nil, err
 	}
-	w.SubmittedAt, w.EndedAt, w.Deadline = deref(submitted), deref(ended), deref(deadline)
+	w.SubmittedAt, w.EndedAt, w.Deadline, w.MissingSince = deref(submitted), deref(ended), deref(deadline), deref(missing)
 	return &w, nil
 }
 
@@ -285,6 +288,10 @@ type WaveUpdate struct {
 	NextPoll time.Duration
 	// Lease, with NextPoll 0, renews the lease for that long from now.
 	Lease time.Duration
+	// Missing, when 1, records that the provider does not know the
+	// wave's batch now (MissingSince is set, if it was not); when -1,
+	// that it knows it (MissingSince is cleared).
+	Missing int
 }
 
 // UpdateWave applies u to the wave while owner holds its lease
@@ -315,9 +322,10 @@ func (s *Store) UpdateWave(ctx context.Context, id int64, owner string, u WaveUp
 			lease_until = CASE WHEN $8::float8 > 0 THEN NULL
 			                   WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8) ELSE lease_until END,
 			next_poll_at = CASE WHEN $8::float8 > 0 AND status = 'cancelling' AND $3 IN ('uploaded', 'submitted') THEN now()
-			                    WHEN $8::float8 > 0 THEN now() + make_interval(secs => $8::float8) ELSE next_poll_at END
+			                    WHEN $8::float8 > 0 THEN now() + make_interval(secs => $8::float8) ELSE next_poll_at END,
+			missing_since = CASE WHEN $10::int = 1 THEN coalesce(missing_since, now()) WHEN $10::int = -1 THEN NULL ELSE missing_since END
 		WHERE id = $1 AND lease_owner = $2`,
-		id, owner, u.Status, u.InputFileID, u.ProviderBatchID, counts, txt(u.Error), u.NextPoll.Seconds(), u.Lease.Seconds())
+		id, owner, u.Status, u.InputFileID, u.ProviderBatchID, counts, txt(u.Error), u.NextPoll.Seconds(), u.Lease.Seconds(), u.Missing)
 	if err != nil {
 		return fmt.Errorf("update wave %d: %w", id, err)
 	}

@@ -29,10 +29,12 @@ import (
 // an ECMA-262 escape (\a, \Z, \z, \A), a lone "]", "{" or "}", and an octal
 // escape are errors rather than the letter itself (Annex B's lenient reading
 // applies only without the u flag). ES2025's modifier groups (?i:...),
-// (?s:...) and (?-i:...) are supported; (?m:...) is, unless ^ or $ appear
-// in it, as RE2's multi-line mode knows \n only as a line end.
+// (?s:...) and (?-i:...) are supported, and (?m:...) as long as no ^ or $
+// is in it: RE2's multi-line ^ and $ know \n only as a line end.
 //
-// One known difference remains: in a case-insensitive (?i:...) group,
+// Unicode properties (\p{...}) are matched with Go's tables (Unicode
+// 15.0 as of Go 1.26), which may lag a JavaScript engine's by a version or
+// two. One difference remains: in a case-insensitive (?i:...) group,
 // ECMA-262 counts U+017F (ſ) and U+212A (Kelvin sign) as word characters for
 // \b and \B, RE2 does not.
 
@@ -53,9 +55,9 @@ func (e *ecmaError) Error() string {
 	return fmt.Sprintf("%q at character %d: %s", e.Text, e.At, e.Reason)
 }
 
-// re2Limit ends the reason of every error about a limit of RE2's rather
-// than of ECMA-262's, so that the author knows the pattern is valid and
-// what to change.
+// re2Limit is in the reason of every error about a limit of RE2's rather
+// than of ECMA-262's, so that the author knows the pattern is valid
+// ECMA-262 and what to change.
 const re2Limit = "Go's RE2 engine, which matches patterns here, allows at most 1000"
 
 // ecmaMaxNesting bounds how deeply groups nest: RE2 refuses a pattern whose
