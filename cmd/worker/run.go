@@ -314,6 +314,13 @@ func (c drainCheck) check(ctx context.Context, st *store.Store, stdout io.Writer
 		return cli.NotFullyEnqueued(c.batch, p.Recording)
 	}
 	if p.Queued > 0 {
+		// Jobs a wave holds are not in the queue, and --resume does not
+		// republish them: a wave another home drives (another provider
+		// URL or queue) waits for a worker of that home.
+		if n, err := st.InWaves(ctx, c.batch); err == nil && n > 0 {
+			return fmt.Errorf("the queue is drained but %d of %d jobs of batch %s are not final: %d of them are in open provider batches this worker does not drive (%s); run a worker with those settings, or wait for the one that does (report summary %s lists the waves)",
+				p.Queued, p.Total, c.batch, n, openWaveHomes(ctx, st, c.batch), c.batch)
+		}
 		return fmt.Errorf("the queue is drained but %d of %d jobs of batch %s are not final: their messages are not in the queue (run enqueue --batch %s --resume to republish them)",
 			p.Queued, p.Total, c.batch, c.batch)
 	}
@@ -487,4 +494,26 @@ func natsRetryable(err error) bool {
 		return false
 	}
 	return true
+}
+
+// openWaveHomes names where batch's open waves can be driven.
+func openWaveHomes(ctx context.Context, st *store.Store, batch string) string {
+	waves, err := st.Waves(ctx, batch)
+	if err != nil {
+		return "see report summary"
+	}
+	var homes []string
+	for _, w := range waves {
+		if w.Status == store.WaveDone || w.Status == store.WaveFailed {
+			continue
+		}
+		h := cmp.Or(w.Home, "any worker")
+		if !slices.Contains(homes, h) {
+			homes = append(homes, h)
+		}
+	}
+	if len(homes) == 0 {
+		return "see report summary"
+	}
+	return "driven from " + strings.Join(homes, "; ")
 }
