@@ -40,7 +40,7 @@ func TestDrainCheckNamesTheWaveHome(t *testing.T) {
 	}
 	if _, _, err := st.RecordWave(ctx, store.WaveParams{Batch: "b", Run: 1, Provider: "openai", Model: "m",
 		Requests: []store.WaveRequest{{JobID: "b:1", Run: 1, AttemptNo: 1, Request: json.RawMessage(`{"model":"m"}`), Envelope: json.RawMessage(`{"job_id":"b:1"}`)}},
-		Owner: "other", Lease: time.Minute, Home: "stream J, openai http://other:8331/v1"}); err != nil {
+		Owner:    "other", Lease: time.Minute, Home: "stream J, openai http://other:8331/v1"}); err != nil {
 		t.Fatal(err)
 	}
 	err = c.check(ctx, st, &bytes.Buffer{})
