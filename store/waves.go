@@ -69,6 +69,9 @@ type Wave struct {
 	// MissingSince is when its provider batch first answered 404 of the
 	// 404s since it last answered (zero: it is known).
 	MissingSince time.Time
+	// NextPollAt is when a worker of its home is next to drive it, and
+	// LeaseUntil when the lease of the one driving it ends (zero: none).
+	NextPollAt, LeaseUntil time.Time
 }
 
 // WaveParams describes a wave to record.
@@ -215,17 +218,17 @@ func scanWaveRequest(r pgx.CollectableRow) (WaveRequest, error) {
 }
 
 const waveColumns = `id, batch, run, number, provider, model, deadline, status, coalesce(input_file_id, ''), coalesce(provider_batch_id, ''),
-	requests, succeeded, errored, expired, cancelled, error, created_at, submitted_at, ended_at, coalesce(lease_owner, ''), polls, home, missing_since`
+	requests, succeeded, errored, expired, cancelled, error, created_at, submitted_at, ended_at, coalesce(lease_owner, ''), polls, home, missing_since, next_poll_at, lease_until`
 
 func scanWave(r pgx.Row) (*Wave, error) {
 	var w Wave
-	var submitted, ended, deadline, missing *time.Time
+	var submitted, ended, deadline, missing, next, lease *time.Time
 	err := r.Scan(&w.ID, &w.Batch, &w.Run, &w.Number, &w.Provider, &w.Model, &deadline, &w.Status, &w.InputFileID, &w.ProviderBatchID,
-		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled, &w.Error, &w.CreatedAt, &submitted, &ended, &w.LeaseOwner, &w.Polls, &w.Home, &missing)
+		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled, &w.Error, &w.CreatedAt, &submitted, &ended, &w.LeaseOwner, &w.Polls, &w.Home, &missing, &next, &lease)
 	if err != nil {
 		return nil, err
 	}
-	w.SubmittedAt, w.EndedAt, w.Deadline, w.MissingSince = deref(submitted), deref(ended), deref(deadline), deref(missing)
+	w.SubmittedAt, w.EndedAt, w.Deadline, w.MissingSince, w.NextPollAt, w.LeaseUntil = deref(submitted), deref(ended), deref(deadline), deref(missing), deref(next), deref(lease)
 	return &w, nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -76,10 +77,26 @@ func writeWaves(w io.Writer, batch string, waves []store.Wave, d store.CacheDeli
 	}
 	fmt.Fprintf(tw, "total\t\t\t%d\t%d\t%d\t%d\t%d\t%s\n", tot.Requests, tot.Succeeded, tot.Errored, tot.Expired, tot.Cancelled, wavesTime(waves))
 	tw.Flush()
-	// Why a wave failed was only in the log and waves.error.
+	// Why a wave failed was only in the log and waves.error; how an open
+	// one fares (its provider batch gone, no worker driving it) was
+	// nowhere: it read "submitted ... running" for as long.
 	for _, v := range waves {
-		if v.Status == store.WaveFailed && v.Error != "" {
+		switch {
+		case v.Status == store.WaveFailed && v.Error != "":
 			fmt.Fprintf(w, "wave %d failed: %s\n", v.Number, v.Error)
+		case v.Status == store.WaveDone || v.Status == store.WaveFailed:
+		default:
+			if !v.MissingSince.IsZero() {
+				fmt.Fprintf(w, "wave %d: the provider has not known its batch %s since %s (404); it is given up 5 minutes after that and its jobs run realtime\n",
+					v.Number, v.ProviderBatchID, v.MissingSince.UTC().Format(time.RFC3339))
+			}
+			if v.Error != "" {
+				fmt.Fprintf(w, "wave %d: %s\n", v.Number, v.Error)
+			}
+			if !v.NextPollAt.IsZero() && time.Since(v.NextPollAt) > 2*time.Minute && time.Now().After(v.LeaseUntil) {
+				fmt.Fprintf(w, "wave %d: due to be polled since %s and no worker has: is a worker of its home (%s) running on this ledger?\n",
+					v.Number, v.NextPollAt.UTC().Format(time.RFC3339), cmp.Or(v.Home, "any"))
+			}
 		}
 	}
 	fmt.Fprintln(w)

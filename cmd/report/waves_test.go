@@ -112,6 +112,8 @@ func seedWaves(t *testing.T) string {
 	for _, q := range []string{
 		`UPDATE waves SET submitted_at = '2026-01-01T00:00:00Z', ended_at = '2026-01-01T01:30:00Z' WHERE batch = 'bw' AND number = 1`,
 		`UPDATE waves SET submitted_at = '2026-01-01T02:00:00Z' WHERE batch = 'bw' AND number = 2`,
+		// Wave 2's batch is gone, and no worker polls it.
+		`UPDATE waves SET missing_since = '2026-01-01T02:10:00Z', next_poll_at = '2026-01-01T02:11:00Z', lease_until = NULL, lease_owner = NULL WHERE batch = 'bw' AND number = 2`,
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)
@@ -127,6 +129,8 @@ WAVE   PROVIDER  STATUS     REQUESTS  SUCCEEDED  ERRORED  EXPIRED  CANCELLED  TI
 2      openai    submitted  1         0          0        0        0          running
 3      openai    failed     1         0          0        0        0          -
 total                       4         1          0        1        0          running
+wave 2: the provider has not known its batch batch_2 since 2026-01-01T02:10:00Z (404); it is given up 5 minutes after that and its jobs run realtime
+wave 2: due to be polled since 2026-01-01T02:11:00Z and no worker has: is a worker of its home (any) running on this ledger?
 wave 3 failed: the provider failed the batch: token_limit_exceeded
 
 prompt cache  75.0% hit: 3000 of 4000 prompt tokens read from the cache, 400 written to it
