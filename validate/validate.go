@@ -19,6 +19,11 @@
 // differs from the 2020-12 default (format as annotation only) on purpose: a
 // model asked for a date must produce a date. Unknown formats are ignored.
 //
+// "pattern" and "patternProperties" are ECMA-262 regular expressions with the
+// "u" flag, as JSON Schema says: each is translated to an RE2 pattern of the
+// same meaning and matched in linear time (ecma.go); what RE2 cannot do
+// (lookaround, backreferences) is refused at compile time with that reason.
+//
 // # Errors
 //
 // [Schema.Validate] returns a flat list of [Error], sorted by path (array
