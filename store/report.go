@@ -792,6 +792,22 @@ func (s *Store) BatchCosts(ctx context.Context, batch string) ([]BatchCost, erro
 	return out, nil
 }
 
+// InterruptedAnswered counts the calls of batch kept apart from its results
+// (interrupted_attempts) that got a reply: the others never ran (a provider
+// batch's requests cancelled with it) and cost nothing.
+func (s *Store) InterruptedAnswered(ctx context.Context, batch string) (int64, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var n int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT count(*) FROM interrupted_attempts i JOIN jobs j ON j.id = i.job_id
+		WHERE j.batch = $1 AND (i.raw <> '' OR i.tokens_out > 0 OR i.cost_usd > 0)`, batch).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count answered interrupted calls of %s: %w", batch, err)
+	}
+	return n, nil
+}
+
 // EndReason is how many jobs of a batch ended with one status and error
 // (its first 200 characters, … marking a cut: at 120 the cap's reason lost
 // the end of its advice).

@@ -307,8 +307,20 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if n := valid[c.Batch]; n > 0 {
 				perValid = fmt.Sprintf("$%.6f a valid row", c.TotalUSD/float64(n))
 			}
+			calls := cli.Plural(c.InterruptedCalls, "call")
+			if c.InterruptedCalls > 0 {
+				// Requests of a cancelled provider batch that never ran are
+				// kept too, at no cost: 300 calls read as 300 paid ones.
+				answered, err := st.InterruptedAnswered(ctx, c.Batch)
+				if err != nil {
+					return err
+				}
+				if answered < c.InterruptedCalls {
+					calls += fmt.Sprintf(" (%d of them answered)", answered)
+				}
+			}
 			fmt.Fprintf(stdout, "\nbatch %s cost $%.6f in all (%s): $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s kept apart from the results (interrupted_attempts: see report job)\n",
-				c.Batch, c.TotalUSD, perValid, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, cli.Plural(c.InterruptedCalls, "call"))
+				c.Batch, c.TotalUSD, perValid, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, calls)
 		}
 		// A capped batch says its cap and what it spent: jobs over it end
 		// over_budget, and nothing else said why.

@@ -111,7 +111,7 @@ func TestReport(t *testing.T) {
 		// Model m has no price: its $0 is said to be unknown, not free.
 		{name: "summary", args: []string{"summary", "b1"}, want: []string{"b1", "3", "50.0", "cost unknown: 2 attempts of batch b1 on m had no price",
 			// What the results do not show is in the cost line, with what a valid row cost in all.
-			"batch b1 cost $0.250000 in all ($0.250000 a valid row): $0.000000 in recorded attempts (of which $0.000000 in runs a requeue replaced) and $0.250000 in 2 calls kept apart"}},
+			"batch b1 cost $0.250000 in all ($0.250000 a valid row): $0.000000 in recorded attempts (of which $0.000000 in runs a requeue replaced) and $0.250000 in 2 calls (1 of them answered) kept apart"}},
 		// A capped batch says its cap (summary never mentioned it).
 		{name: "summary of a capped batch", args: []string{"summary", "c1"}, want: []string{"batch c1 spent $0.000000 of its $0.5 cost cap"}},
 		{name: "format outside export", args: []string{"summary", "b1", "--format", "csv"}, wantCode: 2, wantErr: "--format is for report export"},

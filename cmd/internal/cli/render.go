@@ -160,7 +160,7 @@ var summaryLegend = [][2]string{
 	{"VALID%", "valid jobs as a share of finished jobs (all but queued)"},
 	{"1ST-TRY%", "jobs valid on their first answered attempt (a batch request that never ran is no try; a requeued job's first was in its first run that made a call) as a share of finished jobs"},
 	{"REPAIRED%", "valid jobs that needed another answered attempt, another run or a local repair, as a share of valid jobs"},
-	{"ATTEMPTS", "mean attempts, every run's, of the valid, invalid and failed jobs"},
+	{"ATTEMPTS", "mean attempts, every run's, of the valid, invalid and failed jobs (a provider-batch request that expired unrun counts: it was sent)"},
 	{"TOKENS/VALID", "input and output tokens of every job's latest run, over the valid jobs"},
 	{"COST/VALID", "cost of every job's latest run (over-budget jobs' included), over the valid jobs; calls kept apart and replaced runs are in the cost line below"},
 	{"-", "no job to divide by (none valid, or none finished), or no wall time (jobs cancelled unrun)"},
