@@ -123,7 +123,25 @@ func (r *ecmaRegexp) String() string { return r.src }
 // ecmaRegexpEngine is the schema library's regexp engine for "pattern",
 // "patternProperties" and "format": "regex": ECMA-262 patterns, translated
 // to RE2.
+//
+// A pattern that is not ECMA-262 but that Go's RE2 compiles keeps the RE2
+// meaning it had before patterns were translated ((?i), [[:alpha:]], \A,
+// \z, (?P<name>...), a{,3}): refusing it refused every queued job of a
+// batch enqueued with it, at its worker's first delivery.
 func ecmaRegexpEngine(p string) (jsonschema.Regexp, error) {
+	re, err := compileECMA(p)
+	if err != nil {
+		if old, rerr := regexp.Compile(p); rerr == nil {
+			return old, nil
+		}
+		return nil, err
+	}
+	return &ecmaRegexp{re: re, src: p}, nil
+}
+
+// strictRegexpEngine compiles ECMA-262 patterns only: a value a schema says
+// is a "regex" (format) must be one.
+func strictRegexpEngine(p string) (jsonschema.Regexp, error) {
 	re, err := compileECMA(p)
 	if err != nil {
 		return nil, err
@@ -627,7 +645,6 @@ var escapeHints = map[rune]string{
 	'h': `ECMA-262 has no \h: write [\t ] or \s`,
 	'Q': `ECMA-262 has no \Q...\E quoting: escape each special character`,
 	'E': `ECMA-262 has no \Q...\E quoting: escape each special character`,
-	'-': `\- is allowed only in a character class: write - alone`,
 }
 
 // characterEscape reads the escape of one character, after the backslash
@@ -678,11 +695,13 @@ func (t *ecmaParser) characterEscape(start int, inClass bool) (rune, error) {
 	if hint, ok := escapeHints[c]; ok {
 		return 0, t.failTo(start, hint)
 	}
-	const only = "with the u flag JSON Schema uses, only ^ $ \\ . * + ? ( ) [ ] { } | / escape to themselves"
 	if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-		return 0, t.failTo(start, "not an ECMA-262 escape ("+only+")")
+		return 0, t.failTo(start, "not an ECMA-262 escape (a letter or digit after \\ must be one of ECMA-262's escapes)")
 	}
-	return 0, t.failTo(start, fmt.Sprintf("%s: write %c alone", only, c))
+	// Any other character escapes to itself, as ECMA-262 allows without
+	// the u flag (Annex B) and Go's RE2 allowed for punctuation: \- \_ \@
+	// \: \' \" are common in hand-written and generated schemas.
+	return c, nil
 }
 
 // unicodeEscape reads \uXXXX, \u{X...} or a \uXXXX\uXXXX surrogate pair

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -205,13 +206,13 @@ var ecmaErrorCases = []struct {
 	{`(a)\1`, "backreferences are not supported: Go's RE2 engine", 4},
 	{`(?<n>a)\k<n>`, "backreferences are not supported", 8},
 	{`\k`, `\k is a backreference`, 1},
-	// With the u flag, only syntax characters and / escape to themselves.
+	// A letter or digit escape must be one of ECMA-262's (other characters
+	// escape to themselves, as without the u flag: see
+	// TestEcmaLenientEscapes).
 	{`\Z`, `ECMA-262 has no \Z`, 1},
 	{`a\z`, `ECMA-262 has no \z`, 2},
 	{`\A`, `ECMA-262 has no \A`, 1},
 	{`\a`, `write \x07`, 1},
-	{`\-`, `allowed only in a character class`, 1},
-	{`\_`, "write _ alone", 1},
 	{`\q`, "not an ECMA-262 escape", 1},
 	{`a\`, `cannot end with \`, 2},
 	{`\u00G0`, "four hex digits", 1},
@@ -545,4 +546,50 @@ func ecmaBenchPatterns() []string {
 		out = append(out, base[i%len(base)]+strings.Repeat("x?", i/len(base)))
 	}
 	return out
+}
+
+// Patterns hand-written and generated schemas use, which Go's RE2 took
+// before patterns were translated, are not refused: punctuation escapes
+// to itself (\- \_ \@, in a class too), as ECMA-262 allows without the u
+// flag; and a pattern that is not ECMA-262 at all but compiles in RE2
+// ((?i), \A...\z, [[:alpha:]], (?P<n>...)) keeps its RE2 meaning, so a
+// batch enqueued with it before runs on (its queued jobs were all
+// rejected). A "format": "regex" value must still be ECMA-262.
+func TestEcmaLenientEscapes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		pattern, match, miss string
+	}{
+		{`^\d{3}\-\d{4}$`, "555-1234", "5551234"},
+		{`^[a-zA-Z0-9\_\-]+$`, "a_b-c", "a b"},
+		{`^[\w\s\,\.]+$`, "a, b.\u00a0c", "a;b"},
+		{`^\@\:\'\"\#\&\<\>\ $`, `@:'"#&<> `, "@"},
+		{`^[^\"]+$`, "abc", `a"c`},
+		{`(?i)^abc$`, "ABC", "abd"},
+		{`\Aabc\z`, "abc", "abcd"},
+		{`^[[:alpha:]]+$`, "abc", "ab1"},
+		{`^(?P<n>a+)$`, "aaa", "b"},
+	} {
+		s, err := Compile([]byte(`{"type":"string","pattern":` + strconv.Quote(tc.pattern) + `}`))
+		if err != nil {
+			t.Errorf("%s: %v; want it compiled, as before", tc.pattern, err)
+			continue
+		}
+		if errs := s.Validate(tc.match); len(errs) != 0 {
+			t.Errorf("%s: %q: %v; want it to match", tc.pattern, tc.match, errs)
+		}
+		if errs := s.Validate(tc.miss); len(errs) == 0 {
+			t.Errorf("%s: %q matched; want not", tc.pattern, tc.miss)
+		}
+	}
+	// What neither ECMA-262 nor RE2 takes is refused, saying why.
+	if _, err := Compile([]byte(`{"type":"string","pattern":"^(?!x)a"}`)); err == nil || !strings.Contains(err.Error(), "lookahead") {
+		t.Errorf("lookahead: %v; want refused naming lookahead", err)
+	}
+	s := mustCompile(t, `{"type":"string","format":"regex"}`)
+	for _, v := range []string{`(?i)abc`, `\Aabc`} {
+		if errs := s.Validate(v); len(errs) == 0 {
+			t.Errorf("%q as a format regex value: valid; want refused (not ECMA-262)", v)
+		}
+	}
 }

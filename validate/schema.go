@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -217,8 +218,18 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	}
 	c.AssertFormat()
 	// Patterns are ECMA-262's (JSON Schema says so), not Go's RE2 syntax:
-	// they are translated (see ecmaPattern).
-	c.UseRegexpEngine(ecmaRegexpEngine)
+	// they are translated (see ecmaPattern). The schema's own patterns,
+	// compiled now, may keep the RE2 meaning they had before (see
+	// ecmaRegexpEngine); a value checked against "format": "regex" later
+	// must be ECMA-262.
+	var compiled atomic.Bool
+	c.UseRegexpEngine(func(p string) (jsonschema.Regexp, error) {
+		if compiled.Load() {
+			return strictRegexpEngine(p)
+		}
+		return ecmaRegexpEngine(p)
+	})
+	defer compiled.Store(true)
 	var loader jsonschema.URLLoader = refuseLoader{}
 	if opts.loader != nil {
 		loader = opts.loader
