@@ -293,15 +293,34 @@ func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
 	return g
 }
 
-// inPlace returns the subschemas s applies to the same place in a value: a
-// dynamic reference's every possible target too.
+// inPlace returns the subschemas s applies to the same place in a value. A
+// dynamic reference whose static target declares its anchor resolves to the
+// outermost schema resource of the dynamic scope declaring it: the root,
+// when the root does (the "extend a tree" pattern), and otherwise one of
+// those that do, which depends on the path taken, so each is counted.
+// Counting the static target and every declarer besides refused a valid
+// tree 12 levels deep (each level counted twice or three times).
 func (g *schemaGraph) inPlace(s *jsonschema.Schema) []*jsonschema.Schema {
 	out := staticInPlace(s)
-	if s.DynamicRef != nil && s.DynamicRef.Anchor != "" {
-		out = append(out, g.dynamic[s.DynamicRef.Anchor]...)
+	swap := func(static *jsonschema.Schema, targets []*jsonschema.Schema) {
+		if i := slices.Index(out, static); i >= 0 {
+			out = slices.Delete(out, i, i+1)
+		}
+		out = append(out, targets...)
 	}
-	if s.RecursiveRef != nil && s.RecursiveRef.RecursiveAnchor {
-		out = append(out, g.recursive...)
+	if d := s.DynamicRef; d != nil && d.Ref != nil && d.Anchor != "" && d.Ref.DynamicAnchor == d.Anchor {
+		if g.root.DynamicAnchor == d.Anchor {
+			swap(d.Ref, []*jsonschema.Schema{g.root})
+		} else {
+			swap(d.Ref, g.dynamic[d.Anchor])
+		}
+	}
+	if r := s.RecursiveRef; r != nil && r.RecursiveAnchor {
+		if g.root.RecursiveAnchor {
+			swap(r, []*jsonschema.Schema{g.root})
+		} else {
+			swap(r, g.recursive)
+		}
 	}
 	return out
 }

@@ -299,3 +299,47 @@ func TestBigEnumUnderItems(t *testing.T) {
 		t.Errorf("coerce: %d fixes, %d errors left; want 2,000 and none", len(fixes), len(left))
 	}
 }
+
+// The specification's "strict tree" and a 2019-09 recursive tree are not
+// refused at realistic sizes: their dynamic references resolve to the root,
+// which declares the anchor (counting each declarer besides the static
+// target refused a chain 12 deep and a tree 6 deep with 3 children each,
+// which check in milliseconds).
+func TestCheckCostDynamicTrees(t *testing.T) {
+	t.Parallel()
+	tree := func(depth, width int) any {
+		var node func(d int) any
+		node = func(d int) any {
+			n := map[string]any{"data": "x"}
+			if d > 0 {
+				var kids []any
+				for range width {
+					kids = append(kids, node(d-1))
+				}
+				n["children"] = kids
+			}
+			return n
+		}
+		return node(depth)
+	}
+	for _, schema := range []string{
+		`{"$id":"https://example.com/strict-tree","$dynamicAnchor":"node","$ref":"tree","unevaluatedProperties":false,
+		  "$defs":{"tree":{"$id":"https://example.com/tree","$dynamicAnchor":"node","type":"object",
+		    "properties":{"data":{"type":"string"},"children":{"type":"array","items":{"$dynamicRef":"#node"}}}}}}`,
+		`{"$schema":"https://json-schema.org/draft/2019-09/schema","$id":"https://example.com/rtree","$recursiveAnchor":true,"type":"object",
+		  "properties":{"data":{"type":"string"},"children":{"type":"array","items":{"$recursiveRef":"#"}}}}`,
+	} {
+		s := mustCompile(t, schema)
+		for _, v := range []any{tree(12, 1), tree(20, 1), tree(6, 3), tree(4, 8)} {
+			if errs := s.Validate(v); len(errs) != 0 {
+				t.Errorf("%.50s: a valid tree: %v; want valid", schema, errs[:min(len(errs), 2)])
+			}
+		}
+		// The strict tree's root still applies at every level.
+		bad := tree(3, 1)
+		bad.(map[string]any)["children"].([]any)[0].(map[string]any)["extra"] = 1
+		if errs := s.Validate(bad); strings.Contains(schema, "strict") && (len(errs) == 0 || errs[0].Keyword == "checkCost") {
+			t.Errorf("strict tree: an extra property at level 2: %v; want its error", errs)
+		}
+	}
+}
