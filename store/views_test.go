@@ -272,4 +272,29 @@ func TestSummaryAcrossRuns(t *testing.T) {
 	if g := got[0]; g.Valid != 3 || g.FirstAttemptValid != 2 || g.Repaired != 1 || g.MeanAttempts != 2 {
 		t.Errorf("after the requeue: %+v; want 3 valid, 2 first-try (ar-1, and ar-3 whose run 1 made no call), 1 repaired, (1+4+1)/3 = 2 attempts a job", g)
 	}
+	// A valid job requeued (another model) keeps its first try, whatever
+	// its later run did: 1ST-TRY% fell to 0 when every job was requeued.
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "ar", Statuses: []string{store.StatusValid}, Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var rerun []store.Result
+	for i, classes := range [][]string{{"shape", ""}, {""}, {""}} {
+		r := result(jobID("ar", i+1), "again", classes...)
+		j, _, err := s.Job(ctx, r.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Run = j.Run
+		rerun = append(rerun, r)
+	}
+	if _, err := s.SaveResults(ctx, rerun); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Summary(ctx, "ar")
+	if err != nil || len(got) != 1 {
+		t.Fatal(got, err)
+	}
+	if g := got[0]; g.Valid != 3 || g.FirstAttemptValid != 2 || g.Repaired != 1 {
+		t.Errorf("after requeuing the valid jobs: %+v; want the same 2 first-try (ar-1 and ar-3 were valid on their first tries), 1 repaired", g)
+	}
 }
