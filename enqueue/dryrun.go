@@ -20,6 +20,7 @@ type DryRunLedger interface {
 	Measure(ctx context.Context, schemaHash, model string) (store.Measured, error)
 	Batch(ctx context.Context, name string) (*store.Batch, error)
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
+	NumberLikeJobIDs(ctx context.Context, batch string) ([]string, error)
 }
 
 var _ DryRunLedger = (*store.Store)(nil)
@@ -99,6 +100,9 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 				}
 			}
 			r.ledger = ledger
+			if err := r.loadAsWritten(ctx, ledger); err != nil {
+				return rep, err
+			}
 		case !errors.Is(err, store.ErrNotFound):
 			return rep, err
 		}

@@ -56,6 +56,7 @@ type Ledger interface {
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
+	NumberLikeJobIDs(ctx context.Context, batch string) ([]string, error)
 	Unpublished(ctx context.Context, batch string, limit int) ([]store.NewJob, error)
 	PublishedQueued(ctx context.Context, batch, after string, limit int) ([]store.NewJob, error)
 	RunSettings(ctx context.Context, batch string) (map[int]json.RawMessage, error)
@@ -683,6 +684,9 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	switch b, err := ledger.Batch(ctx, cfg.Batch); {
 	case err == nil:
 		r.ledger = ledger
+		if err := r.loadAsWritten(ctx, ledger); err != nil {
+			return prog, err
+		}
 		// Other settings are said before the rows are read: with another
 		// template every row's prompt differs from the one recorded, and
 		// the rows' errors hid the settings that caused them.
@@ -1008,14 +1012,39 @@ type renderer struct {
 	// then compares each row with the job the ledger holds under its id.
 	ledger jobHolder
 	// written holds, by line, the ids of jobs the ledger holds under their
-	// id as written (see writtenID), found by the first pass: the second
+	// id as written (see asWritten), found by the first pass: the second
 	// gives those rows that id.
 	written map[int]string
+	// asWritten maps a canonical id to the id the ledger holds it under,
+	// written otherwise by an earlier version (batch:1e2 for batch:100).
+	asWritten map[string]string
+}
+
+// loadAsWritten reads the ids the ledger holds written otherwise than in
+// canonical form (see asWritten).
+func (r *renderer) loadAsWritten(ctx context.Context, l jobHolder) error {
+	ids, err := l.NumberLikeJobIDs(ctx, r.cfg.Batch)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		row := strings.TrimPrefix(id, r.cfg.Batch+":")
+		if c := r.cfg.Batch + ":" + canonicalNumber(row); c != id {
+			if r.asWritten == nil {
+				r.asWritten = map[string]string{}
+			}
+			if _, ok := r.asWritten[c]; !ok {
+				r.asWritten[c] = id
+			}
+		}
+	}
+	return nil
 }
 
 // jobHolder tells which of some jobs the ledger holds, and how they differ.
 type jobHolder interface {
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
+	NumberLikeJobIDs(ctx context.Context, batch string) ([]string, error)
 }
 
 // checkResult is what the first pass learned.
@@ -1241,8 +1270,8 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		}
 		if r.ledger != nil || opts.onJob != nil {
 			lj := lineJob{line: line, job: job}
-			if w := writtenID(row, r.cfg.IDField); r.cfg.IDField != "" && w != "" {
-				lj.written = r.cfg.Batch + ":" + w
+			if old, ok := r.asWritten[job.ID]; ok && r.cfg.IDField != "" {
+				lj.written = old
 			}
 			pending = append(pending, lj)
 			if len(pending) == r.cfg.Chunk {
@@ -1284,7 +1313,7 @@ type lineJob struct {
 	line int
 	job  store.NewJob
 	// written is the id its job had before ids were canonical (see
-	// writtenID), when it differs: a batch enqueued then keeps its jobs.
+	// asWritten), when it differs: a batch enqueued then keeps its jobs.
 	written string
 }
 
@@ -1544,6 +1573,9 @@ func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
 		if err != nil {
 			return store.NewJob{}, err
 		}
+		if cfg.Format == FormatCSV {
+			v = csvNumberID(v)
+		}
 		id = cfg.Batch + ":" + v
 	}
 	meta, err := json.Marshal(row)
@@ -1612,13 +1644,21 @@ func rowID(row map[string]any, field string) (string, error) {
 	return s, nil
 }
 
-// writtenID returns a row's numeric id as written when that is not its
-// canonical form: the id an earlier version gave its job ("" otherwise).
-func writtenID(row map[string]any, field string) string {
-	if n, ok := row[field].(json.Number); ok && canonicalNumber(string(n)) != string(n) {
-		return string(n)
+// csvNumberID is a CSV id in canonical form when it is a number written
+// with a point or an exponent (1.0, 2.50, 1e2: a spreadsheet's float
+// column), as a JSONL number is; an integer keeps its leading zeros (007 is
+// not 7: zip codes, account numbers).
+func csvNumberID(v string) string {
+	if !strings.ContainsAny(v, ".eE") {
+		return v
 	}
-	return ""
+	if _, err := strconv.ParseFloat(v, 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+		return v
+	}
+	if c := canonicalNumber(v); c != v && (strings.Trim(c, "-0123456789.e") == "") {
+		return c
+	}
+	return v
 }
 
 // canonicalNumber returns a JSON number in one form: no exponent, no

@@ -272,6 +272,13 @@ func TestEnqueueNumericIDsAcrossRuns(t *testing.T) {
 	if err != nil || prog.Existing != 1 || prog.Recorded != 1 {
 		t.Fatalf("a re-run over a job recorded under its id as written: %+v %v; want it already enqueued, the new row recorded", prog, err)
 	}
+	// The same row written canonically, or another way again, is that job.
+	for _, id := range []string{"=100", "=1.00e2"} {
+		prog, err = enqueue.Run(h.ctx, h.js, h.st, legacy, strings.NewReader(rowsJSONL([2]string{id, "e"}, [2]string{"=3", "new"})))
+		if err != nil || prog.Existing != 2 || prog.Recorded != 0 {
+			t.Fatalf("a re-run with id %s over the job recorded as 1e2: %+v %v; want both rows already enqueued", id[1:], prog, err)
+		}
+	}
 	if _, _, err := h.st.Job(h.ctx, "legacy:100"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("legacy:100: %v; want no second job", err)
 	}
