@@ -471,6 +471,16 @@ func keywordCounts(errs []validate.Error) string {
 	for _, e := range errs {
 		if e.Keyword != KeywordMoreErrors {
 			n[e.Keyword]++
+			continue
+		}
+		// The errors not kept, counted by keyword in its message (see
+		// keepErrors): "2001 more errors, not kept: required 1100, type 901".
+		_, counts, _ := strings.Cut(e.Message, ": ")
+		for _, part := range strings.Split(counts, ", ") {
+			kw, num, ok := strings.Cut(part, " ")
+			if c, err := strconv.Atoi(num); ok && err == nil {
+				n[kw] += c
+			}
 		}
 	}
 	keys := slices.Collect(maps.Keys(n))

@@ -286,7 +286,7 @@ func TestAttemptKeepsBoundedErrors(t *testing.T) {
 	if got := attemptError(&a); !strings.HasSuffix(got, "(and 4999 more)") {
 		t.Errorf("attemptError = %q; want it to count all 5000", got)
 	}
-	if fb := textErrors(kept); !strings.Contains(fb, "... and 4950 more errors of the same kinds (type 949)") {
+	if fb := textErrors(kept); !strings.Contains(fb, "... and 4950 more errors of the same kinds (type 4950)") {
 		t.Errorf("feedback ends %q", fb[len(fb)-120:])
 	}
 	if small := keepErrors(errs[:10]); len(small) != 10 {

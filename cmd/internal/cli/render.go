@@ -233,7 +233,7 @@ func WriteFailures(w io.Writer, classes []store.ClassCount, steps []store.Repair
 		if class == "" {
 			class = "(valid)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.1f\n", c.Model, c.AttemptNo, class, c.Attempts, 100*c.Share)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", c.Model, c.AttemptNo, class, c.Attempts, Pct(c.Share))
 	}
 	tw.Flush()
 	if len(steps) > 0 {
