@@ -52,7 +52,7 @@ type Ledger interface {
 	StartRecording(ctx context.Context, batch, datasetSHA256 string) (string, error)
 	BeatRecording(ctx context.Context, token string) error
 	StopRecording(ctx context.Context, token string) error
-	FinishRecording(ctx context.Context, batch, token, datasetSHA256 string, rows, bad int) (int, error)
+	FinishRecording(ctx context.Context, batch, token, datasetSHA256 string, rows int, bad []string) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
@@ -189,6 +189,10 @@ const DeadlineDefault = 24 * time.Hour
 type BadRow struct {
 	Line int
 	Err  error
+	// JobID is the id the row's job would have had, "" when the row was
+	// not read that far: the batch is short of it until a later run
+	// records it.
+	JobID string
 }
 
 func (b BadRow) Error() string { return fmt.Sprintf("line %d: %v", b.Line, b.Err) }
@@ -808,7 +812,11 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		return prog, fmt.Errorf("%w: %d rows were refused by the queue while publishing: %v", ErrTooManyBadRows, len(prog.Bad)-bad, prog.Bad[bad])
 	}
 	stopBeat()
-	if _, err := ledger.FinishRecording(ctx, cfg.Batch, token, datasetSHA, prog.Rows, bad); err != nil {
+	badIDs := make([]string, bad)
+	for i, b := range prog.Bad[:bad] {
+		badIDs[i] = b.JobID
+	}
+	if _, err := ledger.FinishRecording(ctx, cfg.Batch, token, datasetSHA, prog.Rows, badIDs); err != nil {
 		return prog, err
 	}
 	finished = true
@@ -1197,10 +1205,11 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 	var pending []lineJob
 	rows := newRowReader(r.cfg.Format, data)
 	folded := 0 // rows that look like rows folded into a field
-	bad := func(line int, err error) {
-		prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err})
+	badJob := func(line int, id string, err error) {
+		prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err, JobID: id})
 		res.skip[line] = true
 	}
+	bad := func(line int, err error) { badJob(line, "", err) }
 	for opts.limit <= 0 || prog.Rows < opts.limit {
 		row, line, err := rows.next()
 		if errors.Is(err, io.EOF) {
@@ -1229,7 +1238,9 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 			} else if path := missingPathOf(err); path != "" {
 				res.missingPath[path]++
 			}
-			bad(line, err)
+			// The id it would have had, if it has one: a later run of
+			// a fixed file may record it.
+			badJob(line, r.jobID(row, line), err)
 			continue
 		}
 		res.rendered++
@@ -1265,7 +1276,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 			ids[k] = idSeen{line: line, content: digest}
 		}
 		if err := r.fits(&job); err != nil {
-			bad(line, err)
+			badJob(line, job.ID, err)
 			continue
 		}
 		if r.ledger != nil || opts.onJob != nil {
@@ -1567,16 +1578,9 @@ func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
 		return store.NewJob{}, errors.New("template rendered an empty prompt")
 	}
 	cfg := r.cfg
-	id := fmt.Sprintf("%s:%d", cfg.Batch, line)
-	if cfg.IDField != "" {
-		v, err := rowID(row, cfg.IDField)
-		if err != nil {
-			return store.NewJob{}, err
-		}
-		if cfg.Format == FormatCSV {
-			v = csvNumberID(v)
-		}
-		id = cfg.Batch + ":" + v
+	id, err := r.rowJobID(row, line)
+	if err != nil {
+		return store.NewJob{}, err
 	}
 	meta, err := json.Marshal(row)
 	if err != nil {
@@ -1585,6 +1589,29 @@ func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
 	return store.NewJob{ID: id, Batch: cfg.Batch, RowNo: line, SchemaHash: r.base.SchemaHash, Prompt: prompt,
 		Provider: cfg.Provider, Model: cfg.Model, Mode: string(cfg.Mode),
 		Strategy: string(cfg.Limits.Strategy), Metadata: meta}, nil
+}
+
+// rowJobID is the id of a row's job: the batch and the row's --id-field,
+// or its line.
+func (r *renderer) rowJobID(row map[string]any, line int) (string, error) {
+	cfg := r.cfg
+	if cfg.IDField == "" {
+		return fmt.Sprintf("%s:%d", cfg.Batch, line), nil
+	}
+	v, err := rowID(row, cfg.IDField)
+	if err != nil {
+		return "", err
+	}
+	if cfg.Format == FormatCSV {
+		v = csvNumberID(v)
+	}
+	return cfg.Batch + ":" + v, nil
+}
+
+// jobID is rowJobID, "" when the row has no usable id.
+func (r *renderer) jobID(row map[string]any, line int) string {
+	id, _ := r.rowJobID(row, line)
+	return id
 }
 
 // errRenderCap is returned by a cappedBuffer past its limit.

@@ -8,6 +8,10 @@ CREATE TABLE batch_datasets (
     dataset_sha256 text NOT NULL,
     rows_read      bigint NOT NULL CHECK (rows_read >= 0),
     bad_rows       bigint NOT NULL CHECK (bad_rows >= 0),
+    -- The job ids the bad rows would have had, where a row was read that
+    -- far: a later dataset (the file fixed) that records them makes the
+    -- batch whole again. The other bad rows stay missing.
+    bad_ids        text[] NOT NULL DEFAULT '{}',
     finished_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (batch, dataset_sha256)
 );

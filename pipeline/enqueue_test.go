@@ -160,6 +160,21 @@ func TestEnqueueDuplicateAndCollidingIDs(t *testing.T) {
 		if n, err := h.st.BadRows(h.ctx, "dup"); err != nil || n != 2 {
 			t.Errorf("BadRows = %d, %v; want the 2 bad rows left out", n, err)
 		}
+		// A row its template cannot render is missing until a fixed file
+		// records it.
+		withBad := rowsJSONL([2]string{"c", "fine"}) + `{"id":"d"}` + "\n"
+		if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(withBad)); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := h.st.BadRows(h.ctx, "dup"); err != nil || n != 3 {
+			t.Errorf("BadRows = %d, %v; want 3 with the row that does not render", n, err)
+		}
+		if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(rowsJSONL([2]string{"c", "fine"}, [2]string{"d", "fixed"}))); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := h.st.BadRows(h.ctx, "dup"); err != nil || n != 2 {
+			t.Errorf("BadRows = %d, %v; want 2 once the fixed file recorded row d", n, err)
+		}
 	})
 	t.Run("newline and space", func(t *testing.T) {
 		cfg := h.enqueueConfig("ws")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -247,15 +248,16 @@ func (s *Store) StopRecording(ctx context.Context, token string) error {
 // leave out: it removes the run's mark and those of every other run of the
 // same dataset (killed, stopped or still going), whose rows the batch now
 // holds, and keeps the dataset's rows read and bad rows (BadRows).
-func (s *Store) FinishRecording(ctx context.Context, batch, token, datasetSHA256 string, rows, bad int) (int, error) {
+func (s *Store) FinishRecording(ctx context.Context, batch, token, datasetSHA256 string, rows int, bad []string) (int, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	b := &pgx.Batch{}
 	b.Queue(`DELETE FROM batch_recordings WHERE token = $1 OR (batch = $2 AND dataset_sha256 = $3)`, token, batch, datasetSHA256)
 	b.Queue(`
-		INSERT INTO batch_datasets (batch, dataset_sha256, rows_read, bad_rows) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (batch, dataset_sha256) DO UPDATE SET rows_read = excluded.rows_read, bad_rows = excluded.bad_rows, finished_at = now()`,
-		batch, datasetSHA256, rows, bad)
+		INSERT INTO batch_datasets (batch, dataset_sha256, rows_read, bad_rows, bad_ids) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (batch, dataset_sha256) DO UPDATE SET rows_read = excluded.rows_read, bad_rows = excluded.bad_rows,
+			bad_ids = excluded.bad_ids, finished_at = now()`,
+		batch, datasetSHA256, rows, len(bad), append([]string{}, slices.DeleteFunc(slices.Clone(bad), func(id string) bool { return id == "" })...))
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, fmt.Errorf("finish recording batch %s: %w", batch, err)
 	}
@@ -263,12 +265,17 @@ func (s *Store) FinishRecording(ctx context.Context, batch, token, datasetSHA256
 }
 
 // BadRows returns how many rows of the datasets batch was enqueued from
-// were bad and left out of it (enqueue's --max-bad-rows let them pass).
+// were bad and left out of it (enqueue's --max-bad-rows let them pass), and
+// are still missing: a bad row whose job id a later dataset recorded (the
+// file fixed) is not.
 func (s *Store) BadRows(ctx context.Context, batch string) (int64, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(bad_rows), 0)::bigint FROM batch_datasets WHERE batch = $1`, batch).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, `
+		SELECT coalesce((SELECT sum(bad_rows - cardinality(bad_ids)) FROM batch_datasets WHERE batch = $1), 0)::bigint
+		     + (SELECT count(DISTINCT b.id) FROM batch_datasets d, unnest(d.bad_ids) b(id)
+		        WHERE d.batch = $1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = b.id))`, batch).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count the bad rows of batch %s: %w", batch, err)
 	}
 	return n, nil

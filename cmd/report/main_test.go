@@ -709,7 +709,7 @@ func TestReportSaysWhatTheBatchIsShortOf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.FinishRecording(ctx, b, token, "d1", 3, map[string]int{"short": 2, "whole": 0}[b]); err != nil {
+		if _, err := st.FinishRecording(ctx, b, token, "d1", 3, map[string][]string{"short": {"", "short:9", "short:8"}}[b]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -719,6 +719,10 @@ func TestReportSaysWhatTheBatchIsShortOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := st.StopRecording(ctx, token); err != nil {
+		t.Fatal(err)
+	}
+	// A later dataset (the file fixed) recorded one of the bad rows.
+	if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: "short:9", Batch: "short", RowNo: 9, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"}}); err != nil {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
@@ -735,7 +739,7 @@ func TestReportSaysWhatTheBatchIsShortOf(t *testing.T) {
 	}
 	out.Reset()
 	errOut.Reset()
-	if code := run(ctx, []string{"export", "short", "--database-url", dsn}, &out, &errOut); code != 0 || strings.Count(out.String(), "\n") != 1 {
+	if code := run(ctx, []string{"export", "short", "--database-url", dsn}, &out, &errOut); code != 0 || strings.Count(out.String(), "\n") != 2 {
 		t.Fatalf("export: exit %d, %d lines, %s", code, strings.Count(out.String(), "\n"), errOut.String())
 	}
 	if !strings.Contains(errOut.String(), "warning: batch short is short of 2 rows") || !strings.Contains(errOut.String(), "warning: batch short is not fully enqueued") {
