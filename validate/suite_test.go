@@ -94,20 +94,9 @@ func TestSuite(t *testing.T) {
 							want = !want
 							divergent++
 						}
-						v, err := decode(c.Data)
-						if err != nil {
-							t.Fatalf("%s: decode data: %v", key, err)
+						if suiteCase(t, s, key, c.Data, want) {
+							passed++
 						}
-						errs := s.Validate(v)
-						if got := len(errs) == 0; got != want {
-							t.Errorf("%s: valid = %v, want %v; errors: %v", key, got, want, errs)
-							continue
-						}
-						if err := checkErrors(errs); err != nil {
-							t.Errorf("%s: %v", key, err)
-							continue
-						}
-						passed++
 					}
 				}
 			}
@@ -144,6 +133,26 @@ func checkErrors(errs []Error) error {
 		}
 	}
 	return nil
+}
+
+// suiteCase validates the data of one suite case against s and reports
+// whether the verdict was want, with well-formed errors.
+func suiteCase(t *testing.T, s *Schema, key string, data json.RawMessage, want bool) bool {
+	t.Helper()
+	v, err := decode(data)
+	if err != nil {
+		t.Fatalf("%s: decode data: %v", key, err)
+	}
+	errs := s.Validate(v)
+	if got := len(errs) == 0; got != want {
+		t.Errorf("%s: valid = %v, want %v; errors: %v", key, got, want, errs)
+		return false
+	}
+	if err := checkErrors(errs); err != nil {
+		t.Errorf("%s: %v", key, err)
+		return false
+	}
+	return true
 }
 
 func decode(b []byte) (any, error) {
