@@ -131,6 +131,55 @@ func (h *harness) checkWaveLedgerBeside(batch string, n int, foreign, foreignRep
 	}
 }
 
+// frozenWorker is a worker frozen at a point of the wave driver, holding
+// whatever it holds (its lease included), until released to die there.
+type frozenWorker struct {
+	rw      *runningWorker
+	release chan struct{}
+}
+
+// startFrozen starts a worker of cfg that freezes the first time it
+// reaches point, waits until it has, and stops it pulling.
+func (h *harness) startFrozen(cfg pipeline.WorkerConfig, point string) *frozenWorker {
+	h.t.Helper()
+	hit, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	pipeline.SetWaveHook(&cfg, func(p string, _ int64) {
+		fired := false
+		if p == point {
+			once.Do(func() { fired = true })
+		}
+		if !fired {
+			return
+		}
+		close(hit)
+		<-release
+		runtime.Goexit() // killed: nothing after this point runs
+	})
+	rw := h.startWorker(cfg, nil, nil)
+	select {
+	case <-hit:
+	case <-time.After(60 * time.Second):
+		h.t.Fatalf("worker A never reached %s\n%s", point, h.logs.tail(40))
+	}
+	rw.cancel() // A pulls nothing more
+	return &frozenWorker{rw: rw, release: release}
+}
+
+// drainThenKill runs a draining worker of cfg to its end, then lets the
+// frozen worker die.
+func (h *harness) drainThenKill(cfg pipeline.WorkerConfig, a *frozenWorker) {
+	h.t.Helper()
+	cfg.Drain = true
+	if err := h.startWorker(cfg, nil, nil).wait(h.t, 90*time.Second); err != nil {
+		h.t.Fatalf("worker B: %v", err)
+	}
+	close(a.release)
+	if err := a.rw.wait(h.t, 30*time.Second); err != nil {
+		h.t.Fatalf("worker A: %v", err)
+	}
+}
+
 // A batch in batch delivery converges on both providers: first wave, repair
 // waves with the exact feedback, expired and errored requests retried, every
 // attempt recorded once at batch prices, and the worker drains only when
@@ -259,47 +308,16 @@ func TestBatchDeliveryKillAtEachPoint(t *testing.T) {
 
 			// Worker A freezes at the point (holding whatever it holds,
 			// its lease included) and dies there once B is done.
-			hit := make(chan struct{})
-			release := make(chan struct{})
-			var once sync.Once
 			cfgA := h.waveWorker(pt.provider, client)
 			if pt.point == "published" {
 				cfgA.Wave.RealtimeBelow = 1000 // every repair goes realtime
 			}
-			pipeline.SetWaveHook(&cfgA, func(point string, _ int64) {
-				if point != pt.point {
-					return
-				}
-				fired := false
-				once.Do(func() { fired = true })
-				if !fired {
-					return
-				}
-				close(hit)
-				<-release
-				runtime.Goexit() // killed: nothing after this point runs
-			})
-			a := h.startWorker(cfgA, nil, nil)
-			select {
-			case <-hit:
-			case <-time.After(60 * time.Second):
-				t.Fatalf("worker A never reached %s\n%s", pt.point, h.logs.tail(40))
-			}
-			a.cancel() // A pulls nothing more
-
+			a := h.startFrozen(cfgA, pt.point)
 			cfgB := h.waveWorker(pt.provider, client)
-			cfgB.Drain = true
 			if pt.point == "published" {
 				cfgB.Wave.RealtimeBelow = 1000
 			}
-			b := h.startWorker(cfgB, nil, nil)
-			if err := b.wait(t, 90*time.Second); err != nil {
-				t.Fatalf("worker B: %v", err)
-			}
-			close(release)
-			if err := a.wait(t, 30*time.Second); err != nil {
-				t.Fatalf("worker A: %v", err)
-			}
+			h.drainThenKill(cfgB, a)
 			h.checkWaveLedger("wk", n)
 			if pt.point == "upload_done" {
 				// The file A uploaded and did not record is not orphaned
@@ -763,28 +781,7 @@ func TestBatchDeliveryReconcileAmongLookalikes(t *testing.T) {
 			h := newHarness(t, harnessConfig{Sim: waveSim(50*time.Millisecond, 0, 0)})
 			h.enqueueBatch("lk", tc.provider, n, time.Hour)
 			client := h.batchClient(tc.provider)
-			hit, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			cfgA := h.waveWorker(tc.provider, client)
-			pipeline.SetWaveHook(&cfgA, func(point string, _ int64) {
-				fired := false
-				if point == tc.point {
-					once.Do(func() { fired = true })
-				}
-				if !fired {
-					return
-				}
-				close(hit)
-				<-release
-				runtime.Goexit()
-			})
-			a := h.startWorker(cfgA, nil, nil)
-			select {
-			case <-hit:
-			case <-time.After(60 * time.Second):
-				t.Fatalf("worker A never reached %s\n%s", tc.point, h.logs.tail(40))
-			}
-			a.cancel()
+			a := h.startFrozen(h.waveWorker(tc.provider, client), tc.point)
 			size := h.sqlInt(`SELECT requests FROM waves ORDER BY id LIMIT 1`)
 
 			// Another client of the key makes batches of the wave's size.
@@ -807,16 +804,7 @@ func TestBatchDeliveryReconcileAmongLookalikes(t *testing.T) {
 				}
 			}
 
-			cfgB := h.waveWorker(tc.provider, client)
-			cfgB.Drain = true
-			b := h.startWorker(cfgB, nil, nil)
-			if err := b.wait(t, 90*time.Second); err != nil {
-				t.Fatalf("worker B: %v", err)
-			}
-			close(release)
-			if err := a.wait(t, 30*time.Second); err != nil {
-				t.Fatalf("worker A: %v", err)
-			}
+			h.drainThenKill(h.waveWorker(tc.provider, client), a)
 			h.checkWaveLedgerBeside("lk", n, int64(tc.foreign), int64(tc.foreign*size))
 			if strings.Contains(h.logs.String(), "a request the wave does not have") {
 				t.Errorf("a wave read another client's batch:\n%s", h.logs.tail(40))
