@@ -481,15 +481,3 @@ func TestCanonicalNumber(t *testing.T) {
 		}
 	}
 }
-
-// A CSV id written as a float (a spreadsheet's float column) is the number's
-// id; an integer keeps its leading zeros.
-func TestCSVNumberID(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{"1.0": "1", "2.50": "2.5", "1e2": "100", "1E+02": "100", "007": "007", "7": "7",
-		"abc": "abc", "1.2.3": "1.2.3", "e5": "e5", "Inf": "Inf", "NaN": "NaN", "0x1p3": "0x1p3", "1.5e-3": "0.0015"} {
-		if got := csvNumberID(in); got != want {
-			t.Errorf("csvNumberID(%q) = %q; want %q", in, got, want)
-		}
-	}
-}

@@ -20,7 +20,7 @@ type DryRunLedger interface {
 	Measure(ctx context.Context, schemaHash, model string) (store.Measured, error)
 	Batch(ctx context.Context, name string) (*store.Batch, error)
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
-	NumberLikeJobIDs(ctx context.Context, batch string) ([]string, error)
+	NumberLikeJobIDs(ctx context.Context, batch, idField string) ([]string, error)
 }
 
 var _ DryRunLedger = (*store.Store)(nil)

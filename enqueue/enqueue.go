@@ -56,7 +56,7 @@ type Ledger interface {
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
-	NumberLikeJobIDs(ctx context.Context, batch string) ([]string, error)
+	NumberLikeJobIDs(ctx context.Context, batch, idField string) ([]string, error)
 	Unpublished(ctx context.Context, batch string, limit int) ([]store.NewJob, error)
 	PublishedQueued(ctx context.Context, batch, after string, limit int) ([]store.NewJob, error)
 	RunSettings(ctx context.Context, batch string) (map[int]json.RawMessage, error)
@@ -1031,7 +1031,10 @@ type renderer struct {
 // loadAsWritten reads the ids the ledger holds written otherwise than in
 // canonical form (see asWritten).
 func (r *renderer) loadAsWritten(ctx context.Context, l jobHolder) error {
-	ids, err := l.NumberLikeJobIDs(ctx, r.cfg.Batch)
+	if r.cfg.IDField == "" || r.cfg.Format == FormatCSV {
+		return nil // ids are line numbers, or text as written
+	}
+	ids, err := l.NumberLikeJobIDs(ctx, r.cfg.Batch, r.cfg.IDField)
 	if err != nil {
 		return err
 	}
@@ -1052,7 +1055,7 @@ func (r *renderer) loadAsWritten(ctx context.Context, l jobHolder) error {
 // jobHolder tells which of some jobs the ledger holds, and how they differ.
 type jobHolder interface {
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
-	NumberLikeJobIDs(ctx context.Context, batch string) ([]string, error)
+	NumberLikeJobIDs(ctx context.Context, batch, idField string) ([]string, error)
 }
 
 // checkResult is what the first pass learned.
@@ -1602,9 +1605,6 @@ func (r *renderer) rowJobID(row map[string]any, line int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if cfg.Format == FormatCSV {
-		v = csvNumberID(v)
-	}
 	return cfg.Batch + ":" + v, nil
 }
 
@@ -1669,23 +1669,6 @@ func rowID(row map[string]any, field string) (string, error) {
 		return "", fmt.Errorf("id field %q holds a NUL character (\\u0000), which the ledger cannot store in an id", field)
 	}
 	return s, nil
-}
-
-// csvNumberID is a CSV id in canonical form when it is a number written
-// with a point or an exponent (1.0, 2.50, 1e2: a spreadsheet's float
-// column), as a JSONL number is; an integer keeps its leading zeros (007 is
-// not 7: zip codes, account numbers).
-func csvNumberID(v string) string {
-	if !strings.ContainsAny(v, ".eE") {
-		return v
-	}
-	if _, err := strconv.ParseFloat(v, 64); err != nil && !errors.Is(err, strconv.ErrRange) {
-		return v
-	}
-	if c := canonicalNumber(v); c != v && (strings.Trim(c, "-0123456789.e") == "") {
-		return c
-	}
-	return v
 }
 
 // canonicalNumber returns a JSON number in one form: no exponent, no

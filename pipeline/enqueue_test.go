@@ -287,6 +287,25 @@ func TestEnqueueNumericIDsAcrossRuns(t *testing.T) {
 	if err != nil || prog.Existing != 1 || prog.Recorded != 1 {
 		t.Fatalf("a re-run over a job recorded under its id as written: %+v %v; want it already enqueued, the new row recorded", prog, err)
 	}
+	// Ids that were strings stay as written: "01" is not 1, and a re-run
+	// of both is two jobs already enqueued (they were taken for one).
+	text := h.enqueueConfig("text")
+	strs := rowsJSONL([2]string{"01", "zero one"}, [2]string{"1", "one"}, [2]string{"1.10", "ten"}, [2]string{"1.1", "one one"})
+	for run := 1; run <= 2; run++ {
+		prog, err := enqueue.Run(h.ctx, h.js, h.st, text, strings.NewReader(strs))
+		if err != nil || prog.Recorded+prog.Existing != 4 || len(prog.Bad) != 0 {
+			t.Fatalf("string ids, run %d: %+v %v; want 4 jobs", run, prog, err)
+		}
+	}
+	csv := h.enqueueConfig("csv")
+	csv.Format = enqueue.FormatCSV
+	for run := 1; run <= 2; run++ {
+		prog, err := enqueue.Run(h.ctx, h.js, h.st, csv, strings.NewReader("id,text\n007,bond\n7,seven\n1.1,a\n1.10,b\n"))
+		if err != nil || prog.Recorded+prog.Existing != 4 || len(prog.Bad) != 0 {
+			t.Fatalf("CSV ids, run %d: %+v %v; want 4 jobs, ids as written", run, prog, err)
+		}
+	}
+
 	// The same row written canonically, or another way again, is that job.
 	for _, id := range []string{"=100", "=1.00e2"} {
 		prog, err = enqueue.Run(h.ctx, h.js, h.st, legacy, strings.NewReader(rowsJSONL([2]string{id, "e"}, [2]string{"=3", "new"})))
