@@ -265,6 +265,35 @@ type schemaGraph struct {
 	// to the reference, so every one of them is counted.
 	dynamic   map[string][]*jsonschema.Schema
 	recursive []*jsonschema.Schema
+	// outerDynamic and outerRecursive are the declarers reachable from
+	// the root without passing another (see outermost).
+	outerDynamic   map[string][]*jsonschema.Schema
+	outerRecursive []*jsonschema.Schema
+}
+
+// outermost returns the subschemas is holds for that the root reaches
+// without passing another: a dynamic reference resolves to the outermost
+// resource of its dynamic scope declaring the anchor, the first declarer
+// on the path from the root, so one of these.
+func (g *schemaGraph) outermost(is func(*jsonschema.Schema) bool) []*jsonschema.Schema {
+	seen := map[*jsonschema.Schema]bool{}
+	var out []*jsonschema.Schema
+	var walk func(s *jsonschema.Schema)
+	walk = func(s *jsonschema.Schema) {
+		if s == nil || seen[s] {
+			return
+		}
+		seen[s] = true
+		if is(s) {
+			out = append(out, s)
+			return
+		}
+		for _, sub := range append(staticInPlace(s), allChildren(s)...) {
+			walk(sub)
+		}
+	}
+	walk(g.root)
+	return out
 }
 
 func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
@@ -290,37 +319,39 @@ func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
 		}
 	}
 	collect(root)
+	g.outerDynamic = map[string][]*jsonschema.Schema{}
+	for anchor := range g.dynamic {
+		g.outerDynamic[anchor] = g.outermost(func(s *jsonschema.Schema) bool { return s.DynamicAnchor == anchor })
+	}
+	if len(g.recursive) > 0 {
+		g.outerRecursive = g.outermost(func(s *jsonschema.Schema) bool { return s.RecursiveAnchor })
+	}
 	return g
 }
 
 // inPlace returns the subschemas s applies to the same place in a value. A
 // dynamic reference whose static target declares its anchor resolves to the
-// outermost schema resource of the dynamic scope declaring it: the root,
-// when the root does (the "extend a tree" pattern), and otherwise one of
-// those that do, which depends on the path taken, so each is counted.
-// Counting the static target and every declarer besides refused a valid
-// tree 12 levels deep (each level counted twice or three times).
+// outermost schema resource of the dynamic scope declaring it, which is one
+// of those the root reaches first (outermost): the root itself when it
+// declares the anchor. Counting the static target and every declarer
+// besides refused valid trees 12 to 17 levels deep, each level counted two
+// or three times, that check in milliseconds.
 func (g *schemaGraph) inPlace(s *jsonschema.Schema) []*jsonschema.Schema {
 	out := staticInPlace(s)
 	swap := func(static *jsonschema.Schema, targets []*jsonschema.Schema) {
+		if len(targets) == 0 {
+			return // the static target, then
+		}
 		if i := slices.Index(out, static); i >= 0 {
 			out = slices.Delete(out, i, i+1)
 		}
 		out = append(out, targets...)
 	}
 	if d := s.DynamicRef; d != nil && d.Ref != nil && d.Anchor != "" && d.Ref.DynamicAnchor == d.Anchor {
-		if g.root.DynamicAnchor == d.Anchor {
-			swap(d.Ref, []*jsonschema.Schema{g.root})
-		} else {
-			swap(d.Ref, g.dynamic[d.Anchor])
-		}
+		swap(d.Ref, g.outerDynamic[d.Anchor])
 	}
 	if r := s.RecursiveRef; r != nil && r.RecursiveAnchor {
-		if g.root.RecursiveAnchor {
-			swap(r, []*jsonschema.Schema{g.root})
-		} else {
-			swap(r, g.recursive)
-		}
+		swap(r, g.outerRecursive)
 	}
 	return out
 }
