@@ -441,11 +441,12 @@ const FeedbackErrorsMax = 50
 // each line ending in a newline.
 func textErrors(errs []validate.Error) string {
 	var b strings.Builder
-	for i, e := range errs[:min(len(errs), FeedbackErrorsMax)] {
+	shown, rest := shownErrors(errs)
+	for i, e := range shown {
 		fmt.Fprintf(&b, "%d. %s\n", i+1, e.Message)
 	}
-	if more := errorCount(errs) - FeedbackErrorsMax; more > 0 {
-		fmt.Fprintf(&b, "... and %d more errors of the same kinds (%s): fix them the same way.\n", more, keywordCounts(errs[FeedbackErrorsMax:]))
+	if more := errorCount(errs) - len(shown); more > 0 {
+		fmt.Fprintf(&b, "... and %d more errors of the same kinds (%s): fix them the same way.\n", more, keywordCounts(rest))
 	}
 	return b.String()
 }
@@ -454,14 +455,27 @@ func textErrors(errs []validate.Error) string {
 func xmlErrors(errs []validate.Error) string {
 	var b strings.Builder
 	b.WriteString("<validation-errors>\n")
-	for _, e := range errs[:min(len(errs), FeedbackErrorsMax)] {
+	shown, rest := shownErrors(errs)
+	for _, e := range shown {
 		fmt.Fprintf(&b, "<error path=%q keyword=%q>%s</error>\n", pointerOrRoot(e.Path), e.Keyword, xmlEscape(e.Message))
 	}
-	if more := errorCount(errs) - FeedbackErrorsMax; more > 0 {
-		fmt.Fprintf(&b, "<more-errors count=\"%d\">%s: fix them the same way</more-errors>\n", more, xmlEscape(keywordCounts(errs[FeedbackErrorsMax:])))
+	if more := errorCount(errs) - len(shown); more > 0 {
+		fmt.Fprintf(&b, "<more-errors count=\"%d\">%s: fix them the same way</more-errors>\n", more, xmlEscape(keywordCounts(rest)))
 	}
 	b.WriteString("</validation-errors>")
 	return b.String()
+}
+
+// shownErrors picks the FeedbackErrorsMax errors a feedback lists, in
+// their order: the first of each keyword, then the first of the rest, so
+// that "more errors of the same kinds" are of kinds the model was shown
+// (2,000 type errors first hid 500 missing properties behind a count). rest
+// is the others, the moreErrors count among them.
+func shownErrors(errs []validate.Error) (shown, rest []validate.Error) {
+	if len(errs) <= FeedbackErrorsMax && (len(errs) == 0 || errs[len(errs)-1].Keyword != KeywordMoreErrors) {
+		return errs, nil
+	}
+	return pickErrors(errs, FeedbackErrorsMax)
 }
 
 // keywordCounts says how many of errs have each keyword, most first:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -288,6 +289,13 @@ func TestAttemptKeepsBoundedErrors(t *testing.T) {
 	}
 	if fb := textErrors(kept); !strings.Contains(fb, "... and 4950 more errors of the same kinds (type 4950)") {
 		t.Errorf("feedback ends %q", fb[len(fb)-120:])
+	}
+	// Kinds past the first 50 errors are shown one each: the count of the
+	// rest is of kinds the model saw.
+	mixed := append(slices.Clone(errs[:2000]), validate.Error{Path: "/x", Keyword: "required", Class: validate.ClassShape, Message: "/x: missing"})
+	fb := textErrors(keepErrors(mixed))
+	if !strings.Contains(fb, "50. /x: missing") || !strings.Contains(fb, "... and 1951 more errors of the same kinds (type 1951)") {
+		t.Errorf("feedback of 2,000 type errors then a missing property:\n%s", fb[len(fb)-200:])
 	}
 	if small := keepErrors(errs[:10]); len(small) != 10 {
 		t.Errorf("10 errors kept as %d", len(small))

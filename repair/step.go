@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -541,10 +540,37 @@ func keepErrors(errs []validate.Error) []validate.Error {
 	if len(errs) <= MaxAttemptErrors {
 		return errs
 	}
-	rest := errs[MaxAttemptErrors-1:]
-	kept := slices.Clip(errs[:MaxAttemptErrors-1])
+	kept, rest := pickErrors(errs, MaxAttemptErrors-1)
 	return append(kept, validate.Error{Path: "", Keyword: KeywordMoreErrors, Class: validate.ClassOf(rest),
 		Message: fmt.Sprintf("%d more errors, not kept: %s", len(rest), keywordCounts(rest))})
+}
+
+// pickErrors picks n of errs in their order: the first of each keyword,
+// then the first of the rest (a moreErrors error is never picked), so that
+// every kind of error is seen; rest is the others.
+func pickErrors(errs []validate.Error, n int) (picked, rest []validate.Error) {
+	pick := make([]bool, len(errs))
+	seen, k := map[string]bool{}, 0
+	for i, e := range errs {
+		if k < n && e.Keyword != KeywordMoreErrors && !seen[e.Keyword] {
+			seen[e.Keyword], pick[i] = true, true
+			k++
+		}
+	}
+	for i, e := range errs {
+		if k < n && !pick[i] && e.Keyword != KeywordMoreErrors {
+			pick[i] = true
+			k++
+		}
+	}
+	for i, e := range errs {
+		if pick[i] {
+			picked = append(picked, e)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	return picked, rest
 }
 
 // errorCount is how many errors errs stands for, a moreErrors error for
