@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
@@ -669,16 +670,20 @@ func TestReportWaitTimeoutSaysThePace(t *testing.T) {
 		!strings.Contains(errOut.String(), "none finished while waiting (are workers running on this ledger?)") {
 		t.Errorf("wait with nothing finishing: exit %d, stderr %q", code, errOut.String())
 	}
+	// A job finishes once the wait has read the batch (a fixed delay raced
+	// a slow start under load: the wait read it already finished).
+	var waitErr syncbuf.Buffer
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		for !strings.Contains(waitErr.String(), "queued 4") {
+			time.Sleep(5 * time.Millisecond)
+		}
 		if _, err := st.SaveResults(ctx, []store.Result{{JobID: "p1:1", Status: "valid", Value: json.RawMessage(`{}`), Deliveries: 1}}); err != nil {
 			t.Error(err)
 		}
 	}()
-	errOut.Reset()
-	if code := run(ctx, []string{"wait", "p1", "--interval", "20ms", "--timeout", "600ms", "--database-url", dsn}, &out, &errOut); code != 1 ||
-		!strings.Contains(errOut.String(), "3 of 4 jobs still queued; 1 finished while waiting") || strings.Contains(errOut.String(), "are workers running") {
-		t.Errorf("wait while a job finished: exit %d, stderr %q; want the pace", code, errOut.String())
+	if code := run(ctx, []string{"wait", "p1", "--interval", "20ms", "--timeout", "2s", "--database-url", dsn}, &out, &waitErr); code != 1 ||
+		!strings.Contains(waitErr.String(), "3 of 4 jobs still queued; 1 finished while waiting") || strings.Contains(waitErr.String(), "are workers running") {
+		t.Errorf("wait while a job finished: exit %d, stderr %q; want the pace", code, waitErr.String())
 	}
 }
 
