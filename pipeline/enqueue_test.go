@@ -283,6 +283,18 @@ func TestEnqueueNumericIDsAcrossRuns(t *testing.T) {
 	if _, err := conn.Exec(h.ctx, `UPDATE jobs SET id = 'legacy:1e2' WHERE id = 'legacy:100'`); err != nil {
 		t.Fatal(err)
 	}
+	// A number over 40 digits was kept as written; it is canonical with an
+	// exponent now.
+	long := "1" + strings.Repeat("0", 46)
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, legacy, strings.NewReader(rowsJSONL([2]string{"=1e2", "e"}, [2]string{"=" + long, "long"}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(h.ctx, `UPDATE jobs SET id = 'legacy:' || $1 WHERE id = 'legacy:1e46'`, long); err != nil {
+		t.Fatal(err)
+	}
+	if prog, err := enqueue.Run(h.ctx, h.js, h.st, legacy, strings.NewReader(rowsJSONL([2]string{"=1e2", "e"}, [2]string{"=" + long, "long"}))); err != nil || prog.Existing != 2 || prog.Recorded != 0 {
+		t.Fatalf("a re-run over a 47-digit id recorded as written: %+v %v; want both already enqueued", prog, err)
+	}
 	prog, err = enqueue.Run(h.ctx, h.js, h.st, legacy, strings.NewReader(rowsJSONL([2]string{"=1e2", "e"}, [2]string{"=3", "new"})))
 	if err != nil || prog.Existing != 1 || prog.Recorded != 1 {
 		t.Fatalf("a re-run over a job recorded under its id as written: %+v %v; want it already enqueued, the new row recorded", prog, err)
