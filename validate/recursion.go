@@ -296,7 +296,11 @@ func (g *schemaGraph) outermost(is func(*jsonschema.Schema) bool) []*jsonschema.
 	return out
 }
 
-func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
+// declarers are the subschemas that declare a dynamic or recursive anchor,
+// reachable from root or not: a dynamic reference may resolve to one in
+// the root's "$defs" that nothing refers to. inRootResource holds those in
+// the root's schema resource (under no other "$id").
+func newSchemaGraph(root *jsonschema.Schema, inRootResource map[*jsonschema.Schema]bool, declarers ...*jsonschema.Schema) *schemaGraph {
 	g := &schemaGraph{root: root, productive: map[*jsonschema.Schema]bool{}, dynamic: map[string][]*jsonschema.Schema{}}
 	seen := map[*jsonschema.Schema]bool{}
 	var collect func(s *jsonschema.Schema)
@@ -319,12 +323,26 @@ func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
 		}
 	}
 	collect(root)
+	for _, d := range declarers {
+		collect(d)
+	}
+	// The root's resource opens every dynamic scope: an anchor it declares,
+	// anywhere in it, is where the reference resolves. Otherwise one of
+	// the declarers the root reaches first is.
+	inRoot := func(is func(*jsonschema.Schema) bool, among []*jsonschema.Schema) []*jsonschema.Schema {
+		for _, d := range among {
+			if is(d) && (d == root || inRootResource[d]) {
+				return []*jsonschema.Schema{d}
+			}
+		}
+		return g.outermost(is)
+	}
 	g.outerDynamic = map[string][]*jsonschema.Schema{}
-	for anchor := range g.dynamic {
-		g.outerDynamic[anchor] = g.outermost(func(s *jsonschema.Schema) bool { return s.DynamicAnchor == anchor })
+	for anchor, among := range g.dynamic {
+		g.outerDynamic[anchor] = inRoot(func(s *jsonschema.Schema) bool { return s.DynamicAnchor == anchor }, among)
 	}
 	if len(g.recursive) > 0 {
-		g.outerRecursive = g.outermost(func(s *jsonschema.Schema) bool { return s.RecursiveAnchor })
+		g.outerRecursive = inRoot(func(s *jsonschema.Schema) bool { return s.RecursiveAnchor }, g.recursive)
 	}
 	return g
 }

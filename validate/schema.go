@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -261,7 +262,34 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	if refErr != nil {
 		return nil, schemaError(doc, refErr)
 	}
-	g := newSchemaGraph(sch)
+	// So is every subschema declaring a dynamic or recursive anchor: a
+	// dynamic reference may resolve to one nothing refers to (see
+	// newSchemaGraph), and its cost is counted.
+	var declarers, resources []string // pointers
+	walkSchemas(doc, "", func(ptr string, obj map[string]any) bool {
+		if _, ok := obj["$id"].(string); ok && ptr != "" {
+			resources = append(resources, ptr)
+		}
+		_, dyn := obj["$dynamicAnchor"].(string)
+		if rec, _ := obj["$recursiveAnchor"].(bool); dyn || rec {
+			declarers = append(declarers, ptr)
+		}
+		return true
+	})
+	var extra []*jsonschema.Schema
+	inRoot := map[*jsonschema.Schema]bool{}
+	for _, ptr := range declarers {
+		d, err := c.Compile(schemaURL + "#" + encodeFragment(ptr))
+		if err != nil {
+			continue
+		}
+		extra = append(extra, d)
+		// In the root's resource: under no other "$id".
+		if !slices.ContainsFunc(resources, func(r string) bool { return ptr == r || strings.HasPrefix(ptr, r+"/") }) {
+			inRoot[d] = true
+		}
+	}
+	g := newSchemaGraph(sch, inRoot, extra...)
 	if n := unfolded(g, MaxUnfolded); n > MaxUnfolded {
 		return nil, &SchemaError{Err: fmt.Errorf("one value would be checked against over %d subschemas along one path when each $ref is replaced by what it names "+
 			"(an anyOf, oneOf or allOf whose branches reach a shared definition counts it once for each, at every level): "+
