@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -393,14 +392,7 @@ func TestEcmaSuite(t *testing.T) {
 	dir := filepath.Join("testdata", "suite", "tests", "draft2020-12")
 	passed, divergent, seen := 0, 0, map[string]bool{}
 	for _, file := range ecmaSuiteFiles {
-		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(file)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var groups []suiteGroup
-		if err := json.Unmarshal(b, &groups); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
+		groups := readSuiteFile(t, filepath.Join(dir, filepath.FromSlash(file)))
 		for _, g := range groups {
 			s, err := Compile(g.Schema)
 			if err != nil {

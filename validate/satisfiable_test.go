@@ -1,10 +1,8 @@
 package validate
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -265,14 +263,7 @@ func TestSatisfiableSuite(t *testing.T) {
 			opts := compileOptions{loader: suiteLoader{dir: filepath.Join("testdata", "suite", "remotes")}, draft: tc.draft}
 			var withValid, withoutValid, refused, witnessed int
 			for _, file := range files {
-				b, err := os.ReadFile(file)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var groups []suiteGroup
-				if err := json.Unmarshal(b, &groups); err != nil {
-					t.Fatalf("%s: %v", file, err)
-				}
+				groups := readSuiteFile(t, file)
 				for _, g := range groups {
 					key := filepath.Base(file) + ": " + g.Description
 					s, err := compile(g.Schema, opts)

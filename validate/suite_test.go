@@ -72,14 +72,7 @@ func TestSuite(t *testing.T) {
 			opts := compileOptions{loader: suiteLoader{dir: filepath.Join("testdata", "suite", "remotes")}, draft: tc.draft}
 			passed, divergent := 0, 0
 			for _, file := range files {
-				b, err := os.ReadFile(file)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var groups []suiteGroup
-				if err := json.Unmarshal(b, &groups); err != nil {
-					t.Fatalf("%s: %v", file, err)
-				}
+				groups := readSuiteFile(t, file)
 				base := filepath.Base(file)
 				for _, g := range groups {
 					s, err := compile(g.Schema, opts)
@@ -133,6 +126,20 @@ func checkErrors(errs []Error) error {
 		}
 	}
 	return nil
+}
+
+// readSuiteFile reads the test groups of one suite file.
+func readSuiteFile(t *testing.T, path string) []suiteGroup {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []suiteGroup
+	if err := json.Unmarshal(b, &groups); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return groups
 }
 
 // suiteCase validates the data of one suite case against s and reports
