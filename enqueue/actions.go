@@ -12,9 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
-	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -33,21 +32,21 @@ var _ ActionLedger = (*store.Store)(nil)
 // RequeueStatusesDefault are the statuses requeue runs again unless told
 // otherwise: every job that did not end valid, but cancelled ones (cancel
 // was asked for) and over_budget ones (raise the cap first).
-var RequeueStatusesDefault = []string{store.StatusInvalid, store.StatusFailed, store.StatusRejected, store.StatusDead}
+var RequeueStatusesDefault = []fixpoint.Status{fixpoint.StatusInvalid, fixpoint.StatusFailed, fixpoint.StatusRejected, fixpoint.StatusDead}
 
 // RequeueConfig chooses the jobs of a batch to run again and how.
 type RequeueConfig struct {
 	// Batch names the batch; required.
 	Batch string
 	// Statuses default to RequeueStatusesDefault.
-	Statuses []string
+	Statuses []fixpoint.Status
 	// Class, when set, keeps only jobs whose final class is Class
 	// (syntax, shape, semantic, truncated, refusal, provider, budget...).
 	Class string
-	// Provider, Model, repair.Strategy and MaxAttempts, when set, change the
+	// Provider, Model, Strategy and MaxAttempts, when set, change the
 	// settings the jobs run with; the rest are the batch's latest run's.
 	Provider, Model string
-	Strategy        repair.Strategy
+	Strategy        fixpoint.Strategy
 	MaxAttempts     int
 	// DryRun counts the jobs and changes nothing.
 	DryRun bool
@@ -84,16 +83,16 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 		cfg.Statuses = RequeueStatusesDefault
 	}
 	for _, st := range cfg.Statuses {
-		if !store.IsFinal(st) {
+		if !st.Final() {
 			return rep, fmt.Errorf("%w: requeue: %q is not a final status (valid, invalid, failed, rejected, dead, cancelled, over_budget)", ErrBadConfig, st)
 		}
 	}
-	if cfg.Class != "" && !slices.Contains(repair.FinalClasses, cfg.Class) {
-		return rep, fmt.Errorf("%w: requeue: class %q is not one of %s", ErrBadConfig, cfg.Class, strings.Join(repair.FinalClasses, ", "))
+	if cfg.Class != "" && !slices.Contains(fixpoint.FinalClasses, cfg.Class) {
+		return rep, fmt.Errorf("%w: requeue: class %q is not one of %s", ErrBadConfig, cfg.Class, strings.Join(fixpoint.FinalClasses, ", "))
 	}
 	if cfg.Strategy != "" || cfg.MaxAttempts != 0 {
 		// A typo is a usage error whatever the ledger holds.
-		lim := repair.Limits{Strategy: cmp.Or(cfg.Strategy, repair.StrategyConversation), MaxAttempts: cmp.Or(cfg.MaxAttempts, 1)}.WithDefaults()
+		lim := fixpoint.Limits{Strategy: cmp.Or(cfg.Strategy, fixpoint.StrategyConversation), MaxAttempts: cmp.Or(cfg.MaxAttempts, 1)}.WithDefaults()
 		if err := lim.Validate(); err != nil {
 			return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
 		}
@@ -195,7 +194,7 @@ func latestSettings(ctx context.Context, ledger ActionLedger, b *store.Batch) (B
 		s = r
 	}
 	if s.Mode == "" {
-		s.Mode = llm.ModePrompt
+		s.Mode = fixpoint.ModePrompt
 	}
 	s.Limits = s.Limits.WithDefaults()
 	return s, nil

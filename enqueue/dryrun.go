@@ -6,7 +6,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -59,7 +59,7 @@ type DryRunReport struct {
 	PriceKnown bool
 	// PriceBasis is the price the cost is at: batch for batch delivery
 	// (cache reads, which lower it further, are not estimated).
-	PriceBasis repair.PriceBasis
+	PriceBasis fixpoint.PriceBasis
 }
 
 // DryRun renders and checks the first limit rows of the dataset (0: every
@@ -74,7 +74,7 @@ type DryRunReport struct {
 // be nil: no batch, no history.
 func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader, limit int, prices repair.Prices) (DryRunReport, error) {
 	var rep DryRunReport
-	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, repair.MaxTokensDefault)
+	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, fixpoint.MaxTokensDefault)
 	tmpl, hash, err := cfg.prepare()
 	if err != nil {
 		return rep, err
@@ -85,7 +85,7 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 	r := &renderer{cfg: &cfg, tmpl: tmpl, base: settings.envelope(cfg.Batch), maxMsg: int(cfg.Queue.WithDefaults().MaxMsgSize)}
 	rep.System = repair.SystemPrompt(&repair.Job{System: cfg.System, Mode: cfg.Mode, Schema: sch, SchemaRaw: canonical})
 	schemaTokens := 0
-	if cfg.Mode != llm.ModePrompt {
+	if cfg.Mode != fixpoint.ModePrompt {
 		schemaTokens = len(canonical) / 4
 	}
 
@@ -158,9 +158,9 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 		prices = repair.DefaultPrices()
 	}
 	_, rep.PriceKnown = prices.Lookup(cfg.Model)
-	basis := repair.PriceBasisRealtime
+	basis := fixpoint.PriceBasisRealtime
 	if cfg.Delivery == pipeline.DeliveryBatch {
-		basis = repair.PriceBasisBatch
+		basis = fixpoint.PriceBasisBatch
 	}
 	rep.PriceBasis = basis
 	rep.CostUSD = prices.CostOn(cfg.Model, basis, int(in), int(out), 0, 0)

@@ -22,9 +22,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
-	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -130,10 +130,10 @@ type Config struct {
 	// prompt.
 	Provider  string
 	Model     string
-	Mode      llm.Mode
+	Mode      fixpoint.Mode
 	MaxTokens int
 	Temp      *float64
-	Limits    repair.Limits
+	Limits    fixpoint.Limits
 	// Cap is the batch's spend cap, set when the batch is created; a
 	// re-run must give the same (enqueue cap changes it).
 	Cap store.Cap
@@ -273,7 +273,7 @@ func Check(cfg Config) error {
 func (cfg *Config) prepare() (*template.Template, string, error) {
 	cfg.Chunk = cmp.Or(cfg.Chunk, ChunkDefault)
 	cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, pipeline.MaxPromptBytesDefault)
-	cfg.Mode = cmp.Or(cfg.Mode, llm.ModePrompt)
+	cfg.Mode = cmp.Or(cfg.Mode, fixpoint.ModePrompt)
 	cfg.Limits = cfg.Limits.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, "", err
@@ -376,7 +376,7 @@ func (c *Config) validate() error {
 	// Each attempt reserves its prompt and its max tokens of output against
 	// the token budget before it is sent: a budget no bigger than the
 	// output alone fails every job before its first call.
-	if b, m := c.Limits.TokenBudget, cmp.Or(c.MaxTokens, pipeline.MaxTokensDefault); b > 0 && b <= m {
+	if b, m := c.Limits.TokenBudget, cmp.Or(c.MaxTokens, fixpoint.MaxTokensDefault); b > 0 && b <= m {
 		return fmt.Errorf("%w: token budget %d is not above max tokens %d: each attempt reserves its max tokens of output and its prompt against the budget, so no job could make a call", ErrBadConfig, b, m)
 	}
 	e := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits,
@@ -391,12 +391,12 @@ func (c *Config) validate() error {
 // and every job of it runs with: enqueue --resume takes them from the
 // ledger, and a re-run must give the same ones.
 type BatchSettings struct {
-	Provider  string        `json:"provider"`
-	Model     string        `json:"model"`
-	Mode      llm.Mode      `json:"mode"`
-	MaxTokens int           `json:"max_tokens"`
-	Temp      *float64      `json:"temperature,omitempty"`
-	Limits    repair.Limits `json:"limits"`
+	Provider  string          `json:"provider"`
+	Model     string          `json:"model"`
+	Mode      fixpoint.Mode   `json:"mode"`
+	MaxTokens int             `json:"max_tokens"`
+	Temp      *float64        `json:"temperature,omitempty"`
+	Limits    fixpoint.Limits `json:"limits"`
 	// System is the user's system prompt, "" for none.
 	System string `json:"system,omitempty"`
 	// SchemaHash is the hash of the schema's canonical form.
@@ -639,7 +639,7 @@ func ParseBatchSettings(b *store.Batch) (BatchSettings, error) {
 		}
 	}
 	if s.Mode == "" {
-		s.Mode = llm.ModePrompt
+		s.Mode = fixpoint.ModePrompt
 	}
 	s.Limits = s.Limits.WithDefaults()
 	return s, nil
@@ -1410,7 +1410,7 @@ func (r *renderer) fits(job *store.NewJob) error {
 	}
 	// At least what the worker reserves for the first attempt (a quarter
 	// of its bytes, and the output allowance; repair.EstimateTokens).
-	if b, m := r.cfg.Limits.TokenBudget, cmp.Or(r.cfg.MaxTokens, pipeline.MaxTokensDefault); b > 0 && (n+3)/4+m > b {
+	if b, m := r.cfg.Limits.TokenBudget, cmp.Or(r.cfg.MaxTokens, fixpoint.MaxTokensDefault); b > 0 && (n+3)/4+m > b {
 		return fmt.Errorf("its first attempt needs about %d tokens (prompt, system prompt and schema about %d, max tokens %d), over the token budget of %d: the job would fail before its first call",
 			(n+3)/4+m, (n+3)/4, m, b)
 	}
@@ -1514,7 +1514,7 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Ledg
 			}
 			env := jobEnvelope(base, &jobs[i])
 			dup, err := pipeline.Publish(ctx, js, cfg.Queue, &env)
-			if errors.Is(err, repair.ErrBadJob) {
+			if errors.Is(err, fixpoint.ErrBadJob) {
 				if _, rerr := ledger.Reject(ctx, store.Rejection{JobID: jobs[i].ID, Batch: cfg.Batch, Reason: err.Error()}); rerr != nil {
 					return rerr
 				}
@@ -1548,9 +1548,9 @@ func jobEnvelope(base pipeline.Envelope, job *store.NewJob) pipeline.Envelope {
 	env.SchemaHash = cmp.Or(job.SchemaHash, base.SchemaHash)
 	env.Provider = cmp.Or(job.Provider, base.Provider)
 	env.Model = cmp.Or(job.Model, base.Model)
-	env.Mode = cmp.Or(llm.Mode(job.Mode), base.Mode)
+	env.Mode = cmp.Or(fixpoint.Mode(job.Mode), base.Mode)
 	if job.Strategy != "" {
-		env.Limits.Strategy = repair.Strategy(job.Strategy)
+		env.Limits.Strategy = fixpoint.Strategy(job.Strategy)
 	}
 	if job.Run > 1 {
 		env.Run = job.Run

@@ -8,14 +8,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 type extractCase struct {
 	name      string
 	reply     string
-	want      string   // compact JSON of the first candidate
-	source    Source   // source of the first candidate
-	kinds     []string // repair kinds the first candidate must record
+	want      string          // compact JSON of the first candidate
+	source    fixpoint.Source // source of the first candidate
+	kinds     []string        // repair kinds the first candidate must record
 	truncated bool
 	count     int // number of candidates, when not 0
 	wantErr   string
@@ -25,42 +27,42 @@ type extractCase struct {
 // the refusals. The fuzz targets are seeded from it.
 var extractCases = []extractCase{
 	// Sources.
-	{name: "raw object", reply: ` {"a": 1} `, want: `{"a":1}`, source: SourceRaw},
-	{name: "raw array", reply: `[1, 2.50, "x"]`, want: `[1,2.50,"x"]`, source: SourceRaw},
-	{name: "raw string", reply: `"hi"`, want: `"hi"`, source: SourceRaw},
-	{name: "raw number", reply: `42`, want: `42`, source: SourceRaw},
-	{name: "fence json", reply: "Here:\n```json\n{\"a\": 1}\n```\nDone.", want: `{"a":1}`, source: SourceFence},
-	{name: "fence bare", reply: "```\n[1]\n```", want: `[1]`, source: SourceFence},
-	{name: "fence tilde", reply: "~~~\n{\"a\": true}\n~~~", want: `{"a":true}`, source: SourceFence},
-	{name: "fence other tag and case", reply: "Result:\n```JSON5\n{a: 1}\n```", want: `{"a":1}`, source: SourceFence, kinds: []string{KindUnquotedKey}},
-	{name: "fence inline on one line", reply: "output: ```json {'a': 'b'} ```", want: `{"a":"b"}`, source: SourceFence, kinds: []string{KindSingleQuotes}},
-	{name: "fence holding backticks in a string", reply: "```json\n{\"foo\": \"```bar```\"}\n```", want: "{\"foo\":\"```bar```\"}", source: SourceFence},
-	{name: "tag json", reply: `<json>{"a": 1}</json>`, want: `{"a":1}`, source: SourceTag},
-	{name: "tag output", reply: "Sure.\n<output>\n[1, 2]\n</output>", want: `[1,2]`, source: SourceTag},
-	{name: "tag answer", reply: `<Answer>{"ok": true}</Answer> hope that helps`, want: `{"ok":true}`, source: SourceTag},
-	{name: "inline code", reply: "Use `{\"a\": 1}` as the body.", want: `{"a":1}`, source: SourceInline},
-	{name: "object in prose", reply: `The output is: {"hi": ["a", "b"]} as asked.`, want: `{"hi":["a","b"]}`, source: SourceScan},
-	{name: "array in prose", reply: `Scores: [1, 2, 3].`, want: `[1,2,3]`, source: SourceScan},
-	{name: "json in a string", reply: `"{\"a\": 1}"`, want: `{"a":1}`, source: SourceString, count: 2, kinds: []string{KindEscapedJSON}},
-	{name: "escaped json", reply: `{\"key\": \"value\"}`, want: `{"key":"value"}`, source: SourceString, kinds: []string{KindEscapedJSON}},
-	{name: "several values", reply: "{\"a\":1}\n{\"b\":2}", want: `{"a":1}`, source: SourceRaw, count: 2},
+	{name: "raw object", reply: ` {"a": 1} `, want: `{"a":1}`, source: fixpoint.SourceRaw},
+	{name: "raw array", reply: `[1, 2.50, "x"]`, want: `[1,2.50,"x"]`, source: fixpoint.SourceRaw},
+	{name: "raw string", reply: `"hi"`, want: `"hi"`, source: fixpoint.SourceRaw},
+	{name: "raw number", reply: `42`, want: `42`, source: fixpoint.SourceRaw},
+	{name: "fence json", reply: "Here:\n```json\n{\"a\": 1}\n```\nDone.", want: `{"a":1}`, source: fixpoint.SourceFence},
+	{name: "fence bare", reply: "```\n[1]\n```", want: `[1]`, source: fixpoint.SourceFence},
+	{name: "fence tilde", reply: "~~~\n{\"a\": true}\n~~~", want: `{"a":true}`, source: fixpoint.SourceFence},
+	{name: "fence other tag and case", reply: "Result:\n```JSON5\n{a: 1}\n```", want: `{"a":1}`, source: fixpoint.SourceFence, kinds: []string{KindUnquotedKey}},
+	{name: "fence inline on one line", reply: "output: ```json {'a': 'b'} ```", want: `{"a":"b"}`, source: fixpoint.SourceFence, kinds: []string{KindSingleQuotes}},
+	{name: "fence holding backticks in a string", reply: "```json\n{\"foo\": \"```bar```\"}\n```", want: "{\"foo\":\"```bar```\"}", source: fixpoint.SourceFence},
+	{name: "tag json", reply: `<json>{"a": 1}</json>`, want: `{"a":1}`, source: fixpoint.SourceTag},
+	{name: "tag output", reply: "Sure.\n<output>\n[1, 2]\n</output>", want: `[1,2]`, source: fixpoint.SourceTag},
+	{name: "tag answer", reply: `<Answer>{"ok": true}</Answer> hope that helps`, want: `{"ok":true}`, source: fixpoint.SourceTag},
+	{name: "inline code", reply: "Use `{\"a\": 1}` as the body.", want: `{"a":1}`, source: fixpoint.SourceInline},
+	{name: "object in prose", reply: `The output is: {"hi": ["a", "b"]} as asked.`, want: `{"hi":["a","b"]}`, source: fixpoint.SourceScan},
+	{name: "array in prose", reply: `Scores: [1, 2, 3].`, want: `[1,2,3]`, source: fixpoint.SourceScan},
+	{name: "json in a string", reply: `"{\"a\": 1}"`, want: `{"a":1}`, source: fixpoint.SourceString, count: 2, kinds: []string{KindEscapedJSON}},
+	{name: "escaped json", reply: `{\"key\": \"value\"}`, want: `{"key":"value"}`, source: fixpoint.SourceString, kinds: []string{KindEscapedJSON}},
+	{name: "several values", reply: "{\"a\":1}\n{\"b\":2}", want: `{"a":1}`, source: fixpoint.SourceRaw, count: 2},
 	// A bare value that opens the reply is a candidate beside a fence
 	// after it (the fence alone was taken: a format example's values).
-	{name: "bare value then a fence", reply: "{\"price\": 5}\n```json\n{\"price\": 0}\n```\n", want: `{"price":5}`, source: SourceRaw, count: 2},
-	{name: "fence inside braces", reply: "{```json\n{\"a\":\"b\"}\n```}", want: `{"a":"b"}`, source: SourceFence, count: 1},
-	{name: "two fences", reply: "```json\n{\"a\":1}\n```\nand\n```json\n{\"b\":2}\n```", want: `{"a":1}`, source: SourceFence, count: 2},
+	{name: "bare value then a fence", reply: "{\"price\": 5}\n```json\n{\"price\": 0}\n```\n", want: `{"price":5}`, source: fixpoint.SourceRaw, count: 2},
+	{name: "fence inside braces", reply: "{```json\n{\"a\":\"b\"}\n```}", want: `{"a":"b"}`, source: fixpoint.SourceFence, count: 1},
+	{name: "two fences", reply: "```json\n{\"a\":1}\n```\nand\n```json\n{\"b\":2}\n```", want: `{"a":1}`, source: fixpoint.SourceFence, count: 2},
 
 	// Skip rules.
-	{name: "think block skipped", reply: "<think>maybe {\"draft\": 1}</think>\n{\"final\": 2}", want: `{"final":2}`, source: SourceRaw, count: 1},
+	{name: "think block skipped", reply: "<think>maybe {\"draft\": 1}</think>\n{\"final\": 2}", want: `{"final":2}`, source: fixpoint.SourceRaw, count: 1},
 	// A tag inside a string of the value is text: masking up to it took
 	// {"price": 6} out of the object below, and called the third prose.
-	{name: "closing tag in a string", reply: `{"price": 5, "name": "</think>", "alt": {"price": 6}}`, want: `{"price":5,"name":"</think>","alt":{"price":6}}`, source: SourceRaw, count: 1},
-	{name: "closing tag in a string, repaired", reply: `{"note": "see </reasoning> tag", "price": 5,}`, want: `{"note":"see </reasoning> tag","price":5}`, source: SourceRaw, count: 1, kinds: []string{KindTrailingComma}},
-	{name: "tags in a string", reply: `{"a": "<think>x</think>", "b": 1}`, want: `{"a":"<think>x</think>","b":1}`, source: SourceRaw, count: 1},
-	{name: "thinking block skipped", reply: "<thinking>{\"x\": 0}</thinking>Answer: {\"y\": 1}", want: `{"y":1}`, source: SourceScan, count: 1},
-	{name: "placeholder skipped", reply: `Fill in {name} then send {"name": "Ada"}`, want: `{"name":"Ada"}`, source: SourceScan, count: 1},
-	{name: "sentence fragment skipped", reply: `Set {x: 1} first. Result: {"x": 2}`, want: `{"x":2}`, source: SourceScan, count: 1},
-	{name: "code fence that is not json", reply: "```python\nprint({'a': 1})\n```\n{\"a\": 2}", want: `{"a":2}`, source: SourceScan},
+	{name: "closing tag in a string", reply: `{"price": 5, "name": "</think>", "alt": {"price": 6}}`, want: `{"price":5,"name":"</think>","alt":{"price":6}}`, source: fixpoint.SourceRaw, count: 1},
+	{name: "closing tag in a string, repaired", reply: `{"note": "see </reasoning> tag", "price": 5,}`, want: `{"note":"see </reasoning> tag","price":5}`, source: fixpoint.SourceRaw, count: 1, kinds: []string{KindTrailingComma}},
+	{name: "tags in a string", reply: `{"a": "<think>x</think>", "b": 1}`, want: `{"a":"<think>x</think>","b":1}`, source: fixpoint.SourceRaw, count: 1},
+	{name: "thinking block skipped", reply: "<thinking>{\"x\": 0}</thinking>Answer: {\"y\": 1}", want: `{"y":1}`, source: fixpoint.SourceScan, count: 1},
+	{name: "placeholder skipped", reply: `Fill in {name} then send {"name": "Ada"}`, want: `{"name":"Ada"}`, source: fixpoint.SourceScan, count: 1},
+	{name: "sentence fragment skipped", reply: `Set {x: 1} first. Result: {"x": 2}`, want: `{"x":2}`, source: fixpoint.SourceScan, count: 1},
+	{name: "code fence that is not json", reply: "```python\nprint({'a': 1})\n```\n{\"a\": 2}", want: `{"a":2}`, source: fixpoint.SourceScan},
 	{name: "empty before real value", reply: `[] then {"k": "v"}`, want: `{"k":"v"}`, count: 1},
 
 	// Repairs.
@@ -104,14 +106,14 @@ var extractCases = []extractCase{
 	{name: "special whitespace", reply: "{\"a\":\u00a0\"b\"}", want: `{"a":"b"}`, kinds: []string{KindWhitespace}},
 	{name: "object quoted inside a string", reply: `{"x": "a, {"k": {"n": 1}}, "y": 2}`, want: `{"x":"a, {\"k\": {\"n\": 1}}","y":2}`, kinds: []string{KindUnescapedQuote, KindMissingQuote}},
 	{name: "quote before a closer that closes nothing", reply: `"the list [1, 2"] more"`, want: `"the list [1, 2\"] more"`, kinds: []string{KindUnescapedQuote}},
-	{name: "doubled quotes around a value", reply: `{"key": ""value""}`, want: `{"key":"value"}`, source: SourceRaw, kinds: []string{KindUnescapedQuote}},
+	{name: "doubled quotes around a value", reply: `{"key": ""value""}`, want: `{"key":"value"}`, source: fixpoint.SourceRaw, kinds: []string{KindUnescapedQuote}},
 	{name: "doubled quotes CSV style", reply: `{""a"":[{""t"":''x y'',""n"":""5""}]}`, want: `{"a":[{"t":"x y","n":"5"}]}`, kinds: []string{KindUnescapedQuote, KindSingleQuotes}},
 	{name: "doubled opening quote only", reply: `{"key": ""value"}`, want: `{"key":"value"}`, kinds: []string{KindUnescapedQuote}},
 	{name: "doubled opening quote that pairs a quote inside", reply: `{"a": ""Hello" she said"}`, want: `{"a":"\"Hello\" she said"}`, kinds: []string{KindUnescapedQuote}},
 	{name: "doubled opening quote and an inch mark", reply: `{"q": ""He is 6'2" tall"}`, want: `{"q":"He is 6'2\" tall"}`, kinds: []string{KindUnescapedQuote}},
 	{name: "curly quote doubled at the end is text", reply: `{"a": “hi””}`, want: `{"a":"hi”"}`, kinds: []string{KindSmartQuotes, KindUnescapedQuote}},
 	{name: "curly quotes inside a curly-quoted string stay curly", reply: `{“a”: “it’s “fine””}`, want: `{"a":"it’s “fine”"}`, kinds: []string{KindSmartQuotes, KindUnescapedQuote}},
-	{name: "empty string then a value is not doubled", reply: `["", "x"]`, want: `["","x"]`, source: SourceRaw},
+	{name: "empty string then a value is not doubled", reply: `["", "x"]`, want: `["","x"]`, source: fixpoint.SourceRaw},
 	{name: "inch mark before the end quote", reply: `{"tv": "72"", "n": 1}`, want: `{"tv":"72\"","n":1}`, kinds: []string{KindUnescapedQuote}},
 	{name: "number cut off after its sign", reply: `[1, -`, want: `[1,-0]`, truncated: true, kinds: []string{KindTruncated}},
 	{name: "regex class in a string", reply: `{"r": [{"re": "a['"]b"}]}`, want: `{"r":[{"re":"a['\"]b"}]}`, kinds: []string{KindUnescapedQuote}},
@@ -179,7 +181,7 @@ func TestExtract(t *testing.T) {
 				t.Errorf("Truncated = %v, want %v", c.Truncated, tc.truncated)
 			}
 			for _, k := range tc.kinds {
-				if !slices.ContainsFunc(c.Repairs, func(r Repair) bool { return r.Kind == k }) {
+				if !slices.ContainsFunc(c.Repairs, func(r fixpoint.Repair) bool { return r.Kind == k }) {
 					t.Errorf("repairs %v lack %q", c.Repairs, k)
 				}
 			}
@@ -231,7 +233,7 @@ func checkCandidates(t *testing.T, reply string, cands []Candidate) {
 				t.Fatalf("candidate %d repair %v offset outside reply", i, r)
 			}
 		}
-		if c.Truncated != slices.ContainsFunc(c.Repairs, func(r Repair) bool { return r.Kind == KindTruncated }) {
+		if c.Truncated != slices.ContainsFunc(c.Repairs, func(r fixpoint.Repair) bool { return r.Kind == KindTruncated }) {
 			t.Fatalf("candidate %d Truncated=%v but repairs %v", i, c.Truncated, c.Repairs)
 		}
 	}
@@ -242,13 +244,13 @@ func TestRepairOffsets(t *testing.T) {
 	tests := []struct {
 		name  string
 		reply string
-		want  []Repair
+		want  []fixpoint.Repair
 	}{
-		{name: "trailing comma", reply: `{"a": 1,}`, want: []Repair{{Kind: KindTrailingComma, Offset: 7}}},
-		{name: "comment and quotes", reply: `{'a': 1 /* c */}`, want: []Repair{{Kind: KindSingleQuotes, Offset: 1}, {Kind: KindComment, Offset: 8}}},
-		{name: "offset into reply past prose", reply: `Result: {a: True}`, want: []Repair{{Kind: KindUnquotedKey, Offset: 9}, {Kind: KindPythonLiteral, Offset: 12}}},
-		{name: "truncated at end", reply: `[1, 2`, want: []Repair{{Kind: KindTruncated, Offset: 5}}},
-		{name: "fence offset", reply: "x\n```json\n{\"a\": 1,}\n```", want: []Repair{{Kind: KindTrailingComma, Offset: 17}}},
+		{name: "trailing comma", reply: `{"a": 1,}`, want: []fixpoint.Repair{{Kind: KindTrailingComma, Offset: 7}}},
+		{name: "comment and quotes", reply: `{'a': 1 /* c */}`, want: []fixpoint.Repair{{Kind: KindSingleQuotes, Offset: 1}, {Kind: KindComment, Offset: 8}}},
+		{name: "offset into reply past prose", reply: `Result: {a: True}`, want: []fixpoint.Repair{{Kind: KindUnquotedKey, Offset: 9}, {Kind: KindPythonLiteral, Offset: 12}}},
+		{name: "truncated at end", reply: `[1, 2`, want: []fixpoint.Repair{{Kind: KindTruncated, Offset: 5}}},
+		{name: "fence offset", reply: "x\n```json\n{\"a\": 1,}\n```", want: []fixpoint.Repair{{Kind: KindTrailingComma, Offset: 17}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -18,12 +20,12 @@ type goldenResult struct {
 }
 
 type goldenCandidate struct {
-	Source    Source          `json:"source"`
-	Start     int             `json:"start"`
-	End       int             `json:"end"`
-	Truncated bool            `json:"truncated"`
-	JSON      json.RawMessage `json:"json"`
-	Repairs   []Repair        `json:"repairs"`
+	Source    fixpoint.Source   `json:"source"`
+	Start     int               `json:"start"`
+	End       int               `json:"end"`
+	Truncated bool              `json:"truncated"`
+	JSON      json.RawMessage   `json:"json"`
+	Repairs   []fixpoint.Repair `json:"repairs"`
 }
 
 // TestGolden runs Extract on representative model replies and compares the
@@ -51,7 +53,7 @@ func TestGolden(t *testing.T) {
 			for _, c := range cands {
 				res.Candidates = append(res.Candidates, goldenCandidate{
 					Source: c.Source, Start: c.Start, End: c.End, Truncated: c.Truncated,
-					JSON: c.JSON, Repairs: append([]Repair{}, c.Repairs...),
+					JSON: c.JSON, Repairs: append([]fixpoint.Repair{}, c.Repairs...),
 				})
 			}
 			got, err := json.MarshalIndent(res, "", "  ")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fixpoint-dev/fixpoint"
 	sjson "github.com/segmentio/encoding/json"
 )
 
@@ -85,7 +86,7 @@ func RepairText(text string) (Candidate, error) {
 	if rest := skipTrailer(text, next, b, &f.Repairs); rest < b {
 		return Candidate{}, newSyntaxError(rest, "unexpected %s after the value", describe(text, rest))
 	}
-	f.Source = SourceRaw
+	f.Source = fixpoint.SourceRaw
 	return f.Candidate, nil
 }
 
@@ -154,7 +155,7 @@ func (e *extractor) leading(structured []found) (found, bool) {
 	if eol := strings.IndexByte(e.src[next:b]+"\n", '\n'); strings.TrimSpace(e.src[next:next+min(eol, b-next)]) != "" {
 		return found{}, false
 	}
-	f.Source = SourceRaw
+	f.Source = fixpoint.SourceRaw
 	return f, true
 }
 
@@ -213,9 +214,9 @@ func decodeInner(c Candidate) (found, bool) {
 	if json.Compact(&buf, []byte(t)) != nil {
 		return found{}, false
 	}
-	reps := append(slices.Clone(c.Repairs), Repair{Kind: KindEscapedJSON, Offset: c.Start})
+	reps := append(slices.Clone(c.Repairs), fixpoint.Repair{Kind: KindEscapedJSON, Offset: c.Start})
 	return found{Candidate: Candidate{
-		Value: v, JSON: buf.Bytes(), Source: SourceString,
+		Value: v, JSON: buf.Bytes(), Source: fixpoint.SourceString,
 		Start: c.Start, End: c.End, Repairs: reps, Truncated: c.Truncated,
 	}}, true
 }
@@ -305,7 +306,7 @@ func (e *extractor) finishParse(p *parser, a int) (found, int, *SyntaxError) {
 		Value: v, JSON: p.out, Start: p.off(start), End: p.off(p.i),
 		Repairs: p.repairs, Truncated: hasRepair(p.repairs, KindTruncated),
 	}}
-	slices.SortStableFunc(f.Repairs, func(x, y Repair) int { return x.Offset - y.Offset })
+	slices.SortStableFunc(f.Repairs, func(x, y fixpoint.Repair) int { return x.Offset - y.Offset })
 	switch x := v.(type) {
 	case map[string]any:
 		f.empty = len(x) == 0
@@ -471,9 +472,9 @@ func (e *extractor) raw() []found {
 		if err != nil {
 			return nil
 		}
-		f.Source = SourceRaw
+		f.Source = fixpoint.SourceRaw
 		out = append(out, f)
-		var trail []Repair
+		var trail []fixpoint.Repair
 		i = skipTrailer(e.src, next, b, &trail)
 		out[len(out)-1].Repairs = append(out[len(out)-1].Repairs, trail...)
 		if i < b && !e.rawNext(i, b) {
@@ -543,7 +544,7 @@ func (e *extractor) rawNext(i, b int) bool {
 
 // skipTrailer skips what may follow a value: whitespace, comments, commas,
 // semicolons, stray closing brackets and fence markers.
-func skipTrailer(s string, i, b int, reps *[]Repair) int {
+func skipTrailer(s string, i, b int, reps *[]fixpoint.Repair) int {
 	p := &parser{src: s, i: i, end: b}
 	for {
 		p.skip()
@@ -594,12 +595,12 @@ func (e *extractor) escapedRaw(a, b int) []found {
 	if err != nil {
 		return nil
 	}
-	var trail []Repair
+	var trail []fixpoint.Repair
 	if skipTrailer(sub.src, next, len(buf), &trail) < len(buf) {
 		return nil
 	}
-	f.Source = SourceString
-	f.Repairs = append([]Repair{{Kind: KindEscapedJSON, Offset: a}}, f.Repairs...)
+	f.Source = fixpoint.SourceString
+	f.Repairs = append([]fixpoint.Repair{{Kind: KindEscapedJSON, Offset: a}}, f.Repairs...)
 	return []found{f}
 }
 
@@ -643,7 +644,7 @@ func (e *extractor) tags() []found {
 			if err != nil {
 				continue
 			}
-			f.Source = SourceTag
+			f.Source = fixpoint.SourceTag
 			out = append(out, f)
 			e.claimed = addSpan(e.claimed, span{j, end})
 			// Values after the first in the tag are candidates too
@@ -659,7 +660,7 @@ func (e *extractor) tags() []found {
 				if err != nil || more <= next || (!endsLine(e.src, more, ce) && !isObjectOrArray(e.src, next)) {
 					break
 				}
-				g.Source = SourceTag
+				g.Source = fixpoint.SourceTag
 				out = append(out, g)
 				next = more
 			}
@@ -785,7 +786,7 @@ func (e *extractor) fences() []found {
 			if len(got) > 0 && !endsLine(s, after, len(s)) && !isObjectOrArray(s, next) {
 				break // "2 issues found": words, not a second value
 			}
-			fd.Source = SourceFence
+			fd.Source = fixpoint.SourceFence
 			got = append(got, fd)
 			next = after
 			for next < len(s) && (s[next] == ',' || s[next] == ' ' || s[next] == '\t' || s[next] == '\n' || s[next] == '\r') {
@@ -876,7 +877,7 @@ func (e *extractor) inline() []found {
 		if a < b && (s[a] == '{' || s[a] == '[') {
 			f, next, err := e.parse(a, b, false, false)
 			if err == nil && next >= b {
-				f.Source = SourceInline
+				f.Source = fixpoint.SourceInline
 				f.dubious = hasRepair(f.Repairs, KindUnquotedKey, KindUnquotedString)
 				out = append(out, f)
 				e.claimed = addSpan(e.claimed, span{o, c + 1})
@@ -887,7 +888,7 @@ func (e *extractor) inline() []found {
 	return out
 }
 
-func hasRepair(reps []Repair, kinds ...string) bool {
+func hasRepair(reps []fixpoint.Repair, kinds ...string) bool {
 	for _, r := range reps {
 		if slices.Contains(kinds, r.Kind) {
 			return true
@@ -934,7 +935,7 @@ func (e *extractor) scan() []found {
 			i = o + 1
 			continue
 		}
-		f.Source = SourceScan
+		f.Source = fixpoint.SourceScan
 		f.dubious = hasRepair(f.Repairs, KindUnquotedKey)
 		out = append(out, f)
 		i = max(next, o+1)

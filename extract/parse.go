@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // MaxDepth is the deepest nesting of objects and arrays the repairer follows.
@@ -100,7 +102,7 @@ type parser struct {
 	atEOF    bool // end is the end of the reply: running out means truncated
 	fence    bool // a ``` or ~~~ run in a structural position ends the region
 	out      []byte
-	repairs  []Repair
+	repairs  []fixpoint.Repair
 	depth    int
 	stack    []byte // closers of the open containers, innermost last
 	paren    int    // open tuples and function calls
@@ -139,7 +141,7 @@ func (p *parser) repair(kind string, at int) {
 		p.fail(at, "the value needs over %d repairs: it is not JSON to repair", MaxRepairs)
 		return
 	}
-	p.repairs = append(p.repairs, Repair{Kind: kind, Offset: p.off(at)})
+	p.repairs = append(p.repairs, fixpoint.Repair{Kind: kind, Offset: p.off(at)})
 }
 
 func (p *parser) fail(at int, format string, args ...any) bool {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // strictDocs are valid JSON documents of every shape; the corpus adds its
@@ -59,9 +61,9 @@ func checkStrict(t *testing.T, doc string) {
 	var raw []Candidate
 	for _, c := range cands {
 		switch c.Source {
-		case SourceRaw:
+		case fixpoint.SourceRaw:
 			raw = append(raw, c)
-		case SourceString:
+		case fixpoint.SourceString:
 			if !strings.HasPrefix(strings.TrimSpace(doc), `"`) {
 				t.Errorf("Extract(%q): string candidate from a non-string document", clip(doc, 80))
 			}

@@ -4,20 +4,21 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
 // Anthropic Messages wire types (only the fields we send or read).
 
 type anRequest struct {
-	Model       string        `json:"model"`
-	MaxTokens   int           `json:"max_tokens"`
-	System      any           `json:"system,omitempty"` // a string, or []anSystemBlock to cache it
-	Messages    []Message     `json:"messages"`
-	Temperature *float64      `json:"temperature,omitempty"`
-	Tools       []anTool      `json:"tools,omitempty"`
-	ToolChoice  *anToolChoice `json:"tool_choice,omitempty"`
-	Metadata    *anMetadata   `json:"metadata,omitempty"`
+	Model       string             `json:"model"`
+	MaxTokens   int                `json:"max_tokens"`
+	System      any                `json:"system,omitempty"` // a string, or []anSystemBlock to cache it
+	Messages    []fixpoint.Message `json:"messages"`
+	Temperature *float64           `json:"temperature,omitempty"`
+	Tools       []anTool           `json:"tools,omitempty"`
+	ToolChoice  *anToolChoice      `json:"tool_choice,omitempty"`
+	Metadata    *anMetadata        `json:"metadata,omitempty"`
 }
 
 // anSystemBlock is the system prompt as a text block, the form that can
@@ -73,13 +74,13 @@ type anResponse struct {
 // sent. ModeJSONSchema has no Messages equivalent and is sent as ModeTool.
 // With CacheSystem, a system prompt long enough to be cached is sent as a
 // text block with cache_control (see anthropicCacheable).
-func (c *Client) encodeAnthropic(req *Request) ([]byte, error) {
+func (c *Client) encodeAnthropic(req *fixpoint.Request) ([]byte, error) {
 	w := anRequest{Model: req.Model, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
 	if w.MaxTokens <= 0 {
 		w.MaxTokens = AnthropicMaxTokensDefault
 	}
 	system := req.System
-	w.Messages = make([]Message, 0, len(req.Messages))
+	w.Messages = make([]fixpoint.Message, 0, len(req.Messages))
 	for _, m := range req.Messages {
 		if m.Role == "system" {
 			system = strings.TrimSpace(system + "\n\n" + m.Content)
@@ -87,7 +88,7 @@ func (c *Client) encodeAnthropic(req *Request) ([]byte, error) {
 		}
 		w.Messages = append(w.Messages, m)
 	}
-	tool := req.Mode == ModeTool || req.Mode == ModeJSONSchema
+	tool := req.Mode == fixpoint.ModeTool || req.Mode == fixpoint.ModeJSONSchema
 	if tool {
 		name := schemaName(req)
 		w.Tools = []anTool{{Name: name, Description: toolDescription, InputSchema: req.Schema}}
@@ -184,7 +185,7 @@ func isSnapshot(s string) bool {
 }
 
 // decodeAnthropic reads a 2xx Messages body.
-func decodeAnthropic(body []byte, req *Request, out *Response) error {
+func decodeAnthropic(body []byte, req *fixpoint.Request, out *fixpoint.Response) error {
 	var w anResponse
 	if err := json.Unmarshal(body, &w); err != nil {
 		return fmt.Errorf("decode message: %w", briefDecodeError(err))
@@ -210,20 +211,20 @@ func decodeAnthropic(body []byte, req *Request, out *Response) error {
 	out.Text = text.String()
 	switch w.StopReason {
 	case "end_turn", "stop_sequence", "pause_turn", "":
-		out.FinishReason = FinishStop
+		out.FinishReason = fixpoint.FinishStop
 	case "max_tokens", "model_context_window_exceeded":
-		out.FinishReason = FinishLength
+		out.FinishReason = fixpoint.FinishLength
 	case "tool_use":
-		out.FinishReason = FinishTool
+		out.FinishReason = fixpoint.FinishTool
 	case "refusal":
-		out.FinishReason = FinishRefusal
+		out.FinishReason = fixpoint.FinishRefusal
 	default:
-		out.FinishReason = FinishReason(w.StopReason)
+		out.FinishReason = fixpoint.FinishReason(w.StopReason)
 	}
 	if toolIdx >= 0 {
 		out.Text = string(w.Content[toolIdx].Input)
 	}
-	if out.FinishReason == FinishRefusal {
+	if out.FinishReason == fixpoint.FinishRefusal {
 		// Partial text before a refusal is not an answer.
 		out.Refusal = "refused"
 		if w.StopDetails != nil && w.StopDetails.Explanation != "" {

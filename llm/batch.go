@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
@@ -68,7 +69,7 @@ var (
 // valid for ValidateCustomID.
 type BatchItem struct {
 	CustomID string
-	Request  Request
+	Request  fixpoint.Request
 }
 
 // BatchState is a batch's status, normalized across providers. Raw in
@@ -161,7 +162,7 @@ type BatchStatus struct {
 	// full: create it again once running batches finish), else
 	// ClassBadRequest (the input itself was refused). Code and Message are
 	// the first of Errors.
-	Err *Error `json:"-"`
+	Err *fixpoint.ProviderError `json:"-"`
 }
 
 // BatchResult is the outcome of one request of a batch: exactly one of
@@ -172,8 +173,8 @@ type BatchStatus struct {
 // ClassCancelled for a request that never ran.
 type BatchResult struct {
 	CustomID string
-	Response *Response
-	Err      *Error
+	Response *fixpoint.Response
+	Err      *fixpoint.ProviderError
 }
 
 // SupportsBatch reports whether the provider has a batch API: openai and
@@ -225,7 +226,7 @@ func (c *Client) EncodeBatchItem(it BatchItem) ([]byte, error) {
 	return b, nil
 }
 
-func (c *Client) encodeBatchItem(it BatchItem) ([]byte, *Error) {
+func (c *Client) encodeBatchItem(it BatchItem) ([]byte, *fixpoint.ProviderError) {
 	if !c.SupportsBatch() {
 		return nil, c.unsupported()
 	}
@@ -237,7 +238,7 @@ func (c *Client) encodeBatchItem(it BatchItem) ([]byte, *Error) {
 	}
 	id, err := json.Marshal(it.CustomID)
 	if err != nil {
-		return nil, &Error{Class: ClassBadRequest, Message: fmt.Sprintf("batch item %q: encode custom_id: %v", it.CustomID, err), Err: err}
+		return nil, &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: fmt.Sprintf("batch item %q: encode custom_id: %v", it.CustomID, err), Err: err}
 	}
 	var head string
 	if c.cfg.Provider == ProviderOpenAI {
@@ -255,7 +256,7 @@ func (c *Client) encodeBatchItem(it BatchItem) ([]byte, *Error) {
 
 // encodeBatch checks items against the provider's rules and limits and
 // encodes them: each item, then the separator sep.
-func (c *Client) encodeBatch(items []BatchItem, sep byte) ([]byte, *Error) {
+func (c *Client) encodeBatch(items []BatchItem, sep byte) ([]byte, *fixpoint.ProviderError) {
 	if !c.SupportsBatch() {
 		return nil, c.unsupported()
 	}
@@ -300,12 +301,12 @@ func (c *Client) encodeBatch(items []BatchItem, sep byte) ([]byte, *Error) {
 	return out, nil
 }
 
-func batchInvalid(sentinel error, format string, args ...any) *Error {
-	return &Error{Class: ClassBadRequest, Message: fmt.Sprintf(format, args...), Err: sentinel}
+func batchInvalid(sentinel error, format string, args ...any) *fixpoint.ProviderError {
+	return &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: fmt.Sprintf(format, args...), Err: sentinel}
 }
 
-func (c *Client) unsupported() *Error {
-	return &Error{Class: ClassBadRequest, Message: c.cfg.Provider + " has no batch API", Err: ErrBatchUnsupported}
+func (c *Client) unsupported() *fixpoint.ProviderError {
+	return &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: c.cfg.Provider + " has no batch API", Err: ErrBatchUnsupported}
 }
 
 // ProbeBatch asks the server whether it serves the batch endpoints, by
@@ -318,7 +319,7 @@ func (c *Client) ProbeBatch(ctx context.Context) error {
 		return c.unsupported()
 	}
 	_, err := c.listBatchPage(ctx, 1, "")
-	var e *Error
+	var e *fixpoint.ProviderError
 	if errors.As(err, &e) && (e.Status == 404 || e.Status == 405 || e.Status == 501) {
 		e.Err = ErrBatchUnsupported
 		e.Message = "no batch endpoints at " + c.cfg.BaseURL + " (" + e.Message + ")"
@@ -475,7 +476,7 @@ func (c *Client) ListBatchesSince(ctx context.Context, since time.Time, max int)
 // An error from fn stops the download and is returned as it is; any other
 // error is a *Error. A batch that has not ended is refused, and one with
 // no result files (a failed batch) calls fn no times.
-func (c *Client) BatchResults(ctx context.Context, st BatchStatus, request func(customID string) (Request, bool), fn func(BatchResult) error) error {
+func (c *Client) BatchResults(ctx context.Context, st BatchStatus, request func(customID string) (fixpoint.Request, bool), fn func(BatchResult) error) error {
 	if !c.SupportsBatch() {
 		return c.unsupported()
 	}
@@ -506,19 +507,19 @@ func (c *Client) BatchResults(ctx context.Context, st BatchStatus, request func(
 // at most once.
 type resultSink struct {
 	c       *Client
-	request func(string) (Request, bool)
+	request func(string) (fixpoint.Request, bool)
 	fn      func(BatchResult) error
 	seen    map[string]struct{}
 	file    int // download number, for the key of a line without an id
 }
 
 // lookup returns the request sent under id.
-func (rs *resultSink) lookup(id string) (Request, bool) {
+func (rs *resultSink) lookup(id string) (fixpoint.Request, bool) {
 	if rs.request == nil {
-		return Request{}, id != ""
+		return fixpoint.Request{}, id != ""
 	}
 	if id == "" {
-		return Request{}, false
+		return fixpoint.Request{}, false
 	}
 	return rs.request(id)
 }
@@ -543,7 +544,7 @@ func (rs *resultSink) deliver(key string, r BatchResult) error {
 func (rs *resultSink) line(n int, data []byte, size int64) error {
 	var r BatchResult
 	if size > 0 {
-		r = BatchResult{CustomID: customIDFromHead(data), Err: &Error{Class: ClassTooLarge, Size: size, Head: cutUTF8(data, headBytes),
+		r = BatchResult{CustomID: customIDFromHead(data), Err: &fixpoint.ProviderError{Class: fixpoint.ClassTooLarge, Size: size, Head: cutUTF8(data, headBytes),
 			Message: fmt.Sprintf("result line is %d bytes, over the MaxBodyBytes cap of %d bytes; the reply was made (and billed)", size, rs.c.cfg.MaxBodyBytes)}}
 	} else if rs.c.cfg.Provider == ProviderOpenAI {
 		r = rs.c.openAIResultLine(data, rs)
@@ -559,7 +560,7 @@ func (rs *resultSink) line(n int, data []byte, size int64) error {
 		if r.CustomID == "" {
 			msg = fmt.Sprintf("result line %d has no readable custom_id: %s", n, snippet(data))
 		}
-		r = BatchResult{CustomID: r.CustomID, Err: &Error{Class: ClassBadResponse, Code: "unknown_custom_id", Message: msg}}
+		r = BatchResult{CustomID: r.CustomID, Err: &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Code: "unknown_custom_id", Message: msg}}
 	}
 	return rs.deliver(key, r)
 }
@@ -568,11 +569,11 @@ func (rs *resultSink) line(n int, data []byte, size int64) error {
 // under id.
 func (rs *resultSink) decode(id string, body []byte, status int, requestID string) BatchResult {
 	req, _ := rs.lookup(id)
-	out := &Response{Status: status, RequestID: requestID}
+	out := &fixpoint.Response{Status: status, RequestID: requestID}
 	var err error
 	if rs.c.cfg.Provider == ProviderOpenAI {
 		err = decodeOpenAI(body, &req, out)
-		if err == nil && (req.Mode == ModeJSONSchema || req.Mode == ModeTool) {
+		if err == nil && (req.Mode == fixpoint.ModeJSONSchema || req.Mode == fixpoint.ModeTool) {
 			if sr, serr := rs.c.strict(req.Schema); serr == nil {
 				out.DroppedKeywords = sr.dropped
 			}
@@ -581,7 +582,7 @@ func (rs *resultSink) decode(id string, body []byte, status int, requestID strin
 		err = decodeAnthropic(body, &req, out)
 	}
 	if err != nil {
-		return BatchResult{CustomID: id, Err: &Error{Class: ClassBadResponse, Status: status, RequestID: requestID,
+		return BatchResult{CustomID: id, Err: &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: status, RequestID: requestID,
 			Message: err.Error() + ": " + snippet(body), Err: err}}
 	}
 	return BatchResult{CustomID: id, Response: out}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
@@ -119,7 +120,7 @@ var anErrorStatus = map[string]int{
 func (c *Client) anthropicResultLine(data []byte, rs *resultSink) BatchResult {
 	var w anResultLine
 	if err := json.Unmarshal(data, &w); err != nil {
-		return BatchResult{CustomID: customIDFromHead(data), Err: &Error{Class: ClassBadResponse,
+		return BatchResult{CustomID: customIDFromHead(data), Err: &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse,
 			Message: "decode result line: " + err.Error() + ": " + snippet(data), Err: err}}
 	}
 	r := BatchResult{CustomID: w.CustomID}
@@ -129,11 +130,11 @@ func (c *Client) anthropicResultLine(data []byte, rs *resultSink) BatchResult {
 	case "errored":
 		r.Err = c.anthropicResultError(&w)
 	case "canceled":
-		r.Err = &Error{Class: ClassCancelled, Code: "canceled", Message: "the batch was cancelled before this request ran"}
+		r.Err = &fixpoint.ProviderError{Class: fixpoint.ClassCancelled, Code: "canceled", Message: "the batch was cancelled before this request ran"}
 	case "expired":
-		r.Err = &Error{Class: ClassExpired, Code: "expired", Message: "the batch expired before this request ran"}
+		r.Err = &fixpoint.ProviderError{Class: fixpoint.ClassExpired, Code: "expired", Message: "the batch expired before this request ran"}
 	default:
-		r.Err = &Error{Class: ClassBadResponse, Message: "result of unknown type " + w.Result.Type + ": " + snippet(data)}
+		r.Err = &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Message: "result of unknown type " + w.Result.Type + ": " + snippet(data)}
 	}
 	return r
 }
@@ -142,28 +143,28 @@ func (c *Client) anthropicResultLine(data []byte, rs *resultSink) BatchResult {
 // type, as classify would classify that error's status in realtime. Some
 // documentation reads result.error.type, which is always "error": both
 // nestings are read.
-func (c *Client) anthropicResultError(w *anResultLine) *Error {
+func (c *Client) anthropicResultError(w *anResultLine) *fixpoint.ProviderError {
 	env := w.Result.Error
 	if env == nil {
-		return &Error{Class: ClassServer, Message: "errored result without an error"}
+		return &fixpoint.ProviderError{Class: fixpoint.ClassServer, Message: "errored result without an error"}
 	}
 	pe := providerError{Type: env.Type, Message: env.Message, ReqID: env.RequestID}
 	if env.Error != nil && env.Error.Type != "" {
 		pe.Type, pe.Message = env.Error.Type, env.Error.Message
 	}
 	pe.Code = pe.Type
-	e := &Error{Code: pe.Code, Message: pe.Message, RequestID: pe.ReqID}
+	e := &fixpoint.ProviderError{Code: pe.Code, Message: pe.Message, RequestID: pe.ReqID}
 	if e.Message == "" {
 		e.Message = "request errored in the batch"
 	}
 	status, ok := anErrorStatus[pe.Type]
 	switch {
 	case pe.Type == "billing_error":
-		e.Class = ClassQuotaExhausted
+		e.Class = fixpoint.ClassQuotaExhausted
 	case ok:
 		e.Class, e.RetryAfter = classify(ProviderAnthropic, status, http.Header{}, pe, c.cfg.Clock.Now(), demand{})
 	default:
-		e.Class = ClassServer // a type this client does not know: try again later
+		e.Class = fixpoint.ClassServer // a type this client does not know: try again later
 	}
 	return e
 }

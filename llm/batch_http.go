@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
@@ -44,7 +45,7 @@ type batchOp struct {
 	large       bool     // may move a large body: no TotalTimeout
 	// read handles a 2xx body: a *Error is a failed attempt (retried as
 	// its class says), the error is the caller's and ends the call.
-	read func(b *batchBody) (*Error, error)
+	read func(b *batchBody) (*fixpoint.ProviderError, error)
 }
 
 // batchBody is a 2xx response being read.
@@ -59,14 +60,14 @@ type batchBody struct {
 }
 
 // readErr classifies a failure to read the body.
-func (b *batchBody) readErr(err error) *Error {
+func (b *batchBody) readErr(err error) *fixpoint.ProviderError {
 	e := transportError(b.ctx, "read response body", err)
 	e.Status = b.resp.StatusCode
 	return e
 }
 
 // readAll reads the whole body, up to MaxBodyBytes, redacted.
-func (b *batchBody) readAll() ([]byte, *Error) {
+func (b *batchBody) readAll() ([]byte, *fixpoint.ProviderError) {
 	c := b.c
 	if b.resp.ContentLength > c.cfg.MaxBodyBytes {
 		head := make([]byte, headBytes+len(c.key))
@@ -84,13 +85,13 @@ func (b *batchBody) readAll() ([]byte, *Error) {
 }
 
 // decodeJSON reads the body into out.
-func (b *batchBody) decodeJSON(out any) *Error {
+func (b *batchBody) decodeJSON(out any) *fixpoint.ProviderError {
 	data, e := b.readAll()
 	if e != nil {
 		return e
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return &Error{Class: ClassBadResponse, Status: b.resp.StatusCode, RequestID: b.c.requestID(b.resp.Header),
+		return &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: b.resp.StatusCode, RequestID: b.c.requestID(b.resp.Header),
 			Message: "decode " + err.Error() + ": " + snippet(data), Err: err}
 	}
 	return nil
@@ -98,7 +99,7 @@ func (b *batchBody) decodeJSON(out any) *Error {
 
 // batchJSON makes op and decodes its 2xx body into out.
 func (c *Client) batchJSON(ctx context.Context, op *batchOp, out any) error {
-	op.read = func(b *batchBody) (*Error, error) { return b.decodeJSON(out), nil }
+	op.read = func(b *batchBody) (*fixpoint.ProviderError, error) { return b.decodeJSON(out), nil }
 	return c.batchDo(ctx, op)
 }
 
@@ -109,9 +110,9 @@ func (c *Client) batchDo(ctx context.Context, op *batchOp) error {
 	maxHint := c.cfg.Lane.MaxHintWait
 
 	var (
-		last    *Error
+		last    *fixpoint.ProviderError
 		other   error
-		retries []Retry
+		retries []fixpoint.Retry
 	)
 	try := func() error {
 		e, acted, err := c.batchAttempt(ctx, op)
@@ -147,7 +148,7 @@ func (c *Client) batchDo(ctx context.Context, op *batchOp) error {
 		return e
 	}
 	notify := func(_ error, d time.Duration) {
-		retries = append(retries, Retry{Class: last.Class, Status: last.Status, Wait: d})
+		retries = append(retries, fixpoint.Retry{Class: last.Class, Status: last.Status, Wait: d})
 	}
 	err := backoff.RetryNotifyWithTimer(try, bo, notify, &backoffTimer{clock: c.cfg.Clock})
 	if err == nil {
@@ -164,7 +165,7 @@ func (c *Client) batchDo(ctx context.Context, op *batchOp) error {
 // batchAttempt makes one HTTP call of op. acted reports that the server
 // may have acted on the request (it was sent whole and no answer says it
 // was refused).
-func (c *Client) batchAttempt(ctx context.Context, op *batchOp) (e *Error, acted bool, err error) {
+func (c *Client) batchAttempt(ctx context.Context, op *batchOp) (e *fixpoint.ProviderError, acted bool, err error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	tctx := context.Context(actx)
@@ -203,7 +204,7 @@ func (c *Client) batchAttempt(ctx context.Context, op *batchOp) (e *Error, acted
 	}}
 	hreq, rerr := http.NewRequestWithContext(httptrace.WithClientTrace(tctx, trace), op.method, op.url, body)
 	if rerr != nil {
-		return &Error{Class: ClassBadRequest, Message: "build request: " + rerr.Error(), Err: rerr}, false, nil
+		return &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: "build request: " + rerr.Error(), Err: rerr}, false, nil
 	}
 	if body != nil {
 		hreq.ContentLength = size
@@ -245,7 +246,7 @@ func (c *Client) batchAttempt(ctx context.Context, op *batchOp) (e *Error, acted
 			reqID = pe.ReqID
 		}
 		class, hint := classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, pe, c.cfg.Clock.Now(), demand{})
-		e = &Error{Class: class, Status: hresp.StatusCode, Message: pe.Message, Code: pe.Code,
+		e = &fixpoint.ProviderError{Class: class, Status: hresp.StatusCode, Message: pe.Message, Code: pe.Code,
 			RequestID: reqID, RetryAfter: hint, RateLimit: rateLimitHeaders(hresp.Header)}
 		if hresp.StatusCode == http.StatusNotFound {
 			e.Err = ErrBatchNotFound
@@ -283,7 +284,7 @@ func (c *Client) download(ctx context.Context, u, what string, rs *resultSink) e
 	op := &batchOp{what: what, method: http.MethodGet, url: u, large: true,
 		// Both SDKs ask for these bodies as binary.
 		accept: "application/binary",
-		read: func(b *batchBody) (*Error, error) {
+		read: func(b *batchBody) (*fixpoint.ProviderError, error) {
 			return c.readLines(b, rs.line)
 		},
 	}
@@ -294,7 +295,7 @@ func (c *Client) download(ctx context.Context, u, what string, rs *resultSink) e
 // line ending), redacted, and size 0; or, for a line over MaxBodyBytes,
 // with its first bytes and its size. The last line needs no newline. The
 // idle watchdog is held while fn runs.
-func (c *Client) readLines(b *batchBody, fn func(n int, line []byte, size int64) error) (*Error, error) {
+func (c *Client) readLines(b *batchBody, fn func(n int, line []byte, size int64) error) (*fixpoint.ProviderError, error) {
 	const ending = 2 // "\r\n"
 	br := bufio.NewReaderSize(b.r, 64<<10)
 	maxLine := c.cfg.MaxBodyBytes
@@ -444,7 +445,7 @@ func (c *Client) batchObjectOp(ctx context.Context, op *batchOp) (BatchStatus, e
 		st = w.status()
 	}
 	if st.ID == "" {
-		e := &Error{Class: ClassBadResponse, Status: http.StatusOK, Message: op.what + ": the batch object has no id"}
+		e := &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: http.StatusOK, Message: op.what + ": the batch object has no id"}
 		if op.create {
 			e.Err = ErrBatchMaybeCreated
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
@@ -96,7 +97,7 @@ func (b *oaBatch) status() BatchStatus {
 		}
 	}
 	if st.State == BatchFailed {
-		e := &Error{Class: ClassBadRequest, Message: "batch failed"}
+		e := &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: "batch failed"}
 		if len(st.Errors) > 0 {
 			e.Code = st.Errors[0].Code
 			msgs := make([]string, len(st.Errors))
@@ -106,7 +107,7 @@ func (b *oaBatch) status() BatchStatus {
 					msgs[i] = fmt.Sprintf("line %d: %s", be.Line, be.Message)
 				}
 				if be.Code == oaTokenLimitExceeded {
-					e.Class = ClassRateLimited
+					e.Class = fixpoint.ClassRateLimited
 				}
 			}
 			e.Message = "batch failed: " + strings.Join(msgs, "; ")
@@ -121,13 +122,13 @@ func (c *Client) openAIUpload(ctx context.Context, jsonl []byte) (string, error)
 	var head bytes.Buffer
 	mw := multipart.NewWriter(&head)
 	if err := mw.WriteField("purpose", "batch"); err != nil {
-		return "", &Error{Class: ClassBadRequest, Message: "build upload: " + err.Error(), Err: err}
+		return "", &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: "build upload: " + err.Error(), Err: err}
 	}
 	h := textproto.MIMEHeader{}
 	h.Set("Content-Disposition", `form-data; name="file"; filename="batch.jsonl"`)
 	h.Set("Content-Type", "application/jsonl")
 	if _, err := mw.CreatePart(h); err != nil {
-		return "", &Error{Class: ClassBadRequest, Message: "build upload: " + err.Error(), Err: err}
+		return "", &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: "build upload: " + err.Error(), Err: err}
 	}
 	// The file's bytes follow the part's header; the closing boundary is
 	// what multipart.Writer.Close would write.
@@ -141,7 +142,7 @@ func (c *Client) openAIUpload(ctx context.Context, jsonl []byte) (string, error)
 		return "", err
 	}
 	if f.ID == "" {
-		return "", &Error{Class: ClassBadResponse, Status: http.StatusOK, Message: "upload batch file: the file object has no id", Err: ErrBatchMaybeCreated}
+		return "", &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: http.StatusOK, Message: "upload batch file: the file object has no id", Err: ErrBatchMaybeCreated}
 	}
 	return f.ID, nil
 }
@@ -201,7 +202,7 @@ type oaResultLine struct {
 func (c *Client) openAIResultLine(data []byte, rs *resultSink) BatchResult {
 	var w oaResultLine
 	if err := json.Unmarshal(data, &w); err != nil {
-		return BatchResult{CustomID: customIDFromHead(data), Err: &Error{Class: ClassBadResponse,
+		return BatchResult{CustomID: customIDFromHead(data), Err: &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse,
 			Message: "decode result line: " + err.Error() + ": " + snippet(data), Err: err}}
 	}
 	r := BatchResult{CustomID: w.CustomID}
@@ -213,21 +214,21 @@ func (c *Client) openAIResultLine(data []byte, rs *resultSink) BatchResult {
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
 		}
-		r.Err = &Error{Class: class, Status: resp.StatusCode, Code: pe.Code, Message: msg, RequestID: resp.RequestID, RetryAfter: hint}
+		r.Err = &fixpoint.ProviderError{Class: class, Status: resp.StatusCode, Code: pe.Code, Message: msg, RequestID: resp.RequestID, RetryAfter: hint}
 	case w.Error != nil:
 		code := rawString(w.Error.Code)
-		class := ClassServer // a failure the line does not explain: try again later
+		class := fixpoint.ClassServer // a failure the line does not explain: try again later
 		switch code {
 		case "batch_expired":
-			class = ClassExpired
+			class = fixpoint.ClassExpired
 		case "batch_cancelled", "batch_canceled":
-			class = ClassCancelled
+			class = fixpoint.ClassCancelled
 		}
 		msg := w.Error.Message
 		if msg == "" {
 			msg = "request failed in the batch"
 		}
-		r.Err = &Error{Class: class, Code: code, Message: msg}
+		r.Err = &fixpoint.ProviderError{Class: class, Code: code, Message: msg}
 		if resp != nil {
 			r.Err.Status, r.Err.RequestID = resp.StatusCode, resp.RequestID
 		}
@@ -238,7 +239,7 @@ func (c *Client) openAIResultLine(data []byte, rs *resultSink) BatchResult {
 		}
 		return rs.decode(w.CustomID, resp.Body, status, resp.RequestID)
 	default:
-		r.Err = &Error{Class: ClassBadResponse, Message: "result line has neither a response nor an error: " + snippet(data)}
+		r.Err = &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Message: "result line has neither a response nor an error: " + snippet(data)}
 	}
 	return r
 }

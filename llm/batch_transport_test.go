@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 const openAIBatchObject = `{"id":"batch_1","object":"batch","status":"in_progress","input_file_id":"file-1","request_counts":{"total":2,"completed":0,"failed":0}}`
@@ -55,26 +57,26 @@ func TestBatchRetries(t *testing.T) {
 		first     http.HandlerFunc
 		then      http.HandlerFunc
 		wantCalls int32
-		wantClass ErrorClass // "": success
+		wantClass fixpoint.ErrorClass // "": success
 		wantMaybe bool
 	}{
 		// Idempotent calls retry every transient failure.
 		{name: "retrieve after 500", call: retrieve, first: replyJSON(500, `{"error":{"message":"boom","type":"server_error"}}`), then: ok, wantCalls: 2},
 		{name: "retrieve after a dropped connection", call: retrieve, first: nil, then: ok, wantCalls: 2},
-		{name: "retrieve 400 not retried", call: retrieve, first: replyJSON(400, `{"error":{"message":"bad","type":"invalid_request_error"}}`), then: ok, wantCalls: 1, wantClass: ClassBadRequest},
+		{name: "retrieve 400 not retried", call: retrieve, first: replyJSON(400, `{"error":{"message":"bad","type":"invalid_request_error"}}`), then: ok, wantCalls: 1, wantClass: fixpoint.ClassBadRequest},
 		// A create is retried only when the server refused it...
 		{name: "create after 429", call: create, first: replyJSON(429, `{"error":{"message":"slow down","type":"requests"}}`, "Retry-After", "1"), then: ok, wantCalls: 2},
 		{name: "create after 503", call: create, first: replyJSON(503, `{"error":{"message":"busy"}}`), then: ok, wantCalls: 2},
 		{name: "upload after 529", call: upload, first: replyJSON(529, `{"error":{"message":"busy"}}`), then: uploadOK, wantCalls: 2},
-		{name: "create 400 not retried", call: create, first: replyJSON(400, `{"error":{"message":"bad file","type":"invalid_request_error"}}`), then: ok, wantCalls: 1, wantClass: ClassBadRequest},
+		{name: "create 400 not retried", call: create, first: replyJSON(400, `{"error":{"message":"bad file","type":"invalid_request_error"}}`), then: ok, wantCalls: 1, wantClass: fixpoint.ClassBadRequest},
 		// ...never when it may have acted on it.
-		{name: "create after 500", call: create, first: replyJSON(500, `{"error":{"message":"boom","type":"server_error"}}`), then: ok, wantCalls: 1, wantClass: ClassServer, wantMaybe: true},
-		{name: "create after 502", call: create, first: replyJSON(502, `bad gateway`), then: ok, wantCalls: 1, wantClass: ClassServer, wantMaybe: true},
-		{name: "create after a dropped connection", call: create, first: nil, then: ok, wantCalls: 1, wantClass: ClassNetwork, wantMaybe: true},
-		{name: "create with an unreadable 2xx", call: create, first: replyJSON(200, `{"id":`), then: ok, wantCalls: 1, wantClass: ClassBadResponse, wantMaybe: true},
-		{name: "create with a 2xx without id", call: create, first: replyJSON(200, `{"object":"batch"}`), then: ok, wantCalls: 1, wantClass: ClassBadResponse, wantMaybe: true},
-		{name: "upload after a dropped connection", call: upload, first: nil, then: uploadOK, wantCalls: 1, wantClass: ClassNetwork, wantMaybe: true},
-		{name: "upload after 500", call: upload, first: replyJSON(500, `{}`), then: uploadOK, wantCalls: 1, wantClass: ClassServer, wantMaybe: true},
+		{name: "create after 500", call: create, first: replyJSON(500, `{"error":{"message":"boom","type":"server_error"}}`), then: ok, wantCalls: 1, wantClass: fixpoint.ClassServer, wantMaybe: true},
+		{name: "create after 502", call: create, first: replyJSON(502, `bad gateway`), then: ok, wantCalls: 1, wantClass: fixpoint.ClassServer, wantMaybe: true},
+		{name: "create after a dropped connection", call: create, first: nil, then: ok, wantCalls: 1, wantClass: fixpoint.ClassNetwork, wantMaybe: true},
+		{name: "create with an unreadable 2xx", call: create, first: replyJSON(200, `{"id":`), then: ok, wantCalls: 1, wantClass: fixpoint.ClassBadResponse, wantMaybe: true},
+		{name: "create with a 2xx without id", call: create, first: replyJSON(200, `{"object":"batch"}`), then: ok, wantCalls: 1, wantClass: fixpoint.ClassBadResponse, wantMaybe: true},
+		{name: "upload after a dropped connection", call: upload, first: nil, then: uploadOK, wantCalls: 1, wantClass: fixpoint.ClassNetwork, wantMaybe: true},
+		{name: "upload after 500", call: upload, first: replyJSON(500, `{}`), then: uploadOK, wantCalls: 1, wantClass: fixpoint.ClassServer, wantMaybe: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,7 +94,7 @@ func TestBatchRetries(t *testing.T) {
 				}
 				return
 			}
-			var e *Error
+			var e *fixpoint.ProviderError
 			if !errors.As(err, &e) || e.Class != tt.wantClass || errors.Is(err, ErrBatchMaybeCreated) != tt.wantMaybe {
 				t.Fatalf("err = %v (%#v), want class %s, maybe-created %v", err, e, tt.wantClass, tt.wantMaybe)
 			}
@@ -123,8 +125,8 @@ func TestBatchCreateRetriedWhenNotSent(t *testing.T) {
 	ln.Close()
 	c := batchTestClient(t, ProviderOpenAI, "http://"+addr)
 	_, err = c.CreateBatch(context.Background(), "file-1", nil, nil)
-	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassNetwork || errors.Is(err, ErrBatchMaybeCreated) || len(e.Retries) != 2 {
+	var e *fixpoint.ProviderError
+	if !errors.As(err, &e) || e.Class != fixpoint.ClassNetwork || errors.Is(err, ErrBatchMaybeCreated) || len(e.Retries) != 2 {
 		t.Fatalf("err = %v (%+v), want network after 2 retries, not maybe-created", err, e)
 	}
 }
@@ -134,7 +136,7 @@ func TestBatchHintOverCap(t *testing.T) {
 	rec := newRecorder(t, replyJSON(429, `{"error":{"message":"later"}}`, "Retry-After", "600"))
 	c := batchTestClient(t, ProviderOpenAI, rec.srv.URL)
 	_, err := c.RetrieveBatch(context.Background(), "batch_1")
-	var e *Error
+	var e *fixpoint.ProviderError
 	if !errors.As(err, &e) || !e.HintOverCap || e.RetryAfter != 10*time.Minute || len(rec.requests()) != 1 {
 		t.Fatalf("err = %+v after %d requests, want a hint over the cap handed back at once", e, len(rec.requests()))
 	}
@@ -172,8 +174,8 @@ func TestBatchSecretsRedacted(t *testing.T) {
 	ctx := context.Background()
 	var dump strings.Builder
 	_, err := c.RetrieveBatch(ctx, "batch_bad")
-	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassAuth {
+	var e *fixpoint.ProviderError
+	if !errors.As(err, &e) || e.Class != fixpoint.ClassAuth {
 		t.Fatalf("err = %v, want auth", err)
 	}
 	dump.WriteString(dumpResult(nil, err))
@@ -195,7 +197,7 @@ func TestBatchSecretsRedacted(t *testing.T) {
 	assertNoKeyPiece(t, "batch calls", dump.String())
 }
 
-func errOrNil(e *Error) error {
+func errOrNil(e *fixpoint.ProviderError) error {
 	if e == nil {
 		return nil
 	}
@@ -243,7 +245,7 @@ func TestBatchResultsStreamed(t *testing.T) {
 	for i, r := range got {
 		id := fmt.Sprintf("c-%03d", i)
 		if i == 150 {
-			if r.CustomID != id || r.Err == nil || r.Err.Class != ClassTooLarge || r.Err.Size < 8000 || !strings.HasPrefix(r.Err.Head, `{"custom_id":"c-150"`) {
+			if r.CustomID != id || r.Err == nil || r.Err.Class != fixpoint.ClassTooLarge || r.Err.Size < 8000 || !strings.HasPrefix(r.Err.Head, `{"custom_id":"c-150"`) {
 				t.Fatalf("line 150 = %+v, want too_large for c-150", r.Err)
 			}
 			continue
@@ -302,7 +304,7 @@ func TestBatchResultsCallbackError(t *testing.T) {
 		calls++
 		return stop
 	})
-	var e *Error
+	var e *fixpoint.ProviderError
 	if !errors.Is(err, stop) || errors.As(err, &e) || calls != 1 || len(rp.requests()) != 1 {
 		t.Fatalf("err = %v, %d calls, %d requests: want fn's error as is after one call, nothing retried", err, calls, len(rp.requests()))
 	}
@@ -337,8 +339,8 @@ func TestBatchResultsRefusedBeforeEnd(t *testing.T) {
 	c := batchTestClient(t, ProviderOpenAI, rec.srv.URL)
 	err := c.BatchResults(context.Background(), BatchStatus{ID: "b", State: BatchFinalizing, Raw: "finalizing", OutputFileID: "f"}, nil,
 		func(BatchResult) error { return nil })
-	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassBadRequest || len(rec.requests()) != 0 {
+	var e *fixpoint.ProviderError
+	if !errors.As(err, &e) || e.Class != fixpoint.ClassBadRequest || len(rec.requests()) != 0 {
 		t.Fatalf("err = %v, %d requests; want bad_request and none", err, len(rec.requests()))
 	}
 }
@@ -349,7 +351,7 @@ func TestBatchValidation(t *testing.T) {
 	mixed := items("a", "b")
 	mixed[1].Request.Model = "gpt-4o"
 	badSchema := items("a")
-	badSchema[0].Request.Mode, badSchema[0].Request.Schema = ModeTool, []byte(`{`)
+	badSchema[0].Request.Mode, badSchema[0].Request.Schema = fixpoint.ModeTool, []byte(`{`)
 	tooMany := make([]BatchItem, OpenAIBatchMaxRequests+1)
 	tests := []struct {
 		name     string
@@ -394,8 +396,8 @@ func TestBatchValidation(t *testing.T) {
 			} else {
 				_, err = c.CreateBatch(context.Background(), tt.fileID, tt.items, tt.meta)
 			}
-			var e *Error
-			if !errors.As(err, &e) || e.Class != ClassBadRequest || !strings.Contains(e.Message, tt.msg) {
+			var e *fixpoint.ProviderError
+			if !errors.As(err, &e) || e.Class != fixpoint.ClassBadRequest || !strings.Contains(e.Message, tt.msg) {
 				t.Fatalf("err = %v, want bad_request mentioning %q", err, tt.msg)
 			}
 			if tt.sentinel != nil && !errors.Is(err, tt.sentinel) {
@@ -466,7 +468,7 @@ func TestEncodeBatchItem(t *testing.T) {
 		}
 	}
 	oc := testClient(t, Config{Provider: ProviderOllama})
-	if _, err := oc.EncodeBatchItem(BatchItem{CustomID: "a", Request: Request{Model: "m"}}); !errors.Is(err, ErrBatchUnsupported) {
+	if _, err := oc.EncodeBatchItem(BatchItem{CustomID: "a", Request: fixpoint.Request{Model: "m"}}); !errors.Is(err, ErrBatchUnsupported) {
 		t.Fatalf("ollama EncodeBatchItem = %v", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // The batch client against the recorded batch responses of
@@ -30,7 +32,7 @@ func batchTestClient(t *testing.T, provider, base string) *Client {
 
 // completeBody returns the body Complete sends for req from a client
 // configured like c.
-func completeBody(t *testing.T, c *Client, req Request) []byte {
+func completeBody(t *testing.T, c *Client, req fixpoint.Request) []byte {
 	t.Helper()
 	reply := okOpenAI
 	if c.cfg.Provider == ProviderAnthropic {
@@ -61,15 +63,15 @@ func batchTestItems(n int, ids ...string) []BatchItem {
 	temp := 0.3
 	items := make([]BatchItem, n)
 	for i := range items {
-		req := Request{Model: "gpt-4o-mini", System: "Extract the person. <json-schema> & co", MaxTokens: 200 + i, Temperature: &temp,
-			Messages: []Message{{Role: RoleUser, Content: "row " + string(rune('A'+i))}}, User: "job-" + string(rune('a'+i))}
+		req := fixpoint.Request{Model: "gpt-4o-mini", System: "Extract the person. <json-schema> & co", MaxTokens: 200 + i, Temperature: &temp,
+			Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "row " + string(rune('A'+i))}}, User: "job-" + string(rune('a'+i))}
 		switch i % 3 {
 		case 1:
-			req.Mode, req.Schema = ModeJSONSchema, batchTestSchema
+			req.Mode, req.Schema = fixpoint.ModeJSONSchema, batchTestSchema
 		case 2:
-			req.Mode, req.Schema, req.SchemaName = ModeTool, batchTestSchema, "person"
+			req.Mode, req.Schema, req.SchemaName = fixpoint.ModeTool, batchTestSchema, "person"
 		default:
-			req.Mode = ModePrompt
+			req.Mode = fixpoint.ModePrompt
 		}
 		if i%2 == 1 {
 			req.CacheKey, req.CacheSystem = "nightly-1:schema-9f2c", true // prompt caching, as in realtime
@@ -96,25 +98,25 @@ func collect(t *testing.T, c *Client, st BatchStatus, items []BatchItem) []Batch
 	return got
 }
 
-func itemLookup(items []BatchItem) func(string) (Request, bool) {
-	m := make(map[string]Request, len(items))
+func itemLookup(items []BatchItem) func(string) (fixpoint.Request, bool) {
+	m := make(map[string]fixpoint.Request, len(items))
 	for _, it := range items {
 		m[it.CustomID] = it.Request
 	}
-	return func(id string) (Request, bool) {
+	return func(id string) (fixpoint.Request, bool) {
 		r, ok := m[id]
 		return r, ok
 	}
 }
 
 // wantResp checks a succeeded result.
-func wantResp(t *testing.T, r BatchResult, id, text string, usage Usage, model, requestID string, dropped []string) {
+func wantResp(t *testing.T, r BatchResult, id, text string, usage fixpoint.Usage, model, requestID string, dropped []string) {
 	t.Helper()
 	if r.CustomID != id || r.Response == nil {
 		t.Fatalf("result %q (err %v), want %q to succeed", r.CustomID, r.Err, id)
 	}
 	p := r.Response
-	if p.Text != text || p.FinishReason != FinishStop || p.Usage != usage || p.Model != model || p.RequestID != requestID || p.Status != 200 ||
+	if p.Text != text || p.FinishReason != fixpoint.FinishStop || p.Usage != usage || p.Model != model || p.RequestID != requestID || p.Status != 200 ||
 		!reflect.DeepEqual(p.DroppedKeywords, dropped) {
 		t.Fatalf("result %q: text=%q finish=%s usage=%+v model=%q requestID=%q status=%d dropped=%v\nwant text=%q usage=%+v model=%q requestID=%q dropped=%v",
 			id, p.Text, p.FinishReason, p.Usage, p.Model, p.RequestID, p.Status, p.DroppedKeywords, text, usage, model, requestID, dropped)
@@ -122,7 +124,7 @@ func wantResp(t *testing.T, r BatchResult, id, text string, usage Usage, model, 
 }
 
 // wantErr checks a failed result.
-func wantErr(t *testing.T, r BatchResult, id string, class ErrorClass, status int, code, requestID, msgPart string) {
+func wantErr(t *testing.T, r BatchResult, id string, class fixpoint.ErrorClass, status int, code, requestID, msgPart string) {
 	t.Helper()
 	if r.CustomID != id || r.Err == nil {
 		t.Fatalf("result %q (response %+v), want %q to fail", r.CustomID, r.Response, id)
@@ -232,9 +234,9 @@ func TestBatchOpenAIFlow(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("got %d results, want 3: %+v", len(got), got)
 	}
-	wantResp(t, got[0], "job-2", "Hello.", Usage{InputTokens: 22, OutputTokens: 2, CachedInputTokens: 0}, "gpt-3.5-turbo-0125", "req_123", []string{"/properties/name/minLength", "/required"})
-	wantResp(t, got[1], "job-1", "Hello! How can I assist you today?", Usage{InputTokens: 20, OutputTokens: 9, CachedInputTokens: 0}, "gpt-3.5-turbo-0125", "req_789", nil)
-	wantErr(t, got[2], "job-3", ClassBadRequest, 400, "context_length_exceeded", "0538a1cc8f8f8500bbe07250e6aa2b26", "maximum context length is 128000 tokens")
+	wantResp(t, got[0], "job-2", "Hello.", fixpoint.Usage{InputTokens: 22, OutputTokens: 2, CachedInputTokens: 0}, "gpt-3.5-turbo-0125", "req_123", []string{"/properties/name/minLength", "/required"})
+	wantResp(t, got[1], "job-1", "Hello! How can I assist you today?", fixpoint.Usage{InputTokens: 20, OutputTokens: 9, CachedInputTokens: 0}, "gpt-3.5-turbo-0125", "req_789", nil)
+	wantErr(t, got[2], "job-3", fixpoint.ClassBadRequest, 400, "context_length_exceeded", "0538a1cc8f8f8500bbe07250e6aa2b26", "maximum context length is 128000 tokens")
 	if !got[2].Err.Permanent() {
 		t.Errorf("a 400 in the error file must be permanent")
 	}
@@ -333,12 +335,12 @@ func TestBatchAnthropicFlow(t *testing.T) {
 		t.Fatalf("got %d results, want 5: %+v", len(got), got)
 	}
 	wantResp(t, got[0], "job-d", "Hello again! It's nice to see you. How can I assist you today? Is there anything specific you'd like to chat about or any questions you have?",
-		Usage{InputTokens: 11, OutputTokens: 36, CachedInputTokens: 0}, "claude-3-5-sonnet-20240620", "", nil)
+		fixpoint.Usage{InputTokens: 11, OutputTokens: 36, CachedInputTokens: 0}, "claude-3-5-sonnet-20240620", "", nil)
 	wantResp(t, got[1], "job-a", "Hello! How can I assist you today? Feel free to ask me any questions or let me know if there's anything you'd like to chat about.",
-		Usage{InputTokens: 10, OutputTokens: 34, CachedInputTokens: 0}, "claude-3-5-sonnet-20240620", "", nil)
-	wantErr(t, got[2], "job-e", ClassBadRequest, 0, "invalid_request_error", "req_011CSHoEeqs5C35K2UUqR7Fy", `roles must alternate between "user" and "assistant"`)
-	wantErr(t, got[3], "job-b", ClassCancelled, 0, "canceled", "", "cancelled")
-	wantErr(t, got[4], "job-c", ClassExpired, 0, "expired", "", "expired")
+		fixpoint.Usage{InputTokens: 10, OutputTokens: 34, CachedInputTokens: 0}, "claude-3-5-sonnet-20240620", "", nil)
+	wantErr(t, got[2], "job-e", fixpoint.ClassBadRequest, 0, "invalid_request_error", "req_011CSHoEeqs5C35K2UUqR7Fy", `roles must alternate between "user" and "assistant"`)
+	wantErr(t, got[3], "job-b", fixpoint.ClassCancelled, 0, "canceled", "", "cancelled")
+	wantErr(t, got[4], "job-c", fixpoint.ClassExpired, 0, "expired", "", "expired")
 	if !got[3].Err.Class.Retryable() || !got[4].Err.Class.Retryable() || got[4].Err.Permanent() || !got[2].Err.Permanent() {
 		t.Errorf("expired and cancelled must be retryable, invalid_request_error permanent")
 	}
@@ -369,7 +371,7 @@ func TestBatchStatusFixtures(t *testing.T) {
 		name    string
 		entry   bEntry
 		want    BatchStatus
-		wantErr *Error // st.Err
+		wantErr *fixpoint.ProviderError // st.Err
 	}{
 		{name: "openai validating", entry: bEntry{name: "openai_batch_create_validating"},
 			want: BatchStatus{ID: "batch_abc123", State: BatchValidating, Raw: "validating", InputFileID: "file-abc123", Metadata: meta, CreatedAt: unix(1711471533)}},
@@ -383,13 +385,13 @@ func TestBatchStatusFixtures(t *testing.T) {
 			want: BatchStatus{ID: "batch_abc123", State: BatchFailed, Raw: "failed", Ended: true, InputFileID: "file-abc123", Metadata: meta,
 				CreatedAt: unix(1711471533), EndedAt: unix(1711471538),
 				Errors: []BatchError{{Code: "token_limit_exceeded", Message: "Enqueued token limit reached for gpt-4o-mini in organization org-snq6hvcTYRCMyB87hjZjkoFr. Limit: 2,000,000 enqueued tokens. Please try again once some in_progress batches have been completed."}}},
-			wantErr: &Error{Class: ClassRateLimited, Code: "token_limit_exceeded"}},
+			wantErr: &fixpoint.ProviderError{Class: fixpoint.ClassRateLimited, Code: "token_limit_exceeded"}},
 		{name: "openai failed on a bad line", entry: bEntry{name: "openai_batch_retrieve_failed_token_limit", set: map[string]any{"errors": map[string]any{"object": "list",
 			"data": []any{map[string]any{"code": "invalid_json_line", "message": "This line is not parseable as valid JSON.", "param": nil, "line": 7}}}}},
 			want: BatchStatus{ID: "batch_abc123", State: BatchFailed, Raw: "failed", Ended: true, InputFileID: "file-abc123", Metadata: meta,
 				CreatedAt: unix(1711471533), EndedAt: unix(1711471538),
 				Errors: []BatchError{{Code: "invalid_json_line", Message: "This line is not parseable as valid JSON.", Line: 7}}},
-			wantErr: &Error{Class: ClassBadRequest, Code: "invalid_json_line"}},
+			wantErr: &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Code: "invalid_json_line"}},
 		// No published expired or cancelled Batch: derived as the fixture notes say.
 		{name: "openai expired", entry: bEntry{name: "openai_batch_retrieve_completed", set: map[string]any{"status": "expired", "completed_at": nil, "expired_at": 1711557933}},
 			want: BatchStatus{ID: "batch_abc123", State: BatchExpired, Raw: "expired", Ended: true, Counts: BatchCounts{Total: 100, Succeeded: 95, Errored: 5},
@@ -458,11 +460,11 @@ func TestBatchResultFixtures(t *testing.T) {
 	type want struct {
 		id       string
 		text     string // a success
-		class    ErrorClass
+		class    fixpoint.ErrorClass
 		code     string
 		msgPart  string
 		status   int
-		usage    Usage
+		usage    fixpoint.Usage
 		reqID    string
 		provider string
 	}
@@ -475,27 +477,27 @@ func TestBatchResultFixtures(t *testing.T) {
 	}{
 		{name: "openai one line, no logprobs", provider: ProviderOpenAI,
 			entry: bEntry{name: "openai_batch_output_jsonl_spec", customIDs: []any{"c-1"}}, ids: []string{"c-1"},
-			want: []want{{id: "c-1", text: "2 + 2 equals 4.", usage: Usage{InputTokens: 24, OutputTokens: 15, CachedInputTokens: 0}, reqID: "req_c187b3", status: 200}}},
+			want: []want{{id: "c-1", text: "2 + 2 equals 4.", usage: fixpoint.Usage{InputTokens: 24, OutputTokens: 15, CachedInputTokens: 0}, reqID: "req_c187b3", status: 200}}},
 		// Both lines carry the same batch_req id: results key on custom_id.
 		{name: "openai expired lines and a stranger", provider: ProviderOpenAI,
 			entry: bEntry{name: "openai_batch_error_file_expired", customIDs: []any{"c-1", "not-sent"}}, ids: []string{"c-1", "c-2"},
-			want: []want{{id: "c-1", class: ClassExpired, code: "batch_expired", msgPart: "before the completion window expired"},
-				{id: "not-sent", class: ClassBadResponse, code: "unknown_custom_id", msgPart: `"not-sent"`}}},
+			want: []want{{id: "c-1", class: fixpoint.ClassExpired, code: "batch_expired", msgPart: "before the completion window expired"},
+				{id: "not-sent", class: fixpoint.ClassBadResponse, code: "unknown_custom_id", msgPart: `"not-sent"`}}},
 		{name: "openai http 400 line", provider: ProviderOpenAI,
 			entry: bEntry{name: "openai_batch_error_file_http_400"}, ids: []string{"request-5"},
-			want: []want{{id: "request-5", class: ClassBadRequest, code: "context_length_exceeded", status: 400, reqID: "0538a1cc8f8f8500bbe07250e6aa2b26", msgPart: "1000024 tokens"}}},
+			want: []want{{id: "request-5", class: fixpoint.ClassBadRequest, code: "context_length_exceeded", status: 400, reqID: "0538a1cc8f8f8500bbe07250e6aa2b26", msgPart: "1000024 tokens"}}},
 		{name: "anthropic succeeded out of order", provider: ProviderAnthropic,
 			entry: bEntry{name: "anthropic_batch_results_succeeded"}, ids: []string{"my-first-request", "my-second-request"},
-			want: []want{{id: "my-second-request", text: "Hello again! It's nice to see you. How can I assist you today? Is there anything specific you'd like to chat about or any questions you have?", usage: Usage{InputTokens: 11, OutputTokens: 36, CachedInputTokens: 0}, status: 200},
-				{id: "my-first-request", text: "Hello! How can I assist you today? Feel free to ask me any questions or let me know if there's anything you'd like to chat about.", usage: Usage{InputTokens: 10, OutputTokens: 34, CachedInputTokens: 0}, status: 200}}},
+			want: []want{{id: "my-second-request", text: "Hello again! It's nice to see you. How can I assist you today? Is there anything specific you'd like to chat about or any questions you have?", usage: fixpoint.Usage{InputTokens: 11, OutputTokens: 36, CachedInputTokens: 0}, status: 200},
+				{id: "my-first-request", text: "Hello! How can I assist you today? Feel free to ask me any questions or let me know if there's anything you'd like to chat about.", usage: fixpoint.Usage{InputTokens: 10, OutputTokens: 34, CachedInputTokens: 0}, status: 200}}},
 		// The fixture's own ids; the fourth is not among those sent.
 		{name: "anthropic all types", provider: ProviderAnthropic,
 			entry: bEntry{name: "anthropic_batch_results_all_types"}, ids: []string{"my-first-request", "my-second-request", "my-third-request", "my-fifth-request"},
-			want: []want{{id: "my-second-request", text: "Hello again!", usage: Usage{InputTokens: 11, OutputTokens: 36, CachedInputTokens: 0}, status: 200},
-				{id: "my-first-request", text: "Hello! How", usage: Usage{InputTokens: 10, OutputTokens: 34, CachedInputTokens: 0}, status: 200},
-				{id: "my-third-request", class: ClassBadRequest, code: "invalid_request_error", reqID: "req_011CSHoEeqs5C35K2UUqR7Fy", msgPart: "roles must alternate"},
-				{id: "my-fourth-request", class: ClassBadResponse, code: "unknown_custom_id", msgPart: "did not send"},
-				{id: "my-fifth-request", class: ClassExpired, code: "expired", msgPart: "expired"}}},
+			want: []want{{id: "my-second-request", text: "Hello again!", usage: fixpoint.Usage{InputTokens: 11, OutputTokens: 36, CachedInputTokens: 0}, status: 200},
+				{id: "my-first-request", text: "Hello! How", usage: fixpoint.Usage{InputTokens: 10, OutputTokens: 34, CachedInputTokens: 0}, status: 200},
+				{id: "my-third-request", class: fixpoint.ClassBadRequest, code: "invalid_request_error", reqID: "req_011CSHoEeqs5C35K2UUqR7Fy", msgPart: "roles must alternate"},
+				{id: "my-fourth-request", class: fixpoint.ClassBadResponse, code: "unknown_custom_id", msgPart: "did not send"},
+				{id: "my-fifth-request", class: fixpoint.ClassExpired, code: "expired", msgPart: "expired"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -522,7 +524,7 @@ func TestBatchResultFixtures(t *testing.T) {
 				}
 				if w.class == "" {
 					if r.Response == nil || !strings.HasPrefix(r.Response.Text, w.text) || r.Response.Usage != w.usage || r.Response.Status != w.status ||
-						r.Response.RequestID != w.reqID || r.Response.FinishReason != FinishStop {
+						r.Response.RequestID != w.reqID || r.Response.FinishReason != fixpoint.FinishStop {
 						t.Fatalf("result %q = %+v (err %v), want text %q usage %+v", w.id, r.Response, r.Err, w.text, w.usage)
 					}
 					continue
@@ -548,11 +550,11 @@ func TestBatchNotFound(t *testing.T) {
 		return nil
 	})
 	for what, err := range map[string]error{"retrieve": rerr, "cancel": cerr, "results": derr} {
-		var e *Error
-		if !errors.As(err, &e) || !errors.Is(err, ErrBatchNotFound) || !errors.Is(err, ErrProvider) {
+		var e *fixpoint.ProviderError
+		if !errors.As(err, &e) || !errors.Is(err, ErrBatchNotFound) || !errors.Is(err, fixpoint.ErrProvider) {
 			t.Fatalf("%s: err = %v, want a *Error wrapping ErrBatchNotFound", what, err)
 		}
-		if e.Class != ClassBadRequest || e.Status != 404 || e.Code != "not_found_error" || e.RequestID != "req_011CSHoEeqs5C35K2UUqR7Fy" ||
+		if e.Class != fixpoint.ClassBadRequest || e.Status != 404 || e.Code != "not_found_error" || e.RequestID != "req_011CSHoEeqs5C35K2UUqR7Fy" ||
 			!strings.Contains(e.Message, "The requested resource could not be found.") {
 			t.Fatalf("%s: %+v", what, e)
 		}
@@ -571,7 +573,7 @@ func TestBatchProbe(t *testing.T) {
 		rp := newBatchReplay(t, nil)
 		c := batchTestClient(t, provider, rp.srv.URL)
 		err := c.ProbeBatch(ctx)
-		var e *Error
+		var e *fixpoint.ProviderError
 		if !errors.Is(err, ErrBatchUnsupported) || !errors.As(err, &e) || e.Status != 404 {
 			t.Fatalf("%s: ProbeBatch on a server without the endpoints = %v, want ErrBatchUnsupported", provider, err)
 		}
@@ -693,12 +695,12 @@ func TestBatchResultsDecodeLikeRealtime(t *testing.T) {
 		n++
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			req := Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "hi"}}, Mode: ModePrompt}
+			req := fixpoint.Request{Model: "m", Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}, Mode: fixpoint.ModePrompt}
 			switch fx.RequestHint.Mode {
 			case "json_schema":
-				req.Mode, req.Schema = ModeJSONSchema, batchTestSchema
+				req.Mode, req.Schema = fixpoint.ModeJSONSchema, batchTestSchema
 			case "tool":
-				req.Mode, req.Schema, req.SchemaName = ModeTool, batchTestSchema, toolName[name]
+				req.Mode, req.Schema, req.SchemaName = fixpoint.ModeTool, batchTestSchema, toolName[name]
 			}
 			srv := serveFixture(t, fx, fx.wireBytes(t))
 			rt := batchTestClient(t, fx.Provider, srv.URL)

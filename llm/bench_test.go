@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // BenchmarkComplete measures the client against a zero-latency httptest
@@ -21,7 +23,7 @@ func BenchmarkComplete(b *testing.B) {
 		w.Write(body)
 	}))
 	defer srv.Close()
-	req := Request{Model: "gpt-5.4", System: "Answer in JSON.", Messages: []Message{{Role: RoleUser, Content: "Hello!"}}, MaxTokens: 256}
+	req := fixpoint.Request{Model: "gpt-5.4", System: "Answer in JSON.", Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "Hello!"}}, MaxTokens: 256}
 
 	run := func(b *testing.B, parallel bool) {
 		c, err := New(Config{Provider: ProviderOpenAI, BaseURL: srv.URL + "/v1", APIKey: "sk-bench",

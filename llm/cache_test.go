@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
@@ -32,39 +33,39 @@ var cacheGolden = map[string]string{
 func cacheGoldenCases() []cacheGoldenCase {
 	temp := 0.2
 	schema := json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","minLength":1}},"required":["name"]}`)
-	base := Request{Model: "claude-sonnet-4-5", System: "be exact", Messages: []Message{{Role: RoleUser, Content: "hi"}},
-		MaxTokens: 300, Temperature: &temp, User: "job-7", Mode: ModePrompt}
-	with := func(mode Mode) Request {
+	base := fixpoint.Request{Model: "claude-sonnet-4-5", System: "be exact", Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}},
+		MaxTokens: 300, Temperature: &temp, User: "job-7", Mode: fixpoint.ModePrompt}
+	with := func(mode fixpoint.Mode) fixpoint.Request {
 		r := base
 		r.Mode, r.Schema = mode, schema
 		return r
 	}
-	bare := Request{Model: "gpt-4o-mini", Messages: []Message{{Role: RoleUser, Content: "hi"}}}
-	moved := Request{Model: "claude-haiku-4-5", Messages: []Message{{Role: "system", Content: "sys"}, {Role: RoleUser, Content: "hi"}}}
+	bare := fixpoint.Request{Model: "gpt-4o-mini", Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}}
+	moved := fixpoint.Request{Model: "claude-haiku-4-5", Messages: []fixpoint.Message{{Role: "system", Content: "sys"}, {Role: fixpoint.RoleUser, Content: "hi"}}}
 	return []cacheGoldenCase{
 		{"openai prompt", Config{Provider: ProviderOpenAI}, base},
-		{"openai json_schema", Config{Provider: ProviderOpenAI}, with(ModeJSONSchema)},
-		{"openai tool", Config{Provider: ProviderOpenAI}, with(ModeTool)},
+		{"openai json_schema", Config{Provider: ProviderOpenAI}, with(fixpoint.ModeJSONSchema)},
+		{"openai tool", Config{Provider: ProviderOpenAI}, with(fixpoint.ModeTool)},
 		{"openai max_tokens", Config{Provider: ProviderOpenAI, OpenAIMaxTokensParam: "max_tokens"}, base},
 		{"openai bare", Config{Provider: ProviderOpenAI}, bare},
 		{"anthropic prompt", Config{Provider: ProviderAnthropic}, base},
-		{"anthropic tool", Config{Provider: ProviderAnthropic}, with(ModeTool)},
-		{"anthropic json_schema", Config{Provider: ProviderAnthropic}, with(ModeJSONSchema)},
+		{"anthropic tool", Config{Provider: ProviderAnthropic}, with(fixpoint.ModeTool)},
+		{"anthropic json_schema", Config{Provider: ProviderAnthropic}, with(fixpoint.ModeJSONSchema)},
 		{"anthropic system moved", Config{Provider: ProviderAnthropic}, moved},
 		{"anthropic bare", Config{Provider: ProviderAnthropic}, bare},
 		{"ollama prompt", Config{Provider: ProviderOllama}, base},
-		{"ollama json_schema", Config{Provider: ProviderOllama}, with(ModeJSONSchema)},
-		{"ollama tool", Config{Provider: ProviderOllama}, with(ModeTool)},
+		{"ollama json_schema", Config{Provider: ProviderOllama}, with(fixpoint.ModeJSONSchema)},
+		{"ollama tool", Config{Provider: ProviderOllama}, with(fixpoint.ModeTool)},
 	}
 }
 
 type cacheGoldenCase struct {
 	name string
 	cfg  Config
-	req  Request
+	req  fixpoint.Request
 }
 
-func encodeBody(t *testing.T, cfg Config, req Request) string {
+func encodeBody(t *testing.T, cfg Config, req fixpoint.Request) string {
 	t.Helper()
 	c, err := New(cfg)
 	if err != nil {
@@ -140,8 +141,8 @@ func TestCachePromptCacheKeySent(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, replyJSON(200, okOpenAI))
 	c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: rec.srv.URL + "/v1"})
-	_, err := c.Complete(context.Background(), Request{Model: "gpt-4o-mini", System: "rules", CacheKey: "k1", CacheSystem: true,
-		Messages: []Message{{Role: RoleUser, Content: "hi"}}})
+	_, err := c.Complete(context.Background(), fixpoint.Request{Model: "gpt-4o-mini", System: "rules", CacheKey: "k1", CacheSystem: true,
+		Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,16 +191,16 @@ func TestCacheAnthropicSystemBlock(t *testing.T) {
 		{name: "tools and prompt one token short", model: "claude-sonnet-4-5", system: strings.Repeat("a", 4*1023-toolBytes), tool: true},
 	}
 	for _, tt := range tests {
-		req := Request{Model: tt.model, System: tt.system, CacheSystem: true, MaxTokens: 300,
-			Messages: []Message{{Role: RoleUser, Content: "hi"}}}
+		req := fixpoint.Request{Model: tt.model, System: tt.system, CacheSystem: true, MaxTokens: 300,
+			Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}}
 		text := tt.system
 		if tt.moved != "" {
-			req.Messages = append([]Message{{Role: "system", Content: tt.moved}}, req.Messages...)
+			req.Messages = append([]fixpoint.Message{{Role: "system", Content: tt.moved}}, req.Messages...)
 			text = tt.system + "\n\n" + tt.moved
 		}
 		tail := ""
 		if tt.tool {
-			req.Mode, req.Schema = ModeTool, json.RawMessage(schema)
+			req.Mode, req.Schema = fixpoint.ModeTool, json.RawMessage(schema)
 			tail = toolPart
 		}
 		quoted, _ := json.Marshal(text)
@@ -282,16 +283,16 @@ func TestCacheUsageNormalized(t *testing.T) {
 		name    string
 		fixture string
 		body    []byte // nil: as recorded
-		want    Usage
+		want    fixpoint.Usage
 	}{
 		// Anthropic's input_tokens (514) leaves out cache reads and writes.
-		{"anthropic as recorded", "anthropic_text", nil, Usage{InputTokens: 514, OutputTokens: 19}},
-		{"anthropic cache write", "anthropic_text", anthropic(0, 1800), Usage{InputTokens: 514 + 1800, OutputTokens: 19, CacheWriteTokens: 1800}},
-		{"anthropic cache read", "anthropic_text", anthropic(1800, 0), Usage{InputTokens: 514 + 1800, OutputTokens: 19, CachedInputTokens: 1800}},
-		{"anthropic read and write", "anthropic_text", anthropic(1200, 600), Usage{InputTokens: 514 + 1200 + 600, OutputTokens: 19, CachedInputTokens: 1200, CacheWriteTokens: 600}},
+		{"anthropic as recorded", "anthropic_text", nil, fixpoint.Usage{InputTokens: 514, OutputTokens: 19}},
+		{"anthropic cache write", "anthropic_text", anthropic(0, 1800), fixpoint.Usage{InputTokens: 514 + 1800, OutputTokens: 19, CacheWriteTokens: 1800}},
+		{"anthropic cache read", "anthropic_text", anthropic(1800, 0), fixpoint.Usage{InputTokens: 514 + 1800, OutputTokens: 19, CachedInputTokens: 1800}},
+		{"anthropic read and write", "anthropic_text", anthropic(1200, 600), fixpoint.Usage{InputTokens: 514 + 1200 + 600, OutputTokens: 19, CachedInputTokens: 1200, CacheWriteTokens: 600}},
 		// OpenAI's prompt_tokens (2006) already include cached_tokens.
-		{"openai cached", "openai_text_cached_usage", nil, Usage{InputTokens: 2006, OutputTokens: 300, CachedInputTokens: 1920}},
-		{"ollama", "ollama_chat_json", nil, Usage{InputTokens: 34, OutputTokens: 12}},
+		{"openai cached", "openai_text_cached_usage", nil, fixpoint.Usage{InputTokens: 2006, OutputTokens: 300, CachedInputTokens: 1920}},
+		{"ollama", "ollama_chat_json", nil, fixpoint.Usage{InputTokens: 34, OutputTokens: 12}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -307,7 +308,7 @@ func TestCacheUsageNormalized(t *testing.T) {
 				base += "/v1"
 			}
 			c := testClient(t, Config{Provider: fx.Provider, BaseURL: base})
-			resp, err := c.Complete(context.Background(), Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "hi"}}})
+			resp, err := c.Complete(context.Background(), fixpoint.Request{Model: "m", Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}})
 			if err != nil {
 				t.Fatal(err)
 			}

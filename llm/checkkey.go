@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
@@ -32,8 +33,8 @@ func (c *Client) CheckKey(ctx context.Context) error {
 		Data []json.RawMessage `json:"data"`
 	}
 	err := c.batchJSON(ctx, &batchOp{what: "list models", method: http.MethodGet, url: u}, &list)
-	var e *Error
-	if errors.As(err, &e) && e.Class == ClassAuth && e.Status == http.StatusUnauthorized {
+	var e *fixpoint.ProviderError
+	if errors.As(err, &e) && e.Class == fixpoint.ClassAuth && e.Status == http.StatusUnauthorized {
 		return &keyRefused{e}
 	}
 	return err
@@ -47,7 +48,7 @@ func (c *Client) MissingKey() bool {
 }
 
 // keyRefused is CheckKey's 401.
-type keyRefused struct{ e *Error }
+type keyRefused struct{ e *fixpoint.ProviderError }
 
 func (k *keyRefused) Error() string        { return k.e.Error() }
 func (k *keyRefused) Unwrap() error        { return k.e }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // rateLimitHeader reports whether a response header is one recorded in
@@ -174,41 +176,41 @@ type providerError struct {
 // classify maps a non-2xx response to an error class and retry hint; need
 // is what the request takes from the budgets (for a wait derived from the
 // rate-limit headers).
-func classify(provider string, status int, h http.Header, pe providerError, now time.Time, need demand) (ErrorClass, time.Duration) {
+func classify(provider string, status int, h http.Header, pe providerError, now time.Time, need demand) (fixpoint.ErrorClass, time.Duration) {
 	explicit, hasExplicit := retryAfter(h, now)
 	switch {
 	case status == http.StatusTooManyRequests:
 		if pe.Code == "insufficient_quota" || pe.Type == "insufficient_quota" {
-			return ClassQuotaExhausted, 0
+			return fixpoint.ClassQuotaExhausted, 0
 		}
 		if hasExplicit {
-			return ClassRateLimited, explicit
+			return fixpoint.ClassRateLimited, explicit
 		}
 		if d, ok := messageHint(pe.Message); ok {
-			return ClassRateLimited, d
+			return fixpoint.ClassRateLimited, d
 		}
 		if d, ok := resetWait(h, now, need); ok {
-			return ClassRateLimited, d
+			return fixpoint.ClassRateLimited, d
 		}
 		// A 429 without a usable hint (an OpenAI-compatible server, Ollama,
 		// an Anthropic 429 without retry-after) is a rate limit all the
 		// same: back off and retry. Only OpenAI's insufficient_quota code
 		// says the money is gone.
-		return ClassRateLimited, 0
+		return fixpoint.ClassRateLimited, 0
 	case status == 529 || status == http.StatusServiceUnavailable:
-		return ClassOverloaded, explicit
+		return fixpoint.ClassOverloaded, explicit
 	case status >= 500:
-		return ClassServer, explicit
+		return fixpoint.ClassServer, explicit
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return ClassAuth, 0
+		return fixpoint.ClassAuth, 0
 	case status == http.StatusBadRequest && provider == ProviderAnthropic && strings.Contains(pe.Message, "credit balance is too low"):
 		// Anthropic's out-of-credit error is a 400 invalid_request_error;
 		// only its message tells it from a malformed request.
-		return ClassQuotaExhausted, 0
+		return fixpoint.ClassQuotaExhausted, 0
 	case status == http.StatusRequestTimeout:
-		return ClassTimeout, explicit
+		return fixpoint.ClassTimeout, explicit
 	case status >= 400:
-		return ClassBadRequest, 0
+		return fixpoint.ClassBadRequest, 0
 	}
-	return ClassBadResponse, 0
+	return fixpoint.ClassBadResponse, 0
 }

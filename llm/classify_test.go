@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 func TestRetryHints(t *testing.T) {
@@ -22,76 +24,76 @@ func TestRetryHints(t *testing.T) {
 		status   int
 		header   http.Header
 		pe       providerError
-		want     ErrorClass
+		want     fixpoint.ErrorClass
 		wantHint time.Duration
 	}{
-		{"retry-after seconds", ProviderOpenAI, 429, h("Retry-After", "20"), providerError{}, ClassRateLimited, 20 * time.Second},
-		{"retry-after fractional", ProviderOpenAI, 429, h("Retry-After", "0.5"), providerError{}, ClassRateLimited, 500 * time.Millisecond},
-		{"retry-after http date", ProviderAnthropic, 429, h("Retry-After", now.Add(90*time.Second).Format(http.TimeFormat)), providerError{}, ClassRateLimited, 90 * time.Second},
-		{"retry-after date in the past clamps to 0", ProviderOpenAI, 429, h("Retry-After", now.Add(-time.Hour).Format(http.TimeFormat)), providerError{}, ClassRateLimited, 0},
-		{"retry-after-ms wins", ProviderOpenAI, 429, h("Retry-After-Ms", "250", "Retry-After", "3"), providerError{}, ClassRateLimited, 250 * time.Millisecond},
-		{"message hint", ProviderOpenAI, 429, h(), providerError{Message: "Please try again in 1m30s. Visit"}, ClassRateLimited, 90 * time.Second},
+		{"retry-after seconds", ProviderOpenAI, 429, h("Retry-After", "20"), providerError{}, fixpoint.ClassRateLimited, 20 * time.Second},
+		{"retry-after fractional", ProviderOpenAI, 429, h("Retry-After", "0.5"), providerError{}, fixpoint.ClassRateLimited, 500 * time.Millisecond},
+		{"retry-after http date", ProviderAnthropic, 429, h("Retry-After", now.Add(90*time.Second).Format(http.TimeFormat)), providerError{}, fixpoint.ClassRateLimited, 90 * time.Second},
+		{"retry-after date in the past clamps to 0", ProviderOpenAI, 429, h("Retry-After", now.Add(-time.Hour).Format(http.TimeFormat)), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"retry-after-ms wins", ProviderOpenAI, 429, h("Retry-After-Ms", "250", "Retry-After", "3"), providerError{}, fixpoint.ClassRateLimited, 250 * time.Millisecond},
+		{"message hint", ProviderOpenAI, 429, h(), providerError{Message: "Please try again in 1m30s. Visit"}, fixpoint.ClassRateLimited, 90 * time.Second},
 		{"anthropic reset times, spent budget", ProviderOpenAI, 429, h(
 			"Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", now.Add(5*time.Second).Format(time.RFC3339),
 			"Anthropic-Ratelimit-Tokens-Remaining", "10", "Anthropic-Ratelimit-Tokens-Reset", now.Add(time.Second).Format(time.RFC3339)),
 			// A reset is the time to a full refill; without the limit it
 			// does not say when this request fits: backoff.
-			providerError{}, ClassRateLimited, 0},
+			providerError{}, fixpoint.ClassRateLimited, 0},
 		{"openai resets without limits: backoff", ProviderOpenAI, 429, h(
-			"X-Ratelimit-Reset-Requests", "12ms", "X-Ratelimit-Reset-Tokens", "9ms"), providerError{}, ClassRateLimited, 0},
+			"X-Ratelimit-Reset-Requests", "12ms", "X-Ratelimit-Reset-Tokens", "9ms"), providerError{}, fixpoint.ClassRateLimited, 0},
 		// The wait for this request from the spent budget's reset and limit
 		// (need: 1,000 input + 500 output tokens, one request).
 		{"openai tokens spent: reset x need/limit, not the 6m refill", ProviderOpenAI, 429, h(
 			"X-Ratelimit-Limit-Tokens", "150000", "X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "6m0s",
 			"X-Ratelimit-Limit-Requests", "60", "X-Ratelimit-Remaining-Requests", "59", "X-Ratelimit-Reset-Requests", "1s"),
-			providerError{}, ClassRateLimited, 3600 * time.Millisecond},
+			providerError{}, fixpoint.ClassRateLimited, 3600 * time.Millisecond},
 		{"openai tokens partly left: only the missing part", ProviderOpenAI, 429, h(
 			"X-Ratelimit-Limit-Tokens", "3000", "X-Ratelimit-Remaining-Tokens", "1000", "X-Ratelimit-Reset-Tokens", "20s"),
-			providerError{}, ClassRateLimited, 5 * time.Second},
+			providerError{}, fixpoint.ClassRateLimited, 5 * time.Second},
 		{"openai request bigger than the budget: the whole reset", ProviderOpenAI, 429, h(
 			"X-Ratelimit-Limit-Tokens", "1000", "X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "6m0s"),
-			providerError{}, ClassRateLimited, 6 * time.Minute},
+			providerError{}, fixpoint.ClassRateLimited, 6 * time.Minute},
 		{"openai requests spent: reset/limit", ProviderOpenAI, 429, h(
 			"X-Ratelimit-Limit-Requests", "60", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "30s"),
-			providerError{}, ClassRateLimited, 500 * time.Millisecond},
+			providerError{}, fixpoint.ClassRateLimited, 500 * time.Millisecond},
 		{"openai both spent: the longer wait", ProviderOpenAI, 429, h(
 			"X-Ratelimit-Limit-Requests", "60", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "30s",
 			"X-Ratelimit-Limit-Tokens", "150000", "X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "6m0s"),
-			providerError{}, ClassRateLimited, 3600 * time.Millisecond},
+			providerError{}, fixpoint.ClassRateLimited, 3600 * time.Millisecond},
 		{"openai budgets with room: backoff", ProviderOpenAI, 429, h(
 			"X-Ratelimit-Limit-Tokens", "150000", "X-Ratelimit-Remaining-Tokens", "149984", "X-Ratelimit-Reset-Tokens", "6m0s",
 			"X-Ratelimit-Limit-Requests", "60", "X-Ratelimit-Remaining-Requests", "59", "X-Ratelimit-Reset-Requests", "1s"),
-			providerError{}, ClassRateLimited, 0},
+			providerError{}, fixpoint.ClassRateLimited, 0},
 		{"anthropic input tokens spent: RFC 3339 reset x input need/limit", ProviderAnthropic, 429, h(
 			"Anthropic-Ratelimit-Input-Tokens-Limit", "40000", "Anthropic-Ratelimit-Input-Tokens-Remaining", "0",
 			"Anthropic-Ratelimit-Input-Tokens-Reset", now.Add(60*time.Second).Format(time.RFC3339),
 			"Anthropic-Ratelimit-Requests-Limit", "50", "Anthropic-Ratelimit-Requests-Remaining", "49",
 			"Anthropic-Ratelimit-Requests-Reset", now.Add(time.Second).Format(time.RFC3339)),
-			providerError{}, ClassRateLimited, 1500 * time.Millisecond},
+			providerError{}, fixpoint.ClassRateLimited, 1500 * time.Millisecond},
 		{"anthropic output tokens spent: output need", ProviderAnthropic, 429, h(
 			"Anthropic-Ratelimit-Output-Tokens-Limit", "8000", "Anthropic-Ratelimit-Output-Tokens-Remaining", "0",
 			"Anthropic-Ratelimit-Output-Tokens-Reset", now.Add(64*time.Second).Format(time.RFC3339)),
-			providerError{}, ClassRateLimited, 4 * time.Second},
+			providerError{}, fixpoint.ClassRateLimited, 4 * time.Second},
 		{"anthropic requests spent: reset/limit", ProviderAnthropic, 429, h(
 			"Anthropic-Ratelimit-Requests-Limit", "4000", "Anthropic-Ratelimit-Requests-Remaining", "0",
 			"Anthropic-Ratelimit-Requests-Reset", now.Add(60*time.Second).Format(time.RFC3339)),
-			providerError{}, ClassRateLimited, 15 * time.Millisecond},
+			providerError{}, fixpoint.ClassRateLimited, 15 * time.Millisecond},
 		{"reset time in the past clamps to 0", ProviderOpenAI, 429, h(
-			"X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "2025-10-30T16:17:37Z"), providerError{}, ClassRateLimited, 0},
-		{"openai-compatible 429 without any hint", ProviderOpenAI, 429, h(), providerError{}, ClassRateLimited, 0},
-		{"ollama 429 without any hint", ProviderOllama, 429, h(), providerError{}, ClassRateLimited, 0},
-		{"insufficient_quota type only", ProviderOpenAI, 429, h("Retry-After", "1"), providerError{Type: "insufficient_quota"}, ClassQuotaExhausted, 0},
+			"X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "2025-10-30T16:17:37Z"), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"openai-compatible 429 without any hint", ProviderOpenAI, 429, h(), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"ollama 429 without any hint", ProviderOllama, 429, h(), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"insufficient_quota type only", ProviderOpenAI, 429, h("Retry-After", "1"), providerError{Type: "insufficient_quota"}, fixpoint.ClassQuotaExhausted, 0},
 		// Not a spent quota: a rate limit with backoff (the reset is past).
-		{"anthropic 429 with resets but no retry-after", ProviderAnthropic, 429, h("Anthropic-Ratelimit-Requests-Reset", "2025-10-30T16:17:37Z"), providerError{}, ClassRateLimited, 0},
-		{"anthropic 429 without any hint", ProviderAnthropic, 429, h(), providerError{Type: "rate_limit_error", Code: "rate_limit_error"}, ClassRateLimited, 0},
-		{"529", ProviderAnthropic, 529, h(), providerError{}, ClassOverloaded, 0},
-		{"503 with hint", ProviderOpenAI, 503, h("Retry-After", "4"), providerError{}, ClassOverloaded, 4 * time.Second},
-		{"502", ProviderOpenAI, 502, h(), providerError{}, ClassServer, 0},
-		{"403", ProviderOpenAI, 403, h(), providerError{}, ClassAuth, 0},
-		{"408", ProviderOpenAI, 408, h(), providerError{}, ClassTimeout, 0},
-		{"413", ProviderOpenAI, 413, h(), providerError{}, ClassBadRequest, 0},
-		{"anthropic out of credit", ProviderAnthropic, 400, h(), providerError{Message: "Your credit balance is too low to access the Anthropic API.", Code: "invalid_request_error"}, ClassQuotaExhausted, 0},
-		{"anthropic other 400", ProviderAnthropic, 400, h(), providerError{Message: "max_tokens: Field required", Code: "invalid_request_error"}, ClassBadRequest, 0},
+		{"anthropic 429 with resets but no retry-after", ProviderAnthropic, 429, h("Anthropic-Ratelimit-Requests-Reset", "2025-10-30T16:17:37Z"), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"anthropic 429 without any hint", ProviderAnthropic, 429, h(), providerError{Type: "rate_limit_error", Code: "rate_limit_error"}, fixpoint.ClassRateLimited, 0},
+		{"529", ProviderAnthropic, 529, h(), providerError{}, fixpoint.ClassOverloaded, 0},
+		{"503 with hint", ProviderOpenAI, 503, h("Retry-After", "4"), providerError{}, fixpoint.ClassOverloaded, 4 * time.Second},
+		{"502", ProviderOpenAI, 502, h(), providerError{}, fixpoint.ClassServer, 0},
+		{"403", ProviderOpenAI, 403, h(), providerError{}, fixpoint.ClassAuth, 0},
+		{"408", ProviderOpenAI, 408, h(), providerError{}, fixpoint.ClassTimeout, 0},
+		{"413", ProviderOpenAI, 413, h(), providerError{}, fixpoint.ClassBadRequest, 0},
+		{"anthropic out of credit", ProviderAnthropic, 400, h(), providerError{Message: "Your credit balance is too low to access the Anthropic API.", Code: "invalid_request_error"}, fixpoint.ClassQuotaExhausted, 0},
+		{"anthropic other 400", ProviderAnthropic, 400, h(), providerError{Message: "max_tokens: Field required", Code: "invalid_request_error"}, fixpoint.ClassBadRequest, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
@@ -24,7 +25,7 @@ const toolDescription = "Return the result. The arguments must match the schema.
 // schemaNameDefault names the schema / tool when Request.SchemaName is empty.
 const schemaNameDefault = "result"
 
-func schemaName(req *Request) string {
+func schemaName(req *fixpoint.Request) string {
 	if req.SchemaName != "" {
 		return req.SchemaName
 	}
@@ -143,7 +144,7 @@ func (c *Client) Registry() *Registry { return c.lanes }
 // jitter, waiting at least the server's retry hint) within the lane's
 // budgets. The error is always a *Error (errors.Is(err, ErrProvider)); both
 // the Response and the *Error record the retries made.
-func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
+func (c *Client) Complete(ctx context.Context, req fixpoint.Request) (*fixpoint.Response, error) {
 	body, dropped, perr := c.encode(&req)
 	if perr != nil {
 		return nil, perr
@@ -155,11 +156,11 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	hb, bo := c.retryBackOff(ctx)
 
 	var (
-		resp    *Response
-		last    *Error
-		retries []Retry
+		resp    *fixpoint.Response
+		last    *fixpoint.ProviderError
+		retries []fixpoint.Retry
 		attempt int
-		billed  Usage // of 2xx bodies that could not be used
+		billed  fixpoint.Usage // of 2xx bodies that could not be used
 	)
 	check := retryCheckOf(ctx)
 	op := func() error {
@@ -191,7 +192,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		return e
 	}
 	notify := func(_ error, d time.Duration) {
-		retries = append(retries, Retry{Class: last.Class, Status: last.Status, Wait: d})
+		retries = append(retries, fixpoint.Retry{Class: last.Class, Status: last.Status, Wait: d})
 	}
 	err := backoff.RetryNotifyWithTimer(op, bo, notify, &backoffTimer{clock: c.cfg.Clock})
 	if err == nil {
@@ -206,8 +207,8 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	return nil, last
 }
 
-func addUsage(a, b Usage) Usage {
-	return Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
+func addUsage(a, b fixpoint.Usage) fixpoint.Usage {
+	return fixpoint.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
 		CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens, CacheWriteTokens: a.CacheWriteTokens + b.CacheWriteTokens}
 }
 
@@ -262,17 +263,17 @@ func (c *Client) retryBackOff(ctx context.Context) (*hintBackOff, backoff.BackOf
 // retriesEnded is the error of a retried call that gave up: last, unless
 // the context ended while waiting to retry (or before any try), then a
 // timeout naming last. what prefixes the message ("" for a completion).
-func retriesEnded(ctx context.Context, what string, last *Error) *Error {
-	if last != nil && (ctx.Err() == nil || last.Class == ClassTimeout || last.Class == ClassStopped) {
+func retriesEnded(ctx context.Context, what string, last *fixpoint.ProviderError) *fixpoint.ProviderError {
+	if last != nil && (ctx.Err() == nil || last.Class == fixpoint.ClassTimeout || last.Class == fixpoint.ClassStopped) {
 		return last
 	}
 	msg := "context done before the call could be retried"
 	if what != "" {
 		msg = what + ": " + msg
 	}
-	e := &Error{Class: ClassTimeout, Message: msg, Err: context.Cause(ctx)}
+	e := &fixpoint.ProviderError{Class: fixpoint.ClassTimeout, Message: msg, Err: context.Cause(ctx)}
 	if errors.Is(context.Cause(ctx), context.Canceled) {
-		e.Class = ClassStopped
+		e.Class = fixpoint.ClassStopped
 	}
 	if last != nil {
 		e.Message += " (last failure: " + last.Error() + ")"
@@ -327,7 +328,7 @@ func (b *backoffTimer) C() <-chan time.Time { return b.t.C() }
 // estimateDemand is the tokens a call is charged before it is made:
 // prompt bytes / 4 in, the output cap (or the configured estimate when
 // none is set) out. Their sum is the TPM charge.
-func estimateDemand(req *Request, outputEstimate int) demand {
+func estimateDemand(req *fixpoint.Request, outputEstimate int) demand {
 	n := len(req.System) + len(req.Schema)
 	for _, m := range req.Messages {
 		n += len(m.Content)
@@ -340,16 +341,16 @@ func estimateDemand(req *Request, outputEstimate int) demand {
 }
 
 // encode validates req and builds the provider body once for all attempts.
-func (c *Client) encode(req *Request) ([]byte, []string, *Error) {
-	bad := func(format string, args ...any) *Error {
-		return &Error{Class: ClassBadRequest, Message: fmt.Sprintf(format, args...)}
+func (c *Client) encode(req *fixpoint.Request) ([]byte, []string, *fixpoint.ProviderError) {
+	bad := func(format string, args ...any) *fixpoint.ProviderError {
+		return &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: fmt.Sprintf(format, args...)}
 	}
 	if req.Model == "" {
 		return nil, nil, bad("request: model is required")
 	}
 	switch req.Mode {
-	case "", ModePrompt:
-	case ModeJSONSchema, ModeTool:
+	case "", fixpoint.ModePrompt:
+	case fixpoint.ModeJSONSchema, fixpoint.ModeTool:
 		if len(bytes.TrimSpace(req.Schema)) == 0 {
 			return nil, nil, bad("request: mode %s needs a schema", req.Mode)
 		}
@@ -367,7 +368,7 @@ func (c *Client) encode(req *Request) ([]byte, []string, *Error) {
 	switch c.cfg.Provider {
 	case ProviderOpenAI:
 		schema, strict := req.Schema, false
-		if req.Mode == ModeJSONSchema || req.Mode == ModeTool {
+		if req.Mode == fixpoint.ModeJSONSchema || req.Mode == fixpoint.ModeTool {
 			sr, serr := c.strict(req.Schema)
 			if serr != nil {
 				return nil, nil, bad("request: %v", serr)
@@ -400,18 +401,18 @@ func (c *Client) strict(schema json.RawMessage) (strictResult, error) {
 }
 
 // attempt makes one HTTP call inside a lane permit.
-func (c *Client) attempt(ctx context.Context, lane *Lane, need demand, body []byte, req *Request, n int) (*Response, *Error) {
+func (c *Client) attempt(ctx context.Context, lane *Lane, need demand, body []byte, req *fixpoint.Request, n int) (*fixpoint.Response, *fixpoint.ProviderError) {
 	p, err := lane.acquire(ctx, need.input+need.output)
 	if err != nil {
-		var e *Error
+		var e *fixpoint.ProviderError
 		if errors.As(err, &e) {
 			return nil, e
 		}
-		class := ClassTimeout
+		class := fixpoint.ClassTimeout
 		if errors.Is(err, context.Canceled) {
-			class = ClassStopped
+			class = fixpoint.ClassStopped
 		}
-		return nil, &Error{Class: class, Message: "wait for lane " + lane.key.Model + ": " + err.Error(), Err: err, NotSent: n == 0}
+		return nil, &fixpoint.ProviderError{Class: class, Message: "wait for lane " + lane.key.Model + ": " + err.Error(), Err: err, NotSent: n == 0}
 	}
 	start := time.Now()
 	if hook, _ := ctx.Value(sendHookKey{}).(func(time.Time)); hook != nil {
@@ -469,7 +470,7 @@ func (c *Client) redactHeaders(m map[string]string) {
 // redactError redacts every text field of e. The body it was built from
 // was redacted as read; this also catches a key the body held in escaped
 // form (decoded into Message) and one sent back in a header.
-func (c *Client) redactError(e *Error) {
+func (c *Client) redactError(e *fixpoint.ProviderError) {
 	if c.key == nil {
 		return
 	}
@@ -478,7 +479,7 @@ func (c *Client) redactError(e *Error) {
 }
 
 // redactResponse does for a response what redactError does for an error.
-func (c *Client) redactResponse(r *Response) {
+func (c *Client) redactResponse(r *fixpoint.Response) {
 	if c.key == nil {
 		return
 	}
@@ -487,7 +488,7 @@ func (c *Client) redactResponse(r *Response) {
 }
 
 // do sends body and reads the reply under the attempt's timeouts.
-func (c *Client) do(ctx context.Context, body []byte, req *Request, need demand) (*Response, *Error) {
+func (c *Client) do(ctx context.Context, body []byte, req *fixpoint.Request, need demand) (*fixpoint.Response, *fixpoint.ProviderError) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	tctx, tcancel := context.WithTimeoutCause(actx, c.cfg.TotalTimeout, ErrTotalTimeout)
@@ -504,7 +505,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request, need demand)
 
 	hreq, err := http.NewRequestWithContext(tctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
 	if err != nil {
-		return nil, &Error{Class: ClassBadRequest, Message: "build request: " + err.Error(), Err: err}
+		return nil, &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: "build request: " + err.Error(), Err: err}
 	}
 	for k, v := range c.headers {
 		hreq.Header[k] = v // shared, never modified
@@ -556,11 +557,11 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request, need demand)
 		if msg == "" {
 			msg = http.StatusText(hresp.StatusCode)
 		}
-		return nil, &Error{Class: class, Status: hresp.StatusCode, Message: msg, Code: pe.Code,
+		return nil, &fixpoint.ProviderError{Class: class, Status: hresp.StatusCode, Message: msg, Code: pe.Code,
 			RequestID: reqID, RetryAfter: hint, RateLimit: rateLimitHeaders(hresp.Header)}
 	}
 
-	out := &Response{Status: hresp.StatusCode, RequestID: reqID, RateLimit: rateLimitHeaders(hresp.Header)}
+	out := &fixpoint.Response{Status: hresp.StatusCode, RequestID: reqID, RateLimit: rateLimitHeaders(hresp.Header)}
 	switch c.cfg.Provider {
 	case ProviderOpenAI:
 		err = decodeOpenAI(data, req, out)
@@ -570,7 +571,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request, need demand)
 		err = decodeOllama(data, req, out)
 	}
 	if err != nil {
-		return nil, &Error{Class: ClassBadResponse, Status: hresp.StatusCode, RequestID: reqID,
+		return nil, &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: hresp.StatusCode, RequestID: reqID,
 			Message: err.Error() + ": " + snippet(data), Err: err, Billed: billedUsage(c.cfg.Provider, data)}
 	}
 	return out, nil
@@ -579,8 +580,8 @@ func (c *Client) do(ctx context.Context, body []byte, req *Request, need demand)
 // billedUsage reads only the token counts of a 2xx body that could not be
 // decoded as a whole: the provider billed them, and the call is recorded
 // with them (it said 0 tokens and $0). Zero when they cannot be read.
-func billedUsage(provider string, data []byte) Usage {
-	var u Usage
+func billedUsage(provider string, data []byte) fixpoint.Usage {
+	var u fixpoint.Usage
 	switch provider {
 	case ProviderOpenAI:
 		var w struct {
@@ -593,7 +594,7 @@ func billedUsage(provider string, data []byte) Usage {
 			} `json:"usage"`
 		}
 		if json.Unmarshal(data, &w) == nil {
-			u = Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens, CachedInputTokens: w.Usage.PromptTokensDetails.CachedTokens}
+			u = fixpoint.Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens, CachedInputTokens: w.Usage.PromptTokensDetails.CachedTokens}
 		}
 	case ProviderAnthropic:
 		var w struct {
@@ -606,7 +607,7 @@ func billedUsage(provider string, data []byte) Usage {
 		}
 		if json.Unmarshal(data, &w) == nil {
 			x := w.Usage
-			u = Usage{InputTokens: x.InputTokens + x.CacheReadInputTokens + x.CacheCreationInputTokens, OutputTokens: x.OutputTokens,
+			u = fixpoint.Usage{InputTokens: x.InputTokens + x.CacheReadInputTokens + x.CacheCreationInputTokens, OutputTokens: x.OutputTokens,
 				CachedInputTokens: x.CacheReadInputTokens, CacheWriteTokens: x.CacheCreationInputTokens}
 		}
 	case ProviderOllama:
@@ -615,7 +616,7 @@ func billedUsage(provider string, data []byte) Usage {
 			EvalCount       int `json:"eval_count"`
 		}
 		if json.Unmarshal(data, &w) == nil {
-			u = Usage{InputTokens: w.PromptEvalCount, OutputTokens: w.EvalCount}
+			u = fixpoint.Usage{InputTokens: w.PromptEvalCount, OutputTokens: w.EvalCount}
 		}
 	}
 	return u
@@ -626,7 +627,7 @@ func billedUsage(provider string, data []byte) Usage {
 // as read. A 2xx was made and billed, and asking again would get the same
 // reply, so it is ClassTooLarge (permanent); any other status keeps the
 // class it gives (a 503 stays retryable).
-func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte, need demand) *Error {
+func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte, need demand) *fixpoint.ProviderError {
 	sizeText := fmt.Sprintf("%d bytes", size)
 	if size < 0 {
 		size = c.cfg.MaxBodyBytes + 1
@@ -635,11 +636,11 @@ func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte, need de
 	if n := headBytes + len(c.key); len(head) > n {
 		head = head[:n] // what the head can hold, and a key across its end
 	}
-	e := &Error{Status: hresp.StatusCode, RequestID: c.requestID(hresp.Header), RateLimit: rateLimitHeaders(hresp.Header),
+	e := &fixpoint.ProviderError{Status: hresp.StatusCode, RequestID: c.requestID(hresp.Header), RateLimit: rateLimitHeaders(hresp.Header),
 		Size: size, Head: cutUTF8(c.redactBody(head), headBytes)}
 	msg := fmt.Sprintf("response body is %s, over the MaxBodyBytes cap of %d bytes", sizeText, c.cfg.MaxBodyBytes)
 	if hresp.StatusCode >= 200 && hresp.StatusCode <= 299 {
-		e.Class = ClassTooLarge
+		e.Class = fixpoint.ClassTooLarge
 		e.Message = msg + "; the reply was made (and billed), so it is not asked for again"
 		return e
 	}
@@ -710,21 +711,21 @@ func (ir idleReader) Read(p []byte) (int, error) {
 
 // transportError classifies a failure to send or read: our timeouts and
 // the caller's deadline are ClassTimeout, the rest ClassNetwork.
-func transportError(ctx context.Context, op string, err error) *Error {
+func transportError(ctx context.Context, op string, err error) *fixpoint.ProviderError {
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, ErrFirstByteTimeout), errors.Is(cause, ErrIdleTimeout), errors.Is(cause, ErrTotalTimeout):
-		return &Error{Class: ClassTimeout, Message: op + ": " + cause.Error(), Err: cause}
+		return &fixpoint.ProviderError{Class: fixpoint.ClassTimeout, Message: op + ": " + cause.Error(), Err: cause}
 	case errors.Is(cause, context.Canceled):
-		return &Error{Class: ClassStopped, Message: op + ": the caller stopped waiting (" + cause.Error() + ")", Err: cause}
+		return &fixpoint.ProviderError{Class: fixpoint.ClassStopped, Message: op + ": the caller stopped waiting (" + cause.Error() + ")", Err: cause}
 	case cause != nil:
-		return &Error{Class: ClassTimeout, Message: op + ": " + cause.Error(), Err: cause}
+		return &fixpoint.ProviderError{Class: fixpoint.ClassTimeout, Message: op + ": " + cause.Error(), Err: cause}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return &Error{Class: ClassTimeout, Message: op + ": " + err.Error(), Err: err}
+		return &fixpoint.ProviderError{Class: fixpoint.ClassTimeout, Message: op + ": " + err.Error(), Err: err}
 	}
-	return &Error{Class: ClassNetwork, Message: op + ": " + err.Error(), Err: err}
+	return &fixpoint.ProviderError{Class: fixpoint.ClassNetwork, Message: op + ": " + err.Error(), Err: err}
 }
 
 // parseProviderError reads the error bodies of all three providers:
@@ -778,8 +779,8 @@ func rawString(raw json.RawMessage) string {
 }
 
 // normalizeRefusal makes a refusal always carry a message and no answer.
-func normalizeRefusal(out *Response) {
-	if out.FinishReason != FinishRefusal {
+func normalizeRefusal(out *fixpoint.Response) {
+	if out.FinishReason != fixpoint.FinishRefusal {
 		return
 	}
 	out.Text = ""

@@ -14,9 +14,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
-var hello = Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "hi"}}}
+var hello = fixpoint.Request{Model: "m", Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}}
 
 // script answers the n-th request with steps[n] (the last one repeats).
 func script(steps ...http.HandlerFunc) (http.HandlerFunc, *atomic.Int32) {
@@ -92,17 +94,17 @@ func TestRetryPermanentClassesNotRetried(t *testing.T) {
 		provider  string
 		status    int
 		body      string
-		wantClass ErrorClass
+		wantClass fixpoint.ErrorClass
 	}{
-		{"401", ProviderOpenAI, 401, `{"error":{"message":"bad key","code":"invalid_api_key"}}`, ClassAuth},
-		{"403", ProviderAnthropic, 403, `{"type":"error","error":{"type":"permission_error","message":"no"}}`, ClassAuth},
-		{"400", ProviderOpenAI, 400, `{"error":{"message":"too long","code":"context_length_exceeded"}}`, ClassBadRequest},
-		{"404", ProviderOllama, 404, `{"error":"model 'x' not found"}`, ClassBadRequest},
-		{"422", ProviderOpenAI, 422, `{"message":"bad","type":"BadRequestError","code":422}`, ClassBadRequest},
-		{"quota", ProviderOpenAI, 429, `{"error":{"message":"quota","type":"insufficient_quota","code":null}}`, ClassQuotaExhausted},
+		{"401", ProviderOpenAI, 401, `{"error":{"message":"bad key","code":"invalid_api_key"}}`, fixpoint.ClassAuth},
+		{"403", ProviderAnthropic, 403, `{"type":"error","error":{"type":"permission_error","message":"no"}}`, fixpoint.ClassAuth},
+		{"400", ProviderOpenAI, 400, `{"error":{"message":"too long","code":"context_length_exceeded"}}`, fixpoint.ClassBadRequest},
+		{"404", ProviderOllama, 404, `{"error":"model 'x' not found"}`, fixpoint.ClassBadRequest},
+		{"422", ProviderOpenAI, 422, `{"message":"bad","type":"BadRequestError","code":422}`, fixpoint.ClassBadRequest},
+		{"quota", ProviderOpenAI, 429, `{"error":{"message":"quota","type":"insufficient_quota","code":null}}`, fixpoint.ClassQuotaExhausted},
 		// An Anthropic 429 without retry-after is a rate limit and retried
 		// (TestAnthropicHintless429Retried); running out of credit is this.
-		{"anthropic credit balance too low", ProviderAnthropic, 400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`, ClassQuotaExhausted},
+		{"anthropic credit balance too low", ProviderAnthropic, 400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`, fixpoint.ClassQuotaExhausted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,7 +114,7 @@ func TestRetryPermanentClassesNotRetried(t *testing.T) {
 			t.Cleanup(srv.Close)
 			c := testClient(t, Config{Provider: tt.provider, BaseURL: srv.URL})
 			_, err := c.Complete(context.Background(), hello)
-			var e *Error
+			var e *fixpoint.ProviderError
 			if !errors.As(err, &e) || e.Class != tt.wantClass || !e.Permanent() {
 				t.Fatalf("err = %v, want permanent %s", err, tt.wantClass)
 			}
@@ -148,14 +150,14 @@ func TestRetryBounds(t *testing.T) {
 			c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, Retry: tt.retry, Clock: clock})
 			start := clock.Now()
 			_, err := c.Complete(context.Background(), hello)
-			var e *Error
-			if !errors.As(err, &e) || e.Class != ClassServer {
+			var e *fixpoint.ProviderError
+			if !errors.As(err, &e) || e.Class != fixpoint.ClassServer {
 				t.Fatalf("err = %v, want server", err)
 			}
 			var waits []time.Duration
 			var total time.Duration
 			for _, r := range e.Retries {
-				if r.Class != ClassServer || r.Status != 500 {
+				if r.Class != fixpoint.ClassServer || r.Status != 500 {
 					t.Fatalf("retry recorded as %+v", r)
 				}
 				waits = append(waits, r.Wait)
@@ -184,7 +186,7 @@ func TestRetryJitterWithinBounds(t *testing.T) {
 	distinct := map[time.Duration]bool{}
 	for range 5 {
 		_, err := c.Complete(context.Background(), hello)
-		var e *Error
+		var e *fixpoint.ProviderError
 		if !errors.As(err, &e) || len(e.Retries) != 4 {
 			t.Fatalf("err = %v", err)
 		}
@@ -209,20 +211,20 @@ func TestRetryHonoursServerHint(t *testing.T) {
 		name     string
 		first    http.HandlerFunc
 		wantWait time.Duration
-		class    ErrorClass
+		class    fixpoint.ErrorClass
 	}{
-		{"retry-after seconds", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After", "7"), 7 * time.Second, ClassRateLimited},
-		{"retry-after-ms", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After-Ms", "1500", "Retry-After", "9"), 1500 * time.Millisecond, ClassRateLimited},
+		{"retry-after seconds", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After", "7"), 7 * time.Second, fixpoint.ClassRateLimited},
+		{"retry-after-ms", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After-Ms", "1500", "Retry-After", "9"), 1500 * time.Millisecond, fixpoint.ClassRateLimited},
 		// A reset is the time to a full refill: without the limit it does
 		// not say when one more request fits, so the backoff decides.
 		{"reset header of the spent budget", replyJSON(429, `{"error":{"message":"slow down"}}`,
 			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6m0s",
-			"X-Ratelimit-Remaining-Tokens", "100", "X-Ratelimit-Reset-Tokens", "20ms"), 500 * time.Millisecond, ClassRateLimited},
+			"X-Ratelimit-Remaining-Tokens", "100", "X-Ratelimit-Reset-Tokens", "20ms"), 500 * time.Millisecond, fixpoint.ClassRateLimited},
 		{"reset and limit of the spent budget: one request's share", replyJSON(429, `{"error":{"message":"slow down"}}`,
 			"X-Ratelimit-Limit-Requests", "60", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6m0s",
-			"X-Ratelimit-Remaining-Tokens", "100", "X-Ratelimit-Reset-Tokens", "20ms"), 6 * time.Second, ClassRateLimited},
-		{"503 retry-after", replyJSON(503, `{"error":{"message":"busy"}}`, "Retry-After", "3"), 3 * time.Second, ClassOverloaded},
-		{"backoff larger than hint", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After", "0"), 500 * time.Millisecond, ClassRateLimited},
+			"X-Ratelimit-Remaining-Tokens", "100", "X-Ratelimit-Reset-Tokens", "20ms"), 6 * time.Second, fixpoint.ClassRateLimited},
+		{"503 retry-after", replyJSON(503, `{"error":{"message":"busy"}}`, "Retry-After", "3"), 3 * time.Second, fixpoint.ClassOverloaded},
+		{"backoff larger than hint", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After", "0"), 500 * time.Millisecond, fixpoint.ClassRateLimited},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -274,7 +276,7 @@ func TestRetryAfterPausesLaneOnce(t *testing.T) {
 		Lane:  LaneConfig{InitialConcurrency: n, MaxConcurrency: 2 * n}})
 	start := clock.Now()
 	var wg sync.WaitGroup
-	resps := make([]*Response, n)
+	resps := make([]*fixpoint.Response, n)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Add(1)
@@ -298,7 +300,7 @@ func TestRetryAfterPausesLaneOnce(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("caller %d: %v", i, errs[i])
 		}
-		if r := resps[i].Retries; len(r) != 1 || r[0].Class != ClassRateLimited || r[0].Wait < 2*time.Second {
+		if r := resps[i].Retries; len(r) != 1 || r[0].Class != fixpoint.ClassRateLimited || r[0].Wait < 2*time.Second {
 			t.Fatalf("caller %d retries = %+v, want one rate_limited wait >= 2s", i, r)
 		}
 	}
@@ -324,8 +326,8 @@ func TestQuotaExhaustedStopsLane(t *testing.T) {
 	c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL})
 	for range 3 {
 		_, err := c.Complete(context.Background(), hello)
-		var e *Error
-		if !errors.As(err, &e) || e.Class != ClassQuotaExhausted {
+		var e *fixpoint.ProviderError
+		if !errors.As(err, &e) || e.Class != fixpoint.ClassQuotaExhausted {
 			t.Fatalf("err = %v, want quota_exhausted", err)
 		}
 	}
@@ -408,8 +410,8 @@ func TestTimeouts(t *testing.T) {
 			cfg.Provider, cfg.BaseURL, cfg.Retry = ProviderOpenAI, srv.URL, RetryConfig{Disabled: true}
 			c := testClient(t, cfg)
 			_, err := c.Complete(context.Background(), hello)
-			var e *Error
-			if !errors.As(err, &e) || e.Class != ClassTimeout || !errors.Is(err, tt.wantCause) {
+			var e *fixpoint.ProviderError
+			if !errors.As(err, &e) || e.Class != fixpoint.ClassTimeout || !errors.Is(err, tt.wantCause) {
 				t.Fatalf("err = %v, want timeout caused by %v", err, tt.wantCause)
 			}
 			if !e.Class.Retryable() {
@@ -437,8 +439,8 @@ func TestCallerContextCancels(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	_, err := c.Complete(ctx, hello)
-	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassTimeout || !errors.Is(err, context.DeadlineExceeded) {
+	var e *fixpoint.ProviderError
+	if !errors.As(err, &e) || e.Class != fixpoint.ClassTimeout || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want timeout wrapping context.DeadlineExceeded", err)
 	}
 }
@@ -466,8 +468,8 @@ func TestBodyCap(t *testing.T) {
 			t.Cleanup(srv.Close)
 			c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, MaxBodyBytes: 2048, Retry: RetryConfig{Disabled: true}})
 			_, err := c.Complete(context.Background(), hello)
-			var e *Error
-			if !errors.As(err, &e) || e.Class != ClassTooLarge || !strings.Contains(e.Message, "MaxBodyBytes cap of 2048 bytes") {
+			var e *fixpoint.ProviderError
+			if !errors.As(err, &e) || e.Class != fixpoint.ClassTooLarge || !strings.Contains(e.Message, "MaxBodyBytes cap of 2048 bytes") {
 				t.Fatalf("err = %v, want too_large naming the 2048-byte cap", err)
 			}
 		})
@@ -500,19 +502,19 @@ func TestNetworkAndBadResponse(t *testing.T) {
 	tests := []struct {
 		name string
 		url  string
-		want ErrorClass
+		want fixpoint.ErrorClass
 	}{
-		{"connection refused", closedURL, ClassNetwork},
-		{"connection closed without reply", hangup.URL, ClassNetwork},
-		{"html body", garbage.URL, ClassBadResponse},
-		{"no choices", noChoices.URL, ClassBadResponse},
+		{"connection refused", closedURL, fixpoint.ClassNetwork},
+		{"connection closed without reply", hangup.URL, fixpoint.ClassNetwork},
+		{"html body", garbage.URL, fixpoint.ClassBadResponse},
+		{"no choices", noChoices.URL, fixpoint.ClassBadResponse},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: tt.url, Retry: RetryConfig{NoJitter: true, MaxRetries: 2}})
 			_, err := c.Complete(context.Background(), hello)
-			var e *Error
+			var e *fixpoint.ProviderError
 			if !errors.As(err, &e) || e.Class != tt.want {
 				t.Fatalf("err = %v, want %s", err, tt.want)
 			}
@@ -528,17 +530,17 @@ func TestRequestValidation(t *testing.T) {
 	c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: "http://127.0.0.1:1"})
 	tests := []struct {
 		name string
-		req  Request
+		req  fixpoint.Request
 	}{
-		{"no model", Request{Messages: hello.Messages}},
-		{"json_schema without schema", Request{Model: "m", Mode: ModeJSONSchema}},
-		{"tool with invalid schema", Request{Model: "m", Mode: ModeTool, Schema: json.RawMessage(`{`)}},
-		{"unknown mode", Request{Model: "m", Mode: "xml"}},
+		{"no model", fixpoint.Request{Messages: hello.Messages}},
+		{"json_schema without schema", fixpoint.Request{Model: "m", Mode: fixpoint.ModeJSONSchema}},
+		{"tool with invalid schema", fixpoint.Request{Model: "m", Mode: fixpoint.ModeTool, Schema: json.RawMessage(`{`)}},
+		{"unknown mode", fixpoint.Request{Model: "m", Mode: "xml"}},
 	}
 	for _, tt := range tests {
 		_, err := c.Complete(context.Background(), tt.req)
-		var e *Error
-		if !errors.As(err, &e) || e.Class != ClassBadRequest {
+		var e *fixpoint.ProviderError
+		if !errors.As(err, &e) || e.Class != fixpoint.ClassBadRequest {
 			t.Errorf("%s: err = %v, want bad_request", tt.name, err)
 		}
 	}
@@ -576,7 +578,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 				b, _ := json.Marshal(resp)
 				dump += string(b)
 			}
-			var e *Error
+			var e *fixpoint.ProviderError
 			if errors.As(err, &e) {
 				b, _ := json.Marshal(e)
 				dump += string(b) + fmt.Sprintf("%#v", *e)
@@ -619,11 +621,11 @@ func TestRetryCheckStopsRetries(t *testing.T) {
 		return nil
 	})
 	_, err := c.Complete(ctx, hello)
-	var e *Error
+	var e *fixpoint.ProviderError
 	if !errors.As(err, &e) {
 		t.Fatalf("err = %v; want an *Error", err)
 	}
-	if e.Class != ClassServer || e.Permanent() || !errors.Is(e.RetriesStopped, lost) {
+	if e.Class != fixpoint.ClassServer || e.Permanent() || !errors.Is(e.RetriesStopped, lost) {
 		t.Fatalf("err = %v (stopped: %v); want the last server failure, stopped by the check", err, e.RetriesStopped)
 	}
 	if n.Load() != 2 || len(e.Retries) != 1 || asked != 2 {
@@ -656,7 +658,7 @@ func TestResponseSentAtIsAfterTheLaneWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now()
-	var resps []*Response
+	var resps []*fixpoint.Response
 	for range 3 {
 		resp, err := c.Complete(context.Background(), hello)
 		if err != nil {
@@ -683,8 +685,8 @@ func TestCallerCancelIsStopped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(30*time.Millisecond, cancel)
 	_, err := c.Complete(ctx, hello)
-	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassStopped || !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "timeout") {
+	var e *fixpoint.ProviderError
+	if !errors.As(err, &e) || e.Class != fixpoint.ClassStopped || !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("err = %v (class %v), want stopped wrapping context.Canceled, no word of a timeout", err, e.Class)
 	}
 	if !e.Class.Retryable() {

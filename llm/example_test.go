@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 )
 
@@ -25,11 +26,11 @@ func ExampleClient_Complete() {
 		fmt.Println(err)
 		return
 	}
-	resp, err := c.Complete(context.Background(), llm.Request{
+	resp, err := c.Complete(context.Background(), fixpoint.Request{
 		Model:    "gpt-4o-mini",
 		System:   "Extract the person.",
-		Messages: []llm.Message{{Role: llm.RoleUser, Content: "Ada Lovelace wrote the first program."}},
-		Mode:     llm.ModeJSONSchema,
+		Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "Ada Lovelace wrote the first program."}},
+		Mode:     fixpoint.ModeJSONSchema,
 		Schema:   []byte(`{"type":"object","properties":{"name":{"type":"string","minLength":1}},"required":["name"]}`),
 	})
 	if err != nil {

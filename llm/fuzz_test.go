@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // FuzzDecode feeds arbitrary bodies to the three decoders and the error
@@ -16,11 +18,11 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte(`{"choices":[{"message":{"content":[{"type":"text","text":"a"}]}}]}`))
 	f.Add([]byte(`{"content":[{"type":"tool_use","input":null}],"stop_reason":"refusal"}`))
-	req := &Request{Model: "m", SchemaName: "get_weather"}
+	req := &fixpoint.Request{Model: "m", SchemaName: "get_weather"}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, dec := range []func([]byte, *Request, *Response) error{decodeOpenAI, decodeAnthropic, decodeOllama} {
-			var out Response
-			if err := dec(body, req, &out); err == nil && out.FinishReason == FinishRefusal && out.Refusal == "" {
+		for _, dec := range []func([]byte, *fixpoint.Request, *fixpoint.Response) error{decodeOpenAI, decodeAnthropic, decodeOllama} {
+			var out fixpoint.Response
+			if err := dec(body, req, &out); err == nil && out.FinishReason == fixpoint.FinishRefusal && out.Refusal == "" {
 				t.Fatalf("refusal without a refusal message: %+v", out)
 			}
 		}

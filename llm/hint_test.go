@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // fixtureWith is a recorded response with headers changed (set) or
@@ -89,10 +91,10 @@ func (p *pauseLog) get() []time.Duration {
 // cap only.
 func TestHintOverCapReturnsAtOnce(t *testing.T) {
 	t.Parallel()
-	for name, class := range map[string]ErrorClass{
-		"openai_429_rate_limit_tpm": ClassRateLimited,
-		"anthropic_429_rate_limit":  ClassRateLimited,
-		"anthropic_529_overloaded":  ClassOverloaded,
+	for name, class := range map[string]fixpoint.ErrorClass{
+		"openai_429_rate_limit_tpm": fixpoint.ClassRateLimited,
+		"anthropic_429_rate_limit":  fixpoint.ClassRateLimited,
+		"anthropic_529_overloaded":  fixpoint.ClassOverloaded,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -104,7 +106,7 @@ func TestHintOverCapReturnsAtOnce(t *testing.T) {
 				Retry: RetryConfig{NoJitter: true, MaxElapsedTime: 24 * time.Hour}})
 			start := clock.Now()
 			_, err := c.Complete(context.Background(), hello)
-			var e *Error
+			var e *fixpoint.ProviderError
 			if !errors.As(err, &e) || e.Class != class || !e.Class.Retryable() || e.Permanent() {
 				t.Fatalf("err = %v, want a retryable %s", err, class)
 			}
@@ -156,7 +158,7 @@ func TestHintCapConfigurable(t *testing.T) {
 			start := clock.Now()
 			resp, err := c.Complete(context.Background(), hello)
 			if tt.wantOver {
-				var e *Error
+				var e *fixpoint.ProviderError
 				if !errors.As(err, &e) || !e.HintOverCap || calls.Load() != 1 || !clock.Now().Equal(start) {
 					t.Fatalf("err = %v after %d calls and %v: want it handed back at once", err, calls.Load(), clock.Now().Sub(start))
 				}
@@ -199,8 +201,8 @@ func TestResetHeadersGiveThisRequestsWait(t *testing.T) {
 			c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, Clock: clock, Retry: RetryConfig{Disabled: true}})
 			start := clock.Now()
 			_, err := c.Complete(context.Background(), hello)
-			var e *Error
-			if !errors.As(err, &e) || e.Class != ClassRateLimited || e.RetryAfter != tt.want || e.HintOverCap {
+			var e *fixpoint.ProviderError
+			if !errors.As(err, &e) || e.Class != fixpoint.ClassRateLimited || e.RetryAfter != tt.want || e.HintOverCap {
 				t.Fatalf("err = %v (RetryAfter %v), want rate_limited with %v", err, e.RetryAfter, tt.want)
 			}
 			paused := c.Lane("m").Stats().PausedUntil.Sub(start)
@@ -231,7 +233,7 @@ func TestAnthropicHintless429Retried(t *testing.T) {
 				t.Fatalf("Complete: %v", err)
 			}
 			// The recorded resets are in the past: the backoff decides.
-			if len(resp.Retries) != 1 || resp.Retries[0].Class != ClassRateLimited || resp.Retries[0].Wait != RetryInitialIntervalDefault || calls.Load() != 2 {
+			if len(resp.Retries) != 1 || resp.Retries[0].Class != fixpoint.ClassRateLimited || resp.Retries[0].Wait != RetryInitialIntervalDefault || calls.Load() != 2 {
 				t.Fatalf("retries %+v after %d calls, want one rate_limited retry after %v", resp.Retries, calls.Load(), RetryInitialIntervalDefault)
 			}
 			if q := c.Lane("m").Stats().QuotaUntil; !q.IsZero() {
@@ -250,9 +252,9 @@ func TestAnthropicHintless429Retried(t *testing.T) {
 		srv, _ := countingServer(t, fixtureHandler(fx, body))
 		c := testClient(t, Config{Provider: ProviderAnthropic, BaseURL: srv.URL, Clock: clock, Retry: RetryConfig{Disabled: true}})
 		_, err := c.Complete(context.Background(), hello)
-		var e *Error
+		var e *fixpoint.ProviderError
 		// Requests are spent: one more in 60s/4000.
-		if !errors.As(err, &e) || e.Class != ClassRateLimited || e.RetryAfter != 15*time.Millisecond {
+		if !errors.As(err, &e) || e.Class != fixpoint.ClassRateLimited || e.RetryAfter != 15*time.Millisecond {
 			t.Fatalf("err = %v, want rate_limited with the 15ms one request takes to refill", err)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"golang.org/x/time/rate"
 )
 
@@ -42,7 +43,7 @@ func KeyHash(apiKey string) string {
 type CallEvent struct {
 	Lane LaneKey
 	// Class is "" on success.
-	Class   ErrorClass
+	Class   fixpoint.ErrorClass
 	Status  int
 	Latency time.Duration
 	// Attempt is 0 for the first attempt, 1 for the first retry, and so on.
@@ -146,7 +147,7 @@ type Lane struct {
 	pausedUntil time.Time
 	resumeN     int // waiters given a resume slot since the pause began
 	quotaUntil  time.Time
-	quotaErr    *Error
+	quotaErr    *fixpoint.ProviderError
 }
 
 func newLane(key LaneKey, cfg LaneConfig, clock Clock, obs Observer) *Lane {
@@ -188,7 +189,7 @@ func (l *Lane) Stats() LaneStats {
 	return LaneStats{Limit: l.limit, InFlight: l.inFlight, PausedUntil: l.pausedUntil, QuotaUntil: l.quotaUntil}
 }
 
-func (l *Lane) quotaLocked(now time.Time) *Error {
+func (l *Lane) quotaLocked(now time.Time) *fixpoint.ProviderError {
 	if l.quotaErr == nil || !now.Before(l.quotaUntil) {
 		return nil
 	}
@@ -331,7 +332,7 @@ func waitLimiter(ctx context.Context, clock Clock, lim *rate.Limiter, n int) err
 // done releases the permit. class is "" on success; hint is the server's
 // retry hint (the lane pauses for it unless it is over MaxHintWait); used is the
 // tokens the provider reported (0 if unknown).
-func (p *permit) done(class ErrorClass, hint time.Duration, used int, perr *Error) {
+func (p *permit) done(class fixpoint.ErrorClass, hint time.Duration, used int, perr *fixpoint.ProviderError) {
 	l := p.lane
 	now := l.clock.Now()
 	l.mu.Lock()
@@ -344,7 +345,7 @@ func (p *permit) done(class ErrorClass, hint time.Duration, used int, perr *Erro
 			l.limit++
 			limit = l.limit
 		}
-	case ClassRateLimited, ClassOverloaded:
+	case fixpoint.ClassRateLimited, fixpoint.ClassOverloaded:
 		// Halve once per congestion event: a permit granted before the last
 		// decrease saw the same congestion and does not halve again.
 		if p.gen == l.gen {
@@ -368,7 +369,7 @@ func (p *permit) done(class ErrorClass, hint time.Duration, used int, perr *Erro
 				l.resumeN = 0
 			}
 		}
-	case ClassQuotaExhausted:
+	case fixpoint.ClassQuotaExhausted:
 		l.quotaUntil = now.Add(l.cfg.QuotaCooldown)
 		e := *perr
 		e.Retries = nil

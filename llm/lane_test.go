@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 func testLane(t *testing.T, clock Clock, cfg LaneConfig, obs Observer) *Lane {
@@ -120,7 +122,7 @@ func TestLaneConcurrencyHalvesAndRecovers(t *testing.T) {
 		ps = append(ps, p)
 	}
 	for _, p := range ps {
-		p.done(ClassRateLimited, 0, 0, &Error{Class: ClassRateLimited})
+		p.done(fixpoint.ClassRateLimited, 0, 0, &fixpoint.ProviderError{Class: fixpoint.ClassRateLimited})
 	}
 	if got := l.Stats().Limit; got != 4 {
 		t.Fatalf("after one congestion event limit = %d, want 4 (halved once)", got)
@@ -128,7 +130,7 @@ func TestLaneConcurrencyHalvesAndRecovers(t *testing.T) {
 	// A later overload halves again, down to the floor.
 	for range 2 {
 		p, _ := l.acquire(ctx, 1)
-		p.done(ClassOverloaded, 0, 0, &Error{Class: ClassOverloaded})
+		p.done(fixpoint.ClassOverloaded, 0, 0, &fixpoint.ProviderError{Class: fixpoint.ClassOverloaded})
 	}
 	if got := l.Stats().Limit; got != 2 {
 		t.Fatalf("limit = %d, want MinConcurrency 2", got)
@@ -207,7 +209,7 @@ func TestLanePauseOncePerLaneAndSpreadResume(t *testing.T) {
 	}
 	late, _ := l.acquire(ctx, 1) // answers after the others, below
 	for _, p := range ps {
-		p.done(ClassRateLimited, 2*time.Second, 0, &Error{Class: ClassRateLimited})
+		p.done(fixpoint.ClassRateLimited, 2*time.Second, 0, &fixpoint.ProviderError{Class: fixpoint.ClassRateLimited})
 	}
 	if got := pauses.Load(); got != 1 {
 		t.Fatalf("%d concurrent 429s caused %d pauses, want 1", n, got)
@@ -237,7 +239,7 @@ func TestLanePauseOncePerLaneAndSpreadResume(t *testing.T) {
 	}
 	waitFor(t, "waiters to sleep on the pause", func() bool { return clock.Pending() == n })
 	// A later 429 with a longer hint extends the pause without a new one.
-	late.done(ClassRateLimited, 3*time.Second, 0, &Error{Class: ClassRateLimited})
+	late.done(fixpoint.ClassRateLimited, 3*time.Second, 0, &fixpoint.ProviderError{Class: fixpoint.ClassRateLimited})
 	if got := pauses.Load(); got != 1 {
 		t.Fatalf("extension counted as a new pause (%d)", got)
 	}
@@ -266,10 +268,10 @@ func TestLaneQuotaExhausted(t *testing.T) {
 	clock := newFakeClock(true)
 	l := testLane(t, clock, LaneConfig{QuotaCooldown: time.Minute}, nil)
 	p, _ := l.acquire(context.Background(), 1)
-	p.done(ClassQuotaExhausted, 0, 0, &Error{Class: ClassQuotaExhausted, Code: "insufficient_quota", Message: "no credit"})
+	p.done(fixpoint.ClassQuotaExhausted, 0, 0, &fixpoint.ProviderError{Class: fixpoint.ClassQuotaExhausted, Code: "insufficient_quota", Message: "no credit"})
 	_, err := l.acquire(context.Background(), 1)
-	e, ok := err.(*Error)
-	if !ok || e.Class != ClassQuotaExhausted || e.RetryAfter != time.Minute || e.Code != "insufficient_quota" {
+	e, ok := err.(*fixpoint.ProviderError)
+	if !ok || e.Class != fixpoint.ClassQuotaExhausted || e.RetryAfter != time.Minute || e.Code != "insufficient_quota" {
 		t.Fatalf("acquire on a quota-exhausted lane = %#v, want quota_exhausted with 1m left", err)
 	}
 	clock.Advance(time.Minute)
@@ -402,12 +404,12 @@ func TestLanePauseCapped(t *testing.T) {
 	l := testLane(t, clock, LaneConfig{MaxHintWait: 30 * time.Second}, obs)
 	start := clock.Now()
 	p, _ := l.acquire(context.Background(), 1)
-	p.done(ClassRateLimited, time.Hour, 0, &Error{Class: ClassRateLimited})
+	p.done(fixpoint.ClassRateLimited, time.Hour, 0, &fixpoint.ProviderError{Class: fixpoint.ClassRateLimited})
 	if until := l.Stats().PausedUntil; until.After(start) {
 		t.Fatalf("a 1h hint paused the lane until start+%v, want no pause", until.Sub(start))
 	}
 	p, _ = l.acquire(context.Background(), 1)
-	p.done(ClassOverloaded, 30*time.Second, 0, &Error{Class: ClassOverloaded})
+	p.done(fixpoint.ClassOverloaded, 30*time.Second, 0, &fixpoint.ProviderError{Class: fixpoint.ClassOverloaded})
 	if got := l.Stats().PausedUntil.Sub(start); got != 30*time.Second {
 		t.Fatalf("a 30s hint paused the lane for %v, want 30s", got)
 	}

@@ -3,18 +3,19 @@ package llm
 import (
 	"fmt"
 
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
 // Ollama /api/chat wire types (only the fields we send or read).
 
 type olRequest struct {
-	Model    string          `json:"model"`
-	Messages []Message       `json:"messages"`
-	Stream   bool            `json:"stream"`
-	Format   json.RawMessage `json:"format,omitempty"`
-	Tools    []oaTool        `json:"tools,omitempty"`
-	Options  *olOptions      `json:"options,omitempty"`
+	Model    string             `json:"model"`
+	Messages []fixpoint.Message `json:"messages"`
+	Stream   bool               `json:"stream"`
+	Format   json.RawMessage    `json:"format,omitempty"`
+	Tools    []oaTool           `json:"tools,omitempty"`
+	Options  *olOptions         `json:"options,omitempty"`
 }
 
 type olOptions struct {
@@ -44,17 +45,17 @@ type olResponse struct {
 // support); ModePrompt sends no format, so the answer is parsed from text
 // as with every provider. ModeTool offers one tool; Ollama cannot force a
 // tool call, so a text answer is returned as text.
-func (c *Client) encodeOllama(req *Request) ([]byte, error) {
+func (c *Client) encodeOllama(req *fixpoint.Request) ([]byte, error) {
 	w := olRequest{Model: req.Model, Stream: false}
-	w.Messages = make([]Message, 0, len(req.Messages)+1)
+	w.Messages = make([]fixpoint.Message, 0, len(req.Messages)+1)
 	if req.System != "" {
-		w.Messages = append(w.Messages, Message{Role: "system", Content: req.System})
+		w.Messages = append(w.Messages, fixpoint.Message{Role: "system", Content: req.System})
 	}
 	w.Messages = append(w.Messages, req.Messages...)
 	switch req.Mode {
-	case ModeJSONSchema:
+	case fixpoint.ModeJSONSchema:
 		w.Format = req.Schema
-	case ModeTool:
+	case fixpoint.ModeTool:
 		w.Tools = []oaTool{{Type: "function", Function: oaFunction{
 			Name: schemaName(req), Description: toolDescription, Parameters: req.Schema}}}
 	}
@@ -65,7 +66,7 @@ func (c *Client) encodeOllama(req *Request) ([]byte, error) {
 }
 
 // decodeOllama reads a 2xx /api/chat body.
-func decodeOllama(body []byte, req *Request, out *Response) error {
+func decodeOllama(body []byte, req *fixpoint.Request, out *fixpoint.Response) error {
 	var w olResponse
 	if err := json.Unmarshal(body, &w); err != nil {
 		return fmt.Errorf("decode chat: %w", briefDecodeError(err))
@@ -77,11 +78,11 @@ func decodeOllama(body []byte, req *Request, out *Response) error {
 	out.Text = w.Message.Content
 	switch w.DoneReason {
 	case "stop", "":
-		out.FinishReason = FinishStop
+		out.FinishReason = fixpoint.FinishStop
 	case "length":
-		out.FinishReason = FinishLength
+		out.FinishReason = fixpoint.FinishLength
 	default:
-		out.FinishReason = FinishReason(w.DoneReason)
+		out.FinishReason = fixpoint.FinishReason(w.DoneReason)
 	}
 	if calls := w.Message.ToolCalls; len(calls) > 0 {
 		i := -1 // a call of another function is not the answer
@@ -93,8 +94,8 @@ func decodeOllama(body []byte, req *Request, out *Response) error {
 		}
 		if i >= 0 {
 			out.Text = toolArguments(calls[i].Function.Arguments)
-			if out.FinishReason == FinishStop {
-				out.FinishReason = FinishTool
+			if out.FinishReason == fixpoint.FinishStop {
+				out.FinishReason = fixpoint.FinishTool
 			}
 		}
 	}

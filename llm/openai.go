@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
@@ -91,7 +92,7 @@ type oaResponse struct {
 // goes first, so requests that share it share a cacheable prefix; OpenAI
 // caches prefixes of 1,024 tokens and more on its own, and CacheKey, as
 // prompt_cache_key, routes the requests of one batch to the same cache.
-func (c *Client) encodeOpenAI(req *Request, schema json.RawMessage, strict bool) ([]byte, error) {
+func (c *Client) encodeOpenAI(req *fixpoint.Request, schema json.RawMessage, strict bool) ([]byte, error) {
 	msgs := make([]oaMessage, 0, len(req.Messages)+1)
 	if req.System != "" {
 		msgs = append(msgs, oaMessage{Role: "system", Content: req.System})
@@ -107,10 +108,10 @@ func (c *Client) encodeOpenAI(req *Request, schema json.RawMessage, strict bool)
 	}
 	name := schemaName(req)
 	switch req.Mode {
-	case ModeJSONSchema:
+	case fixpoint.ModeJSONSchema:
 		w.ResponseFormat = &oaResponseFormat{Type: "json_schema",
 			JSONSchema: &oaJSONSchema{Name: name, Schema: schema, Strict: strict}}
-	case ModeTool:
+	case fixpoint.ModeTool:
 		w.Tools = []oaTool{{Type: "function", Function: oaFunction{
 			Name: name, Description: toolDescription, Parameters: schema, Strict: strict}}}
 		w.ToolChoice = &oaToolChoice{Type: "function", Function: oaToolFunction{Name: name}}
@@ -134,7 +135,7 @@ func toolArguments(raw json.RawMessage) string {
 	return string(raw)
 }
 
-func decodeOpenAI(body []byte, req *Request, out *Response) error {
+func decodeOpenAI(body []byte, req *fixpoint.Request, out *fixpoint.Response) error {
 	var w oaResponse
 	if err := json.Unmarshal(body, &w); err != nil {
 		return fmt.Errorf("decode chat completion: %w", briefDecodeError(err))
@@ -151,15 +152,15 @@ func decodeOpenAI(body []byte, req *Request, out *Response) error {
 	out.Text = text
 	switch ch.FinishReason {
 	case "stop", "":
-		out.FinishReason = FinishStop
+		out.FinishReason = fixpoint.FinishStop
 	case "length":
-		out.FinishReason = FinishLength
+		out.FinishReason = fixpoint.FinishLength
 	case "tool_calls", "function_call":
-		out.FinishReason = FinishTool
+		out.FinishReason = fixpoint.FinishTool
 	case "content_filter":
-		out.FinishReason = FinishContentFilter
+		out.FinishReason = fixpoint.FinishContentFilter
 	default:
-		out.FinishReason = FinishReason(ch.FinishReason)
+		out.FinishReason = fixpoint.FinishReason(ch.FinishReason)
 	}
 	if calls := ch.Message.ToolCalls; len(calls) > 0 {
 		// A forced call may come with others: take the one we asked for.
@@ -175,14 +176,14 @@ func decodeOpenAI(body []byte, req *Request, out *Response) error {
 		}
 		if i >= 0 {
 			out.Text = toolArguments(calls[i].Function.Arguments)
-			if out.FinishReason == FinishStop {
-				out.FinishReason = FinishTool
+			if out.FinishReason == fixpoint.FinishStop {
+				out.FinishReason = fixpoint.FinishTool
 			}
 		}
 	}
 	if r := ch.Message.Refusal; r != nil && *r != "" {
 		out.Refusal = *r
-		out.FinishReason = FinishRefusal
+		out.FinishReason = fixpoint.FinishRefusal
 	}
 	if u := w.Usage; u != nil {
 		out.Usage.InputTokens = u.PromptTokens

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // straddleKey is an API key no other text in these tests shares 8 bytes with.
@@ -35,13 +37,13 @@ func assertNoKeyPiece(t *testing.T, what, dump string) {
 
 // dumpResult renders everything Complete returned, as the pipeline could
 // store or log it.
-func dumpResult(resp *Response, err error) string {
+func dumpResult(resp *fixpoint.Response, err error) string {
 	dump := fmt.Sprintf("%v|%+v|%#v", err, err, resp)
 	if resp != nil {
 		b, _ := json.Marshal(resp)
 		dump += string(b) + fmt.Sprintf("%#v", *resp)
 	}
-	var e *Error
+	var e *fixpoint.ProviderError
 	if errors.As(err, &e) {
 		b, _ := json.Marshal(e)
 		dump += string(b) + fmt.Sprintf("%#v", *e)
@@ -144,7 +146,7 @@ func TestSecretsRedactedInRefusal(t *testing.T) {
 		t.Cleanup(srv.Close)
 		c := testClient(t, Config{Provider: provider, BaseURL: srv.URL, APIKey: straddleKey})
 		resp, err := c.Complete(context.Background(), hello)
-		if err != nil || resp.FinishReason != FinishRefusal {
+		if err != nil || resp.FinishReason != fixpoint.FinishRefusal {
 			t.Fatalf("%s: got %+v, %v; want a refusal", provider, resp, err)
 		}
 		assertNoKeyPiece(t, provider+" refusal", dumpResult(resp, err))
@@ -182,8 +184,8 @@ func TestSecretsRedactedInTooLargeHead(t *testing.T) {
 		t.Cleanup(srv.Close)
 		c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, APIKey: straddleKey, MaxBodyBytes: 4096})
 		resp, err := c.Complete(context.Background(), hello)
-		var e *Error
-		if !errors.As(err, &e) || e.Class != ClassTooLarge || e.Head == "" {
+		var e *fixpoint.ProviderError
+		if !errors.As(err, &e) || e.Class != fixpoint.ClassTooLarge || e.Head == "" {
 			t.Fatalf("chunked %v: err = %v, want too_large with a head", chunked, err)
 		}
 		assertNoKeyPiece(t, "too-large head", dumpResult(resp, err))

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // OpenAI's strict structured outputs accept a subset of JSON Schema
@@ -173,8 +175,8 @@ const maxStrictDepth = 64
 // call's input (mode tool, and json_schema on Anthropic, which sends the
 // schema as a tool) must be an object, so the schema's root must say
 // "type": "object"; the provider would refuse every request with a 400.
-func CheckSchemaMode(provider string, mode Mode, schema []byte) error {
-	if mode != ModeTool && (mode != ModeJSONSchema || provider != ProviderAnthropic) {
+func CheckSchemaMode(provider string, mode fixpoint.Mode, schema []byte) error {
+	if mode != fixpoint.ModeTool && (mode != fixpoint.ModeJSONSchema || provider != ProviderAnthropic) {
 		return nil
 	}
 	var root struct {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 func TestStrictSchema(t *testing.T) {
@@ -157,17 +159,17 @@ func TestCheckSchemaMode(t *testing.T) {
 	obj, str := []byte(`{"type":"object","properties":{}}`), []byte(`{"type":"string"}`)
 	for _, tc := range []struct {
 		provider string
-		mode     Mode
+		mode     fixpoint.Mode
 		schema   []byte
 		ok       bool
 	}{
-		{ProviderOpenAI, ModeTool, obj, true},
-		{ProviderOpenAI, ModeTool, str, false},
-		{ProviderOllama, ModeTool, []byte(`true`), false},
-		{ProviderAnthropic, ModeJSONSchema, str, false},
-		{ProviderAnthropic, ModeJSONSchema, obj, true},
-		{ProviderOpenAI, ModeJSONSchema, str, true}, // sent without strict mode
-		{ProviderOpenAI, ModePrompt, str, true},
+		{ProviderOpenAI, fixpoint.ModeTool, obj, true},
+		{ProviderOpenAI, fixpoint.ModeTool, str, false},
+		{ProviderOllama, fixpoint.ModeTool, []byte(`true`), false},
+		{ProviderAnthropic, fixpoint.ModeJSONSchema, str, false},
+		{ProviderAnthropic, fixpoint.ModeJSONSchema, obj, true},
+		{ProviderOpenAI, fixpoint.ModeJSONSchema, str, true}, // sent without strict mode
+		{ProviderOpenAI, fixpoint.ModePrompt, str, true},
 	} {
 		if err := CheckSchemaMode(tc.provider, tc.mode, tc.schema); (err == nil) != tc.ok {
 			t.Errorf("%s %s %s: %v, want ok %v", tc.provider, tc.mode, tc.schema, err, tc.ok)

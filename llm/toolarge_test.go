@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // bigBody is a 5 MiB 200 reply (over the 4 MiB default cap) that starts
@@ -57,9 +59,9 @@ func TestTooLargeReplyIsPaidAndNotRetried(t *testing.T) {
 			t.Cleanup(srv.Close)
 			c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, Retry: RetryConfig{NoJitter: true, MaxRetries: 4}})
 			_, err := c.Complete(context.Background(), hello)
-			var e *Error
-			if !errors.As(err, &e) || e.Class != ClassTooLarge {
-				t.Fatalf("err = %v, want class %s", err, ClassTooLarge)
+			var e *fixpoint.ProviderError
+			if !errors.As(err, &e) || e.Class != fixpoint.ClassTooLarge {
+				t.Fatalf("err = %v, want class %s", err, fixpoint.ClassTooLarge)
 			}
 			if n := calls.Load(); n != 1 || len(e.Retries) != 0 {
 				t.Fatalf("%d calls, retries %+v: a paid, oversized reply was asked for again", n, e.Retries)
@@ -92,8 +94,8 @@ func TestTooLargeErrorStatusKeepsItsClass(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, MaxBodyBytes: 2048, Retry: RetryConfig{Disabled: true}})
 	_, err := c.Complete(context.Background(), hello)
-	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassOverloaded || !e.Class.Retryable() {
+	var e *fixpoint.ProviderError
+	if !errors.As(err, &e) || e.Class != fixpoint.ClassOverloaded || !e.Class.Retryable() {
 		t.Fatalf("err = %v, want the retryable overloaded its 503 gives", err)
 	}
 	if want := strconv.Itoa(len(body)) + " bytes"; !strings.Contains(e.Message, want) || e.Size != int64(len(body)) {

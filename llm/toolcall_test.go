@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // In tool mode only a call of the tool asked for is the answer: a call of
@@ -18,10 +20,10 @@ import (
 // response.
 func TestToolCallsOfOtherTools(t *testing.T) {
 	t.Parallel()
-	req := &Request{Model: "m", Mode: ModeTool, SchemaName: "respond"}
+	req := &fixpoint.Request{Model: "m", Mode: fixpoint.ModeTool, SchemaName: "respond"}
 	for _, tc := range []struct {
 		name   string
-		decode func([]byte, *Request, *Response) error
+		decode func([]byte, *fixpoint.Request, *fixpoint.Response) error
 		body   string
 		want   string
 	}{
@@ -32,7 +34,7 @@ func TestToolCallsOfOtherTools(t *testing.T) {
 		{"anthropic ours", decodeAnthropic, `{"model":"m","content":[{"type":"tool_use","name":"other","input":{"a":4}},{"type":"tool_use","name":"respond","input":{"a":5}}],"stop_reason":"tool_use"}`, `{"a":5}`},
 		{"ollama other tool", decodeOllama, `{"model":"m","message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"other","arguments":{"a":6}}}]},"done":true,"done_reason":"stop"}`, ""},
 	} {
-		var out Response
+		var out fixpoint.Response
 		if err := tc.decode([]byte(tc.body), req, &out); err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
@@ -47,8 +49,8 @@ func TestToolCallsOfOtherTools(t *testing.T) {
 // error named the Go struct type: 2 KB stored as provider_error).
 func TestDecodeTypeErrorIsBrief(t *testing.T) {
 	t.Parallel()
-	var out Response
-	err := decodeOpenAI([]byte(`{"model":"m","choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":7}}]},"finish_reason":"tool_calls"}]}`), &Request{Model: "m"}, &out)
+	var out fixpoint.Response
+	err := decodeOpenAI([]byte(`{"model":"m","choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":7}}]},"finish_reason":"tool_calls"}]}`), &fixpoint.Request{Model: "m"}, &out)
 	if err == nil || len(err.Error()) > 200 || !strings.Contains(err.Error(), "function.name is a JSON") {
 		t.Errorf("err = %v; want a brief error naming the field", err)
 	}
@@ -66,10 +68,10 @@ func TestBilledUsageOfBodiesThatDoNotDecode(t *testing.T) {
 		name    string
 		steps   []http.HandlerFunc
 		wantErr bool
-		want    Usage
+		want    fixpoint.Usage
 	}{
-		{"every body bad", []http.HandlerFunc{replyJSON(200, bad)}, true, Usage{InputTokens: 300, OutputTokens: 60, CachedInputTokens: 150}},
-		{"bad, then good", []http.HandlerFunc{replyJSON(200, bad), replyJSON(200, good)}, false, Usage{InputTokens: 200, OutputTokens: 25, CachedInputTokens: 50}},
+		{"every body bad", []http.HandlerFunc{replyJSON(200, bad)}, true, fixpoint.Usage{InputTokens: 300, OutputTokens: 60, CachedInputTokens: 150}},
+		{"bad, then good", []http.HandlerFunc{replyJSON(200, bad), replyJSON(200, good)}, false, fixpoint.Usage{InputTokens: 200, OutputTokens: 25, CachedInputTokens: 50}},
 	} {
 		h, _ := script(tc.steps...)
 		srv := httptest.NewServer(h)
@@ -77,9 +79,9 @@ func TestBilledUsageOfBodiesThatDoNotDecode(t *testing.T) {
 			Retry: RetryConfig{NoJitter: true, InitialInterval: time.Millisecond, MaxRetries: 2}})
 		resp, err := c.Complete(context.Background(), hello)
 		srv.Close()
-		var e *Error
+		var e *fixpoint.ProviderError
 		switch {
-		case tc.wantErr && (!errors.As(err, &e) || e.Class != ClassBadResponse || e.Billed != tc.want):
+		case tc.wantErr && (!errors.As(err, &e) || e.Class != fixpoint.ClassBadResponse || e.Billed != tc.want):
 			t.Errorf("%s: err %v, billed %+v; want bad_response billed %+v", tc.name, err, e, tc.want)
 		case !tc.wantErr && (err != nil || resp.Usage != tc.want):
 			t.Errorf("%s: %v, usage %+v; want %+v", tc.name, err, resp, tc.want)

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // captured is one request seen by a test server.
@@ -103,11 +105,11 @@ func TestWireRequest(t *testing.T) {
 	temp := 0.2
 	schema := json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","minLength":1},"age":{"type":"integer","minimum":0}},"required":["name"]}`)
 	strict := `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer","minimum":0}},"required":["age","name"],"additionalProperties":false}`
-	base := Request{Model: "m1", System: "be exact", Messages: []Message{{Role: RoleUser, Content: "hi"}}, MaxTokens: 300, Temperature: &temp, User: "job-7", SchemaName: "person"}
-	with := func(mode Mode) Request {
+	base := fixpoint.Request{Model: "m1", System: "be exact", Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}, MaxTokens: 300, Temperature: &temp, User: "job-7", SchemaName: "person"}
+	with := func(mode fixpoint.Mode) fixpoint.Request {
 		r := base
 		r.Mode = mode
-		if mode != ModePrompt {
+		if mode != fixpoint.ModePrompt {
 			r.Schema = schema
 		}
 		return r
@@ -115,7 +117,7 @@ func TestWireRequest(t *testing.T) {
 	tests := []struct {
 		name       string
 		cfg        Config
-		req        Request
+		req        fixpoint.Request
 		reply      string
 		wantPath   string
 		wantHeader map[string]string // "" value: header must be absent
@@ -123,13 +125,13 @@ func TestWireRequest(t *testing.T) {
 		wantDrop   []string
 	}{
 		{
-			name: "openai prompt no key", cfg: Config{Provider: ProviderOpenAI}, req: with(ModePrompt), reply: okOpenAI,
+			name: "openai prompt no key", cfg: Config{Provider: ProviderOpenAI}, req: with(fixpoint.ModePrompt), reply: okOpenAI,
 			wantPath:   "/v1/chat/completions",
 			wantHeader: map[string]string{"Authorization": "", "Content-Type": "application/json"},
 			wantBody:   `{"model":"m1","messages":[{"role":"system","content":"be exact"},{"role":"user","content":"hi"}],"temperature":0.2,"max_tokens":300,"user":"job-7"}`,
 		},
 		{
-			name: "openai json_schema strict", cfg: Config{Provider: ProviderOpenAI, APIKey: "sk-1"}, req: with(ModeJSONSchema), reply: okOpenAI,
+			name: "openai json_schema strict", cfg: Config{Provider: ProviderOpenAI, APIKey: "sk-1"}, req: with(fixpoint.ModeJSONSchema), reply: okOpenAI,
 			wantPath:   "/v1/chat/completions",
 			wantHeader: map[string]string{"Authorization": "Bearer sk-1"},
 			wantBody: `{"model":"m1","messages":[{"role":"system","content":"be exact"},{"role":"user","content":"hi"}],"temperature":0.2,"max_tokens":300,"user":"job-7",
@@ -137,7 +139,7 @@ func TestWireRequest(t *testing.T) {
 			wantDrop: []string{"/properties/name/minLength", "/required"},
 		},
 		{
-			name: "openai tool forced", cfg: Config{Provider: ProviderOpenAI, APIKey: "sk-1"}, req: with(ModeTool), reply: okOpenAI,
+			name: "openai tool forced", cfg: Config{Provider: ProviderOpenAI, APIKey: "sk-1"}, req: with(fixpoint.ModeTool), reply: okOpenAI,
 			wantPath: "/v1/chat/completions",
 			wantBody: `{"model":"m1","messages":[{"role":"system","content":"be exact"},{"role":"user","content":"hi"}],"temperature":0.2,"max_tokens":300,"user":"job-7",
 				"tools":[{"type":"function","function":{"name":"person","description":"` + toolDescription + `","parameters":` + strict + `,"strict":true}}],
@@ -145,48 +147,48 @@ func TestWireRequest(t *testing.T) {
 			wantDrop: []string{"/properties/name/minLength", "/required"},
 		},
 		{
-			name: "openai max_completion_tokens", cfg: Config{Provider: ProviderOpenAI, OpenAIMaxTokensParam: "max_completion_tokens"}, req: with(ModePrompt), reply: okOpenAI,
+			name: "openai max_completion_tokens", cfg: Config{Provider: ProviderOpenAI, OpenAIMaxTokensParam: "max_completion_tokens"}, req: with(fixpoint.ModePrompt), reply: okOpenAI,
 			wantPath: "/v1/chat/completions",
 			wantBody: `{"model":"m1","messages":[{"role":"system","content":"be exact"},{"role":"user","content":"hi"}],"temperature":0.2,"max_completion_tokens":300,"user":"job-7"}`,
 		},
 		{
-			name: "anthropic prompt", cfg: Config{Provider: ProviderAnthropic, APIKey: "ak-1"}, req: with(ModePrompt), reply: okAnthropic,
+			name: "anthropic prompt", cfg: Config{Provider: ProviderAnthropic, APIKey: "ak-1"}, req: with(fixpoint.ModePrompt), reply: okAnthropic,
 			wantPath:   "/v1/messages",
 			wantHeader: map[string]string{"X-Api-Key": "ak-1", "Anthropic-Version": "2023-06-01", "Authorization": ""},
 			wantBody:   `{"model":"m1","max_tokens":300,"system":"be exact","messages":[{"role":"user","content":"hi"}],"temperature":0.2,"metadata":{"user_id":"job-7"}}`,
 		},
 		{
 			name: "anthropic default max_tokens and system moved out of messages", cfg: Config{Provider: ProviderAnthropic, AnthropicVersion: "2024-01-01"},
-			req: Request{Model: "m1", Messages: []Message{{Role: "system", Content: "sys"}, {Role: RoleUser, Content: "hi"}}}, reply: okAnthropic,
+			req: fixpoint.Request{Model: "m1", Messages: []fixpoint.Message{{Role: "system", Content: "sys"}, {Role: fixpoint.RoleUser, Content: "hi"}}}, reply: okAnthropic,
 			wantPath:   "/v1/messages",
 			wantHeader: map[string]string{"X-Api-Key": "", "Anthropic-Version": "2024-01-01"},
 			wantBody:   `{"model":"m1","max_tokens":1024,"system":"sys","messages":[{"role":"user","content":"hi"}]}`,
 		},
 		{
-			name: "anthropic tool forced", cfg: Config{Provider: ProviderAnthropic, APIKey: "ak-1"}, req: with(ModeTool), reply: okAnthropic,
+			name: "anthropic tool forced", cfg: Config{Provider: ProviderAnthropic, APIKey: "ak-1"}, req: with(fixpoint.ModeTool), reply: okAnthropic,
 			wantPath: "/v1/messages",
 			wantBody: `{"model":"m1","max_tokens":300,"system":"be exact","messages":[{"role":"user","content":"hi"}],"temperature":0.2,"metadata":{"user_id":"job-7"},
 				"tools":[{"name":"person","description":"` + toolDescription + `","input_schema":` + string(schema) + `}],"tool_choice":{"type":"tool","name":"person"}}`,
 		},
 		{
-			name: "anthropic json_schema falls back to tool", cfg: Config{Provider: ProviderAnthropic, APIKey: "ak-1"}, req: with(ModeJSONSchema), reply: okAnthropic,
+			name: "anthropic json_schema falls back to tool", cfg: Config{Provider: ProviderAnthropic, APIKey: "ak-1"}, req: with(fixpoint.ModeJSONSchema), reply: okAnthropic,
 			wantPath: "/v1/messages",
 			wantBody: `{"model":"m1","max_tokens":300,"system":"be exact","messages":[{"role":"user","content":"hi"}],"temperature":0.2,"metadata":{"user_id":"job-7"},
 				"tools":[{"name":"person","description":"` + toolDescription + `","input_schema":` + string(schema) + `}],"tool_choice":{"type":"tool","name":"person"}}`,
 		},
 		{
-			name: "ollama prompt", cfg: Config{Provider: ProviderOllama}, req: with(ModePrompt), reply: okOllama,
+			name: "ollama prompt", cfg: Config{Provider: ProviderOllama}, req: with(fixpoint.ModePrompt), reply: okOllama,
 			wantPath:   "/api/chat",
 			wantHeader: map[string]string{"Authorization": ""},
 			wantBody:   `{"model":"m1","messages":[{"role":"system","content":"be exact"},{"role":"user","content":"hi"}],"stream":false,"options":{"temperature":0.2,"num_predict":300}}`,
 		},
 		{
-			name: "ollama json_schema format", cfg: Config{Provider: ProviderOllama}, req: with(ModeJSONSchema), reply: okOllama,
+			name: "ollama json_schema format", cfg: Config{Provider: ProviderOllama}, req: with(fixpoint.ModeJSONSchema), reply: okOllama,
 			wantPath: "/api/chat",
 			wantBody: `{"model":"m1","messages":[{"role":"system","content":"be exact"},{"role":"user","content":"hi"}],"stream":false,"format":` + string(schema) + `,"options":{"temperature":0.2,"num_predict":300}}`,
 		},
 		{
-			name: "ollama tool", cfg: Config{Provider: ProviderOllama}, req: with(ModeTool), reply: okOllama,
+			name: "ollama tool", cfg: Config{Provider: ProviderOllama}, req: with(fixpoint.ModeTool), reply: okOllama,
 			wantPath: "/api/chat",
 			wantBody: `{"model":"m1","messages":[{"role":"system","content":"be exact"},{"role":"user","content":"hi"}],"stream":false,
 				"tools":[{"type":"function","function":{"name":"person","description":"` + toolDescription + `","parameters":` + string(schema) + `}}],"options":{"temperature":0.2,"num_predict":300}}`,
@@ -302,14 +304,14 @@ func TestWireFixtures(t *testing.T) {
 		schemaName string // tool fixtures: the tool we forced
 		set        func(body map[string]any)
 
-		class      ErrorClass
+		class      fixpoint.ErrorClass
 		code       string
 		retryAfter time.Duration
 
 		text      string
 		refusal   string
-		finish    FinishReason
-		usage     Usage
+		finish    fixpoint.FinishReason
+		usage     fixpoint.Usage
 		model     string
 		requestID string
 		rateLimit map[string]string
@@ -320,43 +322,43 @@ func TestWireFixtures(t *testing.T) {
 		"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "6m0s",
 	}
 	tests := map[string]want{
-		"openai_text_basic":         {text: "Hello! How can I assist you today?", finish: FinishStop, usage: Usage{19, 10, 0, 0}, model: "gpt-5.4", rateLimit: openaiRL},
-		"openai_text_forum_capture": {text: "This is a test!", finish: FinishStop, usage: Usage{13, 5, 0, 0}, model: "gpt-4-0613", requestID: "req_deaa3616cbd15d33b4db96b3ba74d2b4"},
-		"openai_text_cached_usage":  {text: "Hello! How can I assist you today?", finish: FinishStop, usage: Usage{2006, 300, 1920, 0}, model: "gpt-5.4"},
-		"openai_json_schema":        {text: `{"city":"San Francisco","temperature":65,"units":"f"}`, finish: FinishStop, usage: Usage{79, 14, 0, 0}, model: "gpt-4o-2024-08-06"},
-		"openai_refusal":            {refusal: "I'm very sorry, but I can't assist with that.", finish: FinishRefusal, usage: Usage{79, 12, 0, 0}, model: "gpt-4o-2024-08-06"},
-		"openai_length":             {text: `{"`, finish: FinishLength, usage: Usage{79, 1, 0, 0}, model: "gpt-4o-2024-08-06"},
-		"openai_tool_call":          {schemaName: "get_current_weather", text: "{\n\"location\": \"Boston, MA\"\n}", finish: FinishTool, usage: Usage{82, 17, 0, 0}, model: "gpt-4o-mini"},
-		"openai_tool_call_strict":   {schemaName: "GetWeatherArgs", text: `{"city":"Edinburgh","country":"UK","units":"c"}`, finish: FinishTool, usage: Usage{76, 24, 0, 0}, model: "gpt-4o-2024-08-06"},
+		"openai_text_basic":         {text: "Hello! How can I assist you today?", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 19, OutputTokens: 10, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-5.4", rateLimit: openaiRL},
+		"openai_text_forum_capture": {text: "This is a test!", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 13, OutputTokens: 5, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4-0613", requestID: "req_deaa3616cbd15d33b4db96b3ba74d2b4"},
+		"openai_text_cached_usage":  {text: "Hello! How can I assist you today?", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 2006, OutputTokens: 300, CachedInputTokens: 1920, CacheWriteTokens: 0}, model: "gpt-5.4"},
+		"openai_json_schema":        {text: `{"city":"San Francisco","temperature":65,"units":"f"}`, finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 79, OutputTokens: 14, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
+		"openai_refusal":            {refusal: "I'm very sorry, but I can't assist with that.", finish: fixpoint.FinishRefusal, usage: fixpoint.Usage{InputTokens: 79, OutputTokens: 12, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
+		"openai_length":             {text: `{"`, finish: fixpoint.FinishLength, usage: fixpoint.Usage{InputTokens: 79, OutputTokens: 1, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
+		"openai_tool_call":          {schemaName: "get_current_weather", text: "{\n\"location\": \"Boston, MA\"\n}", finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 82, OutputTokens: 17, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-mini"},
+		"openai_tool_call_strict":   {schemaName: "GetWeatherArgs", text: `{"city":"Edinburgh","country":"UK","units":"c"}`, finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 76, OutputTokens: 24, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
 		// The forced tool is the second call, not tool_calls[0].
-		"openai_tool_calls_parallel":               {schemaName: "get_stock_price", text: `{"ticker": "AAPL", "exchange": "NASDAQ"}`, finish: FinishTool, usage: Usage{149, 60, 0, 0}, model: "gpt-4o-2024-08-06"},
-		"openai_429_rate_limit_tpm":                {class: ClassRateLimited, code: "rate_limit_exceeded", retryAfter: 2 * time.Second},
-		"openai_429_rate_limit_tpd_no_retry_after": {class: ClassRateLimited, code: "rate_limit_exceeded", retryAfter: 12441 * time.Millisecond},
-		"openai_429_insufficient_quota":            {class: ClassQuotaExhausted, code: "insufficient_quota"},
-		"openai_400_context_length_exceeded":       {class: ClassBadRequest, code: "context_length_exceeded"},
-		"openai_401_invalid_api_key":               {class: ClassAuth, code: "invalid_api_key"},
-		"openai_500_server_error":                  {class: ClassServer, code: "server_error"},
+		"openai_tool_calls_parallel":               {schemaName: "get_stock_price", text: `{"ticker": "AAPL", "exchange": "NASDAQ"}`, finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 149, OutputTokens: 60, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
+		"openai_429_rate_limit_tpm":                {class: fixpoint.ClassRateLimited, code: "rate_limit_exceeded", retryAfter: 2 * time.Second},
+		"openai_429_rate_limit_tpd_no_retry_after": {class: fixpoint.ClassRateLimited, code: "rate_limit_exceeded", retryAfter: 12441 * time.Millisecond},
+		"openai_429_insufficient_quota":            {class: fixpoint.ClassQuotaExhausted, code: "insufficient_quota"},
+		"openai_400_context_length_exceeded":       {class: fixpoint.ClassBadRequest, code: "context_length_exceeded"},
+		"openai_401_invalid_api_key":               {class: fixpoint.ClassAuth, code: "invalid_api_key"},
+		"openai_500_server_error":                  {class: fixpoint.ClassServer, code: "server_error"},
 
-		"anthropic_text": {text: "The current temperature in San Francisco is 68 degrees Fahrenheit.", finish: FinishStop, usage: Usage{514, 19, 0, 0},
+		"anthropic_text": {text: "The current temperature in San Francisco is 68 degrees Fahrenheit.", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 514, OutputTokens: 19, CachedInputTokens: 0, CacheWriteTokens: 0},
 			model: "claude-3-7-sonnet-20250219", requestID: "req_011CUdgeLbdAHJifhfifciof"},
-		"anthropic_tool_use": {schemaName: "get_weather", text: `{"city":"San Francisco","units":"fahrenheit"}`, finish: FinishTool, usage: Usage{402, 89, 0, 0},
+		"anthropic_tool_use": {schemaName: "get_weather", text: `{"city":"San Francisco","units":"fahrenheit"}`, finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 402, OutputTokens: 89, CachedInputTokens: 0, CacheWriteTokens: 0},
 			model: "claude-3-7-sonnet-20250219", requestID: "req_011CUdgeEZVNjY7M6qwNV9k6"},
-		"anthropic_max_tokens":                 {text: "C", finish: FinishLength, usage: Usage{42, 1, 0, 0}, model: "claude-sonnet-4-5"},
-		"anthropic_refusal_doc":                {refusal: "This request was declined because it could enable cyber harm.", finish: FinishRefusal},
-		"anthropic_refusal_empty_content":      {refusal: "This request triggered cyber-related safeguards. To learn about the Cyber Verification Program and apply for access, visit our help center: ...", finish: FinishRefusal, usage: Usage{2863, 0, 0, 0}, model: "claude-sonnet-5"},
-		"anthropic_429_rate_limit":             {class: ClassRateLimited, code: "rate_limit_error", retryAfter: 2 * time.Second, requestID: "req_011Ca6u66aLnUk1L2q2MSyRy"},
-		"anthropic_429_rate_limit_itpm":        {class: ClassRateLimited, code: "rate_limit_error", retryAfter: 4 * time.Second},
-		"anthropic_529_overloaded":             {class: ClassOverloaded, code: "overloaded_error"},
-		"anthropic_500_api_error":              {class: ClassServer, code: "api_error", requestID: "req_011CcLLdL8STNSDEk7Wk9Z7L"},
-		"anthropic_400_invalid_request":        {class: ClassBadRequest, code: "invalid_request_error"},
-		"anthropic_400_credit_balance_too_low": {class: ClassQuotaExhausted, code: "invalid_request_error", requestID: "req_011CbrFTcXhtiMzr3s6EocF7"},
-		"anthropic_401_authentication":         {class: ClassAuth, code: "authentication_error"},
+		"anthropic_max_tokens":                 {text: "C", finish: fixpoint.FinishLength, usage: fixpoint.Usage{InputTokens: 42, OutputTokens: 1, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "claude-sonnet-4-5"},
+		"anthropic_refusal_doc":                {refusal: "This request was declined because it could enable cyber harm.", finish: fixpoint.FinishRefusal},
+		"anthropic_refusal_empty_content":      {refusal: "This request triggered cyber-related safeguards. To learn about the Cyber Verification Program and apply for access, visit our help center: ...", finish: fixpoint.FinishRefusal, usage: fixpoint.Usage{InputTokens: 2863, OutputTokens: 0, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "claude-sonnet-5"},
+		"anthropic_429_rate_limit":             {class: fixpoint.ClassRateLimited, code: "rate_limit_error", retryAfter: 2 * time.Second, requestID: "req_011Ca6u66aLnUk1L2q2MSyRy"},
+		"anthropic_429_rate_limit_itpm":        {class: fixpoint.ClassRateLimited, code: "rate_limit_error", retryAfter: 4 * time.Second},
+		"anthropic_529_overloaded":             {class: fixpoint.ClassOverloaded, code: "overloaded_error"},
+		"anthropic_500_api_error":              {class: fixpoint.ClassServer, code: "api_error", requestID: "req_011CcLLdL8STNSDEk7Wk9Z7L"},
+		"anthropic_400_invalid_request":        {class: fixpoint.ClassBadRequest, code: "invalid_request_error"},
+		"anthropic_400_credit_balance_too_low": {class: fixpoint.ClassQuotaExhausted, code: "invalid_request_error", requestID: "req_011CbrFTcXhtiMzr3s6EocF7"},
+		"anthropic_401_authentication":         {class: fixpoint.ClassAuth, code: "authentication_error"},
 
-		"ollama_chat_json":                {text: `{"age": 22, "available": false}`, finish: FinishStop, usage: Usage{34, 12, 0, 0}, model: "llama3.1"},
-		"ollama_chat_text_no_done_reason": {text: "Hello! How are you today?", finish: FinishStop, usage: Usage{26, 298, 0, 0}, model: "llama3.2"},
-		"ollama_chat_tool_call":           {schemaName: "get_weather", text: `{"city":"Tokyo"}`, finish: FinishTool, usage: Usage{169, 18, 0, 0}, model: "llama3.2"},
-		"ollama_404_model_not_found":      {class: ClassBadRequest},
-		"ollama_500_error_doc":            {class: ClassServer},
+		"ollama_chat_json":                {text: `{"age": 22, "available": false}`, finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 34, OutputTokens: 12, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "llama3.1"},
+		"ollama_chat_text_no_done_reason": {text: "Hello! How are you today?", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 26, OutputTokens: 298, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "llama3.2"},
+		"ollama_chat_tool_call":           {schemaName: "get_weather", text: `{"city":"Tokyo"}`, finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 169, OutputTokens: 18, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "llama3.2"},
+		"ollama_404_model_not_found":      {class: fixpoint.ClassBadRequest},
+		"ollama_500_error_doc":            {class: fixpoint.ClassServer},
 	}
 	fixtures := loadFixtures(t)
 	for name := range fixtures {
@@ -377,17 +379,17 @@ func TestWireFixtures(t *testing.T) {
 				base += "/v1"
 			}
 			c := testClient(t, Config{Provider: fx.Provider, BaseURL: base, APIKey: "k", Retry: RetryConfig{Disabled: true}})
-			req := Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "hi"}}, Mode: ModePrompt}
+			req := fixpoint.Request{Model: "m", Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}, Mode: fixpoint.ModePrompt}
 			switch fx.RequestHint.Mode {
 			case "json_schema":
-				req.Mode, req.Schema = ModeJSONSchema, json.RawMessage(`{"type":"object"}`)
+				req.Mode, req.Schema = fixpoint.ModeJSONSchema, json.RawMessage(`{"type":"object"}`)
 			case "tool":
-				req.Mode, req.Schema, req.SchemaName = ModeTool, json.RawMessage(`{"type":"object"}`), w.schemaName
+				req.Mode, req.Schema, req.SchemaName = fixpoint.ModeTool, json.RawMessage(`{"type":"object"}`), w.schemaName
 			}
 			resp, err := c.Complete(context.Background(), req)
 			if w.class != "" {
-				var e *Error
-				if !errors.As(err, &e) || !errors.Is(err, ErrProvider) {
+				var e *fixpoint.ProviderError
+				if !errors.As(err, &e) || !errors.Is(err, fixpoint.ErrProvider) {
 					t.Fatalf("err = %v, want *Error of class %s", err, w.class)
 				}
 				if e.Class != w.class || e.Status != fx.Status || e.Code != w.code || e.RetryAfter != w.retryAfter || e.RequestID != w.requestID {
@@ -431,11 +433,11 @@ func TestWireAnthropicCacheHit(t *testing.T) {
 	data, _ := json.Marshal(body)
 	srv := serveFixture(t, fx, data)
 	c := testClient(t, Config{Provider: ProviderAnthropic, BaseURL: srv.URL})
-	resp, err := c.Complete(context.Background(), Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "hi"}}})
+	resp, err := c.Complete(context.Background(), fixpoint.Request{Model: "m", Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Usage{InputTokens: 514 + 1800, OutputTokens: 19, CachedInputTokens: 1800}); resp.Usage != want {
+	if want := (fixpoint.Usage{InputTokens: 514 + 1800, OutputTokens: 19, CachedInputTokens: 1800}); resp.Usage != want {
 		t.Fatalf("Usage = %+v, want %+v", resp.Usage, want)
 	}
 }

@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -86,7 +88,7 @@ func TestSpendCapThreeWorkers(t *testing.T) {
 	var biggest int64
 	for i := 1; i <= n; i++ {
 		j, as := h.job(jobID("b", i))
-		if j.Status == store.StatusOverBudget && (strings.Count(j.Error, "spend cap reached") != 1 || !strings.Contains(j.Error, "tokens spent of") ||
+		if j.Status == fixpoint.StatusOverBudget && (strings.Count(j.Error, "spend cap reached") != 1 || !strings.Contains(j.Error, "tokens spent of") ||
 			!regexp.MustCompile(`may take up to \d+ \(its prompt and all its max tokens of output\), more than the -?\d+ left`).MatchString(j.Error)) {
 			t.Errorf("job %d: error %q; want the cap's reason once, with the call's worst case and what was left", i, j.Error)
 		}
@@ -109,14 +111,14 @@ func TestSpendCapThreeWorkers(t *testing.T) {
 	if _, err := enqueue.SetCap(h.ctx, h.st, "b", store.Cap{}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusOverBudget}, Queue: h.q})
-	if err != nil || rep.Jobs[store.StatusOverBudget] != over || rep.Published != over {
+	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []fixpoint.Status{fixpoint.StatusOverBudget}, Queue: h.q})
+	if err != nil || rep.Jobs[string(fixpoint.StatusOverBudget)] != over || rep.Published != over {
 		t.Fatalf("requeue: %+v %v; want %d requeued and published", rep, err, over)
 	}
 	rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
 	h.waitDone("b", n, 60*time.Second)
 	rw.stop(t, 20*time.Second)
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // A cost cap on a model the worker has no price for cannot be enforced
@@ -142,23 +144,23 @@ func TestCostCapNeedsAPrice(t *testing.T) {
 	}
 	for i := 1; i <= n; i++ {
 		j, as := h.job(jobID("u", i))
-		if j.Status != store.StatusOverBudget || len(as) != 0 || !strings.Contains(j.Error, `no price for model "fresh-model-2027"`) {
+		if j.Status != fixpoint.StatusOverBudget || len(as) != 0 || !strings.Contains(j.Error, `no price for model "fresh-model-2027"`) {
 			t.Fatalf("job %d: %s, %d attempts, %q; want over_budget, none, naming the model", i, j.Status, len(as), j.Error)
 		}
 	}
 
-	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "u", Statuses: []string{store.StatusOverBudget}, Queue: h.q})
+	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "u", Statuses: []fixpoint.Status{fixpoint.StatusOverBudget}, Queue: h.q})
 	if err != nil || rep.Published != n {
 		t.Fatalf("requeue: %+v %v", rep, err)
 	}
 	wc := h.workerConfig(h.client(nil))
-	if wc.Loop.Prices, err = pipeline.ParsePrices(pipeline.DefaultPrices(), []byte(`{"fresh-model-2027":{"input_per_mtok":1,"output_per_mtok":2}}`)); err != nil {
+	if wc.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), []byte(`{"fresh-model-2027":{"input_per_mtok":1,"output_per_mtok":2}}`)); err != nil {
 		t.Fatal(err)
 	}
 	rw = h.startWorker(wc, nil, nil)
 	h.waitDone("u", n, 30*time.Second)
 	rw.stop(t, 20*time.Second)
-	h.checkInvariants("u", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("u", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	sp, err := h.st.BatchSpend(h.ctx, "u")
 	if err != nil || sp.CostUSD <= 0 {
 		t.Errorf("spend after the priced run: %+v %v; want a cost counted against the cap", sp, err)
@@ -224,7 +226,7 @@ func (h *harness) keptAsCancelled(jobs int) [][]store.InterruptedCalls {
 	out := make([][]store.InterruptedCalls, jobs)
 	for i := 1; i <= jobs; i++ {
 		j, as := h.job(jobID("b", i))
-		if j.Status != store.StatusCancelled || len(as) != 0 {
+		if j.Status != fixpoint.StatusCancelled || len(as) != 0 {
 			h.t.Errorf("job %d: %s with %d attempts; want cancelled, its calls kept apart", i, j.Status, len(as))
 		}
 		kept, err := h.st.JobInterrupted(h.ctx, jobID("b", i))
@@ -403,7 +405,7 @@ func TestCancelThenRequeueStopsTheOldRun(t *testing.T) {
 	}
 	answer.Store(true)
 	atRequeue := h.sim.requests()
-	if _, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusCancelled}, Queue: h.q}); err != nil {
+	if _, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []fixpoint.Status{fixpoint.StatusCancelled}, Queue: h.q}); err != nil {
 		t.Fatal(err)
 	}
 	// Rows added to the batch after its cancel are new jobs: they run.
@@ -437,7 +439,7 @@ func TestCancelThenRequeueStopsTheOldRun(t *testing.T) {
 			}
 		}
 	}
-	h.checkInvariants("b", invariants{Jobs: 2 * jobs, Statuses: map[string]int{store.StatusValid: 2 * jobs}})
+	h.checkInvariants("b", invariants{Jobs: 2 * jobs, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: 2 * jobs}})
 }
 
 // Requeue of invalid jobs with another model: the new run's outcome is on
@@ -464,38 +466,38 @@ func TestRequeueWithAnotherModel(t *testing.T) {
 		t.Fatalf("first run: %+v, want every job invalid", p)
 	}
 	// A class no job can have is a typo, not "no job matched".
-	if _, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
+	if _, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []fixpoint.Status{fixpoint.StatusInvalid},
 		Class: "shap", Queue: h.q}); !errors.Is(err, enqueue.ErrBadConfig) || !strings.Contains(err.Error(), "syntax, shape, semantic") {
 		t.Errorf("requeue --class shap: %v; want a usage error listing the classes", err)
 	}
-	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
+	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []fixpoint.Status{fixpoint.StatusInvalid},
 		Model: "sim-model", MaxAttempts: 3, DryRun: true, Queue: h.q})
-	if err != nil || dry.Jobs[store.StatusInvalid] != n || dry.Run != 2 || dry.Published != 0 {
+	if err != nil || dry.Jobs[string(fixpoint.StatusInvalid)] != n || dry.Run != 2 || dry.Published != 0 {
 		t.Fatalf("dry run: %+v %v", dry, err)
 	}
-	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid},
+	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []fixpoint.Status{fixpoint.StatusInvalid},
 		Model: "sim-model", MaxAttempts: 3, Queue: h.q})
-	if err != nil || rep.Jobs[store.StatusInvalid] != n || rep.Run != 2 || rep.Published != n || rep.Settings.Model != "sim-model" {
+	if err != nil || rep.Jobs[string(fixpoint.StatusInvalid)] != n || rep.Run != 2 || rep.Published != n || rep.Settings.Model != "sim-model" {
 		t.Fatalf("requeue: %+v %v", rep, err)
 	}
 	h.waitDone("b", n, 30*time.Second)
 	rw.stop(t, 20*time.Second)
 	for i := 1; i <= n; i++ {
 		j, as := h.job(jobID("b", i))
-		if j.Status != store.StatusValid || j.Run != 2 || j.Model != "sim-model" || len(as) != 1 {
+		if j.Status != fixpoint.StatusValid || j.Run != 2 || j.Model != "sim-model" || len(as) != 1 {
 			t.Errorf("job %d after the requeue: %s, run %d, model %s, %d attempts; want valid in run 2 on sim-model", i, j.Status, j.Run, j.Model, len(as))
 		}
 	}
 	// The ledger still answers what the first run did.
 	rc, err := h.st.RunCounts(h.ctx, "b", 1)
-	if err != nil || rc.Jobs[store.StatusInvalid] != n || rc.Attempts != 2*n {
+	if err != nil || rc.Jobs[string(fixpoint.StatusInvalid)] != n || rc.Attempts != 2*n {
 		t.Errorf("run 1 in the ledger: %+v %v; want %d invalid jobs and %d attempts", rc, err, n, 2*n)
 	}
-	again, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []string{store.StatusInvalid}, Model: "sim-model", Queue: h.q})
+	again, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "b", Statuses: []fixpoint.Status{fixpoint.StatusInvalid}, Model: "sim-model", Queue: h.q})
 	if err != nil || again.Run != 0 || again.Published != 0 {
 		t.Errorf("second requeue: %+v %v; want nothing", again, err)
 	}
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // Finding 6: the stream's data directory is lost under a batch the ledger
@@ -519,7 +521,7 @@ func TestLostStreamThenResume(t *testing.T) {
 	rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
 	h.waitDone("b", n, 30*time.Second)
 	rw.stop(t, 20*time.Second)
-	h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // Finding 8: a 429 with retry-after 3600 for one job hands that job back
@@ -553,7 +555,7 @@ func TestRetryAfterAnHour(t *testing.T) {
 		t.Errorf("the lane is paused for another %s", time.Until(until))
 	}
 	j, _ := h.job(target)
-	if j.Status != store.StatusQueued {
+	if j.Status != fixpoint.StatusQueued {
 		t.Errorf("the job asked to wait an hour is %s, want queued (handed back)", j.Status)
 	}
 	// Its message waits in the stream for the hour, not lost.
@@ -623,7 +625,7 @@ func TestWrongAPIKeyStopsTheWorker(t *testing.T) {
 	if err := rw.stop(t, 20*time.Second); err != nil {
 		t.Errorf("worker with the right key: %v", err)
 	}
-	h.checkInvariants("k", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("k", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // A worker killed mid-call leaves holds on a capped batch's budget: they
@@ -676,7 +678,7 @@ func TestSpendHoldsOfAKilledWorker(t *testing.T) {
 	}
 	for i := 1; i <= n; i++ {
 		j, _ := h.job(jobID("held", i))
-		if j.Status != store.StatusValid || j.Deliveries != 1 {
+		if j.Status != fixpoint.StatusValid || j.Deliveries != 1 {
 			t.Errorf("job %d: %s after %d deliveries; want valid at the first", i, j.Status, j.Deliveries)
 		}
 	}
@@ -689,12 +691,12 @@ func TestRequeueRefusesAStrategyTheModeCannotRun(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessConfig{})
 	cfg := h.enqueueConfig("tm")
-	cfg.Mode = llm.ModeTool
+	cfg.Mode = fixpoint.ModeTool
 	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(3))); err != nil {
 		t.Fatal(err)
 	}
-	_, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "tm", Statuses: []string{store.StatusInvalid},
-		Strategy: pipeline.StrategyPatch, Queue: h.q})
+	_, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "tm", Statuses: []fixpoint.Status{fixpoint.StatusInvalid},
+		Strategy: fixpoint.StrategyPatch, Queue: h.q})
 	if !errors.Is(err, enqueue.ErrBadConfig) || !strings.Contains(err.Error(), "strategy patch needs mode prompt, not tool") {
 		t.Errorf("requeue --strategy patch of a tool-mode batch: %v; want a usage error naming the mode", err)
 	}

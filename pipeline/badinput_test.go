@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
-	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -134,7 +134,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		settings, _ := json.Marshal(enqueue.BatchSettings{Provider: cfg.Provider, Model: cfg.Model, Mode: llm.ModePrompt,
+		settings, _ := json.Marshal(enqueue.BatchSettings{Provider: cfg.Provider, Model: cfg.Model, Mode: fixpoint.ModePrompt,
 			Limits: cfg.Limits.WithDefaults(), SchemaHash: hash, TemplateSHA256: "recorded", Format: enqueue.FormatJSONL})
 		if err := h.st.PutBatch(h.ctx, store.BatchParams{Name: batch, Settings: settings}); err != nil {
 			t.Fatal(err)
@@ -160,7 +160,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		h.waitDone(batch, n, 30*time.Second)
 		rw.stop(t, 20*time.Second)
 		// The worker also runs the 7 good rows the subtests above published.
-		h.checkInvariants(batch, invariants{Jobs: n, MaxCalls: n + 7, Statuses: map[string]int{store.StatusValid: n}})
+		h.checkInvariants(batch, invariants{Jobs: n, MaxCalls: n + 7, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	})
 }
 

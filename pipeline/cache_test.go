@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -59,7 +60,7 @@ func TestSchemaCacheColdStartReadsOnce(t *testing.T) {
 func TestLoopPromptCacheColdStartCountsOnce(t *testing.T) {
 	t.Parallel()
 	loop := NewLoop(&fakeCompleter{}, LoopConfig{})
-	job := testJob(t, Limits{})
+	job := testJob(t, fixpoint.Limits{})
 	const jobs = 200
 	got := make([]*system, jobs)
 	var wg sync.WaitGroup

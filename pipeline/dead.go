@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -79,7 +80,7 @@ func (w *Worker) handleDead(ctx context.Context, stream jetstream.Stream, m jets
 			return
 		}
 	}
-	rj := store.Rejection{JobID: id, Status: store.StatusDead, Payload: raw.Data, Deliveries: int(a.Deliveries),
+	rj := store.Rejection{JobID: id, Status: fixpoint.StatusDead, Payload: raw.Data, Deliveries: int(a.Deliveries),
 		Reason: fmt.Sprintf("delivered %d times without a final result (the last delivery was never acknowledged)", a.Deliveries)}
 	if env != nil {
 		rj.Batch = env.Batch

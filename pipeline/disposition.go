@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // for), then the message is negatively acknowledged, after at least the
 // wait the provider asked for; at the last delivery the job is recorded
 // dead instead.
-func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int, res *Result, cause error) {
+func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int, res *fixpoint.Result, cause error) {
 	if res != nil && len(res.Attempts) > 0 {
 		reason := store.InterruptHandedBack
 		if ctx.Err() != nil || w.stoppingNow() {
@@ -33,7 +34,7 @@ func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *Envelope,
 // result's attempts: a delivery that ended without a result, or the failed
 // calls before an outage's hold-th wait. A failure to write them keeps
 // them on disk (--spill-dir) and is logged: the job goes on either way.
-func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered int, attempts []Attempt, reason string, hold int) {
+func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered int, attempts []fixpoint.Attempt, reason string, hold int) {
 	in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered, Reason: reason, Hold: hold}
 	for i := range attempts {
 		in.Attempts = append(in.Attempts, toStoreAttempt(&attempts[i]))
@@ -109,7 +110,7 @@ type Disposition struct {
 // back here, not as a frozen lane), and at its last delivery it is dead.
 func (w *Worker) decide(ctx context.Context, delivered int, cause error) Disposition {
 	switch {
-	case errors.Is(cause, ErrBadJob):
+	case errors.Is(cause, fixpoint.ErrBadJob):
 		return Disposition{Kind: DispReject, Cause: cause}
 	case ctx.Err() != nil || w.stoppingNow():
 		return Disposition{Kind: DispRelease, Cause: cause}
@@ -145,9 +146,9 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 		// another worker.
 		err = msg.NakWithDelay(2 * w.cfg.FetchWait)
 	case DispReject, DispDead:
-		status := store.StatusRejected
+		status := fixpoint.StatusRejected
 		if d.Kind == DispDead {
-			status = store.StatusDead
+			status = fixpoint.StatusDead
 		}
 		if rerr := w.record(ctx, msg, env, status, d.Cause); rerr != nil {
 			kind, err = DispRetry, msg.NakWithDelay(w.cfg.NakDelayMin)
@@ -172,7 +173,7 @@ func deliveredOf(msg jetstream.Msg) int {
 }
 
 // record writes a rejected or dead job with its reason.
-func (w *Worker) record(ctx context.Context, msg jetstream.Msg, env *Envelope, status string, reason error) error {
+func (w *Worker) record(ctx context.Context, msg jetstream.Msg, env *Envelope, status fixpoint.Status, reason error) error {
 	id := jobIDOf(msg, env)
 	rj := store.Rejection{JobID: id, Reason: reason.Error(), Payload: msg.Data(), Status: status}
 	if meta, err := msg.Metadata(); err == nil {
@@ -184,11 +185,11 @@ func (w *Worker) record(ctx context.Context, msg jetstream.Msg, env *Envelope, s
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if _, err := w.ledger.Reject(wctx, rj); err != nil {
-		w.log.ErrorContext(ctx, "worker: record "+status+" job", slog.String("job_id", id), slog.String("error", err.Error()))
+		w.log.ErrorContext(ctx, "worker: record "+string(status)+" job", slog.String("job_id", id), slog.String("error", err.Error()))
 		return err
 	}
-	w.log.WarnContext(ctx, "worker: job "+status, slog.String("job_id", id), slog.String("reason", reason.Error()))
-	w.cfg.Metrics.Jobs.WithLabelValues(status).Inc()
+	w.log.WarnContext(ctx, "worker: job "+string(status), slog.String("job_id", id), slog.String("reason", reason.Error()))
+	w.cfg.Metrics.Jobs.WithLabelValues(string(status)).Inc()
 	return nil
 }
 

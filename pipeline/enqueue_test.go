@@ -6,14 +6,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -187,7 +189,7 @@ func TestEnqueueDuplicateAndCollidingIDs(t *testing.T) {
 		h.waitDone("ws", 4, 30*time.Second)
 		rw.stop(t, 20*time.Second)
 		for _, id := range []string{"ws:x\ny", "ws:x y", "ws:x%0Ay", "ws:x#y"} {
-			if j, _ := h.job(id); j.Status != store.StatusValid {
+			if j, _ := h.job(id); j.Status != fixpoint.StatusValid {
 				t.Errorf("job %q is %s, want valid", id, j.Status)
 			}
 		}
@@ -562,7 +564,7 @@ func TestWorkerOnTheWrongLedger(t *testing.T) {
 	rw2 := h.startWorker(right, nil, nil)
 	h.waitDone("b", n, 30*time.Second)
 	rw2.stop(t, 20*time.Second)
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // A worker whose own jobs wait in the queue behind many of another
@@ -603,13 +605,13 @@ const recursiveSchema = `{"$defs":{"node":{"type":["object","array"],"properties
 func TestRecursiveSchemaBatch(t *testing.T) {
 	t.Parallel()
 	const n = 12
-	for _, mode := range []llm.Mode{llm.ModePrompt, llm.ModeJSONSchema, llm.ModeTool} {
+	for _, mode := range []fixpoint.Mode{fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool} {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessConfig{Sim: typical(t, 3)})
 			cfg := h.enqueueConfig("rec")
 			cfg.Schema, cfg.Mode = []byte(recursiveSchema), mode
-			if mode == llm.ModeTool {
+			if mode == fixpoint.ModeTool {
 				// A tool's input is an object: the tree goes under one.
 				cfg.Schema = []byte(`{"type":"object","required":["tree"],"properties":{"tree":{"$ref":"#/$defs/node"}},` +
 					`"$defs":{"node":{"type":["object","array"],"properties":{"name":{"type":"string"}},"items":{"$ref":"#/$defs/node"}}}}`)

@@ -5,9 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
-
-	"github.com/fixpoint-dev/fixpoint/llm"
 )
 
 // EnvelopeVersion is the version of the job message this code writes. A
@@ -18,19 +17,19 @@ const EnvelopeVersion = 1
 // by its content hash (schemas are stored once in Postgres), and the worker's
 // own configuration decides base URLs and keys, never the message.
 type Envelope struct {
-	V          int      `json:"v"`
-	JobID      string   `json:"job_id"`
-	Batch      string   `json:"batch"`
-	RowNo      int      `json:"row_no"`
-	System     string   `json:"system,omitempty"`
-	Prompt     string   `json:"prompt"`
-	SchemaHash string   `json:"schema_hash"`
-	Provider   string   `json:"provider"`
-	Model      string   `json:"model"`
-	Mode       llm.Mode `json:"mode"`
-	MaxTokens  int      `json:"max_tokens,omitempty"`
-	Temp       *float64 `json:"temperature,omitempty"`
-	Limits     Limits   `json:"limits"`
+	V          int             `json:"v"`
+	JobID      string          `json:"job_id"`
+	Batch      string          `json:"batch"`
+	RowNo      int             `json:"row_no"`
+	System     string          `json:"system,omitempty"`
+	Prompt     string          `json:"prompt"`
+	SchemaHash string          `json:"schema_hash"`
+	Provider   string          `json:"provider"`
+	Model      string          `json:"model"`
+	Mode       fixpoint.Mode   `json:"mode"`
+	MaxTokens  int             `json:"max_tokens,omitempty"`
+	Temp       *float64        `json:"temperature,omitempty"`
+	Limits     fixpoint.Limits `json:"limits"`
 	// Run is the batch run the job is in (enqueue requeue starts run 2,
 	// 3, ...); 0 means 1. A message of an earlier run than the job's is
 	// acked unrun.
@@ -79,7 +78,7 @@ func (e *Envelope) RunOrFirst() int { return max(e.Run, 1) }
 func DecodeEnvelope(data []byte) (*Envelope, error) {
 	var e Envelope
 	if err := json.Unmarshal(data, &e); err != nil {
-		return nil, fmt.Errorf("%w: envelope is not valid JSON: %v", ErrBadJob, err)
+		return nil, fmt.Errorf("%w: envelope is not valid JSON: %v", fixpoint.ErrBadJob, err)
 	}
 	if err := e.Validate(); err != nil {
 		return &e, err
@@ -91,7 +90,7 @@ func DecodeEnvelope(data []byte) (*Envelope, error) {
 func (e *Envelope) Validate() error {
 	var missing []string
 	if e.V != EnvelopeVersion {
-		return fmt.Errorf("%w: envelope version %d, this worker reads version %d", ErrBadJob, e.V, EnvelopeVersion)
+		return fmt.Errorf("%w: envelope version %d, this worker reads version %d", fixpoint.ErrBadJob, e.V, EnvelopeVersion)
 	}
 	if e.JobID == "" {
 		missing = append(missing, "job_id")
@@ -109,27 +108,27 @@ func (e *Envelope) Validate() error {
 		missing = append(missing, "model")
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: envelope lacks %s", ErrBadJob, strings.Join(missing, ", "))
+		return fmt.Errorf("%w: envelope lacks %s", fixpoint.ErrBadJob, strings.Join(missing, ", "))
 	}
 	switch e.Delivery {
 	case "", DeliveryRealtime, DeliveryBatch:
 	default:
-		return fmt.Errorf("%w: delivery %q is not realtime or batch", ErrBadJob, e.Delivery)
+		return fmt.Errorf("%w: delivery %q is not realtime or batch", fixpoint.ErrBadJob, e.Delivery)
 	}
 	switch e.Mode {
-	case llm.ModePrompt, llm.ModeJSONSchema, llm.ModeTool:
+	case fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool:
 	case "":
-		e.Mode = llm.ModePrompt
+		e.Mode = fixpoint.ModePrompt
 	default:
-		return fmt.Errorf("%w: mode %q is not prompt, json_schema or tool", ErrBadJob, e.Mode)
+		return fmt.Errorf("%w: mode %q is not prompt, json_schema or tool", fixpoint.ErrBadJob, e.Mode)
 	}
 	if e.MaxTokens < 0 {
-		return fmt.Errorf("%w: max_tokens %d is negative", ErrBadJob, e.MaxTokens)
+		return fmt.Errorf("%w: max_tokens %d is negative", fixpoint.ErrBadJob, e.MaxTokens)
 	}
 	// The providers take 0..2 (OpenAI) or 0..1 (Anthropic); outside, every
 	// call of the job would be refused.
 	if t := e.Temp; t != nil && !(*t >= 0 && *t <= 2) {
-		return fmt.Errorf("%w: temperature %v is outside 0..2", ErrBadJob, *t)
+		return fmt.Errorf("%w: temperature %v is outside 0..2", fixpoint.ErrBadJob, *t)
 	}
 	lim := e.Limits.WithDefaults()
 	if err := lim.Validate(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -82,7 +83,7 @@ func TestStopMidBatch(t *testing.T) {
 	if got := metricValue(cfg2.Metrics.Dispositions.WithLabelValues("skip")); got != 0 {
 		t.Errorf("%v jobs redelivered after being finished", got)
 	}
-	h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	if re, buf := redelivered(h, "b", n), cfg.WithDefaults().Prefetch; re > buf {
 		t.Errorf("%d jobs redelivered after a graceful stop, want at most the %d buffered", re, buf)
 	}
@@ -136,7 +137,7 @@ func TestGraceTooShort(t *testing.T) {
 	rw2 := h.startWorker(cfg2, nil, nil)
 	h.waitDone("b", n, 30*time.Second)
 	rw2.stop(t, 20*time.Second)
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	for i := 1; i <= n; i++ {
 		if j, _ := h.job(jobID("b", i)); j.Deliveries > 2 {
 			t.Errorf("job %d delivered %d times", i, j.Deliveries)
@@ -163,7 +164,7 @@ func TestNATSRestart(t *testing.T) {
 	rw.stop(t, 20*time.Second)
 	// Jobs whose ack was lost in the restart come back and are acked as
 	// already final, at no cost.
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // NATS restarted without its data (no persistent volume): the stream and
@@ -194,7 +195,7 @@ func TestNATSLosesItsData(t *testing.T) {
 		t.Errorf("the worker did not say it made the queue again:\n%s", h.logs.String())
 	}
 	// Batch a's n calls are the simulator's too.
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}, ExtraCalls: n})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}, ExtraCalls: n})
 }
 
 // Postgres cut away for two seconds mid-batch: writes are retried, nothing
@@ -229,7 +230,7 @@ func TestPostgresOutage(t *testing.T) {
 	h.waitDone("b", n, 60*time.Second)
 	h.checkQueueEmpty()
 	rw.stop(t, 20*time.Second)
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // A slow Postgres (300 ms before every reply) with a short AckWait: pulling
@@ -268,7 +269,7 @@ func TestSlowPostgres(t *testing.T) {
 	if re > n/4 {
 		t.Errorf("%d of %d jobs redelivered under a slow database", re, n)
 	}
-	h.checkInvariants("b", invariants{Jobs: n, MaxCalls: int64(n + n/4), Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, MaxCalls: int64(n + n/4), Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	t.Logf("slow database: %d redelivered (%d acked as already final), %d calls for %d jobs", re, skips, h.sim.requests(), n)
 }
 
@@ -296,7 +297,7 @@ func TestRateLimited429(t *testing.T) {
 		t.Errorf("%d calls within one second, the lane budget allows %d", got, limit)
 	}
 	h.checkInvariants("b", invariants{Jobs: n,
-		Statuses: map[string]int{store.StatusValid: n}})
+		Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // Quota exhausted: no retry storm, jobs delayed rather than failed or
@@ -344,7 +345,7 @@ func TestQuotaExhausted(t *testing.T) {
 	if metricValue(gauge) != 0 {
 		t.Errorf("quota gauge still set after the quota returned")
 	}
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // Provider faults that end: 500/503/529 bursts, a provider that never
@@ -387,7 +388,7 @@ func TestProviderFaultsThenRecovery(t *testing.T) {
 			if got := h.sim.inFlight.Load(); got != 0 {
 				t.Errorf("%d provider calls left hanging", got)
 			}
-			h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+			h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 			// The faults are on record: some attempt counts transport
 			// retries, with their class.
 			retried := 0
@@ -417,7 +418,7 @@ func TestNeverValid(t *testing.T) {
 	rw.stop(t, 20*time.Second)
 	for i := 1; i <= n; i++ {
 		j, as := h.job(jobID("b", i))
-		if j.Status != store.StatusInvalid || len(as) != 3 || j.Attempts != 3 {
+		if j.Status != fixpoint.StatusInvalid || len(as) != 3 || j.Attempts != 3 {
 			t.Errorf("job %d: %s after %d attempts (%d rows), want invalid after 3", i, j.Status, j.Attempts, len(as))
 			continue
 		}
@@ -433,7 +434,7 @@ func TestNeverValid(t *testing.T) {
 			t.Errorf("job %d: tokens %d/%d, attempts sum to %d/%d", i, j.TokensIn, j.TokensOut, in, out)
 		}
 	}
-	h.checkInvariants("b", invariants{Jobs: n, MaxCalls: 3 * n, Statuses: map[string]int{store.StatusInvalid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, MaxCalls: 3 * n, Statuses: map[fixpoint.Status]int{fixpoint.StatusInvalid: n}})
 }
 
 // A reply cut off at max_tokens is classified as truncation and the job
@@ -457,11 +458,11 @@ func TestHugeAndTruncatedReplies(t *testing.T) {
 				t.Errorf("job %d: %d attempts, first valid %v; want the truncated first attempt and one more", i, len(as), j.FirstAttemptValid)
 				continue
 			}
-			if a := as[0]; a.Class != pipeline.OutcomeTruncated || a.FinishReason != string(llm.FinishLength) || a.Valid {
+			if a := as[0]; a.Class != fixpoint.OutcomeTruncated || a.FinishReason != string(fixpoint.FinishLength) || a.Valid {
 				t.Errorf("job %d attempt 1: class %q finish %q valid %v, want truncated, length, not valid", i, a.Class, a.FinishReason, a.Valid)
 			}
 		}
-		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: 2 * n, Statuses: map[string]int{store.StatusValid: n}})
+		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: 2 * n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	})
 	t.Run("always truncated", func(t *testing.T) {
 		t.Parallel()
@@ -477,11 +478,11 @@ func TestHugeAndTruncatedReplies(t *testing.T) {
 		rw.stop(t, 20*time.Second)
 		for i := 1; i <= n; i++ {
 			j, as := h.job(jobID("b", i))
-			if j.Status != store.StatusInvalid || j.FinalClass != pipeline.OutcomeTruncated || len(as) != 3 {
-				t.Errorf("job %d: %s/%s after %d attempts, want invalid/%s after 3", i, j.Status, j.FinalClass, len(as), pipeline.OutcomeTruncated)
+			if j.Status != fixpoint.StatusInvalid || j.FinalClass != fixpoint.OutcomeTruncated || len(as) != 3 {
+				t.Errorf("job %d: %s/%s after %d attempts, want invalid/%s after 3", i, j.Status, j.FinalClass, len(as), fixpoint.OutcomeTruncated)
 			}
 		}
-		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: 3 * n, Statuses: map[string]int{store.StatusInvalid: n}})
+		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: 3 * n, Statuses: map[fixpoint.Status]int{fixpoint.StatusInvalid: n}})
 	})
 	t.Run("5 MB", func(t *testing.T) {
 		t.Parallel()
@@ -508,14 +509,14 @@ func TestHugeAndTruncatedReplies(t *testing.T) {
 		// retry storm (it was 1 + MaxRetries calls per delivery, MaxDeliver
 		// deliveries, and no attempt row).
 		j, as := h.job(target)
-		if j.Status != store.StatusFailed || !strings.Contains(j.Error, string(llm.ClassTooLarge)) {
-			t.Errorf("huge reply job: %s %q, want failed naming %s", j.Status, j.Error, llm.ClassTooLarge)
+		if j.Status != fixpoint.StatusFailed || !strings.Contains(j.Error, string(fixpoint.ClassTooLarge)) {
+			t.Errorf("huge reply job: %s %q, want failed naming %s", j.Status, j.Error, fixpoint.ClassTooLarge)
 		}
-		if len(as) != 1 || as[0].Class != pipeline.OutcomeProvider || !strings.Contains(as[0].ProviderError, "bytes") {
+		if len(as) != 1 || as[0].Class != fixpoint.OutcomeProvider || !strings.Contains(as[0].ProviderError, "bytes") {
 			t.Errorf("huge reply job: %d attempts (%+v), want one provider attempt naming the size", len(as), as)
 		}
 		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: int64(n),
-			Statuses: map[string]int{store.StatusValid: n - 1, store.StatusFailed: 1}})
+			Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n - 1, fixpoint.StatusFailed: 1}})
 	})
 }
 
@@ -556,13 +557,13 @@ func TestMaxDeliverDead(t *testing.T) {
 		h.checkQueueEmpty()
 		rw.stop(t, 20*time.Second)
 		j, _ := h.job(target)
-		if j.Status != store.StatusDead || !strings.Contains(j.Error, "delivered 3 times") || !strings.Contains(j.Error, "503") || j.Deliveries != 3 {
+		if j.Status != fixpoint.StatusDead || !strings.Contains(j.Error, "delivered 3 times") || !strings.Contains(j.Error, "503") || j.Deliveries != 3 {
 			t.Errorf("job: %s %q after %d deliveries, want dead after 3 deliveries with the last error (503)", j.Status, j.Error, j.Deliveries)
 		}
 		// Each delivery of the target: its call and one retry, then again
 		// after each of the waits it holds through before it is handed back.
 		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: int64(n - 1 + 3*(pipeline.OutageHoldsMax+1)*2),
-			Statuses: map[string]int{store.StatusValid: n - 1, store.StatusDead: 1}})
+			Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n - 1, fixpoint.StatusDead: 1}})
 	})
 	t.Run("worker down at the limit", func(t *testing.T) {
 		t.Parallel()
@@ -612,11 +613,11 @@ func TestMaxDeliverDead(t *testing.T) {
 		rw.stop(t, 20*time.Second)
 		for i := 1; i <= n; i++ {
 			j, _ := h.job(jobID("b", i))
-			if j.Status != store.StatusDead || !strings.Contains(j.Error, "delivered 2 times") || j.Deliveries != 2 {
+			if j.Status != fixpoint.StatusDead || !strings.Contains(j.Error, "delivered 2 times") || j.Deliveries != 2 {
 				t.Errorf("job %d: %s %q after %d deliveries, want dead after 2 deliveries, recorded", i, j.Status, j.Error, j.Deliveries)
 			}
 		}
-		h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusDead: n}})
+		h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusDead: n}})
 	})
 }
 
@@ -662,7 +663,7 @@ func TestProviderOutageMidJob(t *testing.T) {
 	if !strings.Contains(h.logs.String(), "resuming the job after a pause") {
 		t.Errorf("no job was resumed; the scenario did not happen:\n%s", h.logs.String())
 	}
-	h.checkInvariants("b", invariants{Jobs: n, OneDelivery: true, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, OneDelivery: true, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	for i := 1; i <= n; i++ {
 		j, as := h.job(jobID("b", i))
 		if len(as) != 2 || as[0].Class != "shape" || as[0].TokensIn == 0 || !as[1].Valid || j.Attempts != 2 || j.Calls != 2 {
@@ -708,7 +709,7 @@ func TestProviderOutageSpendsNoDeliveries(t *testing.T) {
 	outageCalls := 0
 	for i := 1; i <= n; i++ {
 		j, as := h.job(jobID("b", i))
-		if j.Status != store.StatusValid || j.Deliveries != 1 {
+		if j.Status != fixpoint.StatusValid || j.Deliveries != 1 {
 			t.Errorf("job %d: %s after %d deliveries; want valid at its first", i, j.Status, j.Deliveries)
 		}
 		// The calls that failed in the outage are not the job's attempts:
@@ -731,7 +732,7 @@ func TestProviderOutageSpendsNoDeliveries(t *testing.T) {
 	if outageCalls == 0 {
 		t.Error("no outage call recorded")
 	}
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}, OneDelivery: true})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}, OneDelivery: true})
 }
 
 // A worker stopped while Postgres is away: the jobs in flight finish their
@@ -774,7 +775,7 @@ func TestStopWithTheLedgerDownKeepsThePaidCalls(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(spillDir, "unwritten-*.jsonl")); len(left) != 0 {
 		t.Errorf("spill files left after the next start wrote them: %v", left)
 	}
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // StopNow during the grace period (a second signal): the jobs in flight
@@ -811,7 +812,7 @@ func TestStopNowEndsTheGrace(t *testing.T) {
 	h.waitDone("b", n, 60*time.Second)
 	h.checkQueueEmpty()
 	rw2.stop(t, 20*time.Second)
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // A spill file is written only into the ledger its jobs are in: a file of

@@ -35,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
 	"github.com/fixpoint-dev/fixpoint/llm"
@@ -434,7 +435,7 @@ func (h *harness) enqueueConfig(batch string) enqueue.Config {
 	return enqueue.Config{
 		Batch: batch, Schema: []byte(testSchema), Template: testTemplate, Format: enqueue.FormatJSONL,
 		IDField: "id", Provider: llm.ProviderOpenAI, Model: "sim-model", Queue: h.q,
-		Limits: pipeline.Limits{MaxAttempts: 3},
+		Limits: fixpoint.Limits{MaxAttempts: 3},
 	}
 }
 
@@ -555,7 +556,7 @@ type invariants struct {
 	// need no allowance.
 	ExtraCalls int64
 	// Statuses, when set, is the exact count per final status.
-	Statuses map[string]int
+	Statuses map[fixpoint.Status]int
 	// SkipQueue skips I3 (the queue is checked by the test itself).
 	SkipQueue bool
 	// OneDelivery asserts that every job was finished on its first
@@ -573,8 +574,8 @@ func (h *harness) checkInvariants(batch string, want invariants) {
 		h.t.Errorf("I1: batch %s has %d job rows, %d still queued; want %d rows, all final (%+v)", batch, p.Total, p.Queued, want.Jobs, p)
 	}
 	if want.Statuses != nil {
-		got := map[string]int{store.StatusValid: p.Valid, store.StatusInvalid: p.Invalid, store.StatusFailed: p.Failed,
-			store.StatusRejected: p.Rejected, store.StatusDead: p.Dead}
+		got := map[fixpoint.Status]int{fixpoint.StatusValid: p.Valid, fixpoint.StatusInvalid: p.Invalid, fixpoint.StatusFailed: p.Failed,
+			fixpoint.StatusRejected: p.Rejected, fixpoint.StatusDead: p.Dead}
 		for s, n := range got {
 			if n != want.Statuses[s] {
 				h.t.Errorf("I1: %d jobs %s, want %d (%+v)", n, s, want.Statuses[s], p)
@@ -595,7 +596,7 @@ func (h *harness) checkInvariants(batch string, want invariants) {
 		}
 		seen[r.ID] = true
 		ids = append(ids, r.ID)
-		if r.Status != store.StatusValid {
+		if r.Status != fixpoint.StatusValid {
 			return nil
 		}
 		dec := json.NewDecoder(bytes.NewReader(r.Value))

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
@@ -111,7 +112,7 @@ func TestEnqueueTwiceAddsNothing(t *testing.T) {
 		if got := h.sim.requests(); got != n {
 			t.Errorf("%d provider calls, want one per job (%d) on a clean model", got, n)
 		}
-		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[string]int{store.StatusValid: n}})
+		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	})
 	t.Run("beyond the window", func(t *testing.T) {
 		t.Parallel()
@@ -148,7 +149,7 @@ func TestEnqueueTwiceAddsNothing(t *testing.T) {
 		if got := h.sim.requests(); got != calls {
 			t.Errorf("republishing cost %d provider calls, want 0", got-calls)
 		}
-		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[string]int{store.StatusValid: n}})
+		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	})
 }
 
@@ -161,8 +162,8 @@ func (h *harness) envelope(batch string, i int) *pipeline.Envelope {
 	}
 	j, _ := h.job(jobID(batch, i))
 	return &pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: j.ID, Batch: batch, RowNo: j.RowNo, Prompt: j.Prompt,
-		SchemaHash: hash, Provider: llm.ProviderOpenAI, Model: "sim-model", Mode: llm.ModePrompt,
-		Limits: pipeline.Limits{MaxAttempts: 3}.WithDefaults(), Metadata: j.Metadata}
+		SchemaHash: hash, Provider: llm.ProviderOpenAI, Model: "sim-model", Mode: fixpoint.ModePrompt,
+		Limits: fixpoint.Limits{MaxAttempts: 3}.WithDefaults(), Metadata: j.Metadata}
 }
 
 func (h *harness) streamMsgs() uint64 {
@@ -207,7 +208,7 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 		w1.stop(t, 30*time.Second)
 		id := crashedID.Load().(string)
 		j, _ := h.job(id)
-		if j.Status != store.StatusValid {
+		if j.Status != fixpoint.StatusValid {
 			t.Fatalf("crashed job %s is %s, want its committed valid result", id, j.Status)
 		}
 		callsBefore := h.sim.requests()
@@ -223,7 +224,7 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 		}
 		final := 0
 		_ = h.st.Export(h.ctx, "b", func(r store.ExportRow) error {
-			if r.Status != store.StatusQueued {
+			if r.Status != fixpoint.StatusQueued {
 				final++
 			}
 			return nil
@@ -237,7 +238,7 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 		if j2.Calls != 1 || j2.Deliveries != 1 {
 			t.Errorf("crashed job after redelivery: calls %d, deliveries %d; want the first result kept", j2.Calls, j2.Deliveries)
 		}
-		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[string]int{store.StatusValid: n}})
+		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	})
 	t.Run("panic after commit", func(t *testing.T) {
 		t.Parallel()
@@ -255,10 +256,10 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 		h.checkQueueEmpty()
 		rw.stop(t, 30*time.Second)
 		j, _ := h.job(target)
-		if j.Status != store.StatusValid {
+		if j.Status != fixpoint.StatusValid {
 			t.Errorf("job that panicked after its commit is %s (%s), want the committed valid result kept", j.Status, j.Error)
 		}
-		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[string]int{store.StatusValid: n}})
+		h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	})
 }
 
@@ -321,7 +322,7 @@ func TestPoisonMessages(t *testing.T) {
 	rw.stop(t, 30*time.Second)
 	for _, p := range poison {
 		j, as := h.job(p.id)
-		if j.Status != store.StatusRejected || !strings.Contains(j.Error, p.reason) || len(as) != 0 {
+		if j.Status != fixpoint.StatusRejected || !strings.Contains(j.Error, p.reason) || len(as) != 0 {
 			t.Errorf("%s: status %s, error %q, %d attempts; want rejected for %q, no attempt", p.id, j.Status, j.Error, len(as), p.reason)
 		}
 		if len(j.Payload) == 0 {
@@ -332,7 +333,7 @@ func TestPoisonMessages(t *testing.T) {
 		t.Errorf("terminated %v messages, want %d", got, len(poison))
 	}
 	h.checkInvariants("b", invariants{Jobs: n + len(poison) - 1, MaxCalls: n,
-		Statuses: map[string]int{store.StatusValid: n, store.StatusRejected: len(poison) - 1}})
+		Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n, fixpoint.StatusRejected: len(poison) - 1}})
 }
 
 // A panic inside one job is recovered and recorded; the pool keeps going.
@@ -356,11 +357,11 @@ func TestPanicInOneJob(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	j, _ := h.job(target)
-	if j.Status != store.StatusFailed || j.FinalClass != "panic" || !strings.Contains(j.Error, "boom in job") {
+	if j.Status != fixpoint.StatusFailed || j.FinalClass != "panic" || !strings.Contains(j.Error, "boom in job") {
 		t.Errorf("panicked job: status %s, class %q, error %q; want failed, panic, the panic value", j.Status, j.FinalClass, j.Error)
 	}
 	h.checkInvariants("b", invariants{Jobs: n, MaxCalls: n - 1,
-		Statuses: map[string]int{store.StatusValid: n - 1, store.StatusFailed: 1}})
+		Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n - 1, fixpoint.StatusFailed: 1}})
 }
 
 // metricValue reads a counter or gauge.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -80,7 +81,7 @@ func TestJournal(t *testing.T) {
 	}
 	// Job 1's delivery ends: its result is committed, then the first
 	// segment goes (the second still holds job 2's live reply).
-	res := store.Result{JobID: "jn:1", Status: store.StatusInvalid, Attempts: 3, Calls: 3, FinalClass: "shape", Deliveries: 1}
+	res := store.Result{JobID: "jn:1", Status: fixpoint.StatusInvalid, Attempts: 3, Calls: 3, FinalClass: "shape", Deliveries: 1}
 	for no := 1; no <= 3; no++ {
 		a := paidCall("jn:1", no).Attempts[0]
 		res.AttemptRows = append(res.AttemptRows, a)

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/repair"
 )
@@ -17,15 +18,38 @@ import (
 // Completer is what the loop needs from a provider client: one call, with
 // transport retries already done. *llm.Client satisfies it.
 type Completer interface {
-	Complete(ctx context.Context, req llm.Request) (*llm.Response, error)
+	Complete(ctx context.Context, req fixpoint.Request) (*fixpoint.Response, error)
+}
+
+// LoopHooks are a job's calls back into its driver: the worker holds a
+// capped batch's budget for each call, stops the jobs of a cancelled batch,
+// and keeps each call and each paid reply in its journal. Each may be nil.
+type LoopHooks struct {
+	// GateFunc is asked, when set, before each provider call: it returns a release func the loop
+	// calls with the call's outcome, or an error: one matching
+	// fixpoint.ErrOverBudget ends the job over_budget without the call (repair.Step.Stop),
+	// one matching fixpoint.ErrCancelled ends it cancelled; another (fixpoint.ErrTransient)
+	// stops the loop, to run the job again later. The worker uses it to
+	// stop the jobs of a cancelled batch and to hold a capped batch's
+	// budget for each call.
+	GateFunc func(ctx context.Context, req *fixpoint.Request) (release func(*fixpoint.Response, error), err error)
+	// AttemptFunc, when set, is called with each attempt Feed records, as soon as it is recorded:
+	// the worker keeps each paid reply in its journal until the job's
+	// rows are written.
+	AttemptFunc func(a *fixpoint.Attempt)
+	// SentFunc, when set, is called as each request goes out (after GateFunc), with what
+	// repair.Step.Outstanding says of it: the worker keeps each call in its
+	// journal until AttemptFunc has its outcome, so a call in flight when
+	// the worker is killed still leaves a row.
+	SentFunc func(a *fixpoint.Attempt)
 }
 
 // LoopConfig configures a Loop. The zero value is usable.
 type LoopConfig struct {
 	// Prices estimates cost; defaults to DefaultPrices.
-	Prices Prices
+	Prices repair.Prices
 	// Record defaults to RecordFull.
-	Record RequestRecord
+	Record repair.RequestRecord
 	// NowFunc is the clock; defaults to time.Now.
 	NowFunc func() time.Time
 }
@@ -53,13 +77,13 @@ type Loop struct {
 // system is a system prompt as the step takes it, with its text.
 type system struct {
 	text   string
-	prompt *repair.Prompt
+	prompt *fixpoint.Prompt
 }
 
 // promptCacheMax bounds the system prompts a Loop keeps.
 const promptCacheMax = 1024
 
-func (l *Loop) systemPrompt(job *Job) *system {
+func (l *Loop) systemPrompt(job *repair.Job) *system {
 	key := string(job.Mode) + "\x00" + job.System + "\x00" + string(job.SchemaRaw)
 	if p, ok := l.prompts.Load(key); ok {
 		return p.(*system)
@@ -68,8 +92,8 @@ func (l *Loop) systemPrompt(job *Job) *system {
 		if p, ok := l.prompts.Load(key); ok {
 			return p, nil // stored while this call waited for its turn
 		}
-		text := systemPrompt(job)
-		p := &system{text: text, prompt: repair.NewPrompt(text)}
+		text := repair.SystemPrompt(job)
+		p := &system{text: text, prompt: fixpoint.NewPrompt(text)}
 		if l.promptCount.Add(1) <= promptCacheMax {
 			l.prompts.Store(key, p)
 		}
@@ -81,17 +105,17 @@ func (l *Loop) systemPrompt(job *Job) *system {
 // NewLoop returns a loop calling client.
 func NewLoop(client Completer, cfg LoopConfig) *Loop {
 	if cfg.Prices == nil {
-		cfg.Prices = DefaultPrices()
+		cfg.Prices = repair.DefaultPrices()
 	}
 	if cfg.Record == "" {
-		cfg.Record = RecordFull
+		cfg.Record = repair.RecordFull
 	}
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
 	l := &Loop{client: client, cfg: cfg}
 	l.step = repair.Config{Prices: cfg.Prices, Record: cfg.Record, NowFunc: cfg.NowFunc,
-		SystemFunc: func(job *Job) *repair.Prompt { return l.systemPrompt(job).prompt }}
+		SystemFunc: func(job *repair.Job) *fixpoint.Prompt { return l.systemPrompt(job).prompt }}
 	return l
 }
 
@@ -100,8 +124,8 @@ func NewLoop(client Completer, cfg LoopConfig) *Loop {
 // later rather than recorded as final: it then matches ErrTransient (a
 // provider still failing after its transport retries, or ctx ended), or
 // ErrBadJob when the job itself is malformed.
-func (l *Loop) Run(ctx context.Context, job *Job) (*Result, error) {
-	return l.Resume(ctx, job, nil)
+func (l *Loop) Run(ctx context.Context, job *repair.Job) (*fixpoint.Result, error) {
+	return l.Resume(ctx, job, nil, LoopHooks{})
 }
 
 // Resume continues a job whose earlier Run or Resume returned ErrTransient
@@ -109,7 +133,7 @@ func (l *Loop) Run(ctx context.Context, job *Job) (*Result, error) {
 // prev are kept, paid tokens included, and the conversation goes on from the
 // last reply. Attempts that got no reply do not count against MaxAttempts.
 // With a nil prev it is Run.
-func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, error) {
+func (l *Loop) Resume(ctx context.Context, job *repair.Job, prev *fixpoint.Result, hooks LoopHooks) (*fixpoint.Result, error) {
 	step, err := repair.Start(job, prev, l.step)
 	if err != nil {
 		return step.Result(), err
@@ -118,15 +142,15 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 		if act.Err != nil {
 			return step.Result(), act.Err
 		}
-		var release func(*llm.Response, error)
-		if job.GateFunc != nil {
-			rel, err := job.GateFunc(ctx, act.Request)
-			if errors.Is(err, ErrOverBudget) {
-				step.Stop(StatusOverBudget, OutcomeBudget, err.Error())
+		var release func(*fixpoint.Response, error)
+		if hooks.GateFunc != nil {
+			rel, err := hooks.GateFunc(ctx, act.Request)
+			if errors.Is(err, fixpoint.ErrOverBudget) {
+				step.Stop(fixpoint.StatusOverBudget, fixpoint.OutcomeBudget, err.Error())
 				break
 			}
-			if errors.Is(err, ErrCancelled) {
-				step.Stop(StatusCancelled, "", err.Error())
+			if errors.Is(err, fixpoint.ErrCancelled) {
+				step.Stop(fixpoint.StatusCancelled, "", err.Error())
 				break
 			}
 			if err != nil {
@@ -142,8 +166,8 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 		var sent time.Time
 		callCtx := llm.WithSendHook(ctx, func(at time.Time) {
 			sent = at
-			if job.SentFunc != nil {
-				job.SentFunc(step.Outstanding(at))
+			if hooks.SentFunc != nil {
+				hooks.SentFunc(step.Outstanding(at))
 			}
 		})
 		resp, err := l.client.Complete(callCtx, *act.Request)
@@ -153,16 +177,16 @@ func (l *Loop) Resume(ctx context.Context, job *Job, prev *Result) (*Result, err
 		if release != nil {
 			release(resp, err)
 		}
-		if le := (*llm.Error)(nil); err != nil && ctx.Err() != nil && errors.As(err, &le) && le.NotSent {
+		if le := (*fixpoint.ProviderError)(nil); err != nil && ctx.Err() != nil && errors.As(err, &le) && le.NotSent {
 			// Stopped while it waited for its lane: the provider never
 			// saw it, so it is no call of the job (a shutdown recorded
 			// such waits as interrupted calls). The job runs again.
-			return step.Result(), fmt.Errorf("%w: %w", ErrTransient, err)
+			return step.Result(), fmt.Errorf("%w: %w", fixpoint.ErrTransient, err)
 		}
-		var a *repair.Attempt
+		var a *fixpoint.Attempt
 		a, act = step.Feed(resp, err, started)
-		if job.AttemptFunc != nil && a != nil {
-			job.AttemptFunc(a)
+		if hooks.AttemptFunc != nil && a != nil {
+			hooks.AttemptFunc(a)
 		}
 	}
 	return step.Result(), nil

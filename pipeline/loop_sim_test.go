@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -50,12 +52,12 @@ const orderSchema = `{
 }`
 
 type simRun struct {
-	results []*Result
+	results []*fixpoint.Result
 	valid   int
 	calls   int
 }
 
-func runSimJobs(t testing.TB, client Completer, n int, lim Limits, mode llm.Mode, prefix string) simRun {
+func runSimJobs(t testing.TB, client Completer, n int, lim fixpoint.Limits, mode fixpoint.Mode, prefix string) simRun {
 	t.Helper()
 	schema, err := validate.Compile([]byte(orderSchema))
 	if err != nil {
@@ -64,7 +66,7 @@ func runSimJobs(t testing.TB, client Completer, n int, lim Limits, mode llm.Mode
 	loop := NewLoop(client, LoopConfig{})
 	var run simRun
 	for i := 0; i < n; i++ {
-		job := &Job{ID: fmt.Sprintf("%s-%d", prefix, i), Prompt: fmt.Sprintf("Extract the order from email #%d.", i),
+		job := &repair.Job{ID: fmt.Sprintf("%s-%d", prefix, i), Prompt: fmt.Sprintf("Extract the order from email #%d.", i),
 			Schema: schema, SchemaRaw: []byte(orderSchema), Model: "sim-model", Mode: mode, Limits: lim}
 		res, err := loop.Run(context.Background(), job)
 		if err != nil {
@@ -72,7 +74,7 @@ func runSimJobs(t testing.TB, client Completer, n int, lim Limits, mode llm.Mode
 		}
 		run.results = append(run.results, res)
 		run.calls += res.Calls
-		if res.Status == StatusValid {
+		if res.Status == fixpoint.StatusValid {
 			run.valid++
 			if errs := schema.Validate(mustDecode(t, res.Value)); len(errs) > 0 {
 				t.Fatalf("job %s is valid but its value fails the schema: %v", job.ID, errs)
@@ -98,8 +100,8 @@ func TestLoopOverSimulator(t *testing.T) {
 	const jobs = 40
 	validClasses := map[string]bool{"": true, "syntax": true, "shape": true, "semantic": true, "truncated": true, "refusal": true}
 	for _, provider := range []string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama} {
-		for _, mode := range []llm.Mode{llm.ModePrompt, llm.ModeJSONSchema, llm.ModeTool} {
-			for _, strategy := range []Strategy{StrategyConversation, StrategyRepair} {
+		for _, mode := range []fixpoint.Mode{fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool} {
+			for _, strategy := range []fixpoint.Strategy{fixpoint.StrategyConversation, fixpoint.StrategyRepair} {
 				name := fmt.Sprintf("%s/%s/%s", provider, mode, strategy)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
@@ -107,7 +109,7 @@ func TestLoopOverSimulator(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					run := runSimJobs(t, c, jobs, Limits{MaxAttempts: 4, Strategy: strategy}, mode, name)
+					run := runSimJobs(t, c, jobs, fixpoint.Limits{MaxAttempts: 4, Strategy: strategy}, mode, name)
 					// messy: about half the first replies are wrong; exact
 					// feedback fixes most within three corrections.
 					if run.valid < jobs*80/100 {
@@ -123,7 +125,7 @@ func TestLoopOverSimulator(t *testing.T) {
 							if a.TokensIn == 0 || a.TokensOut == 0 && a.Raw != "" {
 								t.Errorf("job %s attempt %d: tokens %d/%d not recorded", res.JobID, a.No, a.TokensIn, a.TokensOut)
 							}
-							if a.Valid != (i == len(res.Attempts)-1 && res.Status == StatusValid) {
+							if a.Valid != (i == len(res.Attempts)-1 && res.Status == fixpoint.StatusValid) {
 								t.Errorf("job %s attempt %d valid=%v but job status %s", res.JobID, a.No, a.Valid, res.Status)
 							}
 							in, out = in+a.TokensIn, out+a.TokensOut
@@ -155,15 +157,15 @@ func TestLoopTokenBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	const budget = 2500
-	run := runSimJobs(t, c, 60, Limits{MaxAttempts: 6, TokenBudget: budget}, llm.ModePrompt, "budget")
+	run := runSimJobs(t, c, 60, fixpoint.Limits{MaxAttempts: 6, TokenBudget: budget}, fixpoint.ModePrompt, "budget")
 	stopped := 0
 	for _, res := range run.results {
 		if res.TokensIn+res.TokensOut > budget {
 			t.Errorf("job %s spent %d tokens, budget %d", res.JobID, res.TokensIn+res.TokensOut, budget)
 		}
-		if res.Class == OutcomeBudget {
+		if res.Class == fixpoint.OutcomeBudget {
 			stopped++
-			if res.Status != StatusFailed {
+			if res.Status != fixpoint.StatusFailed {
 				t.Errorf("job %s stopped by budget has status %s, want failed", res.JobID, res.Status)
 			}
 		}
@@ -178,28 +180,28 @@ func TestLoopTokenBudget(t *testing.T) {
 // makes the model fix its reply.
 func TestExactFeedbackConverges(t *testing.T) {
 	t.Parallel()
-	rates := map[FeedbackFormat]int{}
-	for _, fb := range []FeedbackFormat{FeedbackText, FeedbackVague} {
+	rates := map[fixpoint.FeedbackFormat]int{}
+	for _, fb := range []fixpoint.FeedbackFormat{fixpoint.FeedbackText, fixpoint.FeedbackVague} {
 		c, err := llm.New(simClient(t, "messy", llm.ProviderOpenAI, 11))
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := runSimJobs(t, c, 120, Limits{MaxAttempts: 3, Feedback: fb}, llm.ModePrompt, "fb")
+		run := runSimJobs(t, c, 120, fixpoint.Limits{MaxAttempts: 3, Feedback: fb}, fixpoint.ModePrompt, "fb")
 		rates[fb] = run.valid
 	}
-	t.Logf("valid after 3 attempts: exact %d/120, vague %d/120", rates[FeedbackText], rates[FeedbackVague])
-	if rates[FeedbackText] < 108 {
-		t.Errorf("exact feedback: %d/120 valid, want at least 90%%", rates[FeedbackText])
+	t.Logf("valid after 3 attempts: exact %d/120, vague %d/120", rates[fixpoint.FeedbackText], rates[fixpoint.FeedbackVague])
+	if rates[fixpoint.FeedbackText] < 108 {
+		t.Errorf("exact feedback: %d/120 valid, want at least 90%%", rates[fixpoint.FeedbackText])
 	}
-	if rates[FeedbackVague] > rates[FeedbackText]-20 {
-		t.Errorf("vague feedback %d/120 is not clearly worse than exact %d/120", rates[FeedbackVague], rates[FeedbackText])
+	if rates[fixpoint.FeedbackVague] > rates[fixpoint.FeedbackText]-20 {
+		t.Errorf("vague feedback %d/120 is not clearly worse than exact %d/120", rates[fixpoint.FeedbackVague], rates[fixpoint.FeedbackText])
 	}
 }
 
 // BenchmarkStrategies compares the two repair strategies on the messy
 // preset over 1,000 jobs: valid rate, mean attempts and tokens per valid job.
 func BenchmarkStrategies(b *testing.B) {
-	for _, strategy := range []Strategy{StrategyConversation, StrategyRepair} {
+	for _, strategy := range []fixpoint.Strategy{fixpoint.StrategyConversation, fixpoint.StrategyRepair} {
 		b.Run(string(strategy), func(b *testing.B) {
 			c, err := llm.New(simClient(b, "messy", llm.ProviderOpenAI, 5))
 			if err != nil {
@@ -207,7 +209,7 @@ func BenchmarkStrategies(b *testing.B) {
 			}
 			var valid, attempts, tokens, jobs int
 			for i := 0; i < b.N; i++ {
-				run := runSimJobs(b, c, 1000, Limits{MaxAttempts: 3, Strategy: strategy}, llm.ModePrompt, fmt.Sprintf("bench-%d", i))
+				run := runSimJobs(b, c, 1000, fixpoint.Limits{MaxAttempts: 3, Strategy: strategy}, fixpoint.ModePrompt, fmt.Sprintf("bench-%d", i))
 				for _, res := range run.results {
 					attempts += len(res.Attempts)
 					tokens += res.TokensIn + res.TokensOut

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -19,12 +20,12 @@ import (
 type fakeCompleter struct {
 	mu      sync.Mutex
 	replies []fakeReply
-	reqs    []llm.Request
+	reqs    []fixpoint.Request
 }
 
 type fakeReply struct {
 	text   string
-	finish llm.FinishReason
+	finish fixpoint.FinishReason
 	err    error
 	in     int
 	out    int
@@ -32,12 +33,12 @@ type fakeReply struct {
 
 var _ Completer = (*fakeCompleter)(nil)
 
-func (f *fakeCompleter) Complete(_ context.Context, req llm.Request) (*llm.Response, error) {
+func (f *fakeCompleter) Complete(_ context.Context, req fixpoint.Request) (*fixpoint.Response, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reqs = append(f.reqs, req)
 	if len(f.reqs) > len(f.replies) {
-		return nil, &llm.Error{Class: llm.ClassBadRequest, Message: "script exhausted"}
+		return nil, &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: "script exhausted"}
 	}
 	r := f.replies[len(f.reqs)-1]
 	if r.err != nil {
@@ -45,7 +46,7 @@ func (f *fakeCompleter) Complete(_ context.Context, req llm.Request) (*llm.Respo
 	}
 	finish := r.finish
 	if finish == "" {
-		finish = llm.FinishStop
+		finish = fixpoint.FinishStop
 	}
 	in, out := r.in, r.out
 	if in == 0 {
@@ -54,8 +55,8 @@ func (f *fakeCompleter) Complete(_ context.Context, req llm.Request) (*llm.Respo
 	if out == 0 {
 		out = len(r.text)/4 + 1
 	}
-	return &llm.Response{Text: r.text, FinishReason: finish, Status: 200, Model: req.Model,
-		Usage: llm.Usage{InputTokens: in, OutputTokens: out, CachedInputTokens: 10}}, nil
+	return &fixpoint.Response{Text: r.text, FinishReason: finish, Status: 200, Model: req.Model,
+		Usage: fixpoint.Usage{InputTokens: in, OutputTokens: out, CachedInputTokens: 10}}, nil
 }
 
 const ticketSchema = `{
@@ -69,14 +70,14 @@ const ticketSchema = `{
   "additionalProperties": false
 }`
 
-func testJob(t *testing.T, lim Limits) *Job {
+func testJob(t *testing.T, lim fixpoint.Limits) *repair.Job {
 	t.Helper()
 	s, err := validate.Compile([]byte(ticketSchema))
 	if err != nil {
 		t.Fatalf("compile schema: %v", err)
 	}
-	return &Job{ID: "job-1", Prompt: "Classify: my card was charged twice", Schema: s, SchemaRaw: []byte(ticketSchema),
-		Model: "gpt-4o-mini", Mode: llm.ModePrompt, Limits: lim}
+	return &repair.Job{ID: "job-1", Prompt: "Classify: my card was charged twice", Schema: s, SchemaRaw: []byte(ticketSchema),
+		Model: "gpt-4o-mini", Mode: fixpoint.ModePrompt, Limits: lim}
 }
 
 const (
@@ -90,18 +91,18 @@ func TestLoop(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name         string
-		limits       Limits
+		limits       fixpoint.Limits
 		replies      []fakeReply
-		wantStatus   Status
+		wantStatus   fixpoint.Status
 		wantAttempts int
 		wantClasses  []string
 		wantErr      error
-		check        func(t *testing.T, f *fakeCompleter, res *Result)
+		check        func(t *testing.T, f *fakeCompleter, res *fixpoint.Result)
 	}{
 		{
 			name: "valid first time", replies: []fakeReply{{text: validReply}},
-			wantStatus: StatusValid, wantAttempts: 1, wantClasses: []string{""},
-			check: func(t *testing.T, _ *fakeCompleter, res *Result) {
+			wantStatus: fixpoint.StatusValid, wantAttempts: 1, wantClasses: []string{""},
+			check: func(t *testing.T, _ *fakeCompleter, res *fixpoint.Result) {
 				if !res.FirstAttemptValid || res.RepairedLocally {
 					t.Errorf("first_attempt_valid=%v repaired_locally=%v, want true false", res.FirstAttemptValid, res.RepairedLocally)
 				}
@@ -112,8 +113,8 @@ func TestLoop(t *testing.T) {
 		},
 		{
 			name: "local repair saves a call", replies: []fakeReply{{text: fencedRepair}},
-			wantStatus: StatusValid, wantAttempts: 1, wantClasses: []string{""},
-			check: func(t *testing.T, _ *fakeCompleter, res *Result) {
+			wantStatus: fixpoint.StatusValid, wantAttempts: 1, wantClasses: []string{""},
+			check: func(t *testing.T, _ *fakeCompleter, res *fixpoint.Result) {
 				if !res.RepairedLocally || len(res.Attempts[0].Repairs) == 0 {
 					t.Errorf("repaired_locally=%v repairs=%v, want a local repair", res.RepairedLocally, res.Attempts[0].Repairs)
 				}
@@ -124,10 +125,10 @@ func TestLoop(t *testing.T) {
 		},
 		{
 			name: "conversation feedback names the pointer", replies: []fakeReply{{text: enumReply}, {text: validReply}},
-			wantStatus: StatusValid, wantAttempts: 2, wantClasses: []string{"semantic", ""},
-			check: func(t *testing.T, f *fakeCompleter, res *Result) {
+			wantStatus: fixpoint.StatusValid, wantAttempts: 2, wantClasses: []string{"semantic", ""},
+			check: func(t *testing.T, f *fakeCompleter, res *fixpoint.Result) {
 				second := f.reqs[1].Messages
-				if len(second) != 3 || second[1].Role != llm.RoleAssistant || second[1].Content != enumReply {
+				if len(second) != 3 || second[1].Role != fixpoint.RoleAssistant || second[1].Content != enumReply {
 					t.Fatalf("second request messages = %+v, want user, assistant(failed reply), user(feedback)", second)
 				}
 				if !strings.Contains(second[2].Content, "/category") || !strings.Contains(second[2].Content, "1. ") {
@@ -139,17 +140,17 @@ func TestLoop(t *testing.T) {
 			},
 		},
 		{
-			name: "repair strategy sends one fresh turn", limits: Limits{Strategy: StrategyRepair, Feedback: FeedbackXML},
+			name: "repair strategy sends one fresh turn", limits: fixpoint.Limits{Strategy: fixpoint.StrategyRepair, Feedback: fixpoint.FeedbackXML},
 			replies:    []fakeReply{{text: typeReply}, {text: enumReply}, {text: validReply}},
-			wantStatus: StatusValid, wantAttempts: 3, wantClasses: []string{"shape", "semantic", ""},
-			check: func(t *testing.T, f *fakeCompleter, _ *Result) {
+			wantStatus: fixpoint.StatusValid, wantAttempts: 3, wantClasses: []string{"shape", "semantic", ""},
+			check: func(t *testing.T, f *fakeCompleter, _ *fixpoint.Result) {
 				for i := 1; i < 3; i++ {
 					msgs := f.reqs[i].Messages
-					if len(msgs) != 1 || msgs[0].Role != llm.RoleUser {
+					if len(msgs) != 1 || msgs[0].Role != fixpoint.RoleUser {
 						t.Fatalf("request %d has %d messages, want 1 user turn", i, len(msgs))
 					}
 					c := msgs[0].Content
-					if !strings.Contains(c, PreviousReplyOpen+"\n") || !strings.Contains(c, "<validation-errors>") || !strings.Contains(c, "Classify: my card") {
+					if !strings.Contains(c, fixpoint.PreviousReplyOpen+"\n") || !strings.Contains(c, "<validation-errors>") || !strings.Contains(c, "Classify: my card") {
 						t.Errorf("request %d lacks task, previous reply or xml errors:\n%s", i, c)
 					}
 				}
@@ -159,10 +160,10 @@ func TestLoop(t *testing.T) {
 			},
 		},
 		{
-			name: "gives up after max attempts", limits: Limits{MaxAttempts: 2},
+			name: "gives up after max attempts", limits: fixpoint.Limits{MaxAttempts: 2},
 			replies:    []fakeReply{{text: enumReply}, {text: typeReply}, {text: validReply}},
-			wantStatus: StatusInvalid, wantAttempts: 2, wantClasses: []string{"semantic", "shape"},
-			check: func(t *testing.T, f *fakeCompleter, res *Result) {
+			wantStatus: fixpoint.StatusInvalid, wantAttempts: 2, wantClasses: []string{"semantic", "shape"},
+			check: func(t *testing.T, f *fakeCompleter, res *fixpoint.Result) {
 				if len(f.reqs) != 2 {
 					t.Errorf("calls = %d, want 2", len(f.reqs))
 				}
@@ -172,51 +173,51 @@ func TestLoop(t *testing.T) {
 			},
 		},
 		{
-			name: "truncated is never accepted", limits: Limits{TruncationMaxTokens: 4096},
-			replies:    []fakeReply{{text: validReply, finish: llm.FinishLength}, {text: validReply}},
-			wantStatus: StatusValid, wantAttempts: 2, wantClasses: []string{"truncated", ""},
-			check: func(t *testing.T, f *fakeCompleter, _ *Result) {
-				if f.reqs[0].MaxTokens != MaxTokensDefault || f.reqs[1].MaxTokens != 4096 {
-					t.Errorf("max tokens = %d then %d, want %d then 4096", f.reqs[0].MaxTokens, f.reqs[1].MaxTokens, MaxTokensDefault)
+			name: "truncated is never accepted", limits: fixpoint.Limits{TruncationMaxTokens: 4096},
+			replies:    []fakeReply{{text: validReply, finish: fixpoint.FinishLength}, {text: validReply}},
+			wantStatus: fixpoint.StatusValid, wantAttempts: 2, wantClasses: []string{"truncated", ""},
+			check: func(t *testing.T, f *fakeCompleter, _ *fixpoint.Result) {
+				if f.reqs[0].MaxTokens != fixpoint.MaxTokensDefault || f.reqs[1].MaxTokens != 4096 {
+					t.Errorf("max tokens = %d then %d, want %d then 4096", f.reqs[0].MaxTokens, f.reqs[1].MaxTokens, fixpoint.MaxTokensDefault)
 				}
 			},
 		},
 		{
 			name:       "refusal is its own class",
-			replies:    []fakeReply{{text: "I can't help with that.", finish: llm.FinishRefusal}, {text: validReply}},
-			wantStatus: StatusValid, wantAttempts: 2, wantClasses: []string{"refusal", ""},
+			replies:    []fakeReply{{text: "I can't help with that.", finish: fixpoint.FinishRefusal}, {text: validReply}},
+			wantStatus: fixpoint.StatusValid, wantAttempts: 2, wantClasses: []string{"refusal", ""},
 		},
 		{
 			name:       "no JSON is syntax",
 			replies:    []fakeReply{{text: "Sure! The category is billing."}, {text: validReply}},
-			wantStatus: StatusValid, wantAttempts: 2, wantClasses: []string{"syntax", ""},
+			wantStatus: fixpoint.StatusValid, wantAttempts: 2, wantClasses: []string{"syntax", ""},
 		},
 		{
 			name:       "permanent provider error stops",
-			replies:    []fakeReply{{err: &llm.Error{Class: llm.ClassAuth, Status: 403, Message: "no access to this model"}}},
-			wantStatus: StatusFailed, wantAttempts: 1, wantClasses: []string{"provider"},
+			replies:    []fakeReply{{err: &fixpoint.ProviderError{Class: fixpoint.ClassAuth, Status: 403, Message: "no access to this model"}}},
+			wantStatus: fixpoint.StatusFailed, wantAttempts: 1, wantClasses: []string{"provider"},
 		},
 		{
 			name:       "a refused key is transient for the job",
-			replies:    []fakeReply{{err: &llm.Error{Class: llm.ClassAuth, Status: 401, Message: "bad key"}}},
-			wantStatus: StatusFailed, wantAttempts: 1, wantClasses: []string{"provider"}, wantErr: ErrProviderAuth,
+			replies:    []fakeReply{{err: &fixpoint.ProviderError{Class: fixpoint.ClassAuth, Status: 401, Message: "bad key"}}},
+			wantStatus: fixpoint.StatusFailed, wantAttempts: 1, wantClasses: []string{"provider"}, wantErr: fixpoint.ErrProviderAuth,
 		},
 		{
 			name:       "transient provider error hands the job back",
-			replies:    []fakeReply{{text: enumReply}, {err: &llm.Error{Class: llm.ClassOverloaded, Status: 529}}},
-			wantStatus: StatusFailed, wantAttempts: 2, wantClasses: []string{"semantic", "provider"}, wantErr: ErrTransient,
+			replies:    []fakeReply{{text: enumReply}, {err: &fixpoint.ProviderError{Class: fixpoint.ClassOverloaded, Status: 529}}},
+			wantStatus: fixpoint.StatusFailed, wantAttempts: 2, wantClasses: []string{"semantic", "provider"}, wantErr: fixpoint.ErrTransient,
 		},
 		{
 			name:       "quota exhausted is transient for the job",
-			replies:    []fakeReply{{err: &llm.Error{Class: llm.ClassQuotaExhausted, Status: 429, Code: "insufficient_quota"}}},
-			wantStatus: StatusFailed, wantAttempts: 1, wantClasses: []string{"provider"}, wantErr: ErrQuotaExhausted,
+			replies:    []fakeReply{{err: &fixpoint.ProviderError{Class: fixpoint.ClassQuotaExhausted, Status: 429, Code: "insufficient_quota"}}},
+			wantStatus: fixpoint.StatusFailed, wantAttempts: 1, wantClasses: []string{"provider"}, wantErr: fixpoint.ErrQuotaExhausted,
 		},
 		{
-			name: "token budget stops before crossing", limits: Limits{TokenBudget: 1500},
+			name: "token budget stops before crossing", limits: fixpoint.Limits{TokenBudget: 1500},
 			replies:    []fakeReply{{text: enumReply, in: 300, out: 200}, {text: validReply}},
-			wantStatus: StatusFailed, wantAttempts: 1, wantClasses: []string{"semantic"},
-			check: func(t *testing.T, f *fakeCompleter, res *Result) {
-				if len(f.reqs) != 1 || res.Class != OutcomeBudget {
+			wantStatus: fixpoint.StatusFailed, wantAttempts: 1, wantClasses: []string{"semantic"},
+			check: func(t *testing.T, f *fakeCompleter, res *fixpoint.Result) {
+				if len(f.reqs) != 1 || res.Class != fixpoint.OutcomeBudget {
 					t.Errorf("calls=%d class=%q, want 1 call and class budget", len(f.reqs), res.Class)
 				}
 			},
@@ -255,7 +256,7 @@ func TestLoop(t *testing.T) {
 			if res.TokensIn != in || res.TokensOut != out || res.TokensCached != cached {
 				t.Errorf("job tokens %d/%d/%d != sum of attempts %d/%d/%d", res.TokensIn, res.TokensOut, res.TokensCached, in, out, cached)
 			}
-			if res.Status == StatusValid && (res.Error != "" || res.Class != "") {
+			if res.Status == fixpoint.StatusValid && (res.Error != "" || res.Class != "") {
 				t.Errorf("valid job carries error %q, class %q", res.Error, res.Class)
 			}
 			if tt.check != nil {
@@ -268,8 +269,8 @@ func TestLoop(t *testing.T) {
 func TestLoopCost(t *testing.T) {
 	t.Parallel()
 	f := &fakeCompleter{replies: []fakeReply{{text: validReply, in: 1_000_000, out: 1_000_000}}}
-	prices := Prices{"gpt-4o-mini": {InputPerMTok: 1, OutputPerMTok: 2, CachedInputPerMTok: 0.5}}
-	res, err := NewLoop(f, LoopConfig{Prices: prices}).Run(context.Background(), testJob(t, Limits{}))
+	prices := repair.Prices{"gpt-4o-mini": {InputPerMTok: 1, OutputPerMTok: 2, CachedInputPerMTok: 0.5}}
+	res, err := NewLoop(f, LoopConfig{Prices: prices}).Run(context.Background(), testJob(t, fixpoint.Limits{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,16 +283,16 @@ func TestLoopCost(t *testing.T) {
 
 func TestSystemPromptDescribesSchema(t *testing.T) {
 	t.Parallel()
-	job := testJob(t, Limits{})
-	sp := systemPrompt(job)
+	job := testJob(t, fixpoint.Limits{})
+	sp := repair.SystemPrompt(job)
 	for _, want := range []string{"exactly one JSON value", "`category` (required): one of \"billing\", \"bug\", \"account\"",
-		"`priority` (required): an integer, at least 1, at most 5", SchemaMarkerOpen + "\n", "\n" + SchemaMarkerClose} {
+		"`priority` (required): an integer, at least 1, at most 5", fixpoint.SchemaMarkerOpen + "\n", "\n" + fixpoint.SchemaMarkerClose} {
 		if !strings.Contains(sp, want) {
 			t.Errorf("system prompt lacks %q:\n%s", want, sp)
 		}
 	}
-	job.Mode = llm.ModeTool
-	if strings.Contains(systemPrompt(job), SchemaMarkerOpen) {
+	job.Mode = fixpoint.ModeTool
+	if strings.Contains(repair.SystemPrompt(job), fixpoint.SchemaMarkerOpen) {
 		t.Errorf("tool mode prompt carries the schema block")
 	}
 }
@@ -301,18 +302,18 @@ func TestSystemPromptDescribesSchema(t *testing.T) {
 // numbering on, without counting the failed call as a repair attempt.
 func TestLoopResume(t *testing.T) {
 	t.Parallel()
-	down := &llm.Error{Class: llm.ClassOverloaded, Status: 529}
+	down := &fixpoint.ProviderError{Class: fixpoint.ClassOverloaded, Status: 529}
 	t.Run("converges after the outage", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeCompleter{replies: []fakeReply{{text: enumReply}, {err: down}, {text: validReply}}}
 		loop := NewLoop(f, LoopConfig{})
-		job := testJob(t, Limits{MaxAttempts: 2})
+		job := testJob(t, fixpoint.Limits{MaxAttempts: 2})
 		res, err := loop.Run(context.Background(), job)
-		if !errors.Is(err, ErrTransient) || len(res.Attempts) != 2 {
+		if !errors.Is(err, fixpoint.ErrTransient) || len(res.Attempts) != 2 {
 			t.Fatalf("Run = %d attempts, %v; want 2 and ErrTransient", len(res.Attempts), err)
 		}
-		res, err = loop.Resume(context.Background(), job, res)
-		if err != nil || res.Status != StatusValid {
+		res, err = loop.Resume(context.Background(), job, res, LoopHooks{})
+		if err != nil || res.Status != fixpoint.StatusValid {
 			t.Fatalf("Resume = %s, %v; want valid", res.Status, err)
 		}
 		var classes []string
@@ -338,10 +339,10 @@ func TestLoopResume(t *testing.T) {
 		t.Parallel()
 		f := &fakeCompleter{replies: []fakeReply{{text: enumReply}, {err: down}, {text: typeReply}, {text: validReply}}}
 		loop := NewLoop(f, LoopConfig{})
-		job := testJob(t, Limits{MaxAttempts: 2})
+		job := testJob(t, fixpoint.Limits{MaxAttempts: 2})
 		res, _ := loop.Run(context.Background(), job)
-		res, err := loop.Resume(context.Background(), job, res)
-		if err != nil || res.Status != StatusInvalid || len(f.reqs) != 3 {
+		res, err := loop.Resume(context.Background(), job, res, LoopHooks{})
+		if err != nil || res.Status != fixpoint.StatusInvalid || len(f.reqs) != 3 {
 			t.Fatalf("status %s after %d calls (%v); want invalid after 2 replies and 3 calls", res.Status, len(f.reqs), err)
 		}
 	})
@@ -353,14 +354,14 @@ func TestLoopPromptCache(t *testing.T) {
 	t.Parallel()
 	other := `{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}`
 	loop := NewLoop(&fakeCompleter{}, LoopConfig{})
-	a := testJob(t, Limits{})
-	b := testJob(t, Limits{})
+	a := testJob(t, fixpoint.Limits{})
+	b := testJob(t, fixpoint.Limits{})
 	b.SchemaRaw = []byte(other)
-	c := testJob(t, Limits{})
-	c.Mode = llm.ModeTool
+	c := testJob(t, fixpoint.Limits{})
+	c.Mode = fixpoint.ModeTool
 	for round := 0; round < 2; round++ {
 		pa, pb, pc := loop.systemPrompt(a).text, loop.systemPrompt(b).text, loop.systemPrompt(c).text
-		if pa != systemPrompt(a) || pb != systemPrompt(b) || pc != systemPrompt(c) {
+		if pa != repair.SystemPrompt(a) || pb != repair.SystemPrompt(b) || pc != repair.SystemPrompt(c) {
 			t.Fatalf("round %d: a cached prompt differs from a fresh one", round)
 		}
 		if pa == pb || pa == pc || !strings.Contains(pb, "`ok` (required)") {
@@ -375,12 +376,12 @@ func TestLoopPromptCache(t *testing.T) {
 // attempts that sent it; in hash mode only the hash.
 func TestLoopRecordsRequest(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []RequestRecord{RecordFull, RecordHash} {
+	for _, mode := range []repair.RequestRecord{repair.RecordFull, repair.RecordHash} {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
 			f := &fakeCompleter{replies: []fakeReply{{text: enumReply}, {text: typeReply}, {text: validReply}}}
 			loop := NewLoop(f, LoopConfig{Record: mode})
-			res, err := loop.Run(context.Background(), testJob(t, Limits{Strategy: StrategyConversation}))
+			res, err := loop.Run(context.Background(), testJob(t, fixpoint.Limits{Strategy: fixpoint.StrategyConversation}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -389,7 +390,7 @@ func TestLoopRecordsRequest(t *testing.T) {
 			}
 			for i, a := range res.Attempts {
 				req := f.reqs[i]
-				whole, err := json.Marshal(append([]llm.Message{{Role: "system", Content: req.System}}, req.Messages...))
+				whole, err := json.Marshal(append([]fixpoint.Message{{Role: "system", Content: req.System}}, req.Messages...))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -397,7 +398,7 @@ func TestLoopRecordsRequest(t *testing.T) {
 				if a.RequestHash != hex.EncodeToString(sum[:]) {
 					t.Errorf("attempt %d: request hash is not the SHA-256 of the request as sent", a.No)
 				}
-				if mode == RecordHash {
+				if mode == repair.RecordHash {
 					if a.Request != nil || a.System != nil {
 						t.Errorf("attempt %d keeps %s and %v with only the hash asked for", a.No, a.Request, a.System)
 					}

@@ -12,7 +12,7 @@ type Metrics struct {
 	Jobs           *prometheus.CounterVec // by final status
 	Attempts       *prometheus.CounterVec // by class ("valid" for a valid attempt)
 	Tokens         *prometheus.CounterVec // by kind: input, output, cached
-	ProviderCalls  *prometheus.CounterVec // by provider and result class ("ok" or an llm.ErrorClass)
+	ProviderCalls  *prometheus.CounterVec // by provider and result class ("ok" or a fixpoint.ErrorClass)
 	Dispositions   *prometheus.CounterVec // ack, nak, term, skip
 	JobSeconds     prometheus.Histogram
 	InFlight       prometheus.Gauge
@@ -105,7 +105,7 @@ func (m *Metrics) observe(r *store.Result, won bool) {
 		return
 	}
 	if won {
-		m.Jobs.WithLabelValues(r.Status).Inc()
+		m.Jobs.WithLabelValues(string(r.Status)).Inc()
 	}
 	for i := min(max(r.Recorded, 0), len(r.AttemptRows)); i < len(r.AttemptRows); i++ {
 		m.attempt(&r.AttemptRows[i])
@@ -129,7 +129,7 @@ func (m *Metrics) observeWave(outs []store.WaveOutcome) {
 			m.attempt(&o.Attempt)
 		}
 		if o.Finished && o.Result != nil {
-			m.Jobs.WithLabelValues(o.Result.Status).Inc()
+			m.Jobs.WithLabelValues(string(o.Result.Status)).Inc()
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -56,7 +57,7 @@ func TestProcessKill9AndRestart(t *testing.T) {
 	if p2.logCount("recorded the calls a worker that died had made and not written") != 1 {
 		t.Errorf("the second worker did not say it recorded the first one's calls:\n%s", p2.out.tail(20))
 	}
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // kill -9 of a worker whose jobs wait for their lane's --rpm budget: a
@@ -197,7 +198,7 @@ func TestProcessKill9KeepsPaidReplies(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(h.spillDir, "replies-*.jsonl")); len(left) != 0 {
 		t.Errorf("reply journals left after a clean stop: %v", left)
 	}
-	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[string]int{store.StatusValid: n}})
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 
 // Three worker processes on one consumer: each does part of the work, the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -437,7 +438,7 @@ func publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *
 		return false, err
 	}
 	if len(data) > int(cfg.MaxMsgSize) {
-		return false, fmt.Errorf("%w: job %s is %d bytes, over the queue's max message size %d", ErrBadJob, env.JobID, len(data), cfg.MaxMsgSize)
+		return false, fmt.Errorf("%w: job %s is %d bytes, over the queue's max message size %d", fixpoint.ErrBadJob, env.JobID, len(data), cfg.MaxMsgSize)
 	}
 	msg := &nats.Msg{Subject: cfg.Subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(BatchHeader, MsgID(env.Batch))

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 )
 
@@ -97,7 +98,7 @@ func TestQueueHoldsBatch(t *testing.T) {
 	publish := func(batch, id string) {
 		t.Helper()
 		env := &pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: id, Batch: batch, Prompt: "p", SchemaHash: "h",
-			Provider: "openai", Model: "m", Mode: "prompt", Limits: pipeline.Limits{MaxAttempts: 1}.WithDefaults()}
+			Provider: "openai", Model: "m", Mode: "prompt", Limits: fixpoint.Limits{MaxAttempts: 1}.WithDefaults()}
 		if _, err := pipeline.Publish(ctx, js, cfg, env); err != nil {
 			t.Fatal(err)
 		}

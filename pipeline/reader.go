@@ -5,9 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/sourcegraph/conc"
-
-	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // statusReader batches the skip-if-done lookups of many jobs into one ledger
@@ -123,7 +122,7 @@ func (r *statusReader) query(reqs []statusReq) {
 	cancel()
 	for _, q := range reqs {
 		st, ok := states[q.id]
-		q.done <- statusResp{state: jobState{known: ok, final: ok && store.IsFinal(st.Status), run: st.Run, wave: st.Wave, attempts: st.Attempts,
-			cancelled: st.Status == store.StatusCancelled}, err: err}
+		q.done <- statusResp{state: jobState{known: ok, final: ok && st.Status.Final(), run: st.Run, wave: st.Wave, attempts: st.Attempts,
+			cancelled: st.Status == fixpoint.StatusCancelled}, err: err}
 	}
 }

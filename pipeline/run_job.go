@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc/panics"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -30,7 +31,7 @@ import (
 // every job pulled after it to dead.
 const outageHoldsMax = 8
 
-func paidAttempts(res *Result) bool {
+func paidAttempts(res *fixpoint.Result) bool {
 	for i := range res.Attempts {
 		if res.Attempts[i].TokensIn+res.Attempts[i].TokensOut > 0 {
 			return true
@@ -49,7 +50,7 @@ func (w *Worker) handleSafely(ctx context.Context, msg jetstream.Msg) {
 	}
 	err := recovered.AsError()
 	w.log.ErrorContext(ctx, "worker: job panicked", slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
-	res := &Result{JobID: jobIDOf(msg, env), Status: StatusFailed, Class: repair.OutcomePanic, Error: fmt.Sprintf("panic: %v", recovered.Value), StartedAt: time.Now()}
+	res := &fixpoint.Result{JobID: jobIDOf(msg, env), Status: fixpoint.StatusFailed, Class: fixpoint.OutcomePanic, Error: fmt.Sprintf("panic: %v", recovered.Value), StartedAt: time.Now()}
 	// Recording the failure may panic too (the same hook, a broken ledger
 	// driver): then hand the message back instead of letting the panic reach
 	// the pool, which would re-panic at Wait and take the process down. A
@@ -101,7 +102,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		return err
 	})
 	if err != nil {
-		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read ledger: %w", ErrTransient, err)))
+		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read ledger: %w", fixpoint.ErrTransient, err)))
 		return
 	}
 	if !state.known {
@@ -126,17 +127,17 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		w.dispose(ctx, msg, env, Disposition{Kind: DispSkip})
 		return
 	}
-	var job *Job
+	var job *repair.Job
 	err = w.retryLedger(ctx, log, func() error {
 		var err error
 		job, err = w.buildJob(ctx, env)
-		if errors.Is(err, ErrBadJob) {
+		if errors.Is(err, fixpoint.ErrBadJob) {
 			return permanent(err) // a bad job is not a ledger outage
 		}
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrBadJob) {
+		if errors.Is(err, fixpoint.ErrBadJob) {
 			w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
 		} else {
 			w.dispose(ctx, msg, env, w.decide(ctx, delivered, err))
@@ -152,7 +153,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	// can serve it (a provider without a batch API here, its deadline
 	// near): then it runs realtime, going on from the attempts its waves
 	// recorded.
-	var prev *Result
+	var prev *fixpoint.Result
 	if env.batch() {
 		switch {
 		case state.wave != 0 && state.wave != env.FromWave:
@@ -175,7 +176,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			return err
 		})
 		if err != nil {
-			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the job's wave attempts: %w", ErrTransient, err)))
+			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the job's wave attempts: %w", fixpoint.ErrTransient, err)))
 			return
 		}
 		prev = resultFromLedger(env.JobID, rows)
@@ -191,7 +192,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		return err
 	})
 	if err != nil {
-		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", ErrTransient, err)))
+		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", fixpoint.ErrTransient, err)))
 		return
 	}
 	if mk, ok := w.cfg.Providers[env.Provider].(interface{ MissingKey() bool }); ok && mk.MissingKey() {
@@ -199,19 +200,19 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		// outage the job waits out): stop, saying which key is missing.
 		w.abort(fmt.Errorf("no API key for %s, whose public API refuses every call without one: set %s_API_KEY (or point the worker at another server) and start it again",
 			env.Provider, strings.ToUpper(env.Provider)))
-		w.handBack(ctx, msg, env, delivered, nil, fmt.Errorf("%w: no API key for %s", ErrTransient, env.Provider))
+		w.handBack(ctx, msg, env, delivered, nil, fmt.Errorf("%w: no API key for %s", fixpoint.ErrTransient, env.Provider))
 		return
 	}
 	own := &ownership{w: w, env: env, log: log, checked: time.Now()} // the state was read above
-	job.GateFunc = w.gate(env, spendCap, own, log)
+	hooks := LoopHooks{GateFunc: w.gate(env, spendCap, own, log)}
 	// Each call is on disk from when it goes out, and its paid reply
 	// until this delivery ends (dispose): a kill -9 loses neither.
 	key := journalKey(env.JobID, delivered)
-	job.SentFunc = func(a *Attempt) {
+	hooks.SentFunc = func(a *fixpoint.Attempt) {
 		w.journal.sent(key, store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered,
 			Attempts: []store.Attempt{toStoreAttempt(a)}})
 	}
-	job.AttemptFunc = func(a *Attempt) {
+	hooks.AttemptFunc = func(a *fixpoint.Attempt) {
 		in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered}
 		if unpaidFailure(a) {
 			w.journal.ended(key, in)
@@ -224,18 +225,18 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 	// A call failing while the job is cancelled or requeued stops its
 	// transport retries at the next one instead of sending them all.
 	callCtx := llm.WithRetryCheck(ctx, own.check)
-	res, err := loop.Resume(callCtx, job, prev)
+	res, err := loop.Resume(callCtx, job, prev, hooks)
 	waits := 0 // the waits of this delivery, of either kind
-	for holds := 0; errors.Is(err, ErrTransient); {
+	for holds := 0; errors.Is(err, fixpoint.ErrTransient); {
 		if own.check(ctx) != nil {
 			// The job is no longer this delivery's: no outage wait. The
 			// next call's gate ends it, and its unpaid calls are kept
 			// with its other calls as the cancel's or requeue's.
-			res, err = loop.Resume(callCtx, job, res)
+			res, err = loop.Resume(callCtx, job, res, hooks)
 			continue
 		}
 		hint := serverWait(err)
-		if errors.Is(err, ErrProviderAuth) {
+		if errors.Is(err, fixpoint.ErrProviderAuth) {
 			// Every job of the provider would fail alike: stop this worker
 			// (its command exits non-zero, saying why) and hand the job
 			// back for a worker with a good key.
@@ -243,7 +244,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
 			return
 		}
-		if errors.Is(err, ErrQuotaExhausted) {
+		if errors.Is(err, fixpoint.ErrQuotaExhausted) {
 			// Permanent for the lane until someone raises the limit (or
 			// for as long as the lane says): pause pulling, and keep this
 			// message (the heartbeat reports progress) to try again after
@@ -290,11 +291,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 		if failed := takeOutageCalls(res, recorded); len(failed) > 0 {
 			w.saveInterrupted(ctx, env, delivered, failed, store.InterruptOutage, waits)
 		}
-		res, err = loop.Resume(callCtx, job, res)
+		res, err = loop.Resume(callCtx, job, res, hooks)
 	}
 	if err != nil {
 		switch {
-		case errors.Is(err, ErrBadJob):
+		case errors.Is(err, fixpoint.ErrBadJob):
 			w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
 		default:
 			log.WarnContext(ctx, "worker: job will be retried", slog.String("error", err.Error()))
@@ -382,17 +383,17 @@ type lostJob string
 
 func (e lostJob) Error() string { return string(e) }
 
-func (lostJob) Is(target error) bool { return target == ErrCancelled }
+func (lostJob) Is(target error) bool { return target == fixpoint.ErrCancelled }
 
 // gate is asked before each provider call of the job: a delivery that no
 // longer owns its job ends without the call, and a capped batch's budget
 // is held for the call.
-func (w *Worker) gate(env *Envelope, first capEntry, own *ownership, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
-	var budget func(context.Context, *llm.Request) (func(*llm.Response, error), error)
+func (w *Worker) gate(env *Envelope, first capEntry, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
+	var budget func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error)
 	if first.capped {
 		budget = w.budgetGate(env, first.dollars, own, log)
 	}
-	return func(ctx context.Context, req *llm.Request) (func(*llm.Response, error), error) {
+	return func(ctx context.Context, req *fixpoint.Request) (func(*fixpoint.Response, error), error) {
 		if err := own.check(ctx); err != nil {
 			return nil, err
 		}
@@ -428,7 +429,7 @@ func (e overBudget) Error() string { return e.err.Error() }
 
 func (e overBudget) Unwrap() error { return e.err }
 
-func (overBudget) Is(target error) bool { return target == ErrOverBudget }
+func (overBudget) Is(target error) bool { return target == fixpoint.ErrOverBudget }
 
 // unpricedCapError ends a job of a cost-capped batch whose model the worker
 // has no price for; it is an ErrOverBudget, with its own message.
@@ -438,7 +439,7 @@ func (e unpricedCapError) Error() string {
 	return fmt.Sprintf("the batch's cost cap cannot be enforced: this worker has no price for model %q (give it one with --prices)", e.model)
 }
 
-func (unpricedCapError) Is(target error) bool { return target == ErrOverBudget }
+func (unpricedCapError) Is(target error) bool { return target == fixpoint.ErrOverBudget }
 
 // SpendHoldTTLDefault is WorkerConfig.SpendHoldTTL's default. A holder
 // renews its hold every third of it while the call is in flight; a call
@@ -462,16 +463,16 @@ const (
 // every call would count $0 against it, so no call is made and the job ends
 // over_budget, its reason naming the model (the worker's --prices adds it;
 // enqueue requeue runs the jobs again).
-func (w *Worker) budgetGate(env *Envelope, dollars bool, own *ownership, log *slog.Logger) func(context.Context, *llm.Request) (func(*llm.Response, error), error) {
+func (w *Worker) budgetGate(env *Envelope, dollars bool, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
 	prices := w.prices()
 	_, priced := prices.Lookup(env.Model)
-	return func(ctx context.Context, req *llm.Request) (func(*llm.Response, error), error) {
+	return func(ctx context.Context, req *fixpoint.Request) (func(*fixpoint.Response, error), error) {
 		if dollars && !priced {
 			return nil, unpricedCapError{env.Model}
 		}
 		out := req.MaxTokens
-		in := estimateTokens(req) - out
-		cost := prices.CostOn(env.Model, repair.PriceBasisRealtime, in, out, 0, 0)
+		in := repair.EstimateTokens(req) - out
+		cost := prices.CostOn(env.Model, fixpoint.PriceBasisRealtime, in, out, 0, 0)
 		var hold store.Hold
 		ttl := w.cfg.SpendHoldTTL
 		deadline := time.Now().Add(ttl + budgetHeldSlack)
@@ -485,13 +486,13 @@ func (w *Worker) budgetGate(env *Envelope, dollars bool, own *ownership, log *sl
 				return nil, overBudget{err} // the store's message says it already
 			}
 			if !errors.Is(err, store.ErrBudgetHeld) || time.Now().After(deadline) {
-				return nil, fmt.Errorf("%w: hold the batch's budget: %w", ErrTransient, err)
+				return nil, fmt.Errorf("%w: hold the batch's budget: %w", fixpoint.ErrTransient, err)
 			}
 			if err := own.check(ctx); err != nil {
 				return nil, err // cancelled or requeued while it waited for the budget
 			}
 			if !w.holdFor(ctx, budgetHeldPause) {
-				return nil, fmt.Errorf("%w: stopping while waiting for the batch's budget", ErrTransient)
+				return nil, fmt.Errorf("%w: stopping while waiting for the batch's budget", fixpoint.ErrTransient)
 			}
 		}
 		renewDone := make(chan struct{})
@@ -501,14 +502,14 @@ func (w *Worker) budgetGate(env *Envelope, dollars bool, own *ownership, log *sl
 		} else {
 			go w.renewHold(ctx, hold, renewDone, renewStopped, log)
 		}
-		return func(resp *llm.Response, _ error) {
+		return func(resp *fixpoint.Response, _ error) {
 			close(renewDone)
 			<-renewStopped
 			var tokens int64
 			var spent float64
 			if resp != nil {
 				tokens = int64(resp.Usage.InputTokens + resp.Usage.OutputTokens)
-				spent = prices.CostOn(env.Model, repair.PriceBasisRealtime, resp.Usage.InputTokens, resp.Usage.OutputTokens,
+				spent = prices.CostOn(env.Model, fixpoint.PriceBasisRealtime, resp.Usage.InputTokens, resp.Usage.OutputTokens,
 					resp.Usage.CachedInputTokens, resp.Usage.CacheWriteTokens)
 			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -545,7 +546,7 @@ func (w *Worker) renewHold(ctx context.Context, hold store.Hold, done <-chan str
 // call (a retry hint, or the time a quota-exhausted lane refuses calls); 0
 // when it named none.
 func serverWait(err error) time.Duration {
-	var perr *llm.Error
+	var perr *fixpoint.ProviderError
 	if errors.As(err, &perr) {
 		return perr.RetryAfter
 	}
@@ -555,29 +556,29 @@ func serverWait(err error) time.Duration {
 // overCap reports that the provider asked for a wait longer than the
 // client sleeps (llm.LaneConfig.MaxHintWait).
 func overCap(err error) bool {
-	var perr *llm.Error
+	var perr *fixpoint.ProviderError
 	return errors.As(err, &perr) && perr.HintOverCap
 }
 
 // prices is the price table the loops use.
-func (w *Worker) prices() Prices {
+func (w *Worker) prices() repair.Prices {
 	for _, l := range w.loops {
 		return l.cfg.Prices
 	}
-	return DefaultPrices()
+	return repair.DefaultPrices()
 }
 
 // finish hands a final result to the batched writer and returns, freeing
 // the job's slot; the message is acked after the batch commits (or
 // negatively acknowledged if it cannot be written). Progress is reported
 // until then.
-func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, res *Result) {
+func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, res *fixpoint.Result) {
 	w.finishFrom(ctx, msg, env, res, 0)
 }
 
 // finishFrom is finish for a result whose first recorded attempts the
 // ledger has already (a batch-delivery job finishing realtime).
-func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *Envelope, res *Result, recorded int) {
+func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *Envelope, res *fixpoint.Result, recorded int) {
 	delivered := deliveredOf(msg)
 	// Only the store's form of the result waits for the commit: res, with
 	// its per-attempt values and feedback, is garbage from here on.
@@ -617,7 +618,7 @@ func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envel
 				}
 				stopBeat()
 				w.spill.add(spillRecord{Result: r}) // stopping while the ledger is down
-				w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err)))
+				w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", fixpoint.ErrTransient, err)))
 			})
 			return
 		}
@@ -628,7 +629,7 @@ func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envel
 			if w.spill.add(spillRecord{Result: r}) {
 				w.log.WarnContext(ctx, "worker: ledger unreachable at stop: result kept on disk", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
 			}
-			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", ErrTransient, err)))
+			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", fixpoint.ErrTransient, err)))
 			return
 		}
 		w.cfg.Metrics.observe(r, won)
@@ -645,12 +646,12 @@ func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envel
 	})
 }
 
-func (w *Worker) buildJob(ctx context.Context, env *Envelope) (*Job, error) {
+func (w *Worker) buildJob(ctx context.Context, env *Envelope) (*repair.Job, error) {
 	if len(env.Prompt)+len(env.System) > w.cfg.MaxPromptBytes {
-		return nil, fmt.Errorf("%w: prompt is %d bytes, over the limit of %d", ErrBadJob, len(env.Prompt)+len(env.System), w.cfg.MaxPromptBytes)
+		return nil, fmt.Errorf("%w: prompt is %d bytes, over the limit of %d", fixpoint.ErrBadJob, len(env.Prompt)+len(env.System), w.cfg.MaxPromptBytes)
 	}
 	if _, ok := w.cfg.Providers[env.Provider]; !ok {
-		return nil, fmt.Errorf("%w: provider %q is not configured on this worker", ErrBadJob, env.Provider)
+		return nil, fmt.Errorf("%w: provider %q is not configured on this worker", fixpoint.ErrBadJob, env.Provider)
 	}
 	schema, raw, err := w.schema(ctx, env.SchemaHash)
 	if err != nil {
@@ -658,9 +659,9 @@ func (w *Worker) buildJob(ctx context.Context, env *Envelope) (*Job, error) {
 	}
 	// Every request carries the schema in its system prompt.
 	if n := len(env.Prompt) + len(env.System) + len(raw); n > w.cfg.MaxPromptBytes {
-		return nil, fmt.Errorf("%w: prompt is %d bytes with the system prompt and the %d-byte schema, over the limit of %d", ErrBadJob, n, len(raw), w.cfg.MaxPromptBytes)
+		return nil, fmt.Errorf("%w: prompt is %d bytes with the system prompt and the %d-byte schema, over the limit of %d", fixpoint.ErrBadJob, n, len(raw), w.cfg.MaxPromptBytes)
 	}
-	return &Job{
+	return &repair.Job{
 		ID: env.JobID, System: env.System, Prompt: env.Prompt, Schema: schema, SchemaRaw: raw,
 		Model: env.Model, Mode: env.Mode, Temperature: env.Temp, MaxTokens: env.MaxTokens, Limits: env.Limits,
 		CacheKey: env.CacheKey,
@@ -686,15 +687,15 @@ func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []b
 		}
 		raw, err := w.ledger.Schema(context.WithoutCancel(ctx), hash)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("%w: unknown schema %s", ErrBadJob, hash)
+			return nil, fmt.Errorf("%w: unknown schema %s", fixpoint.ErrBadJob, hash)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: read schema %s: %w", ErrTransient, hash, err)
+			return nil, fmt.Errorf("%w: read schema %s: %w", fixpoint.ErrTransient, hash, err)
 		}
 		s, err := validate.Compile(raw)
 		se := &schemaEntry{schema: s, raw: raw}
 		if err != nil {
-			se.err = fmt.Errorf("%w: schema %s does not compile: %w", ErrBadJob, hash, err)
+			se.err = fmt.Errorf("%w: schema %s does not compile: %w", fixpoint.ErrBadJob, hash, err)
 		}
 		w.schemas.Store(hash, se)
 		return se, nil
@@ -710,9 +711,9 @@ func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []b
 // ack wait, so the server does not hand it to another worker.
 func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) { return w.beats.add(msg) }
 
-func toStoreResult(res *Result, env *Envelope, delivered int) store.Result {
+func toStoreResult(res *fixpoint.Result, env *Envelope, delivered int) store.Result {
 	r := store.Result{
-		JobID: res.JobID, Status: string(res.Status), Value: res.Value, Error: res.Error, FinalClass: res.Class,
+		JobID: res.JobID, Status: res.Status, Value: res.Value, Error: res.Error, FinalClass: res.Class,
 		Attempts: len(res.Attempts), Calls: res.Calls, FirstAttemptValid: res.FirstAttemptValid,
 		RepairedLocally: res.RepairedLocally, TokensIn: int64(res.TokensIn), TokensOut: int64(res.TokensOut),
 		TokensCached: int64(res.TokensCached), TokensCacheWrite: int64(res.TokensCacheWrite), CostUSD: res.CostUSD, StartedAt: res.StartedAt,
@@ -730,10 +731,10 @@ func toStoreResult(res *Result, env *Envelope, delivered int) store.Result {
 	return r
 }
 
-func toStoreAttempt(a *Attempt) store.Attempt {
+func toStoreAttempt(a *fixpoint.Attempt) store.Attempt {
 	repairs, _ := json.Marshal(nonNil(a.Repairs))
 	errs, _ := json.Marshal(nonNil(a.Errors))
-	classes := make([]llm.ErrorClass, 0, len(a.Retries))
+	classes := make([]fixpoint.ErrorClass, 0, len(a.Retries))
 	for _, r := range a.Retries {
 		classes = append(classes, r.Class)
 	}
@@ -768,7 +769,7 @@ func nonNil[T any](s []T) []T {
 // attempts that failed without a reply and unpaid since its last reply,
 // and returns them. The result's call and transport retry counts drop with
 // them.
-func takeOutageCalls(res *Result, recorded int) []Attempt {
+func takeOutageCalls(res *fixpoint.Result, recorded int) []fixpoint.Attempt {
 	if res == nil {
 		return nil
 	}
@@ -790,11 +791,11 @@ func takeOutageCalls(res *Result, recorded int) []Attempt {
 
 // unpaidFailure reports whether a was a call that got no reply and cost
 // nothing (a reply over the size cap was billed: its head is kept in Raw).
-func unpaidFailure(a *Attempt) bool {
-	return a.Class == OutcomeProvider && a.Raw == "" && a.TokensIn+a.TokensOut+a.TokensCached+a.TokensCacheWrite == 0 && a.CostUSD == 0
+func unpaidFailure(a *fixpoint.Attempt) bool {
+	return a.Class == fixpoint.OutcomeProvider && a.Raw == "" && a.TokensIn+a.TokensOut+a.TokensCached+a.TokensCacheWrite == 0 && a.CostUSD == 0
 }
 
-func unrecorded(res *Result, n int) *Result {
+func unrecorded(res *fixpoint.Result, n int) *fixpoint.Result {
 	if res == nil || n == 0 {
 		return res
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -62,7 +62,7 @@ type BatchClient interface {
 	RetrieveBatch(ctx context.Context, id string) (llm.BatchStatus, error)
 	CancelBatch(ctx context.Context, id string) (llm.BatchStatus, error)
 	ListBatchesSince(ctx context.Context, since time.Time, max int) ([]llm.BatchStatus, error)
-	BatchResults(ctx context.Context, st llm.BatchStatus, request func(customID string) (llm.Request, bool), fn func(llm.BatchResult) error) error
+	BatchResults(ctx context.Context, st llm.BatchStatus, request func(customID string) (fixpoint.Request, bool), fn func(llm.BatchResult) error) error
 }
 
 var _ BatchClient = (*llm.Client)(nil)
@@ -296,7 +296,7 @@ func (v *waves) at(point string, waveID int64) {
 }
 
 // stepConfig is the step's configuration for calls billed at batch prices.
-func (w *Worker) stepConfig(provider string, basis repair.PriceBasis) repair.Config {
+func (w *Worker) stepConfig(provider string, basis fixpoint.PriceBasis) repair.Config {
 	cfg := w.loops[provider].step
 	cfg.PriceBasis = basis
 	return cfg
@@ -315,8 +315,8 @@ func (v *waves) canCollect(env *Envelope) bool {
 // collect starts the job's repair step and adds its first request to the
 // wave being filled for its batch and model. The message stays unacked
 // (its heartbeat runs) until the wave is recorded.
-func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, job *Job, delivered int) {
-	step, err := repair.Start(job, nil, v.w.stepConfig(env.Provider, repair.PriceBasisBatch))
+func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, job *repair.Job, delivered int) {
+	step, err := repair.Start(job, nil, v.w.stepConfig(env.Provider, fixpoint.PriceBasisBatch))
 	if err != nil {
 		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
 		return
@@ -329,13 +329,13 @@ func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, j
 	}
 	reqJSON, err := json.Marshal(act.Request)
 	if err != nil {
-		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: fmt.Errorf("%w: encode request: %v", ErrBadJob, err)})
+		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: fmt.Errorf("%w: encode request: %v", fixpoint.ErrBadJob, err)})
 		return
 	}
 	client := v.clients[env.Provider]
 	item, err := client.EncodeBatchItem(llm.BatchItem{CustomID: "w0-0", Request: *act.Request})
 	if err != nil {
-		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: fmt.Errorf("%w: %v", ErrBadJob, err)})
+		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: fmt.Errorf("%w: %v", fixpoint.ErrBadJob, err)})
 		return
 	}
 	envJSON, err := EncodeEnvelope(env)
@@ -419,7 +419,7 @@ func (v *waves) record(ctx context.Context, col *collecting) {
 		c.stopBeat()
 		switch {
 		case err != nil:
-			v.w.dispose(ctx, c.msg, c.env, v.w.decide(ctx, c.delivered, fmt.Errorf("%w: record wave: %w", ErrTransient, err)))
+			v.w.dispose(ctx, c.msg, c.env, v.w.decide(ctx, c.delivered, fmt.Errorf("%w: record wave: %w", fixpoint.ErrTransient, err)))
 		case in[c.env.JobID]:
 			v.w.dispose(ctx, c.msg, c.env, Disposition{Kind: DispWave})
 		default:
@@ -598,7 +598,7 @@ func (v *waves) submit(ctx context.Context, log *slog.Logger, client BatchClient
 // acted is reconciled on the next try; a retryable one is tried again
 // later; a refused one fails the wave, and its jobs run realtime.
 func (v *waves) submitFailed(ctx context.Context, log *slog.Logger, wave *store.Wave, err error) error {
-	var perr *llm.Error
+	var perr *fixpoint.ProviderError
 	if errors.Is(err, llm.ErrBatchMaybeCreated) || !errors.As(err, &perr) || !perr.Permanent() || refusedKey(err) {
 		// Try again (reconciling first) at the next poll.
 		return fmt.Errorf("submit: %w", err)
@@ -614,8 +614,8 @@ func (v *waves) submitFailed(ctx context.Context, log *slog.Logger, wave *store.
 // refusedKey reports a provider's 401: the API key is wrong for every call
 // of that provider (a 403 may concern one model or one call only).
 func refusedKey(err error) bool {
-	var perr *llm.Error
-	return errors.As(err, &perr) && perr.Class == llm.ClassAuth && perr.Status == 401
+	var perr *fixpoint.ProviderError
+	return errors.As(err, &perr) && perr.Class == fixpoint.ClassAuth && perr.Status == 401
 }
 
 // reconcile looks for the provider batch of a wave that may have been
@@ -732,7 +732,7 @@ func (v *waves) poll(ctx context.Context, log *slog.Logger, client BatchClient, 
 	}
 	if cancelWhy != "" && wave.Error != cancelWhy {
 		if _, err := client.CancelBatch(ctx, wave.ProviderBatchID); err != nil && !errors.Is(err, llm.ErrBatchNotFound) {
-			var pe *llm.Error
+			var pe *fixpoint.ProviderError
 			if !errors.As(err, &pe) || !pe.Permanent() {
 				return fmt.Errorf("cancel: %w", err)
 			}
@@ -810,13 +810,13 @@ func waveCounts(c llm.BatchCounts) [4]int {
 type resultTally [4]int
 
 func (t *resultTally) add(err error) {
-	var perr *llm.Error
+	var perr *fixpoint.ProviderError
 	switch {
 	case err == nil:
 		t[0]++
-	case errors.As(err, &perr) && perr.Class == llm.ClassExpired:
+	case errors.As(err, &perr) && perr.Class == fixpoint.ClassExpired:
 		t[2]++
-	case errors.As(err, &perr) && perr.Class == llm.ClassCancelled:
+	case errors.As(err, &perr) && perr.Class == fixpoint.ClassCancelled:
 		t[3]++
 	default:
 		t[1]++
@@ -877,12 +877,12 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 		v.at("outcomes", wave.ID)
 		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})
 	}
-	outcome := func(r store.WaveRequest, resp *llm.Response, callErr error) error {
+	outcome := func(r store.WaveRequest, resp *fixpoint.Response, callErr error) error {
 		seen[r.CustomID] = true
 		if r.Recorded {
 			return nil
 		}
-		j, err := v.rebuild(ctx, r, prev[r.JobID], repair.PriceBasisBatch)
+		j, err := v.rebuild(ctx, r, prev[r.JobID], fixpoint.PriceBasisBatch)
 		if err != nil {
 			log.ErrorContext(ctx, "worker: wave result of a job that cannot be rebuilt", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
 			return nil // it stays placed; the next pass hands it to the queue
@@ -906,14 +906,14 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 		return nil
 	}
 	v.at("download", wave.ID)
-	err = client.BatchResults(ctx, *st, func(id string) (llm.Request, bool) {
+	err = client.BatchResults(ctx, *st, func(id string) (fixpoint.Request, bool) {
 		r, ok := byID[id]
 		if !ok {
-			return llm.Request{}, false
+			return fixpoint.Request{}, false
 		}
-		var req llm.Request
+		var req fixpoint.Request
 		if json.Unmarshal(r.Request, &req) != nil {
-			return llm.Request{}, false
+			return fixpoint.Request{}, false
 		}
 		return req, true
 	}, func(br llm.BatchResult) error {
@@ -933,13 +933,13 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 		return fmt.Errorf("results: %w", err)
 	}
 	// A request with no result line never ran.
-	class, why := llm.ClassExpired, "the provider batch ended without a result for this request"
+	class, why := fixpoint.ClassExpired, "the provider batch ended without a result for this request"
 	if st.State == llm.BatchCancelled {
-		class = llm.ClassCancelled
+		class = fixpoint.ClassCancelled
 	}
 	for _, r := range reqs {
 		if !seen[r.CustomID] {
-			missing := &llm.Error{Class: class, Code: "missing_result", Message: why}
+			missing := &fixpoint.ProviderError{Class: class, Code: "missing_result", Message: why}
 			tally.add(missing)
 			if err := outcome(r, nil, missing); err != nil {
 				return err
@@ -964,7 +964,7 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 // rebuild starts the repair step of a wave request's job from the
 // attempts the ledger has before it. nil, nil: the request's attempt is
 // recorded already.
-func (v *waves) rebuild(ctx context.Context, r store.WaveRequest, rows []store.Attempt, basis repair.PriceBasis) (*waveJob, error) {
+func (v *waves) rebuild(ctx context.Context, r store.WaveRequest, rows []store.Attempt, basis fixpoint.PriceBasis) (*waveJob, error) {
 	env, err := DecodeEnvelope(r.Envelope)
 	if err != nil {
 		return nil, err
@@ -1020,14 +1020,14 @@ func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, 
 				continue
 			}
 			deadline = env.deadline()
-			j, err := v.rebuild(ctx, r, rows[p.JobID], repair.PriceBasisBatch)
+			j, err := v.rebuild(ctx, r, rows[p.JobID], fixpoint.PriceBasisBatch)
 			if err != nil || j == nil {
 				realtime = append(realtime, p)
 				continue
 			}
 			noReply := 0
 			for _, a := range rows[p.JobID] {
-				if a.WaveID != 0 && a.Class == repair.OutcomeProvider {
+				if a.WaveID != 0 && a.Class == fixpoint.OutcomeProvider {
 					noReply++
 				}
 			}
@@ -1113,20 +1113,20 @@ func (v *waves) toRealtime(ctx context.Context, wave *store.Wave, placed []store
 
 // resultFromLedger is a job's result so far as the ledger recorded its
 // attempts: what repair.Start takes to go on from them.
-func resultFromLedger(jobID string, rows []store.Attempt) *Result {
+func resultFromLedger(jobID string, rows []store.Attempt) *fixpoint.Result {
 	if len(rows) == 0 {
 		return nil
 	}
-	res := &Result{JobID: jobID, Status: StatusInvalid}
+	res := &fixpoint.Result{JobID: jobID, Status: fixpoint.StatusInvalid}
 	for _, r := range rows {
-		a := Attempt{No: r.No, RequestHash: r.RequestHash, Raw: r.Raw, Class: r.Class, Valid: r.Valid,
-			RepairedLocally: r.RepairedLocally, FinishReason: llm.FinishReason(r.FinishReason),
+		a := fixpoint.Attempt{No: r.No, RequestHash: r.RequestHash, Raw: r.Raw, Class: r.Class, Valid: r.Valid,
+			RepairedLocally: r.RepairedLocally, FinishReason: fixpoint.FinishReason(r.FinishReason),
 			Latency: time.Duration(r.LatencyMS) * time.Millisecond, TokensIn: int(r.TokensIn), TokensOut: int(r.TokensOut),
 			TokensCached: int(r.TokensCached), TokensCacheWrite: int(r.TokensCacheWrite),
-			PriceBasis: repair.PriceBasis(r.PriceBasis), CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
-			ProviderError: r.ProviderError, ProviderClass: llm.ErrorClass(r.ProviderClass), Model: r.Model,
+			PriceBasis: fixpoint.PriceBasis(r.PriceBasis), CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
+			ProviderError: r.ProviderError, ProviderClass: fixpoint.ErrorClass(r.ProviderClass), Model: r.Model,
 			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback, Coerced: r.Coerced, Unpriced: r.Unpriced}
-		a.Source = extract.Source(r.Source)
+		a.Source = fixpoint.Source(r.Source)
 		if len(r.Errors) > 0 {
 			_ = json.Unmarshal(r.Errors, &a.Errors)
 		}
@@ -1142,8 +1142,8 @@ func resultFromLedger(jobID string, rows []store.Attempt) *Result {
 			res.StartedAt = a.StartedAt
 		}
 		res.Class = a.Class
-		if a.Class == repair.OutcomeProvider {
-			res.Status, res.Error = StatusFailed, a.ProviderError
+		if a.Class == fixpoint.OutcomeProvider {
+			res.Status, res.Error = fixpoint.StatusFailed, a.ProviderError
 		}
 	}
 	return res

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
@@ -650,12 +651,12 @@ func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 	time.Sleep(3 * time.Second) // the first run's deadline passes
 	// To a provider without a batch API, the requeue says the new run is
 	// realtime (and at the realtime price).
-	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []string{"valid", "invalid", "failed"},
+	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []fixpoint.Status{"valid", "invalid", "failed"},
 		Provider: llm.ProviderOllama, DryRun: true, Queue: h.q})
 	if err != nil || dry.Settings.Delivery == pipeline.DeliveryBatch || len(dry.Warnings) != 1 || !strings.Contains(dry.Warnings[0], "ollama has no batch API") {
 		t.Errorf("dry requeue to ollama: %+v %v; want realtime with a warning", dry, err)
 	}
-	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []string{"valid", "invalid", "failed"}, Queue: h.q})
+	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []fixpoint.Status{"valid", "invalid", "failed"}, Queue: h.q})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -789,8 +790,8 @@ func TestBatchDeliveryReconcileAmongLookalikes(t *testing.T) {
 			for f := range tc.foreign {
 				var items []llm.BatchItem
 				for i := range size {
-					items = append(items, llm.BatchItem{CustomID: fmt.Sprintf("other-%d-%d", f, i), Request: llm.Request{Model: "sim-model",
-						Messages: []llm.Message{{Role: "user", Content: "hello"}}, Mode: llm.ModePrompt, User: fmt.Sprintf("o%d-%d", f, i)}})
+					items = append(items, llm.BatchItem{CustomID: fmt.Sprintf("other-%d-%d", f, i), Request: fixpoint.Request{Model: "sim-model",
+						Messages: []fixpoint.Message{{Role: "user", Content: "hello"}}, Mode: fixpoint.ModePrompt, User: fmt.Sprintf("o%d-%d", f, i)}})
 				}
 				file := ""
 				if tc.provider == llm.ProviderOpenAI {

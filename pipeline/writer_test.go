@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -77,7 +78,7 @@ func (l *blockingLedger) SaveResults(ctx context.Context, rs []store.Result) ([]
 func TestWriterBudget(t *testing.T) {
 	t.Parallel()
 	l := &blockingLedger{saves: make(chan []store.Result, 10), release: make(chan struct{})}
-	big := store.Result{JobID: "a", Status: store.StatusValid, AttemptRows: []store.Attempt{{Raw: strings.Repeat("x", 40<<10)}}}
+	big := store.Result{JobID: "a", Status: fixpoint.StatusValid, AttemptRows: []store.Attempt{{Raw: strings.Repeat("x", 40<<10)}}}
 	size := resultBytes(&big)
 	// Room for two such results and change, queue room for many.
 	w := newWriter(l, 100, 100, 2*size+size/2, time.Millisecond, nil)
@@ -178,7 +179,7 @@ func TestWriterIsolatesRefusedResult(t *testing.T) {
 	}
 	got := make(chan outcome, 4)
 	for _, id := range []string{"a", "poison", "b", "c"} {
-		w.submit(store.Result{JobID: id, Status: store.StatusValid}, func(_ bool, err error) { got <- outcome{id, err} })
+		w.submit(store.Result{JobID: id, Status: fixpoint.StatusValid}, func(_ bool, err error) { got <- outcome{id, err} })
 	}
 	errs := map[string]error{}
 	for range 4 {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -20,18 +20,18 @@ func TestStepCoercesBeforeACall(t *testing.T) {
 	}
 	reply := `{"customer":{"name":"Ada Lovelace","tier":"Pro"},"lines":[{"sku":"ABC-1000","qty":"3"}],"rush":"false"}`
 	for _, tc := range []struct {
-		mode     validate.CoerceMode
+		mode     fixpoint.CoerceMode
 		valid    bool
 		coerced  int
 		nextCall bool
 	}{
 		{mode: "", valid: true, coerced: 3},
-		{mode: validate.CoerceSafe, valid: true, coerced: 3},
-		{mode: validate.CoerceNone, valid: false, nextCall: true},
+		{mode: fixpoint.CoerceSafe, valid: true, coerced: 3},
+		{mode: fixpoint.CoerceNone, valid: false, nextCall: true},
 	} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			job := &repair.Job{ID: "j", Schema: schema, SchemaRaw: []byte(orderSchema), Model: "m", Prompt: "extract",
-				Limits: repair.Limits{MaxAttempts: 3, Coerce: tc.mode}}
+				Limits: fixpoint.Limits{MaxAttempts: 3, Coerce: tc.mode}}
 			step, err := repair.Start(job, nil, repair.Config{})
 			if err != nil {
 				t.Fatal(err)
@@ -39,7 +39,7 @@ func TestStepCoercesBeforeACall(t *testing.T) {
 			if act := step.Next(); act.Request == nil {
 				t.Fatal("no first request")
 			}
-			a, act := step.Feed(&llm.Response{Text: reply, FinishReason: llm.FinishStop}, nil, time.Now())
+			a, act := step.Feed(&fixpoint.Response{Text: reply, FinishReason: fixpoint.FinishStop}, nil, time.Now())
 			if a.Valid != tc.valid || a.Coerced != tc.coerced || (act.Request != nil) != tc.nextCall {
 				t.Fatalf("attempt valid=%v coerced=%d next call=%v, want %v %d %v (errors %v)", a.Valid, a.Coerced, act.Request != nil,
 					tc.valid, tc.coerced, tc.nextCall, a.Errors)
@@ -67,7 +67,7 @@ func TestStepCoercesBeforeACall(t *testing.T) {
 // A coercion mode that is not none, safe or all is a bad job.
 func TestCoerceModeValidated(t *testing.T) {
 	t.Parallel()
-	if err := (repair.Limits{MaxAttempts: 1, Strategy: repair.StrategyRepair, Feedback: repair.FeedbackText, Coerce: "some"}).Validate(); err == nil {
+	if err := (fixpoint.Limits{MaxAttempts: 1, Strategy: fixpoint.StrategyRepair, Feedback: fixpoint.FeedbackText, Coerce: "some"}).Validate(); err == nil {
 		t.Fatal("coerce mode \"some\" accepted")
 	}
 }

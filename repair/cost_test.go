@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -22,13 +22,13 @@ func costJob(t *testing.T) *repair.Job {
 		t.Fatal(err)
 	}
 	return &repair.Job{ID: "job-1", Schema: schema, SchemaRaw: []byte(costSchema), Model: "m-test", Prompt: "give a",
-		Limits: repair.Limits{MaxAttempts: 3}}
+		Limits: fixpoint.Limits{MaxAttempts: 3}}
 }
 
-func replyWith(text string, u llm.Usage) *llm.Response {
+func replyWith(text string, u fixpoint.Usage) *fixpoint.Response {
 	// The provider reports a dated model: attempts are priced by the
 	// job's model all the same.
-	return &llm.Response{Text: text, FinishReason: llm.FinishStop, Usage: u, Model: "m-test-2026-01-01", Status: 200}
+	return &fixpoint.Response{Text: text, FinishReason: fixpoint.FinishStop, Usage: u, Model: "m-test-2026-01-01", Status: 200}
 }
 
 // TestStepAttemptCosts: each attempt records its cache writes, its basis
@@ -37,16 +37,16 @@ func TestStepAttemptCosts(t *testing.T) {
 	t.Parallel()
 	// Attempt 1 writes the cache and is invalid; attempt 2 reads it and is
 	// valid.
-	u1 := llm.Usage{InputTokens: 1000, OutputTokens: 50, CacheWriteTokens: 800}
-	u2 := llm.Usage{InputTokens: 1100, OutputTokens: 20, CachedInputTokens: 800}
+	u1 := fixpoint.Usage{InputTokens: 1000, OutputTokens: 50, CacheWriteTokens: 800}
+	u2 := fixpoint.Usage{InputTokens: 1100, OutputTokens: 20, CachedInputTokens: 800}
 	tests := []struct {
-		basis  repair.PriceBasis // Config.PriceBasis
-		want   repair.PriceBasis // recorded
+		basis  fixpoint.PriceBasis // Config.PriceBasis
+		want   fixpoint.PriceBasis // recorded
 		c1, c2 float64
 	}{
-		{"", repair.PriceBasisRealtime, (200*2 + 800*2.5 + 50*8) / 1e6, (300*2 + 800*0.5 + 20*8) / 1e6},
-		{repair.PriceBasisRealtime, repair.PriceBasisRealtime, (200*2 + 800*2.5 + 50*8) / 1e6, (300*2 + 800*0.5 + 20*8) / 1e6},
-		{repair.PriceBasisBatch, repair.PriceBasisBatch, (200*1 + 800*1.25 + 50*4) / 1e6, (300*1 + 800*0.25 + 20*4) / 1e6},
+		{"", fixpoint.PriceBasisRealtime, (200*2 + 800*2.5 + 50*8) / 1e6, (300*2 + 800*0.5 + 20*8) / 1e6},
+		{fixpoint.PriceBasisRealtime, fixpoint.PriceBasisRealtime, (200*2 + 800*2.5 + 50*8) / 1e6, (300*2 + 800*0.5 + 20*8) / 1e6},
+		{fixpoint.PriceBasisBatch, fixpoint.PriceBasisBatch, (200*1 + 800*1.25 + 50*4) / 1e6, (300*1 + 800*0.25 + 20*4) / 1e6},
 	}
 	for _, tt := range tests {
 		step, err := repair.Start(costJob(t), nil, repair.Config{Prices: costPrices, PriceBasis: tt.basis})
@@ -91,19 +91,19 @@ func TestStepCostAsBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	step.Next()
-	step.Feed(replyWith(`not json`, llm.Usage{InputTokens: 1234, OutputTokens: 77, CachedInputTokens: 1000}), nil, time.Now())
-	step.Feed(nil, &llm.Error{Class: llm.ClassServer, Status: 503, Message: "busy"}, time.Now())
+	step.Feed(replyWith(`not json`, fixpoint.Usage{InputTokens: 1234, OutputTokens: 77, CachedInputTokens: 1000}), nil, time.Now())
+	step.Feed(nil, &fixpoint.ProviderError{Class: fixpoint.ClassServer, Status: 503, Message: "busy"}, time.Now())
 	step.Next()
-	step.Feed(replyWith(`{"a": "x"}`, llm.Usage{InputTokens: 1500, OutputTokens: 31, CachedInputTokens: 1200}), nil, time.Now())
-	_, act := step.Feed(replyWith(`{"a": 2}`, llm.Usage{InputTokens: 1700, OutputTokens: 12}), nil, time.Now())
+	step.Feed(replyWith(`{"a": "x"}`, fixpoint.Usage{InputTokens: 1500, OutputTokens: 31, CachedInputTokens: 1200}), nil, time.Now())
+	_, act := step.Feed(replyWith(`{"a": 2}`, fixpoint.Usage{InputTokens: 1700, OutputTokens: 12}), nil, time.Now())
 	if !act.Done() {
 		t.Fatalf("not done: %+v", act)
 	}
 	res := step.Result()
-	if len(res.Attempts) != 4 || res.Status != repair.StatusValid {
+	if len(res.Attempts) != 4 || res.Status != fixpoint.StatusValid {
 		t.Fatalf("%d attempts, status %s; want 4, valid", len(res.Attempts), res.Status)
 	}
-	if a := res.Attempts[1]; a.Class != repair.OutcomeProvider || a.CostUSD != 0 || a.PriceBasis != repair.PriceBasisRealtime {
+	if a := res.Attempts[1]; a.Class != fixpoint.OutcomeProvider || a.CostUSD != 0 || a.PriceBasis != fixpoint.PriceBasisRealtime {
 		t.Errorf("the failed call: class %s, cost %v, basis %q; want provider, 0, realtime", a.Class, a.CostUSD, a.PriceBasis)
 	}
 	want := costPrices.Cost("m-test", res.TokensIn, res.TokensOut, res.TokensCached)
@@ -118,13 +118,13 @@ func TestStepCostAsBefore(t *testing.T) {
 func TestStepCostAcrossBases(t *testing.T) {
 	t.Parallel()
 	job := costJob(t)
-	batch, err := repair.Start(job, nil, repair.Config{Prices: costPrices, PriceBasis: repair.PriceBasisBatch})
+	batch, err := repair.Start(job, nil, repair.Config{Prices: costPrices, PriceBasis: fixpoint.PriceBasisBatch})
 	if err != nil {
 		t.Fatal(err)
 	}
 	batch.Next()
-	batch.Feed(replyWith(`{}`, llm.Usage{InputTokens: 1000, OutputTokens: 100}), nil, time.Now())
-	if _, act := batch.Feed(nil, &llm.Error{Class: llm.ClassServer, Status: 500, Message: "expired"}, time.Now()); act.Err == nil {
+	batch.Feed(replyWith(`{}`, fixpoint.Usage{InputTokens: 1000, OutputTokens: 100}), nil, time.Now())
+	if _, act := batch.Feed(nil, &fixpoint.ProviderError{Class: fixpoint.ClassServer, Status: 500, Message: "expired"}, time.Now()); act.Err == nil {
 		t.Fatalf("want a transient failure, got %+v", act)
 	}
 	realtime, err := repair.Start(job, batch.Result(), repair.Config{Prices: costPrices})
@@ -132,13 +132,13 @@ func TestStepCostAcrossBases(t *testing.T) {
 		t.Fatal(err)
 	}
 	realtime.Next()
-	realtime.Feed(replyWith(`{"a": 3}`, llm.Usage{InputTokens: 1200, OutputTokens: 10}), nil, time.Now())
+	realtime.Feed(replyWith(`{"a": 3}`, fixpoint.Usage{InputTokens: 1200, OutputTokens: 10}), nil, time.Now())
 	res := realtime.Result()
-	var bases []repair.PriceBasis
+	var bases []fixpoint.PriceBasis
 	for _, a := range res.Attempts {
 		bases = append(bases, a.PriceBasis)
 	}
-	if len(bases) != 3 || bases[0] != repair.PriceBasisBatch || bases[1] != repair.PriceBasisBatch || bases[2] != repair.PriceBasisRealtime {
+	if len(bases) != 3 || bases[0] != fixpoint.PriceBasisBatch || bases[1] != fixpoint.PriceBasisBatch || bases[2] != fixpoint.PriceBasisRealtime {
 		t.Fatalf("bases %v, want batch, batch, realtime", bases)
 	}
 	want := (1000*1+100*4)/1e6 + (1200*2+10*8)/1e6
@@ -152,7 +152,7 @@ func TestStepCostAcrossBases(t *testing.T) {
 // request and its hash do not depend on them.
 func TestStepRequestCacheFields(t *testing.T) {
 	t.Parallel()
-	run := func(key string) *repair.Result {
+	run := func(key string) *fixpoint.Result {
 		job := costJob(t)
 		job.CacheKey = key
 		step, err := repair.Start(job, nil, repair.Config{Prices: costPrices})
@@ -168,7 +168,7 @@ func TestStepRequestCacheFields(t *testing.T) {
 			if i == 2 {
 				text = `{"a": 1}`
 			}
-			_, act = step.Feed(replyWith(text, llm.Usage{InputTokens: 10, OutputTokens: 1}), nil, time.Now())
+			_, act = step.Feed(replyWith(text, fixpoint.Usage{InputTokens: 10, OutputTokens: 1}), nil, time.Now())
 		}
 		return step.Result()
 	}
@@ -195,7 +195,7 @@ func TestStepMarksUnpricedAttempts(t *testing.T) {
 			t.Fatal(err)
 		}
 		step.Next()
-		a, _ := step.Feed(replyWith(`{"a":1}`, llm.Usage{InputTokens: 100, OutputTokens: 10}), nil, time.Now())
+		a, _ := step.Feed(replyWith(`{"a":1}`, fixpoint.Usage{InputTokens: 100, OutputTokens: 10}), nil, time.Now())
 		if a.Unpriced != want || (want && a.CostUSD != 0) || (!want && a.CostUSD == 0) {
 			t.Errorf("%s: unpriced %v, cost %v; want unpriced %v", model, a.Unpriced, a.CostUSD, want)
 		}
@@ -210,27 +210,27 @@ func TestStepMarksUnpricedAttempts(t *testing.T) {
 func TestFirstAnsweredAttemptValid(t *testing.T) {
 	t.Parallel()
 	job := costJob(t)
-	run := func(first func(s *repair.Step)) repair.Result {
-		s, err := repair.Start(job, nil, repair.Config{Prices: costPrices, PriceBasis: repair.PriceBasisBatch})
+	run := func(first func(s *repair.Step)) fixpoint.Result {
+		s, err := repair.Start(job, nil, repair.Config{Prices: costPrices, PriceBasis: fixpoint.PriceBasisBatch})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.Next()
 		first(s)
 		s.Next()
-		s.Feed(replyWith(`{"a": 3}`, llm.Usage{InputTokens: 10, OutputTokens: 5}), nil, time.Now())
+		s.Feed(replyWith(`{"a": 3}`, fixpoint.Usage{InputTokens: 10, OutputTokens: 5}), nil, time.Now())
 		return *s.Result()
 	}
 	res := run(func(s *repair.Step) {
-		s.Feed(nil, &llm.Error{Class: llm.ClassServer, Status: 500, Message: "errored in the batch"}, time.Now())
+		s.Feed(nil, &fixpoint.ProviderError{Class: fixpoint.ClassServer, Status: 500, Message: "errored in the batch"}, time.Now())
 	})
-	if res.Status != repair.StatusValid || len(res.Attempts) != 2 || !res.FirstAttemptValid {
+	if res.Status != fixpoint.StatusValid || len(res.Attempts) != 2 || !res.FirstAttemptValid {
 		t.Errorf("after a request that never ran: %s, %d attempts, first attempt valid %v; want valid on its first answered attempt", res.Status, len(res.Attempts), res.FirstAttemptValid)
 	}
 	res = run(func(s *repair.Step) {
-		s.Feed(replyWith(`{}`, llm.Usage{InputTokens: 10, OutputTokens: 5}), nil, time.Now())
+		s.Feed(replyWith(`{}`, fixpoint.Usage{InputTokens: 10, OutputTokens: 5}), nil, time.Now())
 	})
-	if res.Status != repair.StatusValid || len(res.Attempts) != 2 || res.FirstAttemptValid {
+	if res.Status != fixpoint.StatusValid || len(res.Attempts) != 2 || res.FirstAttemptValid {
 		t.Errorf("after a wrong reply: %s, %d attempts, first attempt valid %v; want repaired", res.Status, len(res.Attempts), res.FirstAttemptValid)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/repair"
@@ -54,7 +55,7 @@ func simCompleter(t *testing.T, preset string) *llm.Client {
 	return c
 }
 
-func orderJobs(t *testing.T, n int, strategy repair.Strategy) []*repair.Job {
+func orderJobs(t *testing.T, n int, strategy fixpoint.Strategy) []*repair.Job {
 	t.Helper()
 	schema, err := validate.Compile([]byte(orderSchema))
 	if err != nil {
@@ -64,15 +65,15 @@ func orderJobs(t *testing.T, n int, strategy repair.Strategy) []*repair.Job {
 	for i := range jobs {
 		jobs[i] = &repair.Job{ID: fmt.Sprintf("order-%03d", i), Schema: schema, SchemaRaw: []byte(orderSchema), Model: "sim-messy",
 			Prompt: fmt.Sprintf("Extract order %d: customer Ada Lovelace (pro), 3 x ABC-%04d, not rush.", i, 1000+i),
-			Limits: repair.Limits{MaxAttempts: 3, Strategy: strategy}}
+			Limits: fixpoint.Limits{MaxAttempts: 3, Strategy: strategy}}
 	}
 	return jobs
 }
 
 // syncDrive runs each job to its end, one call at a time.
-func syncDrive(t *testing.T, c *llm.Client, jobs []*repair.Job) []*repair.Result {
+func syncDrive(t *testing.T, c *llm.Client, jobs []*repair.Job) []*fixpoint.Result {
 	t.Helper()
-	out := make([]*repair.Result, len(jobs))
+	out := make([]*fixpoint.Result, len(jobs))
 	for i, job := range jobs {
 		step, err := repair.Start(job, nil, repair.Config{})
 		if err != nil {
@@ -94,7 +95,7 @@ func syncDrive(t *testing.T, c *llm.Client, jobs []*repair.Job) []*repair.Result
 // reply is one call's outcome waiting to be fed.
 type reply struct {
 	job     int
-	resp    *llm.Response
+	resp    *fixpoint.Response
 	err     error
 	started time.Time
 }
@@ -104,14 +105,14 @@ type reply struct {
 // in a shuffled order, each held back a random number of rounds while the
 // others are fed (as replies from a provider batch arrive, hours later and
 // in any order).
-func lateDrive(t *testing.T, c *llm.Client, jobs []*repair.Job, seed uint64) []*repair.Result {
+func lateDrive(t *testing.T, c *llm.Client, jobs []*repair.Job, seed uint64) []*fixpoint.Result {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	steps := make([]*repair.Step, len(jobs))
 	var inbox []reply
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	send := func(i int, req *llm.Request) {
+	send := func(i int, req *fixpoint.Request) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -158,7 +159,7 @@ func lateDrive(t *testing.T, c *llm.Client, jobs []*repair.Job, seed uint64) []*
 		}
 		held = append(held[:0], held[n:]...)
 	}
-	out := make([]*repair.Result, len(steps))
+	out := make([]*fixpoint.Result, len(steps))
 	for i, s := range steps {
 		out[i] = s.Result()
 	}
@@ -167,10 +168,10 @@ func lateDrive(t *testing.T, c *llm.Client, jobs []*repair.Job, seed uint64) []*
 
 // comparable strips what differs between two runs of the same calls: the
 // provider's request ids, latencies and clocks.
-func comparable(r *repair.Result) repair.Result {
+func comparable(r *fixpoint.Result) fixpoint.Result {
 	c := *r
 	c.StartedAt, c.Wall = time.Time{}, 0
-	c.Attempts = append([]repair.Attempt(nil), r.Attempts...)
+	c.Attempts = append([]fixpoint.Attempt(nil), r.Attempts...)
 	for i := range c.Attempts {
 		a := &c.Attempts[i]
 		a.RequestID, a.Latency, a.StartedAt = "", 0, time.Time{}
@@ -183,7 +184,7 @@ func comparable(r *repair.Result) repair.Result {
 // the synchronous driver.
 func TestDriversAgree(t *testing.T) {
 	t.Parallel()
-	for _, strategy := range []repair.Strategy{repair.StrategyConversation, repair.StrategyRepair} {
+	for _, strategy := range []fixpoint.Strategy{fixpoint.StrategyConversation, fixpoint.StrategyRepair} {
 		t.Run(string(strategy), func(t *testing.T) {
 			t.Parallel()
 			c := simCompleter(t, "messy")
@@ -215,13 +216,13 @@ func TestDriversAgree(t *testing.T) {
 // does the same (a driver that handed the job back).
 func TestStepSuspendsOnTransientFailure(t *testing.T) {
 	t.Parallel()
-	jobs := orderJobs(t, 1, repair.StrategyConversation)
+	jobs := orderJobs(t, 1, fixpoint.StrategyConversation)
 	step, err := repair.Start(jobs[0], nil, repair.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	act := step.Next()
-	_, act = step.Feed(nil, &llm.Error{Class: llm.ClassServer, Status: 503, Message: "busy"}, time.Now())
+	_, act = step.Feed(nil, &fixpoint.ProviderError{Class: fixpoint.ClassServer, Status: 503, Message: "busy"}, time.Now())
 	if act.Err == nil || act.Done() || act.Request != nil {
 		t.Fatalf("after a 503: %+v, want a transient wait", act)
 	}
@@ -229,7 +230,7 @@ func TestStepSuspendsOnTransientFailure(t *testing.T) {
 		t.Fatalf("Next after the wait: %+v, want the request again", again)
 	}
 	res := step.Result()
-	if len(res.Attempts) != 1 || res.Attempts[0].Class != repair.OutcomeProvider || res.Calls != 1 {
+	if len(res.Attempts) != 1 || res.Attempts[0].Class != fixpoint.OutcomeProvider || res.Calls != 1 {
 		t.Fatalf("result after the 503: %+v", res)
 	}
 	cont, err := repair.Start(jobs[0], res, repair.Config{})
@@ -239,8 +240,8 @@ func TestStepSuspendsOnTransientFailure(t *testing.T) {
 	if a := cont.Next(); a.Request == nil {
 		t.Fatalf("Start from the result: %+v, want a request", a)
 	}
-	_, act = cont.Feed(nil, &llm.Error{Class: llm.ClassAuth, Status: 403, Message: "no access to this model"}, time.Now())
-	if !act.Done() || cont.Result().Status != repair.StatusFailed || len(cont.Result().Attempts) != 2 {
+	_, act = cont.Feed(nil, &fixpoint.ProviderError{Class: fixpoint.ClassAuth, Status: 403, Message: "no access to this model"}, time.Now())
+	if !act.Done() || cont.Result().Status != fixpoint.StatusFailed || len(cont.Result().Attempts) != 2 {
 		t.Fatalf("a permanent error: %+v, %+v; want the job failed with both attempts", act, cont.Result())
 	}
 }

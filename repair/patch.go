@@ -9,8 +9,8 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	sjson "github.com/segmentio/encoding/json"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
-	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -79,22 +79,6 @@ const (
 	PatchRequestLead = "Correct your previous JSON value with an " + PatchPhrase + "."
 )
 
-// PatchOutcome says how the patch a reply gave went.
-type PatchOutcome string
-
-const (
-	// PatchApplied: the patch was applied; the attempt's value is the
-	// patched value (valid or not).
-	PatchApplied PatchOutcome = "applied"
-	// PatchParseError: the reply held no JSON array of patch operations.
-	PatchParseError PatchOutcome = "parse_error"
-	// PatchApplyError: the patch did not apply to the value.
-	PatchApplyError PatchOutcome = "apply_error"
-	// PatchOutOfScope: an operation touched a location outside the errors'
-	// subtrees; the patch was not applied.
-	PatchOutOfScope PatchOutcome = "out_of_scope"
-)
-
 // RepairJSONPatch is the kind of the repair an applied patch adds to its
 // attempt's repairs, at the offset of the patch in the reply.
 const RepairJSONPatch = "json_patch"
@@ -107,7 +91,7 @@ const patchCopyLimit = 1 << 20
 // patch: its JSON text as shown to the model, and its errors (the scope).
 type patchState struct {
 	value []byte
-	errs  []validate.Error
+	errs  []fixpoint.ValidationError
 }
 
 // patchReply is what feedPatch made of a reply to a patch request.
@@ -121,11 +105,11 @@ type patchReply struct {
 
 // feedPatch handles the reply text of a patch request (see the comment at
 // the top of this file) and records it on a.
-func (s *Step) feedPatch(a *Attempt, text string) patchReply {
+func (s *Step) feedPatch(a *fixpoint.Attempt, text string) patchReply {
 	p := s.patch
-	fail := func(outcome PatchOutcome, reason string) patchReply {
+	fail := func(outcome fixpoint.PatchOutcome, reason string) patchReply {
 		a.PatchOutcome = outcome
-		a.Errors = append([]validate.Error(nil), p.errs...)
+		a.Errors = append([]fixpoint.ValidationError(nil), p.errs...)
 		a.Value = canonicalValue(p.value)
 		return patchReply{reason: reason}
 	}
@@ -141,21 +125,21 @@ func (s *Step) feedPatch(a *Attempt, text string) patchReply {
 		}
 	}
 	if cand == nil {
-		return fail(PatchParseError, "your reply held no JSON array of operations")
+		return fail(fixpoint.PatchParseError, "your reply held no JSON array of operations")
 	}
 	a.Source = cand.Source
-	a.Repairs = append([]extract.Repair(nil), cand.Repairs...)
+	a.Repairs = append([]fixpoint.Repair(nil), cand.Repairs...)
 	for _, r := range cand.Repairs {
 		if extract.Lossy(r.Kind) {
 			// A patch read by dropping or guessing part of it may not say
 			// what the model meant: 1 500 read as 1.
-			return fail(PatchParseError, "your patch has "+validate.DescribeLossy(text, r))
+			return fail(fixpoint.PatchParseError, "your patch has "+validate.DescribeLossy(text, r))
 		}
 	}
 	// A key written twice or half a surrogate pair: the patch read may
 	// not be the one written.
 	if errs := validate.ExtractionErrors(text, cand); len(errs) > 0 {
-		return fail(PatchParseError, "in your patch, "+errs[0].Message)
+		return fail(fixpoint.PatchParseError, "in your patch, "+errs[0].Message)
 	}
 	// Two patches ("Wrong: [...] Corrected: [...]"): which one was meant
 	// is not for us to guess.
@@ -164,16 +148,16 @@ func (s *Step) feedPatch(a *Attempt, text string) patchReply {
 		if !patchLike(o.Value) || o == cand || (o.Start < cand.End && cand.Start < o.End) || validate.SameValue(o.Value, cand.Value) {
 			continue
 		}
-		return fail(PatchParseError, fmt.Sprintf("your reply holds more than one JSON array, at offsets %d and %d; reply with only the patch meant",
+		return fail(fixpoint.PatchParseError, fmt.Sprintf("your reply holds more than one JSON array, at offsets %d and %d; reply with only the patch meant",
 			min(o.Start, cand.Start), max(o.Start, cand.Start)))
 	}
 	patch, err := decodePatch(cand.JSON)
 	if err != nil {
-		return fail(PatchParseError, err.Error())
+		return fail(fixpoint.PatchParseError, err.Error())
 	}
 	a.Patch = string(cand.JSON)
 	if loc, ok := inScope(patch, p.errs); !ok {
-		return fail(PatchOutOfScope, fmt.Sprintf("it changes %s, where there is no error", loc))
+		return fail(fixpoint.PatchOutOfScope, fmt.Sprintf("it changes %s, where there is no error", loc))
 	}
 	opts := jsonpatch.NewApplyOptions()
 	opts.SupportNegativeIndices = false // RFC 6902: no negative indexes
@@ -181,23 +165,23 @@ func (s *Step) feedPatch(a *Attempt, text string) patchReply {
 	opts.EscapeHTML = false
 	out, err := patch.ApplyWithOptions(p.value, opts)
 	if err != nil {
-		return fail(PatchApplyError, "it does not apply to the value: "+oneLine(err.Error()))
+		return fail(fixpoint.PatchApplyError, "it does not apply to the value: "+oneLine(err.Error()))
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, out); err != nil {
-		return fail(PatchApplyError, "it does not apply to the value: "+oneLine(err.Error()))
+		return fail(fixpoint.PatchApplyError, "it does not apply to the value: "+oneLine(err.Error()))
 	}
 	v, err := decodeValue(buf.Bytes())
 	if err != nil {
-		return fail(PatchApplyError, "it does not apply to the value: "+oneLine(err.Error()))
+		return fail(fixpoint.PatchApplyError, "it does not apply to the value: "+oneLine(err.Error()))
 	}
-	a.PatchOutcome = PatchApplied
+	a.PatchOutcome = fixpoint.PatchApplied
 	// The patched value gets the same schema-guided repairs as a reply's.
 	v, fixes, errs := s.job.Schema.Coerce(v, s.lim.Coerce)
 	errs = append(validate.StorableErrors(v), errs...)
 	a.Errors = errs
 	a.Value = marshalValue(v)
-	a.Repairs = append(a.Repairs, extract.Repair{Kind: RepairJSONPatch, Offset: cand.Start})
+	a.Repairs = append(a.Repairs, fixpoint.Repair{Kind: RepairJSONPatch, Offset: cand.Start})
 	a.Repairs = append(a.Repairs, fixes...)
 	a.Coerced = len(fixes)
 	shown := buf.Bytes()
@@ -274,7 +258,7 @@ func validPointer(p string) bool {
 // the pointer is where the missing property goes, so an add there is in
 // scope; an error on the root ("") puts everything in scope. It returns the
 // first location out of scope.
-func inScope(patch jsonpatch.Patch, errs []validate.Error) (string, bool) {
+func inScope(patch jsonpatch.Patch, errs []fixpoint.ValidationError) (string, bool) {
 	for _, e := range errs {
 		if e.Path == "" {
 			return "", true
@@ -338,15 +322,15 @@ func oneLine(s string) string {
 
 // hasValue reports whether a failed attempt's reply gave a JSON value to
 // patch: its errors are the schema's, not extraction's.
-func hasValue(a *Attempt) bool {
-	return a.Class == string(validate.ClassShape) || a.Class == string(validate.ClassSemantic)
+func hasValue(a *fixpoint.Attempt) bool {
+	return a.Class == string(fixpoint.ClassShape) || a.Class == string(fixpoint.ClassSemantic)
 }
 
 // patchFeedback is the Feedback of a failed attempt under StrategyPatch
 // (see the comment at the top of this file): shown is the value the reply
 // gave (or the patch made), nil when none; r is what feedPatch made of the
 // reply, when the attempt answered a patch request (s.patch is set).
-func (s *Step) patchFeedback(a *Attempt, shown []byte, r *patchReply, truncNote bool) string {
+func (s *Step) patchFeedback(a *fixpoint.Attempt, shown []byte, r *patchReply, truncNote bool) string {
 	format := s.lim.Feedback
 	if s.patch == nil {
 		if hasValue(a) && shown != nil {
@@ -354,37 +338,37 @@ func (s *Step) patchFeedback(a *Attempt, shown []byte, r *patchReply, truncNote 
 		}
 		return feedback(format, a, truncNote)
 	}
-	if a.PatchOutcome == PatchApplied && hasValue(a) {
+	if a.PatchOutcome == fixpoint.PatchApplied && hasValue(a) {
 		return patchRequest(format, shown, a.Errors)
 	}
 	reason := r.reason
 	switch {
-	case a.Class == OutcomeTruncated:
+	case a.Class == fixpoint.OutcomeTruncated:
 		reason = "your reply was cut off at the output token limit"
-	case a.Class == OutcomeRefusal:
+	case a.Class == fixpoint.OutcomeRefusal:
 		reason = "your reply gave no patch"
 	}
 	errs := s.patch.errs
-	value := &Attempt{Class: string(validate.ClassOf(errs)), Errors: errs}
+	value := &fixpoint.Attempt{Class: string(validate.ClassOf(errs)), Errors: errs}
 	return "Your patch could not be used: " + reason + ". Reply with the whole corrected JSON value instead.\n" +
 		feedback(format, value, truncNote)
 }
 
 // patchRequest is the user turn of a patch request.
-func patchRequest(format FeedbackFormat, value []byte, errs []validate.Error) string {
+func patchRequest(format fixpoint.FeedbackFormat, value []byte, errs []fixpoint.ValidationError) string {
 	var b strings.Builder
 	b.WriteString(PatchRequestLead)
 	b.WriteString("\n\nYour previous reply gave this JSON value:\n")
-	b.WriteString(PreviousReplyOpen)
+	b.WriteString(fixpoint.PreviousReplyOpen)
 	b.WriteString("\n```json\n")
 	b.Write(value)
 	b.WriteString("\n```\n")
-	b.WriteString(PreviousReplyClose)
+	b.WriteString(fixpoint.PreviousReplyClose)
 	b.WriteString("\n\n")
 	switch format {
-	case FeedbackVague:
+	case fixpoint.FeedbackVague:
 		b.WriteString("It is not valid.\n")
-	case FeedbackXML:
+	case fixpoint.FeedbackXML:
 		b.WriteString("It does not match the JSON Schema:\n")
 		b.WriteString(xmlErrors(errs))
 		b.WriteString("\n")
@@ -425,26 +409,26 @@ func patchRequestValue(fb string) ([]byte, bool) {
 // follow sets the next request's messages after attempt a, whose Feedback
 // is set: Feed calls it after each failed attempt and Start for each
 // recorded one, so a rebuilt step asks what the step that ran on would.
-func (s *Step) follow(a *Attempt) {
-	if s.lim.Strategy != StrategyPatch {
+func (s *Step) follow(a *fixpoint.Attempt) {
+	if s.lim.Strategy != fixpoint.StrategyPatch {
 		s.messages = nextMessages(s.lim.Strategy, s.base, s.messages, a)
 		return
 	}
 	if value, ok := patchRequestValue(a.Feedback); ok {
 		// The task's messages as sent first, then the patch request.
-		out := append(make([]llm.Message, 0, len(s.base)+1), s.base...)
-		s.messages = append(out, llm.Message{Role: llm.RoleUser, Content: a.Feedback})
-		s.patch = &patchState{value: value, errs: append([]validate.Error(nil), a.Errors...)}
+		out := append(make([]fixpoint.Message, 0, len(s.base)+1), s.base...)
+		s.messages = append(out, fixpoint.Message{Role: fixpoint.RoleUser, Content: a.Feedback})
+		s.patch = &patchState{value: value, errs: append([]fixpoint.ValidationError(nil), a.Errors...)}
 		return
 	}
 	if p := s.patch; p != nil {
 		// a answered a patch request: re-ask for the whole value, showing
 		// the value it was to patch.
-		out := append([]llm.Message(nil), s.base[:len(s.base)-1]...)
+		out := append([]fixpoint.Message(nil), s.base[:len(s.base)-1]...)
 		last := s.base[len(s.base)-1]
-		s.messages = append(out, llm.Message{Role: llm.RoleUser, Content: repairMessage(last.Content, string(p.value), a.Feedback)})
+		s.messages = append(out, fixpoint.Message{Role: fixpoint.RoleUser, Content: repairMessage(last.Content, string(p.value), a.Feedback)})
 		s.patch = nil
 		return
 	}
-	s.messages = nextMessages(StrategyRepair, s.base, s.messages, a)
+	s.messages = nextMessages(fixpoint.StrategyRepair, s.base, s.messages, a)
 }

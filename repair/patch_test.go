@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fixpoint-dev/fixpoint/extract"
-	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -46,18 +45,18 @@ var badErrors = []string{
 // scripted is one call's outcome for the fake client: a reply, or err.
 type scripted struct {
 	text   string
-	finish llm.FinishReason
+	finish fixpoint.FinishReason
 	err    error
 }
 
-func patchJob(t *testing.T, lim Limits) *Job {
+func patchJob(t *testing.T, lim fixpoint.Limits) *Job {
 	t.Helper()
 	schema, err := validate.Compile([]byte(patchTestSchema))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lim.Strategy == "" {
-		lim.Strategy = StrategyPatch
+		lim.Strategy = fixpoint.StrategyPatch
 	}
 	return &Job{ID: "patch-1", Prompt: patchTask, Schema: schema, SchemaRaw: []byte(patchTestSchema), Model: "m",
 		CacheKey: "orders", Limits: lim}
@@ -70,23 +69,23 @@ func patchConfig() Config {
 }
 
 // respond is the fake client: the scripted outcome as a response or error.
-func respond(r scripted) (*llm.Response, error) {
+func respond(r scripted) (*fixpoint.Response, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
 	finish := r.finish
 	if finish == "" {
-		finish = llm.FinishStop
+		finish = fixpoint.FinishStop
 	}
-	return &llm.Response{Text: r.text, FinishReason: finish, Status: 200, Model: "m",
-		Usage: llm.Usage{InputTokens: 100, OutputTokens: len(r.text)/4 + 1}}, nil
+	return &fixpoint.Response{Text: r.text, FinishReason: finish, Status: 200, Model: "m",
+		Usage: fixpoint.Usage{InputTokens: 100, OutputTokens: len(r.text)/4 + 1}}, nil
 }
 
 // drive runs step through the script, one call at a time, and returns the
 // requests it sent; a transient failure is waited out (Next again).
-func drive(t *testing.T, step *Step, script []scripted) []*llm.Request {
+func drive(t *testing.T, step *Step, script []scripted) []*fixpoint.Request {
 	t.Helper()
-	var reqs []*llm.Request
+	var reqs []*fixpoint.Request
 	act := step.Next()
 	for _, r := range script {
 		if act.Err != nil {
@@ -106,7 +105,7 @@ func drive(t *testing.T, step *Step, script []scripted) []*llm.Request {
 }
 
 // run starts job and drives it through the script.
-func run(t *testing.T, job *Job, script []scripted) ([]*llm.Request, *Result) {
+func run(t *testing.T, job *Job, script []scripted) ([]*fixpoint.Request, *fixpoint.Result) {
 	t.Helper()
 	step, err := Start(job, nil, patchConfig())
 	if err != nil {
@@ -140,12 +139,12 @@ func wantPatchRequest(value string, errs []string) string {
 // pointers, and the ask for an array of operations.
 func TestPatchRequestShape(t *testing.T) {
 	t.Parallel()
-	reqs, res := run(t, patchJob(t, Limits{}), []scripted{{text: badReply}, {text: goodPatch}})
+	reqs, res := run(t, patchJob(t, fixpoint.Limits{}), []scripted{{text: badReply}, {text: goodPatch}})
 	first, second := reqs[0], reqs[1]
 	if first.System == "" || second.System != first.System {
 		t.Fatalf("system prompt changed:\n%q\n%q", first.System, second.System)
 	}
-	if second.CacheKey != "orders" || !second.CacheSystem || second.Mode != llm.ModePrompt {
+	if second.CacheKey != "orders" || !second.CacheSystem || second.Mode != fixpoint.ModePrompt {
 		t.Errorf("cache key %q, cache system %v, mode %q; want the first request's", second.CacheKey, second.CacheSystem, second.Mode)
 	}
 	if len(first.Messages) != 1 || len(second.Messages) != 2 {
@@ -161,7 +160,7 @@ func TestPatchRequestShape(t *testing.T) {
 		t.Errorf("prefix bytes differ:\n%s\n%s", b1, b2)
 	}
 	msg := second.Messages[1]
-	if msg.Role != llm.RoleUser {
+	if msg.Role != fixpoint.RoleUser {
 		t.Errorf("patch request role %q, want user", msg.Role)
 	}
 	for _, want := range append([]string{"RFC 6902 JSON Patch", "```json\n" + badValue + "\n```", "JSON array of operations only"}, badErrors...) {
@@ -185,9 +184,9 @@ func TestPatchRequestShape(t *testing.T) {
 // them all.
 func TestPatchRequestXMLAndMessages(t *testing.T) {
 	t.Parallel()
-	job := patchJob(t, Limits{Feedback: FeedbackXML})
+	job := patchJob(t, fixpoint.Limits{Feedback: fixpoint.FeedbackXML})
 	job.Prompt = ""
-	job.Messages = []llm.Message{{Role: llm.RoleUser, Content: "Orders follow."}, {Role: llm.RoleAssistant, Content: "Ready."}, {Role: llm.RoleUser, Content: patchTask}}
+	job.Messages = []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "Orders follow."}, {Role: fixpoint.RoleAssistant, Content: "Ready."}, {Role: fixpoint.RoleUser, Content: patchTask}}
 	reqs, _ := run(t, job, []scripted{{text: badReply}, {text: goodPatch}})
 	second := reqs[1].Messages
 	if len(second) != 4 || !reflect.DeepEqual(second[:3], job.Messages) {
@@ -199,7 +198,7 @@ func TestPatchRequestXMLAndMessages(t *testing.T) {
 		t.Errorf("xml patch request:\n%s", c)
 	}
 	// Vague feedback names no error, in a patch request too.
-	reqs, _ = run(t, patchJob(t, Limits{Feedback: FeedbackVague}), []scripted{{text: badReply}, {text: goodPatch}})
+	reqs, _ = run(t, patchJob(t, fixpoint.Limits{Feedback: fixpoint.FeedbackVague}), []scripted{{text: badReply}, {text: goodPatch}})
 	if c := reqs[1].Messages[1].Content; !strings.Contains(c, "```json\n"+badValue+"\n```\n</previous-reply>\n\nIt is not valid.\n") || strings.Contains(c, "/customer/tier") {
 		t.Errorf("vague patch request:\n%s", c)
 	}
@@ -212,12 +211,12 @@ func TestPatchFixesValue(t *testing.T) {
 	// The patch may come in a fence, after prose naming an object, with a
 	// trailing comma: the first array is the patch.
 	reply := "Here is the patch for {\"tier\": \"gold\"}:\n```json\n" + strings.TrimSuffix(goodPatch, "]") + ",]\n```"
-	reqs, res := run(t, patchJob(t, Limits{}), []scripted{{text: badReply}, {text: reply}})
-	if len(reqs) != 2 || res.Status != StatusValid || len(res.Attempts) != 2 {
+	reqs, res := run(t, patchJob(t, fixpoint.Limits{}), []scripted{{text: badReply}, {text: reply}})
+	if len(reqs) != 2 || res.Status != fixpoint.StatusValid || len(res.Attempts) != 2 {
 		t.Fatalf("status %s after %d calls, %d attempts; want valid after 2", res.Status, len(reqs), len(res.Attempts))
 	}
 	a := res.Attempts[1]
-	if !a.Valid || a.Class != "" || len(a.Errors) != 0 || a.PatchOutcome != PatchApplied {
+	if !a.Valid || a.Class != "" || len(a.Errors) != 0 || a.PatchOutcome != fixpoint.PatchApplied {
 		t.Fatalf("attempt 2: valid %v class %q errors %v outcome %q", a.Valid, a.Class, a.Errors, a.PatchOutcome)
 	}
 	if string(res.Value) != goodValue || string(a.Value) != goodValue {
@@ -226,7 +225,7 @@ func TestPatchFixesValue(t *testing.T) {
 	if a.Patch != goodPatch {
 		t.Errorf("patch %s, want %s", a.Patch, goodPatch)
 	}
-	if a.Source != extract.SourceFence || len(a.Repairs) != 2 || a.Repairs[0].Kind != "trailing_comma" || a.Repairs[1].Kind != RepairJSONPatch ||
+	if a.Source != fixpoint.SourceFence || len(a.Repairs) != 2 || a.Repairs[0].Kind != "trailing_comma" || a.Repairs[1].Kind != RepairJSONPatch ||
 		a.Repairs[1].Offset != strings.Index(reply, "[") {
 		t.Errorf("source %q, repairs %+v; want fence, the trailing comma then json_patch at the array", a.Source, a.Repairs)
 	}
@@ -241,12 +240,12 @@ func TestPatchFixesValue(t *testing.T) {
 func TestPatchStillInvalidAsksAgain(t *testing.T) {
 	t.Parallel()
 	rest := `[{"op":"replace","path":"/lines/0/qty","value":3},{"op":"add","path":"/rush","value":false}]`
-	reqs, res := run(t, patchJob(t, Limits{}), []scripted{{text: badReply}, {text: halfPatch}, {text: rest}})
-	if res.Status != StatusValid || len(reqs) != 3 {
+	reqs, res := run(t, patchJob(t, fixpoint.Limits{}), []scripted{{text: badReply}, {text: halfPatch}, {text: rest}})
+	if res.Status != fixpoint.StatusValid || len(reqs) != 3 {
 		t.Fatalf("status %s after %d calls, want valid after 3", res.Status, len(reqs))
 	}
 	a := res.Attempts[1]
-	if a.PatchOutcome != PatchApplied || a.Valid || a.Class != string(validate.ClassShape) || len(a.Errors) != 2 {
+	if a.PatchOutcome != fixpoint.PatchApplied || a.Valid || a.Class != string(fixpoint.ClassShape) || len(a.Errors) != 2 {
 		t.Fatalf("attempt 2: outcome %q valid %v class %q errors %v", a.PatchOutcome, a.Valid, a.Class, a.Errors)
 	}
 	third := reqs[2].Messages
@@ -282,49 +281,49 @@ func TestPatchFallbacks(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		reply   scripted
-		outcome PatchOutcome
+		outcome fixpoint.PatchOutcome
 		patch   string
 		reason  string
 	}{
-		{name: "parse error: prose", reply: scripted{text: "I changed the tier to pro."}, outcome: PatchParseError,
+		{name: "parse error: prose", reply: scripted{text: "I changed the tier to pro."}, outcome: fixpoint.PatchParseError,
 			reason: "your reply held no JSON array of operations"},
-		{name: "parse error: a whole value", reply: scripted{text: `{"customer":{"name":"Ada Lovelace","tier":"pro"}}`}, outcome: PatchParseError,
+		{name: "parse error: a whole value", reply: scripted{text: `{"customer":{"name":"Ada Lovelace","tier":"pro"}}`}, outcome: fixpoint.PatchParseError,
 			reason: "your reply held no JSON array of operations"},
-		{name: "parse error: not operations", reply: scripted{text: `[{"op":"replace","value":"pro"}]`}, outcome: PatchParseError,
+		{name: "parse error: not operations", reply: scripted{text: `[{"op":"replace","value":"pro"}]`}, outcome: fixpoint.PatchParseError,
 			reason: "your reply is not a valid patch: invalid operation {\"op\":\"replace\",\"value\":\"pro\"}: failed to decode 'path': operation missing path field: missing value"},
-		{name: "parse error: a value read by a guess", reply: scripted{text: `[{"op":"replace","path":"/customer/tier","value":"pro" plus}]`}, outcome: PatchParseError,
+		{name: "parse error: a value read by a guess", reply: scripted{text: `[{"op":"replace","path":"/customer/tier","value":"pro" plus}]`}, outcome: fixpoint.PatchParseError,
 			reason: `your patch has text after a value that is not part of the JSON at offset 55 ("plus}]")`},
-		{name: "parse error: a key written twice", reply: scripted{text: `[{"op":"replace","path":"/customer/tier","value":"free","value":"pro"}]`}, outcome: PatchParseError,
+		{name: "parse error: a key written twice", reply: scripted{text: `[{"op":"replace","path":"/customer/tier","value":"free","value":"pro"}]`}, outcome: fixpoint.PatchParseError,
 			reason: `in your patch, /0/value: the key "value" is written twice in one object; write it once, with the value meant`},
-		{name: "parse error: half a surrogate pair", reply: scripted{text: `[{"op":"replace","path":"/customer/tier","value":"pr\ud800o"}]`}, outcome: PatchParseError,
+		{name: "parse error: half a surrogate pair", reply: scripted{text: `[{"op":"replace","path":"/customer/tier","value":"pr\ud800o"}]`}, outcome: fixpoint.PatchParseError,
 			reason: `in your patch, /0/value: a string holds half of a UTF-16 surrogate pair (a \uD800-\uDFFF escape without its other half), which is no character: readers replace it with U+FFFD; write the character itself`},
 		{name: "parse error: two patches", reply: scripted{text: "Wrong: [{\"op\":\"replace\",\"path\":\"/customer/tier\",\"value\":\"free\"}]\nCorrected: [{\"op\":\"replace\",\"path\":\"/customer/tier\",\"value\":\"pro\"}]"},
-			outcome: PatchParseError, reason: "your reply holds more than one JSON array, at offsets 7 and 76; reply with only the patch meant"},
-		{name: "parse error: bad pointer", reply: scripted{text: `[{"op":"replace","path":"customer/tier","value":"pro"}]`}, outcome: PatchParseError,
+			outcome: fixpoint.PatchParseError, reason: "your reply holds more than one JSON array, at offsets 7 and 76; reply with only the patch meant"},
+		{name: "parse error: bad pointer", reply: scripted{text: `[{"op":"replace","path":"customer/tier","value":"pro"}]`}, outcome: fixpoint.PatchParseError,
 			reason: `operation 1: "customer/tier" is not a JSON pointer`},
-		{name: "apply error: missing path", reply: scripted{text: `[{"op":"replace","path":"/rush","value":false}]`}, outcome: PatchApplyError,
+		{name: "apply error: missing path", reply: scripted{text: `[{"op":"replace","path":"/rush","value":false}]`}, outcome: fixpoint.PatchApplyError,
 			patch:  `[{"op":"replace","path":"/rush","value":false}]`,
 			reason: "it does not apply to the value: replace operation does not apply: doc is missing key: /rush: missing value"},
 		{name: "apply error: failed test", reply: scripted{text: `[{"op":"test","path":"/customer/tier","value":"pro"},{"op":"replace","path":"/customer/tier","value":"pro"}]`},
-			outcome: PatchApplyError, patch: `[{"op":"test","path":"/customer/tier","value":"pro"},{"op":"replace","path":"/customer/tier","value":"pro"}]`,
+			outcome: fixpoint.PatchApplyError, patch: `[{"op":"test","path":"/customer/tier","value":"pro"},{"op":"replace","path":"/customer/tier","value":"pro"}]`,
 			reason: "it does not apply to the value: testing value /customer/tier failed: test failed"},
 		{name: "out of scope", reply: scripted{text: `[{"op":"replace","path":"/customer/tier","value":"pro"},{"op":"replace","path":"/customer/name","value":"Ada"}]`},
-			outcome: PatchOutOfScope, patch: `[{"op":"replace","path":"/customer/tier","value":"pro"},{"op":"replace","path":"/customer/name","value":"Ada"}]`,
+			outcome: fixpoint.PatchOutOfScope, patch: `[{"op":"replace","path":"/customer/tier","value":"pro"},{"op":"replace","path":"/customer/name","value":"Ada"}]`,
 			reason: "it changes /customer/name, where there is no error"},
 		{name: "out of scope: move from", reply: scripted{text: `[{"op":"move","from":"/customer/name","path":"/rush"}]`},
-			outcome: PatchOutOfScope, patch: `[{"op":"move","from":"/customer/name","path":"/rush"}]`,
+			outcome: fixpoint.PatchOutOfScope, patch: `[{"op":"move","from":"/customer/name","path":"/rush"}]`,
 			reason: "it changes /customer/name, where there is no error"},
 		{name: "out of scope: sibling index", reply: scripted{text: `[{"op":"replace","path":"/lines/00/qty","value":3}]`},
-			outcome: PatchOutOfScope, patch: `[{"op":"replace","path":"/lines/00/qty","value":3}]`,
+			outcome: fixpoint.PatchOutOfScope, patch: `[{"op":"replace","path":"/lines/00/qty","value":3}]`,
 			reason: "it changes /lines/00/qty, where there is no error"},
-		{name: "truncated", reply: scripted{text: `[{"op":"replace","path":"/customer/tier","value":"pro"},{"op":"rep`, finish: llm.FinishLength},
-			outcome: PatchParseError, reason: "your reply was cut off at the output token limit"},
+		{name: "truncated", reply: scripted{text: `[{"op":"replace","path":"/customer/tier","value":"pro"},{"op":"rep`, finish: fixpoint.FinishLength},
+			outcome: fixpoint.PatchParseError, reason: "your reply was cut off at the output token limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			full := `{"customer":{"name":"Ada Lovelace","tier":"pro"},"lines":[{"sku":"ABC-1000","qty":3,"price":12.50}],"rush":false}`
-			reqs, res := run(t, patchJob(t, Limits{}), []scripted{{text: badReply}, tc.reply, {text: full}})
-			if res.Status != StatusValid || len(reqs) != 3 {
+			reqs, res := run(t, patchJob(t, fixpoint.Limits{}), []scripted{{text: badReply}, tc.reply, {text: full}})
+			if res.Status != fixpoint.StatusValid || len(reqs) != 3 {
 				t.Fatalf("status %s after %d calls, want valid after 3", res.Status, len(reqs))
 			}
 			a := res.Attempts[1]
@@ -338,14 +337,14 @@ func TestPatchFallbacks(t *testing.T) {
 				t.Errorf("attempt 2: value %s errors %v; want attempt 1's %s %v", a.Value, a.Errors, first.Value, first.Errors)
 			}
 			wantClass := first.Class
-			if tc.reply.finish == llm.FinishLength {
-				wantClass = OutcomeTruncated
+			if tc.reply.finish == fixpoint.FinishLength {
+				wantClass = fixpoint.OutcomeTruncated
 			}
 			if a.Class != wantClass {
 				t.Errorf("attempt 2 class %q, want %q", a.Class, wantClass)
 			}
 			third := reqs[2]
-			if third.System != reqs[0].System || len(third.Messages) != 1 || third.Messages[0].Role != llm.RoleUser {
+			if third.System != reqs[0].System || len(third.Messages) != 1 || third.Messages[0].Role != fixpoint.RoleUser {
 				t.Fatalf("re-ask messages %+v, want one user turn after the same system prompt", third.Messages)
 			}
 			if want := wantReask(tc.reason); third.Messages[0].Content != want {
@@ -368,11 +367,11 @@ func TestPatchAfterNoValue(t *testing.T) {
 	t.Parallel()
 	for _, first := range []scripted{
 		{text: "Sure! The customer is Ada."},
-		{text: `{"customer":{"name":"Ada`, finish: llm.FinishLength},
-		{text: "I can't help with that.", finish: llm.FinishRefusal},
+		{text: `{"customer":{"name":"Ada`, finish: fixpoint.FinishLength},
+		{text: "I can't help with that.", finish: fixpoint.FinishRefusal},
 	} {
-		reqs, res := run(t, patchJob(t, Limits{MaxAttempts: 2}), []scripted{first, {text: goodPatch}})
-		repairReqs, repairRes := run(t, patchJob(t, Limits{MaxAttempts: 2, Strategy: StrategyRepair}), []scripted{first, {text: goodPatch}})
+		reqs, res := run(t, patchJob(t, fixpoint.Limits{MaxAttempts: 2}), []scripted{first, {text: goodPatch}})
+		repairReqs, repairRes := run(t, patchJob(t, fixpoint.Limits{MaxAttempts: 2, Strategy: fixpoint.StrategyRepair}), []scripted{first, {text: goodPatch}})
 		if !reflect.DeepEqual(reqs[1], repairReqs[1]) {
 			t.Errorf("after %q: request\n%+v\nwant the repair strategy's\n%+v", first.text, reqs[1].Messages, repairReqs[1].Messages)
 		}
@@ -380,7 +379,7 @@ func TestPatchAfterNoValue(t *testing.T) {
 			t.Errorf("after %q: the request asks for a patch", first.text)
 		}
 		a := res.Attempts[1]
-		if a.PatchOutcome != "" || a.Patch != "" || a.Valid || res.Status != StatusInvalid || a.Class != repairRes.Attempts[1].Class {
+		if a.PatchOutcome != "" || a.Patch != "" || a.Valid || res.Status != fixpoint.StatusInvalid || a.Class != repairRes.Attempts[1].Class {
 			t.Errorf("after %q: a patch reply was taken as a patch: %+v", first.text, a)
 		}
 	}
@@ -392,20 +391,20 @@ func TestPatchBudget(t *testing.T) {
 	t.Parallel()
 	t.Run("applied", func(t *testing.T) {
 		t.Parallel()
-		step, err := Start(patchJob(t, Limits{MaxAttempts: 3}), nil, patchConfig())
+		step, err := Start(patchJob(t, fixpoint.Limits{MaxAttempts: 3}), nil, patchConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
 		reqs := drive(t, step, []scripted{{text: badReply}, {text: halfPatch}, {text: `[{"op":"add","path":"/rush","value":true}]`}})
 		res := step.Result()
-		if len(reqs) != 3 || res.Calls != 3 || len(res.Attempts) != 3 || res.Status != StatusInvalid {
+		if len(reqs) != 3 || res.Calls != 3 || len(res.Attempts) != 3 || res.Status != fixpoint.StatusInvalid {
 			t.Fatalf("%d calls, %d attempts, status %s; want 3, 3, invalid", len(reqs), len(res.Attempts), res.Status)
 		}
 		last := res.Attempts[2]
-		if last.PatchOutcome != PatchApplied || last.Feedback != "" || len(last.Errors) != 1 || last.Errors[0].Path != "/lines/0/qty" {
+		if last.PatchOutcome != fixpoint.PatchApplied || last.Feedback != "" || len(last.Errors) != 1 || last.Errors[0].Path != "/lines/0/qty" {
 			t.Errorf("last attempt: outcome %q feedback %q errors %v", last.PatchOutcome, last.Feedback, last.Errors)
 		}
-		if res.Class != string(validate.ClassSemantic) || res.Error != badErrors[1] || res.Value != nil {
+		if res.Class != string(fixpoint.ClassSemantic) || res.Error != badErrors[1] || res.Value != nil {
 			t.Errorf("result class %q error %q value %s", res.Class, res.Error, res.Value)
 		}
 		if act := step.Next(); !act.Done() {
@@ -414,12 +413,12 @@ func TestPatchBudget(t *testing.T) {
 	})
 	t.Run("fallbacks", func(t *testing.T) {
 		t.Parallel()
-		_, res := run(t, patchJob(t, Limits{MaxAttempts: 4}), []scripted{{text: badReply}, {text: "no patch"}, {text: badReply}, {text: "[]"}})
-		if res.Calls != 4 || res.Status != StatusInvalid {
+		_, res := run(t, patchJob(t, fixpoint.Limits{MaxAttempts: 4}), []scripted{{text: badReply}, {text: "no patch"}, {text: badReply}, {text: "[]"}})
+		if res.Calls != 4 || res.Status != fixpoint.StatusInvalid {
 			t.Fatalf("%d calls, status %s; want 4, invalid", res.Calls, res.Status)
 		}
-		if got := []PatchOutcome{res.Attempts[1].PatchOutcome, res.Attempts[2].PatchOutcome, res.Attempts[3].PatchOutcome}; !reflect.DeepEqual(got,
-			[]PatchOutcome{PatchParseError, "", PatchApplied}) {
+		if got := []fixpoint.PatchOutcome{res.Attempts[1].PatchOutcome, res.Attempts[2].PatchOutcome, res.Attempts[3].PatchOutcome}; !reflect.DeepEqual(got,
+			[]fixpoint.PatchOutcome{fixpoint.PatchParseError, "", fixpoint.PatchApplied}) {
 			t.Errorf("outcomes %q", got)
 		}
 	})
@@ -428,11 +427,11 @@ func TestPatchBudget(t *testing.T) {
 // ledgerResult is what the ledger gives back of a result (see
 // pipeline.resultFromLedger): the attempts' stored columns only, no value,
 // repairs, request or patch fields, through JSON.
-func ledgerResult(t *testing.T, res *Result, n int) *Result {
+func ledgerResult(t *testing.T, res *fixpoint.Result, n int) *fixpoint.Result {
 	t.Helper()
-	out := &Result{JobID: res.JobID, Status: StatusInvalid, StartedAt: res.StartedAt}
+	out := &fixpoint.Result{JobID: res.JobID, Status: fixpoint.StatusInvalid, StartedAt: res.StartedAt}
 	for _, a := range res.Attempts[:n] {
-		out.Attempts = append(out.Attempts, Attempt{No: a.No, RequestHash: a.RequestHash, Raw: a.Raw, Source: a.Source,
+		out.Attempts = append(out.Attempts, fixpoint.Attempt{No: a.No, RequestHash: a.RequestHash, Raw: a.Raw, Source: a.Source,
 			Errors: a.Errors, Class: a.Class, Valid: a.Valid, RepairedLocally: a.RepairedLocally, FinishReason: a.FinishReason,
 			Latency: a.Latency, TokensIn: a.TokensIn, TokensOut: a.TokensOut, TokensCached: a.TokensCached,
 			TokensCacheWrite: a.TokensCacheWrite, PriceBasis: a.PriceBasis, CostUSD: a.CostUSD, ProviderStatus: a.ProviderStatus,
@@ -446,7 +445,7 @@ func ledgerResult(t *testing.T, res *Result, n int) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back Result
+	var back fixpoint.Result
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -461,23 +460,23 @@ func TestPatchRebuild(t *testing.T) {
 	t.Parallel()
 	script := []scripted{
 		{text: badReply},
-		{err: &llm.Error{Class: llm.ClassServer, Status: 503, Message: "busy"}},
+		{err: &fixpoint.ProviderError{Class: fixpoint.ClassServer, Status: 503, Message: "busy"}},
 		{text: halfPatch},
 		{text: `[{"op":"replace","path":"/customer/name","value":"A. Lovelace"}]`}, // out of scope
 		{text: `{"customer":{"name":"Ada Lovelace","tier":"pro"},"lines":[{"sku":"abc-1000","qty":3}],"rush":false}`},
 		{text: `[{"op":"replace","path":"/lines/0/sku","value":"ABC-1000"}]`},
 	}
-	job := patchJob(t, Limits{MaxAttempts: 6})
+	job := patchJob(t, fixpoint.Limits{MaxAttempts: 6})
 	step, err := Start(job, nil, patchConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	reqs := drive(t, step, script)
 	want := step.Result()
-	if want.Status != StatusValid || len(want.Attempts) != len(script) {
+	if want.Status != fixpoint.StatusValid || len(want.Attempts) != len(script) {
 		t.Fatalf("straight run: status %s, %d attempts; want valid, %d", want.Status, len(want.Attempts), len(script))
 	}
-	outcomes := []PatchOutcome{"", "", PatchApplied, PatchOutOfScope, "", PatchApplied}
+	outcomes := []fixpoint.PatchOutcome{"", "", fixpoint.PatchApplied, fixpoint.PatchOutOfScope, "", fixpoint.PatchApplied}
 	for i, a := range want.Attempts {
 		if a.PatchOutcome != outcomes[i] {
 			t.Fatalf("straight run: attempt %d outcome %q, want %q", i+1, a.PatchOutcome, outcomes[i])
@@ -507,29 +506,29 @@ func TestPatchRebuild(t *testing.T) {
 // prompt, and Start refuses it in the other modes.
 func TestPatchStrategyValidation(t *testing.T) {
 	t.Parallel()
-	lim := Limits{Strategy: StrategyPatch}.WithDefaults()
+	lim := fixpoint.Limits{Strategy: fixpoint.StrategyPatch}.WithDefaults()
 	if err := lim.Validate(); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	if err := (Limits{Strategy: "patches"}).WithDefaults().Validate(); !errors.Is(err, ErrBadJob) {
+	if err := (fixpoint.Limits{Strategy: "patches"}).WithDefaults().Validate(); !errors.Is(err, fixpoint.ErrBadJob) {
 		t.Errorf("an unknown strategy: %v, want ErrBadJob", err)
 	}
-	for _, mode := range []llm.Mode{"", llm.ModePrompt} {
+	for _, mode := range []fixpoint.Mode{"", fixpoint.ModePrompt} {
 		if err := lim.ValidateMode(mode); err != nil {
 			t.Errorf("mode %q: %v", mode, err)
 		}
 	}
-	for _, mode := range []llm.Mode{llm.ModeJSONSchema, llm.ModeTool} {
-		if err := lim.ValidateMode(mode); !errors.Is(err, ErrBadJob) {
+	for _, mode := range []fixpoint.Mode{fixpoint.ModeJSONSchema, fixpoint.ModeTool} {
+		if err := lim.ValidateMode(mode); !errors.Is(err, fixpoint.ErrBadJob) {
 			t.Errorf("mode %q: %v, want ErrBadJob", mode, err)
 		}
-		job := patchJob(t, Limits{})
+		job := patchJob(t, fixpoint.Limits{})
 		job.Mode = mode
-		if _, err := Start(job, nil, patchConfig()); !errors.Is(err, ErrBadJob) {
+		if _, err := Start(job, nil, patchConfig()); !errors.Is(err, fixpoint.ErrBadJob) {
 			t.Errorf("Start in mode %q: %v, want ErrBadJob", mode, err)
 		}
-		for _, s := range []Strategy{StrategyConversation, StrategyRepair} {
-			if err := (Limits{Strategy: s}).ValidateMode(mode); err != nil {
+		for _, s := range []fixpoint.Strategy{fixpoint.StrategyConversation, fixpoint.StrategyRepair} {
+			if err := (fixpoint.Limits{Strategy: s}).ValidateMode(mode); err != nil {
 				t.Errorf("strategy %s in mode %q: %v", s, mode, err)
 			}
 		}
@@ -541,7 +540,7 @@ func TestPatchStrategyValidation(t *testing.T) {
 // error on the root puts everything in scope.
 func TestPatchScope(t *testing.T) {
 	t.Parallel()
-	errs := []validate.Error{{Path: "/customer/tier", Keyword: "enum"}, {Path: "/rush", Keyword: "required"}, {Path: "/lines", Keyword: "minItems"},
+	errs := []fixpoint.ValidationError{{Path: "/customer/tier", Keyword: "enum"}, {Path: "/rush", Keyword: "required"}, {Path: "/lines", Keyword: "minItems"},
 		{Path: "/a~1b", Keyword: "type"}}
 	for _, tc := range []struct {
 		patch string
@@ -570,7 +569,7 @@ func TestPatchScope(t *testing.T) {
 		if ok != tc.ok || loc != tc.loc {
 			t.Errorf("%s: in scope %v at %q, want %v at %q", tc.patch, ok, loc, tc.ok, tc.loc)
 		}
-		rooted := append([]validate.Error{{Path: "", Keyword: "type"}}, errs...)
+		rooted := append([]fixpoint.ValidationError{{Path: "", Keyword: "type"}}, errs...)
 		if _, ok := inScope(p, rooted); !ok {
 			t.Errorf("%s: out of scope with an error on the root", tc.patch)
 		}
@@ -585,14 +584,14 @@ func TestPatchLeavesOtherStrategies(t *testing.T) {
 	fb := "Your reply did not match the JSON Schema. Fix every error below and reply with the corrected JSON value only:\n" +
 		"1. " + badErrors[0] + "\n2. " + badErrors[1] + "\n3. " + badErrors[2]
 	for _, tc := range []struct {
-		strategy Strategy
-		want     []llm.Message
+		strategy fixpoint.Strategy
+		want     []fixpoint.Message
 	}{
-		{StrategyConversation, []llm.Message{{Role: llm.RoleUser, Content: patchTask}, {Role: llm.RoleAssistant, Content: badReply}, {Role: llm.RoleUser, Content: fb}}},
-		{StrategyRepair, []llm.Message{{Role: llm.RoleUser, Content: "<task>\n" + patchTask + "\n</task>\n\nYour previous reply to this task was not accepted:\n" +
+		{fixpoint.StrategyConversation, []fixpoint.Message{{Role: fixpoint.RoleUser, Content: patchTask}, {Role: fixpoint.RoleAssistant, Content: badReply}, {Role: fixpoint.RoleUser, Content: fb}}},
+		{fixpoint.StrategyRepair, []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "<task>\n" + patchTask + "\n</task>\n\nYour previous reply to this task was not accepted:\n" +
 			"<previous-reply>\n" + badReply + "\n</previous-reply>\n\n" + fb}}},
 	} {
-		reqs, res := run(t, patchJob(t, Limits{Strategy: tc.strategy}), []scripted{{text: badReply}, {text: goodPatch}, {text: goodPatch}})
+		reqs, res := run(t, patchJob(t, fixpoint.Limits{Strategy: tc.strategy}), []scripted{{text: badReply}, {text: goodPatch}, {text: goodPatch}})
 		if !reflect.DeepEqual(reqs[1].Messages, tc.want) {
 			t.Errorf("%s: second request\n%+v\nwant\n%+v", tc.strategy, reqs[1].Messages, tc.want)
 		}
@@ -613,19 +612,19 @@ func TestPatchLeavesOtherStrategies(t *testing.T) {
 // (see TestSystemPromptGolden) changes them too.
 func TestPatchLeavesOtherStrategiesHashes(t *testing.T) {
 	t.Parallel()
-	want := map[FeedbackFormat]map[Strategy][]string{
-		FeedbackText: {
-			StrategyConversation: {"2a0d80f6fd9801886d0208d38146a7e55347544c25230879ab3d03bba24c40f4", "55fd136d8ceb3e7d09031c04a7378c8ce4bc5b0c05d7510bc93333b37f520763", "9b73ce4c146b0a1827bcd9b3a3ea1617bf01311bf3485cb41daf1ac418f2880f"},
-			StrategyRepair:       {"2a0d80f6fd9801886d0208d38146a7e55347544c25230879ab3d03bba24c40f4", "781f94102f8b9c5a969ce01784fe2e24a3f08ca11669c977da7f788d4ab7e31b", "6f10534a11e958b3e449c6f78edf6bfaf5a6cfe60049acfc579739e99ac07630"},
+	want := map[fixpoint.FeedbackFormat]map[fixpoint.Strategy][]string{
+		fixpoint.FeedbackText: {
+			fixpoint.StrategyConversation: {"2a0d80f6fd9801886d0208d38146a7e55347544c25230879ab3d03bba24c40f4", "55fd136d8ceb3e7d09031c04a7378c8ce4bc5b0c05d7510bc93333b37f520763", "9b73ce4c146b0a1827bcd9b3a3ea1617bf01311bf3485cb41daf1ac418f2880f"},
+			fixpoint.StrategyRepair:       {"2a0d80f6fd9801886d0208d38146a7e55347544c25230879ab3d03bba24c40f4", "781f94102f8b9c5a969ce01784fe2e24a3f08ca11669c977da7f788d4ab7e31b", "6f10534a11e958b3e449c6f78edf6bfaf5a6cfe60049acfc579739e99ac07630"},
 		},
-		FeedbackXML: {
-			StrategyConversation: {"2a0d80f6fd9801886d0208d38146a7e55347544c25230879ab3d03bba24c40f4", "dcd343cb369ca067adc11ce826e19b1ea647633b903e2bf50186f462d192863f", "efcab3503723b864400e6e6719eca3c9b0d89fd83098e59ad9b8a31d11816817"},
-			StrategyRepair:       {"2a0d80f6fd9801886d0208d38146a7e55347544c25230879ab3d03bba24c40f4", "df01670483efabd065732be6b5fb0dad6b974231ee1f9232c1a7c93ade5e332a", "3bd63045b51fc59beeb07f5cc4ec5c6001407fff0c37f259886d137572eb4dd5"},
+		fixpoint.FeedbackXML: {
+			fixpoint.StrategyConversation: {"2a0d80f6fd9801886d0208d38146a7e55347544c25230879ab3d03bba24c40f4", "dcd343cb369ca067adc11ce826e19b1ea647633b903e2bf50186f462d192863f", "efcab3503723b864400e6e6719eca3c9b0d89fd83098e59ad9b8a31d11816817"},
+			fixpoint.StrategyRepair:       {"2a0d80f6fd9801886d0208d38146a7e55347544c25230879ab3d03bba24c40f4", "df01670483efabd065732be6b5fb0dad6b974231ee1f9232c1a7c93ade5e332a", "3bd63045b51fc59beeb07f5cc4ec5c6001407fff0c37f259886d137572eb4dd5"},
 		},
 	}
 	for format, byStrategy := range want {
 		for strategy, hashes := range byStrategy {
-			_, res := run(t, patchJob(t, Limits{Strategy: strategy, Feedback: format}), []scripted{{text: badReply}, {text: goodPatch}, {text: "no json"}})
+			_, res := run(t, patchJob(t, fixpoint.Limits{Strategy: strategy, Feedback: format}), []scripted{{text: badReply}, {text: goodPatch}, {text: "no json"}})
 			var got []string
 			for _, a := range res.Attempts {
 				got = append(got, a.RequestHash)
@@ -641,13 +640,13 @@ func TestPatchLeavesOtherStrategiesHashes(t *testing.T) {
 // what is left validates (it was stored valid): it counts as a refusal.
 func TestContentFilteredReplyNotAccepted(t *testing.T) {
 	t.Parallel()
-	_, res := run(t, patchJob(t, Limits{MaxAttempts: 2, Strategy: StrategyRepair}), []scripted{
-		{text: goodValue, finish: llm.FinishContentFilter}, {text: goodValue},
+	_, res := run(t, patchJob(t, fixpoint.Limits{MaxAttempts: 2, Strategy: fixpoint.StrategyRepair}), []scripted{
+		{text: goodValue, finish: fixpoint.FinishContentFilter}, {text: goodValue},
 	})
-	if a := res.Attempts[0]; a.Valid || a.Class != OutcomeRefusal {
+	if a := res.Attempts[0]; a.Valid || a.Class != fixpoint.OutcomeRefusal {
 		t.Errorf("filtered reply: valid %v, class %q; want a refusal", a.Valid, a.Class)
 	}
-	if res.Status != StatusValid || len(res.Attempts) != 2 {
+	if res.Status != fixpoint.StatusValid || len(res.Attempts) != 2 {
 		t.Errorf("result %s after %d attempts; want valid on the second", res.Status, len(res.Attempts))
 	}
 }
@@ -657,13 +656,13 @@ func TestContentFilteredReplyNotAccepted(t *testing.T) {
 // made a 134 KB message, paid for on every repair.
 func TestFeedbackCapsTheErrorsListed(t *testing.T) {
 	t.Parallel()
-	var errs []validate.Error
+	var errs []fixpoint.ValidationError
 	for i := range 3000 {
-		errs = append(errs, validate.Error{Path: fmt.Sprintf("/p%d", i), Keyword: "additionalProperties", Message: fmt.Sprintf("/p%d: property not allowed", i)})
+		errs = append(errs, fixpoint.ValidationError{Path: fmt.Sprintf("/p%d", i), Keyword: "additionalProperties", Message: fmt.Sprintf("/p%d: property not allowed", i)})
 	}
-	errs = append(errs, validate.Error{Path: "/n", Keyword: "type", Message: "/n: want an integer"})
-	a := &Attempt{Errors: errs, Class: string(validate.ClassShape)}
-	for _, format := range []FeedbackFormat{FeedbackText, FeedbackXML} {
+	errs = append(errs, fixpoint.ValidationError{Path: "/n", Keyword: "type", Message: "/n: want an integer"})
+	a := &fixpoint.Attempt{Errors: errs, Class: string(fixpoint.ClassShape)}
+	for _, format := range []fixpoint.FeedbackFormat{fixpoint.FeedbackText, fixpoint.FeedbackXML} {
 		fb := feedback(format, a, false)
 		// The type error, the only one of its kind, is listed too: the
 		// rest counted are of a kind the model was shown.
@@ -685,9 +684,9 @@ func TestFeedbackSaysHowTheReplyWasRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, strategy := range []Strategy{StrategyConversation, StrategyRepair} {
+	for _, strategy := range []fixpoint.Strategy{fixpoint.StrategyConversation, fixpoint.StrategyRepair} {
 		job := &Job{ID: "j", Prompt: "task", Schema: schema, SchemaRaw: []byte(schemaText), Model: "m",
-			Limits: Limits{MaxAttempts: 2, Strategy: strategy, Coerce: validate.CoerceSafe}}
+			Limits: fixpoint.Limits{MaxAttempts: 2, Strategy: strategy, Coerce: fixpoint.CoerceSafe}}
 		reqs, _ := run(t, job, []scripted{{text: `{"customerName": {"first": 5}, "n": "7"}`}, {text: `{"customer_name": {"first": "A"}, "n": 5}`}})
 		last := reqs[1].Messages[len(reqs[1].Messages)-1].Content
 		for _, want := range []string{`the key "customerName" was read as "customer_name" (/customer_name)`, `/n: "7" was read as 7`, "/customer_name/first"} {
@@ -702,9 +701,9 @@ func TestFeedbackSaysHowTheReplyWasRead(t *testing.T) {
 // recorded with the tokens billed and their cost, not 0 and $0.
 func TestFailedCallKeepsWhatWasBilled(t *testing.T) {
 	t.Parallel()
-	job := patchJob(t, Limits{MaxAttempts: 2, Strategy: StrategyRepair})
+	job := patchJob(t, fixpoint.Limits{MaxAttempts: 2, Strategy: fixpoint.StrategyRepair})
 	job.Model = "gpt-4o-mini"
-	billed := &llm.Error{Class: llm.ClassBadRequest, Status: 200, Message: "decode", Billed: llm.Usage{InputTokens: 1000, OutputTokens: 200}}
+	billed := &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Status: 200, Message: "decode", Billed: fixpoint.Usage{InputTokens: 1000, OutputTokens: 200}}
 	step, err := Start(job, nil, Config{Prices: DefaultPrices(), NowFunc: func() time.Time { return patchClock }})
 	if err != nil {
 		t.Fatal(err)
@@ -725,7 +724,7 @@ func TestFailedCallKeepsWhatWasBilled(t *testing.T) {
 // driver's time.
 func TestAttemptStartsWhenTheRequestWentOut(t *testing.T) {
 	t.Parallel()
-	step, err := Start(patchJob(t, Limits{}), nil, patchConfig())
+	step, err := Start(patchJob(t, fixpoint.Limits{}), nil, patchConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -753,8 +752,8 @@ func TestPatchAmongOtherArrays(t *testing.T) {
 		goodPatch + "\n\nErrors fixed: [\"/customer/tier\", \"/lines/0/qty\", \"/rush\"]\n(see RFC 6902 [1])",
 		"The tier [gold] was wrong. Patch: " + goodPatch + "\nThe resulting lines are [{\"sku\":\"ABC-1000\",\"qty\":3}]",
 	} {
-		_, res := run(t, patchJob(t, Limits{}), []scripted{{text: badReply}, {text: reply}})
-		if a := res.Attempts[len(res.Attempts)-1]; res.Status != StatusValid || a.PatchOutcome != PatchApplied || a.Patch != goodPatch {
+		_, res := run(t, patchJob(t, fixpoint.Limits{}), []scripted{{text: badReply}, {text: reply}})
+		if a := res.Attempts[len(res.Attempts)-1]; res.Status != fixpoint.StatusValid || a.PatchOutcome != fixpoint.PatchApplied || a.Patch != goodPatch {
 			t.Errorf("%q: status %s, outcome %q, patch %s; want the patch applied", reply, res.Status, a.PatchOutcome, a.Patch)
 		}
 	}
@@ -765,7 +764,7 @@ func TestPatchAmongOtherArrays(t *testing.T) {
 // value: reply is empty", and error_paths counted it with syntax errors.
 func TestRefusalApartFromTheReply(t *testing.T) {
 	t.Parallel()
-	step, err := Start(patchJob(t, Limits{MaxAttempts: 2, Strategy: StrategyRepair}), nil, patchConfig())
+	step, err := Start(patchJob(t, fixpoint.Limits{MaxAttempts: 2, Strategy: fixpoint.StrategyRepair}), nil, patchConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -773,8 +772,8 @@ func TestRefusalApartFromTheReply(t *testing.T) {
 		t.Fatalf("first action %+v, want a request", act)
 	}
 	const refusal = "I'm sorry, but I can't help with that."
-	a, _ := step.Feed(&llm.Response{Refusal: refusal, FinishReason: llm.FinishRefusal}, nil, patchClock)
-	if a.Class != OutcomeRefusal || a.Raw != refusal {
+	a, _ := step.Feed(&fixpoint.Response{Refusal: refusal, FinishReason: fixpoint.FinishRefusal}, nil, patchClock)
+	if a.Class != fixpoint.OutcomeRefusal || a.Raw != refusal {
 		t.Fatalf("attempt class %q raw %q; want a refusal keeping its text", a.Class, a.Raw)
 	}
 	if len(a.Errors) != 1 || a.Errors[0].Keyword != "refusal" || !strings.Contains(a.Errors[0].Message, `the model refused: "I'm sorry`) {

@@ -9,18 +9,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-)
 
-// PriceBasis is how a call is billed: at the realtime price, or at the
-// batch price of a provider's batch API (OpenAI Batch, Anthropic Message
-// Batches).
-type PriceBasis string
-
-const (
-	// PriceBasisRealtime is a call made on the provider's realtime API.
-	PriceBasisRealtime PriceBasis = "realtime"
-	// PriceBasisBatch is a request of a provider batch.
-	PriceBasisBatch PriceBasis = "batch"
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // Price is what a model costs, in US dollars per million tokens.
@@ -56,12 +46,12 @@ type Rates struct {
 
 // Rates returns p's prices on basis, its zero fields given their meaning
 // (see Price). Any basis but PriceBasisBatch is realtime.
-func (p Price) Rates(basis PriceBasis) Rates {
+func (p Price) Rates(basis fixpoint.PriceBasis) Rates {
 	r := Rates{Input: p.InputPerMTok, Output: p.OutputPerMTok, CachedInput: p.CachedInputPerMTok, CacheWrite: p.CacheWritePerMTok}
 	if r.CacheWrite == 0 {
 		r.CacheWrite = r.Input
 	}
-	if basis != PriceBasisBatch {
+	if basis != fixpoint.PriceBasisBatch {
 		return r
 	}
 	half := func(batch, realtime float64) float64 {
@@ -199,16 +189,16 @@ func LedgerCost(usd float64) float64 {
 // counts, with no cache writes: CostOn(model, PriceBasisRealtime, in, out,
 // cached, 0).
 func (p Prices) Cost(model string, in, out, cached int) float64 {
-	return p.CostOn(model, PriceBasisRealtime, in, out, cached, 0)
+	return p.CostOn(model, fixpoint.PriceBasisRealtime, in, out, cached, 0)
 }
 
 // CostOn is the estimated cost in dollars of one call, or of the sum of
-// several, on basis. The counts are those of llm.Usage: in is every input
+// several, on basis. The counts are those of fixpoint.Usage: in is every input
 // token, cached (cache reads) and written (cache writes) included; the
 // rest of in is billed at the input price, cached at the cached-input
 // price, written at the cache-write price, out at the output price (see
 // Rates). An unknown model costs 0.
-func (p Prices) CostOn(model string, basis PriceBasis, in, out, cached, written int) float64 {
+func (p Prices) CostOn(model string, basis fixpoint.PriceBasis, in, out, cached, written int) float64 {
 	pr, _ := p.Lookup(model)
 	r := pr.Rates(basis)
 	uncached := in - cached - written

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/repair"
 )
 
@@ -27,13 +28,13 @@ func TestCostOn(t *testing.T) {
 		"nocache": {InputPerMTok: 2, OutputPerMTok: 8},
 	}
 	const (
-		rt = repair.PriceBasisRealtime
-		bt = repair.PriceBasisBatch
+		rt = fixpoint.PriceBasisRealtime
+		bt = fixpoint.PriceBasisBatch
 	)
 	tests := []struct {
 		name                     string
 		model                    string
-		basis                    repair.PriceBasis
+		basis                    fixpoint.PriceBasis
 		in, out, cached, written int
 		want                     float64 // dollars
 	}{
@@ -85,7 +86,7 @@ func TestCostKeepsItsNumber(t *testing.T) {
 			if got != want {
 				t.Fatalf("Cost(%s, %d, %d, %d) = %v, want %v", model, in, out, cached, got, want)
 			}
-			if on := prices.CostOn(model, repair.PriceBasisRealtime, in, out, cached, 0); on != got {
+			if on := prices.CostOn(model, fixpoint.PriceBasisRealtime, in, out, cached, 0); on != got {
 				t.Fatalf("CostOn realtime = %v, Cost = %v", on, got)
 			}
 		}
@@ -100,7 +101,7 @@ func TestDefaultPricesRows(t *testing.T) {
 	t.Parallel()
 	prices := repair.DefaultPrices()
 	for model, p := range prices {
-		rt, bt := p.Rates(repair.PriceBasisRealtime), p.Rates(repair.PriceBasisBatch)
+		rt, bt := p.Rates(fixpoint.PriceBasisRealtime), p.Rates(fixpoint.PriceBasisBatch)
 		for what, pair := range map[string][2]float64{
 			"input": {bt.Input, rt.Input}, "output": {bt.Output, rt.Output},
 			"cached input": {bt.CachedInput, rt.CachedInput}, "cache write": {bt.CacheWrite, rt.CacheWrite},
@@ -149,10 +150,10 @@ func TestParsePrices(t *testing.T) {
 	if p := got["claude-sonnet-4-5"]; p != (repair.Price{InputPerMTok: 3, OutputPerMTok: 15, CachedInputPerMTok: 0.3}) {
 		t.Errorf("claude-sonnet-4-5 = %+v, want the file's row alone", p)
 	}
-	if r := got["claude-sonnet-4-5"].Rates(repair.PriceBasisBatch); r != (repair.Rates{Input: 1.5, Output: 7.5, CachedInput: 0.15, CacheWrite: 1.5}) {
+	if r := got["claude-sonnet-4-5"].Rates(fixpoint.PriceBasisBatch); r != (repair.Rates{Input: 1.5, Output: 7.5, CachedInput: 0.15, CacheWrite: 1.5}) {
 		t.Errorf("claude-sonnet-4-5 batch rates = %+v", r)
 	}
-	if c := got.CostOn("local-7b", repair.PriceBasisBatch, 1_000_000, 1_000_000, 0, 0); !near(c, 0.005+0.01) {
+	if c := got.CostOn("local-7b", fixpoint.PriceBasisBatch, 1_000_000, 1_000_000, 0, 0); !near(c, 0.005+0.01) {
 		t.Errorf("local-7b batch cost = %v", c)
 	}
 	if got["gpt-4o"] != base["gpt-4o"] || len(got) != len(base)+1 {
@@ -174,10 +175,10 @@ func TestParsePrices(t *testing.T) {
 	if got["m"] != want {
 		t.Errorf("m = %+v, want %+v", got["m"], want)
 	}
-	if c := got.CostOn("m", repair.PriceBasisBatch, 1_000_000, 1_000_000, 300_000, 200_000); !near(c, 0.5*1.9+0.3*0.15+0.2*2.4+9) {
+	if c := got.CostOn("m", fixpoint.PriceBasisBatch, 1_000_000, 1_000_000, 300_000, 200_000); !near(c, 0.5*1.9+0.3*0.15+0.2*2.4+9) {
 		t.Errorf("m batch cost = %v", c)
 	}
-	if c := got.CostOn("m", repair.PriceBasisRealtime, 1_000_000, 1_000_000, 300_000, 200_000); !near(c, 0.5*4+0.3*0.4+0.2*5+20) {
+	if c := got.CostOn("m", fixpoint.PriceBasisRealtime, 1_000_000, 1_000_000, 300_000, 200_000); !near(c, 0.5*4+0.3*0.4+0.2*5+20) {
 		t.Errorf("m realtime cost = %v", c)
 	}
 

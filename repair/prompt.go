@@ -10,18 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/validate"
-)
-
-// The markers around the schema in a prompt-mode system prompt and around the
-// failed reply in a repair-strategy request: the simulator finds them by these
-// exact lines. They are defined once, in package llm.
-const (
-	SchemaMarkerOpen   = llm.SchemaMarkerOpen
-	SchemaMarkerClose  = llm.SchemaMarkerClose
-	PreviousReplyOpen  = llm.PreviousReplyOpen
-	PreviousReplyClose = llm.PreviousReplyClose
 )
 
 // SystemPrompt is the system prompt a job's attempts start with: the user's
@@ -39,7 +29,7 @@ func systemPrompt(job *Job) string {
 		b.WriteString(strings.TrimSpace(job.System))
 		b.WriteString("\n\n")
 	}
-	if job.Mode != llm.ModePrompt {
+	if job.Mode != fixpoint.ModePrompt {
 		b.WriteString("Answer with the structured result only.")
 		return b.String()
 	}
@@ -52,11 +42,11 @@ func systemPrompt(job *Job) string {
 		b.WriteString(desc)
 	}
 	b.WriteString("\n")
-	b.WriteString(SchemaMarkerOpen)
+	b.WriteString(fixpoint.SchemaMarkerOpen)
 	b.WriteString("\n")
 	b.Write(compactJSON(job.SchemaRaw))
 	b.WriteString("\n")
-	b.WriteString(SchemaMarkerClose)
+	b.WriteString(fixpoint.SchemaMarkerClose)
 	return b.String()
 }
 
@@ -367,26 +357,26 @@ func jsonList(vs []any) string {
 }
 
 // feedback writes the correction for a failed attempt in the job's format.
-func feedback(format FeedbackFormat, a *Attempt, truncationNote bool) string {
+func feedback(format fixpoint.FeedbackFormat, a *fixpoint.Attempt, truncationNote bool) string {
 	switch {
-	case a.Class == OutcomeTruncated:
+	case a.Class == fixpoint.OutcomeTruncated:
 		if truncationNote {
 			return "Your reply was cut off at the output token limit before the JSON value was complete. Reply again with a shorter, complete JSON value only."
 		}
 		return "Your reply was cut off before the JSON value was complete. Reply again with the complete JSON value only."
-	case a.Class == OutcomeRefusal:
+	case a.Class == fixpoint.OutcomeRefusal:
 		return "This is a data-processing task with a fixed output format. Reply with the JSON value for the task only."
-	case format == FeedbackVague:
+	case format == fixpoint.FeedbackVague:
 		return "Your reply was not valid. Please try again and reply with valid JSON only."
 	}
 	errs := a.Errors
 	// A syntax-class error is about how the reply is written (no JSON, a
 	// value cut short, two answers, a key twice), not the schema.
 	lead := "Your reply did not match the JSON Schema. "
-	if a.Class == string(validate.ClassSyntax) {
+	if a.Class == string(fixpoint.ClassSyntax) {
 		lead = "Your reply could not be used as it was written. "
 	}
-	if format == FeedbackXML {
+	if format == fixpoint.FeedbackXML {
 		return lead + "Fix every error below and reply with the corrected JSON value only.\n" +
 			fixesNote(a) + xmlErrors(errs)
 	}
@@ -407,7 +397,7 @@ const fixesNoteMax = 10
 // revealed ("1" read as 1 makes two equal items) is about the value as
 // read. The model, shown its reply as written, was told of pointers that
 // were not in it.
-func fixesNote(a *Attempt) string {
+func fixesNote(a *fixpoint.Attempt) string {
 	if a.Coerced <= 0 || a.Coerced > len(a.Repairs) || len(a.Errors) == 0 {
 		return ""
 	}
@@ -439,7 +429,7 @@ const FeedbackErrorsMax = 50
 
 // textErrors is the numbered list of errors of the text feedback format,
 // each line ending in a newline.
-func textErrors(errs []validate.Error) string {
+func textErrors(errs []fixpoint.ValidationError) string {
 	var b strings.Builder
 	shown, rest := shownErrors(errs)
 	for i, e := range shown {
@@ -452,7 +442,7 @@ func textErrors(errs []validate.Error) string {
 }
 
 // xmlErrors is the <validation-errors> block of the xml feedback format.
-func xmlErrors(errs []validate.Error) string {
+func xmlErrors(errs []fixpoint.ValidationError) string {
 	var b strings.Builder
 	b.WriteString("<validation-errors>\n")
 	shown, rest := shownErrors(errs)
@@ -471,7 +461,7 @@ func xmlErrors(errs []validate.Error) string {
 // that "more errors of the same kinds" are of kinds the model was shown
 // (2,000 type errors first hid 500 missing properties behind a count). rest
 // is the others, the moreErrors count among them.
-func shownErrors(errs []validate.Error) (shown, rest []validate.Error) {
+func shownErrors(errs []fixpoint.ValidationError) (shown, rest []fixpoint.ValidationError) {
 	if len(errs) <= FeedbackErrorsMax && (len(errs) == 0 || errs[len(errs)-1].Keyword != KeywordMoreErrors) {
 		return errs, nil
 	}
@@ -480,7 +470,7 @@ func shownErrors(errs []validate.Error) (shown, rest []validate.Error) {
 
 // keywordCounts says how many of errs have each keyword, most first:
 // "additionalProperties 2950, type 3".
-func keywordCounts(errs []validate.Error) string {
+func keywordCounts(errs []fixpoint.ValidationError) string {
 	n := map[string]int{}
 	for _, e := range errs {
 		if e.Keyword != KeywordMoreErrors {
@@ -524,11 +514,11 @@ func repairMessage(task, raw, fb string) string {
 	b.WriteString("<task>\n")
 	b.WriteString(task)
 	b.WriteString("\n</task>\n\nYour previous reply to this task was not accepted:\n")
-	b.WriteString(PreviousReplyOpen)
+	b.WriteString(fixpoint.PreviousReplyOpen)
 	b.WriteString("\n")
 	b.WriteString(raw)
 	b.WriteString("\n")
-	b.WriteString(PreviousReplyClose)
+	b.WriteString(fixpoint.PreviousReplyClose)
 	b.WriteString("\n\n")
 	b.WriteString(fb)
 	return b.String()

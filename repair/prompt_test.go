@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -36,7 +36,7 @@ func TestSystemPromptGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			job := &Job{SchemaRaw: raw, Mode: llm.ModePrompt, System: "  Be brief.  "}
+			job := &Job{SchemaRaw: raw, Mode: fixpoint.ModePrompt, System: "  Be brief.  "}
 			got := systemPrompt(job)
 			golden := strings.TrimSuffix(file, ".json") + ".golden"
 			if *updatePrompts {
@@ -162,13 +162,13 @@ func TestDescribeSchemaRecursive(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			job := &Job{SchemaRaw: []byte(tc.schema), Mode: llm.ModePrompt}
+			job := &Job{SchemaRaw: []byte(tc.schema), Mode: fixpoint.ModePrompt}
 			sp := systemPrompt(job)
 			desc := describeSchema([]byte(tc.schema))
 			if len(desc) > describeMaxBytes {
 				t.Errorf("description is %d bytes, over the bound %d", len(desc), describeMaxBytes)
 			}
-			if !strings.Contains(sp, desc) || !strings.Contains(sp, SchemaMarkerOpen+"\n"+string(compactJSON([]byte(tc.schema)))+"\n"+SchemaMarkerClose) {
+			if !strings.Contains(sp, desc) || !strings.Contains(sp, fixpoint.SchemaMarkerOpen+"\n"+string(compactJSON([]byte(tc.schema)))+"\n"+fixpoint.SchemaMarkerClose) {
 				t.Errorf("system prompt lacks the description or the full schema:\n%s", sp)
 			}
 			for _, w := range tc.want {
@@ -210,8 +210,8 @@ func FuzzDescribeSchema(f *testing.F) {
 		if len(desc) > describeMaxBytes {
 			t.Fatalf("description is %d bytes, over the bound %d", len(desc), describeMaxBytes)
 		}
-		sp := systemPrompt(&Job{SchemaRaw: schema, Mode: llm.ModePrompt})
-		if !strings.HasSuffix(sp, "\n"+SchemaMarkerClose) {
+		sp := systemPrompt(&Job{SchemaRaw: schema, Mode: fixpoint.ModePrompt})
+		if !strings.HasSuffix(sp, "\n"+fixpoint.SchemaMarkerClose) {
 			t.Fatalf("system prompt does not end with the schema block:\n%s", sp)
 		}
 	})
@@ -227,16 +227,16 @@ func TestFeedbackRequired(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := validate.Check(s, `{"customer":{}}`)
-	a := &Attempt{Class: string(check.Class), Errors: check.Errors}
+	a := &fixpoint.Attempt{Class: string(check.Class), Errors: check.Errors}
 	tests := []struct {
-		format FeedbackFormat
+		format fixpoint.FeedbackFormat
 		want   []string
 	}{
-		{FeedbackText, []string{
+		{fixpoint.FeedbackText, []string{
 			"1. /customer/email: missing required property \"email\"\n",
 			"2. /paid: missing required property \"paid\"",
 		}},
-		{FeedbackXML, []string{
+		{fixpoint.FeedbackXML, []string{
 			`<error path="/customer/email" keyword="required">/customer/email: missing required property "email"</error>`,
 			`<error path="/paid" keyword="required">/paid: missing required property "paid"</error>`,
 		}},
@@ -272,18 +272,18 @@ const ticketSchema = `{
 // The feedback and the job's error still count them all.
 func TestAttemptKeepsBoundedErrors(t *testing.T) {
 	t.Parallel()
-	var errs []validate.Error
+	var errs []fixpoint.ValidationError
 	for i := range 5000 {
-		errs = append(errs, validate.Error{Path: fmt.Sprintf("/%d", i), Keyword: "type", Class: validate.ClassShape, Message: fmt.Sprintf("/%d: expected integer", i)})
+		errs = append(errs, fixpoint.ValidationError{Path: fmt.Sprintf("/%d", i), Keyword: "type", Class: fixpoint.ClassShape, Message: fmt.Sprintf("/%d: expected integer", i)})
 	}
 	kept := keepErrors(errs)
-	if len(kept) != MaxAttemptErrors || kept[len(kept)-1].Keyword != KeywordMoreErrors || kept[len(kept)-1].Class != validate.ClassShape {
+	if len(kept) != MaxAttemptErrors || kept[len(kept)-1].Keyword != KeywordMoreErrors || kept[len(kept)-1].Class != fixpoint.ClassShape {
 		t.Fatalf("kept %d errors, last %+v", len(kept), kept[len(kept)-1])
 	}
 	if n := errorCount(kept); n != 5000 {
 		t.Errorf("errorCount = %d; want 5000", n)
 	}
-	a := Attempt{Class: "shape", Errors: kept}
+	a := fixpoint.Attempt{Class: "shape", Errors: kept}
 	if got := attemptError(&a); !strings.HasSuffix(got, "(and 4999 more)") {
 		t.Errorf("attemptError = %q; want it to count all 5000", got)
 	}
@@ -292,7 +292,7 @@ func TestAttemptKeepsBoundedErrors(t *testing.T) {
 	}
 	// Kinds past the first 50 errors are shown one each: the count of the
 	// rest is of kinds the model saw.
-	mixed := append(slices.Clone(errs[:2000]), validate.Error{Path: "/x", Keyword: "required", Class: validate.ClassShape, Message: "/x: missing"})
+	mixed := append(slices.Clone(errs[:2000]), fixpoint.ValidationError{Path: "/x", Keyword: "required", Class: fixpoint.ClassShape, Message: "/x: missing"})
 	fb := textErrors(keepErrors(mixed))
 	if !strings.Contains(fb, "50. /x: missing") || !strings.Contains(fb, "... and 1951 more errors of the same kinds (type 1951)") {
 		t.Errorf("feedback of 2,000 type errors then a missing property:\n%s", fb[len(fb)-200:])

@@ -10,7 +10,7 @@ import (
 
 	json "github.com/segmentio/encoding/json"
 
-	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -31,7 +31,7 @@ type Config struct {
 	// PriceBasis is how the driver's calls are billed: realtime (the
 	// default) or batch, for a driver that sends them in provider batches.
 	// Each attempt records it and is priced on it.
-	PriceBasis PriceBasis
+	PriceBasis fixpoint.PriceBasis
 	// Record defaults to RecordFull.
 	Record RequestRecord
 	// NowFunc is the clock; defaults to time.Now.
@@ -39,7 +39,7 @@ type Config struct {
 	// SystemFunc returns the system prompt of a job; drivers pass a cache
 	// shared by the jobs of a batch (they share the prompt, and building
 	// one parses the schema twice). Defaults to NewPrompt(SystemPrompt(job)).
-	SystemFunc func(job *Job) *Prompt
+	SystemFunc func(job *Job) *fixpoint.Prompt
 }
 
 // WithDefaults returns a copy of c with its zero fields set.
@@ -51,49 +51,22 @@ func (c Config) WithDefaults() Config {
 		c.Record = RecordFull
 	}
 	if c.PriceBasis == "" {
-		c.PriceBasis = PriceBasisRealtime
+		c.PriceBasis = fixpoint.PriceBasisRealtime
 	}
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
 	}
 	if c.SystemFunc == nil {
-		c.SystemFunc = func(job *Job) *Prompt { return NewPrompt(SystemPrompt(job)) }
+		c.SystemFunc = func(job *Job) *fixpoint.Prompt { return fixpoint.NewPrompt(SystemPrompt(job)) }
 	}
 	return c
 }
-
-// Prompt is a system prompt with what recording it takes, made once per
-// prompt: its SHA-256 and its message as JSON.
-type Prompt struct {
-	text string
-	sha  string
-	msg  []byte // {"role":"system","content":text}, as json.Marshal writes it
-}
-
-// NewPrompt returns the prompt of text; "" is no system prompt.
-func NewPrompt(text string) *Prompt {
-	if text == "" {
-		return &Prompt{}
-	}
-	msg, _ := json.Marshal(llm.Message{Role: "system", Content: text})
-	sum := sha256.Sum256([]byte(text))
-	return &Prompt{text: text, sha: hex.EncodeToString(sum[:]), msg: msg}
-}
-
-// Text returns the prompt.
-func (p *Prompt) Text() string { return p.text }
-
-// SHA256 is the prompt's hash (lowercase hex), "" for no prompt.
-func (p *Prompt) SHA256() string { return p.sha }
-
-// MarshalJSON encodes the prompt as its text.
-func (p *Prompt) MarshalJSON() ([]byte, error) { return json.Marshal(p.text) }
 
 // Action is what a step asks of its driver next.
 type Action struct {
 	// Request, when not nil, is the call to make: send it and Feed the
 	// outcome.
-	Request *llm.Request
+	Request *fixpoint.Request
 	// Err, when not nil, says the job must be run again later (it matches
 	// ErrTransient, and ErrQuotaExhausted when the provider's quota is
 	// spent): the provider still failed after its transport retries. A
@@ -118,18 +91,18 @@ func (a Action) Done() bool { return a.Request == nil && a.Err == nil }
 type Step struct {
 	cfg    Config
 	job    Job
-	lim    Limits
-	system *Prompt
-	base   []llm.Message
+	lim    fixpoint.Limits
+	system *fixpoint.Prompt
+	base   []fixpoint.Message
 	// messages are the next request's messages; maxTokens its output cap.
-	messages  []llm.Message
+	messages  []fixpoint.Message
 	maxTokens int
 	replies   int // attempts that got a reply (MaxAttempts counts these)
-	res       *Result
+	res       *fixpoint.Result
 	start     time.Time
 
-	pending *llm.Request // sent, awaiting Feed
-	waitErr error        // the transient failure of the last call
+	pending *fixpoint.Request // sent, awaiting Feed
+	waitErr error             // the transient failure of the last call
 	done    bool
 
 	// patch, under StrategyPatch, is the value the next request (or the
@@ -143,10 +116,10 @@ type Step struct {
 // from the last reply; attempts that got no reply do not count against
 // MaxAttempts). prev may be nil. An error matches ErrBadJob: the job can
 // never run as it is.
-func Start(job *Job, prev *Result, cfg Config) (*Step, error) {
+func Start(job *Job, prev *fixpoint.Result, cfg Config) (*Step, error) {
 	cfg = cfg.WithDefaults()
 	s := &Step{cfg: cfg, job: *job, start: cfg.NowFunc()}
-	s.res = &Result{JobID: job.ID, StartedAt: s.start}
+	s.res = &fixpoint.Result{JobID: job.ID, StartedAt: s.start}
 	if prev != nil {
 		s.res, s.start = prev, prev.StartedAt
 	}
@@ -155,36 +128,36 @@ func Start(job *Job, prev *Result, cfg Config) (*Step, error) {
 		return s, err
 	}
 	if job.Schema == nil {
-		return s, fmt.Errorf("%w: job %s has no compiled schema", ErrBadJob, job.ID)
+		return s, fmt.Errorf("%w: job %s has no compiled schema", fixpoint.ErrBadJob, job.ID)
 	}
 	if job.Prompt == "" && len(job.Messages) == 0 {
-		return s, fmt.Errorf("%w: job %s has no prompt", ErrBadJob, job.ID)
+		return s, fmt.Errorf("%w: job %s has no prompt", fixpoint.ErrBadJob, job.ID)
 	}
 	if s.job.Mode == "" {
-		s.job.Mode = llm.ModePrompt
+		s.job.Mode = fixpoint.ModePrompt
 	}
 	if err := s.lim.ValidateMode(s.job.Mode); err != nil {
 		return s, err
 	}
 	s.maxTokens = job.MaxTokens
 	if s.maxTokens == 0 {
-		s.maxTokens = MaxTokensDefault
+		s.maxTokens = fixpoint.MaxTokensDefault
 	}
 	s.base = job.Messages
 	if len(s.base) == 0 {
-		s.base = []llm.Message{{Role: llm.RoleUser, Content: job.Prompt}}
+		s.base = []fixpoint.Message{{Role: fixpoint.RoleUser, Content: job.Prompt}}
 	}
 	s.system = cfg.SystemFunc(&s.job)
-	s.messages = append([]llm.Message(nil), s.base...)
+	s.messages = append([]fixpoint.Message(nil), s.base...)
 	for i := range s.res.Attempts {
 		a := &s.res.Attempts[i]
-		if a.Class != OutcomeProvider {
+		if a.Class != fixpoint.OutcomeProvider {
 			s.replies++
 		}
 		if a.Feedback != "" {
 			s.follow(a)
 		}
-		if a.Class == OutcomeTruncated && s.lim.TruncationMaxTokens > s.maxTokens {
+		if a.Class == fixpoint.OutcomeTruncated && s.lim.TruncationMaxTokens > s.maxTokens {
 			s.maxTokens = s.lim.TruncationMaxTokens
 		}
 	}
@@ -208,9 +181,9 @@ func (s *Step) Next() Action {
 	if s.replies >= s.lim.MaxAttempts {
 		return s.finish()
 	}
-	req := &llm.Request{
+	req := &fixpoint.Request{
 		Model:       s.job.Model,
-		System:      s.system.text,
+		System:      s.system.Text(),
 		Messages:    s.messages,
 		Mode:        s.job.Mode,
 		Schema:      s.job.SchemaRaw,
@@ -224,8 +197,8 @@ func (s *Step) Next() Action {
 	if s.lim.TokenBudget > 0 {
 		spent := s.res.TokensIn + s.res.TokensOut
 		if need := EstimateTokens(req); spent+need > s.lim.TokenBudget {
-			s.res.Status = StatusFailed
-			s.res.Class = OutcomeBudget
+			s.res.Status = fixpoint.StatusFailed
+			s.res.Class = fixpoint.OutcomeBudget
 			s.res.Error = fmt.Sprintf("token budget %d would be exceeded: %d spent, next attempt needs about %d", s.lim.TokenBudget, spent, need)
 			return s.finish()
 		}
@@ -235,18 +208,18 @@ func (s *Step) Next() Action {
 }
 
 // Feed records the outcome of the request Next returned: the reply, or the
-// provider's error after its transport retries (a *llm.Error, or any
+// provider's error after its transport retries (a *fixpoint.ProviderError, or any
 // error for a call that could not be made). started is when the request
 // was sent. It returns the attempt recorded and what comes next, as Next
 // would. Feeding with no request outstanding is a driver bug and panics.
-func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt, Action) {
+func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fixpoint.Attempt, Action) {
 	req := s.pending
 	if req == nil {
 		panic("repair: Feed without an outstanding request")
 	}
 	s.pending = nil
 	res := s.res
-	a := Attempt{No: len(res.Attempts) + 1, StartedAt: started, PriceBasis: s.cfg.PriceBasis}
+	a := fixpoint.Attempt{No: len(res.Attempts) + 1, StartedAt: started, PriceBasis: s.cfg.PriceBasis}
 	s.recordRequest(&a, req)
 	if err != nil || resp == nil {
 		if err == nil {
@@ -308,7 +281,7 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 			}
 		}
 		valid, class, localRepairs = check.Valid, string(check.Class), len(check.Repairs)
-		if s.lim.Strategy == StrategyPatch && check.Candidate != nil {
+		if s.lim.Strategy == fixpoint.StrategyPatch && check.Candidate != nil {
 			shown = check.Candidate.JSON
 			if check.Coerced > 0 {
 				shown = a.Value // the value as repaired locally is what the patch applies to
@@ -316,22 +289,22 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 		}
 	}
 	switch {
-	case resp.FinishReason == llm.FinishRefusal || (resp.Refusal != "" && !valid) || resp.FinishReason == llm.FinishContentFilter:
+	case resp.FinishReason == fixpoint.FinishRefusal || (resp.Refusal != "" && !valid) || resp.FinishReason == fixpoint.FinishContentFilter:
 		// A reply the provider's content filter stopped may lack what it
 		// cut: never accepted, however valid what is left.
-		a.Class = OutcomeRefusal
+		a.Class = fixpoint.OutcomeRefusal
 		if resp.Refusal != "" && a.Raw == "" {
 			// The refusal came apart from the (empty) reply: its errors
 			// said "reply is empty", and error_paths counted it a syntax
 			// error.
 			a.Raw = resp.Refusal
-			a.Errors = []validate.Error{{Path: "", Keyword: "refusal", Class: validate.ClassSyntax,
+			a.Errors = []fixpoint.ValidationError{{Path: "", Keyword: "refusal", Class: fixpoint.ClassSyntax,
 				Message: "no JSON value: the model refused: " + strconv.Quote(clipText(resp.Refusal, 80))}}
 		}
-	case resp.FinishReason == llm.FinishLength:
+	case resp.FinishReason == fixpoint.FinishLength:
 		// A cut-off reply is never accepted, even when closing it would
 		// validate.
-		a.Class = OutcomeTruncated
+		a.Class = fixpoint.OutcomeTruncated
 	case valid:
 		a.Valid = true
 		a.RepairedLocally = localRepairs > 0
@@ -341,7 +314,7 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 	a.Errors = keepErrors(a.Errors)
 	if a.Valid {
 		res.Attempts = append(res.Attempts, a)
-		res.Status = StatusValid
+		res.Status = fixpoint.StatusValid
 		res.Value = a.Value
 		res.Class = ""
 		res.Error = "" // earlier attempts' errors stay on their attempts
@@ -351,7 +324,7 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 		// a job counted as repaired.
 		res.FirstAttemptValid = true
 		for _, prev := range res.Attempts[:len(res.Attempts)-1] {
-			if prev.Class != OutcomeProvider || prev.Raw != "" {
+			if prev.Class != fixpoint.OutcomeProvider || prev.Raw != "" {
 				res.FirstAttemptValid = false
 			}
 		}
@@ -360,12 +333,12 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 	}
 	if s.lim.RetryBudget > 0 && res.TransportRetries > s.lim.RetryBudget {
 		res.Attempts = append(res.Attempts, a)
-		res.Status = StatusFailed
-		res.Class = OutcomeProvider
+		res.Status = fixpoint.StatusFailed
+		res.Class = fixpoint.OutcomeProvider
 		res.Error = fmt.Sprintf("transport retry budget %d exceeded (%d retries)", s.lim.RetryBudget, res.TransportRetries)
 		return s.last(), s.finish()
 	}
-	res.Status = StatusInvalid
+	res.Status = fixpoint.StatusInvalid
 	res.Class = a.Class
 	res.Error = attemptError(&a)
 	if s.replies == s.lim.MaxAttempts {
@@ -373,11 +346,11 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 		return s.last(), s.finish()
 	}
 	truncNote := true
-	if a.Class == OutcomeTruncated && s.lim.TruncationMaxTokens > s.maxTokens {
+	if a.Class == fixpoint.OutcomeTruncated && s.lim.TruncationMaxTokens > s.maxTokens {
 		s.maxTokens = s.lim.TruncationMaxTokens
 		truncNote = false
 	}
-	if s.lim.Strategy == StrategyPatch {
+	if s.lim.Strategy == fixpoint.StrategyPatch {
 		a.Feedback = s.patchFeedback(&a, shown, patched, truncNote)
 	} else {
 		a.Feedback = feedback(s.lim.Feedback, &a, truncNote)
@@ -388,10 +361,10 @@ func (s *Step) Feed(resp *llm.Response, err error, started time.Time) (*Attempt,
 }
 
 // feedError records a call that got no usable reply.
-func (s *Step) feedError(a *Attempt, err error) (*Attempt, Action) {
+func (s *Step) feedError(a *fixpoint.Attempt, err error) (*fixpoint.Attempt, Action) {
 	res := s.res
-	var perr *llm.Error
-	a.Class = OutcomeProvider
+	var perr *fixpoint.ProviderError
+	a.Class = fixpoint.OutcomeProvider
 	a.ProviderError = err.Error()
 	if errors.As(err, &perr) {
 		a.ProviderStatus = perr.Status
@@ -415,22 +388,22 @@ func (s *Step) feedError(a *Attempt, err error) (*Attempt, Action) {
 	// The failed call is an attempt of the job, whatever comes next.
 	res.Calls++
 	res.Attempts = append(res.Attempts, *a)
-	res.Status = StatusFailed
-	res.Class = OutcomeProvider
+	res.Status = fixpoint.StatusFailed
+	res.Class = fixpoint.OutcomeProvider
 	res.Error = err.Error()
 	switch {
-	case perr != nil && perr.Class == llm.ClassQuotaExhausted:
+	case perr != nil && perr.Class == fixpoint.ClassQuotaExhausted:
 		// Permanent for the lane, not for the job: the driver delays the
 		// job instead of burning its deliveries.
-		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", ErrTransient, ErrQuotaExhausted, s.job.ID, err)
-	case perr != nil && perr.Class == llm.ClassAuth && perr.Status == 401:
+		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", fixpoint.ErrTransient, fixpoint.ErrQuotaExhausted, s.job.ID, err)
+	case perr != nil && perr.Class == fixpoint.ClassAuth && perr.Status == 401:
 		// The key is wrong for every job, not this one (a 403 may be
 		// about this model only, and ends the job below).
-		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", ErrTransient, ErrProviderAuth, s.job.ID, err)
+		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", fixpoint.ErrTransient, fixpoint.ErrProviderAuth, s.job.ID, err)
 	case perr != nil && perr.Permanent():
 		return s.last(), s.finish()
 	default:
-		s.waitErr = fmt.Errorf("%w: call provider for job %s: %w", ErrTransient, s.job.ID, err)
+		s.waitErr = fmt.Errorf("%w: call provider for job %s: %w", fixpoint.ErrTransient, s.job.ID, err)
 	}
 	s.settle()
 	return s.last(), Action{Err: s.waitErr}
@@ -439,7 +412,7 @@ func (s *Step) feedError(a *Attempt, err error) (*Attempt, Action) {
 // Stop ends the job before its next call with the status, class and
 // reason given: a driver's decision the step cannot make itself (the
 // batch's spend cap reached: StatusOverBudget, OutcomeBudget).
-func (s *Step) Stop(status Status, class, reason string) {
+func (s *Step) Stop(status fixpoint.Status, class, reason string) {
 	s.pending, s.waitErr = nil, nil
 	s.res.Status, s.res.Class, s.res.Error = status, class, reason
 	s.finish()
@@ -447,29 +420,29 @@ func (s *Step) Stop(status Status, class, reason string) {
 
 // Result returns the job's result: final once Next reports Done, else the
 // attempts so far (what Start takes as prev to continue the job).
-func (s *Step) Result() *Result {
+func (s *Step) Result() *fixpoint.Result {
 	s.settle()
 	return s.res
 }
 
 // Outstanding is the attempt the outstanding request (the one the last
 // Action asked for) is, should its outcome never be fed: sent at started,
-// with no reply, class provider and llm.ClassInFlight. A driver that keeps
+// with no reply, class provider and fixpoint.ClassInFlight. A driver that keeps
 // a journal of its calls writes it as a call goes out, so that one in
 // flight when the driver dies is recorded all the same. It does not change
 // the step; nil when no request is outstanding.
-func (s *Step) Outstanding(started time.Time) *Attempt {
+func (s *Step) Outstanding(started time.Time) *fixpoint.Attempt {
 	if s.pending == nil {
 		return nil
 	}
-	a := Attempt{No: len(s.res.Attempts) + 1, StartedAt: started, PriceBasis: s.cfg.PriceBasis,
-		Class: OutcomeProvider, ProviderClass: llm.ClassInFlight,
+	a := fixpoint.Attempt{No: len(s.res.Attempts) + 1, StartedAt: started, PriceBasis: s.cfg.PriceBasis,
+		Class: fixpoint.OutcomeProvider, ProviderClass: fixpoint.ClassInFlight,
 		ProviderError: "no reply seen: the worker died with the call in flight (the provider may have billed a reply, for tokens not known)"}
 	s.recordRequest(&a, s.pending)
 	return &a
 }
 
-func (s *Step) last() *Attempt { return &s.res.Attempts[len(s.res.Attempts)-1] }
+func (s *Step) last() *fixpoint.Attempt { return &s.res.Attempts[len(s.res.Attempts)-1] }
 
 func (s *Step) finish() Action {
 	s.done = true
@@ -491,28 +464,28 @@ func (s *Step) settle() {
 }
 
 // nextMessages builds the conversation for the next round.
-func nextMessages(strategy Strategy, base, prev []llm.Message, a *Attempt) []llm.Message {
+func nextMessages(strategy fixpoint.Strategy, base, prev []fixpoint.Message, a *fixpoint.Attempt) []fixpoint.Message {
 	raw := a.Raw
 	if raw == "" {
 		raw = "(empty reply)"
 	}
-	if strategy == StrategyRepair {
-		out := append([]llm.Message(nil), base[:len(base)-1]...)
+	if strategy == fixpoint.StrategyRepair {
+		out := append([]fixpoint.Message(nil), base[:len(base)-1]...)
 		last := base[len(base)-1]
-		return append(out, llm.Message{Role: llm.RoleUser, Content: repairMessage(last.Content, raw, a.Feedback)})
+		return append(out, fixpoint.Message{Role: fixpoint.RoleUser, Content: repairMessage(last.Content, raw, a.Feedback)})
 	}
-	out := append([]llm.Message(nil), prev...)
+	out := append([]fixpoint.Message(nil), prev...)
 	return append(out,
-		llm.Message{Role: llm.RoleAssistant, Content: raw},
-		llm.Message{Role: llm.RoleUser, Content: a.Feedback},
+		fixpoint.Message{Role: fixpoint.RoleAssistant, Content: raw},
+		fixpoint.Message{Role: fixpoint.RoleUser, Content: a.Feedback},
 	)
 }
 
-func attemptError(a *Attempt) string {
+func attemptError(a *fixpoint.Attempt) string {
 	switch a.Class {
-	case OutcomeTruncated:
+	case fixpoint.OutcomeTruncated:
 		return "reply truncated at the output token limit"
-	case OutcomeRefusal:
+	case fixpoint.OutcomeRefusal:
 		return "model refused"
 	}
 	if len(a.Errors) > 0 {
@@ -536,19 +509,19 @@ const MaxAttemptErrors = 1000
 // attempt did not keep (see MaxAttemptErrors).
 const KeywordMoreErrors = "moreErrors"
 
-func keepErrors(errs []validate.Error) []validate.Error {
+func keepErrors(errs []fixpoint.ValidationError) []fixpoint.ValidationError {
 	if len(errs) <= MaxAttemptErrors {
 		return errs
 	}
 	kept, rest := pickErrors(errs, MaxAttemptErrors-1)
-	return append(kept, validate.Error{Path: "", Keyword: KeywordMoreErrors, Class: validate.ClassOf(rest),
+	return append(kept, fixpoint.ValidationError{Path: "", Keyword: KeywordMoreErrors, Class: validate.ClassOf(rest),
 		Message: fmt.Sprintf("%d more errors, not kept: %s", len(rest), keywordCounts(rest))})
 }
 
 // pickErrors picks n of errs in their order: the first of each keyword,
 // then the first of the rest (a moreErrors error is never picked), so that
 // every kind of error is seen; rest is the others.
-func pickErrors(errs []validate.Error, n int) (picked, rest []validate.Error) {
+func pickErrors(errs []fixpoint.ValidationError, n int) (picked, rest []fixpoint.ValidationError) {
 	pick := make([]bool, len(errs))
 	seen, k := map[string]bool{}, 0
 	for i, e := range errs {
@@ -575,7 +548,7 @@ func pickErrors(errs []validate.Error, n int) (picked, rest []validate.Error) {
 
 // errorCount is how many errors errs stands for, a moreErrors error for
 // those it counts.
-func errorCount(errs []validate.Error) int {
+func errorCount(errs []fixpoint.ValidationError) int {
 	n := len(errs)
 	if k := len(errs); k > 0 && errs[k-1].Keyword == KeywordMoreErrors {
 		var more int
@@ -588,7 +561,7 @@ func errorCount(errs []validate.Error) int {
 
 // EstimateTokens is the rough measure the lane limiter uses too: a quarter
 // of the request's bytes, plus the output allowance.
-func EstimateTokens(req *llm.Request) int {
+func EstimateTokens(req *fixpoint.Request) int {
 	n := len(req.System) + len(req.Schema)
 	for _, m := range req.Messages {
 		n += len(m.Content)
@@ -601,20 +574,20 @@ func EstimateTokens(req *llm.Request) int {
 // and unless only the hash is kept, the messages after the system prompt
 // and the prompt itself, which the ledger stores once for all the attempts
 // that sent it.
-func (s *Step) recordRequest(a *Attempt, req *llm.Request) {
+func (s *Step) recordRequest(a *fixpoint.Attempt, req *fixpoint.Request) {
 	sys := s.system
 	rest := []byte("[]")
 	if len(req.Messages) > 0 {
 		rest, _ = json.Marshal(req.Messages)
 	}
 	h := sha256.New()
-	if sys.msg == nil {
+	if sys.Message() == nil {
 		h.Write(rest)
 	} else {
 		// The same bytes as json.Marshal of [system, messages...]: its
 		// elements are written one after another, comma separated.
 		h.Write([]byte{'['})
-		h.Write(sys.msg)
+		h.Write(sys.Message())
 		if len(req.Messages) > 0 {
 			h.Write([]byte{','})
 			h.Write(rest[1:])
@@ -625,7 +598,7 @@ func (s *Step) recordRequest(a *Attempt, req *llm.Request) {
 	a.RequestHash = hex.EncodeToString(h.Sum(nil))
 	if s.cfg.Record == RecordFull {
 		a.Request = rest
-		if sys.msg != nil {
+		if sys.Message() != nil {
 			a.System = sys
 		}
 	}

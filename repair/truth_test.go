@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/repair"
@@ -76,7 +77,7 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 			defer wg.Done()
 			for i := range jobs {
 				job := &repair.Job{ID: fmt.Sprintf("truth-%05d", i), Schema: schema, SchemaRaw: []byte(truthSchema), Model: "sim-messy",
-					Prompt: fmt.Sprintf("Triage ticket %d.", i), Limits: repair.Limits{MaxAttempts: 1}}
+					Prompt: fmt.Sprintf("Triage ticket %d.", i), Limits: fixpoint.Limits{MaxAttempts: 1}}
 				step, err := repair.Start(job, nil, repair.Config{})
 				if err != nil {
 					t.Error(err)
@@ -164,7 +165,7 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 // location into the truth there, if one would have: the coercions' recall
 // against the simulator's lossless faults (with --coerce none, it names
 // every fix safe makes). "" when none would.
-func missedFix(value, truth any, e validate.Error) string {
+func missedFix(value, truth any, e fixpoint.ValidationError) string {
 	ptr := e.Path
 	if kind := missedRename(value, truth, e); kind != "" {
 		return kind
@@ -204,7 +205,7 @@ func missedFix(value, truth any, e validate.Error) string {
 // separators of its name: a missing required one the value holds under
 // such a name, or an extra one that is such a name of a property of the
 // truth the value lacks, holding the truth's value.
-func missedRename(value, truth any, e validate.Error) string {
+func missedRename(value, truth any, e fixpoint.ValidationError) string {
 	i := strings.LastIndexByte(e.Path, '/')
 	if i < 0 {
 		return ""

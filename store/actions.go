@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -24,7 +25,7 @@ type RequeueParams struct {
 	// Batch names the batch; required.
 	Batch string
 	// Statuses are the final statuses to requeue; required.
-	Statuses []string
+	Statuses []fixpoint.Status
 	// Class, when set, keeps only jobs whose final class is Class.
 	Class string
 	// Settings are the settings of the new run (as batches.settings).
@@ -67,7 +68,7 @@ func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, er
 		return res, fmt.Errorf("requeue: %w: batch and statuses are required", ErrInvalid)
 	}
 	for _, st := range p.Statuses {
-		if !IsFinal(st) {
+		if !st.Final() {
 			return res, fmt.Errorf("requeue: %w: %q is not a final status", ErrInvalid, st)
 		}
 	}
@@ -98,7 +99,7 @@ func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, er
 		rows, err := tx.Query(ctx, `
 			SELECT status, count(*) FROM jobs
 			WHERE batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''
-			GROUP BY status`, p.Batch, p.Statuses, p.Class)
+			GROUP BY status`, p.Batch, statusText(p.Statuses), p.Class)
 		if err != nil {
 			return err
 		}
@@ -127,7 +128,7 @@ func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, er
 				started_at, finished_at, deliveries
 			FROM jobs
 			WHERE batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''
-			ON CONFLICT (job_id, run) DO NOTHING`, p.Batch, p.Statuses, p.Class); err != nil {
+			ON CONFLICT (job_id, run) DO NOTHING`, p.Batch, statusText(p.Statuses), p.Class); err != nil {
 			return fmt.Errorf("keep the jobs' outcomes: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `
@@ -139,7 +140,7 @@ func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, er
 				provider = coalesce(nullif($5, ''), provider), model = coalesce(nullif($6, ''), model),
 				mode = coalesce(nullif($7, ''), mode), strategy = coalesce(nullif($8, ''), strategy)
 			WHERE batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''`,
-			p.Batch, p.Statuses, p.Class, res.Run, p.Provider, p.Model, p.Mode, p.Strategy); err != nil {
+			p.Batch, statusText(p.Statuses), p.Class, res.Run, p.Provider, p.Model, p.Mode, p.Strategy); err != nil {
 			return fmt.Errorf("requeue jobs: %w", err)
 		}
 		// A cancelled batch whose jobs run again is not cancelled any more.
@@ -485,4 +486,13 @@ func (s *Store) Measure(ctx context.Context, schemaHash, model string) (Measured
 		return m, fmt.Errorf("measure earlier batches: %w", err)
 	}
 	return m, nil
+}
+
+// statusText is statuses as the ledger's text column holds them.
+func statusText(statuses []fixpoint.Status) []string {
+	out := make([]string, len(statuses))
+	for i, st := range statuses {
+		out[i] = string(st)
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -25,7 +26,7 @@ func TestRequeue(t *testing.T) {
 	if _, err := s.SaveResults(ctx, results); err != nil {
 		t.Fatal(err)
 	}
-	p := store.RequeueParams{Batch: "rq", Statuses: []string{store.StatusInvalid}, Class: "syntax",
+	p := store.RequeueParams{Batch: "rq", Statuses: []fixpoint.Status{fixpoint.StatusInvalid}, Class: "syntax",
 		Settings: json.RawMessage(`{"model":"other"}`), Model: "other"}
 	dry := p
 	dry.DryRun = true
@@ -33,7 +34,7 @@ func TestRequeue(t *testing.T) {
 	if err != nil || res.Total() != 1 || res.Run != 2 {
 		t.Fatalf("dry run: %+v %v; want 1 job for run 2", res, err)
 	}
-	if j, _, _ := s.Job(ctx, jobID("rq", 2)); j.Status != store.StatusInvalid {
+	if j, _, _ := s.Job(ctx, jobID("rq", 2)); j.Status != fixpoint.StatusInvalid {
 		t.Fatalf("dry run changed the job: %s", j.Status)
 	}
 	res, err = s.Requeue(ctx, p)
@@ -41,7 +42,7 @@ func TestRequeue(t *testing.T) {
 		t.Fatalf("requeue: %+v %v", res, err)
 	}
 	j, as, err := s.Job(ctx, jobID("rq", 2))
-	if err != nil || j.Status != store.StatusQueued || j.Run != 2 || j.Model != "other" || j.Published || len(as) != 0 || j.Attempts != 0 {
+	if err != nil || j.Status != fixpoint.StatusQueued || j.Run != 2 || j.Model != "other" || j.Published || len(as) != 0 || j.Attempts != 0 {
 		t.Fatalf("requeued job: %+v, %d attempts (%v)", j, len(as), err)
 	}
 	// Repeating it finds nothing to do.
@@ -49,10 +50,10 @@ func TestRequeue(t *testing.T) {
 		t.Fatalf("second requeue: %+v %v", again, err)
 	}
 	// The first run's outcome and attempts stay; the new run can win.
-	var status string
+	var status fixpoint.Status
 	var attempts int
 	if err := s.QueryRowForTest(ctx, `SELECT status, (SELECT count(*) FROM attempts WHERE job_id = $$rq-2$$ AND run = 1)
-		FROM job_runs WHERE job_id = 'rq-2' AND run = 1`, &status, &attempts); err != nil || status != store.StatusInvalid || attempts != 2 {
+		FROM job_runs WHERE job_id = 'rq-2' AND run = 1`, &status, &attempts); err != nil || status != fixpoint.StatusInvalid || attempts != 2 {
 		t.Fatalf("run 1 of rq-2: %s with %d attempts (%v); want invalid with 2", status, attempts, err)
 	}
 	stale := result(jobID("rq", 2), "stale", "")
@@ -64,13 +65,13 @@ func TestRequeue(t *testing.T) {
 	if won, err := s.SaveResults(ctx, []store.Result{fresh}); err != nil || !won[0] {
 		t.Fatalf("the run-2 result: won %v, %v", won, err)
 	}
-	if j, as, _ := s.Job(ctx, jobID("rq", 2)); j.Status != store.StatusValid || j.Run != 2 || len(as) != 1 {
+	if j, as, _ := s.Job(ctx, jobID("rq", 2)); j.Status != fixpoint.StatusValid || j.Run != 2 || len(as) != 1 {
 		t.Fatalf("after run 2: %s run %d with %d attempts", j.Status, j.Run, len(as))
 	}
-	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "nope", Statuses: []string{"invalid"}, Settings: json.RawMessage(`{}`)}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "nope", Statuses: []fixpoint.Status{"invalid"}, Settings: json.RawMessage(`{}`)}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("requeue of no batch: %v", err)
 	}
-	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "rq", Statuses: []string{"queued"}, Settings: json.RawMessage(`{}`)}); !errors.Is(err, store.ErrInvalid) {
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "rq", Statuses: []fixpoint.Status{"queued"}, Settings: json.RawMessage(`{}`)}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("requeue of queued jobs: %v", err)
 	}
 }
@@ -127,7 +128,7 @@ func TestCancelAndRequeueLeaveTheWave(t *testing.T) {
 	if err := s.QueryRowForTest(ctx, fmt.Sprintf(`WITH u AS (UPDATE jobs SET wave_id = %d WHERE batch = 'cw' RETURNING 1) SELECT count(*) FROM u`, w.ID), &set); err != nil || set != 2 {
 		t.Fatal(set, err)
 	}
-	res, err := s.Requeue(ctx, store.RequeueParams{Batch: "cw", Statuses: []string{store.StatusCancelled}, Settings: json.RawMessage(`{}`)})
+	res, err := s.Requeue(ctx, store.RequeueParams{Batch: "cw", Statuses: []fixpoint.Status{fixpoint.StatusCancelled}, Settings: json.RawMessage(`{}`)})
 	if err != nil || res.Total() != 2 {
 		t.Fatalf("requeue: %+v %v", res, err)
 	}
@@ -228,7 +229,7 @@ func TestBatchSpendCountsEveryRun(t *testing.T) {
 	if _, err := s.SaveResults(ctx, []store.Result{first}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "sp", Statuses: []string{store.StatusInvalid}, Settings: json.RawMessage(`{}`)}); err != nil {
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "sp", Statuses: []fixpoint.Status{fixpoint.StatusInvalid}, Settings: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	second := result(jobID("sp", 1), "b", "")

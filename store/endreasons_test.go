@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -35,11 +36,11 @@ func TestEndReasonsGroupNumbers(t *testing.T) {
 	}
 	var results []store.Result
 	for i := 1; i <= 20; i++ {
-		results = append(results, store.Result{JobID: fmt.Sprintf("er:%d", i), Status: store.StatusOverBudget,
+		results = append(results, store.Result{JobID: fmt.Sprintf("er:%d", i), Status: fixpoint.StatusOverBudget,
 			Error: fmt.Sprintf("batch spend cap reached: $%d.%06d spent of $20.000000, and this call may cost up to $1.%03d", i, i*7, i)})
 	}
 	for i := 21; i <= 23; i++ {
-		results = append(results, store.Result{JobID: fmt.Sprintf("er:%d", i), Status: store.StatusFailed, Error: fmt.Sprintf("reason %c", 'a'+i-21)})
+		results = append(results, store.Result{JobID: fmt.Sprintf("er:%d", i), Status: fixpoint.StatusFailed, Error: fmt.Sprintf("reason %c", 'a'+i-21)})
 	}
 	// A model's version is no amount: two reasons. A reason of 150
 	// characters is shown whole (cut at 120, the cap's advice lost its
@@ -53,7 +54,7 @@ func TestEndReasonsGroupNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].Status != store.StatusOverBudget || got[0].Jobs != 20 || got[0].Reasons != 4 || got[0].AllJobs != 23 {
+	if len(got) != 2 || got[0].Status != string(fixpoint.StatusOverBudget) || got[0].Jobs != 20 || got[0].Reasons != 4 || got[0].AllJobs != 23 {
 		t.Errorf("EndReasons = %+v; want the 20 cap errors as one reason first, of 4 reasons and 23 jobs in all", got)
 	}
 	all, err := st.EndReasons(ctx, "er", 10)

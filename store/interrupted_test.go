@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -119,7 +120,7 @@ func TestInterruptedOutagesAndCancel(t *testing.T) {
 		t.Errorf("calls of the cancelled job: %+v %v; want its 2 paid calls as cancelled", got, err)
 	}
 	job, _, err := s.Job(ctx, jobID("hold", 2))
-	if err != nil || job.Status != store.StatusCancelled || job.Error != store.CancelledReason {
+	if err != nil || job.Status != fixpoint.StatusCancelled || job.Error != store.CancelledReason {
 		t.Errorf("cancelled job: %+v %v", job, err)
 	}
 }

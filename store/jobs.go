@@ -8,27 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fixpoint-dev/fixpoint/jobstatus"
+	"github.com/fixpoint-dev/fixpoint"
 )
-
-// Job statuses, as strings (the ledger's columns are text); the statuses
-// themselves are defined once, in package jobstatus. Every status but
-// StatusQueued is final.
-const (
-	StatusQueued   = string(jobstatus.Queued)
-	StatusValid    = string(jobstatus.Valid)
-	StatusInvalid  = string(jobstatus.Invalid)
-	StatusFailed   = string(jobstatus.Failed)
-	StatusRejected = string(jobstatus.Rejected)
-	StatusDead     = string(jobstatus.Dead)
-	// StatusCancelled: enqueue cancel ended the job before it was done.
-	StatusCancelled = string(jobstatus.Cancelled)
-	// StatusOverBudget: the batch's spend cap was reached first.
-	StatusOverBudget = string(jobstatus.OverBudget)
-)
-
-// IsFinal reports whether status is a final job status.
-func IsFinal(status string) bool { return jobstatus.Status(status).Final() }
 
 // NewJob is a job as enqueue records it.
 type NewJob struct {
@@ -229,7 +210,7 @@ func (s *Store) Unpublished(ctx context.Context, batch string, limit int) ([]New
 
 // JobFinal returns the job's status and whether it is final, so a worker can
 // skip a redelivered job that is done. ErrNotFound if there is no row.
-func (s *Store) JobFinal(ctx context.Context, id string) (status string, final bool, err error) {
+func (s *Store) JobFinal(ctx context.Context, id string) (status fixpoint.Status, final bool, err error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	err = s.pool.QueryRow(ctx, `SELECT status FROM jobs WHERE id = $1`, id).Scan(&status)
@@ -239,7 +220,7 @@ func (s *Store) JobFinal(ctx context.Context, id string) (status string, final b
 	if err != nil {
 		return "", false, fmt.Errorf("get job %s status: %w", id, err)
 	}
-	return status, IsFinal(status), nil
+	return status, status.Final(), nil
 }
 
 // Statuses returns the status of each of ids that has a row, in one query
@@ -269,7 +250,7 @@ func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]string, 
 // JobState is what a worker needs to know of a job it picked up.
 type JobState struct {
 	// Status is the job's status.
-	Status string
+	Status fixpoint.Status
 	// Run is the batch run the job is in.
 	Run int
 	// Wave is the wave holding the job's next attempt (batch delivery),
@@ -331,7 +312,7 @@ type Rejection struct {
 	Payload []byte
 	// Status is StatusRejected (bad input) or StatusDead (delivered too
 	// often); "" means StatusRejected.
-	Status string
+	Status fixpoint.Status
 	// Deliveries is how often the queue delivered the job's message; 0
 	// when unknown.
 	Deliveries int
@@ -343,9 +324,9 @@ type Rejection struct {
 func (s *Store) Reject(ctx context.Context, r Rejection) (bool, error) {
 	status := r.Status
 	if status == "" {
-		status = StatusRejected
+		status = fixpoint.StatusRejected
 	}
-	if status != StatusRejected && status != StatusDead {
+	if status != fixpoint.StatusRejected && status != fixpoint.StatusDead {
 		return false, fmt.Errorf("reject job %s: %w: status %q is not rejected or dead", r.JobID, ErrInvalid, r.Status)
 	}
 	if r.JobID == "" {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -190,7 +191,7 @@ func (s *Store) RepairEffectiveness(ctx context.Context, batch string) ([]Repair
 type JobRecord struct {
 	NewJob
 	// Status is the job's status.
-	Status string
+	Status fixpoint.Status
 	// Published reports whether enqueue published the job; PublishedAt when.
 	Published   bool
 	PublishedAt time.Time
@@ -303,7 +304,7 @@ type ExportRow struct {
 	ID    string
 	RowNo int
 	// Status is the job's status.
-	Status string
+	Status fixpoint.Status
 	// Metadata is the input row (a JSON object); Value the final value or nil.
 	Metadata, Value json.RawMessage
 	// Error explains a job that is not valid.

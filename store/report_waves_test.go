@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -59,14 +60,14 @@ func cacheDataset(t *testing.T) *store.Store {
 			t.Fatalf("save %s: won %v, %v", r.JobID, won, err)
 		}
 	}
-	save(store.Result{JobID: "ob-1", Status: store.StatusValid, Value: json.RawMessage(`{}`), Attempts: 1, Calls: 1,
+	save(store.Result{JobID: "ob-1", Status: fixpoint.StatusValid, Value: json.RawMessage(`{}`), Attempts: 1, Calls: 1,
 		AttemptRows: []store.Attempt{cacheAttempt(1, "", "realtime", 9000, 9000, 9000, 1)}})
-	save(store.Result{JobID: "pc-1", Status: store.StatusValid, Value: json.RawMessage(`{}`), Attempts: 2, Calls: 2,
+	save(store.Result{JobID: "pc-1", Status: fixpoint.StatusValid, Value: json.RawMessage(`{}`), Attempts: 2, Calls: 2,
 		AttemptRows: []store.Attempt{cacheAttempt(1, "provider", "", 500, 0, 0, 0.002), cacheAttempt(2, "", "realtime", 1000, 600, 0, 0.010)}})
 	// pc-2's first run is requeued: its attempt stays in the ledger, in run 1.
-	save(store.Result{JobID: "pc-2", Status: store.StatusInvalid, FinalClass: "shape", Attempts: 1, Calls: 1,
+	save(store.Result{JobID: "pc-2", Status: fixpoint.StatusInvalid, FinalClass: "shape", Attempts: 1, Calls: 1,
 		AttemptRows: []store.Attempt{cacheAttempt(1, "shape", "realtime", 400, 0, 300, 0.004)}})
-	if res, err := s.Requeue(ctx, store.RequeueParams{Batch: "pc", Statuses: []string{store.StatusInvalid}, Settings: json.RawMessage(`{}`)}); err != nil || res.Run != 2 || res.Total() != 1 {
+	if res, err := s.Requeue(ctx, store.RequeueParams{Batch: "pc", Statuses: []fixpoint.Status{fixpoint.StatusInvalid}, Settings: json.RawMessage(`{}`)}); err != nil || res.Run != 2 || res.Total() != 1 {
 		t.Fatalf("requeue: %+v %v", res, err)
 	}
 
@@ -97,7 +98,7 @@ func cacheDataset(t *testing.T) *store.Store {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	save(store.Result{JobID: "pc-4", Status: store.StatusValid, Value: json.RawMessage(`{}`), Attempts: 3, Calls: 3, Recorded: 2,
+	save(store.Result{JobID: "pc-4", Status: fixpoint.StatusValid, Value: json.RawMessage(`{}`), Attempts: 3, Calls: 3, Recorded: 2,
 		AttemptRows: []store.Attempt{cacheAttempt(3, "", "realtime", 800, 800, 0, 0.001)}})
 	// Wave 3: pc-2's second run.
 	reqs := waveReqs("pc", 1, 2)

@@ -9,9 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/fixpoint-dev/fixpoint/jobstatus"
 )
 
 // Attempt is one provider call of a job and what came of it.
@@ -93,7 +92,7 @@ type Result struct {
 	JobID string
 	// Status is the final status: valid, invalid or failed (rejected and dead
 	// are accepted too, but Reject is the usual path for them).
-	Status string
+	Status fixpoint.Status
 	// Value is the final value as JSON; nil for none.
 	Value json.RawMessage
 	// Error describes why the job is not valid.
@@ -148,7 +147,7 @@ func (r Result) check() error {
 	if r.JobID == "" {
 		return fmt.Errorf("%w: result with empty job id", ErrInvalid)
 	}
-	if !IsFinal(r.Status) {
+	if !r.Status.Final() {
 		return fmt.Errorf("%w: job %s: status %q is not final", ErrInvalid, r.JobID, r.Status)
 	}
 	if r.Job != nil && r.Job.ID != r.JobID {
@@ -423,7 +422,7 @@ func supersededBy(ctx context.Context, tx pgx.Tx, results []Result, losers []int
 			continue // our own earlier commit
 		}
 		reason := InterruptSuperseded
-		if f.status == string(jobstatus.Cancelled) {
+		if f.status == string(fixpoint.StatusCancelled) {
 			reason = InterruptCancelled // enqueue cancel ended the job while this delivery ran
 		}
 		out = append(out, Interruption{JobID: r.JobID, Run: r.Run, Delivery: r.Deliveries, Reason: reason, Attempts: r.AttemptRows})
@@ -515,7 +514,7 @@ func (c *jobColumns) args() []any {
 
 func (c *jobColumns) add(r Result) {
 	c.id = append(c.id, r.JobID)
-	c.status = append(c.status, txt(r.Status))
+	c.status = append(c.status, txt(string(r.Status)))
 	c.value = append(c.value, nullJSON(pgJSON(r.Value)))
 	c.error = append(c.error, txt(r.Error))
 	c.class = append(c.class, txt(r.FinalClass))

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -66,7 +67,7 @@ func newJobs(batch, hash string, n int) []store.NewJob {
 // attempt, anything else a failed one of that class. Each attempt uses 100
 // tokens in, 10 out and 5 cached; the job totals are their sums.
 func result(id string, tag string, classes ...string) store.Result {
-	r := store.Result{JobID: id, Status: store.StatusInvalid, Attempts: len(classes), Calls: len(classes), WallMS: 100}
+	r := store.Result{JobID: id, Status: fixpoint.StatusInvalid, Attempts: len(classes), Calls: len(classes), WallMS: 100}
 	for i, c := range classes {
 		a := store.Attempt{
 			No: i + 1, Request: json.RawMessage(`[{"role":"user","content":"x"}]`), Raw: tag,
@@ -82,7 +83,7 @@ func result(id string, tag string, classes ...string) store.Result {
 		r.TokensOut += a.TokensOut
 		r.TokensCached += a.TokensCached
 		if c == "" {
-			r.Status = store.StatusValid
+			r.Status = fixpoint.StatusValid
 			r.Value = json.RawMessage(fmt.Sprintf(`{"tag":%q}`, tag))
 			r.FirstAttemptValid = i == 0
 		} else {
@@ -260,7 +261,7 @@ func TestInsertJobsIdempotentAndPublishing(t *testing.T) {
 	}
 
 	status, final, err := s.JobFinal(ctx, jobID("ins", 1))
-	if err != nil || status != store.StatusQueued || final {
+	if err != nil || status != fixpoint.StatusQueued || final {
 		t.Fatalf("JobFinal = %q, %v, %v; want queued, false, nil", status, final, err)
 	}
 	if _, _, err := s.JobFinal(ctx, "unknown"); !errors.Is(err, store.ErrNotFound) {
@@ -270,7 +271,7 @@ func TestInsertJobsIdempotentAndPublishing(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, final, err = s.JobFinal(ctx, jobID("ins", 2))
-	if err != nil || status != store.StatusInvalid || !final {
+	if err != nil || status != fixpoint.StatusInvalid || !final {
 		t.Fatalf("JobFinal after save = %q, %v, %v; want invalid, true, nil", status, final, err)
 	}
 	st, err := s.Statuses(ctx, []string{jobID("ins", 1), jobID("ins", 2), "unknown"})
@@ -319,9 +320,9 @@ func TestSaveResultsFirstFinalWins(t *testing.T) {
 		if wonA[0] == wonB[0] {
 			t.Fatalf("job %s: won A=%v B=%v, want exactly one winner", id, wonA[0], wonB[0])
 		}
-		winner, n, status := "A", 2, store.StatusValid
+		winner, n, status := "A", 2, fixpoint.StatusValid
 		if wonB[0] {
-			winner, n, status = "B", 3, store.StatusInvalid
+			winner, n, status = "B", 3, fixpoint.StatusInvalid
 		}
 		raws := attemptRaws(t, s, id)
 		if len(raws) != n {
@@ -440,7 +441,7 @@ func TestSaveResultsMissingJobRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Batch != "missing-new" || j.RowNo != 7 || j.SchemaHash != hash || string(j.Metadata) != `{"k": "v"}` || j.Status != store.StatusValid || len(attempts) != 1 {
+	if j.Batch != "missing-new" || j.RowNo != 7 || j.SchemaHash != hash || string(j.Metadata) != `{"k": "v"}` || j.Status != fixpoint.StatusValid || len(attempts) != 1 {
 		t.Fatalf("job m-1 = %+v with %d attempts, want the Job fields, valid, 1 attempt", j, len(attempts))
 	}
 	if _, err := s.Batch(ctx, "missing-new"); err != nil {
@@ -450,10 +451,10 @@ func TestSaveResultsMissingJobRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Batch != "" || j.Status != store.StatusInvalid || j.FinalClass != "refusal" {
+	if j.Batch != "" || j.Status != fixpoint.StatusInvalid || j.FinalClass != "refusal" {
 		t.Fatalf("bare job m-2 = %+v, want no batch, invalid, refusal", j)
 	}
-	_, err = s.SaveResults(ctx, []store.Result{{JobID: "m-3", Status: store.StatusQueued}})
+	_, err = s.SaveResults(ctx, []store.Result{{JobID: "m-3", Status: fixpoint.StatusQueued}})
 	if !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("SaveResults(queued) error = %v, want ErrInvalid", err)
 	}
@@ -476,7 +477,7 @@ func TestJobRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	started := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	r := store.Result{
-		JobID: jobID("rt", 1), Status: store.StatusValid, Value: json.RawMessage(`{"a":1}`),
+		JobID: jobID("rt", 1), Status: fixpoint.StatusValid, Value: json.RawMessage(`{"a":1}`),
 		Attempts: 1, Calls: 2, FirstAttemptValid: true, RepairedLocally: true,
 		TokensIn: 11, TokensOut: 22, TokensCached: 3, CostUSD: 0.125,
 		StartedAt: started, FinishedAt: started.Add(1500 * time.Millisecond), WallMS: 1500, Deliveries: 2,
@@ -534,15 +535,15 @@ func TestReject(t *testing.T) {
 		name        string
 		r           store.Rejection
 		wantChanged bool
-		wantStatus  string
+		wantStatus  fixpoint.Status
 		wantErr     error
 	}{
-		{name: "valid row is kept", r: store.Rejection{JobID: jobID("rej", 1), Batch: "rej", Reason: "late", Status: store.StatusDead}, wantStatus: store.StatusValid},
-		{name: "queued row is rejected", r: store.Rejection{JobID: jobID("rej", 2), Batch: "rej", Reason: "bad template"}, wantChanged: true, wantStatus: store.StatusRejected},
-		{name: "queued row is dead", r: store.Rejection{JobID: jobID("rej", 3), Batch: "rej", Reason: "max deliveries", Status: store.StatusDead}, wantChanged: true, wantStatus: store.StatusDead},
-		{name: "missing row is inserted", r: store.Rejection{JobID: "rej-99", Batch: "rej-other", Reason: "poison", Payload: []byte("\x00garbage")}, wantChanged: true, wantStatus: store.StatusRejected},
-		{name: "missing row without batch", r: store.Rejection{JobID: "orphan", Reason: "unparseable"}, wantChanged: true, wantStatus: store.StatusRejected},
-		{name: "bad status", r: store.Rejection{JobID: "x", Status: store.StatusValid}, wantErr: store.ErrInvalid},
+		{name: "valid row is kept", r: store.Rejection{JobID: jobID("rej", 1), Batch: "rej", Reason: "late", Status: fixpoint.StatusDead}, wantStatus: fixpoint.StatusValid},
+		{name: "queued row is rejected", r: store.Rejection{JobID: jobID("rej", 2), Batch: "rej", Reason: "bad template"}, wantChanged: true, wantStatus: fixpoint.StatusRejected},
+		{name: "queued row is dead", r: store.Rejection{JobID: jobID("rej", 3), Batch: "rej", Reason: "max deliveries", Status: fixpoint.StatusDead}, wantChanged: true, wantStatus: fixpoint.StatusDead},
+		{name: "missing row is inserted", r: store.Rejection{JobID: "rej-99", Batch: "rej-other", Reason: "poison", Payload: []byte("\x00garbage")}, wantChanged: true, wantStatus: fixpoint.StatusRejected},
+		{name: "missing row without batch", r: store.Rejection{JobID: "orphan", Reason: "unparseable"}, wantChanged: true, wantStatus: fixpoint.StatusRejected},
+		{name: "bad status", r: store.Rejection{JobID: "x", Status: fixpoint.StatusValid}, wantErr: store.ErrInvalid},
 		{name: "empty id", r: store.Rejection{Reason: "x"}, wantErr: store.ErrInvalid},
 	}
 	for _, tt := range tests {
@@ -595,9 +596,9 @@ func TestExportStreamsAllRows(t *testing.T) {
 			return fmt.Errorf("row %d = %+v", got, r)
 		}
 		switch {
-		case got == 2 && (r.Status != store.StatusValid || string(r.Value) != `{"tag": "v"}`):
+		case got == 2 && (r.Status != fixpoint.StatusValid || string(r.Value) != `{"tag": "v"}`):
 			return fmt.Errorf("row 2 = %+v, want valid with value", r)
-		case got != 2 && (r.Status != store.StatusQueued || r.Value != nil):
+		case got != 2 && (r.Status != fixpoint.StatusQueued || r.Value != nil):
 			return fmt.Errorf("row %d = %+v, want queued without value", got, r)
 		}
 		return nil
@@ -938,7 +939,7 @@ func TestSaveResultsRefusedValue(t *testing.T) {
 	if err == nil || !store.IsRefused(err) {
 		t.Fatalf("SaveResults with an unstorable value: %v, want an error IsRefused reports", err)
 	}
-	if j, _, err := s.Job(ctx, jobID("refuse", 2)); err != nil || j.Status != store.StatusQueued {
+	if j, _, err := s.Job(ctx, jobID("refuse", 2)); err != nil || j.Status != fixpoint.StatusQueued {
 		t.Fatalf("job saved beside the refused one: %+v, %v; want still queued", j, err)
 	}
 	if won, err := s.SaveResults(ctx, []store.Result{good}); err != nil || !won[0] {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -48,7 +49,7 @@ func viewDataset(t *testing.T) *store.Store {
 		}
 		results = append(results, r)
 	}
-	results[4].Status = store.StatusFailed
+	results[4].Status = fixpoint.StatusFailed
 	results[4].AttemptRows[0].Model = "gpt-4o-mini"
 	results[5].RepairedLocally = true
 	w := result(jobID("w", 1), "x", "shape", "")
@@ -247,7 +248,7 @@ func TestSummaryAcrossRuns(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t, "ar", 3)
 	ctx := context.Background()
-	unrun := store.Result{JobID: jobID("ar", 3), Status: store.StatusCancelled}
+	unrun := store.Result{JobID: jobID("ar", 3), Status: fixpoint.StatusCancelled}
 	if _, err := s.SaveResults(ctx, []store.Result{result(jobID("ar", 1), "a", ""), result(jobID("ar", 2), "b", "shape", "shape", "shape"), unrun}); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +256,7 @@ func TestSummaryAcrossRuns(t *testing.T) {
 	if err != nil || len(before) != 1 || before[0].FirstAttemptValid != 1 || before[0].MeanAttempts != 2 {
 		t.Fatalf("before the requeue: %+v %v; want 1 first-try, 2 attempts a job", before, err)
 	}
-	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "ar", Statuses: []string{store.StatusInvalid, store.StatusCancelled}, Settings: json.RawMessage(`{}`)}); err != nil {
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "ar", Statuses: []fixpoint.Status{fixpoint.StatusInvalid, fixpoint.StatusCancelled}, Settings: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	second := result(jobID("ar", 2), "b2", "")
@@ -274,7 +275,7 @@ func TestSummaryAcrossRuns(t *testing.T) {
 	}
 	// A valid job requeued (another model) keeps its first try, whatever
 	// its later run did: 1ST-TRY% fell to 0 when every job was requeued.
-	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "ar", Statuses: []string{store.StatusValid}, Settings: json.RawMessage(`{}`)}); err != nil {
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "ar", Statuses: []fixpoint.Status{fixpoint.StatusValid}, Settings: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var rerun []store.Result

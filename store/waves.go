@@ -32,7 +32,7 @@ type WaveRequest struct {
 	Run      int
 	// AttemptNo is the attempt the request is.
 	AttemptNo int
-	// Request is the request as JSON (an llm.Request).
+	// Request is the request as JSON (a fixpoint.Request).
 	Request json.RawMessage
 	// Envelope is the job message the request is of (a pipeline.Envelope):
 	// the reply is checked against it.
@@ -459,7 +459,7 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 							started_at = coalesce(started_at, (SELECT created_at FROM waves WHERE id = $18), $16),
 							wall_ms = greatest($17, (extract(epoch FROM now() - coalesce(started_at, (SELECT created_at FROM waves WHERE id = $18), $16)) * 1000)::bigint)
 						WHERE id = $1 AND run = $2 AND status = 'queued'`,
-						jobID, run, txt(r.Status), nullJSON(pgJSON(r.Value)), txt(r.Error), txt(r.FinalClass), r.Attempts, r.Calls,
+						jobID, run, txt(string(r.Status)), nullJSON(pgJSON(r.Value)), txt(r.Error), txt(r.FinalClass), r.Attempts, r.Calls,
 						r.FirstAttemptValid, r.RepairedLocally, r.TokensIn, r.TokensOut, r.TokensCached, r.TokensCacheWrite,
 						r.CostUSD, nullTime(r.StartedAt), r.WallMS, o.WaveID)
 					if err != nil {

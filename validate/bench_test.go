@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // typicalSchema is the kind of schema a job carries: an object with nested
@@ -194,7 +196,7 @@ func TestBenchmarkInputs(t *testing.T) {
 	if len(errs) == 0 || errs[0].Path != "/0/sku" || errs[0].Keyword != "pattern" {
 		t.Fatalf("invalid big array: got %d errors, first %v", len(errs), errs)
 	}
-	if errs := mustCompile(t, typicalSchema).Validate(mustDecode(t, typicalInvalid)); ClassOf(errs) != ClassShape || len(errs) < 5 {
+	if errs := mustCompile(t, typicalSchema).Validate(mustDecode(t, typicalInvalid)); ClassOf(errs) != fixpoint.ClassShape || len(errs) < 5 {
 		t.Fatalf("typical invalid: got %v", errs)
 	}
 }

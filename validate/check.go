@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
@@ -41,10 +42,10 @@ var lossyWhat = map[string]string{
 // it to guess), nor one holding half a surrogate pair. reply is the text
 // c was extracted from. Package repair checks a patch reply's array with
 // it too.
-func ExtractionErrors(reply string, c *extract.Candidate) []Error {
-	var errs []Error
+func ExtractionErrors(reply string, c *extract.Candidate) []fixpoint.ValidationError {
+	var errs []fixpoint.ValidationError
 	if c.Truncated {
-		errs = append(errs, Error{Path: "", Keyword: "truncated", Class: ClassSyntax, Message: truncatedMessage})
+		errs = append(errs, fixpoint.ValidationError{Path: "", Keyword: "truncated", Class: fixpoint.ClassSyntax, Message: truncatedMessage})
 	}
 	errs = append(errs, StorableErrors(c.Value)...)
 	at, inKey, lone := extract.LoneSurrogate(c.JSON)
@@ -53,13 +54,13 @@ func ExtractionErrors(reply string, c *extract.Candidate) []Error {
 		if inKey {
 			what = "a property name"
 		}
-		errs = append(errs, Error{Path: at, Keyword: "lone_surrogate", Class: ClassSyntax,
+		errs = append(errs, fixpoint.ValidationError{Path: at, Keyword: "lone_surrogate", Class: fixpoint.ClassSyntax,
 			Message: display(at) + ": " + what + " holds half of a UTF-16 surrogate pair (a \\uD800-\\uDFFF escape without its other half), which is no character: readers replace it with U+FFFD; write the character itself"})
 	}
 	// (Two keys with lone halves read alike as U+FFFD: the surrogate error
 	// says what is wrong, not a key written twice.)
 	if at, key, dup := extract.DuplicateKey(c.JSON); dup && !lone {
-		errs = append(errs, Error{Path: at, Keyword: "duplicate_key", Class: ClassSyntax,
+		errs = append(errs, fixpoint.ValidationError{Path: at, Keyword: "duplicate_key", Class: fixpoint.ClassSyntax,
 			Message: fmt.Sprintf("%s: the key %s is written twice in one object; write it once, with the value meant", display(at), strconv.Quote(key))})
 	}
 	lossy, more := 0, 0
@@ -72,12 +73,12 @@ func ExtractionErrors(reply string, c *extract.Candidate) []Error {
 			continue
 		}
 		lossy++
-		errs = append(errs, Error{Path: "", Keyword: "lossy_repair", Class: ClassSyntax,
+		errs = append(errs, fixpoint.ValidationError{Path: "", Keyword: "lossy_repair", Class: fixpoint.ClassSyntax,
 			Message: fmt.Sprintf("%s: the reply has %s; reply with the complete value as strict JSON", rootDisplay, DescribeLossy(reply, r))})
 	}
 	if more > 0 {
 		// 200,000 of them made 56 MB of errors for one reply.
-		errs = append(errs, Error{Path: "", Keyword: "lossy_repair", Class: ClassSyntax,
+		errs = append(errs, fixpoint.ValidationError{Path: "", Keyword: "lossy_repair", Class: fixpoint.ClassSyntax,
 			Message: fmt.Sprintf("%s: and %d more such places; reply with the complete value as strict JSON", rootDisplay, more)})
 	}
 	return errs
@@ -95,8 +96,8 @@ const maxNULErrors = 8
 // and the ledger would have to store another value than the one validated
 // (a pattern ^[a-z]*$ checked "a\u0000b" in a value stored as "a\ufffdb",
 // and two keys could become one). A value must be storable as it is.
-func StorableErrors(v any) []Error {
-	var errs []Error
+func StorableErrors(v any) []fixpoint.ValidationError {
+	var errs []fixpoint.ValidationError
 	var walk func(v any, toks []string)
 	walk = func(v any, toks []string) {
 		if len(errs) >= maxNULErrors {
@@ -105,7 +106,7 @@ func StorableErrors(v any) []Error {
 		switch x := v.(type) {
 		case string:
 			if strings.IndexByte(x, 0) >= 0 {
-				errs = append(errs, Error{Path: pointer(toks), Keyword: "nul_character", Class: ClassSemantic,
+				errs = append(errs, fixpoint.ValidationError{Path: pointer(toks), Keyword: "nul_character", Class: fixpoint.ClassSemantic,
 					Message: display(pointer(toks)) + ": the string holds a NUL character (\\u0000), which the ledger cannot store; write the value without it"})
 			}
 		case []any:
@@ -120,7 +121,7 @@ func StorableErrors(v any) []Error {
 			slices.Sort(keys) // errors in a stable order
 			for _, k := range keys {
 				if strings.IndexByte(k, 0) >= 0 && len(errs) < maxNULErrors {
-					errs = append(errs, Error{Path: pointer(toks), Keyword: "nul_character", Class: ClassSemantic,
+					errs = append(errs, fixpoint.ValidationError{Path: pointer(toks), Keyword: "nul_character", Class: fixpoint.ClassSemantic,
 						Message: fmt.Sprintf("%s: the property name %s holds a NUL character (\\u0000), which the ledger cannot store; write it without", display(pointer(toks)), strconv.Quote(k))})
 				}
 				walk(x[k], append(toks, k))
@@ -134,7 +135,7 @@ func StorableErrors(v any) []Error {
 // DescribeLossy says what a lossy repair (extract.Lossy) of reply would
 // have dropped or guessed, and where: `text after a value that is not part
 // of the JSON at offset 12 ("USD}")`.
-func DescribeLossy(reply string, r extract.Repair) string {
+func DescribeLossy(reply string, r fixpoint.Repair) string {
 	return fmt.Sprintf("%s at offset %d (%s)", lossyWhat[r.Kind], r.Offset, snippetAt(reply, r.Offset))
 }
 
@@ -169,17 +170,17 @@ type CheckResult struct {
 	// Value is the chosen candidate's value, nil if none was extracted.
 	Value any
 	// Class is ClassOf(Errors): ClassNone when Valid.
-	Class Class
+	Class fixpoint.Class
 	// Errors are the chosen candidate's errors, or the one syntax error when
 	// nothing was extracted. Empty when Valid.
-	Errors []Error
+	Errors []fixpoint.ValidationError
 	// Repairs are the repairs extract applied to the chosen candidate
 	// (past extract.MaxListedRepairs, one entry of each kind with its
 	// Count), followed by the schema-guided repairs CheckWith made to its
 	// value.
-	Repairs []extract.Repair
+	Repairs []fixpoint.Repair
 	// Source is where the chosen candidate was found, "" if none.
-	Source extract.Source
+	Source fixpoint.Source
 	// Truncated reports the chosen candidate was closed after a cut-off.
 	Truncated bool
 	// Candidate is the chosen candidate, nil if none.
@@ -197,7 +198,7 @@ type CheckResult struct {
 type CheckOptions struct {
 	// Coerce selects the schema-guided repairs made to a candidate that does
 	// not validate (see Schema.Coerce); "" is CoerceNone.
-	Coerce CoerceMode
+	Coerce fixpoint.CoerceMode
 }
 
 // Check extracts the JSON candidates in reply and chooses one: the first that
@@ -229,7 +230,7 @@ func Check(s *Schema, reply string) CheckResult {
 // (class syntax), names both.
 func CheckWith(s *Schema, reply string, opt CheckOptions) CheckResult {
 	cands, err := extract.Extract(reply)
-	if s == nil || len(cands) == 0 || (opt.Coerce != CoerceSafe && opt.Coerce != CoerceAll) {
+	if s == nil || len(cands) == 0 || (opt.Coerce != fixpoint.CoerceSafe && opt.Coerce != fixpoint.CoerceAll) {
 		return choose(s, reply, cands, err)
 	}
 	return chooseCoerced(s, reply, cands, opt.Coerce)
@@ -237,10 +238,10 @@ func CheckWith(s *Schema, reply string, opt CheckOptions) CheckResult {
 
 // chooseCoerced applies CheckWith's choosing rule to the candidates extract
 // returned (at least one).
-func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode CoerceMode) CheckResult {
+func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode fixpoint.CoerceMode) CheckResult {
 	// A candidate valid as extracted wins: choose's rule, validating each
 	// candidate once.
-	errsOf := make([][]Error, len(cands))
+	errsOf := make([][]fixpoint.ValidationError, len(cands))
 	for i := range cands {
 		errsOf[i] = s.Validate(cands[i].Value)
 		if len(errsOf[i]) == 0 && len(ExtractionErrors(reply, &cands[i])) == 0 {
@@ -250,7 +251,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 			return result(cands, i, cands[i].Value, nil, nil)
 		}
 	}
-	best, bestErrs, bestValue, bestFixes := -1, []Error(nil), any(nil), []extract.Repair(nil)
+	best, bestErrs, bestValue, bestFixes := -1, []fixpoint.ValidationError(nil), any(nil), []fixpoint.Repair(nil)
 	for i := range cands {
 		c := &cands[i]
 		v, fixes, errs := s.coerce(c.Value, errsOf[i], mode)
@@ -272,7 +273,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 
 // result is the result of choosing cands[i], whose value after the
 // schema-guided repairs fixes is v, with errors errs.
-func result(cands []extract.Candidate, i int, v any, errs []Error, fixes []extract.Repair) CheckResult {
+func result(cands []extract.Candidate, i int, v any, errs []fixpoint.ValidationError, fixes []fixpoint.Repair) CheckResult {
 	c := &cands[i]
 	for j := range fixes {
 		fixes[j].Offset = c.Start
@@ -304,14 +305,14 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 		if err != nil {
 			msg = err.Error()
 		}
-		errs := []Error{{Path: "", Keyword: "syntax", Class: ClassSyntax, Message: msg}}
-		return CheckResult{Class: ClassSyntax, Errors: errs}
+		errs := []fixpoint.ValidationError{{Path: "", Keyword: "syntax", Class: fixpoint.ClassSyntax, Message: msg}}
+		return CheckResult{Class: fixpoint.ClassSyntax, Errors: errs}
 	}
-	best, bestErrs := -1, []Error(nil)
+	best, bestErrs := -1, []fixpoint.ValidationError(nil)
 	for i := range cands {
 		errs := candidateErrors(s, reply, &cands[i])
 		if len(errs) == 0 {
-			best, bestErrs = i, ambiguous(s, reply, cands, i, cands[i].Value, CoerceNone)
+			best, bestErrs = i, ambiguous(s, reply, cands, i, cands[i].Value, fixpoint.CoerceNone)
 			break
 		}
 		if best < 0 || len(errs) < len(bestErrs) {
@@ -343,7 +344,7 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 // every value is acceptable, and nothing is ambiguous. At most
 // ambiguityCoerceMax other candidates are tried with local fixes, so a
 // reply of many fragments stays cheap.
-func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, value any, mode CoerceMode) []Error {
+func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, value any, mode fixpoint.CoerceMode) []fixpoint.ValidationError {
 	if s == nil {
 		return nil
 	}
@@ -359,7 +360,7 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 		}
 		errs := s.Validate(o.Value)
 		if len(errs) > 0 {
-			if mode != CoerceSafe && mode != CoerceAll || coerced >= ambiguityCoerceMax {
+			if mode != fixpoint.CoerceSafe && mode != fixpoint.CoerceAll || coerced >= ambiguityCoerceMax {
 				continue
 			}
 			coerced++
@@ -372,7 +373,7 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 		if second.Start < first.Start {
 			first, second = second, first
 		}
-		return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
+		return []fixpoint.ValidationError{{Path: "", Keyword: "ambiguous", Class: fixpoint.ClassSyntax, Message: fmt.Sprintf(
 			"%s: the reply holds more than one JSON value that fits the schema, at offset %d (%s) and at offset %d (%s); reply with only the value meant",
 			rootDisplay, first.Start, snippetAt(reply, first.Start), second.Start, snippetAt(reply, second.Start))}}
 	}
@@ -395,7 +396,7 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 		if !after && !before || !sameAnswer(value, o.Value) || SameValue(o.Value, value) {
 			continue
 		}
-		if !o.Truncated && (mode == CoerceSafe || mode == CoerceAll) && coerced < ambiguityCoerceMax {
+		if !o.Truncated && (mode == fixpoint.CoerceSafe || mode == fixpoint.CoerceAll) && coerced < ambiguityCoerceMax {
 			// The same answer once its safe fixes are made ("0.9" for 0.9,
 			// "Positive" for "positive"): a repeat, not another answer.
 			coerced++
@@ -410,11 +411,11 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 			why = "is cut off"
 		}
 		if before {
-			return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
+			return []fixpoint.ValidationError{{Path: "", Keyword: "ambiguous", Class: fixpoint.ClassSyntax, Message: fmt.Sprintf(
 				"%s: the reply holds an answer at offset %d (%s) that %s, then a JSON value that fits the schema at offset %d (%s); reply with only the value meant",
 				rootDisplay, o.Start, snippetAt(reply, o.Start), why, c.Start, snippetAt(reply, c.Start))}}
 		}
-		return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
+		return []fixpoint.ValidationError{{Path: "", Keyword: "ambiguous", Class: fixpoint.ClassSyntax, Message: fmt.Sprintf(
 			"%s: the reply holds a JSON value that fits the schema at offset %d (%s), then another answer at offset %d (%s) that %s; reply with only the value meant",
 			rootDisplay, c.Start, snippetAt(reply, c.Start), o.Start, snippetAt(reply, o.Start), why)}}
 	}
@@ -427,7 +428,7 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 		if at < c.Start {
 			order = "after an answer at offset %[3]d (%[4]s) that could not be read"
 		}
-		return []Error{{Path: "", Keyword: "ambiguous", Class: ClassSyntax, Message: fmt.Sprintf(
+		return []fixpoint.ValidationError{{Path: "", Keyword: "ambiguous", Class: fixpoint.ClassSyntax, Message: fmt.Sprintf(
 			"%[5]s: the reply holds a JSON value that fits the schema at offset %[1]d (%[2]s), "+order+"; reply with only the value meant",
 			c.Start, snippetAt(reply, c.Start), at, snippetAt(reply, at), rootDisplay)}}
 	}
@@ -446,7 +447,7 @@ var citationCue = regexp.MustCompile(`(?i)(?:\b(?:see|cf|ref|refs|reference|refe
 // "The answer is [1, 2] as shown in [3]" holds one answer; an array of
 // several numbers is an answer of its own, whatever precedes it.
 func citation(reply string, o *extract.Candidate) bool {
-	if o.Source == extract.SourceFence || o.Source == extract.SourceTag {
+	if o.Source == fixpoint.SourceFence || o.Source == fixpoint.SourceTag {
 		return false
 	}
 	items, ok := o.Value.([]any)
@@ -557,7 +558,7 @@ var answerLabels = []string{"answer", "output", "result", "correct", "final", "j
 // setOut reports whether candidate o is set out as an answer: fenced or
 // tagged, or right after a label ending in a colon (answerLabels).
 func setOut(reply string, o *extract.Candidate) bool {
-	return o.Source == extract.SourceFence || o.Source == extract.SourceTag || labelled(reply, o)
+	return o.Source == fixpoint.SourceFence || o.Source == fixpoint.SourceTag || labelled(reply, o)
 }
 
 // labelled reports whether candidate o comes right after an answer label
@@ -681,7 +682,7 @@ func SameValue(a, b any) bool {
 }
 
 // candidateErrors returns every error of one candidate.
-func candidateErrors(s *Schema, reply string, c *extract.Candidate) []Error {
+func candidateErrors(s *Schema, reply string, c *extract.Candidate) []fixpoint.ValidationError {
 	errs := s.Validate(c.Value)
 	if pre := ExtractionErrors(reply, c); len(pre) > 0 {
 		errs = append(pre, errs...)
@@ -691,13 +692,13 @@ func candidateErrors(s *Schema, reply string, c *extract.Candidate) []Error {
 
 // checkJSON is the `worker check` object.
 type checkJSON struct {
-	Valid     bool             `json:"valid"`
-	Value     json.RawMessage  `json:"value"`
-	Class     Class            `json:"class"`
-	Errors    []Error          `json:"errors"`
-	Repairs   []extract.Repair `json:"repairs"`
-	Source    extract.Source   `json:"source"`
-	Truncated bool             `json:"truncated"`
+	Valid     bool                       `json:"valid"`
+	Value     json.RawMessage            `json:"value"`
+	Class     fixpoint.Class             `json:"class"`
+	Errors    []fixpoint.ValidationError `json:"errors"`
+	Repairs   []fixpoint.Repair          `json:"repairs"`
+	Source    fixpoint.Source            `json:"source"`
+	Truncated bool                       `json:"truncated"`
 }
 
 // MarshalJSON renders the `worker check` object: {"valid", "value", "class",
@@ -718,10 +719,10 @@ func (r CheckResult) MarshalJSON() ([]byte, error) {
 		Truncated: r.Truncated,
 	}
 	if out.Errors == nil {
-		out.Errors = []Error{}
+		out.Errors = []fixpoint.ValidationError{}
 	}
 	if out.Repairs == nil {
-		out.Repairs = []extract.Repair{}
+		out.Repairs = []fixpoint.Repair{}
 	}
 	switch {
 	case r.Coerced == 0 && r.Candidate != nil && len(r.Candidate.JSON) > 0 && json.Valid(r.Candidate.JSON) && utf8.Valid(r.Candidate.JSON):

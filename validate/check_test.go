@@ -8,14 +8,16 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/fixpoint-dev/fixpoint/extract"
 	"strings"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 // cand builds a candidate from JSON text.
 func cand(t *testing.T, text string, truncated bool) extract.Candidate {
 	t.Helper()
-	return extract.Candidate{Value: mustDecode(t, text), JSON: []byte(text), Source: extract.SourceScan, Truncated: truncated}
+	return extract.Candidate{Value: mustDecode(t, text), JSON: []byte(text), Source: fixpoint.SourceScan, Truncated: truncated}
 }
 
 func TestChoose(t *testing.T) {
@@ -33,29 +35,29 @@ func TestChoose(t *testing.T) {
 		cands      []c
 		wantIndex  int
 		wantValid  bool
-		wantClass  Class
+		wantClass  fixpoint.Class
 		wantErrors int
 	}{
-		{name: "first valid", cands: []c{{`{"n":"x"}`, false, false}, {`{"n":2}`, false, false}, {`{"n": 2}`, false, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "first valid", cands: []c{{`{"n":"x"}`, false, false}, {`{"n":2}`, false, false}, {`{"n": 2}`, false, false}}, wantIndex: 1, wantValid: true, wantClass: fixpoint.ClassNone},
 		// Two values that fit, and differ: which one was meant is not
 		// for the checker to guess (it took the first).
-		{name: "two valid values: ambiguous", cands: []c{{`{"n":"x"}`, false, false}, {`{"n":2}`, false, false}, {`{"n":1}`, false, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
-		{name: "valid after fewer-error invalid", cands: []c{{`{"n":9}`, false, false}, {`{"n":3}`, false, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
-		{name: "fewest errors", cands: []c{{`{"n":"x","extra":1}`, false, false}, {`{"n":9}`, false, false}, {`{}`, false, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSemantic, wantErrors: 1},
-		{name: "earliest on ties", cands: []c{{`{"n":"x","extra":1}`, false, false}, {`{"n":"y"}`, false, false}, {`{"n":9}`, false, false}}, wantIndex: 1, wantValid: false, wantClass: ClassShape, wantErrors: 1},
-		{name: "truncated never valid", cands: []c{{`{"n":1}`, true, false}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
-		{name: "complete valid beats truncated valid", cands: []c{{`{"n":1}`, true, false}, {`{"n":2}`, false, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "two valid values: ambiguous", cands: []c{{`{"n":"x"}`, false, false}, {`{"n":2}`, false, false}, {`{"n":1}`, false, false}}, wantIndex: 1, wantValid: false, wantClass: fixpoint.ClassSyntax, wantErrors: 1},
+		{name: "valid after fewer-error invalid", cands: []c{{`{"n":9}`, false, false}, {`{"n":3}`, false, false}}, wantIndex: 1, wantValid: true, wantClass: fixpoint.ClassNone},
+		{name: "fewest errors", cands: []c{{`{"n":"x","extra":1}`, false, false}, {`{"n":9}`, false, false}, {`{}`, false, false}}, wantIndex: 1, wantValid: false, wantClass: fixpoint.ClassSemantic, wantErrors: 1},
+		{name: "earliest on ties", cands: []c{{`{"n":"x","extra":1}`, false, false}, {`{"n":"y"}`, false, false}, {`{"n":9}`, false, false}}, wantIndex: 1, wantValid: false, wantClass: fixpoint.ClassShape, wantErrors: 1},
+		{name: "truncated never valid", cands: []c{{`{"n":1}`, true, false}}, wantIndex: 0, wantValid: false, wantClass: fixpoint.ClassSyntax, wantErrors: 1},
+		{name: "complete valid beats truncated valid", cands: []c{{`{"n":1}`, true, false}, {`{"n":2}`, false, false}}, wantIndex: 1, wantValid: true, wantClass: fixpoint.ClassNone},
 		// A value after the valid one, of its shape, that does not fit or
 		// was cut off: an example before a wrong answer, or a wrong
 		// correction. Which was meant is not for the checker to guess.
-		{name: "an invalid later answer of the same shape is ambiguous", cands: []c{{`{"n":2}`, false, false}, {`{"n":9}`, false, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
-		{name: "a cut-off later answer of the same shape is ambiguous", cands: []c{{`{"n":2}`, false, false}, {`{"n":1}`, true, true}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
-		{name: "a later value of another shape is not", cands: []c{{`{"n":2}`, false, false}, {`{"text":9}`, false, true}, {`[1]`, false, true}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
-		{name: "a later value not set out as an answer is not", cands: []c{{`{"n":2}`, false, false}, {`{"n":9}`, false, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
-		{name: "truncated counts as an error", cands: []c{{`{"n":"x","extra":1}`, false, false}, {`{"n":1}`, true, false}}, wantIndex: 1, wantValid: false, wantClass: ClassSyntax, wantErrors: 1},
-		{name: "truncated with schema errors", cands: []c{{`{"n":"x"}`, true, false}}, wantIndex: 0, wantValid: false, wantClass: ClassSyntax, wantErrors: 2},
-		{name: "nil schema any value", nilSchema: true, cands: []c{{`"anything"`, false, false}}, wantIndex: 0, wantValid: true, wantClass: ClassNone},
-		{name: "nil schema skips truncated", nilSchema: true, cands: []c{{`[1]`, true, false}, {`[2]`, false, false}}, wantIndex: 1, wantValid: true, wantClass: ClassNone},
+		{name: "an invalid later answer of the same shape is ambiguous", cands: []c{{`{"n":2}`, false, false}, {`{"n":9}`, false, true}}, wantIndex: 0, wantValid: false, wantClass: fixpoint.ClassSyntax, wantErrors: 1},
+		{name: "a cut-off later answer of the same shape is ambiguous", cands: []c{{`{"n":2}`, false, false}, {`{"n":1}`, true, true}}, wantIndex: 0, wantValid: false, wantClass: fixpoint.ClassSyntax, wantErrors: 1},
+		{name: "a later value of another shape is not", cands: []c{{`{"n":2}`, false, false}, {`{"text":9}`, false, true}, {`[1]`, false, true}}, wantIndex: 0, wantValid: true, wantClass: fixpoint.ClassNone},
+		{name: "a later value not set out as an answer is not", cands: []c{{`{"n":2}`, false, false}, {`{"n":9}`, false, false}}, wantIndex: 0, wantValid: true, wantClass: fixpoint.ClassNone},
+		{name: "truncated counts as an error", cands: []c{{`{"n":"x","extra":1}`, false, false}, {`{"n":1}`, true, false}}, wantIndex: 1, wantValid: false, wantClass: fixpoint.ClassSyntax, wantErrors: 1},
+		{name: "truncated with schema errors", cands: []c{{`{"n":"x"}`, true, false}}, wantIndex: 0, wantValid: false, wantClass: fixpoint.ClassSyntax, wantErrors: 2},
+		{name: "nil schema any value", nilSchema: true, cands: []c{{`"anything"`, false, false}}, wantIndex: 0, wantValid: true, wantClass: fixpoint.ClassNone},
+		{name: "nil schema skips truncated", nilSchema: true, cands: []c{{`[1]`, true, false}, {`[2]`, false, false}}, wantIndex: 1, wantValid: true, wantClass: fixpoint.ClassNone},
 	}
 	s := mustCompile(t, schema)
 	for _, tc := range tests {
@@ -66,7 +68,7 @@ func TestChoose(t *testing.T) {
 				c := cand(t, x.text, x.truncated)
 				c.Start, c.End = 100*i, 100*i+len(x.text) // in reply order, apart
 				if x.fenced {
-					c.Source = extract.SourceFence
+					c.Source = fixpoint.SourceFence
 				}
 				cands = append(cands, c)
 			}
@@ -81,10 +83,10 @@ func TestChoose(t *testing.T) {
 			if got.Valid != tc.wantValid || got.Class != tc.wantClass || len(got.Errors) != tc.wantErrors {
 				t.Fatalf("valid, class, errors = %v, %q, %v; want %v, %q, %d errors", got.Valid, got.Class, got.Errors, tc.wantValid, tc.wantClass, tc.wantErrors)
 			}
-			if got.Candidates != len(cands) || got.Truncated != cands[tc.wantIndex].Truncated || got.Source != extract.SourceScan {
+			if got.Candidates != len(cands) || got.Truncated != cands[tc.wantIndex].Truncated || got.Source != fixpoint.SourceScan {
 				t.Fatalf("candidates, truncated, source = %d, %v, %q", got.Candidates, got.Truncated, got.Source)
 			}
-			if got.Truncated && (got.Errors[0].Keyword != "truncated" || got.Errors[0].Class != ClassSyntax || got.Errors[0].Path != "") {
+			if got.Truncated && (got.Errors[0].Keyword != "truncated" || got.Errors[0].Class != fixpoint.ClassSyntax || got.Errors[0].Path != "") {
 				t.Fatalf("truncated: first error %+v, want keyword truncated, class syntax, root path", got.Errors[0])
 			}
 		})
@@ -95,8 +97,8 @@ func TestChooseNothingExtracted(t *testing.T) {
 	t.Parallel()
 	cause := errors.New("no JSON value found: the reply is a refusal")
 	got := choose(nil, "", nil, cause)
-	want := []Error{{Path: "", Keyword: "syntax", Class: ClassSyntax, Message: cause.Error()}}
-	if got.Valid || got.Class != ClassSyntax || !slices.Equal(got.Errors, want) || got.Value != nil || got.Candidate != nil || got.Source != "" {
+	want := []fixpoint.ValidationError{{Path: "", Keyword: "syntax", Class: fixpoint.ClassSyntax, Message: cause.Error()}}
+	if got.Valid || got.Class != fixpoint.ClassSyntax || !slices.Equal(got.Errors, want) || got.Value != nil || got.Candidate != nil || got.Source != "" {
 		t.Fatalf("got %+v, want invalid syntax result with %v", got, want)
 	}
 }
@@ -108,14 +110,14 @@ func TestCheck(t *testing.T) {
 		name       string
 		reply      string
 		wantValid  bool
-		wantClass  Class
-		wantSource extract.Source
+		wantClass  fixpoint.Class
+		wantSource fixpoint.Source
 		wantValue  string
 	}{
-		{name: "bare valid", reply: `{"name":"Ada"}`, wantValid: true, wantSource: extract.SourceRaw, wantValue: `{"name":"Ada"}`},
-		{name: "bare invalid", reply: ` {"name": 7} `, wantValid: false, wantClass: ClassShape, wantSource: extract.SourceRaw, wantValue: `{"name":7}`},
-		{name: "fenced", reply: "Sure:\n```json\n{\"name\": \"Ada\"}\n```\n", wantValid: true, wantSource: extract.SourceFence, wantValue: `{"name":"Ada"}`},
-		{name: "empty reply", reply: "", wantValid: false, wantClass: ClassSyntax, wantSource: "", wantValue: `null`},
+		{name: "bare valid", reply: `{"name":"Ada"}`, wantValid: true, wantSource: fixpoint.SourceRaw, wantValue: `{"name":"Ada"}`},
+		{name: "bare invalid", reply: ` {"name": 7} `, wantValid: false, wantClass: fixpoint.ClassShape, wantSource: fixpoint.SourceRaw, wantValue: `{"name":7}`},
+		{name: "fenced", reply: "Sure:\n```json\n{\"name\": \"Ada\"}\n```\n", wantValid: true, wantSource: fixpoint.SourceFence, wantValue: `{"name":"Ada"}`},
+		{name: "empty reply", reply: "", wantValid: false, wantClass: fixpoint.ClassSyntax, wantSource: "", wantValue: `null`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,8 +179,8 @@ func TestCheckResultMarshalJSON(t *testing.T) {
 	c := extract.Candidate{
 		Value:   mustDecode(t, `{"b":"<x>","a":"1"}`),
 		JSON:    []byte(`{"b":"<x>","a":"1"}`),
-		Source:  extract.SourceFence,
-		Repairs: []extract.Repair{{Kind: "trailing_comma", Offset: 17}},
+		Source:  fixpoint.SourceFence,
+		Repairs: []fixpoint.Repair{{Kind: "trailing_comma", Offset: 17}},
 	}
 	tests := []struct {
 		name string
@@ -192,7 +194,7 @@ func TestCheckResultMarshalJSON(t *testing.T) {
 		},
 		{
 			name: "valid has empty arrays",
-			in:   choose(nil, "", []extract.Candidate{{Value: mustDecode(t, `[1,2]`), Source: extract.SourceRaw}}, nil),
+			in:   choose(nil, "", []extract.Candidate{{Value: mustDecode(t, `[1,2]`), Source: fixpoint.SourceRaw}}, nil),
 			want: `{"valid":true,"value":[1,2],"class":"","errors":[],"repairs":[],"source":"raw","truncated":false}`,
 		},
 		{
@@ -202,7 +204,7 @@ func TestCheckResultMarshalJSON(t *testing.T) {
 		},
 		{
 			name: "truncated",
-			in:   choose(nil, "", []extract.Candidate{{Value: mustDecode(t, `{"a":1}`), JSON: []byte(`{"a":1}`), Source: extract.SourceRaw, Truncated: true, Repairs: []extract.Repair{{Kind: "truncated", Offset: 6}}}}, nil),
+			in:   choose(nil, "", []extract.Candidate{{Value: mustDecode(t, `{"a":1}`), JSON: []byte(`{"a":1}`), Source: fixpoint.SourceRaw, Truncated: true, Repairs: []fixpoint.Repair{{Kind: "truncated", Offset: 6}}}}, nil),
 			want: `{"valid":false,"value":{"a":1},"class":"syntax","errors":[{"path":"","keyword":"truncated","class":"syntax","message":"` + truncatedMessage + `"}],"repairs":[{"kind":"truncated","offset":6}],"source":"raw","truncated":true}`,
 		},
 	}
@@ -267,16 +269,16 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		{`{"p": round(2.5)}`, extract.KindFunctionResult, `"round(2.5)}"`},
 		{`{"s": len("abcd")}`, extract.KindFunctionResult, `"len(\"abcd\")}"`},
 	}
-	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
+	for _, mode := range []fixpoint.CoerceMode{fixpoint.CoerceNone, fixpoint.CoerceSafe, fixpoint.CoerceAll} {
 		for _, tc := range lossy {
 			got := CheckWith(s, tc.reply, CheckOptions{Coerce: mode})
-			var found *Error
+			var found *fixpoint.ValidationError
 			for i := range got.Errors {
 				if got.Errors[i].Keyword == "lossy_repair" && found == nil {
 					found = &got.Errors[i] // the first says where it went wrong
 				}
 			}
-			if got.Valid || got.Class != ClassSyntax || found == nil {
+			if got.Valid || got.Class != fixpoint.ClassSyntax || found == nil {
 				t.Errorf("%s %s: valid %v, class %s, errors %v; want a lossy_repair syntax error", mode, tc.reply, got.Valid, got.Class, got.Errors)
 				continue
 			}
@@ -301,7 +303,7 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 		`{"n": NumberLong("42")}`,
 		`callback({"n": 1});`, // JSONP around the whole reply
 	} {
-		if got := CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe}); !got.Valid {
+		if got := CheckWith(s, reply, CheckOptions{Coerce: fixpoint.CoerceSafe}); !got.Valid {
 			t.Errorf("%s: %v; want valid (a lossless repair)", reply, got.Errors)
 		}
 	}
@@ -313,11 +315,11 @@ func TestCheckRefusesLossyRepairs(t *testing.T) {
 func TestCheckRefusesNUL(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, `{"type":"object","properties":{"s":{"type":"string","pattern":"^[\\x00-\\x7f]*$"},"v":{"type":"array"}}}`)
-	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
+	for _, mode := range []fixpoint.CoerceMode{fixpoint.CoerceNone, fixpoint.CoerceSafe, fixpoint.CoerceAll} {
 		got := CheckWith(s, `{"s": "a\u0000b", "v": [{"k\u0000": 1}]}`, CheckOptions{Coerce: mode})
 		var paths []string
 		for _, e := range got.Errors {
-			if e.Keyword == "nul_character" && e.Class == ClassSemantic {
+			if e.Keyword == "nul_character" && e.Class == fixpoint.ClassSemantic {
 				paths = append(paths, e.Path)
 			}
 		}
@@ -337,14 +339,14 @@ func TestCheckRefusesNUL(t *testing.T) {
 func TestCheckRefusesDuplicateKeys(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, `{"type":"object","properties":{"c":{"enum":["bug","billing"]},"items":{"type":"array"}}}`)
-	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
+	for _, mode := range []fixpoint.CoerceMode{fixpoint.CoerceNone, fixpoint.CoerceSafe, fixpoint.CoerceAll} {
 		for reply, at := range map[string]string{
 			`{"c": "bug", "c": "billing"}`:                     "/c",
 			"```json\n{'items': [{}, {'x': 1, 'x': 1,}]}\n```": "/items/1/x",
 			`{"c": "bug", "items": [{"c": 1, "\u0063": 2}]}`:   "/items/0/c",
 		} {
 			got := CheckWith(s, reply, CheckOptions{Coerce: mode})
-			if got.Valid || got.Class != ClassSyntax || len(got.Errors) != 1 || got.Errors[0].Keyword != "duplicate_key" || got.Errors[0].Path != at {
+			if got.Valid || got.Class != fixpoint.ClassSyntax || len(got.Errors) != 1 || got.Errors[0].Keyword != "duplicate_key" || got.Errors[0].Path != at {
 				t.Errorf("%s %s: valid %v, class %s, errors %v; want one duplicate_key syntax error at %s", mode, reply, got.Valid, got.Class, got.Errors, at)
 			}
 		}
@@ -365,7 +367,7 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 	arr := mustCompile(t, `{"type":"array","items":{"type":"integer"}}`)
 	enum := mustCompile(t, `{"type":"object","properties":{"c":{"enum":["bug","billing"]},"p":{"type":"integer"}},"required":["c","p"]}`)
 	strs := mustCompile(t, `{"type":"array","items":{"type":"string"}}`)
-	for _, mode := range []CoerceMode{CoerceSafe, CoerceAll} {
+	for _, mode := range []fixpoint.CoerceMode{fixpoint.CoerceSafe, fixpoint.CoerceAll} {
 		// Values that fit only after a local fix count too: each of
 		// "1, 2, 3" wrapped alone, a correction whose enum case is fixed.
 		for _, tc := range []struct {
@@ -382,7 +384,7 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 			}
 		}
 	}
-	for _, mode := range []CoerceMode{CoerceNone, CoerceSafe, CoerceAll} {
+	for _, mode := range []fixpoint.CoerceMode{fixpoint.CoerceNone, fixpoint.CoerceSafe, fixpoint.CoerceAll} {
 		for _, tc := range []struct {
 			s     *Schema
 			reply string
@@ -410,7 +412,7 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 			{obj, "{\"name\": \"Alice\", \"age\": 31}\n```json\n{\"name\": \"x\", \"age\": 0}\n```"},
 		} {
 			got := CheckWith(tc.s, tc.reply, CheckOptions{Coerce: mode})
-			if got.Valid || len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous" || got.Class != ClassSyntax {
+			if got.Valid || len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous" || got.Class != fixpoint.ClassSyntax {
 				t.Errorf("%s %q: valid %v, errors %v; want one ambiguous syntax error", mode, tc.reply, got.Valid, got.Errors)
 			}
 		}
@@ -440,7 +442,7 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 		// A bare answer repeated in a fence, the repeat needing a safe fix
 		// ("1" for 1): the same answer (it was ambiguous once the bare
 		// value became a candidate).
-		if mode != CoerceNone {
+		if mode != fixpoint.CoerceNone {
 			if got := CheckWith(obj, "{\"name\":\"a\",\"age\":1}\n```json\n{\"name\": \"a\", \"age\": \"1\"}\n```", CheckOptions{Coerce: mode}); !got.Valid {
 				t.Errorf("%s: a fenced repeat needing a safe fix: %v; want valid", mode, got.Errors)
 			}
@@ -500,7 +502,7 @@ func TestCheckRefusesLoneSurrogates(t *testing.T) {
 		`{"\udc00":"a","\udc01":"b"}`: "",
 		"{'n': 'x\\udc00y'}":          "/n",
 	} {
-		got := CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe})
+		got := CheckWith(s, reply, CheckOptions{Coerce: fixpoint.CoerceSafe})
 		if got.Valid || len(got.Errors) == 0 || got.Errors[0].Keyword != "lone_surrogate" || got.Errors[0].Path != at {
 			t.Errorf("%s: valid %v, errors %v; want a lone_surrogate error at %q", reply, got.Valid, got.Errors, at)
 		}
@@ -616,7 +618,7 @@ func TestCheckLabelsAndCitations(t *testing.T) {
 		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", "The IDs are [4, 7], as reported by Smith et al. [3].", true},
 		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", "缺陷批次为 [4, 7]（见 [2]）。", true},
 	} {
-		got := CheckWith(mustCompile(t, tc.schema), tc.reply, CheckOptions{Coerce: CoerceNone})
+		got := CheckWith(mustCompile(t, tc.schema), tc.reply, CheckOptions{Coerce: fixpoint.CoerceNone})
 		if got.Valid != tc.valid || !tc.valid && (len(got.Errors) != 1 || got.Errors[0].Keyword != "ambiguous") {
 			t.Errorf("case %d %q: valid %v %v, errors %v; want valid %v (else ambiguous)", i, tc.reply, got.Valid, got.Value, got.Errors, tc.valid)
 		}

@@ -3,7 +3,6 @@ package validate
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"math/big"
 	"regexp"
@@ -12,41 +11,13 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/unicode/norm"
 )
 
-// CoerceMode selects the schema-guided repairs [Schema.Coerce] and
-// [CheckWith] may make.
-type CoerceMode string
-
-const (
-	// CoerceNone makes no schema-guided repair: Check's behaviour.
-	CoerceNone CoerceMode = "none"
-	// CoerceSafe converts a string holding a JSON number or boolean, fixes
-	// the letter case or surrounding whitespace of an enum or const string,
-	// wraps a single value in an array and drops a null optional property.
-	CoerceSafe CoerceMode = "safe"
-	// CoerceAll does what CoerceSafe does, and also drops properties that
-	// additionalProperties forbids, when every required property is present.
-	CoerceAll CoerceMode = "all"
-)
-
-// ParseCoerceMode parses "none", "safe" or "all"; "" is CoerceNone (the
-// setting was left out). Anything else is an error.
-func ParseCoerceMode(s string) (CoerceMode, error) {
-	switch m := CoerceMode(s); m {
-	case "", CoerceNone:
-		return CoerceNone, nil
-	case CoerceSafe, CoerceAll:
-		return m, nil
-	}
-	return CoerceNone, fmt.Errorf("unknown coerce mode %q: want none, safe or all", s)
-}
-
-// The kinds of the schema-guided repairs, as recorded in extract.Repair.Kind.
+// The kinds of the schema-guided repairs, as recorded in fixpoint.Repair.Kind.
 const (
 	KindCoerceNumber   = "coerce_number"   // "42" -> 42
 	KindCoerceBoolean  = "coerce_boolean"  // "true" -> true
@@ -175,13 +146,13 @@ const (
 // at most 16 times after the first (fixes beyond that budget are not made).
 // A value that still fails keeps the fixes made (each is lossless) and is
 // returned with its remaining errors, never more than v had.
-func (s *Schema) Coerce(v any, mode CoerceMode) (fixed any, fixes []extract.Repair, errs []Error) {
+func (s *Schema) Coerce(v any, mode fixpoint.CoerceMode) (fixed any, fixes []fixpoint.Repair, errs []fixpoint.ValidationError) {
 	return s.coerce(v, s.Validate(v), mode)
 }
 
 // coerce is Coerce given errs, the errors of v.
-func (s *Schema) coerce(v any, errs []Error, mode CoerceMode) (any, []extract.Repair, []Error) {
-	if s == nil || s.sch == nil || len(errs) == 0 || (mode != CoerceSafe && mode != CoerceAll) {
+func (s *Schema) coerce(v any, errs []fixpoint.ValidationError, mode fixpoint.CoerceMode) (any, []fixpoint.Repair, []fixpoint.ValidationError) {
+	if s == nil || s.sch == nil || len(errs) == 0 || (mode != fixpoint.CoerceSafe && mode != fixpoint.CoerceAll) {
 		return v, nil, errs
 	}
 	for _, e := range errs {
@@ -190,8 +161,8 @@ func (s *Schema) coerce(v any, errs []Error, mode CoerceMode) (any, []extract.Re
 		}
 	}
 	cur, budget := v, s.coerceBudget(v)
-	var fixes []extract.Repair
-	keep := func(next any, nerrs []Error, kept []fix) {
+	var fixes []fixpoint.Repair
+	keep := func(next any, nerrs []fixpoint.ValidationError, kept []fix) {
 		cur, errs = next, nerrs
 		for _, f := range kept {
 			fixes = append(fixes, f.repairs()...)
@@ -257,7 +228,7 @@ func (s *Schema) coerceBudget(v any) int {
 // those after, into those the failure cannot be blamed on and the suspects:
 // a fix whose driving error is still there, or at whose location, under it
 // or above it an error appeared.
-func blame(before, after []Error, fixes []fix) (innocent, suspect []fix) {
+func blame(before, after []fixpoint.ValidationError, fixes []fix) (innocent, suspect []fix) {
 	left := countKeys(before)
 	var appeared []string
 	for _, e := range after {
@@ -336,19 +307,19 @@ func (f fix) apply(root any) any {
 
 // repairs records the fix: one repair, or one a property renamed. Offset
 // is set by the caller that knows it.
-func (f fix) repairs() []extract.Repair {
+func (f fix) repairs() []fixpoint.Repair {
 	if f.kind == KindRenameKey {
-		out := make([]extract.Repair, len(f.renames))
+		out := make([]fixpoint.Repair, len(f.renames))
 		for i, r := range f.renames {
-			out[i] = extract.Repair{Kind: f.kind, Pointer: pointer(append(slices.Clip(f.toks), r.to)), Before: rawJSON(r.from), After: rawJSON(r.to)}
+			out[i] = fixpoint.Repair{Kind: f.kind, Pointer: pointer(append(slices.Clip(f.toks), r.to)), Before: rawJSON(r.from), After: rawJSON(r.to)}
 		}
 		return out
 	}
-	r := extract.Repair{Kind: f.kind, Pointer: pointer(f.toks), Before: rawJSON(f.before)}
+	r := fixpoint.Repair{Kind: f.kind, Pointer: pointer(f.toks), Before: rawJSON(f.before)}
 	if !f.drop {
 		r.After = rawJSON(f.after)
 	}
-	return []extract.Repair{r}
+	return []fixpoint.Repair{r}
 }
 
 // rawJSON is v as compact JSON, nil if it cannot be encoded.
@@ -414,7 +385,7 @@ func lookupOK(doc any, toks []string) (any, bool) {
 
 // propose returns the fixes the errors drive, at most one per location and
 // none inside another's location, in the order of the errors.
-func (s *Schema) propose(root any, errs []Error, mode CoerceMode) []fix {
+func (s *Schema) propose(root any, errs []fixpoint.ValidationError, mode fixpoint.CoerceMode) []fix {
 	var out []fix
 	taken := map[string]bool{}
 	cache := newRoundCache()
@@ -509,7 +480,7 @@ func applyAll(root any, fixes []fix, depth int) any {
 }
 
 // proposeOne returns the fix error e drives, if any.
-func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCache) (fix, bool) {
+func (s *Schema) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.CoerceMode, cache *roundCache) (fix, bool) {
 	toks := splitPointer(e.Path)
 	key := errKey{e.Path, e.Keyword}
 	switch e.Keyword {
@@ -526,7 +497,7 @@ func (s *Schema) proposeOne(root any, e Error, mode CoerceMode, cache *roundCach
 		if f, ok := s.proposeRename(root, toks[:len(toks)-1], "", toks[len(toks)-1], key, cache); ok {
 			return f, true
 		}
-		if mode != CoerceAll {
+		if mode != fixpoint.CoerceAll {
 			return fix{}, false
 		}
 		parent, ok := lookupOK(root, toks[:len(toks)-1])
@@ -854,7 +825,7 @@ func uniqueFold(s string, allowed []string) (string, bool) {
 // the errors after are among those before less each fix's driving error (no
 // error appeared but under a renamed property, each driver is gone, no more
 // errors than before), and each wrapped array is clean.
-func batchAccepted(before, after []Error, fixes []fix) bool {
+func batchAccepted(before, after []fixpoint.ValidationError, fixes []fix) bool {
 	left := countKeys(before)
 	var moved []string
 	for _, f := range fixes {
@@ -880,7 +851,7 @@ func batchAccepted(before, after []Error, fixes []fix) bool {
 // errors (the value is now read as meant: 150 above a maximum of 100, the
 // other branch of a oneOf); a structural fix (wrap, drop) may not, and a
 // wrapped array must be clean.
-func fixAccepted(before, after []Error, f fix) bool {
+func fixAccepted(before, after []fixpoint.ValidationError, f fix) bool {
 	if len(after) > len(before) {
 		return false
 	}
@@ -901,7 +872,7 @@ func fixAccepted(before, after []Error, f fix) bool {
 // within reports whether every error of errs is one of left (a count by
 // path and keyword, used up as it matches) or at or under one of the
 // locations allowed: no error appeared elsewhere.
-func within(errs []Error, left map[errKey]int, allowed ...string) bool {
+func within(errs []fixpoint.ValidationError, left map[errKey]int, allowed ...string) bool {
 	set := make(map[string]bool, len(allowed))
 	for _, p := range allowed {
 		set[p] = true
@@ -952,7 +923,7 @@ func under(path, p string) bool {
 }
 
 // clean reports no error is at or under the location.
-func clean(errs []Error, toks []string) bool {
+func clean(errs []fixpoint.ValidationError, toks []string) bool {
 	p := pointer(toks)
 	for _, e := range errs {
 		if e.Path == p || strings.HasPrefix(e.Path, p+"/") {
@@ -962,7 +933,7 @@ func clean(errs []Error, toks []string) bool {
 	return true
 }
 
-func countKeys(errs []Error) map[errKey]int {
+func countKeys(errs []fixpoint.ValidationError) map[errKey]int {
 	m := make(map[errKey]int, len(errs))
 	for _, e := range errs {
 		m[errKey{e.Path, e.Keyword}]++

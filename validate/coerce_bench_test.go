@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // repairableValue is typicalValue as models often break it: a quantity and
@@ -61,7 +63,7 @@ func BenchmarkCheckWith(b *testing.B) {
 		{name: "invalid", value: typicalInvalid, coerced: 1},
 	} {
 		reply := typicalReply(bc.value)
-		r := CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe})
+		r := CheckWith(s, reply, CheckOptions{Coerce: fixpoint.CoerceSafe})
 		if r.Coerced != bc.coerced || (bc.name != "invalid") != r.Valid {
 			b.Fatalf("%s: coerced %d, valid %v: %v %v", bc.name, r.Coerced, r.Valid, r.Repairs, r.Errors)
 		}
@@ -76,7 +78,7 @@ func BenchmarkCheckWith(b *testing.B) {
 			b.SetBytes(int64(len(reply)))
 			b.ReportAllocs()
 			for b.Loop() {
-				CheckWith(s, reply, CheckOptions{Coerce: CoerceSafe})
+				CheckWith(s, reply, CheckOptions{Coerce: fixpoint.CoerceSafe})
 			}
 		})
 	}
@@ -110,7 +112,7 @@ func BenchmarkCoerceWideObject(b *testing.B) {
 	v := mustDecode(b, value)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, fixes, errs := s.Coerce(v, CoerceSafe); len(errs) != 0 || len(fixes) != 15000 {
+		if _, fixes, errs := s.Coerce(v, fixpoint.CoerceSafe); len(errs) != 0 || len(fixes) != 15000 {
 			b.Fatalf("%d fixes, errors %v", len(fixes), errs[:min(3, len(errs))])
 		}
 	}

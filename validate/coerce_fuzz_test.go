@@ -11,9 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"golang.org/x/text/unicode/norm"
-
-	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 // coerceFuzzSchemas are the schemas FuzzCoerce picks from: every repair,
@@ -77,11 +76,11 @@ func checkCoerce(s *Schema, v any) error {
 		return nil
 	}
 	before := s.Validate(v)
-	got, fixes, errs := s.Coerce(v, CoerceNone)
+	got, fixes, errs := s.Coerce(v, fixpoint.CoerceNone)
 	if len(fixes) != 0 || !reflect.DeepEqual(got, v) || !reflect.DeepEqual(errs, before) {
 		return fmt.Errorf("mode none changed something: %v %v", fixes, errs)
 	}
-	for _, mode := range []CoerceMode{CoerceSafe, CoerceAll} {
+	for _, mode := range []fixpoint.CoerceMode{fixpoint.CoerceSafe, fixpoint.CoerceAll} {
 		got, fixes, errs := s.Coerce(v, mode)
 		if now, _ := encode(v); !bytes.Equal(now, orig) {
 			return fmt.Errorf("%s: input modified: %s, was %s", mode, now, orig)
@@ -154,7 +153,7 @@ func checkCoerce(s *Schema, v any) error {
 }
 
 // checkRepair checks one repair keeps what the value meant.
-func checkRepair(r extract.Repair, mode CoerceMode) error {
+func checkRepair(r fixpoint.Repair, mode fixpoint.CoerceMode) error {
 	var before, after any
 	if err := json.Unmarshal(r.Before, &before); err != nil {
 		return fmt.Errorf("before: %v", err)
@@ -203,7 +202,7 @@ func checkRepair(r extract.Repair, mode CoerceMode) error {
 			return fmt.Errorf("%q -> %q is not a change of case or separators", bs, as)
 		}
 	case KindDropAdditional:
-		if mode != CoerceAll || r.After != nil {
+		if mode != fixpoint.CoerceAll || r.After != nil {
 			return fmt.Errorf("drop_additional in mode %s", mode)
 		}
 	default:

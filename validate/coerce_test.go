@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
@@ -20,7 +21,7 @@ type coerceCase struct {
 	name    string
 	schema  string
 	value   string
-	mode    CoerceMode // "": CoerceSafe
+	mode    fixpoint.CoerceMode // "": CoerceSafe
 	want    string
 	repairs string
 	errs    []string
@@ -220,15 +221,15 @@ var coerceCases = []coerceCase{
 	{name: "refused: wrap the items of a flat list where rows are wanted", schema: `{"type":"object","properties":{"rows":{"type":"array","items":{"type":"array","items":{"type":"integer"}}}}}`,
 		value: `{"rows":[1,2,3]}`, errs: []string{"/rows/0 type", "/rows/1 type", "/rows/2 type"}},
 	{name: "refused: additional in safe mode", schema: objSchema, value: `{"id":1,"extra":true}`, errs: []string{"/extra additionalProperties"}},
-	{name: "drop additional in all mode", schema: objSchema, value: `{"id":1,"extra":{"a":[1]}}`, mode: CoerceAll, want: `{"id":1}`,
+	{name: "drop additional in all mode", schema: objSchema, value: `{"id":1,"extra":{"a":[1]}}`, mode: fixpoint.CoerceAll, want: `{"id":1}`,
 		repairs: `[{"kind":"drop_additional","offset":0,"pointer":"/extra","before":{"a":[1]}}]`},
-	{name: "refused: additional while a required property is missing", schema: objSchema, value: `{"key":1}`, mode: CoerceAll,
+	{name: "refused: additional while a required property is missing", schema: objSchema, value: `{"key":1}`, mode: fixpoint.CoerceAll,
 		errs: []string{"/id required", "/key additionalProperties"}},
-	{name: "refused: additional that is a declared property's twin", schema: objSchema, value: `{"id":1,"note":"a","Note":"b"}`, mode: CoerceAll,
+	{name: "refused: additional that is a declared property's twin", schema: objSchema, value: `{"id":1,"note":"a","Note":"b"}`, mode: fixpoint.CoerceAll,
 		errs: []string{"/Note additionalProperties"}},
-	{name: "drop a twin holding the same value", schema: objSchema, value: `{"id":1,"note":"a","Note":"a"}`, mode: CoerceAll, want: `{"id":1,"note":"a"}`,
+	{name: "drop a twin holding the same value", schema: objSchema, value: `{"id":1,"note":"a","Note":"a"}`, mode: fixpoint.CoerceAll, want: `{"id":1,"note":"a"}`,
 		repairs: `[{"kind":"drop_additional","offset":0,"pointer":"/Note","before":"a"}]`},
-	{name: "all mode renames before it drops", schema: objSchema, value: `{"id":1,"Note":"n","x":0}`, mode: CoerceAll,
+	{name: "all mode renames before it drops", schema: objSchema, value: `{"id":1,"Note":"n","x":0}`, mode: fixpoint.CoerceAll,
 		want:    `{"id":1,"note":"n"}`,
 		repairs: `[{"kind":"rename_key","offset":0,"pointer":"/note","before":"Note","after":"note"},{"kind":"drop_additional","offset":0,"pointer":"/x","before":0}]`},
 
@@ -300,12 +301,12 @@ var coerceCases = []coerceCase{
 	{name: "refused: another word", schema: renameSchema, value: `{"customer":"A","total":1}`, errs: []string{"/customer additionalProperties", "/customer_name required"}},
 	{name: "refused: the moved value breaks something else", schema: `{"required":["a_b"],"properties":{"a_b":{"type":"integer"}},"dependentRequired":{"a_b":["c"]}}`,
 		value: `{"aB":1}`, errs: []string{"/a_b required"}},
-	{name: "all mode does everything", schema: objSchema, value: `{"id":"1","note":null,"tags":"t","x":0}`, mode: CoerceAll,
+	{name: "all mode does everything", schema: objSchema, value: `{"id":"1","note":null,"tags":"t","x":0}`, mode: fixpoint.CoerceAll,
 		want:    `{"id":1,"tags":["t"]}`,
 		repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/id","before":"1","after":1},{"kind":"drop_null","offset":0,"pointer":"/note","before":null},{"kind":"wrap_array","offset":0,"pointer":"/tags","before":"t","after":["t"]},{"kind":"drop_additional","offset":0,"pointer":"/x","before":0}]`},
 
 	// mode none, and what is out of reach.
-	{name: "none makes no repair", schema: intSchema, value: `"42"`, mode: CoerceNone, errs: []string{" type"}},
+	{name: "none makes no repair", schema: intSchema, value: `"42"`, mode: fixpoint.CoerceNone, errs: []string{" type"}},
 	{name: "unknown mode makes no repair", schema: intSchema, value: `"42"`, mode: "SAFE", errs: []string{" type"}},
 	{name: "refused: unreadable number elsewhere", schema: `{"items":{"type":"integer"}}`, value: `["1",1e99999]`, errs: []string{"/1 number"}},
 	{name: "refused: dynamicRef", schema: `{"$dynamicAnchor":"n","properties":{"a":{"$dynamicRef":"#n"},"v":{"type":"integer"}}}`,
@@ -322,7 +323,7 @@ func TestCoerce(t *testing.T) {
 			orig := mustEncode(t, v)
 			mode := tc.mode
 			if mode == "" {
-				mode = CoerceSafe
+				mode = fixpoint.CoerceSafe
 			}
 			got, fixes, errs := s.Coerce(v, mode)
 			want := tc.want
@@ -391,7 +392,7 @@ func TestCoerceBounded(t *testing.T) {
 			if s.viewAt(v, nil).unknown != true {
 				t.Errorf("view of %s is known; want unknown", tc.schema)
 			}
-			got, fixes, errs := s.Coerce(v, CoerceAll)
+			got, fixes, errs := s.Coerce(v, fixpoint.CoerceAll)
 			if len(fixes) != 0 || !reflect.DeepEqual(got, v) || !reflect.DeepEqual(errs, s.Validate(v)) {
 				t.Errorf("Coerce = %v, %v, %v; want no repair", got, fixes, errs)
 			}
@@ -401,14 +402,14 @@ func TestCoerceBounded(t *testing.T) {
 
 func TestParseCoerceMode(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]CoerceMode{"": CoerceNone, "none": CoerceNone, "safe": CoerceSafe, "all": CoerceAll} {
-		if got, err := ParseCoerceMode(in); err != nil || got != want {
-			t.Errorf("ParseCoerceMode(%q) = %q, %v; want %q", in, got, err, want)
+	for in, want := range map[string]fixpoint.CoerceMode{"": fixpoint.CoerceNone, "none": fixpoint.CoerceNone, "safe": fixpoint.CoerceSafe, "all": fixpoint.CoerceAll} {
+		if got, err := fixpoint.ParseCoerceMode(in); err != nil || got != want {
+			t.Errorf("fixpoint.ParseCoerceMode(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"Safe", "ALL", "unsafe", " safe"} {
-		if got, err := ParseCoerceMode(in); err == nil || got != CoerceNone {
-			t.Errorf("ParseCoerceMode(%q) = %q, %v; want an error", in, got, err)
+		if got, err := fixpoint.ParseCoerceMode(in); err == nil || got != fixpoint.CoerceNone {
+			t.Errorf("fixpoint.ParseCoerceMode(%q) = %q, %v; want an error", in, got, err)
 		}
 	}
 }
@@ -418,7 +419,7 @@ func TestCoerceNilSchema(t *testing.T) {
 	t.Parallel()
 	var s *Schema
 	v := mustDecode(t, `{"a":"1"}`)
-	if got, fixes, errs := s.Coerce(v, CoerceAll); !reflect.DeepEqual(got, v) || fixes != nil || errs != nil {
+	if got, fixes, errs := s.Coerce(v, fixpoint.CoerceAll); !reflect.DeepEqual(got, v) || fixes != nil || errs != nil {
 		t.Fatalf("nil schema: %v, %v, %v", got, fixes, errs)
 	}
 }
@@ -438,7 +439,7 @@ func TestCheckWithNoneIsCheck(t *testing.T) {
 	}
 	for _, reply := range replies {
 		want := Check(s, reply)
-		for _, opt := range []CheckOptions{{}, {Coerce: CoerceNone}} {
+		for _, opt := range []CheckOptions{{}, {Coerce: fixpoint.CoerceNone}} {
 			got := CheckWith(s, reply, opt)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("CheckWith(%q, %+v) = %+v, want %+v", reply, opt, got, want)
@@ -451,7 +452,7 @@ func TestCheckWithNoneIsCheck(t *testing.T) {
 	// Where no repair applies, safe and all choose as Check does.
 	for _, reply := range []string{typicalValue, "no JSON here", `{"a": 1,`, `{"id": 7} or {"id": 8}`} {
 		want := Check(s, reply)
-		for _, mode := range []CoerceMode{CoerceSafe, CoerceAll} {
+		for _, mode := range []fixpoint.CoerceMode{fixpoint.CoerceSafe, fixpoint.CoerceAll} {
 			if got := CheckWith(s, reply, CheckOptions{Coerce: mode}); !reflect.DeepEqual(got, want) {
 				t.Errorf("CheckWith(%q, %s) = %+v, want %+v", reply, mode, got, want)
 			}
@@ -465,7 +466,7 @@ func TestCheckWith(t *testing.T) {
 	tests := []struct {
 		name      string
 		reply     string
-		mode      CoerceMode
+		mode      fixpoint.CoerceMode
 		wantValid bool
 		wantValue string
 		wantIndex int // the candidate chosen: its Start in the reply
@@ -474,13 +475,13 @@ func TestCheckWith(t *testing.T) {
 	}{
 		{
 			name:  "candidate made valid wins",
-			reply: "First {\"n\": \"x\"} then {\"n\": \"2\"}.", mode: CoerceSafe,
+			reply: "First {\"n\": \"x\"} then {\"n\": \"2\"}.", mode: fixpoint.CoerceSafe,
 			wantValid: true, wantValue: `{"n":2}`, wantIndex: strings.Index("First {\"n\": \"x\"} then {\"n\": \"2\"}.", `{"n": "2"}`),
 			repairs: `[{"kind":"coerce_number","offset":22,"pointer":"/n","before":"2","after":2}]`, coerced: 1,
 		},
 		{
 			name:  "valid as extracted beats made valid",
-			reply: "First {\"n\": \"3\"} then {\"n\": 3}.", mode: CoerceSafe,
+			reply: "First {\"n\": \"3\"} then {\"n\": 3}.", mode: fixpoint.CoerceSafe,
 			wantValid: true, wantValue: `{"n":3}`, wantIndex: strings.Index("First {\"n\": \"3\"} then {\"n\": 3}.", `{"n": 3}`),
 			repairs: `[]`,
 		},
@@ -489,25 +490,25 @@ func TestCheckWith(t *testing.T) {
 			// correction, or an example and the answer. It stored the one
 			// valid as written.
 			name:  "another value made valid is ambiguous",
-			reply: "First {\"n\": \"2\"} then {\"n\": 3}.", mode: CoerceSafe,
+			reply: "First {\"n\": \"2\"} then {\"n\": 3}.", mode: fixpoint.CoerceSafe,
 			wantValue: `{"n":3}`, wantIndex: strings.Index("First {\"n\": \"2\"} then {\"n\": 3}.", `{"n": 3}`),
 			repairs: `[]`,
 		},
 		{
 			name:  "syntax repairs then schema repairs",
-			reply: "Result:\n```json\n{\"n\": \"1\", \"x\": 0,}\n```", mode: CoerceAll,
+			reply: "Result:\n```json\n{\"n\": \"1\", \"x\": 0,}\n```", mode: fixpoint.CoerceAll,
 			wantValid: true, wantValue: `{"n":1}`, wantIndex: strings.Index("Result:\n```json\n{\"n\": \"1\", \"x\": 0,}\n```", "{"),
 			repairs: `[{"kind":"trailing_comma","offset":33},{"kind":"coerce_number","offset":16,"pointer":"/n","before":"1","after":1},{"kind":"drop_additional","offset":16,"pointer":"/x","before":0}]`, coerced: 2,
 		},
 		{
 			name:  "still invalid keeps its lossless repairs",
-			reply: `{"n": "9"}`, mode: CoerceSafe,
+			reply: `{"n": "9"}`, mode: fixpoint.CoerceSafe,
 			wantValue: `{"n":9}`, wantIndex: 0,
 			repairs: `[{"kind":"coerce_number","offset":0,"pointer":"/n","before":"9","after":9}]`, coerced: 1,
 		},
 		{
 			name:  "none repairs nothing",
-			reply: `{"n": "2"}`, mode: CoerceNone,
+			reply: `{"n": "2"}`, mode: fixpoint.CoerceNone,
 			wantValue: `{"n":"2"}`, wantIndex: 0, repairs: `[]`,
 		},
 	}
@@ -523,7 +524,7 @@ func TestCheckWith(t *testing.T) {
 			}
 			repairs := got.Repairs
 			if repairs == nil {
-				repairs = []extract.Repair{}
+				repairs = []fixpoint.Repair{}
 			}
 			if g := mustEncode(t, repairs); g != tc.repairs {
 				t.Fatalf("repairs =\n%s\nwant\n%s", g, tc.repairs)
@@ -549,7 +550,7 @@ func TestCheckWith(t *testing.T) {
 }
 
 // candidateErrorsOf recomputes a result's errors from its value.
-func candidateErrorsOf(s *Schema, reply string, r CheckResult) []Error {
+func candidateErrorsOf(s *Schema, reply string, r CheckResult) []fixpoint.ValidationError {
 	c := extract.Candidate{Value: r.Value, Truncated: r.Truncated}
 	if r.Candidate != nil {
 		c.Repairs = r.Candidate.Repairs
@@ -562,8 +563,8 @@ func candidateErrorsOf(s *Schema, reply string, r CheckResult) []Error {
 func TestCheckWithTruncated(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, checkSchema)
-	got := CheckWith(s, `{"n": "2"`, CheckOptions{Coerce: CoerceSafe})
-	if got.Valid || !got.Truncated || got.Class != ClassSyntax || got.Coerced != 1 || len(got.Errors) != 1 || got.Errors[0].Keyword != "truncated" {
+	got := CheckWith(s, `{"n": "2"`, CheckOptions{Coerce: fixpoint.CoerceSafe})
+	if got.Valid || !got.Truncated || got.Class != fixpoint.ClassSyntax || got.Coerced != 1 || len(got.Errors) != 1 || got.Errors[0].Keyword != "truncated" {
 		t.Fatalf("got %+v", got)
 	}
 }
@@ -571,7 +572,7 @@ func TestCheckWithTruncated(t *testing.T) {
 // TestRepairJSONUnchanged: a syntax repair's JSON has no new field.
 func TestRepairJSONUnchanged(t *testing.T) {
 	t.Parallel()
-	b, err := json.Marshal(extract.Repair{Kind: "trailing_comma", Offset: 7})
+	b, err := json.Marshal(fixpoint.Repair{Kind: "trailing_comma", Offset: 7})
 	if err != nil || string(b) != `{"kind":"trailing_comma","offset":7}` {
 		t.Fatalf("got %s, %v", b, err)
 	}
@@ -638,7 +639,7 @@ func TestProposeOnlyAgainstTheSchema(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := mustCompile(t, tc.schema)
-			if f, ok := s.proposeOne(mustDecode(t, tc.value), Error{Path: tc.path, Keyword: tc.keyword}, CoerceAll, newRoundCache()); ok {
+			if f, ok := s.proposeOne(mustDecode(t, tc.value), fixpoint.ValidationError{Path: tc.path, Keyword: tc.keyword}, fixpoint.CoerceAll, newRoundCache()); ok {
 				t.Fatalf("proposed %+v", f)
 			}
 		})
@@ -663,7 +664,7 @@ func TestCoerceLarge(t *testing.T) {
 	sb.WriteByte(']')
 	v := mustDecode(t, sb.String())
 	start := time.Now()
-	got, fixes, errs := s.Coerce(v, CoerceSafe)
+	got, fixes, errs := s.Coerce(v, fixpoint.CoerceSafe)
 	if len(fixes) != n || len(errs) != 0 {
 		t.Fatalf("%d repairs, errors %v", len(fixes), errs[:min(len(errs), 3)])
 	}
@@ -682,7 +683,7 @@ func TestCoerceWideObject(t *testing.T) {
 	t.Parallel()
 	src, value := wideRenamed(1000)
 	s := mustCompile(t, src)
-	got, fixes, errs := s.Coerce(mustDecode(t, value), CoerceSafe)
+	got, fixes, errs := s.Coerce(mustDecode(t, value), fixpoint.CoerceSafe)
 	kinds := map[string]int{}
 	for _, f := range fixes {
 		kinds[f.Kind]++

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
@@ -26,11 +27,11 @@ const maxFound = 80
 const maxWant = 200
 
 // newError builds an Error whose message starts with the path.
-func newError(path, keyword, body string) Error {
+func newError(path, keyword, body string) fixpoint.ValidationError {
 	if keyword == "" {
 		keyword = "schema"
 	}
-	return Error{Path: path, Keyword: keyword, Class: KeywordClass(keyword), Message: display(path) + ": " + body}
+	return fixpoint.ValidationError{Path: path, Keyword: keyword, Class: KeywordClass(keyword), Message: display(path) + ": " + body}
 }
 
 func display(path string) string {
@@ -43,18 +44,18 @@ func display(path string) string {
 // flattener walks a library error tree and keeps its leaves as Errors.
 type flattener struct {
 	root any // the validated value
-	out  []Error
+	out  []fixpoint.ValidationError
 }
 
 // flatten returns the leaves of the error tree e, raised validating root.
-func flatten(e *jsonschema.ValidationError, root any) []Error {
+func flatten(e *jsonschema.ValidationError, root any) []fixpoint.ValidationError {
 	f := flattener{root: root}
 	f.walk(e)
 	return f.out
 }
 
 // flattenAll flattens several error trees raised validating root.
-func flattenAll(es []*jsonschema.ValidationError, root any) []Error {
+func flattenAll(es []*jsonschema.ValidationError, root any) []fixpoint.ValidationError {
 	f := flattener{root: root}
 	for _, e := range es {
 		f.walk(e)
@@ -234,7 +235,7 @@ func (f *flattener) containsHint(e *jsonschema.ValidationError) string {
 	if len(e.Causes) == 0 {
 		return ""
 	}
-	items := make([][]Error, len(e.Causes))
+	items := make([][]fixpoint.ValidationError, len(e.Causes))
 	for i, c := range e.Causes {
 		items[i] = sortErrors(flatten(c, f.root))
 	}
@@ -253,7 +254,7 @@ func (f *flattener) alternatives(e *jsonschema.ValidationError, keyword string) 
 		return
 	}
 	depth := len(e.InstanceLocation)
-	branches := make([][]Error, 0, len(e.Causes))
+	branches := make([][]fixpoint.ValidationError, 0, len(e.Causes))
 	for _, c := range e.Causes {
 		branches = append(branches, flatten(c, f.root))
 	}
@@ -276,9 +277,9 @@ func (f *flattener) alternatives(e *jsonschema.ValidationError, keyword string) 
 // discriminators (const or enum one level down), the fewest errors, the
 // deepest shallowest error (it matched more of the structure), and comes
 // first.
-func closest(branches [][]Error, depth int) int {
+func closest(branches [][]fixpoint.ValidationError, depth int) int {
 	type rank struct{ atValue, disc, n, minDepth int }
-	rankOf := func(errs []Error) rank {
+	rankOf := func(errs []fixpoint.ValidationError) rank {
 		r := rank{n: len(errs), minDepth: -1}
 		for _, e := range errs {
 			d := pointerDepth(e.Path)
@@ -313,22 +314,22 @@ func closest(branches [][]Error, depth int) int {
 
 // mergeAlternatives merges alternatives that each fail only on the value's
 // type, or only on its const/enum, into one error listing everything accepted.
-func mergeAlternatives(all [][]Error, path string, v any) (Error, bool) {
+func mergeAlternatives(all [][]fixpoint.ValidationError, path string, v any) (fixpoint.ValidationError, bool) {
 	if len(all) < 2 {
-		return Error{}, false
+		return fixpoint.ValidationError{}, false
 	}
 	kw := ""
 	var wants []string
 	for _, errs := range all {
 		if len(errs) != 1 || errs[0].Path != path {
-			return Error{}, false
+			return fixpoint.ValidationError{}, false
 		}
 		k := errs[0].Keyword
 		if k == "enum" {
 			k = "const"
 		}
 		if k != "type" && k != "const" || kw != "" && k != kw {
-			return Error{}, false
+			return fixpoint.ValidationError{}, false
 		}
 		kw = k
 		wants = append(wants, errs[0].Message)
@@ -344,7 +345,7 @@ func mergeAlternatives(all [][]Error, path string, v any) (Error, bool) {
 				items = append(items, strings.Split(b[len("expected "):i], " or ")...)
 				continue
 			}
-			return Error{}, false
+			return fixpoint.ValidationError{}, false
 		default:
 			// "V is not one of [a,b]"
 			if i := strings.Index(b, " is not one of "); i >= 0 {
@@ -352,7 +353,7 @@ func mergeAlternatives(all [][]Error, path string, v any) (Error, bool) {
 				items = append(items, strings.TrimSuffix(strings.TrimPrefix(list, "["), "]"))
 				continue
 			}
-			return Error{}, false
+			return fixpoint.ValidationError{}, false
 		}
 	}
 	items = slices.Compact(items)
@@ -496,8 +497,8 @@ func oneLine(s string) string {
 
 // sortErrors sorts errors by path (array indexes numerically), keyword and
 // message, so the order is deterministic, and drops exact duplicates.
-func sortErrors(errs []Error) []Error {
-	slices.SortStableFunc(errs, func(a, b Error) int {
+func sortErrors(errs []fixpoint.ValidationError) []fixpoint.ValidationError {
+	slices.SortStableFunc(errs, func(a, b fixpoint.ValidationError) int {
 		return cmp.Or(comparePointers(a.Path, b.Path), strings.Compare(a.Keyword, b.Keyword), strings.Compare(a.Message, b.Message))
 	})
 	return slices.Compact(errs)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // The library compares numbers exactly, as big.Rat. A number with a huge
@@ -87,12 +89,12 @@ func numberTextProblem(s string) string {
 
 // numberErrors returns an error for every number in v that cannot be
 // validated, at its path. It allocates only for the numbers it reports.
-func numberErrors(v any) []Error {
+func numberErrors(v any) []fixpoint.ValidationError {
 	type tok struct {
 		key string
 		idx int // -1 for an object key
 	}
-	var out []Error
+	var out []fixpoint.ValidationError
 	var stack []tok
 	var walk func(v any)
 	walk = func(v any) {

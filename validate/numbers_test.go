@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 func TestNumberTextProblem(t *testing.T) {
@@ -31,28 +33,28 @@ func TestValidateHugeNumbers(t *testing.T) {
 	tests := []struct {
 		name string
 		v    any
-		want []Error
+		want []fixpoint.ValidationError
 	}{
 		{
 			// These used to panic inside the library (big.Rat SetString fails).
 			name: "exponent too large",
 			v:    map[string]any{"a": []any{json.Number("1"), json.Number("1e4999999")}},
-			want: []Error{{"/a/1", "number", ClassSemantic, "/a/1: number 1e4999999 is out of range: the exponent must be within ±1000"}},
+			want: []fixpoint.ValidationError{{Path: "/a/1", Keyword: "number", Class: fixpoint.ClassSemantic, Message: "/a/1: number 1e4999999 is out of range: the exponent must be within ±1000"}},
 		},
 		{
 			name: "not a number",
 			v:    map[string]any{"a": []any{json.Number("NaN"), math.Inf(1)}},
-			want: []Error{
-				{"/a/0", "number", ClassSemantic, `/a/0: "NaN" is not a JSON number`},
-				{"/a/1", "number", ClassSemantic, `/a/1: +Inf is not a JSON number`},
+			want: []fixpoint.ValidationError{
+				{Path: "/a/0", Keyword: "number", Class: fixpoint.ClassSemantic, Message: `/a/0: "NaN" is not a JSON number`},
+				{Path: "/a/1", Keyword: "number", Class: fixpoint.ClassSemantic, Message: `/a/1: +Inf is not a JSON number`},
 			},
 		},
 		{
 			name: "within range validates normally",
 			v:    map[string]any{"a": []any{json.Number("-1e1000")}},
-			want: []Error{
-				{"/a/0", "minimum", ClassSemantic, `/a/0: -1e1000 is less than the minimum 0`},
-				{"/zzz", "required", ClassShape, `/zzz: missing required property "zzz"`},
+			want: []fixpoint.ValidationError{
+				{Path: "/a/0", Keyword: "minimum", Class: fixpoint.ClassSemantic, Message: `/a/0: -1e1000 is less than the minimum 0`},
+				{Path: "/zzz", Keyword: "required", Class: fixpoint.ClassShape, Message: `/zzz: missing required property "zzz"`},
 			},
 		},
 	}

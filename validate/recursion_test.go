@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // thread is a comment thread whose items are one of two shapes, each with
@@ -57,7 +59,7 @@ func TestCheckCost(t *testing.T) {
 		if refused != tc.refused {
 			t.Errorf("%s: errors %v; want refused for its cost %v", tc.name, errs, tc.refused)
 		}
-		if refused && (errs[0].Class != ClassShape || !strings.HasPrefix(errs[0].Path, "/thread/0/replies/")) {
+		if refused && (errs[0].Class != fixpoint.ClassShape || !strings.HasPrefix(errs[0].Path, "/thread/0/replies/")) {
 			t.Errorf("%s: %+v; want a shape error at a place deep in the thread", tc.name, errs[0])
 		}
 	}
@@ -294,7 +296,7 @@ func TestBigEnumUnderItems(t *testing.T) {
 	if len(errs) != 2000 || errs[0].Keyword != "enum" || len(errs[0].Message) > 400 || !strings.Contains(errs[0].Message, `"value-00000"`) {
 		t.Fatalf("2,000 wrong items: %d errors, first %+v; want each item's enum error, its list cut short", len(errs), errs[0])
 	}
-	fixed, fixes, left := s.Coerce(items(2000, "VALUE-09999"), CoerceSafe)
+	fixed, fixes, left := s.Coerce(items(2000, "VALUE-09999"), fixpoint.CoerceSafe)
 	if len(fixes) != 2000 || len(left) != 0 || fixed.([]any)[1999] != "value-09999" {
 		t.Errorf("coerce: %d fixes, %d errors left; want 2,000 and none", len(fixes), len(left))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
@@ -316,7 +317,7 @@ func (s *Schema) Raw() []byte {
 // valid. A number that is not a JSON number, longer than 1000 characters or
 // with an exponent beyond ±1000 cannot be compared safely: then only such
 // numbers are reported, with keyword "number" (class semantic).
-func (s *Schema) Validate(v any) []Error {
+func (s *Schema) Validate(v any) []fixpoint.ValidationError {
 	if s == nil || s.sch == nil {
 		return nil
 	}
@@ -325,7 +326,7 @@ func (s *Schema) Validate(v any) []Error {
 		return sortErrors(errs)
 	}
 	if at, over := s.overChecks(v); over {
-		return []Error{newError(at, "checkCost", fmt.Sprintf("checking the value this far would take over %d checks against the schema's parts (its alternatives, and the schemas that apply to each item or member, multiply at every level): reply with a shallower or smaller value", MaxChecks))}
+		return []fixpoint.ValidationError{newError(at, "checkCost", fmt.Sprintf("checking the value this far would take over %d checks against the schema's parts (its alternatives, and the schemas that apply to each item or member, multiply at every level): reply with a shallower or smaller value", MaxChecks))}
 	}
 	err := s.sch.Validate(v)
 	if err == nil {
@@ -333,13 +334,13 @@ func (s *Schema) Validate(v any) []Error {
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
-		return []Error{newError("", "", "value cannot be validated: "+err.Error())}
+		return []fixpoint.ValidationError{newError("", "", "value cannot be validated: "+err.Error())}
 	}
 	errs := flatten(verr, v)
 	if len(errs) == 0 {
 		// The library found the value invalid but no leaf survived
 		// flattening; never report an invalid value as valid.
-		errs = []Error{newError("", "", "value does not match the schema: "+oneLine(verr.Error()))}
+		errs = []fixpoint.ValidationError{newError("", "", "value does not match the schema: "+oneLine(verr.Error()))}
 	}
 	return sortErrors(errs)
 }

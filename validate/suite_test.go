@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -107,12 +108,12 @@ func divergent2020Format(dir, file, group, test string) bool {
 }
 
 // checkErrors asserts the invariants every error list holds.
-func checkErrors(errs []Error) error {
+func checkErrors(errs []fixpoint.ValidationError) error {
 	for _, e := range errs {
 		if e.Keyword == "" {
 			return fmt.Errorf("error without keyword: %+v", e)
 		}
-		if e.Class != ClassShape && e.Class != ClassSemantic {
+		if e.Class != fixpoint.ClassShape && e.Class != fixpoint.ClassSemantic {
 			return fmt.Errorf("error with class %q: %+v", e.Class, e)
 		}
 		if e.Class != KeywordClass(e.Keyword) {

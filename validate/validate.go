@@ -77,7 +77,7 @@
 // string off only in letter case or surrounding white space, a single value
 // where an array is wanted ([value]), a null optional property (dropped),
 // and, in [CoerceAll] mode only, a property additionalProperties forbids
-// (dropped). Every repair is recorded as an [extract.Repair] with its
+// (dropped). Every repair is recorded as an [fixpoint.Repair] with its
 // pointer and the value before and after; the whole value is validated
 // again after each round and a repair that would add an error is not made.
 // [Check] makes none of them.
@@ -88,74 +88,52 @@
 // the first of syntax, shape, semantic that applies ([ClassOf]).
 package validate
 
-// Class is a failure class. The names are fixed: they go all the way to SQL.
-type Class string
-
-const (
-	ClassNone     Class = ""
-	ClassSyntax   Class = "syntax"   // no JSON value could be extracted, or only by closing a truncated reply
-	ClassShape    Class = "shape"    // structure: types, required, additionalProperties, size bounds
-	ClassSemantic Class = "semantic" // values: enum, const, ranges, pattern, format, ...
-)
-
-// Error is one validation error.
-type Error struct {
-	// Path is the JSON pointer of the failing value, "" for the root. For
-	// keyword "required" it is the pointer the missing property would have;
-	// the object lacking it is Path without its last token.
-	Path string `json:"path"`
-	// Keyword is the schema keyword that failed, e.g. "required", "enum".
-	Keyword string `json:"keyword"`
-	// Class is the failure class of Keyword.
-	Class Class `json:"class"`
-	// Message is written for a model to act on, and starts with the path.
-	Message string `json:"message"`
-}
+import "github.com/fixpoint-dev/fixpoint"
 
 // keywordClasses maps every keyword that can fail to its class. Keywords not
 // listed here are semantic (see KeywordClass).
-var keywordClasses = map[string]Class{
+var keywordClasses = map[string]fixpoint.Class{
 	// syntax: reserved for extraction.
-	"syntax":    ClassSyntax,
-	"truncated": ClassSyntax,
+	"syntax":    fixpoint.ClassSyntax,
+	"truncated": fixpoint.ClassSyntax,
 
 	// shape: structure.
-	"type":                  ClassShape,
-	"required":              ClassShape,
-	"additionalProperties":  ClassShape,
-	"unevaluatedProperties": ClassShape,
-	"unevaluatedItems":      ClassShape,
-	"properties":            ClassShape, // a property whose subschema is false
-	"patternProperties":     ClassShape, // likewise
-	"propertyNames":         ClassShape, // a property name that is not allowed
-	"prefixItems":           ClassShape, // an item whose subschema is false
-	"items":                 ClassShape, // likewise
-	"additionalItems":       ClassShape,
-	"minItems":              ClassShape,
-	"maxItems":              ClassShape,
-	"minProperties":         ClassShape,
-	"maxProperties":         ClassShape,
-	"dependentRequired":     ClassShape,
-	"dependencies":          ClassShape, // draft-07 form of dependentRequired
-	"false":                 ClassShape, // a value where the schema is false
-	"checkCost":             ClassShape, // too costly to check against a recursive schema
+	"type":                  fixpoint.ClassShape,
+	"required":              fixpoint.ClassShape,
+	"additionalProperties":  fixpoint.ClassShape,
+	"unevaluatedProperties": fixpoint.ClassShape,
+	"unevaluatedItems":      fixpoint.ClassShape,
+	"properties":            fixpoint.ClassShape, // a property whose subschema is false
+	"patternProperties":     fixpoint.ClassShape, // likewise
+	"propertyNames":         fixpoint.ClassShape, // a property name that is not allowed
+	"prefixItems":           fixpoint.ClassShape, // an item whose subschema is false
+	"items":                 fixpoint.ClassShape, // likewise
+	"additionalItems":       fixpoint.ClassShape,
+	"minItems":              fixpoint.ClassShape,
+	"maxItems":              fixpoint.ClassShape,
+	"minProperties":         fixpoint.ClassShape,
+	"maxProperties":         fixpoint.ClassShape,
+	"dependentRequired":     fixpoint.ClassShape,
+	"dependencies":          fixpoint.ClassShape, // draft-07 form of dependentRequired
+	"false":                 fixpoint.ClassShape, // a value where the schema is false
+	"checkCost":             fixpoint.ClassShape, // too costly to check against a recursive schema
 
 	// semantic: values.
-	"enum":             ClassSemantic,
-	"const":            ClassSemantic,
-	"minimum":          ClassSemantic,
-	"maximum":          ClassSemantic,
-	"exclusiveMinimum": ClassSemantic,
-	"exclusiveMaximum": ClassSemantic,
-	"multipleOf":       ClassSemantic,
-	"minLength":        ClassSemantic,
-	"maxLength":        ClassSemantic,
-	"pattern":          ClassSemantic,
-	"format":           ClassSemantic,
-	"uniqueItems":      ClassSemantic,
-	"contains":         ClassSemantic,
-	"minContains":      ClassSemantic,
-	"maxContains":      ClassSemantic,
+	"enum":             fixpoint.ClassSemantic,
+	"const":            fixpoint.ClassSemantic,
+	"minimum":          fixpoint.ClassSemantic,
+	"maximum":          fixpoint.ClassSemantic,
+	"exclusiveMinimum": fixpoint.ClassSemantic,
+	"exclusiveMaximum": fixpoint.ClassSemantic,
+	"multipleOf":       fixpoint.ClassSemantic,
+	"minLength":        fixpoint.ClassSemantic,
+	"maxLength":        fixpoint.ClassSemantic,
+	"pattern":          fixpoint.ClassSemantic,
+	"format":           fixpoint.ClassSemantic,
+	"uniqueItems":      fixpoint.ClassSemantic,
+	"contains":         fixpoint.ClassSemantic,
+	"minContains":      fixpoint.ClassSemantic,
+	"maxContains":      fixpoint.ClassSemantic,
 }
 
 // KeywordClass returns the failure class of a schema keyword:
@@ -172,27 +150,27 @@ var keywordClasses = map[string]Class{
 //
 // Any other keyword (e.g. "not", an ambiguous "oneOf", "number" for a number
 // out of the supported range, extension keywords) is semantic.
-func KeywordClass(keyword string) Class {
+func KeywordClass(keyword string) fixpoint.Class {
 	if c, ok := keywordClasses[keyword]; ok {
 		return c
 	}
-	return ClassSemantic
+	return fixpoint.ClassSemantic
 }
 
 // ClassOf returns the class of a list of errors: the first of syntax, shape,
 // semantic that any error has, or ClassNone when errs is empty. An error with
 // an empty Class counts as the class of its keyword.
-func ClassOf(errs []Error) Class {
+func ClassOf(errs []fixpoint.ValidationError) fixpoint.Class {
 	var shape, semantic bool
 	for _, e := range errs {
 		c := e.Class
-		if c == ClassNone {
+		if c == fixpoint.ClassNone {
 			c = KeywordClass(e.Keyword)
 		}
 		switch c {
-		case ClassSyntax:
-			return ClassSyntax
-		case ClassShape:
+		case fixpoint.ClassSyntax:
+			return fixpoint.ClassSyntax
+		case fixpoint.ClassShape:
 			shape = true
 		default:
 			semantic = true
@@ -200,9 +178,9 @@ func ClassOf(errs []Error) Class {
 	}
 	switch {
 	case shape:
-		return ClassShape
+		return fixpoint.ClassShape
 	case semantic:
-		return ClassSemantic
+		return fixpoint.ClassSemantic
 	}
-	return ClassNone
+	return fixpoint.ClassNone
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // validateCases are schema/value pairs with the exact errors expected. They
@@ -16,7 +18,7 @@ var validateCases = []struct {
 	name   string
 	schema string
 	value  string
-	want   []Error
+	want   []fixpoint.ValidationError
 }{
 	{
 		name:   "valid",
@@ -28,297 +30,297 @@ var validateCases = []struct {
 		name:   "pattern deep",
 		schema: `{"properties":{"invoice":{"properties":{"lines":{"items":{"properties":{"sku":{"type":"string","pattern":"^[A-Z]{3}-[0-9]{4}$"}}}}}}}}`,
 		value:  `{"invoice":{"lines":[{"sku":"ABC-1234"},{"sku":"abc-1"}]}}`,
-		want:   []Error{{"/invoice/lines/1/sku", "pattern", ClassSemantic, `/invoice/lines/1/sku: "abc-1" does not match ^[A-Z]{3}-[0-9]{4}$`}},
+		want:   []fixpoint.ValidationError{{Path: "/invoice/lines/1/sku", Keyword: "pattern", Class: fixpoint.ClassSemantic, Message: `/invoice/lines/1/sku: "abc-1" does not match ^[A-Z]{3}-[0-9]{4}$`}},
 	},
 	{
 		name:   "required names each missing property at its own pointer",
 		schema: `{"properties":{"customer":{"type":"object","required":["email","name","id"]}}}`,
 		value:  `{"customer":{"id":1}}`,
-		want: []Error{
-			{"/customer/email", "required", ClassShape, `/customer/email: missing required property "email"`},
-			{"/customer/name", "required", ClassShape, `/customer/name: missing required property "name"`},
+		want: []fixpoint.ValidationError{
+			{Path: "/customer/email", Keyword: "required", Class: fixpoint.ClassShape, Message: `/customer/email: missing required property "email"`},
+			{Path: "/customer/name", Keyword: "required", Class: fixpoint.ClassShape, Message: `/customer/name: missing required property "name"`},
 		},
 	},
 	{
 		name:   "required at root",
 		schema: `{"required":["a"]}`,
 		value:  `{}`,
-		want:   []Error{{"/a", "required", ClassShape, `/a: missing required property "a"`}},
+		want:   []fixpoint.ValidationError{{Path: "/a", Keyword: "required", Class: fixpoint.ClassShape, Message: `/a: missing required property "a"`}},
 	},
 	{
 		name:   "required in array items, one error per missing property",
 		schema: `{"type":"object","properties":{"items":{"type":"array","items":{"type":"object","required":["name","qty"]}}}}`,
 		value:  `{"items":[{"qty":1},{}]}`,
-		want: []Error{
-			{"/items/0/name", "required", ClassShape, `/items/0/name: missing required property "name"`},
-			{"/items/1/name", "required", ClassShape, `/items/1/name: missing required property "name"`},
-			{"/items/1/qty", "required", ClassShape, `/items/1/qty: missing required property "qty"`},
+		want: []fixpoint.ValidationError{
+			{Path: "/items/0/name", Keyword: "required", Class: fixpoint.ClassShape, Message: `/items/0/name: missing required property "name"`},
+			{Path: "/items/1/name", Keyword: "required", Class: fixpoint.ClassShape, Message: `/items/1/name: missing required property "name"`},
+			{Path: "/items/1/qty", Keyword: "required", Class: fixpoint.ClassShape, Message: `/items/1/qty: missing required property "qty"`},
 		},
 	},
 	{
 		name:   "required names are escaped in the pointer",
 		schema: `{"required":["a/b","c~d",""]}`,
 		value:  `{}`,
-		want: []Error{
-			{"/", "required", ClassShape, `/: missing required property ""`},
-			{"/a~1b", "required", ClassShape, `/a~1b: missing required property "a/b"`},
-			{"/c~0d", "required", ClassShape, `/c~0d: missing required property "c~d"`},
+		want: []fixpoint.ValidationError{
+			{Path: "/", Keyword: "required", Class: fixpoint.ClassShape, Message: `/: missing required property ""`},
+			{Path: "/a~1b", Keyword: "required", Class: fixpoint.ClassShape, Message: `/a~1b: missing required property "a/b"`},
+			{Path: "/c~0d", Keyword: "required", Class: fixpoint.ClassShape, Message: `/c~0d: missing required property "c~d"`},
 		},
 	},
 	{
 		name:   "type",
 		schema: `{"properties":{"age":{"type":"integer"}}}`,
 		value:  `{"age":"42"}`,
-		want:   []Error{{"/age", "type", ClassShape, `/age: expected integer, got string "42"`}},
+		want:   []fixpoint.ValidationError{{Path: "/age", Keyword: "type", Class: fixpoint.ClassShape, Message: `/age: expected integer, got string "42"`}},
 	},
 	{
 		name:   "type several",
 		schema: `{"type":["string","null"]}`,
 		value:  `[1]`,
-		want:   []Error{{"", "type", ClassShape, `(root): expected null or string, got array [1]`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "type", Class: fixpoint.ClassShape, Message: `(root): expected null or string, got array [1]`}},
 	},
 	{
 		name:   "integer rejects fraction",
 		schema: `{"type":"integer"}`,
 		value:  `1.5`,
-		want:   []Error{{"", "type", ClassShape, `(root): expected integer, got number 1.5`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "type", Class: fixpoint.ClassShape, Message: `(root): expected integer, got number 1.5`}},
 	},
 	{
 		name:   "enum",
 		schema: `{"properties":{"priority":{"enum":["low","medium","high"]}}}`,
 		value:  `{"priority":"urgent"}`,
-		want:   []Error{{"/priority", "enum", ClassSemantic, `/priority: "urgent" is not one of ["low","medium","high"]`}},
+		want:   []fixpoint.ValidationError{{Path: "/priority", Keyword: "enum", Class: fixpoint.ClassSemantic, Message: `/priority: "urgent" is not one of ["low","medium","high"]`}},
 	},
 	{
 		name:   "const",
 		schema: `{"properties":{"v":{"const":2}}}`,
 		value:  `{"v":3}`,
-		want:   []Error{{"/v", "const", ClassSemantic, `/v: expected 2, got 3`}},
+		want:   []fixpoint.ValidationError{{Path: "/v", Keyword: "const", Class: fixpoint.ClassSemantic, Message: `/v: expected 2, got 3`}},
 	},
 	{
 		name:   "maximum",
 		schema: `{"properties":{"score":{"maximum":100}}}`,
 		value:  `{"score":120}`,
-		want:   []Error{{"/score", "maximum", ClassSemantic, `/score: 120 is greater than the maximum 100`}},
+		want:   []fixpoint.ValidationError{{Path: "/score", Keyword: "maximum", Class: fixpoint.ClassSemantic, Message: `/score: 120 is greater than the maximum 100`}},
 	},
 	{
 		name:   "minimum keeps the number as written",
 		schema: `{"minimum":0.5}`,
 		value:  `0.25`,
-		want:   []Error{{"", "minimum", ClassSemantic, `(root): 0.25 is less than the minimum 0.5`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "minimum", Class: fixpoint.ClassSemantic, Message: `(root): 0.25 is less than the minimum 0.5`}},
 	},
 	{
 		name:   "exclusive bounds",
 		schema: `{"prefixItems":[{"exclusiveMinimum":0},{"exclusiveMaximum":10}]}`,
 		value:  `[0,10]`,
-		want: []Error{
-			{"/0", "exclusiveMinimum", ClassSemantic, `/0: 0 must be greater than 0`},
-			{"/1", "exclusiveMaximum", ClassSemantic, `/1: 10 must be less than 10`},
+		want: []fixpoint.ValidationError{
+			{Path: "/0", Keyword: "exclusiveMinimum", Class: fixpoint.ClassSemantic, Message: `/0: 0 must be greater than 0`},
+			{Path: "/1", Keyword: "exclusiveMaximum", Class: fixpoint.ClassSemantic, Message: `/1: 10 must be less than 10`},
 		},
 	},
 	{
 		name:   "multipleOf",
 		schema: `{"multipleOf":0.5}`,
 		value:  `0.3`,
-		want:   []Error{{"", "multipleOf", ClassSemantic, `(root): 0.3 is not a multiple of 0.5`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "multipleOf", Class: fixpoint.ClassSemantic, Message: `(root): 0.3 is not a multiple of 0.5`}},
 	},
 	{
 		name:   "string lengths",
 		schema: `{"properties":{"a":{"minLength":3},"b":{"maxLength":2}}}`,
 		value:  `{"a":"ab","b":"héé"}`,
-		want: []Error{
-			{"/a", "minLength", ClassSemantic, `/a: "ab" is shorter than the minimum length 3 (it has 2 characters)`},
-			{"/b", "maxLength", ClassSemantic, `/b: "héé" is longer than the maximum length 2 (it has 3 characters)`},
+		want: []fixpoint.ValidationError{
+			{Path: "/a", Keyword: "minLength", Class: fixpoint.ClassSemantic, Message: `/a: "ab" is shorter than the minimum length 3 (it has 2 characters)`},
+			{Path: "/b", Keyword: "maxLength", Class: fixpoint.ClassSemantic, Message: `/b: "héé" is longer than the maximum length 2 (it has 3 characters)`},
 		},
 	},
 	{
 		name:   "format is asserted",
 		schema: `{"properties":{"email":{"format":"email"},"at":{"format":"date"}}}`,
 		value:  `{"email":"nope","at":"2024-02-30"}`,
-		want: []Error{
-			{"/at", "format", ClassSemantic, `/at: "2024-02-30" is not a valid date: parsing time "2024-02-30": day out of range`},
-			{"/email", "format", ClassSemantic, `/email: "nope" is not a valid email: missing @`},
+		want: []fixpoint.ValidationError{
+			{Path: "/at", Keyword: "format", Class: fixpoint.ClassSemantic, Message: `/at: "2024-02-30" is not a valid date: parsing time "2024-02-30": day out of range`},
+			{Path: "/email", Keyword: "format", Class: fixpoint.ClassSemantic, Message: `/email: "nope" is not a valid email: missing @`},
 		},
 	},
 	{
 		name:   "uniqueItems",
 		schema: `{"uniqueItems":true}`,
 		value:  `[1,2,1]`,
-		want:   []Error{{"", "uniqueItems", ClassSemantic, `(root): items 0 and 2 are equal; all items must be unique`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "uniqueItems", Class: fixpoint.ClassSemantic, Message: `(root): items 0 and 2 are equal; all items must be unique`}},
 	},
 	{
 		name:   "contains names the closest item",
 		schema: `{"contains":{"type":"integer","minimum":5}}`,
 		value:  `["a",1]`,
-		want:   []Error{{"", "contains", ClassSemantic, `(root): no item matches the "contains" schema (closest: /1: 1 is less than the minimum 5)`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "contains", Class: fixpoint.ClassSemantic, Message: `(root): no item matches the "contains" schema (closest: /1: 1 is less than the minimum 5)`}},
 	},
 	{
 		name:   "minContains and maxContains",
 		schema: `{"properties":{"a":{"contains":{"const":1},"minContains":2},"b":{"contains":{"const":1},"maxContains":1}}}`,
 		value:  `{"a":[1,2],"b":[1,1]}`,
-		want: []Error{
-			{"/a", "minContains", ClassSemantic, `/a: 1 item matches the "contains" schema, at least 2 required (closest: /a/1: expected 1, got 2)`},
-			{"/b", "maxContains", ClassSemantic, `/b: 2 items match the "contains" schema, at most 1 allowed`},
+		want: []fixpoint.ValidationError{
+			{Path: "/a", Keyword: "minContains", Class: fixpoint.ClassSemantic, Message: `/a: 1 item matches the "contains" schema, at least 2 required (closest: /a/1: expected 1, got 2)`},
+			{Path: "/b", Keyword: "maxContains", Class: fixpoint.ClassSemantic, Message: `/b: 2 items match the "contains" schema, at most 1 allowed`},
 		},
 	},
 	{
 		name:   "size bounds are shape",
 		schema: `{"properties":{"a":{"minItems":2},"b":{"maxItems":1},"c":{"minProperties":1},"d":{"maxProperties":1}}}`,
 		value:  `{"a":[1],"b":[1,2],"c":{},"d":{"x":1,"y":2}}`,
-		want: []Error{
-			{"/a", "minItems", ClassShape, `/a: array has 1 item, fewer than the minimum 2`},
-			{"/b", "maxItems", ClassShape, `/b: array has 2 items, more than the maximum 1`},
-			{"/c", "minProperties", ClassShape, `/c: object has 0 properties, fewer than the minimum 1`},
-			{"/d", "maxProperties", ClassShape, `/d: object has 2 properties, more than the maximum 1`},
+		want: []fixpoint.ValidationError{
+			{Path: "/a", Keyword: "minItems", Class: fixpoint.ClassShape, Message: `/a: array has 1 item, fewer than the minimum 2`},
+			{Path: "/b", Keyword: "maxItems", Class: fixpoint.ClassShape, Message: `/b: array has 2 items, more than the maximum 1`},
+			{Path: "/c", Keyword: "minProperties", Class: fixpoint.ClassShape, Message: `/c: object has 0 properties, fewer than the minimum 1`},
+			{Path: "/d", Keyword: "maxProperties", Class: fixpoint.ClassShape, Message: `/d: object has 2 properties, more than the maximum 1`},
 		},
 	},
 	{
 		name:   "additionalProperties one error per property at its pointer",
 		schema: `{"properties":{"a":{}},"additionalProperties":false}`,
 		value:  `{"a":1,"z":2,"b/c":3}`,
-		want: []Error{
-			{"/b~1c", "additionalProperties", ClassShape, `/b~1c: property "b/c" is not allowed`},
-			{"/z", "additionalProperties", ClassShape, `/z: property "z" is not allowed`},
+		want: []fixpoint.ValidationError{
+			{Path: "/b~1c", Keyword: "additionalProperties", Class: fixpoint.ClassShape, Message: `/b~1c: property "b/c" is not allowed`},
+			{Path: "/z", Keyword: "additionalProperties", Class: fixpoint.ClassShape, Message: `/z: property "z" is not allowed`},
 		},
 	},
 	{
 		name:   "unevaluatedProperties",
 		schema: `{"allOf":[{"properties":{"a":{}}}],"unevaluatedProperties":false}`,
 		value:  `{"a":1,"b":2}`,
-		want:   []Error{{"/b", "unevaluatedProperties", ClassShape, `/b: property "b" is not allowed`}},
+		want:   []fixpoint.ValidationError{{Path: "/b", Keyword: "unevaluatedProperties", Class: fixpoint.ClassShape, Message: `/b: property "b" is not allowed`}},
 	},
 	{
 		name:   "unevaluatedItems",
 		schema: `{"prefixItems":[{}],"unevaluatedItems":false}`,
 		value:  `[1,2]`,
-		want:   []Error{{"/1", "unevaluatedItems", ClassShape, `/1: item 1 is not allowed: the array has too many items`}},
+		want:   []fixpoint.ValidationError{{Path: "/1", Keyword: "unevaluatedItems", Class: fixpoint.ClassShape, Message: `/1: item 1 is not allowed: the array has too many items`}},
 	},
 	{
 		name:   "properties false schema",
 		schema: `{"properties":{"secret":false}}`,
 		value:  `{"secret":1}`,
-		want:   []Error{{"/secret", "properties", ClassShape, `/secret: property "secret" is not allowed`}},
+		want:   []fixpoint.ValidationError{{Path: "/secret", Keyword: "properties", Class: fixpoint.ClassShape, Message: `/secret: property "secret" is not allowed`}},
 	},
 	{
 		name:   "items false after prefixItems",
 		schema: `{"prefixItems":[{"type":"string"}],"items":false}`,
 		value:  `["a",2]`,
-		want:   []Error{{"/1", "items", ClassShape, `/1: item 1 is not allowed: the array has too many items`}},
+		want:   []fixpoint.ValidationError{{Path: "/1", Keyword: "items", Class: fixpoint.ClassShape, Message: `/1: item 1 is not allowed: the array has too many items`}},
 	},
 	{
 		name:   "prefixItems false",
 		schema: `{"prefixItems":[true,false]}`,
 		value:  `[1,2]`,
-		want:   []Error{{"/1", "prefixItems", ClassShape, `/1: item 1 is not allowed`}},
+		want:   []fixpoint.ValidationError{{Path: "/1", Keyword: "prefixItems", Class: fixpoint.ClassShape, Message: `/1: item 1 is not allowed`}},
 	},
 	{
 		name:   "false root",
 		schema: `false`,
 		value:  `1`,
-		want:   []Error{{"", "false", ClassShape, `(root): no value is allowed here, got number 1`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "false", Class: fixpoint.ClassShape, Message: `(root): no value is allowed here, got number 1`}},
 	},
 	{
 		name:   "dependentRequired",
 		schema: `{"dependentRequired":{"card":["cvv"]}}`,
 		value:  `{"card":"x"}`,
-		want:   []Error{{"", "dependentRequired", ClassShape, `(root): missing property "cvv", required when "card" is present`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "dependentRequired", Class: fixpoint.ClassShape, Message: `(root): missing property "cvv", required when "card" is present`}},
 	},
 	{
 		name:   "dependentSchemas flattens",
 		schema: `{"dependentSchemas":{"card":{"required":["cvv"]}}}`,
 		value:  `{"card":"x"}`,
-		want:   []Error{{"/cvv", "required", ClassShape, `/cvv: missing required property "cvv"`}},
+		want:   []fixpoint.ValidationError{{Path: "/cvv", Keyword: "required", Class: fixpoint.ClassShape, Message: `/cvv: missing required property "cvv"`}},
 	},
 	{
 		name:   "propertyNames",
 		schema: `{"propertyNames":{"pattern":"^[a-z]+$"}}`,
 		value:  `{"Bad":1,"ok":2}`,
-		want:   []Error{{"/Bad", "propertyNames", ClassShape, `/Bad: property name "Bad" is not allowed: "Bad" does not match ^[a-z]+$`}},
+		want:   []fixpoint.ValidationError{{Path: "/Bad", Keyword: "propertyNames", Class: fixpoint.ClassShape, Message: `/Bad: property name "Bad" is not allowed: "Bad" does not match ^[a-z]+$`}},
 	},
 	{
 		name:   "if then",
 		schema: `{"if":{"properties":{"t":{"const":"x"}}},"then":{"required":["y"]},"else":{"required":["z"]}}`,
 		value:  `{"t":"x"}`,
-		want:   []Error{{"/y", "required", ClassShape, `/y: missing required property "y"`}},
+		want:   []fixpoint.ValidationError{{Path: "/y", Keyword: "required", Class: fixpoint.ClassShape, Message: `/y: missing required property "y"`}},
 	},
 	{
 		name:   "if else",
 		schema: `{"if":{"properties":{"t":{"const":"x"}}},"then":{"required":["y"]},"else":{"required":["z"]}}`,
 		value:  `{"t":"w"}`,
-		want:   []Error{{"/z", "required", ClassShape, `/z: missing required property "z"`}},
+		want:   []fixpoint.ValidationError{{Path: "/z", Keyword: "required", Class: fixpoint.ClassShape, Message: `/z: missing required property "z"`}},
 	},
 	{
 		name:   "allOf flattens every branch",
 		schema: `{"allOf":[{"required":["a"]},{"properties":{"b":{"type":"string"}}}]}`,
 		value:  `{"b":1}`,
-		want: []Error{
-			{"/a", "required", ClassShape, `/a: missing required property "a"`},
-			{"/b", "type", ClassShape, `/b: expected string, got number 1`},
+		want: []fixpoint.ValidationError{
+			{Path: "/a", Keyword: "required", Class: fixpoint.ClassShape, Message: `/a: missing required property "a"`},
+			{Path: "/b", Keyword: "type", Class: fixpoint.ClassShape, Message: `/b: expected string, got number 1`},
 		},
 	},
 	{
 		name:   "ref chain",
 		schema: `{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"type":"object","properties":{"n":{"$ref":"#/$defs/n"}}},"n":{"type":"integer"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`,
 		value:  `{"x":{"n":"1"}}`,
-		want:   []Error{{"/x/n", "type", ClassShape, `/x/n: expected integer, got string "1"`}},
+		want:   []fixpoint.ValidationError{{Path: "/x/n", Keyword: "type", Class: fixpoint.ClassShape, Message: `/x/n: expected integer, got string "1"`}},
 	},
 	{
 		name:   "recursive ref",
 		schema: `{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}}}},"$ref":"#/$defs/node"}`,
 		value:  `{"v":1,"next":{"v":2,"next":{"v":"3"}}}`,
-		want:   []Error{{"/next/next/v", "type", ClassShape, `/next/next/v: expected integer, got string "3"`}},
+		want:   []fixpoint.ValidationError{{Path: "/next/next/v", Keyword: "type", Class: fixpoint.ClassShape, Message: `/next/next/v: expected integer, got string "3"`}},
 	},
 	{
 		name:   "not",
 		schema: `{"not":{"type":"null"}}`,
 		value:  `null`,
-		want:   []Error{{"", "not", ClassSemantic, `(root): null must not match the "not" schema`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "not", Class: fixpoint.ClassSemantic, Message: `(root): null must not match the "not" schema`}},
 	},
 	{
 		name:   "pointer escaping and numeric order",
 		schema: `{"additionalProperties":{"items":{"type":"string"}}}`,
 		value:  `{"a/b":[1],"m~n":["x",2,3,4,5,6,7,8,9,10,11]}`,
-		want: []Error{
-			{"/a~1b/0", "type", ClassShape, `/a~1b/0: expected string, got number 1`},
-			{"/m~0n/1", "type", ClassShape, `/m~0n/1: expected string, got number 2`},
-			{"/m~0n/2", "type", ClassShape, `/m~0n/2: expected string, got number 3`},
-			{"/m~0n/3", "type", ClassShape, `/m~0n/3: expected string, got number 4`},
-			{"/m~0n/4", "type", ClassShape, `/m~0n/4: expected string, got number 5`},
-			{"/m~0n/5", "type", ClassShape, `/m~0n/5: expected string, got number 6`},
-			{"/m~0n/6", "type", ClassShape, `/m~0n/6: expected string, got number 7`},
-			{"/m~0n/7", "type", ClassShape, `/m~0n/7: expected string, got number 8`},
-			{"/m~0n/8", "type", ClassShape, `/m~0n/8: expected string, got number 9`},
-			{"/m~0n/9", "type", ClassShape, `/m~0n/9: expected string, got number 10`},
-			{"/m~0n/10", "type", ClassShape, `/m~0n/10: expected string, got number 11`},
+		want: []fixpoint.ValidationError{
+			{Path: "/a~1b/0", Keyword: "type", Class: fixpoint.ClassShape, Message: `/a~1b/0: expected string, got number 1`},
+			{Path: "/m~0n/1", Keyword: "type", Class: fixpoint.ClassShape, Message: `/m~0n/1: expected string, got number 2`},
+			{Path: "/m~0n/2", Keyword: "type", Class: fixpoint.ClassShape, Message: `/m~0n/2: expected string, got number 3`},
+			{Path: "/m~0n/3", Keyword: "type", Class: fixpoint.ClassShape, Message: `/m~0n/3: expected string, got number 4`},
+			{Path: "/m~0n/4", Keyword: "type", Class: fixpoint.ClassShape, Message: `/m~0n/4: expected string, got number 5`},
+			{Path: "/m~0n/5", Keyword: "type", Class: fixpoint.ClassShape, Message: `/m~0n/5: expected string, got number 6`},
+			{Path: "/m~0n/6", Keyword: "type", Class: fixpoint.ClassShape, Message: `/m~0n/6: expected string, got number 7`},
+			{Path: "/m~0n/7", Keyword: "type", Class: fixpoint.ClassShape, Message: `/m~0n/7: expected string, got number 8`},
+			{Path: "/m~0n/8", Keyword: "type", Class: fixpoint.ClassShape, Message: `/m~0n/8: expected string, got number 9`},
+			{Path: "/m~0n/9", Keyword: "type", Class: fixpoint.ClassShape, Message: `/m~0n/9: expected string, got number 10`},
+			{Path: "/m~0n/10", Keyword: "type", Class: fixpoint.ClassShape, Message: `/m~0n/10: expected string, got number 11`},
 		},
 	},
 	{
 		name:   "empty property name",
 		schema: `{"properties":{"":{"type":"string"}}}`,
 		value:  `{"":1}`,
-		want:   []Error{{"/", "type", ClassShape, `/: expected string, got number 1`}},
+		want:   []fixpoint.ValidationError{{Path: "/", Keyword: "type", Class: fixpoint.ClassShape, Message: `/: expected string, got number 1`}},
 	},
 	{
 		name:   "long found value is shortened",
 		schema: `{"type":"string"}`,
 		value:  `{"text":"` + strings.Repeat("x", 200) + `"}`,
-		want:   []Error{{"", "type", ClassShape, `(root): expected string, got object {"text":"` + strings.Repeat("x", maxFound-3-len(`{"text":"`)) + `...`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "type", Class: fixpoint.ClassShape, Message: `(root): expected string, got object {"text":"` + strings.Repeat("x", maxFound-3-len(`{"text":"`)) + `...`}},
 	},
 	{
 		name:   "draft-07 tuple items and additionalItems",
 		schema: `{"$schema":"http://json-schema.org/draft-07/schema#","items":[{"type":"string"}],"additionalItems":false}`,
 		value:  `[1,2,3]`,
-		want: []Error{
-			{"/0", "type", ClassShape, `/0: expected string, got number 1`},
-			{"/1", "additionalItems", ClassShape, `/1: item 1 is not allowed: the array may have at most 1 item`},
-			{"/2", "additionalItems", ClassShape, `/2: item 2 is not allowed: the array may have at most 1 item`},
+		want: []fixpoint.ValidationError{
+			{Path: "/0", Keyword: "type", Class: fixpoint.ClassShape, Message: `/0: expected string, got number 1`},
+			{Path: "/1", Keyword: "additionalItems", Class: fixpoint.ClassShape, Message: `/1: item 1 is not allowed: the array may have at most 1 item`},
+			{Path: "/2", Keyword: "additionalItems", Class: fixpoint.ClassShape, Message: `/2: item 2 is not allowed: the array may have at most 1 item`},
 		},
 	},
 	{
 		name:   "draft-07 dependencies",
 		schema: `{"$schema":"http://json-schema.org/draft-07/schema#","dependencies":{"a":["b"]}}`,
 		value:  `{"a":1}`,
-		want:   []Error{{"", "dependencies", ClassShape, `(root): missing property "b", required when "a" is present`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "dependencies", Class: fixpoint.ClassShape, Message: `(root): missing property "b", required when "a" is present`}},
 	},
 }
 
@@ -345,37 +347,37 @@ func TestValidateAlternatives(t *testing.T) {
 		name   string
 		schema string
 		value  string
-		want   []Error
+		want   []fixpoint.ValidationError
 	}{
 		{
 			name:   "types merge into one error",
 			schema: `{"oneOf":[{"type":"string"},{"type":"integer"}]}`,
 			value:  `true`,
-			want:   []Error{{"", "type", ClassShape, `(root): expected integer or string, got boolean true`}},
+			want:   []fixpoint.ValidationError{{Path: "", Keyword: "type", Class: fixpoint.ClassShape, Message: `(root): expected integer or string, got boolean true`}},
 		},
 		{
 			name:   "consts and enums merge",
 			schema: `{"properties":{"p":{"anyOf":[{"const":"a"},{"enum":["b","c"]}]}}}`,
 			value:  `{"p":"d"}`,
-			want:   []Error{{"/p", "enum", ClassSemantic, `/p: "d" is not one of ["a","b","c"]`}},
+			want:   []fixpoint.ValidationError{{Path: "/p", Keyword: "enum", Class: fixpoint.ClassSemantic, Message: `/p: "d" is not one of ["a","b","c"]`}},
 		},
 		{
 			name:   "branch whose type matches wins",
 			schema: `{"anyOf":[{"type":"string","maxLength":2},{"type":"object","required":["a","b"]}]}`,
 			value:  `{"a":1}`,
-			want:   []Error{{"/b", "required", ClassShape, `/b: missing required property "b"`}},
+			want:   []fixpoint.ValidationError{{Path: "/b", Keyword: "required", Class: fixpoint.ClassShape, Message: `/b: missing required property "b"`}},
 		},
 		{
 			name:   "discriminator picks the branch",
 			schema: `{"oneOf":[{"properties":{"kind":{"const":"a"},"x":{"type":"string"}}},{"properties":{"kind":{"const":"b"},"x":{"type":"integer"}}}]}`,
 			value:  `{"kind":"b","x":"s"}`,
-			want:   []Error{{"/x", "type", ClassShape, `/x: expected integer, got string "s"`}},
+			want:   []fixpoint.ValidationError{{Path: "/x", Keyword: "type", Class: fixpoint.ClassShape, Message: `/x: expected integer, got string "s"`}},
 		},
 		{
 			name:   "fewest errors wins",
 			schema: `{"anyOf":[{"required":["a","c","e"]},{"required":["a","d"]}]}`,
 			value:  `{"a":1,"b":2}`,
-			want:   []Error{{"/d", "required", ClassShape, `/d: missing required property "d"`}},
+			want:   []fixpoint.ValidationError{{Path: "/d", Keyword: "required", Class: fixpoint.ClassShape, Message: `/d: missing required property "d"`}},
 		},
 		{
 			// A missing property counts as an error at the object that lacks
@@ -384,25 +386,25 @@ func TestValidateAlternatives(t *testing.T) {
 			name:   "missing property ranks at its parent",
 			schema: `{"anyOf":[{"type":"object","required":["a"]},{"properties":{"x":{"type":"string"}}}]}`,
 			value:  `{"x":1}`,
-			want:   []Error{{"/x", "type", ClassShape, `/x: expected string, got number 1`}},
+			want:   []fixpoint.ValidationError{{Path: "/x", Keyword: "type", Class: fixpoint.ClassShape, Message: `/x: expected string, got number 1`}},
 		},
 		{
 			name:   "earliest on ties",
 			schema: `{"anyOf":[{"required":["x"]},{"required":["y"]}]}`,
 			value:  `{}`,
-			want:   []Error{{"/x", "required", ClassShape, `/x: missing required property "x"`}},
+			want:   []fixpoint.ValidationError{{Path: "/x", Keyword: "required", Class: fixpoint.ClassShape, Message: `/x: missing required property "x"`}},
 		},
 		{
 			name:   "closest branch through refs",
 			schema: `{"$defs":{"cat":{"type":"object","properties":{"meow":{"type":"boolean"}},"required":["meow"]},"dog":{"type":"object","properties":{"bark":{"type":"boolean"}},"required":["bark"]}},"properties":{"pet":{"oneOf":[{"$ref":"#/$defs/cat"},{"$ref":"#/$defs/dog"}]}}}`,
 			value:  `{"pet":{"bark":"yes"}}`,
-			want:   []Error{{"/pet/bark", "type", ClassShape, `/pet/bark: expected boolean, got string "yes"`}},
+			want:   []fixpoint.ValidationError{{Path: "/pet/bark", Keyword: "type", Class: fixpoint.ClassShape, Message: `/pet/bark: expected boolean, got string "yes"`}},
 		},
 		{
 			name:   "oneOf matching twice",
 			schema: `{"oneOf":[{"type":"integer"},{"minimum":0}]}`,
 			value:  `5`,
-			want:   []Error{{"", "oneOf", ClassSemantic, `(root): 5 matches more than one oneOf alternative (0 and 1); it must match exactly one`}},
+			want:   []fixpoint.ValidationError{{Path: "", Keyword: "oneOf", Class: fixpoint.ClassSemantic, Message: `(root): 5 matches more than one oneOf alternative (0 and 1); it must match exactly one`}},
 		},
 	}
 	for _, tc := range tests {
@@ -545,7 +547,7 @@ func TestValidateGoValues(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, `{"properties":{"n":{"type":"integer","maximum":3}}}`)
 	got := s.Validate(map[string]any{"n": 4.0})
-	want := []Error{{"/n", "maximum", ClassSemantic, "/n: 4 is greater than the maximum 3"}}
+	want := []fixpoint.ValidationError{{Path: "/n", Keyword: "maximum", Class: fixpoint.ClassSemantic, Message: "/n: 4 is greater than the maximum 3"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -577,19 +579,19 @@ func TestKeywordClass(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		keyword string
-		want    Class
+		want    fixpoint.Class
 	}{
-		{"syntax", ClassSyntax}, {"truncated", ClassSyntax},
-		{"type", ClassShape}, {"required", ClassShape}, {"additionalProperties", ClassShape},
-		{"unevaluatedProperties", ClassShape}, {"unevaluatedItems", ClassShape}, {"properties", ClassShape},
-		{"prefixItems", ClassShape}, {"items", ClassShape}, {"minItems", ClassShape}, {"maxItems", ClassShape},
-		{"minProperties", ClassShape}, {"maxProperties", ClassShape}, {"dependentRequired", ClassShape},
-		{"dependencies", ClassShape}, {"propertyNames", ClassShape}, {"additionalItems", ClassShape}, {"false", ClassShape},
-		{"enum", ClassSemantic}, {"const", ClassSemantic}, {"minimum", ClassSemantic}, {"maximum", ClassSemantic},
-		{"exclusiveMinimum", ClassSemantic}, {"exclusiveMaximum", ClassSemantic}, {"multipleOf", ClassSemantic},
-		{"minLength", ClassSemantic}, {"maxLength", ClassSemantic}, {"pattern", ClassSemantic}, {"format", ClassSemantic},
-		{"uniqueItems", ClassSemantic}, {"contains", ClassSemantic}, {"minContains", ClassSemantic}, {"maxContains", ClassSemantic},
-		{"not", ClassSemantic}, {"oneOf", ClassSemantic}, {"x-custom", ClassSemantic},
+		{"syntax", fixpoint.ClassSyntax}, {"truncated", fixpoint.ClassSyntax},
+		{"type", fixpoint.ClassShape}, {"required", fixpoint.ClassShape}, {"additionalProperties", fixpoint.ClassShape},
+		{"unevaluatedProperties", fixpoint.ClassShape}, {"unevaluatedItems", fixpoint.ClassShape}, {"properties", fixpoint.ClassShape},
+		{"prefixItems", fixpoint.ClassShape}, {"items", fixpoint.ClassShape}, {"minItems", fixpoint.ClassShape}, {"maxItems", fixpoint.ClassShape},
+		{"minProperties", fixpoint.ClassShape}, {"maxProperties", fixpoint.ClassShape}, {"dependentRequired", fixpoint.ClassShape},
+		{"dependencies", fixpoint.ClassShape}, {"propertyNames", fixpoint.ClassShape}, {"additionalItems", fixpoint.ClassShape}, {"false", fixpoint.ClassShape},
+		{"enum", fixpoint.ClassSemantic}, {"const", fixpoint.ClassSemantic}, {"minimum", fixpoint.ClassSemantic}, {"maximum", fixpoint.ClassSemantic},
+		{"exclusiveMinimum", fixpoint.ClassSemantic}, {"exclusiveMaximum", fixpoint.ClassSemantic}, {"multipleOf", fixpoint.ClassSemantic},
+		{"minLength", fixpoint.ClassSemantic}, {"maxLength", fixpoint.ClassSemantic}, {"pattern", fixpoint.ClassSemantic}, {"format", fixpoint.ClassSemantic},
+		{"uniqueItems", fixpoint.ClassSemantic}, {"contains", fixpoint.ClassSemantic}, {"minContains", fixpoint.ClassSemantic}, {"maxContains", fixpoint.ClassSemantic},
+		{"not", fixpoint.ClassSemantic}, {"oneOf", fixpoint.ClassSemantic}, {"x-custom", fixpoint.ClassSemantic},
 	}
 	for _, tc := range tests {
 		if got := KeywordClass(tc.keyword); got != tc.want {
@@ -600,19 +602,19 @@ func TestKeywordClass(t *testing.T) {
 
 func TestClassOf(t *testing.T) {
 	t.Parallel()
-	syn := Error{Keyword: "truncated", Class: ClassSyntax}
-	shp := Error{Keyword: "type", Class: ClassShape}
-	sem := Error{Keyword: "enum", Class: ClassSemantic}
+	syn := fixpoint.ValidationError{Keyword: "truncated", Class: fixpoint.ClassSyntax}
+	shp := fixpoint.ValidationError{Keyword: "type", Class: fixpoint.ClassShape}
+	sem := fixpoint.ValidationError{Keyword: "enum", Class: fixpoint.ClassSemantic}
 	tests := []struct {
 		name string
-		errs []Error
-		want Class
+		errs []fixpoint.ValidationError
+		want fixpoint.Class
 	}{
-		{name: "none", errs: nil, want: ClassNone},
-		{name: "semantic", errs: []Error{sem}, want: ClassSemantic},
-		{name: "shape before semantic", errs: []Error{sem, shp}, want: ClassShape},
-		{name: "syntax first", errs: []Error{sem, shp, syn}, want: ClassSyntax},
-		{name: "class from keyword when empty", errs: []Error{sem, {Keyword: "required"}}, want: ClassShape},
+		{name: "none", errs: nil, want: fixpoint.ClassNone},
+		{name: "semantic", errs: []fixpoint.ValidationError{sem}, want: fixpoint.ClassSemantic},
+		{name: "shape before semantic", errs: []fixpoint.ValidationError{sem, shp}, want: fixpoint.ClassShape},
+		{name: "syntax first", errs: []fixpoint.ValidationError{sem, shp, syn}, want: fixpoint.ClassSyntax},
+		{name: "class from keyword when empty", errs: []fixpoint.ValidationError{sem, {Keyword: "required"}}, want: fixpoint.ClassShape},
 	}
 	for _, tc := range tests {
 		if got := ClassOf(tc.errs); got != tc.want {
@@ -649,7 +651,7 @@ func mustDecode(t testing.TB, value string) any {
 	return v
 }
 
-func dump(errs []Error) string {
+func dump(errs []fixpoint.ValidationError) string {
 	b, _ := json.MarshalIndent(errs, "", "  ")
 	return string(b)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
@@ -150,7 +151,7 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 	var (
 		c        commonFlags
 		cfg      enqueue.RequeueConfig
-		statuses = fs.String("status", strings.Join(enqueue.RequeueStatusesDefault, ","), "statuses to run again, comma-separated: invalid, failed, rejected, dead, cancelled, over_budget, valid")
+		statuses = fs.String("status", joinStatuses(enqueue.RequeueStatusesDefault), "statuses to run again, comma-separated: invalid, failed, rejected, dead, cancelled, over_budget, valid")
 		strategy = fs.String("strategy", "", "repair strategy of the new run: conversation, repair or patch (default: unchanged)")
 	)
 	c.register(fs, true)
@@ -162,18 +163,18 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseSub(fs, args, &c); err != nil {
 		return err
 	}
-	cfg.Batch, cfg.Queue, cfg.Strategy = c.batch, c.queue, pipeline.Strategy(*strategy)
+	cfg.Batch, cfg.Queue, cfg.Strategy = c.batch, c.queue, fixpoint.Strategy(*strategy)
 	for _, s := range strings.Split(*statuses, ",") {
 		if s = strings.TrimSpace(s); s != "" {
-			cfg.Statuses = append(cfg.Statuses, s)
+			cfg.Statuses = append(cfg.Statuses, fixpoint.Status(s))
 		}
 	}
 	if len(cfg.Statuses) == 0 {
 		// Empty would mean the default statuses, a different request.
-		return usageError{Err: fmt.Errorf("--status %q names no status: want final statuses, comma-separated (default %s)", *statuses, strings.Join(enqueue.RequeueStatusesDefault, ","))}
+		return usageError{Err: fmt.Errorf("--status %q names no status: want final statuses, comma-separated (default %s)", *statuses, joinStatuses(enqueue.RequeueStatusesDefault))}
 	}
 	for _, s := range cfg.Statuses {
-		if !store.IsFinal(s) {
+		if !s.Final() {
 			return usageError{Err: fmt.Errorf("--status %q: want final statuses: valid, invalid, failed, rejected, dead, cancelled, over_budget", s)}
 		}
 	}
@@ -213,7 +214,7 @@ func requeue(ctx context.Context, args []string, stdout io.Writer) error {
 		what = "would requeue"
 	}
 	if total == 0 {
-		fmt.Fprintf(stdout, "batch %s: no job matched (statuses %s%s); nothing requeued\n", c.batch, strings.Join(cfg.Statuses, ","), classNote(cfg.Class))
+		fmt.Fprintf(stdout, "batch %s: no job matched (statuses %s%s); nothing requeued\n", c.batch, joinStatuses(cfg.Statuses), classNote(cfg.Class))
 		if rep.Published > 0 {
 			fmt.Fprintf(stdout, "published %d jobs an earlier requeue had left unpublished\n", rep.Published)
 		}
@@ -384,4 +385,12 @@ func parseTokens(s string) (*int64, error) {
 		return nil, fmt.Errorf("--max-total-tokens %q: want a non-negative number of tokens, or none", s)
 	}
 	return &v, nil
+}
+
+func joinStatuses(statuses []fixpoint.Status) string {
+	parts := make([]string, len(statuses))
+	for i, st := range statuses {
+		parts[i] = string(st)
+	}
+	return strings.Join(parts, ",")
 }

@@ -21,14 +21,15 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
-	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 const usage = `Usage: enqueue --batch NAME --schema S.json --template T.txt --model M [flags] DATA.jsonl|DATA.csv|-
@@ -154,10 +155,10 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		templateFile = fs.String("template", "", "prompt template file (required)")
 		systemFile   = fs.String("system-file", "", "optional file with a system prompt for every job")
 		format       = fs.String("format", "", "jsonl or csv (default: from the file name)")
-		mode         = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
-		strategy     = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
-		feedback     = fs.String("feedback", string(pipeline.FeedbackDefault), "feedback format: text or xml")
-		coerce       = fs.String("coerce", string(validate.CoerceSafe), "schema-guided local repairs tried before another call: none; safe (\"42\" for an integer, an enum's letter case, a single value for an array, null for an optional property dropped, \"customerName\" for a declared \"customer_name\"); all (safe, and properties the schema does not allow dropped when every required one is there)")
+		mode         = fs.String("mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
+		strategy     = fs.String("strategy", string(fixpoint.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
+		feedback     = fs.String("feedback", string(fixpoint.FeedbackDefault), "feedback format: text or xml")
+		coerce       = fs.String("coerce", string(fixpoint.CoerceSafe), "schema-guided local repairs tried before another call: none; safe (\"42\" for an integer, an enum's letter case, a single value for an array, null for an optional property dropped, \"customerName\" for a declared \"customer_name\"); all (safe, and properties the schema does not allow dropped when every required one is there)")
 		temp         = fs.String("temperature", "", "sampling temperature (default: the provider's)")
 		progress     = fs.Bool("progress", true, "show progress (a bar on a terminal, lines otherwise)")
 	)
@@ -165,8 +166,8 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.StringVar(&cfg.IDField, "id-field", "", "row field that identifies the row, a string or a number (default: the line number)")
 	fs.StringVar(&cfg.Provider, "provider", llm.ProviderOpenAI, "openai, anthropic or ollama")
 	fs.StringVar(&cfg.Model, "model", "", "model name (required)")
-	fs.IntVar(&cfg.MaxTokens, "max-tokens", pipeline.MaxTokensDefault, "output tokens per call (0 = the default)")
-	fs.IntVar(&cfg.Limits.MaxAttempts, "max-attempts", pipeline.MaxAttemptsDefault, "repair attempts per job (0 = the default)")
+	fs.IntVar(&cfg.MaxTokens, "max-tokens", fixpoint.MaxTokensDefault, "output tokens per call (0 = the default)")
+	fs.IntVar(&cfg.Limits.MaxAttempts, "max-attempts", fixpoint.MaxAttemptsDefault, "repair attempts per job (0 = the default)")
 	fs.IntVar(&cfg.Limits.TokenBudget, "token-budget", 0, "tokens one job may use over all attempts; 0 = no limit")
 	fs.IntVar(&cfg.Limits.RetryBudget, "retry-budget", 0, "transport retries one job may use; 0 = the worker's per-call limit only")
 	fs.IntVar(&cfg.MaxBadRows, "max-bad-rows", 0, "bad rows to skip (reported with line numbers); with more, nothing is enqueued; -1 = no limit")
@@ -278,10 +279,10 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		if cfg.Cap.MaxTotalTokens, err = parseTokens(*maxTokens); err != nil {
 			return usageError{Err: err}
 		}
-		cfg.Mode = llm.Mode(*mode)
-		cfg.Limits.Strategy = pipeline.Strategy(*strategy)
-		cfg.Limits.Feedback = pipeline.FeedbackFormat(*feedback)
-		mode, err := validate.ParseCoerceMode(*coerce)
+		cfg.Mode = fixpoint.Mode(*mode)
+		cfg.Limits.Strategy = fixpoint.Strategy(*strategy)
+		cfg.Limits.Feedback = fixpoint.FeedbackFormat(*feedback)
+		mode, err := fixpoint.ParseCoerceMode(*coerce)
 		if err != nil {
 			return usageError{Err: fmt.Errorf("--coerce: %w", err)}
 		}
@@ -571,7 +572,7 @@ func batchProbe(provider string) func(context.Context) error {
 // warnUnpriced warns that a dollar cap on model can be enforced only by
 // workers given its price, when fixpoint's table has none.
 func warnUnpriced(w io.Writer, cmd, model string) {
-	if _, priced := pipeline.DefaultPrices().Lookup(model); !priced {
+	if _, priced := repair.DefaultPrices().Lookup(model); !priced {
 		fmt.Fprintf(w, "%s: warning: %s has no price in fixpoint's table, so a worker can enforce --max-cost-usd only when its --prices lists it; a worker without one ends the batch's jobs over_budget without calling the model\n", cmd, model)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -188,7 +189,7 @@ func TestEnqueueDryRun(t *testing.T) {
 	}
 	var results []store.Result
 	for _, id := range []string{"h1:a", "h1:b"} {
-		results = append(results, store.Result{JobID: id, Status: store.StatusValid, Attempts: 2, Calls: 2, TokensIn: 300, TokensOut: 60,
+		results = append(results, store.Result{JobID: id, Status: fixpoint.StatusValid, Attempts: 2, Calls: 2, TokensIn: 300, TokensOut: 60,
 			AttemptRows: []store.Attempt{{No: 1, Class: "shape", TokensIn: 150, TokensOut: 30}, {No: 2, Valid: true, TokensIn: 150, TokensOut: 30}}})
 	}
 	if _, err := w.st.SaveResults(context.Background(), results); err != nil {

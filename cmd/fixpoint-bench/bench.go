@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
@@ -454,7 +455,7 @@ func (e *benchEnv) figureEndToEnd(ctx context.Context, c benchConfig) (timedRun,
 	}
 	defer closeSim()
 	batch := e.batchName(name)
-	if err := e.enqueue(ctx, q, batch, c.jobs, pipeline.Limits{}); err != nil {
+	if err := e.enqueue(ctx, q, batch, c.jobs, fixpoint.Limits{}); err != nil {
 		return timedRun{}, err
 	}
 	// As `worker run --concurrency N` sets it up: N calls at most, and
@@ -491,7 +492,7 @@ func (e *benchEnv) figureLatency(ctx context.Context, c benchConfig, noAhead boo
 	}
 	defer closeSim()
 	batch := e.batchName(name)
-	if err := e.enqueue(ctx, q, batch, c.latencyJobs, pipeline.Limits{}); err != nil {
+	if err := e.enqueue(ctx, q, batch, c.latencyJobs, fixpoint.Limits{}); err != nil {
 		return childRun{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -537,7 +538,7 @@ func (e *benchEnv) figureRate(ctx context.Context, c benchConfig, withTPM bool) 
 	res := rateRun{rpm: srv.Config().RPM, tpm: srv.Config().TPM}
 	n := c.rateSeconds*res.rpm/60 + 100
 	batch := e.batchName(name)
-	if err := e.enqueue(ctx, q, batch, n, pipeline.Limits{}); err != nil {
+	if err := e.enqueue(ctx, q, batch, n, fixpoint.Limits{}); err != nil {
 		return res, err
 	}
 	lane := llm.LaneConfig{RPM: res.rpm, MaxConcurrency: max(c.concurrency, 64)}
@@ -601,7 +602,7 @@ wait:
 	if len(sums) != 1 || sums[0].MeanAttempts == 0 || sums[0].Finished == 0 {
 		return res, fmt.Errorf("no finished job to measure the tokens charged a call")
 	}
-	res.charge = float64(sums[0].TokensIn)/(sums[0].MeanAttempts*float64(sums[0].Finished)) + pipeline.MaxTokensDefault
+	res.charge = float64(sums[0].TokensIn)/(sums[0].MeanAttempts*float64(sums[0].Finished)) + fixpoint.MaxTokensDefault
 	e.logf("  %d calls (%d ok, %d 429) in %s; %d jobs finished", res.requests, res.ok, res.limited, res.window.Round(time.Millisecond), res.finished)
 	return res, nil
 }
@@ -618,7 +619,7 @@ func (e *benchEnv) figureMemory(ctx context.Context, c benchConfig) (small, larg
 		q := e.queue(name, 0)
 		defer e.dropQueue(q)
 		batch := e.batchName(name)
-		if err := e.enqueue(ctx, q, batch, n, pipeline.Limits{}); err != nil {
+		if err := e.enqueue(ctx, q, batch, n, fixpoint.Limits{}); err != nil {
 			return childRun{}, err
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
@@ -638,7 +639,7 @@ func (e *benchEnv) figureMemory(ctx context.Context, c benchConfig) (small, larg
 
 // strategyRun is one line of the strategies table.
 type strategyRun struct {
-	strategy pipeline.Strategy
+	strategy fixpoint.Strategy
 	sum      store.BatchSummary
 	elapsed  time.Duration
 	err      error
@@ -647,7 +648,7 @@ type strategyRun struct {
 // figureStrategies runs the messy preset once per repair strategy.
 func (e *benchEnv) figureStrategies(ctx context.Context, c benchConfig) []strategyRun {
 	var out []strategyRun
-	for _, s := range []pipeline.Strategy{pipeline.StrategyConversation, pipeline.StrategyRepair} {
+	for _, s := range []fixpoint.Strategy{fixpoint.StrategyConversation, fixpoint.StrategyRepair} {
 		r := strategyRun{strategy: s}
 		r.sum, r.elapsed, r.err = e.strategy(ctx, c, s)
 		out = append(out, r)
@@ -655,7 +656,7 @@ func (e *benchEnv) figureStrategies(ctx context.Context, c benchConfig) []strate
 	return out
 }
 
-func (e *benchEnv) strategy(ctx context.Context, c benchConfig, s pipeline.Strategy) (store.BatchSummary, time.Duration, error) {
+func (e *benchEnv) strategy(ctx context.Context, c benchConfig, s fixpoint.Strategy) (store.BatchSummary, time.Duration, error) {
 	q := e.queue("strategy_"+string(s), 0)
 	defer e.dropQueue(q)
 	_, url, closeSim, err := startSim("messy", 0)
@@ -664,7 +665,7 @@ func (e *benchEnv) strategy(ctx context.Context, c benchConfig, s pipeline.Strat
 	}
 	defer closeSim()
 	batch := e.batchName("strategy-" + string(s))
-	if err := e.enqueue(ctx, q, batch, c.strategyJobs, pipeline.Limits{Strategy: s}); err != nil {
+	if err := e.enqueue(ctx, q, batch, c.strategyJobs, fixpoint.Limits{Strategy: s}); err != nil {
 		return store.BatchSummary{}, 0, err
 	}
 	clients, err := simClients(url, llm.LaneConfig{MaxConcurrency: max(c.concurrency, 64)})

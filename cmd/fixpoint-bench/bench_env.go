@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
@@ -198,11 +199,11 @@ func (e *benchEnv) nextRun(kind string) string {
 }
 
 // enqueue records and publishes n generated support tickets.
-func (e *benchEnv) enqueue(ctx context.Context, q pipeline.QueueConfig, batch string, n int, lim pipeline.Limits) error {
+func (e *benchEnv) enqueue(ctx context.Context, q pipeline.QueueConfig, batch string, n int, lim fixpoint.Limits) error {
 	start := time.Now()
 	prog, err := enqueue.Run(ctx, e.js, e.st, enqueue.Config{
 		Batch: batch, Schema: []byte(tickets.Schema), Template: tickets.Template, Format: enqueue.FormatJSONL,
-		Provider: llm.ProviderOpenAI, Model: benchModel, Mode: llm.ModePrompt, Limits: lim, Queue: q,
+		Provider: llm.ProviderOpenAI, Model: benchModel, Mode: fixpoint.ModePrompt, Limits: lim, Queue: q,
 		Chunk: 2000,
 	}, strings.NewReader(tickets.Dataset(n, 1)))
 	if err != nil {
@@ -637,10 +638,10 @@ func baselineResult(id, batch, hash string, i int, now time.Time) store.Result {
 	value := json.RawMessage(`{"category":"bug","priority":3,"sentiment":"negative","summary":"Sync stuck at 99% since yesterday","tags":["sync"],"needs_human":false}`)
 	errs := json.RawMessage(`[{"path":"/priority","keyword":"type","class":"shape","message":"expected integer, found string"}]`)
 	r := store.Result{
-		JobID: id, Status: store.StatusValid, Value: value, Attempts: 3, Calls: 3,
+		JobID: id, Status: fixpoint.StatusValid, Value: value, Attempts: 3, Calls: 3,
 		TokensIn: 1500, TokensOut: 150, StartedAt: now, FinishedAt: now, WallMS: 1, Deliveries: 1,
 		Job: &store.NewJob{ID: id, Batch: batch, RowNo: i, SchemaHash: hash, Prompt: prompt, Provider: llm.ProviderOpenAI,
-			Model: benchModel, Mode: string(llm.ModePrompt), Strategy: string(pipeline.StrategyConversation),
+			Model: benchModel, Mode: string(fixpoint.ModePrompt), Strategy: string(fixpoint.StrategyConversation),
 			Metadata: json.RawMessage(fmt.Sprintf(`{"ticket_id":"T%06d"}`, i))},
 	}
 	for no := 1; no <= 3; no++ {

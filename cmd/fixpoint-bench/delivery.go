@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
@@ -93,7 +94,7 @@ func (e *benchEnv) delivery(ctx context.Context, c benchConfig, r *deliveryRun) 
 		kind: "delivery-" + strings.ReplaceAll(strings.ReplaceAll(r.name, ", ", "-"), " ", "-"), preset: "messy",
 		jobs: c.deliveryJobs, dataset: tickets.Dataset(c.deliveryJobs, 1), batchDelay: deliveryBatchDelay,
 		enqueue: enqueue.Config{Schema: []byte(tickets.Schema), Template: tickets.Template, System: deliverySystem,
-			Provider: llm.ProviderAnthropic, Model: deliveryModel, Mode: llm.ModePrompt, Delivery: r.delivery, PromptCache: r.cache},
+			Provider: llm.ProviderAnthropic, Model: deliveryModel, Mode: fixpoint.ModePrompt, Delivery: r.delivery, PromptCache: r.cache},
 		wave: pipeline.WaveConfig{Collect: 500 * time.Millisecond, PollMin: 200 * time.Millisecond, PollMax: time.Second,
 			Idle: 100 * time.Millisecond},
 	})

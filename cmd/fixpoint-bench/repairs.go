@@ -7,13 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/invoices"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
-	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 // Figures 8 and 9: cheaper repairs. 8 runs one messy batch with coercion off
@@ -65,10 +64,10 @@ func (r *repairRun) tokensPerRepaired() float64 {
 
 // repairRun runs one batch of figure 8 or 9 on gpt-4o-mini's prices.
 func (e *benchEnv) repairRun(ctx context.Context, c benchConfig, kind, preset, schema, template, dataset string, jobs int,
-	limits pipeline.Limits) (r repairRun) {
+	limits fixpoint.Limits) (r repairRun) {
 	res, err := e.simRun(ctx, c, simBatch{kind: kind, preset: preset, jobs: jobs, dataset: dataset,
 		enqueue: enqueue.Config{Schema: []byte(schema), Template: template, Provider: llm.ProviderOpenAI, Model: repairsModel,
-			Mode: llm.ModePrompt, Limits: limits, MaxTokens: 8192}})
+			Mode: fixpoint.ModePrompt, Limits: limits, MaxTokens: 8192}})
 	r.sum, r.fig, r.elapsed, r.err = res.sum, res.fig, res.elapsed, err
 	return r
 }
@@ -77,10 +76,10 @@ func (e *benchEnv) repairRun(ctx context.Context, c benchConfig, kind, preset, s
 // none, safe and all (all is shown, not a target).
 func (e *benchEnv) figureCoerce(ctx context.Context, c benchConfig) []repairRun {
 	var out []repairRun
-	for _, mode := range []validate.CoerceMode{validate.CoerceNone, validate.CoerceSafe, validate.CoerceAll} {
+	for _, mode := range []fixpoint.CoerceMode{fixpoint.CoerceNone, fixpoint.CoerceSafe, fixpoint.CoerceAll} {
 		e.logf("8/9 coercion %s: %d tickets, %s preset", mode, c.coerceJobs, c.coercePreset)
 		r := e.repairRun(ctx, c, "coerce-"+string(mode), c.coercePreset, tickets.Schema, tickets.Template,
-			tickets.Dataset(c.coerceJobs, 1), c.coerceJobs, pipeline.Limits{Coerce: mode})
+			tickets.Dataset(c.coerceJobs, 1), c.coerceJobs, fixpoint.Limits{Coerce: mode})
 		r.name = "--coerce " + string(mode)
 		if r.err == nil {
 			e.logf("  valid %s, %.2f calls a valid job", pct(r.sum.ValidRate), r.callsPerValid())
@@ -93,10 +92,10 @@ func (e *benchEnv) figureCoerce(ctx context.Context, c benchConfig) []repairRun 
 // figurePatch runs figure 9: the invoices with the repair strategy, then patch.
 func (e *benchEnv) figurePatch(ctx context.Context, c benchConfig) []repairRun {
 	var out []repairRun
-	for _, s := range []pipeline.Strategy{pipeline.StrategyRepair, pipeline.StrategyPatch} {
+	for _, s := range []fixpoint.Strategy{fixpoint.StrategyRepair, fixpoint.StrategyPatch} {
 		e.logf("9/9 strategy %s: %d invoices of 30 to 60 lines, %s preset", s, c.patchJobs, c.patchPreset)
 		r := e.repairRun(ctx, c, "patch-"+string(s), c.patchPreset, invoices.Schema, invoices.Template,
-			invoices.Dataset(c.patchJobs, 1), c.patchJobs, pipeline.Limits{Strategy: s})
+			invoices.Dataset(c.patchJobs, 1), c.patchJobs, fixpoint.Limits{Strategy: s})
 		r.name = "--strategy " + string(s)
 		if r.err == nil {
 			e.logf("  valid %s, %s output tokens a repaired job", pct(r.sum.ValidRate), num(r.tokensPerRepaired()))

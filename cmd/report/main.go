@@ -22,12 +22,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsaddr"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
-	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -479,11 +479,11 @@ func printJob(ctx context.Context, w io.Writer, st *store.Store, id string) erro
 		// it are in job_runs and their attempts keep their run number.
 		run = fmt.Sprintf(", run %d (runs 1 to %d in job_runs)", job.Run, job.Run-1)
 	}
-	fmt.Fprintf(w, "job %s (batch %s, row %d%s): %s, %s/%s, %s mode\n", job.ID, job.Batch, job.RowNo, run, strings.ToUpper(job.Status), job.Provider, job.Model, job.Mode)
+	fmt.Fprintf(w, "job %s (batch %s, row %d%s): %s, %s/%s, %s mode\n", job.ID, job.Batch, job.RowNo, run, strings.ToUpper(string(job.Status)), job.Provider, job.Model, job.Mode)
 	if job.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", job.Error)
 	}
-	res := &repair.Result{JobID: job.ID, Status: repair.Status(job.Status), Value: job.Value, Error: job.Error, Class: job.FinalClass,
+	res := &fixpoint.Result{JobID: job.ID, Status: fixpoint.Status(job.Status), Value: job.Value, Error: job.Error, Class: job.FinalClass,
 		Calls: job.Calls, TokensIn: int(job.TokensIn), TokensOut: int(job.TokensOut), TokensCached: int(job.TokensCached),
 		CostUSD: job.CostUSD, FirstAttemptValid: job.FirstAttemptValid, RepairedLocally: job.RepairedLocally,
 		Wall: time.Duration(job.WallMS) * time.Millisecond}
@@ -653,7 +653,7 @@ func (c *csvColumns) record(r store.ExportRow) ([]string, error) {
 		}
 		rec = append(rec, cell)
 	}
-	rec = append(rec, r.ID, r.Status)
+	rec = append(rec, r.ID, string(r.Status))
 	if c.wholeValue {
 		cell, err := csvCell(r.Value)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
@@ -76,7 +77,7 @@ func seed(t *testing.T) string {
 	}
 	// Batch d1: two jobs dead without ever reaching the provider.
 	for _, id := range []string{"d1:1", "d1:2"} {
-		if _, err := st.Reject(ctx, store.Rejection{JobID: id, Batch: "d1", Status: store.StatusDead, Deliveries: 5,
+		if _, err := st.Reject(ctx, store.Rejection{JobID: id, Batch: "d1", Status: fixpoint.StatusDead, Deliveries: 5,
 			Reason: "delivered 5 times without a final result; last error: dial tcp 127.0.0.1:18095: connect: connection refused"}); err != nil {
 			t.Fatal(err)
 		}
@@ -602,7 +603,7 @@ func TestReportWaitOnJobsTheQueueLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := &pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "lost:1", Batch: "lost", Prompt: "p", SchemaHash: hash,
-		Provider: "openai", Model: "m", Mode: "prompt", Limits: pipeline.Limits{MaxAttempts: 1}.WithDefaults()}
+		Provider: "openai", Model: "m", Mode: "prompt", Limits: fixpoint.Limits{MaxAttempts: 1}.WithDefaults()}
 	if _, err := pipeline.Publish(ctx, js, q, env); err != nil {
 		t.Fatal(err)
 	}

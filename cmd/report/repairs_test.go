@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -40,7 +41,7 @@ func TestReportSummaryRepairs(t *testing.T) {
 		for i := range as {
 			as[i].No, as[i].Raw, as[i].StartedAt = i+1, "{}", now
 		}
-		return store.Result{JobID: id, Status: store.StatusValid, Value: json.RawMessage(`{}`), Attempts: len(as), Calls: len(as), AttemptRows: as}
+		return store.Result{JobID: id, Status: fixpoint.StatusValid, Value: json.RawMessage(`{}`), Attempts: len(as), Calls: len(as), AttemptRows: as}
 	}
 	fix := json.RawMessage(`[{"kind":"enum_case","offset":0,"pointer":"/t","before":"\"A\"","after":"\"a\""}]`)
 	results := []store.Result{

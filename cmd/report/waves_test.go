@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -58,7 +59,7 @@ func seedWaves(t *testing.T) string {
 		return a
 	}
 	valid := func(id string, attempts int) *store.Result {
-		return &store.Result{JobID: id, Status: store.StatusValid, Value: json.RawMessage(`{}`), Attempts: attempts, Calls: attempts,
+		return &store.Result{JobID: id, Status: fixpoint.StatusValid, Value: json.RawMessage(`{}`), Attempts: attempts, Calls: attempts,
 			FirstAttemptValid: attempts == 1, StartedAt: now, FinishedAt: now, Deliveries: 1}
 	}
 	request := func(id string, no int) store.WaveRequest {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/validate"
@@ -44,12 +45,12 @@ func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs := newFlagSet("worker check", checkUsage, "", stdout)
 	schemaFile := fs.String("schema", "", "JSON Schema file (2020-12 by default; draft-07 when $schema says so)")
 	jsonl := fs.Bool("jsonl", false, "read JSONL records {id, text, schema} and write one result per line")
-	coerceFlag := fs.String("coerce", string(validate.CoerceSafe), "schema-guided local repairs, as a batch's --coerce: none, safe or all; each fix is listed in repairs with its pointer, kind, before and after")
+	coerceFlag := fs.String("coerce", string(fixpoint.CoerceSafe), "schema-guided local repairs, as a batch's --coerce: none, safe or all; each fix is listed in repairs with its pointer, kind, before and after")
 	files, err := cliflags.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	mode, err := validate.ParseCoerceMode(*coerceFlag)
+	mode, err := fixpoint.ParseCoerceMode(*coerceFlag)
 	if err != nil {
 		return usagef("--coerce: %v", err)
 	}

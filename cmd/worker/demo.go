@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
@@ -55,9 +56,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		seed        = fs.Uint64("seed", 1, "simulator and dataset seed (each run names its batch anew, and the simulator draws by job id, so two runs differ even with one seed)")
 		concurrency = fs.Int("concurrency", 64, "jobs run at once")
 		provider    = fs.String("provider", llm.ProviderOpenAI, "wire format the simulator speaks: openai, anthropic or ollama")
-		mode        = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
+		mode        = fs.String("mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
 		latency     = fs.Duration("latency", 20*time.Millisecond, "simulated median provider latency (p99 is 10x)")
-		strategy    = fs.String("strategy", string(pipeline.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
+		strategy    = fs.String("strategy", string(fixpoint.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
 		natsDir     = fs.String("nats-dir", demoNATSDirDefault, "data directory of the demo's embedded NATS server; kept, so an interrupted demo can be finished")
 		lf          logFlags
 	)
@@ -75,7 +76,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("--latency %s: want 0 (instant) or more", *latency)
 	case !slices.Contains([]string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}, *provider):
 		return usagef("--provider %q: want openai, anthropic or ollama", *provider)
-	case !slices.Contains([]llm.Mode{llm.ModePrompt, llm.ModeJSONSchema, llm.ModeTool}, llm.Mode(*mode)):
+	case !slices.Contains([]fixpoint.Mode{fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool}, fixpoint.Mode(*mode)):
 		return usagef("--mode %q: want prompt, json_schema or tool", *mode)
 	}
 	log, err := lf.logger(stderr)
@@ -87,8 +88,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	batch := fmt.Sprintf("demo-%s-%04x", time.Now().UTC().Format("20060102-150405"), rand.Uint32N(1<<16))
 	ecfg := enqueue.Config{
 		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: enqueue.FormatJSONL,
-		IDField: "ticket_id", Provider: *provider, Model: "sim-" + *preset, Mode: llm.Mode(*mode),
-		Limits: pipeline.Limits{Strategy: pipeline.Strategy(*strategy)},
+		IDField: "ticket_id", Provider: *provider, Model: "sim-" + *preset, Mode: fixpoint.Mode(*mode),
+		Limits: fixpoint.Limits{Strategy: fixpoint.Strategy(*strategy)},
 	}
 	if err := enqueue.Check(ecfg); err != nil { // --strategy and --mode are the demo's settings that can fail
 		return usagef("--strategy %s with --mode %s: %v", *strategy, *mode, err)

@@ -29,6 +29,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -144,8 +145,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	cfg.Concurrency += *ahead
 	cfg.JobsAhead = *ahead
-	cfg.Loop.Record = pipeline.RequestRecord(*record)
-	if cfg.Loop.Record != pipeline.RecordFull && cfg.Loop.Record != pipeline.RecordHash {
+	cfg.Loop.Record = repair.RequestRecord(*record)
+	if cfg.Loop.Record != repair.RecordFull && cfg.Loop.Record != repair.RecordHash {
 		return usagef("--record-requests %q: want full or hash", *record)
 	}
 	if *pricesFile != "" {
@@ -153,7 +154,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return usagef("--prices: %v", err)
 		}
-		if cfg.Loop.Prices, err = pipeline.ParsePrices(pipeline.DefaultPrices(), data); err != nil {
+		if cfg.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), data); err != nil {
 			return usagef("--prices %s: %v", *pricesFile, err)
 		}
 	}
@@ -384,7 +385,7 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops ops
 	// attempts: a worker that cannot write it still works.
 	prices := cfg.Loop.Prices
 	if prices == nil {
-		prices = pipeline.DefaultPrices()
+		prices = repair.DefaultPrices()
 	}
 	if err := st.PutModelPrices(ctx, pipeline.ChargedPrices(prices)); err != nil {
 		log.Warn("worker: write the price table into model_prices", slog.String("error", err.Error()))

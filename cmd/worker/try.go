@@ -11,10 +11,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -40,11 +42,11 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		prompt      = fs.String("prompt", "", "the task")
 		promptFile  = fs.String("prompt-file", "", "file holding the task")
 		system      = fs.String("system", "", "optional system prompt placed before the schema instructions")
-		mode        = fs.String("mode", string(llm.ModePrompt), "prompt, json_schema or tool")
-		strategy    = fs.String("strategy", string(pipeline.StrategyDefault), "conversation, repair or patch")
-		feedback    = fs.String("feedback", string(pipeline.FeedbackDefault), "feedback format: text or xml")
-		maxAttempts = fs.Int("max-attempts", pipeline.MaxAttemptsDefault, "repair attempts (provider calls with a reply; 0 = the default)")
-		maxTokens   = fs.Int("max-tokens", pipeline.MaxTokensDefault, "output tokens per call (0 = the default)")
+		mode        = fs.String("mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
+		strategy    = fs.String("strategy", string(fixpoint.StrategyDefault), "conversation, repair or patch")
+		feedback    = fs.String("feedback", string(fixpoint.FeedbackDefault), "feedback format: text or xml")
+		maxAttempts = fs.Int("max-attempts", fixpoint.MaxAttemptsDefault, "repair attempts (provider calls with a reply; 0 = the default)")
+		maxTokens   = fs.Int("max-tokens", fixpoint.MaxTokensDefault, "output tokens per call (0 = the default)")
 		budget      = fs.Int("token-budget", 0, "stop before the job's tokens would exceed this; 0 = none")
 		asJSON      = fs.Bool("json", false, "print the result object as JSON instead of cards")
 		pf          providerFlags
@@ -107,11 +109,11 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		return usagef("--provider %q: want openai, anthropic or ollama", *provider)
 	}
-	job := &pipeline.Job{
+	job := &repair.Job{
 		ID: "try", System: *system, Prompt: *prompt, Schema: schema, SchemaRaw: raw, Model: *model,
-		Mode: llm.Mode(*mode), MaxTokens: *maxTokens,
-		Limits: pipeline.Limits{MaxAttempts: *maxAttempts, Strategy: pipeline.Strategy(*strategy),
-			Feedback: pipeline.FeedbackFormat(*feedback), TokenBudget: *budget},
+		Mode: fixpoint.Mode(*mode), MaxTokens: *maxTokens,
+		Limits: fixpoint.Limits{MaxAttempts: *maxAttempts, Strategy: fixpoint.Strategy(*strategy),
+			Feedback: fixpoint.FeedbackFormat(*feedback), TokenBudget: *budget},
 	}
 	if err := job.Limits.WithDefaults().Validate(); err != nil {
 		return usageError{Err: err}
@@ -130,7 +132,7 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer closeSim()
 	res, err := pipeline.NewLoop(clients[*provider], pipeline.LoopConfig{}).Run(ctx, job)
-	if err != nil && !errors.Is(err, pipeline.ErrTransient) {
+	if err != nil && !errors.Is(err, fixpoint.ErrTransient) {
 		return err
 	}
 	if *asJSON {
@@ -139,7 +141,7 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	} else {
 		cli.WriteCards(stdout, res)
 	}
-	if res.Status != pipeline.StatusValid {
+	if res.Status != fixpoint.StatusValid {
 		return errNotValid
 	}
 	return nil

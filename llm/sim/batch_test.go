@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // testClock is an injected clock that tests move by hand.
@@ -218,7 +220,7 @@ func download(t *testing.T, url, ctype string) []byte {
 func anthropicOrder(user string) map[string]any {
 	return map[string]any{
 		"model": "sim-sonnet", "max_tokens": 2000, "metadata": map[string]any{"user_id": user},
-		"system":   "Extract the order.\n" + SchemaMarkerOpen + "\n" + orderSchema + "\n" + SchemaMarkerClose + "\n",
+		"system":   "Extract the order.\n" + fixpoint.SchemaMarkerOpen + "\n" + orderSchema + "\n" + fixpoint.SchemaMarkerClose + "\n",
 		"messages": []any{map[string]any{"role": "user", "content": "Order for " + user + ": two lamps, paid by card."}},
 	}
 }

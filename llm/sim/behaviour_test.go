@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 func TestOutcomeFaultsOnEachWire(t *testing.T) {
@@ -22,7 +24,7 @@ func TestOutcomeFaultsOnEachWire(t *testing.T) {
 		"tools":       []any{map[string]any{"name": "w", "input_schema": schema}},
 		"tool_choice": map[string]any{"type": "tool", "name": "w"}}
 	anthText := map[string]any{"model": "m", "max_tokens": 500, "messages": msgs,
-		"system": SchemaMarkerOpen + "\n" + weatherSchema + "\n" + SchemaMarkerClose}
+		"system": fixpoint.SchemaMarkerOpen + "\n" + weatherSchema + "\n" + fixpoint.SchemaMarkerClose}
 	ollama := map[string]any{"model": "m", "stream": false, "format": schema, "messages": msgs}
 	tests := []struct {
 		name string
@@ -213,7 +215,7 @@ func TestRepairStrategyFixesExactlyWhatIsNamed(t *testing.T) {
 	ask := func(feedback string) (string, string) {
 		b := orderRequest(body["user"].(string))
 		msgs := b["messages"].([]any)
-		b["messages"] = append(msgs[:1:1], map[string]any{"role": "user", "content": feedback + "\n" + PreviousReplyOpen + "\n" + prev + "\n" + PreviousReplyClose})
+		b["messages"] = append(msgs[:1:1], map[string]any{"role": "user", "content": feedback + "\n" + fixpoint.PreviousReplyOpen + "\n" + prev + "\n" + fixpoint.PreviousReplyClose})
 		rec := do(t, s, "/v1/chat/completions", b)
 		text, _ := openAIText(t, rec.Body.Bytes())
 		return text, rec.Header().Get("X-Sim-Faults")

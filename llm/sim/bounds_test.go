@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // selfReferent are schemas that refer to themselves, fan out, or ask for
@@ -121,7 +123,7 @@ func TestServerAnswersSelfReferentSchemas(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var schema any = decodeValue(t, []byte(tc.schema))
-			prompt := "Answer as JSON.\n" + SchemaMarkerOpen + "\n" + tc.schema + "\n" + SchemaMarkerClose
+			prompt := "Answer as JSON.\n" + fixpoint.SchemaMarkerOpen + "\n" + tc.schema + "\n" + fixpoint.SchemaMarkerClose
 			user := []any{map[string]any{"role": "user", "content": "task " + tc.name}}
 			tool := map[string]any{"type": "function", "function": map[string]any{"name": "result", "parameters": schema}}
 			requests := map[string]map[string]any{

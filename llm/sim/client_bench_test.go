@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 )
@@ -35,8 +36,8 @@ func BenchmarkClient(b *testing.B) {
 				i := 0
 				for pb.Next() {
 					i++
-					_, err := c.Complete(context.Background(), llm.Request{Model: "sim", Mode: llm.ModeJSONSchema, Schema: schema,
-						Messages: []llm.Message{{Role: llm.RoleUser, Content: fmt.Sprintf("ticket %d", i)}}, MaxTokens: 256})
+					_, err := c.Complete(context.Background(), fixpoint.Request{Model: "sim", Mode: fixpoint.ModeJSONSchema, Schema: schema,
+						Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: fmt.Sprintf("ticket %d", i)}}, MaxTokens: 256})
 					if err != nil {
 						b.Error(err)
 						return

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 )
@@ -42,10 +43,10 @@ func TestClientHugeReplyCalledOnce(t *testing.T) {
 			t.Parallel()
 			s, c := simClient(t, provider, sim.Config{Seed: 1, Transport: sim.Transport{Huge: 1}},
 				llm.Config{Retry: llm.RetryConfig{NoJitter: true, MaxRetries: 4}, Clock: newInstantClock()})
-			_, err := c.Complete(context.Background(), llm.Request{Model: "m", Mode: llm.ModePrompt,
-				Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
-			var e *llm.Error
-			if !errors.As(err, &e) || e.Class != llm.ClassTooLarge || e.Status != 200 {
+			_, err := c.Complete(context.Background(), fixpoint.Request{Model: "m", Mode: fixpoint.ModePrompt,
+				Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}})
+			var e *fixpoint.ProviderError
+			if !errors.As(err, &e) || e.Class != fixpoint.ClassTooLarge || e.Status != 200 {
 				t.Fatalf("err = %v, want too_large (HTTP 200)", err)
 			}
 			if n := s.Stats().Requests; n != 1 {
@@ -105,10 +106,10 @@ func TestClientQuotaExhausted(t *testing.T) {
 			s, c := simClient(t, provider, sim.Config{Seed: 1, QuotaExhausted: true},
 				llm.Config{Retry: llm.RetryConfig{NoJitter: true}, Clock: newInstantClock()})
 			for range 2 {
-				_, err := c.Complete(context.Background(), llm.Request{Model: "m",
-					Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
-				var e *llm.Error
-				if !errors.As(err, &e) || e.Class != llm.ClassQuotaExhausted {
+				_, err := c.Complete(context.Background(), fixpoint.Request{Model: "m",
+					Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}}})
+				var e *fixpoint.ProviderError
+				if !errors.As(err, &e) || e.Class != fixpoint.ClassQuotaExhausted {
 					t.Fatalf("err = %v, want quota_exhausted", err)
 				}
 			}
@@ -139,12 +140,12 @@ func TestClientSelfReferentSchemas(t *testing.T) {
 			_, c := simClient(t, provider, sim.Config{Seed: 7, Mix: mix, NewFaultProb: 0.5},
 				llm.Config{Retry: llm.RetryConfig{Disabled: true}, Clock: newInstantClock()})
 			for name, schema := range schemas {
-				for _, mode := range []llm.Mode{llm.ModePrompt, llm.ModeJSONSchema, llm.ModeTool} {
+				for _, mode := range []fixpoint.Mode{fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool} {
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					req := llm.Request{Model: "m", Mode: mode, MaxTokens: 1 << 20, User: name,
-						Messages: []llm.Message{{Role: llm.RoleUser, Content: "task: " + name}}}
-					if mode == llm.ModePrompt {
-						req.System = "Answer with JSON matching:\n" + sim.SchemaMarkerOpen + "\n" + schema + "\n" + sim.SchemaMarkerClose
+					req := fixpoint.Request{Model: "m", Mode: mode, MaxTokens: 1 << 20, User: name,
+						Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "task: " + name}}}
+					if mode == fixpoint.ModePrompt {
+						req.System = "Answer with JSON matching:\n" + fixpoint.SchemaMarkerOpen + "\n" + schema + "\n" + fixpoint.SchemaMarkerClose
 					} else {
 						req.Schema = []byte(schema)
 					}
@@ -153,8 +154,8 @@ func TestClientSelfReferentSchemas(t *testing.T) {
 						cancel()
 						t.Fatalf("%s, %s: %v", name, mode, err)
 					}
-					req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: resp.Text},
-						llm.Message{Role: llm.RoleUser, Content: "Fix /c, /a, /b, /0 and /name."})
+					req.Messages = append(req.Messages, fixpoint.Message{Role: fixpoint.RoleAssistant, Content: resp.Text},
+						fixpoint.Message{Role: fixpoint.RoleUser, Content: "Fix /c, /a, /b, /0 and /name."})
 					resp, err = c.Complete(ctx, req)
 					cancel()
 					if err != nil || len(resp.Text) > 1<<20 {

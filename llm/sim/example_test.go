@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 )
 
@@ -23,9 +24,9 @@ func ExampleStart() {
 	}
 	defer closeFn()
 
-	system := "Answer with JSON.\n" + sim.SchemaMarkerOpen + "\n" +
+	system := "Answer with JSON.\n" + fixpoint.SchemaMarkerOpen + "\n" +
 		`{"type":"object","required":["status"],"properties":{"status":{"const":"ok"}}}` +
-		"\n" + sim.SchemaMarkerClose
+		"\n" + fixpoint.SchemaMarkerClose
 	body, _ := json.Marshal(map[string]any{
 		"model": "gpt-4o",
 		"user":  "job-1",

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
@@ -118,7 +119,7 @@ func TaskKey(user, firstUserMessage string) string {
 	if user != "" {
 		return user
 	}
-	first, _, _ := strings.Cut(firstUserMessage, PreviousReplyOpen)
+	first, _, _ := strings.Cut(firstUserMessage, fixpoint.PreviousReplyOpen)
 	return "h" + strconv.FormatUint(hashStrings(first), 36)
 }
 
@@ -139,12 +140,12 @@ func between(s, open, close string) (string, bool) {
 // promptSchema finds a marked schema block in the system prompt or the first
 // user message.
 func promptSchema(r *chatReq) []byte {
-	if b, ok := between(r.system, SchemaMarkerOpen, SchemaMarkerClose); ok {
+	if b, ok := between(r.system, fixpoint.SchemaMarkerOpen, fixpoint.SchemaMarkerClose); ok {
 		return []byte(b)
 	}
 	for _, m := range r.msgs {
 		if m.role == "user" {
-			if b, ok := between(m.text, SchemaMarkerOpen, SchemaMarkerClose); ok {
+			if b, ok := between(m.text, fixpoint.SchemaMarkerOpen, fixpoint.SchemaMarkerClose); ok {
 				return []byte(b)
 			}
 			break
@@ -175,13 +176,13 @@ func correction(r *chatReq) (prev, feedback string, turn int, ok bool) {
 			continue
 		}
 		t := r.msgs[i].text
-		p, found := between(t, PreviousReplyOpen, PreviousReplyClose)
+		p, found := between(t, fixpoint.PreviousReplyOpen, fixpoint.PreviousReplyClose)
 		if !found {
 			return "", "", 0, false
 		}
-		a := strings.Index(t, PreviousReplyOpen)
-		b := strings.Index(t, PreviousReplyClose)
-		return p, t[:a] + t[b+len(PreviousReplyClose):], 1, true
+		a := strings.Index(t, fixpoint.PreviousReplyOpen)
+		b := strings.Index(t, fixpoint.PreviousReplyClose)
+		return p, t[:a] + t[b+len(fixpoint.PreviousReplyClose):], 1, true
 	}
 	return "", "", 0, false
 }

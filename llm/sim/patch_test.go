@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -162,7 +163,7 @@ type patchTurn struct {
 	body  map[string]any // the first attempt's request
 	prev  string         // its reply
 	value any            // the value validate extracted from it
-	errs  []validate.Error
+	errs  []fixpoint.ValidationError
 	truth any
 }
 
@@ -171,7 +172,7 @@ type patchTurn struct {
 // ```json block between the previous-reply markers, its errors and the ask.
 // quoted false sends the conversation form instead (the reply as an
 // assistant message, then the ask).
-func patchRequest(t *testing.T, base map[string]any, prevText string, value any, errs []validate.Error, quoted bool) map[string]any {
+func patchRequest(t *testing.T, base map[string]any, prevText string, value any, errs []fixpoint.ValidationError, quoted bool) map[string]any {
 	t.Helper()
 	var fb strings.Builder
 	for i, e := range errs {
@@ -183,8 +184,8 @@ func patchRequest(t *testing.T, base map[string]any, prevText string, value any,
 	}
 	msgs := slices.Clone(base["messages"].([]any))
 	if quoted {
-		text := "Correct your previous JSON value with an RFC 6902 JSON Patch.\n\n" + PreviousReplyOpen + "\n```json\n" +
-			string(mustJSON(value)) + "\n```\n" + PreviousReplyClose + "\n\nIts errors:\n" + fb.String() +
+		text := "Correct your previous JSON value with an RFC 6902 JSON Patch.\n\n" + fixpoint.PreviousReplyOpen + "\n```json\n" +
+			string(mustJSON(value)) + "\n```\n" + fixpoint.PreviousReplyClose + "\n\nIts errors:\n" + fb.String() +
 			"\nReply with the patch only: a JSON array of operations that touch only these locations."
 		msgs = append(msgs, map[string]any{"role": "user", "content": text})
 	} else {
@@ -212,8 +213,8 @@ func patchOf(t testing.TB, text string) []any {
 }
 
 // inScope reports whether path is at or under one of the errors' paths.
-func inScope(path string, errs []validate.Error) bool {
-	return slices.ContainsFunc(errs, func(e validate.Error) bool {
+func inScope(path string, errs []fixpoint.ValidationError) bool {
+	return slices.ContainsFunc(errs, func(e fixpoint.ValidationError) bool {
 		return e.Path == "" || path == e.Path || strings.HasPrefix(path, e.Path+"/")
 	})
 }
@@ -235,7 +236,7 @@ func faultyTurns(t *testing.T, s *Server, schema, prefix string, n int) []patchT
 		body := promptRequest(user, schema)
 		text, _ := openAIText(t, do(t, s, "/v1/chat/completions", body).Body.Bytes())
 		res := validate.Check(sch, text)
-		if res.Valid || res.Class == validate.ClassSyntax {
+		if res.Valid || res.Class == fixpoint.ClassSyntax {
 			continue
 		}
 		truth, _ := s.Truth(user, []byte(schema))
@@ -408,7 +409,7 @@ func TestPatchFaults(t *testing.T) {
 					}
 				case FaultPatchWrongOp:
 					// The op is the wrong one for the error at its path.
-					var e *validate.Error
+					var e *fixpoint.ValidationError
 					for i := range pt.errs {
 						if pt.errs[i].Path == path {
 							e = &pt.errs[i]

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -110,7 +111,7 @@ func TestPipelineLoopConverges(t *testing.T) {
 						if strategy == "conversation" {
 							msgs = append(msgs, map[string]any{"role": "assistant", "content": text}, map[string]any{"role": "user", "content": fb})
 						} else {
-							quoted := fb + "\n" + PreviousReplyOpen + "\n" + text + "\n" + PreviousReplyClose + "\n"
+							quoted := fb + "\n" + fixpoint.PreviousReplyOpen + "\n" + text + "\n" + fixpoint.PreviousReplyClose + "\n"
 							msgs = append(base[:len(base):len(base)], map[string]any{"role": "user", "content": quoted})
 						}
 					}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -39,7 +40,7 @@ func promptRequest(user, schema string) map[string]any {
 		"model": "gpt-4o",
 		"user":  user,
 		"messages": []any{
-			map[string]any{"role": "system", "content": "Fill in the schema.\n" + SchemaMarkerOpen + "\n" + schema + "\n" + SchemaMarkerClose + "\n"},
+			map[string]any{"role": "system", "content": "Fill in the schema.\n" + fixpoint.SchemaMarkerOpen + "\n" + schema + "\n" + fixpoint.SchemaMarkerClose + "\n"},
 			map[string]any{"role": "user", "content": "Task " + user + "."},
 		},
 	}
@@ -303,7 +304,7 @@ func TestRenamedKeyWritesWhatItSays(t *testing.T) {
 			if canon(t, m[wrong]) != canon(t, tv) {
 				t.Fatalf("%s: %q holds %s, the truth at %s is %s", user, wrong, canon(t, m[wrong]), missing, canon(t, tv))
 			}
-			fixed, fixes, errs := sch.Coerce(got, validate.CoerceSafe)
+			fixed, fixes, errs := sch.Coerce(got, fixpoint.CoerceSafe)
 			if len(errs) != 0 || len(fixes) != 1 || fixes[0].Kind != validate.KindRenameKey || fixes[0].Pointer != missing || canon(t, fixed) != canon(t, truth) {
 				t.Fatalf("%s: safe coercion of %s gave %s with %v and errors %v, want the truth with one rename_key at %s", user, text, canon(t, fixed), fixes, errs, missing)
 			}
@@ -536,7 +537,7 @@ func TestCorrectionsFixShapeFaults(t *testing.T) {
 // have only faults of lossless kinds, and how many have only faults whose
 // value testCoerce repairs to the truth (a wrong_type "42" or an
 // enum_violation "PENDING" too).
-func classSplit(t *testing.T, cfg Config, schema string, jobs int) (counts map[validate.Class]int, byKind, byValue int) {
+func classSplit(t *testing.T, cfg Config, schema string, jobs int) (counts map[fixpoint.Class]int, byKind, byValue int) {
 	t.Helper()
 	sch, err := validate.Compile([]byte(schema))
 	if err != nil {
@@ -548,14 +549,14 @@ func classSplit(t *testing.T, cfg Config, schema string, jobs int) (counts map[v
 		lossless[info.Kind] = info.Lossless
 	}
 	s := New(cfg)
-	counts = map[validate.Class]int{}
+	counts = map[fixpoint.Class]int{}
 	for i := range jobs {
 		user := fmt.Sprintf("job-%d", i)
 		rec := do(t, s, "/v1/chat/completions", promptRequest(user, schema))
 		text, _ := openAIText(t, rec.Body.Bytes())
 		res := validate.Check(sch, text)
 		counts[res.Class]++
-		if res.Valid || res.Class == validate.ClassSyntax {
+		if res.Valid || res.Class == fixpoint.ClassSyntax {
 			continue
 		}
 		truth, _ := s.Truth(user, []byte(schema))
@@ -606,13 +607,13 @@ func TestMessyFirstAttemptClassSplit(t *testing.T) {
 			}
 			share := func(label string, cfg Config) float64 {
 				c, byKind, byValue := classSplit(t, cfg, sc.schema, jobs)
-				failed := jobs - c[validate.ClassNone]
+				failed := jobs - c[fixpoint.ClassNone]
 				pct := func(n int) float64 { return 100 * float64(n) / float64(failed) }
 				t.Logf("%s messy %s: %d of %d first attempts failed: syntax %d (%.1f%%), shape %d (%.1f%%), semantic %d (%.1f%%); "+
 					"locally repairable: %d (%.1f%%) by fault kind, %d (%.1f%%) by value",
-					sc.name, label, failed, jobs, c[validate.ClassSyntax], pct(c[validate.ClassSyntax]), c[validate.ClassShape], pct(c[validate.ClassShape]),
-					c[validate.ClassSemantic], pct(c[validate.ClassSemantic]), byKind, pct(byKind), byValue, pct(byValue))
-				return float64(c[validate.ClassShape]) / float64(failed)
+					sc.name, label, failed, jobs, c[fixpoint.ClassSyntax], pct(c[fixpoint.ClassSyntax]), c[fixpoint.ClassShape], pct(c[fixpoint.ClassShape]),
+					c[fixpoint.ClassSemantic], pct(c[fixpoint.ClassSemantic]), byKind, pct(byKind), byValue, pct(byValue))
+				return float64(c[fixpoint.ClassShape]) / float64(failed)
 			}
 			b, a := share("before shape faults", before), share("with shape faults", after)
 			if a < 0.55 || a > 0.66 || math.Abs(a-b) > 0.03 {

@@ -262,21 +262,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/fixpoint-dev/fixpoint/llm"
-)
-
-// Contract markers shared with the repair step's prompt builder, defined
-// once in package llm. Each stands on a line of its own.
-const (
-	// SchemaMarkerOpen starts a JSON Schema embedded in a prompt.
-	SchemaMarkerOpen = llm.SchemaMarkerOpen
-	// SchemaMarkerClose ends it.
-	SchemaMarkerClose = llm.SchemaMarkerClose
-	// PreviousReplyOpen starts the previous reply quoted in a repair prompt.
-	PreviousReplyOpen = llm.PreviousReplyOpen
-	// PreviousReplyClose ends it.
-	PreviousReplyClose = llm.PreviousReplyClose
 )
 
 // Defaults of Config.

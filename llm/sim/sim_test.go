@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -19,7 +20,7 @@ func orderRequest(user string) map[string]any {
 		"model": "gpt-4o",
 		"user":  user,
 		"messages": []any{
-			map[string]any{"role": "system", "content": "Extract the order.\n" + SchemaMarkerOpen + "\n" + orderSchema + "\n" + SchemaMarkerClose + "\n"},
+			map[string]any{"role": "system", "content": "Extract the order.\n" + fixpoint.SchemaMarkerOpen + "\n" + orderSchema + "\n" + fixpoint.SchemaMarkerClose + "\n"},
 			map[string]any{"role": "user", "content": "Order for " + user + ": two lamps, paid by card."},
 		},
 	}
@@ -41,7 +42,7 @@ func TestSameSeedSameReply(t *testing.T) {
 		return rec.Body.String()
 	}
 	anth := map[string]any{"model": "claude", "max_tokens": 2000, "metadata": map[string]any{"user_id": "job-1"},
-		"system": SchemaMarkerOpen + "\n" + orderSchema + "\n" + SchemaMarkerClose, "messages": []any{map[string]any{"role": "user", "content": "go"}}}
+		"system": fixpoint.SchemaMarkerOpen + "\n" + orderSchema + "\n" + fixpoint.SchemaMarkerClose, "messages": []any{map[string]any{"role": "user", "content": "go"}}}
 	for i := range 20 {
 		body := orderRequest(fmt.Sprintf("job-%d", i))
 		a, b := reply(7, "/v1/chat/completions", body), reply(7, "/v1/chat/completions", body)

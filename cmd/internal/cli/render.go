@@ -9,25 +9,22 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fixpoint-dev/fixpoint/extract"
-	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
-	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 // CardStatus is the headline of an attempt card.
-func CardStatus(a *repair.Attempt) string {
+func CardStatus(a *fixpoint.Attempt) string {
 	switch {
 	case a.Valid:
 		return "VALID"
-	case a.Class == repair.OutcomeTruncated:
+	case a.Class == fixpoint.OutcomeTruncated:
 		return "TRUNCATED"
-	case a.Class == repair.OutcomeRefusal:
+	case a.Class == fixpoint.OutcomeRefusal:
 		return "REFUSED"
-	case a.Class == repair.OutcomeProvider:
+	case a.Class == fixpoint.OutcomeProvider:
 		return "PROVIDER ERROR"
-	case a.Class == string(validate.ClassSyntax):
+	case a.Class == string(fixpoint.ClassSyntax):
 		return "PARSE ERROR"
 	}
 	return "INVALID"
@@ -35,14 +32,14 @@ func CardStatus(a *repair.Attempt) string {
 
 // WriteCards prints each attempt of res as a card, then a one-line verdict,
 // as `worker try` and `report job` show them.
-func WriteCards(w io.Writer, res *repair.Result) {
+func WriteCards(w io.Writer, res *fixpoint.Result) {
 	for i := range res.Attempts {
 		writeCard(w, &res.Attempts[i])
 	}
 	fmt.Fprintln(w, Verdict(res))
 }
 
-func writeCard(w io.Writer, a *repair.Attempt) {
+func writeCard(w io.Writer, a *fixpoint.Attempt) {
 	status := CardStatus(a)
 	fmt.Fprintf(w, "── attempt %d ── %s ── %s, %d in / %d out tokens", a.No, status, a.Latency.Round(time.Millisecond), a.TokensIn, a.TokensOut)
 	if a.TokensCached > 0 {
@@ -52,7 +49,7 @@ func writeCard(w io.Writer, a *repair.Attempt) {
 		fmt.Fprintf(w, ", %d transport retries", len(a.Retries))
 	}
 	fmt.Fprintln(w)
-	if a.Class == repair.OutcomeProvider {
+	if a.Class == fixpoint.OutcomeProvider {
 		fmt.Fprintf(w, "  provider error: %s\n", a.ProviderError)
 		return
 	}
@@ -84,10 +81,10 @@ func writeCard(w io.Writer, a *repair.Attempt) {
 }
 
 // Verdict is the one-line outcome of a job.
-func Verdict(res *repair.Result) string {
+func Verdict(res *fixpoint.Result) string {
 	tokens := res.TokensIn + res.TokensOut
 	switch res.Status {
-	case repair.StatusValid:
+	case fixpoint.StatusValid:
 		how := "first attempt"
 		if !res.FirstAttemptValid {
 			how = fmt.Sprintf("attempt %d", len(res.Attempts))
@@ -101,21 +98,21 @@ func Verdict(res *repair.Result) string {
 	}
 }
 
-// AttemptFromStore turns a ledger row back into a repair.Attempt for printing.
-func AttemptFromStore(s *store.Attempt) repair.Attempt {
-	a := repair.Attempt{No: s.No, Request: s.Request, RequestHash: s.RequestHash, Raw: s.Raw, Class: s.Class, Valid: s.Valid,
+// AttemptFromStore turns a ledger row back into a fixpoint.Attempt for printing.
+func AttemptFromStore(s *store.Attempt) fixpoint.Attempt {
+	a := fixpoint.Attempt{No: s.No, Request: s.Request, RequestHash: s.RequestHash, Raw: s.Raw, Class: s.Class, Valid: s.Valid,
 		RepairedLocally: s.RepairedLocally, Latency: time.Duration(s.LatencyMS) * time.Millisecond,
 		TokensIn: int(s.TokensIn), TokensOut: int(s.TokensOut), TokensCached: int(s.TokensCached),
 		ProviderStatus: s.ProviderStatus, ProviderError: s.ProviderError, Model: s.Model, RequestID: s.RequestID, StartedAt: s.StartedAt,
-		FinishReason: llm.FinishReason(s.FinishReason), Feedback: s.Feedback, PatchOutcome: repair.PatchOutcome(s.PatchOutcome),
+		FinishReason: fixpoint.FinishReason(s.FinishReason), Feedback: s.Feedback, PatchOutcome: fixpoint.PatchOutcome(s.PatchOutcome),
 		CostUSD: s.CostUSD, Coerced: s.Coerced}
-	a.Source = extract.Source(s.Source)
+	a.Source = fixpoint.Source(s.Source)
 	_ = json.Unmarshal(s.Repairs, &a.Repairs)
 	_ = json.Unmarshal(s.Errors, &a.Errors)
-	var classes []llm.ErrorClass
+	var classes []fixpoint.ErrorClass
 	_ = json.Unmarshal(s.RetryClasses, &classes)
 	for _, c := range classes {
-		a.Retries = append(a.Retries, llm.Retry{Class: c})
+		a.Retries = append(a.Retries, fixpoint.Retry{Class: c})
 	}
 	if a.Valid {
 		// The ledger keeps the job's value on the job row, not per attempt.

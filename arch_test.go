@@ -1,0 +1,118 @@
+package fixpoint_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/fixpoint-dev/fixpoint"
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// goList lists every package of the module with its direct imports and
+// its transitive dependencies.
+func goList(t *testing.T) map[string]listed {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps=false", "-json=ImportPath,Imports,Deps", mod+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]listed{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p listed
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
+		pkgs[rel] = p
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list returned %d packages, want the whole module", len(pkgs))
+	}
+	return pkgs
+}
+
+func thirdParty(path string) bool { return strings.Contains(strings.Split(path, "/")[0], ".") }
+
+// matches reports whether dep is prefix or a package under it.
+func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefix(dep, prefix+"/") }
+
+// TestImportDirection enforces the layering on TRANSITIVE dependencies, so
+// that a package cannot reach what it must not use through another one:
+//
+//   - the leaf package fixpoint (the job's own types) links the standard
+//     library only;
+//   - extract and validate are pure: no network, queue or ledger;
+//   - the repair step links no NATS, Postgres, net/http or provider client;
+//   - llm (the provider clients) links no NATS or Postgres;
+//   - store links no NATS and nothing of the drivers;
+//   - only store uses pgx directly, only the commands run an embedded
+//     NATS server, and nothing imports a command.
+func TestImportDirection(t *testing.T) {
+	t.Parallel()
+	pkgs := goList(t)
+	noNetwork := []string{"net/http", "github.com/nats-io", "github.com/jackc", mod + "/llm", mod + "/store", mod + "/pipeline"}
+	forbidden := map[string][]string{
+		"extract":  noNetwork,
+		"validate": noNetwork,
+		"repair":   append(slices.Clone(noNetwork), mod+"/llm/sim", mod+"/enqueue"),
+		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue"},
+		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue"},
+		"pipeline": {mod + "/enqueue", mod + "/llm/sim"},
+	}
+	// Third-party libraries the pure packages may link: a JSON decoder, the
+	// schema library, and Unicode normalization for enum values.
+	pureAllowed := []string{"github.com/segmentio/", "github.com/santhosh-tekuri/jsonschema/", "golang.org/x/text/", "golang.org/x/sys/cpu"}
+	for rel, p := range pkgs {
+		for _, dep := range p.Deps {
+			if rel == "" && (thirdParty(dep) && !matches(dep, mod) || dep == "net/http") {
+				t.Errorf("the leaf package fixpoint links %s: it must link the standard library only", dep)
+			}
+			if (rel == "extract" || rel == "validate") && thirdParty(dep) && !strings.HasPrefix(dep, mod) &&
+				!slices.ContainsFunc(pureAllowed, func(a string) bool { return strings.HasPrefix(dep, a) }) {
+				t.Errorf("%s links %s: a pure package links no other library", rel, dep)
+			}
+			for _, bad := range forbidden[rel] {
+				if matches(dep, bad) || strings.HasSuffix(bad, "/") && strings.HasPrefix(dep, bad) {
+					t.Errorf("%s links %s (directly or through another package)", rel, dep)
+				}
+			}
+		}
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, mod+"/cmd/") && !(strings.HasPrefix(imp, mod+"/cmd/internal/") && strings.HasPrefix(rel, "cmd/")) {
+				t.Errorf("%s imports command package %s", rel, imp)
+			}
+			if matches(imp, "github.com/jackc/pgx/v5") && rel != "store" && !strings.HasPrefix(rel, "store/") {
+				t.Errorf("%s imports %s: only store may use pgx", rel, imp)
+			}
+			if matches(imp, "github.com/nats-io/nats-server/v2") && !strings.HasPrefix(rel, "cmd/") {
+				t.Errorf("%s imports %s: only the commands run an embedded NATS server", rel, imp)
+			}
+		}
+	}
+}
+
+// TestLeafHasOneNamePerThing: no package re-exports the leaf's names under
+// another name (an alias of a type, or a constant or variable that is only
+// a leaf value), so that each thing has one name.
+func TestLeafHasOneNamePerThing(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("git", "grep", "-nE", `^\s*(type\s+)?[A-Z][A-Za-z0-9]*\s*=\s*fixpoint\.[A-Z][A-Za-z0-9]*\s*$`, "--", "*.go").Output()
+	if err != nil && len(out) > 0 {
+		t.Fatalf("git grep: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line != "" {
+			t.Errorf("a second name for a leaf name: %s", line)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package fixpoint
+
+import "fmt"
+
+// Strategy is how the repair step feeds errors back to the model.
+type Strategy string
+
+const (
+	// StrategyConversation appends the failed reply as an assistant turn and
+	// the errors as a new user turn; the conversation grows each round.
+	StrategyConversation Strategy = "conversation"
+	// StrategyRepair sends a fresh request each round with the original task,
+	// only the latest failed reply, its errors and the schema (constant size).
+	StrategyRepair Strategy = "repair"
+	// StrategyPatch asks, after a reply that gave a JSON value failing the
+	// schema, for an RFC 6902 JSON Patch of that value touching only the
+	// failing locations, and applies it locally (see package repair). The request
+	// keeps the system prompt and the task's messages as they were, for the
+	// prompt cache, and adds one user turn. After a reply with no usable
+	// value, or a patch that cannot be used, it re-asks for the whole value
+	// as StrategyRepair does. It needs mode prompt (Limits.ValidateMode).
+	StrategyPatch Strategy = "patch"
+)
+
+// FeedbackFormat is how errors are written for the model.
+type FeedbackFormat string
+
+const (
+	FeedbackText FeedbackFormat = "text" // a numbered list
+	FeedbackXML  FeedbackFormat = "xml"  // a <validation-errors> block
+	// FeedbackVague names no error. It exists to measure how much exact
+	// feedback is worth; never use it in production.
+	FeedbackVague FeedbackFormat = "vague"
+)
+
+// Defaults for Limits.
+const (
+	MaxAttemptsDefault = 3
+	MaxAttemptsMax     = 20
+	MaxTokensDefault   = 1024
+	StrategyDefault    = StrategyConversation
+	FeedbackDefault    = FeedbackText
+)
+
+// CoerceMode selects the schema-guided repairs tried on a reply's value
+// before another call is spent.
+type CoerceMode string
+
+const (
+	// CoerceNone makes no schema-guided repair.
+	CoerceNone CoerceMode = "none"
+	// CoerceSafe converts a string holding a JSON number or boolean, fixes
+	// the letter case or surrounding whitespace of an enum or const string,
+	// wraps a single value in an array and drops a null optional property.
+	CoerceSafe CoerceMode = "safe"
+	// CoerceAll does what CoerceSafe does, and also drops properties that
+	// additionalProperties forbids, when every required property is present.
+	CoerceAll CoerceMode = "all"
+)
+
+// ParseCoerceMode parses "none", "safe" or "all"; "" is CoerceNone (the
+// setting was left out). Anything else is an error.
+func ParseCoerceMode(s string) (CoerceMode, error) {
+	switch m := CoerceMode(s); m {
+	case "", CoerceNone:
+		return CoerceNone, nil
+	case CoerceSafe, CoerceAll:
+		return m, nil
+	}
+	return CoerceNone, fmt.Errorf("unknown coerce mode %q: want none, safe or all", s)
+}
+
+// Limits bound one job's repair attempts.
+type Limits struct {
+	// MaxAttempts is the number of provider calls that may produce a reply
+	// (transport retries are not counted). Defaults to 3.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Strategy defaults to conversation.
+	Strategy Strategy `json:"strategy,omitempty"`
+	// Feedback defaults to text.
+	Feedback FeedbackFormat `json:"feedback,omitempty"`
+	// TokenBudget caps input+output tokens over all attempts; 0 means none.
+	// An attempt whose estimated cost would cross it is not made.
+	TokenBudget int `json:"token_budget,omitempty"`
+	// RetryBudget caps transport retries over the whole job; 0 means the
+	// client's own limit only. A job past it fails as a provider error.
+	RetryBudget int `json:"retry_budget,omitempty"`
+	// TruncationMaxTokens, when above the job's MaxTokens, is used as the
+	// output limit for the attempt after a truncated reply.
+	TruncationMaxTokens int `json:"truncation_max_tokens,omitempty"`
+	// Coerce is which schema-guided local repairs are tried on a reply's
+	// value before another call is spent (CoerceMode: none, safe
+	// or all). Defaults to safe.
+	Coerce CoerceMode `json:"coerce,omitempty"`
+}
+
+// WithDefaults returns a copy of l with zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxAttempts == 0 {
+		l.MaxAttempts = MaxAttemptsDefault
+	}
+	if l.Strategy == "" {
+		l.Strategy = StrategyDefault
+	}
+	if l.Feedback == "" {
+		l.Feedback = FeedbackDefault
+	}
+	if l.Coerce == "" {
+		l.Coerce = CoerceSafe
+	}
+	return l
+}
+
+// Validate reports the first limit out of range.
+func (l Limits) Validate() error {
+	if l.MaxAttempts < 1 || l.MaxAttempts > MaxAttemptsMax {
+		return fmt.Errorf("%w: max_attempts %d out of range 1..%d", ErrBadJob, l.MaxAttempts, MaxAttemptsMax)
+	}
+	switch l.Strategy {
+	case StrategyConversation, StrategyRepair, StrategyPatch:
+	default:
+		return fmt.Errorf("%w: strategy %q is not conversation, repair or patch", ErrBadJob, l.Strategy)
+	}
+	if _, err := ParseCoerceMode(string(l.Coerce)); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadJob, err)
+	}
+	switch l.Feedback {
+	case FeedbackText, FeedbackXML, FeedbackVague:
+	default:
+		return fmt.Errorf("%w: feedback %q is not text or xml", ErrBadJob, l.Feedback)
+	}
+	if l.TokenBudget < 0 || l.RetryBudget < 0 || l.TruncationMaxTokens < 0 {
+		return fmt.Errorf("%w: token_budget, retry_budget and truncation_max_tokens must not be negative", ErrBadJob)
+	}
+	return nil
+}
+
+// ValidateMode reports whether the strategy can run in mode (the job's
+// Mode, "" meaning prompt): StrategyPatch needs mode prompt, since in
+// json_schema and tool modes the provider holds every reply to the job's
+// schema, so a reply cannot be a patch. repair.Start checks it; a driver that
+// validates jobs before running them may too.
+func (l Limits) ValidateMode(mode Mode) error {
+	if l.Strategy == StrategyPatch && mode != "" && mode != ModePrompt {
+		return fmt.Errorf("%w: strategy patch needs mode prompt, not %s: the provider holds %s replies to the schema, so they cannot be patches", ErrBadJob, mode, mode)
+	}
+	return nil
+}

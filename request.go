@@ -1,0 +1,139 @@
+package fixpoint
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The markers of a prompt-mode request, the contract between the repair
+// step, which writes them, and the simulator, which reads them. Each stands
+// on a line of its own.
+const (
+	// SchemaMarkerOpen starts the JSON Schema in a prompt-mode system
+	// prompt; SchemaMarkerClose ends it.
+	SchemaMarkerOpen  = "<json-schema>"
+	SchemaMarkerClose = "</json-schema>"
+	// PreviousReplyOpen starts the failed reply quoted in a
+	// repair-strategy request; PreviousReplyClose ends it.
+	PreviousReplyOpen  = "<previous-reply>"
+	PreviousReplyClose = "</previous-reply>"
+)
+
+// Mode is how structured output is asked for.
+type Mode string
+
+const (
+	// ModePrompt describes the schema in the system prompt and parses text.
+	ModePrompt Mode = "prompt"
+	// ModeJSONSchema uses the provider's native schema-constrained output
+	// (OpenAI response_format json_schema, Ollama format).
+	ModeJSONSchema Mode = "json_schema"
+	// ModeTool forces a tool call whose input schema is the job's schema.
+	ModeTool Mode = "tool"
+)
+
+// Role of a message.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is one conversation turn. System prompts go in Request.System.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Request is one provider call.
+type Request struct {
+	Model    string    `json:"model"`
+	System   string    `json:"system,omitempty"`
+	Messages []Message `json:"messages"`
+	Mode     Mode      `json:"mode"`
+	// Schema is the job's JSON Schema; used by ModeJSONSchema and ModeTool.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// SchemaName names the schema / tool on the wire. Defaults to "result".
+	SchemaName  string   `json:"schema_name,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	// MaxTokens caps output tokens; always sent to Anthropic (default 1024).
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// User is an opaque end-user / job identifier sent as OpenAI "user",
+	// Anthropic metadata.user_id. The simulator keys its ground truth on it.
+	User string `json:"user,omitempty"`
+	// CacheKey, when set, is sent as OpenAI's prompt_cache_key: requests
+	// with the same key and the same prefix are routed to the same prompt
+	// cache. Keep it stable for every request that shares the prefix (one
+	// key per batch and schema; the system prompt is that prefix and goes
+	// first). Anthropic and Ollama ignore it. A compatible server that
+	// rejects unknown fields must be sent none.
+	CacheKey string `json:"cache_key,omitempty"`
+	// CacheSystem asks Anthropic to cache the system prompt: it is sent as
+	// one text block with cache_control {"type":"ephemeral"} (the 5-minute
+	// cache) when it is long enough for the model to cache (see
+	// llm.AnthropicCacheMinTokens), and as a plain string otherwise. OpenAI
+	// caches on its own and Ollama has no cache: both ignore it.
+	CacheSystem bool `json:"cache_system,omitempty"`
+}
+
+// FinishReason is the provider's stop reason, normalized.
+type FinishReason string
+
+const (
+	FinishStop          FinishReason = "stop"
+	FinishLength        FinishReason = "length"
+	FinishRefusal       FinishReason = "refusal"
+	FinishTool          FinishReason = "tool"
+	FinishContentFilter FinishReason = "content_filter"
+)
+
+// Usage is the token accounting of one call, the same for every provider.
+// InputTokens is every input token of the call, those read from and those
+// written to the provider's prompt cache included (OpenAI's prompt_tokens
+// already count them; Anthropic's input_tokens do not, so its
+// cache_read_input_tokens and cache_creation_input_tokens are added).
+// CachedInputTokens is the part read from the cache (OpenAI
+// prompt_tokens_details.cached_tokens, Anthropic cache_read_input_tokens),
+// CacheWriteTokens the part written to it (Anthropic
+// cache_creation_input_tokens, billed above the input price; OpenAI and
+// Ollama report none). The rest, InputTokens − CachedInputTokens −
+// CacheWriteTokens, is billed at the input price.
+type Usage struct {
+	InputTokens       int `json:"input_tokens"`
+	OutputTokens      int `json:"output_tokens"`
+	CachedInputTokens int `json:"cached_input_tokens"`
+	CacheWriteTokens  int `json:"cache_write_tokens,omitempty"`
+}
+
+// Retry is one transport retry made inside a call.
+type Retry struct {
+	Class  ErrorClass    `json:"class"`
+	Status int           `json:"status,omitempty"`
+	Wait   time.Duration `json:"wait"`
+}
+
+// Response is one completed provider call.
+type Response struct {
+	// Text is the reply text, or the tool call's arguments in ModeTool.
+	Text string `json:"text"`
+	// Refusal is the provider's refusal text, when it reports one separately.
+	Refusal      string       `json:"refusal,omitempty"`
+	FinishReason FinishReason `json:"finish_reason"`
+	Usage        Usage        `json:"usage"`
+	// Model is the model as the provider reported it.
+	Model     string        `json:"model"`
+	RequestID string        `json:"request_id,omitempty"`
+	Status    int           `json:"status"`
+	Latency   time.Duration `json:"latency"`
+	// SentAt is when the request that got this response was sent: after
+	// the wait for the lane's budgets and slot, and after any transport
+	// retries. Latency runs from it. Zero for a reply read from a provider
+	// batch.
+	SentAt time.Time `json:"sent_at,omitzero"`
+	// RateLimit holds the rate-limit headers seen on the final response.
+	RateLimit map[string]string `json:"rate_limit,omitempty"`
+	// Retries lists the transport retries made before this response.
+	Retries []Retry `json:"retries,omitempty"`
+	// DroppedKeywords lists schema keywords left out of what was sent because
+	// the provider does not accept them (the full schema is still validated).
+	DroppedKeywords []string `json:"dropped_keywords,omitempty"`
+}
