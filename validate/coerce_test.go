@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
@@ -647,11 +646,12 @@ func TestProposeOnlyAgainstTheSchema(t *testing.T) {
 }
 
 // TestCoerceLarge: many fixes under a oneOf at the root of a large value
-// cost one validation of each alternative per round, and one copy of each
-// container per round, not one per fix.
+// are all made; BenchmarkCoerceLarge shows they cost one validation of each
+// alternative per round and one copy of each container per round, not one
+// per fix.
 func TestCoerceLarge(t *testing.T) {
 	t.Parallel()
-	s := mustCompile(t, `{"oneOf":[{"type":"array","items":{"type":"object","properties":{"q":{"type":"integer"}}}},{"type":"string"}]}`)
+	s := mustCompile(t, largeOneOfSchema)
 	const n = 20000
 	var sb strings.Builder
 	sb.WriteByte('[')
@@ -663,7 +663,6 @@ func TestCoerceLarge(t *testing.T) {
 	}
 	sb.WriteByte(']')
 	v := mustDecode(t, sb.String())
-	start := time.Now()
 	got, fixes, errs := s.Coerce(v, fixpoint.CoerceSafe)
 	if len(fixes) != n || len(errs) != 0 {
 		t.Fatalf("%d repairs, errors %v", len(fixes), errs[:min(len(errs), 3)])
@@ -671,10 +670,6 @@ func TestCoerceLarge(t *testing.T) {
 	if q := got.([]any)[n-1].(map[string]any)["q"]; q != json.Number(strconv.Itoa(n-1)) {
 		t.Fatalf("last q = %#v", q)
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("took %v", d)
-	}
-	t.Logf("%d repairs in %v", n, time.Since(start))
 }
 
 // An object of a thousand misspelt properties, half of them numbers in
@@ -724,5 +719,41 @@ func TestCoerceBudgetOfALargeValue(t *testing.T) {
 	}
 	if got := s.coerceBudget(pets(n)); got != 0 {
 		t.Errorf("%d pets, over MaxChecks: budget %d; want 0", n, got)
+	}
+}
+
+const largeOneOfSchema = `{"oneOf":[{"type":"array","items":{"type":"object","properties":{"q":{"type":"integer"}}}},{"type":"string"}]}`
+
+// BenchmarkCoerceLarge: 20,000 numbers in strings under a root oneOf, made
+// numbers in one Coerce: about a second on a 2-core machine; a cost per fix
+// instead of per round shows as minutes.
+func BenchmarkCoerceLarge(b *testing.B) {
+	s, err := Compile([]byte(largeOneOfSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sb strings.Builder
+	sb.WriteByte('[')
+	for i := range 20000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"q":"` + strconv.Itoa(i) + `"}`)
+	}
+	sb.WriteByte(']')
+	src := sb.String()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		var v any
+		dec := json.NewDecoder(strings.NewReader(src))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, fixes, _ := s.Coerce(v, fixpoint.CoerceSafe); len(fixes) != 20000 {
+			b.Fatalf("%d fixes", len(fixes))
+		}
 	}
 }
