@@ -175,8 +175,8 @@ func latestSettings(ctx context.Context, ledger ActionLedger, b *store.Batch) (B
 	if err != nil {
 		return s, err
 	}
-	if !s.recorded() && (s.Provider == "" || s.Model == "") {
-		return s, fmt.Errorf("batch %s was recorded without its settings (by an older version)", b.Name)
+	if !s.recorded() {
+		return s, fmt.Errorf("batch %s has no recorded settings (a worker made it, for job messages enqueue did not record)", b.Name)
 	}
 	runs, err := ledger.RunSettings(ctx, b.Name)
 	if err != nil {

@@ -20,7 +20,6 @@ type DryRunLedger interface {
 	Measure(ctx context.Context, schemaHash, model string) (store.Measured, error)
 	Batch(ctx context.Context, name string) (*store.Batch, error)
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
-	NumberLikeJobIDs(ctx context.Context, batch, idField string) ([]string, error)
 }
 
 var _ DryRunLedger = (*store.Store)(nil)
@@ -100,9 +99,6 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 				}
 			}
 			r.ledger = ledger
-			if err := r.loadAsWritten(ctx, ledger); err != nil {
-				return rep, err
-			}
 		case !errors.Is(err, store.ErrNotFound):
 			return rep, err
 		}

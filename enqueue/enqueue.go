@@ -56,7 +56,6 @@ type Ledger interface {
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
-	NumberLikeJobIDs(ctx context.Context, batch, idField string) ([]string, error)
 	Unpublished(ctx context.Context, batch string, limit int) ([]store.NewJob, error)
 	PublishedQueued(ctx context.Context, batch, after string, limit int) ([]store.NewJob, error)
 	RunSettings(ctx context.Context, batch string) (map[int]json.RawMessage, error)
@@ -502,8 +501,9 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 	return nil
 }
 
-// recorded reports whether s holds the settings enqueue records (batches
-// recorded by older versions, or created by a worker's rejection, do not).
+// recorded reports whether s holds the settings enqueue records. A batch a
+// worker made, for a job message of a batch the ledger did not hold (its
+// rejection or result), has none.
 func (s BatchSettings) recorded() bool {
 	return s.Provider != "" && s.Model != "" && s.TemplateSHA256 != "" && s.SchemaHash != ""
 }
@@ -688,9 +688,6 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	switch b, err := ledger.Batch(ctx, cfg.Batch); {
 	case err == nil:
 		r.ledger = ledger
-		if err := r.loadAsWritten(ctx, ledger); err != nil {
-			return prog, err
-		}
 		// Other settings are said before the rows are read: with another
 		// template every row's prompt differs from the one recorded, and
 		// the rows' errors hid the settings that caused them.
@@ -767,7 +764,7 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 			return prog, err
 		}
 		if !was.recorded() {
-			// Recorded by an older version: adopt the full settings.
+			// Made by a worker, not by enqueue: adopt the settings.
 			params.TotalJobs = b.TotalJobs
 			if err := ledger.PutBatch(ctx, params); err != nil {
 				return prog, err
@@ -880,8 +877,8 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 	if err != nil {
 		return err
 	}
-	if settings.Provider == "" || settings.Model == "" {
-		return fmt.Errorf("batch %s was recorded without its settings (by an older version): run the original enqueue command again instead of --resume", cfg.Batch)
+	if !settings.recorded() {
+		return fmt.Errorf("batch %s has no recorded settings (a worker made it, for job messages enqueue did not record): run the original enqueue command again instead of --resume", cfg.Batch)
 	}
 	if rec := b.Recording; rec != nil {
 		// --resume publishes what is recorded: it would have called a
@@ -1019,43 +1016,11 @@ type renderer struct {
 	// ledger is set when the batch was enqueued before: the first pass
 	// then compares each row with the job the ledger holds under its id.
 	ledger jobHolder
-	// written holds, by line, the ids of jobs the ledger holds under their
-	// id as written (see asWritten), found by the first pass: the second
-	// gives those rows that id.
-	written map[int]string
-	// asWritten maps a canonical id to the id the ledger holds it under,
-	// written otherwise by an earlier version (batch:1e2 for batch:100).
-	asWritten map[string]string
-}
-
-// loadAsWritten reads the ids the ledger holds written otherwise than in
-// canonical form (see asWritten).
-func (r *renderer) loadAsWritten(ctx context.Context, l jobHolder) error {
-	if r.cfg.IDField == "" || r.cfg.Format == FormatCSV {
-		return nil // ids are line numbers, or text as written
-	}
-	ids, err := l.NumberLikeJobIDs(ctx, r.cfg.Batch, r.cfg.IDField)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		row := strings.TrimPrefix(id, r.cfg.Batch+":")
-		if c := r.cfg.Batch + ":" + canonicalNumber(row); c != id {
-			if r.asWritten == nil {
-				r.asWritten = map[string]string{}
-			}
-			if _, ok := r.asWritten[c]; !ok {
-				r.asWritten[c] = id
-			}
-		}
-	}
-	return nil
 }
 
 // jobHolder tells which of some jobs the ledger holds, and how they differ.
 type jobHolder interface {
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
-	NumberLikeJobIDs(ctx context.Context, batch, idField string) ([]string, error)
 }
 
 // checkResult is what the first pass learned.
@@ -1283,11 +1248,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 			continue
 		}
 		if r.ledger != nil || opts.onJob != nil {
-			lj := lineJob{line: line, job: job}
-			if old, ok := r.asWritten[job.ID]; ok && r.cfg.IDField != "" {
-				lj.written = old
-			}
-			pending = append(pending, lj)
+			pending = append(pending, lineJob{line: line, job: job})
 			if len(pending) == r.cfg.Chunk {
 				if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
 					return nil, err
@@ -1326,9 +1287,6 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 type lineJob struct {
 	line int
 	job  store.NewJob
-	// written is the id its job had before ids were canonical (see
-	// asWritten), when it differs: a batch enqueued then keeps its jobs.
-	written string
 }
 
 // settle decides the pending rows against the ledger, when the batch
@@ -1344,11 +1302,6 @@ func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, 
 		jobs := make([]store.NewJob, 0, len(pending))
 		for _, p := range pending {
 			jobs = append(jobs, p.job)
-			if p.written != "" {
-				old := p.job
-				old.ID = p.written
-				jobs = append(jobs, old)
-			}
 		}
 		found, err := r.ledger.HeldJobs(ctx, jobs)
 		if err != nil {
@@ -1361,15 +1314,6 @@ func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, 
 	for i := range pending {
 		p := &pending[i]
 		h, isHeld := held[p.job.ID]
-		if old, ok := held[p.written]; !isHeld && ok && p.written != "" {
-			// Enqueued under the id as written, before ids were
-			// canonical: the same job.
-			p.job.ID, h, isHeld = p.written, old, true
-			if r.written == nil {
-				r.written = map[int]string{}
-			}
-			r.written[p.line] = p.written
-		}
 		if isHeld && h.Differs(r.cfg.Batch) {
 			bad(p.line, r.heldError(h))
 			continue
@@ -1480,9 +1424,6 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		job, err := r.render(row, line)
 		if err != nil {
 			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
-		}
-		if id, ok := r.written[line]; ok {
-			job.ID = id
 		}
 		chunk = append(chunk, job)
 		if len(chunk) == r.cfg.Chunk {

@@ -6,6 +6,9 @@
 // "---- create above / drop below ----", then the down migration. The store
 // package applies them; this package has no logic. Tern evaluates each file as
 // a Go text/template, so the SQL must not contain "{{".
+//
+// 001_baseline.sql is the ledger of the first release. Migrations are
+// append-only from there: README.md in this directory says how to add one.
 package migrations
 
 import "embed"

@@ -48,9 +48,6 @@ type Envelope struct {
 	// from the attempts the ledger has recorded (the waves' attempts), not
 	// from nothing.
 	FromWave int64 `json:"from_wave,omitempty"`
-	// Metadata was the input row. Enqueue no longer sends it (the ledger
-	// has it); it is read from messages of older versions.
-	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 // Deliveries of a batch's calls (Envelope.Delivery).

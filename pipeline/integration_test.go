@@ -163,7 +163,7 @@ func (h *harness) envelope(batch string, i int) *pipeline.Envelope {
 	j, _ := h.job(jobID(batch, i))
 	return &pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: j.ID, Batch: batch, RowNo: j.RowNo, Prompt: j.Prompt,
 		SchemaHash: hash, Provider: llm.ProviderOpenAI, Model: "sim-model", Mode: fixpoint.ModePrompt,
-		Limits: fixpoint.Limits{MaxAttempts: 3}.WithDefaults(), Metadata: j.Metadata}
+		Limits: fixpoint.Limits{MaxAttempts: 3}.WithDefaults()}
 }
 
 func (h *harness) streamMsgs() uint64 {

@@ -723,7 +723,7 @@ func toStoreResult(res *fixpoint.Result, env *Envelope, delivered int) store.Res
 		r.Run = env.RunOrFirst()
 		r.Job = &store.NewJob{ID: env.JobID, Batch: env.Batch, RowNo: env.RowNo, SchemaHash: env.SchemaHash,
 			Prompt: env.Prompt, Provider: env.Provider, Model: env.Model, Mode: string(env.Mode),
-			Strategy: string(env.Limits.WithDefaults().Strategy), Metadata: env.Metadata}
+			Strategy: string(env.Limits.WithDefaults().Strategy)}
 	}
 	for i := range res.Attempts {
 		r.AttemptRows = append(r.AttemptRows, toStoreAttempt(&res.Attempts[i]))

@@ -65,12 +65,10 @@ const scratchComment = "fixpoint scratch database: fixpoint-bench drops and recr
 // ResetDatabase drops the database named in dsn (ending its sessions) and
 // creates it empty, marked as a scratch database. It is for throwaway
 // databases such as the bench's, whose figures must not depend on what
-// earlier runs left behind. It drops only a database it created (marked),
-// one with no tables, or a ledger with batches whose every name starts
-// with batchPrefix (the bench's, from before the mark); any other is refused
-// with ErrNotScratch, so a --database-url naming a real ledger loses
-// nothing.
-func ResetDatabase(ctx context.Context, dsn, batchPrefix string) error {
+// earlier runs left behind. It drops only a database it created (marked)
+// or one with no tables; any other is refused with ErrNotScratch, so a
+// --database-url naming a real ledger loses nothing.
+func ResetDatabase(ctx context.Context, dsn string) error {
 	cfg, err := parseDSN(dsn)
 	if err != nil {
 		return err
@@ -91,7 +89,7 @@ func ResetDatabase(ctx context.Context, dsn, batchPrefix string) error {
 	case err != nil:
 		return fmt.Errorf("reset database %s: %w", name, err)
 	case comment == nil || *comment != scratchComment:
-		if err := mayDrop(ctx, cfg, batchPrefix); err != nil {
+		if err := mayDrop(ctx, cfg); err != nil {
 			return err
 		}
 	}
@@ -108,9 +106,8 @@ func ResetDatabase(ctx context.Context, dsn, batchPrefix string) error {
 	return nil
 }
 
-// mayDrop checks that the unmarked database cfg names holds no table, or
-// is a ledger whose batches all have names starting with batchPrefix.
-func mayDrop(ctx context.Context, cfg *pgx.ConnConfig, batchPrefix string) error {
+// mayDrop checks that the unmarked database cfg names holds no table.
+func mayDrop(ctx context.Context, cfg *pgx.ConnConfig) error {
 	name := cfg.Database
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -118,33 +115,13 @@ func mayDrop(ctx context.Context, cfg *pgx.ConnConfig, batchPrefix string) error
 	}
 	defer conn.Close(ctx)
 	var tables int
-	var ledger bool
 	err = conn.QueryRow(ctx, `
-		SELECT count(*)::int, coalesce(bool_or(schemaname = current_schema() AND tablename = 'batches'), false)
-		FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`).Scan(&tables, &ledger)
+		SELECT count(*)::int FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`).Scan(&tables)
 	if err != nil {
 		return fmt.Errorf("reset database %s: %w", name, err)
 	}
 	if tables == 0 {
 		return nil
-	}
-	if ledger && batchPrefix != "" {
-		var all, others int
-		var example *string
-		err := conn.QueryRow(ctx, `SELECT count(*)::int, (count(*) FILTER (WHERE left(name, length($1)) <> $1))::int,
-			min(name) FILTER (WHERE left(name, length($1)) <> $1) FROM batches`, batchPrefix).Scan(&all, &others, &example)
-		if err != nil {
-			return fmt.Errorf("reset database %s: %w", name, err)
-		}
-		if all > 0 && others == 0 {
-			return nil
-		}
-		if others == 0 {
-			return fmt.Errorf("database %s %w: it holds a ledger with no batch yet (someone's, migrated for use), and the bench drops and recreates its database; name another database (one that does not exist yet, say)",
-				name, ErrNotScratch)
-		}
-		return fmt.Errorf("database %s %w: its ledger holds %d batches that are not the bench's (%q among them), and the bench drops and recreates its database; name another database (one that does not exist yet, say)",
-			name, ErrNotScratch, others, *example)
 	}
 	return fmt.Errorf("database %s %w: it holds %d tables, and the bench drops and recreates its database; name another database (one that does not exist yet, say)",
 		name, ErrNotScratch, tables)

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -40,7 +38,7 @@ func TestResetDatabase(t *testing.T) {
 	}
 	ctx := context.Background()
 	dsn, _ := storetest.MissingDB(t)
-	if err := store.ResetDatabase(ctx, dsn, "bench-"); err != nil { // creates it when missing
+	if err := store.ResetDatabase(ctx, dsn); err != nil { // creates it when missing
 		t.Fatalf("ResetDatabase on a missing database: %v", err)
 	}
 	if err := store.Migrate(ctx, dsn); err != nil {
@@ -54,7 +52,7 @@ func TestResetDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	if err := store.ResetDatabase(ctx, dsn, "bench-"); err != nil {
+	if err := store.ResetDatabase(ctx, dsn); err != nil {
 		t.Fatalf("ResetDatabase: %v", err)
 	}
 	if err := store.Migrate(ctx, dsn); err != nil {
@@ -71,67 +69,36 @@ func TestResetDatabase(t *testing.T) {
 	if _, err := st.Schema(ctx, "anything"); err == nil {
 		t.Errorf("a schema survived the reset")
 	}
-	if err := store.ResetDatabase(ctx, storetest.URL(), "bench-"); !errors.Is(err, store.ErrNotScratch) {
+	if err := store.ResetDatabase(ctx, storetest.URL()); !errors.Is(err, store.ErrNotScratch) {
 		t.Errorf("ResetDatabase of the postgres database: %v, want ErrNotScratch", err)
 	}
 }
 
-// ResetDatabase drops only what it created, an empty database, or a
-// ledger of the bench's batches alone: a --database-url naming a real
-// ledger is refused, its rows kept (the bench wiped one that held twelve
-// batches).
+// ResetDatabase drops only what it created or an empty database: a
+// --database-url naming a real ledger is refused, its rows kept (the bench
+// wiped one that held twelve batches).
 func TestResetDatabaseKeepsALedger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn := storetest.NewDB(t) // created and migrated by the tests, not marked
 	// A ledger with no batch yet may be someone's, migrated for use.
-	if err := store.ResetDatabase(ctx, dsn, "bench-"); !errors.Is(err, store.ErrNotScratch) {
+	if err := store.ResetDatabase(ctx, dsn); !errors.Is(err, store.ErrNotScratch) {
 		t.Fatalf("ResetDatabase of a migrated ledger with no batch: %v, want ErrNotScratch", err)
 	}
 	st, err := store.Open(ctx, dsn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"bench-one-1", "nightly-2026-11-30"} {
-		if err := st.PutBatch(ctx, store.BatchParams{Name: name, Settings: json.RawMessage(`{}`)}); err != nil {
-			t.Fatal(err)
-		}
+	defer st.Close()
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "bench-one-1", Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
 	}
-	err = store.ResetDatabase(ctx, dsn, "bench-")
-	if !errors.Is(err, store.ErrNotScratch) || !strings.Contains(err.Error(), `1 batches that are not the bench's ("nightly-2026-11-30" among them)`) {
-		t.Fatalf("ResetDatabase of a ledger with another batch: %v, want ErrNotScratch naming it", err)
+	err = store.ResetDatabase(ctx, dsn)
+	if !errors.Is(err, store.ErrNotScratch) || !strings.Contains(err.Error(), "tables, and the bench drops and recreates its database") {
+		t.Fatalf("ResetDatabase of a ledger with a batch: %v, want ErrNotScratch saying why", err)
 	}
-	if _, err := st.Summary(ctx, "nightly-2026-11-30"); err != nil {
+	if _, err := st.Summary(ctx, "bench-one-1"); err != nil {
 		t.Fatalf("the ledger after the refused reset: %v", err)
-	}
-	// A ledger of the bench's batches alone (from before the mark) is
-	// the bench's: reset, and marked so that the next reset needs no look.
-	st.Close()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `DELETE FROM batches WHERE name = 'nightly-2026-11-30'`); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
-	if err := store.ResetDatabase(ctx, dsn, "bench-"); err != nil {
-		t.Fatalf("ResetDatabase of the bench's own ledger: %v", err)
-	}
-	if err := store.Migrate(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	st2, err := store.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
-	if err := st2.PutBatch(ctx, store.BatchParams{Name: "not-bench", Settings: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	st2.Close()
-	if err := store.ResetDatabase(ctx, dsn, "bench-"); err != nil {
-		t.Fatalf("ResetDatabase of a database it created: %v", err)
 	}
 }
 

@@ -68,7 +68,10 @@
 // no database/sql bridge), loads from an fs.FS, runs each migration in a
 // transaction and holds a pg_advisory_lock for the whole run, so several
 // workers starting at once apply each migration exactly once. Its one-file
-// format keeps each migration's down part next to its up part.
+// format keeps each migration's down part next to its up part. The first
+// migration is the baseline of v0.1.0; a ledger made by an earlier,
+// unreleased build (its version in the table fixpoint_schema_version) is
+// refused with [ErrUnreleasedLedger], never migrated.
 //
 // # Testing
 //

@@ -148,29 +148,6 @@ func (s *Store) HeldJobs(ctx context.Context, jobs []NewJob) ([]HeldJob, error) 
 	return out, nil
 }
 
-// NumberLikeJobIDs returns the ids of batch's jobs whose row's idField is
-// a JSON number written with a point, an exponent, a leading zero or over
-// 40 digits (canonical with an exponent now): an
-// earlier enqueue kept such ids as written (1e2, 2.50), where they are now
-// canonical (100, 2.5). An id that was a string ("01", "1.10") is not one:
-// it stays as written.
-func (s *Store) NumberLikeJobIDs(ctx context.Context, batch, idField string) ([]string, error) {
-	ctx, cancel := s.timeout(ctx)
-	defer cancel()
-	rows, err := s.pool.Query(ctx, `
-		SELECT id FROM (SELECT id, substr(id, length($1) + 2) AS r FROM jobs
-		                WHERE batch = $1 AND jsonb_typeof(metadata -> $2) = 'number') j
-		WHERE r ~ '[.eE+]' OR r ~ '^-?0[0-9]' OR r ~ '^-0+$' OR r ~ '^-?[0-9]{41,}$'`, batch, idField)
-	if err != nil {
-		return nil, fmt.Errorf("number-like ids of %s: %w", batch, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("number-like ids of %s: %w", batch, err)
-	}
-	return ids, nil
-}
-
 // MarkPublished records that the jobs were published to the queue. Ids that
 // do not exist or are already marked are ignored; it is safe to repeat.
 func (s *Store) MarkPublished(ctx context.Context, ids []string) error {

@@ -14,12 +14,40 @@ import (
 
 // VersionTable is the table in which tern records the applied migration
 // version.
-const VersionTable = "public.fixpoint_schema_version"
+const VersionTable = "public.fixpoint_ledger_version"
+
+// unreleasedVersionTable is where builds before v0.1.0 recorded theirs.
+// Their migrations were squashed into one baseline, so a ledger that has
+// this table cannot be migrated: it is refused with ErrUnreleasedLedger.
+const unreleasedVersionTable = "public.fixpoint_schema_version"
+
+// ErrUnreleasedLedger is returned by Migrate, MigrateTo and SchemaVersion
+// for a ledger made by a build before v0.1.0, which no release reads.
+var ErrUnreleasedLedger = errors.New("the ledger at DATABASE_URL was made by an unreleased build of fixpoint (before v0.1.0) and must be recreated: drop the database and run worker migrate")
+
+// querier is what checkReleased needs of a connection or a pool.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// checkReleased returns ErrUnreleasedLedger when the database holds the
+// version table of an unreleased build.
+func checkReleased(ctx context.Context, q querier) error {
+	var unreleased bool
+	if err := q.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", unreleasedVersionTable).Scan(&unreleased); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if unreleased {
+		return ErrUnreleasedLedger
+	}
+	return nil
+}
 
 // Migrate applies every pending migration of migrations.FS to the database at
 // dsn, each in its own transaction, under a session advisory lock held for
 // the whole run: concurrent callers wait and then find nothing to do. It is
-// safe to call any number of times.
+// safe to call any number of times. A ledger made by an unreleased build is
+// refused with ErrUnreleasedLedger, and left as it is.
 func Migrate(ctx context.Context, dsn string) error {
 	if err := namesDatabase(dsn); err != nil {
 		return err
@@ -45,6 +73,9 @@ func MigrateTo(ctx context.Context, dsn string, version int) error {
 		return fmt.Errorf("connect for migrate: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := checkReleased(ctx, conn); err != nil {
+		return err
+	}
 	m, err := migrator(ctx, conn)
 	if err != nil {
 		return err
@@ -67,7 +98,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 }
 
 // SchemaVersion returns the number of migrations applied and the number the
-// binary knows; they are equal after Migrate.
+// binary knows; they are equal after Migrate. A ledger made by an
+// unreleased build is ErrUnreleasedLedger.
 func (s *Store) SchemaVersion(ctx context.Context) (applied, known int, err error) {
 	m, err := migrate.NewMigrator(ctx, nil, VersionTable)
 	if err != nil {
@@ -75,6 +107,9 @@ func (s *Store) SchemaVersion(ctx context.Context) (applied, known int, err erro
 	}
 	if err := m.LoadMigrations(migrations.FS); err != nil {
 		return 0, 0, fmt.Errorf("load migrations: %w", err)
+	}
+	if err := checkReleased(ctx, s.pool); err != nil {
+		return 0, len(m.Migrations), err
 	}
 	var v int32
 	err = s.pool.QueryRow(ctx, "SELECT version FROM "+VersionTable).Scan(&v)
@@ -99,6 +134,9 @@ func migrator(ctx context.Context, conn *pgx.Conn) (*migrate.Migrator, error) {
 }
 
 func migrateConn(ctx context.Context, conn *pgx.Conn) error {
+	if err := checkReleased(ctx, conn); err != nil {
+		return err
+	}
 	m, err := migrator(ctx, conn)
 	if err != nil {
 		return err

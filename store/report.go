@@ -345,9 +345,9 @@ func (s *Store) Export(ctx context.Context, batch string, fn func(ExportRow) err
 type ExportShape struct {
 	// InputColumns are the input rows' keys: the batch's recorded
 	// input_columns in the file's order, then every other key found in the
-	// batch's rows, sorted. Without recorded columns (a batch enqueued before
-	// they were recorded) it is every key found, sorted. Empty for a batch
-	// with no jobs and no recorded columns.
+	// batch's rows, sorted. Without recorded columns (a batch a worker made,
+	// for job messages enqueue did not record) it is every key found,
+	// sorted. Empty for a batch with no jobs and no recorded columns.
 	InputColumns []string
 	// SchemaHash is the batch's recorded schema_hash, else the schema_hash of
 	// one of its jobs; "" when neither names one.

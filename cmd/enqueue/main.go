@@ -361,7 +361,9 @@ func runEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			return err
 		}
 		defer st.Close()
-		if applied, known, err := st.SchemaVersion(ctx); err != nil || applied != known {
+		if applied, known, err := st.SchemaVersion(ctx); errors.Is(err, store.ErrUnreleasedLedger) {
+			return err
+		} else if err != nil || applied != known {
 			fmt.Fprintf(stderr, "enqueue: the ledger is at migration %d of this binary's %d: the dry run reads nothing of it (no earlier batches to estimate from, no jobs it already holds)\n", applied, known)
 			return dryRunReport(ctx, nil, cfg, data, *limit, stdout)
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -378,5 +380,35 @@ func TestEnqueueDryRunMigratesNothing(t *testing.T) {
 	defer st.Close()
 	if applied, _, err := st.SchemaVersion(context.Background()); err != nil || applied != 0 {
 		t.Errorf("after a dry run the ledger is at migration %d (%v), want 0: migrated nothing", applied, err)
+	}
+}
+
+// A ledger made by an unreleased build is refused in one line, by a dry run
+// as by a real run, and left as it is.
+func TestEnqueueRefusesAnUnreleasedLedger(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	dsn := storetest.NewEmptyDB(t)
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `CREATE TABLE fixpoint_schema_version (version int4 NOT NULL); INSERT INTO fixpoint_schema_version VALUES (21)`); err != nil {
+		t.Fatal(err)
+	}
+	data := w.file("rows.jsonl", rows)
+	for _, extra := range [][]string{{"--dry-run"}, nil} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"--database-url", dsn, "--nats-url", "", "--nats-dir", w.dir, "--nats-listen", "127.0.0.1:1", "--progress=false"},
+			append(w.args("u1", extra...), data)...)
+		code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+		if code != 1 || !strings.Contains(errOut.String(), "made by an unreleased build") || strings.Count(errOut.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and one line saying so", extra, code, errOut.String())
+		}
+	}
+	var n int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d tables after the refusals (%v); want the 1 it had", n, err)
 	}
 }

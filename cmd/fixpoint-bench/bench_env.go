@@ -81,7 +81,7 @@ func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer)
 	undo = append(undo, release)
 	// A fresh database each run: what earlier runs left (millions of rows)
 	// would otherwise slow the writes and skew every figure.
-	if err := store.ResetDatabase(ctx, dsn, "bench-"); errors.Is(err, store.ErrNotScratch) {
+	if err := store.ResetDatabase(ctx, dsn); errors.Is(err, store.ErrNotScratch) {
 		return nil, cliflags.UsageError{Err: fmt.Errorf("--database-url: %w", err)}
 	} else if err != nil {
 		return nil, fmt.Errorf("%w (is Postgres running at --database-url?)", err)
