@@ -242,7 +242,13 @@ from the environment only and never reach logs, the ledger or metric labels.
 		} else if c := commandNamed(h.Args[0]); c.Default != "" {
 			note = fmt.Sprintf("`%[1]s --help` and `%[1]s %[2]s --help` print the same: %[2]s is the default command.\n\n", c.Name, c.Default)
 		}
-		fmt.Fprintf(&b, "\n%s %s\n\n%s```text\n%s\n```\n", level, strings.Join(h.Args, " "), note, strings.TrimRight(h.Text, "\n"))
+		// A fence longer than any run of backticks in the text (simllm's
+		// help shows ```json), so the text cannot close it.
+		fence := "```"
+		for strings.Contains(h.Text, fence) {
+			fence += "`"
+		}
+		fmt.Fprintf(&b, "\n%s %s\n\n%s%stext\n%s\n%s\n", level, strings.Join(h.Args, " "), note, fence, strings.TrimRight(h.Text, "\n"), fence)
 	}
 	return b.String()
 }
