@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: demo test test-short bench soak fuzz vet build services
+.PHONY: demo test test-short bench soak fuzz vet build services docs
 
 ## demo: a demo batch of 3,000 support tickets end to end on the simulator
 demo:
@@ -47,3 +47,7 @@ fuzz:
 ## services: start the local Postgres and NATS if they are down
 services:
 	bash .ci/services
+
+## docs: regenerate docs/configuration.md from the commands' --help
+docs:
+	$(GO) test -count=1 ./cmd/internal/configdoc -run TestConfigurationDoc -update
