@@ -34,6 +34,9 @@ inline schema>} and each output line is {"id": ...} plus the fields above, in
 input order. A line that cannot be read (not JSON, no "text", a bad inline
 schema) gets {"id": null, "line": N, "error": ...}; blank lines are skipped.
 
+  worker check --schema ticket.json reply.txt
+  echo '{"priority": "HIGH",}' | worker check --schema ticket.json
+
 Exit status: 0 valid, 1 not valid, 2 bad usage or an unreadable schema (or
 one no value satisfies).
 With --jsonl: 0 when every line was read (valid or not; see each "valid"),

@@ -83,7 +83,13 @@ Usage:
   worker demo [flags]       enqueue a sample batch on the simulator, run it, print the report
 
 Run 'worker COMMAND --help' for a command's flags and environment variables.
+
+  worker demo                                  the whole path on one machine, on the simulator
+  worker --drain --batch nightly-2026-01-05    run a batch's jobs, exit 1 when it failed
 `
+
+// commands are the worker's commands; without one, it runs.
+var commands = []string{"run", "migrate", "check", "try", "demo"}
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd := "run"
@@ -107,7 +113,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, topUsage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "worker: unknown command %q\n\n%s", cmd, topUsage)
+		// One line naming the typo (the usage after it scrolled it out of
+		// sight).
+		fmt.Fprintf(stderr, "worker: %v\n", cliflags.UnknownCommand("worker", cmd, commands...))
 		return exitUsage
 	}
 	var uerr usageError
@@ -118,7 +126,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitFail
 	case errors.As(err, &uerr), errors.Is(err, store.ErrBadURL), errors.Is(err, natsconn.ErrBadURL):
 		fmt.Fprintf(stderr, "worker %s: %v\n", cmd, err)
-		if c := cliflags.CommandAfterFlags(args, "run", "migrate", "check", "try", "demo"); cmd == "run" && c != "" {
+		if c := cliflags.CommandAfterFlags(args, commands...); cmd == "run" && c != "" {
 			// worker --database-url X check r.txt: the flags went to run.
 			fmt.Fprintf(stderr, "worker: %q comes first, before any flag: worker %s [flags]\n", c, c)
 		}

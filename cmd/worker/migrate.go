@@ -10,7 +10,11 @@ const migrateUsage = `Usage: worker migrate [flags]
 
 Creates the ledger database if it does not exist and applies the embedded
 migrations under an advisory lock, so several workers may start at once.
-The worker also migrates at start; this command is for an init job.`
+The worker also migrates at start; this command is for an init job.
+
+  worker migrate --database-url postgres://fixpoint@db:5432/fixpoint   (an init container, before the workers)
+
+Exit status: 0 migrated (or already up to date), 1 failed, 2 bad usage.`
 
 func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet("worker migrate", migrateUsage, "  DATABASE_URL  Postgres ledger (default "+databaseURLDefault+")", stdout)
