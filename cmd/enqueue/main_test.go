@@ -256,7 +256,7 @@ func TestEnqueueActions(t *testing.T) {
 		{"requeue cancelled, dry run", []string{"requeue", "--batch", "a1", "--status", "cancelled", "--dry-run"}, 0, "would requeue 2 jobs (2 cancelled) as run 2"},
 		{"requeue cancelled", []string{"requeue", "--batch", "a1", "--status", "cancelled", "--model", "sim-other"}, 0, "requeued 2 jobs (2 cancelled) as run 2: openai/sim-other"},
 		{"cancel no batch", []string{"cancel", "--batch", "nope"}, 1, "no such batch"},
-		{"cancel typo", []string{"cancel", "--bach", "a1"}, 2, "flag provided but not defined: -bach (see enqueue cancel --help)"},
+		{"cancel typo", []string{"cancel", "--bach", "a1"}, 2, "flag provided but not defined: -bach: did you mean --batch? (see enqueue cancel --help)"},
 		// A flag of another action is unknown to this one.
 		{"cap given a requeue flag", []string{"cap", "--batch", "a1", "--status", "invalid"}, 2, "flag provided but not defined: -status (see enqueue cap --help)"},
 		{"command typo", []string{"requeu", "--batch", "a1"}, 2, `unknown command "requeu": did you mean requeue?`},

@@ -443,7 +443,7 @@ func TestReportUsageErrorsBeforeTheLedger(t *testing.T) {
 		"failures b --interval 5s":     "flag provided but not defined: -interval (see report failures --help)",
 		"summary --max-failure-rate 1": "flag provided but not defined: -max-failure-rate (see report summary --help)",
 		"summary b --format csv":       "flag provided but not defined: -format (see report summary --help)",
-		"job x --database-ulr u":       "flag provided but not defined: -database-ulr (see report job --help)",
+		"job x --database-ulr u":       "flag provided but not defined: -database-ulr: did you mean --database-url? (see report job --help)",
 		"sumary b":                     `unknown command "sumary": did you mean summary?`,
 		"wait b c":                     "wait wants one argument, got 2 (see report wait --help)",
 		"export b --format xml":        `--format "xml": want jsonl or csv`,

@@ -62,8 +62,26 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		fs.Usage()
 		return err
 	default:
+		if near := nearFlag(fs, err); near != "" {
+			return UsageError{fmt.Errorf("%w: did you mean --%s? (see %s --help)", err, near, fs.Name())}
+		}
 		return UsageError{fmt.Errorf("%w (see %s --help)", err, fs.Name())}
 	}
+}
+
+// undefinedFlag is how the flag package says a flag is not one of the set.
+const undefinedFlag = "flag provided but not defined: -"
+
+// nearFlag returns the flag of fs that the undefined flag err names is a
+// near miss of (--max-atempts for --max-attempts), or "".
+func nearFlag(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), undefinedFlag)
+	if !ok {
+		return ""
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return Near(name, names...)
 }
 
 // ParseArgs is Parse for a command whose flags may come before, between

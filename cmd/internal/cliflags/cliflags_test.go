@@ -162,3 +162,19 @@ func TestPrintGroups(t *testing.T) {
 		t.Errorf("a flag listed twice:\n%s", got)
 	}
 }
+
+// An undefined flag a letter off one of the set's is answered with it.
+func TestNearFlag(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[string]string{
+		"--concurency 3": "flag provided but not defined: -concurency: did you mean --concurrency? (see cmd run --help)",
+		"--rows 3":       "flag provided but not defined: -rows (see cmd run --help)",
+	} {
+		fs := NewFlagSet("cmd run", "usage", "", io.Discard)
+		fs.Int("concurrency", 1, "")
+		fs.Int("max-attempts", 1, "")
+		if err := Parse(fs, strings.Fields(args)); err == nil || err.Error() != want {
+			t.Errorf("Parse(%s) = %v, want %q", args, err, want)
+		}
+	}
+}
