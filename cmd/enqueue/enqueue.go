@@ -43,9 +43,27 @@ type enqueueFlags struct {
 	limit                                int
 }
 
+// enqueueFlagGroups lays out enqueue's help by topic.
+var enqueueFlagGroups = []cliflags.FlagGroup{
+	{Title: "Batch and run", Flags: []string{"batch", "resume", "dry-run", "limit", "progress"}},
+	{Title: "Dataset and prompt", Flags: []string{"schema", "template", "system-file", "format", "id-field", "max-bad-rows", "max-prompt-bytes"}},
+	{Title: "Model and repair", Flags: []string{"provider", "model", "mode", "temperature", "max-tokens", "max-attempts", "strategy",
+		"feedback", "coerce", "token-budget", "retry-budget"}},
+	{Title: "Spend cap", Flags: []string{"max-cost-usd", "max-total-tokens"}},
+	{Title: "Delivery", Flags: []string{"delivery", "deadline", "prompt-cache"}},
+	{Title: "Queue", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "duplicates-window"}},
+	{Title: "Ledger", Flags: []string{"database-url"}},
+}
+
 func newEnqueueFlags(stdout io.Writer) *enqueueFlags {
 	f := &enqueueFlags{fs: newFlagSet("enqueue", usage, stdout)}
 	fs, cfg := f.fs, &f.cfg
+	fs.Usage = func() {
+		fmt.Fprintln(stdout, usage)
+		cliflags.PrintGroups(stdout, fs, enqueueFlagGroups)
+		fmt.Fprintln(stdout, "\nEnvironment:")
+		fmt.Fprintln(stdout, envHelp)
+	}
 	fs.StringVar(&f.schemaFile, "schema", "", "JSON Schema file every row's answer must match (required)")
 	fs.StringVar(&f.templateFile, "template", "", "prompt template file (required)")
 	fs.StringVar(&f.systemFile, "system-file", "", "optional file with a system prompt for every job")

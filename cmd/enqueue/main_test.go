@@ -381,3 +381,33 @@ func TestEnqueueDryRunMigratesNothing(t *testing.T) {
 		t.Errorf("after a dry run the ledger is at migration %d (%v), want 0: migrated nothing", applied, err)
 	}
 }
+
+// enqueue --help lists every flag once, under its topic; a flag added to
+// no group lands under "Other flags".
+func TestHelpGroupsTheFlags(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, strings.NewReader(""), &out, &out); code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	help := out.String()
+	if strings.Contains(help, "Other flags") {
+		t.Errorf("flags in no group:\n%s", help[strings.Index(help, "Other flags"):])
+	}
+	fs := newEnqueueFlags(&bytes.Buffer{}).fs
+	n := 0
+	for _, g := range enqueueFlagGroups {
+		if !strings.Contains(help, "\n"+g.Title+":\n") {
+			t.Errorf("no group %q", g.Title)
+		}
+		for _, name := range g.Flags {
+			n++
+			if fs.Lookup(name) == nil {
+				t.Errorf("group %q names --%s, which enqueue does not have", g.Title, name)
+			}
+		}
+	}
+	if got := strings.Count(help, "\n  -"); got != n {
+		t.Errorf("--help lists %d flags, the groups %d", got, n)
+	}
+}
