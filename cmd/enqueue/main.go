@@ -115,6 +115,11 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return "enqueue cancel", (&cancelCommand{stdout: stdout}).Run(ctx, args[1:])
 	case "cap":
 		return "enqueue cap", (&capCommand{stdout: stdout, stderr: stderr}).Run(ctx, args[1:])
+	case "help":
+		if _, statErr := os.Stat(sub); statErr != nil { // not a dataset named help
+			args = []string{"--help"}
+		}
+		return "enqueue", (&enqueueCommand{stdin: stdin, stdout: stdout, stderr: stderr}).Run(ctx, args)
 	default:
 		if near := cliflags.Near(sub, subcommands...); near != "" {
 			// Not a dataset: a command misspelt (a file of that name is read).

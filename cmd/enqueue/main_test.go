@@ -344,7 +344,7 @@ func TestEnqueueUsageBeforeConnecting(t *testing.T) {
 // the queue too.
 func TestHelpListsTheCommandsEnvironment(t *testing.T) {
 	t.Parallel()
-	for args, wantNATS := range map[string]bool{"--help": true, "requeue --help": true, "cancel --help": false, "cap --help": false} {
+	for args, wantNATS := range map[string]bool{"--help": true, "help": true, "requeue --help": true, "cancel --help": false, "cap --help": false} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), strings.Fields(args), strings.NewReader(""), &out, &errOut); code != 0 {
 			t.Errorf("enqueue %s: exit %d", args, code)
