@@ -118,7 +118,11 @@ func (f *demoFlags) enqueueConfig() (enqueue.Config, error) {
 	return ecfg, nil
 }
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// demoCommand is worker demo.
+type demoCommand struct{ stdout, stderr io.Writer }
+
+func (c *demoCommand) Run(ctx context.Context, args []string) error {
+	stdout, stderr := c.stdout, c.stderr
 	f := newDemoFlags(stdout)
 	if err := parseFlags(f.fs, args); err != nil {
 		return err

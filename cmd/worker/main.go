@@ -91,33 +91,50 @@ Run 'worker COMMAND --help' for a command's flags and environment variables.
 // commands are the worker's commands; without one, it runs.
 var commands = []string{"run", "migrate", "check", "try", "demo"}
 
+// command is one worker command: it parses its own flags and arguments
+// from args (everything after its name) and runs.
+type command interface {
+	Run(ctx context.Context, args []string) error
+}
+
+// newCommand returns the command name, nil for no such command. Each is a
+// file of its own: run.go, migrate.go, check.go, try.go, demo.go.
+func newCommand(name string, stdin io.Reader, stdout, stderr io.Writer) command {
+	switch name {
+	case "run":
+		return &runCommand{stdout: stdout, stderr: stderr}
+	case "migrate":
+		return &migrateCommand{stdout: stdout}
+	case "check":
+		// check reads and validates without a context: nothing to finish
+		// at a stop.
+		exitAtFirstSignal.Store(true)
+		return &checkCommand{stdin: stdin, stdout: stdout, stderr: stderr}
+	case "try":
+		return &tryCommand{stdout: stdout, stderr: stderr}
+	case "demo":
+		return &demoCommand{stdout: stdout, stderr: stderr}
+	}
+	return nil
+}
+
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
-	var err error
-	switch cmd {
-	case "run":
-		err = runWorker(ctx, args, stdout, stderr)
-	case "migrate":
-		err = runMigrate(ctx, args, stdout, stderr)
-	case "check":
-		exitAtFirstSignal.Store(true)
-		err = runCheck(ctx, args, stdin, stdout, stderr)
-	case "try":
-		err = runTry(ctx, args, stdout, stderr)
-	case "demo":
-		err = runDemo(ctx, args, stdout, stderr)
-	case "help", "-h", "--help":
+	if cmd == "help" || cmd == "-h" || cmd == "--help" {
 		fmt.Fprint(stdout, topUsage)
 		return exitOK
-	default:
+	}
+	c := newCommand(cmd, stdin, stdout, stderr)
+	if c == nil {
 		// One line naming the typo (the usage after it scrolled it out of
 		// sight).
 		fmt.Fprintf(stderr, "worker: %v\n", cliflags.UnknownCommand("worker", cmd, commands...))
 		return exitUsage
 	}
+	err := c.Run(ctx, args)
 	var uerr usageError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):

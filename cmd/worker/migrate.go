@@ -16,7 +16,11 @@ The worker also migrates at start; this command is for an init job.
 
 Exit status: 0 migrated (or already up to date), 1 failed, 2 bad usage.`
 
-func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
+// migrateCommand is worker migrate.
+type migrateCommand struct{ stdout io.Writer }
+
+func (c *migrateCommand) Run(ctx context.Context, args []string) error {
+	stdout := c.stdout
 	fs := newFlagSet("worker migrate", migrateUsage, "  DATABASE_URL  Postgres ledger (default "+databaseURLDefault+")", stdout)
 	dbURL := fs.String("database-url", env("DATABASE_URL", databaseURLDefault), "Postgres URL of the ledger (env DATABASE_URL)")
 	if err := parseFlags(fs, args); err != nil {

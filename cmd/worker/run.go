@@ -141,7 +141,11 @@ func newRunFlags(stdout io.Writer) *runFlags {
 	return f
 }
 
-func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// runCommand is worker run, the worker itself.
+type runCommand struct{ stdout, stderr io.Writer }
+
+func (c *runCommand) Run(ctx context.Context, args []string) error {
+	stdout, stderr := c.stdout, c.stderr
 	f := newRunFlags(stdout)
 	if err := parseFlags(f.fs, args); err != nil {
 		return err

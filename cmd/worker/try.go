@@ -65,7 +65,11 @@ func newTryFlags(stdout io.Writer) *tryFlags {
 	return f
 }
 
-func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// tryCommand is worker try.
+type tryCommand struct{ stdout, stderr io.Writer }
+
+func (c *tryCommand) Run(ctx context.Context, args []string) error {
+	stdout := c.stdout
 	f := newTryFlags(stdout)
 	pos, err := cliflags.ParseArgs(f.fs, args)
 	if err != nil {
