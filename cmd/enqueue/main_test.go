@@ -259,7 +259,9 @@ func TestEnqueueActions(t *testing.T) {
 		{"requeue cancelled, dry run", []string{"requeue", "--batch", "a1", "--status", "cancelled", "--dry-run"}, 0, "would requeue 2 jobs (2 cancelled) as run 2"},
 		{"requeue cancelled", []string{"requeue", "--batch", "a1", "--status", "cancelled", "--model", "sim-other"}, 0, "requeued 2 jobs (2 cancelled) as run 2: openai/sim-other"},
 		{"cancel no batch", []string{"cancel", "--batch", "nope"}, 1, "no such batch"},
-		{"cancel typo", []string{"cancel", "--bach", "a1"}, 2, "bach"},
+		{"cancel typo", []string{"cancel", "--bach", "a1"}, 2, "flag provided but not defined: -bach: did you mean --batch? (see enqueue cancel --help)"},
+		// A flag of another action is unknown to this one.
+		{"cap given a requeue flag", []string{"cap", "--batch", "a1", "--status", "invalid"}, 2, "flag provided but not defined: -status (see enqueue cap --help)"},
 		{"command typo", []string{"requeu", "--batch", "a1"}, 2, `unknown command "requeu": did you mean requeue?`},
 		{"command typo, short", []string{"cpa", "--batch", "a1"}, 2, "did you mean cap?"},
 		{"unknown command", []string{"frobnicate", "--batch", "a1"}, 2, `unknown command "frobnicate" (the commands are requeue, cancel and cap`},
@@ -345,7 +347,7 @@ func TestEnqueueUsageBeforeConnecting(t *testing.T) {
 // the queue too.
 func TestHelpListsTheCommandsEnvironment(t *testing.T) {
 	t.Parallel()
-	for args, wantNATS := range map[string]bool{"--help": true, "requeue --help": true, "cancel --help": false, "cap --help": false} {
+	for args, wantNATS := range map[string]bool{"--help": true, "help": true, "requeue --help": true, "cancel --help": false, "cap --help": false} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), strings.Fields(args), strings.NewReader(""), &out, &errOut); code != 0 {
 			t.Errorf("enqueue %s: exit %d", args, code)
@@ -410,5 +412,35 @@ func TestEnqueueRefusesAnUnreleasedLedger(t *testing.T) {
 	var n int
 	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'`).Scan(&n); err != nil || n != 1 {
 		t.Errorf("%d tables after the refusals (%v); want the 1 it had", n, err)
+	}
+}
+
+// enqueue --help lists every flag once, under its topic; a flag added to
+// no group lands under "Other flags".
+func TestHelpGroupsTheFlags(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, strings.NewReader(""), &out, &out); code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	help := out.String()
+	if strings.Contains(help, "Other flags") {
+		t.Errorf("flags in no group:\n%s", help[strings.Index(help, "Other flags"):])
+	}
+	fs := newEnqueueFlags(&bytes.Buffer{}).fs
+	n := 0
+	for _, g := range enqueueFlagGroups {
+		if !strings.Contains(help, "\n"+g.Title+":\n") {
+			t.Errorf("no group %q", g.Title)
+		}
+		for _, name := range g.Flags {
+			n++
+			if fs.Lookup(name) == nil {
+				t.Errorf("group %q names --%s, which enqueue does not have", g.Title, name)
+			}
+		}
+	}
+	if got := strings.Count(help, "\n  -"); got != n {
+		t.Errorf("--help lists %d flags, the groups %d", got, n)
 	}
 }

@@ -211,17 +211,60 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-
-	var rows []benchRow
-	add := func(r benchRow) { rows = append(rows, r) }
-	fail := func(no, name, target string, err error) {
-		add(benchRow{no: no, name: name, measured: "error: " + oneLine(err), target: target, verdict: "FAIL"})
+	t := &benchTable{env: env}
+	figureRates(ctx, env, c, t)
+	figureLatencyRows(ctx, env, c, t)
+	figureRateRows(ctx, env, c, t)
+	figureMemoryRows(ctx, env, c, t)
+	var r benchRuns
+	if c.figures["6"] {
+		env.logf("6/6 strategies: %d jobs each on the messy preset", c.strategyJobs)
+		r.strat = env.figureStrategies(ctx, c)
 	}
-	skip := func(no, name, target, why string) {
-		env.logf("%s/6 %s: skipped", no, name)
-		add(benchRow{no: no, name: name, measured: "not run (" + why + ")", target: target, verdict: "skipped"})
+	// 7. Cost a valid row by delivery.
+	if c.figures["7"] {
+		r.deliv = env.figureDelivery(ctx, c)
+		t.rows = append(t.rows, deliveryRows(r.deliv)...)
 	}
+	// 8 and 9. Cheaper repairs.
+	if c.figures["8"] {
+		r.coerce = env.figureCoerce(ctx, c)
+	}
+	if c.figures["9"] {
+		r.patch = env.figurePatch(ctx, c)
+	}
+	t.rows = append(t.rows, repairRows(r.coerce, r.patch, c)...)
+	writeBenchReport(stdout, c, m, t.rows, r)
+	fmt.Fprintf(stdout, "\nbench took %s\n", time.Since(started).Round(time.Second))
+	return nil
+}
 
+// benchTable collects the figures table's rows.
+type benchTable struct {
+	env  *benchEnv
+	rows []benchRow
+}
+
+func (t *benchTable) add(r benchRow) { t.rows = append(t.rows, r) }
+
+func (t *benchTable) fail(no, name, target string, err error) {
+	t.add(benchRow{no: no, name: name, measured: "error: " + oneLine(err), target: target, verdict: "FAIL"})
+}
+
+func (t *benchTable) skip(no, name, target, why string) {
+	t.env.logf("%s/6 %s: skipped", no, name)
+	t.add(benchRow{no: no, name: name, measured: "not run (" + why + ")", target: target, verdict: "skipped"})
+}
+
+// benchRuns are the runs of figures 6 to 9, printed as tables of their own.
+type benchRuns struct {
+	strat         []strategyRun
+	deliv         []deliveryRun
+	coerce, patch []repairRun
+}
+
+// figureRates measures figures 1 and 2.
+func figureRates(ctx context.Context, env *benchEnv, c benchConfig, t *benchTable) {
 	// 1 and 2. The bare baseline and the end-to-end rate, each the best of
 	// c.rounds runs taken in turns (bare, end to end, bare, end to end, ...):
 	// the same statistic on both sides of the ratio, and a slow spell of the
@@ -257,26 +300,29 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	}
 	switch {
 	case !c.figures["1"]:
-		skip("1", name1, "reference", "--figures")
+		t.skip("1", name1, "reference", "--figures")
 	case err1 != nil:
-		fail("1", name1, "reference", err1)
+		t.fail("1", name1, "reference", err1)
 	default:
-		add(benchRow{no: "1", name: name1, measured: fmt.Sprintf("%s jobs/s (%d in %s; best of %s; %s)",
+		t.add(benchRow{no: "1", name: name1, measured: fmt.Sprintf("%s jobs/s (%d in %s; best of %s; %s)",
 			num(base.best.rate), c.baseJobs, base.best.took.Round(time.Millisecond), base.runs(), base.best.cpu), target: "reference", verdict: "-"})
 	}
 	switch {
 	case !c.figures["2"]:
-		skip("2", name2, ">= 50% of (1)", "--figures")
+		t.skip("2", name2, ">= 50% of (1)", "--figures")
 	case err2 != nil:
-		fail("2", name2, ">= 50% of (1)", err2)
+		t.fail("2", name2, ">= 50% of (1)", err2)
 	case base.best.rate > 0:
 		ratio := e2e.best.rate / base.best.rate
-		add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s = %s of (1) (best of %s; %s)", num(e2e.best.rate), pct(ratio), e2e.runs(), e2e.best.cpu),
+		t.add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s = %s of (1) (best of %s; %s)", num(e2e.best.rate), pct(ratio), e2e.runs(), e2e.best.cpu),
 			target: ">= 50% of (1)", verdict: verdict(ratio >= benchTargetRatio)})
 	default:
-		add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s (no baseline; best of %s; %s)", num(e2e.best.rate), e2e.runs(), e2e.best.cpu), target: ">= 50% of (1)", verdict: "FAIL"})
+		t.add(benchRow{no: "2", name: name2, measured: fmt.Sprintf("%s jobs/s (no baseline; best of %s; %s)", num(e2e.best.rate), e2e.runs(), e2e.best.cpu), target: ">= 50% of (1)", verdict: "FAIL"})
 	}
+}
 
+// figureLatencyRows measures figure 3.
+func figureLatencyRows(ctx context.Context, env *benchEnv, c benchConfig, t *benchTable) {
 	// 3. Simulated latency with many calls in flight, in a `worker run`
 	// subprocess: as it ships, then with no jobs pulled ahead of a free
 	// call slot.
@@ -289,28 +335,31 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 		}
 		name3 := fmt.Sprintf("%s latency, %d in flight, clean preset, %d jobs (%s)", c.latency, c.inflight, c.latencyJobs, how)
 		if !c.figures["3"] {
-			skip("3", name3, target3, "--figures")
+			t.skip("3", name3, target3, "--figures")
 			continue
 		}
 		env.logf("3/6 latency: %d jobs, %s per call, %d in flight (%s)", c.latencyJobs, c.latency, c.inflight, how)
 		lat, err := env.figureLatency(ctx, c, noAhead)
 		if err != nil {
-			fail("3", name3, target3, err)
-			fail("3", "worker peak RSS at that load", "< 256 MiB", err)
+			t.fail("3", name3, target3, err)
+			t.fail("3", "worker peak RSS at that load", "< 256 MiB", err)
 			continue
 		}
 		tput := float64(c.latencyJobs) / lat.span.Seconds()
-		add(benchRow{no: "3", name: name3, measured: fmt.Sprintf("%s jobs/s = %s of ideal %s (%d jobs in %s, first call to last commit; peak second %s calls)",
+		t.add(benchRow{no: "3", name: name3, measured: fmt.Sprintf("%s jobs/s = %s of ideal %s (%d jobs in %s, first call to last commit; peak second %s calls)",
 			num(tput), pct(tput/ideal), num(ideal), c.latencyJobs, lat.span.Round(time.Millisecond), num(float64(slices.Max(append(lat.callsPerSecond, 0))))),
 			target: target3, verdict: verdict(tput/ideal >= benchTargetIdeal)})
 		if steady, secs := steadyRate(lat.callsPerSecond); secs > 0 {
-			add(benchRow{no: "3", name: "steady state of that run: provider calls started per second, full seconds after the first", measured: fmt.Sprintf("%s calls/s = %s of ideal %s (over %d s)", num(steady), pct(steady/ideal), num(ideal), secs),
+			t.add(benchRow{no: "3", name: "steady state of that run: provider calls started per second, full seconds after the first", measured: fmt.Sprintf("%s calls/s = %s of ideal %s (over %d s)", num(steady), pct(steady/ideal), num(ideal), secs),
 				target: target3, verdict: verdict(steady/ideal >= benchTargetIdeal)})
 		}
-		add(benchRow{no: "3", name: "worker peak RSS at that load (VmHWM)", measured: mib(lat.hwm),
+		t.add(benchRow{no: "3", name: "worker peak RSS at that load (VmHWM)", measured: mib(lat.hwm),
 			target: "< 256 MiB", verdict: verdict(lat.hwm > 0 && lat.hwm < benchTargetRSS)})
 	}
+}
 
+// figureRateRows measures figure 4.
+func figureRateRows(ctx context.Context, env *benchEnv, c benchConfig, t *benchTable) {
 	// 4. Rate-limited provider: the lane set as the brief asks (RPM only),
 	// then set to both of the provider's budgets.
 	for _, withTPM := range []bool{false, true} {
@@ -319,13 +368,13 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 			lane = "lane --rpm 600 --tpm 2000000"
 		}
 		if !c.figures["4"] {
-			skip("4", "rate-limited preset, "+lane, ">= 95% of budget", "--figures")
+			t.skip("4", "rate-limited preset, "+lane, ">= 95% of budget", "--figures")
 			continue
 		}
 		env.logf("4/6 rate-limited, %s: %ds window", lane, c.rateSeconds)
 		rl, err := env.figureRate(ctx, c, withTPM)
 		if err != nil {
-			fail("4", "rate-limited preset, "+lane+": throughput", ">= 95% of budget", err)
+			t.fail("4", "rate-limited preset, "+lane+": throughput", ">= 95% of budget", err)
 			continue
 		}
 		tput := float64(rl.ok) / rl.window.Seconds()
@@ -345,81 +394,62 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 		if binding != "RPM" {
 			rpmShare = fmt.Sprintf("; %s of the RPM budget", pct(tput/rpmBudget))
 		}
-		add(benchRow{no: "4", name: fmt.Sprintf("rate-limited preset (%d RPM, %s TPM), %s: successful calls/s over %s", rl.rpm, num(float64(rl.tpm)), lane, rl.window.Round(time.Second)),
+		t.add(benchRow{no: "4", name: fmt.Sprintf("rate-limited preset (%d RPM, %s TPM), %s: successful calls/s over %s", rl.rpm, num(float64(rl.tpm)), lane, rl.window.Round(time.Second)),
 			measured: fmt.Sprintf("%.2f/s = %s of the %s budget %.2f/s", tput, pct(tput/budget), binding, budget) + rpmShare,
 			target:   ">= 95% of budget", verdict: verdict(tput/budget >= benchTargetIdeal)})
-		add(benchRow{no: "4", name: "share of calls answered 429, " + lane, measured: fmt.Sprintf("%s (%d of %d)", pct2(share), rl.limited, rl.requests),
+		t.add(benchRow{no: "4", name: "share of calls answered 429, " + lane, measured: fmt.Sprintf("%s (%d of %d)", pct2(share), rl.limited, rl.requests),
 			target: "< 2%", verdict: verdict(share < benchTarget429)})
-		add(benchRow{no: "4", name: "jobs failed or dead (any cause) among finished, " + lane, measured: fmt.Sprintf("%d of %d", rl.failed, rl.finished),
+		t.add(benchRow{no: "4", name: "jobs failed or dead (any cause) among finished, " + lane, measured: fmt.Sprintf("%d of %d", rl.failed, rl.finished),
 			target: "0", verdict: verdict(rl.failed == 0)})
 	}
+}
 
+// figureMemoryRows measures figure 5.
+func figureMemoryRows(ctx context.Context, env *benchEnv, c benchConfig, t *benchTable) {
 	// 5. Memory flat in batch size.
 	name5 := fmt.Sprintf("memory flat: peak RSS, %s jobs vs %s jobs (`worker run` subprocess, concurrency %d)", num(float64(c.memLarge)), num(float64(c.memSmall)), c.concurrency)
 	if !c.memory || !c.figures["5"] {
-		skip("5", name5, "within 10%", "pass --memory")
+		t.skip("5", name5, "within 10%", "pass --memory")
 	} else {
 		env.logf("5/6 memory: %d then %d jobs, worker subprocess", c.memSmall, c.memLarge)
 		small, large, err := env.figureMemory(ctx, c)
 		if err != nil {
-			fail("5", name5, "within 10%", err)
+			t.fail("5", name5, "within 10%", err)
 		} else {
 			ratio := float64(large.hwm) / float64(small.hwm)
-			add(benchRow{no: "5", name: name5,
+			t.add(benchRow{no: "5", name: name5,
 				measured: fmt.Sprintf("%s vs %s = %+.1f%% (%s and %s jobs/s)", mib(large.hwm), mib(small.hwm), (ratio-1)*100,
 					num(float64(c.memLarge)/large.span.Seconds()), num(float64(c.memSmall)/small.span.Seconds())),
 				target: "within 10%", verdict: verdict(small.hwm > 0 && ratio <= benchTargetFlat)})
 		}
 	}
+}
 
-	// 6. Repair strategies.
-	var strat []strategyRun
-	if c.figures["6"] {
-		env.logf("6/6 strategies: %d jobs each on the messy preset", c.strategyJobs)
-		strat = env.figureStrategies(ctx, c)
-	}
-
-	// 7. Cost a valid row by delivery.
-	var deliv []deliveryRun
-	if c.figures["7"] {
-		deliv = env.figureDelivery(ctx, c)
-		rows = append(rows, deliveryRows(deliv)...)
-	}
-
-	// 8 and 9. Cheaper repairs.
-	var coerce, patch []repairRun
-	if c.figures["8"] {
-		coerce = env.figureCoerce(ctx, c)
-	}
-	if c.figures["9"] {
-		patch = env.figurePatch(ctx, c)
-	}
-	rows = append(rows, repairRows(coerce, patch, c)...)
-
+// writeBenchReport prints the machine, the figures table and the tables
+// of figures 6 to 9.
+func writeBenchReport(stdout io.Writer, c benchConfig, m machine, rows []benchRow, r benchRuns) {
 	fmt.Fprintf(stdout, "fixpoint bench, %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(stdout, "machine: %s; load average %s at the start, %s at the end\n", m, m.load, loadAverage())
 	fmt.Fprintf(stdout, "all on loopback: embedded NATS (file storage), simulator, Postgres database %s\n\n", dbName(c.dbURL))
 	writeBenchRows(stdout, rows)
-	if len(strat) > 0 {
+	if len(r.strat) > 0 {
 		fmt.Fprintf(stdout, "\nrepair strategies on the messy preset, %d jobs each, 3 attempts at most (6):\n\n", c.strategyJobs)
-		writeStrategies(stdout, strat)
+		writeStrategies(stdout, r.strat)
 	}
-	if len(coerce) > 0 {
+	if len(r.coerce) > 0 {
 		fmt.Fprintf(stdout, "\nschema-guided local repair (8): %d tickets each, %s preset, same seed, %s at list prices:\n\n", c.coerceJobs, c.coercePreset, repairsModel)
-		writeRepairRuns(stdout, coerce)
-		writeCoercionKinds(stdout, coerce[1])
+		writeRepairRuns(stdout, r.coerce)
+		writeCoercionKinds(stdout, r.coerce[1])
 	}
-	if len(patch) > 0 {
+	if len(r.patch) > 0 {
 		fmt.Fprintf(stdout, "\npatch re-asks (9): %d invoices of 30 to 60 line items each, %s preset, same seed, %s at list prices:\n\n", c.patchJobs, c.patchPreset, repairsModel)
-		writeRepairRuns(stdout, patch)
+		writeRepairRuns(stdout, r.patch)
 	}
-	if len(deliv) > 0 {
+	if len(r.deliv) > 0 {
 		fmt.Fprintf(stdout, "\ncost a valid row by delivery (7): %d messy jobs each, same seed, %s at list prices, a %d-byte system prompt:\n\n",
 			c.deliveryJobs, deliveryModel, len(deliverySystem))
-		writeDelivery(stdout, deliv)
+		writeDelivery(stdout, r.deliv)
 	}
-	fmt.Fprintf(stdout, "\nbench took %s\n", time.Since(started).Round(time.Second))
-	return nil
 }
 
 // rateRuns keeps the best of several timed runs.

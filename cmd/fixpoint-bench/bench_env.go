@@ -667,18 +667,33 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (timedRun, error) {
 	if err != nil {
 		return timedRun{}, err
 	}
-	// Fresh job ids every run: a second run over the same ids would find
-	// them final and write nothing.
-	batch := e.batchName(e.nextRun("baseline"))
-	hash, err := e.st.PutSchema(ctx, []byte(tickets.Schema))
+	batch, hash, err := e.seedBaseline(ctx, q, n)
 	if err != nil {
 		return timedRun{}, err
 	}
-	if err := e.st.PutBatch(ctx, store.BatchParams{Name: batch}); err != nil {
+	e.settle(ctx)
+	start, cpu0 := time.Now(), readCPUClock()
+	if err := e.consumeBaseline(ctx, cons, batch, hash, n); err != nil {
 		return timedRun{}, err
 	}
-	// The job rows exist before the clock starts, as enqueue leaves them
-	// for the worker: both rates then time the same writes.
+	elapsed := time.Since(start)
+	return timedRun{rate: float64(n) / elapsed.Seconds(), took: elapsed, cpu: cpu0.use(n)}, nil
+}
+
+// seedBaseline records n jobs of a new batch and publishes a message for
+// each on q, and returns the batch and its schema's hash. The job rows
+// exist before the clock starts, as enqueue leaves them for the worker:
+// both rates then time the same writes.
+func (e *benchEnv) seedBaseline(ctx context.Context, q pipeline.QueueConfig, n int) (batch, hash string, err error) {
+	// Fresh job ids every run: a second run over the same ids would find
+	// them final and write nothing.
+	batch = e.batchName(e.nextRun("baseline"))
+	if hash, err = e.st.PutSchema(ctx, []byte(tickets.Schema)); err != nil {
+		return "", "", err
+	}
+	if err := e.st.PutBatch(ctx, store.BatchParams{Name: batch}); err != nil {
+		return "", "", err
+	}
 	now := time.Now()
 	for i := 0; i < n; {
 		var jobs []store.NewJob
@@ -686,29 +701,33 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (timedRun, error) {
 			jobs = append(jobs, *baselineResult(fmt.Sprintf("%s-%d", batch, i+1), batch, hash, i+1, now).Job)
 		}
 		if _, err := e.st.InsertJobs(ctx, jobs); err != nil {
-			return timedRun{}, err
+			return "", "", err
 		}
 	}
 	for i := 0; i < n; {
 		for j := 0; j < 1000 && i < n; i, j = i+1, j+1 {
 			id := fmt.Sprintf("%s-%d", batch, i+1)
 			if _, err := e.js.PublishAsync(q.Subject, baselinePayload(id, i+1), jetstream.WithMsgID(id)); err != nil {
-				return timedRun{}, fmt.Errorf("publish: %w", err)
+				return "", "", fmt.Errorf("publish: %w", err)
 			}
 		}
 		select {
 		case <-e.js.PublishAsyncComplete():
 		case <-ctx.Done():
-			return timedRun{}, ctx.Err()
+			return "", "", ctx.Err()
 		}
 	}
+	return batch, hash, nil
+}
 
+// consumeBaseline consumes the n messages of the baseline with a pull
+// consumer, in batches of up to the worker's writer size, writing each
+// batch's results and then acking its messages.
+func (e *benchEnv) consumeBaseline(ctx context.Context, cons jetstream.Consumer, batch, hash string, n int) error {
 	flushMax := pipeline.FlushMaxDefault
-	e.settle(ctx)
-	start, cpu0 := time.Now(), readCPUClock()
 	it, err := cons.Messages(jetstream.PullMaxMessages(2 * flushMax))
 	if err != nil {
-		return timedRun{}, fmt.Errorf("consume: %w", err)
+		return fmt.Errorf("consume: %w", err)
 	}
 	msgs := make(chan jetstream.Msg, flushMax)
 	stop := make(chan struct{})
@@ -727,21 +746,17 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (timedRun, error) {
 		}
 	}()
 	defer func() { close(stop); it.Stop() }()
-	var env struct {
-		JobID string `json:"job_id"`
-		RowNo int    `json:"row_no"`
-	}
 	got := make([]jetstream.Msg, 0, flushMax)
-	results := make([]store.Result, 0, flushMax)
+	results := make([]store.Result, 0, flushMax) // reused, as the worker's writer does
 	for done := 0; done < n; {
-		got, results = got[:0], results[:0]
+		got = got[:0]
 		select {
 		case m := <-msgs:
 			got = append(got, m)
 		case <-ctx.Done():
-			return timedRun{}, ctx.Err()
+			return ctx.Err()
 		case <-time.After(30 * time.Second):
-			return timedRun{}, fmt.Errorf("baseline: no message for 30s after %d of %d", done, n)
+			return fmt.Errorf("baseline: no message for 30s after %d of %d", done, n)
 		}
 	fill:
 		for len(got) < flushMax {
@@ -752,33 +767,46 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (timedRun, error) {
 				break fill
 			}
 		}
-		now := time.Now()
-		for _, m := range got {
-			if err := json.Unmarshal(m.Data(), &env); err != nil {
-				return timedRun{}, fmt.Errorf("baseline: decode message: %w", err)
-			}
-			results = append(results, baselineResult(env.JobID, batch, hash, env.RowNo, now))
-		}
-		won, err := e.st.SaveResults(ctx, results)
-		if err != nil {
-			return timedRun{}, err
-		}
-		for i, ok := range won {
-			if !ok {
-				// A result that did not win wrote nothing: the rate would
-				// not be a write rate.
-				return timedRun{}, fmt.Errorf("baseline: result for job %s was not written (already final)", results[i].JobID)
-			}
-		}
-		for _, m := range got {
-			if err := m.Ack(); err != nil {
-				return timedRun{}, fmt.Errorf("baseline: ack: %w", err)
-			}
+		if results, err = e.writeBaseline(ctx, got, results[:0], batch, hash); err != nil {
+			return err
 		}
 		done += len(got)
 	}
-	elapsed := time.Since(start)
-	return timedRun{rate: float64(n) / elapsed.Seconds(), took: elapsed, cpu: cpu0.use(n)}, nil
+	return nil
+}
+
+// writeBaseline writes the results of a batch of baseline messages in one
+// SaveResults, built in results, then acks them; it returns results for
+// the next batch.
+func (e *benchEnv) writeBaseline(ctx context.Context, got []jetstream.Msg, results []store.Result, batch, hash string) ([]store.Result, error) {
+	var env struct {
+		JobID string `json:"job_id"`
+		RowNo int    `json:"row_no"`
+	}
+	now := time.Now()
+	for _, m := range got {
+		if err := json.Unmarshal(m.Data(), &env); err != nil {
+			return results, fmt.Errorf("baseline: decode message: %w", err)
+		}
+		results = append(results, baselineResult(env.JobID, batch, hash, env.RowNo, now))
+	}
+	won, err := e.st.SaveResults(ctx, results)
+	if err != nil {
+		return results, err
+	}
+	for i, ok := range won {
+		if !ok {
+			// A result that did not win wrote nothing: the rate would
+			// not be a write rate.
+			return results, fmt.Errorf("baseline: result for job %s was not written (already final)", results[i].JobID)
+		}
+	}
+	for _, m := range got {
+		if err := m.Ack(); err != nil {
+			return results, fmt.Errorf("baseline: ack: %w", err)
+		}
+	}
+	return results, nil
 }
 
 // cpuClock is the machine's CPU time from /proc/stat, in clock ticks: what

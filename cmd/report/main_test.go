@@ -116,7 +116,7 @@ func TestReport(t *testing.T) {
 			"batch b1 cost $0.250000 in all ($0.250000 a valid row): $0.000000 in recorded attempts (of which $0.000000 in runs a requeue replaced) and $0.250000 in 2 calls (1 of them answered) kept apart"}},
 		// A capped batch says its cap (summary never mentioned it).
 		{name: "summary of a capped batch", args: []string{"summary", "c1"}, want: []string{"batch c1 spent $0.000000 of its $0.5 cost cap"}},
-		{name: "format outside export", args: []string{"summary", "b1", "--format", "csv"}, wantCode: 2, wantErr: "--format is for report export"},
+		{name: "format outside export", args: []string{"summary", "b1", "--format", "csv"}, wantCode: 2, wantErr: "flag provided but not defined: -format (see report summary --help)"},
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "failures of jobs that never reached the provider", args: []string{"failures", "d1"},
 			want: []string{"jobs that ended without a result", "dead    2     delivered 5 times without a final result; last error: dial tcp"}},
@@ -444,8 +444,9 @@ func TestReportEmptyArgument(t *testing.T) {
 
 // A mistyped command, argument count or another command's flag is a usage
 // error said in one line, before the ledger is reached (here unreachable:
-// a connection error hid the typo), and a flag another command reads is
-// not silently ignored (report export --timeout 5s exited 0).
+// a connection error hid the typo), and a flag another command reads is an
+// unknown flag of this one, pointing at its help (report export --timeout
+// 5s exited 0).
 func TestReportUsageErrorsBeforeTheLedger(t *testing.T) {
 	t.Parallel()
 	for args, want := range map[string]string{
@@ -454,10 +455,13 @@ func TestReportUsageErrorsBeforeTheLedger(t *testing.T) {
 		"--format csv":                 "a command comes first, before any flag (--format is a flag)",
 		"wait":                         "wait wants one argument, got 0",
 		"summary a b":                  "summary takes at most one batch",
-		"export b --timeout 5s":        "--timeout is for report wait, not export",
-		"failures b --interval 5s":     "--interval is for report wait, not failures",
-		"summary --max-failure-rate 1": "--max-failure-rate is for report wait, not summary",
-		"summary b --format csv":       "--format is for report export, not summary",
+		"export b --timeout 5s":        "flag provided but not defined: -timeout (see report export --help)",
+		"failures b --interval 5s":     "flag provided but not defined: -interval (see report failures --help)",
+		"summary --max-failure-rate 1": "flag provided but not defined: -max-failure-rate (see report summary --help)",
+		"summary b --format csv":       "flag provided but not defined: -format (see report summary --help)",
+		"job x --database-ulr u":       "flag provided but not defined: -database-ulr: did you mean --database-url? (see report job --help)",
+		"sumary b":                     `unknown command "sumary": did you mean summary?`,
+		"wait b c":                     "wait wants one argument, got 2 (see report wait --help)",
 		"export b --format xml":        `--format "xml": want jsonl or csv`,
 		"wait b --interval 0s":         "--interval 0s: want a positive duration",
 		"wait b --max-failure-rate 2":  "--max-failure-rate 2: want a share between 0 and 1",
@@ -552,6 +556,7 @@ func TestCommandHelp(t *testing.T) {
 		{"export", []string{"report export BATCH", "-format", "Export formats:", "csv    the input's columns"}, []string{"report wait", "-interval"}},
 		{"job", []string{"report job ID", "-database-url"}, []string{"report failures", "-format", "-interval"}},
 		{"summary", []string{"report summary [BATCH]"}, []string{"report job ID", "-timeout"}},
+		{"failures", []string{"report failures BATCH", "-database-url"}, []string{"report summary", "-format", "-timeout"}},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), []string{tc.cmd, "--help"}, &out, &errOut); code != 0 {
@@ -561,6 +566,10 @@ func TestCommandHelp(t *testing.T) {
 			if !strings.Contains(out.String(), w) {
 				t.Errorf("%s --help lacks %q:\n%s", tc.cmd, w, out.String())
 			}
+		}
+		// What it does, with an example, and its exit status.
+		if !strings.Contains(out.String(), "\n  report "+tc.cmd+" ") && !strings.Contains(out.String(), " report "+tc.cmd+" b1") || !strings.Contains(out.String(), "Exit status:") {
+			t.Errorf("%s --help has no example or no exit status:\n%s", tc.cmd, out.String())
 		}
 		for _, w := range tc.notWant {
 			if strings.Contains(out.String(), w) {

@@ -35,13 +35,23 @@ inline schema>} and each output line is {"id": ...} plus the fields above, in
 input order. A line that cannot be read (not JSON, no "text", a bad inline
 schema) gets {"id": null, "line": N, "error": ...}; blank lines are skipped.
 
+  worker check --schema ticket.json reply.txt
+  echo '{"priority": "HIGH",}' | worker check --schema ticket.json
+
 Exit status: 0 valid, 1 not valid, 2 bad usage or an unreadable schema (or
 one no value satisfies).
 With --jsonl: 0 when every line was read (valid or not; see each "valid"),
 1 when a line could not be read ("N of M lines could not be read" on stderr),
 2 bad usage, an unreadable schema or input that stops being readable.`
 
-func runCheck(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// checkCommand is worker check.
+type checkCommand struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func (c *checkCommand) Run(_ context.Context, args []string) error {
+	stdin, stdout, stderr := c.stdin, c.stdout, c.stderr
 	fs := newFlagSet("worker check", checkUsage, "", stdout)
 	schemaFile := fs.String("schema", "", "JSON Schema file (2020-12 by default; draft-07 when $schema says so)")
 	jsonl := fs.Bool("jsonl", false, "read JSONL records {id, text, schema} and write one result per line")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
@@ -38,7 +41,12 @@ and the failure classes.
 Interrupted (Ctrl-C) while its jobs run, it stops within the grace period and
 keeps its queue in --nats-dir: 'worker --drain --batch NAME --sim PRESET
 --nats-dir DIR' (the command it prints) finishes the batch. Interrupted while
-it enqueues, it cancels the batch: its dataset exists only in that run.`
+it enqueues, it cancels the batch: its dataset exists only in that run.
+
+  worker demo
+  worker demo --rows 500 --preset messy --mode tool --provider anthropic
+
+Exit status: 0 done, 1 failed or interrupted, 2 bad usage.`
 
 // The demo's contract, template and data are the tickets the benchmark
 // runs on too (cmd/internal/tickets).
@@ -47,62 +55,99 @@ const (
 	demoTemplate = tickets.Template
 )
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("worker demo", demoUsage, "  DATABASE_URL  Postgres ledger (default "+databaseURLDefault+")", stdout)
-	var (
-		dbURL       = fs.String("database-url", env("DATABASE_URL", databaseURLDefault), "Postgres URL of the ledger (env DATABASE_URL)")
-		rows        = fs.Int("rows", 3000, "rows in the generated dataset")
-		preset      = fs.String("preset", "typical", "simulator preset: "+strings.Join(simPresetNames(), ", "))
-		seed        = fs.Uint64("seed", 1, "simulator and dataset seed (each run names its batch anew, and the simulator draws by job id, so two runs differ even with one seed)")
-		concurrency = fs.Int("concurrency", 64, "jobs run at once")
-		provider    = fs.String("provider", llm.ProviderOpenAI, "wire format the simulator speaks: openai, anthropic or ollama")
-		mode        = fs.String("mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
-		latency     = fs.Duration("latency", 20*time.Millisecond, "simulated median provider latency (p99 is 10x)")
-		strategy    = fs.String("strategy", string(fixpoint.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
-		natsDir     = fs.String("nats-dir", demoNATSDirDefault, "data directory of the demo's embedded NATS server; kept, so an interrupted demo can be finished")
-		lf          logFlags
-	)
-	fs.StringVar(&lf.level, "log-level", env("LOG_LEVEL", "warn"), "log level: debug, info, warn, error")
-	fs.StringVar(&lf.format, "log-format", env("LOG_FORMAT", "text"), "log format: text or json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+// demoFlags are worker demo's flags.
+type demoFlags struct {
+	fs                *flag.FlagSet
+	dbURL             string
+	rows, concurrency int
+	preset            string
+	seed              uint64
+	provider, mode    string
+	latency           time.Duration
+	strategy, natsDir string
+	lf                logFlags
+}
+
+func newDemoFlags(stdout io.Writer) *demoFlags {
+	f := &demoFlags{fs: newFlagSet("worker demo", demoUsage, "  DATABASE_URL  Postgres ledger (default "+databaseURLDefault+")", stdout)}
+	fs := f.fs
+	fs.StringVar(&f.dbURL, "database-url", env("DATABASE_URL", databaseURLDefault), "Postgres URL of the ledger (env DATABASE_URL)")
+	fs.IntVar(&f.rows, "rows", 3000, "rows in the generated dataset")
+	fs.StringVar(&f.preset, "preset", "typical", "simulator preset: "+strings.Join(simPresetNames(), ", "))
+	fs.Uint64Var(&f.seed, "seed", 1, "simulator and dataset seed (each run names its batch anew, and the simulator draws by job id, so two runs differ even with one seed)")
+	fs.IntVar(&f.concurrency, "concurrency", 64, "jobs run at once")
+	fs.StringVar(&f.provider, "provider", llm.ProviderOpenAI, "wire format the simulator speaks: openai, anthropic or ollama")
+	fs.StringVar(&f.mode, "mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
+	fs.DurationVar(&f.latency, "latency", 20*time.Millisecond, "simulated median provider latency (p99 is 10x)")
+	fs.StringVar(&f.strategy, "strategy", string(fixpoint.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
+	fs.StringVar(&f.natsDir, "nats-dir", demoNATSDirDefault, "data directory of the demo's embedded NATS server; kept, so an interrupted demo can be finished")
+	fs.StringVar(&f.lf.level, "log-level", env("LOG_LEVEL", "warn"), "log level: debug, info, warn, error")
+	fs.StringVar(&f.lf.format, "log-format", env("LOG_FORMAT", "text"), "log format: text or json")
+	return f
+}
+
+// check refuses values the demo cannot run with.
+func (f *demoFlags) check() error {
 	switch {
-	case *rows < 1:
+	case f.rows < 1:
 		return usagef("--rows must be at least 1")
-	case *concurrency < 1 || *concurrency > pipeline.ConcurrencyMax:
-		return usagef("--concurrency %d: want 1 to %d", *concurrency, pipeline.ConcurrencyMax)
-	case *latency < 0:
-		return usagef("--latency %s: want 0 (instant) or more", *latency)
-	case !slices.Contains([]string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}, *provider):
-		return usagef("--provider %q: want openai, anthropic or ollama", *provider)
-	case !slices.Contains([]fixpoint.Mode{fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool}, fixpoint.Mode(*mode)):
-		return usagef("--mode %q: want prompt, json_schema or tool", *mode)
+	case f.concurrency < 1 || f.concurrency > pipeline.ConcurrencyMax:
+		return usagef("--concurrency %d: want 1 to %d", f.concurrency, pipeline.ConcurrencyMax)
+	case f.latency < 0:
+		return usagef("--latency %s: want 0 (instant) or more", f.latency)
+	case !slices.Contains([]string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}, f.provider):
+		return usagef("--provider %q: want openai, anthropic or ollama", f.provider)
+	case !slices.Contains([]fixpoint.Mode{fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool}, fixpoint.Mode(f.mode)):
+		return usagef("--mode %q: want prompt, json_schema or tool", f.mode)
 	}
-	log, err := lf.logger(stderr)
-	if err != nil {
-		return err
-	}
-	// A name of its own for every run: two demos in one second shared one
-	// batch, and the second printed the first's summary as its own.
+	return nil
+}
+
+// enqueueConfig is the demo batch's: a name of its own for every run (two
+// demos in one second shared one batch, and the second printed the
+// first's summary as its own).
+func (f *demoFlags) enqueueConfig() (enqueue.Config, error) {
 	batch := fmt.Sprintf("demo-%s-%04x", time.Now().UTC().Format("20060102-150405"), rand.Uint32N(1<<16))
 	ecfg := enqueue.Config{
 		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: enqueue.FormatJSONL,
-		IDField: "ticket_id", Provider: *provider, Model: "sim-" + *preset, Mode: fixpoint.Mode(*mode),
-		Limits: fixpoint.Limits{Strategy: fixpoint.Strategy(*strategy)},
+		IDField: "ticket_id", Provider: f.provider, Model: "sim-" + f.preset, Mode: fixpoint.Mode(f.mode),
+		Limits: fixpoint.Limits{Strategy: fixpoint.Strategy(f.strategy)},
 	}
 	if err := enqueue.Check(ecfg); err != nil { // --strategy and --mode are the demo's settings that can fail
-		return usagef("--strategy %s with --mode %s: %v", *strategy, *mode, err)
+		return ecfg, usagef("--strategy %s with --mode %s: %v", f.strategy, f.mode, err)
 	}
-	pf := providerFlags{simPreset: *preset, simSeed: *seed, maxConcurrency: *concurrency, maxRetries: 4, timeout: time.Minute,
-		simLatencyP50: *latency, simLatencyP99: 10 * *latency}
+	return ecfg, nil
+}
+
+// demoCommand is worker demo.
+type demoCommand struct{ stdout, stderr io.Writer }
+
+func (c *demoCommand) Run(ctx context.Context, args []string) error {
+	stdout, stderr := c.stdout, c.stderr
+	f := newDemoFlags(stdout)
+	if err := parseFlags(f.fs, args); err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	log, err := f.lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	ecfg, err := f.enqueueConfig()
+	if err != nil {
+		return err
+	}
+	pf := providerFlags{simPreset: f.preset, simSeed: f.seed, maxConcurrency: f.concurrency, maxRetries: 4, timeout: time.Minute,
+		simLatencyP50: f.latency, simLatencyP99: 10 * f.latency}
 	if err := pf.check(); err != nil {
 		return err
 	}
 	tty := isTerminal(stdout)
 
-	fmt.Fprintf(stdout, "fixpoint demo: %d support tickets, simulator preset %q, %s wire format, %s mode\n", *rows, *preset, *provider, *mode)
-	st, err := openStore(ctx, *dbURL, true, nil)
+	fmt.Fprintf(stdout, "fixpoint demo: %d support tickets, simulator preset %q, %s wire format, %s mode\n", f.rows, f.preset, f.provider, f.mode)
+	st, err := openStore(ctx, f.dbURL, true, nil)
 	if err != nil {
 		return fmt.Errorf("%w (is Postgres running at DATABASE_URL?)", err)
 	}
@@ -110,7 +155,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	// The queue lives in a kept directory: an interrupted demo is finished
 	// by a worker on the same directory, as the last line says.
-	nf := natsFlags{dir: *natsDir, addr: "127.0.0.1:-1"}
+	nf := natsFlags{dir: f.natsDir, addr: "127.0.0.1:-1"}
 	js, closeNATS, err := nf.connect(log)
 	if err != nil {
 		return err
@@ -122,8 +167,30 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer closeSim()
 
-	data := demoDataset(*rows, *seed)
-	bar := cli.NewProgressBar(stdout, tty, "enqueue", *rows)
+	published, err := enqueueDemo(ctx, stdout, tty, js, st, ecfg, demoDataset(f.rows, f.seed), f.rows)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	p, err := drainDemo(ctx, stdout, tty, js, st, pipeline.WorkerConfig{
+		Concurrency: f.concurrency, Drain: true, Providers: clients, Logger: log, Metrics: pipeline.NewMetrics(),
+	}, ecfg.Batch, published)
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return demoInterrupted(ecfg.Batch, f.natsDir, f.preset, fmt.Sprintf("%d of %d jobs not final", p.Queued, p.Total))
+	}
+	fmt.Fprintf(stdout, "\nbatch %s done in %s\n\n", ecfg.Batch, time.Since(start).Round(time.Millisecond))
+	return printReport(ctx, stdout, st, ecfg.Batch, f.dbURL)
+}
+
+// enqueueDemo enqueues the demo's dataset of rows, with a progress bar,
+// and returns the jobs published. Interrupted, it cancels the batch: the
+// dataset lives only in this run, no enqueue can record the rest, and the
+// partly recorded batch could never be done.
+func enqueueDemo(ctx context.Context, stdout io.Writer, tty bool, js jetstream.JetStream, st *store.Store, ecfg enqueue.Config, data string, rows int) (int, error) {
+	bar := cli.NewProgressBar(stdout, tty, "enqueue", rows)
 	ecfg.ProgressFunc = func(p enqueue.Progress) {
 		if p.Phase == enqueue.PhasePublish { // the check pass is quick here
 			bar.Update(p.Rows, fmt.Sprintf("%d published", p.Published), false)
@@ -131,58 +198,56 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	prog, err := enqueue.Run(ctx, js, st, ecfg, strings.NewReader(data))
 	bar.Update(prog.Rows, fmt.Sprintf("%d published", prog.Published), true)
-	if err != nil {
-		if ctx.Err() != nil {
-			// The dataset lives only in this run: no enqueue can record
-			// the rest, and the partly recorded batch could never be
-			// done. It is cancelled, to end as it is.
-			if _, cerr := st.Cancel(context.WithoutCancel(ctx), batch); cerr != nil && !errors.Is(cerr, store.ErrNotFound) {
-				return fmt.Errorf("interrupted while enqueueing; cancelling batch %s failed too: %w", batch, cerr)
-			}
-			return fmt.Errorf("interrupted while enqueueing: batch %s is cancelled (its dataset is generated by each run); run worker demo again", batch)
-		}
-		return err
+	if err == nil {
+		return prog.Published, nil
 	}
+	if ctx.Err() == nil {
+		return 0, err
+	}
+	batch := ecfg.Batch
+	if _, cerr := st.Cancel(context.WithoutCancel(ctx), batch); cerr != nil && !errors.Is(cerr, store.ErrNotFound) {
+		return 0, fmt.Errorf("interrupted while enqueueing; cancelling batch %s failed too: %w", batch, cerr)
+	}
+	return 0, fmt.Errorf("interrupted while enqueueing: batch %s is cancelled (its dataset is generated by each run); run worker demo again", batch)
+}
 
-	m := pipeline.NewMetrics()
-	w, err := pipeline.NewWorker(js, st, pipeline.WorkerConfig{
-		Concurrency: *concurrency, Drain: true, Providers: clients, Logger: log, Metrics: m,
-	})
+// drainDemo runs a draining worker on the demo's queue until it is empty
+// or ctx ends, with a progress bar of the batch's jobs, and returns the
+// batch's progress then.
+func drainDemo(ctx context.Context, stdout io.Writer, tty bool, js jetstream.JetStream, st *store.Store, cfg pipeline.WorkerConfig, batch string, published int) (store.Progress, error) {
+	w, err := pipeline.NewWorker(js, st, cfg)
 	if err != nil {
-		return err
+		return store.Progress{}, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	start := time.Now()
 	go func() { done <- w.Run(runCtx) }()
-	wbar := cli.NewProgressBar(stdout, tty, "jobs   ", prog.Published)
+	bar := cli.NewProgressBar(stdout, tty, "jobs   ", published)
+	show := func(p store.Progress, final bool) {
+		bar.Update(p.Total-p.Queued, fmt.Sprintf("valid %d, invalid %d, failed %d", p.Valid, p.Invalid, p.Failed), final)
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-wait:
-	for {
+	for running := true; running; {
 		select {
 		case err := <-done:
 			if err != nil {
-				return err
+				return store.Progress{}, err
 			}
-			break wait
+			running = false
 		case <-tick.C:
 			if p, err := st.Progress(ctx, batch); err == nil {
-				wbar.Update(p.Total-p.Queued, fmt.Sprintf("valid %d, invalid %d, failed %d", p.Valid, p.Invalid, p.Failed), false)
+				show(p, false)
 			}
 		}
 	}
 	p, err := st.Progress(context.WithoutCancel(ctx), batch)
 	if err != nil {
-		return err
+		return p, err
 	}
-	wbar.Update(p.Total-p.Queued, fmt.Sprintf("valid %d, invalid %d, failed %d", p.Valid, p.Invalid, p.Failed), true)
-	if ctx.Err() != nil {
-		return demoInterrupted(batch, *natsDir, *preset, fmt.Sprintf("%d of %d jobs not final", p.Queued, p.Total))
-	}
-	fmt.Fprintf(stdout, "\nbatch %s done in %s\n\n", batch, time.Since(start).Round(time.Millisecond))
-	return printReport(ctx, stdout, st, batch, *dbURL)
+	show(p, true)
+	return p, nil
 }
 
 // demoInterrupted says how to finish an interrupted demo batch: its queue

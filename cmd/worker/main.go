@@ -83,33 +83,58 @@ Usage:
   worker demo [flags]       enqueue a sample batch on the simulator, run it, print the report
 
 Run 'worker COMMAND --help' for a command's flags and environment variables.
+
+  worker demo                                  the whole path on one machine, on the simulator
+  worker --drain --batch nightly-2026-01-05    run a batch's jobs, exit 1 when it failed
 `
+
+// commands are the worker's commands; without one, it runs.
+var commands = []string{"run", "migrate", "check", "try", "demo"}
+
+// command is one worker command: it parses its own flags and arguments
+// from args (everything after its name) and runs.
+type command interface {
+	Run(ctx context.Context, args []string) error
+}
+
+// newCommand returns the command name, nil for no such command. Each is a
+// file of its own: run.go, migrate.go, check.go, try.go, demo.go.
+func newCommand(name string, stdin io.Reader, stdout, stderr io.Writer) command {
+	switch name {
+	case "run":
+		return &runCommand{stdout: stdout, stderr: stderr}
+	case "migrate":
+		return &migrateCommand{stdout: stdout}
+	case "check":
+		// check reads and validates without a context: nothing to finish
+		// at a stop.
+		exitAtFirstSignal.Store(true)
+		return &checkCommand{stdin: stdin, stdout: stdout, stderr: stderr}
+	case "try":
+		return &tryCommand{stdout: stdout, stderr: stderr}
+	case "demo":
+		return &demoCommand{stdout: stdout, stderr: stderr}
+	}
+	return nil
+}
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
-	var err error
-	switch cmd {
-	case "run":
-		err = runWorker(ctx, args, stdout, stderr)
-	case "migrate":
-		err = runMigrate(ctx, args, stdout, stderr)
-	case "check":
-		exitAtFirstSignal.Store(true)
-		err = runCheck(ctx, args, stdin, stdout, stderr)
-	case "try":
-		err = runTry(ctx, args, stdout, stderr)
-	case "demo":
-		err = runDemo(ctx, args, stdout, stderr)
-	case "help", "-h", "--help":
+	if cmd == "help" || cmd == "-h" || cmd == "--help" {
 		fmt.Fprint(stdout, topUsage)
 		return exitOK
-	default:
-		fmt.Fprintf(stderr, "worker: unknown command %q\n\n%s", cmd, topUsage)
+	}
+	c := newCommand(cmd, stdin, stdout, stderr)
+	if c == nil {
+		// One line naming the typo (the usage after it scrolled it out of
+		// sight).
+		fmt.Fprintf(stderr, "worker: %v\n", cliflags.UnknownCommand("worker", cmd, commands...))
 		return exitUsage
 	}
+	err := c.Run(ctx, args)
 	var uerr usageError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
@@ -118,7 +143,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitFail
 	case errors.As(err, &uerr), errors.Is(err, store.ErrBadURL), errors.Is(err, natsconn.ErrBadURL):
 		fmt.Fprintf(stderr, "worker %s: %v\n", cmd, err)
-		if c := cliflags.CommandAfterFlags(args, "run", "migrate", "check", "try", "demo"); cmd == "run" && c != "" {
+		if c := cliflags.CommandAfterFlags(args, commands...); cmd == "run" && c != "" {
 			// worker --database-url X check r.txt: the flags went to run.
 			fmt.Fprintf(stderr, "worker: %q comes first, before any flag: worker %s [flags]\n", c, c)
 		}

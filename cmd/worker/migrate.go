@@ -10,9 +10,17 @@ const migrateUsage = `Usage: worker migrate [flags]
 
 Creates the ledger database if it does not exist and applies the embedded
 migrations under an advisory lock, so several workers may start at once.
-The worker also migrates at start; this command is for an init job.`
+The worker also migrates at start; this command is for an init job.
 
-func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
+  worker migrate --database-url postgres://fixpoint@db:5432/fixpoint   (an init container, before the workers)
+
+Exit status: 0 migrated (or already up to date), 1 failed, 2 bad usage.`
+
+// migrateCommand is worker migrate.
+type migrateCommand struct{ stdout io.Writer }
+
+func (c *migrateCommand) Run(ctx context.Context, args []string) error {
+	stdout := c.stdout
 	fs := newFlagSet("worker migrate", migrateUsage, "  DATABASE_URL  Postgres ledger (default "+databaseURLDefault+")", stdout)
 	dbURL := fs.String("database-url", env("DATABASE_URL", databaseURLDefault), "Postgres URL of the ledger (env DATABASE_URL)")
 	if err := parseFlags(fs, args); err != nil {

@@ -80,57 +80,157 @@ const runEnvHelp = `  DATABASE_URL           Postgres ledger (default ` + databa
   LOG_LEVEL, LOG_FORMAT  info|debug|warn|error, text|json; prompts and replies are never logged
 ` + providerEnvHelp
 
-func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("worker run", runUsage, runEnvHelp, stdout)
-	var (
-		dbURL       = fs.String("database-url", env("DATABASE_URL", databaseURLDefault), "Postgres URL of the ledger (env DATABASE_URL)")
-		metricsAddr = fs.String("metrics-addr", env("FIXPOINT_METRICS_ADDR", metricsAddrDefault), "address for /metrics, /healthz, /readyz; 'off' to disable")
-		cfg         pipeline.WorkerConfig
-		nf          natsFlags
-		pf          providerFlags
-		lf          logFlags
-		record      = fs.String("record-requests", "full", "keep each request in the ledger as 'full' messages or only its 'hash'")
-		pricesFile  = fs.String("prices", "", "JSON file of model prices overriding the built-in table: {\"model\": {\"input_per_mtok\": 0.15, ...}}")
-	)
+// runFlags are worker run's flags: cfg holds what maps onto the pipeline's
+// WorkerConfig as given; pipelineConfig completes it from the rest.
+type runFlags struct {
+	fs  *flag.FlagSet
+	cfg pipeline.WorkerConfig
+
+	dbURL, metricsAddr, record, pricesFile string
+	ahead                                  int
+	startTimeout                           time.Duration
+	chk                                    drainCheck
+	nf                                     natsFlags
+	pf                                     providerFlags
+	lf                                     logFlags
+}
+
+// runFlagGroups lays out worker run's help by topic: its flags are too
+// many for one sorted list.
+var runFlagGroups = []cliflags.FlagGroup{
+	{Title: "Queue (NATS JetStream)", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "consumer",
+		"ack-wait", "max-deliver", "max-ack-pending", "duplicates-window"}},
+	{Title: "Providers", Flags: []string{"openai-base-url", "anthropic-base-url", "ollama-base-url", "provider-timeout",
+		"transport-retries", "max-hint-wait", "sim", "sim-seed", "sim-latency-p50", "sim-latency-p99"}},
+	{Title: "Limits", Flags: []string{"concurrency", "jobs-ahead", "rpm", "tpm", "lane-max-concurrency", "lane-initial-concurrency",
+		"max-prompt-bytes", "write-buffer-bytes"}},
+	{Title: "Ledger", Flags: []string{"database-url", "start-timeout", "record-requests", "prices", "spill-dir"}},
+	{Title: "Drain and stop", Flags: []string{"drain", "batch", "max-failure-rate", "grace"}},
+	{Title: "Batch delivery (waves)", Flags: []string{"wave-max-requests", "wave-collect", "wave-poll-min", "wave-poll-max",
+		"wave-lease", "wave-realtime-below", "wave-deadline-margin"}},
+	{Title: "Metrics and logs", Flags: []string{"metrics-addr", "log-level", "log-format"}},
+}
+
+func newRunFlags(stdout io.Writer) *runFlags {
+	f := &runFlags{fs: newFlagSet("worker run", runUsage, runEnvHelp, stdout)}
+	fs, cfg := f.fs, &f.cfg
+	fs.Usage = func() {
+		fmt.Fprintln(stdout, strings.TrimSpace(runUsage))
+		cliflags.PrintGroups(stdout, fs, runFlagGroups)
+		fmt.Fprintln(stdout, "\nEnvironment:")
+		fmt.Fprintln(stdout, strings.TrimRight(runEnvHelp, "\n"))
+	}
+	fs.StringVar(&f.dbURL, "database-url", env("DATABASE_URL", databaseURLDefault), "Postgres URL of the ledger (env DATABASE_URL)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", env("FIXPOINT_METRICS_ADDR", metricsAddrDefault), "address for /metrics, /healthz, /readyz; 'off' to disable")
+	fs.StringVar(&f.record, "record-requests", "full", "keep each request in the ledger as 'full' messages or only its 'hash'")
+	fs.StringVar(&f.pricesFile, "prices", "", "JSON file of model prices overriding the built-in table: {\"model\": {\"input_per_mtok\": 0.15, ...}}")
 	fs.IntVar(&cfg.Concurrency, "concurrency", pipeline.ConcurrencyDefault, "provider calls in flight at once in this process (each lane's ceiling unless --lane-max-concurrency is set)")
-	ahead := fs.Int("jobs-ahead", -1, "jobs pulled ahead and waiting for a free call slot, so a finished call is replaced at once (-1 = half of --concurrency, at most 512)")
+	fs.IntVar(&f.ahead, "jobs-ahead", -1, "jobs pulled ahead and waiting for a free call slot, so a finished call is replaced at once (-1 = half of --concurrency, at most 512)")
 	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM (0: none, they are handed back at once; a second signal ends it too); with the ledger down, results then wait up to 10s more for it before they are kept in --spill-dir")
 	fs.StringVar(&cfg.SpillDir, "spill-dir", env("FIXPOINT_SPILL_DIR", spillDirDefault), "where results and calls the ledger could not take at a stop, and the journal of replies received (for a kill -9), are kept until the next start writes them ('' keeps nothing)")
 	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight (stopped before that by a signal: exit 1)")
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger, counted with the system prompt and the schema every request carries")
-	var chk drainCheck
-	fs.StringVar(&chk.batch, "batch", "", "with --drain: once drained, check this batch: exit 1 when any of its jobs is not final (lost from the queue) or its failure rate passes --max-failure-rate")
-	fs.Float64Var(&chk.maxFailureRate, "max-failure-rate", 1, "with --drain --batch: exit 1 when the share of the batch's jobs not valid is above this (0.05 = 5%)")
-	startTimeout := fs.Duration("start-timeout", startTimeoutDefault, "how long to keep trying to reach Postgres and NATS at start (they may start after the worker); 0 = try once")
+	fs.StringVar(&f.chk.batch, "batch", "", "with --drain: once drained, check this batch: exit 1 when any of its jobs is not final (lost from the queue) or its failure rate passes --max-failure-rate")
+	fs.Float64Var(&f.chk.maxFailureRate, "max-failure-rate", 1, "with --drain --batch: exit 1 when the share of the batch's jobs not valid is above this (0.05 = 5%)")
+	fs.DurationVar(&f.startTimeout, "start-timeout", startTimeoutDefault, "how long to keep trying to reach Postgres and NATS at start (they may start after the worker); 0 = try once")
 	fs.Int64Var(&cfg.WriteBuffer, "write-buffer-bytes", 0, "bytes of finished results that may wait for their ledger commit; when full, pulling slows down (0 = 8 KiB per job held, --concurrency plus --jobs-ahead, at least 1 MiB)")
 	queueFlags(fs, &cfg.Queue)
 	waveFlags(fs, &cfg.Wave)
-	nf.register(fs, true)
-	pf.register(fs)
-	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	f.nf.register(fs, true)
+	f.pf.register(fs)
+	f.lf.register(fs)
+	return f
+}
+
+// runCommand is worker run, the worker itself.
+type runCommand struct{ stdout, stderr io.Writer }
+
+func (c *runCommand) Run(ctx context.Context, args []string) error {
+	stdout, stderr := c.stdout, c.stderr
+	f := newRunFlags(stdout)
+	if err := parseFlags(f.fs, args); err != nil {
 		return err
 	}
-	log, err := lf.logger(stderr)
+	log, err := f.lf.logger(stderr)
 	if err != nil {
 		return err
 	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	cfg, err := f.pipelineConfig(log)
+	if err != nil {
+		return err
+	}
+	ops := opsAddr{addr: f.metricsAddr, chosen: os.Getenv("FIXPOINT_METRICS_ADDR") != "" || given(f.fs, "metrics-addr")}
+	return serve(ctx, cfg, f.dbURL, ops, f.startTimeout, &f.nf, &f.pf, f.chk, stdout, log)
+}
+
+// given reports whether the flag name was on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
+}
+
+// check refuses flag values that cannot work, and flags that need others,
+// before anything is started.
+func (f *runFlags) check() error {
+	if c := f.cfg.Concurrency; c < 1 || c > pipeline.ConcurrencyMax {
+		return usagef("--concurrency %d: want 1 to %d (past that, start more workers on the queue)", c, pipeline.ConcurrencyMax)
+	}
+	if f.ahead < -1 || f.ahead > pipeline.JobsAheadMax {
+		return usagef("--jobs-ahead %d: want 0 to %d, or -1 for the default", f.ahead, pipeline.JobsAheadMax)
+	}
+	if err := f.pf.check(); err != nil {
+		return err
+	}
+	if err := givenPositive(f.fs, "max-deliver", "max-ack-pending", "ack-wait", "wave-max-requests", "max-prompt-bytes", "provider-timeout"); err != nil {
+		return err
+	}
+	if err := pipeline.CheckSpillDir(f.cfg.SpillDir); err != nil {
+		return usagef("--spill-dir %q cannot hold results: %v", f.cfg.SpillDir, err)
+	}
+	if f.startTimeout < 0 {
+		return usagef("--start-timeout %s is negative (0 tries once)", f.startTimeout)
+	}
+	if f.nf.url != "" {
+		if err := natsconn.CheckURL(f.nf.url); err != nil {
+			return usagef("--nats-url (env NATS_URL): %v", err)
+		}
+	}
+	if err := f.checkDrain(); err != nil {
+		return err
+	}
+	if a := f.metricsAddr; a != "" && a != "off" {
+		if _, port, err := net.SplitHostPort(a); err != nil || !validPort(port) {
+			return usagef("--metrics-addr %q (env FIXPOINT_METRICS_ADDR): want host:port (port 0 to 65535), :port or off", a)
+		}
+	}
+	return nil
+}
+
+// checkDrain checks --batch and --max-failure-rate, which check a batch
+// once --drain has drained the queue.
+func (f *runFlags) checkDrain() error {
+	if f.chk.batch != "" && !f.cfg.Drain {
+		return usagef("--batch checks a batch once the queue is drained: it needs --drain")
+	}
+	if r := f.chk.maxFailureRate; !(r >= 0 && r <= 1) { // NaN too
+		return usagef("--max-failure-rate %v: want a share between 0 and 1", r)
+	}
+	if given(f.fs, "max-failure-rate") && f.chk.batch == "" {
+		return usagef("--max-failure-rate is checked on a batch: it needs --drain --batch NAME")
+	}
+	return nil
+}
+
+// pipelineConfig builds the worker's pipeline configuration from the
+// flags, and validates it: a value that cannot work is a usage error
+// naming its flag.
+func (f *runFlags) pipelineConfig(log *slog.Logger) (pipeline.WorkerConfig, error) {
+	cfg := f.cfg
 	cfg.Logger = log
-	if cfg.Concurrency < 1 || cfg.Concurrency > pipeline.ConcurrencyMax {
-		return usagef("--concurrency %d: want 1 to %d (past that, start more workers on the queue)", cfg.Concurrency, pipeline.ConcurrencyMax)
-	}
-	if *ahead < -1 || *ahead > pipeline.JobsAheadMax {
-		return usagef("--jobs-ahead %d: want 0 to %d, or -1 for the default", *ahead, pipeline.JobsAheadMax)
-	}
-	if err := pf.check(); err != nil {
-		return err
-	}
-	if err := givenPositive(fs, "max-deliver", "max-ack-pending", "ack-wait", "wave-max-requests", "max-prompt-bytes", "provider-timeout"); err != nil {
-		return err
-	}
-	if err := pipeline.CheckSpillDir(cfg.SpillDir); err != nil {
-		return usagef("--spill-dir %q cannot hold results: %v", cfg.SpillDir, err)
-	}
 	if cfg.SpillDir == "" {
 		log.Warn("worker: no spill directory: results the ledger cannot take at a stop, and the replies of a worker killed with them in memory, are not kept")
 	}
@@ -139,55 +239,30 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		cfg.Grace = time.Nanosecond
 	}
 	// --concurrency bounds calls; the pool holds the jobs ahead as well.
-	pf.laneDefault = cfg.Concurrency
-	if *ahead < 0 {
-		*ahead = pipeline.JobsAheadDefault(cfg.Concurrency)
+	f.pf.laneDefault = cfg.Concurrency
+	ahead := f.ahead
+	if ahead < 0 {
+		ahead = pipeline.JobsAheadDefault(cfg.Concurrency)
 	}
-	cfg.Concurrency += *ahead
-	cfg.JobsAhead = *ahead
-	cfg.Loop.Record = repair.RequestRecord(*record)
+	cfg.Concurrency += ahead
+	cfg.JobsAhead = ahead
+	cfg.Loop.Record = repair.RequestRecord(f.record)
 	if cfg.Loop.Record != repair.RecordFull && cfg.Loop.Record != repair.RecordHash {
-		return usagef("--record-requests %q: want full or hash", *record)
+		return cfg, usagef("--record-requests %q: want full or hash", f.record)
 	}
-	if *pricesFile != "" {
-		data, err := os.ReadFile(*pricesFile)
+	if f.pricesFile != "" {
+		data, err := os.ReadFile(f.pricesFile)
 		if err != nil {
-			return usagef("--prices: %v", err)
+			return cfg, usagef("--prices: %v", err)
 		}
 		if cfg.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), data); err != nil {
-			return usagef("--prices %s: %v", *pricesFile, err)
-		}
-	}
-	if *startTimeout < 0 {
-		return usagef("--start-timeout %s is negative (0 tries once)", *startTimeout)
-	}
-	if nf.url != "" {
-		if err := natsconn.CheckURL(nf.url); err != nil {
-			return usagef("--nats-url (env NATS_URL): %v", err)
+			return cfg, usagef("--prices %s: %v", f.pricesFile, err)
 		}
 	}
 	if err := cfg.WithDefaults().Validate(); err != nil {
-		return settingUsage(err)
+		return cfg, settingUsage(err)
 	}
-	if chk.batch != "" && !cfg.Drain {
-		return usagef("--batch checks a batch once the queue is drained: it needs --drain")
-	}
-	if !(chk.maxFailureRate >= 0 && chk.maxFailureRate <= 1) { // NaN too
-		return usagef("--max-failure-rate %v: want a share between 0 and 1", chk.maxFailureRate)
-	}
-	rateGiven := false
-	fs.Visit(func(f *flag.Flag) { rateGiven = rateGiven || f.Name == "max-failure-rate" })
-	if rateGiven && chk.batch == "" {
-		return usagef("--max-failure-rate is checked on a batch: it needs --drain --batch NAME")
-	}
-	ops := opsAddr{addr: *metricsAddr, chosen: os.Getenv("FIXPOINT_METRICS_ADDR") != ""}
-	fs.Visit(func(f *flag.Flag) { ops.chosen = ops.chosen || f.Name == "metrics-addr" })
-	if ops.addr != "" && ops.addr != "off" {
-		if _, port, err := net.SplitHostPort(ops.addr); err != nil || !validPort(port) {
-			return usagef("--metrics-addr %q (env FIXPOINT_METRICS_ADDR): want host:port (port 0 to 65535), :port or off", ops.addr)
-		}
-	}
-	return serve(ctx, cfg, *dbURL, ops, *startTimeout, &nf, &pf, chk, stdout, log)
+	return cfg, nil
 }
 
 // validPort reports whether p is a port number, 0 to 65535.
@@ -371,41 +446,11 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops ops
 	if err := serveOps(opsCtx, ops.addr, ops.chosen, m, func(rctx context.Context) error { return (*readiness.Load())(rctx) }, log); err != nil {
 		return err
 	}
-
-	var st *store.Store
-	err := retryStart(ctx, startTimeout, log, "Postgres", store.IsTransient, func() (err error) {
-		st, err = openStore(ctx, dbURL, true, log)
-		return err
-	})
+	st, err := startLedger(ctx, dbURL, startTimeout, cfg, chk, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	// model_prices holds what this worker charges, for SQL that reprices
-	// attempts: a worker that cannot write it still works.
-	prices := cfg.Loop.Prices
-	if prices == nil {
-		prices = repair.DefaultPrices()
-	}
-	if err := st.PutModelPrices(ctx, pipeline.ChargedPrices(prices)); err != nil {
-		log.Warn("worker: write the price table into model_prices", slog.String("error", err.Error()))
-	}
-	if chk.batch != "" {
-		// A misspelt --batch is said before the queue is drained, not
-		// after.
-		b, err := st.Batch(ctx, chk.batch)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("no batch %q in the ledger (was it enqueued into this DATABASE_URL?)", chk.batch)
-		} else if err != nil {
-			return err
-		}
-		// A worker on another queue would drain it and then report the
-		// batch's jobs as lost from the queue, with a --resume that
-		// republishes nothing.
-		if err := sameQueue(b, cfg.Queue); err != nil {
-			return err
-		}
-	}
 	var js jetstream.JetStream
 	var closeNATS func()
 	err = retryStart(ctx, startTimeout, log, "NATS", natsRetryable, func() (err error) {
@@ -447,19 +492,61 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops ops
 	start := time.Now()
 	err = w.Run(ctx)
 	log.Info("worker: exiting", slog.Duration("uptime", time.Since(start).Round(time.Millisecond)))
-	if err != nil {
+	if err != nil || !cfg.Drain {
 		return err
 	}
-	switch {
-	case cfg.Drain && ctx.Err() == nil:
-		return chk.check(context.WithoutCancel(ctx), st, stdout)
-	case cfg.Drain:
+	if ctx.Err() != nil {
 		// Asked to run until the queue is empty and stopped first (a
 		// signal, a cron timeout): the work is not done, and the exit code
 		// must say so.
 		return chk.interrupted(context.WithoutCancel(ctx), st)
 	}
-	return nil
+	return chk.check(context.WithoutCancel(ctx), st, stdout)
+}
+
+// startLedger opens and migrates the ledger, retrying for startTimeout,
+// writes the prices the worker charges into it, and checks the batch
+// --drain --batch names.
+func startLedger(ctx context.Context, dbURL string, startTimeout time.Duration, cfg pipeline.WorkerConfig, chk drainCheck, log *slog.Logger) (*store.Store, error) {
+	var st *store.Store
+	err := retryStart(ctx, startTimeout, log, "Postgres", store.IsTransient, func() (err error) {
+		st, err = openStore(ctx, dbURL, true, log)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// model_prices holds what this worker charges, for SQL that reprices
+	// attempts: a worker that cannot write it still works.
+	prices := cfg.Loop.Prices
+	if prices == nil {
+		prices = repair.DefaultPrices()
+	}
+	if err := st.PutModelPrices(ctx, pipeline.ChargedPrices(prices)); err != nil {
+		log.Warn("worker: write the price table into model_prices", slog.String("error", err.Error()))
+	}
+	if err := chk.precheck(ctx, st, cfg.Queue); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// precheck checks the batch to check before the queue is drained: a
+// misspelt --batch is said then, not after, and a worker on another queue
+// than the batch's would drain it and then report the batch's jobs as
+// lost from the queue, with a --resume that republishes nothing.
+func (c drainCheck) precheck(ctx context.Context, st *store.Store, q pipeline.QueueConfig) error {
+	if c.batch == "" {
+		return nil
+	}
+	b, err := st.Batch(ctx, c.batch)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no batch %q in the ledger (was it enqueued into this DATABASE_URL?)", c.batch)
+	} else if err != nil {
+		return err
+	}
+	return sameQueue(b, q)
 }
 
 // retryStart runs connect until it succeeds, fails in a way retryable says

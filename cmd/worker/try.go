@@ -30,112 +30,83 @@ latency, tokens, the extracted value, the errors and the exact feedback sent
 next; then a one-line verdict. --json prints the result object instead.
 --sim runs against an in-process simulator instead of a real provider.
 
+  worker try --model gpt-4o-mini --schema ticket.json --prompt-file ticket-42.txt
+  worker try --sim messy --schema ticket.json --prompt "Printer on fire, floor 3"
+
 Exit status: 0 valid, 1 not valid, 2 bad usage.`
 
-func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("worker try", tryUsage, providerEnvHelp, stdout)
-	var (
-		provider    = fs.String("provider", llm.ProviderOpenAI, "openai, anthropic or ollama")
-		baseURL     = fs.String("base-url", "", "provider base URL (overrides the provider's env variable)")
-		model       = fs.String("model", "", "model name (required; with --sim, sim-PRESET when not given)")
-		schemaFile  = fs.String("schema", "", "JSON Schema file (required)")
-		prompt      = fs.String("prompt", "", "the task")
-		promptFile  = fs.String("prompt-file", "", "file holding the task")
-		system      = fs.String("system", "", "optional system prompt placed before the schema instructions")
-		mode        = fs.String("mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
-		strategy    = fs.String("strategy", string(fixpoint.StrategyDefault), "conversation, repair or patch")
-		feedback    = fs.String("feedback", string(fixpoint.FeedbackDefault), "feedback format: text or xml")
-		maxAttempts = fs.Int("max-attempts", fixpoint.MaxAttemptsDefault, "repair attempts (provider calls with a reply; 0 = the default)")
-		maxTokens   = fs.Int("max-tokens", fixpoint.MaxTokensDefault, "output tokens per call (0 = the default)")
-		budget      = fs.Int("token-budget", 0, "stop before the job's tokens would exceed this; 0 = none")
-		asJSON      = fs.Bool("json", false, "print the result object as JSON instead of cards")
-		pf          providerFlags
-	)
-	pf.register(fs)
-	pos, err := cliflags.ParseArgs(fs, args)
+// tryFlags are worker try's flags.
+type tryFlags struct {
+	fs                                   *flag.FlagSet
+	provider, baseURL, model, schemaFile string
+	prompt, promptFile, system           string
+	mode, strategy, feedback             string
+	maxAttempts, maxTokens, budget       int
+	asJSON                               bool
+	pf                                   providerFlags
+}
+
+func newTryFlags(stdout io.Writer) *tryFlags {
+	f := &tryFlags{fs: newFlagSet("worker try", tryUsage, providerEnvHelp, stdout)}
+	fs := f.fs
+	fs.StringVar(&f.provider, "provider", llm.ProviderOpenAI, "openai, anthropic or ollama")
+	fs.StringVar(&f.baseURL, "base-url", "", "provider base URL (overrides the provider's env variable)")
+	fs.StringVar(&f.model, "model", "", "model name (required; with --sim, sim-PRESET when not given)")
+	fs.StringVar(&f.schemaFile, "schema", "", "JSON Schema file (required)")
+	fs.StringVar(&f.prompt, "prompt", "", "the task")
+	fs.StringVar(&f.promptFile, "prompt-file", "", "file holding the task")
+	fs.StringVar(&f.system, "system", "", "optional system prompt placed before the schema instructions")
+	fs.StringVar(&f.mode, "mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
+	fs.StringVar(&f.strategy, "strategy", string(fixpoint.StrategyDefault), "conversation, repair or patch")
+	fs.StringVar(&f.feedback, "feedback", string(fixpoint.FeedbackDefault), "feedback format: text or xml")
+	fs.IntVar(&f.maxAttempts, "max-attempts", fixpoint.MaxAttemptsDefault, "repair attempts (provider calls with a reply; 0 = the default)")
+	fs.IntVar(&f.maxTokens, "max-tokens", fixpoint.MaxTokensDefault, "output tokens per call (0 = the default)")
+	fs.IntVar(&f.budget, "token-budget", 0, "stop before the job's tokens would exceed this; 0 = none")
+	fs.BoolVar(&f.asJSON, "json", false, "print the result object as JSON instead of cards")
+	f.pf.register(fs)
+	return f
+}
+
+// tryCommand is worker try.
+type tryCommand struct{ stdout, stderr io.Writer }
+
+func (c *tryCommand) Run(ctx context.Context, args []string) error {
+	stdout := c.stdout
+	f := newTryFlags(stdout)
+	pos, err := cliflags.ParseArgs(f.fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q (try takes flags only: quote a prompt with spaces)", pos[0])
 	}
-	if err := pf.check(); err != nil {
+	if err := f.check(); err != nil {
 		return err
 	}
-	if *model == "" {
-		if pf.simPreset == "" {
-			return usagef("--model is required")
-		}
-		*model = "sim-" + pf.simPreset
+	if err := f.readPrompt(); err != nil {
+		return err
 	}
-	if *schemaFile == "" {
-		return usagef("--schema is required")
-	}
-	promptGiven := false
-	fs.Visit(func(f *flag.Flag) { promptGiven = promptGiven || f.Name == "prompt" })
-	switch {
-	case promptGiven && *prompt == "" && *promptFile == "":
-		return usagef("--prompt is empty")
-	case (*prompt == "") == (*promptFile == ""):
-		return usagef("give exactly one of --prompt and --prompt-file")
-	}
-	if *promptFile != "" {
-		data, err := cli.ReadTextFile(*promptFile)
-		if err != nil {
-			return usagef("read prompt: %v", err)
-		}
-		*prompt = string(data)
-	}
-	// The checks a job of a batch gets at enqueue and in the worker.
-	switch {
-	case strings.TrimSpace(*prompt) == "":
-		return usagef("the prompt is empty")
-	case !utf8.ValidString(*prompt) || !utf8.ValidString(*system):
-		return usagef("the prompt is not UTF-8 text")
-	case len(*prompt)+len(*system) > pipeline.MaxPromptBytesDefault:
-		return usagef("the prompt is %d bytes, over the workers' limit of %d", len(*prompt)+len(*system), pipeline.MaxPromptBytesDefault)
-	}
-	schema, raw, err := readSchema(*schemaFile)
+	schema, raw, err := readSchema(f.schemaFile)
 	if err != nil {
 		return err
 	}
-	switch *provider {
-	case llm.ProviderOpenAI:
-		setIf(&pf.openaiURL, *baseURL)
-	case llm.ProviderAnthropic:
-		setIf(&pf.anthropicURL, *baseURL)
-	case llm.ProviderOllama:
-		setIf(&pf.ollamaURL, *baseURL)
-	default:
-		return usagef("--provider %q: want openai, anthropic or ollama", *provider)
+	if err := f.setBaseURL(); err != nil {
+		return err
 	}
-	job := &repair.Job{
-		ID: "try", System: *system, Prompt: *prompt, Schema: schema, SchemaRaw: raw, Model: *model,
-		Mode: fixpoint.Mode(*mode), MaxTokens: *maxTokens,
-		Limits: fixpoint.Limits{MaxAttempts: *maxAttempts, Strategy: fixpoint.Strategy(*strategy),
-			Feedback: fixpoint.FeedbackFormat(*feedback), TokenBudget: *budget},
+	job, err := f.job(schema, raw)
+	if err != nil {
+		return err
 	}
-	if err := job.Limits.WithDefaults().Validate(); err != nil {
-		return usageError{Err: err}
-	}
-	if err := llm.CheckSchemaMode(*provider, job.Mode, raw); err != nil {
-		return usageError{Err: err}
-	}
-	env := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "try", Prompt: "x", SchemaHash: "x", Provider: *provider, Model: *model, Mode: job.Mode,
-		Limits: job.Limits, MaxTokens: job.MaxTokens}
-	if err := env.Validate(); err != nil {
-		return usageError{Err: err}
-	}
-	clients, closeSim, err := pf.build(nil)
+	clients, closeSim, err := f.pf.build(nil)
 	if err != nil {
 		return err
 	}
 	defer closeSim()
-	res, err := pipeline.NewLoop(clients[*provider], pipeline.LoopConfig{}).Run(ctx, job)
+	res, err := pipeline.NewLoop(clients[f.provider], pipeline.LoopConfig{}).Run(ctx, job)
 	if err != nil && !errors.Is(err, fixpoint.ErrTransient) {
 		return err
 	}
-	if *asJSON {
+	if f.asJSON {
 		out, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", out)
 	} else {
@@ -145,6 +116,88 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errNotValid
 	}
 	return nil
+}
+
+// check refuses flags that cannot work and requires the ones try needs.
+func (f *tryFlags) check() error {
+	if err := f.pf.check(); err != nil {
+		return err
+	}
+	if f.model == "" {
+		if f.pf.simPreset == "" {
+			return usagef("--model is required")
+		}
+		f.model = "sim-" + f.pf.simPreset
+	}
+	if f.schemaFile == "" {
+		return usagef("--schema is required")
+	}
+	switch {
+	case given(f.fs, "prompt") && f.prompt == "" && f.promptFile == "":
+		return usagef("--prompt is empty")
+	case (f.prompt == "") == (f.promptFile == ""):
+		return usagef("give exactly one of --prompt and --prompt-file")
+	}
+	return nil
+}
+
+// readPrompt reads --prompt-file, and checks the prompt as a job of a
+// batch is checked at enqueue and in the worker.
+func (f *tryFlags) readPrompt() error {
+	if f.promptFile != "" {
+		data, err := cli.ReadTextFile(f.promptFile)
+		if err != nil {
+			return usagef("read prompt: %v", err)
+		}
+		f.prompt = string(data)
+	}
+	switch {
+	case strings.TrimSpace(f.prompt) == "":
+		return usagef("the prompt is empty")
+	case !utf8.ValidString(f.prompt) || !utf8.ValidString(f.system):
+		return usagef("the prompt is not UTF-8 text")
+	case len(f.prompt)+len(f.system) > pipeline.MaxPromptBytesDefault:
+		return usagef("the prompt is %d bytes, over the workers' limit of %d", len(f.prompt)+len(f.system), pipeline.MaxPromptBytesDefault)
+	}
+	return nil
+}
+
+// setBaseURL points --provider at --base-url, when given.
+func (f *tryFlags) setBaseURL() error {
+	switch f.provider {
+	case llm.ProviderOpenAI:
+		setIf(&f.pf.openaiURL, f.baseURL)
+	case llm.ProviderAnthropic:
+		setIf(&f.pf.anthropicURL, f.baseURL)
+	case llm.ProviderOllama:
+		setIf(&f.pf.ollamaURL, f.baseURL)
+	default:
+		return usagef("--provider %q: want openai, anthropic or ollama", f.provider)
+	}
+	return nil
+}
+
+// job is the job to try, refused as a usage error where a batch's job
+// with its settings would be.
+func (f *tryFlags) job(schema *validate.Schema, raw []byte) (*repair.Job, error) {
+	job := &repair.Job{
+		ID: "try", System: f.system, Prompt: f.prompt, Schema: schema, SchemaRaw: raw, Model: f.model,
+		Mode: fixpoint.Mode(f.mode), MaxTokens: f.maxTokens,
+		Limits: fixpoint.Limits{MaxAttempts: f.maxAttempts, Strategy: fixpoint.Strategy(f.strategy),
+			Feedback: fixpoint.FeedbackFormat(f.feedback), TokenBudget: f.budget},
+	}
+	if err := job.Limits.WithDefaults().Validate(); err != nil {
+		return nil, usageError{Err: err}
+	}
+	if err := llm.CheckSchemaMode(f.provider, job.Mode, raw); err != nil {
+		return nil, usageError{Err: err}
+	}
+	env := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "try", Prompt: "x", SchemaHash: "x", Provider: f.provider, Model: f.model, Mode: job.Mode,
+		Limits: job.Limits, MaxTokens: job.MaxTokens}
+	if err := env.Validate(); err != nil {
+		return nil, usageError{Err: err}
+	}
+	return job, nil
 }
 
 // readSchema reads and compiles a schema file, refusing (as a usage error)

@@ -47,7 +47,7 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		fs.Int("rows", 3, "rows")
 		err := Parse(fs, args)
 		var uerr UsageError
-		if !errors.As(err, &uerr) || !strings.Contains(err.Error(), "(see --help)") {
+		if !errors.As(err, &uerr) || !strings.Contains(err.Error(), "(see cmd --help)") {
 			t.Errorf("Parse(%q) = %v, want a UsageError pointing at --help", args, err)
 		}
 		// The command prints the error on stderr; stdout, perhaps a file
@@ -111,6 +111,70 @@ func TestCommandAfterFlags(t *testing.T) {
 	} {
 		if got := CommandAfterFlags(tc.args, "requeue", "cancel", "cap", "summary"); got != tc.want {
 			t.Errorf("CommandAfterFlags(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+// A near miss of a command is suggested; a word far from every command is
+// answered with the list.
+func TestUnknownCommand(t *testing.T) {
+	t.Parallel()
+	for word, want := range map[string]string{
+		"requeu":     "did you mean requeue?",
+		"cpa":        "did you mean cap?",
+		"canecl":     "did you mean cancel?",
+		"frobnicate": "the commands are requeue, cancel, cap (see enqueue --help)",
+	} {
+		err := UnknownCommand("enqueue", word, "requeue", "cancel", "cap")
+		var ue UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `"`+word+`"`) {
+			t.Errorf("UnknownCommand(%q) = %v; want a usage error naming it and saying %q", word, err, want)
+		}
+	}
+	if got := Near("cap", "requeue", "cancel", "cap"); got != "" {
+		t.Errorf("Near(cap) = %q: a command is not a near miss of itself", got)
+	}
+}
+
+// PrintGroups lists every flag once, under its group's title, with the
+// default it was declared with; flags no group names come last.
+func TestPrintGroups(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	fs := NewFlagSet("cmd", "usage", "", &out)
+	fs.Int("rows", 3, "rows to read")
+	fs.String("url", "x", "where")
+	fs.Bool("quiet", false, "say less")
+	if err := fs.Parse([]string{"--rows", "9"}); err != nil {
+		t.Fatal(err)
+	}
+	PrintGroups(&out, fs, []FlagGroup{{"Input", []string{"rows", "nosuch"}}, {"Empty", nil}, {"Output", []string{"url"}}})
+	got := out.String()
+	in, outp, other := strings.Index(got, "\nInput:\n"), strings.Index(got, "\nOutput:\n"), strings.Index(got, "\nOther flags:\n")
+	if in < 0 || outp < in || other < outp || strings.Contains(got, "Empty") {
+		t.Fatalf("groups out of order or an empty one printed:\n%s", got)
+	}
+	if !strings.Contains(got[in:outp], "-rows int") || !strings.Contains(got[in:outp], "(default 3)") ||
+		!strings.Contains(got[outp:other], "-url string") || !strings.Contains(got[other:], "-quiet") {
+		t.Errorf("flags in the wrong groups, or the parsed value shown as the default:\n%s", got)
+	}
+	if strings.Count(got, "-rows") != 1 {
+		t.Errorf("a flag listed twice:\n%s", got)
+	}
+}
+
+// An undefined flag a letter off one of the set's is answered with it.
+func TestNearFlag(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[string]string{
+		"--concurency 3": "flag provided but not defined: -concurency: did you mean --concurrency? (see cmd run --help)",
+		"--rows 3":       "flag provided but not defined: -rows (see cmd run --help)",
+	} {
+		fs := NewFlagSet("cmd run", "usage", "", io.Discard)
+		fs.Int("concurrency", 1, "")
+		fs.Int("max-attempts", 1, "")
+		if err := Parse(fs, strings.Fields(args)); err == nil || err.Error() != want {
+			t.Errorf("Parse(%s) = %v, want %q", args, err, want)
 		}
 	}
 }

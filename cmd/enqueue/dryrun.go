@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// dryRun checks the dataset and prints what enqueue would do with it. A
+// dry run records nothing, and migrates nothing either: a newer binary's
+// dry run moved a shared ledger to a schema the running workers refused.
+// On a ledger behind this binary it estimates without it.
+func dryRun(ctx context.Context, stdout, stderr io.Writer, dbURL string, cfg enqueue.Config, data io.Reader, limit int) error {
+	st, err := store.Open(ctx, dbURL, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if applied, known, err := st.SchemaVersion(ctx); errors.Is(err, store.ErrUnreleasedLedger) {
+		return err
+	} else if err != nil || applied != known {
+		fmt.Fprintf(stderr, "enqueue: the ledger is at migration %d of this binary's %d: the dry run reads nothing of it (no earlier batches to estimate from, no jobs it already holds)\n", applied, known)
+		return dryRunReport(ctx, nil, cfg, data, limit, stdout)
+	}
+	return dryRunReport(ctx, st, cfg, data, limit, stdout)
+}
+
+// dryRunReport prints what enqueue would do with the dataset and what it
+// would cost; it exits 1 (ErrTooManyBadRows) when the real run would stop
+// on bad rows.
+func dryRunReport(ctx context.Context, st enqueue.DryRunLedger, cfg enqueue.Config, data io.Reader, limit int, stdout io.Writer) error {
+	rep, err := enqueue.DryRun(ctx, st, cfg, data, limit, nil)
+	if errors.Is(err, enqueue.ErrBadConfig) {
+		return usageError{Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	read := cli.Plural(rep.Rows, "row")
+	if rep.Limited {
+		read = fmt.Sprintf("the first %d rows (--limit)", rep.Rows)
+	}
+	fmt.Fprintf(stdout, "dry run of batch %s: read %s: %d would be jobs, %d already enqueued, %d bad, %d repeated; nothing recorded or published\n",
+		cfg.Batch, read, rep.Jobs, rep.Existing, len(rep.Bad), rep.Repeated)
+	for _, b := range rep.Bad {
+		fmt.Fprintf(stdout, "  bad row: %v\n", b)
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(stdout, "  warning: %s\n", w)
+	}
+	if rep.Jobs > 0 {
+		writeEstimate(stdout, cfg, rep)
+	}
+	return rep.Refusal(cfg.MaxBadRows)
+}
+
+// writeEstimate prints the first job's prompt and what the batch would
+// take and cost.
+func writeEstimate(stdout io.Writer, cfg enqueue.Config, rep enqueue.DryRunReport) {
+	fmt.Fprintf(stdout, "\n--- system prompt (every attempt) ---\n%s\n--- prompt of line %d ---\n%s\n---\n\n", rep.System, rep.PromptLine, rep.Prompt)
+	from := "no earlier batch of this schema and model to measure: one attempt a job, repairs add more"
+	if rep.Measured.Jobs > 0 {
+		from = fmt.Sprintf("measured on %d jobs of %d earlier batches of this schema and model", rep.Measured.Jobs, rep.Measured.Batches)
+	}
+	fmt.Fprintf(stdout, "estimate: %s x %.2f attempts (%s)\n", cli.Plural(rep.Jobs, "job"), rep.Attempts, from)
+	price := fmt.Sprintf("$%.4f at %s list prices", rep.CostUSD, cfg.Model)
+	if !rep.PriceKnown {
+		price = fmt.Sprintf("cost unknown: %s is not in the price table", cfg.Model)
+	}
+	fmt.Fprintf(stdout, "  ~%.0f input and ~%.0f output tokens an attempt: ~%.0f tokens in all, %s\n",
+		rep.InputTokens, rep.OutputTokens, rep.Tokens, price)
+	if rep.Limited {
+		fmt.Fprintln(stdout, "  (for the rows read; the dataset has more)")
+	}
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// commonFlags are the ledger and queue flags of every subcommand.
+type commonFlags struct {
+	dbURL, natsURL, natsDir, natsListen string
+	queue                               pipeline.QueueConfig
+	batch                               string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet, queue bool) {
+	fs.StringVar(&c.batch, "batch", "", "batch name (required): 1 to 128 letters, digits, '.', '_' and '-'")
+	fs.StringVar(&c.dbURL, "database-url", env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"), "Postgres URL of the ledger (env DATABASE_URL)")
+	if queue {
+		fs.StringVar(&c.natsURL, "nats-url", env("NATS_URL", ""), "NATS server URL (env NATS_URL); empty: the embedded queue in --nats-dir")
+		fs.StringVar(&c.natsDir, "nats-dir", env("FIXPOINT_NATS_DIR", natsconn.DirDefault), "directory of the embedded queue (env FIXPOINT_NATS_DIR)")
+		fs.StringVar(&c.natsListen, "nats-listen", env("FIXPOINT_NATS_LISTEN", natsconn.ListenDefault), "where a running worker's embedded NATS listens (env FIXPOINT_NATS_LISTEN)")
+		fs.StringVar(&c.queue.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs")
+		fs.StringVar(&c.queue.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
+	}
+}
+
+// openQueue connects to the queue the flags name.
+func (c *commonFlags) openQueue() (*natsconn.Conn, error) {
+	return natsconn.Open(natsconn.Config{URL: c.natsURL, Dir: c.natsDir, Running: c.natsListen, Name: "fixpoint-enqueue"}, nil)
+}
+
+func newSubFlagSet(name, usage string, stdout io.Writer) *flag.FlagSet {
+	return newFlagSet("enqueue "+name, usage, stdout)
+}
+
+// newFlagSet returns a flag set whose --help prints usage, the flags and
+// the environment.
+func newFlagSet(name, usage string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintln(stdout, usage)
+		fmt.Fprintln(stdout, "\nFlags:")
+		fs.PrintDefaults()
+		fmt.Fprintln(stdout, "\nEnvironment:")
+		if fs.Lookup("nats-url") == nil {
+			// A command that does not touch the queue: only the ledger's
+			// variable is its (enqueue cancel listed NATS_URL).
+			fmt.Fprintln(stdout, strings.SplitN(envHelp, "\n", 2)[0])
+			return
+		}
+		fmt.Fprintln(stdout, envHelp)
+	}
+	return fs
+}
+
+func parseSub(fs *flag.FlagSet, args []string, c *commonFlags) error {
+	if err := cliflags.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{Err: fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())}
+	}
+	if c.batch == "" {
+		return usageError{Err: errors.New("--batch is required (see --help)")}
+	}
+	return queueUsage(c.queue)
+}
+
+func openLedger(ctx context.Context, dsn string) (*store.Store, error) {
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// actionError maps a batch action's error to the command's: a batch the
+// ledger does not hold is a failure (exit 1), bad settings a usage error.
+func actionError(err error) error {
+	if errors.Is(err, enqueue.ErrBadConfig) {
+		return usageError{Err: err}
+	}
+	return err
+}
+
+// warnUnpriced warns that a dollar cap on model can be enforced only by
+// workers given its price, when fixpoint's table has none.
+func warnUnpriced(w io.Writer, cmd, model string) {
+	if _, priced := repair.DefaultPrices().Lookup(model); !priced {
+		fmt.Fprintf(w, "%s: warning: %s has no price in fixpoint's table, so a worker can enforce --max-cost-usd only when its --prices lists it; a worker without one ends the batch's jobs over_budget without calling the model\n", cmd, model)
+	}
+}
+
+// queueUsage checks the queue flags before anything is connected: a value
+// NATS refuses is a usage error naming the flag.
+func queueUsage(q pipeline.QueueConfig) error {
+	if err := q.WithDefaults().Validate(); err != nil {
+		return cliflags.SettingUsage(err, map[string]string{"Stream": "--stream", "Subject": "--subject", "Duplicates": "--duplicates-window"})
+	}
+	return nil
+}
+
+// parseCost reads a --max-cost-usd value: a non-negative number, or none.
+func parseCost(s string) (*float64, error) {
+	if s == "" || s == "none" {
+		return nil, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	// NaN compares false with every bound, so it is refused by name; the
+	// ledger holds a cap below 10^10 dollars (numeric(18,8)).
+	if err != nil || math.IsNaN(v) || v < 0 || v >= maxCostUSD {
+		return nil, fmt.Errorf("--max-cost-usd %q: want a number of dollars from 0 to %.0f, or none", s, maxCostUSD-1)
+	}
+	return &v, nil
+}
+
+// maxCostUSD bounds a cost cap: batches.max_cost_usd is numeric(18,8).
+const maxCostUSD = 1e10
+
+// parseTokens reads a --max-total-tokens value: a non-negative integer, or
+// none.
+func parseTokens(s string) (*int64, error) {
+	if s == "" || s == "none" {
+		return nil, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return nil, fmt.Errorf("--max-total-tokens %q: want a non-negative number of tokens, or none", s)
+	}
+	return &v, nil
+}

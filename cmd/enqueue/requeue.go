@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
+)
+
+const requeueUsage = `Usage: enqueue requeue --batch NAME [--status invalid,failed,rejected,dead] [--class C]
+                       [--model M] [--provider P] [--max-attempts N] [--strategy S] [--dry-run]
+
+Runs chosen jobs of a batch again, as a new run of the batch. Each job keeps
+its outcome so far in the ledger (job_runs, and its attempts keep their run
+number, so SQL can still answer what the first run did); the job row shows
+the new run's outcome, and its run, when it ends. --model, --provider,
+--max-attempts and --strategy change the settings the jobs run with; the rest
+are those of the batch's latest run. Repeating the same requeue requeues
+nothing new until the jobs have ended again (and publishes what an
+interrupted requeue left unpublished). --dry-run prints what it would requeue.
+Over-budget jobs run again once the cap is raised: enqueue cap, then
+requeue --status over_budget.
+
+  enqueue requeue --batch nightly-2026-01-05 --status invalid --class semantic --model gpt-4o
+
+Exit status: 0 done (also when nothing matched), 1 failed, 2 bad usage.`
+
+// requeueCommand is enqueue requeue.
+type requeueCommand struct{ stdout io.Writer }
+
+func (c *requeueCommand) Run(ctx context.Context, args []string) error {
+	fs := newSubFlagSet("requeue", requeueUsage, c.stdout)
+	var (
+		common   commonFlags
+		cfg      enqueue.RequeueConfig
+		statuses = fs.String("status", joinStatuses(enqueue.RequeueStatusesDefault), "statuses to run again, comma-separated: invalid, failed, rejected, dead, cancelled, over_budget, valid")
+		strategy = fs.String("strategy", "", "repair strategy of the new run: conversation, repair or patch (default: unchanged)")
+	)
+	common.register(fs, true)
+	fs.StringVar(&cfg.Class, "class", "", "only jobs whose final class is this (syntax, shape, semantic, truncated, refusal, provider, budget, panic)")
+	fs.StringVar(&cfg.Model, "model", "", "model of the new run (default: unchanged)")
+	fs.StringVar(&cfg.Provider, "provider", "", "provider of the new run: openai, anthropic or ollama (default: unchanged)")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "repair attempts per job in the new run (0: unchanged)")
+	fs.BoolVar(&cfg.DryRun, "dry-run", false, "print what would be requeued and change nothing")
+	if err := parseSub(fs, args, &common); err != nil {
+		return err
+	}
+	cfg.Batch, cfg.Queue, cfg.Strategy = common.batch, common.queue, fixpoint.Strategy(*strategy)
+	var err error
+	if cfg.Statuses, err = parseStatuses(*statuses); err != nil {
+		return err
+	}
+	st, err := openLedger(ctx, common.dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var js jetstream.JetStream
+	if !cfg.DryRun {
+		conn, err := common.openQueue()
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		js = conn.JS
+	}
+	rep, err := enqueue.Requeue(ctx, js, st, cfg)
+	if err != nil {
+		return actionError(err)
+	}
+	writeRequeued(c.stdout, cfg, rep)
+	return nil
+}
+
+// parseStatuses reads --status: final statuses, comma-separated.
+func parseStatuses(list string) ([]fixpoint.Status, error) {
+	var statuses []fixpoint.Status
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			statuses = append(statuses, fixpoint.Status(s))
+		}
+	}
+	if len(statuses) == 0 {
+		// Empty would mean the default statuses, a different request.
+		return nil, usageError{Err: fmt.Errorf("--status %q names no status: want final statuses, comma-separated (default %s)", list, joinStatuses(enqueue.RequeueStatusesDefault))}
+	}
+	for _, s := range statuses {
+		if !s.Final() {
+			return nil, usageError{Err: fmt.Errorf("--status %q: want final statuses: valid, invalid, failed, rejected, dead, cancelled, over_budget", s)}
+		}
+	}
+	return statuses, nil
+}
+
+// writeRequeued says what a requeue did, or would do.
+func writeRequeued(w io.Writer, cfg enqueue.RequeueConfig, rep enqueue.RequeueReport) {
+	total := 0
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(rep.Jobs)) {
+		total += rep.Jobs[k]
+		parts = append(parts, fmt.Sprintf("%d %s", rep.Jobs[k], k))
+	}
+	if total == 0 {
+		fmt.Fprintf(w, "batch %s: no job matched (statuses %s%s); nothing requeued\n", cfg.Batch, joinStatuses(cfg.Statuses), classNote(cfg.Class))
+		if rep.Published > 0 {
+			fmt.Fprintf(w, "published %d jobs an earlier requeue had left unpublished\n", rep.Published)
+		}
+		return
+	}
+	what := "requeued"
+	if cfg.DryRun {
+		what = "would requeue"
+	}
+	s := rep.Settings
+	fmt.Fprintf(w, "batch %s: %s %d jobs (%s) as run %d: %s/%s, %d attempts, %s strategy",
+		cfg.Batch, what, total, strings.Join(parts, ", "), rep.Run, s.Provider, s.Model, s.Limits.MaxAttempts, s.Limits.Strategy)
+	if !cfg.DryRun {
+		fmt.Fprintf(w, "; %d published", rep.Published)
+	}
+	fmt.Fprintln(w)
+	for _, warning := range rep.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
+}
+
+func classNote(class string) string {
+	if class == "" {
+		return ""
+	}
+	return ", class " + class
+}
+
+func joinStatuses(statuses []fixpoint.Status) string {
+	parts := make([]string, len(statuses))
+	for i, st := range statuses {
+		parts[i] = string(st)
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+const exportUsage = `Usage: report export BATCH [--format jsonl|csv] [flags]
+
+Writes each job of the batch on stdout, one line per job in row order: its
+input row, its status and its value (the last candidate of a job that is not
+valid), for a spreadsheet or the next step of a pipeline. A batch still
+running, or short of rows its datasets had, is exported with a warning on
+stderr.
+
+  report export nightly-2026-01-05 --format csv > labels.csv
+
+Export formats:
+  jsonl  {"id", "row", "status", "input": the input row, "value", "error"} per job.
+  csv    the input's columns in the file's order (sorted for a batch enqueued
+         before the order was recorded; keys only some rows have come after,
+         sorted), then job_id, job_status, then one column per top-level
+         property of the batch's schema in name order (the ledger keeps schemas
+         with their keys sorted), then job_error. A property named like an input
+         column or a job_ column is written as value.NAME, an input column named
+         like a job_ column as input.NAME. Strings are written
+         as themselves, other values as compact JSON, null or missing as empty;
+         keys of a value that the schema does not list are left out (jsonl has
+         the whole value). A schema without properties gives one job_value
+         column (the whole value as JSON) instead of the property columns.
+
+Exit status: 0 done, 1 an error (an unknown batch), 2 bad usage.`
+
+// exportCommand is report export.
+type exportCommand struct{ stdout, stderr io.Writer }
+
+func (c *exportCommand) Run(ctx context.Context, args []string) error {
+	fs, dbURL := newFlagSet("export", exportUsage, ledgerEnv, c.stdout)
+	format := fs.String("format", "jsonl", "export format: jsonl or csv")
+	pos, err := parseArgs(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *format != "jsonl" && *format != "csv" {
+		return usageError{Err: fmt.Errorf("--format %q: want jsonl or csv", *format)}
+	}
+	st, err := openLedger(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	batch := pos[0]
+	if err := export(ctx, c.stdout, st, batch, *format); err != nil {
+		return err
+	}
+	return exportWarnings(ctx, c.stderr, st, batch)
+}
+
+// exportWarnings says on stderr, where a script's log sees it, that the
+// file just written is partial: the batch is still running (its rows say
+// job_status queued), or it is short of rows its datasets had (nothing in
+// the file shows a row that is not there).
+func exportWarnings(ctx context.Context, stderr io.Writer, st *store.Store, batch string) error {
+	if p, err := st.Progress(ctx, batch); err == nil && p.Queued > 0 {
+		fmt.Fprintf(stderr, "report: warning: batch %s is not done: %d of %d jobs are still queued, exported without a value\n", batch, p.Queued, p.Total)
+	}
+	notes, err := missingRows(ctx, st, batch)
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "report: warning: %s\n", n)
+	}
+	return nil
+}
+
+func export(ctx context.Context, w io.Writer, st *store.Store, batch, format string) error {
+	switch format {
+	case "jsonl":
+		if err := needBatch(ctx, st, batch); err != nil {
+			return err
+		}
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false) // "<b>" as written, not "\u003cb\u003e"
+		return st.Export(ctx, batch, func(r store.ExportRow) error {
+			return enc.Encode(map[string]any{"id": r.ID, "row": r.RowNo, "status": r.Status,
+				"input": rawOrNull(r.Metadata), "value": rawOrNull(r.Value), "error": r.Error})
+		})
+	case "csv":
+		shape, err := st.ExportShape(ctx, batch)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no batch %q in the ledger", batch)
+		}
+		if err != nil {
+			return err
+		}
+		cols := newCSVColumns(shape)
+		cw := csv.NewWriter(w)
+		if err := cw.Write(cols.header); err != nil {
+			return err
+		}
+		err = st.Export(ctx, batch, func(r store.ExportRow) error {
+			rec, err := cols.record(r)
+			if err != nil {
+				return fmt.Errorf("job %s: %w", r.ID, err)
+			}
+			return cw.Write(rec)
+		})
+		cw.Flush()
+		if err != nil {
+			return err
+		}
+		return cw.Error()
+	}
+	return usageError{Err: fmt.Errorf("--format %q: want jsonl or csv", format)}
+}
+
+// csvColumns lays out a batch's CSV export: the input columns, the job's
+// own columns and one column per schema property (or job_value).
+type csvColumns struct {
+	header []string
+	// inputs and props are the input keys and schema properties, in the
+	// order of their columns; wholeValue writes job_value instead of props.
+	inputs, props []string
+	wholeValue    bool
+}
+
+// newCSVColumns builds the header: inputs (renamed input.NAME when NAME is
+// one of the job's own columns), job_id, job_status, properties (renamed
+// value.NAME when NAME is taken by an input or job column, and again while
+// the new name is taken), job_error. No two columns share a name.
+func newCSVColumns(shape store.ExportShape) *csvColumns {
+	c := &csvColumns{inputs: shape.InputColumns, props: shape.Properties, wholeValue: len(shape.Properties) == 0}
+	own := []string{"job_id", "job_status", "job_error", "job_value"}
+	taken := map[string]bool{}
+	for _, name := range own {
+		taken[name] = true
+	}
+	for _, in := range c.inputs {
+		taken[in] = true
+	}
+	for _, in := range c.inputs {
+		name := in
+		if slices.Contains(own, in) {
+			for name = "input." + in; taken[name]; {
+				name = "input." + name
+			}
+			taken[name] = true
+		}
+		c.header = append(c.header, name)
+	}
+	c.header = append(c.header, "job_id", "job_status")
+	if c.wholeValue {
+		c.header = append(c.header, "job_value")
+	}
+	for _, p := range c.props {
+		name := p
+		for taken[name] {
+			name = "value." + name
+		}
+		taken[name] = true
+		c.header = append(c.header, name)
+	}
+	c.header = append(c.header, "job_error")
+	return c
+}
+
+// record is one job's CSV row under the header.
+func (c *csvColumns) record(r store.ExportRow) ([]string, error) {
+	var meta map[string]json.RawMessage
+	if err := unmarshalObject(r.Metadata, &meta); err != nil {
+		return nil, fmt.Errorf("input row: %w", err)
+	}
+	rec := make([]string, 0, len(c.header))
+	for _, in := range c.inputs {
+		cell, err := csvCell(meta[in])
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", in, err)
+		}
+		rec = append(rec, cell)
+	}
+	rec = append(rec, r.ID, string(r.Status))
+	if c.wholeValue {
+		cell, err := csvCell(r.Value)
+		if err != nil {
+			return nil, fmt.Errorf("value: %w", err)
+		}
+		rec = append(rec, cell)
+	} else {
+		// A value that is not an object (an invalid job's last candidate)
+		// has no properties: its columns stay empty.
+		var value map[string]json.RawMessage
+		_ = unmarshalObject(r.Value, &value)
+		for _, p := range c.props {
+			cell, err := csvCell(value[p])
+			if err != nil {
+				return nil, fmt.Errorf("value %s: %w", p, err)
+			}
+			rec = append(rec, cell)
+		}
+	}
+	return append(rec, r.Error), nil
+}
+
+// unmarshalObject decodes a JSON object; empty input and null leave m nil.
+func unmarshalObject(b json.RawMessage, m *map[string]json.RawMessage) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.Unmarshal(b, m)
+}
+
+// csvCell writes a JSON value as a CSV cell: a string as itself, null or
+// nothing as empty, anything else as compact JSON.
+func csvCell(v json.RawMessage) (string, error) {
+	v = bytes.TrimSpace(v)
+	switch {
+	case len(v) == 0 || string(v) == "null":
+		return "", nil
+	case v[0] == '"':
+		var s string
+		err := json.Unmarshal(v, &s)
+		return s, err
+	}
+	var buf bytes.Buffer
+	err := json.Compact(&buf, v)
+	return buf.String(), err
+}
+
+func rawOrNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}

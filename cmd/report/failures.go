@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+)
+
+const failuresUsage = `Usage: report failures BATCH [flags]
+
+Prints why a batch's attempts failed: failure classes by attempt number,
+how often a repair turned each class valid, the 15 most common error paths,
+and the jobs that ended without a result (dead, rejected, cancelled) with
+their reasons.
+
+  report failures nightly-2026-01-05
+
+Exit status: 0 done, 1 an error (an unknown batch), 2 bad usage.`
+
+// failuresCommand is report failures.
+type failuresCommand struct{ stdout io.Writer }
+
+func (c *failuresCommand) Run(ctx context.Context, args []string) error {
+	fs, dbURL := newFlagSet("failures", failuresUsage, ledgerEnv, c.stdout)
+	pos, err := parseArgs(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	st, err := openLedger(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	batch := pos[0]
+	if err := needBatch(ctx, st, batch); err != nil {
+		return err
+	}
+	return cli.WriteFailureReport(ctx, c.stdout, st, batch, 15)
+}

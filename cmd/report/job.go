@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+const jobUsage = `Usage: report job ID [flags]
+
+Prints one job (its batch, row, status, provider, model and mode, and its
+error) and each attempt of its latest run as a card: what the model
+answered, where the JSON was found, the local repairs, the validation errors
+and the feedback sent next. Calls kept apart from its result (interrupted
+by a stop, an outage or a cancel) are listed after the cards. A requeued
+job's earlier runs are in job_runs.
+
+  report job nightly-2026-01-05:42
+
+Exit status: 0 done, 1 an error (an unknown job), 2 bad usage.`
+
+// jobCommand is report job.
+type jobCommand struct{ stdout io.Writer }
+
+func (c *jobCommand) Run(ctx context.Context, args []string) error {
+	fs, dbURL := newFlagSet("job", jobUsage, ledgerEnv, c.stdout)
+	pos, err := parseArgs(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	st, err := openLedger(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return printJob(ctx, c.stdout, st, pos[0])
+}
+
+func printJob(ctx context.Context, w io.Writer, st *store.Store, id string) error {
+	job, attempts, err := st.Job(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no job %q in the ledger", id)
+	}
+	if err != nil {
+		return err
+	}
+	run := ""
+	if job.Run > 1 {
+		// A requeued job: the cards are its latest run's; the runs before
+		// it are in job_runs and their attempts keep their run number.
+		run = fmt.Sprintf(", run %d (runs 1 to %d in job_runs)", job.Run, job.Run-1)
+	}
+	fmt.Fprintf(w, "job %s (batch %s, row %d%s): %s, %s/%s, %s mode\n", job.ID, job.Batch, job.RowNo, run, strings.ToUpper(string(job.Status)), job.Provider, job.Model, job.Mode)
+	if job.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", job.Error)
+	}
+	res := &fixpoint.Result{JobID: job.ID, Status: fixpoint.Status(job.Status), Value: job.Value, Error: job.Error, Class: job.FinalClass,
+		Calls: job.Calls, TokensIn: int(job.TokensIn), TokensOut: int(job.TokensOut), TokensCached: int(job.TokensCached),
+		CostUSD: job.CostUSD, FirstAttemptValid: job.FirstAttemptValid, RepairedLocally: job.RepairedLocally,
+		Wall: time.Duration(job.WallMS) * time.Millisecond}
+	for i := range attempts {
+		a := cli.AttemptFromStore(&attempts[i])
+		if a.Valid {
+			a.Value = job.Value
+		}
+		res.Attempts = append(res.Attempts, a)
+	}
+	if len(res.Attempts) > 0 {
+		cli.WriteCards(w, res)
+	}
+	kept, err := st.JobInterrupted(ctx, id)
+	if err != nil {
+		return err
+	}
+	writeInterrupted(w, kept)
+	return nil
+}
+
+// clipRunes cuts s to n runes, marking the cut.
+func clipRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// interruptedWhy says what each reason of interrupted_attempts means.
+var interruptedWhy = map[string]string{
+	store.InterruptHandedBack: "handed back to the queue",
+	store.InterruptShutdown:   "cut off by a worker's stop",
+	store.InterruptSuperseded: "another delivery, or a requeue's newer run, overtook it",
+	store.InterruptOutage:     "failed while the provider was unavailable; the job waited",
+	store.InterruptCancelled:  "of a delivery that enqueue cancel overtook",
+	store.InterruptCrashed:    "made by a worker that died before it wrote them, kept by its reply journal",
+}
+
+// writeInterrupted lists a job's calls that are not among its result's
+// attempts (interrupted_attempts), so that its attempts and calls add up.
+func writeInterrupted(w io.Writer, kept []store.InterruptedCalls) {
+	if len(kept) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "calls kept apart from the result (interrupted_attempts):")
+	for _, c := range kept {
+		where := fmt.Sprintf("run %d, delivery %d", c.Run, c.Delivery)
+		if c.Hold > 0 {
+			where += fmt.Sprintf(", before wait %d", c.Hold)
+		}
+		line := fmt.Sprintf("  %s: %s %s (%s)", where, cli.Plural(int64(c.Calls), "call"), c.Reason, interruptedWhy[c.Reason])
+		if c.Paid > 0 {
+			line += fmt.Sprintf(", %d paid, $%.6f", c.Paid, c.CostUSD)
+		} else {
+			line += ", none paid"
+		}
+		if c.LastError != "" {
+			line += ": " + clipRunes(c.LastError, 160)
+		}
+		fmt.Fprintln(w, line)
+	}
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+const summaryUsage = `Usage: report summary [BATCH] [flags]
+
+Prints one row per batch (only BATCH when given): jobs, valid rate,
+first-attempt rate, repair rate, mean attempts, tokens and cost per valid
+job, p50/p95 latency. Below the table: attempts of models with no price,
+what a batch cost in all when requeues or interrupted calls add to its
+results, a capped batch's spend against its cap, rows a batch is short of,
+what local repairs saved, and for a batch delivered in waves each wave, the
+prompt-cache hit rate and the attempts and cost by price basis.
+
+  report summary nightly-2026-01-05
+
+Exit status: 0 done, 1 an error (an unknown batch), 2 bad usage.`
+
+// summaryCommand is report summary.
+type summaryCommand struct{ stdout io.Writer }
+
+func (c *summaryCommand) Run(ctx context.Context, args []string) error {
+	fs, dbURL := newFlagSet("summary", summaryUsage, ledgerEnv, c.stdout)
+	pos, err := parseArgs(fs, args, 0, 1)
+	if err != nil {
+		return err
+	}
+	batch := ""
+	if len(pos) == 1 {
+		batch = pos[0]
+	}
+	st, err := openLedger(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return writeSummary(ctx, c.stdout, st, batch)
+}
+
+// writeSummary prints the summary of batch ("" for every batch).
+func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch string) error {
+	if batch != "" {
+		if err := needBatch(ctx, st, batch); err != nil {
+			return err
+		}
+	}
+	rows, err := st.Summary(ctx, batch)
+	if err != nil {
+		return err
+	}
+	if batch != "" && len(rows) == 0 {
+		// The batch exists and holds no jobs.
+		rows = []store.BatchSummary{{Batch: batch}}
+	}
+	cli.WriteSummary(w, rows)
+	for _, section := range []func(context.Context, io.Writer, *store.Store, string, []store.BatchSummary) error{
+		writeUnpriced, writeCosts, writeCaps, writeMissingRows,
+	} {
+		if err := section(ctx, w, st, batch, rows); err != nil {
+			return err
+		}
+	}
+	return writeWaveSections(ctx, w, st, rows)
+}
+
+// writeUnpriced says which attempts had no price and count $0.
+func writeUnpriced(ctx context.Context, w io.Writer, st *store.Store, batch string, _ []store.BatchSummary) error {
+	unpriced, err := st.UnpricedAttempts(ctx, batch)
+	if err != nil {
+		return err
+	}
+	for _, u := range unpriced {
+		fmt.Fprintf(w, "\ncost unknown: %d attempts of batch %s on %s had no price in the worker's table and count $0 (give the workers --prices with it)\n",
+			u.Attempts, u.Batch, u.Model)
+	}
+	return nil
+}
+
+// writeCosts says what a batch cost in all where its results do not show
+// every cent: COST/VALID is the latest run's results, and requeues and
+// interrupted calls cost too.
+func writeCosts(ctx context.Context, w io.Writer, st *store.Store, batch string, rows []store.BatchSummary) error {
+	costs, err := st.BatchCosts(ctx, batch)
+	if err != nil {
+		return err
+	}
+	valid := map[string]int64{}
+	for _, r := range rows {
+		valid[r.Batch] = r.Valid
+	}
+	for _, c := range costs {
+		if c.EarlierRunsUSD == 0 && c.InterruptedUSD == 0 {
+			continue // the latest results show every cent (an outage's calls cost nothing)
+		}
+		perValid := "no valid row"
+		if n := valid[c.Batch]; n > 0 {
+			perValid = fmt.Sprintf("$%.6f a valid row", c.TotalUSD/float64(n))
+		}
+		calls, err := interruptedCalls(ctx, st, c)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nbatch %s cost $%.6f in all (%s): $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s kept apart from the results (interrupted_attempts: see report job)\n",
+			c.Batch, c.TotalUSD, perValid, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, calls)
+	}
+	return nil
+}
+
+// interruptedCalls counts a batch's interrupted calls, and how many of them
+// were answered: requests of a cancelled provider batch that never ran are
+// kept too, at no cost, and 300 calls read as 300 paid ones.
+func interruptedCalls(ctx context.Context, st *store.Store, c store.BatchCost) (string, error) {
+	calls := cli.Plural(c.InterruptedCalls, "call")
+	if c.InterruptedCalls == 0 {
+		return calls, nil
+	}
+	answered, err := st.InterruptedAnswered(ctx, c.Batch)
+	if err != nil {
+		return "", err
+	}
+	if answered < c.InterruptedCalls {
+		calls += fmt.Sprintf(" (%d of them answered)", answered)
+	}
+	return calls, nil
+}
+
+// writeCaps says a capped batch's cap and what it spent: jobs over it end
+// over_budget, and nothing else said why.
+func writeCaps(ctx context.Context, w io.Writer, st *store.Store, _ string, rows []store.BatchSummary) error {
+	for _, r := range rows {
+		sp, err := st.BatchSpend(ctx, r.Batch)
+		if err != nil {
+			return err
+		}
+		if line := capLine(r.Batch, sp); line != "" {
+			fmt.Fprintln(w, "\n"+line)
+		}
+	}
+	return nil
+}
+
+// writeMissingRows says which batches are short of their datasets' rows.
+func writeMissingRows(ctx context.Context, w io.Writer, st *store.Store, _ string, rows []store.BatchSummary) error {
+	for _, r := range rows {
+		notes, err := missingRows(ctx, st, r.Batch)
+		if err != nil {
+			return err
+		}
+		for _, n := range notes {
+			fmt.Fprintln(w, "\n"+n)
+		}
+	}
+	return nil
+}
+
+// capLine says a capped batch's cap and its spend against it, "" for a
+// batch without a cap.
+func capLine(batch string, sp store.Spend) string {
+	var parts []string
+	if sp.MaxCostUSD != nil {
+		parts = append(parts, fmt.Sprintf("$%.6f of its $%g cost cap", sp.CostUSD, *sp.MaxCostUSD))
+	}
+	if sp.MaxTotalTokens != nil {
+		parts = append(parts, fmt.Sprintf("%d of its %d token cap", sp.Tokens, *sp.MaxTotalTokens))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("batch %s spent %s (jobs the cap stops end over_budget: raise it with enqueue cap, or, for a model the workers have no price for, give them one with worker --prices; then enqueue requeue --status over_budget)",
+		batch, strings.Join(parts, " and "))
+}

@@ -1,0 +1,17 @@
+package enqueue
+
+import "fmt"
+
+// Refusal is the error the real run would stop with on the bad rows the
+// dry run found, nil when it would go on: more than maxBadRows bad rows
+// (-1: any number), or every row of the whole dataset bad. It wraps
+// ErrTooManyBadRows, as Run's does.
+func (r DryRunReport) Refusal(maxBadRows int) error {
+	if maxBadRows >= 0 && len(r.Bad) > maxBadRows {
+		return fmt.Errorf("%w: %s (limit %d): the real run would record and publish nothing", ErrTooManyBadRows, badRows(len(r.Bad)), maxBadRows)
+	}
+	if r.Rows > 0 && len(r.Bad) == r.Rows && !r.Limited {
+		return fmt.Errorf("%w: every one of the dataset's %d rows is bad: the real run would record and publish nothing", ErrTooManyBadRows, r.Rows)
+	}
+	return nil
+}
