@@ -189,3 +189,31 @@ func TestPatternRE2NoClock(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkValidatePatterns validates the 1 MB array of line objects with
+// the sku pattern as it is (RE2) and with a lookahead added (the
+// backtracking engine, under the schema's pattern clock).
+func BenchmarkValidatePatterns(b *testing.B) {
+	for _, bc := range []struct{ name, pattern string }{
+		{"re2", `^[A-Z]{3}-[0-9]{4}$`},
+		{"backtracking", `^(?!XYZ)[A-Z]{3}-[0-9]{4}$`},
+	} {
+		line := strings.Replace(lineSchema(), `"^[A-Z]{3}-[0-9]{4}$"`, strconv.Quote(bc.pattern), 1)
+		if !strings.Contains(line, strconv.Quote(bc.pattern)) {
+			b.Fatal("the line schema has no sku pattern")
+		}
+		s := mustCompile(b, `{"type":"array","items":`+line+`}`)
+		if (s.clock != nil) != (bc.name == "backtracking") {
+			b.Fatalf("%s: clock %v", bc.name, s.clock)
+		}
+		text := bigArray(1<<20, 10)
+		v := mustDecode(b, text)
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Validate(v)
+			}
+		})
+	}
+}

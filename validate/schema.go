@@ -380,8 +380,7 @@ func (s *Schema) check(v any) []Error {
 
 // schemaError turns a library compile error into a *SchemaError naming the
 // keyword and its location. A pattern's error says what is wrong in it and
-// where (ecmaError): lookahead, lookbehind and backreferences are refused
-// there, as Go's RE2 engine has none.
+// where (ecmaError).
 func schemaError(doc any, err error) *SchemaError {
 	var (
 		sve  *jsonschema.SchemaValidationError
