@@ -89,6 +89,31 @@ func TestPatternCheckBudget(t *testing.T) {
 	}
 }
 
+// A reply of 20,000 strings, the same one in every place, is reported in
+// about the check's budget, each place saying it was not checked.
+func TestPatternManyStrings(t *testing.T) {
+	t.Parallel()
+	s := slowSchema(t, `{"type":"array","items":{"type":"string","pattern":SLOW}}`)
+	items := make([]any, 20000)
+	for i := range items {
+		items[i] = slowString
+	}
+	start := time.Now()
+	errs := s.Validate(items)
+	took := time.Since(start)
+	if took > patternCheckTime+4*time.Second {
+		t.Errorf("took %v; want about %v", took, patternCheckTime)
+	}
+	if len(errs) != len(items) {
+		t.Fatalf("%d errors; want %d", len(errs), len(items))
+	}
+	for _, e := range errs {
+		if !strings.Contains(e.Message, "could not be checked against the pattern") {
+			t.Fatalf("error %v; want each place reported unchecked", e)
+		}
+	}
+}
+
 // A match out of time never lets a value through where "no match" would:
 // under "not", in patternProperties, in propertyNames.
 func TestPatternTimeoutNeverValid(t *testing.T) {
