@@ -25,7 +25,7 @@ const (
 	KindConstCase      = "const_case"      // likewise for a const
 	KindWrapArray      = "wrap_array"      // v -> [v]
 	KindDropNull       = "drop_null"       // an optional property that is null is dropped
-	KindDropAdditional = "drop_additional" // a property additionalProperties forbids is dropped (CoerceAll)
+	KindDropAdditional = "drop_additional" // a property additionalProperties forbids is dropped (fixpoint.CoerceAll)
 	KindRenameKey      = "rename_key"      // "customerName": v -> "customer_name": v
 )
 
@@ -56,8 +56,8 @@ const (
 // validation error, that cannot change what the model meant, and returns the
 // repaired value, the repairs in the order made and the errors of the
 // repaired value (nil when it is valid). v is not modified: the repaired
-// value shares what it did not change with v. With CoerceNone (or any mode
-// other than CoerceSafe and CoerceAll), a nil *Schema, a valid v, or a v
+// value shares what it did not change with v. With fixpoint.CoerceNone (or any mode
+// other than fixpoint.CoerceSafe and fixpoint.CoerceAll), a nil *Schema, a valid v, or a v
 // holding a number that cannot be validated (keyword "number"), it returns v,
 // no repairs and s.Validate(v).
 //
@@ -103,7 +103,7 @@ const (
 //     JSON strings. The value may now show errors of its own, which the
 //     schema did not check under the wrong name; they may be reported (see
 //     value fixes below), the next round may fix them.
-//   - drop_additional (CoerceAll only, additionalProperties error): a
+//   - drop_additional (fixpoint.CoerceAll only, additionalProperties error): a
 //     property additionalProperties forbids is dropped, only when every
 //     property the object's schemas require is present (else the extra
 //     property may be a misnamed required one) and that adds no error,
@@ -147,7 +147,8 @@ const (
 // A value that still fails keeps the fixes made (each is lossless) and is
 // returned with its remaining errors, never more than v had.
 func (s *Schema) Coerce(v any, mode fixpoint.CoerceMode) (fixed any, fixes []fixpoint.Repair, errs []fixpoint.ValidationError) {
-	return s.coerce(v, s.Validate(v), mode)
+	defer s.guard()()
+	return s.coerce(v, s.validate(v), mode)
 }
 
 // coerce is Coerce given errs, the errors of v.
@@ -178,7 +179,7 @@ func (s *Schema) coerce(v any, errs []fixpoint.ValidationError, mode fixpoint.Co
 		}
 		budget--
 		next := applyAll(cur, props, 0)
-		nerrs := s.Validate(next)
+		nerrs := s.validate(next)
 		if batchAccepted(errs, nerrs, props) {
 			keep(next, nerrs, props)
 			continue
@@ -190,7 +191,7 @@ func (s *Schema) coerce(v any, errs []fixpoint.ValidationError, mode fixpoint.Co
 		if len(innocent) > 0 && len(suspect) > 0 && budget > 0 {
 			budget--
 			next := applyAll(cur, innocent, 0)
-			nerrs := s.Validate(next)
+			nerrs := s.validate(next)
 			if batchAccepted(errs, nerrs, innocent) {
 				keep(next, nerrs, innocent)
 				props, progress = suspect, true
@@ -202,7 +203,7 @@ func (s *Schema) coerce(v any, errs []fixpoint.ValidationError, mode fixpoint.Co
 			}
 			budget--
 			next := f.apply(cur)
-			nerrs := s.Validate(next)
+			nerrs := s.validate(next)
 			if fixAccepted(errs, nerrs, f) {
 				keep(next, nerrs, []fix{f})
 				progress = true

@@ -35,7 +35,7 @@ var coerceFuzzSchemas = []string{
 }
 
 // FuzzCoerce checks Coerce's invariants for any value against the schemas
-// above: with CoerceNone nothing changes; otherwise the value returned has
+// above: with fixpoint.CoerceNone nothing changes; otherwise the value returned has
 // exactly the errors returned, never more than the input had; replaying the
 // repairs on the input, each one's Before is the value at its Pointer and
 // the result is the value returned; a number keeps its value and text, a

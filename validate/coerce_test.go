@@ -20,7 +20,7 @@ type coerceCase struct {
 	name    string
 	schema  string
 	value   string
-	mode    fixpoint.CoerceMode // "": CoerceSafe
+	mode    fixpoint.CoerceMode // "": fixpoint.CoerceSafe
 	want    string
 	repairs string
 	errs    []string
@@ -426,7 +426,7 @@ func TestCoerceNilSchema(t *testing.T) {
 // checkSchema is the schema of the CheckWith tests.
 const checkSchema = `{"type":"object","required":["n"],"properties":{"n":{"type":"integer","maximum":3}},"additionalProperties":false}`
 
-// TestCheckWithNoneIsCheck: CheckWith with CoerceNone (or the zero options)
+// TestCheckWithNoneIsCheck: CheckWith with fixpoint.CoerceNone (or the zero options)
 // is Check, for valid, repairable and unrepairable replies.
 func TestCheckWithNoneIsCheck(t *testing.T) {
 	t.Parallel()
