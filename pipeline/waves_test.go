@@ -145,15 +145,23 @@ func (h *harness) startFrozen(cfg pipeline.WorkerConfig, point string) *frozenWo
 	h.t.Helper()
 	hit, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
+	var frozen atomic.Bool
 	pipeline.SetWaveHook(&cfg, func(p string, _ int64) {
 		fired := false
 		if p == point {
 			once.Do(func() { fired = true })
 		}
-		if !fired {
+		switch {
+		case fired:
+			frozen.Store(true)
+			close(hit)
+		case !frozen.Load():
 			return
 		}
-		close(hit)
+		// A process killed at the point stops every goroutine, not only
+		// the one at the point: the others stop at the next point they
+		// reach, so none of A's waves acts after B has drained, when no
+		// worker is left to reconcile what it did.
 		<-release
 		runtime.Goexit() // killed: nothing after this point runs
 	})
