@@ -55,6 +55,7 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 //   - the repair step links no NATS, Postgres, net/http or provider client;
 //   - llm (the provider clients) links no NATS or Postgres;
 //   - store links no NATS and nothing of the drivers;
+//   - the test bench (testbench/...) is linked by the commands only;
 //   - only store uses pgx directly, only the commands run an embedded
 //     NATS server, and nothing imports a command.
 func TestImportDirection(t *testing.T) {
@@ -64,14 +65,16 @@ func TestImportDirection(t *testing.T) {
 	forbidden := map[string][]string{
 		"extract":  noNetwork,
 		"validate": noNetwork,
-		"repair":   append(slices.Clone(noNetwork), mod+"/llm/sim", mod+"/enqueue"),
-		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue"},
-		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue"},
-		"pipeline": {mod + "/enqueue", mod + "/llm/sim"},
+		"repair":   append(slices.Clone(noNetwork), mod+"/testbench", mod+"/enqueue"),
+		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/testbench"},
+		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/testbench"},
+		"enqueue":  {mod + "/testbench"},
+		"pipeline": {mod + "/enqueue", mod + "/testbench"},
 	}
 	// Third-party libraries the pure packages may link: a JSON decoder, the
-	// schema library, and Unicode normalization for enum values.
-	pureAllowed := []string{"github.com/segmentio/", "github.com/santhosh-tekuri/jsonschema/", "golang.org/x/text/", "golang.org/x/sys/cpu"}
+	// schema library, a backtracking engine for the patterns RE2 cannot
+	// express, and Unicode normalization for enum values.
+	pureAllowed := []string{"github.com/segmentio/", "github.com/santhosh-tekuri/jsonschema/", "github.com/dlclark/regexp2/", "golang.org/x/text/", "golang.org/x/sys/cpu"}
 	for rel, p := range pkgs {
 		for _, dep := range p.Deps {
 			if rel == "" && (thirdParty(dep) && !matches(dep, mod) || dep == "net/http") {

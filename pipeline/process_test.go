@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
-	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/testbench/sim"
 )
 
 // kill -9 of a worker process with calls in flight, then a restart: every

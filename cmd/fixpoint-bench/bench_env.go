@@ -29,9 +29,9 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/testbench/sim"
 )
 
 // benchModel is the model name the bench's jobs ask for; the simulator
