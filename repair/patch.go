@@ -145,7 +145,7 @@ func (s *Step) feedPatch(a *fixpoint.Attempt, text string) patchReply {
 	// is not for us to guess.
 	for i := range cands {
 		o := &cands[i]
-		if !patchLike(o.Value) || o == cand || (o.Start < cand.End && cand.Start < o.End) || validate.SameValue(o.Value, cand.Value) {
+		if !patchLike(o.Value) || o == cand || (o.Start < cand.End && cand.Start < o.End) || extract.SameValue(o.Value, cand.Value) {
 			continue
 		}
 		return fail(fixpoint.PatchParseError, fmt.Sprintf("your reply holds more than one JSON array, at offsets %d and %d; reply with only the patch meant",

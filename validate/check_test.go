@@ -484,7 +484,7 @@ func TestCheckRefusesAmbiguousReplies(t *testing.T) {
 		// A number opening a line of words in a fence or tag is not a
 		// second value.
 		for _, reply := range []string{"<answer>7\n2 issues found: tone and length.</answer>", "```\n7\n\n3 minor typos\n```", "<answer>\n7\n\n1. counted rows\n</answer>"} {
-			if got := CheckWith(num, reply, CheckOptions{Coerce: mode}); !got.Valid || !SameValue(got.Value, json.Number("7")) {
+			if got := CheckWith(num, reply, CheckOptions{Coerce: mode}); !got.Valid || !extract.SameValue(got.Value, json.Number("7")) {
 				t.Errorf("%s %q: %v %v; want 7, valid", mode, reply, got.Value, got.Errors)
 			}
 		}

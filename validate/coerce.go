@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/unicode/norm"
@@ -524,7 +525,7 @@ func (s *Schema) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 		// value twice is one answer.
 		extra := toks[len(toks)-1]
 		for _, n := range concat(pv.required, pv.props) {
-			if twin, ok := obj[n]; sameKey(extra, n) && !(ok && SameValue(twin, val)) {
+			if twin, ok := obj[n]; sameKey(extra, n) && !(ok && extract.SameValue(twin, val)) {
 				return fix{}, false
 			}
 		}
