@@ -218,6 +218,7 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 		c.DefaultDraft(opts.draft)
 	}
 	c.AssertFormat()
+	registerURIFormats(c)
 	// Patterns are ECMA-262's (JSON Schema says so), not Go's RE2 syntax:
 	// they are translated (see ecmaPattern). The schema's own patterns,
 	// compiled now, may keep the RE2 meaning they had before (see
