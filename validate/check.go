@@ -229,6 +229,7 @@ func Check(s *Schema, reply string) CheckResult {
 // (class syntax), names both.
 func CheckWith(s *Schema, reply string, opt CheckOptions) CheckResult {
 	cands, err := extract.Extract(reply)
+	defer s.guard()()
 	if s == nil || len(cands) == 0 || (opt.Coerce != CoerceSafe && opt.Coerce != CoerceAll) {
 		return choose(s, reply, cands, err)
 	}
@@ -242,7 +243,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode Coer
 	// candidate once.
 	errsOf := make([][]Error, len(cands))
 	for i := range cands {
-		errsOf[i] = s.Validate(cands[i].Value)
+		errsOf[i] = s.validate(cands[i].Value)
 		if len(errsOf[i]) == 0 && len(ExtractionErrors(reply, &cands[i])) == 0 {
 			if amb := ambiguous(s, reply, cands, i, cands[i].Value, mode); amb != nil {
 				return result(cands, i, cands[i].Value, amb, nil)
@@ -357,7 +358,7 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 		if len(ExtractionErrors(reply, o)) > 0 || o.Start >= c.End && citation(reply, o) {
 			continue
 		}
-		errs := s.Validate(o.Value)
+		errs := s.validate(o.Value)
 		if len(errs) > 0 {
 			if mode != CoerceSafe && mode != CoerceAll || coerced >= ambiguityCoerceMax {
 				continue
@@ -399,7 +400,7 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 			// The same answer once its safe fixes are made ("0.9" for 0.9,
 			// "Positive" for "positive"): a repeat, not another answer.
 			coerced++
-			if errs := s.Validate(o.Value); len(errs) > 0 {
+			if errs := s.validate(o.Value); len(errs) > 0 {
 				if v, _, left := s.coerce(o.Value, errs, mode); len(left) == 0 && SameValue(v, value) {
 					continue
 				}
@@ -682,7 +683,7 @@ func SameValue(a, b any) bool {
 
 // candidateErrors returns every error of one candidate.
 func candidateErrors(s *Schema, reply string, c *extract.Candidate) []Error {
-	errs := s.Validate(c.Value)
+	errs := s.validate(c.Value)
 	if pre := ExtractionErrors(reply, c); len(pre) > 0 {
 		errs = append(pre, errs...)
 	}

@@ -176,7 +176,8 @@ const (
 // A value that still fails keeps the fixes made (each is lossless) and is
 // returned with its remaining errors, never more than v had.
 func (s *Schema) Coerce(v any, mode CoerceMode) (fixed any, fixes []extract.Repair, errs []Error) {
-	return s.coerce(v, s.Validate(v), mode)
+	defer s.guard()()
+	return s.coerce(v, s.validate(v), mode)
 }
 
 // coerce is Coerce given errs, the errors of v.
@@ -207,7 +208,7 @@ func (s *Schema) coerce(v any, errs []Error, mode CoerceMode) (any, []extract.Re
 		}
 		budget--
 		next := applyAll(cur, props, 0)
-		nerrs := s.Validate(next)
+		nerrs := s.validate(next)
 		if batchAccepted(errs, nerrs, props) {
 			keep(next, nerrs, props)
 			continue
@@ -219,7 +220,7 @@ func (s *Schema) coerce(v any, errs []Error, mode CoerceMode) (any, []extract.Re
 		if len(innocent) > 0 && len(suspect) > 0 && budget > 0 {
 			budget--
 			next := applyAll(cur, innocent, 0)
-			nerrs := s.Validate(next)
+			nerrs := s.validate(next)
 			if batchAccepted(errs, nerrs, innocent) {
 				keep(next, nerrs, innocent)
 				props, progress = suspect, true
@@ -231,7 +232,7 @@ func (s *Schema) coerce(v any, errs []Error, mode CoerceMode) (any, []extract.Re
 			}
 			budget--
 			next := f.apply(cur)
-			nerrs := s.Validate(next)
+			nerrs := s.validate(next)
 			if fixAccepted(errs, nerrs, f) {
 				keep(next, nerrs, []fix{f})
 				progress = true

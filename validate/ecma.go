@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/dlclark/regexp2/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -21,8 +23,12 @@ import (
 // where the two dialects read the same text differently (\s missed U+00A0
 // and U+FEFF, "." matched "\r" and U+2028) and refused valid patterns
 // (\u0041, \cJ, [^]). ecmaPattern translates a pattern into the RE2 pattern
-// that means the same, or says why there is none: RE2 has no lookaround and
-// no backreferences, and caps repetition counts at 1000.
+// that means the same, matched in linear time. What RE2 cannot express
+// (lookahead, lookbehind, backreferences, repetition counts over 1000) is
+// matched as written by a backtracking engine (regexp2 in its ECMAScript
+// and Unicode mode) under a time bound: see patterns.go. The translator
+// still reads such a pattern to the end, so that every pattern accepted is
+// ECMA-262, whichever engine matches it.
 //
 // The translation follows the u-flag grammar strictly, as ajv and other
 // JavaScript validators compile patterns: an escape of a letter that is not
@@ -66,44 +72,50 @@ const ecmaMaxNesting = 1000
 
 // ecmaPattern translates the ECMA-262 pattern p into an RE2 pattern for
 // Go's regexp with the same meaning: an unanchored search, as JSON Schema's
-// "pattern" is. The result compiles with regexp.Compile; an error is an
-// *ecmaError naming what is wrong and where.
+// "pattern" is. The result compiles with regexp.Compile; it is "" for a
+// pattern only the backtracking engine can match (see compileECMA). An
+// error is an *ecmaError naming what is wrong and where.
 func ecmaPattern(p string) (string, error) {
-	re, err := compileECMA(p)
+	re, err := compileECMA(p, nil)
 	if err != nil {
 		return "", err
 	}
-	return re.String(), nil
+	if r, ok := re.(*ecmaRegexp); ok {
+		return r.re.String(), nil
+	}
+	return "", nil
 }
 
-// compileECMA translates and compiles the ECMA-262 pattern p.
-func compileECMA(p string) (*regexp.Regexp, error) {
-	src, err := translateECMA(p)
+// compileECMA compiles the ECMA-262 pattern p: translated to RE2, which
+// matches in linear time, when RE2 can express it; else, when it has a
+// lookahead, a lookbehind, a backreference or a repetition RE2 cannot
+// count, as written with the backtracking engine, whose matches the
+// schema's patternClock bounds (see backtrackRegexp). The result is an
+// *ecmaRegexp or a *backtrackRegexp; an error is an *ecmaError.
+func compileECMA(p string, clock *patternClock) (jsonschema.Regexp, error) {
+	src, needs, err := translateECMA(p)
 	if err != nil {
 		return nil, err
 	}
-	re, err := regexp.Compile(src)
-	if err != nil {
-		return nil, re2Error(err)
-	}
-	return re, nil
-}
-
-// re2Error explains why RE2 refused a translation. Only its size limits can:
-// anything else is a translation the parser should not have made.
-func re2Error(err error) error {
-	var se *syntax.Error
-	if errors.As(err, &se) {
-		switch se.Code {
-		case syntax.ErrInvalidRepeatSize:
-			return &ecmaError{Reason: fmt.Sprintf("repetitions nested in repetitions (here %s) multiply to more than 1000: %s repetitions, nested counts multiplied (RE2's limit, not ECMA-262's)", se.Expr, re2Limit)}
-		case syntax.ErrLarge:
-			return &ecmaError{Reason: "the pattern is too large for Go's RE2 engine, which matches patterns here, once its repetitions are expanded (RE2's limit, not ECMA-262's): use smaller counts"}
-		case syntax.ErrNestingDepth:
-			return &ecmaError{Reason: fmt.Sprintf("the pattern nests too deeply: %s levels of groups and repetitions (RE2's limit, not ECMA-262's)", re2Limit)}
+	if needs == "" {
+		re, err := regexp.Compile(src)
+		if err == nil {
+			return &ecmaRegexp{re: re, src: p}, nil
 		}
+		var se *syntax.Error
+		if !errors.As(err, &se) || (se.Code != syntax.ErrInvalidRepeatSize && se.Code != syntax.ErrLarge && se.Code != syntax.ErrNestingDepth) {
+			// Only RE2's size limits refuse a translation: anything else
+			// is one the parser should not have made.
+			return nil, &ecmaError{Reason: fmt.Sprintf("Go's RE2 engine refused the translated pattern: %v", err)}
+		}
+		needs = "repetitions RE2 cannot expand (nested counts multiply past its limit of 1000)"
 	}
-	return &ecmaError{Reason: fmt.Sprintf("Go's RE2 engine refused the translated pattern: %v", err)}
+	re, err := regexp2.Compile(p, regexp2.ECMAScript|regexp2.Unicode)
+	if err != nil {
+		return nil, &ecmaError{Reason: fmt.Sprintf("the pattern has %s, which Go's RE2 engine cannot match, and the backtracking engine that matches such patterns refused it: %v", needs, err)}
+	}
+	re.MatchTimeout = patternMatchTimeout
+	return &backtrackRegexp{re: re, src: p, clock: clock}, nil
 }
 
 // ecmaRegexp is a compiled pattern as the schema library wants it: it
@@ -120,50 +132,61 @@ func (r *ecmaRegexp) MatchString(s string) bool { return r.re.MatchString(s) }
 // String returns the pattern as written in the schema.
 func (r *ecmaRegexp) String() string { return r.src }
 
-// ecmaRegexpEngine is the schema library's regexp engine for "pattern",
-// "patternProperties" and "format": "regex": ECMA-262 patterns, translated
-// to RE2.
+// ecmaRegexpEngine is the schema library's regexp engine for the schema's
+// "pattern" and "patternProperties": ECMA-262 patterns (see compileECMA),
+// their backtracking matches bounded by clock.
 //
 // A pattern that is not ECMA-262 but that Go's RE2 compiles keeps the RE2
 // meaning it had before patterns were translated ((?i), [[:alpha:]], \A,
 // \z, (?P<name>...), a{,3}): refusing it refused every queued job of a
 // batch enqueued with it, at its worker's first delivery.
-func ecmaRegexpEngine(p string) (jsonschema.Regexp, error) {
-	re, err := compileECMA(p)
+func ecmaRegexpEngine(p string, clock *patternClock) (jsonschema.Regexp, error) {
+	re, err := compileECMA(p, clock)
 	if err != nil {
 		if old, rerr := regexp.Compile(p); rerr == nil {
 			return old, nil
 		}
 		return nil, err
 	}
-	return &ecmaRegexp{re: re, src: p}, nil
+	return re, nil
 }
 
 // strictRegexpEngine compiles ECMA-262 patterns only: a value a schema says
-// is a "regex" (format) must be one.
+// is a "regex" (format) must be one. The value is compiled, never matched.
 func strictRegexpEngine(p string) (jsonschema.Regexp, error) {
-	re, err := compileECMA(p)
-	if err != nil {
-		return nil, err
-	}
-	return &ecmaRegexp{re: re, src: p}, nil
+	return compileECMA(p, nil)
 }
 
 // translateECMA translates the ECMA-262 pattern p into RE2 syntax, without
-// checking RE2's size limits.
-func translateECMA(p string) (string, error) {
+// checking RE2's size limits. needs is why RE2 cannot match it ("a
+// lookahead", "a backreference"...), "" when it can: the whole pattern is
+// checked all the same, and the translation is then of no use.
+func translateECMA(p string) (src, needs string, err error) {
 	if !utf8.ValidString(p) {
-		return "", &ecmaError{Reason: "the pattern is not valid UTF-8"}
+		return "", "", &ecmaError{Reason: "the pattern is not valid UTF-8"}
 	}
 	t := &ecmaParser{src: []rune(p)}
 	if err := t.disjunction(); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if t.pos < len(t.src) {
 		// Only a ")" ends the outermost disjunction early.
-		return "", t.fail(t.pos, 1, `no "(" opens this group: write \) to match a parenthesis`)
+		return "", "", t.fail(t.pos, 1, `no "(" opens this group: write \) to match a parenthesis`)
 	}
-	return t.out.String(), nil
+	// A backreference may come before the group it names, so they are
+	// checked once every group is known.
+	for _, r := range t.refs {
+		t.pos = r.end
+		switch {
+		case r.name != "":
+			if _, ok := t.names[r.name]; !ok {
+				return "", "", t.failTo(r.at, fmt.Sprintf("\\k<%s> refers to a group named %q, and no group has that name", r.name, r.name))
+			}
+		case r.n > t.groups:
+			return "", "", t.failTo(r.at, fmt.Sprintf("a backreference to group %d, and the pattern has %d capturing groups (with the u flag JSON Schema uses, \\%d is not an octal escape)", r.n, t.groups, r.n))
+		}
+	}
+	return t.out.String(), t.needs, nil
 }
 
 // ecmaFlags are the flags in force: JSON Schema gives none, modifier groups
@@ -192,6 +215,27 @@ type ecmaParser struct {
 	// its name, it might with the last, as the earlier groups of a name
 	// are in different alternatives from each other.
 	names map[string][]altStep
+	// needs is why the pattern needs the backtracking engine (the first
+	// reason met), "" while RE2 can match it; groups counts the capturing
+	// groups and refs holds the backreferences, checked at the end (a
+	// backreference may come before its group).
+	needs  string
+	groups int
+	refs   []backref
+}
+
+// backref is a backreference: \n (n > 0) or \k<name>, at [at, end).
+type backref struct {
+	at, end int
+	n       int
+	name    string
+}
+
+// need records that the pattern needs the backtracking engine, and why.
+func (t *ecmaParser) need(why string) {
+	if t.needs == "" {
+		t.needs = why
+	}
 }
 
 // fail returns the error for the n characters at from.
@@ -276,8 +320,12 @@ func (t *ecmaParser) term() error {
 			return err
 		}
 	case '(':
-		if err := t.group(); err != nil {
+		look, err := t.group()
+		if err != nil {
 			return err
+		}
+		if look {
+			return t.noQuantifier(start)
 		}
 	case '[':
 		if err := t.class(); err != nil {
@@ -320,7 +368,7 @@ func (t *ecmaParser) noQuantifier(start int) error {
 	default:
 		return nil
 	}
-	return t.fail(start, t.pos-start+1, "an assertion (^, $, \\b, \\B) matches a place, not a character, and cannot be repeated")
+	return t.fail(start, t.pos-start+1, "an assertion (^, $, \\b, \\B, a lookahead or a lookbehind) matches a place, not a character, and cannot be repeated")
 }
 
 // braces reads a {n}, {n,} or {n,m} quantifier at the current position,
@@ -349,18 +397,22 @@ func (t *ecmaParser) braces() (lo, hi string, n int, ok bool) {
 	return lo, hi, i + 1 - t.pos, true
 }
 
-// decimal returns digits without leading zeros and whether its value is at
-// most 1000, RE2's repetition limit.
-func decimal(digits string) (string, bool) {
-	d := strings.TrimLeft(digits, "0")
+// maxRepeat is the largest repetition count the backtracking engine
+// takes.
+const maxRepeat = math.MaxInt32
+
+// decimal returns digits without leading zeros, whether its value is at
+// most 1000, RE2's repetition limit, and whether it is at most maxRepeat.
+func decimal(digits string) (d string, re2, fits bool) {
+	d = strings.TrimLeft(digits, "0")
 	if d == "" {
 		d = "0"
 	}
-	if len(d) > 4 {
-		return d, false
+	if len(d) > 10 {
+		return d, false, false
 	}
 	v, _ := strconv.Atoi(d)
-	return d, v <= 1000
+	return d, v <= 1000, v <= maxRepeat
 }
 
 // quantifier translates the quantifier after an atom, if any.
@@ -376,20 +428,27 @@ func (t *ecmaParser) quantifier() error {
 			return t.fail(start, 1, `a lone "{" is not allowed with the u flag JSON Schema uses: write \{ to match a brace`)
 		}
 		t.pos += n
-		l, lok := decimal(lo)
+		l, lok, lfits := decimal(lo)
+		if !lfits {
+			return t.failTo(start, fmt.Sprintf("repeats at least %s times: the engine allows at most %d", l, maxRepeat))
+		}
 		if hi == "" {
 			if !lok {
-				return t.failTo(start, fmt.Sprintf("repeats at least %s times: %s repetitions (RE2's limit, not ECMA-262's)", l, re2Limit))
+				// Over RE2's limit: the backtracking engine counts.
+				t.need("a repetition count over 1000")
 			}
 			fmt.Fprintf(&t.out, "{%s,}", l)
 			break
 		}
-		h, hok := decimal(hi)
+		h, hok, hfits := decimal(hi)
 		if len(l) > len(h) || len(l) == len(h) && l > h {
 			return t.failTo(start, "numbers out of order in a {min,max} quantifier: the smaller comes first")
 		}
+		if !hfits {
+			return t.failTo(start, fmt.Sprintf("repeats up to %s times: the engine allows at most %d", h, maxRepeat))
+		}
 		if !lok || !hok {
-			return t.failTo(start, fmt.Sprintf("repeats up to %s times: %s repetitions (RE2's limit, not ECMA-262's)", h, re2Limit))
+			t.need("a repetition count over 1000")
 		}
 		if l == h {
 			fmt.Fprintf(&t.out, "{%s}", l)
@@ -411,51 +470,60 @@ func (t *ecmaParser) quantifier() error {
 	return nil
 }
 
-// group translates a parenthesized group at the current position.
-func (t *ecmaParser) group() error {
+// group translates a parenthesized group at the current position, and
+// reports whether it is a lookahead or lookbehind: an assertion, which
+// cannot be repeated.
+func (t *ecmaParser) group() (look bool, err error) {
 	start := t.pos
 	t.pos++
 	if t.depth >= ecmaMaxNesting {
-		return t.fail(start, 1, fmt.Sprintf("groups nest too deeply: %s levels (RE2's limit, not ECMA-262's)", re2Limit))
+		return false, t.fail(start, 1, fmt.Sprintf("groups nest too deeply: %s levels (RE2's limit, not ECMA-262's)", re2Limit))
 	}
 	outer := t.flags
 	switch {
 	case !t.eat("?"):
+		t.groups++
 		t.out.WriteByte('(')
 	case t.eat(":"):
 		t.out.WriteString("(?:")
-	case t.peek(0) == '=' || t.peek(0) == '!':
-		return t.fail(start, 3, "lookahead and lookbehind are not supported: Go's RE2 engine, which matches patterns here, has no lookahead or lookbehind (it matches in linear time); rewrite the pattern without them")
-	case t.peek(0) == '<' && (t.peek(1) == '=' || t.peek(1) == '!'):
-		return t.fail(start, 4, "lookahead and lookbehind are not supported: Go's RE2 engine, which matches patterns here, has no lookahead or lookbehind (it matches in linear time); rewrite the pattern without them")
+	case t.eat("=") || t.eat("!"):
+		// RE2 has none: the backtracking engine matches the pattern.
+		// The translation goes on, to check the rest of the syntax.
+		t.need("a lookahead")
+		look = true
+		t.out.WriteString("(?:")
+	case t.eat("<=") || t.eat("<!"):
+		t.need("a lookbehind")
+		look = true
+		t.out.WriteString("(?:")
 	case t.eat("<"):
 		if err := t.groupName(start); err != nil {
-			return err
+			return false, err
 		}
-		// The name matters only to backreferences, which RE2 lacks
-		// (and which are refused), and ECMA-262 names need not be
-		// RE2 names: a plain group matches the same.
+		// ECMA-262 names need not be RE2 names, and RE2 needs none: it
+		// has no backreferences. A plain group matches the same.
+		t.groups++
 		t.out.WriteByte('(')
 	case t.peek(0) == 'P':
-		return t.fail(start, 4, "(?P...) is Python syntax, not ECMA-262: a named group is (?<name>...)")
+		return false, t.fail(start, 4, "(?P...) is Python syntax, not ECMA-262: a named group is (?<name>...)")
 	case t.peek(0) == '#':
-		return t.fail(start, 3, "(?#...) comments are not ECMA-262")
+		return false, t.fail(start, 3, "(?#...) comments are not ECMA-262")
 	default:
 		if err := t.modifiers(start, outer); err != nil {
-			return err
+			return false, err
 		}
 	}
 	t.depth++
 	if err := t.disjunction(); err != nil {
-		return err
+		return false, err
 	}
 	t.depth--
 	if !t.eat(")") {
-		return t.fail(start, 1, `this group has no closing ")"`)
+		return false, t.fail(start, 1, `this group has no closing ")"`)
 	}
 	t.out.WriteByte(')')
 	t.flags = outer
-	return nil
+	return look, nil
 }
 
 // modifiers translates the (?ims-ims: opening of an ES2025 modifier group,
@@ -486,7 +554,7 @@ func (t *ecmaParser) modifiers(start int, outer ecmaFlags) error {
 	case t.peek(0) == ')':
 		return t.fail(start, t.pos-start+1, "inline flags such as (?i) are not ECMA-262: a modifier applies to a group, as in (?i:abc)")
 	case t.peek(0) != ':':
-		return t.fail(start, t.pos-start+1, "not an ECMA-262 group: a group opens with (, (?:, (?<name>, or (?ims-ims: for modifiers (lookahead and lookbehind are not supported)")
+		return t.fail(start, t.pos-start+1, "not an ECMA-262 group: a group opens with (, (?:, (?<name>, (?=, (?!, (?<=, (?<!, or (?ims-ims: for modifiers")
 	case dash && on == "" && off == "":
 		return t.failTo(start, "(?-: names no modifier to add or remove")
 	}
@@ -528,10 +596,27 @@ func (t *ecmaParser) modifiers(start int, outer ecmaFlags) error {
 // refuses a name that is not an identifier or that another group that
 // might match with it has.
 func (t *ecmaParser) groupName(start int) error {
+	key, err := t.readName(start)
+	if err != nil {
+		return err
+	}
+	if t.names == nil {
+		t.names = map[string][]altStep{}
+	}
+	if last, ok := t.names[key]; ok && bothMatch(t.path, last) {
+		return t.failTo(start, fmt.Sprintf("two groups are named %q: names may repeat only in different alternatives of a |", key))
+	}
+	t.names[key] = slices.Clone(t.path)
+	return nil
+}
+
+// readName reads a group name and its closing ">", after the "<" of the
+// group or backreference at start.
+func (t *ecmaParser) readName(start int) (string, error) {
 	var name []rune
 	for {
 		if !t.more() {
-			return t.failTo(start, `the group name has no closing ">"`)
+			return "", t.failTo(start, `the group name has no closing ">"`)
 		}
 		at := t.pos
 		c := t.src[t.pos]
@@ -542,11 +627,11 @@ func (t *ecmaParser) groupName(start int) error {
 		t.pos++
 		if c == '\\' {
 			if t.peek(0) != 'u' {
-				return t.fail(at, 2, "a group name may hold only \\u escapes")
+				return "", t.fail(at, 2, "a group name may hold only \\u escapes")
 			}
 			r, err := t.unicodeEscape(at)
 			if err != nil {
-				return err
+				return "", err
 			}
 			c = r
 		}
@@ -555,22 +640,14 @@ func (t *ecmaParser) groupName(start int) error {
 			ok = ok || c == '\u200c' || c == '\u200d' || isIDContinue(c)
 		}
 		if !ok {
-			return t.failTo(at, "a group name is an identifier: a letter, $ or _, then letters, digits, $ or _")
+			return "", t.failTo(at, "a group name is an identifier: a letter, $ or _, then letters, digits, $ or _")
 		}
 		name = append(name, c)
 	}
 	if len(name) == 0 {
-		return t.failTo(start, "the group name is empty")
+		return "", t.failTo(start, "the group name is empty")
 	}
-	if t.names == nil {
-		t.names = map[string][]altStep{}
-	}
-	key := string(name)
-	if last, ok := t.names[key]; ok && bothMatch(t.path, last) {
-		return t.failTo(start, fmt.Sprintf("two groups are named %q: names may repeat only in different alternatives of a |", key))
-	}
-	t.names[key] = slices.Clone(t.path)
-	return nil
+	return string(name), nil
 }
 
 // bothMatch reports whether groups at paths a and b might both take part in
@@ -606,19 +683,27 @@ func (t *ecmaParser) atomEscape() error {
 	switch c := t.peek(0); {
 	case c == 'k':
 		t.pos++
-		if t.peek(0) == '<' {
-			for t.more() && t.src[t.pos] != '>' {
-				t.pos++
-			}
-			t.pos++
-			return t.failTo(start, "backreferences are not supported: Go's RE2 engine, which matches patterns here, has no backreferences")
+		if !t.eat("<") {
+			return t.failTo(start, `\k is a backreference to a named group and must be followed by <name>`)
 		}
-		return t.failTo(start, `\k is a backreference to a named group and must be followed by <name>`)
+		name, err := t.readName(start)
+		if err != nil {
+			return err
+		}
+		t.refs = append(t.refs, backref{at: start, end: t.pos, name: name})
+		t.need("a backreference")
+		t.out.WriteString("(?:)")
+		return nil
 	case c >= '1' && c <= '9':
+		n := 0
 		for t.more() && t.src[t.pos] >= '0' && t.src[t.pos] <= '9' {
+			n = min(n*10+int(t.src[t.pos]-'0'), math.MaxInt32)
 			t.pos++
 		}
-		return t.failTo(start, "backreferences are not supported: Go's RE2 engine, which matches patterns here, has no backreferences")
+		t.refs = append(t.refs, backref{at: start, end: t.pos, n: n})
+		t.need("a backreference")
+		t.out.WriteString("(?:)")
+		return nil
 	case strings.ContainsRune("dDsSwWpP", c):
 		it, err := t.classEscape(start)
 		if err != nil {

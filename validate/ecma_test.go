@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/dlclark/regexp2/v2"
 )
 
 // ecmaTranslations pins the RE2 text of translations short enough to read.
@@ -167,24 +169,71 @@ var ecmaMatchCases = []struct {
 	{`^(?i:\p{Lu})$`, []string{"a", "A"}, []string{"1"}},
 	{`^(?i:[^\p{Lu}])$`, []string{"1"}, []string{"a", "A"}},
 	{`^(?m:a)$`, []string{"a"}, nil},
+	// What RE2 cannot express runs on the backtracking engine, with the
+	// same ECMA-262 meanings (\s, ".", \u escapes) around it.
+	{`^(?!io\.papermc\.)[a-z]+(\.[a-z]+)*$`, []string{"org.example", "io.paper"}, []string{"io.papermc.paper", "Org"}},
+	{`^(?=.*\d)(?=.*[a-z])\S{8,}$`, []string{"abcdefg1"}, []string{"abcdefgh", "abc defg1", "abcdefg1\u00a0", "abc1"}},
+	{`(?<=\$)\d+`, []string{"$42"}, []string{"42", "€42"}},
+	{`^(?<!x)a`, []string{"a"}, nil},
+	{`(?<!x)y`, []string{"ay", "y"}, []string{"xy"}},
+	{`^(?<=\d{3})x|^\d{3}(?<=\d{3})x$`, []string{"123x"}, []string{"12x"}},
+	{`^(a|b)\1$`, []string{"aa", "bb"}, []string{"ab", "a"}},
+	{`^(?<q>["'])[^"']*\k<q>$`, []string{`"x"`, `'x'`}, []string{`"x'`}},
+	{`^\k<x>(?<x>a)$`, []string{"a"}, []string{"aa"}},
+	{`^(?:(?<x>a)|(?<x>b))\k<x>$`, []string{"aa", "bb"}, []string{"ab"}},
+	{`^(a)\1{2}$`, []string{"aaa"}, []string{"aa"}},
+	{`^(?=\s)[^]$`, []string{"\u00a0", "\ufeff"}, []string{"a"}},
+	{`^(?!.)$|^\u0041(?=.)[^].$`, []string{"", "Abc", "Abb"}, []string{"A\nb", "Ab", "A\u2028b"}},
+	{`^(?i:A(?=b))B$`, []string{"aB", "AB"}, []string{"ab"}},
+	{`^a{1001}$`, []string{strings.Repeat("a", 1001)}, []string{strings.Repeat("a", 1000)}},
+	{`^a{0,1001}$`, []string{strings.Repeat("a", 1001)}, []string{strings.Repeat("a", 1002)}},
+	{`^(?:(?:a{100}){100})$`, []string{strings.Repeat("a", 10000)}, []string{strings.Repeat("a", 9999)}},
 }
 
 func TestEcmaPatternMatch(t *testing.T) {
 	t.Parallel()
 	for _, tc := range ecmaMatchCases {
-		re, err := compileECMA(tc.pattern)
+		re, err := compileECMA(tc.pattern, nil)
 		if err != nil {
 			t.Errorf("compileECMA(%q): %v", tc.pattern, err)
 			continue
 		}
+		engine := "RE2"
+		if _, ok := re.(*backtrackRegexp); ok {
+			engine = "backtracking"
+		}
 		for _, s := range tc.match {
 			if !re.MatchString(s) {
-				t.Errorf("%q (RE2 %q) does not match %q; ECMA-262 does", tc.pattern, re, s)
+				t.Errorf("%q (%s) does not match %q; ECMA-262 does", tc.pattern, engine, s)
 			}
 		}
 		for _, s := range tc.noMatch {
 			if re.MatchString(s) {
-				t.Errorf("%q (RE2 %q) matches %q; ECMA-262 does not", tc.pattern, re, s)
+				t.Errorf("%q (%s) matches %q; ECMA-262 does not", tc.pattern, engine, s)
+			}
+		}
+	}
+}
+
+// The backtracking engine, in its ECMAScript and Unicode mode, gives the
+// ECMA-262 verdicts of every case the translation is pinned to: a pattern
+// that needs it means what the same text means where RE2 matches it.
+func TestEcmaBacktrackAgrees(t *testing.T) {
+	t.Parallel()
+	for _, tc := range ecmaMatchCases {
+		re, err := regexp2.Compile(tc.pattern, regexp2.ECMAScript|regexp2.Unicode)
+		if err != nil {
+			t.Errorf("regexp2.Compile(%q): %v", tc.pattern, err)
+			continue
+		}
+		for _, s := range tc.match {
+			if ok, err := re.MatchString(s); !ok || err != nil {
+				t.Errorf("%q (backtracking) does not match %q (%v); ECMA-262 does", tc.pattern, s, err)
+			}
+		}
+		for _, s := range tc.noMatch {
+			if ok, err := re.MatchString(s); ok || err != nil {
+				t.Errorf("%q (backtracking) matches %q (%v); ECMA-262 does not", tc.pattern, s, err)
 			}
 		}
 	}
@@ -197,14 +246,17 @@ var ecmaErrorCases = []struct {
 	want    string
 	at      int
 }{
-	// RE2 has no lookaround and no backreferences.
-	{`(?=a)`, "lookahead and lookbehind are not supported: Go's RE2 engine", 1},
-	{`a(?!b)`, "lookahead and lookbehind are not supported", 2},
-	{`(?<=x)y`, "lookahead and lookbehind are not supported", 1},
-	{`x(?<!y)`, "lookahead and lookbehind are not supported", 2},
-	{`(a)\1`, "backreferences are not supported: Go's RE2 engine", 4},
-	{`(?<n>a)\k<n>`, "backreferences are not supported", 8},
+	// Lookarounds are assertions; a backreference names a group that is
+	// there.
+	{`(?=a)*`, "cannot be repeated", 1},
+	{`a(?<!b)+`, "cannot be repeated", 2},
+	{`(a)\2`, "a backreference to group 2, and the pattern has 1 capturing groups", 4},
+	{`\1`, "a backreference to group 1, and the pattern has 0", 1},
+	{`(a)\10`, "group 10", 4},
+	{`(?<n>a)\k<m>`, `\k<m> refers to a group named "m"`, 8},
 	{`\k`, `\k is a backreference`, 1},
+	{`\k<n`, `no closing ">"`, 1},
+	{`(?<=a`, `no closing ")"`, 1},
 	// A letter or digit escape must be one of ECMA-262's (other characters
 	// escape to themselves, as without the u flag: see
 	// TestEcmaLenientEscapes).
@@ -236,12 +288,11 @@ var ecmaErrorCases = []struct {
 	{`\b+`, "cannot be repeated", 1},
 	{`$?`, "cannot be repeated", 1},
 	{`a{2,1}`, "out of order", 2},
-	// RE2's repetition limit.
-	{`a{1001}`, "at most 1000", 2},
-	{`a{0,1001}`, "at most 1000", 2},
-	{`a{1001,}`, "at most 1000", 2},
-	{`a{99999999999999999999}`, "at most 1000", 2},
-	{`^((a{100}){100})$`, "allows at most 1000 repetitions, nested counts multiplied", 0},
+	// Counts over RE2's limit of 1000 run on the backtracking engine, up
+	// to its own.
+	{`a{99999999999999999999}`, "at most 2147483647", 2},
+	{`a{2147483648,}`, "at most 2147483647", 2},
+	{`a{1,2147483648}`, "at most 2147483647", 2},
 	{strings.Repeat("(", 1001) + strings.Repeat(")", 1001), "at most 1000", 1001},
 	// Classes.
 	{`[z-a]`, "range out of order", 2},
@@ -261,6 +312,7 @@ var ecmaErrorCases = []struct {
 	{`(?i)abc`, "inline flags", 1},
 	{`(?ims)`, "inline flags", 1},
 	{`(?x:a)`, "not an ECMA-262 group", 1},
+	{`(?<x)`, "identifier", 5},
 	{`(?ii:a)`, "appears twice", 4},
 	{`(?i-i:a)`, "both added and removed", 1},
 	{`(?-:a)`, "names no modifier", 1},
@@ -337,6 +389,21 @@ func TestEcmaSchema(t *testing.T) {
 		{`{"format":"regex"}`, `"[^]"`, true},
 		{`{"format":"regex"}`, `"\\Z"`, false},
 		{`{"format":"regex"}`, `"(?i)abc"`, false},
+		// Lookahead, lookbehind and backreferences, in every place a
+		// pattern goes.
+		{`{"type":"string","pattern":"^(?!io\\.papermc\\.)[a-z.]+$"}`, `"org.example"`, true},
+		{`{"type":"string","pattern":"^(?!io\\.papermc\\.)[a-z.]+$"}`, `"io.papermc.paper"`, false},
+		{`{"type":"string","pattern":"^(?=.*\\S)\\S+$"}`, `"a\u00a0b"`, false},
+		{`{"patternProperties":{"^(?<!_)x$":{"type":"integer"}}}`, `{"x":"s"}`, false},
+		{`{"patternProperties":{"^(?<!_)x$":{"type":"integer"}}}`, `{"x":1}`, true},
+		{`{"propertyNames":{"pattern":"^(.)\\1$"}}`, `{"aa":1}`, true},
+		{`{"propertyNames":{"pattern":"^(.)\\1$"}}`, `{"ab":1}`, false},
+		{`{"not":{"pattern":"(?=x)"}}`, `"abc"`, true},
+		{`{"not":{"pattern":"(?=x)"}}`, `"axc"`, false},
+		{`{"format":"regex"}`, `"(?<=a)b\\k<n>(?<n>c)"`, true},
+		{`{"format":"regex"}`, `"(?=a"`, false},
+		{`{"format":"regex"}`, `"(a)\\2"`, false},
+		{`{"format":"regex"}`, `"(?=\\Z)"`, false},
 	} {
 		s := mustCompile(t, tc.schema)
 		errs := s.Validate(mustDecode(t, tc.value))
@@ -357,10 +424,10 @@ func TestEcmaSchema(t *testing.T) {
 
 	// A refused pattern is a *SchemaError at the keyword, saying why.
 	for _, tc := range []struct{ schema, location, want string }{
-		{`{"pattern":"^((a{100}){100})$"}`, "/pattern", "Go's RE2 engine, which matches patterns here, allows at most 1000 repetitions"},
+		{`{"pattern":"^(a{99999999999})$"}`, "/pattern", "repeats at least 99999999999 times: the engine allows at most 2147483647"},
 		{`{"properties":{"a":{"pattern":"\\Z"}}}`, "/properties/a/pattern", `"\\Z" at character 1: ECMA-262 has no \Z`},
-		{`{"patternProperties":{"a(?=b)":{}}}`, "/patternProperties/a(?=b)", "lookahead and lookbehind are not supported"},
-		{`{"propertyNames":{"pattern":"(a)\\1"}}`, "/propertyNames/pattern", "backreferences are not supported"},
+		{`{"patternProperties":{"a(?=b":{}}}`, "/patternProperties/a(?=b", `this group has no closing ")"`},
+		{`{"propertyNames":{"pattern":"(a)\\2"}}`, "/propertyNames/pattern", "a backreference to group 2"},
 	} {
 		_, err := Compile([]byte(tc.schema))
 		var se *SchemaError
@@ -382,10 +449,8 @@ var ecmaSuiteFiles = []string{
 // ecmaSuiteDivergent are the suite cases whose verdict deliberately
 // differs, each with its reason. They still run and must give the opposite
 // verdict, so that an entry cannot go stale.
-var ecmaSuiteDivergent = map[string]string{
-	"optional/format/ecmascript-regex.json: ECMA 262 named groups and backreferences are valid: an ECMA 262 named backreference \\k<name>": "Go's RE2 engine has no backreferences: the pattern is refused, so as a \"regex\" format it is invalid here",
-	"optional/format/ecmascript-regex.json: ECMA 262 lookbehind is valid, including variable width: a variable-width lookbehind (ES2018)":  "Go's RE2 engine has no lookbehind: the pattern is refused, so as a \"regex\" format it is invalid here",
-}
+// (None since lookahead, lookbehind and backreferences are matched.)
+var ecmaSuiteDivergent = map[string]string{}
 
 func TestEcmaSuite(t *testing.T) {
 	t.Parallel()
@@ -436,35 +501,58 @@ func ecmaFuzzSeeds() []string {
 	return seeds
 }
 
-// FuzzEcmaPattern checks that the translator never panics, that whatever
-// it returns compiles with regexp.Compile and matches without panicking,
-// and that a refusal is an *ecmaError pointing into the pattern, never RE2
-// refusing a translation for anything but its size limits.
+// FuzzEcmaPattern checks that the translator never panics, that every
+// pattern it accepts compiles in the engine chosen for it and matches
+// without panicking (RE2 when it can express the pattern: then the
+// translation compiles with regexp.Compile), and that a refusal is an
+// *ecmaError pointing into the pattern, never RE2 refusing a translation
+// for anything but its size limits.
 func FuzzEcmaPattern(f *testing.F) {
 	for _, p := range ecmaFuzzSeeds() {
 		f.Add(p, "a b\u00a0\n😀")
 	}
 	f.Fuzz(func(t *testing.T, p, subject string) {
-		out, err := ecmaPattern(p)
+		re, err := compileECMA(p, nil)
 		if err != nil {
 			var e *ecmaError
 			if !errors.As(err, &e) {
-				t.Fatalf("ecmaPattern(%q): %T %v is not an *ecmaError", p, err, err)
+				t.Fatalf("compileECMA(%q): %T %v is not an *ecmaError", p, err, err)
 			}
 			if e.At < 0 || e.At > utf8.RuneCountInString(p) {
-				t.Fatalf("ecmaPattern(%q): %v: character %d is outside the pattern", p, err, e.At)
+				t.Fatalf("compileECMA(%q): %v: character %d is outside the pattern", p, err, e.At)
 			}
 			if strings.Contains(e.Reason, "refused the translated pattern") {
-				src, _ := translateECMA(p)
-				t.Fatalf("ecmaPattern(%q): translated to %q, which RE2 refuses: %v", p, src, err)
+				src, _, _ := translateECMA(p)
+				t.Fatalf("compileECMA(%q): translated to %q, which RE2 refuses: %v", p, src, err)
+			}
+			if strings.Contains(e.Reason, "backtracking engine that matches such patterns refused it") {
+				t.Fatalf("compileECMA(%q): the translator accepts it, the backtracking engine does not: %v", p, err)
 			}
 			return
 		}
-		re, err := regexp.Compile(out)
-		if err != nil {
-			t.Fatalf("ecmaPattern(%q) = %q, which does not compile: %v", p, out, err)
+		switch r := re.(type) {
+		case *ecmaRegexp:
+			src, needs, err := translateECMA(p)
+			if err != nil || needs != "" {
+				t.Fatalf("compileECMA(%q) chose RE2, but translateECMA says %q, %v", p, needs, err)
+			}
+			if _, err := regexp.Compile(src); err != nil {
+				t.Fatalf("translation %q of %q does not compile: %v", src, p, err)
+			}
+		case *backtrackRegexp:
+			if _, err := regexp2.Compile(p, regexp2.ECMAScript|regexp2.Unicode); err != nil {
+				t.Fatalf("%q chose the backtracking engine, which refuses it: %v", p, err)
+			}
+			if r.re.MatchTimeout != patternMatchTimeout {
+				t.Fatalf("%q: match timeout %v, want %v", p, r.re.MatchTimeout, patternMatchTimeout)
+			}
+		default:
+			t.Fatalf("compileECMA(%q) = %T", p, re)
 		}
 		re.MatchString(subject)
+		if re.String() != p {
+			t.Fatalf("compileECMA(%q) prints as %q", p, re.String())
+		}
 	})
 }
 
@@ -475,7 +563,7 @@ func BenchmarkEcmaEngine(b *testing.B) {
 	b.Run("ecma", func(b *testing.B) {
 		for b.Loop() {
 			for _, p := range patterns {
-				if _, err := ecmaRegexpEngine(p); err != nil {
+				if _, err := ecmaRegexpEngine(p, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -563,9 +651,10 @@ func TestEcmaLenientEscapes(t *testing.T) {
 			t.Errorf("%s: %q matched; want not", tc.pattern, tc.miss)
 		}
 	}
-	// What neither ECMA-262 nor RE2 takes is refused, saying why.
-	if _, err := Compile([]byte(`{"type":"string","pattern":"^(?!x)a"}`)); err == nil || !strings.Contains(err.Error(), "lookahead") {
-		t.Errorf("lookahead: %v; want refused naming lookahead", err)
+	// What neither ECMA-262 nor RE2 takes is refused, saying why in
+	// ECMA-262's terms.
+	if _, err := Compile([]byte(`{"type":"string","pattern":"(?i)^(?!x)a"}`)); err == nil || !strings.Contains(err.Error(), "inline flags such as (?i) are not ECMA-262") {
+		t.Errorf("(?i) with a lookahead: %v; want refused naming the inline flags", err)
 	}
 	s := mustCompile(t, `{"type":"string","format":"regex"}`)
 	for _, v := range []string{`(?i)abc`, `\Aabc`} {

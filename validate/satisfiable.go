@@ -75,6 +75,7 @@ func (s *Schema) Satisfiable() error {
 	if s == nil || s.sch == nil {
 		return nil
 	}
+	defer s.guard()()
 	return satisfiable(s.sch, satBudget)
 }
 
@@ -407,7 +408,13 @@ func (g *satGraph) buildObject(n *satNode, add func(*jsonschema.Schema) int) boo
 			return false
 		}
 		for j, re := range patterns {
-			if re.MatchString(r) {
+			m, err := matchRegexp(re, r)
+			if err != nil {
+				// Out of time: neither answer is safe, so the analysis
+				// gives up, as when its budget is spent.
+				return false
+			}
+			if m {
 				slot = append(slot, n.patterns[j])
 				kws = append(kws, n.loc+"/patternProperties/"+escapeToken(re.String()))
 			}

@@ -68,6 +68,9 @@ type Schema struct {
 	// the schema is too wide to tabulate.
 	costOnce sync.Once
 	cost     *checkCost
+	// clock bounds the time of the patterns the backtracking engine
+	// matches (see patterns.go); nil when RE2 matches them all.
+	clock *patternClock
 }
 
 // costs returns the schema's checkCost, building it the first time.
@@ -220,16 +223,22 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	c.AssertFormat()
 	registerURIFormats(c)
 	// Patterns are ECMA-262's (JSON Schema says so), not Go's RE2 syntax:
-	// they are translated (see ecmaPattern). The schema's own patterns,
-	// compiled now, may keep the RE2 meaning they had before (see
+	// they are translated (see compileECMA), or matched by the backtracking
+	// engine under clock's bounds. The schema's own patterns, compiled
+	// now, may keep the RE2 meaning they had before (see
 	// ecmaRegexpEngine); a value checked against "format": "regex" later
 	// must be ECMA-262.
 	var compiled atomic.Bool
+	clock := &patternClock{}
 	c.UseRegexpEngine(func(p string) (jsonschema.Regexp, error) {
 		if compiled.Load() {
 			return strictRegexpEngine(p)
 		}
-		return ecmaRegexpEngine(p)
+		re, err := ecmaRegexpEngine(p, clock)
+		if _, ok := re.(*backtrackRegexp); ok {
+			clock.used.Store(true)
+		}
+		return re, err
 	})
 	defer compiled.Store(true)
 	var loader jsonschema.URLLoader = refuseLoader{}
@@ -297,6 +306,9 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 			"checking a reply that fails could take minutes and gigabytes; share fewer branches", MaxUnfolded)}
 	}
 	out := &Schema{raw: bytes.Clone(schema), sch: sch, graph: g, tree: treeSize(g, MaxChecks)}
+	if clock.used.Load() {
+		out.clock = clock
+	}
 	if out.tree == 0 {
 		out.costs()
 	}
@@ -316,11 +328,30 @@ func (s *Schema) Raw() []byte {
 // integers are accepted too). It returns every error, sorted, or nil when v is
 // valid. A number that is not a JSON number, longer than 1000 characters or
 // with an exponent beyond ±1000 cannot be compared safely: then only such
-// numbers are reported, with keyword "number" (class semantic).
+// numbers are reported, with keyword "number" (class semantic). A string
+// that a pattern with lookahead, lookbehind or backreferences could not be
+// matched against in time (see patterns.go) is an error too, with keyword
+// "pattern".
 func (s *Schema) Validate(v any) []Error {
 	if s == nil || s.sch == nil {
 		return nil
 	}
+	defer s.guard()()
+	return s.validate(v)
+}
+
+// validate is Validate within a check that holds the schema's clock.
+func (s *Schema) validate(v any) []Error {
+	if s == nil || s.sch == nil {
+		return nil
+	}
+	from := s.failures()
+	return s.patternErrors(v, s.check(v), from)
+}
+
+// check validates v with the library, once the value is known to be safe
+// and cheap enough to.
+func (s *Schema) check(v any) []Error {
 	if errs := numberErrors(v); len(errs) > 0 {
 		// The value cannot be compared safely; these errors come first.
 		return sortErrors(errs)

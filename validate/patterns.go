@@ -1,0 +1,243 @@
+package validate
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlclark/regexp2/v2"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// A pattern RE2 cannot express (a lookahead, a lookbehind, a
+// backreference) is matched by a backtracking engine, which can take time
+// exponential in the string's length. Two bounds keep a reply from holding
+// a worker: each match stops after patternMatchTimeout, and all the
+// backtracking matches of one check (Validate, Coerce, Check, Satisfiable)
+// share patternCheckTime; past it, every further one fails at once. A match
+// that fails so makes the value invalid, with an error saying the string
+// could not be checked in time, never valid: a "not" or a patternProperties
+// the library would read as "no match" must not let it through.
+//
+// One budget per check needs the check to be known where the library calls
+// the pattern, which it does with a string only: a check of a schema with
+// such patterns holds the schema's patternClock, so that the checks of one
+// schema run one at a time. Schemas without them, nearly all, are not
+// serialized.
+const (
+	patternMatchTimeout = 100 * time.Millisecond
+	patternCheckTime    = time.Second
+)
+
+// patternClock is the time budget of one schema's backtracking patterns.
+type patternClock struct {
+	// mu is held for one check; cur is its budget, nil outside a check.
+	mu  sync.Mutex
+	cur atomic.Pointer[patternBudget]
+	// used is set when a pattern of the schema was compiled for the
+	// backtracking engine.
+	used atomic.Bool
+}
+
+// patternBudget is what one check may still spend, and the matches that
+// failed for lack of time, in order.
+type patternBudget struct {
+	left   time.Duration
+	failed []patternFailure
+}
+
+// patternFailure is a match that ran out of time.
+type patternFailure struct {
+	pattern, subject string
+	// spent: the check's budget was spent before the match began.
+	spent bool
+}
+
+// errPatternTime is a match not made: the check's budget was spent.
+var errPatternTime = errors.New("the check's time for patterns is spent")
+
+// backtrackRegexp is a pattern matched by the backtracking engine, under
+// its schema's patternClock.
+type backtrackRegexp struct {
+	re    *regexp2.Regexp
+	src   string
+	clock *patternClock
+}
+
+// String returns the pattern as written in the schema.
+func (r *backtrackRegexp) String() string { return r.src }
+
+// MatchString reports whether s contains a match of the pattern. A match
+// that runs out of time reports false and is recorded in the check's
+// budget, which makes the value invalid (see Schema.validate).
+func (r *backtrackRegexp) MatchString(s string) bool {
+	ok, err := r.match(s)
+	if err != nil {
+		if b := r.budget(); b != nil {
+			b.failed = append(b.failed, patternFailure{pattern: r.src, subject: s, spent: errors.Is(err, errPatternTime)})
+		}
+		return false
+	}
+	return ok
+}
+
+// budget returns the budget of the check in progress, nil outside one.
+func (r *backtrackRegexp) budget() *patternBudget {
+	if r.clock == nil {
+		return nil
+	}
+	return r.clock.cur.Load()
+}
+
+// match matches s, spending the check's budget; an error is a match that
+// ran out of time. Outside a check only the per-match bound applies.
+func (r *backtrackRegexp) match(s string) (bool, error) {
+	b := r.budget()
+	if b == nil {
+		return r.re.MatchString(s)
+	}
+	if b.left <= 0 {
+		return false, errPatternTime
+	}
+	start := time.Now()
+	ok, err := r.re.MatchString(s)
+	b.left -= time.Since(start)
+	return ok, err
+}
+
+// matchRegexp reports whether re matches s; an error is a backtracking
+// match that ran out of time. Nothing is recorded: the check of the value
+// matches again, and reports it.
+func matchRegexp(re jsonschema.Regexp, s string) (bool, error) {
+	if r, ok := re.(*backtrackRegexp); ok {
+		return r.match(s)
+	}
+	return re.MatchString(s), nil
+}
+
+// matchOr is matchRegexp with onTimeout for a match out of time: the
+// answer that errs on the caller's safe side.
+func matchOr(re jsonschema.Regexp, s string, onTimeout bool) bool {
+	m, err := matchRegexp(re, s)
+	if err != nil {
+		return onTimeout
+	}
+	return m
+}
+
+// noRelease is guard's release for a schema whose patterns all run on RE2.
+func noRelease() {}
+
+// guard starts a check of s: for a schema with backtracking patterns it
+// waits for the check in progress to end and gives this one a fresh
+// budget. The caller calls the returned release when the check ends, and
+// must not call guard again before that (the checks' internal steps use
+// the unguarded methods: validate, coerce, choose).
+func (s *Schema) guard() (release func()) {
+	if s == nil || s.clock == nil {
+		return noRelease
+	}
+	c := s.clock
+	c.mu.Lock()
+	c.cur.Store(&patternBudget{left: patternCheckTime})
+	return c.release
+}
+
+// release ends the check that holds the clock.
+func (c *patternClock) release() {
+	c.cur.Store(nil)
+	c.mu.Unlock()
+}
+
+// failures returns how many backtracking matches of the check in progress
+// ran out of time so far.
+func (s *Schema) failures() int {
+	if s == nil || s.clock == nil {
+		return 0
+	}
+	if b := s.clock.cur.Load(); b != nil {
+		return len(b.failed)
+	}
+	return 0
+}
+
+// patternErrors adds to errs an error for each string of v that a
+// backtracking pattern could not be matched against in time, from the
+// from-th failure of the check in progress on, in place of the "does not
+// match" the library reported for it.
+func (s *Schema) patternErrors(v any, errs []Error, from int) []Error {
+	if s == nil || s.clock == nil {
+		return errs
+	}
+	b := s.clock.cur.Load()
+	if b == nil || len(b.failed) <= from {
+		return errs
+	}
+	seen := map[string]bool{}
+	for _, f := range b.failed[from:] {
+		path := findString(v, f.subject)
+		key := path + "\x00" + f.pattern
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		var why string
+		if f.spent {
+			why = fmt.Sprintf("could not be checked against the pattern %s: this check's matches against patterns with lookahead, lookbehind or backreferences, which a backtracking engine matches, took over %v in all; reply with fewer or shorter strings", f.pattern, patternCheckTime)
+		} else {
+			why = fmt.Sprintf("could not be checked against the pattern %s: the match took over %v (the pattern has lookahead, lookbehind or backreferences, and a backtracking engine matches it); reply with a shorter or simpler string", f.pattern, patternMatchTimeout)
+		}
+		// The library took the failed match for "does not match".
+		mismatch := "does not match " + f.pattern
+		kept := errs[:0]
+		for _, e := range errs {
+			if e.Path == path && e.Keyword == "pattern" && len(e.Message) >= len(mismatch) && e.Message[len(e.Message)-len(mismatch):] == mismatch {
+				continue
+			}
+			kept = append(kept, e)
+		}
+		errs = append(kept, newError(path, "pattern", why))
+	}
+	return sortErrors(errs)
+}
+
+// findString returns the pointer of the first place in v (members in name
+// order) holding the string s, as a value or as a member's name; "" when
+// none does.
+func findString(v any, s string) string {
+	var walk func(v any, path string) (string, bool)
+	walk = func(v any, path string) (string, bool) {
+		switch x := v.(type) {
+		case string:
+			return path, x == s
+		case map[string]any:
+			names := make([]string, 0, len(x))
+			for k := range x {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			for _, k := range names {
+				p := path + "/" + escapeToken(k)
+				if k == s {
+					return p, true
+				}
+				if at, ok := walk(x[k], p); ok {
+					return at, true
+				}
+			}
+		case []any:
+			for i, e := range x {
+				if at, ok := walk(e, path+"/"+strconv.Itoa(i)); ok {
+					return at, true
+				}
+			}
+		}
+		return "", false
+	}
+	at, _ := walk(v, "")
+	return at
+}

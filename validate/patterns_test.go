@@ -1,0 +1,191 @@
+package validate
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// slowPattern backtracks exponentially on slowString: the lookahead puts
+// it on the backtracking engine, (a+)+ tries every split of the a's.
+const (
+	slowPattern = `^(?=a)(a+)+$`
+	slowString  = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"
+)
+
+func slowSchema(t testing.TB, schema string) *Schema {
+	t.Helper()
+	return mustCompile(t, strings.ReplaceAll(schema, "SLOW", strconv.Quote(slowPattern)))
+}
+
+// One match that runs out of time makes the value invalid, with an error
+// saying why at the string's place, instead of "does not match".
+func TestPatternMatchTimeout(t *testing.T) {
+	t.Parallel()
+	s := slowSchema(t, `{"type":"object","properties":{"name":{"type":"string","pattern":SLOW}}}`)
+	if s.clock == nil {
+		t.Fatal("a schema with a lookahead has no pattern clock")
+	}
+	start := time.Now()
+	errs := s.Validate(map[string]any{"name": slowString})
+	took := time.Since(start)
+	if len(errs) != 1 || errs[0].Path != "/name" || errs[0].Keyword != "pattern" || !strings.Contains(errs[0].Message, "the match took over 100ms") {
+		t.Fatalf("errors = %v; want one at /name saying the match took too long", errs)
+	}
+	if err := checkErrors(errs); err != nil {
+		t.Error(err)
+	}
+	if took > 2*time.Second {
+		t.Errorf("took %v; one match is bounded at about %v", took, patternMatchTimeout)
+	}
+	// A string the pattern settles at once is checked as usual.
+	if errs := s.Validate(map[string]any{"name": "aaa"}); len(errs) != 0 {
+		t.Errorf("aaa: %v; want valid", errs)
+	}
+	if errs := s.Validate(map[string]any{"name": "b"}); len(errs) != 1 || !strings.HasSuffix(errs[0].Message, "does not match "+slowPattern) {
+		t.Errorf("b: %v; want one does-not-match error", errs)
+	}
+}
+
+// A reply with many strings cannot take a timeout each: the check's
+// matches share patternCheckTime, and every string left is reported
+// unchecked at once.
+func TestPatternCheckBudget(t *testing.T) {
+	t.Parallel()
+	s := slowSchema(t, `{"type":"array","items":{"type":"string","pattern":SLOW}}`)
+	items := make([]any, 200)
+	for i := range items {
+		items[i] = slowString + strconv.Itoa(i)
+	}
+	start := time.Now()
+	errs := s.Validate(items)
+	took := time.Since(start)
+	if took > patternCheckTime+2*time.Second {
+		t.Errorf("200 slow strings took %v; want about %v", took, patternCheckTime)
+	}
+	if len(errs) != len(items) {
+		t.Fatalf("%d errors; want one per string: %v", len(errs), errs)
+	}
+	timedOut, spent := 0, 0
+	for _, e := range errs {
+		switch {
+		case strings.Contains(e.Message, "the match took over"):
+			timedOut++
+		case strings.Contains(e.Message, "took over 1s in all"):
+			spent++
+		default:
+			t.Errorf("unexpected error %v", e)
+		}
+	}
+	if timedOut == 0 || spent == 0 || timedOut > 10 {
+		t.Errorf("%d timed out, %d not tried; want a few, then the rest at once", timedOut, spent)
+	}
+	// The next check has its own budget.
+	if errs := s.Validate([]any{"aaaa"}); len(errs) != 0 {
+		t.Errorf("next check: %v; want valid", errs)
+	}
+}
+
+// A match out of time never lets a value through where "no match" would:
+// under "not", in patternProperties, in propertyNames.
+func TestPatternTimeoutNeverValid(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ schema, value string }{
+		{`{"not":{"pattern":SLOW}}`, strconv.Quote(slowString)},
+		{`{"patternProperties":{SLOW:false}}`, `{` + strconv.Quote(slowString) + `:1}`},
+		{`{"propertyNames":{"not":{"pattern":SLOW}}}`, `{` + strconv.Quote(slowString) + `:1}`},
+	} {
+		s := slowSchema(t, tc.schema)
+		errs := s.Validate(mustDecode(t, tc.value))
+		if len(errs) == 0 {
+			t.Errorf("%s against %s: valid; want an error saying the string could not be checked", tc.value, tc.schema)
+			continue
+		}
+		found := false
+		for _, e := range errs {
+			found = found || strings.Contains(e.Message, "could not be checked against the pattern")
+		}
+		if !found {
+			t.Errorf("%s against %s: %v; want one saying the string could not be checked", tc.value, tc.schema, errs)
+		}
+	}
+}
+
+// Check with schema-guided repair validates a reply many times: all of
+// them share one budget.
+func TestPatternBudgetCheckWith(t *testing.T) {
+	t.Parallel()
+	s := slowSchema(t, `{"type":"object","properties":{"n":{"type":"integer"},"items":{"type":"array","items":{"type":"string","pattern":SLOW}}}}`)
+	var sb strings.Builder
+	sb.WriteString("```json\n{\"n\":\"7\",\"items\":[")
+	for i := range 50 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, "%q", slowString+strconv.Itoa(i))
+	}
+	sb.WriteString("]}\n```")
+	start := time.Now()
+	res := CheckWith(s, sb.String(), CheckOptions{Coerce: CoerceSafe})
+	took := time.Since(start)
+	if res.Valid {
+		t.Fatal("valid; want the unchecked strings reported")
+	}
+	if took > patternCheckTime+2*time.Second {
+		t.Errorf("took %v; want about %v for the whole check", took, patternCheckTime)
+	}
+}
+
+// Checks of one schema with backtracking patterns run one at a time, each
+// with its own budget; checks of other schemas are not held up.
+func TestPatternConcurrentChecks(t *testing.T) {
+	t.Parallel()
+	s := slowSchema(t, `{"type":"string","pattern":SLOW}`)
+	fast := mustCompile(t, `{"type":"string","pattern":"^(?!x)a+$"}`)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if errs := s.Validate("aaaa"); len(errs) != 0 {
+				t.Errorf("check %d: %v; want valid", i, errs)
+			}
+			if errs := fast.Validate("aaa"); len(errs) != 0 {
+				t.Errorf("check %d: %v; want valid", i, errs)
+			}
+			if errs := fast.Validate("xaa"); len(errs) != 1 {
+				t.Errorf("check %d: %v; want one error", i, errs)
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Satisfiable(); err != nil {
+		t.Errorf("Satisfiable: %v", err)
+	}
+}
+
+// A schema whose required name takes its own pattern too long is not
+// refused as unsatisfiable on that account.
+func TestPatternTimeoutSatisfiable(t *testing.T) {
+	t.Parallel()
+	s := slowSchema(t, `{"type":"object","required":[`+strconv.Quote(slowString)+`],"patternProperties":{SLOW:false}}`)
+	if err := s.Satisfiable(); err != nil {
+		t.Errorf("Satisfiable: %v; want nil (the name does not match the pattern)", err)
+	}
+}
+
+// Schemas whose patterns RE2 matches have no clock and no serialization.
+func TestPatternRE2NoClock(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{typicalSchema, `{"pattern":"^(a+)+$"}`, `{"patternProperties":{"(?i)^x$":{}}}`, `{"format":"regex"}`} {
+		if s := mustCompile(t, schema); s.clock != nil {
+			t.Errorf("%s: has a pattern clock; want none", schema)
+		}
+	}
+	for _, schema := range []string{`{"pattern":"(?=a)"}`, `{"patternProperties":{"(a)\\1":{}}}`, `{"propertyNames":{"pattern":"a{1001}"}}`} {
+		if s := mustCompile(t, schema); s.clock == nil {
+			t.Errorf("%s: no pattern clock; want one", schema)
+		}
+	}
+}
