@@ -21,6 +21,11 @@ func FuzzCompile(f *testing.F) {
 		f.Add([]byte(tc.schema))
 	}
 	f.Add([]byte(typicalSchema))
+	// Patterns the backtracking engine matches, and repeated ids.
+	f.Add([]byte(`{"type":"string","pattern":"^(?!io\\.papermc\\.)[a-z.]+$"}`))
+	f.Add([]byte(`{"patternProperties":{"(?<=a)b":{"type":"integer"}},"propertyNames":{"pattern":"^(.)\\1?$"}}`))
+	f.Add([]byte(`{"$schema":"http://json-schema.org/draft-04/schema#","items":[{"id":"x.json","type":"string"},{"id":"x.json","type":"integer"}],"additionalItems":{"$ref":"x.json"}}`))
+	f.Add([]byte(`{"$schema":"http://json-schema.org/draft-06/schema#","properties":{"a":{"$id":"#i","minimum":1},"b":{"$id":"#i"}},"not":{"$ref":"#i"}}`))
 	values := []any{nil, true, map[string]any{}, []any{}, "x", mustDecode(f, `{"a":[1,"b",{"c":null}]}`),
 		mustDecode(f, `0`), mustDecode(f, `1.5`), mustDecode(f, `[null]`), mustDecode(f, `{"a":{}}`)}
 	f.Fuzz(func(t *testing.T, schema []byte) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,8 +168,10 @@ func (s *Schema) failures() int {
 
 // patternErrors adds to errs an error for each string of v that a
 // backtracking pattern could not be matched against in time, from the
-// from-th failure of the check in progress on, in place of the "does not
-// match" the library reported for it.
+// from-th failure of the check in progress on. Where the library reported
+// the failed match as "does not match", that error says why instead; a
+// failure it did not report (under "not", in patternProperties or
+// propertyNames) gets an error at the first place holding the string.
 func (s *Schema) patternErrors(v any, errs []Error, from int) []Error {
 	if s == nil || s.clock == nil {
 		return errs
@@ -177,43 +180,74 @@ func (s *Schema) patternErrors(v any, errs []Error, from int) []Error {
 	if b == nil || len(b.failed) <= from {
 		return errs
 	}
-	seen := map[string]bool{}
+	type pair struct{ pattern, subject string }
+	var order []pair
+	spent := map[pair]bool{}
+	patterns := map[string]bool{}
 	for _, f := range b.failed[from:] {
-		path := findString(v, f.subject)
-		key := path + "\x00" + f.pattern
-		if seen[key] {
+		k := pair{f.pattern, f.subject}
+		if _, ok := spent[k]; !ok {
+			order = append(order, k)
+		}
+		spent[k] = spent[k] || f.spent
+		patterns[f.pattern] = true
+	}
+	why := func(k pair) string {
+		if spent[k] {
+			return fmt.Sprintf("could not be checked against the pattern %s: this check's matches against patterns with lookahead, lookbehind or backreferences, which a backtracking engine matches, took over %v in all; reply with fewer or shorter strings", k.pattern, patternCheckTime)
+		}
+		return fmt.Sprintf("could not be checked against the pattern %s: the match took over %v (the pattern has lookahead, lookbehind or backreferences, and a backtracking engine matches it); reply with a shorter or simpler string", k.pattern, patternMatchTimeout)
+	}
+	covered := map[pair]bool{}
+	for i, e := range errs {
+		if e.Keyword != "pattern" {
 			continue
 		}
-		seen[key] = true
-		var why string
-		if f.spent {
-			why = fmt.Sprintf("could not be checked against the pattern %s: this check's matches against patterns with lookahead, lookbehind or backreferences, which a backtracking engine matches, took over %v in all; reply with fewer or shorter strings", f.pattern, patternCheckTime)
-		} else {
-			why = fmt.Sprintf("could not be checked against the pattern %s: the match took over %v (the pattern has lookahead, lookbehind or backreferences, and a backtracking engine matches it); reply with a shorter or simpler string", f.pattern, patternMatchTimeout)
-		}
-		// The library took the failed match for "does not match".
-		mismatch := "does not match " + f.pattern
-		kept := errs[:0]
-		for _, e := range errs {
-			if e.Path == path && e.Keyword == "pattern" && len(e.Message) >= len(mismatch) && e.Message[len(e.Message)-len(mismatch):] == mismatch {
+		for p := range patterns {
+			if !strings.HasSuffix(e.Message, "does not match "+p) {
 				continue
 			}
-			kept = append(kept, e)
+			if str, ok := lookupPointer(v, e.Path).(string); ok {
+				k := pair{p, str}
+				if _, failed := spent[k]; failed {
+					errs[i] = newError(e.Path, "pattern", why(k))
+					covered[k] = true
+				}
+			}
 		}
-		errs = append(kept, newError(path, "pattern", why))
+	}
+	var rest []pair
+	subjects := map[string]bool{}
+	for _, k := range order {
+		if !covered[k] {
+			rest = append(rest, k)
+			subjects[k.subject] = true
+		}
+	}
+	if len(rest) > 0 {
+		at := findStrings(v, subjects)
+		for _, k := range rest {
+			errs = append(errs, newError(at[k.subject], "pattern", why(k)))
+		}
 	}
 	return sortErrors(errs)
 }
 
-// findString returns the pointer of the first place in v (members in name
-// order) holding the string s, as a value or as a member's name; "" when
-// none does.
-func findString(v any, s string) string {
-	var walk func(v any, path string) (string, bool)
-	walk = func(v any, path string) (string, bool) {
+// findStrings returns, for each string in want, the pointer of the first
+// place in v (members in name order) holding it, as a value or as a
+// member's name; "" (the root) when none does.
+func findStrings(v any, want map[string]bool) map[string]string {
+	at := map[string]string{}
+	var walk func(v any, path string)
+	walk = func(v any, path string) {
+		if len(at) == len(want) {
+			return
+		}
 		switch x := v.(type) {
 		case string:
-			return path, x == s
+			if _, ok := at[x]; !ok && want[x] {
+				at[x] = path
+			}
 		case map[string]any:
 			names := make([]string, 0, len(x))
 			for k := range x {
@@ -222,22 +256,17 @@ func findString(v any, s string) string {
 			sort.Strings(names)
 			for _, k := range names {
 				p := path + "/" + escapeToken(k)
-				if k == s {
-					return p, true
+				if _, ok := at[k]; !ok && want[k] {
+					at[k] = p
 				}
-				if at, ok := walk(x[k], p); ok {
-					return at, true
-				}
+				walk(x[k], p)
 			}
 		case []any:
 			for i, e := range x {
-				if at, ok := walk(e, path+"/"+strconv.Itoa(i)); ok {
-					return at, true
-				}
+				walk(e, path+"/"+strconv.Itoa(i))
 			}
 		}
-		return "", false
 	}
-	at, _ := walk(v, "")
+	walk(v, "")
 	return at
 }

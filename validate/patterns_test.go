@@ -89,6 +89,31 @@ func TestPatternCheckBudget(t *testing.T) {
 	}
 }
 
+// A reply of 20,000 strings, the same one in every place, is reported in
+// about the check's budget, each place saying it was not checked.
+func TestPatternManyStrings(t *testing.T) {
+	t.Parallel()
+	s := slowSchema(t, `{"type":"array","items":{"type":"string","pattern":SLOW}}`)
+	items := make([]any, 20000)
+	for i := range items {
+		items[i] = slowString
+	}
+	start := time.Now()
+	errs := s.Validate(items)
+	took := time.Since(start)
+	if took > patternCheckTime+4*time.Second {
+		t.Errorf("took %v; want about %v", took, patternCheckTime)
+	}
+	if len(errs) != len(items) {
+		t.Fatalf("%d errors; want %d", len(errs), len(items))
+	}
+	for _, e := range errs {
+		if !strings.Contains(e.Message, "could not be checked against the pattern") {
+			t.Fatalf("error %v; want each place reported unchecked", e)
+		}
+	}
+}
+
 // A match out of time never lets a value through where "no match" would:
 // under "not", in patternProperties, in propertyNames.
 func TestPatternTimeoutNeverValid(t *testing.T) {
@@ -187,5 +212,33 @@ func TestPatternRE2NoClock(t *testing.T) {
 		if s := mustCompile(t, schema); s.clock == nil {
 			t.Errorf("%s: no pattern clock; want one", schema)
 		}
+	}
+}
+
+// BenchmarkValidatePatterns validates the 1 MB array of line objects with
+// the sku pattern as it is (RE2) and with a lookahead added (the
+// backtracking engine, under the schema's pattern clock).
+func BenchmarkValidatePatterns(b *testing.B) {
+	for _, bc := range []struct{ name, pattern string }{
+		{"re2", `^[A-Z]{3}-[0-9]{4}$`},
+		{"backtracking", `^(?!XYZ)[A-Z]{3}-[0-9]{4}$`},
+	} {
+		line := strings.Replace(lineSchema(), `"^[A-Z]{3}-[0-9]{4}$"`, strconv.Quote(bc.pattern), 1)
+		if !strings.Contains(line, strconv.Quote(bc.pattern)) {
+			b.Fatal("the line schema has no sku pattern")
+		}
+		s := mustCompile(b, `{"type":"array","items":`+line+`}`)
+		if (s.clock != nil) != (bc.name == "backtracking") {
+			b.Fatalf("%s: clock %v", bc.name, s.clock)
+		}
+		text := bigArray(1<<20, 10)
+		v := mustDecode(b, text)
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Validate(v)
+			}
+		})
 	}
 }

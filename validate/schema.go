@@ -215,6 +215,9 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 		e := sortErrors(errs)[0]
 		return nil, &SchemaError{Keyword: keywordAt(doc, e.Path), Location: e.Path, Err: errors.New(body(e.Message))}
 	}
+	// An id repeated in sibling subschemas, which the library refuses,
+	// names the first in document order (see dedupeIDs).
+	dedupeIDs(doc, schema, versionOf(opts.draft, 2020))
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	if opts.draft != nil {
@@ -378,8 +381,7 @@ func (s *Schema) check(v any) []Error {
 
 // schemaError turns a library compile error into a *SchemaError naming the
 // keyword and its location. A pattern's error says what is wrong in it and
-// where (ecmaError): lookahead, lookbehind and backreferences are refused
-// there, as Go's RE2 engine has none.
+// where (ecmaError).
 func schemaError(doc any, err error) *SchemaError {
 	var (
 		sve  *jsonschema.SchemaValidationError

@@ -22,7 +22,14 @@
 // "pattern" and "patternProperties" are ECMA-262 regular expressions with the
 // "u" flag, as JSON Schema says: each is translated to an RE2 pattern of the
 // same meaning and matched in linear time (ecma.go); what RE2 cannot do
-// (lookaround, backreferences) is refused at compile time with that reason.
+// (lookahead, lookbehind, backreferences) is matched by a backtracking engine
+// under a time bound: 100 ms a match, 1 s for all those of one check. A string
+// that could not be matched in time is an error (keyword "pattern"), never
+// valid (patterns.go).
+//
+// An id ("$id", draft-04 "id") repeated in several subschemas, as generated
+// schemas have them, names the first in the schema's text; the others
+// validate as written (ids.go).
 //
 // # Errors
 //
