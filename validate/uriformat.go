@@ -75,7 +75,8 @@ func checkURI(s string, iri, abs bool) error {
 
 // uriChars reports the first character of s that no URI (no IRI, when
 // iri) may hold where it stands: outside the unreserved, reserved and
-// percent-encoded characters, a second "#", or "[" or "]" outside the host.
+// percent-encoded characters, a second "#", a second "@" in the authority,
+// or "[" or "]" outside the host.
 func uriChars(s string, iri bool) error {
 	// The authority, where an IPv6 literal's brackets may stand.
 	authStart, authEnd := -1, -1
@@ -86,7 +87,7 @@ func uriChars(s string, iri bool) error {
 			authEnd = authStart + j
 		}
 	}
-	hashes := 0
+	hashes, ats := 0, 0
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
@@ -103,6 +104,10 @@ func uriChars(s string, iri bool) error {
 		case r == '#':
 			if hashes++; hashes > 1 {
 				return fmt.Errorf(`a second "#" at %d: the fragment cannot hold one`, i)
+			}
+		case r == '@' && i >= authStart && i < authEnd:
+			if ats++; ats > 1 {
+				return fmt.Errorf(`a second "@" at %d: the authority holds at most one`, i)
 			}
 		case r == '[' || r == ']':
 			if i < authStart || i >= authEnd {
