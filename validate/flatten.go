@@ -47,9 +47,8 @@ type flattener struct {
 	// anchor is the location of the innermost error being walked whose
 	// location the library copied (see propertyNamesLocation).
 	anchor []string
-	// claimed holds the objects and property names propertyNamesLocation
-	// has placed errors at.
-	claimed map[string]bool
+	// holderIndex caches propertyHolders.
+	holderIndex map[string]map[string]*holders
 }
 
 // flatten returns the leaves of the error tree e, raised validating root.
