@@ -20,7 +20,8 @@ import (
 // SchemaStore's schemas and their test instances, run through the compile
 // path a job's schema takes (compile, with only the loader seam set so that
 // references between SchemaStore schemas resolve from the local copy) and
-// Schema.Validate. SchemaStore's layout: src/schemas/json/<name>.json, valid
+// Schema.Validate, and Check given the instance's text as a reply.
+// SchemaStore's layout: src/schemas/json/<name>.json, valid
 // instances in src/test/<name>/, invalid ones in src/negative_test/<name>/,
 // and src/schema-validation.jsonc, whose "skiptest" list names schemas
 // SchemaStore itself does not test.
@@ -333,6 +334,12 @@ func runSchemaStore(t *testing.T, src string) ssRun {
 					} else {
 						o.Detail = describeErrors(errs)
 					}
+				}
+				// The worker checks a reply: extracted, then validated.
+				// The file as a reply must get the same verdict.
+				if r := Check(s, string(b)); r.Valid != valid {
+					o.Agree = false
+					o.Detail = fmt.Sprintf("Check, given the file as a reply, says valid=%v where Validate says %v (%d candidates)", r.Valid, valid, r.Candidates)
 				}
 				run.outcomes = append(run.outcomes, o)
 			}
