@@ -110,7 +110,7 @@ func compileECMA(p string, clock *patternClock) (jsonschema.Regexp, error) {
 		}
 		needs = "repetitions RE2 cannot expand (nested counts multiply past its limit of 1000)"
 	}
-	re, err := regexp2.Compile(p, regexp2.ECMAScript|regexp2.Unicode)
+	re, err := regexp2.Compile(p, regexp2.ECMAScript|regexp2.Unicode, regexp2.OptionMaxBacktrackingStackSize(patternMaxStack))
 	if err != nil {
 		return nil, &ecmaError{Reason: fmt.Sprintf("the pattern has %s, which Go's RE2 engine cannot match, and the backtracking engine that matches such patterns refused it: %v", needs, err)}
 	}

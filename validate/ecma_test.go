@@ -172,6 +172,8 @@ var ecmaMatchCases = []struct {
 	// What RE2 cannot express runs on the backtracking engine, with the
 	// same ECMA-262 meanings (\s, ".", \u escapes) around it.
 	{`^(?!io\.papermc\.)[a-z]+(\.[a-z]+)*$`, []string{"org.example", "io.paper"}, []string{"io.papermc.paper", "Org"}},
+	// A plugin's main class, as SchemaStore's paper-plugin schema has it.
+	{`^(?!io\.papermc\.)([a-zA-Z_$][a-zA-Z\d_$]*\.)*[a-zA-Z_$][a-zA-Z\d_$]*$`, []string{"com.example.Main", "Main", "io.paper.X"}, []string{"io.papermc.paper.Main", "com.1x", "a..b", strings.Repeat("a.", 5000) + "!"}},
 	{`^(?=.*\d)(?=.*[a-z])\S{8,}$`, []string{"abcdefg1"}, []string{"abcdefgh", "abc defg1", "abcdefg1\u00a0", "abc1"}},
 	{`(?<=\$)\d+`, []string{"$42"}, []string{"42", "€42"}},
 	{`^(?<!x)a`, []string{"a"}, nil},
@@ -203,13 +205,13 @@ func TestEcmaPatternMatch(t *testing.T) {
 			engine = "backtracking"
 		}
 		for _, s := range tc.match {
-			if !re.MatchString(s) {
-				t.Errorf("%q (%s) does not match %q; ECMA-262 does", tc.pattern, engine, s)
+			if m, err := matchRegexp(re, s); !m || err != nil {
+				t.Errorf("%q (%s) does not match %q (%v); ECMA-262 does", tc.pattern, engine, s, err)
 			}
 		}
 		for _, s := range tc.noMatch {
-			if re.MatchString(s) {
-				t.Errorf("%q (%s) matches %q; ECMA-262 does not", tc.pattern, engine, s)
+			if m, err := matchRegexp(re, s); m || err != nil {
+				t.Errorf("%q (%s) matches %q (%v); ECMA-262 does not", tc.pattern, engine, s, err)
 			}
 		}
 	}

@@ -16,13 +16,16 @@ import (
 
 // A pattern RE2 cannot express (a lookahead, a lookbehind, a
 // backreference) is matched by a backtracking engine, which can take time
-// exponential in the string's length. Two bounds keep a reply from holding
-// a worker: each match stops after patternMatchTimeout, and all the
-// backtracking matches of one check (Validate, Coerce, Check, Satisfiable)
-// share patternCheckTime; past it, every further one fails at once. A match
-// that fails so makes the value invalid, with an error saying the string
-// could not be checked in time, never valid: a "not" or a patternProperties
-// the library would read as "no match" must not let it through.
+// exponential in the string's length. Bounds keep a reply from holding a
+// worker: each match stops after patternMatchTimeout, or once its
+// backtracking state passes patternMaxStack; all the backtracking matches
+// of one check (Validate, Coerce, Check, Satisfiable) share
+// patternCheckTime, past which every further one fails at once; and a
+// pattern and string that failed once fail again at once in the same
+// check. A match that fails so makes the value invalid, with an error
+// saying the string could not be checked, never valid: a "not" or a
+// patternProperties the library would read as "no match" must not let it
+// through.
 //
 // One budget per check needs the check to be known where the library calls
 // the pattern, which it does with a string only: a check of a schema with
@@ -44,22 +47,37 @@ type patternClock struct {
 	used atomic.Bool
 }
 
-// patternBudget is what one check may still spend, and the matches that
-// failed for lack of time, in order.
+// patternBudget is what one check may still spend, the matches that
+// failed, in order, and why each pattern and string failed: the same
+// match fails again at once.
 type patternBudget struct {
 	left   time.Duration
 	failed []patternFailure
+	known  map[patternPair]error
 }
 
-// patternFailure is a match that ran out of time.
+// patternPair is a pattern, as written, and a string matched against it.
+type patternPair struct{ pattern, subject string }
+
+// patternFailure is a match that failed, and why: errPatternTime,
+// errPatternStack, or the engine's timeout.
 type patternFailure struct {
-	pattern, subject string
-	// spent: the check's budget was spent before the match began.
-	spent bool
+	patternPair
+	err error
 }
 
-// errPatternTime is a match not made: the check's budget was spent.
-var errPatternTime = errors.New("the check's time for patterns is spent")
+var (
+	// errPatternTime is a match not made: the check's budget was spent.
+	errPatternTime = errors.New("the check's time for patterns is spent")
+	// errPatternStack is a match that needed more backtracking state than
+	// patternMaxStack allows.
+	errPatternStack = regexp2.ErrBacktrackingStackLimit
+)
+
+// patternMaxStack bounds the backtracking state of one match, in slots of
+// 8 bytes: 8 MiB. A repeated capturing group takes a few slots a
+// character, so strings of some 250,000 characters fit.
+const patternMaxStack = 1 << 20
 
 // backtrackRegexp is a pattern matched by the backtracking engine, under
 // its schema's patternClock.
@@ -79,7 +97,7 @@ func (r *backtrackRegexp) MatchString(s string) bool {
 	ok, err := r.match(s)
 	if err != nil {
 		if b := r.budget(); b != nil {
-			b.failed = append(b.failed, patternFailure{pattern: r.src, subject: s, spent: errors.Is(err, errPatternTime)})
+			b.failed = append(b.failed, patternFailure{patternPair{r.src, s}, err})
 		}
 		return false
 	}
@@ -101,12 +119,22 @@ func (r *backtrackRegexp) match(s string) (bool, error) {
 	if b == nil {
 		return r.re.MatchString(s)
 	}
+	k := patternPair{r.src, s}
+	if err := b.known[k]; err != nil {
+		return false, err
+	}
 	if b.left <= 0 {
 		return false, errPatternTime
 	}
 	start := time.Now()
 	ok, err := r.re.MatchString(s)
 	b.left -= time.Since(start)
+	if err != nil {
+		if b.known == nil {
+			b.known = map[patternPair]error{}
+		}
+		b.known[k] = err
+	}
 	return ok, err
 }
 
@@ -180,21 +208,23 @@ func (s *Schema) patternErrors(v any, errs []Error, from int) []Error {
 	if b == nil || len(b.failed) <= from {
 		return errs
 	}
-	type pair struct{ pattern, subject string }
+	type pair = patternPair
 	var order []pair
-	spent := map[pair]bool{}
+	cause := map[pair]error{}
 	patterns := map[string]bool{}
 	for _, f := range b.failed[from:] {
-		k := pair{f.pattern, f.subject}
-		if _, ok := spent[k]; !ok {
-			order = append(order, k)
+		if _, ok := cause[f.patternPair]; !ok {
+			order = append(order, f.patternPair)
+			cause[f.patternPair] = f.err
 		}
-		spent[k] = spent[k] || f.spent
 		patterns[f.pattern] = true
 	}
 	why := func(k pair) string {
-		if spent[k] {
+		switch err := cause[k]; {
+		case errors.Is(err, errPatternTime):
 			return fmt.Sprintf("could not be checked against the pattern %s: this check's matches against patterns with lookahead, lookbehind or backreferences, which a backtracking engine matches, took over %v in all; reply with fewer or shorter strings", k.pattern, patternCheckTime)
+		case errors.Is(err, errPatternStack):
+			return fmt.Sprintf("could not be checked against the pattern %s: the match needed more backtracking than allowed (the pattern has lookahead, lookbehind or backreferences, and a backtracking engine matches it); reply with a shorter string", k.pattern)
 		}
 		return fmt.Sprintf("could not be checked against the pattern %s: the match took over %v (the pattern has lookahead, lookbehind or backreferences, and a backtracking engine matches it); reply with a shorter or simpler string", k.pattern, patternMatchTimeout)
 	}
@@ -209,7 +239,7 @@ func (s *Schema) patternErrors(v any, errs []Error, from int) []Error {
 			}
 			if str, ok := lookupPointer(v, e.Path).(string); ok {
 				k := pair{p, str}
-				if _, failed := spent[k]; failed {
+				if _, failed := cause[k]; failed {
 					errs[i] = newError(e.Path, "pattern", why(k))
 					covered[k] = true
 				}

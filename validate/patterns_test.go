@@ -1,12 +1,15 @@
 package validate
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlclark/regexp2/v2"
 )
 
 // slowPattern backtracks exponentially on slowString: the lookahead puts
@@ -89,8 +92,9 @@ func TestPatternCheckBudget(t *testing.T) {
 	}
 }
 
-// A reply of 20,000 strings, the same one in every place, is reported in
-// about the check's budget, each place saying it was not checked.
+// A reply of 20,000 strings, the same one in every place, takes one
+// timeout: the check knows the string failed the pattern, and each place
+// says it was not checked.
 func TestPatternManyStrings(t *testing.T) {
 	t.Parallel()
 	s := slowSchema(t, `{"type":"array","items":{"type":"string","pattern":SLOW}}`)
@@ -108,8 +112,38 @@ func TestPatternManyStrings(t *testing.T) {
 		t.Fatalf("%d errors; want %d", len(errs), len(items))
 	}
 	for _, e := range errs {
-		if !strings.Contains(e.Message, "could not be checked against the pattern") {
-			t.Fatalf("error %v; want each place reported unchecked", e)
+		if !strings.Contains(e.Message, "could not be checked against the pattern") || !strings.Contains(e.Message, "the match took over") {
+			t.Fatalf("error %v; want each place reported unchecked for the one match that timed out", e)
+		}
+	}
+}
+
+// A match that needs more backtracking state than patternMaxStack fails
+// with that reason; below it, it is made. regexp2's default bound (100,000
+// slots) would refuse 60,000 characters.
+func TestPatternStackBound(t *testing.T) {
+	t.Parallel()
+	const pattern = `^(?!x)((a)|(b))*$`
+	s := mustCompile(t, `{"type":"string","pattern":`+strconv.Quote(pattern)+`}`)
+	re, ok := s.sch.Pattern.(*backtrackRegexp)
+	if !ok {
+		t.Fatalf("pattern compiled as %T; want the backtracking engine", s.sch.Pattern)
+	}
+	// The bound under test is the stack's, not time's (the race detector
+	// slows matching tenfold).
+	re.re.MatchTimeout = time.Minute
+	medium := strings.Repeat("ab", 30_000)
+	if _, err := regexp2.MustCompile(pattern, regexp2.ECMAScript|regexp2.Unicode).MatchString(medium); !errors.Is(err, regexp2.ErrBacktrackingStackLimit) {
+		t.Errorf("regexp2's default stack bound, 60,000 characters: %v; want it exceeded", err)
+	}
+	if errs := s.Validate(medium); len(errs) != 0 {
+		t.Errorf("60,000 characters: %v; want valid", errs)
+	}
+	errs := s.Validate(strings.Repeat("ab", 500_000))
+	if len(errs) != 1 || !strings.Contains(errs[0].Message, "needed more backtracking than allowed") {
+		t.Errorf("1,000,000 characters: %d errors; want one saying the match needed too much backtracking", len(errs))
+		if len(errs) > 0 {
+			t.Log(shorten(errs[0].Message, 300))
 		}
 	}
 }
