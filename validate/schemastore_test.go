@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -245,6 +246,8 @@ type ssRun struct {
 	// unsatisfiable lists compiled schemas that Satisfiable refuses, as
 	// enqueue does, with its error.
 	unsatisfiable []ssOutcome
+	// compileTime is each schema's compile and satisfiability check.
+	compileTime map[string]time.Duration
 }
 
 // runSchemaStore runs every schema of the SchemaStore copy at src (the
@@ -264,7 +267,7 @@ func runSchemaStore(t *testing.T, src string) ssRun {
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no schemas under %s: %v", schemaDir, err)
 	}
-	run := ssRun{nonJSON: map[string]int{}}
+	run := ssRun{nonJSON: map[string]int{}, compileTime: map[string]time.Duration{}}
 	for _, kind := range []string{"test", "negative_test"} {
 		ents, _ := os.ReadDir(filepath.Join(src, kind))
 		for _, e := range ents {
@@ -283,6 +286,7 @@ func runSchemaStore(t *testing.T, src string) ssRun {
 		if err != nil {
 			t.Fatal(err)
 		}
+		start := time.Now()
 		s, err := compile(raw, opts)
 		run.outcomes = append(run.outcomes, ssOutcome{Schema: name, Kind: "schema", Agree: err == nil, Detail: errText(err)})
 		if err == nil {
@@ -290,6 +294,7 @@ func runSchemaStore(t *testing.T, src string) ssRun {
 				run.unsatisfiable = append(run.unsatisfiable, ssOutcome{Schema: name, Kind: "schema", Detail: serr.Error()})
 			}
 		}
+		run.compileTime[name] = time.Since(start)
 		base := strings.TrimSuffix(name, ".json")
 		for _, kind := range []string{"test", "negative_test"} {
 			dir := filepath.Join(src, kind, base)
@@ -445,6 +450,18 @@ func (r ssRun) report(w io.Writer) {
 	for _, o := range r.unsatisfiable {
 		fmt.Fprintf(w, "  %s: %s\n", o.Schema, o.Detail)
 	}
+	var total time.Duration
+	slow := make([]string, 0, len(r.compileTime))
+	for name, d := range r.compileTime {
+		total += d
+		slow = append(slow, name)
+	}
+	sort.Slice(slow, func(i, j int) bool { return r.compileTime[slow[i]] > r.compileTime[slow[j]] })
+	var top []string
+	for _, name := range slow[:min(5, len(slow))] {
+		top = append(top, fmt.Sprintf("%s %v", name, r.compileTime[name].Round(time.Millisecond)))
+	}
+	fmt.Fprintf(w, "compile and satisfiability check: %v in all; slowest: %s\n", total.Round(time.Millisecond), strings.Join(top, ", "))
 	if len(r.orphan) > 0 {
 		fmt.Fprintf(w, "test directories without a schema in the copy: %s\n", strings.Join(r.orphan, ", "))
 	}
