@@ -45,6 +45,11 @@ func display(path string) string {
 type flattener struct {
 	root any // the validated value
 	out  []fixpoint.ValidationError
+	// anchor is the location of the innermost error being walked whose
+	// location the library copied (see propertyNamesLocation).
+	anchor []string
+	// holderIndex caches propertyHolders.
+	holderIndex map[string]map[string]*holders
 }
 
 // flatten returns the leaves of the error tree e, raised validating root.
@@ -70,6 +75,13 @@ func (f *flattener) add(path, keyword, body string) {
 func (f *flattener) walk(e *jsonschema.ValidationError) {
 	if e == nil {
 		return
+	}
+	if k, ok := e.ErrorKind.(*kind.PropertyNames); ok {
+		e.InstanceLocation = f.propertyNamesLocation(e.InstanceLocation, k.Property)
+	} else {
+		prev := f.anchor
+		f.anchor = e.InstanceLocation
+		defer func() { f.anchor = prev }()
 	}
 	path := pointer(e.InstanceLocation)
 	val := func() any { return lookup(f.root, e.InstanceLocation) }

@@ -225,6 +225,7 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 		c.DefaultDraft(opts.draft)
 	}
 	c.AssertFormat()
+	registerURIFormats(c)
 	// Patterns are ECMA-262's (JSON Schema says so), not Go's RE2 syntax:
 	// they are translated (see compileECMA), or matched by the backtracking
 	// engine under clock's bounds. The schema's own patterns, compiled
