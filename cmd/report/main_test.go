@@ -784,3 +784,66 @@ func TestReportSaysWhatTheBatchIsShortOf(t *testing.T) {
 		t.Errorf("export: %s; want the input's <b>& as written, not escaped", out.String())
 	}
 }
+
+// Jobs that finish after the wait's last poll, before its --timeout,
+// count: a wait polling less often than its timeout said "none finished
+// while waiting" of a batch that had finished 6 jobs meanwhile. A batch
+// that finished in that window gets its verdict, not a timeout.
+func TestReportWaitTimeoutCountsJobsSinceTheLastPoll(t *testing.T) {
+	t.Parallel()
+	dsn, st := newLedger(t)
+	ctx := context.Background()
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"q1", "q2"} {
+		if err := st.PutBatch(ctx, store.BatchParams{Name: b, Settings: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		var jobs []store.NewJob
+		var ids []string
+		for i := 1; i <= 3; i++ {
+			id := fmt.Sprintf("%s:%d", b, i)
+			jobs = append(jobs, store.NewJob{ID: id, Batch: b, RowNo: i, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"})
+			ids = append(ids, id)
+		}
+		if _, err := st.InsertJobs(ctx, jobs); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.MarkPublished(ctx, ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// finishAfterFirstPoll saves results for ids once the wait has read
+	// their batch (its progress line says so).
+	finishAfterFirstPoll := func(waitErr *syncbuf.Buffer, ids ...string) {
+		for !strings.Contains(waitErr.String(), "queued 3") {
+			time.Sleep(5 * time.Millisecond)
+		}
+		var rs []store.Result
+		for _, id := range ids {
+			rs = append(rs, store.Result{JobID: id, Status: "valid", Value: json.RawMessage(`{}`), Deliveries: 1})
+		}
+		if _, err := st.SaveResults(ctx, rs); err != nil {
+			t.Error(err)
+		}
+	}
+	// The interval (a minute) is far past the timeout: the wait polls once
+	// before its timeout ends it.
+	var out bytes.Buffer
+	var waitErr syncbuf.Buffer
+	go finishAfterFirstPoll(&waitErr, "q1:1", "q1:2")
+	if code := run(ctx, []string{"wait", "q1", "--interval", "1m", "--timeout", "1s", "--database-url", dsn}, &out, &waitErr); code != 1 ||
+		!strings.Contains(waitErr.String(), "1 of 3 jobs still queued; 2 finished while waiting") {
+		t.Errorf("wait --timeout 1s while 2 jobs finished: exit %d, stderr %q; want 2 finished while waiting", code, waitErr.String())
+	}
+	// Every job finishes after the wait's only poll: the batch is done.
+	var waitErr2 syncbuf.Buffer
+	out.Reset()
+	go finishAfterFirstPoll(&waitErr2, "q2:1", "q2:2", "q2:3")
+	if code := run(ctx, []string{"wait", "q2", "--interval", "1m", "--timeout", "1s", "--database-url", dsn}, &out, &waitErr2); code != 0 ||
+		strings.Contains(waitErr2.String(), "not done after") || !strings.Contains(out.String(), "q2") {
+		t.Errorf("wait --timeout 1s on a batch done before it: exit %d, stdout %q, stderr %q; want its verdict, exit 0", code, out.String(), waitErr2.String())
+	}
+}
