@@ -13,15 +13,16 @@ import (
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
-const exportUsage = `Usage: report export BATCH [--format jsonl|csv] [flags]
+const exportUsage = `Usage: report export BATCH [--format jsonl|csv] [--require-done] [flags]
 
 Writes each job of the batch on stdout, one line per job in row order: its
 input row, its status and its value (the last candidate of a job that is not
 valid), for a spreadsheet or the next step of a pipeline. A batch still
 running, or short of rows its datasets had, is exported with a warning on
-stderr.
+stderr; with --require-done, a batch with a job not final (or an enqueue
+still recording its rows) is an error and nothing is written.
 
-  report export nightly-2026-01-05 --format csv > labels.csv
+  report export nightly-2026-01-05 --format csv --require-done > labels.csv
 
 Export formats:
   jsonl  {"id", "row", "status", "input": the input row, "value", "error"} per job.
@@ -37,7 +38,8 @@ Export formats:
          the whole value). A schema without properties gives one job_value
          column (the whole value as JSON) instead of the property columns.
 
-Exit status: 0 done, 1 an error (an unknown batch), 2 bad usage.`
+Exit status: 0 done, 1 an error (an unknown batch, or a job not final under
+--require-done), 2 bad usage.`
 
 // exportCommand is report export.
 type exportCommand struct{ stdout, stderr io.Writer }
@@ -45,6 +47,7 @@ type exportCommand struct{ stdout, stderr io.Writer }
 func (c *exportCommand) Run(ctx context.Context, args []string) error {
 	fs, dbURL := newFlagSet("export", exportUsage, ledgerEnv, c.stdout)
 	format := fs.String("format", "jsonl", "export format: jsonl or csv")
+	requireDone := fs.Bool("require-done", false, "exit 1, writing nothing, when a job of the batch is not final")
 	pos, err := parseArgs(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -58,10 +61,35 @@ func (c *exportCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 	batch := pos[0]
+	if *requireDone {
+		if err := needDone(ctx, st, batch); err != nil {
+			return err
+		}
+	}
 	if err := export(ctx, c.stdout, st, batch, *format); err != nil {
 		return err
 	}
 	return exportWarnings(ctx, c.stderr, st, batch)
+}
+
+// needDone fails a batch with a job not final, or rows still being
+// recorded, before a line of it is written: a script's "report export B >
+// out.csv" then has no partial file to pick up.
+func needDone(ctx context.Context, st *store.Store, batch string) error {
+	if err := needBatch(ctx, st, batch); err != nil {
+		return err
+	}
+	p, err := st.Progress(ctx, batch)
+	if err != nil {
+		return err
+	}
+	switch {
+	case p.Recording != nil && p.Recording.Live:
+		return fmt.Errorf("batch %s is not done: an enqueue is still recording its rows (--require-done)", batch)
+	case p.Queued > 0:
+		return fmt.Errorf("batch %s is not done: %d of %d jobs are still queued (--require-done)", batch, p.Queued, p.Total)
+	}
+	return nil
 }
 
 // exportWarnings says on stderr, where a script's log sees it, that the

@@ -847,3 +847,30 @@ func TestReportWaitTimeoutCountsJobsSinceTheLastPoll(t *testing.T) {
 		t.Errorf("wait --timeout 1s on a batch done before it: exit %d, stdout %q, stderr %q; want its verdict, exit 0", code, out.String(), waitErr2.String())
 	}
 }
+
+// export --require-done fails a batch with a job still queued, writing
+// nothing (it exited 0 with a warning on stderr only), and exports a
+// batch whose every job is final.
+func TestExportRequireDone(t *testing.T) {
+	t.Parallel()
+	dsn := seed(t)
+	for _, format := range []string{"jsonl", "csv"} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), []string{"export", "b1", "--format", format, "--require-done", "--database-url", dsn}, &out, &errOut); code != 1 ||
+			out.Len() != 0 || !strings.Contains(errOut.String(), "batch b1 is not done: 1 of 3 jobs are still queued (--require-done)") {
+			t.Errorf("export --require-done --format %s of an unfinished batch: exit %d, stdout %q, stderr %q; want exit 1, nothing written", format, code, out.String(), errOut.String())
+		}
+		out.Reset()
+		errOut.Reset()
+		// c1's jobs are all cancelled: final.
+		if code := run(context.Background(), []string{"export", "c1", "--format", format, "--require-done", "--database-url", dsn}, &out, &errOut); code != 0 ||
+			!strings.Contains(out.String(), "c1:2") {
+			t.Errorf("export --require-done --format %s of a done batch: exit %d, stdout %q, stderr %q", format, code, out.String(), errOut.String())
+		}
+	}
+	// Without the flag the unfinished batch is exported, with a warning.
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"export", "b1", "--database-url", dsn}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "b1:3") {
+		t.Errorf("export of an unfinished batch: exit %d, stderr %q", code, errOut.String())
+	}
+}
