@@ -31,7 +31,7 @@ const usage = `Usage: report COMMAND [flags]
                                   hit rate and the attempts and cost by price basis
   report failures BATCH           failure classes by attempt, repair effectiveness, top error paths
   report job ID                   one job and each attempt as a card
-  report export BATCH [--format jsonl|csv] [--require-done]
+  report export BATCH [--format jsonl|csv] [--require-done] [--csv-raw]
                                   each job's input row and value, one line per job in row order
   report wait BATCH [--max-failure-rate R] [--timeout D]
                                   progress until every job is final; exit 1 when the share of

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -872,5 +873,77 @@ func TestExportRequireDone(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"export", "b1", "--database-url", dsn}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "b1:3") {
 		t.Errorf("export of an unfinished batch: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// The CSV export puts a ' before a text cell a spreadsheet would run as a
+// formula (it wrote "=HYPERLINK(...)" as it was); numbers, a JSON -3 or
+// the text "-4.5" of a CSV dataset, stay numbers. --csv-raw writes the
+// cells as they are.
+func TestExportCSVEscapesFormulas(t *testing.T) {
+	t.Parallel()
+	dsn, st := newLedger(t)
+	ctx := context.Background()
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object","properties":{"note":{"type":"string"},"score":{"type":"number"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "f1"}); err != nil {
+		t.Fatal(err)
+	}
+	meta := `{"=cmd":"x","link":"=HYPERLINK(\"http://evil\",\"a\")","amount":-3,"neg":"-4.5","at":"@SUM(A1)","tab":"\tx","cr":"\rx","plus":"+1+1","dash":"- item","safe":"a=b"}`
+	if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: "f1:1", Batch: "f1", RowNo: 1, SchemaHash: hash, Prompt: "p",
+		Provider: "openai", Model: "m", Mode: "prompt", Metadata: json.RawMessage(meta)}}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE batches SET input_columns = '["=cmd","link","amount","neg","at","tab","cr","plus","dash","safe"]' WHERE name = 'f1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SaveResults(ctx, []store.Result{{JobID: "f1:1", Status: "invalid", Value: json.RawMessage(`{"note":"=1+1","score":-3}`),
+		Error: "-1 is not allowed", Deliveries: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(args ...string) [][]string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(ctx, append([]string{"export", "f1", "--format", "csv", "--database-url", dsn}, args...), &out, &errOut); code != 0 {
+			t.Fatalf("export %v: exit %d, %s", args, code, errOut.String())
+		}
+		recs, err := csv.NewReader(&out).ReadAll()
+		if err != nil || len(recs) != 2 {
+			t.Fatalf("export %v: %d records, %v:\n%s", args, len(recs), err, out.String())
+		}
+		return recs
+	}
+	cells := func(recs [][]string) map[string]string {
+		m := map[string]string{}
+		for i, h := range recs[0] {
+			m[h] = recs[1][i]
+		}
+		return m
+	}
+	got := cells(read())
+	want := map[string]string{"'=cmd": "x", "link": `'=HYPERLINK("http://evil","a")`, "amount": "-3", "neg": "-4.5", "at": "'@SUM(A1)",
+		"tab": "'\tx", "cr": "'\rx", "plus": "'+1+1", "dash": "'- item", "safe": "a=b", "note": "'=1+1", "score": "-3", "job_error": "'-1 is not allowed"}
+	for h, w := range want {
+		if got[h] != w {
+			t.Errorf("cell %q = %q, want %q", h, got[h], w)
+		}
+	}
+	got = cells(read("--csv-raw"))
+	want = map[string]string{"=cmd": "x", "link": `=HYPERLINK("http://evil","a")`, "amount": "-3", "at": "@SUM(A1)", "tab": "\tx", "note": "=1+1", "job_error": "-1 is not allowed"}
+	for h, w := range want {
+		if got[h] != w {
+			t.Errorf("--csv-raw: cell %q = %q, want %q", h, got[h], w)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"export", "f1", "--csv-raw", "--database-url", dsn}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--csv-raw is for --format csv") {
+		t.Errorf("--csv-raw with jsonl: exit %d, %s; want 2", code, errOut.String())
 	}
 }
