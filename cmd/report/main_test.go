@@ -947,3 +947,31 @@ func TestExportCSVEscapesFormulas(t *testing.T) {
 		t.Errorf("--csv-raw with jsonl: exit %d, %s; want 2", code, errOut.String())
 	}
 }
+
+// Every batch's summary has the same columns and a cost line, with what a
+// valid row cost: a plain batch had neither the action columns nor the
+// cost line its legend points to.
+func TestSummarySameColumnsAndCostLine(t *testing.T) {
+	t.Parallel()
+	dsn := seed(t)
+	summary := func(batch string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), []string{"summary", batch, "--database-url", dsn}, &out, &errOut); code != 0 {
+			t.Fatalf("summary %s: exit %d, %s", batch, code, errOut.String())
+		}
+		return out.String()
+	}
+	b1, c1 := summary("b1"), summary("c1")
+	if h1, h2 := strings.SplitN(b1, "\n", 2)[0], strings.SplitN(c1, "\n", 2)[0]; h1 != h2 || !strings.Contains(h1, "CANCELLED  OVER BUDGET  RUNS") {
+		t.Errorf("headers of b1 and c1:\n%s\n%s\nwant the same, with the action columns", h1, h2)
+	}
+	// c1: two jobs cancelled before they ran, nothing spent.
+	if want := "batch c1 cost $0.000000 in all (no valid row): $0.000000 in recorded attempts (of which $0.000000 in runs a requeue replaced) and $0.000000 in 0 calls kept apart"; !strings.Contains(c1, want) {
+		t.Errorf("summary c1 lacks its cost line %q:\n%s", want, c1)
+	}
+	// The legend's COST/VALID points to the cost line below it.
+	if !strings.Contains(c1, "in the cost line below") || strings.Index(c1, "in the cost line below") > strings.Index(c1, "batch c1 cost") {
+		t.Errorf("the cost line is not below the legend:\n%s", c1)
+	}
+}
