@@ -117,7 +117,11 @@ func TestReport(t *testing.T) {
 			"batch b1 cost $0.250000 in all ($0.250000 a valid row): $0.000000 in recorded attempts (of which $0.000000 in runs a requeue replaced) and $0.250000 in 2 calls (1 of them answered) kept apart"}},
 		// A capped batch says its cap (summary never mentioned it).
 		{name: "summary of a capped batch", args: []string{"summary", "c1"}, want: []string{"batch c1 spent $0.000000 of its $0.5 cost cap"}},
-		{name: "format outside export", args: []string{"summary", "b1", "--format", "csv"}, wantCode: 2, wantErr: "flag provided but not defined: -format (see report summary --help)"},
+		// summary, failures and job write text or json; csv is export's.
+		{name: "summary in csv", args: []string{"summary", "b1", "--format", "csv"}, wantCode: 2, wantErr: `--format "csv": want text or json (see report summary --help)`},
+		{name: "job in jsonl", args: []string{"job", "b1:1", "--format", "jsonl"}, wantCode: 2, wantErr: `--format "jsonl": want text or json (see report job --help)`},
+		{name: "failures as json", args: []string{"failures", "b1", "--format", "json"}, want: []string{`"batch": "b1"`, `"keyword": "enum"`}},
+		{name: "wait has no format", args: []string{"wait", "b1", "--format", "json"}, wantCode: 2, wantErr: "flag provided but not defined: -format (see report wait --help)"},
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "failures of jobs that never reached the provider", args: []string{"failures", "d1"},
 			want: []string{"jobs that ended without a result", "dead    2     delivered 5 times without a final result; last error: dial tcp"}},
@@ -459,7 +463,8 @@ func TestReportUsageErrorsBeforeTheLedger(t *testing.T) {
 		"export b --timeout 5s":        "flag provided but not defined: -timeout (see report export --help)",
 		"failures b --interval 5s":     "flag provided but not defined: -interval (see report failures --help)",
 		"summary --max-failure-rate 1": "flag provided but not defined: -max-failure-rate (see report summary --help)",
-		"summary b --format csv":       "flag provided but not defined: -format (see report summary --help)",
+		"summary b --format csv":       `--format "csv": want text or json (see report summary --help)`,
+		"wait b --format json":         "flag provided but not defined: -format (see report wait --help)",
 		"job x --database-ulr u":       "flag provided but not defined: -database-ulr: did you mean --database-url? (see report job --help)",
 		"sumary b":                     `unknown command "sumary": did you mean summary?`,
 		"wait b c":                     "wait wants one argument, got 2 (see report wait --help)",
@@ -555,9 +560,9 @@ func TestCommandHelp(t *testing.T) {
 	}{
 		{"wait", []string{"report wait BATCH", "-timeout", "-max-failure-rate", "-interval", "-database-url"}, []string{"report job ID", "-format"}},
 		{"export", []string{"report export BATCH", "-format", "Export formats:", "csv    the input's columns"}, []string{"report wait", "-interval"}},
-		{"job", []string{"report job ID", "-database-url"}, []string{"report failures", "-format", "-interval"}},
-		{"summary", []string{"report summary [BATCH]"}, []string{"report job ID", "-timeout"}},
-		{"failures", []string{"report failures BATCH", "-database-url"}, []string{"report summary", "-format", "-timeout"}},
+		{"job", []string{"report job ID", "-database-url", "-format", "docs/report.md"}, []string{"report failures", "-interval", "-require-done"}},
+		{"summary", []string{"report summary [BATCH]", "-format"}, []string{"report job ID", "-timeout"}},
+		{"failures", []string{"report failures BATCH", "-database-url", "-format"}, []string{"report summary", "-timeout", "-csv-raw"}},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), []string{tc.cmd, "--help"}, &out, &errOut); code != 0 {

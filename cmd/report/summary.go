@@ -10,7 +10,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
-const summaryUsage = `Usage: report summary [BATCH] [flags]
+const summaryUsage = `Usage: report summary [BATCH] [--format text|json] [flags]
 
 Prints one row per batch (only BATCH when given): jobs, valid rate,
 first-attempt rate, repair rate, mean attempts, tokens and cost per valid
@@ -22,6 +22,10 @@ what local repairs saved, and for a batch delivered in waves each wave, the
 prompt-cache hit rate and the attempts and cost by price basis.
 
   report summary nightly-2026-01-05
+  report summary nightly-2026-01-05 --format json | jq '.batches[0].cost.total_usd'
+
+--format json writes the same as one JSON object, its fields documented in
+docs/report.md.
 
 Exit status: 0 done, 1 an error (an unknown batch), 2 bad usage.`
 
@@ -30,8 +34,12 @@ type summaryCommand struct{ stdout io.Writer }
 
 func (c *summaryCommand) Run(ctx context.Context, args []string) error {
 	fs, dbURL := newFlagSet("summary", summaryUsage, ledgerEnv, c.stdout)
+	format := formatFlag(fs)
 	pos, err := parseArgs(fs, args, 0, 1)
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(*format); err != nil {
 		return err
 	}
 	batch := ""
@@ -43,11 +51,11 @@ func (c *summaryCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	return writeSummary(ctx, c.stdout, st, batch)
+	return writeSummary(ctx, c.stdout, st, batch, *format)
 }
 
-// writeSummary prints the summary of batch ("" for every batch).
-func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch string) error {
+// writeSummary prints the summary of batch ("" for every batch) in format.
+func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch, format string) error {
 	if batch != "" {
 		if err := needBatch(ctx, st, batch); err != nil {
 			return err
@@ -60,6 +68,13 @@ func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch strin
 	if batch != "" && len(rows) == 0 {
 		// The batch exists and holds no jobs.
 		rows = []store.BatchSummary{{Batch: batch}}
+	}
+	if format == "json" {
+		data, err := summaryData(ctx, st, batch, rows)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, data)
 	}
 	cli.WriteSummary(w, rows)
 	for _, section := range []func(context.Context, io.Writer, *store.Store, string, []store.BatchSummary) error{
