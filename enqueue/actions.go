@@ -25,6 +25,9 @@ type ActionLedger interface {
 	Cancel(ctx context.Context, batch string) (int, error)
 	SetCap(ctx context.Context, batch string, c store.Cap) error
 	BatchSpend(ctx context.Context, batch string) (store.Spend, error)
+	// LockBatch holds the batch for one action at a time (see
+	// store.Store.LockBatch); release frees it.
+	LockBatch(ctx context.Context, batch, action string) (release func(), err error)
 }
 
 var _ ActionLedger = (*store.Store)(nil)
@@ -73,7 +76,10 @@ type RequeueReport struct {
 // far stays in the ledger (job_runs, and the attempts keep their run), the
 // job row shows the new run's outcome when it ends. Repeating it requeues
 // nothing new until the jobs have ended again, and publishes what an
-// interrupted earlier requeue left unpublished.
+// interrupted earlier requeue left unpublished. It holds the batch while it
+// runs: another requeue or cancel of it at the same time fails with
+// store.ErrActionInProgress, saying which holds it (one found no job, then
+// published the other's jobs as if left unpublished).
 func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, cfg RequeueConfig) (RequeueReport, error) {
 	var rep RequeueReport
 	if cfg.Batch == "" {
@@ -103,6 +109,13 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	}
 	if err != nil {
 		return rep, err
+	}
+	if !cfg.DryRun {
+		release, err := ledger.LockBatch(ctx, cfg.Batch, "requeue")
+		if err != nil {
+			return rep, err
+		}
+		defer release()
 	}
 	settings, err := latestSettings(ctx, ledger, b)
 	if err != nil {
@@ -203,8 +216,14 @@ func latestSettings(ctx context.Context, ledger ActionLedger, b *store.Batch) (B
 // Cancel ends every job of the batch not yet final as cancelled: a worker
 // that pulls one acks it without a call, and the result of a job in flight
 // loses to the cancellation (its calls are kept). It returns how many jobs
-// it ended; repeating it ends none.
+// it ended; repeating it ends none. A requeue of the batch in progress makes
+// it fail with store.ErrActionInProgress: run it again once that has ended.
 func Cancel(ctx context.Context, ledger ActionLedger, batch string) (int, error) {
+	release, err := ledger.LockBatch(ctx, batch, "cancel")
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	n, err := ledger.Cancel(ctx, batch)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, fmt.Errorf("%w: %s", ErrNoBatch, batch)

@@ -19,7 +19,8 @@ them again. Repeating it cancels nothing more.
 
   enqueue cancel --batch nightly-2026-01-05
 
-Exit status: 0 done, 1 failed (no such batch), 2 bad usage.`
+Exit status: 0 done, 1 failed (no such batch, or a requeue or cancel of it in
+progress), 2 bad usage.`
 
 // cancelCommand is enqueue cancel.
 type cancelCommand struct{ stdout io.Writer }

@@ -26,11 +26,13 @@ are those of the batch's latest run. Repeating the same requeue requeues
 nothing new until the jobs have ended again (and publishes what an
 interrupted requeue left unpublished). --dry-run prints what it would requeue.
 Over-budget jobs run again once the cap is raised: enqueue cap, then
-requeue --status over_budget.
+requeue --status over_budget. One requeue or cancel of a batch runs at a
+time: another started meanwhile fails (exit 1), naming it.
 
   enqueue requeue --batch nightly-2026-01-05 --status invalid --class semantic --model gpt-4o
 
-Exit status: 0 done (also when nothing matched), 1 failed, 2 bad usage.`
+Exit status: 0 done (also when nothing matched), 1 failed (or another requeue
+or cancel of the batch in progress), 2 bad usage.`
 
 // requeueCommand is enqueue requeue.
 type requeueCommand struct{ stdout io.Writer }

@@ -8,20 +8,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
-const exportUsage = `Usage: report export BATCH [--format jsonl|csv] [flags]
+const exportUsage = `Usage: report export BATCH [--format jsonl|csv] [--require-done] [--csv-raw] [flags]
 
 Writes each job of the batch on stdout, one line per job in row order: its
 input row, its status and its value (the last candidate of a job that is not
 valid), for a spreadsheet or the next step of a pipeline. A batch still
 running, or short of rows its datasets had, is exported with a warning on
-stderr.
+stderr; with --require-done, a batch with a job not final (or an enqueue
+still recording its rows) is an error and nothing is written.
 
-  report export nightly-2026-01-05 --format csv > labels.csv
+  report export nightly-2026-01-05 --format csv --require-done > labels.csv
 
 Export formats:
   jsonl  {"id", "row", "status", "input": the input row, "value", "error"} per job.
@@ -36,8 +39,13 @@ Export formats:
          keys of a value that the schema does not list are left out (jsonl has
          the whole value). A schema without properties gives one job_value
          column (the whole value as JSON) instead of the property columns.
+         A text cell (header too) starting with =, +, -, @, a tab or a
+         carriage return gets a ' in front, so a spreadsheet does not run it
+         as a formula; numbers (-3, and text that is a plain number) are left
+         as they are. --csv-raw writes every cell as it is.
 
-Exit status: 0 done, 1 an error (an unknown batch), 2 bad usage.`
+Exit status: 0 done, 1 an error (an unknown batch, or a job not final under
+--require-done), 2 bad usage.`
 
 // exportCommand is report export.
 type exportCommand struct{ stdout, stderr io.Writer }
@@ -45,6 +53,8 @@ type exportCommand struct{ stdout, stderr io.Writer }
 func (c *exportCommand) Run(ctx context.Context, args []string) error {
 	fs, dbURL := newFlagSet("export", exportUsage, ledgerEnv, c.stdout)
 	format := fs.String("format", "jsonl", "export format: jsonl or csv")
+	requireDone := fs.Bool("require-done", false, "exit 1, writing nothing, when a job of the batch is not final")
+	csvRaw := fs.Bool("csv-raw", false, "with --format csv: write cells starting with = + - @ as they are, without the ' that stops a spreadsheet running them")
 	pos, err := parseArgs(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -52,16 +62,44 @@ func (c *exportCommand) Run(ctx context.Context, args []string) error {
 	if *format != "jsonl" && *format != "csv" {
 		return usageError{Err: fmt.Errorf("--format %q: want jsonl or csv", *format)}
 	}
+	if *csvRaw && *format != "csv" {
+		return usageError{Err: fmt.Errorf("--csv-raw is for --format csv, not %s", *format)}
+	}
 	st, err := openLedger(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	batch := pos[0]
-	if err := export(ctx, c.stdout, st, batch, *format); err != nil {
+	if *requireDone {
+		if err := needDone(ctx, st, batch); err != nil {
+			return err
+		}
+	}
+	if err := export(ctx, c.stdout, st, batch, *format, *csvRaw); err != nil {
 		return err
 	}
 	return exportWarnings(ctx, c.stderr, st, batch)
+}
+
+// needDone fails a batch with a job not final, or rows still being
+// recorded, before a line of it is written: a script's "report export B >
+// out.csv" then has no partial file to pick up.
+func needDone(ctx context.Context, st *store.Store, batch string) error {
+	if err := needBatch(ctx, st, batch); err != nil {
+		return err
+	}
+	p, err := st.Progress(ctx, batch)
+	if err != nil {
+		return err
+	}
+	switch {
+	case p.Recording != nil && p.Recording.Live:
+		return fmt.Errorf("batch %s is not done: an enqueue is still recording its rows (--require-done)", batch)
+	case p.Queued > 0:
+		return fmt.Errorf("batch %s is not done: %d of %d jobs are still queued (--require-done)", batch, p.Queued, p.Total)
+	}
+	return nil
 }
 
 // exportWarnings says on stderr, where a script's log sees it, that the
@@ -82,7 +120,8 @@ func exportWarnings(ctx context.Context, stderr io.Writer, st *store.Store, batc
 	return nil
 }
 
-func export(ctx context.Context, w io.Writer, st *store.Store, batch, format string) error {
+// export writes the batch in format; raw leaves CSV cells unescaped.
+func export(ctx context.Context, w io.Writer, st *store.Store, batch, format string, raw bool) error {
 	switch format {
 	case "jsonl":
 		if err := needBatch(ctx, st, batch); err != nil {
@@ -103,8 +142,13 @@ func export(ctx context.Context, w io.Writer, st *store.Store, batch, format str
 			return err
 		}
 		cols := newCSVColumns(shape)
+		cols.raw = raw
 		cw := csv.NewWriter(w)
-		if err := cw.Write(cols.header); err != nil {
+		header := make([]string, len(cols.header))
+		for i, h := range cols.header {
+			header[i] = cols.text(h)
+		}
+		if err := cw.Write(header); err != nil {
 			return err
 		}
 		err = st.Export(ctx, batch, func(r store.ExportRow) error {
@@ -131,7 +175,22 @@ type csvColumns struct {
 	// order of their columns; wholeValue writes job_value instead of props.
 	inputs, props []string
 	wholeValue    bool
+	raw           bool // cells as they are, not escaped against formulas
 }
+
+// text is a text cell as written: with a ' in front when a spreadsheet
+// would run it as a formula (OWASP's advice on CSV injection), unless raw.
+// A plain number is not a formula, and stays a number (a CSV dataset's
+// negative amounts come back as its text).
+func (c *csvColumns) text(s string) string {
+	if c.raw || s == "" || !strings.ContainsRune("=+-@\t\r", rune(s[0])) || plainNumber.MatchString(s) {
+		return s
+	}
+	return "'" + s
+}
+
+// plainNumber is a decimal number, as a spreadsheet reads one.
+var plainNumber = regexp.MustCompile(`^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
 
 // newCSVColumns builds the header: inputs (renamed input.NAME when NAME is
 // one of the job's own columns), job_id, job_status, properties (renamed
@@ -181,15 +240,15 @@ func (c *csvColumns) record(r store.ExportRow) ([]string, error) {
 	}
 	rec := make([]string, 0, len(c.header))
 	for _, in := range c.inputs {
-		cell, err := csvCell(meta[in])
+		cell, err := c.cell(meta[in])
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", in, err)
 		}
 		rec = append(rec, cell)
 	}
-	rec = append(rec, r.ID, string(r.Status))
+	rec = append(rec, c.text(r.ID), string(r.Status))
 	if c.wholeValue {
-		cell, err := csvCell(r.Value)
+		cell, err := c.cell(r.Value)
 		if err != nil {
 			return nil, fmt.Errorf("value: %w", err)
 		}
@@ -200,14 +259,29 @@ func (c *csvColumns) record(r store.ExportRow) ([]string, error) {
 		var value map[string]json.RawMessage
 		_ = unmarshalObject(r.Value, &value)
 		for _, p := range c.props {
-			cell, err := csvCell(value[p])
+			cell, err := c.cell(value[p])
 			if err != nil {
 				return nil, fmt.Errorf("value %s: %w", p, err)
 			}
 			rec = append(rec, cell)
 		}
 	}
-	return append(rec, r.Error), nil
+	return append(rec, c.text(r.Error)), nil
+}
+
+// cell is csvCell with a JSON string escaped as text; other JSON (a
+// number such as -3, an array, an object) is left as it is.
+func (c *csvColumns) cell(v json.RawMessage) (string, error) {
+	s, err := csvCell(v)
+	if err != nil || !isJSONString(v) {
+		return s, err
+	}
+	return c.text(s), nil
+}
+
+func isJSONString(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) > 0 && v[0] == '"'
 }
 
 // unmarshalObject decodes a JSON object; empty input and null leave m nil.

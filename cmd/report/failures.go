@@ -7,7 +7,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 )
 
-const failuresUsage = `Usage: report failures BATCH [flags]
+const failuresUsage = `Usage: report failures BATCH [--format text|json] [flags]
 
 Prints why a batch's attempts failed: failure classes by attempt number,
 how often a repair turned each class valid, the 15 most common error paths,
@@ -16,6 +16,10 @@ their reasons.
 
   report failures nightly-2026-01-05
 
+--format json writes one JSON object with every row (the text shows the
+15 most common error paths and reasons), its fields documented in
+docs/report.md.
+
 Exit status: 0 done, 1 an error (an unknown batch), 2 bad usage.`
 
 // failuresCommand is report failures.
@@ -23,8 +27,12 @@ type failuresCommand struct{ stdout io.Writer }
 
 func (c *failuresCommand) Run(ctx context.Context, args []string) error {
 	fs, dbURL := newFlagSet("failures", failuresUsage, ledgerEnv, c.stdout)
+	format := formatFlag(fs)
 	pos, err := parseArgs(fs, args, 1, 1)
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(*format); err != nil {
 		return err
 	}
 	st, err := openLedger(ctx, *dbURL)
@@ -35,6 +43,13 @@ func (c *failuresCommand) Run(ctx context.Context, args []string) error {
 	batch := pos[0]
 	if err := needBatch(ctx, st, batch); err != nil {
 		return err
+	}
+	if *format == "json" {
+		data, err := failuresData(ctx, st, batch)
+		if err != nil {
+			return err
+		}
+		return writeJSON(c.stdout, data)
 	}
 	return cli.WriteFailureReport(ctx, c.stdout, st, batch, 15)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
-const jobUsage = `Usage: report job ID [flags]
+const jobUsage = `Usage: report job ID [--format text|json] [flags]
 
 Prints one job (its batch, row, status, provider, model and mode, and its
 error) and each attempt of its latest run as a card: what the model
@@ -24,6 +24,9 @@ job's earlier runs are in job_runs.
 
   report job nightly-2026-01-05:42
 
+--format json writes the job, its attempts and its interrupted calls as one
+JSON object, its fields documented in docs/report.md.
+
 Exit status: 0 done, 1 an error (an unknown job), 2 bad usage.`
 
 // jobCommand is report job.
@@ -31,8 +34,12 @@ type jobCommand struct{ stdout io.Writer }
 
 func (c *jobCommand) Run(ctx context.Context, args []string) error {
 	fs, dbURL := newFlagSet("job", jobUsage, ledgerEnv, c.stdout)
+	format := formatFlag(fs)
 	pos, err := parseArgs(fs, args, 1, 1)
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(*format); err != nil {
 		return err
 	}
 	st, err := openLedger(ctx, *dbURL)
@@ -40,16 +47,23 @@ func (c *jobCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	return printJob(ctx, c.stdout, st, pos[0])
+	return printJob(ctx, c.stdout, st, pos[0], *format)
 }
 
-func printJob(ctx context.Context, w io.Writer, st *store.Store, id string) error {
+func printJob(ctx context.Context, w io.Writer, st *store.Store, id, format string) error {
 	job, attempts, err := st.Job(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no job %q in the ledger", id)
 	}
 	if err != nil {
 		return err
+	}
+	if format == "json" {
+		kept, err := st.JobInterrupted(ctx, id)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, jobData(job, attempts, kept))
 	}
 	run := ""
 	if job.Run > 1 {

@@ -25,13 +25,16 @@ import (
 
 const usage = `Usage: report COMMAND [flags]
 
-  report summary [BATCH]          per-batch summary: jobs, valid rate, first-attempt rate,
+  report summary [BATCH] [--format text|json]
+                                  per-batch summary: jobs, valid rate, first-attempt rate,
                                   repair rate, mean attempts, tokens and cost per valid job, p50/p95;
                                   for a batch delivered in waves, each wave, the prompt-cache
                                   hit rate and the attempts and cost by price basis
-  report failures BATCH           failure classes by attempt, repair effectiveness, top error paths
-  report job ID                   one job and each attempt as a card
-  report export BATCH [--format jsonl|csv]
+  report failures BATCH [--format text|json]
+                                  failure classes by attempt, repair effectiveness, top error paths
+  report job ID [--format text|json]
+                                  one job and each attempt as a card
+  report export BATCH [--format jsonl|csv] [--require-done] [--csv-raw]
                                   each job's input row and value, one line per job in row order
   report wait BATCH [--max-failure-rate R] [--timeout D]
                                   progress until every job is final; exit 1 when the share of

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -116,7 +117,11 @@ func TestReport(t *testing.T) {
 			"batch b1 cost $0.250000 in all ($0.250000 a valid row): $0.000000 in recorded attempts (of which $0.000000 in runs a requeue replaced) and $0.250000 in 2 calls (1 of them answered) kept apart"}},
 		// A capped batch says its cap (summary never mentioned it).
 		{name: "summary of a capped batch", args: []string{"summary", "c1"}, want: []string{"batch c1 spent $0.000000 of its $0.5 cost cap"}},
-		{name: "format outside export", args: []string{"summary", "b1", "--format", "csv"}, wantCode: 2, wantErr: "flag provided but not defined: -format (see report summary --help)"},
+		// summary, failures and job write text or json; csv is export's.
+		{name: "summary in csv", args: []string{"summary", "b1", "--format", "csv"}, wantCode: 2, wantErr: `--format "csv": want text or json (see report summary --help)`},
+		{name: "job in jsonl", args: []string{"job", "b1:1", "--format", "jsonl"}, wantCode: 2, wantErr: `--format "jsonl": want text or json (see report job --help)`},
+		{name: "failures as json", args: []string{"failures", "b1", "--format", "json"}, want: []string{`"batch": "b1"`, `"keyword": "enum"`}},
+		{name: "wait has no format", args: []string{"wait", "b1", "--format", "json"}, wantCode: 2, wantErr: "flag provided but not defined: -format (see report wait --help)"},
 		{name: "failures", args: []string{"failures", "b1"}, want: []string{"semantic", "/priority", "enum"}},
 		{name: "failures of jobs that never reached the provider", args: []string{"failures", "d1"},
 			want: []string{"jobs that ended without a result", "dead    2     delivered 5 times without a final result; last error: dial tcp"}},
@@ -458,7 +463,8 @@ func TestReportUsageErrorsBeforeTheLedger(t *testing.T) {
 		"export b --timeout 5s":        "flag provided but not defined: -timeout (see report export --help)",
 		"failures b --interval 5s":     "flag provided but not defined: -interval (see report failures --help)",
 		"summary --max-failure-rate 1": "flag provided but not defined: -max-failure-rate (see report summary --help)",
-		"summary b --format csv":       "flag provided but not defined: -format (see report summary --help)",
+		"summary b --format csv":       `--format "csv": want text or json (see report summary --help)`,
+		"wait b --format json":         "flag provided but not defined: -format (see report wait --help)",
 		"job x --database-ulr u":       "flag provided but not defined: -database-ulr: did you mean --database-url? (see report job --help)",
 		"sumary b":                     `unknown command "sumary": did you mean summary?`,
 		"wait b c":                     "wait wants one argument, got 2 (see report wait --help)",
@@ -554,9 +560,9 @@ func TestCommandHelp(t *testing.T) {
 	}{
 		{"wait", []string{"report wait BATCH", "-timeout", "-max-failure-rate", "-interval", "-database-url"}, []string{"report job ID", "-format"}},
 		{"export", []string{"report export BATCH", "-format", "Export formats:", "csv    the input's columns"}, []string{"report wait", "-interval"}},
-		{"job", []string{"report job ID", "-database-url"}, []string{"report failures", "-format", "-interval"}},
-		{"summary", []string{"report summary [BATCH]"}, []string{"report job ID", "-timeout"}},
-		{"failures", []string{"report failures BATCH", "-database-url"}, []string{"report summary", "-format", "-timeout"}},
+		{"job", []string{"report job ID", "-database-url", "-format", "docs/report.md"}, []string{"report failures", "-interval", "-require-done"}},
+		{"summary", []string{"report summary [BATCH]", "-format"}, []string{"report job ID", "-timeout"}},
+		{"failures", []string{"report failures BATCH", "-database-url", "-format"}, []string{"report summary", "-timeout", "-csv-raw"}},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), []string{tc.cmd, "--help"}, &out, &errOut); code != 0 {
@@ -782,5 +788,195 @@ func TestReportSaysWhatTheBatchIsShortOf(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"input":{"t":"<b>&"}`) {
 		t.Errorf("export: %s; want the input's <b>& as written, not escaped", out.String())
+	}
+}
+
+// Jobs that finish after the wait's last poll, before its --timeout,
+// count: a wait polling less often than its timeout said "none finished
+// while waiting" of a batch that had finished 6 jobs meanwhile. A batch
+// that finished in that window gets its verdict, not a timeout.
+func TestReportWaitTimeoutCountsJobsSinceTheLastPoll(t *testing.T) {
+	t.Parallel()
+	dsn, st := newLedger(t)
+	ctx := context.Background()
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"q1", "q2"} {
+		if err := st.PutBatch(ctx, store.BatchParams{Name: b, Settings: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		var jobs []store.NewJob
+		var ids []string
+		for i := 1; i <= 3; i++ {
+			id := fmt.Sprintf("%s:%d", b, i)
+			jobs = append(jobs, store.NewJob{ID: id, Batch: b, RowNo: i, SchemaHash: hash, Prompt: "p", Provider: "openai", Model: "m", Mode: "prompt"})
+			ids = append(ids, id)
+		}
+		if _, err := st.InsertJobs(ctx, jobs); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.MarkPublished(ctx, ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// finishAfterFirstPoll saves results for ids once the wait has read
+	// their batch (its progress line says so).
+	finishAfterFirstPoll := func(waitErr *syncbuf.Buffer, ids ...string) {
+		for !strings.Contains(waitErr.String(), "queued 3") {
+			time.Sleep(5 * time.Millisecond)
+		}
+		var rs []store.Result
+		for _, id := range ids {
+			rs = append(rs, store.Result{JobID: id, Status: "valid", Value: json.RawMessage(`{}`), Deliveries: 1})
+		}
+		if _, err := st.SaveResults(ctx, rs); err != nil {
+			t.Error(err)
+		}
+	}
+	// The interval (a minute) is far past the timeout: the wait polls once
+	// before its timeout ends it.
+	var out bytes.Buffer
+	var waitErr syncbuf.Buffer
+	go finishAfterFirstPoll(&waitErr, "q1:1", "q1:2")
+	if code := run(ctx, []string{"wait", "q1", "--interval", "1m", "--timeout", "1s", "--database-url", dsn}, &out, &waitErr); code != 1 ||
+		!strings.Contains(waitErr.String(), "1 of 3 jobs still queued; 2 finished while waiting") {
+		t.Errorf("wait --timeout 1s while 2 jobs finished: exit %d, stderr %q; want 2 finished while waiting", code, waitErr.String())
+	}
+	// Every job finishes after the wait's only poll: the batch is done.
+	var waitErr2 syncbuf.Buffer
+	out.Reset()
+	go finishAfterFirstPoll(&waitErr2, "q2:1", "q2:2", "q2:3")
+	if code := run(ctx, []string{"wait", "q2", "--interval", "1m", "--timeout", "1s", "--database-url", dsn}, &out, &waitErr2); code != 0 ||
+		strings.Contains(waitErr2.String(), "not done after") || !strings.Contains(out.String(), "q2") {
+		t.Errorf("wait --timeout 1s on a batch done before it: exit %d, stdout %q, stderr %q; want its verdict, exit 0", code, out.String(), waitErr2.String())
+	}
+}
+
+// export --require-done fails a batch with a job still queued, writing
+// nothing (it exited 0 with a warning on stderr only), and exports a
+// batch whose every job is final.
+func TestExportRequireDone(t *testing.T) {
+	t.Parallel()
+	dsn := seed(t)
+	for _, format := range []string{"jsonl", "csv"} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), []string{"export", "b1", "--format", format, "--require-done", "--database-url", dsn}, &out, &errOut); code != 1 ||
+			out.Len() != 0 || !strings.Contains(errOut.String(), "batch b1 is not done: 1 of 3 jobs are still queued (--require-done)") {
+			t.Errorf("export --require-done --format %s of an unfinished batch: exit %d, stdout %q, stderr %q; want exit 1, nothing written", format, code, out.String(), errOut.String())
+		}
+		out.Reset()
+		errOut.Reset()
+		// c1's jobs are all cancelled: final.
+		if code := run(context.Background(), []string{"export", "c1", "--format", format, "--require-done", "--database-url", dsn}, &out, &errOut); code != 0 ||
+			!strings.Contains(out.String(), "c1:2") {
+			t.Errorf("export --require-done --format %s of a done batch: exit %d, stdout %q, stderr %q", format, code, out.String(), errOut.String())
+		}
+	}
+	// Without the flag the unfinished batch is exported, with a warning.
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"export", "b1", "--database-url", dsn}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "b1:3") {
+		t.Errorf("export of an unfinished batch: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// The CSV export puts a ' before a text cell a spreadsheet would run as a
+// formula (it wrote "=HYPERLINK(...)" as it was); numbers, a JSON -3 or
+// the text "-4.5" of a CSV dataset, stay numbers. --csv-raw writes the
+// cells as they are.
+func TestExportCSVEscapesFormulas(t *testing.T) {
+	t.Parallel()
+	dsn, st := newLedger(t)
+	ctx := context.Background()
+	hash, err := st.PutSchema(ctx, []byte(`{"type":"object","properties":{"note":{"type":"string"},"score":{"type":"number"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "f1"}); err != nil {
+		t.Fatal(err)
+	}
+	meta := `{"=cmd":"x","link":"=HYPERLINK(\"http://evil\",\"a\")","amount":-3,"neg":"-4.5","at":"@SUM(A1)","tab":"\tx","cr":"\rx","plus":"+1+1","dash":"- item","safe":"a=b"}`
+	if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: "f1:1", Batch: "f1", RowNo: 1, SchemaHash: hash, Prompt: "p",
+		Provider: "openai", Model: "m", Mode: "prompt", Metadata: json.RawMessage(meta)}}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE batches SET input_columns = '["=cmd","link","amount","neg","at","tab","cr","plus","dash","safe"]' WHERE name = 'f1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SaveResults(ctx, []store.Result{{JobID: "f1:1", Status: "invalid", Value: json.RawMessage(`{"note":"=1+1","score":-3}`),
+		Error: "-1 is not allowed", Deliveries: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(args ...string) [][]string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(ctx, append([]string{"export", "f1", "--format", "csv", "--database-url", dsn}, args...), &out, &errOut); code != 0 {
+			t.Fatalf("export %v: exit %d, %s", args, code, errOut.String())
+		}
+		recs, err := csv.NewReader(&out).ReadAll()
+		if err != nil || len(recs) != 2 {
+			t.Fatalf("export %v: %d records, %v:\n%s", args, len(recs), err, out.String())
+		}
+		return recs
+	}
+	cells := func(recs [][]string) map[string]string {
+		m := map[string]string{}
+		for i, h := range recs[0] {
+			m[h] = recs[1][i]
+		}
+		return m
+	}
+	got := cells(read())
+	want := map[string]string{"'=cmd": "x", "link": `'=HYPERLINK("http://evil","a")`, "amount": "-3", "neg": "-4.5", "at": "'@SUM(A1)",
+		"tab": "'\tx", "cr": "'\rx", "plus": "'+1+1", "dash": "'- item", "safe": "a=b", "note": "'=1+1", "score": "-3", "job_error": "'-1 is not allowed"}
+	for h, w := range want {
+		if got[h] != w {
+			t.Errorf("cell %q = %q, want %q", h, got[h], w)
+		}
+	}
+	got = cells(read("--csv-raw"))
+	want = map[string]string{"=cmd": "x", "link": `=HYPERLINK("http://evil","a")`, "amount": "-3", "at": "@SUM(A1)", "tab": "\tx", "note": "=1+1", "job_error": "-1 is not allowed"}
+	for h, w := range want {
+		if got[h] != w {
+			t.Errorf("--csv-raw: cell %q = %q, want %q", h, got[h], w)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"export", "f1", "--csv-raw", "--database-url", dsn}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--csv-raw is for --format csv") {
+		t.Errorf("--csv-raw with jsonl: exit %d, %s; want 2", code, errOut.String())
+	}
+}
+
+// Every batch's summary has the same columns and a cost line, with what a
+// valid row cost: a plain batch had neither the action columns nor the
+// cost line its legend points to.
+func TestSummarySameColumnsAndCostLine(t *testing.T) {
+	t.Parallel()
+	dsn := seed(t)
+	summary := func(batch string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), []string{"summary", batch, "--database-url", dsn}, &out, &errOut); code != 0 {
+			t.Fatalf("summary %s: exit %d, %s", batch, code, errOut.String())
+		}
+		return out.String()
+	}
+	b1, c1 := summary("b1"), summary("c1")
+	if h1, h2 := strings.SplitN(b1, "\n", 2)[0], strings.SplitN(c1, "\n", 2)[0]; h1 != h2 || !strings.Contains(h1, "CANCELLED  OVER BUDGET  RUNS") {
+		t.Errorf("headers of b1 and c1:\n%s\n%s\nwant the same, with the action columns", h1, h2)
+	}
+	// c1: two jobs cancelled before they ran, nothing spent.
+	if want := "batch c1 cost $0.000000 in all (no valid row): $0.000000 in recorded attempts (of which $0.000000 in runs a requeue replaced) and $0.000000 in 0 calls kept apart"; !strings.Contains(c1, want) {
+		t.Errorf("summary c1 lacks its cost line %q:\n%s", want, c1)
+	}
+	// The legend's COST/VALID points to the cost line below it.
+	if !strings.Contains(c1, "in the cost line below") || strings.Index(c1, "in the cost line below") > strings.Index(c1, "batch c1 cost") {
+		t.Errorf("the cost line is not below the legend:\n%s", c1)
 	}
 }

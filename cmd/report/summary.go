@@ -10,17 +10,22 @@ import (
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
-const summaryUsage = `Usage: report summary [BATCH] [flags]
+const summaryUsage = `Usage: report summary [BATCH] [--format text|json] [flags]
 
 Prints one row per batch (only BATCH when given): jobs, valid rate,
 first-attempt rate, repair rate, mean attempts, tokens and cost per valid
-job, p50/p95 latency. Below the table: attempts of models with no price,
-what a batch cost in all when requeues or interrupted calls add to its
-results, a capped batch's spend against its cap, rows a batch is short of,
+job, p50/p95 latency; every batch has the same columns. Below the table:
+attempts of models with no price, what each batch cost in all (requeued
+runs and interrupted calls included) and per valid row, a capped batch's
+spend against its cap, rows a batch is short of,
 what local repairs saved, and for a batch delivered in waves each wave, the
 prompt-cache hit rate and the attempts and cost by price basis.
 
   report summary nightly-2026-01-05
+  report summary nightly-2026-01-05 --format json | jq '.batches[0].cost.total_usd'
+
+--format json writes the same as one JSON object, its fields documented in
+docs/report.md.
 
 Exit status: 0 done, 1 an error (an unknown batch), 2 bad usage.`
 
@@ -29,8 +34,12 @@ type summaryCommand struct{ stdout io.Writer }
 
 func (c *summaryCommand) Run(ctx context.Context, args []string) error {
 	fs, dbURL := newFlagSet("summary", summaryUsage, ledgerEnv, c.stdout)
+	format := formatFlag(fs)
 	pos, err := parseArgs(fs, args, 0, 1)
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(*format); err != nil {
 		return err
 	}
 	batch := ""
@@ -42,11 +51,11 @@ func (c *summaryCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	return writeSummary(ctx, c.stdout, st, batch)
+	return writeSummary(ctx, c.stdout, st, batch, *format)
 }
 
-// writeSummary prints the summary of batch ("" for every batch).
-func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch string) error {
+// writeSummary prints the summary of batch ("" for every batch) in format.
+func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch, format string) error {
 	if batch != "" {
 		if err := needBatch(ctx, st, batch); err != nil {
 			return err
@@ -59,6 +68,13 @@ func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch strin
 	if batch != "" && len(rows) == 0 {
 		// The batch exists and holds no jobs.
 		rows = []store.BatchSummary{{Batch: batch}}
+	}
+	if format == "json" {
+		data, err := summaryData(ctx, st, batch, rows)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, data)
 	}
 	cli.WriteSummary(w, rows)
 	for _, section := range []func(context.Context, io.Writer, *store.Store, string, []store.BatchSummary) error{
@@ -84,52 +100,82 @@ func writeUnpriced(ctx context.Context, w io.Writer, st *store.Store, batch stri
 	return nil
 }
 
-// writeCosts says what a batch cost in all where its results do not show
-// every cent: COST/VALID is the latest run's results, and requeues and
-// interrupted calls cost too.
+// writeCosts says what each batch cost in all, with what a valid row cost:
+// COST/VALID is the latest run's results, and requeues and interrupted
+// calls cost too. Every batch has the line, a plain one too (the legend
+// points to it).
 func writeCosts(ctx context.Context, w io.Writer, st *store.Store, batch string, rows []store.BatchSummary) error {
-	costs, err := st.BatchCosts(ctx, batch)
+	costs, err := batchCosts(ctx, st, batch, rows)
 	if err != nil {
 		return err
 	}
-	valid := map[string]int64{}
-	for _, r := range rows {
-		valid[r.Batch] = r.Valid
-	}
 	for _, c := range costs {
-		if c.EarlierRunsUSD == 0 && c.InterruptedUSD == 0 {
-			continue // the latest results show every cent (an outage's calls cost nothing)
-		}
 		perValid := "no valid row"
-		if n := valid[c.Batch]; n > 0 {
-			perValid = fmt.Sprintf("$%.6f a valid row", c.TotalUSD/float64(n))
+		if c.PerValidRowUSD != nil {
+			perValid = fmt.Sprintf("$%.6f a valid row", *c.PerValidRowUSD)
 		}
-		calls, err := interruptedCalls(ctx, st, c)
-		if err != nil {
-			return err
+		calls := cli.Plural(c.InterruptedCalls, "call")
+		if c.InterruptedAnswered < c.InterruptedCalls {
+			calls += fmt.Sprintf(" (%d of them answered)", c.InterruptedAnswered)
 		}
-		fmt.Fprintf(w, "\nbatch %s cost $%.6f in all (%s): $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s kept apart from the results (interrupted_attempts: see report job)\n",
-			c.Batch, c.TotalUSD, perValid, c.FinalUSD, c.EarlierRunsUSD, c.InterruptedUSD, calls)
+		name := "batch " + c.batch
+		if c.batch == "" {
+			name = "jobs of no batch"
+		}
+		fmt.Fprintf(w, "\n%s cost $%.6f in all (%s): $%.6f in recorded attempts (of which $%.6f in runs a requeue replaced) and $%.6f in %s kept apart from the results (interrupted_attempts: see report job)\n",
+			name, c.TotalUSD, perValid, c.AttemptsUSD, c.EarlierRunsUSD, c.InterruptedUSD, calls)
 	}
 	return nil
 }
 
-// interruptedCalls counts a batch's interrupted calls, and how many of them
-// were answered: requests of a cancelled provider batch that never ran are
-// kept too, at no cost, and 300 calls read as 300 paid ones.
-func interruptedCalls(ctx context.Context, st *store.Store, c store.BatchCost) (string, error) {
-	calls := cli.Plural(c.InterruptedCalls, "call")
-	if c.InterruptedCalls == 0 {
-		return calls, nil
-	}
-	answered, err := st.InterruptedAnswered(ctx, c.Batch)
+// costJSON is what a batch cost in all (summary's cost line).
+type costJSON struct {
+	batch string
+	// TotalUSD is AttemptsUSD + InterruptedUSD.
+	TotalUSD float64 `json:"total_usd"`
+	// PerValidRowUSD is TotalUSD over the valid jobs, null for none.
+	PerValidRowUSD *float64 `json:"per_valid_row_usd"`
+	// AttemptsUSD is the calls recorded as attempts, every run's;
+	// EarlierRunsUSD the part of it in runs a requeue replaced.
+	AttemptsUSD    float64 `json:"attempts_usd"`
+	EarlierRunsUSD float64 `json:"earlier_runs_usd"`
+	// InterruptedUSD, InterruptedCalls and InterruptedAnswered are the
+	// calls kept apart from the results (interrupted_attempts).
+	InterruptedUSD      float64 `json:"interrupted_usd"`
+	InterruptedCalls    int64   `json:"interrupted_calls"`
+	InterruptedAnswered int64   `json:"interrupted_answered"`
+}
+
+// batchCosts is the cost of each batch of rows, in their order: $0 for a
+// batch with no jobs (batch_spend has no row of it).
+func batchCosts(ctx context.Context, st *store.Store, batch string, rows []store.BatchSummary) ([]costJSON, error) {
+	costs, err := st.BatchCosts(ctx, batch)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if answered < c.InterruptedCalls {
-		calls += fmt.Sprintf(" (%d of them answered)", answered)
+	byBatch := map[string]store.BatchCost{}
+	for _, c := range costs {
+		byBatch[c.Batch] = c
 	}
-	return calls, nil
+	out := make([]costJSON, 0, len(rows))
+	for _, r := range rows {
+		c := byBatch[r.Batch]
+		j := costJSON{batch: r.Batch, TotalUSD: c.TotalUSD, AttemptsUSD: c.FinalUSD, EarlierRunsUSD: c.EarlierRunsUSD,
+			InterruptedUSD: c.InterruptedUSD, InterruptedCalls: c.InterruptedCalls}
+		if r.Valid > 0 {
+			v := c.TotalUSD / float64(r.Valid)
+			j.PerValidRowUSD = &v
+		}
+		if c.InterruptedCalls > 0 {
+			// Requests of a cancelled provider batch that never ran are
+			// kept too, at no cost: 300 calls read as 300 paid ones.
+			if j.InterruptedAnswered, err = st.InterruptedAnswered(ctx, r.Batch); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, j)
+	}
+	return out, nil
 }
 
 // writeCaps says a capped batch's cap and what it spent: jobs over it end

@@ -181,7 +181,17 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			bar.Update(done, note, true)
 			return fmt.Errorf("stopped waiting: batch %s is not done (%d of %d jobs still queued)", batch, p.Queued, p.Total)
 		case <-expired:
+			// Look once more: the last poll may be up to --interval old,
+			// and jobs finished since (or the whole batch) count.
+			if p, err = st.Progress(ctx, batch); err != nil {
+				return err
+			}
+			done = p.Total - p.Queued
+			note = fmt.Sprintf("of %d: %s", p.Total, cli.Statuses(p))
 			bar.Update(done, note, true)
+			if w.finished(p) {
+				return w.verdict(p)
+			}
 			return w.timedOut(ctx, p, done)
 		case <-time.After(every):
 		}

@@ -163,26 +163,21 @@ var summaryLegend = [][2]string{
 	{"-", "no job to divide by (none valid, or none finished), or no wall time (jobs cancelled unrun)"},
 }
 
+// SummaryHeader is the header of WriteSummary's table, tab-separated.
+const SummaryHeader = "BATCH\tJOBS\tVALID\tINVALID\tFAILED\tREJECTED\tDEAD\tQUEUED\tCANCELLED\tOVER BUDGET\tRUNS" +
+	"\tVALID%\t1ST-TRY%\tREPAIRED%\tATTEMPTS\tTOKENS/VALID\tCOST/VALID\tP50 ms\tP95 ms"
+
 // WriteSummary prints batch summaries as a table, then a legend defining
 // its rate columns.
 func WriteSummary(w io.Writer, rows []store.BatchSummary) {
-	// The statuses and runs that batch actions make get columns only when
-	// a batch has them.
-	actions := false
-	for _, r := range rows {
-		actions = actions || r.Cancelled > 0 || r.OverBudget > 0 || r.Runs > 1
-	}
+	// The same columns for every batch, so that a script reading one
+	// reads them all (the action columns came and went with cancels,
+	// caps and requeues).
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "BATCH\tJOBS\tVALID\tINVALID\tFAILED\tREJECTED\tDEAD\tQUEUED"
-	if actions {
-		head += "\tCANCELLED\tOVER BUDGET\tRUNS"
-	}
-	fmt.Fprintln(tw, head+"\tVALID%\t1ST-TRY%\tREPAIRED%\tATTEMPTS\tTOKENS/VALID\tCOST/VALID\tP50 ms\tP95 ms")
+	fmt.Fprintln(tw, SummaryHeader)
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d", r.Batch, r.Jobs, r.Valid, r.Invalid, r.Failed, r.Rejected, r.Dead, r.Queued)
-		if actions {
-			fmt.Fprintf(tw, "\t%d\t%d\t%d", r.Cancelled, r.OverBudget, r.Runs)
-		}
+		fmt.Fprintf(tw, "\t%d\t%d\t%d", r.Cancelled, r.OverBudget, r.Runs)
 		// A figure of no jobs is none, not 0: a batch that spent and
 		// made nothing valid does not read as free.
 		finished := func(v string) string {
