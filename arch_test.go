@@ -55,6 +55,8 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 //   - the repair step links no NATS, Postgres, net/http or provider client;
 //   - llm (the provider clients) links no NATS or Postgres;
 //   - store links no NATS and nothing of the drivers;
+//   - queue (the job message and the JetStream side) links no Postgres,
+//     no provider client and nothing of the worker;
 //   - only store uses pgx directly, only the commands run an embedded
 //     NATS server, and nothing imports a command.
 func TestImportDirection(t *testing.T) {
@@ -67,6 +69,7 @@ func TestImportDirection(t *testing.T) {
 		"repair":   append(slices.Clone(noNetwork), mod+"/llm/sim", mod+"/enqueue"),
 		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue"},
 		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue"},
+		"queue":    {"github.com/jackc", mod + "/store", mod + "/llm", mod + "/repair", mod + "/pipeline", mod + "/enqueue"},
 		"pipeline": {mod + "/enqueue", mod + "/llm/sim"},
 	}
 	// Third-party libraries the pure packages may link: a JSON decoder, the

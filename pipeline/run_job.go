@@ -17,6 +17,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
@@ -43,7 +44,7 @@ func paidAttempts(res *fixpoint.Result) bool {
 // handleSafely runs one message; a panic is recovered, recorded as the job's
 // failure and the message terminated, and the pool carries on.
 func (w *Worker) handleSafely(ctx context.Context, msg jetstream.Msg) {
-	var env *Envelope
+	var env *queue.Envelope
 	recovered := panics.Try(func() { w.handle(ctx, msg, &env) })
 	if recovered == nil {
 		return
@@ -57,15 +58,15 @@ func (w *Worker) handleSafely(ctx context.Context, msg jetstream.Msg) {
 	// redelivery of a job already final is acked without a call.
 	if again := panics.Try(func() { w.finish(ctx, msg, env, res) }); again != nil {
 		w.log.ErrorContext(ctx, "worker: recording a panicked job panicked", slog.String("job_id", res.JobID), slog.String("error", again.AsError().Error()))
-		w.dispose(ctx, msg, env, Disposition{Kind: DispRetry, Delay: w.cfg.NakDelayMin, Cause: again.AsError()})
+		w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispRetry, Delay: w.cfg.NakDelayMin, Cause: again.AsError()})
 	}
 }
 
-func jobIDOf(msg jetstream.Msg, env *Envelope) string {
+func jobIDOf(msg jetstream.Msg, env *queue.Envelope) string {
 	if env != nil && env.JobID != "" {
 		return env.JobID
 	}
-	if id, ok := JobIDFromMsgID(msg.Headers().Get(jetstream.MsgIDHeader)); ok && id != "" {
+	if id, ok := queue.JobIDFromMsgID(msg.Headers().Get(jetstream.MsgIDHeader)); ok && id != "" {
 		return id
 	}
 	if meta, err := msg.Metadata(); err == nil {
@@ -79,18 +80,18 @@ func jobIDOf(msg jetstream.Msg, env *Envelope) string {
 // repair loop (waiting out provider outages), and hand it back or finish
 // it. Each step that ends the delivery early disposes of the message
 // itself and reports false.
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelope) {
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **queue.Envelope) {
 	// Progress is reported from the first moment to the ack: ledger reads,
 	// the loop and the (batched) write all count against AckWait, and a
 	// slow database must not get a job redelivered to another worker while
 	// this one is still writing it.
 	stopBeat := w.heartbeat(msg)
 	defer stopBeat()
-	env, decodeErr := DecodeEnvelope(msg.Data())
+	env, decodeErr := queue.DecodeEnvelope(msg.Data())
 	*envOut = env
 	if env == nil || env.JobID == "" {
 		// Not a job message at all: record it with its reason.
-		w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: decodeErr})
+		w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: decodeErr})
 		return
 	}
 	d := &delivery{msg: msg, env: env, delivered: deliveredOf(msg)}
@@ -123,7 +124,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 // delivery is one delivery of a job message, as handle's steps share it.
 type delivery struct {
 	msg       jetstream.Msg
-	env       *Envelope
+	env       *queue.Envelope
 	delivered int
 	log       *slog.Logger
 	// recorded is how many of the job's attempts the ledger has already
@@ -158,7 +159,7 @@ func (w *Worker) readState(ctx context.Context, d *delivery, decodeErr error) (j
 	w.probing.Store(false)
 	w.ownAt.Store(time.Now().UnixNano())
 	if decodeErr != nil {
-		w.dispose(ctx, d.msg, d.env, Disposition{Kind: DispReject, Cause: decodeErr})
+		w.dispose(ctx, d.msg, d.env, queue.Disposition{Kind: queue.DispReject, Cause: decodeErr})
 		return state, false
 	}
 	if state.run != d.env.RunOrFirst() {
@@ -166,11 +167,11 @@ func (w *Worker) readState(ctx context.Context, d *delivery, decodeErr error) (j
 		// since (its new run has its own message), so this one is done.
 		d.log.InfoContext(ctx, "worker: message of an earlier run, acked unrun", slog.Int("message_run", d.env.RunOrFirst()),
 			slog.Int("job_run", state.run))
-		w.dispose(ctx, d.msg, d.env, Disposition{Kind: DispSkip})
+		w.dispose(ctx, d.msg, d.env, queue.Disposition{Kind: queue.DispSkip})
 		return state, false
 	}
 	if state.final {
-		w.dispose(ctx, d.msg, d.env, Disposition{Kind: DispSkip})
+		w.dispose(ctx, d.msg, d.env, queue.Disposition{Kind: queue.DispSkip})
 		return state, false
 	}
 	return state, true
@@ -190,7 +191,7 @@ func (w *Worker) prepareJob(ctx context.Context, d *delivery) (*repair.Job, bool
 	})
 	switch {
 	case errors.Is(err, fixpoint.ErrBadJob):
-		w.dispose(ctx, d.msg, d.env, Disposition{Kind: DispReject, Cause: err})
+		w.dispose(ctx, d.msg, d.env, queue.Disposition{Kind: queue.DispReject, Cause: err})
 	case err != nil:
 		w.retryLater(ctx, d, err)
 	}
@@ -207,12 +208,12 @@ func (w *Worker) prepareJob(ctx context.Context, d *delivery) (*repair.Job, bool
 // realtime, going on from the attempts its waves recorded.
 func (w *Worker) resumeFrom(ctx context.Context, d *delivery, state jobState, job *repair.Job) (*fixpoint.Result, bool) {
 	env := d.env
-	if !env.batch() {
+	if !env.BatchDelivery() {
 		return nil, true
 	}
 	switch {
 	case state.wave != 0 && state.wave != env.FromWave:
-		w.dispose(ctx, d.msg, env, Disposition{Kind: DispSkip})
+		w.dispose(ctx, d.msg, env, queue.Disposition{Kind: queue.DispSkip})
 		return nil, false
 	case env.FromWave == 0 && state.attempts == 0 && w.waves.canCollect(env):
 		// A job a wave already handed on (its attempts are recorded) goes
@@ -399,7 +400,7 @@ func (w *Worker) waitOutage(ctx context.Context, d *delivery, own *ownership, re
 func (w *Worker) conclude(ctx context.Context, d *delivery, res *fixpoint.Result, err error) {
 	switch {
 	case errors.Is(err, fixpoint.ErrBadJob):
-		w.dispose(ctx, d.msg, d.env, Disposition{Kind: DispReject, Cause: err})
+		w.dispose(ctx, d.msg, d.env, queue.Disposition{Kind: queue.DispReject, Cause: err})
 	case err != nil:
 		d.log.WarnContext(ctx, "worker: job will be retried", slog.String("error", err.Error()))
 		w.handBack(ctx, d.msg, d.env, d.delivered, unrecorded(res, d.recorded), err)
@@ -444,7 +445,7 @@ func (w *Worker) capped(ctx context.Context, batch string) (capEntry, error) {
 // last attempt, and sat out its outage waits, its result lost either way).
 type ownership struct {
 	w       *Worker
-	env     *Envelope
+	env     *queue.Envelope
 	log     *slog.Logger
 	mu      sync.Mutex
 	checked time.Time // when the job's state was last read
@@ -490,7 +491,7 @@ func (lostJob) Is(target error) bool { return target == fixpoint.ErrCancelled }
 // gate is asked before each provider call of the job: a delivery that no
 // longer owns its job ends without the call, and a capped batch's budget
 // is held for the call.
-func (w *Worker) gate(env *Envelope, first capEntry, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
+func (w *Worker) gate(env *queue.Envelope, first capEntry, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
 	var budget func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error)
 	if first.capped {
 		budget = w.budgetGate(env, first.dollars, own, log)
@@ -565,7 +566,7 @@ const (
 // every call would count $0 against it, so no call is made and the job ends
 // over_budget, its reason naming the model (the worker's --prices adds it;
 // enqueue requeue runs the jobs again).
-func (w *Worker) budgetGate(env *Envelope, dollars bool, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
+func (w *Worker) budgetGate(env *queue.Envelope, dollars bool, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
 	prices := w.prices()
 	_, priced := prices.Lookup(env.Model)
 	return func(ctx context.Context, req *fixpoint.Request) (func(*fixpoint.Response, error), error) {
@@ -674,13 +675,13 @@ func (w *Worker) prices() repair.Prices {
 // the job's slot; the message is acked after the batch commits (or
 // negatively acknowledged if it cannot be written). Progress is reported
 // until then.
-func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, res *fixpoint.Result) {
+func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, res *fixpoint.Result) {
 	w.finishFrom(ctx, msg, env, res, 0)
 }
 
 // finishFrom is finish for a result whose first recorded attempts the
 // ledger has already (a batch-delivery job finishing realtime).
-func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *Envelope, res *fixpoint.Result, recorded int) {
+func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, res *fixpoint.Result, recorded int) {
 	delivered := deliveredOf(msg)
 	// Only the store's form of the result waits for the commit: res, with
 	// its per-attempt values and feedback, is garbage from here on.
@@ -693,7 +694,7 @@ func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *Envelop
 // once the write is over. A write the ledger failed (it is down, not the
 // job) is written again in the background after a pause (rewriteResult),
 // off the writer's callbacks.
-func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envelope, r *store.Result, delivered int, stopBeat func()) {
+func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func()) {
 	w.writer.submit(*r, func(won bool, err error) {
 		if w.ledgerDown(ctx, err) {
 			w.background.Go(func() { w.rewriteResult(ctx, msg, env, r, delivered, stopBeat, err) })
@@ -714,7 +715,7 @@ func (w *Worker) ledgerDown(ctx context.Context, err error) bool {
 // ledger is down and the worker is not stopping: the message is kept
 // (progress is still reported) instead of a nak that would count a
 // delivery, and pulling pauses meanwhile. err is the failed write's error.
-func (w *Worker) rewriteResult(ctx context.Context, msg jetstream.Msg, env *Envelope, r *store.Result, delivered int, stopBeat func(), err error) {
+func (w *Worker) rewriteResult(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func(), err error) {
 	won := false
 	for w.ledgerDown(ctx, err) {
 		w.pauseFor(ledgerPause)
@@ -738,7 +739,7 @@ func (w *Worker) rewriteResult(ctx context.Context, msg jetstream.Msg, env *Enve
 // resultWritten disposes of a result's message once its write is over:
 // acked when committed, handed back when the ledger refused it or could
 // not take it at a stop (the result then kept on disk).
-func (w *Worker) resultWritten(ctx context.Context, msg jetstream.Msg, env *Envelope, r *store.Result, delivered int, stopBeat func(), won bool, err error) {
+func (w *Worker) resultWritten(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func(), won bool, err error) {
 	stopBeat()
 	switch {
 	case store.IsRefused(err):
@@ -764,14 +765,14 @@ func (w *Worker) resultWritten(ctx context.Context, msg jetstream.Msg, env *Enve
 			// The rows are committed: a redelivery is acked without a call.
 			w.log.ErrorContext(ctx, "worker: after-commit hook panicked", slog.String("job_id", r.JobID),
 				slog.String("error", recovered.AsError().Error()))
-			w.dispose(ctx, msg, env, Disposition{Kind: DispRelease, Cause: recovered.AsError()})
+			w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispRelease, Cause: recovered.AsError()})
 			return
 		}
 	}
-	w.dispose(ctx, msg, env, Disposition{Kind: DispAck})
+	w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispAck})
 }
 
-func (w *Worker) buildJob(ctx context.Context, env *Envelope) (*repair.Job, error) {
+func (w *Worker) buildJob(ctx context.Context, env *queue.Envelope) (*repair.Job, error) {
 	if len(env.Prompt)+len(env.System) > w.cfg.MaxPromptBytes {
 		return nil, fmt.Errorf("%w: prompt is %d bytes, over the limit of %d", fixpoint.ErrBadJob, len(env.Prompt)+len(env.System), w.cfg.MaxPromptBytes)
 	}
@@ -836,7 +837,7 @@ func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []b
 // ack wait, so the server does not hand it to another worker.
 func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) { return w.beats.add(msg) }
 
-func toStoreResult(res *fixpoint.Result, env *Envelope, delivered int) store.Result {
+func toStoreResult(res *fixpoint.Result, env *queue.Envelope, delivered int) store.Result {
 	r := store.Result{
 		JobID: res.JobID, Status: res.Status, Value: res.Value, Error: res.Error, FinalClass: res.Class,
 		Attempts: len(res.Attempts), Calls: res.Calls, FirstAttemptValid: res.FirstAttemptValid,

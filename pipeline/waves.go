@@ -19,6 +19,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -238,7 +239,7 @@ type collecting struct {
 // unacked (its heartbeat keeps it).
 type collected struct {
 	msg       jetstream.Msg
-	env       *Envelope
+	env       *queue.Envelope
 	delivered int
 	req       store.WaveRequest
 	stopBeat  func()
@@ -304,21 +305,21 @@ func (w *Worker) stepConfig(provider string, basis fixpoint.PriceBasis) repair.C
 
 // canCollect reports whether the job can go into a wave: the worker drives
 // waves for its provider, and its deadline leaves time for one.
-func (v *waves) canCollect(env *Envelope) bool {
+func (v *waves) canCollect(env *queue.Envelope) bool {
 	if v == nil || v.clients[env.Provider] == nil {
 		return false
 	}
-	d := env.deadline()
+	d := env.DeadlineTime()
 	return d.IsZero() || time.Now().Add(v.cfg.DeadlineMargin).Before(d)
 }
 
 // collect starts the job's repair step and adds its first request to the
 // wave being filled for its batch and model. The message stays unacked
 // (its heartbeat runs) until the wave is recorded.
-func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, job *repair.Job, delivered int) {
+func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, job *repair.Job, delivered int) {
 	step, err := repair.Start(job, nil, v.w.stepConfig(env.Provider, fixpoint.PriceBasisBatch))
 	if err != nil {
-		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
+		v.w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: err})
 		return
 	}
 	act := step.Next()
@@ -329,18 +330,18 @@ func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, j
 	}
 	reqJSON, err := json.Marshal(act.Request)
 	if err != nil {
-		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: fmt.Errorf("%w: encode request: %v", fixpoint.ErrBadJob, err)})
+		v.w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: fmt.Errorf("%w: encode request: %v", fixpoint.ErrBadJob, err)})
 		return
 	}
 	client := v.clients[env.Provider]
 	item, err := client.EncodeBatchItem(llm.BatchItem{CustomID: "w0-0", Request: *act.Request})
 	if err != nil {
-		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: fmt.Errorf("%w: %v", fixpoint.ErrBadJob, err)})
+		v.w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: fmt.Errorf("%w: %v", fixpoint.ErrBadJob, err)})
 		return
 	}
-	envJSON, err := EncodeEnvelope(env)
+	envJSON, err := queue.EncodeEnvelope(env)
 	if err != nil {
-		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
+		v.w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: err})
 		return
 	}
 	c := collected{msg: msg, env: env, delivered: delivered, stopBeat: v.w.heartbeat(msg),
@@ -357,7 +358,7 @@ func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, j
 		col = nil
 	}
 	if col == nil {
-		col = &collecting{key: key, deadline: env.deadline()}
+		col = &collecting{key: key, deadline: env.DeadlineTime()}
 		v.pending[key] = col
 		col.timer = time.AfterFunc(v.cfg.Collect, func() {
 			v.mu.Lock()
@@ -421,10 +422,10 @@ func (v *waves) record(ctx context.Context, col *collecting) {
 		case err != nil:
 			v.w.dispose(ctx, c.msg, c.env, v.w.decide(ctx, c.delivered, fmt.Errorf("%w: record wave: %w", fixpoint.ErrTransient, err)))
 		case in[c.env.JobID]:
-			v.w.dispose(ctx, c.msg, c.env, Disposition{Kind: DispWave})
+			v.w.dispose(ctx, c.msg, c.env, queue.Disposition{Kind: queue.DispWave})
 		default:
 			// Final already, requeued, or in a wave another worker recorded.
-			v.w.dispose(ctx, c.msg, c.env, Disposition{Kind: DispSkip})
+			v.w.dispose(ctx, c.msg, c.env, queue.Disposition{Kind: queue.DispSkip})
 		}
 	}
 	if err != nil || wave == nil {
@@ -827,7 +828,7 @@ func (t *resultTally) add(err error) {
 // from the ledger, up to the request the wave carried.
 type waveJob struct {
 	req  store.WaveRequest
-	env  *Envelope
+	env  *queue.Envelope
 	step *repair.Step
 	// prev is how many attempts the ledger had before this wave's.
 	prev int
@@ -965,7 +966,7 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 // attempts the ledger has before it. nil, nil: the request's attempt is
 // recorded already.
 func (v *waves) rebuild(ctx context.Context, r store.WaveRequest, rows []store.Attempt, basis fixpoint.PriceBasis) (*waveJob, error) {
-	env, err := DecodeEnvelope(r.Envelope)
+	env, err := queue.DecodeEnvelope(r.Envelope)
 	if err != nil {
 		return nil, err
 	}
@@ -1014,12 +1015,12 @@ func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, 
 		for _, p := range placed {
 			r := p
 			r.AttemptNo = len(rows[p.JobID]) + 1
-			env, err := DecodeEnvelope(p.Envelope)
+			env, err := queue.DecodeEnvelope(p.Envelope)
 			if err != nil {
 				realtime = append(realtime, p)
 				continue
 			}
-			deadline = env.deadline()
+			deadline = env.DeadlineTime()
 			j, err := v.rebuild(ctx, r, rows[p.JobID], fixpoint.PriceBasisBatch)
 			if err != nil || j == nil {
 				realtime = append(realtime, p)
@@ -1094,12 +1095,12 @@ func (v *waves) toRealtime(ctx context.Context, wave *store.Wave, placed []store
 	}
 	ids := make([]string, 0, len(placed))
 	for _, p := range placed {
-		env, err := DecodeEnvelope(p.Envelope)
+		env, err := queue.DecodeEnvelope(p.Envelope)
 		if err != nil {
 			return fmt.Errorf("job %s of wave %d: %w", p.JobID, wave.ID, err)
 		}
 		env.FromWave = wave.ID
-		if err := publishFromWave(ctx, v.w.js, v.w.cfg.Queue, env); err != nil {
+		if err := queue.PublishFromWave(ctx, v.w.js, v.w.cfg.Queue, env); err != nil {
 			return err
 		}
 		ids = append(ids, p.JobID)
@@ -1164,7 +1165,7 @@ func (v *waves) stop(ctx context.Context) {
 	for _, col := range cols {
 		for _, c := range col.items {
 			c.stopBeat()
-			v.w.dispose(ctx, c.msg, c.env, Disposition{Kind: DispRelease})
+			v.w.dispose(ctx, c.msg, c.env, queue.Disposition{Kind: queue.DispRelease})
 		}
 	}
 	v.flushes.Wait()
@@ -1214,7 +1215,7 @@ func (v *waves) open(ctx context.Context) bool {
 
 // jobAttempts returns the attempts the ledger holds for a batch-delivery
 // job's run (none without a wave ledger).
-func (v *waves) jobAttempts(ctx context.Context, env *Envelope) ([]store.Attempt, error) {
+func (v *waves) jobAttempts(ctx context.Context, env *queue.Envelope) ([]store.Attempt, error) {
 	if v == nil {
 		return nil, nil
 	}

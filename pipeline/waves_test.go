@@ -19,6 +19,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -64,7 +65,7 @@ func (h *harness) enqueueBatch(batch, provider string, n int, deadline time.Dura
 	h.t.Helper()
 	cfg := h.enqueueConfig(batch)
 	cfg.System = longSystem
-	cfg.Provider, cfg.Delivery, cfg.Deadline, cfg.PromptCache = provider, pipeline.DeliveryBatch, deadline, true
+	cfg.Provider, cfg.Delivery, cfg.Deadline, cfg.PromptCache = provider, queue.DeliveryBatch, deadline, true
 	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
 		h.t.Fatalf("enqueue: %v", err)
 	}
@@ -653,14 +654,14 @@ func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 	// realtime (and at the realtime price).
 	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []fixpoint.Status{"valid", "invalid", "failed"},
 		Provider: llm.ProviderOllama, DryRun: true, Queue: h.q})
-	if err != nil || dry.Settings.Delivery == pipeline.DeliveryBatch || len(dry.Warnings) != 1 || !strings.Contains(dry.Warnings[0], "ollama has no batch API") {
+	if err != nil || dry.Settings.Delivery == queue.DeliveryBatch || len(dry.Warnings) != 1 || !strings.Contains(dry.Warnings[0], "ollama has no batch API") {
 		t.Errorf("dry requeue to ollama: %+v %v; want realtime with a warning", dry, err)
 	}
 	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []fixpoint.Status{"valid", "invalid", "failed"}, Queue: h.q})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Settings.Delivery != pipeline.DeliveryBatch || time.Until(time.Unix(rep.Settings.DeadlineAt, 0)) < time.Second {
+	if rep.Settings.Delivery != queue.DeliveryBatch || time.Until(time.Unix(rep.Settings.DeadlineAt, 0)) < time.Second {
 		t.Fatalf("requeued settings %+v: want batch delivery with a deadline ahead", rep.Settings)
 	}
 	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -78,8 +79,8 @@ func JobsAheadDefault(calls int) int { return min(calls/2, 512) }
 
 // WorkerConfig configures a Worker.
 type WorkerConfig struct {
-	// Queue names the stream and consumer; see QueueConfig for defaults.
-	Queue QueueConfig
+	// Queue names the stream and consumer; see queue.Config for defaults.
+	Queue queue.Config
 	// Concurrency is the number of jobs run at once by this process.
 	// Defaults to 16.
 	Concurrency int
@@ -161,7 +162,7 @@ type WorkerConfig struct {
 	// crash in that window); beforeJob runs at the start of each job's
 	// repair loop (tests inject panics).
 	afterCommit func(jobID string)
-	beforeJob   func(env *Envelope)
+	beforeJob   func(env *queue.Envelope)
 	// waveHook runs at each point of a wave's life where a crash leaves
 	// the ledger in another state (tests kill workers there).
 	waveHook func(point string, waveID int64)
@@ -232,9 +233,10 @@ func (c WorkerConfig) Validate() error {
 	case c.MaxPromptBytes < 1:
 		return settingErr("MaxPromptBytes", c.MaxPromptBytes, "must be at least 1")
 	}
-	if err := c.Queue.validate(); err != nil {
-		if se, ok := err.(*SettingError); ok {
-			se.Setting = "Queue." + se.Setting
+	if err := c.Queue.Validate(); err != nil {
+		var qe *queue.SettingError
+		if errors.As(err, &qe) {
+			return settingErr("Queue."+qe.Setting, qe.Value, qe.Problem)
 		}
 		return err
 	}
@@ -341,7 +343,7 @@ func (w *Worker) InFlight() int { return int(w.inFlight.Load()) }
 // writes and returns nil. It returns an error only when the queue cannot be
 // set up or consumed.
 func (w *Worker) Run(ctx context.Context) error {
-	stream, cons, err := EnsureQueue(ctx, w.js, w.cfg.Queue)
+	stream, cons, err := queue.Ensure(ctx, w.js, w.cfg.Queue)
 	if err != nil {
 		return err
 	}
@@ -477,7 +479,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			got++
 			if stopping() {
 				// Stopping: hand back what arrives at once.
-				w.dispose(ctx, msg, nil, Disposition{Kind: DispRelease})
+				w.dispose(ctx, msg, nil, queue.Disposition{Kind: queue.DispRelease})
 				<-slots
 				continue
 			}
@@ -699,7 +701,7 @@ func (w *Worker) checkQueue(ctx context.Context, cons jetstream.Consumer, last *
 	w.queueLost.Store(true)
 	w.log.WarnContext(ctx, "worker: the queue is gone from NATS (a server restarted without its data?): making it again",
 		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.String("error", err.Error()))
-	if _, _, err := EnsureQueue(ctx, w.js, w.cfg.Queue); err != nil {
+	if _, _, err := queue.Ensure(ctx, w.js, w.cfg.Queue); err != nil {
 		w.log.ErrorContext(ctx, "worker: make the queue again (tried again in a moment)", slog.String("error", err.Error()))
 		return
 	}

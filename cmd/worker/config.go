@@ -24,6 +24,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/llm/sim"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -306,14 +307,14 @@ func (n *natsFlags) connect(log *slog.Logger) (jetstream.JetStream, func(), erro
 }
 
 // queueFlags sets the stream and consumer names and limits.
-func queueFlags(fs *flag.FlagSet, q *pipeline.QueueConfig) {
-	fs.StringVar(&q.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs")
-	fs.StringVar(&q.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
-	fs.StringVar(&q.Consumer, "consumer", pipeline.ConsumerDefault, "durable consumer shared by every worker")
-	fs.DurationVar(&q.AckWait, "ack-wait", pipeline.AckWaitDefault, "redeliver a job after this long without an ack or progress report")
-	fs.IntVar(&q.MaxDeliver, "max-deliver", pipeline.MaxDeliverDefault, "deliveries before a job is recorded dead")
-	fs.IntVar(&q.MaxAckPending, "max-ack-pending", pipeline.MaxAckPendingDefault, "jobs in flight across all workers, counting those waiting for their commit (global cap)")
-	fs.DurationVar(&q.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "a job id published twice within this window is stored once")
+func queueFlags(fs *flag.FlagSet, q *queue.Config) {
+	fs.StringVar(&q.Stream, "stream", queue.StreamDefault, "JetStream stream of jobs")
+	fs.StringVar(&q.Subject, "subject", queue.SubjectDefault, "subject jobs are published on")
+	fs.StringVar(&q.Consumer, "consumer", queue.ConsumerDefault, "durable consumer shared by every worker")
+	fs.DurationVar(&q.AckWait, "ack-wait", queue.AckWaitDefault, "redeliver a job after this long without an ack or progress report")
+	fs.IntVar(&q.MaxDeliver, "max-deliver", queue.MaxDeliverDefault, "deliveries before a job is recorded dead")
+	fs.IntVar(&q.MaxAckPending, "max-ack-pending", queue.MaxAckPendingDefault, "jobs in flight across all workers, counting those waiting for their commit (global cap)")
+	fs.DurationVar(&q.Duplicates, "duplicates-window", queue.DuplicatesDefault, "a job id published twice within this window is stored once")
 }
 
 func openStore(ctx context.Context, dsn string, migrate bool, log *slog.Logger) (*store.Store, error) {
