@@ -57,6 +57,8 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 //   - store links no NATS and nothing of the drivers;
 //   - queue (the job message and the JetStream side) links no Postgres,
 //     no provider client and nothing of the worker;
+//   - wave (the batch-delivery driver) links nothing of the worker: it
+//     reaches it through an interface of its own;
 //   - only store uses pgx directly, only the commands run an embedded
 //     NATS server, and nothing imports a command.
 func TestImportDirection(t *testing.T) {
@@ -70,6 +72,7 @@ func TestImportDirection(t *testing.T) {
 		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue"},
 		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue"},
 		"queue":    {"github.com/jackc", mod + "/store", mod + "/llm", mod + "/repair", mod + "/pipeline", mod + "/enqueue"},
+		"wave":     {mod + "/pipeline", mod + "/enqueue", mod + "/llm/sim"},
 		"pipeline": {mod + "/enqueue", mod + "/llm/sim"},
 	}
 	// Third-party libraries the pure packages may link: a JSON decoder, the

@@ -28,6 +28,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // Dataset formats.
@@ -481,10 +482,10 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 		// requests are sent together and priced when they come back.
 		return fmt.Errorf("%w: a spend cap (--max-cost-usd, --max-total-tokens) holds realtime calls only: enqueue the batch with --delivery realtime, or without a cap", ErrBadConfig)
 	}
-	if cfg.Deadline > 0 && cfg.Deadline <= pipeline.WaveDeadlineMarginDefault {
+	if cfg.Deadline > 0 && cfg.Deadline <= wave.DeadlineMarginDefault {
 		// Workers start no wave within their margin of the deadline.
 		prog.Warnings = append(prog.Warnings, fmt.Sprintf("--deadline %s is within the workers' default --wave-deadline-margin (%s): unless they run with a smaller one, no wave starts and every job runs realtime at the full price",
-			cfg.Deadline, pipeline.WaveDeadlineMarginDefault))
+			cfg.Deadline, wave.DeadlineMarginDefault))
 	}
 	if !hasBatchAPI(cfg.Provider) {
 		prog.Warnings = append(prog.Warnings, fmt.Sprintf("%s has no batch API: the batch is delivered realtime", cfg.Provider))

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/ledgerrow"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -38,7 +39,7 @@ func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *queue.Env
 func (w *Worker) saveInterrupted(ctx context.Context, env *queue.Envelope, delivered int, attempts []fixpoint.Attempt, reason string, hold int) {
 	in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered, Reason: reason, Hold: hold}
 	for i := range attempts {
-		in.Attempts = append(in.Attempts, toStoreAttempt(&attempts[i]))
+		in.Attempts = append(in.Attempts, ledgerrow.Attempt(&attempts[i]))
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/sourcegraph/conc/panics"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/ledgerrow"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
@@ -215,26 +215,26 @@ func (w *Worker) resumeFrom(ctx context.Context, d *delivery, state jobState, jo
 	case state.wave != 0 && state.wave != env.FromWave:
 		w.dispose(ctx, d.msg, env, queue.Disposition{Kind: queue.DispSkip})
 		return nil, false
-	case env.FromWave == 0 && state.attempts == 0 && w.waves.canCollect(env):
+	case env.FromWave == 0 && state.attempts == 0 && w.waves.CanCollect(env):
 		// A job a wave already handed on (its attempts are recorded) goes
 		// on realtime from them even when its message lost the wave's mark
 		// (republished by enqueue --resume after the stream was lost):
 		// collected again, its next request took attempt number 1 a second
 		// time, and the wave could never be recorded.
-		w.waves.collect(ctx, d.msg, env, job, d.delivered)
+		w.waves.Collect(ctx, d.msg, env, job, d.delivered)
 		return nil, false
 	}
 	var rows []store.Attempt
 	err := w.retryLedger(ctx, d.log, func() error {
 		var err error
-		rows, err = w.waves.jobAttempts(ctx, env)
+		rows, err = w.waves.JobAttempts(ctx, env)
 		return err
 	})
 	if err != nil {
 		w.retryLater(ctx, d, fmt.Errorf("%w: read the job's wave attempts: %w", fixpoint.ErrTransient, err))
 		return nil, false
 	}
-	prev := resultFromLedger(env.JobID, rows)
+	prev := ledgerrow.ResultFrom(env.JobID, rows)
 	if prev != nil {
 		d.recorded = len(prev.Attempts)
 	}
@@ -283,7 +283,7 @@ func (w *Worker) loopHooks(d *delivery, spendCap capEntry, own *ownership) LoopH
 		GateFunc: w.gate(env, spendCap, own, d.log),
 		SentFunc: func(a *fixpoint.Attempt) {
 			w.journal.sent(key, store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered,
-				Attempts: []store.Attempt{toStoreAttempt(a)}})
+				Attempts: []store.Attempt{ledgerrow.Attempt(a)}})
 		},
 		AttemptFunc: func(a *fixpoint.Attempt) {
 			in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered}
@@ -291,7 +291,7 @@ func (w *Worker) loopHooks(d *delivery, spendCap capEntry, own *ownership) LoopH
 				w.journal.ended(key, in)
 				return
 			}
-			in.Attempts = []store.Attempt{toStoreAttempt(a)}
+			in.Attempts = []store.Attempt{ledgerrow.Attempt(a)}
 			w.journal.add(key, in)
 		},
 	}
@@ -685,7 +685,7 @@ func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *queue.E
 	delivered := deliveredOf(msg)
 	// Only the store's form of the result waits for the commit: res, with
 	// its per-attempt values and feedback, is garbage from here on.
-	r := toStoreResult(res, env, delivered)
+	r := ledgerrow.Result(res, env, delivered)
 	r.Recorded = recorded
 	w.submitResult(ctx, msg, env, &r, delivered, w.heartbeat(msg))
 }
@@ -836,58 +836,6 @@ func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []b
 // heartbeat reports progress while a job runs longer than a third of the
 // ack wait, so the server does not hand it to another worker.
 func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) { return w.beats.add(msg) }
-
-func toStoreResult(res *fixpoint.Result, env *queue.Envelope, delivered int) store.Result {
-	r := store.Result{
-		JobID: res.JobID, Status: res.Status, Value: res.Value, Error: res.Error, FinalClass: res.Class,
-		Attempts: len(res.Attempts), Calls: res.Calls, FirstAttemptValid: res.FirstAttemptValid,
-		RepairedLocally: res.RepairedLocally, TokensIn: int64(res.TokensIn), TokensOut: int64(res.TokensOut),
-		TokensCached: int64(res.TokensCached), TokensCacheWrite: int64(res.TokensCacheWrite), CostUSD: res.CostUSD, StartedAt: res.StartedAt,
-		FinishedAt: res.StartedAt.Add(res.Wall), WallMS: res.Wall.Milliseconds(), Deliveries: delivered,
-	}
-	if env != nil {
-		r.Run = env.RunOrFirst()
-		r.Job = &store.NewJob{ID: env.JobID, Batch: env.Batch, RowNo: env.RowNo, SchemaHash: env.SchemaHash,
-			Prompt: env.Prompt, Provider: env.Provider, Model: env.Model, Mode: string(env.Mode),
-			Strategy: string(env.Limits.WithDefaults().Strategy)}
-	}
-	for i := range res.Attempts {
-		r.AttemptRows = append(r.AttemptRows, toStoreAttempt(&res.Attempts[i]))
-	}
-	return r
-}
-
-func toStoreAttempt(a *fixpoint.Attempt) store.Attempt {
-	repairs, _ := json.Marshal(nonNil(a.Repairs))
-	errs, _ := json.Marshal(nonNil(a.Errors))
-	classes := make([]fixpoint.ErrorClass, 0, len(a.Retries))
-	for _, r := range a.Retries {
-		classes = append(classes, r.Class)
-	}
-	rc, _ := json.Marshal(classes)
-	var sys *store.Prompt
-	if a.System != nil && a.System.SHA256() != "" {
-		sys = store.PromptWithHash(a.System.Text(), a.System.SHA256())
-	}
-	return store.Attempt{
-		No: a.No, Request: a.Request, System: sys, RequestHash: a.RequestHash, Raw: a.Raw, Source: string(a.Source),
-		Repairs: repairs, Errors: errs, Class: a.Class, Valid: a.Valid, RepairedLocally: a.RepairedLocally,
-		FinishReason: string(a.FinishReason), LatencyMS: a.Latency.Milliseconds(),
-		TokensIn: int64(a.TokensIn), TokensOut: int64(a.TokensOut), TokensCached: int64(a.TokensCached),
-		TransportRetries: len(a.Retries), RetryClasses: rc, ProviderStatus: a.ProviderStatus,
-		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
-		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), PriceBasis: string(a.PriceBasis),
-		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD, PatchOutcome: string(a.PatchOutcome),
-		Coerced: a.Coerced, Unpriced: a.Unpriced,
-	}
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
 
 // unrecorded is res without its first n attempts, which the ledger has:
 // what a job handed back records as interrupted.

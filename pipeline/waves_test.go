@@ -21,6 +21,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // waveSim is a messy model whose provider batches finish quickly, with a
@@ -50,7 +51,7 @@ func (h *harness) batchClient(provider string) pipeline.Completer {
 func (h *harness) waveWorker(provider string, c pipeline.Completer) pipeline.WorkerConfig {
 	cfg := h.workerConfig(c)
 	cfg.Providers = map[string]pipeline.Completer{provider: c}
-	cfg.Wave = pipeline.WaveConfig{Collect: 150 * time.Millisecond, PollMin: 40 * time.Millisecond, PollMax: 200 * time.Millisecond,
+	cfg.Wave = wave.Config{Collect: 150 * time.Millisecond, PollMin: 40 * time.Millisecond, PollMax: 200 * time.Millisecond,
 		Idle: 40 * time.Millisecond, Lease: 2 * time.Second, RealtimeBelow: -1, DeadlineMargin: time.Second}
 	return cfg
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // Worker defaults.
@@ -145,7 +146,7 @@ type WorkerConfig struct {
 	// Wave tunes batch delivery (jobs of batches enqueued with
 	// --delivery batch), for the providers whose clients have a batch
 	// API (BatchClient).
-	Wave WaveConfig
+	Wave wave.Config
 	// Logger defaults to a discarding logger. Prompts and replies are never
 	// logged.
 	Logger *slog.Logger
@@ -240,9 +241,10 @@ func (c WorkerConfig) Validate() error {
 		}
 		return err
 	}
-	if err := c.Wave.WithDefaults().validate(); err != nil {
-		if se, ok := err.(*SettingError); ok {
-			se.Setting = "Wave." + se.Setting
+	if err := c.Wave.WithDefaults().Validate(); err != nil {
+		var we *wave.SettingError
+		if errors.As(err, &we) {
+			return settingErr("Wave."+we.Setting, we.Value, we.Problem)
 		}
 		return err
 	}
@@ -293,7 +295,7 @@ type Worker struct {
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
 	reader     *statusReader
-	waves      *waves // nil: batch-delivery jobs run realtime
+	waves      *wave.Driver // nil: batch-delivery jobs run realtime
 	beats      *heartbeats
 	stopping   <-chan struct{} // closed when Run stops pulling
 	stopNow    chan struct{}   // closed by StopNow: the grace period ends
@@ -315,7 +317,7 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 	for name, client := range cfg.Providers {
 		w.loops[name] = NewLoop(client, cfg.Loop)
 	}
-	w.waves = newWaves(w, ledger, cfg.Wave)
+	w.waves = newWaveDriver(w, ledger)
 	return w, nil
 }
 
@@ -403,8 +405,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(progressDone); w.logProgress(pullCtx) }()
 	defer func() { <-progressDone }()
 	wavesDone := make(chan struct{})
-	if w.waves != nil && len(w.waves.clients) > 0 {
-		go func() { defer close(wavesDone); w.waves.run(pullCtx) }()
+	if w.waves.Drives() {
+		go func() { defer close(wavesDone); w.waves.Run(pullCtx) }()
 	} else {
 		close(wavesDone)
 	}
@@ -513,7 +515,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.waves != nil {
 		// Jobs collected for a wave not yet recorded go back to the queue;
 		// a wave being recorded or driven finishes its step.
-		w.waves.stop(ctx)
+		w.waves.Stop(ctx)
 	}
 
 	poolDone := make(chan struct{})
@@ -648,7 +650,7 @@ func (w *Worker) watchDrain(ctx context.Context, stop context.CancelFunc, cons j
 			idle = 0
 			continue
 		}
-		if info.NumPending == 0 && info.NumAckPending == 0 && w.inFlight.Load() == 0 && !w.waves.open(ctx) {
+		if info.NumPending == 0 && info.NumAckPending == 0 && w.inFlight.Load() == 0 && !w.waves.Open(ctx) {
 			idle++
 		} else {
 			idle = 0

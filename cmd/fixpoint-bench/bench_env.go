@@ -33,6 +33,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // benchModel is the model name the bench's jobs ask for; the simulator
@@ -272,7 +273,7 @@ type simBatch struct {
 	// batchDelay is how long the simulator's provider batches take (0:
 	// its default).
 	batchDelay time.Duration
-	wave       pipeline.WaveConfig
+	wave       wave.Config
 }
 
 // simRunResult is what simRun measured.

@@ -11,9 +11,9 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // Figure 7: the cost of a valid row by delivery. One messy batch run three
@@ -96,7 +96,7 @@ func (e *benchEnv) delivery(ctx context.Context, c benchConfig, r *deliveryRun) 
 		jobs: c.deliveryJobs, dataset: tickets.Dataset(c.deliveryJobs, 1), batchDelay: deliveryBatchDelay,
 		enqueue: enqueue.Config{Schema: []byte(tickets.Schema), Template: tickets.Template, System: deliverySystem,
 			Provider: llm.ProviderAnthropic, Model: deliveryModel, Mode: fixpoint.ModePrompt, Delivery: r.delivery, PromptCache: r.cache},
-		wave: pipeline.WaveConfig{Collect: 500 * time.Millisecond, PollMin: 200 * time.Millisecond, PollMax: time.Second,
+		wave: wave.Config{Collect: 500 * time.Millisecond, PollMin: 200 * time.Millisecond, PollMax: time.Second,
 			Idle: 100 * time.Millisecond},
 	})
 	if err != nil {
