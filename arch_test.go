@@ -55,6 +55,10 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 //   - the repair step links no NATS, Postgres, net/http or provider client;
 //   - llm (the provider clients) links no NATS or Postgres;
 //   - store links no NATS and nothing of the drivers;
+//   - queue (the job message and the JetStream side) links no Postgres,
+//     no provider client and nothing of the worker;
+//   - wave (the batch-delivery driver) links nothing of the worker: it
+//     reaches it through an interface of its own;
 //   - the test bench (testbench/...) is linked by the commands only;
 //   - only store uses pgx directly, only the commands run an embedded
 //     NATS server, and nothing imports a command.
@@ -69,6 +73,8 @@ func TestImportDirection(t *testing.T) {
 		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/testbench"},
 		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/testbench"},
 		"enqueue":  {mod + "/testbench"},
+		"queue":    {"github.com/jackc", mod + "/store", mod + "/llm", mod + "/repair", mod + "/pipeline", mod + "/enqueue", mod + "/testbench"},
+		"wave":     {mod + "/pipeline", mod + "/enqueue", mod + "/testbench"},
 		"pipeline": {mod + "/enqueue", mod + "/testbench"},
 	}
 	// Third-party libraries the pure packages may link: a JSON decoder, the

@@ -16,7 +16,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -98,7 +98,7 @@ func TestRequeueWhileAnotherRuns(t *testing.T) {
 	if _, err := st.SaveResults(ctx, results); err != nil {
 		t.Fatal(err)
 	}
-	cfg := enqueue.RequeueConfig{Batch: "b", Statuses: []fixpoint.Status{fixpoint.StatusInvalid}, Queue: pipeline.QueueConfig{}}
+	cfg := enqueue.RequeueConfig{Batch: "b", Statuses: []fixpoint.Status{fixpoint.StatusInvalid}, Queue: queue.Config{}}
 	first := &pausingLedger{Store: st, paused: make(chan struct{}), resume: make(chan struct{})}
 	type outcome struct {
 		rep enqueue.RequeueReport

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -54,7 +54,7 @@ type RequeueConfig struct {
 	// DryRun counts the jobs and changes nothing.
 	DryRun bool
 	// Queue is where the jobs are published.
-	Queue pipeline.QueueConfig
+	Queue queue.Config
 }
 
 // RequeueReport says what Requeue did (or, with DryRun, would do).
@@ -143,7 +143,7 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 		// Every requeued job would be rejected by the workers (exit 0 here).
 		return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
 	}
-	if settings.Delivery == pipeline.DeliveryBatch {
+	if settings.Delivery == queue.DeliveryBatch {
 		// A new run has its own deadline, as long as the batch's.
 		settings.DeadlineAt = time.Now().Add(time.Duration(settings.DeadlineSeconds) * time.Second).Unix()
 		if !hasBatchAPI(settings.Provider) {
@@ -170,7 +170,7 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 		return rep, err
 	}
 	cfg.Queue = first.queue(cfg.Queue) // the stream its jobs went to first
-	if _, _, err := pipeline.EnsureStream(ctx, js, cfg.Queue); err != nil {
+	if _, _, err := queue.EnsureStream(ctx, js, cfg.Queue); err != nil {
 		return rep, queueErr(err)
 	}
 	var prog Progress
@@ -246,7 +246,7 @@ func SetCap(ctx context.Context, ledger ActionLedger, batch string, c store.Cap)
 		if err != nil {
 			return store.Spend{}, err
 		}
-		if s, err := latestSettings(ctx, ledger, b); err == nil && s.Delivery == pipeline.DeliveryBatch {
+		if s, err := latestSettings(ctx, ledger, b); err == nil && s.Delivery == queue.DeliveryBatch {
 			return store.Spend{}, fmt.Errorf("%w: batch %s is delivered in provider batches, and a spend cap holds realtime calls only", ErrBadConfig, batch)
 		}
 	}

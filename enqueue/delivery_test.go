@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -30,18 +30,18 @@ func TestCheckDelivery(t *testing.T) {
 		warning  string // part of the one warning, "" for none
 		badUsage bool
 	}{
-		{name: "default is realtime", cfg: Config{Provider: "openai"}, want: pipeline.DeliveryRealtime},
-		{name: "openai batch", cfg: Config{Provider: "openai", Delivery: "batch"}, want: pipeline.DeliveryBatch},
-		{name: "anthropic batch", cfg: Config{Provider: "anthropic", Delivery: "batch"}, want: pipeline.DeliveryBatch},
-		{name: "ollama falls back", cfg: Config{Provider: "ollama", Delivery: "batch"}, want: pipeline.DeliveryRealtime, warning: "ollama has no batch API"},
+		{name: "default is realtime", cfg: Config{Provider: "openai"}, want: queue.DeliveryRealtime},
+		{name: "openai batch", cfg: Config{Provider: "openai", Delivery: "batch"}, want: queue.DeliveryBatch},
+		{name: "anthropic batch", cfg: Config{Provider: "anthropic", Delivery: "batch"}, want: queue.DeliveryBatch},
+		{name: "ollama falls back", cfg: Config{Provider: "ollama", Delivery: "batch"}, want: queue.DeliveryRealtime, warning: "ollama has no batch API"},
 		{name: "server without endpoints", cfg: Config{Provider: "openai", Delivery: "batch", ProbeBatch: unsupported},
-			want: pipeline.DeliveryRealtime, warning: "no batch endpoints"},
+			want: queue.DeliveryRealtime, warning: "no batch endpoints"},
 		{name: "probe fails", cfg: Config{Provider: "openai", Delivery: "batch", ProbeBatch: down},
-			want: pipeline.DeliveryBatch, warning: "could not check"},
+			want: queue.DeliveryBatch, warning: "could not check"},
 		// Workers start no wave this close to the deadline: said at once.
 		{name: "deadline within the margin", cfg: Config{Provider: "openai", Delivery: "batch", Deadline: 30 * time.Minute},
-			want: pipeline.DeliveryBatch, warning: "no wave starts and every job runs realtime"},
-		{name: "deadline past the margin", cfg: Config{Provider: "openai", Delivery: "batch", Deadline: 3 * time.Hour}, want: pipeline.DeliveryBatch},
+			want: queue.DeliveryBatch, warning: "no wave starts and every job runs realtime"},
+		{name: "deadline past the margin", cfg: Config{Provider: "openai", Delivery: "batch", Deadline: 3 * time.Hour}, want: queue.DeliveryBatch},
 		{name: "typo", cfg: Config{Provider: "openai", Delivery: "btach"}, badUsage: true},
 		{name: "negative deadline", cfg: Config{Provider: "openai", Delivery: "batch", Deadline: -time.Hour}, badUsage: true},
 		{name: "cap", cfg: Config{Provider: "openai", Delivery: "batch", Cap: store.Cap{MaxCostUSD: &one}}, badUsage: true},
@@ -76,17 +76,17 @@ func TestCheckDelivery(t *testing.T) {
 // job message, and a re-run that changes any of them is named.
 func TestDeliverySettings(t *testing.T) {
 	t.Parallel()
-	c := Config{Batch: "b", Provider: "openai", Model: "m", Delivery: pipeline.DeliveryBatch, Deadline: 2 * time.Hour, PromptCache: true}
+	c := Config{Batch: "b", Provider: "openai", Model: "m", Delivery: queue.DeliveryBatch, Deadline: 2 * time.Hour, PromptCache: true}
 	before := time.Now()
 	s := c.settings("hash1")
-	if s.Delivery != pipeline.DeliveryBatch || s.DeadlineSeconds != 7200 {
+	if s.Delivery != queue.DeliveryBatch || s.DeadlineSeconds != 7200 {
 		t.Fatalf("settings %+v", s)
 	}
 	if at := time.Unix(s.DeadlineAt, 0); at.Before(before.Add(2*time.Hour-time.Second)) || at.After(time.Now().Add(2*time.Hour)) {
 		t.Errorf("deadline at %s, want two hours from now", at)
 	}
 	env := s.envelope("b")
-	if env.Delivery != pipeline.DeliveryBatch || env.Deadline != s.DeadlineAt || env.CacheKey == "" || len(env.CacheKey) > 64 {
+	if env.Delivery != queue.DeliveryBatch || env.Deadline != s.DeadlineAt || env.CacheKey == "" || len(env.CacheKey) > 64 {
 		t.Errorf("envelope %+v", env)
 	}
 	if CacheKey("b", "hash1") == CacheKey("b", "hash2") || CacheKey("b", "hash1") == CacheKey("c", "hash1") || CacheKey("b", "hash1") != env.CacheKey {

@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/fixpoint-dev/fixpoint"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
@@ -155,7 +155,7 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 	}
 	_, rep.PriceKnown = prices.Lookup(cfg.Model)
 	basis := fixpoint.PriceBasisRealtime
-	if cfg.Delivery == pipeline.DeliveryBatch {
+	if cfg.Delivery == queue.DeliveryBatch {
 		basis = fixpoint.PriceBasisBatch
 	}
 	rep.PriceBasis = basis

@@ -25,8 +25,10 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // Dataset formats.
@@ -70,28 +72,28 @@ type runBases struct {
 	ctx    context.Context
 	ledger Ledger
 	batch  string
-	first  pipeline.Envelope
-	later  map[int]pipeline.Envelope
+	first  queue.Envelope
+	later  map[int]queue.Envelope
 }
 
-func newRunBases(ctx context.Context, ledger Ledger, batch string, first pipeline.Envelope) *runBases {
+func newRunBases(ctx context.Context, ledger Ledger, batch string, first queue.Envelope) *runBases {
 	return &runBases{ctx: ctx, ledger: ledger, batch: batch, first: first}
 }
 
-func (r *runBases) base(run int) (pipeline.Envelope, error) {
+func (r *runBases) base(run int) (queue.Envelope, error) {
 	if run <= 1 {
 		return r.first, nil
 	}
 	if r.later == nil {
 		raw, err := r.ledger.RunSettings(r.ctx, r.batch)
 		if err != nil {
-			return pipeline.Envelope{}, err
+			return queue.Envelope{}, err
 		}
-		r.later = map[int]pipeline.Envelope{}
+		r.later = map[int]queue.Envelope{}
 		for n, js := range raw {
 			var s BatchSettings
 			if err := json.Unmarshal(js, &s); err != nil {
-				return pipeline.Envelope{}, fmt.Errorf("batch %s run %d settings: %w", r.batch, n, err)
+				return queue.Envelope{}, fmt.Errorf("batch %s run %d settings: %w", r.batch, n, err)
 			}
 			s.Limits = s.Limits.WithDefaults()
 			env := s.envelope(r.batch)
@@ -101,7 +103,7 @@ func (r *runBases) base(run int) (pipeline.Envelope, error) {
 	}
 	env, ok := r.later[run]
 	if !ok {
-		return pipeline.Envelope{}, fmt.Errorf("batch %s: no settings recorded for run %d", r.batch, run)
+		return queue.Envelope{}, fmt.Errorf("batch %s: no settings recorded for run %d", r.batch, run)
 	}
 	return env, nil
 }
@@ -157,11 +159,11 @@ type Config struct {
 	Resume bool
 	// Chunk defaults to ChunkDefault.
 	Chunk int
-	Queue pipeline.QueueConfig
+	Queue queue.Config
 	// ProgressFunc, when set, is called after each chunk of each phase.
 	ProgressFunc func(p Progress)
-	// Delivery is how the batch's calls are made: pipeline.DeliveryRealtime
-	// (the default) or pipeline.DeliveryBatch, in provider batch waves at
+	// Delivery is how the batch's calls are made: queue.DeliveryRealtime
+	// (the default) or queue.DeliveryBatch, in provider batch waves at
 	// half the price. Ollama has no batch API: its batches are realtime
 	// (with a warning in Progress.Warnings).
 	Delivery string
@@ -378,7 +380,7 @@ func (c *Config) validate() error {
 	if b, m := c.Limits.TokenBudget, cmp.Or(c.MaxTokens, fixpoint.MaxTokensDefault); b > 0 && b <= m {
 		return fmt.Errorf("%w: token budget %d is not above max tokens %d: each attempt reserves its max tokens of output and its prompt against the budget, so no job could make a call", ErrBadConfig, b, m)
 	}
-	e := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits,
+	e := queue.Envelope{V: queue.EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits,
 		MaxTokens: c.MaxTokens, Temp: c.Temp}
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
@@ -426,14 +428,14 @@ func (c *Config) settings(schemaHash string) BatchSettings {
 	s := BatchSettings{Provider: c.Provider, Model: c.Model, Mode: c.Mode, MaxTokens: c.MaxTokens, Temp: c.Temp,
 		Limits: c.Limits, System: c.System, SchemaHash: schemaHash, TemplateSHA256: hex.EncodeToString(sum[:]),
 		IDField: c.IDField, Format: c.Format}
-	if c.Delivery == pipeline.DeliveryBatch {
+	if c.Delivery == queue.DeliveryBatch {
 		d := cmp.Or(c.Deadline, DeadlineDefault)
-		s.Delivery, s.DeadlineSeconds, s.DeadlineAt = pipeline.DeliveryBatch, int64(d/time.Second), time.Now().Add(d).Unix()
+		s.Delivery, s.DeadlineSeconds, s.DeadlineAt = queue.DeliveryBatch, int64(d/time.Second), time.Now().Add(d).Unix()
 	}
 	if c.PromptCache {
 		s.CacheKey = CacheKey(c.Batch, schemaHash)
 	}
-	if q, def := c.Queue.WithDefaults(), (pipeline.QueueConfig{}).WithDefaults(); q.Stream != def.Stream || q.Subject != def.Subject {
+	if q, def := c.Queue.WithDefaults(), (queue.Config{}).WithDefaults(); q.Stream != def.Stream || q.Subject != def.Subject {
 		s.Stream, s.Subject = q.Stream, q.Subject
 	}
 	return s
@@ -441,7 +443,7 @@ func (c *Config) settings(schemaHash string) BatchSettings {
 
 // queue is q with the stream and subject the batch was enqueued on, when
 // it recorded them.
-func (s BatchSettings) queue(q pipeline.QueueConfig) pipeline.QueueConfig {
+func (s BatchSettings) queue(q queue.Config) queue.Config {
 	if s.Stream != "" {
 		q.Stream, q.Subject = s.Stream, s.Subject
 	}
@@ -465,10 +467,10 @@ func hasBatchAPI(provider string) bool {
 // where the provider has no batch API, with a warning.
 func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 	switch cfg.Delivery {
-	case "", pipeline.DeliveryRealtime:
-		cfg.Delivery = pipeline.DeliveryRealtime
+	case "", queue.DeliveryRealtime:
+		cfg.Delivery = queue.DeliveryRealtime
 		return nil
-	case pipeline.DeliveryBatch:
+	case queue.DeliveryBatch:
 	default:
 		return fmt.Errorf("%w: delivery %q is not realtime or batch", ErrBadConfig, cfg.Delivery)
 	}
@@ -480,20 +482,20 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 		// requests are sent together and priced when they come back.
 		return fmt.Errorf("%w: a spend cap (--max-cost-usd, --max-total-tokens) holds realtime calls only: enqueue the batch with --delivery realtime, or without a cap", ErrBadConfig)
 	}
-	if cfg.Deadline > 0 && cfg.Deadline <= pipeline.WaveDeadlineMarginDefault {
+	if cfg.Deadline > 0 && cfg.Deadline <= wave.DeadlineMarginDefault {
 		// Workers start no wave within their margin of the deadline.
 		prog.Warnings = append(prog.Warnings, fmt.Sprintf("--deadline %s is within the workers' default --wave-deadline-margin (%s): unless they run with a smaller one, no wave starts and every job runs realtime at the full price",
-			cfg.Deadline, pipeline.WaveDeadlineMarginDefault))
+			cfg.Deadline, wave.DeadlineMarginDefault))
 	}
 	if !hasBatchAPI(cfg.Provider) {
 		prog.Warnings = append(prog.Warnings, fmt.Sprintf("%s has no batch API: the batch is delivered realtime", cfg.Provider))
-		cfg.Delivery = pipeline.DeliveryRealtime
+		cfg.Delivery = queue.DeliveryRealtime
 		return nil
 	}
 	if cfg.ProbeBatch != nil {
 		if err := cfg.ProbeBatch(ctx); errors.Is(err, llm.ErrBatchUnsupported) {
 			prog.Warnings = append(prog.Warnings, fmt.Sprintf("the %s server has no batch endpoints (%v): the batch is delivered realtime", cfg.Provider, err))
-			cfg.Delivery = pipeline.DeliveryRealtime
+			cfg.Delivery = queue.DeliveryRealtime
 		} else if err != nil {
 			prog.Warnings = append(prog.Warnings, fmt.Sprintf("could not check the %s server's batch endpoints (%v): if it has none, workers run the batch realtime", cfg.Provider, err))
 		}
@@ -509,8 +511,8 @@ func (s BatchSettings) recorded() bool {
 }
 
 // envelope is the part of every job message the settings decide.
-func (s BatchSettings) envelope(batch string) pipeline.Envelope {
-	return pipeline.Envelope{V: pipeline.EnvelopeVersion, Batch: batch, System: s.System, SchemaHash: s.SchemaHash,
+func (s BatchSettings) envelope(batch string) queue.Envelope {
+	return queue.Envelope{V: queue.EnvelopeVersion, Batch: batch, System: s.System, SchemaHash: s.SchemaHash,
 		Provider: s.Provider, Model: s.Model, Mode: s.Mode, MaxTokens: s.MaxTokens, Temp: s.Temp, Limits: s.Limits,
 		Delivery: s.Delivery, Deadline: s.DeadlineAt, CacheKey: s.CacheKey}
 }
@@ -553,11 +555,11 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	add("template (sha256)", short(s.TemplateSHA256), short(now.TemplateSHA256))
 	add("id field", cmp.Or(s.IDField, "(line number)"), cmp.Or(now.IDField, "(line number)"))
 	add("format", s.Format, now.Format)
-	def := (pipeline.QueueConfig{}).WithDefaults()
+	def := (queue.Config{}).WithDefaults()
 	add("stream", cmp.Or(s.Stream, def.Stream), cmp.Or(now.Stream, def.Stream))
 	add("subject", cmp.Or(s.Subject, def.Subject), cmp.Or(now.Subject, def.Subject))
-	add("delivery", cmp.Or(s.Delivery, pipeline.DeliveryRealtime), cmp.Or(now.Delivery, pipeline.DeliveryRealtime))
-	if s.Delivery == pipeline.DeliveryBatch && now.Delivery == pipeline.DeliveryBatch {
+	add("delivery", cmp.Or(s.Delivery, queue.DeliveryRealtime), cmp.Or(now.Delivery, queue.DeliveryRealtime))
+	if s.Delivery == queue.DeliveryBatch && now.Delivery == queue.DeliveryBatch {
 		add("deadline", (time.Duration(s.DeadlineSeconds) * time.Second).String(), (time.Duration(now.DeadlineSeconds) * time.Second).String())
 	}
 	onOff := func(k string) string {
@@ -672,11 +674,11 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	if data == nil {
 		return prog, fmt.Errorf("%w: no dataset", ErrBadConfig)
 	}
-	stream, created, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
+	stream, created, err := queue.EnsureStream(ctx, js, cfg.Queue)
 	if err != nil {
 		return prog, queueErr(err)
 	}
-	if q, def := cfg.Queue.WithDefaults(), (pipeline.QueueConfig{}).WithDefaults(); created && (q.Stream != def.Stream || q.Subject != def.Subject) {
+	if q, def := cfg.Queue.WithDefaults(), (queue.Config{}).WithDefaults(); created && (q.Stream != def.Stream || q.Subject != def.Subject) {
 		prog.Warnings = append(prog.Warnings, fmt.Sprintf("stream %s did not exist: this run created it, and no worker reads it unless started with --stream %s --subject %s", q.Stream, q.Stream, q.Subject))
 	}
 	if err := checkDelivery(ctx, &cfg, &prog); err != nil {
@@ -853,8 +855,8 @@ func settingsChanged(batch string, diff []string) error {
 // does not take, a name NATS refuses) a configuration error: the command's
 // usage, not the queue's failure.
 func queueErr(err error) error {
-	var se *pipeline.SettingError
-	if errors.Is(err, pipeline.ErrSubjectNotInStream) || errors.As(err, &se) {
+	var se *queue.SettingError
+	if errors.Is(err, queue.ErrSubjectNotInStream) || errors.As(err, &se) {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	return err
@@ -899,7 +901,7 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 		return fmt.Errorf("%w: %s: the run that created it recorded none; run the original enqueue command again, without --resume", ErrEmptyBatch, cfg.Batch)
 	}
 	cfg.Queue = settings.queue(cfg.Queue) // where its jobs went first
-	stream, _, err := pipeline.EnsureStream(ctx, js, cfg.Queue)
+	stream, _, err := queue.EnsureStream(ctx, js, cfg.Queue)
 	if err != nil {
 		return queueErr(err)
 	}
@@ -938,7 +940,7 @@ func republishLost(ctx context.Context, js jetstream.JetStream, stream jetstream
 				return err
 			}
 			env := jobEnvelope(base, &jobs[i])
-			if err := pipeline.Republish(ctx, js, cfg.Queue, &env); err != nil {
+			if err := queue.Republish(ctx, js, cfg.Queue, &env); err != nil {
 				return err
 			}
 			prog.Republished++
@@ -963,7 +965,7 @@ func heldJobs(ctx context.Context, stream jetstream.Stream, subject, batch strin
 	if info.State.Msgs == 0 {
 		return held, nil
 	}
-	wantBatch := pipeline.MsgID(batch)
+	wantBatch := queue.MsgID(batch)
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; {
 		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -973,16 +975,16 @@ func heldJobs(ctx context.Context, stream jetstream.Stream, subject, batch strin
 			return nil, fmt.Errorf("read stream message %d: %w", seq, err)
 		}
 		seq = m.Sequence + 1
-		if hb := m.Header.Get(pipeline.BatchHeader); hb != "" && hb != wantBatch {
+		if hb := m.Header.Get(queue.BatchHeader); hb != "" && hb != wantBatch {
 			continue
 		}
 		id, run := "", 1
-		if env, _ := pipeline.DecodeEnvelope(m.Data); env != nil && env.JobID != "" {
+		if env, _ := queue.DecodeEnvelope(m.Data); env != nil && env.JobID != "" {
 			if env.Batch != batch {
 				continue
 			}
 			id, run = env.JobID, env.RunOrFirst()
-		} else if hid, ok := pipeline.JobIDFromMsgID(m.Header.Get(jetstream.MsgIDHeader)); ok {
+		} else if hid, ok := queue.JobIDFromMsgID(m.Header.Get(jetstream.MsgIDHeader)); ok {
 			id = hid
 		}
 		if id != "" && run > held[id] {
@@ -994,7 +996,7 @@ func heldJobs(ctx context.Context, stream jetstream.Stream, subject, batch strin
 
 // messageLimit is the largest job message the queue takes: the stream's
 // max message size, and the server's max payload less room for headers.
-func messageLimit(js jetstream.JetStream, stream jetstream.Stream, q pipeline.QueueConfig) int {
+func messageLimit(js jetstream.JetStream, stream jetstream.Stream, q queue.Config) int {
 	limit := int(q.WithDefaults().MaxMsgSize)
 	if info := stream.CachedInfo(); info != nil && info.Config.MaxMsgSize > 0 {
 		limit = int(info.Config.MaxMsgSize)
@@ -1011,7 +1013,7 @@ func messageLimit(js jetstream.JetStream, stream jetstream.Stream, q pipeline.Qu
 type renderer struct {
 	cfg    *Config
 	tmpl   *template.Template
-	base   pipeline.Envelope
+	base   queue.Envelope
 	maxMsg int
 	// ledger is set when the batch was enqueued before: the first pass
 	// then compares each row with the job the ledger holds under its id.
@@ -1359,12 +1361,12 @@ func (r *renderer) fits(job *store.NewJob) error {
 			(n+3)/4+m, (n+3)/4, m, b)
 	}
 	env := jobEnvelope(r.base, job)
-	data, err := pipeline.EncodeEnvelope(&env)
+	data, err := queue.EncodeEnvelope(&env)
 	if err != nil {
 		return err
 	}
 	// Headers: Nats-Msg-Id and the batch, with room for their names.
-	size := len(data) + len(pipeline.MsgID(job.ID)) + len(pipeline.MsgID(job.Batch)) + 64
+	size := len(data) + len(queue.MsgID(job.ID)) + len(queue.MsgID(job.Batch)) + 64
 	if size > r.maxMsg {
 		return fmt.Errorf("job is %d bytes as a queue message (prompt %d bytes), over the queue's limit of %d bytes", size, len(job.Prompt), r.maxMsg)
 	}
@@ -1394,7 +1396,7 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		}
 		prog.Recorded += n
 		prog.Existing += len(chunk) - n
-		// pipeline.Publish what the ledger holds unpublished: this chunk's new jobs,
+		// queue.Publish what the ledger holds unpublished: this chunk's new jobs,
 		// and any left by an interrupted run.
 		if err := publishUnpublished(ctx, js, ledger, *r.cfg, newRunBases(ctx, ledger, r.cfg.Batch, r.base), prog); err != nil {
 			return err
@@ -1454,7 +1456,7 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Ledg
 				return err
 			}
 			env := jobEnvelope(base, &jobs[i])
-			dup, err := pipeline.Publish(ctx, js, cfg.Queue, &env)
+			dup, err := queue.Publish(ctx, js, cfg.Queue, &env)
 			if errors.Is(err, fixpoint.ErrBadJob) {
 				if _, rerr := ledger.Reject(ctx, store.Rejection{JobID: jobs[i].ID, Batch: cfg.Batch, Reason: err.Error()}); rerr != nil {
 					return rerr
@@ -1481,7 +1483,7 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Ledg
 // jobEnvelope is the message of one job: the batch's settings, and the
 // job's own id, prompt, schema and (when its row has them) provider, model
 // and mode. The input row is not sent: the ledger has it.
-func jobEnvelope(base pipeline.Envelope, job *store.NewJob) pipeline.Envelope {
+func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
 	env := base
 	env.JobID = job.ID
 	env.RowNo = job.RowNo

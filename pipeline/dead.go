@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,21 +10,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
-
-// maxDeliveriesAdvisory is the part of the server's MAX_DELIVERIES advisory
-// the worker reads.
-type maxDeliveriesAdvisory struct {
-	StreamSeq  uint64 `json:"stream_seq"`
-	Deliveries uint64 `json:"deliveries"`
-}
 
 // watchDead records jobs the server gave up on (a worker died or timed out
 // on their last delivery). The advisories are kept in their own stream, so
 // the ones raised while no worker ran are handled at the next start.
 func (w *Worker) watchDead(ctx context.Context, stream jetstream.Stream) {
-	adv, err := w.js.Consumer(ctx, advisoryStreamName(w.cfg.Queue), w.cfg.Queue.Consumer+"-dead")
+	adv, err := w.js.Consumer(ctx, w.cfg.Queue.DeadStream(), w.cfg.Queue.DeadConsumer())
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.ErrorContext(ctx, "worker: open dead-job advisories", slog.String("error", err.Error()))
@@ -44,8 +37,8 @@ func (w *Worker) watchDead(ctx context.Context, stream jetstream.Stream) {
 }
 
 func (w *Worker) handleDead(ctx context.Context, stream jetstream.Stream, m jetstream.Msg) {
-	var a maxDeliveriesAdvisory
-	if err := json.Unmarshal(m.Data(), &a); err != nil || a.StreamSeq == 0 {
+	a, err := queue.DecodeMaxDeliveries(m.Data())
+	if err != nil {
 		w.settle(ctx, "terminate", m.Term())
 		return
 	}
@@ -58,11 +51,11 @@ func (w *Worker) handleDead(ctx context.Context, stream jetstream.Stream, m jets
 		w.settle(ctx, "nak", m.NakWithDelay(time.Second))
 		return
 	}
-	env, _ := DecodeEnvelope(raw.Data)
+	env, _ := queue.DecodeEnvelope(raw.Data)
 	id := fmt.Sprintf("seq-%d", a.StreamSeq)
 	if env != nil && env.JobID != "" {
 		id = env.JobID
-	} else if h, ok := JobIDFromMsgID(raw.Header.Get(jetstream.MsgIDHeader)); ok && h != "" {
+	} else if h, ok := queue.JobIDFromMsgID(raw.Header.Get(jetstream.MsgIDHeader)); ok && h != "" {
 		id = h
 	}
 	if env != nil && env.JobID != "" {

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/ledgerrow"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -19,7 +21,7 @@ import (
 // for), then the message is negatively acknowledged, after at least the
 // wait the provider asked for; at the last delivery the job is recorded
 // dead instead.
-func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int, res *fixpoint.Result, cause error) {
+func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, delivered int, res *fixpoint.Result, cause error) {
 	if res != nil && len(res.Attempts) > 0 {
 		reason := store.InterruptHandedBack
 		if ctx.Err() != nil || w.stoppingNow() {
@@ -34,10 +36,10 @@ func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *Envelope,
 // result's attempts: a delivery that ended without a result, or the failed
 // calls before an outage's hold-th wait. A failure to write them keeps
 // them on disk (--spill-dir) and is logged: the job goes on either way.
-func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered int, attempts []fixpoint.Attempt, reason string, hold int) {
+func (w *Worker) saveInterrupted(ctx context.Context, env *queue.Envelope, delivered int, attempts []fixpoint.Attempt, reason string, hold int) {
 	in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered, Reason: reason, Hold: hold}
 	for i := range attempts {
-		in.Attempts = append(in.Attempts, toStoreAttempt(&attempts[i]))
+		in.Attempts = append(in.Attempts, ledgerrow.Attempt(&attempts[i]))
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -48,116 +50,62 @@ func (w *Worker) saveInterrupted(ctx context.Context, env *Envelope, delivered i
 	}
 }
 
-// DispositionKind is what becomes of a job's message.
-type DispositionKind int
-
-// The dispositions of a message.
-const (
-	// DispAck acks a message whose result is committed.
-	DispAck DispositionKind = iota + 1
-	// DispSkip acks a message without running its job: the job is final
-	// already, or the message is of an earlier run.
-	DispSkip
-	// DispRetry hands the job back, to be delivered again after Delay.
-	DispRetry
-	// DispRelease hands the job back for redelivery as soon as the
-	// worker's last pull has ended: the worker is stopping.
-	DispRelease
-	// DispReject records the job rejected with Cause, then terminates its
-	// message: it can never succeed as sent.
-	DispReject
-	// DispDead records the job dead with Cause, then terminates its
-	// message: its last delivery ended without a result.
-	DispDead
-	// DispForeign hands back, after Delay and unrecorded, a job this
-	// worker's ledger never recorded (see Worker.foreign).
-	DispForeign
-	// DispWave acks a message whose job's place in a recorded wave is
-	// committed: the ledger owns the job from then on (batch delivery).
-	DispWave
-)
-
-// label is the disposition's metrics label (fixpoint_messages_total).
-func (k DispositionKind) label() string {
-	switch k {
-	case DispAck, DispWave:
-		return "ack"
-	case DispSkip:
-		return "skip"
-	case DispReject, DispDead:
-		return "term"
-	}
-	return "nak"
-}
-
-// Disposition is what becomes of one message, as a value: decided by
-// decide (or, for the plain cases, by the job's own outcome) and carried
-// out by dispose, which is the only code that acks, naks or terminates a
-// job message.
-type Disposition struct {
-	Kind DispositionKind
-	// Delay is the wait before redelivery (DispRetry, DispForeign).
-	Delay time.Duration
-	// Cause says why (DispRetry, DispReject, DispDead).
-	Cause error
-}
-
 // decide is the one place that turns why a job stopped short of a final
 // result into what becomes of its message: a bad job is rejected; while
 // stopping, it is released for redelivery once this worker's pull is over;
 // otherwise it is handed back after a delay doubling with each delivery,
 // never sooner than the provider asked (a Retry-After over what the client sleeps comes
 // back here, not as a frozen lane), and at its last delivery it is dead.
-func (w *Worker) decide(ctx context.Context, delivered int, cause error) Disposition {
+func (w *Worker) decide(ctx context.Context, delivered int, cause error) queue.Disposition {
 	switch {
 	case errors.Is(cause, fixpoint.ErrBadJob):
-		return Disposition{Kind: DispReject, Cause: cause}
+		return queue.Disposition{Kind: queue.DispReject, Cause: cause}
 	case ctx.Err() != nil || w.stoppingNow():
-		return Disposition{Kind: DispRelease, Cause: cause}
+		return queue.Disposition{Kind: queue.DispRelease, Cause: cause}
 	case delivered >= w.cfg.Queue.MaxDeliver:
 		// The server will not send it again: record it dead now, with its
 		// last error.
-		return Disposition{Kind: DispDead, Cause: fmt.Errorf("delivered %d times without a final result; last error: %w", delivered, cause)}
+		return queue.Disposition{Kind: queue.DispDead, Cause: fmt.Errorf("delivered %d times without a final result; last error: %w", delivered, cause)}
 	}
 	delay := min(w.cfg.NakDelayMin<<min(delivered-1, 16), w.cfg.NakDelayMax)
-	return Disposition{Kind: DispRetry, Delay: max(delay, serverWait(cause)), Cause: cause}
+	return queue.Disposition{Kind: queue.DispRetry, Delay: max(delay, serverWait(cause)), Cause: cause}
 }
 
 // dispose carries d out on msg. Acks wait for the server's confirmation; a
 // rejected or dead job is recorded before its message is terminated, and
 // if the record cannot be written the message is handed back instead:
 // nothing is dropped unrecorded. Every ack, nak and term error is logged.
-func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *Envelope, d Disposition) {
+func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, d queue.Disposition) {
 	kind := d.Kind
 	var err error
 	switch d.Kind {
-	case DispAck, DispSkip, DispWave:
+	case queue.DispAck, queue.DispSkip, queue.DispWave:
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		// For DispAck the result is committed: if the ack is lost, the
+		// For queue.DispAck the result is committed: if the ack is lost, the
 		// redelivery is acked without a call.
 		err = msg.DoubleAck(actx)
 		cancel()
-	case DispRetry, DispForeign:
+	case queue.DispRetry, queue.DispForeign:
 		err = msg.NakWithDelay(d.Delay)
-	case DispRelease:
+	case queue.DispRelease:
 		// Not at once: this worker's last pull may still be open, and a
 		// message back in it would be released again, a delivery spent
 		// each time, until it is dead. Past the pull's wait, it goes to
 		// another worker.
 		err = msg.NakWithDelay(2 * w.cfg.FetchWait)
-	case DispReject, DispDead:
+	case queue.DispReject, queue.DispDead:
 		status := fixpoint.StatusRejected
-		if d.Kind == DispDead {
+		if d.Kind == queue.DispDead {
 			status = fixpoint.StatusDead
 		}
 		if rerr := w.record(ctx, msg, env, status, d.Cause); rerr != nil {
-			kind, err = DispRetry, msg.NakWithDelay(w.cfg.NakDelayMin)
+			kind, err = queue.DispRetry, msg.NakWithDelay(w.cfg.NakDelayMin)
 			break
 		}
 		err = msg.TermWithReason(truncate(d.Cause.Error(), 200))
 	}
 	if err != nil {
-		w.log.WarnContext(ctx, "worker: "+kind.label(), slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
+		w.log.WarnContext(ctx, "worker: "+kind.Label(), slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
 	}
 	w.count(kind)
 	// What the delivery's replies paid for is in the ledger or on disk.
@@ -173,7 +121,7 @@ func deliveredOf(msg jetstream.Msg) int {
 }
 
 // record writes a rejected or dead job with its reason.
-func (w *Worker) record(ctx context.Context, msg jetstream.Msg, env *Envelope, status fixpoint.Status, reason error) error {
+func (w *Worker) record(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, status fixpoint.Status, reason error) error {
 	id := jobIDOf(msg, env)
 	rj := store.Rejection{JobID: id, Reason: reason.Error(), Payload: msg.Data(), Status: status}
 	if meta, err := msg.Metadata(); err == nil {
@@ -214,7 +162,7 @@ type foreignCount struct {
 // where nobody looks, leaving the real batch queued forever. It is never
 // acked and nothing is written; an error line (one a minute per batch) and
 // a metric make the misconfiguration loud.
-func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *Envelope, delivered int) {
+func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, delivered int) {
 	w.cfg.Metrics.ForeignJobs.Inc()
 	w.foreignAt.Store(time.Now().UnixNano())
 	// Every nak counts a delivery against the job. A worker that has run
@@ -248,20 +196,20 @@ func (w *Worker) foreign(ctx context.Context, msg jetstream.Msg, env *Envelope, 
 	// then one of this worker's if there is any, not the same foreign job
 	// again (which re-armed the pause, and this worker's jobs waited behind
 	// the foreign ones until their deliveries ran out).
-	w.dispose(ctx, msg, env, Disposition{Kind: DispForeign, Delay: 2 * w.cfg.ForeignDelay})
+	w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispForeign, Delay: 2 * w.cfg.ForeignDelay})
 }
 
 // count counts a message's disposition: in the metrics, and in the
 // progress log's finished jobs (a message acked for its place in a wave
 // is counted there when the wave finishes its job) or jobs put in waves.
-func (w *Worker) count(kind DispositionKind) {
+func (w *Worker) count(kind queue.DispositionKind) {
 	switch kind {
-	case DispWave:
+	case queue.DispWave:
 		w.waved.Add(1)
-	case DispAck, DispSkip, DispReject, DispDead:
+	case queue.DispAck, queue.DispSkip, queue.DispReject, queue.DispDead:
 		w.finished.Add(1)
 	}
-	w.cfg.Metrics.Dispositions.WithLabelValues(kind.label()).Inc()
+	w.cfg.Metrics.Dispositions.WithLabelValues(kind.Label()).Inc()
 }
 
 func truncate(s string, n int) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -43,7 +44,7 @@ func rowsJSONL(rows ...[2]string) string {
 // resume. The message does not carry the input row: the ledger has it.
 func TestEnqueueRowTooBigForTheQueue(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessConfig{Queue: pipeline.QueueConfig{MaxMsgSize: 64 << 10}})
+	h := newHarness(t, harnessConfig{Queue: queue.Config{MaxMsgSize: 64 << 10}})
 	big := strings.Repeat("x", 100<<10)
 	data := rowsJSONL([2]string{"a", "one"}, [2]string{"b", big}, [2]string{"c", "three"})
 
@@ -290,27 +291,6 @@ func TestEnqueueNumericIDsAcrossRuns(t *testing.T) {
 	}
 }
 
-func TestMsgIDRoundTrip(t *testing.T) {
-	t.Parallel()
-	seen := map[string]string{}
-	for _, id := range []string{"a", "b:1", "x\ny", "x y", "x%0Ay", "x#y", "é", "tab\there", "%", "#", ""} {
-		m := pipeline.MsgID(id)
-		if strings.ContainsAny(m, " \n\r\t#") && !strings.HasPrefix(m, "#") {
-			t.Errorf("MsgID(%q) = %q holds a character a header cannot carry or the republish mark", id, m)
-		}
-		if other, ok := seen[m]; ok {
-			t.Errorf("MsgID(%q) = MsgID(%q) = %q", id, other, m)
-		}
-		seen[m] = id
-		for _, suffix := range []string{"", "#r1"} {
-			back, ok := pipeline.JobIDFromMsgID(m + suffix)
-			if !ok || back != id {
-				t.Errorf("JobIDFromMsgID(%q) = %q, %v; want %q", m+suffix, back, ok, id)
-			}
-		}
-	}
-}
-
 // Finding 7: enqueue creates the stream if it is missing and never touches
 // the workers' consumer or an existing stream's limits.
 func TestEnqueueLeavesTheQueueAlone(t *testing.T) {
@@ -318,7 +298,7 @@ func TestEnqueueLeavesTheQueueAlone(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	workers := h.q
 	workers.AckWait, workers.MaxDeliver, workers.MaxAckPending, workers.Duplicates = 7*time.Second, 9, 33, 3*time.Hour
-	if _, _, err := pipeline.EnsureQueue(h.ctx, h.js, workers); err != nil {
+	if _, _, err := queue.Ensure(h.ctx, h.js, workers); err != nil {
 		t.Fatal(err)
 	}
 	cfg := h.enqueueConfig("alone")
@@ -413,7 +393,7 @@ func TestEnqueueSettingsDoNotDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := pipeline.DecodeEnvelope(m.Data)
+	env, err := queue.DecodeEnvelope(m.Data)
 	if err != nil || env.Model != "sim-model" || env.Provider != llm.ProviderOpenAI || env.Limits.MaxAttempts != 3 {
 		t.Errorf("resumed job runs with %+v (%v), want the recorded sim-model on openai with 3 attempts", env, err)
 	}
@@ -589,46 +569,6 @@ func TestRecursiveSchemaBatch(t *testing.T) {
 	}
 }
 
-// EnsureStream refuses a subject the existing stream does not take (enqueue
-// would publish into nothing), matching NATS wildcards in the stream's
-// subjects, and says when it created the stream; names NATS refuses are
-// setting errors before anything is asked of the server.
-func TestEnsureStreamSubjects(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessConfig{})
-	q := h.q
-	if _, created, err := pipeline.EnsureStream(h.ctx, h.js, q); err != nil || !created {
-		t.Fatalf("the harness's stream, first: created %v, %v; want it created", created, err)
-	}
-	if _, created, err := pipeline.EnsureStream(h.ctx, h.js, q); err != nil || created {
-		t.Fatalf("the harness's stream, again: created %v, %v; want it found", created, err)
-	}
-	typo := q
-	typo.Subject = q.Subject + "x"
-	if _, _, err := pipeline.EnsureStream(h.ctx, h.js, typo); !errors.Is(err, pipeline.ErrSubjectNotInStream) || !strings.Contains(err.Error(), typo.Subject) {
-		t.Errorf("subject %s: %v, want ErrSubjectNotInStream naming it", typo.Subject, err)
-	}
-	if _, err := h.js.CreateStream(h.ctx, jetstream.StreamConfig{Name: q.Stream + "_WC", Subjects: []string{q.Subject + "wc.*.jobs", q.Subject + "all.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	for subject, ok := range map[string]bool{"wc.a.jobs": true, "all.x.y": true, "wc.a.b.jobs": false, "all": false, "wc.a": false} {
-		wc := pipeline.QueueConfig{Stream: q.Stream + "_WC", Subject: q.Subject + subject}
-		if _, _, err := pipeline.EnsureStream(h.ctx, h.js, wc); (err == nil) != ok {
-			t.Errorf("subject %s on a stream of %s.wc.*.jobs and %s.all.>: %v, want accepted %v", wc.Subject, q.Subject, q.Subject, err, ok)
-		}
-	}
-	fresh := pipeline.QueueConfig{Stream: q.Stream + "_NEW", Subject: q.Subject + "new"}
-	if _, created, err := pipeline.EnsureStream(h.ctx, h.js, fresh); err != nil || !created {
-		t.Errorf("a new stream: created %v, %v; want created", created, err)
-	}
-	for _, bad := range []pipeline.QueueConfig{{Stream: "a.b"}, {Stream: "a b"}, {Subject: "jobs.*"}, {Subject: "jobs.>"}, {Subject: "a..b"}, {Subject: "a b"}} {
-		var se *pipeline.SettingError
-		if _, _, err := pipeline.EnsureStream(h.ctx, h.js, bad); !errors.As(err, &se) {
-			t.Errorf("%+v: %v, want a setting error", bad, err)
-		}
-	}
-}
-
 // A batch enqueued on another stream than the default records it: --resume
 // republishes there, not into the default stream, and a re-run naming the
 // default stream is refused as a change of settings.
@@ -654,11 +594,11 @@ func TestResumeUsesTheBatchStream(t *testing.T) {
 	if got := h.streamMsgs(); got != 5 {
 		t.Errorf("the batch's stream holds %d jobs after the resume, want 5", got)
 	}
-	if _, err := h.js.Stream(h.ctx, pipeline.StreamDefault); !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := h.js.Stream(h.ctx, queue.StreamDefault); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("the default stream: %v, want none made by the resume", err)
 	}
 	other := cfg
-	other.Queue = pipeline.QueueConfig{}
+	other.Queue = queue.Config{}
 	if _, err := enqueue.Run(h.ctx, h.js, h.st, other, strings.NewReader(dataset(5))); !errors.Is(err, enqueue.ErrSettingsChanged) || !strings.Contains(err.Error(), "stream: recorded") {
 		t.Errorf("re-run on the default stream: %v, want ErrSettingsChanged naming the stream", err)
 	}

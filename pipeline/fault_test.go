@@ -18,6 +18,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/testbench/sim"
 )
@@ -240,7 +241,7 @@ func TestSlowPostgres(t *testing.T) {
 	const n = 40
 	proxy := &pgProxy{}
 	h := newHarness(t, harnessConfig{
-		Queue: pipeline.QueueConfig{AckWait: 2 * time.Second},
+		Queue: queue.Config{AckWait: 2 * time.Second},
 		DSN:   proxy.dsn(t),
 	})
 	h.enqueue("b", n)
@@ -311,7 +312,7 @@ func TestQuotaExhausted(t *testing.T) {
 	var quotaCalls atomic.Int64
 	quotaBody := []byte(`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
 	h := newHarness(t, harnessConfig{
-		Queue: pipeline.QueueConfig{MaxDeliver: 3},
+		Queue: queue.Config{MaxDeliver: 3},
 		Sim: sim.Config{Script: func(int, *http.Request) *sim.ScriptedReply {
 			if quota.Load() {
 				quotaCalls.Add(1)
@@ -490,7 +491,7 @@ func TestHugeAndTruncatedReplies(t *testing.T) {
 		huge := hugeReply(5 << 20)
 		var target string
 		h := newHarness(t, harnessConfig{
-			Queue: pipeline.QueueConfig{MaxDeliver: 2},
+			Queue: queue.Config{MaxDeliver: 2},
 			Sim: sim.Config{Script: func(_ int, r *http.Request) *sim.ScriptedReply {
 				if userOf(r) == target {
 					return &sim.ScriptedReply{Status: 200, Body: huge, Header: http.Header{"Content-Type": {"application/json"}}}
@@ -541,7 +542,7 @@ func TestMaxDeliverDead(t *testing.T) {
 		const n = 10
 		var target string
 		h := newHarness(t, harnessConfig{
-			Queue: pipeline.QueueConfig{MaxDeliver: 3},
+			Queue: queue.Config{MaxDeliver: 3},
 			Sim: sim.Config{Script: func(_ int, r *http.Request) *sim.ScriptedReply {
 				if userOf(r) == target {
 					return &sim.ScriptedReply{Status: 503}
@@ -568,13 +569,13 @@ func TestMaxDeliverDead(t *testing.T) {
 	t.Run("worker down at the limit", func(t *testing.T) {
 		t.Parallel()
 		const n = 3
-		h := newHarness(t, harnessConfig{Queue: pipeline.QueueConfig{MaxDeliver: 2, AckWait: time.Second}})
+		h := newHarness(t, harnessConfig{Queue: queue.Config{MaxDeliver: 2, AckWait: time.Second}})
 		h.enqueue("b", n)
 		// A worker that takes the jobs and dies on every delivery: the test
 		// sets up the queue as a worker does at start, then fetches without
 		// acking until the server gives up.
 		ctx := h.ctx
-		if _, _, err := pipeline.EnsureQueue(ctx, h.js, h.q); err != nil {
+		if _, _, err := queue.Ensure(ctx, h.js, h.q); err != nil {
 			t.Fatal(err)
 		}
 		cons, err := h.js.Consumer(ctx, h.q.Stream, h.q.Consumer)
@@ -688,7 +689,7 @@ func TestProviderOutageSpendsNoDeliveries(t *testing.T) {
 	var mu sync.Mutex
 	var upAt time.Time
 	h := newHarness(t, harnessConfig{
-		Queue: pipeline.QueueConfig{MaxDeliver: 2},
+		Queue: queue.Config{MaxDeliver: 2},
 		Sim: sim.Config{Script: func(_ int, _ *http.Request) *sim.ScriptedReply {
 			mu.Lock()
 			defer mu.Unlock()

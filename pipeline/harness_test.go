@@ -40,6 +40,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 	"github.com/fixpoint-dev/fixpoint/testbench/sim"
@@ -238,7 +239,7 @@ type harnessConfig struct {
 	// Sim is the simulator configuration; zero is a clean instant model.
 	Sim sim.Config
 	// Queue overrides queue limits; names are always unique to the test.
-	Queue pipeline.QueueConfig
+	Queue queue.Config
 	// ExternalNATS uses the machine's NATS (TEST_NATS_URL, default
 	// nats://127.0.0.1:4222) instead of an embedded server.
 	ExternalNATS bool
@@ -263,7 +264,7 @@ type harness struct {
 	ns       *server.Server
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	q        pipeline.QueueConfig
+	q        queue.Config
 	sim      *simTap
 	simURL   string
 	logs     *syncBuffer

@@ -17,6 +17,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/testbench/sim"
 )
@@ -98,7 +99,7 @@ func TestEnqueueTwiceAddsNothing(t *testing.T) {
 		}
 		for i := 1; i <= 3; i++ {
 			env := h.envelope("b", i)
-			dup, err := pipeline.Publish(h.ctx, h.js, h.q, env)
+			dup, err := queue.Publish(h.ctx, h.js, h.q, env)
 			if err != nil || !dup {
 				t.Fatalf("republish %s: duplicate %v, err %v; want a duplicate", env.JobID, dup, err)
 			}
@@ -116,7 +117,7 @@ func TestEnqueueTwiceAddsNothing(t *testing.T) {
 	})
 	t.Run("beyond the window", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, harnessConfig{Queue: pipeline.QueueConfig{Duplicates: time.Second, MaxAge: time.Hour}})
+		h := newHarness(t, harnessConfig{Queue: queue.Config{Duplicates: time.Second, MaxAge: time.Hour}})
 		h.enqueue("b", n)
 		cfg := h.workerConfig(h.client(nil))
 		rw := h.startWorker(cfg, nil, nil)
@@ -131,14 +132,14 @@ func TestEnqueueTwiceAddsNothing(t *testing.T) {
 			if time.Since(start) < time.Second {
 				return false
 			}
-			dup, err := pipeline.Publish(h.ctx, h.js, h.q, first)
+			dup, err := queue.Publish(h.ctx, h.js, h.q, first)
 			if err != nil {
 				t.Fatalf("publish: %v", err)
 			}
 			return !dup
 		})
 		for i := 2; i <= n; i++ {
-			if dup, err := pipeline.Publish(h.ctx, h.js, h.q, h.envelope("b", i)); err != nil || dup {
+			if dup, err := queue.Publish(h.ctx, h.js, h.q, h.envelope("b", i)); err != nil || dup {
 				t.Fatalf("publish job %d beyond the window: duplicate %v, err %v", i, dup, err)
 			}
 		}
@@ -154,14 +155,14 @@ func TestEnqueueTwiceAddsNothing(t *testing.T) {
 }
 
 // envelope is the message Enqueue publishes for row i of batch.
-func (h *harness) envelope(batch string, i int) *pipeline.Envelope {
+func (h *harness) envelope(batch string, i int) *queue.Envelope {
 	h.t.Helper()
 	hash, err := store.SchemaHash([]byte(testSchema))
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	j, _ := h.job(jobID(batch, i))
-	return &pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: j.ID, Batch: batch, RowNo: j.RowNo, Prompt: j.Prompt,
+	return &queue.Envelope{V: queue.EnvelopeVersion, JobID: j.ID, Batch: batch, RowNo: j.RowNo, Prompt: j.Prompt,
 		SchemaHash: hash, Provider: llm.ProviderOpenAI, Model: "sim-model", Mode: fixpoint.ModePrompt,
 		Limits: fixpoint.Limits{MaxAttempts: 3}.WithDefaults()}
 }
@@ -188,7 +189,7 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 	const n = 30
 	t.Run("connection lost", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, harnessConfig{Queue: pipeline.QueueConfig{AckWait: time.Second}})
+		h := newHarness(t, harnessConfig{Queue: queue.Config{AckWait: time.Second}})
 		h.enqueue("b", n)
 		// The first worker loses its NATS connection right after its first
 		// commit, as a process dying there would: nothing it holds is acked.
@@ -275,7 +276,7 @@ func TestPoisonMessages(t *testing.T) {
 		t.Fatalf("store a schema that does not compile: %v", err)
 	}
 	good := h.envelope("b", 1)
-	mk := func(id string, mod func(*pipeline.Envelope)) []byte {
+	mk := func(id string, mod func(*queue.Envelope)) []byte {
 		e := *good
 		e.JobID = id
 		mod(&e)
@@ -290,10 +291,10 @@ func TestPoisonMessages(t *testing.T) {
 		data       []byte
 	}{
 		{"b:notjson", "not valid JSON", []byte(`{"v":1,"job_id":`)},
-		{"b:unknown-schema", "unknown schema", mk("b:unknown-schema", func(e *pipeline.Envelope) { e.SchemaHash = strings.Repeat("ab", 32) })},
-		{"b:bad-schema", "does not compile", mk("b:bad-schema", func(e *pipeline.Envelope) { e.SchemaHash = badHash })},
-		{"b:huge-prompt", "over the limit", mk("b:huge-prompt", func(e *pipeline.Envelope) { e.Prompt = strings.Repeat("x", 4096) })},
-		{"b:version", "version", mk("b:version", func(e *pipeline.Envelope) { e.V = 99 })},
+		{"b:unknown-schema", "unknown schema", mk("b:unknown-schema", func(e *queue.Envelope) { e.SchemaHash = strings.Repeat("ab", 32) })},
+		{"b:bad-schema", "does not compile", mk("b:bad-schema", func(e *queue.Envelope) { e.SchemaHash = badHash })},
+		{"b:huge-prompt", "over the limit", mk("b:huge-prompt", func(e *queue.Envelope) { e.Prompt = strings.Repeat("x", 4096) })},
+		{"b:version", "version", mk("b:version", func(e *queue.Envelope) { e.V = 99 })},
 	}
 	// Enqueue records every job before publishing it; a worker refuses a
 	// job its ledger never recorded. The unparseable one has no id to
@@ -345,7 +346,7 @@ func TestPanicInOneJob(t *testing.T) {
 	target := jobID("b", 7)
 	cfg := h.workerConfig(h.client(nil))
 	cfg.Concurrency = 4
-	pipeline.SetBeforeJobFunc(&cfg, func(e *pipeline.Envelope) {
+	pipeline.SetBeforeJobFunc(&cfg, func(e *queue.Envelope) {
 		if e.JobID == target {
 			panic("boom in job")
 		}

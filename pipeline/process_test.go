@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/testbench/sim"
 )
@@ -27,7 +27,7 @@ func TestProcessKill9AndRestart(t *testing.T) {
 	const n, conc = 60, 8
 	h := newHarness(t, harnessConfig{
 		Sim:   sim.Config{Latency: fixedLatency(300 * time.Millisecond)},
-		Queue: pipeline.QueueConfig{AckWait: 2 * time.Second},
+		Queue: queue.Config{AckWait: 2 * time.Second},
 	})
 	h.enqueue("b", n)
 	p1 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc))
@@ -69,7 +69,7 @@ func TestProcessKill9WhileCallsWaitForBudget(t *testing.T) {
 	const n, conc = 12, 8
 	h := newHarness(t, harnessConfig{
 		Sim:   sim.Config{Latency: fixedLatency(1500 * time.Millisecond)},
-		Queue: pipeline.QueueConfig{AckWait: 3 * time.Second},
+		Queue: queue.Config{AckWait: 3 * time.Second},
 	})
 	h.enqueue("b", n)
 	p1 := h.startProc("", nil, "--concurrency", fmt.Sprint(conc), "--rpm", "60")
@@ -152,7 +152,7 @@ func TestProcessKill9KeepsPaidReplies(t *testing.T) {
 	proxy := &pgProxy{}
 	h := newHarness(t, harnessConfig{
 		Sim:   sim.Config{Latency: fixedLatency(200 * time.Millisecond)},
-		Queue: pipeline.QueueConfig{AckWait: 5 * time.Second},
+		Queue: queue.Config{AckWait: 5 * time.Second},
 		DSN:   proxy.dsn(t),
 	})
 	h.enqueue("b", n)
@@ -207,7 +207,7 @@ func TestProcessKill9KeepsPaidReplies(t *testing.T) {
 func TestThreeWorkerProcesses(t *testing.T) {
 	t.Parallel()
 	const n, maxAckPending, budget = 90, 6, 1200
-	h := newHarness(t, harnessConfig{Queue: pipeline.QueueConfig{MaxAckPending: maxAckPending}})
+	h := newHarness(t, harnessConfig{Queue: queue.Config{MaxAckPending: maxAckPending}})
 	h.enqueue("b", n)
 	load := &sharedLoad{}
 	var taps []*simTap

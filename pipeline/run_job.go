@@ -3,7 +3,6 @@ package pipeline
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +15,9 @@ import (
 	"github.com/sourcegraph/conc/panics"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/ledgerrow"
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
@@ -43,7 +44,7 @@ func paidAttempts(res *fixpoint.Result) bool {
 // handleSafely runs one message; a panic is recovered, recorded as the job's
 // failure and the message terminated, and the pool carries on.
 func (w *Worker) handleSafely(ctx context.Context, msg jetstream.Msg) {
-	var env *Envelope
+	var env *queue.Envelope
 	recovered := panics.Try(func() { w.handle(ctx, msg, &env) })
 	if recovered == nil {
 		return
@@ -57,15 +58,15 @@ func (w *Worker) handleSafely(ctx context.Context, msg jetstream.Msg) {
 	// redelivery of a job already final is acked without a call.
 	if again := panics.Try(func() { w.finish(ctx, msg, env, res) }); again != nil {
 		w.log.ErrorContext(ctx, "worker: recording a panicked job panicked", slog.String("job_id", res.JobID), slog.String("error", again.AsError().Error()))
-		w.dispose(ctx, msg, env, Disposition{Kind: DispRetry, Delay: w.cfg.NakDelayMin, Cause: again.AsError()})
+		w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispRetry, Delay: w.cfg.NakDelayMin, Cause: again.AsError()})
 	}
 }
 
-func jobIDOf(msg jetstream.Msg, env *Envelope) string {
+func jobIDOf(msg jetstream.Msg, env *queue.Envelope) string {
 	if env != nil && env.JobID != "" {
 		return env.JobID
 	}
-	if id, ok := JobIDFromMsgID(msg.Headers().Get(jetstream.MsgIDHeader)); ok && id != "" {
+	if id, ok := queue.JobIDFromMsgID(msg.Headers().Get(jetstream.MsgIDHeader)); ok && id != "" {
 		return id
 	}
 	if meta, err := msg.Metadata(); err == nil {
@@ -74,237 +75,339 @@ func jobIDOf(msg jetstream.Msg, env *Envelope) string {
 	return "unknown"
 }
 
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelope) {
-	delivered := deliveredOf(msg)
+// handle takes one delivery of a job message through its life: decode
+// it, read what the ledger knows of the job, build the job, run its
+// repair loop (waiting out provider outages), and hand it back or finish
+// it. Each step that ends the delivery early disposes of the message
+// itself and reports false.
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **queue.Envelope) {
 	// Progress is reported from the first moment to the ack: ledger reads,
 	// the loop and the (batched) write all count against AckWait, and a
 	// slow database must not get a job redelivered to another worker while
 	// this one is still writing it.
 	stopBeat := w.heartbeat(msg)
 	defer stopBeat()
-	env, decodeErr := DecodeEnvelope(msg.Data())
+	env, decodeErr := queue.DecodeEnvelope(msg.Data())
 	*envOut = env
 	if env == nil || env.JobID == "" {
 		// Not a job message at all: record it with its reason.
-		w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: decodeErr})
+		w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: decodeErr})
 		return
 	}
-	log := w.log.With(slog.String("job_id", env.JobID), slog.String("batch", env.Batch), slog.Int("delivery", delivered))
-
-	// What the ledger knows of the job. A job it never recorded was
-	// enqueued into another ledger: leave it for a worker on that one. A
-	// redelivery of a job already final (a crash between commit and ack)
-	// is acked without calling the provider.
-	var state jobState
-	err := w.retryLedger(ctx, log, func() error {
-		var err error
-		state, err = w.reader.state(ctx, env.JobID)
-		return err
-	})
-	if err != nil {
-		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read ledger: %w", fixpoint.ErrTransient, err)))
+	d := &delivery{msg: msg, env: env, delivered: deliveredOf(msg)}
+	d.log = w.log.With(slog.String("job_id", env.JobID), slog.String("batch", env.Batch), slog.Int("delivery", d.delivered))
+	state, ok := w.readState(ctx, d, decodeErr)
+	if !ok {
 		return
 	}
-	if !state.known {
-		w.foreign(ctx, msg, env, delivered)
-		return
-	}
-	w.probing.Store(false)
-	w.ownAt.Store(time.Now().UnixNano())
-	if decodeErr != nil {
-		w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: decodeErr})
-		return
-	}
-	if state.run != env.RunOrFirst() {
-		// A message of another run than the job's: the job was requeued
-		// since (its new run has its own message), so this one is done.
-		log.InfoContext(ctx, "worker: message of an earlier run, acked unrun", slog.Int("message_run", env.RunOrFirst()),
-			slog.Int("job_run", state.run))
-		w.dispose(ctx, msg, env, Disposition{Kind: DispSkip})
-		return
-	}
-	if state.final {
-		w.dispose(ctx, msg, env, Disposition{Kind: DispSkip})
-		return
-	}
-	var job *repair.Job
-	err = w.retryLedger(ctx, log, func() error {
-		var err error
-		job, err = w.buildJob(ctx, env)
-		if errors.Is(err, fixpoint.ErrBadJob) {
-			return permanent(err) // a bad job is not a ledger outage
-		}
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, fixpoint.ErrBadJob) {
-			w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
-		} else {
-			w.dispose(ctx, msg, env, w.decide(ctx, delivered, err))
-		}
+	job, ok := w.prepareJob(ctx, d)
+	if !ok {
 		return
 	}
 	if w.cfg.beforeJob != nil {
 		w.cfg.beforeJob(env)
 	}
-	// Batch delivery: the job goes into a wave, unless a wave holds it
-	// already (the ledger owns it: this is a redelivery after its wave was
-	// recorded), or it comes from a wave to finish realtime, or no wave
-	// can serve it (a provider without a batch API here, its deadline
-	// near): then it runs realtime, going on from the attempts its waves
-	// recorded.
-	var prev *fixpoint.Result
-	if env.batch() {
-		switch {
-		case state.wave != 0 && state.wave != env.FromWave:
-			w.dispose(ctx, msg, env, Disposition{Kind: DispSkip})
-			return
-		case env.FromWave == 0 && state.attempts == 0 && w.waves.canCollect(env):
-			// A job a wave already handed on (its attempts are recorded)
-			// goes on realtime from them even when its message lost the
-			// wave's mark (republished by enqueue --resume after the
-			// stream was lost): collected again, its next request took
-			// attempt number 1 a second time, and the wave could never be
-			// recorded.
-			w.waves.collect(ctx, msg, env, job, delivered)
-			return
-		}
-		var rows []store.Attempt
-		err = w.retryLedger(ctx, log, func() error {
-			var err error
-			rows, err = w.waves.jobAttempts(ctx, env)
-			return err
-		})
-		if err != nil {
-			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the job's wave attempts: %w", fixpoint.ErrTransient, err)))
-			return
-		}
-		prev = resultFromLedger(env.JobID, rows)
+	prev, ok := w.resumeFrom(ctx, d, state, job)
+	if !ok {
+		return
 	}
-	recorded := 0
-	if prev != nil {
-		recorded = len(prev.Attempts)
+	spendCap, ok := w.spendCap(ctx, d)
+	if !ok || w.keyMissing(ctx, d) {
+		return
 	}
-	var spendCap capEntry
-	err = w.retryLedger(ctx, log, func() error {
+	res, handedBack, err := w.runLoop(ctx, d, job, prev, spendCap)
+	if !handedBack {
+		w.conclude(ctx, d, res, err)
+	}
+}
+
+// delivery is one delivery of a job message, as handle's steps share it.
+type delivery struct {
+	msg       jetstream.Msg
+	env       *queue.Envelope
+	delivered int
+	log       *slog.Logger
+	// recorded is how many of the job's attempts the ledger has already
+	// (a batch-delivery job's waves' attempts): the result's first ones.
+	recorded int
+}
+
+// retryLater hands the delivery's message back as decide says for cause.
+func (w *Worker) retryLater(ctx context.Context, d *delivery, cause error) {
+	w.dispose(ctx, d.msg, d.env, w.decide(ctx, d.delivered, cause))
+}
+
+// readState reads what the ledger knows of the job. A job it never
+// recorded was enqueued into another ledger: leave it for a worker on that
+// one. A redelivery of a job already final (a crash between commit and
+// ack) is acked without calling the provider.
+func (w *Worker) readState(ctx context.Context, d *delivery, decodeErr error) (jobState, bool) {
+	var state jobState
+	err := w.retryLedger(ctx, d.log, func() error {
 		var err error
-		spendCap, err = w.capped(ctx, env.Batch)
+		state, err = w.reader.state(ctx, d.env.JobID)
 		return err
 	})
 	if err != nil {
-		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: read the batch's spend cap: %w", fixpoint.ErrTransient, err)))
-		return
+		w.retryLater(ctx, d, fmt.Errorf("%w: read ledger: %w", fixpoint.ErrTransient, err))
+		return state, false
 	}
-	if mk, ok := w.cfg.Providers[env.Provider].(interface{ MissingKey() bool }); ok && mk.MissingKey() {
-		// Every call would be refused (or, without a network, look like an
-		// outage the job waits out): stop, saying which key is missing.
-		w.abort(fmt.Errorf("no API key for %s, whose public API refuses every call without one: set %s_API_KEY (or point the worker at another server) and start it again",
-			env.Provider, strings.ToUpper(env.Provider)))
-		w.handBack(ctx, msg, env, delivered, nil, fmt.Errorf("%w: no API key for %s", fixpoint.ErrTransient, env.Provider))
-		return
+	if !state.known {
+		w.foreign(ctx, d.msg, d.env, d.delivered)
+		return state, false
 	}
-	own := &ownership{w: w, env: env, log: log, checked: time.Now()} // the state was read above
-	hooks := LoopHooks{GateFunc: w.gate(env, spendCap, own, log)}
-	// Each call is on disk from when it goes out, and its paid reply
-	// until this delivery ends (dispose): a kill -9 loses neither.
-	key := journalKey(env.JobID, delivered)
-	hooks.SentFunc = func(a *fixpoint.Attempt) {
-		w.journal.sent(key, store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered,
-			Attempts: []store.Attempt{toStoreAttempt(a)}})
+	w.probing.Store(false)
+	w.ownAt.Store(time.Now().UnixNano())
+	if decodeErr != nil {
+		w.dispose(ctx, d.msg, d.env, queue.Disposition{Kind: queue.DispReject, Cause: decodeErr})
+		return state, false
 	}
-	hooks.AttemptFunc = func(a *fixpoint.Attempt) {
-		in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered}
-		if unpaidFailure(a) {
-			w.journal.ended(key, in)
-			return
+	if state.run != d.env.RunOrFirst() {
+		// A message of another run than the job's: the job was requeued
+		// since (its new run has its own message), so this one is done.
+		d.log.InfoContext(ctx, "worker: message of an earlier run, acked unrun", slog.Int("message_run", d.env.RunOrFirst()),
+			slog.Int("job_run", state.run))
+		w.dispose(ctx, d.msg, d.env, queue.Disposition{Kind: queue.DispSkip})
+		return state, false
+	}
+	if state.final {
+		w.dispose(ctx, d.msg, d.env, queue.Disposition{Kind: queue.DispSkip})
+		return state, false
+	}
+	return state, true
+}
+
+// prepareJob builds the repair loop's job from the envelope and its
+// schema; a job that cannot run as sent is rejected.
+func (w *Worker) prepareJob(ctx context.Context, d *delivery) (*repair.Job, bool) {
+	var job *repair.Job
+	err := w.retryLedger(ctx, d.log, func() error {
+		var err error
+		job, err = w.buildJob(ctx, d.env)
+		if errors.Is(err, fixpoint.ErrBadJob) {
+			return permanent(err) // a bad job is not a ledger outage
 		}
-		in.Attempts = []store.Attempt{toStoreAttempt(a)}
-		w.journal.add(key, in)
+		return err
+	})
+	switch {
+	case errors.Is(err, fixpoint.ErrBadJob):
+		w.dispose(ctx, d.msg, d.env, queue.Disposition{Kind: queue.DispReject, Cause: err})
+	case err != nil:
+		w.retryLater(ctx, d, err)
 	}
-	loop := w.loops[env.Provider]
+	return job, err == nil
+}
+
+// resumeFrom is where the job's loop starts: from nothing for a realtime
+// job, or from the attempts its waves recorded for a batch-delivery job.
+//
+// Batch delivery: the job goes into a wave, unless a wave holds it already
+// (the ledger owns it: this is a redelivery after its wave was recorded),
+// or it comes from a wave to finish realtime, or no wave can serve it (a
+// provider without a batch API here, its deadline near): then it runs
+// realtime, going on from the attempts its waves recorded.
+func (w *Worker) resumeFrom(ctx context.Context, d *delivery, state jobState, job *repair.Job) (*fixpoint.Result, bool) {
+	env := d.env
+	if !env.BatchDelivery() {
+		return nil, true
+	}
+	switch {
+	case state.wave != 0 && state.wave != env.FromWave:
+		w.dispose(ctx, d.msg, env, queue.Disposition{Kind: queue.DispSkip})
+		return nil, false
+	case env.FromWave == 0 && state.attempts == 0 && w.waves.CanCollect(env):
+		// A job a wave already handed on (its attempts are recorded) goes
+		// on realtime from them even when its message lost the wave's mark
+		// (republished by enqueue --resume after the stream was lost):
+		// collected again, its next request took attempt number 1 a second
+		// time, and the wave could never be recorded.
+		w.waves.Collect(ctx, d.msg, env, job, d.delivered)
+		return nil, false
+	}
+	var rows []store.Attempt
+	err := w.retryLedger(ctx, d.log, func() error {
+		var err error
+		rows, err = w.waves.JobAttempts(ctx, env)
+		return err
+	})
+	if err != nil {
+		w.retryLater(ctx, d, fmt.Errorf("%w: read the job's wave attempts: %w", fixpoint.ErrTransient, err))
+		return nil, false
+	}
+	prev := ledgerrow.ResultFrom(env.JobID, rows)
+	if prev != nil {
+		d.recorded = len(prev.Attempts)
+	}
+	return prev, true
+}
+
+// spendCap reads the batch's spend cap, which gates each of the job's
+// calls.
+func (w *Worker) spendCap(ctx context.Context, d *delivery) (capEntry, bool) {
+	var spendCap capEntry
+	err := w.retryLedger(ctx, d.log, func() error {
+		var err error
+		spendCap, err = w.capped(ctx, d.env.Batch)
+		return err
+	})
+	if err != nil {
+		w.retryLater(ctx, d, fmt.Errorf("%w: read the batch's spend cap: %w", fixpoint.ErrTransient, err))
+		return spendCap, false
+	}
+	return spendCap, true
+}
+
+// keyMissing stops the worker, handing the job back, when its provider's
+// client has no API key: every call would be refused (or, without a
+// network, look like an outage the job waits out).
+func (w *Worker) keyMissing(ctx context.Context, d *delivery) bool {
+	provider := d.env.Provider
+	mk, ok := w.cfg.Providers[provider].(interface{ MissingKey() bool })
+	if !ok || !mk.MissingKey() {
+		return false
+	}
+	w.abort(fmt.Errorf("no API key for %s, whose public API refuses every call without one: set %s_API_KEY (or point the worker at another server) and start it again",
+		provider, strings.ToUpper(provider)))
+	w.handBack(ctx, d.msg, d.env, d.delivered, nil, fmt.Errorf("%w: no API key for %s", fixpoint.ErrTransient, provider))
+	return true
+}
+
+// loopHooks are the repair loop's hooks for the delivery: the budget and
+// ownership gate, and the reply journal. Each call is on disk from when it
+// goes out, and its paid reply until this delivery ends (dispose): a kill
+// -9 loses neither.
+func (w *Worker) loopHooks(d *delivery, spendCap capEntry, own *ownership) LoopHooks {
+	env, delivered := d.env, d.delivered
+	key := journalKey(env.JobID, delivered)
+	return LoopHooks{
+		GateFunc: w.gate(env, spendCap, own, d.log),
+		SentFunc: func(a *fixpoint.Attempt) {
+			w.journal.sent(key, store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered,
+				Attempts: []store.Attempt{ledgerrow.Attempt(a)}})
+		},
+		AttemptFunc: func(a *fixpoint.Attempt) {
+			in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered}
+			if unpaidFailure(a) {
+				w.journal.ended(key, in)
+				return
+			}
+			in.Attempts = []store.Attempt{ledgerrow.Attempt(a)}
+			w.journal.add(key, in)
+		},
+	}
+}
+
+// runLoop runs the job's repair loop from prev. A provider failure the
+// transport retries did not get past is waited out (waitOutage) and the
+// loop resumed, keeping the message; handedBack reports that the delivery
+// was handed back meanwhile.
+func (w *Worker) runLoop(ctx context.Context, d *delivery, job *repair.Job, prev *fixpoint.Result, spendCap capEntry) (res *fixpoint.Result, handedBack bool, err error) {
+	own := &ownership{w: w, env: d.env, log: d.log, checked: time.Now()} // the state was read above
+	hooks := w.loopHooks(d, spendCap, own)
+	loop := w.loops[d.env.Provider]
 	// A call failing while the job is cancelled or requeued stops its
 	// transport retries at the next one instead of sending them all.
 	callCtx := llm.WithRetryCheck(ctx, own.check)
-	res, err := loop.Resume(callCtx, job, prev, hooks)
+	res, err = loop.Resume(callCtx, job, prev, hooks)
 	waits := 0 // the waits of this delivery, of either kind
 	for holds := 0; errors.Is(err, fixpoint.ErrTransient); {
-		if own.check(ctx) != nil {
-			// The job is no longer this delivery's: no outage wait. The
-			// next call's gate ends it, and its unpaid calls are kept
-			// with its other calls as the cancel's or requeue's.
-			res, err = loop.Resume(callCtx, job, res, hooks)
-			continue
-		}
-		hint := serverWait(err)
-		if errors.Is(err, fixpoint.ErrProviderAuth) {
-			// Every job of the provider would fail alike: stop this worker
-			// (its command exits non-zero, saying why) and hand the job
-			// back for a worker with a good key.
-			w.abort(fmt.Errorf("%s refused the API key: fix the key and start the worker again: %w", env.Provider, err))
-			w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
-			return
-		}
-		if errors.Is(err, fixpoint.ErrQuotaExhausted) {
-			// Permanent for the lane until someone raises the limit (or
-			// for as long as the lane says): pause pulling, and keep this
-			// message (the heartbeat reports progress) to try again after
-			// the pause. A nak would count a delivery, and an outage longer
-			// than MaxDeliver pauses would burn every job in flight to dead.
-			pause := cmp.Or(hint, w.cfg.QuotaPause)
-			w.pauseFor(pause)
-			w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
-			log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
-				slog.Duration("pause", pause), slog.String("error", err.Error()))
-			if !w.holdOwned(ctx, pause, own) {
-				w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
-				return
+		// A job no longer this delivery's gets no outage wait: the next
+		// call's gate ends it, and its unpaid calls are kept with its
+		// other calls as the cancel's or requeue's.
+		if own.check(ctx) == nil {
+			switch w.waitOutage(ctx, d, own, res, err, &holds) {
+			case outageHandedBack:
+				return res, true, err
+			case outageGiveUp:
+				return res, false, err // handed back by conclude
 			}
 			waits++
-		} else {
-			// The provider is still failing after the transport retries,
-			// or asked for a wait longer than a worker holds a job. For
-			// such a wait, or after outageHoldsMax waits, hand the job back
-			// (below) after the wait it asked for. Else keep the message
-			// (the heartbeat reports progress), pause pulling so that no
-			// more jobs are taken into the outage, and resume the job
-			// after the wait: its paid attempts, if any, stay in its
-			// result, and no delivery is spent.
-			if holds >= outageHoldsMax || hint > w.cfg.NakDelayMax || overCap(err) || ctx.Err() != nil || w.stoppingNow() {
-				break // handed back below (a stop cuts calls off: not an outage)
+			// The calls that failed before the wait got no reply and were
+			// not paid for: they are kept as the outage's, not as the
+			// job's attempts, so a job valid after an outage reads valid
+			// on its second attempt, not its ninth, and its next call
+			// takes their number.
+			if failed := takeOutageCalls(res, d.recorded); len(failed) > 0 {
+				w.saveInterrupted(ctx, d.env, d.delivered, failed, store.InterruptOutage, waits)
 			}
-			wait := max(min(w.cfg.NakDelayMin<<holds, w.cfg.NakDelayMax), hint)
-			holds++
-			w.pauseFor(wait)
-			log.WarnContext(ctx, "worker: provider unavailable, resuming the job after a pause",
-				slog.Duration("pause", wait), slog.Bool("paid_attempts", paidAttempts(res)), slog.String("error", err.Error()))
-			if !w.holdOwned(ctx, wait, own) {
-				w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
-				return
-			}
-			waits++
-		}
-		// The calls that failed before the wait got no reply and were not
-		// paid for: they are kept as the outage's, not as the job's
-		// attempts, so a job valid after an outage reads valid on its
-		// second attempt, not its ninth, and its next call takes their
-		// number.
-		if failed := takeOutageCalls(res, recorded); len(failed) > 0 {
-			w.saveInterrupted(ctx, env, delivered, failed, store.InterruptOutage, waits)
 		}
 		res, err = loop.Resume(callCtx, job, res, hooks)
 	}
-	if err != nil {
-		switch {
-		case errors.Is(err, fixpoint.ErrBadJob):
-			w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
-		default:
-			log.WarnContext(ctx, "worker: job will be retried", slog.String("error", err.Error()))
-			w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
+	return res, false, err
+}
+
+// outageOutcome is what waitOutage made of a provider failure.
+type outageOutcome int
+
+const (
+	outageWaited     outageOutcome = iota // waited: resume the loop
+	outageGiveUp                          // no wait: hand the job back with the error
+	outageHandedBack                      // the job is handed back already
+)
+
+// waitOutage waits out a provider failure the transport retries did not
+// get past, keeping the message (the heartbeat reports progress) and
+// pausing pulls, so no delivery is spent and no more jobs are taken into
+// the outage. holds counts this delivery's outage waits.
+func (w *Worker) waitOutage(ctx context.Context, d *delivery, own *ownership, res *fixpoint.Result, err error, holds *int) outageOutcome {
+	env := d.env
+	hint := serverWait(err)
+	var wait time.Duration
+	switch {
+	case errors.Is(err, fixpoint.ErrProviderAuth):
+		// Every job of the provider would fail alike: stop this worker
+		// (its command exits non-zero, saying why) and hand the job back
+		// for a worker with a good key.
+		w.abort(fmt.Errorf("%s refused the API key: fix the key and start the worker again: %w", env.Provider, err))
+		w.handBack(ctx, d.msg, env, d.delivered, unrecorded(res, d.recorded), err)
+		return outageHandedBack
+	case errors.Is(err, fixpoint.ErrQuotaExhausted):
+		// Permanent for the lane until someone raises the limit (or for as
+		// long as the lane says): pause pulling, and keep this message to
+		// try again after the pause. A nak would count a delivery, and an
+		// outage longer than MaxDeliver pauses would burn every job in
+		// flight to dead.
+		wait = cmp.Or(hint, w.cfg.QuotaPause)
+		w.pauseFor(wait)
+		w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(1)
+		d.log.WarnContext(ctx, "worker: provider quota exhausted, pausing pulls", slog.String("provider", env.Provider),
+			slog.Duration("pause", wait), slog.String("error", err.Error()))
+	default:
+		// The provider is still failing after the transport retries, or
+		// asked for a wait longer than a worker holds a job. For such a
+		// wait, or after outageHoldsMax waits, hand the job back after the
+		// wait it asked for. Else resume the job after the wait: its paid
+		// attempts, if any, stay in its result.
+		if *holds >= outageHoldsMax || hint > w.cfg.NakDelayMax || overCap(err) || ctx.Err() != nil || w.stoppingNow() {
+			return outageGiveUp // a stop cuts calls off: not an outage
 		}
-		return
+		wait = max(min(w.cfg.NakDelayMin<<*holds, w.cfg.NakDelayMax), hint)
+		*holds++
+		w.pauseFor(wait)
+		d.log.WarnContext(ctx, "worker: provider unavailable, resuming the job after a pause",
+			slog.Duration("pause", wait), slog.Bool("paid_attempts", paidAttempts(res)), slog.String("error", err.Error()))
 	}
-	w.cfg.Metrics.QuotaExhausted.WithLabelValues(env.Provider).Set(0)
-	w.finishFrom(ctx, msg, env, res, recorded)
+	if !w.holdOwned(ctx, wait, own) {
+		w.handBack(ctx, d.msg, env, d.delivered, unrecorded(res, d.recorded), err)
+		return outageHandedBack
+	}
+	return outageWaited
+}
+
+// conclude ends the delivery with the loop's outcome: a final result goes
+// to the writer, a bad job is rejected, and any other failure hands the
+// job back.
+func (w *Worker) conclude(ctx context.Context, d *delivery, res *fixpoint.Result, err error) {
+	switch {
+	case errors.Is(err, fixpoint.ErrBadJob):
+		w.dispose(ctx, d.msg, d.env, queue.Disposition{Kind: queue.DispReject, Cause: err})
+	case err != nil:
+		d.log.WarnContext(ctx, "worker: job will be retried", slog.String("error", err.Error()))
+		w.handBack(ctx, d.msg, d.env, d.delivered, unrecorded(res, d.recorded), err)
+	default:
+		w.cfg.Metrics.QuotaExhausted.WithLabelValues(d.env.Provider).Set(0)
+		w.finishFrom(ctx, d.msg, d.env, res, d.recorded)
+	}
 }
 
 // capEntry is a batch's spend cap as last read.
@@ -342,7 +445,7 @@ func (w *Worker) capped(ctx context.Context, batch string) (capEntry, error) {
 // last attempt, and sat out its outage waits, its result lost either way).
 type ownership struct {
 	w       *Worker
-	env     *Envelope
+	env     *queue.Envelope
 	log     *slog.Logger
 	mu      sync.Mutex
 	checked time.Time // when the job's state was last read
@@ -388,7 +491,7 @@ func (lostJob) Is(target error) bool { return target == fixpoint.ErrCancelled }
 // gate is asked before each provider call of the job: a delivery that no
 // longer owns its job ends without the call, and a capped batch's budget
 // is held for the call.
-func (w *Worker) gate(env *Envelope, first capEntry, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
+func (w *Worker) gate(env *queue.Envelope, first capEntry, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
 	var budget func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error)
 	if first.capped {
 		budget = w.budgetGate(env, first.dollars, own, log)
@@ -463,7 +566,7 @@ const (
 // every call would count $0 against it, so no call is made and the job ends
 // over_budget, its reason naming the model (the worker's --prices adds it;
 // enqueue requeue runs the jobs again).
-func (w *Worker) budgetGate(env *Envelope, dollars bool, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
+func (w *Worker) budgetGate(env *queue.Envelope, dollars bool, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
 	prices := w.prices()
 	_, priced := prices.Lookup(env.Model)
 	return func(ctx context.Context, req *fixpoint.Request) (func(*fixpoint.Response, error), error) {
@@ -572,81 +675,104 @@ func (w *Worker) prices() repair.Prices {
 // the job's slot; the message is acked after the batch commits (or
 // negatively acknowledged if it cannot be written). Progress is reported
 // until then.
-func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *Envelope, res *fixpoint.Result) {
+func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, res *fixpoint.Result) {
 	w.finishFrom(ctx, msg, env, res, 0)
 }
 
 // finishFrom is finish for a result whose first recorded attempts the
 // ledger has already (a batch-delivery job finishing realtime).
-func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *Envelope, res *fixpoint.Result, recorded int) {
+func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, res *fixpoint.Result, recorded int) {
 	delivered := deliveredOf(msg)
 	// Only the store's form of the result waits for the commit: res, with
 	// its per-attempt values and feedback, is garbage from here on.
-	r := toStoreResult(res, env, delivered)
+	r := ledgerrow.Result(res, env, delivered)
 	r.Recorded = recorded
 	w.submitResult(ctx, msg, env, &r, delivered, w.heartbeat(msg))
 }
 
-func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *Envelope, r *store.Result, delivered int, stopBeat func()) {
+// submitResult hands r to the batched writer; its message is disposed of
+// once the write is over. A write the ledger failed (it is down, not the
+// job) is written again in the background after a pause (rewriteResult),
+// off the writer's callbacks.
+func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func()) {
 	w.writer.submit(*r, func(won bool, err error) {
-		if store.IsRefused(err) {
-			// The ledger refuses this result itself (say, a number beyond
-			// its range): writing it again cannot help, and retrying would
-			// hold pulling back for everyone. Hand the job back; it runs
-			// again, and at its last delivery it is recorded dead with
-			// this error.
-			stopBeat()
-			w.log.ErrorContext(ctx, "worker: ledger refused the result", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
-			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("ledger refused the result: %w", err)))
+		if w.ledgerDown(ctx, err) {
+			w.background.Go(func() { w.rewriteResult(ctx, msg, env, r, delivered, stopBeat, err) })
 			return
 		}
-		if err != nil && !w.stoppingNow() && ctx.Err() == nil {
-			// The ledger is down, not the job: pause pulling and write it
-			// again after the pause, keeping the message (progress is still
-			// reported) instead of a nak that would count a delivery.
-			w.pauseFor(ledgerPause)
-			// One failed commit fails every result in it: say it once a
-			// pause, not once a job.
-			if now, last := time.Now().UnixNano(), w.ledgerWarned.Load(); now-last >= int64(ledgerPause) && w.ledgerWarned.CompareAndSwap(last, now) {
-				w.log.WarnContext(ctx, "worker: ledger write failed, retrying after a pause (said once a pause)", slog.String("job_id", r.JobID),
-					slog.Duration("pause", ledgerPause), slog.String("error", err.Error()))
-			}
-			w.background.Go(func() {
-				if w.holdFor(ctx, ledgerPause) {
-					w.submitResult(ctx, msg, env, r, delivered, stopBeat)
-					return
-				}
-				stopBeat()
-				w.spill.add(spillRecord{Result: r}) // stopping while the ledger is down
-				w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", fixpoint.ErrTransient, err)))
-			})
-			return
-		}
-		stopBeat()
-		if err != nil {
-			// Stopping with the ledger down: the job is handed back, and
-			// its result, paid for, is kept on disk for the next worker.
-			if w.spill.add(spillRecord{Result: r}) {
-				w.log.WarnContext(ctx, "worker: ledger unreachable at stop: result kept on disk", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
-			}
-			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", fixpoint.ErrTransient, err)))
-			return
-		}
-		w.cfg.Metrics.observe(r, won)
-		if hook := w.cfg.afterCommit; hook != nil {
-			if recovered := panics.Try(func() { hook(r.JobID) }); recovered != nil {
-				// The rows are committed: a redelivery is acked without a call.
-				w.log.ErrorContext(ctx, "worker: after-commit hook panicked", slog.String("job_id", r.JobID),
-					slog.String("error", recovered.AsError().Error()))
-				w.dispose(ctx, msg, env, Disposition{Kind: DispRelease, Cause: recovered.AsError()})
-				return
-			}
-		}
-		w.dispose(ctx, msg, env, Disposition{Kind: DispAck})
+		w.resultWritten(ctx, msg, env, r, delivered, stopBeat, won, err)
 	})
 }
 
-func (w *Worker) buildJob(ctx context.Context, env *Envelope) (*repair.Job, error) {
+// ledgerDown reports that err kept a result from the ledger and writing it
+// again may help: the ledger did not refuse the result itself, and the
+// worker is not stopping.
+func (w *Worker) ledgerDown(ctx context.Context, err error) bool {
+	return err != nil && !store.IsRefused(err) && !w.stoppingNow() && ctx.Err() == nil
+}
+
+// rewriteResult writes r again, a ledgerPause apart, for as long as the
+// ledger is down and the worker is not stopping: the message is kept
+// (progress is still reported) instead of a nak that would count a
+// delivery, and pulling pauses meanwhile. err is the failed write's error.
+func (w *Worker) rewriteResult(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func(), err error) {
+	won := false
+	for w.ledgerDown(ctx, err) {
+		w.pauseFor(ledgerPause)
+		// One failed commit fails every result in it: say it once a pause,
+		// not once a job.
+		if now, last := time.Now().UnixNano(), w.ledgerWarned.Load(); now-last >= int64(ledgerPause) && w.ledgerWarned.CompareAndSwap(last, now) {
+			w.log.WarnContext(ctx, "worker: ledger write failed, retrying after a pause (said once a pause)", slog.String("job_id", r.JobID),
+				slog.Duration("pause", ledgerPause), slog.String("error", err.Error()))
+		}
+		if !w.holdFor(ctx, ledgerPause) {
+			stopBeat()
+			w.spill.add(spillRecord{Result: r}) // stopping while the ledger is down
+			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", fixpoint.ErrTransient, err)))
+			return
+		}
+		won, err = w.writer.write(*r)
+	}
+	w.resultWritten(ctx, msg, env, r, delivered, stopBeat, won, err)
+}
+
+// resultWritten disposes of a result's message once its write is over:
+// acked when committed, handed back when the ledger refused it or could
+// not take it at a stop (the result then kept on disk).
+func (w *Worker) resultWritten(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func(), won bool, err error) {
+	stopBeat()
+	switch {
+	case store.IsRefused(err):
+		// The ledger refuses this result itself (say, a number beyond its
+		// range): writing it again cannot help, and retrying would hold
+		// pulling back for everyone. Hand the job back; it runs again,
+		// and at its last delivery it is recorded dead with this error.
+		w.log.ErrorContext(ctx, "worker: ledger refused the result", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
+		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("ledger refused the result: %w", err)))
+		return
+	case err != nil:
+		// Stopping with the ledger down: the job is handed back, and its
+		// result, paid for, is kept on disk for the next worker.
+		if w.spill.add(spillRecord{Result: r}) {
+			w.log.WarnContext(ctx, "worker: ledger unreachable at stop: result kept on disk", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
+		}
+		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", fixpoint.ErrTransient, err)))
+		return
+	}
+	w.cfg.Metrics.observe(r, won)
+	if hook := w.cfg.afterCommit; hook != nil {
+		if recovered := panics.Try(func() { hook(r.JobID) }); recovered != nil {
+			// The rows are committed: a redelivery is acked without a call.
+			w.log.ErrorContext(ctx, "worker: after-commit hook panicked", slog.String("job_id", r.JobID),
+				slog.String("error", recovered.AsError().Error()))
+			w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispRelease, Cause: recovered.AsError()})
+			return
+		}
+	}
+	w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispAck})
+}
+
+func (w *Worker) buildJob(ctx context.Context, env *queue.Envelope) (*repair.Job, error) {
 	if len(env.Prompt)+len(env.System) > w.cfg.MaxPromptBytes {
 		return nil, fmt.Errorf("%w: prompt is %d bytes, over the limit of %d", fixpoint.ErrBadJob, len(env.Prompt)+len(env.System), w.cfg.MaxPromptBytes)
 	}
@@ -710,58 +836,6 @@ func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []b
 // heartbeat reports progress while a job runs longer than a third of the
 // ack wait, so the server does not hand it to another worker.
 func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) { return w.beats.add(msg) }
-
-func toStoreResult(res *fixpoint.Result, env *Envelope, delivered int) store.Result {
-	r := store.Result{
-		JobID: res.JobID, Status: res.Status, Value: res.Value, Error: res.Error, FinalClass: res.Class,
-		Attempts: len(res.Attempts), Calls: res.Calls, FirstAttemptValid: res.FirstAttemptValid,
-		RepairedLocally: res.RepairedLocally, TokensIn: int64(res.TokensIn), TokensOut: int64(res.TokensOut),
-		TokensCached: int64(res.TokensCached), TokensCacheWrite: int64(res.TokensCacheWrite), CostUSD: res.CostUSD, StartedAt: res.StartedAt,
-		FinishedAt: res.StartedAt.Add(res.Wall), WallMS: res.Wall.Milliseconds(), Deliveries: delivered,
-	}
-	if env != nil {
-		r.Run = env.RunOrFirst()
-		r.Job = &store.NewJob{ID: env.JobID, Batch: env.Batch, RowNo: env.RowNo, SchemaHash: env.SchemaHash,
-			Prompt: env.Prompt, Provider: env.Provider, Model: env.Model, Mode: string(env.Mode),
-			Strategy: string(env.Limits.WithDefaults().Strategy)}
-	}
-	for i := range res.Attempts {
-		r.AttemptRows = append(r.AttemptRows, toStoreAttempt(&res.Attempts[i]))
-	}
-	return r
-}
-
-func toStoreAttempt(a *fixpoint.Attempt) store.Attempt {
-	repairs, _ := json.Marshal(nonNil(a.Repairs))
-	errs, _ := json.Marshal(nonNil(a.Errors))
-	classes := make([]fixpoint.ErrorClass, 0, len(a.Retries))
-	for _, r := range a.Retries {
-		classes = append(classes, r.Class)
-	}
-	rc, _ := json.Marshal(classes)
-	var sys *store.Prompt
-	if a.System != nil && a.System.SHA256() != "" {
-		sys = store.PromptWithHash(a.System.Text(), a.System.SHA256())
-	}
-	return store.Attempt{
-		No: a.No, Request: a.Request, System: sys, RequestHash: a.RequestHash, Raw: a.Raw, Source: string(a.Source),
-		Repairs: repairs, Errors: errs, Class: a.Class, Valid: a.Valid, RepairedLocally: a.RepairedLocally,
-		FinishReason: string(a.FinishReason), LatencyMS: a.Latency.Milliseconds(),
-		TokensIn: int64(a.TokensIn), TokensOut: int64(a.TokensOut), TokensCached: int64(a.TokensCached),
-		TransportRetries: len(a.Retries), RetryClasses: rc, ProviderStatus: a.ProviderStatus,
-		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
-		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), PriceBasis: string(a.PriceBasis),
-		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD, PatchOutcome: string(a.PatchOutcome),
-		Coerced: a.Coerced, Unpriced: a.Unpriced,
-	}
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
 
 // unrecorded is res without its first n attempts, which the ledger has:
 // what a job handed back records as interrupted.

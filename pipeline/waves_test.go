@@ -18,8 +18,10 @@ import (
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // waveSim is a messy model whose provider batches finish quickly, with a
@@ -49,7 +51,7 @@ func (h *harness) batchClient(provider string) pipeline.Completer {
 func (h *harness) waveWorker(provider string, c pipeline.Completer) pipeline.WorkerConfig {
 	cfg := h.workerConfig(c)
 	cfg.Providers = map[string]pipeline.Completer{provider: c}
-	cfg.Wave = pipeline.WaveConfig{Collect: 150 * time.Millisecond, PollMin: 40 * time.Millisecond, PollMax: 200 * time.Millisecond,
+	cfg.Wave = wave.Config{Collect: 150 * time.Millisecond, PollMin: 40 * time.Millisecond, PollMax: 200 * time.Millisecond,
 		Idle: 40 * time.Millisecond, Lease: 2 * time.Second, RealtimeBelow: -1, DeadlineMargin: time.Second}
 	return cfg
 }
@@ -64,7 +66,7 @@ func (h *harness) enqueueBatch(batch, provider string, n int, deadline time.Dura
 	h.t.Helper()
 	cfg := h.enqueueConfig(batch)
 	cfg.System = longSystem
-	cfg.Provider, cfg.Delivery, cfg.Deadline, cfg.PromptCache = provider, pipeline.DeliveryBatch, deadline, true
+	cfg.Provider, cfg.Delivery, cfg.Deadline, cfg.PromptCache = provider, queue.DeliveryBatch, deadline, true
 	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
 		h.t.Fatalf("enqueue: %v", err)
 	}
@@ -661,14 +663,14 @@ func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 	// realtime (and at the realtime price).
 	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []fixpoint.Status{"valid", "invalid", "failed"},
 		Provider: llm.ProviderOllama, DryRun: true, Queue: h.q})
-	if err != nil || dry.Settings.Delivery == pipeline.DeliveryBatch || len(dry.Warnings) != 1 || !strings.Contains(dry.Warnings[0], "ollama has no batch API") {
+	if err != nil || dry.Settings.Delivery == queue.DeliveryBatch || len(dry.Warnings) != 1 || !strings.Contains(dry.Warnings[0], "ollama has no batch API") {
 		t.Errorf("dry requeue to ollama: %+v %v; want realtime with a warning", dry, err)
 	}
 	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []fixpoint.Status{"valid", "invalid", "failed"}, Queue: h.q})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Settings.Delivery != pipeline.DeliveryBatch || time.Until(time.Unix(rep.Settings.DeadlineAt, 0)) < time.Second {
+	if rep.Settings.Delivery != queue.DeliveryBatch || time.Until(time.Unix(rep.Settings.DeadlineAt, 0)) < time.Second {
 		t.Fatalf("requeued settings %+v: want batch delivery with a deadline ahead", rep.Settings)
 	}
 	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {

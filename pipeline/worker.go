@@ -18,7 +18,9 @@ import (
 	"github.com/sourcegraph/conc/pool"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // Worker defaults.
@@ -78,8 +80,8 @@ func JobsAheadDefault(calls int) int { return min(calls/2, 512) }
 
 // WorkerConfig configures a Worker.
 type WorkerConfig struct {
-	// Queue names the stream and consumer; see QueueConfig for defaults.
-	Queue QueueConfig
+	// Queue names the stream and consumer; see queue.Config for defaults.
+	Queue queue.Config
 	// Concurrency is the number of jobs run at once by this process.
 	// Defaults to 16.
 	Concurrency int
@@ -144,7 +146,7 @@ type WorkerConfig struct {
 	// Wave tunes batch delivery (jobs of batches enqueued with
 	// --delivery batch), for the providers whose clients have a batch
 	// API (BatchClient).
-	Wave WaveConfig
+	Wave wave.Config
 	// Logger defaults to a discarding logger. Prompts and replies are never
 	// logged.
 	Logger *slog.Logger
@@ -161,7 +163,7 @@ type WorkerConfig struct {
 	// crash in that window); beforeJob runs at the start of each job's
 	// repair loop (tests inject panics).
 	afterCommit func(jobID string)
-	beforeJob   func(env *Envelope)
+	beforeJob   func(env *queue.Envelope)
 	// waveHook runs at each point of a wave's life where a crash leaves
 	// the ledger in another state (tests kill workers there).
 	waveHook func(point string, waveID int64)
@@ -232,15 +234,17 @@ func (c WorkerConfig) Validate() error {
 	case c.MaxPromptBytes < 1:
 		return settingErr("MaxPromptBytes", c.MaxPromptBytes, "must be at least 1")
 	}
-	if err := c.Queue.validate(); err != nil {
-		if se, ok := err.(*SettingError); ok {
-			se.Setting = "Queue." + se.Setting
+	if err := c.Queue.Validate(); err != nil {
+		var qe *queue.SettingError
+		if errors.As(err, &qe) {
+			return settingErr("Queue."+qe.Setting, qe.Value, qe.Problem)
 		}
 		return err
 	}
-	if err := c.Wave.WithDefaults().validate(); err != nil {
-		if se, ok := err.(*SettingError); ok {
-			se.Setting = "Wave." + se.Setting
+	if err := c.Wave.WithDefaults().Validate(); err != nil {
+		var we *wave.SettingError
+		if errors.As(err, &we) {
+			return settingErr("Wave."+we.Setting, we.Value, we.Problem)
 		}
 		return err
 	}
@@ -291,7 +295,7 @@ type Worker struct {
 	pauseUntil atomic.Int64 // unix nanos; pulling waits until then
 	writer     *writer
 	reader     *statusReader
-	waves      *waves // nil: batch-delivery jobs run realtime
+	waves      *wave.Driver // nil: batch-delivery jobs run realtime
 	beats      *heartbeats
 	stopping   <-chan struct{} // closed when Run stops pulling
 	stopNow    chan struct{}   // closed by StopNow: the grace period ends
@@ -313,7 +317,7 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 	for name, client := range cfg.Providers {
 		w.loops[name] = NewLoop(client, cfg.Loop)
 	}
-	w.waves = newWaves(w, ledger, cfg.Wave)
+	w.waves = newWaveDriver(w, ledger)
 	return w, nil
 }
 
@@ -341,7 +345,7 @@ func (w *Worker) InFlight() int { return int(w.inFlight.Load()) }
 // writes and returns nil. It returns an error only when the queue cannot be
 // set up or consumed.
 func (w *Worker) Run(ctx context.Context) error {
-	stream, cons, err := EnsureQueue(ctx, w.js, w.cfg.Queue)
+	stream, cons, err := queue.Ensure(ctx, w.js, w.cfg.Queue)
 	if err != nil {
 		return err
 	}
@@ -401,8 +405,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(progressDone); w.logProgress(pullCtx) }()
 	defer func() { <-progressDone }()
 	wavesDone := make(chan struct{})
-	if w.waves != nil && len(w.waves.clients) > 0 {
-		go func() { defer close(wavesDone); w.waves.run(pullCtx) }()
+	if w.waves.Drives() {
+		go func() { defer close(wavesDone); w.waves.Run(pullCtx) }()
 	} else {
 		close(wavesDone)
 	}
@@ -477,7 +481,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			got++
 			if stopping() {
 				// Stopping: hand back what arrives at once.
-				w.dispose(ctx, msg, nil, Disposition{Kind: DispRelease})
+				w.dispose(ctx, msg, nil, queue.Disposition{Kind: queue.DispRelease})
 				<-slots
 				continue
 			}
@@ -511,7 +515,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.waves != nil {
 		// Jobs collected for a wave not yet recorded go back to the queue;
 		// a wave being recorded or driven finishes its step.
-		w.waves.stop(ctx)
+		w.waves.Stop(ctx)
 	}
 
 	poolDone := make(chan struct{})
@@ -646,7 +650,7 @@ func (w *Worker) watchDrain(ctx context.Context, stop context.CancelFunc, cons j
 			idle = 0
 			continue
 		}
-		if info.NumPending == 0 && info.NumAckPending == 0 && w.inFlight.Load() == 0 && !w.waves.open(ctx) {
+		if info.NumPending == 0 && info.NumAckPending == 0 && w.inFlight.Load() == 0 && !w.waves.Open(ctx) {
 			idle++
 		} else {
 			idle = 0
@@ -699,7 +703,7 @@ func (w *Worker) checkQueue(ctx context.Context, cons jetstream.Consumer, last *
 	w.queueLost.Store(true)
 	w.log.WarnContext(ctx, "worker: the queue is gone from NATS (a server restarted without its data?): making it again",
 		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.String("error", err.Error()))
-	if _, _, err := EnsureQueue(ctx, w.js, w.cfg.Queue); err != nil {
+	if _, _, err := queue.Ensure(ctx, w.js, w.cfg.Queue); err != nil {
 		w.log.ErrorContext(ctx, "worker: make the queue again (tried again in a moment)", slog.String("error", err.Error()))
 		return
 	}

@@ -103,9 +103,20 @@ func resultBytes(r *store.Result) int64 {
 
 // save queues r and waits for its commit.
 func (w *writer) save(r store.Result) error {
-	ch := make(chan error, 1)
-	w.submit(r, func(_ bool, err error) { ch <- err })
-	return <-ch
+	_, err := w.write(r)
+	return err
+}
+
+// write queues r and waits for its commit; won is submit's.
+func (w *writer) write(r store.Result) (won bool, err error) {
+	type done struct {
+		won bool
+		err error
+	}
+	ch := make(chan done, 1)
+	w.submit(r, func(won bool, err error) { ch <- done{won, err} })
+	d := <-ch
+	return d.won, d.err
 }
 
 // close stops the writer once everything queued has been written and every

@@ -34,7 +34,7 @@ type WaveRequest struct {
 	AttemptNo int
 	// Request is the request as JSON (a fixpoint.Request).
 	Request json.RawMessage
-	// Envelope is the job message the request is of (a pipeline.Envelope):
+	// Envelope is the job message the request is of (a queue.Envelope):
 	// the reply is checked against it.
 	Envelope json.RawMessage
 	// Recorded reports that its outcome is recorded as an attempt.

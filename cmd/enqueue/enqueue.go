@@ -20,6 +20,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 )
 
 // enqueueCommand is enqueue itself: a dataset into a batch, or --resume,
@@ -89,10 +90,10 @@ func newEnqueueFlags(stdout io.Writer) *enqueueFlags {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "check the rows, print one full prompt, the row count and an estimate of tokens and cost; record and publish nothing")
 	fs.IntVar(&f.limit, "limit", 0, "with --dry-run: read only the first N rows (0 = all)")
 	fs.BoolVar(&cfg.Resume, "resume", false, "finish the batch's interrupted run with its recorded settings: publish jobs recorded but not published, republish jobs the queue lost")
-	fs.StringVar(&cfg.Delivery, "delivery", pipeline.DeliveryRealtime, "realtime, or batch: the provider's batch API at half the price, answered within hours, repairs in waves (openai, anthropic)")
+	fs.StringVar(&cfg.Delivery, "delivery", queue.DeliveryRealtime, "realtime, or batch: the provider's batch API at half the price, answered within hours, repairs in waves (openai, anthropic)")
 	fs.DurationVar(&cfg.Deadline, "deadline", enqueue.DeadlineDefault, "with --delivery batch: every job is final this long after the batch is first enqueued (near it, the rest runs realtime)")
 	fs.BoolVar(&cfg.PromptCache, "prompt-cache", true, "ask the provider to cache the prompt prefix the batch's requests share (OpenAI prompt_cache_key, Anthropic cache_control)")
-	fs.DurationVar(&f.common.queue.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "when the stream is created: a job id published twice within this window is stored once")
+	fs.DurationVar(&f.common.queue.Duplicates, "duplicates-window", queue.DuplicatesDefault, "when the stream is created: a job id published twice within this window is stored once")
 	return f
 }
 
@@ -212,7 +213,7 @@ func misplacedCommand(word string) error {
 func (f *enqueueFlags) checkDelivery() error {
 	cfg := &f.cfg
 	switch cfg.Delivery {
-	case pipeline.DeliveryRealtime, pipeline.DeliveryBatch:
+	case queue.DeliveryRealtime, queue.DeliveryBatch:
 	default:
 		return usageError{Err: fmt.Errorf("--delivery %q: want realtime or batch", cfg.Delivery)}
 	}
@@ -221,7 +222,7 @@ func (f *enqueueFlags) checkDelivery() error {
 	}
 	deadlineGiven := false
 	f.fs.Visit(func(fl *flag.Flag) { deadlineGiven = deadlineGiven || fl.Name == "deadline" })
-	if deadlineGiven && cfg.Delivery != pipeline.DeliveryBatch && !cfg.Resume {
+	if deadlineGiven && cfg.Delivery != queue.DeliveryBatch && !cfg.Resume {
 		// Realtime jobs run as soon as a worker takes them; a deadline
 		// there would bound nothing.
 		return usageError{Err: errors.New("--deadline is for --delivery batch")}

@@ -13,7 +13,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -21,19 +21,19 @@ import (
 // commonFlags are the ledger and queue flags of every subcommand.
 type commonFlags struct {
 	dbURL, natsURL, natsDir, natsListen string
-	queue                               pipeline.QueueConfig
+	queue                               queue.Config
 	batch                               string
 }
 
-func (c *commonFlags) register(fs *flag.FlagSet, queue bool) {
+func (c *commonFlags) register(fs *flag.FlagSet, withQueue bool) {
 	fs.StringVar(&c.batch, "batch", "", "batch name (required): 1 to 128 letters, digits, '.', '_' and '-'")
 	fs.StringVar(&c.dbURL, "database-url", env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"), "Postgres URL of the ledger (env DATABASE_URL)")
-	if queue {
+	if withQueue {
 		fs.StringVar(&c.natsURL, "nats-url", env("NATS_URL", ""), "NATS server URL (env NATS_URL); empty: the embedded queue in --nats-dir")
 		fs.StringVar(&c.natsDir, "nats-dir", env("FIXPOINT_NATS_DIR", natsconn.DirDefault), "directory of the embedded queue (env FIXPOINT_NATS_DIR)")
 		fs.StringVar(&c.natsListen, "nats-listen", env("FIXPOINT_NATS_LISTEN", natsconn.ListenDefault), "where a running worker's embedded NATS listens (env FIXPOINT_NATS_LISTEN)")
-		fs.StringVar(&c.queue.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs")
-		fs.StringVar(&c.queue.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
+		fs.StringVar(&c.queue.Stream, "stream", queue.StreamDefault, "JetStream stream of jobs")
+		fs.StringVar(&c.queue.Subject, "subject", queue.SubjectDefault, "subject jobs are published on")
 	}
 }
 
@@ -111,7 +111,7 @@ func warnUnpriced(w io.Writer, cmd, model string) {
 
 // queueUsage checks the queue flags before anything is connected: a value
 // NATS refuses is a usage error naming the flag.
-func queueUsage(q pipeline.QueueConfig) error {
+func queueUsage(q queue.Config) error {
 	if err := q.WithDefaults().Validate(); err != nil {
 		return cliflags.SettingUsage(err, map[string]string{"Stream": "--stream", "Subject": "--subject", "Duplicates": "--duplicates-window"})
 	}

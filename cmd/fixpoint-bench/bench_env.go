@@ -30,8 +30,10 @@ import (
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // benchModel is the model name the bench's jobs ask for; the simulator
@@ -163,11 +165,11 @@ func (e *benchEnv) logf(format string, args ...any) {
 }
 
 // queue returns a fresh stream, subject and consumer for one figure.
-func (e *benchEnv) queue(name string, maxAckPending int) pipeline.QueueConfig {
+func (e *benchEnv) queue(name string, maxAckPending int) queue.Config {
 	id := strings.ToUpper(name) + "_" + e.runID
-	return pipeline.QueueConfig{
+	return queue.Config{
 		Stream: "BENCH_" + id, Subject: "fixpoint.bench." + id, Consumer: "bench-" + id,
-		MaxAckPending: max(maxAckPending, pipeline.MaxAckPendingDefault),
+		MaxAckPending: max(maxAckPending, queue.MaxAckPendingDefault),
 	}
 }
 
@@ -182,7 +184,7 @@ func (e *benchEnv) settle(ctx context.Context) {
 }
 
 // dropQueue deletes a figure's streams so the next figure starts clean.
-func (e *benchEnv) dropQueue(q pipeline.QueueConfig) {
+func (e *benchEnv) dropQueue(q queue.Config) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = e.js.DeleteStream(ctx, q.Stream)
@@ -199,7 +201,7 @@ func (e *benchEnv) nextRun(kind string) string {
 }
 
 // enqueue records and publishes n generated support tickets.
-func (e *benchEnv) enqueue(ctx context.Context, q pipeline.QueueConfig, batch string, n int, lim fixpoint.Limits) error {
+func (e *benchEnv) enqueue(ctx context.Context, q queue.Config, batch string, n int, lim fixpoint.Limits) error {
 	start := time.Now()
 	prog, err := enqueue.Run(ctx, e.js, e.st, enqueue.Config{
 		Batch: batch, Schema: []byte(tickets.Schema), Template: tickets.Template, Format: enqueue.FormatJSONL,
@@ -271,7 +273,7 @@ type simBatch struct {
 	// batchDelay is how long the simulator's provider batches take (0:
 	// its default).
 	batchDelay time.Duration
-	wave       pipeline.WaveConfig
+	wave       wave.Config
 }
 
 // simRunResult is what simRun measured.
@@ -462,7 +464,7 @@ type childRun struct {
 // runChild runs `worker run --drain` as a subprocess against the bench's
 // NATS, ledger and the simulator at simURL, waits for the batch to be final
 // and for the process to exit, and reports its peak memory.
-func (e *benchEnv) runChild(ctx context.Context, q pipeline.QueueConfig, batch string, n int, srv *sim.Server, simURL string, extra []string, poll time.Duration) (childRun, error) {
+func (e *benchEnv) runChild(ctx context.Context, q queue.Config, batch string, n int, srv *sim.Server, simURL string, extra []string, poll time.Duration) (childRun, error) {
 	args := []string{"run", "--drain",
 		"--nats-url", e.ns.ClientURL(), "--database-url", e.dsn, "--openai-base-url", simURL + "/v1",
 		"--stream", q.Stream, "--subject", q.Subject, "--consumer", q.Consumer,
@@ -663,7 +665,7 @@ func baselineResult(id, batch, hash string, i int, now time.Time) store.Result {
 func (e *benchEnv) baseline(ctx context.Context, n int) (timedRun, error) {
 	q := e.queue("base", 0)
 	defer e.dropQueue(q)
-	_, cons, err := pipeline.EnsureQueue(ctx, e.js, q)
+	_, cons, err := queue.Ensure(ctx, e.js, q)
 	if err != nil {
 		return timedRun{}, err
 	}
@@ -684,7 +686,7 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (timedRun, error) {
 // each on q, and returns the batch and its schema's hash. The job rows
 // exist before the clock starts, as enqueue leaves them for the worker:
 // both rates then time the same writes.
-func (e *benchEnv) seedBaseline(ctx context.Context, q pipeline.QueueConfig, n int) (batch, hash string, err error) {
+func (e *benchEnv) seedBaseline(ctx context.Context, q queue.Config, n int) (batch, hash string, err error) {
 	// Fresh job ids every run: a second run over the same ids would find
 	// them final and write nothing.
 	batch = e.batchName(e.nextRun("baseline"))

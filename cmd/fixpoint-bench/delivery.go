@@ -11,8 +11,9 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/tickets"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // Figure 7: the cost of a valid row by delivery. One messy batch run three
@@ -74,9 +75,9 @@ func (r *deliveryRun) costPerValid() float64 { return r.sum.CostPerValidJob }
 // figureDelivery runs the three ways in turn.
 func (e *benchEnv) figureDelivery(ctx context.Context, c benchConfig) []deliveryRun {
 	runs := []deliveryRun{
-		{name: "realtime, no prompt cache", delivery: pipeline.DeliveryRealtime},
-		{name: "realtime, prompt cache", delivery: pipeline.DeliveryRealtime, cache: true},
-		{name: "batch delivery, prompt cache", delivery: pipeline.DeliveryBatch, cache: true},
+		{name: "realtime, no prompt cache", delivery: queue.DeliveryRealtime},
+		{name: "realtime, prompt cache", delivery: queue.DeliveryRealtime, cache: true},
+		{name: "batch delivery, prompt cache", delivery: queue.DeliveryBatch, cache: true},
 	}
 	for i := range runs {
 		r := &runs[i]
@@ -95,7 +96,7 @@ func (e *benchEnv) delivery(ctx context.Context, c benchConfig, r *deliveryRun) 
 		jobs: c.deliveryJobs, dataset: tickets.Dataset(c.deliveryJobs, 1), batchDelay: deliveryBatchDelay,
 		enqueue: enqueue.Config{Schema: []byte(tickets.Schema), Template: tickets.Template, System: deliverySystem,
 			Provider: llm.ProviderAnthropic, Model: deliveryModel, Mode: fixpoint.ModePrompt, Delivery: r.delivery, PromptCache: r.cache},
-		wave: pipeline.WaveConfig{Collect: 500 * time.Millisecond, PollMin: 200 * time.Millisecond, PollMax: time.Second,
+		wave: wave.Config{Collect: 500 * time.Millisecond, PollMin: 200 * time.Millisecond, PollMax: time.Second,
 			Idle: 100 * time.Millisecond},
 	})
 	if err != nil {
@@ -105,7 +106,7 @@ func (e *benchEnv) delivery(ctx context.Context, c benchConfig, r *deliveryRun) 
 	if r.sum.TokensIn > 0 {
 		r.cached = float64(r.sum.TokensCached) / float64(r.sum.TokensIn)
 	}
-	if res.stats.Batch.Created == 0 && r.delivery == pipeline.DeliveryBatch {
+	if res.stats.Batch.Created == 0 && r.delivery == queue.DeliveryBatch {
 		return fmt.Errorf("batch delivery made no provider batch")
 	}
 	return nil

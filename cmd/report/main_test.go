@@ -17,7 +17,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -627,14 +627,14 @@ func TestReportWaitOnJobsTheQueueLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := pipeline.QueueConfig{Stream: "LOST_T", Subject: "lost.t", Consumer: "w"}
-	_, cons, err := pipeline.EnsureQueue(ctx, js, q)
+	q := queue.Config{Stream: "LOST_T", Subject: "lost.t", Consumer: "w"}
+	_, cons, err := queue.Ensure(ctx, js, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "lost:1", Batch: "lost", Prompt: "p", SchemaHash: hash,
+	env := &queue.Envelope{V: queue.EnvelopeVersion, JobID: "lost:1", Batch: "lost", Prompt: "p", SchemaHash: hash,
 		Provider: "openai", Model: "m", Mode: "prompt", Limits: fixpoint.Limits{MaxAttempts: 1}.WithDefaults()}
-	if _, err := pipeline.Publish(ctx, js, q, env); err != nil {
+	if _, err := queue.Publish(ctx, js, q, env); err != nil {
 		t.Fatal(err)
 	}
 	check := queueCheck(st, "lost", "", dir) // the running server, found through its lock file

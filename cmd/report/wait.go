@@ -12,7 +12,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsaddr"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -98,7 +98,7 @@ func queueCheck(st *store.Store, batch, url, dir string) queueHolds {
 		if err != nil {
 			return false, "", err
 		}
-		q := pipeline.QueueConfig{Stream: settings.Stream, Subject: settings.Subject}.WithDefaults()
+		q := queue.Config{Stream: settings.Stream, Subject: settings.Subject}.WithDefaults()
 		if url == "" {
 			if url = natsaddr.RunningURL(dir); url == "" {
 				return false, "", fmt.Errorf("no worker serves the embedded queue in %s (set --nats-dir, or --nats-url for a NATS server)", dir)
@@ -113,7 +113,7 @@ func queueCheck(st *store.Store, batch, url, dir string) queueHolds {
 		if err != nil {
 			return false, "", err
 		}
-		held, err := pipeline.QueueHoldsBatch(ctx, js, q, batch, queueScanMax)
+		held, err := queue.HoldsBatch(ctx, js, q, batch, queueScanMax)
 		return held, fmt.Sprintf("the queue (stream %s at %s)", q.Stream, url), err
 	}
 }

@@ -23,8 +23,10 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // Defaults for settings read from the environment.
@@ -306,14 +308,14 @@ func (n *natsFlags) connect(log *slog.Logger) (jetstream.JetStream, func(), erro
 }
 
 // queueFlags sets the stream and consumer names and limits.
-func queueFlags(fs *flag.FlagSet, q *pipeline.QueueConfig) {
-	fs.StringVar(&q.Stream, "stream", pipeline.StreamDefault, "JetStream stream of jobs")
-	fs.StringVar(&q.Subject, "subject", pipeline.SubjectDefault, "subject jobs are published on")
-	fs.StringVar(&q.Consumer, "consumer", pipeline.ConsumerDefault, "durable consumer shared by every worker")
-	fs.DurationVar(&q.AckWait, "ack-wait", pipeline.AckWaitDefault, "redeliver a job after this long without an ack or progress report")
-	fs.IntVar(&q.MaxDeliver, "max-deliver", pipeline.MaxDeliverDefault, "deliveries before a job is recorded dead")
-	fs.IntVar(&q.MaxAckPending, "max-ack-pending", pipeline.MaxAckPendingDefault, "jobs in flight across all workers, counting those waiting for their commit (global cap)")
-	fs.DurationVar(&q.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "a job id published twice within this window is stored once")
+func queueFlags(fs *flag.FlagSet, q *queue.Config) {
+	fs.StringVar(&q.Stream, "stream", queue.StreamDefault, "JetStream stream of jobs")
+	fs.StringVar(&q.Subject, "subject", queue.SubjectDefault, "subject jobs are published on")
+	fs.StringVar(&q.Consumer, "consumer", queue.ConsumerDefault, "durable consumer shared by every worker")
+	fs.DurationVar(&q.AckWait, "ack-wait", queue.AckWaitDefault, "redeliver a job after this long without an ack or progress report")
+	fs.IntVar(&q.MaxDeliver, "max-deliver", queue.MaxDeliverDefault, "deliveries before a job is recorded dead")
+	fs.IntVar(&q.MaxAckPending, "max-ack-pending", queue.MaxAckPendingDefault, "jobs in flight across all workers, counting those waiting for their commit (global cap)")
+	fs.DurationVar(&q.Duplicates, "duplicates-window", queue.DuplicatesDefault, "a job id published twice within this window is stored once")
 }
 
 func openStore(ctx context.Context, dsn string, migrate bool, log *slog.Logger) (*store.Store, error) {
@@ -388,12 +390,12 @@ func serveOps(ctx context.Context, addr string, chosen bool, m *pipeline.Metrics
 
 // waveFlags registers the flags of batch delivery (batches enqueued with
 // --delivery batch).
-func waveFlags(fs *flag.FlagSet, w *pipeline.WaveConfig) {
-	fs.IntVar(&w.MaxRequests, "wave-max-requests", pipeline.WaveMaxRequestsDefault, "batch delivery: most requests in one provider batch (collected jobs hold their messages until it is recorded: keep it under --max-ack-pending)")
-	fs.DurationVar(&w.Collect, "wave-collect", pipeline.WaveCollectDefault, "batch delivery: how long a wave's first job waits for more before the wave is submitted")
-	fs.DurationVar(&w.PollMin, "wave-poll-min", pipeline.WavePollMinDefault, "batch delivery: first wait between polls of a provider batch (doubling up to --wave-poll-max)")
-	fs.DurationVar(&w.PollMax, "wave-poll-max", pipeline.WavePollMaxDefault, "batch delivery: longest wait between polls of a provider batch")
-	fs.DurationVar(&w.Lease, "wave-lease", pipeline.WaveLeaseDefault, "batch delivery: how long a worker owns a wave it drives before another may take it over (renewed while it works)")
-	fs.IntVar(&w.RealtimeBelow, "wave-realtime-below", pipeline.WaveRealtimeBelowDefault, "batch delivery: a repair wave of fewer jobs runs realtime instead (-1 = never)")
-	fs.DurationVar(&w.DeadlineMargin, "wave-deadline-margin", pipeline.WaveDeadlineMarginDefault, "batch delivery: a wave still running this close to its batch's deadline is cancelled and the rest runs realtime; no wave starts within it")
+func waveFlags(fs *flag.FlagSet, w *wave.Config) {
+	fs.IntVar(&w.MaxRequests, "wave-max-requests", wave.MaxRequestsDefault, "batch delivery: most requests in one provider batch (collected jobs hold their messages until it is recorded: keep it under --max-ack-pending)")
+	fs.DurationVar(&w.Collect, "wave-collect", wave.CollectDefault, "batch delivery: how long a wave's first job waits for more before the wave is submitted")
+	fs.DurationVar(&w.PollMin, "wave-poll-min", wave.PollMinDefault, "batch delivery: first wait between polls of a provider batch (doubling up to --wave-poll-max)")
+	fs.DurationVar(&w.PollMax, "wave-poll-max", wave.PollMaxDefault, "batch delivery: longest wait between polls of a provider batch")
+	fs.DurationVar(&w.Lease, "wave-lease", wave.LeaseDefault, "batch delivery: how long a worker owns a wave it drives before another may take it over (renewed while it works)")
+	fs.IntVar(&w.RealtimeBelow, "wave-realtime-below", wave.RealtimeBelowDefault, "batch delivery: a repair wave of fewer jobs runs realtime instead (-1 = never)")
+	fs.DurationVar(&w.DeadlineMargin, "wave-deadline-margin", wave.DeadlineMarginDefault, "batch delivery: a wave still running this close to its batch's deadline is cancelled and the rest runs realtime; no wave starts within it")
 }

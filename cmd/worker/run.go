@@ -29,6 +29,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -409,13 +410,13 @@ func (c drainCheck) check(ctx context.Context, st *store.Store, stdout io.Writer
 }
 
 // sameQueue refuses to drain a queue the batch was not enqueued on.
-func sameQueue(b *store.Batch, q pipeline.QueueConfig) error {
+func sameQueue(b *store.Batch, q queue.Config) error {
 	s, err := enqueue.ParseBatchSettings(b)
 	if err != nil {
 		return err
 	}
 	q = q.WithDefaults()
-	def := pipeline.QueueConfig{}.WithDefaults()
+	def := queue.Config{}.WithDefaults()
 	s.Stream, s.Subject = cmp.Or(s.Stream, def.Stream), cmp.Or(s.Subject, def.Subject) // "" is the defaults
 	if s.Stream == q.Stream && s.Subject == q.Subject {
 		return nil
@@ -536,7 +537,7 @@ func startLedger(ctx context.Context, dbURL string, startTimeout time.Duration, 
 // misspelt --batch is said then, not after, and a worker on another queue
 // than the batch's would drain it and then report the batch's jobs as
 // lost from the queue, with a --resume that republishes nothing.
-func (c drainCheck) precheck(ctx context.Context, st *store.Store, q pipeline.QueueConfig) error {
+func (c drainCheck) precheck(ctx context.Context, st *store.Store, q queue.Config) error {
 	if c.batch == "" {
 		return nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -192,7 +193,7 @@ func (f *tryFlags) job(schema *validate.Schema, raw []byte) (*repair.Job, error)
 	if err := llm.CheckSchemaMode(f.provider, job.Mode, raw); err != nil {
 		return nil, usageError{Err: err}
 	}
-	env := pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: "try", Prompt: "x", SchemaHash: "x", Provider: f.provider, Model: f.model, Mode: job.Mode,
+	env := queue.Envelope{V: queue.EnvelopeVersion, JobID: "try", Prompt: "x", SchemaHash: "x", Provider: f.provider, Model: f.model, Mode: job.Mode,
 		Limits: job.Limits, MaxTokens: job.MaxTokens}
 	if err := env.Validate(); err != nil {
 		return nil, usageError{Err: err}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
 )
 
 // UsageError marks an error caused by how the command was called.
@@ -130,9 +131,15 @@ func NoArgs(fs *flag.FlagSet, args []string) error {
 // has it: the value is reported as the flag typed.
 func SettingUsage(err error, flags map[string]string) error {
 	var se *pipeline.SettingError
-	if errors.As(err, &se) {
+	var qe *queue.SettingError
+	switch {
+	case errors.As(err, &se):
 		if f, ok := flags[se.Setting]; ok {
 			return Usagef("%s %v %s", f, se.Value, se.Problem)
+		}
+	case errors.As(err, &qe):
+		if f, ok := flags[qe.Setting]; ok {
+			return Usagef("%s %v %s", f, qe.Value, qe.Problem)
 		}
 	}
 	return UsageError{Err: err}

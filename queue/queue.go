@@ -1,4 +1,4 @@
-package pipeline
+package queue
 
 import (
 	"cmp"
@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/fixpoint-dev/fixpoint"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // Queue defaults.
@@ -21,7 +22,6 @@ const (
 	StreamDefault        = "FIXPOINT_JOBS"
 	SubjectDefault       = "fixpoint.jobs"
 	ConsumerDefault      = "fixpoint-workers"
-	AdvisoryStream       = "FIXPOINT_ADVISORIES"
 	MaxMsgSizeDefault    = 1 << 20
 	MaxMsgsDefault       = 10_000_000
 	DuplicatesDefault    = 24 * time.Hour
@@ -31,10 +31,10 @@ const (
 	MaxAckPendingDefault = 4096
 )
 
-// QueueConfig names the JetStream stream and the shared durable consumer and
+// Config names the JetStream stream and the shared durable consumer and
 // sets their limits. Worker and enqueue create or update them idempotently
 // from the same config.
-type QueueConfig struct {
+type Config struct {
 	// Stream defaults to FIXPOINT_JOBS, Subject to fixpoint.jobs.
 	Stream  string
 	Subject string
@@ -67,7 +67,7 @@ type QueueConfig struct {
 }
 
 // WithDefaults returns a copy with zero fields set to their defaults.
-func (c QueueConfig) WithDefaults() QueueConfig {
+func (c Config) WithDefaults() Config {
 	c.Stream = cmp.Or(c.Stream, StreamDefault)
 	c.Subject = cmp.Or(c.Subject, SubjectDefault)
 	c.Consumer = cmp.Or(c.Consumer, ConsumerDefault)
@@ -82,12 +82,26 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	return c
 }
 
+// SettingError names a Config setting that cannot work, by its field name
+// ("Stream", "AckWait"), so a command can name its own flag.
+type SettingError struct {
+	Setting string
+	Value   any
+	Problem string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("queue setting %s = %v %s", e.Setting, e.Value, e.Problem)
+}
+
+func settingErr(setting string, v any, problem string) error {
+	return &SettingError{Setting: setting, Value: v, Problem: problem}
+}
+
 // Validate reports the first setting of c (after WithDefaults) that cannot
 // work, as a *SettingError: a stream, subject or consumer name NATS
 // refuses, a negative duplicates window, limits below their minimum.
-func (c QueueConfig) Validate() error { return c.validate() }
-
-func (c QueueConfig) validate() error {
+func (c Config) Validate() error {
 	switch {
 	case !natsName(c.Stream, false):
 		return settingErr("Stream", fmt.Sprintf("%q", c.Stream), "is not a stream name (at most 255 bytes; no spaces, '.', '/', '\\', '*' or '>')")
@@ -138,9 +152,9 @@ var ErrSubjectNotInStream = errors.New("the stream does not take the subject")
 // to configure (a CLI run with other defaults must not silently reset what
 // running workers set); one whose subjects do not cover cfg.Subject is
 // refused with ErrSubjectNotInStream.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (stream jetstream.Stream, created bool, err error) {
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (stream jetstream.Stream, created bool, err error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, false, err
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
@@ -184,7 +198,7 @@ func subjectMatches(pattern, subject string) bool {
 	return len(p) == len(s)
 }
 
-func streamConfig(cfg QueueConfig) jetstream.StreamConfig {
+func streamConfig(cfg Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        cfg.Stream,
 		Description: "fixpoint jobs",
@@ -200,12 +214,13 @@ func streamConfig(cfg QueueConfig) jetstream.StreamConfig {
 	}
 }
 
-// EnsureQueue creates or updates the job stream, the shared consumer and the
-// advisory stream that captures MAX_DELIVERIES events, so a dead job is
-// recorded even when no worker was running when its limit was reached.
-func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetstream.Stream, jetstream.Consumer, error) {
+// Ensure creates or updates the job stream, the shared consumer and the
+// advisory stream that captures MAX_DELIVERIES events (DeadStream), so a
+// dead job is recorded even when no worker was running when its limit was
+// reached.
+func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, jetstream.Consumer, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
@@ -234,7 +249,7 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 	advSubject := fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", cfg.Stream, cfg.Consumer)
 	adv, err := retryJS(ctx, func() (jetstream.Stream, error) {
 		return ensureStreamConfig(ctx, js, jetstream.StreamConfig{
-			Name:      advisoryStreamName(cfg),
+			Name:      cfg.DeadStream(),
 			Subjects:  []string{advSubject},
 			Retention: jetstream.WorkQueuePolicy,
 			MaxAge:    cfg.MaxAge,
@@ -247,7 +262,7 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 	}
 	if _, err := retryJS(ctx, func() (jetstream.Consumer, error) {
 		return ensureConsumerConfig(ctx, adv, jetstream.ConsumerConfig{
-			Durable:    cfg.Consumer + "-dead",
+			Durable:    cfg.DeadConsumer(),
 			AckPolicy:  jetstream.AckExplicitPolicy,
 			AckWait:    30 * time.Second,
 			MaxDeliver: -1,
@@ -344,10 +359,10 @@ func ensureConsumerConfig(ctx context.Context, s jetstream.Stream, want jetstrea
 	return s.CreateOrUpdateConsumer(ctx, want)
 }
 
-// queueSetupTries bounds the tries of each step of EnsureQueue.
+// queueSetupTries bounds the tries of each step of Ensure.
 const queueSetupTries = 5
 
-// retryJS runs one JetStream API call of EnsureQueue until it succeeds, fails
+// retryJS runs one JetStream API call of Ensure until it succeeds, fails
 // for a reason another try cannot fix, queueSetupTries have failed, or ctx
 // ends. The server answers 5xx when it could not do the work at that moment
 // (a stream store it could not create, a cluster electing a leader), no
@@ -377,9 +392,12 @@ func transientJS(err error) bool {
 		errors.Is(err, nats.ErrTimeout)
 }
 
-func advisoryStreamName(cfg QueueConfig) string {
-	return cfg.Stream + "_DEAD"
-}
+// DeadStream is the name of the stream that keeps the job stream's
+// MAX_DELIVERIES advisories: the jobs the server gave up on.
+func (c Config) DeadStream() string { return c.Stream + "_DEAD" }
+
+// DeadConsumer is the name of the workers' durable consumer of DeadStream.
+func (c Config) DeadConsumer() string { return c.Consumer + "-dead" }
 
 // withDefaultTimeout gives ctx a deadline when it has none.
 func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
@@ -393,7 +411,7 @@ func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, 
 // (plus the run, after the first), so a job published twice inside the
 // duplicates window is stored once.
 // duplicate reports that the server dropped it as such.
-func Publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope) (duplicate bool, err error) {
+func Publish(ctx context.Context, js jetstream.JetStream, cfg Config, env *Envelope) (duplicate bool, err error) {
 	id := MsgID(env.JobID)
 	if env.Run > 1 {
 		// A requeued job's message must not be taken for its first run's
@@ -406,17 +424,17 @@ func Publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *
 // Republish puts a job on the queue again under a message id of its own,
 // for a job the ledger says was published but the stream no longer holds:
 // the stream's duplicate window may still remember the first id.
-func Republish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope) error {
+func Republish(ctx context.Context, js jetstream.JetStream, cfg Config, env *Envelope) error {
 	id := MsgID(env.JobID) + republishMark + strconv.FormatInt(time.Now().UnixNano(), 36)
 	_, err := publish(ctx, js, cfg, env, id)
 	return err
 }
 
-// publishFromWave puts a batch-delivery job on the queue to finish
+// PublishFromWave puts a batch-delivery job on the queue to finish
 // realtime (env.FromWave set), under a message id naming the wave: the
 // driver handing the same jobs over again after a crash publishes each
 // once within the duplicates window.
-func publishFromWave(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope) error {
+func PublishFromWave(ctx context.Context, js jetstream.JetStream, cfg Config, env *Envelope) error {
 	id := MsgID(env.JobID) + republishMark + "run" + strconv.Itoa(env.RunOrFirst()) + "w" + strconv.FormatInt(env.FromWave, 10)
 	pctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -431,7 +449,7 @@ const (
 	BatchHeader = "Fixpoint-Batch"
 )
 
-func publish(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, env *Envelope, msgID string) (duplicate bool, err error) {
+func publish(ctx context.Context, js jetstream.JetStream, cfg Config, env *Envelope, msgID string) (duplicate bool, err error) {
 	cfg = cfg.WithDefaults()
 	data, err := EncodeEnvelope(env)
 	if err != nil {
@@ -514,7 +532,7 @@ func JobIDFromMsgID(msgID string) (id string, ok bool) {
 	return string(out), true
 }
 
-// QueueHoldsBatch reports whether the queue's stream holds a message of
+// HoldsBatch reports whether the queue's stream holds a message of
 // batch: published and not yet acked (waiting, or in flight at a worker).
 // A stream that does not exist holds none. It reads at most scanMax
 // messages and, past them, reports true: it cannot say, so a caller
@@ -522,7 +540,7 @@ func JobIDFromMsgID(msgID string) (id string, ok bool) {
 // says were published but whose messages the queue does not hold (its data
 // lost, or the jobs published to another queue) is never done: enqueue
 // --resume republishes them.
-func QueueHoldsBatch(ctx context.Context, js jetstream.JetStream, cfg QueueConfig, batch string, scanMax int) (bool, error) {
+func HoldsBatch(ctx context.Context, js jetstream.JetStream, cfg Config, batch string, scanMax int) (bool, error) {
 	cfg = cfg.WithDefaults()
 	stream, err := js.Stream(ctx, cfg.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -1,31 +1,30 @@
-package pipeline_test
+package queue_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
-	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
+	"github.com/fixpoint-dev/fixpoint/queue"
 )
 
-// TestEnsureQueueRetriesAStoreTheServerCouldNotCreate: when the server
+// TestEnsureRetriesAStoreTheServerCouldNotCreate: when the server
 // answers 5xx because it could not create a stream's store at that moment,
-// EnsureQueue tries again and succeeds once the cause is gone; when the
+// Ensure tries again and succeeds once the cause is gone; when the
 // cause stays, it fails after its tries with the server's answer, and the
 // server's own reason reaches the log.
-func TestEnsureQueueRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
+func TestEnsureRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
 	dir := t.TempDir()
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	js := serverJS(t, dir, &logBuf)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -47,9 +46,9 @@ func TestEnsureQueueRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
 	// The server gives up on the store and removes what it made at the
 	// path (here, the file in the way): the next try succeeds.
 	block("Q_RECOVERS")
-	cfg := pipeline.QueueConfig{Stream: "Q_RECOVERS", Subject: "q.recovers", Consumer: "w"}
-	if _, _, err := pipeline.EnsureQueue(ctx, js, cfg); err != nil {
-		t.Fatalf("EnsureQueue after the store became creatable: %v", err)
+	cfg := queue.Config{Stream: "Q_RECOVERS", Subject: "q.recovers", Consumer: "w"}
+	if _, _, err := queue.Ensure(ctx, js, cfg); err != nil {
+		t.Fatalf("Ensure after the store became creatable: %v", err)
 	}
 	if _, err := js.Stream(ctx, "Q_RECOVERS"); err != nil {
 		t.Fatalf("stream not there: %v", err)
@@ -60,26 +59,26 @@ func TestEnsureQueueRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
 
 	// A 4xx is the caller's to fix: another stream on the same subject is
 	// refused (TestRetryJS shows a 4xx is not tried again).
-	_, _, err := pipeline.EnsureQueue(ctx, js, pipeline.QueueConfig{Stream: "Q_OTHER", Subject: "q.recovers", Consumer: "w"})
+	_, _, err := queue.Ensure(ctx, js, queue.Config{Stream: "Q_OTHER", Subject: "q.recovers", Consumer: "w"})
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.Code >= 500 {
-		t.Fatalf("EnsureQueue with a conflicting stream config = %v, want a 4xx", err)
+		t.Fatalf("Ensure with a conflicting stream config = %v, want a 4xx", err)
 	}
 }
 
-// QueueHoldsBatch tells a batch whose messages the queue holds (waiting or
+// HoldsBatch tells a batch whose messages the queue holds (waiting or
 // in flight) from one whose messages it does not: no stream, an empty one,
 // only other batches', its own acked. Past scanMax messages it cannot say
 // and reports held.
-func TestQueueHoldsBatch(t *testing.T) {
+func TestHoldsBatch(t *testing.T) {
 	t.Parallel()
 	js := serverJS(t, t.TempDir(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg := pipeline.QueueConfig{Stream: "Q_HOLDS", Subject: "q.holds", Consumer: "w"}
+	cfg := queue.Config{Stream: "Q_HOLDS", Subject: "q.holds", Consumer: "w"}
 	holds := func(batch string, scanMax int) bool {
 		t.Helper()
-		held, err := pipeline.QueueHoldsBatch(ctx, js, cfg, batch, scanMax)
+		held, err := queue.HoldsBatch(ctx, js, cfg, batch, scanMax)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +87,7 @@ func TestQueueHoldsBatch(t *testing.T) {
 	if holds("a", 100) {
 		t.Error("no stream: held, want not")
 	}
-	_, cons, err := pipeline.EnsureQueue(ctx, js, cfg)
+	_, cons, err := queue.Ensure(ctx, js, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,9 +96,9 @@ func TestQueueHoldsBatch(t *testing.T) {
 	}
 	publish := func(batch, id string) {
 		t.Helper()
-		env := &pipeline.Envelope{V: pipeline.EnvelopeVersion, JobID: id, Batch: batch, Prompt: "p", SchemaHash: "h",
+		env := &queue.Envelope{V: queue.EnvelopeVersion, JobID: id, Batch: batch, Prompt: "p", SchemaHash: "h",
 			Provider: "openai", Model: "m", Mode: "prompt", Limits: fixpoint.Limits{MaxAttempts: 1}.WithDefaults()}
-		if _, err := pipeline.Publish(ctx, js, cfg, env); err != nil {
+		if _, err := queue.Publish(ctx, js, cfg, env); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,47 +138,26 @@ func TestQueueHoldsBatch(t *testing.T) {
 	}
 }
 
-// serverJS starts an embedded server on dir (its warnings to warn, when
-// set) for the test, and returns a JetStream client of it.
-func serverJS(t *testing.T, dir string, warn io.Writer) jetstream.JetStream {
-	t.Helper()
-	ns, err := startServer(dir, -1, warn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 // Workers started together on a queue that does not exist yet all set it
 // up: the server may tell one that its stream's subjects overlap the
 // stream another is creating, which is the same stream (one of two workers
 // started together exited 1 so).
-func TestEnsureQueueTogether(t *testing.T) {
+func TestEnsureTogether(t *testing.T) {
 	js := serverJS(t, t.TempDir(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for round := range 10 {
-		cfg := pipeline.QueueConfig{Stream: fmt.Sprintf("Q_TOGETHER_%d", round), Subject: fmt.Sprintf("q.together.%d", round), Consumer: "w"}
+		cfg := queue.Config{Stream: fmt.Sprintf("Q_TOGETHER_%d", round), Subject: fmt.Sprintf("q.together.%d", round), Consumer: "w"}
 		errs := make(chan error, 6)
 		for range 6 {
 			go func() {
-				_, _, err := pipeline.EnsureQueue(ctx, js, cfg)
+				_, _, err := queue.Ensure(ctx, js, cfg)
 				errs <- err
 			}()
 		}
 		for range 6 {
 			if err := <-errs; err != nil {
-				t.Fatalf("round %d: EnsureQueue of workers started together: %v", round, err)
+				t.Fatalf("round %d: Ensure of workers started together: %v", round, err)
 			}
 		}
 	}

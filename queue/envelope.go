@@ -1,12 +1,13 @@
-package pipeline
+package queue
 
 import (
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // EnvelopeVersion is the version of the job message this code writes. A
@@ -56,11 +57,11 @@ const (
 	DeliveryBatch    = "batch"
 )
 
-// batch reports that the job is delivered in waves.
-func (e *Envelope) batch() bool { return e.Delivery == DeliveryBatch }
+// BatchDelivery reports that the job is delivered in waves.
+func (e *Envelope) BatchDelivery() bool { return e.Delivery == DeliveryBatch }
 
-// deadline is the job's deadline, zero when none.
-func (e *Envelope) deadline() time.Time {
+// DeadlineTime is the job's deadline, zero when none.
+func (e *Envelope) DeadlineTime() time.Time {
 	if e.Deadline == 0 {
 		return time.Time{}
 	}

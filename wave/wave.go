@@ -1,36 +1,13 @@
-package pipeline
-
-import (
-	"cmp"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"log/slog"
-	"maps"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/fixpoint-dev/fixpoint"
-	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/repair"
-	"github.com/fixpoint-dev/fixpoint/store"
-)
-
-// Batch delivery: the repair step driven in waves of provider batches
-// (OpenAI's Batch API, Anthropic's Message Batches) at half the realtime
-// price, answered within hours instead of seconds.
+// Package wave drives batch delivery: the repair step driven in waves of
+// provider batches (OpenAI's Batch API, Anthropic's Message Batches) at
+// half the realtime price, answered within hours instead of seconds. The
+// worker (package pipeline) hands its batch-delivery jobs to a Driver,
+// which reaches back to it through the Worker interface.
 //
 // A worker pulls a batch-delivery job from the queue as any other, starts
 // its repair step and, instead of calling the provider, collects the
 // step's first request with others of the same batch and model. When the
-// collection is full or has waited WaveConfig.Collect, the wave is
+// collection is full or has waited Config.Collect, the wave is
 // recorded in the ledger with each job's place in it, and only then are
 // the messages acked: from that commit on the ledger owns the jobs (a
 // queue's ack wait is no use for a wait of hours). The recording worker
@@ -50,6 +27,65 @@ import (
 // Anthropic by its size and time); a result is recorded once (its request
 // is marked in the same transaction); a job keeps its place in an ended
 // wave until the next wave holds it or the queue has it again.
+package wave
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/ledgerrow"
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// Worker is what the driver needs of the worker whose batch-delivery jobs
+// it collects: what becomes of their messages, and the realtime side's
+// repair step, ledger retries, metrics and stop stay the worker's.
+type Worker interface {
+	// Dispose carries d out on a job's message.
+	Dispose(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, d queue.Disposition)
+	// HandBack hands a job's message back for cause, as the worker
+	// decides for its delivered-th delivery (dead at the last).
+	HandBack(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, delivered int, cause error)
+	// Finish hands a job final before any call to the worker's writer.
+	Finish(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, res *fixpoint.Result)
+	// Heartbeat reports progress on msg until stop is called.
+	Heartbeat(msg jetstream.Msg) (stop func())
+	// Stopping reports that the worker is stopping.
+	Stopping() bool
+	// Abort stops the worker with err: a fault no job of it can get past.
+	Abort(err error)
+	// Job builds the repair step's job of env.
+	Job(ctx context.Context, env *queue.Envelope) (*repair.Job, error)
+	// StepConfig is the repair step's configuration for the provider's
+	// calls billed at basis.
+	StepConfig(provider string, basis fixpoint.PriceBasis) repair.Config
+	// RetryLedger runs op until it succeeds, the ledger refuses it
+	// (store.IsRefused) or the worker stops, pausing pulls meanwhile.
+	RetryLedger(ctx context.Context, log *slog.Logger, op func() error) error
+	// WaveStep counts a step of a provider's wave ("recorded",
+	// "submitted", "done").
+	WaveStep(provider, step string)
+	// Observe counts the outcomes of a wave's requests the ledger took:
+	// attempts, tokens and the jobs they finished.
+	Observe(outs []store.WaveOutcome)
+}
 
 // BatchClient is what the wave driver needs of a provider with a batch
 // API. *llm.Client satisfies it.
@@ -67,10 +103,10 @@ type BatchClient interface {
 
 var _ BatchClient = (*llm.Client)(nil)
 
-// WaveLedger is what the wave driver needs from the ledger. *store.Store
-// satisfies it; a Worker whose Ledger does not runs batch-delivery jobs
+// Ledger is what the wave driver needs from the ledger. *store.Store
+// satisfies it; a worker whose ledger does not runs batch-delivery jobs
 // realtime.
-type WaveLedger interface {
+type Ledger interface {
 	RecordWave(ctx context.Context, p store.WaveParams) (*store.Wave, []store.WaveRequest, error)
 	WaveRequests(ctx context.Context, waveID int64) ([]store.WaveRequest, error)
 	ClaimWave(ctx context.Context, owner string, lease time.Duration, homes []string) (*store.Wave, error)
@@ -85,30 +121,30 @@ type WaveLedger interface {
 	OpenWaves(ctx context.Context, providers, homes []string) (int, error)
 }
 
-var _ WaveLedger = (*store.Store)(nil)
+var _ Ledger = (*store.Store)(nil)
 
 // Wave defaults.
 const (
-	WaveMaxRequestsDefault = 2048
-	WaveCollectDefault     = 10 * time.Second
-	WavePollMinDefault     = 30 * time.Second
-	WavePollMaxDefault     = 10 * time.Minute
-	WaveLeaseDefault       = 5 * time.Minute
-	WaveIdleDefault        = 5 * time.Second
-	// WaveRealtimeBelowDefault: a repair wave of fewer jobs runs realtime
+	MaxRequestsDefault = 2048
+	CollectDefault     = 10 * time.Second
+	PollMinDefault     = 30 * time.Second
+	PollMaxDefault     = 10 * time.Minute
+	LeaseDefault       = 5 * time.Minute
+	IdleDefault        = 5 * time.Second
+	// RealtimeBelowDefault: a repair wave of fewer jobs runs realtime
 	// instead: a provider batch takes minutes at best, and a handful of
 	// jobs costs cents either way.
-	WaveRealtimeBelowDefault = 25
-	// WaveDeadlineMarginDefault is how long before the deadline a wave
+	RealtimeBelowDefault = 25
+	// DeadlineMarginDefault is how long before the deadline a wave
 	// still running is cancelled, so its jobs have time to finish
 	// realtime.
-	WaveDeadlineMarginDefault = time.Hour
-	// WaveNotFoundGraceDefault is how long a provider batch may answer 404
+	DeadlineMarginDefault = time.Hour
+	// NotFoundGraceDefault is how long a provider batch may answer 404
 	// before its wave is given up (failed, its jobs run realtime): Anthropic
 	// answers 404 for a few seconds after a create, but a batch deleted, or
 	// created under another key or organization, never comes back, and
 	// polling it for ever held a draining worker up without end.
-	WaveNotFoundGraceDefault = 5 * time.Minute
+	NotFoundGraceDefault = 5 * time.Minute
 	// waveNoReplyMax is how many of a job's wave attempts may get no reply
 	// (expired, errored) before it goes on realtime.
 	waveNoReplyMax = 2
@@ -122,8 +158,8 @@ const (
 	waveOutcomesChunk = 256
 )
 
-// WaveConfig tunes batch delivery.
-type WaveConfig struct {
+// Config tunes batch delivery.
+type Config struct {
 	// MaxRequests caps a wave's requests (and the provider's own limits
 	// apply). Collected jobs hold their messages unacked until their wave
 	// is recorded, so it should stay well under the queue's
@@ -158,16 +194,16 @@ type WaveConfig struct {
 }
 
 // WithDefaults returns a copy with zero fields set to their defaults.
-func (c WaveConfig) WithDefaults() WaveConfig {
-	c.MaxRequests = cmp.Or(c.MaxRequests, WaveMaxRequestsDefault)
-	c.Collect = cmp.Or(c.Collect, WaveCollectDefault)
-	c.PollMin = cmp.Or(c.PollMin, WavePollMinDefault)
-	c.PollMax = max(cmp.Or(c.PollMax, WavePollMaxDefault), c.PollMin)
-	c.Lease = cmp.Or(c.Lease, WaveLeaseDefault)
-	c.Idle = cmp.Or(c.Idle, WaveIdleDefault)
-	c.RealtimeBelow = cmp.Or(c.RealtimeBelow, WaveRealtimeBelowDefault)
-	c.DeadlineMargin = cmp.Or(c.DeadlineMargin, WaveDeadlineMarginDefault)
-	c.NotFoundGrace = cmp.Or(c.NotFoundGrace, WaveNotFoundGraceDefault)
+func (c Config) WithDefaults() Config {
+	c.MaxRequests = cmp.Or(c.MaxRequests, MaxRequestsDefault)
+	c.Collect = cmp.Or(c.Collect, CollectDefault)
+	c.PollMin = cmp.Or(c.PollMin, PollMinDefault)
+	c.PollMax = max(cmp.Or(c.PollMax, PollMaxDefault), c.PollMin)
+	c.Lease = cmp.Or(c.Lease, LeaseDefault)
+	c.Idle = cmp.Or(c.Idle, IdleDefault)
+	c.RealtimeBelow = cmp.Or(c.RealtimeBelow, RealtimeBelowDefault)
+	c.DeadlineMargin = cmp.Or(c.DeadlineMargin, DeadlineMarginDefault)
+	c.NotFoundGrace = cmp.Or(c.NotFoundGrace, NotFoundGraceDefault)
 	if c.Owner == "" {
 		host, _ := os.Hostname()
 		c.Owner = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), strconv.FormatInt(time.Now().UnixNano(), 36))
@@ -175,12 +211,30 @@ func (c WaveConfig) WithDefaults() WaveConfig {
 	return c
 }
 
-// waveLeaseMin is the shortest wave lease: a lease is renewed between
+// leaseMin is the shortest wave lease: a lease is renewed between
 // provider calls, and one that lapses while its owner still works lets a
 // second worker take the wave over.
-const waveLeaseMin = time.Second
+const leaseMin = time.Second
 
-func (c WaveConfig) validate() error {
+// SettingError names a Config setting that cannot work, by its field name
+// ("Lease"), so a command can name its own flag.
+type SettingError struct {
+	Setting string
+	Value   any
+	Problem string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("wave setting %s = %v %s", e.Setting, e.Value, e.Problem)
+}
+
+func settingErr(setting string, v any, problem string) error {
+	return &SettingError{Setting: setting, Value: v, Problem: problem}
+}
+
+// Validate reports the first setting of c (after WithDefaults) that cannot
+// work, as a *SettingError.
+func (c Config) Validate() error {
 	switch {
 	case c.MaxRequests < 1:
 		return settingErr("MaxRequests", c.MaxRequests, "must be at least 1")
@@ -188,8 +242,8 @@ func (c WaveConfig) validate() error {
 		return settingErr("Collect", c.Collect, "is negative")
 	case c.PollMin < 0:
 		return settingErr("PollMin", c.PollMin, "is negative")
-	case c.Lease < waveLeaseMin:
-		return settingErr("Lease", c.Lease, "must be at least "+waveLeaseMin.String())
+	case c.Lease < leaseMin:
+		return settingErr("Lease", c.Lease, "must be at least "+leaseMin.String())
 	case c.Idle < 0:
 		return settingErr("Idle", c.Idle, "is negative")
 	case c.DeadlineMargin < 0:
@@ -198,21 +252,25 @@ func (c WaveConfig) validate() error {
 	return nil
 }
 
-// waves drives a worker's batch-delivery jobs.
-type waves struct {
-	w       *Worker
-	ledger  WaveLedger
+// Driver drives a worker's batch-delivery jobs: it collects their first
+// requests into waves, submits and polls the waves, and records their
+// results. A nil Driver drives nothing.
+type Driver struct {
+	w       Worker
+	ledger  Ledger
 	clients map[string]BatchClient
 	// homes are where this worker drives waves, by provider: its queue
 	// stream and the provider's endpoint (store.WaveParams.Home).
 	homes map[string]string
-	cfg   WaveConfig
+	cfg   Config
 	log   *slog.Logger
+	js    jetstream.JetStream
+	queue queue.Config
 
 	mu      sync.Mutex
 	pending map[waveKey]*collecting
 	flushes sync.WaitGroup
-	// hooks for tests (export_test.go): called at each point a crash
+	// Setup.Hook (tests): called at each point a crash
 	// leaves the ledger in another state.
 	hook func(point string, waveID int64)
 }
@@ -238,29 +296,41 @@ type collecting struct {
 // unacked (its heartbeat keeps it).
 type collected struct {
 	msg       jetstream.Msg
-	env       *Envelope
+	env       *queue.Envelope
 	delivered int
 	req       store.WaveRequest
 	stopBeat  func()
 }
 
-func newWaves(w *Worker, ledger Ledger, cfg WaveConfig) *waves {
-	wl, ok := ledger.(WaveLedger)
-	if !ok {
-		return nil
-	}
-	v := &waves{w: w, ledger: wl, clients: map[string]BatchClient{}, homes: map[string]string{}, cfg: cfg.WithDefaults(), log: w.log,
-		pending: map[waveKey]*collecting{}, hook: w.cfg.waveHook}
-	stream := w.cfg.Queue.WithDefaults().Stream
-	for name, c := range w.cfg.Providers {
-		if bc, ok := c.(BatchClient); ok && bc.SupportsBatch() {
-			v.clients[name] = bc
-			endpoint := name
-			if cc, ok := c.(interface{ Config() llm.Config }); ok {
-				endpoint = name + " " + cc.Config().BaseURL
-			}
-			v.homes[name] = "stream " + stream + ", " + endpoint
+// Setup is what a Driver works with besides its worker.
+type Setup struct {
+	Ledger Ledger
+	// Clients are the worker's providers that have a batch API, by name.
+	Clients map[string]BatchClient
+	// JS and Queue are where jobs go back to finish realtime.
+	JS     jetstream.JetStream
+	Queue  queue.Config
+	Config Config
+	Log    *slog.Logger
+	// Hook, when set, runs at each point of a wave's life where a crash
+	// leaves the ledger in another state (tests kill workers there).
+	Hook func(point string, waveID int64)
+}
+
+// New returns a driver of the waves of w's batch-delivery jobs.
+func New(w Worker, s Setup) *Driver {
+	v := &Driver{w: w, ledger: s.Ledger, clients: map[string]BatchClient{}, homes: map[string]string{}, cfg: s.Config.WithDefaults(),
+		log: s.Log, js: s.JS, queue: s.Queue.WithDefaults(), pending: map[waveKey]*collecting{}, hook: s.Hook}
+	for name, bc := range s.Clients {
+		if !bc.SupportsBatch() {
+			continue
 		}
+		v.clients[name] = bc
+		endpoint := name
+		if cc, ok := bc.(interface{ Config() llm.Config }); ok {
+			endpoint = name + " " + cc.Config().BaseURL
+		}
+		v.homes[name] = "stream " + v.queue.Stream + ", " + endpoint
 	}
 	return v
 }
@@ -273,7 +343,7 @@ const strayWaveEvery = time.Minute
 // worker started with another queue or provider endpoint than the one
 // that submitted them (a changed base URL in a cron line) would otherwise
 // wait for them in silence.
-func (v *waves) warnStray(ctx context.Context) {
+func (v *Driver) warnStray(ctx context.Context) {
 	stray, err := v.ledger.StrayWaves(ctx, v.homeList())
 	if err != nil || len(stray) == 0 {
 		return
@@ -285,65 +355,58 @@ func (v *waves) warnStray(ctx context.Context) {
 }
 
 // homeList is every home of this worker, for ClaimWave.
-func (v *waves) homeList() []string {
+func (v *Driver) homeList() []string {
 	return slices.Sorted(maps.Values(v.homes))
 }
 
-func (v *waves) at(point string, waveID int64) {
+func (v *Driver) at(point string, waveID int64) {
 	if v.hook != nil {
 		v.hook(point, waveID)
 	}
 }
 
-// stepConfig is the step's configuration for calls billed at batch prices.
-func (w *Worker) stepConfig(provider string, basis fixpoint.PriceBasis) repair.Config {
-	cfg := w.loops[provider].step
-	cfg.PriceBasis = basis
-	return cfg
-}
-
-// canCollect reports whether the job can go into a wave: the worker drives
+// CanCollect reports whether the job can go into a wave: the worker drives
 // waves for its provider, and its deadline leaves time for one.
-func (v *waves) canCollect(env *Envelope) bool {
+func (v *Driver) CanCollect(env *queue.Envelope) bool {
 	if v == nil || v.clients[env.Provider] == nil {
 		return false
 	}
-	d := env.deadline()
+	d := env.DeadlineTime()
 	return d.IsZero() || time.Now().Add(v.cfg.DeadlineMargin).Before(d)
 }
 
-// collect starts the job's repair step and adds its first request to the
+// Collect starts the job's repair step and adds its first request to the
 // wave being filled for its batch and model. The message stays unacked
 // (its heartbeat runs) until the wave is recorded.
-func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, job *repair.Job, delivered int) {
-	step, err := repair.Start(job, nil, v.w.stepConfig(env.Provider, fixpoint.PriceBasisBatch))
+func (v *Driver) Collect(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, job *repair.Job, delivered int) {
+	step, err := repair.Start(job, nil, v.w.StepConfig(env.Provider, fixpoint.PriceBasisBatch))
 	if err != nil {
-		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
+		v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: err})
 		return
 	}
 	act := step.Next()
 	if act.Request == nil {
 		// Final before any call (a token budget too small for one).
-		v.w.finish(ctx, msg, env, step.Result())
+		v.w.Finish(ctx, msg, env, step.Result())
 		return
 	}
 	reqJSON, err := json.Marshal(act.Request)
 	if err != nil {
-		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: fmt.Errorf("%w: encode request: %v", fixpoint.ErrBadJob, err)})
+		v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: fmt.Errorf("%w: encode request: %v", fixpoint.ErrBadJob, err)})
 		return
 	}
 	client := v.clients[env.Provider]
 	item, err := client.EncodeBatchItem(llm.BatchItem{CustomID: "w0-0", Request: *act.Request})
 	if err != nil {
-		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: fmt.Errorf("%w: %v", fixpoint.ErrBadJob, err)})
+		v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: fmt.Errorf("%w: %v", fixpoint.ErrBadJob, err)})
 		return
 	}
-	envJSON, err := EncodeEnvelope(env)
+	envJSON, err := queue.EncodeEnvelope(env)
 	if err != nil {
-		v.w.dispose(ctx, msg, env, Disposition{Kind: DispReject, Cause: err})
+		v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: err})
 		return
 	}
-	c := collected{msg: msg, env: env, delivered: delivered, stopBeat: v.w.heartbeat(msg),
+	c := collected{msg: msg, env: env, delivered: delivered, stopBeat: v.w.Heartbeat(msg),
 		req: store.WaveRequest{JobID: env.JobID, Run: env.RunOrFirst(), AttemptNo: 1, Request: reqJSON, Envelope: envJSON, Delivered: delivered}}
 	size := int64(len(item)) + 16 // the custom id is longer than the placeholder
 	key := waveKey{batch: env.Batch, run: env.RunOrFirst(), provider: env.Provider, model: env.Model}
@@ -357,7 +420,7 @@ func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, j
 		col = nil
 	}
 	if col == nil {
-		col = &collecting{key: key, deadline: env.deadline()}
+		col = &collecting{key: key, deadline: env.DeadlineTime()}
 		v.pending[key] = col
 		col.timer = time.AfterFunc(v.cfg.Collect, func() {
 			v.mu.Lock()
@@ -375,7 +438,7 @@ func (v *waves) collect(ctx context.Context, msg jetstream.Msg, env *Envelope, j
 
 // flushLocked takes col out of the pending waves and records and submits
 // it in the background. v.mu is held.
-func (v *waves) flushLocked(ctx context.Context, col *collecting) {
+func (v *Driver) flushLocked(ctx context.Context, col *collecting) {
 	if col.flushed {
 		return
 	}
@@ -393,7 +456,7 @@ func (v *waves) flushLocked(ctx context.Context, col *collecting) {
 
 // record records a collected wave, acks the messages of the jobs it holds
 // and submits it.
-func (v *waves) record(ctx context.Context, col *collecting) {
+func (v *Driver) record(ctx context.Context, col *collecting) {
 	reqs := make([]store.WaveRequest, len(col.items))
 	for i, c := range col.items {
 		reqs[i] = c.req
@@ -401,15 +464,12 @@ func (v *waves) record(ctx context.Context, col *collecting) {
 	log := v.log.With(slog.String("batch", col.key.batch), slog.String("provider", col.key.provider))
 	var wave *store.Wave
 	var taken []store.WaveRequest
-	err := v.w.retryLedger(ctx, log, func() error {
+	err := v.w.RetryLedger(ctx, log, func() error {
 		var err error
 		wave, taken, err = v.ledger.RecordWave(context.WithoutCancel(ctx), store.WaveParams{
 			Batch: col.key.batch, Run: col.key.run, Provider: col.key.provider, Model: col.key.model,
 			Deadline: col.deadline, Requests: reqs, Owner: v.cfg.Owner, Lease: v.cfg.Lease, Home: v.homes[col.key.provider]})
-		if errors.Is(err, store.ErrInvalid) {
-			return permanent(err)
-		}
-		return err
+		return err // refused (store.ErrInvalid): RetryLedger returns it at once
 	})
 	in := map[string]bool{}
 	for _, r := range taken {
@@ -419,12 +479,12 @@ func (v *waves) record(ctx context.Context, col *collecting) {
 		c.stopBeat()
 		switch {
 		case err != nil:
-			v.w.dispose(ctx, c.msg, c.env, v.w.decide(ctx, c.delivered, fmt.Errorf("%w: record wave: %w", fixpoint.ErrTransient, err)))
+			v.w.HandBack(ctx, c.msg, c.env, c.delivered, fmt.Errorf("%w: record wave: %w", fixpoint.ErrTransient, err))
 		case in[c.env.JobID]:
-			v.w.dispose(ctx, c.msg, c.env, Disposition{Kind: DispWave})
+			v.w.Dispose(ctx, c.msg, c.env, queue.Disposition{Kind: queue.DispWave})
 		default:
 			// Final already, requeued, or in a wave another worker recorded.
-			v.w.dispose(ctx, c.msg, c.env, Disposition{Kind: DispSkip})
+			v.w.Dispose(ctx, c.msg, c.env, queue.Disposition{Kind: queue.DispSkip})
 		}
 	}
 	if err != nil || wave == nil {
@@ -433,11 +493,11 @@ func (v *waves) record(ctx context.Context, col *collecting) {
 		}
 		return
 	}
-	v.w.cfg.Metrics.Waves.WithLabelValues(col.key.provider, "recorded").Inc()
+	v.w.WaveStep(col.key.provider, "recorded")
 	log.InfoContext(ctx, "worker: wave recorded", slog.Int64("wave", wave.ID), slog.Int("number", wave.Number),
 		slog.Int("requests", len(taken)))
 	v.at("recorded", wave.ID)
-	if ctx.Err() != nil || v.w.stoppingNow() {
+	if ctx.Err() != nil || v.w.Stopping() {
 		// Stopping: release the lease for the next worker to submit it.
 		v.update(ctx, log, wave, store.WaveUpdate{NextPoll: time.Millisecond})
 		return
@@ -445,9 +505,9 @@ func (v *waves) record(ctx context.Context, col *collecting) {
 	v.drive(context.WithoutCancel(ctx), wave, taken)
 }
 
-// run polls the open waves until ctx ends: it claims one that is due,
+// Run polls the open waves until ctx ends: it claims one that is due,
 // moves it on, and claims the next.
-func (v *waves) run(ctx context.Context) {
+func (v *Driver) Run(ctx context.Context) {
 	var strayChecked time.Time
 	for ctx.Err() == nil {
 		wave, err := v.ledger.ClaimWave(ctx, v.cfg.Owner, v.cfg.Lease, v.homeList())
@@ -473,7 +533,7 @@ func (v *waves) run(ctx context.Context) {
 
 // drive moves a wave this worker holds the lease of one step on: submit
 // it, poll it, or process its results. reqs are its requests when known.
-func (v *waves) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveRequest) {
+func (v *Driver) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveRequest) {
 	log := v.log.With(slog.Int64("wave", wave.ID), slog.String("batch", wave.Batch), slog.String("provider", wave.Provider))
 	client := v.clients[wave.Provider]
 	if client == nil {
@@ -497,7 +557,7 @@ func (v *waves) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveRe
 		// As for a realtime call: the key is wrong for every wave and job
 		// of the provider. The wave waits, unchanged and unleased, for a
 		// worker with a good key.
-		v.w.abort(fmt.Errorf("%s refused the API key: fix the key and start the worker again: %w", wave.Provider, err))
+		v.w.Abort(fmt.Errorf("%s refused the API key: fix the key and start the worker again: %w", wave.Provider, err))
 		v.update(ctx, log, wave, store.WaveUpdate{Error: truncate(err.Error(), 500), NextPoll: v.cfg.PollMin})
 		return
 	}
@@ -508,7 +568,7 @@ func (v *waves) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveRe
 }
 
 // update applies u, logging a failure (the lease expires on its own).
-func (v *waves) update(ctx context.Context, log *slog.Logger, wave *store.Wave, u store.WaveUpdate) {
+func (v *Driver) update(ctx context.Context, log *slog.Logger, wave *store.Wave, u store.WaveUpdate) {
 	if err := v.ledger.UpdateWave(context.WithoutCancel(ctx), wave.ID, v.cfg.Owner, u); err != nil {
 		log.WarnContext(ctx, "worker: update wave", slog.String("error", err.Error()))
 	}
@@ -516,12 +576,12 @@ func (v *waves) update(ctx context.Context, log *slog.Logger, wave *store.Wave, 
 
 // backoff is the wait before the wave's next poll: PollMin doubling with
 // each poll, at most PollMax.
-func (v *waves) backoff(wave *store.Wave) time.Duration {
+func (v *Driver) backoff(wave *store.Wave) time.Duration {
 	return min(v.cfg.PollMin<<min(max(wave.Polls-1, 0), 20), v.cfg.PollMax)
 }
 
 // items decodes a wave's requests as batch items.
-func (v *waves) items(ctx context.Context, wave *store.Wave, reqs []store.WaveRequest) ([]llm.BatchItem, error) {
+func (v *Driver) items(ctx context.Context, wave *store.Wave, reqs []store.WaveRequest) ([]llm.BatchItem, error) {
 	if reqs == nil {
 		var err error
 		if reqs, err = v.ledger.WaveRequests(ctx, wave.ID); err != nil {
@@ -541,7 +601,7 @@ func (v *waves) items(ctx context.Context, wave *store.Wave, reqs []store.WaveRe
 // submit uploads (OpenAI) and creates the wave's provider batch, recording
 // each id as soon as it exists. A wave an earlier holder may have created
 // is looked for first.
-func (v *waves) submit(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave, reqs []store.WaveRequest) error {
+func (v *Driver) submit(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave, reqs []store.WaveRequest) error {
 	if reqs == nil {
 		// Claimed, not fresh from its recording: an earlier holder (or an
 		// earlier try) may have created the batch.
@@ -589,7 +649,7 @@ func (v *waves) submit(ctx context.Context, log *slog.Logger, client BatchClient
 		ProviderBatchID: st.ID, NextPoll: v.cfg.PollMin}); err != nil {
 		return err
 	}
-	v.w.cfg.Metrics.Waves.WithLabelValues(wave.Provider, "submitted").Inc()
+	v.w.WaveStep(wave.Provider, "submitted")
 	log.InfoContext(ctx, "worker: wave submitted", slog.String("provider_batch", st.ID), slog.Int("requests", len(items)))
 	return nil
 }
@@ -597,7 +657,7 @@ func (v *waves) submit(ctx context.Context, log *slog.Logger, client BatchClient
 // submitFailed handles an upload or create that failed: one that may have
 // acted is reconciled on the next try; a retryable one is tried again
 // later; a refused one fails the wave, and its jobs run realtime.
-func (v *waves) submitFailed(ctx context.Context, log *slog.Logger, wave *store.Wave, err error) error {
+func (v *Driver) submitFailed(ctx context.Context, log *slog.Logger, wave *store.Wave, err error) error {
 	var perr *fixpoint.ProviderError
 	if errors.Is(err, llm.ErrBatchMaybeCreated) || !errors.As(err, &perr) || !perr.Permanent() || refusedKey(err) {
 		// Try again (reconciling first) at the next poll.
@@ -632,7 +692,7 @@ func refusedKey(err error) bool {
 // that may be paid for twice or take another's (adopting the only one of
 // the wave's size took another client's batch, and with two a second
 // batch was created: 120 paid replies never recorded).
-func (v *waves) reconcile(ctx context.Context, client BatchClient, wave *store.Wave) (st llm.BatchStatus, found, pending bool, err error) {
+func (v *Driver) reconcile(ctx context.Context, client BatchClient, wave *store.Wave) (st llm.BatchStatus, found, pending bool, err error) {
 	list, err := client.ListBatchesSince(ctx, wave.CreatedAt.Add(-time.Minute), 0)
 	if err != nil {
 		return llm.BatchStatus{}, false, false, fmt.Errorf("reconcile: list batches: %w", err)
@@ -699,7 +759,7 @@ func batchOf(ctx context.Context, client BatchClient, b llm.BatchStatus, ids map
 }
 
 // cancelUnsubmitted ends a wave cancelled before it reached the provider.
-func (v *waves) cancelUnsubmitted(ctx context.Context, log *slog.Logger, wave *store.Wave) error {
+func (v *Driver) cancelUnsubmitted(ctx context.Context, log *slog.Logger, wave *store.Wave) error {
 	if client := v.clients[wave.Provider]; client != nil && wave.Polls > 1 {
 		// It may have been created after all.
 		st, ok, pending, err := v.reconcile(ctx, client, wave)
@@ -722,7 +782,7 @@ func (v *waves) cancelUnsubmitted(ctx context.Context, log *slog.Logger, wave *s
 
 // poll asks the provider about a submitted wave: cancelling it if asked
 // to or if its deadline is near, and processing its results once it ended.
-func (v *waves) poll(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave) error {
+func (v *Driver) poll(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave) error {
 	cancelWhy := ""
 	switch {
 	case wave.Status == store.WaveCancelling:
@@ -827,7 +887,7 @@ func (t *resultTally) add(err error) {
 // from the ledger, up to the request the wave carried.
 type waveJob struct {
 	req  store.WaveRequest
-	env  *Envelope
+	env  *queue.Envelope
 	step *repair.Step
 	// prev is how many attempts the ledger had before this wave's.
 	prev int
@@ -836,7 +896,7 @@ type waveJob struct {
 // process records an ended wave's results and moves its jobs on: final,
 // into the next wave, or back to the queue to finish realtime. st is the
 // provider batch as retrieved (nil: retrieve it).
-func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave, st *llm.BatchStatus) error {
+func (v *Driver) process(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave, st *llm.BatchStatus) error {
 	if st == nil {
 		s, err := client.RetrieveBatch(ctx, wave.ProviderBatchID)
 		if err != nil {
@@ -867,12 +927,7 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 		if _, err := v.ledger.RecordWaveOutcomes(context.WithoutCancel(ctx), outs); err != nil {
 			return err
 		}
-		v.w.cfg.Metrics.observeWave(outs)
-		for i := range outs {
-			if outs[i].Finished {
-				v.w.finished.Add(1)
-			}
-		}
+		v.w.Observe(outs)
 		outs = outs[:0]
 		v.at("outcomes", wave.ID)
 		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})
@@ -891,12 +946,12 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 			return nil // its attempt is recorded already
 		}
 		a, act := j.step.Feed(resp, callErr, started)
-		o := store.WaveOutcome{WaveID: wave.ID, CustomID: r.CustomID, Attempt: toStoreAttempt(a)}
+		o := store.WaveOutcome{WaveID: wave.ID, CustomID: r.CustomID, Attempt: ledgerrow.Attempt(a)}
 		if act.Done() {
-			res := toStoreResult(j.step.Result(), j.env, 0)
+			res := ledgerrow.Result(j.step.Result(), j.env, 0)
 			o.Result = &res
 		} else {
-			tot := toStoreResult(j.step.Result(), j.env, 0)
+			tot := ledgerrow.Result(j.step.Result(), j.env, 0)
 			o.Totals = &tot
 		}
 		outs = append(outs, o)
@@ -964,12 +1019,12 @@ func (v *waves) process(ctx context.Context, log *slog.Logger, client BatchClien
 // rebuild starts the repair step of a wave request's job from the
 // attempts the ledger has before it. nil, nil: the request's attempt is
 // recorded already.
-func (v *waves) rebuild(ctx context.Context, r store.WaveRequest, rows []store.Attempt, basis fixpoint.PriceBasis) (*waveJob, error) {
-	env, err := DecodeEnvelope(r.Envelope)
+func (v *Driver) rebuild(ctx context.Context, r store.WaveRequest, rows []store.Attempt, basis fixpoint.PriceBasis) (*waveJob, error) {
+	env, err := queue.DecodeEnvelope(r.Envelope)
 	if err != nil {
 		return nil, err
 	}
-	job, err := v.w.buildJob(ctx, env)
+	job, err := v.w.Job(ctx, env)
 	if err != nil {
 		return nil, err
 	}
@@ -981,8 +1036,8 @@ func (v *waves) rebuild(ctx context.Context, r store.WaveRequest, rows []store.A
 			return nil, nil
 		}
 	}
-	prev := resultFromLedger(r.JobID, before)
-	step, err := repair.Start(job, prev, v.w.stepConfig(env.Provider, basis))
+	prev := ledgerrow.ResultFrom(r.JobID, before)
+	step, err := repair.Start(job, prev, v.w.StepConfig(env.Provider, basis))
 	if err != nil {
 		return nil, err
 	}
@@ -994,7 +1049,7 @@ func (v *waves) rebuild(ctx context.Context, r store.WaveRequest, rows []store.A
 
 // next moves on the jobs still placed in an ended wave: into the next
 // wave, or to the queue to finish realtime; then the wave is done.
-func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave, st *llm.BatchStatus) error {
+func (v *Driver) next(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave, st *llm.BatchStatus) error {
 	placed, err := v.ledger.PlacedJobs(ctx, wave.ID)
 	if err != nil {
 		return err
@@ -1014,12 +1069,12 @@ func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, 
 		for _, p := range placed {
 			r := p
 			r.AttemptNo = len(rows[p.JobID]) + 1
-			env, err := DecodeEnvelope(p.Envelope)
+			env, err := queue.DecodeEnvelope(p.Envelope)
 			if err != nil {
 				realtime = append(realtime, p)
 				continue
 			}
-			deadline = env.deadline()
+			deadline = env.DeadlineTime()
 			j, err := v.rebuild(ctx, r, rows[p.JobID], fixpoint.PriceBasisBatch)
 			if err != nil || j == nil {
 				realtime = append(realtime, p)
@@ -1075,7 +1130,7 @@ func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, 
 	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveDone, NextPoll: time.Second}); err != nil {
 		return err
 	}
-	v.w.cfg.Metrics.Waves.WithLabelValues(wave.Provider, "done").Inc()
+	v.w.WaveStep(wave.Provider, "done")
 	if nw != nil {
 		v.drive(ctx, nw, taken)
 	}
@@ -1085,7 +1140,7 @@ func (v *waves) next(ctx context.Context, log *slog.Logger, client BatchClient, 
 // toRealtime hands jobs placed in the wave to the queue, to finish
 // realtime from the attempts the ledger holds, then ends their place in
 // the wave. placed nil means every job still placed there.
-func (v *waves) toRealtime(ctx context.Context, wave *store.Wave, placed []store.WaveRequest) error {
+func (v *Driver) toRealtime(ctx context.Context, wave *store.Wave, placed []store.WaveRequest) error {
 	if placed == nil {
 		var err error
 		if placed, err = v.ledger.PlacedJobs(ctx, wave.ID); err != nil {
@@ -1094,12 +1149,12 @@ func (v *waves) toRealtime(ctx context.Context, wave *store.Wave, placed []store
 	}
 	ids := make([]string, 0, len(placed))
 	for _, p := range placed {
-		env, err := DecodeEnvelope(p.Envelope)
+		env, err := queue.DecodeEnvelope(p.Envelope)
 		if err != nil {
 			return fmt.Errorf("job %s of wave %d: %w", p.JobID, wave.ID, err)
 		}
 		env.FromWave = wave.ID
-		if err := publishFromWave(ctx, v.w.js, v.w.cfg.Queue, env); err != nil {
+		if err := queue.PublishFromWave(ctx, v.js, v.queue, env); err != nil {
 			return err
 		}
 		ids = append(ids, p.JobID)
@@ -1111,47 +1166,9 @@ func (v *waves) toRealtime(ctx context.Context, wave *store.Wave, placed []store
 	return v.ledger.ReleaseWaveJobs(ctx, wave.ID, ids)
 }
 
-// resultFromLedger is a job's result so far as the ledger recorded its
-// attempts: what repair.Start takes to go on from them.
-func resultFromLedger(jobID string, rows []store.Attempt) *fixpoint.Result {
-	if len(rows) == 0 {
-		return nil
-	}
-	res := &fixpoint.Result{JobID: jobID, Status: fixpoint.StatusInvalid}
-	for _, r := range rows {
-		a := fixpoint.Attempt{No: r.No, RequestHash: r.RequestHash, Raw: r.Raw, Class: r.Class, Valid: r.Valid,
-			RepairedLocally: r.RepairedLocally, FinishReason: fixpoint.FinishReason(r.FinishReason),
-			Latency: time.Duration(r.LatencyMS) * time.Millisecond, TokensIn: int(r.TokensIn), TokensOut: int(r.TokensOut),
-			TokensCached: int(r.TokensCached), TokensCacheWrite: int(r.TokensCacheWrite),
-			PriceBasis: fixpoint.PriceBasis(r.PriceBasis), CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
-			ProviderError: r.ProviderError, ProviderClass: fixpoint.ErrorClass(r.ProviderClass), Model: r.Model,
-			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback, Coerced: r.Coerced, Unpriced: r.Unpriced}
-		a.Source = fixpoint.Source(r.Source)
-		if len(r.Errors) > 0 {
-			_ = json.Unmarshal(r.Errors, &a.Errors)
-		}
-		res.Attempts = append(res.Attempts, a)
-		res.Calls++
-		res.TokensIn += a.TokensIn
-		res.TokensOut += a.TokensOut
-		res.TokensCached += a.TokensCached
-		res.TokensCacheWrite += a.TokensCacheWrite
-		res.TransportRetries += r.TransportRetries
-		res.CostUSD += a.CostUSD
-		if res.StartedAt.IsZero() || (!a.StartedAt.IsZero() && a.StartedAt.Before(res.StartedAt)) {
-			res.StartedAt = a.StartedAt
-		}
-		res.Class = a.Class
-		if a.Class == fixpoint.OutcomeProvider {
-			res.Status, res.Error = fixpoint.StatusFailed, a.ProviderError
-		}
-	}
-	return res
-}
-
-// stop hands back the jobs collected for waves not yet recorded, and waits
+// Stop hands back the jobs collected for waves not yet recorded, and waits
 // for the waves being recorded.
-func (v *waves) stop(ctx context.Context) {
+func (v *Driver) Stop(ctx context.Context) {
 	v.mu.Lock()
 	var cols []*collecting
 	for _, col := range v.pending {
@@ -1164,7 +1181,7 @@ func (v *waves) stop(ctx context.Context) {
 	for _, col := range cols {
 		for _, c := range col.items {
 			c.stopBeat()
-			v.w.dispose(ctx, c.msg, c.env, Disposition{Kind: DispRelease})
+			v.w.Dispose(ctx, c.msg, c.env, queue.Disposition{Kind: queue.DispRelease})
 		}
 	}
 	v.flushes.Wait()
@@ -1174,7 +1191,7 @@ func (v *waves) stop(ctx context.Context) {
 // from RetrieveBatch) for NotFoundGrace, and for how long. The first 404 of
 // a run of them is kept in the ledger, so a worker's restart does not
 // begin the grace again; an answer clears it.
-func (v *waves) missing(ctx context.Context, wave *store.Wave, err error) (bool, time.Duration, error) {
+func (v *Driver) missing(ctx context.Context, wave *store.Wave, err error) (bool, time.Duration, error) {
 	if !errors.Is(err, llm.ErrBatchNotFound) {
 		if err == nil && !wave.MissingSince.IsZero() {
 			wave.MissingSince = time.Time{}
@@ -1190,11 +1207,15 @@ func (v *waves) missing(ctx context.Context, wave *store.Wave, err error) (bool,
 	return since >= v.cfg.NotFoundGrace, since, nil
 }
 
-// open reports whether waves are being collected or waves this worker can
+// Drives reports whether the driver drives waves: the worker has a
+// provider with a batch API.
+func (v *Driver) Drives() bool { return v != nil && len(v.clients) > 0 }
+
+// Open reports whether waves are being collected or waves this worker can
 // drive are open in the ledger (a draining worker waits for them; another
 // provider's, or those of another queue or provider endpoint, are not its
 // to wait for); a ledger error counts as open.
-func (v *waves) open(ctx context.Context) bool {
+func (v *Driver) Open(ctx context.Context) bool {
 	if v == nil || len(v.clients) == 0 {
 		return false // it drives no waves
 	}
@@ -1212,11 +1233,18 @@ func (v *waves) open(ctx context.Context) bool {
 	return err != nil || open > 0
 }
 
-// jobAttempts returns the attempts the ledger holds for a batch-delivery
+// JobAttempts returns the attempts the ledger holds for a batch-delivery
 // job's run (none without a wave ledger).
-func (v *waves) jobAttempts(ctx context.Context, env *Envelope) ([]store.Attempt, error) {
+func (v *Driver) JobAttempts(ctx context.Context, env *queue.Envelope) ([]store.Attempt, error) {
 	if v == nil {
 		return nil, nil
 	}
 	return v.ledger.JobAttempts(ctx, env.JobID, env.RunOrFirst())
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

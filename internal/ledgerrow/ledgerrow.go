@@ -1,0 +1,106 @@
+// Package ledgerrow converts between the job's own types (a result, an
+// attempt) and the ledger's rows of them: the realtime worker and the wave
+// driver record the same rows, and go on from them alike.
+package ledgerrow
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// Result is the ledger's row of a job's result, with its attempts' rows,
+// from the delivery-th delivery of env.
+func Result(res *fixpoint.Result, env *queue.Envelope, delivered int) store.Result {
+	r := store.Result{
+		JobID: res.JobID, Status: res.Status, Value: res.Value, Error: res.Error, FinalClass: res.Class,
+		Attempts: len(res.Attempts), Calls: res.Calls, FirstAttemptValid: res.FirstAttemptValid,
+		RepairedLocally: res.RepairedLocally, TokensIn: int64(res.TokensIn), TokensOut: int64(res.TokensOut),
+		TokensCached: int64(res.TokensCached), TokensCacheWrite: int64(res.TokensCacheWrite), CostUSD: res.CostUSD, StartedAt: res.StartedAt,
+		FinishedAt: res.StartedAt.Add(res.Wall), WallMS: res.Wall.Milliseconds(), Deliveries: delivered,
+	}
+	if env != nil {
+		r.Run = env.RunOrFirst()
+		r.Job = &store.NewJob{ID: env.JobID, Batch: env.Batch, RowNo: env.RowNo, SchemaHash: env.SchemaHash,
+			Prompt: env.Prompt, Provider: env.Provider, Model: env.Model, Mode: string(env.Mode),
+			Strategy: string(env.Limits.WithDefaults().Strategy)}
+	}
+	for i := range res.Attempts {
+		r.AttemptRows = append(r.AttemptRows, Attempt(&res.Attempts[i]))
+	}
+	return r
+}
+
+// Attempt is the ledger's row of an attempt.
+func Attempt(a *fixpoint.Attempt) store.Attempt {
+	repairs, _ := json.Marshal(nonNil(a.Repairs))
+	errs, _ := json.Marshal(nonNil(a.Errors))
+	classes := make([]fixpoint.ErrorClass, 0, len(a.Retries))
+	for _, r := range a.Retries {
+		classes = append(classes, r.Class)
+	}
+	rc, _ := json.Marshal(classes)
+	var sys *store.Prompt
+	if a.System != nil && a.System.SHA256() != "" {
+		sys = store.PromptWithHash(a.System.Text(), a.System.SHA256())
+	}
+	return store.Attempt{
+		No: a.No, Request: a.Request, System: sys, RequestHash: a.RequestHash, Raw: a.Raw, Source: string(a.Source),
+		Repairs: repairs, Errors: errs, Class: a.Class, Valid: a.Valid, RepairedLocally: a.RepairedLocally,
+		FinishReason: string(a.FinishReason), LatencyMS: a.Latency.Milliseconds(),
+		TokensIn: int64(a.TokensIn), TokensOut: int64(a.TokensOut), TokensCached: int64(a.TokensCached),
+		TransportRetries: len(a.Retries), RetryClasses: rc, ProviderStatus: a.ProviderStatus,
+		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
+		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), PriceBasis: string(a.PriceBasis),
+		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD, PatchOutcome: string(a.PatchOutcome),
+		Coerced: a.Coerced, Unpriced: a.Unpriced,
+	}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// ResultFrom is a job's result so far as the ledger recorded its
+// attempts: what repair.Start takes to go on from them.
+func ResultFrom(jobID string, rows []store.Attempt) *fixpoint.Result {
+	if len(rows) == 0 {
+		return nil
+	}
+	res := &fixpoint.Result{JobID: jobID, Status: fixpoint.StatusInvalid}
+	for _, r := range rows {
+		a := fixpoint.Attempt{No: r.No, RequestHash: r.RequestHash, Raw: r.Raw, Class: r.Class, Valid: r.Valid,
+			RepairedLocally: r.RepairedLocally, FinishReason: fixpoint.FinishReason(r.FinishReason),
+			Latency: time.Duration(r.LatencyMS) * time.Millisecond, TokensIn: int(r.TokensIn), TokensOut: int(r.TokensOut),
+			TokensCached: int(r.TokensCached), TokensCacheWrite: int(r.TokensCacheWrite),
+			PriceBasis: fixpoint.PriceBasis(r.PriceBasis), CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
+			ProviderError: r.ProviderError, ProviderClass: fixpoint.ErrorClass(r.ProviderClass), Model: r.Model,
+			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback, Coerced: r.Coerced, Unpriced: r.Unpriced}
+		a.Source = fixpoint.Source(r.Source)
+		if len(r.Errors) > 0 {
+			_ = json.Unmarshal(r.Errors, &a.Errors)
+		}
+		res.Attempts = append(res.Attempts, a)
+		res.Calls++
+		res.TokensIn += a.TokensIn
+		res.TokensOut += a.TokensOut
+		res.TokensCached += a.TokensCached
+		res.TokensCacheWrite += a.TokensCacheWrite
+		res.TransportRetries += r.TransportRetries
+		res.CostUSD += a.CostUSD
+		if res.StartedAt.IsZero() || (!a.StartedAt.IsZero() && a.StartedAt.Before(res.StartedAt)) {
+			res.StartedAt = a.StartedAt
+		}
+		res.Class = a.Class
+		if a.Class == fixpoint.OutcomeProvider {
+			res.Status, res.Error = fixpoint.StatusFailed, a.ProviderError
+		}
+	}
+	return res
+}
