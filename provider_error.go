@@ -84,7 +84,8 @@ type ProviderError struct {
 	// is sent again: Retry-After or retry-after-ms, OpenAI's "try again in",
 	// or else the wait derived from the rate-limit headers (the time until
 	// the spent budget has room for this request); 0 when none was given.
-	// It is the full hint, never capped. When it is over the lane's
+	// It is the full hint, never capped; a hint over llm.MaxRetryHint (a
+	// day) is bogus and ignored, as if none was given. When it is over the lane's
 	// llm.LaneConfig.MaxHintWait, llm.Client.Complete did not sleep it: it returned at once
 	// with HintOverCap set, and the caller should send the request again no
 	// sooner than RetryAfter from now (hand the job back with that delay). On

@@ -86,6 +86,17 @@ func TestRetryHints(t *testing.T) {
 		// Not a spent quota: a rate limit with backoff (the reset is past).
 		{"anthropic 429 with resets but no retry-after", ProviderAnthropic, 429, h("Anthropic-Ratelimit-Requests-Reset", "2025-10-30T16:17:37Z"), providerError{}, fixpoint.ClassRateLimited, 0},
 		{"anthropic 429 without any hint", ProviderAnthropic, 429, h(), providerError{Type: "rate_limit_error", Code: "rate_limit_error"}, fixpoint.ClassRateLimited, 0},
+		// A wait beyond any provider's window (a day) is no hint: backoff.
+		{"retry-after of a day is kept", ProviderOpenAI, 429, h("Retry-After", "86400"), providerError{}, fixpoint.ClassRateLimited, 24 * time.Hour},
+		{"retry-after beyond a day is ignored", ProviderOpenAI, 429, h("Retry-After", "999999999"), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"retry-after too large for a duration is ignored", ProviderOpenAI, 429, h("Retry-After", "1e300"), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"retry-after date years ahead is ignored", ProviderAnthropic, 429, h("Retry-After", now.AddDate(30, 0, 0).Format(http.TimeFormat)), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"bogus retry-after-ms falls back to retry-after", ProviderOpenAI, 429, h("Retry-After-Ms", "999999999999", "Retry-After", "3"), providerError{}, fixpoint.ClassRateLimited, 3 * time.Second},
+		{"message hint beyond a day is ignored", ProviderOpenAI, 429, h(), providerError{Message: "Please try again in 99999999s."}, fixpoint.ClassRateLimited, 0},
+		{"reset beyond a day is ignored", ProviderOpenAI, 429, h(
+			"X-Ratelimit-Limit-Tokens", "1000", "X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "999999999"),
+			providerError{}, fixpoint.ClassRateLimited, 0},
+		{"503 with a bogus hint", ProviderOpenAI, 503, h("Retry-After", "999999999"), providerError{}, fixpoint.ClassOverloaded, 0},
 		{"529", ProviderAnthropic, 529, h(), providerError{}, fixpoint.ClassOverloaded, 0},
 		{"503 with hint", ProviderOpenAI, 503, h("Retry-After", "4"), providerError{}, fixpoint.ClassOverloaded, 4 * time.Second},
 		{"502", ProviderOpenAI, 502, h(), providerError{}, fixpoint.ClassServer, 0},

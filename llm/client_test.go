@@ -225,6 +225,9 @@ func TestRetryHonoursServerHint(t *testing.T) {
 			"X-Ratelimit-Remaining-Tokens", "100", "X-Ratelimit-Reset-Tokens", "20ms"), 6 * time.Second, fixpoint.ClassRateLimited},
 		{"503 retry-after", replyJSON(503, `{"error":{"message":"busy"}}`, "Retry-After", "3"), 3 * time.Second, fixpoint.ClassOverloaded},
 		{"backoff larger than hint", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After", "0"), 500 * time.Millisecond, fixpoint.ClassRateLimited},
+		// A hint beyond MaxRetryHint is bogus: the call backs off and
+		// retries as after a hint-less 429, not handed back for 31 years.
+		{"retry-after beyond any window: backoff", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After", "999999999"), 500 * time.Millisecond, fixpoint.ClassRateLimited},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
