@@ -322,7 +322,7 @@ func (c *Client) ProbeBatch(ctx context.Context) error {
 	var e *fixpoint.ProviderError
 	if errors.As(err, &e) && (e.Status == 404 || e.Status == 405 || e.Status == 501) {
 		e.Err = ErrBatchUnsupported
-		e.Message = "no batch endpoints at " + c.cfg.BaseURL + " (" + e.Message + ")"
+		e.Message = "no batch endpoints at " + RedactURL(c.cfg.BaseURL) + " (" + e.Message + ")"
 	}
 	return err
 }
@@ -490,7 +490,7 @@ func (c *Client) BatchResults(ctx context.Context, st BatchStatus, request func(
 			if f == "" {
 				continue
 			}
-			if err := c.download(ctx, c.cfg.BaseURL+"/files/"+pathID(f)+"/content", "download batch file "+f, rs); err != nil {
+			if err := c.download(ctx, c.url("/files/"+pathID(f)+"/content", nil), "download batch file "+f, rs); err != nil {
 				return err
 			}
 		}

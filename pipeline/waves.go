@@ -257,7 +257,7 @@ func newWaves(w *Worker, ledger Ledger, cfg WaveConfig) *waves {
 			v.clients[name] = bc
 			endpoint := name
 			if cc, ok := c.(interface{ Config() llm.Config }); ok {
-				endpoint = name + " " + cc.Config().BaseURL
+				endpoint = name + " " + llm.RedactURL(cc.Config().BaseURL)
 			}
 			v.homes[name] = "stream " + stream + ", " + endpoint
 		}
