@@ -585,6 +585,7 @@ func (rs *resultSink) decode(id string, body []byte, status int, requestID strin
 		return BatchResult{CustomID: id, Err: &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: status, RequestID: requestID,
 			Message: err.Error() + ": " + snippet(body), Err: err}}
 	}
+	out.UsageAnomaly = plausibleUsage(&out.Usage, estimateDemand(&req, rs.c.cfg.Lane.OutputTokensEstimate).input, len(out.Text))
 	return BatchResult{CustomID: id, Response: out}
 }
 

@@ -582,10 +582,35 @@ func (c *Client) do(ctx context.Context, body []byte, req *fixpoint.Request, nee
 		err = decodeOllama(data, req, out)
 	}
 	if err != nil {
-		return nil, &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: hresp.StatusCode, RequestID: reqID,
+		e := &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: hresp.StatusCode, RequestID: reqID,
 			Message: err.Error() + ": " + snippet(data), Err: err, Billed: billedUsage(c.cfg.Provider, data)}
+		if note := plausibleUsage(&e.Billed, need.input, len(data)); note != "" {
+			e.Message += "; " + note
+		}
+		return nil, e
 	}
+	out.UsageAnomaly = plausibleUsage(&out.Usage, need.input, len(out.Text))
 	return out, nil
+}
+
+// plausibleUsage replaces usage that cannot be true (see
+// fixpoint.Usage.Implausible) by an estimate, at the measure the lane's
+// budgets use: input the request's estimate, output a quarter of the
+// reply's bytes. It returns what the provider reported, for the record,
+// or "" when the usage stands. Every reader of a reply's usage (the lane's
+// token budget, the attempt's cost, a batch's spend cap, the metrics) gets
+// the estimate: -99999999 tokens credited a cap, 10^18 overflowed the
+// ledger and held the token budget's limiter for good.
+func plausibleUsage(u *fixpoint.Usage, input, replyBytes int) string {
+	why := u.Implausible()
+	if why == "" {
+		return ""
+	}
+	est := fixpoint.Usage{InputTokens: input, OutputTokens: (replyBytes + 3) / 4}
+	note := fmt.Sprintf("usage anomaly: the provider reported input %d, output %d, cached %d, cache write %d tokens (%s); charged by estimate: %d input, %d output",
+		u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteTokens, why, est.InputTokens, est.OutputTokens)
+	*u = est
+	return note
 }
 
 // billedUsage reads only the token counts of a 2xx body that could not be
