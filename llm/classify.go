@@ -193,6 +193,19 @@ type providerError struct {
 	ReqID   string
 }
 
+// modelNotFound reports a request for a model the server does not have:
+// OpenAI's (and compatible servers') code model_not_found, whatever the
+// status; or a 404 whose message names a model: Ollama's "model 'x' not
+// found", Anthropic's not_found_error "model: x", vLLM's "The model `x`
+// does not exist". A 404 that names no model (a wrong base URL's "no
+// route") stays a bad request.
+func modelNotFound(status int, pe providerError) bool {
+	if pe.Code == "model_not_found" {
+		return true
+	}
+	return status == http.StatusNotFound && strings.Contains(strings.ToLower(pe.Message), "model")
+}
+
 // classify maps a non-2xx response to an error class and retry hint; need
 // is what the request takes from the budgets (for a wait derived from the
 // rate-limit headers).
@@ -229,6 +242,8 @@ func classify(provider string, status int, h http.Header, pe providerError, now 
 		return fixpoint.ClassQuotaExhausted, 0
 	case status == http.StatusRequestTimeout:
 		return fixpoint.ClassTimeout, explicit
+	case modelNotFound(status, pe):
+		return fixpoint.ClassModelNotFound, 0
 	case status >= 400:
 		return fixpoint.ClassBadRequest, 0
 	}

@@ -104,6 +104,14 @@ func TestRetryHints(t *testing.T) {
 		{"408", ProviderOpenAI, 408, h(), providerError{}, fixpoint.ClassTimeout, 0},
 		{"413", ProviderOpenAI, 413, h(), providerError{}, fixpoint.ClassBadRequest, 0},
 		{"anthropic out of credit", ProviderAnthropic, 400, h(), providerError{Message: "Your credit balance is too low to access the Anthropic API.", Code: "invalid_request_error"}, fixpoint.ClassQuotaExhausted, 0},
+		// A model the server does not have: the provider's code, or a 404
+		// naming a model (bodies as the providers send them).
+		{"openai model_not_found", ProviderOpenAI, 404, h(), parseProviderError([]byte(`{"error":{"message":"The model ` + "`gpt-9`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`)), fixpoint.ClassModelNotFound, 0},
+		{"compatible server model_not_found on a 400", ProviderOpenAI, 400, h(), parseProviderError([]byte(`{"error":{"message":"Model 'x' not found","code":"model_not_found"}}`)), fixpoint.ClassModelNotFound, 0},
+		{"vllm 404 model does not exist", ProviderOpenAI, 404, h(), parseProviderError([]byte(`{"object":"error","message":"The model ` + "`x`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`)), fixpoint.ClassModelNotFound, 0},
+		{"anthropic not_found_error on the model", ProviderAnthropic, 404, h(), parseProviderError([]byte(`{"type":"error","error":{"type":"not_found_error","message":"model: claude-sonnet-9"},"request_id":"req_1"}`)), fixpoint.ClassModelNotFound, 0},
+		{"ollama model not found", ProviderOllama, 404, h(), parseProviderError([]byte(`{"error":"model \"llama9\" not found, try pulling it first"}`)), fixpoint.ClassModelNotFound, 0},
+		{"404 naming no model", ProviderAnthropic, 404, h(), parseProviderError([]byte(`{"type":"error","error":{"type":"not_found_error","message":"The requested resource could not be found."}}`)), fixpoint.ClassBadRequest, 0},
 		{"anthropic other 400", ProviderAnthropic, 400, h(), providerError{Message: "max_tokens: Field required", Code: "invalid_request_error"}, fixpoint.ClassBadRequest, 0},
 	}
 	for _, tt := range tests {

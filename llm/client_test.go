@@ -99,7 +99,8 @@ func TestRetryPermanentClassesNotRetried(t *testing.T) {
 		{"401", ProviderOpenAI, 401, `{"error":{"message":"bad key","code":"invalid_api_key"}}`, fixpoint.ClassAuth},
 		{"403", ProviderAnthropic, 403, `{"type":"error","error":{"type":"permission_error","message":"no"}}`, fixpoint.ClassAuth},
 		{"400", ProviderOpenAI, 400, `{"error":{"message":"too long","code":"context_length_exceeded"}}`, fixpoint.ClassBadRequest},
-		{"404", ProviderOllama, 404, `{"error":"model 'x' not found"}`, fixpoint.ClassBadRequest},
+		{"404", ProviderOllama, 404, `{"error":"model 'x' not found"}`, fixpoint.ClassModelNotFound},
+		{"404 naming no model", ProviderOpenAI, 404, `{"error":{"message":"Invalid URL (POST /v1/chat/completion)","type":"invalid_request_error"}}`, fixpoint.ClassBadRequest},
 		{"422", ProviderOpenAI, 422, `{"message":"bad","type":"BadRequestError","code":422}`, fixpoint.ClassBadRequest},
 		{"quota", ProviderOpenAI, 429, `{"error":{"message":"quota","type":"insufficient_quota","code":null}}`, fixpoint.ClassQuotaExhausted},
 		// An Anthropic 429 without retry-after is a rate limit and retried

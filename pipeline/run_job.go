@@ -244,6 +244,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **Envelop
 			w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
 			return
 		}
+		if errors.Is(err, fixpoint.ErrModelNotFound) { // a set-up error too: every job of the model would fail
+			w.abort(fmt.Errorf("%s has no model %q: fix the model name (or pull it) and start the worker again; its jobs stay queued: %w", env.Provider, env.Model, err))
+			w.handBack(ctx, msg, env, delivered, unrecorded(res, recorded), err)
+			return
+		}
 		if errors.Is(err, fixpoint.ErrQuotaExhausted) {
 			// Permanent for the lane until someone raises the limit (or
 			// for as long as the lane says): pause pulling, and keep this

@@ -411,6 +411,10 @@ func (s *Step) feedError(a *fixpoint.Attempt, req *fixpoint.Request, err error) 
 		// The key is wrong for every job, not this one (a 403 may be
 		// about this model only, and ends the job below).
 		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", fixpoint.ErrTransient, fixpoint.ErrProviderAuth, s.job.ID, err)
+	case perr != nil && perr.Class == fixpoint.ClassModelNotFound:
+		// Wrong for every job of the model, as a refused key is for
+		// every job of the provider: the job waits for the model.
+		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", fixpoint.ErrTransient, fixpoint.ErrModelNotFound, s.job.ID, err)
 	case perr != nil && perr.Permanent():
 		return s.last(), s.finish()
 	default:
