@@ -19,13 +19,13 @@ const (
 	ClassQuotaExhausted ErrorClass = "quota_exhausted" // no credit left (OpenAI insufficient_quota, Anthropic's "credit balance is too low" 400), not a rate limit; permanent for the lane until its cooldown
 	ClassAuth           ErrorClass = "auth"            // 401, 403; permanent
 	ClassBadRequest     ErrorClass = "bad_request"     // 400, 404, 422, context length exceeded; permanent
+	ClassBadResponse    ErrorClass = "bad_response"    // a 2xx body that cannot be parsed; retryable
 	// ClassModelNotFound is a request for a model the server does not
 	// have (OpenAI's model_not_found code, Ollama's 404 "model ... not
 	// found", Anthropic's 404 not_found_error naming the model): permanent
 	// for the request, and a set-up error of its whole lane, every job of
 	// which would fail alike. Code keeps the provider's own code.
 	ClassModelNotFound ErrorClass = "model_not_found"
-	ClassBadResponse    ErrorClass = "bad_response"    // a 2xx body that cannot be parsed; retryable
 	// ClassTooLarge is a 2xx reply whose body is over llm.Config.MaxBodyBytes.
 	// The call was made and is billed, and the same request would get the
 	// same reply: it is permanent for that request, never retried.
