@@ -58,6 +58,10 @@ func TestModelNotFoundStopsTheWorker(t *testing.T) {
 	if p := h.progress("m"); p.Queued != n {
 		t.Fatalf("after the missing model: %+v; want all %d jobs still queued", p, n)
 	}
+	// The calls are kept, with the provider's own code to group by.
+	if got := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'm:%' AND provider_class = 'model_not_found' AND provider_code = 'model_not_found'`); int64(got) != calls.Load() {
+		t.Errorf("%d interrupted rows with class and code model_not_found, want one per call (%d)", got, calls.Load())
+	}
 
 	have.Store(true) // the model is pulled, or the name fixed
 	rw = h.startWorker(h.workerConfig(client), nil, nil)

@@ -755,7 +755,7 @@ func toStoreAttempt(a *fixpoint.Attempt) store.Attempt {
 		TokensIn: int64(a.TokensIn), TokensOut: int64(a.TokensOut), TokensCached: int64(a.TokensCached),
 		TransportRetries: len(a.Retries), RetryClasses: rc, ProviderStatus: a.ProviderStatus,
 		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
-		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), PriceBasis: string(a.PriceBasis),
+		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), ProviderCode: a.ProviderCode, PriceBasis: string(a.PriceBasis),
 		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD, PatchOutcome: string(a.PatchOutcome),
 		Coerced: a.Coerced, Unpriced: a.Unpriced,
 	}

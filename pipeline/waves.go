@@ -1124,7 +1124,7 @@ func resultFromLedger(jobID string, rows []store.Attempt) *fixpoint.Result {
 			Latency: time.Duration(r.LatencyMS) * time.Millisecond, TokensIn: int(r.TokensIn), TokensOut: int(r.TokensOut),
 			TokensCached: int(r.TokensCached), TokensCacheWrite: int(r.TokensCacheWrite),
 			PriceBasis: fixpoint.PriceBasis(r.PriceBasis), CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
-			ProviderError: r.ProviderError, ProviderClass: fixpoint.ErrorClass(r.ProviderClass), Model: r.Model,
+			ProviderError: r.ProviderError, ProviderClass: fixpoint.ErrorClass(r.ProviderClass), ProviderCode: r.ProviderCode, Model: r.Model,
 			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback, Coerced: r.Coerced, Unpriced: r.Unpriced}
 		a.Source = fixpoint.Source(r.Source)
 		if len(r.Errors) > 0 {

@@ -28,8 +28,8 @@ func TestStepModelNotFoundWaitsForTheModel(t *testing.T) {
 		if act.Done() || !errors.Is(act.Err, fixpoint.ErrTransient) || !errors.Is(act.Err, fixpoint.ErrModelNotFound) {
 			t.Fatalf("%v: next %+v; want the job kept (ErrTransient, ErrModelNotFound)", perr, act)
 		}
-		if a.ProviderClass != fixpoint.ClassModelNotFound || a.Class != fixpoint.OutcomeProvider {
-			t.Errorf("attempt class %q, provider class %q; want provider, model_not_found", a.Class, a.ProviderClass)
+		if a.ProviderClass != fixpoint.ClassModelNotFound || a.Class != fixpoint.OutcomeProvider || a.ProviderCode != perr.Code {
+			t.Errorf("attempt class %q, provider class %q, code %q; want provider, model_not_found, the provider's code %q", a.Class, a.ProviderClass, a.ProviderCode, perr.Code)
 		}
 		// The driver kept the job: it goes on with the next call.
 		if next := step.Next(); next.Request == nil {

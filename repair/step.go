@@ -376,6 +376,7 @@ func (s *Step) feedError(a *fixpoint.Attempt, req *fixpoint.Request, err error) 
 	if errors.As(err, &perr) {
 		a.ProviderStatus = perr.Status
 		a.ProviderClass = perr.Class
+		a.ProviderCode = perr.Code
 		a.Retries = perr.Retries
 		a.RequestID = perr.RequestID
 		// A reply over the size cap was made and billed: keep its first
