@@ -162,6 +162,7 @@ type Attempt struct {
 	ProviderStatus int        `json:"provider_status,omitempty"`
 	ProviderError  string     `json:"provider_error,omitempty"`
 	ProviderClass  ErrorClass `json:"provider_class,omitempty"`
+	ProviderCode   string     `json:"provider_code,omitempty"` // the provider's own code of the error (ProviderError.Code), "" when none
 	Model          string     `json:"model,omitempty"`
 	RequestID      string     `json:"request_id,omitempty"`
 	StartedAt      time.Time  `json:"started_at"`

@@ -24,6 +24,12 @@ var ErrQuotaExhausted = errors.New("provider quota exhausted")
 // not for this one, so the job is kept for a worker with a good key.
 var ErrProviderAuth = errors.New("provider refused the API key")
 
+// ErrModelNotFound is matched (together with ErrTransient) when a provider
+// says it has no such model (fixpoint.ClassModelNotFound): wrong for every
+// job of that model, not for this one, so the job is kept queued for when
+// the model is there (pulled, or the name fixed).
+var ErrModelNotFound = errors.New("provider has no such model")
+
 // ErrOverBudget is matched when a job's batch reached its spend cap before
 // the job was done: the job ends over_budget, not failed. Raising the cap
 // and requeueing runs it again.

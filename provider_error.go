@@ -20,6 +20,12 @@ const (
 	ClassAuth           ErrorClass = "auth"            // 401, 403; permanent
 	ClassBadRequest     ErrorClass = "bad_request"     // 400, 404, 422, context length exceeded; permanent
 	ClassBadResponse    ErrorClass = "bad_response"    // a 2xx body that cannot be parsed; retryable
+	// ClassModelNotFound is a request for a model the server does not
+	// have (OpenAI's model_not_found code, Ollama's 404 "model ... not
+	// found", Anthropic's 404 not_found_error naming the model): permanent
+	// for the request, and a set-up error of its whole lane, every job of
+	// which would fail alike. Code keeps the provider's own code.
+	ClassModelNotFound ErrorClass = "model_not_found"
 	// ClassTooLarge is a 2xx reply whose body is over llm.Config.MaxBodyBytes.
 	// The call was made and is billed, and the same request would get the
 	// same reply: it is permanent for that request, never retried.
@@ -84,7 +90,8 @@ type ProviderError struct {
 	// is sent again: Retry-After or retry-after-ms, OpenAI's "try again in",
 	// or else the wait derived from the rate-limit headers (the time until
 	// the spent budget has room for this request); 0 when none was given.
-	// It is the full hint, never capped. When it is over the lane's
+	// It is the full hint, never capped; a hint over llm.MaxRetryHint (a
+	// day) is bogus and ignored, as if none was given. When it is over the lane's
 	// llm.LaneConfig.MaxHintWait, llm.Client.Complete did not sleep it: it returned at once
 	// with HintOverCap set, and the caller should send the request again no
 	// sooner than RetryAfter from now (hand the job back with that delay). On

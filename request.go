@@ -2,6 +2,8 @@ package fixpoint
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -104,6 +106,40 @@ type Usage struct {
 	CacheWriteTokens  int `json:"cache_write_tokens,omitempty"`
 }
 
+// MaxCallTokens bounds each token count one call can truly report: 10
+// million, five times the largest context window offered today (2
+// million), so no real call reaches it, and far below where a count or its
+// cost would overflow the ledger's columns (10 million tokens at $1,000 a
+// million is $10,000; cost_usd holds ten digits before the point).
+const MaxCallTokens = 10_000_000
+
+// Implausible says why u cannot be what a call used, "" when it can: a
+// count below zero or over MaxCallTokens, or more input read from or
+// written to the cache than input. Such usage is a provider anomaly:
+// priced as reported, a negative count lifts a spend cap and a huge one
+// overflows the ledger, so the call is charged by an estimate instead
+// (the reported counts kept in the attempt's provider_error). Counts over
+// the request's own size but within the bound are charged as reported:
+// an overcharge only reaches a cap sooner.
+func (u Usage) Implausible() string {
+	var bad []string
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cached input", u.CachedInputTokens}, {"cache write", u.CacheWriteTokens}} {
+		switch {
+		case c.n < 0:
+			bad = append(bad, fmt.Sprintf("%s tokens %d below zero", c.name, c.n))
+		case c.n > MaxCallTokens:
+			bad = append(bad, fmt.Sprintf("%s tokens %d over %d", c.name, c.n, MaxCallTokens))
+		}
+	}
+	if len(bad) == 0 && u.CachedInputTokens+u.CacheWriteTokens > u.InputTokens {
+		bad = append(bad, fmt.Sprintf("cached %d and cache write %d tokens over the input's %d", u.CachedInputTokens, u.CacheWriteTokens, u.InputTokens))
+	}
+	return strings.Join(bad, ", ")
+}
+
 // Retry is one transport retry made inside a call.
 type Retry struct {
 	Class  ErrorClass    `json:"class"`
@@ -136,4 +172,8 @@ type Response struct {
 	// DroppedKeywords lists schema keywords left out of what was sent because
 	// the provider does not accept them (the full schema is still validated).
 	DroppedKeywords []string `json:"dropped_keywords,omitempty"`
+	// UsageAnomaly, when not "", says the provider reported usage that
+	// cannot be true (Usage.Implausible) and what it was: Usage is then an
+	// estimate (the request's size for input, the reply's for output).
+	UsageAnomaly string `json:"usage_anomaly,omitempty"`
 }

@@ -322,7 +322,7 @@ func (c *Client) ProbeBatch(ctx context.Context) error {
 	var e *fixpoint.ProviderError
 	if errors.As(err, &e) && (e.Status == 404 || e.Status == 405 || e.Status == 501) {
 		e.Err = ErrBatchUnsupported
-		e.Message = "no batch endpoints at " + c.cfg.BaseURL + " (" + e.Message + ")"
+		e.Message = "no batch endpoints at " + RedactURL(c.cfg.BaseURL) + " (" + e.Message + ")"
 	}
 	return err
 }
@@ -490,7 +490,7 @@ func (c *Client) BatchResults(ctx context.Context, st BatchStatus, request func(
 			if f == "" {
 				continue
 			}
-			if err := c.download(ctx, c.cfg.BaseURL+"/files/"+pathID(f)+"/content", "download batch file "+f, rs); err != nil {
+			if err := c.download(ctx, c.url("/files/"+pathID(f)+"/content", nil), "download batch file "+f, rs); err != nil {
 				return err
 			}
 		}
@@ -585,6 +585,7 @@ func (rs *resultSink) decode(id string, body []byte, status int, requestID strin
 		return BatchResult{CustomID: id, Err: &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: status, RequestID: requestID,
 			Message: err.Error() + ": " + snippet(body), Err: err}}
 	}
+	out.UsageAnomaly = plausibleUsage(&out.Usage, estimateDemand(&req, rs.c.cfg.Lane.OutputTokensEstimate).input, len(out.Text))
 	return BatchResult{CustomID: id, Response: out}
 }
 

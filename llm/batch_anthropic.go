@@ -72,7 +72,7 @@ func (c *Client) anthropicCreate(ctx context.Context, items []BatchItem) (BatchS
 	if e != nil {
 		return BatchStatus{}, e
 	}
-	op := &batchOp{what: "create batch", method: http.MethodPost, url: c.cfg.BaseURL + "/v1/messages/batches",
+	op := &batchOp{what: "create batch", method: http.MethodPost, url: c.url("/v1/messages/batches", nil),
 		// reqs ends with the separator after its last item: the closing
 		// bracket replaces it.
 		body:   [][]byte{[]byte(`{"requests":[`), reqs[:len(reqs)-1], []byte(`]}`)},

@@ -352,9 +352,9 @@ func pathID(id string) string { return url.PathEscape(id) }
 // batchURL is the URL of the batch id.
 func (c *Client) batchURL(id string) string {
 	if c.cfg.Provider == ProviderOpenAI {
-		return c.cfg.BaseURL + "/batches/" + pathID(id)
+		return c.url("/batches/"+pathID(id), nil)
 	}
-	return c.cfg.BaseURL + "/v1/messages/batches/" + pathID(id)
+	return c.url("/v1/messages/batches/"+pathID(id), nil)
 }
 
 // batchPage is one page of a batch list.
@@ -374,13 +374,13 @@ func (c *Client) listBatchPage(ctx context.Context, limit int, after string) (ba
 		if after != "" {
 			q.Set("after", after)
 		}
-		u = c.cfg.BaseURL + "/batches?" + q.Encode()
+		u = c.url("/batches", q)
 	} else {
 		q.Set("limit", fmt.Sprint(min(limit, 1000)))
 		if after != "" {
 			q.Set("after_id", after)
 		}
-		u = c.cfg.BaseURL + "/v1/messages/batches?" + q.Encode()
+		u = c.url("/v1/messages/batches", q)
 	}
 	op := &batchOp{what: "list batches", method: http.MethodGet, url: u}
 	var page batchPage

@@ -133,7 +133,7 @@ func (c *Client) openAIUpload(ctx context.Context, jsonl []byte) (string, error)
 	// The file's bytes follow the part's header; the closing boundary is
 	// what multipart.Writer.Close would write.
 	tail := []byte("\r\n--" + mw.Boundary() + "--\r\n")
-	op := &batchOp{what: "upload batch file", method: http.MethodPost, url: c.cfg.BaseURL + "/files",
+	op := &batchOp{what: "upload batch file", method: http.MethodPost, url: c.url("/files", nil),
 		body: [][]byte{head.Bytes(), jsonl, tail}, contentType: mw.FormDataContentType(), create: true, large: true}
 	var f struct {
 		ID string `json:"id"`
@@ -177,7 +177,7 @@ func (c *Client) openAICreate(ctx context.Context, fileID string, metadata map[s
 	if err != nil {
 		return BatchStatus{}, batchInvalid(nil, "create batch: encode: %v", err)
 	}
-	op := &batchOp{what: "create batch", method: http.MethodPost, url: c.cfg.BaseURL + "/batches", body: [][]byte{body}, create: true}
+	op := &batchOp{what: "create batch", method: http.MethodPost, url: c.url("/batches", nil), body: [][]byte{body}, create: true}
 	return c.batchObjectOp(ctx, op)
 }
 

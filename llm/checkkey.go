@@ -23,9 +23,9 @@ func (c *Client) CheckKey(ctx context.Context) error {
 	var u string
 	switch c.cfg.Provider {
 	case ProviderOpenAI:
-		u = c.cfg.BaseURL + "/models"
+		u = c.url("/models", nil)
 	case ProviderAnthropic:
-		u = c.cfg.BaseURL + "/v1/models"
+		u = c.url("/v1/models", nil)
 	default:
 		return nil
 	}

@@ -37,11 +37,26 @@ func rateLimitHeaders(h http.Header) map[string]string {
 	return m
 }
 
+// MaxRetryHint is the longest retry hint taken as meant. The longest
+// window a provider resets is a day (a daily request or token quota), so
+// a wait beyond it is no window at all but a broken or hostile server
+// (Retry-After: 999999999 is 31 years): honoured, it held a job and its
+// lane for as long. Such a hint is ignored, as if the server had sent
+// none, and the call backs off as after a hint-less 429.
+const MaxRetryHint = 24 * time.Hour
+
+// plausibleHint reports whether a wait a server asked for is one to honour
+// (at most MaxRetryHint). Seconds too many for a Duration are not.
+func plausibleHint(seconds float64) bool {
+	return seconds <= MaxRetryHint.Seconds()
+}
+
 // retryAfter parses the server's explicit retry hint: retry-after-ms, then
-// retry-after in seconds or as an HTTP date. Negative waits become 0.
+// retry-after in seconds or as an HTTP date. Negative waits become 0; a
+// wait over MaxRetryHint is no hint.
 func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms >= 0 {
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms >= 0 && plausibleHint(ms/1000) {
 			return time.Duration(ms * float64(time.Millisecond)), true
 		}
 	}
@@ -50,10 +65,15 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if !plausibleHint(s) {
+			return 0, false
+		}
 		return max(0, time.Duration(s*float64(time.Second))), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(0, t.Sub(now)), true
+		if d := t.Sub(now); d <= MaxRetryHint {
+			return max(0, d), true
+		}
 	}
 	return 0, false
 }
@@ -114,7 +134,7 @@ func resetWait(h http.Header, now time.Time, need demand) (time.Duration, bool) 
 		}
 		reset, rok := parseReset(v[0], now)
 		limit, lok := headerInt(h, limitKey)
-		if !rok || !lok || limit <= remaining {
+		if !rok || !lok || limit <= remaining || reset > MaxRetryHint {
 			continue
 		}
 		w := reset
@@ -144,7 +164,7 @@ func parseReset(v string, now time.Time) (time.Duration, bool) {
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		return max(0, t.Sub(now)), true
 	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
+	if s, err := strconv.ParseFloat(v, 64); err == nil && plausibleHint(s) {
 		return max(0, time.Duration(s*float64(time.Second))), true
 	}
 	return 0, false
@@ -159,7 +179,7 @@ func messageHint(msg string) (time.Duration, bool) {
 		return 0, false
 	}
 	d, err := time.ParseDuration(m[1])
-	if err != nil || d < 0 {
+	if err != nil || d < 0 || d > MaxRetryHint {
 		return 0, false
 	}
 	return d, true
@@ -171,6 +191,19 @@ type providerError struct {
 	Code    string // error.code, or error.type when no code
 	Type    string
 	ReqID   string
+}
+
+// modelNotFound reports a request for a model the server does not have:
+// OpenAI's (and compatible servers') code model_not_found, whatever the
+// status; or a 404 whose message names a model: Ollama's "model 'x' not
+// found", Anthropic's not_found_error "model: x", vLLM's "The model `x`
+// does not exist". A 404 that names no model (a wrong base URL's "no
+// route") stays a bad request.
+func modelNotFound(status int, pe providerError) bool {
+	if pe.Code == "model_not_found" {
+		return true
+	}
+	return status == http.StatusNotFound && strings.Contains(strings.ToLower(pe.Message), "model")
 }
 
 // classify maps a non-2xx response to an error class and retry hint; need
@@ -209,6 +242,8 @@ func classify(provider string, status int, h http.Header, pe providerError, now 
 		return fixpoint.ClassQuotaExhausted, 0
 	case status == http.StatusRequestTimeout:
 		return fixpoint.ClassTimeout, explicit
+	case modelNotFound(status, pe):
+		return fixpoint.ClassModelNotFound, 0
 	case status >= 400:
 		return fixpoint.ClassBadRequest, 0
 	}

@@ -86,6 +86,17 @@ func TestRetryHints(t *testing.T) {
 		// Not a spent quota: a rate limit with backoff (the reset is past).
 		{"anthropic 429 with resets but no retry-after", ProviderAnthropic, 429, h("Anthropic-Ratelimit-Requests-Reset", "2025-10-30T16:17:37Z"), providerError{}, fixpoint.ClassRateLimited, 0},
 		{"anthropic 429 without any hint", ProviderAnthropic, 429, h(), providerError{Type: "rate_limit_error", Code: "rate_limit_error"}, fixpoint.ClassRateLimited, 0},
+		// A wait beyond any provider's window (a day) is no hint: backoff.
+		{"retry-after of a day is kept", ProviderOpenAI, 429, h("Retry-After", "86400"), providerError{}, fixpoint.ClassRateLimited, 24 * time.Hour},
+		{"retry-after beyond a day is ignored", ProviderOpenAI, 429, h("Retry-After", "999999999"), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"retry-after too large for a duration is ignored", ProviderOpenAI, 429, h("Retry-After", "1e300"), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"retry-after date years ahead is ignored", ProviderAnthropic, 429, h("Retry-After", now.AddDate(30, 0, 0).Format(http.TimeFormat)), providerError{}, fixpoint.ClassRateLimited, 0},
+		{"bogus retry-after-ms falls back to retry-after", ProviderOpenAI, 429, h("Retry-After-Ms", "999999999999", "Retry-After", "3"), providerError{}, fixpoint.ClassRateLimited, 3 * time.Second},
+		{"message hint beyond a day is ignored", ProviderOpenAI, 429, h(), providerError{Message: "Please try again in 99999999s."}, fixpoint.ClassRateLimited, 0},
+		{"reset beyond a day is ignored", ProviderOpenAI, 429, h(
+			"X-Ratelimit-Limit-Tokens", "1000", "X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "999999999"),
+			providerError{}, fixpoint.ClassRateLimited, 0},
+		{"503 with a bogus hint", ProviderOpenAI, 503, h("Retry-After", "999999999"), providerError{}, fixpoint.ClassOverloaded, 0},
 		{"529", ProviderAnthropic, 529, h(), providerError{}, fixpoint.ClassOverloaded, 0},
 		{"503 with hint", ProviderOpenAI, 503, h("Retry-After", "4"), providerError{}, fixpoint.ClassOverloaded, 4 * time.Second},
 		{"502", ProviderOpenAI, 502, h(), providerError{}, fixpoint.ClassServer, 0},
@@ -93,6 +104,14 @@ func TestRetryHints(t *testing.T) {
 		{"408", ProviderOpenAI, 408, h(), providerError{}, fixpoint.ClassTimeout, 0},
 		{"413", ProviderOpenAI, 413, h(), providerError{}, fixpoint.ClassBadRequest, 0},
 		{"anthropic out of credit", ProviderAnthropic, 400, h(), providerError{Message: "Your credit balance is too low to access the Anthropic API.", Code: "invalid_request_error"}, fixpoint.ClassQuotaExhausted, 0},
+		// A model the server does not have: the provider's code, or a 404
+		// naming a model (bodies as the providers send them).
+		{"openai model_not_found", ProviderOpenAI, 404, h(), parseProviderError([]byte(`{"error":{"message":"The model ` + "`gpt-9`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`)), fixpoint.ClassModelNotFound, 0},
+		{"compatible server model_not_found on a 400", ProviderOpenAI, 400, h(), parseProviderError([]byte(`{"error":{"message":"Model 'x' not found","code":"model_not_found"}}`)), fixpoint.ClassModelNotFound, 0},
+		{"vllm 404 model does not exist", ProviderOpenAI, 404, h(), parseProviderError([]byte(`{"object":"error","message":"The model ` + "`x`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`)), fixpoint.ClassModelNotFound, 0},
+		{"anthropic not_found_error on the model", ProviderAnthropic, 404, h(), parseProviderError([]byte(`{"type":"error","error":{"type":"not_found_error","message":"model: claude-sonnet-9"},"request_id":"req_1"}`)), fixpoint.ClassModelNotFound, 0},
+		{"ollama model not found", ProviderOllama, 404, h(), parseProviderError([]byte(`{"error":"model \"llama9\" not found, try pulling it first"}`)), fixpoint.ClassModelNotFound, 0},
+		{"404 naming no model", ProviderAnthropic, 404, h(), parseProviderError([]byte(`{"type":"error","error":{"type":"not_found_error","message":"The requested resource could not be found."}}`)), fixpoint.ClassBadRequest, 0},
 		{"anthropic other 400", ProviderAnthropic, 400, h(), providerError{Message: "max_tokens: Field required", Code: "invalid_request_error"}, fixpoint.ClassBadRequest, 0},
 	}
 	for _, tt := range tests {

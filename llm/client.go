@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,7 @@ var (
 // concurrent use; each model gets its own Lane.
 type Client struct {
 	cfg      Config
+	base     *url.URL // cfg.BaseURL parsed: endpoints join its path, before its query
 	http     *http.Client
 	lanes    *Registry
 	obs      Observer
@@ -70,7 +72,11 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, http: cfg.HTTPClient, lanes: cfg.Lanes, obs: cfg.Observer, keyHash: KeyHash(cfg.APIKey)}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil { // validate parsed it
+		return nil, configErr("BaseURL", "%q: %v", RedactURL(cfg.BaseURL), err)
+	}
+	c := &Client{cfg: cfg, base: base, http: cfg.HTTPClient, lanes: cfg.Lanes, obs: cfg.Observer, keyHash: KeyHash(cfg.APIKey)}
 	if len(cfg.APIKey) >= redactMinKey {
 		c.key = []byte(cfg.APIKey)
 	}
@@ -96,11 +102,11 @@ func New(cfg Config) (*Client, error) {
 	}
 	switch cfg.Provider {
 	case ProviderOpenAI:
-		c.endpoint = cfg.BaseURL + "/chat/completions"
+		c.endpoint = c.url("/chat/completions", nil)
 	case ProviderAnthropic:
-		c.endpoint = cfg.BaseURL + "/v1/messages"
+		c.endpoint = c.url("/v1/messages", nil)
 	case ProviderOllama:
-		c.endpoint = cfg.BaseURL + "/api/chat"
+		c.endpoint = c.url("/api/chat", nil)
 	}
 	c.headers = http.Header{
 		"Content-Type": {"application/json"},
@@ -118,6 +124,11 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.bufPool.New = func() any { return new(bytes.Buffer) }
 	return c, nil
+}
+
+// url is the URL of path (and query) under the base URL.
+func (c *Client) url(path string, query url.Values) string {
+	return endpointURL(c.base, path, query)
 }
 
 // Config returns the client's configuration with defaults applied.
@@ -571,10 +582,35 @@ func (c *Client) do(ctx context.Context, body []byte, req *fixpoint.Request, nee
 		err = decodeOllama(data, req, out)
 	}
 	if err != nil {
-		return nil, &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: hresp.StatusCode, RequestID: reqID,
+		e := &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: hresp.StatusCode, RequestID: reqID,
 			Message: err.Error() + ": " + snippet(data), Err: err, Billed: billedUsage(c.cfg.Provider, data)}
+		if note := plausibleUsage(&e.Billed, need.input, len(data)); note != "" {
+			e.Message += "; " + note
+		}
+		return nil, e
 	}
+	out.UsageAnomaly = plausibleUsage(&out.Usage, need.input, len(out.Text))
 	return out, nil
+}
+
+// plausibleUsage replaces usage that cannot be true (see
+// fixpoint.Usage.Implausible) by an estimate, at the measure the lane's
+// budgets use: input the request's estimate, output a quarter of the
+// reply's bytes. It returns what the provider reported, for the record,
+// or "" when the usage stands. Every reader of a reply's usage (the lane's
+// token budget, the attempt's cost, a batch's spend cap, the metrics) gets
+// the estimate: -99999999 tokens credited a cap, 10^18 overflowed the
+// ledger and held the token budget's limiter for good.
+func plausibleUsage(u *fixpoint.Usage, input, replyBytes int) string {
+	why := u.Implausible()
+	if why == "" {
+		return ""
+	}
+	est := fixpoint.Usage{InputTokens: input, OutputTokens: (replyBytes + 3) / 4}
+	note := fmt.Sprintf("usage anomaly: the provider reported input %d, output %d, cached %d, cache write %d tokens (%s); charged by estimate: %d input, %d output",
+		u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteTokens, why, est.InputTokens, est.OutputTokens)
+	*u = est
+	return note
 }
 
 // billedUsage reads only the token counts of a 2xx body that could not be
@@ -712,6 +748,9 @@ func (ir idleReader) Read(p []byte) (int, error) {
 // transportError classifies a failure to send or read: our timeouts and
 // the caller's deadline are ClassTimeout, the rest ClassNetwork.
 func transportError(ctx context.Context, op string, err error) *fixpoint.ProviderError {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		ue.URL = RedactURL(ue.URL) // it is quoted in the message
+	}
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, ErrFirstByteTimeout), errors.Is(cause, ErrIdleTimeout), errors.Is(cause, ErrTotalTimeout):

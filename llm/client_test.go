@@ -99,7 +99,8 @@ func TestRetryPermanentClassesNotRetried(t *testing.T) {
 		{"401", ProviderOpenAI, 401, `{"error":{"message":"bad key","code":"invalid_api_key"}}`, fixpoint.ClassAuth},
 		{"403", ProviderAnthropic, 403, `{"type":"error","error":{"type":"permission_error","message":"no"}}`, fixpoint.ClassAuth},
 		{"400", ProviderOpenAI, 400, `{"error":{"message":"too long","code":"context_length_exceeded"}}`, fixpoint.ClassBadRequest},
-		{"404", ProviderOllama, 404, `{"error":"model 'x' not found"}`, fixpoint.ClassBadRequest},
+		{"404", ProviderOllama, 404, `{"error":"model 'x' not found"}`, fixpoint.ClassModelNotFound},
+		{"404 naming no model", ProviderOpenAI, 404, `{"error":{"message":"Invalid URL (POST /v1/chat/completion)","type":"invalid_request_error"}}`, fixpoint.ClassBadRequest},
 		{"422", ProviderOpenAI, 422, `{"message":"bad","type":"BadRequestError","code":422}`, fixpoint.ClassBadRequest},
 		{"quota", ProviderOpenAI, 429, `{"error":{"message":"quota","type":"insufficient_quota","code":null}}`, fixpoint.ClassQuotaExhausted},
 		// An Anthropic 429 without retry-after is a rate limit and retried
@@ -225,6 +226,9 @@ func TestRetryHonoursServerHint(t *testing.T) {
 			"X-Ratelimit-Remaining-Tokens", "100", "X-Ratelimit-Reset-Tokens", "20ms"), 6 * time.Second, fixpoint.ClassRateLimited},
 		{"503 retry-after", replyJSON(503, `{"error":{"message":"busy"}}`, "Retry-After", "3"), 3 * time.Second, fixpoint.ClassOverloaded},
 		{"backoff larger than hint", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After", "0"), 500 * time.Millisecond, fixpoint.ClassRateLimited},
+		// A hint beyond MaxRetryHint is bogus: the call backs off and
+		// retries as after a hint-less 429, not handed back for 31 years.
+		{"retry-after beyond any window: backoff", replyJSON(429, `{"error":{"message":"slow down"}}`, "Retry-After", "999999999"), 500 * time.Millisecond, fixpoint.ClassRateLimited},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

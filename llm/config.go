@@ -186,9 +186,7 @@ func (c Config) WithDefaults() Config {
 	case ProviderOllama:
 		c.BaseURL = cmp.Or(c.BaseURL, BaseURLOllamaDefault)
 	}
-	for len(c.BaseURL) > 0 && c.BaseURL[len(c.BaseURL)-1] == '/' {
-		c.BaseURL = c.BaseURL[:len(c.BaseURL)-1]
-	}
+	c.BaseURL = trimBaseURL(c.BaseURL)
 	c.AnthropicVersion = cmp.Or(c.AnthropicVersion, AnthropicVersionDefault)
 	if c.OpenAIMaxTokensParam == "" {
 		c.OpenAIMaxTokensParam = "max_tokens"
@@ -253,7 +251,7 @@ func (c Config) validate() error {
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return configErr("BaseURL", "%q is not an http(s) URL", c.BaseURL)
+		return configErr("BaseURL", "%q is not an http(s) URL", RedactURL(c.BaseURL))
 	}
 	if c.OpenAIMaxTokensParam != "max_tokens" && c.OpenAIMaxTokensParam != "max_completion_tokens" {
 		return configErr("OpenAIMaxTokensParam", "%q is not max_tokens or max_completion_tokens", c.OpenAIMaxTokensParam)

@@ -26,7 +26,7 @@ type LaneKey struct {
 
 // String returns "provider|base URL|model|key hash", usable as a label.
 func (k LaneKey) String() string {
-	return k.Provider + "|" + k.BaseURL + "|" + k.Model + "|" + k.KeyHash
+	return k.Provider + "|" + RedactURL(k.BaseURL) + "|" + k.Model + "|" + k.KeyHash
 }
 
 // KeyHash returns the hash of an API key used in LaneKey: the first 12 hex

@@ -357,7 +357,7 @@ func TestWireFixtures(t *testing.T) {
 		"ollama_chat_json":                {text: `{"age": 22, "available": false}`, finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 34, OutputTokens: 12, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "llama3.1"},
 		"ollama_chat_text_no_done_reason": {text: "Hello! How are you today?", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 26, OutputTokens: 298, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "llama3.2"},
 		"ollama_chat_tool_call":           {schemaName: "get_weather", text: `{"city":"Tokyo"}`, finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 169, OutputTokens: 18, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "llama3.2"},
-		"ollama_404_model_not_found":      {class: fixpoint.ClassBadRequest},
+		"ollama_404_model_not_found":      {class: fixpoint.ClassModelNotFound},
 		"ollama_500_error_doc":            {class: fixpoint.ClassServer},
 	}
 	fixtures := loadFixtures(t)

@@ -141,7 +141,16 @@ func (m *Metrics) attempt(a *store.Attempt) {
 		class = "valid"
 	}
 	m.Attempts.WithLabelValues(class).Inc()
-	m.Tokens.WithLabelValues("input").Add(float64(a.TokensIn))
-	m.Tokens.WithLabelValues("output").Add(float64(a.TokensOut))
-	m.Tokens.WithLabelValues("cached").Add(float64(a.TokensCached))
+	addCount(m.Tokens.WithLabelValues("input"), a.TokensIn)
+	addCount(m.Tokens.WithLabelValues("output"), a.TokensOut)
+	addCount(m.Tokens.WithLabelValues("cached"), a.TokensCached)
+}
+
+// addCount adds n to c, nothing when n is below zero: a counter panics on
+// a negative Add, and a count from outside (a provider's usage, a ledger
+// row) must not take a worker down.
+func addCount(c prometheus.Counter, n int64) {
+	if n > 0 {
+		c.Add(float64(n))
+	}
 }

@@ -361,6 +361,11 @@ func (w *Worker) waitOutage(ctx context.Context, d *delivery, own *ownership, re
 		w.abort(fmt.Errorf("%s refused the API key: fix the key and start the worker again: %w", env.Provider, err))
 		w.handBack(ctx, d.msg, env, d.delivered, unrecorded(res, d.recorded), err)
 		return outageHandedBack
+	case errors.Is(err, fixpoint.ErrModelNotFound):
+		// A set-up error too: every job of the model would fail alike.
+		w.abort(fmt.Errorf("%s has no model %q: fix the model name (or pull it) and start the worker again; its jobs stay queued: %w", env.Provider, env.Model, err))
+		w.handBack(ctx, d.msg, env, d.delivered, unrecorded(res, d.recorded), err)
+		return outageHandedBack
 	case errors.Is(err, fixpoint.ErrQuotaExhausted):
 		// Permanent for the lane until someone raises the limit (or for as
 		// long as the lane says): pause pulling, and keep this message to

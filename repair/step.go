@@ -225,7 +225,7 @@ func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fix
 		if err == nil {
 			err = errors.New("no reply")
 		}
-		return s.feedError(&a, err)
+		return s.feedError(&a, req, err)
 	}
 	res.Calls++
 	s.replies++
@@ -238,10 +238,17 @@ func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fix
 	a.Latency = resp.Latency
 	a.Raw = resp.Text
 	a.FinishReason = resp.FinishReason
-	a.TokensIn = resp.Usage.InputTokens
-	a.TokensOut = resp.Usage.OutputTokens
-	a.TokensCached = resp.Usage.CachedInputTokens
-	a.TokensCacheWrite = resp.Usage.CacheWriteTokens
+	usage, anomaly := resp.Usage, resp.UsageAnomaly
+	if note := chargeable(&usage, req, len(resp.Text)); note != "" {
+		anomaly = note // a driver whose client let it through
+	}
+	// The reply stands; the provider_error of an attempt that got one
+	// keeps what the provider said its usage was.
+	a.ProviderError = anomaly
+	a.TokensIn = usage.InputTokens
+	a.TokensOut = usage.OutputTokens
+	a.TokensCached = usage.CachedInputTokens
+	a.TokensCacheWrite = usage.CacheWriteTokens
 	a.CostUSD = LedgerCost(s.cfg.Prices.CostOn(s.job.Model, a.PriceBasis, a.TokensIn, a.TokensOut, a.TokensCached, a.TokensCacheWrite))
 	_, priced := s.cfg.Prices.Lookup(s.job.Model)
 	a.Unpriced = !priced
@@ -361,7 +368,7 @@ func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fix
 }
 
 // feedError records a call that got no usable reply.
-func (s *Step) feedError(a *fixpoint.Attempt, err error) (*fixpoint.Attempt, Action) {
+func (s *Step) feedError(a *fixpoint.Attempt, req *fixpoint.Request, err error) (*fixpoint.Attempt, Action) {
 	res := s.res
 	var perr *fixpoint.ProviderError
 	a.Class = fixpoint.OutcomeProvider
@@ -369,14 +376,19 @@ func (s *Step) feedError(a *fixpoint.Attempt, err error) (*fixpoint.Attempt, Act
 	if errors.As(err, &perr) {
 		a.ProviderStatus = perr.Status
 		a.ProviderClass = perr.Class
+		a.ProviderCode = perr.Code
 		a.Retries = perr.Retries
 		a.RequestID = perr.RequestID
 		// A reply over the size cap was made and billed: keep its first
 		// bytes (the error names its size).
 		a.Raw = perr.Head
 		// Bodies that could not be used were billed all the same.
-		a.TokensIn, a.TokensOut = perr.Billed.InputTokens, perr.Billed.OutputTokens
-		a.TokensCached, a.TokensCacheWrite = perr.Billed.CachedInputTokens, perr.Billed.CacheWriteTokens
+		billed := perr.Billed
+		if note := chargeable(&billed, req, len(perr.Head)); note != "" {
+			a.ProviderError += "; " + note
+		}
+		a.TokensIn, a.TokensOut = billed.InputTokens, billed.OutputTokens
+		a.TokensCached, a.TokensCacheWrite = billed.CachedInputTokens, billed.CacheWriteTokens
 		a.CostUSD = LedgerCost(s.cfg.Prices.CostOn(s.job.Model, a.PriceBasis, a.TokensIn, a.TokensOut, a.TokensCached, a.TokensCacheWrite))
 		res.TokensIn += a.TokensIn
 		res.TokensOut += a.TokensOut
@@ -400,6 +412,10 @@ func (s *Step) feedError(a *fixpoint.Attempt, err error) (*fixpoint.Attempt, Act
 		// The key is wrong for every job, not this one (a 403 may be
 		// about this model only, and ends the job below).
 		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", fixpoint.ErrTransient, fixpoint.ErrProviderAuth, s.job.ID, err)
+	case perr != nil && perr.Class == fixpoint.ClassModelNotFound:
+		// Wrong for every job of the model, as a refused key is for
+		// every job of the provider: the job waits for the model.
+		s.waitErr = fmt.Errorf("%w: %w: job %s: %w", fixpoint.ErrTransient, fixpoint.ErrModelNotFound, s.job.ID, err)
 	case perr != nil && perr.Permanent():
 		return s.last(), s.finish()
 	default:
@@ -557,6 +573,29 @@ func errorCount(errs []fixpoint.ValidationError) int {
 		}
 	}
 	return n
+}
+
+// chargeable replaces usage that cannot be true (fixpoint.Usage.Implausible)
+// by an estimate: req's input (EstimateTokens without the output
+// allowance) and a quarter of the reply's bytes. It returns the note
+// recording what was reported, "" when the usage stands. llm.Client does
+// this already; the step does it again for any driver, so that no attempt
+// is priced below zero (which lifts a spend cap) or past what the ledger
+// holds.
+func chargeable(u *fixpoint.Usage, req *fixpoint.Request, replyBytes int) string {
+	why := u.Implausible()
+	if why == "" {
+		return ""
+	}
+	in := 0
+	if req != nil {
+		in = max(0, EstimateTokens(req)-req.MaxTokens)
+	}
+	est := fixpoint.Usage{InputTokens: in, OutputTokens: (replyBytes + 3) / 4}
+	note := fmt.Sprintf("usage anomaly: the provider reported input %d, output %d, cached %d, cache write %d tokens (%s); charged by estimate: %d input, %d output",
+		u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteTokens, why, est.InputTokens, est.OutputTokens)
+	*u = est
+	return note
 }
 
 // EstimateTokens is the rough measure the lane limiter uses too: a quarter

@@ -257,7 +257,7 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 		       repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
 		       transport_retries, retry_classes::text, provider_status, provider_error, model, request_id, started_at,
 		       feedback, provider_class, price_basis, tokens_cache_write, coalesce(cost_usd, 0)::float8, coalesce(wave_id, 0),
-		       coerced, patch_outcome, unpriced
+		       coerced, patch_outcome, unpriced, provider_code
 		FROM attempts a JOIN attempt_requests r ON r.job_id = a.job_id AND r.run = a.run AND r.attempt_no = a.attempt_no
 		WHERE a.job_id = $1 AND a.run = $2 ORDER BY a.attempt_no`, id, j.Run)
 	if err != nil {
@@ -271,7 +271,7 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 		err := r.Scan(&a.No, &req, &a.RequestHash, &a.Raw, &a.Source, &repairs, &errs, &a.Class, &a.Valid,
 			&a.RepairedLocally, &a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached,
 			&a.TransportRetries, &retryClasses, &a.ProviderStatus, &a.ProviderError, &a.Model, &a.RequestID, &started,
-			&a.Feedback, &a.ProviderClass, &a.PriceBasis, &a.TokensCacheWrite, &a.CostUSD, &a.WaveID, &a.Coerced, &a.PatchOutcome, &a.Unpriced)
+			&a.Feedback, &a.ProviderClass, &a.PriceBasis, &a.TokensCacheWrite, &a.CostUSD, &a.WaveID, &a.Coerced, &a.PatchOutcome, &a.Unpriced, &a.ProviderCode)
 		a.Request, a.Repairs, a.RetryClasses = rawPtr(req), rawPtr(repairs), rawPtr(retryClasses)
 		a.Errors = json.RawMessage(errs)
 		a.StartedAt = deref(started)

@@ -69,6 +69,9 @@ type Attempt struct {
 	// ProviderClass is why a call got no reply, as package llm classifies
 	// it (rate_limited, expired, cancelled, ...); "" for a reply.
 	ProviderClass string
+	// ProviderCode is the provider's own code of a failed call
+	// (context_length_exceeded, not_found_error, ...); "" when none.
+	ProviderCode string
 	// PriceBasis is "realtime" or "batch"; "" means realtime.
 	PriceBasis string
 	// TokensCacheWrite counts prompt tokens written to the provider's cache.
@@ -255,7 +258,7 @@ SELECT r.id, false FROM r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.
 var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash", "raw", "source", "repairs", "errors",
 	"class", "valid", "repaired_locally", "finish_reason", "latency_ms", "tokens_in", "tokens_out", "tokens_cached",
 	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256", "run",
-	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id", "coerced", "patch_outcome", "unpriced"}
+	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id", "coerced", "patch_outcome", "unpriced", "provider_code"}
 
 // SaveResults stores final results in one transaction and reports, for each
 // result, whether this call set it (won[i]). It is idempotent:
@@ -595,7 +598,7 @@ func (s *attemptRows) Values() ([]any, error) {
 	v[24] = s.curRun
 	v[25], v[26], v[27], v[28] = txt(a.Feedback), txt(a.ProviderClass), basisOr(a.PriceBasis), a.TokensCacheWrite
 	v[29], v[30] = a.CostUSD, nullID(a.WaveID)
-	v[31], v[32], v[33] = int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced
+	v[31], v[32], v[33], v[34] = int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced, txt(a.ProviderCode)
 	return v, nil
 }
 

@@ -328,7 +328,7 @@ func New(w Worker, s Setup) *Driver {
 		v.clients[name] = bc
 		endpoint := name
 		if cc, ok := bc.(interface{ Config() llm.Config }); ok {
-			endpoint = name + " " + cc.Config().BaseURL
+			endpoint = name + " " + llm.RedactURL(cc.Config().BaseURL)
 		}
 		v.homes[name] = "stream " + v.queue.Stream + ", " + endpoint
 	}

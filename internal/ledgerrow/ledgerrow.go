@@ -54,7 +54,7 @@ func Attempt(a *fixpoint.Attempt) store.Attempt {
 		TokensIn: int64(a.TokensIn), TokensOut: int64(a.TokensOut), TokensCached: int64(a.TokensCached),
 		TransportRetries: len(a.Retries), RetryClasses: rc, ProviderStatus: a.ProviderStatus,
 		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
-		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), PriceBasis: string(a.PriceBasis),
+		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), ProviderCode: a.ProviderCode, PriceBasis: string(a.PriceBasis),
 		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD, PatchOutcome: string(a.PatchOutcome),
 		Coerced: a.Coerced, Unpriced: a.Unpriced,
 	}
@@ -80,7 +80,7 @@ func ResultFrom(jobID string, rows []store.Attempt) *fixpoint.Result {
 			Latency: time.Duration(r.LatencyMS) * time.Millisecond, TokensIn: int(r.TokensIn), TokensOut: int(r.TokensOut),
 			TokensCached: int(r.TokensCached), TokensCacheWrite: int(r.TokensCacheWrite),
 			PriceBasis: fixpoint.PriceBasis(r.PriceBasis), CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
-			ProviderError: r.ProviderError, ProviderClass: fixpoint.ErrorClass(r.ProviderClass), Model: r.Model,
+			ProviderError: r.ProviderError, ProviderClass: fixpoint.ErrorClass(r.ProviderClass), ProviderCode: r.ProviderCode, Model: r.Model,
 			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback, Coerced: r.Coerced, Unpriced: r.Unpriced}
 		a.Source = fixpoint.Source(r.Source)
 		if len(r.Errors) > 0 {
