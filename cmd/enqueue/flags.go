@@ -39,7 +39,8 @@ func (c *commonFlags) register(fs *flag.FlagSet, queue bool) {
 
 // openQueue connects to the queue the flags name.
 func (c *commonFlags) openQueue() (*natsconn.Conn, error) {
-	return natsconn.Open(natsconn.Config{URL: c.natsURL, Dir: c.natsDir, Running: c.natsListen, Name: "fixpoint-enqueue"}, nil)
+	return natsconn.Open(natsconn.Config{URL: c.natsURL, Dir: c.natsDir, Running: c.natsListen, Name: "fixpoint-enqueue",
+		Ledger: store.LedgerName(c.dbURL)}, nil)
 }
 
 func newSubFlagSet(name, usage string, stdout io.Writer) *flag.FlagSet {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsaddr"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -443,4 +447,40 @@ func TestHelpGroupsTheFlags(t *testing.T) {
 	if got := strings.Count(help, "\n  -"); got != n {
 		t.Errorf("--help lists %d flags, the groups %d", got, n)
 	}
+}
+
+// Two setups on one machine keeping the default listen address: an enqueue
+// whose directory's server does not listen must not publish into the other
+// setup's worker; it refuses (exit 2) and records nothing.
+func TestEnqueueRefusesAnotherSetupsQueue(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	otherDir := t.TempDir()
+	other, err := natsconn.StartServer(natsconn.ServerConfig{StoreDir: otherDir, Port: port, Ledger: "127.0.0.1:5432/other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Shutdown(); other.WaitForShutdown() }()
+	hold, err := natsconn.StartServer(natsconn.ServerConfig{StoreDir: w.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { hold.Shutdown(); hold.WaitForShutdown() }()
+
+	code, _, stderr := w.run("", append(w.args("misroute"), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), w.file("rows.jsonl", rows))...)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{otherDir, w.dir, "FIXPOINT_NATS_LISTEN"} {
+		if !strings.Contains(stderr, natsaddr.AbsDir(want)) && !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not name %s:\n%s", want, stderr)
+		}
+	}
+	w.noBatch("misroute")
 }
