@@ -233,3 +233,9 @@ func LedgerName(dsn string) string {
 	}
 	return fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 }
+
+// IsNoDatabase reports whether err says the database named does not exist.
+func IsNoDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "3D000" // invalid_catalog_name
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // enqueueCommand is enqueue itself: a dataset into a batch, or --resume,
@@ -294,6 +295,17 @@ func (f *enqueueFlags) readFiles(cfg *enqueue.Config) error {
 // enqueue records and publishes the dataset ds (nil for --resume), with
 // progress, and says what it did.
 func (c *enqueueCommand) enqueue(ctx context.Context, f *enqueueFlags, cfg enqueue.Config, ds *dataset) error {
+	if !cfg.Resume {
+		// A first run (the nightly cron line on a new machine) makes its
+		// ledger as worker migrate does; openLedger migrates it.
+		created, err := store.EnsureDatabase(ctx, f.common.dbURL)
+		if err != nil {
+			return err
+		}
+		if created {
+			fmt.Fprintf(c.stderr, "enqueue: created the database %s, which did not exist (the workers must use the same DATABASE_URL)\n", store.DatabaseName(f.common.dbURL))
+		}
+	}
 	st, err := openLedger(ctx, f.common.dbURL)
 	if err != nil {
 		return err

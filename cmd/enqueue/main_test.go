@@ -484,3 +484,48 @@ func TestEnqueueRefusesAnotherSetupsQueue(t *testing.T) {
 	}
 	w.noBatch("misroute")
 }
+
+// The nightly cron line's first night: enqueue on a database that does
+// not exist yet creates and migrates it, says so, and records the batch.
+func TestEnqueueCreatesAMissingDatabase(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	dsn, name := storetest.MissingDB(t)
+	var out, errOut bytes.Buffer
+	args := append([]string{"--database-url", dsn, "--nats-url", "", "--nats-dir", w.dir, "--nats-listen", "127.0.0.1:1", "--progress=false"},
+		append(w.args("first"), w.file("rows.jsonl", rows))...)
+	if code := run(context.Background(), args, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("enqueue on a missing database: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "created the database "+name) {
+		t.Errorf("stderr does not say it created %s:\n%s", name, errOut.String())
+	}
+	st, err := store.Open(context.Background(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if p, err := st.Progress(context.Background(), "first"); err != nil || p.Total != 2 {
+		t.Errorf("batch first after enqueue: %+v %v; want 2 jobs", p, err)
+	}
+}
+
+// A dry run against a database not made yet estimates without it, says
+// so, and creates nothing.
+func TestEnqueueDryRunOnAMissingDatabase(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	dsn, name := storetest.MissingDB(t)
+	var out, errOut bytes.Buffer
+	args := append([]string{"--database-url", dsn, "--nats-url", "", "--nats-dir", w.dir, "--nats-listen", "127.0.0.1:1", "--progress=false"},
+		append(w.args("dry", "--dry-run"), w.file("rows.jsonl", rows))...)
+	if code := run(context.Background(), args, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("dry run on a missing database: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), name+" does not exist") || !strings.Contains(out.String(), "read 2 rows: 2 would be jobs") {
+		t.Errorf("dry run on a missing database:\nstdout %s\nstderr %s", out.String(), errOut.String())
+	}
+	if _, err := pgx.Connect(context.Background(), dsn); !store.IsNoDatabase(err) {
+		t.Errorf("after a dry run, connecting to %s: %v; want it still missing", name, err)
+	}
+}
