@@ -249,6 +249,8 @@ func (f *enqueueFlags) config(cfg *enqueue.Config, stderr io.Writer) error {
 	}
 	if cfg.Cap.MaxCostUSD != nil {
 		warnUnpriced(stderr, "enqueue", cfg.Model)
+	} else if !f.cfg.Resume {
+		warnNoPrice(stderr, cfg.Model)
 	}
 	if cfg.Cap.MaxTotalTokens, err = parseTokens(f.maxTokens); err != nil {
 		return usageError{Err: err}

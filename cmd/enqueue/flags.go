@@ -110,6 +110,15 @@ func warnUnpriced(w io.Writer, cmd, model string) {
 	}
 }
 
+// warnNoPrice warns that model has no price in fixpoint's table: its
+// attempts are recorded with no cost (and marked unpriced) unless the
+// workers are given one.
+func warnNoPrice(w io.Writer, model string) {
+	if _, priced := repair.DefaultPrices().Lookup(model); !priced {
+		fmt.Fprintf(w, "enqueue: warning: %s has no price in fixpoint's table: its attempts are recorded at $0, marked unpriced, unless the workers run with --prices FILE listing it ({%q: {\"input_per_mtok\": ..., \"output_per_mtok\": ...}})\n", model, model)
+	}
+}
+
 // queueUsage checks the queue flags before anything is connected: a value
 // NATS refuses is a usage error naming the flag.
 func queueUsage(q pipeline.QueueConfig) error {

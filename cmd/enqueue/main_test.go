@@ -529,3 +529,19 @@ func TestEnqueueDryRunOnAMissingDatabase(t *testing.T) {
 		t.Errorf("after a dry run, connecting to %s: %v; want it still missing", name, err)
 	}
 }
+
+// A model with no price in fixpoint's table is enqueued with a warning
+// naming it and how to price it; a priced model has none. A dry run says
+// so in its estimate instead.
+func TestEnqueueWarnsOfAnUnpricedModel(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	data := w.file("rows.jsonl", rows)
+	code, _, stderr := w.run("", append(w.args("np1", "--model", "fresh-model-2027"), data)...)
+	if code != 0 || !strings.Contains(stderr, "warning: fresh-model-2027 has no price in fixpoint's table") || !strings.Contains(stderr, "--prices") {
+		t.Errorf("exit %d, stderr %q; want 0 and a warning naming the model and --prices", code, stderr)
+	}
+	if code, _, stderr := w.run("", append(w.args("np2", "--model", "gpt-4o-mini"), data)...); code != 0 || strings.Contains(stderr, "price") {
+		t.Errorf("a priced model: exit %d, stderr %q; want no warning", code, stderr)
+	}
+}
