@@ -162,9 +162,14 @@ type Config struct {
 	ProgressFunc func(p Progress)
 	// Delivery is how the batch's calls are made: pipeline.DeliveryRealtime
 	// (the default) or pipeline.DeliveryBatch, in provider batch waves at
-	// half the price. Ollama has no batch API: its batches are realtime
-	// (with a warning in Progress.Warnings).
+	// half the price. A batch that cannot have it (Ollama, which has no
+	// batch API, or a server the probe finds without the endpoints) is
+	// refused, unless BatchFallback says to run it realtime.
 	Delivery string
+	// BatchFallback is what a batch-delivery batch that cannot have it
+	// becomes: "" refuses it (ErrBadConfig), BatchFallbackRealtime runs it
+	// realtime at the full price, with a warning in Progress.Warnings.
+	BatchFallback string
 	// Deadline is how long after the batch is first enqueued its jobs must
 	// be final, with batch delivery: near it, they run realtime. Defaults
 	// to DeadlineDefault.
@@ -179,6 +184,10 @@ type Config struct {
 	// warning.
 	ProbeBatch func(ctx context.Context) error
 }
+
+// BatchFallbackRealtime is the one fallback of a batch-delivery batch
+// that cannot have it.
+const BatchFallbackRealtime = "realtime"
 
 // DeadlineDefault is the deadline of a batch-delivery batch: the providers
 // promise their batches within 24 hours.
@@ -461,9 +470,24 @@ func hasBatchAPI(provider string) bool {
 	return provider == llm.ProviderOpenAI || provider == llm.ProviderAnthropic
 }
 
-// checkDelivery checks the delivery asked for and falls back to realtime
-// where the provider has no batch API, with a warning.
+// checkDelivery checks the delivery asked for. Where the provider has no
+// batch API, it refuses, or falls back to realtime with a warning when
+// cfg.BatchFallback asks: realtime costs twice as much, which nobody should
+// learn from a warning after the batch ran.
 func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
+	switch cfg.BatchFallback {
+	case "", BatchFallbackRealtime:
+	default:
+		return fmt.Errorf("%w: batch fallback %q: want realtime, or none", ErrBadConfig, cfg.BatchFallback)
+	}
+	cannot := func(why string) error {
+		if cfg.BatchFallback != BatchFallbackRealtime {
+			return fmt.Errorf("%w: %s, so the batch cannot be delivered in provider batches: enqueue it with --delivery realtime, or add --batch-fallback realtime to run it realtime at the full price", ErrBadConfig, why)
+		}
+		prog.Warnings = append(prog.Warnings, why+": the batch is delivered realtime (--batch-fallback realtime), at the full price")
+		cfg.Delivery = pipeline.DeliveryRealtime
+		return nil
+	}
 	switch cfg.Delivery {
 	case "", pipeline.DeliveryRealtime:
 		cfg.Delivery = pipeline.DeliveryRealtime
@@ -486,14 +510,11 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 			cfg.Deadline, pipeline.WaveDeadlineMarginDefault))
 	}
 	if !hasBatchAPI(cfg.Provider) {
-		prog.Warnings = append(prog.Warnings, fmt.Sprintf("%s has no batch API: the batch is delivered realtime", cfg.Provider))
-		cfg.Delivery = pipeline.DeliveryRealtime
-		return nil
+		return cannot(fmt.Sprintf("%s has no batch API", cfg.Provider))
 	}
 	if cfg.ProbeBatch != nil {
 		if err := cfg.ProbeBatch(ctx); errors.Is(err, llm.ErrBatchUnsupported) {
-			prog.Warnings = append(prog.Warnings, fmt.Sprintf("the %s server has no batch endpoints (%v): the batch is delivered realtime", cfg.Provider, err))
-			cfg.Delivery = pipeline.DeliveryRealtime
+			return cannot(fmt.Sprintf("the %s server has no batch endpoints (%v)", cfg.Provider, err))
 		} else if err != nil {
 			prog.Warnings = append(prog.Warnings, fmt.Sprintf("could not check the %s server's batch endpoints (%v): if it has none, workers run the batch realtime", cfg.Provider, err))
 		}

@@ -51,7 +51,7 @@ var enqueueFlagGroups = []cliflags.FlagGroup{
 	{Title: "Model and repair", Flags: []string{"provider", "model", "mode", "temperature", "max-tokens", "max-attempts", "strategy",
 		"feedback", "coerce", "token-budget", "retry-budget"}},
 	{Title: "Spend cap", Flags: []string{"max-cost-usd", "max-total-tokens"}},
-	{Title: "Delivery", Flags: []string{"delivery", "deadline", "prompt-cache"}},
+	{Title: "Delivery", Flags: []string{"delivery", "batch-fallback", "deadline", "prompt-cache"}},
 	{Title: "Queue", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "duplicates-window"}},
 	{Title: "Ledger", Flags: []string{"database-url"}},
 }
@@ -91,6 +91,7 @@ func newEnqueueFlags(stdout io.Writer) *enqueueFlags {
 	fs.IntVar(&f.limit, "limit", 0, "with --dry-run: read only the first N rows (0 = all)")
 	fs.BoolVar(&cfg.Resume, "resume", false, "finish the batch's interrupted run with its recorded settings: publish jobs recorded but not published, republish jobs the queue lost")
 	fs.StringVar(&cfg.Delivery, "delivery", pipeline.DeliveryRealtime, "realtime, or batch: the provider's batch API at half the price, answered within hours, repairs in waves (openai, anthropic)")
+	fs.StringVar(&cfg.BatchFallback, "batch-fallback", "", "with --delivery batch: realtime runs the batch realtime, at the full price, when the provider or its server has no batch API; without it such a batch is refused (exit 2)")
 	fs.DurationVar(&cfg.Deadline, "deadline", enqueue.DeadlineDefault, "with --delivery batch: every job is final this long after the batch is first enqueued (near it, the rest runs realtime)")
 	fs.BoolVar(&cfg.PromptCache, "prompt-cache", true, "ask the provider to cache the prompt prefix the batch's requests share (OpenAI prompt_cache_key, Anthropic cache_control)")
 	fs.DurationVar(&f.common.queue.Duplicates, "duplicates-window", pipeline.DuplicatesDefault, "when the stream is created: a job id published twice within this window is stored once")
@@ -222,6 +223,14 @@ func (f *enqueueFlags) checkDelivery() error {
 	}
 	deadlineGiven := false
 	f.fs.Visit(func(fl *flag.Flag) { deadlineGiven = deadlineGiven || fl.Name == "deadline" })
+	switch cfg.BatchFallback {
+	case "", enqueue.BatchFallbackRealtime:
+	default:
+		return usageError{Err: fmt.Errorf("--batch-fallback %q: want realtime (or leave it out to refuse a batch that cannot have batch delivery)", cfg.BatchFallback)}
+	}
+	if cfg.BatchFallback != "" && cfg.Delivery != pipeline.DeliveryBatch && !cfg.Resume {
+		return usageError{Err: errors.New("--batch-fallback is for --delivery batch")}
+	}
 	if deadlineGiven && cfg.Delivery != pipeline.DeliveryBatch && !cfg.Resume {
 		// Realtime jobs run as soon as a worker takes them; a deadline
 		// there would bound nothing.

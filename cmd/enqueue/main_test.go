@@ -545,3 +545,24 @@ func TestEnqueueWarnsOfAnUnpricedModel(t *testing.T) {
 		t.Errorf("a priced model: exit %d, stderr %q; want no warning", code, stderr)
 	}
 }
+
+// Asked for batch delivery, a batch that cannot have it (ollama has no
+// batch API) is refused, exit 2, nothing recorded; --batch-fallback
+// realtime runs it realtime with a warning.
+func TestEnqueueRefusesBatchDeliveryItCannotHave(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	data := w.file("rows.jsonl", rows)
+	code, _, stderr := w.run("", append(w.args("bd1", "--provider", "ollama", "--delivery", "batch"), data)...)
+	if code != 2 || !strings.Contains(stderr, "ollama has no batch API") || !strings.Contains(stderr, "--batch-fallback realtime") {
+		t.Errorf("exit %d, stderr %q; want 2 naming the reason and --batch-fallback", code, stderr)
+	}
+	w.noBatch("bd1")
+	code, _, stderr = w.run("", append(w.args("bd2", "--provider", "ollama", "--delivery", "batch", "--batch-fallback", "realtime"), data)...)
+	if code != 0 || !strings.Contains(stderr, "delivered realtime") {
+		t.Errorf("with --batch-fallback realtime: exit %d, stderr %q; want 0 and a warning", code, stderr)
+	}
+	if code, _, stderr := w.run("", append(w.args("bd3", "--batch-fallback", "realtime"), data)...); code != 2 || !strings.Contains(stderr, "--batch-fallback is for --delivery batch") {
+		t.Errorf("--batch-fallback without --delivery batch: exit %d, stderr %q; want 2", code, stderr)
+	}
+}
