@@ -573,7 +573,13 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	add("schema (hash)", short(s.SchemaHash), short(now.SchemaHash))
 	add("template (sha256)", short(s.TemplateSHA256), short(now.TemplateSHA256))
 	add("id field", cmp.Or(s.IDField, "(line number)"), cmp.Or(now.IDField, "(line number)"))
-	add("format", s.Format, now.Format)
+	if s.IDField == "" || now.IDField == "" {
+		// Ids are line numbers, which a CSV header shifts: the same
+		// rows in another format are other jobs. With an id field the
+		// format is only how the rows were read, and each row is
+		// compared with its job.
+		add("format", s.Format, now.Format)
+	}
 	def := (pipeline.QueueConfig{}).WithDefaults()
 	add("stream", cmp.Or(s.Stream, def.Stream), cmp.Or(now.Stream, def.Stream))
 	add("subject", cmp.Or(s.Subject, def.Subject), cmp.Or(now.Subject, def.Subject))
@@ -1335,6 +1341,11 @@ func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, 
 	for i := range pending {
 		p := &pending[i]
 		h, isHeld := held[p.job.ID]
+		if isHeld && h.Metadata && !h.Prompt && sameAsText(h.HeldMetadata, p.job.Metadata) {
+			// The same row read from another format: a CSV gives
+			// every value as text.
+			h.Metadata = false
+		}
 		if isHeld && h.Differs(r.cfg.Batch) {
 			bad(p.line, r.heldError(h))
 			continue
@@ -1344,6 +1355,52 @@ func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, 
 		}
 	}
 	return nil
+}
+
+// sameAsText reports whether two input rows hold the same values once
+// each is written as a CSV cell would hold it: a number as written, a
+// boolean as true or false, null or a field left out as empty, an object or
+// array as JSON. A row enqueued from JSONL and again from CSV is then the
+// same row, and a changed value is still a change.
+func sameAsText(a, b json.RawMessage) bool {
+	var ma, mb map[string]any
+	if decodeNumbers(a, &ma) != nil || decodeNumbers(b, &mb) != nil {
+		return false
+	}
+	for k, v := range ma {
+		if cellText(v) != cellText(mb[k]) {
+			return false
+		}
+	}
+	for k, v := range mb {
+		if _, ok := ma[k]; !ok && cellText(v) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+func decodeNumbers(raw json.RawMessage, v any) error {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
+// cellText is v as a CSV cell holds it.
+func cellText(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
 }
 
 // heldError says how the job the ledger holds under a row's id differs.

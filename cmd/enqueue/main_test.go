@@ -566,3 +566,28 @@ func TestEnqueueRefusesBatchDeliveryItCannotHave(t *testing.T) {
 		t.Errorf("--batch-fallback without --delivery batch: exit %d, stderr %q; want 2", code, stderr)
 	}
 }
+
+// The same rows enqueued from CSV into a batch first enqueued from JSONL
+// are the same jobs: nothing changed, nothing new is enqueued.
+func TestEnqueueSameRowsFromCSV(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	jsonl := w.file("rows.jsonl", `{"id":"a","text":"Ada wrote this","n":1.50,"ok":true}
+{"id":"b","text":"Bo wrote that","n":null,"ok":false}
+{"id":3,"text":"Cy, 3","n":2}
+`)
+	csv := w.file("rows.csv", "id,text,n,ok\na,Ada wrote this,1.50,true\nb,Bo wrote that,,false\n3,\"Cy, 3\",2,\n")
+	if code, out, stderr := w.run("", append(w.args("fmt"), jsonl)...); code != 0 || !strings.Contains(out, "3 jobs recorded") {
+		t.Fatalf("from JSONL: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := w.run("", append(w.args("fmt"), csv)...)
+	if code != 0 || !strings.Contains(out, "3 already enqueued") {
+		t.Errorf("the same rows from CSV: exit %d\n%s%s; want 0 and 3 already enqueued", code, out, stderr)
+	}
+	// A value the prompt does not show, changed, is still a change.
+	edited := w.file("edited.csv", "id,text,n,ok\na,Ada wrote this,1.5,true\nb,Bo wrote that,,false\n3,\"Cy, 3\",2,\n")
+	code, _, stderr = w.run("", append(w.args("fmt"), edited)...)
+	if code != 1 || !strings.Contains(stderr, `id "a" was enqueued in batch fmt before with another input row`) {
+		t.Errorf("a changed value from CSV: exit %d\n%s; want 1 naming row a", code, stderr)
+	}
+}
