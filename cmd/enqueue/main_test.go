@@ -591,3 +591,16 @@ func TestEnqueueSameRowsFromCSV(t *testing.T) {
 		t.Errorf("a changed value from CSV: exit %d\n%s; want 1 naming row a", code, stderr)
 	}
 }
+
+// A schema file with a syntax error is refused naming its line and column.
+func TestEnqueueSchemaSyntaxErrorSaysWhere(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	schema := w.file("bad.json", "{\n  \"type\": \"object\",\n  \"properties\": {\n    \"name\": {\"type\": \"string\"},\n  }\n}\n")
+	args := []string{"--batch", "syn", "--schema", schema, "--template", w.file("t.txt", "{{.text}}"), "--model", "sim-typical", "--id-field", "id",
+		w.file("rows.jsonl", rows)}
+	code, _, stderr := w.run("", args...)
+	if code != 2 || !strings.Contains(stderr, "line 5, column 3") {
+		t.Errorf("exit %d, stderr %q; want 2 naming line 5, column 3", code, stderr)
+	}
+}
