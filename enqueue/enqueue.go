@@ -522,6 +522,27 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 	return nil
 }
 
+// SchemaWarnings says, one line each, what of a schema that Check accepts
+// no reply can satisfy: a declared property or the items of an array whose
+// schema no value satisfies. The schema as a whole is satisfiable (the
+// property may be left out), but a model fills in what a schema declares,
+// and each such reply fails every attempt. A schema that does not compile
+// has none (Check refuses it).
+func SchemaWarnings(schema []byte) []string {
+	sch, err := validate.Compile(schema)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range sch.UnsatisfiableParts() {
+		var se *validate.SchemaError
+		if errors.As(e, &se) {
+			out = append(out, fmt.Sprintf("the schema at %s: %v, and every repair attempt is paid for: fix that part, or remove it", se.Location, se.Err))
+		}
+	}
+	return out
+}
+
 // recorded reports whether s holds the settings enqueue records. A batch a
 // worker made, for a job message of a batch the ledger did not hold (its
 // rejection or result), has none.

@@ -128,6 +128,9 @@ func (c *enqueueCommand) Run(ctx context.Context, args []string) error {
 	if err := enqueue.Check(cfg); err != nil {
 		return usageError{Err: err}
 	}
+	for _, w := range enqueue.SchemaWarnings(cfg.Schema) {
+		fmt.Fprintf(c.stderr, "enqueue: warning: %s\n", w)
+	}
 	if f.dryRun {
 		return dryRun(ctx, c.stdout, c.stderr, f.common.dbURL, cfg, ds.file, f.limit)
 	}

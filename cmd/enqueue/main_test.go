@@ -604,3 +604,22 @@ func TestEnqueueSchemaSyntaxErrorSaysWhere(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 2 naming line 5, column 3", code, stderr)
 	}
 }
+
+// A property no value satisfies deep in a schema (a required self-loop
+// under an optional property) leaves the schema satisfiable, and every
+// reply that gives it fails: enqueue warns, naming where, before the run.
+func TestEnqueueWarnsOfAnUnsatisfiableProperty(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	schema := w.file("loop.json", `{"type":"object","required":["name"],"properties":{"name":{"type":"string"},`+
+		`"boss":{"type":"object","required":["boss"],"properties":{"boss":{"$ref":"#/properties/boss"}}}}}`)
+	args := []string{"--batch", "loop", "--schema", schema, "--template", w.file("t.txt", "{{.text}}"), "--model", "sim-typical", "--id-field", "id",
+		"--dry-run", w.file("rows.jsonl", rows)}
+	code, _, stderr := w.run("", args...)
+	if code != 0 || !strings.Contains(stderr, "warning: the schema at /properties/boss: no value satisfies") {
+		t.Errorf("exit %d, stderr %q; want 0 and a warning naming /properties/boss", code, stderr)
+	}
+	if _, _, stderr := w.run("", append(w.args("fine", "--dry-run"), w.file("rows.jsonl", rows))...); strings.Contains(stderr, "no value satisfies") {
+		t.Errorf("a schema with no such part: stderr %q", stderr)
+	}
+}
