@@ -77,13 +77,29 @@ func (id Identity) String() string {
 
 // Mismatch says how the server's identity differs from want's, "" when
 // it is the same queue: the same directory, and the same ledger when both
-// name one.
+// name one. Ledgers compare by port and database, not host: one server
+// is reached as localhost by one command and 127.0.0.1 (or its name) by
+// another, and refusing those would stop a setup that is right.
 func (id Identity) Mismatch(want Identity) string {
 	switch {
 	case id.Dir != want.Dir:
 		return fmt.Sprintf("it serves the queue directory %s, not %s", id.Dir, want.Dir)
-	case id.Ledger != "" && want.Ledger != "" && id.Ledger != want.Ledger:
+	case id.Ledger != "" && want.Ledger != "" && ledgerKey(id.Ledger) != ledgerKey(want.Ledger):
 		return fmt.Sprintf("its worker records to the ledger %s, not %s", id.Ledger, want.Ledger)
 	}
 	return ""
+}
+
+// ledgerKey is a ledger name (host:port/database) without its host.
+func ledgerKey(ledger string) string {
+	// The host may be a socket directory: the database follows the last
+	// slash.
+	addr, db := ledger, ""
+	if i := strings.LastIndexByte(ledger, '/'); i >= 0 {
+		addr, db = ledger[:i], ledger[i+1:]
+	}
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		addr = addr[i+1:]
+	}
+	return addr + "/" + db
 }
