@@ -168,7 +168,7 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 		if kind := jsonKindAt(text[0]); kind != "" {
 			// (decoding said "cannot unmarshal array into Go value of type
 			// map[string]interface {}")
-			return nil, rr.line, fmt.Errorf("not a JSON object: the line holds a JSON %s; each line is one row, an object of fields", kind)
+			return nil, rr.line, notAnObject(text, kind)
 		}
 		dec := json.NewDecoder(bytes.NewReader(text))
 		dec.UseNumber()
@@ -387,6 +387,22 @@ func foldedRows(rec, header []string) string {
 
 // jsonKindAt names the JSON value a line starting with c holds when it is
 // not an object; "" for an object or what is not JSON at all.
+// notAnObject is the error of a line that begins as a JSON value of kind
+// other than an object would: it says so only of a line that is such a
+// value ("true", "[1,2]"), and of any other ("this is text") that it is
+// not JSON.
+func notAnObject(line []byte, kind string) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	var v any
+	switch err := dec.Decode(&v); {
+	case err != nil:
+		return fmt.Errorf("not JSON: the line begins %q, which is no JSON value; each line is one row, a JSON object of fields", snippet(line, 40))
+	case dec.More():
+		return fmt.Errorf("not a JSON object: the line begins with a JSON %s and goes on; each line is one row, an object of fields", kind)
+	}
+	return fmt.Errorf("not a JSON object: the line holds a JSON %s; each line is one row, an object of fields", kind)
+}
+
 func jsonKindAt(c byte) string {
 	switch {
 	case c == '[':

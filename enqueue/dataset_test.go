@@ -212,6 +212,11 @@ func TestRowReaderRefusals(t *testing.T) {
 		{"array line", FormatJSONL, "[1,2]\n", "not a JSON object: the line holds a JSON array", false},
 		{"string line", FormatJSONL, "\"x\"\n", "holds a JSON string", false},
 		{"number line", FormatJSONL, "-12\n", "holds a JSON number", false},
+		{"boolean line", FormatJSONL, "true\n", "holds a JSON boolean", false},
+		// Text that only starts as a literal would is no JSON at all.
+		{"text from t", FormatJSONL, "this is text\n", `not JSON: the line begins "this is text", which is no JSON value`, false},
+		{"text from f", FormatJSONL, "foo,bar\n", `not JSON: the line begins "foo,bar"`, false},
+		{"text from a digit", FormatJSONL, "12 monkeys\n", "begins with a JSON number and goes on", false},
 		{"UTF-16 JSONL", FormatJSONL, utf16, "UTF-16", true},
 		{"UTF-16 CSV", FormatCSV, utf16, "UTF-16", true},
 		// A compressed file was hundreds of "not UTF-8" bad rows (JSONL)

@@ -33,9 +33,15 @@ func TestCheckDelivery(t *testing.T) {
 		{name: "default is realtime", cfg: Config{Provider: "openai"}, want: queue.DeliveryRealtime},
 		{name: "openai batch", cfg: Config{Provider: "openai", Delivery: "batch"}, want: queue.DeliveryBatch},
 		{name: "anthropic batch", cfg: Config{Provider: "anthropic", Delivery: "batch"}, want: queue.DeliveryBatch},
-		{name: "ollama falls back", cfg: Config{Provider: "ollama", Delivery: "batch"}, want: queue.DeliveryRealtime, warning: "ollama has no batch API"},
-		{name: "server without endpoints", cfg: Config{Provider: "openai", Delivery: "batch", ProbeBatch: unsupported},
+		// Batch delivery that cannot be had is refused: realtime costs
+		// twice as much. Asked for, the fallback is realtime with a word.
+		{name: "ollama refused", cfg: Config{Provider: "ollama", Delivery: "batch"}, badUsage: true},
+		{name: "ollama falls back when asked", cfg: Config{Provider: "ollama", Delivery: "batch", BatchFallback: BatchFallbackRealtime},
+			want: queue.DeliveryRealtime, warning: "ollama has no batch API"},
+		{name: "server without endpoints refused", cfg: Config{Provider: "openai", Delivery: "batch", ProbeBatch: unsupported}, badUsage: true},
+		{name: "server without endpoints falls back when asked", cfg: Config{Provider: "openai", Delivery: "batch", ProbeBatch: unsupported, BatchFallback: BatchFallbackRealtime},
 			want: queue.DeliveryRealtime, warning: "no batch endpoints"},
+		{name: "fallback typo", cfg: Config{Provider: "openai", Delivery: "batch", BatchFallback: "realtme"}, badUsage: true},
 		{name: "probe fails", cfg: Config{Provider: "openai", Delivery: "batch", ProbeBatch: down},
 			want: queue.DeliveryBatch, warning: "could not check"},
 		// Workers start no wave this close to the deadline: said at once.

@@ -162,11 +162,16 @@ type Config struct {
 	Queue queue.Config
 	// ProgressFunc, when set, is called after each chunk of each phase.
 	ProgressFunc func(p Progress)
-	// Delivery is how the batch's calls are made: queue.DeliveryRealtime
-	// (the default) or queue.DeliveryBatch, in provider batch waves at
-	// half the price. Ollama has no batch API: its batches are realtime
-	// (with a warning in Progress.Warnings).
+	// Delivery is how the batch's calls are made: pipeline.DeliveryRealtime
+	// (the default) or pipeline.DeliveryBatch, in provider batch waves at
+	// half the price. A batch that cannot have it (Ollama, which has no
+	// batch API, or a server the probe finds without the endpoints) is
+	// refused, unless BatchFallback says to run it realtime.
 	Delivery string
+	// BatchFallback is what a batch-delivery batch that cannot have it
+	// becomes: "" refuses it (ErrBadConfig), BatchFallbackRealtime runs it
+	// realtime at the full price, with a warning in Progress.Warnings.
+	BatchFallback string
 	// Deadline is how long after the batch is first enqueued its jobs must
 	// be final, with batch delivery: near it, they run realtime. Defaults
 	// to DeadlineDefault.
@@ -181,6 +186,10 @@ type Config struct {
 	// warning.
 	ProbeBatch func(ctx context.Context) error
 }
+
+// BatchFallbackRealtime is the one fallback of a batch-delivery batch
+// that cannot have it.
+const BatchFallbackRealtime = "realtime"
 
 // DeadlineDefault is the deadline of a batch-delivery batch: the providers
 // promise their batches within 24 hours.
@@ -463,9 +472,24 @@ func hasBatchAPI(provider string) bool {
 	return provider == llm.ProviderOpenAI || provider == llm.ProviderAnthropic
 }
 
-// checkDelivery checks the delivery asked for and falls back to realtime
-// where the provider has no batch API, with a warning.
+// checkDelivery checks the delivery asked for. Where the provider has no
+// batch API, it refuses, or falls back to realtime with a warning when
+// cfg.BatchFallback asks: realtime costs twice as much, which nobody should
+// learn from a warning after the batch ran.
 func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
+	switch cfg.BatchFallback {
+	case "", BatchFallbackRealtime:
+	default:
+		return fmt.Errorf("%w: batch fallback %q: want realtime, or none", ErrBadConfig, cfg.BatchFallback)
+	}
+	cannot := func(why string) error {
+		if cfg.BatchFallback != BatchFallbackRealtime {
+			return fmt.Errorf("%w: %s, so the batch cannot be delivered in provider batches: enqueue it with --delivery realtime, or add --batch-fallback realtime to run it realtime at the full price", ErrBadConfig, why)
+		}
+		prog.Warnings = append(prog.Warnings, why+": the batch is delivered realtime (--batch-fallback realtime), at the full price")
+		cfg.Delivery = queue.DeliveryRealtime
+		return nil
+	}
 	switch cfg.Delivery {
 	case "", queue.DeliveryRealtime:
 		cfg.Delivery = queue.DeliveryRealtime
@@ -488,19 +512,37 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 			cfg.Deadline, wave.DeadlineMarginDefault))
 	}
 	if !hasBatchAPI(cfg.Provider) {
-		prog.Warnings = append(prog.Warnings, fmt.Sprintf("%s has no batch API: the batch is delivered realtime", cfg.Provider))
-		cfg.Delivery = queue.DeliveryRealtime
-		return nil
+		return cannot(fmt.Sprintf("%s has no batch API", cfg.Provider))
 	}
 	if cfg.ProbeBatch != nil {
 		if err := cfg.ProbeBatch(ctx); errors.Is(err, llm.ErrBatchUnsupported) {
-			prog.Warnings = append(prog.Warnings, fmt.Sprintf("the %s server has no batch endpoints (%v): the batch is delivered realtime", cfg.Provider, err))
-			cfg.Delivery = queue.DeliveryRealtime
+			return cannot(fmt.Sprintf("the %s server has no batch endpoints (%v)", cfg.Provider, err))
 		} else if err != nil {
 			prog.Warnings = append(prog.Warnings, fmt.Sprintf("could not check the %s server's batch endpoints (%v): if it has none, workers run the batch realtime", cfg.Provider, err))
 		}
 	}
 	return nil
+}
+
+// SchemaWarnings says, one line each, what of a schema that Check accepts
+// no reply can satisfy: a declared property or the items of an array whose
+// schema no value satisfies. The schema as a whole is satisfiable (the
+// property may be left out), but a model fills in what a schema declares,
+// and each such reply fails every attempt. A schema that does not compile
+// has none (Check refuses it).
+func SchemaWarnings(schema []byte) []string {
+	sch, err := validate.Compile(schema)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range sch.UnsatisfiableParts() {
+		var se *validate.SchemaError
+		if errors.As(e, &se) {
+			out = append(out, fmt.Sprintf("the schema at %s: %v, and every repair attempt is paid for: fix that part, or remove it", se.Location, se.Err))
+		}
+	}
+	return out
 }
 
 // recorded reports whether s holds the settings enqueue records. A batch a
@@ -554,7 +596,13 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	add("schema (hash)", short(s.SchemaHash), short(now.SchemaHash))
 	add("template (sha256)", short(s.TemplateSHA256), short(now.TemplateSHA256))
 	add("id field", cmp.Or(s.IDField, "(line number)"), cmp.Or(now.IDField, "(line number)"))
-	add("format", s.Format, now.Format)
+	if s.IDField == "" || now.IDField == "" {
+		// Ids are line numbers, which a CSV header shifts: the same
+		// rows in another format are other jobs. With an id field the
+		// format is only how the rows were read, and each row is
+		// compared with its job.
+		add("format", s.Format, now.Format)
+	}
 	def := (queue.Config{}).WithDefaults()
 	add("stream", cmp.Or(s.Stream, def.Stream), cmp.Or(now.Stream, def.Stream))
 	add("subject", cmp.Or(s.Subject, def.Subject), cmp.Or(now.Subject, def.Subject))
@@ -855,7 +903,7 @@ func settingsChanged(batch string, diff []string) error {
 // does not take, a name NATS refuses) a configuration error: the command's
 // usage, not the queue's failure.
 func queueErr(err error) error {
-	var se *queue.SettingError
+	var se *pipeline.SettingError
 	if errors.Is(err, queue.ErrSubjectNotInStream) || errors.As(err, &se) {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
@@ -1316,6 +1364,11 @@ func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, 
 	for i := range pending {
 		p := &pending[i]
 		h, isHeld := held[p.job.ID]
+		if isHeld && h.Metadata && !h.Prompt && sameAsText(h.HeldMetadata, p.job.Metadata) {
+			// The same row read from another format: a CSV gives
+			// every value as text.
+			h.Metadata = false
+		}
 		if isHeld && h.Differs(r.cfg.Batch) {
 			bad(p.line, r.heldError(h))
 			continue
@@ -1325,6 +1378,52 @@ func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, 
 		}
 	}
 	return nil
+}
+
+// sameAsText reports whether two input rows hold the same values once
+// each is written as a CSV cell would hold it: a number as written, a
+// boolean as true or false, null or a field left out as empty, an object or
+// array as JSON. A row enqueued from JSONL and again from CSV is then the
+// same row, and a changed value is still a change.
+func sameAsText(a, b json.RawMessage) bool {
+	var ma, mb map[string]any
+	if decodeNumbers(a, &ma) != nil || decodeNumbers(b, &mb) != nil {
+		return false
+	}
+	for k, v := range ma {
+		if cellText(v) != cellText(mb[k]) {
+			return false
+		}
+	}
+	for k, v := range mb {
+		if _, ok := ma[k]; !ok && cellText(v) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+func decodeNumbers(raw json.RawMessage, v any) error {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
+// cellText is v as a CSV cell holds it.
+func cellText(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
 }
 
 // heldError says how the job the ledger holds under a row's id differs.
@@ -1396,7 +1495,7 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		}
 		prog.Recorded += n
 		prog.Existing += len(chunk) - n
-		// queue.Publish what the ledger holds unpublished: this chunk's new jobs,
+		// pipeline.Publish what the ledger holds unpublished: this chunk's new jobs,
 		// and any left by an interrupted run.
 		if err := publishUnpublished(ctx, js, ledger, *r.cfg, newRunBases(ctx, ledger, r.cfg.Batch, r.base), prog); err != nil {
 			return err

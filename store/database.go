@@ -222,3 +222,20 @@ func DatabaseName(dsn string) string {
 	}
 	return cfg.Database
 }
+
+// LedgerName names the ledger a URL points at without its credentials:
+// host:port/database, "" when the URL cannot be read. Two setups on one
+// machine compare it to tell their ledgers apart.
+func LedgerName(dsn string) string {
+	cfg, err := parseDSN(dsn)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+}
+
+// IsNoDatabase reports whether err says the database named does not exist.
+func IsNoDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "3D000" // invalid_catalog_name
+}

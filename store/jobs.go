@@ -110,6 +110,10 @@ type HeldJob struct {
 	// Prompt and Metadata report that the ledger's prompt or input row
 	// differs.
 	Prompt, Metadata bool
+	// HeldMetadata is the ledger's input row when it differs, so that a
+	// caller can tell a row read from another format (a CSV's "3" for a
+	// JSONL's 3) from one whose content changed.
+	HeldMetadata json.RawMessage
 }
 
 // Differs reports whether the held job is not the one about to be recorded
@@ -130,7 +134,8 @@ func (s *Store) HeldJobs(ctx context.Context, jobs []NewJob) ([]HeldJob, error) 
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT n.id, coalesce(j.batch, ''), j.prompt <> n.prompt, j.metadata <> n.metadata::jsonb
+		SELECT n.id, coalesce(j.batch, ''), j.prompt <> n.prompt, j.metadata <> n.metadata::jsonb,
+		       CASE WHEN j.metadata <> n.metadata::jsonb THEN j.metadata::text END
 		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS n(id, prompt, metadata, ord)
 		JOIN jobs j ON j.id = n.id
 		ORDER BY n.ord`, ids, prompts, metas)
@@ -139,7 +144,11 @@ func (s *Store) HeldJobs(ctx context.Context, jobs []NewJob) ([]HeldJob, error) 
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (HeldJob, error) {
 		var h HeldJob
-		err := r.Scan(&h.ID, &h.Batch, &h.Prompt, &h.Metadata)
+		var held *string
+		err := r.Scan(&h.ID, &h.Batch, &h.Prompt, &h.Metadata, &held)
+		if held != nil {
+			h.HeldMetadata = json.RawMessage(*held)
+		}
 		return h, err
 	})
 	if err != nil {

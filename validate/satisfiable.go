@@ -216,6 +216,7 @@ type satNode struct {
 	arrStatic   string // why no array can satisfy the keywords alone; "" if one may
 	arrStaticKw string // the keyword at fault
 	positions   []int  // schemas of the items that must be there: noSchema, never or a node
+	optItems    []int  // schemas of the items that may be there (UnsatisfiableParts reads them)
 	posKw       []string
 	minItems    int // items that must be there
 	contains    int
@@ -507,6 +508,11 @@ func (g *satGraph) buildArray(n *satNode, add func(*jsonschema.Schema) int) bool
 				}
 				return nil, "", true
 			}
+		}
+	}
+	for i := n.minItems; i < prefix+1; i++ {
+		if sch, _, allowed := at(i); allowed && sch != nil {
+			n.optItems = append(n.optItems, add(sch))
 		}
 	}
 	for i := range min(n.minItems, prefix+1) {
@@ -1091,11 +1097,14 @@ func ceilDiv(x, step *big.Rat, exclusive bool) *big.Int {
 // explain returns the error for an unsatisfiable root: it follows the
 // causes from the root down to the first one that is not an unsatisfiable
 // subschema, or to a subschema already on the way (a loop).
-func (g *satGraph) explain() error {
+func (g *satGraph) explain() error { return g.explainFrom(0) }
+
+// explainFrom says why node start has no kinds, from start's keywords on.
+func (g *satGraph) explainFrom(start int) error {
 	var via []string
 	onPath := map[int]int{} // node -> index in via when it was entered
 	consumed := []bool{}
-	i := 0
+	i := start
 	for depth := 0; ; depth++ {
 		onPath[i] = len(via)
 		var c cause

@@ -2,14 +2,17 @@ package validate
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -199,6 +202,9 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 			err = errors.New("the schema is empty")
 		case text[0] != '{' && text[0] != '[' && string(text) != "true" && string(text) != "false":
 			err = fmt.Errorf("%w (a schema is JSON; YAML must be converted first)", err)
+		}
+		if line, col, ok := syntaxPosition(schema, err); ok {
+			return nil, &SchemaError{Err: fmt.Errorf("decode schema: line %d, column %d: %w", line, col, err)}
 		}
 		return nil, &SchemaError{Err: fmt.Errorf("decode schema: %w", err)}
 	}
@@ -714,4 +720,40 @@ func pointer(toks []string) string {
 		sb.WriteString(escapeToken(t))
 	}
 	return sb.String()
+}
+
+// syntaxPosition is where in text the JSON decoding error err is, as a
+// 1-based line and column (in characters): a schema file's syntax error is
+// found by its line, not by a byte offset or not at all.
+func syntaxPosition(text []byte, err error) (line, col int, ok bool) {
+	var off int64
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset - 1 // the offending byte is the last one read
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		off = int64(len(text))
+	default:
+		// Text after the value ("invalid character after top-level
+		// value"): where the value ends and the rest begins.
+		dec := json.NewDecoder(bytes.NewReader(text))
+		var v any
+		if dec.Decode(&v) != nil {
+			return 0, 0, false
+		}
+		off = dec.InputOffset()
+		for off < int64(len(text)) && strings.ContainsRune(" \t\r\n", rune(text[off])) {
+			off++
+		}
+		if off >= int64(len(text)) {
+			return 0, 0, false
+		}
+	}
+	if off < 0 || off > int64(len(text)) {
+		return 0, 0, false
+	}
+	before := text[:off]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1
+	return line, col, true
 }

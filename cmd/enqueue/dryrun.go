@@ -14,9 +14,15 @@ import (
 // dryRun checks the dataset and prints what enqueue would do with it. A
 // dry run records nothing, and migrates nothing either: a newer binary's
 // dry run moved a shared ledger to a schema the running workers refused.
-// On a ledger behind this binary it estimates without it.
+// On a ledger behind this binary, or a database not made yet, it estimates
+// without it.
 func dryRun(ctx context.Context, stdout, stderr io.Writer, dbURL string, cfg enqueue.Config, data io.Reader, limit int) error {
 	st, err := store.Open(ctx, dbURL, nil)
+	if store.IsNoDatabase(err) {
+		// The real run creates it: the estimate needs none of it.
+		fmt.Fprintf(stderr, "enqueue: the database %s does not exist yet (enqueue creates it): the dry run estimates without a ledger (no earlier batches to estimate from)\n", store.DatabaseName(dbURL))
+		return dryRunReport(ctx, nil, cfg, data, limit, stdout)
+	}
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // enqueueCommand is enqueue itself: a dataset into a batch, or --resume,
@@ -51,7 +52,7 @@ var enqueueFlagGroups = []cliflags.FlagGroup{
 	{Title: "Model and repair", Flags: []string{"provider", "model", "mode", "temperature", "max-tokens", "max-attempts", "strategy",
 		"feedback", "coerce", "token-budget", "retry-budget"}},
 	{Title: "Spend cap", Flags: []string{"max-cost-usd", "max-total-tokens"}},
-	{Title: "Delivery", Flags: []string{"delivery", "deadline", "prompt-cache"}},
+	{Title: "Delivery", Flags: []string{"delivery", "batch-fallback", "deadline", "prompt-cache"}},
 	{Title: "Queue", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "duplicates-window"}},
 	{Title: "Ledger", Flags: []string{"database-url"}},
 }
@@ -91,6 +92,7 @@ func newEnqueueFlags(stdout io.Writer) *enqueueFlags {
 	fs.IntVar(&f.limit, "limit", 0, "with --dry-run: read only the first N rows (0 = all)")
 	fs.BoolVar(&cfg.Resume, "resume", false, "finish the batch's interrupted run with its recorded settings: publish jobs recorded but not published, republish jobs the queue lost")
 	fs.StringVar(&cfg.Delivery, "delivery", queue.DeliveryRealtime, "realtime, or batch: the provider's batch API at half the price, answered within hours, repairs in waves (openai, anthropic)")
+	fs.StringVar(&cfg.BatchFallback, "batch-fallback", "", "with --delivery batch: realtime runs the batch realtime, at the full price, when the provider or its server has no batch API; without it such a batch is refused (exit 2)")
 	fs.DurationVar(&cfg.Deadline, "deadline", enqueue.DeadlineDefault, "with --delivery batch: every job is final this long after the batch is first enqueued (near it, the rest runs realtime)")
 	fs.BoolVar(&cfg.PromptCache, "prompt-cache", true, "ask the provider to cache the prompt prefix the batch's requests share (OpenAI prompt_cache_key, Anthropic cache_control)")
 	fs.DurationVar(&f.common.queue.Duplicates, "duplicates-window", queue.DuplicatesDefault, "when the stream is created: a job id published twice within this window is stored once")
@@ -126,6 +128,9 @@ func (c *enqueueCommand) Run(ctx context.Context, args []string) error {
 	// fix: say so before reaching for Postgres and NATS.
 	if err := enqueue.Check(cfg); err != nil {
 		return usageError{Err: err}
+	}
+	for _, w := range enqueue.SchemaWarnings(cfg.Schema) {
+		fmt.Fprintf(c.stderr, "enqueue: warning: %s\n", w)
 	}
 	if f.dryRun {
 		return dryRun(ctx, c.stdout, c.stderr, f.common.dbURL, cfg, ds.file, f.limit)
@@ -222,6 +227,14 @@ func (f *enqueueFlags) checkDelivery() error {
 	}
 	deadlineGiven := false
 	f.fs.Visit(func(fl *flag.Flag) { deadlineGiven = deadlineGiven || fl.Name == "deadline" })
+	switch cfg.BatchFallback {
+	case "", enqueue.BatchFallbackRealtime:
+	default:
+		return usageError{Err: fmt.Errorf("--batch-fallback %q: want realtime (or leave it out to refuse a batch that cannot have batch delivery)", cfg.BatchFallback)}
+	}
+	if cfg.BatchFallback != "" && cfg.Delivery != queue.DeliveryBatch && !cfg.Resume {
+		return usageError{Err: errors.New("--batch-fallback is for --delivery batch")}
+	}
 	if deadlineGiven && cfg.Delivery != queue.DeliveryBatch && !cfg.Resume {
 		// Realtime jobs run as soon as a worker takes them; a deadline
 		// there would bound nothing.
@@ -249,6 +262,8 @@ func (f *enqueueFlags) config(cfg *enqueue.Config, stderr io.Writer) error {
 	}
 	if cfg.Cap.MaxCostUSD != nil {
 		warnUnpriced(stderr, "enqueue", cfg.Model)
+	} else if !f.cfg.Resume {
+		warnNoPrice(stderr, cfg.Model)
 	}
 	if cfg.Cap.MaxTotalTokens, err = parseTokens(f.maxTokens); err != nil {
 		return usageError{Err: err}
@@ -295,6 +310,17 @@ func (f *enqueueFlags) readFiles(cfg *enqueue.Config) error {
 // enqueue records and publishes the dataset ds (nil for --resume), with
 // progress, and says what it did.
 func (c *enqueueCommand) enqueue(ctx context.Context, f *enqueueFlags, cfg enqueue.Config, ds *dataset) error {
+	if !cfg.Resume {
+		// A first run (the nightly cron line on a new machine) makes its
+		// ledger as worker migrate does; openLedger migrates it.
+		created, err := store.EnsureDatabase(ctx, f.common.dbURL)
+		if err != nil {
+			return err
+		}
+		if created {
+			fmt.Fprintf(c.stderr, "enqueue: created the database %s, which did not exist (the workers must use the same DATABASE_URL)\n", store.DatabaseName(f.common.dbURL))
+		}
+	}
 	st, err := openLedger(ctx, f.common.dbURL)
 	if err != nil {
 		return err

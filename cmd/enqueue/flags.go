@@ -39,7 +39,8 @@ func (c *commonFlags) register(fs *flag.FlagSet, withQueue bool) {
 
 // openQueue connects to the queue the flags name.
 func (c *commonFlags) openQueue() (*natsconn.Conn, error) {
-	return natsconn.Open(natsconn.Config{URL: c.natsURL, Dir: c.natsDir, Running: c.natsListen, Name: "fixpoint-enqueue"}, nil)
+	return natsconn.Open(natsconn.Config{URL: c.natsURL, Dir: c.natsDir, Running: c.natsListen, Name: "fixpoint-enqueue",
+		Ledger: store.LedgerName(c.dbURL)}, nil)
 }
 
 func newSubFlagSet(name, usage string, stdout io.Writer) *flag.FlagSet {
@@ -106,6 +107,15 @@ func actionError(err error) error {
 func warnUnpriced(w io.Writer, cmd, model string) {
 	if _, priced := repair.DefaultPrices().Lookup(model); !priced {
 		fmt.Fprintf(w, "%s: warning: %s has no price in fixpoint's table, so a worker can enforce --max-cost-usd only when its --prices lists it; a worker without one ends the batch's jobs over_budget without calling the model\n", cmd, model)
+	}
+}
+
+// warnNoPrice warns that model has no price in fixpoint's table: its
+// attempts are recorded with no cost (and marked unpriced) unless the
+// workers are given one.
+func warnNoPrice(w io.Writer, model string) {
+	if _, priced := repair.DefaultPrices().Lookup(model); !priced {
+		fmt.Fprintf(w, "enqueue: warning: %s has no price in fixpoint's table: its attempts are recorded at $0, marked unpriced, unless the workers run with --prices FILE listing it ({%q: {\"input_per_mtok\": ..., \"output_per_mtok\": ...}})\n", model, model)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsaddr"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -442,5 +446,180 @@ func TestHelpGroupsTheFlags(t *testing.T) {
 	}
 	if got := strings.Count(help, "\n  -"); got != n {
 		t.Errorf("--help lists %d flags, the groups %d", got, n)
+	}
+}
+
+// Two setups on one machine keeping the default listen address: an enqueue
+// whose directory's server does not listen must not publish into the other
+// setup's worker; it refuses (exit 2) and records nothing.
+func TestEnqueueRefusesAnotherSetupsQueue(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	otherDir := t.TempDir()
+	other, err := natsconn.StartServer(natsconn.ServerConfig{StoreDir: otherDir, Port: port, Ledger: "127.0.0.1:5432/other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Shutdown(); other.WaitForShutdown() }()
+	hold, err := natsconn.StartServer(natsconn.ServerConfig{StoreDir: w.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { hold.Shutdown(); hold.WaitForShutdown() }()
+
+	code, _, stderr := w.run("", append(w.args("misroute"), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), w.file("rows.jsonl", rows))...)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{otherDir, w.dir, "FIXPOINT_NATS_LISTEN"} {
+		if !strings.Contains(stderr, natsaddr.AbsDir(want)) && !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not name %s:\n%s", want, stderr)
+		}
+	}
+	w.noBatch("misroute")
+}
+
+// The nightly cron line's first night: enqueue on a database that does
+// not exist yet creates and migrates it, says so, and records the batch.
+func TestEnqueueCreatesAMissingDatabase(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	dsn, name := storetest.MissingDB(t)
+	var out, errOut bytes.Buffer
+	args := append([]string{"--database-url", dsn, "--nats-url", "", "--nats-dir", w.dir, "--nats-listen", "127.0.0.1:1", "--progress=false"},
+		append(w.args("first"), w.file("rows.jsonl", rows))...)
+	if code := run(context.Background(), args, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("enqueue on a missing database: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "created the database "+name) {
+		t.Errorf("stderr does not say it created %s:\n%s", name, errOut.String())
+	}
+	st, err := store.Open(context.Background(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if p, err := st.Progress(context.Background(), "first"); err != nil || p.Total != 2 {
+		t.Errorf("batch first after enqueue: %+v %v; want 2 jobs", p, err)
+	}
+}
+
+// A dry run against a database not made yet estimates without it, says
+// so, and creates nothing.
+func TestEnqueueDryRunOnAMissingDatabase(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	dsn, name := storetest.MissingDB(t)
+	var out, errOut bytes.Buffer
+	args := append([]string{"--database-url", dsn, "--nats-url", "", "--nats-dir", w.dir, "--nats-listen", "127.0.0.1:1", "--progress=false"},
+		append(w.args("dry", "--dry-run"), w.file("rows.jsonl", rows))...)
+	if code := run(context.Background(), args, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("dry run on a missing database: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), name+" does not exist") || !strings.Contains(out.String(), "read 2 rows: 2 would be jobs") {
+		t.Errorf("dry run on a missing database:\nstdout %s\nstderr %s", out.String(), errOut.String())
+	}
+	if _, err := pgx.Connect(context.Background(), dsn); !store.IsNoDatabase(err) {
+		t.Errorf("after a dry run, connecting to %s: %v; want it still missing", name, err)
+	}
+}
+
+// A model with no price in fixpoint's table is enqueued with a warning
+// naming it and how to price it; a priced model has none. A dry run says
+// so in its estimate instead.
+func TestEnqueueWarnsOfAnUnpricedModel(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	data := w.file("rows.jsonl", rows)
+	code, _, stderr := w.run("", append(w.args("np1", "--model", "fresh-model-2027"), data)...)
+	if code != 0 || !strings.Contains(stderr, "warning: fresh-model-2027 has no price in fixpoint's table") || !strings.Contains(stderr, "--prices") {
+		t.Errorf("exit %d, stderr %q; want 0 and a warning naming the model and --prices", code, stderr)
+	}
+	if code, _, stderr := w.run("", append(w.args("np2", "--model", "gpt-4o-mini"), data)...); code != 0 || strings.Contains(stderr, "price") {
+		t.Errorf("a priced model: exit %d, stderr %q; want no warning", code, stderr)
+	}
+}
+
+// Asked for batch delivery, a batch that cannot have it (ollama has no
+// batch API) is refused, exit 2, nothing recorded; --batch-fallback
+// realtime runs it realtime with a warning.
+func TestEnqueueRefusesBatchDeliveryItCannotHave(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	data := w.file("rows.jsonl", rows)
+	code, _, stderr := w.run("", append(w.args("bd1", "--provider", "ollama", "--delivery", "batch"), data)...)
+	if code != 2 || !strings.Contains(stderr, "ollama has no batch API") || !strings.Contains(stderr, "--batch-fallback realtime") {
+		t.Errorf("exit %d, stderr %q; want 2 naming the reason and --batch-fallback", code, stderr)
+	}
+	w.noBatch("bd1")
+	code, _, stderr = w.run("", append(w.args("bd2", "--provider", "ollama", "--delivery", "batch", "--batch-fallback", "realtime"), data)...)
+	if code != 0 || !strings.Contains(stderr, "delivered realtime") {
+		t.Errorf("with --batch-fallback realtime: exit %d, stderr %q; want 0 and a warning", code, stderr)
+	}
+	if code, _, stderr := w.run("", append(w.args("bd3", "--batch-fallback", "realtime"), data)...); code != 2 || !strings.Contains(stderr, "--batch-fallback is for --delivery batch") {
+		t.Errorf("--batch-fallback without --delivery batch: exit %d, stderr %q; want 2", code, stderr)
+	}
+}
+
+// The same rows enqueued from CSV into a batch first enqueued from JSONL
+// are the same jobs: nothing changed, nothing new is enqueued.
+func TestEnqueueSameRowsFromCSV(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	jsonl := w.file("rows.jsonl", `{"id":"a","text":"Ada wrote this","n":1.50,"ok":true}
+{"id":"b","text":"Bo wrote that","n":null,"ok":false}
+{"id":3,"text":"Cy, 3","n":2}
+`)
+	csv := w.file("rows.csv", "id,text,n,ok\na,Ada wrote this,1.50,true\nb,Bo wrote that,,false\n3,\"Cy, 3\",2,\n")
+	if code, out, stderr := w.run("", append(w.args("fmt"), jsonl)...); code != 0 || !strings.Contains(out, "3 jobs recorded") {
+		t.Fatalf("from JSONL: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := w.run("", append(w.args("fmt"), csv)...)
+	if code != 0 || !strings.Contains(out, "3 already enqueued") {
+		t.Errorf("the same rows from CSV: exit %d\n%s%s; want 0 and 3 already enqueued", code, out, stderr)
+	}
+	// A value the prompt does not show, changed, is still a change.
+	edited := w.file("edited.csv", "id,text,n,ok\na,Ada wrote this,1.5,true\nb,Bo wrote that,,false\n3,\"Cy, 3\",2,\n")
+	code, _, stderr = w.run("", append(w.args("fmt"), edited)...)
+	if code != 1 || !strings.Contains(stderr, `id "a" was enqueued in batch fmt before with another input row`) {
+		t.Errorf("a changed value from CSV: exit %d\n%s; want 1 naming row a", code, stderr)
+	}
+}
+
+// A schema file with a syntax error is refused naming its line and column.
+func TestEnqueueSchemaSyntaxErrorSaysWhere(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	schema := w.file("bad.json", "{\n  \"type\": \"object\",\n  \"properties\": {\n    \"name\": {\"type\": \"string\"},\n  }\n}\n")
+	args := []string{"--batch", "syn", "--schema", schema, "--template", w.file("t.txt", "{{.text}}"), "--model", "sim-typical", "--id-field", "id",
+		w.file("rows.jsonl", rows)}
+	code, _, stderr := w.run("", args...)
+	if code != 2 || !strings.Contains(stderr, "line 5, column 3") {
+		t.Errorf("exit %d, stderr %q; want 2 naming line 5, column 3", code, stderr)
+	}
+}
+
+// A property no value satisfies deep in a schema (a required self-loop
+// under an optional property) leaves the schema satisfiable, and every
+// reply that gives it fails: enqueue warns, naming where, before the run.
+func TestEnqueueWarnsOfAnUnsatisfiableProperty(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	schema := w.file("loop.json", `{"type":"object","required":["name"],"properties":{"name":{"type":"string"},`+
+		`"boss":{"type":"object","required":["boss"],"properties":{"boss":{"$ref":"#/properties/boss"}}}}}`)
+	args := []string{"--batch", "loop", "--schema", schema, "--template", w.file("t.txt", "{{.text}}"), "--model", "sim-typical", "--id-field", "id",
+		"--dry-run", w.file("rows.jsonl", rows)}
+	code, _, stderr := w.run("", args...)
+	if code != 0 || !strings.Contains(stderr, "warning: the schema at /properties/boss: no value satisfies") {
+		t.Errorf("exit %d, stderr %q; want 0 and a warning naming /properties/boss", code, stderr)
+	}
+	if _, _, stderr := w.run("", append(w.args("fine", "--dry-run"), w.file("rows.jsonl", rows))...); strings.Contains(stderr, "no value satisfies") {
+		t.Errorf("a schema with no such part: stderr %q", stderr)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -70,8 +71,12 @@ func (c *checkCommand) Run(_ context.Context, args []string) error {
 	}
 	var schema *validate.Schema
 	if *schemaFile != "" {
-		if schema, _, err = readSchema(*schemaFile); err != nil {
+		var raw []byte
+		if schema, raw, err = readSchema(*schemaFile); err != nil {
 			return err
+		}
+		for _, w := range enqueue.SchemaWarnings(raw) {
+			fmt.Fprintf(stderr, "worker check: warning: %s\n", w)
 		}
 	}
 	in := stdin

@@ -280,6 +280,9 @@ func (o metricsObserver) OnConcurrency(lane llm.LaneKey, limit int) {
 // natsFlags picks an external NATS or an embedded one.
 type natsFlags struct {
 	url, dir, addr string
+	// ledger names the worker's ledger (store.LedgerName), announced by
+	// its embedded server so enqueue can tell it from another setup's.
+	ledger string
 }
 
 func (n *natsFlags) register(fs *flag.FlagSet, embedded bool) {
@@ -293,7 +296,7 @@ func (n *natsFlags) register(fs *flag.FlagSet, embedded bool) {
 // connect returns a JetStream context and a close function that drains the
 // connection (waiting until it is closed) and then stops an embedded server.
 func (n *natsFlags) connect(log *slog.Logger) (jetstream.JetStream, func(), error) {
-	c, err := natsconn.Open(natsconn.Config{URL: n.url, Dir: n.dir, Listen: n.addr, Name: "fixpoint"}, log)
+	c, err := natsconn.Open(natsconn.Config{URL: n.url, Dir: n.dir, Listen: n.addr, Name: "fixpoint", Ledger: n.ledger}, log)
 	if errors.Is(err, natsconn.ErrStoreDirInUse) {
 		return nil, nil, fmt.Errorf("%w\n(another worker serves this queue: run this one with NATS_URL=%s, or give it another --nats-dir)", err,
 			cmp.Or(natsconn.RunningURL(n.dir), "nats://"+cmp.Or(n.addr, natsconn.ListenDefault)))

@@ -155,7 +155,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 
 	// The queue lives in a kept directory: an interrupted demo is finished
 	// by a worker on the same directory, as the last line says.
-	nf := natsFlags{dir: f.natsDir, addr: "127.0.0.1:-1"}
+	nf := natsFlags{dir: f.natsDir, addr: "127.0.0.1:-1", ledger: store.LedgerName(f.dbURL)}
 	js, closeNATS, err := nf.connect(log)
 	if err != nil {
 		return err

@@ -164,8 +164,9 @@ func TestREADMEWorkedBatch(t *testing.T) {
 }
 
 // The cron line of docs/enqueue.md runs as written, with the built
-// commands, on a fresh ledger and the simulator (--sim clean added to the
-// worker), in a clean directory holding its s.json, t.txt and data.jsonl.
+// commands, on its first night: a database that does not exist yet, the
+// simulator (--sim clean added to the worker), a clean directory holding
+// its s.json, t.txt and data.jsonl.
 func TestDocsCronLine(t *testing.T) {
 	t.Parallel()
 	blocks := fenced(doc(t, "docs/enqueue.md"), "cron")
@@ -195,7 +196,7 @@ func TestDocsCronLine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dsn := storetest.NewDB(t)
+	dsn, _ := storetest.MissingDB(t)
 	cmd := exec.Command("sh", "-c", line)
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "NATS_URL=", "FIXPOINT_NATS_LISTEN=127.0.0.1:0",

@@ -455,6 +455,7 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops ops
 	var js jetstream.JetStream
 	var closeNATS func()
 	err = retryStart(ctx, startTimeout, log, "NATS", natsRetryable, func() (err error) {
+		nf.ledger = store.LedgerName(dbURL)
 		js, closeNATS, err = nf.connect(log)
 		return err
 	})
@@ -577,7 +578,7 @@ func retryStart(ctx context.Context, timeout time.Duration, log *slog.Logger, wh
 func natsRetryable(err error) bool {
 	var uerr usageError
 	switch {
-	case errors.As(err, &uerr), errors.Is(err, natsconn.ErrStoreDirInUse), errors.Is(err, nats.ErrAuthorization),
+	case errors.As(err, &uerr), errors.Is(err, natsconn.ErrStoreDirInUse), errors.Is(err, natsconn.ErrListenInUse), errors.Is(err, nats.ErrAuthorization),
 		errors.Is(err, natsconn.ErrBadURL), errors.Is(err, syscall.ENOTDIR), errors.Is(err, fs.ErrPermission),
 		errors.Is(err, nats.ErrBadSubject), strings.Contains(err.Error(), "url"):
 		return false

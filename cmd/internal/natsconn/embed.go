@@ -28,6 +28,11 @@ type ServerConfig struct {
 	// MaxPayload bounds one message; defaults to 8 MiB so the queue's own
 	// MaxMsgSize is what limits jobs.
 	MaxPayload int32
+	// Ledger names the ledger the serving worker records to
+	// (host:port/database, no credentials); with StoreDir it makes the
+	// server's name, so a client can tell its own queue from another
+	// setup's on the same machine.
+	Ledger string
 	// Logger, when set, receives the server's warnings and errors (a
 	// stream whose store cannot be created, a disk that fills up): the
 	// server answers its clients with a generic error and says why only in
@@ -39,6 +44,10 @@ type ServerConfig struct {
 // (in this process or another) already uses the store directory: two servers
 // on one directory would corrupt each other's streams.
 var ErrStoreDirInUse = errors.New("embedded nats: store directory in use")
+
+// ErrListenInUse is returned by StartServer when its listen address is
+// taken; the error says by what and how to choose another.
+var ErrListenInUse = errors.New("embedded nats: listen address in use")
 
 // StartServer starts a NATS server with JetStream inside this process,
 // so one worker binary serves a single machine with no NATS to install. The
@@ -55,6 +64,11 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Said now, not as a server never ready after 15 seconds.
+	if err := checkListen(cfg.Host, cfg.Port); err != nil {
+		lock.Close()
+		return nil, err
+	}
 	ns, err := startEmbedded(cfg)
 	if err != nil {
 		lock.Close()
@@ -63,10 +77,10 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	// The lock file names where the server listens, so a worker or an
 	// enqueue that finds the directory held can reach it there, whatever
 	// its own --nats-listen says.
-	if cfg.Port != 0 {
-		if err := lock.Truncate(0); err == nil {
-			_, _ = lock.WriteAt([]byte(ns.ClientURL()), 0)
-		}
+	// One that does not listen clears what a former server wrote, so
+	// nobody is sent to a port that may now be another's.
+	if err := lock.Truncate(0); err == nil && cfg.Port != 0 {
+		_, _ = lock.WriteAt([]byte(ns.ClientURL()), 0)
 	}
 	go func() {
 		ns.WaitForShutdown()
@@ -109,7 +123,7 @@ func lockDir(dir string) (*os.File, error) {
 
 func startEmbedded(cfg ServerConfig) (*server.Server, error) {
 	opts := &server.Options{
-		ServerName: "fixpoint-embedded",
+		ServerName: natsaddr.NewIdentity(cfg.StoreDir, cfg.Ledger).ServerName(),
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		Host:       cfg.Host,

@@ -43,7 +43,16 @@ type Config struct {
 	Running string
 	// Name is the client connection's name.
 	Name string
+	// Ledger names the ledger of the caller (host:port/database, see
+	// store.LedgerName): a server it starts announces it, and a running
+	// server it connects to must serve Dir for the same ledger.
+	Ledger string
 }
+
+// ErrForeignQueue is returned by Open when the running server it reached
+// serves another directory or ledger: publishing there would hand the
+// jobs to another setup's workers.
+var ErrForeignQueue = errors.New("the NATS server there is not this queue's")
 
 // Conn is an open queue connection.
 type Conn struct {
@@ -70,7 +79,7 @@ func Open(cfg Config, log *slog.Logger) (*Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ns, err := StartServer(ServerConfig{StoreDir: cfg.Dir, Host: host, Port: port, Logger: log})
+		ns, err := StartServer(ServerConfig{StoreDir: cfg.Dir, Host: host, Port: port, Ledger: cfg.Ledger, Logger: log})
 		switch {
 		case errors.Is(err, ErrStoreDirInUse) && cfg.Running != "":
 			// Where the server says it listens, else where we were told.
@@ -115,6 +124,12 @@ func Open(cfg Config, log *slog.Logger) (*Conn, error) {
 		c.stopServer()
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
+	if cfg.URL == "" && c.ns == nil {
+		if err := checkIdentity(nc.ConnectedServerName(), url, cfg); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
@@ -148,6 +163,28 @@ func (c *Conn) stopServer() {
 		c.ns.Shutdown()
 		c.ns.WaitForShutdown()
 	}
+}
+
+// checkIdentity refuses a running server reached at url that does not
+// serve cfg's directory and ledger.
+func checkIdentity(name, url string, cfg Config) error {
+	want := natsaddr.NewIdentity(cfg.Dir, cfg.Ledger)
+	how := "set FIXPOINT_NATS_LISTEN (or --nats-listen) to where this directory's worker listens, and give each setup on the machine its own address"
+	id, ok := natsaddr.ParseServerName(name)
+	if !ok {
+		return fmt.Errorf("%w: a running server holds %s, but %s is %s, not a fixpoint worker's embedded NATS: %s", ErrForeignQueue, want.Dir, url, describeName(name), how)
+	}
+	if id.Mismatch(want) != "" {
+		return fmt.Errorf("%w: %s is the embedded NATS of another setup (%s), not this one's (%s), and jobs published there would go to its workers: %s", ErrForeignQueue, url, id, want, how)
+	}
+	return nil
+}
+
+func describeName(name string) string {
+	if name == "" {
+		return "a NATS server with no name"
+	}
+	return fmt.Sprintf("a NATS server named %q", name)
 }
 
 func splitListen(addr string) (string, int, error) {
