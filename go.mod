@@ -3,6 +3,7 @@ module github.com/fixpoint-dev/fixpoint
 go 1.26.8
 
 require (
+	github.com/aymanbagabas/go-udiff v0.4.2
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/dlclark/regexp2/v2 v2.13.0
 	github.com/evanphx/json-patch/v5 v5.9.11
