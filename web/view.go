@@ -177,6 +177,12 @@ func (h *handler) funcs() template.FuncMap {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
+		"whenShort": func(t time.Time) string {
+			if t.IsZero() {
+				return "–"
+			}
+			return t.UTC().Format("01-02 15:04")
+		},
 		"ms": func(n int64) string {
 			if n >= 10000 {
 				return fmt.Sprintf("%.1f s", float64(n)/1000)

@@ -15,7 +15,7 @@
     var bars = uPlot.paths.bars({ size: [0.6, 80], align: 0 });
     var opts = {
       width: Math.max(el.clientWidth - 2, 240), height: 180,
-      legend: { show: true },
+      legend: { show: true, live: false },
       scales: { x: { time: false, range: [-0.6, labels.length - 0.4] } },
       axes: [
         { values: function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) && labels[v] !== undefined ? labels[v] : ""; }); },
