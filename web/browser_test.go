@@ -155,6 +155,23 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		return ok
 	}
 
+	// The dialog probe: a script that runs is seen (else "no dialog
+	// opened" below would prove nothing).
+	open("/", "table.batches")
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`setTimeout(() => alert("probe"), 0)`)); err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+	for deadline := time.Now().Add(5 * time.Second); !seen && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		bl.mu.Lock()
+		seen = len(bl.dialogs) == 1
+		bl.mu.Unlock()
+	}
+	if !seen {
+		t.Fatal("the probe's alert was not seen: the dialog check is blind")
+	}
+	bl.take()
+
 	// The batch list, the live batch streaming.
 	open("/", "table.batches")
 	if !eval(`document.querySelectorAll('table.batches tbody tr').length === 3 && !!window.htmx`) {
