@@ -178,6 +178,13 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		t.Error("the batch list does not show 3 batches with htmx loaded")
 	}
 	shot("batches")
+	// Live progress moves: a job of the running batch finishes, and its
+	// row shows it without a reload.
+	l.finish(t, live+"-1")
+	row := `document.querySelector('table.batches tbody tr:first-child')`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](row+`.textContent.includes('1/3')`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("the running batch's row did not show its finished job: %v", err)
+	}
 	check("/")
 
 	// A batch: the funnel plotted (uPlot draws a canvas), clusters, jobs.

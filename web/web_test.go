@@ -519,15 +519,22 @@ func testLive(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		return [2]string{}
 	}
 	valid := regexp.MustCompile(`<dt>Valid</dt><dd>(\d+)</dd>`)
-	e := next()
-	if m := valid.FindStringSubmatch(e[1]); m == nil || m[1] != "0" || !strings.HasPrefix(e[0], "b") {
-		t.Fatalf("first event %q: want the progress with 0 valid", e)
+	// The browser test may have finished some of the batch's jobs.
+	rows, _, err := l.st.JobPage(ctx, live, store.JobFilter{Status: "queued"})
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("the live batch has no queued job left (%v)", err)
 	}
-	for i := 1; i <= 3; i++ {
-		l.finish(t, fmt.Sprintf("%s-%d", live, i))
+	done := 3 - len(rows)
+	e := next()
+	if m := valid.FindStringSubmatch(e[1]); m == nil || m[1] != fmt.Sprint(done) || !strings.HasPrefix(e[0], "b") {
+		t.Fatalf("first event %q: want the progress with %d valid", e, done)
+	}
+	for _, r := range rows {
+		l.finish(t, r.ID)
+		done++
 		e = next()
-		if m := valid.FindStringSubmatch(e[1]); m == nil || m[1] != fmt.Sprint(i) {
-			t.Fatalf("event after job %d finished: %q, want %d valid", i, e, i)
+		if m := valid.FindStringSubmatch(e[1]); m == nil || m[1] != fmt.Sprint(done) {
+			t.Fatalf("event after %s finished: %q, want %d valid", r.ID, e, done)
 		}
 	}
 	if e = next(); e[0] != "done" {
