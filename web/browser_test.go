@@ -190,8 +190,10 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	// A batch: the funnel plotted (uPlot draws a canvas), clusters, jobs.
 	batch := "/batches/" + url.PathEscape(l.demo)
 	open(batch, "#funnel-chart canvas")
-	if !eval(`document.querySelectorAll('table.clusters tbody tr').length > 0 && document.querySelectorAll('#job-list tbody tr').length === 50`) {
-		t.Error("the batch page lacks failure clusters or a first page of 50 jobs")
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('table.clusters tbody tr').length > 0 &&
+			document.querySelectorAll('#costs tbody tr').length > 0 && document.querySelectorAll('#job-list tbody tr').length === 50`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("the batch page lacks failure clusters, costs or a first page of 50 jobs: %v", err)
 	}
 	shot("batch")
 	check(batch)

@@ -42,12 +42,10 @@ func (h *handler) batchesPage(w http.ResponseWriter, r *http.Request) {
 
 // batchView is a batch's page.
 type batchView struct {
-	Title    string
-	Batch    store.BatchOverview
-	Funnel   funnelView
-	Clusters []store.Cluster
-	Costs    []store.ModelCost
-	Jobs     jobsView
+	Title  string
+	Batch  store.BatchOverview
+	Funnel funnelView
+	Jobs   jobsView
 }
 
 // funnelView is the funnel with its chart's data.
@@ -66,9 +64,8 @@ type jobsView struct {
 	// those of the exports of the whole filtered list. Built here from
 	// escaped parts (template.URL is not escaped again).
 	Next, CSV, JSONL template.URL
-	// Statuses and Classes are the filter's choices; Paths the error
-	// paths of the batch's clusters.
-	Statuses, Classes, Paths []string
+	// Statuses and Classes are the filter's choices.
+	Statuses, Classes []string
 }
 
 var (
@@ -78,6 +75,45 @@ var (
 
 // clustersLimit is how many failure clusters a batch page shows.
 const clustersLimit = 30
+
+// The failure clusters and the costs read every attempt of the batch: the
+// batch page loads them after it is shown (htmx, on load), each with its
+// own deadline, so that the progress and the job list do not wait for
+// them.
+
+// clustersView is the failure clusters part.
+type clustersView struct {
+	Batch    string
+	Clusters []store.Cluster
+}
+
+func (h *handler) clustersPart(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ctx, cancel := h.queryCtx(r)
+	defer cancel()
+	cs, err := h.st.FailureClusters(ctx, name, clustersLimit)
+	if err != nil {
+		h.failPart(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "batch", "clusters", clustersView{Batch: name, Clusters: cs})
+}
+
+// costsView is the cost part.
+type costsView struct {
+	Costs []store.ModelCost
+}
+
+func (h *handler) costsPart(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.queryCtx(r)
+	defer cancel()
+	cs, err := h.st.ModelCosts(ctx, r.PathValue("name"))
+	if err != nil {
+		h.failPart(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "batch", "costs", costsView{Costs: cs})
+}
 
 func (h *handler) batchPage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
@@ -100,15 +136,7 @@ func (h *handler) batchPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Funnel = funnelView{Funnel: fn, Chart: funnelChart(fn)}
-	if v.Clusters, err = h.st.FailureClusters(ctx, name, clustersLimit); err != nil {
-		h.fail(w, r, http.StatusServiceUnavailable, err)
-		return
-	}
-	if v.Costs, err = h.st.ModelCosts(ctx, name); err != nil {
-		h.fail(w, r, http.StatusServiceUnavailable, err)
-		return
-	}
-	if v.Jobs, err = h.jobs(r, name, f, v.Clusters); err != nil {
+	if v.Jobs, err = h.jobs(r, name, f); err != nil {
 		h.fail(w, r, http.StatusServiceUnavailable, err)
 		return
 	}
@@ -129,14 +157,7 @@ func (h *handler) jobsPart(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	ctx, cancel := h.queryCtx(r)
-	defer cancel()
-	cs, err := h.st.FailureClusters(ctx, name, clustersLimit)
-	if err != nil {
-		h.fail(w, r, http.StatusServiceUnavailable, err)
-		return
-	}
-	v, err := h.jobs(r, name, f, cs)
+	v, err := h.jobs(r, name, f)
 	if err != nil {
 		h.fail(w, r, http.StatusServiceUnavailable, err)
 		return
@@ -144,7 +165,7 @@ func (h *handler) jobsPart(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "batch", "jobs", v)
 }
 
-func (h *handler) jobs(r *http.Request, name string, f store.JobFilter, cs []store.Cluster) (jobsView, error) {
+func (h *handler) jobs(r *http.Request, name string, f store.JobFilter) (jobsView, error) {
 	ctx, cancel := h.queryCtx(r)
 	defer cancel()
 	rows, next, err := h.st.JobPage(ctx, name, f)
@@ -159,13 +180,6 @@ func (h *handler) jobs(r *http.Request, name string, f store.JobFilter, cs []sto
 	if next != "" {
 		q.Set("after", next)
 		v.Next = template.URL(base + "?" + q.Encode())
-	}
-	seen := map[string]bool{}
-	for _, c := range cs {
-		if !seen[c.Path] {
-			seen[c.Path] = true
-			v.Paths = append(v.Paths, c.Path)
-		}
 	}
 	return v, nil
 }

@@ -120,6 +120,8 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	mux.HandleFunc("GET /batches/{name}/jobs.csv", h.export)
 	mux.HandleFunc("GET /batches/{name}/jobs.jsonl", h.export)
 	mux.HandleFunc("GET /batches/{name}/events", h.batchEvents)
+	mux.HandleFunc("GET /batches/{name}/clusters", h.clustersPart)
+	mux.HandleFunc("GET /batches/{name}/costs", h.costsPart)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
@@ -185,6 +187,16 @@ type errorPage struct {
 	Title   string
 	Status  int
 	Message string
+}
+
+// failPart answers a part of a page (an htmx request) with the error in
+// its place: 503, which the page's htmx configuration swaps in too.
+func (h *handler) failPart(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("the ledger did not answer within %s: %w", h.cfg.QueryTimeout, err)
+	}
+	h.cfg.Logger.Warn("dashboard: request failed", "path", r.URL.Path, "status", http.StatusServiceUnavailable, "err", err)
+	h.render(w, r, http.StatusServiceUnavailable, "batch", "part-error", err.Error())
 }
 
 // fail answers with an error page saying what went wrong: a status from

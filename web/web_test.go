@@ -240,11 +240,26 @@ func testBatch(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	if err != nil || len(f.ValidAt) < 2 {
 		t.Fatalf("funnel %+v (%v): the messy demo should have jobs valid at attempt 2", f, err)
 	}
-	resp, body := get(t, srv, "/batches/"+url.PathEscape(l.demo))
+	base := "/batches/" + url.PathEscape(l.demo)
+	resp, body := get(t, srv, base)
 	wantPage(t, resp, body, 200, "Funnel", "Failure clusters", "Cost by model", `id="funnel-chart"`,
 		fmt.Sprintf(`<tr><td>1</td><td class="n">%d</td>`, f.ValidAt[0]),
-		fmt.Sprintf(`<td class="n">%d</td><td class="n">%d</td>`, cs[0].Errors, cs[0].Jobs),
-		"/jobs/"+url.PathEscape(cs[0].ExampleJob), "jobs.csv?", "jobs.jsonl?")
+		`hx-get="`+base+`/clusters" hx-trigger="load"`, `hx-get="`+base+`/costs" hx-trigger="load"`,
+		"jobs.csv?", "jobs.jsonl?")
+	// The parts the page loads after it is shown.
+	resp, body = get(t, srv, base+"/clusters", "HX-Request", "true")
+	wantPage(t, resp, body, 200, fmt.Sprintf(`<td class="n">%d</td><td class="n">%d</td>`, cs[0].Errors, cs[0].Jobs),
+		"/jobs/"+url.PathEscape(cs[0].ExampleJob))
+	// html/template escapes the query in lower-case hex.
+	if link := base + "?path=" + url.QueryEscape(cs[0].Path); !strings.Contains(strings.ToLower(body), strings.ToLower(link)) {
+		t.Errorf("the clusters lack the link %s", link)
+	}
+	mc, err := l.st.ModelCosts(ctx, l.demo)
+	if err != nil || len(mc) == 0 {
+		t.Fatalf("model costs %v (%v)", mc, err)
+	}
+	resp, body = get(t, srv, base+"/costs", "HX-Request", "true")
+	wantPage(t, resp, body, 200, fmt.Sprintf(`<td>%s</td><td>%s</td><td class="n">%d</td>`, mc[0].Model, mc[0].Basis, mc[0].Calls))
 	// A finished batch opens no stream.
 	if strings.Contains(body, "sse-connect") {
 		t.Error("a finished batch's page opens a live stream")
@@ -431,14 +446,15 @@ func testErrors(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	}
 	slow := httptest.NewServer(web.NewHandler(l.st, web.Config{QueryTimeout: 300 * time.Millisecond}))
 	defer slow.Close()
-	start := time.Now()
-	resp, body = get(t, slow, "/batches/"+url.PathEscape(l.demo))
-	took := time.Since(start)
-	_ = tx.Rollback(ctx)
-	wantPage(t, resp, body, 503, "did not answer within 300ms")
-	if took > 3*time.Second {
-		t.Errorf("the error page took %s", took)
+	for _, p := range []string{"", "/clusters", "/jobs"} {
+		start := time.Now()
+		resp, body = get(t, slow, "/batches/"+url.PathEscape(l.demo)+p, "HX-Request", "true")
+		wantPage(t, resp, body, 503, "did not answer within 300ms")
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("%s: the error took %s", p, took)
+		}
 	}
+	_ = tx.Rollback(ctx)
 
 	// A ledger that is gone.
 	down, err := store.Open(ctx, l.dsn, nil)
