@@ -206,6 +206,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("xss", func(t *testing.T) { testXSS(t, l, srv) })
 	t.Run("errors", func(t *testing.T) { testErrors(t, l, srv) })
 	t.Run("timing", func(t *testing.T) { testTiming(t, l, srv) })
+	t.Run("mounted", func(t *testing.T) { testMounted(t, l) })
 	t.Run("browser", func(t *testing.T) { testBrowser(t, l, srv) })
 	// Last: it finishes the live batch.
 	t.Run("live", func(t *testing.T) { testLive(t, l, srv) })
@@ -555,5 +556,41 @@ func testLive(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	}
 	if e = next(); e[0] != "done" {
 		t.Errorf("after the last job: event %q, want done", e[0])
+	}
+}
+
+// Mounted under a prefix in another server, every link, script and
+// stream of a page starts with it and resolves.
+func testMounted(t *testing.T, l *dashLedger) {
+	mux := http.NewServeMux()
+	h := web.NewHandler(l.st, web.Config{BasePath: "/fixpoint/"})
+	mux.Handle("/fixpoint/", http.StripPrefix("/fixpoint", web.RequireToken(h, "tok")))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, _ := get(t, srv, "/fixpoint/")
+	if resp.StatusCode != 401 {
+		t.Errorf("no token: %d, want 401", resp.StatusCode)
+	}
+	auth := []string{"Authorization", "Bearer tok"}
+	for _, p := range []string{"/fixpoint/", "/fixpoint/batches/" + url.PathEscape(l.demo), "/fixpoint/jobs/" + url.PathEscape(l.xssJob)} {
+		resp, body := get(t, srv, p, auth...)
+		wantPage(t, resp, body, 200)
+		refs := regexp.MustCompile(`(?:href|src|hx-get|sse-connect)="(/[^"]*)"`).FindAllStringSubmatch(body, -1)
+		if len(refs) < 5 {
+			t.Fatalf("%s: %d links", p, len(refs))
+		}
+		for _, m := range refs {
+			ref := strings.ReplaceAll(m[1], "&amp;", "&")
+			if !strings.HasPrefix(ref, "/fixpoint/") {
+				t.Errorf("%s: link %s is outside the mount", p, ref)
+				continue
+			}
+			if strings.Contains(ref, "/events") {
+				continue
+			}
+			if resp, _ := get(t, srv, ref, auth...); resp.StatusCode != 200 {
+				t.Errorf("%s: link %s gives %d", p, ref, resp.StatusCode)
+			}
+		}
 	}
 }
