@@ -79,15 +79,22 @@ func (h *handler) stream(w http.ResponseWriter, r *http.Request, names []string,
 	last := map[string]string{}
 	tick := time.NewTicker(h.cfg.PollInterval)
 	defer tick.Stop()
+	failing := false
 	for {
 		running, err := h.poll(ctx, w, names, page, part, last)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
 			// Said to the page, which keeps its last figures; the next
 			// poll tries again.
+			failing = true
 			if writeEvent(w, "ledger-error", "<span class=\"warn\">ledger unreachable: "+template.HTMLEscapeString(err.Error())+"</span>") != nil {
+				return
+			}
+		case failing:
+			failing = false
+			if writeEvent(w, "ledger-error", "") != nil {
 				return
 			}
 		}

@@ -210,6 +210,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("browser", func(t *testing.T) { testBrowser(t, l, srv) })
 	// Last: it finishes the live batch.
 	t.Run("live", func(t *testing.T) { testLive(t, l, srv) })
+	t.Run("stream-error", func(t *testing.T) { testStreamError(t, l) })
 }
 
 func testBatches(t *testing.T, l *dashLedger, srv *httptest.Server) {
@@ -505,24 +506,7 @@ func testLive(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	events := make(chan [2]string, 16)
-	go func() {
-		defer close(events)
-		sc := bufio.NewScanner(resp.Body)
-		var name string
-		var data []string
-		for sc.Scan() {
-			switch line := sc.Text(); {
-			case strings.HasPrefix(line, "event: "):
-				name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = append(data, strings.TrimPrefix(line, "data: "))
-			case line == "":
-				events <- [2]string{name, strings.Join(data, "\n")}
-				name, data = "", nil
-			}
-		}
-	}()
+	events := readEvents(resp.Body)
 	next := func() [2]string {
 		select {
 		case e, ok := <-events:
@@ -592,5 +576,72 @@ func testMounted(t *testing.T, l *dashLedger) {
 				t.Errorf("%s: link %s gives %d", p, ref, resp.StatusCode)
 			}
 		}
+	}
+}
+
+// readEvents sends the events of an SSE body on a channel as [name, data].
+func readEvents(body io.Reader) chan [2]string {
+	events := make(chan [2]string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(body)
+		var name string
+		var data []string
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, strings.TrimPrefix(line, "data: "))
+			case line == "":
+				events <- [2]string{name, strings.Join(data, "\n")}
+				name, data = "", nil
+			}
+		}
+	}()
+	return events
+}
+
+// A stream whose ledger stops answering says so, keeps polling, and
+// clears the message when the ledger answers again.
+func testStreamError(t *testing.T, l *dashLedger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, l.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(web.NewHandler(l.st, web.Config{QueryTimeout: 200 * time.Millisecond, PollInterval: 50 * time.Millisecond}))
+	defer srv.Close()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/batches/"+live+"/events", nil)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := readEvents(resp.Body)
+	var names []string
+	for e := range events {
+		names = append(names, e[0])
+		if e[0] == "ledger-error" && e[1] != "" && tx != nil {
+			if !strings.Contains(e[1], "deadline exceeded") {
+				t.Errorf("ledger-error %q", e[1])
+			}
+			_ = tx.Rollback(ctx)
+			tx = nil
+		}
+	}
+	// Errors while locked, then the progress, the error cleared, done.
+	got := strings.Join(slices.Compact(names), ",")
+	if !regexp.MustCompile(`^ledger-error,b[0-9a-f]+,ledger-error,done$`).MatchString(got) {
+		t.Errorf("events %s", got)
 	}
 }
