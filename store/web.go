@@ -479,3 +479,34 @@ func (s *Store) JobDetail(ctx context.Context, id string) (JobDetail, error) {
 	}
 	return JobDetail{Job: j, Attempts: attempts, Interrupted: in}, nil
 }
+
+// RepairSteps returns, for one batch, what became of the jobs whose
+// attempt n failed, by n and class: how many made attempt n+1 and how many
+// were valid at it (the repair_effectiveness view, read for one batch
+// through the jobs' batch index instead of over the whole ledger).
+func (s *Store) RepairSteps(ctx context.Context, batch string) ([]RepairStep, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT a.attempt_no, a.class, count(*), count(n.job_id), count(*) FILTER (WHERE n.valid)
+		FROM jobs j JOIN attempts a ON a.job_id = j.id
+		LEFT JOIN attempts n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
+		WHERE j.batch = $1 AND NOT a.valid
+		GROUP BY 1, 2 ORDER BY 1, 2 LIMIT 1000`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("repair steps of %s: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RepairStep, error) {
+		p := RepairStep{Batch: batch}
+		err := r.Scan(&p.AttemptNo, &p.Class, &p.Failed, &p.Retried, &p.ValidNext)
+		if p.Retried > 0 {
+			rate := float64(p.ValidNext) / float64(p.Retried)
+			p.Rate = &rate
+		}
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("repair steps of %s: %w", batch, err)
+	}
+	return out, nil
+}

@@ -109,6 +109,22 @@ func TestBatchFunnelClustersCosts(t *testing.T) {
 	if !folded {
 		t.Errorf("no cluster /items/*/sku pattern in %+v", cs)
 	}
+	steps, err := s.RepairSteps(ctx, "wb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range steps {
+		got = append(got, fmt.Sprintf("%d %s %d/%d/%d", p.AttemptNo, p.Class, p.Failed, p.Retried, p.ValidNext))
+	}
+	// Jobs 4, 5, 6 fail attempt 1 (shape); 4 is valid at 2, 5 fails it
+	// (syntax) and is valid at 3, 6 fails 2 and 3 (shape).
+	if want := "1 shape 3/3/1,2 shape 1/1/0,2 syntax 1/1/1,3 shape 1/0/0"; strings.Join(got, ",") != want {
+		t.Errorf("repair steps %s, want %s", strings.Join(got, ","), want)
+	}
+	if steps[0].Rate == nil || *steps[0].Rate != 1.0/3 || steps[3].Rate != nil {
+		t.Errorf("rates %v %v: want 1/3 and none (never retried)", steps[0].Rate, steps[3].Rate)
+	}
 	mc, err := s.ModelCosts(ctx, "wb")
 	if err != nil {
 		t.Fatal(err)

@@ -191,7 +191,7 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	batch := "/batches/" + url.PathEscape(l.demo)
 	open(batch, "#funnel-chart canvas")
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('table.clusters tbody tr').length > 0 &&
-			document.querySelectorAll('#costs tbody tr').length > 0 && document.querySelectorAll('#job-list tbody tr').length === 50`,
+			document.querySelectorAll('#costs tbody tr').length > 0 && document.querySelectorAll('#repairs tbody tr').length > 0 && document.querySelectorAll('#job-list tbody tr').length === 50`,
 		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		t.Errorf("the batch page lacks failure clusters, costs or a first page of 50 jobs: %v", err)
 	}

@@ -99,6 +99,17 @@ func (h *handler) clustersPart(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "batch", "clusters", clustersView{Batch: name, Clusters: cs})
 }
 
+func (h *handler) repairsPart(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.queryCtx(r)
+	defer cancel()
+	steps, err := h.st.RepairSteps(ctx, r.PathValue("name"))
+	if err != nil {
+		h.failPart(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "batch", "repairs", steps)
+}
+
 // costsView is the cost part.
 type costsView struct {
 	Costs []store.ModelCost

@@ -210,5 +210,6 @@ func (h *handler) funcs() template.FuncMap {
 		"add":      func(a, b int) int { return a + b },
 		"batchURL": func(name string) string { return h.cfg.BasePath + "/batches/" + url.PathEscape(name) },
 		"jobURL":   func(id string) string { return h.cfg.BasePath + "/jobs/" + url.PathEscape(id) },
+		"deref":    func(p *float64) float64 { return *p },
 	}
 }

@@ -260,6 +260,13 @@ func testBatch(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	if err != nil || len(mc) == 0 {
 		t.Fatalf("model costs %v (%v)", mc, err)
 	}
+	steps, err := l.st.RepairSteps(ctx, l.demo)
+	if err != nil || len(steps) == 0 {
+		t.Fatalf("repair steps %v (%v)", steps, err)
+	}
+	resp, body = get(t, srv, base+"/repairs", "HX-Request", "true")
+	wantPage(t, resp, body, 200, fmt.Sprintf(`<td class="n">%d</td><td><span class="badge c-%s">%s</span></td><td class="n">%d</td><td class="n">%d</td><td class="n">%d</td>`,
+		steps[0].AttemptNo, steps[0].Class, steps[0].Class, steps[0].Failed, steps[0].Retried, steps[0].ValidNext))
 	resp, body = get(t, srv, base+"/costs", "HX-Request", "true")
 	wantPage(t, resp, body, 200, fmt.Sprintf(`<td>%s</td><td>%s</td><td class="n">%d</td>`, mc[0].Model, mc[0].Basis, mc[0].Calls))
 	// A finished batch opens no stream.
