@@ -43,6 +43,9 @@ const usage = `Usage: report COMMAND [flags]
                                   (a batch with no jobs is done at once), or when jobs stop
                                   finishing and the queue (--nats-url, or the embedded one a
                                   worker serves from --nats-dir) holds none of their messages
+  report serve [--addr 127.0.0.1:8090]
+                                  the dashboard: a read-only web UI over the ledger (batches,
+                                  live progress, funnels, failure clusters, jobs, attempts)
 
 Run 'report COMMAND --help' for a command's flags, output and exit status.
 
@@ -54,7 +57,8 @@ Exit status: 0 done, 1 an error or the failure rate over R, 2 bad usage.
 Environment:
   DATABASE_URL       Postgres ledger (default ` + databaseURLDefault + `)
   NATS_URL           report wait: the queue's NATS server (empty: the embedded queue)
-  FIXPOINT_NATS_DIR  report wait: the embedded queue's directory (default .fixpoint/nats)`
+  FIXPOINT_NATS_DIR  report wait: the embedded queue's directory (default .fixpoint/nats)
+  FIXPOINT_ADMIN_TOKEN  report serve: admin token, needed to listen off loopback`
 
 const databaseURLDefault = "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"
 
@@ -83,6 +87,7 @@ var commands = []commandEntry{
 	{"job", func(stdout, _ io.Writer) command { return &jobCommand{stdout: stdout} }},
 	{"export", func(stdout, stderr io.Writer) command { return &exportCommand{stdout: stdout, stderr: stderr} }},
 	{"wait", func(stdout, stderr io.Writer) command { return &waitCommand{stdout: stdout, stderr: stderr} }},
+	{"serve", func(stdout, stderr io.Writer) command { return &serveCommand{stdout: stdout, stderr: stderr} }},
 }
 
 func commandNames() []string {

@@ -46,7 +46,7 @@ var Commands = []Command{
 	{Name: "enqueue", Summary: "turns a dataset into jobs, and acts on batches",
 		Subcommands: []string{"requeue", "cancel", "cap"}, ListsSubcommands: true},
 	{Name: "report", Summary: "reads the ledger",
-		Subcommands: []string{"summary", "failures", "job", "export", "wait"}, ListsSubcommands: true},
+		Subcommands: []string{"summary", "failures", "job", "export", "wait", "serve"}, ListsSubcommands: true},
 	{Name: "simllm", Summary: "the LLM simulator as a server"},
 	{Name: "fixpoint-bench", Summary: "the end-to-end figures"},
 }
@@ -73,6 +73,7 @@ var Env = []EnvVar{
 	{"ANTHROPIC_API_KEY", "none", "key of the `anthropic` provider"},
 	{"ANTHROPIC_BASE_URL", "`https://api.anthropic.com`", "Messages API base URL"},
 	{"OLLAMA_BASE_URL", "`http://127.0.0.1:11434`", "Ollama's native `/api/chat`"},
+	{"FIXPOINT_ADMIN_TOKEN", "none", "`report serve`: needed to listen off loopback; every request must then give it (HTTP Basic password or Bearer)"},
 	{"LOG_LEVEL", "`info`", "`debug`, `info`, `warn` or `error`"},
 	{"LOG_FORMAT", "`text`", "`text` or `json`; prompts and replies are never logged"},
 }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
+	"github.com/fixpoint-dev/fixpoint/web"
+)
+
+const serveUsage = `Usage: report serve [flags]
+
+Serves the dashboard, a web UI over the ledger: the batches with their live
+progress; a batch's funnel (valid at attempt 1, 2, 3, never), failure
+clusters, cost per valid job by model and a filterable job list with CSV and
+JSONL exports; a job's attempts as cards (reply, repairs, errors, feedback,
+value diffs). It is read-only: the actions (requeue, cancel, caps) stay with
+enqueue, and the Try playground is not in it yet. Every asset is in the
+binary; a page makes no request off this host.
+
+It listens on loopback unless told otherwise. A non-loopback --addr is
+refused without an admin token (--admin-token, or FIXPOINT_ADMIN_TOKEN);
+with one, every request must give it (HTTP Basic password, any user name,
+or Authorization: Bearer TOKEN). Ctrl-C stops it, open pages and streams
+closed.
+
+  report serve
+  report serve --addr 127.0.0.1:9000
+  FIXPOINT_ADMIN_TOKEN=$(openssl rand -hex 16) report serve --addr 0.0.0.0:8090
+
+Exit status: 0 stopped by a signal, 1 an error (the address taken, the
+ledger unreachable), 2 bad usage.`
+
+const (
+	serveAddrDefault = "127.0.0.1:8090"
+	// shutdownGrace bounds the wait for requests in flight at a stop.
+	shutdownGrace = 5 * time.Second
+)
+
+// serveCommand is report serve.
+type serveCommand struct{ stdout, stderr io.Writer }
+
+func (c *serveCommand) Run(ctx context.Context, args []string) error {
+	fs, dbURL := newFlagSet("serve", serveUsage,
+		ledgerEnv+"\n  FIXPOINT_ADMIN_TOKEN  admin token (default none): needed to listen off loopback, then asked of every request", c.stdout)
+	addr := fs.String("addr", serveAddrDefault, "address to listen on (host:port); off loopback only with an admin token")
+	// The environment's token is read after parsing: as the flag's default
+	// it would print in --help.
+	token := fs.String("admin-token", "", "admin token (env FIXPOINT_ADMIN_TOKEN): every request must give it")
+	queryTimeout := fs.Duration("query-timeout", web.QueryTimeoutDefault, "bound on the ledger queries of one page: a slower ledger gives an error page")
+	if err := cliflags.NoArgs(fs, args); err != nil {
+		return err
+	}
+	if *token == "" {
+		*token = os.Getenv("FIXPOINT_ADMIN_TOKEN")
+	}
+	if *queryTimeout <= 0 {
+		return usageError{Err: fmt.Errorf("--query-timeout %s: give a positive duration", *queryTimeout)}
+	}
+	loop, err := loopbackAddr(*addr)
+	if err != nil {
+		return usageError{Err: err}
+	}
+	if !loop && *token == "" {
+		return usageError{Err: fmt.Errorf("--addr %s is not a loopback address: give an admin token (--admin-token or FIXPOINT_ADMIN_TOKEN) to serve the ledger beyond this host", *addr)}
+	}
+	st, err := openLedger(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *addr, err)
+	}
+	var h http.Handler = web.NewHandler(st, web.Config{QueryTimeout: *queryTimeout,
+		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if *token != "" {
+		h = web.RequireToken(h, *token)
+	}
+	// Requests run under base, cancelled at a stop: the live streams end
+	// then instead of holding the shutdown until they time out.
+	base, stopRequests := context.WithCancel(context.Background())
+	defer stopRequests()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		BaseContext: func(net.Listener) context.Context { return base }}
+	mode := "read-only"
+	if *token != "" {
+		mode += ", admin token required"
+	}
+	fmt.Fprintf(c.stdout, "report serve: dashboard at http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	stopRequests()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("stop the dashboard: %w", err)
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// loopbackAddr reports whether addr (host:port) listens on loopback only:
+// a loopback IP, or "localhost". An empty host (every interface) and any
+// other name are not.
+func loopbackAddr(addr string) (bool, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("--addr %q: %w (want host:port, e.g. %s)", addr, err, serveAddrDefault)
+	}
+	if port == "" {
+		return false, fmt.Errorf("--addr %q has no port (want host:port, e.g. %s)", addr, serveAddrDefault)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}

@@ -1,0 +1,512 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The queries of the web dashboard (package web). Each is bounded: a LIMIT
+// on every list, and the Store's statement timeout unless the caller's ctx
+// has a shorter deadline (the dashboard gives every request one).
+
+// BatchOverview is one batch as the dashboard's batch list shows it.
+type BatchOverview struct {
+	// Name identifies the batch; CreatedAt is when it was first recorded.
+	Name      string
+	CreatedAt time.Time
+	// Provider and Model are the batch's settings as enqueue recorded them
+	// ("" for a batch a worker made).
+	Provider, Model string
+	// Jobs counts the job rows; the other counts split them by status.
+	Jobs, Queued, Valid, Invalid, Failed, Rejected, Dead, Cancelled, OverBudget int64
+	// FirstAttemptValid counts the valid jobs valid on their first answered
+	// attempt of their latest run (batch_summary looks further back for a
+	// requeued job; the list reads the job rows only, to stay cheap).
+	FirstAttemptValid int64
+	// CostUSD and Tokens are what the batch spent: its spend counter when
+	// it is capped, else the sum over its jobs' latest runs.
+	CostUSD float64
+	Tokens  int64
+	// MaxCostUSD and MaxTotalTokens are its spend caps, nil for none.
+	MaxCostUSD     *float64
+	MaxTotalTokens *int64
+	// StartedAt is when its first job started; FinishedAt when its last
+	// finished job finished (zero: none yet). CancelledAt is set by enqueue
+	// cancel.
+	StartedAt, FinishedAt, CancelledAt time.Time
+	// OpenWaves counts its provider batches not yet done or failed.
+	OpenWaves int64
+}
+
+// Finished counts the jobs with a final status.
+func (b BatchOverview) Finished() int64 { return b.Jobs - b.Queued }
+
+// Running reports whether jobs are still queued in a batch not cancelled.
+func (b BatchOverview) Running() bool { return b.Queued > 0 && b.CancelledAt.IsZero() }
+
+// ValidRate is Valid / Finished, 0 when nothing finished.
+func (b BatchOverview) ValidRate() float64 { return ratio(b.Valid, b.Finished()) }
+
+// FirstAttemptValidRate is FirstAttemptValid / Finished, 0 when nothing
+// finished.
+func (b BatchOverview) FirstAttemptValidRate() float64 {
+	return ratio(b.FirstAttemptValid, b.Finished())
+}
+
+func ratio(n, d int64) float64 {
+	if d == 0 {
+		return 0
+	}
+	return float64(n) / float64(d)
+}
+
+// OverviewLimitMax bounds the batches one Overviews call returns.
+const OverviewLimitMax = 1000
+
+// Overviews returns the batches named, or (names empty) the limit most
+// recently created ones, newest first. limit is clamped to 1..OverviewLimitMax.
+func (s *Store) Overviews(ctx context.Context, names []string, limit int) ([]BatchOverview, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	limit = min(max(limit, 1), OverviewLimitMax)
+	if names == nil {
+		names = []string{}
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT b.name, b.created_at, coalesce(b.settings->>'provider', ''), coalesce(b.settings->>'model', ''),
+		       c.jobs, c.queued, c.valid, c.invalid, c.failed, c.rejected, c.dead, c.cancelled, c.over_budget,
+		       c.first_valid,
+		       coalesce(sc.cost_usd::float8, c.cost_usd), coalesce(sc.tokens, c.tokens),
+		       b.max_cost_usd::float8, b.max_total_tokens, c.started, c.finished, b.cancelled_at,
+		       (SELECT count(*) FROM waves w WHERE w.batch = b.name AND w.status NOT IN ('done', 'failed'))
+		FROM batches b
+		CROSS JOIN LATERAL (
+		    SELECT count(*) AS jobs,
+		           count(*) FILTER (WHERE j.status = 'queued') AS queued,
+		           count(*) FILTER (WHERE j.status = 'valid') AS valid,
+		           count(*) FILTER (WHERE j.status = 'invalid') AS invalid,
+		           count(*) FILTER (WHERE j.status = 'failed') AS failed,
+		           count(*) FILTER (WHERE j.status = 'rejected') AS rejected,
+		           count(*) FILTER (WHERE j.status = 'dead') AS dead,
+		           count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+		           count(*) FILTER (WHERE j.status = 'over_budget') AS over_budget,
+		           count(*) FILTER (WHERE j.status = 'valid' AND j.first_attempt_valid) AS first_valid,
+		           coalesce(sum(j.cost_usd), 0)::float8 AS cost_usd,
+		           coalesce(sum(j.tokens_in + j.tokens_out), 0)::int8 AS tokens,
+		           min(j.started_at) AS started,
+		           max(j.finished_at) FILTER (WHERE j.status <> 'queued') AS finished
+		    FROM jobs j WHERE j.batch = b.name
+		) c
+		LEFT JOIN spend_counters sc ON sc.batch = b.name
+		WHERE cardinality($1::text[]) = 0 OR b.name = ANY($1)
+		ORDER BY b.created_at DESC, b.name LIMIT $2`, names, limit)
+	if err != nil {
+		return nil, fmt.Errorf("batch overview: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchOverview, error) {
+		var b BatchOverview
+		var started, finished, cancelled *time.Time
+		err := r.Scan(&b.Name, &b.CreatedAt, &b.Provider, &b.Model,
+			&b.Jobs, &b.Queued, &b.Valid, &b.Invalid, &b.Failed, &b.Rejected, &b.Dead, &b.Cancelled, &b.OverBudget,
+			&b.FirstAttemptValid, &b.CostUSD, &b.Tokens, &b.MaxCostUSD, &b.MaxTotalTokens,
+			&started, &finished, &cancelled, &b.OpenWaves)
+		b.StartedAt, b.FinishedAt, b.CancelledAt = deref(started), deref(finished), deref(cancelled)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batch overview: %w", err)
+	}
+	return out, nil
+}
+
+// Overview returns one batch's overview, or ErrNotFound.
+func (s *Store) Overview(ctx context.Context, name string) (BatchOverview, error) {
+	out, err := s.Overviews(ctx, []string{name}, 1)
+	if err != nil {
+		return BatchOverview{}, err
+	}
+	if len(out) == 0 {
+		return BatchOverview{}, fmt.Errorf("batch %s: %w", name, ErrNotFound)
+	}
+	return out[0], nil
+}
+
+// Funnel is how a batch's finished jobs ended: valid at attempt n, or never.
+type Funnel struct {
+	// ValidAt[n-1] counts the valid jobs valid at attempt n (of their
+	// latest run); LocalAt[n-1] those of them repaired locally (the reply
+	// was fixed without asking the model again).
+	ValidAt, LocalAt []int64
+	// Never counts the finished jobs that are not valid.
+	Never int64
+}
+
+// BatchFunnel returns the funnel of a batch's jobs.
+func (s *Store) BatchFunnel(ctx context.Context, batch string) (Funnel, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	// Attempts are bounded by the job's max attempts: a few groups.
+	rows, err := s.pool.Query(ctx, `
+		SELECT CASE WHEN status = 'valid' THEN greatest(attempts, 1) ELSE 0 END AS n,
+		       count(*), count(*) FILTER (WHERE repaired_locally)
+		FROM jobs WHERE batch = $1 AND status <> 'queued'
+		GROUP BY 1 ORDER BY 1 LIMIT 1000`, batch)
+	if err != nil {
+		return Funnel{}, fmt.Errorf("funnel of %s: %w", batch, err)
+	}
+	var f Funnel
+	var n int
+	var jobs, local int64
+	_, err = pgx.ForEachRow(rows, []any{&n, &jobs, &local}, func() error {
+		if n == 0 {
+			f.Never = jobs
+			return nil
+		}
+		for len(f.ValidAt) < n {
+			f.ValidAt, f.LocalAt = append(f.ValidAt, 0), append(f.LocalAt, 0)
+		}
+		f.ValidAt[n-1], f.LocalAt[n-1] = jobs, local
+		return nil
+	})
+	if err != nil {
+		return Funnel{}, fmt.Errorf("funnel of %s: %w", batch, err)
+	}
+	return f, nil
+}
+
+// Cluster is one (error path, keyword) of a batch's validation errors.
+type Cluster struct {
+	// Path is the JSON pointer with array indices folded to '*' (as in the
+	// error_paths view); Keyword the failing schema keyword; Class the
+	// error's class (the first in order when it has several).
+	Path, Keyword, Class string
+	// Errors counts error entries across every attempt; Jobs distinct jobs.
+	Errors, Jobs int64
+	// ExampleJob is the first job (by id) with such an error, and
+	// ExampleMessage that error's message.
+	ExampleJob, ExampleMessage string
+}
+
+// FailureClusters returns the limit largest error clusters of batch (at
+// most 1000), most errors first.
+func (s *Store) FailureClusters(ctx context.Context, batch string, limit int) ([]Cluster, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	limit = min(max(limit, 1), 1000)
+	rows, err := s.pool.Query(ctx, `
+		WITH e AS (
+		    SELECT a.job_id,
+		           regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+		           coalesce(e->>'keyword', '') AS keyword, coalesce(e->>'class', '') AS class,
+		           coalesce(e->>'message', '') AS message
+		    FROM jobs j JOIN attempts a ON a.job_id = j.id
+		    CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
+		    WHERE j.batch = $1
+		), g AS (
+		    SELECT path, keyword, min(class) AS class, count(*) AS errors, count(DISTINCT job_id) AS jobs,
+		           min(job_id) AS example
+		    FROM e GROUP BY path, keyword
+		    ORDER BY errors DESC, path, keyword LIMIT $2
+		)
+		SELECT g.path, g.keyword, g.class, g.errors, g.jobs, g.example,
+		       (SELECT left(e.message, 2000) FROM e WHERE e.job_id = g.example AND e.path = g.path AND e.keyword = g.keyword LIMIT 1)
+		FROM g ORDER BY g.errors DESC, g.path, g.keyword`, batch, limit)
+	if err != nil {
+		return nil, fmt.Errorf("failure clusters of %s: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Cluster, error) {
+		var c Cluster
+		var msg *string
+		err := r.Scan(&c.Path, &c.Keyword, &c.Class, &c.Errors, &c.Jobs, &c.ExampleJob, &msg)
+		c.ExampleMessage = deref(msg)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failure clusters of %s: %w", batch, err)
+	}
+	return out, nil
+}
+
+// ModelCost is what a batch's calls to one model at one price basis cost.
+type ModelCost struct {
+	// Model answered the calls; Basis is their price basis (realtime or
+	// batch).
+	Model, Basis string
+	// Calls counts the attempts (every run's); TokensIn, TokensOut and
+	// CostUSD are their totals.
+	Calls, TokensIn, TokensOut int64
+	CostUSD                    float64
+	// ValidJobs counts the jobs made valid by one of these calls.
+	ValidJobs int64
+}
+
+// CostPerValid is CostUSD / ValidJobs, 0 when no job was made valid.
+func (m ModelCost) CostPerValid() float64 {
+	if m.ValidJobs == 0 {
+		return 0
+	}
+	return m.CostUSD / float64(m.ValidJobs)
+}
+
+// ModelCosts returns what a batch's recorded attempts cost by model and
+// price basis, most expensive first.
+func (s *Store) ModelCosts(ctx context.Context, batch string) ([]ModelCost, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT coalesce(nullif(a.model, ''), j.model), a.price_basis, count(*),
+		       coalesce(sum(a.tokens_in), 0)::int8, coalesce(sum(a.tokens_out), 0)::int8,
+		       coalesce(sum(a.cost_usd), 0)::float8,
+		       count(*) FILTER (WHERE a.valid AND a.run = j.run AND j.status = 'valid')
+		FROM jobs j JOIN attempts a ON a.job_id = j.id
+		WHERE j.batch = $1
+		GROUP BY 1, 2 ORDER BY 6 DESC, 1, 2 LIMIT 1000`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("model costs of %s: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ModelCost, error) {
+		var m ModelCost
+		err := r.Scan(&m.Model, &m.Basis, &m.Calls, &m.TokensIn, &m.TokensOut, &m.CostUSD, &m.ValidJobs)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("model costs of %s: %w", batch, err)
+	}
+	return out, nil
+}
+
+// JobFilter selects and pages a batch's jobs. The zero value is every job,
+// the first page.
+type JobFilter struct {
+	// Status is a job status ("" = any).
+	Status string
+	// Class is the class of the job's last failed attempt ("" = any).
+	Class string
+	// ErrorPath keeps the jobs with a validation error at this path (array
+	// indices folded to '*', as FailureClusters gives it) in an attempt of
+	// their latest run ("" = any).
+	ErrorPath string
+	// Attempts keeps the jobs with exactly this many attempts (0 = any).
+	Attempts int
+	// After is the keyset cursor: the last id of the previous page ("" =
+	// the first page). Jobs come in id order.
+	After string
+	// Limit is the page size, clamped to 1..JobPageMax (0 = JobPageDefault).
+	Limit int
+}
+
+// Page sizes of JobPage.
+const (
+	JobPageDefault = 50
+	JobPageMax     = 1000
+)
+
+// jobStatuses and jobClasses are the values the ledger's CHECK constraints
+// allow.
+var (
+	jobStatuses = []string{"queued", "valid", "invalid", "failed", "rejected", "dead", "cancelled", "over_budget"}
+	jobClasses  = []string{"syntax", "shape", "semantic", "truncated", "refusal", "provider"}
+)
+
+// Check says what is wrong with f, wrapping ErrInvalid.
+func (f JobFilter) Check() error {
+	switch {
+	case f.Status != "" && !slices.Contains(jobStatuses, f.Status):
+		return fmt.Errorf("%w: status %q is none of %v", ErrInvalid, f.Status, jobStatuses)
+	case f.Class != "" && !slices.Contains(jobClasses, f.Class):
+		return fmt.Errorf("%w: class %q is none of %v", ErrInvalid, f.Class, jobClasses)
+	case f.Attempts < 0:
+		return fmt.Errorf("%w: attempts %d is negative", ErrInvalid, f.Attempts)
+	case f.Limit < 0:
+		return fmt.Errorf("%w: limit %d is negative", ErrInvalid, f.Limit)
+	}
+	return nil
+}
+
+// JobRow is one job of a job list.
+type JobRow struct {
+	ID     string
+	RowNo  int
+	Status string
+	// FinalClass is the class of the last failed attempt of a job not valid.
+	FinalClass string
+	Model      string
+	Attempts   int
+	// RepairedLocally: a local repair made the value valid.
+	RepairedLocally bool
+	CostUSD         float64
+	WallMS          int64
+	// Error is why the job is not valid, its first 300 characters in a page
+	// (whole in an export).
+	Error string
+	// Metadata (the input row) and Value (the final value, nil for none)
+	// are filled by JobList only.
+	Metadata, Value json.RawMessage
+}
+
+// jobListSQL selects the jobs of batch $1 matching a JobFilter ($2 status,
+// $3 class, $4 error path, $5 attempts, $6 after), in id order: the primary
+// key's order, so that a page is an index range scan however large the
+// batch.
+const jobListSQL = `
+	FROM jobs j
+	WHERE j.batch = $1 AND j.id > $6
+	  AND ($2 = '' OR j.status = $2)
+	  AND ($3 = '' OR j.final_class = $3)
+	  AND ($5 = 0 OR j.attempts = $5)
+	  AND ($4 = '' OR EXISTS (
+	      SELECT 1 FROM attempts a CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
+	      WHERE a.job_id = j.id AND a.run = j.run
+	        AND regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') = $4))
+	ORDER BY j.id`
+
+// JobPage returns one page of the jobs of batch matching f, and the cursor
+// of the next page ("" when this is the last).
+func (s *Store) JobPage(ctx context.Context, batch string, f JobFilter) ([]JobRow, string, error) {
+	if err := f.Check(); err != nil {
+		return nil, "", err
+	}
+	if f.Limit == 0 {
+		f.Limit = JobPageDefault
+	}
+	limit := min(f.Limit, JobPageMax)
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT j.id, j.row_no, j.status, j.final_class, j.model, j.attempts, j.repaired_locally,
+		       j.cost_usd::float8, coalesce(j.wall_ms, 0), left(j.error, 300)`+jobListSQL+` LIMIT $7`,
+		batch, f.Status, f.Class, f.ErrorPath, f.Attempts, f.After, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("jobs of %s: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobRow, error) {
+		var j JobRow
+		err := r.Scan(&j.ID, &j.RowNo, &j.Status, &j.FinalClass, &j.Model, &j.Attempts, &j.RepairedLocally,
+			&j.CostUSD, &j.WallMS, &j.Error)
+		return j, err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("jobs of %s: %w", batch, err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID
+	}
+	return out, next, nil
+}
+
+// jobListChunk is how many jobs one statement of JobList reads.
+const jobListChunk = 1000
+
+// JobList streams every job of batch matching f (f.After and f.Limit
+// ignored) to fn in id order, with its input row and value, a chunk of
+// jobs per statement (each bounded by the statement timeout unless ctx
+// has a deadline) so that a large export holds no long transaction open.
+// It stops at, and returns, the first error fn returns.
+func (s *Store) JobList(ctx context.Context, batch string, f JobFilter, fn func(JobRow) error) error {
+	if err := f.Check(); err != nil {
+		return err
+	}
+	after := ""
+	for {
+		chunk, err := s.jobChunk(ctx, batch, f, after)
+		if err != nil {
+			return err
+		}
+		for _, j := range chunk {
+			if err := fn(j); err != nil {
+				return err
+			}
+		}
+		if len(chunk) < jobListChunk {
+			return nil
+		}
+		after = chunk[len(chunk)-1].ID
+	}
+}
+
+func (s *Store) jobChunk(ctx context.Context, batch string, f JobFilter, after string) ([]JobRow, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT j.id, j.row_no, j.status, j.final_class, j.model, j.attempts, j.repaired_locally,
+		       j.cost_usd::float8, coalesce(j.wall_ms, 0), j.error, j.metadata::text, j.value::text`+jobListSQL+` LIMIT $7`,
+		batch, f.Status, f.Class, f.ErrorPath, f.Attempts, after, jobListChunk)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs of %s: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobRow, error) {
+		var j JobRow
+		var meta string
+		var value *string
+		err := r.Scan(&j.ID, &j.RowNo, &j.Status, &j.FinalClass, &j.Model, &j.Attempts, &j.RepairedLocally,
+			&j.CostUSD, &j.WallMS, &j.Error, &meta, &value)
+		j.Metadata, j.Value = json.RawMessage(meta), rawPtr(value)
+		return j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list jobs of %s: %w", batch, err)
+	}
+	return out, nil
+}
+
+// JobDetail is a job with its attempts and the calls kept apart from them.
+type JobDetail struct {
+	Job *JobRecord
+	// Attempts are the attempts of the job's current run, in order.
+	Attempts []Attempt
+	// Interrupted are the calls of deliveries that ended without a result
+	// (handed back, shutdown, superseded, outage, ...), grouped.
+	Interrupted []InterruptedCalls
+}
+
+// JobDetail returns a job, its attempts and its interrupted calls, or
+// ErrNotFound.
+func (s *Store) JobDetail(ctx context.Context, id string) (JobDetail, error) {
+	j, attempts, err := s.Job(ctx, id)
+	if err != nil {
+		return JobDetail{}, err
+	}
+	in, err := s.JobInterrupted(ctx, id)
+	if err != nil {
+		return JobDetail{}, err
+	}
+	return JobDetail{Job: j, Attempts: attempts, Interrupted: in}, nil
+}
+
+// RepairSteps returns, for one batch, what became of the jobs whose
+// attempt n failed, by n and class: how many made attempt n+1 and how many
+// were valid at it (the repair_effectiveness view, read for one batch
+// through the jobs' batch index instead of over the whole ledger).
+func (s *Store) RepairSteps(ctx context.Context, batch string) ([]RepairStep, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT a.attempt_no, a.class, count(*), count(n.job_id), count(*) FILTER (WHERE n.valid)
+		FROM jobs j JOIN attempts a ON a.job_id = j.id
+		LEFT JOIN attempts n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
+		WHERE j.batch = $1 AND NOT a.valid
+		GROUP BY 1, 2 ORDER BY 1, 2 LIMIT 1000`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("repair steps of %s: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RepairStep, error) {
+		p := RepairStep{Batch: batch}
+		err := r.Scan(&p.AttemptNo, &p.Class, &p.Failed, &p.Retried, &p.ValidNext)
+		if p.Retried > 0 {
+			rate := float64(p.ValidNext) / float64(p.Retried)
+			p.Rate = &rate
+		}
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("repair steps of %s: %w", batch, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,255 @@
+package web_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// screenshots, when set, makes the browser tests write their screenshots
+// to docs/img (go test ./web -run TestDashboard -screenshots).
+var screenshots = flag.Bool("screenshots", false, "write the dashboard's screenshots to docs/img")
+
+// browserLog is what the browser reported while the tests ran.
+type browserLog struct {
+	mu       sync.Mutex
+	requests []string
+	problems []string
+	dialogs  []string
+}
+
+func (b *browserLog) add(to *[]string, s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	*to = append(*to, s)
+}
+
+// take returns and clears the log.
+func (b *browserLog) take() (requests, problems, dialogs []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	requests, problems, dialogs = b.requests, b.problems, b.dialogs
+	b.requests, b.problems, b.dialogs = nil, nil, nil
+	return
+}
+
+// chromium is the browser's path. The browser tests do not skip without
+// one (only -short skips them, with the ledger tests): they fail saying
+// what to install.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: the dashboard's browser tests need Debian's chromium package " +
+		"(apt-get install chromium; .ci/services installs it), or run go test -short to skip integration tests")
+	return ""
+}
+
+func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.WindowSize(1360, 900),
+		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("hide-scrollbars", true))...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelTimeout()
+
+	var bl browserLog
+	err := chromedp.Listen(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			bl.add(&bl.requests, ev.Request.URL)
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
+				bl.add(&bl.problems, fmt.Sprintf("console %s: %v", ev.Type, ev.Args))
+			}
+		case *runtime.EventExceptionThrown:
+			bl.add(&bl.problems, fmt.Sprintf("exception: %s %s:%d", ev.ExceptionDetails.Text, ev.ExceptionDetails.URL, ev.ExceptionDetails.LineNumber))
+		case *log.EventEntryAdded:
+			if ev.Entry.Level == log.EntryLevelError || ev.Entry.Level == log.EntryLevelWarning {
+				bl.add(&bl.problems, fmt.Sprintf("log %s (%s): %s %s", ev.Entry.Level, ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
+			}
+		case *page.EventJavascriptDialogOpening:
+			bl.add(&bl.dialogs, string(ev.Type)+": "+ev.Message)
+			go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		}
+	})
+	if err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	host := srv.Listener.Addr().String()
+	// check fails for any request off the test server, console error,
+	// CSP report, exception or dialog since the last check.
+	check := func(page string) {
+		t.Helper()
+		// No box is wider than the window: long names and lines wrap or
+		// scroll inside their box.
+		if wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`)); err != nil || wide {
+			t.Errorf("%s: the page is wider than the window (%v)", page, err)
+		}
+		requests, problems, dialogs := bl.take()
+		if len(requests) == 0 {
+			t.Errorf("%s: the browser reported no request", page)
+		}
+		for _, r := range requests {
+			u, err := url.Parse(r)
+			if err != nil || u.Host != host || !strings.HasPrefix(u.Host, "127.0.0.1:") {
+				t.Errorf("%s: a request off the host: %s", page, r)
+			}
+		}
+		for _, p := range problems {
+			t.Errorf("%s: %s", page, p)
+		}
+		for _, d := range dialogs {
+			t.Errorf("%s: a dialog opened (script ran): %s", page, d)
+		}
+	}
+	shot := func(name string) {
+		t.Helper()
+		b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		dir := t.TempDir()
+		if *screenshots {
+			dir = filepath.Join("..", "docs", "img")
+		}
+		if err := os.WriteFile(filepath.Join(dir, "dashboard-"+name+".png"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(path string, waitFor string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+path), chromedp.WaitVisible(chromedp.CSS(waitFor))); err != nil {
+			t.Fatalf("open %s: %v", path, err)
+		}
+	}
+	eval := func(js string) bool {
+		t.Helper()
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", js, err)
+		}
+		return ok
+	}
+
+	// The dialog probe: a script that runs is seen (else "no dialog
+	// opened" below would prove nothing).
+	open("/", "table.batches")
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`setTimeout(() => alert("probe"), 0)`)); err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+	for deadline := time.Now().Add(5 * time.Second); !seen && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		bl.mu.Lock()
+		seen = len(bl.dialogs) == 1
+		bl.mu.Unlock()
+	}
+	if !seen {
+		t.Fatal("the probe's alert was not seen: the dialog check is blind")
+	}
+	bl.take()
+
+	// The batch list, the live batch streaming.
+	open("/", "table.batches")
+	if !eval(`document.querySelectorAll('table.batches tbody tr').length === 3 && !!window.htmx`) {
+		t.Error("the batch list does not show 3 batches with htmx loaded")
+	}
+	shot("batches")
+	// Live progress moves: a job of the running batch finishes, and its
+	// row shows it without a reload.
+	l.finish(t, live+"-1")
+	row := `document.querySelector('table.batches tbody tr:first-child')`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](row+`.textContent.includes('1/3')`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("the running batch's row did not show its finished job: %v", err)
+	}
+	check("/")
+
+	// A batch: the funnel plotted (uPlot draws a canvas), clusters, jobs.
+	batch := "/batches/" + url.PathEscape(l.demo)
+	open(batch, "#funnel-chart canvas")
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('table.clusters tbody tr').length > 0 &&
+			document.querySelectorAll('#costs tbody tr').length > 0 && document.querySelectorAll('#repairs tbody tr').length > 0 && document.querySelectorAll('#job-list tbody tr').length === 50`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("the batch page lacks failure clusters, costs or a first page of 50 jobs: %v", err)
+	}
+	shot("batch")
+	check(batch)
+
+	// The job list filters (htmx swaps the list, the URL follows): the
+	// jobs valid at their second attempt, which the messy demo always has.
+	wantRows, _, err := l.st.JobPage(ctx, l.demo, store.JobFilter{Status: "valid", Attempts: 2})
+	if err != nil || len(wantRows) == 0 {
+		t.Fatalf("no demo job valid at attempt 2 (%v)", err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`select[name=status]`), "valid"),
+		chromedp.SetValue(chromedp.CSS(`input[name=attempts]`), "2"),
+		chromedp.Click(chromedp.CSS(`form.filter button`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`(() => { const rows = [...document.querySelectorAll('#job-list tbody tr')];
+		return location.search.includes('status=valid') && location.search.includes('attempts=2') && rows.length === %d &&
+			rows.every(r => r.querySelector('.badge').textContent === 'valid' && r.cells[4].textContent === '2') &&
+			rows[0].cells[0].textContent === %q; })()`, len(wantRows), wantRows[0].ID)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](want, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("after filtering on valid at attempt 2, the list does not show those %d jobs alone: %v", len(wantRows), err)
+	}
+	if err := chromedp.Do(ctx, chromedp.ScrollIntoView(chromedp.CSS("#jobs"))); err != nil {
+		t.Fatal(err)
+	}
+	shot("jobs")
+	check(batch + " filtered")
+
+	// A job with a repair: its cards.
+	rows, _, err := l.st.JobPage(ctx, l.demo, store.JobFilter{Status: "valid", Attempts: 2, Limit: 1})
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("no demo job valid at attempt 2 (%v)", err)
+	}
+	job := "/jobs/" + url.PathEscape(rows[0].ID)
+	open(job, "article.card")
+	if !eval(`document.querySelectorAll('article.card').length === 2 && !!document.querySelector('article.card.ok')`) {
+		t.Error("the job page does not show 2 attempt cards, the last valid")
+	}
+	shot("job")
+	check(job)
+
+	// The hostile replies: shown, nothing runs, nothing overflows.
+	for _, p := range []string{"/jobs/" + url.PathEscape(l.xssJob), "/jobs/" + url.PathEscape(l.hugeJob), "/batches/" + url.PathEscape(xssBatch)} {
+		open(p, "main")
+		if !eval(`document.scripts.length === 4 && document.querySelectorAll('img, iframe, object, embed').length === 0 &&
+				[...document.querySelectorAll('a')].every(a => !a.href.startsWith('javascript:'))`) {
+			t.Errorf("%s: the page holds an element or script from the replies", p)
+		}
+		check(p)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.body.innerText.includes('alert(1)')`)); err != nil {
+		t.Error(err)
+	}
+	open("/jobs/"+url.PathEscape(l.xssJob), "article.card")
+	shot("job-hostile")
+	check("hostile job")
+}

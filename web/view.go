@@ -1,0 +1,215 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+
+	udiff "github.com/aymanbagabas/go-udiff"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// jobView is a job's page.
+type jobView struct {
+	Title string
+	Job   *store.JobRecord
+	// Input is the input row, Value the final value, Prompt the rendered
+	// prompt: indented when they are JSON.
+	Input, Value string
+	Cards        []card
+	Interrupted  []store.InterruptedCalls
+}
+
+// card is one attempt.
+type card struct {
+	store.Attempt
+	// Badge is "valid" or the attempt's class.
+	Badge string
+	// Value is the JSON value found in the reply, indented ("" when none).
+	Value string
+	// Errors are the validation errors; Repairs the local repairs and
+	// coercions.
+	Errors  []attemptError
+	Repairs []repair
+	// Request is the request as sent, indented.
+	Request string
+	// Diff is the line diff of Value against the previous card's value.
+	Diff []diffLine
+	// HasPrev says there was a previous value to compare with.
+	HasPrev bool
+	// RetryClasses are the classes of the transport retries.
+	RetryClasses []string
+}
+
+// attemptError is one validation error of an attempt.
+type attemptError struct {
+	Path    string `json:"path"`
+	Pointer string `json:"pointer"`
+	Keyword string `json:"keyword"`
+	Class   string `json:"class"`
+	Message string `json:"message"`
+}
+
+// repair is one local repair or coercion.
+type repair struct {
+	Kind    string          `json:"kind"`
+	Offset  int             `json:"offset"`
+	Pointer string          `json:"pointer"`
+	Before  json.RawMessage `json:"before"`
+	After   json.RawMessage `json:"after"`
+}
+
+// diffLine is a line of a diff: Kind is "same", "add", "del" or "hunk";
+// Text starts with the unified diff's sign.
+type diffLine struct {
+	Kind string
+	Text string
+}
+
+func newJobView(d store.JobDetail) jobView {
+	v := jobView{Title: "Job " + d.Job.ID, Job: d.Job, Interrupted: d.Interrupted}
+	v.Input = indent(d.Job.Metadata)
+	v.Value = indent(d.Job.Value)
+	prev, hasPrev := "", false
+	for _, a := range d.Attempts {
+		c := card{Attempt: a, Badge: a.Class, Request: indent(a.Request)}
+		if a.Valid {
+			c.Badge = "valid"
+		}
+		_ = json.Unmarshal(a.Errors, &c.Errors)
+		_ = json.Unmarshal(a.Repairs, &c.Repairs)
+		_ = json.Unmarshal(a.RetryClasses, &c.RetryClasses)
+		c.Value = replyValue(a.Raw)
+		if c.Value != "" {
+			if hasPrev {
+				c.HasPrev = true
+				c.Diff = lineDiff(prev, c.Value)
+			}
+			prev, hasPrev = c.Value, true
+		}
+		v.Cards = append(v.Cards, c)
+	}
+	return v
+}
+
+// replyValue is the JSON value the extractor finds first in a reply,
+// indented: what the attempt's validation saw, before schema-guided fixes.
+// "" when the reply holds none.
+func replyValue(raw string) string {
+	if strings.TrimSpace(raw) == "" {
+		return ""
+	}
+	cands, err := extract.Extract(raw)
+	if err != nil || len(cands) == 0 {
+		return ""
+	}
+	return indent(cands[0].JSON)
+}
+
+// indent is JSON text indented, or the text as it is when it is not JSON.
+func indent(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// lineDiff is the unified line diff from a to b, whole (no line is cut).
+func lineDiff(a, b string) []diffLine {
+	if a == b {
+		return nil
+	}
+	edits := udiff.Lines(a+"\n", b+"\n")
+	u, err := udiff.ToUnifiedDiff("previous", "this", a+"\n", edits, 2)
+	if err != nil {
+		return []diffLine{{Kind: "hunk", Text: err.Error()}}
+	}
+	var out []diffLine
+	for _, h := range u.Hunks {
+		out = append(out, diffLine{Kind: "hunk", Text: fmt.Sprintf("@@ -%d +%d @@", h.FromLine, h.ToLine)})
+		for _, l := range h.Lines {
+			kind, sign := "same", " "
+			switch l.Kind {
+			case udiff.Delete:
+				kind, sign = "del", "-"
+			case udiff.Insert:
+				kind, sign = "add", "+"
+			}
+			out = append(out, diffLine{Kind: kind, Text: sign + strings.TrimSuffix(l.Content, "\n")})
+		}
+	}
+	return out
+}
+
+func (h *handler) funcs() template.FuncMap {
+	return template.FuncMap{
+		// base prefixes a path inside the dashboard with where it is mounted.
+		"base": func(p string) string { return h.cfg.BasePath + p },
+		"pct": func(x float64) string {
+			if math.IsNaN(x) {
+				return "–"
+			}
+			return fmt.Sprintf("%.1f%%", 100*x)
+		},
+		"usd": func(x float64) string {
+			if x == 0 {
+				return "$0"
+			}
+			if x < 0.01 {
+				return fmt.Sprintf("$%.6f", x)
+			}
+			return fmt.Sprintf("$%.4f", x)
+		},
+		"when": func(t time.Time) string {
+			if t.IsZero() {
+				return "–"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05Z")
+		},
+		"whenShort": func(t time.Time) string {
+			if t.IsZero() {
+				return "–"
+			}
+			return t.UTC().Format("01-02 15:04")
+		},
+		"ms": func(n int64) string {
+			if n >= 10000 {
+				return fmt.Sprintf("%.1f s", float64(n)/1000)
+			}
+			return fmt.Sprintf("%d ms", n)
+		},
+		"capUSD": func(p *float64) string {
+			if p == nil {
+				return "no cap"
+			}
+			return fmt.Sprintf("$%.4f", *p)
+		},
+		"capTokens": func(p *int64) string {
+			if p == nil {
+				return "no cap"
+			}
+			return fmt.Sprint(*p)
+		},
+		// eventName is the SSE event carrying a batch's row: batch names
+		// may hold any character, event names are kept to [a-z0-9-].
+		"eventName": eventName,
+		"liveURL": func(names []string) string {
+			return h.cfg.BasePath + "/events?" + liveQuery(names)
+		},
+		"add":      func(a, b int) int { return a + b },
+		"batchURL": func(name string) string { return h.cfg.BasePath + "/batches/" + url.PathEscape(name) },
+		"jobURL":   func(id string) string { return h.cfg.BasePath + "/jobs/" + url.PathEscape(id) },
+		"deref":    func(p *float64) float64 { return *p },
+	}
+}

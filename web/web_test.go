@@ -1,0 +1,654 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
+	"github.com/fixpoint-dev/fixpoint/web"
+)
+
+// The untrusted texts the XSS cases put in replies, rows and errors.
+const (
+	xssScript = `<script>alert(1)</script>`
+	xssImg    = `<img src=x onerror=alert(1)>`
+	xssLink   = `javascript:alert(1)`
+	// xssBatch is a batch name that is itself markup.
+	xssBatch = `xss"><script>alert(2)</script>`
+)
+
+// hugeLine is a 1 MB reply with no line break.
+var hugeLine = strings.Repeat("A", 1<<20)
+
+// dashLedger is the ledger the dashboard tests read: a batch a real run
+// of `worker demo` on the simulator (messy preset) filled, a batch of
+// hostile replies (xssBatch), and a batch still running ("live", 3 jobs
+// queued).
+type dashLedger struct {
+	dsn, demo string
+	st        *store.Store
+	// xssJob has a reply per hostile text; hugeJob a 1 MB single line.
+	xssJob, hugeJob string
+}
+
+func newDashLedger(t *testing.T) *dashLedger {
+	t.Helper()
+	dsn := storetest.NewDB(t)
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin, "github.com/fixpoint-dev/fixpoint/cmd/worker")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build worker: %v\n%s", err, out)
+	}
+	demo := exec.Command(filepath.Join(bin, "worker"), "demo", "--database-url", dsn, "--nats-dir", t.TempDir(),
+		"--rows", "60", "--preset", "messy", "--latency", "1ms", "--concurrency", "8")
+	demo.Env = append(os.Environ(), "FIXPOINT_NATS_LISTEN=127.0.0.1:0", "FIXPOINT_METRICS_ADDR=off", "LOG_LEVEL=warn", "NATS_URL=")
+	if out, err := demo.CombinedOutput(); err != nil {
+		t.Fatalf("worker demo: %v\n%s", err, out)
+	}
+	st, err := store.Open(context.Background(), dsn, &store.Config{MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	l := &dashLedger{dsn: dsn, st: st}
+	bs, err := st.Overviews(context.Background(), nil, 10)
+	if err != nil || len(bs) != 1 || bs[0].Valid == 0 {
+		t.Fatalf("after the demo: batches %+v (%v), want one with valid jobs", bs, err)
+	}
+	l.demo = bs[0].Name
+	l.addXSS(t)
+	l.addLive(t)
+	return l
+}
+
+// putJobs records a batch of n jobs, their metadata from meta(i).
+func putJobs(t *testing.T, st *store.Store, batch string, n int, meta func(i int) string) []string {
+	t.Helper()
+	ctx := context.Background()
+	if err := st.PutBatch(ctx, store.BatchParams{Name: batch, Settings: json.RawMessage(`{"provider":"openai","model":"sim-messy"}`), TotalJobs: n}); err != nil {
+		t.Fatal(err)
+	}
+	var jobs []store.NewJob
+	var ids []string
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("%s-%d", batch, i)
+		ids = append(ids, id)
+		jobs = append(jobs, store.NewJob{ID: id, Batch: batch, RowNo: i, Prompt: "extract " + xssScript,
+			Provider: "openai", Model: "sim-messy", Mode: "prompt", Strategy: "conversation", Metadata: json.RawMessage(meta(i))})
+	}
+	if _, err := st.InsertJobs(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func (l *dashLedger) addXSS(t *testing.T) {
+	t.Helper()
+	ids := putJobs(t, l.st, xssBatch, 2, func(i int) string {
+		return fmt.Sprintf(`{"note":%q,"link":%q}`, xssImg, xssLink)
+	})
+	l.xssJob, l.hugeJob = ids[0], ids[1]
+	errs := fmt.Sprintf(`[{"path":"/name","keyword":"required","class":"shape","message":%q}]`, "missing "+xssImg)
+	attempt := func(no int, raw string, valid bool) store.Attempt {
+		a := store.Attempt{No: no, Raw: raw, Valid: valid, Model: "sim-messy", LatencyMS: 12, TokensIn: 10, TokensOut: 5,
+			Request:   json.RawMessage(`[{"role":"user","content":"` + `\u003cscript\u003ealert(3)\u003c/script\u003e"}]`),
+			StartedAt: time.Now(), FinishReason: "stop"}
+		if !valid {
+			a.Class, a.Errors, a.Feedback = "shape", json.RawMessage(errs), "fix it: "+xssScript
+			a.ProviderError, a.TransportRetries = xssImg, 1
+		}
+		return a
+	}
+	rs := []store.Result{
+		{JobID: l.xssJob, Status: fixpoint.StatusValid, Attempts: 3, Calls: 3,
+			Value: json.RawMessage(fmt.Sprintf(`{"name":%q,"site":%q}`, xssScript, xssLink)),
+			AttemptRows: []store.Attempt{
+				attempt(1, "Sure! "+xssScript+` {"site":"`+xssLink+`"}`, false),
+				attempt(2, xssImg+"\n<a href=\""+xssLink+"\">click</a>", false),
+				attempt(3, fmt.Sprintf(`{"name":%q,"site":%q}`, xssScript, xssLink), true),
+			}},
+		{JobID: l.hugeJob, Status: fixpoint.StatusInvalid, Attempts: 1, Calls: 1, Error: "no JSON in " + xssScript,
+			FinalClass: "syntax", AttemptRows: []store.Attempt{attempt(1, hugeLine, false)}},
+	}
+	rs[1].AttemptRows[0].Class = "syntax"
+	if _, err := l.st.SaveResults(context.Background(), rs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// live is the running batch's name.
+const live = "live"
+
+func (l *dashLedger) addLive(t *testing.T) {
+	t.Helper()
+	putJobs(t, l.st, live, 3, func(i int) string { return fmt.Sprintf(`{"i":%d}`, i) })
+}
+
+// finish makes a job of the live batch valid.
+func (l *dashLedger) finish(t *testing.T, id string) {
+	t.Helper()
+	_, err := l.st.SaveResults(context.Background(), []store.Result{{JobID: id, Status: fixpoint.StatusValid, Attempts: 1, Calls: 1,
+		FirstAttemptValid: true, Value: json.RawMessage(`{"ok":true}`),
+		AttemptRows: []store.Attempt{{No: 1, Raw: `{"ok":true}`, Valid: true, StartedAt: time.Now()}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// get requests path from srv and returns the response and its body.
+func get(t *testing.T, srv *httptest.Server, path string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+func wantPage(t *testing.T, resp *http.Response, body string, status int, contains ...string) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Errorf("%s: status %d, want %d\n%.2000s", resp.Request.URL.Path, resp.StatusCode, status, body)
+	}
+	if got := resp.Header.Get("Content-Security-Policy"); got != web.ContentSecurityPolicy {
+		t.Errorf("%s: CSP %q", resp.Request.URL.Path, got)
+	}
+	for _, c := range contains {
+		if !strings.Contains(body, c) {
+			t.Errorf("%s: the page lacks %q", resp.Request.URL.Path, c)
+		}
+	}
+}
+
+// TestDashboard runs the handler's tests, then the browser's, on one
+// ledger (a demo run is the costly part).
+func TestDashboard(t *testing.T) {
+	l := newDashLedger(t)
+	h := web.NewHandler(l.st, web.Config{PollInterval: 100 * time.Millisecond})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Run("batches", func(t *testing.T) { testBatches(t, l, srv) })
+	t.Run("batch", func(t *testing.T) { testBatch(t, l, srv) })
+	t.Run("jobs", func(t *testing.T) { testJobList(t, l, srv) })
+	t.Run("export", func(t *testing.T) { testExport(t, l, srv) })
+	t.Run("job", func(t *testing.T) { testJob(t, l, srv) })
+	t.Run("xss", func(t *testing.T) { testXSS(t, l, srv) })
+	t.Run("errors", func(t *testing.T) { testErrors(t, l, srv) })
+	t.Run("timing", func(t *testing.T) { testTiming(t, l, srv) })
+	t.Run("mounted", func(t *testing.T) { testMounted(t, l) })
+	t.Run("browser", func(t *testing.T) { testBrowser(t, l, srv) })
+	// Last: it finishes the live batch.
+	t.Run("live", func(t *testing.T) { testLive(t, l, srv) })
+	t.Run("stream-error", func(t *testing.T) { testStreamError(t, l) })
+}
+
+func testBatches(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	resp, body := get(t, srv, "/")
+	b, err := l.st.Overview(context.Background(), l.demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPage(t, resp, body, 200, l.demo, fmt.Sprintf(`<td class="n">%d</td><td class="n">%d</td>`, b.Valid, b.Invalid),
+		"/batches/"+url.PathEscape(l.demo))
+	for _, h := range []string{"X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy"} {
+		if resp.Header.Get(h) == "" {
+			t.Errorf("no %s header", h)
+		}
+	}
+	// Only the running batch streams.
+	if !strings.Contains(body, `sse-connect="/events?b=live"`) || strings.Count(body, "sse-swap=") != 1 {
+		t.Errorf("the live batch (and it alone) should stream:\n%s", body)
+	}
+}
+
+func testBatch(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	ctx := context.Background()
+	cs, err := l.st.FailureClusters(ctx, l.demo, 1)
+	if err != nil || len(cs) == 0 {
+		t.Fatalf("the messy demo has no failure cluster (%v)", err)
+	}
+	f, err := l.st.BatchFunnel(ctx, l.demo)
+	if err != nil || len(f.ValidAt) < 2 {
+		t.Fatalf("funnel %+v (%v): the messy demo should have jobs valid at attempt 2", f, err)
+	}
+	base := "/batches/" + url.PathEscape(l.demo)
+	resp, body := get(t, srv, base)
+	wantPage(t, resp, body, 200, "Funnel", "Failure clusters", "Cost by model", `id="funnel-chart"`,
+		fmt.Sprintf(`<tr><td>1</td><td class="n">%d</td>`, f.ValidAt[0]),
+		`hx-get="`+base+`/clusters" hx-trigger="load"`, `hx-get="`+base+`/costs" hx-trigger="load"`,
+		"jobs.csv?", "jobs.jsonl?")
+	// The parts the page loads after it is shown.
+	resp, body = get(t, srv, base+"/clusters", "HX-Request", "true")
+	wantPage(t, resp, body, 200, fmt.Sprintf(`<td class="n">%d</td><td class="n">%d</td>`, cs[0].Errors, cs[0].Jobs),
+		"/jobs/"+url.PathEscape(cs[0].ExampleJob))
+	// html/template escapes the query in lower-case hex.
+	if link := base + "?path=" + url.QueryEscape(cs[0].Path); !strings.Contains(strings.ToLower(body), strings.ToLower(link)) {
+		t.Errorf("the clusters lack the link %s", link)
+	}
+	mc, err := l.st.ModelCosts(ctx, l.demo)
+	if err != nil || len(mc) == 0 {
+		t.Fatalf("model costs %v (%v)", mc, err)
+	}
+	steps, err := l.st.RepairSteps(ctx, l.demo)
+	if err != nil || len(steps) == 0 {
+		t.Fatalf("repair steps %v (%v)", steps, err)
+	}
+	resp, body = get(t, srv, base+"/repairs", "HX-Request", "true")
+	wantPage(t, resp, body, 200, fmt.Sprintf(`<td class="n">%d</td><td><span class="badge c-%s">%s</span></td><td class="n">%d</td><td class="n">%d</td><td class="n">%d</td>`,
+		steps[0].AttemptNo, steps[0].Class, steps[0].Class, steps[0].Failed, steps[0].Retried, steps[0].ValidNext))
+	resp, body = get(t, srv, base+"/costs", "HX-Request", "true")
+	wantPage(t, resp, body, 200, fmt.Sprintf(`<td>%s</td><td>%s</td><td class="n">%d</td>`, mc[0].Model, mc[0].Basis, mc[0].Calls))
+	// A finished batch opens no stream.
+	if strings.Contains(body, "sse-connect") {
+		t.Error("a finished batch's page opens a live stream")
+	}
+}
+
+// jobIDs are the job links of a page, in order.
+func jobIDs(body string) []string {
+	var ids []string
+	for _, m := range regexp.MustCompile(`<a href="/jobs/([^"]+)">`).FindAllStringSubmatch(body, -1) {
+		id, _ := url.PathUnescape(m[1])
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func testJobList(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	ctx := context.Background()
+	b, _ := l.st.Overview(ctx, l.demo)
+	base := "/batches/" + url.PathEscape(l.demo) + "/jobs"
+	// The filter: only invalid jobs, the same set as the store gives.
+	resp, body := get(t, srv, base+"?status=invalid&limit=1000", "HX-Request", "true")
+	wantPage(t, resp, body, 200)
+	if strings.Contains(body, "<html") {
+		t.Error("an htmx request got a whole page, want the list alone")
+	}
+	got := jobIDs(body)
+	if int64(len(got)) != b.Invalid || strings.Count(body, `badge s-valid`) != 0 {
+		t.Errorf("status=invalid lists %d jobs, want %d", len(got), b.Invalid)
+	}
+	// Keyset pages of 7 cover every job once, in id order.
+	var all []string
+	next := base + "?limit=7"
+	for pages := 0; next != ""; pages++ {
+		if pages > 20 {
+			t.Fatal("more pages than jobs")
+		}
+		_, body := get(t, srv, next, "HX-Request", "true")
+		all = append(all, jobIDs(body)...)
+		next = ""
+		if m := regexp.MustCompile(`class="next" href="([^"]+)"`).FindStringSubmatch(body); m != nil {
+			next = strings.ReplaceAll(m[1], "&amp;", "&")
+		}
+	}
+	if int64(len(all)) != b.Jobs || !slices.IsSorted(all) || len(slices.Compact(slices.Clone(all))) != len(all) {
+		t.Errorf("pages of 7 gave %d jobs (sorted %v), want %d once each", len(all), slices.IsSorted(all), b.Jobs)
+	}
+	// Without htmx (a reload of a pushed URL) the same URL is the page.
+	resp, body = get(t, srv, base+"?status=valid&attempts=2")
+	wantPage(t, resp, body, 200, "<html", "Funnel")
+	for _, id := range jobIDs(body) {
+		j, _, err := l.st.Job(ctx, id)
+		if err == nil && (j.Status != fixpoint.StatusValid || j.Attempts != 2) {
+			t.Errorf("status=valid&attempts=2 lists %s: %s after %d attempts", id, j.Status, j.Attempts)
+		}
+	}
+	for _, bad := range []string{"?status=done", "?attempts=x", "?class=nope"} {
+		resp, body := get(t, srv, base+bad, "HX-Request", "true")
+		wantPage(t, resp, body, 400)
+	}
+}
+
+func testExport(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	b, _ := l.st.Overview(context.Background(), l.demo)
+	base := "/batches/" + url.PathEscape(l.demo) + "/jobs"
+	resp, body := get(t, srv, base+".csv?status=valid")
+	rows, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if err != nil || resp.StatusCode != 200 || int64(len(rows)) != b.Valid+1 || rows[0][0] != "id" {
+		t.Fatalf("CSV export: status %d, %d rows (%v), want a header and %d jobs", resp.StatusCode, len(rows), err, b.Valid)
+	}
+	if !strings.Contains(resp.Header.Get("Content-Disposition"), "attachment") {
+		t.Errorf("CSV export: Content-Disposition %q", resp.Header.Get("Content-Disposition"))
+	}
+	resp, body = get(t, srv, base+".jsonl")
+	sc := bufio.NewScanner(strings.NewReader(body))
+	n := 0
+	for sc.Scan() {
+		var rec struct {
+			ID    string          `json:"id"`
+			Input json.RawMessage `json:"input"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil || rec.ID == "" || len(rec.Input) == 0 {
+			t.Fatalf("JSONL line %d: %v %s", n+1, err, sc.Text())
+		}
+		n++
+	}
+	if resp.StatusCode != 200 || int64(n) != b.Jobs {
+		t.Errorf("JSONL export: status %d, %d lines, want %d", resp.StatusCode, n, b.Jobs)
+	}
+}
+
+func testJob(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	ctx := context.Background()
+	rows, _, err := l.st.JobPage(ctx, l.demo, store.JobFilter{Status: "valid", Attempts: 2, Limit: 1})
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("no demo job valid at attempt 2 (%v)", err)
+	}
+	j, attempts, err := l.st.Job(ctx, rows[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := get(t, srv, "/jobs/"+url.PathEscape(j.ID))
+	wantPage(t, resp, body, 200, "Attempt 1", "Attempt 2", "Input row", "Final value", "Request as sent",
+		`badge s-valid`, "Feedback sent next")
+	if attempts[0].Feedback != "" && !strings.Contains(body, htmlEscape(attempts[0].Feedback)) {
+		t.Error("the feedback sent after attempt 1 is not on the page whole")
+	}
+}
+
+func htmlEscape(s string) string {
+	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;", "+", "&#43;")
+	return r.Replace(s)
+}
+
+func testXSS(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	pages := []string{"/", "/batches/" + url.PathEscape(xssBatch), "/jobs/" + url.PathEscape(l.xssJob), "/jobs/" + url.PathEscape(l.hugeJob)}
+	for _, p := range pages {
+		resp, body := get(t, srv, p)
+		wantPage(t, resp, body, 200)
+		for _, bad := range []string{"<script>alert", "<img src=x", `href="javascript:`, `src="javascript:`} {
+			if strings.Contains(body, bad) {
+				t.Errorf("%s holds %q unescaped", p, bad)
+			}
+		}
+		// The text onerror=alert(1) is shown; no tag carries it.
+		if m := regexp.MustCompile(`<[a-z]+[^<>]*\sonerror=`).FindString(body); m != "" {
+			t.Errorf("%s: a tag with an event handler: %s", p, m)
+		}
+		// Every script the page loads is the dashboard's own.
+		for _, m := range regexp.MustCompile(`<script[^>]*>`).FindAllString(body, -1) {
+			if !regexp.MustCompile(`^<script src="/static/[A-Za-z.-]+\.js" defer>$`).MatchString(m) {
+				t.Errorf("%s: unexpected script tag %s", p, m)
+			}
+		}
+	}
+	_, body := get(t, srv, "/jobs/"+url.PathEscape(l.xssJob))
+	for _, want := range []string{htmlEscape(xssScript), htmlEscape(xssImg), "javascript:alert(1)", "Attempt 3"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the job page lacks %q (the text shown, escaped)", want)
+		}
+	}
+	// The 1 MB line is shown whole, in a box that wraps it.
+	_, body = get(t, srv, "/jobs/"+url.PathEscape(l.hugeJob))
+	if !strings.Contains(body, `<pre class="box raw">`+hugeLine+`</pre>`) {
+		t.Error("the 1 MB reply is not shown whole in its box")
+	}
+}
+
+func testErrors(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	for _, c := range []struct {
+		path   string
+		status int
+	}{{"/jobs/nope", 404}, {"/batches/nope", 404}, {"/nope", 404}, {"/static/", 404}} {
+		resp, body := get(t, srv, c.path)
+		wantPage(t, resp, body, c.status)
+	}
+	resp, err := srv.Client().Post(srv.URL+"/", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 {
+		t.Errorf("POST: %d, want 405 (read-only)", resp.StatusCode)
+	}
+	resp, body := get(t, srv, "/static/htmx.min.js")
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), "javascript") || len(body) < 10000 {
+		t.Errorf("htmx: %d %s, %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(body))
+	}
+
+	// A slow ledger: the jobs table locked by another session. The page
+	// is an error page once QueryTimeout is over, not a hung one.
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, l.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	slow := httptest.NewServer(web.NewHandler(l.st, web.Config{QueryTimeout: 300 * time.Millisecond}))
+	defer slow.Close()
+	for _, p := range []string{"", "/clusters", "/jobs"} {
+		start := time.Now()
+		resp, body = get(t, slow, "/batches/"+url.PathEscape(l.demo)+p, "HX-Request", "true")
+		wantPage(t, resp, body, 503, "did not answer within 300ms")
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("%s: the error took %s", p, took)
+		}
+	}
+	_ = tx.Rollback(ctx)
+
+	// A ledger that is gone.
+	down, err := store.Open(ctx, l.dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close()
+	gone := httptest.NewServer(web.NewHandler(down, web.Config{}))
+	defer gone.Close()
+	resp, body = get(t, gone, "/")
+	wantPage(t, resp, body, 503, "Service Unavailable")
+}
+
+// testTiming measures the server time of the batch page and of a filtered
+// job list page on the demo ledger (logged; the bound is loose, for a
+// shared machine).
+func testTiming(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	for _, p := range []string{"/batches/" + url.PathEscape(l.demo), "/batches/" + url.PathEscape(l.demo) + "/jobs?status=invalid"} {
+		var d []time.Duration
+		for range 20 {
+			start := time.Now()
+			resp, _ := get(t, srv, p, "HX-Request", "true")
+			d = append(d, time.Since(start))
+			if resp.StatusCode != 200 {
+				t.Fatalf("%s: %d", p, resp.StatusCode)
+			}
+		}
+		slices.Sort(d)
+		t.Logf("%s: p50 %s, p95 %s over 20 requests", p, d[9], d[18])
+		if d[18] > 2*time.Second {
+			t.Errorf("%s: p95 %s", p, d[18])
+		}
+	}
+}
+
+// testLive reads the live batch's stream while its jobs finish: an event
+// per change, and "done" when none is queued.
+func testLive(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/batches/"+live+"/events", nil)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	events := readEvents(resp.Body)
+	next := func() [2]string {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("the stream ended early")
+			}
+			return e
+		case <-ctx.Done():
+			t.Fatal("no event in time")
+		}
+		return [2]string{}
+	}
+	valid := regexp.MustCompile(`<dt>Valid</dt><dd>(\d+)</dd>`)
+	// The browser test may have finished some of the batch's jobs.
+	rows, _, err := l.st.JobPage(ctx, live, store.JobFilter{Status: "queued"})
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("the live batch has no queued job left (%v)", err)
+	}
+	done := 3 - len(rows)
+	e := next()
+	if m := valid.FindStringSubmatch(e[1]); m == nil || m[1] != fmt.Sprint(done) || !strings.HasPrefix(e[0], "b") {
+		t.Fatalf("first event %q: want the progress with %d valid", e, done)
+	}
+	for _, r := range rows {
+		l.finish(t, r.ID)
+		done++
+		e = next()
+		if m := valid.FindStringSubmatch(e[1]); m == nil || m[1] != fmt.Sprint(done) {
+			t.Fatalf("event after %s finished: %q, want %d valid", r.ID, e, done)
+		}
+	}
+	if e = next(); e[0] != "done" {
+		t.Errorf("after the last job: event %q, want done", e[0])
+	}
+}
+
+// Mounted under a prefix in another server, every link, script and
+// stream of a page starts with it and resolves.
+func testMounted(t *testing.T, l *dashLedger) {
+	mux := http.NewServeMux()
+	h := web.NewHandler(l.st, web.Config{BasePath: "/fixpoint/"})
+	mux.Handle("/fixpoint/", http.StripPrefix("/fixpoint", web.RequireToken(h, "tok")))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, _ := get(t, srv, "/fixpoint/")
+	if resp.StatusCode != 401 {
+		t.Errorf("no token: %d, want 401", resp.StatusCode)
+	}
+	auth := []string{"Authorization", "Bearer tok"}
+	for _, p := range []string{"/fixpoint/", "/fixpoint/batches/" + url.PathEscape(l.demo), "/fixpoint/jobs/" + url.PathEscape(l.xssJob)} {
+		resp, body := get(t, srv, p, auth...)
+		wantPage(t, resp, body, 200)
+		refs := regexp.MustCompile(`(?:href|src|hx-get|sse-connect)="(/[^"]*)"`).FindAllStringSubmatch(body, -1)
+		if len(refs) < 5 {
+			t.Fatalf("%s: %d links", p, len(refs))
+		}
+		for _, m := range refs {
+			ref := strings.ReplaceAll(m[1], "&amp;", "&")
+			if !strings.HasPrefix(ref, "/fixpoint/") {
+				t.Errorf("%s: link %s is outside the mount", p, ref)
+				continue
+			}
+			if strings.Contains(ref, "/events") {
+				continue
+			}
+			if resp, _ := get(t, srv, ref, auth...); resp.StatusCode != 200 {
+				t.Errorf("%s: link %s gives %d", p, ref, resp.StatusCode)
+			}
+		}
+	}
+}
+
+// readEvents sends the events of an SSE body on a channel as [name, data].
+func readEvents(body io.Reader) chan [2]string {
+	events := make(chan [2]string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(body)
+		var name string
+		var data []string
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, strings.TrimPrefix(line, "data: "))
+			case line == "":
+				events <- [2]string{name, strings.Join(data, "\n")}
+				name, data = "", nil
+			}
+		}
+	}()
+	return events
+}
+
+// A stream whose ledger stops answering says so, keeps polling, and
+// clears the message when the ledger answers again.
+func testStreamError(t *testing.T, l *dashLedger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, l.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(web.NewHandler(l.st, web.Config{QueryTimeout: 200 * time.Millisecond, PollInterval: 50 * time.Millisecond}))
+	defer srv.Close()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/batches/"+live+"/events", nil)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := readEvents(resp.Body)
+	var names []string
+	for e := range events {
+		names = append(names, e[0])
+		if e[0] == "ledger-error" && e[1] != "" && tx != nil {
+			if !strings.Contains(e[1], "deadline exceeded") {
+				t.Errorf("ledger-error %q", e[1])
+			}
+			_ = tx.Rollback(ctx)
+			tx = nil
+		}
+	}
+	// Errors while locked, then the progress, the error cleared, done.
+	got := strings.Join(slices.Compact(names), ",")
+	if !regexp.MustCompile(`^ledger-error,b[0-9a-f]+,ledger-error,done$`).MatchString(got) {
+		t.Errorf("events %s", got)
+	}
+}
