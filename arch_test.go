@@ -73,6 +73,8 @@ func TestImportDirection(t *testing.T) {
 		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/testbench"},
 		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/testbench"},
 		"enqueue":  {mod + "/testbench"},
+		// The dashboard reads the ledger through store, and nothing else.
+		"web":      {"github.com/nats-io", mod + "/llm", mod + "/pipeline", mod + "/queue", mod + "/wave", mod + "/enqueue", mod + "/repair", mod + "/testbench"},
 		"queue":    {"github.com/jackc", mod + "/store", mod + "/llm", mod + "/repair", mod + "/pipeline", mod + "/enqueue", mod + "/testbench"},
 		"wave":     {mod + "/pipeline", mod + "/enqueue", mod + "/testbench"},
 		"pipeline": {mod + "/enqueue", mod + "/testbench"},
