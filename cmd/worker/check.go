@@ -163,7 +163,7 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	compiled := map[string]*validate.Schema{}
+	compiled := newSchemaCache(checkSchemaCacheMax)
 	line := 0
 	records, bad := 0, 0
 	for sc.Scan() {
@@ -199,11 +199,11 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 		schema := defaultSchema
 		if err == nil && len(rec.Schema) > 0 && string(rec.Schema) != "null" {
 			key := string(rec.Schema)
-			if s, ok := compiled[key]; ok {
+			if s, ok := compiled.get(key); ok {
 				schema = s
 			} else if schema, err = validate.Compile(rec.Schema); err == nil {
 				if err = schema.Satisfiable(); err == nil {
-					compiled[key] = schema
+					compiled.put(key, schema)
 				} else {
 					err = fmt.Errorf("schema: %w", err)
 				}
@@ -254,4 +254,39 @@ func badUTF8(text []byte) int {
 		at += size
 	}
 	return at
+}
+
+// checkSchemaCacheMax bounds the compiled schemas `worker check --jsonl`
+// keeps: a file whose every line brings its own schema would otherwise keep
+// them all (a compiled schema can take megabytes). Lines usually share a
+// few schemas, which stay cached.
+const checkSchemaCacheMax = 64
+
+// schemaCache keeps the last max schemas compiled, by their text; the
+// oldest goes first when it is full.
+type schemaCache struct {
+	max   int
+	m     map[string]*validate.Schema
+	order []string
+}
+
+func newSchemaCache(max int) *schemaCache {
+	return &schemaCache{max: max, m: map[string]*validate.Schema{}}
+}
+
+func (c *schemaCache) get(key string) (*validate.Schema, bool) {
+	s, ok := c.m[key]
+	return s, ok
+}
+
+func (c *schemaCache) put(key string, s *validate.Schema) {
+	if _, ok := c.m[key]; ok {
+		return
+	}
+	if len(c.order) >= c.max {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.m[key] = s
+	c.order = append(c.order, key)
 }

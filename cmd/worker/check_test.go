@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
+	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 // TestCheckJSONLExitStatus: with --jsonl, a line that cannot be read still
@@ -355,5 +357,29 @@ func TestCheckRefusesAReplyNotUTF8(t *testing.T) {
 	code := run(context.Background(), []string{"check"}, strings.NewReader("{\"summary\":\"caf\xe9\"}"), &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "not UTF-8 (byte 0xe9 at offset 15)") || out.Len() != 0 {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1 naming the byte, no result", code, out.String(), errOut.String())
+	}
+}
+
+// worker check --jsonl keeps at most checkSchemaCacheMax compiled schemas,
+// the most recent ones, however many distinct schemas the file brings.
+func TestCheckSchemaCacheBounded(t *testing.T) {
+	t.Parallel()
+	c := newSchemaCache(4)
+	for i := range 100 {
+		src := fmt.Sprintf(`{"type":"object","properties":{"p%d":{"type":"integer"}}}`, i)
+		s, err := validate.Compile([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.put(src, s)
+		if len(c.m) > 4 || len(c.order) > 4 {
+			t.Fatalf("after %d schemas the cache holds %d (%d in order), want at most 4", i+1, len(c.m), len(c.order))
+		}
+	}
+	if _, ok := c.get(`{"type":"object","properties":{"p99":{"type":"integer"}}}`); !ok {
+		t.Error("the last schema compiled is not cached")
+	}
+	if _, ok := c.get(`{"type":"object","properties":{"p0":{"type":"integer"}}}`); ok {
+		t.Error("the first schema compiled is still cached")
 	}
 }
