@@ -349,68 +349,131 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// What a worker stopped while the ledger was down kept on disk goes
-	// to the ledger before any job is pulled.
-	if _, err := replaySpill(ctx, w.cfg.SpillDir, w.ledger, w.log); err != nil {
-		w.log.WarnContext(ctx, "worker: write what a stopped worker kept on disk (kept for the next start)", slog.String("error", err.Error()))
-	}
-	// So do the replies a worker that died had received (its journal).
-	if _, err := replayJournals(ctx, w.cfg.SpillDir, w.ledger, w.log); err != nil {
-		w.log.WarnContext(ctx, "worker: record the replies a worker that died had received (kept for the next start)", slog.String("error", err.Error()))
-	}
+	w.replayKept(ctx)
 	w.spill = &spill{dir: w.cfg.SpillDir, log: w.log}
 	defer w.spill.close()
 	w.journal = newJournal(w.cfg.SpillDir, w.log)
 	defer w.journal.close()
+	r := &runState{cons: cons, jobs: pool.New().WithMaxGoroutines(w.cfg.Concurrency), slots: make(chan struct{}, w.cfg.Concurrency)}
 	// Jobs run under their own context: a stop request does not cancel them
 	// until the grace period has passed.
-	jobCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
-	defer hardStop()
+	r.jobCtx, r.hardStop = context.WithCancel(context.WithoutCancel(ctx))
+	defer r.hardStop()
+	stopLedgerIO := w.startLedgerIO(r)
+	defer stopLedgerIO()
+	r.pullCtx, r.stopPull = context.WithCancel(ctx)
+	defer r.stopPull()
+	waitProgress := w.startWatchers(ctx, r, stream)
+	defer waitProgress()
+	w.logStarted(ctx)
+	w.pull(ctx, r)
+	return w.shutdown(ctx, r)
+}
+
+// runState is what the steps of one Run share.
+type runState struct {
+	cons jetstream.Consumer
+	// jobCtx is the jobs' context: hardStop ends it when the grace period
+	// is over.
+	jobCtx   context.Context
+	hardStop context.CancelFunc
+	// pullCtx ends when pulling stops: ctx's end, an abort, or in drain
+	// mode an empty queue.
+	pullCtx  context.Context
+	stopPull context.CancelFunc
+	jobs     *pool.Pool
+	// slots holds one token per job pulled and not finished.
+	slots        chan struct{}
+	queueChecked time.Time
+	// fatal is what an abort stopped Run with.
+	fatal     error
+	fatalOnce sync.Once
+	// Closed when the goroutine of the same name returns.
+	writerDone, deadDone, drainDone, wavesDone <-chan struct{}
+}
+
+func (r *runState) stopping() bool { return r.pullCtx.Err() != nil }
+
+// goDone runs f in a goroutine of its own and returns a channel closed
+// when f returns.
+func goDone(f func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	return done
+}
+
+// closedChan is the done channel of a goroutine not started.
+func closedChan() <-chan struct{} {
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
+// replayKept writes to the ledger what a worker stopped while the ledger
+// was down kept on disk, and the replies a worker that died had received
+// (its journal), before any job is pulled.
+func (w *Worker) replayKept(ctx context.Context) {
+	if _, err := replaySpill(ctx, w.cfg.SpillDir, w.ledger, w.log); err != nil {
+		w.log.WarnContext(ctx, "worker: write what a stopped worker kept on disk (kept for the next start)", slog.String("error", err.Error()))
+	}
+	if _, err := replayJournals(ctx, w.cfg.SpillDir, w.ledger, w.log); err != nil {
+		w.log.WarnContext(ctx, "worker: record the replies a worker that died had received (kept for the next start)", slog.String("error", err.Error()))
+	}
+}
+
+// startLedgerIO starts the goroutines between the jobs and NATS and the
+// ledger: the heartbeats on messages in progress, the result writer and
+// the status reader. shutdown closes the writer after the last job; the
+// function returned stops the reader, then the heartbeats.
+func (w *Worker) startLedgerIO(r *runState) (stop func()) {
 	// Progress reports outlive the jobs: they stop after the last commit
 	// and its ack, when Run returns.
-	beatsStop, beatsDone := make(chan struct{}), make(chan struct{})
-	go func() { defer close(beatsDone); w.beats.run(beatsStop) }()
-	defer func() { close(beatsStop); <-beatsDone }()
+	beatsStop := make(chan struct{})
+	beatsDone := goDone(func() { w.beats.run(beatsStop) })
 	// The queue has room for every job: the write buffer, in bytes, is
 	// what bounds the backlog.
 	w.writer = newWriter(w.ledger, w.cfg.FlushMax, w.cfg.Concurrency, w.cfg.WriteBuffer, w.cfg.FlushInterval, w.cfg.Metrics)
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); w.writer.run() }()
+	r.writerDone = goDone(w.writer.run)
 	w.reader = newStatusReader(w.ledger, w.cfg.FlushMax)
-	readerDone := make(chan struct{})
-	go func() { defer close(readerDone); w.reader.run() }()
-	defer func() { w.reader.close(); <-readerDone }()
+	readerDone := goDone(w.reader.run)
+	return func() {
+		w.reader.close()
+		<-readerDone
+		close(beatsStop)
+		<-beatsDone
+	}
+}
 
-	pullCtx, stopPull := context.WithCancel(ctx)
-	defer stopPull()
-	w.stopping = pullCtx.Done()
-	var fatal error
-	var fatalOnce sync.Once
+// startWatchers sets how a fault no job can get past stops the pull
+// (w.abort) and starts what runs beside it until pulling stops: the
+// dead-letter watch, the drain watch (in drain mode), the progress log
+// and the wave driver. shutdown joins all but the progress log, which
+// the function returned waits for.
+func (w *Worker) startWatchers(ctx context.Context, r *runState, stream jetstream.Stream) (wait func()) {
+	w.stopping = r.pullCtx.Done()
 	w.abort = func(err error) {
-		fatalOnce.Do(func() {
-			fatal = err
+		r.fatalOnce.Do(func() {
+			r.fatal = err
 			w.log.ErrorContext(ctx, "worker: stopping", slog.String("error", err.Error()))
-			stopPull()
+			r.stopPull()
 		})
 	}
-	deadDone := make(chan struct{})
-	go func() { defer close(deadDone); w.watchDead(pullCtx, stream) }()
-	drainDone := make(chan struct{})
+	r.deadDone = goDone(func() { w.watchDead(r.pullCtx, stream) })
+	r.drainDone = closedChan()
 	if w.cfg.Drain {
-		go func() { defer close(drainDone); w.watchDrain(pullCtx, stopPull, cons) }()
-	} else {
-		close(drainDone)
+		r.drainDone = goDone(func() { w.watchDrain(r.pullCtx, r.stopPull, r.cons) })
 	}
-	progressDone := make(chan struct{})
-	go func() { defer close(progressDone); w.logProgress(pullCtx) }()
-	defer func() { <-progressDone }()
-	wavesDone := make(chan struct{})
+	progressDone := goDone(func() { w.logProgress(r.pullCtx) })
+	r.wavesDone = closedChan()
 	if w.waves.Drives() {
-		go func() { defer close(wavesDone); w.waves.Run(pullCtx) }()
-	} else {
-		close(wavesDone)
+		r.wavesDone = goDone(func() { w.waves.Run(r.pullCtx) })
 	}
+	return func() { <-progressDone }
+}
 
+// logStarted logs the worker's settings, and warns when the queue's max
+// ack pending keeps it from running Concurrency jobs at once.
+func (w *Worker) logStarted(ctx context.Context) {
 	if room := w.cfg.Queue.MaxAckPending - pendingWriteRoom(w.cfg); room < w.cfg.Concurrency {
 		w.log.WarnContext(ctx, "worker: max ack pending leaves too little room: jobs waiting for their commit count against it, so fewer jobs than the concurrency can run at once",
 			slog.Int("max_ack_pending", w.cfg.Queue.MaxAckPending), slog.Int("concurrency", w.cfg.Concurrency-w.cfg.JobsAhead),
@@ -425,129 +488,157 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.InfoContext(ctx, "worker: started", slog.Int("concurrency", w.cfg.Concurrency-w.cfg.JobsAhead), slog.Int("jobs_ahead", w.cfg.JobsAhead),
 		slog.String("stream", w.cfg.Queue.Stream), slog.String("consumer", w.cfg.Queue.Consumer), slog.Bool("drain", w.cfg.Drain),
 		slog.String("spill_dir", spillDir))
-	p := pool.New().WithMaxGoroutines(w.cfg.Concurrency)
-	slots := make(chan struct{}, w.cfg.Concurrency)
-	stopping := func() bool { return pullCtx.Err() != nil }
-	var queueChecked time.Time
-	// Pull only for free slots: a message is fetched when a slot is there
-	// to run it, so no client-side buffer holds messages whose ack timers
-	// run out while they wait.
-	for !stopping() {
+}
+
+// pull pulls jobs and starts them until pulling stops. It pulls only for
+// free slots: a message is fetched when a slot is there to run it, so no
+// client-side buffer holds messages whose ack timers run out while they
+// wait.
+func (w *Worker) pull(ctx context.Context, r *runState) {
+	for !r.stopping() {
 		select {
-		case slots <- struct{}{}:
-		case <-pullCtx.Done():
+		case r.slots <- struct{}{}:
+		case <-r.pullCtx.Done():
 			continue
 		}
-		free := 1
-		want := w.cfg.Prefetch
-		if w.probing.Load() {
-			// Jobs lately were not in this ledger: pull one at a time, so a
-			// misconfigured worker costs the right workers' jobs as few
-			// deliveries as it can.
-			want = 1
-		}
-	more:
-		for free < want {
-			select {
-			case slots <- struct{}{}:
-				free++
-			default:
-				break more
-			}
-		}
-		w.waitPause(pullCtx)
-		if w.probing.Load() && free > 1 {
-			// A foreign job was seen while this pull was being prepared.
-			releaseSlots(slots, free-1)
-			free = 1
-		}
-		if stopping() {
-			releaseSlots(slots, free)
+		free := w.claimSlots(r)
+		if r.stopping() {
+			releaseSlots(r.slots, free)
 			break
 		}
-		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(w.cfg.FetchWait))
+		batch, err := r.cons.Fetch(free, jetstream.FetchMaxWait(w.cfg.FetchWait))
 		if err != nil {
-			releaseSlots(slots, free)
+			releaseSlots(r.slots, free)
 			w.log.WarnContext(ctx, "worker: pull", slog.String("error", err.Error()))
-			w.checkQueue(pullCtx, cons, &queueChecked)
+			w.checkQueue(r.pullCtx, r.cons, &r.queueChecked)
 			select {
 			case <-time.After(250 * time.Millisecond):
-			case <-pullCtx.Done():
+			case <-r.pullCtx.Done():
 			}
 			continue
 		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			if stopping() {
-				// Stopping: hand back what arrives at once.
-				w.dispose(ctx, msg, nil, queue.Disposition{Kind: queue.DispRelease})
-				<-slots
-				continue
-			}
-			w.inFlight.Add(1)
-			w.cfg.Metrics.InFlight.Inc()
-			run := func() {
-				defer func() {
-					w.inFlight.Add(-1)
-					w.cfg.Metrics.InFlight.Dec()
-					<-slots
-				}()
-				w.handleSafely(jobCtx, msg)
-			}
-			if w.probing.Load() {
-				// Probing after a foreign job: run this one before pulling
-				// the next, so the pause its refusal sets is seen.
-				run()
-				continue
-			}
-			p.Go(run)
-		}
-		releaseSlots(slots, free-got)
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !stopping() {
+		got := w.startJobs(ctx, r, batch)
+		releaseSlots(r.slots, free-got)
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !r.stopping() {
 			w.log.WarnContext(ctx, "worker: pull", slog.String("error", err.Error()))
 		}
 		if got == 0 {
-			w.checkQueue(pullCtx, cons, &queueChecked)
+			w.checkQueue(r.pullCtx, r.cons, &r.queueChecked)
 		}
 	}
+}
+
+// claimSlots adds to the one slot the pull holds the free ones it finds
+// without waiting, up to a pull's worth, then waits out a pause in
+// pulling. It returns how many slots the pull holds.
+func (w *Worker) claimSlots(r *runState) int {
+	free := 1
+	want := w.cfg.Prefetch
+	if w.probing.Load() {
+		// Jobs lately were not in this ledger: pull one at a time, so a
+		// misconfigured worker costs the right workers' jobs as few
+		// deliveries as it can.
+		want = 1
+	}
+more:
+	for free < want {
+		select {
+		case r.slots <- struct{}{}:
+			free++
+		default:
+			break more
+		}
+	}
+	w.waitPause(r.pullCtx)
+	if w.probing.Load() && free > 1 {
+		// A foreign job was seen while this pull was being prepared.
+		releaseSlots(r.slots, free-1)
+		free = 1
+	}
+	return free
+}
+
+// startJobs runs a job for each message of a pull, each on a slot the
+// pull holds, and returns how many messages came. The messages that come
+// once pulling stops are handed back.
+func (w *Worker) startJobs(ctx context.Context, r *runState, batch jetstream.MessageBatch) int {
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		if r.stopping() {
+			// Stopping: hand back what arrives at once.
+			w.dispose(ctx, msg, nil, queue.Disposition{Kind: queue.DispRelease})
+			<-r.slots
+			continue
+		}
+		w.inFlight.Add(1)
+		w.cfg.Metrics.InFlight.Inc()
+		run := func() {
+			defer func() {
+				w.inFlight.Add(-1)
+				w.cfg.Metrics.InFlight.Dec()
+				<-r.slots
+			}()
+			w.handleSafely(r.jobCtx, msg)
+		}
+		if w.probing.Load() {
+			// Probing after a foreign job: run this one before pulling
+			// the next, so the pause its refusal sets is seen.
+			run()
+			continue
+		}
+		r.jobs.Go(run)
+	}
+	return got
+}
+
+// shutdown ends a Run whose pulling has stopped: the waves hand back what
+// they collected, the jobs in flight finish or are cut off, the ledger
+// writes are flushed and the goroutines beside the pull are joined. It
+// returns Run's error.
+func (w *Worker) shutdown(ctx context.Context, r *runState) error {
 	w.log.InfoContext(ctx, "worker: stopped pulling", slog.Int64("in_flight", w.inFlight.Load()))
 	if w.waves != nil {
 		// Jobs collected for a wave not yet recorded go back to the queue;
 		// a wave being recorded or driven finishes its step.
 		w.waves.Stop(ctx)
 	}
+	w.awaitJobs(ctx, r)
+	// Retries waiting out a ledger pause see the stop and hand their
+	// messages back; then the writer flushes what is queued.
+	w.background.Wait()
+	w.writer.close()
+	<-r.writerDone
+	r.stopPull()
+	<-r.deadDone
+	<-r.drainDone
+	<-r.wavesDone
+	w.log.InfoContext(ctx, "worker: stopped")
+	r.fatalOnce.Do(func() {}) // no abort after this point
+	if n := w.spill.lost.Load(); n > 0 && r.fatal == nil {
+		return fmt.Errorf("%d results or interrupted deliveries, their calls paid for, could not be written to the ledger nor kept in the spill directory %q", n, w.cfg.SpillDir)
+	}
+	return r.fatal
+}
 
-	poolDone := make(chan struct{})
-	go func() { p.Wait(); close(poolDone) }()
+// awaitJobs waits for the jobs in flight to finish within the grace
+// period; when it is over, or StopNow is called, their context ends and
+// they hand their messages back.
+func (w *Worker) awaitJobs(ctx context.Context, r *runState) {
+	poolDone := goDone(r.jobs.Wait)
 	select {
 	case <-poolDone:
 	case <-time.After(w.cfg.Grace):
 		w.log.WarnContext(ctx, "worker: grace period over, handing back jobs in flight",
 			slog.Int64("in_flight", w.inFlight.Load()), slog.Duration("grace", w.cfg.Grace))
-		hardStop()
+		r.hardStop()
 		<-poolDone
 	case <-w.stopNow:
 		w.log.WarnContext(ctx, "worker: asked to stop now, handing back jobs in flight",
 			slog.Int64("in_flight", w.inFlight.Load()))
-		hardStop()
+		r.hardStop()
 		<-poolDone
 	}
-	// Retries waiting out a ledger pause see the stop and hand their
-	// messages back; then the writer flushes what is queued.
-	w.background.Wait()
-	w.writer.close()
-	<-writerDone
-	stopPull()
-	<-deadDone
-	<-drainDone
-	<-wavesDone
-	w.log.InfoContext(ctx, "worker: stopped")
-	fatalOnce.Do(func() {}) // no abort after this point
-	if n := w.spill.lost.Load(); n > 0 && fatal == nil {
-		return fmt.Errorf("%d results or interrupted deliveries, their calls paid for, could not be written to the ledger nor kept in the spill directory %q", n, w.cfg.SpillDir)
-	}
-	return fatal
 }
 
 // pendingWriteRoom is how many finished jobs may wait for their commit

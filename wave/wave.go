@@ -904,9 +904,54 @@ func (v *Driver) process(ctx context.Context, log *slog.Logger, client BatchClie
 		}
 		st = &s
 	}
-	reqs, err := v.ledger.WaveRequests(ctx, wave.ID)
+	rs, err := v.startResults(ctx, log, wave)
 	if err != nil {
 		return err
+	}
+	v.at("download", wave.ID)
+	if err := rs.download(ctx, client, *st); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	if err := rs.unanswered(ctx, st.State); err != nil {
+		return err
+	}
+	if err := rs.flush(ctx); err != nil {
+		return err
+	}
+	// The provider's counts do not tell cancelled requests apart (OpenAI
+	// counts them failed): the results do.
+	counts := [4]int(rs.tally)
+	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Counts: &counts, Lease: v.cfg.Lease}); err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "worker: wave results recorded", slog.Int("succeeded", counts[0]), slog.Int("errored", counts[1]),
+		slog.Int("expired", counts[2]), slog.Int("cancelled", counts[3]))
+	v.at("recorded_results", wave.ID)
+	return v.next(ctx, log, client, wave, st)
+}
+
+// waveResults records the results of an ended wave as they are read, in
+// chunks of waveOutcomesChunk outcomes.
+type waveResults struct {
+	v    *Driver
+	log  *slog.Logger
+	wave *store.Wave
+	reqs []store.WaveRequest
+	byID map[string]store.WaveRequest // by custom ID
+	// prev holds the attempts the ledger has of the wave's jobs, by job.
+	prev    map[string][]store.Attempt
+	started time.Time
+	seen    map[string]bool // custom IDs with an outcome
+	tally   resultTally
+	outs    []store.WaveOutcome // not yet recorded
+}
+
+// startResults reads what recording a wave's results needs from the
+// ledger: its requests and the attempts of its jobs.
+func (v *Driver) startResults(ctx context.Context, log *slog.Logger, wave *store.Wave) (*waveResults, error) {
+	reqs, err := v.ledger.WaveRequests(ctx, wave.ID)
+	if err != nil {
+		return nil, err
 	}
 	byID := make(map[string]store.WaveRequest, len(reqs))
 	for _, r := range reqs {
@@ -914,55 +959,17 @@ func (v *Driver) process(ctx context.Context, log *slog.Logger, client BatchClie
 	}
 	prev, err := v.ledger.WaveAttempts(ctx, wave.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	started := cmp.Or(wave.SubmittedAt, wave.CreatedAt)
-	seen := map[string]bool{}
-	var tally resultTally
-	var outs []store.WaveOutcome
-	flush := func() error {
-		if len(outs) == 0 {
-			return nil
-		}
-		if _, err := v.ledger.RecordWaveOutcomes(context.WithoutCancel(ctx), outs); err != nil {
-			return err
-		}
-		v.w.Observe(outs)
-		outs = outs[:0]
-		v.at("outcomes", wave.ID)
-		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})
-	}
-	outcome := func(r store.WaveRequest, resp *fixpoint.Response, callErr error) error {
-		seen[r.CustomID] = true
-		if r.Recorded {
-			return nil
-		}
-		j, err := v.rebuild(ctx, r, prev[r.JobID], fixpoint.PriceBasisBatch)
-		if err != nil {
-			log.ErrorContext(ctx, "worker: wave result of a job that cannot be rebuilt", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
-			return nil // it stays placed; the next pass hands it to the queue
-		}
-		if j == nil {
-			return nil // its attempt is recorded already
-		}
-		a, act := j.step.Feed(resp, callErr, started)
-		o := store.WaveOutcome{WaveID: wave.ID, CustomID: r.CustomID, Attempt: ledgerrow.Attempt(a)}
-		if act.Done() {
-			res := ledgerrow.Result(j.step.Result(), j.env, 0)
-			o.Result = &res
-		} else {
-			tot := ledgerrow.Result(j.step.Result(), j.env, 0)
-			o.Totals = &tot
-		}
-		outs = append(outs, o)
-		if len(outs) >= waveOutcomesChunk {
-			return flush()
-		}
-		return nil
-	}
-	v.at("download", wave.ID)
-	err = client.BatchResults(ctx, *st, func(id string) (fixpoint.Request, bool) {
-		r, ok := byID[id]
+	return &waveResults{v: v, log: log, wave: wave, reqs: reqs, byID: byID, prev: prev,
+		started: cmp.Or(wave.SubmittedAt, wave.CreatedAt), seen: map[string]bool{}}, nil
+}
+
+// download reads the provider batch's results and records the outcome of
+// each request of the wave.
+func (rs *waveResults) download(ctx context.Context, client BatchClient, st llm.BatchStatus) error {
+	return client.BatchResults(ctx, st, func(id string) (fixpoint.Request, bool) {
+		r, ok := rs.byID[id]
 		if !ok {
 			return fixpoint.Request{}, false
 		}
@@ -972,48 +979,84 @@ func (v *Driver) process(ctx context.Context, log *slog.Logger, client BatchClie
 		}
 		return req, true
 	}, func(br llm.BatchResult) error {
-		r, ok := byID[br.CustomID]
-		if !ok || seen[br.CustomID] {
-			log.WarnContext(ctx, "worker: wave result for a request the wave does not have", slog.String("custom_id", truncate(br.CustomID, 80)))
+		r, ok := rs.byID[br.CustomID]
+		if !ok || rs.seen[br.CustomID] {
+			rs.log.WarnContext(ctx, "worker: wave result for a request the wave does not have", slog.String("custom_id", truncate(br.CustomID, 80)))
 			return nil
 		}
 		var callErr error
 		if br.Err != nil {
 			callErr = br.Err
 		}
-		tally.add(callErr)
-		return outcome(r, br.Response, callErr)
+		rs.tally.add(callErr)
+		return rs.outcome(ctx, r, br.Response, callErr)
 	})
-	if err != nil {
-		return fmt.Errorf("results: %w", err)
-	}
-	// A request with no result line never ran.
+}
+
+// unanswered records the requests with no result line as failed: they
+// never ran. state is the provider batch's.
+func (rs *waveResults) unanswered(ctx context.Context, state llm.BatchState) error {
 	class, why := fixpoint.ClassExpired, "the provider batch ended without a result for this request"
-	if st.State == llm.BatchCancelled {
+	if state == llm.BatchCancelled {
 		class = fixpoint.ClassCancelled
 	}
-	for _, r := range reqs {
-		if !seen[r.CustomID] {
+	for _, r := range rs.reqs {
+		if !rs.seen[r.CustomID] {
 			missing := &fixpoint.ProviderError{Class: class, Code: "missing_result", Message: why}
-			tally.add(missing)
-			if err := outcome(r, nil, missing); err != nil {
+			rs.tally.add(missing)
+			if err := rs.outcome(ctx, r, nil, missing); err != nil {
 				return err
 			}
 		}
 	}
-	if err := flush(); err != nil {
+	return nil
+}
+
+// outcome feeds a request's reply (or failure) to its job's repair step
+// and queues the attempt, and the result when the job is done, for the
+// ledger.
+func (rs *waveResults) outcome(ctx context.Context, r store.WaveRequest, resp *fixpoint.Response, callErr error) error {
+	rs.seen[r.CustomID] = true
+	if r.Recorded {
+		return nil
+	}
+	j, err := rs.v.rebuild(ctx, r, rs.prev[r.JobID], fixpoint.PriceBasisBatch)
+	if err != nil {
+		rs.log.ErrorContext(ctx, "worker: wave result of a job that cannot be rebuilt", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
+		return nil // it stays placed; the next pass hands it to the queue
+	}
+	if j == nil {
+		return nil // its attempt is recorded already
+	}
+	a, act := j.step.Feed(resp, callErr, rs.started)
+	o := store.WaveOutcome{WaveID: rs.wave.ID, CustomID: r.CustomID, Attempt: ledgerrow.Attempt(a)}
+	if act.Done() {
+		res := ledgerrow.Result(j.step.Result(), j.env, 0)
+		o.Result = &res
+	} else {
+		tot := ledgerrow.Result(j.step.Result(), j.env, 0)
+		o.Totals = &tot
+	}
+	rs.outs = append(rs.outs, o)
+	if len(rs.outs) >= waveOutcomesChunk {
+		return rs.flush(ctx)
+	}
+	return nil
+}
+
+// flush records the outcomes queued and renews the wave's lease.
+func (rs *waveResults) flush(ctx context.Context) error {
+	if len(rs.outs) == 0 {
+		return nil
+	}
+	v := rs.v
+	if _, err := v.ledger.RecordWaveOutcomes(context.WithoutCancel(ctx), rs.outs); err != nil {
 		return err
 	}
-	// The provider's counts do not tell cancelled requests apart (OpenAI
-	// counts them failed): the results do.
-	counts := [4]int(tally)
-	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Counts: &counts, Lease: v.cfg.Lease}); err != nil {
-		return err
-	}
-	log.InfoContext(ctx, "worker: wave results recorded", slog.Int("succeeded", counts[0]), slog.Int("errored", counts[1]),
-		slog.Int("expired", counts[2]), slog.Int("cancelled", counts[3]))
-	v.at("recorded_results", wave.ID)
-	return v.next(ctx, log, client, wave, st)
+	v.w.Observe(rs.outs)
+	rs.outs = rs.outs[:0]
+	v.at("outcomes", rs.wave.ID)
+	return v.ledger.UpdateWave(ctx, rs.wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})
 }
 
 // rebuild starts the repair step of a wave request's job from the
