@@ -11,6 +11,7 @@ import (
 	json "github.com/segmentio/encoding/json"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/textclip"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -339,7 +340,7 @@ func classify(a *fixpoint.Attempt, resp *fixpoint.Response, c checked) {
 			// error.
 			a.Raw = resp.Refusal
 			a.Errors = []fixpoint.ValidationError{{Path: "", Keyword: "refusal", Class: fixpoint.ClassSyntax,
-				Message: "no JSON value: the model refused: " + strconv.Quote(clipText(resp.Refusal, 80))}}
+				Message: "no JSON value: the model refused: " + strconv.Quote(textclip.Runes(resp.Refusal, 80))}}
 		}
 	case resp.FinishReason == fixpoint.FinishLength:
 		// A cut-off reply is never accepted, even when closing it would
@@ -688,13 +689,4 @@ func (s *Step) recordRequest(a *fixpoint.Attempt, req *fixpoint.Request) {
 			a.System = sys
 		}
 	}
-}
-
-// clipText is s cut to at most n runes, with an ellipsis when cut.
-func clipText(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }
