@@ -715,127 +715,187 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		cfg.MaxPromptBytes = cmp.Or(cfg.MaxPromptBytes, pipeline.MaxPromptBytesDefault)
 		return prog, resume(ctx, js, ledger, cfg, &prog)
 	}
-	tmpl, schemaHash, err := cfg.prepare()
+	run := &enqueueRun{js: js, ledger: ledger, cfg: &cfg, prog: &prog}
+	if err := run.open(ctx, data); err != nil {
+		return prog, err
+	}
+	if err := run.compareRecorded(ctx); err != nil {
+		return prog, err
+	}
+	// Pass 1: check every row; record and publish nothing.
+	chk, datasetSHA, err := run.checkRows(ctx, data)
 	if err != nil {
 		return prog, err
 	}
-	if data == nil {
-		return prog, fmt.Errorf("%w: no dataset", ErrBadConfig)
+	if err := run.recordBatch(ctx, chk); err != nil {
+		return prog, err
 	}
-	stream, created, err := queue.EnsureStream(ctx, js, cfg.Queue)
+	// Pass 2: record and publish the rows that passed.
+	if err := run.recordRows(ctx, data, chk, datasetSHA); err != nil {
+		return prog, err
+	}
+	return prog, nil
+}
+
+// enqueueRun is what the steps of one Run share.
+type enqueueRun struct {
+	js         jetstream.JetStream
+	ledger     Ledger
+	cfg        *Config
+	prog       *Progress
+	schemaHash string
+	settings   BatchSettings
+	r          *renderer
+}
+
+// open prepares the template and schema, makes sure the stream exists,
+// checks the delivery, and builds the renderer of the rows.
+func (run *enqueueRun) open(ctx context.Context, data io.ReadSeeker) error {
+	cfg, prog := run.cfg, run.prog
+	tmpl, schemaHash, err := cfg.prepare()
 	if err != nil {
-		return prog, queueErr(err)
+		return err
+	}
+	if data == nil {
+		return fmt.Errorf("%w: no dataset", ErrBadConfig)
+	}
+	stream, created, err := queue.EnsureStream(ctx, run.js, cfg.Queue)
+	if err != nil {
+		return queueErr(err)
 	}
 	if q, def := cfg.Queue.WithDefaults(), (queue.Config{}).WithDefaults(); created && (q.Stream != def.Stream || q.Subject != def.Subject) {
 		prog.Warnings = append(prog.Warnings, fmt.Sprintf("stream %s did not exist: this run created it, and no worker reads it unless started with --stream %s --subject %s", q.Stream, q.Stream, q.Subject))
 	}
-	if err := checkDelivery(ctx, &cfg, &prog); err != nil {
-		return prog, err
+	if err := checkDelivery(ctx, cfg, prog); err != nil {
+		return err
 	}
-	settings := cfg.settings(schemaHash)
-	base := settings.envelope(cfg.Batch)
-	r := &renderer{cfg: &cfg, tmpl: tmpl, base: base, maxMsg: messageLimit(js, stream, cfg.Queue)}
-	switch b, err := ledger.Batch(ctx, cfg.Batch); {
-	case err == nil:
-		r.ledger = ledger
-		// Other settings are said before the rows are read: with another
-		// template every row's prompt differs from the one recorded, and
-		// the rows' errors hid the settings that caused them.
-		if was, err := ParseBatchSettings(b); err == nil && was.recorded() {
-			if d := was.diff(settings); len(d) > 0 {
-				// A cap asked for that differs is listed too: said alone
-				// later, it came as a second refusal once these were fixed.
-				if cfg.Cap.Capped() {
-					sp, err := ledger.BatchSpend(ctx, cfg.Batch)
-					if err != nil {
-						return prog, err
-					}
-					if cd := capDiff(sp.Cap, cfg.Cap); cd != "" {
-						d = append(d, cd+" (change a cap with enqueue cap)")
-					}
-				}
-				return prog, settingsChanged(cfg.Batch, d)
-			}
-		}
-	case !errors.Is(err, store.ErrNotFound):
-		return prog, err
-	}
+	run.schemaHash = schemaHash
+	run.settings = cfg.settings(schemaHash)
+	base := run.settings.envelope(cfg.Batch)
+	run.r = &renderer{cfg: cfg, tmpl: tmpl, base: base, maxMsg: messageLimit(run.js, stream, cfg.Queue)}
+	return nil
+}
 
-	// Pass 1: check every row; record and publish nothing.
-	prog.Phase = PhaseCheck
-	// The first pass reads the whole dataset: its digest names it, so
-	// that a later run of the same dataset can clear the mark of a killed
-	// one (pass 2).
-	digest := sha256.New()
-	chk, err := r.check(ctx, io.TeeReader(data, digest), &prog, checkOpts{})
+// compareRecorded, when the batch was enqueued before, has the first pass
+// compare each row with its recorded job, and refuses settings other than
+// those the batch was recorded with.
+func (run *enqueueRun) compareRecorded(ctx context.Context) error {
+	cfg, ledger := run.cfg, run.ledger
+	b, err := ledger.Batch(ctx, cfg.Batch)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
 	if err != nil {
-		return prog, err
+		return err
+	}
+	run.r.ledger = ledger
+	// Other settings are said before the rows are read: with another
+	// template every row's prompt differs from the one recorded, and
+	// the rows' errors hid the settings that caused them.
+	was, err := ParseBatchSettings(b)
+	if err != nil || !was.recorded() {
+		return nil
+	}
+	d := was.diff(run.settings)
+	if len(d) == 0 {
+		return nil
+	}
+	// A cap asked for that differs is listed too: said alone later, it
+	// came as a second refusal once these were fixed.
+	if cfg.Cap.Capped() {
+		sp, err := ledger.BatchSpend(ctx, cfg.Batch)
+		if err != nil {
+			return err
+		}
+		if cd := capDiff(sp.Cap, cfg.Cap); cd != "" {
+			d = append(d, cd+" (change a cap with enqueue cap)")
+		}
+	}
+	return settingsChanged(cfg.Batch, d)
+}
+
+// checkRows is the first pass: it checks every row and records and
+// publishes nothing. It refuses a dataset with more bad rows than
+// MaxBadRows allows, with no rows, or with no good row. datasetSHA is
+// the digest of the whole dataset, which names it: a later run of the
+// same dataset can clear the mark of a killed one (see recordRows).
+func (run *enqueueRun) checkRows(ctx context.Context, data io.Reader) (chk *checkResult, datasetSHA string, err error) {
+	cfg, prog := run.cfg, run.prog
+	prog.Phase = PhaseCheck
+	digest := sha256.New()
+	chk, err = run.r.check(ctx, io.TeeReader(data, digest), prog, checkOpts{})
+	if err != nil {
+		return nil, "", err
 	}
 	if err := chk.unknownFields(cfg.IDField); err != nil {
-		return prog, err
+		return nil, "", err
 	}
 	if cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
-		return prog, fmt.Errorf("%w: %s (limit %d), first: %v; nothing was recorded or published",
+		return nil, "", fmt.Errorf("%w: %s (limit %d), first: %v; nothing was recorded or published",
 			ErrTooManyBadRows, badRows(len(prog.Bad)), cfg.MaxBadRows, prog.Bad[0])
 	}
 	if prog.Rows == 0 {
-		return prog, ErrNoRows
+		return nil, "", ErrNoRows
 	}
 	if len(prog.Bad) == prog.Rows {
 		// --max-bad-rows allowed them all: a batch of no job would pass
 		// every check after it (report wait, worker --drain --batch).
-		return prog, fmt.Errorf("%w: every one of the dataset's %d rows is bad, first: %v; nothing was recorded or published", ErrTooManyBadRows, prog.Rows, prog.Bad[0])
+		return nil, "", fmt.Errorf("%w: every one of the dataset's %d rows is bad, first: %v; nothing was recorded or published", ErrTooManyBadRows, prog.Rows, prog.Bad[0])
 	}
+	return chk, hex.EncodeToString(digest.Sum(nil)), nil
+}
 
-	// Record the schema and the batch, or check the batch's settings.
+// recordBatch records the schema and the batch, or checks the recorded
+// batch's cap and settings (adopting them for a batch a worker made).
+func (run *enqueueRun) recordBatch(ctx context.Context, chk *checkResult) error {
+	cfg, ledger := run.cfg, run.ledger
 	if _, err := ledger.PutSchema(ctx, cfg.Schema); err != nil {
-		return prog, err
+		return err
 	}
-	raw, _ := json.Marshal(settings)
+	raw, _ := json.Marshal(run.settings)
 	// The cap goes in with the batch: a batch recorded without the cap
 	// asked for would refuse the same command run again.
-	params := store.BatchParams{Name: cfg.Batch, Settings: raw, InputColumns: chk.columns, SchemaHash: schemaHash, Cap: cfg.Cap}
+	params := store.BatchParams{Name: cfg.Batch, Settings: raw, InputColumns: chk.columns, SchemaHash: run.schemaHash, Cap: cfg.Cap}
 	created, b, err := ledger.CreateBatch(ctx, params)
-	if err != nil {
-		return prog, err
+	if err != nil || created {
+		return err
 	}
-	if !created && cfg.Cap.Capped() {
+	if cfg.Cap.Capped() {
 		sp, err := ledger.BatchSpend(ctx, cfg.Batch)
 		if err != nil {
-			return prog, err
+			return err
 		}
 		if d := capDiff(sp.Cap, cfg.Cap); d != "" {
-			return prog, fmt.Errorf("%w: %w: batch %s: %s (change a cap with enqueue cap)", ErrBadConfig, ErrSettingsChanged, cfg.Batch, d)
+			return fmt.Errorf("%w: %w: batch %s: %s (change a cap with enqueue cap)", ErrBadConfig, ErrSettingsChanged, cfg.Batch, d)
 		}
 	}
-	if !created {
-		was, err := ParseBatchSettings(b)
-		if err != nil {
-			return prog, err
-		}
-		if !was.recorded() {
-			// Made by a worker, not by enqueue: adopt the settings.
-			params.TotalJobs = b.TotalJobs
-			if err := ledger.PutBatch(ctx, params); err != nil {
-				return prog, err
-			}
-		} else if d := was.diff(settings); len(d) > 0 {
-			return prog, settingsChanged(cfg.Batch, d)
-		} else {
-			// The deadline was set when the batch was first enqueued.
-			settings.DeadlineAt = was.DeadlineAt
-			r.base.Deadline = was.DeadlineAt
-		}
+	was, err := ParseBatchSettings(b)
+	if err != nil {
+		return err
 	}
+	if !was.recorded() {
+		// Made by a worker, not by enqueue: adopt the settings.
+		params.TotalJobs = b.TotalJobs
+		return ledger.PutBatch(ctx, params)
+	}
+	if d := was.diff(run.settings); len(d) > 0 {
+		return settingsChanged(cfg.Batch, d)
+	}
+	// The deadline was set when the batch was first enqueued.
+	run.settings.DeadlineAt = was.DeadlineAt
+	run.r.base.Deadline = was.DeadlineAt
+	return nil
+}
 
-	// Pass 2: record and publish the rows that passed. The run says so,
-	// and that it is alive, until every row is recorded: a run killed in
-	// between leaves its mark, and --resume and the batch's verdict refuse
-	// a batch that holds only part of its dataset.
-	datasetSHA := hex.EncodeToString(digest.Sum(nil))
+// recordRows is the second pass: it records and publishes the rows that
+// passed. The run says so, and that it is alive, until every row is
+// recorded: a run killed in between leaves its mark, and --resume and the
+// batch's verdict refuse a batch that holds only part of its dataset.
+func (run *enqueueRun) recordRows(ctx context.Context, data io.ReadSeeker, chk *checkResult, datasetSHA string) error {
+	cfg, ledger, prog := run.cfg, run.ledger, run.prog
 	token, err := ledger.StartRecording(ctx, cfg.Batch, datasetSHA)
 	if err != nil {
-		return prog, err
+		return err
 	}
 	stopBeat := beatRecording(ctx, ledger, token)
 	finished := false
@@ -848,15 +908,15 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		}
 	}()
 	if _, err := data.Seek(0, io.SeekStart); err != nil {
-		return prog, fmt.Errorf("rewind the dataset: %w", err)
+		return fmt.Errorf("rewind the dataset: %w", err)
 	}
 	bad := len(prog.Bad)
 	prog.Phase, prog.Rows = PhasePublish, 0
-	if err := r.publish(ctx, js, ledger, data, chk.skip, &prog); err != nil {
-		return prog, err
+	if err := run.r.publish(ctx, run.js, ledger, data, chk.skip, prog); err != nil {
+		return err
 	}
 	if len(prog.Bad) > bad && cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
-		return prog, fmt.Errorf("%w: %d rows were refused by the queue while publishing: %v", ErrTooManyBadRows, len(prog.Bad)-bad, prog.Bad[bad])
+		return fmt.Errorf("%w: %d rows were refused by the queue while publishing: %v", ErrTooManyBadRows, len(prog.Bad)-bad, prog.Bad[bad])
 	}
 	stopBeat()
 	badIDs := make([]string, bad)
@@ -864,10 +924,10 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 		badIDs[i] = b.JobID
 	}
 	if _, err := ledger.FinishRecording(ctx, cfg.Batch, token, datasetSHA, prog.Rows, badIDs); err != nil {
-		return prog, err
+		return err
 	}
 	finished = true
-	return prog, nil
+	return nil
 }
 
 // beatRecording says every store.RecordingBeat that the run of token is

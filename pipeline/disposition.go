@@ -12,6 +12,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/internal/ledgerrow"
+	"github.com/fixpoint-dev/fixpoint/internal/textclip"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -102,7 +103,7 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *queue.Enve
 			kind, err = queue.DispRetry, msg.NakWithDelay(w.cfg.NakDelayMin)
 			break
 		}
-		err = msg.TermWithReason(truncate(d.Cause.Error(), 200))
+		err = msg.TermWithReason(textclip.Bytes(d.Cause.Error(), 200))
 	}
 	if err != nil {
 		w.log.WarnContext(ctx, "worker: "+kind.Label(), slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
@@ -210,11 +211,4 @@ func (w *Worker) count(kind queue.DispositionKind) {
 		w.finished.Add(1)
 	}
 	w.cfg.Metrics.Dispositions.WithLabelValues(kind.Label()).Inc()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -11,6 +11,7 @@ import (
 	json "github.com/segmentio/encoding/json"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/textclip"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -212,14 +213,18 @@ func (s *Step) Next() Action {
 // error for a call that could not be made). started is when the request
 // was sent. It returns the attempt recorded and what comes next, as Next
 // would. Feeding with no request outstanding is a driver bug and panics.
+//
+// An attempt's life: its request is recorded, then its reply (usage and
+// cost), the reply is checked (extracted, validated, coerced, or patched),
+// classified (refusal, truncated, valid or the errors' class), and the
+// step decides what comes next (the result, or feedback and a new call).
 func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fixpoint.Attempt, Action) {
 	req := s.pending
 	if req == nil {
 		panic("repair: Feed without an outstanding request")
 	}
 	s.pending = nil
-	res := s.res
-	a := fixpoint.Attempt{No: len(res.Attempts) + 1, StartedAt: started, PriceBasis: s.cfg.PriceBasis}
+	a := fixpoint.Attempt{No: len(s.res.Attempts) + 1, StartedAt: started, PriceBasis: s.cfg.PriceBasis}
 	s.recordRequest(&a, req)
 	if err != nil || resp == nil {
 		if err == nil {
@@ -227,8 +232,18 @@ func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fix
 		}
 		return s.feedError(&a, req, err)
 	}
-	res.Calls++
+	s.res.Calls++
 	s.replies++
+	s.recordReply(&a, req, resp)
+	c := s.checkReply(&a, resp.Text)
+	classify(&a, resp, c)
+	return s.decide(&a, c)
+}
+
+// recordReply records on a what the reply says of itself (when it was
+// sent, its latency, text, finish reason, retries and ids) and its usage
+// and cost, and adds them to the result.
+func (s *Step) recordReply(a *fixpoint.Attempt, req *fixpoint.Request, resp *fixpoint.Response) {
 	if !resp.SentAt.IsZero() {
 		// The attempt started when its request went out, not when it
 		// began waiting for the lane: started_at + latency_ms is when the
@@ -245,58 +260,77 @@ func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fix
 	// The reply stands; the provider_error of an attempt that got one
 	// keeps what the provider said its usage was.
 	a.ProviderError = anomaly
-	a.TokensIn = usage.InputTokens
-	a.TokensOut = usage.OutputTokens
-	a.TokensCached = usage.CachedInputTokens
-	a.TokensCacheWrite = usage.CacheWriteTokens
-	a.CostUSD = LedgerCost(s.cfg.Prices.CostOn(s.job.Model, a.PriceBasis, a.TokensIn, a.TokensOut, a.TokensCached, a.TokensCacheWrite))
+	s.charge(a, usage)
 	_, priced := s.cfg.Prices.Lookup(s.job.Model)
 	a.Unpriced = !priced
 	a.Retries = resp.Retries
 	a.ProviderStatus = resp.Status
 	a.Model = resp.Model
 	a.RequestID = resp.RequestID
+	s.res.TransportRetries += len(a.Retries)
+}
+
+// charge records usage on a, prices it on a's basis, and adds the tokens
+// to the result's.
+func (s *Step) charge(a *fixpoint.Attempt, usage fixpoint.Usage) {
+	a.TokensIn = usage.InputTokens
+	a.TokensOut = usage.OutputTokens
+	a.TokensCached = usage.CachedInputTokens
+	a.TokensCacheWrite = usage.CacheWriteTokens
+	a.CostUSD = LedgerCost(s.cfg.Prices.CostOn(s.job.Model, a.PriceBasis, a.TokensIn, a.TokensOut, a.TokensCached, a.TokensCacheWrite))
+	res := s.res
 	res.TokensIn += a.TokensIn
 	res.TokensOut += a.TokensOut
 	res.TokensCached += a.TokensCached
 	res.TokensCacheWrite += a.TokensCacheWrite
-	res.TransportRetries += len(a.Retries)
+}
 
-	// valid, class and localRepairs are what the reply came to; shown is
-	// the text of its value for a patch request (StrategyPatch only).
-	var (
-		valid        bool
-		class        string
-		localRepairs int
-		shown        []byte
-		patched      *patchReply
-	)
+// checked is what a reply came to once checked: whether it is valid, the
+// class of its errors and the local repairs it took; shown is the text of
+// its value for a patch request (StrategyPatch only), and patched what
+// feedPatch made of a reply to a patch request.
+type checked struct {
+	valid        bool
+	class        string
+	localRepairs int
+	shown        []byte
+	patched      *patchReply
+}
+
+// checkReply checks the reply text and records the outcome on a: a reply
+// to a patch request is applied (see patch.go), any other is extracted,
+// validated and coerced.
+func (s *Step) checkReply(a *fixpoint.Attempt, text string) checked {
 	if s.patch != nil {
-		// A reply to a patch request (see patch.go).
-		r := s.feedPatch(&a, resp.Text)
-		patched = &r
-		valid, class, localRepairs, shown = r.valid, string(validate.ClassOf(a.Errors)), r.localRepairs, r.shown
-	} else {
-		check := validate.CheckWith(s.job.Schema, resp.Text, validate.CheckOptions{Coerce: s.lim.Coerce})
-		a.Source = check.Source
-		a.Repairs = check.Repairs
-		a.Coerced = check.Coerced
-		a.Errors = check.Errors
-		if check.Value != nil || check.Source != "" {
-			if b, err := json.Marshal(check.Value); err == nil {
-				a.Value = b
-			}
-		}
-		valid, class, localRepairs = check.Valid, string(check.Class), len(check.Repairs)
-		if s.lim.Strategy == fixpoint.StrategyPatch && check.Candidate != nil {
-			shown = check.Candidate.JSON
-			if check.Coerced > 0 {
-				shown = a.Value // the value as repaired locally is what the patch applies to
-			}
+		r := s.feedPatch(a, text)
+		return checked{valid: r.valid, class: string(validate.ClassOf(a.Errors)), localRepairs: r.localRepairs, shown: r.shown, patched: &r}
+	}
+	check := validate.CheckWith(s.job.Schema, text, validate.CheckOptions{Coerce: s.lim.Coerce})
+	a.Source = check.Source
+	a.Repairs = check.Repairs
+	a.Coerced = check.Coerced
+	a.Errors = check.Errors
+	if check.Value != nil || check.Source != "" {
+		if b, err := json.Marshal(check.Value); err == nil {
+			a.Value = b
 		}
 	}
+	c := checked{valid: check.Valid, class: string(check.Class), localRepairs: len(check.Repairs)}
+	if s.lim.Strategy == fixpoint.StrategyPatch && check.Candidate != nil {
+		c.shown = check.Candidate.JSON
+		if check.Coerced > 0 {
+			c.shown = a.Value // the value as repaired locally is what the patch applies to
+		}
+	}
+	return c
+}
+
+// classify sets a's class from the reply and what it came to: a refusal,
+// a truncated reply, a valid one, or the class of its errors; and bounds
+// the errors it keeps.
+func classify(a *fixpoint.Attempt, resp *fixpoint.Response, c checked) {
 	switch {
-	case resp.FinishReason == fixpoint.FinishRefusal || (resp.Refusal != "" && !valid) || resp.FinishReason == fixpoint.FinishContentFilter:
+	case resp.FinishReason == fixpoint.FinishRefusal || (resp.Refusal != "" && !c.valid) || resp.FinishReason == fixpoint.FinishContentFilter:
 		// A reply the provider's content filter stopped may lack what it
 		// cut: never accepted, however valid what is left.
 		a.Class = fixpoint.OutcomeRefusal
@@ -306,40 +340,31 @@ func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fix
 			// error.
 			a.Raw = resp.Refusal
 			a.Errors = []fixpoint.ValidationError{{Path: "", Keyword: "refusal", Class: fixpoint.ClassSyntax,
-				Message: "no JSON value: the model refused: " + strconv.Quote(clipText(resp.Refusal, 80))}}
+				Message: "no JSON value: the model refused: " + strconv.Quote(textclip.Runes(resp.Refusal, 80))}}
 		}
 	case resp.FinishReason == fixpoint.FinishLength:
 		// A cut-off reply is never accepted, even when closing it would
 		// validate.
 		a.Class = fixpoint.OutcomeTruncated
-	case valid:
+	case c.valid:
 		a.Valid = true
-		a.RepairedLocally = localRepairs > 0
+		a.RepairedLocally = c.localRepairs > 0
 	default:
-		a.Class = class
+		a.Class = c.class
 	}
 	a.Errors = keepErrors(a.Errors)
+}
+
+// decide records a on the result and says what comes next: the result
+// when a is valid, the retry budget is spent or a was the last attempt;
+// else feedback and the next request.
+func (s *Step) decide(a *fixpoint.Attempt, c checked) (*fixpoint.Attempt, Action) {
+	res := s.res
 	if a.Valid {
-		res.Attempts = append(res.Attempts, a)
-		res.Status = fixpoint.StatusValid
-		res.Value = a.Value
-		res.Class = ""
-		res.Error = "" // earlier attempts' errors stay on their attempts
-		// Valid on its first answered attempt: a batch request that never
-		// ran (expired, errored, cancelled: class provider, no reply) is
-		// no try, as a realtime call's transport failures are none. Such
-		// a job counted as repaired.
-		res.FirstAttemptValid = true
-		for _, prev := range res.Attempts[:len(res.Attempts)-1] {
-			if prev.Class != fixpoint.OutcomeProvider || prev.Raw != "" {
-				res.FirstAttemptValid = false
-			}
-		}
-		res.RepairedLocally = a.RepairedLocally
-		return s.last(), s.finish()
+		return s.accept(a)
 	}
 	if s.lim.RetryBudget > 0 && res.TransportRetries > s.lim.RetryBudget {
-		res.Attempts = append(res.Attempts, a)
+		res.Attempts = append(res.Attempts, *a)
 		res.Status = fixpoint.StatusFailed
 		res.Class = fixpoint.OutcomeProvider
 		res.Error = fmt.Sprintf("transport retry budget %d exceeded (%d retries)", s.lim.RetryBudget, res.TransportRetries)
@@ -347,22 +372,51 @@ func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fix
 	}
 	res.Status = fixpoint.StatusInvalid
 	res.Class = a.Class
-	res.Error = attemptError(&a)
+	res.Error = attemptError(a)
 	if s.replies == s.lim.MaxAttempts {
-		res.Attempts = append(res.Attempts, a)
+		res.Attempts = append(res.Attempts, *a)
 		return s.last(), s.finish()
 	}
+	return s.retry(a, c)
+}
+
+// accept ends the job with a, a valid attempt.
+func (s *Step) accept(a *fixpoint.Attempt) (*fixpoint.Attempt, Action) {
+	res := s.res
+	res.Attempts = append(res.Attempts, *a)
+	res.Status = fixpoint.StatusValid
+	res.Value = a.Value
+	res.Class = ""
+	res.Error = "" // earlier attempts' errors stay on their attempts
+	// Valid on its first answered attempt: a batch request that never
+	// ran (expired, errored, cancelled: class provider, no reply) is
+	// no try, as a realtime call's transport failures are none. Such
+	// a job counted as repaired.
+	res.FirstAttemptValid = true
+	for _, prev := range res.Attempts[:len(res.Attempts)-1] {
+		if prev.Class != fixpoint.OutcomeProvider || prev.Raw != "" {
+			res.FirstAttemptValid = false
+		}
+	}
+	res.RepairedLocally = a.RepairedLocally
+	return s.last(), s.finish()
+}
+
+// retry gives a, an attempt that is not the last, its feedback (raising
+// the output cap after a truncated reply when the limits allow) and
+// builds the next request from it.
+func (s *Step) retry(a *fixpoint.Attempt, c checked) (*fixpoint.Attempt, Action) {
 	truncNote := true
 	if a.Class == fixpoint.OutcomeTruncated && s.lim.TruncationMaxTokens > s.maxTokens {
 		s.maxTokens = s.lim.TruncationMaxTokens
 		truncNote = false
 	}
 	if s.lim.Strategy == fixpoint.StrategyPatch {
-		a.Feedback = s.patchFeedback(&a, shown, patched, truncNote)
+		a.Feedback = s.patchFeedback(a, c.shown, c.patched, truncNote)
 	} else {
-		a.Feedback = feedback(s.lim.Feedback, &a, truncNote)
+		a.Feedback = feedback(s.lim.Feedback, a, truncNote)
 	}
-	res.Attempts = append(res.Attempts, a)
+	s.res.Attempts = append(s.res.Attempts, *a)
 	s.follow(s.last())
 	return s.last(), s.Next()
 }
@@ -387,13 +441,7 @@ func (s *Step) feedError(a *fixpoint.Attempt, req *fixpoint.Request, err error) 
 		if note := chargeable(&billed, req, len(perr.Head)); note != "" {
 			a.ProviderError += "; " + note
 		}
-		a.TokensIn, a.TokensOut = billed.InputTokens, billed.OutputTokens
-		a.TokensCached, a.TokensCacheWrite = billed.CachedInputTokens, billed.CacheWriteTokens
-		a.CostUSD = LedgerCost(s.cfg.Prices.CostOn(s.job.Model, a.PriceBasis, a.TokensIn, a.TokensOut, a.TokensCached, a.TokensCacheWrite))
-		res.TokensIn += a.TokensIn
-		res.TokensOut += a.TokensOut
-		res.TokensCached += a.TokensCached
-		res.TokensCacheWrite += a.TokensCacheWrite
+		s.charge(a, billed)
 	}
 	a.Latency = s.cfg.NowFunc().Sub(a.StartedAt)
 	res.TransportRetries += len(a.Retries)
@@ -641,13 +689,4 @@ func (s *Step) recordRequest(a *fixpoint.Attempt, req *fixpoint.Request) {
 			a.System = sys
 		}
 	}
-}
-
-// clipText is s cut to at most n runes, with an ellipsis when cut.
-func clipText(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }

@@ -48,6 +48,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/internal/ledgerrow"
+	"github.com/fixpoint-dev/fixpoint/internal/textclip"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
@@ -558,12 +559,12 @@ func (v *Driver) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveR
 		// of the provider. The wave waits, unchanged and unleased, for a
 		// worker with a good key.
 		v.w.Abort(fmt.Errorf("%s refused the API key: fix the key and start the worker again: %w", wave.Provider, err))
-		v.update(ctx, log, wave, store.WaveUpdate{Error: truncate(err.Error(), 500), NextPoll: v.cfg.PollMin})
+		v.update(ctx, log, wave, store.WaveUpdate{Error: textclip.Bytes(err.Error(), 500), NextPoll: v.cfg.PollMin})
 		return
 	}
 	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		log.WarnContext(ctx, "worker: wave", slog.String("status", wave.Status), slog.String("error", err.Error()))
-		v.update(ctx, log, wave, store.WaveUpdate{Error: truncate(err.Error(), 500), NextPoll: v.backoff(wave)})
+		v.update(ctx, log, wave, store.WaveUpdate{Error: textclip.Bytes(err.Error(), 500), NextPoll: v.backoff(wave)})
 	}
 }
 
@@ -640,7 +641,7 @@ func (v *Driver) submit(ctx context.Context, log *slog.Logger, client BatchClien
 	}
 	v.at("create", wave.ID)
 	st, err := client.CreateBatch(ctx, fileID, items, map[string]string{waveMetadataKey: strconv.FormatInt(wave.ID, 10),
-		"fixpoint_batch": truncate(wave.Batch, 500)})
+		"fixpoint_batch": textclip.Bytes(wave.Batch, 500)})
 	if err != nil {
 		return v.submitFailed(ctx, log, wave, err)
 	}
@@ -668,7 +669,7 @@ func (v *Driver) submitFailed(ctx context.Context, log *slog.Logger, wave *store
 		return err
 	}
 	return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed,
-		Error: truncate("submit: "+err.Error(), 500), NextPoll: time.Second})
+		Error: textclip.Bytes("submit: "+err.Error(), 500), NextPoll: time.Second})
 }
 
 // refusedKey reports a provider's 401: the API key is wrong for every call
@@ -823,7 +824,7 @@ func (v *Driver) poll(ctx context.Context, log *slog.Logger, client BatchClient,
 		if err := v.toRealtime(ctx, wave, nil); err != nil {
 			return err
 		}
-		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed, Error: truncate(why, 500), NextPoll: time.Second})
+		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed, Error: textclip.Bytes(why, 500), NextPoll: time.Second})
 	}
 	if err != nil {
 		return fmt.Errorf("retrieve: %w", err)
@@ -846,7 +847,7 @@ func (v *Driver) poll(ctx context.Context, log *slog.Logger, client BatchClient,
 			return err
 		}
 		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed, Counts: &counts,
-			Error: truncate(why, 500), NextPoll: time.Second})
+			Error: textclip.Bytes(why, 500), NextPoll: time.Second})
 	}
 	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveEnded, Counts: &counts,
 		Lease: v.cfg.Lease}); err != nil {
@@ -981,7 +982,7 @@ func (rs *waveResults) download(ctx context.Context, client BatchClient, st llm.
 	}, func(br llm.BatchResult) error {
 		r, ok := rs.byID[br.CustomID]
 		if !ok || rs.seen[br.CustomID] {
-			rs.log.WarnContext(ctx, "worker: wave result for a request the wave does not have", slog.String("custom_id", truncate(br.CustomID, 80)))
+			rs.log.WarnContext(ctx, "worker: wave result for a request the wave does not have", slog.String("custom_id", textclip.Bytes(br.CustomID, 80)))
 			return nil
 		}
 		var callErr error
@@ -1283,11 +1284,4 @@ func (v *Driver) JobAttempts(ctx context.Context, env *queue.Envelope) ([]store.
 		return nil, nil
 	}
 	return v.ledger.JobAttempts(ctx, env.JobID, env.RunOrFirst())
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/internal/textclip"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -97,14 +98,6 @@ func printJob(ctx context.Context, w io.Writer, st *store.Store, id, format stri
 	return nil
 }
 
-// clipRunes cuts s to n runes, marking the cut.
-func clipRunes(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
-}
-
 // interruptedWhy says what each reason of interrupted_attempts means.
 var interruptedWhy = map[string]string{
 	store.InterruptHandedBack: "handed back to the queue",
@@ -134,7 +127,7 @@ func writeInterrupted(w io.Writer, kept []store.InterruptedCalls) {
 			line += ", none paid"
 		}
 		if c.LastError != "" {
-			line += ": " + clipRunes(c.LastError, 160)
+			line += ": " + textclip.Runes(c.LastError, 160)
 		}
 		fmt.Fprintln(w, line)
 	}
