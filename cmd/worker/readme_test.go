@@ -244,11 +244,16 @@ func TestHelpNamesTheREADMEVariables(t *testing.T) {
 	if end := strings.Index(table[2:], "\n## "); end >= 0 {
 		table = table[:end+2]
 	}
-	vars := regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]+)`").FindAllStringSubmatch(table, -1)
+	vars := regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]+)` \\|[^|]*\\| (.*)\\|$").FindAllStringSubmatch(table, -1)
 	if len(vars) < 10 {
 		t.Fatalf("found %d variables in docs/configuration.md's environment table", len(vars))
 	}
 	for _, v := range vars {
+		if strings.HasPrefix(v[2], "`report") {
+			// Another command's variable: TestConfigurationDoc checks
+			// that its help names it.
+			continue
+		}
 		if !strings.Contains(help, v[1]) {
 			t.Errorf("worker --help does not name %s", v[1])
 		}
