@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,31 +80,22 @@ func (s *Store) Overviews(ctx context.Context, names []string, limit int) ([]Bat
 	if names == nil {
 		names = []string{}
 	}
+	// The counts and sums are the batch's rollups (kept by the ledger's
+	// triggers in the transaction of every write); the first start and the
+	// last end are one index probe each.
 	rows, err := s.pool.Query(ctx, `
 		SELECT b.name, b.created_at, coalesce(b.settings->>'provider', ''), coalesce(b.settings->>'model', ''),
-		       c.jobs, c.queued, c.valid, c.invalid, c.failed, c.rejected, c.dead, c.cancelled, c.over_budget,
-		       c.first_valid,
-		       coalesce(sc.cost_usd::float8, c.cost_usd), coalesce(sc.tokens, c.tokens),
-		       b.max_cost_usd::float8, b.max_total_tokens, c.started, c.finished, b.cancelled_at,
+		       coalesce(r.jobs, 0), coalesce(r.queued, 0), coalesce(r.valid, 0), coalesce(r.invalid, 0),
+		       coalesce(r.failed, 0), coalesce(r.rejected, 0), coalesce(r.dead, 0), coalesce(r.cancelled, 0),
+		       coalesce(r.over_budget, 0), coalesce(r.first_valid, 0),
+		       coalesce(sc.cost_usd::float8, r.cost_usd::float8, 0), coalesce(sc.tokens, r.tokens_in + r.tokens_out, 0),
+		       b.max_cost_usd::float8, b.max_total_tokens,
+		       (SELECT min(j.started_at) FROM jobs j WHERE j.batch = b.name),
+		       (SELECT max(j.finished_at) FROM jobs j WHERE j.batch = b.name AND j.status <> 'queued'),
+		       b.cancelled_at,
 		       (SELECT count(*) FROM waves w WHERE w.batch = b.name AND w.status NOT IN ('done', 'failed'))
 		FROM batches b
-		CROSS JOIN LATERAL (
-		    SELECT count(*) AS jobs,
-		           count(*) FILTER (WHERE j.status = 'queued') AS queued,
-		           count(*) FILTER (WHERE j.status = 'valid') AS valid,
-		           count(*) FILTER (WHERE j.status = 'invalid') AS invalid,
-		           count(*) FILTER (WHERE j.status = 'failed') AS failed,
-		           count(*) FILTER (WHERE j.status = 'rejected') AS rejected,
-		           count(*) FILTER (WHERE j.status = 'dead') AS dead,
-		           count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
-		           count(*) FILTER (WHERE j.status = 'over_budget') AS over_budget,
-		           count(*) FILTER (WHERE j.status = 'valid' AND j.first_attempt_valid) AS first_valid,
-		           coalesce(sum(j.cost_usd), 0)::float8 AS cost_usd,
-		           coalesce(sum(j.tokens_in + j.tokens_out), 0)::int8 AS tokens,
-		           min(j.started_at) AS started,
-		           max(j.finished_at) FILTER (WHERE j.status <> 'queued') AS finished
-		    FROM jobs j WHERE j.batch = b.name
-		) c
+		LEFT JOIN batch_rollups r ON r.batch = b.name
 		LEFT JOIN spend_counters sc ON sc.batch = b.name
 		WHERE cardinality($1::text[]) = 0 OR b.name = ANY($1)
 		ORDER BY b.created_at DESC, b.name LIMIT $2`, names, limit)
@@ -150,27 +144,32 @@ type Funnel struct {
 func (s *Store) BatchFunnel(ctx context.Context, batch string) (Funnel, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	// Attempts are bounded by the job's max attempts: a few groups.
+	// The batch's finished jobs by attempt count (its rollup): a row per
+	// attempt count, and n = 0 for the finished jobs not valid.
 	rows, err := s.pool.Query(ctx, `
-		SELECT CASE WHEN status = 'valid' THEN greatest(attempts, 1) ELSE 0 END AS n,
-		       count(*), count(*) FILTER (WHERE repaired_locally)
-		FROM jobs WHERE batch = $1 AND status <> 'queued'
-		GROUP BY 1 ORDER BY 1 LIMIT 1000`, batch)
+		SELECT greatest(attempts, 1), sum(valid), sum(local) FROM batch_rollup_attempts
+		WHERE batch = $1 AND valid <> 0 GROUP BY 1
+		UNION ALL
+		SELECT 0, sum(finished - valid), 0 FROM batch_rollup_attempts WHERE batch = $1
+		ORDER BY 1 LIMIT 1000`, batch)
 	if err != nil {
 		return Funnel{}, fmt.Errorf("funnel of %s: %w", batch, err)
 	}
 	var f Funnel
 	var n int
-	var jobs, local int64
+	var jobs, local *int64
 	_, err = pgx.ForEachRow(rows, []any{&n, &jobs, &local}, func() error {
+		if jobs == nil {
+			return nil
+		}
 		if n == 0 {
-			f.Never = jobs
+			f.Never = *jobs
 			return nil
 		}
 		for len(f.ValidAt) < n {
 			f.ValidAt, f.LocalAt = append(f.ValidAt, 0), append(f.LocalAt, 0)
 		}
-		f.ValidAt[n-1], f.LocalAt[n-1] = jobs, local
+		f.ValidAt[n-1], f.LocalAt[n-1] = *jobs, deref(local)
 		return nil
 	})
 	if err != nil {
@@ -293,8 +292,12 @@ type JobFilter struct {
 	ErrorPath string
 	// Attempts keeps the jobs with exactly this many attempts (0 = any).
 	Attempts int
-	// After is the keyset cursor: the last id of the previous page ("" =
-	// the first page). Jobs come in id order.
+	// Coerced keeps the jobs with an attempt of their latest run whose
+	// value schema-guided coercion fixed; Patched those with a patch reply
+	// applied in their latest run.
+	Coerced, Patched bool
+	// After is the keyset cursor: JobPage's next cursor of the previous
+	// page ("" = the first page). Jobs come in row order (row_no, then id).
 	After string
 	// Limit is the page size, clamped to 1..JobPageMax (0 = JobPageDefault).
 	Limit int
@@ -325,7 +328,26 @@ func (f JobFilter) Check() error {
 	case f.Limit < 0:
 		return fmt.Errorf("%w: limit %d is negative", ErrInvalid, f.Limit)
 	}
+	if _, _, err := parseCursor(f.After); err != nil {
+		return err
+	}
 	return nil
+}
+
+// cursor is the keyset cursor of the job after which a page starts.
+func cursor(j JobRow) string { return strconv.Itoa(j.RowNo) + ":" + j.ID }
+
+// parseCursor reads a cursor ("" is before the first job).
+func parseCursor(c string) (row int, id string, err error) {
+	if c == "" {
+		return math.MinInt32, "", nil
+	}
+	n, id, ok := strings.Cut(c, ":")
+	row, err = strconv.Atoi(n)
+	if !ok || err != nil || row < math.MinInt32 || row > math.MaxInt32 {
+		return 0, "", fmt.Errorf("%w: cursor %q is not a row number, ':' and a job id", ErrInvalid, c)
+	}
+	return row, id, nil
 }
 
 // JobRow is one job of a job list.
@@ -349,21 +371,67 @@ type JobRow struct {
 	Metadata, Value json.RawMessage
 }
 
-// jobListSQL selects the jobs of batch $1 matching a JobFilter ($2 status,
-// $3 class, $4 error path, $5 attempts, $6 after), in id order: the primary
-// key's order, so that a page is an index range scan however large the
-// batch.
-const jobListSQL = `
+// jobListSQL is the FROM, WHERE, ORDER BY and LIMIT selecting the jobs
+// (as j) of batch matching f after the cursor, in row order, and its
+// arguments. Only the conditions f sets are in it, so that each shape of
+// filter gets the plan of its index: a batch's jobs in row order, by
+// status, or by class (jobs_batch_*_row), or the job_facets of an error
+// path, a coercion or an applied patch in row order joined to their jobs.
+func jobListSQL(batch string, f JobFilter, after string, limit int) (string, []any, error) {
+	row, id, err := parseCursor(after)
+	if err != nil {
+		return "", nil, err
+	}
+	args := []any{batch}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	var facets []string
+	if f.ErrorPath != "" {
+		facets = append(facets, "path:"+f.ErrorPath)
+	}
+	if f.Coerced {
+		facets = append(facets, "coerced")
+	}
+	if f.Patched {
+		facets = append(facets, "patched")
+	}
+	var q strings.Builder
+	key := "j"
+	if len(facets) > 0 {
+		// The first facet drives: its rows are in row order already.
+		key = "x"
+		fmt.Fprintf(&q, `
+	FROM job_facets x JOIN jobs j ON j.id = x.job_id AND j.run = x.run
+	WHERE x.batch = $1 AND x.facet = %s AND (x.row_no, x.job_id) > (%s, %s)`, arg(facets[0]), arg(row), arg(id))
+	} else {
+		fmt.Fprintf(&q, `
 	FROM jobs j
-	WHERE j.batch = $1 AND j.id > $6
-	  AND ($2 = '' OR j.status = $2)
-	  AND ($3 = '' OR j.final_class = $3)
-	  AND ($5 = 0 OR j.attempts = $5)
-	  AND ($4 = '' OR EXISTS (
-	      SELECT 1 FROM attempts a CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
-	      WHERE a.job_id = j.id AND a.run = j.run
-	        AND regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') = $4))
-	ORDER BY j.id`
+	WHERE j.batch = $1 AND (j.row_no, j.id) > (%s, %s)`, arg(row), arg(id))
+	}
+	if f.Status != "" {
+		fmt.Fprintf(&q, " AND j.status = %s", arg(f.Status))
+	}
+	if f.Class != "" {
+		fmt.Fprintf(&q, " AND j.final_class = %s", arg(f.Class))
+	}
+	if f.Attempts > 0 {
+		fmt.Fprintf(&q, " AND j.attempts = %s", arg(f.Attempts))
+	}
+	for _, x := range facets[min(1, len(facets)):] {
+		fmt.Fprintf(&q, `
+	  AND EXISTS (SELECT 1 FROM job_facets y WHERE y.batch = $1 AND y.facet = %s
+	              AND y.row_no = j.row_no AND y.job_id = j.id AND y.run = j.run)`, arg(x))
+	}
+	if key == "x" {
+		q.WriteString("\n\tORDER BY x.row_no, x.job_id")
+	} else {
+		q.WriteString("\n\tORDER BY j.row_no, j.id")
+	}
+	fmt.Fprintf(&q, " LIMIT %s", arg(limit))
+	return q.String(), args, nil
+}
 
 // JobPage returns one page of the jobs of batch matching f, and the cursor
 // of the next page ("" when this is the last).
@@ -375,12 +443,15 @@ func (s *Store) JobPage(ctx context.Context, batch string, f JobFilter) ([]JobRo
 		f.Limit = JobPageDefault
 	}
 	limit := min(f.Limit, JobPageMax)
+	from, args, err := jobListSQL(batch, f, f.After, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
 		SELECT j.id, j.row_no, j.status, j.final_class, j.model, j.attempts, j.repaired_locally,
-		       j.cost_usd::float8, coalesce(j.wall_ms, 0), left(j.error, 300)`+jobListSQL+` LIMIT $7`,
-		batch, f.Status, f.Class, f.ErrorPath, f.Attempts, f.After, limit+1)
+		       j.cost_usd::float8, coalesce(j.wall_ms, 0), left(j.error, 300)`+from, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("jobs of %s: %w", batch, err)
 	}
@@ -396,7 +467,7 @@ func (s *Store) JobPage(ctx context.Context, batch string, f JobFilter) ([]JobRo
 	next := ""
 	if len(out) > limit {
 		out = out[:limit]
-		next = out[limit-1].ID
+		next = cursor(out[limit-1])
 	}
 	return out, next, nil
 }
@@ -405,7 +476,7 @@ func (s *Store) JobPage(ctx context.Context, batch string, f JobFilter) ([]JobRo
 const jobListChunk = 1000
 
 // JobList streams every job of batch matching f (f.After and f.Limit
-// ignored) to fn in id order, with its input row and value, a chunk of
+// ignored) to fn in row order, with its input row and value, a chunk of
 // jobs per statement (each bounded by the statement timeout unless ctx
 // has a deadline) so that a large export holds no long transaction open.
 // It stops at, and returns, the first error fn returns.
@@ -427,17 +498,20 @@ func (s *Store) JobList(ctx context.Context, batch string, f JobFilter, fn func(
 		if len(chunk) < jobListChunk {
 			return nil
 		}
-		after = chunk[len(chunk)-1].ID
+		after = cursor(chunk[len(chunk)-1])
 	}
 }
 
 func (s *Store) jobChunk(ctx context.Context, batch string, f JobFilter, after string) ([]JobRow, error) {
+	from, args, err := jobListSQL(batch, f, after, jobListChunk)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
 		SELECT j.id, j.row_no, j.status, j.final_class, j.model, j.attempts, j.repaired_locally,
-		       j.cost_usd::float8, coalesce(j.wall_ms, 0), j.error, j.metadata::text, j.value::text`+jobListSQL+` LIMIT $7`,
-		batch, f.Status, f.Class, f.ErrorPath, f.Attempts, after, jobListChunk)
+		       j.cost_usd::float8, coalesce(j.wall_ms, 0), j.error, j.metadata::text, j.value::text`+from, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs of %s: %w", batch, err)
 	}

@@ -1,0 +1,200 @@
+-- 003_batch_rollups: what the dashboard reads of a batch of a million jobs
+-- without counting them at each request.
+--
+-- batch_rollups holds, per batch, its job counts by status and its spend;
+-- batch_rollup_attempts its finished jobs by attempt count (the funnel);
+-- job_facets the jobs' error paths, coercions and applied patches, per run,
+-- in row order (the job list's filters). Triggers on jobs and attempts
+-- keep them, in the transaction of every write that changes what they
+-- hold, whichever code path writes: they are exact, never rebuilt (see
+-- docs/design.md, "Batch rollups"). The indexes give the job list its row
+-- order and its filters.
+
+CREATE TABLE batch_rollups (
+    batch        text PRIMARY KEY REFERENCES batches (name) ON DELETE CASCADE,
+    jobs         bigint NOT NULL DEFAULT 0,
+    queued       bigint NOT NULL DEFAULT 0,
+    valid        bigint NOT NULL DEFAULT 0,
+    invalid      bigint NOT NULL DEFAULT 0,
+    failed       bigint NOT NULL DEFAULT 0,
+    rejected     bigint NOT NULL DEFAULT 0,
+    dead         bigint NOT NULL DEFAULT 0,
+    cancelled    bigint NOT NULL DEFAULT 0,
+    over_budget  bigint NOT NULL DEFAULT 0,
+    -- valid jobs with first_attempt_valid (of their latest run)
+    first_valid  bigint NOT NULL DEFAULT 0,
+    -- sums over the jobs' latest runs
+    attempts     bigint NOT NULL DEFAULT 0,
+    tokens_in    bigint NOT NULL DEFAULT 0,
+    tokens_out   bigint NOT NULL DEFAULT 0,
+    cost_usd     numeric NOT NULL DEFAULT 0
+);
+
+-- The finished (not queued) jobs of a batch by their attempt count.
+CREATE TABLE batch_rollup_attempts (
+    batch     text NOT NULL REFERENCES batches (name) ON DELETE CASCADE,
+    attempts  integer NOT NULL,
+    finished  bigint NOT NULL DEFAULT 0,
+    valid     bigint NOT NULL DEFAULT 0,
+    -- valid jobs repaired locally
+    local     bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (batch, attempts)
+);
+
+-- A fact about a job's run that the job list filters on, in the job's row
+-- order: 'path:' and the folded JSON pointer (array indices as '*', as in
+-- error_paths) of a validation error of one of the run's attempts,
+-- 'coerced' (an attempt had schema-guided fixes), 'patched' (a patch reply
+-- was applied). Inserted with the attempts; a later run's facets are its
+-- own, the earlier ones stay. No foreign key: jobs are never deleted, and
+-- the check would cost every attempt insert.
+CREATE TABLE job_facets (
+    batch   text NOT NULL,
+    facet   text NOT NULL,
+    row_no  integer NOT NULL,
+    job_id  text NOT NULL,
+    run     integer NOT NULL,
+    PRIMARY KEY (batch, facet, row_no, job_id, run)
+);
+
+-- The job list: a batch's jobs in row order, and by status in row order
+-- (which serves what jobs_batch_status did); the failure class, the start
+-- and end times read as one index probe each.
+CREATE INDEX jobs_batch_row ON jobs (batch, row_no, id);
+CREATE INDEX jobs_batch_status_row ON jobs (batch, status, row_no, id);
+DROP INDEX jobs_batch_status;
+CREATE INDEX jobs_batch_class_row ON jobs (batch, final_class, row_no, id) WHERE final_class <> '';
+CREATE INDEX jobs_batch_started ON jobs (batch, started_at);
+CREATE INDEX jobs_batch_finished ON jobs (batch, finished_at) WHERE status <> 'queued';
+
+-- Adds a statement's changes to the rollups: the rows it wrote counted in,
+-- the rows it replaced counted out, netted per batch and counted values (a
+-- statement that changes nothing counted, e.g. published or wave_id,
+-- writes nothing). Rollup rows are locked in batch order, a batch's main
+-- row before its attempt rows, so that two writers never wait for each
+-- other in a cycle within a statement. The source is the trigger's
+-- transition tables (an INSERT has no old rows, a DELETE no new ones).
+CREATE FUNCTION fixpoint_jobs_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    cols constant text := 'batch, status, attempts, first_attempt_valid, repaired_locally, tokens_in, tokens_out, cost_usd';
+    src text;
+    net text;
+    n bigint;
+BEGIN
+    src := CASE TG_OP
+        WHEN 'INSERT' THEN format('SELECT %s, 1 AS s FROM new_jobs', cols)
+        WHEN 'DELETE' THEN format('SELECT %s, -1 AS s FROM old_jobs', cols)
+        ELSE format('SELECT %s, 1 AS s FROM new_jobs UNION ALL SELECT %s, -1 FROM old_jobs', cols, cols)
+    END;
+    net := format('SELECT %s, sum(s) AS n FROM (%s) x WHERE batch IS NOT NULL GROUP BY %s HAVING sum(s) <> 0', cols, src, cols);
+    EXECUTE format($q$
+        INSERT INTO batch_rollups AS r (batch, jobs, queued, valid, invalid, failed, rejected, dead, cancelled,
+                                        over_budget, first_valid, attempts, tokens_in, tokens_out, cost_usd)
+        SELECT batch, sum(n),
+               coalesce(sum(n) FILTER (WHERE status = 'queued'), 0), coalesce(sum(n) FILTER (WHERE status = 'valid'), 0),
+               coalesce(sum(n) FILTER (WHERE status = 'invalid'), 0), coalesce(sum(n) FILTER (WHERE status = 'failed'), 0),
+               coalesce(sum(n) FILTER (WHERE status = 'rejected'), 0), coalesce(sum(n) FILTER (WHERE status = 'dead'), 0),
+               coalesce(sum(n) FILTER (WHERE status = 'cancelled'), 0),
+               coalesce(sum(n) FILTER (WHERE status = 'over_budget'), 0),
+               coalesce(sum(n) FILTER (WHERE status = 'valid' AND first_attempt_valid), 0),
+               sum(n * attempts), sum(n * tokens_in), sum(n * tokens_out), sum(n * cost_usd)
+        FROM (%s) d GROUP BY batch ORDER BY batch
+        ON CONFLICT (batch) DO UPDATE SET
+            jobs = r.jobs + EXCLUDED.jobs, queued = r.queued + EXCLUDED.queued, valid = r.valid + EXCLUDED.valid,
+            invalid = r.invalid + EXCLUDED.invalid, failed = r.failed + EXCLUDED.failed,
+            rejected = r.rejected + EXCLUDED.rejected, dead = r.dead + EXCLUDED.dead,
+            cancelled = r.cancelled + EXCLUDED.cancelled, over_budget = r.over_budget + EXCLUDED.over_budget,
+            first_valid = r.first_valid + EXCLUDED.first_valid, attempts = r.attempts + EXCLUDED.attempts,
+            tokens_in = r.tokens_in + EXCLUDED.tokens_in, tokens_out = r.tokens_out + EXCLUDED.tokens_out,
+            cost_usd = r.cost_usd + EXCLUDED.cost_usd$q$, net);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 0 THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE format($q$
+        INSERT INTO batch_rollup_attempts AS r (batch, attempts, finished, valid, local)
+        SELECT * FROM (
+            SELECT batch, attempts, sum(n) AS finished, coalesce(sum(n) FILTER (WHERE status = 'valid'), 0) AS valid,
+                   coalesce(sum(n) FILTER (WHERE status = 'valid' AND repaired_locally), 0) AS local
+            FROM (%s) d WHERE status <> 'queued' GROUP BY batch, attempts
+        ) g WHERE (finished, valid, local) <> (0, 0, 0)
+        ORDER BY batch, attempts
+        ON CONFLICT (batch, attempts) DO UPDATE SET
+            finished = r.finished + EXCLUDED.finished, valid = r.valid + EXCLUDED.valid,
+            local = r.local + EXCLUDED.local$q$, net);
+    RETURN NULL;
+END $$;
+
+-- Records the facets of a statement's new attempts.
+CREATE FUNCTION fixpoint_attempts_facets() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO job_facets (batch, facet, row_no, job_id, run)
+    SELECT DISTINCT j.batch, f.facet, j.row_no, a.job_id, a.run
+    FROM new_attempts a
+    JOIN jobs j ON j.id = a.job_id
+    CROSS JOIN LATERAL (
+        SELECT 'path:' || regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g')
+        FROM jsonb_array_elements(a.errors) e
+        UNION ALL SELECT 'coerced' WHERE a.coerced > 0
+        UNION ALL SELECT 'patched' WHERE a.patch_outcome = 'applied'
+    ) f (facet)
+    WHERE j.batch IS NOT NULL AND (a.errors <> '[]'::jsonb OR a.coerced > 0 OR a.patch_outcome = 'applied')
+    ORDER BY 1, 2, 3, 4, 5
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+
+-- Transition tables allow one event per trigger: three on jobs.
+CREATE TRIGGER jobs_rollup_insert AFTER INSERT ON jobs
+    REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_jobs_rollup();
+CREATE TRIGGER jobs_rollup_update AFTER UPDATE ON jobs
+    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_jobs_rollup();
+CREATE TRIGGER jobs_rollup_delete AFTER DELETE ON jobs
+    REFERENCING OLD TABLE AS old_jobs FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_jobs_rollup();
+CREATE TRIGGER attempts_facets AFTER INSERT ON attempts
+    REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_attempts_facets();
+
+-- The ledger as it is: the triggers hold their tables' locks until this
+-- migration commits, so no write falls between them and these counts.
+INSERT INTO batch_rollups (batch, jobs, queued, valid, invalid, failed, rejected, dead, cancelled, over_budget,
+                           first_valid, attempts, tokens_in, tokens_out, cost_usd)
+SELECT batch, count(*), count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'valid'),
+       count(*) FILTER (WHERE status = 'invalid'), count(*) FILTER (WHERE status = 'failed'),
+       count(*) FILTER (WHERE status = 'rejected'), count(*) FILTER (WHERE status = 'dead'),
+       count(*) FILTER (WHERE status = 'cancelled'), count(*) FILTER (WHERE status = 'over_budget'),
+       count(*) FILTER (WHERE status = 'valid' AND first_attempt_valid),
+       coalesce(sum(attempts), 0), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(sum(cost_usd), 0)
+FROM jobs WHERE batch IS NOT NULL GROUP BY batch;
+INSERT INTO batch_rollup_attempts (batch, attempts, finished, valid, local)
+SELECT batch, attempts, count(*), count(*) FILTER (WHERE status = 'valid'),
+       count(*) FILTER (WHERE status = 'valid' AND repaired_locally)
+FROM jobs WHERE batch IS NOT NULL AND status <> 'queued' GROUP BY batch, attempts;
+INSERT INTO job_facets (batch, facet, row_no, job_id, run)
+SELECT DISTINCT j.batch, f.facet, j.row_no, a.job_id, a.run
+FROM attempts a
+JOIN jobs j ON j.id = a.job_id
+CROSS JOIN LATERAL (
+    SELECT 'path:' || regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g')
+    FROM jsonb_array_elements(a.errors) e
+    UNION ALL SELECT 'coerced' WHERE a.coerced > 0
+    UNION ALL SELECT 'patched' WHERE a.patch_outcome = 'applied'
+) f (facet)
+WHERE j.batch IS NOT NULL;
+
+---- create above / drop below ----
+
+DROP TRIGGER attempts_facets ON attempts;
+DROP TRIGGER jobs_rollup_delete ON jobs;
+DROP TRIGGER jobs_rollup_update ON jobs;
+DROP TRIGGER jobs_rollup_insert ON jobs;
+DROP FUNCTION fixpoint_attempts_facets();
+DROP FUNCTION fixpoint_jobs_rollup();
+DROP INDEX jobs_batch_finished;
+DROP INDEX jobs_batch_started;
+DROP INDEX jobs_batch_class_row;
+CREATE INDEX jobs_batch_status ON jobs (batch, status);
+DROP INDEX jobs_batch_status_row;
+DROP INDEX jobs_batch_row;
+DROP TABLE job_facets;
+DROP TABLE batch_rollup_attempts;
+DROP TABLE batch_rollups;

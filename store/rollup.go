@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The batch rollups (migration 003) are kept by triggers on jobs and
+// attempts, in the transaction of each write: batch_rollups (job counts by
+// status, spend), batch_rollup_attempts (finished jobs by attempt count)
+// and job_facets (the job list's error paths, coercions and patches).
+// RollupDrift recounts them from the rows.
+
+// RollupDrift recounts every batch's rollups and facets from its jobs and
+// attempts and returns one line per difference ("" lines none: the
+// rollups are exact). It reads every job and attempt of the ledger: for
+// tests and for checking a ledger by hand, not for a page.
+func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var out []string
+	for _, q := range []struct{ what, sql string }{
+		{"batch_rollups", `
+			WITH c AS (
+			    SELECT batch, count(*) AS jobs, count(*) FILTER (WHERE status = 'queued') AS queued,
+			           count(*) FILTER (WHERE status = 'valid') AS valid, count(*) FILTER (WHERE status = 'invalid') AS invalid,
+			           count(*) FILTER (WHERE status = 'failed') AS failed, count(*) FILTER (WHERE status = 'rejected') AS rejected,
+			           count(*) FILTER (WHERE status = 'dead') AS dead, count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
+			           count(*) FILTER (WHERE status = 'over_budget') AS over_budget,
+			           count(*) FILTER (WHERE status = 'valid' AND first_attempt_valid) AS first_valid,
+			           sum(attempts) AS attempts, sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out,
+			           sum(cost_usd) AS cost_usd
+			    FROM jobs WHERE batch IS NOT NULL GROUP BY batch
+			), z AS (
+			    SELECT coalesce(c.batch, r.batch) AS batch,
+			           ARRAY[coalesce(c.jobs, 0), coalesce(c.queued, 0), coalesce(c.valid, 0), coalesce(c.invalid, 0),
+			                 coalesce(c.failed, 0), coalesce(c.rejected, 0), coalesce(c.dead, 0), coalesce(c.cancelled, 0),
+			                 coalesce(c.over_budget, 0), coalesce(c.first_valid, 0), coalesce(c.attempts, 0),
+			                 coalesce(c.tokens_in, 0), coalesce(c.tokens_out, 0), coalesce(c.cost_usd, 0)]::numeric[] AS counted,
+			           ARRAY[coalesce(r.jobs, 0), coalesce(r.queued, 0), coalesce(r.valid, 0), coalesce(r.invalid, 0),
+			                 coalesce(r.failed, 0), coalesce(r.rejected, 0), coalesce(r.dead, 0), coalesce(r.cancelled, 0),
+			                 coalesce(r.over_budget, 0), coalesce(r.first_valid, 0), coalesce(r.attempts, 0),
+			                 coalesce(r.tokens_in, 0), coalesce(r.tokens_out, 0), coalesce(r.cost_usd, 0)]::numeric[] AS kept
+			    FROM c FULL JOIN batch_rollups r ON r.batch = c.batch
+			)
+			SELECT format('batch %s: counted (jobs, queued, valid, invalid, failed, rejected, dead, cancelled, over_budget, first_valid, attempts, tokens_in, tokens_out, cost_usd) %s, rollup %s',
+			              batch, counted, kept)
+			FROM z WHERE counted <> kept ORDER BY batch`},
+		{"batch_rollup_attempts", `
+			WITH c AS (
+			    SELECT batch, attempts, count(*) AS finished, count(*) FILTER (WHERE status = 'valid') AS valid,
+			           count(*) FILTER (WHERE status = 'valid' AND repaired_locally) AS local
+			    FROM jobs WHERE batch IS NOT NULL AND status <> 'queued' GROUP BY batch, attempts
+			)
+			SELECT format('batch %s, %s attempts: counted (finished, valid, local) (%s, %s, %s), rollup (%s, %s, %s)',
+			              coalesce(c.batch, r.batch), coalesce(c.attempts, r.attempts),
+			              coalesce(c.finished, 0), coalesce(c.valid, 0), coalesce(c.local, 0),
+			              coalesce(r.finished, 0), coalesce(r.valid, 0), coalesce(r.local, 0))
+			FROM c FULL JOIN batch_rollup_attempts r ON r.batch = c.batch AND r.attempts = c.attempts
+			WHERE (coalesce(c.finished, 0), coalesce(c.valid, 0), coalesce(c.local, 0))
+			      <> (coalesce(r.finished, 0), coalesce(r.valid, 0), coalesce(r.local, 0))
+			ORDER BY 1`},
+		{"job_facets", `
+			WITH c AS (
+			    SELECT DISTINCT j.batch, f.facet, j.row_no, a.job_id, a.run
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id
+			    CROSS JOIN LATERAL (
+			        SELECT 'path:' || regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g')
+			        FROM jsonb_array_elements(a.errors) e
+			        UNION ALL SELECT 'coerced' WHERE a.coerced > 0
+			        UNION ALL SELECT 'patched' WHERE a.patch_outcome = 'applied'
+			    ) f (facet)
+			    WHERE j.batch IS NOT NULL
+			)
+			(SELECT format('facet missing: %s %s row %s job %s run %s', batch, facet, row_no, job_id, run)
+			 FROM (SELECT * FROM c EXCEPT SELECT * FROM job_facets) m ORDER BY 1 LIMIT 20)
+			UNION ALL
+			(SELECT format('facet not counted: %s %s row %s job %s run %s', batch, facet, row_no, job_id, run)
+			 FROM (SELECT * FROM job_facets EXCEPT SELECT * FROM c) m ORDER BY 1 LIMIT 20)`},
+	} {
+		rows, err := s.pool.Query(ctx, q.sql)
+		if err != nil {
+			return nil, fmt.Errorf("recount %s: %w", q.what, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, fmt.Errorf("recount %s: %w", q.what, err)
+		}
+		out = append(out, lines...)
+	}
+	return out, nil
+}

@@ -1,0 +1,260 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
+)
+
+// noDrift fails the test when the rollups differ from a recount.
+func noDrift(t *testing.T, s *store.Store, after string) {
+	t.Helper()
+	drift, err := s.RollupDrift(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(drift) > 0 {
+		t.Fatalf("after %s, the rollups differ from a recount:\n%s", after, strings.Join(drift, "\n"))
+	}
+}
+
+// The rollups stay equal to a recount through every writer of jobs and
+// attempts: a generated batch (COPY), enqueue's insert, the writer's
+// results, rejections, a wave's outcomes, a requeue and the new run's
+// results, and a cancel.
+func TestRollupsExactAcrossWriters(t *testing.T) {
+	ctx := context.Background()
+	dsn := storetest.NewDB(t)
+	s, err := store.Open(ctx, dsn, &store.Config{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := storetest.Generate(ctx, dsn, storetest.GenSpec{Batch: "gen", Jobs: 2000, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	noDrift(t, s, "a generated batch")
+
+	if err := s.PutBatch(ctx, store.BatchParams{Name: "ru", Settings: json.RawMessage(`{"model":"sim-typical"}`), TotalJobs: 20}); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := s.PutSchema(ctx, []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertJobs(ctx, newJobs("ru", hash, 20)); err != nil {
+		t.Fatal(err)
+	}
+	noDrift(t, s, "enqueue's insert")
+
+	valid, invalid, coerced := result(jobID("ru", 1), "a", "shape", ""), result(jobID("ru", 2), "b", "syntax", "semantic"), result(jobID("ru", 3), "c", "")
+	coerced.AttemptRows[0].Coerced, coerced.RepairedLocally = 2, true
+	valid.AttemptRows[1].PatchOutcome = "applied"
+	if _, err := s.SaveResults(ctx, []store.Result{valid, invalid, coerced, result(jobID("ru", 1), "again", "")}); err != nil {
+		t.Fatal(err)
+	}
+	noDrift(t, s, "the writer's results")
+
+	for _, r := range []store.Rejection{{JobID: jobID("ru", 4), Batch: "ru", Reason: "bad"},
+		{JobID: jobID("ru", 5), Batch: "ru", Reason: "again and again", Status: fixpoint.StatusDead},
+		{JobID: "nobatch-1", Reason: "unreadable"}, {JobID: "ru-new", Batch: "ru", Reason: "bad"}} {
+		if _, err := s.Reject(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noDrift(t, s, "rejections")
+
+	w, taken, err := s.RecordWave(ctx, store.WaveParams{Batch: "ru", Run: 1, Provider: "openai", Model: "m",
+		Requests: waveReqs("ru", 1, 6, 7, 8), Owner: "a", Lease: time.Minute})
+	if err != nil || len(taken) != 3 {
+		t.Fatalf("wave: %d taken, %v", len(taken), err)
+	}
+	final := result(jobID("ru", 6), "ok", "")
+	if _, err := s.RecordWaveOutcomes(ctx, []store.WaveOutcome{
+		{WaveID: w.ID, CustomID: taken[0].CustomID, Attempt: waveAttempt(1, ""), Result: &final},
+		{WaveID: w.ID, CustomID: taken[1].CustomID, Attempt: waveAttempt(1, "shape"),
+			Totals: &store.Result{Attempts: 1, Calls: 1, TokensIn: 100, TokensOut: 10, CostUSD: 0.001}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	noDrift(t, s, "a wave's outcomes")
+
+	res, err := s.Requeue(ctx, store.RequeueParams{Batch: "gen", Statuses: []fixpoint.Status{fixpoint.StatusInvalid, fixpoint.StatusFailed},
+		Settings: json.RawMessage(`{"model":"sim-typical"}`)})
+	if err != nil || res.Total() == 0 {
+		t.Fatalf("requeue: %+v %v", res, err)
+	}
+	noDrift(t, s, "a requeue")
+	requeued, _, err := s.JobPage(ctx, "gen", store.JobFilter{Status: "queued", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again []store.Result
+	for i, j := range requeued[:40] {
+		r := result(j.ID, "run 2", []string{"", "truncated"}[i%2])
+		r.Run = res.Run
+		again = append(again, r)
+	}
+	if won, err := s.SaveResults(ctx, again); err != nil || !won[0] {
+		t.Fatalf("results of run 2: %v %v", won, err)
+	}
+	noDrift(t, s, "the results of a requeued run")
+
+	if _, err := s.Cancel(ctx, "ru"); err != nil {
+		t.Fatal(err)
+	}
+	noDrift(t, s, "a cancel")
+
+	checkDashboardQueries(t, s, "gen")
+	checkDashboardQueries(t, s, "ru")
+}
+
+// checkDashboardQueries compares the overview, the funnel and every job
+// list filter of batch (paged in small pages) with a recount from the rows.
+func checkDashboardQueries(t *testing.T, s *store.Store, batch string) {
+	t.Helper()
+	ctx := context.Background()
+	ov, err := s.Overview(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want store.BatchOverview
+	var started, finished *time.Time
+	if err := s.QueryArgsForTest(ctx, `
+		SELECT count(*), count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'valid'),
+		       count(*) FILTER (WHERE status = 'invalid'), count(*) FILTER (WHERE status = 'failed'),
+		       count(*) FILTER (WHERE status = 'rejected'), count(*) FILTER (WHERE status = 'dead'),
+		       count(*) FILTER (WHERE status = 'cancelled'), count(*) FILTER (WHERE status = 'over_budget'),
+		       count(*) FILTER (WHERE status = 'valid' AND first_attempt_valid),
+		       sum(tokens_in + tokens_out), min(started_at), max(finished_at) FILTER (WHERE status <> 'queued')
+		FROM jobs WHERE batch = $1`, []any{batch}, &want.Jobs, &want.Queued, &want.Valid, &want.Invalid, &want.Failed,
+		&want.Rejected, &want.Dead, &want.Cancelled, &want.OverBudget, &want.FirstAttemptValid, &want.Tokens,
+		&started, &finished); err != nil {
+		t.Fatal(err)
+	}
+	got := []int64{ov.Jobs, ov.Queued, ov.Valid, ov.Invalid, ov.Failed, ov.Rejected, ov.Dead, ov.Cancelled, ov.OverBudget, ov.FirstAttemptValid, ov.Tokens}
+	exp := []int64{want.Jobs, want.Queued, want.Valid, want.Invalid, want.Failed, want.Rejected, want.Dead, want.Cancelled, want.OverBudget, want.FirstAttemptValid, want.Tokens}
+	if !slices.Equal(got, exp) {
+		t.Errorf("%s: overview counts %v, recount %v", batch, got, exp)
+	}
+	if started != nil && !ov.StartedAt.Equal(*started) || finished != nil && !ov.FinishedAt.Equal(*finished) {
+		t.Errorf("%s: overview started %s finished %s, recount %v %v", batch, ov.StartedAt, ov.FinishedAt, started, finished)
+	}
+
+	fn, err := s.BatchFunnel(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantFn store.Funnel
+	for n := 1; n <= 4; n++ {
+		var v, l int64
+		if err := s.QueryArgsForTest(ctx, `SELECT count(*), count(*) FILTER (WHERE repaired_locally) FROM jobs
+			WHERE batch = $1 AND status = 'valid' AND greatest(attempts, 1) = $2`, []any{batch, n}, &v, &l); err != nil {
+			t.Fatal(err)
+		}
+		wantFn.ValidAt, wantFn.LocalAt = append(wantFn.ValidAt, v), append(wantFn.LocalAt, l)
+	}
+	for len(wantFn.ValidAt) > 0 && wantFn.ValidAt[len(wantFn.ValidAt)-1] == 0 {
+		wantFn.ValidAt, wantFn.LocalAt = wantFn.ValidAt[:len(wantFn.ValidAt)-1], wantFn.LocalAt[:len(wantFn.LocalAt)-1]
+	}
+	if err := s.QueryArgsForTest(ctx, `SELECT count(*) FROM jobs WHERE batch = $1 AND status NOT IN ('queued', 'valid')`, []any{batch}, &wantFn.Never); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(fn.ValidAt, wantFn.ValidAt) || !slices.Equal(fn.LocalAt, wantFn.LocalAt) || fn.Never != wantFn.Never {
+		t.Errorf("%s: funnel %+v, recount %+v", batch, fn, wantFn)
+	}
+
+	// Every filter, and a few combinations, against the filter written
+	// out over the attempts, in row order.
+	filters := []store.JobFilter{{}, {Coerced: true}, {Patched: true}, {Status: "invalid", Class: "shape"},
+		{Status: "valid", Attempts: 2}, {ErrorPath: "/items/*/price", Status: "invalid"}, {ErrorPath: "/name", Coerced: true},
+		{ErrorPath: "/nowhere"}, {Attempts: 3, Patched: true}}
+	for _, st := range []string{"queued", "valid", "invalid", "failed", "rejected", "dead", "cancelled", "over_budget"} {
+		filters = append(filters, store.JobFilter{Status: st})
+	}
+	for _, c := range []string{"syntax", "shape", "semantic", "truncated", "refusal", "provider"} {
+		filters = append(filters, store.JobFilter{Class: c})
+	}
+	fold := regexp.MustCompile(`/[0-9]+(/|$)`)
+	for _, p := range storetest.GenPaths {
+		filters = append(filters, store.JobFilter{ErrorPath: fold.ReplaceAllString(fold.ReplaceAllString(p, "/*$1"), "/*$1")})
+	}
+	for n := 0; n <= 3; n++ {
+		filters = append(filters, store.JobFilter{Attempts: n})
+	}
+	for _, f := range filters {
+		var ids []string
+		if err := s.QueryArgsForTest(ctx, `
+			SELECT coalesce(array_agg(id ORDER BY row_no, id), '{}') FROM jobs j
+			WHERE batch = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR final_class = $3) AND ($4 = 0 OR attempts = $4)
+			  AND ($5 = '' OR EXISTS (SELECT 1 FROM attempts a CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
+			      WHERE a.job_id = j.id AND a.run = j.run
+			        AND regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') = $5))
+			  AND (NOT $6 OR EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = j.id AND a.run = j.run AND a.coerced > 0))
+			  AND (NOT $7 OR EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = j.id AND a.run = j.run AND a.patch_outcome = 'applied'))`,
+			[]any{batch, f.Status, f.Class, f.Attempts, f.ErrorPath, f.Coerced, f.Patched}, &ids); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		f.Limit = 97
+		for pages := 0; ; pages++ {
+			rows, next, err := s.JobPage(ctx, batch, f)
+			if err != nil {
+				t.Fatalf("%+v: %v", f, err)
+			}
+			for _, r := range rows {
+				got = append(got, r.ID)
+			}
+			if next == "" || pages > 100 {
+				break
+			}
+			f.After = next
+		}
+		if !slices.Equal(got, ids) {
+			t.Errorf("%s, filter %+v: %d jobs listed, %d match (first listed %q, matching %q)", batch, f, len(got), len(ids), got[:min(3, len(got))], ids[:min(3, len(ids))])
+		}
+		f.After = ""
+		var listed int
+		if err := s.JobList(ctx, batch, f, func(store.JobRow) error { listed++; return nil }); err != nil || listed != len(ids) {
+			t.Errorf("%s, filter %+v: JobList gave %d jobs (%v), want %d", batch, f, listed, err, len(ids))
+		}
+	}
+	if _, _, err := s.JobPage(ctx, batch, store.JobFilter{After: "x"}); err == nil {
+		t.Error("a cursor that is no row number and id: no error")
+	}
+}
+
+// Rollup rows are never negative, and a statement that changes nothing
+// counted (publishing) writes none.
+func TestRollupsIgnoreUncountedUpdates(t *testing.T) {
+	s, _ := setup(t, "pub", 30)
+	ctx := context.Background()
+	var before, after string
+	q := `SELECT xmin::text FROM batch_rollups WHERE batch = 'pub'`
+	if err := s.QueryRowForTest(ctx, q, &before); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 1; i <= 30; i++ {
+		ids = append(ids, jobID("pub", i))
+	}
+	if err := s.MarkPublished(ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.QueryRowForTest(ctx, q, &after); err != nil {
+		t.Fatal(err)
+	}
+	if before != after {
+		t.Errorf("publishing jobs rewrote their batch's rollup row (xmin %s -> %s)", before, after)
+	}
+	noDrift(t, s, fmt.Sprint("publishing ", len(ids), " jobs"))
+}
