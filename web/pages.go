@@ -196,9 +196,21 @@ func (h *handler) jobs(r *http.Request, name string, f store.JobFilter) (jobsVie
 }
 
 // parseFilter reads a job filter from a query string: status, class,
-// path, attempts, after and limit.
+// path, attempts, coerced, patched, after and limit.
 func parseFilter(q url.Values) (store.JobFilter, error) {
 	f := store.JobFilter{Status: q.Get("status"), Class: q.Get("class"), ErrorPath: q.Get("path"), After: q.Get("after")}
+	for _, p := range []struct {
+		name string
+		to   *bool
+	}{{"coerced", &f.Coerced}, {"patched", &f.Patched}} {
+		switch s := strings.TrimSpace(q.Get(p.name)); s {
+		case "", "0", "false":
+		case "1", "true", "on":
+			*p.to = true
+		default:
+			return f, fmt.Errorf("%w: %s %q is not 1 or 0", store.ErrInvalid, p.name, s)
+		}
+	}
 	for _, p := range []struct {
 		name string
 		to   *int
@@ -226,6 +238,12 @@ func filterQuery(f store.JobFilter) url.Values {
 	}
 	if f.Attempts > 0 {
 		q.Set("attempts", strconv.Itoa(f.Attempts))
+	}
+	if f.Coerced {
+		q.Set("coerced", "1")
+	}
+	if f.Patched {
+		q.Set("patched", "1")
 	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
