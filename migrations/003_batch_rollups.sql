@@ -3,6 +3,8 @@
 --
 -- batch_rollups holds, per batch, its job counts by status and its spend;
 -- batch_rollup_attempts its finished jobs by attempt count (the funnel);
+-- batch_rollup_costs, batch_rollup_repairs and batch_rollup_errors what
+-- the batch page's cost, repair and failure-cluster parts show;
 -- job_facets the jobs' error paths, coercions and applied patches, per run,
 -- in row order (the job list's filters). Triggers on jobs and attempts
 -- keep them, in the transaction of every write that changes what they
@@ -39,6 +41,58 @@ CREATE TABLE batch_rollup_attempts (
     -- valid jobs repaired locally
     local     bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (batch, attempts)
+);
+
+-- A batch's calls by model (the attempt's, else its job's when the attempt
+-- was recorded) and price basis, and the valid jobs their valid attempts
+-- made (a valid attempt of the job's latest run, the job valid).
+CREATE TABLE batch_rollup_costs (
+    batch       text NOT NULL REFERENCES batches (name) ON DELETE CASCADE,
+    model       text NOT NULL,
+    basis       text NOT NULL,
+    calls       bigint NOT NULL DEFAULT 0,
+    tokens_in   bigint NOT NULL DEFAULT 0,
+    tokens_out  bigint NOT NULL DEFAULT 0,
+    cost_usd    numeric NOT NULL DEFAULT 0,
+    valid_jobs  bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (batch, model, basis)
+);
+
+-- A batch's failed attempts by number and class (every run's): how many,
+-- how many were followed by another attempt, and how many of those were
+-- valid (the repair_effectiveness view for one batch).
+CREATE TABLE batch_rollup_repairs (
+    batch       text NOT NULL REFERENCES batches (name) ON DELETE CASCADE,
+    attempt_no  integer NOT NULL,
+    class       text NOT NULL,
+    failed      bigint NOT NULL DEFAULT 0,
+    retried     bigint NOT NULL DEFAULT 0,
+    valid_next  bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (batch, attempt_no, class)
+);
+
+-- A batch's validation errors by folded path and keyword (every attempt's,
+-- as the error_paths view): error entries, distinct jobs, the least class,
+-- and an example (the least job id, one of its messages).
+CREATE TABLE batch_rollup_errors (
+    batch            text NOT NULL REFERENCES batches (name) ON DELETE CASCADE,
+    path             text NOT NULL,
+    keyword          text NOT NULL,
+    class            text NOT NULL,
+    errors           bigint NOT NULL DEFAULT 0,
+    jobs             bigint NOT NULL DEFAULT 0,
+    example_job      text NOT NULL,
+    example_message  text NOT NULL DEFAULT '',
+    PRIMARY KEY (batch, path, keyword)
+);
+
+-- The jobs counted in batch_rollup_errors.jobs, once per path and keyword.
+CREATE TABLE job_error_keys (
+    batch    text NOT NULL,
+    path     text NOT NULL,
+    keyword  text NOT NULL,
+    job_id   text NOT NULL,
+    PRIMARY KEY (batch, path, keyword, job_id)
 );
 
 -- A fact about a job's run that the job list filters on, in the job's row
@@ -122,12 +176,37 @@ BEGIN
         ON CONFLICT (batch, attempts) DO UPDATE SET
             finished = r.finished + EXCLUDED.finished, valid = r.valid + EXCLUDED.valid,
             local = r.local + EXCLUDED.local$q$, net);
+    -- A job valid in a run counts its valid attempts of that run in
+    -- batch_rollup_costs.valid_jobs: a job becoming valid counts the ones
+    -- recorded before it (the attempts trigger counts the ones after), a
+    -- job no longer valid in that run uncounts them.
+    src := CASE TG_OP
+        WHEN 'INSERT' THEN format('SELECT batch, id, run, model, 1 AS s FROM new_jobs WHERE status = %L', 'valid')
+        WHEN 'DELETE' THEN format('SELECT batch, id, run, model, -1 AS s FROM old_jobs WHERE status = %L', 'valid')
+        ELSE format('SELECT batch, id, run, model, 1 AS s FROM new_jobs WHERE status = %L
+                     UNION ALL SELECT batch, id, run, model, -1 FROM old_jobs WHERE status = %L', 'valid', 'valid')
+    END;
+    EXECUTE format($q$
+        INSERT INTO batch_rollup_costs AS r (batch, model, basis, valid_jobs)
+        SELECT v.batch, coalesce(nullif(a.model, ''), v.model), a.price_basis, sum(v.n)
+        FROM (SELECT batch, id, run, model, sum(s) AS n FROM (%s) x WHERE batch IS NOT NULL
+              GROUP BY batch, id, run, model HAVING sum(s) <> 0) v
+        JOIN attempts a ON a.job_id = v.id AND a.run = v.run AND a.valid
+        GROUP BY 1, 2, 3 HAVING sum(v.n) <> 0 ORDER BY 1, 2, 3
+        ON CONFLICT (batch, model, basis) DO UPDATE SET valid_jobs = r.valid_jobs + EXCLUDED.valid_jobs$q$, src);
     RETURN NULL;
 END $$;
 
--- Records the facets of a statement's new attempts.
-CREATE FUNCTION fixpoint_attempts_facets() RETURNS trigger LANGUAGE plpgsql AS $$
+
+-- Adds a statement's new attempts to the rollups of their batches (their
+-- main rows locked first, in batch order, as the jobs trigger does): their
+-- facets, costs, repair steps and error clusters.
+CREATE FUNCTION fixpoint_attempts_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM 1 FROM batch_rollups
+    WHERE batch IN (SELECT j.batch FROM new_attempts a JOIN jobs j ON j.id = a.job_id)
+    ORDER BY batch FOR UPDATE;
+
     INSERT INTO job_facets (batch, facet, row_no, job_id, run)
     SELECT DISTINCT j.batch, f.facet, j.row_no, a.job_id, a.run
     FROM new_attempts a
@@ -141,6 +220,72 @@ BEGIN
     WHERE j.batch IS NOT NULL AND (a.errors <> '[]'::jsonb OR a.coerced > 0 OR a.patch_outcome = 'applied')
     ORDER BY 1, 2, 3, 4, 5
     ON CONFLICT DO NOTHING;
+
+    INSERT INTO batch_rollup_costs AS r (batch, model, basis, calls, tokens_in, tokens_out, cost_usd, valid_jobs)
+    SELECT j.batch, coalesce(nullif(a.model, ''), j.model), a.price_basis, count(*), sum(a.tokens_in), sum(a.tokens_out),
+           coalesce(sum(a.cost_usd), 0), count(*) FILTER (WHERE a.valid AND a.run = j.run AND j.status = 'valid')
+    FROM new_attempts a JOIN jobs j ON j.id = a.job_id
+    WHERE j.batch IS NOT NULL
+    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (batch, model, basis) DO UPDATE SET
+        calls = r.calls + EXCLUDED.calls, tokens_in = r.tokens_in + EXCLUDED.tokens_in,
+        tokens_out = r.tokens_out + EXCLUDED.tokens_out, cost_usd = r.cost_usd + EXCLUDED.cost_usd,
+        valid_jobs = r.valid_jobs + EXCLUDED.valid_jobs;
+
+    INSERT INTO batch_rollup_repairs AS r (batch, attempt_no, class, failed, retried, valid_next)
+    SELECT batch, attempt_no, class, sum(failed), sum(retried), sum(valid_next) FROM (
+        -- a failed attempt
+        SELECT j.batch, a.attempt_no, a.class, 1 AS failed, 0 AS retried, 0 AS valid_next
+        FROM new_attempts a JOIN jobs j ON j.id = a.job_id WHERE NOT a.valid
+        UNION ALL
+        -- an attempt after a failed one recorded before it or with it
+        SELECT j.batch, p.attempt_no, p.class, 0, 1, a.valid::int
+        FROM new_attempts a JOIN jobs j ON j.id = a.job_id
+        JOIN attempts p ON p.job_id = a.job_id AND p.run = a.run AND p.attempt_no = a.attempt_no - 1 AND NOT p.valid
+        UNION ALL
+        -- a failed attempt whose next one was recorded before it
+        SELECT j.batch, a.attempt_no, a.class, 0, 1, n.valid::int
+        FROM new_attempts a JOIN jobs j ON j.id = a.job_id
+        JOIN attempts n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
+        WHERE NOT a.valid AND NOT EXISTS (SELECT 1 FROM new_attempts m
+                                          WHERE m.job_id = n.job_id AND m.run = n.run AND m.attempt_no = n.attempt_no)
+    ) x WHERE batch IS NOT NULL
+    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (batch, attempt_no, class) DO UPDATE SET
+        failed = r.failed + EXCLUDED.failed, retried = r.retried + EXCLUDED.retried,
+        valid_next = r.valid_next + EXCLUDED.valid_next;
+
+    WITH e AS (
+        SELECT j.batch, a.job_id,
+               regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+               coalesce(e->>'keyword', '') AS keyword, coalesce(e->>'class', '') AS class,
+               coalesce(e->>'message', '') AS message
+        FROM new_attempts a JOIN jobs j ON j.id = a.job_id
+        CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
+        WHERE j.batch IS NOT NULL AND a.errors <> '[]'::jsonb
+    ), k AS (
+        INSERT INTO job_error_keys (batch, path, keyword, job_id)
+        SELECT DISTINCT batch, path, keyword, job_id FROM e ORDER BY 1, 2, 3, 4
+        ON CONFLICT DO NOTHING
+        RETURNING batch, path, keyword
+    ), nk AS (
+        SELECT batch, path, keyword, count(*) AS n FROM k GROUP BY 1, 2, 3
+    ), g AS (
+        SELECT batch, path, keyword, min(class) AS class, count(*) AS errors, min(job_id) AS example
+        FROM e GROUP BY 1, 2, 3
+    )
+    INSERT INTO batch_rollup_errors AS r (batch, path, keyword, class, errors, jobs, example_job, example_message)
+    SELECT g.batch, g.path, g.keyword, g.class, g.errors, coalesce(nk.n, 0), g.example,
+           coalesce((SELECT left(e.message, 2000) FROM e
+                     WHERE e.batch = g.batch AND e.job_id = g.example AND e.path = g.path AND e.keyword = g.keyword
+                     LIMIT 1), '')
+    FROM g LEFT JOIN nk ON nk.batch = g.batch AND nk.path = g.path AND nk.keyword = g.keyword
+    ORDER BY 1, 2, 3
+    ON CONFLICT (batch, path, keyword) DO UPDATE SET
+        class = least(r.class, EXCLUDED.class), errors = r.errors + EXCLUDED.errors, jobs = r.jobs + EXCLUDED.jobs,
+        example_job = least(r.example_job, EXCLUDED.example_job),
+        example_message = CASE WHEN EXCLUDED.example_job < r.example_job THEN EXCLUDED.example_message
+                               ELSE r.example_message END;
     RETURN NULL;
 END $$;
 
@@ -151,8 +296,8 @@ CREATE TRIGGER jobs_rollup_update AFTER UPDATE ON jobs
     REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_jobs_rollup();
 CREATE TRIGGER jobs_rollup_delete AFTER DELETE ON jobs
     REFERENCING OLD TABLE AS old_jobs FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_jobs_rollup();
-CREATE TRIGGER attempts_facets AFTER INSERT ON attempts
-    REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_attempts_facets();
+CREATE TRIGGER attempts_rollup AFTER INSERT ON attempts
+    REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_attempts_rollup();
 
 -- The ledger as it is: the triggers hold their tables' locks until this
 -- migration commits, so no write falls between them and these counts.
@@ -180,14 +325,47 @@ CROSS JOIN LATERAL (
     UNION ALL SELECT 'patched' WHERE a.patch_outcome = 'applied'
 ) f (facet)
 WHERE j.batch IS NOT NULL;
+INSERT INTO batch_rollup_costs (batch, model, basis, calls, tokens_in, tokens_out, cost_usd, valid_jobs)
+SELECT j.batch, coalesce(nullif(a.model, ''), j.model), a.price_basis, count(*), sum(a.tokens_in), sum(a.tokens_out),
+       coalesce(sum(a.cost_usd), 0), count(*) FILTER (WHERE a.valid AND a.run = j.run AND j.status = 'valid')
+FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE j.batch IS NOT NULL GROUP BY 1, 2, 3;
+INSERT INTO batch_rollup_repairs (batch, attempt_no, class, failed, retried, valid_next)
+SELECT j.batch, a.attempt_no, a.class, count(*), count(n.job_id), count(*) FILTER (WHERE n.valid)
+FROM attempts a JOIN jobs j ON j.id = a.job_id
+LEFT JOIN attempts n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
+WHERE j.batch IS NOT NULL AND NOT a.valid GROUP BY 1, 2, 3;
+INSERT INTO job_error_keys (batch, path, keyword, job_id)
+SELECT DISTINCT j.batch, regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g'),
+       coalesce(e->>'keyword', ''), a.job_id
+FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
+WHERE j.batch IS NOT NULL;
+WITH e AS (
+    SELECT j.batch, a.job_id,
+           regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+           coalesce(e->>'keyword', '') AS keyword, coalesce(e->>'class', '') AS class,
+           coalesce(e->>'message', '') AS message
+    FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
+    WHERE j.batch IS NOT NULL
+), g AS (
+    SELECT batch, path, keyword, min(class) AS class, count(*) AS errors, count(DISTINCT job_id) AS jobs,
+           min(job_id) AS example
+    FROM e GROUP BY 1, 2, 3
+)
+INSERT INTO batch_rollup_errors (batch, path, keyword, class, errors, jobs, example_job, example_message)
+SELECT g.batch, g.path, g.keyword, g.class, g.errors, g.jobs, g.example,
+       coalesce((SELECT left(e.message, 2000) FROM e
+                 WHERE e.batch = g.batch AND e.job_id = g.example AND e.path = g.path AND e.keyword = g.keyword
+                 LIMIT 1), '')
+FROM g;
 
 ---- create above / drop below ----
 
-DROP TRIGGER attempts_facets ON attempts;
+DROP TRIGGER attempts_rollup ON attempts;
 DROP TRIGGER jobs_rollup_delete ON jobs;
 DROP TRIGGER jobs_rollup_update ON jobs;
 DROP TRIGGER jobs_rollup_insert ON jobs;
-DROP FUNCTION fixpoint_attempts_facets();
+DROP FUNCTION fixpoint_attempts_rollup();
 DROP FUNCTION fixpoint_jobs_rollup();
 DROP INDEX jobs_batch_finished;
 DROP INDEX jobs_batch_started;
@@ -196,5 +374,9 @@ CREATE INDEX jobs_batch_status ON jobs (batch, status);
 DROP INDEX jobs_batch_status_row;
 DROP INDEX jobs_batch_row;
 DROP TABLE job_facets;
+DROP TABLE job_error_keys;
+DROP TABLE batch_rollup_errors;
+DROP TABLE batch_rollup_repairs;
+DROP TABLE batch_rollup_costs;
 DROP TABLE batch_rollup_attempts;
 DROP TABLE batch_rollups;

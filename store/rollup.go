@@ -62,6 +62,51 @@ func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
 			WHERE (coalesce(c.finished, 0), coalesce(c.valid, 0), coalesce(c.local, 0))
 			      <> (coalesce(r.finished, 0), coalesce(r.valid, 0), coalesce(r.local, 0))
 			ORDER BY 1`},
+		{"batch_rollup_costs", `
+			WITH c AS (
+			    SELECT j.batch, coalesce(nullif(a.model, ''), j.model) AS model, a.price_basis AS basis,
+			           ARRAY[count(*), sum(a.tokens_in), sum(a.tokens_out), coalesce(sum(a.cost_usd), 0),
+			                 count(*) FILTER (WHERE a.valid AND a.run = j.run AND j.status = 'valid')]::numeric[] AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch IS NOT NULL GROUP BY 1, 2, 3
+			), r AS (
+			    SELECT batch, model, basis, ARRAY[calls, tokens_in, tokens_out, cost_usd, valid_jobs]::numeric[] AS v
+			    FROM batch_rollup_costs WHERE (calls, valid_jobs) <> (0, 0)
+			)
+			SELECT format('batch %s, model %s, basis %s: counted (calls, tokens_in, tokens_out, cost_usd, valid_jobs) %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.model, r.model), coalesce(c.basis, r.basis), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.model = c.model AND r.basis = c.basis
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+		{"batch_rollup_repairs", `
+			WITH c AS (
+			    SELECT j.batch, a.attempt_no, a.class,
+			           ARRAY[count(*), count(n.job_id), count(*) FILTER (WHERE n.valid)] AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id
+			    LEFT JOIN attempts n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
+			    WHERE j.batch IS NOT NULL AND NOT a.valid GROUP BY 1, 2, 3
+			), r AS (
+			    SELECT batch, attempt_no, class, ARRAY[failed, retried, valid_next] AS v
+			    FROM batch_rollup_repairs WHERE (failed, retried, valid_next) <> (0, 0, 0)
+			)
+			SELECT format('batch %s, attempt %s, class %s: counted (failed, retried, valid_next) %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.attempt_no, r.attempt_no), coalesce(c.class, r.class), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.attempt_no = c.attempt_no AND r.class = c.class
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+		{"batch_rollup_errors", `
+			WITH c AS (
+			    SELECT j.batch, regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+			           coalesce(e->>'keyword', '') AS keyword,
+			           format('%s errors, %s jobs, class %s, example %s', count(*), count(DISTINCT a.job_id),
+			                  min(coalesce(e->>'class', '')), min(a.job_id)) AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
+			    WHERE j.batch IS NOT NULL GROUP BY 1, 2, 3
+			), r AS (
+			    SELECT batch, path, keyword, format('%s errors, %s jobs, class %s, example %s', errors, jobs, class, example_job) AS v
+			    FROM batch_rollup_errors
+			)
+			SELECT format('batch %s, path %s, keyword %s: counted %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.path, r.path), coalesce(c.keyword, r.keyword), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.path = c.path AND r.keyword = c.keyword
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
 		{"job_facets", `
 			WITH c AS (
 			    SELECT DISTINCT j.batch, f.facet, j.row_no, a.job_id, a.run

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +172,72 @@ func checkDashboardQueries(t *testing.T, s *store.Store, batch string) {
 	}
 	if !slices.Equal(fn.ValidAt, wantFn.ValidAt) || !slices.Equal(fn.LocalAt, wantFn.LocalAt) || fn.Never != wantFn.Never {
 		t.Errorf("%s: funnel %+v, recount %+v", batch, fn, wantFn)
+	}
+
+	// The parts: clusters, costs and repair steps as the queries over the
+	// attempts gave them.
+	for _, q := range []struct {
+		what, sql string
+		got  func() ([]string, error)
+	}{
+		{"clusters", `
+			SELECT coalesce(array_agg(format('%s %s %s %s %s %s', path, keyword, class, errors, jobs, example) ORDER BY errors DESC, path, keyword), '{}')
+			FROM (SELECT regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+			             coalesce(e->>'keyword', '') AS keyword, min(coalesce(e->>'class', '')) AS class, count(*) AS errors,
+			             count(DISTINCT a.job_id) AS jobs, min(a.job_id) AS example
+			      FROM jobs j JOIN attempts a ON a.job_id = j.id CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
+			      WHERE j.batch = $1 GROUP BY 1, 2) g`,
+			func() ([]string, error) {
+				cs, err := s.FailureClusters(ctx, batch, 1000)
+				var out []string
+				for _, c := range cs {
+					out = append(out, fmt.Sprintf("%s %s %s %d %d %s", c.Path, c.Keyword, c.Class, c.Errors, c.Jobs, c.ExampleJob))
+				}
+				return out, err
+			}},
+		{"costs", `
+			SELECT coalesce(array_agg(format('%s %s %s %s %s %s %s', m, b, n, ti, tout, c::float8, v) ORDER BY c DESC, m, b), '{}')
+			FROM (SELECT coalesce(nullif(a.model, ''), j.model) AS m, a.price_basis AS b, count(*) AS n,
+			             sum(a.tokens_in) AS ti, sum(a.tokens_out) AS tout, coalesce(sum(a.cost_usd), 0) AS c,
+			             count(*) FILTER (WHERE a.valid AND a.run = j.run AND j.status = 'valid') AS v
+			      FROM jobs j JOIN attempts a ON a.job_id = j.id WHERE j.batch = $1 GROUP BY 1, 2) g`,
+			func() ([]string, error) {
+				cs, err := s.ModelCosts(ctx, batch)
+				var out []string
+				for _, c := range cs {
+					out = append(out, fmt.Sprintf("%s %s %d %d %d %s %d", c.Model, c.Basis, c.Calls, c.TokensIn, c.TokensOut, strconv.FormatFloat(c.CostUSD, 'g', -1, 64), c.ValidJobs))
+				}
+				return out, err
+			}},
+		{"repairs", `
+			SELECT coalesce(array_agg(format('%s %s %s %s %s', n, c, f, r, v) ORDER BY n, c), '{}')
+			FROM (SELECT a.attempt_no AS n, a.class AS c, count(*) AS f, count(x.job_id) AS r, count(*) FILTER (WHERE x.valid) AS v
+			      FROM jobs j JOIN attempts a ON a.job_id = j.id
+			      LEFT JOIN attempts x ON x.job_id = a.job_id AND x.run = a.run AND x.attempt_no = a.attempt_no + 1
+			      WHERE j.batch = $1 AND NOT a.valid GROUP BY 1, 2) g`,
+			func() ([]string, error) {
+				ps, err := s.RepairSteps(ctx, batch)
+				var out []string
+				for _, p := range ps {
+					out = append(out, fmt.Sprintf("%d %s %d %d %d", p.AttemptNo, p.Class, p.Failed, p.Retried, p.ValidNext))
+				}
+				return out, err
+			}},
+	} {
+		var want []string
+		if err := s.QueryArgsForTest(ctx, q.sql, []any{batch}, &want); err != nil {
+			t.Fatalf("%s: %v", q.what, err)
+		}
+		got, err := q.got()
+		if err != nil {
+			t.Fatalf("%s: %v", q.what, err)
+		}
+		if len(want) == 0 {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %s\n%q\nrecount\n%q", batch, q.what, got, want)
+		}
 	}
 
 	// Every filter, and a few combinations, against the filter written

@@ -197,32 +197,17 @@ func (s *Store) FailureClusters(ctx context.Context, batch string, limit int) ([
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	limit = min(max(limit, 1), 1000)
+	// The batch's error rollup: a row per (path, keyword).
 	rows, err := s.pool.Query(ctx, `
-		WITH e AS (
-		    SELECT a.job_id,
-		           regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
-		           coalesce(e->>'keyword', '') AS keyword, coalesce(e->>'class', '') AS class,
-		           coalesce(e->>'message', '') AS message
-		    FROM jobs j JOIN attempts a ON a.job_id = j.id
-		    CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
-		    WHERE j.batch = $1
-		), g AS (
-		    SELECT path, keyword, min(class) AS class, count(*) AS errors, count(DISTINCT job_id) AS jobs,
-		           min(job_id) AS example
-		    FROM e GROUP BY path, keyword
-		    ORDER BY errors DESC, path, keyword LIMIT $2
-		)
-		SELECT g.path, g.keyword, g.class, g.errors, g.jobs, g.example,
-		       (SELECT left(e.message, 2000) FROM e WHERE e.job_id = g.example AND e.path = g.path AND e.keyword = g.keyword LIMIT 1)
-		FROM g ORDER BY g.errors DESC, g.path, g.keyword`, batch, limit)
+		SELECT path, keyword, class, errors, jobs, example_job, example_message
+		FROM batch_rollup_errors WHERE batch = $1
+		ORDER BY errors DESC, path, keyword LIMIT $2`, batch, limit)
 	if err != nil {
 		return nil, fmt.Errorf("failure clusters of %s: %w", batch, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Cluster, error) {
 		var c Cluster
-		var msg *string
-		err := r.Scan(&c.Path, &c.Keyword, &c.Class, &c.Errors, &c.Jobs, &c.ExampleJob, &msg)
-		c.ExampleMessage = deref(msg)
+		err := r.Scan(&c.Path, &c.Keyword, &c.Class, &c.Errors, &c.Jobs, &c.ExampleJob, &c.ExampleMessage)
 		return c, err
 	})
 	if err != nil {
@@ -257,14 +242,11 @@ func (m ModelCost) CostPerValid() float64 {
 func (s *Store) ModelCosts(ctx context.Context, batch string) ([]ModelCost, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
+	// The batch's cost rollup: a row per model and basis.
 	rows, err := s.pool.Query(ctx, `
-		SELECT coalesce(nullif(a.model, ''), j.model), a.price_basis, count(*),
-		       coalesce(sum(a.tokens_in), 0)::int8, coalesce(sum(a.tokens_out), 0)::int8,
-		       coalesce(sum(a.cost_usd), 0)::float8,
-		       count(*) FILTER (WHERE a.valid AND a.run = j.run AND j.status = 'valid')
-		FROM jobs j JOIN attempts a ON a.job_id = j.id
-		WHERE j.batch = $1
-		GROUP BY 1, 2 ORDER BY 6 DESC, 1, 2 LIMIT 1000`, batch)
+		SELECT model, basis, calls, tokens_in, tokens_out, cost_usd::float8, valid_jobs
+		FROM batch_rollup_costs WHERE batch = $1 AND calls > 0
+		ORDER BY 6 DESC, 1, 2 LIMIT 1000`, batch)
 	if err != nil {
 		return nil, fmt.Errorf("model costs of %s: %w", batch, err)
 	}
@@ -556,17 +538,14 @@ func (s *Store) JobDetail(ctx context.Context, id string) (JobDetail, error) {
 
 // RepairSteps returns, for one batch, what became of the jobs whose
 // attempt n failed, by n and class: how many made attempt n+1 and how many
-// were valid at it (the repair_effectiveness view, read for one batch
-// through the jobs' batch index instead of over the whole ledger).
+// were valid at it (the repair_effectiveness view for one batch, read from
+// the batch's rollup).
 func (s *Store) RepairSteps(ctx context.Context, batch string) ([]RepairStep, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT a.attempt_no, a.class, count(*), count(n.job_id), count(*) FILTER (WHERE n.valid)
-		FROM jobs j JOIN attempts a ON a.job_id = j.id
-		LEFT JOIN attempts n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
-		WHERE j.batch = $1 AND NOT a.valid
-		GROUP BY 1, 2 ORDER BY 1, 2 LIMIT 1000`, batch)
+		SELECT attempt_no, class, failed, retried, valid_next FROM batch_rollup_repairs
+		WHERE batch = $1 AND failed > 0 ORDER BY 1, 2 LIMIT 1000`, batch)
 	if err != nil {
 		return nil, fmt.Errorf("repair steps of %s: %w", batch, err)
 	}
