@@ -178,7 +178,7 @@ func checkDashboardQueries(t *testing.T, s *store.Store, batch string) {
 	// attempts gave them.
 	for _, q := range []struct {
 		what, sql string
-		got  func() ([]string, error)
+		got       func() ([]string, error)
 	}{
 		{"clusters", `
 			SELECT coalesce(array_agg(format('%s %s %s %s %s %s', path, keyword, class, errors, jobs, example) ORDER BY errors DESC, path, keyword), '{}')
