@@ -200,69 +200,72 @@ END $$;
 
 -- Adds a statement's new attempts to the rollups of their batches (their
 -- main rows locked first, in batch order, as the jobs trigger does): their
--- facets, costs, repair steps and error clusters.
+-- facets, costs, repair steps and error clusters, in one statement over
+-- the attempts joined to their jobs once.
 CREATE FUNCTION fixpoint_attempts_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM 1 FROM batch_rollups
     WHERE batch IN (SELECT j.batch FROM new_attempts a JOIN jobs j ON j.id = a.job_id)
     ORDER BY batch FOR UPDATE;
 
-    INSERT INTO job_facets (batch, facet, row_no, job_id, run)
-    SELECT DISTINCT j.batch, f.facet, j.row_no, a.job_id, a.run
-    FROM new_attempts a
-    JOIN jobs j ON j.id = a.job_id
-    CROSS JOIN LATERAL (
-        SELECT 'path:' || regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g')
-        FROM jsonb_array_elements(a.errors) e
-        UNION ALL SELECT 'coerced' WHERE a.coerced > 0
-        UNION ALL SELECT 'patched' WHERE a.patch_outcome = 'applied'
-    ) f (facet)
-    WHERE j.batch IS NOT NULL AND (a.errors <> '[]'::jsonb OR a.coerced > 0 OR a.patch_outcome = 'applied')
-    ORDER BY 1, 2, 3, 4, 5
-    ON CONFLICT DO NOTHING;
-
-    INSERT INTO batch_rollup_costs AS r (batch, model, basis, calls, tokens_in, tokens_out, cost_usd, valid_jobs)
-    SELECT j.batch, coalesce(nullif(a.model, ''), j.model), a.price_basis, count(*), sum(a.tokens_in), sum(a.tokens_out),
-           coalesce(sum(a.cost_usd), 0), count(*) FILTER (WHERE a.valid AND a.run = j.run AND j.status = 'valid')
-    FROM new_attempts a JOIN jobs j ON j.id = a.job_id
-    WHERE j.batch IS NOT NULL
-    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (batch, model, basis) DO UPDATE SET
-        calls = r.calls + EXCLUDED.calls, tokens_in = r.tokens_in + EXCLUDED.tokens_in,
-        tokens_out = r.tokens_out + EXCLUDED.tokens_out, cost_usd = r.cost_usd + EXCLUDED.cost_usd,
-        valid_jobs = r.valid_jobs + EXCLUDED.valid_jobs;
-
-    INSERT INTO batch_rollup_repairs AS r (batch, attempt_no, class, failed, retried, valid_next)
-    SELECT batch, attempt_no, class, sum(failed), sum(retried), sum(valid_next) FROM (
-        -- a failed attempt
-        SELECT j.batch, a.attempt_no, a.class, 1 AS failed, 0 AS retried, 0 AS valid_next
-        FROM new_attempts a JOIN jobs j ON j.id = a.job_id WHERE NOT a.valid
-        UNION ALL
-        -- an attempt after a failed one recorded before it or with it
-        SELECT j.batch, p.attempt_no, p.class, 0, 1, a.valid::int
-        FROM new_attempts a JOIN jobs j ON j.id = a.job_id
-        JOIN attempts p ON p.job_id = a.job_id AND p.run = a.run AND p.attempt_no = a.attempt_no - 1 AND NOT p.valid
-        UNION ALL
-        -- a failed attempt whose next one was recorded before it
-        SELECT j.batch, a.attempt_no, a.class, 0, 1, n.valid::int
-        FROM new_attempts a JOIN jobs j ON j.id = a.job_id
-        JOIN attempts n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
-        WHERE NOT a.valid AND NOT EXISTS (SELECT 1 FROM new_attempts m
-                                          WHERE m.job_id = n.job_id AND m.run = n.run AND m.attempt_no = n.attempt_no)
-    ) x WHERE batch IS NOT NULL
-    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (batch, attempt_no, class) DO UPDATE SET
-        failed = r.failed + EXCLUDED.failed, retried = r.retried + EXCLUDED.retried,
-        valid_next = r.valid_next + EXCLUDED.valid_next;
-
-    WITH e AS (
-        SELECT j.batch, a.job_id,
-               regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
-               coalesce(e->>'keyword', '') AS keyword, coalesce(e->>'class', '') AS class,
-               coalesce(e->>'message', '') AS message
-        FROM new_attempts a JOIN jobs j ON j.id = a.job_id
-        CROSS JOIN LATERAL jsonb_array_elements(a.errors) e
-        WHERE j.batch IS NOT NULL AND a.errors <> '[]'::jsonb
+    WITH a AS MATERIALIZED (
+        SELECT j.batch, j.row_no, j.run AS job_run, j.status AS job_status,
+               coalesce(nullif(n.model, ''), j.model) AS model,
+               n.job_id, n.run, n.attempt_no, n.valid, n.class, n.errors, n.coerced, n.patch_outcome,
+               n.price_basis, n.tokens_in, n.tokens_out, n.cost_usd
+        FROM new_attempts n JOIN jobs j ON j.id = n.job_id
+        WHERE j.batch IS NOT NULL
+    ), e AS MATERIALIZED (
+        SELECT a.batch, a.row_no, a.job_id, a.run,
+               regexp_replace(coalesce(x->>'path', x->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+               coalesce(x->>'keyword', '') AS keyword, coalesce(x->>'class', '') AS class,
+               coalesce(x->>'message', '') AS message
+        FROM a CROSS JOIN LATERAL jsonb_array_elements(a.errors) x
+        WHERE a.errors <> '[]'::jsonb
+    ), facets AS (
+        INSERT INTO job_facets (batch, facet, row_no, job_id, run)
+        SELECT DISTINCT batch, facet, row_no, job_id, run FROM (
+            SELECT batch, 'path:' || path AS facet, row_no, job_id, run FROM e
+            UNION ALL SELECT batch, 'coerced', row_no, job_id, run FROM a WHERE coerced > 0
+            UNION ALL SELECT batch, 'patched', row_no, job_id, run FROM a WHERE patch_outcome = 'applied'
+        ) f
+        ORDER BY 1, 2, 3, 4, 5
+        ON CONFLICT DO NOTHING
+    ), costs AS (
+        INSERT INTO batch_rollup_costs AS r (batch, model, basis, calls, tokens_in, tokens_out, cost_usd, valid_jobs)
+        SELECT batch, model, price_basis, count(*), sum(tokens_in), sum(tokens_out), coalesce(sum(cost_usd), 0),
+               count(*) FILTER (WHERE valid AND run = job_run AND job_status = 'valid')
+        FROM a GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT (batch, model, basis) DO UPDATE SET
+            calls = r.calls + EXCLUDED.calls, tokens_in = r.tokens_in + EXCLUDED.tokens_in,
+            tokens_out = r.tokens_out + EXCLUDED.tokens_out, cost_usd = r.cost_usd + EXCLUDED.cost_usd,
+            valid_jobs = r.valid_jobs + EXCLUDED.valid_jobs
+    ), repairs AS (
+        INSERT INTO batch_rollup_repairs AS r (batch, attempt_no, class, failed, retried, valid_next)
+        SELECT batch, attempt_no, class, sum(failed), sum(retried), sum(valid_next) FROM (
+            -- a failed attempt
+            SELECT batch, attempt_no, class, 1 AS failed, 0 AS retried, 0 AS valid_next FROM a WHERE NOT valid
+            UNION ALL
+            -- an attempt after a failed one recorded before it or with it
+            SELECT a.batch, p.attempt_no, p.class, 0, 1, a.valid::int
+            FROM a JOIN attempts p ON p.job_id = a.job_id AND p.run = a.run AND p.attempt_no = a.attempt_no - 1
+            WHERE a.attempt_no > 1 AND NOT p.valid
+            UNION ALL
+            -- a failed attempt whose next one was recorded before it: those
+            -- with a next attempt, less those whose next one is new too
+            -- (counted above)
+            SELECT a.batch, a.attempt_no, a.class, 0, 1, n.valid::int
+            FROM a JOIN attempts n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
+            WHERE NOT a.valid
+            UNION ALL
+            SELECT a.batch, a.attempt_no, a.class, 0, -1, -n.valid::int
+            FROM a JOIN a n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
+            WHERE NOT a.valid
+        ) x
+        GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT (batch, attempt_no, class) DO UPDATE SET
+            failed = r.failed + EXCLUDED.failed, retried = r.retried + EXCLUDED.retried,
+            valid_next = r.valid_next + EXCLUDED.valid_next
     ), k AS (
         INSERT INTO job_error_keys (batch, path, keyword, job_id)
         SELECT DISTINCT batch, path, keyword, job_id FROM e ORDER BY 1, 2, 3, 4
