@@ -121,6 +121,10 @@ CREATE INDEX jobs_batch_class_row ON jobs (batch, final_class, row_no, id) WHERE
 CREATE INDEX jobs_batch_started ON jobs (batch, started_at);
 CREATE INDEX jobs_batch_finished ON jobs (batch, finished_at) WHERE status <> 'queued';
 
+-- (The trigger functions run without JIT: the row estimates of transition
+-- tables and jsonb_array_elements make the planner's costs large enough to
+-- compile each statement, which costs seconds for a few hundred rows.)
+
 -- Adds a statement's changes to the rollups: the rows it wrote counted in,
 -- the rows it replaced counted out, netted per batch and counted values (a
 -- statement that changes nothing counted, e.g. published or wave_id,
@@ -128,7 +132,7 @@ CREATE INDEX jobs_batch_finished ON jobs (batch, finished_at) WHERE status <> 'q
 -- row before its attempt rows, so that two writers never wait for each
 -- other in a cycle within a statement. The source is the trigger's
 -- transition tables (an INSERT has no old rows, a DELETE no new ones).
-CREATE FUNCTION fixpoint_jobs_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION fixpoint_jobs_rollup() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     cols constant text := 'batch, status, attempts, first_attempt_valid, repaired_locally, tokens_in, tokens_out, cost_usd';
     src text;
@@ -202,7 +206,7 @@ END $$;
 -- main rows locked first, in batch order, as the jobs trigger does): their
 -- facets, costs, repair steps and error clusters, in one statement over
 -- the attempts joined to their jobs once.
-CREATE FUNCTION fixpoint_attempts_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION fixpoint_attempts_rollup() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
 BEGIN
     PERFORM 1 FROM batch_rollups
     WHERE batch IN (SELECT j.batch FROM new_attempts a JOIN jobs j ON j.id = a.job_id)
