@@ -438,8 +438,9 @@ func testErrors(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		t.Errorf("htmx: %d %s, %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(body))
 	}
 
-	// A slow ledger: the jobs table locked by another session. The page
-	// is an error page once QueryTimeout is over, not a hung one.
+	// A slow ledger: the jobs table and the batch rollups locked by
+	// another session. The page is an error page once QueryTimeout is
+	// over, not a hung one.
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, l.dsn)
 	if err != nil {
@@ -450,7 +451,7 @@ func testErrors(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, "LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
+	if _, err := tx.Exec(ctx, "LOCK TABLE jobs, batch_rollups, batch_rollup_errors IN ACCESS EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
 	slow := httptest.NewServer(web.NewHandler(l.st, web.Config{QueryTimeout: 300 * time.Millisecond}))
