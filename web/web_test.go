@@ -299,7 +299,8 @@ func testJobList(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	if int64(len(got)) != b.Invalid || strings.Count(body, `badge s-valid`) != 0 {
 		t.Errorf("status=invalid lists %d jobs, want %d", len(got), b.Invalid)
 	}
-	// Keyset pages of 7 cover every job once, in id order.
+	// Keyset pages of 7 cover every job once, in row order (the demo's
+	// ids follow its rows).
 	var all []string
 	next := base + "?limit=7"
 	for pages := 0; next != ""; pages++ {
@@ -325,7 +326,7 @@ func testJobList(t *testing.T, l *dashLedger, srv *httptest.Server) {
 			t.Errorf("status=valid&attempts=2 lists %s: %s after %d attempts", id, j.Status, j.Attempts)
 		}
 	}
-	for _, bad := range []string{"?status=done", "?attempts=x", "?class=nope"} {
+	for _, bad := range []string{"?status=done", "?attempts=x", "?class=nope", "?coerced=maybe", "?patched=2", "?after=nocursor"} {
 		resp, body := get(t, srv, base+bad, "HX-Request", "true")
 		wantPage(t, resp, body, 400)
 	}
