@@ -158,6 +158,8 @@ type tryView struct {
 	// Modes, Strategies and Coercions are the form's choices.
 	Modes, Strategies, Coercions []string
 	Bounds                       tryBounds
+	// NoKey: no simulator and no provider callable without a typed key.
+	NoKey bool
 }
 
 type tryBounds struct{ SchemaKB, PromptKB, MaxAttempts int }
@@ -187,6 +189,7 @@ func (h *handler) newTryView(f tryForm) tryView {
 		Bounds:     tryBounds{SchemaKB: TrySchemaMaxBytes >> 10, PromptKB: TryPromptMaxBytes >> 10, MaxAttempts: TryMaxAttemptsMax}}
 	if v.Enabled {
 		v.Choices = h.try.trier.Choices()
+		v.NoKey = len(v.Choices.Presets) == 0 && !slices.ContainsFunc(v.Choices.Providers, func(p TryProvider) bool { return p.HasKey || !p.NeedsKey })
 	}
 	return v
 }
@@ -299,12 +302,18 @@ func (h *handler) tryStart(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, errors.New("the Try playground is not enabled in this dashboard"))
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, TrySchemaMaxBytes+TryPromptMaxBytes+16<<10)
+	// The form is URL-encoded: each byte of the schema or the prompt may
+	// take three.
+	r.Body = http.MaxBytesReader(w, r.Body, 3*(TrySchemaMaxBytes+TryPromptMaxBytes)+16<<10)
 	if err := h.try.cop.Check(r); err != nil {
 		h.tryFail(w, r, http.StatusForbidden, tryForm{}, fmt.Errorf("refused: %w", err))
 		return
 	}
-	given := r.PostFormValue("csrf")
+	if err := r.ParseForm(); err != nil {
+		h.tryFail(w, r, http.StatusBadRequest, tryForm{}, fmt.Errorf("read the form: %w (the schema is at most %d bytes, the prompt %d)", err, TrySchemaMaxBytes, TryPromptMaxBytes))
+		return
+	}
+	given := r.PostForm.Get("csrf")
 	if subtle.ConstantTimeCompare([]byte(given), []byte(h.try.csrf)) != 1 {
 		h.tryFail(w, r, http.StatusForbidden, tryForm{}, errors.New("refused: the form's token is missing or stale (reload the page)"))
 		return
@@ -573,17 +582,17 @@ func attemptStages(a *fixpoint.Attempt) []tryStage {
 		call.State = "ok"
 		call.Detail = fmt.Sprintf("%d ms · %d+%d tokens", a.Latency.Milliseconds(), a.TokensIn, a.TokensOut)
 		switch {
+		case a.PatchOutcome != "":
+			ext.State, ext.Detail = "ok", "patch "+string(a.PatchOutcome)
+			if a.PatchOutcome != fixpoint.PatchApplied {
+				ext.State = "fail"
+			}
 		case a.Source != "":
 			ext.State, ext.Detail = "ok", "found: "+string(a.Source)
 			if n := len(a.Repairs) - a.Coerced; n > 0 {
 				ext.Detail += fmt.Sprintf(" · %d syntax repair%s", n, plural(n))
 			}
 			if a.Class == string(fixpoint.ClassSyntax) || a.Class == fixpoint.OutcomeTruncated {
-				ext.State = "fail"
-			}
-		case a.PatchOutcome != "":
-			ext.State, ext.Detail = "ok", "patch "+string(a.PatchOutcome)
-			if a.PatchOutcome != fixpoint.PatchApplied {
 				ext.State = "fail"
 			}
 		default:
@@ -659,6 +668,11 @@ func (r *tryRun) finish(res *fixpoint.Result, err error) {
 		}
 		if res == nil {
 			v.Status, v.Verdict = "failed", "the try did not run"
+			for i := range v.Stages {
+				if v.Stages[i].State == "run" {
+					v.Stages[i].State = "fail"
+				}
+			}
 			return
 		}
 		v.Result = res
@@ -678,8 +692,12 @@ func (r *tryRun) finish(res *fixpoint.Result, err error) {
 		default:
 			v.Verdict = fmt.Sprintf("%s after %d attempt%s", res.Status, n, plural(n))
 		}
-		if len(v.Stages) == 4 && v.Stages[3].State == "run" {
-			v.Stages[3].State = "fail"
+		// A stage still running when the try ended (a call cut off, a
+		// retry the job had no attempt left for) did not get through.
+		for i := range v.Stages {
+			if v.Stages[i].State == "run" && res.Status != fixpoint.StatusValid {
+				v.Stages[i].State = "fail"
+			}
 		}
 	})
 }

@@ -289,6 +289,13 @@ func TestTryPlayground(t *testing.T) {
 	resp, body = ts.post(t, f)
 	wantPage(t, resp, body, 400, "from 1 to 5", `<form class="try"`, "Count the apples: three.")
 
+	// A body past every bound is cut off, and said so.
+	f = tryForm(token)
+	f.Set("schema", strings.Repeat("{", 4*(web.TrySchemaMaxBytes+web.TryPromptMaxBytes)))
+	if resp, body := ts.post(t, f, "HX-Request", "true"); resp.StatusCode != 400 || !strings.Contains(body, "read the form") {
+		t.Errorf("a post over the body's bound: %d, want 400\n%.300s", resp.StatusCode, body)
+	}
+
 	// CSRF: another site's post, or a post without the page's token.
 	resp, body = ts.post(t, tryForm(token), "Sec-Fetch-Site", "cross-site")
 	if resp.StatusCode != 403 {
@@ -354,6 +361,37 @@ func TestTryDisabled(t *testing.T) {
 	r, err := srv.Client().Post(srv.URL+"/try", "application/x-www-form-urlencoded", bytes.NewReader(nil))
 	if err != nil || r.StatusCode != 404 {
 		t.Errorf("POST /try with no playground: %v %v, want 404", r.StatusCode, err)
+	}
+}
+
+// With no simulator and no provider key the page says how to get one.
+func TestTryNoKey(t *testing.T) {
+	t.Parallel()
+	tr := playground.New(playground.Config{Providers: []playground.Provider{{Name: "openai"}, {Name: "anthropic"}}})
+	srv := httptest.NewServer(web.NewHandler(nil, web.Config{Try: tr}))
+	t.Cleanup(srv.Close)
+	resp, body := get(t, srv, "/try")
+	wantPage(t, resp, body, 200, `id="try-nokey"`, "OPENAI_API_KEY", `<form class="try"`, "openai (type a key)")
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no form token")
+	}
+	f := tryForm(m[1])
+	f.Set("source", "provider:anthropic")
+	f.Del("seed")
+	r, err := srv.Client().PostForm(srv.URL+"/try", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != 400 || !strings.Contains(string(b), "anthropic needs an API key") {
+		t.Errorf("a keyless try: %d, want 400 asking for a key\n%.400s", r.StatusCode, b)
+	}
+	// With the simulator there is no such note.
+	ts := newTryServer(t, sim.Latency{})
+	if _, body := get(t, ts.srv, "/try"); strings.Contains(body, `id="try-nokey"`) {
+		t.Error("the no-key note shows with the simulator on offer")
 	}
 }
 
