@@ -68,6 +68,12 @@ type Config struct {
 	StreamMaxAge time.Duration
 	// Logger logs failed requests. Default slog.Default().
 	Logger *slog.Logger
+	// Try runs the Try playground's jobs (report serve gives one over the
+	// provider clients and the simulator: package web/playground); nil,
+	// the page says the playground is not enabled. TryTimeout bounds one
+	// try. Default 2 minutes.
+	Try        Trier
+	TryTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -77,6 +83,7 @@ func (c Config) withDefaults() Config {
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.MaxStreams = cmp.Or(c.MaxStreams, MaxStreamsDefault)
 	c.StreamMaxAge = cmp.Or(c.StreamMaxAge, StreamMaxAgeDefault)
+	c.TryTimeout = cmp.Or(c.TryTimeout, TryTimeoutDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -95,15 +102,17 @@ type handler struct {
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 	streams chan struct{}
+	try     *tryState
 }
 
 // NewHandler returns the dashboard over st. It panics if its embedded
 // templates do not parse (a build defect, caught by the package's tests).
 func NewHandler(st *store.Store, cfg Config) http.Handler {
 	h := &handler{st: st, cfg: cfg.withDefaults()}
+	h.try = newTryState(h.cfg)
 	h.streams = make(chan struct{}, h.cfg.MaxStreams)
 	h.pages = map[string]*template.Template{}
-	for _, p := range []string{"batches", "batch", "job", "error"} {
+	for _, p := range []string{"batches", "batch", "job", "error", "try"} {
 		t := template.New("layout.html").Funcs(h.funcs())
 		h.pages[p] = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+p+".html"))
 	}
@@ -124,6 +133,7 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	mux.HandleFunc("GET /batches/{name}/costs", h.costsPart)
 	mux.HandleFunc("GET /batches/{name}/repairs", h.repairsPart)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
+	h.tryRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
 	})
@@ -139,7 +149,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !isTryPost(r) {
 		hd.Set("Allow", "GET, HEAD")
 		h.fail(w, r, http.StatusMethodNotAllowed, errors.New("the dashboard is read-only: only GET is served"))
 		return

@@ -22,8 +22,11 @@ progress; a batch's funnel (valid at attempt 1, 2, 3, never), failure
 clusters, cost per valid job by model and a filterable job list with CSV and
 JSONL exports; a job's attempts as cards (reply, repairs, errors, feedback,
 value diffs). It is read-only: the actions (requeue, cancel, caps) stay with
-enqueue, and the Try playground is not in it yet. Every asset is in the
-binary; a page makes no request off this host.
+enqueue. Its Try page runs one job through the repair step, on the
+simulator's presets or a provider (the environment's key, or one typed in
+the page for that try alone), and writes nothing to the ledger; --try=false
+leaves it out. Every asset is in the binary; a page makes no request off
+this host.
 
 It listens on loopback unless told otherwise. A non-loopback --addr is
 refused without an admin token (--admin-token, or FIXPOINT_ADMIN_TOKEN);
@@ -49,12 +52,13 @@ type serveCommand struct{ stdout, stderr io.Writer }
 
 func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs, dbURL := newFlagSet("serve", serveUsage,
-		ledgerEnv+"\n  FIXPOINT_ADMIN_TOKEN  admin token (default none): needed to listen off loopback, then asked of every request", c.stdout)
+		ledgerEnv+"\n  FIXPOINT_ADMIN_TOKEN  admin token (default none): needed to listen off loopback, then asked of every request\n"+tryEnvHelp, c.stdout)
 	addr := fs.String("addr", serveAddrDefault, "address to listen on (host:port); off loopback only with an admin token")
 	// The environment's token is read after parsing: as the flag's default
 	// it would print in --help.
 	token := fs.String("admin-token", "", "admin token (env FIXPOINT_ADMIN_TOKEN): every request must give it")
 	queryTimeout := fs.Duration("query-timeout", web.QueryTimeoutDefault, "bound on the ledger queries of one page: a slower ledger gives an error page")
+	try := fs.Bool("try", true, "serve the Try playground (one job through the repair step, on the simulator or a provider)")
 	if err := cliflags.NoArgs(fs, args); err != nil {
 		return err
 	}
@@ -80,8 +84,14 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	var h http.Handler = web.NewHandler(st, web.Config{QueryTimeout: *queryTimeout,
-		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	cfg := web.Config{QueryTimeout: *queryTimeout,
+		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if *try {
+		sims := &simPresets{latency: trySimLatency}
+		defer sims.Close()
+		cfg.Try = newPlayground(sims)
+	}
+	var h http.Handler = web.NewHandler(st, cfg)
 	if *token != "" {
 		h = web.RequireToken(h, *token)
 	}
