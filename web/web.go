@@ -132,6 +132,7 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	mux.HandleFunc("GET /batches/{name}/clusters", h.clustersPart)
 	mux.HandleFunc("GET /batches/{name}/costs", h.costsPart)
 	mux.HandleFunc("GET /batches/{name}/repairs", h.repairsPart)
+	mux.HandleFunc("GET /batches/{name}/timeline", h.timelinePart)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
 	h.tryRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
