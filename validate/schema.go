@@ -267,17 +267,17 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	// subschema holding a reference too, so that an unused "$defs" entry
 	// cannot hide an external reference.
 	var refErr error
-	walkSchemas(doc, "", func(ptr string, obj map[string]any) bool {
+	version := docVersion(doc, versionOf(opts.draft, 2020))
+	walkDoc(doc, version, func(n Node) bool {
 		for _, kw := range refKeywords[:3] {
-			if _, ok := obj[kw].(string); ok {
-				if _, err := c.Compile(schemaURL + "#" + encodeFragment(ptr)); err != nil {
+			if _, ok := n.Object()[kw].(string); ok && refErr == nil {
+				if _, err := c.Compile(schemaURL + "#" + encodeFragment(n.Ptr)); err != nil {
 					refErr = err
-					return false
 				}
 				break
 			}
 		}
-		return true
+		return refErr == nil
 	})
 	if refErr != nil {
 		return nil, schemaError(doc, refErr)
@@ -286,13 +286,14 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	// dynamic reference may resolve to one nothing refers to (see
 	// newSchemaGraph), and its cost is counted.
 	var declarers, resources []string // pointers
-	walkSchemas(doc, "", func(ptr string, obj map[string]any) bool {
-		if _, ok := obj["$id"].(string); ok && ptr != "" {
-			resources = append(resources, ptr)
+	walkDoc(doc, version, func(n Node) bool {
+		obj := n.Object()
+		if _, ok := obj["$id"].(string); ok && n.Ptr != "" {
+			resources = append(resources, n.Ptr)
 		}
 		_, dyn := obj["$dynamicAnchor"].(string)
 		if rec, _ := obj["$recursiveAnchor"].(bool); dyn || rec {
-			declarers = append(declarers, ptr)
+			declarers = append(declarers, n.Ptr)
 		}
 		return true
 	})
@@ -547,42 +548,6 @@ func keywordAt(doc any, ptr string) string {
 		}
 	}
 	return kw
-}
-
-// walkSchemas calls fn for every subschema object of doc, at schema
-// positions only (not inside const, enum, examples or unknown keywords),
-// until fn returns false.
-func walkSchemas(node any, ptr string, fn func(ptr string, obj map[string]any) bool) bool {
-	obj, ok := node.(map[string]any)
-	if !ok {
-		return true
-	}
-	if !fn(ptr, obj) {
-		return false
-	}
-	for kw, val := range obj {
-		p := ptr + "/" + escapeToken(kw)
-		switch {
-		case schemaMapKeywords[kw]:
-			m, _ := val.(map[string]any)
-			for name, sub := range m {
-				if !walkSchemas(sub, p+"/"+escapeToken(name), fn) {
-					return false
-				}
-			}
-		case schemaArrayKeywords[kw] || schemaKeywords[kw]:
-			if arr, ok := val.([]any); ok {
-				for i, sub := range arr {
-					if !walkSchemas(sub, p+"/"+strconv.Itoa(i), fn) {
-						return false
-					}
-				}
-			} else if !walkSchemas(val, p, fn) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // encodeFragment percent-encodes a JSON pointer for use as a URL fragment,
