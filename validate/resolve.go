@@ -149,7 +149,7 @@ func (d *Doc) pointer(ref string, res Node, ptr string) (Node, error) {
 			if !ok {
 				return Node{}, refError(ref, "the pointer token %q has a ~ not followed by 0 or 1", tok)
 			}
-			next, found := child(cur, name)
+			next, found := memberAt(cur, name)
 			if !found {
 				return Node{}, refError(ref, "%s has no member %q", where(at), name)
 			}
@@ -163,9 +163,9 @@ func (d *Doc) pointer(ref string, res Node, ptr string) (Node, error) {
 	return Node{Value: cur, Ptr: at, Base: res.Base, Depth: res.Depth}, nil
 }
 
-// child returns the member name of an object, or the item an array index
+// memberAt returns the member name of an object, or the item an array index
 // names.
-func child(v any, name string) (any, bool) {
+func memberAt(v any, name string) (any, bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		e, ok := x[name]
