@@ -565,55 +565,64 @@ var refKeywords = []string{"$ref", "$dynamicRef", "$recursiveRef", "$schema"}
 
 // findRef finds the reference keyword in doc whose value names target (an
 // absolute URL, possibly the resolution of a relative reference), returning
-// the keyword and its location; "$ref" at the root when none is found.
+// the keyword and its location; "$ref" at the root when none is found. The
+// reference that resolves to target wins, then one written as target, then
+// one whose URL target ends with.
 func findRef(doc any, target string) (keyword, location string) {
-	tu, tf := target, ""
-	if i := strings.IndexByte(target, '#'); i >= 0 {
-		tu, tf = target[:i], target[i+1:]
-	}
 	best := -1
-	var walk func(node any, ptr string)
-	walk = func(node any, ptr string) {
-		switch n := node.(type) {
-		case map[string]any:
-			for _, kw := range refKeywords {
-				s, ok := n[kw].(string)
-				if !ok {
-					continue
-				}
-				su, sf := s, ""
-				if i := strings.IndexByte(s, '#'); i >= 0 {
-					su, sf = s[:i], s[i+1:]
-				}
-				score := -1
-				switch {
-				case s == target:
-					score = 3
-				case su != "" && strings.HasSuffix(tu, su) && sf == tf:
-					score = 2
-				case su != "" && strings.HasSuffix(tu, su):
-					score = 1
-				case su == "" && sf != "" && sf == tf:
-					score = 0
-				}
-				if score > best {
-					best, keyword, location = score, kw, ptr+"/"+escapeToken(kw)
-				}
+	Walk(doc, func(n Node) bool {
+		for _, kw := range refKeywords {
+			s, ok := n.Object()[kw].(string)
+			if !ok {
+				continue
 			}
-			for k, v := range n {
-				walk(v, ptr+"/"+escapeToken(k))
-			}
-		case []any:
-			for i, v := range n {
-				walk(v, ptr+"/"+strconv.Itoa(i))
+			if score := refScore(s, n.Base, target); score > best {
+				best, keyword, location = score, kw, n.Ptr+"/"+escapeToken(kw)
 			}
 		}
-	}
-	walk(doc, "")
+		return true
+	})
 	if best < 0 {
 		return "$ref", ""
 	}
 	return keyword, location
+}
+
+// refScore says how surely the reference s, in a subschema of base URI
+// base, names target: from 4, resolved to it, to -1, not at all.
+func refScore(s, base, target string) int {
+	tu, tf, _ := strings.Cut(target, "#")
+	su, sf, _ := strings.Cut(s, "#")
+	switch {
+	case resolvesTo(s, base, tu, tf):
+		return 4
+	case s == target:
+		return 3
+	case su != "" && strings.HasSuffix(tu, su) && sf == tf:
+		return 2
+	case su != "" && strings.HasSuffix(tu, su):
+		return 1
+	case su == "" && sf != "" && sf == tf:
+		return 0
+	}
+	return -1
+}
+
+// resolvesTo reports whether the reference ref, resolved against base,
+// is the URL tu with the fragment tf (both fragments percent-decoded).
+func resolvesTo(ref, base, tu, tf string) bool {
+	ru, rf, _ := strings.Cut(ref, "#")
+	if ru != "" {
+		b, err1 := url.Parse(base)
+		u, err2 := url.Parse(ru)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		base = resolveURL(b, u).String()
+	}
+	df, err1 := url.PathUnescape(rf)
+	dt, err2 := url.PathUnescape(tf)
+	return base == tu && err1 == nil && err2 == nil && df == dt
 }
 
 // lookupPointer returns the value at ptr in doc, or nil.
