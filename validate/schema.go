@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,53 +262,11 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	if err != nil {
 		return nil, schemaError(doc, err)
 	}
-	// The library compiles only what the root reaches. Compile every other
-	// subschema holding a reference too, so that an unused "$defs" entry
-	// cannot hide an external reference.
-	var refErr error
 	version := docVersion(doc, versionOf(opts.draft, 2020))
-	walkDoc(doc, version, func(n Node) bool {
-		for _, kw := range refKeywords[:3] {
-			if _, ok := n.Object()[kw].(string); ok && refErr == nil {
-				if _, err := c.Compile(schemaURL + "#" + encodeFragment(n.Ptr)); err != nil {
-					refErr = err
-				}
-				break
-			}
-		}
-		return refErr == nil
-	})
-	if refErr != nil {
-		return nil, schemaError(doc, refErr)
+	if err := compileRefs(c, doc, version); err != nil {
+		return nil, schemaError(doc, err)
 	}
-	// So is every subschema declaring a dynamic or recursive anchor: a
-	// dynamic reference may resolve to one nothing refers to (see
-	// newSchemaGraph), and its cost is counted.
-	var declarers, resources []string // pointers
-	walkDoc(doc, version, func(n Node) bool {
-		obj := n.Object()
-		if _, ok := obj["$id"].(string); ok && n.Ptr != "" {
-			resources = append(resources, n.Ptr)
-		}
-		_, dyn := obj["$dynamicAnchor"].(string)
-		if rec, _ := obj["$recursiveAnchor"].(bool); dyn || rec {
-			declarers = append(declarers, n.Ptr)
-		}
-		return true
-	})
-	var extra []*jsonschema.Schema
-	inRoot := map[*jsonschema.Schema]bool{}
-	for _, ptr := range declarers {
-		d, err := c.Compile(schemaURL + "#" + encodeFragment(ptr))
-		if err != nil {
-			continue
-		}
-		extra = append(extra, d)
-		// In the root's resource: under no other "$id".
-		if !slices.ContainsFunc(resources, func(r string) bool { return ptr == r || strings.HasPrefix(ptr, r+"/") }) {
-			inRoot[d] = true
-		}
-	}
+	extra, inRoot := compileDeclarers(c, doc, version)
 	g := newSchemaGraph(sch, inRoot, extra...)
 	if n := unfolded(g, MaxUnfolded); n > MaxUnfolded {
 		return nil, &SchemaError{Err: fmt.Errorf("one value would be checked against over %d subschemas along one path when each $ref is replaced by what it names "+
@@ -324,6 +281,54 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 		out.costs()
 	}
 	return out, nil
+}
+
+// compileRefs compiles every subschema of doc holding a reference: the
+// library compiles only what the root reaches, and an unused "$defs" entry
+// must not hide an external reference.
+func compileRefs(c *jsonschema.Compiler, doc any, version int) error {
+	var refErr error
+	walkDoc(doc, version, func(n Node) bool {
+		for _, kw := range refKeywords[:3] {
+			if _, ok := n.Object()[kw].(string); ok && refErr == nil {
+				if _, err := c.Compile(schemaURL + "#" + encodeFragment(n.Ptr)); err != nil {
+					refErr = err
+				}
+				break
+			}
+		}
+		return refErr == nil
+	})
+	return refErr
+}
+
+// compileDeclarers compiles every subschema of doc declaring a dynamic or
+// recursive anchor: a dynamic reference may resolve to one nothing refers
+// to (see newSchemaGraph), and its cost is counted. inRoot holds those in
+// the root's schema resource (under no other "$id").
+func compileDeclarers(c *jsonschema.Compiler, doc any, version int) (declarers []*jsonschema.Schema, inRoot map[*jsonschema.Schema]bool) {
+	inRoot = map[*jsonschema.Schema]bool{}
+	rootBase := ""
+	walkDoc(doc, version, func(n Node) bool {
+		if n.Ptr == "" {
+			rootBase = n.Base
+		}
+		obj := n.Object()
+		_, dyn := obj["$dynamicAnchor"].(string)
+		if rec, _ := obj["$recursiveAnchor"].(bool); !dyn && !rec {
+			return true
+		}
+		d, err := c.Compile(schemaURL + "#" + encodeFragment(n.Ptr))
+		if err != nil {
+			return true
+		}
+		declarers = append(declarers, d)
+		if n.Base == rootBase {
+			inRoot[d] = true
+		}
+		return true
+	})
+	return declarers, inRoot
 }
 
 // Raw returns the schema text as given to Compile. It must not be modified.
