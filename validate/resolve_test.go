@@ -277,3 +277,29 @@ func TestCompileNamesTheRefThatFails(t *testing.T) {
 		t.Errorf("error does not name the URL refused: %v", err)
 	}
 }
+
+// FuzzDocResolve: any document and reference resolve, or fail with
+// ErrRef, without panicking; Deref from any node ends within the bound.
+func FuzzDocResolve(f *testing.F) {
+	f.Add(`{"$id": "https://e.com/r.json", "$defs": {"a b": {"$anchor": "x"}}, "properties": {"p": {"$ref": "#/$defs/a%20b"}}}`, "#x")
+	f.Add(`{"$schema": "http://json-schema.org/draft-04/schema#", "id": "urn:x", "definitions": {"a": {"id": "#a"}}}`, "#a")
+	f.Add(`{"$ref": "#", "items": [{"$ref": "#/items/0"}]}`, "#/items/0")
+	f.Add(`true`, "#/a~2")
+	f.Fuzz(func(t *testing.T, text, ref string) {
+		var root any
+		if json.Unmarshal([]byte(text), &root) != nil {
+			return
+		}
+		doc := NewDoc(root)
+		_, err := doc.Resolve(ref, doc.Root().Base)
+		if err != nil && !errors.Is(err, ErrRef) {
+			t.Fatalf("Resolve(%q): error %v does not match ErrRef", ref, err)
+		}
+		Walk(root, func(w Node) bool {
+			if _, err := doc.Deref(w, nil); err != nil && !errors.Is(err, ErrRef) {
+				t.Fatalf("Deref(%s): error %v does not match ErrRef", w.Ptr, err)
+			}
+			return true
+		})
+	})
+}
