@@ -277,7 +277,7 @@ func describeNode(s map[string]any) string {
 	// A reference not followed here ("item.json" under an $id, "#name"
 	// of an $anchor) is not "any JSON value": the validator follows it.
 	for _, kw := range []string{"$ref", "$dynamicRef"} {
-		if ref, ok := s[kw].(string); ok && ref != "#" && !strings.HasPrefix(ref, "#/") {
+		if ref, ok := s[kw].(string); ok && !validate.IsPointerRef(ref) {
 			parts = append(parts, "as its "+kw+" "+strconv.Quote(ref)+" in the schema below defines it")
 		}
 	}
