@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -55,7 +57,7 @@ func (a libActions) Cancel(ctx context.Context, batch string) (web.Outcome, erro
 	if err != nil {
 		return web.Outcome{}, libErr(err)
 	}
-	return web.Outcome{Lines: []string{fmt.Sprintf("cancelled %d jobs", n)}}, nil
+	return web.Outcome{Lines: []string{fmt.Sprintf("batch %s: cancelled %d jobs not yet final", batch, n)}}, nil
 }
 
 func (a libActions) SetCap(ctx context.Context, batch string, r web.CapRequest) (web.Outcome, error) {
@@ -74,7 +76,8 @@ func (a libActions) SetCap(ctx context.Context, batch string, r web.CapRequest) 
 	if sp, err = enqueue.SetCap(ctx, a.st, batch, c); err != nil {
 		return web.Outcome{}, libErr(err)
 	}
-	return web.Outcome{Lines: []string{fmt.Sprintf("cap $%g", *sp.MaxCostUSD)}, Warnings: []string{"a warning <b>"}}, nil
+	return web.Outcome{Lines: []string{fmt.Sprintf("batch %s: cap $%g; spent %d tokens, $%.6f", batch, *sp.MaxCostUSD, sp.Tokens, sp.CostUSD)},
+		Warnings: []string{"sim-messy has no price in fixpoint's table, so a worker can enforce a cost cap only when its --prices lists it, & one without ends the batch's jobs over_budget"}}, nil
 }
 
 func libErr(err error) error {
@@ -282,8 +285,8 @@ func TestDashboardActions(t *testing.T) {
 		c.open(t, l.demo)
 		// The cap, same origin as a browser sends it.
 		code, body := c.post(t, demo+"/cap", url.Values{"max_cost_usd": {"25"}}, "HX-Request", "true", "Origin", admin.URL, "Sec-Fetch-Site", "same-origin")
-		if cp := capOf(); code != 200 || cp.MaxCostUSD == nil || *cp.MaxCostUSD != 25 || !strings.Contains(body, "<p>cap $25</p>") ||
-			!strings.Contains(body, "warning: a warning &lt;b&gt;") || strings.Contains(body, "<html") {
+		if cp := capOf(); code != 200 || cp.MaxCostUSD == nil || *cp.MaxCostUSD != 25 || !strings.Contains(body, "<p>batch "+l.demo+": cap $25; spent") ||
+			!strings.Contains(body, "lists it, &amp; one without ends") || strings.Contains(body, "<html") {
 			t.Errorf("cap: %d, ledger %+v\n%s", code, cp, body)
 		}
 		for _, bad := range []url.Values{{"max_cost_usd": {""}}, {"max_cost_usd": {"x"}}} {
@@ -331,12 +334,12 @@ func TestDashboardActions(t *testing.T) {
 		}
 		// Cancel: the requeued jobs end cancelled.
 		code, body = c.post(t, demo+"/cancel", url.Values{}, "HX-Request", "true")
-		if b, _ := l.st.Overview(ctx, l.demo); code != 200 || !strings.Contains(body, fmt.Sprintf("cancelled %d jobs", want)) || b.Queued != 0 || b.Cancelled != want {
+		if b, _ := l.st.Overview(ctx, l.demo); code != 200 || !strings.Contains(body, fmt.Sprintf("cancelled %d jobs not yet final", want)) || b.Queued != 0 || b.Cancelled != want {
 			t.Errorf("cancel: %d, %d queued, %d cancelled\n%s", code, b.Queued, b.Cancelled, body)
 		}
 		// The outcome of an action on a hostile batch name is text.
 		code, body = c.post(t, "/batches/"+url.PathEscape(xssBatch)+"/cancel", url.Values{}, "HX-Request", "true")
-		if code != 200 || strings.Contains(body, "<script>") {
+		if code != 200 || strings.Contains(body, "<script>") || !strings.Contains(body, htmlEscape(xssBatch)) {
 			t.Errorf("cancel of %s: %d\n%s", xssBatch, code, body)
 		}
 	})
@@ -395,12 +398,25 @@ func testActionsBrowser(t *testing.T, l *dashLedger, ro, admin *httptest.Server)
 	); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.querySelector('#action-outcome').textContent.includes('cap $%g')`, raised),
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.querySelector('#action-outcome').textContent.includes(': cap $%g;')`, raised),
 		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		t.Errorf("no outcome of the cap raise on the page: %v", err)
 	}
 	if got := cap(); got != raised {
 		t.Errorf("after the browser raised the cap to %g, the ledger says %g", raised, got)
+	}
+	if *screenshots {
+		// docs/img/dashboard-actions.png (go test ./web -run TestDashboard -screenshots).
+		if err := chromedp.Do(ctx, chromedp.ScrollIntoView(chromedp.CSS("#batch-actions"))); err != nil {
+			t.Fatal(err)
+		}
+		b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("..", "docs", "img", "dashboard-actions.png"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if rs, _, _ := bl.take(); !slices.Contains(rs, "POST "+admin.URL+demo+"/cap") {
 		t.Errorf("the browser sent no POST of the cap: %v", rs)
