@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -84,6 +85,8 @@ const (
 	csrfField  = "csrf"
 	// actionBodyMax bounds an action's form.
 	actionBodyMax = 64 << 10
+	// actionTimeout bounds an action.
+	actionTimeout = 10 * time.Minute
 )
 
 // newCSRFKey is a handler's key for its CSRF tokens: random, so that a
@@ -189,9 +192,12 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	}
 	var out Outcome
 	var err error
-	// The action runs under the request's context, unbounded by the query
-	// timeout: a requeue of many jobs takes its time.
-	ctx := r.Context()
+	// The action runs to its end even when the browser goes away (a
+	// requeue cut midway leaves jobs unpublished until it is run again),
+	// bounded by actionTimeout rather than the query timeout: a requeue of
+	// many jobs takes its time.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), actionTimeout)
+	defer cancel()
 	switch action {
 	case "requeue":
 		var req RequeueRequest
