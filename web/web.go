@@ -72,6 +72,12 @@ type Config struct {
 	// Actions, when set, are offered on each batch's page: requeue, cancel,
 	// cap (see Actions). Nil: the dashboard is read-only and refuses them.
 	Actions Actions
+	// Try runs the Try playground's jobs (report serve gives one over the
+	// provider clients and the simulator: package web/playground); nil,
+	// the page says the playground is not enabled. TryTimeout bounds one
+	// try. Default 2 minutes.
+	Try        Trier
+	TryTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -81,6 +87,7 @@ func (c Config) withDefaults() Config {
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.MaxStreams = cmp.Or(c.MaxStreams, MaxStreamsDefault)
 	c.StreamMaxAge = cmp.Or(c.StreamMaxAge, StreamMaxAgeDefault)
+	c.TryTimeout = cmp.Or(c.TryTimeout, TryTimeoutDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -103,15 +110,17 @@ type handler struct {
 	// from another site.
 	csrfKey []byte
 	origins *http.CrossOriginProtection
+	try     *tryState
 }
 
 // NewHandler returns the dashboard over st. It panics if its embedded
 // templates do not parse (a build defect, caught by the package's tests).
 func NewHandler(st *store.Store, cfg Config) http.Handler {
 	h := &handler{st: st, cfg: cfg.withDefaults(), csrfKey: newCSRFKey(), origins: http.NewCrossOriginProtection()}
+	h.try = newTryState(h.cfg)
 	h.streams = make(chan struct{}, h.cfg.MaxStreams)
 	h.pages = map[string]*template.Template{}
-	for _, p := range []string{"batches", "batch", "job", "error", "action"} {
+	for _, p := range []string{"batches", "batch", "job", "error", "try", "action"} {
 		t := template.New("layout.html").Funcs(h.funcs())
 		// The actions' parts are the batch page's and the action page's.
 		h.pages[p] = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/actions.html", "templates/"+p+".html"))
@@ -135,6 +144,7 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
 	mux.HandleFunc("GET /batches/{name}/actions", h.actionsPart)
 	mux.HandleFunc("POST /batches/{name}/{action}", h.action)
+	h.tryRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
 	})
@@ -150,7 +160,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && !h.posts(r) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !isTryPost(r) && !h.posts(r) {
 		hd.Set("Allow", "GET, HEAD")
 		h.fail(w, r, http.StatusMethodNotAllowed, errors.New("only GET is served here (the actions are POSTs to a batch's /requeue, /cancel and /cap)"))
 		return

@@ -24,8 +24,11 @@ Serves the dashboard, a web UI over the ledger: the batches with their live
 progress; a batch's funnel (valid at attempt 1, 2, 3, never), failure
 clusters, cost per valid job by model and a filterable job list with CSV and
 JSONL exports; a job's attempts as cards (reply, repairs, errors, feedback,
-value diffs). The Try playground is not in it yet. Every asset is in the
-binary; a page makes no request off this host.
+value diffs). Its Try page runs one job through the repair step, on the
+simulator's presets or a provider (the environment's key, or one typed in
+the page for that try alone), and writes nothing to the ledger; --try=false
+leaves it out. Every asset is in the binary; a page makes no request off
+this host.
 
 Without an admin token it is read-only. With one (--admin-token, or
 FIXPOINT_ADMIN_TOKEN), every request must give it (HTTP Basic password, any
@@ -62,7 +65,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		ledgerEnv+"\n  FIXPOINT_ADMIN_TOKEN  admin token (default none): needed to listen off loopback, then asked of every request; enables the actions"+
 			"\n  NATS_URL              with a token: the queue a requeue publishes to (empty: the embedded queue in --nats-dir)"+
 			"\n  FIXPOINT_NATS_DIR     with a token: the embedded queue's directory (default "+natsconn.DirDefault+")"+
-			"\n  FIXPOINT_NATS_LISTEN  with a token: where a running worker's embedded NATS listens (default "+natsconn.ListenDefault+")", c.stdout)
+			"\n  FIXPOINT_NATS_LISTEN  with a token: where a running worker's embedded NATS listens (default "+natsconn.ListenDefault+")\n"+tryEnvHelp, c.stdout)
 	addr := fs.String("addr", serveAddrDefault, "address to listen on (host:port); off loopback only with an admin token")
 	// The environment's token is read after parsing: as the flag's default
 	// it would print in --help.
@@ -74,6 +77,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&q.Stream, "stream", queue.StreamDefault, "with a token: JetStream stream a requeue publishes to (a batch enqueued to another stream keeps its own)")
 	fs.StringVar(&q.Subject, "subject", queue.SubjectDefault, "with a token: subject a requeue publishes on")
 	queryTimeout := fs.Duration("query-timeout", web.QueryTimeoutDefault, "bound on the ledger queries of one page: a slower ledger gives an error page")
+	try := fs.Bool("try", true, "serve the Try playground (one job through the repair step, on the simulator or a provider)")
 	if err := cliflags.NoArgs(fs, args); err != nil {
 		return err
 	}
@@ -113,6 +117,11 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		// The actions only behind the token (RequireToken below).
 		cfg.Actions = &ledgerActions{st: st, queue: q, nats: natsconn.Config{URL: *natsURL, Dir: *natsDir, Running: *natsListen,
 			Name: "fixpoint-report-serve", Ledger: store.LedgerName(*dbURL)}}
+	}
+	if *try {
+		sims := &simPresets{latency: trySimLatency}
+		defer sims.Close()
+		cfg.Try = newPlayground(sims)
 	}
 	var h http.Handler = web.NewHandler(st, cfg)
 	if *token != "" {
