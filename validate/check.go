@@ -257,7 +257,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode fixp
 		if pre := ExtractionErrors(reply, c); len(pre) > 0 {
 			errs = append(pre, errs...)
 		}
-		if best < 0 || len(errs) < len(bestErrs) {
+		if best < 0 || ErrorCount(errs) < ErrorCount(bestErrs) {
 			best, bestErrs, bestValue, bestFixes = i, errs, v, fixes
 		}
 		if len(errs) == 0 {
@@ -314,7 +314,7 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 			best, bestErrs = i, ambiguous(s, reply, cands, i, cands[i].Value, fixpoint.CoerceNone)
 			break
 		}
-		if best < 0 || len(errs) < len(bestErrs) {
+		if best < 0 || ErrorCount(errs) < ErrorCount(bestErrs) {
 			best, bestErrs = i, errs
 		}
 	}

@@ -1,0 +1,248 @@
+package validate
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// samePieces reports a difference between the errors of v validated whole
+// and piece by piece at every container the schema allows.
+func samePieces(s *Schema, v any) error {
+	keep := s.pieceMin
+	defer func() { s.pieceMin = keep }()
+	s.pieceMin = -1
+	whole := s.Validate(v)
+	if keep < 0 {
+		return nil // never in pieces
+	}
+	s.pieceMin = 0
+	pieces := s.Validate(v)
+	if !reflect.DeepEqual(whole, pieces) {
+		return fmt.Errorf("whole:\n%s\npiece by piece:\n%s", errLines(whole), errLines(pieces))
+	}
+	return nil
+}
+
+func errLines(errs []fixpoint.ValidationError) string {
+	var b strings.Builder
+	for _, e := range errs {
+		fmt.Fprintf(&b, "  %s %s %s\n", e.Path, e.Keyword, e.Message)
+	}
+	return b.String()
+}
+
+// TestPiecewiseSameErrors: a value validated piece by piece has the errors
+// it has validated whole, over the JSON Schema test suite, the SchemaStore
+// sample and cases of what pieces.go takes apart.
+func TestPiecewiseSameErrors(t *testing.T) {
+	t.Parallel()
+	cases := 0
+	for _, tc := range []struct {
+		dir   string
+		draft *jsonschema.Draft
+	}{{"draft2020-12", jsonschema.Draft2020}, {"draft7", jsonschema.Draft7}} {
+		files, _ := filepath.Glob(filepath.Join("testdata", "suite", "tests", tc.dir, "*.json"))
+		if len(files) == 0 {
+			t.Fatalf("no suite files for %s", tc.dir)
+		}
+		opts := compileOptions{loader: suiteLoader{dir: filepath.Join("testdata", "suite", "remotes")}, draft: tc.draft}
+		for _, file := range files {
+			for _, g := range readSuiteFile(t, file) {
+				s, err := compile(g.Schema, opts)
+				if err != nil {
+					continue
+				}
+				for _, c := range g.Tests {
+					v, err := decode(c.Data)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cases++
+					if err := samePieces(s, v); err != nil {
+						t.Errorf("%s: %s: %s: %v", filepath.Base(file), g.Description, c.Description, err)
+					}
+				}
+			}
+		}
+	}
+	src := filepath.Join("testdata", "schemastore", "src")
+	loader, err := newSchemaStoreLoader(filepath.Join(src, "schemas", "json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := schemaStoreNames(filepath.Join(src, "schemas", "json"))
+	for _, name := range names {
+		raw, err := os.ReadFile(filepath.Join(src, "schemas", "json", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := compile(raw, compileOptions{loader: loader})
+		if err != nil {
+			continue
+		}
+		for _, kind := range []string{"test", "negative_test"} {
+			files, _ := filepath.Glob(filepath.Join(src, kind, strings.TrimSuffix(name, ".json"), "*.json"))
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := decode(b)
+				if err != nil {
+					continue
+				}
+				cases++
+				if err := samePieces(s, v); err != nil {
+					t.Errorf("%s: %s: %v", name, f, err)
+				}
+			}
+		}
+	}
+	for _, tc := range piecewiseCases {
+		s := mustCompile(t, tc.schema)
+		for _, value := range tc.values {
+			cases++
+			if err := samePieces(s, mustDecode(t, value)); err != nil {
+				t.Errorf("%s\n%s: %v", tc.schema, value, err)
+			}
+		}
+	}
+	if cases < 2000 {
+		t.Errorf("compared %d cases; want the suites' and the sample's", cases)
+	}
+}
+
+// piecewiseCases are schemas whose containers pieces.go takes apart, with
+// values that fail them at every level.
+var piecewiseCases = []struct {
+	schema string
+	values []string
+}{
+	{typicalSchema, []string{typicalInvalid, typicalValue, `[]`, `{"lines": [1, {"sku": 2}, {"qty": 0, "x": 1}], "customer": {"email": 1, "tier": "x"}, "extra": null}`}},
+	{`{"type":"array","items":` + lineSchema() + `,"minItems":5,"uniqueItems":true}`, []string{
+		bigArray(4000, 3), `[{"sku":"a"},{"sku":"a"}]`, `{"not":"an array"}`,
+	}},
+	// properties and patternProperties both apply to "ab": one list,
+	// duplicates dropped.
+	{`{"properties":{"ab":{"type":"object","required":["x"],"minProperties":2}},"patternProperties":{"^a":{"type":"object","required":["x","y"]}},
+	  "additionalProperties":{"type":"integer"},"propertyNames":{"maxLength":3},"required":["zz"],"maxProperties":3}`, []string{
+		`{"ab":{"q":1},"ac":{"x":1},"b":"s","long-name":{"x":[1,2]}}`, `{"ab":[],"c":{}}`,
+	}},
+	// A member whose value is a container of its own checked in pieces.
+	{`{"$defs":{"n":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/n"}},"name":{"type":"string","minLength":2}},"required":["name"],"additionalProperties":false}},"$ref":"#/$defs/n"}`, []string{
+		`{"name":"a","kids":[{"name":"bb","kids":[{"x":1},{"name":"c","kids":[]}]},{"kids":"no"}]}`,
+	}},
+	// prefixItems, then items.
+	{`{"prefixItems":[{"type":"string"},{"const":1}],"items":{"type":"object","properties":{"a":{"enum":[1,2]}}},"maxItems":3}`, []string{
+		`[1,2,{"a":3},{"a":1},[]]`, `["s",1]`,
+	}},
+	// Keywords that keep a container whole: contains, anyOf, unevaluated.
+	{`{"type":"array","contains":{"type":"integer"},"items":{"type":["string","integer"]}}`, []string{`["a",null,{}]`}},
+	{`{"type":"object","properties":{"a":{"anyOf":[{"type":"array","items":{"type":"integer"}},{"type":"string"}]}},"unevaluatedProperties":false}`, []string{
+		`{"a":[1,"x",[]],"b":1}`,
+	}},
+	{`{"type":"object","properties":{"list":{"type":"array","items":{"type":"object","properties":{"v":{"type":"integer"}},"unevaluatedProperties":false}}}}`, []string{
+		`{"list":[{"v":"1","w":2},{"v":2}]}`,
+	}},
+	// draft-07 tuples and additionalItems.
+	{`{"$schema":"http://json-schema.org/draft-07/schema#","items":[{"type":"string"},{"type":"integer"}],"additionalItems":{"type":"boolean"}}`, []string{
+		`[1,"a",true,"no",null]`,
+	}},
+	{`{"$schema":"http://json-schema.org/draft-07/schema#","items":[{"type":"string"}],"additionalItems":false}`, []string{`[1,2,3]`}},
+	{`{"$schema":"http://json-schema.org/draft-07/schema#","additionalItems":{"type":"string"}}`, []string{`[1,"a"]`}},
+	{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"$ref":"#/definitions/x"}},"definitions":{"x":{"type":"array","items":{"minimum":3}}},
+	  "dependencies":{"a":["b"]}}`, []string{`{"a":[1,5,2]}`}},
+	// Names failing propertyNames in nested objects (propnames.go).
+	{`{"type":"object","additionalProperties":{"type":"object","propertyNames":{"pattern":"^[a-z]+$"},"additionalProperties":{"type":"object","propertyNames":{"maxLength":2}}}}`, []string{
+		`{"bb":{"yyy":{"abc":1},"cc":{}},"dd":{"X":{"abcd":1,"ab":2}}}`,
+	}},
+	// A false subschema under properties, items.
+	{`{"properties":{"no":false,"list":{"items":false}}}`, []string{`{"no":1,"list":[1,2]}`}},
+}
+
+// TestValidateManyErrorsBounded: a reply of 60,000 wrong items (180,000
+// errors, 1.5 MB) keeps MaxErrors of them, the first of each keyword, and
+// one that counts the rest by keyword; checking it holds a bounded heap.
+// Before, the library built the tree of all 180,000 errors and the check
+// returned them all (peak heap about 140 MB over the value's; the result
+// alone 36 MB).
+func TestValidateManyErrorsBounded(t *testing.T) {
+	s := mustCompile(t, `{"type":"array","items":`+lineSchema()+`}`)
+	reply := manyErrorsReply(60000)
+	r := CheckWith(s, reply, CheckOptions{Coerce: fixpoint.CoerceSafe})
+	if r.Valid || r.Class != fixpoint.ClassShape {
+		t.Fatalf("valid %v, class %q", r.Valid, r.Class)
+	}
+	errs := r.Errors
+	if n := ErrorCount(errs); n != 180000 {
+		t.Errorf("ErrorCount = %d; want 180000", n)
+	}
+	if len(errs) > MaxErrors+len(keywordClasses)+1 {
+		t.Fatalf("%d errors kept; want at most %d", len(errs), MaxErrors+len(keywordClasses)+1)
+	}
+	last := errs[len(errs)-1]
+	if last.Keyword != KeywordMoreErrors || last.Path != "" || last.Class != fixpoint.ClassShape {
+		t.Fatalf("last error %+v; want the count of the others", last)
+	}
+	kept := errs[:len(errs)-1]
+	if !slices.IsSortedFunc(kept, compareErrors) {
+		t.Error("kept errors not sorted")
+	}
+	if kept[0].Path != "/0/price" || kept[0].Keyword != "required" || kept[MaxErrors-1].Path != "/6666/qty" {
+		t.Errorf("kept %v ... %v; want the first of the sorted list", kept[0], kept[MaxErrors-1])
+	}
+	left := map[string]int{"minimum": 60000, "pattern": 60000, "required": 60000}
+	for _, e := range kept {
+		left[e.Keyword]--
+	}
+	if msg := moreErrors(left).Message; last.Message != msg || !strings.HasPrefix(msg, fmt.Sprintf("%d more errors, not kept: ", 180000-len(kept))) {
+		t.Errorf("last message %q; want %q", last.Message, msg)
+	}
+	if r.Coerced != 0 {
+		t.Errorf("%d coerced; want none past MaxErrors", r.Coerced)
+	}
+}
+
+// manyErrorsReply is an array of n line items that each fail three ways:
+// a sku off its pattern, a qty under its minimum, no price.
+func manyErrorsReply(n int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"sku":"bad-%d","qty":0}`, i%1000)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// A list over MaxErrors keeps the first of each keyword, so that every
+// kind of error is seen.
+func TestCapErrorsKeepsEachKeyword(t *testing.T) {
+	t.Parallel()
+	var errs []fixpoint.ValidationError
+	for i := range MaxErrors + 10 {
+		errs = append(errs, newError(fmt.Sprintf("/a/%d", i), "type", "expected integer, got string"))
+	}
+	errs = append(errs, newError("/b", "required", `missing required property "b"`))
+	got := capErrors(errs)
+	if len(got) != MaxErrors+2 || got[MaxErrors].Path != "/b" || got[MaxErrors+1].Message != "10 more errors, not kept: type 10" {
+		t.Fatalf("%d kept, then %v, %v", len(got), got[MaxErrors], got[len(got)-1])
+	}
+	if ErrorCount(got) != MaxErrors+11 || ClassOf(got) != fixpoint.ClassShape {
+		t.Errorf("ErrorCount %d, ClassOf %q", ErrorCount(got), ClassOf(got))
+	}
+	if small := capErrors(errs[:5]); len(small) != 5 || ErrorCount(small) != 5 {
+		t.Errorf("5 errors kept as %d", len(small))
+	}
+}
