@@ -170,7 +170,9 @@ type CheckResult struct {
 	// Class is ClassOf(Errors): ClassNone when Valid.
 	Class fixpoint.Class
 	// Errors are the chosen candidate's errors, or the one syntax error when
-	// nothing was extracted. Empty when Valid.
+	// nothing was extracted. Empty when Valid. Past MaxErrors, those kept
+	// and one of keyword KeywordMoreErrors that counts the rest (see
+	// Schema.Validate; ErrorCount counts them all).
 	Errors []fixpoint.ValidationError
 	// Repairs are the repairs extract applied to the chosen candidate
 	// (past extract.MaxListedRepairs, one entry of each kind with its
@@ -201,7 +203,7 @@ type CheckOptions struct {
 
 // Check extracts the JSON candidates in reply and chooses one: the first that
 // validates against s; if none does, the one with the fewest errors (the
-// earliest on ties). s may be nil: then any extracted value is valid. A
+// earliest on ties; counted by ErrorCount). s may be nil: then any extracted value is valid. A
 // truncated candidate is never valid: it carries an extra error with keyword
 // "truncated" and class syntax. When nothing is extracted the result has
 // class syntax and one error with keyword "syntax" whose message is the

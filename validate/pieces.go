@@ -43,11 +43,16 @@ func ErrorCount(errs []fixpoint.ValidationError) int {
 }
 
 // errorCap gathers the errors of a validation, part by part, keeping at
-// most about max of them plus the first of each keyword. The parts are
+// most max of them (1.25 times as many before it trims them) plus the
+// first of each keyword. The parts are
 // sorted and free of duplicates, and no error is in two parts.
 type errorCap struct {
-	max   int
-	buf   []fixpoint.ValidationError // the smallest errors seen, past max not yet trimmed
+	max int
+	buf []fixpoint.ValidationError // the smallest errors seen, past max not yet trimmed
+	// bound is the greatest error kept once buf was trimmed: a greater
+	// one is only counted. (The parts come mostly in order: after the
+	// first trim, most errors are past it.)
+	bound *fixpoint.ValidationError
 	first map[string]fixpoint.ValidationError
 	count map[string]int // every error seen, by keyword
 	total int
@@ -68,9 +73,11 @@ func (c *errorCap) add(errs []fixpoint.ValidationError) {
 		if f, ok := c.first[e.Keyword]; !ok || compareErrors(e, f) < 0 {
 			c.first[e.Keyword] = e
 		}
+		if c.bound == nil || compareErrors(e, *c.bound) < 0 {
+			c.buf = append(c.buf, e)
+		}
 	}
-	c.buf = append(c.buf, errs...)
-	if len(c.buf) > 2*c.max {
+	if len(c.buf) > c.max+c.max/4 {
 		c.trim()
 	}
 }
@@ -81,6 +88,8 @@ func (c *errorCap) trim() {
 	if len(c.buf) > c.max {
 		clear(c.buf[c.max:]) // let the dropped messages go
 		c.buf = c.buf[:c.max]
+		last := c.buf[c.max-1]
+		c.bound = &last
 	}
 }
 
@@ -141,7 +150,7 @@ func capErrors(errs []fixpoint.ValidationError) []fixpoint.ValidationError {
 // The library builds the tree of every error of the value it validates
 // before it returns. A value of more than pieceMin places is validated
 // in pieces instead, so that no tree holds more than one piece's errors
-// and no list more than about 2*MaxErrors: where the schema at an array
+// and no list more than about 1.25 times MaxErrors: where the schema at an array
 // or object only says what its items or members are (properties,
 // patternProperties, additionalProperties, items, prefixItems, and
 // keywords of the container itself, through a "$ref" standing alone),
