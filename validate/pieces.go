@@ -148,19 +148,19 @@ func capErrors(errs []fixpoint.ValidationError) []fixpoint.ValidationError {
 // Validating a large value piece by piece.
 //
 // The library builds the tree of every error of the value it validates
-// before it returns. A value of more than pieceMin places is validated
-// in pieces instead, so that no tree holds more than one piece's errors
-// and no list more than about 1.25 times MaxErrors: where the schema at an array
-// or object only says what its items or members are (properties,
+// before it returns. A value of more than pieceMin places is validated in
+// pieces instead, so that no tree holds more than one piece's errors and
+// no list more than 1.25 times MaxErrors: where the schema at an array or
+// object only says what its items or members are (properties,
 // patternProperties, additionalProperties, items, prefixItems, and
 // keywords of the container itself, through a "$ref" standing alone),
-// the container is checked against a copy of that schema whose
-// subschemas for its children are true, and each child against its own
-// subschema, as the library does. Anything else (an applicator, const,
-// enum, format, contains, unevaluated*) is validated whole, as is every
-// value when the schema holds a dynamic or recursive reference, whose
-// target depends on the path taken to it. The errors are the same as
-// those of validating the value whole (TestPiecewiseSameErrors).
+// the container is checked against a copy of that schema whose subschemas
+// for its children are true, and each child against its own subschema,
+// as the library does. Anything else (an applicator, const, enum, format,
+// contains, unevaluated*) is validated whole, as is every value when the
+// schema holds a dynamic or recursive reference, whose target depends on
+// the path taken to it. The errors are those of validating the value
+// whole (TestPiecewiseSameErrors).
 
 // pieceMin is the places in a value above which it is validated piece
 // by piece.
@@ -212,7 +212,10 @@ func (s *Schema) validateAt(sch *jsonschema.Schema, root, x any, toks []string, 
 			}
 		}
 	case map[string]any:
-		if !containerOnly(plain, "object") {
+		// (Matching a member's name against patternProperties here too
+		// would spend the clock of backtracking patterns again, and a
+		// failure could go unreported.)
+		if !containerOnly(plain, "object") || s.clock != nil && len(plain.PatternProperties) > 0 {
 			s.whole([]*jsonschema.Schema{sch}, root, x, toks, c)
 			return
 		}

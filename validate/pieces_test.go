@@ -169,6 +169,31 @@ var piecewiseCases = []struct {
 	}},
 	// A false subschema under properties, items.
 	{`{"properties":{"no":false,"list":{"items":false}}}`, []string{`{"no":1,"list":[1,2]}`}},
+	// draft 2019-09 and draft-04 arrays and objects.
+	{`{"$schema":"https://json-schema.org/draft/2019-09/schema","items":[{"type":"string"}],"additionalItems":{"type":"integer"},"minItems":4}`, []string{`[1,"a",2.5]`}},
+	{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"a":{"type":"array","items":{"type":"integer","minimum":2}}},"additionalProperties":false,"required":["b"]}`, []string{
+		`{"a":[1,"2",3],"c":1}`,
+	}},
+	// A backtracking pattern under patternProperties keeps its object whole.
+	{`{"type":"object","patternProperties":{"^(?=x)":{"type":"integer"}},"additionalProperties":{"type":"string"}}`, []string{`{"xa":"1","b":2}`}},
+}
+
+// A schema holding a dynamic reference, or reaching one (the metaschema
+// does), is never validated in pieces: where the reference resolves
+// depends on the path the library took to it.
+func TestPiecewiseNotWithDynamicRefs(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		`{"$dynamicAnchor":"node","type":"object","properties":{"kids":{"type":"array","items":{"$dynamicRef":"#node"}}}}`,
+		`{"type":"array","items":{"$ref":"https://json-schema.org/draft/2020-12/schema"}}`,
+	} {
+		if s := mustCompile(t, src); s.pieceMin != -1 {
+			t.Errorf("%s: pieceMin %d; want -1", src, s.pieceMin)
+		}
+	}
+	if s := mustCompile(t, typicalSchema); s.pieceMin != pieceMin {
+		t.Errorf("typical schema: pieceMin %d; want %d", s.pieceMin, pieceMin)
+	}
 }
 
 // TestValidateManyErrorsBounded: a reply of 60,000 wrong items (180,000
