@@ -263,7 +263,7 @@ func TestCapErrorsKeepsEachKeyword(t *testing.T) {
 // garbage collector set to collect at 10% growth, and once it returned.
 // Before validate.MaxErrors and pieces.go, the library's tree of every
 // error and their flat list peaked at 91 MB and the errors returned held
-// 25 MB (now 9.5 and 3.1). Not parallel: the heap is the process's.
+// 25 MB (now 9.6 and 2.5). Not parallel: the heap is the process's.
 func TestValidateManyErrorsHeap(t *testing.T) {
 	s := mustCompile(t, `{"type":"array","items":`+lineSchema()+`}`)
 	v := mustDecode(t, manyErrorsReply(60000))
