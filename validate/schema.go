@@ -74,6 +74,10 @@ type Schema struct {
 	// clock bounds the time of the patterns the backtracking engine
 	// matches (see patterns.go); nil when RE2 matches them all.
 	clock *patternClock
+	// pieceMin is the places in a value above which it is validated
+	// piece by piece (see pieces.go); -1: never, the schema holding a
+	// dynamic reference.
+	pieceMin int
 }
 
 // costs returns the schema's checkCost, building it the first time.
@@ -273,7 +277,10 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 			"(an anyOf, oneOf or allOf whose branches reach a shared definition counts it once for each, at every level): "+
 			"checking a reply that fails could take minutes and gigabytes; share fewer branches", MaxUnfolded)}
 	}
-	out := &Schema{raw: bytes.Clone(schema), sch: sch, graph: g, tree: treeSize(g, MaxChecks)}
+	out := &Schema{raw: bytes.Clone(schema), sch: sch, graph: g, tree: treeSize(g, MaxChecks), pieceMin: pieceMin}
+	if hasDynamicRefs(g) {
+		out.pieceMin = -1
+	}
 	if clock.used.Load() {
 		out.clock = clock
 	}
@@ -341,11 +348,14 @@ func (s *Schema) Raw() []byte {
 
 // Validate validates v, a value as decoded by encoding/json with UseNumber
 // (map[string]any, []any, string, json.Number, bool, nil; float64 and Go
-// integers are accepted too). It returns every error, sorted, or nil when v is
-// valid. A number that is not a JSON number, longer than 1000 characters or
-// with an exponent beyond ±1000 cannot be compared safely: then only such
-// numbers are reported, with keyword "number" (class semantic). A string
-// that a pattern with lookahead, lookbehind or backreferences could not be
+// integers are accepted too). It returns its errors, sorted, or nil when v
+// is valid: every error up to MaxErrors; past it the first MaxErrors and
+// the first of each keyword, then one error of keyword KeywordMoreErrors
+// that counts the others (ErrorCount counts them all). A number that is
+// not a JSON number, longer than 1000 characters or with an exponent
+// beyond ±1000 cannot be compared safely: then only such numbers are
+// reported, with keyword "number" (class semantic). A string that a
+// pattern with lookahead, lookbehind or backreferences could not be
 // matched against in time (see patterns.go) is an error too, with keyword
 // "pattern".
 func (s *Schema) Validate(v any) []fixpoint.ValidationError {
@@ -361,35 +371,16 @@ func (s *Schema) validate(v any) []fixpoint.ValidationError {
 	if s == nil || s.sch == nil {
 		return nil
 	}
-	from := s.failures()
-	return s.patternErrors(v, s.check(v), from)
-}
-
-// check validates v with the library, once the value is known to be safe
-// and cheap enough to.
-func (s *Schema) check(v any) []fixpoint.ValidationError {
 	if errs := numberErrors(v); len(errs) > 0 {
 		// The value cannot be compared safely; these errors come first.
-		return sortErrors(errs)
+		return capErrors(sortErrors(errs))
 	}
 	if at, over := s.overChecks(v); over {
 		return []fixpoint.ValidationError{newError(at, "checkCost", fmt.Sprintf("checking the value this far would take over %d checks against the schema's parts (its alternatives, and the schemas that apply to each item or member, multiply at every level): reply with a shallower or smaller value", MaxChecks))}
 	}
-	err := s.sch.Validate(v)
-	if err == nil {
-		return nil
-	}
-	var verr *jsonschema.ValidationError
-	if !errors.As(err, &verr) {
-		return []fixpoint.ValidationError{newError("", "", "value cannot be validated: "+err.Error())}
-	}
-	errs := flatten(verr, v)
-	if len(errs) == 0 {
-		// The library found the value invalid but no leaf survived
-		// flattening; never report an invalid value as valid.
-		errs = []fixpoint.ValidationError{newError("", "", "value does not match the schema: "+oneLine(verr.Error()))}
-	}
-	return sortErrors(errs)
+	c := newErrorCap(MaxErrors)
+	s.validateAt(s.sch, v, v, nil, c)
+	return c.result()
 }
 
 // schemaError turns a library compile error into a *SchemaError naming the
