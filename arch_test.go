@@ -59,7 +59,8 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 //     no provider client and nothing of the worker;
 //   - wave (the batch-delivery driver) links nothing of the worker: it
 //     reaches it through an interface of its own;
-//   - the test bench (testbench/...) is linked by the commands only;
+//   - the test bench (testbench/...) is linked by the commands only (the
+//     dashboard's Try playground gets the simulator from report serve);
 //   - only store uses pgx directly, only the commands run an embedded
 //     NATS server, and nothing imports a command.
 func TestImportDirection(t *testing.T) {
@@ -79,6 +80,9 @@ func TestImportDirection(t *testing.T) {
 		"wave":     {mod + "/pipeline", mod + "/enqueue", mod + "/testbench"},
 		"pipeline": {mod + "/enqueue", mod + "/testbench"},
 	}
+	// The dashboard's Try playground runs the repair step; the simulator
+	// reaches it from the command.
+	forbidden["web/playground"] = []string{mod + "/enqueue", mod + "/testbench"}
 	// Third-party libraries the pure packages may link: a JSON decoder, the
 	// schema library, a backtracking engine for the patterns RE2 cannot
 	// express, and Unicode normalization for enum values.

@@ -414,6 +414,17 @@ func (p *parser) closesOuter(c byte) bool {
 	return false
 }
 
+// memberStep is what reading one object member tells object to do next.
+type memberStep int
+
+const (
+	memberRead  memberStep = iota // a member was read: look for the next
+	memberNext                    // nothing was added: look again
+	memberEnd                     // the object ends here (unclosed or cut off)
+	memberFail                    // the reply cannot be read: return false
+	memberWhole                   // the object was read whole as something else: return true
+)
+
 // object parses an object at '{'.
 func (p *parser) object() bool {
 	open := p.i
@@ -426,6 +437,7 @@ func (p *parser) object() bool {
 	p.out = append(p.out, '{')
 	first := true
 	comma := -1 // the separator after the last member, once seen
+loop:
 	for {
 		p.skip()
 		if p.ended() {
@@ -438,7 +450,8 @@ func (p *parser) object() bool {
 			p.repair(KindTrailingComma, comma)
 			comma = -1
 		}
-		if c == '}' {
+		switch {
+		case c == '}':
 			if p.mergeTop && p.depth == 1 && p.keyFollows(p.i+1) {
 				// {"a": 1}, "b": 2}: the object was closed too early.
 				p.repair(KindExtraBracket, p.i)
@@ -446,112 +459,142 @@ func (p *parser) object() bool {
 				continue
 			}
 			p.i++
-			break
-		}
-		if c == ']' || c == ')' {
+			break loop
+		case c == ']' || c == ')':
 			if p.closesOuter(c) && !p.keyFollows(p.i+1) {
 				p.repair(KindMismatched, p.i)
-				break
+				break loop
 			}
 			p.repair(KindExtraBracket, p.i)
 			p.i++
 			continue
-		}
-		if c == ',' {
+		case c == ',':
 			p.separator(first, &comma, false)
 			continue
-		}
-		if p.ellipsis() {
+		case p.ellipsis():
 			continue
 		}
-		// A key is expected here.
-		if q, _ := quoteAt(p.src, p.i); q == qNone && !isIdentStart(c) && !isDigit(c) && c != '-' {
-			// Not a key: the object is missing its closing brace.
-			p.repair(KindUnclosed, p.i)
-			break
-		}
-		if !first && comma < 0 {
-			p.missingComma()
-		}
-		memberOut, memberRep := len(p.out), len(p.repairs)
-		if !first {
-			p.out = append(p.out, ',')
-		}
-		keyAt := p.i
-		kq, _ := quoteAt(p.src, keyAt)
-		if !p.key() {
+		switch p.member(open, outOpen, first, comma) {
+		case memberRead:
+			first, comma = false, -1
+		case memberEnd:
+			break loop
+		case memberFail:
 			return false
-		}
-		p.skip()
-		if first && kq != qNone && !p.ended() && p.src[p.i] == ',' {
-			// {'a', 'b'}: a Python set, read as an array.
-			p.out, p.repairs = p.out[:outOpen], p.repairs[:memberRep]
-			p.i = open + 1
-			p.repair(KindTuple, open)
-			p.out = append(p.out, '[')
-			p.stack[len(p.stack)-1] = '}'
-			wasTrunc := p.trunc
-			if !p.elements('}') {
-				return false
-			}
-			if p.trunc && !wasTrunc {
-				return p.fail(keyAt, "expected ':' after the key at offset %d", p.off(keyAt))
-			}
-			p.out = append(p.out, ']')
+		case memberWhole:
 			return true
 		}
-		if kq == qNone && !p.ended() {
-			// A stray word before a key or the end: {"a": 1, COMMENT "b": 2}.
-			if c := p.src[p.i]; c == '}' || (c != ':' && p.quoteStartsKey(p.i)) {
-				p.out, p.repairs = p.out[:memberOut], p.repairs[:memberRep]
-				p.repair(KindExtraText, keyAt)
-				continue
-			}
-		}
-		if p.ended() {
-			// Cut off after a key: drop the incomplete member.
-			p.out, p.repairs = p.out[:memberOut], p.repairs[:memberRep]
-			p.stopped = true
-			p.closeRepair(KindUnclosed)
-			break
-		}
-		c = p.src[p.i]
-		if c == ':' {
-			p.i++
-		} else if c == '=' {
-			p.repair(KindMissingColon, p.i)
-			p.i++
-		} else if p.valueStart(p.i) {
-			if kq == qNone {
-				// Neither quotes nor a colon: words after a member, not
-				// a member ({"height": "5" 6", "name": "Bob"} gave a key
-				// "6" with the value "").
-				p.repair(KindExtraText, keyAt)
-			} else {
-				p.repair(KindMissingColon, p.i)
-			}
-		} else {
-			return p.fail(p.i, "expected ':' after the key at offset %d, found %s", p.off(keyAt), describe(p.src, p.i))
-		}
-		p.out = append(p.out, ':')
-		p.skip()
-		if p.i >= p.end || (p.fence && isFenceAt(p.src, p.i) && !p.fencedValueAhead()) {
-			p.out, p.repairs = p.out[:memberOut], p.repairs[:memberRep]
-			p.stopped = true
-			p.closeRepair(KindUnclosed)
-			break
-		}
-		c = p.src[p.i]
-		if c == ',' || c == '}' || c == ']' {
-			p.repair(KindMissingValue, p.i)
-			p.out = append(p.out, "null"...)
-		} else if !p.memberValue() {
-			return false
-		}
-		first = false
-		comma = -1
 	}
 	p.out = append(p.out, '}')
+	return true
+}
+
+// member reads one member of the object opened at open (written to out
+// from outOpen): its key, colon and value.
+func (p *parser) member(open, outOpen int, first bool, comma int) memberStep {
+	c := p.src[p.i]
+	// A key is expected here.
+	if q, _ := quoteAt(p.src, p.i); q == qNone && !isIdentStart(c) && !isDigit(c) && c != '-' {
+		// Not a key: the object is missing its closing brace.
+		p.repair(KindUnclosed, p.i)
+		return memberEnd
+	}
+	if !first && comma < 0 {
+		p.missingComma()
+	}
+	memberOut, memberRep := len(p.out), len(p.repairs)
+	if !first {
+		p.out = append(p.out, ',')
+	}
+	keyAt := p.i
+	kq, _ := quoteAt(p.src, keyAt)
+	if !p.key() {
+		return memberFail
+	}
+	p.skip()
+	if first && kq != qNone && !p.ended() && p.src[p.i] == ',' {
+		// {'a', 'b'}: a Python set, read as an array.
+		p.out, p.repairs = p.out[:outOpen], p.repairs[:memberRep]
+		if !p.set(open, keyAt) {
+			return memberFail
+		}
+		return memberWhole
+	}
+	drop := func() { p.out, p.repairs = p.out[:memberOut], p.repairs[:memberRep] }
+	if kq == qNone && !p.ended() {
+		// A stray word before a key or the end: {"a": 1, COMMENT "b": 2}.
+		if c := p.src[p.i]; c == '}' || (c != ':' && p.quoteStartsKey(p.i)) {
+			drop()
+			p.repair(KindExtraText, keyAt)
+			return memberNext
+		}
+	}
+	if p.ended() {
+		// Cut off after a key: drop the incomplete member.
+		drop()
+		p.stopped = true
+		p.closeRepair(KindUnclosed)
+		return memberEnd
+	}
+	if !p.colon(kq, keyAt) {
+		return memberFail
+	}
+	p.out = append(p.out, ':')
+	p.skip()
+	if p.i >= p.end || (p.fence && isFenceAt(p.src, p.i) && !p.fencedValueAhead()) {
+		drop()
+		p.stopped = true
+		p.closeRepair(KindUnclosed)
+		return memberEnd
+	}
+	if c := p.src[p.i]; c == ',' || c == '}' || c == ']' {
+		p.repair(KindMissingValue, p.i)
+		p.out = append(p.out, "null"...)
+	} else if !p.memberValue() {
+		return memberFail
+	}
+	return memberRead
+}
+
+// set reads the object opened at open, whose first key at keyAt is
+// followed by a comma, as a Python set: an array of its elements.
+func (p *parser) set(open, keyAt int) bool {
+	p.i = open + 1
+	p.repair(KindTuple, open)
+	p.out = append(p.out, '[')
+	p.stack[len(p.stack)-1] = '}'
+	wasTrunc := p.trunc
+	if !p.elements('}') {
+		return false
+	}
+	if p.trunc && !wasTrunc {
+		return p.fail(keyAt, "expected ':' after the key at offset %d", p.off(keyAt))
+	}
+	p.out = append(p.out, ']')
+	return true
+}
+
+// colon reads what separates the key at keyAt (quoted unless kq is qNone)
+// from its value: a colon, an '=' or nothing before a value.
+func (p *parser) colon(kq, keyAt int) bool {
+	switch c := p.src[p.i]; {
+	case c == ':':
+		p.i++
+	case c == '=':
+		p.repair(KindMissingColon, p.i)
+		p.i++
+	case p.valueStart(p.i):
+		if kq == qNone {
+			// Neither quotes nor a colon: words after a member, not
+			// a member ({"height": "5" 6", "name": "Bob"} gave a key
+			// "6" with the value "").
+			p.repair(KindExtraText, keyAt)
+		} else {
+			p.repair(KindMissingColon, p.i)
+		}
+	default:
+		return p.fail(p.i, "expected ':' after the key at offset %d, found %s", p.off(keyAt), describe(p.src, p.i))
+	}
 	return true
 }
 
@@ -873,221 +916,305 @@ func appendControl(out []byte, c byte) []byte {
 // str parses a quoted string at p.i. With stopAtDelim it ends at the first
 // delimiter (an end quote is missing); with stopAt >= 0 it ends there.
 func (p *parser) str(stopAtDelim bool, stopAt int) bool {
-	start := p.i
-	outStart, repStart := len(p.out), len(p.repairs)
-	startTrunc := p.trunc
-	qk, qn := quoteAt(p.src, p.i)
-	switch qk {
-	case qSingle, qBacktick, qAcute:
-		p.repair(KindSingleQuotes, start)
-	case qSmartDouble, qSmartSingle:
-		p.repair(KindSmartQuotes, start)
+	s := p.openString(stopAtDelim, stopAt)
+	for {
+		if p.i >= p.end {
+			return s.atEnd()
+		}
+		if p.i == s.stopAt {
+			return s.missingQuote()
+		}
+		if q, n := quoteAt(p.src, p.i); q != qNone && endsQuote(s.qk, q) {
+			if done, ok := s.quote(q, n); done {
+				return ok
+			}
+			continue
+		}
+		if done, ok := s.char(p.src[p.i]); done {
+			return ok
+		}
 	}
-	p.i += qn
+}
+
+// strRead is the state of one read of a quoted string (parser.str): where
+// it started, so that it can be read again in another mode, and what the
+// text read so far says about the quotes inside it.
+type strRead struct {
+	p                  *parser
+	start              int // the opening quote
+	outStart, repStart int // len(p.out), len(p.repairs) at the start
+	startTrunc         bool
+	qk, qn             int  // the opening quote's kind and byte length
+	stopAtDelim        bool // the end quote is missing: end at a delimiter
+	stopAt             int  // >= 0: the string ends there
+	canRetry           bool // may read the string again in another mode
+	doubled            bool // a doubled opening quote (CSV-style quoting)
+	block              bool // the text opens with a line break, as code does
+	wsStart            int  // trailing run of raw whitespace in out, -1 for none
+	wsNL               bool // that run holds a line break
+	embed              int  // open braces of an object quoted inside the text
+	inner              int  // quotes of the string's kind read as text, inch marks (6'2") aside
+	// opened is set while the last quote read as text opened a quoted
+	// word (a space, '=' or an opening bracket before it, a word after
+	// it: say "hi, key="value): a double-quoted string that ends then may
+	// have been meant to end after the word's own end quote (see
+	// KindQuoteUnbalanced).
+	opened bool
+}
+
+// openString reads the opening quote at p.i and sets up the read.
+func (p *parser) openString(stopAtDelim bool, stopAt int) *strRead {
+	s := &strRead{p: p, start: p.i, outStart: len(p.out), repStart: len(p.repairs), startTrunc: p.trunc,
+		stopAtDelim: stopAtDelim, stopAt: stopAt, wsStart: -1}
+	s.qk, s.qn = quoteAt(p.src, p.i)
+	switch s.qk {
+	case qSingle, qBacktick, qAcute:
+		p.repair(KindSingleQuotes, s.start)
+	case qSmartDouble, qSmartSingle:
+		p.repair(KindSmartQuotes, s.start)
+	}
+	p.i += s.qn
 	p.out = append(p.out, '"')
 	// ""value" or ''text'': a doubled opening quote (CSV-style quoting)
 	// when text, not a separator, follows it. Then a doubled quote closes.
-	doubled := p.doubledOpen(qk)
-	if doubled {
+	s.doubled = p.doubledOpen(s.qk)
+	if s.doubled {
 		p.repair(KindUnescapedQuote, p.i)
-		p.i += qn
+		p.i += s.qn
 	}
-	wsStart, wsNL := -1, false // trailing run of raw whitespace in out
-	embed := 0                 // open braces of an object quoted inside the text
-	// opened is set while the last quote read as text opened a quoted
-	// word (a space, '=' or an opening bracket before it, a word after
-	// it: say "hi, key="value): a double-quoted string
-	// that ends then may have been meant to end after the word's own end
-	// quote (see KindQuoteUnbalanced).
-	opened := false
-	inner := 0 // quotes of the string's kind read as text, inch marks (6'2") aside
-	textQuote := func(iq, n int) {
-		if !isDigit(p.src[iq-1]) {
-			inner++
-		}
-		before := iq == start+qn || strings.IndexByte(" \t\n=([<", p.src[iq-1]) >= 0
-		after := iq+n < p.end && p.src[iq+n] != ' ' && p.src[iq+n] != '\t' && p.src[iq+n] != '\n' && p.src[iq+n] != '\r' && quoteKind(p.src, iq+n) == qNone
-		opened = before && after
-	}
-	closed := func() {
-		if opened && (qk == qDouble || qk == qSmartDouble) {
-			p.repair(KindQuoteUnbalanced, start)
-		}
-		if doubled && inner%2 == 1 {
-			// ""Hello" she said": the string ends at one quote and a
-			// quote inside it is text, so the doubled opening quote was
-			// that text quote's pair, not noise.
-			p.out = slices.Insert(p.out, outStart+1, textQuoteBytes(qk, p.src[start+qn:start+2*qn])...)
-		}
-	}
-	block := p.i < p.end && (p.src[p.i] == '\n' || p.src[p.i] == '\r')
-	retry := func(stopDelim bool, at int) bool {
-		if p.work != nil {
-			*p.work += p.i - start
-		}
-		p.i = start
-		p.out, p.repairs = p.out[:outStart], p.repairs[:repStart]
-		p.trunc = startTrunc
-		return p.str(stopDelim, at)
-	}
-	canRetry := !stopAtDelim && stopAt < 0 && (p.work == nil || *p.work < p.limit)
-	if !canRetry && stopAt < 0 {
+	s.block = p.i < p.end && (p.src[p.i] == '\n' || p.src[p.i] == '\r')
+	s.canRetry = !stopAtDelim && stopAt < 0 && (p.work == nil || *p.work < p.limit)
+	if !s.canRetry && stopAt < 0 {
 		// Budget spent: read in the mode that never re-reads.
-		stopAtDelim = stopAtDelim || (p.work != nil && *p.work >= p.limit)
+		s.stopAtDelim = stopAtDelim || (p.work != nil && *p.work >= p.limit)
 	}
-	for {
-		if p.i >= p.end {
-			e := p.i
-			// A fence right before the end: the string ends before it.
-			if k := strings.LastIndex(p.src[start:p.i], "```"); k > 0 && strings.TrimSpace(p.src[start+k+3:p.i]) == "" {
-				e = start + k
-			}
-			iPrev := prevNonSpace(p.src, e-1, start)
-			if canRetry && iPrev > start && isDelim(p.src[iPrev]) {
-				return retry(true, -1)
-			}
-			if canRetry && e < p.i {
-				return retry(false, e)
-			}
-			closed()
-			p.closeRepair(KindMissingQuote)
+	return s
+}
+
+// textQuote notes a quote at iq, n bytes long, read as text.
+func (s *strRead) textQuote(iq, n int) {
+	p := s.p
+	if !isDigit(p.src[iq-1]) {
+		s.inner++
+	}
+	before := iq == s.start+s.qn || strings.IndexByte(" \t\n=([<", p.src[iq-1]) >= 0
+	after := iq+n < p.end && p.src[iq+n] != ' ' && p.src[iq+n] != '\t' && p.src[iq+n] != '\n' && p.src[iq+n] != '\r' && quoteKind(p.src, iq+n) == qNone
+	s.opened = before && after
+}
+
+// writeTextQuote writes the quote at iq as text of the string and reads on
+// after it.
+func (s *strRead) writeTextQuote(q, iq, n int) {
+	p := s.p
+	p.out = append(p.out, textQuoteBytes(q, p.src[iq:iq+n])...)
+	p.i = iq + n
+	s.textQuote(iq, n)
+}
+
+// closed records what the quotes read as text say once the string ends.
+func (s *strRead) closed() {
+	p := s.p
+	if s.opened && (s.qk == qDouble || s.qk == qSmartDouble) {
+		p.repair(KindQuoteUnbalanced, s.start)
+	}
+	if s.doubled && s.inner%2 == 1 {
+		// ""Hello" she said": the string ends at one quote and a
+		// quote inside it is text, so the doubled opening quote was
+		// that text quote's pair, not noise.
+		p.out = slices.Insert(p.out, s.outStart+1, textQuoteBytes(s.qk, p.src[s.start+s.qn:s.start+2*s.qn])...)
+	}
+}
+
+// retry reads the string again from its opening quote in another mode,
+// charging the bytes read so far to the shared work budget.
+func (s *strRead) retry(stopDelim bool, at int) bool {
+	p := s.p
+	if p.work != nil {
+		*p.work += p.i - s.start
+	}
+	p.i = s.start
+	p.out, p.repairs = p.out[:s.outStart], p.repairs[:s.repStart]
+	p.trunc = s.startTrunc
+	return p.str(stopDelim, at)
+}
+
+// missingQuote ends the string at p.i, its end quote missing.
+func (s *strRead) missingQuote() bool {
+	p := s.p
+	s.closed()
+	p.trimOutSpace(s.outStart)
+	p.repair(KindMissingQuote, p.i)
+	p.out = append(p.out, '"')
+	return true
+}
+
+// atEnd ends the string at the end of the region: truncated, or its end
+// quote missing before a delimiter or a closing fence, read again.
+func (s *strRead) atEnd() bool {
+	p := s.p
+	e := p.i
+	// A fence right before the end: the string ends before it.
+	if k := strings.LastIndex(p.src[s.start:p.i], "```"); k > 0 && strings.TrimSpace(p.src[s.start+k+3:p.i]) == "" {
+		e = s.start + k
+	}
+	iPrev := prevNonSpace(p.src, e-1, s.start)
+	if s.canRetry && iPrev > s.start && isDelim(p.src[iPrev]) {
+		return s.retry(true, -1)
+	}
+	if s.canRetry && e < p.i {
+		return s.retry(false, e)
+	}
+	s.closed()
+	p.closeRepair(KindMissingQuote)
+	p.out = append(p.out, '"')
+	return true
+}
+
+// quote reads a quote of the string's kind at p.i, n bytes long: the end
+// of the string, a quote that is text, or a sign that the end quote is
+// missing earlier (then the string is read again). done reports that the
+// string ended, with ok its result.
+func (s *strRead) quote(q, n int) (done, ok bool) {
+	p := s.p
+	iq := p.i
+	if q2, n2 := quoteAt(p.src, iq+n); s.embed == 0 && q2 == q {
+		if s.doubled {
+			// ""value"": the doubled quote closes the doubled string.
+			p.repair(KindUnescapedQuote, iq+n)
+			p.i = iq + n + n2
 			p.out = append(p.out, '"')
-			return true
+			return true, true
 		}
-		if p.i == stopAt {
-			closed()
-			p.trimOutSpace(outStart)
-			p.repair(KindMissingQuote, p.i)
-			p.out = append(p.out, '"')
-			return true
-		}
-		c := p.src[p.i]
-		if q, n := quoteAt(p.src, p.i); q != qNone && endsQuote(qk, q) {
-			iq := p.i
-			if q2, n2 := quoteAt(p.src, iq+n); embed == 0 && q2 == q {
-				if doubled {
-					// ""value"": the doubled quote closes the doubled string.
-					p.repair(KindUnescapedQuote, iq+n)
-					p.i = iq + n + n2
-					p.out = append(p.out, '"')
-					return true
-				}
-				if iq > start+qn && p.valueEndsAt(iq+n+n2) {
-					// "The TV is 72"": the first of two quotes before the
-					// end of the value is text (an inch mark, a quote).
-					p.repair(KindUnescapedQuote, iq)
-					p.out = append(p.out, textQuoteBytes(q, p.src[iq:iq+n])...)
-					p.i = iq + n
-					textQuote(iq, n)
-					wsStart, wsNL = -1, false
-					continue
-				}
-			}
-			j := p.peekSkipLine(iq + n)
-			if !stopAtDelim && p.doubledEnd(j) {
-				// "a"\n", : the second quote ends the string.
-				p.repair(KindUnescapedQuote, iq)
-				p.out = append(p.out, textQuoteBytes(q, p.src[iq:iq+n])...)
-				p.i = iq + n
-				textQuote(iq, n)
-				if block {
-					// In a block of text (the string opens with a line
-					// break, as code does) the lone quote is content;
-					// otherwise it is noise dropped with its line below.
-					wsStart, wsNL = -1, false
-				}
-				continue
-			}
-			if embed == 0 && (stopAtDelim || j >= p.end || p.src[j] == '\n' || p.src[j] == '\r' || (p.endDelim(p.src[j]) && !p.strayCloser(p.src[j], j) && !p.commaThenText(j)) || isFenceAt(p.src, j) || isDigit(p.src[j]) || quoteKind(p.src, j) != qNone) {
-				if wsNL {
-					// The closing quote sat on its own line: drop the line break.
-					p.repair(KindControlChar, iq)
-					p.out = p.out[:wsStart]
-				}
-				p.i = iq
-				closed()
-				p.i = iq + n
-				p.out = append(p.out, '"')
-				p.concat()
-				return true
-			}
-			iPrev := prevNonSpace(p.src, iq-1, start)
-			// In an object value a comma before a quote ends the string only
-			// when a key follows: "lorem, "ipsum" sic" is text.
-			textComma := iPrev > start && p.src[iPrev] == ',' && p.inValue() && !p.quoteStartsKey(iq)
-			if embed == 0 && canRetry && iPrev > start && p.src[iPrev] == ',' && !textComma {
-				return retry(false, iPrev)
-			}
-			if p.inKey && embed == 0 && canRetry && iPrev > start && p.src[iPrev] == ':' {
-				// {"key:"value"}: the key's end quote is missing before the colon.
-				return retry(false, iPrev)
-			}
-			if embed == 0 && !textComma && canRetry && iPrev > start && isDelim(p.src[iPrev]) && p.src[iPrev] != '\n' && p.src[iPrev] != '/' && p.src[iPrev] != ':' && !(p.src[iPrev] == '{' && iPrev == iq-1) {
-				return retry(true, -1)
-			}
+		if iq > s.start+s.qn && p.valueEndsAt(iq+n+n2) {
+			// "The TV is 72"": the first of two quotes before the
+			// end of the value is text (an inch mark, a quote).
 			p.repair(KindUnescapedQuote, iq)
-			p.out = append(p.out, textQuoteBytes(q, p.src[iq:iq+n])...)
-			p.i = iq + n
-			textQuote(iq, n)
-			wsStart, wsNL = -1, false
-			continue
+			s.writeTextQuote(q, iq, n)
+			s.wsStart, s.wsNL = -1, false
+			return false, false
 		}
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			if wsStart < 0 {
-				wsStart, wsNL = len(p.out), false
-			}
-			if c == '\n' || c == '\r' {
-				wsNL = true
-			}
-		default:
-			wsStart, wsNL = -1, false
-		}
-		if c == '\\' {
-			if !p.escape() {
-				return false
-			}
-			continue
-		}
-		if c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\b' && c != '\f' {
-			return p.fail(p.i, "invalid control character %q in a string", c)
-		}
-		if c < 0x20 {
-			if stopAtDelim && c == '\n' {
-				closed()
-				p.trimOutSpace(outStart)
-				p.repair(KindMissingQuote, p.i)
-				p.out = append(p.out, '"')
-				return true
-			}
-			p.repair(KindControlChar, p.i)
-			p.out = appendControl(p.out, c)
-			p.i++
-			continue
-		}
-		if !stopAtDelim {
-			// {"k": ...} quoted inside the text: its quotes are content
-			// until its braces balance.
-			if c == '{' && (embed > 0 || p.i+1 < p.end && p.src[p.i+1] == '"' && p.quoteStartsKey(p.i+1)) {
-				embed++
-			} else if c == '}' && embed > 0 {
-				embed--
-			}
-		}
-		if stopAtDelim && (c == ',' && !p.commaThenText(p.i) || c == '[' || c == ']' || c == '{' || c == '}' || c == ':' && p.inKey) {
-			closed()
-			p.trimOutSpace(outStart)
-			p.repair(KindMissingQuote, p.i)
-			p.out = append(p.out, '"')
-			return true
-		}
-		if c == '"' {
-			p.out = append(p.out, '\\', '"')
-		} else {
-			p.out = append(p.out, c)
-		}
-		p.i++
 	}
+	j := p.peekSkipLine(iq + n)
+	if !s.stopAtDelim && p.doubledEnd(j) {
+		// "a"\n", : the second quote ends the string.
+		p.repair(KindUnescapedQuote, iq)
+		s.writeTextQuote(q, iq, n)
+		if s.block {
+			// In a block of text (the string opens with a line
+			// break, as code does) the lone quote is content;
+			// otherwise it is noise dropped with its line below.
+			s.wsStart, s.wsNL = -1, false
+		}
+		return false, false
+	}
+	if s.embed == 0 && s.endsAt(j) {
+		if s.wsNL {
+			// The closing quote sat on its own line: drop the line break.
+			p.repair(KindControlChar, iq)
+			p.out = p.out[:s.wsStart]
+		}
+		p.i = iq
+		s.closed()
+		p.i = iq + n
+		p.out = append(p.out, '"')
+		p.concat()
+		return true, true
+	}
+	if done, ok = s.quoteAfterDelim(iq); done {
+		return done, ok
+	}
+	p.repair(KindUnescapedQuote, iq)
+	s.writeTextQuote(q, iq, n)
+	s.wsStart, s.wsNL = -1, false
+	return false, false
+}
+
+// endsAt reports whether what follows a quote, at j, ends the string there.
+func (s *strRead) endsAt(j int) bool {
+	p := s.p
+	return s.stopAtDelim || j >= p.end || p.src[j] == '\n' || p.src[j] == '\r' ||
+		(p.endDelim(p.src[j]) && !p.strayCloser(p.src[j], j) && !p.commaThenText(j)) ||
+		isFenceAt(p.src, j) || isDigit(p.src[j]) || quoteKind(p.src, j) != qNone
+}
+
+// quoteAfterDelim reads the string again when the quote at iq, which does
+// not end it, follows a delimiter: the end quote is missing before it.
+func (s *strRead) quoteAfterDelim(iq int) (done, ok bool) {
+	p := s.p
+	if s.embed != 0 || !s.canRetry {
+		return false, false
+	}
+	iPrev := prevNonSpace(p.src, iq-1, s.start)
+	if iPrev <= s.start {
+		return false, false
+	}
+	prev := p.src[iPrev]
+	// In an object value a comma before a quote ends the string only
+	// when a key follows: "lorem, "ipsum" sic" is text.
+	textComma := prev == ',' && p.inValue() && !p.quoteStartsKey(iq)
+	switch {
+	case prev == ',' && !textComma:
+		return true, s.retry(false, iPrev)
+	case p.inKey && prev == ':':
+		// {"key:"value"}: the key's end quote is missing before the colon.
+		return true, s.retry(false, iPrev)
+	case !textComma && isDelim(prev) && prev != '\n' && prev != '/' && prev != ':' && !(prev == '{' && iPrev == iq-1):
+		return true, s.retry(true, -1)
+	}
+	return false, false
+}
+
+// char reads one byte of the string's text at p.i that is not its quote.
+func (s *strRead) char(c byte) (done, ok bool) {
+	p := s.p
+	switch c {
+	case ' ', '\t', '\n', '\r':
+		if s.wsStart < 0 {
+			s.wsStart, s.wsNL = len(p.out), false
+		}
+		if c == '\n' || c == '\r' {
+			s.wsNL = true
+		}
+	default:
+		s.wsStart, s.wsNL = -1, false
+	}
+	if c == '\\' {
+		if !p.escape() {
+			return true, false
+		}
+		return false, false
+	}
+	if c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\b' && c != '\f' {
+		return true, p.fail(p.i, "invalid control character %q in a string", c)
+	}
+	if c < 0x20 {
+		if s.stopAtDelim && c == '\n' {
+			return true, s.missingQuote()
+		}
+		p.repair(KindControlChar, p.i)
+		p.out = appendControl(p.out, c)
+		p.i++
+		return false, false
+	}
+	if !s.stopAtDelim {
+		// {"k": ...} quoted inside the text: its quotes are content
+		// until its braces balance.
+		if c == '{' && (s.embed > 0 || p.i+1 < p.end && p.src[p.i+1] == '"' && p.quoteStartsKey(p.i+1)) {
+			s.embed++
+		} else if c == '}' && s.embed > 0 {
+			s.embed--
+		}
+	}
+	if s.stopAtDelim && (c == ',' && !p.commaThenText(p.i) || c == '[' || c == ']' || c == '{' || c == '}' || c == ':' && p.inKey) {
+		return true, s.missingQuote()
+	}
+	if c == '"' {
+		p.out = append(p.out, '\\', '"')
+	} else {
+		p.out = append(p.out, c)
+	}
+	p.i++
+	return false, false
 }
 
 // textQuoteBytes is how a quote of kind q, raw in the reply, is written

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 // OpenAI's strict structured outputs accept a subset of JSON Schema
@@ -39,9 +40,9 @@ var strictFormats = map[string]bool{
 // whether strict mode can be used at all (the root must be an object
 // schema nested at most maxStrictDepth deep). Every instance of the result
 // also satisfies the original schema minus the dropped keywords, which are
-// still validated locally. It walks the schema as the tree it is: a $ref is
-// sent as written, never followed, so a schema that refers to itself is
-// walked once.
+// still validated locally. It walks the schema as the tree it is
+// (validate.Walk): a $ref is sent as written, never followed, so a schema
+// that refers to itself is walked once.
 func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, error) {
 	dec := json.NewDecoder(bytes.NewReader(schema))
 	dec.UseNumber()
@@ -54,7 +55,15 @@ func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, erro
 		return schema, nil, false, nil
 	}
 	var dropped []string
-	if !strictWalk(obj, "", &dropped, 0) {
+	deep := false
+	validate.Walk(obj, func(n validate.Node) bool {
+		if deep = deep || n.Depth > maxStrictDepth; deep {
+			return false
+		}
+		strictNode(n.Object(), n.Ptr, &dropped)
+		return true
+	})
+	if deep {
 		return schema, nil, false, nil
 	}
 	out, err := json.Marshal(obj)
@@ -65,21 +74,11 @@ func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, erro
 	return out, dropped, true, nil
 }
 
-func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
-}
-
-// strictWalk makes s and its subschemas strict-compatible in place. It
-// reports false, leaving s half done, when subschemas nest deeper than
-// maxStrictDepth.
-func strictWalk(s map[string]any, ptr string, dropped *[]string, depth int) bool {
-	if depth > maxStrictDepth {
-		return false
-	}
-	ok := true
-	walk := func(sub map[string]any, p string) {
-		ok = ok && strictWalk(sub, p, dropped, depth+1)
-	}
+// strictNode makes the schema object s, found at ptr, strict-compatible in
+// place, appending the pointers of what it drops or changes to dropped. It
+// leaves its subschemas to the walk, which reads them after: a keyword it
+// drops is not walked.
+func strictNode(s map[string]any, ptr string, dropped *[]string) {
 	if one, ok := s["oneOf"]; ok {
 		delete(s, "oneOf")
 		*dropped = append(*dropped, ptr+"/oneOf")
@@ -91,34 +90,16 @@ func strictWalk(s map[string]any, ptr string, dropped *[]string, depth int) bool
 		switch {
 		case !strictAllowed[k]:
 			delete(s, k)
-			*dropped = append(*dropped, ptr+"/"+escapePointer(k))
+			*dropped = append(*dropped, ptr+"/"+extract.PointerToken(k))
 		case k == "format":
 			if f, _ := v.(string); !strictFormats[f] {
 				delete(s, k)
 				*dropped = append(*dropped, ptr+"/format")
 			}
 		case k == "items":
-			if sub, ok := v.(map[string]any); ok {
-				walk(sub, ptr+"/items")
-			} else {
+			if _, ok := v.(map[string]any); !ok {
 				delete(s, k) // tuple form (draft 4) is not accepted
 				*dropped = append(*dropped, ptr+"/items")
-			}
-		case k == "anyOf":
-			if arr, ok := v.([]any); ok {
-				for i, e := range arr {
-					if sub, ok := e.(map[string]any); ok {
-						walk(sub, fmt.Sprintf("%s/anyOf/%d", ptr, i))
-					}
-				}
-			}
-		case k == "properties" || k == "$defs" || k == "definitions":
-			if m, ok := v.(map[string]any); ok {
-				for name, e := range m {
-					if sub, ok := e.(map[string]any); ok {
-						walk(sub, ptr+"/"+k+"/"+escapePointer(name))
-					}
-				}
 			}
 		}
 	}
@@ -147,7 +128,6 @@ func strictWalk(s map[string]any, ptr string, dropped *[]string, depth int) bool
 			s["required"] = all
 		}
 	}
-	return ok
 }
 
 // requiresExactly reports whether req lists each of names (sorted) once

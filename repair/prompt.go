@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -89,16 +90,16 @@ func describeSchema(raw json.RawMessage) string {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return ""
 	}
-	d := describer{root: s, onPath: map[string]bool{}}
-	d.line("- " + describeNode(s, s, 0))
+	d := describer{doc: validate.NewDoc(s), onPath: map[string]bool{}}
+	d.line("- " + d.node(s))
 	d.props(s, "", "", 1, 0)
 	return d.b.String()
 }
 
 // describer writes the description of one schema.
 type describer struct {
-	root map[string]any
-	b    strings.Builder
+	doc *validate.Doc
+	b   strings.Builder
 	// onPath holds the JSON pointers of the nodes being described, from the
 	// root to the current one: a reference to one of them loops.
 	onPath map[string]bool
@@ -129,12 +130,12 @@ func (d *describer) props(s map[string]any, ptr, prefix string, depth, hops int)
 	if depth > 3 || d.full {
 		return
 	}
-	s, ptr = derefAt(d.root, s, ptr)
+	s, ptr = d.target(s, ptr)
 	d.onPath[ptr] = true
 	defer delete(d.onPath, ptr)
 	props, _ := s["properties"].(map[string]any)
 	if items, ok := s["items"].(map[string]any); ok {
-		items, iptr := derefAt(d.root, items, ptr+"/items")
+		items, iptr := d.target(items, ptr+"/items")
 		if _, ok := items["properties"]; ok {
 			switch {
 			case d.onPath[iptr]:
@@ -165,7 +166,7 @@ func (d *describer) props(s map[string]any, ptr, prefix string, depth, hops int)
 			return
 		}
 		child, _ := props[name].(map[string]any)
-		cptr := ptr + "/properties/" + escapePointerToken(name)
+		cptr := ptr + "/properties/" + extract.PointerToken(name)
 		path := prefix + "." + name
 		if prefix == "" {
 			path = name
@@ -174,12 +175,12 @@ func (d *describer) props(s map[string]any, ptr, prefix string, depth, hops int)
 		if req[name] {
 			flag = "required"
 		}
-		text := strings.Repeat("  ", depth) + "- `" + path + "` (" + flag + "): " + describeNode(d.root, child, depth)
-		target, tptr := derefAt(d.root, child, cptr)
+		text := strings.Repeat("  ", depth) + "- `" + path + "` (" + flag + "): " + d.node(child)
+		target, tptr := d.target(child, cptr)
 		switch {
-		case d.onPath[tptr] && expandable(d.root, target):
+		case d.onPath[tptr] && d.expandable(target):
 			d.line(text + " " + recursiveNote)
-		case hops >= describeMaxHops && expandable(d.root, target):
+		case hops >= describeMaxHops && d.expandable(target):
 			d.line(text + " " + deepNote)
 		default:
 			d.line(text)
@@ -190,9 +191,9 @@ func (d *describer) props(s map[string]any, ptr, prefix string, depth, hops int)
 
 // expandable reports whether describing s would write lines below it: it
 // has properties, or items that have.
-func expandable(root, s map[string]any) bool {
+func (d *describer) expandable(s map[string]any) bool {
 	if items, ok := s["items"].(map[string]any); ok {
-		items = deref(root, items)
+		items, _ = d.target(items, "")
 		_, ok := items["properties"]
 		return ok
 	}
@@ -200,50 +201,32 @@ func expandable(root, s map[string]any) bool {
 	return len(props) > 0
 }
 
-func deref(root, s map[string]any) map[string]any {
-	s, _ = derefAt(root, s, "")
-	return s
-}
-
-// derefAt follows the local references of s, found at the JSON pointer ptr,
-// up to 8 of them, and returns the node it ends at and that node's pointer.
-// "#" is the root; a reference it cannot follow ends the chain.
-func derefAt(root, s map[string]any, ptr string) (map[string]any, string) {
-	for i := 0; i < 8 && s != nil; i++ {
-		ref, ok := s["$ref"].(string)
-		if !ok || ref != "#" && !strings.HasPrefix(ref, "#/") {
-			return s, ptr
-		}
-		if ref == "#" {
-			s, ptr = root, ""
-			continue
-		}
-		var cur any = root
-		var target strings.Builder
-		for _, part := range strings.Split(ref[2:], "/") {
-			// A pointer in a URI fragment is percent-encoded ("x%20y").
-			part = percentDecode(part)
-			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-			target.WriteString("/" + escapePointerToken(part))
-			m, _ := cur.(map[string]any)
-			cur = m[part]
-		}
-		next, _ := cur.(map[string]any)
-		if next == nil {
-			return s, ptr
-		}
-		s, ptr = next, target.String()
+// target follows the local references of s, found at the JSON pointer ptr
+// ("#" and "#/...", resolved as the validator resolves them), and returns
+// the schema object it ends at and that object's pointer. A reference
+// through an "$id" or an anchor is not followed: the words name it (see
+// node). A chain that loops, or that ends at a reference naming nothing or
+// at a boolean schema, ends where it stops.
+func (d *describer) target(s map[string]any, ptr string) (map[string]any, string) {
+	n, ok := d.doc.NodeOf(s)
+	if !ok {
+		return s, ptr
+	}
+	end, _ := d.doc.Deref(n, validate.IsPointerRef)
+	if obj := end.Object(); obj != nil {
+		return obj, end.Ptr
 	}
 	return s, ptr
 }
 
-// escapePointerToken escapes one JSON pointer token (RFC 6901).
-func escapePointerToken(tok string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
+// node describes the schema s in words, after its local references.
+func (d *describer) node(s map[string]any) string {
+	s, _ = d.target(s, "")
+	return describeNode(s)
 }
 
-func describeNode(root, s map[string]any, depth int) string {
-	s = deref(root, s)
+// describeNode describes the schema object s in words.
+func describeNode(s map[string]any) string {
 	if s == nil {
 		return "any JSON value"
 	}
@@ -294,7 +277,7 @@ func describeNode(root, s map[string]any, depth int) string {
 	// A reference not followed here ("item.json" under an $id, "#name"
 	// of an $anchor) is not "any JSON value": the validator follows it.
 	for _, kw := range []string{"$ref", "$dynamicRef"} {
-		if ref, ok := s[kw].(string); ok && ref != "#" && !strings.HasPrefix(ref, "#/") {
+		if ref, ok := s[kw].(string); ok && !validate.IsPointerRef(ref) {
 			parts = append(parts, "as its "+kw+" "+strconv.Quote(ref)+" in the schema below defines it")
 		}
 	}
@@ -522,38 +505,4 @@ func repairMessage(task, raw, fb string) string {
 	b.WriteString("\n\n")
 	b.WriteString(fb)
 	return b.String()
-}
-
-// percentDecode decodes the %XX escapes of a URI fragment; a malformed
-// escape is left as written. (The package imports no network code, so not
-// net/url.)
-func percentDecode(s string) string {
-	if !strings.Contains(s, "%") {
-		return s
-	}
-	unhex := func(c byte) (byte, bool) {
-		switch {
-		case '0' <= c && c <= '9':
-			return c - '0', true
-		case 'a' <= c && c <= 'f':
-			return c - 'a' + 10, true
-		case 'A' <= c && c <= 'F':
-			return c - 'A' + 10, true
-		}
-		return 0, false
-	}
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) {
-			hi, ok1 := unhex(s[i+1])
-			lo, ok2 := unhex(s[i+2])
-			if ok1 && ok2 {
-				b = append(b, hi<<4|lo)
-				i += 2
-				continue
-			}
-		}
-		b = append(b, s[i])
-	}
-	return string(b)
 }

@@ -301,3 +301,48 @@ func TestAttemptKeepsBoundedErrors(t *testing.T) {
 		t.Errorf("10 errors kept as %d", len(small))
 	}
 }
+
+// A reply with more errors than validate keeps (validate.MaxErrors) comes
+// with one that counts the others: the attempt keeps its bound and the
+// feedback and the job's error count every error, by keyword, as when
+// validate kept them all.
+func TestAttemptCountsErrorsValidateDidNotKeep(t *testing.T) {
+	t.Parallel()
+	s, err := validate.Compile([]byte(`{"type":"array","items":{"type":"object","required":["sku","price"],"properties":{"sku":{"type":"string","pattern":"^[A-Z]+$"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := range 15000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"sku":"a"}`)
+	}
+	b.WriteString(`,"x"]`)
+	r := validate.Check(s, b.String())
+	if n := errorCount(r.Errors); n != 30001 || len(r.Errors) > validate.MaxErrors+3 {
+		t.Fatalf("%d errors kept, standing for %d; want 30001", len(r.Errors), n)
+	}
+	kept := keepErrors(r.Errors)
+	last := kept[len(kept)-1]
+	if len(kept) != MaxAttemptErrors || last.Keyword != KeywordMoreErrors || errorCount(kept) != 30001 {
+		t.Fatalf("kept %d errors standing for %d, last %+v", len(kept), errorCount(kept), last)
+	}
+	// The first of each kind is kept, the type error of the last item too.
+	if !slices.ContainsFunc(kept, func(e fixpoint.ValidationError) bool { return e.Path == "/15000" && e.Keyword == "type" }) {
+		t.Error("the one type error is not kept")
+	}
+	if want := "29002 more errors, not kept: pattern 14501, required 14501"; last.Message != want {
+		t.Errorf("last message %q; want %q", last.Message, want)
+	}
+	fb := textErrors(kept)
+	if !strings.Contains(fb, "... and 29951 more errors of the same kinds (pattern 14976, required 14975): fix them the same way.") {
+		t.Errorf("feedback ends %q", fb[len(fb)-160:])
+	}
+	a := fixpoint.Attempt{Class: "shape", Errors: kept}
+	if got := attemptError(&a); !strings.HasSuffix(got, "(and 30000 more)") {
+		t.Errorf("attemptError = %q; want it to count all 30001", got)
+	}
+}

@@ -570,8 +570,9 @@ func attemptError(a *fixpoint.Attempt) string {
 const MaxAttemptErrors = 1000
 
 // KeywordMoreErrors is the keyword of the error that stands for those an
-// attempt did not keep (see MaxAttemptErrors).
-const KeywordMoreErrors = "moreErrors"
+// attempt did not keep (see MaxAttemptErrors), or a validation (see
+// validate.MaxErrors).
+const KeywordMoreErrors = validate.KeywordMoreErrors
 
 func keepErrors(errs []fixpoint.ValidationError) []fixpoint.ValidationError {
 	if len(errs) <= MaxAttemptErrors {
@@ -579,7 +580,7 @@ func keepErrors(errs []fixpoint.ValidationError) []fixpoint.ValidationError {
 	}
 	kept, rest := pickErrors(errs, MaxAttemptErrors-1)
 	return append(kept, fixpoint.ValidationError{Path: "", Keyword: KeywordMoreErrors, Class: validate.ClassOf(rest),
-		Message: fmt.Sprintf("%d more errors, not kept: %s", len(rest), keywordCounts(rest))})
+		Message: fmt.Sprintf("%d more errors, not kept: %s", errorCount(rest), keywordCounts(rest))})
 }
 
 // pickErrors picks n of errs in their order: the first of each keyword,
@@ -613,14 +614,7 @@ func pickErrors(errs []fixpoint.ValidationError, n int) (picked, rest []fixpoint
 // errorCount is how many errors errs stands for, a moreErrors error for
 // those it counts.
 func errorCount(errs []fixpoint.ValidationError) int {
-	n := len(errs)
-	if k := len(errs); k > 0 && errs[k-1].Keyword == KeywordMoreErrors {
-		var more int
-		if _, err := fmt.Sscanf(errs[k-1].Message, "%d more errors", &more); err == nil {
-			n += more - 1
-		}
-	}
-	return n
+	return validate.ErrorCount(errs)
 }
 
 // chargeable replaces usage that cannot be true (fixpoint.Usage.Implausible)

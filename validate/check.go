@@ -170,7 +170,9 @@ type CheckResult struct {
 	// Class is ClassOf(Errors): ClassNone when Valid.
 	Class fixpoint.Class
 	// Errors are the chosen candidate's errors, or the one syntax error when
-	// nothing was extracted. Empty when Valid.
+	// nothing was extracted. Empty when Valid. Past MaxErrors, those kept
+	// and one of keyword KeywordMoreErrors that counts the rest (see
+	// Schema.Validate; ErrorCount counts them all).
 	Errors []fixpoint.ValidationError
 	// Repairs are the repairs extract applied to the chosen candidate
 	// (past extract.MaxListedRepairs, one entry of each kind with its
@@ -201,7 +203,7 @@ type CheckOptions struct {
 
 // Check extracts the JSON candidates in reply and chooses one: the first that
 // validates against s; if none does, the one with the fewest errors (the
-// earliest on ties). s may be nil: then any extracted value is valid. A
+// earliest on ties; counted by ErrorCount). s may be nil: then any extracted value is valid. A
 // truncated candidate is never valid: it carries an extra error with keyword
 // "truncated" and class syntax. When nothing is extracted the result has
 // class syntax and one error with keyword "syntax" whose message is the
@@ -257,7 +259,7 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode fixp
 		if pre := ExtractionErrors(reply, c); len(pre) > 0 {
 			errs = append(pre, errs...)
 		}
-		if best < 0 || len(errs) < len(bestErrs) {
+		if best < 0 || ErrorCount(errs) < ErrorCount(bestErrs) {
 			best, bestErrs, bestValue, bestFixes = i, errs, v, fixes
 		}
 		if len(errs) == 0 {
@@ -314,7 +316,7 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 			best, bestErrs = i, ambiguous(s, reply, cands, i, cands[i].Value, fixpoint.CoerceNone)
 			break
 		}
-		if best < 0 || len(errs) < len(bestErrs) {
+		if best < 0 || ErrorCount(errs) < ErrorCount(bestErrs) {
 			best, bestErrs = i, errs
 		}
 	}

@@ -59,8 +59,8 @@ const (
 // repaired value (nil when it is valid). v is not modified: the repaired
 // value shares what it did not change with v. With fixpoint.CoerceNone (or any mode
 // other than fixpoint.CoerceSafe and fixpoint.CoerceAll), a nil *Schema, a valid v, or a v
-// holding a number that cannot be validated (keyword "number"), it returns v,
-// no repairs and s.Validate(v).
+// holding a number that cannot be validated (keyword "number"), or one with
+// more than MaxErrors errors, it returns v, no repairs and s.Validate(v).
 //
 // The repairs, at the location of the error that drives them:
 //
@@ -158,7 +158,8 @@ func (s *Schema) coerce(v any, errs []fixpoint.ValidationError, mode fixpoint.Co
 		return v, nil, errs
 	}
 	for _, e := range errs {
-		if e.Keyword == "number" {
+		if e.Keyword == "number" || e.Keyword == KeywordMoreErrors {
+			// (Past MaxErrors the errors not kept could not be compared.)
 			return v, nil, errs
 		}
 	}

@@ -64,11 +64,9 @@ func dedupeIDs(doc any, raw []byte, version int) {
 	if version == 4 {
 		idKey = "id"
 	}
-	base, _ := url.Parse(schemaURL)
-
 	// Resources first: renaming one changes the scope of the fragments
 	// inside it.
-	sites := collectIDs(doc, base, idKey, version)
+	sites := collectIDs(doc, idKey, version)
 	groups := map[string][]idSite{}
 	for _, s := range sites {
 		if s.res != "" {
@@ -117,7 +115,7 @@ func dedupeIDs(doc any, raw []byte, version int) {
 		return
 	}
 	anchors := map[string][]idSite{}
-	for _, s := range collectIDs(doc, base, idKey, version) {
+	for _, s := range collectIDs(doc, idKey, version) {
 		if s.anchor != "" {
 			k := s.scope + "#" + s.anchor
 			anchors[k] = append(anchors[k], s)
@@ -189,61 +187,28 @@ func sortByOrder(sites []idSite, order map[string]int) []idSite {
 }
 
 // collectIDs returns the subschemas of doc that declare an id, the way
-// the library reads them: an id is resolved against the base URL of the
-// subschema holding it; before 2019-09 an id next to "$ref" is ignored,
-// and its fragment, when a plain name, names a place.
-func collectIDs(doc any, base *url.URL, idKey string, version int) []idSite {
+// the library reads them (see schemaWalker.resource and anchors): an id
+// is resolved against the base URI of the subschema holding it, and its
+// fragment, when a plain name before 2019-09, names a place. The root is a
+// site whether it declares an id or not.
+func collectIDs(doc any, idKey string, version int) []idSite {
+	w := schemaWalker{version: version, idKey: idKey}
 	var sites []idSite
-	var walk func(node any, ptr string, base *url.URL)
-	walk = func(node any, ptr string, base *url.URL) {
-		obj, ok := node.(map[string]any)
-		if !ok {
-			return
+	walkDoc(doc, version, func(n Node) bool {
+		obj := n.Object()
+		s := idSite{ptr: n.Ptr, obj: obj, scope: n.Base}
+		_, opens := w.resource(obj)
+		if opens || n.Ptr == "" {
+			s.res = n.Base
 		}
-		_, hasRef := obj["$ref"]
-		res := ""
-		if ptr == "" {
-			res = base.String()
+		if a := w.anchors(obj); version < 2019 && len(a) > 0 {
+			s.anchor = a[0]
 		}
-		if id, ok := obj[idKey].(string); ok && !(version < 2019 && hasRef) {
-			if u, err := url.Parse(id); err == nil {
-				frag := u.Fragment
-				u.Fragment, u.RawFragment = "", ""
-				if u.String() != "" {
-					base = base.ResolveReference(u)
-					res = base.String()
-				}
-				s := idSite{ptr: ptr, obj: obj, res: res, scope: base.String()}
-				if version < 2019 && frag != "" && !strings.HasPrefix(frag, "/") {
-					s.anchor = frag
-				}
-				sites = append(sites, s)
-				res = ""
-			}
+		if s.res != "" || s.anchor != "" {
+			sites = append(sites, s)
 		}
-		if res != "" {
-			sites = append(sites, idSite{ptr: ptr, obj: obj, res: res, scope: res})
-		}
-		for kw, val := range obj {
-			p := ptr + "/" + escapeToken(kw)
-			switch {
-			case schemaMapKeywords[kw]:
-				m, _ := val.(map[string]any)
-				for name, sub := range m {
-					walk(sub, p+"/"+escapeToken(name), base)
-				}
-			case schemaArrayKeywords[kw] || schemaKeywords[kw]:
-				if arr, ok := val.([]any); ok {
-					for i, sub := range arr {
-						walk(sub, p+"/"+strconv.Itoa(i), base)
-					}
-				} else {
-					walk(val, p, base)
-				}
-			}
-		}
-	}
-	walk(doc, "", base)
+		return true
+	})
 	return sites
 }
 

@@ -202,6 +202,12 @@ func (s *Schema) failures() int {
 // failure it did not report (under "not", in patternProperties or
 // propertyNames) gets an error at the first place holding the string.
 func (s *Schema) patternErrors(v any, errs []fixpoint.ValidationError, from int) []fixpoint.ValidationError {
+	return s.patternErrorsIn(v, v, "", errs, from)
+}
+
+// patternErrorsIn is patternErrors for the errors of x, the value at
+// pointer base in v: a failure without an error is looked for in x.
+func (s *Schema) patternErrorsIn(v, x any, base string, errs []fixpoint.ValidationError, from int) []fixpoint.ValidationError {
 	if s == nil || s.clock == nil {
 		return errs
 	}
@@ -256,9 +262,9 @@ func (s *Schema) patternErrors(v any, errs []fixpoint.ValidationError, from int)
 		}
 	}
 	if len(rest) > 0 {
-		at := findStrings(v, subjects)
+		at := findStrings(x, subjects)
 		for _, k := range rest {
-			errs = append(errs, newError(at[k.subject], "pattern", why(k)))
+			errs = append(errs, newError(base+at[k.subject], "pattern", why(k)))
 		}
 	}
 	return sortErrors(errs)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +74,10 @@ type Schema struct {
 	// clock bounds the time of the patterns the backtracking engine
 	// matches (see patterns.go); nil when RE2 matches them all.
 	clock *patternClock
+	// pieceMin is the places in a value above which it is validated
+	// piece by piece (see pieces.go); -1: never, the schema holding a
+	// dynamic reference.
+	pieceMin int
 }
 
 // costs returns the schema's checkCost, building it the first time.
@@ -263,59 +266,21 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	if err != nil {
 		return nil, schemaError(doc, err)
 	}
-	// The library compiles only what the root reaches. Compile every other
-	// subschema holding a reference too, so that an unused "$defs" entry
-	// cannot hide an external reference.
-	var refErr error
-	walkSchemas(doc, "", func(ptr string, obj map[string]any) bool {
-		for _, kw := range refKeywords[:3] {
-			if _, ok := obj[kw].(string); ok {
-				if _, err := c.Compile(schemaURL + "#" + encodeFragment(ptr)); err != nil {
-					refErr = err
-					return false
-				}
-				break
-			}
-		}
-		return true
-	})
-	if refErr != nil {
-		return nil, schemaError(doc, refErr)
+	version := docVersion(doc, versionOf(opts.draft, 2020))
+	if err := compileRefs(c, doc, version); err != nil {
+		return nil, schemaError(doc, err)
 	}
-	// So is every subschema declaring a dynamic or recursive anchor: a
-	// dynamic reference may resolve to one nothing refers to (see
-	// newSchemaGraph), and its cost is counted.
-	var declarers, resources []string // pointers
-	walkSchemas(doc, "", func(ptr string, obj map[string]any) bool {
-		if _, ok := obj["$id"].(string); ok && ptr != "" {
-			resources = append(resources, ptr)
-		}
-		_, dyn := obj["$dynamicAnchor"].(string)
-		if rec, _ := obj["$recursiveAnchor"].(bool); dyn || rec {
-			declarers = append(declarers, ptr)
-		}
-		return true
-	})
-	var extra []*jsonschema.Schema
-	inRoot := map[*jsonschema.Schema]bool{}
-	for _, ptr := range declarers {
-		d, err := c.Compile(schemaURL + "#" + encodeFragment(ptr))
-		if err != nil {
-			continue
-		}
-		extra = append(extra, d)
-		// In the root's resource: under no other "$id".
-		if !slices.ContainsFunc(resources, func(r string) bool { return ptr == r || strings.HasPrefix(ptr, r+"/") }) {
-			inRoot[d] = true
-		}
-	}
+	extra, inRoot := compileDeclarers(c, doc, version)
 	g := newSchemaGraph(sch, inRoot, extra...)
 	if n := unfolded(g, MaxUnfolded); n > MaxUnfolded {
 		return nil, &SchemaError{Err: fmt.Errorf("one value would be checked against over %d subschemas along one path when each $ref is replaced by what it names "+
 			"(an anyOf, oneOf or allOf whose branches reach a shared definition counts it once for each, at every level): "+
 			"checking a reply that fails could take minutes and gigabytes; share fewer branches", MaxUnfolded)}
 	}
-	out := &Schema{raw: bytes.Clone(schema), sch: sch, graph: g, tree: treeSize(g, MaxChecks)}
+	out := &Schema{raw: bytes.Clone(schema), sch: sch, graph: g, tree: treeSize(g, MaxChecks), pieceMin: pieceMin}
+	if hasDynamicRefs(g) {
+		out.pieceMin = -1
+	}
 	if clock.used.Load() {
 		out.clock = clock
 	}
@@ -323,6 +288,54 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 		out.costs()
 	}
 	return out, nil
+}
+
+// compileRefs compiles every subschema of doc holding a reference: the
+// library compiles only what the root reaches, and an unused "$defs" entry
+// must not hide an external reference.
+func compileRefs(c *jsonschema.Compiler, doc any, version int) error {
+	var refErr error
+	walkDoc(doc, version, func(n Node) bool {
+		for _, kw := range refKeywords[:3] {
+			if _, ok := n.Object()[kw].(string); ok && refErr == nil {
+				if _, err := c.Compile(schemaURL + "#" + encodeFragment(n.Ptr)); err != nil {
+					refErr = err
+				}
+				break
+			}
+		}
+		return refErr == nil
+	})
+	return refErr
+}
+
+// compileDeclarers compiles every subschema of doc declaring a dynamic or
+// recursive anchor: a dynamic reference may resolve to one nothing refers
+// to (see newSchemaGraph), and its cost is counted. inRoot holds those in
+// the root's schema resource (under no other "$id").
+func compileDeclarers(c *jsonschema.Compiler, doc any, version int) (declarers []*jsonschema.Schema, inRoot map[*jsonschema.Schema]bool) {
+	inRoot = map[*jsonschema.Schema]bool{}
+	rootBase := ""
+	walkDoc(doc, version, func(n Node) bool {
+		if n.Ptr == "" {
+			rootBase = n.Base
+		}
+		obj := n.Object()
+		_, dyn := obj["$dynamicAnchor"].(string)
+		if rec, _ := obj["$recursiveAnchor"].(bool); !dyn && !rec {
+			return true
+		}
+		d, err := c.Compile(schemaURL + "#" + encodeFragment(n.Ptr))
+		if err != nil {
+			return true
+		}
+		declarers = append(declarers, d)
+		if n.Base == rootBase {
+			inRoot[d] = true
+		}
+		return true
+	})
+	return declarers, inRoot
 }
 
 // Raw returns the schema text as given to Compile. It must not be modified.
@@ -335,11 +348,14 @@ func (s *Schema) Raw() []byte {
 
 // Validate validates v, a value as decoded by encoding/json with UseNumber
 // (map[string]any, []any, string, json.Number, bool, nil; float64 and Go
-// integers are accepted too). It returns every error, sorted, or nil when v is
-// valid. A number that is not a JSON number, longer than 1000 characters or
-// with an exponent beyond ±1000 cannot be compared safely: then only such
-// numbers are reported, with keyword "number" (class semantic). A string
-// that a pattern with lookahead, lookbehind or backreferences could not be
+// integers are accepted too). It returns its errors, sorted, or nil when v
+// is valid: every error up to MaxErrors; past it the first MaxErrors and
+// the first of each keyword, then one error of keyword KeywordMoreErrors
+// that counts the others (ErrorCount counts them all). A number that is
+// not a JSON number, longer than 1000 characters or with an exponent
+// beyond ±1000 cannot be compared safely: then only such numbers are
+// reported, with keyword "number" (class semantic). A string that a
+// pattern with lookahead, lookbehind or backreferences could not be
 // matched against in time (see patterns.go) is an error too, with keyword
 // "pattern".
 func (s *Schema) Validate(v any) []fixpoint.ValidationError {
@@ -355,35 +371,16 @@ func (s *Schema) validate(v any) []fixpoint.ValidationError {
 	if s == nil || s.sch == nil {
 		return nil
 	}
-	from := s.failures()
-	return s.patternErrors(v, s.check(v), from)
-}
-
-// check validates v with the library, once the value is known to be safe
-// and cheap enough to.
-func (s *Schema) check(v any) []fixpoint.ValidationError {
 	if errs := numberErrors(v); len(errs) > 0 {
 		// The value cannot be compared safely; these errors come first.
-		return sortErrors(errs)
+		return capErrors(sortErrors(errs))
 	}
 	if at, over := s.overChecks(v); over {
 		return []fixpoint.ValidationError{newError(at, "checkCost", fmt.Sprintf("checking the value this far would take over %d checks against the schema's parts (its alternatives, and the schemas that apply to each item or member, multiply at every level): reply with a shallower or smaller value", MaxChecks))}
 	}
-	err := s.sch.Validate(v)
-	if err == nil {
-		return nil
-	}
-	var verr *jsonschema.ValidationError
-	if !errors.As(err, &verr) {
-		return []fixpoint.ValidationError{newError("", "", "value cannot be validated: "+err.Error())}
-	}
-	errs := flatten(verr, v)
-	if len(errs) == 0 {
-		// The library found the value invalid but no leaf survived
-		// flattening; never report an invalid value as valid.
-		errs = []fixpoint.ValidationError{newError("", "", "value does not match the schema: "+oneLine(verr.Error()))}
-	}
-	return sortErrors(errs)
+	c := newErrorCap(MaxErrors)
+	s.validateAt(s.sch, v, v, nil, c)
+	return c.result()
 }
 
 // schemaError turns a library compile error into a *SchemaError naming the
@@ -549,42 +546,6 @@ func keywordAt(doc any, ptr string) string {
 	return kw
 }
 
-// walkSchemas calls fn for every subschema object of doc, at schema
-// positions only (not inside const, enum, examples or unknown keywords),
-// until fn returns false.
-func walkSchemas(node any, ptr string, fn func(ptr string, obj map[string]any) bool) bool {
-	obj, ok := node.(map[string]any)
-	if !ok {
-		return true
-	}
-	if !fn(ptr, obj) {
-		return false
-	}
-	for kw, val := range obj {
-		p := ptr + "/" + escapeToken(kw)
-		switch {
-		case schemaMapKeywords[kw]:
-			m, _ := val.(map[string]any)
-			for name, sub := range m {
-				if !walkSchemas(sub, p+"/"+escapeToken(name), fn) {
-					return false
-				}
-			}
-		case schemaArrayKeywords[kw] || schemaKeywords[kw]:
-			if arr, ok := val.([]any); ok {
-				for i, sub := range arr {
-					if !walkSchemas(sub, p+"/"+strconv.Itoa(i), fn) {
-						return false
-					}
-				}
-			} else if !walkSchemas(val, p, fn) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // encodeFragment percent-encodes a JSON pointer for use as a URL fragment,
 // keeping its slashes.
 func encodeFragment(ptr string) string {
@@ -600,55 +561,64 @@ var refKeywords = []string{"$ref", "$dynamicRef", "$recursiveRef", "$schema"}
 
 // findRef finds the reference keyword in doc whose value names target (an
 // absolute URL, possibly the resolution of a relative reference), returning
-// the keyword and its location; "$ref" at the root when none is found.
+// the keyword and its location; "$ref" at the root when none is found. The
+// reference that resolves to target wins, then one written as target, then
+// one whose URL target ends with.
 func findRef(doc any, target string) (keyword, location string) {
-	tu, tf := target, ""
-	if i := strings.IndexByte(target, '#'); i >= 0 {
-		tu, tf = target[:i], target[i+1:]
-	}
 	best := -1
-	var walk func(node any, ptr string)
-	walk = func(node any, ptr string) {
-		switch n := node.(type) {
-		case map[string]any:
-			for _, kw := range refKeywords {
-				s, ok := n[kw].(string)
-				if !ok {
-					continue
-				}
-				su, sf := s, ""
-				if i := strings.IndexByte(s, '#'); i >= 0 {
-					su, sf = s[:i], s[i+1:]
-				}
-				score := -1
-				switch {
-				case s == target:
-					score = 3
-				case su != "" && strings.HasSuffix(tu, su) && sf == tf:
-					score = 2
-				case su != "" && strings.HasSuffix(tu, su):
-					score = 1
-				case su == "" && sf != "" && sf == tf:
-					score = 0
-				}
-				if score > best {
-					best, keyword, location = score, kw, ptr+"/"+escapeToken(kw)
-				}
+	Walk(doc, func(n Node) bool {
+		for _, kw := range refKeywords {
+			s, ok := n.Object()[kw].(string)
+			if !ok {
+				continue
 			}
-			for k, v := range n {
-				walk(v, ptr+"/"+escapeToken(k))
-			}
-		case []any:
-			for i, v := range n {
-				walk(v, ptr+"/"+strconv.Itoa(i))
+			if score := refScore(s, n.Base, target); score > best {
+				best, keyword, location = score, kw, n.Ptr+"/"+escapeToken(kw)
 			}
 		}
-	}
-	walk(doc, "")
+		return true
+	})
 	if best < 0 {
 		return "$ref", ""
 	}
 	return keyword, location
+}
+
+// refScore says how surely the reference s, in a subschema of base URI
+// base, names target: from 4, resolved to it, to -1, not at all.
+func refScore(s, base, target string) int {
+	tu, tf, _ := strings.Cut(target, "#")
+	su, sf, _ := strings.Cut(s, "#")
+	switch {
+	case resolvesTo(s, base, tu, tf):
+		return 4
+	case s == target:
+		return 3
+	case su != "" && strings.HasSuffix(tu, su) && sf == tf:
+		return 2
+	case su != "" && strings.HasSuffix(tu, su):
+		return 1
+	case su == "" && sf != "" && sf == tf:
+		return 0
+	}
+	return -1
+}
+
+// resolvesTo reports whether the reference ref, resolved against base,
+// is the URL tu with the fragment tf (both fragments percent-decoded).
+func resolvesTo(ref, base, tu, tf string) bool {
+	ru, rf, _ := strings.Cut(ref, "#")
+	if ru != "" {
+		b, err1 := url.Parse(base)
+		u, err2 := url.Parse(ru)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		base = resolveURL(b, u).String()
+	}
+	df, err1 := url.PathUnescape(rf)
+	dt, err2 := url.PathUnescape(tf)
+	return base == tu && err1 == nil && err2 == nil && df == dt
 }
 
 // lookupPointer returns the value at ptr in doc, or nil.

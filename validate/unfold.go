@@ -33,37 +33,16 @@ func unfolded(g *schemaGraph, limit int) int {
 		memo[s] = inProgress
 		n := 1
 		// Applicators at this place in the value: they add up.
-		same := func(subs ...*jsonschema.Schema) {
-			for _, sub := range subs {
-				if n <= limit {
-					n += size(sub)
-				}
+		for _, sub := range g.inPlace(s) {
+			if n <= limit {
+				n += size(sub)
 			}
 		}
-		same(g.inPlace(s)...)
 		// Schemas of the value's children: the costliest one counts.
 		deepest := 0
-		child := func(subs ...*jsonschema.Schema) {
-			for _, sub := range subs {
-				if deepest <= limit {
-					deepest = max(deepest, size(sub))
-				}
-			}
-		}
-		child(s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema)
-		child(s.PrefixItems...)
-		for _, sub := range s.Properties {
-			child(sub)
-		}
-		for _, sub := range s.PatternProperties {
-			child(sub)
-		}
-		for _, v := range []any{s.AdditionalProperties, s.AdditionalItems, s.Items} {
-			switch x := v.(type) {
-			case *jsonschema.Schema:
-				child(x)
-			case []*jsonschema.Schema:
-				child(x...)
+		for _, sub := range allChildren(s) {
+			if deepest <= limit {
+				deepest = max(deepest, size(sub))
 			}
 		}
 		n = min(n+deepest, limit+1)

@@ -45,6 +45,13 @@
 //
 // Found values longer than 80 characters are shortened with "...".
 //
+// A value with more than [MaxErrors] (20,000) errors keeps the first
+// MaxErrors and the first of each keyword, then one error of keyword
+// [KeywordMoreErrors] that counts the others by keyword ([ErrorCount]
+// counts them all); Coerce does not repair such a value. A large value is
+// validated piece by piece where the schema allows (pieces.go), so the
+// schema library never holds the errors of all of it at once.
+//
 // Numbers are compared exactly. A number longer than 1000 characters or with
 // an exponent beyond ±1000 (in a schema or a value) is refused up front:
 // Compile returns a *SchemaError, Validate reports it with keyword "number".

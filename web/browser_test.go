@@ -195,6 +195,18 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		t.Errorf("the batch page lacks failure clusters, costs or a first page of 50 jobs: %v", err)
 	}
+	// The plots over time arrive by htmx after the page: drawn too.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`!!document.querySelector('#progress-chart canvas') && !!document.querySelector('#latency-chart canvas')`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("the progress and latency plots were not drawn: %v", err)
+	}
+	if b, err := chromedp.Run(ctx, chromedp.Screenshot("#timeline")); err != nil {
+		t.Errorf("screenshot of the plots over time: %v", err)
+	} else if *screenshots {
+		if err := os.WriteFile(filepath.Join("..", "docs", "img", "dashboard-timeline.png"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	shot("batch")
 	check(batch)
 

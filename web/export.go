@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fixpoint-dev/fixpoint/internal/csvcell"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -81,9 +82,13 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		write = func(j store.JobRow) error {
-			err := cw.Write([]string{j.ID, strconv.Itoa(j.RowNo), j.Status, j.FinalClass, j.Model, strconv.Itoa(j.Attempts),
+			// Text cells are escaped against formulas as report export
+			// escapes them: a model's reply or an input row starting with
+			// = runs nothing in a spreadsheet.
+			t := csvcell.Text
+			err := cw.Write([]string{t(j.ID), strconv.Itoa(j.RowNo), t(j.Status), t(j.FinalClass), t(j.Model), strconv.Itoa(j.Attempts),
 				strconv.FormatBool(j.RepairedLocally), strconv.FormatFloat(j.CostUSD, 'f', -1, 64),
-				strconv.FormatInt(j.WallMS, 10), j.Error, string(j.Metadata), string(j.Value)})
+				strconv.FormatInt(j.WallMS, 10), t(j.Error), t(string(j.Metadata)), t(string(j.Value))})
 			cw.Flush()
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -211,5 +212,8 @@ func (h *handler) funcs() template.FuncMap {
 		"batchURL": func(name string) string { return h.cfg.BasePath + "/batches/" + url.PathEscape(name) },
 		"jobURL":   func(id string) string { return h.cfg.BasePath + "/jobs/" + url.PathEscape(id) },
 		"deref":    func(p *float64) float64 { return *p },
+		// actionsOn says the batch actions are offered (Config.Actions).
+		"actionsOn": func() bool { return h.cfg.Actions != nil },
+		"has":       slices.Contains[[]string],
 	}
 }

@@ -1,6 +1,7 @@
-// Package web is a read-only dashboard over the ledger: the batches with
-// their live progress, a batch's funnel, failure clusters, costs and jobs,
-// and a job's attempts as cards. It reads through package store only and
+// Package web is a dashboard over the ledger: the batches with their live
+// progress, a batch's funnel, failure clusters, costs and jobs, and a job's
+// attempts as cards; with Config.Actions, a batch's actions (requeue,
+// cancel, cap) as CSRF-checked POSTs. It reads through package store only and
 // serves everything it needs from the binary (templates, styles, and the
 // vendored htmx, its SSE extension and uPlot under static/): a page makes
 // no request off its host.
@@ -69,6 +70,15 @@ type Config struct {
 	StreamMaxAge time.Duration
 	// Logger logs failed requests. Default slog.Default().
 	Logger *slog.Logger
+	// Actions, when set, are offered on each batch's page: requeue, cancel,
+	// cap (see Actions). Nil: the dashboard is read-only and refuses them.
+	Actions Actions
+	// Try runs the Try playground's jobs (report serve gives one over the
+	// provider clients and the simulator: package web/playground); nil,
+	// the page says the playground is not enabled. TryTimeout bounds one
+	// try. Default 2 minutes.
+	Try        Trier
+	TryTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -78,6 +88,7 @@ func (c Config) withDefaults() Config {
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.MaxStreams = cmp.Or(c.MaxStreams, MaxStreamsDefault)
 	c.StreamMaxAge = cmp.Or(c.StreamMaxAge, StreamMaxAgeDefault)
+	c.TryTimeout = cmp.Or(c.TryTimeout, TryTimeoutDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -96,17 +107,24 @@ type handler struct {
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 	streams chan struct{}
+	// csrfKey signs the actions' CSRF tokens; origins refuses requests
+	// from another site.
+	csrfKey []byte
+	origins *http.CrossOriginProtection
+	try     *tryState
 }
 
 // NewHandler returns the dashboard over st. It panics if its embedded
 // templates do not parse (a build defect, caught by the package's tests).
 func NewHandler(st *store.Store, cfg Config) http.Handler {
-	h := &handler{st: st, cfg: cfg.withDefaults()}
+	h := &handler{st: st, cfg: cfg.withDefaults(), csrfKey: newCSRFKey(), origins: http.NewCrossOriginProtection()}
+	h.try = newTryState(h.cfg)
 	h.streams = make(chan struct{}, h.cfg.MaxStreams)
 	h.pages = map[string]*template.Template{}
-	for _, p := range []string{"batches", "batch", "job", "error"} {
+	for _, p := range []string{"batches", "batch", "job", "error", "try", "action"} {
 		t := template.New("layout.html").Funcs(h.funcs())
-		h.pages[p] = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+p+".html"))
+		// The actions' parts are the batch page's and the action page's.
+		h.pages[p] = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/actions.html", "templates/"+p+".html"))
 	}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
@@ -124,7 +142,11 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	mux.HandleFunc("GET /batches/{name}/clusters", h.clustersPart)
 	mux.HandleFunc("GET /batches/{name}/costs", h.costsPart)
 	mux.HandleFunc("GET /batches/{name}/repairs", h.repairsPart)
+	mux.HandleFunc("GET /batches/{name}/timeline", h.timelinePart)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
+	mux.HandleFunc("GET /batches/{name}/actions", h.actionsPart)
+	mux.HandleFunc("POST /batches/{name}/{action}", h.action)
+	h.tryRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
 	})
@@ -140,9 +162,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !isTryPost(r) && !h.posts(r) {
 		hd.Set("Allow", "GET, HEAD")
-		h.fail(w, r, http.StatusMethodNotAllowed, errors.New("the dashboard is read-only: only GET is served"))
+		h.fail(w, r, http.StatusMethodNotAllowed, errors.New("only GET is served here (the actions are POSTs to a batch's /requeue, /cancel and /cap)"))
 		return
 	}
 	h.mux.ServeHTTP(w, r)

@@ -246,7 +246,7 @@ func testBatch(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	resp, body := get(t, srv, base)
 	wantPage(t, resp, body, 200, "Funnel", "Failure clusters", "Cost by model", `id="funnel-chart"`,
 		fmt.Sprintf(`<tr><td>1</td><td class="n">%d</td>`, f.ValidAt[0]),
-		`hx-get="`+base+`/clusters" hx-trigger="load"`, `hx-get="`+base+`/costs" hx-trigger="load"`,
+		`hx-get="`+base+`/clusters" hx-trigger="load"`, `hx-get="`+base+`/costs" hx-trigger="load"`, `hx-get="`+base+`/timeline" hx-trigger="load"`,
 		"jobs.csv?", "jobs.jsonl?")
 	// The parts the page loads after it is shown.
 	resp, body = get(t, srv, base+"/clusters", "HX-Request", "true")
@@ -269,6 +269,13 @@ func testBatch(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		steps[0].AttemptNo, steps[0].Class, steps[0].Class, steps[0].Failed, steps[0].Retried, steps[0].ValidNext))
 	resp, body = get(t, srv, base+"/costs", "HX-Request", "true")
 	wantPage(t, resp, body, 200, fmt.Sprintf(`<td>%s</td><td>%s</td><td class="n">%d</td>`, mc[0].Model, mc[0].Basis, mc[0].Calls))
+	tl, err := l.st.BatchTimeline(ctx, l.demo)
+	if err != nil || len(tl.Progress) == 0 || tl.Calls == 0 {
+		t.Fatalf("timeline of the demo: %d progress points, %d calls (%v)", len(tl.Progress), tl.Calls, err)
+	}
+	resp, body = get(t, srv, base+"/timeline", "HX-Request", "true")
+	wantPage(t, resp, body, 200, `id="progress-chart"`, `id="latency-chart"`,
+		fmt.Sprintf("%d realtime calls: p50 %.0f ms", tl.Calls, tl.P50), "No waves: this batch runs realtime.")
 	// A finished batch opens no stream.
 	if strings.Contains(body, "sse-connect") {
 		t.Error("a finished batch's page opens a live stream")

@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/batchaction"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
-	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 const cancelUsage = `Usage: enqueue cancel --batch NAME
@@ -43,23 +42,6 @@ func (c *cancelCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return actionError(err)
 	}
-	fmt.Fprintf(c.stdout, "batch %s: cancelled %d jobs not yet final\n", batch, n)
-	if before != nil && before.Recording != nil {
-		writeRecordingAfterCancel(ctx, c.stdout, st, before)
-	}
+	batchaction.WriteCancelled(ctx, c.stdout, st, before, batch, n)
 	return nil
-}
-
-// writeRecordingAfterCancel says what became of the rows of a batch that
-// was being recorded when it was cancelled: the rows a stopped enqueue
-// never recorded are given up, and a live one records rows that will run.
-func writeRecordingAfterCancel(ctx context.Context, w io.Writer, st *store.Store, before *store.Batch) {
-	batch := before.Name
-	after, err := st.Batch(ctx, batch)
-	if p, perr := st.Progress(ctx, batch); err == nil && perr == nil && (after.Recording == nil || after.Recording.Runs < before.Recording.Runs) {
-		fmt.Fprintf(w, "batch %s: the rows its stopped enqueue never recorded are given up: the batch ends with the %d jobs it holds\n", batch, p.Total)
-	}
-	if err == nil && after.Recording != nil && after.Recording.Live {
-		fmt.Fprintf(w, "batch %s: an enqueue is still recording rows into it; they will run (a cancel ends the jobs it found)\n", batch)
-	}
 }

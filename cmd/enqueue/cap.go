@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/batchaction"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -58,74 +57,20 @@ func (c *capCommand) Run(ctx context.Context, args []string) error {
 	if *cost == "" && *tokens == "" {
 		// No new cap: say the one it has and what it spent, changing
 		// nothing.
-		writeSpend(c.stdout, batch, cur)
+		batchaction.WriteSpend(c.stdout, batch, cur)
 		return nil
 	}
-	next, err := newCap(cur.Cap, *cost, *tokens)
+	next, err := batchaction.NewCap(cur.Cap, *cost, *tokens, batchaction.CapNames{Cost: "--max-cost-usd", Tokens: "--max-total-tokens"})
 	if err != nil {
-		return err
+		return usageError{Err: err}
 	}
 	sp, err := enqueue.SetCap(ctx, st, batch, next)
 	if err != nil {
 		return actionError(err)
 	}
-	if next.MaxCostUSD != nil {
-		warnUnpricedBatch(ctx, c.stderr, st, batch)
-	}
-	writeSpend(c.stdout, batch, sp)
-	if (sp.MaxCostUSD != nil && sp.CostUSD >= *sp.MaxCostUSD) || (sp.MaxTotalTokens != nil && sp.Tokens >= *sp.MaxTotalTokens) {
-		fmt.Fprintf(c.stderr, "enqueue cap: warning: batch %s has already spent what the new cap allows: its jobs not final yet end over_budget without another call\n", batch)
+	batchaction.WriteSpend(c.stdout, batch, sp)
+	for _, w := range batchaction.CapWarnings(ctx, st, batch, next, sp, "--max-cost-usd") {
+		fmt.Fprintf(c.stderr, "enqueue cap: warning: %s\n", w)
 	}
 	return nil
-}
-
-// newCap is cur with the caps the flags give (empty: unchanged).
-func newCap(cur store.Cap, cost, tokens string) (store.Cap, error) {
-	next := cur
-	var err error
-	if cost != "" {
-		if next.MaxCostUSD, err = parseCost(cost); err != nil {
-			return next, usageError{Err: err}
-		}
-	}
-	if tokens != "" {
-		if next.MaxTotalTokens, err = parseTokens(tokens); err != nil {
-			return next, usageError{Err: err}
-		}
-	}
-	return next, nil
-}
-
-// warnUnpricedBatch warns when the batch's model has no price, so that a
-// dollar cap is enforced only by workers given one.
-func warnUnpricedBatch(ctx context.Context, w io.Writer, st *store.Store, batch string) {
-	b, err := st.Batch(ctx, batch)
-	if err != nil {
-		return
-	}
-	var s struct {
-		Model string `json:"model"`
-	}
-	if json.Unmarshal(b.Settings, &s) == nil && s.Model != "" {
-		warnUnpriced(w, "enqueue cap", s.Model)
-	}
-}
-
-func writeSpend(w io.Writer, batch string, sp store.Spend) {
-	fmt.Fprintf(w, "batch %s: cap %s; spent %d tokens, $%.6f; %d tokens, $%.6f held by calls in flight\n",
-		batch, capText(sp.Cap), sp.Tokens, sp.CostUSD, sp.HeldTokens, sp.HeldCostUSD)
-}
-
-func capText(c store.Cap) string {
-	if !c.Capped() {
-		return "none"
-	}
-	var parts []string
-	if c.MaxCostUSD != nil {
-		parts = append(parts, fmt.Sprintf("$%g", *c.MaxCostUSD))
-	}
-	if c.MaxTotalTokens != nil {
-		parts = append(parts, fmt.Sprintf("%d tokens", *c.MaxTotalTokens))
-	}
-	return strings.Join(parts, " and ")
 }

@@ -6,10 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"strings"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/batchaction"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
@@ -105,8 +104,8 @@ func actionError(err error) error {
 // warnUnpriced warns that a dollar cap on model can be enforced only by
 // workers given its price, when fixpoint's table has none.
 func warnUnpriced(w io.Writer, cmd, model string) {
-	if _, priced := repair.DefaultPrices().Lookup(model); !priced {
-		fmt.Fprintf(w, "%s: warning: %s has no price in fixpoint's table, so a worker can enforce --max-cost-usd only when its --prices lists it; a worker without one ends the batch's jobs over_budget without calling the model\n", cmd, model)
+	if warning := batchaction.UnpricedWarning(model, "--max-cost-usd"); warning != "" {
+		fmt.Fprintf(w, "%s: warning: %s\n", cmd, warning)
 	}
 }
 
@@ -129,31 +128,8 @@ func queueUsage(q queue.Config) error {
 }
 
 // parseCost reads a --max-cost-usd value: a non-negative number, or none.
-func parseCost(s string) (*float64, error) {
-	if s == "" || s == "none" {
-		return nil, nil
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	// NaN compares false with every bound, so it is refused by name; the
-	// ledger holds a cap below 10^10 dollars (numeric(18,8)).
-	if err != nil || math.IsNaN(v) || v < 0 || v >= maxCostUSD {
-		return nil, fmt.Errorf("--max-cost-usd %q: want a number of dollars from 0 to %.0f, or none", s, maxCostUSD-1)
-	}
-	return &v, nil
-}
-
-// maxCostUSD bounds a cost cap: batches.max_cost_usd is numeric(18,8).
-const maxCostUSD = 1e10
+func parseCost(s string) (*float64, error) { return batchaction.ParseCost("--max-cost-usd", s) }
 
 // parseTokens reads a --max-total-tokens value: a non-negative integer, or
 // none.
-func parseTokens(s string) (*int64, error) {
-	if s == "" || s == "none" {
-		return nil, nil
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 {
-		return nil, fmt.Errorf("--max-total-tokens %q: want a non-negative number of tokens, or none", s)
-	}
-	return &v, nil
-}
+func parseTokens(s string) (*int64, error) { return batchaction.ParseTokens("--max-total-tokens", s) }

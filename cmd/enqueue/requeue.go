@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/batchaction"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 )
 
@@ -42,7 +39,7 @@ func (c *requeueCommand) Run(ctx context.Context, args []string) error {
 	var (
 		common   commonFlags
 		cfg      enqueue.RequeueConfig
-		statuses = fs.String("status", joinStatuses(enqueue.RequeueStatusesDefault), "statuses to run again, comma-separated: invalid, failed, rejected, dead, cancelled, over_budget, valid")
+		statuses = fs.String("status", batchaction.JoinStatuses(enqueue.RequeueStatusesDefault), "statuses to run again, comma-separated: invalid, failed, rejected, dead, cancelled, over_budget, valid")
 		strategy = fs.String("strategy", "", "repair strategy of the new run: conversation, repair or patch (default: unchanged)")
 	)
 	common.register(fs, true)
@@ -56,8 +53,8 @@ func (c *requeueCommand) Run(ctx context.Context, args []string) error {
 	}
 	cfg.Batch, cfg.Queue, cfg.Strategy = common.batch, common.queue, fixpoint.Strategy(*strategy)
 	var err error
-	if cfg.Statuses, err = parseStatuses(*statuses); err != nil {
-		return err
+	if cfg.Statuses, err = batchaction.ParseStatuses("--status", *statuses); err != nil {
+		return usageError{Err: err}
 	}
 	st, err := openLedger(ctx, common.dbURL)
 	if err != nil {
@@ -77,72 +74,6 @@ func (c *requeueCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return actionError(err)
 	}
-	writeRequeued(c.stdout, cfg, rep)
+	batchaction.WriteRequeued(c.stdout, cfg, rep)
 	return nil
-}
-
-// parseStatuses reads --status: final statuses, comma-separated.
-func parseStatuses(list string) ([]fixpoint.Status, error) {
-	var statuses []fixpoint.Status
-	for _, s := range strings.Split(list, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			statuses = append(statuses, fixpoint.Status(s))
-		}
-	}
-	if len(statuses) == 0 {
-		// Empty would mean the default statuses, a different request.
-		return nil, usageError{Err: fmt.Errorf("--status %q names no status: want final statuses, comma-separated (default %s)", list, joinStatuses(enqueue.RequeueStatusesDefault))}
-	}
-	for _, s := range statuses {
-		if !s.Final() {
-			return nil, usageError{Err: fmt.Errorf("--status %q: want final statuses: valid, invalid, failed, rejected, dead, cancelled, over_budget", s)}
-		}
-	}
-	return statuses, nil
-}
-
-// writeRequeued says what a requeue did, or would do.
-func writeRequeued(w io.Writer, cfg enqueue.RequeueConfig, rep enqueue.RequeueReport) {
-	total := 0
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(rep.Jobs)) {
-		total += rep.Jobs[k]
-		parts = append(parts, fmt.Sprintf("%d %s", rep.Jobs[k], k))
-	}
-	if total == 0 {
-		fmt.Fprintf(w, "batch %s: no job matched (statuses %s%s); nothing requeued\n", cfg.Batch, joinStatuses(cfg.Statuses), classNote(cfg.Class))
-		if rep.Published > 0 {
-			fmt.Fprintf(w, "published %d jobs an earlier requeue had left unpublished\n", rep.Published)
-		}
-		return
-	}
-	what := "requeued"
-	if cfg.DryRun {
-		what = "would requeue"
-	}
-	s := rep.Settings
-	fmt.Fprintf(w, "batch %s: %s %d jobs (%s) as run %d: %s/%s, %d attempts, %s strategy",
-		cfg.Batch, what, total, strings.Join(parts, ", "), rep.Run, s.Provider, s.Model, s.Limits.MaxAttempts, s.Limits.Strategy)
-	if !cfg.DryRun {
-		fmt.Fprintf(w, "; %d published", rep.Published)
-	}
-	fmt.Fprintln(w)
-	for _, warning := range rep.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warning)
-	}
-}
-
-func classNote(class string) string {
-	if class == "" {
-		return ""
-	}
-	return ", class " + class
-}
-
-func joinStatuses(statuses []fixpoint.Status) string {
-	parts := make([]string, len(statuses))
-	for i, st := range statuses {
-		parts[i] = string(st)
-	}
-	return strings.Join(parts, ",")
 }

@@ -8,10 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
-	"strings"
 
+	"github.com/fixpoint-dev/fixpoint/internal/csvcell"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -178,19 +177,14 @@ type csvColumns struct {
 	raw           bool // cells as they are, not escaped against formulas
 }
 
-// text is a text cell as written: with a ' in front when a spreadsheet
-// would run it as a formula (OWASP's advice on CSV injection), unless raw.
-// A plain number is not a formula, and stays a number (a CSV dataset's
-// negative amounts come back as its text).
+// text is a text cell as written: escaped against formulas
+// (csvcell.Text), unless raw.
 func (c *csvColumns) text(s string) string {
-	if c.raw || s == "" || !strings.ContainsRune("=+-@\t\r", rune(s[0])) || plainNumber.MatchString(s) {
+	if c.raw {
 		return s
 	}
-	return "'" + s
+	return csvcell.Text(s)
 }
-
-// plainNumber is a decimal number, as a spreadsheet reads one.
-var plainNumber = regexp.MustCompile(`^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
 
 // newCSVColumns builds the header: inputs (renamed input.NAME when NAME is
 // one of the job's own columns), job_id, job_status, properties (renamed

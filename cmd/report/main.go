@@ -44,8 +44,9 @@ const usage = `Usage: report COMMAND [flags]
                                   finishing and the queue (--nats-url, or the embedded one a
                                   worker serves from --nats-dir) holds none of their messages
   report serve [--addr 127.0.0.1:8090]
-                                  the dashboard: a read-only web UI over the ledger (batches,
-                                  live progress, funnels, failure clusters, jobs, attempts)
+                                  the dashboard: a web UI over the ledger (batches, live
+                                  progress, funnels, failure clusters, jobs, attempts); with an
+                                  admin token, requeue, cancel and caps from a batch's page
 
 Run 'report COMMAND --help' for a command's flags, output and exit status.
 
@@ -56,9 +57,10 @@ Exit status: 0 done, 1 an error or the failure rate over R, 2 bad usage.
 
 Environment:
   DATABASE_URL       Postgres ledger (default ` + databaseURLDefault + `)
-  NATS_URL           report wait: the queue's NATS server (empty: the embedded queue)
-  FIXPOINT_NATS_DIR  report wait: the embedded queue's directory (default .fixpoint/nats)
-  FIXPOINT_ADMIN_TOKEN  report serve: admin token, needed to listen off loopback`
+  NATS_URL           report wait, serve: the queue's NATS server (empty: the embedded queue)
+  FIXPOINT_NATS_DIR  report wait, serve: the embedded queue's directory (default .fixpoint/nats)
+  FIXPOINT_NATS_LISTEN  report serve: where a running worker's embedded NATS listens
+  FIXPOINT_ADMIN_TOKEN  report serve: admin token, needed to listen off loopback; enables the actions`
 
 const databaseURLDefault = "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"
 

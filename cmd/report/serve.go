@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/web"
 )
 
@@ -21,19 +24,29 @@ Serves the dashboard, a web UI over the ledger: the batches with their live
 progress; a batch's funnel (valid at attempt 1, 2, 3, never), failure
 clusters, cost per valid job by model and a filterable job list with CSV and
 JSONL exports; a job's attempts as cards (reply, repairs, errors, feedback,
-value diffs). It is read-only: the actions (requeue, cancel, caps) stay with
-enqueue, and the Try playground is not in it yet. Every asset is in the
-binary; a page makes no request off this host.
+value diffs). Its Try page runs one job through the repair step, on the
+simulator's presets or a provider (the environment's key, or one typed in
+the page for that try alone), and writes nothing to the ledger; --try=false
+leaves it out. Every asset is in the binary; a page makes no request off
+this host.
+
+Without an admin token it is read-only. With one (--admin-token, or
+FIXPOINT_ADMIN_TOKEN), every request must give it (HTTP Basic password, any
+user name, or Authorization: Bearer TOKEN), and each batch's page offers the
+actions: requeue, cancel, and the spend cap, each what enqueue requeue,
+enqueue cancel and enqueue cap do (a requeue publishes to the queue that
+--nats-url, or the embedded one in --nats-dir, names, as enqueue does).
+Every action is a POST that must come from the dashboard's own page (its
+origin, and a CSRF token bound to a SameSite=Strict cookie).
 
 It listens on loopback unless told otherwise. A non-loopback --addr is
-refused without an admin token (--admin-token, or FIXPOINT_ADMIN_TOKEN);
-with one, every request must give it (HTTP Basic password, any user name,
-or Authorization: Bearer TOKEN). Ctrl-C stops it, open pages and streams
+refused without an admin token. Ctrl-C stops it, open pages and streams
 closed.
 
   report serve
   report serve --addr 127.0.0.1:9000
   FIXPOINT_ADMIN_TOKEN=$(openssl rand -hex 16) report serve --addr 0.0.0.0:8090
+  FIXPOINT_ADMIN_TOKEN=... report serve --nats-url nats://10.0.0.5:4222
 
 Exit status: 0 stopped by a signal, 1 an error (the address taken, the
 ledger unreachable), 2 bad usage.`
@@ -49,17 +62,35 @@ type serveCommand struct{ stdout, stderr io.Writer }
 
 func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs, dbURL := newFlagSet("serve", serveUsage,
-		ledgerEnv+"\n  FIXPOINT_ADMIN_TOKEN  admin token (default none): needed to listen off loopback, then asked of every request", c.stdout)
+		ledgerEnv+"\n  FIXPOINT_ADMIN_TOKEN  admin token (default none): needed to listen off loopback, then asked of every request; enables the actions"+
+			"\n  NATS_URL              with a token: the queue a requeue publishes to (empty: the embedded queue in --nats-dir)"+
+			"\n  FIXPOINT_NATS_DIR     with a token: the embedded queue's directory (default "+natsconn.DirDefault+")"+
+			"\n  FIXPOINT_NATS_LISTEN  with a token: where a running worker's embedded NATS listens (default "+natsconn.ListenDefault+")\n"+tryEnvHelp, c.stdout)
 	addr := fs.String("addr", serveAddrDefault, "address to listen on (host:port); off loopback only with an admin token")
 	// The environment's token is read after parsing: as the flag's default
 	// it would print in --help.
-	token := fs.String("admin-token", "", "admin token (env FIXPOINT_ADMIN_TOKEN): every request must give it")
+	token := fs.String("admin-token", "", "admin token (env FIXPOINT_ADMIN_TOKEN): every request must give it, and the batch actions are offered")
+	natsURL := fs.String("nats-url", envOr("NATS_URL", ""), "with a token: NATS server a requeue publishes to (env NATS_URL); empty: the embedded queue in --nats-dir")
+	natsDir := fs.String("nats-dir", envOr("FIXPOINT_NATS_DIR", natsconn.DirDefault), "with a token: directory of the embedded queue (env FIXPOINT_NATS_DIR)")
+	natsListen := fs.String("nats-listen", envOr("FIXPOINT_NATS_LISTEN", natsconn.ListenDefault), "with a token: where a running worker's embedded NATS listens (env FIXPOINT_NATS_LISTEN)")
+	var q queue.Config
+	fs.StringVar(&q.Stream, "stream", queue.StreamDefault, "with a token: JetStream stream a requeue publishes to (a batch enqueued to another stream keeps its own)")
+	fs.StringVar(&q.Subject, "subject", queue.SubjectDefault, "with a token: subject a requeue publishes on")
 	queryTimeout := fs.Duration("query-timeout", web.QueryTimeoutDefault, "bound on the ledger queries of one page: a slower ledger gives an error page")
+	try := fs.Bool("try", true, "serve the Try playground (one job through the repair step, on the simulator or a provider)")
 	if err := cliflags.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *token == "" {
 		*token = os.Getenv("FIXPOINT_ADMIN_TOKEN")
+	}
+	if err := q.WithDefaults().Validate(); err != nil {
+		return cliflags.SettingUsage(err, map[string]string{"Stream": "--stream", "Subject": "--subject"})
+	}
+	if *natsURL != "" {
+		if err := natsconn.CheckURL(*natsURL); err != nil {
+			return usageError{Err: fmt.Errorf("--nats-url (env NATS_URL): %w", err)}
+		}
 	}
 	if *queryTimeout <= 0 {
 		return usageError{Err: fmt.Errorf("--query-timeout %s: give a positive duration", *queryTimeout)}
@@ -80,8 +111,19 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	var h http.Handler = web.NewHandler(st, web.Config{QueryTimeout: *queryTimeout,
-		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	cfg := web.Config{QueryTimeout: *queryTimeout,
+		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if *token != "" {
+		// The actions only behind the token (RequireToken below).
+		cfg.Actions = &ledgerActions{st: st, queue: q, nats: natsconn.Config{URL: *natsURL, Dir: *natsDir, Running: *natsListen,
+			Name: "fixpoint-report-serve", Ledger: store.LedgerName(*dbURL)}}
+	}
+	if *try {
+		sims := &simPresets{latency: trySimLatency}
+		defer sims.Close()
+		cfg.Try = newPlayground(sims)
+	}
+	var h http.Handler = web.NewHandler(st, cfg)
 	if *token != "" {
 		h = web.RequireToken(h, *token)
 	}
@@ -94,7 +136,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		BaseContext: func(net.Listener) context.Context { return base }}
 	mode := "read-only"
 	if *token != "" {
-		mode += ", admin token required"
+		mode = "admin token required; actions on"
 	}
 	fmt.Fprintf(c.stdout, "report serve: dashboard at http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
 	done := make(chan error, 1)

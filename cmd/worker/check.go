@@ -25,6 +25,7 @@ Runs extract and validate on a model reply (FILE, or standard input) and prints
 one JSON object:
   {"valid", "value", "class", "errors": [{"path","keyword","class","message"}],
    "repairs": [{"kind","offset"}], "source", "truncated"}
+Past 20,000 errors, the last error (keyword "moreErrors") counts the others.
 Without --schema, valid means a value was extracted. A truncated reply is never
 valid. With several candidates, the first that validates is chosen; if none
 does, the one with the fewest errors. Two candidates that validate with

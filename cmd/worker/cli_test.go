@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 const cliSchema = `{"type":"object","properties":{"sentiment":{"enum":["negative","neutral","positive"]},"score":{"type":"number","minimum":0,"maximum":1}},"required":["sentiment","score"],"additionalProperties":false}`
@@ -201,5 +204,57 @@ func TestCheckJSONLBadLines(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// worker try --sim keys the simulator's draws on the job's input: several
+// prompts do not all get the same first reply, the preset's fault mix shows
+// (messy gets some first reply wrong), and one prompt gets the same reply
+// each time (for one --sim-seed), another seed other draws.
+func TestTrySimDrawsVaryByPrompt(t *testing.T) {
+	t.Parallel()
+	schema := cliFile(t, "s.json", cliSchema)
+	type attempt struct {
+		Raw     string            `json:"raw"`
+		Valid   bool              `json:"valid"`
+		Repairs []fixpoint.Repair `json:"repairs"`
+	}
+	first := func(prompt string, extra ...string) attempt {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		args := append([]string{"try", "--schema", schema, "--sim", "messy", "--json", "--prompt", prompt}, extra...)
+		if code := run(context.Background(), args, strings.NewReader(""), &out, &errOut); code > 1 {
+			t.Fatalf("worker try --prompt %q: exit %d\n%s", prompt, code, errOut.String())
+		}
+		var res struct{ Attempts []attempt }
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res.Attempts) == 0 {
+			t.Fatalf("worker try --prompt %q: %v, %d attempts\n%s", prompt, err, len(res.Attempts), out.String())
+		}
+		return res.Attempts[0]
+	}
+	replies := map[string]bool{}
+	faulty := 0
+	for i := range 8 {
+		a := first(fmt.Sprintf("Review %d: the product is fine", i))
+		replies[a.Raw] = true
+		if !a.Valid || len(a.Repairs) > 0 {
+			faulty++
+		}
+	}
+	if len(replies) < 4 {
+		t.Errorf("8 prompts got %d distinct first replies, want them to vary with the prompt", len(replies))
+	}
+	if faulty == 0 {
+		t.Error("messy gave 8 clean first replies: the preset's fault mix does not show")
+	}
+	if a, b := first("Review 0: the product is fine"), first("Review 0: the product is fine"); a.Raw != b.Raw {
+		t.Errorf("one prompt got two first replies:\n%s\n%s", a.Raw, b.Raw)
+	}
+	seeds := map[string]bool{}
+	for _, seed := range []string{"1", "2", "3", "4"} {
+		seeds[first("Review 0: the product is fine", "--sim-seed", seed).Raw] = true
+	}
+	if len(seeds) < 2 {
+		t.Error("4 simulator seeds gave one prompt the same first reply")
 	}
 }

@@ -8,16 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
-	"github.com/fixpoint-dev/fixpoint/queue"
-	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -29,7 +25,9 @@ Runs one job live through the repair loop and prints each attempt as a card:
 status (VALID, INVALID, PARSE ERROR, TRUNCATED, REFUSED, PROVIDER ERROR),
 latency, tokens, the extracted value, the errors and the exact feedback sent
 next; then a one-line verdict. --json prints the result object instead.
---sim runs against an in-process simulator instead of a real provider.
+--sim runs against an in-process simulator instead of a real provider: its
+replies are drawn from the prompt and the schema (and --sim-seed), the same
+each time for one input, the preset's faults varying from input to input.
 
   worker try --model gpt-4o-mini --schema ticket.json --prompt-file ticket-42.txt
   worker try --sim messy --schema ticket.json --prompt "Printer on fire, floor 3"
@@ -94,16 +92,16 @@ func (c *tryCommand) Run(ctx context.Context, args []string) error {
 	if err := f.setBaseURL(); err != nil {
 		return err
 	}
-	job, err := f.job(schema, raw)
+	job, err := pipeline.TryJob(f.spec(schema, raw))
 	if err != nil {
-		return err
+		return usageError{Err: err}
 	}
 	clients, closeSim, err := f.pf.build(nil)
 	if err != nil {
 		return err
 	}
 	defer closeSim()
-	res, err := pipeline.NewLoop(clients[f.provider], pipeline.LoopConfig{}).Run(ctx, job)
+	res, err := pipeline.Try(ctx, clients[f.provider], job, pipeline.LoopHooks{})
 	if err != nil && !errors.Is(err, fixpoint.ErrTransient) {
 		return err
 	}
@@ -142,8 +140,8 @@ func (f *tryFlags) check() error {
 	return nil
 }
 
-// readPrompt reads --prompt-file, and checks the prompt as a job of a
-// batch is checked at enqueue and in the worker.
+// readPrompt reads --prompt-file; pipeline.TryJob checks the prompt as a
+// job of a batch is checked at enqueue and in the worker.
 func (f *tryFlags) readPrompt() error {
 	if f.promptFile != "" {
 		data, err := cli.ReadTextFile(f.promptFile)
@@ -151,14 +149,6 @@ func (f *tryFlags) readPrompt() error {
 			return usagef("read prompt: %v", err)
 		}
 		f.prompt = string(data)
-	}
-	switch {
-	case strings.TrimSpace(f.prompt) == "":
-		return usagef("the prompt is empty")
-	case !utf8.ValidString(f.prompt) || !utf8.ValidString(f.system):
-		return usagef("the prompt is not UTF-8 text")
-	case len(f.prompt)+len(f.system) > pipeline.MaxPromptBytesDefault:
-		return usagef("the prompt is %d bytes, over the workers' limit of %d", len(f.prompt)+len(f.system), pipeline.MaxPromptBytesDefault)
 	}
 	return nil
 }
@@ -178,27 +168,14 @@ func (f *tryFlags) setBaseURL() error {
 	return nil
 }
 
-// job is the job to try, refused as a usage error where a batch's job
-// with its settings would be.
-func (f *tryFlags) job(schema *validate.Schema, raw []byte) (*repair.Job, error) {
-	job := &repair.Job{
-		ID: "try", System: f.system, Prompt: f.prompt, Schema: schema, SchemaRaw: raw, Model: f.model,
-		Mode: fixpoint.Mode(f.mode), MaxTokens: f.maxTokens,
+// spec is the job to try. Its id is drawn from its input
+// (pipeline.TryJobID): the simulator's draws differ from prompt to prompt
+// and repeat for one prompt and --sim-seed.
+func (f *tryFlags) spec(schema *validate.Schema, raw []byte) pipeline.TrySpec {
+	return pipeline.TrySpec{Provider: f.provider, Model: f.model, System: f.system, Prompt: f.prompt,
+		Schema: raw, Compiled: schema, Mode: fixpoint.Mode(f.mode), MaxTokens: f.maxTokens,
 		Limits: fixpoint.Limits{MaxAttempts: f.maxAttempts, Strategy: fixpoint.Strategy(f.strategy),
-			Feedback: fixpoint.FeedbackFormat(f.feedback), TokenBudget: f.budget},
-	}
-	if err := job.Limits.WithDefaults().Validate(); err != nil {
-		return nil, usageError{Err: err}
-	}
-	if err := llm.CheckSchemaMode(f.provider, job.Mode, raw); err != nil {
-		return nil, usageError{Err: err}
-	}
-	env := queue.Envelope{V: queue.EnvelopeVersion, JobID: "try", Prompt: "x", SchemaHash: "x", Provider: f.provider, Model: f.model, Mode: job.Mode,
-		Limits: job.Limits, MaxTokens: job.MaxTokens}
-	if err := env.Validate(); err != nil {
-		return nil, usageError{Err: err}
-	}
-	return job, nil
+			Feedback: fixpoint.FeedbackFormat(f.feedback), TokenBudget: f.budget}}
 }
 
 // readSchema reads and compiles a schema file, refusing (as a usage error)

@@ -62,43 +62,70 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &call{s: s, w: w, r: r, n: n, provider: route(r.URL.Path), now: s.cfg.Now()}
 	c.reqID = "req_" + idFrom(strconv.FormatUint(s.cfg.Seed, 10), strconv.FormatInt(n, 10))
 	if c.provider == "" {
-		if br, ok := parseBatchRoute(r.URL.Path); ok {
-			bc := *c // a copy, so that the chat path's call stays on the stack
-			if br.kind == "models" && r.Header.Get("Anthropic-Version") != "" {
-				br.provider = "anthropic"
-			}
-			bc.provider = br.provider
-			if s.cfg.APIKey != "" && apiKey(bc.provider, r) != s.cfg.APIKey {
-				s.stats.event(EventAuth)
-				bc.fail(statusError(bc.provider, http.StatusUnauthorized), nil)
-				return
-			}
-			s.serveBatch(&bc, br)
-			return
-		}
+		s.serveOther(c)
+		return
+	}
+	s.stats.provider[providerIndex(c.provider)].Add(1)
+	req, script, ok := c.request()
+	if !ok {
+		return
+	}
+	pTok := tokens(promptBytes(req))
+	lr, ok := c.admit(req, pTok)
+	if !ok {
+		return
+	}
+	fault := s.transportFault(n)
+	if c.transportFault(fault, req, pTok, lr) {
+		return
+	}
+	out := c.reply(req, pTok, s.cache(c.provider, req, c.now, true), lr, fault == EventHuge)
+	c.send(out, fault, script)
+}
+
+// serveOther serves a path that is not a chat endpoint: a batch API's, or
+// none (404).
+func (s *Server) serveOther(c *call) {
+	r := c.r
+	br, ok := parseBatchRoute(r.URL.Path)
+	if !ok {
 		c.provider = "openai"
 		c.fail(&apiError{status: 404, typ: "invalid_request_error", msg: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)}, nil)
 		return
 	}
-	s.stats.provider[providerIndex(c.provider)].Add(1)
+	bc := *c // a copy, so that the chat path's call stays on the stack
+	if br.kind == "models" && r.Header.Get("Anthropic-Version") != "" {
+		br.provider = "anthropic"
+	}
+	bc.provider = br.provider
+	if s.cfg.APIKey != "" && apiKey(bc.provider, r) != s.cfg.APIKey {
+		s.stats.event(EventAuth)
+		bc.fail(statusError(bc.provider, http.StatusUnauthorized), nil)
+		return
+	}
+	s.serveBatch(&bc, br)
+}
+
+// request reads and parses a chat request, answering it when it is
+// refused or scripted: ok is false then.
+func (c *call) request() (req *chatReq, script *ScriptedReply, ok bool) {
+	s, r := c.s, c.r
 	if r.Method != http.MethodPost {
 		c.fail(&apiError{status: 405, typ: "invalid_request_error", msg: "method not allowed"}, nil)
-		return
+		return nil, nil, false
 	}
 	body, err := readBody(r, maxRequestBytes)
 	if err != nil {
 		c.fail(badRequest("read request body: %v", err), nil)
-		return
+		return nil, nil, false
 	}
-	var script *ScriptedReply
 	if s.cfg.Script != nil {
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		script = s.cfg.Script(int(n), r)
+		script = s.cfg.Script(int(c.n), r)
 		if script != nil && c.scripted(script) {
-			return
+			return nil, nil, false
 		}
 	}
-	var req *chatReq
 	var aerr *apiError
 	switch c.provider {
 	case "anthropic":
@@ -110,52 +137,67 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if aerr != nil {
 		c.fail(aerr, nil)
-		return
+		return nil, nil, false
 	}
 	if s.cfg.APIKey != "" && c.provider != "ollama" && apiKey(c.provider, r) != s.cfg.APIKey {
 		s.stats.event(EventAuth)
 		c.fail(statusError(c.provider, http.StatusUnauthorized), nil)
-		return
+		return nil, nil, false
 	}
+	return req, script, true
+}
+
+// admit applies the quota and the rate limits to a request of pTok prompt
+// tokens, answering it when it is refused: ok is false then.
+func (c *call) admit(req *chatReq, pTok int) (lr limitResult, ok bool) {
+	s := c.s
 	if s.cfg.QuotaExhausted {
 		s.stats.event(EventQuota)
 		c.quota()
-		return
+		return lr, false
 	}
-	pTok := tokens(promptBytes(req))
-	var lr limitResult
 	if s.limits.enabled() {
-		lr = s.limits.take(req.model+"\x00"+r.Header.Get("Authorization")+r.Header.Get("X-Api-Key"), pTok+req.maxTokens)
+		lr = s.limits.take(req.model+"\x00"+c.r.Header.Get("Authorization")+c.r.Header.Get("X-Api-Key"), pTok+req.maxTokens)
 		if !lr.ok {
 			s.stats.event(EventRateLimited)
 			c.rateLimited(req.model, lr, pTok+req.maxTokens)
-			return
+			return lr, false
 		}
 	}
-	fault := s.transportFault(n)
+	return lr, true
+}
+
+// transportFault answers the call with a transport fault drawn for it (a
+// status, an injected 429, a hang, a reset) and reports whether it did.
+func (c *call) transportFault(fault string, req *chatReq, pTok int, lr limitResult) bool {
+	s := c.s
 	switch fault {
 	case EventStatus500, EventStatus503, EventStatus529:
 		s.stats.event(fault)
 		code, _ := strconv.Atoi(strings.TrimPrefix(fault, "status_"))
 		c.fail(statusError(c.provider, code), nil)
-		return
 	case EventInjected429:
 		s.stats.event(fault)
 		c.rateLimited(req.model, limitResult{which: "requests", retryAfter: s.cfg.RetryAfter, reqReset: s.cfg.RetryAfter,
 			tokRemain: lr.tokRemain, tokReset: lr.tokReset}, pTok+req.maxTokens)
-		return
 	case EventHang:
 		s.stats.event(fault)
 		s.stats.statusCode(0)
 		c.hang()
-		return
 	case EventReset:
 		s.stats.event(fault)
 		s.stats.statusCode(0)
 		c.reset()
-		return
+	default:
+		return false
 	}
-	out := c.reply(req, pTok, s.cache(c.provider, req, c.now, true), lr, fault == EventHuge)
+	return true
+}
+
+// send writes a reply after its thinking time, cut in half by a malformed
+// fault, and counts it.
+func (c *call) send(out replyOut, fault string, script *ScriptedReply) {
+	s := c.s
 	body, hdr, p, d := out.body, out.hdr, out.plan, out.think
 	if fault == EventMalformed {
 		body = body[:len(body)/2]
@@ -166,7 +208,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if script != nil {
 		d += script.Delay
 	}
-	if !sleep(r.Context(), s.done, d) {
+	if !sleep(c.r.Context(), s.done, d) {
 		s.stats.statusCode(0)
 		c.drop()
 		return
@@ -294,86 +336,15 @@ func (c *call) reply(req *chatReq, pTok int, cu cacheUse, lr limitResult, huge b
 		think = s.thinkTime(c.n, cTok)
 	}
 	msgID := idFrom("msg", p.key, strconv.Itoa(p.turn), p.text)
+	r := replyParts{plan: p, text: outText, pad: pad, object: objectChannel, pTok: pTok, cTok: cTok, cu: cu, msgID: msgID, think: think}
 	var v any
 	switch c.provider {
 	case "anthropic":
-		out := antResponse{ID: "msg_01" + msgID, Type: "message", Role: "assistant", Model: req.model,
-			Content: []any{}, StopReason: "end_turn",
-			Usage: antUsage{InputTokens: pTok - cu.read - cu.write(), CacheReadInputTokens: cu.read,
-				CacheCreationInputTokens: cu.write(), OutputTokens: cTok, ServiceTier: "standard"}}
-		out.Usage.CacheCreation.Ephemeral5m, out.Usage.CacheCreation.Ephemeral1h = cu.write5m, cu.write1h
-		if c.batch {
-			out.Usage.ServiceTier = "batch"
-		}
-		if pad != "" && objectChannel {
-			out.Content = append(out.Content, antText{"text", pad})
-		}
-		switch {
-		case p.outcome == FaultRefusal:
-			out.Content = append(out.Content, antText{"text", p.text})
-			out.StopReason = "refusal"
-		case p.outcome == FaultEmpty:
-		case objectChannel && p.outcome == FaultTruncation:
-			out.Content = append(out.Content, antToolUse{"tool_use", "toolu_01" + msgID, req.toolName, json.RawMessage("{}")})
-			out.StopReason = "max_tokens"
-		case objectChannel:
-			if !req.toolForced {
-				out.Content = append(out.Content, antText{"text", "I'll call " + req.toolName + " with the details."})
-			}
-			out.Content = append(out.Content, antToolUse{"tool_use", "toolu_01" + msgID, req.toolName, json.RawMessage(p.text)})
-			out.StopReason = "tool_use"
-		default:
-			out.Content = append(out.Content, antText{"text", outText})
-			if p.outcome == FaultTruncation {
-				out.StopReason = "max_tokens"
-			}
-		}
-		v = out
+		v = c.anthropicReply(req, r)
 	case "ollama":
-		total := int64(think)
-		out := olResponse{Model: req.model, CreatedAt: c.now.UTC().Format(time.RFC3339Nano),
-			Message: olMessage{Role: "assistant", Content: outText}, DoneReason: "stop", Done: true,
-			TotalDuration: total, PromptEvalCount: pTok, PromptEvalDuration: total / 4, EvalCount: cTok, EvalDuration: total - total/4}
-		if objectChannel && p.outcome != FaultTruncation && p.outcome != FaultEmpty {
-			var tc olToolCall
-			tc.Function.Name = req.toolName
-			tc.Function.Arguments = json.RawMessage(p.text)
-			out.Message.Content = pad
-			out.Message.ToolCalls = []olToolCall{tc}
-		}
-		if p.outcome == FaultTruncation {
-			out.DoneReason = "length"
-			if objectChannel {
-				out.Message.Content = ""
-			}
-		}
-		v = out
+		v = c.ollamaReply(req, r)
 	default:
-		out := oaResponse{ID: "chatcmpl-" + msgID, Object: "chat.completion", Created: c.now.Unix(), Model: req.model,
-			ServiceTier: "default", SystemFingerprint: "fp_sim" + strconv.FormatUint(s.cfg.Seed%1000, 10)}
-		u := oaUsage{PromptTokens: pTok, CompletionTokens: cTok, TotalTokens: pTok + cTok}
-		u.PromptTokensDetails.CachedTokens = cu.read
-		out.Usage = u
-		ch := oaChoice{Message: oaMessage{Role: "assistant", Annotations: []struct{}{}}, FinishReason: "stop"}
-		text := outText
-		switch {
-		case p.outcome == FaultRefusal:
-			ch.Message.Refusal = &text
-		case req.toolName != "" && p.outcome != FaultEmpty && (p.isJSON || p.outcome == FaultTruncation):
-			tc := oaToolCall{ID: "call_" + msgID, Type: "function"}
-			tc.Function.Name, tc.Function.Arguments = req.toolName, text
-			ch.Message.ToolCalls = []oaToolCall{tc}
-			if !req.toolForced {
-				ch.FinishReason = "tool_calls"
-			}
-		default:
-			ch.Message.Content = &text
-		}
-		if p.outcome == FaultTruncation {
-			ch.FinishReason = "length"
-		}
-		out.Choices = []oaChoice{ch}
-		v = out
+		v = c.openAIReply(req, r)
 	}
 	body, _ := json.Marshal(v)
 	hdr := http.Header{}
@@ -387,6 +358,112 @@ func (c *call) reply(req *chatReq, pTok int, cu cacheUse, lr limitResult, huge b
 	}
 	c.rateHeaders(hdr, lr)
 	return replyOut{body: body, hdr: hdr, plan: p, think: think, cTok: cTok}
+}
+
+// replyParts is what a reply says, before it is put in a provider's format.
+type replyParts struct {
+	plan   plan
+	text   string // the reply's text, padded when huge
+	pad    string // the padding of a huge reply
+	object bool   // the value goes in a tool call (the object channel)
+	pTok   int
+	cTok   int
+	cu     cacheUse
+	msgID  string
+	think  time.Duration
+}
+
+// anthropicReply is a Messages API response body.
+func (c *call) anthropicReply(req *chatReq, r replyParts) antResponse {
+	p, outText, pad, objectChannel := r.plan, r.text, r.pad, r.object
+	pTok, cTok, cu, msgID := r.pTok, r.cTok, r.cu, r.msgID
+	out := antResponse{ID: "msg_01" + msgID, Type: "message", Role: "assistant", Model: req.model,
+		Content: []any{}, StopReason: "end_turn",
+		Usage: antUsage{InputTokens: pTok - cu.read - cu.write(), CacheReadInputTokens: cu.read,
+			CacheCreationInputTokens: cu.write(), OutputTokens: cTok, ServiceTier: "standard"}}
+	out.Usage.CacheCreation.Ephemeral5m, out.Usage.CacheCreation.Ephemeral1h = cu.write5m, cu.write1h
+	if c.batch {
+		out.Usage.ServiceTier = "batch"
+	}
+	if pad != "" && objectChannel {
+		out.Content = append(out.Content, antText{"text", pad})
+	}
+	switch {
+	case p.outcome == FaultRefusal:
+		out.Content = append(out.Content, antText{"text", p.text})
+		out.StopReason = "refusal"
+	case p.outcome == FaultEmpty:
+	case objectChannel && p.outcome == FaultTruncation:
+		out.Content = append(out.Content, antToolUse{"tool_use", "toolu_01" + msgID, req.toolName, json.RawMessage("{}")})
+		out.StopReason = "max_tokens"
+	case objectChannel:
+		if !req.toolForced {
+			out.Content = append(out.Content, antText{"text", "I'll call " + req.toolName + " with the details."})
+		}
+		out.Content = append(out.Content, antToolUse{"tool_use", "toolu_01" + msgID, req.toolName, json.RawMessage(p.text)})
+		out.StopReason = "tool_use"
+	default:
+		out.Content = append(out.Content, antText{"text", outText})
+		if p.outcome == FaultTruncation {
+			out.StopReason = "max_tokens"
+		}
+	}
+	return out
+}
+
+// ollamaReply is an Ollama /api/chat response body.
+func (c *call) ollamaReply(req *chatReq, r replyParts) olResponse {
+	p, outText, pad, objectChannel := r.plan, r.text, r.pad, r.object
+	pTok, cTok, think := r.pTok, r.cTok, r.think
+	total := int64(think)
+	out := olResponse{Model: req.model, CreatedAt: c.now.UTC().Format(time.RFC3339Nano),
+		Message: olMessage{Role: "assistant", Content: outText}, DoneReason: "stop", Done: true,
+		TotalDuration: total, PromptEvalCount: pTok, PromptEvalDuration: total / 4, EvalCount: cTok, EvalDuration: total - total/4}
+	if objectChannel && p.outcome != FaultTruncation && p.outcome != FaultEmpty {
+		var tc olToolCall
+		tc.Function.Name = req.toolName
+		tc.Function.Arguments = json.RawMessage(p.text)
+		out.Message.Content = pad
+		out.Message.ToolCalls = []olToolCall{tc}
+	}
+	if p.outcome == FaultTruncation {
+		out.DoneReason = "length"
+		if objectChannel {
+			out.Message.Content = ""
+		}
+	}
+	return out
+}
+
+// openAIReply is a Chat Completions response body.
+func (c *call) openAIReply(req *chatReq, r replyParts) oaResponse {
+	p, outText := r.plan, r.text
+	pTok, cTok, cu, msgID, s := r.pTok, r.cTok, r.cu, r.msgID, c.s
+	out := oaResponse{ID: "chatcmpl-" + msgID, Object: "chat.completion", Created: c.now.Unix(), Model: req.model,
+		ServiceTier: "default", SystemFingerprint: "fp_sim" + strconv.FormatUint(s.cfg.Seed%1000, 10)}
+	u := oaUsage{PromptTokens: pTok, CompletionTokens: cTok, TotalTokens: pTok + cTok}
+	u.PromptTokensDetails.CachedTokens = cu.read
+	out.Usage = u
+	ch := oaChoice{Message: oaMessage{Role: "assistant", Annotations: []struct{}{}}, FinishReason: "stop"}
+	text := outText
+	switch {
+	case p.outcome == FaultRefusal:
+		ch.Message.Refusal = &text
+	case req.toolName != "" && p.outcome != FaultEmpty && (p.isJSON || p.outcome == FaultTruncation):
+		tc := oaToolCall{ID: "call_" + msgID, Type: "function"}
+		tc.Function.Name, tc.Function.Arguments = req.toolName, text
+		ch.Message.ToolCalls = []oaToolCall{tc}
+		if !req.toolForced {
+			ch.FinishReason = "tool_calls"
+		}
+	default:
+		ch.Message.Content = &text
+	}
+	if p.outcome == FaultTruncation {
+		ch.FinishReason = "length"
+	}
+	out.Choices = []oaChoice{ch}
+	return out
 }
 
 func hugePad(n int) string {

@@ -12,12 +12,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
-// schemaDoc is a parsed JSON Schema with its root kept for $ref resolution.
-// It is read-only once parsed, and shared by concurrent requests.
+// schemaDoc is a parsed JSON Schema, indexed to resolve its references as
+// the validator does. It is read-only once parsed, and shared by concurrent
+// requests.
 type schemaDoc struct {
 	root any
+	doc  *validate.Doc
 	src  string // the schema's text, part of the seeds drawn for it
 	// resolved memoizes resolve for the nodes that need merging ($ref,
 	// allOf, oneOf, anyOf), keyed by the node's map: a recursive schema
@@ -39,7 +43,7 @@ func parseSchema(b []byte) (*schemaDoc, error) {
 	default:
 		return nil, fmt.Errorf("decode schema: %w", errNotSchema)
 	}
-	return &schemaDoc{root: v, src: string(b)}, nil
+	return &schemaDoc{root: v, doc: validate.NewDoc(v), src: string(b)}, nil
 }
 
 // resolve follows $ref, merges allOf and picks the first non-null branch of
@@ -138,7 +142,7 @@ func (d *schemaDoc) resolveDepth(s any, depth int, steps *int) map[string]any {
 			out[k] = v
 		}
 		if hasRef {
-			if t := d.resolveDepth(d.lookup(ref), depth+1, steps); t != nil {
+			if t := d.resolveDepth(d.lookup(m, ref), depth+1, steps); t != nil {
 				mergeSchema(out, t)
 			}
 		}
@@ -214,20 +218,16 @@ func mergeSchema(dst, src map[string]any) {
 	}
 }
 
-// lookup finds a local reference: "#", "#/$defs/x", "#/definitions/x" or any
-// JSON pointer into the root. Unknown references resolve to the true schema.
-func (d *schemaDoc) lookup(ref string) any {
-	if ref == "#" || ref == "" {
-		return d.root
-	}
-	if !strings.HasPrefix(ref, "#/") {
+// lookup returns the schema the reference ref of the schema object m
+// names, resolved as the validator resolves it: "#", a JSON pointer such as
+// "#/$defs/x", an "$id" of the document, an anchor. A reference that names
+// nothing in the document resolves to the true schema.
+func (d *schemaDoc) lookup(m map[string]any, ref string) any {
+	n, err := d.doc.Resolve(ref, d.doc.BaseOf(m))
+	if err != nil {
 		return true
 	}
-	v, ok := pointerGet(d.root, ref[1:])
-	if !ok {
-		return true
-	}
-	return v
+	return n.Value
 }
 
 // typesOf returns the declared types of a resolved node, inferring one from

@@ -214,7 +214,7 @@ func (d *schemaDoc) branchy(s any, depth int) bool {
 		if !ok {
 			return false
 		}
-		s = d.lookup(ref)
+		s = d.lookup(m, ref)
 	}
 	return false
 }

@@ -4,8 +4,7 @@
   "use strict";
 
   function funnel(el) {
-    var d;
-    try { d = JSON.parse(el.getAttribute("data-chart")); } catch (e) { return; }
+    var d = data(el);
     if (!d || !window.uPlot) { return; }
     var labels = (d.labels || []).concat(["never"]);
     var xs = labels.map(function (_, i) { return i; });
@@ -33,12 +32,59 @@
     new uPlot(opts, [xs, model, local, never], el);
   }
 
+  function data(el) {
+    try { return JSON.parse(el.getAttribute("data-chart")); } catch (e) { return null; }
+  }
+
+  // progress: finished jobs by status over time, summed (a line each).
+  function progress(el) {
+    var d = data(el);
+    if (!d || !d.t || !window.uPlot) { return; }
+    var line = function (label, stroke) { return { label: label, stroke: stroke, width: 2, points: { show: false } }; };
+    var opts = {
+      width: Math.max(el.clientWidth - 2, 240), height: 180,
+      legend: { show: true, live: false },
+      series: [{}, line("valid", "#1f7a3d"), line("invalid", "#b7791f"), line("failed", "#a3261b"), line("other", "#666")]
+    };
+    el.textContent = "";
+    new uPlot(opts, [d.t, d.valid, d.invalid, d.failed, d.other], el);
+  }
+
+  // latency: realtime calls by latency bucket (bars).
+  function latency(el) {
+    var d = data(el);
+    if (!d || !d.labels || !window.uPlot) { return; }
+    var labels = d.labels;
+    var xs = labels.map(function (_, i) { return i; });
+    var opts = {
+      width: Math.max(el.clientWidth - 2, 240), height: 180,
+      legend: { show: true, live: false },
+      scales: { x: { time: false, range: [-0.6, labels.length - 0.4] }, y: { range: function (u, lo, hi) { return [0, Math.max(hi, 1) * 1.1]; } } },
+      axes: [
+        { values: function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) && labels[v] !== undefined ? labels[v] : ""; }); },
+          splits: function () { return xs; } },
+        {}
+      ],
+      series: [
+        { label: "latency" },
+        { label: "calls", fill: "#9cc3e6", stroke: "#245d8f", paths: uPlot.paths.bars({ size: [0.8, 60] }), points: { show: false } }
+      ]
+    };
+    el.textContent = "";
+    new uPlot(opts, [xs, d.calls], el);
+  }
+
+  var charts = { "funnel-chart": funnel, "progress-chart": progress, "latency-chart": latency };
+
   function draw(root) {
     var els = (root || document).querySelectorAll("[data-chart]");
     for (var i = 0; i < els.length; i++) {
-      if (els[i].id === "funnel-chart") { funnel(els[i]); }
+      var f = charts[els[i].id];
+      if (f && !els[i].getAttribute("data-drawn")) { els[i].setAttribute("data-drawn", "1"); f(els[i]); }
     }
   }
 
   document.addEventListener("DOMContentLoaded", function () { draw(document); });
+  // Parts of a page (the plots over time) arrive after it, by htmx.
+  document.addEventListener("htmx:afterSettle", function (e) { draw(e.target); });
 })();

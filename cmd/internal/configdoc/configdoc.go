@@ -61,9 +61,9 @@ type EnvVar struct {
 // (TestConfigurationDoc checks both).
 var Env = []EnvVar{
 	{"DATABASE_URL", "`postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable`", "the ledger; `worker`, `worker migrate` and `worker demo` create the database when it is missing"},
-	{"NATS_URL", "empty: the embedded queue", "the queue, for the worker, `enqueue` and `report wait` alike; all workers on one server share one durable consumer"},
+	{"NATS_URL", "empty: the embedded queue", "the queue, for the worker, `enqueue`, `report wait` and `report serve`'s requeues alike; all workers on one server share one durable consumer"},
 	{"FIXPOINT_NATS_DIR", "`.fixpoint/nats`", "the embedded queue's directory"},
-	{"FIXPOINT_NATS_LISTEN", "`127.0.0.1:4223`", "where a worker's embedded NATS server listens, for `enqueue` and other workers"},
+	{"FIXPOINT_NATS_LISTEN", "`127.0.0.1:4223`", "where a worker's embedded NATS server listens, for `enqueue`, `report serve` and other workers"},
 	{"FIXPOINT_SPILL_DIR", "`.fixpoint/unwritten`", "results kept when the ledger was down at a stop, and the reply journal for a `kill -9`"},
 	{"FIXPOINT_METRICS_ADDR", "`127.0.0.1:9464`", "`/metrics`, `/healthz`, `/readyz`; `off` serves none. An address you set that is taken stops the start; the default taken is a warning"},
 	{"FIXPOINT_RPM", "0 (unlimited)", "requests per minute of each lane (provider, base URL, model, key) in one worker process: with N workers on one key, give each 1/N of the key's limit"},
@@ -73,7 +73,7 @@ var Env = []EnvVar{
 	{"ANTHROPIC_API_KEY", "none", "key of the `anthropic` provider"},
 	{"ANTHROPIC_BASE_URL", "`https://api.anthropic.com`", "Messages API base URL"},
 	{"OLLAMA_BASE_URL", "`http://127.0.0.1:11434`", "Ollama's native `/api/chat`"},
-	{"FIXPOINT_ADMIN_TOKEN", "none", "`report serve`: needed to listen off loopback; every request must then give it (HTTP Basic password or Bearer)"},
+	{"FIXPOINT_ADMIN_TOKEN", "none", "`report serve`: needed to listen off loopback; every request must then give it (HTTP Basic password or Bearer), and it turns the batch actions on"},
 	{"LOG_LEVEL", "`info`", "`debug`, `info`, `warn` or `error`"},
 	{"LOG_FORMAT", "`text`", "`text` or `json`; prompts and replies are never logged"},
 }

@@ -1,0 +1,111 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// TrySpec is one job run outside a batch, through the same repair step
+// as a worker's: `worker try` and the dashboard's Try playground build it
+// from what they were given.
+type TrySpec struct {
+	// Provider is the provider the job is for ("openai", "anthropic",
+	// "ollama"): some modes need a schema a provider accepts.
+	Provider string
+	Model    string
+	// System is an optional system prompt placed before the schema
+	// instructions; Prompt the task.
+	System, Prompt string
+	// Schema is the JSON Schema's text. Compiled, when set, is that text
+	// compiled already (and checked satisfiable) by the caller.
+	Schema   []byte
+	Compiled *validate.Schema
+	Mode     fixpoint.Mode
+	// MaxTokens caps the output of each call (0: the default).
+	MaxTokens int
+	Limits    fixpoint.Limits
+	// Nonce, when not empty, is folded into the job's id: a simulator draws
+	// a job's replies from its id, so another nonce gives other draws for
+	// the same input (the playground's seed).
+	Nonce string
+}
+
+// TryJobID is the id a tried job gets: "try-" and a hash of its system
+// prompt, prompt, schema and nonce. A simulator keys its draws (the ground
+// truth and the faults of each reply) on the job's id: with one fixed id,
+// every prompt tried got the same first reply. With this one, each input
+// gets its own draws, the same ones each time it is tried (for a given
+// simulator seed and nonce), and trying one input under another mode,
+// strategy or coercion sees the same first reply.
+func TryJobID(spec TrySpec) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(spec.System), []byte(spec.Prompt), spec.Schema, []byte(spec.Nonce)} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return "try-" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// TryJob checks spec as a batch's job is checked at enqueue and in the
+// worker, and returns the job to run. Its errors match fixpoint.ErrBadJob
+// and say what is wrong with the input.
+func TryJob(spec TrySpec) (*repair.Job, error) {
+	switch {
+	case strings.TrimSpace(spec.Prompt) == "":
+		return nil, fmt.Errorf("%w: the prompt is empty", fixpoint.ErrBadJob)
+	case !utf8.ValidString(spec.Prompt) || !utf8.ValidString(spec.System):
+		return nil, fmt.Errorf("%w: the prompt is not UTF-8 text", fixpoint.ErrBadJob)
+	case len(spec.Prompt)+len(spec.System) > MaxPromptBytesDefault:
+		return nil, fmt.Errorf("%w: the prompt is %d bytes, over the workers' limit of %d", fixpoint.ErrBadJob, len(spec.Prompt)+len(spec.System), MaxPromptBytesDefault)
+	case spec.Model == "":
+		return nil, fmt.Errorf("%w: no model given", fixpoint.ErrBadJob)
+	}
+	schema := spec.Compiled
+	if schema == nil {
+		if len(bytes.TrimSpace(spec.Schema)) == 0 {
+			return nil, fmt.Errorf("%w: the schema is empty", fixpoint.ErrBadJob)
+		}
+		var err error
+		if schema, err = validate.Compile(spec.Schema); err != nil {
+			return nil, fmt.Errorf("%w: schema: %w", fixpoint.ErrBadJob, err)
+		}
+		if err := schema.Satisfiable(); err != nil {
+			return nil, fmt.Errorf("%w: schema: %w", fixpoint.ErrBadJob, err)
+		}
+	}
+	job := &repair.Job{
+		ID: TryJobID(spec), System: spec.System, Prompt: spec.Prompt, Schema: schema, SchemaRaw: spec.Schema,
+		Model: spec.Model, Mode: spec.Mode, MaxTokens: spec.MaxTokens, Limits: spec.Limits,
+	}
+	if err := job.Limits.WithDefaults().Validate(); err != nil {
+		return nil, err
+	}
+	if err := llm.CheckSchemaMode(spec.Provider, job.Mode, spec.Schema); err != nil {
+		return nil, fmt.Errorf("%w: %w", fixpoint.ErrBadJob, err)
+	}
+	env := queue.Envelope{V: queue.EnvelopeVersion, JobID: job.ID, Prompt: "x", SchemaHash: "x", Provider: spec.Provider,
+		Model: spec.Model, Mode: job.Mode, Limits: job.Limits, MaxTokens: job.MaxTokens}
+	if err := env.Validate(); err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
+// Try runs job to its end through the repair step, calling client as a
+// worker's realtime driver does (Loop), with hooks told of each call as it
+// goes out (SentFunc) and of each attempt as it is recorded (AttemptFunc).
+// The result holds every attempt made; the error is Loop.Resume's.
+func Try(ctx context.Context, client Completer, job *repair.Job, hooks LoopHooks) (*fixpoint.Result, error) {
+	return NewLoop(client, LoopConfig{}).Resume(ctx, job, nil, hooks)
+}

@@ -1,0 +1,187 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Timeline is how a batch went over time, for the batch page's plots: its
+// finished jobs over time, the latency of its realtime calls, and its
+// waves (provider batches).
+type Timeline struct {
+	// Progress is the count of finished jobs at the end of each step of
+	// time, cumulative, from the first job's finish (a point with none)
+	// to the last's; Step is the width of a step. Empty before any job
+	// finished.
+	Progress []ProgressPoint
+	Step     time.Duration
+	// Latency is the realtime calls (attempts with price basis realtime)
+	// by latency, in buckets that double: bucket i holds the calls that
+	// took under UpToMs, and at least the previous bucket's UpToMs.
+	Latency []LatencyBucket
+	// P50, P90 and P99 are latency percentiles of those calls in
+	// milliseconds; Calls how many there were.
+	P50, P90, P99 float64
+	Calls         int64
+	// Waves are the batch's provider batches in the order made.
+	Waves []WaveSpan
+}
+
+// ProgressPoint is the cumulative count of finished jobs by status at At.
+type ProgressPoint struct {
+	At                            time.Time
+	Valid, Invalid, Failed, Other int64
+}
+
+// LatencyBucket counts the calls that took under UpToMs milliseconds (and
+// at least half of it, but for the first bucket).
+type LatencyBucket struct {
+	UpToMs int64
+	Calls  int64
+}
+
+// WaveSpan is one wave: when it was made, submitted and ended, and what
+// became of its requests.
+type WaveSpan struct {
+	ID                                               int64
+	Run, Number                                      int
+	Status                                           string
+	Created                                          time.Time
+	Submitted, Ended                                 time.Time // zero: not yet
+	Requests, Succeeded, Errored, Expired, Cancelled int64
+}
+
+// timelineSteps is how many steps of time the progress plot has at most.
+const timelineSteps = 120
+
+// timelineWaves bounds the waves a plot shows (a batch has a few).
+const timelineWaves = 500
+
+// BatchTimeline returns the plots' data of batch.
+func (s *Store) BatchTimeline(ctx context.Context, batch string) (Timeline, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var t Timeline
+	if err := s.progressOverTime(ctx, batch, &t); err != nil {
+		return Timeline{}, fmt.Errorf("progress of %s: %w", batch, err)
+	}
+	if err := s.latencies(ctx, batch, &t); err != nil {
+		return Timeline{}, fmt.Errorf("latency of %s: %w", batch, err)
+	}
+	if err := s.waveSpans(ctx, batch, &t); err != nil {
+		return Timeline{}, fmt.Errorf("waves of %s: %w", batch, err)
+	}
+	return t, nil
+}
+
+// progressOverTime bins the finished jobs into at most timelineSteps steps
+// of a whole number of seconds and sums them up.
+func (s *Store) progressOverTime(ctx context.Context, batch string, t *Timeline) error {
+	var first, last *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT min(finished_at), max(finished_at) FROM jobs
+		WHERE batch = $1 AND status <> 'queued' AND finished_at IS NOT NULL`, batch).Scan(&first, &last)
+	if err != nil || first == nil {
+		return err
+	}
+	step := max(last.Sub(*first)/timelineSteps, time.Second).Truncate(time.Second)
+	if last.Sub(*first)/step >= timelineSteps {
+		step += time.Second
+	}
+	t.Step = step
+	rows, err := s.pool.Query(ctx, `
+		SELECT floor(extract(epoch FROM finished_at - $2) / $3)::bigint AS i,
+		       count(*) FILTER (WHERE status = 'valid'),
+		       count(*) FILTER (WHERE status = 'invalid'),
+		       count(*) FILTER (WHERE status = 'failed'),
+		       count(*) FILTER (WHERE status NOT IN ('valid', 'invalid', 'failed'))
+		FROM jobs WHERE batch = $1 AND status <> 'queued' AND finished_at IS NOT NULL
+		GROUP BY 1 ORDER BY 1 LIMIT $4`, batch, *first, step.Seconds(), timelineSteps+1)
+	if err != nil {
+		return err
+	}
+	var i int64
+	var p ProgressPoint
+	var valid, invalid, failed, other int64
+	// The first point is the origin (none finished), so that a batch that
+	// finished within one step still draws a line.
+	points := make([]ProgressPoint, 1, timelineSteps+2)
+	points[0].At = *first
+	_, err = pgx.ForEachRow(rows, []any{&i, &valid, &invalid, &failed, &other}, func() error {
+		for int64(len(points)) <= i {
+			points = append(points, pointAt(p, *first, step, len(points)-1))
+		}
+		p.Valid, p.Invalid, p.Failed, p.Other = p.Valid+valid, p.Invalid+invalid, p.Failed+failed, p.Other+other
+		points = append(points, pointAt(p, *first, step, len(points)-1))
+		return nil
+	})
+	t.Progress = points
+	return err
+}
+
+// pointAt is p at the end of step i after first.
+func pointAt(p ProgressPoint, first time.Time, step time.Duration, i int) ProgressPoint {
+	p.At = first.Add(time.Duration(i+1) * step)
+	return p
+}
+
+// latencies buckets the batch's realtime calls by latency, doubling.
+func (s *Store) latencies(ctx context.Context, batch string, t *Timeline) error {
+	var p50, p90, p99 *float64
+	err := s.pool.QueryRow(ctx, `
+		SELECT count(*),
+		       percentile_cont(0.5) WITHIN GROUP (ORDER BY a.latency_ms),
+		       percentile_cont(0.9) WITHIN GROUP (ORDER BY a.latency_ms),
+		       percentile_cont(0.99) WITHIN GROUP (ORDER BY a.latency_ms)
+		FROM attempts a JOIN jobs j ON j.id = a.job_id
+		WHERE j.batch = $1 AND a.price_basis = 'realtime' AND a.latency_ms > 0`, batch).Scan(&t.Calls, &p50, &p90, &p99)
+	if err != nil || t.Calls == 0 {
+		return err
+	}
+	t.P50, t.P90, t.P99 = *p50, *p90, *p99
+	// Bucket i holds latencies in [2^(i-1), 2^i) ms; bucket 0 under 1 ms
+	// does not occur (latency_ms > 0).
+	rows, err := s.pool.Query(ctx, `
+		SELECT floor(log(2, a.latency_ms))::int + 1 AS i, count(*)
+		FROM attempts a JOIN jobs j ON j.id = a.job_id
+		WHERE j.batch = $1 AND a.price_basis = 'realtime' AND a.latency_ms > 0
+		GROUP BY 1 ORDER BY 1 LIMIT 64`, batch)
+	if err != nil {
+		return err
+	}
+	var i int
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&i, &n}, func() error {
+		t.Latency = append(t.Latency, LatencyBucket{UpToMs: int64(1) << i, Calls: n})
+		return nil
+	})
+	return err
+}
+
+// waveSpans lists the batch's waves.
+func (s *Store) waveSpans(ctx context.Context, batch string, t *Timeline) error {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, run, number, status, created_at, submitted_at, ended_at,
+		       requests, succeeded, errored, expired, cancelled
+		FROM waves WHERE batch = $1 ORDER BY id LIMIT $2`, batch, timelineWaves)
+	if err != nil {
+		return err
+	}
+	var w WaveSpan
+	var submitted, ended *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&w.ID, &w.Run, &w.Number, &w.Status, &w.Created, &submitted, &ended,
+		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled}, func() error {
+		w.Submitted, w.Ended = time.Time{}, time.Time{}
+		if submitted != nil {
+			w.Submitted = *submitted
+		}
+		if ended != nil {
+			w.Ended = *ended
+		}
+		t.Waves = append(t.Waves, w)
+		return nil
+	})
+	return err
+}
