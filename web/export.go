@@ -38,7 +38,7 @@ var csvHeader = []string{"id", "row_no", "status", "final_class", "model", "atte
 var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // export streams the filtered job list of a batch as CSV or JSONL (by the
-// path's extension), every job matching, in id order.
+// path's extension), every job matching, in row order.
 func (h *handler) export(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	f, err := parseFilter(r.URL.Query())
