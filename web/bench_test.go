@@ -41,11 +41,9 @@ var (
 	}
 )
 
-// benchLedger generates the batch the first time it is asked for. The
-// database is dropped by the first benchmark's cleanup; the ones after it
-// share the store through b.Cleanup of a process-wide testing.B is not
-// possible, so it lives until the process ends (storetest sweeps what a
-// dead process left).
+// benchLedger generates the batch the first time it is asked for; every
+// benchmark of the process shares it, and TestMain drops its database
+// after the last one (storetest sweeps what a killed process left).
 func benchLedger(b *testing.B) (*store.Store, http.Handler, int) {
 	b.Helper()
 	benchOnce.Do(func() {
