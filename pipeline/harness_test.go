@@ -583,6 +583,10 @@ func (h *harness) checkInvariants(batch string, want invariants) {
 			}
 		}
 	}
+	// I1b: the batch rollups the dashboard reads equal a recount.
+	if drift, err := h.st.RollupDrift(ctx); err != nil || len(drift) > 0 {
+		h.t.Errorf("I1b: the rollups differ from a recount (%v):\n%s", err, strings.Join(drift, "\n"))
+	}
 	// I2: every valid value validates against its schema; rows are unique
 	// by id.
 	schema, err := validate.Compile([]byte(testSchema))
