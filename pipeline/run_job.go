@@ -443,6 +443,27 @@ func (w *Worker) capped(ctx context.Context, batch string) (capEntry, error) {
 	return e, nil
 }
 
+// salvage writes r as the ledger can still take it after refusing it
+// (store.Result.Salvage): the job failed, its value dropped, its calls
+// kept, first with their text, then with their counts only. It returns the
+// result last tried and that write's outcome.
+func (w *Worker) salvage(ctx context.Context, r *store.Result, refusal error) (*store.Result, bool, error) {
+	w.log.ErrorContext(ctx, "worker: ledger refused the result: recording its calls without what it refused, the job failed",
+		slog.String("job_id", r.JobID), slog.Int("calls", len(r.AttemptRows)), slog.String("error", refusal.Error()))
+	var err error
+	for _, bare := range []bool{false, true} {
+		s := r.Salvage(refusal, bare)
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		var won []bool
+		won, err = w.ledger.SaveResults(wctx, []store.Result{s})
+		cancel()
+		if !store.IsRefused(err) {
+			return &s, len(won) == 1 && won[0], err
+		}
+	}
+	return r, false, err
+}
+
 // ownership tells whether a delivery still owns its job: the ledger's row
 // is still queued, in the delivery's run. enqueue cancel ends the job,
 // enqueue requeue moves it to a new run, a duplicate delivery may finish
@@ -745,15 +766,26 @@ func (w *Worker) rewriteResult(ctx context.Context, msg jetstream.Msg, env *queu
 // acked when committed, handed back when the ledger refused it or could
 // not take it at a stop (the result then kept on disk).
 func (w *Worker) resultWritten(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func(), won bool, err error) {
+	if store.IsRefused(err) {
+		// The ledger refuses this result itself (say, a number beyond its
+		// range): writing it again cannot help, and handing the job back
+		// paid for its calls again on every delivery, none of them
+		// recorded. Record its calls as the ledger can take them, the job
+		// failed, saying why.
+		r, won, err = w.salvage(ctx, r, err)
+		if w.ledgerDown(ctx, err) {
+			w.background.Go(func() { w.rewriteResult(ctx, msg, env, r, delivered, stopBeat, err) })
+			return
+		}
+	}
 	stopBeat()
 	switch {
 	case store.IsRefused(err):
-		// The ledger refuses this result itself (say, a number beyond its
-		// range): writing it again cannot help, and retrying would hold
-		// pulling back for everyone. Hand the job back; it runs again,
-		// and at its last delivery it is recorded dead with this error.
-		w.log.ErrorContext(ctx, "worker: ledger refused the result", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
-		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("ledger refused the result: %w", err)))
+		// Even the calls' bare counts are refused: end the job dead with
+		// the error rather than pay for its calls again.
+		w.log.ErrorContext(ctx, "worker: ledger refused the result, even without its text", slog.String("job_id", r.JobID),
+			slog.Int("calls", len(r.AttemptRows)), slog.String("error", err.Error()))
+		w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispDead, Cause: fmt.Errorf("ledger refused the result: %w", err)})
 		return
 	case err != nil:
 		// Stopping with the ledger down: the job is handed back, and its
