@@ -111,6 +111,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **queue.E
 	if !ok {
 		return
 	}
+	if w.parkIfStopped(ctx, d) {
+		return // its lane's model is missing: no call
+	}
 	spendCap, ok := w.spendCap(ctx, d)
 	if !ok || w.keyMissing(ctx, d) {
 		return
@@ -362,9 +365,14 @@ func (w *Worker) waitOutage(ctx context.Context, d *delivery, own *ownership, re
 		w.handBack(ctx, d.msg, env, d.delivered, unrecorded(res, d.recorded), err)
 		return outageHandedBack
 	case errors.Is(err, fixpoint.ErrModelNotFound):
-		// A set-up error too: every job of the model would fail alike.
-		w.abort(fmt.Errorf("%s has no model %q: fix the model name (or pull it) and start the worker again; its jobs stay queued: %w", env.Provider, env.Model, err))
-		w.handBack(ctx, d.msg, env, d.delivered, unrecorded(res, d.recorded), err)
+		// A set-up error of the lane: every job of the model would fail
+		// alike. Stop the lane (the others go on), keep the calls, and
+		// hold the job without a call, still queued.
+		w.stopLane(ctx, env, fmt.Errorf("%s has no model %q: %w", env.Provider, env.Model, err))
+		if u := unrecorded(res, d.recorded); u != nil && len(u.Attempts) > 0 {
+			w.saveInterrupted(ctx, env, d.delivered, u.Attempts, store.InterruptHandedBack, 0)
+		}
+		w.park(ctx, d)
 		return outageHandedBack
 	case errors.Is(err, fixpoint.ErrQuotaExhausted):
 		// Permanent for the lane until someone raises the limit (or for as
