@@ -44,21 +44,12 @@ func (w *Worker) saveInterrupted(ctx context.Context, env *queue.Envelope, deliv
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := w.ledger.SaveInterrupted(wctx, []store.Interruption{in})
-	for _, bare := range []bool{false, true} {
-		if !store.IsRefused(err) {
-			break
-		}
-		// The ledger refuses the rows themselves: the calls were paid for
-		// all the same, so keep them as it can take them.
-		w.log.ErrorContext(ctx, "worker: ledger refused the calls kept apart from the job's result: recording them without what it refused",
-			slog.String("job_id", env.JobID), slog.Bool("counts_only", bare), slog.String("error", err.Error()))
-		salvaged := in
-		salvaged.Attempts = make([]store.Attempt, len(in.Attempts))
-		for i := range in.Attempts {
-			salvaged.Attempts[i] = in.Attempts[i].Salvage(bare)
-		}
-		err = w.ledger.SaveInterrupted(wctx, []store.Interruption{salvaged})
+	refused, err := saveInterruptedSalvaging(wctx, w.ledger, []store.Interruption{in})
+	if refused > 0 {
+		// The calls were paid for all the same: kept as the ledger could
+		// take them.
+		w.log.ErrorContext(ctx, "worker: ledger refused the calls kept apart from the job's result: recorded without what it refused",
+			slog.String("job_id", env.JobID), slog.Bool("recorded", err == nil))
 	}
 	if err != nil {
 		kept := w.spill.add(spillRecord{Interrupted: &in})

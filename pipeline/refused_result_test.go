@@ -1,9 +1,14 @@
 package pipeline_test
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +17,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -71,5 +77,46 @@ func TestRefusedResultKeepsEveryPaidCall(t *testing.T) {
 	}
 	if got := strings.Count(h.logs.String(), "ledger refused the result"); got != n {
 		t.Errorf("the refusal is logged %d times, want once a job:\n%s", got, h.logs.tail(20))
+	}
+}
+
+// A spill file (what a worker stopped while the ledger was down kept)
+// holding records the ledger refuses is written as the ledger can take
+// them, not kept to fail at every start with its paid calls unrecorded.
+func TestSpillOfRefusedRecordsIsSalvaged(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	h.enqueue("sp", 2)
+	call := store.Attempt{No: 1, Raw: `{"name":"Ann"}`, Class: "shape", TokensIn: 50, TokensOut: 10, CostUSD: 5e10, Model: "typo-model", StartedAt: time.Now()}
+	recs := []any{
+		map[string]any{"result": store.Result{JobID: jobID("sp", 1), Status: fixpoint.StatusValid, Value: []byte(`{"name":"Ann"}`),
+			Attempts: 1, Calls: 1, CostUSD: 5e10, Deliveries: 1, AttemptRows: []store.Attempt{call}}},
+		map[string]any{"interrupted": store.Interruption{JobID: jobID("sp", 2), Delivery: 1, Reason: store.InterruptShutdown, Attempts: []store.Attempt{call}}},
+	}
+	var body []byte
+	for _, r := range recs {
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = append(append(body, line...), '\n')
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "unwritten-1-1.jsonl")
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, err := pipeline.ReplaySpill(h.ctx, dir, h.st, slog.New(slog.DiscardHandler))
+	if err != nil || n != 2 {
+		t.Fatalf("replay wrote %d records, error %v; want both", n, err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the spill file is still there (%v)", err)
+	}
+	if j, as := h.job(jobID("sp", 1)); j.Status != fixpoint.StatusFailed || len(as) != 1 || as[0].TokensIn != 50 {
+		t.Errorf("spilled result: %s (%q) with %d attempts; want failed with its call", j.Status, j.Error, len(as))
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id = $1 AND tokens_in = 50`, jobID("sp", 2)); got != 1 {
+		t.Errorf("%d interrupted rows of the spilled call, want 1", got)
 	}
 }

@@ -458,18 +458,11 @@ func (w *Worker) capped(ctx context.Context, batch string) (capEntry, error) {
 func (w *Worker) salvage(ctx context.Context, r *store.Result, refusal error) (*store.Result, bool, error) {
 	w.log.ErrorContext(ctx, "worker: ledger refused the result: recording its calls without what it refused, the job failed",
 		slog.String("job_id", r.JobID), slog.Int("calls", len(r.AttemptRows)), slog.String("error", refusal.Error()))
-	var err error
-	for _, bare := range []bool{false, true} {
-		s := r.Salvage(refusal, bare)
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		var won []bool
-		won, err = w.ledger.SaveResults(wctx, []store.Result{s})
-		cancel()
-		if !store.IsRefused(err) {
-			return &s, len(won) == 1 && won[0], err
-		}
-	}
-	return r, false, err
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	s := r.Salvage(refusal, false)
+	s, won, err := saveSalvaging(wctx, w.ledger, s)
+	return &s, won, err
 }
 
 // ownership tells whether a delivery still owns its job: the ledger's row
