@@ -75,6 +75,11 @@ func TestModelNotFoundStopsItsLane(t *testing.T) {
 	if p := h.progress("m"); p.Queued != n {
 		t.Fatalf("after the missing model: %+v; want all %d jobs still queued", p, n)
 	}
+	// Held, not handed back: each delivered once.
+	waitFor(t, 10*time.Second, "the other lane's acks", func() bool { return h.consumerInfo().NumAckPending == n })
+	if ci := h.consumerInfo(); ci.NumRedelivered != 0 || ci.NumPending != 0 {
+		t.Errorf("consumer: %d redelivered, %d pending; want the stopped lane's jobs held, none delivered again", ci.NumRedelivered, ci.NumPending)
+	}
 	if err := rw.stop(t, 20*time.Second); err != nil {
 		t.Errorf("worker stopped with a lane stopped: %v; want nil (stopped by a signal)", err)
 	}
@@ -109,5 +114,42 @@ func TestModelNotFoundStopsItsLane(t *testing.T) {
 		if j, _ := h.job(jobID("m", i)); j.Status != fixpoint.StatusValid {
 			t.Errorf("job %d: %s (%s), want valid", i, j.Status, j.Error)
 		}
+	}
+}
+
+// A worker holds at most its concurrency of a stopped lane's jobs: then it
+// stops pulling, and a drain, with the rest still on the queue, ends
+// saying why instead of waiting forever.
+func TestModelNotFoundHoldsAtMostItsConcurrency(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	h := newHarness(t, harnessConfig{})
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"error":{"message":"model \"llama9\" not found, try pulling it first","type":"invalid_request_error","code":"model_not_found"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := h.enqueueConfig("m")
+	cfg.Model = "llama9"
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+		t.Fatal(err)
+	}
+	wc := h.workerConfig(h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" }))
+	wc.Concurrency, wc.Drain = 2, true
+	err := h.startWorker(wc, nil, nil).wait(t, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "drain cannot finish") || !strings.Contains(err.Error(), `has no model "llama9"`) {
+		t.Fatalf("drain: %v; want an error naming the model", err)
+	}
+	if c := calls.Load(); c > int64(wc.Concurrency) {
+		t.Errorf("%d calls to a missing model, want at most %d", c, wc.Concurrency)
+	}
+	if p := h.progress("m"); p.Queued != n {
+		t.Errorf("after the drain: %+v; want all %d jobs still queued", p, n)
+	}
+	if ci := h.consumerInfo(); ci.NumPending+uint64(ci.NumAckPending) != n {
+		t.Errorf("consumer: %d pending, %d held or handed back; want the %d jobs on the queue", ci.NumPending, ci.NumAckPending, n)
 	}
 }
