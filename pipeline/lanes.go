@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/queue"
 )
 
@@ -128,6 +129,16 @@ func (l *lanes) err() error {
 
 // errLaneStopped is the cause of a parked job handed back at a stop.
 var errLaneStopped = errors.New("its lane is stopped: the provider has no such model")
+
+// laneCause is why env's lane stopped: the provider's own answer when
+// err carries it (not the job's id, nor the loop's wrapping), else err.
+func laneCause(env *queue.Envelope, err error) error {
+	var pe *fixpoint.ProviderError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s has no model %q: %w", env.Provider, env.Model, pe)
+	}
+	return fmt.Errorf("%s has no model %q: %w", env.Provider, env.Model, err)
+}
 
 // stopLane stops env's lane for cause, logging it once, loudly.
 func (w *Worker) stopLane(ctx context.Context, env *queue.Envelope, cause error) {

@@ -368,7 +368,7 @@ func (w *Worker) waitOutage(ctx context.Context, d *delivery, own *ownership, re
 		// A set-up error of the lane: every job of the model would fail
 		// alike. Stop the lane (the others go on), keep the calls, and
 		// hold the job without a call, still queued.
-		w.stopLane(ctx, env, fmt.Errorf("%s has no model %q: %w", env.Provider, env.Model, err))
+		w.stopLane(ctx, env, laneCause(env, err))
 		if u := unrecorded(res, d.recorded); u != nil && len(u.Attempts) > 0 {
 			w.saveInterrupted(ctx, env, d.delivered, u.Attempts, store.InterruptHandedBack, 0)
 		}

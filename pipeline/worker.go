@@ -522,6 +522,12 @@ func (w *Worker) pull(ctx context.Context, r *runState) {
 			releaseSlots(r.slots, free)
 			break
 		}
+		select {
+		case <-w.lanes.full: // filled while the slots were claimed
+			releaseSlots(r.slots, free)
+			continue
+		default:
+		}
 		batch, err := r.cons.Fetch(free, jetstream.FetchMaxWait(w.cfg.FetchWait))
 		if err != nil {
 			releaseSlots(r.slots, free)
@@ -772,7 +778,7 @@ func (w *Worker) watchDrain(ctx context.Context, stop context.CancelFunc, cons j
 			idle = 0
 		}
 		if stuck >= 2 {
-			w.abort(fmt.Errorf("drain cannot finish: %w; their jobs stay queued: fix the model name (or pull the model) and run again", w.lanes.err()))
+			w.abort(fmt.Errorf("drain cannot finish: %w: fix the model name (or pull the model) and run again", w.lanes.err()))
 			return
 		}
 		if idle >= 2 {
