@@ -709,117 +709,161 @@ func (e *extractor) valueStartHere(i int) bool {
 func (e *extractor) fences() []found {
 	var out []found
 	s := e.src
-	// The next ``` and ~~~ at or after i (-1: none), each searched for
-	// again only once i has passed it: searching both from every i was
-	// quadratic in a reply of one kind of fence only.
-	tick, tilde := -2, -2
-	next := func(i int, at *int, marker string) int {
-		if *at == -1 || *at >= i {
-			return *at
-		}
-		if j := strings.Index(s[i:], marker); j >= 0 {
-			*at = i + j
-		} else {
-			*at = -1
-		}
-		return *at
-	}
+	ff := fenceFinder{s: s, tick: -2, tilde: -2}
 	for i := 0; i < len(s) && len(out) < maxStructured; {
-		j, k := next(i, &tick, "```"), next(i, &tilde, "~~~")
-		if j < 0 || (k >= 0 && k < j) {
-			j = k
-		}
-		if j < 0 {
+		f := ff.next(i)
+		if f < 0 {
 			break
 		}
-		f := j
-		if m, in := inSpans(e.masked, f); in {
-			i = m.b
+		if after, skip := e.notFence(f); skip {
+			i = after
 			continue
 		}
-		if m, in := inSpans(e.claimed, f); in {
-			i = m.b
-			continue
-		}
-		if valuePosition(s, f) {
-			// "code": ```...``` is a value inside JSON, not a fence: skip
-			// to its closing fence.
-			i = f + 3
-			if nl := strings.IndexByte(s[f:], '\n'); nl >= 0 {
-				if c := closingFence(s, f+nl, s[f], 3); c >= 0 {
-					i = c + 3
-				}
-			}
-			continue
-		}
-		ch := s[f]
-		n := f
-		for n < len(s) && s[n] == ch {
-			n++
-		}
-		run := n - f
-		// Info string: a language tag, then the rest of the line.
-		cs := n
-		for cs < len(s) && (isIdent(s[cs]) && s[cs] < 0x80 || s[cs] == '-' || s[cs] == '+' || s[cs] == '.') {
-			cs++
-		}
-		a := cs
-		for a < len(s) && (s[a] == ' ' || s[a] == '\t' || specialSpace(s, a) > 0 && s[a] >= 0x80) {
-			if s[a] >= 0x80 {
-				a += specialSpace(s, a)
-			} else {
-				a++
-			}
-		}
-		if a < len(s) && s[a] != '\n' && s[a] != '\r' && !e.valueStartHere(a) {
-			// e.g. "```typescript main.ts": skip the rest of the line.
-			a = lineEnd(s, a, len(s))
-		}
-		a, _ = trimSpan(s, a, len(s))
-		var got []found
-		next := a
-		for next < len(s) && !isFenceAt(s, next) && e.valueStartHere(next) && e.work < e.limit {
-			fd, after, err := e.parse(next, len(s), true, true)
-			if err != nil {
-				break
-			}
-			if len(got) > 0 && !endsLine(s, after, len(s)) && !isObjectOrArray(s, next) {
-				break // "2 issues found": words, not a second value
-			}
-			fd.Source = fixpoint.SourceFence
-			got = append(got, fd)
-			next = after
-			for next < len(s) && (s[next] == ',' || s[next] == ' ' || s[next] == '\t' || s[next] == '\n' || s[next] == '\r') {
-				next++
-			}
-			// Another value after the first ("1 500", "42\n43") is a
-			// candidate too, so the choice between them is seen.
-			if next < len(s) && !e.valueStartHere(next) {
-				break
-			}
-		}
-		// Find the closing fence.
-		from := a
-		if len(got) > 0 {
-			from = next
-		}
-		end := len(s)
-		if c := closingFence(s, from, ch, run); c >= 0 {
-			end = c
-			for end < len(s) && s[end] == ch {
-				end++
-			}
-		} else if len(got) == 0 {
-			// An opening fence with no JSON and no close: nothing to skip.
-			end = n
-		}
+		got, end := e.fence(f)
 		out = append(out, got...)
-		if len(got) > 0 || end > n {
-			e.claimed = addSpan(e.claimed, span{f, end})
-		}
 		i = end
 	}
 	return out
+}
+
+// fenceFinder finds the next ``` or ~~~ of a text. Each marker is
+// searched for again only once the search has passed it: searching both
+// from every place was quadratic in a reply of one kind of fence only.
+type fenceFinder struct {
+	s           string
+	tick, tilde int // the next ``` and ~~~ found (-1: none, -2: not searched)
+}
+
+// next is the first fence marker at or after i, -1 for none.
+func (ff *fenceFinder) next(i int) int {
+	j, k := ff.after(i, &ff.tick, "```"), ff.after(i, &ff.tilde, "~~~")
+	if j < 0 || (k >= 0 && k < j) {
+		j = k
+	}
+	return j
+}
+
+func (ff *fenceFinder) after(i int, at *int, marker string) int {
+	if *at == -1 || *at >= i {
+		return *at
+	}
+	if j := strings.Index(ff.s[i:], marker); j >= 0 {
+		*at = i + j
+	} else {
+		*at = -1
+	}
+	return *at
+}
+
+// notFence reports whether the marker at f opens no fence to read (it is
+// in a masked or claimed span, or is a value inside JSON), and where to
+// go on from then.
+func (e *extractor) notFence(f int) (after int, skip bool) {
+	s := e.src
+	if m, in := inSpans(e.masked, f); in {
+		return m.b, true
+	}
+	if m, in := inSpans(e.claimed, f); in {
+		return m.b, true
+	}
+	if valuePosition(s, f) {
+		// "code": ```...``` is a value inside JSON, not a fence: skip
+		// to its closing fence.
+		after = f + 3
+		if nl := strings.IndexByte(s[f:], '\n'); nl >= 0 {
+			if c := closingFence(s, f+nl, s[f], 3); c >= 0 {
+				after = c + 3
+			}
+		}
+		return after, true
+	}
+	return 0, false
+}
+
+// fence reads the fenced block opening at f: the values in it, and where
+// the block ends (after its closing fence, or the end of the reply).
+func (e *extractor) fence(f int) (got []found, end int) {
+	s := e.src
+	ch := s[f]
+	n := f
+	for n < len(s) && s[n] == ch {
+		n++
+	}
+	run := n - f
+	a := e.fenceContent(n)
+	got, next := e.fenceValues(a)
+	// Find the closing fence.
+	from := a
+	if len(got) > 0 {
+		from = next
+	}
+	end = len(s)
+	if c := closingFence(s, from, ch, run); c >= 0 {
+		end = c
+		for end < len(s) && s[end] == ch {
+			end++
+		}
+	} else if len(got) == 0 {
+		// An opening fence with no JSON and no close: nothing to skip.
+		end = n
+	}
+	if len(got) > 0 || end > n {
+		e.claimed = addSpan(e.claimed, span{f, end})
+	}
+	return got, end
+}
+
+// fenceContent is where the content of a fence whose marker ends at n
+// starts: after its info string (a language tag, then the rest of the
+// line) and blank space.
+func (e *extractor) fenceContent(n int) int {
+	s := e.src
+	cs := n
+	for cs < len(s) && (isIdent(s[cs]) && s[cs] < 0x80 || s[cs] == '-' || s[cs] == '+' || s[cs] == '.') {
+		cs++
+	}
+	a := cs
+	for a < len(s) && (s[a] == ' ' || s[a] == '\t' || specialSpace(s, a) > 0 && s[a] >= 0x80) {
+		if s[a] >= 0x80 {
+			a += specialSpace(s, a)
+		} else {
+			a++
+		}
+	}
+	if a < len(s) && s[a] != '\n' && s[a] != '\r' && !e.valueStartHere(a) {
+		// e.g. "```typescript main.ts": skip the rest of the line.
+		a = lineEnd(s, a, len(s))
+	}
+	a, _ = trimSpan(s, a, len(s))
+	return a
+}
+
+// fenceValues reads the values of a fence's content from a, and where
+// reading stopped.
+func (e *extractor) fenceValues(a int) (got []found, next int) {
+	s := e.src
+	next = a
+	for next < len(s) && !isFenceAt(s, next) && e.valueStartHere(next) && e.work < e.limit {
+		fd, after, err := e.parse(next, len(s), true, true)
+		if err != nil {
+			break
+		}
+		if len(got) > 0 && !endsLine(s, after, len(s)) && !isObjectOrArray(s, next) {
+			break // "2 issues found": words, not a second value
+		}
+		fd.Source = fixpoint.SourceFence
+		got = append(got, fd)
+		next = after
+		for next < len(s) && (s[next] == ',' || s[next] == ' ' || s[next] == '\t' || s[next] == '\n' || s[next] == '\r') {
+			next++
+		}
+		// Another value after the first ("1 500", "42\n43") is a
+		// candidate too, so the choice between them is seen.
+		if next < len(s) && !e.valueStartHere(next) {
+			break
+		}
+	}
+	return got, next
 }
 
 // closingFence returns the index of the next run of at least n ch from i.

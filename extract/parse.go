@@ -1507,29 +1507,34 @@ func (p *parser) concat() {
 	}
 }
 
-// number parses a number, or a number-like token as an unquoted string.
-func (p *parser) number() bool {
-	start := p.i
+// numScan is where the parts of a number written at start lie: its integer
+// digits [intStart, intEnd), the '.' at frac and the 'e' at exp (-1 for
+// none), and its end.
+type numScan struct {
+	start, intStart, intEnd, frac, exp, end int
+}
+
+// scanNumber finds the parts of a number at p.i ('_' allowed in digits).
+func (p *parser) scanNumber() numScan {
+	n := numScan{start: p.i, frac: -1, exp: -1}
 	i := p.i
 	if i < p.end && p.src[i] == '-' {
 		i++
 	}
-	intStart := i
+	n.intStart = i
 	for i < p.end && (isDigit(p.src[i]) || p.src[i] == '_') {
 		i++
 	}
-	intEnd := i
-	frac := -1
+	n.intEnd = i
 	if i < p.end && p.src[i] == '.' {
-		frac = i
+		n.frac = i
 		i++
 		for i < p.end && (isDigit(p.src[i]) || p.src[i] == '_') {
 			i++
 		}
 	}
-	exp := -1
-	if i < p.end && (p.src[i] == 'e' || p.src[i] == 'E') && i > intStart {
-		exp = i
+	if i < p.end && (p.src[i] == 'e' || p.src[i] == 'E') && i > n.intStart {
+		n.exp = i
 		i++
 		if i < p.end && (p.src[i] == '+' || p.src[i] == '-') {
 			i++
@@ -1538,6 +1543,14 @@ func (p *parser) number() bool {
 			i++
 		}
 	}
+	n.end = i
+	return n
+}
+
+// number parses a number, or a number-like token as an unquoted string.
+func (p *parser) number() bool {
+	n := p.scanNumber()
+	start, i := n.start, n.end
 	// A number followed by more word characters is a string: 2024-10-18, 0.0.1, 1/3.
 	if i < p.end && (isIdent(p.src[i]) || p.src[i] == '.' || p.src[i] == '-' || p.src[i] == ':' || (p.src[i] == '/' && i+1 < p.end && p.src[i+1] != '/' && p.src[i+1] != '*')) {
 		return p.unquoted(start, false)
@@ -1546,7 +1559,7 @@ func (p *parser) number() bool {
 	if tok == "." || tok == "-." {
 		return p.fail(start, "unexpected %s", describe(p.src, start))
 	}
-	ip := p.src[intStart:intEnd]
+	ip := p.src[n.intStart:n.intEnd]
 	if len(ip) > 1 && ip[0] == '0' && isDigit(ip[1]) {
 		// Leading zeros: keep the text.
 		p.repair(KindNumberFormat, start)
@@ -1554,59 +1567,7 @@ func (p *parser) number() bool {
 		p.i = i
 		return true
 	}
-	var b strings.Builder
-	changed, truncEnd, guessed := false, false, false
-	neg := start < intStart
-	if neg {
-		b.WriteByte('-')
-	}
-	digits := strings.ReplaceAll(ip, "_", "")
-	if digits != ip {
-		changed = true
-	}
-	if digits == "" {
-		digits = "0"
-		changed = true
-		// {"a": - at the end of the reply: a number cut off after its sign.
-		truncEnd = frac < 0 && exp < 0 && i == p.end
-		// A sign alone (or before an exponent) has no digits at all: .5 is
-		// 0.5, but - is not -0.
-		guessed = frac < 0 || i == frac+1 || (exp >= 0 && exp == frac+1)
-	}
-	b.WriteString(digits)
-	if frac >= 0 {
-		fend := i
-		if exp >= 0 {
-			fend = exp
-		}
-		fd := strings.ReplaceAll(p.src[frac+1:fend], "_", "")
-		if fd != p.src[frac+1:fend] {
-			changed = true
-		}
-		if fd == "" {
-			changed = true
-			truncEnd = fend == p.end
-		} else {
-			b.WriteByte('.')
-			b.WriteString(fd)
-		}
-	}
-	if exp >= 0 {
-		ed := p.src[exp+1 : i]
-		sign := ""
-		if ed != "" && (ed[0] == '+' || ed[0] == '-') {
-			sign, ed = ed[:1], ed[1:]
-		}
-		if ed == "" {
-			changed = true
-			truncEnd = i == p.end
-			guessed = true // 1e: the exponent is missing, not 0
-		} else {
-			b.WriteByte(p.src[exp]) // e or E, as written
-			b.WriteString(sign)
-			b.WriteString(ed)
-		}
-	}
+	text, changed, truncEnd, guessed := p.normNumber(n)
 	if changed {
 		switch {
 		case truncEnd && p.atEOF && i >= p.end:
@@ -1617,9 +1578,71 @@ func (p *parser) number() bool {
 			p.repair(KindNumberFormat, start)
 		}
 	}
-	p.out = append(p.out, b.String()...)
+	p.out = append(p.out, text...)
 	p.i = i
 	return true
+}
+
+// normNumber writes the number n as JSON: '_' dropped, a missing integer
+// part 0, an empty fraction or exponent left out. changed reports that the
+// text differs from what was written, truncEnd that a part is missing at
+// the end of the region (cut off), guessed that a part is made up (a sign
+// alone read as 0, 1e read as 1).
+func (p *parser) normNumber(n numScan) (text string, changed, truncEnd, guessed bool) {
+	var b strings.Builder
+	i := n.end
+	ip := p.src[n.intStart:n.intEnd]
+	if n.start < n.intStart {
+		b.WriteByte('-')
+	}
+	digits := strings.ReplaceAll(ip, "_", "")
+	if digits != ip {
+		changed = true
+	}
+	if digits == "" {
+		digits = "0"
+		changed = true
+		// {"a": - at the end of the reply: a number cut off after its sign.
+		truncEnd = n.frac < 0 && n.exp < 0 && i == p.end
+		// A sign alone (or before an exponent) has no digits at all: .5 is
+		// 0.5, but - is not -0.
+		guessed = n.frac < 0 || i == n.frac+1 || (n.exp >= 0 && n.exp == n.frac+1)
+	}
+	b.WriteString(digits)
+	if n.frac >= 0 {
+		fend := i
+		if n.exp >= 0 {
+			fend = n.exp
+		}
+		fd := strings.ReplaceAll(p.src[n.frac+1:fend], "_", "")
+		if fd != p.src[n.frac+1:fend] {
+			changed = true
+		}
+		if fd == "" {
+			changed = true
+			truncEnd = fend == p.end
+		} else {
+			b.WriteByte('.')
+			b.WriteString(fd)
+		}
+	}
+	if n.exp >= 0 {
+		ed := p.src[n.exp+1 : i]
+		sign := ""
+		if ed != "" && (ed[0] == '+' || ed[0] == '-') {
+			sign, ed = ed[:1], ed[1:]
+		}
+		if ed == "" {
+			changed = true
+			truncEnd = i == p.end
+			guessed = true // 1e: the exponent is missing, not 0
+		} else {
+			b.WriteByte(p.src[n.exp]) // e or E, as written
+			b.WriteString(sign)
+			b.WriteString(ed)
+		}
+	}
+	return b.String(), changed, truncEnd, guessed
 }
 
 // literals maps lenient literal spellings to JSON.

@@ -39,18 +39,3 @@ func TestBenchOutOfWorker(t *testing.T) {
 		t.Errorf("cmd/fixpoint-bench is not a command (%v): the benchmark must move, not go\n%s", err, out)
 	}
 }
-
-// TestReportLinksNoNATSServer: report only runs SQL views; it must not carry
-// the NATS server (issue 14).
-func TestReportLinksNoNATSServer(t *testing.T) {
-	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", "github.com/fixpoint-dev/fixpoint/cmd/report").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if strings.HasPrefix(dep, "github.com/nats-io/nats-server") {
-			t.Errorf("cmd/report links %s", dep)
-		}
-	}
-}

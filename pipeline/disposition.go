@@ -44,7 +44,14 @@ func (w *Worker) saveInterrupted(ctx context.Context, env *queue.Envelope, deliv
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := w.ledger.SaveInterrupted(wctx, []store.Interruption{in}); err != nil {
+	refused, err := saveInterruptedSalvaging(wctx, w.ledger, []store.Interruption{in})
+	if refused > 0 {
+		// The calls were paid for all the same: kept as the ledger could
+		// take them.
+		w.log.ErrorContext(ctx, "worker: ledger refused the calls kept apart from the job's result: recorded without what it refused",
+			slog.String("job_id", env.JobID), slog.Bool("recorded", err == nil))
+	}
+	if err != nil {
 		kept := w.spill.add(spillRecord{Interrupted: &in})
 		w.log.WarnContext(ctx, "worker: record the calls kept apart from the job's result", slog.String("job_id", env.JobID),
 			slog.String("reason", reason), slog.Int("calls", len(in.Attempts)), slog.Bool("kept_on_disk", kept), slog.String("error", err.Error()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -48,4 +49,53 @@ func (w *Worker) retryLedger(ctx context.Context, log *slog.Logger, op func() er
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// saveSalvaging saves r; a result the ledger refuses for its data is saved
+// as it can take it (store.Result.Salvage): first with its text, then with
+// its calls' counts only. It returns the result last tried and whether it
+// won. The calls were paid for: a refused row must not lose them.
+func saveSalvaging(ctx context.Context, ledger Ledger, r store.Result) (store.Result, bool, error) {
+	won, err := ledger.SaveResults(ctx, []store.Result{r})
+	for _, bare := range []bool{false, true} {
+		if !store.IsRefused(err) {
+			break
+		}
+		refusal := err
+		r = r.Salvage(refusal, bare)
+		won, err = ledger.SaveResults(ctx, []store.Result{r})
+	}
+	return r, len(won) == 1 && won[0] && err == nil, err
+}
+
+// saveInterruptedSalvaging saves ins; when the ledger refuses them for
+// their data, each is saved alone, and one refused is saved as the ledger
+// can take its calls (store.Attempt.Salvage): with their text, then with
+// their counts only. refused reports the interruptions salvaged.
+func saveInterruptedSalvaging(ctx context.Context, ledger Ledger, ins []store.Interruption) (refused int, err error) {
+	err = ledger.SaveInterrupted(ctx, ins)
+	if !store.IsRefused(err) || len(ins) == 0 {
+		return 0, err
+	}
+	for _, in := range ins {
+		err := ledger.SaveInterrupted(ctx, []store.Interruption{in})
+		if store.IsRefused(err) {
+			refused++
+		}
+		for _, bare := range []bool{false, true} {
+			if !store.IsRefused(err) {
+				break
+			}
+			salvaged := in
+			salvaged.Attempts = slices.Clone(in.Attempts)
+			for i := range salvaged.Attempts {
+				salvaged.Attempts[i] = salvaged.Attempts[i].Salvage(bare)
+			}
+			err = ledger.SaveInterrupted(ctx, []store.Interruption{salvaged})
+		}
+		if err != nil {
+			return refused, err
+		}
+	}
+	return refused, nil
 }

@@ -19,8 +19,11 @@ type Metrics struct {
 	LaneLimit      *prometheus.GaugeVec // adaptive concurrency limit by lane
 	LanePauses     *prometheus.CounterVec
 	QuotaExhausted *prometheus.GaugeVec // 1 while a lane's quota is exhausted
-	WriteBatches   prometheus.Histogram
-	WritePending   prometheus.Gauge
+	// LaneStopped is 1 for a lane (provider, model) this worker stopped:
+	// the provider has no such model.
+	LaneStopped  *prometheus.GaugeVec
+	WriteBatches prometheus.Histogram
+	WritePending prometheus.Gauge
 	// ForeignJobs counts deliveries of jobs this worker's ledger never
 	// recorded (a worker on the wrong DATABASE_URL): handed back, not run.
 	ForeignJobs prometheus.Counter
@@ -57,6 +60,9 @@ func NewMetrics() *Metrics {
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fixpoint_jobs_in_flight", Help: "Jobs being worked on by this process.",
 		}),
+		LaneStopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fixpoint_lane_stopped", Help: "1 for a lane (provider, model) stopped because the provider has no such model: its jobs stay queued.",
+		}, []string{"provider", "model"}),
 		LaneLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fixpoint_lane_concurrency_limit", Help: "Adaptive concurrency limit of a provider lane.",
 		}, []string{"provider", "model"}),
@@ -81,7 +87,7 @@ func NewMetrics() *Metrics {
 		}, []string{"provider", "event"}),
 	}
 	r.MustRegister(m.Jobs, m.Attempts, m.Tokens, m.ProviderCalls, m.Dispositions, m.JobSeconds,
-		m.InFlight, m.LaneLimit, m.LanePauses, m.QuotaExhausted, m.WriteBatches, m.WritePending, m.ForeignJobs, m.Waves,
+		m.InFlight, m.LaneLimit, m.LaneStopped, m.LanePauses, m.QuotaExhausted, m.WriteBatches, m.WritePending, m.ForeignJobs, m.Waves,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

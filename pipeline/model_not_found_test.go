@@ -1,7 +1,9 @@
 package pipeline_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,64 +16,140 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 )
 
-// A model the provider does not have is a set-up error of its lane, not a
-// failure of each job: the worker stops at once, saying so once, and
-// hands its jobs back (they stay queued, no delivery burnt on a
-// bad_request); once the model is there, a worker finishes the batch.
-func TestModelNotFoundStopsTheWorker(t *testing.T) {
+// A model the provider does not have is a set-up error of its lane (its
+// provider and model), not a failure of each job: the worker stops that
+// lane, saying so once, holds its jobs without a call (they stay queued,
+// no delivery burnt on a bad_request) and goes on with its other lanes;
+// readiness names the lane. A drain that cannot finish for it exits with
+// an error naming the model. Once the model is there, a worker finishes
+// the batch.
+func TestModelNotFoundStopsItsLane(t *testing.T) {
 	t.Parallel()
 	const n = 6
 	h := newHarness(t, harnessConfig{})
 	var have atomic.Bool
-	var calls atomic.Int64
+	var missingCalls atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		var req struct{ Model string }
+		_ = json.Unmarshal(body, &req)
 		w.Header().Set("Content-Type", "application/json")
-		if !have.Load() {
+		if req.Model == "gpt-9-typo" && !have.Load() {
+			missingCalls.Add(1)
 			w.WriteHeader(http.StatusNotFound)
 			fmt.Fprint(w, `{"error":{"message":"The model `+"`gpt-9-typo`"+` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`)
 			return
 		}
-		fmt.Fprintf(w, `{"id":"c1","model":"gpt-9-typo","choices":[{"message":{"content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":50,"completion_tokens":10}}`,
-			`{"name":"Ann","age":30,"tier":"pro"}`)
+		fmt.Fprintf(w, `{"id":"c1","model":%q,"choices":[{"message":{"content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":50,"completion_tokens":10}}`,
+			req.Model, `{"name":"Ann","age":30,"tier":"pro"}`)
 	}))
 	t.Cleanup(srv.Close)
-	cfg := h.enqueueConfig("m")
-	cfg.Model = "gpt-9-typo"
-	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
-		t.Fatal(err)
+	// The missing model's jobs first: the worker meets them before the
+	// other lane's.
+	for _, b := range []struct{ batch, model string }{{"m", "gpt-9-typo"}, {"o", "gpt-ok"}} {
+		cfg := h.enqueueConfig(b.batch)
+		cfg.Model = b.model
+		if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+			t.Fatal(err)
+		}
 	}
 	client := h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" })
 	wc := h.workerConfig(client)
-	wc.Concurrency = 2
 	rw := h.startWorker(wc, nil, nil)
-	err := rw.wait(t, 30*time.Second)
-	if err == nil || !strings.Contains(err.Error(), `openai has no model "gpt-9-typo"`) {
-		t.Fatalf("worker on a missing model returned %v; want an error naming the model", err)
+
+	// The other lane goes on.
+	h.waitDone("o", n, 30*time.Second)
+	waitFor(t, 10*time.Second, "readiness naming the stopped lane", func() bool { return rw.w.Refusing() != nil })
+	if err := rw.w.Refusing(); !strings.Contains(err.Error(), "lane openai/gpt-9-typo stopped") || !strings.Contains(err.Error(), `openai has no model "gpt-9-typo"`) {
+		t.Errorf("readiness: %v; want it to name the lane and the model", err)
 	}
-	if got := strings.Count(h.logs.String(), "worker: stopping"); got != 1 {
-		t.Errorf("the stop is logged %d times, want once:\n%s", got, h.logs.tail(20))
+	if got := strings.Count(h.logs.String(), "worker: lane stopped"); got != 1 {
+		t.Errorf("the lane's stop is logged %d times, want once:\n%s", got, h.logs.tail(20))
 	}
-	if c := calls.Load(); c > int64(wc.Concurrency) {
+	if strings.Contains(h.logs.String(), "worker: stopping") {
+		t.Errorf("the worker stopped for one lane's missing model:\n%s", h.logs.tail(20))
+	}
+	if c := missingCalls.Load(); c > int64(wc.Concurrency) {
 		t.Errorf("%d calls to a missing model, want at most one per job in flight (%d)", c, wc.Concurrency)
 	}
 	if p := h.progress("m"); p.Queued != n {
 		t.Fatalf("after the missing model: %+v; want all %d jobs still queued", p, n)
 	}
+	// Held, not handed back: each delivered once.
+	waitFor(t, 10*time.Second, "the other lane's acks", func() bool { return h.consumerInfo().NumAckPending == n })
+	if ci := h.consumerInfo(); ci.NumRedelivered != 0 || ci.NumPending != 0 {
+		t.Errorf("consumer: %d redelivered, %d pending; want the stopped lane's jobs held, none delivered again", ci.NumRedelivered, ci.NumPending)
+	}
+	if err := rw.stop(t, 20*time.Second); err != nil {
+		t.Errorf("worker stopped with a lane stopped: %v; want nil (stopped by a signal)", err)
+	}
 	// The calls are kept, with the provider's own code to group by.
-	if got := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'm:%' AND provider_class = 'model_not_found' AND provider_code = 'model_not_found'`); int64(got) != calls.Load() {
-		t.Errorf("%d interrupted rows with class and code model_not_found, want one per call (%d)", got, calls.Load())
+	if got := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'm:%' AND provider_class = 'model_not_found' AND provider_code = 'model_not_found'`); int64(got) != missingCalls.Load() {
+		t.Errorf("%d interrupted rows with class and code model_not_found, want one per call (%d)", got, missingCalls.Load())
+	}
+
+	// A drain cannot finish while the model is missing: it says so, and
+	// the jobs stay queued.
+	before := missingCalls.Load()
+	dc := h.workerConfig(client)
+	dc.Drain = true
+	rw = h.startWorker(dc, nil, nil)
+	err := rw.wait(t, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "drain cannot finish") || !strings.Contains(err.Error(), `openai has no model "gpt-9-typo"`) {
+		t.Fatalf("drain with a missing model returned %v; want an error naming the model", err)
+	}
+	if c := missingCalls.Load() - before; c > int64(dc.Concurrency) {
+		t.Errorf("the drain made %d calls to a missing model, want at most one per job in flight (%d)", c, dc.Concurrency)
+	}
+	if p := h.progress("m"); p.Queued != n {
+		t.Fatalf("after the drain: %+v; want all %d jobs still queued", p, n)
 	}
 
 	have.Store(true) // the model is pulled, or the name fixed
-	rw = h.startWorker(h.workerConfig(client), nil, nil)
-	h.waitDone("m", n, 30*time.Second)
-	if err := rw.stop(t, 20*time.Second); err != nil {
-		t.Errorf("worker once the model is there: %v", err)
+	rw = h.startWorker(dc, nil, nil)
+	if err := rw.wait(t, 30*time.Second); err != nil {
+		t.Errorf("drain once the model is there: %v", err)
 	}
 	for i := 1; i <= n; i++ {
 		if j, _ := h.job(jobID("m", i)); j.Status != fixpoint.StatusValid {
 			t.Errorf("job %d: %s (%s), want valid", i, j.Status, j.Error)
 		}
+	}
+}
+
+// A worker holds at most its concurrency of a stopped lane's jobs: then it
+// stops pulling, and a drain, with the rest still on the queue, ends
+// saying why instead of waiting forever.
+func TestModelNotFoundHoldsAtMostItsConcurrency(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	h := newHarness(t, harnessConfig{})
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"error":{"message":"model \"llama9\" not found, try pulling it first","type":"invalid_request_error","code":"model_not_found"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := h.enqueueConfig("m")
+	cfg.Model = "llama9"
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+		t.Fatal(err)
+	}
+	wc := h.workerConfig(h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" }))
+	wc.Concurrency, wc.Drain = 2, true
+	err := h.startWorker(wc, nil, nil).wait(t, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "drain cannot finish") || !strings.Contains(err.Error(), `has no model "llama9"`) {
+		t.Fatalf("drain: %v; want an error naming the model", err)
+	}
+	if c := calls.Load(); c > int64(wc.Concurrency) {
+		t.Errorf("%d calls to a missing model, want at most %d", c, wc.Concurrency)
+	}
+	if p := h.progress("m"); p.Queued != n {
+		t.Errorf("after the drain: %+v; want all %d jobs still queued", p, n)
+	}
+	if ci := h.consumerInfo(); ci.NumPending+uint64(ci.NumAckPending) != n {
+		t.Errorf("consumer: %d pending, %d held or handed back; want the %d jobs on the queue", ci.NumPending, ci.NumAckPending, n)
 	}
 }

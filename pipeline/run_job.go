@@ -111,6 +111,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **queue.E
 	if !ok {
 		return
 	}
+	if w.parkIfStopped(ctx, d) {
+		return // its lane's model is missing: no call
+	}
 	spendCap, ok := w.spendCap(ctx, d)
 	if !ok || w.keyMissing(ctx, d) {
 		return
@@ -362,9 +365,14 @@ func (w *Worker) waitOutage(ctx context.Context, d *delivery, own *ownership, re
 		w.handBack(ctx, d.msg, env, d.delivered, unrecorded(res, d.recorded), err)
 		return outageHandedBack
 	case errors.Is(err, fixpoint.ErrModelNotFound):
-		// A set-up error too: every job of the model would fail alike.
-		w.abort(fmt.Errorf("%s has no model %q: fix the model name (or pull it) and start the worker again; its jobs stay queued: %w", env.Provider, env.Model, err))
-		w.handBack(ctx, d.msg, env, d.delivered, unrecorded(res, d.recorded), err)
+		// A set-up error of the lane: every job of the model would fail
+		// alike. Stop the lane (the others go on), keep the calls, and
+		// hold the job without a call, still queued.
+		w.stopLane(ctx, env, laneCause(env, err))
+		if u := unrecorded(res, d.recorded); u != nil && len(u.Attempts) > 0 {
+			w.saveInterrupted(ctx, env, d.delivered, u.Attempts, store.InterruptHandedBack, 0)
+		}
+		w.park(ctx, d)
 		return outageHandedBack
 	case errors.Is(err, fixpoint.ErrQuotaExhausted):
 		// Permanent for the lane until someone raises the limit (or for as
@@ -441,6 +449,20 @@ func (w *Worker) capped(ctx context.Context, batch string) (capEntry, error) {
 	e := capEntry{capped: c.Capped(), dollars: c.MaxCostUSD != nil, read: time.Now()}
 	w.caps.Store(batch, &e)
 	return e, nil
+}
+
+// salvage writes r as the ledger can still take it after refusing it
+// (store.Result.Salvage): the job failed, its value dropped, its calls
+// kept, first with their text, then with their counts only. It returns the
+// result last tried and that write's outcome.
+func (w *Worker) salvage(ctx context.Context, r *store.Result, refusal error) (*store.Result, bool, error) {
+	w.log.ErrorContext(ctx, "worker: ledger refused the result: recording its calls without what it refused, the job failed",
+		slog.String("job_id", r.JobID), slog.Int("calls", len(r.AttemptRows)), slog.String("error", refusal.Error()))
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	s := r.Salvage(refusal, false)
+	s, won, err := saveSalvaging(wctx, w.ledger, s)
+	return &s, won, err
 }
 
 // ownership tells whether a delivery still owns its job: the ledger's row
@@ -745,15 +767,26 @@ func (w *Worker) rewriteResult(ctx context.Context, msg jetstream.Msg, env *queu
 // acked when committed, handed back when the ledger refused it or could
 // not take it at a stop (the result then kept on disk).
 func (w *Worker) resultWritten(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func(), won bool, err error) {
+	if store.IsRefused(err) {
+		// The ledger refuses this result itself (say, a number beyond its
+		// range): writing it again cannot help, and handing the job back
+		// paid for its calls again on every delivery, none of them
+		// recorded. Record its calls as the ledger can take them, the job
+		// failed, saying why.
+		r, won, err = w.salvage(ctx, r, err)
+		if w.ledgerDown(ctx, err) {
+			w.background.Go(func() { w.rewriteResult(ctx, msg, env, r, delivered, stopBeat, err) })
+			return
+		}
+	}
 	stopBeat()
 	switch {
 	case store.IsRefused(err):
-		// The ledger refuses this result itself (say, a number beyond its
-		// range): writing it again cannot help, and retrying would hold
-		// pulling back for everyone. Hand the job back; it runs again,
-		// and at its last delivery it is recorded dead with this error.
-		w.log.ErrorContext(ctx, "worker: ledger refused the result", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
-		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("ledger refused the result: %w", err)))
+		// Even the calls' bare counts are refused: end the job dead with
+		// the error rather than pay for its calls again.
+		w.log.ErrorContext(ctx, "worker: ledger refused the result, even without its text", slog.String("job_id", r.JobID),
+			slog.Int("calls", len(r.AttemptRows)), slog.String("error", err.Error()))
+		w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispDead, Cause: fmt.Errorf("ledger refused the result: %w", err)})
 		return
 	case err != nil:
 		// Stopping with the ledger down: the job is handed back, and its

@@ -278,11 +278,23 @@ func replaySpillFile(ctx context.Context, path string, ledger Ledger) (int, erro
 	}
 	// Interrupted calls first: their jobs have rows (the results' jobs get
 	// theirs from the results themselves).
-	if err := ledger.SaveInterrupted(ctx, ins); err != nil {
+	// A record the ledger refuses for its data is saved as it can take it
+	// (its calls were paid for): kept on disk, it would block the file at
+	// every start.
+	if _, err := saveInterruptedSalvaging(ctx, ledger, ins); err != nil {
 		return 0, err
 	}
 	for chunk := range slices.Chunk(results, 256) {
-		if _, err := ledger.SaveResults(ctx, chunk); err != nil {
+		_, err := ledger.SaveResults(ctx, chunk)
+		if store.IsRefused(err) {
+			err = nil
+			for _, r := range chunk {
+				if _, _, err = saveSalvaging(ctx, ledger, r); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
 			return len(ins), err
 		}
 	}

@@ -303,6 +303,9 @@ type Worker struct {
 	// abort stops Run, which then returns err: a fault no job of this
 	// worker can get past (a provider refusing the API key).
 	abort func(err error)
+	// lanes are the lanes stopped for a missing model, and their jobs
+	// held here.
+	lanes *lanes
 }
 
 // NewWorker checks cfg and returns a worker. Nothing runs until Run.
@@ -312,7 +315,7 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger, beats: newHeartbeats(cfg.Queue.AckWait / 3), abort: func(error) {},
-		stopNow: make(chan struct{})}
+		stopNow: make(chan struct{}), lanes: newLanes(cfg.Concurrency)}
 	w.loops = make(map[string]*Loop, len(cfg.Providers))
 	for name, client := range cfg.Providers {
 		w.loops[name] = NewLoop(client, cfg.Loop)
@@ -323,8 +326,13 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 
 // Refusing returns an error while this worker hands back jobs its ledger
 // never recorded (the last job it saw was one, within the last two
-// ForeignDelay): for a readiness probe, since such a worker does no work.
+// ForeignDelay), or holds a lane stopped because its provider has no such
+// model (naming the lane and the model): for a readiness probe, since
+// such a worker does no work, or not all of it.
 func (w *Worker) Refusing() error {
+	if err := w.lanes.err(); err != nil {
+		return err
+	}
 	if w.queueLost.Load() {
 		return fmt.Errorf("consumer %s of stream %s is gone from NATS (its data lost?): making it again", w.cfg.Queue.Consumer, w.cfg.Queue.Stream)
 	}
@@ -497,6 +505,14 @@ func (w *Worker) logStarted(ctx context.Context) {
 func (w *Worker) pull(ctx context.Context, r *runState) {
 	for !r.stopping() {
 		select {
+		case <-w.lanes.full:
+			// Jobs of stopped lanes hold as many messages as this worker
+			// runs jobs: pulling more would only hold more.
+			<-r.pullCtx.Done()
+			continue
+		default:
+		}
+		select {
 		case r.slots <- struct{}{}:
 		case <-r.pullCtx.Done():
 			continue
@@ -505,6 +521,12 @@ func (w *Worker) pull(ctx context.Context, r *runState) {
 		if r.stopping() {
 			releaseSlots(r.slots, free)
 			break
+		}
+		select {
+		case <-w.lanes.full: // filled while the slots were claimed
+			releaseSlots(r.slots, free)
+			continue
+		default:
 		}
 		batch, err := r.cons.Fetch(free, jetstream.FetchMaxWait(w.cfg.FetchWait))
 		if err != nil {
@@ -604,6 +626,7 @@ func (w *Worker) shutdown(ctx context.Context, r *runState) error {
 		w.waves.Stop(ctx)
 	}
 	w.awaitJobs(ctx, r)
+	w.releaseParked(ctx)
 	// Retries waiting out a ledger pause see the stop and hand their
 	// messages back; then the writer flushes what is queued.
 	w.background.Wait()
@@ -727,7 +750,7 @@ func (w *Worker) logProgress(ctx context.Context) {
 func (w *Worker) watchDrain(ctx context.Context, stop context.CancelFunc, cons jetstream.Consumer) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
-	idle := 0
+	idle, stuck := 0, 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -741,10 +764,22 @@ func (w *Worker) watchDrain(ctx context.Context, stop context.CancelFunc, cons j
 			idle = 0
 			continue
 		}
+		parked, stopped := w.lanes.state()
+		if stopped && w.inFlight.Load() == 0 && !w.waves.Open(ctx) && int(info.NumAckPending) <= parked && (info.NumPending == 0 || parked >= w.cfg.Concurrency) {
+			// Nothing runs, and what is left is held for stopped lanes:
+			// the drain cannot finish, and its exit must say so.
+			stuck++
+		} else {
+			stuck = 0
+		}
 		if info.NumPending == 0 && info.NumAckPending == 0 && w.inFlight.Load() == 0 && !w.waves.Open(ctx) {
 			idle++
 		} else {
 			idle = 0
+		}
+		if stuck >= 2 {
+			w.abort(fmt.Errorf("drain cannot finish: %w: fix the model name (or pull the model) and run again", w.lanes.err()))
+			return
 		}
 		if idle >= 2 {
 			w.log.InfoContext(ctx, "worker: queue drained")

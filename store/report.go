@@ -851,3 +851,54 @@ func (s *Store) EndReasons(ctx context.Context, batch string, limit int) ([]EndR
 	}
 	return out, nil
 }
+
+// MissingModel is a lane (provider and model) of a batch whose provider
+// answered that it has no such model (Ollama's 404 "model not found",
+// OpenAI's model_not_found): a set-up error of the lane, whose jobs
+// workers hold queued, not a failure of each job.
+type MissingModel struct {
+	Batch, Provider, Model string
+	// Calls counts the calls answered so, attempts and interrupted
+	// calls alike; LastCall is when the last one started.
+	Calls    int64
+	LastCall time.Time
+	// Queued counts the lane's jobs of the batch still queued.
+	Queued int64
+}
+
+// MissingModels returns the lanes of batch ("" = every batch) whose
+// provider answered a call with model_not_found, by batch, provider and
+// model.
+func (s *Store) MissingModels(ctx context.Context, batch string) ([]MissingModel, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		WITH c AS (
+		    SELECT job_id, started_at FROM interrupted_attempts WHERE provider_class = 'model_not_found'
+		    UNION ALL
+		    SELECT job_id, started_at FROM attempts WHERE provider_class = 'model_not_found'
+		), lanes AS (
+		    SELECT coalesce(j.batch, '') AS batch, j.provider, j.model, count(*) AS calls, max(c.started_at) AS last_call
+		    FROM c JOIN jobs j ON j.id = c.job_id
+		    WHERE $1 = '' OR j.batch = $1
+		    GROUP BY 1, 2, 3
+		)
+		SELECT l.batch, l.provider, l.model, l.calls, l.last_call,
+		       (SELECT count(*) FROM jobs q WHERE q.batch IS NOT DISTINCT FROM nullif(l.batch, '') AND q.provider = l.provider
+		                                      AND q.model = l.model AND q.status = 'queued')
+		FROM lanes l ORDER BY 1, 2, 3`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("missing models: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (MissingModel, error) {
+		var m MissingModel
+		var last *time.Time
+		err := r.Scan(&m.Batch, &m.Provider, &m.Model, &m.Calls, &last, &m.Queued)
+		m.LastCall = deref(last)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("missing models: %w", err)
+	}
+	return out, nil
+}

@@ -95,15 +95,27 @@ type batchJSON struct {
 
 	Cost     costJSON       `json:"cost"`
 	Unpriced []unpricedJSON `json:"unpriced"`
-	Cap      *capJSON       `json:"cap"`
-	Notes    []string       `json:"notes"`
-	Cache    cacheJSON      `json:"cache"`
-	Waves    []waveJSON     `json:"waves"`
+	// MissingModels are the batch's lanes whose provider has no such
+	// model: a set-up error, their jobs held queued.
+	MissingModels []missingModelJSON `json:"missing_models"`
+	Cap           *capJSON           `json:"cap"`
+	Notes         []string           `json:"notes"`
+	Cache         cacheJSON          `json:"cache"`
+	Waves         []waveJSON         `json:"waves"`
 }
 
 type unpricedJSON struct {
 	Model    string `json:"model"`
 	Attempts int64  `json:"attempts"`
+}
+
+// missingModelJSON is a lane whose provider answered model_not_found.
+type missingModelJSON struct {
+	Provider   string     `json:"provider"`
+	Model      string     `json:"model"`
+	Calls      int64      `json:"calls"`
+	Queued     int64      `json:"queued"`
+	LastCallAt *time.Time `json:"last_call_at"`
 }
 
 type capJSON struct {
@@ -151,12 +163,16 @@ func summaryData(ctx context.Context, st *store.Store, batch string, rows []stor
 	if err != nil {
 		return out, err
 	}
+	missing, err := st.MissingModels(ctx, batch)
+	if err != nil {
+		return out, err
+	}
 	for i, r := range rows {
 		b := batchJSON{Batch: r.Batch, Jobs: r.Jobs, Valid: r.Valid, Invalid: r.Invalid, Failed: r.Failed, Rejected: r.Rejected,
 			Dead: r.Dead, Queued: r.Queued, Cancelled: r.Cancelled, OverBudget: r.OverBudget, Finished: r.Finished, Runs: r.Runs,
 			FirstAttemptValid: r.FirstAttemptValid, Repaired: r.Repaired,
 			TokensIn: r.TokensIn, TokensOut: r.TokensOut, TokensCached: r.TokensCached, CostUSD: r.CostUSD,
-			Cost: costs[i], Unpriced: []unpricedJSON{}, Notes: []string{}, Waves: []waveJSON{}}
+			Cost: costs[i], Unpriced: []unpricedJSON{}, MissingModels: []missingModelJSON{}, Notes: []string{}, Waves: []waveJSON{}}
 		if r.Finished > 0 {
 			b.ValidRate, b.FirstAttemptRate = ptr(r.ValidRate), ptr(r.FirstAttemptValidRate)
 		}
@@ -172,6 +188,12 @@ func summaryData(ctx context.Context, st *store.Store, batch string, rows []stor
 		for _, u := range unpriced {
 			if u.Batch == r.Batch {
 				b.Unpriced = append(b.Unpriced, unpricedJSON{Model: u.Model, Attempts: u.Attempts})
+			}
+		}
+		for _, m := range missing {
+			if m.Batch == r.Batch {
+				b.MissingModels = append(b.MissingModels, missingModelJSON{Provider: m.Provider, Model: m.Model, Calls: m.Calls,
+					Queued: m.Queued, LastCallAt: timeOrNil(m.LastCall)})
 			}
 		}
 		sp, err := st.BatchSpend(ctx, r.Batch)

@@ -156,6 +156,11 @@ func TestReportJSON(t *testing.T) {
 				Model    string
 				Attempts int64
 			}
+			MissingModels []struct {
+				Provider, Model string
+				Calls, Queued   int64
+				LastCallAt      *string `json:"last_call_at"`
+			} `json:"missing_models"`
 			Cap   *json.RawMessage
 			Notes []string
 			Cache json.RawMessage
@@ -168,6 +173,9 @@ func TestReportJSON(t *testing.T) {
 		t.Fatalf("summary %s: %+v; want the one batch", batch, sum)
 	}
 	b := sum.Batches[0]
+	if b.MissingModels == nil || len(b.MissingModels) != 0 {
+		t.Errorf("missing_models of a batch whose model was there: %+v; want []", b.MissingModels)
+	}
 	var jobs, valid, invalid, failed, queued, firstValid, tokensIn, tokensOut int64
 	var cost, attemptsCost float64
 	if err := conn.QueryRow(ctx, `

@@ -78,13 +78,47 @@ func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch, form
 	}
 	cli.WriteSummary(w, rows)
 	for _, section := range []func(context.Context, io.Writer, *store.Store, string, []store.BatchSummary) error{
-		writeUnpriced, writeCosts, writeCaps, writeMissingRows,
+		writeMissingModels, writeUnpriced, writeCosts, writeCaps, writeMissingRows,
 	} {
 		if err := section(ctx, w, st, batch, rows); err != nil {
 			return err
 		}
 	}
 	return writeWaveSections(ctx, w, st, rows)
+}
+
+// writeMissingModels says which lanes (provider and model) of a batch
+// found no such model at their provider: a set-up error, not the jobs'
+// failure, whose jobs the workers hold queued.
+func writeMissingModels(ctx context.Context, w io.Writer, st *store.Store, batch string, _ []store.BatchSummary) error {
+	missing, err := st.MissingModels(ctx, batch)
+	if err != nil {
+		return err
+	}
+	for _, m := range missing {
+		fmt.Fprintln(w, "\n"+missingModelLine(m))
+	}
+	return nil
+}
+
+// missingModelLine is the summary's line on a lane whose model was not
+// found.
+func missingModelLine(m store.MissingModel) string {
+	name := "batch " + m.Batch
+	if m.Batch == "" {
+		name = "jobs of no batch"
+	}
+	last := ""
+	if !m.LastCall.IsZero() {
+		last = ", the last at " + m.LastCall.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	line := fmt.Sprintf("model not found: %s, lane %s/%s: the provider has no model %q (%s answered model_not_found%s)",
+		name, m.Provider, m.Model, m.Model, cli.Plural(int(m.Calls), "call"), last)
+	if m.Queued == 0 {
+		return line + "; none of its jobs is still queued"
+	}
+	return line + fmt.Sprintf("; %s of it wait queued, the lane stopped: pull the model and restart the workers, or fix the name with enqueue cancel --batch %s, then enqueue requeue --batch %s --status cancelled --model NAME",
+		cli.Plural(int(m.Queued), "job"), m.Batch, m.Batch)
 }
 
 // writeUnpriced says which attempts had no price and count $0.

@@ -364,19 +364,7 @@ func serveOps(ctx context.Context, addr string, chosen bool, m *pipeline.Metrics
 			slog.String("addr", addr), slog.String("error", err.Error()))
 		return nil
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := ready(rctx); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: opsHandler(m, ready), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -389,6 +377,28 @@ func serveOps(ctx context.Context, addr string, chosen bool, m *pipeline.Metrics
 		}
 	}()
 	return nil
+}
+
+// opsHandler serves /metrics, /healthz and /readyz. /healthz says the
+// process is alive, whatever its work: a worker with a lane stopped (its
+// provider has no such model) must not be restarted in a loop for it.
+// /readyz answers 503 with why the worker is not ready (Postgres or NATS
+// unreachable, jobs of another ledger, a stopped lane naming its provider
+// and model), else 200.
+func opsHandler(m *pipeline.Metrics, ready func(context.Context) error) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := ready(rctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
 }
 
 // waveFlags registers the flags of batch delivery (batches enqueued with

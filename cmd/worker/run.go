@@ -50,7 +50,11 @@ Postgres and NATS may start after the worker: it keeps trying for
 --start-timeout, /readyz answering not ready meanwhile. A job the worker's
 ledger never recorded (a worker on another DATABASE_URL than enqueue's) is
 handed back, never run or acked; the worker then pulls one job at a time and
-/readyz says why.
+/readyz says why. A model the provider does not have (a typo, a model not
+pulled) stops its lane, that provider and model, not the worker: it says so
+once in the log, makes no more calls for it and holds its jobs, still
+queued, while its other lanes go on; /readyz answers 503 naming the lane
+until a restart, and --drain exits 1 when only such jobs are left.
 
 With --drain the worker exits once the queue is empty and nothing is in
 flight (cron, a Kubernetes Job); with --batch it then checks that batch and
