@@ -19,3 +19,6 @@ func ApplyResultsArgs(results []Result) []any {
 func (s *Store) QueryRowForTest(ctx context.Context, query string, dest ...any) error {
 	return s.pool.QueryRow(ctx, query).Scan(dest...)
 }
+
+// SetTimelineJobs sets how many jobs BatchTimeline reads before it samples.
+func (s *Store) SetTimelineJobs(n int64) { s.timelineJobs = n }

@@ -112,6 +112,8 @@ type Store struct {
 	cfg  Config
 	// prompts are the system prompts this Store has committed.
 	prompts promptSet
+	// timelineJobs, when set, replaces the default timelineJobs (tests).
+	timelineJobs int64
 }
 
 // Open connects a pool to dsn (a postgres:// URL or key=value string), checks

@@ -74,6 +74,9 @@ func TestBatchTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if tl.Sample != 1 {
+		t.Errorf("a batch of 5 jobs sampled 1 in %d, want every job read", tl.Sample)
+	}
 	// 10 minutes in fewer than 120 whole-second steps: 6 s steps, the last
 	// job in step 100 (5 s steps would put it in step 120), after the
 	// origin.
@@ -107,6 +110,20 @@ func TestBatchTimeline(t *testing.T) {
 	if sum != 7 {
 		t.Errorf("buckets hold %d calls, want 7", sum)
 	}
+	// A batch over the bound is sampled by row number: 5 jobs read 2 at a
+	// time is 1 in 3, job 3 (valid at attempt 2, calls of 3 and 100 ms), counted
+	// three times.
+	s.SetTimelineJobs(2)
+	sampled, err := s.BatchTimeline(ctx, "tl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last = sampled.Progress[len(sampled.Progress)-1]
+	if sampled.Sample != 3 || last.Valid != 3 || last.Invalid != 0 || sampled.Calls != 6 || sampled.P50 != 51.5 {
+		t.Errorf("sampled: 1 in %d, progress at the end %+v, %d calls, p50 %v; want 1 in 3, 3 valid, 6 calls, p50 51.5",
+			sampled.Sample, last, sampled.Calls, sampled.P50)
+	}
+	s.SetTimelineJobs(0)
 	if len(tl.Waves) != 2 || tl.Waves[0].Number != 1 || tl.Waves[0].Expired != 1 || tl.Waves[0].Ended.IsZero() ||
 		tl.Waves[1].Status != "submitted" || !tl.Waves[1].Ended.IsZero() {
 		t.Errorf("waves %+v: want wave 1 done with 1 expired, wave 2 submitted and not ended", tl.Waves)
