@@ -497,7 +497,9 @@ func (v *Driver) record(ctx context.Context, col *collecting) {
 	v.w.WaveStep(col.key.provider, "recorded")
 	log.InfoContext(ctx, "worker: wave recorded", slog.Int64("wave", wave.ID), slog.Int("number", wave.Number),
 		slog.Int("requests", len(taken)))
+	stop := v.keepLease(ctx, log, wave)
 	v.at("recorded", wave.ID)
+	stop()
 	if ctx.Err() != nil || v.w.Stopping() {
 		// Stopping: release the lease for the next worker to submit it.
 		v.update(ctx, log, wave, store.WaveUpdate{NextPoll: time.Millisecond})
@@ -543,6 +545,8 @@ func (v *Driver) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveR
 		v.update(ctx, log, wave, store.WaveUpdate{NextPoll: v.cfg.PollMax})
 		return
 	}
+	stop := v.keepLease(ctx, log, wave)
+	defer stop()
 	var err error
 	switch {
 	case wave.Status == store.WaveCancelling && wave.ProviderBatchID == "":
@@ -564,7 +568,60 @@ func (v *Driver) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveR
 	}
 	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		log.WarnContext(ctx, "worker: wave", slog.String("status", wave.Status), slog.String("error", err.Error()))
-		v.update(ctx, log, wave, store.WaveUpdate{Error: textclip.Bytes(err.Error(), 500), NextPoll: v.backoff(wave)})
+		next := v.backoff(wave)
+		if errors.Is(err, llm.ErrBatchMaybeCreated) {
+			// A create whose answer was lost (a client timeout) may still
+			// be under way at the provider: the next try reconciles
+			// first, and a batch not landed yet would be created twice.
+			// It waits a lease, the time the driver already gives a
+			// holder that may still be acting.
+			next = max(next, v.cfg.Lease)
+		}
+		v.update(ctx, log, wave, store.WaveUpdate{Error: textclip.Bytes(err.Error(), 500), NextPoll: next})
+	}
+}
+
+// keepLease renews this worker's lease of wave every third of the lease
+// until stop is called (or the lease is released or lost), so that a step
+// outlasting the lease (a slow upload or create, a loaded machine) is not
+// taken over while it still acts: another holder, or this worker's own
+// Run loop (the same owner), found no batch yet and created a second one,
+// orphaned and paid for. A lease still expires when its holder dies or
+// cannot reach the ledger.
+func (v *Driver) keepLease(ctx context.Context, log *slog.Logger, wave *store.Wave) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(max(v.cfg.Lease/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			// A killed worker's renewals stop too (tests kill it here).
+			v.at("lease", wave.ID)
+			select {
+			case <-done:
+				return
+			default:
+			}
+			err := v.ledger.UpdateWave(context.WithoutCancel(ctx), wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})
+			if errors.Is(err, store.ErrLeaseLost) {
+				return // released by the step, or taken over
+			}
+			if err != nil {
+				log.WarnContext(ctx, "worker: renew a wave's lease", slog.String("error", err.Error()))
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
 	}
 }
 
