@@ -354,10 +354,13 @@ func TestBatchDeliveryDeadlineFallsBackToRealtime(t *testing.T) {
 	t.Parallel()
 	const n = 20
 	h := newHarness(t, harnessConfig{Sim: waveSim(time.Hour, 0, 0)}) // the batch would take an hour
-	h.enqueueBatch("wd", llm.ProviderOpenAI, n, 4*time.Second)
+	// A wave starts only until the margin before the deadline: 10 s for
+	// the worker to start and record it (2 s were not enough on a loaded
+	// machine, where no wave started and every job ran realtime at once).
+	h.enqueueBatch("wd", llm.ProviderOpenAI, n, 15*time.Second)
 	cfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
 	cfg.Drain = true
-	cfg.Wave.DeadlineMargin = 2 * time.Second
+	cfg.Wave.DeadlineMargin = 5 * time.Second
 	start := time.Now()
 	rw := h.startWorker(cfg, nil, nil)
 	if err := rw.wait(t, 60*time.Second); err != nil {
@@ -649,8 +652,11 @@ func TestBatchDeliveryBatchNotFoundAcrossRestarts(t *testing.T) {
 func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 	t.Parallel()
 	const n = 6
+	// Long enough for each run to make its waves on a loaded machine (3 s
+	// was not: a requeue's own deadline was 1 s away when it returned).
+	const deadline = time.Minute
 	h := newHarness(t, harnessConfig{Sim: waveSim(20*time.Millisecond, 0, 0)})
-	h.enqueueBatch("wr", llm.ProviderAnthropic, n, 3*time.Second)
+	h.enqueueBatch("wr", llm.ProviderAnthropic, n, deadline)
 	// A spend cap cannot hold a provider batch's requests: refused.
 	five := 5.0
 	if _, err := enqueue.SetCap(h.ctx, h.st, "wr", store.Cap{MaxCostUSD: &five}); !errors.Is(err, enqueue.ErrBadConfig) {
@@ -662,7 +668,12 @@ func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {
 		t.Fatalf("worker: %v", err)
 	}
-	time.Sleep(3 * time.Second) // the first run's deadline passes
+	// The first run's deadline passes: its recorded deadline is moved
+	// into the past, as a minute's wait would.
+	if moved := h.sqlInt(`WITH u AS (UPDATE batches SET settings = jsonb_set(settings, '{deadline_at}', to_jsonb(extract(epoch FROM now())::bigint - 1))
+		WHERE name = 'wr' AND settings ? 'deadline_at' RETURNING 1) SELECT count(*) FROM u`); moved != 1 {
+		t.Fatalf("moved the deadline of %d batches, want 1", moved)
+	}
 	// To a provider without a batch API, the requeue says the new run is
 	// realtime (and at the realtime price).
 	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []fixpoint.Status{"valid", "invalid", "failed"},
@@ -670,12 +681,16 @@ func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 	if err != nil || dry.Settings.Delivery == queue.DeliveryBatch || len(dry.Warnings) != 1 || !strings.Contains(dry.Warnings[0], "ollama has no batch API") {
 		t.Errorf("dry requeue to ollama: %+v %v; want realtime with a warning", dry, err)
 	}
+	requeued := time.Now()
 	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []fixpoint.Status{"valid", "invalid", "failed"}, Queue: h.q})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Settings.Delivery != queue.DeliveryBatch || time.Until(time.Unix(rep.Settings.DeadlineAt, 0)) < time.Second {
-		t.Fatalf("requeued settings %+v: want batch delivery with a deadline ahead", rep.Settings)
+	// Its own deadline: the batch's duration from the requeue (not from
+	// when it returned, which a loaded machine delays).
+	if rep.Settings.Delivery != queue.DeliveryBatch || rep.Settings.DeadlineAt < requeued.Add(deadline).Unix() {
+		t.Fatalf("requeued settings %+v: want batch delivery with a deadline %s from the requeue (%d)",
+			rep.Settings, deadline, requeued.Add(deadline).Unix())
 	}
 	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {
 		t.Fatalf("worker: %v", err)
