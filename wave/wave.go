@@ -271,6 +271,11 @@ type Driver struct {
 	mu      sync.Mutex
 	pending map[waveKey]*collecting
 	flushes sync.WaitGroup
+	// driving are the waves a goroutine of this driver holds, from their
+	// record or claim to the end of their step: its Run loop, claiming
+	// one whose lease lapsed meanwhile (the same owner), leaves it be.
+	dmu     sync.Mutex
+	driving map[int64]bool
 	// Setup.Hook (tests): called at each point a crash
 	// leaves the ledger in another state.
 	hook func(point string, waveID int64)
@@ -321,7 +326,8 @@ type Setup struct {
 // New returns a driver of the waves of w's batch-delivery jobs.
 func New(w Worker, s Setup) *Driver {
 	v := &Driver{w: w, ledger: s.Ledger, clients: map[string]BatchClient{}, homes: map[string]string{}, cfg: s.Config.WithDefaults(),
-		log: s.Log, js: s.JS, queue: s.Queue.WithDefaults(), pending: map[waveKey]*collecting{}, hook: s.Hook}
+		log: s.Log, js: s.JS, queue: s.Queue.WithDefaults(), pending: map[waveKey]*collecting{}, hook: s.Hook,
+		driving: map[int64]bool{}}
 	for name, bc := range s.Clients {
 		if !bc.SupportsBatch() {
 			continue
@@ -472,6 +478,12 @@ func (v *Driver) record(ctx context.Context, col *collecting) {
 			Deadline: col.deadline, Requests: reqs, Owner: v.cfg.Owner, Lease: v.cfg.Lease, Home: v.homes[col.key.provider]})
 		return err // refused (store.ErrInvalid): RetryLedger returns it at once
 	})
+	stopKeep := func() {}
+	if err == nil && wave != nil {
+		// Held from its record on: acking its jobs may take a while.
+		v.take(wave.ID)
+		stopKeep = v.keepLease(ctx, log, wave)
+	}
 	in := map[string]bool{}
 	for _, r := range taken {
 		in[r.JobID] = true
@@ -497,12 +509,12 @@ func (v *Driver) record(ctx context.Context, col *collecting) {
 	v.w.WaveStep(col.key.provider, "recorded")
 	log.InfoContext(ctx, "worker: wave recorded", slog.Int64("wave", wave.ID), slog.Int("number", wave.Number),
 		slog.Int("requests", len(taken)))
-	stop := v.keepLease(ctx, log, wave)
 	v.at("recorded", wave.ID)
-	stop()
+	stopKeep()
 	if ctx.Err() != nil || v.w.Stopping() {
 		// Stopping: release the lease for the next worker to submit it.
 		v.update(ctx, log, wave, store.WaveUpdate{NextPoll: time.Millisecond})
+		v.drop(wave.ID)
 		return
 	}
 	v.drive(context.WithoutCancel(ctx), wave, taken)
@@ -530,13 +542,40 @@ func (v *Driver) Run(ctx context.Context) {
 			}
 			continue
 		}
+		if !v.take(wave.ID) {
+			// Another goroutine of this worker still acts on it (its lease
+			// lapsed on a loaded machine): its step goes on, and the claim
+			// only renewed the lease.
+			continue
+		}
 		v.drive(ctx, wave, nil)
 	}
 }
 
+// take marks wave id held by a goroutine of this driver; false when one
+// already holds it.
+func (v *Driver) take(id int64) bool {
+	v.dmu.Lock()
+	defer v.dmu.Unlock()
+	if v.driving[id] {
+		return false
+	}
+	v.driving[id] = true
+	return true
+}
+
+// drop ends the hold take marked.
+func (v *Driver) drop(id int64) {
+	v.dmu.Lock()
+	defer v.dmu.Unlock()
+	delete(v.driving, id)
+}
+
 // drive moves a wave this worker holds the lease of one step on: submit
 // it, poll it, or process its results. reqs are its requests when known.
+// The caller took the wave (take); drive drops it.
 func (v *Driver) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveRequest) {
+	defer v.drop(wave.ID)
 	log := v.log.With(slog.Int64("wave", wave.ID), slog.String("batch", wave.Batch), slog.String("provider", wave.Provider))
 	client := v.clients[wave.Provider]
 	if client == nil {
@@ -1209,6 +1248,7 @@ func (v *Driver) next(ctx context.Context, log *slog.Logger, client BatchClient,
 	}
 	var nw *store.Wave
 	var taken []store.WaveRequest
+	stopNw, driven := func() {}, false
 	if len(again) > 0 {
 		var err error
 		nw, taken, err = v.ledger.RecordWave(context.WithoutCancel(ctx), store.WaveParams{Batch: wave.Batch, Run: wave.Run,
@@ -1218,6 +1258,15 @@ func (v *Driver) next(ctx context.Context, log *slog.Logger, client BatchClient,
 			return err
 		}
 		if nw != nil {
+			// Held from its record on, as a collected wave is.
+			v.take(nw.ID)
+			stopNw = v.keepLease(ctx, log, nw)
+			defer func() {
+				stopNw()
+				if !driven {
+					v.drop(nw.ID)
+				}
+			}()
 			log.InfoContext(ctx, "worker: repair wave recorded", slog.Int64("next_wave", nw.ID), slog.Int("requests", len(taken)))
 			v.at("repair_recorded", nw.ID)
 		}
@@ -1233,6 +1282,8 @@ func (v *Driver) next(ctx context.Context, log *slog.Logger, client BatchClient,
 	}
 	v.w.WaveStep(wave.Provider, "done")
 	if nw != nil {
+		stopNw()
+		driven = true
 		v.drive(ctx, nw, taken)
 	}
 	return nil
