@@ -1,10 +1,14 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -350,10 +354,13 @@ func TestBatchDeliveryDeadlineFallsBackToRealtime(t *testing.T) {
 	t.Parallel()
 	const n = 20
 	h := newHarness(t, harnessConfig{Sim: waveSim(time.Hour, 0, 0)}) // the batch would take an hour
-	h.enqueueBatch("wd", llm.ProviderOpenAI, n, 4*time.Second)
+	// A wave starts only until the margin before the deadline: 10 s for
+	// the worker to start and record it (2 s were not enough on a loaded
+	// machine, where no wave started and every job ran realtime at once).
+	h.enqueueBatch("wd", llm.ProviderOpenAI, n, 15*time.Second)
 	cfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
 	cfg.Drain = true
-	cfg.Wave.DeadlineMargin = 2 * time.Second
+	cfg.Wave.DeadlineMargin = 5 * time.Second
 	start := time.Now()
 	rw := h.startWorker(cfg, nil, nil)
 	if err := rw.wait(t, 60*time.Second); err != nil {
@@ -645,8 +652,11 @@ func TestBatchDeliveryBatchNotFoundAcrossRestarts(t *testing.T) {
 func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 	t.Parallel()
 	const n = 6
+	// Long enough for each run to make its waves on a loaded machine (3 s
+	// was not: a requeue's own deadline was 1 s away when it returned).
+	const deadline = time.Minute
 	h := newHarness(t, harnessConfig{Sim: waveSim(20*time.Millisecond, 0, 0)})
-	h.enqueueBatch("wr", llm.ProviderAnthropic, n, 3*time.Second)
+	h.enqueueBatch("wr", llm.ProviderAnthropic, n, deadline)
 	// A spend cap cannot hold a provider batch's requests: refused.
 	five := 5.0
 	if _, err := enqueue.SetCap(h.ctx, h.st, "wr", store.Cap{MaxCostUSD: &five}); !errors.Is(err, enqueue.ErrBadConfig) {
@@ -658,7 +668,12 @@ func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {
 		t.Fatalf("worker: %v", err)
 	}
-	time.Sleep(3 * time.Second) // the first run's deadline passes
+	// The first run's deadline passes: its recorded deadline is moved
+	// into the past, as a minute's wait would.
+	if moved := h.sqlInt(`WITH u AS (UPDATE batches SET settings = jsonb_set(settings, '{deadline_at}', to_jsonb(extract(epoch FROM now())::bigint - 1))
+		WHERE name = 'wr' AND settings ? 'deadline_at' RETURNING 1) SELECT count(*) FROM u`); moved != 1 {
+		t.Fatalf("moved the deadline of %d batches, want 1", moved)
+	}
 	// To a provider without a batch API, the requeue says the new run is
 	// realtime (and at the realtime price).
 	dry, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []fixpoint.Status{"valid", "invalid", "failed"},
@@ -666,12 +681,16 @@ func TestBatchDeliveryRequeueHasItsOwnDeadline(t *testing.T) {
 	if err != nil || dry.Settings.Delivery == queue.DeliveryBatch || len(dry.Warnings) != 1 || !strings.Contains(dry.Warnings[0], "ollama has no batch API") {
 		t.Errorf("dry requeue to ollama: %+v %v; want realtime with a warning", dry, err)
 	}
+	requeued := time.Now()
 	rep, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "wr", Statuses: []fixpoint.Status{"valid", "invalid", "failed"}, Queue: h.q})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Settings.Delivery != queue.DeliveryBatch || time.Until(time.Unix(rep.Settings.DeadlineAt, 0)) < time.Second {
-		t.Fatalf("requeued settings %+v: want batch delivery with a deadline ahead", rep.Settings)
+	// Its own deadline: the batch's duration from the requeue (not from
+	// when it returned, which a loaded machine delays).
+	if rep.Settings.Delivery != queue.DeliveryBatch || rep.Settings.DeadlineAt < requeued.Add(deadline).Unix() {
+		t.Fatalf("requeued settings %+v: want batch delivery with a deadline %s from the requeue (%d)",
+			rep.Settings, deadline, requeued.Add(deadline).Unix())
 	}
 	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {
 		t.Fatalf("worker: %v", err)
@@ -822,4 +841,111 @@ func TestBatchDeliveryReconcileAmongLookalikes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A create slower than the wave's lease, or than the client's timeout, is
+// still one provider batch. Under load a submit outlasted its lease: the
+// worker's own poll loop (or another worker) took the wave over, found no
+// batch yet and created a second, and one of the two was orphaned and paid
+// for. And a create whose answer the client gave up on was tried again
+// (reconciled first) before the provider had made it.
+func TestBatchDeliverySlowCreateMakesOneBatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		provider string
+		timeout  bool // the create outlasts the client's timeout, not only the lease
+	}{
+		{"openai/past_the_lease", llm.ProviderOpenAI, false},
+		{"anthropic/past_the_lease", llm.ProviderAnthropic, false},
+		{"openai/past_the_client_timeout", llm.ProviderOpenAI, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const n = 20
+			h := newHarness(t, harnessConfig{Sim: waveSim(50*time.Millisecond, 0, 0)})
+			h.enqueueBatch("ws", tc.provider, n, time.Hour)
+			var cfg pipeline.WorkerConfig
+			var slowed atomic.Int32
+			landed := make(chan struct{})
+			if !tc.timeout {
+				cfg = h.waveWorker(tc.provider, h.batchClient(tc.provider))
+				cfg.Wave.Lease = time.Second
+				// The first create takes three leases: the wave's holder
+				// is still acting when its first lease would have expired.
+				pipeline.SetWaveHook(&cfg, func(point string, _ int64) {
+					if point == "create" && slowed.Add(1) == 1 {
+						time.Sleep(3 * cfg.Wave.Lease)
+					}
+				})
+			} else {
+				// The provider makes the first batch 3 s after its create
+				// arrives, whether or not the client still waits: the
+				// client gives up after 1.5 s.
+				proxy := httptest.NewServer(slowCreate(t, h.simURL, 3*time.Second, &slowed, landed))
+				t.Cleanup(proxy.Close)
+				client := h.client(func(c *llm.Config) {
+					c.BaseURL, c.TotalTimeout = proxy.URL+"/v1", 1500*time.Millisecond
+				})
+				cfg = h.waveWorker(tc.provider, client)
+				cfg.Wave.Lease = 4 * time.Second
+			}
+			cfg.Drain = true
+			if err := h.startWorker(cfg, nil, nil).wait(t, 90*time.Second); err != nil {
+				t.Fatalf("worker: %v", err)
+			}
+			if slowed.Load() == 0 {
+				t.Fatalf("no create was slowed")
+			}
+			if tc.timeout {
+				// The count below must include the slow create.
+				select {
+				case <-landed:
+				case <-time.After(30 * time.Second):
+					t.Fatalf("the slow create never reached the simulator")
+				}
+			}
+			h.checkWaveLedger("ws", n)
+			created := h.sim.srv.Stats().Batch.Created
+			if waves := h.sqlInt(`SELECT count(*) FROM waves WHERE batch = 'ws'`); int64(waves) != created {
+				t.Errorf("%d waves, the provider created %d batches: want exactly one a wave", waves, created)
+			}
+			if tc.timeout && !strings.Contains(h.logs.String(), "provider batch found again") {
+				t.Errorf("the create the client gave up on was not found again:\n%s", h.logs.tail(40))
+			}
+		})
+	}
+}
+
+// slowCreate proxies to the simulator at simURL, holding the first batch
+// create for delay before the simulator makes it, even when the client has
+// given up meanwhile; landed is closed once the simulator answered it.
+func slowCreate(t *testing.T, simURL string, delay time.Duration, slowed *atomic.Int32, landed chan<- struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body) // before the client leaves
+		if err != nil {
+			return
+		}
+		ctx := r.Context()
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/batches") && slowed.Add(1) == 1 {
+			time.Sleep(delay)
+			ctx = context.WithoutCancel(ctx)
+			defer close(landed)
+		}
+		req, err := http.NewRequestWithContext(ctx, r.Method, simURL+r.URL.RequestURI(), bytes.NewReader(body))
+		if err != nil {
+			t.Errorf("proxy: %v", err)
+			return
+		}
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		maps.Copy(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	})
 }

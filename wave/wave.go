@@ -271,6 +271,11 @@ type Driver struct {
 	mu      sync.Mutex
 	pending map[waveKey]*collecting
 	flushes sync.WaitGroup
+	// driving are the waves a goroutine of this driver holds, from their
+	// record or claim to the end of their step: its Run loop, claiming
+	// one whose lease lapsed meanwhile (the same owner), leaves it be.
+	dmu     sync.Mutex
+	driving map[int64]bool
 	// Setup.Hook (tests): called at each point a crash
 	// leaves the ledger in another state.
 	hook func(point string, waveID int64)
@@ -321,7 +326,8 @@ type Setup struct {
 // New returns a driver of the waves of w's batch-delivery jobs.
 func New(w Worker, s Setup) *Driver {
 	v := &Driver{w: w, ledger: s.Ledger, clients: map[string]BatchClient{}, homes: map[string]string{}, cfg: s.Config.WithDefaults(),
-		log: s.Log, js: s.JS, queue: s.Queue.WithDefaults(), pending: map[waveKey]*collecting{}, hook: s.Hook}
+		log: s.Log, js: s.JS, queue: s.Queue.WithDefaults(), pending: map[waveKey]*collecting{}, hook: s.Hook,
+		driving: map[int64]bool{}}
 	for name, bc := range s.Clients {
 		if !bc.SupportsBatch() {
 			continue
@@ -472,6 +478,12 @@ func (v *Driver) record(ctx context.Context, col *collecting) {
 			Deadline: col.deadline, Requests: reqs, Owner: v.cfg.Owner, Lease: v.cfg.Lease, Home: v.homes[col.key.provider]})
 		return err // refused (store.ErrInvalid): RetryLedger returns it at once
 	})
+	stopKeep := func() {}
+	if err == nil && wave != nil {
+		// Held from its record on: acking its jobs may take a while.
+		v.take(wave.ID)
+		stopKeep = v.keepLease(ctx, log, wave)
+	}
 	in := map[string]bool{}
 	for _, r := range taken {
 		in[r.JobID] = true
@@ -498,9 +510,11 @@ func (v *Driver) record(ctx context.Context, col *collecting) {
 	log.InfoContext(ctx, "worker: wave recorded", slog.Int64("wave", wave.ID), slog.Int("number", wave.Number),
 		slog.Int("requests", len(taken)))
 	v.at("recorded", wave.ID)
+	stopKeep()
 	if ctx.Err() != nil || v.w.Stopping() {
 		// Stopping: release the lease for the next worker to submit it.
 		v.update(ctx, log, wave, store.WaveUpdate{NextPoll: time.Millisecond})
+		v.drop(wave.ID)
 		return
 	}
 	v.drive(context.WithoutCancel(ctx), wave, taken)
@@ -528,13 +542,40 @@ func (v *Driver) Run(ctx context.Context) {
 			}
 			continue
 		}
+		if !v.take(wave.ID) {
+			// Another goroutine of this worker still acts on it (its lease
+			// lapsed on a loaded machine): its step goes on, and the claim
+			// only renewed the lease.
+			continue
+		}
 		v.drive(ctx, wave, nil)
 	}
 }
 
+// take marks wave id held by a goroutine of this driver; false when one
+// already holds it.
+func (v *Driver) take(id int64) bool {
+	v.dmu.Lock()
+	defer v.dmu.Unlock()
+	if v.driving[id] {
+		return false
+	}
+	v.driving[id] = true
+	return true
+}
+
+// drop ends the hold take marked.
+func (v *Driver) drop(id int64) {
+	v.dmu.Lock()
+	defer v.dmu.Unlock()
+	delete(v.driving, id)
+}
+
 // drive moves a wave this worker holds the lease of one step on: submit
 // it, poll it, or process its results. reqs are its requests when known.
+// The caller took the wave (take); drive drops it.
 func (v *Driver) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveRequest) {
+	defer v.drop(wave.ID)
 	log := v.log.With(slog.Int64("wave", wave.ID), slog.String("batch", wave.Batch), slog.String("provider", wave.Provider))
 	client := v.clients[wave.Provider]
 	if client == nil {
@@ -543,6 +584,8 @@ func (v *Driver) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveR
 		v.update(ctx, log, wave, store.WaveUpdate{NextPoll: v.cfg.PollMax})
 		return
 	}
+	stop := v.keepLease(ctx, log, wave)
+	defer stop()
 	var err error
 	switch {
 	case wave.Status == store.WaveCancelling && wave.ProviderBatchID == "":
@@ -564,7 +607,60 @@ func (v *Driver) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveR
 	}
 	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		log.WarnContext(ctx, "worker: wave", slog.String("status", wave.Status), slog.String("error", err.Error()))
-		v.update(ctx, log, wave, store.WaveUpdate{Error: textclip.Bytes(err.Error(), 500), NextPoll: v.backoff(wave)})
+		next := v.backoff(wave)
+		if errors.Is(err, llm.ErrBatchMaybeCreated) {
+			// A create whose answer was lost (a client timeout) may still
+			// be under way at the provider: the next try reconciles
+			// first, and a batch not landed yet would be created twice.
+			// It waits a lease, the time the driver already gives a
+			// holder that may still be acting.
+			next = max(next, v.cfg.Lease)
+		}
+		v.update(ctx, log, wave, store.WaveUpdate{Error: textclip.Bytes(err.Error(), 500), NextPoll: next})
+	}
+}
+
+// keepLease renews this worker's lease of wave every third of the lease
+// until stop is called (or the lease is released or lost), so that a step
+// outlasting the lease (a slow upload or create, a loaded machine) is not
+// taken over while it still acts: another holder, or this worker's own
+// Run loop (the same owner), found no batch yet and created a second one,
+// orphaned and paid for. A lease still expires when its holder dies or
+// cannot reach the ledger.
+func (v *Driver) keepLease(ctx context.Context, log *slog.Logger, wave *store.Wave) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(max(v.cfg.Lease/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			// A killed worker's renewals stop too (tests kill it here).
+			v.at("lease", wave.ID)
+			select {
+			case <-done:
+				return
+			default:
+			}
+			err := v.ledger.UpdateWave(context.WithoutCancel(ctx), wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})
+			if errors.Is(err, store.ErrLeaseLost) {
+				return // released by the step, or taken over
+			}
+			if err != nil {
+				log.WarnContext(ctx, "worker: renew a wave's lease", slog.String("error", err.Error()))
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
 	}
 }
 
@@ -1152,6 +1248,7 @@ func (v *Driver) next(ctx context.Context, log *slog.Logger, client BatchClient,
 	}
 	var nw *store.Wave
 	var taken []store.WaveRequest
+	stopNw, driven := func() {}, false
 	if len(again) > 0 {
 		var err error
 		nw, taken, err = v.ledger.RecordWave(context.WithoutCancel(ctx), store.WaveParams{Batch: wave.Batch, Run: wave.Run,
@@ -1161,6 +1258,15 @@ func (v *Driver) next(ctx context.Context, log *slog.Logger, client BatchClient,
 			return err
 		}
 		if nw != nil {
+			// Held from its record on, as a collected wave is.
+			v.take(nw.ID)
+			stopNw = v.keepLease(ctx, log, nw)
+			defer func() {
+				stopNw()
+				if !driven {
+					v.drop(nw.ID)
+				}
+			}()
 			log.InfoContext(ctx, "worker: repair wave recorded", slog.Int64("next_wave", nw.ID), slog.Int("requests", len(taken)))
 			v.at("repair_recorded", nw.ID)
 		}
@@ -1176,6 +1282,8 @@ func (v *Driver) next(ctx context.Context, log *slog.Logger, client BatchClient,
 	}
 	v.w.WaveStep(wave.Provider, "done")
 	if nw != nil {
+		stopNw()
+		driven = true
 		v.drive(ctx, nw, taken)
 	}
 	return nil
