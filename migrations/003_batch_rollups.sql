@@ -53,6 +53,7 @@ CREATE TABLE batch_rollup_costs (
     calls       bigint NOT NULL DEFAULT 0,
     tokens_in   bigint NOT NULL DEFAULT 0,
     tokens_out  bigint NOT NULL DEFAULT 0,
+    tokens_cached bigint NOT NULL DEFAULT 0,
     cost_usd    numeric NOT NULL DEFAULT 0,
     valid_jobs  bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (batch, model, basis)
@@ -115,6 +116,8 @@ CREATE TABLE job_facets (
 -- (which serves what jobs_batch_status did); the failure class, the start
 -- and end times read as one index probe each.
 CREATE INDEX jobs_batch_row ON jobs (batch, row_no, id);
+-- A wave's calls, for its cost on the batch page (realtime calls have none).
+CREATE INDEX attempts_wave ON attempts (wave_id) WHERE wave_id IS NOT NULL;
 CREATE INDEX jobs_batch_status_row ON jobs (batch, status, row_no, id);
 DROP INDEX jobs_batch_status;
 CREATE INDEX jobs_batch_class_row ON jobs (batch, final_class, row_no, id) WHERE final_class <> '';
@@ -216,7 +219,7 @@ BEGIN
         SELECT j.batch, j.row_no, j.run AS job_run, j.status AS job_status,
                coalesce(nullif(n.model, ''), j.model) AS model,
                n.job_id, n.run, n.attempt_no, n.valid, n.class, n.errors, n.coerced, n.patch_outcome,
-               n.price_basis, n.tokens_in, n.tokens_out, n.cost_usd
+               n.price_basis, n.tokens_in, n.tokens_out, n.tokens_cached, n.cost_usd
         FROM new_attempts n JOIN jobs j ON j.id = n.job_id
         WHERE j.batch IS NOT NULL
     ), e AS MATERIALIZED (
@@ -236,13 +239,14 @@ BEGIN
         ORDER BY 1, 2, 3, 4, 5
         ON CONFLICT DO NOTHING
     ), costs AS (
-        INSERT INTO batch_rollup_costs AS r (batch, model, basis, calls, tokens_in, tokens_out, cost_usd, valid_jobs)
-        SELECT batch, model, price_basis, count(*), sum(tokens_in), sum(tokens_out), coalesce(sum(cost_usd), 0),
+        INSERT INTO batch_rollup_costs AS r (batch, model, basis, calls, tokens_in, tokens_out, tokens_cached, cost_usd, valid_jobs)
+        SELECT batch, model, price_basis, count(*), sum(tokens_in), sum(tokens_out), sum(tokens_cached), coalesce(sum(cost_usd), 0),
                count(*) FILTER (WHERE valid AND run = job_run AND job_status = 'valid')
         FROM a GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (batch, model, basis) DO UPDATE SET
             calls = r.calls + EXCLUDED.calls, tokens_in = r.tokens_in + EXCLUDED.tokens_in,
-            tokens_out = r.tokens_out + EXCLUDED.tokens_out, cost_usd = r.cost_usd + EXCLUDED.cost_usd,
+            tokens_out = r.tokens_out + EXCLUDED.tokens_out, tokens_cached = r.tokens_cached + EXCLUDED.tokens_cached,
+            cost_usd = r.cost_usd + EXCLUDED.cost_usd,
             valid_jobs = r.valid_jobs + EXCLUDED.valid_jobs
     ), repairs AS (
         INSERT INTO batch_rollup_repairs AS r (batch, attempt_no, class, failed, retried, valid_next)
@@ -332,8 +336,8 @@ CROSS JOIN LATERAL (
     UNION ALL SELECT 'patched' WHERE a.patch_outcome = 'applied'
 ) f (facet)
 WHERE j.batch IS NOT NULL;
-INSERT INTO batch_rollup_costs (batch, model, basis, calls, tokens_in, tokens_out, cost_usd, valid_jobs)
-SELECT j.batch, coalesce(nullif(a.model, ''), j.model), a.price_basis, count(*), sum(a.tokens_in), sum(a.tokens_out),
+INSERT INTO batch_rollup_costs (batch, model, basis, calls, tokens_in, tokens_out, tokens_cached, cost_usd, valid_jobs)
+SELECT j.batch, coalesce(nullif(a.model, ''), j.model), a.price_basis, count(*), sum(a.tokens_in), sum(a.tokens_out), sum(a.tokens_cached),
        coalesce(sum(a.cost_usd), 0), count(*) FILTER (WHERE a.valid AND a.run = j.run AND j.status = 'valid')
 FROM attempts a JOIN jobs j ON j.id = a.job_id
 WHERE j.batch IS NOT NULL GROUP BY 1, 2, 3;

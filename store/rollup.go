@@ -65,14 +65,14 @@ func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
 		{"batch_rollup_costs", `
 			WITH c AS (
 			    SELECT j.batch, coalesce(nullif(a.model, ''), j.model) AS model, a.price_basis AS basis,
-			           ARRAY[count(*), sum(a.tokens_in), sum(a.tokens_out), coalesce(sum(a.cost_usd), 0),
+			           ARRAY[count(*), sum(a.tokens_in), sum(a.tokens_out), sum(a.tokens_cached), coalesce(sum(a.cost_usd), 0),
 			                 count(*) FILTER (WHERE a.valid AND a.run = j.run AND j.status = 'valid')]::numeric[] AS v
 			    FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch IS NOT NULL GROUP BY 1, 2, 3
 			), r AS (
-			    SELECT batch, model, basis, ARRAY[calls, tokens_in, tokens_out, cost_usd, valid_jobs]::numeric[] AS v
+			    SELECT batch, model, basis, ARRAY[calls, tokens_in, tokens_out, tokens_cached, cost_usd, valid_jobs]::numeric[] AS v
 			    FROM batch_rollup_costs WHERE (calls, valid_jobs) <> (0, 0)
 			)
-			SELECT format('batch %s, model %s, basis %s: counted (calls, tokens_in, tokens_out, cost_usd, valid_jobs) %s, rollup %s',
+			SELECT format('batch %s, model %s, basis %s: counted (calls, tokens_in, tokens_out, tokens_cached, cost_usd, valid_jobs) %s, rollup %s',
 			              coalesce(c.batch, r.batch), coalesce(c.model, r.model), coalesce(c.basis, r.basis), c.v, r.v)
 			FROM c FULL JOIN r ON r.batch = c.batch AND r.model = c.model AND r.basis = c.basis
 			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},

@@ -224,7 +224,10 @@ type ModelCost struct {
 	// Calls counts the attempts (every run's); TokensIn, TokensOut and
 	// CostUSD are their totals.
 	Calls, TokensIn, TokensOut int64
-	CostUSD                    float64
+	// TokensCached are the input tokens read from the provider's prompt
+	// cache (part of TokensIn), charged at the cached rate.
+	TokensCached int64
+	CostUSD      float64
 	// ValidJobs counts the jobs made valid by one of these calls.
 	ValidJobs int64
 }
@@ -244,15 +247,15 @@ func (s *Store) ModelCosts(ctx context.Context, batch string) ([]ModelCost, erro
 	defer cancel()
 	// The batch's cost rollup: a row per model and basis.
 	rows, err := s.pool.Query(ctx, `
-		SELECT model, basis, calls, tokens_in, tokens_out, cost_usd::float8, valid_jobs
+		SELECT model, basis, calls, tokens_in, tokens_out, tokens_cached, cost_usd::float8, valid_jobs
 		FROM batch_rollup_costs WHERE batch = $1 AND calls > 0
-		ORDER BY 6 DESC, 1, 2 LIMIT 1000`, batch)
+		ORDER BY 7 DESC, 1, 2 LIMIT 1000`, batch)
 	if err != nil {
 		return nil, fmt.Errorf("model costs of %s: %w", batch, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ModelCost, error) {
 		var m ModelCost
-		err := r.Scan(&m.Model, &m.Basis, &m.Calls, &m.TokensIn, &m.TokensOut, &m.CostUSD, &m.ValidJobs)
+		err := r.Scan(&m.Model, &m.Basis, &m.Calls, &m.TokensIn, &m.TokensOut, &m.TokensCached, &m.CostUSD, &m.ValidJobs)
 		return m, err
 	})
 	if err != nil {

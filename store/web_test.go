@@ -130,8 +130,8 @@ func TestBatchFunnelClustersCosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(mc) != 1 || mc[0].Model != "sim-typical" || mc[0].Basis != "realtime" || mc[0].Calls != 11 || mc[0].ValidJobs != 5 ||
-		mc[0].CostPerValid() < 0.00219 || mc[0].CostPerValid() > 0.00221 {
-		t.Errorf("model costs %+v: want 11 calls, 5 valid jobs, $0.0022 a valid job", mc)
+		mc[0].TokensCached != 11*5 || mc[0].CostPerValid() < 0.00219 || mc[0].CostPerValid() > 0.00221 {
+		t.Errorf("model costs %+v: want 11 calls, 55 cached tokens, 5 valid jobs, $0.0022 a valid job", mc)
 	}
 }
 

@@ -57,6 +57,18 @@ type WaveSpan struct {
 	Created                                          time.Time
 	Submitted, Ended                                 time.Time // zero: not yet
 	Requests, Succeeded, Errored, Expired, Cancelled int64
+	// TokensIn, TokensOut and CostUSD are the wave's recorded calls'
+	// totals; ValidReplies counts those whose reply was valid.
+	TokensIn, TokensOut, ValidReplies int64
+	CostUSD                           float64
+}
+
+// CostPerValid is CostUSD / ValidReplies, 0 when no reply was valid.
+func (w WaveSpan) CostPerValid() float64 {
+	if w.ValidReplies == 0 {
+		return 0
+	}
+	return w.CostUSD / float64(w.ValidReplies)
 }
 
 // timelineSteps is how many steps of time the progress plot has at most.
@@ -186,16 +198,22 @@ func (s *Store) latencies(ctx context.Context, batch string, t *Timeline) error 
 // waveSpans lists the batch's waves.
 func (s *Store) waveSpans(ctx context.Context, batch string, t *Timeline) error {
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, run, number, status, created_at, submitted_at, ended_at,
-		       requests, succeeded, errored, expired, cancelled
-		FROM waves WHERE batch = $1 ORDER BY id LIMIT $2`, batch, timelineWaves)
+		SELECT w.id, w.run, w.number, w.status, w.created_at, w.submitted_at, w.ended_at,
+		       w.requests, w.succeeded, w.errored, w.expired, w.cancelled,
+		       c.tokens_in, c.tokens_out, c.valid, c.cost
+		FROM waves w CROSS JOIN LATERAL (
+		    SELECT coalesce(sum(a.tokens_in), 0) AS tokens_in, coalesce(sum(a.tokens_out), 0) AS tokens_out,
+		           count(*) FILTER (WHERE a.valid) AS valid, coalesce(sum(a.cost_usd), 0)::float8 AS cost
+		    FROM attempts a WHERE a.wave_id = w.id) c
+		WHERE w.batch = $1 ORDER BY w.id LIMIT $2`, batch, timelineWaves)
 	if err != nil {
 		return err
 	}
 	var w WaveSpan
 	var submitted, ended *time.Time
 	_, err = pgx.ForEachRow(rows, []any{&w.ID, &w.Run, &w.Number, &w.Status, &w.Created, &submitted, &ended,
-		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled}, func() error {
+		&w.Requests, &w.Succeeded, &w.Errored, &w.Expired, &w.Cancelled,
+		&w.TokensIn, &w.TokensOut, &w.ValidReplies, &w.CostUSD}, func() error {
 		w.Submitted, w.Ended = time.Time{}, time.Time{}
 		if submitted != nil {
 			w.Submitted = *submitted

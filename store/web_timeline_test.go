@@ -70,6 +70,11 @@ func TestBatchTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Jobs 1 and 2 came from wave 1, at $0.50 a call.
+	if _, err := conn.Exec(ctx, `UPDATE attempts SET wave_id = (SELECT id FROM waves WHERE batch = 'tl' AND number = 1), cost_usd = 0.5
+		WHERE job_id IN ($1, $2)`, jobID("tl", 1), jobID("tl", 2)); err != nil {
+		t.Fatal(err)
+	}
 	tl, err := s.BatchTimeline(ctx, "tl")
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +129,10 @@ func TestBatchTimeline(t *testing.T) {
 			sampled.Sample, last, sampled.Calls, sampled.P50)
 	}
 	s.SetTimelineJobs(0)
+	if w := tl.Waves; len(w) == 2 && (w[0].ValidReplies != 2 || w[0].CostUSD != 1 || w[0].CostPerValid() != 0.5 || w[0].TokensIn != 200 ||
+		w[1].ValidReplies != 0 || w[1].CostUSD != 0 || w[1].CostPerValid() != 0) {
+		t.Errorf("wave costs %+v: want wave 1 with 2 valid replies at $0.50, 200 tokens in; wave 2 none", w)
+	}
 	if len(tl.Waves) != 2 || tl.Waves[0].Number != 1 || tl.Waves[0].Expired != 1 || tl.Waves[0].Ended.IsZero() ||
 		tl.Waves[1].Status != "submitted" || !tl.Waves[1].Ended.IsZero() {
 		t.Errorf("waves %+v: want wave 1 done with 1 expired, wave 2 submitted and not ended", tl.Waves)
