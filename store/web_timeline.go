@@ -30,9 +30,9 @@ type Timeline struct {
 	Waves []WaveSpan
 	// Sample is 1 when every job was read; n when a batch too large to
 	// read whole within a page's time was sampled, one job in n by row
-	// number, Progress and Latency counts scaled by n and the percentiles
-	// those of the sample.
-	Sample int
+	// number, Progress counts scaled by n. LatencySample is the same for
+	// Latency and Calls (a sparser sample), the percentiles those of it.
+	Sample, LatencySample int
 }
 
 // ProgressPoint is the cumulative count of finished jobs by status at At.
@@ -77,16 +77,20 @@ const timelineSteps = 120
 // timelineWaves bounds the waves a plot shows (a batch has a few).
 const timelineWaves = 500
 
-// timelineJobs is how many jobs the plots read at most: a larger batch is
-// sampled. 50,000 jobs and their attempts read in well under a second;
-// a million did not within the dashboard's query timeout.
-const timelineJobs = 50_000
+// timelineJobs is how many jobs the progress plot reads at most: a larger
+// batch is sampled, and the latency plot reads a quarter of that sample
+// (each job's calls are looked up one by one). Read whole, a million jobs
+// and their calls did not fit the dashboard's query timeout.
+const timelineJobs = 20_000
+
+// latencySample is how many times sparser the latency plot's sample is.
+const latencySample = 4
 
 // BatchTimeline returns the plots' data of batch.
 func (s *Store) BatchTimeline(ctx context.Context, batch string) (Timeline, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	t := Timeline{Sample: 1}
+	t := Timeline{Sample: 1, LatencySample: 1}
 	var jobs int64
 	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(jobs), 0) FROM batch_rollups WHERE batch = $1`, batch).Scan(&jobs); err != nil {
 		return Timeline{}, fmt.Errorf("timeline of %s: %w", batch, err)
@@ -97,6 +101,9 @@ func (s *Store) BatchTimeline(ctx context.Context, batch string) (Timeline, erro
 	}
 	if jobs > limit {
 		t.Sample = int((jobs + limit - 1) / limit)
+	}
+	if l := max(limit/latencySample, 1); jobs > l {
+		t.LatencySample = int((jobs + l - 1) / l)
 	}
 	if err := s.progressOverTime(ctx, batch, &t); err != nil {
 		return Timeline{}, fmt.Errorf("progress of %s: %w", batch, err)
@@ -170,26 +177,26 @@ func (s *Store) latencies(ctx context.Context, batch string, t *Timeline) error 
 		       percentile_cont(0.9) WITHIN GROUP (ORDER BY a.latency_ms),
 		       percentile_cont(0.99) WITHIN GROUP (ORDER BY a.latency_ms)
 		FROM attempts a JOIN jobs j ON j.id = a.job_id
-		WHERE j.batch = $1 AND j.row_no % $2 = 0 AND a.price_basis = 'realtime' AND a.latency_ms > 0`, batch, t.Sample).Scan(&t.Calls, &p50, &p90, &p99)
+		WHERE j.batch = $1 AND j.row_no % $2 = 0 AND a.price_basis = 'realtime' AND a.latency_ms > 0`, batch, t.LatencySample).Scan(&t.Calls, &p50, &p90, &p99)
 	if err != nil || t.Calls == 0 {
 		return err
 	}
 	t.P50, t.P90, t.P99 = *p50, *p90, *p99
-	t.Calls *= int64(t.Sample)
+	t.Calls *= int64(t.LatencySample)
 	// Bucket i holds latencies in [2^(i-1), 2^i) ms; bucket 0 under 1 ms
 	// does not occur (latency_ms > 0).
 	rows, err := s.pool.Query(ctx, `
 		SELECT floor(log(2, a.latency_ms))::int + 1 AS i, count(*)
 		FROM attempts a JOIN jobs j ON j.id = a.job_id
 		WHERE j.batch = $1 AND j.row_no % $2 = 0 AND a.price_basis = 'realtime' AND a.latency_ms > 0
-		GROUP BY 1 ORDER BY 1 LIMIT 64`, batch, t.Sample)
+		GROUP BY 1 ORDER BY 1 LIMIT 64`, batch, t.LatencySample)
 	if err != nil {
 		return err
 	}
 	var i int
 	var n int64
 	_, err = pgx.ForEachRow(rows, []any{&i, &n}, func() error {
-		t.Latency = append(t.Latency, LatencyBucket{UpToMs: int64(1) << i, Calls: n * int64(t.Sample)})
+		t.Latency = append(t.Latency, LatencyBucket{UpToMs: int64(1) << i, Calls: n * int64(t.LatencySample)})
 		return nil
 	})
 	return err

@@ -115,18 +115,26 @@ func TestBatchTimeline(t *testing.T) {
 	if sum != 7 {
 		t.Errorf("buckets hold %d calls, want 7", sum)
 	}
-	// A batch over the bound is sampled by row number: 5 jobs read 2 at a
-	// time is 1 in 3, job 3 (valid at attempt 2, calls of 3 and 100 ms), counted
+	// A batch over the bound is sampled by row number: 5 jobs, the latency
+	// plot reading 2 of them, is 1 in 3 for latency, job 3 (valid at attempt 2, calls of 3 and 100 ms), counted
 	// three times.
-	s.SetTimelineJobs(2)
+	s.SetTimelineJobs(8) // 2 for the latency plot
 	sampled, err := s.BatchTimeline(ctx, "tl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	last = sampled.Progress[len(sampled.Progress)-1]
-	if sampled.Sample != 3 || last.Valid != 3 || last.Invalid != 0 || sampled.Calls != 6 || sampled.P50 != 51.5 {
-		t.Errorf("sampled: 1 in %d, progress at the end %+v, %d calls, p50 %v; want 1 in 3, 3 valid, 6 calls, p50 51.5",
-			sampled.Sample, last, sampled.Calls, sampled.P50)
+	if sampled.Sample != 1 || last.Valid != 3 || last.Invalid != 1 || sampled.LatencySample != 3 || sampled.Calls != 6 || sampled.P50 != 51.5 {
+		t.Errorf("sampled: progress 1 in %d, at the end %+v; latency 1 in %d, %d calls, p50 %v; want every job (3 valid, 1 invalid), latency 1 in 3: 6 calls, p50 51.5",
+			sampled.Sample, last, sampled.LatencySample, sampled.Calls, sampled.P50)
+	}
+	s.SetTimelineJobs(2)
+	if sampled, err = s.BatchTimeline(ctx, "tl"); err != nil {
+		t.Fatal(err)
+	}
+	last = sampled.Progress[len(sampled.Progress)-1]
+	if sampled.Sample != 3 || last.Valid != 3 || last.Invalid != 0 {
+		t.Errorf("progress sampled 1 in %d, at the end %+v; want 1 in 3: job 3, 3 valid", sampled.Sample, last)
 	}
 	s.SetTimelineJobs(0)
 	if w := tl.Waves; len(w) == 2 && (w[0].ValidReplies != 2 || w[0].CostUSD != 1 || w[0].CostPerValid() != 0.5 || w[0].TokensIn != 200 ||
