@@ -377,111 +377,11 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 		inserted = 0
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			for i := range outs {
-				o := &outs[i]
-				o.Inserted, o.Finished = false, false
-				var jobID string
-				var run int
-				var recorded bool
-				err := tx.QueryRow(ctx, `SELECT job_id, run, recorded FROM wave_requests WHERE wave_id = $1 AND custom_id = $2 FOR UPDATE`,
-					o.WaveID, o.CustomID).Scan(&jobID, &run, &recorded)
-				if errors.Is(err, pgx.ErrNoRows) {
-					return fmt.Errorf("%w: wave %d has no request %s", ErrInvalid, o.WaveID, o.CustomID)
-				}
+				n, err := s.recordWaveOutcome(ctx, tx, &outs[i])
 				if err != nil {
 					return err
 				}
-				if recorded {
-					continue
-				}
-				a := o.Attempt
-				a.WaveID = o.WaveID
-				// A job cancelled, or requeued to a new run, while its
-				// wave ran no longer takes the wave's results: its paid
-				// replies are kept apart as the cancel's or the requeue's
-				// calls, as a realtime delivery's are. They went into its
-				// attempts, while its row said 0 attempts and $0.
-				var status string
-				var nowRun int
-				if err := tx.QueryRow(ctx, `SELECT status, run FROM jobs WHERE id = $1 FOR UPDATE`, jobID).Scan(&status, &nowRun); err != nil {
-					return fmt.Errorf("read job %s: %w", jobID, err)
-				}
-				if status != "queued" || nowRun != run {
-					reason := InterruptSuperseded
-					if status == "cancelled" && nowRun == run {
-						reason = InterruptCancelled
-					}
-					// Delivery 0: a wave is no queue delivery.
-					in := []Interruption{{JobID: jobID, Run: run, Reason: reason, Attempts: []Attempt{a}}}
-					if _, err := s.insertInterrupted(ctx, tx, in); err != nil {
-						return fmt.Errorf("keep wave attempt %d of job %s apart: %w", a.No, jobID, err)
-					}
-					o.Inserted = true
-					if _, err := tx.Exec(ctx, `UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND custom_id = $2`, o.WaveID, o.CustomID); err != nil {
-						return err
-					}
-					continue
-				}
-				var sys *string
-				if a.System != nil {
-					sys = &a.System.sha
-					if err := putPrompts(ctx, tx, []string{a.System.sha}, []string{txt(a.System.text)}); err != nil {
-						return err
-					}
-				}
-				tag, err := tx.Exec(ctx, `
-					INSERT INTO attempts (job_id, run, attempt_no, request, request_hash, system_sha256, raw, source, repairs, errors,
-						class, valid, repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
-						transport_retries, retry_classes, provider_status, provider_error, model, request_id, started_at,
-						feedback, provider_class, price_basis, tokens_cache_write, cost_usd, wave_id, coerced, patch_outcome, unpriced,
-						provider_code)
-					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-						$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
-					ON CONFLICT (job_id, run, attempt_no) DO NOTHING`,
-					jobID, run, a.No, nullRaw(pgJSON(a.Request)), txt(a.RequestHash), sys, txt(a.Raw), txt(a.Source),
-					nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors)), txt(a.Class), a.Valid, a.RepairedLocally,
-					txt(a.FinishReason), a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached, int32(a.TransportRetries),
-					nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError), txt(a.Model),
-					txt(a.RequestID), nullTime(a.StartedAt), txt(a.Feedback), txt(a.ProviderClass), basisOr(a.PriceBasis),
-					a.TokensCacheWrite, a.CostUSD, nullID(a.WaveID), int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced, txt(a.ProviderCode))
-				if err != nil {
-					return fmt.Errorf("insert attempt %d of job %s: %w", a.No, jobID, err)
-				}
-				inserted += int(tag.RowsAffected())
-				o.Inserted = tag.RowsAffected() == 1
-				if _, err := tx.Exec(ctx, `UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND custom_id = $2`, o.WaveID, o.CustomID); err != nil {
-					return err
-				}
-				if r := o.Result; r != nil {
-					tag, err := tx.Exec(ctx, `
-						UPDATE jobs SET status = $3, value = $4::jsonb, error = $5, final_class = $6, attempts = $7, calls = $8,
-							first_attempt_valid = $9, repaired_locally = $10, tokens_in = $11, tokens_out = $12, tokens_cached = $13,
-							tokens_cache_write = $14, cost_usd = $15, finished_at = now(), wave_id = NULL,
-							-- From its first wave: the step's own start is when the results were read.
-							started_at = coalesce(started_at, (SELECT created_at FROM waves WHERE id = $18), $16),
-							wall_ms = greatest($17, (extract(epoch FROM now() - coalesce(started_at, (SELECT created_at FROM waves WHERE id = $18), $16)) * 1000)::bigint)
-						WHERE id = $1 AND run = $2 AND status = 'queued'`,
-						jobID, run, txt(string(r.Status)), nullJSON(pgJSON(r.Value)), txt(r.Error), txt(r.FinalClass), r.Attempts, r.Calls,
-						r.FirstAttemptValid, r.RepairedLocally, r.TokensIn, r.TokensOut, r.TokensCached, r.TokensCacheWrite,
-						r.CostUSD, nullTime(r.StartedAt), r.WallMS, o.WaveID)
-					if err != nil {
-						return fmt.Errorf("finish job %s: %w", jobID, err)
-					}
-					o.Finished = tag.RowsAffected() == 1
-					continue
-				}
-				t := o.Totals
-				if t == nil {
-					t = &Result{}
-				}
-				if _, err := tx.Exec(ctx, `
-					UPDATE jobs SET attempts = $3, calls = $4, tokens_in = $5, tokens_out = $6,
-						tokens_cached = $7, tokens_cache_write = $8, cost_usd = $9,
-						started_at = coalesce(started_at, (SELECT created_at FROM waves WHERE id = $11), $10)
-					WHERE id = $1 AND run = $2 AND status = 'queued'`,
-					jobID, run, t.Attempts, t.Calls, t.TokensIn, t.TokensOut, t.TokensCached, t.TokensCacheWrite, t.CostUSD,
-					nullTime(t.StartedAt), o.WaveID); err != nil {
-					return err
-				}
+				inserted += n
 			}
 			return nil
 		})
@@ -490,6 +390,125 @@ func (s *Store) RecordWaveOutcomes(ctx context.Context, outs []WaveOutcome) (int
 		return 0, fmt.Errorf("record %d wave outcomes: %w", len(outs), err)
 	}
 	return inserted, nil
+}
+
+// recordWaveOutcome records one outcome of RecordWaveOutcomes in tx and
+// returns how many attempts it inserted.
+func (s *Store) recordWaveOutcome(ctx context.Context, tx pgx.Tx, o *WaveOutcome) (int, error) {
+	o.Inserted, o.Finished = false, false
+	var jobID string
+	var run int
+	var recorded bool
+	err := tx.QueryRow(ctx, `SELECT job_id, run, recorded FROM wave_requests WHERE wave_id = $1 AND custom_id = $2 FOR UPDATE`,
+		o.WaveID, o.CustomID).Scan(&jobID, &run, &recorded)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("%w: wave %d has no request %s", ErrInvalid, o.WaveID, o.CustomID)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if recorded {
+		return 0, nil
+	}
+	a := o.Attempt
+	a.WaveID = o.WaveID
+	// A job cancelled, or requeued to a new run, while its
+	// wave ran no longer takes the wave's results: its paid
+	// replies are kept apart as the cancel's or the requeue's
+	// calls, as a realtime delivery's are. They went into its
+	// attempts, while its row said 0 attempts and $0.
+	var status string
+	var nowRun int
+	if err := tx.QueryRow(ctx, `SELECT status, run FROM jobs WHERE id = $1 FOR UPDATE`, jobID).Scan(&status, &nowRun); err != nil {
+		return 0, fmt.Errorf("read job %s: %w", jobID, err)
+	}
+	if status != "queued" || nowRun != run {
+		reason := InterruptSuperseded
+		if status == "cancelled" && nowRun == run {
+			reason = InterruptCancelled
+		}
+		// Delivery 0: a wave is no queue delivery.
+		in := []Interruption{{JobID: jobID, Run: run, Reason: reason, Attempts: []Attempt{a}}}
+		if _, err := s.insertInterrupted(ctx, tx, in); err != nil {
+			return 0, fmt.Errorf("keep wave attempt %d of job %s apart: %w", a.No, jobID, err)
+		}
+		o.Inserted = true
+		if _, err := tx.Exec(ctx, `UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND custom_id = $2`, o.WaveID, o.CustomID); err != nil {
+			return 0, err
+		}
+		return 0, nil
+	}
+	var sys *string
+	if a.System != nil {
+		sys = &a.System.sha
+		if err := putPrompts(ctx, tx, []string{a.System.sha}, []string{txt(a.System.text)}); err != nil {
+			return 0, err
+		}
+	}
+	tag, err := tx.Exec(ctx, `
+		INSERT INTO attempts (job_id, run, attempt_no, request, request_hash, system_sha256, raw, source, repairs, errors,
+			class, valid, repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
+			transport_retries, retry_classes, provider_status, provider_error, model, request_id, started_at,
+			feedback, provider_class, price_basis, tokens_cache_write, cost_usd, wave_id, coerced, patch_outcome, unpriced,
+			provider_code)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+			$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
+		ON CONFLICT (job_id, run, attempt_no) DO NOTHING`,
+		jobID, run, a.No, nullRaw(pgJSON(a.Request)), txt(a.RequestHash), sys, txt(a.Raw), txt(a.Source),
+		nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors)), txt(a.Class), a.Valid, a.RepairedLocally,
+		txt(a.FinishReason), a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached, int32(a.TransportRetries),
+		nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError), txt(a.Model),
+		txt(a.RequestID), nullTime(a.StartedAt), txt(a.Feedback), txt(a.ProviderClass), basisOr(a.PriceBasis),
+		a.TokensCacheWrite, a.CostUSD, nullID(a.WaveID), int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced, txt(a.ProviderCode))
+	if err != nil {
+		return 0, fmt.Errorf("insert attempt %d of job %s: %w", a.No, jobID, err)
+	}
+	inserted := int(tag.RowsAffected())
+	o.Inserted = tag.RowsAffected() == 1
+	if _, err := tx.Exec(ctx, `UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND custom_id = $2`, o.WaveID, o.CustomID); err != nil {
+		return 0, err
+	}
+	if err := applyWaveOutcome(ctx, tx, o, jobID, run); err != nil {
+		return 0, err
+	}
+	return inserted, nil
+}
+
+// applyWaveOutcome applies an outcome to its job while it is queued in
+// that run: its final result, or the totals so far of a job that goes on.
+func applyWaveOutcome(ctx context.Context, tx pgx.Tx, o *WaveOutcome, jobID string, run int) error {
+	if r := o.Result; r != nil {
+		tag, err := tx.Exec(ctx, `
+			UPDATE jobs SET status = $3, value = $4::jsonb, error = $5, final_class = $6, attempts = $7, calls = $8,
+				first_attempt_valid = $9, repaired_locally = $10, tokens_in = $11, tokens_out = $12, tokens_cached = $13,
+				tokens_cache_write = $14, cost_usd = $15, finished_at = now(), wave_id = NULL,
+				-- From its first wave: the step's own start is when the results were read.
+				started_at = coalesce(started_at, (SELECT created_at FROM waves WHERE id = $18), $16),
+				wall_ms = greatest($17, (extract(epoch FROM now() - coalesce(started_at, (SELECT created_at FROM waves WHERE id = $18), $16)) * 1000)::bigint)
+			WHERE id = $1 AND run = $2 AND status = 'queued'`,
+			jobID, run, txt(string(r.Status)), nullJSON(pgJSON(r.Value)), txt(r.Error), txt(r.FinalClass), r.Attempts, r.Calls,
+			r.FirstAttemptValid, r.RepairedLocally, r.TokensIn, r.TokensOut, r.TokensCached, r.TokensCacheWrite,
+			r.CostUSD, nullTime(r.StartedAt), r.WallMS, o.WaveID)
+		if err != nil {
+			return fmt.Errorf("finish job %s: %w", jobID, err)
+		}
+		o.Finished = tag.RowsAffected() == 1
+		return nil
+	}
+	t := o.Totals
+	if t == nil {
+		t = &Result{}
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE jobs SET attempts = $3, calls = $4, tokens_in = $5, tokens_out = $6,
+			tokens_cached = $7, tokens_cache_write = $8, cost_usd = $9,
+			started_at = coalesce(started_at, (SELECT created_at FROM waves WHERE id = $11), $10)
+		WHERE id = $1 AND run = $2 AND status = 'queued'`,
+		jobID, run, t.Attempts, t.Calls, t.TokensIn, t.TokensOut, t.TokensCached, t.TokensCacheWrite, t.CostUSD,
+		nullTime(t.StartedAt), o.WaveID); err != nil {
+		return err
+	}
+	return nil
 }
 
 // ReleaseWaveJobs ends the place in wave waveID of the jobs ids (those
