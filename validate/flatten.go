@@ -106,6 +106,33 @@ func (f *flattener) walk(e *jsonschema.ValidationError) {
 		f.add(path, "not", fmt.Sprintf("%s must not match the \"not\" schema", render(val(), maxFound)))
 	case *kind.FalseSchema:
 		f.falseSchema(e, path)
+	case *kind.InvalidJsonValue:
+		f.add(path, "type", fmt.Sprintf("a Go %T is not a JSON value", k.Value))
+	case *kind.RefCycle:
+		f.add(path, "$ref", "the schema's references loop without consuming the value: "+rootOr(k.KeywordLocation1)+" and "+rootOr(k.KeywordLocation2))
+	default:
+		if f.keywordError(e, path, val) {
+			return
+		}
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				f.walk(c)
+			}
+			return
+		}
+		kw := "schema"
+		if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
+			kw = kp[0]
+		}
+		f.add(path, kw, libraryMessage(e))
+	}
+}
+
+// keywordError adds the error of a keyword that checks the value itself
+// (type, enum, bounds, lengths, required members, ...), and reports
+// whether e was one.
+func (f *flattener) keywordError(e *jsonschema.ValidationError, path string, val func() any) bool {
+	switch k := e.ErrorKind.(type) {
 	case *kind.Type:
 		f.add(path, "type", fmt.Sprintf("expected %s, got %s", strings.Join(k.Want, " or "), describe(val())))
 	case *kind.Enum:
@@ -180,23 +207,10 @@ func (f *flattener) walk(e *jsonschema.ValidationError) {
 		f.add(path, "exclusiveMaximum", fmt.Sprintf("%s must be less than %s", number(val(), k.Got), ratString(k.Want)))
 	case *kind.MultipleOf:
 		f.add(path, "multipleOf", fmt.Sprintf("%s is not a multiple of %s", number(val(), k.Got), ratString(k.Want)))
-	case *kind.InvalidJsonValue:
-		f.add(path, "type", fmt.Sprintf("a Go %T is not a JSON value", k.Value))
-	case *kind.RefCycle:
-		f.add(path, "$ref", "the schema's references loop without consuming the value: "+rootOr(k.KeywordLocation1)+" and "+rootOr(k.KeywordLocation2))
 	default:
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				f.walk(c)
-			}
-			return
-		}
-		kw := "schema"
-		if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
-			kw = kp[0]
-		}
-		f.add(path, kw, libraryMessage(e))
+		return false
 	}
+	return true
 }
 
 // libraryMessage is the library's own message for a leaf, without its path.
