@@ -497,40 +497,7 @@ func (s *Schema) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 		if len(toks) == 0 {
 			return fix{}, false
 		}
-		if f, ok := s.proposeRename(root, toks[:len(toks)-1], "", toks[len(toks)-1], key, cache); ok {
-			return f, true
-		}
-		if mode != fixpoint.CoerceAll {
-			return fix{}, false
-		}
-		parent, ok := lookupOK(root, toks[:len(toks)-1])
-		obj, isObj := parent.(map[string]any)
-		if !ok || !isObj {
-			return fix{}, false
-		}
-		val, ok := obj[toks[len(toks)-1]]
-		if !ok {
-			return fix{}, false
-		}
-		pv := s.viewAtCached(root, toks[:len(toks)-1], cache)
-		if pv.unknown {
-			return fix{}, false
-		}
-		for _, r := range pv.required {
-			if _, ok := obj[r]; !ok {
-				return fix{}, false
-			}
-		}
-		// "Total Price" beside "total_price" with another value: two
-		// answers for one property, not an extra one to drop. The same
-		// value twice is one answer.
-		extra := toks[len(toks)-1]
-		for _, n := range concat(pv.required, pv.props) {
-			if twin, ok := obj[n]; sameKey(extra, n) && !(ok && extract.SameValue(twin, val)) {
-				return fix{}, false
-			}
-		}
-		return fix{kind: KindDropAdditional, toks: toks, driver: key, before: val, drop: true}, true
+		return s.proposeAdditional(root, toks, mode, key, cache)
 	default:
 		return fix{}, false
 	}
@@ -604,6 +571,46 @@ func (s *Schema) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 		return fix{kind: KindWrapArray, toks: toks, driver: key, before: val, after: []any{val}}, true
 	}
 	return fix{}, false
+}
+
+// proposeAdditional fixes a property the schema does not allow, at toks:
+// a rename to the property it stands for, or, with CoerceAll, dropping it
+// when the object has every required property and no twin of it.
+func (s *Schema) proposeAdditional(root any, toks []string, mode fixpoint.CoerceMode, key errKey, cache *roundCache) (fix, bool) {
+	if f, ok := s.proposeRename(root, toks[:len(toks)-1], "", toks[len(toks)-1], key, cache); ok {
+		return f, true
+	}
+	if mode != fixpoint.CoerceAll {
+		return fix{}, false
+	}
+	parent, ok := lookupOK(root, toks[:len(toks)-1])
+	obj, isObj := parent.(map[string]any)
+	if !ok || !isObj {
+		return fix{}, false
+	}
+	val, ok := obj[toks[len(toks)-1]]
+	if !ok {
+		return fix{}, false
+	}
+	pv := s.viewAtCached(root, toks[:len(toks)-1], cache)
+	if pv.unknown {
+		return fix{}, false
+	}
+	for _, r := range pv.required {
+		if _, ok := obj[r]; !ok {
+			return fix{}, false
+		}
+	}
+	// "Total Price" beside "total_price" with another value: two
+	// answers for one property, not an extra one to drop. The same
+	// value twice is one answer.
+	extra := toks[len(toks)-1]
+	for _, n := range concat(pv.required, pv.props) {
+		if twin, ok := obj[n]; sameKey(extra, n) && !(ok && extract.SameValue(twin, val)) {
+			return fix{}, false
+		}
+	}
+	return fix{kind: KindDropAdditional, toks: toks, driver: key, before: val, drop: true}, true
 }
 
 // proposeRename returns the rename_key that gives the object at parent its
