@@ -57,25 +57,11 @@ func (h *handler) batchEvents(w http.ResponseWriter, r *http.Request) {
 // stream polls the overviews of names and sends each one's part (template
 // part of page) when it changed.
 func (h *handler) stream(w http.ResponseWriter, r *http.Request, names []string, page, part string) {
-	select {
-	case h.streams <- struct{}{}:
-		defer func() { <-h.streams }()
-	default:
-		w.Header().Set("Retry-After", "10")
-		h.fail(w, r, http.StatusServiceUnavailable, fmt.Errorf("%d live streams are open already", h.cfg.MaxStreams))
+	ctx, rc, done, ok := h.openStream(w, r)
+	if !ok {
 		return
 	}
-	rc := http.NewResponseController(w)
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StreamMaxAge)
-	defer cancel()
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	// A deadline on the whole response would cut the stream: the server's
-	// WriteTimeout, if any, is lifted for it.
-	_ = rc.SetWriteDeadline(time.Time{})
+	defer done()
 	last := map[string]string{}
 	tick := time.NewTicker(h.cfg.PollInterval)
 	defer tick.Stop()
@@ -112,6 +98,29 @@ func (h *handler) stream(w http.ResponseWriter, r *http.Request, names []string,
 		case <-tick.C:
 		}
 	}
+}
+
+// openStream takes one of the MaxStreams places (or answers 503) and starts
+// an event stream that ends after StreamMaxAge; done gives the place back.
+func (h *handler) openStream(w http.ResponseWriter, r *http.Request) (ctx context.Context, rc *http.ResponseController, done func(), ok bool) {
+	select {
+	case h.streams <- struct{}{}:
+	default:
+		w.Header().Set("Retry-After", "10")
+		h.fail(w, r, http.StatusServiceUnavailable, fmt.Errorf("%d live streams are open already", h.cfg.MaxStreams))
+		return nil, nil, nil, false
+	}
+	rc = http.NewResponseController(w)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StreamMaxAge)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	// A deadline on the whole response would cut the stream: the server's
+	// WriteTimeout, if any, is lifted for it.
+	_ = rc.SetWriteDeadline(time.Time{})
+	return ctx, rc, func() { cancel(); <-h.streams }, true
 }
 
 // poll sends the parts that changed since last and says whether one of

@@ -719,23 +719,11 @@ func (h *handler) tryEvents(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, errors.New("no such try"))
 		return
 	}
-	select {
-	case h.streams <- struct{}{}:
-		defer func() { <-h.streams }()
-	default:
-		w.Header().Set("Retry-After", "10")
-		h.fail(w, r, http.StatusServiceUnavailable, fmt.Errorf("%d live streams are open already", h.cfg.MaxStreams))
+	ctx, rc, done, ok := h.openStream(w, r)
+	if !ok {
 		return
 	}
-	rc := http.NewResponseController(w)
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StreamMaxAge)
-	defer cancel()
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	_ = rc.SetWriteDeadline(time.Time{})
+	defer done()
 	sent := -1
 	for {
 		v, version, changed := run.state()

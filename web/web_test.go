@@ -208,6 +208,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("timing", func(t *testing.T) { testTiming(t, l, srv) })
 	t.Run("mounted", func(t *testing.T) { testMounted(t, l) })
 	t.Run("browser", func(t *testing.T) { testBrowser(t, l, srv) })
+	t.Run("stream-limit", func(t *testing.T) { testStreamLimit(t, l) })
 	// Last: it finishes the live batch.
 	t.Run("live", func(t *testing.T) { testLive(t, l, srv) })
 	t.Run("stream-error", func(t *testing.T) { testStreamError(t, l) })
@@ -616,6 +617,53 @@ func readEvents(body io.Reader) chan [2]string {
 		}
 	}()
 	return events
+}
+
+// Past MaxStreams open streams a new one is refused with 503 and a
+// Retry-After; a closed stream gives its place back.
+func testStreamLimit(t *testing.T, l *dashLedger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := httptest.NewServer(web.NewHandler(l.st, web.Config{MaxStreams: 1}))
+	defer srv.Close()
+	open := func() *http.Response {
+		sctx, scancel := context.WithCancel(ctx)
+		t.Cleanup(scancel)
+		req, _ := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL+"/batches/"+live+"/events", nil)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := open()
+	if first.StatusCode != http.StatusOK {
+		t.Fatalf("first stream: %d", first.StatusCode)
+	}
+	// The first event proves the stream holds its place.
+	if e, ok := <-readEvents(first.Body); !ok || !strings.HasPrefix(e[0], "b") {
+		t.Fatalf("first stream's first event %q", e)
+	}
+	second := open()
+	body, _ := io.ReadAll(second.Body)
+	second.Body.Close()
+	if second.StatusCode != http.StatusServiceUnavailable || second.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "1 live streams are open already") {
+		t.Fatalf("second stream: %d, Retry-After %q, %s", second.StatusCode, second.Header.Get("Retry-After"), body)
+	}
+	first.Body.Close()
+	// The server sees the closed stream at its next write.
+	for {
+		third := open()
+		third.Body.Close()
+		if third.StatusCode == http.StatusOK {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the closed stream's place never came back")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // A stream whose ledger stops answering says so, keeps polling, and
