@@ -352,22 +352,7 @@ func TestDashboardActions(t *testing.T) {
 // page (read-only: refused; with the token, from another origin: refused)
 // changes nothing.
 func testActionsBrowser(t *testing.T, l *dashLedger, ro, admin *httptest.Server) {
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.WindowSize(1360, 900),
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-component-update", true))...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-	var bl browserLog
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if ev, ok := ev.(*network.EventRequestWillBeSent); ok {
-			bl.add(&bl.requests, ev.Request.Method+" "+ev.Request.URL)
-		}
-	}); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	ctx, bl := newBrowser(t, 900)
 	// The browser holds the admin token as one that logged in does.
 	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer tok"}}); err != nil {
 		t.Fatal(err)

@@ -65,22 +65,26 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
+// newBrowser starts headless Chromium for one test, a window of 1360 by
+// height pixels, bounded to two minutes, and logs what it reports: each
+// request ("METHOD URL"), console errors and warnings, exceptions, log
+// entries and dialogs (refused, so a script's alert does not block).
+func newBrowser(t *testing.T, height int) (context.Context, *browserLog) {
+	t.Helper()
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.WindowSize(1360, 900),
+		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.WindowSize(1360, height),
 		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("hide-scrollbars", true))...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
+	t.Cleanup(cancel)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-
-	var bl browserLog
+	t.Cleanup(cancelTimeout)
+	bl := &browserLog{}
 	err := chromedp.Listen(ctx, func(ev any) {
 		switch ev := ev.(type) {
 		case *network.EventRequestWillBeSent:
-			bl.add(&bl.requests, ev.Request.URL)
+			bl.add(&bl.requests, ev.Request.Method+" "+ev.Request.URL)
 		case *runtime.EventConsoleAPICalled:
 			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
 				bl.add(&bl.problems, fmt.Sprintf("console %s: %v", ev.Type, ev.Args))
@@ -99,6 +103,11 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	if err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
+	return ctx, bl
+}
+
+func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	ctx, bl := newBrowser(t, 900)
 	host := srv.Listener.Addr().String()
 	// check fails for any request off the test server, console error,
 	// CSP report, exception or dialog since the last check.
@@ -114,6 +123,7 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 			t.Errorf("%s: the browser reported no request", page)
 		}
 		for _, r := range requests {
+			_, r, _ = strings.Cut(r, " ")
 			u, err := url.Parse(r)
 			if err != nil || u.Host != host || !strings.HasPrefix(u.Host, "127.0.0.1:") {
 				t.Errorf("%s: a request off the host: %s", page, r)

@@ -10,10 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -34,37 +30,7 @@ func TestTryBrowser(t *testing.T) {
 	// the run going and the page follows it on its stream.
 	ts := newTryServer(t, sim.Latency{RequestP50: 150 * time.Millisecond, RequestP99: 300 * time.Millisecond})
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000),
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("hide-scrollbars", true))...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-	var bl browserLog
-	if err := chromedp.Listen(ctx, func(ev any) {
-		switch ev := ev.(type) {
-		case *network.EventRequestWillBeSent:
-			bl.add(&bl.requests, ev.Request.URL)
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
-				bl.add(&bl.problems, fmt.Sprintf("console %s: %v", ev.Type, ev.Args))
-			}
-		case *runtime.EventExceptionThrown:
-			bl.add(&bl.problems, fmt.Sprintf("exception: %s %s:%d", ev.ExceptionDetails.Text, ev.ExceptionDetails.URL, ev.ExceptionDetails.LineNumber))
-		case *log.EventEntryAdded:
-			if ev.Entry.Level == log.EntryLevelError || ev.Entry.Level == log.EntryLevelWarning {
-				bl.add(&bl.problems, fmt.Sprintf("log %s (%s): %s %s", ev.Entry.Level, ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
-			}
-		case *page.EventJavascriptDialogOpening:
-			bl.add(&bl.dialogs, string(ev.Type)+": "+ev.Message)
-			go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
-		}
-	}); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	ctx, bl := newBrowser(t, 1000)
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(ts.srv.URL+"/try"), chromedp.WaitVisible(chromedp.CSS("form.try"))); err != nil {
 		t.Fatalf("open /try: %v", err)
@@ -131,6 +97,7 @@ func TestTryBrowser(t *testing.T) {
 	host := ts.srv.Listener.Addr().String()
 	streamed := false
 	for _, r := range requests {
+		_, r, _ = strings.Cut(r, " ")
 		u, err := url.Parse(r)
 		if err != nil || u.Host != host {
 			t.Errorf("a request off the host: %s", r)
