@@ -88,20 +88,8 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	if len(cfg.Statuses) == 0 {
 		cfg.Statuses = RequeueStatusesDefault
 	}
-	for _, st := range cfg.Statuses {
-		if !st.Final() {
-			return rep, fmt.Errorf("%w: requeue: %q is not a final status (valid, invalid, failed, rejected, dead, cancelled, over_budget)", ErrBadConfig, st)
-		}
-	}
-	if cfg.Class != "" && !slices.Contains(fixpoint.FinalClasses, cfg.Class) {
-		return rep, fmt.Errorf("%w: requeue: class %q is not one of %s", ErrBadConfig, cfg.Class, strings.Join(fixpoint.FinalClasses, ", "))
-	}
-	if cfg.Strategy != "" || cfg.MaxAttempts != 0 {
-		// A typo is a usage error whatever the ledger holds.
-		lim := fixpoint.Limits{Strategy: cmp.Or(cfg.Strategy, fixpoint.StrategyConversation), MaxAttempts: cmp.Or(cfg.MaxAttempts, 1)}.WithDefaults()
-		if err := lim.Validate(); err != nil {
-			return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
-		}
+	if err := cfg.check(); err != nil {
+		return rep, err
 	}
 	b, err := ledger.Batch(ctx, cfg.Batch)
 	if errors.Is(err, store.ErrNotFound) {
@@ -117,40 +105,11 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 		}
 		defer release()
 	}
-	settings, err := latestSettings(ctx, ledger, b)
+	settings, warnings, err := requeueSettings(ctx, ledger, b, cfg)
 	if err != nil {
 		return rep, err
 	}
-	if cfg.Provider != "" {
-		if !slices.Contains(knownProviders, cfg.Provider) {
-			return rep, fmt.Errorf("%w: requeue: provider %q is not one of %s", ErrBadConfig, cfg.Provider, strings.Join(knownProviders, ", "))
-		}
-		settings.Provider = cfg.Provider
-	}
-	if cfg.Model != "" {
-		settings.Model = cfg.Model
-	}
-	if cfg.Strategy != "" {
-		settings.Limits.Strategy = cfg.Strategy
-	}
-	if cfg.MaxAttempts != 0 {
-		settings.Limits.MaxAttempts = cfg.MaxAttempts
-	}
-	if err := settings.Limits.Validate(); err != nil {
-		return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
-	}
-	if err := settings.Limits.ValidateMode(settings.Mode); err != nil {
-		// Every requeued job would be rejected by the workers (exit 0 here).
-		return rep, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
-	}
-	if settings.Delivery == queue.DeliveryBatch {
-		// A new run has its own deadline, as long as the batch's.
-		settings.DeadlineAt = time.Now().Add(time.Duration(settings.DeadlineSeconds) * time.Second).Unix()
-		if !hasBatchAPI(settings.Provider) {
-			settings.Delivery, settings.DeadlineSeconds, settings.DeadlineAt = "", 0, 0 // no batch API: realtime
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s has no batch API: the requeued jobs run realtime, at the realtime price", settings.Provider))
-		}
-	}
+	rep.Warnings = append(rep.Warnings, warnings...)
 	rep.Settings = settings
 	raw, _ := json.Marshal(settings)
 	request, _ := json.Marshal(map[string]any{"statuses": cfg.Statuses, "class": cfg.Class, "provider": cfg.Provider,
@@ -180,6 +139,67 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	}
 	rep.Published = prog.Published + prog.Duplicates
 	return rep, nil
+}
+
+// check refuses a requeue whose statuses, class, strategy or attempts no
+// worker could run.
+func (cfg RequeueConfig) check() error {
+	for _, st := range cfg.Statuses {
+		if !st.Final() {
+			return fmt.Errorf("%w: requeue: %q is not a final status (valid, invalid, failed, rejected, dead, cancelled, over_budget)", ErrBadConfig, st)
+		}
+	}
+	if cfg.Class != "" && !slices.Contains(fixpoint.FinalClasses, cfg.Class) {
+		return fmt.Errorf("%w: requeue: class %q is not one of %s", ErrBadConfig, cfg.Class, strings.Join(fixpoint.FinalClasses, ", "))
+	}
+	if cfg.Strategy != "" || cfg.MaxAttempts != 0 {
+		// A typo is a usage error whatever the ledger holds.
+		lim := fixpoint.Limits{Strategy: cmp.Or(cfg.Strategy, fixpoint.StrategyConversation), MaxAttempts: cmp.Or(cfg.MaxAttempts, 1)}.WithDefaults()
+		if err := lim.Validate(); err != nil {
+			return fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
+		}
+	}
+	return nil
+}
+
+// requeueSettings are the settings of the new run: the batch's latest
+// run's, with what the requeue changes.
+func requeueSettings(ctx context.Context, ledger ActionLedger, b *store.Batch, cfg RequeueConfig) (settings BatchSettings, warnings []string, err error) {
+	settings, err = latestSettings(ctx, ledger, b)
+	if err != nil {
+		return settings, nil, err
+	}
+	if cfg.Provider != "" {
+		if !slices.Contains(knownProviders, cfg.Provider) {
+			return settings, nil, fmt.Errorf("%w: requeue: provider %q is not one of %s", ErrBadConfig, cfg.Provider, strings.Join(knownProviders, ", "))
+		}
+		settings.Provider = cfg.Provider
+	}
+	if cfg.Model != "" {
+		settings.Model = cfg.Model
+	}
+	if cfg.Strategy != "" {
+		settings.Limits.Strategy = cfg.Strategy
+	}
+	if cfg.MaxAttempts != 0 {
+		settings.Limits.MaxAttempts = cfg.MaxAttempts
+	}
+	if err := settings.Limits.Validate(); err != nil {
+		return settings, nil, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
+	}
+	if err := settings.Limits.ValidateMode(settings.Mode); err != nil {
+		// Every requeued job would be rejected by the workers (exit 0 here).
+		return settings, nil, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
+	}
+	if settings.Delivery == queue.DeliveryBatch {
+		// A new run has its own deadline, as long as the batch's.
+		settings.DeadlineAt = time.Now().Add(time.Duration(settings.DeadlineSeconds) * time.Second).Unix()
+		if !hasBatchAPI(settings.Provider) {
+			settings.Delivery, settings.DeadlineSeconds, settings.DeadlineAt = "", 0, 0 // no batch API: realtime
+			warnings = append(warnings, fmt.Sprintf("%s has no batch API: the requeued jobs run realtime, at the realtime price", settings.Provider))
+		}
+	}
+	return settings, warnings, nil
 }
 
 // latestSettings are the settings of the batch's latest run.

@@ -1278,8 +1278,7 @@ type checkOpts struct {
 // with other content.
 func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, opts checkOpts) (*checkResult, error) {
 	res := &checkResult{skip: map[int]bool{}, missing: map[string]int{}, missingPath: map[string]int{}}
-	ids := map[[16]byte]idSeen{}
-	numIDs := map[string]numID{} // numeric ids by value
+	seen := idIndex{ids: map[[16]byte]idSeen{}, numIDs: map[string]numID{}}
 	var pending []lineJob
 	rows := newRowReader(r.cfg.Format, data)
 	folded := 0 // rows that look like rows folded into a field
@@ -1323,35 +1322,16 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		}
 		res.rendered++
 		if r.cfg.IDField != "" {
-			// 5 and 5.0 (a float column, as pandas writes one) are one
-			// id, but written two ways in one file they are a mistake
-			// worth naming.
-			if n, ok := row[r.cfg.IDField].(json.Number); ok {
-				if v, ok := new(big.Rat).SetString(string(n)); ok {
-					canon := v.RatString()
-					if first, ok := numIDs[canon]; ok && first.text != string(n) {
-						bad(line, fmt.Errorf("id %s is the number of line %d's id %s, written another way: write the ids one way (they are one id)", n, first.line, first.text))
-						continue
-					}
-					if _, ok := numIDs[canon]; !ok {
-						numIDs[canon] = numID{line: line, text: string(n)}
-					}
-				}
-			}
-			key := sha256.Sum256([]byte(job.ID))
-			var k [16]byte
-			copy(k[:], key[:16])
-			digest := contentDigest(&job)
-			if first, ok := ids[k]; ok {
-				if first.content != digest {
-					bad(line, fmt.Errorf("id %q repeats line %d with different content", strings.TrimPrefix(job.ID, r.cfg.Batch+":"), first.line))
-				} else {
-					prog.Repeated++
-					res.skip[line] = true
-				}
+			repeat, err := seen.see(row[r.cfg.IDField], &job, line, r.cfg.Batch)
+			switch {
+			case err != nil:
+				bad(line, err)
+				continue
+			case repeat:
+				prog.Repeated++
+				res.skip[line] = true
 				continue
 			}
-			ids[k] = idSeen{line: line, content: digest}
 		}
 		if err := r.fits(&job); err != nil {
 			badJob(line, job.ID, err)
@@ -1392,6 +1372,45 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		r.cfg.ProgressFunc(*prog)
 	}
 	return res, nil
+}
+
+// idIndex holds the ids of the file's rows so far: each id's first line
+// and content digest, and the first spelling of each numeric id.
+type idIndex struct {
+	ids    map[[16]byte]idSeen
+	numIDs map[string]numID // numeric ids by value
+}
+
+// see records the job's id (its row's id field holds idValue) and says
+// whether the row repeats an earlier one exactly; a repeat with other
+// content, or a numeric id written another way, is an error naming the
+// first line.
+func (x *idIndex) see(idValue any, job *store.NewJob, line int, batch string) (repeat bool, err error) {
+	// 5 and 5.0 (a float column, as pandas writes one) are one id, but
+	// written two ways in one file they are a mistake worth naming.
+	if n, ok := idValue.(json.Number); ok {
+		if v, ok := new(big.Rat).SetString(string(n)); ok {
+			canon := v.RatString()
+			if first, ok := x.numIDs[canon]; ok && first.text != string(n) {
+				return false, fmt.Errorf("id %s is the number of line %d's id %s, written another way: write the ids one way (they are one id)", n, first.line, first.text)
+			}
+			if _, ok := x.numIDs[canon]; !ok {
+				x.numIDs[canon] = numID{line: line, text: string(n)}
+			}
+		}
+	}
+	key := sha256.Sum256([]byte(job.ID))
+	var k [16]byte
+	copy(k[:], key[:16])
+	digest := contentDigest(job)
+	if first, ok := x.ids[k]; ok {
+		if first.content != digest {
+			return false, fmt.Errorf("id %q repeats line %d with different content", strings.TrimPrefix(job.ID, batch+":"), first.line)
+		}
+		return true, nil
+	}
+	x.ids[k] = idSeen{line: line, content: digest}
+	return false, nil
 }
 
 type lineJob struct {
