@@ -13,16 +13,10 @@ import (
 // and job_facets (the job list's error paths, coercions and patches).
 // RollupDrift recounts them from the rows.
 
-// RollupDrift recounts every batch's rollups and facets from its jobs and
-// attempts and returns one line per difference ("" lines none: the
-// rollups are exact). It reads every job and attempt of the ledger: for
-// tests and for checking a ledger by hand, not for a page.
-func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
-	ctx, cancel := s.timeout(ctx)
-	defer cancel()
-	var out []string
-	for _, q := range []struct{ what, sql string }{
-		{"batch_rollups", `
+// rollupRecounts recount each rollup table from the jobs and attempts and
+// return a line for each row where the count and the rollup differ.
+var rollupRecounts = []struct{ what, sql string }{
+	{"batch_rollups", `
 			WITH c AS (
 			    SELECT batch, count(*) AS jobs, count(*) FILTER (WHERE status = 'queued') AS queued,
 			           count(*) FILTER (WHERE status = 'valid') AS valid, count(*) FILTER (WHERE status = 'invalid') AS invalid,
@@ -48,7 +42,7 @@ func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
 			SELECT format('batch %s: counted (jobs, queued, valid, invalid, failed, rejected, dead, cancelled, over_budget, first_valid, attempts, tokens_in, tokens_out, cost_usd) %s, rollup %s',
 			              batch, counted, kept)
 			FROM z WHERE counted <> kept ORDER BY batch`},
-		{"batch_rollup_attempts", `
+	{"batch_rollup_attempts", `
 			WITH c AS (
 			    SELECT batch, attempts, count(*) AS finished, count(*) FILTER (WHERE status = 'valid') AS valid,
 			           count(*) FILTER (WHERE status = 'valid' AND repaired_locally) AS local
@@ -62,7 +56,7 @@ func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
 			WHERE (coalesce(c.finished, 0), coalesce(c.valid, 0), coalesce(c.local, 0))
 			      <> (coalesce(r.finished, 0), coalesce(r.valid, 0), coalesce(r.local, 0))
 			ORDER BY 1`},
-		{"batch_rollup_costs", `
+	{"batch_rollup_costs", `
 			WITH c AS (
 			    SELECT j.batch, coalesce(nullif(a.model, ''), j.model) AS model, a.price_basis AS basis,
 			           ARRAY[count(*), sum(a.tokens_in), sum(a.tokens_out), sum(a.tokens_cached), coalesce(sum(a.cost_usd), 0),
@@ -76,7 +70,7 @@ func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
 			              coalesce(c.batch, r.batch), coalesce(c.model, r.model), coalesce(c.basis, r.basis), c.v, r.v)
 			FROM c FULL JOIN r ON r.batch = c.batch AND r.model = c.model AND r.basis = c.basis
 			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
-		{"batch_rollup_repairs", `
+	{"batch_rollup_repairs", `
 			WITH c AS (
 			    SELECT j.batch, a.attempt_no, a.class,
 			           ARRAY[count(*), count(n.job_id), count(*) FILTER (WHERE n.valid)] AS v
@@ -91,7 +85,7 @@ func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
 			              coalesce(c.batch, r.batch), coalesce(c.attempt_no, r.attempt_no), coalesce(c.class, r.class), c.v, r.v)
 			FROM c FULL JOIN r ON r.batch = c.batch AND r.attempt_no = c.attempt_no AND r.class = c.class
 			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
-		{"batch_rollup_errors", `
+	{"batch_rollup_errors", `
 			WITH c AS (
 			    SELECT j.batch, regexp_replace(coalesce(e->>'path', e->>'pointer', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
 			           coalesce(e->>'keyword', '') AS keyword,
@@ -107,7 +101,7 @@ func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
 			              coalesce(c.batch, r.batch), coalesce(c.path, r.path), coalesce(c.keyword, r.keyword), c.v, r.v)
 			FROM c FULL JOIN r ON r.batch = c.batch AND r.path = c.path AND r.keyword = c.keyword
 			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
-		{"job_facets", `
+	{"job_facets", `
 			WITH c AS (
 			    SELECT DISTINCT j.batch, f.facet, j.row_no, a.job_id, a.run
 			    FROM attempts a JOIN jobs j ON j.id = a.job_id
@@ -124,7 +118,17 @@ func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
 			UNION ALL
 			(SELECT format('facet not counted: %s %s row %s job %s run %s', batch, facet, row_no, job_id, run)
 			 FROM (SELECT * FROM job_facets EXCEPT SELECT * FROM c) m ORDER BY 1 LIMIT 20)`},
-	} {
+}
+
+// RollupDrift recounts every batch's rollups and facets from its jobs and
+// attempts and returns one line per difference ("" lines none: the
+// rollups are exact). It reads every job and attempt of the ledger: for
+// tests and for checking a ledger by hand, not for a page.
+func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var out []string
+	for _, q := range rollupRecounts {
 		rows, err := s.pool.Query(ctx, q.sql)
 		if err != nil {
 			return nil, fmt.Errorf("recount %s: %w", q.what, err)
