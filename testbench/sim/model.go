@@ -241,8 +241,30 @@ func (s *Server) model(r *chatReq) plan {
 	p.isJSON = true
 	fr := s.rng("format", key, strconv.Itoa(turn), feedback)
 	o := encOpts{indent: fr.IntN(3) == 0}
-	var fence, prose bool
-	var formats []FaultKind
+	formats, fence, prose := s.drawFormats(fr, value, &o)
+	p.formats = formats
+	p.value = value
+	text := string(encode(value, o))
+	if fence {
+		text = "```json\n" + text + "\n```"
+	}
+	if prose {
+		text = "Here is the JSON you asked for:\n\n" + text + "\n\nLet me know if you need anything else."
+	}
+	if p.outcome == FaultTruncation {
+		cut := len(text)*3/10 + fr.IntN(len(text)/2+1)
+		text = truncateUTF8(text, cut)
+		p.value = nil
+	}
+	p.text = text
+	return p
+}
+
+// drawFormats draws the format faults of the mix (fence, prose, trailing
+// comma, single quotes, Python literals, comments) for value, setting o's
+// options for those the encoder writes; one the value has no place for is
+// not drawn.
+func (s *Server) drawFormats(fr *rand.Rand, value any, o *encOpts) (formats []FaultKind, fence, prose bool) {
 	for _, k := range allFaultKinds[:6] {
 		if fr.Float64() >= s.cfg.Mix.Prob(k) {
 			continue
@@ -275,22 +297,7 @@ func (s *Server) model(r *chatReq) plan {
 		}
 		formats = append(formats, k)
 	}
-	p.formats = formats
-	p.value = value
-	text := string(encode(value, o))
-	if fence {
-		text = "```json\n" + text + "\n```"
-	}
-	if prose {
-		text = "Here is the JSON you asked for:\n\n" + text + "\n\nLet me know if you need anything else."
-	}
-	if p.outcome == FaultTruncation {
-		cut := len(text)*3/10 + fr.IntN(len(text)/2+1)
-		text = truncateUTF8(text, cut)
-		p.value = nil
-	}
-	p.text = text
-	return p
+	return formats, fence, prose
 }
 
 func truncateUTF8(s string, n int) string {

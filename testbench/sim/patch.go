@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -190,13 +191,51 @@ func (s *Server) patchPlan(doc *schemaDoc, truth any, key, prev, feedback string
 	}
 	r := s.rng("patch", key, strconv.Itoa(turn), prev, feedback)
 	g := generator{doc: doc, rng: r}
+	ops := s.fixOps(doc, truth, value, feedback, c.out, r, &g)
+	fixed, err := applyPatch(value, ops)
+	if err != nil {
+		fixed = value // not expected: every op above targets what the checker found
+	}
+	ops, pf := s.spoilPatch(doc, value, fixed, ops, c.out, r, &g)
+	result, err := applyPatch(value, ops)
+	if err != nil {
+		result = value // a patch that does not apply changes nothing
+	}
+	c = checker{doc: doc}
+	c.walk(doc.root, result, "", 0)
+	if s.cfg.Mix.shapeOn() && needsRelabel(c.out) {
+		_, _, recs := s.firstAttempt(doc, truth, key)
+		relabel(c.out, recs, result)
+	}
+	arr := make([]any, len(ops))
+	for i, op := range ops {
+		arr[i] = op.json()
+	}
+	fr := s.rng("format", key, strconv.Itoa(turn), feedback)
+	text := string(encode(arr, encOpts{indent: fr.IntN(3) == 0}))
+	var formats []FaultKind
+	if fr.Float64() < s.cfg.Mix.Fence {
+		text = "```json\n" + text + "\n```"
+		formats = append(formats, FaultFence)
+	}
+	if fr.Float64() < s.cfg.Mix.Prose {
+		text = "Here is the JSON Patch that fixes those errors:\n\n" + text + "\n\nApply it to your previous value."
+		formats = append(formats, FaultProse)
+	}
+	return plan{text: text, faults: append(pf, c.out...), formats: formats, patch: true}, true
+}
+
+// fixOps are the ops of a patch that fixes each fault found the feedback
+// names, each with probability FixProb (a removal of a renamed optional
+// property adds it back under its name).
+func (s *Server) fixOps(doc *schemaDoc, truth, value any, feedback string, found []ContentFault, r *rand.Rand, g *generator) []patchOp {
 	var ops []patchOp
-	for _, f := range c.out {
+	for _, f := range found {
 		u := r.Float64()
 		if !names(feedback, f) || u >= s.cfg.FixProb {
 			continue
 		}
-		tv, remove := fixFor(f, truth, &g)
+		tv, remove := fixFor(f, truth, g)
 		if remove {
 			ops = append(ops, patchOp{op: "remove", path: f.Pointer})
 			if rp, rv, ok := renamedOptional(doc, truth, value, f); ok {
@@ -210,10 +249,12 @@ func (s *Server) patchPlan(doc *schemaDoc, truth any, key, prev, feedback string
 		}
 		ops = append(ops, patchOp{op: op, path: f.Pointer, value: tv})
 	}
-	fixed, err := applyPatch(value, ops)
-	if err != nil {
-		fixed = value // not expected: every op above targets what the checker found
-	}
+	return ops
+}
+
+// spoilPatch draws the patch faults of the mix into ops: a wrong op, a
+// pointer to a wrong place, an op that was not asked for.
+func (s *Server) spoilPatch(doc *schemaDoc, value, fixed any, ops []patchOp, found []ContentFault, r *rand.Rand, g *generator) ([]patchOp, []ContentFault) {
 	var drawn [3]bool
 	for i, k := range patchKinds {
 		drawn[i] = r.Float64() < s.cfg.Mix.Prob(k)
@@ -251,38 +292,13 @@ func (s *Server) patchPlan(doc *schemaDoc, truth any, key, prev, feedback string
 		}
 	}
 	if drawn[2] {
-		if op, ok := s.extraOp(doc, value, c.out, ops, &g); ok {
+		if op, ok := s.extraOp(doc, value, found, ops, g); ok {
 			at := r.IntN(len(ops) + 1)
 			ops = slices.Insert(ops, at, op)
 			pf = append(pf, ContentFault{Kind: FaultPatchExtraOp, Pointer: op.path})
 		}
 	}
-	result, err := applyPatch(value, ops)
-	if err != nil {
-		result = value // a patch that does not apply changes nothing
-	}
-	c = checker{doc: doc}
-	c.walk(doc.root, result, "", 0)
-	if s.cfg.Mix.shapeOn() && needsRelabel(c.out) {
-		_, _, recs := s.firstAttempt(doc, truth, key)
-		relabel(c.out, recs, result)
-	}
-	arr := make([]any, len(ops))
-	for i, op := range ops {
-		arr[i] = op.json()
-	}
-	fr := s.rng("format", key, strconv.Itoa(turn), feedback)
-	text := string(encode(arr, encOpts{indent: fr.IntN(3) == 0}))
-	var formats []FaultKind
-	if fr.Float64() < s.cfg.Mix.Fence {
-		text = "```json\n" + text + "\n```"
-		formats = append(formats, FaultFence)
-	}
-	if fr.Float64() < s.cfg.Mix.Prose {
-		text = "Here is the JSON Patch that fixes those errors:\n\n" + text + "\n\nApply it to your previous value."
-		formats = append(formats, FaultProse)
-	}
-	return plan{text: text, faults: append(pf, c.out...), formats: formats, patch: true}, true
+	return ops, pf
 }
 
 // wrongOp returns the op patch_wrong_op writes for op, "" when it has
