@@ -1166,12 +1166,13 @@ func (rs *waveResults) flush(ctx context.Context) error {
 // recordEach records the outcomes queued one by one, after the ledger
 // refused them together: one it refuses for its data is recorded as it
 // can take it (store.WaveOutcome.Salvage), its attempt with its text,
-// then with its counts only, its job failed naming the refusal. The reply
-// was paid for: it must leave its row, and the others with it, where the
-// refusal, returned, had the wave processed again at every poll and
-// refused again. It returns the outcomes recorded, and the first refusal
-// even the counts met (the wave is then processed again later, the
-// others recorded) or the first error that is no refusal.
+// then with its counts only, its job failed naming the refusal. Its reply
+// was paid for and must leave a row; and writing the same data again
+// cannot succeed, so returning the refusal would process the wave again at
+// every poll, none of the chunk's outcomes ever recorded. It returns the
+// outcomes recorded, and the first refusal even the counts met (the others
+// are recorded; the wave is processed again later) or the first error
+// that is no refusal.
 func (rs *waveResults) recordEach(ctx context.Context) ([]store.WaveOutcome, error) {
 	var recorded []store.WaveOutcome
 	var first error
