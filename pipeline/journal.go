@@ -228,7 +228,7 @@ func (j *journal) failed(err error) {
 // another ledger). It returns how many calls it recorded.
 func replayJournals(ctx context.Context, dir string, ledger Ledger, log *slog.Logger) (int, error) {
 	return replayEach(dir, journalGlob, "reply journal", func(path string) (int, error) {
-		n, err := replayJournal(ctx, path, ledger)
+		n, err := replayJournal(ctx, path, ledger, log)
 		if err == nil && n > 0 {
 			log.WarnContext(ctx, "worker: recorded the calls a worker that died had made and not written (reason crashed: replies it had received, calls in flight)",
 				slog.String("path", path), slog.Int("calls", n))
@@ -239,7 +239,7 @@ func replayJournals(ctx context.Context, dir string, ledger Ledger, log *slog.Lo
 
 // replayJournal records one dead worker's segment and removes it, under
 // its lock.
-func replayJournal(ctx context.Context, path string, ledger Ledger) (int, error) {
+func replayJournal(ctx context.Context, path string, ledger Ledger, log *slog.Logger) (int, error) {
 	f, err := openUnlocked(path)
 	if err != nil {
 		return 0, err
@@ -277,8 +277,26 @@ func replayJournal(ctx context.Context, path string, ledger Ledger) (int, error)
 		return 0, err
 	}
 	n, err := ledger.SaveCrashed(ctx, ins)
+	if store.IsRefused(err) {
+		// A reply the ledger refuses for its data (a price table's typo
+		// beyond the cost column) is recorded as it can take it, and the
+		// others as they are: the segment kept would be refused at every
+		// start, none of its paid replies recorded. SaveCrashed skips
+		// what it has, so n counts each call once.
+		n = 0
+		var refused int
+		refused, err = saveEachSalvaging(ins, func(one []store.Interruption) error {
+			k, err := ledger.SaveCrashed(ctx, one)
+			n += k
+			return err
+		})
+		if refused > 0 {
+			log.ErrorContext(ctx, "worker: ledger refused crashed calls: recorded without what it refused",
+				slog.String("path", path), slog.Int("calls", refused))
+		}
+	}
 	if err != nil {
-		return 0, err
+		return n, err
 	}
 	return n, removeGone(path)
 }

@@ -244,3 +244,51 @@ func TestSpillFileOfARunningWorkerIsLeftAlone(t *testing.T) {
 		t.Errorf("spill files %v after the replay, want none", files)
 	}
 }
+
+// A dead worker's journal holding a reply the ledger refuses (a cost
+// beyond its column, a reply's errors jsonb cannot hold) is recorded as
+// the ledger can take it, the others as they are: the refusal failed the
+// whole segment, which was kept and refused again at every start, none of
+// its replies recorded.
+func TestJournalReplaySalvagesRefusedCalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	st := ledgerWithJobs(t, "jr", "jr:1", "jr:2", "jr:3")
+
+	j := newJournal(dir, log)
+	costly := paidCall("jr:1", 1)
+	costly.Attempts[0].CostUSD = 5e10 // beyond numeric(18, 8): salvaged with its text
+	j.add(journalKey("jr:1", 1), costly)
+	j.add(journalKey("jr:2", 1), paidCall("jr:2", 1))
+	unholdable := paidCall("jr:3", 1)
+	unholdable.Attempts[0].Errors = json.RawMessage(`[1e200000]`) // beyond jsonb: kept with its counts only
+	j.add(journalKey("jr:3", 1), unholdable)
+	j.cur.f.Close() // the worker dies
+
+	for i, want := range []int{3, 0} {
+		n, err := replayJournals(ctx, dir, st, log)
+		if err != nil || n != want {
+			t.Fatalf("replay %d: %d recorded (%v), want %d", i+1, n, err, want)
+		}
+	}
+	if got := journalFiles(t, dir); len(got) != 0 {
+		t.Errorf("after the replay: %v left, want none", got)
+	}
+	for _, c := range []struct {
+		id       string
+		min, max float64
+	}{{"jr:1", store.MaxCostUSD - 1, store.MaxCostUSD}, {"jr:2", 0.001, 0.001}, {"jr:3", 0.001, 0.001}} {
+		got, err := st.JobInterrupted(ctx, c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Reason != store.InterruptCrashed || got[0].Calls != 1 || got[0].Paid != 1 || got[0].CostUSD < c.min || got[0].CostUSD > c.max {
+			t.Errorf("job %s: crashed calls %+v; want its one paid call, costing $%v to $%v", c.id, got, c.min, c.max)
+		}
+	}
+	if got, err := st.JobInterrupted(ctx, "jr:3"); err == nil && len(got) == 1 && !strings.Contains(got[0].LastError, "counts only") {
+		t.Errorf("job jr:3: provider error %q; want it to say the row keeps its counts only", got[0].LastError)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -69,16 +68,25 @@ func saveSalvaging(ctx context.Context, ledger Ledger, r store.Result) (store.Re
 }
 
 // saveInterruptedSalvaging saves ins; when the ledger refuses them for
-// their data, each is saved alone, and one refused is saved as the ledger
-// can take its calls (store.Attempt.Salvage): with their text, then with
-// their counts only. refused reports the interruptions salvaged.
+// their data, each is saved alone (saveEachSalvaging). refused reports
+// the interruptions salvaged.
 func saveInterruptedSalvaging(ctx context.Context, ledger Ledger, ins []store.Interruption) (refused int, err error) {
 	err = ledger.SaveInterrupted(ctx, ins)
 	if !store.IsRefused(err) || len(ins) == 0 {
 		return 0, err
 	}
+	return saveEachSalvaging(ins, func(one []store.Interruption) error { return ledger.SaveInterrupted(ctx, one) })
+}
+
+// saveEachSalvaging saves each of ins alone with save; one the ledger
+// refuses for its data is saved as the ledger can take its calls
+// (store.Interruption.Salvage): with their text, then with their counts
+// only. The calls were paid for: one refused row must neither lose them
+// nor keep the others from the ledger. It returns how many were salvaged
+// and the first refusal left, or stops at an error that is no refusal.
+func saveEachSalvaging(ins []store.Interruption, save func([]store.Interruption) error) (refused int, first error) {
 	for _, in := range ins {
-		err := ledger.SaveInterrupted(ctx, []store.Interruption{in})
+		err := save([]store.Interruption{in})
 		if store.IsRefused(err) {
 			refused++
 		}
@@ -86,16 +94,14 @@ func saveInterruptedSalvaging(ctx context.Context, ledger Ledger, ins []store.In
 			if !store.IsRefused(err) {
 				break
 			}
-			salvaged := in
-			salvaged.Attempts = slices.Clone(in.Attempts)
-			for i := range salvaged.Attempts {
-				salvaged.Attempts[i] = salvaged.Attempts[i].Salvage(bare)
-			}
-			err = ledger.SaveInterrupted(ctx, []store.Interruption{salvaged})
+			err = save([]store.Interruption{in.Salvage(bare)})
 		}
-		if err != nil {
-			return refused, err
+		switch {
+		case err != nil && !store.IsRefused(err):
+			return refused, err // the ledger is down: so it is for the rest
+		case err != nil && first == nil:
+			first = err
 		}
 	}
-	return refused, nil
+	return refused, first
 }

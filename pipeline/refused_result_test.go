@@ -120,3 +120,46 @@ func TestSpillOfRefusedRecordsIsSalvaged(t *testing.T) {
 		t.Errorf("%d interrupted rows of the spilled call, want 1", got)
 	}
 }
+
+// A wave whose replies the ledger refuses (the price table's typo again,
+// at batch prices) keeps every paid reply: the outcomes the ledger takes
+// (requests the provider errored, unpaid) are recorded as they are, each
+// refused one with its cost clamped, its job failed saying why. The wave
+// ends; it was processed again at every poll, its results downloaded and
+// refused each time, none of the chunk's outcomes recorded, and a
+// draining worker never exited.
+func TestBatchDeliveryRefusedOutcomeKeepsEveryPaidReply(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	h := newHarness(t, harnessConfig{Sim: waveSim(50*time.Millisecond, 0, 0.125)})
+	h.enqueueBatch("wr", llm.ProviderOpenAI, n, time.Hour)
+	cfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
+	var err error
+	if cfg.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), []byte(`{"sim-model":{"input_per_mtok":1e17,"output_per_mtok":1e17}}`)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Drain = true
+	if err := h.startWorker(cfg, nil, nil).wait(t, 60*time.Second); err != nil {
+		t.Fatalf("worker: %v\n%s", err, h.logs.tail(20))
+	}
+	h.checkWaveLedger("wr", n)
+	st := h.sim.srv.Stats()
+	if st.Batch.Errored == 0 || st.Batch.Succeeded == 0 {
+		t.Fatalf("provider batches: %+v; want both errored requests and replies", st.Batch)
+	}
+	if st.Batch.Succeeded != n || st.Replies != 0 {
+		t.Errorf("%d replies in waves, %d realtime; want one a job in its waves, each ending it", st.Batch.Succeeded, st.Replies)
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM jobs WHERE batch = 'wr' AND status = 'failed' AND error LIKE '%ledger refused the result%'`); got != n {
+		t.Errorf("%d of %d jobs failed naming the refusal\n%s", got, n, h.logs.tail(20))
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wr:%' AND class <> 'provider' AND tokens_in > 0 AND cost_usd >= $1`, store.MaxCostUSD-1); got != n {
+		t.Errorf("%d reply rows with their usage, their cost clamped; want the %d replies", got, n)
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'wr:%' AND class = 'provider' AND provider_class = 'server'`); int64(got) != st.Batch.Errored {
+		t.Errorf("%d rows of errored requests, kept as they were; the provider errored %d", got, st.Batch.Errored)
+	}
+	if got := strings.Count(h.logs.String(), "ledger refused a wave outcome"); int64(got) != st.Batch.Succeeded {
+		t.Errorf("the refusal is logged %d times, want once a refused reply (%d)", got, st.Batch.Succeeded)
+	}
+}

@@ -78,6 +78,38 @@ func (a Attempt) Salvage(bare bool) Attempt {
 	return a
 }
 
+// Salvage returns in as the ledger can still take its calls after
+// refusing them (Attempt.Salvage each); in itself is not changed.
+func (in Interruption) Salvage(bare bool) Interruption {
+	as := make([]Attempt, len(in.Attempts))
+	for i, a := range in.Attempts {
+		as[i] = a.Salvage(bare)
+	}
+	in.Attempts = as
+	return in
+}
+
+// Salvage returns o as the ledger can still take it after refusing it for
+// its data: its attempt as Attempt.Salvage keeps it, and its job final,
+// failed, naming the refusal (Result.Salvage of its result, or else of its
+// totals so far). A job that went on would pay for further calls the
+// ledger is likely to refuse as well (a price table's typo prices them
+// all), as a realtime job's result refused ends the job.
+func (o WaveOutcome) Salvage(refusal error, bare bool) WaveOutcome {
+	o.Attempt = o.Attempt.Salvage(bare)
+	var r Result
+	switch {
+	case o.Result != nil:
+		r = *o.Result
+	case o.Totals != nil:
+		r = *o.Totals
+	}
+	s := r.Salvage(refusal, bare)
+	o.Result, o.Totals = &s, nil
+	o.Inserted, o.Finished = false, false
+	return o
+}
+
 // attemptClass reports whether c is in the set the attempts table takes.
 func attemptClass(c string) bool {
 	switch c {

@@ -1147,13 +1147,61 @@ func (rs *waveResults) flush(ctx context.Context) error {
 		return nil
 	}
 	v := rs.v
-	if _, err := v.ledger.RecordWaveOutcomes(context.WithoutCancel(ctx), rs.outs); err != nil {
+	_, err := v.ledger.RecordWaveOutcomes(context.WithoutCancel(ctx), rs.outs)
+	if store.IsRefused(err) {
+		var recorded []store.WaveOutcome
+		recorded, err = rs.recordEach(context.WithoutCancel(ctx))
+		v.w.Observe(recorded)
+	} else if err == nil {
+		v.w.Observe(rs.outs)
+	}
+	if err != nil {
 		return err
 	}
-	v.w.Observe(rs.outs)
 	rs.outs = rs.outs[:0]
 	v.at("outcomes", rs.wave.ID)
 	return v.ledger.UpdateWave(ctx, rs.wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})
+}
+
+// recordEach records the outcomes queued one by one, after the ledger
+// refused them together: one it refuses for its data is recorded as it
+// can take it (store.WaveOutcome.Salvage), its attempt with its text,
+// then with its counts only, its job failed naming the refusal. Its reply
+// was paid for and must leave a row; and writing the same data again
+// cannot succeed, so returning the refusal would process the wave again at
+// every poll, none of the chunk's outcomes ever recorded. It returns the
+// outcomes recorded, and the first refusal even the counts met (the others
+// are recorded; the wave is processed again later) or the first error
+// that is no refusal.
+func (rs *waveResults) recordEach(ctx context.Context) ([]store.WaveOutcome, error) {
+	var recorded []store.WaveOutcome
+	var first error
+	for i := range rs.outs {
+		one := rs.outs[i : i+1]
+		_, err := rs.v.ledger.RecordWaveOutcomes(ctx, one)
+		if refusal := err; store.IsRefused(refusal) {
+			rs.log.ErrorContext(ctx, "worker: ledger refused a wave outcome: recording its call without what it refused, the job failed",
+				slog.String("job_id", rs.byID[one[0].CustomID].JobID), slog.String("custom_id", one[0].CustomID), slog.String("error", refusal.Error()))
+			o := one[0]
+			for _, bare := range []bool{false, true} {
+				one[0] = o.Salvage(refusal, bare)
+				if _, err = rs.v.ledger.RecordWaveOutcomes(ctx, one); !store.IsRefused(err) {
+					break
+				}
+			}
+		}
+		switch {
+		case err == nil:
+			recorded = append(recorded, one[0])
+		case !store.IsRefused(err):
+			return recorded, err // the ledger is down: so it is for the rest
+		default:
+			rs.log.ErrorContext(ctx, "worker: ledger refused a wave outcome, even with its counts only", slog.String("custom_id", one[0].CustomID),
+				slog.String("error", err.Error()))
+			first = cmp.Or(first, err)
+		}
+	}
+	return recorded, first
 }
 
 // rebuild starts the repair step of a wave request's job from the
