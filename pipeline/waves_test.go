@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -143,42 +144,67 @@ func (h *harness) checkWaveLedgerBeside(batch string, n int, foreign, foreignRep
 type frozenWorker struct {
 	rw      *runningWorker
 	release chan struct{}
+	mu      sync.Mutex
+	died    map[string][]int64 // by point, the waves whose goroutine died there
+}
+
+// diedAt returns the waves whose goroutine died at point: for
+// "upload_done", the waves A uploaded a file for and never recorded it.
+func (a *frozenWorker) diedAt(point string) []int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.died[point])
 }
 
 // startFrozen starts a worker of cfg that freezes the first time it
 // reaches point, waits until it has, and stops it pulling.
 func (h *harness) startFrozen(cfg pipeline.WorkerConfig, point string) *frozenWorker {
 	h.t.Helper()
-	hit, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	var frozen atomic.Bool
-	pipeline.SetWaveHook(&cfg, func(p string, _ int64) {
+	return h.startFrozenWaves(cfg, point, 1)
+}
+
+// startFrozenWaves is startFrozen where the worker freezes only when the
+// waves-th of its waves reaches point: the waves there before it wait,
+// alive, for it.
+func (h *harness) startFrozenWaves(cfg pipeline.WorkerConfig, point string, waves int) *frozenWorker {
+	h.t.Helper()
+	hit := make(chan struct{})
+	a := &frozenWorker{release: make(chan struct{}), died: map[string][]int64{}}
+	arrived, frozen := 0, false
+	pipeline.SetWaveHook(&cfg, func(p string, waveID int64) {
+		a.mu.Lock()
 		fired := false
-		if p == point {
-			once.Do(func() { fired = true })
-		}
 		switch {
-		case fired:
-			frozen.Store(true)
-			close(hit)
-		case !frozen.Load():
+		case frozen:
+		case p == point:
+			arrived++
+			if arrived == waves {
+				frozen, fired = true, true
+			}
+		default:
+			a.mu.Unlock()
 			return
+		}
+		a.died[p] = append(a.died[p], waveID)
+		a.mu.Unlock()
+		if fired {
+			close(hit)
 		}
 		// A process killed at the point stops every goroutine, not only
 		// the one at the point: the others stop at the next point they
 		// reach, so none of A's waves acts after B has drained, when no
 		// worker is left to reconcile what it did.
-		<-release
+		<-a.release
 		runtime.Goexit() // killed: nothing after this point runs
 	})
-	rw := h.startWorker(cfg, nil, nil)
+	a.rw = h.startWorker(cfg, nil, nil)
 	select {
 	case <-hit:
 	case <-time.After(60 * time.Second):
-		h.t.Fatalf("worker A never reached %s\n%s", point, h.logs.tail(40))
+		h.t.Fatalf("worker A never reached %s with %d waves\n%s", point, waves, h.logs.tail(40))
 	}
-	rw.cancel() // A pulls nothing more
-	return &frozenWorker{rw: rw, release: release}
+	a.rw.cancel() // A pulls nothing more
+	return a
 }
 
 // drainThenKill runs a draining worker of cfg to its end, then lets the
@@ -299,22 +325,31 @@ func TestBatchDeliveryWrongKey(t *testing.T) {
 // twice.
 func TestBatchDeliveryKillAtEachPoint(t *testing.T) {
 	t.Parallel()
-	points := []struct{ provider, point string }{
-		{llm.ProviderOpenAI, "recorded"},
-		{llm.ProviderOpenAI, "upload"},
-		{llm.ProviderOpenAI, "upload_done"},
-		{llm.ProviderOpenAI, "uploaded"},
-		{llm.ProviderOpenAI, "created"},
-		{llm.ProviderAnthropic, "created"},
-		{llm.ProviderOpenAI, "ended"},
-		{llm.ProviderOpenAI, "download"},
-		{llm.ProviderOpenAI, "outcomes"},
-		{llm.ProviderAnthropic, "recorded_results"},
-		{llm.ProviderOpenAI, "repair_recorded"},
-		{llm.ProviderOpenAI, "published"},
+	points := []struct {
+		provider, point string
+		waves           int // A's waves at the point when it dies; 0 means 1
+	}{
+		{llm.ProviderOpenAI, "recorded", 0},
+		{llm.ProviderOpenAI, "upload", 0},
+		{llm.ProviderOpenAI, "upload_done", 0},
+		// Two waves uploaded and not recorded: each leaves a file unused.
+		{llm.ProviderOpenAI, "upload_done", 2},
+		{llm.ProviderOpenAI, "uploaded", 0},
+		{llm.ProviderOpenAI, "created", 0},
+		{llm.ProviderAnthropic, "created", 0},
+		{llm.ProviderOpenAI, "ended", 0},
+		{llm.ProviderOpenAI, "download", 0},
+		{llm.ProviderOpenAI, "outcomes", 0},
+		{llm.ProviderAnthropic, "recorded_results", 0},
+		{llm.ProviderOpenAI, "repair_recorded", 0},
+		{llm.ProviderOpenAI, "published", 0},
 	}
 	for _, pt := range points {
-		t.Run(pt.provider+"/"+pt.point, func(t *testing.T) {
+		name := pt.provider + "/" + pt.point
+		if pt.waves > 1 {
+			name += fmt.Sprintf("/%d_waves", pt.waves)
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			const n = 30
 			h := newHarness(t, harnessConfig{Sim: waveSim(50*time.Millisecond, 0, 0)})
@@ -327,7 +362,11 @@ func TestBatchDeliveryKillAtEachPoint(t *testing.T) {
 			if pt.point == "published" {
 				cfgA.Wave.RealtimeBelow = 1000 // every repair goes realtime
 			}
-			a := h.startFrozen(cfgA, pt.point)
+			waves := max(pt.waves, 1)
+			if waves > 1 {
+				cfgA.Wave.MaxRequests = n / waves // A's jobs make at least that many waves
+			}
+			a := h.startFrozenWaves(cfgA, pt.point, waves)
 			cfgB := h.waveWorker(pt.provider, client)
 			if pt.point == "published" {
 				cfgB.Wave.RealtimeBelow = 1000
@@ -335,16 +374,40 @@ func TestBatchDeliveryKillAtEachPoint(t *testing.T) {
 			h.drainThenKill(cfgB, a)
 			h.checkWaveLedger("wk", n)
 			if pt.point == "upload_done" {
-				// The file A uploaded and did not record is not orphaned
-				// silently.
-				if !strings.Contains(h.logs.String(), "an earlier upload may have left an unused input file") {
-					t.Errorf("the re-upload of a wave logged no warning of the unused file")
-				}
-				if files, waves := h.sim.srv.Stats().Batch.FilesUploaded, h.sqlInt(`SELECT count(*) FROM waves WHERE input_file_id IS NOT NULL`); files != int64(waves)+1 {
-					t.Errorf("%d files uploaded for %d waves, want one more (A's)", files, waves)
-				}
+				h.checkUnusedFiles(a.diedAt("upload_done"), waves)
 			}
 		})
+	}
+}
+
+// checkUnusedFiles asserts what A's death between uploads and their
+// records leaves: the unrecorded waves, at least want of them, each
+// uploaded again by B with a warning of the unused file, and no other file
+// uploaded beyond one per wave. Each of A's waves then between its upload
+// and its record left a file: more than one when A was uploading several
+// waves at once (a loaded machine slows A's pulls past Collect, and its
+// jobs go into more than one wave).
+func (h *harness) checkUnusedFiles(unrecorded []int64, want int) {
+	h.t.Helper()
+	if len(unrecorded) < want {
+		h.t.Fatalf("A died after uploading %d waves (%v), want at least %d", len(unrecorded), unrecorded, want)
+	}
+	logs := h.logs.String()
+	for _, id := range unrecorded {
+		// The file A uploaded and did not record is not orphaned
+		// silently.
+		warned := false
+		for line := range strings.Lines(logs) {
+			if strings.Contains(line, "an earlier upload may have left an unused input file") && strings.Contains(line, fmt.Sprintf(" wave=%d ", id)) {
+				warned = true
+			}
+		}
+		if !warned {
+			h.t.Errorf("the re-upload of wave %d logged no warning of the unused file", id)
+		}
+	}
+	if files, waves := h.sim.srv.Stats().Batch.FilesUploaded, h.sqlInt(`SELECT count(*) FROM waves WHERE input_file_id IS NOT NULL`); files != int64(waves+len(unrecorded)) {
+		h.t.Errorf("%d files uploaded for %d waves, want one more for each wave A uploaded and did not record (%v)", files, waves, unrecorded)
 	}
 }
 
