@@ -228,11 +228,11 @@ func TestSatisfiableBounded(t *testing.T) {
 func TestSatisfiableOverBudget(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, `{"type":"object","required":["c"],"properties":{"c":{"$ref":"#"}}}`)
-	if err := satisfiable(s.sch, satBudget); !errors.Is(err, ErrUnsatisfiable) {
+	if err := satisfiable(s.graph, satBudget); !errors.Is(err, ErrUnsatisfiable) {
 		t.Fatalf("with the budget: %v, want ErrUnsatisfiable", err)
 	}
 	for budget := range 8 {
-		if err := satisfiable(s.sch, budget); err != nil {
+		if err := satisfiable(s.graph, budget); err != nil {
 			t.Fatalf("with a budget of %d: %v, want nil", budget, err)
 		}
 	}
