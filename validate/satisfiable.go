@@ -191,7 +191,6 @@ type satNode struct {
 
 	static    kinds // the kinds the node's own keywords allow, regardless of subschemas
 	staticWhy cause // why static is empty
-	meta      bool  // a standard metaschema: counted as satisfiable, not looked into
 	legacy    bool  // draft < 2019 with $ref: only "const" and "$ref" apply
 
 	ref                 int
@@ -220,7 +219,8 @@ type satNode struct {
 
 // satGraph is the graph of a schema's subschemas and the kinds each can be
 // satisfied with (the least fixpoint, once solved). Its nodes are those of
-// the schema's schemaGraph, in the same order: the root is node 0.
+// the schema's schemaGraph, root first, but for the subschemas of the
+// standard metaschemas: they count as satisfiable, and are not looked into.
 type satGraph struct {
 	nodes  []satNode
 	index  map[*jsonschema.Schema]int
@@ -241,10 +241,14 @@ func satisfiable(sg *schemaGraph, budget int) error {
 // reports whether it did within budget.
 func solveKinds(sg *schemaGraph, budget int) (*satGraph, bool) {
 	g := &satGraph{index: make(map[*jsonschema.Schema]int, len(sg.nodes)), budget: budget}
-	for i, s := range sg.nodes {
-		g.index[s] = i
+	schemas := make([]*jsonschema.Schema, 0, len(sg.nodes))
+	for _, s := range sg.nodes {
+		if !isMeta(s.Location) {
+			g.index[s] = len(schemas)
+			schemas = append(schemas, s)
+		}
 	}
-	return g, g.build(sg.nodes) && g.solve()
+	return g, g.build(schemas) && g.solve()
 }
 
 // spend takes n units of the budget and reports whether it lasted.
@@ -253,9 +257,8 @@ func (g *satGraph) spend(n int) bool {
 	return g.budget >= 0
 }
 
-// node returns the index of s; noSchema for nil, and for a schema outside
-// the graph (none is: the schemaGraph holds every subschema), which then
-// allows anything, the safe side.
+// node returns the index of s; noSchema, which allows anything, for nil
+// and for a subschema of a standard metaschema.
 func (g *satGraph) node(s *jsonschema.Schema) int {
 	if i, ok := g.index[s]; ok {
 		return i
@@ -299,8 +302,6 @@ func (g *satGraph) build(schemas []*jsonschema.Schema) bool {
 		n.static = g.staticKinds(s, 0, n.loc, &n.staticWhy)
 		switch {
 		case s.Bool != nil:
-		case isMeta(s.Location):
-			n.meta = true
 		case s.DraftVersion < 2019 && s.Ref != nil:
 			// The validator checks "const", then "$ref", and ignores the rest.
 			n.legacy = true
@@ -548,7 +549,7 @@ func keywordCause(loc, keyword, reason string) cause {
 // kind (eval is then only called on nodes without kinds).
 func (g *satGraph) eval(i int, why *cause) kinds {
 	n := &g.nodes[i]
-	if n.static == 0 || n.s.Bool != nil || n.meta {
+	if n.static == 0 || n.s.Bool != nil {
 		if why != nil {
 			*why = n.staticWhy
 		}
@@ -810,7 +811,7 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 		}
 		return 0
 	}
-	if isMeta(s.Location) || depth > satDepth || !g.spend(1) {
+	if depth > satDepth || !g.spend(1) {
 		return kAll
 	}
 	k := kAll

@@ -43,9 +43,6 @@ func (s *Schema) UnsatisfiableParts() []error {
 		i := queue[0]
 		queue = queue[1:]
 		n := &g.nodes[i]
-		if n.meta {
-			continue
-		}
 		var parts []int
 		if g.t[i]&kObject != 0 {
 			parts = append(parts, n.optProps...)
