@@ -796,12 +796,6 @@ func (g *satGraph) array(n *satNode) (cause, bool) {
 // why set, it records the keyword that leaves no kind. Past satDepth, or
 // over the budget, it gives up and allows every kind.
 func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why *cause) kinds {
-	zero := func(keyword, reason string) kinds {
-		if why != nil {
-			*why = cause{loc: loc + "/" + keyword, keyword: keyword, reason: reason, child: noSchema}
-		}
-		return 0
-	}
 	if s.Bool != nil {
 		if *s.Bool {
 			return kAll
@@ -814,6 +808,20 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 	if depth > satDepth || !g.spend(1) {
 		return kAll
 	}
+	k, keyword, reason := g.ownKinds(s, depth)
+	if k != 0 && !(s.DraftVersion < 2019 && s.Ref != nil) {
+		k, keyword, reason = boundKinds(s, k)
+	}
+	if k == 0 && why != nil {
+		*why = keywordCause(loc, keyword, reason)
+	}
+	return k
+}
+
+// ownKinds are the kinds type, const, enum, not and oneOf allow, as far
+// as told without solving the graph; with none, the keyword that leaves
+// none, and why.
+func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, string) {
 	k := kAll
 	legacy := s.DraftVersion < 2019 && s.Ref != nil
 	if s.Types != nil && !legacy {
@@ -822,12 +830,12 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 	if s.Const != nil {
 		c := kindOf(*s.Const)
 		if k&c == 0 {
-			return zero("const", fmt.Sprintf("const %s is not of type %s", render(*s.Const, maxFound), k))
+			return 0, "const", fmt.Sprintf("const %s is not of type %s", render(*s.Const, maxFound), k)
 		}
 		k &= c
 	}
 	if legacy {
-		return k
+		return k, "", ""
 	}
 	if s.Enum != nil {
 		var e kinds
@@ -836,21 +844,22 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 		}
 		switch {
 		case len(s.Enum.Values) == 0:
-			return zero("enum", "enum is empty")
+			return 0, "enum", "enum is empty"
 		case k&e == 0:
-			return zero("enum", fmt.Sprintf("no value of enum is of type %s", k))
+			return 0, "enum", fmt.Sprintf("no value of enum is of type %s", k)
 		}
 		k &= e
 	}
 	if s.Not != nil {
 		u := g.universalKinds(s.Not, depth+1)
-		if k&^u == 0 {
-			if k == kAll {
-				return zero("not", "the \"not\" schema accepts every value")
-			}
-			return zero("not", fmt.Sprintf("the \"not\" schema accepts every %s", k))
+		switch {
+		case k&^u != 0:
+			k &^= u
+		case k == kAll:
+			return 0, "not", "the \"not\" schema accepts every value"
+		default:
+			return 0, "not", fmt.Sprintf("the \"not\" schema accepts every %s", k)
 		}
-		k &^= u
 	}
 	if len(s.OneOf) >= 2 {
 		// A value of a kind two branches accept in full matches both.
@@ -861,36 +870,41 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 			once |= u
 		}
 		if k&^twice == 0 {
-			return zero("oneOf", fmt.Sprintf("two oneOf branches accept every %s, so none matches exactly one", k))
+			return 0, "oneOf", fmt.Sprintf("two oneOf branches accept every %s, so none matches exactly one", k)
 		}
 		k &^= twice
 	}
+	return k, "", ""
+}
+
+// boundKinds are the kinds of k the string and number bounds of s leave;
+// with none, the keyword that leaves none, and why.
+func boundKinds(s *jsonschema.Schema, k kinds) (kinds, string, string) {
 	if s.MinLength != nil && s.MaxLength != nil && *s.MinLength > *s.MaxLength && k&kString != 0 {
 		if k == kString {
-			return zero("minLength", fmt.Sprintf("minLength %d is greater than maxLength %d", *s.MinLength, *s.MaxLength))
+			return 0, "minLength", fmt.Sprintf("minLength %d is greater than maxLength %d", *s.MinLength, *s.MaxLength)
 		}
 		k &^= kString
 	}
-	if k&kNumber != 0 {
-		if out := kNumber &^ numberKinds(s); out != 0 {
-			if k&^out == 0 {
-				kw := "minimum"
-				switch {
-				case s.MultipleOf != nil:
-					kw = "multipleOf"
-				case s.Minimum == nil && s.ExclusiveMinimum != nil:
-					kw = "exclusiveMinimum"
-				case s.Minimum == nil && s.Maximum != nil:
-					kw = "maximum"
-				case s.Minimum == nil:
-					kw = "exclusiveMaximum"
-				}
-				return zero(kw, fmt.Sprintf("no %s satisfies the bounds%s", k, boundsText(s)))
-			}
-			k &^= out
-		}
+	if k&kNumber == 0 {
+		return k, "", ""
 	}
-	return k
+	out := kNumber &^ numberKinds(s)
+	if k&^out != 0 {
+		return k &^ out, "", ""
+	}
+	kw := "minimum"
+	switch {
+	case s.MultipleOf != nil:
+		kw = "multipleOf"
+	case s.Minimum == nil && s.ExclusiveMinimum != nil:
+		kw = "exclusiveMinimum"
+	case s.Minimum == nil && s.Maximum != nil:
+		kw = "maximum"
+	case s.Minimum == nil:
+		kw = "exclusiveMaximum"
+	}
+	return 0, kw, fmt.Sprintf("no %s satisfies the bounds%s", k, boundsText(s))
 }
 
 // boundsText lists the number bounds of s: " (minimum 1, maximum 0)".
