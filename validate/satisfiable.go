@@ -413,47 +413,41 @@ func (g *satGraph) buildArray(n *satNode) {
 	if s.MinItems != nil {
 		minItems = max(minItems, *s.MinItems)
 	}
-	// The schema of item i (noSchema, never or a node), and its keyword
-	// location; items past the prefix share one schema, so one of them
-	// stands for all.
-	prefix := 0
-	at := func(int) (int, string) { return noSchema, "" }
+	// The schemas of the items the prefix names, and of those past it
+	// (noSchema, never or a node), which share it: one stands for all.
+	var prefix []*jsonschema.Schema
+	prefixKw, rest, restKw := "", noSchema, ""
 	if s.DraftVersion >= 2020 {
-		prefix = len(s.PrefixItems)
-		at = func(i int) (int, string) {
-			if i < prefix {
-				return g.node(s.PrefixItems[i]), n.loc + "/prefixItems/" + strconv.Itoa(i)
-			}
-			return g.node(s.Items2020), n.loc + "/items"
-		}
+		prefix, prefixKw = s.PrefixItems, "/prefixItems/"
+		rest, restKw = g.node(s.Items2020), "/items"
 	} else {
 		switch items := s.Items.(type) {
 		case *jsonschema.Schema:
-			at = func(int) (int, string) { return g.node(items), n.loc + "/items" }
+			rest, restKw = g.node(items), "/items"
 		case []*jsonschema.Schema:
-			prefix = len(items)
-			at = func(i int) (int, string) {
-				if i < prefix {
-					return g.node(items[i]), n.loc + "/items/" + strconv.Itoa(i)
+			prefix, prefixKw = items, "/items/"
+			switch a := s.AdditionalItems.(type) {
+			case bool:
+				if !a {
+					rest, restKw = never, "/additionalItems"
 				}
-				switch a := s.AdditionalItems.(type) {
-				case bool:
-					if !a {
-						return never, n.loc + "/additionalItems"
-					}
-				case *jsonschema.Schema:
-					return g.node(a), n.loc + "/additionalItems"
-				}
-				return noSchema, ""
+			case *jsonschema.Schema:
+				rest, restKw = g.node(a), "/additionalItems"
 			}
 		}
 	}
-	for i := minItems; i < prefix+1; i++ {
+	at := func(i int) (int, string) {
+		if i < len(prefix) {
+			return g.node(prefix[i]), n.loc + prefixKw + strconv.Itoa(i)
+		}
+		return rest, n.loc + restKw
+	}
+	for i := minItems; i < len(prefix)+1; i++ {
 		if d, _ := at(i); d >= 0 {
 			n.optItems = append(n.optItems, d)
 		}
 	}
-	for i := range min(minItems, prefix+1) {
+	for i := range min(minItems, len(prefix)+1) {
 		d, kw := at(i)
 		n.positions = append(n.positions, d)
 		n.posKw = append(n.posKw, kw)
