@@ -266,7 +266,7 @@ func (g *satGraph) node(s *jsonschema.Schema) int {
 	return noSchema
 }
 
-// nodes returns the indexes of ss.
+// nodesOf returns the indexes of ss.
 func (g *satGraph) nodesOf(ss []*jsonschema.Schema) []int {
 	out := make([]int, len(ss))
 	for j, s := range ss {
