@@ -350,9 +350,7 @@ func (g *satGraph) buildObject(n *satNode) bool {
 	case *jsonschema.Schema:
 		n.additional = g.node(a)
 	}
-	if s.DraftVersion >= 6 {
-		n.propNames = g.node(s.PropertyNames)
-	}
+	n.propNames = g.node(s.PropertyNames) // the library sets it from draft 6 on
 	patterns := slices.SortedFunc(maps.Keys(s.PatternProperties), func(a, b jsonschema.Regexp) int { return strings.Compare(a.String(), b.String()) })
 	for _, re := range patterns {
 		n.patterns = append(n.patterns, g.node(s.PatternProperties[re]))
