@@ -147,23 +147,24 @@ func (c *checkCost) child(state map[*jsonschema.Schema]int, k int) (map[*jsonsch
 	return c.expand(count)
 }
 
-// over returns the pointer of the place where v's checks pass limit, and
-// whether they do.
-func (c *checkCost) over(v any, limit int) (string, bool) {
-	at, total := c.estimate(v, limit)
-	return at, total > limit
-}
-
 // estimate returns v's checks, counted until they pass limit, and the
 // pointer of the place where they do.
 func (c *checkCost) estimate(v any, limit int) (string, int) {
 	total := c.rootChecks
 	var path []string // the tokens of the place walked
 	var walk func(v any, state *walkState) bool
-	walk = func(v any, state *walkState) bool {
-		if total > limit {
+	// child counts the checks of child e of key k under tok, and walks it;
+	// true once they pass limit, path then holding its place.
+	child := func(state *walkState, k int, tok string, e any) bool {
+		next := c.step(state, k)
+		total = sat(total + next.checks)
+		if path = append(path, tok); total > limit || walk(e, next.state) {
 			return true
 		}
+		path = path[:len(path)-1]
+		return false
+	}
+	walk = func(v any, state *walkState) bool {
 		if len(state.count) == 0 {
 			return false
 		}
@@ -174,12 +175,9 @@ func (c *checkCost) estimate(v any, limit int) (string, int) {
 				if !ok {
 					key = c.other
 				}
-				next := c.step(state, key)
-				total = sat(total + next.checks)
-				if path = append(path, extract.PointerToken(k)); walk(x[k], next.state) {
+				if child(state, key, extract.PointerToken(k), x[k]) {
 					return true
 				}
-				path = path[:len(path)-1]
 			}
 		case []any:
 			for i, e := range x {
@@ -187,24 +185,14 @@ func (c *checkCost) estimate(v any, limit int) (string, int) {
 				if i < len(c.items) {
 					key = c.items[i]
 				}
-				next := c.step(state, key)
-				total = sat(total + next.checks)
-				if total > limit {
-					path = append(path, strconv.Itoa(i))
+				if child(state, key, strconv.Itoa(i), e) {
 					return true
 				}
-				if len(next.state.count) == 0 {
-					continue
-				}
-				if path = append(path, strconv.Itoa(i)); walk(e, next.state) {
-					return true
-				}
-				path = path[:len(path)-1]
 			}
 		}
-		return total > limit
+		return false
 	}
-	if !walk(v, &walkState{count: c.root}) || len(path) == 0 {
+	if total > limit || !walk(v, &walkState{count: c.root}) {
 		return "", total
 	}
 	return "/" + strings.Join(path, "/"), total
@@ -254,19 +242,15 @@ func sat(n int) int { return min(n, 1<<30) }
 
 // schemaGraph is a compiled schema's subschemas and what each applies to
 // the same place in a value, with what a dynamic reference may resolve to.
-// It is read-only once built.
+// The check-cost estimate, the unfolding bound and the satisfiability
+// check all read it. It is read-only once built.
 type schemaGraph struct {
 	root       *jsonschema.Schema
-	nodes      []*jsonschema.Schema // every subschema reachable, in order found
+	nodes      []*jsonschema.Schema // every subschema reachable, root first
 	productive map[*jsonschema.Schema]bool
-	// dynamic holds the subschemas declaring each $dynamicAnchor, and
-	// recursive those with "$recursiveAnchor": true: where the library
-	// resolves a $dynamicRef or $recursiveRef depends on the path it took
-	// to the reference, so every one of them is counted.
-	dynamic   map[string][]*jsonschema.Schema
-	recursive []*jsonschema.Schema
-	// outerDynamic and outerRecursive are the declarers reachable from
-	// the root without passing another (see outermost).
+	// outerDynamic and outerRecursive are where a $dynamicRef of each
+	// anchor and a $recursiveRef resolve: the declarers reachable from the
+	// root without passing another (see outermost), or the root's own.
 	outerDynamic   map[string][]*jsonschema.Schema
 	outerRecursive []*jsonschema.Schema
 }
@@ -296,12 +280,15 @@ func (g *schemaGraph) outermost(is func(*jsonschema.Schema) bool) []*jsonschema.
 	return out
 }
 
-// declarers are the subschemas that declare a dynamic or recursive anchor,
-// reachable from root or not: a dynamic reference may resolve to one in
-// the root's "$defs" that nothing refers to. inRootResource holds those in
-// the root's schema resource (under no other "$id").
+// newSchemaGraph returns the graph of root and of declarers, the
+// subschemas that declare a dynamic or recursive anchor, reachable from
+// root or not: a dynamic reference may resolve to one in the root's
+// "$defs" that nothing refers to. inRootResource holds those in the root's
+// schema resource (under no other "$id").
 func newSchemaGraph(root *jsonschema.Schema, inRootResource map[*jsonschema.Schema]bool, declarers ...*jsonschema.Schema) *schemaGraph {
-	g := &schemaGraph{root: root, productive: map[*jsonschema.Schema]bool{}, dynamic: map[string][]*jsonschema.Schema{}}
+	g := &schemaGraph{root: root, productive: map[*jsonschema.Schema]bool{}}
+	dynamic := map[string][]*jsonschema.Schema{} // the declarers of each $dynamicAnchor
+	var recursive []*jsonschema.Schema           // those of "$recursiveAnchor": true
 	seen := map[*jsonschema.Schema]bool{}
 	var collect func(s *jsonschema.Schema)
 	collect = func(s *jsonschema.Schema) {
@@ -311,10 +298,10 @@ func newSchemaGraph(root *jsonschema.Schema, inRootResource map[*jsonschema.Sche
 		seen[s] = true
 		g.nodes = append(g.nodes, s)
 		if s.DynamicAnchor != "" {
-			g.dynamic[s.DynamicAnchor] = append(g.dynamic[s.DynamicAnchor], s)
+			dynamic[s.DynamicAnchor] = append(dynamic[s.DynamicAnchor], s)
 		}
 		if s.RecursiveAnchor {
-			g.recursive = append(g.recursive, s)
+			recursive = append(recursive, s)
 		}
 		kids := allChildren(s)
 		g.productive[s] = len(kids) > 0
@@ -331,18 +318,18 @@ func newSchemaGraph(root *jsonschema.Schema, inRootResource map[*jsonschema.Sche
 	// the declarers the root reaches first is.
 	inRoot := func(is func(*jsonschema.Schema) bool, among []*jsonschema.Schema) []*jsonschema.Schema {
 		for _, d := range among {
-			if is(d) && (d == root || inRootResource[d]) {
+			if d == root || inRootResource[d] {
 				return []*jsonschema.Schema{d}
 			}
 		}
 		return g.outermost(is)
 	}
 	g.outerDynamic = map[string][]*jsonschema.Schema{}
-	for anchor, among := range g.dynamic {
+	for anchor, among := range dynamic {
 		g.outerDynamic[anchor] = inRoot(func(s *jsonschema.Schema) bool { return s.DynamicAnchor == anchor }, among)
 	}
-	if len(g.recursive) > 0 {
-		g.outerRecursive = inRoot(func(s *jsonschema.Schema) bool { return s.RecursiveAnchor }, g.recursive)
+	if len(recursive) > 0 {
+		g.outerRecursive = inRoot(func(s *jsonschema.Schema) bool { return s.RecursiveAnchor }, recursive)
 	}
 	return g
 }

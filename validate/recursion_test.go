@@ -108,7 +108,7 @@ func BenchmarkValidateThreadNearTheBound(b *testing.B) {
 	// The deepest chain of comments, not valid at its end, still checked.
 	depth := 40
 	for ; depth > 0; depth-- {
-		if _, over := th.cost.over(comments(depth, 1, true), MaxChecks); !over {
+		if _, over := th.overChecks(comments(depth, 1, true)); !over {
 			break
 		}
 	}

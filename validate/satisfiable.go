@@ -3,6 +3,7 @@ package validate
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"strconv"
@@ -76,14 +77,13 @@ func (s *Schema) Satisfiable() error {
 		return nil
 	}
 	defer s.guard()()
-	return satisfiable(s.sch, satBudget)
+	return satisfiable(s.graph, satBudget)
 }
 
 // satBudget bounds the work of one check, in node evaluations, dependencies
-// read and regular expressions matched; satMaxNodes bounds the graph.
+// read and regular expressions matched.
 const (
-	satBudget   = 1 << 22
-	satMaxNodes = 1 << 18
+	satBudget = 1 << 22
 	// satDepth bounds the recursion of the static part of a node (through
 	// "not", "$ref", "allOf", ... without a value) and of an explanation.
 	satDepth = 16
@@ -184,14 +184,13 @@ const (
 )
 
 // satNode is one subschema of the graph, with the dependencies of its
-// productivity precomputed.
+// kinds precomputed.
 type satNode struct {
 	s   *jsonschema.Schema
 	loc string // JSON pointer in the schema document, or the full URL elsewhere
 
 	static    kinds // the kinds the node's own keywords allow, regardless of subschemas
 	staticWhy cause // why static is empty
-	meta      bool  // a standard metaschema: counted as satisfiable, not looked into
 	legacy    bool  // draft < 2019 with $ref: only "const" and "$ref" apply
 
 	ref                 int
@@ -200,34 +199,28 @@ type satNode struct {
 	ifUniversal         kinds
 
 	// objects
-	objStatic   string     // why no object can satisfy the keywords alone; "" if one may
-	objStaticKw string     // the keyword at fault
-	required    []string   // distinct, in schema order
-	slots       [][]int    // per required name, every schema its value must satisfy; nil entry: never
-	slotKw      [][]string // the keyword location of each schema of slots
-	optProps    []int      // schemas of properties that are not required
-	patterns    []int
-	additional  int // noSchema, never or a node
-	propNames   int
-	minProps    int
-	maxPropsSet bool
+	required   []string   // distinct, in schema order
+	slots      [][]int    // per required name, every schema its value must satisfy; [never]: not allowed
+	slotKw     [][]string // the keyword location of each schema of slots
+	optProps   []int      // schemas of properties that are not required
+	patterns   []int
+	additional int // noSchema, never or a node
+	propNames  int
 
 	// arrays
-	arrStatic   string // why no array can satisfy the keywords alone; "" if one may
-	arrStaticKw string // the keyword at fault
-	positions   []int  // schemas of the items that must be there: noSchema, never or a node
-	optItems    []int  // schemas of the items that may be there (UnsatisfiableParts reads them)
-	posKw       []string
-	minItems    int // items that must be there
-	contains    int
-	containsKw  string
+	positions []int // schemas of the items that must be there: noSchema, never or a node
+	posKw     []string
+	optItems  []int // schemas of the items that may be there (UnsatisfiableParts reads them)
+	contains  int   // noSchema when no item needs to match
 
 	parents []int
 	ndeps   int // dependencies: the cost of one evaluation
 }
 
 // satGraph is the graph of a schema's subschemas and the kinds each can be
-// satisfied with (the least fixpoint, once solved).
+// satisfied with (the least fixpoint, once solved). Its nodes are those of
+// the schema's schemaGraph, root first, but for the subschemas of the
+// standard metaschemas: they count as satisfiable, and are not looked into.
 type satGraph struct {
 	nodes  []satNode
 	index  map[*jsonschema.Schema]int
@@ -235,16 +228,27 @@ type satGraph struct {
 	budget int
 }
 
-// satisfiable checks root within budget (see satBudget).
-func satisfiable(root *jsonschema.Schema, budget int) error {
-	g := &satGraph{index: map[*jsonschema.Schema]int{}, budget: budget}
-	if !g.build(root) || !g.solve() {
-		return nil // over budget: cannot tell
+// satisfiable checks the root of sg within budget (see satBudget).
+func satisfiable(sg *schemaGraph, budget int) error {
+	g, ok := solveKinds(sg, budget)
+	if !ok || g.t[0] != 0 {
+		return nil // over budget, so cannot tell; or satisfiable
 	}
-	if g.t[0] != 0 {
-		return nil
+	return g.explainFrom(0)
+}
+
+// solveKinds builds the graph of sg's subschemas and solves it, and
+// reports whether it did within budget.
+func solveKinds(sg *schemaGraph, budget int) (*satGraph, bool) {
+	g := &satGraph{index: make(map[*jsonschema.Schema]int, len(sg.nodes)), budget: budget}
+	schemas := make([]*jsonschema.Schema, 0, len(sg.nodes))
+	for _, s := range sg.nodes {
+		if !isMeta(s.Location) {
+			g.index[s] = len(schemas)
+			schemas = append(schemas, s)
+		}
 	}
-	return g.explain()
+	return g, g.build(schemas) && g.solve()
 }
 
 // spend takes n units of the budget and reports whether it lasted.
@@ -253,30 +257,22 @@ func (g *satGraph) spend(n int) bool {
 	return g.budget >= 0
 }
 
-// node returns the index of s, adding it to the graph and the queue of
-// schemas to build when it is new; noSchema for nil. It returns false when
-// the graph would be too large.
-func (g *satGraph) node(s *jsonschema.Schema, queue *[]int) (int, bool) {
-	if s == nil {
-		return noSchema, true
-	}
+// node returns the index of s; noSchema, which allows anything, for nil
+// and for a subschema of a standard metaschema.
+func (g *satGraph) node(s *jsonschema.Schema) int {
 	if i, ok := g.index[s]; ok {
-		return i, true
+		return i
 	}
-	if len(g.nodes) >= satMaxNodes {
-		return 0, false
-	}
-	i := len(g.nodes)
-	g.index[s] = i
-	g.nodes = append(g.nodes, newSatNode(s, schemaLocation(s.Location)))
-	*queue = append(*queue, i)
-	return i, true
+	return noSchema
 }
 
-// newSatNode returns a node for s at loc without dependencies.
-func newSatNode(s *jsonschema.Schema, loc string) satNode {
-	return satNode{s: s, loc: loc, ref: noSchema, ifN: noSchema, thenN: noSchema, elseN: noSchema,
-		additional: noSchema, propNames: noSchema, contains: noSchema}
+// nodesOf returns the indexes of ss.
+func (g *satGraph) nodesOf(ss []*jsonschema.Schema) []int {
+	out := make([]int, len(ss))
+	for j, s := range ss {
+		out[j] = g.node(s)
+	}
+	return out
 }
 
 // schemaLocation is the JSON pointer of a schema location in the schema
@@ -293,59 +289,36 @@ func isMeta(u string) bool {
 	return strings.HasPrefix(u, "https://json-schema.org/") || strings.HasPrefix(u, "http://json-schema.org/")
 }
 
-// build adds root and every subschema the check depends on to the graph.
-func (g *satGraph) build(root *jsonschema.Schema) bool {
-	var queue []int
-	if _, ok := g.node(root, &queue); !ok {
-		return false
-	}
-	ok := true
-	add := func(s *jsonschema.Schema) int {
-		i, fine := g.node(s, &queue)
-		if !fine {
-			ok = false
-		}
-		return i
-	}
-	adds := func(ss []*jsonschema.Schema) []int {
-		out := make([]int, len(ss))
-		for j, s := range ss {
-			out[j] = add(s)
-		}
-		return out
-	}
-	for len(queue) > 0 && ok {
-		i := queue[0]
-		queue = queue[1:]
+// build makes a node of each schema and links each to the nodes whose
+// kinds it depends on.
+func (g *satGraph) build(schemas []*jsonschema.Schema) bool {
+	g.nodes = make([]satNode, len(schemas))
+	for i, s := range schemas {
 		if !g.spend(1) {
 			return false
 		}
-		s := g.nodes[i].s
-		n := newSatNode(s, g.nodes[i].loc)
+		n := satNode{s: s, loc: schemaLocation(s.Location), ref: noSchema, ifN: noSchema, thenN: noSchema, elseN: noSchema,
+			additional: noSchema, propNames: noSchema, contains: noSchema}
 		n.static = g.staticKinds(s, 0, n.loc, &n.staticWhy)
 		switch {
 		case s.Bool != nil:
-		case isMeta(s.Location):
-			n.meta = true
 		case s.DraftVersion < 2019 && s.Ref != nil:
 			// The validator checks "const", then "$ref", and ignores the rest.
 			n.legacy = true
-			n.ref = add(s.Ref)
+			n.ref = g.node(s.Ref)
 		default:
-			n.ref = add(s.Ref)
-			n.allOf, n.anyOf, n.oneOf = adds(s.AllOf), adds(s.AnyOf), adds(s.OneOf)
+			n.ref = g.node(s.Ref)
+			n.allOf, n.anyOf, n.oneOf = g.nodesOf(s.AllOf), g.nodesOf(s.AnyOf), g.nodesOf(s.OneOf)
 			if s.If != nil && (s.Then != nil || s.Else != nil) {
-				n.ifN, n.thenN, n.elseN = add(s.If), add(s.Then), add(s.Else)
+				n.ifN, n.thenN, n.elseN = g.node(s.If), g.node(s.Then), g.node(s.Else)
 				n.ifUniversal = g.universalKinds(s.If, 0)
 			}
-			if !g.buildObject(&n, add) || !g.buildArray(&n, add) {
+			if !g.buildObject(&n) {
 				return false
 			}
+			g.buildArray(&n)
 		}
 		g.nodes[i] = n
-	}
-	if !ok {
-		return false
 	}
 	for i := range g.nodes {
 		deps := g.deps(i)
@@ -357,8 +330,10 @@ func (g *satGraph) build(root *jsonschema.Schema) bool {
 	return true
 }
 
-// buildObject precomputes what an object satisfying n needs.
-func (g *satGraph) buildObject(n *satNode, add func(*jsonschema.Schema) int) bool {
+// buildObject precomputes what an object satisfying n needs. It returns
+// false when a pattern could not be matched in time: neither answer is
+// safe, so the analysis gives up, as when its budget is spent.
+func (g *satGraph) buildObject(n *satNode) bool {
 	s := n.s
 	seen := map[string]bool{}
 	for _, r := range s.Required {
@@ -367,52 +342,32 @@ func (g *satGraph) buildObject(n *satNode, add func(*jsonschema.Schema) int) boo
 			n.required = append(n.required, r)
 		}
 	}
-	if s.MinProperties != nil {
-		n.minProps = *s.MinProperties
-	}
-	switch {
-	case s.MinProperties != nil && s.MaxProperties != nil && *s.MinProperties > *s.MaxProperties:
-		n.objStaticKw = "minProperties"
-		n.objStatic = fmt.Sprintf("minProperties %d is greater than maxProperties %d", *s.MinProperties, *s.MaxProperties)
-	case s.MaxProperties != nil && len(n.required) > *s.MaxProperties:
-		n.objStaticKw = "required"
-		n.objStatic = fmt.Sprintf("%d properties are required but maxProperties is %d", len(n.required), *s.MaxProperties)
-	}
-	n.maxPropsSet = s.MaxProperties != nil
 	switch a := s.AdditionalProperties.(type) {
 	case bool:
 		if !a {
 			n.additional = never
 		}
 	case *jsonschema.Schema:
-		n.additional = add(a)
+		n.additional = g.node(a)
 	}
-	if s.DraftVersion >= 6 {
-		n.propNames = add(s.PropertyNames)
-	}
-	patterns := make([]jsonschema.Regexp, 0, len(s.PatternProperties))
-	for re := range s.PatternProperties {
-		patterns = append(patterns, re)
-	}
-	slices.SortFunc(patterns, func(a, b jsonschema.Regexp) int { return strings.Compare(a.String(), b.String()) })
+	n.propNames = g.node(s.PropertyNames) // the library sets it from draft 6 on
+	patterns := slices.SortedFunc(maps.Keys(s.PatternProperties), func(a, b jsonschema.Regexp) int { return strings.Compare(a.String(), b.String()) })
 	for _, re := range patterns {
-		n.patterns = append(n.patterns, add(s.PatternProperties[re]))
+		n.patterns = append(n.patterns, g.node(s.PatternProperties[re]))
+	}
+	if !g.spend(len(n.required) * len(patterns)) {
+		return false
 	}
 	for _, r := range n.required {
 		var slot []int
 		var kws []string
 		if p, ok := s.Properties[r]; ok {
-			slot = append(slot, add(p))
+			slot = append(slot, g.node(p))
 			kws = append(kws, n.loc+"/properties/"+escapeToken(r))
-		}
-		if !g.spend(len(patterns)) {
-			return false
 		}
 		for j, re := range patterns {
 			m, err := matchRegexp(re, r)
 			if err != nil {
-				// Out of time: neither answer is safe, so the analysis
-				// gives up, as when its budget is spent.
 				return false
 			}
 			if m {
@@ -420,136 +375,97 @@ func (g *satGraph) buildObject(n *satNode, add func(*jsonschema.Schema) int) boo
 				kws = append(kws, n.loc+"/patternProperties/"+escapeToken(re.String()))
 			}
 		}
-		if len(slot) == 0 {
-			switch n.additional {
-			case never:
-				if n.objStatic == "" {
-					n.objStaticKw = "required"
-					n.objStatic = fmt.Sprintf("required property %s is not allowed: additionalProperties is false", quote(r))
-				}
-			case noSchema:
-			default:
-				slot = append(slot, n.additional)
-				kws = append(kws, n.loc+"/additionalProperties")
-			}
+		if len(slot) == 0 && n.additional != noSchema {
+			slot = append(slot, n.additional)
+			kws = append(kws, n.loc+"/additionalProperties")
 		}
 		n.slots = append(n.slots, slot)
 		n.slotKw = append(n.slotKw, kws)
 	}
-	names := make([]string, 0, len(s.Properties))
-	for name := range s.Properties {
+	for _, name := range sortedKeys(s.Properties) {
 		if !seen[name] {
-			names = append(names, name)
+			n.optProps = append(n.optProps, g.node(s.Properties[name]))
 		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		n.optProps = append(n.optProps, add(s.Properties[name]))
 	}
 	return true
 }
 
-// buildArray precomputes what an array satisfying n needs.
-func (g *satGraph) buildArray(n *satNode, add func(*jsonschema.Schema) int) bool {
-	s := n.s
-	if s.MinItems != nil {
-		n.minItems = *s.MinItems
-	}
-	need := 0 // items "contains" needs
-	if s.Contains != nil {
-		need = 1
-		if s.MinContains != nil {
-			need = *s.MinContains
-		}
-		if need > 0 {
-			n.contains = add(s.Contains)
-			n.containsKw = n.loc + "/contains"
-		}
-	}
+// containsNeed is how many items must match "contains".
+func containsNeed(s *jsonschema.Schema) int {
 	switch {
-	case s.MinItems != nil && s.MaxItems != nil && *s.MinItems > *s.MaxItems:
-		n.arrStaticKw = "minItems"
-		n.arrStatic = fmt.Sprintf("minItems %d is greater than maxItems %d", *s.MinItems, *s.MaxItems)
-	case need > 0 && s.MaxItems != nil && need > *s.MaxItems:
-		n.arrStaticKw = "contains"
-		n.arrStatic = fmt.Sprintf("contains needs %d matching items but maxItems is %d", need, *s.MaxItems)
-	case need > 0 && s.MaxContains != nil && need > *s.MaxContains:
-		n.arrStaticKw = "contains"
-		n.arrStatic = fmt.Sprintf("contains needs %d matching items but maxContains is %d", need, *s.MaxContains)
+	case s.Contains == nil:
+		return 0
+	case s.MinContains != nil:
+		return *s.MinContains
 	}
-	n.minItems = max(n.minItems, need)
-	// The schema of item i, and its keyword location; items past the
-	// prefix share one schema, so one of them stands for all.
-	prefix := 0
-	at := func(i int) (*jsonschema.Schema, string, bool) { return nil, "", true }
+	return 1
+}
+
+// buildArray precomputes what an array satisfying n needs.
+func (g *satGraph) buildArray(n *satNode) {
+	s := n.s
+	minItems := containsNeed(s)
+	if minItems > 0 {
+		n.contains = g.node(s.Contains)
+	}
+	if s.MinItems != nil {
+		minItems = max(minItems, *s.MinItems)
+	}
+	// The schemas of the items the prefix names, and of those past it
+	// (noSchema, never or a node), which share it: one stands for all.
+	var prefix []*jsonschema.Schema
+	prefixKw, rest, restKw := "", noSchema, ""
 	if s.DraftVersion >= 2020 {
-		prefix = len(s.PrefixItems)
-		at = func(i int) (*jsonschema.Schema, string, bool) {
-			if i < prefix {
-				return s.PrefixItems[i], n.loc + "/prefixItems/" + strconv.Itoa(i), true
-			}
-			return s.Items2020, n.loc + "/items", true
-		}
+		prefix, prefixKw = s.PrefixItems, "/prefixItems/"
+		rest, restKw = g.node(s.Items2020), "/items"
 	} else {
 		switch items := s.Items.(type) {
 		case *jsonschema.Schema:
-			at = func(int) (*jsonschema.Schema, string, bool) { return items, n.loc + "/items", true }
+			rest, restKw = g.node(items), "/items"
 		case []*jsonschema.Schema:
-			prefix = len(items)
-			at = func(i int) (*jsonschema.Schema, string, bool) {
-				if i < prefix {
-					return items[i], n.loc + "/items/" + strconv.Itoa(i), true
+			prefix, prefixKw = items, "/items/"
+			switch a := s.AdditionalItems.(type) {
+			case bool:
+				if !a {
+					rest, restKw = never, "/additionalItems"
 				}
-				switch a := s.AdditionalItems.(type) {
-				case bool:
-					return nil, n.loc + "/additionalItems", a
-				case *jsonschema.Schema:
-					return a, n.loc + "/additionalItems", true
-				}
-				return nil, "", true
+			case *jsonschema.Schema:
+				rest, restKw = g.node(a), "/additionalItems"
 			}
 		}
 	}
-	for i := n.minItems; i < prefix+1; i++ {
-		if sch, _, allowed := at(i); allowed && sch != nil {
-			n.optItems = append(n.optItems, add(sch))
+	at := func(i int) (int, string) {
+		if i < len(prefix) {
+			return g.node(prefix[i]), n.loc + prefixKw + strconv.Itoa(i)
+		}
+		return rest, n.loc + restKw
+	}
+	for i := minItems; i < len(prefix)+1; i++ {
+		if d, _ := at(i); d >= 0 {
+			n.optItems = append(n.optItems, d)
 		}
 	}
-	for i := range min(n.minItems, prefix+1) {
-		sch, kw, allowed := at(i)
-		switch {
-		case !allowed:
-			n.positions = append(n.positions, never)
-		default:
-			n.positions = append(n.positions, add(sch))
-		}
+	for i := range min(minItems, len(prefix)+1) {
+		d, kw := at(i)
+		n.positions = append(n.positions, d)
 		n.posKw = append(n.posKw, kw)
 	}
-	return true
 }
 
 // deps are the nodes whose kinds the kinds of node i depend on.
 func (g *satGraph) deps(i int) []int {
 	n := &g.nodes[i]
-	var d []int
-	push := func(js ...int) {
-		for _, j := range js {
-			if j >= 0 {
-				d = append(d, j)
-			}
-		}
-	}
-	push(n.ref, n.ifN, n.thenN, n.elseN, n.additional, n.propNames, n.contains)
-	push(n.allOf...)
-	push(n.anyOf...)
-	push(n.oneOf...)
+	d := []int{n.ref, n.ifN, n.thenN, n.elseN, n.additional, n.propNames, n.contains}
+	d = append(d, n.allOf...)
+	d = append(d, n.anyOf...)
+	d = append(d, n.oneOf...)
 	for _, slot := range n.slots {
-		push(slot...)
+		d = append(d, slot...)
 	}
-	push(n.optProps...)
-	push(n.patterns...)
-	push(n.positions...)
-	return d
+	d = append(d, n.optProps...)
+	d = append(d, n.patterns...)
+	d = append(d, n.positions...)
+	return slices.DeleteFunc(d, func(j int) bool { return j < 0 })
 }
 
 // solve computes the least fixpoint of the kinds of every node, and reports
@@ -615,55 +531,85 @@ type cause struct {
 	consumes             bool
 }
 
+// keywordCause is the cause of a keyword of the node at loc alone.
+func keywordCause(loc, keyword, reason string) cause {
+	return cause{loc: loc + "/" + keyword, keyword: keyword, reason: reason, child: noSchema}
+}
+
 // eval computes the kinds of node i from the current kinds of its
 // dependencies. With why set, it records the first keyword that leaves no
 // kind (eval is then only called on nodes without kinds).
 func (g *satGraph) eval(i int, why *cause) kinds {
 	n := &g.nodes[i]
-	k := n.static
-	if k == 0 || n.s.Bool != nil || n.meta {
+	if n.static == 0 || n.s.Bool != nil {
 		if why != nil {
 			*why = n.staticWhy
 		}
-		return k
+		return n.static
 	}
-	// cut intersects k with the kinds of a dependency, recording the cause
-	// when that leaves none.
-	cut := func(with kinds, loc, keyword string, child int, consumes bool, reason func() string) bool {
-		if k&with == 0 {
-			if why != nil {
-				*why = cause{loc: loc, keyword: keyword, reason: reason(), child: noSchema, consumes: consumes}
-				if with == 0 && child >= 0 && !g.isFalse(child) {
-					why.child = child
-				}
-			}
-			k = 0
-			return false
-		}
-		k &= with
-		return true
-	}
-	sub := func(j int, loc string) func() string {
-		return func() string {
-			if g.isFalse(j) {
-				return display(loc) + " is false"
-			}
-			if g.tk(j) == 0 {
-				return "no value satisfies " + display(loc)
-			}
-			return fmt.Sprintf("%s allows only %s, which the rest of %s does not allow (%s)", display(loc), g.tk(j), display(n.loc), k)
-		}
-	}
-	if n.ref >= 0 && !cut(g.tk(n.ref), n.loc+"/$ref", "$ref", n.ref, false, sub(n.ref, g.nodes[n.ref].loc)) {
+	e := evaluation{g: g, n: n, k: n.static, why: why}
+	if !e.applicators() {
 		return 0
 	}
 	if n.legacy {
-		return k
+		return e.k
+	}
+	return e.shapes()
+}
+
+// evaluation is one eval of a node: the kinds left so far, and where to
+// record why none are left (nil: nowhere).
+type evaluation struct {
+	g   *satGraph
+	n   *satNode
+	k   kinds
+	why *cause
+}
+
+// cut intersects the kinds left with those of a dependency, child or
+// noSchema, recording the cause when that leaves none.
+func (e *evaluation) cut(with kinds, loc, keyword string, child int, reason func() string) bool {
+	if e.k&with != 0 {
+		e.k &= with
+		return true
+	}
+	if e.why != nil {
+		*e.why = cause{loc: loc, keyword: keyword, reason: reason(), child: noSchema}
+		if with == 0 && child >= 0 && !e.g.isFalse(child) {
+			e.why.child = child
+		}
+	}
+	e.k = 0
+	return false
+}
+
+// sub is cut's reason for the subschema j at loc.
+func (e *evaluation) sub(j int, loc string) func() string {
+	return func() string {
+		switch {
+		case e.g.isFalse(j):
+			return display(loc) + " is false"
+		case e.g.tk(j) == 0:
+			return "no value satisfies " + display(loc)
+		}
+		return fmt.Sprintf("%s allows only %s, which the rest of %s does not allow (%s)", display(loc), e.g.tk(j), display(e.n.loc), e.k)
+	}
+}
+
+// applicators cuts the kinds left by "$ref" and, unless the node is
+// legacy, "allOf", "anyOf", "oneOf" and "if"; false when none are left.
+func (e *evaluation) applicators() bool {
+	g, n := e.g, e.n
+	if n.ref >= 0 && !e.cut(g.tk(n.ref), n.loc+"/$ref", "$ref", n.ref, e.sub(n.ref, g.nodes[n.ref].loc)) {
+		return false
+	}
+	if n.legacy {
+		return true
 	}
 	for j, a := range n.allOf {
 		loc := n.loc + "/allOf/" + strconv.Itoa(j)
-		if !cut(g.tk(a), loc, "allOf", a, false, sub(a, loc)) {
-			return 0
+		if !e.cut(g.tk(a), loc, "allOf", a, e.sub(a, loc)) {
+			return false
 		}
 	}
 	for _, alt := range []struct {
@@ -681,112 +627,143 @@ func (g *satGraph) eval(i int, why *cause) kinds {
 		if len(alt.list) == 1 {
 			only = alt.list[0]
 		}
-		loc := n.loc + "/" + alt.keyword
-		if !cut(union, loc, alt.keyword, only, false, func() string {
+		if !e.cut(union, n.loc+"/"+alt.keyword, alt.keyword, only, func() string {
 			if union == 0 {
 				return "no " + alt.keyword + " branch can be satisfied"
 			}
-			return fmt.Sprintf("the %s branches allow only %s, which the rest of %s does not allow (%s)", alt.keyword, union, display(n.loc), k)
+			return fmt.Sprintf("the %s branches allow only %s, which the rest of %s does not allow (%s)", alt.keyword, union, display(n.loc), e.k)
 		}) {
-			return 0
+			return false
 		}
 	}
-	if n.ifN >= 0 {
-		paths := g.tk(n.ifN)&g.tk(n.thenN) | ^n.ifUniversal&g.tk(n.elseN)
-		if !cut(paths, n.loc+"/if", "if", noSchema, false, func() string {
-			return "neither the \"then\" path nor the \"else\" path can be satisfied"
-		}) {
-			return 0
-		}
+	if n.ifN < 0 {
+		return true
 	}
+	paths := g.tk(n.ifN)&g.tk(n.thenN) | ^n.ifUniversal&g.tk(n.elseN)
+	return e.cut(paths, n.loc+"/if", "if", noSchema, func() string {
+		return "neither the \"then\" path nor the \"else\" path can be satisfied"
+	})
+}
+
+// shapes takes object and array out of the kinds left when no object, or
+// no array, satisfies the node, and returns the kinds left.
+func (e *evaluation) shapes() kinds {
 	var reasons []cause
-	if k&kObject != 0 {
-		if c, ok := g.object(n); !ok {
-			k &^= kObject
+	if e.k&kObject != 0 {
+		if c, ok := e.g.object(e.n); !ok {
+			e.k &^= kObject
 			reasons = append(reasons, c)
 		}
 	}
-	if k&kArray != 0 {
-		if c, ok := g.array(n); !ok {
-			k &^= kArray
+	if e.k&kArray != 0 {
+		if c, ok := e.g.array(e.n); !ok {
+			e.k &^= kArray
 			reasons = append(reasons, c)
 		}
 	}
-	if k == 0 && why != nil {
-		*why = reasons[0]
+	if e.k == 0 && e.why != nil {
+		*e.why = reasons[0]
 		if len(reasons) > 1 {
-			*why = cause{loc: n.loc, child: noSchema, reason: "no object: " + reasons[0].reason + "; no array: " + reasons[1].reason}
-			if n.s.Types != nil {
-				why.loc, why.keyword = n.loc+"/type", "type"
+			*e.why = cause{loc: e.n.loc, child: noSchema, reason: "no object: " + reasons[0].reason + "; no array: " + reasons[1].reason}
+			if e.n.s.Types != nil {
+				e.why.loc, e.why.keyword = e.n.loc+"/type", "type"
 			}
 		}
 	}
-	return k
+	return e.k
 }
 
 // object reports whether an object may satisfy n, and if not why.
 func (g *satGraph) object(n *satNode) (cause, bool) {
-	if n.objStatic != "" {
-		return cause{loc: n.loc + "/" + n.objStaticKw, keyword: n.objStaticKw, reason: n.objStatic, child: noSchema}, false
-	}
-	names := n.propNames < 0 || g.tk(n.propNames)&kString != 0
-	if !names && (len(n.required) > 0 || n.minProps > 0) {
-		return cause{loc: n.loc + "/propertyNames", keyword: "propertyNames", child: noSchema,
-			reason: "propertyNames allows no name, but the object needs a property"}, false
+	s := n.s
+	switch {
+	case s.MinProperties != nil && s.MaxProperties != nil && *s.MinProperties > *s.MaxProperties:
+		return keywordCause(n.loc, "minProperties", fmt.Sprintf("minProperties %d is greater than maxProperties %d", *s.MinProperties, *s.MaxProperties)), false
+	case s.MaxProperties != nil && len(n.required) > *s.MaxProperties:
+		return keywordCause(n.loc, "required", fmt.Sprintf("%d properties are required but maxProperties is %d", len(n.required), *s.MaxProperties)), false
 	}
 	for j, slot := range n.slots {
-		k := kAll
-		for m, d := range slot {
-			k &= g.tk(d)
-			if k == 0 {
-				c := cause{loc: n.loc + "/required", keyword: "required", child: noSchema, consumes: true,
-					reason: fmt.Sprintf("required property %s cannot be satisfied", quote(n.required[j]))}
-				switch {
-				case g.isFalse(d):
-					c.reason = fmt.Sprintf("required property %s must satisfy %s, which is false", quote(n.required[j]), display(n.slotKw[j][m]))
-				case g.tk(d) == 0:
-					c.child = d
-					c.reason = fmt.Sprintf("required property %s must satisfy %s", quote(n.required[j]), display(n.slotKw[j][m]))
-				default:
-					c.reason = fmt.Sprintf("required property %s must satisfy %s, which have no type in common", quote(n.required[j]), strings.Join(n.slotKw[j], " and "))
-				}
-				return c, false
-			}
+		if len(slot) == 1 && slot[0] == never {
+			return keywordCause(n.loc, "required", fmt.Sprintf("required property %s is not allowed: additionalProperties is false", quote(n.required[j]))), false
 		}
 	}
-	if n.minProps > len(n.required) {
+	minProps := 0
+	if s.MinProperties != nil {
+		minProps = *s.MinProperties
+	}
+	if g.tk(n.propNames)&kString == 0 && (len(n.required) > 0 || minProps > 0) {
+		return keywordCause(n.loc, "propertyNames", "propertyNames allows no name, but the object needs a property"), false
+	}
+	for j, slot := range n.slots {
+		if c, ok := g.requiredSlot(n, j, slot); !ok {
+			return c, false
+		}
+	}
+	if minProps > len(n.required) {
 		avail := len(n.required)
 		for _, d := range n.optProps {
 			if g.tk(d) != 0 {
 				avail++
 			}
 		}
-		open := n.additional == noSchema || n.additional >= 0 && g.tk(n.additional) != 0
+		open := g.tk(n.additional) != 0
 		for _, d := range n.patterns {
 			open = open || g.tk(d) != 0
 		}
-		if !open && avail < n.minProps {
-			return cause{loc: n.loc + "/minProperties", keyword: "minProperties", child: noSchema,
-				reason: fmt.Sprintf("minProperties is %d but at most %d properties can be present", n.minProps, avail)}, false
+		if !open && avail < minProps {
+			return keywordCause(n.loc, "minProperties", fmt.Sprintf("minProperties is %d but at most %d properties can be present", minProps, avail)), false
 		}
+	}
+	return cause{}, true
+}
+
+// requiredSlot reports whether a value may satisfy every schema of the
+// required property j of n, and if not why.
+func (g *satGraph) requiredSlot(n *satNode, j int, slot []int) (cause, bool) {
+	k := kAll
+	for m, d := range slot {
+		if k &= g.tk(d); k != 0 {
+			continue
+		}
+		c := keywordCause(n.loc, "required", "")
+		c.consumes = true
+		switch name, kw := quote(n.required[j]), display(n.slotKw[j][m]); {
+		case g.isFalse(d):
+			c.reason = fmt.Sprintf("required property %s must satisfy %s, which is false", name, kw)
+		case g.tk(d) == 0:
+			c.child = d
+			c.reason = fmt.Sprintf("required property %s must satisfy %s", name, kw)
+		default:
+			c.reason = fmt.Sprintf("required property %s must satisfy %s, which have no type in common", name, strings.Join(n.slotKw[j], " and "))
+		}
+		return c, false
 	}
 	return cause{}, true
 }
 
 // array reports whether an array may satisfy n, and if not why.
 func (g *satGraph) array(n *satNode) (cause, bool) {
-	if n.arrStatic != "" {
-		return cause{loc: n.loc + "/" + n.arrStaticKw, keyword: n.arrStaticKw, reason: n.arrStatic, child: noSchema}, false
+	s := n.s
+	need := containsNeed(s)
+	switch {
+	case s.MinItems != nil && s.MaxItems != nil && *s.MinItems > *s.MaxItems:
+		return keywordCause(n.loc, "minItems", fmt.Sprintf("minItems %d is greater than maxItems %d", *s.MinItems, *s.MaxItems)), false
+	case need > 0 && s.MaxItems != nil && need > *s.MaxItems:
+		return keywordCause(n.loc, "contains", fmt.Sprintf("contains needs %d matching items but maxItems is %d", need, *s.MaxItems)), false
+	case need > 0 && s.MaxContains != nil && need > *s.MaxContains:
+		return keywordCause(n.loc, "contains", fmt.Sprintf("contains needs %d matching items but maxContains is %d", need, *s.MaxContains)), false
 	}
 	for i, d := range n.positions {
 		if g.tk(d) != 0 {
 			continue
 		}
-		c := cause{loc: n.loc + "/minItems", keyword: "minItems", child: noSchema, consumes: true}
-		if n.contains >= 0 && (n.nodeMinItems() <= i) {
-			c.loc, c.keyword = n.containsKw, "contains"
+		c := keywordCause(n.loc, "minItems", "")
+		c.consumes = true
+		if n.contains >= 0 && (s.MinItems == nil || *s.MinItems <= i) {
+			c = keywordCause(n.loc, "contains", "")
+			c.consumes = true
 		}
-		if d == never || g.isFalse(d) {
+		if g.isFalse(d) {
 			c.reason = fmt.Sprintf("item %d must be present but %s is false", i, display(n.posKw[i]))
 		} else {
 			c.child = d
@@ -795,22 +772,15 @@ func (g *satGraph) array(n *satNode) (cause, bool) {
 		return c, false
 	}
 	if n.contains >= 0 && g.tk(n.contains) == 0 {
+		loc := n.loc + "/contains"
 		if g.isFalse(n.contains) {
-			return cause{loc: n.containsKw, keyword: "contains", child: noSchema,
-				reason: "an item must satisfy " + display(n.containsKw) + ", which is false"}, false
+			return keywordCause(n.loc, "contains", "an item must satisfy "+display(loc)+", which is false"), false
 		}
-		return cause{loc: n.containsKw, keyword: "contains", child: n.contains, consumes: true,
-			reason: "an item must satisfy " + display(n.containsKw)}, false
+		c := keywordCause(n.loc, "contains", "an item must satisfy "+display(loc))
+		c.child, c.consumes = n.contains, true
+		return c, false
 	}
 	return cause{}, true
-}
-
-// nodeMinItems is the node's own minItems, without "contains".
-func (n *satNode) nodeMinItems() int {
-	if n.s.MinItems != nil {
-		return *n.s.MinItems
-	}
-	return 0
 }
 
 // staticKinds are the kinds the keywords of s that need no subschema's
@@ -818,12 +788,6 @@ func (n *satNode) nodeMinItems() int {
 // why set, it records the keyword that leaves no kind. Past satDepth, or
 // over the budget, it gives up and allows every kind.
 func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why *cause) kinds {
-	zero := func(keyword, reason string) kinds {
-		if why != nil {
-			*why = cause{loc: loc + "/" + keyword, keyword: keyword, reason: reason, child: noSchema}
-		}
-		return 0
-	}
 	if s.Bool != nil {
 		if *s.Bool {
 			return kAll
@@ -833,9 +797,23 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 		}
 		return 0
 	}
-	if isMeta(s.Location) || depth > satDepth || !g.spend(1) {
+	if depth > satDepth || !g.spend(1) {
 		return kAll
 	}
+	k, keyword, reason := g.ownKinds(s, depth)
+	if k != 0 && !(s.DraftVersion < 2019 && s.Ref != nil) {
+		k, keyword, reason = boundKinds(s, k)
+	}
+	if k == 0 && why != nil {
+		*why = keywordCause(loc, keyword, reason)
+	}
+	return k
+}
+
+// ownKinds are the kinds type, const, enum, not and oneOf allow, as far
+// as told without solving the graph; with none, the keyword that leaves
+// none, and why.
+func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, string) {
 	k := kAll
 	legacy := s.DraftVersion < 2019 && s.Ref != nil
 	if s.Types != nil && !legacy {
@@ -844,12 +822,12 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 	if s.Const != nil {
 		c := kindOf(*s.Const)
 		if k&c == 0 {
-			return zero("const", fmt.Sprintf("const %s is not of type %s", render(*s.Const, maxFound), k))
+			return 0, "const", fmt.Sprintf("const %s is not of type %s", render(*s.Const, maxFound), k)
 		}
 		k &= c
 	}
 	if legacy {
-		return k
+		return k, "", ""
 	}
 	if s.Enum != nil {
 		var e kinds
@@ -858,21 +836,22 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 		}
 		switch {
 		case len(s.Enum.Values) == 0:
-			return zero("enum", "enum is empty")
+			return 0, "enum", "enum is empty"
 		case k&e == 0:
-			return zero("enum", fmt.Sprintf("no value of enum is of type %s", k))
+			return 0, "enum", fmt.Sprintf("no value of enum is of type %s", k)
 		}
 		k &= e
 	}
 	if s.Not != nil {
 		u := g.universalKinds(s.Not, depth+1)
-		if k&^u == 0 {
-			if k == kAll {
-				return zero("not", "the \"not\" schema accepts every value")
-			}
-			return zero("not", fmt.Sprintf("the \"not\" schema accepts every %s", k))
+		switch {
+		case k&^u != 0:
+			k &^= u
+		case k == kAll:
+			return 0, "not", "the \"not\" schema accepts every value"
+		default:
+			return 0, "not", fmt.Sprintf("the \"not\" schema accepts every %s", k)
 		}
-		k &^= u
 	}
 	if len(s.OneOf) >= 2 {
 		// A value of a kind two branches accept in full matches both.
@@ -883,36 +862,41 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 			once |= u
 		}
 		if k&^twice == 0 {
-			return zero("oneOf", fmt.Sprintf("two oneOf branches accept every %s, so none matches exactly one", k))
+			return 0, "oneOf", fmt.Sprintf("two oneOf branches accept every %s, so none matches exactly one", k)
 		}
 		k &^= twice
 	}
+	return k, "", ""
+}
+
+// boundKinds are the kinds of k the string and number bounds of s leave;
+// with none, the keyword that leaves none, and why.
+func boundKinds(s *jsonschema.Schema, k kinds) (kinds, string, string) {
 	if s.MinLength != nil && s.MaxLength != nil && *s.MinLength > *s.MaxLength && k&kString != 0 {
 		if k == kString {
-			return zero("minLength", fmt.Sprintf("minLength %d is greater than maxLength %d", *s.MinLength, *s.MaxLength))
+			return 0, "minLength", fmt.Sprintf("minLength %d is greater than maxLength %d", *s.MinLength, *s.MaxLength)
 		}
 		k &^= kString
 	}
-	if k&kNumber != 0 {
-		if out := kNumber &^ numberKinds(s); out != 0 {
-			if k&^out == 0 {
-				kw := "minimum"
-				switch {
-				case s.MultipleOf != nil:
-					kw = "multipleOf"
-				case s.Minimum == nil && s.ExclusiveMinimum != nil:
-					kw = "exclusiveMinimum"
-				case s.Minimum == nil && s.Maximum != nil:
-					kw = "maximum"
-				case s.Minimum == nil:
-					kw = "exclusiveMaximum"
-				}
-				return zero(kw, fmt.Sprintf("no %s satisfies the bounds%s", k, boundsText(s)))
-			}
-			k &^= out
-		}
+	if k&kNumber == 0 {
+		return k, "", ""
 	}
-	return k
+	out := kNumber &^ numberKinds(s)
+	if k&^out != 0 {
+		return k &^ out, "", ""
+	}
+	kw := "minimum"
+	switch {
+	case s.MultipleOf != nil:
+		kw = "multipleOf"
+	case s.Minimum == nil && s.ExclusiveMinimum != nil:
+		kw = "exclusiveMinimum"
+	case s.Minimum == nil && s.Maximum != nil:
+		kw = "maximum"
+	case s.Minimum == nil:
+		kw = "exclusiveMaximum"
+	}
+	return 0, kw, fmt.Sprintf("no %s satisfies the bounds%s", k, boundsText(s))
 }
 
 // boundsText lists the number bounds of s: " (minimum 1, maximum 0)".
@@ -1094,12 +1078,9 @@ func ceilDiv(x, step *big.Rat, exclusive bool) *big.Int {
 	return j.Neg(j)
 }
 
-// explain returns the error for an unsatisfiable root: it follows the
-// causes from the root down to the first one that is not an unsatisfiable
-// subschema, or to a subschema already on the way (a loop).
-func (g *satGraph) explain() error { return g.explainFrom(0) }
-
-// explainFrom says why node start has no kinds, from start's keywords on.
+// explainFrom says why node start has no kinds: it follows the causes
+// from start down to the first one that is not an unsatisfiable subschema,
+// or to a subschema already on the way (a loop).
 func (g *satGraph) explainFrom(start int) error {
 	var via []string
 	onPath := map[int]int{} // node -> index in via when it was entered
@@ -1109,7 +1090,7 @@ func (g *satGraph) explainFrom(start int) error {
 		onPath[i] = len(via)
 		var c cause
 		g.eval(i, &c)
-		if c.child < 0 || depth > satMaxNodes {
+		if c.child < 0 || depth > len(g.nodes) {
 			return satError(c, via)
 		}
 		via = append(via, fmt.Sprintf("%s at %s", c.keyword, display(c.loc)))

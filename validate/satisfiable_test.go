@@ -3,6 +3,7 @@ package validate
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -156,22 +157,6 @@ func TestSatisfiableBounded(t *testing.T) {
 	nest := func(n int, open, close, leaf string) string {
 		return strings.Repeat(open, n) + leaf + strings.Repeat(close, n)
 	}
-	// defs d0..d59, each an allOf/anyOf of refs to every later one: a
-	// dense graph whose kinds change in many rounds.
-	var dense strings.Builder
-	dense.WriteString(`{"$defs":{`)
-	const n = 60
-	for i := range n {
-		if i > 0 {
-			dense.WriteString(",")
-		}
-		fmt.Fprintf(&dense, `"d%d":{"anyOf":[`, i)
-		for j := i + 1; j < n; j++ {
-			fmt.Fprintf(&dense, `{"$ref":"#/$defs/d%d"},`, j)
-		}
-		fmt.Fprintf(&dense, `{"type":"object","required":["x"],"properties":{"x":{"$ref":"#/$defs/d%d"}}}]}`, (i+1)%n)
-	}
-	dense.WriteString(`},"$ref":"#/$defs/d0"}`)
 	// Every required name is matched against every pattern.
 	var manyRequired strings.Builder
 	manyRequired.WriteString(`{"type":"object","required":[`)
@@ -197,7 +182,7 @@ func TestSatisfiableBounded(t *testing.T) {
 		{"deep items", nest(300, `{"type":"array","minItems":1,"items":`, `}`, `{"enum":[]}`)},
 		{"deep nots", nest(300, `{"not":`, `}`, `{}`)},
 		{"deep allOf", nest(300, `{"allOf":[`, `]}`, `{"type":"string"}`)},
-		{"dense refs", dense.String()},
+		{"dense refs", denseRefs()},
 		{"many required and patterns", manyRequired.String()},
 	}
 	for _, tc := range tests {
@@ -223,16 +208,64 @@ func TestSatisfiableBounded(t *testing.T) {
 	}
 }
 
+// denseRefs returns a schema of defs d0..d59, each an anyOf of refs to
+// every later one: a dense graph whose kinds change in many rounds.
+func denseRefs() string {
+	var dense strings.Builder
+	dense.WriteString(`{"$defs":{`)
+	const n = 60
+	for i := range n {
+		if i > 0 {
+			dense.WriteString(",")
+		}
+		fmt.Fprintf(&dense, `"d%d":{"anyOf":[`, i)
+		for j := i + 1; j < n; j++ {
+			fmt.Fprintf(&dense, `{"$ref":"#/$defs/d%d"},`, j)
+		}
+		fmt.Fprintf(&dense, `{"type":"object","required":["x"],"properties":{"x":{"$ref":"#/$defs/d%d"}}}]}`, (i+1)%n)
+	}
+	dense.WriteString(`},"$ref":"#/$defs/d0"}`)
+	return dense.String()
+}
+
+// BenchmarkSatisfiable measures the check on the largest schema of the
+// SchemaStore sample, on a recursive schema and on one that refers to the
+// metaschema.
+func BenchmarkSatisfiable(b *testing.B) {
+	expo, err := os.ReadFile(filepath.Join("testdata", "schemastore", "src", "schemas", "json", "expo-52.0.0.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, schema string }{
+		{"schemastore", string(expo)},
+		{"thread", thread},
+		{"metaschema", `{"type":"object","properties":{"schema":{"$ref":"https://json-schema.org/draft/2020-12/schema"}}}`},
+	} {
+		s, err := Compile([]byte(bc.schema))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.Satisfiable(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // TestSatisfiableOverBudget: a check that runs out of budget cannot tell,
 // and accepts.
 func TestSatisfiableOverBudget(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, `{"type":"object","required":["c"],"properties":{"c":{"$ref":"#"}}}`)
-	if err := satisfiable(s.sch, satBudget); !errors.Is(err, ErrUnsatisfiable) {
+	if err := satisfiable(s.graph, satBudget); !errors.Is(err, ErrUnsatisfiable) {
 		t.Fatalf("with the budget: %v, want ErrUnsatisfiable", err)
 	}
 	for budget := range 8 {
-		if err := satisfiable(s.sch, budget); err != nil {
+		if err := satisfiable(s.graph, budget); err != nil {
 			t.Fatalf("with a budget of %d: %v, want nil", budget, err)
 		}
 	}

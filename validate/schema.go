@@ -67,8 +67,7 @@ type Schema struct {
 	tree int
 	// cost estimates a value's checks (see MaxChecks): built at Compile
 	// for a schema that recurses, for any other the first time a value is
-	// large enough that tree times its places passes MaxChecks; nil when
-	// the schema is too wide to tabulate.
+	// large enough that tree times its places passes MaxChecks.
 	costOnce sync.Once
 	cost     *checkCost
 	// clock bounds the time of the patterns the backtracking engine
@@ -96,19 +95,14 @@ func (s *Schema) overChecks(v any) (string, bool) {
 // checks estimates the checks validating v makes, counted until they pass
 // MaxChecks, and returns the pointer of the place where they do. A small
 // value against a schema that does not recurse is not walked: tree times
-// its places bounds its checks, and under smallChecks no bound is near. 0
-// means not known: the schema is too wide to tabulate, and its values are
-// not bounded.
+// its places bounds its checks, and under smallChecks no bound is near.
 func (s *Schema) checks(v any) (string, int) {
 	if s.tree > 0 {
 		if n := places(v, smallChecks/s.tree); n <= smallChecks/s.tree {
 			return "", s.tree * n
 		}
 	}
-	if c := s.costs(); c != nil {
-		return c.estimate(v, MaxChecks)
-	}
-	return "", 0
+	return s.costs().estimate(v, MaxChecks)
 }
 
 // smallChecks is the checks under which a value is not estimated: far from

@@ -17,39 +17,20 @@ const MaxUnfolded = 100_000
 // unfolded returns how many subschemas s unfolds to along its costliest
 // path (see MaxUnfolded), counting at most to limit+1.
 func unfolded(g *schemaGraph, limit int) int {
-	memo := map[*jsonschema.Schema]int{}
-	const inProgress = -1
-	var size func(s *jsonschema.Schema) int
-	size = func(s *jsonschema.Schema) int {
-		if s == nil {
-			return 0
-		}
-		switch n, ok := memo[s]; {
-		case ok && n == inProgress:
-			return 0 // a cycle: recursion is bounded by the value's depth
-		case ok:
-			return n
-		}
-		memo[s] = inProgress
-		n := 1
+	n, _ := fold(g, func(s *jsonschema.Schema, size func(*jsonschema.Schema) int) int {
 		// Applicators at this place in the value: they add up.
+		n := 1
 		for _, sub := range g.inPlace(s) {
-			if n <= limit {
-				n += size(sub)
-			}
+			n = min(n+size(sub), limit+1)
 		}
 		// Schemas of the value's children: the costliest one counts.
 		deepest := 0
 		for _, sub := range allChildren(s) {
-			if deepest <= limit {
-				deepest = max(deepest, size(sub))
-			}
+			deepest = max(deepest, size(sub))
 		}
-		n = min(n+deepest, limit+1)
-		memo[s] = n
-		return n
-	}
-	return size(g.root)
+		return min(n+deepest, limit+1)
+	})
+	return n
 }
 
 // treeSize returns how many subschemas s unfolds to with every reference
@@ -59,32 +40,42 @@ func unfolded(g *schemaGraph, limit int) int {
 // match several. No place in a value is checked against more. It returns
 // 0 when s recurses: then no size bounds a place's checks.
 func treeSize(g *schemaGraph, limit int) int {
+	n, cyclic := fold(g, func(s *jsonschema.Schema, size func(*jsonschema.Schema) int) int {
+		n := checkWeight(s)
+		for _, sub := range append(g.inPlace(s), allChildren(s)...) {
+			n = min(n+size(sub), limit+1)
+		}
+		return n
+	})
+	if cyclic {
+		return 0
+	}
+	return n
+}
+
+// fold returns the size of g's root, computing the size of each subschema
+// once, from the sizes of those it names. A subschema met again on its own
+// path, a cycle, counts 0 there (the value's depth bounds the recursion),
+// and cyclic says one was met.
+func fold(g *schemaGraph, of func(s *jsonschema.Schema, size func(*jsonschema.Schema) int) int) (n int, cyclic bool) {
 	memo := map[*jsonschema.Schema]int{}
 	const inProgress = -1
-	recurses := false
 	var size func(s *jsonschema.Schema) int
 	size = func(s *jsonschema.Schema) int {
-		if s == nil || recurses {
+		if s == nil {
 			return 0
 		}
 		switch n, ok := memo[s]; {
 		case ok && n == inProgress:
-			recurses = true
+			cyclic = true
 			return 0
 		case ok:
 			return n
 		}
 		memo[s] = inProgress
-		n := checkWeight(s)
-		for _, sub := range append(g.inPlace(s), allChildren(s)...) {
-			n = min(n+size(sub), limit+1)
-		}
+		n := of(s, size)
 		memo[s] = n
 		return n
 	}
-	n := size(g.root)
-	if recurses {
-		return 0
-	}
-	return n
+	return size(g.root), cyclic
 }

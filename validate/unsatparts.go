@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // ErrUnsatisfiablePart is matched (errors.Is) by the errors
@@ -26,8 +24,9 @@ func (s *Schema) UnsatisfiableParts() []error {
 	if s == nil || s.sch == nil {
 		return nil
 	}
-	g := &satGraph{index: map[*jsonschema.Schema]int{}, budget: satBudget}
-	if !g.build(s.sch) || !g.solve() || g.t[0] == 0 {
+	defer s.guard()()
+	g, ok := solveKinds(s.graph, satBudget)
+	if !ok || g.t[0] == 0 {
 		return nil
 	}
 	var out []error
@@ -44,9 +43,6 @@ func (s *Schema) UnsatisfiableParts() []error {
 		i := queue[0]
 		queue = queue[1:]
 		n := &g.nodes[i]
-		if n.meta {
-			continue
-		}
 		var parts []int
 		if g.t[i]&kObject != 0 {
 			parts = append(parts, n.optProps...)
