@@ -397,7 +397,7 @@ func propose(c *validate.Session, root any, errs []fixpoint.ValidationError, mod
 			continue
 		}
 		i := strings.LastIndexByte(e.Path, '/')
-		parent, name := e.Path[:i], validate.SplitPointer(e.Path[i:])[0]
+		parent, name := e.Path[:i], lastToken(e.Path)
 		d := rd.renameDrivers[parent]
 		if d == nil {
 			d = &renameDrivers{extra: map[string]bool{}, missing: map[string]bool{}}
@@ -605,7 +605,7 @@ func (rd *round) proposeAdditional(root any, toks []string, mode fixpoint.Coerce
 	// answers for one property, not an extra one to drop. The same
 	// value twice is one answer.
 	extra := toks[len(toks)-1]
-	for _, n := range slices.Concat(pv.Required, pv.Props) {
+	for _, n := range concat(pv.Required, pv.Props) {
 		if twin, ok := obj[n]; sameKey(extra, n) && !(ok && extract.SameValue(twin, val)) {
 			return fix{}, false
 		}
@@ -664,7 +664,7 @@ func (rd *round) renamesOf(root any, parent []string, obj map[string]any) []rena
 	// even when the object has one of them.
 	wanted := map[string][]string{}
 	seen := map[string]bool{}
-	for _, n := range slices.Concat(pv.Required, pv.Props) {
+	for _, n := range concat(pv.Required, pv.Props) {
 		if !seen[n] {
 			seen[n] = true
 			if f := keyFold(n); f != "" {
@@ -1023,6 +1023,26 @@ type renameSet struct {
 // (extra) and required but missing.
 type renameDrivers struct {
 	extra, missing map[string]bool
+}
+
+// lastToken is the last token of a JSON pointer, unescaped.
+func lastToken(ptr string) string {
+	tok := ptr[strings.LastIndexByte(ptr, '/')+1:]
+	if !strings.Contains(tok, "~") {
+		return tok
+	}
+	return validate.SplitPointer("/" + tok)[0]
+}
+
+// concat joins two lists, sharing the one when the other is empty.
+func concat[T any](a, b []T) []T {
+	if len(b) == 0 {
+		return a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	return slices.Concat(a, b)
 }
 
 // encode marshals v without HTML escaping and without a trailing newline.

@@ -342,9 +342,9 @@ func choose(c *Session, reply string, cands []extract.Candidate, err error) Chec
 // ambiguous returns the error of a reply in which, besides cands[chosen]
 // (whose value, after its local fixes, is value), another candidate that
 // does not overlap it fits the schema too, as extracted or after local
-// fixes by coerce (nil: none), and holds another value: "Example: {...} Answer: {...}",
-// "1 500" (1 and 500), "1, 2, 3" for an array (each wrapped alone), a
-// draft and its correction. Which one the model meant is not for the
+// fixes by coerce (nil: none), and holds another value: "Example: {...}
+// Answer: {...}", "1 500" (1 and 500), "1, 2, 3" for an array (each
+// wrapped alone), a draft and its correction. Which one the model meant is not for the
 // checker to guess (it took the first); the model is asked for one. Values
 // are compared as JSON values: 1.0 and 1 are one number. With no schema
 // every value is acceptable, and nothing is ambiguous. At most
