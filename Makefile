@@ -36,7 +36,8 @@ soak:
 ## fuzz: a minute of fuzzing per target
 fuzz:
 	for t in FuzzExtract FuzzRepairText; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./extract || exit 1; done
-	for t in FuzzCompile FuzzValidate FuzzCoerce; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./validate || exit 1; done
+	for t in FuzzCompile FuzzValidate; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./validate || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzCoerce$$' -fuzztime 60s ./repair
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s ./llm
 	$(GO) test -run '^$$' -fuzz '^FuzzDuplicateKey$$' -fuzztime 60s ./extract
 	$(GO) test -run '^$$' -fuzz '^FuzzStrictSchema$$' -fuzztime 60s ./llm

@@ -177,7 +177,7 @@ func (s *Step) feedPatch(a *fixpoint.Attempt, text string) patchReply {
 	}
 	a.PatchOutcome = fixpoint.PatchApplied
 	// The patched value gets the same schema-guided repairs as a reply's.
-	v, fixes, errs := s.job.Schema.Coerce(v, s.lim.Coerce)
+	v, fixes, errs := Coerce(s.job.Schema, v, s.lim.Coerce)
 	errs = append(validate.StorableErrors(v), errs...)
 	a.Errors = errs
 	a.Value = marshalValue(v)

@@ -390,9 +390,9 @@ func fixesNote(a *fixpoint.Attempt) string {
 	for _, f := range fixes[:min(len(fixes), fixesNoteMax)] {
 		at := pointerOrRoot(f.Pointer)
 		switch f.Kind {
-		case validate.KindRenameKey:
+		case KindRenameKey:
 			fmt.Fprintf(&b, "- the key %s was read as %s (%s)\n", f.Before, f.After, at)
-		case validate.KindDropNull, validate.KindDropAdditional:
+		case KindDropNull, KindDropAdditional:
 			fmt.Fprintf(&b, "- %s (%s) was left out\n", at, f.Before)
 		default:
 			fmt.Fprintf(&b, "- %s: %s was read as %s\n", at, f.Before, f.After)

@@ -305,7 +305,7 @@ func (s *Step) checkReply(a *fixpoint.Attempt, text string) checked {
 		r := s.feedPatch(a, text)
 		return checked{valid: r.valid, class: string(validate.ClassOf(a.Errors)), localRepairs: r.localRepairs, shown: r.shown, patched: &r}
 	}
-	check := validate.CheckWith(s.job.Schema, text, validate.CheckOptions{Coerce: s.lim.Coerce})
+	check := validate.CheckWith(s.job.Schema, text, validate.CheckOptions{Coerce: Coercer(s.lim.Coerce)})
 	a.Source = check.Source
 	a.Repairs = check.Repairs
 	a.Coerced = check.Coerced

@@ -118,7 +118,7 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 					fixes[f.Kind]++
 					checked++
 					want, ok := at(truth, f.Pointer)
-					if f.Kind == validate.KindRenameKey {
+					if f.Kind == repair.KindRenameKey {
 						// The value moved is the truth's (or was made so by a
 						// later fix, checked on its own); the old name is not
 						// the truth's.
@@ -148,7 +148,7 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 	close(jobs)
 	wg.Wait()
 	t.Logf("%d fixes checked against the truth over %d jobs: %v; %d string values refused; %v errors left that a safe fix would have turned into the truth", checked, n, fixes, lossyRefused, missed)
-	for _, kind := range []string{validate.KindCoerceNumber, validate.KindCoerceBoolean, validate.KindEnumCase, validate.KindDropNull, validate.KindWrapArray, validate.KindRenameKey} {
+	for _, kind := range []string{repair.KindCoerceNumber, repair.KindCoerceBoolean, repair.KindEnumCase, repair.KindDropNull, repair.KindWrapArray, repair.KindRenameKey} {
 		if fixes[kind] == 0 {
 			t.Errorf("no %s fix in %d jobs: the check did not cover it", kind, n)
 		}
@@ -174,7 +174,7 @@ func missedFix(value, truth any, e fixpoint.ValidationError) string {
 	want, wantOK := at(truth, ptr)
 	switch {
 	case gotOK && got == nil && !wantOK:
-		return validate.KindDropNull
+		return repair.KindDropNull
 	case !gotOK || !wantOK:
 		return ""
 	}
@@ -183,20 +183,20 @@ func missedFix(value, truth any, e fixpoint.ValidationError) string {
 		switch w := want.(type) {
 		case bool:
 			if t == strconv.FormatBool(w) {
-				return validate.KindCoerceBoolean
+				return repair.KindCoerceBoolean
 			}
 		case string:
 			if s != w && strings.EqualFold(t, w) {
-				return validate.KindEnumCase
+				return repair.KindEnumCase
 			}
 		default:
 			if n := json.Number(t); t != "" && equalValues(n, want) {
-				return validate.KindCoerceNumber
+				return repair.KindCoerceNumber
 			}
 		}
 	}
 	if arr, ok := want.([]any); ok && len(arr) == 1 && equalValues(got, arr[0]) {
-		return validate.KindWrapArray
+		return repair.KindWrapArray
 	}
 	return ""
 }
@@ -222,13 +222,13 @@ func missedRename(value, truth any, e fixpoint.ValidationError) string {
 	case "required":
 		for k, v := range have {
 			if k != name && fold(k) == fold(name) && equalValues(v, want[name]) {
-				return validate.KindRenameKey
+				return repair.KindRenameKey
 			}
 		}
 	case "additionalProperties":
 		for k, v := range want {
 			if _, has := have[k]; !has && k != name && fold(k) == fold(name) && equalValues(have[name], v) {
-				return validate.KindRenameKey
+				return repair.KindRenameKey
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package validate
 
 import (
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -228,29 +227,6 @@ func BenchmarkCheckManyLossyRepairs(b *testing.B) {
 			b.Fatal("valid")
 		}
 	}
-}
-
-// BenchmarkCheckHugeReply checks a 1.5 MB reply of 60,000 wrong line
-// items, 180,000 errors, as worker check does (coerce safe). B/op counts
-// every allocation, garbage too; peak-MB is the most heap one check had
-// allocated over what was in use before (sampled every millisecond), held-MB
-// what its result holds, errors the errors it keeps.
-func BenchmarkCheckHugeReply(b *testing.B) {
-	s := mustCompile(b, `{"type":"array","items":`+lineSchema()+`}`)
-	reply := manyErrorsReply(60000)
-	b.SetBytes(int64(len(reply)))
-	b.ReportAllocs()
-	var peak, held uint64
-	var kept int
-	for b.Loop() {
-		var r CheckResult
-		p, h := heapOf(func() { r = CheckWith(s, reply, CheckOptions{Coerce: fixpoint.CoerceSafe}) })
-		peak, held, kept = max(peak, p), max(held, h), len(r.Errors)
-		runtime.KeepAlive(r)
-	}
-	b.ReportMetric(float64(peak)/(1<<20), "peak-MB")
-	b.ReportMetric(float64(held)/(1<<20), "held-MB")
-	b.ReportMetric(float64(kept), "errors")
 }
 
 // manyErrorsReply is an array of n line items that each fail three ways:

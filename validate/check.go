@@ -196,9 +196,10 @@ type CheckResult struct {
 // CheckOptions are the options of CheckWith. The zero value is Check's
 // behaviour.
 type CheckOptions struct {
-	// Coerce selects the schema-guided repairs made to a candidate that does
-	// not validate (see Schema.Coerce); "" is fixpoint.CoerceNone.
-	Coerce fixpoint.CoerceMode
+	// Coerce makes the schema-guided repairs of a candidate that does not
+	// validate (package repair's Coercer of a fixpoint.CoerceMode); nil
+	// makes none.
+	Coerce Coercer
 }
 
 // Check extracts the JSON candidates in reply and chooses one: the first that
@@ -212,9 +213,9 @@ func Check(s *Schema, reply string) CheckResult {
 	return CheckWith(s, reply, CheckOptions{})
 }
 
-// CheckWith is Check with options. With opt.Coerce fixpoint.CoerceSafe or fixpoint.CoerceAll
-// and a schema, when no candidate validates as extracted, each candidate's
-// value is repaired by s.Coerce before choosing: the first that validates
+// CheckWith is Check with options. With a coercer opt.Coerce and a schema,
+// when no candidate validates as extracted, each candidate's value is
+// repaired by opt.Coerce before choosing: the first that validates
 // after its repairs is chosen, else the one with the fewest errors after
 // them (the earliest on ties). A candidate valid as extracted is always
 // chosen over one that needs schema-guided repairs, so those repairs never
@@ -230,23 +231,24 @@ func Check(s *Schema, reply string) CheckResult {
 // (class syntax), names both.
 func CheckWith(s *Schema, reply string, opt CheckOptions) CheckResult {
 	cands, err := extract.Extract(reply)
-	defer s.guard()()
-	if s == nil || len(cands) == 0 || (opt.Coerce != fixpoint.CoerceSafe && opt.Coerce != fixpoint.CoerceAll) {
-		return choose(s, reply, cands, err)
+	c, release := s.Begin()
+	defer release()
+	if s == nil || len(cands) == 0 || opt.Coerce == nil {
+		return choose(c, reply, cands, err)
 	}
-	return chooseCoerced(s, reply, cands, opt.Coerce)
+	return chooseCoerced(c, reply, cands, opt.Coerce)
 }
 
 // chooseCoerced applies CheckWith's choosing rule to the candidates extract
 // returned (at least one).
-func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode fixpoint.CoerceMode) CheckResult {
+func chooseCoerced(c *Session, reply string, cands []extract.Candidate, coerce Coercer) CheckResult {
 	// A candidate valid as extracted wins: choose's rule, validating each
 	// candidate once.
 	errsOf := make([][]fixpoint.ValidationError, len(cands))
 	for i := range cands {
-		errsOf[i] = s.validate(cands[i].Value)
+		errsOf[i] = c.Validate(cands[i].Value)
 		if len(errsOf[i]) == 0 && len(ExtractionErrors(reply, &cands[i])) == 0 {
-			if amb := ambiguous(s, reply, cands, i, cands[i].Value, mode); amb != nil {
+			if amb := ambiguous(c, reply, cands, i, cands[i].Value, coerce); amb != nil {
 				return result(cands, i, cands[i].Value, amb, nil)
 			}
 			return result(cands, i, cands[i].Value, nil, nil)
@@ -254,16 +256,19 @@ func chooseCoerced(s *Schema, reply string, cands []extract.Candidate, mode fixp
 	}
 	best, bestErrs, bestValue, bestFixes := -1, []fixpoint.ValidationError(nil), any(nil), []fixpoint.Repair(nil)
 	for i := range cands {
-		c := &cands[i]
-		v, fixes, errs := s.coerce(c.Value, errsOf[i], mode)
-		if pre := ExtractionErrors(reply, c); len(pre) > 0 {
+		cand := &cands[i]
+		v, fixes, errs := cand.Value, []fixpoint.Repair(nil), errsOf[i]
+		if len(errs) > 0 {
+			v, fixes, errs = coerce(c, v, errs)
+		}
+		if pre := ExtractionErrors(reply, cand); len(pre) > 0 {
 			errs = append(pre, errs...)
 		}
 		if best < 0 || ErrorCount(errs) < ErrorCount(bestErrs) {
 			best, bestErrs, bestValue, bestFixes = i, errs, v, fixes
 		}
 		if len(errs) == 0 {
-			if amb := ambiguous(s, reply, cands, i, v, mode); amb != nil {
+			if amb := ambiguous(c, reply, cands, i, v, coerce); amb != nil {
 				bestErrs = amb
 			}
 			break
@@ -300,7 +305,7 @@ func result(cands []extract.Candidate, i int, v any, errs []fixpoint.ValidationE
 }
 
 // choose applies Check's choosing rule to the candidates extract returned.
-func choose(s *Schema, reply string, cands []extract.Candidate, err error) CheckResult {
+func choose(c *Session, reply string, cands []extract.Candidate, err error) CheckResult {
 	if len(cands) == 0 {
 		msg := extract.ErrNoJSON.Error()
 		if err != nil {
@@ -311,25 +316,25 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 	}
 	best, bestErrs := -1, []fixpoint.ValidationError(nil)
 	for i := range cands {
-		errs := candidateErrors(s, reply, &cands[i])
+		errs := candidateErrors(c, reply, &cands[i])
 		if len(errs) == 0 {
-			best, bestErrs = i, ambiguous(s, reply, cands, i, cands[i].Value, fixpoint.CoerceNone)
+			best, bestErrs = i, ambiguous(c, reply, cands, i, cands[i].Value, nil)
 			break
 		}
 		if best < 0 || ErrorCount(errs) < ErrorCount(bestErrs) {
 			best, bestErrs = i, errs
 		}
 	}
-	c := &cands[best]
+	cand := &cands[best]
 	return CheckResult{
 		Valid:      len(bestErrs) == 0,
-		Value:      c.Value,
+		Value:      cand.Value,
 		Class:      ClassOf(bestErrs),
 		Errors:     bestErrs,
-		Repairs:    extract.CompactRepairs(c.Repairs),
-		Source:     c.Source,
-		Truncated:  c.Truncated,
-		Candidate:  c,
+		Repairs:    extract.CompactRepairs(cand.Repairs),
+		Source:     cand.Source,
+		Truncated:  cand.Truncated,
+		Candidate:  cand,
 		Candidates: len(cands),
 	}
 }
@@ -337,16 +342,16 @@ func choose(s *Schema, reply string, cands []extract.Candidate, err error) Check
 // ambiguous returns the error of a reply in which, besides cands[chosen]
 // (whose value, after its local fixes, is value), another candidate that
 // does not overlap it fits the schema too, as extracted or after local
-// fixes in mode, and holds another value: "Example: {...} Answer: {...}",
-// "1 500" (1 and 500), "1, 2, 3" for an array (each wrapped alone), a
-// draft and its correction. Which one the model meant is not for the
+// fixes by coerce (nil: none), and holds another value: "Example: {...}
+// Answer: {...}", "1 500" (1 and 500), "1, 2, 3" for an array (each
+// wrapped alone), a draft and its correction. Which one the model meant is not for the
 // checker to guess (it took the first); the model is asked for one. Values
 // are compared as JSON values: 1.0 and 1 are one number. With no schema
 // every value is acceptable, and nothing is ambiguous. At most
 // ambiguityCoerceMax other candidates are tried with local fixes, so a
 // reply of many fragments stays cheap.
-func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, value any, mode fixpoint.CoerceMode) []fixpoint.ValidationError {
-	if s == nil {
+func ambiguous(sc *Session, reply string, cands []extract.Candidate, chosen int, value any, coerce Coercer) []fixpoint.ValidationError {
+	if sc.s == nil {
 		return nil
 	}
 	c := &cands[chosen]
@@ -359,13 +364,13 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 		if len(ExtractionErrors(reply, o)) > 0 || o.Start >= c.End && extract.Citation(reply, o) {
 			continue
 		}
-		errs := s.validate(o.Value)
+		errs := sc.Validate(o.Value)
 		if len(errs) > 0 {
-			if mode != fixpoint.CoerceSafe && mode != fixpoint.CoerceAll || coerced >= ambiguityCoerceMax {
+			if coerce == nil || coerced >= ambiguityCoerceMax {
 				continue
 			}
 			coerced++
-			v, _, left := s.coerce(o.Value, errs, mode)
+			v, _, left := coerce(sc, o.Value, errs)
 			if len(left) > 0 || extract.SameValue(v, value) {
 				continue
 			}
@@ -397,12 +402,12 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 		if !after && !before || !extract.SameAnswer(value, o.Value) || extract.SameValue(o.Value, value) {
 			continue
 		}
-		if !o.Truncated && (mode == fixpoint.CoerceSafe || mode == fixpoint.CoerceAll) && coerced < ambiguityCoerceMax {
+		if !o.Truncated && coerce != nil && coerced < ambiguityCoerceMax {
 			// The same answer once its safe fixes are made ("0.9" for 0.9,
 			// "Positive" for "positive"): a repeat, not another answer.
 			coerced++
-			if errs := s.validate(o.Value); len(errs) > 0 {
-				if v, _, left := s.coerce(o.Value, errs, mode); len(left) == 0 && extract.SameValue(v, value) {
+			if errs := sc.Validate(o.Value); len(errs) > 0 {
+				if v, _, left := coerce(sc, o.Value, errs); len(left) == 0 && extract.SameValue(v, value) {
 					continue
 				}
 			}
@@ -441,8 +446,8 @@ func ambiguous(s *Schema, reply string, cands []extract.Candidate, chosen int, v
 const ambiguityCoerceMax = 64
 
 // candidateErrors returns every error of one candidate.
-func candidateErrors(s *Schema, reply string, c *extract.Candidate) []fixpoint.ValidationError {
-	errs := s.validate(c.Value)
+func candidateErrors(sc *Session, reply string, c *extract.Candidate) []fixpoint.ValidationError {
+	errs := sc.Validate(c.Value)
 	if pre := ExtractionErrors(reply, c); len(pre) > 0 {
 		errs = append(pre, errs...)
 	}

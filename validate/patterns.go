@@ -20,7 +20,7 @@ import (
 // exponential in the string's length. Bounds keep a reply from holding a
 // worker: each match stops after patternMatchTimeout, or once its
 // backtracking state passes patternMaxStack; all the backtracking matches
-// of one check (Validate, Coerce, Check, Satisfiable) share
+// of one check (Validate, Check and its coercion, Satisfiable) share
 // patternCheckTime, past which every further one fails at once; and a
 // pattern and string that failed once fail again at once in the same
 // check. A match that fails so makes the value invalid, with an error
@@ -166,7 +166,7 @@ func noRelease() {}
 // waits for the check in progress to end and gives this one a fresh
 // budget. The caller calls the returned release when the check ends, and
 // must not call guard again before that (the checks' internal steps use
-// the unguarded methods: validate, coerce, choose).
+// the unguarded methods: validate, choose, and a Session's).
 func (s *Schema) guard() (release func()) {
 	if s == nil || s.clock == nil {
 		return noRelease

@@ -203,7 +203,8 @@ func TestTreeSize(t *testing.T) {
 		{`{"items":{"type":"string"},"contains":{"type":"string"},"unevaluatedItems":{"type":"string"}}`, 4},
 		{`{"properties":{"a":{"type":"string"},"b":{"type":"integer"}}}`, 3},
 		{`{"properties":{"next":{"$ref":"#"}}}`, 0},
-		{listSchema, 0},
+		// a tree of nodes that refers to itself
+		{`{"$ref":"#/$defs/node","$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}}}}}`, 0},
 	} {
 		if got := treeSize(mustCompile(t, tc.schema).graph, MaxChecks); got != tc.want {
 			t.Errorf("%s: %d; want %d", tc.schema, got, tc.want)
@@ -272,9 +273,9 @@ func TestCheckCostDynamicRef(t *testing.T) {
 // An enum of 10,000 values under "items": each item's check scans the
 // values, so it counts for more (checkWeight), and a reply of 20,000 items
 // is refused where 250,000 valid ones took 31 s; 2,000 wrong-case items
-// are described and fixed in a fraction of a second (they took 1.6 s to
-// describe, the enum rendered whole for each, and 5.7 s to fix, the list
-// built and scanned again for each).
+// are described in a fraction of a second (they took 1.6 s, the enum
+// rendered whole for each; package repair's TestCoerceBigEnumUnderItems
+// fixes them).
 func TestBigEnumUnderItems(t *testing.T) {
 	t.Parallel()
 	var vals []string
@@ -295,10 +296,6 @@ func TestBigEnumUnderItems(t *testing.T) {
 	errs := s.Validate(items(2000, "VALUE-09999"))
 	if len(errs) != 2000 || errs[0].Keyword != "enum" || len(errs[0].Message) > 400 || !strings.Contains(errs[0].Message, `"value-00000"`) {
 		t.Fatalf("2,000 wrong items: %d errors, first %+v; want each item's enum error, its list cut short", len(errs), errs[0])
-	}
-	fixed, fixes, left := s.Coerce(items(2000, "VALUE-09999"), fixpoint.CoerceSafe)
-	if len(fixes) != 2000 || len(left) != 0 || fixed.([]any)[1999] != "value-09999" {
-		t.Errorf("coerce: %d fixes, %d errors left; want 2,000 and none", len(fixes), len(left))
 	}
 }
 

@@ -106,9 +106,9 @@ func (s *Schema) checks(v any) (string, int) {
 }
 
 // smallChecks is the checks under which a value is not estimated: far from
-// MaxChecks, and from what Coerce's budget allows (coerceChecks spread over
-// coerceValidations).
-const smallChecks = coerceChecks / coerceValidations
+// MaxChecks, and from what the budget of a schema-guided repair allows
+// (package repair spreads MaxChecks over at most 16 validations).
+const smallChecks = MaxChecks / 16
 
 // places returns how many places v has, itself and each member and item
 // at every depth, counted to at most limit+1.

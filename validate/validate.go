@@ -48,7 +48,7 @@
 // A value with more than [MaxErrors] (20,000) errors keeps the first
 // MaxErrors and the first of each keyword, then one error of keyword
 // [KeywordMoreErrors] that counts the others by keyword ([ErrorCount]
-// counts them all); Coerce does not repair such a value. A large value is
+// counts them all); package repair does not coerce such a value. A large value is
 // validated piece by piece where the schema allows (pieces.go), so the
 // schema library never holds the errors of all of it at once.
 //
@@ -83,18 +83,16 @@
 //
 // # Schema-guided repair
 //
-// Before the worker pays for another model call, [Schema.Coerce] (and
-// [CheckWith], for a reply) can make repairs that cannot change what the
-// model meant, each driven by a validation error and what the schema wants
-// at its location: a string holding exactly a JSON number or boolean where
-// the schema wants one ("42" -> 42, the number's text kept), an enum or const
-// string off only in letter case or surrounding white space, a single value
-// where an array is wanted ([value]), a null optional property (dropped),
-// and, in [fixpoint.CoerceAll] mode only, a property additionalProperties forbids
-// (dropped). Every repair is recorded as an [fixpoint.Repair] with its
-// pointer and the value before and after; the whole value is validated
-// again after each round and a repair that would add an error is not made.
-// [Check] makes none of them.
+// Before the worker pays for another model call, package repair can make
+// repairs that cannot change what the model meant, each driven by a
+// validation error and what the schema wants at its location ("42" -> 42
+// where a number is wanted, an enum string off only in letter case, ...).
+// The fixes are repair's; this package answers its questions: a
+// [Session] is one check of the schema in progress (its validations share
+// the check's pattern clock), and its [Reader] says what the schema wants
+// ([Wants]: types, allowed strings, required and declared properties) at
+// a location. [CheckWith] takes a [Coercer] and calls it on each candidate
+// that does not validate before choosing; [Check] makes no repair.
 //
 // # Classes
 //

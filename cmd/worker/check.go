@@ -16,6 +16,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -66,7 +67,7 @@ func (c *checkCommand) Run(_ context.Context, args []string) error {
 	if err != nil {
 		return usagef("--coerce: %v", err)
 	}
-	opt := validate.CheckOptions{Coerce: mode}
+	opt := validate.CheckOptions{Coerce: repair.Coercer(mode)}
 	if len(files) > 1 {
 		return usagef("at most one input file, got %d: %q", len(files), files)
 	}

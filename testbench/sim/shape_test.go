@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -304,8 +305,8 @@ func TestRenamedKeyWritesWhatItSays(t *testing.T) {
 			if canon(t, m[wrong]) != canon(t, tv) {
 				t.Fatalf("%s: %q holds %s, the truth at %s is %s", user, wrong, canon(t, m[wrong]), missing, canon(t, tv))
 			}
-			fixed, fixes, errs := sch.Coerce(got, fixpoint.CoerceSafe)
-			if len(errs) != 0 || len(fixes) != 1 || fixes[0].Kind != validate.KindRenameKey || fixes[0].Pointer != missing || canon(t, fixed) != canon(t, truth) {
+			fixed, fixes, errs := repair.Coerce(sch, got, fixpoint.CoerceSafe)
+			if len(errs) != 0 || len(fixes) != 1 || fixes[0].Kind != repair.KindRenameKey || fixes[0].Pointer != missing || canon(t, fixed) != canon(t, truth) {
 				t.Fatalf("%s: safe coercion of %s gave %s with %v and errors %v, want the truth with one rename_key at %s", user, text, canon(t, fixed), fixes, errs, missing)
 			}
 		}

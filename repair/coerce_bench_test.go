@@ -1,11 +1,13 @@
-package validate
+package repair
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 // repairableValue is typicalValue as models often break it: a quantity and
@@ -63,7 +65,7 @@ func BenchmarkCheckWith(b *testing.B) {
 		{name: "invalid", value: typicalInvalid, coerced: 1},
 	} {
 		reply := typicalReply(bc.value)
-		r := CheckWith(s, reply, CheckOptions{Coerce: fixpoint.CoerceSafe})
+		r := checkWith(s, reply, fixpoint.CoerceSafe)
 		if r.Coerced != bc.coerced || (bc.name != "invalid") != r.Valid {
 			b.Fatalf("%s: coerced %d, valid %v: %v %v", bc.name, r.Coerced, r.Valid, r.Repairs, r.Errors)
 		}
@@ -71,14 +73,14 @@ func BenchmarkCheckWith(b *testing.B) {
 			b.SetBytes(int64(len(reply)))
 			b.ReportAllocs()
 			for b.Loop() {
-				Check(s, reply)
+				validate.Check(s, reply)
 			}
 		})
 		b.Run(bc.name+"/safe", func(b *testing.B) {
 			b.SetBytes(int64(len(reply)))
 			b.ReportAllocs()
 			for b.Loop() {
-				CheckWith(s, reply, CheckOptions{Coerce: fixpoint.CoerceSafe})
+				checkWith(s, reply, fixpoint.CoerceSafe)
 			}
 		})
 	}
@@ -112,8 +114,31 @@ func BenchmarkCoerceWideObject(b *testing.B) {
 	v := mustDecode(b, value)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, fixes, errs := s.Coerce(v, fixpoint.CoerceSafe); len(errs) != 0 || len(fixes) != 15000 {
+		if _, fixes, errs := Coerce(s, v, fixpoint.CoerceSafe); len(errs) != 0 || len(fixes) != 15000 {
 			b.Fatalf("%d fixes, errors %v", len(fixes), errs[:min(3, len(errs))])
 		}
 	}
+}
+
+// BenchmarkCheckHugeReply checks a 1.5 MB reply of 60,000 wrong line
+// items, 180,000 errors, as worker check does (coerce safe). B/op counts
+// every allocation, garbage too; peak-MB is the most heap one check had
+// allocated over what was in use before (sampled every millisecond), held-MB
+// what its result holds, errors the errors it keeps.
+func BenchmarkCheckHugeReply(b *testing.B) {
+	s := mustCompile(b, `{"type":"array","items":`+lineSchema()+`}`)
+	reply := manyErrorsReply(60000)
+	b.SetBytes(int64(len(reply)))
+	b.ReportAllocs()
+	var peak, held uint64
+	var kept int
+	for b.Loop() {
+		var r validate.CheckResult
+		p, h := heapOf(func() { r = checkWith(s, reply, fixpoint.CoerceSafe) })
+		peak, held, kept = max(peak, p), max(held, h), len(r.Errors)
+		runtime.KeepAlive(r)
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "peak-MB")
+	b.ReportMetric(float64(held)/(1<<20), "held-MB")
+	b.ReportMetric(float64(kept), "errors")
 }

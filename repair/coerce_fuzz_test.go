@@ -1,4 +1,4 @@
-package validate
+package repair
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/validate"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -42,7 +43,7 @@ var coerceFuzzSchemas = []string{
 // string loses only surrounding white space and letter case; the input is
 // not modified.
 func FuzzCoerce(f *testing.F) {
-	schemas := make([]*Schema, len(coerceFuzzSchemas))
+	schemas := make([]*validate.Schema, len(coerceFuzzSchemas))
 	for i, src := range coerceFuzzSchemas {
 		schemas[i] = mustCompile(f, src)
 	}
@@ -70,18 +71,18 @@ func FuzzCoerce(f *testing.F) {
 }
 
 // checkCoerce checks Coerce's invariants for one value.
-func checkCoerce(s *Schema, v any) error {
+func checkCoerce(s *validate.Schema, v any) error {
 	orig, err := encode(v)
 	if err != nil {
 		return nil
 	}
 	before := s.Validate(v)
-	got, fixes, errs := s.Coerce(v, fixpoint.CoerceNone)
+	got, fixes, errs := Coerce(s, v, fixpoint.CoerceNone)
 	if len(fixes) != 0 || !reflect.DeepEqual(got, v) || !reflect.DeepEqual(errs, before) {
 		return fmt.Errorf("mode none changed something: %v %v", fixes, errs)
 	}
 	for _, mode := range []fixpoint.CoerceMode{fixpoint.CoerceSafe, fixpoint.CoerceAll} {
-		got, fixes, errs := s.Coerce(v, mode)
+		got, fixes, errs := Coerce(s, v, mode)
 		if now, _ := encode(v); !bytes.Equal(now, orig) {
 			return fmt.Errorf("%s: input modified: %s, was %s", mode, now, orig)
 		}
@@ -96,7 +97,7 @@ func checkCoerce(s *Schema, v any) error {
 			if err := checkRepair(r, mode); err != nil {
 				return fmt.Errorf("%s: repair %d %+v: %v", mode, i, r, err)
 			}
-			toks := splitPointer(r.Pointer)
+			toks := validate.SplitPointer(r.Pointer)
 			if r.Kind == KindRenameKey {
 				var from, to string
 				_ = json.Unmarshal(r.Before, &from)
@@ -236,7 +237,7 @@ func sameNumbers(a, b any, toks []string) error {
 		ra, ok1 := new(big.Rat).SetString(string(x))
 		rb, ok2 := new(big.Rat).SetString(string(n))
 		if ok1 != ok2 || ok1 && ra.Cmp(rb) != 0 || x != n {
-			return fmt.Errorf("number at %q changed: %s -> %s", pointer(toks), x, n)
+			return fmt.Errorf("number at %q changed: %s -> %s", validate.Pointer(toks), x, n)
 		}
 	}
 	return nil
@@ -246,7 +247,7 @@ func sameNumbers(a, b any, toks []string) error {
 // every fuzz schema, so that they run without -fuzz too.
 func TestCoerceInvariants(t *testing.T) {
 	t.Parallel()
-	schemas := make([]*Schema, len(coerceFuzzSchemas))
+	schemas := make([]*validate.Schema, len(coerceFuzzSchemas))
 	for i, src := range coerceFuzzSchemas {
 		schemas[i] = mustCompile(t, src)
 	}

@@ -1,8 +1,8 @@
-package validate
+package repair
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"maps"
 	"math/big"
 	"regexp"
@@ -13,8 +13,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"github.com/fixpoint-dev/fixpoint/validate"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -42,15 +41,9 @@ const (
 	// alone.
 	coerceValidations = 16
 	// coerceChecks bounds those validations' checks together (see
-	// MaxChecks): a value near that bound, which takes seconds to check,
-	// is checked once more at most, not 16 times.
-	coerceChecks = MaxChecks
-	// viewBudget bounds the schema nodes visited to learn what the schema
-	// wants at one location; viewDepth the in-place applicators ($ref,
-	// allOf, anyOf, oneOf, then, else, dependentSchemas) followed without
-	// moving down the value.
-	viewBudget = 2048
-	viewDepth  = 32
+	// validate.MaxChecks): a value near that bound, which takes seconds to
+	// check, is checked once more at most, not 16 times.
+	coerceChecks = validate.MaxChecks
 )
 
 // Coerce makes the schema-guided repairs of mode to v, each driven by a
@@ -60,7 +53,8 @@ const (
 // value shares what it did not change with v. With fixpoint.CoerceNone (or any mode
 // other than fixpoint.CoerceSafe and fixpoint.CoerceAll), a nil *Schema, a valid v, or a v
 // holding a number that cannot be validated (keyword "number"), or one with
-// more than MaxErrors errors, it returns v, no repairs and s.Validate(v).
+// more than validate.MaxErrors errors, it returns v, no repairs and
+// s.Validate(v).
 //
 // The repairs, at the location of the error that drives them:
 //
@@ -113,21 +107,15 @@ const (
 //     holding another value ("Total Price": 12 beside "total_price": 3 is
 //     a second answer for it; the same value twice is dropped).
 //
-// What the schema wants at a location is read from the compiled schema by
-// following the value's path through properties, patternProperties,
-// additionalProperties, prefixItems, items and additionalItems, and at each
-// level through $ref, allOf (all apply), anyOf and oneOf (any may apply:
-// the types and allowed strings of the alternatives are united, so a string
-// is never converted where some alternative takes a string, and an enum
-// match must be unique across all alternatives; an alternative the value
-// fails elsewhere on a const or enum, such as a discriminator, or on the
-// type of a container on the way, is left out, unless all are),
-// if/then/else and dependentSchemas (only their "required" counts, as
-// required). A location
-// reached through $dynamicRef or $recursiveRef, a loop of references that
-// consumes no part of the value, or more than a fixed budget of schema nodes
-// is not repaired. "not" and unevaluatedProperties/Items are not read; the
-// validation after each fix covers them.
+// What the schema wants at a location is validate.Reader's reading (see
+// Reader.At): the types and allowed strings of the alternatives of an
+// anyOf or oneOf are united, so a string is never converted where some
+// alternative takes a string, and an enum match must be unique across all
+// alternatives. A location whose reading is Unknown ($dynamicRef,
+// $recursiveRef, a loop of references that consumes no part of the value,
+// more than a fixed budget of schema nodes) is not repaired. "not" and
+// unevaluatedProperties/Items are not read; the validation after each fix
+// covers them.
 //
 // Every round collects at most one fix per location (none inside another's
 // location), applies them together and validates the whole value again. The
@@ -147,23 +135,35 @@ const (
 // at most 16 times after the first (fixes beyond that budget are not made).
 // A value that still fails keeps the fixes made (each is lossless) and is
 // returned with its remaining errors, never more than v had.
-func (s *Schema) Coerce(v any, mode fixpoint.CoerceMode) (fixed any, fixes []fixpoint.Repair, errs []fixpoint.ValidationError) {
-	defer s.guard()()
-	return s.coerce(v, s.validate(v), mode)
+func Coerce(s *validate.Schema, v any, mode fixpoint.CoerceMode) (fixed any, fixes []fixpoint.Repair, errs []fixpoint.ValidationError) {
+	c, release := s.Begin()
+	defer release()
+	return coerce(c, v, c.Validate(v), mode)
 }
 
-// coerce is Coerce given errs, the errors of v.
-func (s *Schema) coerce(v any, errs []fixpoint.ValidationError, mode fixpoint.CoerceMode) (any, []fixpoint.Repair, []fixpoint.ValidationError) {
-	if s == nil || s.sch == nil || len(errs) == 0 || (mode != fixpoint.CoerceSafe && mode != fixpoint.CoerceAll) {
+// Coercer is the validate.Coercer of mode for validate.CheckWith: nil (no
+// repairs) for any mode but fixpoint.CoerceSafe and fixpoint.CoerceAll.
+func Coercer(mode fixpoint.CoerceMode) validate.Coercer {
+	if mode != fixpoint.CoerceSafe && mode != fixpoint.CoerceAll {
+		return nil
+	}
+	return func(c *validate.Session, v any, errs []fixpoint.ValidationError) (any, []fixpoint.Repair, []fixpoint.ValidationError) {
+		return coerce(c, v, errs, mode)
+	}
+}
+
+// coerce is Coerce given errs, the errors of v, within the check c.
+func coerce(c *validate.Session, v any, errs []fixpoint.ValidationError, mode fixpoint.CoerceMode) (any, []fixpoint.Repair, []fixpoint.ValidationError) {
+	if len(errs) == 0 || (mode != fixpoint.CoerceSafe && mode != fixpoint.CoerceAll) {
 		return v, nil, errs
 	}
 	for _, e := range errs {
-		if e.Keyword == "number" || e.Keyword == KeywordMoreErrors {
+		if e.Keyword == "number" || e.Keyword == validate.KeywordMoreErrors {
 			// (Past MaxErrors the errors not kept could not be compared.)
 			return v, nil, errs
 		}
 	}
-	cur, budget := v, s.coerceBudget(v)
+	cur, budget := v, coerceBudget(c, v)
 	var fixes []fixpoint.Repair
 	keep := func(next any, nerrs []fixpoint.ValidationError, kept []fix) {
 		cur, errs = next, nerrs
@@ -175,13 +175,13 @@ func (s *Schema) coerce(v any, errs []fixpoint.ValidationError, mode fixpoint.Co
 		if budget == 0 {
 			break
 		}
-		props := s.propose(cur, errs, mode)
+		props := propose(c, cur, errs, mode)
 		if len(props) == 0 {
 			break
 		}
 		budget--
 		next := applyAll(cur, props, 0)
-		nerrs := s.validate(next)
+		nerrs := c.Validate(next)
 		if batchAccepted(errs, nerrs, props) {
 			keep(next, nerrs, props)
 			continue
@@ -193,7 +193,7 @@ func (s *Schema) coerce(v any, errs []fixpoint.ValidationError, mode fixpoint.Co
 		if len(innocent) > 0 && len(suspect) > 0 && budget > 0 {
 			budget--
 			next := applyAll(cur, innocent, 0)
-			nerrs := s.validate(next)
+			nerrs := c.Validate(next)
 			if batchAccepted(errs, nerrs, innocent) {
 				keep(next, nerrs, innocent)
 				props, progress = suspect, true
@@ -205,7 +205,7 @@ func (s *Schema) coerce(v any, errs []fixpoint.ValidationError, mode fixpoint.Co
 			}
 			budget--
 			next := f.apply(cur)
-			nerrs := s.validate(next)
+			nerrs := c.Validate(next)
 			if fixAccepted(errs, nerrs, f) {
 				keep(next, nerrs, []fix{f})
 				progress = true
@@ -220,8 +220,8 @@ func (s *Schema) coerce(v any, errs []fixpoint.ValidationError, mode fixpoint.Co
 
 // coerceBudget returns how many validations of v one Coerce call may make
 // after the first (see coerceValidations and coerceChecks).
-func (s *Schema) coerceBudget(v any) int {
-	if _, n := s.checks(v); n > 0 {
+func coerceBudget(c *validate.Session, v any) int {
+	if n := c.Checks(v); n > 0 {
 		return min(coerceValidations, coerceChecks/n)
 	}
 	return coerceValidations
@@ -244,7 +244,7 @@ func blame(before, after []fixpoint.ValidationError, fixes []fix) (innocent, sus
 	}
 	stayed, had := countKeys(after), countKeys(before)
 	for _, f := range fixes {
-		p := pointer(f.toks)
+		p := validate.Pointer(f.toks)
 		moved := map[string]bool{}
 		for _, m := range f.moved() {
 			moved[m] = true
@@ -285,7 +285,7 @@ type rename struct{ from, to string }
 func (f fix) moved() []string {
 	var out []string
 	for _, r := range f.renames {
-		out = append(out, pointer(append(slices.Clip(f.toks), r.to)))
+		out = append(out, validate.Pointer(append(slices.Clip(f.toks), r.to)))
 	}
 	return out
 }
@@ -314,11 +314,11 @@ func (f fix) repairs() []fixpoint.Repair {
 	if f.kind == KindRenameKey {
 		out := make([]fixpoint.Repair, len(f.renames))
 		for i, r := range f.renames {
-			out[i] = fixpoint.Repair{Kind: f.kind, Pointer: pointer(append(slices.Clip(f.toks), r.to)), Before: rawJSON(r.from), After: rawJSON(r.to)}
+			out[i] = fixpoint.Repair{Kind: f.kind, Pointer: validate.Pointer(append(slices.Clip(f.toks), r.to)), Before: rawJSON(r.from), After: rawJSON(r.to)}
 		}
 		return out
 	}
-	r := fixpoint.Repair{Kind: f.kind, Pointer: pointer(f.toks), Before: rawJSON(f.before)}
+	r := fixpoint.Repair{Kind: f.kind, Pointer: validate.Pointer(f.toks), Before: rawJSON(f.before)}
 	if !f.drop {
 		r.After = rawJSON(f.after)
 	}
@@ -388,20 +388,20 @@ func lookupOK(doc any, toks []string) (any, bool) {
 
 // propose returns the fixes the errors drive, at most one per location and
 // none inside another's location, in the order of the errors.
-func (s *Schema) propose(root any, errs []fixpoint.ValidationError, mode fixpoint.CoerceMode) []fix {
+func propose(c *validate.Session, root any, errs []fixpoint.ValidationError, mode fixpoint.CoerceMode) []fix {
 	var out []fix
 	taken := map[string]bool{}
-	cache := newRoundCache()
+	rd := newRound(c, root)
 	for _, e := range errs {
 		if (e.Keyword != "required" && e.Keyword != "additionalProperties") || e.Path == "" {
 			continue
 		}
 		i := strings.LastIndexByte(e.Path, '/')
-		parent, name := e.Path[:i], unescapeToken(e.Path[i+1:])
-		d := cache.renameDrivers[parent]
+		parent, name := e.Path[:i], lastToken(e.Path)
+		d := rd.renameDrivers[parent]
 		if d == nil {
 			d = &renameDrivers{extra: map[string]bool{}, missing: map[string]bool{}}
-			cache.renameDrivers[parent] = d
+			rd.renameDrivers[parent] = d
 		}
 		if e.Keyword == "required" {
 			d.missing[name] = true
@@ -416,12 +416,12 @@ func (s *Schema) propose(root any, errs []fixpoint.ValidationError, mode fixpoin
 		if (e.Keyword == "required" || e.Keyword == "additionalProperties") && e.Path != "" && taken[e.Path[:strings.LastIndexByte(e.Path, '/')]] {
 			continue // its object is renamed this round
 		}
-		f, ok := s.proposeOne(root, e, mode, cache)
+		f, ok := rd.proposeOne(root, e, mode)
 		if !ok {
 			continue
 		}
 		// A rename's location is its object, not the error's path.
-		loc := pointer(f.toks)
+		loc := validate.Pointer(f.toks)
 		if taken[loc] {
 			continue
 		}
@@ -432,7 +432,7 @@ func (s *Schema) propose(root any, errs []fixpoint.ValidationError, mode fixpoin
 	// one changes the path to it.
 	return slices.DeleteFunc(out, func(f fix) bool {
 		for i := range f.toks {
-			if taken[pointer(f.toks[:i])] {
+			if taken[validate.Pointer(f.toks[:i])] {
 				return true
 			}
 		}
@@ -483,8 +483,8 @@ func applyAll(root any, fixes []fix, depth int) any {
 }
 
 // proposeOne returns the fix error e drives, if any.
-func (s *Schema) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.CoerceMode, cache *roundCache) (fix, bool) {
-	toks := splitPointer(e.Path)
+func (rd *round) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.CoerceMode) (fix, bool) {
+	toks := validate.SplitPointer(e.Path)
 	key := errKey{e.Path, e.Keyword}
 	switch e.Keyword {
 	case "type", "enum", "const":
@@ -492,12 +492,12 @@ func (s *Schema) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 		if len(toks) == 0 {
 			return fix{}, false
 		}
-		return s.proposeRename(root, toks[:len(toks)-1], toks[len(toks)-1], "", key, cache)
+		return rd.proposeRename(root, toks[:len(toks)-1], toks[len(toks)-1], "", key)
 	case "additionalProperties":
 		if len(toks) == 0 {
 			return fix{}, false
 		}
-		return s.proposeAdditional(root, toks, mode, key, cache)
+		return rd.proposeAdditional(root, toks, mode, key)
 	default:
 		return fix{}, false
 	}
@@ -505,43 +505,43 @@ func (s *Schema) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 	if !ok {
 		return fix{}, false
 	}
-	vw := s.viewAtCached(root, toks, cache)
-	if vw.unknown {
+	vw := rd.wants.At(toks)
+	if vw.Unknown {
 		return fix{}, false
 	}
 	switch x := val.(type) {
 	case nil:
 		// null: dropped when optional, never wrapped.
-		if len(toks) == 0 || vw.kinds&kNull != 0 {
+		if len(toks) == 0 || vw.Types&validate.TypeNull != 0 {
 			return fix{}, false
 		}
 		parent, _ := lookupOK(root, toks[:len(toks)-1])
 		if _, isObj := parent.(map[string]any); !isObj {
 			return fix{}, false
 		}
-		pv := s.viewAtCached(root, toks[:len(toks)-1], cache)
-		if pv.unknown || slices.Contains(pv.required, toks[len(toks)-1]) {
+		pv := rd.wants.At(toks[:len(toks)-1])
+		if pv.Unknown || slices.Contains(pv.Required, toks[len(toks)-1]) {
 			return fix{}, false
 		}
 		return fix{kind: KindDropNull, toks: toks, driver: key, before: nil, drop: true}, true
 	case string:
-		if lit, k, ok := jsonLiteral(x); ok && vw.kinds&kString == 0 && vw.kinds&k != 0 {
+		if lit, k, ok := jsonLiteral(x); ok && vw.Types&validate.TypeString == 0 && vw.Types&k != 0 {
 			kind := KindCoerceNumber
-			if k == kBool {
+			if k == validate.TypeBoolean {
 				kind = KindCoerceBoolean
 			}
 			return fix{kind: kind, toks: toks, driver: key, before: x, after: lit}, true
 		}
 		if e.Keyword != "type" {
-			if !vw.strClosed {
+			if !vw.StringsClosed {
 				return fix{}, false
 			}
-			if _, k, ok := jsonLiteral(strings.TrimSpace(x)); ok && vw.kinds&k != 0 || strings.EqualFold(strings.TrimSpace(x), "null") && vw.kinds&kNull != 0 {
+			if _, k, ok := jsonLiteral(strings.TrimSpace(x)); ok && vw.Types&k != 0 || strings.EqualFold(strings.TrimSpace(x), "null") && vw.Types&validate.TypeNull != 0 {
 				// "true" where the enum has "TRUE" and true: which one is
 				// not the fix's to choose.
 				return fix{}, false
 			}
-			a, ok := cache.uniqueFold(x, vw.strs)
+			a, ok := rd.uniqueFold(x, vw.Strings)
 			if !ok {
 				return fix{}, false
 			}
@@ -552,7 +552,7 @@ func (s *Schema) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 			return fix{kind: kind, toks: toks, driver: key, before: x, after: a}, true
 		}
 	}
-	if e.Keyword == "type" && vw.kinds&kArray != 0 && vw.kinds&kindOf(val) == 0 {
+	if e.Keyword == "type" && vw.Types&validate.TypeArray != 0 && vw.Types&validate.TypeOf(val) == 0 {
 		if str, ok := val.(string); ok && (listLike(str) || noItem(str)) {
 			// "a, b, c": a list written as text, not one item; "" or
 			// "none": no item at all.
@@ -576,8 +576,8 @@ func (s *Schema) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 // proposeAdditional fixes a property the schema does not allow, at toks:
 // a rename to the property it stands for, or, with CoerceAll, dropping it
 // when the object has every required property and no twin of it.
-func (s *Schema) proposeAdditional(root any, toks []string, mode fixpoint.CoerceMode, key errKey, cache *roundCache) (fix, bool) {
-	if f, ok := s.proposeRename(root, toks[:len(toks)-1], "", toks[len(toks)-1], key, cache); ok {
+func (rd *round) proposeAdditional(root any, toks []string, mode fixpoint.CoerceMode, key errKey) (fix, bool) {
+	if f, ok := rd.proposeRename(root, toks[:len(toks)-1], "", toks[len(toks)-1], key); ok {
 		return f, true
 	}
 	if mode != fixpoint.CoerceAll {
@@ -592,11 +592,11 @@ func (s *Schema) proposeAdditional(root any, toks []string, mode fixpoint.Coerce
 	if !ok {
 		return fix{}, false
 	}
-	pv := s.viewAtCached(root, toks[:len(toks)-1], cache)
-	if pv.unknown {
+	pv := rd.wants.At(toks[:len(toks)-1])
+	if pv.Unknown {
 		return fix{}, false
 	}
-	for _, r := range pv.required {
+	for _, r := range pv.Required {
 		if _, ok := obj[r]; !ok {
 			return fix{}, false
 		}
@@ -605,7 +605,7 @@ func (s *Schema) proposeAdditional(root any, toks []string, mode fixpoint.Coerce
 	// answers for one property, not an extra one to drop. The same
 	// value twice is one answer.
 	extra := toks[len(toks)-1]
-	for _, n := range concat(pv.required, pv.props) {
+	for _, n := range concat(pv.Required, pv.Props) {
 		if twin, ok := obj[n]; sameKey(extra, n) && !(ok && extract.SameValue(twin, val)) {
 			return fix{}, false
 		}
@@ -618,20 +618,20 @@ func (s *Schema) proposeAdditional(root any, toks []string, mode fixpoint.Coerce
 // extra property (extra set, driven by an additionalProperties error) to
 // the one declared or required name it matches up to letter case and
 // separators.
-func (s *Schema) proposeRename(root any, parent []string, missing, extra string, driver errKey, cache *roundCache) (fix, bool) {
+func (rd *round) proposeRename(root any, parent []string, missing, extra string, driver errKey) (fix, bool) {
 	node, ok := lookupOK(root, parent)
 	obj, isObj := node.(map[string]any)
 	if !ok || !isObj {
 		return fix{}, false
 	}
-	loc := pointer(parent)
-	rs, done := cache.renames[loc]
+	loc := validate.Pointer(parent)
+	rs, done := rd.renames[loc]
 	if !done {
-		rs = &renameSet{list: s.renamesOf(root, parent, obj, cache), from: map[string]bool{}, to: map[string]bool{}}
+		rs = &renameSet{list: rd.renamesOf(root, parent, obj), from: map[string]bool{}, to: map[string]bool{}}
 		for _, r := range rs.list {
 			rs.from[r.from], rs.to[r.to] = true, true
 		}
-		cache.renames[loc] = rs
+		rd.renames[loc] = rs
 	}
 	// The driving error's name must be among them.
 	if !rs.from[extra] && !rs.to[missing] {
@@ -650,13 +650,13 @@ func (s *Schema) proposeRename(root any, parent []string, missing, extra string,
 // that of exactly one name the schemas declare or require and obj lacks,
 // and of no other undeclared name. None when the schemas there cannot be
 // read or have patternProperties.
-func (s *Schema) renamesOf(root any, parent []string, obj map[string]any, cache *roundCache) []rename {
-	pv := s.viewAtCached(root, parent, cache)
-	if pv.unknown || pv.patterns {
+func (rd *round) renamesOf(root any, parent []string, obj map[string]any) []rename {
+	pv := rd.wants.At(parent)
+	if pv.Unknown || pv.Patterns {
 		return nil
 	}
-	declared := make(map[string]bool, len(pv.props))
-	for _, n := range pv.props {
+	declared := make(map[string]bool, len(pv.Props))
+	for _, n := range pv.Props {
 		declared[n] = true
 	}
 	// Every name the schemas declare or require, present or not: a
@@ -664,7 +664,7 @@ func (s *Schema) renamesOf(root any, parent []string, obj map[string]any, cache 
 	// even when the object has one of them.
 	wanted := map[string][]string{}
 	seen := map[string]bool{}
-	for _, n := range concat(pv.required, pv.props) {
+	for _, n := range concat(pv.Required, pv.Props) {
 		if !seen[n] {
 			seen[n] = true
 			if f := keyFold(n); f != "" {
@@ -672,7 +672,7 @@ func (s *Schema) renamesOf(root any, parent []string, obj map[string]any, cache 
 			}
 		}
 	}
-	drivers := cache.renameDrivers[pointer(parent)]
+	drivers := rd.renameDrivers[validate.Pointer(parent)]
 	undeclared := map[string][]string{}
 	for k := range obj {
 		if !declared[k] {
@@ -786,15 +786,15 @@ const jsonWhitespace = " \t\r\n"
 // one a float64 cannot hold (overflow, or underflow to zero) or that
 // Validate would refuse (longer than 1000 characters, exponent beyond
 // ±1000) is refused.
-func jsonLiteral(s string) (any, kinds, bool) {
+func jsonLiteral(s string) (any, validate.Types, bool) {
 	t := strings.Trim(s, jsonWhitespace)
 	switch t {
 	case "true":
-		return true, kBool, true
+		return true, validate.TypeBoolean, true
 	case "false":
-		return false, kBool, true
+		return false, validate.TypeBoolean, true
 	}
-	if numberTextProblem(t) != "" {
+	if validate.NumberTextProblem(t) != "" {
 		return nil, 0, false
 	}
 	r, ok := new(big.Rat).SetString(t)
@@ -805,9 +805,9 @@ func jsonLiteral(s string) (any, kinds, bool) {
 	if err != nil || (f == 0 && r.Sign() != 0) {
 		return nil, 0, false
 	}
-	k := kFrac
+	k := validate.TypeFraction
 	if r.IsInt() {
-		k = kInt
+		k = validate.TypeInteger
 	}
 	return json.Number(t), k, true
 }
@@ -934,7 +934,7 @@ func under(path, p string) bool {
 
 // clean reports no error is at or under the location.
 func clean(errs []fixpoint.ValidationError, toks []string) bool {
-	p := pointer(toks)
+	p := validate.Pointer(toks)
 	for _, e := range errs {
 		if e.Path == p || strings.HasPrefix(e.Path, p+"/") {
 			return false
@@ -951,229 +951,12 @@ func countKeys(errs []fixpoint.ValidationError) map[errKey]int {
 	return m
 }
 
-// view is what the schema says about the value at one location, as far as
-// coercion needs to know.
-type view struct {
-	// kinds are the kinds of value some branch of the schema allows here
-	// (by type, const and enum); kAll when unconstrained.
-	kinds kinds
-	// strClosed: the strings allowed here are only those in strs (by const
-	// or enum, or none when kinds has no string).
-	strClosed bool
-	strs      []string
-	// required are the property names some schema here requires of an
-	// object (in any branch: counted as required).
-	required []string
-	// props are the property names some schema here declares in
-	// "properties" (in any branch, conditional ones too); patterns is set
-	// when some schema here has patternProperties.
-	props    []string
-	patterns bool
-	// unknown: part of the schema here could not be read ($dynamicRef,
-	// $recursiveRef, a reference loop, the budget ran out); no fix.
-	unknown bool
-}
-
-var (
-	anyView     = view{kinds: kAll}
-	falseView   = view{strClosed: true}
-	unknownView = view{kinds: kAll, unknown: true}
-)
-
-// norm closes the strings when no string is allowed.
-func (v view) norm() view {
-	if v.kinds&kString == 0 {
-		v.strClosed, v.strs = true, nil
-	}
-	return v
-}
-
-// conj is the view of a value both a and b apply to.
-func conj(a, b view) view {
-	out := view{kinds: a.kinds & b.kinds, unknown: a.unknown || b.unknown, required: concat(a.required, b.required),
-		props: concat(a.props, b.props), patterns: a.patterns || b.patterns}
-	switch {
-	case a.strClosed && b.strClosed:
-		out.strClosed = true
-		for _, s := range a.strs {
-			if slices.Contains(b.strs, s) {
-				out.strs = append(out.strs, s)
-			}
-		}
-	case a.strClosed:
-		out.strClosed, out.strs = true, a.strs
-	case b.strClosed:
-		out.strClosed, out.strs = true, b.strs
-	}
-	return out.norm()
-}
-
-// disj is the view of a value a or b applies to.
-func disj(a, b view) view {
-	out := view{kinds: a.kinds | b.kinds, unknown: a.unknown || b.unknown, required: concat(a.required, b.required),
-		props: concat(a.props, b.props), patterns: a.patterns || b.patterns}
-	if a.strClosed && b.strClosed {
-		out.strClosed, out.strs = true, concat(a.strs, b.strs)
-	}
-	return out.norm()
-}
-
-// concat joins two lists without sharing either's backing array.
-func concat[T any](a, b []T) []T {
-	if len(b) == 0 {
-		return a
-	}
-	if len(a) == 0 {
-		return b
-	}
-	return slices.Concat(a, b)
-}
-
-// viewWalker reads the schema along one path, within a budget.
-type viewWalker struct {
-	budget int
-	chain  []*jsonschema.Schema // the in-place applicators followed at the current location
-	path   []string             // the whole path walked
-	cache  *roundCache
-}
-
-// viewAt returns what the schema says about the value at toks in root.
-func (s *Schema) viewAt(root any, toks []string) view {
-	return s.viewAtCached(root, toks, newRoundCache())
-}
-
-// viewAtCached is viewAt sharing a cache with other walks of root.
-func (s *Schema) viewAtCached(root any, toks []string, cache *roundCache) view {
-	w := viewWalker{budget: viewBudget, path: toks, cache: cache}
-	return w.level(s.sch, root, toks).norm()
-}
-
-// level starts a new location: the chain of in-place applicators restarts.
-func (w *viewWalker) level(s *jsonschema.Schema, v any, toks []string) view {
-	saved := w.chain
-	w.chain = nil
-	out := w.at(s, v, toks, 0)
-	w.chain = saved
-	return out
-}
-
-// at returns the view of the value at toks under v, which s applies to.
-func (w *viewWalker) at(s *jsonschema.Schema, v any, toks []string, depth int) view {
-	if s == nil {
-		return anyView
-	}
-	w.budget--
-	if w.budget < 0 || depth > viewDepth {
-		return unknownView
-	}
-	if s.Bool != nil {
-		if *s.Bool {
-			return anyView
-		}
-		return falseView
-	}
-	if slices.Contains(w.chain, s) {
-		return unknownView // a loop that consumes no part of the value
-	}
-	w.chain = append(w.chain, s)
-	defer func() { w.chain = w.chain[:len(w.chain)-1] }()
-
-	// Before 2019-09 a "$ref" makes the validator ignore its siblings but
-	// "const".
-	legacy := s.DraftVersion < 2019 && s.Ref != nil
-	var out view
-	if len(toks) == 0 {
-		out = w.cache.own(s, legacy)
-	} else {
-		out = w.child(s, v, toks, legacy)
-	}
-	if s.Ref != nil {
-		out = conj(out, w.at(s.Ref, v, toks, depth+1))
-	}
-	if legacy {
-		return out
-	}
-	if s.DynamicRef != nil || s.RecursiveRef != nil {
-		out.unknown = true
-	}
-	for _, sub := range s.AllOf {
-		out = conj(out, w.at(sub, v, toks, depth+1))
-	}
-	for _, group := range [][]*jsonschema.Schema{s.AnyOf, s.OneOf} {
-		if len(group) == 0 {
-			continue
-		}
-		group = w.live(group, v, toks)
-		d := w.at(group[0], v, toks, depth+1)
-		for _, sub := range group[1:] {
-			d = disj(d, w.at(sub, v, toks, depth+1))
-		}
-		out = conj(out, d)
-	}
-	// Conditional schemas: only what they require counts (as required), and
-	// the names they declare.
-	cond := []*jsonschema.Schema{s.Then, s.Else}
-	for _, name := range slices.Sorted(maps.Keys(s.DependentSchemas)) {
-		cond = append(cond, s.DependentSchemas[name])
-	}
-	for _, name := range slices.Sorted(maps.Keys(s.Dependencies)) {
-		if sub, ok := s.Dependencies[name].(*jsonschema.Schema); ok {
-			cond = append(cond, sub)
-		}
-	}
-	for _, sub := range cond {
-		if sub == nil {
-			continue
-		}
-		c := w.at(sub, v, toks, depth+1)
-		out.required = concat(out.required, c.required)
-		out.props = concat(out.props, c.props)
-		out.patterns = out.patterns || c.patterns
-		out.unknown = out.unknown || c.unknown
-	}
-	return out
-}
-
-// live returns the alternatives of an anyOf or oneOf the value v may be
-// meant for, as far as the location toks below it goes: all of them but
-// those v fails, outside that location, on a const or enum (a discriminator
-// such as {"kind": {"const": "dog"}}) or on the type of the value or of one
-// of its containers on the way to the location. When that rules out every
-// alternative, all of them.
-func (w *viewWalker) live(group []*jsonschema.Schema, v any, toks []string) []*jsonschema.Schema {
-	var out []*jsonschema.Schema
-	loc := pointer(w.path[:len(w.path)-len(toks)])
-	for _, sub := range group {
-		w.budget--
-		k := failedKey{sub, loc}
-		verr, ok := w.cache.failed[k]
-		if !ok {
-			if err := sub.Validate(v); err != nil && !errors.As(err, &verr) {
-				verr = nil // not a validation failure: keep the alternative
-			}
-			w.cache.failed[k] = verr
-		}
-		if verr == nil || !w.cache.rulesOut(verr, toks) {
-			out = append(out, sub)
-		}
-	}
-	if len(out) == 0 {
-		return group
-	}
-	return out
-}
-
-// roundCache is shared by the schema walks of one round of fixes, all on the
-// same value: the alternatives of a oneOf at the root would otherwise
-// validate, and their errors be searched, once per error of a large value.
-type roundCache struct {
-	// failed holds the validation of an alternative at a location (its
-	// pointer): nil when it passes.
-	failed map[failedKey]*jsonschema.ValidationError
-	// off memoizes offPath; causes indexes the causes of an error by the
-	// next token of their location.
-	off    map[*jsonschema.ValidationError]bool
-	causes map[*jsonschema.ValidationError]*causeIndex
+// round is what the fixes proposed in one round share, all on the same
+// value: what the schema wants at its locations (read once per location
+// and alternative, not once per error of a large value), the renames of
+// its objects and the indexes of its allowed lists.
+type round struct {
+	wants *validate.Reader
 	// renames holds the renames an object's names allow, by the object's
 	// pointer: the same for each of its required and additionalProperties
 	// errors (nil when none is allowed).
@@ -1181,36 +964,28 @@ type roundCache struct {
 	// renameDrivers holds, by object pointer, the names its required and
 	// additionalProperties errors are about.
 	renameDrivers map[string]*renameDrivers
-	// owns memoizes own, and folds indexes an allowed list by its first
-	// element's address (see uniqueFold): an enum of 10,000 values under
-	// "items" was built and scanned again for each of 2,000 wrong items.
-	owns  map[ownKey]view
+	// folds indexes an allowed list by its first element's address (see
+	// uniqueFold): an enum of 10,000 values under "items" was scanned again
+	// for each of 2,000 wrong items.
 	folds map[*string]map[string][]string
 }
 
-type ownKey struct {
-	s      *jsonschema.Schema
-	legacy bool
-}
-
-// own is the package's own, memoized.
-func (c *roundCache) own(s *jsonschema.Schema, legacy bool) view {
-	k := ownKey{s, legacy}
-	if v, ok := c.owns[k]; ok {
-		return v
+func newRound(c *validate.Session, root any) *round {
+	return &round{
+		wants:         c.Reader(root),
+		renames:       map[string]*renameSet{},
+		renameDrivers: map[string]*renameDrivers{},
+		folds:         map[*string]map[string][]string{},
 	}
-	v := own(s, legacy)
-	c.owns[k] = v
-	return v
 }
 
 // uniqueFold is the package's uniqueFold, looking a long list up in an
 // index built once a round.
-func (c *roundCache) uniqueFold(s string, allowed []string) (string, bool) {
+func (rd *round) uniqueFold(s string, allowed []string) (string, bool) {
 	if len(allowed) < 16 {
 		return uniqueFold(s, allowed)
 	}
-	idx, ok := c.folds[&allowed[0]]
+	idx, ok := rd.folds[&allowed[0]]
 	if !ok || idx == nil {
 		idx = map[string][]string{}
 		for _, a := range allowed {
@@ -1219,7 +994,7 @@ func (c *roundCache) uniqueFold(s string, allowed []string) (string, bool) {
 				idx[k] = append(idx[k], a)
 			}
 		}
-		c.folds[&allowed[0]] = idx
+		rd.folds[&allowed[0]] = idx
 	}
 	match := idx[foldKey(s)]
 	return firstOr(match), len(match) == 1 && match[0] != s
@@ -1250,218 +1025,33 @@ type renameDrivers struct {
 	extra, missing map[string]bool
 }
 
-type failedKey struct {
-	s   *jsonschema.Schema
-	loc string
+// lastToken is the last token of a JSON pointer, unescaped.
+func lastToken(ptr string) string {
+	tok := ptr[strings.LastIndexByte(ptr, '/')+1:]
+	if !strings.Contains(tok, "~") {
+		return tok
+	}
+	return validate.SplitPointer("/" + tok)[0]
 }
 
-func newRoundCache() *roundCache {
-	return &roundCache{
-		failed:        map[failedKey]*jsonschema.ValidationError{},
-		off:           map[*jsonschema.ValidationError]bool{},
-		causes:        map[*jsonschema.ValidationError]*causeIndex{},
-		renames:       map[string]*renameSet{},
-		renameDrivers: map[string]*renameDrivers{},
-		owns:          map[ownKey]view{},
-		folds:         map[*string]map[string][]string{},
+// concat joins two lists, sharing the one when the other is empty.
+func concat[T any](a, b []T) []T {
+	if len(b) == 0 {
+		return a
 	}
+	if len(a) == 0 {
+		return b
+	}
+	return slices.Concat(a, b)
 }
 
-// causeIndex sorts the causes of an error at location L: those at L, and
-// those below it by the token after L, with how many of those rule out
-// wherever the location looked at is not under them.
-type causeIndex struct {
-	here     []*jsonschema.ValidationError
-	below    map[string][]*jsonschema.ValidationError
-	offBelow map[string]int
-	offAll   int
-}
-
-// rulesOut reports whether the error tree e shows the value is not meant for
-// the schema that raised it, as far as the location toks goes: see live.
-// Each call follows only the path to toks; what lies off it is summarized
-// once per tree.
-func (c *roundCache) rulesOut(e *jsonschema.ValidationError, toks []string) bool {
-	loc := e.InstanceLocation
-	switch {
-	case len(loc) >= len(toks) && slices.Equal(loc[:len(toks)], toks):
-		return false // at or under the location
-	case !slices.Equal(toks[:len(loc)], loc):
-		return c.offPath(e) // beside the path to the location
+// encode marshals v without HTML escaping and without a trailing newline.
+func encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
-	// On the path, above the location.
-	switch e.ErrorKind.(type) {
-	case *kind.Schema, *kind.Group, *kind.AllOf, *kind.Reference:
-		idx := c.index(e)
-		next := toks[len(loc)]
-		if idx.offAll-idx.offBelow[next] > 0 {
-			return true
-		}
-		for _, list := range [][]*jsonschema.ValidationError{idx.here, idx.below[next]} {
-			for _, cause := range list {
-				if c.rulesOut(cause, toks) {
-					return true
-				}
-			}
-		}
-		return false
-	case *kind.AnyOf, *kind.OneOf:
-		return len(e.Causes) > 0 && !slices.ContainsFunc(e.Causes, func(cause *jsonschema.ValidationError) bool { return !c.rulesOut(cause, toks) })
-	case *kind.Const, *kind.Enum, *kind.Type, *kind.FalseSchema:
-		// A discriminator, or the type of the value or of a container on
-		// the way.
-		return true
-	}
-	return false
-}
-
-// offPath is rulesOut for an error beside the path to the location: only a
-// const or enum failure rules out there (a type failure of a sibling does
-// not), whatever the location.
-func (c *roundCache) offPath(e *jsonschema.ValidationError) bool {
-	if r, ok := c.off[e]; ok {
-		return r
-	}
-	r := false
-	switch e.ErrorKind.(type) {
-	case *kind.Schema, *kind.Group, *kind.AllOf, *kind.Reference:
-		r = slices.ContainsFunc(e.Causes, c.offPath)
-	case *kind.AnyOf, *kind.OneOf:
-		r = len(e.Causes) > 0 && !slices.ContainsFunc(e.Causes, func(cause *jsonschema.ValidationError) bool { return !c.offPath(cause) })
-	case *kind.Const, *kind.Enum:
-		r = true
-	}
-	c.off[e] = r
-	return r
-}
-
-// index returns the causeIndex of e's causes.
-func (c *roundCache) index(e *jsonschema.ValidationError) *causeIndex {
-	if idx, ok := c.causes[e]; ok {
-		return idx
-	}
-	n := len(e.InstanceLocation)
-	idx := &causeIndex{below: map[string][]*jsonschema.ValidationError{}, offBelow: map[string]int{}}
-	for _, cause := range e.Causes {
-		if len(cause.InstanceLocation) <= n {
-			idx.here = append(idx.here, cause)
-			continue
-		}
-		tok := cause.InstanceLocation[n]
-		idx.below[tok] = append(idx.below[tok], cause)
-		if c.offPath(cause) {
-			idx.offBelow[tok]++
-			idx.offAll++
-		}
-	}
-	c.causes[e] = idx
-	return idx
-}
-
-// own is the view of s's own keywords for the value it applies to.
-func own(s *jsonschema.Schema, legacy bool) view {
-	out := view{kinds: kAll}
-	if s.Types != nil && !legacy {
-		out.kinds &= typeKinds(s.Types)
-	}
-	if s.Const != nil {
-		c := *s.Const
-		out.kinds &= kindOf(c)
-		out.strClosed = true
-		if str, ok := c.(string); ok {
-			out.strs = []string{str}
-		}
-	}
-	if s.Enum != nil && !legacy {
-		var k kinds
-		var strs []string
-		for _, x := range s.Enum.Values {
-			k |= kindOf(x)
-			if str, ok := x.(string); ok {
-				strs = append(strs, str)
-			}
-		}
-		out.kinds &= k
-		if out.strClosed {
-			out = conj(out, view{kinds: kAll, strClosed: true, strs: strs})
-		} else {
-			out.strClosed, out.strs = true, strs
-		}
-	}
-	if !legacy {
-		out.required = s.Required
-		out.props = slices.Sorted(maps.Keys(s.Properties))
-		out.patterns = len(s.PatternProperties) > 0
-	}
-	return out.norm()
-}
-
-// child is the view, under s's keywords for the items of v, of the value at
-// toks (at least one token) below v.
-func (w *viewWalker) child(s *jsonschema.Schema, v any, toks []string, legacy bool) view {
-	if legacy {
-		return anyView // only the "$ref" applies; the caller follows it
-	}
-	tok := toks[0]
-	switch c := v.(type) {
-	case map[string]any:
-		cv, ok := c[tok]
-		if !ok {
-			return unknownView
-		}
-		out, matched := anyView, false
-		if p, ok := s.Properties[tok]; ok {
-			out, matched = conj(out, w.level(p, cv, toks[1:])), true
-		}
-		for re, p := range s.PatternProperties {
-			w.budget--
-			if re.MatchString(tok) {
-				out, matched = conj(out, w.level(p, cv, toks[1:])), true
-			}
-		}
-		if !matched {
-			switch a := s.AdditionalProperties.(type) {
-			case bool:
-				if !a {
-					out = falseView
-				}
-			case *jsonschema.Schema:
-				out = conj(out, w.level(a, cv, toks[1:]))
-			}
-		}
-		return out
-	case []any:
-		i, err := strconv.Atoi(tok)
-		if err != nil || i < 0 || i >= len(c) {
-			return unknownView
-		}
-		var sub *jsonschema.Schema
-		if s.DraftVersion >= 2020 {
-			if i < len(s.PrefixItems) {
-				sub = s.PrefixItems[i]
-			} else {
-				sub = s.Items2020
-			}
-		} else {
-			switch items := s.Items.(type) {
-			case *jsonschema.Schema:
-				sub = items
-			case []*jsonschema.Schema:
-				if i < len(items) {
-					sub = items[i]
-				} else {
-					switch a := s.AdditionalItems.(type) {
-					case bool:
-						if !a {
-							return falseView
-						}
-					case *jsonschema.Schema:
-						sub = a
-					}
-				}
-			}
-		}
-		return w.level(sub, c[i], toks[1:])
-	}
-	return unknownView
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
