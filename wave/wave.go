@@ -616,7 +616,14 @@ func (v *Driver) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveR
 			// holder that may still be acting.
 			next = max(next, v.cfg.Lease)
 		}
-		v.update(ctx, log, wave, store.WaveUpdate{Error: textclip.Bytes(err.Error(), 500), NextPoll: next})
+		up := store.WaveUpdate{Error: textclip.Bytes(err.Error(), 500), NextPoll: next}
+		if wave.Error == waveDeadlineCancel || wave.Error == store.CancelledReason {
+			// Why the wave was cancelled stays its error (the report and
+			// the realtime fallback read it); the retried step's error is
+			// in the log line above.
+			up.Error = ""
+		}
+		v.update(ctx, log, wave, up)
 	}
 }
 
