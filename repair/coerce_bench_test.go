@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/schematest"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
-// repairableValue is typicalValue as models often break it: a quantity and
+// repairableValue is schematest.TypicalValue as models often break it: a quantity and
 // a price as strings, a status in capitals, a null optional property.
 const repairableValue = `{
   "id": "INV-004217",
@@ -25,7 +26,7 @@ const repairableValue = `{
   "notes": null
 }`
 
-// renamedValue is typicalValue with three properties misspelt: two of the
+// renamedValue is schematest.TypicalValue with three properties misspelt: two of the
 // root's ("Status", "Created") and one of a line item's ("SKU").
 const renamedValue = `{
   "id": "INV-004217",
@@ -53,16 +54,16 @@ func typicalReply(value string) string {
 // it valid), renamed (three properties moved to their names) and invalid
 // beyond repair.
 func BenchmarkCheckWith(b *testing.B) {
-	s := mustCompile(b, typicalSchema)
+	s := mustCompile(b, schematest.TypicalSchema)
 	for _, bc := range []struct {
 		name    string
 		value   string
 		coerced int
 	}{
-		{name: "valid", value: typicalValue},
+		{name: "valid", value: schematest.TypicalValue},
 		{name: "repairable", value: repairableValue, coerced: 5},
 		{name: "renamed", value: renamedValue, coerced: 3},
-		{name: "invalid", value: typicalInvalid, coerced: 1},
+		{name: "invalid", value: schematest.TypicalInvalid, coerced: 1},
 	} {
 		reply := typicalReply(bc.value)
 		r := checkWith(s, reply, fixpoint.CoerceSafe)
@@ -126,15 +127,15 @@ func BenchmarkCoerceWideObject(b *testing.B) {
 // allocated over what was in use before (sampled every millisecond), held-MB
 // what its result holds, errors the errors it keeps.
 func BenchmarkCheckHugeReply(b *testing.B) {
-	s := mustCompile(b, `{"type":"array","items":`+lineSchema()+`}`)
-	reply := manyErrorsReply(60000)
+	s := mustCompile(b, `{"type":"array","items":`+schematest.LineSchema()+`}`)
+	reply := schematest.ManyErrorsReply(60000)
 	b.SetBytes(int64(len(reply)))
 	b.ReportAllocs()
 	var peak, held uint64
 	var kept int
 	for b.Loop() {
 		var r validate.CheckResult
-		p, h := heapOf(func() { r = checkWith(s, reply, fixpoint.CoerceSafe) })
+		p, h := schematest.HeapOf(func() { r = checkWith(s, reply, fixpoint.CoerceSafe) })
 		peak, held, kept = max(peak, p), max(held, h), len(r.Errors)
 		runtime.KeepAlive(r)
 	}

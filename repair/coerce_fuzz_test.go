@@ -11,15 +11,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fixpoint-dev/fixpoint"
-	"github.com/fixpoint-dev/fixpoint/validate"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/schematest"
+	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 // coerceFuzzSchemas are the schemas FuzzCoerce picks from: every repair,
 // alternatives, recursion, draft-07.
 var coerceFuzzSchemas = []string{
-	typicalSchema,
+	schematest.TypicalSchema,
 	objSchema,
 	petSchema,
 	listSchema,
@@ -52,7 +54,7 @@ func FuzzCoerce(f *testing.F) {
 			f.Add(tc.value, uint8(i))
 		}
 	}
-	f.Add(typicalInvalid, uint8(0))
+	f.Add(schematest.TypicalInvalid, uint8(0))
 	f.Add(`{"id":"INV-004217","status":" Paid","created":"2025-03-01T10:15:00Z","customer":{"name":"A","email":"a@b.co","tier":"PRO"},"lines":{"sku":"ABC-1234","qty":2,"price":"0.5"},"notes":null}`, uint8(0))
 	f.Add(`[{"q":"1","s":"LOW"},{"q":2,"ok":"false","s":"high"}]`, uint8(5))
 	f.Add(`{"u":["1",1],"m":"6","x1":"true"}`, uint8(10))

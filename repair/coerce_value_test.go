@@ -11,6 +11,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/internal/schematest"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -423,9 +424,9 @@ const checkSchema = `{"type":"object","required":["n"],"properties":{"n":{"type"
 // is Check, for valid, repairable and unrepairable replies.
 func TestCheckWithNoneIsCheck(t *testing.T) {
 	t.Parallel()
-	s := mustCompile(t, typicalSchema)
+	s := mustCompile(t, schematest.TypicalSchema)
 	replies := []string{
-		typicalValue, typicalInvalid, "```json\n" + typicalValue + "\n```",
+		schematest.TypicalValue, schematest.TypicalInvalid, "```json\n" + schematest.TypicalValue + "\n```",
 		`{"id":"INV-004217","status":"SENT","created":"2025-03-01T10:15:00Z","customer":{"name":"A","email":"a@b.co"},"lines":[{"sku":"ABC-1234","qty":"2","price":1}]}`,
 		"no JSON here", `{"a": 1,`,
 	}
@@ -442,7 +443,7 @@ func TestCheckWithNoneIsCheck(t *testing.T) {
 		}
 	}
 	// Where no repair applies, safe and all choose as Check does.
-	for _, reply := range []string{typicalValue, "no JSON here", `{"a": 1,`, `{"id": 7} or {"id": 8}`} {
+	for _, reply := range []string{schematest.TypicalValue, "no JSON here", `{"a": 1,`, `{"id": 7} or {"id": 8}`} {
 		want := validate.Check(s, reply)
 		for _, mode := range []fixpoint.CoerceMode{fixpoint.CoerceSafe, fixpoint.CoerceAll} {
 			if got := checkWith(s, reply, mode); !reflect.DeepEqual(got, want) {
@@ -734,8 +735,8 @@ func TestCoerceBigEnumUnderItems(t *testing.T) {
 // is not coerced: the errors not kept could not be compared. Its errors
 // are those the check without coercion keeps.
 func TestCoerceNothingPastMaxErrors(t *testing.T) {
-	s := mustCompile(t, `{"type":"array","items":`+lineSchema()+`}`)
-	reply := manyErrorsReply(60000)
+	s := mustCompile(t, `{"type":"array","items":`+schematest.LineSchema()+`}`)
+	reply := schematest.ManyErrorsReply(60000)
 	r := checkWith(s, reply, fixpoint.CoerceSafe)
 	if r.Coerced != 0 {
 		t.Errorf("%d coerced; want none past MaxErrors", r.Coerced)

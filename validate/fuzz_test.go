@@ -3,6 +3,8 @@ package validate
 import (
 	"errors"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/internal/schematest"
 )
 
 // Crashers found by these targets are kept under testdata/fuzz/.
@@ -20,7 +22,7 @@ func FuzzCompile(f *testing.F) {
 	for _, tc := range satisfiableCases {
 		f.Add([]byte(tc.schema))
 	}
-	f.Add([]byte(typicalSchema))
+	f.Add([]byte(schematest.TypicalSchema))
 	// Patterns the backtracking engine matches, and repeated ids.
 	f.Add([]byte(`{"type":"string","pattern":"^(?!io\\.papermc\\.)[a-z.]+$"}`))
 	f.Add([]byte(`{"patternProperties":{"(?<=a)b":{"type":"integer"}},"propertyNames":{"pattern":"^(.)\\1?$"}}`))
@@ -60,7 +62,7 @@ func FuzzValidate(f *testing.F) {
 	for _, tc := range validateCases {
 		f.Add(tc.schema, tc.value)
 	}
-	f.Add(typicalSchema, typicalValue)
+	f.Add(schematest.TypicalSchema, schematest.TypicalValue)
 	for _, tc := range satisfiableCases {
 		f.Add(tc.schema, tc.value)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dlclark/regexp2/v2"
+
+	"github.com/fixpoint-dev/fixpoint/internal/schematest"
 )
 
 // slowPattern backtracks exponentially on slowString: the lookahead puts
@@ -207,7 +209,7 @@ func TestPatternTimeoutSatisfiable(t *testing.T) {
 // Schemas whose patterns RE2 matches have no clock and no serialization.
 func TestPatternRE2NoClock(t *testing.T) {
 	t.Parallel()
-	for _, schema := range []string{typicalSchema, `{"pattern":"^(a+)+$"}`, `{"patternProperties":{"(?i)^x$":{}}}`, `{"format":"regex"}`} {
+	for _, schema := range []string{schematest.TypicalSchema, `{"pattern":"^(a+)+$"}`, `{"patternProperties":{"(?i)^x$":{}}}`, `{"format":"regex"}`} {
 		if s := mustCompile(t, schema); s.clock != nil {
 			t.Errorf("%s: has a pattern clock; want none", schema)
 		}
@@ -227,7 +229,7 @@ func BenchmarkValidatePatterns(b *testing.B) {
 		{"re2", `^[A-Z]{3}-[0-9]{4}$`},
 		{"backtracking", `^(?!XYZ)[A-Z]{3}-[0-9]{4}$`},
 	} {
-		line := strings.Replace(lineSchema(), `"^[A-Z]{3}-[0-9]{4}$"`, strconv.Quote(bc.pattern), 1)
+		line := strings.Replace(schematest.LineSchema(), `"^[A-Z]{3}-[0-9]{4}$"`, strconv.Quote(bc.pattern), 1)
 		if !strings.Contains(line, strconv.Quote(bc.pattern)) {
 			b.Fatal("the line schema has no sku pattern")
 		}

@@ -10,10 +10,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/fixpoint-dev/fixpoint"
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/fixpoint-dev/fixpoint/internal/schematest"
 )
 
 // samePieces reports a difference between the errors of v validated whole
@@ -129,8 +130,8 @@ var piecewiseCases = []struct {
 	schema string
 	values []string
 }{
-	{typicalSchema, []string{typicalInvalid, typicalValue, `[]`, `{"lines": [1, {"sku": 2}, {"qty": 0, "x": 1}], "customer": {"email": 1, "tier": "x"}, "extra": null}`}},
-	{`{"type":"array","items":` + lineSchema() + `,"minItems":5,"uniqueItems":true}`, []string{
+	{schematest.TypicalSchema, []string{schematest.TypicalInvalid, schematest.TypicalValue, `[]`, `{"lines": [1, {"sku": 2}, {"qty": 0, "x": 1}], "customer": {"email": 1, "tier": "x"}, "extra": null}`}},
+	{`{"type":"array","items":` + schematest.LineSchema() + `,"minItems":5,"uniqueItems":true}`, []string{
 		bigArray(4000, 3), `[{"sku":"a"},{"sku":"a"}]`, `{"not":"an array"}`,
 	}},
 	// properties and patternProperties both apply to "ab": one list,
@@ -191,7 +192,7 @@ func TestPiecewiseNotWithDynamicRefs(t *testing.T) {
 			t.Errorf("%s: pieceMin %d; want -1", src, s.pieceMin)
 		}
 	}
-	if s := mustCompile(t, typicalSchema); s.pieceMin != pieceMin {
+	if s := mustCompile(t, schematest.TypicalSchema); s.pieceMin != pieceMin {
 		t.Errorf("typical schema: pieceMin %d; want %d", s.pieceMin, pieceMin)
 	}
 }
@@ -202,8 +203,8 @@ func TestPiecewiseNotWithDynamicRefs(t *testing.T) {
 // the memory; package repair's TestCoerceNothingPastMaxErrors checks it
 // with schema-guided repair).
 func TestValidateManyErrorsBounded(t *testing.T) {
-	s := mustCompile(t, `{"type":"array","items":`+lineSchema()+`}`)
-	reply := manyErrorsReply(60000)
+	s := mustCompile(t, `{"type":"array","items":`+schematest.LineSchema()+`}`)
+	reply := schematest.ManyErrorsReply(60000)
 	r := Check(s, reply)
 	if r.Valid || r.Class != fixpoint.ClassShape {
 		t.Fatalf("valid %v, class %q", r.Valid, r.Class)
@@ -263,11 +264,11 @@ func TestCapErrorsKeepsEachKeyword(t *testing.T) {
 // error and their flat list peaked at 91 MB and the errors returned held
 // 25 MB (now 9.6 and 2.5). Not parallel: the heap is the process's.
 func TestValidateManyErrorsHeap(t *testing.T) {
-	s := mustCompile(t, `{"type":"array","items":`+lineSchema()+`}`)
-	v := mustDecode(t, manyErrorsReply(60000))
+	s := mustCompile(t, `{"type":"array","items":`+schematest.LineSchema()+`}`)
+	v := mustDecode(t, schematest.ManyErrorsReply(60000))
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
 	var errs []fixpoint.ValidationError
-	peak, held := heapOf(func() { errs = s.Validate(v) })
+	peak, held := schematest.HeapOf(func() { errs = s.Validate(v) })
 	if len(errs) == 0 {
 		t.Fatal("valid")
 	}
@@ -280,37 +281,4 @@ func TestValidateManyErrorsHeap(t *testing.T) {
 	}
 	runtime.KeepAlive(errs)
 	runtime.KeepAlive(v)
-}
-
-// heapOf runs f and returns the most heap it had allocated over what was
-// in use before, sampled every millisecond, and what it still held after
-// a collection.
-func heapOf(f func()) (peak, held uint64) {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	base := m.HeapAlloc
-	stop, done := make(chan struct{}), make(chan uint64)
-	go func() {
-		var top uint64
-		var m runtime.MemStats
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			runtime.ReadMemStats(&m)
-			top = max(top, m.HeapAlloc)
-			select {
-			case <-stop:
-				done <- top
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	f()
-	close(stop)
-	top := <-done
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return top - min(top, base), m.HeapAlloc - min(m.HeapAlloc, base)
 }

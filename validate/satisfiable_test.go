@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fixpoint-dev/fixpoint/internal/schematest"
 )
 
 // unsatisfiableCases are schemas no value satisfies, with the keyword and
@@ -77,7 +79,7 @@ var satisfiableCases = []struct {
 }{
 	{"empty", `{}`, `1`},
 	{"true", `true`, `null`},
-	{"typical", typicalSchema, typicalValue},
+	{"typical", schematest.TypicalSchema, schematest.TypicalValue},
 	{"optional self-reference", `{"type":"object","properties":{"c":{"$ref":"#"}}}`, `{"c":{}}`},
 	{"tree", `{"$defs":{"n":{"type":"object","required":["name"],"properties":{"name":{"type":"string"},"kids":{"type":"array","items":{"$ref":"#/$defs/n"}}}}},"$ref":"#/$defs/n"}`, `{"name":"a","kids":[{"name":"b"}]}`},
 	{"recursion with a base case", `{"anyOf":[{"type":"string"},{"type":"array","minItems":1,"items":{"$ref":"#"}}]}`, `[["x"]]`},

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fixpoint-dev/fixpoint"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // SchemaStore's schemas and their test instances, run through the compile

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fixpoint-dev/fixpoint"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // The official JSON-Schema-Test-Suite, required tests of draft2020-12 and
