@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
@@ -152,4 +155,93 @@ func TestModelNotFoundHoldsAtMostItsConcurrency(t *testing.T) {
 	if ci := h.consumerInfo(); ci.NumPending+uint64(ci.NumAckPending) != n {
 		t.Errorf("consumer: %d pending, %d held or handed back; want the %d jobs on the queue", ci.NumPending, ci.NumAckPending, n)
 	}
+}
+
+// A stopped lane tries one of its held jobs every LaneProbe: while the
+// model is still missing the probe is held again (no delivery spent, the
+// stop not logged again); once the model answers, the lane resumes and
+// its held jobs finish, without a restart and without being delivered
+// again.
+func TestStoppedLaneResumesWhenTheModelIsThere(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	h := newHarness(t, harnessConfig{})
+	var have atomic.Bool
+	var missingCalls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct{ Model string }
+		_ = json.Unmarshal(body, &req)
+		w.Header().Set("Content-Type", "application/json")
+		if !have.Load() {
+			missingCalls.Add(1)
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":{"message":"model \"llama9\" not found, try pulling it first","type":"invalid_request_error","code":"model_not_found"}}`)
+			return
+		}
+		fmt.Fprintf(w, `{"id":"c1","model":%q,"choices":[{"message":{"content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":50,"completion_tokens":10}}`,
+			req.Model, `{"name":"Ann","age":30,"tier":"pro"}`)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := h.enqueueConfig("m")
+	cfg.Model = "llama9"
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+		t.Fatal(err)
+	}
+	wc := h.workerConfig(h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" }))
+	wc.LaneProbe = 100 * time.Millisecond
+	rw := h.startWorker(wc, nil, nil)
+
+	waitFor(t, 10*time.Second, "the lane stopped", func() bool { return rw.w.Refusing() != nil })
+	waitFor(t, 10*time.Second, "every job held", func() bool { return h.consumerInfo().NumAckPending == n })
+	// Probes while the model is missing: each is held again.
+	seen := missingCalls.Load()
+	waitFor(t, 10*time.Second, "two probes", func() bool { return missingCalls.Load() >= seen+2 })
+	if p := h.progress("m"); p.Queued != n {
+		t.Fatalf("while the model is missing: %+v; want all %d jobs still queued", p, n)
+	}
+	if ci := h.consumerInfo(); ci.NumRedelivered != 0 {
+		t.Errorf("consumer: %d redelivered while probing; want the held jobs kept", ci.NumRedelivered)
+	}
+	stopped := wc.Metrics.LaneStopped.WithLabelValues(llm.ProviderOpenAI, "llama9")
+	if g := gaugeOf(t, stopped); g != 1 {
+		t.Errorf("fixpoint_lane_stopped %v while the model is missing, want 1", g)
+	}
+
+	have.Store(true) // the model is pulled
+	h.waitDone("m", n, 30*time.Second)
+	for i := 1; i <= n; i++ {
+		if j, _ := h.job(jobID("m", i)); j.Status != fixpoint.StatusValid {
+			t.Errorf("job %d: %s (%s), want valid", i, j.Status, j.Error)
+		}
+	}
+	if err := rw.w.Refusing(); err != nil {
+		t.Errorf("readiness after the lane resumed: %v, want ready", err)
+	}
+	if g := gaugeOf(t, stopped); g != 0 {
+		t.Errorf("fixpoint_lane_stopped %v after the lane resumed, want 0", g)
+	}
+	logs := h.logs.String()
+	if s, r := strings.Count(logs, "worker: lane stopped"), strings.Count(logs, "worker: lane resumed"); s != 1 || r != 1 {
+		t.Errorf("the lane's stop logged %d times and its resume %d, want once each:\n%s", s, r, h.logs.tail(20))
+	}
+	if ci := h.consumerInfo(); ci.NumRedelivered != 0 || ci.NumAckPending != 0 {
+		t.Errorf("consumer: %d redelivered, %d unacked; want each job run on its first delivery", ci.NumRedelivered, ci.NumAckPending)
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM interrupted_attempts WHERE job_id LIKE 'm:%' AND provider_class = 'model_not_found'`); int64(got) != missingCalls.Load() {
+		t.Errorf("%d interrupted rows of class model_not_found, want one per call to the missing model (%d)", got, missingCalls.Load())
+	}
+	if err := rw.stop(t, 20*time.Second); err != nil {
+		t.Errorf("worker: %v\n%s", err, h.logs.tail(40))
+	}
+}
+
+// gaugeOf is the value of a gauge.
+func gaugeOf(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
 }

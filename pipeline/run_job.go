@@ -94,6 +94,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **queue.E
 		w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: decodeErr})
 		return
 	}
+	if w.lanes.isProbe(env) {
+		// Whatever ends this delivery before an answer, the lane is
+		// probed again after its interval (a no-op once it resumed or
+		// stopped again).
+		defer w.lanes.probeEnded(env)
+	}
 	d := &delivery{msg: msg, env: env, delivered: deliveredOf(msg)}
 	d.log = w.log.With(slog.String("job_id", env.JobID), slog.String("batch", env.Batch), slog.Int("delivery", d.delivered))
 	state, ok := w.readState(ctx, d, decodeErr)
@@ -120,6 +126,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **queue.E
 	}
 	res, handedBack, err := w.runLoop(ctx, d, job, prev, spendCap)
 	if !handedBack {
+		if w.lanes.isProbe(env) {
+			// The provider answered for the model (a model still missing
+			// hands the job back and stops the lane again).
+			w.resumeLane(ctx, env)
+		}
 		w.conclude(ctx, d, res, err)
 	}
 }
@@ -368,9 +379,10 @@ func (w *Worker) waitOutage(ctx context.Context, d *delivery, own *ownership, re
 		// A set-up error of the lane: every job of the model would fail
 		// alike. Stop the lane (the others go on), keep the calls, and
 		// hold the job without a call, still queued.
+		hold := w.lanes.probeNo(env) // a probe's call kept apart from the first
 		w.stopLane(ctx, env, laneCause(env, err))
 		if u := unrecorded(res, d.recorded); u != nil && len(u.Attempts) > 0 {
-			w.saveInterrupted(ctx, env, d.delivered, u.Attempts, store.InterruptHandedBack, 0)
+			w.saveInterrupted(ctx, env, d.delivered, u.Attempts, store.InterruptHandedBack, hold)
 		}
 		w.park(ctx, d)
 		return outageHandedBack

@@ -37,6 +37,7 @@ const (
 	NakDelayMinDefault    = 2 * time.Second
 	NakDelayMaxDefault    = 5 * time.Minute
 	QuotaPauseDefault     = time.Minute
+	LaneProbeDefault      = 5 * time.Minute
 	FlushMaxDefault       = 256
 	FlushIntervalDefault  = 5 * time.Millisecond
 	// WriteBufferPerJob and WriteBufferMin size the default write buffer:
@@ -122,6 +123,10 @@ type WorkerConfig struct {
 	// QuotaPause is how long pulling stops after a provider reports its
 	// quota exhausted without saying for how long. Defaults to 1m.
 	QuotaPause time.Duration
+	// LaneProbe is how often a lane stopped for a missing model runs one
+	// of its held jobs to see whether the model is there now. Defaults
+	// to 5m.
+	LaneProbe time.Duration
 	// ForeignDelay is how long a worker that has run none of its own jobs
 	// lately pauses pulling after a job its ledger never recorded; the job
 	// is handed back for twice as long, so a worker on the right ledger can
@@ -184,6 +189,7 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	c.NakDelayMin = cmp.Or(c.NakDelayMin, NakDelayMinDefault)
 	c.NakDelayMax = cmp.Or(c.NakDelayMax, NakDelayMaxDefault)
 	c.QuotaPause = cmp.Or(c.QuotaPause, QuotaPauseDefault)
+	c.LaneProbe = cmp.Or(c.LaneProbe, LaneProbeDefault)
 	c.ForeignDelay = cmp.Or(c.ForeignDelay, ForeignDelayDefault)
 	c.FlushMax = cmp.Or(c.FlushMax, FlushMaxDefault)
 	c.FlushInterval = cmp.Or(c.FlushInterval, FlushIntervalDefault)
@@ -315,7 +321,7 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger, beats: newHeartbeats(cfg.Queue.AckWait / 3), abort: func(error) {},
-		stopNow: make(chan struct{}), lanes: newLanes(cfg.Concurrency)}
+		stopNow: make(chan struct{}), lanes: newLanes(cfg.Concurrency, cfg.LaneProbe)}
 	w.loops = make(map[string]*Loop, len(cfg.Providers))
 	for name, client := range cfg.Providers {
 		w.loops[name] = NewLoop(client, cfg.Loop)
@@ -397,7 +403,7 @@ type runState struct {
 	fatal     error
 	fatalOnce sync.Once
 	// Closed when the goroutine of the same name returns.
-	writerDone, deadDone, drainDone, wavesDone <-chan struct{}
+	writerDone, deadDone, drainDone, wavesDone, probeDone <-chan struct{}
 }
 
 func (r *runState) stopping() bool { return r.pullCtx.Err() != nil }
@@ -472,6 +478,7 @@ func (w *Worker) startWatchers(ctx context.Context, r *runState, stream jetstrea
 		r.drainDone = goDone(func() { w.watchDrain(r.pullCtx, r.stopPull, r.cons) })
 	}
 	progressDone := goDone(func() { w.logProgress(r.pullCtx) })
+	r.probeDone = goDone(func() { w.probeLanes(r) })
 	r.wavesDone = closedChan()
 	if w.waves.Drives() {
 		r.wavesDone = goDone(func() { w.waves.Run(r.pullCtx) })
@@ -504,13 +511,14 @@ func (w *Worker) logStarted(ctx context.Context) {
 // wait.
 func (w *Worker) pull(ctx context.Context, r *runState) {
 	for !r.stopping() {
-		select {
-		case <-w.lanes.full:
+		if full, unfull := w.lanes.full(); full {
 			// Jobs of stopped lanes hold as many messages as this worker
 			// runs jobs: pulling more would only hold more.
-			<-r.pullCtx.Done()
+			select {
+			case <-r.pullCtx.Done():
+			case <-unfull:
+			}
 			continue
-		default:
 		}
 		select {
 		case r.slots <- struct{}{}:
@@ -522,11 +530,9 @@ func (w *Worker) pull(ctx context.Context, r *runState) {
 			releaseSlots(r.slots, free)
 			break
 		}
-		select {
-		case <-w.lanes.full: // filled while the slots were claimed
+		if full, _ := w.lanes.full(); full { // filled while the slots were claimed
 			releaseSlots(r.slots, free)
 			continue
-		default:
 		}
 		batch, err := r.cons.Fetch(free, jetstream.FetchMaxWait(w.cfg.FetchWait))
 		if err != nil {
@@ -625,6 +631,7 @@ func (w *Worker) shutdown(ctx context.Context, r *runState) error {
 		// a wave being recorded or driven finishes its step.
 		w.waves.Stop(ctx)
 	}
+	<-r.probeDone // it starts jobs: done before they are awaited
 	w.awaitJobs(ctx, r)
 	w.releaseParked(ctx)
 	// Retries waiting out a ledger pause see the stop and hand their

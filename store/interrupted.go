@@ -12,7 +12,8 @@ import (
 const (
 	// InterruptHandedBack: the job was handed back to the queue (the
 	// provider still failing after its retries, a wait longer than a
-	// worker holds a job).
+	// worker holds a job). With a Hold, the call of a stopped lane's
+	// probe: the Hold-th time the held delivery ran (see pipeline's lanes).
 	InterruptHandedBack = "handed_back"
 	// InterruptShutdown: the worker stopped and the grace period ran out.
 	InterruptShutdown = "shutdown"
@@ -66,7 +67,10 @@ func (s *Store) SaveInterrupted(ctx context.Context, ins []Interruption) error {
 		if in.JobID == "" {
 			return fmt.Errorf("save interrupted attempts: %w: empty job id", ErrInvalid)
 		}
-		if in.Hold < 0 || (in.Hold > 0) != (in.Reason == InterruptOutage) {
+		// An outage names its wait; a handed-back call may name the probe
+		// of a stopped lane it came from (a held delivery runs again).
+		if in.Hold < 0 || (in.Reason == InterruptOutage && in.Hold == 0) ||
+			(in.Hold > 0 && in.Reason != InterruptOutage && in.Reason != InterruptHandedBack) {
 			return fmt.Errorf("save interrupted attempts of job %s: %w: hold %d with reason %q", in.JobID, ErrInvalid, in.Hold, in.Reason)
 		}
 		n += len(in.Attempts)

@@ -97,8 +97,8 @@ func TestInterruptedOutagesAndCancel(t *testing.T) {
 		t.Errorf("interrupted calls:\n got %+v\nwant %+v", got, want)
 	}
 	for _, bad := range []store.Interruption{
-		{JobID: id, Delivery: 1, Reason: store.InterruptOutage, Attempts: failed},              // an outage names its wait
-		{JobID: id, Delivery: 1, Hold: 1, Reason: store.InterruptHandedBack, Attempts: failed}, // only an outage has one
+		{JobID: id, Delivery: 1, Reason: store.InterruptOutage, Attempts: failed},            // an outage names its wait
+		{JobID: id, Delivery: 1, Hold: 1, Reason: store.InterruptShutdown, Attempts: failed}, // only an outage or a probe has one
 		{JobID: id, Delivery: 1, Hold: -1, Reason: store.InterruptOutage, Attempts: failed},
 	} {
 		if err := s.SaveInterrupted(ctx, []store.Interruption{bad}); !errors.Is(err, store.ErrInvalid) {

@@ -117,7 +117,7 @@ func missingModelLine(m store.MissingModel) string {
 	if m.Queued == 0 {
 		return line + "; none of its jobs is still queued"
 	}
-	return line + fmt.Sprintf("; %s of it wait queued, the lane stopped: pull the model and restart the workers, or fix the name with enqueue cancel --batch %s, then enqueue requeue --batch %s --status cancelled --model NAME",
+	return line + fmt.Sprintf("; %s of it wait queued, the lane stopped: pull the model (the workers try it again every 5 minutes), or fix the name with enqueue cancel --batch %s, then enqueue requeue --batch %s --status cancelled --model NAME",
 		cli.Plural(int(m.Queued), "job"), m.Batch, m.Batch)
 }
 

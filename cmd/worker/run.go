@@ -53,8 +53,10 @@ handed back, never run or acked; the worker then pulls one job at a time and
 /readyz says why. A model the provider does not have (a typo, a model not
 pulled) stops its lane, that provider and model, not the worker: it says so
 once in the log, makes no more calls for it and holds its jobs, still
-queued, while its other lanes go on; /readyz answers 503 naming the lane
-until a restart, and --drain exits 1 when only such jobs are left.
+queued, while its other lanes go on; every 5 minutes one held job tries
+the model again, and once the provider answers the lane resumes and its held
+jobs run; meanwhile /readyz answers 503 naming the lane, and --drain exits 1
+when only such jobs are left.
 
 With --drain the worker exits once the queue is empty and nothing is in
 flight (cron, a Kubernetes Job); with --batch it then checks that batch and
