@@ -32,21 +32,8 @@ func TestModelNotFoundStopsItsLane(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	var have atomic.Bool
 	var missingCalls atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req struct{ Model string }
-		_ = json.Unmarshal(body, &req)
-		w.Header().Set("Content-Type", "application/json")
-		if req.Model == "gpt-9-typo" && !have.Load() {
-			missingCalls.Add(1)
-			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprint(w, `{"error":{"message":"The model `+"`gpt-9-typo`"+` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`)
-			return
-		}
-		fmt.Fprintf(w, `{"id":"c1","model":%q,"choices":[{"message":{"content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":50,"completion_tokens":10}}`,
-			req.Model, `{"name":"Ann","age":30,"tier":"pro"}`)
-	}))
-	t.Cleanup(srv.Close)
+	srv := modelServer(t, &missingCalls, func(model string) bool { return model == "gpt-9-typo" && !have.Load() },
+		`{"error":{"message":"The model `+"`gpt-9-typo`"+` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`)
 	// The missing model's jobs first: the worker meets them before the
 	// other lane's.
 	for _, b := range []struct{ batch, model string }{{"m", "gpt-9-typo"}, {"o", "gpt-ok"}} {
@@ -168,21 +155,8 @@ func TestStoppedLaneResumesWhenTheModelIsThere(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	var have atomic.Bool
 	var missingCalls atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req struct{ Model string }
-		_ = json.Unmarshal(body, &req)
-		w.Header().Set("Content-Type", "application/json")
-		if !have.Load() {
-			missingCalls.Add(1)
-			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprint(w, `{"error":{"message":"model \"llama9\" not found, try pulling it first","type":"invalid_request_error","code":"model_not_found"}}`)
-			return
-		}
-		fmt.Fprintf(w, `{"id":"c1","model":%q,"choices":[{"message":{"content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":50,"completion_tokens":10}}`,
-			req.Model, `{"name":"Ann","age":30,"tier":"pro"}`)
-	}))
-	t.Cleanup(srv.Close)
+	srv := modelServer(t, &missingCalls, func(string) bool { return !have.Load() },
+		`{"error":{"message":"model \"llama9\" not found, try pulling it first","type":"invalid_request_error","code":"model_not_found"}}`)
 	cfg := h.enqueueConfig("m")
 	cfg.Model = "llama9"
 	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
@@ -234,6 +208,28 @@ func TestStoppedLaneResumesWhenTheModelIsThere(t *testing.T) {
 	if err := rw.stop(t, 20*time.Second); err != nil {
 		t.Errorf("worker: %v\n%s", err, h.logs.tail(40))
 	}
+}
+
+// modelServer is an OpenAI-compatible provider that answers a model for
+// which missing is true with 404 and notFound (counting those calls), and
+// any other with a valid reply.
+func modelServer(t *testing.T, missingCalls *atomic.Int64, missing func(model string) bool, notFound string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct{ Model string }
+		_ = json.Unmarshal(body, &req)
+		w.Header().Set("Content-Type", "application/json")
+		if missing(req.Model) {
+			missingCalls.Add(1)
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, notFound)
+			return
+		}
+		fmt.Fprintf(w, `{"id":"c1","model":%q,"choices":[{"message":{"content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":50,"completion_tokens":10}}`,
+			req.Model, `{"name":"Ann","age":30,"tier":"pro"}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // gaugeOf is the value of a gauge.

@@ -120,7 +120,7 @@ func TestTryBrowser(t *testing.T) {
 // attempts.
 func repairSeed(t *testing.T, schema, prompt string) (string, int) {
 	t.Helper()
-	tr := playground.New(playground.Config{Simulator: &testSims{t: t}})
+	tr := playground.New(playground.Config{Simulator: testSims(t, sim.Latency{})})
 	for i := 1; i <= 50; i++ {
 		seed := fmt.Sprint(i)
 		run, err := tr.Prepare(web.TryRequest{Preset: "messy", Seed: seed, Prompt: prompt, Schema: []byte(schema),

@@ -18,48 +18,17 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
 	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/testbench/simtry"
 	"github.com/fixpoint-dev/fixpoint/web"
 	"github.com/fixpoint-dev/fixpoint/web/playground"
 )
 
-// testSims serves the simulator's presets as report serve does (the
-// command's own is in cmd/report, which a test here cannot import).
-type testSims struct {
-	t       *testing.T
-	latency sim.Latency
-	mu      sync.Mutex
-	urls    map[string]string
-}
-
-func (s *testSims) Presets() []web.TryPreset {
-	var out []web.TryPreset
-	for _, p := range sim.PresetNames() {
-		out = append(out, web.TryPreset{Name: p.Name, Description: p.Description})
-	}
-	return out
-}
-
-func (s *testSims) BaseURL(preset string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u, ok := s.urls[preset]; ok {
-		return u, nil
-	}
-	cfg, err := sim.Preset(preset)
-	if err != nil {
-		return "", err
-	}
-	cfg.Seed, cfg.Latency = 1, s.latency
-	_, u, closeSim, err := sim.Start(cfg)
-	if err != nil {
-		return "", err
-	}
-	s.t.Cleanup(closeSim)
-	if s.urls == nil {
-		s.urls = map[string]string{}
-	}
-	s.urls[preset] = u + "/v1"
-	return u + "/v1", nil
+// testSims serves the simulator's presets as report serve does, stopped
+// when the test ends.
+func testSims(t *testing.T, latency sim.Latency) *simtry.Presets {
+	s := &simtry.Presets{Latency: latency}
+	t.Cleanup(s.Close)
+	return s
 }
 
 // keyProvider is an OpenAI-compatible provider (the simulator, clean)
@@ -97,12 +66,12 @@ type tryServer struct {
 	log    *syncbuf.Buffer
 	keyed  *keyProvider
 	trier  *playground.Trier
-	sims   *testSims
+	sims   *simtry.Presets
 	client *http.Client
 }
 
 func newTryServer(t *testing.T, latency sim.Latency) *tryServer {
-	ts := &tryServer{log: &syncbuf.Buffer{}, keyed: newKeyProvider(t), sims: &testSims{t: t, latency: latency}}
+	ts := &tryServer{log: &syncbuf.Buffer{}, keyed: newKeyProvider(t), sims: testSims(t, latency)}
 	ts.trier = playground.New(playground.Config{Simulator: ts.sims, Providers: []playground.Provider{
 		{Name: "openai", BaseURL: ts.keyed.srv.URL + "/v1", DefaultModel: "sim-clean"},
 	}})

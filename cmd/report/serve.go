@@ -15,6 +15,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/testbench/simtry"
 	"github.com/fixpoint-dev/fixpoint/web"
 )
 
@@ -119,7 +120,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 			Name: "fixpoint-report-serve", Ledger: store.LedgerName(*dbURL)}}
 	}
 	if *try {
-		sims := &simPresets{latency: trySimLatency}
+		sims := &simtry.Presets{Latency: trySimLatency}
 		defer sims.Close()
 		cfg.Try = newPlayground(sims)
 	}

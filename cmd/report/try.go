@@ -2,12 +2,11 @@ package main
 
 import (
 	"os"
-	"sync"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/testbench/sim"
-	"github.com/fixpoint-dev/fixpoint/web"
+	"github.com/fixpoint-dev/fixpoint/testbench/simtry"
 	"github.com/fixpoint-dev/fixpoint/web/playground"
 )
 
@@ -26,59 +25,9 @@ const tryEnvHelp = `  OPENAI_API_KEY         the Try playground's key for openai
 // for the page to show each stage light up.
 var trySimLatency = sim.Latency{RequestP50: 300 * time.Millisecond, RequestP99: 1200 * time.Millisecond}
 
-// simPresets starts a simulator per preset when a try first asks for it.
-type simPresets struct {
-	latency sim.Latency
-	mu      sync.Mutex
-	urls    map[string]string
-	closers []func()
-}
-
-func (s *simPresets) Presets() []web.TryPreset {
-	var out []web.TryPreset
-	for _, p := range sim.PresetNames() {
-		out = append(out, web.TryPreset{Name: p.Name, Description: p.Description})
-	}
-	return out
-}
-
-func (s *simPresets) BaseURL(preset string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u, ok := s.urls[preset]; ok {
-		return u, nil
-	}
-	cfg, err := sim.Preset(preset)
-	if err != nil {
-		return "", err
-	}
-	cfg.Seed = 1
-	cfg.Latency = s.latency
-	_, url, closeSim, err := sim.Start(cfg)
-	if err != nil {
-		return "", err
-	}
-	if s.urls == nil {
-		s.urls = map[string]string{}
-	}
-	s.urls[preset] = url + "/v1"
-	s.closers = append(s.closers, closeSim)
-	return url + "/v1", nil
-}
-
-// Close stops the simulators started.
-func (s *simPresets) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.closers {
-		c()
-	}
-	s.closers, s.urls = nil, nil
-}
-
 // newPlayground is the playground over sims and the environment's
 // providers.
-func newPlayground(sims *simPresets) *playground.Trier {
+func newPlayground(sims *simtry.Presets) *playground.Trier {
 	return playground.New(playground.Config{Simulator: sims, Providers: []playground.Provider{
 		{Name: llm.ProviderOpenAI, BaseURL: os.Getenv("OPENAI_BASE_URL"), Key: os.Getenv("OPENAI_API_KEY"), DefaultModel: "gpt-4o-mini"},
 		{Name: llm.ProviderAnthropic, BaseURL: os.Getenv("ANTHROPIC_BASE_URL"), Key: os.Getenv("ANTHROPIC_API_KEY"), DefaultModel: "claude-3-5-haiku-latest"},
