@@ -19,7 +19,11 @@ const (
 	ClassQuotaExhausted ErrorClass = "quota_exhausted" // no credit left (OpenAI insufficient_quota, Anthropic's "credit balance is too low" 400), not a rate limit; permanent for the lane until its cooldown
 	ClassAuth           ErrorClass = "auth"            // 401, 403; permanent
 	ClassBadRequest     ErrorClass = "bad_request"     // 400, 404, 422, context length exceeded; permanent
-	ClassBadResponse    ErrorClass = "bad_response"    // a 2xx body that cannot be parsed; retryable
+	// ClassBadResponse is a reply whose body cannot be read (HTML from a
+	// proxy, a body cut short, JSON of another shape). Retryable as a
+	// request; but a 2xx one was made and billed (Replied), so it is not
+	// retried inside the call: it is a paid attempt of its job.
+	ClassBadResponse ErrorClass = "bad_response"
 	// ClassModelNotFound is a request for a model the server does not
 	// have (OpenAI's model_not_found code, Ollama's 404 "model ... not
 	// found", Anthropic's 404 not_found_error naming the model): permanent
@@ -104,20 +108,23 @@ type ProviderError struct {
 	HintOverCap bool
 	// RateLimit holds the rate-limit headers of the failed response.
 	RateLimit map[string]string
-	// Size is set when the response body was over llm.Config.MaxBodyBytes
-	// (ClassTooLarge for a 2xx, else the class of the status): its length in
-	// bytes from Content-Length or, when the server sent none, the bytes
-	// read before the cap stopped the read (MaxBodyBytes+1, so the body is
-	// at least Size; Message then says "more than"). 0 otherwise.
+	// Size is the length in bytes of a body that could not be used: one
+	// over llm.Config.MaxBodyBytes (ClassTooLarge for a 2xx, else the
+	// class of the status), from Content-Length or, when the server sent
+	// none, the bytes read before the cap stopped the read (MaxBodyBytes+1,
+	// so the body is at least Size; Message then says "more than"); or a
+	// 2xx body that could not be read (ClassBadResponse). 0 otherwise.
 	Size int64
-	// Head is the first bytes (at most 1 KiB) of a body over the cap, valid
-	// UTF-8, the API key redacted; "" otherwise.
+	// Head is the first bytes (at most 1 KiB) of such a body, valid UTF-8,
+	// the API key redacted; "" otherwise.
 	Head string
 	// Retries lists the transport retries made before giving up.
 	Retries []Retry
-	// Billed is the usage the provider reported in 2xx bodies of this
-	// call that could not be used (a body that did not decode), summed
-	// over its transport retries: tokens paid for with no reply to show.
+	// Billed is what a call that got a 2xx reply it could not use
+	// (Replied) is charged: the usage the body reported when it could be
+	// read and could be true (Usage.Anomaly), else an estimate
+	// (EstimateUsage: the request's size and the body's); tokens paid for
+	// with no reply to show.
 	Billed Usage
 	// RetriesStopped is why the retries ended before the retry policy did:
 	// the error of the context's retry check (llm.WithRetryCheck), nil
@@ -156,3 +163,9 @@ func (e *ProviderError) Is(target error) bool { return target == ErrProvider }
 
 // Permanent reports whether retrying the same request cannot help.
 func (e *ProviderError) Permanent() bool { return !e.Class.Retryable() }
+
+// Replied reports whether the call got a 2xx reply it could not use (a
+// body too large, or one that could not be read): the provider made the
+// reply and billed it, so the call is a paid attempt, charged Billed,
+// whatever its class says of sending the request again.
+func (e *ProviderError) Replied() bool { return e.Status >= 200 && e.Status <= 299 }

@@ -113,14 +113,13 @@ type Usage struct {
 // million is $10,000; cost_usd holds ten digits before the point).
 const MaxCallTokens = 10_000_000
 
-// Implausible says why u cannot be what a call used, "" when it can: a
+// Implausible says why u cannot be what any call used, "" when it can: a
 // count below zero or over MaxCallTokens, or more input read from or
 // written to the cache than input. Such usage is a provider anomaly:
 // priced as reported, a negative count lifts a spend cap and a huge one
 // overflows the ledger, so the call is charged by an estimate instead
-// (the reported counts kept in the attempt's provider_error). Counts over
-// the request's own size but within the bound are charged as reported:
-// an overcharge only reaches a cap sooner.
+// (the reported counts kept in the attempt's provider_error). See
+// Anomaly for the bounds a known request adds.
 func (u Usage) Implausible() string {
 	var bad []string
 	for _, c := range []struct {
@@ -136,6 +135,67 @@ func (u Usage) Implausible() string {
 	}
 	if len(bad) == 0 && u.CachedInputTokens+u.CacheWriteTokens > u.InputTokens {
 		bad = append(bad, fmt.Sprintf("cached %d and cache write %d tokens over the input's %d", u.CachedInputTokens, u.CacheWriteTokens, u.InputTokens))
+	}
+	return strings.Join(bad, ", ")
+}
+
+// InputSlackTokens is the input a provider may add to the text a request
+// sends: its chat template, the tool definitions and the instructions it
+// adds for structured output (Anthropic's tool use alone adds some 350
+// tokens).
+const InputSlackTokens = 4096
+
+// TextBytes is the length of the text req sends: its system prompt, its
+// schema and its messages.
+func (r *Request) TextBytes() int {
+	n := len(r.System) + len(r.Schema)
+	for _, m := range r.Messages {
+		n += len(m.Content)
+	}
+	return n
+}
+
+// EstimateUsage is what a call of req that got a reply of replyBytes is
+// charged when the provider's own count cannot be used (an anomaly, or a
+// reply that could not be read): a quarter of the bytes, in and out, the
+// measure the lanes' token budgets use too.
+// The output is at most the request's MaxTokens: a reply of 50 MB was not
+// billed 12 million tokens.
+func EstimateUsage(req *Request, replyBytes int64) Usage {
+	in, out := 0, (max(replyBytes, 0)+3)/4
+	if req != nil {
+		in = (req.TextBytes() + 3) / 4
+		if req.MaxTokens > 0 {
+			out = min(out, int64(req.MaxTokens))
+		}
+	}
+	return Usage{InputTokens: in, OutputTokens: int(min(out, MaxCallTokens))}
+}
+
+// MaxInputTokens is the most input a call of r can truly be billed: every
+// token is at least one byte of the text sent (byte-level tokenizers, and
+// SentencePiece with byte fallback, never make more tokens than bytes),
+// plus InputSlackTokens of the provider's own.
+func (r *Request) MaxInputTokens() int { return r.TextBytes() + InputSlackTokens }
+
+// Anomaly says why u cannot be what a call of req used, "" when it can:
+// what Implausible says, or more than req could have cost: input over
+// MaxInputTokens, or output over req's MaxTokens (every provider is sent
+// that cap). Such usage is charged by an estimate, the reported counts
+// kept in the attempt's provider_error: priced as reported, a few calls
+// claiming millions of tokens for a short prompt would spend a batch's cap
+// many times over, since a call holds only what its request can cost. A
+// nil req adds no bound to Implausible.
+func (u Usage) Anomaly(req *Request) string {
+	if why := u.Implausible(); why != "" || req == nil {
+		return why
+	}
+	var bad []string
+	if limit := req.MaxInputTokens(); u.InputTokens > limit {
+		bad = append(bad, fmt.Sprintf("input tokens %d over the %d the request could take (%d bytes sent)", u.InputTokens, limit, req.TextBytes()))
+	}
+	if req.MaxTokens > 0 && u.OutputTokens > req.MaxTokens {
+		bad = append(bad, fmt.Sprintf("output tokens %d over the request's max_tokens %d", u.OutputTokens, req.MaxTokens))
 	}
 	return strings.Join(bad, ", ")
 }

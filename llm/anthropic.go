@@ -61,12 +61,28 @@ type anResponse struct {
 	StopDetails *struct {
 		Explanation string `json:"explanation"`
 	} `json:"stop_details"`
-	Usage *struct {
-		InputTokens              int `json:"input_tokens"`
-		OutputTokens             int `json:"output_tokens"`
-		CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-		CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-	} `json:"usage"`
+	Usage *anUsage `json:"usage"`
+}
+
+type anUsage struct {
+	InputTokens              tokenCount `json:"input_tokens"`
+	OutputTokens             tokenCount `json:"output_tokens"`
+	CacheReadInputTokens     tokenCount `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens tokenCount `json:"cache_creation_input_tokens"`
+}
+
+// usage is u as fixpoint counts it (Anthropic's input_tokens leave out
+// the cache's, which fixpoint counts as input too), and the counts that
+// could not be read.
+func (u *anUsage) usage() (fixpoint.Usage, string) {
+	if u == nil {
+		return fixpoint.Usage{}, ""
+	}
+	read, write := u.CacheReadInputTokens.n, u.CacheCreationInputTokens.n
+	return fixpoint.Usage{InputTokens: u.InputTokens.n + read + write, OutputTokens: u.OutputTokens.n,
+			CachedInputTokens: read, CacheWriteTokens: write},
+		unreadCounts(namedCount{"input_tokens", u.InputTokens}, namedCount{"output_tokens", u.OutputTokens},
+			namedCount{"cache_read_input_tokens", u.CacheReadInputTokens}, namedCount{"cache_creation_input_tokens", u.CacheCreationInputTokens})
 }
 
 // encodeAnthropic builds the Messages body. The system prompt is top-level
@@ -232,12 +248,7 @@ func decodeAnthropic(body []byte, req *fixpoint.Request, out *fixpoint.Response)
 		}
 		out.Text = ""
 	}
-	if u := w.Usage; u != nil {
-		out.Usage.InputTokens = u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
-		out.Usage.OutputTokens = u.OutputTokens
-		out.Usage.CachedInputTokens = u.CacheReadInputTokens
-		out.Usage.CacheWriteTokens = u.CacheCreationInputTokens
-	}
+	out.Usage, out.UsageAnomaly = w.Usage.usage()
 	normalizeRefusal(out)
 	return nil
 }

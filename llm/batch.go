@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"time"
 
@@ -544,8 +545,12 @@ func (rs *resultSink) deliver(key string, r BatchResult) error {
 func (rs *resultSink) line(n int, data []byte, size int64) error {
 	var r BatchResult
 	if size > 0 {
-		r = BatchResult{CustomID: customIDFromHead(data), Err: &fixpoint.ProviderError{Class: fixpoint.ClassTooLarge, Size: size, Head: cutUTF8(data, headBytes),
-			Message: fmt.Sprintf("result line is %d bytes, over the MaxBodyBytes cap of %d bytes; the reply was made (and billed)", size, rs.c.cfg.MaxBodyBytes)}}
+		id := customIDFromHead(data)
+		req, _ := rs.lookup(id)
+		billed := fixpoint.EstimateUsage(&req, size)
+		r = BatchResult{CustomID: id, Err: &fixpoint.ProviderError{Class: fixpoint.ClassTooLarge, Status: http.StatusOK, Size: size, Head: cutUTF8(data, headBytes),
+			Billed: billed, Message: fmt.Sprintf("result line is %d bytes, over the MaxBodyBytes cap of %d bytes; the reply was made (and billed); charged by estimate: %d input, %d output tokens",
+				size, rs.c.cfg.MaxBodyBytes, billed.InputTokens, billed.OutputTokens)}}
 	} else if rs.c.cfg.Provider == ProviderOpenAI {
 		r = rs.c.openAIResultLine(data, rs)
 	} else {
@@ -582,10 +587,14 @@ func (rs *resultSink) decode(id string, body []byte, status int, requestID strin
 		err = decodeAnthropic(body, &req, out)
 	}
 	if err != nil {
-		return BatchResult{CustomID: id, Err: &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: status, RequestID: requestID,
-			Message: err.Error() + ": " + snippet(body), Err: err}}
+		e := &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: status, RequestID: requestID,
+			Message: err.Error() + ": " + snippet(body), Err: err, Size: int64(len(body)), Head: cutUTF8(body, headBytes)}
+		var note string
+		e.Billed, note = billedUsage(rs.c.cfg.Provider, body, &req)
+		e.Message += "; " + note
+		return BatchResult{CustomID: id, Err: e}
 	}
-	out.UsageAnomaly = plausibleUsage(&out.Usage, estimateDemand(&req, rs.c.cfg.Lane.OutputTokensEstimate).input, len(out.Text))
+	out.UsageAnomaly = plausibleUsage(&out.Usage, out.UsageAnomaly, &req, int64(len(out.Text)))
 	return BatchResult{CustomID: id, Response: out}
 }
 

@@ -72,14 +72,14 @@ func (b *batchBody) readAll() ([]byte, *fixpoint.ProviderError) {
 	if b.resp.ContentLength > c.cfg.MaxBodyBytes {
 		head := make([]byte, headBytes+len(c.key))
 		n, _ := io.ReadFull(b.r, head)
-		return nil, c.tooLarge(b.resp, b.resp.ContentLength, head[:n], demand{})
+		return nil, c.tooLarge(b.resp, b.resp.ContentLength, head[:n], nil)
 	}
 	data, err := io.ReadAll(io.LimitReader(b.r, c.cfg.MaxBodyBytes+1))
 	if err != nil {
 		return nil, b.readErr(err)
 	}
 	if int64(len(data)) > c.cfg.MaxBodyBytes {
-		return nil, c.tooLarge(b.resp, -1, data, demand{})
+		return nil, c.tooLarge(b.resp, -1, data, nil)
 	}
 	return c.redactBody(data), nil
 }

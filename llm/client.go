@@ -192,7 +192,10 @@ func (c *Client) Complete(ctx context.Context, req fixpoint.Request) (*fixpoint.
 		billed = addUsage(billed, e.Billed)
 		last = e
 		hb.hint = e.RetryAfter
-		if !e.Class.Retryable() {
+		if !e.Class.Retryable() || e.Replied() {
+			// A reply that came and could not be used was billed: asking
+			// again inside the call would pay for it again, unseen. It is
+			// an attempt of its job, which the caller bounds.
 			return backoff.Permanent(e)
 		}
 		if e.RetryAfter > maxHint {
@@ -340,15 +343,11 @@ func (b *backoffTimer) C() <-chan time.Time { return b.t.C() }
 // prompt bytes / 4 in, the output cap (or the configured estimate when
 // none is set) out. Their sum is the TPM charge.
 func estimateDemand(req *fixpoint.Request, outputEstimate int) demand {
-	n := len(req.System) + len(req.Schema)
-	for _, m := range req.Messages {
-		n += len(m.Content)
-	}
 	out := req.MaxTokens
 	if out <= 0 {
 		out = outputEstimate
 	}
-	return demand{input: (n + 3) / 4, output: out}
+	return demand{input: fixpoint.EstimateUsage(req, 0).InputTokens, output: out}
 }
 
 // encode validates req and builds the provider body once for all attempts.
@@ -433,7 +432,7 @@ func (c *Client) attempt(ctx context.Context, lane *Lane, need demand, body []by
 	latency := time.Since(start)
 	if e != nil {
 		c.redactError(e)
-		p.done(e.Class, e.RetryAfter, 0, e)
+		p.done(e.Class, e.RetryAfter, e.Billed.InputTokens+e.Billed.OutputTokens, e)
 		c.obs.OnCall(CallEvent{Lane: lane.key, Class: e.Class, Status: e.Status, Latency: latency, Attempt: n})
 		return nil, e
 	}
@@ -536,7 +535,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *fixpoint.Request, nee
 		// its end is redacted whole), not the megabytes after it.
 		head := make([]byte, headBytes+len(c.key))
 		n, _ := io.ReadFull(ir, head)
-		return nil, c.tooLarge(hresp, hresp.ContentLength, head[:n], need)
+		return nil, c.tooLarge(hresp, hresp.ContentLength, head[:n], req)
 	}
 	buf := c.bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
@@ -552,7 +551,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *fixpoint.Request, nee
 	}
 	watchdog.Stop()
 	if int64(buf.Len()) > c.cfg.MaxBodyBytes {
-		return nil, c.tooLarge(hresp, -1, buf.Bytes(), need)
+		return nil, c.tooLarge(hresp, -1, buf.Bytes(), req)
 	}
 	data := c.redactBody(buf.Bytes())
 	now := c.cfg.Clock.Now()
@@ -582,88 +581,95 @@ func (c *Client) do(ctx context.Context, body []byte, req *fixpoint.Request, nee
 		err = decodeOllama(data, req, out)
 	}
 	if err != nil {
-		e := &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: hresp.StatusCode, RequestID: reqID,
-			Message: err.Error() + ": " + snippet(data), Err: err, Billed: billedUsage(c.cfg.Provider, data)}
-		if note := plausibleUsage(&e.Billed, need.input, len(data)); note != "" {
-			e.Message += "; " + note
-		}
-		return nil, e
+		return nil, c.unreadable(hresp, reqID, data, err, req)
 	}
-	out.UsageAnomaly = plausibleUsage(&out.Usage, need.input, len(out.Text))
+	out.UsageAnomaly = plausibleUsage(&out.Usage, out.UsageAnomaly, req, int64(len(out.Text)))
 	return out, nil
 }
 
-// plausibleUsage replaces usage that cannot be true (see
-// fixpoint.Usage.Implausible) by an estimate, at the measure the lane's
-// budgets use: input the request's estimate, output a quarter of the
-// reply's bytes. It returns what the provider reported, for the record,
-// or "" when the usage stands. Every reader of a reply's usage (the lane's
-// token budget, the attempt's cost, a batch's spend cap, the metrics) gets
-// the estimate: -99999999 tokens credited a cap, 10^18 overflowed the
-// ledger and held the token budget's limiter for good.
-func plausibleUsage(u *fixpoint.Usage, input, replyBytes int) string {
-	why := u.Implausible()
+// unreadable is the error of a 2xx body that could not be decoded (HTML
+// from a proxy, a body cut short, JSON of another shape): the reply was
+// made and billed, so it is charged (billedUsage) and not asked for again
+// inside the call (Replied).
+func (c *Client) unreadable(hresp *http.Response, reqID string, data []byte, err error, req *fixpoint.Request) *fixpoint.ProviderError {
+	e := &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: hresp.StatusCode, RequestID: reqID,
+		RateLimit: rateLimitHeaders(hresp.Header), Message: err.Error() + ": " + snippet(data), Err: err,
+		Size: int64(len(data)), Head: cutUTF8(data, headBytes)}
+	var note string
+	e.Billed, note = billedUsage(c.cfg.Provider, data, req)
+	e.Message += "; " + note
+	return e
+}
+
+// plausibleUsage replaces usage that cannot be what req used (see
+// fixpoint.Usage.Anomaly), or whose counts could not be read (unread names
+// them), by an estimate (fixpoint.EstimateUsage), at the measure the
+// lane's budgets use. It returns what the provider reported, for the
+// record, or "" when the usage stands. Every reader of a reply's usage
+// (the lane's token budget, the attempt's cost, a batch's spend cap, the
+// metrics) gets the estimate: -99999999 tokens credited a cap, 10^18
+// overflowed the ledger and held the token budget's limiter for good, and
+// millions of tokens for a short prompt spent a cap several times over.
+func plausibleUsage(u *fixpoint.Usage, unread string, req *fixpoint.Request, replyBytes int64) string {
+	why := unread
+	if why == "" {
+		why = u.Anomaly(req)
+	}
 	if why == "" {
 		return ""
 	}
-	est := fixpoint.Usage{InputTokens: input, OutputTokens: (replyBytes + 3) / 4}
+	est := fixpoint.EstimateUsage(req, replyBytes)
 	note := fmt.Sprintf("usage anomaly: the provider reported input %d, output %d, cached %d, cache write %d tokens (%s); charged by estimate: %d input, %d output",
 		u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteTokens, why, est.InputTokens, est.OutputTokens)
 	*u = est
 	return note
 }
 
-// billedUsage reads only the token counts of a 2xx body that could not be
-// decoded as a whole: the provider billed them, and the call is recorded
-// with them (it said 0 tokens and $0). Zero when they cannot be read.
-func billedUsage(provider string, data []byte) fixpoint.Usage {
+// billedUsage is what a 2xx body that could not be decoded as a whole is
+// charged: the usage it reports when that can be read and be true, else
+// an estimate from the request and the body's length (a body with no
+// usage, or none to read, was billed all the same). note says which.
+func billedUsage(provider string, data []byte, req *fixpoint.Request) (fixpoint.Usage, string) {
 	var u fixpoint.Usage
+	unread := "no usage could be read"
 	switch provider {
 	case ProviderOpenAI:
 		var w struct {
-			Usage struct {
-				PromptTokens        int `json:"prompt_tokens"`
-				CompletionTokens    int `json:"completion_tokens"`
-				PromptTokensDetails struct {
-					CachedTokens int `json:"cached_tokens"`
-				} `json:"prompt_tokens_details"`
-			} `json:"usage"`
+			Usage *oaUsage `json:"usage"`
 		}
-		if json.Unmarshal(data, &w) == nil {
-			u = fixpoint.Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens, CachedInputTokens: w.Usage.PromptTokensDetails.CachedTokens}
+		if json.Unmarshal(data, &w) == nil && w.Usage != nil {
+			u, unread = w.Usage.usage()
 		}
 	case ProviderAnthropic:
 		var w struct {
-			Usage struct {
-				InputTokens              int `json:"input_tokens"`
-				OutputTokens             int `json:"output_tokens"`
-				CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-				CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-			} `json:"usage"`
+			Usage *anUsage `json:"usage"`
 		}
-		if json.Unmarshal(data, &w) == nil {
-			x := w.Usage
-			u = fixpoint.Usage{InputTokens: x.InputTokens + x.CacheReadInputTokens + x.CacheCreationInputTokens, OutputTokens: x.OutputTokens,
-				CachedInputTokens: x.CacheReadInputTokens, CacheWriteTokens: x.CacheCreationInputTokens}
+		if json.Unmarshal(data, &w) == nil && w.Usage != nil {
+			u, unread = w.Usage.usage()
 		}
 	case ProviderOllama:
-		var w struct {
-			PromptEvalCount int `json:"prompt_eval_count"`
-			EvalCount       int `json:"eval_count"`
-		}
-		if json.Unmarshal(data, &w) == nil {
-			u = fixpoint.Usage{InputTokens: w.PromptEvalCount, OutputTokens: w.EvalCount}
+		var w olResponse
+		if json.Unmarshal(data, &w) == nil && w.EvalCount.n+w.PromptEvalCount.n > 0 {
+			u, unread = w.usage()
 		}
 	}
-	return u
+	if unread == "" && u.InputTokens+u.OutputTokens == 0 {
+		unread = "the reported usage is zero"
+	}
+	if note := plausibleUsage(&u, unread, req, int64(len(data))); note != "" {
+		return u, note
+	}
+	return u, fmt.Sprintf("charged as reported: %d input, %d output tokens", u.InputTokens, u.OutputTokens)
 }
 
 // tooLarge is the error of a body over MaxBodyBytes: size is its
 // Content-Length, or -1 when the server sent none; head is its first bytes
-// as read. A 2xx was made and billed, and asking again would get the same
-// reply, so it is ClassTooLarge (permanent); any other status keeps the
-// class it gives (a 503 stays retryable).
-func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte, need demand) *fixpoint.ProviderError {
+// as read. A 2xx was made and billed (charged by estimate: its usage is
+// past the cap, unread), and asking again would get the same reply, so it
+// is ClassTooLarge (permanent); any other status keeps the class it gives
+// (a 503 stays retryable). req is nil for a batch API's own bodies, which
+// are not billed.
+func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte, req *fixpoint.Request) *fixpoint.ProviderError {
 	sizeText := fmt.Sprintf("%d bytes", size)
 	if size < 0 {
 		size = c.cfg.MaxBodyBytes + 1
@@ -675,10 +681,18 @@ func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte, need de
 	e := &fixpoint.ProviderError{Status: hresp.StatusCode, RequestID: c.requestID(hresp.Header), RateLimit: rateLimitHeaders(hresp.Header),
 		Size: size, Head: cutUTF8(c.redactBody(head), headBytes)}
 	msg := fmt.Sprintf("response body is %s, over the MaxBodyBytes cap of %d bytes", sizeText, c.cfg.MaxBodyBytes)
-	if hresp.StatusCode >= 200 && hresp.StatusCode <= 299 {
+	if e.Replied() {
 		e.Class = fixpoint.ClassTooLarge
 		e.Message = msg + "; the reply was made (and billed), so it is not asked for again"
+		if req != nil {
+			e.Billed = fixpoint.EstimateUsage(req, size)
+			e.Message += fmt.Sprintf("; charged by estimate: %d input, %d output tokens", e.Billed.InputTokens, e.Billed.OutputTokens)
+		}
 		return e
+	}
+	var need demand
+	if req != nil {
+		need = estimateDemand(req, c.cfg.Lane.OutputTokensEstimate)
 	}
 	e.Class, e.RetryAfter = classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, providerError{}, c.cfg.Clock.Now(), need)
 	e.Message = http.StatusText(hresp.StatusCode) + ": " + msg

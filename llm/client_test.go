@@ -504,14 +504,17 @@ func TestNetworkAndBadResponse(t *testing.T) {
 	noChoices := httptest.NewServer(replyJSON(200, `{"id":"x","choices":[]}`))
 	t.Cleanup(noChoices.Close)
 	tests := []struct {
-		name string
-		url  string
-		want fixpoint.ErrorClass
+		name    string
+		url     string
+		want    fixpoint.ErrorClass
+		retries int
 	}{
-		{"connection refused", closedURL, fixpoint.ClassNetwork},
-		{"connection closed without reply", hangup.URL, fixpoint.ClassNetwork},
-		{"html body", garbage.URL, fixpoint.ClassBadResponse},
-		{"no choices", noChoices.URL, fixpoint.ClassBadResponse},
+		{"connection refused", closedURL, fixpoint.ClassNetwork, 2},
+		{"connection closed without reply", hangup.URL, fixpoint.ClassNetwork, 2},
+		// A 2xx reply was made and billed, readable or not: asked for
+		// again, it is paid for again.
+		{"html body", garbage.URL, fixpoint.ClassBadResponse, 0},
+		{"no choices", noChoices.URL, fixpoint.ClassBadResponse, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -522,8 +525,11 @@ func TestNetworkAndBadResponse(t *testing.T) {
 			if !errors.As(err, &e) || e.Class != tt.want {
 				t.Fatalf("err = %v, want %s", err, tt.want)
 			}
-			if len(e.Retries) != 2 {
-				t.Fatalf("retries = %+v, want 2 (the class is retryable)", e.Retries)
+			if len(e.Retries) != tt.retries {
+				t.Fatalf("retries = %+v, want %d", e.Retries, tt.retries)
+			}
+			if e.Replied() != (tt.retries == 0) {
+				t.Fatalf("replied = %v with status %d", e.Replied(), e.Status)
 			}
 		})
 	}

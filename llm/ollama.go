@@ -34,10 +34,17 @@ type olResponse struct {
 			} `json:"function"`
 		} `json:"tool_calls"`
 	} `json:"message"`
-	Done            bool   `json:"done"`
-	DoneReason      string `json:"done_reason"`
-	PromptEvalCount int    `json:"prompt_eval_count"`
-	EvalCount       int    `json:"eval_count"`
+	Done            bool       `json:"done"`
+	DoneReason      string     `json:"done_reason"`
+	PromptEvalCount tokenCount `json:"prompt_eval_count"`
+	EvalCount       tokenCount `json:"eval_count"`
+}
+
+// usage is w's usage as fixpoint counts it, and the counts that could not
+// be read.
+func (w *olResponse) usage() (fixpoint.Usage, string) {
+	return fixpoint.Usage{InputTokens: w.PromptEvalCount.n, OutputTokens: w.EvalCount.n},
+		unreadCounts(namedCount{"prompt_eval_count", w.PromptEvalCount}, namedCount{"eval_count", w.EvalCount})
 }
 
 // encodeOllama builds the /api/chat body: stream false; in ModeJSONSchema
@@ -99,8 +106,7 @@ func decodeOllama(body []byte, req *fixpoint.Request, out *fixpoint.Response) er
 			}
 		}
 	}
-	out.Usage.InputTokens = w.PromptEvalCount
-	out.Usage.OutputTokens = w.EvalCount
+	out.Usage, out.UsageAnomaly = w.usage()
 	normalizeRefusal(out)
 	return nil
 }

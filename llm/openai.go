@@ -78,13 +78,29 @@ type oaResponse struct {
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
+	Usage *oaUsage `json:"usage"`
+}
+
+type oaUsage struct {
+	PromptTokens        tokenCount `json:"prompt_tokens"`
+	CompletionTokens    tokenCount `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens tokenCount `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// usage is u as fixpoint counts it, and the counts that could not be read.
+func (u *oaUsage) usage() (fixpoint.Usage, string) {
+	if u == nil {
+		return fixpoint.Usage{}, ""
+	}
+	var cached tokenCount
+	if u.PromptTokensDetails != nil {
+		cached = u.PromptTokensDetails.CachedTokens
+	}
+	return fixpoint.Usage{InputTokens: u.PromptTokens.n, OutputTokens: u.CompletionTokens.n, CachedInputTokens: cached.n},
+		unreadCounts(namedCount{"prompt_tokens", u.PromptTokens}, namedCount{"completion_tokens", u.CompletionTokens},
+			namedCount{"cached_tokens", cached})
 }
 
 // encodeOpenAI builds the Chat Completions body. schema is what to send
@@ -185,13 +201,7 @@ func decodeOpenAI(body []byte, req *fixpoint.Request, out *fixpoint.Response) er
 		out.Refusal = *r
 		out.FinishReason = fixpoint.FinishRefusal
 	}
-	if u := w.Usage; u != nil {
-		out.Usage.InputTokens = u.PromptTokens
-		out.Usage.OutputTokens = u.CompletionTokens
-		if u.PromptTokensDetails != nil {
-			out.Usage.CachedInputTokens = u.PromptTokensDetails.CachedTokens
-		}
-	}
+	out.Usage, out.UsageAnomaly = w.Usage.usage()
 	normalizeRefusal(out)
 	return nil
 }

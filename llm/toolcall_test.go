@@ -3,7 +3,6 @@ package llm
 import (
 	"context"
 	"errors"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -56,35 +55,44 @@ func TestDecodeTypeErrorIsBrief(t *testing.T) {
 	}
 }
 
-// A 2xx body that cannot be decoded was billed: its usage is read on its
-// own and summed over the call's retries into Error.Billed (the calls were
-// recorded with 0 tokens and $0), and into the reply's usage when a retry
-// then succeeds.
+// A 2xx body that cannot be decoded was made and billed: it is one call,
+// never retried inside Complete (each retry was paid for again, unseen),
+// charged the usage it reports when that can be read and be true, else by
+// estimate from the request and the body's length.
 func TestBilledUsageOfBodiesThatDoNotDecode(t *testing.T) {
 	t.Parallel()
-	bad := `{"model":"m","choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":7}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":50}}}`
+	withUsage := `{"model":"m","choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":7}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":50}}}`
+	huge := `{"model":"m","choices":[],"usage":{"prompt_tokens":5000000,"completion_tokens":5000000}}`
 	good := `{"model":"m","choices":[{"message":{"content":"{}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":5}}`
+	req := hello
+	req.MaxTokens = 100
+	est := func(body string) fixpoint.Usage { return fixpoint.EstimateUsage(&req, int64(len(body))) }
 	for _, tc := range []struct {
-		name    string
-		steps   []http.HandlerFunc
-		wantErr bool
-		want    fixpoint.Usage
+		name, body string
+		want       fixpoint.Usage
+		note       string
 	}{
-		{"every body bad", []http.HandlerFunc{replyJSON(200, bad)}, true, fixpoint.Usage{InputTokens: 300, OutputTokens: 60, CachedInputTokens: 150}},
-		{"bad, then good", []http.HandlerFunc{replyJSON(200, bad), replyJSON(200, good)}, false, fixpoint.Usage{InputTokens: 200, OutputTokens: 25, CachedInputTokens: 50}},
+		{"usage readable", withUsage, fixpoint.Usage{InputTokens: 100, OutputTokens: 20, CachedInputTokens: 50}, "charged as reported"},
+		{"no usage", `<html>bad gateway</html>`, est(`<html>bad gateway</html>`), "no usage could be read"},
+		{"cut short", withUsage[:60], est(withUsage[:60]), "no usage could be read"},
+		{"usage beyond the request", huge, est(huge), "over the request's max_tokens"},
 	} {
-		h, _ := script(tc.steps...)
+		h, calls := script(replyJSON(200, tc.body), replyJSON(200, good))
 		srv := httptest.NewServer(h)
 		c := testClient(t, Config{Provider: ProviderOpenAI, BaseURL: srv.URL, Clock: newFakeClock(true),
 			Retry: RetryConfig{NoJitter: true, InitialInterval: time.Millisecond, MaxRetries: 2}})
-		resp, err := c.Complete(context.Background(), hello)
+		_, err := c.Complete(context.Background(), req)
 		srv.Close()
 		var e *fixpoint.ProviderError
-		switch {
-		case tc.wantErr && (!errors.As(err, &e) || e.Class != fixpoint.ClassBadResponse || e.Billed != tc.want):
-			t.Errorf("%s: err %v, billed %+v; want bad_response billed %+v", tc.name, err, e, tc.want)
-		case !tc.wantErr && (err != nil || resp.Usage != tc.want):
-			t.Errorf("%s: %v, usage %+v; want %+v", tc.name, err, resp, tc.want)
+		if !errors.As(err, &e) || e.Class != fixpoint.ClassBadResponse || !e.Replied() || e.Billed != tc.want || len(e.Retries) != 0 {
+			t.Errorf("%s: err %v, billed %+v; want one replied bad_response billed %+v", tc.name, err, e, tc.want)
+			continue
+		}
+		if calls.Load() != 1 {
+			t.Errorf("%s: %d requests; want 1 (a paid reply is not asked for again inside the call)", tc.name, calls.Load())
+		}
+		if !strings.Contains(e.Message, tc.note) || e.Size != int64(len(tc.body)) || e.Head != tc.body {
+			t.Errorf("%s: message %q, size %d, head %q; want the note %q and the body", tc.name, e.Message, e.Size, e.Head, tc.note)
 		}
 	}
 }

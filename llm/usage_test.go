@@ -38,6 +38,16 @@ func TestImplausibleUsageChargedByEstimate(t *testing.T) {
 		{"openai plausible stands", ProviderOpenAI, oa(`{"prompt_tokens":120,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":64}}`), "",
 			fixpoint.Usage{InputTokens: 120, OutputTokens: 9, CachedInputTokens: 64}},
 		{"anthropic negative", ProviderAnthropic, `{"id":"x","model":"m","content":[{"type":"text","text":` + fmt.Sprintf("%q", text) + `}],"stop_reason":"end_turn","usage":{"input_tokens":-5,"output_tokens":7}}`, "input -5", est},
+		// Counts that are no integer leave the reply readable: it was
+		// made and billed, and its text stands, charged by estimate.
+		{"openai 1e300", ProviderOpenAI, oa(`{"prompt_tokens":1e300,"completion_tokens":9}`), "prompt_tokens 1e300", est},
+		{"openai float", ProviderOpenAI, oa(`{"prompt_tokens":120.5,"completion_tokens":9}`), "prompt_tokens 120.5", est},
+		{"openai string", ProviderOpenAI, oa(`{"prompt_tokens":"120","completion_tokens":9}`), `prompt_tokens "120"`, est},
+		{"anthropic object", ProviderAnthropic, `{"id":"x","model":"m","content":[{"type":"text","text":` + fmt.Sprintf("%q", text) + `}],"stop_reason":"end_turn","usage":{"input_tokens":{"n":5},"output_tokens":7}}`, `input_tokens {"n":5}`, est},
+		// Within fixpoint.MaxCallTokens, but more than the request could
+		// have cost: over its max_tokens of 50, or input past its bytes.
+		{"openai output over max_tokens", ProviderOpenAI, oa(`{"prompt_tokens":120,"completion_tokens":5000000}`), "output tokens 5000000 over the request's max_tokens 50", est},
+		{"openai input past the request", ProviderOpenAI, oa(`{"prompt_tokens":5000000,"completion_tokens":9}`), "input tokens 5000000 over", est},
 		{"ollama over the bound", ProviderOllama, `{"model":"m","message":{"role":"assistant","content":` + fmt.Sprintf("%q", text) + `},"done":true,"done_reason":"stop","prompt_eval_count":12,"eval_count":20000000}`, "output 20000000", est},
 	}
 	for _, tt := range tests {

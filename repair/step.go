@@ -152,7 +152,7 @@ func Start(job *Job, prev *fixpoint.Result, cfg Config) (*Step, error) {
 	s.messages = append([]fixpoint.Message(nil), s.base...)
 	for i := range s.res.Attempts {
 		a := &s.res.Attempts[i]
-		if a.Class != fixpoint.OutcomeProvider {
+		if countsAsReply(a) {
 			s.replies++
 		}
 		if a.Feedback != "" {
@@ -254,7 +254,7 @@ func (s *Step) recordReply(a *fixpoint.Attempt, req *fixpoint.Request, resp *fix
 	a.Raw = resp.Text
 	a.FinishReason = resp.FinishReason
 	usage, anomaly := resp.Usage, resp.UsageAnomaly
-	if note := chargeable(&usage, req, len(resp.Text)); note != "" {
+	if note := chargeable(&usage, req, int64(len(resp.Text))); note != "" {
 		anomaly = note // a driver whose client let it through
 	}
 	// The reply stands; the provider_error of an attempt that got one
@@ -421,6 +421,14 @@ func (s *Step) retry(a *fixpoint.Attempt, c checked) (*fixpoint.Attempt, Action)
 	return s.last(), s.Next()
 }
 
+// countsAsReply reports whether a counts against Limits.MaxAttempts: a
+// call that got a reply, usable or not (a 2xx reply that could not be
+// read was made and billed; see fixpoint.ProviderError.Replied). A call
+// that failed without one does not.
+func countsAsReply(a *fixpoint.Attempt) bool {
+	return a.Class != fixpoint.OutcomeProvider || (a.ProviderStatus >= 200 && a.ProviderStatus <= 299)
+}
+
 // feedError records a call that got no usable reply.
 func (s *Step) feedError(a *fixpoint.Attempt, req *fixpoint.Request, err error) (*fixpoint.Attempt, Action) {
 	res := s.res
@@ -433,15 +441,23 @@ func (s *Step) feedError(a *fixpoint.Attempt, req *fixpoint.Request, err error) 
 		a.ProviderCode = perr.Code
 		a.Retries = perr.Retries
 		a.RequestID = perr.RequestID
-		// A reply over the size cap was made and billed: keep its first
-		// bytes (the error names its size).
+		// A reply that could not be used was made and billed: keep its
+		// first bytes (the error names its size).
 		a.Raw = perr.Head
-		// Bodies that could not be used were billed all the same.
 		billed := perr.Billed
-		if note := chargeable(&billed, req, len(perr.Head)); note != "" {
+		note := chargeable(&billed, req, perr.Size)
+		if note == "" && perr.Replied() && billed == (fixpoint.Usage{}) {
+			// Paid whatever its usage says: a driver that read none
+			// still charges the call.
+			billed = fixpoint.EstimateUsage(req, perr.Size)
+			note = fmt.Sprintf("no usage reported for a reply that was made; charged by estimate: %d input, %d output", billed.InputTokens, billed.OutputTokens)
+		}
+		if note != "" {
 			a.ProviderError += "; " + note
 		}
 		s.charge(a, billed)
+		_, priced := s.cfg.Prices.Lookup(s.job.Model)
+		a.Unpriced = perr.Replied() && !priced
 	}
 	a.Latency = s.cfg.NowFunc().Sub(a.StartedAt)
 	res.TransportRetries += len(a.Retries)
@@ -451,6 +467,17 @@ func (s *Step) feedError(a *fixpoint.Attempt, req *fixpoint.Request, err error) 
 	res.Status = fixpoint.StatusFailed
 	res.Class = fixpoint.OutcomeProvider
 	res.Error = err.Error()
+	if perr != nil && perr.Replied() {
+		// Paid for: an attempt like any failed one, bounded by
+		// MaxAttempts. A body that could not be read may read the next
+		// time; the same request goes again (there is no reply to give
+		// feedback on). One too large would come back as large.
+		s.replies++
+		if perr.Class == fixpoint.ClassTooLarge || s.replies >= s.lim.MaxAttempts {
+			return s.last(), s.finish()
+		}
+		return s.last(), s.Next()
+	}
 	switch {
 	case perr != nil && perr.Class == fixpoint.ClassQuotaExhausted:
 		// Permanent for the lane, not for the job: the driver delays the
@@ -617,23 +644,19 @@ func errorCount(errs []fixpoint.ValidationError) int {
 	return validate.ErrorCount(errs)
 }
 
-// chargeable replaces usage that cannot be true (fixpoint.Usage.Implausible)
-// by an estimate: req's input (EstimateTokens without the output
-// allowance) and a quarter of the reply's bytes. It returns the note
+// chargeable replaces usage that cannot be what req used
+// (fixpoint.Usage.Anomaly) by an estimate (fixpoint.EstimateUsage): req's
+// input and a quarter of the reply's bytes. It returns the note
 // recording what was reported, "" when the usage stands. llm.Client does
 // this already; the step does it again for any driver, so that no attempt
 // is priced below zero (which lifts a spend cap) or past what the ledger
 // holds.
-func chargeable(u *fixpoint.Usage, req *fixpoint.Request, replyBytes int) string {
-	why := u.Implausible()
+func chargeable(u *fixpoint.Usage, req *fixpoint.Request, replyBytes int64) string {
+	why := u.Anomaly(req)
 	if why == "" {
 		return ""
 	}
-	in := 0
-	if req != nil {
-		in = max(0, EstimateTokens(req)-req.MaxTokens)
-	}
-	est := fixpoint.Usage{InputTokens: in, OutputTokens: (replyBytes + 3) / 4}
+	est := fixpoint.EstimateUsage(req, replyBytes)
 	note := fmt.Sprintf("usage anomaly: the provider reported input %d, output %d, cached %d, cache write %d tokens (%s); charged by estimate: %d input, %d output",
 		u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteTokens, why, est.InputTokens, est.OutputTokens)
 	*u = est
@@ -643,11 +666,7 @@ func chargeable(u *fixpoint.Usage, req *fixpoint.Request, replyBytes int) string
 // EstimateTokens is the rough measure the lane limiter uses too: a quarter
 // of the request's bytes, plus the output allowance.
 func EstimateTokens(req *fixpoint.Request) int {
-	n := len(req.System) + len(req.Schema)
-	for _, m := range req.Messages {
-		n += len(m.Content)
-	}
-	return (n+3)/4 + req.MaxTokens
+	return fixpoint.EstimateUsage(req, 0).InputTokens + req.MaxTokens
 }
 
 // recordRequest keeps what the ledger records of a request: the hash of
