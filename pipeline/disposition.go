@@ -28,17 +28,19 @@ func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, env *queue.Env
 		if ctx.Err() != nil || w.stoppingNow() {
 			reason = store.InterruptShutdown
 		}
-		w.saveInterrupted(ctx, env, delivered, res.Attempts, reason, 0)
+		w.saveInterrupted(ctx, env, delivered, res.Attempts, reason, 0, w.holds.of(journalKey(env.JobID, delivered)))
 	}
 	w.dispose(ctx, msg, env, w.decide(ctx, delivered, cause))
 }
 
 // saveInterrupted records calls of a delivery that are not among its
-// result's attempts: a delivery that ended without a result, or the failed
-// calls before an outage's hold-th wait. A failure to write them keeps
-// them on disk (--spill-dir) and is logged: the job goes on either way.
-func (w *Worker) saveInterrupted(ctx context.Context, env *queue.Envelope, delivered int, attempts []fixpoint.Attempt, reason string, hold int) {
-	in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered, Reason: reason, Hold: hold}
+// result's attempts: a delivery that ended without a result (with holds,
+// its calls' holds on the batch's budget, dropped by the write), or the
+// failed calls before an outage's hold-th wait. A failure to write them
+// keeps them on disk (--spill-dir) and is logged: the job goes on either
+// way.
+func (w *Worker) saveInterrupted(ctx context.Context, env *queue.Envelope, delivered int, attempts []fixpoint.Attempt, reason string, hold int, holds []int64) {
+	in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered, Reason: reason, Hold: hold, Holds: holds}
 	for i := range attempts {
 		in.Attempts = append(in.Attempts, ledgerrow.Attempt(&attempts[i]))
 	}
@@ -117,7 +119,9 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *queue.Enve
 	}
 	w.count(kind)
 	// What the delivery's replies paid for is in the ledger or on disk.
-	w.journal.done(journalKey(jobIDOf(msg, env), deliveredOf(msg)))
+	key := journalKey(jobIDOf(msg, env), deliveredOf(msg))
+	w.journal.done(key)
+	w.holds.end(key)
 }
 
 // deliveredOf is the queue's delivery count of msg, 1 when it cannot say.

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/testbench/sim"
 )
@@ -231,6 +233,77 @@ func TestPostgresOutage(t *testing.T) {
 	h.waitDone("b", n, 60*time.Second)
 	h.checkQueueEmpty()
 	rw.stop(t, 20*time.Second)
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
+}
+
+// Calls that end while Postgres is down are charged to the batch's spend
+// counter with their rows, when those are written: the counter equals the
+// ledger, and no hold is left behind. The charge was a transaction of its
+// own, made right after each call: the calls that ended during a 20 s
+// crash were recorded later but never charged, and their holds were left.
+func TestPostgresOutageKeepsTheSpendCounter(t *testing.T) {
+	t.Parallel()
+	const n = 60
+	proxy := &pgProxy{}
+	// Once gated, calls wait at the provider until the gate opens: they
+	// end (paid) while Postgres is cut away.
+	var gated atomic.Bool
+	var waiting atomic.Int64
+	gate := make(chan struct{})
+	h := newHarness(t, harnessConfig{
+		Sim: sim.Config{Latency: fixedLatency(20 * time.Millisecond), Script: func(int, *http.Request) *sim.ScriptedReply {
+			if gated.Load() {
+				waiting.Add(1)
+				<-gate
+			}
+			return nil
+		}},
+		DSN: proxy.dsn(t),
+	})
+	cfg := h.enqueueConfig("b")
+	dollars := 1000.0
+	cfg.Cap.MaxCostUSD = &dollars
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+		t.Fatal(err)
+	}
+	// The worker's ledger gives up a write after a second: an outage of
+	// three outlasts every retry inside one.
+	ws, err := store.Open(h.ctx, h.workDSN, &store.Config{MaxConns: 4, RetryMaxElapsed: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	wc := h.workerConfig(h.client(nil))
+	if wc.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), []byte(`{"sim-model":{"input_per_mtok":1,"output_per_mtok":2}}`)); err != nil {
+		t.Fatal(err)
+	}
+	wc.SpendHoldTTL = 2 * time.Second
+	rw := h.startWorker(wc, nil, ws)
+	waitFor(t, 30*time.Second, "jobs done", func() bool { return h.progress("b").Valid >= 8 })
+	gated.Store(true)
+	waitFor(t, 30*time.Second, "calls held at the provider", func() bool { return waiting.Load() >= 2 })
+	proxy.cut()
+	cutAt := time.Now()
+	close(gate)
+	waitFor(t, 10*time.Second, "three seconds of outage", func() bool { return time.Since(cutAt) >= 3*time.Second })
+	proxy.restore()
+	h.waitDone("b", n, 60*time.Second)
+	if err := rw.stop(t, 20*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	// The holds of the calls written went with their rows. One whose
+	// reserve the cut caught committing (the worker never learned of it)
+	// is renewed by no one: it expires, and the next reserve clears it.
+	waitFor(t, 10*time.Second, "the holds left to expire", func() bool {
+		return h.sqlInt(`SELECT count(*) FROM spend_holds WHERE batch = 'b' AND expires_at > now()`) == 0
+	})
+	hold, err := h.st.Reserve(h.ctx, "b", 1, 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := h.sqlInt(`SELECT count(*) FROM spend_holds WHERE batch = 'b' AND id <> $1`, hold.ID); left != 0 {
+		t.Errorf("%d expired holds left after a reserve; want them cleared", left)
+	}
 	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -657,6 +659,7 @@ func (h *harness) checkInvariants(batch string, want invariants) {
 	if c.CostMismatch != 0 {
 		h.t.Errorf("I5: %d finished jobs whose cost differs from the sum of their attempts' costs", c.CostMismatch)
 	}
+	h.checkSpendCounter(batch)
 	if c.PromptsMissing != 0 || c.InterruptedPromptsMissing != 0 {
 		h.t.Errorf("I5: %d attempts and %d interrupted attempts refer to a system prompt the ledger does not hold",
 			c.PromptsMissing, c.InterruptedPromptsMissing)
@@ -823,3 +826,41 @@ func (p *proc) wait(t testing.TB, timeout time.Duration) error {
 
 // logCount counts log lines of the process containing s.
 func (p *proc) logCount(s string) int { return strings.Count(p.out.String(), s) }
+
+// checkSpendCounter asserts I6: a batch capped from its start has a spend
+// counter equal to its calls in the ledger (attempts and interrupted
+// calls, each charged by the transaction that wrote it).
+func (h *harness) checkSpendCounter(batch string) {
+	h.t.Helper()
+	var capped bool
+	var counted, calls int64
+	var counter, ledger float64
+	h.sqlRow([]any{&capped, &counted, &counter, &calls, &ledger}, fmt.Sprintf(`
+		WITH c AS (
+		    SELECT a.tokens_in + a.tokens_out AS tokens, a.cost_usd FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch = '%[1]s'
+		    UNION ALL
+		    SELECT i.tokens_in + i.tokens_out, i.cost_usd FROM interrupted_attempts i JOIN jobs j ON j.id = i.job_id WHERE j.batch = '%[1]s'
+		)
+		SELECT b.max_cost_usd IS NOT NULL OR b.max_total_tokens IS NOT NULL,
+		       coalesce((SELECT calls FROM spend_counters WHERE batch = b.name), 0),
+		       coalesce((SELECT cost_usd FROM spend_counters WHERE batch = b.name), 0)::float8,
+		       (SELECT count(*) FROM c), coalesce((SELECT sum(cost_usd) FROM c), 0)::float8
+		FROM batches b WHERE b.name = '%[1]s'`, batch))
+	if capped && (counted != calls || math.Abs(counter-ledger) > 1e-6) {
+		h.t.Errorf("I6: the spend counter holds %d calls, $%.8f; the ledger %d calls, $%.8f", counted, counter, calls, ledger)
+	}
+}
+
+// sqlRow runs a query returning one row on the harness database, into
+// dest.
+func (h *harness) sqlRow(dest []any, query string, args ...any) {
+	h.t.Helper()
+	conn, err := pgx.Connect(context.Background(), h.dsn)
+	if err != nil {
+		h.t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(context.Background(), query, args...).Scan(dest...); err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+}

@@ -6,11 +6,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/fixpoint-dev/fixpoint/store"
 )
-
-// ledgerPause is how long pulling stops while the ledger cannot be written.
-const ledgerPause = time.Second
 
 type permanentError struct{ err error }
 
@@ -21,33 +20,57 @@ func (e permanentError) Unwrap() error { return e.err }
 func permanent(err error) error { return permanentError{err} }
 
 // retryLedger runs op until it succeeds, returns a permanent error or one
-// the ledger refuses (store.IsRefused), or the worker stops. A ledger that is down is not the job's fault: the message is
-// kept (its progress reported) and pulling pauses, instead of a nak that
-// would count a delivery and let an outage burn jobs to dead.
+// the ledger refuses (store.IsRefused: the same data cannot succeed), or
+// the worker stops, waiting out the rest with a ledgerWait. A ledger that
+// is down is not the job's fault: the message is kept (its progress
+// reported) and pulling pauses, instead of a nak that would count a
+// delivery and let an outage burn jobs to dead.
 func (w *Worker) retryLedger(ctx context.Context, log *slog.Logger, op func() error) error {
-	wait := 50 * time.Millisecond
+	wait := newLedgerWait(ctx, w, log)
 	for {
 		err := op()
-		if err == nil {
-			return nil
-		}
 		var perm permanentError
-		if errors.As(err, &perm) {
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &perm):
 			return perm.err
-		}
-		if store.IsRefused(err) {
-			// The ledger refuses the write itself (a constraint, a value
-			// out of range): trying again cannot help, and it held the
-			// job (and a --drain run) forever.
+		case store.IsRefused(err) || !wait.next(err):
 			return err
 		}
-		log.WarnContext(ctx, "worker: ledger unavailable, retrying", slog.Duration("wait", wait), slog.String("error", err.Error()))
-		w.pauseFor(wait)
-		if !w.holdFor(ctx, wait) {
-			return err
-		}
-		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// ledgerWait waits between tries of a ledger that cannot be reached, by
+// the ledger's retry policy (store.DefaultRetryPolicy) with no bound in
+// time, pausing pulls for each wait.
+type ledgerWait struct {
+	ctx     context.Context
+	w       *Worker
+	log     *slog.Logger
+	backoff backoff.BackOff
+}
+
+func newLedgerWait(ctx context.Context, w *Worker, log *slog.Logger) *ledgerWait {
+	return &ledgerWait{ctx: ctx, w: w, log: log, backoff: store.DefaultRetryPolicy.BackOff()}
+}
+
+// ledgerWarnEvery is how often a worker says the ledger is failing: one
+// failed commit fails every result in it, and each job would say so.
+const ledgerWarnEvery = time.Second
+
+// next waits before the next try after err, false when the worker stops
+// (or the job's context ends) first.
+func (l *ledgerWait) next(err error) bool {
+	if l.ctx.Err() != nil || l.w.stoppingNow() {
+		return false
+	}
+	d := l.backoff.NextBackOff()
+	l.w.pauseFor(d)
+	if now, last := time.Now().UnixNano(), l.w.ledgerWarned.Load(); now-last >= int64(ledgerWarnEvery) && l.w.ledgerWarned.CompareAndSwap(last, now) {
+		l.log.WarnContext(l.ctx, "worker: ledger unavailable, retrying (said once a second)", slog.Duration("wait", d), slog.String("error", err.Error()))
+	}
+	return l.w.holdFor(l.ctx, d)
 }
 
 // saveSalvaging saves r; a result the ledger refuses for its data is saved

@@ -26,13 +26,14 @@ type Completer interface {
 // and keeps each call and each paid reply in its journal. Each may be nil.
 type LoopHooks struct {
 	// GateFunc is asked, when set, before each provider call: it returns a release func the loop
-	// calls with the call's outcome, or an error: one matching
+	// calls once the call is over, with the attempt recorded for it (nil
+	// for a call never sent), or an error: one matching
 	// fixpoint.ErrOverBudget ends the job over_budget without the call (repair.Step.Stop),
 	// one matching fixpoint.ErrCancelled ends it cancelled; another (fixpoint.ErrTransient)
 	// stops the loop, to run the job again later. The worker uses it to
 	// stop the jobs of a cancelled batch and to hold a capped batch's
-	// budget for each call.
-	GateFunc func(ctx context.Context, req *fixpoint.Request) (release func(*fixpoint.Response, error), err error)
+	// budget for each call (set to what the attempt cost once it ended).
+	GateFunc func(ctx context.Context, req *fixpoint.Request) (release func(*fixpoint.Attempt), err error)
 	// AttemptFunc, when set, is called with each attempt Feed records, as soon as it is recorded:
 	// the worker keeps each paid reply in its journal until the job's
 	// rows are written.
@@ -142,7 +143,7 @@ func (l *Loop) Resume(ctx context.Context, job *repair.Job, prev *fixpoint.Resul
 		if act.Err != nil {
 			return step.Result(), act.Err
 		}
-		var release func(*fixpoint.Response, error)
+		var release func(*fixpoint.Attempt)
 		if hooks.GateFunc != nil {
 			rel, err := hooks.GateFunc(ctx, act.Request)
 			if errors.Is(err, fixpoint.ErrOverBudget) {
@@ -174,17 +175,20 @@ func (l *Loop) Resume(ctx context.Context, job *repair.Job, prev *fixpoint.Resul
 		if !sent.IsZero() {
 			started = sent
 		}
-		if release != nil {
-			release(resp, err)
-		}
 		if le := (*fixpoint.ProviderError)(nil); err != nil && ctx.Err() != nil && errors.As(err, &le) && le.NotSent {
 			// Stopped while it waited for its lane: the provider never
 			// saw it, so it is no call of the job (a shutdown recorded
 			// such waits as interrupted calls). The job runs again.
+			if release != nil {
+				release(nil)
+			}
 			return step.Result(), fmt.Errorf("%w: %w", fixpoint.ErrTransient, err)
 		}
 		var a *fixpoint.Attempt
 		a, act = step.Feed(resp, err, started)
+		if release != nil {
+			release(a)
+		}
 		if hooks.AttemptFunc != nil && a != nil {
 			hooks.AttemptFunc(a)
 		}

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -115,3 +116,155 @@ func TestNegativeUsageKeepsTheCap(t *testing.T) {
 	}
 	h.checkInvariants("b", invariants{Jobs: n})
 }
+
+// bodyServer is an OpenAI-compatible server that answers every chat
+// completion 200 with body, counting the calls.
+func bodyServer(t *testing.T, body string) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+// A 200 reply whose usage or body cannot be read was made and billed: it
+// is a paid attempt of its job, charged by estimate and against the
+// batch's cap, and bounded like any failed attempt. A reply whose text
+// can be read stands (its usage an anomaly); one that cannot be read is
+// asked for again within the job's attempts, then the job fails with
+// class provider. Such replies were retried inside each call, then
+// waited out as an outage, for ever: 5 jobs made 125 calls in 90 s, each
+// recorded as an outage at $0, and a $1 cap never stopped them.
+func TestPaidRepliesThatCannotBeReadAreBounded(t *testing.T) {
+	t.Parallel()
+	const content = `{"name":"Ann","age":30,"tier":"pro"}`
+	reply := func(usage string) string {
+		return fmt.Sprintf(`{"id":"c1","model":"m","choices":[{"message":{"content":%q},"finish_reason":"stop"}],"usage":%s}`, content, usage)
+	}
+	for _, tc := range []struct {
+		name, body string
+		readable   bool   // the reply's text can be read
+		note       string // what the attempt's provider_error keeps
+	}{
+		{"usage 1e300", reply(`{"prompt_tokens":1e300,"completion_tokens":9}`), true, "prompt_tokens 1e300"},
+		{"usage float", reply(`{"prompt_tokens":12.5,"completion_tokens":9}`), true, "prompt_tokens 12.5"},
+		{"usage string", reply(`{"prompt_tokens":"12","completion_tokens":9}`), true, `prompt_tokens "12"`},
+		{"usage NaN", reply(`{"prompt_tokens":NaN,"completion_tokens":9}`), false, "charged by estimate"},
+		{"html body", `<html><body>502 Bad Gateway</body></html>`, false, "charged by estimate"},
+		{"truncated body", reply(`{"prompt_tokens":12,"completion_tokens":9}`)[:70], false, "charged by estimate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const n, maxAttempts = 3, 3
+			h := newHarness(t, harnessConfig{})
+			srv, calls := bodyServer(t, tc.body)
+			cfg := h.enqueueConfig("b")
+			cfg.Model = "anomaly-model"
+			dollars := 1.0
+			cfg.Cap.MaxCostUSD = &dollars
+			if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+				t.Fatal(err)
+			}
+			wc := h.workerConfig(h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" }))
+			var err error
+			if wc.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), []byte(`{"anomaly-model":{"input_per_mtok":3,"output_per_mtok":15}}`)); err != nil {
+				t.Fatal(err)
+			}
+			rw := h.startWorker(wc, nil, nil)
+			h.waitDone("b", n, 30*time.Second)
+			if err := rw.stop(t, 20*time.Second); err != nil {
+				t.Fatalf("worker: %v", err)
+			}
+			wantCalls, status := int64(n), fixpoint.StatusValid
+			if !tc.readable {
+				wantCalls, status = n*maxAttempts, fixpoint.StatusFailed
+			}
+			if got := calls.Load(); got != wantCalls {
+				t.Errorf("%d calls for %d jobs, want %d: each paid reply is one attempt", got, n, wantCalls)
+			}
+			var cost float64
+			for i := 1; i <= n; i++ {
+				j, as := h.job(jobID("b", i))
+				if j.Status != status || int64(len(as)) != wantCalls/n {
+					t.Fatalf("job %d: %s/%s with %d attempt rows (%s); want %s with %d", i, j.Status, j.FinalClass, len(as), j.Error, status, wantCalls/n)
+				}
+				if !tc.readable && j.FinalClass != fixpoint.OutcomeProvider {
+					t.Errorf("job %d: final class %q, want %s", i, j.FinalClass, fixpoint.OutcomeProvider)
+				}
+				for _, a := range as {
+					if a.TokensIn <= 0 || a.CostUSD <= 0 || !strings.Contains(a.ProviderError, tc.note) {
+						t.Errorf("job %d attempt %d: %d in, $%f, %q; want charged by estimate, the note %q", i, a.No, a.TokensIn, a.CostUSD, a.ProviderError, tc.note)
+					}
+					if !tc.readable && (a.Class != fixpoint.OutcomeProvider || a.ProviderClass != string(fixpoint.ClassBadResponse) || a.Raw == "") {
+						t.Errorf("job %d attempt %d: class %q/%q, raw %q; want provider/bad_response keeping the body", i, a.No, a.Class, a.ProviderClass, a.Raw)
+					}
+					cost += a.CostUSD
+				}
+				if ic, err := h.st.JobInterrupted(h.ctx, jobID("b", i)); err != nil || len(ic) != 0 {
+					t.Errorf("job %d: interrupted calls %+v (%v); want none: a paid reply is no outage", i, ic, err)
+				}
+			}
+			sp, err := h.st.BatchSpend(h.ctx, "b")
+			if err != nil || sp.Calls != wantCalls || !near(sp.CostUSD, cost) {
+				t.Errorf("spend counter %+v (%v); want %d calls and $%f, the attempts'", sp, err, wantCalls, cost)
+			}
+			h.checkInvariants("b", invariants{Jobs: n, MaxCalls: wantCalls, Statuses: map[fixpoint.Status]int{status: n}})
+		})
+	}
+}
+
+// Usage that is well-formed but more than the request could have cost
+// (millions of tokens for a short prompt with max_tokens 1024) is a
+// provider anomaly: charged by estimate, the reported figures kept in the
+// row, and the batch's cap holds. Charged as reported, six such calls
+// spent $22.50 against a $5 cap.
+func TestUsageBeyondTheRequestKeepsTheCap(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	h := newHarness(t, harnessConfig{})
+	srv, calls := usageServer(t, `{"prompt_tokens":5000000,"completion_tokens":5000000}`)
+	cfg := h.enqueueConfig("b")
+	cfg.Model = "anomaly-model"
+	cfg.MaxTokens = 1024
+	dollars := 5.0
+	cfg.Cap.MaxCostUSD = &dollars
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
+		t.Fatal(err)
+	}
+	wc := h.workerConfig(h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" }))
+	wc.Concurrency = 1
+	var err error
+	if wc.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), []byte(`{"anomaly-model":{"input_per_mtok":0.75,"output_per_mtok":0}}`)); err != nil {
+		t.Fatal(err)
+	}
+	rw := h.startWorker(wc, nil, nil)
+	h.waitDone("b", n, 30*time.Second)
+	if err := rw.stop(t, 20*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	sp, err := h.st.BatchSpend(h.ctx, "b")
+	if err != nil || sp.CostUSD > dollars || sp.CostUSD <= 0 {
+		t.Errorf("spent $%f of a $%g cap (%v); want within it", sp.CostUSD, dollars, err)
+	}
+	if calls.Load() != n {
+		t.Errorf("%d calls, want one a job", calls.Load())
+	}
+	for i := 1; i <= n; i++ {
+		j, as := h.job(jobID("b", i))
+		if j.Status != fixpoint.StatusValid || len(as) != 1 {
+			t.Fatalf("job %d: %s with %d attempts; want valid with 1", i, j.Status, len(as))
+		}
+		if a := as[0]; a.TokensIn >= 5_000_000 || !strings.Contains(a.ProviderError, "input 5000000, output 5000000") {
+			t.Errorf("job %d: charged %d in, provider_error %q; want the estimate, the reported figures kept", i, a.TokensIn, a.ProviderError)
+		}
+	}
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
+}
+
+// near reports whether two dollar amounts agree to the ledger's precision
+// (numeric(18, 8) per row, summed).
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }

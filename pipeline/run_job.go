@@ -294,7 +294,7 @@ func (w *Worker) loopHooks(d *delivery, spendCap capEntry, own *ownership) LoopH
 	env, delivered := d.env, d.delivered
 	key := journalKey(env.JobID, delivered)
 	return LoopHooks{
-		GateFunc: w.gate(env, spendCap, own, d.log),
+		GateFunc: w.gate(d, spendCap, own),
 		SentFunc: func(a *fixpoint.Attempt) {
 			w.journal.sent(key, store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered,
 				Attempts: []store.Attempt{ledgerrow.Attempt(a)}})
@@ -342,7 +342,7 @@ func (w *Worker) runLoop(ctx context.Context, d *delivery, job *repair.Job, prev
 			// on its second attempt, not its ninth, and its next call
 			// takes their number.
 			if failed := takeOutageCalls(res, d.recorded); len(failed) > 0 {
-				w.saveInterrupted(ctx, d.env, d.delivered, failed, store.InterruptOutage, waits)
+				w.saveInterrupted(ctx, d.env, d.delivered, failed, store.InterruptOutage, waits, nil)
 			}
 		}
 		res, err = loop.Resume(callCtx, job, res, hooks)
@@ -382,7 +382,7 @@ func (w *Worker) waitOutage(ctx context.Context, d *delivery, own *ownership, re
 		hold := w.lanes.probeNo(env) // a probe's call kept apart from the first
 		w.stopLane(ctx, env, laneCause(env, err))
 		if u := unrecorded(res, d.recorded); u != nil && len(u.Attempts) > 0 {
-			w.saveInterrupted(ctx, env, d.delivered, u.Attempts, store.InterruptHandedBack, hold)
+			w.saveInterrupted(ctx, env, d.delivered, u.Attempts, store.InterruptHandedBack, hold, w.holds.of(journalKey(env.JobID, d.delivered)))
 		}
 		w.park(ctx, d)
 		return outageHandedBack
@@ -435,47 +435,10 @@ func (w *Worker) conclude(ctx context.Context, d *delivery, res *fixpoint.Result
 	}
 }
 
-// capEntry is a batch's spend cap as last read.
-type capEntry struct {
-	capped  bool // tokens, dollars or both
-	dollars bool // a cost cap: the model must have a price
-	read    time.Time
-}
-
 // controlTTL is how long a batch's cap, or a job's state, is trusted
 // before it is read again: a cap set, a cancel or a requeue made while the
 // batch runs takes effect within it.
 const controlTTL = 2 * time.Second
-
-// capped returns the batch's spend cap as last read.
-func (w *Worker) capped(ctx context.Context, batch string) (capEntry, error) {
-	if v, ok := w.caps.Load(batch); ok {
-		if e := v.(*capEntry); time.Since(e.read) < controlTTL {
-			return *e, nil
-		}
-	}
-	c, err := w.ledger.BatchCap(ctx, batch)
-	if err != nil {
-		return capEntry{}, err
-	}
-	e := capEntry{capped: c.Capped(), dollars: c.MaxCostUSD != nil, read: time.Now()}
-	w.caps.Store(batch, &e)
-	return e, nil
-}
-
-// salvage writes r as the ledger can still take it after refusing it
-// (store.Result.Salvage): the job failed, its value dropped, its calls
-// kept, first with their text, then with their counts only. It returns the
-// result last tried and that write's outcome.
-func (w *Worker) salvage(ctx context.Context, r *store.Result, refusal error) (*store.Result, bool, error) {
-	w.log.ErrorContext(ctx, "worker: ledger refused the result: recording its calls without what it refused, the job failed",
-		slog.String("job_id", r.JobID), slog.Int("calls", len(r.AttemptRows)), slog.String("error", refusal.Error()))
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	s := r.Salvage(refusal, false)
-	s, won, err := saveSalvaging(wctx, w.ledger, s)
-	return &s, won, err
-}
 
 // ownership tells whether a delivery still owns its job: the ledger's row
 // is still queued, in the delivery's run. enqueue cancel ends the job,
@@ -527,25 +490,6 @@ func (e lostJob) Error() string { return string(e) }
 
 func (lostJob) Is(target error) bool { return target == fixpoint.ErrCancelled }
 
-// gate is asked before each provider call of the job: a delivery that no
-// longer owns its job ends without the call, and a capped batch's budget
-// is held for the call.
-func (w *Worker) gate(env *queue.Envelope, first capEntry, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
-	var budget func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error)
-	if first.capped {
-		budget = w.budgetGate(env, first.dollars, own, log)
-	}
-	return func(ctx context.Context, req *fixpoint.Request) (func(*fixpoint.Response, error), error) {
-		if err := own.check(ctx); err != nil {
-			return nil, err
-		}
-		if budget == nil {
-			return nil, nil
-		}
-		return budget(ctx, req)
-	}
-}
-
 // holdOwned is holdFor for a delivery waiting out an outage: it ends
 // early, reporting true, once the delivery no longer owns its job (the
 // job then ends at its next call's gate instead of sitting out the wait).
@@ -558,128 +502,6 @@ func (w *Worker) holdOwned(ctx context.Context, d time.Duration, own *ownership)
 		}
 		if !w.holdFor(ctx, min(left, controlTTL)) {
 			return false
-		}
-	}
-}
-
-// overBudget is the store's over-budget error as an ErrOverBudget: its
-// message once ("batch spend cap reached: batch k1: batch spend cap
-// reached: ..." before).
-type overBudget struct{ err error }
-
-func (e overBudget) Error() string { return e.err.Error() }
-
-func (e overBudget) Unwrap() error { return e.err }
-
-func (overBudget) Is(target error) bool { return target == fixpoint.ErrOverBudget }
-
-// unpricedCapError ends a job of a cost-capped batch whose model the worker
-// has no price for; it is an ErrOverBudget, with its own message.
-type unpricedCapError struct{ model string }
-
-func (e unpricedCapError) Error() string {
-	return fmt.Sprintf("the batch's cost cap cannot be enforced: this worker has no price for model %q (give it one with --prices)", e.model)
-}
-
-func (unpricedCapError) Is(target error) bool { return target == fixpoint.ErrOverBudget }
-
-// SpendHoldTTLDefault is WorkerConfig.SpendHoldTTL's default. A holder
-// renews its hold every third of it while the call is in flight; a call
-// finding the budget held only by holds waits longer than it (by
-// budgetHeldSlack), so the holds of a worker killed mid-call expire within
-// the wait and the call goes ahead instead of handing its job back (each
-// hand-back spends one of the job's deliveries).
-const (
-	SpendHoldTTLDefault = time.Minute
-	budgetHeldSlack     = 30 * time.Second
-	budgetHeldPause     = 100 * time.Millisecond
-)
-
-// budgetGate holds a capped batch's budget for each call of the job: the
-// call's estimate (prompt bytes / 4 plus its output allowance, priced) is
-// reserved in the ledger before it is sent and its real use charged after,
-// so every worker of the cluster together stays under the cap. When only
-// the holds of calls in flight are in the way, the call waits for them.
-//
-// A cost cap is enforced only with a price for the job's model: without one
-// every call would count $0 against it, so no call is made and the job ends
-// over_budget, its reason naming the model (the worker's --prices adds it;
-// enqueue requeue runs the jobs again).
-func (w *Worker) budgetGate(env *queue.Envelope, dollars bool, own *ownership, log *slog.Logger) func(context.Context, *fixpoint.Request) (func(*fixpoint.Response, error), error) {
-	prices := w.prices()
-	_, priced := prices.Lookup(env.Model)
-	return func(ctx context.Context, req *fixpoint.Request) (func(*fixpoint.Response, error), error) {
-		if dollars && !priced {
-			return nil, unpricedCapError{env.Model}
-		}
-		out := req.MaxTokens
-		in := repair.EstimateTokens(req) - out
-		cost := prices.CostOn(env.Model, fixpoint.PriceBasisRealtime, in, out, 0, 0)
-		var hold store.Hold
-		ttl := w.cfg.SpendHoldTTL
-		deadline := time.Now().Add(ttl + budgetHeldSlack)
-		for {
-			var err error
-			hold, err = w.ledger.Reserve(ctx, env.Batch, int64(in+out), cost, ttl)
-			if err == nil {
-				break
-			}
-			if errors.Is(err, store.ErrOverBudget) {
-				return nil, overBudget{err} // the store's message says it already
-			}
-			if !errors.Is(err, store.ErrBudgetHeld) || time.Now().After(deadline) {
-				return nil, fmt.Errorf("%w: hold the batch's budget: %w", fixpoint.ErrTransient, err)
-			}
-			if err := own.check(ctx); err != nil {
-				return nil, err // cancelled or requeued while it waited for the budget
-			}
-			if !w.holdFor(ctx, budgetHeldPause) {
-				return nil, fmt.Errorf("%w: stopping while waiting for the batch's budget", fixpoint.ErrTransient)
-			}
-		}
-		renewDone := make(chan struct{})
-		renewStopped := make(chan struct{})
-		if hold.ID == 0 {
-			close(renewStopped) // nothing held: nothing to renew
-		} else {
-			go w.renewHold(ctx, hold, renewDone, renewStopped, log)
-		}
-		return func(resp *fixpoint.Response, _ error) {
-			close(renewDone)
-			<-renewStopped
-			var tokens int64
-			var spent float64
-			if resp != nil {
-				tokens = int64(resp.Usage.InputTokens + resp.Usage.OutputTokens)
-				spent = prices.CostOn(env.Model, fixpoint.PriceBasisRealtime, resp.Usage.InputTokens, resp.Usage.OutputTokens,
-					resp.Usage.CachedInputTokens, resp.Usage.CacheWriteTokens)
-			}
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if err := w.ledger.Charge(cctx, hold, tokens, spent); err != nil {
-				log.WarnContext(ctx, "worker: charge the batch's budget (the hold expires on its own)", slog.String("error", err.Error()))
-			}
-		}, nil
-	}
-}
-
-// renewHold keeps hold alive while its call is in flight, renewing it every
-// third of the hold's time to live until done is closed; it closes stopped
-// when it returns.
-func (w *Worker) renewHold(ctx context.Context, hold store.Hold, done <-chan struct{}, stopped chan<- struct{}, log *slog.Logger) {
-	defer close(stopped)
-	t := time.NewTicker(w.cfg.SpendHoldTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if err := w.ledger.RenewHold(rctx, hold, w.cfg.SpendHoldTTL); err != nil {
-				log.WarnContext(ctx, "worker: renew the hold on the batch's budget (it expires on its own)", slog.String("error", err.Error()))
-			}
-			cancel()
 		}
 	}
 }
@@ -708,118 +530,6 @@ func (w *Worker) prices() repair.Prices {
 		return l.cfg.Prices
 	}
 	return repair.DefaultPrices()
-}
-
-// finish hands a final result to the batched writer and returns, freeing
-// the job's slot; the message is acked after the batch commits (or
-// negatively acknowledged if it cannot be written). Progress is reported
-// until then.
-func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, res *fixpoint.Result) {
-	w.finishFrom(ctx, msg, env, res, 0)
-}
-
-// finishFrom is finish for a result whose first recorded attempts the
-// ledger has already (a batch-delivery job finishing realtime).
-func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, res *fixpoint.Result, recorded int) {
-	delivered := deliveredOf(msg)
-	// Only the store's form of the result waits for the commit: res, with
-	// its per-attempt values and feedback, is garbage from here on.
-	r := ledgerrow.Result(res, env, delivered)
-	r.Recorded = recorded
-	w.submitResult(ctx, msg, env, &r, delivered, w.heartbeat(msg))
-}
-
-// submitResult hands r to the batched writer; its message is disposed of
-// once the write is over. A write the ledger failed (it is down, not the
-// job) is written again in the background after a pause (rewriteResult),
-// off the writer's callbacks.
-func (w *Worker) submitResult(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func()) {
-	w.writer.submit(*r, func(won bool, err error) {
-		if w.ledgerDown(ctx, err) {
-			w.background.Go(func() { w.rewriteResult(ctx, msg, env, r, delivered, stopBeat, err) })
-			return
-		}
-		w.resultWritten(ctx, msg, env, r, delivered, stopBeat, won, err)
-	})
-}
-
-// ledgerDown reports that err kept a result from the ledger and writing it
-// again may help: the ledger did not refuse the result itself, and the
-// worker is not stopping.
-func (w *Worker) ledgerDown(ctx context.Context, err error) bool {
-	return err != nil && !store.IsRefused(err) && !w.stoppingNow() && ctx.Err() == nil
-}
-
-// rewriteResult writes r again, a ledgerPause apart, for as long as the
-// ledger is down and the worker is not stopping: the message is kept
-// (progress is still reported) instead of a nak that would count a
-// delivery, and pulling pauses meanwhile. err is the failed write's error.
-func (w *Worker) rewriteResult(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func(), err error) {
-	won := false
-	for w.ledgerDown(ctx, err) {
-		w.pauseFor(ledgerPause)
-		// One failed commit fails every result in it: say it once a pause,
-		// not once a job.
-		if now, last := time.Now().UnixNano(), w.ledgerWarned.Load(); now-last >= int64(ledgerPause) && w.ledgerWarned.CompareAndSwap(last, now) {
-			w.log.WarnContext(ctx, "worker: ledger write failed, retrying after a pause (said once a pause)", slog.String("job_id", r.JobID),
-				slog.Duration("pause", ledgerPause), slog.String("error", err.Error()))
-		}
-		if !w.holdFor(ctx, ledgerPause) {
-			stopBeat()
-			w.spill.add(spillRecord{Result: r}) // stopping while the ledger is down
-			w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", fixpoint.ErrTransient, err)))
-			return
-		}
-		won, err = w.writer.write(*r)
-	}
-	w.resultWritten(ctx, msg, env, r, delivered, stopBeat, won, err)
-}
-
-// resultWritten disposes of a result's message once its write is over:
-// acked when committed, handed back when the ledger refused it or could
-// not take it at a stop (the result then kept on disk).
-func (w *Worker) resultWritten(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, r *store.Result, delivered int, stopBeat func(), won bool, err error) {
-	if store.IsRefused(err) {
-		// The ledger refuses this result itself (say, a number beyond its
-		// range): writing it again cannot help, and handing the job back
-		// paid for its calls again on every delivery, none of them
-		// recorded. Record its calls as the ledger can take them, the job
-		// failed, saying why.
-		r, won, err = w.salvage(ctx, r, err)
-		if w.ledgerDown(ctx, err) {
-			w.background.Go(func() { w.rewriteResult(ctx, msg, env, r, delivered, stopBeat, err) })
-			return
-		}
-	}
-	stopBeat()
-	switch {
-	case store.IsRefused(err):
-		// Even the calls' bare counts are refused: end the job dead with
-		// the error rather than pay for its calls again.
-		w.log.ErrorContext(ctx, "worker: ledger refused the result, even without its text", slog.String("job_id", r.JobID),
-			slog.Int("calls", len(r.AttemptRows)), slog.String("error", err.Error()))
-		w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispDead, Cause: fmt.Errorf("ledger refused the result: %w", err)})
-		return
-	case err != nil:
-		// Stopping with the ledger down: the job is handed back, and its
-		// result, paid for, is kept on disk for the next worker.
-		if w.spill.add(spillRecord{Result: r}) {
-			w.log.WarnContext(ctx, "worker: ledger unreachable at stop: result kept on disk", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
-		}
-		w.dispose(ctx, msg, env, w.decide(ctx, delivered, fmt.Errorf("%w: write result: %w", fixpoint.ErrTransient, err)))
-		return
-	}
-	w.cfg.Metrics.observe(r, won)
-	if hook := w.cfg.afterCommit; hook != nil {
-		if recovered := panics.Try(func() { hook(r.JobID) }); recovered != nil {
-			// The rows are committed: a redelivery is acked without a call.
-			w.log.ErrorContext(ctx, "worker: after-commit hook panicked", slog.String("job_id", r.JobID),
-				slog.String("error", recovered.AsError().Error()))
-			w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispRelease, Cause: recovered.AsError()})
-			return
-		}
-	}
-	w.dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispAck})
 }
 
 func (w *Worker) buildJob(ctx context.Context, env *queue.Envelope) (*repair.Job, error) {

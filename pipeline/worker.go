@@ -65,11 +65,12 @@ type Ledger interface {
 	SaveCrashed(ctx context.Context, ins []store.Interruption) (int, error)
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
 	// A batch's spend cap: each call of a capped batch holds its estimate
-	// before it is sent and is charged after.
+	// before it is sent, then what it cost, until its row is written
+	// (which charges the batch).
 	BatchCap(ctx context.Context, batch string) (store.Cap, error)
 	Reserve(ctx context.Context, batch string, tokens int64, costUSD float64, ttl time.Duration) (store.Hold, error)
-	Charge(ctx context.Context, h store.Hold, tokens int64, costUSD float64) error
-	RenewHold(ctx context.Context, h store.Hold, ttl time.Duration) error
+	SettleHold(ctx context.Context, h store.Hold, tokens int64, costUSD float64) error
+	RenewHolds(ctx context.Context, ids []int64, ttl time.Duration) error
 }
 
 var _ Ledger = (*store.Store)(nil)
@@ -287,7 +288,10 @@ type Worker struct {
 	journal *journal
 	// ledgerWarned is when a failed ledger write was last logged (unix ns).
 	ledgerWarned atomic.Int64
-	background   conc.WaitGroup // ledger-write retries waiting out a pause
+	background   conc.WaitGroup // results between their first write and their message's disposal
+	// holds are the holds on capped batches' budgets of the calls whose
+	// rows are not written yet, by delivery.
+	holds *holdBook
 
 	inFlight   atomic.Int64
 	finished   atomic.Int64 // jobs finished here: messages acked, skipped or terminated, and jobs a wave finished
@@ -321,7 +325,7 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger, beats: newHeartbeats(cfg.Queue.AckWait / 3), abort: func(error) {},
-		stopNow: make(chan struct{}), lanes: newLanes(cfg.Concurrency, cfg.LaneProbe)}
+		stopNow: make(chan struct{}), lanes: newLanes(cfg.Concurrency, cfg.LaneProbe), holds: newHoldBook()}
 	w.loops = make(map[string]*Loop, len(cfg.Providers))
 	for name, client := range cfg.Providers {
 		w.loops[name] = NewLoop(client, cfg.Loop)
@@ -436,14 +440,16 @@ func (w *Worker) replayKept(ctx context.Context) {
 }
 
 // startLedgerIO starts the goroutines between the jobs and NATS and the
-// ledger: the heartbeats on messages in progress, the result writer and
-// the status reader. shutdown closes the writer after the last job; the
+// ledger: the heartbeats on messages in progress, the renewal of the
+// holds on capped batches' budgets, the result writer and the status
+// reader. shutdown closes the writer after the last job; the
 // function returned stops the reader, then the heartbeats.
 func (w *Worker) startLedgerIO(r *runState) (stop func()) {
 	// Progress reports outlive the jobs: they stop after the last commit
 	// and its ack, when Run returns.
 	beatsStop := make(chan struct{})
 	beatsDone := goDone(func() { w.beats.run(beatsStop) })
+	holdsDone := goDone(func() { w.renewHolds(beatsStop) })
 	// The queue has room for every job: the write buffer, in bytes, is
 	// what bounds the backlog.
 	w.writer = newWriter(w.ledger, w.cfg.FlushMax, w.cfg.Concurrency, w.cfg.WriteBuffer, w.cfg.FlushInterval, w.cfg.Metrics)
@@ -455,6 +461,7 @@ func (w *Worker) startLedgerIO(r *runState) (stop func()) {
 		<-readerDone
 		close(beatsStop)
 		<-beatsDone
+		<-holdsDone
 	}
 }
 

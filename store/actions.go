@@ -247,7 +247,7 @@ type Spend struct {
 // SetCap sets (or, with a Cap capping nothing, removes) the batch's spend
 // cap. When a batch becomes capped, its spend counter starts from what the
 // ledger has recorded of it (final jobs and interrupted calls); calls in
-// flight at that moment are charged when they end.
+// flight at that moment are charged when their rows are written.
 func (s *Store) SetCap(ctx context.Context, batch string, c Cap) error {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
@@ -305,7 +305,12 @@ func (s *Store) BatchSpend(ctx context.Context, batch string) (Spend, error) {
 	return sp, nil
 }
 
-// Hold is a reservation of a capped batch's budget for one call.
+// Hold is a reservation of a capped batch's budget for one call: taken
+// before the call is sent (Reserve), set to what the call used once it
+// ended (SettleHold), and dropped by the transaction that writes the
+// call's row (Result.Holds, Interruption.Holds), which charges the
+// batch's spend counter with the row: until then the call's spend is
+// held, after it counted, never neither. A hold whose worker died expires.
 type Hold struct {
 	ID    int64
 	Batch string
@@ -316,8 +321,9 @@ type Hold struct {
 // that way), and returns the hold: ErrOverBudget when what is spent and
 // asked would pass the cap, ErrBudgetHeld when only the holds of calls in
 // flight are in the way. Holds of a batch are taken one at a time (the
-// batch row is locked), so workers together never reserve past the cap. A
-// batch without a cap returns a zero Hold and no error.
+// batch row is locked), so workers together never reserve past the cap;
+// the batch's expired holds are cleared then. A batch without a cap
+// returns a zero Hold and no error.
 func (s *Store) Reserve(ctx context.Context, batch string, tokens int64, costUSD float64, ttl time.Duration) (Hold, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
@@ -334,13 +340,16 @@ func (s *Store) Reserve(ctx context.Context, batch string, tokens int64, costUSD
 		if !c.Capped() {
 			return nil
 		}
+		if _, err := tx.Exec(ctx, `DELETE FROM spend_holds WHERE batch = $1 AND expires_at <= now()`, batch); err != nil {
+			return err
+		}
 		var spentT, heldT int64
 		var spentC, heldC float64
 		if err := tx.QueryRow(ctx, `
 			SELECT coalesce((SELECT tokens FROM spend_counters WHERE batch = $1), 0),
 			       coalesce((SELECT cost_usd FROM spend_counters WHERE batch = $1), 0)::float8,
-			       coalesce((SELECT sum(tokens) FROM spend_holds WHERE batch = $1 AND expires_at > now()), 0)::int8,
-			       coalesce((SELECT sum(cost_usd) FROM spend_holds WHERE batch = $1 AND expires_at > now()), 0)::float8`,
+			       coalesce((SELECT sum(tokens) FROM spend_holds WHERE batch = $1), 0)::int8,
+			       coalesce((SELECT sum(cost_usd) FROM spend_holds WHERE batch = $1), 0)::float8`,
 			batch).Scan(&spentT, &spentC, &heldT, &heldC); err != nil {
 			return err
 		}
@@ -370,41 +379,51 @@ func (s *Store) Reserve(ctx context.Context, batch string, tokens int64, costUSD
 	return h, nil
 }
 
-// Charge releases a hold and charges the call's real use to the batch. A
-// zero Hold (an uncapped batch) does nothing.
-func (s *Store) Charge(ctx context.Context, h Hold, tokens int64, costUSD float64) error {
+// SettleHold sets a hold to what its call used, once the call ended: it
+// holds that much until the call's row is written (or the hold expires).
+// A call that used nothing (it got no reply) has its hold dropped. A zero
+// Hold (an uncapped batch) does nothing.
+func (s *Store) SettleHold(ctx context.Context, h Hold, tokens int64, costUSD float64) error {
 	if h.ID == 0 {
 		return nil
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	b := &pgx.Batch{}
-	b.Queue(`DELETE FROM spend_holds WHERE id = $1`, h.ID)
-	b.Queue(`
-		INSERT INTO spend_counters (batch, tokens, cost_usd, calls) VALUES ($1, $2, $3, 1)
-		ON CONFLICT (batch) DO UPDATE SET tokens = spend_counters.tokens + EXCLUDED.tokens,
-			cost_usd = spend_counters.cost_usd + EXCLUDED.cost_usd, calls = spend_counters.calls + 1`,
-		h.Batch, tokens, costUSD)
-	err := s.retry(ctx, func(ctx context.Context) error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
-	})
+	var err error
+	if tokens == 0 && costUSD == 0 {
+		_, err = s.pool.Exec(ctx, `DELETE FROM spend_holds WHERE id = $1`, h.ID)
+	} else {
+		_, err = s.pool.Exec(ctx, `UPDATE spend_holds SET tokens = $2, cost_usd = $3 WHERE id = $1`, h.ID, tokens, costUSD)
+	}
 	if err != nil {
-		return fmt.Errorf("charge batch %s: %w", h.Batch, err)
+		return fmt.Errorf("settle hold of batch %s: %w", h.Batch, err)
 	}
 	return nil
 }
 
-// RenewHold moves a hold's expiry to ttl from now: the call it holds for
-// is still in flight. A hold that is gone (charged, or expired and cleared)
-// is not brought back.
-func (s *Store) RenewHold(ctx context.Context, h Hold, ttl time.Duration) error {
-	if h.ID == 0 {
+// RenewHolds moves the expiry of the holds ids to ttl from now: their
+// calls are in flight, or ended and not yet written. A hold that is gone
+// (written, or expired and cleared) is not brought back.
+func (s *Store) RenewHolds(ctx context.Context, ids []int64, ttl time.Duration) error {
+	if len(ids) == 0 {
 		return nil
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `UPDATE spend_holds SET expires_at = now() + $2::interval WHERE id = $1`, h.ID, ttl); err != nil {
-		return fmt.Errorf("renew hold of batch %s: %w", h.Batch, err)
+	if _, err := s.pool.Exec(ctx, `UPDATE spend_holds SET expires_at = now() + $2::interval WHERE id = ANY($1)`, ids, ttl); err != nil {
+		return fmt.Errorf("renew %d holds: %w", len(ids), err)
+	}
+	return nil
+}
+
+// dropHolds deletes the holds ids in the transaction that writes their
+// calls' rows (which charges the spend counters).
+func dropHolds(ctx context.Context, tx pgx.Tx, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM spend_holds WHERE id = ANY($1)`, ids); err != nil {
+		return fmt.Errorf("drop the holds of the calls written: %w", err)
 	}
 	return nil
 }

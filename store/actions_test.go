@@ -137,12 +137,14 @@ func TestCancelAndRequeueLeaveTheWave(t *testing.T) {
 	}
 }
 
-// Many reservers at once never hold past the cap; charges count; a hold
-// expires when its worker died.
+// Many reservers at once never hold past the cap; a call's hold keeps
+// its spend until the call's row is written, which charges the counter in
+// the same transaction; a hold expires when its worker died, and is
+// cleared.
 func TestSpendCap(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := setup(t, "cap", 1)
+	s, _ := setup(t, "cap", 2)
 	if h, err := s.Reserve(ctx, "cap", 1000, 1, time.Minute); err != nil || h.ID != 0 {
 		t.Fatalf("uncapped reserve: %+v %v", h, err)
 	}
@@ -172,41 +174,70 @@ func TestSpendCap(t *testing.T) {
 	if len(holds) != 6 {
 		t.Fatalf("%d holds of 150 granted under a cap of 1000, want 6", len(holds))
 	}
+	// Three calls end using 110 tokens each: settled, their spend is still
+	// held, not yet charged.
+	var ids []int64
 	for _, h := range holds[:3] {
-		if err := s.Charge(ctx, h, 100, 0); err != nil {
+		if err := s.SettleHold(ctx, h, 110, 0); err != nil {
 			t.Fatal(err)
 		}
+		ids = append(ids, h.ID)
 	}
 	sp, err := s.BatchSpend(ctx, "cap")
-	if err != nil || sp.Tokens != 300 || sp.HeldTokens != 450 || sp.Calls != 3 {
-		t.Fatalf("spend %+v %v; want 300 charged, 450 held, 3 calls", sp, err)
+	if err != nil || sp.Tokens != 0 || sp.HeldTokens != 3*110+3*150 || sp.Calls != 0 {
+		t.Fatalf("spend %+v %v; want 0 charged, 780 held", sp, err)
+	}
+	// Their rows written (a job's result, one of them as the first job's
+	// own attempts): charged with them, the holds gone in the same stroke.
+	r := result(jobID("cap", 1), "a", "shape", "shape", "")
+	r.Holds = ids
+	if _, err := s.SaveResults(ctx, []store.Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	sp, err = s.BatchSpend(ctx, "cap")
+	if err != nil || sp.Tokens != 330 || sp.HeldTokens != 450 || sp.Calls != 3 {
+		t.Fatalf("spend %+v %v; want 330 charged, 450 held, 3 calls", sp, err)
+	}
+	// Interrupted calls charge it too, whatever their reason.
+	in := store.Interruption{JobID: jobID("cap", 2), Delivery: 1, Reason: store.InterruptHandedBack, Holds: []int64{holds[3].ID},
+		Attempts: []store.Attempt{{No: 1, Class: "provider", TokensIn: 90, TokensOut: 10}}}
+	if err := s.SaveInterrupted(ctx, []store.Interruption{in}); err != nil {
+		t.Fatal(err)
+	}
+	sp, err = s.BatchSpend(ctx, "cap")
+	if err != nil || sp.Tokens != 430 || sp.HeldTokens != 300 || sp.Calls != 4 {
+		t.Fatalf("spend %+v %v; want 430 charged, 300 held, 4 calls", sp, err)
 	}
 	// Past the cap with what is spent: over budget; only with what is
-	// held: held. A hold that expires frees its room.
-	if _, err := s.Reserve(ctx, "cap", 701, 0, time.Minute); !errors.Is(err, store.ErrOverBudget) {
+	// held: held.
+	if _, err := s.Reserve(ctx, "cap", 571, 0, time.Minute); !errors.Is(err, store.ErrOverBudget) {
 		t.Fatalf("reserve past the cap: %v", err)
 	}
 	if _, err := s.Reserve(ctx, "cap", 300, 0, time.Minute); !errors.Is(err, store.ErrBudgetHeld) {
 		t.Fatalf("reserve past the cap with the holds: %v", err)
 	}
-	// A renewed hold keeps its room past its first expiry.
-	h, err := s.Reserve(ctx, "cap", 200, 0, 30*time.Millisecond)
-	if err != nil {
+	// A call that got no reply drops its hold.
+	if err := s.SettleHold(ctx, holds[4], 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RenewHold(ctx, h, time.Minute); err != nil {
+	// A renewed hold keeps its room; one whose worker stopped renewing it
+	// expires, and the next reserve clears it.
+	h := holds[5]
+	if err := s.RenewHolds(ctx, []int64{h.ID}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(80 * time.Millisecond)
-	if _, err := s.Reserve(ctx, "cap", 250, 0, time.Minute); !errors.Is(err, store.ErrBudgetHeld) {
+	if _, err := s.Reserve(ctx, "cap", 500, 0, time.Minute); !errors.Is(err, store.ErrBudgetHeld) {
 		t.Fatalf("reserve past a renewed hold: %v, want ErrBudgetHeld", err)
 	}
-	if err := s.RenewHold(ctx, h, 10*time.Millisecond); err != nil {
+	if err := s.RenewHolds(ctx, []int64{h.ID}, -time.Second); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if _, err := s.Reserve(ctx, "cap", 250, 0, time.Minute); err != nil {
+	if _, err := s.Reserve(ctx, "cap", 500, 0, time.Minute); err != nil {
 		t.Fatalf("the expired hold %d still counts: %v", h.ID, err)
+	}
+	var left int
+	if err := s.QueryRowForTest(ctx, fmt.Sprintf(`SELECT count(*) FROM spend_holds WHERE id = %d`, h.ID), &left); err != nil || left != 0 {
+		t.Errorf("the expired hold is still there (%d rows, %v); want it cleared", left, err)
 	}
 	if err := s.SetCap(ctx, "cap", store.Cap{}); err != nil {
 		t.Fatal(err)

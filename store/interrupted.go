@@ -51,11 +51,15 @@ type Interruption struct {
 	Hold int
 	// Attempts are the calls the delivery made, numbered from 1.
 	Attempts []Attempt
+	// Holds are the holds on the batch's budget of those calls (see
+	// Hold), dropped by the transaction that writes them.
+	Holds []int64
 }
 
 // SaveInterrupted records interrupted deliveries' calls in one
-// transaction. It is idempotent: a (job, run, delivery, hold, attempt)
-// already recorded is left as it is.
+// transaction, charging a capped batch's spend counter with them and
+// dropping their Holds. It is idempotent: a (job, run, delivery, hold,
+// attempt) already recorded is left as it is.
 func (s *Store) SaveInterrupted(ctx context.Context, ins []Interruption) error {
 	n := 0
 	for _, in := range ins {
@@ -73,16 +77,23 @@ func (s *Store) SaveInterrupted(ctx context.Context, ins []Interruption) error {
 			(in.Hold > 0 && in.Reason != InterruptOutage && in.Reason != InterruptHandedBack) {
 			return fmt.Errorf("save interrupted attempts of job %s: %w: hold %d with reason %q", in.JobID, ErrInvalid, in.Hold, in.Reason)
 		}
-		n += len(in.Attempts)
+		n += len(in.Attempts) + len(in.Holds)
 	}
 	if n == 0 {
 		return nil
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
+	var holds []int64
+	for i := range ins {
+		holds = append(holds, ins[i].Holds...)
+	}
 	var prompts []string
 	err := s.retry(ctx, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := dropHolds(ctx, tx, holds); err != nil {
+				return err
+			}
 			var err error
 			prompts, err = s.insertInterrupted(ctx, tx, ins)
 			return err

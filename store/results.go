@@ -128,8 +128,13 @@ type Result struct {
 	// ledger holds already (recorded wave by wave): AttemptRows then holds
 	// only the later ones.
 	Recorded int
-	// AttemptRows are the attempts, written only if this result wins.
+	// AttemptRows are the attempts, written only if this result wins (a
+	// loser's are kept as interrupted calls).
 	AttemptRows []Attempt
+	// Holds are the holds on the batch's budget of the calls the result
+	// writes (see Hold): dropped by the transaction that writes them,
+	// won or lost.
+	Holds []int64
 	// Job, when set, is inserted first if the job has no row (a job published
 	// without a ledger row). Without it a missing job gets a bare row holding
 	// only its id and the result.
@@ -276,6 +281,10 @@ var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash",
 // Attempts are written only by the transaction that moved their job out of
 // 'queued' under a row lock, so the COPY never meets an existing row.
 //
+// Writing a call's row charges its batch's spend counter, when the batch
+// has a cap, in the same transaction (a trigger does, whatever writes the
+// row), and the results' Holds are dropped in it.
+//
 // Transient errors retry the whole transaction with a bounded backoff. If
 // the connection drops during COMMIT the retry may find that the first try
 // did commit; the results then report won=false although they were stored,
@@ -298,6 +307,10 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 		}
 	}
 
+	var holds []int64
+	for i := range results {
+		holds = append(holds, results[i].Holds...)
+	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var winners []int    // indices into results, in the order they won
@@ -305,6 +318,9 @@ func (s *Store) SaveResults(ctx context.Context, results []Result) ([]bool, erro
 	err := s.retry(ctx, func(ctx context.Context) error {
 		winners, prompts = winners[:0], nil
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := dropHolds(ctx, tx, holds); err != nil {
+				return err
+			}
 			set, missing, err := applyResults(ctx, tx, results, order, first)
 			if err != nil {
 				return err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -73,21 +74,42 @@ func IsRefused(err error) bool {
 	return false
 }
 
+// RetryPolicy is how the ledger's callers wait out an error that may pass
+// (IsTransient): exponential backoff, randomised, from Initial up to
+// MaxInterval between tries, for at most MaxElapsed (0: no bound but the
+// caller's). The store retries a transaction so (Config.RetryInitial,
+// RetryMaxInterval, RetryMaxElapsed); a worker waits out a ledger outage
+// so too, with no bound, since its job keeps its message meanwhile.
+type RetryPolicy struct {
+	Initial, MaxInterval, MaxElapsed time.Duration
+}
+
+// DefaultRetryPolicy is the store's retry policy with its defaults, and no
+// bound in time.
+var DefaultRetryPolicy = RetryPolicy{Initial: RetryInitialDefault, MaxInterval: RetryMaxIntervalDefault}
+
+// BackOff returns a new backoff of the policy.
+func (p RetryPolicy) BackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = p.Initial
+	b.MaxInterval = p.MaxInterval
+	b.MaxElapsedTime = p.MaxElapsed
+	b.Reset()
+	return b
+}
+
 // retry runs op until it succeeds, fails with an error that is not
 // transient, ctx ends or RetryMaxElapsed passes. op must be idempotent.
 func (s *Store) retry(ctx context.Context, op func(context.Context) error) error {
 	if s.cfg.RetryMaxElapsed < 0 {
 		return op(ctx)
 	}
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = s.cfg.RetryInitial
-	b.MaxInterval = s.cfg.RetryMaxInterval
-	b.MaxElapsedTime = s.cfg.RetryMaxElapsed
+	p := RetryPolicy{Initial: s.cfg.RetryInitial, MaxInterval: s.cfg.RetryMaxInterval, MaxElapsed: s.cfg.RetryMaxElapsed}
 	return backoff.RetryNotify(func() error {
 		err := op(ctx)
 		if err != nil && !IsTransient(err) {
 			return backoff.Permanent(err)
 		}
 		return err
-	}, backoff.WithContext(b, ctx), s.cfg.RetryNotifyFunc)
+	}, backoff.WithContext(p.BackOff(), ctx), s.cfg.RetryNotifyFunc)
 }
