@@ -117,7 +117,7 @@ func (w *Worker) budgetGate(d *delivery, dollars bool, own *ownership) callGate 
 		out := req.MaxTokens
 		in := repair.EstimateTokens(req) - out
 		cost := prices.CostOn(env.Model, fixpoint.PriceBasisRealtime, in, out, 0, 0)
-		hold, err := w.reserve(ctx, env.Batch, int64(in+out), cost, own)
+		hold, err := w.reserve(ctx, d, int64(in+out), cost, own)
 		if err != nil || hold.ID == 0 {
 			return nil, err
 		}
@@ -144,27 +144,38 @@ func (w *Worker) budgetGate(d *delivery, dollars bool, own *ownership) callGate 
 // reserve holds tokens and cost of the batch's budget for one call. When
 // only holds are in the way it waits for them, longer than a hold lives
 // (so those of a dead worker expire meanwhile), while the delivery owns
-// its job.
-func (w *Worker) reserve(ctx context.Context, batch string, tokens int64, cost float64, own *ownership) (store.Hold, error) {
+// its job; a ledger that cannot be reached is waited out as every ledger
+// read of the job is (retryLedger).
+func (w *Worker) reserve(ctx context.Context, d *delivery, tokens int64, cost float64, own *ownership) (store.Hold, error) {
 	ttl := w.cfg.SpendHoldTTL
 	deadline := time.Now().Add(ttl + budgetHeldSlack)
-	for {
-		hold, err := w.ledger.Reserve(ctx, batch, tokens, cost, ttl)
-		switch {
-		case err == nil:
-			return hold, nil
-		case errors.Is(err, store.ErrOverBudget):
-			return hold, overBudget{err} // the store's message says it already
-		case !errors.Is(err, store.ErrBudgetHeld) || time.Now().After(deadline):
-			return hold, fmt.Errorf("%w: hold the batch's budget: %w", fixpoint.ErrTransient, err)
+	var hold store.Hold
+	err := w.retryLedger(ctx, d.log, func() error {
+		for {
+			var err error
+			hold, err = w.ledger.Reserve(ctx, d.env.Batch, tokens, cost, ttl)
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, store.ErrOverBudget):
+				return permanent(overBudget{err}) // the store's message says it already
+			case !errors.Is(err, store.ErrBudgetHeld):
+				return err // the ledger: waited out
+			case time.Now().After(deadline):
+				return permanent(fmt.Errorf("%w: hold the batch's budget: %w", fixpoint.ErrTransient, err))
+			}
+			if err := own.check(ctx); err != nil {
+				return permanent(err) // cancelled or requeued while it waited for the budget
+			}
+			if !w.holdFor(ctx, budgetHeldPause) {
+				return permanent(fmt.Errorf("%w: stopping while waiting for the batch's budget", fixpoint.ErrTransient))
+			}
 		}
-		if err := own.check(ctx); err != nil {
-			return hold, err // cancelled or requeued while it waited for the budget
-		}
-		if !w.holdFor(ctx, budgetHeldPause) {
-			return hold, fmt.Errorf("%w: stopping while waiting for the batch's budget", fixpoint.ErrTransient)
-		}
+	})
+	if err != nil && !errors.Is(err, fixpoint.ErrOverBudget) && !errors.Is(err, fixpoint.ErrCancelled) && !errors.Is(err, fixpoint.ErrTransient) {
+		err = fmt.Errorf("%w: hold the batch's budget: %w", fixpoint.ErrTransient, err) // stopping with the ledger down
 	}
+	return hold, err
 }
 
 // holdBook keeps the worker's holds on capped batches' budgets by

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -26,7 +27,7 @@ func permanent(err error) error { return permanentError{err} }
 // reported) and pulling pauses, instead of a nak that would count a
 // delivery and let an outage burn jobs to dead.
 func (w *Worker) retryLedger(ctx context.Context, log *slog.Logger, op func() error) error {
-	wait := newLedgerWait(ctx, w, log)
+	wait := newLedgerWait(ctx, w, log, "worker: ledger unavailable, retrying (said once a second)", &w.ledgerReadWarned)
 	for {
 		err := op()
 		var perm permanentError
@@ -44,15 +45,19 @@ func (w *Worker) retryLedger(ctx context.Context, log *slog.Logger, op func() er
 // ledgerWait waits between tries of a ledger that cannot be reached, by
 // the ledger's retry policy (store.DefaultRetryPolicy) with no bound in
 // time, pausing pulls for each wait.
+// It warns with msg, at most once a ledgerWarnEvery for all the waits
+// sharing warned (unix ns of the last warning).
 type ledgerWait struct {
 	ctx     context.Context
 	w       *Worker
 	log     *slog.Logger
+	msg     string
+	warned  *atomic.Int64
 	backoff backoff.BackOff
 }
 
-func newLedgerWait(ctx context.Context, w *Worker, log *slog.Logger) *ledgerWait {
-	return &ledgerWait{ctx: ctx, w: w, log: log, backoff: store.DefaultRetryPolicy.BackOff()}
+func newLedgerWait(ctx context.Context, w *Worker, log *slog.Logger, msg string, warned *atomic.Int64) *ledgerWait {
+	return &ledgerWait{ctx: ctx, w: w, log: log, msg: msg, warned: warned, backoff: store.DefaultRetryPolicy.BackOff()}
 }
 
 // ledgerWarnEvery is how often a worker says the ledger is failing: one
@@ -67,8 +72,8 @@ func (l *ledgerWait) next(err error) bool {
 	}
 	d := l.backoff.NextBackOff()
 	l.w.pauseFor(d)
-	if now, last := time.Now().UnixNano(), l.w.ledgerWarned.Load(); now-last >= int64(ledgerWarnEvery) && l.w.ledgerWarned.CompareAndSwap(last, now) {
-		l.log.WarnContext(l.ctx, "worker: ledger unavailable, retrying (said once a second)", slog.Duration("wait", d), slog.String("error", err.Error()))
+	if now, last := time.Now().UnixNano(), l.warned.Load(); now-last >= int64(ledgerWarnEvery) && l.warned.CompareAndSwap(last, now) {
+		l.log.WarnContext(l.ctx, l.msg, slog.Duration("wait", d), slog.String("error", err.Error()))
 	}
 	return l.w.holdFor(l.ctx, d)
 }

@@ -268,14 +268,14 @@ func TestLoop(t *testing.T) {
 
 func TestLoopCost(t *testing.T) {
 	t.Parallel()
-	f := &fakeCompleter{replies: []fakeReply{{text: validReply, in: 1_000_000, out: 1_000_000}}}
+	f := &fakeCompleter{replies: []fakeReply{{text: validReply, in: 4000, out: 1000}}}
 	prices := repair.Prices{"gpt-4o-mini": {InputPerMTok: 1, OutputPerMTok: 2, CachedInputPerMTok: 0.5}}
 	res, err := NewLoop(f, LoopConfig{Prices: prices}).Run(context.Background(), testJob(t, fixpoint.Limits{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 999,990 uncached at $1/M, 10 cached at $0.5/M, 1M out at $2/M.
-	want := (999_990*1.0 + 10*0.5 + 1_000_000*2.0) / 1e6
+	// 3,990 uncached at $1/M, 10 cached at $0.5/M, 1,000 out at $2/M.
+	want := (3_990*1.0 + 10*0.5 + 1_000*2.0) / 1e6
 	if diff := res.CostUSD - want; diff > 1e-9 || diff < -1e-9 {
 		t.Errorf("cost = %v, want %v", res.CostUSD, want)
 	}

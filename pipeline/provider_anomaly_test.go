@@ -262,6 +262,9 @@ func TestUsageBeyondTheRequestKeepsTheCap(t *testing.T) {
 			t.Errorf("job %d: charged %d in, provider_error %q; want the estimate, the reported figures kept", i, a.TokensIn, a.ProviderError)
 		}
 	}
+	if logs := h.logs.String(); strings.Count(logs, "reported usage a call cannot have had") != 1 {
+		t.Errorf("the worker warned of the anomaly %d times; want once (once a minute):\n%s", strings.Count(logs, "reported usage a call cannot have had"), logs)
+	}
 	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 }
 

@@ -88,7 +88,8 @@ func (w *Worker) written(ctx context.Context, rw *resultWrite, won bool, err err
 // left is a refusal of the salvaged result, or the ledger still down as
 // the worker stops.
 func (w *Worker) rewrite(ctx context.Context, rw *resultWrite, err error) (won bool, _ error) {
-	wait := newLedgerWait(ctx, w, w.log.With(slog.String("job_id", rw.row.JobID)))
+	wait := newLedgerWait(ctx, w, w.log.With(slog.String("job_id", rw.row.JobID)),
+		"worker: ledger write failed, retrying after a pause (said once a second)", &w.ledgerWarned)
 	for {
 		switch {
 		case store.IsRefused(err) && !rw.salvaged:

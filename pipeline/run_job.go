@@ -300,6 +300,7 @@ func (w *Worker) loopHooks(d *delivery, spendCap capEntry, own *ownership) LoopH
 				Attempts: []store.Attempt{ledgerrow.Attempt(a)}})
 		},
 		AttemptFunc: func(a *fixpoint.Attempt) {
+			w.noteAnomaly(d, a)
 			in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered}
 			if unpaidFailure(a) {
 				w.journal.ended(key, in)
@@ -599,6 +600,28 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) { return w.beats.add
 
 // unrecorded is res without its first n attempts, which the ledger has:
 // what a job handed back records as interrupted.
+// anomalyWarnEvery is how often a worker says that providers reported
+// usage that cannot be true: a provider that always does would otherwise
+// say so once a call.
+const anomalyWarnEvery = time.Minute
+
+// noteAnomaly warns, at most once an anomalyWarnEvery with the count since,
+// of attempts whose usage the provider reported as it cannot be: charged
+// by estimate, the reported counts kept in the attempt's provider_error
+// (which starts "usage anomaly:", or has it after the error of a reply
+// that could not be read).
+func (w *Worker) noteAnomaly(d *delivery, a *fixpoint.Attempt) {
+	if !strings.Contains(a.ProviderError, "usage anomaly:") {
+		return
+	}
+	n := w.anomalies.Add(1)
+	if now, last := time.Now().UnixNano(), w.anomalyWarned.Load(); now-last >= int64(anomalyWarnEvery) && w.anomalyWarned.CompareAndSwap(last, now) {
+		w.anomalies.Add(-n)
+		d.log.Warn("worker: the provider reported usage a call cannot have had: charged by estimate, the reported counts kept in the attempt's provider_error (said once a minute)",
+			slog.Int64("attempts", n), slog.String("provider", d.env.Provider), slog.String("model", d.env.Model))
+	}
+}
+
 // takeOutageCalls removes from res the calls after its first recorded
 // attempts that failed without a reply and unpaid since its last reply,
 // and returns them. The result's call and transport retry counts drop with

@@ -286,8 +286,12 @@ type Worker struct {
 	spill *spill // what the ledger could not take at a stop
 	// journal keeps each reply until its delivery ends, for a kill -9.
 	journal *journal
-	// ledgerWarned is when a failed ledger write was last logged (unix ns).
-	ledgerWarned atomic.Int64
+	// ledgerWarned and ledgerReadWarned are when a failed result write,
+	// and another failed ledger call, were last logged (unix ns).
+	ledgerWarned, ledgerReadWarned atomic.Int64
+	// anomalies counts the attempts with usage anomalies since anomalyWarned
+	// (unix ns), when they were last logged.
+	anomalies, anomalyWarned atomic.Int64
 	background   conc.WaitGroup // results between their first write and their message's disposal
 	// holds are the holds on capped batches' budgets of the calls whose
 	// rows are not written yet, by delivery.

@@ -14,9 +14,11 @@ import (
 const capUsage = `Usage: enqueue cap --batch NAME [--max-cost-usd X|none] [--max-total-tokens N|none]
 
 Sets, changes or removes the batch's spend cap. Every worker of the cluster
-holds each call's estimate in the ledger before sending it and charges its
-real use after, so together they stay under the cap (the estimate can be
-short by at most one call per worker). Jobs left when the cap is reached end
+holds each call's estimate in the ledger before sending it, and charges its
+real use with the call's row, so together they stay under the cap (the
+estimate can be short by at most one call per worker). Every reply is
+charged, whatever its usage says (usage that cannot be true is charged by
+estimate). Jobs left when the cap is reached end
 'over_budget'; raise the cap and requeue --status over_budget to run them.
 The cost is estimated from the workers' price table (worker --prices over
 the built-in one); a worker with no price for the batch's model cannot
