@@ -292,7 +292,7 @@ type Worker struct {
 	// anomalies counts the attempts with usage anomalies since anomalyWarned
 	// (unix ns), when they were last logged.
 	anomalies, anomalyWarned atomic.Int64
-	background   conc.WaitGroup // results between their first write and their message's disposal
+	background               conc.WaitGroup // results between their first write and their message's disposal
 	// holds are the holds on capped batches' budgets of the calls whose
 	// rows are not written yet, by delivery.
 	holds *holdBook
