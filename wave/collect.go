@@ -29,8 +29,9 @@ type collecting struct {
 	deadline time.Time
 	items    []collected
 	bytes    int64
-	timer    *time.Timer
-	flushed  bool
+	// stopTimer stops the timer that flushes it after Config.Collect.
+	stopTimer func() bool
+	flushed   bool
 }
 
 // collected is a job waiting for its wave to be recorded, its message
@@ -50,7 +51,7 @@ func (v *Driver) CanCollect(env *queue.Envelope) bool {
 		return false
 	}
 	d := env.DeadlineTime()
-	return d.IsZero() || time.Now().Add(v.cfg.DeadlineMargin).Before(d)
+	return d.IsZero() || v.clock.Now().Add(v.cfg.DeadlineMargin).Before(d)
 }
 
 // Collect starts the job's repair step and adds its first request to the
@@ -100,7 +101,7 @@ func (v *Driver) Collect(ctx context.Context, msg jetstream.Msg, env *queue.Enve
 	if col == nil {
 		col = &collecting{key: key, deadline: env.DeadlineTime()}
 		v.pending[key] = col
-		col.timer = time.AfterFunc(v.cfg.Collect, func() {
+		col.stopTimer = v.clock.AfterFunc(v.cfg.Collect, func() {
 			v.mu.Lock()
 			defer v.mu.Unlock()
 			v.flushLocked(ctx, col)
@@ -121,7 +122,7 @@ func (v *Driver) flushLocked(ctx context.Context, col *collecting) {
 		return
 	}
 	col.flushed = true
-	col.timer.Stop()
+	col.stopTimer()
 	if v.pending[col.key] == col {
 		delete(v.pending, col.key)
 	}

@@ -18,31 +18,38 @@ import (
 func (v *Driver) Run(ctx context.Context) {
 	var strayChecked time.Time
 	for ctx.Err() == nil {
-		wave, err := v.ledger.ClaimWave(ctx, v.cfg.Owner, v.cfg.Lease, v.homeList())
-		if err != nil {
-			if ctx.Err() == nil {
-				v.log.WarnContext(ctx, "worker: claim a wave", slog.String("error", err.Error()))
-			}
+		if v.driveDue(ctx) {
+			continue
 		}
-		if wave == nil && time.Since(strayChecked) >= strayWaveEvery {
-			strayChecked = time.Now()
+		if now := v.clock.Now(); now.Sub(strayChecked) >= strayWaveEvery {
+			strayChecked = now
 			v.warnStray(ctx)
 		}
-		if wave == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(v.cfg.Idle):
-			}
-			continue
+		select {
+		case <-ctx.Done():
+		case <-v.clock.After(v.cfg.Idle):
 		}
-		if !v.take(wave.ID) {
-			// Another goroutine of this worker still acts on it (its lease
-			// lapsed on a loaded machine): its step goes on, and the claim
-			// only renewed the lease.
-			continue
-		}
-		v.drive(ctx, wave, nil)
 	}
+}
+
+// driveDue claims one wave that is due and moves it one step on; false
+// when none was due (or the ledger could not be asked).
+func (v *Driver) driveDue(ctx context.Context) bool {
+	wave, err := v.ledger.ClaimWave(ctx, v.cfg.Owner, v.cfg.Lease, v.homeList())
+	if err != nil && ctx.Err() == nil {
+		v.log.WarnContext(ctx, "worker: claim a wave", slog.String("error", err.Error()))
+	}
+	if wave == nil {
+		return false
+	}
+	if !v.take(wave.ID) {
+		// Another goroutine of this worker still acts on it (its lease
+		// lapsed on a loaded machine): its step goes on, and the claim
+		// only renewed the lease.
+		return true
+	}
+	v.drive(ctx, wave, nil)
+	return true
 }
 
 // drive moves a wave this worker holds the lease of one step on: submit
@@ -114,13 +121,12 @@ func (v *Driver) keepLease(ctx context.Context, log *slog.Logger, wave *store.Wa
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(max(v.cfg.Lease/3, time.Millisecond))
-		defer t.Stop()
+		every := max(v.cfg.Lease/3, time.Millisecond)
 		for {
 			select {
 			case <-done:
 				return
-			case <-t.C:
+			case <-v.clock.After(every):
 			}
 			// A killed worker's renewals stop too (tests kill it here).
 			v.at("lease", wave.ID)

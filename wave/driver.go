@@ -30,6 +30,7 @@ type Driver struct {
 	log   *slog.Logger
 	js    jetstream.JetStream
 	queue queue.Config
+	clock clock
 
 	mu      sync.Mutex
 	pending map[waveKey]*collecting
@@ -61,8 +62,13 @@ type Setup struct {
 
 // New returns a driver of the waves of w's batch-delivery jobs.
 func New(w Worker, s Setup) *Driver {
+	return newDriver(w, s, systemClock{})
+}
+
+// newDriver is New on the clock c.
+func newDriver(w Worker, s Setup, c clock) *Driver {
 	v := &Driver{w: w, ledger: s.Ledger, clients: map[string]BatchClient{}, homes: map[string]string{}, cfg: s.Config.WithDefaults(),
-		log: s.Log, js: s.JS, queue: s.Queue.WithDefaults(), pending: map[waveKey]*collecting{}, hook: s.Hook,
+		log: s.Log, js: s.JS, queue: s.Queue.WithDefaults(), clock: c, pending: map[waveKey]*collecting{}, hook: s.Hook,
 		driving: map[int64]bool{}}
 	for name, bc := range s.Clients {
 		if !bc.SupportsBatch() {
@@ -134,7 +140,7 @@ func (v *Driver) Stop(ctx context.Context) {
 	var cols []*collecting
 	for _, col := range v.pending {
 		col.flushed = true
-		col.timer.Stop()
+		col.stopTimer()
 		cols = append(cols, col)
 	}
 	clear(v.pending)

@@ -21,57 +21,9 @@ func (v *Driver) next(ctx context.Context, log *slog.Logger, client BatchClient,
 	if err != nil {
 		return err
 	}
-	var again []store.WaveRequest
-	var realtime []store.WaveRequest
-	if len(placed) > 0 {
-		rows, err := v.ledger.WaveAttempts(ctx, wave.ID)
-		if err != nil {
-			return err
-		}
-		took := time.Since(cmp.Or(wave.SubmittedAt, wave.CreatedAt))
-		if st != nil && !st.EndedAt.IsZero() && !wave.SubmittedAt.IsZero() {
-			took = st.EndedAt.Sub(wave.SubmittedAt)
-		}
-		deadline := time.Time{}
-		for _, p := range placed {
-			r := p
-			r.AttemptNo = len(rows[p.JobID]) + 1
-			env, err := queue.DecodeEnvelope(p.Envelope)
-			if err != nil {
-				realtime = append(realtime, p)
-				continue
-			}
-			deadline = env.DeadlineTime()
-			j, err := v.rebuild(ctx, r, rows[p.JobID], fixpoint.PriceBasisBatch)
-			if err != nil || j == nil {
-				realtime = append(realtime, p)
-				continue
-			}
-			noReply := 0
-			for _, a := range rows[p.JobID] {
-				if a.WaveID != 0 && a.Class == fixpoint.OutcomeProvider {
-					noReply++
-				}
-			}
-			if noReply >= waveNoReplyMax {
-				realtime = append(realtime, p)
-				continue
-			}
-			b, err := json.Marshal(j.step.Next().Request)
-			if err != nil {
-				realtime = append(realtime, p)
-				continue
-			}
-			r.Request = b
-			again = append(again, r)
-		}
-		// A wave that cannot end before the deadline is not started (one
-		// more wave is taken to last twice as long as this one did), nor a
-		// wave too small to be worth its wait.
-		late := !deadline.IsZero() && time.Now().Add(2*took+v.cfg.DeadlineMargin).After(deadline)
-		if late || wave.Error == waveDeadlineCancel || (v.cfg.RealtimeBelow > 0 && len(again) < v.cfg.RealtimeBelow) {
-			realtime, again = append(realtime, again...), nil
-		}
+	again, realtime, err := v.sortPlaced(ctx, wave, st, placed)
+	if err != nil {
+		return err
 	}
 	var nw *store.Wave
 	var taken []store.WaveRequest
@@ -114,6 +66,74 @@ func (v *Driver) next(ctx context.Context, log *slog.Logger, client BatchClient,
 		v.drive(ctx, nw, taken)
 	}
 	return nil
+}
+
+// sortPlaced sorts the jobs still placed in an ended wave: again those
+// that go into the next wave, each with its next request, and realtime
+// those that go back to the queue to finish realtime.
+func (v *Driver) sortPlaced(ctx context.Context, wave *store.Wave, st *llm.BatchStatus, placed []store.WaveRequest) (again, realtime []store.WaveRequest, err error) {
+	if len(placed) == 0 {
+		return nil, nil, nil
+	}
+	rows, err := v.ledger.WaveAttempts(ctx, wave.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := v.clock.Now()
+	took := now.Sub(cmp.Or(wave.SubmittedAt, wave.CreatedAt))
+	if st != nil && !st.EndedAt.IsZero() && !wave.SubmittedAt.IsZero() {
+		took = st.EndedAt.Sub(wave.SubmittedAt)
+	}
+	deadline := time.Time{}
+	for _, p := range placed {
+		env, err := queue.DecodeEnvelope(p.Envelope)
+		if err != nil {
+			realtime = append(realtime, p)
+			continue
+		}
+		deadline = env.DeadlineTime()
+		if r, ok := v.nextRequest(ctx, p, rows[p.JobID]); ok {
+			again = append(again, r)
+		} else {
+			realtime = append(realtime, p)
+		}
+	}
+	// A wave that cannot end before the deadline is not started (one
+	// more wave is taken to last twice as long as this one did), nor a
+	// wave too small to be worth its wait.
+	late := !deadline.IsZero() && now.Add(2*took+v.cfg.DeadlineMargin).After(deadline)
+	if late || wave.Error == waveDeadlineCancel || (v.cfg.RealtimeBelow > 0 && len(again) < v.cfg.RealtimeBelow) {
+		realtime, again = append(realtime, again...), nil
+	}
+	return again, realtime, nil
+}
+
+// nextRequest is the request of a placed job's next attempt, from the
+// attempts the ledger has of its run (rows); false when the job goes on
+// realtime: it cannot be rebuilt, has no attempt left to make, or got no
+// reply in waveNoReplyMax waves.
+func (v *Driver) nextRequest(ctx context.Context, p store.WaveRequest, rows []store.Attempt) (store.WaveRequest, bool) {
+	r := p
+	r.AttemptNo = len(rows) + 1
+	j, err := v.rebuild(ctx, r, rows, fixpoint.PriceBasisBatch)
+	if err != nil || j == nil {
+		return r, false
+	}
+	noReply := 0
+	for _, a := range rows {
+		if a.WaveID != 0 && a.Class == fixpoint.OutcomeProvider {
+			noReply++
+		}
+	}
+	if noReply >= waveNoReplyMax {
+		return r, false
+	}
+	b, err := json.Marshal(j.step.Next().Request)
+	if err != nil {
+		return r, false
+	}
+	r.Request = b
+	return r, true
 }
 
 // toRealtime hands jobs placed in the wave to the queue, to finish

@@ -16,30 +16,8 @@ import (
 // poll asks the provider about a submitted wave: cancelling it if asked
 // to or if its deadline is near, and processing its results once it ended.
 func (v *Driver) poll(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave) error {
-	cancelWhy := ""
-	switch {
-	case wave.Status == store.WaveCancelling:
-		cancelWhy = store.CancelledReason
-	case !wave.Deadline.IsZero() && time.Now().Add(v.cfg.DeadlineMargin).After(wave.Deadline):
-		cancelWhy = waveDeadlineCancel
-	}
-	if cancelWhy != "" && wave.Error != cancelWhy {
-		if _, err := client.CancelBatch(ctx, wave.ProviderBatchID); err != nil && !errors.Is(err, llm.ErrBatchNotFound) {
-			var pe *fixpoint.ProviderError
-			if !errors.As(err, &pe) || !pe.Permanent() {
-				return fmt.Errorf("cancel: %w", err)
-			}
-			// The provider refuses to cancel a batch that has ended
-			// ("Cannot cancel a batch with status 'completed'"): it is
-			// read below like any ended batch. Returning here retried
-			// the cancel at every poll, and its replies were never read.
-			log.InfoContext(ctx, "worker: provider batch not cancelled (it may have ended); reading it", slog.String("error", err.Error()))
-		}
-		log.InfoContext(ctx, "worker: provider batch cancel asked for", slog.String("why", cancelWhy))
-		if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Error: cancelWhy, Lease: v.cfg.Lease}); err != nil {
-			return err
-		}
-		wave.Error = cancelWhy
+	if err := v.cancelIfDue(ctx, log, client, wave); err != nil {
+		return err
 	}
 	st, err := client.RetrieveBatch(ctx, wave.ProviderBatchID)
 	gone, since, lerr := v.missing(ctx, wave, err)
@@ -47,16 +25,7 @@ func (v *Driver) poll(ctx context.Context, log *slog.Logger, client BatchClient,
 		return lerr
 	}
 	if gone {
-		// Deleted, or of another key or organization: its replies cannot be
-		// read, and polling it would hold every draining worker for ever.
-		why := fmt.Sprintf("the provider has not known batch %s for %s (404: deleted, or created under another key or organization); its replies cannot be read, so its jobs run realtime",
-			wave.ProviderBatchID, since.Round(time.Second))
-		log.ErrorContext(ctx, "worker: provider batch not found; its jobs run realtime", slog.String("error", err.Error()),
-			slog.Duration("not_found_for", since.Round(time.Second)))
-		if err := v.toRealtime(ctx, wave, nil); err != nil {
-			return err
-		}
-		return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed, Error: textclip.Bytes(why, 500), NextPoll: time.Second})
+		return v.gone(ctx, log, wave, since, err)
 	}
 	if err != nil {
 		return fmt.Errorf("retrieve: %w", err)
@@ -94,6 +63,59 @@ func (v *Driver) poll(ctx context.Context, log *slog.Logger, client BatchClient,
 	return v.process(ctx, log, client, wave, &st)
 }
 
+// cancelReason is why a submitted wave is to be cancelled: enqueue cancel
+// asked for it, or its deadline is near; "" when it is not.
+func (v *Driver) cancelReason(wave *store.Wave) string {
+	switch {
+	case wave.Status == store.WaveCancelling:
+		return store.CancelledReason
+	case !wave.Deadline.IsZero() && v.clock.Now().Add(v.cfg.DeadlineMargin).After(wave.Deadline):
+		return waveDeadlineCancel
+	}
+	return ""
+}
+
+// cancelIfDue cancels a submitted wave's provider batch when it is to be
+// cancelled and was not yet, and records why as the wave's error.
+func (v *Driver) cancelIfDue(ctx context.Context, log *slog.Logger, client BatchClient, wave *store.Wave) error {
+	why := v.cancelReason(wave)
+	if why == "" || wave.Error == why {
+		return nil
+	}
+	if _, err := client.CancelBatch(ctx, wave.ProviderBatchID); err != nil && !errors.Is(err, llm.ErrBatchNotFound) {
+		var pe *fixpoint.ProviderError
+		if !errors.As(err, &pe) || !pe.Permanent() {
+			return fmt.Errorf("cancel: %w", err)
+		}
+		// The provider refuses to cancel a batch that has ended
+		// ("Cannot cancel a batch with status 'completed'"): it is
+		// read below like any ended batch. Returning here retried
+		// the cancel at every poll, and its replies were never read.
+		log.InfoContext(ctx, "worker: provider batch not cancelled (it may have ended); reading it", slog.String("error", err.Error()))
+	}
+	log.InfoContext(ctx, "worker: provider batch cancel asked for", slog.String("why", why))
+	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Error: why, Lease: v.cfg.Lease}); err != nil {
+		return err
+	}
+	wave.Error = why
+	return nil
+}
+
+// gone fails a wave whose provider batch has answered 404 for
+// NotFoundGrace (since; err is the last 404): deleted, or of another key
+// or organization, its replies cannot be read, and polling it would hold
+// every draining worker for ever. Its jobs run realtime.
+func (v *Driver) gone(ctx context.Context, log *slog.Logger, wave *store.Wave, since time.Duration, err error) error {
+	why := fmt.Sprintf("the provider has not known batch %s for %s (404: deleted, or created under another key or organization); its replies cannot be read, so its jobs run realtime",
+		wave.ProviderBatchID, since.Round(time.Second))
+	log.ErrorContext(ctx, "worker: provider batch not found; its jobs run realtime", slog.String("error", err.Error()),
+		slog.Duration("not_found_for", since.Round(time.Second)))
+	if err := v.toRealtime(ctx, wave, nil); err != nil {
+		return err
+	}
+	return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed, Error: textclip.Bytes(why, 500), NextPoll: time.Second})
+}
+
 func waveCounts(c llm.BatchCounts) [4]int {
 	return [4]int{c.Succeeded, c.Errored, c.Expired, c.Cancelled}
 }
@@ -111,9 +133,9 @@ func (v *Driver) missing(ctx context.Context, wave *store.Wave, err error) (bool
 		return false, 0, nil
 	}
 	if wave.MissingSince.IsZero() {
-		wave.MissingSince = time.Now()
+		wave.MissingSince = v.clock.Now()
 		return false, 0, v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Missing: 1, Lease: v.cfg.Lease})
 	}
-	since := time.Since(wave.MissingSince)
+	since := v.clock.Now().Sub(wave.MissingSince)
 	return since >= v.cfg.NotFoundGrace, since, nil
 }
