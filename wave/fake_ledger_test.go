@@ -103,7 +103,7 @@ func (l *fakeLedger) RecordWave(ctx context.Context, p store.WaveParams) (*store
 			continue
 		}
 		seen[r.JobID] = true
-		r.Run = run
+		r.Run, r.Recorded = run, false
 		taken = append(taken, r)
 	}
 	if len(taken) == 0 {
