@@ -27,4 +27,26 @@
 // Anthropic by its size and time); a result is recorded once (its request
 // is marked in the same transaction); a job keeps its place in an ended
 // wave until the next wave holds it or the queue has it again.
+//
+// # Files
+//
+//   - config.go: [Config], its defaults and checks;
+//   - worker.go, ledger.go, batch_client.go and clock.go: what the driver
+//     reaches, each through an interface of its own ([Worker], [Ledger],
+//     [BatchClient] and the clock), so that its tests run on fakes;
+//   - driver.go: [Driver], [New], Stop and what the worker asks of it
+//     (Drives, Open, JobAttempts);
+//   - collect.go: collecting jobs into a wave and recording it;
+//   - drive.go: Run, one step of a wave under its lease, the lease's
+//     renewal and the wait between polls;
+//   - submit.go and reconcile.go: the upload and create, and finding a
+//     batch created but not recorded;
+//   - poll.go: a submitted wave's poll, cancel and 404s;
+//   - results.go: recording an ended wave's results;
+//   - next.go: the jobs of an ended wave into the next wave or realtime.
+//
+// The unit tests (*_test.go here) drive waves step by step on fakes of
+// the ledger, the provider's batch API, the worker, the queue and the
+// clock; pipeline's waves_test.go runs them end to end on Postgres, NATS
+// and the simulator.
 package wave
