@@ -169,7 +169,7 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			if !first {
 				bar.Update(done, note, true)
 			}
-			return w.verdict(p)
+			return w.verdict(ctx, p)
 		}
 		if err := w.stuck(ctx, p, done); err != nil {
 			bar.Update(done, note, true)
@@ -190,7 +190,7 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			note = fmt.Sprintf("of %d: %s", p.Total, cli.Statuses(p))
 			bar.Update(done, note, true)
 			if w.finished(p) {
-				return w.verdict(p)
+				return w.verdict(ctx, p)
 			}
 			return w.timedOut(ctx, p, done)
 		case <-time.After(every):
@@ -208,8 +208,8 @@ func (w *waiter) finished(p store.Progress) bool {
 }
 
 // verdict prints the batch's verdict and returns its error.
-func (w *waiter) verdict(p store.Progress) error {
-	line, notes, err := cli.BatchVerdict(w.batch, p, w.maxFail)
+func (w *waiter) verdict(ctx context.Context, p store.Progress) error {
+	line, notes, err := cli.BatchVerdict(w.batch, p, cli.OverBudgetSpend(ctx, w.st, w.batch, p), w.maxFail)
 	fmt.Fprintln(w.stdout, line)
 	for _, n := range notes {
 		fmt.Fprintln(w.stdout, n)

@@ -407,7 +407,7 @@ func (c drainCheck) check(ctx context.Context, st *store.Store, stdout io.Writer
 		return fmt.Errorf("the queue is drained but %d of %d jobs of batch %s are not final: their messages are not in the queue (run enqueue --batch %s --resume to republish them)",
 			p.Queued, p.Total, c.batch, c.batch)
 	}
-	line, notes, err := cli.BatchVerdict(c.batch, p, c.maxFailureRate)
+	line, notes, err := cli.BatchVerdict(c.batch, p, cli.OverBudgetSpend(ctx, st, c.batch, p), c.maxFailureRate)
 	fmt.Fprintln(stdout, line)
 	for _, n := range notes {
 		fmt.Fprintln(stdout, n)
