@@ -262,7 +262,7 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, batch, dbURL
 	if err != nil {
 		return err
 	}
-	cli.WriteSummary(w, sum)
+	cli.WriteSummary(w, sum, nil) // the demo's model has a price
 	fmt.Fprintln(w)
 	if err := cli.WriteFailureReport(ctx, w, st, batch, 8); err != nil {
 		return err

@@ -167,14 +167,21 @@ var summaryLegend = [][2]string{
 const SummaryHeader = "BATCH\tJOBS\tVALID\tINVALID\tFAILED\tREJECTED\tDEAD\tQUEUED\tCANCELLED\tOVER BUDGET\tRUNS" +
 	"\tVALID%\t1ST-TRY%\tREPAIRED%\tATTEMPTS\tTOKENS/VALID\tCOST/VALID\tP50 ms\tP95 ms"
 
+// unpricedMark follows the COST/VALID of a batch with attempts on a model
+// that had no price: its $0 is not free, it is unknown.
+const unpricedMark = "*"
+
 // WriteSummary prints batch summaries as a table, then a legend defining
-// its rate columns.
-func WriteSummary(w io.Writer, rows []store.BatchSummary) {
+// its rate columns. unpriced holds the batches with attempts (of their
+// latest runs) on a model with no price: their COST/VALID is marked, as it
+// counts those attempts $0.
+func WriteSummary(w io.Writer, rows []store.BatchSummary, unpriced map[string]bool) {
 	// The same columns for every batch, so that a script reading one
 	// reads them all (the action columns came and went with cancels,
 	// caps and requeues).
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, SummaryHeader)
+	marked := false
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d", r.Batch, r.Jobs, r.Valid, r.Invalid, r.Failed, r.Rejected, r.Dead, r.Queued)
 		fmt.Fprintf(tw, "\t%d\t%d\t%d", r.Cancelled, r.OverBudget, r.Runs)
@@ -201,15 +208,23 @@ func WriteSummary(w io.Writer, rows []store.BatchSummary) {
 		if r.HasWall {
 			p50, p95 = fmt.Sprintf("%.0f", r.P50WallMS), fmt.Sprintf("%.0f", r.P95WallMS)
 		}
+		cost := fmt.Sprintf("$%.6f", r.CostPerValidJob)
+		if unpriced[r.Batch] {
+			cost += unpricedMark
+			marked = marked || r.Valid > 0
+		}
 		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			finished(Pct(r.ValidRate)), finished(Pct(r.FirstAttemptValidRate)), valid(Pct(r.RepairRate)), attempts,
-			valid(fmt.Sprintf("%.0f", r.TokensPerValidJob)), valid(fmt.Sprintf("$%.6f", r.CostPerValidJob)), p50, p95)
+			valid(fmt.Sprintf("%.0f", r.TokensPerValidJob)), valid(cost), p50, p95)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, l := range summaryLegend {
 		fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])
+	}
+	if marked {
+		fmt.Fprintf(tw, "%s\t%s\n", unpricedMark, "the cost counts attempts on a model with no price $0: it is unknown, not free (see \"cost unknown\" below)")
 	}
 	tw.Flush()
 }
