@@ -831,8 +831,8 @@ func (run *enqueueRun) checkRows(ctx context.Context, data io.Reader) (chk *chec
 		return nil, "", err
 	}
 	if cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
-		return nil, "", fmt.Errorf("%w: %s (limit %d), first: %v; nothing was recorded or published",
-			ErrTooManyBadRows, badRows(len(prog.Bad)), cfg.MaxBadRows, prog.Bad[0])
+		return nil, "", fmt.Errorf("%w: %s, first: %v; nothing was recorded or published",
+			ErrTooManyBadRows, overMaxBadRows(len(prog.Bad), cfg.MaxBadRows), prog.Bad[0])
 	}
 	if prog.Rows == 0 {
 		return nil, "", ErrNoRows
@@ -916,7 +916,8 @@ func (run *enqueueRun) recordRows(ctx context.Context, data io.ReadSeeker, chk *
 		return err
 	}
 	if len(prog.Bad) > bad && cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
-		return fmt.Errorf("%w: %d rows were refused by the queue while publishing: %v", ErrTooManyBadRows, len(prog.Bad)-bad, prog.Bad[bad])
+		return fmt.Errorf("%w: %s were refused by the queue while publishing, and the dataset has %s: %v",
+			ErrTooManyBadRows, plural(len(prog.Bad)-bad, "row"), overMaxBadRows(len(prog.Bad), cfg.MaxBadRows), prog.Bad[bad])
 	}
 	stopBeat()
 	badIDs := make([]string, bad)
@@ -1853,9 +1854,18 @@ func jsonKind(v any) string {
 }
 
 // badRows is "1 bad row" or "n bad rows".
-func badRows(n int) string {
+func badRows(n int) string { return plural(n, "bad row") }
+
+// overMaxBadRows says that n bad rows are more than --max-bad-rows (max)
+// lets pass, naming the flag and how to let them pass.
+func overMaxBadRows(n, max int) string {
+	return fmt.Sprintf("%s, over --max-bad-rows %d (raise it to skip them, -1 for no limit)", badRows(n), max)
+}
+
+// plural is n and word, with an s unless n is 1: "1 row", "3 rows".
+func plural(n int, word string) string {
 	if n == 1 {
-		return "1 bad row"
+		return "1 " + word
 	}
-	return strconv.Itoa(n) + " bad rows"
+	return strconv.Itoa(n) + " " + word + "s"
 }

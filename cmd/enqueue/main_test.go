@@ -100,6 +100,11 @@ func TestEnqueueExitStatus(t *testing.T) {
 		{"resume with settings", []string{"--batch", "t7", "--resume", "--model", "other"}, "", 2, "--model"},
 		{"resume of no batch", []string{"--batch", "t8", "--resume"}, "", 1, "no such batch"},
 		{"bad rows", append(w.args("t9"), "-", "--format", "jsonl"), `{"id":"a","text":"x"}` + "\nnope\n", 1, "line 2"},
+		// The refusal names the flag that lets bad rows pass, and its value.
+		{"bad rows over the limit", append(w.args("t31", "--max-bad-rows", "1"), "-", "--format", "jsonl"), `{"id":"a","text":"x"}` + "\nnope\n[]\n", 1,
+			"too many bad rows: 2 bad rows, over --max-bad-rows 1 (raise it to skip them, -1 for no limit), first: line 2"},
+		{"bad rows over the limit, dry run", append(w.args("t32", "--dry-run"), "-", "--format", "jsonl"), `{"id":"a","text":"x"}` + "\nnope\n", 1,
+			"too many bad rows: 1 bad row, over --max-bad-rows 0 (raise it to skip them, -1 for no limit)"},
 		{"empty dataset", append(w.args("t10"), "-", "--format", "jsonl"), "", 1, "no rows"},
 		{"every row bad, bad rows allowed", append(w.args("t19", "--max-bad-rows", "-1"), "-", "--format", "jsonl"), "nope\n[1]\n", 1, "every one of the dataset's 2 rows is bad"},
 		{"negative limit", append(w.args("t11", "--dry-run", "--limit", "-1"), data), "", 2, "--limit -1"},
