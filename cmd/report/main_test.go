@@ -265,7 +265,7 @@ func TestReportEmptyBatch(t *testing.T) {
 		{name: "summary", args: []string{"summary", "e"}, wantIn: []string{"e   ", " 0 "}},
 		{name: "failures", args: []string{"failures", "e"}, wantIn: []string{"Failure classes", "no failed attempt and no job ended without a result in batch e (yet)"}},
 		{name: "export jsonl", args: []string{"export", "e"}, want: ""},
-		{name: "export csv", args: []string{"export", "e", "--format", "csv"}, want: "job_id,job_status,job_value,job_error\n"},
+		{name: "export csv", args: []string{"export", "e", "--format", "csv"}, want: "job_id,job_status,job_value,job_error,job_errors\n"},
 		// A batch of no job is one whose enqueue failed: not a success.
 		{name: "wait", args: []string{"wait", "e", "--interval", "10ms"}, wantIn: []string{"batch e done: 0 jobs"}, code: 1},
 	}
