@@ -840,7 +840,7 @@ func (run *enqueueRun) checkRows(ctx context.Context, data io.Reader) (chk *chec
 	if len(prog.Bad) == prog.Rows {
 		// --max-bad-rows allowed them all: a batch of no job would pass
 		// every check after it (report wait, worker --drain --batch).
-		return nil, "", fmt.Errorf("%w: every one of the dataset's %d rows is bad, first: %v; nothing was recorded or published", ErrTooManyBadRows, prog.Rows, prog.Bad[0])
+		return nil, "", fmt.Errorf("%w: %s, first: %v; nothing was recorded or published", ErrTooManyBadRows, everyRowBad(prog.Rows), prog.Bad[0])
 	}
 	return chk, hex.EncodeToString(digest.Sum(nil)), nil
 }
@@ -1357,7 +1357,11 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		}
 	}
 	if folded > 5 {
-		prog.Warnings = append(prog.Warnings, fmt.Sprintf("%d more rows hold lines that read as rows of the file", folded-5))
+		holds := plural(folded-5, "more row") + " hold"
+		if folded-5 == 1 {
+			holds += "s"
+		}
+		prog.Warnings = append(prog.Warnings, holds+" lines that read as rows of the file")
 	}
 	if opts.limit > 0 && prog.Rows >= opts.limit {
 		_, _, err := rows.next()
@@ -1855,6 +1859,14 @@ func jsonKind(v any) string {
 
 // badRows is "1 bad row" or "n bad rows".
 func badRows(n int) string { return plural(n, "bad row") }
+
+// everyRowBad says that every one of the dataset's n rows is bad.
+func everyRowBad(n int) string {
+	if n == 1 {
+		return "the dataset's only row is bad"
+	}
+	return fmt.Sprintf("every one of the dataset's %d rows is bad", n)
+}
 
 // overMaxBadRows says that n bad rows are more than --max-bad-rows (max)
 // lets pass, naming the flag and how to let them pass.

@@ -186,7 +186,7 @@ func TestEnqueueDryRun(t *testing.T) {
 		t.Errorf("a dry run touched the queue: %v", err)
 	}
 	code, stdout, _ = w.run("", append(w.args("d1", "--dry-run", "--limit", "1"), data)...)
-	if code != 0 || !strings.Contains(stdout, "the first 1 rows (--limit)") {
+	if code != 0 || !strings.Contains(stdout, "the first 1 row (--limit)") {
 		t.Errorf("--limit 1: exit %d\n%s", code, stdout)
 	}
 	code, stdout, _ = w.run("", append(w.args("d1", "--dry-run"), w.file("bad.jsonl", rows+"nope\n"))...)
@@ -207,7 +207,7 @@ func TestEnqueueDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stdout, _ = w.run("", append(w.args("d2", "--dry-run"), data)...)
-	if !strings.Contains(stdout, "x 2.00 attempts (measured on 2 jobs of 1 earlier batches") || !strings.Contains(stdout, "~30 output tokens") {
+	if !strings.Contains(stdout, "x 2.00 attempts (measured on 2 jobs of 1 earlier batch") || !strings.Contains(stdout, "~30 output tokens") {
 		t.Errorf("dry run with history:\n%s", stdout)
 	}
 

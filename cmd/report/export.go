@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/internal/csvcell"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -104,7 +105,7 @@ func needDone(ctx context.Context, st *store.Store, batch string) error {
 	case p.Recording != nil && p.Recording.Live:
 		return fmt.Errorf("batch %s is not done: an enqueue is still recording its rows (--require-done)", batch)
 	case p.Queued > 0:
-		return fmt.Errorf("batch %s is not done: %d of %d jobs are still queued (--require-done)", batch, p.Queued, p.Total)
+		return fmt.Errorf("batch %s is not done: %d of %s %s still queued (--require-done)", batch, p.Queued, cli.Plural(p.Total, "job"), cli.Are(p.Queued))
 	}
 	return nil
 }
@@ -115,7 +116,7 @@ func needDone(ctx context.Context, st *store.Store, batch string) error {
 // the file shows a row that is not there).
 func exportWarnings(ctx context.Context, stderr io.Writer, st *store.Store, batch string) error {
 	if p, err := st.Progress(ctx, batch); err == nil && p.Queued > 0 {
-		fmt.Fprintf(stderr, "report: warning: batch %s is not done: %d of %d jobs are still queued, exported without a value\n", batch, p.Queued, p.Total)
+		fmt.Fprintf(stderr, "report: warning: batch %s is not done: %d of %s %s still queued, exported without a value\n", batch, p.Queued, cli.Plural(p.Total, "job"), cli.Are(p.Queued))
 	}
 	notes, err := missingRows(ctx, st, batch)
 	if err != nil {

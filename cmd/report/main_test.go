@@ -137,7 +137,7 @@ func TestReport(t *testing.T) {
 		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error,job_errors\n", `row b1:1,b1:1,valid,"{""ok"":true}",,`,
 			// The invalid job's last reply's errors, as compact JSON.
 			`row b1:2,b1:2,invalid,,gave up,"[{""path"":""/priority"",""class"":""semantic"",""keyword"":""enum""`},
-			wantErr: "batch b1 is not done: 1 of 3 jobs are still queued"},
+			wantErr: "batch b1 is not done: 1 of 3 jobs is still queued"},
 		{name: "unknown job", args: []string{"job", "nope"}, wantCode: 1},
 		{name: "missing argument", args: []string{"failures"}, wantCode: 2},
 		{name: "unknown command", args: []string{"frobnicate", "x"}, wantCode: 2},
@@ -867,7 +867,7 @@ func TestExportRequireDone(t *testing.T) {
 	for _, format := range []string{"jsonl", "csv"} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), []string{"export", "b1", "--format", format, "--require-done", "--database-url", dsn}, &out, &errOut); code != 1 ||
-			out.Len() != 0 || !strings.Contains(errOut.String(), "batch b1 is not done: 1 of 3 jobs are still queued (--require-done)") {
+			out.Len() != 0 || !strings.Contains(errOut.String(), "batch b1 is not done: 1 of 3 jobs is still queued (--require-done)") {
 			t.Errorf("export --require-done --format %s of an unfinished batch: exit %d, stdout %q, stderr %q; want exit 1, nothing written", format, code, out.String(), errOut.String())
 		}
 		out.Reset()

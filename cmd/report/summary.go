@@ -147,8 +147,8 @@ func writeUnpriced(ctx context.Context, w io.Writer, st *store.Store, batch stri
 		return err
 	}
 	for _, u := range unpriced {
-		fmt.Fprintf(w, "\ncost unknown: %d attempts of batch %s on %s had no price in the worker's table and count $0 (give the workers --prices with it)\n",
-			u.Attempts, u.Batch, u.Model)
+		fmt.Fprintf(w, "\ncost unknown: %s of batch %s on %s had no price in the worker's table and count $0 (give the workers --prices with it)\n",
+			cli.Plural(u.Attempts, "attempt"), u.Batch, u.Model)
 	}
 	return nil
 }

@@ -179,7 +179,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if ctx.Err() != nil {
-		return demoInterrupted(ecfg.Batch, f.natsDir, f.preset, fmt.Sprintf("%d of %d jobs not final", p.Queued, p.Total))
+		return demoInterrupted(ecfg.Batch, f.natsDir, f.preset, fmt.Sprintf("%d of %s not final", p.Queued, cli.Plural(p.Total, "job")))
 	}
 	fmt.Fprintf(stdout, "\nbatch %s done in %s\n\n", ecfg.Batch, time.Since(start).Round(time.Millisecond))
 	return printReport(ctx, stdout, st, ecfg.Batch, f.dbURL)

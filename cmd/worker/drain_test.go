@@ -44,7 +44,7 @@ func TestDrainCheckNamesTheWaveHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = c.check(ctx, st, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), "1 of them are in open provider batches this worker does not drive (driven from stream J, openai http://other:8331/v1)") ||
+	if err == nil || !strings.Contains(err.Error(), "1 of them is in open provider batches this worker does not drive (driven from stream J, openai http://other:8331/v1)") ||
 		strings.Contains(err.Error(), "--resume") {
 		t.Errorf("a job in another home's wave: %v; want the wave's home named, not --resume", err)
 	}

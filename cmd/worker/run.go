@@ -375,7 +375,7 @@ func (c drainCheck) interrupted(ctx context.Context, st *store.Store) error {
 	if n, err := st.InWaves(ctx, c.batch); err == nil && n > 0 {
 		where = fmt.Sprintf(", %d of them in open provider batches (report summary %s lists the waves)", n, c.batch)
 	}
-	return fmt.Errorf("%w: %d of %d jobs of batch %s are not final yet%s; run the worker again to finish", errInterrupted, p.Queued, p.Total, c.batch, where)
+	return fmt.Errorf("%w: %d of %s of batch %s %s not final yet%s; run the worker again to finish", errInterrupted, p.Queued, cli.Plural(p.Total, "job"), c.batch, cli.Are(p.Queued), where)
 }
 
 // check reports the batch and fails when it is not done or fails too much:
@@ -401,11 +401,11 @@ func (c drainCheck) check(ctx context.Context, st *store.Store, stdout io.Writer
 		// republish them: a wave another home drives (another provider
 		// URL or queue) waits for a worker of that home.
 		if n, err := st.InWaves(ctx, c.batch); err == nil && n > 0 {
-			return fmt.Errorf("the queue is drained but %d of %d jobs of batch %s are not final: %d of them are in open provider batches this worker does not drive (%s); run a worker with those settings, or wait for the one that does (report summary %s lists the waves)",
-				p.Queued, p.Total, c.batch, n, openWaveHomes(ctx, st, c.batch), c.batch)
+			return fmt.Errorf("the queue is drained but %d of %s of batch %s %s not final: %d of them %s in open provider batches this worker does not drive (%s); run a worker with those settings, or wait for the one that does (report summary %s lists the waves)",
+				p.Queued, cli.Plural(p.Total, "job"), c.batch, cli.Are(p.Queued), n, cli.Are(n), openWaveHomes(ctx, st, c.batch), c.batch)
 		}
-		return fmt.Errorf("the queue is drained but %d of %d jobs of batch %s are not final: their messages are not in the queue (run enqueue --batch %s --resume to republish them)",
-			p.Queued, p.Total, c.batch, c.batch)
+		return fmt.Errorf("the queue is drained but %d of %s of batch %s %s not final: their messages are not in the queue (run enqueue --batch %s --resume to republish them)",
+			p.Queued, cli.Plural(p.Total, "job"), c.batch, cli.Are(p.Queued), c.batch)
 	}
 	line, notes, err := cli.BatchVerdict(c.batch, p, cli.OverBudgetSpend(ctx, st, c.batch, p), c.maxFailureRate)
 	fmt.Fprintln(stdout, line)

@@ -92,9 +92,9 @@ func Verdict(res *fixpoint.Result) string {
 		if res.RepairedLocally {
 			how += ", repaired locally"
 		}
-		return fmt.Sprintf("VALID on %s: %d calls, %d tokens, $%.6f, %s", how, res.Calls, tokens, res.CostUSD, res.Wall.Round(time.Millisecond))
+		return fmt.Sprintf("VALID on %s: %s, %s, $%.6f, %s", how, Plural(res.Calls, "call"), Plural(tokens, "token"), res.CostUSD, res.Wall.Round(time.Millisecond))
 	default:
-		return fmt.Sprintf("%s after %d attempts (%s): %s; %d tokens, $%.6f", strings.ToUpper(string(res.Status)), len(res.Attempts), res.Class, res.Error, tokens, res.CostUSD)
+		return fmt.Sprintf("%s after %s (%s): %s; %s, $%.6f", strings.ToUpper(string(res.Status)), Plural(len(res.Attempts), "attempt"), res.Class, res.Error, Plural(tokens, "token"), res.CostUSD)
 	}
 }
 
@@ -311,8 +311,8 @@ func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch 
 		}
 		tw.Flush()
 		if last := reasons[len(reasons)-1]; last.Reasons > int64(len(reasons)) {
-			fmt.Fprintf(w, "and %d more reasons (%s; SELECT status, error FROM jobs WHERE batch = '%s' AND status <> 'valid' lists them)\n",
-				last.Reasons-int64(len(reasons)), Plural(last.AllJobs-shown, "job"), batch)
+			fmt.Fprintf(w, "and %s (%s; SELECT status, error FROM jobs WHERE batch = '%s' AND status <> 'valid' lists them)\n",
+				Plural(last.Reasons-int64(len(reasons)), "more reason"), Plural(last.AllJobs-shown, "job"), batch)
 		}
 	}
 	return nil
@@ -326,6 +326,14 @@ func pointerOrRoot(p string) string {
 		return "/"
 	}
 	return p
+}
+
+// Are is the verb of n things: "is" for one, "are" for any other count.
+func Are[N ~int | ~int64](n N) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 // Plural is n and word, with an s unless n is 1: "1 row", "3 rows".

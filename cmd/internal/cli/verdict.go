@@ -35,15 +35,15 @@ func BatchVerdict(batch string, p store.Progress, sp *store.Spend, maxFail float
 	if p.Total > 0 {
 		rate = float64(p.Total-p.Valid) / float64(p.Total)
 	}
-	line = fmt.Sprintf("batch %s done: %d jobs, %s%% not valid (%s)", batch, p.Total, Pct(rate), Statuses(p))
+	line = fmt.Sprintf("batch %s done: %s, %s%% not valid (%s)", batch, Plural(p.Total, "job"), Pct(rate), Statuses(p))
 	if p.Queued > 0 || p.Recording != nil {
 		// Not done: queued jobs are no failures, and the share not valid
 		// is of a batch that is not all there.
-		line = fmt.Sprintf("batch %s not done: %d jobs, %d queued (%s)", batch, p.Total, p.Queued, Statuses(p))
+		line = fmt.Sprintf("batch %s not done: %s, %d queued (%s)", batch, Plural(p.Total, "job"), p.Queued, Statuses(p))
 	}
 	if p.Dead > 0 {
-		notes = append(notes, fmt.Sprintf("%d jobs of batch %s are dead: delivered the most times without a result (report failures %s shows why); once the cause is fixed, run them again with: enqueue requeue --batch %s --status dead",
-			p.Dead, batch, batch, batch))
+		notes = append(notes, fmt.Sprintf("%s of batch %s %s dead: delivered the most times without a result (report failures %s shows why); once the cause is fixed, run them again with: enqueue requeue --batch %s --status dead",
+			Plural(p.Dead, "job"), batch, Are(p.Dead), batch, batch))
 	}
 	switch {
 	case p.Recording != nil:
@@ -78,14 +78,14 @@ func capStopped(batch string, p store.Progress, sp *store.Spend) string {
 		raise, above = append(raise, "--max-cost-usd N"), append(above, fmt.Sprintf("$%g", *sp.MaxCostUSD))
 	}
 	if sp != nil && sp.MaxTotalTokens != nil {
-		spent = append(spent, fmt.Sprintf("%d tokens spent of its %d token cap", sp.Tokens, *sp.MaxTotalTokens))
-		raise, above = append(raise, "--max-total-tokens T"), append(above, fmt.Sprintf("%d tokens", *sp.MaxTotalTokens))
+		spent = append(spent, fmt.Sprintf("%s spent of its %d token cap", Plural(sp.Tokens, "token"), *sp.MaxTotalTokens))
+		raise, above = append(raise, "--max-total-tokens T"), append(above, Plural(*sp.MaxTotalTokens, "token"))
 	}
 	why := "the batch's spend cap stopped them"
 	switch {
 	case sp == nil:
 	case len(spent) == 0:
-		why += fmt.Sprintf(" (the batch has no cap now; $%.6f and %d tokens spent)", sp.CostUSD, sp.Tokens)
+		why += fmt.Sprintf(" (the batch has no cap now; $%.6f and %s spent)", sp.CostUSD, Plural(sp.Tokens, "token"))
 	default:
 		why += " (" + strings.Join(spent, ", ") + ")"
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -31,7 +32,7 @@ func TestBatchVerdict(t *testing.T) {
 		{"partly recorded", store.Progress{Total: 1000, Valid: 1000, Recording: &store.Recording{Since: recording}}, 1, "stopped before it had recorded them all", ""},
 		{"still being recorded", store.Progress{Total: 1000, Valid: 1000, Recording: &store.Recording{Since: recording, Live: true}}, 1, "an enqueue is recording its rows now", ""},
 		{"every job dead, any rate allowed", store.Progress{Total: 50, Dead: 50}, 1, "no job of batch b is valid", "enqueue requeue --batch b --status dead"},
-		{"some dead", store.Progress{Total: 4, Valid: 3, Dead: 1}, 1, "", "1 jobs of batch b are dead"},
+		{"some dead", store.Progress{Total: 4, Valid: 3, Dead: 1}, 1, "", "1 job of batch b is dead"},
 		{"all cancelled by the operator", store.Progress{Total: 4, Cancelled: 4}, 1, "", ""},
 		{"cancelled and invalid", store.Progress{Total: 4, Cancelled: 3, Invalid: 1}, 1, "no job of batch b is valid", ""},
 		{"no job at all", store.Progress{}, 1, "batch b holds no job", ""},
@@ -94,5 +95,24 @@ func TestBatchVerdictNamesTheCap(t *testing.T) {
 	_, notes, _ = BatchVerdict("b", store.Progress{Total: 100, Valid: 98, OverBudget: 2}, nil, 0.05)
 	if len(notes) != 1 || !strings.Contains(notes[0], "spend cap stopped them. To run them: enqueue cap --batch b --max-cost-usd N, a cap above what it spent") {
 		t.Errorf("spend unread: notes %q", notes)
+	}
+}
+
+// Counts of one are singular in the batch's line and a job's verdict
+// (issue 36, finding 7: "1 jobs", "1 calls").
+func TestCountsOfOne(t *testing.T) {
+	t.Parallel()
+	line, _, _ := BatchVerdict("b", store.Progress{Total: 1, Valid: 1}, nil, 0)
+	if !strings.HasPrefix(line, "batch b done: 1 job, 0.0% not valid") {
+		t.Errorf("line %q", line)
+	}
+	res := &fixpoint.Result{Status: fixpoint.StatusValid, Calls: 1, TokensIn: 1, FirstAttemptValid: true,
+		Attempts: []fixpoint.Attempt{{No: 1, Valid: true}}}
+	if got := Verdict(res); !strings.HasPrefix(got, "VALID on first attempt: 1 call, 1 token,") {
+		t.Errorf("verdict %q", got)
+	}
+	res = &fixpoint.Result{Status: fixpoint.StatusInvalid, Class: "shape", Error: "x", TokensIn: 1, Attempts: []fixpoint.Attempt{{No: 1}}}
+	if got := Verdict(res); !strings.HasPrefix(got, "INVALID after 1 attempt (shape): x; 1 token,") {
+		t.Errorf("verdict %q", got)
 	}
 }
