@@ -8,10 +8,10 @@ import "fmt"
 // ErrTooManyBadRows, as Run's does.
 func (r DryRunReport) Refusal(maxBadRows int) error {
 	if maxBadRows >= 0 && len(r.Bad) > maxBadRows {
-		return fmt.Errorf("%w: %s (limit %d): the real run would record and publish nothing", ErrTooManyBadRows, badRows(len(r.Bad)), maxBadRows)
+		return fmt.Errorf("%w: %s: the real run would record and publish nothing", ErrTooManyBadRows, overMaxBadRows(len(r.Bad), maxBadRows))
 	}
 	if r.Rows > 0 && len(r.Bad) == r.Rows && !r.Limited {
-		return fmt.Errorf("%w: every one of the dataset's %d rows is bad: the real run would record and publish nothing", ErrTooManyBadRows, r.Rows)
+		return fmt.Errorf("%w: %s: the real run would record and publish nothing", ErrTooManyBadRows, everyRowBad(r.Rows))
 	}
 	return nil
 }

@@ -20,8 +20,9 @@ func TestDryRunRefusal(t *testing.T) {
 	}{
 		{"no bad rows", DryRunReport{Rows: 3}, 0, ""},
 		{"within the limit", DryRunReport{Rows: 3, Bad: bad}, 2, ""},
-		{"over the limit", DryRunReport{Rows: 3, Bad: bad}, 1, "2 bad rows (limit 1)"},
+		{"over the limit", DryRunReport{Rows: 3, Bad: bad}, 1, "2 bad rows, over --max-bad-rows 1"},
 		{"every row bad", DryRunReport{Rows: 2, Bad: bad}, -1, "every one of the dataset's 2 rows is bad"},
+		{"the only row bad", DryRunReport{Rows: 1, Bad: bad[:1]}, -1, "the dataset's only row is bad"},
 		{"every row read bad, with a limit", DryRunReport{Rows: 2, Bad: bad, Limited: true}, -1, ""},
 	} {
 		err := tc.rep.Refusal(tc.maxBadRows)

@@ -831,8 +831,8 @@ func (run *enqueueRun) checkRows(ctx context.Context, data io.Reader) (chk *chec
 		return nil, "", err
 	}
 	if cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
-		return nil, "", fmt.Errorf("%w: %s (limit %d), first: %v; nothing was recorded or published",
-			ErrTooManyBadRows, badRows(len(prog.Bad)), cfg.MaxBadRows, prog.Bad[0])
+		return nil, "", fmt.Errorf("%w: %s, first: %v; nothing was recorded or published",
+			ErrTooManyBadRows, overMaxBadRows(len(prog.Bad), cfg.MaxBadRows), prog.Bad[0])
 	}
 	if prog.Rows == 0 {
 		return nil, "", ErrNoRows
@@ -840,7 +840,7 @@ func (run *enqueueRun) checkRows(ctx context.Context, data io.Reader) (chk *chec
 	if len(prog.Bad) == prog.Rows {
 		// --max-bad-rows allowed them all: a batch of no job would pass
 		// every check after it (report wait, worker --drain --batch).
-		return nil, "", fmt.Errorf("%w: every one of the dataset's %d rows is bad, first: %v; nothing was recorded or published", ErrTooManyBadRows, prog.Rows, prog.Bad[0])
+		return nil, "", fmt.Errorf("%w: %s, first: %v; nothing was recorded or published", ErrTooManyBadRows, everyRowBad(prog.Rows), prog.Bad[0])
 	}
 	return chk, hex.EncodeToString(digest.Sum(nil)), nil
 }
@@ -916,7 +916,8 @@ func (run *enqueueRun) recordRows(ctx context.Context, data io.ReadSeeker, chk *
 		return err
 	}
 	if len(prog.Bad) > bad && cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
-		return fmt.Errorf("%w: %d rows were refused by the queue while publishing: %v", ErrTooManyBadRows, len(prog.Bad)-bad, prog.Bad[bad])
+		return fmt.Errorf("%w: %s were refused by the queue while publishing, and the dataset has %s: %v",
+			ErrTooManyBadRows, plural(len(prog.Bad)-bad, "row"), overMaxBadRows(len(prog.Bad), cfg.MaxBadRows), prog.Bad[bad])
 	}
 	stopBeat()
 	badIDs := make([]string, bad)
@@ -1356,7 +1357,11 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		}
 	}
 	if folded > 5 {
-		prog.Warnings = append(prog.Warnings, fmt.Sprintf("%d more rows hold lines that read as rows of the file", folded-5))
+		holds := plural(folded-5, "more row") + " hold"
+		if folded-5 == 1 {
+			holds += "s"
+		}
+		prog.Warnings = append(prog.Warnings, holds+" lines that read as rows of the file")
 	}
 	if opts.limit > 0 && prog.Rows >= opts.limit {
 		_, _, err := rows.next()
@@ -1853,9 +1858,26 @@ func jsonKind(v any) string {
 }
 
 // badRows is "1 bad row" or "n bad rows".
-func badRows(n int) string {
+func badRows(n int) string { return plural(n, "bad row") }
+
+// everyRowBad says that every one of the dataset's n rows is bad.
+func everyRowBad(n int) string {
 	if n == 1 {
-		return "1 bad row"
+		return "the dataset's only row is bad"
 	}
-	return strconv.Itoa(n) + " bad rows"
+	return fmt.Sprintf("every one of the dataset's %d rows is bad", n)
+}
+
+// overMaxBadRows says that n bad rows are more than --max-bad-rows (max)
+// lets pass, naming the flag and how to let them pass.
+func overMaxBadRows(n, max int) string {
+	return fmt.Sprintf("%s, over --max-bad-rows %d (raise it to skip them, -1 for no limit)", badRows(n), max)
+}
+
+// plural is n and word, with an s unless n is 1: "1 row", "3 rows".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
 }

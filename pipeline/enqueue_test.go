@@ -120,8 +120,8 @@ func TestEnqueueChecksEveryRowFirst(t *testing.T) {
 	if !errors.Is(err, enqueue.ErrTooManyBadRows) || len(prog.Bad) != 1 || prog.Bad[0].Line != 2 {
 		t.Fatalf("Enqueue: %v, bad %v; want ErrTooManyBadRows for line 2", err, prog.Bad)
 	}
-	if !strings.Contains(err.Error(), ": 1 bad row (limit 0)") {
-		t.Errorf("Enqueue: %q, want it to say 1 bad row (limit 0)", err)
+	if !strings.Contains(err.Error(), ": 1 bad row, over --max-bad-rows 0") {
+		t.Errorf("Enqueue: %q, want it to say 1 bad row, over --max-bad-rows 0", err)
 	}
 	if got := h.streamMsgs(); got != 0 {
 		t.Errorf("%d messages published before the bad row stopped the run", got)
@@ -219,8 +219,8 @@ func TestEnqueueRerunWithChangedRows(t *testing.T) {
 			!strings.Contains(prog.Bad[0].Error(), `id "c" was enqueued in batch rerun before with another prompt`) {
 			t.Fatalf("re-run with rows 2 and 4 changed: %v, bad %v; want both named", err, prog.Bad)
 		}
-		if !strings.Contains(err.Error(), ": 2 bad rows (limit 0)") {
-			t.Errorf("Enqueue: %q, want it to say 2 bad rows (limit 0)", err)
+		if !strings.Contains(err.Error(), ": 2 bad rows, over --max-bad-rows 0") {
+			t.Errorf("Enqueue: %q, want it to say 2 bad rows, over --max-bad-rows 0", err)
 		}
 		if _, _, err := h.st.Job(h.ctx, "rerun:d"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("the new row of the refused run: %v, want it not recorded", err)

@@ -305,19 +305,35 @@ type ExportRow struct {
 	RowNo int
 	// Status is the job's status.
 	Status fixpoint.Status
-	// Metadata is the input row (a JSON object); Value the final value or nil.
+	// Metadata is the input row (a JSON object); Value the final value
+	// (of a job that is not valid, its last candidate), or nil.
 	Metadata, Value json.RawMessage
 	// Error explains a job that is not valid.
 	Error string
+	// Errors are the validation errors of the last attempt of a final job
+	// that is not valid (its latest run's), a JSON array of {path,
+	// keyword, class, message} as in attempts.errors: what its Value
+	// lacks. Nil when there are none: a valid or queued job, one with no
+	// attempt, or one whose last attempt got no reply.
+	Errors json.RawMessage
 }
+
+// exportSQL reads a batch's jobs in row order with the errors of the last
+// attempt of each final job that is not valid: one lookup on the attempts'
+// primary key per such job.
+const exportSQL = `
+SELECT j.id, j.row_no, j.status, j.metadata::text, j.value::text, j.error,
+       CASE WHEN j.status NOT IN ('valid', 'queued') THEN
+           (SELECT nullif(a.errors, '[]')::text FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
+            ORDER BY a.attempt_no DESC LIMIT 1)
+       END
+FROM jobs j WHERE j.batch = $1 ORDER BY j.row_no, j.id`
 
 // Export streams every job of batch in row order to fn without loading them
 // all in memory. It stops at and returns the first error fn returns (wrapped).
 // Export does not apply the statement timeout: give ctx a deadline if needed.
 func (s *Store) Export(ctx context.Context, batch string, fn func(ExportRow) error) error {
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, row_no, status, metadata::text, value::text, error
-		FROM jobs WHERE batch = $1 ORDER BY row_no, id`, batch)
+	rows, err := s.pool.Query(ctx, exportSQL, batch)
 	if err != nil {
 		return fmt.Errorf("export batch %s: %w", batch, err)
 	}
@@ -325,11 +341,11 @@ func (s *Store) Export(ctx context.Context, batch string, fn func(ExportRow) err
 	for rows.Next() {
 		var e ExportRow
 		var meta string
-		var value *string
-		if err := rows.Scan(&e.ID, &e.RowNo, &e.Status, &meta, &value, &e.Error); err != nil {
+		var value, errs *string
+		if err := rows.Scan(&e.ID, &e.RowNo, &e.Status, &meta, &value, &e.Error, &errs); err != nil {
 			return fmt.Errorf("export batch %s: %w", batch, err)
 		}
-		e.Metadata, e.Value = json.RawMessage(meta), rawPtr(value)
+		e.Metadata, e.Value, e.Errors = json.RawMessage(meta), rawPtr(value), rawPtr(errs)
 		if err := fn(e); err != nil {
 			return fmt.Errorf("export batch %s: %w", batch, err)
 		}

@@ -49,7 +49,7 @@ func dryRunReport(ctx context.Context, st enqueue.DryRunLedger, cfg enqueue.Conf
 	}
 	read := cli.Plural(rep.Rows, "row")
 	if rep.Limited {
-		read = fmt.Sprintf("the first %d rows (--limit)", rep.Rows)
+		read = fmt.Sprintf("the first %s (--limit)", cli.Plural(rep.Rows, "row"))
 	}
 	fmt.Fprintf(stdout, "dry run of batch %s: read %s: %d would be jobs, %d already enqueued, %d bad, %d repeated; nothing recorded or published\n",
 		cfg.Batch, read, rep.Jobs, rep.Existing, len(rep.Bad), rep.Repeated)
@@ -71,7 +71,7 @@ func writeEstimate(stdout io.Writer, cfg enqueue.Config, rep enqueue.DryRunRepor
 	fmt.Fprintf(stdout, "\n--- system prompt (every attempt) ---\n%s\n--- prompt of line %d ---\n%s\n---\n\n", rep.System, rep.PromptLine, rep.Prompt)
 	from := "no earlier batch of this schema and model to measure: one attempt a job, repairs add more"
 	if rep.Measured.Jobs > 0 {
-		from = fmt.Sprintf("measured on %d jobs of %d earlier batches of this schema and model", rep.Measured.Jobs, rep.Measured.Batches)
+		from = fmt.Sprintf("measured on %s of %s of this schema and model", cli.Plural(rep.Measured.Jobs, "job"), earlierBatches(rep.Measured.Batches))
 	}
 	fmt.Fprintf(stdout, "estimate: %s x %.2f attempts (%s)\n", cli.Plural(rep.Jobs, "job"), rep.Attempts, from)
 	price := fmt.Sprintf("$%.4f at %s list prices", rep.CostUSD, cfg.Model)
@@ -83,4 +83,12 @@ func writeEstimate(stdout io.Writer, cfg enqueue.Config, rep enqueue.DryRunRepor
 	if rep.Limited {
 		fmt.Fprintln(stdout, "  (for the rows read; the dataset has more)")
 	}
+}
+
+// earlierBatches is "1 earlier batch" or "n earlier batches".
+func earlierBatches(n int) string {
+	if n == 1 {
+		return "1 earlier batch"
+	}
+	return fmt.Sprintf("%d earlier batches", n)
 }

@@ -100,6 +100,11 @@ func TestEnqueueExitStatus(t *testing.T) {
 		{"resume with settings", []string{"--batch", "t7", "--resume", "--model", "other"}, "", 2, "--model"},
 		{"resume of no batch", []string{"--batch", "t8", "--resume"}, "", 1, "no such batch"},
 		{"bad rows", append(w.args("t9"), "-", "--format", "jsonl"), `{"id":"a","text":"x"}` + "\nnope\n", 1, "line 2"},
+		// The refusal names the flag that lets bad rows pass, and its value.
+		{"bad rows over the limit", append(w.args("t31", "--max-bad-rows", "1"), "-", "--format", "jsonl"), `{"id":"a","text":"x"}` + "\nnope\n[]\n", 1,
+			"too many bad rows: 2 bad rows, over --max-bad-rows 1 (raise it to skip them, -1 for no limit), first: line 2"},
+		{"bad rows over the limit, dry run", append(w.args("t32", "--dry-run"), "-", "--format", "jsonl"), `{"id":"a","text":"x"}` + "\nnope\n", 1,
+			"too many bad rows: 1 bad row, over --max-bad-rows 0 (raise it to skip them, -1 for no limit)"},
 		{"empty dataset", append(w.args("t10"), "-", "--format", "jsonl"), "", 1, "no rows"},
 		{"every row bad, bad rows allowed", append(w.args("t19", "--max-bad-rows", "-1"), "-", "--format", "jsonl"), "nope\n[1]\n", 1, "every one of the dataset's 2 rows is bad"},
 		{"negative limit", append(w.args("t11", "--dry-run", "--limit", "-1"), data), "", 2, "--limit -1"},
@@ -181,7 +186,7 @@ func TestEnqueueDryRun(t *testing.T) {
 		t.Errorf("a dry run touched the queue: %v", err)
 	}
 	code, stdout, _ = w.run("", append(w.args("d1", "--dry-run", "--limit", "1"), data)...)
-	if code != 0 || !strings.Contains(stdout, "the first 1 rows (--limit)") {
+	if code != 0 || !strings.Contains(stdout, "the first 1 row (--limit)") {
 		t.Errorf("--limit 1: exit %d\n%s", code, stdout)
 	}
 	code, stdout, _ = w.run("", append(w.args("d1", "--dry-run"), w.file("bad.jsonl", rows+"nope\n"))...)
@@ -202,7 +207,7 @@ func TestEnqueueDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stdout, _ = w.run("", append(w.args("d2", "--dry-run"), data)...)
-	if !strings.Contains(stdout, "x 2.00 attempts (measured on 2 jobs of 1 earlier batches") || !strings.Contains(stdout, "~30 output tokens") {
+	if !strings.Contains(stdout, "x 2.00 attempts (measured on 2 jobs of 1 earlier batch") || !strings.Contains(stdout, "~30 output tokens") {
 		t.Errorf("dry run with history:\n%s", stdout)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/internal/csvcell"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -17,21 +18,29 @@ import (
 const exportUsage = `Usage: report export BATCH [--format jsonl|csv] [--require-done] [--csv-raw] [flags]
 
 Writes each job of the batch on stdout, one line per job in row order: its
-input row, its status and its value (the last candidate of a job that is not
-valid), for a spreadsheet or the next step of a pipeline. A batch still
-running, or short of rows its datasets had, is exported with a warning on
-stderr; with --require-done, a batch with a job not final (or an enqueue
-still recording its rows) is an error and nothing is written.
+input row, its status, its value and why it is not valid, for a spreadsheet
+or the next step of a pipeline. The value of a job that is not valid is the
+one its last reply held (as far as local repairs took it; none when that
+reply held none), with that reply's validation errors, so that a near-valid
+row can be salvaged. A batch still running, or short of rows its datasets
+had, is exported with a warning on stderr; with --require-done, a batch
+with a job not final (or an enqueue still recording its rows) is an error
+and nothing is written.
 
   report export nightly-2026-01-05 --format csv --require-done > labels.csv
 
 Export formats:
-  jsonl  {"id", "row", "status", "input": the input row, "value", "error"} per job.
+  jsonl  {"id", "row", "status", "input": the input row, "value", "error",
+         "errors"} per job: "error" says in one line why the job is not
+         valid, "errors" lists its last reply's validation errors,
+         [{"path", "keyword", "class", "message"}] ([] for a valid or queued
+         job, and for one whose last attempt got no reply).
   csv    the input's columns in the file's order (sorted for a batch enqueued
          before the order was recorded; keys only some rows have come after,
          sorted), then job_id, job_status, then one column per top-level
          property of the batch's schema in name order (the ledger keeps schemas
-         with their keys sorted), then job_error. A property named like an input
+         with their keys sorted), then job_error and job_errors ("errors" as
+         compact JSON, empty for none). A property named like an input
          column or a job_ column is written as value.NAME, an input column named
          like a job_ column as input.NAME. Strings are written
          as themselves, other values as compact JSON, null or missing as empty;
@@ -96,7 +105,7 @@ func needDone(ctx context.Context, st *store.Store, batch string) error {
 	case p.Recording != nil && p.Recording.Live:
 		return fmt.Errorf("batch %s is not done: an enqueue is still recording its rows (--require-done)", batch)
 	case p.Queued > 0:
-		return fmt.Errorf("batch %s is not done: %d of %d jobs are still queued (--require-done)", batch, p.Queued, p.Total)
+		return fmt.Errorf("batch %s is not done: %d of %s %s still queued (--require-done)", batch, p.Queued, cli.Plural(p.Total, "job"), cli.Are(p.Queued))
 	}
 	return nil
 }
@@ -107,7 +116,7 @@ func needDone(ctx context.Context, st *store.Store, batch string) error {
 // the file shows a row that is not there).
 func exportWarnings(ctx context.Context, stderr io.Writer, st *store.Store, batch string) error {
 	if p, err := st.Progress(ctx, batch); err == nil && p.Queued > 0 {
-		fmt.Fprintf(stderr, "report: warning: batch %s is not done: %d of %d jobs are still queued, exported without a value\n", batch, p.Queued, p.Total)
+		fmt.Fprintf(stderr, "report: warning: batch %s is not done: %d of %s %s still queued, exported without a value\n", batch, p.Queued, cli.Plural(p.Total, "job"), cli.Are(p.Queued))
 	}
 	notes, err := missingRows(ctx, st, batch)
 	if err != nil {
@@ -130,7 +139,7 @@ func export(ctx context.Context, w io.Writer, st *store.Store, batch, format str
 		enc.SetEscapeHTML(false) // "<b>" as written, not "\u003cb\u003e"
 		return st.Export(ctx, batch, func(r store.ExportRow) error {
 			return enc.Encode(map[string]any{"id": r.ID, "row": r.RowNo, "status": r.Status,
-				"input": rawOrNull(r.Metadata), "value": rawOrNull(r.Value), "error": r.Error})
+				"input": rawOrNull(r.Metadata), "value": rawOrNull(r.Value), "error": r.Error, "errors": rawOr(r.Errors, "[]")})
 		})
 	case "csv":
 		shape, err := st.ExportShape(ctx, batch)
@@ -192,7 +201,7 @@ func (c *csvColumns) text(s string) string {
 // the new name is taken), job_error. No two columns share a name.
 func newCSVColumns(shape store.ExportShape) *csvColumns {
 	c := &csvColumns{inputs: shape.InputColumns, props: shape.Properties, wholeValue: len(shape.Properties) == 0}
-	own := []string{"job_id", "job_status", "job_error", "job_value"}
+	own := []string{"job_id", "job_status", "job_error", "job_errors", "job_value"}
 	taken := map[string]bool{}
 	for _, name := range own {
 		taken[name] = true
@@ -222,7 +231,7 @@ func newCSVColumns(shape store.ExportShape) *csvColumns {
 		taken[name] = true
 		c.header = append(c.header, name)
 	}
-	c.header = append(c.header, "job_error")
+	c.header = append(c.header, "job_error", "job_errors")
 	return c
 }
 
@@ -260,7 +269,11 @@ func (c *csvColumns) record(r store.ExportRow) ([]string, error) {
 			rec = append(rec, cell)
 		}
 	}
-	return append(rec, c.text(r.Error)), nil
+	errs, err := csvCell(r.Errors)
+	if err != nil {
+		return nil, fmt.Errorf("errors: %w", err)
+	}
+	return append(rec, c.text(r.Error), c.text(errs)), nil
 }
 
 // cell is csvCell with a JSON string escaped as text; other JSON (a
@@ -303,9 +316,4 @@ func csvCell(v json.RawMessage) (string, error) {
 	return buf.String(), err
 }
 
-func rawOrNull(b json.RawMessage) json.RawMessage {
-	if len(b) == 0 {
-		return json.RawMessage("null")
-	}
-	return b
-}
+func rawOrNull(b json.RawMessage) json.RawMessage { return rawOr(b, "null") }

@@ -93,8 +93,11 @@ type batchJSON struct {
 	P50WallMS         *float64 `json:"p50_wall_ms"`
 	P95WallMS         *float64 `json:"p95_wall_ms"`
 
-	Cost     costJSON       `json:"cost"`
-	Unpriced []unpricedJSON `json:"unpriced"`
+	Cost costJSON `json:"cost"`
+	// CostUnpriced marks the cost figures of a batch with attempts on a
+	// model with no price (listed in Unpriced): they count them $0.
+	CostUnpriced bool           `json:"cost_unpriced"`
+	Unpriced     []unpricedJSON `json:"unpriced"`
 	// MissingModels are the batch's lanes whose provider has no such
 	// model: a set-up error, their jobs held queued.
 	MissingModels []missingModelJSON `json:"missing_models"`
@@ -188,6 +191,7 @@ func summaryData(ctx context.Context, st *store.Store, batch string, rows []stor
 		for _, u := range unpriced {
 			if u.Batch == r.Batch {
 				b.Unpriced = append(b.Unpriced, unpricedJSON{Model: u.Model, Attempts: u.Attempts})
+				b.CostUnpriced = true
 			}
 		}
 		for _, m := range missing {

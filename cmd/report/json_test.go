@@ -152,7 +152,8 @@ func TestReportJSON(t *testing.T) {
 				InterruptedCalls    int64    `json:"interrupted_calls"`
 				InterruptedAnswered int64    `json:"interrupted_answered"`
 			}
-			Unpriced []struct {
+			CostUnpriced bool `json:"cost_unpriced"`
+			Unpriced     []struct {
 				Model    string
 				Attempts int64
 			}
@@ -205,8 +206,8 @@ func TestReportJSON(t *testing.T) {
 		b.Cost.PerValidRowUSD == nil || !near(*b.Cost.PerValidRowUSD, b.Cost.TotalUSD/float64(valid)) {
 		t.Errorf("cost %+v; the ledger's attempts cost $%v", b.Cost, attemptsCost)
 	}
-	if b.Cap != nil || len(b.Notes) != 0 || len(b.Unpriced) != 0 || len(b.Waves) != 0 {
-		t.Errorf("cap %v, notes %q, unpriced %v, waves %d: want none for a plain priced batch", b.Cap, b.Notes, b.Unpriced, len(b.Waves))
+	if b.Cap != nil || len(b.Notes) != 0 || len(b.Unpriced) != 0 || b.CostUnpriced || len(b.Waves) != 0 {
+		t.Errorf("cap %v, notes %q, unpriced %v (cost_unpriced %v), waves %d: want none for a plain priced batch", b.Cap, b.Notes, b.Unpriced, b.CostUnpriced, len(b.Waves))
 	}
 
 	var fail struct {

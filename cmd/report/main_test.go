@@ -134,8 +134,10 @@ func TestReport(t *testing.T) {
 		{name: "job card of a crashed delivery", args: []string{"job", "b1:2"},
 			want: []string{"1 call crashed (made by a worker that died before it wrote them, kept by its reply journal)"}},
 		{name: "export jsonl", args: []string{"export", "b1", "--format", "jsonl"}, want: []string{`"id":"b1:1"`, `"status":"queued"`, `"input":{"text":"row b1:2"}`}},
-		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error\n", `row b1:1,b1:1,valid,"{""ok"":true}",`},
-			wantErr: "batch b1 is not done: 1 of 3 jobs are still queued"},
+		{name: "export csv", args: []string{"export", "b1", "--format", "csv"}, want: []string{"text,job_id,job_status,job_value,job_error,job_errors\n", `row b1:1,b1:1,valid,"{""ok"":true}",,`,
+			// The invalid job's last reply's errors, as compact JSON.
+			`row b1:2,b1:2,invalid,,gave up,"[{""path"":""/priority"",""class"":""semantic"",""keyword"":""enum""`},
+			wantErr: "batch b1 is not done: 1 of 3 jobs is still queued"},
 		{name: "unknown job", args: []string{"job", "nope"}, wantCode: 1},
 		{name: "missing argument", args: []string{"failures"}, wantCode: 2},
 		{name: "unknown command", args: []string{"frobnicate", "x"}, wantCode: 2},
@@ -263,7 +265,7 @@ func TestReportEmptyBatch(t *testing.T) {
 		{name: "summary", args: []string{"summary", "e"}, wantIn: []string{"e   ", " 0 "}},
 		{name: "failures", args: []string{"failures", "e"}, wantIn: []string{"Failure classes", "no failed attempt and no job ended without a result in batch e (yet)"}},
 		{name: "export jsonl", args: []string{"export", "e"}, want: ""},
-		{name: "export csv", args: []string{"export", "e", "--format", "csv"}, want: "job_id,job_status,job_value,job_error\n"},
+		{name: "export csv", args: []string{"export", "e", "--format", "csv"}, want: "job_id,job_status,job_value,job_error,job_errors\n"},
 		// A batch of no job is one whose enqueue failed: not a success.
 		{name: "wait", args: []string{"wait", "e", "--interval", "10ms"}, wantIn: []string{"batch e done: 0 jobs"}, code: 1},
 	}
@@ -342,10 +344,10 @@ func TestExportCSVShape(t *testing.T) {
 		t.Fatalf("exit %d; stderr %q", code, errOut.String())
 	}
 	want := strings.Join([]string{
-		"text,amount,id,note,job_id,job_status,value.job_status,label,score,tags,value.text,job_error",
-		`"hello, world",12.5,7,not in the header,c1:1,valid,x,spam,0.9,"[""a"",""b""]",a greeting,`,
-		"bye,3,8,,c1:2,invalid,,,,,,gave up",
-		"later,,9,,c1:3,queued,,,,,,",
+		"text,amount,id,note,job_id,job_status,value.job_status,label,score,tags,value.text,job_error,job_errors",
+		`"hello, world",12.5,7,not in the header,c1:1,valid,x,spam,0.9,"[""a"",""b""]",a greeting,,`,
+		"bye,3,8,,c1:2,invalid,,,,,,gave up,",
+		"later,,9,,c1:3,queued,,,,,,,",
 	}, "\n") + "\n"
 	if out.String() != want {
 		t.Errorf("csv export:\n%s\nwant:\n%s", out.String(), want)
@@ -360,16 +362,18 @@ func TestCSVColumnsHeader(t *testing.T) {
 		want  string
 	}{
 		{name: "no clash", shape: store.ExportShape{InputColumns: []string{"b", "a"}, Properties: []string{"x", "y"}},
-			want: "b,a,job_id,job_status,x,y,job_error"},
+			want: "b,a,job_id,job_status,x,y,job_error,job_errors"},
 		{name: "clash with an input and a job column", shape: store.ExportShape{InputColumns: []string{"text"}, Properties: []string{"job_error", "text"}},
-			want: "text,job_id,job_status,value.job_error,value.text,job_error"},
+			want: "text,job_id,job_status,value.job_error,value.text,job_error,job_errors"},
 		{name: "the new name is taken too", shape: store.ExportShape{InputColumns: []string{"text", "value.text"}, Properties: []string{"text"}},
-			want: "text,value.text,job_id,job_status,value.value.text,job_error"},
+			want: "text,value.text,job_id,job_status,value.value.text,job_error,job_errors"},
 		// An input column named like a job column was written twice.
 		{name: "an input named job_id", shape: store.ExportShape{InputColumns: []string{"id", "job_id", "input.job_status", "job_status"}, Properties: []string{"job_id"}},
-			want: "id,input.job_id,input.job_status,input.input.job_status,job_id,job_status,value.job_id,job_error"},
+			want: "id,input.job_id,input.job_status,input.input.job_status,job_id,job_status,value.job_id,job_error,job_errors"},
 		{name: "no properties: the whole value", shape: store.ExportShape{InputColumns: []string{"a"}},
-			want: "a,job_id,job_status,job_value,job_error"},
+			want: "a,job_id,job_status,job_value,job_error,job_errors"},
+		{name: "an input and a property named job_errors", shape: store.ExportShape{InputColumns: []string{"job_errors"}, Properties: []string{"job_errors"}},
+			want: "input.job_errors,job_id,job_status,value.job_errors,job_error,job_errors"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -863,7 +867,7 @@ func TestExportRequireDone(t *testing.T) {
 	for _, format := range []string{"jsonl", "csv"} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), []string{"export", "b1", "--format", format, "--require-done", "--database-url", dsn}, &out, &errOut); code != 1 ||
-			out.Len() != 0 || !strings.Contains(errOut.String(), "batch b1 is not done: 1 of 3 jobs are still queued (--require-done)") {
+			out.Len() != 0 || !strings.Contains(errOut.String(), "batch b1 is not done: 1 of 3 jobs is still queued (--require-done)") {
 			t.Errorf("export --require-done --format %s of an unfinished batch: exit %d, stdout %q, stderr %q; want exit 1, nothing written", format, code, out.String(), errOut.String())
 		}
 		out.Reset()

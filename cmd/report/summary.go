@@ -15,11 +15,12 @@ const summaryUsage = `Usage: report summary [BATCH] [--format text|json] [flags]
 Prints one row per batch (only BATCH when given): jobs, valid rate,
 first-attempt rate, repair rate, mean attempts, tokens and cost per valid
 job, p50/p95 latency; every batch has the same columns. Below the table:
-attempts of models with no price, what each batch cost in all (requeued
-runs and interrupted calls included) and per valid row, a capped batch's
-spend against its cap, rows a batch is short of,
-what local repairs saved, and for a batch delivered in waves each wave, the
-prompt-cache hit rate and the attempts and cost by price basis.
+attempts of models with no price (a batch with some has its COST/VALID
+marked *: those attempts count $0, unknown rather than free), what each
+batch cost in all (requeued runs and interrupted calls included) and per
+valid row, a capped batch's spend against its cap, rows a batch is short
+of, what local repairs saved, and for a batch delivered in waves each wave,
+the prompt-cache hit rate and the attempts and cost by price basis.
 
   report summary nightly-2026-01-05
   report summary nightly-2026-01-05 --format json | jq '.batches[0].cost.total_usd'
@@ -76,7 +77,11 @@ func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch, form
 		}
 		return writeJSON(w, data)
 	}
-	cli.WriteSummary(w, rows)
+	unpriced, err := unpricedBatches(ctx, st, batch)
+	if err != nil {
+		return err
+	}
+	cli.WriteSummary(w, rows, unpriced)
 	for _, section := range []func(context.Context, io.Writer, *store.Store, string, []store.BatchSummary) error{
 		writeMissingModels, writeUnpriced, writeCosts, writeCaps, writeMissingRows,
 	} {
@@ -121,6 +126,20 @@ func missingModelLine(m store.MissingModel) string {
 		cli.Plural(int(m.Queued), "job"), m.Batch, m.Batch)
 }
 
+// unpricedBatches are the batches with attempts of their latest runs on a
+// model with no price (batch "" for every batch).
+func unpricedBatches(ctx context.Context, st *store.Store, batch string) (map[string]bool, error) {
+	unpriced, err := st.UnpricedAttempts(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(unpriced))
+	for _, u := range unpriced {
+		out[u.Batch] = true
+	}
+	return out, nil
+}
+
 // writeUnpriced says which attempts had no price and count $0.
 func writeUnpriced(ctx context.Context, w io.Writer, st *store.Store, batch string, _ []store.BatchSummary) error {
 	unpriced, err := st.UnpricedAttempts(ctx, batch)
@@ -128,8 +147,8 @@ func writeUnpriced(ctx context.Context, w io.Writer, st *store.Store, batch stri
 		return err
 	}
 	for _, u := range unpriced {
-		fmt.Fprintf(w, "\ncost unknown: %d attempts of batch %s on %s had no price in the worker's table and count $0 (give the workers --prices with it)\n",
-			u.Attempts, u.Batch, u.Model)
+		fmt.Fprintf(w, "\ncost unknown: %s of batch %s on %s had no price in the worker's table and count $0 (give the workers --prices with it)\n",
+			cli.Plural(u.Attempts, "attempt"), u.Batch, u.Model)
 	}
 	return nil
 }

@@ -169,7 +169,7 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			if !first {
 				bar.Update(done, note, true)
 			}
-			return w.verdict(p)
+			return w.verdict(ctx, p)
 		}
 		if err := w.stuck(ctx, p, done); err != nil {
 			bar.Update(done, note, true)
@@ -179,7 +179,7 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 		select {
 		case <-ctx.Done():
 			bar.Update(done, note, true)
-			return fmt.Errorf("stopped waiting: batch %s is not done (%d of %d jobs still queued)", batch, p.Queued, p.Total)
+			return fmt.Errorf("stopped waiting: batch %s is not done (%d of %s still queued)", batch, p.Queued, cli.Plural(p.Total, "job"))
 		case <-expired:
 			// Look once more: the last poll may be up to --interval old,
 			// and jobs finished since (or the whole batch) count.
@@ -190,7 +190,7 @@ func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch 
 			note = fmt.Sprintf("of %d: %s", p.Total, cli.Statuses(p))
 			bar.Update(done, note, true)
 			if w.finished(p) {
-				return w.verdict(p)
+				return w.verdict(ctx, p)
 			}
 			return w.timedOut(ctx, p, done)
 		case <-time.After(every):
@@ -208,8 +208,8 @@ func (w *waiter) finished(p store.Progress) bool {
 }
 
 // verdict prints the batch's verdict and returns its error.
-func (w *waiter) verdict(p store.Progress) error {
-	line, notes, err := cli.BatchVerdict(w.batch, p, w.maxFail)
+func (w *waiter) verdict(ctx context.Context, p store.Progress) error {
+	line, notes, err := cli.BatchVerdict(w.batch, p, cli.OverBudgetSpend(ctx, w.st, w.batch, p), w.maxFail)
 	fmt.Fprintln(w.stdout, line)
 	for _, n := range notes {
 		fmt.Fprintln(w.stdout, n)
@@ -249,8 +249,8 @@ func (w *waiter) unpublished(p store.Progress) error {
 	if time.Since(w.stuckSince) < w.grace {
 		return nil
 	}
-	return fmt.Errorf("batch %s cannot finish: its %d queued jobs were recorded but never published (the enqueue or requeue stopped before publishing them): run enqueue --batch %s --resume",
-		w.batch, p.Queued, w.batch)
+	return fmt.Errorf("batch %s cannot finish: its %s %s recorded but never published (the enqueue or requeue stopped before publishing them): run enqueue --batch %s --resume",
+		w.batch, cli.Plural(p.Queued, "queued job"), were(p.Queued), w.batch)
 }
 
 // lostFromQueue looks in the queue of jobs that stopped finishing, and
@@ -272,8 +272,8 @@ func (w *waiter) lostFromQueue(ctx context.Context) error {
 			return err
 		}
 		if owed > 0 {
-			return fmt.Errorf("batch %s cannot finish: %d of its queued jobs were published, but %s holds none of their messages (its data was lost, or they went to another queue): run enqueue --batch %s --resume to republish them",
-				w.batch, owed, where, w.batch)
+			return fmt.Errorf("batch %s cannot finish: %d of its queued jobs %s published, but %s holds none of their messages (its data was lost, or they went to another queue): run enqueue --batch %s --resume to republish them",
+				w.batch, owed, were(owed), where, w.batch)
 		}
 	}
 	return nil
@@ -284,22 +284,31 @@ func (w *waiter) lostFromQueue(ctx context.Context) error {
 func (w *waiter) timedOut(ctx context.Context, p store.Progress, done int) error {
 	batch, timeout := w.batch, w.timeout
 	if p.Recording != nil && p.Recording.Live {
-		return fmt.Errorf("batch %s not done after %s: an enqueue is still recording its rows (since %s); %d of %d jobs recorded so far are queued",
-			batch, timeout, p.Recording.Since.UTC().Format(time.RFC3339), p.Queued, p.Total)
+		return fmt.Errorf("batch %s not done after %s: an enqueue is still recording its rows (since %s); %d of %s recorded so far %s queued",
+			batch, timeout, p.Recording.Since.UTC().Format(time.RFC3339), p.Queued, cli.Plural(p.Total, "job"), cli.Are(p.Queued))
 	}
 	if p.Unpublished > 0 {
-		return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, %d of them never published (run enqueue --batch %s --resume)", batch, timeout, p.Queued, p.Total, p.Unpublished, batch)
+		return fmt.Errorf("batch %s not done after %s: %d of %s still queued, %d of them never published (run enqueue --batch %s --resume)", batch, timeout, p.Queued, cli.Plural(p.Total, "job"), p.Unpublished, batch)
 	}
 	if n, err := w.st.InWaves(ctx, batch); err == nil && n > 0 {
 		// The rest sit in provider batches a worker drives.
-		return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, %d of them in open provider batches (waves take minutes to hours: see them in report summary %s)",
-			batch, timeout, p.Queued, p.Total, n, batch)
+		return fmt.Errorf("batch %s not done after %s: %d of %s still queued, %d of them in open provider batches (waves take minutes to hours: see them in report summary %s)",
+			batch, timeout, p.Queued, cli.Plural(p.Total, "job"), n, batch)
 	}
 	if moved := done - w.startDone; moved > 0 {
 		// Workers are at it: say at what pace, not ask whether they run.
 		rate := float64(moved) / time.Since(w.start).Seconds()
-		return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued; %d finished while waiting (%.1f a second: about %s more at that pace)",
-			batch, timeout, p.Queued, p.Total, moved, rate, (time.Duration(float64(p.Queued)/rate) * time.Second).Round(time.Second))
+		return fmt.Errorf("batch %s not done after %s: %d of %s still queued; %d finished while waiting (%.1f a second: about %s more at that pace)",
+			batch, timeout, p.Queued, cli.Plural(p.Total, "job"), moved, rate, (time.Duration(float64(p.Queued)/rate) * time.Second).Round(time.Second))
 	}
-	return fmt.Errorf("batch %s not done after %s: %d of %d jobs still queued, none finished while waiting (are workers running on this ledger?)", batch, timeout, p.Queued, p.Total)
+	return fmt.Errorf("batch %s not done after %s: %d of %s still queued, none finished while waiting (are workers running on this ledger?)", batch, timeout, p.Queued, cli.Plural(p.Total, "job"))
+}
+
+// were is the past verb of n things: "was" for one, "were" for any other
+// count.
+func were[N ~int | ~int64](n N) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
 }

@@ -167,7 +167,7 @@ func TestReportSummaryWaves(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		cli.WriteSummary(&buf, rows)
+		cli.WriteSummary(&buf, rows, nil)
 		return buf.String()
 	}
 

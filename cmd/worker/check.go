@@ -239,7 +239,7 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "worker check: %d of %d lines could not be read (see their error fields)\n", bad, records)
+		fmt.Fprintf(stderr, "worker check: %d of %s could not be read (see their error fields)\n", bad, cli.Plural(records, "line"))
 		return errNotValid
 	}
 	return w.Flush()

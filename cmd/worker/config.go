@@ -34,8 +34,10 @@ const (
 	databaseURLDefault  = "postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable"
 	embeddedNATSDefault = natsconn.ListenDefault
 	// spillDirDefault is where a worker keeps the results the ledger could
-	// not take at a stop, beside the embedded queue's data.
-	spillDirDefault    = ".fixpoint/unwritten"
+	// not take at a stop, beside the embedded queue's data: spillDirName
+	// beside natsDirDefault (runFlags.followQueueDir).
+	spillDirDefault    = ".fixpoint/" + spillDirName
+	spillDirName       = "unwritten"
 	natsDirDefault     = natsconn.DirDefault
 	metricsAddrDefault = "127.0.0.1:9464"
 )

@@ -179,7 +179,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if ctx.Err() != nil {
-		return demoInterrupted(ecfg.Batch, f.natsDir, f.preset, fmt.Sprintf("%d of %d jobs not final", p.Queued, p.Total))
+		return demoInterrupted(ecfg.Batch, f.natsDir, f.preset, fmt.Sprintf("%d of %s not final", p.Queued, cli.Plural(p.Total, "job")))
 	}
 	fmt.Fprintf(stdout, "\nbatch %s done in %s\n\n", ecfg.Batch, time.Since(start).Round(time.Millisecond))
 	return printReport(ctx, stdout, st, ecfg.Batch, f.dbURL)
@@ -262,7 +262,7 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, batch, dbURL
 	if err != nil {
 		return err
 	}
-	cli.WriteSummary(w, sum)
+	cli.WriteSummary(w, sum, nil) // the demo's model has a price
 	fmt.Fprintln(w)
 	if err := cli.WriteFailureReport(ctx, w, st, batch, 8); err != nil {
 		return err

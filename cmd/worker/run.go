@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,7 +80,7 @@ command, fixpoint-bench.`
 const runEnvHelp = `  DATABASE_URL           Postgres ledger (default ` + databaseURLDefault + `)
   NATS_URL               NATS server; empty (the default) serves the embedded queue (see --nats-dir, --nats-listen)
   FIXPOINT_NATS_DIR      the embedded queue's directory (default ` + natsDirDefault + `)
-  FIXPOINT_SPILL_DIR     results kept on disk when the ledger was down at a stop, and the reply journal (default ` + spillDirDefault + `)
+  FIXPOINT_SPILL_DIR     results kept on disk when the ledger was down at a stop, and the reply journal (default ` + spillDirName + ` beside the queue's directory: ` + spillDirDefault + `)
   FIXPOINT_NATS_LISTEN   where the embedded server listens for enqueue and other workers (default ` + embeddedNATSDefault + `)
   FIXPOINT_METRICS_ADDR  /metrics, /healthz, /readyz (default ` + metricsAddrDefault + `; off to disable)
   FIXPOINT_RPM, FIXPOINT_TPM
@@ -134,7 +135,7 @@ func newRunFlags(stdout io.Writer) *runFlags {
 	fs.IntVar(&cfg.Concurrency, "concurrency", pipeline.ConcurrencyDefault, "provider calls in flight at once in this process (each lane's ceiling unless --lane-max-concurrency is set)")
 	fs.IntVar(&f.ahead, "jobs-ahead", -1, "jobs pulled ahead and waiting for a free call slot, so a finished call is replaced at once (-1 = half of --concurrency, at most 512)")
 	fs.DurationVar(&cfg.Grace, "grace", pipeline.GraceDefault, "time jobs in flight get to finish after SIGTERM (0: none, they are handed back at once; a second signal ends it too); with the ledger down, results then wait up to 10s more for it before they are kept in --spill-dir")
-	fs.StringVar(&cfg.SpillDir, "spill-dir", env("FIXPOINT_SPILL_DIR", spillDirDefault), "where results and calls the ledger could not take at a stop, and the journal of replies received (for a kill -9), are kept until the next start writes them ('' keeps nothing)")
+	fs.StringVar(&cfg.SpillDir, "spill-dir", env("FIXPOINT_SPILL_DIR", spillDirDefault), "where results and calls the ledger could not take at a stop, and the journal of replies received (for a kill -9), are kept until the next start writes them ('' keeps nothing); unset, "+spillDirName+" beside --nats-dir")
 	fs.BoolVar(&cfg.Drain, "drain", false, "exit when the queue is empty and nothing is in flight (stopped before that by a signal: exit 1)")
 	fs.IntVar(&cfg.MaxPromptBytes, "max-prompt-bytes", pipeline.MaxPromptBytesDefault, "reject jobs whose prompt is larger, counted with the system prompt and the schema every request carries")
 	fs.StringVar(&f.chk.batch, "batch", "", "with --drain: once drained, check this batch: exit 1 when any of its jobs is not final (lost from the queue) or its failure rate passes --max-failure-rate")
@@ -195,6 +196,7 @@ func (f *runFlags) check() error {
 	if err := givenPositive(f.fs, "max-deliver", "max-ack-pending", "ack-wait", "wave-max-requests", "max-prompt-bytes", "provider-timeout"); err != nil {
 		return err
 	}
+	f.followQueueDir()
 	if err := pipeline.CheckSpillDir(f.cfg.SpillDir); err != nil {
 		return usagef("--spill-dir %q cannot hold results: %v", f.cfg.SpillDir, err)
 	}
@@ -215,6 +217,18 @@ func (f *runFlags) check() error {
 		}
 	}
 	return nil
+}
+
+// followQueueDir puts the spill directory beside the embedded queue's
+// directory (--nats-dir) unless --spill-dir or FIXPOINT_SPILL_DIR names
+// one: an operator who keeps the queue elsewhere keeps the worker's state
+// there, not in whatever directory cron started it in. The default queue
+// directory, .fixpoint/nats, gives the default, .fixpoint/unwritten.
+func (f *runFlags) followQueueDir() {
+	if given(f.fs, "spill-dir") || os.Getenv("FIXPOINT_SPILL_DIR") != "" || f.nf.dir == "" {
+		return
+	}
+	f.cfg.SpillDir = filepath.Join(filepath.Dir(filepath.Clean(f.nf.dir)), spillDirName)
 }
 
 // checkDrain checks --batch and --max-failure-rate, which check a batch
@@ -375,7 +389,7 @@ func (c drainCheck) interrupted(ctx context.Context, st *store.Store) error {
 	if n, err := st.InWaves(ctx, c.batch); err == nil && n > 0 {
 		where = fmt.Sprintf(", %d of them in open provider batches (report summary %s lists the waves)", n, c.batch)
 	}
-	return fmt.Errorf("%w: %d of %d jobs of batch %s are not final yet%s; run the worker again to finish", errInterrupted, p.Queued, p.Total, c.batch, where)
+	return fmt.Errorf("%w: %d of %s of batch %s %s not final yet%s; run the worker again to finish", errInterrupted, p.Queued, cli.Plural(p.Total, "job"), c.batch, cli.Are(p.Queued), where)
 }
 
 // check reports the batch and fails when it is not done or fails too much:
@@ -401,13 +415,13 @@ func (c drainCheck) check(ctx context.Context, st *store.Store, stdout io.Writer
 		// republish them: a wave another home drives (another provider
 		// URL or queue) waits for a worker of that home.
 		if n, err := st.InWaves(ctx, c.batch); err == nil && n > 0 {
-			return fmt.Errorf("the queue is drained but %d of %d jobs of batch %s are not final: %d of them are in open provider batches this worker does not drive (%s); run a worker with those settings, or wait for the one that does (report summary %s lists the waves)",
-				p.Queued, p.Total, c.batch, n, openWaveHomes(ctx, st, c.batch), c.batch)
+			return fmt.Errorf("the queue is drained but %d of %s of batch %s %s not final: %d of them %s in open provider batches this worker does not drive (%s); run a worker with those settings, or wait for the one that does (report summary %s lists the waves)",
+				p.Queued, cli.Plural(p.Total, "job"), c.batch, cli.Are(p.Queued), n, cli.Are(n), openWaveHomes(ctx, st, c.batch), c.batch)
 		}
-		return fmt.Errorf("the queue is drained but %d of %d jobs of batch %s are not final: their messages are not in the queue (run enqueue --batch %s --resume to republish them)",
-			p.Queued, p.Total, c.batch, c.batch)
+		return fmt.Errorf("the queue is drained but %d of %s of batch %s %s not final: their messages are not in the queue (run enqueue --batch %s --resume to republish them)",
+			p.Queued, cli.Plural(p.Total, "job"), c.batch, cli.Are(p.Queued), c.batch)
 	}
-	line, notes, err := cli.BatchVerdict(c.batch, p, c.maxFailureRate)
+	line, notes, err := cli.BatchVerdict(c.batch, p, cli.OverBudgetSpend(ctx, st, c.batch, p), c.maxFailureRate)
 	fmt.Fprintln(stdout, line)
 	for _, n := range notes {
 		fmt.Fprintln(stdout, n)

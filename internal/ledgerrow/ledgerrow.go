@@ -13,10 +13,11 @@ import (
 )
 
 // Result is the ledger's row of a job's result, with its attempts' rows,
-// from the delivery-th delivery of env.
+// from the delivery-th delivery of env. The value of a job that is not
+// valid is its last candidate (LastValue).
 func Result(res *fixpoint.Result, env *queue.Envelope, delivered int) store.Result {
 	r := store.Result{
-		JobID: res.JobID, Status: res.Status, Value: res.Value, Error: res.Error, FinalClass: res.Class,
+		JobID: res.JobID, Status: res.Status, Value: LastValue(res), Error: res.Error, FinalClass: res.Class,
 		Attempts: len(res.Attempts), Calls: res.Calls, FirstAttemptValid: res.FirstAttemptValid,
 		RepairedLocally: res.RepairedLocally, TokensIn: int64(res.TokensIn), TokensOut: int64(res.TokensOut),
 		TokensCached: int64(res.TokensCached), TokensCacheWrite: int64(res.TokensCacheWrite), CostUSD: res.CostUSD, StartedAt: res.StartedAt,
@@ -32,6 +33,21 @@ func Result(res *fixpoint.Result, env *queue.Envelope, delivered int) store.Resu
 		r.AttemptRows = append(r.AttemptRows, Attempt(&res.Attempts[i]))
 	}
 	return r
+}
+
+// LastValue is the value the ledger keeps for res: a valid job's value;
+// for a job that is not valid, the value its last attempt found in the
+// reply (as far as local repairs took it), nil when that attempt found
+// none (no reply, or none that parsed). The ledger keeps no value per
+// attempt, so this is the one the export can give to salvage a
+// near-valid row. An earlier attempt's value is not looked for: the
+// attempts a job was continued from (ResultFrom, a later wave) have none,
+// so the realtime and the wave driver could not keep the same one.
+func LastValue(res *fixpoint.Result) json.RawMessage {
+	if res.Status == fixpoint.StatusValid || len(res.Value) > 0 || len(res.Attempts) == 0 {
+		return res.Value
+	}
+	return res.Attempts[len(res.Attempts)-1].Value
 }
 
 // Attempt is the ledger's row of an attempt.

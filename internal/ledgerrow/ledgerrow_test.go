@@ -1,6 +1,7 @@
 package ledgerrow_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -36,5 +37,35 @@ func TestResultRoundTrip(t *testing.T) {
 	}
 	if ledgerrow.ResultFrom("j1", []store.Attempt{}) != nil {
 		t.Error("ResultFrom of no rows: a result, want nil (the job starts afresh)")
+	}
+}
+
+// The ledger's value of a job that is not valid is its last attempt's
+// candidate, so that the export can give it (it was always null); a job
+// whose last attempt found none has none, whatever an earlier one found.
+func TestResultKeepsTheLastCandidate(t *testing.T) {
+	t.Parallel()
+	first, last := json.RawMessage(`{"a":"x"}`), json.RawMessage(`{"a":"y"}`)
+	for _, tc := range []struct {
+		name string
+		res  fixpoint.Result
+		want string
+	}{
+		{"invalid", fixpoint.Result{Status: fixpoint.StatusInvalid,
+			Attempts: []fixpoint.Attempt{{No: 1, Value: first}, {No: 2, Value: last}}}, `{"a":"y"}`},
+		{"over budget after an invalid reply", fixpoint.Result{Status: fixpoint.StatusOverBudget,
+			Attempts: []fixpoint.Attempt{{No: 1, Value: first}}}, `{"a":"x"}`},
+		{"invalid, the last reply unparsed", fixpoint.Result{Status: fixpoint.StatusInvalid,
+			Attempts: []fixpoint.Attempt{{No: 1, Value: first}, {No: 2, Raw: "no"}}}, ""},
+		{"failed on a provider error", fixpoint.Result{Status: fixpoint.StatusFailed,
+			Attempts: []fixpoint.Attempt{{No: 1, Value: first}, {No: 2, Class: fixpoint.OutcomeProvider}}}, ""},
+		{"valid", fixpoint.Result{Status: fixpoint.StatusValid, Value: json.RawMessage(`{"a":1}`),
+			Attempts: []fixpoint.Attempt{{No: 1, Value: first}, {No: 2, Value: json.RawMessage(`{"a":1}`), Valid: true}}}, `{"a":1}`},
+		{"no attempt", fixpoint.Result{Status: fixpoint.StatusFailed}, ""},
+	} {
+		tc.res.JobID = "j"
+		if got := ledgerrow.Result(&tc.res, nil, 1).Value; string(got) != tc.want {
+			t.Errorf("%s: value %s, want %q", tc.name, got, tc.want)
+		}
 	}
 }

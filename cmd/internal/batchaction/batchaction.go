@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -120,7 +121,7 @@ func WriteRequeued(w io.Writer, cfg enqueue.RequeueConfig, rep enqueue.RequeueRe
 		}
 		fmt.Fprintf(w, "batch %s: no job matched (statuses %s%s); nothing requeued\n", cfg.Batch, JoinStatuses(statuses), classNote(cfg.Class))
 		if rep.Published > 0 {
-			fmt.Fprintf(w, "published %d jobs an earlier requeue had left unpublished\n", rep.Published)
+			fmt.Fprintf(w, "published %s an earlier requeue had left unpublished\n", cli.Plural(rep.Published, "job"))
 		}
 		return
 	}
@@ -129,8 +130,8 @@ func WriteRequeued(w io.Writer, cfg enqueue.RequeueConfig, rep enqueue.RequeueRe
 		what = "would requeue"
 	}
 	s := rep.Settings
-	fmt.Fprintf(w, "batch %s: %s %d jobs (%s) as run %d: %s/%s, %d attempts, %s strategy",
-		cfg.Batch, what, total, strings.Join(parts, ", "), rep.Run, s.Provider, s.Model, s.Limits.MaxAttempts, s.Limits.Strategy)
+	fmt.Fprintf(w, "batch %s: %s %s (%s) as run %d: %s/%s, %s, %s strategy",
+		cfg.Batch, what, cli.Plural(total, "job"), strings.Join(parts, ", "), rep.Run, s.Provider, s.Model, cli.Plural(s.Limits.MaxAttempts, "attempt"), s.Limits.Strategy)
 	if !cfg.DryRun {
 		fmt.Fprintf(w, "; %d published", rep.Published)
 	}
@@ -149,8 +150,8 @@ func classNote(class string) string {
 
 // WriteSpend says a batch's cap and what it spent.
 func WriteSpend(w io.Writer, batch string, sp store.Spend) {
-	fmt.Fprintf(w, "batch %s: cap %s; spent %d tokens, $%.6f; %d tokens, $%.6f held by calls in flight\n",
-		batch, CapText(sp.Cap), sp.Tokens, sp.CostUSD, sp.HeldTokens, sp.HeldCostUSD)
+	fmt.Fprintf(w, "batch %s: cap %s; spent %s, $%.6f; %s, $%.6f held by calls in flight\n",
+		batch, CapText(sp.Cap), cli.Plural(sp.Tokens, "token"), sp.CostUSD, cli.Plural(sp.HeldTokens, "token"), sp.HeldCostUSD)
 }
 
 // CapText is a cap as the commands print it: "$25 and 5000 tokens", or
@@ -164,7 +165,7 @@ func CapText(c store.Cap) string {
 		parts = append(parts, fmt.Sprintf("$%g", *c.MaxCostUSD))
 	}
 	if c.MaxTotalTokens != nil {
-		parts = append(parts, fmt.Sprintf("%d tokens", *c.MaxTotalTokens))
+		parts = append(parts, cli.Plural(*c.MaxTotalTokens, "token"))
 	}
 	return strings.Join(parts, " and ")
 }
@@ -207,13 +208,13 @@ func CapWarnings(ctx context.Context, st *store.Store, batch string, next store.
 // the cancel), what became of its rows: the rows a stopped enqueue never
 // recorded are given up, and a live one records rows that will run.
 func WriteCancelled(ctx context.Context, w io.Writer, st *store.Store, before *store.Batch, batch string, n int) {
-	fmt.Fprintf(w, "batch %s: cancelled %d jobs not yet final\n", batch, n)
+	fmt.Fprintf(w, "batch %s: cancelled %s not yet final\n", batch, cli.Plural(n, "job"))
 	if before == nil || before.Recording == nil {
 		return
 	}
 	after, err := st.Batch(ctx, batch)
 	if p, perr := st.Progress(ctx, batch); err == nil && perr == nil && (after.Recording == nil || after.Recording.Runs < before.Recording.Runs) {
-		fmt.Fprintf(w, "batch %s: the rows its stopped enqueue never recorded are given up: the batch ends with the %d jobs it holds\n", batch, p.Total)
+		fmt.Fprintf(w, "batch %s: the rows its stopped enqueue never recorded are given up: the batch ends with the %s it holds\n", batch, cli.Plural(p.Total, "job"))
 	}
 	if err == nil && after.Recording != nil && after.Recording.Live {
 		fmt.Fprintf(w, "batch %s: an enqueue is still recording rows into it; they will run (a cancel ends the jobs it found)\n", batch)

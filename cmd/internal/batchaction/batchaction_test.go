@@ -1,9 +1,12 @@
 package batchaction
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -54,5 +57,50 @@ func TestParseStatuses(t *testing.T) {
 		if _, err := ParseStatuses("--status", list); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseStatuses(%q): %v; want %q", list, err, want)
 		}
+	}
+}
+
+// A count of one is singular in what the actions print (issue 36,
+// finding 7: "requeued 1 jobs"), and every other count plural.
+func TestActionCountsAgree(t *testing.T) {
+	t.Parallel()
+	one, many := int64(1), int64(2000)
+	requeued := func(n int, attempts int, published int) string {
+		var b strings.Builder
+		var rep enqueue.RequeueReport
+		rep.Jobs = map[string]int{"invalid": n}
+		rep.Run, rep.Published = 2, published
+		rep.Settings.Provider, rep.Settings.Model = "openai", "m"
+		rep.Settings.Limits.MaxAttempts, rep.Settings.Limits.Strategy = attempts, fixpoint.StrategyConversation
+		WriteRequeued(&b, enqueue.RequeueConfig{Batch: "b"}, rep)
+		return b.String()
+	}
+	spend := func(tokens int64) string {
+		var b strings.Builder
+		WriteSpend(&b, "b", store.Spend{Cap: store.Cap{MaxTotalTokens: &one}, Tokens: tokens, HeldTokens: tokens})
+		return b.String()
+	}
+	for _, c := range []struct{ got, want string }{
+		{requeued(1, 1, 1), "batch b: requeued 1 job (1 invalid) as run 2: openai/m, 1 attempt, conversation strategy; 1 published"},
+		{requeued(3, 3, 3), "batch b: requeued 3 jobs (3 invalid) as run 2: openai/m, 3 attempts, conversation strategy; 3 published"},
+		{spend(1), "batch b: cap 1 token; spent 1 token, $0.000000; 1 token, $0.000000 held by calls in flight"},
+		{spend(2), "spent 2 tokens"},
+		{CapText(store.Cap{MaxTotalTokens: &many}), "2000 tokens"},
+	} {
+		if !strings.Contains(c.got, c.want) {
+			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+	var b strings.Builder
+	WriteCancelled(context.Background(), &b, nil, nil, "b", 1)
+	if got := b.String(); got != "batch b: cancelled 1 job not yet final\n" {
+		t.Errorf("cancel of one job: %q", got)
+	}
+	b.Reset()
+	var rep enqueue.RequeueReport
+	rep.Jobs, rep.Published = map[string]int{}, 1
+	WriteRequeued(&b, enqueue.RequeueConfig{Batch: "b", Statuses: []fixpoint.Status{"invalid"}}, rep)
+	if !strings.Contains(b.String(), "published 1 job an earlier requeue had left unpublished") {
+		t.Errorf("requeue publishing one left behind: %q", b.String())
 	}
 }

@@ -92,9 +92,9 @@ func Verdict(res *fixpoint.Result) string {
 		if res.RepairedLocally {
 			how += ", repaired locally"
 		}
-		return fmt.Sprintf("VALID on %s: %d calls, %d tokens, $%.6f, %s", how, res.Calls, tokens, res.CostUSD, res.Wall.Round(time.Millisecond))
+		return fmt.Sprintf("VALID on %s: %s, %s, $%.6f, %s", how, Plural(res.Calls, "call"), Plural(tokens, "token"), res.CostUSD, res.Wall.Round(time.Millisecond))
 	default:
-		return fmt.Sprintf("%s after %d attempts (%s): %s; %d tokens, $%.6f", strings.ToUpper(string(res.Status)), len(res.Attempts), res.Class, res.Error, tokens, res.CostUSD)
+		return fmt.Sprintf("%s after %s (%s): %s; %s, $%.6f", strings.ToUpper(string(res.Status)), Plural(len(res.Attempts), "attempt"), res.Class, res.Error, Plural(tokens, "token"), res.CostUSD)
 	}
 }
 
@@ -167,14 +167,21 @@ var summaryLegend = [][2]string{
 const SummaryHeader = "BATCH\tJOBS\tVALID\tINVALID\tFAILED\tREJECTED\tDEAD\tQUEUED\tCANCELLED\tOVER BUDGET\tRUNS" +
 	"\tVALID%\t1ST-TRY%\tREPAIRED%\tATTEMPTS\tTOKENS/VALID\tCOST/VALID\tP50 ms\tP95 ms"
 
+// unpricedMark follows the COST/VALID of a batch with attempts on a model
+// that had no price: its $0 is not free, it is unknown.
+const unpricedMark = "*"
+
 // WriteSummary prints batch summaries as a table, then a legend defining
-// its rate columns.
-func WriteSummary(w io.Writer, rows []store.BatchSummary) {
+// its rate columns. unpriced holds the batches with attempts (of their
+// latest runs) on a model with no price: their COST/VALID is marked, as it
+// counts those attempts $0.
+func WriteSummary(w io.Writer, rows []store.BatchSummary, unpriced map[string]bool) {
 	// The same columns for every batch, so that a script reading one
 	// reads them all (the action columns came and went with cancels,
 	// caps and requeues).
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, SummaryHeader)
+	marked := false
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d", r.Batch, r.Jobs, r.Valid, r.Invalid, r.Failed, r.Rejected, r.Dead, r.Queued)
 		fmt.Fprintf(tw, "\t%d\t%d\t%d", r.Cancelled, r.OverBudget, r.Runs)
@@ -201,15 +208,23 @@ func WriteSummary(w io.Writer, rows []store.BatchSummary) {
 		if r.HasWall {
 			p50, p95 = fmt.Sprintf("%.0f", r.P50WallMS), fmt.Sprintf("%.0f", r.P95WallMS)
 		}
+		cost := fmt.Sprintf("$%.6f", r.CostPerValidJob)
+		if unpriced[r.Batch] {
+			cost += unpricedMark
+			marked = marked || r.Valid > 0
+		}
 		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			finished(Pct(r.ValidRate)), finished(Pct(r.FirstAttemptValidRate)), valid(Pct(r.RepairRate)), attempts,
-			valid(fmt.Sprintf("%.0f", r.TokensPerValidJob)), valid(fmt.Sprintf("$%.6f", r.CostPerValidJob)), p50, p95)
+			valid(fmt.Sprintf("%.0f", r.TokensPerValidJob)), valid(cost), p50, p95)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, l := range summaryLegend {
 		fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])
+	}
+	if marked {
+		fmt.Fprintf(tw, "%s\t%s\n", unpricedMark, "the cost counts attempts on a model with no price $0: it is unknown, not free (see \"cost unknown\" below)")
 	}
 	tw.Flush()
 }
@@ -296,8 +311,8 @@ func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch 
 		}
 		tw.Flush()
 		if last := reasons[len(reasons)-1]; last.Reasons > int64(len(reasons)) {
-			fmt.Fprintf(w, "and %d more reasons (%s; SELECT status, error FROM jobs WHERE batch = '%s' AND status <> 'valid' lists them)\n",
-				last.Reasons-int64(len(reasons)), Plural(last.AllJobs-shown, "job"), batch)
+			fmt.Fprintf(w, "and %s (%s; SELECT status, error FROM jobs WHERE batch = '%s' AND status <> 'valid' lists them)\n",
+				Plural(last.Reasons-int64(len(reasons)), "more reason"), Plural(last.AllJobs-shown, "job"), batch)
 		}
 	}
 	return nil
@@ -311,6 +326,14 @@ func pointerOrRoot(p string) string {
 		return "/"
 	}
 	return p
+}
+
+// Are is the verb of n things: "is" for one, "are" for any other count.
+func Are[N ~int | ~int64](n N) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 // Plural is n and word, with an s unless n is 1: "1 row", "3 rows".

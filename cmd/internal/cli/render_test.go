@@ -15,7 +15,7 @@ func TestWriteSummaryLegend(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	WriteSummary(&buf, []store.BatchSummary{{Batch: "b1", Jobs: 4, Valid: 2, Invalid: 1, Queued: 1, Finished: 3,
-		FirstAttemptValid: 1, Repaired: 1, ValidRate: 2.0 / 3, FirstAttemptValidRate: 1.0 / 3, RepairRate: 0.5, MeanAttempts: 1.5}})
+		FirstAttemptValid: 1, Repaired: 1, ValidRate: 2.0 / 3, FirstAttemptValidRate: 1.0 / 3, RepairRate: 0.5, MeanAttempts: 1.5}}, nil)
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
 	if len(lines) < 2 || !strings.HasPrefix(lines[0], "BATCH") || !strings.HasPrefix(lines[1], "b1 ") {
 		t.Fatalf("table header and row not first:\n%s", buf.String())
@@ -67,7 +67,7 @@ func TestWriteSummaryNothingToDivideBy(t *testing.T) {
 		{Batch: "none-valid", Jobs: 20, Invalid: 20, Finished: 20, MeanAttempts: 3, TokensIn: 18000, CostUSD: 0.0029, P50WallMS: 141, P95WallMS: 170, HasWall: true},
 		{Batch: "all-queued", Jobs: 5, Queued: 5},
 		{Batch: "cancelled-unrun", Jobs: 5, Cancelled: 5, Finished: 5},
-	})
+	}, nil)
 	lines := strings.Split(buf.String(), "\n")
 	for i, want := range [][]string{
 		{"0.0", "0.0", "-", "3.00", "-", "-", "141", "170"},
@@ -87,8 +87,8 @@ func TestWriteSummaryNothingToDivideBy(t *testing.T) {
 func TestWriteSummarySameColumnsForEveryBatch(t *testing.T) {
 	t.Parallel()
 	var plain, acted bytes.Buffer
-	WriteSummary(&plain, []store.BatchSummary{{Batch: "a", Jobs: 2, Valid: 2, Runs: 1}})
-	WriteSummary(&acted, []store.BatchSummary{{Batch: "a", Jobs: 3, Valid: 1, Cancelled: 1, OverBudget: 1, Runs: 2}})
+	WriteSummary(&plain, []store.BatchSummary{{Batch: "a", Jobs: 2, Valid: 2, Runs: 1}}, nil)
+	WriteSummary(&acted, []store.BatchSummary{{Batch: "a", Jobs: 3, Valid: 1, Cancelled: 1, OverBudget: 1, Runs: 2}}, nil)
 	head := strings.SplitN(plain.String(), "\n", 2)[0]
 	if other := strings.SplitN(acted.String(), "\n", 2)[0]; head != other {
 		t.Errorf("headers differ:\n%s\n%s", head, other)

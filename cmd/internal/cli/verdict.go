@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -22,25 +24,26 @@ func Statuses(p store.Progress) string {
 
 // BatchVerdict is what `worker --drain --batch` and `report wait` say of a
 // batch whose jobs are all final: the line to print, notes for the
-// operator (dead jobs, and how to run them again), and an error matching
-// ErrBatchFailed when more than maxFail of its jobs are not valid, or when
-// none is valid though some were not cancelled: a batch whose every job
-// died (the provider unreachable, a wrong base URL) is not a success
-// whatever the rate allowed.
-func BatchVerdict(batch string, p store.Progress, maxFail float64) (line string, notes []string, err error) {
+// operator (dead jobs, jobs the spend cap stopped, and how to run them
+// again), and an error matching ErrBatchFailed when more than maxFail of
+// its jobs are not valid, or when none is valid though some were not
+// cancelled: a batch whose every job died (the provider unreachable, a
+// wrong base URL) is not a success whatever the rate allowed. sp is the
+// batch's spend and cap (OverBudgetSpend), nil when not read.
+func BatchVerdict(batch string, p store.Progress, sp *store.Spend, maxFail float64) (line string, notes []string, err error) {
 	rate := 0.0
 	if p.Total > 0 {
 		rate = float64(p.Total-p.Valid) / float64(p.Total)
 	}
-	line = fmt.Sprintf("batch %s done: %d jobs, %s%% not valid (%s)", batch, p.Total, Pct(rate), Statuses(p))
+	line = fmt.Sprintf("batch %s done: %s, %s%% not valid (%s)", batch, Plural(p.Total, "job"), Pct(rate), Statuses(p))
 	if p.Queued > 0 || p.Recording != nil {
 		// Not done: queued jobs are no failures, and the share not valid
 		// is of a batch that is not all there.
-		line = fmt.Sprintf("batch %s not done: %d jobs, %d queued (%s)", batch, p.Total, p.Queued, Statuses(p))
+		line = fmt.Sprintf("batch %s not done: %s, %d queued (%s)", batch, Plural(p.Total, "job"), p.Queued, Statuses(p))
 	}
 	if p.Dead > 0 {
-		notes = append(notes, fmt.Sprintf("%d jobs of batch %s are dead: delivered the most times without a result (report failures %s shows why); once the cause is fixed, run them again with: enqueue requeue --batch %s --status dead",
-			p.Dead, batch, batch, batch))
+		notes = append(notes, fmt.Sprintf("%s of batch %s %s dead: delivered the most times without a result (report failures %s shows why); once the cause is fixed, run them again with: enqueue requeue --batch %s --status dead",
+			Plural(p.Dead, "job"), batch, Are(p.Dead), batch, batch))
 	}
 	switch {
 	case p.Recording != nil:
@@ -52,7 +55,62 @@ func BatchVerdict(batch string, p store.Progress, maxFail float64) (line string,
 	case rate > maxFail:
 		err = fmt.Errorf("%w: %s%% of batch %s not valid, limit %s%%", ErrBatchFailed, percent(rate), batch, percent(maxFail))
 	}
+	if p.OverBudget > 0 {
+		// What a cron mail shows is the error: it names the cap that
+		// stopped the batch, and the way on, when the cap made it fail.
+		stopped := capStopped(batch, p, sp)
+		if err != nil && p.Recording == nil && p.Total > 0 {
+			err = fmt.Errorf("%w: %s", err, stopped)
+		} else {
+			notes = append(notes, stopped)
+		}
+	}
 	return line, notes, err
+}
+
+// capStopped says how many jobs of the batch the spend cap stopped, the
+// cap and what the batch spent, and how to run them: raise the cap, then
+// requeue them.
+func capStopped(batch string, p store.Progress, sp *store.Spend) string {
+	var spent, raise, above []string
+	if sp != nil && sp.MaxCostUSD != nil {
+		spent = append(spent, fmt.Sprintf("$%.6f spent of its $%g cost cap", sp.CostUSD, *sp.MaxCostUSD))
+		raise, above = append(raise, "--max-cost-usd N"), append(above, fmt.Sprintf("$%g", *sp.MaxCostUSD))
+	}
+	if sp != nil && sp.MaxTotalTokens != nil {
+		spent = append(spent, fmt.Sprintf("%s spent of its %d token cap", Plural(sp.Tokens, "token"), *sp.MaxTotalTokens))
+		raise, above = append(raise, "--max-total-tokens T"), append(above, Plural(*sp.MaxTotalTokens, "token"))
+	}
+	why := "the batch's spend cap stopped them"
+	switch {
+	case sp == nil:
+	case len(spent) == 0:
+		why += fmt.Sprintf(" (the batch has no cap now; $%.6f and %s spent)", sp.CostUSD, Plural(sp.Tokens, "token"))
+	default:
+		why += " (" + strings.Join(spent, ", ") + ")"
+	}
+	how := "enqueue cap --batch " + batch + " --max-cost-usd N, a cap above what it spent"
+	if len(raise) > 0 {
+		how = fmt.Sprintf("enqueue cap --batch %s %s, a cap above %s", batch, strings.Join(raise, " "), strings.Join(above, " and "))
+	}
+	return fmt.Sprintf("%s of batch %s ended over_budget: %s. To run them: %s, then enqueue requeue --batch %s --status over_budget "+
+		"(when the workers had no price for the model, give them one with worker --prices instead; report failures %s says why each job ended)",
+		Plural(p.OverBudget, "job"), batch, why, how, batch, batch)
+}
+
+// OverBudgetSpend is the batch's spend and cap when some of its jobs
+// ended over_budget (what BatchVerdict says of them), nil otherwise or
+// when it cannot be read: the verdict then names the jobs without the
+// figures.
+func OverBudgetSpend(ctx context.Context, st *store.Store, batch string, p store.Progress) *store.Spend {
+	if p.OverBudget == 0 {
+		return nil
+	}
+	sp, err := st.BatchSpend(ctx, batch)
+	if err != nil {
+		return nil
+	}
+	return &sp
 }
 
 // percent writes a share as a percentage with as many digits as it has, up

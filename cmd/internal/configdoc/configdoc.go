@@ -64,7 +64,7 @@ var Env = []EnvVar{
 	{"NATS_URL", "empty: the embedded queue", "the queue, for the worker, `enqueue`, `report wait` and `report serve`'s requeues alike; all workers on one server share one durable consumer"},
 	{"FIXPOINT_NATS_DIR", "`.fixpoint/nats`", "the embedded queue's directory"},
 	{"FIXPOINT_NATS_LISTEN", "`127.0.0.1:4223`", "where a worker's embedded NATS server listens, for `enqueue`, `report serve` and other workers"},
-	{"FIXPOINT_SPILL_DIR", "`.fixpoint/unwritten`", "results kept when the ledger was down at a stop, and the reply journal for a `kill -9`"},
+	{"FIXPOINT_SPILL_DIR", "`unwritten` beside the queue's directory (`FIXPOINT_NATS_DIR`, `--nats-dir`): `.fixpoint/unwritten`", "results kept when the ledger was down at a stop, and the reply journal for a `kill -9`"},
 	{"FIXPOINT_METRICS_ADDR", "`127.0.0.1:9464`", "`/metrics`, `/healthz`, `/readyz`; `off` serves none. An address you set that is taken stops the start; the default taken is a warning"},
 	{"FIXPOINT_RPM", "0 (unlimited)", "requests per minute of each lane (provider, base URL, model, key) in one worker process: with N workers on one key, give each 1/N of the key's limit"},
 	{"FIXPOINT_TPM", "0 (unlimited)", "tokens per minute of each lane in one worker process"},
