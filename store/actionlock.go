@@ -87,9 +87,13 @@ func (s *Store) LockBatch(ctx context.Context, batch, action string) (release fu
 		return nil, e
 	}
 	return func() {
-		// Closing the session frees its lock.
+		// Unlocked before the session closes: a closed session frees its
+		// lock only once its backend has gone, and an action started right
+		// after this one ended found it still held. Closing frees it
+		// anyway when the unlock cannot be sent.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		_, _ = conn.Exec(ctx, `SELECT pg_advisory_unlock($1::int4, hashtext($2))`, actionLockClass, batch)
 		conn.Close(ctx)
 	}, nil
 }

@@ -56,3 +56,29 @@ func TestLockBatch(t *testing.T) {
 	}
 	again()
 }
+
+// An action's lock is free the moment its release returns: the next
+// action, from another process, gets it at once. A closed session frees
+// its lock only once its backend has gone, and a cancel run right after a
+// requeue ended was refused as if the requeue still ran.
+func TestLockBatchFreeOnceReleased(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := storetest.NewDB(t)
+	var stores [2]*store.Store
+	for i := range stores {
+		s, err := store.Open(ctx, dsn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		stores[i] = s
+	}
+	for i := range 100 {
+		release, err := stores[i%2].LockBatch(ctx, "b1", "requeue")
+		if err != nil {
+			t.Fatalf("lock %d, right after the release of the one before: %v", i, err)
+		}
+		release()
+	}
+}
