@@ -115,8 +115,11 @@ func refusedKey(err error) bool {
 
 // cancelUnsubmitted ends a wave cancelled before it reached the provider.
 func (v *Driver) cancelUnsubmitted(ctx context.Context, log *slog.Logger, wave *store.Wave) error {
-	if client := v.clients[wave.Provider]; client != nil && wave.Polls > 1 {
-		// It may have been created after all.
+	// A submit may have been made: the wave was claimed again after its
+	// first try, or its input file was uploaded (OpenAI: a create whose
+	// answer was lost, or a worker that died after the upload). Its batch
+	// may have been created after all, and would run, billed, unread.
+	if client := v.clients[wave.Provider]; client != nil && (wave.Polls > 1 || wave.InputFileID != "") {
 		st, ok, pending, err := v.reconcile(ctx, client, wave)
 		if err == nil && ok {
 			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{ProviderBatchID: st.ID, NextPoll: time.Millisecond})

@@ -289,4 +289,26 @@ func TestCancelBeforeSubmit(t *testing.T) {
 			t.Errorf("wave error %q, want %q", w.Error, store.CancelledReason)
 		}
 	})
+	// Cancelled before the wave's next claim after a lost create: its
+	// batch, made and billed, is looked for and cancelled all the same (it
+	// was left running, neither cancelled nor read, the jobs run realtime
+	// beside it).
+	t.Run("maybe created, cancelled at once", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, llm.ProviderOpenAI, testConfig())
+		h.provider.afterCreate = &fixpoint.ProviderError{Class: fixpoint.ClassTimeout, Message: "timeout", Err: llm.ErrBatchMaybeCreated}
+		h.submittedOrNot(2)
+		h.ledger.cancelWaves("b")
+		h.drive()
+		if w := h.ledger.wave(1); w.Status != store.WaveCancelling || w.ProviderBatchID != "batch-1" {
+			t.Fatalf("wave %s with batch %q, error %q; want cancelling with the batch found", w.Status, w.ProviderBatchID, w.Error)
+		}
+		if ids := h.js.jobs(); len(ids) != 0 {
+			t.Errorf("jobs %v went realtime while the wave's batch may run", ids)
+		}
+		h.drive()
+		if n := h.provider.count("cancel"); n != 1 {
+			t.Errorf("the batch found was cancelled %d times, want once", n)
+		}
+	})
 }
