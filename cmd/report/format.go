@@ -156,7 +156,7 @@ type waveJSON struct {
 }
 
 // summaryData gathers report summary of rows (batch "" for every batch).
-func summaryData(ctx context.Context, st *store.Store, batch string, rows []store.BatchSummary) (summaryJSON, error) {
+func summaryData(ctx context.Context, st summaryLedger, batch string, rows []store.BatchSummary) (summaryJSON, error) {
 	out := summaryJSON{Batches: []batchJSON{}}
 	costs, err := batchCosts(ctx, st, batch, rows)
 	if err != nil {
