@@ -24,7 +24,6 @@ type ActionLedger interface {
 	Requeue(ctx context.Context, p store.RequeueParams) (store.RequeueResult, error)
 	Cancel(ctx context.Context, batch string) (int, error)
 	SetCap(ctx context.Context, batch string, c store.Cap) error
-	BatchSpend(ctx context.Context, batch string) (store.Spend, error)
 	// LockBatch holds the batch for one action at a time (see
 	// store.Store.LockBatch); release frees it.
 	LockBatch(ctx context.Context, batch, action string) (release func(), err error)

@@ -62,7 +62,6 @@ type Ledger interface {
 	PublishedQueued(ctx context.Context, batch, after string, limit int) ([]store.NewJob, error)
 	RunSettings(ctx context.Context, batch string) (map[int]json.RawMessage, error)
 	Reject(ctx context.Context, r store.Rejection) (bool, error)
-	SetCap(ctx context.Context, batch string, c store.Cap) error
 	BatchSpend(ctx context.Context, batch string) (store.Spend, error)
 }
 

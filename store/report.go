@@ -717,30 +717,6 @@ func limitArg(limit int) *int {
 	return &limit
 }
 
-// CountRows runs a read-only query and returns how many rows it gives, for
-// checks that documented SQL (the README's examples) answers on a ledger.
-// The query runs in a read-only transaction.
-func (s *Store) CountRows(ctx context.Context, query string) (int, error) {
-	ctx, cancel := s.timeout(ctx)
-	defer cancel()
-	n := 0
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, query)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			n++
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return 0, fmt.Errorf("run query: %w", err)
-	}
-	return n, nil
-}
-
 // UnpricedCount counts the attempts of a batch on one model that had no
 // price in the worker's table (their cost counts 0 for want of one).
 type UnpricedCount struct {

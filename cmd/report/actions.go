@@ -15,12 +15,21 @@ import (
 	"github.com/fixpoint-dev/fixpoint/web"
 )
 
+// actionsLedger is what the dashboard's batch actions read and change.
+// *store.Store satisfies it.
+type actionsLedger interface {
+	enqueue.ActionLedger
+	batchaction.CancelLedger
+}
+
+var _ actionsLedger = (*store.Store)(nil)
+
 // ledgerActions are the dashboard's batch actions: what enqueue requeue,
 // enqueue cancel and enqueue cap run (package enqueue's Requeue, Cancel and
 // SetCap, with batchaction's parsing and texts), on the ledger st and the
 // queue the serve flags name.
 type ledgerActions struct {
-	st *store.Store
+	st actionsLedger
 	// queue is where requeued jobs are published (unless the batch
 	// recorded a stream of its own); nats connects to the queue's server,
 	// for one requeue at a time, as enqueue requeue does.

@@ -90,10 +90,20 @@ func (c *exportCommand) Run(ctx context.Context, args []string) error {
 	return exportWarnings(ctx, c.stderr, st, batch)
 }
 
+// exportLedger is what report export reads. *store.Store satisfies it.
+type exportLedger interface {
+	rowsLedger
+	Progress(ctx context.Context, batch string) (store.Progress, error)
+	ExportShape(ctx context.Context, batch string) (store.ExportShape, error)
+	Export(ctx context.Context, batch string, fn func(store.ExportRow) error) error
+}
+
+var _ exportLedger = (*store.Store)(nil)
+
 // needDone fails a batch with a job not final, or rows still being
 // recorded, before a line of it is written: a script's "report export B >
 // out.csv" then has no partial file to pick up.
-func needDone(ctx context.Context, st *store.Store, batch string) error {
+func needDone(ctx context.Context, st exportLedger, batch string) error {
 	if err := needBatch(ctx, st, batch); err != nil {
 		return err
 	}
@@ -114,7 +124,7 @@ func needDone(ctx context.Context, st *store.Store, batch string) error {
 // file just written is partial: the batch is still running (its rows say
 // job_status queued), or it is short of rows its datasets had (nothing in
 // the file shows a row that is not there).
-func exportWarnings(ctx context.Context, stderr io.Writer, st *store.Store, batch string) error {
+func exportWarnings(ctx context.Context, stderr io.Writer, st exportLedger, batch string) error {
 	if p, err := st.Progress(ctx, batch); err == nil && p.Queued > 0 {
 		fmt.Fprintf(stderr, "report: warning: batch %s is not done: %d of %s %s still queued, exported without a value\n", batch, p.Queued, cli.Plural(p.Total, "job"), cli.Are(p.Queued))
 	}
@@ -129,7 +139,7 @@ func exportWarnings(ctx context.Context, stderr io.Writer, st *store.Store, batc
 }
 
 // export writes the batch in format; raw leaves CSV cells unescaped.
-func export(ctx context.Context, w io.Writer, st *store.Store, batch, format string, raw bool) error {
+func export(ctx context.Context, w io.Writer, st exportLedger, batch, format string, raw bool) error {
 	switch format {
 	case "jsonl":
 		if err := needBatch(ctx, st, batch); err != nil {

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 const failuresUsage = `Usage: report failures BATCH [--format text|json] [flags]
@@ -40,16 +41,28 @@ func (c *failuresCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	batch := pos[0]
-	if err := needBatch(ctx, st, batch); err != nil {
+	return writeFailures(ctx, c.stdout, st, pos[0], *format)
+}
+
+// failuresLedger is what report failures reads. *store.Store satisfies it.
+type failuresLedger interface {
+	batchLedger
+	cli.ReportLedger
+}
+
+var _ failuresLedger = (*store.Store)(nil)
+
+// writeFailures prints why batch's attempts failed in format.
+func writeFailures(ctx context.Context, w io.Writer, l failuresLedger, batch, format string) error {
+	if err := needBatch(ctx, l, batch); err != nil {
 		return err
 	}
-	if *format == "json" {
-		data, err := failuresData(ctx, st, batch)
+	if format == "json" {
+		data, err := failuresData(ctx, l, batch)
 		if err != nil {
 			return err
 		}
-		return writeJSON(c.stdout, data)
+		return writeJSON(w, data)
 	}
-	return cli.WriteFailureReport(ctx, c.stdout, st, batch, 15)
+	return cli.WriteFailureReport(ctx, w, l, batch, 15)
 }

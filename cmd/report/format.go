@@ -10,6 +10,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -156,7 +157,7 @@ type waveJSON struct {
 }
 
 // summaryData gathers report summary of rows (batch "" for every batch).
-func summaryData(ctx context.Context, st *store.Store, batch string, rows []store.BatchSummary) (summaryJSON, error) {
+func summaryData(ctx context.Context, st summaryLedger, batch string, rows []store.BatchSummary) (summaryJSON, error) {
 	out := summaryJSON{Batches: []batchJSON{}}
 	costs, err := batchCosts(ctx, st, batch, rows)
 	if err != nil {
@@ -279,7 +280,7 @@ type endReasonJSON struct {
 }
 
 // failuresData gathers report failures of batch.
-func failuresData(ctx context.Context, st *store.Store, batch string) (failuresJSON, error) {
+func failuresData(ctx context.Context, st cli.ReportLedger, batch string) (failuresJSON, error) {
 	out := failuresJSON{Batch: batch, FailureClasses: []classJSON{}, RepairEffectiveness: []repairStepJSON{},
 		ErrorPaths: []errorPathJSON{}, EndReasons: []endReasonJSON{}}
 	classes, err := st.FailureClasses(ctx, batch)

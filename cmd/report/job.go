@@ -51,7 +51,16 @@ func (c *jobCommand) Run(ctx context.Context, args []string) error {
 	return printJob(ctx, c.stdout, st, pos[0], *format)
 }
 
-func printJob(ctx context.Context, w io.Writer, st *store.Store, id, format string) error {
+// jobLedger is what report job reads. *store.Store satisfies it.
+type jobLedger interface {
+	Job(ctx context.Context, id string) (*store.JobRecord, []store.Attempt, error)
+	JobInterrupted(ctx context.Context, id string) ([]store.InterruptedCalls, error)
+}
+
+var _ jobLedger = (*store.Store)(nil)
+
+// printJob prints job id and its attempts in format.
+func printJob(ctx context.Context, w io.Writer, st jobLedger, id, format string) error {
 	job, attempts, err := st.Job(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no job %q in the ledger", id)

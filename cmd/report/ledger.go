@@ -29,9 +29,22 @@ func openLedger(ctx context.Context, url string) (*store.Store, error) {
 	return st, nil
 }
 
+// batchLedger is what needBatch reads. *store.Store satisfies it.
+type batchLedger interface {
+	Batch(ctx context.Context, name string) (*store.Batch, error)
+}
+
+// rowsLedger is what missingRows reads. *store.Store satisfies it.
+type rowsLedger interface {
+	batchLedger
+	BadRows(ctx context.Context, batch string) (int64, error)
+}
+
+var _ rowsLedger = (*store.Store)(nil)
+
 // needBatch returns an error naming batch when the ledger has no such batch,
 // so that a mistyped name fails instead of printing an empty report.
-func needBatch(ctx context.Context, st *store.Store, batch string) error {
+func needBatch(ctx context.Context, st batchLedger, batch string) error {
 	_, err := st.Batch(ctx, batch)
 	if errors.Is(err, store.ErrNotFound) {
 		if nerr := enqueue.CheckBatchName(batch); nerr != nil {
@@ -49,7 +62,7 @@ func needBatch(ctx context.Context, st *store.Store, batch string) error {
 // and bad rows enqueue left out because --max-bad-rows let them pass.
 // Neither shows in the batch's jobs, so its summary and export looked
 // complete.
-func missingRows(ctx context.Context, st *store.Store, batch string) ([]string, error) {
+func missingRows(ctx context.Context, st rowsLedger, batch string) ([]string, error) {
 	b, err := st.Batch(ctx, batch)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil // the jobs of no batch (summary's "" row)

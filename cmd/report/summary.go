@@ -55,8 +55,23 @@ func (c *summaryCommand) Run(ctx context.Context, args []string) error {
 	return writeSummary(ctx, c.stdout, st, batch, *format)
 }
 
+// summaryLedger is what report summary reads (summaryData too).
+// *store.Store satisfies it.
+type summaryLedger interface {
+	rowsLedger
+	wavesLedger
+	Summary(ctx context.Context, batch string) ([]store.BatchSummary, error)
+	UnpricedAttempts(ctx context.Context, batch string) ([]store.UnpricedCount, error)
+	MissingModels(ctx context.Context, batch string) ([]store.MissingModel, error)
+	BatchCosts(ctx context.Context, batch string) ([]store.BatchCost, error)
+	InterruptedAnswered(ctx context.Context, batch string) (int64, error)
+	BatchSpend(ctx context.Context, batch string) (store.Spend, error)
+}
+
+var _ summaryLedger = (*store.Store)(nil)
+
 // writeSummary prints the summary of batch ("" for every batch) in format.
-func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch, format string) error {
+func writeSummary(ctx context.Context, w io.Writer, st summaryLedger, batch, format string) error {
 	if batch != "" {
 		if err := needBatch(ctx, st, batch); err != nil {
 			return err
@@ -82,7 +97,7 @@ func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch, form
 		return err
 	}
 	cli.WriteSummary(w, rows, unpriced)
-	for _, section := range []func(context.Context, io.Writer, *store.Store, string, []store.BatchSummary) error{
+	for _, section := range []func(context.Context, io.Writer, summaryLedger, string, []store.BatchSummary) error{
 		writeMissingModels, writeUnpriced, writeCosts, writeCaps, writeMissingRows,
 	} {
 		if err := section(ctx, w, st, batch, rows); err != nil {
@@ -95,7 +110,7 @@ func writeSummary(ctx context.Context, w io.Writer, st *store.Store, batch, form
 // writeMissingModels says which lanes (provider and model) of a batch
 // found no such model at their provider: a set-up error, not the jobs'
 // failure, whose jobs the workers hold queued.
-func writeMissingModels(ctx context.Context, w io.Writer, st *store.Store, batch string, _ []store.BatchSummary) error {
+func writeMissingModels(ctx context.Context, w io.Writer, st summaryLedger, batch string, _ []store.BatchSummary) error {
 	missing, err := st.MissingModels(ctx, batch)
 	if err != nil {
 		return err
@@ -128,7 +143,7 @@ func missingModelLine(m store.MissingModel) string {
 
 // unpricedBatches are the batches with attempts of their latest runs on a
 // model with no price (batch "" for every batch).
-func unpricedBatches(ctx context.Context, st *store.Store, batch string) (map[string]bool, error) {
+func unpricedBatches(ctx context.Context, st summaryLedger, batch string) (map[string]bool, error) {
 	unpriced, err := st.UnpricedAttempts(ctx, batch)
 	if err != nil {
 		return nil, err
@@ -141,7 +156,7 @@ func unpricedBatches(ctx context.Context, st *store.Store, batch string) (map[st
 }
 
 // writeUnpriced says which attempts had no price and count $0.
-func writeUnpriced(ctx context.Context, w io.Writer, st *store.Store, batch string, _ []store.BatchSummary) error {
+func writeUnpriced(ctx context.Context, w io.Writer, st summaryLedger, batch string, _ []store.BatchSummary) error {
 	unpriced, err := st.UnpricedAttempts(ctx, batch)
 	if err != nil {
 		return err
@@ -157,7 +172,7 @@ func writeUnpriced(ctx context.Context, w io.Writer, st *store.Store, batch stri
 // COST/VALID is the latest run's results, and requeues and interrupted
 // calls cost too. Every batch has the line, a plain one too (the legend
 // points to it).
-func writeCosts(ctx context.Context, w io.Writer, st *store.Store, batch string, rows []store.BatchSummary) error {
+func writeCosts(ctx context.Context, w io.Writer, st summaryLedger, batch string, rows []store.BatchSummary) error {
 	costs, err := batchCosts(ctx, st, batch, rows)
 	if err != nil {
 		return err
@@ -201,7 +216,7 @@ type costJSON struct {
 
 // batchCosts is the cost of each batch of rows, in their order: $0 for a
 // batch with no jobs (batch_spend has no row of it).
-func batchCosts(ctx context.Context, st *store.Store, batch string, rows []store.BatchSummary) ([]costJSON, error) {
+func batchCosts(ctx context.Context, st summaryLedger, batch string, rows []store.BatchSummary) ([]costJSON, error) {
 	costs, err := st.BatchCosts(ctx, batch)
 	if err != nil {
 		return nil, err
@@ -233,7 +248,7 @@ func batchCosts(ctx context.Context, st *store.Store, batch string, rows []store
 
 // writeCaps says a capped batch's cap and what it spent: jobs over it end
 // over_budget, and nothing else said why.
-func writeCaps(ctx context.Context, w io.Writer, st *store.Store, _ string, rows []store.BatchSummary) error {
+func writeCaps(ctx context.Context, w io.Writer, st summaryLedger, _ string, rows []store.BatchSummary) error {
 	for _, r := range rows {
 		sp, err := st.BatchSpend(ctx, r.Batch)
 		if err != nil {
@@ -247,7 +262,7 @@ func writeCaps(ctx context.Context, w io.Writer, st *store.Store, _ string, rows
 }
 
 // writeMissingRows says which batches are short of their datasets' rows.
-func writeMissingRows(ctx context.Context, w io.Writer, st *store.Store, _ string, rows []store.BatchSummary) error {
+func writeMissingRows(ctx context.Context, w io.Writer, st summaryLedger, _ string, rows []store.BatchSummary) error {
 	for _, r := range rows {
 		notes, err := missingRows(ctx, st, r.Batch)
 		if err != nil {

@@ -86,7 +86,7 @@ const queueScanMax = 20000
 // queueCheck looks in the queue the batch was enqueued on: the server at
 // url, or the one a running worker serves from dir (report never starts
 // one: it would hold the directory a worker needs).
-func queueCheck(st *store.Store, batch, url, dir string) queueHolds {
+func queueCheck(st batchLedger, batch, url, dir string) queueHolds {
 	return func(ctx context.Context) (bool, string, error) {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -118,9 +118,20 @@ func queueCheck(st *store.Store, batch, url, dir string) queueHolds {
 	}
 }
 
+// waitLedger is what report wait reads. *store.Store satisfies it.
+type waitLedger interface {
+	batchLedger
+	cli.SpendLedger
+	Progress(ctx context.Context, batch string) (store.Progress, error)
+	OwedByQueue(ctx context.Context, batch string) (int, error)
+	InWaves(ctx context.Context, batch string) (int, error)
+}
+
+var _ waitLedger = (*store.Store)(nil)
+
 // waiter is the state of one report wait between polls.
 type waiter struct {
-	st             *store.Store
+	st             waitLedger
 	stdout, stderr io.Writer
 	batch          string
 	maxFail        float64
@@ -141,7 +152,7 @@ type waiter struct {
 // that stop finishing are checked against the queue (queue, nil for none)
 // once they have not moved for grace: published jobs whose messages the
 // queue does not hold would be waited for for ever.
-func wait(ctx context.Context, stdout, stderr io.Writer, st *store.Store, batch string, maxFail float64, every, timeout, grace time.Duration, queue queueHolds) error {
+func wait(ctx context.Context, stdout, stderr io.Writer, st waitLedger, batch string, maxFail float64, every, timeout, grace time.Duration, queue queueHolds) error {
 	if err := needBatch(ctx, st, batch); err != nil {
 		return err
 	}

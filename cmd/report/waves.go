@@ -13,19 +13,19 @@ import (
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
-// summaryLedger is what writeWaveSections reads. *store.Store satisfies it.
-type summaryLedger interface {
+// wavesLedger is what writeWaveSections reads. *store.Store satisfies it.
+type wavesLedger interface {
 	Waves(ctx context.Context, batch string) ([]store.Wave, error)
 	CacheDelivery(ctx context.Context, batch string) (store.CacheDelivery, error)
 	Repairs(ctx context.Context, batch string) (store.RepairFigures, error)
 }
 
-var _ summaryLedger = (*store.Store)(nil)
+var _ wavesLedger = (*store.Store)(nil)
 
 // writeWaveSections follows the summary table with, for each batch that
 // has waves (batch delivery), its waves, its prompt-cache hit rate and its
 // spend by price basis. Batches without waves add nothing.
-func writeWaveSections(ctx context.Context, w io.Writer, l summaryLedger, rows []store.BatchSummary) error {
+func writeWaveSections(ctx context.Context, w io.Writer, l wavesLedger, rows []store.BatchSummary) error {
 	for _, r := range rows {
 		if r.Batch == "" {
 			continue

@@ -180,10 +180,23 @@ func UnpricedWarning(model, flag string) string {
 	return fmt.Sprintf("%s has no price in fixpoint's table, so a worker can enforce %s only when its --prices lists it; a worker without one ends the batch's jobs over_budget without calling the model", model, flag)
 }
 
+// BatchReader is what CapWarnings reads. *store.Store satisfies it.
+type BatchReader interface {
+	Batch(ctx context.Context, name string) (*store.Batch, error)
+}
+
+// CancelLedger is what WriteCancelled reads. *store.Store satisfies it.
+type CancelLedger interface {
+	BatchReader
+	Progress(ctx context.Context, batch string) (store.Progress, error)
+}
+
+var _ CancelLedger = (*store.Store)(nil)
+
 // CapWarnings are the warnings after a batch's cap was set to next and
 // it has spent sp: a dollar cap on a model without a price, a cap already
 // reached. flag names the dollar cap's flag.
-func CapWarnings(ctx context.Context, st *store.Store, batch string, next store.Cap, sp store.Spend, flag string) []string {
+func CapWarnings(ctx context.Context, st BatchReader, batch string, next store.Cap, sp store.Spend, flag string) []string {
 	var ws []string
 	if next.MaxCostUSD != nil {
 		if b, err := st.Batch(ctx, batch); err == nil {
@@ -207,7 +220,7 @@ func CapWarnings(ctx context.Context, st *store.Store, batch string, next store.
 // when the batch was being recorded (before is the batch as it was before
 // the cancel), what became of its rows: the rows a stopped enqueue never
 // recorded are given up, and a live one records rows that will run.
-func WriteCancelled(ctx context.Context, w io.Writer, st *store.Store, before *store.Batch, batch string, n int) {
+func WriteCancelled(ctx context.Context, w io.Writer, st CancelLedger, before *store.Batch, batch string, n int) {
 	fmt.Fprintf(w, "batch %s: cancelled %s not yet final\n", batch, cli.Plural(n, "job"))
 	if before == nil || before.Recording == nil {
 		return

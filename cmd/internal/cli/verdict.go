@@ -98,15 +98,22 @@ func capStopped(batch string, p store.Progress, sp *store.Spend) string {
 		Plural(p.OverBudget, "job"), batch, why, how, batch, batch)
 }
 
+// SpendLedger is what OverBudgetSpend reads. *store.Store satisfies it.
+type SpendLedger interface {
+	BatchSpend(ctx context.Context, batch string) (store.Spend, error)
+}
+
+var _ SpendLedger = (*store.Store)(nil)
+
 // OverBudgetSpend is the batch's spend and cap when some of its jobs
 // ended over_budget (what BatchVerdict says of them), nil otherwise or
 // when it cannot be read: the verdict then names the jobs without the
 // figures.
-func OverBudgetSpend(ctx context.Context, st *store.Store, batch string, p store.Progress) *store.Spend {
+func OverBudgetSpend(ctx context.Context, l SpendLedger, batch string, p store.Progress) *store.Spend {
 	if p.OverBudget == 0 {
 		return nil
 	}
-	sp, err := st.BatchSpend(ctx, batch)
+	sp, err := l.BatchSpend(ctx, batch)
 	if err != nil {
 		return nil
 	}
