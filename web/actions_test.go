@@ -195,7 +195,7 @@ func TestDashboardActions(t *testing.T) {
 	acts := libActions{st: l.st, js: js, queue: queue.Config{Stream: "WEBACTS", Subject: "fixpoint.webacts"}}
 	ro := httptest.NewServer(web.NewHandler(l.st, web.Config{}))
 	t.Cleanup(ro.Close)
-	admin := httptest.NewServer(web.RequireToken(web.NewHandler(l.st, web.Config{Actions: acts}), "tok"))
+	admin := httptest.NewServer(web.RequireToken(web.NewHandler(l.st, web.Config{Actions: acts}), adminToken))
 	t.Cleanup(admin.Close)
 	demo := "/batches/" + url.PathEscape(l.demo)
 	capOf := func() store.Cap {
@@ -228,7 +228,7 @@ func TestDashboardActions(t *testing.T) {
 	})
 
 	t.Run("refused", func(t *testing.T) {
-		c := &actionClient{srv: admin, auth: "Bearer tok"}
+		c := &actionClient{srv: admin, auth: "Bearer " + adminToken}
 		part := c.open(t, l.demo)
 		for _, want := range []string{`id="cap-form"`, `id="requeue-form"`, `id="cancel-form"`, `value="invalid" checked`} {
 			if !strings.Contains(part, want) {
@@ -269,7 +269,7 @@ func TestDashboardActions(t *testing.T) {
 			}
 		}
 		// GET of an action, and a POST where none is taken.
-		if resp, _ := get(t, admin, demo+"/cap", "Authorization", "Bearer tok"); resp.StatusCode != 404 && resp.StatusCode != 405 {
+		if resp, _ := get(t, admin, demo+"/cap", "Authorization", "Bearer "+adminToken); resp.StatusCode != 404 && resp.StatusCode != 405 {
 			t.Errorf("GET of an action: %d", resp.StatusCode)
 		}
 		if code, _ := c.post(t, "/", form); code != 405 {
@@ -281,7 +281,7 @@ func TestDashboardActions(t *testing.T) {
 	})
 
 	t.Run("done", func(t *testing.T) {
-		c := &actionClient{srv: admin, auth: "Bearer tok"}
+		c := &actionClient{srv: admin, auth: "Bearer " + adminToken}
 		c.open(t, l.demo)
 		// The cap, same origin as a browser sends it.
 		code, body := c.post(t, demo+"/cap", url.Values{"max_cost_usd": {"25"}}, "HX-Request", "true", "Origin", admin.URL, "Sec-Fetch-Site", "same-origin")
@@ -354,7 +354,7 @@ func TestDashboardActions(t *testing.T) {
 func testActionsBrowser(t *testing.T, l *dashLedger, ro, admin *httptest.Server) {
 	ctx, bl := newBrowser(t, 900)
 	// The browser holds the admin token as one that logged in does.
-	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer tok"}}); err != nil {
+	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer " + adminToken}}); err != nil {
 		t.Fatal(err)
 	}
 	cap := func() float64 {

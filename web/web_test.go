@@ -568,14 +568,14 @@ func testLive(t *testing.T, l *dashLedger, srv *httptest.Server) {
 func testMounted(t *testing.T, l *dashLedger) {
 	mux := http.NewServeMux()
 	h := web.NewHandler(l.st, web.Config{BasePath: "/fixpoint/"})
-	mux.Handle("/fixpoint/", http.StripPrefix("/fixpoint", web.RequireToken(h, "tok")))
+	mux.Handle("/fixpoint/", http.StripPrefix("/fixpoint", web.RequireToken(h, adminToken)))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	resp, _ := get(t, srv, "/fixpoint/")
 	if resp.StatusCode != 401 {
 		t.Errorf("no token: %d, want 401", resp.StatusCode)
 	}
-	auth := []string{"Authorization", "Bearer tok"}
+	auth := []string{"Authorization", "Bearer " + adminToken}
 	for _, p := range []string{"/fixpoint/", "/fixpoint/batches/" + url.PathEscape(l.demo), "/fixpoint/jobs/" + url.PathEscape(l.xssJob)} {
 		resp, body := get(t, srv, p, auth...)
 		wantPage(t, resp, body, 200)

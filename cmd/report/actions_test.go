@@ -113,12 +113,12 @@ func TestServeActions(t *testing.T) {
 
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	base, done := startServe(t, sctx, "--addr", "127.0.0.1:0", "--database-url", dsn, "--admin-token", "s3cret", "--nats-url", ns.ClientURL())
+	base, done := startServe(t, sctx, "--addr", "127.0.0.1:0", "--database-url", dsn, "--admin-token", testAdminToken, "--nats-url", ns.ClientURL())
 	base = strings.TrimSuffix(base, "/")
 
 	// The actions part gives the session its cookie and the forms' token.
 	req, _ := http.NewRequest(http.MethodGet, base+"/batches/acts/actions", nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestServeActions(t *testing.T) {
 	if resp.StatusCode != 200 || m == nil || cookie == nil || cookie.SameSite != http.SameSiteStrictMode || !cookie.HttpOnly {
 		t.Fatalf("actions part: %d, csrf %v, cookie %+v\n%s", resp.StatusCode, m, cookie, part)
 	}
-	s := session{base: base, token: "s3cret", cookie: "fixpoint_csrf=" + cookie.Value, csrf: m[1]}
+	s := session{base: base, token: testAdminToken, cookie: "fixpoint_csrf=" + cookie.Value, csrf: m[1]}
 
 	capOf := func() store.Cap {
 		t.Helper()

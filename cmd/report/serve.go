@@ -32,7 +32,8 @@ leaves it out. Every asset is in the binary; a page makes no request off
 this host.
 
 Without an admin token it is read-only. With one (--admin-token, or
-FIXPOINT_ADMIN_TOKEN), every request must give it (HTTP Basic password, any
+FIXPOINT_ADMIN_TOKEN; at least 16 characters, no white space around it),
+every request must give it (HTTP Basic password, any
 user name, or Authorization: Bearer TOKEN), and each batch's page offers the
 actions: requeue, cancel, and the spend cap, each what enqueue requeue,
 enqueue cancel and enqueue cap do (a requeue publishes to the queue that
@@ -63,14 +64,14 @@ type serveCommand struct{ stdout, stderr io.Writer }
 
 func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs, dbURL := newFlagSet("serve", serveUsage,
-		ledgerEnv+"\n  FIXPOINT_ADMIN_TOKEN  admin token (default none): needed to listen off loopback, then asked of every request; enables the actions"+
+		ledgerEnv+"\n  FIXPOINT_ADMIN_TOKEN  admin token, at least 16 characters (default none): needed to listen off loopback, then asked of every request; enables the actions"+
 			"\n  NATS_URL              with a token: the queue a requeue publishes to (empty: the embedded queue in --nats-dir)"+
 			"\n  FIXPOINT_NATS_DIR     with a token: the embedded queue's directory (default "+natsconn.DirDefault+")"+
 			"\n  FIXPOINT_NATS_LISTEN  with a token: where a running worker's embedded NATS listens (default "+natsconn.ListenDefault+")\n"+tryEnvHelp, c.stdout)
 	addr := fs.String("addr", serveAddrDefault, "address to listen on (host:port); off loopback only with an admin token")
 	// The environment's token is read after parsing: as the flag's default
 	// it would print in --help.
-	token := fs.String("admin-token", "", "admin token (env FIXPOINT_ADMIN_TOKEN): every request must give it, and the batch actions are offered")
+	token := fs.String("admin-token", "", "admin token, at least 16 characters (env FIXPOINT_ADMIN_TOKEN): every request must give it, and the batch actions are offered")
 	natsURL := fs.String("nats-url", envOr("NATS_URL", ""), "with a token: NATS server a requeue publishes to (env NATS_URL); empty: the embedded queue in --nats-dir")
 	natsDir := fs.String("nats-dir", envOr("FIXPOINT_NATS_DIR", natsconn.DirDefault), "with a token: directory of the embedded queue (env FIXPOINT_NATS_DIR)")
 	natsListen := fs.String("nats-listen", envOr("FIXPOINT_NATS_LISTEN", natsconn.ListenDefault), "with a token: where a running worker's embedded NATS listens (env FIXPOINT_NATS_LISTEN)")
@@ -82,8 +83,14 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err := cliflags.NoArgs(fs, args); err != nil {
 		return err
 	}
+	tokenFrom := "--admin-token"
 	if *token == "" {
-		*token = os.Getenv("FIXPOINT_ADMIN_TOKEN")
+		*token, tokenFrom = os.Getenv("FIXPOINT_ADMIN_TOKEN"), "FIXPOINT_ADMIN_TOKEN"
+	}
+	if *token != "" {
+		if err := web.CheckToken(*token); err != nil {
+			return usageError{Err: fmt.Errorf("the admin token (%s) %w", tokenFrom, err)}
+		}
 	}
 	if err := q.WithDefaults().Validate(); err != nil {
 		return cliflags.SettingUsage(err, map[string]string{"Stream": "--stream", "Subject": "--subject"})

@@ -43,6 +43,30 @@ func TestServeRefusesPublicAddrWithoutToken(t *testing.T) {
 	}
 }
 
+// A blank, padded or short admin token is a usage error naming where it
+// came from and the minimum, before the ledger is reached.
+func TestServeRefusesWeakToken(t *testing.T) {
+	for _, c := range []struct{ flag, env, want string }{
+		{flag: " ", want: "the admin token (--admin-token) is blank"},
+		{flag: "x", want: "the admin token (--admin-token) is 1 character long: give at least 16"},
+		{flag: "0123456789abcde", want: "(--admin-token) is 15 characters long: give at least 16"},
+		{env: "                ", want: "the admin token (FIXPOINT_ADMIN_TOKEN) is blank"},
+		{env: "0123456789abcdef\n", want: "the admin token (FIXPOINT_ADMIN_TOKEN) starts or ends with white space"},
+		{env: "short", want: "(FIXPOINT_ADMIN_TOKEN) is 5 characters long: give at least 16"},
+	} {
+		t.Setenv("FIXPOINT_ADMIN_TOKEN", c.env)
+		args := []string{"serve", "--addr", "127.0.0.1:0", "--database-url", "postgres://nobody@127.0.0.1:1/none"}
+		if c.flag != "" {
+			args = append(args, "--admin-token", c.flag)
+		}
+		var out, errOut strings.Builder
+		code := run(context.Background(), args, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("token %q (env %q): exit %d, %q; want 2 saying %q", c.flag, c.env, code, errOut.String(), c.want)
+		}
+	}
+}
+
 // startServe runs report serve until ctx ends and returns the URL it
 // prints.
 func startServe(t *testing.T, ctx context.Context, args ...string) (string, chan int) {
@@ -105,16 +129,19 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// testAdminToken is an admin token report serve takes.
+const testAdminToken = "s3cret-s3cret-s3cret"
+
 func TestServeWithToken(t *testing.T) {
 	t.Parallel()
 	dsn := seed(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	url, done := startServe(t, ctx, "--addr", "127.0.0.1:0", "--database-url", dsn, "--admin-token", "s3cret")
+	url, done := startServe(t, ctx, "--addr", "127.0.0.1:0", "--database-url", dsn, "--admin-token", testAdminToken)
 	for _, c := range []struct {
 		user, pass string
 		want       int
-	}{{"", "", 401}, {"admin", "wrong", 401}, {"anyone", "s3cret", 200}} {
+	}{{"", "", 401}, {"admin", "wrong", 401}, {"anyone", testAdminToken, 200}} {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		if c.pass != "" {
 			req.SetBasicAuth(c.user, c.pass)
