@@ -45,6 +45,7 @@ const (
 	ExportTimeoutDefault = 10 * time.Minute
 	PollIntervalDefault  = 500 * time.Millisecond
 	MaxStreamsDefault    = 32
+	ClientStreamsDefault = 8
 	StreamMaxAgeDefault  = 10 * time.Minute
 )
 
@@ -65,6 +66,12 @@ type Config struct {
 	// MaxStreams bounds the live-progress streams open at once (each polls
 	// the ledger); one more is refused with 503. Default 32.
 	MaxStreams int
+	// ClientStreams bounds the streams one client (one remote IP address,
+	// one /64 for IPv6) holds open at once; one more is refused with 429,
+	// so that one client cannot take every place. Behind a reverse proxy
+	// every client is the proxy's address: raise it to MaxStreams there.
+	// Default 8.
+	ClientStreams int
 	// StreamMaxAge ends a stream after this long (the browser reconnects),
 	// so that none holds a connection forever. Default 10 minutes.
 	StreamMaxAge time.Duration
@@ -87,6 +94,7 @@ func (c Config) withDefaults() Config {
 	c.ExportTimeout = cmp.Or(c.ExportTimeout, ExportTimeoutDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.MaxStreams = cmp.Or(c.MaxStreams, MaxStreamsDefault)
+	c.ClientStreams = min(cmp.Or(c.ClientStreams, ClientStreamsDefault), c.MaxStreams)
 	c.StreamMaxAge = cmp.Or(c.StreamMaxAge, StreamMaxAgeDefault)
 	c.TryTimeout = cmp.Or(c.TryTimeout, TryTimeoutDefault)
 	if c.Logger == nil {
@@ -107,6 +115,7 @@ type handler struct {
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 	streams chan struct{}
+	clients *clientStreams
 	// csrfKey signs the actions' CSRF tokens; origins refuses requests
 	// from another site.
 	csrfKey []byte
@@ -120,6 +129,7 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	h := &handler{st: st, cfg: cfg.withDefaults(), csrfKey: newCSRFKey(), origins: http.NewCrossOriginProtection()}
 	h.try = newTryState(h.cfg)
 	h.streams = make(chan struct{}, h.cfg.MaxStreams)
+	h.clients = &clientStreams{max: h.cfg.ClientStreams, open: map[string]int{}}
 	h.pages = map[string]*template.Template{}
 	for _, p := range []string{"batches", "batch", "job", "error", "try", "action"} {
 		t := template.New("layout.html").Funcs(h.funcs())

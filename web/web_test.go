@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -212,6 +213,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("mounted", func(t *testing.T) { testMounted(t, l) })
 	t.Run("browser", func(t *testing.T) { testBrowser(t, l, srv) })
 	t.Run("stream-limit", func(t *testing.T) { testStreamLimit(t, l) })
+	t.Run("client-stream-limit", func(t *testing.T) { testClientStreamLimit(t, l) })
 	// Last: it finishes the live batch.
 	t.Run("live", func(t *testing.T) { testLive(t, l, srv) })
 	t.Run("stream-error", func(t *testing.T) { testStreamError(t, l) })
@@ -664,6 +666,67 @@ func testStreamLimit(t *testing.T, l *dashLedger) {
 		select {
 		case <-ctx.Done():
 			t.Fatal("the closed stream's place never came back")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Past ClientStreams open streams of one client (its address) a new one of
+// its is refused with 429 and a Retry-After, while another client still
+// gets one; a closed stream gives its client's place back.
+func testClientStreamLimit(t *testing.T, l *dashLedger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := httptest.NewServer(web.NewHandler(l.st, web.Config{MaxStreams: 3, ClientStreams: 2}))
+	t.Cleanup(srv.Close) // after the streams' cleanups close them
+	// from is a client connecting from the loopback address ip.
+	from := func(ip string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	}
+	open := func(c *http.Client) *http.Response {
+		t.Helper()
+		sctx, scancel := context.WithCancel(ctx)
+		t.Cleanup(scancel)
+		req, _ := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL+"/batches/"+live+"/events", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode == http.StatusOK {
+			// The first event proves the stream holds its places.
+			if e, ok := <-readEvents(resp.Body); !ok || !strings.HasPrefix(e[0], "b") {
+				t.Fatalf("a stream's first event %q", e)
+			}
+		}
+		return resp
+	}
+	a, b := from("127.0.0.1"), from("127.0.0.2")
+	first := open(a)
+	if second := open(a); first.StatusCode != 200 || second.StatusCode != 200 {
+		t.Fatalf("client a's first two streams: %d, %d", first.StatusCode, second.StatusCode)
+	}
+	third := open(a)
+	body, _ := io.ReadAll(third.Body)
+	if third.StatusCode != http.StatusTooManyRequests || third.Header.Get("Retry-After") == "" ||
+		!strings.Contains(string(body), "this client (127.0.0.1) holds 2 live streams already") {
+		t.Fatalf("client a's third stream: %d, Retry-After %q, %s", third.StatusCode, third.Header.Get("Retry-After"), body)
+	}
+	if other := open(b); other.StatusCode != http.StatusOK {
+		t.Fatalf("client b's stream, with a place left: %d", other.StatusCode)
+	}
+	first.Body.Close()
+	// The server sees the closed stream at its next write.
+	for {
+		again := open(a)
+		again.Body.Close()
+		if again.StatusCode == http.StatusOK {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the closed stream's place never came back to its client")
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -79,6 +79,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&q.Stream, "stream", queue.StreamDefault, "with a token: JetStream stream a requeue publishes to (a batch enqueued to another stream keeps its own)")
 	fs.StringVar(&q.Subject, "subject", queue.SubjectDefault, "with a token: subject a requeue publishes on")
 	queryTimeout := fs.Duration("query-timeout", web.QueryTimeoutDefault, "bound on the ledger queries of one page: a slower ledger gives an error page")
+	clientStreams := fs.Int("client-streams", web.ClientStreamsDefault, "live streams (pages following a running batch or a try) one client address may hold open, of the dashboard's "+
+		fmt.Sprint(web.MaxStreamsDefault)+"; behind a reverse proxy every client has the proxy's address: raise it")
 	try := fs.Bool("try", true, "serve the Try playground (one job through the repair step, on the simulator or a provider)")
 	if err := cliflags.NoArgs(fs, args); err != nil {
 		return err
@@ -103,6 +105,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if *queryTimeout <= 0 {
 		return usageError{Err: fmt.Errorf("--query-timeout %s: give a positive duration", *queryTimeout)}
 	}
+	if *clientStreams < 1 {
+		return usageError{Err: fmt.Errorf("--client-streams %d: give 1 or more", *clientStreams)}
+	}
 	loop, err := loopbackAddr(*addr)
 	if err != nil {
 		return usageError{Err: err}
@@ -119,7 +124,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	cfg := web.Config{QueryTimeout: *queryTimeout,
+	cfg := web.Config{QueryTimeout: *queryTimeout, ClientStreams: *clientStreams,
 		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if *token != "" {
 		// The actions only behind the token (RequireToken below).

@@ -67,6 +67,14 @@ func TestServeRefusesWeakToken(t *testing.T) {
 	}
 }
 
+func TestServeRefusesBadClientStreams(t *testing.T) {
+	var out, errOut strings.Builder
+	code := run(context.Background(), []string{"serve", "--client-streams", "0", "--database-url", "postgres://nobody@127.0.0.1:1/none"}, &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "--client-streams 0: give 1 or more") {
+		t.Errorf("serve --client-streams 0: exit %d, %q; want 2", code, errOut.String())
+	}
+}
+
 // startServe runs report serve until ctx ends and returns the URL it
 // prints.
 func startServe(t *testing.T, ctx context.Context, args ...string) (string, chan int) {
