@@ -44,6 +44,9 @@ type BatchOverview struct {
 	StartedAt, FinishedAt, CancelledAt time.Time
 	// OpenWaves counts its provider batches not yet done or failed.
 	OpenWaves int64
+	// BadRows counts the rows of its datasets that enqueue found bad and
+	// left out (--max-bad-rows let them pass), as BadRows does.
+	BadRows int64
 }
 
 // Finished counts the jobs with a final status.
@@ -93,7 +96,8 @@ func (s *Store) Overviews(ctx context.Context, names []string, limit int) ([]Bat
 		       (SELECT min(j.started_at) FROM jobs j WHERE j.batch = b.name),
 		       (SELECT max(j.finished_at) FROM jobs j WHERE j.batch = b.name AND j.status <> 'queued'),
 		       b.cancelled_at,
-		       (SELECT count(*) FROM waves w WHERE w.batch = b.name AND w.status NOT IN ('done', 'failed'))
+		       (SELECT count(*) FROM waves w WHERE w.batch = b.name AND w.status NOT IN ('done', 'failed')),
+		       `+badRowsSQL("b.name")+`
 		FROM batches b
 		LEFT JOIN batch_rollups r ON r.batch = b.name
 		LEFT JOIN spend_counters sc ON sc.batch = b.name
@@ -108,7 +112,7 @@ func (s *Store) Overviews(ctx context.Context, names []string, limit int) ([]Bat
 		err := r.Scan(&b.Name, &b.CreatedAt, &b.Provider, &b.Model,
 			&b.Jobs, &b.Queued, &b.Valid, &b.Invalid, &b.Failed, &b.Rejected, &b.Dead, &b.Cancelled, &b.OverBudget,
 			&b.FirstAttemptValid, &b.CostUSD, &b.Tokens, &b.MaxCostUSD, &b.MaxTotalTokens,
-			&started, &finished, &cancelled, &b.OpenWaves)
+			&started, &finished, &cancelled, &b.OpenWaves, &b.BadRows)
 		b.StartedAt, b.FinishedAt, b.CancelledAt = deref(started), deref(finished), deref(cancelled)
 		return b, err
 	})

@@ -80,6 +80,20 @@ func TestOverviews(t *testing.T) {
 	if one, err := s.Overviews(ctx, nil, 1); err != nil || len(one) != 1 {
 		t.Errorf("limit 1: %d rows, %v", len(one), err)
 	}
+	if all[1].BadRows != 0 {
+		t.Errorf("wb has %d bad rows, want none", all[1].BadRows)
+	}
+	// Enqueue left 3 bad rows out, one of them with the job id a later
+	// dataset recorded (the row fixed): 2 are missing.
+	if _, err := s.FinishRecording(ctx, "wb", "tok", "d1", 10, []string{"", "wb-99", jobID("wb", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.Overview(ctx, "wb"); err != nil || b.BadRows != 2 {
+		t.Errorf("after 3 bad rows, 1 recorded later: %d bad rows (%v), want 2", b.BadRows, err)
+	}
+	if n, err := s.BadRows(ctx, "wb"); err != nil || n != 2 {
+		t.Errorf("BadRows: %d (%v), want 2 as the overview says", n, err)
+	}
 }
 
 func TestBatchFunnelClustersCosts(t *testing.T) {

@@ -188,6 +188,11 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		t.Error("the batch list does not show 3 batches with htmx loaded")
 	}
 	shot("batches")
+	// The progress bars colour each status: invalid jobs are not green.
+	if !eval(`(() => { const fill = c => { const r = document.querySelector('svg.pbar rect.' + c); return r && getComputedStyle(r).fill; };
+			return !!fill('pb-valid') && !!fill('pb-invalid') && fill('pb-valid') !== fill('pb-invalid'); })()`) {
+		t.Error("the progress bars do not show invalid jobs in a colour of their own")
+	}
 	// Live progress moves: a job of the running batch finishes, and its
 	// row shows it without a reload.
 	l.finish(t, live+"-1")

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -153,6 +154,36 @@ func lineDiff(a, b string) []diffLine {
 	return out
 }
 
+// barPart is one status's part of a progress bar: x and width in the
+// bar's units (0-1000), the status as the class that colours it.
+type barPart struct {
+	Status string
+	N      int64
+	X, W   float64
+}
+
+// progressBar lays a batch's finished jobs out by status on a bar of 1000
+// units (the queued ones are the bar's empty rest), so that invalid and
+// failed jobs show in their colour rather than as progress.
+func progressBar(b store.BatchOverview) []barPart {
+	if b.Jobs <= 0 {
+		return nil
+	}
+	var parts []barPart
+	x := 0.0
+	for _, p := range []barPart{{Status: "valid", N: b.Valid}, {Status: "invalid", N: b.Invalid}, {Status: "failed", N: b.Failed},
+		{Status: "rejected", N: b.Rejected}, {Status: "dead", N: b.Dead}, {Status: "over_budget", N: b.OverBudget},
+		{Status: "cancelled", N: b.Cancelled}} {
+		if p.N <= 0 {
+			continue
+		}
+		p.X, p.W = x, 1000*float64(p.N)/float64(b.Jobs)
+		x += p.W
+		parts = append(parts, p)
+	}
+	return parts
+}
+
 func (h *handler) funcs() template.FuncMap {
 	return template.FuncMap{
 		// base prefixes a path inside the dashboard with where it is mounted.
@@ -215,5 +246,8 @@ func (h *handler) funcs() template.FuncMap {
 		// actionsOn says the batch actions are offered (Config.Actions).
 		"actionsOn": func() bool { return h.cfg.Actions != nil },
 		"has":       slices.Contains[[]string],
+		"bar":       progressBar,
+		// f1 writes an SVG coordinate.
+		"f1": func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
 	}
 }

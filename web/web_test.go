@@ -3,7 +3,9 @@ package web_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/csv"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -137,6 +139,10 @@ func (l *dashLedger) addXSS(t *testing.T) {
 	if _, err := l.st.SaveResults(context.Background(), rs); err != nil {
 		t.Fatal(err)
 	}
+	// Its dataset had 3 bad rows, which enqueue left out.
+	if _, err := l.st.FinishRecording(context.Background(), xssBatch, "xss", "xss-dataset", 5, []string{"", "", ""}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // live is the running batch's name.
@@ -231,6 +237,17 @@ func testBatches(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		if resp.Header.Get(h) == "" {
 			t.Errorf("no %s header", h)
 		}
+	}
+	// The progress bar shows each status in its part: the hostile batch's
+	// valid job and its invalid one, each half the bar.
+	xssRow := regexp.MustCompile(`(?s)<tr id="row-` + regexp.QuoteMeta(eventOf(xssBatch)) + `".*?</tr>`).FindString(body)
+	if !strings.Contains(xssRow, `<rect class="pb-valid" x="0.0" y="0" width="500.0" height="10">`) ||
+		!strings.Contains(xssRow, `<rect class="pb-invalid" x="500.0" y="0" width="500.0" height="10">`) {
+		t.Errorf("the hostile batch's progress bar is not half valid, half invalid:\n%s", xssRow)
+	}
+	// It says the 3 bad rows enqueue skipped; the demo had none.
+	if !strings.Contains(xssRow, "3 bad rows skipped") || strings.Count(body, "bad rows skipped") != 1 {
+		t.Errorf("the batch list does not show the hostile batch's 3 bad rows skipped (and no other):\n%s", xssRow)
 	}
 	// Only the running batch streams.
 	if !strings.Contains(body, `sse-connect="/events?b=live"`) || strings.Count(body, "sse-swap=") != 1 {
@@ -774,4 +791,10 @@ func testStreamError(t *testing.T, l *dashLedger) {
 	if !regexp.MustCompile(`^ledger-error,b[0-9a-f]+,ledger-error,done$`).MatchString(got) {
 		t.Errorf("events %s", got)
 	}
+}
+
+// eventOf is the SSE event (and row id suffix) of a batch's name.
+func eventOf(batch string) string {
+	sum := sha256.Sum256([]byte(batch))
+	return "b" + hex.EncodeToString(sum[:8])
 }
