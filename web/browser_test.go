@@ -277,6 +277,12 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		t.Error(err)
 	}
 	open("/jobs/"+url.PathEscape(l.xssJob), "article.card")
+	// Its value diff (attempt 3's against attempt 1's) is single-spaced:
+	// each line starts where the one before ends.
+	if !eval(`(() => { const ls = [...document.querySelectorAll('pre.diff span')];
+			return ls.length > 3 && ls.every((l, i) => i === 0 || Math.abs(l.getBoundingClientRect().top - ls[i-1].getBoundingClientRect().bottom) < 1); })()`) {
+		t.Error("the value diff's lines are not one under the other (a blank line between them?)")
+	}
 	shot("job-hostile")
 	check("hostile job")
 }

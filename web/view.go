@@ -50,6 +50,14 @@ type card struct {
 	RetryClasses []string
 }
 
+// TransportNote says the card shows its transport line: something
+// happened on the way (a retry, a provider error, a status other than
+// 2xx), not an attempt that got its 200 at once.
+func (c card) TransportNote() bool {
+	ok := c.ProviderStatus == 0 || (c.ProviderStatus >= 200 && c.ProviderStatus < 300)
+	return c.TransportRetries > 0 || c.ProviderError != "" || c.ProviderClass != "" || !ok
+}
+
 // attemptError is one validation error of an attempt.
 type attemptError struct {
 	Path    string `json:"path"`

@@ -407,6 +407,15 @@ func testJob(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	if attempts[0].Feedback != "" && !strings.Contains(body, htmlEscape(attempts[0].Feedback)) {
 		t.Error("the feedback sent after attempt 1 is not on the page whole")
 	}
+	// Each call got its 200 at once: no transport line on any card.
+	for _, a := range attempts {
+		if a.ProviderStatus != 200 || a.TransportRetries != 0 || a.ProviderError != "" {
+			t.Fatalf("attempt %d: HTTP %d, %d retries, error %q; want a plain 200 (the simulator's messy preset)", a.No, a.ProviderStatus, a.TransportRetries, a.ProviderError)
+		}
+	}
+	if strings.Contains(body, `class="transport"`) {
+		t.Error("a card shows a transport line for a call that got its 200 at once")
+	}
 }
 
 func htmlEscape(s string) string {
@@ -436,7 +445,7 @@ func testXSS(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		}
 	}
 	_, body := get(t, srv, "/jobs/"+url.PathEscape(l.xssJob))
-	for _, want := range []string{htmlEscape(xssScript), htmlEscape(xssImg), "javascript:alert(1)", "Attempt 3"} {
+	for _, want := range []string{htmlEscape(xssScript), htmlEscape(xssImg), "javascript:alert(1)", "Attempt 3", `<p class="transport">Transport: 1 retry`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the job page lacks %q (the text shown, escaped)", want)
 		}
