@@ -184,10 +184,10 @@ func TestTryPlayground(t *testing.T) {
 	ts := newTryServer(t, sim.Latency{RequestP50: 5 * time.Millisecond, RequestP99: 10 * time.Millisecond})
 	token := ts.token(t)
 
-	// A messy run with a repair: found by trying seeds (the draws are a
-	// function of the input and the seed).
+	// A messy run valid after a repair: found by trying seeds (the draws
+	// are a function of the input and the seed).
 	var final string
-	for seed := 1; seed <= 30 && !strings.Contains(final, `id="try-attempt-2"`); seed++ {
+	for seed := 1; seed <= 30 && !strings.Contains(final, `id="try-verdict">valid after`); seed++ {
 		f := tryForm(token)
 		f.Set("seed", fmt.Sprint(seed))
 		resp, body := ts.post(t, f, "HX-Request", "true")
@@ -205,6 +205,13 @@ func TestTryPlayground(t *testing.T) {
 		if !strings.Contains(final, want) {
 			t.Errorf("no messy try in 30 seeds shows %q:\n%s", want, final)
 		}
+	}
+	// Valid at attempt n > 1: the diagram's retry stage went through, n-1
+	// times (not "not needed").
+	n := strings.Count(final, `id="try-attempt-`)
+	retries := map[bool]string{true: "1 retry", false: fmt.Sprintf("%d retries", n-1)}[n == 2]
+	if want := `<li class="stage st-ok" data-stage="retry"><b>Retry</b><span class="small">valid after ` + retries + `</span>`; !strings.Contains(final, want) {
+		t.Errorf("valid at attempt %d: the retry stage is not %q:\n%s", n, want, final)
 	}
 
 	// The same input and seed: the same replies.
