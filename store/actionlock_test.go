@@ -56,3 +56,18 @@ func TestLockBatch(t *testing.T) {
 	}
 	again()
 }
+
+// A released batch is free at once: an action right after another (a
+// second click, a script) is not told the first is in progress.
+func TestLockBatchFreeOnRelease(t *testing.T) {
+	t.Parallel()
+	s := storetest.NewStore(t)
+	ctx := context.Background()
+	for i := range 100 {
+		release, err := s.LockBatch(ctx, "b", "requeue")
+		if err != nil {
+			t.Fatalf("lock %d, right after release %d: %v", i+1, i, err)
+		}
+		release()
+	}
+}

@@ -154,6 +154,7 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	mux.HandleFunc("GET /batches/{name}/repairs", h.repairsPart)
 	mux.HandleFunc("GET /batches/{name}/timeline", h.timelinePart)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
+	mux.HandleFunc("GET /jobs/{id}/actions", h.jobActionsPart)
 	mux.HandleFunc("GET /batches/{name}/actions", h.actionsPart)
 	mux.HandleFunc("POST /batches/{name}/{action}", h.action)
 	h.tryRoutes(mux)

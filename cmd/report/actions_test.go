@@ -229,6 +229,22 @@ func TestServeActions(t *testing.T) {
 	if code != 404 || !strings.Contains(body, "no such batch") {
 		t.Errorf("cancel of no batch: %d\n%s", code, body)
 	}
+
+	// One job cancelled (the other chosen is of no batch), then requeued
+	// with a queued one: each acts on the jobs it can, and says which not.
+	code, body = s.post(t, "/batches/acts/cancel", s.form("scope", "jobs", "job", "acts:1", "job", "acts:99"), "HX-Request", "true")
+	if j, _, _ := st.Job(ctx, "acts:1"); code != 200 || j.Status != fixpoint.StatusCancelled ||
+		!strings.Contains(body, "batch acts: cancelled 1 of the 2 jobs chosen; the others were final already, or not of the batch") {
+		t.Errorf("cancel of acts:1 and acts:99: %d, acts:1 %s\n%s", code, j.Status, body)
+	}
+	code, body = s.post(t, "/batches/acts/requeue", s.form("scope", "jobs", "job", "acts:1", "job", "acts:2"), "HX-Request", "true")
+	if code != 200 || !strings.Contains(body, "(1 cancelled) as run 3") ||
+		!strings.Contains(body, "1 of the 2 jobs chosen was not requeued: not final yet, or not of batch acts") {
+		t.Errorf("requeue of acts:1 (cancelled) and acts:2 (queued): %d\n%s", code, body)
+	}
+	if info, _ := stream.Info(ctx); info.State.Msgs != 7 {
+		t.Errorf("stream ACTS holds %d messages, want 7 (the requeued job one more)", info.State.Msgs)
+	}
 	cancel()
 	<-done
 }

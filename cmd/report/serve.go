@@ -37,7 +37,8 @@ every request must give it (HTTP Basic password, any
 user name, or Authorization: Bearer TOKEN), and each batch's page offers the
 actions: requeue, cancel, and the spend cap, each what enqueue requeue,
 enqueue cancel and enqueue cap do (a requeue publishes to the queue that
---nats-url, or the embedded one in --nats-dir, names, as enqueue does).
+--nats-url, or the embedded one in --nats-dir, names, as enqueue does); a
+job's page and the job list requeue or cancel one job or the jobs ticked.
 Every action is a POST that must come from the dashboard's own page (its
 origin, and a CSRF token bound to a SameSite=Strict cookie).
 

@@ -84,6 +84,14 @@
     }
   }
 
+  // The job list's "select all" box ticks every job of the page.
+  document.addEventListener("change", function (e) {
+    var box = e.target;
+    if (!box.classList || !box.classList.contains("select-all") || !box.form) { return; }
+    var jobs = box.form.querySelectorAll("input[name=job]");
+    for (var i = 0; i < jobs.length; i++) { jobs[i].checked = box.checked; }
+  });
+
   document.addEventListener("DOMContentLoaded", function () { draw(document); });
   // Parts of a page (the plots over time) arrive after it, by htmx.
   document.addEventListener("htmx:afterSettle", function (e) { draw(e.target); });
