@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -524,15 +525,45 @@ type JobDetail struct {
 	Job *JobRecord
 	// Attempts are the attempts of the job's current run, in order.
 	Attempts []Attempt
+	// Runs are the job's earlier runs (a requeue started each later one),
+	// the latest first, at most JobRunsMax of them.
+	Runs []JobRun
 	// Interrupted are the calls of deliveries that ended without a result
 	// (handed back, shutdown, superseded, outage, ...), grouped.
 	Interrupted []InterruptedCalls
 }
 
-// JobDetail returns a job, its attempts and its interrupted calls, or
-// ErrNotFound.
+// JobRun is an earlier run of a job: how it ended (as job_runs kept it
+// when a requeue started the next) and its attempts.
+type JobRun struct {
+	Run             int
+	Status          fixpoint.Status
+	Provider, Model string
+	// Value is the run's final value, nil for none; Error and FinalClass
+	// say why it was not valid.
+	Value             json.RawMessage
+	Error, FinalClass string
+	Attempts, Calls   int
+	// TokensIn, TokensOut, TokensCached and CostUSD are the run's totals.
+	TokensIn, TokensOut, TokensCached int64
+	CostUSD                           float64
+	// StartedAt and FinishedAt are zero when unknown.
+	StartedAt, FinishedAt time.Time
+	// AttemptRows are the run's attempts, in order.
+	AttemptRows []Attempt
+}
+
+// JobRunsMax bounds the earlier runs JobDetail returns (the latest).
+const JobRunsMax = 20
+
+// JobDetail returns a job, its attempts, its earlier runs and its
+// interrupted calls, or ErrNotFound.
 func (s *Store) JobDetail(ctx context.Context, id string) (JobDetail, error) {
 	j, attempts, err := s.Job(ctx, id)
+	if err != nil {
+		return JobDetail{}, err
+	}
+	runs, err := s.jobRuns(ctx, id, j.Run)
 	if err != nil {
 		return JobDetail{}, err
 	}
@@ -540,7 +571,55 @@ func (s *Store) JobDetail(ctx context.Context, id string) (JobDetail, error) {
 	if err != nil {
 		return JobDetail{}, err
 	}
-	return JobDetail{Job: j, Attempts: attempts, Interrupted: in}, nil
+	return JobDetail{Job: j, Attempts: attempts, Runs: runs, Interrupted: in}, nil
+}
+
+// jobRuns returns the runs of job id before current, the latest first,
+// with their attempts.
+func (s *Store) jobRuns(ctx context.Context, id string, current int) ([]JobRun, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT run, status, provider, model, value::text, error, final_class, attempts, calls,
+		       tokens_in, tokens_out, tokens_cached, cost_usd::float8, started_at, finished_at
+		FROM job_runs WHERE job_id = $1 AND run <> $2 ORDER BY run DESC LIMIT $3`, id, current, JobRunsMax)
+	if err != nil {
+		return nil, fmt.Errorf("runs of job %s: %w", id, err)
+	}
+	runs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobRun, error) {
+		var jr JobRun
+		var value *string
+		var started, finished *time.Time
+		err := r.Scan(&jr.Run, &jr.Status, &jr.Provider, &jr.Model, &value, &jr.Error, &jr.FinalClass, &jr.Attempts, &jr.Calls,
+			&jr.TokensIn, &jr.TokensOut, &jr.TokensCached, &jr.CostUSD, &started, &finished)
+		jr.Value, jr.StartedAt, jr.FinishedAt = rawPtr(value), deref(started), deref(finished)
+		return jr, err
+	})
+	if err != nil || len(runs) == 0 {
+		return nil, err
+	}
+	nums := make([]int, len(runs))
+	at := map[int]int{}
+	for i, jr := range runs {
+		nums[i], at[jr.Run] = jr.Run, i
+	}
+	rows, err = s.pool.Query(ctx, `SELECT a.run, `+attemptSelect+attemptSelectFrom+`
+		WHERE a.job_id = $1 AND a.run = ANY($2) ORDER BY a.run, a.attempt_no`, id, nums)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of the runs of job %s: %w", id, err)
+	}
+	var run int
+	_, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
+		a, err := scanAttempt(r, &run)
+		if err == nil {
+			runs[at[run]].AttemptRows = append(runs[at[run]].AttemptRows, a)
+		}
+		return struct{}{}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempts of the runs of job %s: %w", id, err)
+	}
+	return runs, nil
 }
 
 // RepairSteps returns, for one batch, what became of the jobs whose

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -215,5 +216,51 @@ func TestJobPage(t *testing.T) {
 	}
 	if _, err := s.JobDetail(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown job: %v", err)
+	}
+}
+
+// A requeued job's detail has its earlier runs, the latest first, each
+// with its outcome and its own attempts.
+func TestJobDetailRuns(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "jr", 1)
+	ctx := context.Background()
+	id := jobID("jr", 1)
+	if _, err := s.SaveResults(ctx, []store.Result{result(id, "first", "shape", "syntax")}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.JobDetail(ctx, id)
+	if err != nil || len(d.Runs) != 0 || len(d.Attempts) != 2 {
+		t.Fatalf("before a requeue: %d runs, %d attempts (%v); want no earlier run, 2 attempts", len(d.Runs), len(d.Attempts), err)
+	}
+	for i, model := range []string{"second", "third"} {
+		run := i + 2
+		if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "jr", Statuses: []fixpoint.Status{fixpoint.StatusInvalid, fixpoint.StatusValid},
+			Settings: json.RawMessage(`{}`), Model: model}); err != nil {
+			t.Fatal(err)
+		}
+		res := result(id, model, map[int]string{2: "shape", 3: ""}[run])
+		res.Run = run
+		if _, err := s.SaveResults(ctx, []store.Result{res}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err = s.JobDetail(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Job.Run != 3 || d.Job.Status != fixpoint.StatusValid || len(d.Attempts) != 1 || d.Attempts[0].Raw != "third" {
+		t.Errorf("the current run: %d, %s, %d attempts; want run 3 valid with its 1 attempt", d.Job.Run, d.Job.Status, len(d.Attempts))
+	}
+	if len(d.Runs) != 2 {
+		t.Fatalf("%d earlier runs, want 2", len(d.Runs))
+	}
+	r2, r1 := d.Runs[0], d.Runs[1]
+	if r2.Run != 2 || r2.Status != fixpoint.StatusInvalid || r2.Model != "second" || len(r2.AttemptRows) != 1 || r2.AttemptRows[0].Raw != "second" || r2.FinalClass != "shape" {
+		t.Errorf("run 2: %+v; want invalid on model second, its 1 attempt", r2)
+	}
+	if r1.Run != 1 || r1.Status != fixpoint.StatusInvalid || r1.Model != "sim-typical" || r1.Attempts != 2 || len(r1.AttemptRows) != 2 ||
+		r1.AttemptRows[1].No != 2 || r1.AttemptRows[1].Class != "syntax" || r1.TokensIn != 200 {
+		t.Errorf("run 1: %+v; want invalid on sim-typical, its 2 attempts (the second syntax), 200 tokens in", r1)
 	}
 }

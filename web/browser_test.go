@@ -184,8 +184,8 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 
 	// The batch list, the live batch streaming.
 	open("/", "table.batches")
-	if !eval(`document.querySelectorAll('table.batches tbody tr').length === 3 && !!window.htmx`) {
-		t.Error("the batch list does not show 3 batches with htmx loaded")
+	if !eval(`document.querySelectorAll('table.batches tbody tr').length === 4 && !!window.htmx`) {
+		t.Error("the batch list does not show 4 batches with htmx loaded")
 	}
 	shot("batches")
 	// The progress bars colour each status: invalid jobs are not green.
@@ -263,6 +263,23 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	}
 	shot("job")
 	check(job)
+
+	// A requeued job: its runs side by side; an earlier run's attempts
+	// open from its summary.
+	open("/jobs/"+rerunJob, "table.runs")
+	if !eval(`document.querySelectorAll('table.runs tbody tr').length === 2 && !document.querySelector('details#run-1').open`) {
+		t.Error("the requeued job's page does not show its 2 runs, the earlier one closed")
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("details#run-1 > summary"))); err != nil {
+		t.Fatal(err)
+	}
+	if !eval(`document.querySelector('details#run-1').open && [...document.querySelectorAll('details#run-1 article.card')].filter(c => c.offsetHeight > 0).length === 2`) {
+		t.Error("run 1's section did not open on its 2 attempt cards")
+	}
+	if *screenshots {
+		shotTo(ctx, t, "dashboard-job-runs.png", "#runs")
+	}
+	check("/jobs/" + rerunJob)
 
 	// The hostile replies: shown, nothing runs, nothing overflows.
 	for _, p := range []string{"/jobs/" + url.PathEscape(l.xssJob), "/jobs/" + url.PathEscape(l.hugeJob), "/batches/" + url.PathEscape(xssBatch)} {

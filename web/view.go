@@ -25,13 +25,39 @@ type jobView struct {
 	// Input is the input row, Value the final value, Prompt the rendered
 	// prompt: indented when they are JSON.
 	Input, Value string
-	Cards        []card
-	Interrupted  []store.InterruptedCalls
+	// Cards are the attempts of the job's current run.
+	Cards       []card
+	Interrupted []store.InterruptedCalls
+	// Runs, for a requeued job, are its runs side by side, the current
+	// one first; Earlier the runs before it with their attempts.
+	Runs    []runRow
+	Earlier []runView
+}
+
+// runRow is one run of a job in the page's comparison of its runs.
+type runRow struct {
+	Run                      int
+	Latest                   bool
+	Status, Model            string
+	Attempts, Calls          int
+	TokensIn, TokensOut      int64
+	CostUSD                  float64
+	FinishedAt               time.Time
+	FinalClass, Error, Value string
+}
+
+// runView is an earlier run of a job: its outcome, its value and its
+// attempts' cards.
+type runView struct {
+	runRow
+	Cards []card
 }
 
 // card is one attempt.
 type card struct {
 	store.Attempt
+	// Anchor is the card's id in the page.
+	Anchor string
 	// Badge is "valid" or the attempt's class.
 	Badge string
 	// Value is the JSON value found in the reply, indented ("" when none).
@@ -84,12 +110,32 @@ type diffLine struct {
 }
 
 func newJobView(d store.JobDetail) jobView {
-	v := jobView{Title: "Job " + d.Job.ID, Job: d.Job, Interrupted: d.Interrupted}
-	v.Input = indent(d.Job.Metadata)
-	v.Value = indent(d.Job.Value)
+	j := d.Job
+	v := jobView{Title: "Job " + j.ID, Job: j, Interrupted: d.Interrupted}
+	v.Input = indent(j.Metadata)
+	v.Value = indent(j.Value)
+	v.Cards = newCards(d.Attempts, "attempt-")
+	if len(d.Runs) == 0 {
+		return v
+	}
+	v.Runs = append(v.Runs, runRow{Run: j.Run, Latest: true, Status: string(j.Status), Model: j.Model, Attempts: j.Attempts, Calls: j.Calls,
+		TokensIn: j.TokensIn, TokensOut: j.TokensOut, CostUSD: j.CostUSD, FinishedAt: j.FinishedAt, FinalClass: j.FinalClass, Error: j.Error, Value: v.Value})
+	for _, r := range d.Runs {
+		row := runRow{Run: r.Run, Status: string(r.Status), Model: r.Model, Attempts: r.Attempts, Calls: r.Calls, TokensIn: r.TokensIn,
+			TokensOut: r.TokensOut, CostUSD: r.CostUSD, FinishedAt: r.FinishedAt, FinalClass: r.FinalClass, Error: r.Error, Value: indent(r.Value)}
+		v.Runs = append(v.Runs, row)
+		v.Earlier = append(v.Earlier, runView{runRow: row, Cards: newCards(r.AttemptRows, fmt.Sprintf("run-%d-attempt-", r.Run))})
+	}
+	return v
+}
+
+// newCards are the cards of one run's attempts, each value diffed against
+// the previous one's; anchor prefixes each card's id.
+func newCards(attempts []store.Attempt, anchor string) []card {
+	var cards []card
 	prev, hasPrev := "", false
-	for _, a := range d.Attempts {
-		c := card{Attempt: a, Badge: a.Class, Request: indent(a.Request)}
+	for _, a := range attempts {
+		c := card{Attempt: a, Anchor: anchor + strconv.Itoa(a.No), Badge: a.Class, Request: indent(a.Request)}
 		if a.Valid {
 			c.Badge = "valid"
 		}
@@ -104,9 +150,9 @@ func newJobView(d store.JobDetail) jobView {
 			}
 			prev, hasPrev = c.Value, true
 		}
-		v.Cards = append(v.Cards, c)
+		cards = append(cards, c)
 	}
-	return v
+	return cards
 }
 
 // replyValue is the JSON value the extractor finds first in a reply,

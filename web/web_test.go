@@ -82,8 +82,43 @@ func newDashLedger(t *testing.T) *dashLedger {
 	}
 	l.demo = bs[0].Name
 	l.addXSS(t)
+	l.addRerun(t)
 	l.addLive(t)
 	return l
+}
+
+// rerunJob is the job of batch "rerun": invalid after 2 attempts in run 1,
+// requeued on another model, valid at its first attempt in run 2.
+const rerunJob = "rerun-1"
+
+func (l *dashLedger) addRerun(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	putJobs(t, l.st, "rerun", 1, func(int) string { return `{"i":1}` })
+	attempt := func(no int, raw, class string) store.Attempt {
+		a := store.Attempt{No: no, Raw: raw, Valid: class == "", Class: class, Model: "sim-messy", LatencyMS: 20, TokensIn: 10, TokensOut: 5,
+			StartedAt: time.Now(), FinishReason: "stop", ProviderStatus: 200}
+		if class != "" {
+			a.Errors = json.RawMessage(`[{"path":"/n","keyword":"type","class":"shape","message":"/n: expected integer, got string"}]`)
+			a.Feedback = "fix /n"
+		}
+		return a
+	}
+	if _, err := l.st.SaveResults(ctx, []store.Result{{JobID: rerunJob, Status: fixpoint.StatusInvalid, Attempts: 2, Calls: 2, TokensIn: 20, TokensOut: 10,
+		Error: "/n: expected integer", FinalClass: "shape", Value: json.RawMessage(`{"n":"one"}`),
+		AttemptRows: []store.Attempt{attempt(1, `{"n":"1"}`, "shape"), attempt(2, `{"n":"one"}`, "shape")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.st.Requeue(ctx, store.RequeueParams{Batch: "rerun", Statuses: []fixpoint.Status{fixpoint.StatusInvalid},
+		Settings: json.RawMessage(`{}`), Model: "sim-clean"}); err != nil {
+		t.Fatal(err)
+	}
+	second := attempt(1, `{"n":1}`, "")
+	second.Model = "sim-clean"
+	if _, err := l.st.SaveResults(ctx, []store.Result{{JobID: rerunJob, Run: 2, Status: fixpoint.StatusValid, Attempts: 1, Calls: 1, TokensIn: 10, TokensOut: 5,
+		FirstAttemptValid: true, Value: json.RawMessage(`{"n":1}`), AttemptRows: []store.Attempt{second}}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // putJobs records a batch of n jobs, their metadata from meta(i).
@@ -213,6 +248,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("jobs", func(t *testing.T) { testJobList(t, l, srv) })
 	t.Run("export", func(t *testing.T) { testExport(t, l, srv) })
 	t.Run("job", func(t *testing.T) { testJob(t, l, srv) })
+	t.Run("job-runs", func(t *testing.T) { testJobRuns(t, srv) })
 	t.Run("xss", func(t *testing.T) { testXSS(t, l, srv) })
 	t.Run("errors", func(t *testing.T) { testErrors(t, l, srv) })
 	t.Run("timing", func(t *testing.T) { testTiming(t, l, srv) })
@@ -415,6 +451,35 @@ func testJob(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	}
 	if strings.Contains(body, `class="transport"`) {
 		t.Error("a card shows a transport line for a call that got its 200 at once")
+	}
+}
+
+// A requeued job's page compares its runs side by side, shows the latest
+// run's attempts, then each earlier run's in a section of its own.
+func testJobRuns(t *testing.T, srv *httptest.Server) {
+	resp, body := get(t, srv, "/jobs/"+rerunJob)
+	wantPage(t, resp, body, 200, `<section id="runs">`, "Attempts of run 2 (latest)", `<details class="run" id="run-1">`,
+		`id="attempt-1"`, `id="run-1-attempt-1"`, `id="run-1-attempt-2"`, "Final value of run 1")
+	table := regexp.MustCompile(`(?s)<table class="runs">.*?</table>`).FindString(body)
+	rows := regexp.MustCompile(`(?s)<tr[^>]*>\s*<td class="nowrap"><a href="#([^"]+)">run (\d)</a>.*?</tr>`).FindAllStringSubmatch(table, -1)
+	if len(rows) != 2 || rows[0][2] != "2" || rows[0][1] != "attempts" || rows[1][2] != "1" || rows[1][1] != "run-1" {
+		t.Fatalf("the runs table has %d rows (%v), want run 2 (latest, linking to its attempts) then run 1:\n%s", len(rows), rows, table)
+	}
+	for i, want := range [][]string{{"s-valid", "sim-clean", `<td class="n">1</td>`}, {"s-invalid", "sim-messy", `<td class="n">2</td>`, "/n: expected integer"}} {
+		for _, w := range want {
+			if !strings.Contains(rows[i][0], w) {
+				t.Errorf("run %s's row lacks %q:\n%s", rows[i][2], w, rows[i][0])
+			}
+		}
+	}
+	// Run 1's cards are in its section, not among the latest run's.
+	latest := body[strings.Index(body, `id="attempts"`):strings.Index(body, `id="run-1"`)]
+	if strings.Count(latest, `<article class="card`) != 1 || strings.Contains(latest, "fix /n") {
+		t.Errorf("the latest run's attempts hold %d cards, want its 1 alone", strings.Count(latest, `<article class="card`))
+	}
+	// A job never requeued has no runs part.
+	if _, body := get(t, srv, "/jobs/"+url.PathEscape(live+"-2")); strings.Contains(body, `id="runs"`) || !strings.Contains(body, ">Attempts</h2>") {
+		t.Error("a job of one run shows a runs part")
 	}
 }
 
