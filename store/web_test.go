@@ -264,3 +264,72 @@ func TestJobDetailRuns(t *testing.T) {
 		t.Errorf("run 1: %+v; want invalid on sim-typical, its 2 attempts (the second syntax), 200 tokens in", r1)
 	}
 }
+
+// A search finds text in a job's id, input, prompt, value or error, case
+// aside, a window of jobs at a time, and goes on from where it stopped.
+func TestSearchJobs(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "sj", 60)
+	ctx := context.Background()
+	bad := result(jobID("sj", 2), "b", "shape")
+	bad.Error = "/name: missing Needle"
+	if _, err := s.SaveResults(ctx, []store.Result{bad, result(jobID("sj", 4), "needle-4", "")}); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(r store.JobSearch) string {
+		var out []string
+		for _, j := range r.Jobs {
+			out = append(out, j.ID+"="+strings.Join(j.Matched, "+"))
+		}
+		return strings.Join(out, " ")
+	}
+	for text, want := range map[string]string{
+		"NEEDLE":      "sj-2=error sj-4=value",
+		" ROW 7 ":     "sj-7=prompt",
+		`"row": 5}`:   "sj-5=input",
+		"sj-59":       "sj-59=id",
+		"no such bit": "",
+	} {
+		r, err := s.SearchJobs(ctx, "sj", text, "")
+		if err != nil || ids(r) != want || r.FromRow != 1 || r.ToRow != 60 || r.Next != "" {
+			t.Errorf("search %q: %q, rows %d-%d, next %q (%v); want %q in rows 1-60, to the end", text, ids(r), r.FromRow, r.ToRow, r.Next, err, want)
+		}
+	}
+	// More matches than a step returns: the first 50, then the rest.
+	r, err := s.SearchJobs(ctx, "sj", "extract", "")
+	if err != nil || len(r.Jobs) != store.SearchMatchesMax || r.Jobs[49].ID != "sj-50" || r.ToRow != 50 || r.Next != "50:sj-50" {
+		t.Fatalf("search of every job: %d matches, to row %d, next %q (%v); want 50, to row 50, next after sj-50", len(r.Jobs), r.ToRow, r.Next, err)
+	}
+	if r, err = s.SearchJobs(ctx, "sj", "extract", r.Next); err != nil || len(r.Jobs) != 10 || r.FromRow != 51 || r.Next != "" {
+		t.Errorf("its next step: %d matches from row %d, next %q (%v); want the 10 left, from row 51, to the end", len(r.Jobs), r.FromRow, r.Next, err)
+	}
+	// A window smaller than the batch: a step reads that many jobs.
+	s.SetSearchWindow(25)
+	var steps []string
+	for next, n := "", 0; n == 0 || next != ""; n++ {
+		r, err := s.SearchJobs(ctx, "sj", "row 4", next)
+		if err != nil || n > 3 {
+			t.Fatalf("step %d: %v", n+1, err)
+		}
+		steps = append(steps, fmt.Sprintf("%d-%d:%s", r.FromRow, r.ToRow, ids(r)))
+		next = r.Next
+	}
+	if got := strings.Join(steps, " "); got != "1-25:sj-4=prompt 26-50:sj-40=prompt sj-41=prompt sj-42=prompt sj-43=prompt sj-44=prompt sj-45=prompt sj-46=prompt sj-47=prompt sj-48=prompt sj-49=prompt 51-60:" {
+		t.Errorf("steps of 25 jobs: %s", got)
+	}
+	s.SetSearchWindow(0)
+	for _, text := range []string{" ", strings.Repeat("x", store.SearchTextMax+1)} {
+		if _, err := s.SearchJobs(ctx, "sj", text, ""); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("search %.20q: %v, want ErrInvalid", text, err)
+		}
+	}
+	if _, err := s.SearchJobs(ctx, "sj", "x", "nocursor"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a bad cursor: %v, want ErrInvalid", err)
+	}
+	if b, err := s.JobBatch(ctx, "sj-7"); err != nil || b != "sj" {
+		t.Errorf("JobBatch(sj-7) = %q, %v", b, err)
+	}
+	if _, err := s.JobBatch(ctx, "sj-0"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("JobBatch of no job: %v, want ErrNotFound", err)
+	}
+}

@@ -251,6 +251,38 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	shot("jobs")
 	check(batch + " filtered")
 
+	// The batch's search: text of its jobs (an invalid job's error), then
+	// the header's box, a job id typed, to the job's page.
+	invalid, _, err := l.st.JobPage(ctx, l.demo, store.JobFilter{Status: "invalid", Limit: 1})
+	if err != nil || len(invalid) == 0 || len(invalid[0].Error) < 12 {
+		t.Fatalf("no invalid demo job with an error (%v)", err)
+	}
+	words := invalid[0].Error[:12]
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`#jobs form.search input[name=q]`), words),
+		chromedp.Submit(chromedp.CSS(`#jobs form.search input[name=q]`)),
+		chromedp.WaitVisible(chromedp.CSS("#search-note")),
+	); err != nil {
+		t.Fatalf("search %q from the batch's page: %v", words, err)
+	}
+	if !eval(fmt.Sprintf(`location.pathname === '/search' && [...document.querySelectorAll('#job-list tbody tr')].some(r => r.cells[0].textContent.startsWith(%q)) &&
+			[...document.querySelectorAll('#job-list tbody tr')].every(r => r.textContent.includes('found in'))`, invalid[0].ID)) {
+		t.Errorf("the search for %q does not list job %s", words, invalid[0].ID)
+	}
+	shot("search")
+	check("/search")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`header form.find input[name=q]`), invalid[0].ID),
+		chromedp.Submit(chromedp.CSS(`header form.find input[name=q]`)),
+		chromedp.WaitVisible(chromedp.CSS("article.card")),
+	); err != nil {
+		t.Fatalf("find job %s from the header: %v", invalid[0].ID, err)
+	}
+	if !eval(fmt.Sprintf(`location.pathname === %q`, "/jobs/"+url.PathEscape(invalid[0].ID))) {
+		t.Errorf("the header's search for job %s did not open its page", invalid[0].ID)
+	}
+	bl.take()
+
 	// A job with a repair: its cards.
 	rows, _, err := l.st.JobPage(ctx, l.demo, store.JobFilter{Status: "valid", Attempts: 2, Limit: 1})
 	if err != nil || len(rows) == 0 {

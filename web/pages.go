@@ -69,6 +69,10 @@ type jobsView struct {
 	// CSRF, with the actions on, is the token of the selection's form
 	// (requeue or cancel the ticked jobs); "" offers none.
 	CSRF string
+	// Search says the list is a search's matches (no export, each job's
+	// matched fields shown, Next searching on); Note what the step read.
+	Search bool
+	Note   string
 }
 
 var (

@@ -301,6 +301,8 @@ func (h *handler) funcs() template.FuncMap {
 		"actionsOn": func() bool { return h.cfg.Actions != nil },
 		"has":       slices.Contains[[]string],
 		"bar":       progressBar,
+		// searchOf is the search form's data on a batch's page.
+		"searchOf": func(batch string) searchView { return searchView{Batch: batch} },
 		// f1 writes an SVG coordinate.
 		"f1": func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
 	}

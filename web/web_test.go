@@ -249,6 +249,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("export", func(t *testing.T) { testExport(t, l, srv) })
 	t.Run("job", func(t *testing.T) { testJob(t, l, srv) })
 	t.Run("job-runs", func(t *testing.T) { testJobRuns(t, srv) })
+	t.Run("search", func(t *testing.T) { testSearch(t, l, srv) })
 	t.Run("xss", func(t *testing.T) { testXSS(t, l, srv) })
 	t.Run("errors", func(t *testing.T) { testErrors(t, l, srv) })
 	t.Run("timing", func(t *testing.T) { testTiming(t, l, srv) })
@@ -481,6 +482,72 @@ func testJobRuns(t *testing.T, srv *httptest.Server) {
 	if _, body := get(t, srv, "/jobs/"+url.PathEscape(live+"-2")); strings.Contains(body, `id="runs"`) || !strings.Contains(body, ">Attempts</h2>") {
 		t.Error("a job of one run shows a runs part")
 	}
+}
+
+// The search: an exact job id or batch name goes to its page; text is
+// searched for in one batch's jobs, each match saying where it was found.
+func testSearch(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	noRedirect := *srv.Client()
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	rows, _, err := l.st.JobPage(context.Background(), l.demo, store.JobFilter{Limit: 4})
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("the demo's first jobs: %v", err)
+	}
+	for q, want := range map[string]string{rows[1].ID: "/jobs/" + url.PathEscape(rows[1].ID), l.demo: "/batches/" + url.PathEscape(l.demo), xssBatch: "/batches/" + url.PathEscape(xssBatch)} {
+		for _, batch := range []string{"", l.demo} {
+			resp, err := noRedirect.Get(srv.URL + "/search?" + url.Values{"q": {" " + q + " "}, "batch": {batch}}.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			isBatch := strings.HasPrefix(want, "/batches/")
+			if batch != "" && isBatch {
+				continue // within a batch, a name is text
+			}
+			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+				t.Errorf("search %q (batch %q): %d to %q, want 303 to %s", q, batch, resp.StatusCode, resp.Header.Get("Location"), want)
+			}
+		}
+	}
+	// Part of a batch's name: the batches that hold it.
+	resp, body := get(t, srv, "/search?q="+url.QueryEscape(l.demo[:8]))
+	wantPage(t, resp, body, 200, "No job has the id", `<ul class="found"><li><a href="/batches/`+url.PathEscape(l.demo)+`">`)
+	// Text within a batch: the job whose id and input hold a ticket's id.
+	ticket := rows[3].ID[strings.LastIndex(rows[3].ID, ":")+1:]
+	resp, body = get(t, srv, "/search?"+url.Values{"batch": {l.demo}, "q": {strings.ToLower(ticket)}}.Encode())
+	wantPage(t, resp, body, 200, `id="search-note"`, "Searched the jobs of rows 1 to 200: 1 match; that is the end of the batch.",
+		`found in <span class="badge">id</span> <span class="badge">input</span>`)
+	if ids := jobIDs(body); len(ids) != 1 || ids[0] != rows[3].ID {
+		t.Errorf("search %q in the demo: %v, want %s alone", ticket, ids, rows[3].ID)
+	}
+	// An htmx request (the list's search on) gets the list alone.
+	resp, body = get(t, srv, "/search?"+url.Values{"batch": {l.demo}, "q": {ticket}}.Encode(), "HX-Request", "true")
+	wantPage(t, resp, body, 200, `<div id="job-list">`)
+	if strings.Contains(body, "<html") {
+		t.Error("an htmx search got a whole page")
+	}
+	// Hostile text: searched for, shown as text.
+	resp, body = get(t, srv, "/search?"+url.Values{"batch": {xssBatch}, "q": {"onerror=alert(1)"}}.Encode())
+	wantPage(t, resp, body, 200, "2 matches", `found in <span class="badge">input</span>`)
+	resp, body = get(t, srv, "/search?"+url.Values{"batch": {xssBatch}, "q": {xssScript}}.Encode())
+	wantPage(t, resp, body, 200, "2 matches", `<span class="badge">prompt</span>`)
+	if strings.Contains(body, "<script>alert") {
+		t.Error("the search page holds the query unescaped")
+	}
+	for _, c := range []struct {
+		q, batch string
+		status   int
+	}{
+		{strings.Repeat("x", store.SearchTextMax+1), l.demo, 400}, {"x", "nope", 404},
+	} {
+		resp, body := get(t, srv, "/search?"+url.Values{"batch": {c.batch}, "q": {c.q}}.Encode())
+		wantPage(t, resp, body, c.status)
+	}
+	resp, body = get(t, srv, "/search?"+url.Values{"batch": {l.demo}, "q": {"x"}, "after": {"nocursor"}}.Encode())
+	wantPage(t, resp, body, 400)
+	// Every page has the header's search box.
+	resp, body = get(t, srv, "/")
+	wantPage(t, resp, body, 200, `<form class="find" method="get" action="/search" role="search">`)
 }
 
 func htmlEscape(s string) string {
