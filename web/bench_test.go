@@ -153,6 +153,11 @@ func BenchmarkDashboard(b *testing.B) {
 		{"part-costs", base + "/costs"},
 		{"part-repairs", base + "/repairs"},
 		{"part-timeline", base + "/timeline"},
+		{"search-header", "/search?" + url.Values{"q": {benchBatch + ":no-such-job"}}.Encode()},
+		{"search-text-none", "/search?" + url.Values{"batch": {benchBatch}, "q": {"no such text"}}.Encode()},
+		{"search-text-deep", "/search?" + url.Values{"batch": {benchBatch}, "q": {"no such text"}, "after": {deep}}.Encode()},
+		{"costs-30d", "/costs"},
+		{"costs-7d-hourly", "/costs?range=7d"},
 	}
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {

@@ -313,6 +313,14 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	}
 	check("/jobs/" + rerunJob)
 
+	// The costs over time: plotted.
+	open("/costs", "#costs-chart canvas")
+	if !eval(`document.querySelectorAll('table.costs tbody tr').length >= 3 && document.querySelectorAll('#costs-chart .u-legend .u-series').length >= 2`) {
+		t.Error("the costs page lacks its table or its chart's legend")
+	}
+	shot("costs")
+	check("/costs")
+
 	// The hostile replies: shown, nothing runs, nothing overflows.
 	for _, p := range []string{"/jobs/" + url.PathEscape(l.xssJob), "/jobs/" + url.PathEscape(l.hugeJob), "/batches/" + url.PathEscape(xssBatch)} {
 		open(p, "main")

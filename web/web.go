@@ -131,7 +131,7 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	h.streams = make(chan struct{}, h.cfg.MaxStreams)
 	h.clients = &clientStreams{max: h.cfg.ClientStreams, open: map[string]int{}}
 	h.pages = map[string]*template.Template{}
-	for _, p := range []string{"batches", "batch", "job", "error", "try", "action", "search"} {
+	for _, p := range []string{"batches", "batch", "job", "error", "try", "action", "search", "costs"} {
 		t := template.New("layout.html").Funcs(h.funcs())
 		// The actions' parts are the batch page's and the action page's.
 		h.pages[p] = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/actions.html", "templates/"+p+".html"))
@@ -155,6 +155,7 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	mux.HandleFunc("GET /batches/{name}/timeline", h.timelinePart)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
 	mux.HandleFunc("GET /search", h.search)
+	mux.HandleFunc("GET /costs", h.costsPage)
 	mux.HandleFunc("GET /jobs/{id}/actions", h.jobActionsPart)
 	mux.HandleFunc("GET /batches/{name}/actions", h.actionsPart)
 	mux.HandleFunc("POST /batches/{name}/{action}", h.action)

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -97,7 +98,7 @@ func (l *dashLedger) addRerun(t *testing.T) {
 	putJobs(t, l.st, "rerun", 1, func(int) string { return `{"i":1}` })
 	attempt := func(no int, raw, class string) store.Attempt {
 		a := store.Attempt{No: no, Raw: raw, Valid: class == "", Class: class, Model: "sim-messy", LatencyMS: 20, TokensIn: 10, TokensOut: 5,
-			StartedAt: time.Now(), FinishReason: "stop", ProviderStatus: 200}
+			StartedAt: time.Now(), FinishReason: "stop", ProviderStatus: 200, CostUSD: 0.01}
 		if class != "" {
 			a.Errors = json.RawMessage(`[{"path":"/n","keyword":"type","class":"shape","message":"/n: expected integer, got string"}]`)
 			a.Feedback = "fix /n"
@@ -250,6 +251,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("job", func(t *testing.T) { testJob(t, l, srv) })
 	t.Run("job-runs", func(t *testing.T) { testJobRuns(t, srv) })
 	t.Run("search", func(t *testing.T) { testSearch(t, l, srv) })
+	t.Run("costs", func(t *testing.T) { testCosts(t, l, srv) })
 	t.Run("xss", func(t *testing.T) { testXSS(t, l, srv) })
 	t.Run("errors", func(t *testing.T) { testErrors(t, l, srv) })
 	t.Run("timing", func(t *testing.T) { testTiming(t, l, srv) })
@@ -548,6 +550,48 @@ func testSearch(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	// Every page has the header's search box.
 	resp, body = get(t, srv, "/")
 	wantPage(t, resp, body, 200, `<form class="find" method="get" action="/search" role="search">`)
+}
+
+// The costs over time: every batch's calls of the range by step, stacked,
+// and their totals by batch; a requeued job's runs all count.
+func testCosts(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	mc, err := l.st.ModelCosts(context.Background(), l.demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var demoCalls int64
+	for _, m := range mc {
+		demoCalls += m.Calls
+	}
+	resp, body := get(t, srv, "/costs")
+	wantPage(t, resp, body, 200, `id="costs-chart"`, "last 30 days, by day",
+		// rerun-1's 3 calls over its 2 runs, $0.01 each.
+		`<a href="/batches/rerun">rerun</a></td><td class="n">$0.0300</td>`,
+		fmt.Sprintf(`<a href="/batches/%s">%s</a></td><td class="n">$0</td><td class="n">0.0%%</td><td class="n">%d</td>`, url.PathEscape(l.demo), l.demo, demoCalls))
+	m := regexp.MustCompile(`data-chart="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no chart data")
+	}
+	var chart struct {
+		T      []int64     `json:"t"`
+		Labels []string    `json:"labels"`
+		Own    [][]float64 `json:"own"`
+		Sum    [][]float64 `json:"sum"`
+	}
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &chart); err != nil {
+		t.Fatalf("chart data %q: %v", m[1], err)
+	}
+	i := slices.Index(chart.Labels, "rerun")
+	if len(chart.T) != 30 || i < 0 || chart.Own[i][29] < 0.0299 || chart.Own[i][29] > 0.0301 || !slices.Contains(chart.Labels, l.demo) || slices.Contains(chart.Labels, "other batches") {
+		t.Errorf("chart: %d steps, labels %v; want 30 days, a series per batch that called (no others), rerun's $0.03 today", len(chart.T), chart.Labels)
+	}
+	if last := chart.Sum[len(chart.Sum)-1][29]; last < 0.0299 || last > 0.0301 {
+		t.Errorf("the stack's top today is $%v, want the day's total $0.03", last)
+	}
+	resp, body = get(t, srv, "/costs?range=24h")
+	wantPage(t, resp, body, 200, "last 24 hours, by hour", `<a href="/batches/rerun">rerun</a>`)
+	resp, body = get(t, srv, "/costs?range=1y")
+	wantPage(t, resp, body, 400, "range")
 }
 
 func htmlEscape(s string) string {
