@@ -15,10 +15,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -545,17 +547,49 @@ func testActionsBrowser(t *testing.T, l *dashLedger, ro, admin *httptest.Server)
 		for (const [k, v] of [["max_cost_usd", "999"], ["csrf", "forged"]]) {
 			const i = document.createElement("input"); i.name = k; i.value = v; f.appendChild(i); }
 		document.body.appendChild(f); f.submit(); return true; })()`, admin.URL+demo+"/cap")
+	// The answer to the forged POST, seen as the browser receives it, then
+	// the load of the page it makes (no script can be asked meanwhile: the
+	// page navigates).
+	answered, loaded := make(chan int64, 1), make(chan struct{}, 1)
+	var gotAnswer atomic.Bool
+	lctx, stopListening := context.WithCancel(ctx)
+	if err := chromedp.Listen(lctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *network.EventResponseReceived:
+			if ev.Response.URL == admin.URL+demo+"/cap" && !gotAnswer.Swap(true) {
+				answered <- ev.Response.Status
+			}
+		case *page.EventLoadEventFired:
+			if gotAnswer.Load() {
+				select {
+				case loaded <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](forge)); err != nil {
 		t.Fatal(err)
 	}
-	// The page navigates: polled from here, an evaluation during the
-	// navigation failing.
-	refused := false
-	for deadline := time.Now().Add(10 * time.Second); !refused && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		refused, _ = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`location.href.startsWith(%q) && document.body.textContent.includes("refused")`, admin.URL)))
+	select {
+	case status := <-answered:
+		if status != 403 {
+			t.Errorf("the forged form's POST was answered %d, want 403", status)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the forged form's POST got no answer")
 	}
-	if !refused {
-		t.Error("the forged form's POST was not answered refused")
+	select {
+	case <-loaded:
+	case <-time.After(10 * time.Second):
+		t.Error("the forged form's answer was not loaded")
+	}
+	stopListening()
+	// The page it navigated to says why.
+	if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`location.href.startsWith(%q) && document.body.textContent.includes("refused")`, admin.URL))); err != nil || !ok {
+		t.Errorf("the forged form's answer does not say it is refused (%v)", err)
 	}
 	if got := cap(); got != raised {
 		t.Errorf("a forged POST changed the cap to %g", got)
@@ -621,7 +655,8 @@ func testJobActionsBrowser(ctx context.Context, t *testing.T, l *dashLedger, adm
 func shotTo(ctx context.Context, t *testing.T, name, sel string) {
 	t.Helper()
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(document.querySelector(%q).scrollIntoView(), true)`, sel))); err != nil {
-		t.Fatalf("scroll to %s: %v", sel, err)
+		where, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " " + document.body.innerText.slice(0, 300)`))
+		t.Fatalf("scroll to %s: %v (at %s)", sel, err, where)
 	}
 	b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {

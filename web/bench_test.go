@@ -257,7 +257,9 @@ func BenchmarkLiveFinish(b *testing.B) {
 			FirstAttemptValid: true, TokensIn: 300, TokensOut: 50, CostUSD: 0.0001, WallMS: 500,
 			AttemptRows: []store.Attempt{{No: 1, Raw: `{"name":"x"}`, Valid: true, Model: "sim-typical", TokensIn: 300, TokensOut: 50}}}
 		i++
-		// Some time after the last poll, as a job finishes at any moment.
+		// Finished at a varying phase of the stream's 500 ms poll (0 to
+		// 499 ms after the last event), as jobs finish at any moment: a
+		// spacing of the measured commits, not a wait for anything.
 		time.Sleep(time.Duration(i*37%500) * time.Millisecond)
 		won, err := st.SaveResults(ctx, []store.Result{r})
 		if err != nil || !won[0] {

@@ -33,6 +33,9 @@ type browserLog struct {
 	requests []string
 	problems []string
 	dialogs  []string
+	// dialog receives each dialog's message as it opens (dropped when
+	// nobody waits and the buffer is full).
+	dialog chan string
 }
 
 func (b *browserLog) add(to *[]string, s string) {
@@ -80,7 +83,7 @@ func newBrowser(t *testing.T, height int) (context.Context, *browserLog) {
 	t.Cleanup(cancel)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
 	t.Cleanup(cancelTimeout)
-	bl := &browserLog{}
+	bl := &browserLog{dialog: make(chan string, 8)}
 	err := chromedp.Listen(ctx, func(ev any) {
 		switch ev := ev.(type) {
 		case *network.EventRequestWillBeSent:
@@ -97,6 +100,10 @@ func newBrowser(t *testing.T, height int) (context.Context, *browserLog) {
 			}
 		case *page.EventJavascriptDialogOpening:
 			bl.add(&bl.dialogs, string(ev.Type)+": "+ev.Message)
+			select {
+			case bl.dialog <- ev.Message:
+			default:
+			}
 			go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
 		}
 	})
@@ -171,13 +178,12 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`setTimeout(() => alert("probe"), 0)`)); err != nil {
 		t.Fatal(err)
 	}
-	seen := false
-	for deadline := time.Now().Add(5 * time.Second); !seen && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		bl.mu.Lock()
-		seen = len(bl.dialogs) == 1
-		bl.mu.Unlock()
-	}
-	if !seen {
+	select {
+	case msg := <-bl.dialog:
+		if msg != "probe" {
+			t.Fatalf("a dialog %q opened, want the probe's", msg)
+		}
+	case <-time.After(5 * time.Second):
 		t.Fatal("the probe's alert was not seen: the dialog check is blind")
 	}
 	bl.take()
