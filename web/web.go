@@ -1,7 +1,9 @@
 // Package web is a dashboard over the ledger: the batches with their live
-// progress, a batch's funnel, failure clusters, costs and jobs, and a job's
-// attempts as cards; with Config.Actions, a batch's actions (requeue,
-// cancel, cap) as CSRF-checked POSTs. It reads through package store only and
+// progress, a batch's funnel, failure clusters, costs and jobs, a job's
+// attempts as cards (a requeued job's runs compared), a search by job id
+// or text, and what every batch cost over time; with Config.Actions, a
+// batch's actions (requeue, cancel, cap) and the requeue or cancel of one
+// job or a selection, as CSRF-checked POSTs. It reads through package store only and
 // serves everything it needs from the binary (templates, styles, and the
 // vendored htmx, its SSE extension and uPlot under static/): a page makes
 // no request off its host.

@@ -24,8 +24,9 @@ const serveUsage = `Usage: report serve [flags]
 Serves the dashboard, a web UI over the ledger: the batches with their live
 progress; a batch's funnel (valid at attempt 1, 2, 3, never), failure
 clusters, cost per valid job by model and a filterable job list with CSV and
-JSONL exports; a job's attempts as cards (reply, repairs, errors, feedback,
-value diffs). Its Try page runs one job through the repair step, on the
+JSONL exports and a search of its jobs' text; a job's attempts as cards
+(reply, repairs, errors, feedback, value diffs), a requeued job's runs side
+by side; what every batch cost over time. Its Try page runs one job through the repair step, on the
 simulator's presets or a provider (the environment's key, or one typed in
 the page for that try alone), and writes nothing to the ledger; --try=false
 leaves it out. Every asset is in the binary; a page makes no request off
