@@ -331,7 +331,7 @@ func TestTryDisabled(t *testing.T) {
 	t.Cleanup(srv.Close)
 	resp, body := get(t, srv, "/try")
 	wantPage(t, resp, body, 200, "not enabled")
-	if strings.Contains(body, "<form") {
+	if strings.Contains(body, `<form class="try"`) {
 		t.Error("a disabled playground shows its form")
 	}
 	r, err := srv.Client().Post(srv.URL+"/try", "application/x-www-form-urlencoded", bytes.NewReader(nil))
