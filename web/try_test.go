@@ -206,13 +206,7 @@ func TestTryPlayground(t *testing.T) {
 			t.Errorf("no messy try in 30 seeds shows %q:\n%s", want, final)
 		}
 	}
-	// Valid at attempt n > 1: the diagram's retry stage went through, n-1
-	// times (not "not needed").
-	n := strings.Count(final, `id="try-attempt-`)
-	retries := map[bool]string{true: "1 retry", false: fmt.Sprintf("%d retries", n-1)}[n == 2]
-	if want := `<li class="stage st-ok" data-stage="retry"><b>Retry</b><span class="small">valid after ` + retries + `</span>`; !strings.Contains(final, want) {
-		t.Errorf("valid at attempt %d: the retry stage is not %q:\n%s", n, want, final)
-	}
+	wantRetryStage(t, final)
 
 	// The same input and seed: the same replies.
 	f := tryForm(token)
@@ -321,6 +315,17 @@ func (ts *tryServer) final(t *testing.T, body string) string {
 		return ts.follow(t, body)
 	}
 	return body
+}
+
+// wantRetryStage: a run valid at attempt n > 1 shows the diagram's retry
+// stage gone through, n-1 times (not "not needed").
+func wantRetryStage(t *testing.T, final string) {
+	t.Helper()
+	n := strings.Count(final, `id="try-attempt-`)
+	retries := map[bool]string{true: "1 retry", false: fmt.Sprintf("%d retries", n-1)}[n == 2]
+	if want := `<li class="stage st-ok" data-stage="retry"><b>Retry</b><span class="small">valid after ` + retries + `</span>`; !strings.Contains(final, want) {
+		t.Errorf("valid at attempt %d: the retry stage is not %q:\n%s", n, want, final)
+	}
 }
 
 // Without a Trier the page says the playground is not enabled, and a post

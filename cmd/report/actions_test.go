@@ -230,9 +230,18 @@ func TestServeActions(t *testing.T) {
 		t.Errorf("cancel of no batch: %d\n%s", code, body)
 	}
 
-	// One job cancelled (the other chosen is of no batch), then requeued
-	// with a queued one: each acts on the jobs it can, and says which not.
-	code, body = s.post(t, "/batches/acts/cancel", s.form("scope", "jobs", "job", "acts:1", "job", "acts:99"), "HX-Request", "true")
+	serveJobActions(t, s, st, stream)
+	cancel()
+	<-done
+}
+
+// serveJobActions: one job cancelled (the other chosen is of no batch), then
+// requeued with a queued one, through report serve: each acts on the jobs
+// it can, and says which not.
+func serveJobActions(t *testing.T, s session, st *store.Store, stream jetstream.Stream) {
+	t.Helper()
+	ctx := context.Background()
+	code, body := s.post(t, "/batches/acts/cancel", s.form("scope", "jobs", "job", "acts:1", "job", "acts:99"), "HX-Request", "true")
 	if j, _, _ := st.Job(ctx, "acts:1"); code != 200 || j.Status != fixpoint.StatusCancelled ||
 		!strings.Contains(body, "batch acts: cancelled 1 of the 2 jobs chosen; the others were final already, or not of the batch") {
 		t.Errorf("cancel of acts:1 and acts:99: %d, acts:1 %s\n%s", code, j.Status, body)
@@ -245,8 +254,6 @@ func TestServeActions(t *testing.T) {
 	if info, _ := stream.Info(ctx); info.State.Msgs != 7 {
 		t.Errorf("stream ACTS holds %d messages, want 7 (the requeued job one more)", info.State.Msgs)
 	}
-	cancel()
-	<-done
 }
 
 // Without a token the dashboard is read-only: a POST of an action is

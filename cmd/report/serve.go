@@ -84,17 +84,12 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	clientStreams := fs.Int("client-streams", web.ClientStreamsDefault, "live streams (pages following a running batch or a try) one client address may hold open, of the dashboard's "+
 		fmt.Sprint(web.MaxStreamsDefault)+"; behind a reverse proxy every client has the proxy's address: raise it")
 	try := fs.Bool("try", true, "serve the Try playground (one job through the repair step, on the simulator or a provider)")
-	if err := cliflags.NoArgs(fs, args); err != nil {
+	err := cliflags.NoArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	tokenFrom := "--admin-token"
-	if *token == "" {
-		*token, tokenFrom = os.Getenv("FIXPOINT_ADMIN_TOKEN"), "FIXPOINT_ADMIN_TOKEN"
-	}
-	if *token != "" {
-		if err := web.CheckToken(*token); err != nil {
-			return usageError{Err: fmt.Errorf("the admin token (%s) %w", tokenFrom, err)}
-		}
+	if *token, err = adminToken(*token); err != nil {
+		return err
 	}
 	if err := q.WithDefaults().Validate(); err != nil {
 		return cliflags.SettingUsage(err, map[string]string{"Stream": "--stream", "Subject": "--subject"})
@@ -142,6 +137,17 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if *token != "" {
 		h = web.RequireToken(h, *token)
 	}
+	mode := "read-only"
+	if *token != "" {
+		mode = "admin token required; actions on"
+	}
+	fmt.Fprintf(c.stdout, "report serve: dashboard at http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
+	return serveUntil(ctx, h, ln)
+}
+
+// serveUntil serves h on ln until ctx ends, then stops, the requests in
+// flight given shutdownGrace.
+func serveUntil(ctx context.Context, h http.Handler, ln net.Listener) error {
 	// Requests run under base, cancelled at a stop: the live streams end
 	// then instead of holding the shutdown until they time out.
 	base, stopRequests := context.WithCancel(context.Background())
@@ -149,11 +155,6 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		BaseContext: func(net.Listener) context.Context { return base }}
-	mode := "read-only"
-	if *token != "" {
-		mode = "admin token required; actions on"
-	}
-	fmt.Fprintf(c.stdout, "report serve: dashboard at http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -172,6 +173,23 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// adminToken is the admin token of --admin-token (flag), else of
+// FIXPOINT_ADMIN_TOKEN, "" for none; a token web.CheckToken refuses is a
+// usage error naming where it came from. The environment's is read here,
+// not as the flag's default, which --help would print.
+func adminToken(flag string) (string, error) {
+	token, from := flag, "--admin-token"
+	if token == "" {
+		token, from = os.Getenv("FIXPOINT_ADMIN_TOKEN"), "FIXPOINT_ADMIN_TOKEN"
+	}
+	if token != "" {
+		if err := web.CheckToken(token); err != nil {
+			return "", usageError{Err: fmt.Errorf("the admin token (%s) %w", from, err)}
+		}
+	}
+	return token, nil
 }
 
 // loopbackAddr reports whether addr (host:port) listens on loopback only:
