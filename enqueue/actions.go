@@ -23,6 +23,7 @@ type ActionLedger interface {
 	Ledger
 	Requeue(ctx context.Context, p store.RequeueParams) (store.RequeueResult, error)
 	Cancel(ctx context.Context, batch string) (int, error)
+	CancelJobs(ctx context.Context, batch string, jobs []string) (int, error)
 	SetCap(ctx context.Context, batch string, c store.Cap) error
 	// LockBatch holds the batch for one action at a time (see
 	// store.Store.LockBatch); release frees it.
@@ -45,6 +46,10 @@ type RequeueConfig struct {
 	// Class, when set, keeps only jobs whose final class is Class
 	// (syntax, shape, semantic, truncated, refusal, provider, budget...).
 	Class string
+	// Jobs, when set, keeps only these jobs of the batch (at most
+	// store.RequeueJobsMax): one job, or a selection. Statuses then
+	// default to every final status.
+	Jobs []string
 	// Provider, Model, Strategy and MaxAttempts, when set, change the
 	// settings the jobs run with; the rest are the batch's latest run's.
 	Provider, Model string
@@ -84,7 +89,11 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	if cfg.Batch == "" {
 		return rep, fmt.Errorf("%w: requeue: missing batch", ErrBadConfig)
 	}
-	if len(cfg.Statuses) == 0 {
+	switch {
+	case len(cfg.Statuses) > 0:
+	case len(cfg.Jobs) > 0:
+		cfg.Statuses = finalStatuses()
+	default:
 		cfg.Statuses = RequeueStatusesDefault
 	}
 	if err := cfg.check(); err != nil {
@@ -111,9 +120,13 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	rep.Warnings = append(rep.Warnings, warnings...)
 	rep.Settings = settings
 	raw, _ := json.Marshal(settings)
-	request, _ := json.Marshal(map[string]any{"statuses": cfg.Statuses, "class": cfg.Class, "provider": cfg.Provider,
-		"model": cfg.Model, "strategy": cfg.Strategy, "max_attempts": cfg.MaxAttempts})
-	res, err := ledger.Requeue(ctx, store.RequeueParams{Batch: cfg.Batch, Statuses: cfg.Statuses, Class: cfg.Class,
+	req := map[string]any{"statuses": cfg.Statuses, "class": cfg.Class, "provider": cfg.Provider,
+		"model": cfg.Model, "strategy": cfg.Strategy, "max_attempts": cfg.MaxAttempts}
+	if len(cfg.Jobs) > 0 {
+		req["jobs"] = cfg.Jobs
+	}
+	request, _ := json.Marshal(req)
+	res, err := ledger.Requeue(ctx, store.RequeueParams{Batch: cfg.Batch, Statuses: cfg.Statuses, Class: cfg.Class, Jobs: cfg.Jobs,
 		Settings: raw, Request: request, Provider: cfg.Provider, Model: cfg.Model, Strategy: string(cfg.Strategy),
 		DryRun: cfg.DryRun})
 	if err != nil {
@@ -147,6 +160,12 @@ func (cfg RequeueConfig) check() error {
 		if !st.Final() {
 			return fmt.Errorf("%w: requeue: %q is not a final status (valid, invalid, failed, rejected, dead, cancelled, over_budget)", ErrBadConfig, st)
 		}
+	}
+	if len(cfg.Jobs) > store.RequeueJobsMax {
+		return fmt.Errorf("%w: requeue: %d jobs chosen, at most %d at once", ErrBadConfig, len(cfg.Jobs), store.RequeueJobsMax)
+	}
+	if slices.Contains(cfg.Jobs, "") {
+		return fmt.Errorf("%w: requeue: an empty job id", ErrBadConfig)
 	}
 	if cfg.Class != "" && !slices.Contains(fixpoint.FinalClasses, cfg.Class) {
 		return fmt.Errorf("%w: requeue: class %q is not one of %s", ErrBadConfig, cfg.Class, strings.Join(fixpoint.FinalClasses, ", "))
@@ -248,6 +267,38 @@ func Cancel(ctx context.Context, ledger ActionLedger, batch string) (int, error)
 		return 0, fmt.Errorf("%w: %s", ErrNoBatch, batch)
 	}
 	return n, err
+}
+
+// CancelJobs ends the chosen jobs of the batch (at most
+// store.RequeueJobsMax) that are not final yet as cancelled, as Cancel does
+// for all of them, the batch and its other jobs going on. It returns how
+// many it ended: jobs final already, or not of the batch, are left as they
+// are. It holds the batch as Cancel does.
+func CancelJobs(ctx context.Context, ledger ActionLedger, batch string, jobs []string) (int, error) {
+	if len(jobs) == 0 || len(jobs) > store.RequeueJobsMax || slices.Contains(jobs, "") {
+		return 0, fmt.Errorf("%w: cancel: give 1 to %d job ids, none empty (%d given)", ErrBadConfig, store.RequeueJobsMax, len(jobs))
+	}
+	release, err := ledger.LockBatch(ctx, batch, "cancel")
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	n, err := ledger.CancelJobs(ctx, batch, jobs)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("%w: %s", ErrNoBatch, batch)
+	}
+	return n, err
+}
+
+// finalStatuses are the statuses a job can end with.
+func finalStatuses() []fixpoint.Status {
+	var out []fixpoint.Status
+	for _, st := range fixpoint.Statuses() {
+		if st.Final() {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // SetCap sets or changes the batch's spend cap (a Cap capping nothing

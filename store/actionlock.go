@@ -87,10 +87,10 @@ func (s *Store) LockBatch(ctx context.Context, batch, action string) (release fu
 		return nil, e
 	}
 	return func() {
-		// Unlocked before the session closes: a closed session frees its
-		// lock only once its backend has gone, and an action started right
-		// after this one ended found it still held. Closing frees it
-		// anyway when the unlock cannot be sent.
+		// Unlocked before the session closes: the server ends a closed
+		// session a moment after the client, so an action right after this
+		// one (a second click) would find the batch still held. Closing
+		// the session frees the lock anyway if the unlock fails.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, _ = conn.Exec(ctx, `SELECT pg_advisory_unlock($1::int4, hashtext($2))`, actionLockClass, batch)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -28,6 +29,9 @@ type RequeueParams struct {
 	Statuses []fixpoint.Status
 	// Class, when set, keeps only jobs whose final class is Class.
 	Class string
+	// Jobs, when set, keeps only these jobs of the batch (at most
+	// RequeueJobsMax): a requeue of one job, or of a selection.
+	Jobs []string
 	// Settings are the settings of the new run (as batches.settings).
 	Settings json.RawMessage
 	// Request records what was asked for, for the batch_runs row.
@@ -56,8 +60,36 @@ func (r RequeueResult) Total() int {
 	return n
 }
 
+// RequeueJobsMax bounds the jobs one requeue or cancel of chosen jobs
+// names (RequeueParams.Jobs, CancelJobs).
+const RequeueJobsMax = 1000
+
+// requeueWhere selects the jobs of a requeue ($1 the batch, $2 the
+// statuses, $3 the class, $4 the chosen jobs): only the ids' condition
+// when some are chosen, so that a requeue of a few jobs reads them by id
+// rather than every final job of the batch.
+func requeueWhere(jobs []string) string {
+	w := `batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''`
+	if len(jobs) > 0 {
+		return w + ` AND id = ANY($4::text[])`
+	}
+	return w + ` AND cardinality($4::text[]) = 0`
+}
+
+// checkJobs says what is wrong with a list of chosen jobs, wrapping
+// ErrInvalid.
+func checkJobs(jobs []string) error {
+	if len(jobs) > RequeueJobsMax {
+		return fmt.Errorf("%w: %d jobs chosen, at most %d at once", ErrInvalid, len(jobs), RequeueJobsMax)
+	}
+	if slices.Contains(jobs, "") {
+		return fmt.Errorf("%w: an empty job id", ErrInvalid)
+	}
+	return nil
+}
+
 // Requeue starts a new run of the batch with the jobs whose status (and
-// class) match: each keeps its outcome so far in job_runs, goes back to
+// class, and id when chosen) match: each keeps its outcome so far in job_runs, goes back to
 // 'queued' and unpublished in the new run, with the settings given, ready
 // for the caller to publish. Jobs without a prompt (messages rejected
 // before they could be read) are never requeued. Repeating the same call
@@ -72,6 +104,11 @@ func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, er
 			return res, fmt.Errorf("requeue: %w: %q is not a final status", ErrInvalid, st)
 		}
 	}
+	if err := checkJobs(p.Jobs); err != nil {
+		return res, fmt.Errorf("requeue: %w", err)
+	}
+	jobs := append([]string{}, p.Jobs...) // never nil: a text[] of none
+	where := requeueWhere(p.Jobs)
 	settings := string(p.Settings)
 	if len(p.Settings) == 0 || !json.Valid(p.Settings) {
 		return res, fmt.Errorf("requeue: %w: settings are not JSON", ErrInvalid)
@@ -96,10 +133,8 @@ func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, er
 			                coalesce((SELECT max(run) FROM jobs WHERE batch = $1), 1)) + 1`, p.Batch).Scan(&res.Run); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `
-			SELECT status, count(*) FROM jobs
-			WHERE batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''
-			GROUP BY status`, p.Batch, statusText(p.Statuses), p.Class)
+		rows, err := tx.Query(ctx, `SELECT status, count(*) FROM jobs WHERE `+where+` GROUP BY status`,
+			p.Batch, statusText(p.Statuses), p.Class, jobs)
 		if err != nil {
 			return err
 		}
@@ -126,21 +161,20 @@ func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, er
 			SELECT id, run, status, provider, model, value, error, final_class, attempts, calls,
 				first_attempt_valid, repaired_locally, tokens_in, tokens_out, tokens_cached, cost_usd,
 				started_at, finished_at, deliveries
-			FROM jobs
-			WHERE batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''
-			ON CONFLICT (job_id, run) DO NOTHING`, p.Batch, statusText(p.Statuses), p.Class); err != nil {
+			FROM jobs WHERE `+where+`
+			ON CONFLICT (job_id, run) DO NOTHING`, p.Batch, statusText(p.Statuses), p.Class, jobs); err != nil {
 			return fmt.Errorf("keep the jobs' outcomes: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `
-			UPDATE jobs SET status = 'queued', run = $4, published = false, published_at = NULL,
+			UPDATE jobs SET status = 'queued', run = $5, published = false, published_at = NULL,
 				value = NULL, error = '', final_class = '', payload = NULL, attempts = 0, calls = 0,
 				first_attempt_valid = false, repaired_locally = false, tokens_in = 0, tokens_out = 0,
 				tokens_cached = 0, cost_usd = 0, started_at = NULL, finished_at = NULL, wall_ms = NULL,
 				deliveries = 0, wave_id = NULL,
-				provider = coalesce(nullif($5, ''), provider), model = coalesce(nullif($6, ''), model),
-				mode = coalesce(nullif($7, ''), mode), strategy = coalesce(nullif($8, ''), strategy)
-			WHERE batch = $1 AND status = ANY($2) AND ($3 = '' OR final_class = $3) AND prompt <> ''`,
-			p.Batch, statusText(p.Statuses), p.Class, res.Run, p.Provider, p.Model, p.Mode, p.Strategy); err != nil {
+				provider = coalesce(nullif($6, ''), provider), model = coalesce(nullif($7, ''), model),
+				mode = coalesce(nullif($8, ''), mode), strategy = coalesce(nullif($9, ''), strategy)
+			WHERE `+where,
+			p.Batch, statusText(p.Statuses), p.Class, jobs, res.Run, p.Provider, p.Model, p.Mode, p.Strategy); err != nil {
 			return fmt.Errorf("requeue jobs: %w", err)
 		}
 		// A cancelled batch whose jobs run again is not cancelled any more.
@@ -218,6 +252,44 @@ func (s *Store) Cancel(ctx context.Context, batch string) (int, error) {
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cancel batch %s: %w", batch, err)
+	}
+	return int(n), nil
+}
+
+// CancelledJobReason is the error of a job a cancel of chosen jobs ended.
+const CancelledJobReason = "cancelled by a cancel of this job"
+
+// CancelJobs ends the chosen jobs of the batch (at most RequeueJobsMax)
+// that are not final yet as 'cancelled', as Cancel does for every job, the
+// batch and its other jobs going on; it returns how many jobs it ended.
+// Jobs final already, or not of the batch, are left as they are.
+// ErrNotFound for no such batch.
+func (s *Store) CancelJobs(ctx context.Context, batch string, jobs []string) (int, error) {
+	if len(jobs) == 0 {
+		return 0, fmt.Errorf("cancel jobs of %s: %w: no job chosen", batch, ErrInvalid)
+	}
+	if err := checkJobs(jobs); err != nil {
+		return 0, fmt.Errorf("cancel jobs of %s: %w", batch, err)
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM batches WHERE name = $1`, batch).Scan(&exists); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("batch %s: %w", batch, ErrNotFound)
+			}
+			return err
+		}
+		tag, err := tx.Exec(ctx, `
+			UPDATE jobs SET status = 'cancelled', error = $3, finished_at = now(), wave_id = NULL
+			WHERE id = ANY($2::text[]) AND batch = $1 AND status = 'queued'`, batch, jobs, CancelledJobReason)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cancel jobs of %s: %w", batch, err)
 	}
 	return int(n), nil
 }

@@ -98,6 +98,67 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// A requeue of chosen jobs runs those alone (of any final status given),
+// leaving the batch's other jobs of the same status, and the ones not
+// final, as they are; a cancel of chosen jobs ends those not final yet,
+// the batch going on.
+func TestRequeueAndCancelChosenJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := setup(t, "cj", 5)
+	// 1 valid, 2 and 3 invalid, 4 and 5 queued.
+	if _, err := s.SaveResults(ctx, []store.Result{result(jobID("cj", 1), "a", ""), result(jobID("cj", 2), "b", "shape"),
+		result(jobID("cj", 3), "c", "shape")}); err != nil {
+		t.Fatal(err)
+	}
+	all := []fixpoint.Status{fixpoint.StatusValid, fixpoint.StatusInvalid}
+	p := store.RequeueParams{Batch: "cj", Statuses: all, Settings: json.RawMessage(`{}`),
+		Jobs: []string{jobID("cj", 1), jobID("cj", 3), jobID("cj", 4), "other-batch-job"}}
+	res, err := s.Requeue(ctx, p)
+	if err != nil || res.Run != 2 || res.Total() != 2 || res.Jobs["valid"] != 1 || res.Jobs["invalid"] != 1 {
+		t.Fatalf("requeue of cj-1, cj-3, cj-4 (queued) and a job of no batch: %+v %v; want cj-1 (valid) and cj-3 (invalid) as run 2", res, err)
+	}
+	for i, want := range []fixpoint.Status{fixpoint.StatusQueued, fixpoint.StatusInvalid, fixpoint.StatusQueued, fixpoint.StatusQueued, fixpoint.StatusQueued} {
+		j, _, err := s.Job(ctx, jobID("cj", i+1))
+		if err != nil || j.Status != want {
+			t.Errorf("cj-%d after the requeue: %v (%v), want %s", i+1, j.Status, err, want)
+		}
+		if wantRun := map[bool]int{true: 2, false: 1}[i == 0 || i == 2]; err == nil && j.Run != wantRun {
+			t.Errorf("cj-%d is at run %d, want %d", i+1, j.Run, wantRun)
+		}
+	}
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "cj", Statuses: all, Settings: json.RawMessage(`{}`), Jobs: []string{""}}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("requeue of an empty job id: %v, want ErrInvalid", err)
+	}
+	many := make([]string, store.RequeueJobsMax+1)
+	for i := range many {
+		many[i] = fmt.Sprint(i)
+	}
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "cj", Statuses: all, Settings: json.RawMessage(`{}`), Jobs: many}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("requeue of %d jobs: %v, want ErrInvalid", len(many), err)
+	}
+
+	// Cancel cj-1 (queued again) and cj-2 (invalid, final): cj-1 alone.
+	n, err := s.CancelJobs(ctx, "cj", []string{jobID("cj", 1), jobID("cj", 2)})
+	if err != nil || n != 1 {
+		t.Fatalf("cancel of cj-1 and cj-2: %d (%v), want 1", n, err)
+	}
+	j, _, _ := s.Job(ctx, jobID("cj", 1))
+	if j.Status != fixpoint.StatusCancelled || j.Error != store.CancelledJobReason {
+		t.Errorf("cj-1 %s (%q); want cancelled", j.Status, j.Error)
+	}
+	ov, _ := s.Overview(ctx, "cj")
+	if ov.Queued != 3 || ov.Cancelled != 1 || ov.Invalid != 1 || !ov.Running() || !ov.CancelledAt.IsZero() {
+		t.Errorf("after the cancel: %+v; want 3 queued (cj-3, 4, 5), 1 cancelled, 1 invalid, the batch running, not cancelled", ov)
+	}
+	if _, err := s.CancelJobs(ctx, "nope", []string{"x"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("cancel of a job of no batch: %v", err)
+	}
+	if _, err := s.CancelJobs(ctx, "cj", nil); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("cancel of no job: %v", err)
+	}
+}
+
 // A job cancelled while a wave held it, then requeued, is in no wave: it
 // kept the wave's id, and every delivery of its new run was acked unrun as
 // "in a wave" (a wave long done), for good; --resume skipped it too.

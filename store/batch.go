@@ -272,13 +272,18 @@ func (s *Store) BadRows(ctx context.Context, batch string) (int64, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var n int64
-	if err := s.pool.QueryRow(ctx, `
-		SELECT coalesce((SELECT sum(bad_rows - cardinality(bad_ids)) FROM batch_datasets WHERE batch = $1), 0)::bigint
-		     + (SELECT count(DISTINCT b.id) FROM batch_datasets d, unnest(d.bad_ids) b(id)
-		        WHERE d.batch = $1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = b.id))`, batch).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT `+badRowsSQL("$1"), batch).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count the bad rows of batch %s: %w", batch, err)
 	}
 	return n, nil
+}
+
+// badRowsSQL is the expression counting the bad rows (BadRows) of the
+// batch named by the SQL expression batch.
+func badRowsSQL(batch string) string {
+	return `(coalesce((SELECT sum(d.bad_rows - cardinality(d.bad_ids)) FROM batch_datasets d WHERE d.batch = ` + batch + `), 0)::bigint
+		     + (SELECT count(DISTINCT x.id) FROM batch_datasets d, unnest(d.bad_ids) x(id)
+		        WHERE d.batch = ` + batch + ` AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = x.id)))`
 }
 
 func (s *Store) refreshTotal(ctx context.Context, name string) (int, error) {

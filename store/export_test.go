@@ -22,3 +22,6 @@ func (s *Store) QueryRowForTest(ctx context.Context, query string, dest ...any) 
 
 // SetTimelineJobs sets how many jobs BatchTimeline reads before it samples.
 func (s *Store) SetTimelineJobs(n int64) { s.timelineJobs = n }
+
+// SetSearchWindow sets how many jobs a step of SearchJobs reads.
+func (s *Store) SetSearchWindow(n int) { s.searchWindow = n }

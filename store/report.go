@@ -252,35 +252,45 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 	if wall != nil {
 		j.WallMS = *wall
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT a.attempt_no, r.request::text, request_hash, raw, source, repairs::text, errors::text, class, valid,
-		       repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
-		       transport_retries, retry_classes::text, provider_status, provider_error, model, request_id, started_at,
-		       feedback, provider_class, price_basis, tokens_cache_write, coalesce(cost_usd, 0)::float8, coalesce(wave_id, 0),
-		       coerced, patch_outcome, unpriced, provider_code
-		FROM attempts a JOIN attempt_requests r ON r.job_id = a.job_id AND r.run = a.run AND r.attempt_no = a.attempt_no
+	rows, err := s.pool.Query(ctx, `SELECT `+attemptSelect+attemptSelectFrom+`
 		WHERE a.job_id = $1 AND a.run = $2 ORDER BY a.attempt_no`, id, j.Run)
 	if err != nil {
 		return nil, nil, fmt.Errorf("get attempts of job %s: %w", id, err)
 	}
-	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
-		var a Attempt
-		var req, repairs, retryClasses *string
-		var errs string
-		var started *time.Time
-		err := r.Scan(&a.No, &req, &a.RequestHash, &a.Raw, &a.Source, &repairs, &errs, &a.Class, &a.Valid,
-			&a.RepairedLocally, &a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached,
-			&a.TransportRetries, &retryClasses, &a.ProviderStatus, &a.ProviderError, &a.Model, &a.RequestID, &started,
-			&a.Feedback, &a.ProviderClass, &a.PriceBasis, &a.TokensCacheWrite, &a.CostUSD, &a.WaveID, &a.Coerced, &a.PatchOutcome, &a.Unpriced, &a.ProviderCode)
-		a.Request, a.Repairs, a.RetryClasses = rawPtr(req), rawPtr(repairs), rawPtr(retryClasses)
-		a.Errors = json.RawMessage(errs)
-		a.StartedAt = deref(started)
-		return a, err
-	})
+	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) { return scanAttempt(r) })
 	if err != nil {
 		return nil, nil, fmt.Errorf("get attempts of job %s: %w", id, err)
 	}
 	return &j, attempts, nil
+}
+
+// attemptSelect are the columns of an attempt scanAttempt reads, from
+// attemptSelectFrom: attempts a with their whole request (attempt_requests r).
+const (
+	attemptSelect = `a.attempt_no, r.request::text, request_hash, raw, source, repairs::text, errors::text, class, valid,
+		       repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
+		       transport_retries, retry_classes::text, provider_status, provider_error, model, request_id, started_at,
+		       feedback, provider_class, price_basis, tokens_cache_write, coalesce(cost_usd, 0)::float8, coalesce(wave_id, 0),
+		       coerced, patch_outcome, unpriced, provider_code`
+	attemptSelectFrom = `
+		FROM attempts a JOIN attempt_requests r ON r.job_id = a.job_id AND r.run = a.run AND r.attempt_no = a.attempt_no`
+)
+
+// scanAttempt reads a row of attemptSelect, after the columns of first
+// (selected before them).
+func scanAttempt(r pgx.CollectableRow, first ...any) (Attempt, error) {
+	var a Attempt
+	var req, repairs, retryClasses *string
+	var errs string
+	var started *time.Time
+	err := r.Scan(append(first, &a.No, &req, &a.RequestHash, &a.Raw, &a.Source, &repairs, &errs, &a.Class, &a.Valid,
+		&a.RepairedLocally, &a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached,
+		&a.TransportRetries, &retryClasses, &a.ProviderStatus, &a.ProviderError, &a.Model, &a.RequestID, &started,
+		&a.Feedback, &a.ProviderClass, &a.PriceBasis, &a.TokensCacheWrite, &a.CostUSD, &a.WaveID, &a.Coerced, &a.PatchOutcome, &a.Unpriced, &a.ProviderCode)...)
+	a.Request, a.Repairs, a.RetryClasses = rawPtr(req), rawPtr(repairs), rawPtr(retryClasses)
+	a.Errors = json.RawMessage(errs)
+	a.StartedAt = deref(started)
+	return a, err
 }
 
 func deref[T any](p *T) T {

@@ -7,10 +7,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The batch rollups (migration 003) are kept by triggers on jobs and
-// attempts, in the transaction of each write: batch_rollups (job counts by
-// status, spend), batch_rollup_attempts (finished jobs by attempt count)
-// and job_facets (the job list's error paths, coercions and patches).
+// The batch rollups (migrations 003 and 004) are kept by triggers on jobs
+// and attempts, in the transaction of each write: batch_rollups (job
+// counts by status, spend), batch_rollup_attempts (finished jobs by
+// attempt count), job_facets (the job list's error paths, coercions and
+// patches) and batch_cost_hours (the calls by batch and hour).
 // RollupDrift recounts them from the rows.
 
 // rollupRecounts recount each rollup table from the jobs and attempts and
@@ -118,6 +119,19 @@ var rollupRecounts = []struct{ what, sql string }{
 			UNION ALL
 			(SELECT format('facet not counted: %s %s row %s job %s run %s', batch, facet, row_no, job_id, run)
 			 FROM (SELECT * FROM job_facets EXCEPT SELECT * FROM c) m ORDER BY 1 LIMIT 20)`},
+	{"batch_cost_hours", `
+			WITH c AS (
+			    SELECT date_trunc('hour', a.started_at, 'UTC') AS hour, j.batch,
+			           ARRAY[count(*), sum(a.tokens_in + a.tokens_out), coalesce(sum(a.cost_usd), 0)]::numeric[] AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id
+			    WHERE j.batch IS NOT NULL AND a.started_at IS NOT NULL GROUP BY 1, 2
+			), r AS (
+			    SELECT hour, batch, ARRAY[calls, tokens, cost_usd]::numeric[] AS v FROM batch_cost_hours
+			)
+			SELECT format('batch %s, hour %s: counted (calls, tokens, cost_usd) %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.hour, r.hour), c.v, r.v)
+			FROM c FULL JOIN r ON r.hour = c.hour AND r.batch = c.batch
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
 }
 
 // RollupDrift recounts every batch's rollups and facets from its jobs and

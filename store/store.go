@@ -114,6 +114,8 @@ type Store struct {
 	prompts promptSet
 	// timelineJobs, when set, replaces the default timelineJobs (tests).
 	timelineJobs int64
+	// searchWindow, when set, replaces SearchWindow (tests).
+	searchWindow int
 }
 
 // Open connects a pool to dsn (a postgres:// URL or key=value string), checks

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -44,6 +47,9 @@ type BatchOverview struct {
 	StartedAt, FinishedAt, CancelledAt time.Time
 	// OpenWaves counts its provider batches not yet done or failed.
 	OpenWaves int64
+	// BadRows counts the rows of its datasets that enqueue found bad and
+	// left out (--max-bad-rows let them pass), as BadRows does.
+	BadRows int64
 }
 
 // Finished counts the jobs with a final status.
@@ -93,7 +99,8 @@ func (s *Store) Overviews(ctx context.Context, names []string, limit int) ([]Bat
 		       (SELECT min(j.started_at) FROM jobs j WHERE j.batch = b.name),
 		       (SELECT max(j.finished_at) FROM jobs j WHERE j.batch = b.name AND j.status <> 'queued'),
 		       b.cancelled_at,
-		       (SELECT count(*) FROM waves w WHERE w.batch = b.name AND w.status NOT IN ('done', 'failed'))
+		       (SELECT count(*) FROM waves w WHERE w.batch = b.name AND w.status NOT IN ('done', 'failed')),
+		       `+badRowsSQL("b.name")+`
 		FROM batches b
 		LEFT JOIN batch_rollups r ON r.batch = b.name
 		LEFT JOIN spend_counters sc ON sc.batch = b.name
@@ -108,7 +115,7 @@ func (s *Store) Overviews(ctx context.Context, names []string, limit int) ([]Bat
 		err := r.Scan(&b.Name, &b.CreatedAt, &b.Provider, &b.Model,
 			&b.Jobs, &b.Queued, &b.Valid, &b.Invalid, &b.Failed, &b.Rejected, &b.Dead, &b.Cancelled, &b.OverBudget,
 			&b.FirstAttemptValid, &b.CostUSD, &b.Tokens, &b.MaxCostUSD, &b.MaxTotalTokens,
-			&started, &finished, &cancelled, &b.OpenWaves)
+			&started, &finished, &cancelled, &b.OpenWaves, &b.BadRows)
 		b.StartedAt, b.FinishedAt, b.CancelledAt = deref(started), deref(finished), deref(cancelled)
 		return b, err
 	})
@@ -354,6 +361,9 @@ type JobRow struct {
 	// Metadata (the input row) and Value (the final value, nil for none)
 	// are filled by JobList only.
 	Metadata, Value json.RawMessage
+	// Matched, filled by SearchJobs only, says where the text was found:
+	// id, input, prompt, value, error.
+	Matched []string
 }
 
 // jobListSQL is the FROM, WHERE, ORDER BY and LIMIT selecting the jobs
@@ -520,15 +530,45 @@ type JobDetail struct {
 	Job *JobRecord
 	// Attempts are the attempts of the job's current run, in order.
 	Attempts []Attempt
+	// Runs are the job's earlier runs (a requeue started each later one),
+	// the latest first, at most JobRunsMax of them.
+	Runs []JobRun
 	// Interrupted are the calls of deliveries that ended without a result
 	// (handed back, shutdown, superseded, outage, ...), grouped.
 	Interrupted []InterruptedCalls
 }
 
-// JobDetail returns a job, its attempts and its interrupted calls, or
-// ErrNotFound.
+// JobRun is an earlier run of a job: how it ended (as job_runs kept it
+// when a requeue started the next) and its attempts.
+type JobRun struct {
+	Run             int
+	Status          fixpoint.Status
+	Provider, Model string
+	// Value is the run's final value, nil for none; Error and FinalClass
+	// say why it was not valid.
+	Value             json.RawMessage
+	Error, FinalClass string
+	Attempts, Calls   int
+	// TokensIn, TokensOut, TokensCached and CostUSD are the run's totals.
+	TokensIn, TokensOut, TokensCached int64
+	CostUSD                           float64
+	// StartedAt and FinishedAt are zero when unknown.
+	StartedAt, FinishedAt time.Time
+	// AttemptRows are the run's attempts, in order.
+	AttemptRows []Attempt
+}
+
+// JobRunsMax bounds the earlier runs JobDetail returns (the latest).
+const JobRunsMax = 20
+
+// JobDetail returns a job, its attempts, its earlier runs and its
+// interrupted calls, or ErrNotFound.
 func (s *Store) JobDetail(ctx context.Context, id string) (JobDetail, error) {
 	j, attempts, err := s.Job(ctx, id)
+	if err != nil {
+		return JobDetail{}, err
+	}
+	runs, err := s.jobRuns(ctx, id, j.Run)
 	if err != nil {
 		return JobDetail{}, err
 	}
@@ -536,7 +576,55 @@ func (s *Store) JobDetail(ctx context.Context, id string) (JobDetail, error) {
 	if err != nil {
 		return JobDetail{}, err
 	}
-	return JobDetail{Job: j, Attempts: attempts, Interrupted: in}, nil
+	return JobDetail{Job: j, Attempts: attempts, Runs: runs, Interrupted: in}, nil
+}
+
+// jobRuns returns the runs of job id before current, the latest first,
+// with their attempts.
+func (s *Store) jobRuns(ctx context.Context, id string, current int) ([]JobRun, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT run, status, provider, model, value::text, error, final_class, attempts, calls,
+		       tokens_in, tokens_out, tokens_cached, cost_usd::float8, started_at, finished_at
+		FROM job_runs WHERE job_id = $1 AND run <> $2 ORDER BY run DESC LIMIT $3`, id, current, JobRunsMax)
+	if err != nil {
+		return nil, fmt.Errorf("runs of job %s: %w", id, err)
+	}
+	runs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobRun, error) {
+		var jr JobRun
+		var value *string
+		var started, finished *time.Time
+		err := r.Scan(&jr.Run, &jr.Status, &jr.Provider, &jr.Model, &value, &jr.Error, &jr.FinalClass, &jr.Attempts, &jr.Calls,
+			&jr.TokensIn, &jr.TokensOut, &jr.TokensCached, &jr.CostUSD, &started, &finished)
+		jr.Value, jr.StartedAt, jr.FinishedAt = rawPtr(value), deref(started), deref(finished)
+		return jr, err
+	})
+	if err != nil || len(runs) == 0 {
+		return nil, err
+	}
+	nums := make([]int, len(runs))
+	at := map[int]int{}
+	for i, jr := range runs {
+		nums[i], at[jr.Run] = jr.Run, i
+	}
+	rows, err = s.pool.Query(ctx, `SELECT a.run, `+attemptSelect+attemptSelectFrom+`
+		WHERE a.job_id = $1 AND a.run = ANY($2) ORDER BY a.run, a.attempt_no`, id, nums)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of the runs of job %s: %w", id, err)
+	}
+	var run int
+	_, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
+		a, err := scanAttempt(r, &run)
+		if err == nil {
+			runs[at[run]].AttemptRows = append(runs[at[run]].AttemptRows, a)
+		}
+		return struct{}{}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempts of the runs of job %s: %w", id, err)
+	}
+	return runs, nil
 }
 
 // RepairSteps returns, for one batch, what became of the jobs whose
@@ -565,4 +653,118 @@ func (s *Store) RepairSteps(ctx context.Context, batch string) ([]RepairStep, er
 		return nil, fmt.Errorf("repair steps of %s: %w", batch, err)
 	}
 	return out, nil
+}
+
+// Bounds of SearchJobs.
+const (
+	// SearchWindow is how many jobs of a batch one search step reads, in
+	// row order: a step costs the same on a batch of any size, and a
+	// search of a large batch goes on from where the last step stopped.
+	SearchWindow = 10_000
+	// SearchMatchesMax is how many matches one step returns at most.
+	SearchMatchesMax = 50
+	// SearchTextMax bounds the text searched for, in bytes.
+	SearchTextMax = 200
+)
+
+// JobSearch is one step of a text search of a batch's jobs.
+type JobSearch struct {
+	// Jobs are the jobs matching, in row order, each with Matched set.
+	Jobs []JobRow
+	// FromRow and ToRow are the row numbers of the first and the last job
+	// the step searched (0 when it found no job after the cursor).
+	FromRow, ToRow int
+	// Next is the cursor the search goes on from, "" when the step read
+	// to the batch's end.
+	Next string
+}
+
+// SearchJobs looks for text, case aside, in the jobs of batch after the
+// cursor after ("" from the first): in each job's id, input row and final
+// value (as JSON text), prompt and error. It reads at most SearchWindow
+// jobs in row order (the jobs_batch_row index) and returns at most
+// SearchMatchesMax matches, with the cursor to go on from.
+func (s *Store) SearchJobs(ctx context.Context, batch, text, after string) (JobSearch, error) {
+	var out JobSearch
+	text = strings.ToLower(strings.TrimSpace(text))
+	if text == "" || len(text) > SearchTextMax {
+		return out, fmt.Errorf("%w: search for 1 to %d bytes of text, not %d", ErrInvalid, SearchTextMax, len(text))
+	}
+	row, id, err := parseCursor(after)
+	if err != nil {
+		return out, err
+	}
+	window := cmp.Or(s.searchWindow, SearchWindow)
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	// The window: the next SearchWindow jobs, read from the index alone;
+	// then the matches among them, the first SearchMatchesMax.
+	var read int
+	var first, last *int
+	var lastID *string
+	err = s.pool.QueryRow(ctx, `
+		WITH w AS (SELECT row_no, id FROM jobs WHERE batch = $1 AND (row_no, id) > ($2, $3) ORDER BY row_no, id LIMIT $4)
+		SELECT count(*), min(row_no), (SELECT row_no FROM w ORDER BY row_no DESC, id DESC LIMIT 1),
+		       (SELECT id FROM w ORDER BY row_no DESC, id DESC LIMIT 1) FROM w`,
+		batch, row, id, window).Scan(&read, &first, &last, &lastID)
+	if err != nil {
+		return out, fmt.Errorf("search jobs of %s: %w", batch, err)
+	}
+	if read == 0 {
+		return out, nil
+	}
+	out.FromRow, out.ToRow = *first, *last
+	rows, err := s.pool.Query(ctx, `
+		WITH w AS (SELECT row_no, id FROM jobs WHERE batch = $1 AND (row_no, id) > ($2, $3) ORDER BY row_no, id LIMIT $4)
+		SELECT j.id, j.row_no, j.status, j.final_class, j.model, j.attempts, j.repaired_locally,
+		       j.cost_usd::float8, coalesce(j.wall_ms, 0), left(j.error, 300),
+		       array_remove(ARRAY[
+		           CASE WHEN strpos(lower(j.id), $5) > 0 THEN 'id' END,
+		           CASE WHEN strpos(lower(j.metadata::text), $5) > 0 THEN 'input' END,
+		           CASE WHEN strpos(lower(j.prompt), $5) > 0 THEN 'prompt' END,
+		           CASE WHEN strpos(lower(coalesce(j.value::text, '')), $5) > 0 THEN 'value' END,
+		           CASE WHEN strpos(lower(j.error), $5) > 0 THEN 'error' END], NULL) AS matched
+		FROM w JOIN jobs j ON j.id = w.id
+		WHERE strpos(lower(j.id), $5) > 0 OR strpos(lower(j.metadata::text), $5) > 0 OR strpos(lower(j.prompt), $5) > 0
+		   OR strpos(lower(coalesce(j.value::text, '')), $5) > 0 OR strpos(lower(j.error), $5) > 0
+		ORDER BY j.row_no, j.id LIMIT $6`, batch, row, id, window, text, SearchMatchesMax+1)
+	if err != nil {
+		return out, fmt.Errorf("search jobs of %s: %w", batch, err)
+	}
+	out.Jobs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobRow, error) {
+		var j JobRow
+		err := r.Scan(&j.ID, &j.RowNo, &j.Status, &j.FinalClass, &j.Model, &j.Attempts, &j.RepairedLocally,
+			&j.CostUSD, &j.WallMS, &j.Error, &j.Matched)
+		return j, err
+	})
+	if err != nil {
+		return out, fmt.Errorf("search jobs of %s: %w", batch, err)
+	}
+	switch {
+	case len(out.Jobs) > SearchMatchesMax:
+		// More matches in the window than a step returns: go on after
+		// the last one returned, which is where this step read to.
+		out.Jobs = out.Jobs[:SearchMatchesMax]
+		out.Next = cursor(out.Jobs[SearchMatchesMax-1])
+		out.ToRow = out.Jobs[SearchMatchesMax-1].RowNo
+	case read == window:
+		out.Next = strconv.Itoa(*last) + ":" + *lastID
+	}
+	return out, nil
+}
+
+// JobBatch returns the batch of job id ("" for a job of none), or
+// ErrNotFound: the search's exact-id lookup, by the primary key.
+func (s *Store) JobBatch(ctx context.Context, id string) (string, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var batch *string
+	err := s.pool.QueryRow(ctx, `SELECT batch FROM jobs WHERE id = $1`, id).Scan(&batch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("job %s: %w", id, err)
+	}
+	return deref(batch), nil
 }

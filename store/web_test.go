@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -79,6 +80,20 @@ func TestOverviews(t *testing.T) {
 	}
 	if one, err := s.Overviews(ctx, nil, 1); err != nil || len(one) != 1 {
 		t.Errorf("limit 1: %d rows, %v", len(one), err)
+	}
+	if all[1].BadRows != 0 {
+		t.Errorf("wb has %d bad rows, want none", all[1].BadRows)
+	}
+	// Enqueue left 3 bad rows out, one of them with the job id a later
+	// dataset recorded (the row fixed): 2 are missing.
+	if _, err := s.FinishRecording(ctx, "wb", "tok", "d1", 10, []string{"", "wb-99", jobID("wb", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.Overview(ctx, "wb"); err != nil || b.BadRows != 2 {
+		t.Errorf("after 3 bad rows, 1 recorded later: %d bad rows (%v), want 2", b.BadRows, err)
+	}
+	if n, err := s.BadRows(ctx, "wb"); err != nil || n != 2 {
+		t.Errorf("BadRows: %d (%v), want 2 as the overview says", n, err)
 	}
 }
 
@@ -201,5 +216,120 @@ func TestJobPage(t *testing.T) {
 	}
 	if _, err := s.JobDetail(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown job: %v", err)
+	}
+}
+
+// A requeued job's detail has its earlier runs, the latest first, each
+// with its outcome and its own attempts.
+func TestJobDetailRuns(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "jr", 1)
+	ctx := context.Background()
+	id := jobID("jr", 1)
+	if _, err := s.SaveResults(ctx, []store.Result{result(id, "first", "shape", "syntax")}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.JobDetail(ctx, id)
+	if err != nil || len(d.Runs) != 0 || len(d.Attempts) != 2 {
+		t.Fatalf("before a requeue: %d runs, %d attempts (%v); want no earlier run, 2 attempts", len(d.Runs), len(d.Attempts), err)
+	}
+	for i, model := range []string{"second", "third"} {
+		run := i + 2
+		if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "jr", Statuses: []fixpoint.Status{fixpoint.StatusInvalid, fixpoint.StatusValid},
+			Settings: json.RawMessage(`{}`), Model: model}); err != nil {
+			t.Fatal(err)
+		}
+		res := result(id, model, map[int]string{2: "shape", 3: ""}[run])
+		res.Run = run
+		if _, err := s.SaveResults(ctx, []store.Result{res}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err = s.JobDetail(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Job.Run != 3 || d.Job.Status != fixpoint.StatusValid || len(d.Attempts) != 1 || d.Attempts[0].Raw != "third" {
+		t.Errorf("the current run: %d, %s, %d attempts; want run 3 valid with its 1 attempt", d.Job.Run, d.Job.Status, len(d.Attempts))
+	}
+	if len(d.Runs) != 2 {
+		t.Fatalf("%d earlier runs, want 2", len(d.Runs))
+	}
+	r2, r1 := d.Runs[0], d.Runs[1]
+	if r2.Run != 2 || r2.Status != fixpoint.StatusInvalid || r2.Model != "second" || len(r2.AttemptRows) != 1 || r2.AttemptRows[0].Raw != "second" || r2.FinalClass != "shape" {
+		t.Errorf("run 2: %+v; want invalid on model second, its 1 attempt", r2)
+	}
+	if r1.Run != 1 || r1.Status != fixpoint.StatusInvalid || r1.Model != "sim-typical" || r1.Attempts != 2 || len(r1.AttemptRows) != 2 ||
+		r1.AttemptRows[1].No != 2 || r1.AttemptRows[1].Class != "syntax" || r1.TokensIn != 200 {
+		t.Errorf("run 1: %+v; want invalid on sim-typical, its 2 attempts (the second syntax), 200 tokens in", r1)
+	}
+}
+
+// A search finds text in a job's id, input, prompt, value or error, case
+// aside, a window of jobs at a time, and goes on from where it stopped.
+func TestSearchJobs(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "sj", 60)
+	ctx := context.Background()
+	bad := result(jobID("sj", 2), "b", "shape")
+	bad.Error = "/name: missing Needle"
+	if _, err := s.SaveResults(ctx, []store.Result{bad, result(jobID("sj", 4), "needle-4", "")}); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(r store.JobSearch) string {
+		var out []string
+		for _, j := range r.Jobs {
+			out = append(out, j.ID+"="+strings.Join(j.Matched, "+"))
+		}
+		return strings.Join(out, " ")
+	}
+	for text, want := range map[string]string{
+		"NEEDLE":      "sj-2=error sj-4=value",
+		" ROW 7 ":     "sj-7=prompt",
+		`"row": 5}`:   "sj-5=input",
+		"sj-59":       "sj-59=id",
+		"no such bit": "",
+	} {
+		r, err := s.SearchJobs(ctx, "sj", text, "")
+		if err != nil || ids(r) != want || r.FromRow != 1 || r.ToRow != 60 || r.Next != "" {
+			t.Errorf("search %q: %q, rows %d-%d, next %q (%v); want %q in rows 1-60, to the end", text, ids(r), r.FromRow, r.ToRow, r.Next, err, want)
+		}
+	}
+	// More matches than a step returns: the first 50, then the rest.
+	r, err := s.SearchJobs(ctx, "sj", "extract", "")
+	if err != nil || len(r.Jobs) != store.SearchMatchesMax || r.Jobs[49].ID != "sj-50" || r.ToRow != 50 || r.Next != "50:sj-50" {
+		t.Fatalf("search of every job: %d matches, to row %d, next %q (%v); want 50, to row 50, next after sj-50", len(r.Jobs), r.ToRow, r.Next, err)
+	}
+	if r, err = s.SearchJobs(ctx, "sj", "extract", r.Next); err != nil || len(r.Jobs) != 10 || r.FromRow != 51 || r.Next != "" {
+		t.Errorf("its next step: %d matches from row %d, next %q (%v); want the 10 left, from row 51, to the end", len(r.Jobs), r.FromRow, r.Next, err)
+	}
+	// A window smaller than the batch: a step reads that many jobs.
+	s.SetSearchWindow(25)
+	var steps []string
+	for next, n := "", 0; n == 0 || next != ""; n++ {
+		r, err := s.SearchJobs(ctx, "sj", "row 4", next)
+		if err != nil || n > 3 {
+			t.Fatalf("step %d: %v", n+1, err)
+		}
+		steps = append(steps, fmt.Sprintf("%d-%d:%s", r.FromRow, r.ToRow, ids(r)))
+		next = r.Next
+	}
+	if got := strings.Join(steps, " "); got != "1-25:sj-4=prompt 26-50:sj-40=prompt sj-41=prompt sj-42=prompt sj-43=prompt sj-44=prompt sj-45=prompt sj-46=prompt sj-47=prompt sj-48=prompt sj-49=prompt 51-60:" {
+		t.Errorf("steps of 25 jobs: %s", got)
+	}
+	s.SetSearchWindow(0)
+	for _, text := range []string{" ", strings.Repeat("x", store.SearchTextMax+1)} {
+		if _, err := s.SearchJobs(ctx, "sj", text, ""); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("search %.20q: %v, want ErrInvalid", text, err)
+		}
+	}
+	if _, err := s.SearchJobs(ctx, "sj", "x", "nocursor"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a bad cursor: %v, want ErrInvalid", err)
+	}
+	if b, err := s.JobBatch(ctx, "sj-7"); err != nil || b != "sj" {
+		t.Errorf("JobBatch(sj-7) = %q, %v", b, err)
+	}
+	if _, err := s.JobBatch(ctx, "sj-0"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("JobBatch of no job: %v, want ErrNotFound", err)
 	}
 }

@@ -20,7 +20,9 @@ type Timeline struct {
 	Step     time.Duration
 	// Latency is the realtime calls (attempts with price basis realtime)
 	// by latency, in buckets that double: bucket i holds the calls that
-	// took under UpToMs, and at least the previous bucket's UpToMs.
+	// took under UpToMs, and at least the previous bucket's UpToMs; the
+	// first under 1 ms. Every realtime call the cost table counts is in
+	// one.
 	Latency []LatencyBucket
 	// P50, P90 and P99 are latency percentiles of those calls in
 	// milliseconds; Calls how many there were.
@@ -177,18 +179,19 @@ func (s *Store) latencies(ctx context.Context, batch string, t *Timeline) error 
 		       percentile_cont(0.9) WITHIN GROUP (ORDER BY a.latency_ms),
 		       percentile_cont(0.99) WITHIN GROUP (ORDER BY a.latency_ms)
 		FROM attempts a JOIN jobs j ON j.id = a.job_id
-		WHERE j.batch = $1 AND j.row_no % $2 = 0 AND a.price_basis = 'realtime' AND a.latency_ms > 0`, batch, t.LatencySample).Scan(&t.Calls, &p50, &p90, &p99)
+		WHERE j.batch = $1 AND j.row_no % $2 = 0 AND a.price_basis = 'realtime'`, batch, t.LatencySample).Scan(&t.Calls, &p50, &p90, &p99)
 	if err != nil || t.Calls == 0 {
 		return err
 	}
 	t.P50, t.P90, t.P99 = *p50, *p90, *p99
 	t.Calls *= int64(t.LatencySample)
-	// Bucket i holds latencies in [2^(i-1), 2^i) ms; bucket 0 under 1 ms
-	// does not occur (latency_ms > 0).
+	// Bucket i holds latencies in [2^(i-1), 2^i) ms, bucket 0 those under
+	// 1 ms (0 ms: a reply from a cache or a local simulator), so that every
+	// call the cost table counts is in one.
 	rows, err := s.pool.Query(ctx, `
-		SELECT floor(log(2, a.latency_ms))::int + 1 AS i, count(*)
+		SELECT CASE WHEN a.latency_ms < 1 THEN 0 ELSE floor(log(2, a.latency_ms))::int + 1 END AS i, count(*)
 		FROM attempts a JOIN jobs j ON j.id = a.job_id
-		WHERE j.batch = $1 AND j.row_no % $2 = 0 AND a.price_basis = 'realtime' AND a.latency_ms > 0
+		WHERE j.batch = $1 AND j.row_no % $2 = 0 AND a.price_basis = 'realtime'
 		GROUP BY 1 ORDER BY 1 LIMIT 64`, batch, t.LatencySample)
 	if err != nil {
 		return err

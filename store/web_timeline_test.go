@@ -146,3 +146,47 @@ func TestBatchTimeline(t *testing.T) {
 		t.Errorf("waves %+v: want wave 1 done with 1 expired, wave 2 submitted and not ended", tl.Waves)
 	}
 }
+
+// Calls that took under a millisecond (0 ms: a cache, a local simulator)
+// are in the latency plot, so that its count is the cost table's.
+func TestBatchTimelineCountsZeroMsCalls(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "z", 3)
+	ctx := context.Background()
+	rs := []store.Result{result(jobID("z", 1), "a", ""), result(jobID("z", 2), "b", "shape", ""), result(jobID("z", 3), "c", "shape", "shape", "")}
+	for i := range rs {
+		for k := range rs[i].AttemptRows {
+			rs[i].AttemptRows[k].LatencyMS = int64(k * 5) // each job's first call 0 ms
+		}
+	}
+	if _, err := s.SaveResults(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := s.BatchTimeline(ctx, "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	costs, err := s.ModelCosts(ctx, "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls int64
+	for _, c := range costs {
+		if c.Basis == "realtime" {
+			calls += c.Calls
+		}
+	}
+	var inBuckets int64
+	for _, b := range tl.Latency {
+		inBuckets += b.Calls
+	}
+	if calls != 6 || tl.Calls != calls || inBuckets != calls {
+		t.Errorf("the latency plot counts %d calls (%d in its buckets), the cost table %d; want 6 in both", tl.Calls, inBuckets, calls)
+	}
+	if len(tl.Latency) == 0 || tl.Latency[0].UpToMs != 1 || tl.Latency[0].Calls != 3 {
+		t.Errorf("buckets %+v: want the first under 1 ms with the 3 calls of 0 ms", tl.Latency)
+	}
+	if tl.P50 != 2.5 {
+		t.Errorf("p50 %v, want 2.5 ms (of 0, 0, 0, 5, 5, 10)", tl.P50)
+	}
+}

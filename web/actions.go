@@ -32,20 +32,33 @@ import (
 // and a token bound to a SameSite=Strict cookie).
 type Actions interface {
 	Requeue(ctx context.Context, batch string, r RequeueRequest) (Outcome, error)
-	Cancel(ctx context.Context, batch string) (Outcome, error)
+	Cancel(ctx context.Context, batch string, r CancelRequest) (Outcome, error)
 	SetCap(ctx context.Context, batch string, r CapRequest) (Outcome, error)
 }
 
 // RequeueRequest chooses the jobs a requeue runs again and how (see
 // enqueue requeue).
 type RequeueRequest struct {
-	// Statuses are final statuses, at least one.
+	// Jobs, when set, are the jobs chosen (ids of the batch, at most
+	// store.RequeueJobsMax): one job's page, or a selection of the job
+	// list. Those alone run again (the ones final; enqueue.RequeueConfig.Jobs).
+	Jobs []string
+	// Statuses are final statuses: at least one for a requeue of the
+	// batch; with Jobs, none means any final status.
 	Statuses []fixpoint.Status
 	// Class, when set, keeps the jobs whose final class is Class.
 	Class string
 	// Model and MaxAttempts, when set, change the new run's settings.
 	Model       string
 	MaxAttempts int
+}
+
+// CancelRequest chooses the jobs a cancel ends: Jobs (ids of the batch, at
+// most store.RequeueJobsMax; those not final yet end, the batch goes on),
+// or, none chosen, every job of the batch not final yet, the batch marked
+// cancelled (enqueue cancel).
+type CancelRequest struct {
+	Jobs []string
 }
 
 // CapRequest is a new spend cap as typed (see enqueue cap): a number, "none"
@@ -83,8 +96,9 @@ func (e badAction) Is(target error) bool { return target == ErrBadAction }
 const (
 	csrfCookie = "fixpoint_csrf"
 	csrfField  = "csrf"
-	// actionBodyMax bounds an action's form.
-	actionBodyMax = 64 << 10
+	// actionBodyMax bounds an action's form (a selection of 1000 job ids
+	// fits).
+	actionBodyMax = 256 << 10
 	// actionTimeout bounds an action.
 	actionTimeout = 10 * time.Minute
 )
@@ -166,6 +180,32 @@ func (h *handler) actionsPart(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "batch", "actions", v)
 }
 
+// jobActionsView is the actions part of a job's page: requeue the job
+// when it is final, cancel it while it is queued.
+type jobActionsView struct {
+	Enabled bool
+	Job     *store.JobRecord
+	CSRF    string
+}
+
+// jobActionsPart is a job's forms, or, without Actions, the note that the
+// dashboard is read-only.
+func (h *handler) jobActionsPart(w http.ResponseWriter, r *http.Request) {
+	v := jobActionsView{Enabled: h.cfg.Actions != nil}
+	ctx, cancel := h.queryCtx(r)
+	defer cancel()
+	j, _, err := h.st.Job(ctx, r.PathValue("id"))
+	if err != nil {
+		h.failPart(w, r, err)
+		return
+	}
+	v.Job = j
+	if v.Enabled {
+		v.CSRF = h.csrfToken(h.csrfSession(w, r))
+	}
+	h.render(w, r, http.StatusOK, "job", "job-actions", v)
+}
+
 // actionView is an action's outcome, alone (htmx) or as a page.
 type actionView struct {
 	Title  string
@@ -174,6 +214,8 @@ type actionView struct {
 	Status int
 	Outcome
 	Error string
+	// Job is the job acted on when it was one alone (its page links back).
+	Job string
 }
 
 // action serves a POST of an action: refused without Actions or without
@@ -205,7 +247,10 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 			out, err = h.cfg.Actions.Requeue(ctx, batch, req)
 		}
 	case "cancel":
-		out, err = h.cfg.Actions.Cancel(ctx, batch)
+		var req CancelRequest
+		if req.Jobs, err = parseJobs(r); err == nil {
+			out, err = h.cfg.Actions.Cancel(ctx, batch, req)
+		}
 	case "cap":
 		req := CapRequest{MaxCostUSD: strings.TrimSpace(r.PostFormValue("max_cost_usd")), MaxTotalTokens: strings.TrimSpace(r.PostFormValue("max_total_tokens"))}
 		if req.MaxCostUSD == "" && req.MaxTotalTokens == "" {
@@ -231,6 +276,9 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		h.cfg.Logger.Warn("dashboard: action failed", "action", action, "batch", batch, "err", err)
 	}
 	v.Outcome = out
+	if jobs := r.PostForm["job"]; len(jobs) == 1 {
+		v.Job = strings.TrimSpace(jobs[0]) // its outcome links back to its page
+	}
 	h.actionDone(w, r, v, status, err)
 }
 
@@ -247,12 +295,35 @@ func (h *handler) actionDone(w http.ResponseWriter, r *http.Request, v actionVie
 	h.render(w, r, status, "action", "layout.html", v)
 }
 
-// parseRequeue reads a requeue's form: status (repeated), class, model,
-// max_attempts.
+// parseJobs reads the jobs chosen in a form (job, repeated): none for an
+// action of the batch, unless the form is a selection's (scope=jobs),
+// which must name one.
+func parseJobs(r *http.Request) ([]string, error) {
+	if err := r.ParseForm(); err != nil {
+		return nil, BadAction(fmt.Errorf("read the form: %w", err))
+	}
+	var jobs []string
+	for _, id := range r.PostForm["job"] {
+		if id = strings.TrimSpace(id); id != "" && !slices.Contains(jobs, id) {
+			jobs = append(jobs, id)
+		}
+	}
+	switch {
+	case len(jobs) > store.RequeueJobsMax:
+		return nil, BadAction(fmt.Errorf("%d jobs chosen: at most %d at once", len(jobs), store.RequeueJobsMax))
+	case len(jobs) == 0 && r.PostFormValue("scope") == "jobs":
+		return nil, BadAction(errors.New("tick at least one job"))
+	}
+	return jobs, nil
+}
+
+// parseRequeue reads a requeue's form: job (repeated), status (repeated),
+// class, model, max_attempts.
 func parseRequeue(r *http.Request) (RequeueRequest, error) {
 	var req RequeueRequest
-	if err := r.ParseForm(); err != nil {
-		return req, BadAction(fmt.Errorf("read the form: %w", err))
+	var err error
+	if req.Jobs, err = parseJobs(r); err != nil {
+		return req, err
 	}
 	for _, s := range r.PostForm["status"] {
 		st := fixpoint.Status(strings.TrimSpace(s))
@@ -263,7 +334,7 @@ func parseRequeue(r *http.Request) (RequeueRequest, error) {
 			req.Statuses = append(req.Statuses, st)
 		}
 	}
-	if len(req.Statuses) == 0 {
+	if len(req.Statuses) == 0 && len(req.Jobs) == 0 {
 		return req, BadAction(errors.New("choose at least one status to requeue"))
 	}
 	req.Class = strings.TrimSpace(r.PostFormValue("class"))

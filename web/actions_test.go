@@ -15,10 +15,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -40,7 +42,7 @@ type libActions struct {
 }
 
 func (a libActions) Requeue(ctx context.Context, batch string, r web.RequeueRequest) (web.Outcome, error) {
-	rep, err := enqueue.Requeue(ctx, a.js, a.st, enqueue.RequeueConfig{Batch: batch, Statuses: r.Statuses, Class: r.Class,
+	rep, err := enqueue.Requeue(ctx, a.js, a.st, enqueue.RequeueConfig{Batch: batch, Jobs: r.Jobs, Statuses: r.Statuses, Class: r.Class,
 		Model: r.Model, MaxAttempts: r.MaxAttempts, Queue: a.queue})
 	if err != nil {
 		return web.Outcome{}, libErr(err)
@@ -52,7 +54,14 @@ func (a libActions) Requeue(ctx context.Context, batch string, r web.RequeueRequ
 	return web.Outcome{Lines: []string{fmt.Sprintf("requeued %d jobs as run %d; %d published", total, rep.Run, rep.Published)}}, nil
 }
 
-func (a libActions) Cancel(ctx context.Context, batch string) (web.Outcome, error) {
+func (a libActions) Cancel(ctx context.Context, batch string, r web.CancelRequest) (web.Outcome, error) {
+	if len(r.Jobs) > 0 {
+		n, err := enqueue.CancelJobs(ctx, a.st, batch, r.Jobs)
+		if err != nil {
+			return web.Outcome{}, libErr(err)
+		}
+		return web.Outcome{Lines: []string{fmt.Sprintf("batch %s: cancelled %d of the %d jobs chosen", batch, n, len(r.Jobs))}}, nil
+	}
 	n, err := enqueue.Cancel(ctx, a.st, batch)
 	if err != nil {
 		return web.Outcome{}, libErr(err)
@@ -195,7 +204,7 @@ func TestDashboardActions(t *testing.T) {
 	acts := libActions{st: l.st, js: js, queue: queue.Config{Stream: "WEBACTS", Subject: "fixpoint.webacts"}}
 	ro := httptest.NewServer(web.NewHandler(l.st, web.Config{}))
 	t.Cleanup(ro.Close)
-	admin := httptest.NewServer(web.RequireToken(web.NewHandler(l.st, web.Config{Actions: acts}), "tok"))
+	admin := httptest.NewServer(web.RequireToken(web.NewHandler(l.st, web.Config{Actions: acts}), adminToken))
 	t.Cleanup(admin.Close)
 	demo := "/batches/" + url.PathEscape(l.demo)
 	capOf := func() store.Cap {
@@ -228,7 +237,7 @@ func TestDashboardActions(t *testing.T) {
 	})
 
 	t.Run("refused", func(t *testing.T) {
-		c := &actionClient{srv: admin, auth: "Bearer tok"}
+		c := &actionClient{srv: admin, auth: "Bearer " + adminToken}
 		part := c.open(t, l.demo)
 		for _, want := range []string{`id="cap-form"`, `id="requeue-form"`, `id="cancel-form"`, `value="invalid" checked`} {
 			if !strings.Contains(part, want) {
@@ -269,7 +278,7 @@ func TestDashboardActions(t *testing.T) {
 			}
 		}
 		// GET of an action, and a POST where none is taken.
-		if resp, _ := get(t, admin, demo+"/cap", "Authorization", "Bearer tok"); resp.StatusCode != 404 && resp.StatusCode != 405 {
+		if resp, _ := get(t, admin, demo+"/cap", "Authorization", "Bearer "+adminToken); resp.StatusCode != 404 && resp.StatusCode != 405 {
 			t.Errorf("GET of an action: %d", resp.StatusCode)
 		}
 		if code, _ := c.post(t, "/", form); code != 405 {
@@ -281,7 +290,7 @@ func TestDashboardActions(t *testing.T) {
 	})
 
 	t.Run("done", func(t *testing.T) {
-		c := &actionClient{srv: admin, auth: "Bearer tok"}
+		c := &actionClient{srv: admin, auth: "Bearer " + adminToken}
 		c.open(t, l.demo)
 		// The cap, same origin as a browser sends it.
 		code, body := c.post(t, demo+"/cap", url.Values{"max_cost_usd": {"25"}}, "HX-Request", "true", "Origin", admin.URL, "Sec-Fetch-Site", "same-origin")
@@ -344,7 +353,106 @@ func TestDashboardActions(t *testing.T) {
 		}
 	})
 
+	t.Run("jobs", func(t *testing.T) { testJobActions(t, l, js, ro, admin) })
 	t.Run("browser", func(t *testing.T) { testActionsBrowser(t, l, ro, admin) })
+}
+
+// testJobActions: a job's page offers to requeue it when final and to
+// cancel it while queued, and the job list a selection of jobs to do the
+// same with; each acts on the jobs chosen alone, through the same POSTs and
+// checks as the batch's actions. Read-only, none is offered.
+func testJobActions(t *testing.T, l *dashLedger, js jetstream.JetStream, ro, admin *httptest.Server) {
+	ctx := context.Background()
+	demo := "/batches/" + url.PathEscape(l.demo)
+	valid, _, err := l.st.JobPage(ctx, l.demo, store.JobFilter{Status: "valid", Limit: 3})
+	if err != nil || len(valid) != 3 {
+		t.Fatalf("3 valid jobs of the demo: %d (%v)", len(valid), err)
+	}
+	one, two, three := valid[0].ID, valid[1].ID, valid[2].ID
+	before, _ := l.st.Overview(ctx, l.demo)
+	msgs := func() uint64 {
+		t.Helper()
+		s, err := js.Stream(ctx, "WEBACTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	published := msgs()
+
+	// Read-only: no form on the job's page, no box in the job list.
+	resp, body := get(t, ro, "/jobs/"+url.PathEscape(one)+"/actions", "HX-Request", "true")
+	wantPage(t, resp, body, 200, "Read-only")
+	if strings.Contains(body, "<form") {
+		t.Errorf("the read-only job page offers an action:\n%s", body)
+	}
+	if _, body := get(t, ro, demo+"/jobs?status=valid", "HX-Request", "true"); strings.Contains(body, `name="job"`) || strings.Contains(body, "job-select") {
+		t.Error("the read-only job list offers a selection")
+	}
+
+	c := &actionClient{srv: admin, auth: "Bearer " + adminToken}
+	c.open(t, l.demo)
+	// A valid job's page offers its requeue, and the requeue runs it alone.
+	resp, body = get(t, admin, "/jobs/"+url.PathEscape(one)+"/actions", "HX-Request", "true", "Authorization", c.auth)
+	wantPage(t, resp, body, 200, `id="job-requeue-form"`, `name="job" value="`+one+`"`, `name="scope" value="jobs"`)
+	code, body := c.post(t, demo+"/requeue", url.Values{"job": {one}, "scope": {"jobs"}}, "HX-Request", "true")
+	if code != 200 || !strings.Contains(body, "requeued 1 jobs as run") || !strings.Contains(body, `href="/jobs/`+url.PathEscape(one)+`"`) {
+		t.Errorf("requeue of job %s: %d\n%s", one, code, body)
+	}
+	j, _, err := l.st.Job(ctx, one)
+	if err != nil || j.Status != "queued" {
+		t.Fatalf("job %s after its requeue: %+v (%v), want queued", one, j, err)
+	}
+	if after, _ := l.st.Overview(ctx, l.demo); after.Valid != before.Valid-1 || after.Queued != before.Queued+1 {
+		t.Errorf("after the requeue of one job: %d valid, %d queued; want %d and %d", after.Valid, after.Queued, before.Valid-1, before.Queued+1)
+	}
+	if got := msgs(); got != published+1 {
+		t.Errorf("the stream holds %d messages, want %d (the requeued job's one more)", got, published+1)
+	}
+	// (The batch, cancelled before, is not any more: a job of it runs.)
+	before, _ = l.st.Overview(ctx, l.demo)
+	// Queued, its page offers its cancel, which ends it alone.
+	resp, body = get(t, admin, "/jobs/"+url.PathEscape(one)+"/actions", "HX-Request", "true", "Authorization", c.auth)
+	wantPage(t, resp, body, 200, `id="job-cancel-form"`)
+	code, body = c.post(t, demo+"/cancel", url.Values{"job": {one}, "scope": {"jobs"}}, "HX-Request", "true")
+	if j, _, _ = l.st.Job(ctx, one); code != 200 || !strings.Contains(body, "cancelled 1 of the 1 jobs chosen") || j.Status != "cancelled" {
+		t.Errorf("cancel of job %s: %d, job %s\n%s", one, code, j.Status, body)
+	}
+	if ov, _ := l.st.Overview(ctx, l.demo); !ov.CancelledAt.Equal(before.CancelledAt) {
+		t.Errorf("the cancel of one job changed the batch's cancel mark: %v, was %v", ov.CancelledAt, before.CancelledAt)
+	}
+
+	// The job list offers a selection; requeue two of its jobs.
+	_, body = get(t, admin, demo+"/jobs?status=valid", "HX-Request", "true", "Authorization", c.auth)
+	for _, want := range []string{`id="job-select"`, `name="job" value="` + two + `"`, `id="select-requeue"`, `id="select-cancel"`, `class="select-all"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the job list lacks %s", want)
+		}
+	}
+	code, body = c.post(t, demo+"/requeue", url.Values{"job": {two, three, one}, "scope": {"jobs"}, "model": {"sim-clean"}}, "HX-Request", "true")
+	if code != 200 || !strings.Contains(body, "requeued 3 jobs") {
+		t.Errorf("requeue of a selection (2 valid, 1 cancelled): %d\n%s", code, body)
+	}
+	for _, id := range []string{one, two, three} {
+		if j, _, _ := l.st.Job(ctx, id); j.Status != "queued" || j.Model != "sim-clean" {
+			t.Errorf("job %s after the selection's requeue: %s on %s, want queued on sim-clean", id, j.Status, j.Model)
+		}
+	}
+	// A selection with no job ticked says so, and does nothing.
+	if code, body := c.post(t, demo+"/cancel", url.Values{"scope": {"jobs"}}, "HX-Request", "true"); code != 400 || !strings.Contains(body, "tick at least one job") {
+		t.Errorf("cancel of a selection of none: %d\n%s", code, body)
+	}
+	// The selection's POST passes the same checks: no CSRF token, refused.
+	if code, _ := c.post(t, demo+"/cancel", url.Values{"job": {two}, "scope": {"jobs"}, "csrf": {"forged"}}, "HX-Request", "true"); code != 403 {
+		t.Errorf("cancel of a selection with a forged token: %d, want 403", code)
+	}
+	if j, _, _ := l.st.Job(ctx, two); j.Status != "queued" {
+		t.Errorf("a refused cancel changed job %s: %s", two, j.Status)
+	}
 }
 
 // testActionsBrowser: with the token, the batch page shows the actions and
@@ -354,7 +462,7 @@ func TestDashboardActions(t *testing.T) {
 func testActionsBrowser(t *testing.T, l *dashLedger, ro, admin *httptest.Server) {
 	ctx, bl := newBrowser(t, 900)
 	// The browser holds the admin token as one that logged in does.
-	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer tok"}}); err != nil {
+	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer " + adminToken}}); err != nil {
 		t.Fatal(err)
 	}
 	cap := func() float64 {
@@ -406,6 +514,7 @@ func testActionsBrowser(t *testing.T, l *dashLedger, ro, admin *httptest.Server)
 	if rs, _, _ := bl.take(); !slices.Contains(rs, "POST "+admin.URL+demo+"/cap") {
 		t.Errorf("the browser sent no POST of the cap: %v", rs)
 	}
+	testJobActionsBrowser(ctx, t, l, admin)
 
 	// Without the token: no form, no button; a POST the page forges is
 	// refused.
@@ -438,22 +547,131 @@ func testActionsBrowser(t *testing.T, l *dashLedger, ro, admin *httptest.Server)
 		for (const [k, v] of [["max_cost_usd", "999"], ["csrf", "forged"]]) {
 			const i = document.createElement("input"); i.name = k; i.value = v; f.appendChild(i); }
 		document.body.appendChild(f); f.submit(); return true; })()`, admin.URL+demo+"/cap")
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](forge)); err != nil {
-		t.Fatal(err)
-	}
-	// The page navigates: polled from here, an evaluation during the
-	// navigation failing.
-	refused := false
-	for deadline := time.Now().Add(10 * time.Second); !refused && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		refused, _ = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`location.href.startsWith(%q) && document.body.textContent.includes("refused")`, admin.URL)))
-	}
-	if !refused {
-		t.Error("the forged form's POST was not answered refused")
-	}
+	forgedAnswer(ctx, t, forge, admin.URL+demo+"/cap", admin.URL)
 	if got := cap(); got != raised {
 		t.Errorf("a forged POST changed the cap to %g", got)
 	}
 	if rs, _, _ := bl.take(); !slices.Contains(rs, "POST "+admin.URL+demo+"/cap") {
 		t.Errorf("the browser did not send the cross-origin POST (the test proves nothing): %v", rs)
+	}
+}
+
+// forgedAnswer runs forge, a script that posts a form to target from
+// another page, and checks the browser is answered 403 and shows the page
+// saying it is refused (at origin): seen from the browser's response and
+// load events, as no script can be asked while the page navigates.
+func forgedAnswer(ctx context.Context, t *testing.T, forge, target, origin string) {
+	t.Helper()
+	answered, loaded := make(chan int64, 1), make(chan struct{}, 1)
+	var gotAnswer atomic.Bool
+	lctx, stopListening := context.WithCancel(ctx)
+	defer stopListening()
+	if err := chromedp.Listen(lctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *network.EventResponseReceived:
+			if ev.Response.URL == target && !gotAnswer.Swap(true) {
+				answered <- ev.Response.Status
+			}
+		case *page.EventLoadEventFired:
+			if gotAnswer.Load() {
+				select {
+				case loaded <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](forge)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case status := <-answered:
+		if status != 403 {
+			t.Errorf("the forged form's POST was answered %d, want 403", status)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the forged form's POST got no answer")
+	}
+	select {
+	case <-loaded:
+	case <-time.After(10 * time.Second):
+		t.Error("the forged form's answer was not loaded")
+	}
+	if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`location.href.startsWith(%q) && document.body.textContent.includes("refused")`, origin))); err != nil || !ok {
+		t.Errorf("the forged form's answer does not say it is refused (%v)", err)
+	}
+}
+
+// testJobActionsBrowser: a valid job requeued from its page, then the
+// queued jobs of the list, every one ticked with the page's box, cancelled
+// from the selection.
+func testJobActionsBrowser(ctx context.Context, t *testing.T, l *dashLedger, admin *httptest.Server) {
+	rows, _, err := l.st.JobPage(context.Background(), l.demo, store.JobFilter{Status: "valid", Limit: 1})
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("no valid job left in the demo (%v)", err)
+	}
+	job := "/jobs/" + url.PathEscape(rows[0].ID)
+	if err := chromedp.Do(ctx, chromedp.Navigate(admin.URL+job), chromedp.WaitVisible(chromedp.CSS("#job-requeue-form button")),
+		chromedp.Click(chromedp.CSS("#job-requeue-form button"))); err != nil {
+		t.Fatalf("requeue from %s: %v", job, err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('#job-action-outcome').textContent.includes('requeued 1 jobs')`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("no outcome of the job's requeue on its page: %v", err)
+	}
+	if j, _, _ := l.st.Job(context.Background(), rows[0].ID); j.Status != "queued" {
+		t.Errorf("after its requeue from the page, job %s is %s", rows[0].ID, j.Status)
+	}
+	shotTo(ctx, t, "dashboard-job-actions.png", "#job-actions-section")
+
+	queued, _, err := l.st.JobPage(context.Background(), l.demo, store.JobFilter{Status: "queued"})
+	if err != nil || len(queued) == 0 {
+		t.Fatalf("no queued job in the demo (%v)", err)
+	}
+	list := "/batches/" + url.PathEscape(l.demo) + "?status=queued"
+	// The parts above the list (loaded after the page) in place first, so
+	// that the list stays where it is.
+	if err := chromedp.Do(ctx, chromedp.Navigate(admin.URL+list), chromedp.WaitVisible(chromedp.CSS("#job-select input.select-all")),
+		chromedp.WaitVisible(chromedp.CSS("#timeline")), chromedp.WaitVisible(chromedp.CSS("#clusters")), chromedp.ScrollIntoView(chromedp.CSS("#jobs")),
+		chromedp.Click(chromedp.CSS("#job-select input.select-all"))); err != nil {
+		t.Fatalf("select every job of %s: %v", list, err)
+	}
+	if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('#job-select input[name=job]')].every(b => b.checked)`)); err != nil || !ok {
+		t.Errorf("the select-all box did not tick every job (%v)", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#select-cancel"))); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`document.querySelector('#select-outcome').textContent.includes('cancelled %d of the %d jobs chosen')`, len(queued), len(queued))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](want, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#select-outcome').textContent`))
+		t.Errorf("the selection's cancel of the %d queued jobs: %v (%q)", len(queued), err, html)
+	}
+	if ov, _ := l.st.Overview(context.Background(), l.demo); ov.Queued != 0 {
+		t.Errorf("after the selection's cancel, %d jobs are queued", ov.Queued)
+	}
+	shotTo(ctx, t, "dashboard-select.png", "#jobs")
+}
+
+// shotTo writes a screenshot of the window, the element sel at its top, to
+// docs/img/name (-screenshots), else to a temporary directory.
+func shotTo(ctx context.Context, t *testing.T, name, sel string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(document.querySelector(%q).scrollIntoView(), true)`, sel))); err != nil {
+		where, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " " + document.body.innerText.slice(0, 300)`))
+		t.Fatalf("scroll to %s: %v (at %s)", sel, err, where)
+	}
+	b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot of %s: %v", sel, err)
+	}
+	dir := t.TempDir()
+	if *screenshots {
+		dir = filepath.Join("..", "docs", "img")
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -153,6 +153,11 @@ func BenchmarkDashboard(b *testing.B) {
 		{"part-costs", base + "/costs"},
 		{"part-repairs", base + "/repairs"},
 		{"part-timeline", base + "/timeline"},
+		{"search-header", "/search?" + url.Values{"q": {benchBatch + ":no-such-job"}}.Encode()},
+		{"search-text-none", "/search?" + url.Values{"batch": {benchBatch}, "q": {"no such text"}}.Encode()},
+		{"search-text-deep", "/search?" + url.Values{"batch": {benchBatch}, "q": {"no such text"}, "after": {deep}}.Encode()},
+		{"costs-30d", "/costs"},
+		{"costs-7d-hourly", "/costs?range=7d"},
 	}
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {
@@ -252,7 +257,9 @@ func BenchmarkLiveFinish(b *testing.B) {
 			FirstAttemptValid: true, TokensIn: 300, TokensOut: 50, CostUSD: 0.0001, WallMS: 500,
 			AttemptRows: []store.Attempt{{No: 1, Raw: `{"name":"x"}`, Valid: true, Model: "sim-typical", TokensIn: 300, TokensOut: 50}}}
 		i++
-		// Some time after the last poll, as a job finishes at any moment.
+		// Finished at a varying phase of the stream's 500 ms poll (0 to
+		// 499 ms after the last event), as jobs finish at any moment: a
+		// spacing of the measured commits, not a wait for anything.
 		time.Sleep(time.Duration(i*37%500) * time.Millisecond)
 		won, err := st.SaveResults(ctx, []store.Result{r})
 		if err != nil || !won[0] {

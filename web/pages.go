@@ -66,6 +66,13 @@ type jobsView struct {
 	Next, CSV, JSONL template.URL
 	// Statuses and Classes are the filter's choices.
 	Statuses, Classes []string
+	// CSRF, with the actions on, is the token of the selection's form
+	// (requeue or cancel the ticked jobs); "" offers none.
+	CSRF string
+	// Search says the list is a search's matches (no export, each job's
+	// matched fields shown, Next searching on); Note what the step read.
+	Search bool
+	Note   string
 }
 
 var (
@@ -147,7 +154,7 @@ func (h *handler) batchPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Funnel = funnelView{Funnel: fn, Chart: funnelChart(fn)}
-	if v.Jobs, err = h.jobs(r, name, f); err != nil {
+	if v.Jobs, err = h.jobs(w, r, name, f); err != nil {
 		h.fail(w, r, http.StatusServiceUnavailable, err)
 		return
 	}
@@ -168,7 +175,7 @@ func (h *handler) jobsPart(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	v, err := h.jobs(r, name, f)
+	v, err := h.jobs(w, r, name, f)
 	if err != nil {
 		h.fail(w, r, http.StatusServiceUnavailable, err)
 		return
@@ -176,7 +183,7 @@ func (h *handler) jobsPart(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "batch", "jobs", v)
 }
 
-func (h *handler) jobs(r *http.Request, name string, f store.JobFilter) (jobsView, error) {
+func (h *handler) jobs(w http.ResponseWriter, r *http.Request, name string, f store.JobFilter) (jobsView, error) {
 	ctx, cancel := h.queryCtx(r)
 	defer cancel()
 	rows, next, err := h.st.JobPage(ctx, name, f)
@@ -184,6 +191,9 @@ func (h *handler) jobs(r *http.Request, name string, f store.JobFilter) (jobsVie
 		return jobsView{}, err
 	}
 	v := jobsView{Batch: name, Filter: f, Jobs: rows, Statuses: statusChoices, Classes: classChoices}
+	if h.cfg.Actions != nil {
+		v.CSRF = h.csrfToken(h.csrfSession(w, r))
+	}
 	q := filterQuery(f)
 	base := h.cfg.BasePath + "/batches/" + url.PathEscape(name) + "/jobs"
 	v.CSV = template.URL(base + ".csv?" + q.Encode())

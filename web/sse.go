@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -21,7 +24,7 @@ import (
 // bounded by QueryTimeout), sends each batch's rendered part when it
 // changed, and a "done" event when none is running any more (the page's
 // sse-close ends the stream then). At most MaxStreams streams are open at
-// once, each for at most StreamMaxAge.
+// once, ClientStreams of them one client's, each for at most StreamMaxAge.
 
 // liveBatchesMax bounds the batches one stream follows.
 const liveBatchesMax = 50
@@ -100,14 +103,22 @@ func (h *handler) stream(w http.ResponseWriter, r *http.Request, names []string,
 	}
 }
 
-// openStream takes one of the MaxStreams places (or answers 503) and starts
-// an event stream that ends after StreamMaxAge; done gives the place back.
+// openStream takes one of the MaxStreams places (or answers 503) and one
+// of the client's ClientStreams places (or answers 429), and starts an
+// event stream that ends after StreamMaxAge; done gives the places back.
 func (h *handler) openStream(w http.ResponseWriter, r *http.Request) (ctx context.Context, rc *http.ResponseController, done func(), ok bool) {
 	select {
 	case h.streams <- struct{}{}:
 	default:
 		w.Header().Set("Retry-After", "10")
 		h.fail(w, r, http.StatusServiceUnavailable, fmt.Errorf("%d live streams are open already", h.cfg.MaxStreams))
+		return nil, nil, nil, false
+	}
+	client := clientKey(r.RemoteAddr)
+	if !h.clients.take(client) {
+		<-h.streams
+		w.Header().Set("Retry-After", "10")
+		h.fail(w, r, http.StatusTooManyRequests, fmt.Errorf("this client (%s) holds %d live streams already, the most one may: close a dashboard page that follows a running batch or a try, or wait for one of its streams to end", client, h.cfg.ClientStreams))
 		return nil, nil, nil, false
 	}
 	rc = http.NewResponseController(w)
@@ -120,7 +131,52 @@ func (h *handler) openStream(w http.ResponseWriter, r *http.Request) (ctx contex
 	// A deadline on the whole response would cut the stream: the server's
 	// WriteTimeout, if any, is lifted for it.
 	_ = rc.SetWriteDeadline(time.Time{})
-	return ctx, rc, func() { cancel(); <-h.streams }, true
+	return ctx, rc, func() { cancel(); <-h.streams; h.clients.give(client) }, true
+}
+
+// clientStreams counts the streams each client holds open.
+type clientStreams struct {
+	max  int
+	mu   sync.Mutex
+	open map[string]int
+}
+
+// take counts a stream of client, or says it holds max already.
+func (c *clientStreams) take(client string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[client] >= c.max {
+		return false
+	}
+	c.open[client]++
+	return true
+}
+
+// give uncounts a stream of client.
+func (c *clientStreams) give(client string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[client]--; c.open[client] <= 0 {
+		delete(c.open, client)
+	}
+}
+
+// clientKey is the client a stream is counted to: the remote IP address,
+// its /64 for IPv6 (where one host may hold a whole /64).
+func clientKey(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	if ip = ip.Unmap(); ip.Is4() {
+		return ip.String()
+	}
+	p, _ := ip.Prefix(64)
+	return p.String()
 }
 
 // poll sends the parts that changed since last and says whether one of

@@ -616,6 +616,9 @@ func attemptStages(a *fixpoint.Attempt) []tryStage {
 		}
 	}
 	switch {
+	case a.Valid && a.No > 1:
+		// The run retried to get here: the stage went through.
+		retry.State, retry.Detail = "ok", fmt.Sprintf("valid after %d retr%s", a.No-1, map[bool]string{true: "y", false: "ies"}[a.No == 2])
 	case a.Valid:
 		retry.State, retry.Detail = "skip", "not needed"
 	case a.Feedback != "" && strings.Contains(strings.SplitN(a.Feedback, "\n", 2)[0], "JSON Patch"):

@@ -72,6 +72,12 @@ func TestTryBrowser(t *testing.T) {
 		"the verdict says valid after the repair":              fmt.Sprintf(`document.querySelector('#try-verdict').textContent.includes('valid after %d attempts')`, attempts),
 		"no script ran from the replies (only the page's own)": `document.scripts.length === 4 && document.querySelectorAll('img, iframe, object, embed').length === 0`,
 		"the page is no wider than the window":                 `document.documentElement.scrollWidth <= window.innerWidth`,
+		// The text of each choice fits its menu beside the menu's arrow.
+		"no menu of the form cuts its choices off": `(() => { const c = document.createElement('canvas').getContext('2d');
+			return [...document.querySelectorAll('form.try select')].every(s => { const cs = getComputedStyle(s); c.font = cs.font;
+				const need = Math.max(...[...s.options].map(o => c.measureText(o.text).width));
+				return s.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20 >= need; }); })()`,
+		"the retry stage says the run retried to get there": fmt.Sprintf(`document.querySelector('[data-stage=retry]').textContent.includes('valid after %d retr')`, attempts-1),
 	}
 	for what, js := range checks {
 		if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil || !ok {

@@ -184,10 +184,10 @@ func TestTryPlayground(t *testing.T) {
 	ts := newTryServer(t, sim.Latency{RequestP50: 5 * time.Millisecond, RequestP99: 10 * time.Millisecond})
 	token := ts.token(t)
 
-	// A messy run with a repair: found by trying seeds (the draws are a
-	// function of the input and the seed).
+	// A messy run valid after a repair: found by trying seeds (the draws
+	// are a function of the input and the seed).
 	var final string
-	for seed := 1; seed <= 30 && !strings.Contains(final, `id="try-attempt-2"`); seed++ {
+	for seed := 1; seed <= 30 && !strings.Contains(final, `id="try-verdict">valid after`); seed++ {
 		f := tryForm(token)
 		f.Set("seed", fmt.Sprint(seed))
 		resp, body := ts.post(t, f, "HX-Request", "true")
@@ -206,6 +206,7 @@ func TestTryPlayground(t *testing.T) {
 			t.Errorf("no messy try in 30 seeds shows %q:\n%s", want, final)
 		}
 	}
+	wantRetryStage(t, final)
 
 	// The same input and seed: the same replies.
 	f := tryForm(token)
@@ -316,6 +317,17 @@ func (ts *tryServer) final(t *testing.T, body string) string {
 	return body
 }
 
+// wantRetryStage: a run valid at attempt n > 1 shows the diagram's retry
+// stage gone through, n-1 times (not "not needed").
+func wantRetryStage(t *testing.T, final string) {
+	t.Helper()
+	n := strings.Count(final, `id="try-attempt-`)
+	retries := map[bool]string{true: "1 retry", false: fmt.Sprintf("%d retries", n-1)}[n == 2]
+	if want := `<li class="stage st-ok" data-stage="retry"><b>Retry</b><span class="small">valid after ` + retries + `</span>`; !strings.Contains(final, want) {
+		t.Errorf("valid at attempt %d: the retry stage is not %q:\n%s", n, want, final)
+	}
+}
+
 // Without a Trier the page says the playground is not enabled, and a post
 // is refused.
 func TestTryDisabled(t *testing.T) {
@@ -324,7 +336,7 @@ func TestTryDisabled(t *testing.T) {
 	t.Cleanup(srv.Close)
 	resp, body := get(t, srv, "/try")
 	wantPage(t, resp, body, 200, "not enabled")
-	if strings.Contains(body, "<form") {
+	if strings.Contains(body, `<form class="try"`) {
 		t.Error("a disabled playground shows its form")
 	}
 	r, err := srv.Client().Post(srv.URL+"/try", "application/x-www-form-urlencoded", bytes.NewReader(nil))

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,13 +25,39 @@ type jobView struct {
 	// Input is the input row, Value the final value, Prompt the rendered
 	// prompt: indented when they are JSON.
 	Input, Value string
-	Cards        []card
-	Interrupted  []store.InterruptedCalls
+	// Cards are the attempts of the job's current run.
+	Cards       []card
+	Interrupted []store.InterruptedCalls
+	// Runs, for a requeued job, are its runs side by side, the current
+	// one first; Earlier the runs before it with their attempts.
+	Runs    []runRow
+	Earlier []runView
+}
+
+// runRow is one run of a job in the page's comparison of its runs.
+type runRow struct {
+	Run                      int
+	Latest                   bool
+	Status, Model            string
+	Attempts, Calls          int
+	TokensIn, TokensOut      int64
+	CostUSD                  float64
+	FinishedAt               time.Time
+	FinalClass, Error, Value string
+}
+
+// runView is an earlier run of a job: its outcome, its value and its
+// attempts' cards.
+type runView struct {
+	runRow
+	Cards []card
 }
 
 // card is one attempt.
 type card struct {
 	store.Attempt
+	// Anchor is the card's id in the page.
+	Anchor string
 	// Badge is "valid" or the attempt's class.
 	Badge string
 	// Value is the JSON value found in the reply, indented ("" when none).
@@ -47,6 +74,14 @@ type card struct {
 	HasPrev bool
 	// RetryClasses are the classes of the transport retries.
 	RetryClasses []string
+}
+
+// TransportNote says the card shows its transport line: something
+// happened on the way (a retry, a provider error, a status other than
+// 2xx), not an attempt that got its 200 at once.
+func (c card) TransportNote() bool {
+	ok := c.ProviderStatus == 0 || (c.ProviderStatus >= 200 && c.ProviderStatus < 300)
+	return c.TransportRetries > 0 || c.ProviderError != "" || c.ProviderClass != "" || !ok
 }
 
 // attemptError is one validation error of an attempt.
@@ -75,12 +110,32 @@ type diffLine struct {
 }
 
 func newJobView(d store.JobDetail) jobView {
-	v := jobView{Title: "Job " + d.Job.ID, Job: d.Job, Interrupted: d.Interrupted}
-	v.Input = indent(d.Job.Metadata)
-	v.Value = indent(d.Job.Value)
+	j := d.Job
+	v := jobView{Title: "Job " + j.ID, Job: j, Interrupted: d.Interrupted}
+	v.Input = indent(j.Metadata)
+	v.Value = indent(j.Value)
+	v.Cards = newCards(d.Attempts, "attempt-")
+	if len(d.Runs) == 0 {
+		return v
+	}
+	v.Runs = append(v.Runs, runRow{Run: j.Run, Latest: true, Status: string(j.Status), Model: j.Model, Attempts: j.Attempts, Calls: j.Calls,
+		TokensIn: j.TokensIn, TokensOut: j.TokensOut, CostUSD: j.CostUSD, FinishedAt: j.FinishedAt, FinalClass: j.FinalClass, Error: j.Error, Value: v.Value})
+	for _, r := range d.Runs {
+		row := runRow{Run: r.Run, Status: string(r.Status), Model: r.Model, Attempts: r.Attempts, Calls: r.Calls, TokensIn: r.TokensIn,
+			TokensOut: r.TokensOut, CostUSD: r.CostUSD, FinishedAt: r.FinishedAt, FinalClass: r.FinalClass, Error: r.Error, Value: indent(r.Value)}
+		v.Runs = append(v.Runs, row)
+		v.Earlier = append(v.Earlier, runView{runRow: row, Cards: newCards(r.AttemptRows, fmt.Sprintf("run-%d-attempt-", r.Run))})
+	}
+	return v
+}
+
+// newCards are the cards of one run's attempts, each value diffed against
+// the previous one's; anchor prefixes each card's id.
+func newCards(attempts []store.Attempt, anchor string) []card {
+	var cards []card
 	prev, hasPrev := "", false
-	for _, a := range d.Attempts {
-		c := card{Attempt: a, Badge: a.Class, Request: indent(a.Request)}
+	for _, a := range attempts {
+		c := card{Attempt: a, Anchor: anchor + strconv.Itoa(a.No), Badge: a.Class, Request: indent(a.Request)}
 		if a.Valid {
 			c.Badge = "valid"
 		}
@@ -95,9 +150,9 @@ func newJobView(d store.JobDetail) jobView {
 			}
 			prev, hasPrev = c.Value, true
 		}
-		v.Cards = append(v.Cards, c)
+		cards = append(cards, c)
 	}
-	return v
+	return cards
 }
 
 // replyValue is the JSON value the extractor finds first in a reply,
@@ -151,6 +206,36 @@ func lineDiff(a, b string) []diffLine {
 		}
 	}
 	return out
+}
+
+// barPart is one status's part of a progress bar: x and width in the
+// bar's units (0-1000), the status as the class that colours it.
+type barPart struct {
+	Status string
+	N      int64
+	X, W   float64
+}
+
+// progressBar lays a batch's finished jobs out by status on a bar of 1000
+// units (the queued ones are the bar's empty rest), so that invalid and
+// failed jobs show in their colour rather than as progress.
+func progressBar(b store.BatchOverview) []barPart {
+	if b.Jobs <= 0 {
+		return nil
+	}
+	var parts []barPart
+	x := 0.0
+	for _, p := range []barPart{{Status: "valid", N: b.Valid}, {Status: "invalid", N: b.Invalid}, {Status: "failed", N: b.Failed},
+		{Status: "rejected", N: b.Rejected}, {Status: "dead", N: b.Dead}, {Status: "over_budget", N: b.OverBudget},
+		{Status: "cancelled", N: b.Cancelled}} {
+		if p.N <= 0 {
+			continue
+		}
+		p.X, p.W = x, 1000*float64(p.N)/float64(b.Jobs)
+		x += p.W
+		parts = append(parts, p)
+	}
+	return parts
 }
 
 func (h *handler) funcs() template.FuncMap {
@@ -215,5 +300,10 @@ func (h *handler) funcs() template.FuncMap {
 		// actionsOn says the batch actions are offered (Config.Actions).
 		"actionsOn": func() bool { return h.cfg.Actions != nil },
 		"has":       slices.Contains[[]string],
+		"bar":       progressBar,
+		// searchOf is the search form's data on a batch's page.
+		"searchOf": func(batch string) searchView { return searchView{Batch: batch} },
+		// f1 writes an SVG coordinate.
+		"f1": func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
 	}
 }

@@ -1,7 +1,9 @@
 // Package web is a dashboard over the ledger: the batches with their live
-// progress, a batch's funnel, failure clusters, costs and jobs, and a job's
-// attempts as cards; with Config.Actions, a batch's actions (requeue,
-// cancel, cap) as CSRF-checked POSTs. It reads through package store only and
+// progress, a batch's funnel, failure clusters, costs and jobs, a job's
+// attempts as cards (a requeued job's runs compared), a search by job id
+// or text, and what every batch cost over time; with Config.Actions, a
+// batch's actions (requeue, cancel, cap) and the requeue or cancel of one
+// job or a selection, as CSRF-checked POSTs. It reads through package store only and
 // serves everything it needs from the binary (templates, styles, and the
 // vendored htmx, its SSE extension and uPlot under static/): a page makes
 // no request off its host.
@@ -45,6 +47,7 @@ const (
 	ExportTimeoutDefault = 10 * time.Minute
 	PollIntervalDefault  = 500 * time.Millisecond
 	MaxStreamsDefault    = 32
+	ClientStreamsDefault = 8
 	StreamMaxAgeDefault  = 10 * time.Minute
 )
 
@@ -65,6 +68,12 @@ type Config struct {
 	// MaxStreams bounds the live-progress streams open at once (each polls
 	// the ledger); one more is refused with 503. Default 32.
 	MaxStreams int
+	// ClientStreams bounds the streams one client (one remote IP address,
+	// one /64 for IPv6) holds open at once; one more is refused with 429,
+	// so that one client cannot take every place. Behind a reverse proxy
+	// every client is the proxy's address: raise it to MaxStreams there.
+	// Default 8.
+	ClientStreams int
 	// StreamMaxAge ends a stream after this long (the browser reconnects),
 	// so that none holds a connection forever. Default 10 minutes.
 	StreamMaxAge time.Duration
@@ -87,6 +96,7 @@ func (c Config) withDefaults() Config {
 	c.ExportTimeout = cmp.Or(c.ExportTimeout, ExportTimeoutDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.MaxStreams = cmp.Or(c.MaxStreams, MaxStreamsDefault)
+	c.ClientStreams = min(cmp.Or(c.ClientStreams, ClientStreamsDefault), c.MaxStreams)
 	c.StreamMaxAge = cmp.Or(c.StreamMaxAge, StreamMaxAgeDefault)
 	c.TryTimeout = cmp.Or(c.TryTimeout, TryTimeoutDefault)
 	if c.Logger == nil {
@@ -107,6 +117,7 @@ type handler struct {
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 	streams chan struct{}
+	clients *clientStreams
 	// csrfKey signs the actions' CSRF tokens; origins refuses requests
 	// from another site.
 	csrfKey []byte
@@ -120,8 +131,9 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	h := &handler{st: st, cfg: cfg.withDefaults(), csrfKey: newCSRFKey(), origins: http.NewCrossOriginProtection()}
 	h.try = newTryState(h.cfg)
 	h.streams = make(chan struct{}, h.cfg.MaxStreams)
+	h.clients = &clientStreams{max: h.cfg.ClientStreams, open: map[string]int{}}
 	h.pages = map[string]*template.Template{}
-	for _, p := range []string{"batches", "batch", "job", "error", "try", "action"} {
+	for _, p := range []string{"batches", "batch", "job", "error", "try", "action", "search", "costs"} {
 		t := template.New("layout.html").Funcs(h.funcs())
 		// The actions' parts are the batch page's and the action page's.
 		h.pages[p] = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/actions.html", "templates/"+p+".html"))
@@ -144,6 +156,9 @@ func NewHandler(st *store.Store, cfg Config) http.Handler {
 	mux.HandleFunc("GET /batches/{name}/repairs", h.repairsPart)
 	mux.HandleFunc("GET /batches/{name}/timeline", h.timelinePart)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
+	mux.HandleFunc("GET /search", h.search)
+	mux.HandleFunc("GET /costs", h.costsPage)
+	mux.HandleFunc("GET /jobs/{id}/actions", h.jobActionsPart)
 	mux.HandleFunc("GET /batches/{name}/actions", h.actionsPart)
 	mux.HandleFunc("POST /batches/{name}/{action}", h.action)
 	h.tryRoutes(mux)

@@ -3,10 +3,14 @@ package web_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/csv"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -79,8 +83,43 @@ func newDashLedger(t *testing.T) *dashLedger {
 	}
 	l.demo = bs[0].Name
 	l.addXSS(t)
+	l.addRerun(t)
 	l.addLive(t)
 	return l
+}
+
+// rerunJob is the job of batch "rerun": invalid after 2 attempts in run 1,
+// requeued on another model, valid at its first attempt in run 2.
+const rerunJob = "rerun-1"
+
+func (l *dashLedger) addRerun(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	putJobs(t, l.st, "rerun", 1, func(int) string { return `{"i":1}` })
+	attempt := func(no int, raw, class string) store.Attempt {
+		a := store.Attempt{No: no, Raw: raw, Valid: class == "", Class: class, Model: "sim-messy", LatencyMS: 20, TokensIn: 10, TokensOut: 5,
+			StartedAt: time.Now(), FinishReason: "stop", ProviderStatus: 200, CostUSD: 0.01}
+		if class != "" {
+			a.Errors = json.RawMessage(`[{"path":"/n","keyword":"type","class":"shape","message":"/n: expected integer, got string"}]`)
+			a.Feedback = "fix /n"
+		}
+		return a
+	}
+	if _, err := l.st.SaveResults(ctx, []store.Result{{JobID: rerunJob, Status: fixpoint.StatusInvalid, Attempts: 2, Calls: 2, TokensIn: 20, TokensOut: 10,
+		Error: "/n: expected integer", FinalClass: "shape", Value: json.RawMessage(`{"n":"one"}`),
+		AttemptRows: []store.Attempt{attempt(1, `{"n":"1"}`, "shape"), attempt(2, `{"n":"one"}`, "shape")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.st.Requeue(ctx, store.RequeueParams{Batch: "rerun", Statuses: []fixpoint.Status{fixpoint.StatusInvalid},
+		Settings: json.RawMessage(`{}`), Model: "sim-clean"}); err != nil {
+		t.Fatal(err)
+	}
+	second := attempt(1, `{"n":1}`, "")
+	second.Model = "sim-clean"
+	if _, err := l.st.SaveResults(ctx, []store.Result{{JobID: rerunJob, Run: 2, Status: fixpoint.StatusValid, Attempts: 1, Calls: 1, TokensIn: 10, TokensOut: 5,
+		FirstAttemptValid: true, Value: json.RawMessage(`{"n":1}`), AttemptRows: []store.Attempt{second}}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // putJobs records a batch of n jobs, their metadata from meta(i).
@@ -134,6 +173,10 @@ func (l *dashLedger) addXSS(t *testing.T) {
 	}
 	rs[1].AttemptRows[0].Class = "syntax"
 	if _, err := l.st.SaveResults(context.Background(), rs); err != nil {
+		t.Fatal(err)
+	}
+	// Its dataset had 3 bad rows, which enqueue left out.
+	if _, err := l.st.FinishRecording(context.Background(), xssBatch, "xss", "xss-dataset", 5, []string{"", "", ""}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -206,12 +249,16 @@ func TestDashboard(t *testing.T) {
 	t.Run("jobs", func(t *testing.T) { testJobList(t, l, srv) })
 	t.Run("export", func(t *testing.T) { testExport(t, l, srv) })
 	t.Run("job", func(t *testing.T) { testJob(t, l, srv) })
+	t.Run("job-runs", func(t *testing.T) { testJobRuns(t, srv) })
+	t.Run("search", func(t *testing.T) { testSearch(t, l, srv) })
+	t.Run("costs", func(t *testing.T) { testCosts(t, l, srv) })
 	t.Run("xss", func(t *testing.T) { testXSS(t, l, srv) })
 	t.Run("errors", func(t *testing.T) { testErrors(t, l, srv) })
 	t.Run("timing", func(t *testing.T) { testTiming(t, l, srv) })
 	t.Run("mounted", func(t *testing.T) { testMounted(t, l) })
 	t.Run("browser", func(t *testing.T) { testBrowser(t, l, srv) })
 	t.Run("stream-limit", func(t *testing.T) { testStreamLimit(t, l) })
+	t.Run("client-stream-limit", func(t *testing.T) { testClientStreamLimit(t, l) })
 	// Last: it finishes the live batch.
 	t.Run("live", func(t *testing.T) { testLive(t, l, srv) })
 	t.Run("stream-error", func(t *testing.T) { testStreamError(t, l) })
@@ -229,6 +276,17 @@ func testBatches(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		if resp.Header.Get(h) == "" {
 			t.Errorf("no %s header", h)
 		}
+	}
+	// The progress bar shows each status in its part: the hostile batch's
+	// valid job and its invalid one, each half the bar.
+	xssRow := regexp.MustCompile(`(?s)<tr id="row-` + regexp.QuoteMeta(eventOf(xssBatch)) + `".*?</tr>`).FindString(body)
+	if !strings.Contains(xssRow, `<rect class="pb-valid" x="0.0" y="0" width="500.0" height="10">`) ||
+		!strings.Contains(xssRow, `<rect class="pb-invalid" x="500.0" y="0" width="500.0" height="10">`) {
+		t.Errorf("the hostile batch's progress bar is not half valid, half invalid:\n%s", xssRow)
+	}
+	// It says the 3 bad rows enqueue skipped; the demo had none.
+	if !strings.Contains(xssRow, "3 bad rows skipped") || strings.Count(body, "bad rows skipped") != 1 {
+		t.Errorf("the batch list does not show the hostile batch's 3 bad rows skipped (and no other):\n%s", xssRow)
 	}
 	// Only the running batch streams.
 	if !strings.Contains(body, `sse-connect="/events?b=live"`) || strings.Count(body, "sse-swap=") != 1 {
@@ -388,6 +446,152 @@ func testJob(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	if attempts[0].Feedback != "" && !strings.Contains(body, htmlEscape(attempts[0].Feedback)) {
 		t.Error("the feedback sent after attempt 1 is not on the page whole")
 	}
+	// Each call got its 200 at once: no transport line on any card.
+	for _, a := range attempts {
+		if a.ProviderStatus != 200 || a.TransportRetries != 0 || a.ProviderError != "" {
+			t.Fatalf("attempt %d: HTTP %d, %d retries, error %q; want a plain 200 (the simulator's messy preset)", a.No, a.ProviderStatus, a.TransportRetries, a.ProviderError)
+		}
+	}
+	if strings.Contains(body, `class="transport"`) {
+		t.Error("a card shows a transport line for a call that got its 200 at once")
+	}
+}
+
+// A requeued job's page compares its runs side by side, shows the latest
+// run's attempts, then each earlier run's in a section of its own.
+func testJobRuns(t *testing.T, srv *httptest.Server) {
+	resp, body := get(t, srv, "/jobs/"+rerunJob)
+	wantPage(t, resp, body, 200, `<section id="runs">`, "Attempts of run 2 (latest)", `<details class="run" id="run-1">`,
+		`id="attempt-1"`, `id="run-1-attempt-1"`, `id="run-1-attempt-2"`, "Final value of run 1")
+	table := regexp.MustCompile(`(?s)<table class="runs">.*?</table>`).FindString(body)
+	rows := regexp.MustCompile(`(?s)<tr[^>]*>\s*<td class="nowrap"><a href="#([^"]+)">run (\d)</a>.*?</tr>`).FindAllStringSubmatch(table, -1)
+	if len(rows) != 2 || rows[0][2] != "2" || rows[0][1] != "attempts" || rows[1][2] != "1" || rows[1][1] != "run-1" {
+		t.Fatalf("the runs table has %d rows (%v), want run 2 (latest, linking to its attempts) then run 1:\n%s", len(rows), rows, table)
+	}
+	for i, want := range [][]string{{"s-valid", "sim-clean", `<td class="n">1</td>`}, {"s-invalid", "sim-messy", `<td class="n">2</td>`, "/n: expected integer"}} {
+		for _, w := range want {
+			if !strings.Contains(rows[i][0], w) {
+				t.Errorf("run %s's row lacks %q:\n%s", rows[i][2], w, rows[i][0])
+			}
+		}
+	}
+	// Run 1's cards are in its section, not among the latest run's.
+	latest := body[strings.Index(body, `id="attempts"`):strings.Index(body, `id="run-1"`)]
+	if strings.Count(latest, `<article class="card`) != 1 || strings.Contains(latest, "fix /n") {
+		t.Errorf("the latest run's attempts hold %d cards, want its 1 alone", strings.Count(latest, `<article class="card`))
+	}
+	// A job never requeued has no runs part.
+	if _, body := get(t, srv, "/jobs/"+url.PathEscape(live+"-2")); strings.Contains(body, `id="runs"`) || !strings.Contains(body, ">Attempts</h2>") {
+		t.Error("a job of one run shows a runs part")
+	}
+}
+
+// The search: an exact job id or batch name goes to its page; text is
+// searched for in one batch's jobs, each match saying where it was found.
+func testSearch(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	noRedirect := *srv.Client()
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	rows, _, err := l.st.JobPage(context.Background(), l.demo, store.JobFilter{Limit: 4})
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("the demo's first jobs: %v", err)
+	}
+	for q, want := range map[string]string{rows[1].ID: "/jobs/" + url.PathEscape(rows[1].ID), l.demo: "/batches/" + url.PathEscape(l.demo), xssBatch: "/batches/" + url.PathEscape(xssBatch)} {
+		for _, batch := range []string{"", l.demo} {
+			resp, err := noRedirect.Get(srv.URL + "/search?" + url.Values{"q": {" " + q + " "}, "batch": {batch}}.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			isBatch := strings.HasPrefix(want, "/batches/")
+			if batch != "" && isBatch {
+				continue // within a batch, a name is text
+			}
+			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+				t.Errorf("search %q (batch %q): %d to %q, want 303 to %s", q, batch, resp.StatusCode, resp.Header.Get("Location"), want)
+			}
+		}
+	}
+	// Part of a batch's name: the batches that hold it.
+	resp, body := get(t, srv, "/search?q="+url.QueryEscape(l.demo[:8]))
+	wantPage(t, resp, body, 200, "No job has the id", `<ul class="found"><li><a href="/batches/`+url.PathEscape(l.demo)+`">`)
+	// Text within a batch: the job whose id and input hold a ticket's id.
+	ticket := rows[3].ID[strings.LastIndex(rows[3].ID, ":")+1:]
+	resp, body = get(t, srv, "/search?"+url.Values{"batch": {l.demo}, "q": {strings.ToLower(ticket)}}.Encode())
+	wantPage(t, resp, body, 200, `id="search-note"`, "Searched the jobs of rows 1 to 200: 1 match; that is the end of the batch.",
+		`found in <span class="badge">id</span> <span class="badge">input</span>`)
+	if ids := jobIDs(body); len(ids) != 1 || ids[0] != rows[3].ID {
+		t.Errorf("search %q in the demo: %v, want %s alone", ticket, ids, rows[3].ID)
+	}
+	// An htmx request (the list's search on) gets the list alone.
+	resp, body = get(t, srv, "/search?"+url.Values{"batch": {l.demo}, "q": {ticket}}.Encode(), "HX-Request", "true")
+	wantPage(t, resp, body, 200, `<div id="job-list">`)
+	if strings.Contains(body, "<html") {
+		t.Error("an htmx search got a whole page")
+	}
+	// Hostile text: searched for, shown as text.
+	resp, body = get(t, srv, "/search?"+url.Values{"batch": {xssBatch}, "q": {"onerror=alert(1)"}}.Encode())
+	wantPage(t, resp, body, 200, "2 matches", `found in <span class="badge">input</span>`)
+	resp, body = get(t, srv, "/search?"+url.Values{"batch": {xssBatch}, "q": {xssScript}}.Encode())
+	wantPage(t, resp, body, 200, "2 matches", `<span class="badge">prompt</span>`)
+	if strings.Contains(body, "<script>alert") {
+		t.Error("the search page holds the query unescaped")
+	}
+	for _, c := range []struct {
+		q, batch string
+		status   int
+	}{
+		{strings.Repeat("x", store.SearchTextMax+1), l.demo, 400}, {"x", "nope", 404},
+	} {
+		resp, body := get(t, srv, "/search?"+url.Values{"batch": {c.batch}, "q": {c.q}}.Encode())
+		wantPage(t, resp, body, c.status)
+	}
+	resp, body = get(t, srv, "/search?"+url.Values{"batch": {l.demo}, "q": {"x"}, "after": {"nocursor"}}.Encode())
+	wantPage(t, resp, body, 400)
+	// Every page has the header's search box.
+	resp, body = get(t, srv, "/")
+	wantPage(t, resp, body, 200, `<form class="find" method="get" action="/search" role="search">`)
+}
+
+// The costs over time: every batch's calls of the range by step, stacked,
+// and their totals by batch; a requeued job's runs all count.
+func testCosts(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	mc, err := l.st.ModelCosts(context.Background(), l.demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var demoCalls int64
+	for _, m := range mc {
+		demoCalls += m.Calls
+	}
+	resp, body := get(t, srv, "/costs")
+	wantPage(t, resp, body, 200, `id="costs-chart"`, "last 30 days, by day",
+		// rerun-1's 3 calls over its 2 runs, $0.01 each.
+		`<a href="/batches/rerun">rerun</a></td><td class="n">$0.0300</td>`,
+		fmt.Sprintf(`<a href="/batches/%s">%s</a></td><td class="n">$0</td><td class="n">0.0%%</td><td class="n">%d</td>`, url.PathEscape(l.demo), l.demo, demoCalls))
+	m := regexp.MustCompile(`data-chart="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no chart data")
+	}
+	var chart struct {
+		T      []int64     `json:"t"`
+		Labels []string    `json:"labels"`
+		Own    [][]float64 `json:"own"`
+		Sum    [][]float64 `json:"sum"`
+	}
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &chart); err != nil {
+		t.Fatalf("chart data %q: %v", m[1], err)
+	}
+	i := slices.Index(chart.Labels, "rerun")
+	if len(chart.T) != 30 || i < 0 || chart.Own[i][29] < 0.0299 || chart.Own[i][29] > 0.0301 || !slices.Contains(chart.Labels, l.demo) || slices.Contains(chart.Labels, "other batches") {
+		t.Errorf("chart: %d steps, labels %v; want 30 days, a series per batch that called (no others), rerun's $0.03 today", len(chart.T), chart.Labels)
+	}
+	if last := chart.Sum[len(chart.Sum)-1][29]; last < 0.0299 || last > 0.0301 {
+		t.Errorf("the stack's top today is $%v, want the day's total $0.03", last)
+	}
+	resp, body = get(t, srv, "/costs?range=24h")
+	wantPage(t, resp, body, 200, "last 24 hours, by hour", `<a href="/batches/rerun">rerun</a>`)
+	resp, body = get(t, srv, "/costs?range=1y")
+	wantPage(t, resp, body, 400, "range")
 }
 
 func htmlEscape(s string) string {
@@ -417,7 +621,7 @@ func testXSS(t *testing.T, l *dashLedger, srv *httptest.Server) {
 		}
 	}
 	_, body := get(t, srv, "/jobs/"+url.PathEscape(l.xssJob))
-	for _, want := range []string{htmlEscape(xssScript), htmlEscape(xssImg), "javascript:alert(1)", "Attempt 3"} {
+	for _, want := range []string{htmlEscape(xssScript), htmlEscape(xssImg), "javascript:alert(1)", "Attempt 3", `<p class="transport">Transport: 1 retry`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the job page lacks %q (the text shown, escaped)", want)
 		}
@@ -568,14 +772,14 @@ func testLive(t *testing.T, l *dashLedger, srv *httptest.Server) {
 func testMounted(t *testing.T, l *dashLedger) {
 	mux := http.NewServeMux()
 	h := web.NewHandler(l.st, web.Config{BasePath: "/fixpoint/"})
-	mux.Handle("/fixpoint/", http.StripPrefix("/fixpoint", web.RequireToken(h, "tok")))
+	mux.Handle("/fixpoint/", http.StripPrefix("/fixpoint", web.RequireToken(h, adminToken)))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	resp, _ := get(t, srv, "/fixpoint/")
 	if resp.StatusCode != 401 {
 		t.Errorf("no token: %d, want 401", resp.StatusCode)
 	}
-	auth := []string{"Authorization", "Bearer tok"}
+	auth := []string{"Authorization", "Bearer " + adminToken}
 	for _, p := range []string{"/fixpoint/", "/fixpoint/batches/" + url.PathEscape(l.demo), "/fixpoint/jobs/" + url.PathEscape(l.xssJob)} {
 		resp, body := get(t, srv, p, auth...)
 		wantPage(t, resp, body, 200)
@@ -669,6 +873,67 @@ func testStreamLimit(t *testing.T, l *dashLedger) {
 	}
 }
 
+// Past ClientStreams open streams of one client (its address) a new one of
+// its is refused with 429 and a Retry-After, while another client still
+// gets one; a closed stream gives its client's place back.
+func testClientStreamLimit(t *testing.T, l *dashLedger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := httptest.NewServer(web.NewHandler(l.st, web.Config{MaxStreams: 3, ClientStreams: 2}))
+	t.Cleanup(srv.Close) // after the streams' cleanups close them
+	// from is a client connecting from the loopback address ip.
+	from := func(ip string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	}
+	open := func(c *http.Client) *http.Response {
+		t.Helper()
+		sctx, scancel := context.WithCancel(ctx)
+		t.Cleanup(scancel)
+		req, _ := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL+"/batches/"+live+"/events", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode == http.StatusOK {
+			// The first event proves the stream holds its places.
+			if e, ok := <-readEvents(resp.Body); !ok || !strings.HasPrefix(e[0], "b") {
+				t.Fatalf("a stream's first event %q", e)
+			}
+		}
+		return resp
+	}
+	a, b := from("127.0.0.1"), from("127.0.0.2")
+	first := open(a)
+	if second := open(a); first.StatusCode != 200 || second.StatusCode != 200 {
+		t.Fatalf("client a's first two streams: %d, %d", first.StatusCode, second.StatusCode)
+	}
+	third := open(a)
+	body, _ := io.ReadAll(third.Body)
+	if third.StatusCode != http.StatusTooManyRequests || third.Header.Get("Retry-After") == "" ||
+		!strings.Contains(string(body), "this client (127.0.0.1) holds 2 live streams already") {
+		t.Fatalf("client a's third stream: %d, Retry-After %q, %s", third.StatusCode, third.Header.Get("Retry-After"), body)
+	}
+	if other := open(b); other.StatusCode != http.StatusOK {
+		t.Fatalf("client b's stream, with a place left: %d", other.StatusCode)
+	}
+	first.Body.Close()
+	// The server sees the closed stream at its next write.
+	for {
+		again := open(a)
+		again.Body.Close()
+		if again.StatusCode == http.StatusOK {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the closed stream's place never came back to its client")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // A stream whose ledger stops answering says so, keeps polling, and
 // clears the message when the ledger answers again.
 func testStreamError(t *testing.T, l *dashLedger) {
@@ -711,4 +976,10 @@ func testStreamError(t *testing.T, l *dashLedger) {
 	if !regexp.MustCompile(`^ledger-error,b[0-9a-f]+,ledger-error,done$`).MatchString(got) {
 		t.Errorf("events %s", got)
 	}
+}
+
+// eventOf is the SSE event (and row id suffix) of a batch's name.
+func eventOf(batch string) string {
+	sum := sha256.Sum256([]byte(batch))
+	return "b" + hex.EncodeToString(sum[:8])
 }

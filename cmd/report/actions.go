@@ -43,7 +43,7 @@ var _ web.Actions = (*ledgerActions)(nil)
 var capNames = batchaction.CapNames{Cost: "max cost (USD)", Tokens: "max total tokens"}
 
 func (a *ledgerActions) Requeue(ctx context.Context, batch string, r web.RequeueRequest) (web.Outcome, error) {
-	cfg := enqueue.RequeueConfig{Batch: batch, Statuses: r.Statuses, Class: r.Class, Model: r.Model, MaxAttempts: r.MaxAttempts, Queue: a.queue}
+	cfg := enqueue.RequeueConfig{Batch: batch, Jobs: r.Jobs, Statuses: r.Statuses, Class: r.Class, Model: r.Model, MaxAttempts: r.MaxAttempts, Queue: a.queue}
 	if _, err := a.st.Batch(ctx, batch); err != nil {
 		return web.Outcome{}, err // store.ErrNotFound: 404, before the queue is reached
 	}
@@ -58,10 +58,25 @@ func (a *ledgerActions) Requeue(ctx context.Context, batch string, r web.Requeue
 	}
 	var buf bytes.Buffer
 	batchaction.WriteRequeued(&buf, cfg, rep)
+	if left := len(r.Jobs) - (store.RequeueResult{Jobs: rep.Jobs}).Total(); len(r.Jobs) > 0 && left > 0 {
+		fmt.Fprintf(&buf, "%d of the %d jobs chosen %s not requeued: not final yet, or not of batch %s\n",
+			left, len(r.Jobs), map[bool]string{true: "was", false: "were"}[left == 1], batch)
+	}
 	return outcome(buf.String(), nil), nil
 }
 
-func (a *ledgerActions) Cancel(ctx context.Context, batch string) (web.Outcome, error) {
+func (a *ledgerActions) Cancel(ctx context.Context, batch string, r web.CancelRequest) (web.Outcome, error) {
+	if len(r.Jobs) > 0 {
+		n, err := enqueue.CancelJobs(ctx, a.st, batch, r.Jobs)
+		if err != nil {
+			return web.Outcome{}, actionErr(err)
+		}
+		text := fmt.Sprintf("batch %s: cancelled %d of the %d jobs chosen", batch, n, len(r.Jobs))
+		if n < len(r.Jobs) {
+			text += "; the others were final already, or not of the batch"
+		}
+		return outcome(text, nil), nil
+	}
 	before, _ := a.st.Batch(ctx, batch) // its marks, to say what the cancel ended
 	n, err := enqueue.Cancel(ctx, a.st, batch)
 	if err != nil {

@@ -113,12 +113,12 @@ func TestServeActions(t *testing.T) {
 
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	base, done := startServe(t, sctx, "--addr", "127.0.0.1:0", "--database-url", dsn, "--admin-token", "s3cret", "--nats-url", ns.ClientURL())
+	base, done := startServe(t, sctx, "--addr", "127.0.0.1:0", "--database-url", dsn, "--admin-token", testAdminToken, "--nats-url", ns.ClientURL())
 	base = strings.TrimSuffix(base, "/")
 
 	// The actions part gives the session its cookie and the forms' token.
 	req, _ := http.NewRequest(http.MethodGet, base+"/batches/acts/actions", nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestServeActions(t *testing.T) {
 	if resp.StatusCode != 200 || m == nil || cookie == nil || cookie.SameSite != http.SameSiteStrictMode || !cookie.HttpOnly {
 		t.Fatalf("actions part: %d, csrf %v, cookie %+v\n%s", resp.StatusCode, m, cookie, part)
 	}
-	s := session{base: base, token: "s3cret", cookie: "fixpoint_csrf=" + cookie.Value, csrf: m[1]}
+	s := session{base: base, token: testAdminToken, cookie: "fixpoint_csrf=" + cookie.Value, csrf: m[1]}
 
 	capOf := func() store.Cap {
 		t.Helper()
@@ -229,8 +229,31 @@ func TestServeActions(t *testing.T) {
 	if code != 404 || !strings.Contains(body, "no such batch") {
 		t.Errorf("cancel of no batch: %d\n%s", code, body)
 	}
+
+	serveJobActions(t, s, st, stream)
 	cancel()
 	<-done
+}
+
+// serveJobActions: one job cancelled (the other chosen is of no batch), then
+// requeued with a queued one, through report serve: each acts on the jobs
+// it can, and says which not.
+func serveJobActions(t *testing.T, s session, st *store.Store, stream jetstream.Stream) {
+	t.Helper()
+	ctx := context.Background()
+	code, body := s.post(t, "/batches/acts/cancel", s.form("scope", "jobs", "job", "acts:1", "job", "acts:99"), "HX-Request", "true")
+	if j, _, _ := st.Job(ctx, "acts:1"); code != 200 || j.Status != fixpoint.StatusCancelled ||
+		!strings.Contains(body, "batch acts: cancelled 1 of the 2 jobs chosen; the others were final already, or not of the batch") {
+		t.Errorf("cancel of acts:1 and acts:99: %d, acts:1 %s\n%s", code, j.Status, body)
+	}
+	code, body = s.post(t, "/batches/acts/requeue", s.form("scope", "jobs", "job", "acts:1", "job", "acts:2"), "HX-Request", "true")
+	if code != 200 || !strings.Contains(body, "(1 cancelled) as run 3") ||
+		!strings.Contains(body, "1 of the 2 jobs chosen was not requeued: not final yet, or not of batch acts") {
+		t.Errorf("requeue of acts:1 (cancelled) and acts:2 (queued): %d\n%s", code, body)
+	}
+	if info, _ := stream.Info(ctx); info.State.Msgs != 7 {
+		t.Errorf("stream ACTS holds %d messages, want 7 (the requeued job one more)", info.State.Msgs)
+	}
 }
 
 // Without a token the dashboard is read-only: a POST of an action is

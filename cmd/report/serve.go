@@ -24,19 +24,22 @@ const serveUsage = `Usage: report serve [flags]
 Serves the dashboard, a web UI over the ledger: the batches with their live
 progress; a batch's funnel (valid at attempt 1, 2, 3, never), failure
 clusters, cost per valid job by model and a filterable job list with CSV and
-JSONL exports; a job's attempts as cards (reply, repairs, errors, feedback,
-value diffs). Its Try page runs one job through the repair step, on the
+JSONL exports and a search of its jobs' text; a job's attempts as cards
+(reply, repairs, errors, feedback, value diffs), a requeued job's runs side
+by side; what every batch cost over time. Its Try page runs one job through the repair step, on the
 simulator's presets or a provider (the environment's key, or one typed in
 the page for that try alone), and writes nothing to the ledger; --try=false
 leaves it out. Every asset is in the binary; a page makes no request off
 this host.
 
 Without an admin token it is read-only. With one (--admin-token, or
-FIXPOINT_ADMIN_TOKEN), every request must give it (HTTP Basic password, any
+FIXPOINT_ADMIN_TOKEN; at least 16 characters, no white space around it),
+every request must give it (HTTP Basic password, any
 user name, or Authorization: Bearer TOKEN), and each batch's page offers the
 actions: requeue, cancel, and the spend cap, each what enqueue requeue,
 enqueue cancel and enqueue cap do (a requeue publishes to the queue that
---nats-url, or the embedded one in --nats-dir, names, as enqueue does).
+--nats-url, or the embedded one in --nats-dir, names, as enqueue does); a
+job's page and the job list requeue or cancel one job or the jobs ticked.
 Every action is a POST that must come from the dashboard's own page (its
 origin, and a CSRF token bound to a SameSite=Strict cookie).
 
@@ -63,14 +66,14 @@ type serveCommand struct{ stdout, stderr io.Writer }
 
 func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs, dbURL := newFlagSet("serve", serveUsage,
-		ledgerEnv+"\n  FIXPOINT_ADMIN_TOKEN  admin token (default none): needed to listen off loopback, then asked of every request; enables the actions"+
+		ledgerEnv+"\n  FIXPOINT_ADMIN_TOKEN  admin token, at least 16 characters (default none): needed to listen off loopback, then asked of every request; enables the actions"+
 			"\n  NATS_URL              with a token: the queue a requeue publishes to (empty: the embedded queue in --nats-dir)"+
 			"\n  FIXPOINT_NATS_DIR     with a token: the embedded queue's directory (default "+natsconn.DirDefault+")"+
 			"\n  FIXPOINT_NATS_LISTEN  with a token: where a running worker's embedded NATS listens (default "+natsconn.ListenDefault+")\n"+tryEnvHelp, c.stdout)
 	addr := fs.String("addr", serveAddrDefault, "address to listen on (host:port); off loopback only with an admin token")
 	// The environment's token is read after parsing: as the flag's default
 	// it would print in --help.
-	token := fs.String("admin-token", "", "admin token (env FIXPOINT_ADMIN_TOKEN): every request must give it, and the batch actions are offered")
+	token := fs.String("admin-token", "", "admin token, at least 16 characters (env FIXPOINT_ADMIN_TOKEN): every request must give it, and the batch actions are offered")
 	natsURL := fs.String("nats-url", envOr("NATS_URL", ""), "with a token: NATS server a requeue publishes to (env NATS_URL); empty: the embedded queue in --nats-dir")
 	natsDir := fs.String("nats-dir", envOr("FIXPOINT_NATS_DIR", natsconn.DirDefault), "with a token: directory of the embedded queue (env FIXPOINT_NATS_DIR)")
 	natsListen := fs.String("nats-listen", envOr("FIXPOINT_NATS_LISTEN", natsconn.ListenDefault), "with a token: where a running worker's embedded NATS listens (env FIXPOINT_NATS_LISTEN)")
@@ -78,12 +81,15 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&q.Stream, "stream", queue.StreamDefault, "with a token: JetStream stream a requeue publishes to (a batch enqueued to another stream keeps its own)")
 	fs.StringVar(&q.Subject, "subject", queue.SubjectDefault, "with a token: subject a requeue publishes on")
 	queryTimeout := fs.Duration("query-timeout", web.QueryTimeoutDefault, "bound on the ledger queries of one page: a slower ledger gives an error page")
+	clientStreams := fs.Int("client-streams", web.ClientStreamsDefault, "live streams (pages following a running batch or a try) one client address may hold open, of the dashboard's "+
+		fmt.Sprint(web.MaxStreamsDefault)+"; behind a reverse proxy every client has the proxy's address: raise it")
 	try := fs.Bool("try", true, "serve the Try playground (one job through the repair step, on the simulator or a provider)")
-	if err := cliflags.NoArgs(fs, args); err != nil {
+	err := cliflags.NoArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if *token == "" {
-		*token = os.Getenv("FIXPOINT_ADMIN_TOKEN")
+	if *token, err = adminToken(*token); err != nil {
+		return err
 	}
 	if err := q.WithDefaults().Validate(); err != nil {
 		return cliflags.SettingUsage(err, map[string]string{"Stream": "--stream", "Subject": "--subject"})
@@ -95,6 +101,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	if *queryTimeout <= 0 {
 		return usageError{Err: fmt.Errorf("--query-timeout %s: give a positive duration", *queryTimeout)}
+	}
+	if *clientStreams < 1 {
+		return usageError{Err: fmt.Errorf("--client-streams %d: give 1 or more", *clientStreams)}
 	}
 	loop, err := loopbackAddr(*addr)
 	if err != nil {
@@ -112,7 +121,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	cfg := web.Config{QueryTimeout: *queryTimeout,
+	cfg := web.Config{QueryTimeout: *queryTimeout, ClientStreams: *clientStreams,
 		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if *token != "" {
 		// The actions only behind the token (RequireToken below).
@@ -128,6 +137,17 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if *token != "" {
 		h = web.RequireToken(h, *token)
 	}
+	mode := "read-only"
+	if *token != "" {
+		mode = "admin token required; actions on"
+	}
+	fmt.Fprintf(c.stdout, "report serve: dashboard at http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
+	return serveUntil(ctx, h, ln)
+}
+
+// serveUntil serves h on ln until ctx ends, then stops, the requests in
+// flight given shutdownGrace.
+func serveUntil(ctx context.Context, h http.Handler, ln net.Listener) error {
 	// Requests run under base, cancelled at a stop: the live streams end
 	// then instead of holding the shutdown until they time out.
 	base, stopRequests := context.WithCancel(context.Background())
@@ -135,11 +155,6 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		BaseContext: func(net.Listener) context.Context { return base }}
-	mode := "read-only"
-	if *token != "" {
-		mode = "admin token required; actions on"
-	}
-	fmt.Fprintf(c.stdout, "report serve: dashboard at http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -158,6 +173,23 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// adminToken is the admin token of --admin-token (flag), else of
+// FIXPOINT_ADMIN_TOKEN, "" for none; a token web.CheckToken refuses is a
+// usage error naming where it came from. The environment's is read here,
+// not as the flag's default, which --help would print.
+func adminToken(flag string) (string, error) {
+	token, from := flag, "--admin-token"
+	if token == "" {
+		token, from = os.Getenv("FIXPOINT_ADMIN_TOKEN"), "FIXPOINT_ADMIN_TOKEN"
+	}
+	if token != "" {
+		if err := web.CheckToken(token); err != nil {
+			return "", usageError{Err: fmt.Errorf("the admin token (%s) %w", from, err)}
+		}
+	}
+	return token, nil
 }
 
 // loopbackAddr reports whether addr (host:port) listens on loopback only:

@@ -43,26 +43,75 @@ func TestServeRefusesPublicAddrWithoutToken(t *testing.T) {
 	}
 }
 
+// A blank, padded or short admin token is a usage error naming where it
+// came from and the minimum, before the ledger is reached.
+func TestServeRefusesWeakToken(t *testing.T) {
+	for _, c := range []struct{ flag, env, want string }{
+		{flag: " ", want: "the admin token (--admin-token) is blank"},
+		{flag: "x", want: "the admin token (--admin-token) is 1 character long: give at least 16"},
+		{flag: "0123456789abcde", want: "(--admin-token) is 15 characters long: give at least 16"},
+		{env: "                ", want: "the admin token (FIXPOINT_ADMIN_TOKEN) is blank"},
+		{env: "0123456789abcdef\n", want: "the admin token (FIXPOINT_ADMIN_TOKEN) starts or ends with white space"},
+		{env: "short", want: "(FIXPOINT_ADMIN_TOKEN) is 5 characters long: give at least 16"},
+	} {
+		t.Setenv("FIXPOINT_ADMIN_TOKEN", c.env)
+		args := []string{"serve", "--addr", "127.0.0.1:0", "--database-url", "postgres://nobody@127.0.0.1:1/none"}
+		if c.flag != "" {
+			args = append(args, "--admin-token", c.flag)
+		}
+		var out, errOut strings.Builder
+		code := run(context.Background(), args, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("token %q (env %q): exit %d, %q; want 2 saying %q", c.flag, c.env, code, errOut.String(), c.want)
+		}
+	}
+}
+
+func TestServeRefusesBadClientStreams(t *testing.T) {
+	var out, errOut strings.Builder
+	code := run(context.Background(), []string{"serve", "--client-streams", "0", "--database-url", "postgres://nobody@127.0.0.1:1/none"}, &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "--client-streams 0: give 1 or more") {
+		t.Errorf("serve --client-streams 0: exit %d, %q; want 2", code, errOut.String())
+	}
+}
+
 // startServe runs report serve until ctx ends and returns the URL it
 // prints.
 func startServe(t *testing.T, ctx context.Context, args ...string) (string, chan int) {
 	t.Helper()
-	out, errOut := &syncbuf.Buffer{}, &syncbuf.Buffer{}
+	out, errOut := &notifyBuffer{wrote: make(chan struct{}, 1)}, &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"serve"}, args...), out, errOut) }()
 	re := regexp.MustCompile(`dashboard at (http://\S+/)`)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	timeout := time.After(30 * time.Second)
+	for {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			return m[1], done
 		}
 		select {
+		case <-out.wrote:
 		case code := <-done:
 			t.Fatalf("serve exited %d: %s %s", code, out.String(), errOut.String())
-		default:
+		case <-timeout:
+			t.Fatalf("serve printed no address: %s %s", out.String(), errOut.String())
 		}
 	}
-	t.Fatalf("serve printed no address: %s %s", out.String(), errOut.String())
-	return "", nil
+}
+
+// notifyBuffer is a syncbuf.Buffer that says on wrote when it was written
+// to, for a reader waiting for a line.
+type notifyBuffer struct {
+	syncbuf.Buffer
+	wrote chan struct{}
+}
+
+func (b *notifyBuffer) Write(p []byte) (int, error) {
+	n, err := b.Buffer.Write(p)
+	select {
+	case b.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
 }
 
 func TestServe(t *testing.T) {
@@ -105,16 +154,19 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// testAdminToken is an admin token report serve takes.
+const testAdminToken = "s3cret-s3cret-s3cret"
+
 func TestServeWithToken(t *testing.T) {
 	t.Parallel()
 	dsn := seed(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	url, done := startServe(t, ctx, "--addr", "127.0.0.1:0", "--database-url", dsn, "--admin-token", "s3cret")
+	url, done := startServe(t, ctx, "--addr", "127.0.0.1:0", "--database-url", dsn, "--admin-token", testAdminToken)
 	for _, c := range []struct {
 		user, pass string
 		want       int
-	}{{"", "", 401}, {"admin", "wrong", 401}, {"anyone", "s3cret", 200}} {
+	}{{"", "", 401}, {"admin", "wrong", 401}, {"anyone", testAdminToken, 200}} {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		if c.pass != "" {
 			req.SetBasicAuth(c.user, c.pass)

@@ -74,7 +74,34 @@
     new uPlot(opts, [xs, d.calls], el);
   }
 
-  var charts = { "funnel-chart": funnel, "progress-chart": progress, "latency-chart": latency };
+  // costs: cost per step stacked by batch. Each series draws the sum of
+  // itself and the ones before it, the largest first so that each shows
+  // above the next; the legend and the cursor give each its own cost.
+  var palette = ["#245d8f", "#1f7a3d", "#b7791f", "#a3261b", "#5b2aa0", "#0f7c80", "#8a5a00", "#c2185b", "#8c95a6"];
+  function costs(el) {
+    var d = data(el);
+    if (!d || !d.t || !window.uPlot) { return; }
+    var order = d.labels.map(function (_, i) { return i; }).reverse();
+    var series = [{}], cols = [d.t];
+    order.forEach(function (i) {
+      var color = d.labels[i] === "other batches" ? palette[palette.length - 1] : palette[i % (palette.length - 1)];
+      series.push({ label: d.labels[i], fill: color, stroke: color, width: 0, points: { show: false },
+        paths: uPlot.paths.bars({ size: [0.85, 60] }),
+        value: function (u, v, si, idx) { return idx == null ? "" : "$" + d.own[i][idx].toFixed(4); } });
+      cols.push(d.sum[i]);
+    });
+    var opts = {
+      width: Math.max(el.clientWidth - 2, 240), height: 240,
+      legend: { show: true, live: true },
+      scales: { y: { range: function (u, lo, hi) { return [0, Math.max(hi, 1e-6) * 1.1]; } } },
+      axes: [{}, { values: function (u, vals) { return vals.map(function (v) { return "$" + v; }); }, size: 70 }],
+      series: series
+    };
+    el.textContent = "";
+    new uPlot(opts, cols, el);
+  }
+
+  var charts = { "funnel-chart": funnel, "progress-chart": progress, "latency-chart": latency, "costs-chart": costs };
 
   function draw(root) {
     var els = (root || document).querySelectorAll("[data-chart]");
@@ -83,6 +110,14 @@
       if (f && !els[i].getAttribute("data-drawn")) { els[i].setAttribute("data-drawn", "1"); f(els[i]); }
     }
   }
+
+  // The job list's "select all" box ticks every job of the page.
+  document.addEventListener("change", function (e) {
+    var box = e.target;
+    if (!box.classList || !box.classList.contains("select-all") || !box.form) { return; }
+    var jobs = box.form.querySelectorAll("input[name=job]");
+    for (var i = 0; i < jobs.length; i++) { jobs[i].checked = box.checked; }
+  });
 
   document.addEventListener("DOMContentLoaded", function () { draw(document); });
   // Parts of a page (the plots over time) arrive after it, by htmx.

@@ -73,7 +73,7 @@ var Env = []EnvVar{
 	{"ANTHROPIC_API_KEY", "none", "key of the `anthropic` provider"},
 	{"ANTHROPIC_BASE_URL", "`https://api.anthropic.com`", "Messages API base URL"},
 	{"OLLAMA_BASE_URL", "`http://127.0.0.1:11434`", "Ollama's native `/api/chat`"},
-	{"FIXPOINT_ADMIN_TOKEN", "none", "`report serve`: needed to listen off loopback; every request must then give it (HTTP Basic password or Bearer), and it turns the batch actions on"},
+	{"FIXPOINT_ADMIN_TOKEN", "none", "`report serve`: at least 16 characters; needed to listen off loopback; every request must then give it (HTTP Basic password or Bearer), and it turns the batch actions on"},
 	{"LOG_LEVEL", "`info`", "`debug`, `info`, `warn` or `error`"},
 	{"LOG_FORMAT", "`text`", "`text` or `json`; prompts and replies are never logged"},
 }
