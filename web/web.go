@@ -111,8 +111,29 @@ func (c Config) withDefaults() Config {
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
+// Ledger is what the dashboard reads of the ledger. *store.Store
+// satisfies it; the actions reach the ledger through Config.Actions.
+type Ledger interface {
+	Overviews(ctx context.Context, names []string, limit int) ([]store.BatchOverview, error)
+	Overview(ctx context.Context, name string) (store.BatchOverview, error)
+	BatchFunnel(ctx context.Context, batch string) (store.Funnel, error)
+	ModelCosts(ctx context.Context, batch string) ([]store.ModelCost, error)
+	RepairSteps(ctx context.Context, batch string) ([]store.RepairStep, error)
+	FailureClusters(ctx context.Context, batch string, limit int) ([]store.Cluster, error)
+	BatchTimeline(ctx context.Context, batch string) (store.Timeline, error)
+	CostsOverTime(ctx context.Context, from, to time.Time, step string) ([]store.CostPoint, error)
+	JobPage(ctx context.Context, batch string, f store.JobFilter) ([]store.JobRow, string, error)
+	JobList(ctx context.Context, batch string, f store.JobFilter, fn func(store.JobRow) error) error
+	JobDetail(ctx context.Context, id string) (store.JobDetail, error)
+	Job(ctx context.Context, id string) (*store.JobRecord, []store.Attempt, error)
+	JobBatch(ctx context.Context, id string) (string, error)
+	SearchJobs(ctx context.Context, batch, text, after string) (store.JobSearch, error)
+}
+
+var _ Ledger = (*store.Store)(nil)
+
 type handler struct {
-	st      *store.Store
+	st      Ledger
 	cfg     Config
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
@@ -127,7 +148,7 @@ type handler struct {
 
 // NewHandler returns the dashboard over st. It panics if its embedded
 // templates do not parse (a build defect, caught by the package's tests).
-func NewHandler(st *store.Store, cfg Config) http.Handler {
+func NewHandler(st Ledger, cfg Config) http.Handler {
 	h := &handler{st: st, cfg: cfg.withDefaults(), csrfKey: newCSRFKey(), origins: http.NewCrossOriginProtection()}
 	h.try = newTryState(h.cfg)
 	h.streams = make(chan struct{}, h.cfg.MaxStreams)
