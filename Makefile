@@ -41,7 +41,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s ./llm
 	$(GO) test -run '^$$' -fuzz '^FuzzDuplicateKey$$' -fuzztime 60s ./extract
 	$(GO) test -run '^$$' -fuzz '^FuzzStrictSchema$$' -fuzztime 60s ./llm
-	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime 60s ./testbench/sim
+	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime 60s ./sim
 	$(GO) test -run '^$$' -fuzz '^FuzzDescribeSchema$$' -fuzztime 60s ./pipeline
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonical$$' -fuzztime 60s ./store
 

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
 )
 
 // buildCommands builds enqueue and worker into a directory of the test.
