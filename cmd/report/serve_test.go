@@ -50,19 +50,18 @@ func startServe(t *testing.T, ctx context.Context, args ...string) (string, chan
 	out, errOut := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"serve"}, args...), out, errOut) }()
-	re := regexp.MustCompile(`dashboard at (http://\S+/)`)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m[1], done
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s %s", code, out.String(), errOut.String())
-		default:
-		}
+	select {
+	case <-out.Written("dashboard at "): // the line is written whole
+	case code := <-done:
+		t.Fatalf("serve exited %d: %s %s", code, out.String(), errOut.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve printed no address in 30 s: %s %s", out.String(), errOut.String())
 	}
-	t.Fatalf("serve printed no address: %s %s", out.String(), errOut.String())
-	return "", nil
+	m := regexp.MustCompile(`dashboard at (http://\S+/)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("serve printed no address: %s %s", out.String(), errOut.String())
+	}
+	return m[1], done
 }
 
 func TestServe(t *testing.T) {
