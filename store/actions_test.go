@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/poll"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -189,22 +190,30 @@ func TestSpendCap(t *testing.T) {
 	if _, err := s.Reserve(ctx, "cap", 300, 0, time.Minute); !errors.Is(err, store.ErrBudgetHeld) {
 		t.Fatalf("reserve past the cap with the holds: %v", err)
 	}
-	// A renewed hold keeps its room past its first expiry.
+	// A renewed hold keeps its room past its first expiry: a hold of one
+	// token made after it with the same expiry, not renewed, says by the
+	// ledger's clock when that expiry passed.
 	h, err := s.Reserve(ctx, "cap", 200, 0, 30*time.Millisecond)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(ctx, "cap", 1, 0, 30*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RenewHold(ctx, h, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(80 * time.Millisecond)
+	held := func(tokens int64) func() bool {
+		return func() bool { sp, err := s.BatchSpend(ctx, "cap"); return err == nil && sp.HeldTokens == tokens }
+	}
+	poll.Until(t, 10*time.Second, "the one-token hold to expire and the renewed one to stay (450 + 200 held)", held(650))
 	if _, err := s.Reserve(ctx, "cap", 250, 0, time.Minute); !errors.Is(err, store.ErrBudgetHeld) {
 		t.Fatalf("reserve past a renewed hold: %v, want ErrBudgetHeld", err)
 	}
 	if err := s.RenewHold(ctx, h, 10*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	poll.Until(t, 10*time.Second, "the renewed hold to expire (450 held)", held(450))
 	if _, err := s.Reserve(ctx, "cap", 250, 0, time.Minute); err != nil {
 		t.Fatalf("the expired hold %d still counts: %v", h.ID, err)
 	}
