@@ -33,17 +33,15 @@ bench:
 soak:
 	$(GO) test -race -count=10 -timeout 90m ./pipeline/
 
-## fuzz: a minute of fuzzing per target
+## fuzz: a minute of fuzzing per target, every Fuzz* of the module
+## (TestMakeFuzzRunsEveryTarget keeps this list whole)
 fuzz:
-	for t in FuzzExtract FuzzRepairText; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./extract || exit 1; done
-	for t in FuzzCompile FuzzValidate; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./validate || exit 1; done
-	$(GO) test -run '^$$' -fuzz '^FuzzCoerce$$' -fuzztime 60s ./repair
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s ./llm
-	$(GO) test -run '^$$' -fuzz '^FuzzDuplicateKey$$' -fuzztime 60s ./extract
-	$(GO) test -run '^$$' -fuzz '^FuzzStrictSchema$$' -fuzztime 60s ./llm
-	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime 60s ./testbench/sim
-	$(GO) test -run '^$$' -fuzz '^FuzzDescribeSchema$$' -fuzztime 60s ./pipeline
-	$(GO) test -run '^$$' -fuzz '^FuzzCanonical$$' -fuzztime 60s ./store
+	for t in FuzzExtract FuzzRepairText FuzzDuplicateKey; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./extract || exit 1; done
+	for t in FuzzCompile FuzzValidate FuzzEcmaPattern FuzzDocResolve; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./validate || exit 1; done
+	for t in FuzzCoerce FuzzDescribeSchema; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./repair || exit 1; done
+	for t in FuzzDecode FuzzStrictSchema; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./llm || exit 1; done
+	for t in FuzzServeHTTP; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./sim || exit 1; done
+	for t in FuzzCanonical; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./store || exit 1; done
 
 ## services: start the local Postgres and NATS if they are down
 services:

@@ -59,8 +59,9 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 //     no provider client and nothing of the worker;
 //   - wave (the batch-delivery driver) links nothing of the worker: it
 //     reaches it through an interface of its own;
-//   - the test bench (testbench/...) is linked by the commands only (the
-//     dashboard's Try playground gets the simulator from report serve);
+//   - the simulator (sim) is linked by the commands and the dashboard's
+//     Try playground only, and links nothing of the worker, the ledger,
+//     the queue, the provider clients or the dashboard;
 //   - only store uses pgx directly, only the commands run an embedded
 //     NATS server, and nothing imports a command.
 func TestImportDirection(t *testing.T) {
@@ -70,19 +71,21 @@ func TestImportDirection(t *testing.T) {
 	forbidden := map[string][]string{
 		"extract":  noNetwork,
 		"validate": noNetwork,
-		"repair":   append(slices.Clone(noNetwork), mod+"/testbench", mod+"/enqueue"),
-		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/testbench"},
-		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/testbench"},
-		"enqueue":  {mod + "/testbench"},
+		"repair":   append(slices.Clone(noNetwork), mod+"/sim", mod+"/enqueue"),
+		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/sim"},
+		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/sim"},
+		"enqueue":  {mod + "/sim"},
 		// The dashboard reads the ledger through store, and nothing else.
-		"web":      {"github.com/nats-io", mod + "/llm", mod + "/pipeline", mod + "/queue", mod + "/wave", mod + "/enqueue", mod + "/repair", mod + "/testbench"},
-		"queue":    {"github.com/jackc", mod + "/store", mod + "/llm", mod + "/repair", mod + "/pipeline", mod + "/enqueue", mod + "/testbench"},
-		"wave":     {mod + "/pipeline", mod + "/enqueue", mod + "/testbench"},
-		"pipeline": {mod + "/enqueue", mod + "/testbench"},
+		"web":      {"github.com/nats-io", mod + "/llm", mod + "/pipeline", mod + "/queue", mod + "/wave", mod + "/enqueue", mod + "/repair", mod + "/sim"},
+		"queue":    {"github.com/jackc", mod + "/store", mod + "/llm", mod + "/repair", mod + "/pipeline", mod + "/enqueue", mod + "/sim"},
+		"wave":     {mod + "/pipeline", mod + "/enqueue", mod + "/sim"},
+		"pipeline": {mod + "/enqueue", mod + "/sim"},
 	}
-	// The dashboard's Try playground runs the repair step; the simulator
-	// reaches it from the command.
-	forbidden["web/playground"] = []string{mod + "/enqueue", mod + "/testbench"}
+	// The dashboard's Try playground runs the repair step, on a provider or
+	// on the simulator's presets.
+	forbidden["web/playground"] = []string{mod + "/enqueue"}
+	forbidden["sim"] = []string{"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/queue",
+		mod + "/wave", mod + "/enqueue", mod + "/llm", mod + "/repair", mod + "/web"}
 	// Third-party libraries the pure packages may link: a JSON decoder, the
 	// schema library, a backtracking engine for the patterns RE2 cannot
 	// express, and Unicode normalization for enum values.

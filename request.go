@@ -60,7 +60,8 @@ type Request struct {
 	// MaxTokens caps output tokens; always sent to Anthropic (default 1024).
 	MaxTokens int `json:"max_tokens,omitempty"`
 	// User is an opaque end-user / job identifier sent as OpenAI "user",
-	// Anthropic metadata.user_id. The simulator keys its ground truth on it.
+	// Anthropic metadata.user_id: a job's id and run (RequestUser). The
+	// simulator keys its ground truth on the id and its faults on both.
 	User string `json:"user,omitempty"`
 	// CacheKey, when set, is sent as OpenAI's prompt_cache_key: requests
 	// with the same key and the same prefix are routed to the same prompt

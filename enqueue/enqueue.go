@@ -963,7 +963,7 @@ func settingsChanged(batch string, diff []string) error {
 // does not take, a name NATS refuses) a configuration error: the command's
 // usage, not the queue's failure.
 func queueErr(err error) error {
-	var se *pipeline.SettingError
+	var se *fixpoint.SettingError
 	if errors.Is(err, queue.ErrSubjectNotInStream) || errors.As(err, &se) {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}

@@ -311,7 +311,9 @@ func TestBatchResultsCallbackError(t *testing.T) {
 }
 
 // TestBatchResultsSlowCallback: the time fn takes does not count as the
-// server's idle time.
+// server's idle time. Its sleeps are the case under test (a server that
+// sends a line every 10 ms, a callback that takes longer than the idle
+// timeout), not waits for something.
 func TestBatchResultsSlowCallback(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {

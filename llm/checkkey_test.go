@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/sim"
 )
 
 // CheckKey learns from the free model list whether the provider takes the

@@ -280,6 +280,7 @@ func TestRetryAfterPausesLaneOnce(t *testing.T) {
 		Lane:  LaneConfig{InitialConcurrency: n, MaxConcurrency: 2 * n}})
 	start := clock.Now()
 	var wg sync.WaitGroup
+	var finished atomic.Int32
 	resps := make([]*fixpoint.Response, n)
 	errs := make([]error, n)
 	for i := range n {
@@ -287,6 +288,7 @@ func TestRetryAfterPausesLaneOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			resps[i], errs[i] = c.Complete(context.Background(), hello)
+			finished.Add(1)
 		}()
 	}
 	arrived.Wait()
@@ -295,9 +297,11 @@ func TestRetryAfterPausesLaneOnce(t *testing.T) {
 	if got := c.Lane("m").Stats().PausedUntil.Sub(start); got != 2*time.Second {
 		t.Fatalf("lane paused for %v, want 2s", got)
 	}
-	for i := 0; i < 200 && calls.Load() < 2*n; i++ {
+	// Each step of the clock, every caller waits on a timer again or has
+	// its answer before the next.
+	for i := 0; i < 200 && finished.Load() < n; i++ {
 		clock.Advance(100 * time.Millisecond)
-		time.Sleep(time.Millisecond)
+		waitFor(t, "each caller to wait again or finish", func() bool { return clock.Pending()+int(finished.Load()) == n })
 	}
 	wg.Wait()
 	for i := range n {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint/internal/poll"
 )
 
 // fakeClock is a manual clock. Timers fire when Advance passes their
@@ -104,11 +106,5 @@ func (c *fakeClock) Pending() int {
 // test if it does not hold within 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, what, cond)
 }

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -243,9 +244,12 @@ func TestLanePauseOncePerLaneAndSpreadResume(t *testing.T) {
 	if got := pauses.Load(); got != 1 {
 		t.Fatalf("extension counted as a new pause (%d)", got)
 	}
-	for i := 0; i < 100 && func() bool { mu.Lock(); defer mu.Unlock(); return len(resumed) < n }(); i++ {
+	nResumed := func() int { mu.Lock(); defer mu.Unlock(); return len(resumed) }
+	// Each step of the clock, every waiter sleeps on the pause again or has
+	// resumed before the next.
+	for i := 0; i < 100 && nResumed() < n; i++ {
 		clock.Advance(50 * time.Millisecond)
-		time.Sleep(time.Millisecond)
+		waitFor(t, "each waiter to sleep again or resume", func() bool { return clock.Pending()+nResumed() == n })
 	}
 	wg.Wait()
 	if len(resumed) != n {
@@ -334,13 +338,7 @@ func TestLaneWaitersServedInOrder(t *testing.T) {
 	}
 	waitQueued := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for queued() != n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d waiters queued, want %d", queued(), n)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitFor(t, fmt.Sprintf("%d waiters queued", n), func() bool { return queued() == n })
 	}
 	held, err := l.acquire(ctx, 1)
 	if err != nil {

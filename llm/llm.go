@@ -2,7 +2,7 @@
 // Completions, Anthropic Messages, Ollama chat) over HTTP, with one transport
 // retry layer, per-lane rate limits and an adaptive concurrency limit.
 //
-// It knows nothing of NATS or Postgres. Its simulator lives in testbench/sim.
+// It knows nothing of NATS or Postgres. Its simulator lives in package sim.
 package llm
 
 // Provider names.

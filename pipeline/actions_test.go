@@ -19,8 +19,8 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/store"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
 )
 
 // completion is an OpenAI chat completion answering content.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/store"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
 )
 
 // A job that ends invalid keeps the value of its last reply as its value,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/sim"
 )
 
 // The batch rollups the dashboard reads (kept by the ledger's triggers)

@@ -549,7 +549,7 @@ func (w *Worker) buildJob(ctx context.Context, env *queue.Envelope) (*repair.Job
 		return nil, fmt.Errorf("%w: prompt is %d bytes with the system prompt and the %d-byte schema, over the limit of %d", fixpoint.ErrBadJob, n, len(raw), w.cfg.MaxPromptBytes)
 	}
 	return &repair.Job{
-		ID: env.JobID, System: env.System, Prompt: env.Prompt, Schema: schema, SchemaRaw: raw,
+		ID: env.JobID, Run: env.RunOrFirst(), System: env.System, Prompt: env.Prompt, Schema: schema, SchemaRaw: raw,
 		Model: env.Model, Mode: env.Mode, Temperature: env.Temp, MaxTokens: env.MaxTokens, Limits: env.Limits,
 		CacheKey: env.CacheKey,
 	}, nil

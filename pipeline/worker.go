@@ -18,6 +18,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/wave"
@@ -204,20 +205,10 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	return c
 }
 
-// SettingError names a WorkerConfig setting that cannot work, by its field
-// path ("Queue.AckWait", "Wave.Lease"), so a command can name its own flag.
-type SettingError struct {
-	Setting string
-	Value   any
-	Problem string
-}
-
-func (e *SettingError) Error() string {
-	return fmt.Sprintf("worker setting %s = %v %s", e.Setting, e.Value, e.Problem)
-}
-
+// settingErr is a WorkerConfig setting that cannot work, by its field path
+// ("Concurrency", "Queue.AckWait", "Wave.Lease").
 func settingErr(setting string, v any, problem string) error {
-	return &SettingError{Setting: setting, Value: v, Problem: problem}
+	return &fixpoint.SettingError{Scope: "worker", Setting: setting, Value: v, Problem: problem}
 }
 
 // Validate reports the first setting of c (after WithDefaults) that cannot
@@ -242,20 +233,22 @@ func (c WorkerConfig) Validate() error {
 		return settingErr("MaxPromptBytes", c.MaxPromptBytes, "must be at least 1")
 	}
 	if err := c.Queue.Validate(); err != nil {
-		var qe *queue.SettingError
-		if errors.As(err, &qe) {
-			return settingErr("Queue."+qe.Setting, qe.Value, qe.Problem)
-		}
-		return err
+		return nested("Queue.", err)
 	}
 	if err := c.Wave.WithDefaults().Validate(); err != nil {
-		var we *wave.SettingError
-		if errors.As(err, &we) {
-			return settingErr("Wave."+we.Setting, we.Value, we.Problem)
-		}
-		return err
+		return nested("Wave.", err)
 	}
 	return nil
+}
+
+// nested is the error of a setting of the queue or wave configuration, as
+// a setting of the worker's (Queue.AckWait).
+func nested(prefix string, err error) error {
+	var se *fixpoint.SettingError
+	if errors.As(err, &se) {
+		return settingErr(prefix+se.Setting, se.Value, se.Problem)
+	}
+	return err
 }
 
 func (c WorkerConfig) validate() error {

@@ -82,24 +82,14 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// SettingError names a Config setting that cannot work, by its field name
-// ("Stream", "AckWait"), so a command can name its own flag.
-type SettingError struct {
-	Setting string
-	Value   any
-	Problem string
-}
-
-func (e *SettingError) Error() string {
-	return fmt.Sprintf("queue setting %s = %v %s", e.Setting, e.Value, e.Problem)
-}
-
+// settingErr is a Config setting that cannot work, by its field name
+// ("Stream", "AckWait").
 func settingErr(setting string, v any, problem string) error {
-	return &SettingError{Setting: setting, Value: v, Problem: problem}
+	return &fixpoint.SettingError{Scope: "queue", Setting: setting, Value: v, Problem: problem}
 }
 
 // Validate reports the first setting of c (after WithDefaults) that cannot
-// work, as a *SettingError: a stream, subject or consumer name NATS
+// work, as a *fixpoint.SettingError: a stream, subject or consumer name NATS
 // refuses, a negative duplicates window, limits below their minimum.
 func (c Config) Validate() error {
 	switch {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/queue"
 )
 
@@ -71,7 +72,7 @@ func TestEnsureStreamSubjects(t *testing.T) {
 		t.Errorf("a new stream: created %v, %v; want created", created, err)
 	}
 	for _, bad := range []queue.Config{{Stream: "a.b"}, {Stream: "a b"}, {Subject: "jobs.*"}, {Subject: "jobs.>"}, {Subject: "a..b"}, {Subject: "a b"}} {
-		var se *queue.SettingError
+		var se *fixpoint.SettingError
 		if _, _, err := queue.EnsureStream(ctx, js, bad); !errors.As(err, &se) {
 			t.Errorf("%+v: %v, want a setting error", bad, err)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/repair"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 

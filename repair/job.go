@@ -10,6 +10,9 @@ import (
 // Job is one unit of work for the repair step.
 type Job struct {
 	ID string
+	// Run is the batch run the job is in (queue.Envelope.Run; 0 means 1).
+	// Its requests carry it in their end-user id (fixpoint.RequestUser).
+	Run int
 	// System is an optional system prompt from the user; the loop adds the
 	// schema instructions after it.
 	System string

@@ -190,7 +190,7 @@ func (s *Step) Next() Action {
 		Schema:      s.job.SchemaRaw,
 		Temperature: s.job.Temperature,
 		MaxTokens:   s.maxTokens,
-		User:        s.job.ID,
+		User:        fixpoint.RequestUser(s.job.ID, s.job.Run),
 	}
 	if s.job.CacheKey != "" {
 		req.CacheKey, req.CacheSystem = s.job.CacheKey, true

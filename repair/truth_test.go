@@ -14,7 +14,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/repair"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -114,7 +114,15 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 						}
 					}
 				}
-				for _, f := range a.Repairs[len(a.Repairs)-a.Coerced:] {
+				fixed := a.Repairs[len(a.Repairs)-a.Coerced:]
+				if a.Class == fixpoint.OutcomeTruncated {
+					// A reply cut off at max_tokens is never valid, and the
+					// scalar it ends in is no longer what the model wrote
+					// ("0.44" cut to "0): its fixes are not the model's
+					// meaning to compare with the truth.
+					fixed = nil
+				}
+				for _, f := range fixed {
 					fixes[f.Kind]++
 					checked++
 					want, ok := at(truth, f.Pointer)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // Wave defaults.
@@ -101,24 +103,14 @@ func (c Config) WithDefaults() Config {
 // second worker take the wave over.
 const leaseMin = time.Second
 
-// SettingError names a Config setting that cannot work, by its field name
-// ("Lease"), so a command can name its own flag.
-type SettingError struct {
-	Setting string
-	Value   any
-	Problem string
-}
-
-func (e *SettingError) Error() string {
-	return fmt.Sprintf("wave setting %s = %v %s", e.Setting, e.Value, e.Problem)
-}
-
+// settingErr is a Config setting that cannot work, by its field name
+// ("Lease").
 func settingErr(setting string, v any, problem string) error {
-	return &SettingError{Setting: setting, Value: v, Problem: problem}
+	return &fixpoint.SettingError{Scope: "wave", Setting: setting, Value: v, Problem: problem}
 }
 
 // Validate reports the first setting of c (after WithDefaults) that cannot
-// work, as a *SettingError.
+// work, as a *fixpoint.SettingError.
 func (c Config) Validate() error {
 	switch {
 	case c.MaxRequests < 1:

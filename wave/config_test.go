@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
@@ -23,7 +24,7 @@ func TestConfigValidate(t *testing.T) {
 		"Idle":           {Idle: -time.Second},
 		"DeadlineMargin": {DeadlineMargin: -time.Hour},
 	} {
-		var se *wave.SettingError
+		var se *fixpoint.SettingError
 		if err := c.WithDefaults().Validate(); !errors.As(err, &se) || se.Setting != setting {
 			t.Errorf("%+v: %v, want a setting error naming %s", c, err, setting)
 		}

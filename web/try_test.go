@@ -17,16 +17,15 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
-	"github.com/fixpoint-dev/fixpoint/testbench/simtry"
+	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/web"
 	"github.com/fixpoint-dev/fixpoint/web/playground"
 )
 
 // testSims serves the simulator's presets as report serve does, stopped
 // when the test ends.
-func testSims(t *testing.T, latency sim.Latency) *simtry.Presets {
-	s := &simtry.Presets{Latency: latency}
+func testSims(t *testing.T, latency sim.Latency) *playground.SimPresets {
+	s := &playground.SimPresets{Latency: latency}
 	t.Cleanup(s.Close)
 	return s
 }
@@ -66,7 +65,7 @@ type tryServer struct {
 	log    *syncbuf.Buffer
 	keyed  *keyProvider
 	trier  *playground.Trier
-	sims   *simtry.Presets
+	sims   *playground.SimPresets
 	client *http.Client
 }
 

@@ -708,9 +708,13 @@ func TestReportWaitTimeoutSaysThePace(t *testing.T) {
 	// A job finishes once the wait has read the batch (a fixed delay raced
 	// a slow start under load: the wait read it already finished).
 	var waitErr syncbuf.Buffer
+	read, waited := waitErr.Written("queued 4"), make(chan struct{})
+	defer close(waited)
 	go func() {
-		for !strings.Contains(waitErr.String(), "queued 4") {
-			time.Sleep(5 * time.Millisecond)
+		select {
+		case <-read:
+		case <-waited:
+			return
 		}
 		if _, err := st.SaveResults(ctx, []store.Result{{JobID: "p1:1", Status: "valid", Value: json.RawMessage(`{}`), Deliveries: 1}}); err != nil {
 			t.Error(err)
@@ -828,9 +832,7 @@ func TestReportWaitTimeoutCountsJobsSinceTheLastPoll(t *testing.T) {
 	// finishAfterFirstPoll saves results for ids once the wait has read
 	// their batch (its progress line says so).
 	finishAfterFirstPoll := func(waitErr *syncbuf.Buffer, ids ...string) {
-		for !strings.Contains(waitErr.String(), "queued 3") {
-			time.Sleep(5 * time.Millisecond)
-		}
+		<-waitErr.Written("queued 3")
 		var rs []store.Result
 		for _, id := range ids {
 			rs = append(rs, store.Result{JobID: id, Status: "valid", Value: json.RawMessage(`{}`), Deliveries: 1})

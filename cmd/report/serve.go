@@ -15,8 +15,8 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
-	"github.com/fixpoint-dev/fixpoint/testbench/simtry"
 	"github.com/fixpoint-dev/fixpoint/web"
+	"github.com/fixpoint-dev/fixpoint/web/playground"
 )
 
 const serveUsage = `Usage: report serve [flags]
@@ -129,7 +129,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 			Name: "fixpoint-report-serve", Ledger: store.LedgerName(*dbURL)}}
 	}
 	if *try {
-		sims := &simtry.Presets{Latency: trySimLatency}
+		sims := &playground.SimPresets{Latency: trySimLatency}
 		defer sims.Close()
 		cfg.Try = newPlayground(sims)
 	}

@@ -79,39 +79,21 @@ func TestServeRefusesBadClientStreams(t *testing.T) {
 // prints.
 func startServe(t *testing.T, ctx context.Context, args ...string) (string, chan int) {
 	t.Helper()
-	out, errOut := &notifyBuffer{wrote: make(chan struct{}, 1)}, &syncbuf.Buffer{}
+	out, errOut := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"serve"}, args...), out, errOut) }()
-	re := regexp.MustCompile(`dashboard at (http://\S+/)`)
-	timeout := time.After(30 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m[1], done
-		}
-		select {
-		case <-out.wrote:
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s %s", code, out.String(), errOut.String())
-		case <-timeout:
-			t.Fatalf("serve printed no address: %s %s", out.String(), errOut.String())
-		}
-	}
-}
-
-// notifyBuffer is a syncbuf.Buffer that says on wrote when it was written
-// to, for a reader waiting for a line.
-type notifyBuffer struct {
-	syncbuf.Buffer
-	wrote chan struct{}
-}
-
-func (b *notifyBuffer) Write(p []byte) (int, error) {
-	n, err := b.Buffer.Write(p)
 	select {
-	case b.wrote <- struct{}{}:
-	default:
+	case <-out.Written("dashboard at "): // the line is written whole
+	case code := <-done:
+		t.Fatalf("serve exited %d: %s %s", code, out.String(), errOut.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve printed no address in 30 s: %s %s", out.String(), errOut.String())
 	}
-	return n, err
+	m := regexp.MustCompile(`dashboard at (http://\S+/)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("serve printed no address: %s %s", out.String(), errOut.String())
+	}
+	return m[1], done
 }
 
 func TestServe(t *testing.T) {

@@ -5,8 +5,7 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
-	"github.com/fixpoint-dev/fixpoint/testbench/simtry"
+	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/web/playground"
 )
 
@@ -27,7 +26,7 @@ var trySimLatency = sim.Latency{RequestP50: 300 * time.Millisecond, RequestP99: 
 
 // newPlayground is the playground over sims and the environment's
 // providers.
-func newPlayground(sims *simtry.Presets) *playground.Trier {
+func newPlayground(sims *playground.SimPresets) *playground.Trier {
 	return playground.New(playground.Config{Simulator: sims, Providers: []playground.Provider{
 		{Name: llm.ProviderOpenAI, BaseURL: os.Getenv("OPENAI_BASE_URL"), Key: os.Getenv("OPENAI_API_KEY"), DefaultModel: "gpt-4o-mini"},
 		{Name: llm.ProviderAnthropic, BaseURL: os.Getenv("ANTHROPIC_BASE_URL"), Key: os.Getenv("ANTHROPIC_API_KEY"), DefaultModel: "claude-3-5-haiku-latest"},

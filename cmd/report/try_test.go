@@ -41,11 +41,19 @@ func TestServeTry(t *testing.T) {
 	if resp.StatusCode != 200 || run == nil {
 		t.Fatalf("POST /try: %d\n%s", resp.StatusCode, body)
 	}
-	part := ""
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !strings.Contains(part, `id="try-verdict"`); time.Sleep(50 * time.Millisecond) {
-		part = fetch(t, base+"try/runs/"+run[1])
+	// The run's event stream ends after its "done" event, once the verdict
+	// is in.
+	events, err := (&http.Client{Timeout: time.Minute}).Get(base + "try/runs/" + run[1] + "/events")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(part, `id="try-attempt-1"`) || !strings.Contains(part, "simulator messy") {
+	stream, err := io.ReadAll(events.Body)
+	events.Body.Close()
+	if err != nil || !strings.Contains(string(stream), "event: done\n") {
+		t.Fatalf("the try's event stream: %v, ended without its done event:\n%s", err, stream)
+	}
+	part := fetch(t, base+"try/runs/"+run[1])
+	if !strings.Contains(part, `id="try-verdict"`) || !strings.Contains(part, `id="try-attempt-1"`) || !strings.Contains(part, "simulator messy") {
 		t.Errorf("the try did not end with its cards:\n%s", part)
 	}
 	cancel()

@@ -1,5 +1,5 @@
 // Command simllm serves fixpoint's language-model simulator (package
-// testbench/sim) on a local port, speaking the OpenAI Chat Completions, Anthropic
+// sim) on a local port, speaking the OpenAI Chat Completions, Anthropic
 // Messages and Ollama chat wire formats, and the OpenAI Batch API (Files
 // and Batches) and Anthropic Message Batches.
 //
@@ -33,7 +33,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/sim"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/sim"
 )
 
 func TestHelpListsPresets(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -262,16 +263,48 @@ func TestRunFailureRateNeedsABatch(t *testing.T) {
 func TestCheckStopsAtTheFirstSignal(t *testing.T) {
 	t.Parallel()
 	bin := buildCommands(t)
-	cmd := exec.Command(bin+"/worker", "check", "-")
-	stdin, err := cmd.StdinPipe() // never written: check waits for it
+	cmd := exec.Command(bin+"/worker", "check", "--jsonl", "-")
+	stdin, err := cmd.StdinPipe() // never closed: check waits for more
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stdin.Close()
-	if err := cmd.Start(); err != nil {
+	stdout, w, err := os.Pipe() // read apart from Wait, which closes the pipes it made
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // past the signal set-up
+	defer stdout.Close()
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Results of more lines than its output buffer holds: the first bytes
+	// out say it is reading its input, past the signal set-up (main's,
+	// before any command runs), and it then waits for more.
+	go func() {
+		for range 200 {
+			if _, err := io.WriteString(stdin, `{"id":1,"text":"{\"a\": 1}"}`+"\n"); err != nil {
+				return
+			}
+		}
+	}()
+	read := make(chan error, 1)
+	go func() {
+		_, err := stdout.Read(make([]byte, 1))
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatalf("worker check --jsonl wrote nothing: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("worker check --jsonl wrote no result in 30 s")
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

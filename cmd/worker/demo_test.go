@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/internal/poll"
 	"github.com/fixpoint-dev/fixpoint/internal/syncbuf"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
@@ -39,6 +40,15 @@ func startDemo(ctx context.Context, args ...string) (stdout, stderr *lockedBuffe
 	return stdout, stderr, done
 }
 
+// logOnFailure logs a demo's output when the test fails.
+func logOnFailure(t *testing.T, stdout, stderr *lockedBuffer) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the demo's output:\n%s\n%s", stdout.String(), stderr.String())
+		}
+	})
+}
+
 // exitOf is the exit code of a demo just interrupted.
 func exitOf(t *testing.T, done chan int) int {
 	t.Helper()
@@ -60,21 +70,17 @@ func TestDemoInterruptedIsFinished(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stdout, stderr, done := startDemo(ctx, "--database-url", dsn, "--nats-dir", dir, "--rows", "400", "--concurrency", "2", "--latency", "20ms")
+	logOnFailure(t, stdout, stderr)
 	// Interrupt once some jobs are final and many are left.
 	var batch string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("the demo finished no job in time:\n%s\n%s", stdout.String(), stderr.String())
-		}
+	poll.Until(t, 60*time.Second, "the demo to finish 20 jobs", func() bool {
 		rows, err := st.Summary(context.Background(), "")
 		if err == nil && len(rows) == 1 && rows[0].Jobs == 400 && rows[0].Finished >= 20 {
 			batch = rows[0].Batch
-			break
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	cancel()
 	code := exitOf(t, done)
 	msg := stderr.String()
@@ -115,26 +121,24 @@ func TestDemoInterruptedWhileEnqueueingCancels(t *testing.T) {
 	defer cancel()
 	const rows = 50000
 	stdout, stderr, done := startDemo(ctx, "--database-url", dsn, "--nats-dir", filepath.Join(t.TempDir(), "nats"), "--rows", "50000", "--concurrency", "2")
+	logOnFailure(t, stdout, stderr)
 	var batch string
+	var recorded int64
 	// As long as the test may run: a loaded machine (another make test,
 	// builds) took over a minute to record the demo's first chunk.
-	deadline := time.Now().Add(10 * time.Minute)
+	timeout := 10 * time.Minute
 	if d, ok := t.Deadline(); ok {
-		deadline = d.Add(-30 * time.Second) // time left to interrupt and report
+		timeout = time.Until(d) - 30*time.Second // time left to interrupt and report
 	}
-	for batch == "" {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("the demo recorded no job in time:\n%s\n%s", stdout.String(), stderr.String())
-		}
+	poll.Until(t, timeout, "the demo to record a job", func() bool {
 		if sum, err := st.Summary(context.Background(), ""); err == nil && len(sum) == 1 && sum[0].Jobs > 0 {
-			if sum[0].Jobs >= rows {
-				cancel()
-				t.Fatalf("the demo recorded all %d rows before the test saw it: nothing to interrupt", rows)
-			}
-			batch = sum[0].Batch
+			batch, recorded = sum[0].Batch, sum[0].Jobs
+			return true
 		}
-		time.Sleep(5 * time.Millisecond)
+		return false
+	})
+	if recorded >= rows {
+		t.Fatalf("the demo recorded all %d rows before the test saw it: nothing to interrupt", rows)
 	}
 	cancel()
 	code := exitOf(t, done)

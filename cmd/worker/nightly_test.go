@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint/internal/poll"
+	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
 )
 
 // buildCommands builds enqueue and worker into a directory of the test.
@@ -151,7 +152,8 @@ func TestDrainedButLost(t *testing.T) {
 func TestDrainStoppedEarlyFails(t *testing.T) {
 	t.Parallel()
 	bin := buildCommands(t)
-	work, dsn := ticketsDir(t, demoDataset(200, 1)), storetest.NewDB(t)
+	dsn, st := newStore(t)
+	work := ticketsDir(t, demoDataset(200, 1))
 	env := append(os.Environ(), "DATABASE_URL="+dsn, "NATS_URL=", "FIXPOINT_NATS_LISTEN=127.0.0.1:0", "FIXPOINT_METRICS_ADDR=off", "LOG_LEVEL=warn")
 	enq := exec.Command(bin+"/enqueue", "--batch", "b", "--schema", "schema.json", "--template", "template.txt", "--model", "sim-typical", "--id-field", "ticket_id", "tickets.jsonl")
 	enq.Dir, enq.Env = work, env
@@ -165,7 +167,12 @@ func TestDrainStoppedEarlyFails(t *testing.T) {
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	// Stop it once it runs the batch: 200 jobs at 2 calls at a time of
+	// 200 ms each leave most of them to do.
+	poll.Until(t, time.Minute, "the worker to finish a job", func() bool {
+		p, err := st.Progress(context.Background(), "b")
+		return err == nil && p.Total-p.Queued > 0
+	})
 	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/internal/poll"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
 
@@ -54,17 +55,17 @@ func TestWorkerWaitsForNATSAtStart(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, body := readyz()
-		if code == http.StatusServiceUnavailable && strings.Contains(body, "starting") && strings.Contains(logs.String(), "NATS not reachable yet") {
-			break
+	var code int
+	var body string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last /readyz: %d %q\n%s", code, body, logs.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no not-ready /readyz while NATS is down (last: %d %q)\n%s", code, body, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
+	poll.Until(t, 20*time.Second, "a not-ready /readyz and a log line while NATS is down", func() bool {
+		code, body = readyz()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "starting") && strings.Contains(logs.String(), "NATS not reachable yet")
+	})
 	select {
 	case code := <-done:
 		t.Fatalf("the worker gave up while NATS was down: exit %d\n%s", code, logs.String())

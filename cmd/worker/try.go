@@ -26,8 +26,9 @@ status (VALID, INVALID, PARSE ERROR, TRUNCATED, REFUSED, PROVIDER ERROR),
 latency, tokens, the extracted value, the errors and the exact feedback sent
 next; then a one-line verdict. --json prints the result object instead.
 --sim runs against an in-process simulator instead of a real provider: its
-replies are drawn from the prompt and the schema (and --sim-seed), the same
-each time for one input, the preset's faults varying from input to input.
+replies are drawn from the prompt, the schema and the model (and
+--sim-seed), the same each time for one input, the preset's faults varying
+from input to input.
 
   worker try --model gpt-4o-mini --schema ticket.json --prompt-file ticket-42.txt
   worker try --sim messy --schema ticket.json --prompt "Printer on fire, floor 3"

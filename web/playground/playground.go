@@ -5,9 +5,8 @@
 // simulator at one of its presets.
 //
 // The dashboard (package web) links no provider client and no simulator;
-// this package links the provider clients, and the simulator reaches it
-// through Simulator, which the command gives (only the commands link the
-// test bench).
+// this package links the provider clients and the simulator (package sim):
+// the command gives it a Simulator, SimPresets in report serve.
 package playground
 
 import (

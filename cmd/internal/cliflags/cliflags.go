@@ -11,8 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fixpoint-dev/fixpoint/pipeline"
-	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // UsageError marks an error caused by how the command was called.
@@ -130,16 +129,10 @@ func NoArgs(fs *flag.FlagSet, args []string) error {
 // naming the flag behind its setting when flags (setting name to flag)
 // has it: the value is reported as the flag typed.
 func SettingUsage(err error, flags map[string]string) error {
-	var se *pipeline.SettingError
-	var qe *queue.SettingError
-	switch {
-	case errors.As(err, &se):
+	var se *fixpoint.SettingError
+	if errors.As(err, &se) {
 		if f, ok := flags[se.Setting]; ok {
 			return Usagef("%s %v %s", f, se.Value, se.Problem)
-		}
-	case errors.As(err, &qe):
-		if f, ok := flags[qe.Setting]; ok {
-			return Usagef("%s %v %s", f, qe.Value, qe.Problem)
 		}
 	}
 	return UsageError{Err: err}

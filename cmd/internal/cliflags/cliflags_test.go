@@ -8,6 +8,11 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 func TestHelpPrintsUsageFlagsAndEnvironment(t *testing.T) {
@@ -175,6 +180,33 @@ func TestNearFlag(t *testing.T) {
 		fs.Int("max-attempts", 1, "")
 		if err := Parse(fs, strings.Fields(args)); err == nil || err.Error() != want {
 			t.Errorf("Parse(%s) = %v, want %q", args, err, want)
+		}
+	}
+}
+
+// A setting that cannot work becomes a usage error naming the command's
+// flag for it, whichever configuration refused it: the queue's, the wave
+// driver's or the worker's (which names the others' with their prefix).
+func TestSettingUsageNamesTheFlag(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err     error
+		flags   map[string]string
+		want    string
+		setting string
+	}{
+		{queue.Config{Stream: "a/b"}.WithDefaults().Validate(), map[string]string{"Stream": "--stream"}, `--stream "a/b" is not a stream name`, "queue"},
+		{wave.Config{Lease: time.Millisecond}.WithDefaults().Validate(), map[string]string{"Lease": "--wave-lease"}, "--wave-lease 1ms must be at least 1s", "wave"},
+		{pipeline.WorkerConfig{Wave: wave.Config{Lease: time.Millisecond}}.WithDefaults().Validate(), map[string]string{"Wave.Lease": "--wave-lease"}, "--wave-lease 1ms must be at least 1s", "worker"},
+		{pipeline.WorkerConfig{Queue: queue.Config{Stream: "a/b"}}.WithDefaults().Validate(), map[string]string{"Queue.Stream": "--stream"}, `--stream "a/b" is not a stream name`, "worker"},
+	} {
+		err := SettingUsage(c.err, c.flags)
+		var ue UsageError
+		if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("the %s's %v: %v; want a usage error starting %q", c.setting, c.err, err, c.want)
+		}
+		if !strings.HasPrefix(c.err.Error(), c.setting+" setting ") {
+			t.Errorf("%q does not say it is a %s setting", c.err, c.setting)
 		}
 	}
 }

@@ -1,18 +1,16 @@
-// Package simtry serves the simulator's presets to the Try playground
-// (web/playground's Simulator): each preset's simulator starts in this
-// process on first use and stops at Close. report serve and the web tests
-// use it.
-package simtry
+package playground
 
 import (
 	"sync"
 
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/web"
 )
 
-// Presets starts a simulator per preset when a try first asks for it.
-type Presets struct {
+// SimPresets is the Simulator of the simulator's presets (package sim):
+// each preset's simulator starts in this process when a try first asks
+// for it, and stops at Close.
+type SimPresets struct {
 	// Latency is each simulator's think time.
 	Latency sim.Latency
 
@@ -22,7 +20,7 @@ type Presets struct {
 }
 
 // Presets lists the simulator's presets.
-func (s *Presets) Presets() []web.TryPreset {
+func (s *SimPresets) Presets() []web.TryPreset {
 	var out []web.TryPreset
 	for _, p := range sim.PresetNames() {
 		out = append(out, web.TryPreset{Name: p.Name, Description: p.Description})
@@ -32,7 +30,7 @@ func (s *Presets) Presets() []web.TryPreset {
 
 // BaseURL is the OpenAI-compatible base URL of preset's simulator,
 // started now if it is not running.
-func (s *Presets) BaseURL(preset string) (string, error) {
+func (s *SimPresets) BaseURL(preset string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u, ok := s.urls[preset]; ok {
@@ -56,7 +54,7 @@ func (s *Presets) BaseURL(preset string) (string, error) {
 }
 
 // Close stops the simulators started.
-func (s *Presets) Close() {
+func (s *SimPresets) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.closers {

@@ -96,11 +96,11 @@ func (s *Server) rng(parts ...string) *rand.Rand {
 	return &r.Rand
 }
 
-// taskKey is the user id when given (and byPrompt is false), else a hash
-// of the first user message.
+// taskKey is the job id of the user id when given (and byPrompt is
+// false), else a hash of the first user message.
 func taskKey(r *chatReq, byPrompt bool) string {
 	if r.user != "" && !byPrompt {
-		return r.user
+		return TaskKey(r.user, "")
 	}
 	for _, m := range r.msgs {
 		if m.role == "user" {
@@ -110,14 +110,30 @@ func taskKey(r *chatReq, byPrompt bool) string {
 	return "empty"
 }
 
-// TaskKey returns the task key the simulator gives a request: user (OpenAI's
-// "user", Anthropic's metadata.user_id) when it is not empty, else a hash
-// of the first user message's text up to PreviousReplyOpen. A request
-// with neither (no user message) has the key "empty". Pass the key to
+// drawKey is what the replies to a request are drawn by: its task, the
+// job's run (the user id's, fixpoint.SplitRequestUser) and the model. A
+// requeued job, or the same task on another model, is answered afresh, as
+// a real model would answer; one task, run and model always gets the same
+// replies. With byPrompt the task alone: a benchmark's batches of one
+// dataset get the same replies whatever their settings.
+func drawKey(r *chatReq, task string, byPrompt bool) string {
+	if byPrompt {
+		return task
+	}
+	_, run := fixpoint.SplitRequestUser(r.user)
+	return task + "\x00" + strconv.Itoa(run) + "\x00" + r.model
+}
+
+// TaskKey returns the task key the simulator gives a request: the job id
+// of user (OpenAI's "user", Anthropic's metadata.user_id; the id without
+// its run, fixpoint.SplitRequestUser) when it is not empty, else a hash of
+// the first user message's text up to PreviousReplyOpen. A request with
+// neither (no user message) has the key "empty". Pass the key to
 // Server.Truth or TruthFor.
 func TaskKey(user, firstUserMessage string) string {
 	if user != "" {
-		return user
+		id, _ := fixpoint.SplitRequestUser(user)
+		return id
 	}
 	first, _, _ := strings.Cut(firstUserMessage, fixpoint.PreviousReplyOpen)
 	return "h" + strconv.FormatUint(hashStrings(first), 36)
@@ -189,7 +205,8 @@ func correction(r *chatReq) (prev, feedback string, turn int, ok bool) {
 
 // model decides the reply to a request.
 func (s *Server) model(r *chatReq) plan {
-	key := taskKey(r, s.cfg.KeyByPrompt)
+	task := taskKey(r, s.cfg.KeyByPrompt)
+	key := drawKey(r, task, s.cfg.KeyByPrompt)
 	schema := r.schema
 	if schema == nil {
 		schema = promptSchema(r)
@@ -208,7 +225,7 @@ func (s *Server) model(r *chatReq) plan {
 		}
 		return p
 	}
-	truth := s.truth(doc, key)
+	truth := s.truth(doc, task)
 	if isCorrection && isPatchRequest(feedback) {
 		if pp, ok := s.patchPlan(doc, truth, key, prev, feedback, turn); ok {
 			pp.turn, pp.key = turn, key

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint/internal/poll"
 )
 
 func startSim(t *testing.T, cfg Config) (*Server, string) {
@@ -94,13 +96,7 @@ func TestHangUntilClientGivesUp(t *testing.T) {
 	}
 	// The client may give up before the server has read the call (on a
 	// loaded machine): wait for the server to count it.
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().ByStatus[0] != 1 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if s.Stats().ByStatus[0] != 1 {
-		t.Errorf("stats %v, want one call without a response", s.Stats().ByStatus)
-	}
+	poll.Until(t, 10*time.Second, "one call counted without a response", func() bool { return s.Stats().ByStatus[0] == 1 })
 }
 
 func TestCloseReleasesWaitingCalls(t *testing.T) {
@@ -130,9 +126,7 @@ func TestCloseReleasesWaitingCalls(t *testing.T) {
 				}
 				errc <- err
 			}()
-			for s.Stats().Requests == 0 {
-				time.Sleep(time.Millisecond)
-			}
+			poll.Until(t, 10*time.Second, "the call to arrive", func() bool { return s.Stats().Requests > 0 })
 			closeFn()
 			closeFn() // safe twice
 			if err := <-errc; err == nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/fixpoint-dev/fixpoint"
-	"github.com/fixpoint-dev/fixpoint/testbench/sim"
+	"github.com/fixpoint-dev/fixpoint/sim"
 )
 
 // A test starts the simulator on a loopback port and points a client at it.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/poll"
 )
 
 // testClock is an injected clock that tests move by hand.
@@ -169,38 +170,34 @@ func anthropicBatch(t *testing.T, base string, params []map[string]any) map[stri
 	return b
 }
 
-// pollOpenAI polls a batch until it is final (real time, up to 10 s).
+// pollOpenAI polls a batch until it is final (real time, up to 10 s), as
+// a client does.
 func pollOpenAI(t *testing.T, base, id string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var b map[string]any
+	var b map[string]any
+	poll.Until(t, 10*time.Second, "batch "+id+" to be final", func() bool {
+		b = nil
 		callJSON(t, "GET", base+"/v1/batches/"+id, nil, &b)
 		switch b["status"] {
 		case "completed", "failed", "expired", "cancelled":
-			return b
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("batch %s still %v", id, b["status"])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
+	return b
 }
 
+// pollAnthropic polls a message batch until it ended (real time, up to
+// 10 s), as a client does.
 func pollAnthropic(t *testing.T, base, id string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var b map[string]any
+	var b map[string]any
+	poll.Until(t, 10*time.Second, "message batch "+id+" to end", func() bool {
+		b = nil
 		callJSON(t, "GET", base+"/v1/messages/batches/"+id, nil, &b)
-		if b["processing_status"] == "ended" {
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("batch %s still %v", id, b["processing_status"])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return b["processing_status"] == "ended"
+	})
+	return b
 }
 
 // download GETs a file or results and checks its content type.

@@ -14,13 +14,16 @@
 //
 // The ground truth is a schema-valid instance generated from (Config.Seed,
 // task key, schema text); [Server.Truth] returns it (and [TruthFor], without
-// a server). The task key is OpenAI's "user", Anthropic's
-// metadata.user_id, or else a hash of the first user message (up to a
+// a server). The task key is the job id of OpenAI's "user" or Anthropic's
+// metadata.user_id (without the run a requeued job's id carries,
+// fixpoint.RequestUser), or else a hash of the first user message (up to a
 // quoted previous reply; [TaskKey] computes it); callers that rewrite the
-// first message on a repair turn should send a user id. An array has 1 to
-// 3 items within its minItems and maxItems, except that one with
-// minItems of 3 or more and a maxItems has minItems to maxItems of them
-// ([InvoiceSchema]'s 30 to 60 line items). On a first attempt the reply is
+// first message on a repair turn should send a user id. The faults are
+// drawn by the task, the run and the model: a requeued job, or the same
+// task on another model, gets faults of its own around the same truth.
+// An array has 1 to 3 items within its minItems and maxItems, except that
+// one with minItems of 3 or more and a maxItems has minItems to maxItems of
+// them ([InvoiceSchema]'s 30 to 60 line items). On a first attempt the reply is
 // the ground truth with faults drawn from Config.Mix: formatting faults
 // (fences, prose, trailing commas, single quotes, Python literals,
 // comments), content faults (wrong types, missing required properties,
@@ -149,7 +152,8 @@
 // JSON value (truncated, refused, empty) or its root is at fault, the reply
 // is the full corrected value, as a model would send.
 //
-// Replies are a pure function of (seed, task key, turn, request): concurrency
+// Replies are a pure function of (seed, task key, run, model, turn,
+// request): concurrency
 // does not change them. Transport faults (Config.Transport) and latency are
 // drawn per call and depend on arrival order; rate limits (Config.RPM, TPM)
 // hold state per model and API key, and the prompt cache (below) holds the
