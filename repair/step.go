@@ -235,7 +235,7 @@ func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fix
 	s.res.Calls++
 	s.replies++
 	s.recordReply(&a, req, resp)
-	c := s.checkReply(&a, resp.Text)
+	c := s.checkReply(&a, resp.Text, resp.FinishReason == fixpoint.FinishLength)
 	classify(&a, resp, c)
 	return s.decide(&a, c)
 }
@@ -299,13 +299,20 @@ type checked struct {
 
 // checkReply checks the reply text and records the outcome on a: a reply
 // to a patch request is applied (see patch.go), any other is extracted,
-// validated and coerced.
-func (s *Step) checkReply(a *fixpoint.Attempt, text string) checked {
+// validated and coerced. A reply cut off at the output limit (cut) is not
+// coerced: the scalar it ends in is no longer what the model wrote
+// ("0.44" cut to "0), and a fix would record, and keep as the job's last
+// value, a number the model never gave.
+func (s *Step) checkReply(a *fixpoint.Attempt, text string, cut bool) checked {
 	if s.patch != nil {
 		r := s.feedPatch(a, text)
 		return checked{valid: r.valid, class: string(validate.ClassOf(a.Errors)), localRepairs: r.localRepairs, shown: r.shown, patched: &r}
 	}
-	check := validate.CheckWith(s.job.Schema, text, validate.CheckOptions{Coerce: Coercer(s.lim.Coerce)})
+	coerce := Coercer(s.lim.Coerce)
+	if cut {
+		coerce = nil
+	}
+	check := validate.CheckWith(s.job.Schema, text, validate.CheckOptions{Coerce: coerce})
 	a.Source = check.Source
 	a.Repairs = check.Repairs
 	a.Coerced = check.Coerced
