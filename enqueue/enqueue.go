@@ -1356,11 +1356,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		}
 	}
 	if folded > 5 {
-		holds := plural(folded-5, "more row") + " hold"
-		if folded-5 == 1 {
-			holds += "s"
-		}
-		prog.Warnings = append(prog.Warnings, holds+" lines that read as rows of the file")
+		prog.Warnings = append(prog.Warnings, moreFolded(folded-5))
 	}
 	if opts.limit > 0 && prog.Rows >= opts.limit {
 		_, _, err := rows.next()
@@ -1376,6 +1372,16 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		r.cfg.ProgressFunc(*prog)
 	}
 	return res, nil
+}
+
+// moreFolded is the warning of the n rows past the first five that look
+// like rows folded into a field.
+func moreFolded(n int) string {
+	holds := plural(n, "more row") + " hold"
+	if n == 1 {
+		holds += "s"
+	}
+	return holds + " lines that read as rows of the file"
 }
 
 // idIndex holds the ids of the file's rows so far: each id's first line

@@ -35,6 +35,43 @@ func usageServer(t *testing.T, usage string) (*httptest.Server, *atomic.Int64) {
 	return srv, &calls
 }
 
+// anomalyRun is a batch of n jobs of model anomaly-model, capped at
+// dollars (none when 0) with a max_tokens of 1024, run to the end by a
+// worker calling srv, priced at in and out dollars a million tokens and
+// making conc calls at once (8 when 0).
+type anomalyRun struct {
+	n       int
+	dollars float64
+	in, out float64
+	conc    int
+}
+
+func (r anomalyRun) run(t *testing.T, h *harness, srv *httptest.Server) {
+	t.Helper()
+	cfg := h.enqueueConfig("b")
+	cfg.Model, cfg.MaxTokens = "anomaly-model", 1024
+	if r.dollars > 0 {
+		cfg.Cap.MaxCostUSD = &r.dollars
+	}
+	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(r.n))); err != nil {
+		t.Fatal(err)
+	}
+	wc := h.workerConfig(h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" }))
+	if r.conc > 0 {
+		wc.Concurrency = r.conc
+	}
+	var err error
+	prices := fmt.Sprintf(`{"anomaly-model":{"input_per_mtok":%g,"output_per_mtok":%g}}`, r.in, r.out)
+	if wc.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), []byte(prices)); err != nil {
+		t.Fatal(err)
+	}
+	rw := h.startWorker(wc, nil, nil)
+	h.waitDone("b", r.n, 30*time.Second)
+	if err := rw.stop(t, 20*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+}
+
 // A reply claiming 10^18 tokens is a provider anomaly: the attempt is
 // charged by estimate and its row written, once per call. Priced as
 // reported it overflowed the ledger's cost column: the result was refused,
@@ -44,19 +81,7 @@ func TestHugeUsageStillLeavesAnAttemptRow(t *testing.T) {
 	const n = 3
 	h := newHarness(t, harnessConfig{})
 	srv, calls := usageServer(t, `{"prompt_tokens":1000000000000000000,"completion_tokens":1000000000000000000}`)
-	cfg := h.enqueueConfig("b")
-	cfg.Model = "anomaly-model"
-	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
-		t.Fatal(err)
-	}
-	wc := h.workerConfig(h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" }))
-	var err error
-	if wc.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), []byte(`{"anomaly-model":{"input_per_mtok":3,"output_per_mtok":15}}`)); err != nil {
-		t.Fatal(err)
-	}
-	rw := h.startWorker(wc, nil, nil)
-	h.waitDone("b", n, 30*time.Second)
-	rw.stop(t, 20*time.Second)
+	anomalyRun{n: n, in: 3, out: 15}.run(t, h, srv)
 	if got := calls.Load(); got != n {
 		t.Errorf("%d calls for %d jobs, want one each", got, n)
 	}
@@ -85,27 +110,11 @@ func TestNegativeUsageKeepsTheCap(t *testing.T) {
 	const n = 12
 	h := newHarness(t, harnessConfig{})
 	srv, calls := usageServer(t, `{"prompt_tokens":-1000000,"completion_tokens":-99999999}`)
-	cfg := h.enqueueConfig("b")
-	cfg.Model = "anomaly-model"
 	// Each call is a few hundred input tokens by estimate, some $0.03 at
 	// $100 a million (output is free, so what a call holds is what it
 	// costs): the cap pays for a few.
 	dollars := 0.1
-	cfg.Cap.MaxCostUSD = &dollars
-	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
-		t.Fatal(err)
-	}
-	wc := h.workerConfig(h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" }))
-	wc.Concurrency = 1
-	var err error
-	if wc.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), []byte(`{"anomaly-model":{"input_per_mtok":100,"output_per_mtok":0}}`)); err != nil {
-		t.Fatal(err)
-	}
-	rw := h.startWorker(wc, nil, nil)
-	h.waitDone("b", n, 30*time.Second)
-	if err := rw.stop(t, 20*time.Second); err != nil {
-		t.Fatalf("worker: %v", err)
-	}
+	anomalyRun{n: n, dollars: dollars, in: 100, conc: 1}.run(t, h, srv)
 	p := h.progress("b")
 	if p.Valid == 0 || p.Valid == n || p.OverBudget != n-p.Valid || calls.Load() != int64(p.Valid) {
 		t.Errorf("%d valid, %d over budget of %d jobs after %d calls; want the cap to stop the batch partway", p.Valid, p.OverBudget, n, calls.Load())
@@ -162,23 +171,7 @@ func TestPaidRepliesThatCannotBeReadAreBounded(t *testing.T) {
 			const n, maxAttempts = 3, 3
 			h := newHarness(t, harnessConfig{})
 			srv, calls := bodyServer(t, tc.body)
-			cfg := h.enqueueConfig("b")
-			cfg.Model = "anomaly-model"
-			dollars := 1.0
-			cfg.Cap.MaxCostUSD = &dollars
-			if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
-				t.Fatal(err)
-			}
-			wc := h.workerConfig(h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" }))
-			var err error
-			if wc.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), []byte(`{"anomaly-model":{"input_per_mtok":3,"output_per_mtok":15}}`)); err != nil {
-				t.Fatal(err)
-			}
-			rw := h.startWorker(wc, nil, nil)
-			h.waitDone("b", n, 30*time.Second)
-			if err := rw.stop(t, 20*time.Second); err != nil {
-				t.Fatalf("worker: %v", err)
-			}
+			anomalyRun{n: n, dollars: 1, in: 3, out: 15}.run(t, h, srv)
 			wantCalls, status := int64(n), fixpoint.StatusValid
 			if !tc.readable {
 				wantCalls, status = n*maxAttempts, fixpoint.StatusFailed
@@ -227,25 +220,8 @@ func TestUsageBeyondTheRequestKeepsTheCap(t *testing.T) {
 	const n = 6
 	h := newHarness(t, harnessConfig{})
 	srv, calls := usageServer(t, `{"prompt_tokens":5000000,"completion_tokens":5000000}`)
-	cfg := h.enqueueConfig("b")
-	cfg.Model = "anomaly-model"
-	cfg.MaxTokens = 1024
 	dollars := 5.0
-	cfg.Cap.MaxCostUSD = &dollars
-	if _, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(dataset(n))); err != nil {
-		t.Fatal(err)
-	}
-	wc := h.workerConfig(h.client(func(c *llm.Config) { c.BaseURL = srv.URL + "/v1" }))
-	wc.Concurrency = 1
-	var err error
-	if wc.Loop.Prices, err = repair.ParsePrices(repair.DefaultPrices(), []byte(`{"anomaly-model":{"input_per_mtok":0.75,"output_per_mtok":0}}`)); err != nil {
-		t.Fatal(err)
-	}
-	rw := h.startWorker(wc, nil, nil)
-	h.waitDone("b", n, 30*time.Second)
-	if err := rw.stop(t, 20*time.Second); err != nil {
-		t.Fatalf("worker: %v", err)
-	}
+	anomalyRun{n: n, dollars: dollars, in: 0.75, conc: 1}.run(t, h, srv)
 	sp, err := h.st.BatchSpend(h.ctx, "b")
 	if err != nil || sp.CostUSD > dollars || sp.CostUSD <= 0 {
 		t.Errorf("spent $%f of a $%g cap (%v); want within it", sp.CostUSD, dollars, err)
