@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fixpoint-dev/fixpoint/ecma"
 	"github.com/fixpoint-dev/fixpoint/extract"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -448,7 +449,7 @@ func children(s *jsonschema.Schema, key childKey) []*jsonschema.Schema {
 			// A name no property declares may match any pattern.
 			// A match out of time counts as one: the estimate must not
 			// fall short.
-			if key.name == "" || matchOr(re, key.name, true) {
+			if key.name == "" || ecma.MatchOr(re, key.name, true) {
 				add(sub)
 				matched = true
 			}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fixpoint-dev/fixpoint/ecma"
 )
 
 // ErrUnsatisfiable is matched (errors.Is) by the error [Schema.Satisfiable]
@@ -366,7 +368,7 @@ func (g *satGraph) buildObject(n *satNode) bool {
 			kws = append(kws, n.loc+"/properties/"+escapeToken(r))
 		}
 		for j, re := range patterns {
-			m, err := matchRegexp(re, r)
+			m, err := ecma.Match(re, r)
 			if err != nil {
 				return false
 			}

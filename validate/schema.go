@@ -230,7 +230,7 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	c.AssertFormat()
 	registerURIFormats(c)
 	// Patterns are ECMA-262's (JSON Schema says so), not Go's RE2 syntax:
-	// they are translated (see compileECMA), or matched by the backtracking
+	// they are translated (see compilePattern), or matched by the backtracking
 	// engine under clock's bounds. The schema's own patterns, compiled
 	// now, may keep the RE2 meaning they had before (see
 	// ecmaRegexpEngine); a value checked against "format": "regex" later
@@ -379,7 +379,7 @@ func (s *Schema) validate(v any) []fixpoint.ValidationError {
 
 // schemaError turns a library compile error into a *SchemaError naming the
 // keyword and its location. A pattern's error says what is wrong in it and
-// where (ecmaError).
+// where (ecma.Compile).
 func schemaError(doc any, err error) *SchemaError {
 	var (
 		sve  *jsonschema.SchemaValidationError

@@ -21,7 +21,7 @@
 //
 // "pattern" and "patternProperties" are ECMA-262 regular expressions with the
 // "u" flag, as JSON Schema says: each is translated to an RE2 pattern of the
-// same meaning and matched in linear time (ecma.go); what RE2 cannot do
+// same meaning and matched in linear time (package ecma); what RE2 cannot do
 // (lookahead, lookbehind, backreferences) is matched by a backtracking engine
 // under a time bound: 100 ms a match, 1 s for all those of one check. A string
 // that could not be matched in time is an error (keyword "pattern"), never
