@@ -11,6 +11,7 @@ import (
 	"github.com/dlclark/regexp2/v2"
 
 	"github.com/fixpoint-dev/fixpoint/ecma"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
 	"github.com/fixpoint-dev/fixpoint/internal/schematest"
 )
 
@@ -141,7 +142,7 @@ func TestPatternStackBound(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs[0].Message, "needed more backtracking than allowed") {
 		t.Errorf("1,000,000 characters: %d errors; want one saying the match needed too much backtracking", len(errs))
 		if len(errs) > 0 {
-			t.Log(shorten(errs[0].Message, 300))
+			t.Log(render.Shorten(errs[0].Message, 300))
 		}
 	}
 }

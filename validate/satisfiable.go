@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/fixpoint-dev/fixpoint/ecma"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
 )
 
 // ErrUnsatisfiable is matched (errors.Is) by the error [Schema.Satisfiable]
@@ -590,11 +591,11 @@ func (e *evaluation) sub(j int, loc string) func() string {
 	return func() string {
 		switch {
 		case e.g.isFalse(j):
-			return display(loc) + " is false"
+			return render.Path(loc) + " is false"
 		case e.g.tk(j) == 0:
-			return "no value satisfies " + display(loc)
+			return "no value satisfies " + render.Path(loc)
 		}
-		return fmt.Sprintf("%s allows only %s, which the rest of %s does not allow (%s)", display(loc), e.g.tk(j), display(e.n.loc), e.k)
+		return fmt.Sprintf("%s allows only %s, which the rest of %s does not allow (%s)", render.Path(loc), e.g.tk(j), render.Path(e.n.loc), e.k)
 	}
 }
 
@@ -633,7 +634,7 @@ func (e *evaluation) applicators() bool {
 			if union == 0 {
 				return "no " + alt.keyword + " branch can be satisfied"
 			}
-			return fmt.Sprintf("the %s branches allow only %s, which the rest of %s does not allow (%s)", alt.keyword, union, display(n.loc), e.k)
+			return fmt.Sprintf("the %s branches allow only %s, which the rest of %s does not allow (%s)", alt.keyword, union, render.Path(n.loc), e.k)
 		}) {
 			return false
 		}
@@ -686,7 +687,7 @@ func (g *satGraph) object(n *satNode) (cause, bool) {
 	}
 	for j, slot := range n.slots {
 		if len(slot) == 1 && slot[0] == never {
-			return keywordCause(n.loc, "required", fmt.Sprintf("required property %s is not allowed: additionalProperties is false", quote(n.required[j]))), false
+			return keywordCause(n.loc, "required", fmt.Sprintf("required property %s is not allowed: additionalProperties is false", render.Quote(n.required[j]))), false
 		}
 	}
 	minProps := 0
@@ -729,7 +730,7 @@ func (g *satGraph) requiredSlot(n *satNode, j int, slot []int) (cause, bool) {
 		}
 		c := keywordCause(n.loc, "required", "")
 		c.consumes = true
-		switch name, kw := quote(n.required[j]), display(n.slotKw[j][m]); {
+		switch name, kw := render.Quote(n.required[j]), render.Path(n.slotKw[j][m]); {
 		case g.isFalse(d):
 			c.reason = fmt.Sprintf("required property %s must satisfy %s, which is false", name, kw)
 		case g.tk(d) == 0:
@@ -766,19 +767,19 @@ func (g *satGraph) array(n *satNode) (cause, bool) {
 			c.consumes = true
 		}
 		if g.isFalse(d) {
-			c.reason = fmt.Sprintf("item %d must be present but %s is false", i, display(n.posKw[i]))
+			c.reason = fmt.Sprintf("item %d must be present but %s is false", i, render.Path(n.posKw[i]))
 		} else {
 			c.child = d
-			c.reason = fmt.Sprintf("item %d must be present and satisfy %s", i, display(n.posKw[i]))
+			c.reason = fmt.Sprintf("item %d must be present and satisfy %s", i, render.Path(n.posKw[i]))
 		}
 		return c, false
 	}
 	if n.contains >= 0 && g.tk(n.contains) == 0 {
 		loc := n.loc + "/contains"
 		if g.isFalse(n.contains) {
-			return keywordCause(n.loc, "contains", "an item must satisfy "+display(loc)+", which is false"), false
+			return keywordCause(n.loc, "contains", "an item must satisfy "+render.Path(loc)+", which is false"), false
 		}
-		c := keywordCause(n.loc, "contains", "an item must satisfy "+display(loc))
+		c := keywordCause(n.loc, "contains", "an item must satisfy "+render.Path(loc))
 		c.child, c.consumes = n.contains, true
 		return c, false
 	}
@@ -824,7 +825,7 @@ func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, str
 	if s.Const != nil {
 		c := kindOf(*s.Const)
 		if k&c == 0 {
-			return 0, "const", fmt.Sprintf("const %s is not of type %s", render(*s.Const, maxFound), k)
+			return 0, "const", fmt.Sprintf("const %s is not of type %s", render.Value(*s.Const, render.MaxFound), k)
 		}
 		k &= c
 	}
@@ -910,7 +911,7 @@ func boundsText(s *jsonschema.Schema) string {
 	}{{"minimum", s.Minimum}, {"exclusiveMinimum", s.ExclusiveMinimum}, {"maximum", s.Maximum},
 		{"exclusiveMaximum", s.ExclusiveMaximum}, {"multipleOf", s.MultipleOf}} {
 		if b.r != nil {
-			parts = append(parts, b.name+" "+ratString(b.r))
+			parts = append(parts, b.name+" "+render.Rat(b.r))
 		}
 	}
 	if len(parts) == 0 {
@@ -1095,13 +1096,13 @@ func (g *satGraph) explainFrom(start int) error {
 		if c.child < 0 || depth > len(g.nodes) {
 			return satError(c, via)
 		}
-		via = append(via, fmt.Sprintf("%s at %s", c.keyword, display(c.loc)))
+		via = append(via, fmt.Sprintf("%s at %s", c.keyword, render.Path(c.loc)))
 		consumed = append(consumed, c.consumes)
 		if at, loop := onPath[c.child]; loop {
 			deep := slices.Contains(consumed[at:], true)
-			c.reason = fmt.Sprintf("%s refers back to %s without consuming any part of the value", c.keyword, display(g.nodes[c.child].loc))
+			c.reason = fmt.Sprintf("%s refers back to %s without consuming any part of the value", c.keyword, render.Path(g.nodes[c.child].loc))
 			if deep {
-				c.reason = fmt.Sprintf("%s refers back to %s, which only an infinitely deep value could satisfy", c.keyword, display(g.nodes[c.child].loc))
+				c.reason = fmt.Sprintf("%s refers back to %s, which only an infinitely deep value could satisfy", c.keyword, render.Path(g.nodes[c.child].loc))
 			}
 			return satError(c, via[:len(via)-1])
 		}
@@ -1124,7 +1125,7 @@ func satError(c cause, via []string) error {
 		via = append(short, via[len(via)-satViaMax/2:]...)
 	}
 	if len(via) > 0 {
-		reason += " (via " + shorten(strings.Join(via, ", "), satViaBytes) + ")"
+		reason += " (via " + render.Shorten(strings.Join(via, ", "), satViaBytes) + ")"
 	}
 	return &SchemaError{Keyword: c.keyword, Location: c.loc, Err: fmt.Errorf("%w: %s", ErrUnsatisfiable, reason)}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
 )
 
 // ErrSchema is matched (errors.Is) by every error Compile returns.
@@ -42,7 +43,7 @@ type SchemaError struct {
 func (e *SchemaError) Error() string {
 	loc := e.Location
 	if loc == "" {
-		loc = rootDisplay
+		loc = render.Root
 	}
 	if e.Keyword == "" {
 		return fmt.Sprintf("%v at %s: %v", ErrSchema, loc, e.Err)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/fixpoint-dev/fixpoint/internal/render"
 )
 
 // ErrUnsatisfiablePart is matched (errors.Is) by the errors
@@ -74,7 +76,7 @@ func unsatReason(err error) string {
 	}
 	why := strings.TrimPrefix(se.Err.Error(), ErrUnsatisfiable.Error()+": ")
 	if se.Keyword == "" {
-		return fmt.Sprintf("at %s: %s", display(se.Location), why)
+		return fmt.Sprintf("at %s: %s", render.Path(se.Location), why)
 	}
-	return fmt.Sprintf("keyword %q at %s: %s", se.Keyword, display(se.Location), why)
+	return fmt.Sprintf("keyword %q at %s: %s", se.Keyword, render.Path(se.Location), why)
 }

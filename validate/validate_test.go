@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
 )
 
 // validateCases are schema/value pairs with the exact errors expected. They
@@ -304,7 +305,7 @@ var validateCases = []struct {
 		name:   "long found value is shortened",
 		schema: `{"type":"string"}`,
 		value:  `{"text":"` + strings.Repeat("x", 200) + `"}`,
-		want:   []fixpoint.ValidationError{{Path: "", Keyword: "type", Class: fixpoint.ClassShape, Message: `(root): expected string, got object {"text":"` + strings.Repeat("x", maxFound-3-len(`{"text":"`)) + `...`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "type", Class: fixpoint.ClassShape, Message: `(root): expected string, got object {"text":"` + strings.Repeat("x", render.MaxFound-3-len(`{"text":"`)) + `...`}},
 	},
 	{
 		name:   "draft-07 tuple items and additionalItems",
