@@ -11,6 +11,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/internal/render"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
@@ -212,7 +213,7 @@ func libraryMessage(e *jsonschema.ValidationError) string {
 // falseSchema reports a value where the subschema is false, naming the
 // keyword that holds the false schema.
 func (f *flattener) falseSchema(e *jsonschema.ValidationError, path string) {
-	toks := strings.Split(fragmentOf(e.SchemaURL), "/")
+	toks := strings.Split(subschema.Fragment(e.SchemaURL), "/")
 	last, parent := "", ""
 	if n := len(toks); n >= 1 {
 		last = toks[n-1]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/ecma"
 	"github.com/fixpoint-dev/fixpoint/internal/render"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 )
 
 // ErrUnsatisfiable is matched (errors.Is) by the error [Schema.Satisfiable]
@@ -92,94 +93,6 @@ const (
 	satDepth = 16
 )
 
-// kinds is a set of JSON value kinds.
-type kinds uint8
-
-const (
-	kNull kinds = 1 << iota
-	kBool
-	kInt  // an integer (1, 1.0)
-	kFrac // a number that is not an integer
-	kString
-	kObject
-	kArray
-
-	kNumber kinds = kInt | kFrac
-	kAll    kinds = kNull | kBool | kNumber | kString | kObject | kArray
-)
-
-// String names the kinds: "string or integer", "value" for all of them.
-func (k kinds) String() string {
-	switch k {
-	case 0:
-		return "nothing"
-	case kAll:
-		return "value"
-	}
-	var names []string
-	for _, n := range []struct {
-		k    kinds
-		name string
-	}{
-		{kNull, "null"}, {kBool, "boolean"}, {kNumber, "number"}, {kInt, "integer"},
-		{kFrac, "non-integer number"}, {kString, "string"}, {kObject, "object"}, {kArray, "array"},
-	} {
-		if k&n.k == n.k {
-			names = append(names, n.name)
-			k &^= n.k
-		}
-	}
-	return strings.Join(names, " or ")
-}
-
-// kindOf is the kind of a value as decoded by jsonschema.UnmarshalJSON.
-func kindOf(v any) kinds {
-	switch v.(type) {
-	case nil:
-		return kNull
-	case bool:
-		return kBool
-	case string:
-		return kString
-	case map[string]any:
-		return kObject
-	case []any:
-		return kArray
-	}
-	r, ok := new(big.Rat).SetString(fmt.Sprint(v))
-	if !ok {
-		return kNumber
-	}
-	if r.IsInt() {
-		return kInt
-	}
-	return kFrac
-}
-
-// typeKinds are the kinds of a "type" keyword.
-func typeKinds(t *jsonschema.Types) kinds {
-	var k kinds
-	for _, name := range t.ToStrings() {
-		switch name {
-		case "null":
-			k |= kNull
-		case "boolean":
-			k |= kBool
-		case "integer":
-			k |= kInt
-		case "number":
-			k |= kNumber
-		case "string":
-			k |= kString
-		case "object":
-			k |= kObject
-		case "array":
-			k |= kArray
-		}
-	}
-	return k
-}
-
 // Slots of a node's dependencies that are no schema.
 const (
 	noSchema = -1 // the keyword is absent, or true: anything goes
@@ -192,14 +105,14 @@ type satNode struct {
 	s   *jsonschema.Schema
 	loc string // JSON pointer in the schema document, or the full URL elsewhere
 
-	static    kinds // the kinds the node's own keywords allow, regardless of subschemas
-	staticWhy cause // why static is empty
-	legacy    bool  // draft < 2019 with $ref: only "const" and "$ref" apply
+	static    subschema.Types // the kinds the node's own keywords allow, regardless of subschemas
+	staticWhy cause           // why static is empty
+	legacy    bool            // draft < 2019 with $ref: only "const" and "$ref" apply
 
 	ref                 int
 	allOf, anyOf, oneOf []int
 	ifN, thenN, elseN   int
-	ifUniversal         kinds
+	ifUniversal         subschema.Types
 
 	// objects
 	required   []string   // distinct, in schema order
@@ -222,17 +135,17 @@ type satNode struct {
 
 // satGraph is the graph of a schema's subschemas and the kinds each can be
 // satisfied with (the least fixpoint, once solved). Its nodes are those of
-// the schema's schemaGraph, root first, but for the subschemas of the
+// the schema's subschema.Graph, root first, but for the subschemas of the
 // standard metaschemas: they count as satisfiable, and are not looked into.
 type satGraph struct {
 	nodes  []satNode
 	index  map[*jsonschema.Schema]int
-	t      []kinds
+	t      []subschema.Types
 	budget int
 }
 
 // satisfiable checks the root of sg within budget (see satBudget).
-func satisfiable(sg *schemaGraph, budget int) error {
+func satisfiable(sg *subschema.Graph, budget int) error {
 	g, ok := solveKinds(sg, budget)
 	if !ok || g.t[0] != 0 {
 		return nil // over budget, so cannot tell; or satisfiable
@@ -242,10 +155,10 @@ func satisfiable(sg *schemaGraph, budget int) error {
 
 // solveKinds builds the graph of sg's subschemas and solves it, and
 // reports whether it did within budget.
-func solveKinds(sg *schemaGraph, budget int) (*satGraph, bool) {
-	g := &satGraph{index: make(map[*jsonschema.Schema]int, len(sg.nodes)), budget: budget}
-	schemas := make([]*jsonschema.Schema, 0, len(sg.nodes))
-	for _, s := range sg.nodes {
+func solveKinds(sg *subschema.Graph, budget int) (*satGraph, bool) {
+	g := &satGraph{index: make(map[*jsonschema.Schema]int, len(sg.Nodes())), budget: budget}
+	schemas := make([]*jsonschema.Schema, 0, len(sg.Nodes()))
+	for _, s := range sg.Nodes() {
 		if !isMeta(s.Location) {
 			g.index[s] = len(schemas)
 			schemas = append(schemas, s)
@@ -278,15 +191,6 @@ func (g *satGraph) nodesOf(ss []*jsonschema.Schema) []int {
 	return out
 }
 
-// schemaLocation is the JSON pointer of a schema location in the schema
-// document, or the location itself in another document.
-func schemaLocation(u string) string {
-	if u == schemaURL || strings.HasPrefix(u, schemaURL+"#") {
-		return fragmentOf(u)
-	}
-	return u
-}
-
 // isMeta reports whether a location is in a standard metaschema.
 func isMeta(u string) bool {
 	return strings.HasPrefix(u, "https://json-schema.org/") || strings.HasPrefix(u, "http://json-schema.org/")
@@ -300,7 +204,7 @@ func (g *satGraph) build(schemas []*jsonschema.Schema) bool {
 		if !g.spend(1) {
 			return false
 		}
-		n := satNode{s: s, loc: schemaLocation(s.Location), ref: noSchema, ifN: noSchema, thenN: noSchema, elseN: noSchema,
+		n := satNode{s: s, loc: subschema.Location(s.Location), ref: noSchema, ifN: noSchema, thenN: noSchema, elseN: noSchema,
 			additional: noSchema, propNames: noSchema, contains: noSchema}
 		n.static = g.staticKinds(s, 0, n.loc, &n.staticWhy)
 		switch {
@@ -385,7 +289,7 @@ func (g *satGraph) buildObject(n *satNode) bool {
 		n.slots = append(n.slots, slot)
 		n.slotKw = append(n.slotKw, kws)
 	}
-	for _, name := range sortedKeys(s.Properties) {
+	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
 		if !seen[name] {
 			n.optProps = append(n.optProps, g.node(s.Properties[name]))
 		}
@@ -474,7 +378,7 @@ func (g *satGraph) deps(i int) []int {
 // solve computes the least fixpoint of the kinds of every node, and reports
 // whether it did within the budget.
 func (g *satGraph) solve() bool {
-	g.t = make([]kinds, len(g.nodes))
+	g.t = make([]subschema.Types, len(g.nodes))
 	queued := make([]bool, len(g.nodes))
 	queue := make([]int, 0, len(g.nodes))
 	for i := len(g.nodes) - 1; i >= 0; i-- {
@@ -516,10 +420,10 @@ func (g *satGraph) isFalse(j int) bool {
 }
 
 // tk is the current kinds of a dependency slot.
-func (g *satGraph) tk(j int) kinds {
+func (g *satGraph) tk(j int) subschema.Types {
 	switch j {
 	case noSchema:
-		return kAll
+		return subschema.TypeAny
 	case never:
 		return 0
 	}
@@ -542,7 +446,7 @@ func keywordCause(loc, keyword, reason string) cause {
 // eval computes the kinds of node i from the current kinds of its
 // dependencies. With why set, it records the first keyword that leaves no
 // kind (eval is then only called on nodes without kinds).
-func (g *satGraph) eval(i int, why *cause) kinds {
+func (g *satGraph) eval(i int, why *cause) subschema.Types {
 	n := &g.nodes[i]
 	if n.static == 0 || n.s.Bool != nil {
 		if why != nil {
@@ -565,13 +469,13 @@ func (g *satGraph) eval(i int, why *cause) kinds {
 type evaluation struct {
 	g   *satGraph
 	n   *satNode
-	k   kinds
+	k   subschema.Types
 	why *cause
 }
 
 // cut intersects the kinds left with those of a dependency, child or
 // noSchema, recording the cause when that leaves none.
-func (e *evaluation) cut(with kinds, loc, keyword string, child int, reason func() string) bool {
+func (e *evaluation) cut(with subschema.Types, loc, keyword string, child int, reason func() string) bool {
 	if e.k&with != 0 {
 		e.k &= with
 		return true
@@ -622,7 +526,7 @@ func (e *evaluation) applicators() bool {
 		if len(alt.list) == 0 {
 			continue
 		}
-		var union kinds
+		var union subschema.Types
 		for _, a := range alt.list {
 			union |= g.tk(a)
 		}
@@ -650,17 +554,17 @@ func (e *evaluation) applicators() bool {
 
 // shapes takes object and array out of the kinds left when no object, or
 // no array, satisfies the node, and returns the kinds left.
-func (e *evaluation) shapes() kinds {
+func (e *evaluation) shapes() subschema.Types {
 	var reasons []cause
-	if e.k&kObject != 0 {
+	if e.k&subschema.TypeObject != 0 {
 		if c, ok := e.g.object(e.n); !ok {
-			e.k &^= kObject
+			e.k &^= subschema.TypeObject
 			reasons = append(reasons, c)
 		}
 	}
-	if e.k&kArray != 0 {
+	if e.k&subschema.TypeArray != 0 {
 		if c, ok := e.g.array(e.n); !ok {
-			e.k &^= kArray
+			e.k &^= subschema.TypeArray
 			reasons = append(reasons, c)
 		}
 	}
@@ -694,7 +598,7 @@ func (g *satGraph) object(n *satNode) (cause, bool) {
 	if s.MinProperties != nil {
 		minProps = *s.MinProperties
 	}
-	if g.tk(n.propNames)&kString == 0 && (len(n.required) > 0 || minProps > 0) {
+	if g.tk(n.propNames)&subschema.TypeString == 0 && (len(n.required) > 0 || minProps > 0) {
 		return keywordCause(n.loc, "propertyNames", "propertyNames allows no name, but the object needs a property"), false
 	}
 	for j, slot := range n.slots {
@@ -723,7 +627,7 @@ func (g *satGraph) object(n *satNode) (cause, bool) {
 // requiredSlot reports whether a value may satisfy every schema of the
 // required property j of n, and if not why.
 func (g *satGraph) requiredSlot(n *satNode, j int, slot []int) (cause, bool) {
-	k := kAll
+	k := subschema.TypeAny
 	for m, d := range slot {
 		if k &= g.tk(d); k != 0 {
 			continue
@@ -790,10 +694,10 @@ func (g *satGraph) array(n *satNode) (cause, bool) {
 // kinds allow: type, const, enum, not, and the string and number bounds. With
 // why set, it records the keyword that leaves no kind. Past satDepth, or
 // over the budget, it gives up and allows every kind.
-func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why *cause) kinds {
+func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why *cause) subschema.Types {
 	if s.Bool != nil {
 		if *s.Bool {
-			return kAll
+			return subschema.TypeAny
 		}
 		if why != nil {
 			*why = cause{loc: loc, reason: "the schema is false", child: noSchema}
@@ -801,7 +705,7 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 		return 0
 	}
 	if depth > satDepth || !g.spend(1) {
-		return kAll
+		return subschema.TypeAny
 	}
 	k, keyword, reason := g.ownKinds(s, depth)
 	if k != 0 && !(s.DraftVersion < 2019 && s.Ref != nil) {
@@ -816,14 +720,14 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 // ownKinds are the kinds type, const, enum, not and oneOf allow, as far
 // as told without solving the graph; with none, the keyword that leaves
 // none, and why.
-func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, string) {
-	k := kAll
+func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (subschema.Types, string, string) {
+	k := subschema.TypeAny
 	legacy := s.DraftVersion < 2019 && s.Ref != nil
 	if s.Types != nil && !legacy {
-		k &= typeKinds(s.Types)
+		k &= subschema.TypesOf(s.Types)
 	}
 	if s.Const != nil {
-		c := kindOf(*s.Const)
+		c := subschema.TypeOf(*s.Const)
 		if k&c == 0 {
 			return 0, "const", fmt.Sprintf("const %s is not of type %s", render.Value(*s.Const, render.MaxFound), k)
 		}
@@ -833,9 +737,9 @@ func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, str
 		return k, "", ""
 	}
 	if s.Enum != nil {
-		var e kinds
+		var e subschema.Types
 		for _, v := range s.Enum.Values {
-			e |= kindOf(v)
+			e |= subschema.TypeOf(v)
 		}
 		switch {
 		case len(s.Enum.Values) == 0:
@@ -850,7 +754,7 @@ func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, str
 		switch {
 		case k&^u != 0:
 			k &^= u
-		case k == kAll:
+		case k == subschema.TypeAny:
 			return 0, "not", "the \"not\" schema accepts every value"
 		default:
 			return 0, "not", fmt.Sprintf("the \"not\" schema accepts every %s", k)
@@ -858,7 +762,7 @@ func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, str
 	}
 	if len(s.OneOf) >= 2 {
 		// A value of a kind two branches accept in full matches both.
-		var once, twice kinds
+		var once, twice subschema.Types
 		for _, o := range s.OneOf {
 			u := g.universalKinds(o, depth+1)
 			twice |= once & u
@@ -874,17 +778,17 @@ func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, str
 
 // boundKinds are the kinds of k the string and number bounds of s leave;
 // with none, the keyword that leaves none, and why.
-func boundKinds(s *jsonschema.Schema, k kinds) (kinds, string, string) {
-	if s.MinLength != nil && s.MaxLength != nil && *s.MinLength > *s.MaxLength && k&kString != 0 {
-		if k == kString {
+func boundKinds(s *jsonschema.Schema, k subschema.Types) (subschema.Types, string, string) {
+	if s.MinLength != nil && s.MaxLength != nil && *s.MinLength > *s.MaxLength && k&subschema.TypeString != 0 {
+		if k == subschema.TypeString {
 			return 0, "minLength", fmt.Sprintf("minLength %d is greater than maxLength %d", *s.MinLength, *s.MaxLength)
 		}
-		k &^= kString
+		k &^= subschema.TypeString
 	}
-	if k&kNumber == 0 {
+	if k&subschema.TypeNumber == 0 {
 		return k, "", ""
 	}
-	out := kNumber &^ numberKinds(s)
+	out := subschema.TypeNumber &^ numberKinds(s)
 	if k&^out != 0 {
 		return k &^ out, "", ""
 	}
@@ -923,13 +827,13 @@ func boundsText(s *jsonschema.Schema) string {
 // universalKinds are kinds of which s accepts every value, as far as can be
 // told without a value: an under-approximation. Past satDepth it gives up
 // and claims none.
-func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) kinds {
+func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) subschema.Types {
 	if s == nil {
-		return kAll
+		return subschema.TypeAny
 	}
 	if s.Bool != nil {
 		if *s.Bool {
-			return kAll
+			return subschema.TypeAny
 		}
 		return 0
 	}
@@ -945,9 +849,9 @@ func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) kinds {
 	if s.Enum != nil || s.Format != nil || s.RecursiveRef != nil || s.DynamicRef != nil || len(s.Extensions) > 0 {
 		return 0
 	}
-	k := kAll
+	k := subschema.TypeAny
 	if s.Types != nil {
-		k &= typeKinds(s.Types)
+		k &= subschema.TypesOf(s.Types)
 	}
 	if s.Ref != nil {
 		k &= g.universalKinds(s.Ref, depth+1)
@@ -959,7 +863,7 @@ func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) kinds {
 		k &= g.universalKinds(a, depth+1)
 	}
 	if len(s.AnyOf) > 0 {
-		var union kinds
+		var union subschema.Types
 		for _, a := range s.AnyOf {
 			union |= g.universalKinds(a, depth+1)
 		}
@@ -977,28 +881,28 @@ func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) kinds {
 	}
 	if s.MinLength != nil && *s.MinLength > 0 || s.MaxLength != nil || s.Pattern != nil ||
 		s.ContentEncoding != nil || s.ContentMediaType != nil || s.ContentSchema != nil {
-		k &^= kString
+		k &^= subschema.TypeString
 	}
 	if s.Minimum != nil || s.Maximum != nil || s.ExclusiveMinimum != nil || s.ExclusiveMaximum != nil || s.MultipleOf != nil {
-		k &^= kNumber
+		k &^= subschema.TypeNumber
 	}
 	if s.MinProperties != nil && *s.MinProperties > 0 || s.MaxProperties != nil || len(s.Required) > 0 ||
 		s.PropertyNames != nil || len(s.Properties) > 0 || len(s.PatternProperties) > 0 ||
 		s.AdditionalProperties != nil && s.AdditionalProperties != true || len(s.Dependencies) > 0 ||
 		len(s.DependentRequired) > 0 || len(s.DependentSchemas) > 0 || s.UnevaluatedProperties != nil {
-		k &^= kObject
+		k &^= subschema.TypeObject
 	}
 	if s.MinItems != nil && *s.MinItems > 0 || s.MaxItems != nil || s.UniqueItems || s.Items != nil ||
 		s.AdditionalItems != nil || len(s.PrefixItems) > 0 || s.Items2020 != nil || s.Contains != nil ||
 		s.UnevaluatedItems != nil {
-		k &^= kArray
+		k &^= subschema.TypeArray
 	}
 	return k
 }
 
 // numberKinds are the number kinds (integer, non-integer) some value within
 // the bounds and multipleOf of s has.
-func numberKinds(s *jsonschema.Schema) kinds {
+func numberKinds(s *jsonschema.Schema) subschema.Types {
 	lo, loEx := s.Minimum, false
 	if x := s.ExclusiveMinimum; x != nil && (lo == nil || x.Cmp(lo) >= 0) {
 		lo, loEx = x, true
@@ -1016,7 +920,7 @@ func numberKinds(s *jsonschema.Schema) kinds {
 	if m != nil && m.Sign() <= 0 {
 		m = nil
 	}
-	var k kinds
+	var k subschema.Types
 	// Integers: the integer multiples of p/q (in lowest terms) are the
 	// multiples of p.
 	step := big.NewRat(1, 1)
@@ -1024,13 +928,13 @@ func numberKinds(s *jsonschema.Schema) kinds {
 		step = new(big.Rat).SetInt(m.Num())
 	}
 	if n, bounded := multiples(lo, loEx, hi, hiEx, step); !bounded || n.Sign() > 0 {
-		k |= kInt
+		k |= subschema.TypeInteger
 	}
 	// Non-integers.
 	switch {
 	case m == nil:
 		if lo == nil || hi == nil || lo.Cmp(hi) < 0 || !lo.IsInt() {
-			k |= kFrac
+			k |= subschema.TypeFraction
 		}
 	case !m.Denom().IsInt64() || m.Denom().Int64() != 1:
 		// k·m is an integer exactly when the denominator divides k; of two
@@ -1038,10 +942,10 @@ func numberKinds(s *jsonschema.Schema) kinds {
 		n, bounded := multiples(lo, loEx, hi, hiEx, m)
 		switch {
 		case !bounded || n.Cmp(big.NewInt(2)) >= 0:
-			k |= kFrac
+			k |= subschema.TypeFraction
 		case n.Sign() > 0:
 			if first := ceilDiv(lo, m, loEx); new(big.Int).Mod(first, m.Denom()).Sign() != 0 {
-				k |= kFrac
+				k |= subschema.TypeFraction
 			}
 		}
 	}

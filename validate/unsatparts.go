@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fixpoint-dev/fixpoint/internal/render"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 )
 
 // ErrUnsatisfiablePart is matched (errors.Is) by the errors
@@ -46,10 +47,10 @@ func (s *Schema) UnsatisfiableParts() []error {
 		queue = queue[1:]
 		n := &g.nodes[i]
 		var parts []int
-		if g.t[i]&kObject != 0 {
+		if g.t[i]&subschema.TypeObject != 0 {
 			parts = append(parts, n.optProps...)
 		}
-		if g.t[i]&kArray != 0 {
+		if g.t[i]&subschema.TypeArray != 0 {
 			parts = append(parts, n.optItems...)
 		}
 		for _, p := range parts {

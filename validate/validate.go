@@ -29,7 +29,7 @@
 //
 // An id ("$id", draft-04 "id") repeated in several subschemas, as generated
 // schemas have them, names the first in the schema's text; the others
-// validate as written (ids.go).
+// validate as written (subschema.DedupeIDs).
 //
 // # Errors
 //

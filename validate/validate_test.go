@@ -499,6 +499,28 @@ func TestCompileExternalRefIsErrExternalRef(t *testing.T) {
 	}
 }
 
+// TestCompileNamesTheRefThatFails: of two references written alike, one
+// to a resource of the document and one outside it, the error names the
+// one that resolves to the URL refused, under its own $id.
+func TestCompileNamesTheRefThatFails(t *testing.T) {
+	t.Parallel()
+	schema := `{"$id": "https://example.com/a/root.json",
+		"properties": {"x": {"$ref": "other.json"},
+		  "y": {"$id": "https://example.com/b/sub.json", "properties": {"z": {"$ref": "other.json"}}}},
+		"$defs": {"o": {"$id": "other.json"}}}`
+	_, err := Compile([]byte(schema))
+	var se *SchemaError
+	if !errors.As(err, &se) {
+		t.Fatalf("Compile = %v, want a *SchemaError", err)
+	}
+	if se.Keyword != "$ref" || se.Location != "/properties/y/properties/z/$ref" {
+		t.Errorf("error names %q at %q, want $ref at /properties/y/properties/z/$ref: %v", se.Keyword, se.Location, err)
+	}
+	if !strings.Contains(err.Error(), "https://example.com/b/other.json") {
+		t.Errorf("error does not name the URL refused: %v", err)
+	}
+}
+
 func TestCompileDrafts(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
