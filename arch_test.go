@@ -48,7 +48,7 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 
 // purePackages take values in and give values out: no network, queue or
 // ledger, no file system, no logging.
-var purePackages = []string{"extract", "validate", "ecma", "subschema", "internal/render"}
+var purePackages = []string{"extract", "validate", "ecma", "subschema", "satisfy", "internal/render"}
 
 // pureNoImport are what a pure package does not import itself. (The
 // standard library and the schema library link os; these are the

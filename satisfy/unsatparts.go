@@ -1,4 +1,4 @@
-package validate
+package satisfy
 
 import (
 	"errors"
@@ -10,29 +10,26 @@ import (
 )
 
 // ErrUnsatisfiablePart is matched (errors.Is) by the errors
-// [Schema.UnsatisfiableParts] returns.
+// [Solution.Parts] returns.
 var ErrUnsatisfiablePart = errors.New("no value satisfies this part of the schema")
 
-// UnsatisfiableParts returns, for a schema that some value satisfies, the
-// declared properties and the items no value can satisfy, by the same check
-// as [Schema.Satisfiable] (and within its budget). The property is optional
-// (the array may be empty), so the schema as a whole is accepted; but a
-// reply that gives it (and models fill in the properties a schema declares)
-// always fails, and every repair attempt is paid for. A part whose schema
-// is false forbids it on purpose and is not listed. Each error is a
-// *SchemaError matching ErrSchema and ErrUnsatisfiablePart whose Location
-// is the part's schema and whose message says why. It returns nil for an
-// unsatisfiable schema, which Satisfiable refuses whole.
-func (s *Schema) UnsatisfiableParts() []error {
-	if s == nil || s.sch == nil {
+// Parts returns, for a schema that some value satisfies, the declared
+// properties and the items no value can satisfy, by the same check as
+// Check (and within the budget of the Solve that found sol). The property
+// is optional (the array may be empty), so the schema as a whole is
+// accepted; but a reply that gives it (and models fill in the properties a
+// schema declares) always fails, and every repair attempt is paid for. A
+// part whose schema is false forbids it on purpose and is not listed. Each
+// is an *Error matching ErrUnsatisfiablePart whose Location is the part's
+// schema and whose message says why. It returns nil for an unsatisfiable
+// schema, which Check refuses whole, and for a Solution Solve did not
+// finish.
+func (sol *Solution) Parts() []*Error {
+	g := sol.g
+	if !sol.done || g.t[0] == 0 {
 		return nil
 	}
-	defer s.guard()()
-	g, ok := solveKinds(s.graph, satBudget)
-	if !ok || g.t[0] == 0 {
-		return nil
-	}
-	var out []error
+	var out []*Error
 	seen := map[int]bool{0: true}
 	queue := []int{0}
 	live := func(j int) {
@@ -56,7 +53,7 @@ func (s *Schema) UnsatisfiableParts() []error {
 		for _, p := range parts {
 			if p >= 0 && g.t[p] == 0 && !g.isFalse(p) && !reported[p] {
 				reported[p] = true
-				out = append(out, &SchemaError{Location: g.nodes[p].loc,
+				out = append(out, &Error{Location: g.nodes[p].loc,
 					Err: fmt.Errorf("%w (%s), so a reply that gives it always fails", ErrUnsatisfiablePart, unsatReason(g.explainFrom(p)))})
 			}
 			live(p)
@@ -68,10 +65,10 @@ func (s *Schema) UnsatisfiableParts() []error {
 	return out
 }
 
-// unsatReason is an explanation of explainFrom without its "invalid
-// schema" frame: the keyword, where it is, and why.
+// unsatReason is an explanation of explainFrom without the words of
+// ErrUnsatisfiable: the keyword, where it is, and why.
 func unsatReason(err error) string {
-	var se *SchemaError
+	var se *Error
 	if !errors.As(err, &se) {
 		return err.Error()
 	}

@@ -1,34 +1,11 @@
-package validate
-
-import (
-	"errors"
-	"fmt"
-	"maps"
-	"math/big"
-	"slices"
-	"strconv"
-	"strings"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/fixpoint-dev/fixpoint/ecma"
-	"github.com/fixpoint-dev/fixpoint/internal/render"
-	"github.com/fixpoint-dev/fixpoint/subschema"
-)
-
-// ErrUnsatisfiable is matched (errors.Is) by the error [Schema.Satisfiable]
-// returns for a schema no value can satisfy. That error is a *SchemaError,
-// so it matches ErrSchema too.
-var ErrUnsatisfiable = errors.New("no value satisfies the schema")
-
-// Satisfiable reports whether some finite JSON value could satisfy the
-// schema, as far as a cheap static check can tell. It returns nil when the
-// schema may be satisfiable, and otherwise a *SchemaError matching both
-// ErrSchema and ErrUnsatisfiable whose Location is the JSON pointer of the
-// keyword at fault and whose message says why, with the chain of keywords
-// that leads there from the root. A nil *Schema is satisfiable. It is pure,
-// safe for concurrent use, and bounded in time and memory: when a schema is
-// too large to check within its budget, it returns nil.
+// Package satisfy tells whether any value can satisfy a schema, before a
+// job pays for replies that all fail: a schema can compile and accept no
+// value at all ({"$ref": "#"}, {"enum": []}, a required property that
+// refers back to its parent). It reads the graph of the compiled schema
+// (subschema.Graph) and is pure: no network, no file system, no logging,
+// bounded in time and memory by a budget of steps. Package validate
+// refuses a schema with it (Schema.Satisfiable) and lists the parts of a
+// schema no reply can give (Schema.UnsatisfiableParts).
 //
 // The check is conservative: it never refuses a schema that some value
 // satisfies (it is tested against every schema of the official test suite
@@ -75,19 +52,84 @@ var ErrUnsatisfiable = errors.New("no value satisfies the schema")
 // not combine the bounds or properties of different schemas:
 // {"allOf": [{"minimum": 2}, {"maximum": 1}]} is accepted. Subschemas of the
 // standard metaschemas count as satisfiable. ("type": [] never gets here:
-// Compile refuses it.)
-func (s *Schema) Satisfiable() error {
-	if s == nil || s.sch == nil {
-		return nil
-	}
-	defer s.guard()()
-	return satisfiable(s.graph, satBudget)
+// package validate refuses it at Compile.)
+package satisfy
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fixpoint-dev/fixpoint/ecma"
+	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
+	"github.com/fixpoint-dev/fixpoint/subschema"
+)
+
+// ErrUnsatisfiable is matched (errors.Is) by the error Check returns for a
+// schema no value can satisfy.
+var ErrUnsatisfiable = errors.New("no value satisfies the schema")
+
+// Error is why no value satisfies a schema, or a part of it: the keyword
+// at fault ("" when none is, as for the false schema), its Location (the
+// JSON pointer of the keyword in the schema document, or of the part), and
+// why, matching ErrUnsatisfiable or ErrUnsatisfiablePart, with the chain
+// of keywords that leads there from the root.
+type Error struct {
+	Keyword  string
+	Location string
+	Err      error
 }
 
-// satBudget bounds the work of one check, in node evaluations, dependencies
-// read and regular expressions matched.
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Keyword == "" {
+		return fmt.Sprintf("at %s: %v", render.Path(e.Location), e.Err)
+	}
+	return fmt.Sprintf("keyword %q at %s: %v", e.Keyword, render.Path(e.Location), e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Check reports whether some finite JSON value could satisfy the schema
+// whose graph is g, as far as a cheap static check can tell, spending at
+// most budget steps (Budget is what package validate gives it). It returns
+// nil when the schema may be satisfiable, or when it could not tell within
+// its budget, and otherwise an *Error matching ErrUnsatisfiable.
+func Check(g *subschema.Graph, budget int) error {
+	sol, ok := Solve(g, budget)
+	if !ok || sol.g.t[0] != 0 {
+		return nil // over budget, so cannot tell; or satisfiable
+	}
+	return sol.g.explainFrom(0)
+}
+
+// Solution is the kinds of value each subschema of a graph can be
+// satisfied with (the least fixpoint), as Solve found them.
+type Solution struct {
+	g    *satGraph
+	done bool // solved within the budget
+}
+
+// Solve solves the graph g within budget steps, and reports whether it
+// did. A Solution it did not finish tells nothing.
+func Solve(g *subschema.Graph, budget int) (*Solution, bool) {
+	sg, ok := solveKinds(g, budget)
+	return &Solution{sg, ok}, ok
+}
+
+// Budget bounds the work of one check, in node evaluations, dependencies
+// read and regular expressions matched: what package validate gives a
+// check.
 const (
-	satBudget = 1 << 22
+	Budget = 1 << 22
 	// satDepth bounds the recursion of the static part of a node (through
 	// "not", "$ref", "allOf", ... without a value) and of an explanation.
 	satDepth = 16
@@ -142,15 +184,6 @@ type satGraph struct {
 	index  map[*jsonschema.Schema]int
 	t      []subschema.Types
 	budget int
-}
-
-// satisfiable checks the root of sg within budget (see satBudget).
-func satisfiable(sg *subschema.Graph, budget int) error {
-	g, ok := solveKinds(sg, budget)
-	if !ok || g.t[0] != 0 {
-		return nil // over budget, so cannot tell; or satisfiable
-	}
-	return g.explainFrom(0)
 }
 
 // solveKinds builds the graph of sg's subschemas and solves it, and
@@ -270,7 +303,7 @@ func (g *satGraph) buildObject(n *satNode) bool {
 		var kws []string
 		if p, ok := s.Properties[r]; ok {
 			slot = append(slot, g.node(p))
-			kws = append(kws, n.loc+"/properties/"+escapeToken(r))
+			kws = append(kws, n.loc+"/properties/"+extract.PointerToken(r))
 		}
 		for j, re := range patterns {
 			m, err := ecma.Match(re, r)
@@ -279,7 +312,7 @@ func (g *satGraph) buildObject(n *satNode) bool {
 			}
 			if m {
 				slot = append(slot, n.patterns[j])
-				kws = append(kws, n.loc+"/patternProperties/"+escapeToken(re.String()))
+				kws = append(kws, n.loc+"/patternProperties/"+extract.PointerToken(re.String()))
 			}
 		}
 		if len(slot) == 0 && n.additional != noSchema {
@@ -1031,5 +1064,5 @@ func satError(c cause, via []string) error {
 	if len(via) > 0 {
 		reason += " (via " + render.Shorten(strings.Join(via, ", "), satViaBytes) + ")"
 	}
-	return &SchemaError{Keyword: c.keyword, Location: c.loc, Err: fmt.Errorf("%w: %s", ErrUnsatisfiable, reason)}
+	return &Error{Keyword: c.keyword, Location: c.loc, Err: fmt.Errorf("%w: %s", ErrUnsatisfiable, reason)}
 }
