@@ -63,6 +63,9 @@ var pureNoImport = []string{"os", "os/exec", "io/fs", "io/ioutil", "path/filepat
 //   - the pure packages (extract, validate and the packages validate is
 //     made of) link no network, queue or ledger, no library beyond the
 //     few listed, and do no file or log I/O of their own;
+//   - among the schema packages imports point leafward: ecma (patterns)
+//     links nothing of the module, subschema (reading a schema) links no
+//     satisfy or validate, satisfy (the prover) links no validate;
 //   - the repair step links no NATS, Postgres, net/http or provider client;
 //   - llm (the provider clients) links no NATS or Postgres;
 //   - store links no NATS and nothing of the drivers;
@@ -105,6 +108,9 @@ func TestImportDirection(t *testing.T) {
 		}
 		forbidden[rel] = noNetwork
 	}
+	forbidden["ecma"] = append(slices.Clone(noNetwork), mod+"/extract", mod+"/subschema", mod+"/satisfy", mod+"/validate", mod+"/internal")
+	forbidden["subschema"] = append(slices.Clone(noNetwork), mod+"/satisfy", mod+"/validate")
+	forbidden["satisfy"] = append(slices.Clone(noNetwork), mod+"/validate")
 	for rel, p := range pkgs {
 		pure := slices.Contains(purePackages, rel)
 		for _, dep := range p.Deps {
