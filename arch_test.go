@@ -46,12 +46,26 @@ func thirdParty(path string) bool { return strings.Contains(strings.Split(path, 
 // matches reports whether dep is prefix or a package under it.
 func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefix(dep, prefix+"/") }
 
+// purePackages take values in and give values out: no network, queue or
+// ledger, no file system, no logging.
+var purePackages = []string{"extract", "validate", "ecma", "subschema", "satisfy", "internal/render"}
+
+// pureNoImport are what a pure package does not import itself. (The
+// standard library and the schema library link os; these are the
+// packages through which a package of its own would read, write or log.)
+var pureNoImport = []string{"os", "os/exec", "io/fs", "io/ioutil", "path/filepath", "syscall", "log", "log/slog", "net/http"}
+
 // TestImportDirection enforces the layering on TRANSITIVE dependencies, so
 // that a package cannot reach what it must not use through another one:
 //
 //   - the leaf package fixpoint (the job's own types) links the standard
 //     library only;
-//   - extract and validate are pure: no network, queue or ledger;
+//   - the pure packages (extract, validate and the packages validate is
+//     made of) link no network, queue or ledger, no library beyond the
+//     few listed, and do no file or log I/O of their own;
+//   - among the schema packages imports point leafward: ecma (patterns)
+//     links nothing of the module, subschema (reading a schema) links no
+//     satisfy or validate, satisfy (the prover) links no validate;
 //   - the repair step links no NATS, Postgres, net/http or provider client;
 //   - llm (the provider clients) links no NATS or Postgres;
 //   - store links no NATS and nothing of the drivers;
@@ -69,12 +83,10 @@ func TestImportDirection(t *testing.T) {
 	pkgs := goList(t)
 	noNetwork := []string{"net/http", "github.com/nats-io", "github.com/jackc", mod + "/llm", mod + "/store", mod + "/pipeline"}
 	forbidden := map[string][]string{
-		"extract":  noNetwork,
-		"validate": noNetwork,
-		"repair":   append(slices.Clone(noNetwork), mod+"/sim", mod+"/enqueue"),
-		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/sim"},
-		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/sim"},
-		"enqueue":  {mod + "/sim"},
+		"repair":  append(slices.Clone(noNetwork), mod+"/sim", mod+"/enqueue"),
+		"llm":     {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/sim"},
+		"store":   {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/sim"},
+		"enqueue": {mod + "/sim"},
 		// The dashboard reads the ledger through store, and nothing else.
 		"web":      {"github.com/nats-io", mod + "/llm", mod + "/pipeline", mod + "/queue", mod + "/wave", mod + "/enqueue", mod + "/repair", mod + "/sim"},
 		"queue":    {"github.com/jackc", mod + "/store", mod + "/llm", mod + "/repair", mod + "/pipeline", mod + "/enqueue", mod + "/sim"},
@@ -90,12 +102,22 @@ func TestImportDirection(t *testing.T) {
 	// schema library, a backtracking engine for the patterns RE2 cannot
 	// express, and Unicode normalization for enum values.
 	pureAllowed := []string{"github.com/segmentio/", "github.com/santhosh-tekuri/jsonschema/", "github.com/dlclark/regexp2/", "golang.org/x/text/", "golang.org/x/sys/cpu"}
+	for _, rel := range purePackages {
+		if _, ok := pkgs[rel]; !ok {
+			t.Errorf("pure package %s is not in the module", rel)
+		}
+		forbidden[rel] = noNetwork
+	}
+	forbidden["ecma"] = append(slices.Clone(noNetwork), mod+"/extract", mod+"/subschema", mod+"/satisfy", mod+"/validate", mod+"/internal")
+	forbidden["subschema"] = append(slices.Clone(noNetwork), mod+"/satisfy", mod+"/validate")
+	forbidden["satisfy"] = append(slices.Clone(noNetwork), mod+"/validate")
 	for rel, p := range pkgs {
+		pure := slices.Contains(purePackages, rel)
 		for _, dep := range p.Deps {
 			if rel == "" && (thirdParty(dep) && !matches(dep, mod) || dep == "net/http") {
 				t.Errorf("the leaf package fixpoint links %s: it must link the standard library only", dep)
 			}
-			if (rel == "extract" || rel == "validate") && thirdParty(dep) && !strings.HasPrefix(dep, mod) &&
+			if pure && thirdParty(dep) && !strings.HasPrefix(dep, mod) &&
 				!slices.ContainsFunc(pureAllowed, func(a string) bool { return strings.HasPrefix(dep, a) }) {
 				t.Errorf("%s links %s: a pure package links no other library", rel, dep)
 			}
@@ -106,6 +128,9 @@ func TestImportDirection(t *testing.T) {
 			}
 		}
 		for _, imp := range p.Imports {
+			if pure && slices.Contains(pureNoImport, imp) {
+				t.Errorf("%s imports %s: a pure package does no file or log I/O", rel, imp)
+			}
 			if strings.HasPrefix(imp, mod+"/cmd/") && !(strings.HasPrefix(imp, mod+"/cmd/internal/") && strings.HasPrefix(rel, "cmd/")) {
 				t.Errorf("%s imports command package %s", rel, imp)
 			}

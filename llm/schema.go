@@ -9,7 +9,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
-	"github.com/fixpoint-dev/fixpoint/validate"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 )
 
 // OpenAI's strict structured outputs accept a subset of JSON Schema
@@ -41,7 +41,7 @@ var strictFormats = map[string]bool{
 // schema nested at most maxStrictDepth deep). Every instance of the result
 // also satisfies the original schema minus the dropped keywords, which are
 // still validated locally. It walks the schema as the tree it is
-// (validate.Walk): a $ref is sent as written, never followed, so a schema
+// (subschema.Walk): a $ref is sent as written, never followed, so a schema
 // that refers to itself is walked once.
 func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, error) {
 	dec := json.NewDecoder(bytes.NewReader(schema))
@@ -56,7 +56,7 @@ func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, erro
 	}
 	var dropped []string
 	deep := false
-	validate.Walk(obj, func(n validate.Node) bool {
+	subschema.Walk(obj, func(n subschema.Node) bool {
 		if deep = deep || n.Depth > maxStrictDepth; deep {
 			return false
 		}

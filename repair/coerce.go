@@ -13,6 +13,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 	"github.com/fixpoint-dev/fixpoint/validate"
 	"golang.org/x/text/unicode/norm"
 )
@@ -512,7 +513,7 @@ func (rd *round) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 	switch x := val.(type) {
 	case nil:
 		// null: dropped when optional, never wrapped.
-		if len(toks) == 0 || vw.Types&validate.TypeNull != 0 {
+		if len(toks) == 0 || vw.Types&subschema.TypeNull != 0 {
 			return fix{}, false
 		}
 		parent, _ := lookupOK(root, toks[:len(toks)-1])
@@ -525,9 +526,9 @@ func (rd *round) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 		}
 		return fix{kind: KindDropNull, toks: toks, driver: key, before: nil, drop: true}, true
 	case string:
-		if lit, k, ok := jsonLiteral(x); ok && vw.Types&validate.TypeString == 0 && vw.Types&k != 0 {
+		if lit, k, ok := jsonLiteral(x); ok && vw.Types&subschema.TypeString == 0 && vw.Types&k != 0 {
 			kind := KindCoerceNumber
-			if k == validate.TypeBoolean {
+			if k == subschema.TypeBoolean {
 				kind = KindCoerceBoolean
 			}
 			return fix{kind: kind, toks: toks, driver: key, before: x, after: lit}, true
@@ -536,7 +537,7 @@ func (rd *round) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 			if !vw.StringsClosed {
 				return fix{}, false
 			}
-			if _, k, ok := jsonLiteral(strings.TrimSpace(x)); ok && vw.Types&k != 0 || strings.EqualFold(strings.TrimSpace(x), "null") && vw.Types&validate.TypeNull != 0 {
+			if _, k, ok := jsonLiteral(strings.TrimSpace(x)); ok && vw.Types&k != 0 || strings.EqualFold(strings.TrimSpace(x), "null") && vw.Types&subschema.TypeNull != 0 {
 				// "true" where the enum has "TRUE" and true: which one is
 				// not the fix's to choose.
 				return fix{}, false
@@ -552,7 +553,7 @@ func (rd *round) proposeOne(root any, e fixpoint.ValidationError, mode fixpoint.
 			return fix{kind: kind, toks: toks, driver: key, before: x, after: a}, true
 		}
 	}
-	if e.Keyword == "type" && vw.Types&validate.TypeArray != 0 && vw.Types&validate.TypeOf(val) == 0 {
+	if e.Keyword == "type" && vw.Types&subschema.TypeArray != 0 && vw.Types&subschema.TypeOf(val) == 0 {
 		if str, ok := val.(string); ok && (listLike(str) || noItem(str)) {
 			// "a, b, c": a list written as text, not one item; "" or
 			// "none": no item at all.
@@ -786,13 +787,13 @@ const jsonWhitespace = " \t\r\n"
 // one a float64 cannot hold (overflow, or underflow to zero) or that
 // Validate would refuse (longer than 1000 characters, exponent beyond
 // ±1000) is refused.
-func jsonLiteral(s string) (any, validate.Types, bool) {
+func jsonLiteral(s string) (any, subschema.Types, bool) {
 	t := strings.Trim(s, jsonWhitespace)
 	switch t {
 	case "true":
-		return true, validate.TypeBoolean, true
+		return true, subschema.TypeBoolean, true
 	case "false":
-		return false, validate.TypeBoolean, true
+		return false, subschema.TypeBoolean, true
 	}
 	if validate.NumberTextProblem(t) != "" {
 		return nil, 0, false
@@ -805,9 +806,9 @@ func jsonLiteral(s string) (any, validate.Types, bool) {
 	if err != nil || (f == 0 && r.Sign() != 0) {
 		return nil, 0, false
 	}
-	k := validate.TypeFraction
+	k := subschema.TypeFraction
 	if r.IsInt() {
-		k = validate.TypeInteger
+		k = subschema.TypeInteger
 	}
 	return json.Number(t), k, true
 }

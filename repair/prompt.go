@@ -12,7 +12,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
-	"github.com/fixpoint-dev/fixpoint/validate"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 )
 
 // SystemPrompt is the system prompt a job's attempts start with: the user's
@@ -90,7 +90,7 @@ func describeSchema(raw json.RawMessage) string {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return ""
 	}
-	d := describer{doc: validate.NewDoc(s), onPath: map[string]bool{}}
+	d := describer{doc: subschema.NewDoc(s), onPath: map[string]bool{}}
 	d.line("- " + d.node(s))
 	d.props(s, "", "", 1, 0)
 	return d.b.String()
@@ -98,7 +98,7 @@ func describeSchema(raw json.RawMessage) string {
 
 // describer writes the description of one schema.
 type describer struct {
-	doc *validate.Doc
+	doc *subschema.Doc
 	b   strings.Builder
 	// onPath holds the JSON pointers of the nodes being described, from the
 	// root to the current one: a reference to one of them loops.
@@ -212,7 +212,7 @@ func (d *describer) target(s map[string]any, ptr string) (map[string]any, string
 	if !ok {
 		return s, ptr
 	}
-	end, _ := d.doc.Deref(n, validate.IsPointerRef)
+	end, _ := d.doc.Deref(n, subschema.IsPointerRef)
 	if obj := end.Object(); obj != nil {
 		return obj, end.Ptr
 	}
@@ -277,7 +277,7 @@ func describeNode(s map[string]any) string {
 	// A reference not followed here ("item.json" under an $id, "#name"
 	// of an $anchor) is not "any JSON value": the validator follows it.
 	for _, kw := range []string{"$ref", "$dynamicRef"} {
-		if ref, ok := s[kw].(string); ok && !validate.IsPointerRef(ref) {
+		if ref, ok := s[kw].(string); ok && !subschema.IsPointerRef(ref) {
 			parts = append(parts, "as its "+kw+" "+strconv.Quote(ref)+" in the schema below defines it")
 		}
 	}

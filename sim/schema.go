@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/fixpoint-dev/fixpoint/validate"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 )
 
 // schemaDoc is a parsed JSON Schema, indexed to resolve its references as
@@ -21,7 +21,7 @@ import (
 // requests.
 type schemaDoc struct {
 	root any
-	doc  *validate.Doc
+	doc  *subschema.Doc
 	src  string // the schema's text, part of the seeds drawn for it
 	// resolved memoizes resolve for the nodes that need merging ($ref,
 	// allOf, oneOf, anyOf), keyed by the node's map: a recursive schema
@@ -43,7 +43,7 @@ func parseSchema(b []byte) (*schemaDoc, error) {
 	default:
 		return nil, fmt.Errorf("decode schema: %w", errNotSchema)
 	}
-	return &schemaDoc{root: v, doc: validate.NewDoc(v), src: string(b)}, nil
+	return &schemaDoc{root: v, doc: subschema.NewDoc(v), src: string(b)}, nil
 }
 
 // resolve follows $ref, merges allOf and picks the first non-null branch of

@@ -11,10 +11,11 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
 )
 
 // truncatedMessage is the message of the error every truncated candidate gets.
-const truncatedMessage = rootDisplay + ": the JSON was cut off before its end and had to be closed; reply with the complete value"
+const truncatedMessage = render.Root + ": the JSON was cut off before its end and had to be closed; reply with the complete value"
 
 // lossyWhat says, for each lossy repair kind (extract.Lossy), what the
 // reply held that the repair would have had to drop or guess.
@@ -53,13 +54,13 @@ func ExtractionErrors(reply string, c *extract.Candidate) []fixpoint.ValidationE
 			what = "a property name"
 		}
 		errs = append(errs, fixpoint.ValidationError{Path: at, Keyword: "lone_surrogate", Class: fixpoint.ClassSyntax,
-			Message: display(at) + ": " + what + " holds half of a UTF-16 surrogate pair (a \\uD800-\\uDFFF escape without its other half), which is no character: readers replace it with U+FFFD; write the character itself"})
+			Message: render.Path(at) + ": " + what + " holds half of a UTF-16 surrogate pair (a \\uD800-\\uDFFF escape without its other half), which is no character: readers replace it with U+FFFD; write the character itself"})
 	}
 	// (Two keys with lone halves read alike as U+FFFD: the surrogate error
 	// says what is wrong, not a key written twice.)
 	if at, key, dup := extract.DuplicateKey(c.JSON); dup && !lone {
 		errs = append(errs, fixpoint.ValidationError{Path: at, Keyword: "duplicate_key", Class: fixpoint.ClassSyntax,
-			Message: fmt.Sprintf("%s: the key %s is written twice in one object; write it once, with the value meant", display(at), strconv.Quote(key))})
+			Message: fmt.Sprintf("%s: the key %s is written twice in one object; write it once, with the value meant", render.Path(at), strconv.Quote(key))})
 	}
 	lossy, more := 0, 0
 	for _, r := range c.Repairs {
@@ -72,12 +73,12 @@ func ExtractionErrors(reply string, c *extract.Candidate) []fixpoint.ValidationE
 		}
 		lossy++
 		errs = append(errs, fixpoint.ValidationError{Path: "", Keyword: "lossy_repair", Class: fixpoint.ClassSyntax,
-			Message: fmt.Sprintf("%s: the reply has %s; reply with the complete value as strict JSON", rootDisplay, DescribeLossy(reply, r))})
+			Message: fmt.Sprintf("%s: the reply has %s; reply with the complete value as strict JSON", render.Root, DescribeLossy(reply, r))})
 	}
 	if more > 0 {
 		// 200,000 of them made 56 MB of errors for one reply.
 		errs = append(errs, fixpoint.ValidationError{Path: "", Keyword: "lossy_repair", Class: fixpoint.ClassSyntax,
-			Message: fmt.Sprintf("%s: and %d more such places; reply with the complete value as strict JSON", rootDisplay, more)})
+			Message: fmt.Sprintf("%s: and %d more such places; reply with the complete value as strict JSON", render.Root, more)})
 	}
 	return errs
 }
@@ -105,7 +106,7 @@ func StorableErrors(v any) []fixpoint.ValidationError {
 		case string:
 			if strings.IndexByte(x, 0) >= 0 {
 				errs = append(errs, fixpoint.ValidationError{Path: pointer(toks), Keyword: "nul_character", Class: fixpoint.ClassSemantic,
-					Message: display(pointer(toks)) + ": the string holds a NUL character (\\u0000), which the ledger cannot store; write the value without it"})
+					Message: render.Path(pointer(toks)) + ": the string holds a NUL character (\\u0000), which the ledger cannot store; write the value without it"})
 			}
 		case []any:
 			for i, e := range x {
@@ -120,7 +121,7 @@ func StorableErrors(v any) []fixpoint.ValidationError {
 			for _, k := range keys {
 				if strings.IndexByte(k, 0) >= 0 && len(errs) < maxNULErrors {
 					errs = append(errs, fixpoint.ValidationError{Path: pointer(toks), Keyword: "nul_character", Class: fixpoint.ClassSemantic,
-						Message: fmt.Sprintf("%s: the property name %s holds a NUL character (\\u0000), which the ledger cannot store; write it without", display(pointer(toks)), strconv.Quote(k))})
+						Message: fmt.Sprintf("%s: the property name %s holds a NUL character (\\u0000), which the ledger cannot store; write it without", render.Path(pointer(toks)), strconv.Quote(k))})
 				}
 				walk(x[k], append(toks, k))
 			}
@@ -381,7 +382,7 @@ func ambiguous(sc *Session, reply string, cands []extract.Candidate, chosen int,
 		}
 		return []fixpoint.ValidationError{{Path: "", Keyword: "ambiguous", Class: fixpoint.ClassSyntax, Message: fmt.Sprintf(
 			"%s: the reply holds more than one JSON value that fits the schema, at offset %d (%s) and at offset %d (%s); reply with only the value meant",
-			rootDisplay, first.Start, snippetAt(reply, first.Start), second.Start, snippetAt(reply, second.Start))}}
+			render.Root, first.Start, snippetAt(reply, first.Start), second.Start, snippetAt(reply, second.Start))}}
 	}
 	// A value after the chosen one that does not fit, or was cut off, but
 	// is set out as another answer (fenced, tagged, or after a label such
@@ -419,11 +420,11 @@ func ambiguous(sc *Session, reply string, cands []extract.Candidate, chosen int,
 		if before {
 			return []fixpoint.ValidationError{{Path: "", Keyword: "ambiguous", Class: fixpoint.ClassSyntax, Message: fmt.Sprintf(
 				"%s: the reply holds an answer at offset %d (%s) that %s, then a JSON value that fits the schema at offset %d (%s); reply with only the value meant",
-				rootDisplay, o.Start, snippetAt(reply, o.Start), why, c.Start, snippetAt(reply, c.Start))}}
+				render.Root, o.Start, snippetAt(reply, o.Start), why, c.Start, snippetAt(reply, c.Start))}}
 		}
 		return []fixpoint.ValidationError{{Path: "", Keyword: "ambiguous", Class: fixpoint.ClassSyntax, Message: fmt.Sprintf(
 			"%s: the reply holds a JSON value that fits the schema at offset %d (%s), then another answer at offset %d (%s) that %s; reply with only the value meant",
-			rootDisplay, c.Start, snippetAt(reply, c.Start), o.Start, snippetAt(reply, o.Start), why)}}
+			render.Root, c.Start, snippetAt(reply, c.Start), o.Start, snippetAt(reply, o.Start), why)}}
 	}
 	// An answer set out that could not be read at all ("Answer: {"age":
 	// 1 500}", dropped as a fragment), after the chosen value or, when it
@@ -436,7 +437,7 @@ func ambiguous(sc *Session, reply string, cands []extract.Candidate, chosen int,
 		}
 		return []fixpoint.ValidationError{{Path: "", Keyword: "ambiguous", Class: fixpoint.ClassSyntax, Message: fmt.Sprintf(
 			"%[5]s: the reply holds a JSON value that fits the schema at offset %[1]d (%[2]s), "+order+"; reply with only the value meant",
-			c.Start, snippetAt(reply, c.Start), at, snippetAt(reply, at), rootDisplay)}}
+			c.Start, snippetAt(reply, c.Start), at, snippetAt(reply, at), render.Root)}}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fixpoint-dev/fixpoint/satisfy"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -79,7 +80,7 @@ func ExampleSchema_Satisfiable() {
 			return
 		}
 		err = s.Satisfiable()
-		fmt.Println(errors.Is(err, validate.ErrUnsatisfiable), err)
+		fmt.Println(errors.Is(err, satisfy.ErrUnsatisfiable), err)
 	}
 	// Output:
 	// true invalid schema: keyword "$ref" at /$ref: no value satisfies the schema: $ref refers back to (root) without consuming any part of the value

@@ -1,7 +1,6 @@
 package validate
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -9,19 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
-
-// rootDisplay stands for the root value at the start of a message. "/" would
-// be ambiguous: it is the pointer of the property named "".
-const rootDisplay = "(root)"
-
-// maxFound is the longest rendering of a found value in a message, in bytes.
-const maxFound = 80
 
 // maxWant is the longest rendering of an expected value (enum, const).
 const maxWant = 200
@@ -31,14 +24,7 @@ func newError(path, keyword, body string) fixpoint.ValidationError {
 	if keyword == "" {
 		keyword = "schema"
 	}
-	return fixpoint.ValidationError{Path: path, Keyword: keyword, Class: KeywordClass(keyword), Message: display(path) + ": " + body}
-}
-
-func display(path string) string {
-	if path == "" {
-		return rootDisplay
-	}
-	return path
+	return fixpoint.ValidationError{Path: path, Keyword: keyword, Class: KeywordClass(keyword), Message: render.Path(path) + ": " + body}
 }
 
 // flattener walks a library error tree and keeps its leaves as Errors.
@@ -98,12 +84,12 @@ func (f *flattener) walk(e *jsonschema.ValidationError) {
 	case *kind.OneOf:
 		if len(k.Subschemas) >= 2 {
 			f.add(path, "oneOf", fmt.Sprintf("%s matches more than one oneOf alternative (%d and %d); it must match exactly one",
-				render(val(), maxFound), k.Subschemas[0], k.Subschemas[1]))
+				render.Value(val(), render.MaxFound), k.Subschemas[0], k.Subschemas[1]))
 			return
 		}
 		f.alternatives(e, "oneOf")
 	case *kind.Not:
-		f.add(path, "not", fmt.Sprintf("%s must not match the \"not\" schema", render(val(), maxFound)))
+		f.add(path, "not", fmt.Sprintf("%s must not match the \"not\" schema", render.Value(val(), render.MaxFound)))
 	case *kind.FalseSchema:
 		f.falseSchema(e, path)
 	case *kind.InvalidJsonValue:
@@ -136,11 +122,11 @@ func (f *flattener) keywordError(e *jsonschema.ValidationError, path string, val
 	case *kind.Type:
 		f.add(path, "type", fmt.Sprintf("expected %s, got %s", strings.Join(k.Want, " or "), describe(val())))
 	case *kind.Enum:
-		f.add(path, "enum", fmt.Sprintf("%s is not one of %s", render(k.Got, maxFound), render(k.Want, maxWant)))
+		f.add(path, "enum", fmt.Sprintf("%s is not one of %s", render.Value(k.Got, render.MaxFound), render.Value(k.Want, maxWant)))
 	case *kind.Const:
-		f.add(path, "const", fmt.Sprintf("expected %s, got %s", render(k.Want, maxWant), render(k.Got, maxFound)))
+		f.add(path, "const", fmt.Sprintf("expected %s, got %s", render.Value(k.Want, maxWant), render.Value(k.Got, render.MaxFound)))
 	case *kind.Format:
-		msg := fmt.Sprintf("%s is not a valid %s", render(k.Got, maxFound), k.Want)
+		msg := fmt.Sprintf("%s is not a valid %s", render.Value(k.Got, render.MaxFound), k.Want)
 		if k.Err != nil {
 			msg += ": " + oneLine(k.Err.Error())
 		}
@@ -163,26 +149,26 @@ func (f *flattener) keywordError(e *jsonschema.ValidationError, path string, val
 		// Each missing property at its own pointer, so that every forgotten
 		// field is counted apart; the object lacking it is the parent.
 		for _, m := range k.Missing {
-			f.add(path+"/"+escapeToken(m), "required", fmt.Sprintf("missing required property %s", quote(m)))
+			f.add(path+"/"+escapeToken(m), "required", fmt.Sprintf("missing required property %s", render.Quote(m)))
 		}
 	case *kind.Dependency:
 		for _, m := range k.Missing {
-			f.add(path, "dependencies", fmt.Sprintf("missing property %s, required when %s is present", quote(m), quote(k.Prop)))
+			f.add(path, "dependencies", fmt.Sprintf("missing property %s, required when %s is present", render.Quote(m), render.Quote(k.Prop)))
 		}
 	case *kind.DependentRequired:
 		for _, m := range k.Missing {
-			f.add(path, "dependentRequired", fmt.Sprintf("missing property %s, required when %s is present", quote(m), quote(k.Prop)))
+			f.add(path, "dependentRequired", fmt.Sprintf("missing property %s, required when %s is present", render.Quote(m), render.Quote(k.Prop)))
 		}
 	case *kind.AdditionalProperties:
 		for _, p := range k.Properties {
-			f.add(path+"/"+escapeToken(p), "additionalProperties", fmt.Sprintf("property %s is not allowed", quote(p)))
+			f.add(path+"/"+escapeToken(p), "additionalProperties", fmt.Sprintf("property %s is not allowed", render.Quote(p)))
 		}
 	case *kind.PropertyNames:
 		why := ""
 		if sub := flattenAll(e.Causes, k.Property); len(sub) > 0 {
 			why = ": " + body(sub[0].Message)
 		}
-		f.add(path+"/"+escapeToken(k.Property), "propertyNames", fmt.Sprintf("property name %s is not allowed%s", quote(k.Property), why))
+		f.add(path+"/"+escapeToken(k.Property), "propertyNames", fmt.Sprintf("property name %s is not allowed%s", render.Quote(k.Property), why))
 	case *kind.UniqueItems:
 		f.add(path, "uniqueItems", fmt.Sprintf("items %d and %d are equal; all items must be unique", k.Duplicates[0], k.Duplicates[1]))
 	case *kind.Contains:
@@ -192,21 +178,21 @@ func (f *flattener) keywordError(e *jsonschema.ValidationError, path string, val
 	case *kind.MaxContains:
 		f.add(path, "maxContains", fmt.Sprintf("%s the \"contains\" schema, at most %d allowed", matched(len(k.Got)), k.Want))
 	case *kind.MinLength:
-		f.add(path, "minLength", fmt.Sprintf("%s is shorter than the minimum length %d (it has %s)", render(val(), maxFound), k.Want, plural(k.Got, "character", "characters")))
+		f.add(path, "minLength", fmt.Sprintf("%s is shorter than the minimum length %d (it has %s)", render.Value(val(), render.MaxFound), k.Want, plural(k.Got, "character", "characters")))
 	case *kind.MaxLength:
-		f.add(path, "maxLength", fmt.Sprintf("%s is longer than the maximum length %d (it has %s)", render(val(), maxFound), k.Want, plural(k.Got, "character", "characters")))
+		f.add(path, "maxLength", fmt.Sprintf("%s is longer than the maximum length %d (it has %s)", render.Value(val(), render.MaxFound), k.Want, plural(k.Got, "character", "characters")))
 	case *kind.Pattern:
-		f.add(path, "pattern", fmt.Sprintf("%s does not match %s", render(k.Got, maxFound), k.Want))
+		f.add(path, "pattern", fmt.Sprintf("%s does not match %s", render.Value(k.Got, render.MaxFound), k.Want))
 	case *kind.Minimum:
-		f.add(path, "minimum", fmt.Sprintf("%s is less than the minimum %s", number(val(), k.Got), ratString(k.Want)))
+		f.add(path, "minimum", fmt.Sprintf("%s is less than the minimum %s", number(val(), k.Got), render.Rat(k.Want)))
 	case *kind.Maximum:
-		f.add(path, "maximum", fmt.Sprintf("%s is greater than the maximum %s", number(val(), k.Got), ratString(k.Want)))
+		f.add(path, "maximum", fmt.Sprintf("%s is greater than the maximum %s", number(val(), k.Got), render.Rat(k.Want)))
 	case *kind.ExclusiveMinimum:
-		f.add(path, "exclusiveMinimum", fmt.Sprintf("%s must be greater than %s", number(val(), k.Got), ratString(k.Want)))
+		f.add(path, "exclusiveMinimum", fmt.Sprintf("%s must be greater than %s", number(val(), k.Got), render.Rat(k.Want)))
 	case *kind.ExclusiveMaximum:
-		f.add(path, "exclusiveMaximum", fmt.Sprintf("%s must be less than %s", number(val(), k.Got), ratString(k.Want)))
+		f.add(path, "exclusiveMaximum", fmt.Sprintf("%s must be less than %s", number(val(), k.Got), render.Rat(k.Want)))
 	case *kind.MultipleOf:
-		f.add(path, "multipleOf", fmt.Sprintf("%s is not a multiple of %s", number(val(), k.Got), ratString(k.Want)))
+		f.add(path, "multipleOf", fmt.Sprintf("%s is not a multiple of %s", number(val(), k.Got), render.Rat(k.Want)))
 	default:
 		return false
 	}
@@ -227,7 +213,7 @@ func libraryMessage(e *jsonschema.ValidationError) string {
 // falseSchema reports a value where the subschema is false, naming the
 // keyword that holds the false schema.
 func (f *flattener) falseSchema(e *jsonschema.ValidationError, path string) {
-	toks := strings.Split(fragmentOf(e.SchemaURL), "/")
+	toks := strings.Split(subschema.Fragment(e.SchemaURL), "/")
 	last, parent := "", ""
 	if n := len(toks); n >= 1 {
 		last = toks[n-1]
@@ -241,9 +227,9 @@ func (f *flattener) falseSchema(e *jsonschema.ValidationError, path string) {
 	}
 	switch {
 	case last == "unevaluatedProperties" || last == "additionalProperties":
-		f.add(path, last, fmt.Sprintf("property %s is not allowed", quote(name)))
+		f.add(path, last, fmt.Sprintf("property %s is not allowed", render.Quote(name)))
 	case parent == "properties" || parent == "patternProperties":
-		f.add(path, parent, fmt.Sprintf("property %s is not allowed", quote(name)))
+		f.add(path, parent, fmt.Sprintf("property %s is not allowed", render.Quote(name)))
 	case last == "unevaluatedItems" || last == "items" || last == "additionalItems":
 		f.add(path, last, fmt.Sprintf("item %s is not allowed: the array has too many items", name))
 	case parent == "prefixItems" || parent == "items":
@@ -276,7 +262,7 @@ func (f *flattener) containsHint(e *jsonschema.ValidationError) string {
 func (f *flattener) alternatives(e *jsonschema.ValidationError, keyword string) {
 	path := pointer(e.InstanceLocation)
 	if len(e.Causes) == 0 {
-		f.add(path, keyword, fmt.Sprintf("%s matches none of the %s alternatives", render(lookup(f.root, e.InstanceLocation), maxFound), keyword))
+		f.add(path, keyword, fmt.Sprintf("%s matches none of the %s alternatives", render.Value(lookup(f.root, e.InstanceLocation), render.MaxFound), keyword))
 		return
 	}
 	depth := len(e.InstanceLocation)
@@ -290,7 +276,7 @@ func (f *flattener) alternatives(e *jsonschema.ValidationError, keyword string) 
 	}
 	best := closest(branches, depth)
 	if best < 0 {
-		f.add(path, keyword, fmt.Sprintf("%s matches none of the %s alternatives", render(lookup(f.root, e.InstanceLocation), maxFound), keyword))
+		f.add(path, keyword, fmt.Sprintf("%s matches none of the %s alternatives", render.Value(lookup(f.root, e.InstanceLocation), render.MaxFound), keyword))
 		return
 	}
 	f.out = append(f.out, branches[best]...)
@@ -388,7 +374,7 @@ func mergeAlternatives(all [][]fixpoint.ValidationError, path string, v any) (fi
 		items = slices.Compact(items)
 		return newError(path, "type", fmt.Sprintf("expected %s, got %s", strings.Join(items, " or "), describe(v))), true
 	}
-	return newError(path, "enum", fmt.Sprintf("%s is not one of [%s]", render(v, maxFound), strings.Join(items, ","))), true
+	return newError(path, "enum", fmt.Sprintf("%s is not one of [%s]", render.Value(v, render.MaxFound), strings.Join(items, ","))), true
 }
 
 // body strips the leading path from a message.
@@ -418,76 +404,21 @@ func matched(n int) string {
 	return strconv.Itoa(n) + " items match"
 }
 
-func quote(s string) string { return render(s, maxFound) }
-
-// render renders v as compact JSON, shortened to about limit bytes.
-func render(v any, limit int) string {
-	var s string
-	switch x := v.(type) {
-	case json.Number:
-		s = string(x)
-	case string:
-		s = marshal(x)
-	case []any:
-		// An enum of 10,000 values: marshal only what the limit shows,
-		// not the whole list for every error (2,000 wrong items took
-		// 2 s to describe).
-		var b strings.Builder
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(marshal(e))
-			if b.Len() > limit {
-				break
-			}
-		}
-		b.WriteByte(']')
-		s = b.String()
-	default:
-		s = marshal(x)
-	}
-	return shorten(s, limit)
-}
-
-func marshal(v any) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Sprint(v)
-	}
-	return strings.TrimSuffix(buf.String(), "\n")
-}
-
-// shorten cuts s to at most limit bytes (on a rune boundary), marking the cut.
-func shorten(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit - 3
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
-}
-
 // describe names a value's JSON type and shows it: `string "42"`.
 func describe(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
 	case bool:
-		return "boolean " + render(v, maxFound)
+		return "boolean " + render.Value(v, render.MaxFound)
 	case string:
-		return "string " + render(v, maxFound)
+		return "string " + render.Value(v, render.MaxFound)
 	case map[string]any:
-		return "object " + render(v, maxFound)
+		return "object " + render.Value(v, render.MaxFound)
 	case []any:
-		return "array " + render(v, maxFound)
+		return "array " + render.Value(v, render.MaxFound)
 	default:
-		return "number " + render(v, maxFound)
+		return "number " + render.Value(v, render.MaxFound)
 	}
 }
 
@@ -496,22 +427,9 @@ func describe(v any) string {
 func number(v any, r *big.Rat) string {
 	switch v.(type) {
 	case json.Number, float64, float32, int, int64, int32, uint, uint64, uint32:
-		return render(v, maxFound)
+		return render.Value(v, render.MaxFound)
 	}
-	return ratString(r)
-}
-
-func ratString(r *big.Rat) string {
-	if r == nil {
-		return "?"
-	}
-	if r.IsInt() {
-		return r.Num().String()
-	}
-	if f, exact := r.Float64(); exact || !r.IsInt() {
-		return strconv.FormatFloat(f, 'g', -1, 64)
-	}
-	return r.RatString()
+	return render.Rat(r)
 }
 
 func oneLine(s string) string {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint/internal/schematest"
+	"github.com/fixpoint-dev/fixpoint/satisfy"
 )
 
 // Crashers found by these targets are kept under testdata/fuzz/.
@@ -43,8 +44,8 @@ func FuzzCompile(f *testing.F) {
 		// wrong. Its error is a *SchemaError matching both sentinels.
 		sat := s.Satisfiable()
 		var se *SchemaError
-		if sat != nil && (!errors.As(sat, &se) || !errors.Is(sat, ErrSchema) || !errors.Is(sat, ErrUnsatisfiable)) {
-			t.Fatalf("Satisfiable error %T %v is not a *SchemaError matching ErrSchema and ErrUnsatisfiable", sat, sat)
+		if sat != nil && (!errors.As(sat, &se) || !errors.Is(sat, ErrSchema) || !errors.Is(sat, satisfy.ErrUnsatisfiable)) {
+			t.Fatalf("Satisfiable error %T %v is not a *SchemaError matching ErrSchema and satisfy.ErrUnsatisfiable", sat, sat)
 		}
 		for _, v := range values {
 			errs := s.Validate(v)

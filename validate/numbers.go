@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
 )
 
 // The library compares numbers exactly, as big.Rat. A number with a huge
@@ -41,7 +42,7 @@ func numberProblem(v any) string {
 // bounds.
 func numberTextProblem(s string) string {
 	if len(s) > maxNumberLen {
-		return fmt.Sprintf("number %s has more than %d characters", shorten(s, maxFound), maxNumberLen)
+		return fmt.Sprintf("number %s has more than %d characters", render.Shorten(s, render.MaxFound), maxNumberLen)
 	}
 	i := 0
 	if i < len(s) && s[i] == '-' {
@@ -78,7 +79,7 @@ func numberTextProblem(s string) string {
 		}
 		exp, err := strconv.Atoi(s[start:i])
 		if err != nil || exp > maxNumberExp {
-			return fmt.Sprintf("number %s is out of range: the exponent must be within ±%d", shorten(s, maxFound), maxNumberExp)
+			return fmt.Sprintf("number %s is out of range: the exponent must be within ±%d", render.Shorten(s, render.MaxFound), maxNumberExp)
 		}
 	}
 	if i != len(s) {

@@ -3,6 +3,7 @@ package validate
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,15 +12,17 @@ import (
 	"time"
 
 	"github.com/dlclark/regexp2/v2"
-	"github.com/fixpoint-dev/fixpoint"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/ecma"
 )
 
 // A pattern RE2 cannot express (a lookahead, a lookbehind, a
 // backreference) is matched by a backtracking engine, which can take time
-// exponential in the string's length. Bounds keep a reply from holding a
-// worker: each match stops after patternMatchTimeout, or once its
-// backtracking state passes patternMaxStack; all the backtracking matches
+// exponential in the string's length (package ecma). Bounds keep a reply
+// from holding a worker: each match stops after ecma.MatchTimeout, or once
+// its backtracking state passes ecma.MaxStack; all the backtracking matches
 // of one check (Validate, Check and its coercion, Satisfiable) share
 // patternCheckTime, past which every further one fails at once; and a
 // pattern and string that failed once fail again at once in the same
@@ -33,10 +36,7 @@ import (
 // such patterns holds the schema's patternClock, so that the checks of one
 // schema run one at a time. Schemas without them, nearly all, are not
 // serialized.
-const (
-	patternMatchTimeout = 100 * time.Millisecond
-	patternCheckTime    = time.Second
-)
+const patternCheckTime = time.Second
 
 // patternClock is the time budget of one schema's backtracking patterns.
 type patternClock struct {
@@ -71,14 +71,9 @@ var (
 	// errPatternTime is a match not made: the check's budget was spent.
 	errPatternTime = errors.New("the check's time for patterns is spent")
 	// errPatternStack is a match that needed more backtracking state than
-	// patternMaxStack allows.
+	// ecma.MaxStack allows.
 	errPatternStack = regexp2.ErrBacktrackingStackLimit
 )
-
-// patternMaxStack bounds the backtracking state of one match, in slots of
-// 8 bytes: 8 MiB. A repeated capturing group takes a few slots a
-// character, so strings of some 250,000 characters fit.
-const patternMaxStack = 1 << 20
 
 // backtrackRegexp is a pattern matched by the backtracking engine, under
 // its schema's patternClock.
@@ -95,7 +90,7 @@ func (r *backtrackRegexp) String() string { return r.src }
 // that runs out of time reports false and is recorded in the check's
 // budget, which makes the value invalid (see Schema.validate).
 func (r *backtrackRegexp) MatchString(s string) bool {
-	ok, err := r.match(s)
+	ok, err := r.Match(s)
 	if err != nil {
 		if b := r.budget(); b != nil {
 			b.failed = append(b.failed, patternFailure{patternPair{r.src, s}, err})
@@ -113,9 +108,9 @@ func (r *backtrackRegexp) budget() *patternBudget {
 	return r.clock.cur.Load()
 }
 
-// match matches s, spending the check's budget; an error is a match that
+// Match matches s, spending the check's budget; an error is a match that
 // ran out of time. Outside a check only the per-match bound applies.
-func (r *backtrackRegexp) match(s string) (bool, error) {
+func (r *backtrackRegexp) Match(s string) (bool, error) {
 	b := r.budget()
 	if b == nil {
 		return r.re.MatchString(s)
@@ -139,24 +134,44 @@ func (r *backtrackRegexp) match(s string) (bool, error) {
 	return ok, err
 }
 
-// matchRegexp reports whether re matches s; an error is a backtracking
-// match that ran out of time. Nothing is recorded: the check of the value
-// matches again, and reports it.
-func matchRegexp(re jsonschema.Regexp, s string) (bool, error) {
-	if r, ok := re.(*backtrackRegexp); ok {
-		return r.match(s)
+// compilePattern compiles the ECMA-262 pattern p (see ecma.Compile): its
+// RE2 translation, an *ecma.Regexp, or, when RE2 cannot express it, a
+// *backtrackRegexp whose matches clock bounds. An error says what is
+// wrong in p and where.
+func compilePattern(p string, clock *patternClock) (jsonschema.Regexp, error) {
+	re, bt, err := ecma.Compile(p)
+	switch {
+	case err != nil:
+		return nil, err
+	case bt != nil:
+		return &backtrackRegexp{re: bt, src: p, clock: clock}, nil
 	}
-	return re.MatchString(s), nil
+	return re, nil
 }
 
-// matchOr is matchRegexp with onTimeout for a match out of time: the
-// answer that errs on the caller's safe side.
-func matchOr(re jsonschema.Regexp, s string, onTimeout bool) bool {
-	m, err := matchRegexp(re, s)
+// ecmaRegexpEngine is the schema library's regexp engine for the schema's
+// "pattern" and "patternProperties": ECMA-262 patterns (see
+// compilePattern), their backtracking matches bounded by clock.
+//
+// A pattern that is not ECMA-262 but that Go's RE2 compiles keeps the RE2
+// meaning it had before patterns were translated ((?i), [[:alpha:]], \A,
+// \z, (?P<name>...), a{,3}): refusing it refused every queued job of a
+// batch enqueued with it, at its worker's first delivery.
+func ecmaRegexpEngine(p string, clock *patternClock) (jsonschema.Regexp, error) {
+	re, err := compilePattern(p, clock)
 	if err != nil {
-		return onTimeout
+		if old, rerr := regexp.Compile(p); rerr == nil {
+			return old, nil
+		}
+		return nil, err
 	}
-	return m
+	return re, nil
+}
+
+// strictRegexpEngine compiles ECMA-262 patterns only: a value a schema says
+// is a "regex" (format) must be one. The value is compiled, never matched.
+func strictRegexpEngine(p string) (jsonschema.Regexp, error) {
+	return compilePattern(p, nil)
 }
 
 // noRelease is guard's release for a schema whose patterns all run on RE2.
@@ -233,7 +248,7 @@ func (s *Schema) patternErrorsIn(v, x any, base string, errs []fixpoint.Validati
 		case errors.Is(err, errPatternStack):
 			return fmt.Sprintf("could not be checked against the pattern %s: the match needed more backtracking than allowed (the pattern has lookahead, lookbehind or backreferences, and a backtracking engine matches it); reply with a shorter string", k.pattern)
 		}
-		return fmt.Sprintf("could not be checked against the pattern %s: the match took over %v (the pattern has lookahead, lookbehind or backreferences, and a backtracking engine matches it); reply with a shorter or simpler string", k.pattern, patternMatchTimeout)
+		return fmt.Sprintf("could not be checked against the pattern %s: the match took over %v (the pattern has lookahead, lookbehind or backreferences, and a backtracking engine matches it); reply with a shorter or simpler string", k.pattern, ecma.MatchTimeout)
 	}
 	covered := map[pair]bool{}
 	for i, e := range errs {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/dlclark/regexp2/v2"
 
+	"github.com/fixpoint-dev/fixpoint/ecma"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
 	"github.com/fixpoint-dev/fixpoint/internal/schematest"
 )
 
@@ -44,7 +46,7 @@ func TestPatternMatchTimeout(t *testing.T) {
 	}
 	// The bound shows in the message; how long the check took on this
 	// machine is logged, not asserted (timing is for benchmarks).
-	t.Logf("took %v; one match is bounded at about %v", took, patternMatchTimeout)
+	t.Logf("took %v; one match is bounded at about %v", took, ecma.MatchTimeout)
 	// A string the pattern settles at once is checked as usual.
 	if errs := s.Validate(map[string]any{"name": "aaa"}); len(errs) != 0 {
 		t.Errorf("aaa: %v; want valid", errs)
@@ -115,7 +117,7 @@ func TestPatternManyStrings(t *testing.T) {
 	}
 }
 
-// A match that needs more backtracking state than patternMaxStack fails
+// A match that needs more backtracking state than ecma.MaxStack fails
 // with that reason; below it, it is made. regexp2's default bound (100,000
 // slots) would refuse 60,000 characters.
 func TestPatternStackBound(t *testing.T) {
@@ -140,7 +142,7 @@ func TestPatternStackBound(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs[0].Message, "needed more backtracking than allowed") {
 		t.Errorf("1,000,000 characters: %d errors; want one saying the match needed too much backtracking", len(errs))
 		if len(errs) > 0 {
-			t.Log(shorten(errs[0].Message, 300))
+			t.Log(render.Shorten(errs[0].Message, 300))
 		}
 	}
 }

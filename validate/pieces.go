@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
@@ -410,8 +411,8 @@ func prefixLocations(e *jsonschema.ValidationError, toks []string) {
 
 // hasDynamicRefs reports whether a subschema of g holds a $dynamicRef or a
 // $recursiveRef.
-func hasDynamicRefs(g *schemaGraph) bool {
-	for _, n := range g.nodes {
+func hasDynamicRefs(g *subschema.Graph) bool {
+	for _, n := range g.Nodes() {
 		if n.DynamicRef != nil || n.RecursiveRef != nil {
 			return true
 		}

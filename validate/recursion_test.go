@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 )
 
 // thread is a comment thread whose items are one of two shapes, each with
@@ -189,7 +190,7 @@ func TestCheckCostLayered(t *testing.T) {
 	}
 }
 
-// treeSize counts every path: shared definitions once for each branch that
+// TreeSize counts every path: shared definitions once for each branch that
 // reaches them, and every kind of child schema, which may all apply to one
 // item; a schema that recurses has none.
 func TestTreeSize(t *testing.T) {
@@ -206,11 +207,11 @@ func TestTreeSize(t *testing.T) {
 		// a tree of nodes that refers to itself
 		{`{"$ref":"#/$defs/node","$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}}}}}`, 0},
 	} {
-		if got := treeSize(mustCompile(t, tc.schema).graph, MaxChecks); got != tc.want {
+		if got := subschema.TreeSize(mustCompile(t, tc.schema).graph, MaxChecks); got != tc.want {
 			t.Errorf("%s: %d; want %d", tc.schema, got, tc.want)
 		}
 	}
-	if got := treeSize(mustCompile(t, layered(6)).graph, 1000); got != 1001 {
+	if got := subschema.TreeSize(mustCompile(t, layered(6)).graph, 1000); got != 1001 {
 		t.Errorf("6 levels, limit 1000: %d; want 1001", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/fixpoint-dev/fixpoint/internal/schematest"
+	"github.com/fixpoint-dev/fixpoint/satisfy"
 )
 
 // unsatisfiableCases are schemas no value satisfies, with the keyword and
@@ -114,8 +115,8 @@ func TestSatisfiable(t *testing.T) {
 			s := mustCompile(t, tc.schema)
 			err := s.Satisfiable()
 			var se *SchemaError
-			if !errors.Is(err, ErrUnsatisfiable) || !errors.Is(err, ErrSchema) || !errors.As(err, &se) {
-				t.Fatalf("Satisfiable() = %v, want a *SchemaError matching ErrUnsatisfiable and ErrSchema", err)
+			if !errors.Is(err, satisfy.ErrUnsatisfiable) || !errors.Is(err, ErrSchema) || !errors.As(err, &se) {
+				t.Fatalf("Satisfiable() = %v, want a *SchemaError matching satisfy.ErrUnsatisfiable and ErrSchema", err)
 			}
 			if se.Keyword != tc.keyword || se.Location != tc.location || !strings.Contains(err.Error(), tc.reason) {
 				t.Fatalf("Satisfiable() = keyword %q at %q: %v\nwant keyword %q at %q, with %q", se.Keyword, se.Location, err, tc.keyword, tc.location, tc.reason)
@@ -199,17 +200,17 @@ func TestSatisfiableBounded(t *testing.T) {
 			if err != nil {
 				t.Fatalf("does not compile: %v", err)
 			}
-			if _, ok := solveKinds(s.graph, satBudget); !ok {
-				t.Fatalf("the check ran out of its budget of %d", satBudget)
+			if _, ok := satisfy.Solve(s.graph, satisfy.Budget); !ok {
+				t.Fatalf("the check ran out of its budget of %d", satisfy.Budget)
 			}
 			err = s.Satisfiable()
-			if got := errors.Is(err, ErrUnsatisfiable); got != tc.unsat || err != nil && !got {
+			if got := errors.Is(err, satisfy.ErrUnsatisfiable); got != tc.unsat || err != nil && !got {
 				t.Fatalf("Satisfiable() = %v, want unsatisfiable %v", err, tc.unsat)
 			}
 			if err != nil && len(err.Error()) > 4<<10+len(tc.schema) {
 				t.Fatalf("the error is %d bytes long", len(err.Error()))
 			}
-			if err := satisfiable(s.graph, 1); err != nil {
+			if err := satisfy.Check(s.graph, 1); err != nil {
 				t.Errorf("over its budget the check says %v, want nil (cannot tell)", err)
 			}
 		})
@@ -268,11 +269,11 @@ func BenchmarkSatisfiable(b *testing.B) {
 func TestSatisfiableOverBudget(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, `{"type":"object","required":["c"],"properties":{"c":{"$ref":"#"}}}`)
-	if err := satisfiable(s.graph, satBudget); !errors.Is(err, ErrUnsatisfiable) {
-		t.Fatalf("with the budget: %v, want ErrUnsatisfiable", err)
+	if err := satisfy.Check(s.graph, satisfy.Budget); !errors.Is(err, satisfy.ErrUnsatisfiable) {
+		t.Fatalf("with the budget: %v, want satisfy.ErrUnsatisfiable", err)
 	}
 	for budget := range 8 {
-		if err := satisfiable(s.graph, budget); err != nil {
+		if err := satisfy.Check(s.graph, budget); err != nil {
 			t.Fatalf("with a budget of %d: %v, want nil", budget, err)
 		}
 	}
@@ -343,8 +344,8 @@ func TestSatisfiableSuite(t *testing.T) {
 							t.Logf("%s: no valid case, accepted", key)
 						}
 					}
-					if err != nil && !errors.Is(err, ErrUnsatisfiable) {
-						t.Errorf("%s: Satisfiable() = %v, not ErrUnsatisfiable", key, err)
+					if err != nil && !errors.Is(err, satisfy.ErrUnsatisfiable) {
+						t.Errorf("%s: Satisfiable() = %v, not satisfy.ErrUnsatisfiable", key, err)
 					}
 				}
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 )
 
 // ErrSchema is matched (errors.Is) by every error Compile returns.
@@ -42,7 +43,7 @@ type SchemaError struct {
 func (e *SchemaError) Error() string {
 	loc := e.Location
 	if loc == "" {
-		loc = rootDisplay
+		loc = render.Root
 	}
 	if e.Keyword == "" {
 		return fmt.Sprintf("%v at %s: %v", ErrSchema, loc, e.Err)
@@ -61,15 +62,15 @@ func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
 type Schema struct {
 	raw   []byte
 	sch   *jsonschema.Schema
-	graph *schemaGraph
-	// tree bounds the checks at one place in a value (see treeSize); 0
+	graph *subschema.Graph
+	// tree bounds the checks at one place in a value (see TreeSize); 0
 	// when the schema recurses, which no size bounds.
 	tree int
 	// cost estimates a value's checks (see MaxChecks): built at Compile
 	// for a schema that recurses, for any other the first time a value is
 	// large enough that tree times its places passes MaxChecks.
 	costOnce sync.Once
-	cost     *checkCost
+	cost     *subschema.Cost
 	// clock bounds the time of the patterns the backtracking engine
 	// matches (see patterns.go); nil when RE2 matches them all.
 	clock *patternClock
@@ -79,9 +80,9 @@ type Schema struct {
 	pieceMin int
 }
 
-// costs returns the schema's checkCost, building it the first time.
-func (s *Schema) costs() *checkCost {
-	s.costOnce.Do(func() { s.cost = newCheckCost(s.graph) })
+// costs returns the schema's Cost, building it the first time.
+func (s *Schema) costs() *subschema.Cost {
+	s.costOnce.Do(func() { s.cost = subschema.NewCost(s.graph) })
 	return s.cost
 }
 
@@ -102,7 +103,7 @@ func (s *Schema) checks(v any) (string, int) {
 			return "", s.tree * n
 		}
 	}
-	return s.costs().estimate(v, MaxChecks)
+	return s.costs().Estimate(v, MaxChecks)
 }
 
 // smallChecks is the checks under which a value is not estimated: far from
@@ -138,10 +139,6 @@ func places(v any, limit int) int {
 	return n
 }
 
-// schemaURL is the base URL the schema document is compiled under. Relative
-// references resolve against it; nothing is ever fetched from it.
-const schemaURL = "https://schema.fixpoint.invalid/schema.json"
-
 // compileOptions are test seams; the zero value is what Compile uses.
 type compileOptions struct {
 	// loader loads documents outside the schema. nil: refuse them all.
@@ -161,6 +158,37 @@ func (refuseLoader) Load(u string) (any, error) {
 // arrays; a property of a property of an object is 4 levels). Real schemas
 // stay well under it.
 const MaxSchemaDepth = 128
+
+// MaxUnfolded bounds how many subschemas one value can be checked against
+// along one path from the root to a leaf, each reference replaced by what
+// it names (cycles counted once): at one place in the value every
+// applicator there (anyOf, oneOf, allOf, $ref, not, if/then/else) adds up,
+// and the deepest child place counts once (a wide schema, 3,000
+// properties each a $ref to a 55-node definition, is not a slow one).
+// Levels of "anyOf": [{"$ref": next}, {"$ref": next}] double at each level:
+// 22 of them took 34 s and 4.4 GB to check one wrong reply.
+const MaxUnfolded = 100_000
+
+// MaxChecks bounds how many times validating one value may check a place
+// in it against a subschema. When the schema recurses, "oneOf" of two
+// comment shapes that each $ref the comment for their replies checks a
+// reply nested d levels deep against 2^d copies of it at the bottom, and
+// every place of a wide reply adds its own. A 100-byte reply nested 20
+// levels took a worker 44 s and 6 GB before it ran out of memory, a 56 KB
+// thread 10 levels deep with 2 replies a comment 19 s and 1.9 GB. Without
+// recursion, levels of "anyOf" whose branches share the next level's
+// definition multiply too (MaxUnfolded bounds them at one place, not
+// over the items of an array): 8 levels checked 100 wrong items in 29 s
+// and 840 MB. A value
+// whose estimate passes the bound is refused (keyword "checkCost") before
+// it is checked. The estimate is the worst case, a value not valid deep
+// down: measured on such a thread, a million estimated checks took about a
+// second and 450 MB to check. A valid value takes a fraction of that (the
+// library stops at a failing alternative's first error: a realistic thread
+// of 300 comments 10 deep, estimated at 600,000, took 7 ms), so the bound
+// leaves room for those and costs about 3 s and 720 MB at worst, with the
+// errors gathered (BenchmarkValidateThreadNearTheBound).
+const MaxChecks = 1_000_000
 
 // nesting returns the depth of v's deepest object or array below depth d,
 // stopping once past MaxSchemaDepth.
@@ -217,11 +245,11 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	}
 	if errs := numberErrors(doc); len(errs) > 0 {
 		e := sortErrors(errs)[0]
-		return nil, &SchemaError{Keyword: keywordAt(doc, e.Path), Location: e.Path, Err: errors.New(body(e.Message))}
+		return nil, &SchemaError{Keyword: subschema.KeywordAt(doc, e.Path), Location: e.Path, Err: errors.New(body(e.Message))}
 	}
 	// An id repeated in sibling subschemas, which the library refuses,
-	// names the first in document order (see dedupeIDs).
-	dedupeIDs(doc, schema, versionOf(opts.draft, 2020))
+	// names the first in document order (see subschema.DedupeIDs).
+	subschema.DedupeIDs(doc, schema, opts.draft)
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	if opts.draft != nil {
@@ -230,7 +258,7 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	c.AssertFormat()
 	registerURIFormats(c)
 	// Patterns are ECMA-262's (JSON Schema says so), not Go's RE2 syntax:
-	// they are translated (see compileECMA), or matched by the backtracking
+	// they are translated (see compilePattern), or matched by the backtracking
 	// engine under clock's bounds. The schema's own patterns, compiled
 	// now, may keep the RE2 meaning they had before (see
 	// ecmaRegexpEngine); a value checked against "format": "regex" later
@@ -253,25 +281,23 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 		loader = opts.loader
 	}
 	c.UseLoader(loader)
-	if err := c.AddResource(schemaURL, doc); err != nil {
+	if err := c.AddResource(subschema.URL, doc); err != nil {
 		return nil, &SchemaError{Err: fmt.Errorf("add schema: %w", err)}
 	}
-	sch, err := c.Compile(schemaURL)
+	sch, err := c.Compile(subschema.URL)
 	if err != nil {
 		return nil, schemaError(doc, err)
 	}
-	version := docVersion(doc, versionOf(opts.draft, 2020))
-	if err := compileRefs(c, doc, version); err != nil {
+	g, err := subschema.NewGraph(c, sch, doc, opts.draft)
+	if err != nil {
 		return nil, schemaError(doc, err)
 	}
-	extra, inRoot := compileDeclarers(c, doc, version)
-	g := newSchemaGraph(sch, inRoot, extra...)
-	if n := unfolded(g, MaxUnfolded); n > MaxUnfolded {
+	if n := subschema.Unfolded(g, MaxUnfolded); n > MaxUnfolded {
 		return nil, &SchemaError{Err: fmt.Errorf("one value would be checked against over %d subschemas along one path when each $ref is replaced by what it names "+
 			"(an anyOf, oneOf or allOf whose branches reach a shared definition counts it once for each, at every level): "+
 			"checking a reply that fails could take minutes and gigabytes; share fewer branches", MaxUnfolded)}
 	}
-	out := &Schema{raw: bytes.Clone(schema), sch: sch, graph: g, tree: treeSize(g, MaxChecks), pieceMin: pieceMin}
+	out := &Schema{raw: bytes.Clone(schema), sch: sch, graph: g, tree: subschema.TreeSize(g, MaxChecks), pieceMin: pieceMin}
 	if hasDynamicRefs(g) {
 		out.pieceMin = -1
 	}
@@ -282,54 +308,6 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 		out.costs()
 	}
 	return out, nil
-}
-
-// compileRefs compiles every subschema of doc holding a reference: the
-// library compiles only what the root reaches, and an unused "$defs" entry
-// must not hide an external reference.
-func compileRefs(c *jsonschema.Compiler, doc any, version int) error {
-	var refErr error
-	walkDoc(doc, version, func(n Node) bool {
-		for _, kw := range refKeywords[:3] {
-			if _, ok := n.Object()[kw].(string); ok && refErr == nil {
-				if _, err := c.Compile(schemaURL + "#" + encodeFragment(n.Ptr)); err != nil {
-					refErr = err
-				}
-				break
-			}
-		}
-		return refErr == nil
-	})
-	return refErr
-}
-
-// compileDeclarers compiles every subschema of doc declaring a dynamic or
-// recursive anchor: a dynamic reference may resolve to one nothing refers
-// to (see newSchemaGraph), and its cost is counted. inRoot holds those in
-// the root's schema resource (under no other "$id").
-func compileDeclarers(c *jsonschema.Compiler, doc any, version int) (declarers []*jsonschema.Schema, inRoot map[*jsonschema.Schema]bool) {
-	inRoot = map[*jsonschema.Schema]bool{}
-	rootBase := ""
-	walkDoc(doc, version, func(n Node) bool {
-		if n.Ptr == "" {
-			rootBase = n.Base
-		}
-		obj := n.Object()
-		_, dyn := obj["$dynamicAnchor"].(string)
-		if rec, _ := obj["$recursiveAnchor"].(bool); !dyn && !rec {
-			return true
-		}
-		d, err := c.Compile(schemaURL + "#" + encodeFragment(n.Ptr))
-		if err != nil {
-			return true
-		}
-		declarers = append(declarers, d)
-		if n.Base == rootBase {
-			inRoot[d] = true
-		}
-		return true
-	})
-	return declarers, inRoot
 }
 
 // Raw returns the schema text as given to Compile. It must not be modified.
@@ -379,7 +357,7 @@ func (s *Schema) validate(v any) []fixpoint.ValidationError {
 
 // schemaError turns a library compile error into a *SchemaError naming the
 // keyword and its location. A pattern's error says what is wrong in it and
-// where (ecmaError).
+// where (ecma.Compile).
 func schemaError(doc any, err error) *SchemaError {
 	var (
 		sve  *jsonschema.SchemaValidationError
@@ -396,7 +374,7 @@ func schemaError(doc any, err error) *SchemaError {
 	)
 	switch {
 	case errors.As(err, &sve):
-		base := fragmentOf(sve.URL)
+		base := subschema.Fragment(sve.URL)
 		if errors.As(sve.Err, &verr) {
 			errs := flatten(verr, lookupPointer(doc, base))
 			if len(errs) > 0 {
@@ -407,12 +385,12 @@ func schemaError(doc any, err error) *SchemaError {
 				if i := strings.Index(msg, ": "); i >= 0 {
 					msg = msg[i+2:]
 				}
-				return &SchemaError{Keyword: keywordAt(doc, loc), Location: loc, Err: errors.New(msg)}
+				return &SchemaError{Keyword: subschema.KeywordAt(doc, loc), Location: loc, Err: errors.New(msg)}
 			}
 		}
-		return &SchemaError{Keyword: keywordAt(doc, base), Location: base, Err: sve.Err}
+		return &SchemaError{Keyword: subschema.KeywordAt(doc, base), Location: base, Err: sve.Err}
 	case errors.As(err, &lue):
-		kw, loc := findRef(doc, lue.URL)
+		kw, loc := subschema.FindRef(doc, lue.URL)
 		what := fmt.Sprintf("%q", lue.URL)
 		if raw, ok := lookupPointer(doc, loc).(string); ok && raw != lue.URL {
 			what = fmt.Sprintf("%q (resolved to %q)", raw, lue.URL)
@@ -422,24 +400,24 @@ func schemaError(doc any, err error) *SchemaError {
 		}
 		return &SchemaError{Keyword: kw, Location: loc, Err: fmt.Errorf("%w: cannot use %s", errExternalRef, what)}
 	case errors.As(err, &rxe):
-		loc := fragmentOf(rxe.URL)
-		if !strings.HasSuffix(loc, "/pattern") && keywordAt(doc, loc+"/pattern") == "pattern" {
+		loc := subschema.Fragment(rxe.URL)
+		if !strings.HasSuffix(loc, "/pattern") && subschema.KeywordAt(doc, loc+"/pattern") == "pattern" {
 			loc += "/pattern"
 		}
-		return &SchemaError{Keyword: keywordAt(doc, loc), Location: loc, Err: fmt.Errorf("invalid regular expression %q: %w", rxe.Regex, rxe.Err)}
+		return &SchemaError{Keyword: subschema.KeywordAt(doc, loc), Location: loc, Err: fmt.Errorf("invalid regular expression %q: %w", rxe.Regex, rxe.Err)}
 	case errors.As(err, &anf):
-		kw, loc := findRef(doc, anf.Reference)
+		kw, loc := subschema.FindRef(doc, anf.Reference)
 		return &SchemaError{Keyword: kw, Location: loc, Err: err}
 	case errors.As(err, &pnf):
-		kw, loc := findRef(doc, pnf.URL)
+		kw, loc := subschema.FindRef(doc, pnf.URL)
 		return &SchemaError{Keyword: kw, Location: loc, Err: err}
 	case errors.As(err, &ipe):
-		kw, loc := findRef(doc, ipe.URL)
+		kw, loc := subschema.FindRef(doc, ipe.URL)
 		return &SchemaError{Keyword: kw, Location: loc, Err: err}
 	case errors.As(err, &pie):
-		return &SchemaError{Keyword: "$id", Location: fragmentOf(pie.URL) + "/$id", Err: err}
+		return &SchemaError{Keyword: "$id", Location: subschema.Fragment(pie.URL) + "/$id", Err: err}
 	case errors.As(err, &pae):
-		return &SchemaError{Keyword: "$anchor", Location: fragmentOf(pae.URL) + "/$anchor", Err: err}
+		return &SchemaError{Keyword: "$anchor", Location: subschema.Fragment(pae.URL) + "/$anchor", Err: err}
 	case errors.As(err, &die):
 		return &SchemaError{Keyword: "$id", Location: die.Ptr2 + "/$id", Err: err}
 	case errors.As(err, &dae):
@@ -452,167 +430,6 @@ func schemaError(doc any, err error) *SchemaError {
 		return &SchemaError{Keyword: "$schema", Location: "/$schema", Err: err}
 	}
 	return &SchemaError{Err: err}
-}
-
-// fragmentOf returns the decoded fragment of a schema URL: the JSON pointer
-// of a location inside the document.
-func fragmentOf(u string) string {
-	i := strings.IndexByte(u, '#')
-	if i < 0 {
-		return ""
-	}
-	f := u[i+1:]
-	if d, err := url.PathUnescape(f); err == nil {
-		f = d
-	}
-	if !strings.HasPrefix(f, "/") {
-		return ""
-	}
-	return f
-}
-
-// schemaMapKeywords hold an object of subschemas; schemaArrayKeywords an
-// array of them; schemaKeywords one subschema.
-var (
-	schemaMapKeywords = map[string]bool{
-		"properties": true, "patternProperties": true, "$defs": true,
-		"definitions": true, "dependentSchemas": true, "dependencies": true,
-	}
-	schemaArrayKeywords = map[string]bool{
-		"allOf": true, "anyOf": true, "oneOf": true, "prefixItems": true,
-		"items": true, // draft-07 tuple form, else a single schema
-	}
-	schemaKeywords = map[string]bool{
-		"not": true, "if": true, "then": true, "else": true,
-		"additionalProperties": true, "additionalItems": true,
-		"unevaluatedProperties": true, "unevaluatedItems": true,
-		"contains": true, "propertyNames": true, "contentSchema": true,
-		"items": true,
-	}
-)
-
-// keywordAt returns the innermost schema keyword on the path of the JSON
-// pointer ptr in the schema document.
-func keywordAt(doc any, ptr string) string {
-	toks := splitPointer(ptr)
-	kw := ""
-	node := doc
-	for i := 0; i < len(toks); {
-		obj, ok := node.(map[string]any)
-		if !ok {
-			break
-		}
-		tok := toks[i]
-		i++
-		kw = tok
-		val, ok := obj[tok]
-		if !ok || i >= len(toks) {
-			break
-		}
-		switch {
-		case schemaMapKeywords[tok]:
-			m, ok := val.(map[string]any)
-			if !ok {
-				return kw
-			}
-			node = m[toks[i]]
-			i++
-		case schemaArrayKeywords[tok]:
-			if arr, ok := val.([]any); ok {
-				n, err := strconv.Atoi(toks[i])
-				if err != nil || n < 0 || n >= len(arr) {
-					return kw
-				}
-				node = arr[n]
-				i++
-				continue
-			}
-			if !schemaKeywords[tok] {
-				return kw
-			}
-			node = val
-		case schemaKeywords[tok]:
-			node = val
-		default:
-			return kw
-		}
-	}
-	return kw
-}
-
-// encodeFragment percent-encodes a JSON pointer for use as a URL fragment,
-// keeping its slashes.
-func encodeFragment(ptr string) string {
-	toks := strings.Split(ptr, "/")
-	for i, t := range toks {
-		toks[i] = url.PathEscape(t)
-	}
-	return strings.Join(toks, "/")
-}
-
-// refKeywords are the keywords whose value refers to another schema.
-var refKeywords = []string{"$ref", "$dynamicRef", "$recursiveRef", "$schema"}
-
-// findRef finds the reference keyword in doc whose value names target (an
-// absolute URL, possibly the resolution of a relative reference), returning
-// the keyword and its location; "$ref" at the root when none is found. The
-// reference that resolves to target wins, then one written as target, then
-// one whose URL target ends with.
-func findRef(doc any, target string) (keyword, location string) {
-	best := -1
-	Walk(doc, func(n Node) bool {
-		for _, kw := range refKeywords {
-			s, ok := n.Object()[kw].(string)
-			if !ok {
-				continue
-			}
-			if score := refScore(s, n.Base, target); score > best {
-				best, keyword, location = score, kw, n.Ptr+"/"+escapeToken(kw)
-			}
-		}
-		return true
-	})
-	if best < 0 {
-		return "$ref", ""
-	}
-	return keyword, location
-}
-
-// refScore says how surely the reference s, in a subschema of base URI
-// base, names target: from 4, resolved to it, to -1, not at all.
-func refScore(s, base, target string) int {
-	tu, tf, _ := strings.Cut(target, "#")
-	su, sf, _ := strings.Cut(s, "#")
-	switch {
-	case resolvesTo(s, base, tu, tf):
-		return 4
-	case s == target:
-		return 3
-	case su != "" && strings.HasSuffix(tu, su) && sf == tf:
-		return 2
-	case su != "" && strings.HasSuffix(tu, su):
-		return 1
-	case su == "" && sf != "" && sf == tf:
-		return 0
-	}
-	return -1
-}
-
-// resolvesTo reports whether the reference ref, resolved against base,
-// is the URL tu with the fragment tf (both fragments percent-decoded).
-func resolvesTo(ref, base, tu, tf string) bool {
-	ru, rf, _ := strings.Cut(ref, "#")
-	if ru != "" {
-		b, err1 := url.Parse(base)
-		u, err2 := url.Parse(ru)
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		base = resolveURL(b, u).String()
-	}
-	df, err1 := url.PathUnescape(rf)
-	dt, err2 := url.PathUnescape(tf)
-	return base == tu && err1 == nil && err2 == nil && df == dt
 }
 
 // lookupPointer returns the value at ptr in doc, or nil.

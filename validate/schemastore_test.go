@@ -18,6 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 )
 
 // SchemaStore's schemas and their test instances, run through the compile
@@ -42,7 +43,7 @@ import (
 // draft-07 ignore its "$id") resolves a relative reference such as
 // "base.json" against it.
 var schemaStoreHosts = []string{
-	schemaURL[:strings.LastIndexByte(schemaURL, '/')+1],
+	subschema.URL[:strings.LastIndexByte(subschema.URL, '/')+1],
 	"https://json.schemastore.org/",
 	"http://json.schemastore.org/",
 	"https://www.schemastore.org/",

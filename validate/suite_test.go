@@ -13,6 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
 )
 
 // The official JSON-Schema-Test-Suite, required tests of draft2020-12 and
@@ -123,7 +124,7 @@ func checkErrors(errs []fixpoint.ValidationError) error {
 		if e.Path != "" && !strings.HasPrefix(e.Path, "/") {
 			return fmt.Errorf("path %q is not a JSON pointer", e.Path)
 		}
-		if !strings.HasPrefix(e.Message, display(e.Path)+": ") {
+		if !strings.HasPrefix(e.Message, render.Path(e.Path)+": ") {
 			return fmt.Errorf("message %q does not start with its path %q", e.Message, e.Path)
 		}
 	}

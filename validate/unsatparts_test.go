@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/satisfy"
 )
 
 // A declared property no value satisfies leaves the schema satisfiable
@@ -36,8 +38,8 @@ func TestUnsatisfiableParts(t *testing.T) {
 		var locs []string
 		for _, e := range got {
 			var se *SchemaError
-			if !errors.As(e, &se) || !errors.Is(e, ErrUnsatisfiablePart) || !errors.Is(e, ErrSchema) {
-				t.Errorf("%s: %v is not a SchemaError matching ErrUnsatisfiablePart and ErrSchema", tc.name, e)
+			if !errors.As(e, &se) || !errors.Is(e, satisfy.ErrUnsatisfiablePart) || !errors.Is(e, ErrSchema) {
+				t.Errorf("%s: %v is not a SchemaError matching satisfy.ErrUnsatisfiablePart and ErrSchema", tc.name, e)
 				continue
 			}
 			locs = append(locs, se.Location)

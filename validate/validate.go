@@ -1,8 +1,15 @@
-// Package validate compiles JSON Schemas and validates values against them,
-// returning every error at once as a flat list with a JSON pointer, the failing
-// keyword, a failure class and a message a model can act on.
+// Package validate checks values against a JSON Schema: it compiles a
+// schema for checking and validates values against it, returning every
+// error at once as a flat list with a JSON pointer, the failing keyword, a
+// failure class and a message a model can act on, and it chooses the JSON
+// value of a reply that fits ([Check]).
 //
-// It is a pure package: no network, no file system, no logging.
+// It is a pure package: no network, no file system, no logging. What it
+// does besides checking values is done by pure packages of their own:
+// package subschema reads the schema (the one walker, "$ref" resolution,
+// repeated ids, the graph of the compiled schema and the bounds read off
+// it), package ecma reads its patterns as ECMA-262, and package satisfy
+// tells whether any value satisfies it.
 //
 // # Schemas
 //
@@ -21,7 +28,7 @@
 //
 // "pattern" and "patternProperties" are ECMA-262 regular expressions with the
 // "u" flag, as JSON Schema says: each is translated to an RE2 pattern of the
-// same meaning and matched in linear time (ecma.go); what RE2 cannot do
+// same meaning and matched in linear time (package ecma); what RE2 cannot do
 // (lookahead, lookbehind, backreferences) is matched by a backtracking engine
 // under a time bound: 100 ms a match, 1 s for all those of one check. A string
 // that could not be matched in time is an error (keyword "pattern"), never
@@ -29,7 +36,7 @@
 //
 // An id ("$id", draft-04 "id") repeated in several subschemas, as generated
 // schemas have them, names the first in the schema's text; the others
-// validate as written (ids.go).
+// validate as written (subschema.DedupeIDs).
 //
 // # Errors
 //
@@ -78,8 +85,9 @@
 // {"enum": []}, a required property that refers back to its parent): every
 // reply would fail, and every attempt would be paid for. [Schema.Satisfiable]
 // refuses such schemas, before any job uses them, with an error matching
-// [ErrUnsatisfiable]. It is conservative (it never refuses a schema some
-// value satisfies) and not complete.
+// satisfy.ErrUnsatisfiable (package satisfy is the check). It is
+// conservative (it never refuses a schema some value satisfies) and not
+// complete.
 //
 // # Schema-guided repair
 //

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
 )
 
 // validateCases are schema/value pairs with the exact errors expected. They
@@ -304,7 +305,7 @@ var validateCases = []struct {
 		name:   "long found value is shortened",
 		schema: `{"type":"string"}`,
 		value:  `{"text":"` + strings.Repeat("x", 200) + `"}`,
-		want:   []fixpoint.ValidationError{{Path: "", Keyword: "type", Class: fixpoint.ClassShape, Message: `(root): expected string, got object {"text":"` + strings.Repeat("x", maxFound-3-len(`{"text":"`)) + `...`}},
+		want:   []fixpoint.ValidationError{{Path: "", Keyword: "type", Class: fixpoint.ClassShape, Message: `(root): expected string, got object {"text":"` + strings.Repeat("x", render.MaxFound-3-len(`{"text":"`)) + `...`}},
 	},
 	{
 		name:   "draft-07 tuple items and additionalItems",
@@ -495,6 +496,28 @@ func TestCompileExternalRefIsErrExternalRef(t *testing.T) {
 	_, err := Compile([]byte(`{"$ref":"https://example.com/s.json"}`))
 	if !errors.Is(err, errExternalRef) || !errors.Is(err, ErrSchema) {
 		t.Fatalf("got %v, want errExternalRef and ErrSchema", err)
+	}
+}
+
+// TestCompileNamesTheRefThatFails: of two references written alike, one
+// to a resource of the document and one outside it, the error names the
+// one that resolves to the URL refused, under its own $id.
+func TestCompileNamesTheRefThatFails(t *testing.T) {
+	t.Parallel()
+	schema := `{"$id": "https://example.com/a/root.json",
+		"properties": {"x": {"$ref": "other.json"},
+		  "y": {"$id": "https://example.com/b/sub.json", "properties": {"z": {"$ref": "other.json"}}}},
+		"$defs": {"o": {"$id": "other.json"}}}`
+	_, err := Compile([]byte(schema))
+	var se *SchemaError
+	if !errors.As(err, &se) {
+		t.Fatalf("Compile = %v, want a *SchemaError", err)
+	}
+	if se.Keyword != "$ref" || se.Location != "/properties/y/properties/z/$ref" {
+		t.Errorf("error names %q at %q, want $ref at /properties/y/properties/z/$ref: %v", se.Keyword, se.Location, err)
+	}
+	if !strings.Contains(err.Error(), "https://example.com/b/other.json") {
+		t.Errorf("error does not name the URL refused: %v", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/subschema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
@@ -63,36 +64,12 @@ func (c *Session) Checks(v any) int {
 	return n
 }
 
-// Types is a set of the types of JSON value a schema allows, an integer
-// (1, 1.0) and a number that is not one told apart.
-type Types uint8
-
-// The types of Types.
-const (
-	TypeNull     = Types(kNull)
-	TypeBoolean  = Types(kBool)
-	TypeInteger  = Types(kInt)
-	TypeFraction = Types(kFrac) // a number that is not an integer
-	TypeString   = Types(kString)
-	TypeObject   = Types(kObject)
-	TypeArray    = Types(kArray)
-	TypeNumber   = TypeInteger | TypeFraction
-	TypeAny      = Types(kAll)
-)
-
-// TypeOf is the type of a value as decoded by the schema library or by
-// extract (a json.Number is an integer when its value is integral).
-func TypeOf(v any) Types { return Types(kindOf(v)) }
-
-// String names the types: "string or integer", "value" for all of them.
-func (t Types) String() string { return kinds(t).String() }
-
 // Wants is what the schema wants of the value at one location, as far as a
 // schema-guided repair needs to know.
 type Wants struct {
 	// Types are the types some branch of the schema allows here (by type,
-	// const and enum); TypeAny when unconstrained.
-	Types Types
+	// const and enum); subschema.TypeAny when unconstrained.
+	Types subschema.Types
 	// StringsClosed: the strings allowed here are only those in Strings
 	// (by const or enum, or none when Types has no string).
 	StringsClosed bool
@@ -145,10 +122,10 @@ func (c *Session) Reader(root any) *Reader {
 // changed.
 func (r *Reader) At(toks []string) Wants {
 	if r.s == nil || r.s.sch == nil {
-		return Wants{Types: TypeAny}
+		return Wants{Types: subschema.TypeAny}
 	}
 	v := r.s.viewAtCached(r.root, toks, r.cache)
-	return Wants{Types: Types(v.kinds), StringsClosed: v.strClosed, Strings: v.strs, Required: v.required,
+	return Wants{Types: v.kinds, StringsClosed: v.strClosed, Strings: v.strs, Required: v.required,
 		Props: v.props, Patterns: v.patterns, Unknown: v.unknown}
 }
 
@@ -168,7 +145,7 @@ func SplitPointer(ptr string) []string { return splitPointer(ptr) }
 type view struct {
 	// kinds are the kinds of value some branch of the schema allows here
 	// (by type, const and enum); kAll when unconstrained.
-	kinds kinds
+	kinds subschema.Types
 	// strClosed: the strings allowed here are only those in strs (by const
 	// or enum, or none when kinds has no string).
 	strClosed bool
@@ -187,14 +164,14 @@ type view struct {
 }
 
 var (
-	anyView     = view{kinds: kAll}
+	anyView     = view{kinds: subschema.TypeAny}
 	falseView   = view{strClosed: true}
-	unknownView = view{kinds: kAll, unknown: true}
+	unknownView = view{kinds: subschema.TypeAny, unknown: true}
 )
 
 // norm closes the strings when no string is allowed.
 func (v view) norm() view {
-	if v.kinds&kString == 0 {
+	if v.kinds&subschema.TypeString == 0 {
 		v.strClosed, v.strs = true, nil
 	}
 	return v
@@ -510,30 +487,30 @@ func (c *viewCache) index(e *jsonschema.ValidationError) *causeIndex {
 
 // own is the view of s's own keywords for the value it applies to.
 func own(s *jsonschema.Schema, legacy bool) view {
-	out := view{kinds: kAll}
+	out := view{kinds: subschema.TypeAny}
 	if s.Types != nil && !legacy {
-		out.kinds &= typeKinds(s.Types)
+		out.kinds &= subschema.TypesOf(s.Types)
 	}
 	if s.Const != nil {
 		c := *s.Const
-		out.kinds &= kindOf(c)
+		out.kinds &= subschema.TypeOf(c)
 		out.strClosed = true
 		if str, ok := c.(string); ok {
 			out.strs = []string{str}
 		}
 	}
 	if s.Enum != nil && !legacy {
-		var k kinds
+		var k subschema.Types
 		var strs []string
 		for _, x := range s.Enum.Values {
-			k |= kindOf(x)
+			k |= subschema.TypeOf(x)
 			if str, ok := x.(string); ok {
 				strs = append(strs, str)
 			}
 		}
 		out.kinds &= k
 		if out.strClosed {
-			out = conj(out, view{kinds: kAll, strClosed: true, strs: strs})
+			out = conj(out, view{kinds: subschema.TypeAny, strClosed: true, strs: strs})
 		} else {
 			out.strClosed, out.strs = true, strs
 		}

@@ -3,6 +3,8 @@ package validate
 import (
 	"slices"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/subschema"
 )
 
 // TestReaderAt: what the schema wants at a location, through conjunctions,
@@ -11,23 +13,23 @@ func TestReaderAt(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, schema, value, ptr string
-		types                    Types
+		types                    subschema.Types
 		strs                     []string // nil: strings open (unless types has no string)
 		required                 []string
 	}{
-		{name: "type", schema: `{"type":["integer","null"]}`, value: `1`, types: TypeInteger | TypeNull, strs: []string{}},
-		{name: "enum kinds", schema: `{"enum":["a",1.5,null]}`, value: `1`, types: TypeString | TypeFraction | TypeNull, strs: []string{"a"}},
-		{name: "allOf intersects", schema: `{"allOf":[{"enum":["a","b","c"]},{"enum":["b","c","d"]}]}`, value: `1`, types: TypeString, strs: []string{"b", "c"}},
-		{name: "anyOf unites", schema: `{"anyOf":[{"const":"a"},{"const":"b"},{"type":"integer"}]}`, value: `1`, types: TypeString | TypeInteger, strs: []string{"a", "b"}},
-		{name: "anyOf with an open string", schema: `{"anyOf":[{"const":"a"},{"type":"string"}]}`, value: `1`, types: TypeString},
-		{name: "property through ref", schema: `{"$defs":{"n":{"type":"number"}},"properties":{"a":{"$ref":"#/$defs/n"}}}`, value: `{"a":1}`, ptr: "/a", types: TypeNumber, strs: []string{}},
+		{name: "type", schema: `{"type":["integer","null"]}`, value: `1`, types: subschema.TypeInteger | subschema.TypeNull, strs: []string{}},
+		{name: "enum kinds", schema: `{"enum":["a",1.5,null]}`, value: `1`, types: subschema.TypeString | subschema.TypeFraction | subschema.TypeNull, strs: []string{"a"}},
+		{name: "allOf intersects", schema: `{"allOf":[{"enum":["a","b","c"]},{"enum":["b","c","d"]}]}`, value: `1`, types: subschema.TypeString, strs: []string{"b", "c"}},
+		{name: "anyOf unites", schema: `{"anyOf":[{"const":"a"},{"const":"b"},{"type":"integer"}]}`, value: `1`, types: subschema.TypeString | subschema.TypeInteger, strs: []string{"a", "b"}},
+		{name: "anyOf with an open string", schema: `{"anyOf":[{"const":"a"},{"type":"string"}]}`, value: `1`, types: subschema.TypeString},
+		{name: "property through ref", schema: `{"$defs":{"n":{"type":"number"}},"properties":{"a":{"$ref":"#/$defs/n"}}}`, value: `{"a":1}`, ptr: "/a", types: subschema.TypeNumber, strs: []string{}},
 		{name: "false additional", schema: `{"additionalProperties":false}`, value: `{"a":1}`, ptr: "/a", types: 0, strs: []string{}},
 		{name: "draft-07 items tuple", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","items":[{"type":"string"}],"additionalItems":{"type":"boolean"}}`,
-			value: `["x",true]`, ptr: "/1", types: TypeBoolean, strs: []string{}},
+			value: `["x",true]`, ptr: "/1", types: subschema.TypeBoolean, strs: []string{}},
 		{name: "draft-07 ref ignores siblings", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/definitions/s","type":"integer"}}}`,
-			value: `{"a":1}`, ptr: "/a", types: TypeString},
+			value: `{"a":1}`, ptr: "/a", types: subschema.TypeString},
 		{name: "required in all places", schema: `{"required":["a"],"allOf":[{"required":["b"]}],"anyOf":[{"required":["c"]},{}],"if":{"required":["z"]},"then":{"required":["d"]},"dependentSchemas":{"a":{"required":["e"]}}}`,
-			value: `{}`, types: TypeAny, required: []string{"a", "b", "c", "d", "e"}},
+			value: `{}`, types: subschema.TypeAny, required: []string{"a", "b", "c", "d", "e"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package validate
+package subschema
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 // ErrRef is matched (errors.Is) by every error Doc.Resolve and Doc.Deref
@@ -42,13 +44,13 @@ type Doc struct {
 // while the Doc is used.
 func NewDoc(root any) *Doc {
 	d := &Doc{
-		root:      Node{Value: root, Base: schemaURL},
+		root:      Node{Value: root, Base: URL},
 		nodes:     map[uintptr]Node{},
 		byPtr:     map[string]Node{},
 		resources: map[string]Node{},
 		anchors:   map[string]Node{},
 	}
-	d.resources[schemaURL] = d.root
+	d.resources[URL] = d.root
 	version := docVersion(root, 2020)
 	w := schemaWalker{version: version, idKey: "$id"}
 	if version == 4 {
@@ -153,7 +155,7 @@ func (d *Doc) pointer(ref string, res Node, ptr string) (Node, error) {
 			if !found {
 				return Node{}, refError(ref, "%s has no member %q", where(at), name)
 			}
-			cur, at = next, at+"/"+escapeToken(name)
+			cur, at = next, at+"/"+extract.PointerToken(name)
 		}
 	}
 	if n, ok := d.byPtr[at]; ok {

@@ -1,9 +1,11 @@
-package validate
+package subschema
 
 import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 // Node is one subschema of a schema document, as Walk and Doc find it.
@@ -58,8 +60,8 @@ func walkDoc(root any, version int, fn func(Node) bool) {
 	if version == 4 {
 		w.idKey = "id"
 	}
-	base, _ := url.Parse(schemaURL)
-	w.walk(root, "", base, schemaURL, 0)
+	base, _ := url.Parse(URL)
+	w.walk(root, "", base, URL, 0)
 }
 
 // schemaWalker is the state of one Walk.
@@ -84,12 +86,12 @@ func (w *schemaWalker) walk(node any, ptr string, base *url.URL, baseText string
 		return
 	}
 	for kw, val := range obj {
-		p := ptr + "/" + escapeToken(kw)
+		p := ptr + "/" + extract.PointerToken(kw)
 		switch {
 		case schemaMapKeywords[kw]:
 			m, _ := val.(map[string]any)
 			for name, sub := range m {
-				w.walk(sub, p+"/"+escapeToken(name), base, baseText, depth+1)
+				w.walk(sub, p+"/"+extract.PointerToken(name), base, baseText, depth+1)
 			}
 		case schemaArrayKeywords[kw] || schemaKeywords[kw]:
 			if arr, ok := val.([]any); ok {

@@ -1,30 +1,11 @@
-package validate
-
-import (
-	"errors"
-	"fmt"
-	"maps"
-	"math/big"
-	"slices"
-	"strconv"
-	"strings"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
-)
-
-// ErrUnsatisfiable is matched (errors.Is) by the error [Schema.Satisfiable]
-// returns for a schema no value can satisfy. That error is a *SchemaError,
-// so it matches ErrSchema too.
-var ErrUnsatisfiable = errors.New("no value satisfies the schema")
-
-// Satisfiable reports whether some finite JSON value could satisfy the
-// schema, as far as a cheap static check can tell. It returns nil when the
-// schema may be satisfiable, and otherwise a *SchemaError matching both
-// ErrSchema and ErrUnsatisfiable whose Location is the JSON pointer of the
-// keyword at fault and whose message says why, with the chain of keywords
-// that leads there from the root. A nil *Schema is satisfiable. It is pure,
-// safe for concurrent use, and bounded in time and memory: when a schema is
-// too large to check within its budget, it returns nil.
+// Package satisfy tells whether any value can satisfy a schema, before a
+// job pays for replies that all fail: a schema can compile and accept no
+// value at all ({"$ref": "#"}, {"enum": []}, a required property that
+// refers back to its parent). It reads the graph of the compiled schema
+// (subschema.Graph) and is pure: no network, no file system, no logging,
+// bounded in time and memory by a budget of steps. Package validate
+// refuses a schema with it (Schema.Satisfiable) and lists the parts of a
+// schema no reply can give (Schema.UnsatisfiableParts).
 //
 // The check is conservative: it never refuses a schema that some value
 // satisfies (it is tested against every schema of the official test suite
@@ -71,111 +52,88 @@ var ErrUnsatisfiable = errors.New("no value satisfies the schema")
 // not combine the bounds or properties of different schemas:
 // {"allOf": [{"minimum": 2}, {"maximum": 1}]} is accepted. Subschemas of the
 // standard metaschemas count as satisfiable. ("type": [] never gets here:
-// Compile refuses it.)
-func (s *Schema) Satisfiable() error {
-	if s == nil || s.sch == nil {
-		return nil
-	}
-	defer s.guard()()
-	return satisfiable(s.graph, satBudget)
+// package validate refuses it at Compile.)
+package satisfy
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fixpoint-dev/fixpoint/ecma"
+	"github.com/fixpoint-dev/fixpoint/extract"
+	"github.com/fixpoint-dev/fixpoint/internal/render"
+	"github.com/fixpoint-dev/fixpoint/subschema"
+)
+
+// ErrUnsatisfiable is matched (errors.Is) by the error Check returns for a
+// schema no value can satisfy.
+var ErrUnsatisfiable = errors.New("no value satisfies the schema")
+
+// Error is why no value satisfies a schema, or a part of it: the keyword
+// at fault ("" when none is, as for the false schema), its Location (the
+// JSON pointer of the keyword in the schema document, or of the part), and
+// why, matching ErrUnsatisfiable or ErrUnsatisfiablePart, with the chain
+// of keywords that leads there from the root.
+type Error struct {
+	Keyword  string
+	Location string
+	Err      error
 }
 
-// satBudget bounds the work of one check, in node evaluations, dependencies
-// read and regular expressions matched.
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Keyword == "" {
+		return fmt.Sprintf("at %s: %v", render.Path(e.Location), e.Err)
+	}
+	return fmt.Sprintf("keyword %q at %s: %v", e.Keyword, render.Path(e.Location), e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Check reports whether some finite JSON value could satisfy the schema
+// whose graph is g, as far as a cheap static check can tell, spending at
+// most budget steps (Budget is what package validate gives it). It returns
+// nil when the schema may be satisfiable, or when it could not tell within
+// its budget, and otherwise an *Error matching ErrUnsatisfiable.
+func Check(g *subschema.Graph, budget int) error {
+	sol, ok := Solve(g, budget)
+	if !ok || sol.g.t[0] != 0 {
+		return nil // over budget, so cannot tell; or satisfiable
+	}
+	return sol.g.explainFrom(0)
+}
+
+// Solution is the kinds of value each subschema of a graph can be
+// satisfied with (the least fixpoint), as Solve found them.
+type Solution struct {
+	g    *satGraph
+	done bool // solved within the budget
+}
+
+// Solve solves the graph g within budget steps, and reports whether it
+// did. A Solution it did not finish tells nothing.
+func Solve(g *subschema.Graph, budget int) (*Solution, bool) {
+	sg, ok := solveKinds(g, budget)
+	return &Solution{sg, ok}, ok
+}
+
+// Budget bounds the work of one check, in node evaluations, dependencies
+// read and regular expressions matched: what package validate gives a
+// check.
 const (
-	satBudget = 1 << 22
+	Budget = 1 << 22
 	// satDepth bounds the recursion of the static part of a node (through
 	// "not", "$ref", "allOf", ... without a value) and of an explanation.
 	satDepth = 16
 )
-
-// kinds is a set of JSON value kinds.
-type kinds uint8
-
-const (
-	kNull kinds = 1 << iota
-	kBool
-	kInt  // an integer (1, 1.0)
-	kFrac // a number that is not an integer
-	kString
-	kObject
-	kArray
-
-	kNumber kinds = kInt | kFrac
-	kAll    kinds = kNull | kBool | kNumber | kString | kObject | kArray
-)
-
-// String names the kinds: "string or integer", "value" for all of them.
-func (k kinds) String() string {
-	switch k {
-	case 0:
-		return "nothing"
-	case kAll:
-		return "value"
-	}
-	var names []string
-	for _, n := range []struct {
-		k    kinds
-		name string
-	}{
-		{kNull, "null"}, {kBool, "boolean"}, {kNumber, "number"}, {kInt, "integer"},
-		{kFrac, "non-integer number"}, {kString, "string"}, {kObject, "object"}, {kArray, "array"},
-	} {
-		if k&n.k == n.k {
-			names = append(names, n.name)
-			k &^= n.k
-		}
-	}
-	return strings.Join(names, " or ")
-}
-
-// kindOf is the kind of a value as decoded by jsonschema.UnmarshalJSON.
-func kindOf(v any) kinds {
-	switch v.(type) {
-	case nil:
-		return kNull
-	case bool:
-		return kBool
-	case string:
-		return kString
-	case map[string]any:
-		return kObject
-	case []any:
-		return kArray
-	}
-	r, ok := new(big.Rat).SetString(fmt.Sprint(v))
-	if !ok {
-		return kNumber
-	}
-	if r.IsInt() {
-		return kInt
-	}
-	return kFrac
-}
-
-// typeKinds are the kinds of a "type" keyword.
-func typeKinds(t *jsonschema.Types) kinds {
-	var k kinds
-	for _, name := range t.ToStrings() {
-		switch name {
-		case "null":
-			k |= kNull
-		case "boolean":
-			k |= kBool
-		case "integer":
-			k |= kInt
-		case "number":
-			k |= kNumber
-		case "string":
-			k |= kString
-		case "object":
-			k |= kObject
-		case "array":
-			k |= kArray
-		}
-	}
-	return k
-}
 
 // Slots of a node's dependencies that are no schema.
 const (
@@ -189,14 +147,14 @@ type satNode struct {
 	s   *jsonschema.Schema
 	loc string // JSON pointer in the schema document, or the full URL elsewhere
 
-	static    kinds // the kinds the node's own keywords allow, regardless of subschemas
-	staticWhy cause // why static is empty
-	legacy    bool  // draft < 2019 with $ref: only "const" and "$ref" apply
+	static    subschema.Types // the kinds the node's own keywords allow, regardless of subschemas
+	staticWhy cause           // why static is empty
+	legacy    bool            // draft < 2019 with $ref: only "const" and "$ref" apply
 
 	ref                 int
 	allOf, anyOf, oneOf []int
 	ifN, thenN, elseN   int
-	ifUniversal         kinds
+	ifUniversal         subschema.Types
 
 	// objects
 	required   []string   // distinct, in schema order
@@ -219,30 +177,21 @@ type satNode struct {
 
 // satGraph is the graph of a schema's subschemas and the kinds each can be
 // satisfied with (the least fixpoint, once solved). Its nodes are those of
-// the schema's schemaGraph, root first, but for the subschemas of the
+// the schema's subschema.Graph, root first, but for the subschemas of the
 // standard metaschemas: they count as satisfiable, and are not looked into.
 type satGraph struct {
 	nodes  []satNode
 	index  map[*jsonschema.Schema]int
-	t      []kinds
+	t      []subschema.Types
 	budget int
-}
-
-// satisfiable checks the root of sg within budget (see satBudget).
-func satisfiable(sg *schemaGraph, budget int) error {
-	g, ok := solveKinds(sg, budget)
-	if !ok || g.t[0] != 0 {
-		return nil // over budget, so cannot tell; or satisfiable
-	}
-	return g.explainFrom(0)
 }
 
 // solveKinds builds the graph of sg's subschemas and solves it, and
 // reports whether it did within budget.
-func solveKinds(sg *schemaGraph, budget int) (*satGraph, bool) {
-	g := &satGraph{index: make(map[*jsonschema.Schema]int, len(sg.nodes)), budget: budget}
-	schemas := make([]*jsonschema.Schema, 0, len(sg.nodes))
-	for _, s := range sg.nodes {
+func solveKinds(sg *subschema.Graph, budget int) (*satGraph, bool) {
+	g := &satGraph{index: make(map[*jsonschema.Schema]int, len(sg.Nodes())), budget: budget}
+	schemas := make([]*jsonschema.Schema, 0, len(sg.Nodes()))
+	for _, s := range sg.Nodes() {
 		if !isMeta(s.Location) {
 			g.index[s] = len(schemas)
 			schemas = append(schemas, s)
@@ -275,15 +224,6 @@ func (g *satGraph) nodesOf(ss []*jsonschema.Schema) []int {
 	return out
 }
 
-// schemaLocation is the JSON pointer of a schema location in the schema
-// document, or the location itself in another document.
-func schemaLocation(u string) string {
-	if u == schemaURL || strings.HasPrefix(u, schemaURL+"#") {
-		return fragmentOf(u)
-	}
-	return u
-}
-
 // isMeta reports whether a location is in a standard metaschema.
 func isMeta(u string) bool {
 	return strings.HasPrefix(u, "https://json-schema.org/") || strings.HasPrefix(u, "http://json-schema.org/")
@@ -297,7 +237,7 @@ func (g *satGraph) build(schemas []*jsonschema.Schema) bool {
 		if !g.spend(1) {
 			return false
 		}
-		n := satNode{s: s, loc: schemaLocation(s.Location), ref: noSchema, ifN: noSchema, thenN: noSchema, elseN: noSchema,
+		n := satNode{s: s, loc: subschema.Location(s.Location), ref: noSchema, ifN: noSchema, thenN: noSchema, elseN: noSchema,
 			additional: noSchema, propNames: noSchema, contains: noSchema}
 		n.static = g.staticKinds(s, 0, n.loc, &n.staticWhy)
 		switch {
@@ -363,16 +303,16 @@ func (g *satGraph) buildObject(n *satNode) bool {
 		var kws []string
 		if p, ok := s.Properties[r]; ok {
 			slot = append(slot, g.node(p))
-			kws = append(kws, n.loc+"/properties/"+escapeToken(r))
+			kws = append(kws, n.loc+"/properties/"+extract.PointerToken(r))
 		}
 		for j, re := range patterns {
-			m, err := matchRegexp(re, r)
+			m, err := ecma.Match(re, r)
 			if err != nil {
 				return false
 			}
 			if m {
 				slot = append(slot, n.patterns[j])
-				kws = append(kws, n.loc+"/patternProperties/"+escapeToken(re.String()))
+				kws = append(kws, n.loc+"/patternProperties/"+extract.PointerToken(re.String()))
 			}
 		}
 		if len(slot) == 0 && n.additional != noSchema {
@@ -382,7 +322,7 @@ func (g *satGraph) buildObject(n *satNode) bool {
 		n.slots = append(n.slots, slot)
 		n.slotKw = append(n.slotKw, kws)
 	}
-	for _, name := range sortedKeys(s.Properties) {
+	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
 		if !seen[name] {
 			n.optProps = append(n.optProps, g.node(s.Properties[name]))
 		}
@@ -471,7 +411,7 @@ func (g *satGraph) deps(i int) []int {
 // solve computes the least fixpoint of the kinds of every node, and reports
 // whether it did within the budget.
 func (g *satGraph) solve() bool {
-	g.t = make([]kinds, len(g.nodes))
+	g.t = make([]subschema.Types, len(g.nodes))
 	queued := make([]bool, len(g.nodes))
 	queue := make([]int, 0, len(g.nodes))
 	for i := len(g.nodes) - 1; i >= 0; i-- {
@@ -513,10 +453,10 @@ func (g *satGraph) isFalse(j int) bool {
 }
 
 // tk is the current kinds of a dependency slot.
-func (g *satGraph) tk(j int) kinds {
+func (g *satGraph) tk(j int) subschema.Types {
 	switch j {
 	case noSchema:
-		return kAll
+		return subschema.TypeAny
 	case never:
 		return 0
 	}
@@ -539,7 +479,7 @@ func keywordCause(loc, keyword, reason string) cause {
 // eval computes the kinds of node i from the current kinds of its
 // dependencies. With why set, it records the first keyword that leaves no
 // kind (eval is then only called on nodes without kinds).
-func (g *satGraph) eval(i int, why *cause) kinds {
+func (g *satGraph) eval(i int, why *cause) subschema.Types {
 	n := &g.nodes[i]
 	if n.static == 0 || n.s.Bool != nil {
 		if why != nil {
@@ -562,13 +502,13 @@ func (g *satGraph) eval(i int, why *cause) kinds {
 type evaluation struct {
 	g   *satGraph
 	n   *satNode
-	k   kinds
+	k   subschema.Types
 	why *cause
 }
 
 // cut intersects the kinds left with those of a dependency, child or
 // noSchema, recording the cause when that leaves none.
-func (e *evaluation) cut(with kinds, loc, keyword string, child int, reason func() string) bool {
+func (e *evaluation) cut(with subschema.Types, loc, keyword string, child int, reason func() string) bool {
 	if e.k&with != 0 {
 		e.k &= with
 		return true
@@ -588,11 +528,11 @@ func (e *evaluation) sub(j int, loc string) func() string {
 	return func() string {
 		switch {
 		case e.g.isFalse(j):
-			return display(loc) + " is false"
+			return render.Path(loc) + " is false"
 		case e.g.tk(j) == 0:
-			return "no value satisfies " + display(loc)
+			return "no value satisfies " + render.Path(loc)
 		}
-		return fmt.Sprintf("%s allows only %s, which the rest of %s does not allow (%s)", display(loc), e.g.tk(j), display(e.n.loc), e.k)
+		return fmt.Sprintf("%s allows only %s, which the rest of %s does not allow (%s)", render.Path(loc), e.g.tk(j), render.Path(e.n.loc), e.k)
 	}
 }
 
@@ -619,7 +559,7 @@ func (e *evaluation) applicators() bool {
 		if len(alt.list) == 0 {
 			continue
 		}
-		var union kinds
+		var union subschema.Types
 		for _, a := range alt.list {
 			union |= g.tk(a)
 		}
@@ -631,7 +571,7 @@ func (e *evaluation) applicators() bool {
 			if union == 0 {
 				return "no " + alt.keyword + " branch can be satisfied"
 			}
-			return fmt.Sprintf("the %s branches allow only %s, which the rest of %s does not allow (%s)", alt.keyword, union, display(n.loc), e.k)
+			return fmt.Sprintf("the %s branches allow only %s, which the rest of %s does not allow (%s)", alt.keyword, union, render.Path(n.loc), e.k)
 		}) {
 			return false
 		}
@@ -647,17 +587,17 @@ func (e *evaluation) applicators() bool {
 
 // shapes takes object and array out of the kinds left when no object, or
 // no array, satisfies the node, and returns the kinds left.
-func (e *evaluation) shapes() kinds {
+func (e *evaluation) shapes() subschema.Types {
 	var reasons []cause
-	if e.k&kObject != 0 {
+	if e.k&subschema.TypeObject != 0 {
 		if c, ok := e.g.object(e.n); !ok {
-			e.k &^= kObject
+			e.k &^= subschema.TypeObject
 			reasons = append(reasons, c)
 		}
 	}
-	if e.k&kArray != 0 {
+	if e.k&subschema.TypeArray != 0 {
 		if c, ok := e.g.array(e.n); !ok {
-			e.k &^= kArray
+			e.k &^= subschema.TypeArray
 			reasons = append(reasons, c)
 		}
 	}
@@ -684,14 +624,14 @@ func (g *satGraph) object(n *satNode) (cause, bool) {
 	}
 	for j, slot := range n.slots {
 		if len(slot) == 1 && slot[0] == never {
-			return keywordCause(n.loc, "required", fmt.Sprintf("required property %s is not allowed: additionalProperties is false", quote(n.required[j]))), false
+			return keywordCause(n.loc, "required", fmt.Sprintf("required property %s is not allowed: additionalProperties is false", render.Quote(n.required[j]))), false
 		}
 	}
 	minProps := 0
 	if s.MinProperties != nil {
 		minProps = *s.MinProperties
 	}
-	if g.tk(n.propNames)&kString == 0 && (len(n.required) > 0 || minProps > 0) {
+	if g.tk(n.propNames)&subschema.TypeString == 0 && (len(n.required) > 0 || minProps > 0) {
 		return keywordCause(n.loc, "propertyNames", "propertyNames allows no name, but the object needs a property"), false
 	}
 	for j, slot := range n.slots {
@@ -720,14 +660,14 @@ func (g *satGraph) object(n *satNode) (cause, bool) {
 // requiredSlot reports whether a value may satisfy every schema of the
 // required property j of n, and if not why.
 func (g *satGraph) requiredSlot(n *satNode, j int, slot []int) (cause, bool) {
-	k := kAll
+	k := subschema.TypeAny
 	for m, d := range slot {
 		if k &= g.tk(d); k != 0 {
 			continue
 		}
 		c := keywordCause(n.loc, "required", "")
 		c.consumes = true
-		switch name, kw := quote(n.required[j]), display(n.slotKw[j][m]); {
+		switch name, kw := render.Quote(n.required[j]), render.Path(n.slotKw[j][m]); {
 		case g.isFalse(d):
 			c.reason = fmt.Sprintf("required property %s must satisfy %s, which is false", name, kw)
 		case g.tk(d) == 0:
@@ -764,19 +704,19 @@ func (g *satGraph) array(n *satNode) (cause, bool) {
 			c.consumes = true
 		}
 		if g.isFalse(d) {
-			c.reason = fmt.Sprintf("item %d must be present but %s is false", i, display(n.posKw[i]))
+			c.reason = fmt.Sprintf("item %d must be present but %s is false", i, render.Path(n.posKw[i]))
 		} else {
 			c.child = d
-			c.reason = fmt.Sprintf("item %d must be present and satisfy %s", i, display(n.posKw[i]))
+			c.reason = fmt.Sprintf("item %d must be present and satisfy %s", i, render.Path(n.posKw[i]))
 		}
 		return c, false
 	}
 	if n.contains >= 0 && g.tk(n.contains) == 0 {
 		loc := n.loc + "/contains"
 		if g.isFalse(n.contains) {
-			return keywordCause(n.loc, "contains", "an item must satisfy "+display(loc)+", which is false"), false
+			return keywordCause(n.loc, "contains", "an item must satisfy "+render.Path(loc)+", which is false"), false
 		}
-		c := keywordCause(n.loc, "contains", "an item must satisfy "+display(loc))
+		c := keywordCause(n.loc, "contains", "an item must satisfy "+render.Path(loc))
 		c.child, c.consumes = n.contains, true
 		return c, false
 	}
@@ -787,10 +727,10 @@ func (g *satGraph) array(n *satNode) (cause, bool) {
 // kinds allow: type, const, enum, not, and the string and number bounds. With
 // why set, it records the keyword that leaves no kind. Past satDepth, or
 // over the budget, it gives up and allows every kind.
-func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why *cause) kinds {
+func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why *cause) subschema.Types {
 	if s.Bool != nil {
 		if *s.Bool {
-			return kAll
+			return subschema.TypeAny
 		}
 		if why != nil {
 			*why = cause{loc: loc, reason: "the schema is false", child: noSchema}
@@ -798,7 +738,7 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 		return 0
 	}
 	if depth > satDepth || !g.spend(1) {
-		return kAll
+		return subschema.TypeAny
 	}
 	k, keyword, reason := g.ownKinds(s, depth)
 	if k != 0 && !(s.DraftVersion < 2019 && s.Ref != nil) {
@@ -813,16 +753,16 @@ func (g *satGraph) staticKinds(s *jsonschema.Schema, depth int, loc string, why 
 // ownKinds are the kinds type, const, enum, not and oneOf allow, as far
 // as told without solving the graph; with none, the keyword that leaves
 // none, and why.
-func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, string) {
-	k := kAll
+func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (subschema.Types, string, string) {
+	k := subschema.TypeAny
 	legacy := s.DraftVersion < 2019 && s.Ref != nil
 	if s.Types != nil && !legacy {
-		k &= typeKinds(s.Types)
+		k &= subschema.TypesOf(s.Types)
 	}
 	if s.Const != nil {
-		c := kindOf(*s.Const)
+		c := subschema.TypeOf(*s.Const)
 		if k&c == 0 {
-			return 0, "const", fmt.Sprintf("const %s is not of type %s", render(*s.Const, maxFound), k)
+			return 0, "const", fmt.Sprintf("const %s is not of type %s", render.Value(*s.Const, render.MaxFound), k)
 		}
 		k &= c
 	}
@@ -830,9 +770,9 @@ func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, str
 		return k, "", ""
 	}
 	if s.Enum != nil {
-		var e kinds
+		var e subschema.Types
 		for _, v := range s.Enum.Values {
-			e |= kindOf(v)
+			e |= subschema.TypeOf(v)
 		}
 		switch {
 		case len(s.Enum.Values) == 0:
@@ -847,7 +787,7 @@ func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, str
 		switch {
 		case k&^u != 0:
 			k &^= u
-		case k == kAll:
+		case k == subschema.TypeAny:
 			return 0, "not", "the \"not\" schema accepts every value"
 		default:
 			return 0, "not", fmt.Sprintf("the \"not\" schema accepts every %s", k)
@@ -855,7 +795,7 @@ func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, str
 	}
 	if len(s.OneOf) >= 2 {
 		// A value of a kind two branches accept in full matches both.
-		var once, twice kinds
+		var once, twice subschema.Types
 		for _, o := range s.OneOf {
 			u := g.universalKinds(o, depth+1)
 			twice |= once & u
@@ -871,17 +811,17 @@ func (g *satGraph) ownKinds(s *jsonschema.Schema, depth int) (kinds, string, str
 
 // boundKinds are the kinds of k the string and number bounds of s leave;
 // with none, the keyword that leaves none, and why.
-func boundKinds(s *jsonschema.Schema, k kinds) (kinds, string, string) {
-	if s.MinLength != nil && s.MaxLength != nil && *s.MinLength > *s.MaxLength && k&kString != 0 {
-		if k == kString {
+func boundKinds(s *jsonschema.Schema, k subschema.Types) (subschema.Types, string, string) {
+	if s.MinLength != nil && s.MaxLength != nil && *s.MinLength > *s.MaxLength && k&subschema.TypeString != 0 {
+		if k == subschema.TypeString {
 			return 0, "minLength", fmt.Sprintf("minLength %d is greater than maxLength %d", *s.MinLength, *s.MaxLength)
 		}
-		k &^= kString
+		k &^= subschema.TypeString
 	}
-	if k&kNumber == 0 {
+	if k&subschema.TypeNumber == 0 {
 		return k, "", ""
 	}
-	out := kNumber &^ numberKinds(s)
+	out := subschema.TypeNumber &^ numberKinds(s)
 	if k&^out != 0 {
 		return k &^ out, "", ""
 	}
@@ -908,7 +848,7 @@ func boundsText(s *jsonschema.Schema) string {
 	}{{"minimum", s.Minimum}, {"exclusiveMinimum", s.ExclusiveMinimum}, {"maximum", s.Maximum},
 		{"exclusiveMaximum", s.ExclusiveMaximum}, {"multipleOf", s.MultipleOf}} {
 		if b.r != nil {
-			parts = append(parts, b.name+" "+ratString(b.r))
+			parts = append(parts, b.name+" "+render.Rat(b.r))
 		}
 	}
 	if len(parts) == 0 {
@@ -920,13 +860,13 @@ func boundsText(s *jsonschema.Schema) string {
 // universalKinds are kinds of which s accepts every value, as far as can be
 // told without a value: an under-approximation. Past satDepth it gives up
 // and claims none.
-func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) kinds {
+func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) subschema.Types {
 	if s == nil {
-		return kAll
+		return subschema.TypeAny
 	}
 	if s.Bool != nil {
 		if *s.Bool {
-			return kAll
+			return subschema.TypeAny
 		}
 		return 0
 	}
@@ -942,9 +882,9 @@ func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) kinds {
 	if s.Enum != nil || s.Format != nil || s.RecursiveRef != nil || s.DynamicRef != nil || len(s.Extensions) > 0 {
 		return 0
 	}
-	k := kAll
+	k := subschema.TypeAny
 	if s.Types != nil {
-		k &= typeKinds(s.Types)
+		k &= subschema.TypesOf(s.Types)
 	}
 	if s.Ref != nil {
 		k &= g.universalKinds(s.Ref, depth+1)
@@ -956,7 +896,7 @@ func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) kinds {
 		k &= g.universalKinds(a, depth+1)
 	}
 	if len(s.AnyOf) > 0 {
-		var union kinds
+		var union subschema.Types
 		for _, a := range s.AnyOf {
 			union |= g.universalKinds(a, depth+1)
 		}
@@ -974,28 +914,28 @@ func (g *satGraph) universalKinds(s *jsonschema.Schema, depth int) kinds {
 	}
 	if s.MinLength != nil && *s.MinLength > 0 || s.MaxLength != nil || s.Pattern != nil ||
 		s.ContentEncoding != nil || s.ContentMediaType != nil || s.ContentSchema != nil {
-		k &^= kString
+		k &^= subschema.TypeString
 	}
 	if s.Minimum != nil || s.Maximum != nil || s.ExclusiveMinimum != nil || s.ExclusiveMaximum != nil || s.MultipleOf != nil {
-		k &^= kNumber
+		k &^= subschema.TypeNumber
 	}
 	if s.MinProperties != nil && *s.MinProperties > 0 || s.MaxProperties != nil || len(s.Required) > 0 ||
 		s.PropertyNames != nil || len(s.Properties) > 0 || len(s.PatternProperties) > 0 ||
 		s.AdditionalProperties != nil && s.AdditionalProperties != true || len(s.Dependencies) > 0 ||
 		len(s.DependentRequired) > 0 || len(s.DependentSchemas) > 0 || s.UnevaluatedProperties != nil {
-		k &^= kObject
+		k &^= subschema.TypeObject
 	}
 	if s.MinItems != nil && *s.MinItems > 0 || s.MaxItems != nil || s.UniqueItems || s.Items != nil ||
 		s.AdditionalItems != nil || len(s.PrefixItems) > 0 || s.Items2020 != nil || s.Contains != nil ||
 		s.UnevaluatedItems != nil {
-		k &^= kArray
+		k &^= subschema.TypeArray
 	}
 	return k
 }
 
 // numberKinds are the number kinds (integer, non-integer) some value within
 // the bounds and multipleOf of s has.
-func numberKinds(s *jsonschema.Schema) kinds {
+func numberKinds(s *jsonschema.Schema) subschema.Types {
 	lo, loEx := s.Minimum, false
 	if x := s.ExclusiveMinimum; x != nil && (lo == nil || x.Cmp(lo) >= 0) {
 		lo, loEx = x, true
@@ -1013,7 +953,7 @@ func numberKinds(s *jsonschema.Schema) kinds {
 	if m != nil && m.Sign() <= 0 {
 		m = nil
 	}
-	var k kinds
+	var k subschema.Types
 	// Integers: the integer multiples of p/q (in lowest terms) are the
 	// multiples of p.
 	step := big.NewRat(1, 1)
@@ -1021,13 +961,13 @@ func numberKinds(s *jsonschema.Schema) kinds {
 		step = new(big.Rat).SetInt(m.Num())
 	}
 	if n, bounded := multiples(lo, loEx, hi, hiEx, step); !bounded || n.Sign() > 0 {
-		k |= kInt
+		k |= subschema.TypeInteger
 	}
 	// Non-integers.
 	switch {
 	case m == nil:
 		if lo == nil || hi == nil || lo.Cmp(hi) < 0 || !lo.IsInt() {
-			k |= kFrac
+			k |= subschema.TypeFraction
 		}
 	case !m.Denom().IsInt64() || m.Denom().Int64() != 1:
 		// k·m is an integer exactly when the denominator divides k; of two
@@ -1035,10 +975,10 @@ func numberKinds(s *jsonschema.Schema) kinds {
 		n, bounded := multiples(lo, loEx, hi, hiEx, m)
 		switch {
 		case !bounded || n.Cmp(big.NewInt(2)) >= 0:
-			k |= kFrac
+			k |= subschema.TypeFraction
 		case n.Sign() > 0:
 			if first := ceilDiv(lo, m, loEx); new(big.Int).Mod(first, m.Denom()).Sign() != 0 {
-				k |= kFrac
+				k |= subschema.TypeFraction
 			}
 		}
 	}
@@ -1093,13 +1033,13 @@ func (g *satGraph) explainFrom(start int) error {
 		if c.child < 0 || depth > len(g.nodes) {
 			return satError(c, via)
 		}
-		via = append(via, fmt.Sprintf("%s at %s", c.keyword, display(c.loc)))
+		via = append(via, fmt.Sprintf("%s at %s", c.keyword, render.Path(c.loc)))
 		consumed = append(consumed, c.consumes)
 		if at, loop := onPath[c.child]; loop {
 			deep := slices.Contains(consumed[at:], true)
-			c.reason = fmt.Sprintf("%s refers back to %s without consuming any part of the value", c.keyword, display(g.nodes[c.child].loc))
+			c.reason = fmt.Sprintf("%s refers back to %s without consuming any part of the value", c.keyword, render.Path(g.nodes[c.child].loc))
 			if deep {
-				c.reason = fmt.Sprintf("%s refers back to %s, which only an infinitely deep value could satisfy", c.keyword, display(g.nodes[c.child].loc))
+				c.reason = fmt.Sprintf("%s refers back to %s, which only an infinitely deep value could satisfy", c.keyword, render.Path(g.nodes[c.child].loc))
 			}
 			return satError(c, via[:len(via)-1])
 		}
@@ -1122,7 +1062,7 @@ func satError(c cause, via []string) error {
 		via = append(short, via[len(via)-satViaMax/2:]...)
 	}
 	if len(via) > 0 {
-		reason += " (via " + shorten(strings.Join(via, ", "), satViaBytes) + ")"
+		reason += " (via " + render.Shorten(strings.Join(via, ", "), satViaBytes) + ")"
 	}
-	return &SchemaError{Keyword: c.keyword, Location: c.loc, Err: fmt.Errorf("%w: %s", ErrUnsatisfiable, reason)}
+	return &Error{Keyword: c.keyword, Location: c.loc, Err: fmt.Errorf("%w: %s", ErrUnsatisfiable, reason)}
 }

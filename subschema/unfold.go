@@ -1,22 +1,16 @@
-package validate
+package subschema
 
 import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// MaxUnfolded bounds how many subschemas one value can be checked against
-// along one path from the root to a leaf, each reference replaced by what
-// it names (cycles counted once): at one place in the value every
-// applicator there (anyOf, oneOf, allOf, $ref, not, if/then/else) adds up,
-// and the deepest child place counts once (a wide schema, 3,000
-// properties each a $ref to a 55-node definition, is not a slow one).
-// Levels of "anyOf": [{"$ref": next}, {"$ref": next}] double at each level:
-// 22 of them took 34 s and 4.4 GB to check one wrong reply.
-const MaxUnfolded = 100_000
-
-// unfolded returns how many subschemas s unfolds to along its costliest
-// path (see MaxUnfolded), counting at most to limit+1.
-func unfolded(g *schemaGraph, limit int) int {
+// Unfolded returns how many subschemas g's root unfolds to along its
+// costliest path, counting at most to limit+1: how many one value can be
+// checked against along one path from the root to a leaf, each reference
+// replaced by what it names (cycles counted once). At one place in the
+// value every applicator there (anyOf, oneOf, allOf, $ref, not,
+// if/then/else) adds up, and the deepest child place counts once.
+func Unfolded(g *Graph, limit int) int {
 	n, _ := fold(g, func(s *jsonschema.Schema, size func(*jsonschema.Schema) int) int {
 		// Applicators at this place in the value: they add up.
 		n := 1
@@ -33,13 +27,13 @@ func unfolded(g *schemaGraph, limit int) int {
 	return n
 }
 
-// treeSize returns how many subschemas s unfolds to with every reference
+// TreeSize returns how many subschemas g's root unfolds to with every reference
 // replaced by what it names and every path counted (at most limit+1): the
 // applicators at one place add up, and so do the schemas of every kind of
 // child (properties, items, contains, unevaluated...), as a member may
 // match several. No place in a value is checked against more. It returns
 // 0 when s recurses: then no size bounds a place's checks.
-func treeSize(g *schemaGraph, limit int) int {
+func TreeSize(g *Graph, limit int) int {
 	n, cyclic := fold(g, func(s *jsonschema.Schema, size func(*jsonschema.Schema) int) int {
 		n := checkWeight(s)
 		for _, sub := range append(g.inPlace(s), allChildren(s)...) {
@@ -57,7 +51,7 @@ func treeSize(g *schemaGraph, limit int) int {
 // once, from the sizes of those it names. A subschema met again on its own
 // path, a cycle, counts 0 there (the value's depth bounds the recursion),
 // and cyclic says one was met.
-func fold(g *schemaGraph, of func(s *jsonschema.Schema, size func(*jsonschema.Schema) int) int) (n int, cyclic bool) {
+func fold(g *Graph, of func(s *jsonschema.Schema, size func(*jsonschema.Schema) int) int) (n int, cyclic bool) {
 	memo := map[*jsonschema.Schema]int{}
 	const inProgress = -1
 	var size func(s *jsonschema.Schema) int

@@ -1,34 +1,16 @@
-package validate
-
-import (
-	"cmp"
-	"errors"
-	"fmt"
-	"math"
-	"regexp"
-	"regexp/syntax"
-	"slices"
-	"strconv"
-	"strings"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/dlclark/regexp2/v2"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-)
-
-// JSON Schema's "pattern" and "patternProperties" are ECMA-262 regular
-// expressions, with the "u" flag's Unicode semantics. The schema library
-// matches them with Go's regexp (RE2) as written, which gave wrong verdicts
-// where the two dialects read the same text differently (\s missed U+00A0
-// and U+FEFF, "." matched "\r" and U+2028) and refused valid patterns
-// (\u0041, \cJ, [^]). ecmaPattern translates a pattern into the RE2 pattern
-// that means the same, matched in linear time. What RE2 cannot express
-// (lookahead, lookbehind, backreferences, repetition counts over 1000) is
-// matched as written by a backtracking engine (regexp2 in its ECMAScript
-// and Unicode mode) under a time bound: see patterns.go. The translator
-// still reads such a pattern to the end, so that every pattern accepted is
-// ECMA-262, whichever engine matches it.
+// Package ecma reads JSON Schema's "pattern" and "patternProperties" as
+// what the specification says they are: ECMA-262 regular expressions, with
+// the "u" flag's Unicode semantics. Go's regexp (RE2) reads the same text
+// differently (\s missed U+00A0 and U+FEFF, "." matched "\r" and U+2028)
+// and refuses valid patterns (\u0041, \cJ, [^]), so each pattern is parsed
+// here as strict ECMA-262 and, when RE2 can express it, translated to the
+// RE2 pattern that means the same, matched in linear time. What RE2 cannot
+// express (lookahead, lookbehind, backreferences, repetition counts over
+// 1000) is compiled as written for a backtracking engine (regexp2 in its
+// ECMAScript and Unicode mode), each match bounded by [MatchTimeout] and
+// [MaxStack]; package validate bounds all those of one check together. The
+// translator still reads such a pattern to the end, so that every pattern
+// accepted is ECMA-262, whichever engine matches it.
 //
 // The translation follows the u-flag grammar strictly, as ajv and other
 // JavaScript validators compile patterns: an escape of a letter that is not
@@ -43,6 +25,26 @@ import (
 // two. One difference remains: in a case-insensitive (?i:...) group,
 // ECMA-262 counts U+017F (ſ) and U+212A (Kelvin sign) as word characters for
 // \b and \B, RE2 does not.
+//
+// It is a pure package: no network, no file system, no logging.
+package ecma
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/dlclark/regexp2/v2"
+)
 
 // ecmaError is why a pattern is refused: the part at fault, the character
 // it starts at (counting from 1, in characters, not bytes; 0 when no single
@@ -70,92 +72,78 @@ const re2Limit = "Go's RE2 engine, which matches patterns here, allows at most 1
 // syntax tree is over 1000 deep, and the parser recurses once a level.
 const ecmaMaxNesting = 1000
 
+// The bounds of one match of the backtracking engine, which can take time
+// exponential in the string's length: it stops after MatchTimeout, or once
+// its backtracking state passes MaxStack slots of 8 bytes (8 MiB; a
+// repeated capturing group takes a few slots a character, so strings of
+// some 250,000 characters fit).
+const (
+	MatchTimeout = 100 * time.Millisecond
+	MaxStack     = 1 << 20
+)
+
 // ecmaPattern translates the ECMA-262 pattern p into an RE2 pattern for
 // Go's regexp with the same meaning: an unanchored search, as JSON Schema's
 // "pattern" is. The result compiles with regexp.Compile; it is "" for a
-// pattern only the backtracking engine can match (see compileECMA). An
+// pattern only the backtracking engine can match (see Compile). An
 // error is an *ecmaError naming what is wrong and where.
 func ecmaPattern(p string) (string, error) {
-	re, err := compileECMA(p, nil)
+	re, _, err := Compile(p)
 	if err != nil {
 		return "", err
 	}
-	if r, ok := re.(*ecmaRegexp); ok {
-		return r.re.String(), nil
+	if re != nil {
+		return re.re.String(), nil
 	}
 	return "", nil
 }
 
-// compileECMA compiles the ECMA-262 pattern p: translated to RE2, which
-// matches in linear time, when RE2 can express it; else, when it has a
+// Compile compiles the ECMA-262 pattern p. When RE2 can express it, re is
+// its translation, matched in linear time, and bt is nil. When it has a
 // lookahead, a lookbehind, a backreference or a repetition RE2 cannot
-// count, as written with the backtracking engine, whose matches the
-// schema's patternClock bounds (see backtrackRegexp). The result is an
-// *ecmaRegexp or a *backtrackRegexp; an error is an *ecmaError.
-func compileECMA(p string, clock *patternClock) (jsonschema.Regexp, error) {
+// count, bt is p compiled as written for the backtracking engine, each
+// match bounded by MatchTimeout and MaxStack, and re is nil. An error says
+// what is wrong in p and where (the character, counted from 1).
+func Compile(p string) (re *Regexp, bt *regexp2.Regexp, err error) {
 	src, needs, err := translateECMA(p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if needs == "" {
 		re, err := regexp.Compile(src)
 		if err == nil {
-			return &ecmaRegexp{re: re, src: p}, nil
+			return &Regexp{re: re, src: p}, nil, nil
 		}
 		var se *syntax.Error
 		if !errors.As(err, &se) || (se.Code != syntax.ErrInvalidRepeatSize && se.Code != syntax.ErrLarge && se.Code != syntax.ErrNestingDepth) {
 			// Only RE2's size limits refuse a translation: anything else
 			// is one the parser should not have made.
-			return nil, &ecmaError{Reason: fmt.Sprintf("Go's RE2 engine refused the translated pattern: %v", err)}
+			return nil, nil, &ecmaError{Reason: fmt.Sprintf("Go's RE2 engine refused the translated pattern: %v", err)}
 		}
 		needs = "repetitions RE2 cannot expand (nested counts multiply past its limit of 1000)"
 	}
-	re, err := regexp2.Compile(p, regexp2.ECMAScript|regexp2.Unicode, regexp2.OptionMaxBacktrackingStackSize(patternMaxStack))
+	bt, err = regexp2.Compile(p, regexp2.ECMAScript|regexp2.Unicode, regexp2.OptionMaxBacktrackingStackSize(MaxStack))
 	if err != nil {
-		return nil, &ecmaError{Reason: fmt.Sprintf("the pattern has %s, which Go's RE2 engine cannot match, and the backtracking engine that matches such patterns refused it: %v", needs, err)}
+		return nil, nil, &ecmaError{Reason: fmt.Sprintf("the pattern has %s, which Go's RE2 engine cannot match, and the backtracking engine that matches such patterns refused it: %v", needs, err)}
 	}
-	re.MatchTimeout = patternMatchTimeout
-	return &backtrackRegexp{re: re, src: p, clock: clock}, nil
+	bt.MatchTimeout = MatchTimeout
+	return nil, bt, nil
 }
 
-// ecmaRegexp is a compiled pattern as the schema library wants it: it
-// matches with the RE2 translation but prints as the schema wrote it, so
-// that a "does not match" error names the author's pattern.
-type ecmaRegexp struct {
+// Regexp is a pattern translated to RE2, as the schema library wants it
+// (a jsonschema.Regexp): it matches with the translation but prints as the
+// schema wrote it, so that a "does not match" error names the author's
+// pattern.
+type Regexp struct {
 	re  *regexp.Regexp
 	src string
 }
 
 // MatchString reports whether s contains a match of the pattern.
-func (r *ecmaRegexp) MatchString(s string) bool { return r.re.MatchString(s) }
+func (r *Regexp) MatchString(s string) bool { return r.re.MatchString(s) }
 
 // String returns the pattern as written in the schema.
-func (r *ecmaRegexp) String() string { return r.src }
-
-// ecmaRegexpEngine is the schema library's regexp engine for the schema's
-// "pattern" and "patternProperties": ECMA-262 patterns (see compileECMA),
-// their backtracking matches bounded by clock.
-//
-// A pattern that is not ECMA-262 but that Go's RE2 compiles keeps the RE2
-// meaning it had before patterns were translated ((?i), [[:alpha:]], \A,
-// \z, (?P<name>...), a{,3}): refusing it refused every queued job of a
-// batch enqueued with it, at its worker's first delivery.
-func ecmaRegexpEngine(p string, clock *patternClock) (jsonschema.Regexp, error) {
-	re, err := compileECMA(p, clock)
-	if err != nil {
-		if old, rerr := regexp.Compile(p); rerr == nil {
-			return old, nil
-		}
-		return nil, err
-	}
-	return re, nil
-}
-
-// strictRegexpEngine compiles ECMA-262 patterns only: a value a schema says
-// is a "regex" (format) must be one. The value is compiled, never matched.
-func strictRegexpEngine(p string) (jsonschema.Regexp, error) {
-	return compileECMA(p, nil)
-}
+func (r *Regexp) String() string { return r.src }
 
 // translateECMA translates the ECMA-262 pattern p into RE2 syntax, without
 // checking RE2's size limits. needs is why RE2 cannot match it ("a

@@ -1,4 +1,4 @@
-package validate
+package subschema
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 // Generated draft-04 and draft-06 schemas often repeat an id ("id" in
@@ -49,10 +51,11 @@ type idSite struct {
 	scope  string
 }
 
-// dedupeIDs rewrites doc, the schema text raw decoded, so that no id names
-// two subschemas (see above). version is the draft of a schema without
-// "$schema" (4, 6, 7, 2019 or 2020).
-func dedupeIDs(doc any, raw []byte, version int) {
+// DedupeIDs rewrites doc, the schema text raw decoded, so that no id names
+// two subschemas (see above), before the schema library compiles it.
+// draft is the draft of a schema without "$schema" (nil: 2020-12).
+func DedupeIDs(doc any, raw []byte, draft *jsonschema.Draft) {
+	version := versionOf(draft, 2020)
 	root, ok := doc.(map[string]any)
 	if !ok {
 		return
@@ -263,7 +266,7 @@ func documentOrder(raw []byte, want map[string]bool) map[string]int {
 		for _, f := range stack {
 			sb.WriteByte('/')
 			if f.obj {
-				sb.WriteString(escapeToken(f.key))
+				sb.WriteString(extract.PointerToken(f.key))
 			} else {
 				sb.WriteString(strconv.Itoa(f.idx))
 			}

@@ -1,4 +1,4 @@
-package validate
+package subschema
 
 import (
 	"maps"
@@ -6,41 +6,21 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fixpoint-dev/fixpoint/ecma"
 	"github.com/fixpoint-dev/fixpoint/extract"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// MaxChecks bounds how many times validating one value may check a place
-// in it against a subschema. When the schema recurses, "oneOf" of two
-// comment shapes that each $ref the comment for their replies checks a
-// reply nested d levels deep against 2^d copies of it at the bottom, and
-// every place of a wide reply adds its own. A 100-byte reply nested 20
-// levels took a worker 44 s and 6 GB before it ran out of memory, a 56 KB
-// thread 10 levels deep with 2 replies a comment 19 s and 1.9 GB. Without
-// recursion, levels of "anyOf" whose branches share the next level's
-// definition multiply too (MaxUnfolded bounds them at one place, not
-// over the items of an array): 8 levels checked 100 wrong items in 29 s
-// and 840 MB. A value
-// whose estimate passes the bound is refused (keyword "checkCost") before
-// it is checked. The estimate is the worst case, a value not valid deep
-// down: measured on such a thread, a million estimated checks took about a
-// second and 450 MB to check. A valid value takes a fraction of that (the
-// library stops at a failing alternative's first error: a realistic thread
-// of 300 comments 10 deep, estimated at 600,000, took 7 ms), so the bound
-// leaves room for those and costs about 3 s and 720 MB at worst, with the
-// errors gathered (BenchmarkValidateThreadNearTheBound).
-const MaxChecks = 1_000_000
-
-// checkCost estimates the checks validating a value makes, following the
+// Cost estimates the checks validating a value makes, following the
 // value: at each place the subschemas every applicator there (allOf, anyOf,
 // oneOf, $ref, not, if/then/else, dependentSchemas) adds, and for each
 // child the subschemas they give a child of its key (properties,
 // patternProperties, additionalProperties, items, prefixItems, contains,
 // and the unevaluated keywords, counted as if they always applied). It is
 // read-only once built: one compiled schema is shared.
-type checkCost struct {
-	g          *schemaGraph
+type Cost struct {
+	g          *Graph
 	keys       []childKey
 	names      map[string]int // a declared property name's key
 	other      int            // the key of any other property name
@@ -50,8 +30,8 @@ type checkCost struct {
 	rootChecks int
 }
 
-// newCheckCost returns the estimate of the checks of g's root.
-func newCheckCost(g *schemaGraph) *checkCost {
+// NewCost returns the estimate of the checks of g's root.
+func NewCost(g *Graph) *Cost {
 	names := map[string]bool{}
 	prefix := 0
 	for _, s := range g.nodes {
@@ -63,7 +43,7 @@ func newCheckCost(g *schemaGraph) *checkCost {
 			prefix = max(prefix, len(items))
 		}
 	}
-	c := &checkCost{g: g, names: map[string]int{}}
+	c := &Cost{g: g, names: map[string]int{}}
 	for _, n := range sortedKeys(names) {
 		c.names[n] = len(c.keys)
 		c.keys = append(c.keys, childKey{name: n, at: -1})
@@ -86,7 +66,7 @@ func newCheckCost(g *schemaGraph) *checkCost {
 // The counts flow down the applicators in topological order, so a shared
 // definition costs its edges once, not once a path; a cycle in place is
 // cut (the library refuses it or stops it).
-func (c *checkCost) expand(count map[*jsonschema.Schema]int) (map[*jsonschema.Schema]int, int) {
+func (c *Cost) expand(count map[*jsonschema.Schema]int) (map[*jsonschema.Schema]int, int) {
 	const (
 		open = 1
 		done = 2
@@ -137,7 +117,7 @@ func (c *checkCost) expand(count map[*jsonschema.Schema]int) (map[*jsonschema.Sc
 
 // child returns the state and checks of a child of key k of a place in
 // state.
-func (c *checkCost) child(state map[*jsonschema.Schema]int, k int) (map[*jsonschema.Schema]int, int) {
+func (c *Cost) child(state map[*jsonschema.Schema]int, k int) (map[*jsonschema.Schema]int, int) {
 	count := map[*jsonschema.Schema]int{}
 	for x, n := range state {
 		for _, sub := range children(x, c.keys[k]) {
@@ -147,9 +127,9 @@ func (c *checkCost) child(state map[*jsonschema.Schema]int, k int) (map[*jsonsch
 	return c.expand(count)
 }
 
-// estimate returns v's checks, counted until they pass limit, and the
-// pointer of the place where they do.
-func (c *checkCost) estimate(v any, limit int) (string, int) {
+// Estimate returns the checks validating v makes, counted until they pass
+// limit, and the pointer of the place where they do.
+func (c *Cost) Estimate(v any, limit int) (string, int) {
 	total := c.rootChecks
 	var path []string // the tokens of the place walked
 	var walk func(v any, state *walkState) bool
@@ -212,7 +192,7 @@ type walkStep struct {
 }
 
 // step returns the state and checks of a child of key k of a place in s.
-func (c *checkCost) step(s *walkState, k int) walkStep {
+func (c *Cost) step(s *walkState, k int) walkStep {
 	if st, ok := s.steps[k]; ok {
 		return st
 	}
@@ -240,11 +220,11 @@ func checkWeight(s *jsonschema.Schema) int {
 // sat caps a count, so that products of counts cannot overflow.
 func sat(n int) int { return min(n, 1<<30) }
 
-// schemaGraph is a compiled schema's subschemas and what each applies to
+// Graph is a compiled schema's subschemas and what each applies to
 // the same place in a value, with what a dynamic reference may resolve to.
 // The check-cost estimate, the unfolding bound and the satisfiability
 // check all read it. It is read-only once built.
-type schemaGraph struct {
+type Graph struct {
 	root       *jsonschema.Schema
 	nodes      []*jsonschema.Schema // every subschema reachable, root first
 	productive map[*jsonschema.Schema]bool
@@ -255,11 +235,31 @@ type schemaGraph struct {
 	outerRecursive []*jsonschema.Schema
 }
 
+// NewGraph returns the graph of root, the schema document doc compiled
+// with c under URL. It first compiles with c every subschema of doc that
+// holds a reference, so that an unused "$defs" entry cannot hide one the
+// library refuses (its error is returned as the library gave it), and
+// every subschema declaring a dynamic or recursive anchor, where a dynamic
+// reference may resolve. draft is the draft of a schema without "$schema"
+// (nil: 2020-12).
+func NewGraph(c *jsonschema.Compiler, root *jsonschema.Schema, doc any, draft *jsonschema.Draft) (*Graph, error) {
+	version := docVersion(doc, versionOf(draft, 2020))
+	if err := compileRefs(c, doc, version); err != nil {
+		return nil, err
+	}
+	extra, inRoot := compileDeclarers(c, doc, version)
+	return newSchemaGraph(root, inRoot, extra...), nil
+}
+
+// Nodes returns every subschema the graph holds, the root first. It must
+// not be modified.
+func (g *Graph) Nodes() []*jsonschema.Schema { return g.nodes }
+
 // outermost returns the subschemas is holds for that the root reaches
 // without passing another: a dynamic reference resolves to the outermost
 // resource of its dynamic scope declaring the anchor, the first declarer
 // on the path from the root, so one of these.
-func (g *schemaGraph) outermost(is func(*jsonschema.Schema) bool) []*jsonschema.Schema {
+func (g *Graph) outermost(is func(*jsonschema.Schema) bool) []*jsonschema.Schema {
 	seen := map[*jsonschema.Schema]bool{}
 	var out []*jsonschema.Schema
 	var walk func(s *jsonschema.Schema)
@@ -285,8 +285,8 @@ func (g *schemaGraph) outermost(is func(*jsonschema.Schema) bool) []*jsonschema.
 // root or not: a dynamic reference may resolve to one in the root's
 // "$defs" that nothing refers to. inRootResource holds those in the root's
 // schema resource (under no other "$id").
-func newSchemaGraph(root *jsonschema.Schema, inRootResource map[*jsonschema.Schema]bool, declarers ...*jsonschema.Schema) *schemaGraph {
-	g := &schemaGraph{root: root, productive: map[*jsonschema.Schema]bool{}}
+func newSchemaGraph(root *jsonschema.Schema, inRootResource map[*jsonschema.Schema]bool, declarers ...*jsonschema.Schema) *Graph {
+	g := &Graph{root: root, productive: map[*jsonschema.Schema]bool{}}
 	dynamic := map[string][]*jsonschema.Schema{} // the declarers of each $dynamicAnchor
 	var recursive []*jsonschema.Schema           // those of "$recursiveAnchor": true
 	seen := map[*jsonschema.Schema]bool{}
@@ -334,6 +334,54 @@ func newSchemaGraph(root *jsonschema.Schema, inRootResource map[*jsonschema.Sche
 	return g
 }
 
+// compileRefs compiles every subschema of doc holding a reference: the
+// library compiles only what the root reaches, and an unused "$defs" entry
+// must not hide an external reference.
+func compileRefs(c *jsonschema.Compiler, doc any, version int) error {
+	var refErr error
+	walkDoc(doc, version, func(n Node) bool {
+		for _, kw := range refKeywords[:3] {
+			if _, ok := n.Object()[kw].(string); ok && refErr == nil {
+				if _, err := c.Compile(URL + "#" + encodeFragment(n.Ptr)); err != nil {
+					refErr = err
+				}
+				break
+			}
+		}
+		return refErr == nil
+	})
+	return refErr
+}
+
+// compileDeclarers compiles every subschema of doc declaring a dynamic or
+// recursive anchor: a dynamic reference may resolve to one nothing refers
+// to (see newSchemaGraph), and its cost is counted. inRoot holds those in
+// the root's schema resource (under no other "$id").
+func compileDeclarers(c *jsonschema.Compiler, doc any, version int) (declarers []*jsonschema.Schema, inRoot map[*jsonschema.Schema]bool) {
+	inRoot = map[*jsonschema.Schema]bool{}
+	rootBase := ""
+	walkDoc(doc, version, func(n Node) bool {
+		if n.Ptr == "" {
+			rootBase = n.Base
+		}
+		obj := n.Object()
+		_, dyn := obj["$dynamicAnchor"].(string)
+		if rec, _ := obj["$recursiveAnchor"].(bool); !dyn && !rec {
+			return true
+		}
+		d, err := c.Compile(URL + "#" + encodeFragment(n.Ptr))
+		if err != nil {
+			return true
+		}
+		declarers = append(declarers, d)
+		if n.Base == rootBase {
+			inRoot[d] = true
+		}
+		return true
+	})
+	return declarers, inRoot
+}
+
 // inPlace returns the subschemas s applies to the same place in a value. A
 // dynamic reference whose static target declares its anchor resolves to the
 // outermost schema resource of the dynamic scope declaring it, which is one
@@ -341,7 +389,7 @@ func newSchemaGraph(root *jsonschema.Schema, inRootResource map[*jsonschema.Sche
 // declares the anchor. Counting the static target and every declarer
 // besides refused valid trees 12 to 17 levels deep, each level counted two
 // or three times, that check in milliseconds.
-func (g *schemaGraph) inPlace(s *jsonschema.Schema) []*jsonschema.Schema {
+func (g *Graph) inPlace(s *jsonschema.Schema) []*jsonschema.Schema {
 	out := staticInPlace(s)
 	swap := func(static *jsonschema.Schema, targets []*jsonschema.Schema) {
 		if len(targets) == 0 {
@@ -448,7 +496,7 @@ func children(s *jsonschema.Schema, key childKey) []*jsonschema.Schema {
 			// A name no property declares may match any pattern.
 			// A match out of time counts as one: the estimate must not
 			// fall short.
-			if key.name == "" || matchOr(re, key.name, true) {
+			if key.name == "" || ecma.MatchOr(re, key.name, true) {
 				add(sub)
 				matched = true
 			}
