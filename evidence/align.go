@@ -14,7 +14,8 @@ type Grade string
 
 const (
 	// GradeExact: the value's text is in the source as is (a number: as
-	// the same JSON text, "1249.99" for 1249.99).
+	// the same JSON text, "1249.99" for 1249.99). A string with white
+	// space at either end is at best normalized.
 	GradeExact Grade = "exact"
 	// GradeNormalized: the value is in the source up to case, white space,
 	// Unicode compatibility forms and diacritics, or is a number or date
@@ -152,15 +153,30 @@ func (a *aligner) add(ptr string, m match) {
 // gradeString grades a string: as is, normalised, as a date or number
 // written another way, then fuzzy.
 func (s *Source) gradeString(v string, n *normalizer) match {
-	if i := s.exactIndex(v); i >= 0 {
-		return match{GradeExact, i, i + len(v)}
-	}
 	nv := n.normalize(v)
 	if nv == "" {
 		return match{grade: GradeNone}
 	}
-	if i := index(s.norm, nv, 0); i >= 0 {
-		return match{GradeNormalized, s.rawStart(i), s.rawEnd(i + len(nv))}
+	// Where the value is in the source as is, it is there normalised too:
+	// look through its normalised matches for the first that is exact.
+	best := match{grade: GradeNone}
+	s.grams.each(nv, 0, func(i int) bool {
+		j := i + len(nv)
+		if !atBoundary(s.norm, i, j) {
+			return true
+		}
+		if best.grade == GradeNone {
+			best = match{GradeNormalized, s.rawStart(i), s.rawEnd(j)}
+		}
+		a := s.rawStart(i)
+		if strings.HasPrefix(s.text[a:], v) && atBoundary(s.text, a, a+len(v)) && !s.crossesSegment(a, a+len(v)) {
+			best = match{GradeExact, a, a + len(v)}
+			return false
+		}
+		return true
+	})
+	if best.grade != GradeNone {
+		return best
 	}
 	if m, ok := first(s.dates, textDateKeys(nv)); ok {
 		return match{GradeNormalized, int(m.start), int(m.end)}
@@ -174,20 +190,8 @@ func (s *Source) gradeString(v string, n *normalizer) match {
 	return match{grade: GradeNone}
 }
 
-// exactIndex returns the byte offset of the first occurrence of v in the
-// text at word boundaries, within one segment, or -1.
-func (s *Source) exactIndex(v string) int {
-	for from := 0; ; {
-		i := index(s.text, v, from)
-		if i < 0 || !s.crossesSegment(i, i+len(v)) {
-			return i
-		}
-		from = i + 1
-	}
-}
-
 // first returns the earliest mention of any of keys.
-func first(m map[string][]mention, keys []string) (mention, bool) {
+func first[K comparable](m map[K][]mention, keys []K) (mention, bool) {
 	var best mention
 	found := false
 	for _, k := range keys {

@@ -1,7 +1,7 @@
 package evidence
 
 import (
-	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,10 +49,12 @@ func init() {
 	}
 }
 
-// dateHit is a date read at some offset of a text: its ISO form and the
-// offset past it.
+// dateKey is a date as the number yyyymmdd.
+type dateKey int32
+
+// dateHit is a date read at some offset of a text and the offset past it.
 type dateHit struct {
-	key string
+	key dateKey
 	end int
 }
 
@@ -67,15 +69,15 @@ func datesAt(t string, i int, out []dateHit) []dateHit {
 	return monthFirstDate(t, i, out)
 }
 
-// isoDate returns the ISO form of a date, or "" when there is no such day.
-func isoDate(y, m, d int) string {
+// dateOf returns the key of a date, or 0 when there is no such day.
+func dateOf(y, m, d int) dateKey {
 	if y < 1000 || y > 9999 || m < 1 || m > 12 || d < 1 || d > 31 {
-		return ""
+		return 0
 	}
 	if t := time.Date(y, time.Month(m), d, 0, 0, 0, 0, time.UTC); t.Day() != d {
-		return ""
+		return 0
 	}
-	return fmt.Sprintf("%04d-%02d-%02d", y, m, d)
+	return dateKey(y*10000 + m*100 + d)
 }
 
 // number reads the digits at t[i], at most maxLen of them: their value,
@@ -111,7 +113,7 @@ func numericDate(t string, i int, out []dateHit) []dateHit {
 		return out
 	}
 	add := func(y, m, d int) {
-		if key := isoDate(y, m, d); key != "" {
+		if key := dateOf(y, m, d); key != 0 {
 			out = append(out, dateHit{key, end})
 		}
 	}
@@ -153,7 +155,7 @@ func dayFirstDate(t string, i int, out []dateHit) []dateHit {
 	if !ok {
 		return out
 	}
-	if key := isoDate(y, int(m), d); key != "" {
+	if key := dateOf(y, int(m), d); key != 0 {
 		out = append(out, dateHit{key, end})
 	}
 	return out
@@ -177,7 +179,7 @@ func monthFirstDate(t string, i int, out []dateHit) []dateHit {
 	if !ok {
 		return out
 	}
-	if key := isoDate(y, int(m), d); key != "" {
+	if key := dateOf(y, int(m), d); key != 0 {
 		out = append(out, dateHit{key, end})
 	}
 	return out
@@ -209,7 +211,7 @@ func cjkDate(t string, i int, out []dateHit) []dateHit {
 	if !ok {
 		return out
 	}
-	if key := isoDate(y, parts[0], parts[1]); key != "" {
+	if key := dateOf(y, parts[0], parts[1]); key != 0 {
 		out = append(out, dateHit{key, j})
 	}
 	return out
@@ -279,6 +281,9 @@ func monthAt(t string, i int) (time.Month, int, bool) {
 		return 0, i, false
 	}
 	w := wordAt(t, i)
+	if len(w) < 3 || len(w) > 9 {
+		return 0, i, false
+	}
 	m, ok := monthNames[w]
 	if !ok || isWordRune(firstRune(t[i+len(w):])) {
 		return 0, i, false
@@ -304,15 +309,15 @@ func yearAfter(t string, j int, chars string, words ...string) (year, end int, o
 	return y, end, true
 }
 
-// textDateKeys returns the ISO dates a string value reads as when all of
-// it (normalised) is one written date, nil otherwise.
-func textDateKeys(t string) []string {
+// textDateKeys returns the dates a string value reads as when all of it
+// (normalised) is one written date, nil otherwise.
+func textDateKeys(t string) []dateKey {
 	if t == "" {
 		return nil
 	}
-	var keys []string
+	var keys []dateKey
 	for _, h := range datesAt(t, 0, nil) {
-		if h.end == len(t) && !containsString(keys, h.key) {
+		if h.end == len(t) && !slices.Contains(keys, h.key) {
 			keys = append(keys, h.key)
 		}
 	}

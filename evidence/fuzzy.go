@@ -1,7 +1,6 @@
 package evidence
 
 import (
-	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -41,36 +40,43 @@ const (
 // the offset in the normalised text of the character skeleton byte i came
 // from.
 type skeleton struct {
-	text string
-	at   []int32
+	text  string
+	at    []int32
+	grams *gramIndex // of the source's skeleton only
 }
 
 func skeletonOf(t string) *skeleton {
-	var b strings.Builder
-	b.Grow(len(t))
+	text := make([]byte, 0, len(t))
 	at := make([]int32, 0, len(t))
 	lastDigit, gap := false, -1
-	for i, r := range t {
-		keep := r == barrier || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
+	for i := 0; i < len(t); {
+		c := t[i]
+		r, w := rune(c), 1
+		if c >= utf8.RuneSelf {
+			r, w = utf8.DecodeRuneInString(t[i:])
+		}
+		keep := 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == barrier ||
+			c >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
 		if !keep {
 			if gap < 0 {
 				gap = i
 			}
+			i += w
 			continue
 		}
-		digit := '0' <= r && r <= '9'
+		digit := '0' <= c && c <= '9'
 		if digit && lastDigit && gap >= 0 {
-			b.WriteByte('#')
+			text = append(text, '#')
 			at = append(at, int32(gap))
 		}
-		n := b.Len()
-		b.WriteRune(r)
-		for range b.Len() - n {
+		text = append(text, t[i:i+w]...)
+		for range w {
 			at = append(at, int32(i))
 		}
 		lastDigit, gap = digit, -1
+		i += w
 	}
-	return &skeleton{text: b.String(), at: at}
+	return &skeleton{text: string(text), at: at}
 }
 
 // boundary reports whether skeleton offset i (a character start or the
@@ -91,7 +97,10 @@ func (k *skeleton) boundary(i int) bool {
 // skeleton returns the source's skeleton, built on first use: most values
 // never need it.
 func (s *Source) skeleton() *skeleton {
-	s.skelOnce.Do(func() { s.skel = skeletonOf(s.norm) })
+	s.skelOnce.Do(func() {
+		s.skel = skeletonOf(s.norm)
+		s.skel.grams = newGramIndex(s.skel.text)
+	})
 	return s.skel
 }
 
@@ -103,16 +112,16 @@ func (s *Source) fuzzy(nv string) (start, end int, ok bool) {
 		return 0, 0, false
 	}
 	sk := s.skeleton()
-	for from := 0; ; {
-		i := strings.Index(sk.text[from:], nk.text)
-		if i < 0 {
-			break
-		}
-		i += from
+	found := -1
+	sk.grams.each(nk.text, 0, func(i int) bool {
 		if sk.boundary(i) && sk.boundary(i+len(nk.text)) {
-			return s.skeletonRange(sk, i, i+len(nk.text))
+			found = i
+			return false
 		}
-		from = i + 1
+		return true
+	})
+	if found >= 0 {
+		return s.skeletonRange(sk, found, found+len(nk.text))
 	}
 	needle := []rune(nk.text)
 	if len(needle) < FuzzyMinLength {
@@ -126,7 +135,7 @@ func (s *Source) fuzzy(nv string) (start, end int, ok bool) {
 			best = [2]int{a, b}
 		}
 	}
-	seeds(sk.text, string(needle[:half]), func(p int) bool {
+	seeds(sk.grams, string(needle[:half]), func(p int) bool {
 		a, b, ok := alignForward(sk, p, needle, words)
 		if ok {
 			try(a, b)
@@ -134,7 +143,7 @@ func (s *Source) fuzzy(nv string) (start, end int, ok bool) {
 		return !ok // the first hit of the first half is its earliest match
 	})
 	tail := string(needle[half:])
-	seeds(sk.text, tail, func(q int) bool {
+	seeds(sk.grams, tail, func(q int) bool {
 		if best[0] >= 0 && q-len(string(needle[:half]))-utf8.UTFMax > best[0] {
 			return false
 		}
@@ -149,16 +158,14 @@ func (s *Source) fuzzy(nv string) (start, end int, ok bool) {
 	return s.skeletonRange(sk, best[0], best[1])
 }
 
-// seeds calls fn with each offset of seed in text, in order, at most
-// maxSeedHits times, until fn returns false.
-func seeds(text, seed string, fn func(int) bool) {
-	for from, n := 0, 0; n < maxSeedHits; n++ {
-		i := strings.Index(text[from:], seed)
-		if i < 0 || !fn(from+i) {
-			return
-		}
-		from += i + 1
-	}
+// seeds calls fn with each offset of seed in the skeleton, in order, at
+// most maxSeedHits times, until fn returns false.
+func seeds(g *gramIndex, seed string, fn func(int) bool) {
+	n := 0
+	g.each(seed, 0, func(i int) bool {
+		n++
+		return fn(i) && n < maxSeedHits
+	})
 }
 
 // skeletonRange maps the skeleton range [i, j) to the text.

@@ -54,10 +54,12 @@ type numberChain struct {
 	seps   []string
 }
 
-// chainAt reads the digit groups starting at t[i], a digit that follows no
-// digit. It returns the chain and the offset past it.
-func chainAt(t string, i int) (numberChain, int) {
-	c := numberChain{}
+// scan reads into c the digit groups starting at t[i], a digit that
+// follows no digit, and returns the offset past them. c keeps its slices'
+// memory from one scan to the next.
+func (c *numberChain) scan(t string, i int) int {
+	c.neg, c.sign = false, 0
+	c.groups, c.seps = c.groups[:0], c.seps[:0]
 	j := digitsEnd(t, i)
 	c.groups = append(c.groups, span{i, j})
 	c.seps = append(c.seps, "")
@@ -71,7 +73,7 @@ func chainAt(t string, i int) (numberChain, int) {
 		}
 		k := j + len(sep)
 		if sep == "" || k >= len(t) || !isDigit(t[k]) {
-			return c, j
+			return j
 		}
 		j = digitsEnd(t, k)
 		c.groups = append(c.groups, span{k, j})
@@ -136,36 +138,40 @@ var conventions = []convention{
 	{group: func(s string) bool { return s == "." || s == " " || s == "'" || s == "\u2019" }, decimal: ","},
 }
 
-// read returns the canonical values of the chain's groups [from, to) under
-// each convention it is valid under.
-func (c numberChain) read(t string, from, to int, neg bool, out []string) []string {
-	n := to - from
+// readings returns the canonical values of the chain's groups [from, to)
+// under each convention it is valid under: at most two.
+func (c numberChain) readings(t string, from, to int, neg bool) (out [2]string, n int) {
 	for _, conv := range conventions {
 		intEnd := to
-		if n > 1 && c.seps[to-1] == conv.decimal {
+		if to-from > 1 && c.seps[to-1] == conv.decimal {
 			intEnd = to - 1
 		}
-		if !c.grouped(t, from, intEnd, conv) {
+		if !c.grouped(from, intEnd, conv) {
 			continue
 		}
-		var digits strings.Builder
-		for g := from; g < intEnd; g++ {
-			digits.WriteString(t[c.groups[g].start:c.groups[g].end])
+		digits := t[c.groups[from].start:c.groups[from].end]
+		if intEnd-from > 1 {
+			var b strings.Builder
+			for g := from; g < intEnd; g++ {
+				b.WriteString(t[c.groups[g].start:c.groups[g].end])
+			}
+			digits = b.String()
 		}
 		frac := ""
 		if intEnd < to {
 			frac = t[c.groups[to-1].start:c.groups[to-1].end]
 		}
-		if k := decimalKey(neg, digits.String(), frac); !containsString(out, k) {
-			out = append(out, k)
+		if k := decimalKey(neg, digits, frac); n == 0 || out[0] != k {
+			out[n] = k
+			n++
 		}
 	}
-	return out
+	return out, n
 }
 
 // grouped reports whether groups [from, to) are one integer written with
 // thousands grouped under conv.
-func (c numberChain) grouped(t string, from, to int, conv convention) bool {
+func (c numberChain) grouped(from, to int, conv convention) bool {
 	if to-from == 1 {
 		return true
 	}
@@ -189,9 +195,9 @@ func containsString(l []string, s string) bool {
 	return false
 }
 
-// readings calls add with each value the chain is read as and the byte
-// range of normalised text that wrote it (see the comment at the top).
-func (c numberChain) readings(t string, add func(key string, start, end int)) {
+// each calls add with each value the chain is read as and the byte range
+// of normalised text that wrote it (see the comment at the top).
+func (c numberChain) each(t string, add func(key string, start, end int)) {
 	if !containsString(c.seps, " ") {
 		c.readPart(t, 0, len(c.groups), true, add)
 		return
@@ -214,11 +220,11 @@ func (c numberChain) readPart(t string, from, to int, split bool, add func(strin
 	if neg {
 		start = c.sign
 	}
-	keys := c.read(t, from, to, neg, nil)
-	for _, k := range keys {
+	keys, n := c.readings(t, from, to, neg)
+	for _, k := range keys[:n] {
 		add(k, start, c.groups[to-1].end)
 	}
-	if len(keys) > 0 || !split {
+	if n > 0 || !split {
 		return
 	}
 	for g := from; g < to; g++ {
@@ -237,6 +243,9 @@ func decimalKey(neg bool, intDigits, frac string) string {
 	frac = strings.TrimRight(frac, "0")
 	if intDigits == "" {
 		intDigits = "0"
+	}
+	if frac == "" && (!neg || intDigits == "0") {
+		return intDigits // most numbers: no copy
 	}
 	var b strings.Builder
 	if neg && (intDigits != "0" || frac != "") {
@@ -337,11 +346,12 @@ func textNumberKeys(t string) []string {
 	if t == "" || !isDigit(t[0]) {
 		return nil
 	}
-	c, end := chainAt(t, 0)
-	if end != len(t) {
+	var c numberChain
+	if c.scan(t, 0) != len(t) {
 		return nil
 	}
-	return c.read(t, 0, len(c.groups), neg, nil)
+	keys, n := c.readings(t, 0, len(c.groups), neg)
+	return keys[:n]
 }
 
 // trimCurrency removes a currency symbol or code, and the space next to

@@ -1,8 +1,6 @@
 package evidence
 
 import (
-	"cmp"
-	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -25,11 +23,11 @@ const cpBlock = 256
 // Source is a source text indexed for alignment. It is built once (New,
 // NewSegments) and is safe for concurrent use by Align.
 //
-// The index holds the text, one normalised copy of it with, for each of
-// its bytes, the offset of the source character it came from, and the
-// number and date mentions of the text keyed by value. Its memory is about
-// ten times the text's size, more once a long value needs fuzzy matching
-// (see fuzzy.go).
+// The index holds the text; one normalised copy of it with, for each of
+// its bytes, the offset of the source character it came from, and an index
+// of its substrings (gramIndex); and the number and date mentions of the
+// text keyed by value. It takes about ten times the text's size in memory,
+// twenty once a value needs fuzzy matching (see fuzzy.go), built then.
 type Source struct {
 	text string
 	// norm is the normalised text (see normalizer) and normAt[i] the byte
@@ -43,8 +41,13 @@ type Source struct {
 	// segs are the segments' names and byte ranges, nil for New.
 	segs []segmentRange
 
-	numbers map[string][]mention // by canonical decimal (numberKey)
-	dates   map[string][]mention // by ISO date, YYYY-MM-DD
+	// grams finds substrings of norm.
+	grams *gramIndex
+	// numbers and dates are the mentions of each number, by its canonical
+	// decimal (decimalKey), and of each date, by dateKey; each list in
+	// source order.
+	numbers map[string][]mention
+	dates   map[dateKey][]mention
 
 	skelOnce sync.Once
 	skel     *skeleton
@@ -143,6 +146,7 @@ func build(text string, segs []segmentRange) *Source {
 	s.runes = cp
 	s.norm = string(b.norm)
 	s.normAt = b.at
+	s.grams = newGramIndex(s.norm)
 	s.numbers, s.dates = scanMentions(s)
 	return s
 }
@@ -378,43 +382,15 @@ func lastRune(s string) rune {
 	return r
 }
 
-// index returns the byte offset of the first occurrence of needle in text
-// at or after from, at word boundaries, or -1.
-func index(text, needle string, from int) int {
-	if needle == "" {
-		return -1
-	}
-	for from <= len(text)-len(needle) {
-		i := strings.Index(text[from:], needle)
-		if i < 0 {
-			return -1
-		}
-		i += from
-		if atBoundary(text, i, i+len(needle)) {
-			return i
-		}
-		_, w := utf8.DecodeRuneInString(text[i:])
-		from = i + w
-	}
-	return -1
-}
-
-// sortMentions orders each list of mentions by position, for first match
-// in source order.
-func sortMentions(m map[string][]mention) {
-	for k, l := range m {
-		slices.SortFunc(l, func(a, b mention) int { return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end)) })
-		m[k] = slices.CompactFunc(l, func(a, b mention) bool { return a == b })
-	}
-}
-
 // scanMentions reads the numbers and dates written in the normalised text,
-// keyed by value, each list in source order.
-func scanMentions(s *Source) (nums, dates map[string][]mention) {
+// keyed by value. It reads the text once, front to back, and each mention
+// starts at or after the ones before it, so each list is in source order.
+func scanMentions(s *Source) (nums map[string][]mention, dates map[dateKey][]mention) {
 	t := s.norm
-	nums, dates = map[string][]mention{}, map[string][]mention{}
+	nums, dates = map[string][]mention{}, map[dateKey][]mention{}
 	addNum := func(key string, a, b int) { nums[key] = append(nums[key], s.mention(a, b)) }
 	var hits []dateHit
+	var ch numberChain
 	chainEnd := 0
 	for i := 0; i < len(t); i++ {
 		c := t[i]
@@ -431,11 +407,10 @@ func scanMentions(s *Source) (nums, dates map[string][]mention) {
 				continue
 			}
 			ok, neg, sign := numberStart(t, i)
-			ch, end := chainAt(t, i)
-			chainEnd = end
+			chainEnd = ch.scan(t, i)
 			if ok {
 				ch.neg, ch.sign = neg, sign
-				ch.readings(t, addNum)
+				ch.each(t, addNum)
 			}
 		case 'a' <= c && c <= 'z':
 			if i > 0 && ('a' <= t[i-1] && t[i-1] <= 'z' || isWordRune(lastRune(t[:i]))) {
@@ -447,8 +422,6 @@ func scanMentions(s *Source) (nums, dates map[string][]mention) {
 			}
 		}
 	}
-	sortMentions(nums)
-	sortMentions(dates)
 	return nums, dates
 }
 
