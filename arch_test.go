@@ -52,6 +52,9 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 //   - the leaf package fixpoint (the job's own types) links the standard
 //     library only;
 //   - extract and validate are pure: no network, queue or ledger;
+//   - evidence is a pure leaf: it imports, of the module, only the root
+//     package and the schema walker (validate), and nothing that does
+//     I/O or logs;
 //   - the repair step links no NATS, Postgres, net/http or provider client;
 //   - llm (the provider clients) links no NATS or Postgres;
 //   - store links no NATS and nothing of the drivers;
@@ -71,6 +74,7 @@ func TestImportDirection(t *testing.T) {
 	forbidden := map[string][]string{
 		"extract":  noNetwork,
 		"validate": noNetwork,
+		"evidence": noNetwork,
 		"repair":   append(slices.Clone(noNetwork), mod+"/sim", mod+"/enqueue"),
 		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/sim"},
 		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/sim"},
@@ -95,7 +99,7 @@ func TestImportDirection(t *testing.T) {
 			if rel == "" && (thirdParty(dep) && !matches(dep, mod) || dep == "net/http") {
 				t.Errorf("the leaf package fixpoint links %s: it must link the standard library only", dep)
 			}
-			if (rel == "extract" || rel == "validate") && thirdParty(dep) && !strings.HasPrefix(dep, mod) &&
+			if (rel == "extract" || rel == "validate" || rel == "evidence") && thirdParty(dep) && !strings.HasPrefix(dep, mod) &&
 				!slices.ContainsFunc(pureAllowed, func(a string) bool { return strings.HasPrefix(dep, a) }) {
 				t.Errorf("%s links %s: a pure package links no other library", rel, dep)
 			}
@@ -106,6 +110,10 @@ func TestImportDirection(t *testing.T) {
 			}
 		}
 		for _, imp := range p.Imports {
+			if rel == "evidence" && (matches(imp, mod) && imp != mod && imp != mod+"/validate" ||
+				slices.Contains([]string{"os", "io/fs", "os/exec", "log", "log/slog", "net", "syscall"}, imp)) {
+				t.Errorf("evidence imports %s: it is a pure leaf (the root package, the schema walker and the standard library's pure packages)", imp)
+			}
 			if strings.HasPrefix(imp, mod+"/cmd/") && !(strings.HasPrefix(imp, mod+"/cmd/internal/") && strings.HasPrefix(rel, "cmd/")) {
 				t.Errorf("%s imports command package %s", rel, imp)
 			}
