@@ -1,7 +1,6 @@
 package evidence
 
 import (
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -32,19 +31,28 @@ const Keyword = "x-fixpoint-evidence"
 //   - allOf, anyOf, oneOf, then, else, dependentSchemas, dependencies:
 //     the location itself, so an exempt branch exempts it, whichever
 //     branch the value matches;
-//   - "$ref" (and "$dynamicRef") by a JSON pointer within the document
-//     ("#", "#/$defs/name"): the location itself, through any depth of
-//     recursion. A reference to another document or by anchor is not
-//     followed;
+//   - "$ref" (and "$dynamicRef", read as a "$ref"): the location itself,
+//     through any depth of recursion. References resolve as validate.Doc
+//     resolves them (pointers, "$id"s, anchors); one outside the document
+//     is not followed;
 //   - not, if, contains, propertyNames, $defs and the rest: no location
 //     (a $defs entry is reached through its references).
 //
 // A location inside an exempt one is exempt.
 func Exempt(schema any) func(ptr string) bool {
 	g := exemptGraph{nodes: map[string]map[string]any{}, edges: map[string][]schemaEdge{}, exempt: map[string]bool{}}
+	doc := validate.NewDoc(schema)
+	var refs [][2]string // a subschema's pointer and its reference's target's
 	validate.Walk(schema, func(n validate.Node) bool {
 		obj := n.Object()
 		g.nodes[n.Ptr] = obj
+		for _, kw := range []string{"$ref", "$dynamicRef"} {
+			if ref, ok := obj[kw].(string); ok {
+				if target, err := doc.Resolve(ref, n.Base); err == nil {
+					refs = append(refs, [2]string{n.Ptr, target.Ptr})
+				}
+			}
+		}
 		if _, ok := obj["enum"]; ok {
 			g.exempt[n.Ptr] = true
 		}
@@ -56,14 +64,12 @@ func Exempt(schema any) func(ptr string) bool {
 		}
 		return true
 	})
-	for ptr, obj := range g.nodes {
+	for ptr := range g.nodes {
 		g.link(ptr)
-		for _, kw := range []string{"$ref", "$dynamicRef"} {
-			if target, ok := localRef(obj[kw]); ok {
-				if _, ok := g.nodes[target]; ok {
-					g.edges[ptr] = append(g.edges[ptr], schemaEdge{kind: edgeSame, to: target})
-				}
-			}
+	}
+	for _, r := range refs {
+		if _, ok := g.nodes[r[1]]; ok {
+			g.edges[r[0]] = append(g.edges[r[0]], schemaEdge{kind: edgeSame, to: r[1]})
 		}
 	}
 	if len(g.exempt) == 0 {
@@ -179,20 +185,6 @@ func compilePattern(p string) *regexp.Regexp {
 		return nil
 	}
 	return re
-}
-
-// localRef returns the schema pointer a reference within the document
-// names: "#" or "#/json/pointer", percent-encoded or not.
-func localRef(v any) (string, bool) {
-	ref, ok := v.(string)
-	if !ok || !strings.HasPrefix(ref, "#") {
-		return "", false
-	}
-	frag, err := url.PathUnescape(ref[1:])
-	if err != nil || frag != "" && !strings.HasPrefix(frag, "/") {
-		return "", false
-	}
-	return frag, true
 }
 
 // takes reports whether the edge leads to the instance token tok.

@@ -65,6 +65,32 @@ func TestExempt(t *testing.T) {
 	}
 }
 
+// TestExemptFollowsReferencesAsDoc: references resolve as validate.Doc
+// resolves them, against the "$id" of the resource holding them and by
+// anchor, not only as pointers from the document's root.
+func TestExemptFollowsReferencesAsDoc(t *testing.T) {
+	t.Parallel()
+	exempt := Exempt(decode(t, `{
+		"$id": "https://example.com/order",
+		"properties": {
+			"address": {"$ref": "https://example.com/addr"},
+			"state": {"$ref": "#state"},
+			"street": {"$ref": "addr#/properties/street"}
+		},
+		"$defs": {
+			"addr": {"$id": "https://example.com/addr",
+				"properties": {"country": {"$ref": "#/$defs/cc"}, "street": {"type": "string"}},
+				"$defs": {"cc": {"enum": ["DE", "FR"]}}},
+			"state": {"$anchor": "state", "const": "open"}
+		}
+	}`))
+	for p, want := range map[string]bool{"/address/country": true, "/address/street": false, "/state": true, "/street": false} {
+		if got := exempt(p); got != want {
+			t.Errorf("exempt(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
 func TestExemptDraft07Tuples(t *testing.T) {
 	t.Parallel()
 	exempt := Exempt(decode(t, `{
