@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -189,4 +190,25 @@ func TestGradeFuzzy(t *testing.T) {
 		{"a vowel replaced", "Contact: Jonathan Livingstone", `"Jonathon Livingstone"`, GradeFuzzy, "Jonathan Livingstone"},
 		{"two edits", "Contact: Jonathan Livingstone", `"Jonathon Livingstane"`, GradeNone, ""},
 	})
+}
+
+// TestAlignConcurrently: one source serves many Aligns at once (run with
+// -race), the first fuzzy value building the skeleton while others read.
+func TestAlignConcurrently(t *testing.T) {
+	t.Parallel()
+	s := New("Contact: Jonathan Livingstone-Smith, Acme Corp, 1.249,99 €, 3 mars 2027")
+	v := decode(t, `{"a":"Jonathan Livingston-Smith","b":"ACME CORP","c":1249.99,"d":"2027-03-03","e":"Globex Intergalactic"}`)
+	want := New(s.Text()).Align(v, nil)
+	results := make(chan Result, 8)
+	for range cap(results) {
+		go func() { results <- s.Align(v, nil) }()
+	}
+	for range cap(results) {
+		if got := <-results; !slices.Equal(got.Leaves, want.Leaves) || got.Summary != want.Summary {
+			t.Fatalf("concurrent Align = %+v, want %+v", got, want)
+		}
+	}
+	if want.Summary != (Summary{Normalized: 3, Fuzzy: 1, None: 1}) {
+		t.Fatalf("summary %+v", want.Summary)
+	}
 }
