@@ -60,6 +60,7 @@ func TestGradeText(t *testing.T) {
 		{"en soft hyphen", "the co\u00adoperative shop", `"cooperative"`, GradeNormalized, "co\u00adoperative"},
 		{"en ligature (NFKC)", "the \ufb01nance team", `"finance"`, GradeNormalized, "\ufb01nance"},
 		{"en full-width (NFKC)", "vendor \uff21\uff23\uff2d\uff25 Corp", `"ACME Corp"`, GradeNormalized, "\uff21\uff23\uff2d\uff25 Corp"},
+		{"exact later beats normalised first", "ACME Corp, then Acme Corp", `"Acme Corp"`, GradeExact, "Acme Corp"},
 		{"en inside a word", "Signed by Cohenberg.", `"Cohen"`, GradeNone, ""},
 		{"en inside a word, then alone", "Also Al said", `"Al"`, GradeExact, "Al"},
 		{"en absent", "Invoice from Acme Corp.", `"Globex"`, GradeNone, ""},
