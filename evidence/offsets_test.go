@@ -138,3 +138,16 @@ func TestGoNumbers(t *testing.T) {
 		t.Fatalf("%+v", r.Leaves)
 	}
 }
+
+// TestValueNotUTF8: a value's byte that is no UTF-8 does not match inside
+// a character of the source (found by FuzzAlign: "\xaf" matched the second
+// byte of "ï" as exact, with an empty span).
+func TestValueNotUTF8(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"\xaf", "\xc3", "a\xaf"} {
+		r := Align("ïaï", map[string]any{"v": v}, nil)
+		if len(r.Leaves) != 1 || r.Leaves[0].Grade != GradeNone {
+			t.Errorf("value %q in \"ïaï\": %+v, want none", v, r.Leaves)
+		}
+	}
+}
