@@ -210,7 +210,6 @@ type normBuilder struct {
 	norm  []byte
 	at    []int32
 	space bool // the last byte written is a space
-	track bool
 }
 
 func (b *normBuilder) put(c byte, from int) {
