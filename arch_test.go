@@ -48,7 +48,7 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 
 // purePackages take values in and give values out: no network, queue or
 // ledger, no file system, no logging.
-var purePackages = []string{"extract", "validate", "ecma", "subschema", "satisfy", "internal/render"}
+var purePackages = []string{"extract", "validate", "ecma", "subschema", "satisfy", "internal/render", "evidence"}
 
 // pureNoImport are what a pure package does not import itself. (The
 // standard library and the schema library link os; these are the
@@ -66,6 +66,8 @@ var pureNoImport = []string{"os", "os/exec", "io/fs", "io/ioutil", "path/filepat
 //   - among the schema packages imports point leafward: ecma (patterns)
 //     links nothing of the module, subschema (reading a schema) links no
 //     satisfy or validate, satisfy (the prover) links no validate;
+//   - evidence is a pure leaf too: of the module it links only the root
+//     package and subschema (the schema walker);
 //   - the repair step links no NATS, Postgres, net/http or provider client;
 //   - llm (the provider clients) links no NATS or Postgres;
 //   - store links no NATS and nothing of the drivers;
@@ -111,6 +113,7 @@ func TestImportDirection(t *testing.T) {
 	forbidden["ecma"] = append(slices.Clone(noNetwork), mod+"/extract", mod+"/subschema", mod+"/satisfy", mod+"/validate", mod+"/internal")
 	forbidden["subschema"] = append(slices.Clone(noNetwork), mod+"/satisfy", mod+"/validate")
 	forbidden["satisfy"] = append(slices.Clone(noNetwork), mod+"/validate")
+	forbidden["evidence"] = append(slices.Clone(noNetwork), mod+"/extract", mod+"/validate", mod+"/satisfy", mod+"/ecma", mod+"/repair")
 	for rel, p := range pkgs {
 		pure := slices.Contains(purePackages, rel)
 		for _, dep := range p.Deps {

@@ -62,6 +62,10 @@ const (
 	ClassSyntax   Class = "syntax"   // no JSON value could be extracted, or only by closing a truncated reply
 	ClassShape    Class = "shape"    // structure: types, required, additionalProperties, size bounds
 	ClassSemantic Class = "semantic" // values: enum, const, ranges, pattern, format, ...
+	// ClassEvidence: a string or number of the value does not appear in
+	// the job's source, so the model may have invented it (see package
+	// evidence).
+	ClassEvidence Class = "evidence"
 )
 
 // ValidationError is one validation error: a value of a reply that its

@@ -19,9 +19,9 @@ require (
 	github.com/segmentio/encoding v0.5.4
 	github.com/sourcegraph/conc v0.3.0
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sync v0.24.0
+	golang.org/x/sync v0.25.0
 	golang.org/x/term v0.48.0
-	golang.org/x/text v0.43.0
+	golang.org/x/text v0.44.0
 	golang.org/x/time v0.16.0
 )
 

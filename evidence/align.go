@@ -1,0 +1,250 @@
+package evidence
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Grade says how a value was found in its source. The names are stable:
+// they are stored and reported.
+type Grade string
+
+const (
+	// GradeExact: the value's text is in the source as is (a number: as
+	// the same JSON text, "1249.99" for 1249.99). A string with white
+	// space at either end is at best normalized.
+	GradeExact Grade = "exact"
+	// GradeNormalized: the value is in the source up to case, white space,
+	// Unicode compatibility forms and diacritics, or is a number or date
+	// the source writes another way ("1.249,99 €" for 1249.99, "15 January
+	// 2027" for "2027-01-15").
+	GradeNormalized Grade = "normalized"
+	// GradeFuzzy: the value is in the source up to punctuation, or one
+	// letter in a long string (see FuzzyMinLength).
+	GradeFuzzy Grade = "fuzzy"
+	// GradeNone: the value is not in the source.
+	GradeNone Grade = "none"
+)
+
+// Leaf is the grade of one string or number of a value.
+type Leaf struct {
+	// Path is the leaf's JSON pointer in the value, "" for the root.
+	Path  string `json:"path"`
+	Grade Grade  `json:"grade"`
+	// Start and End are the span of the match: code point offsets into
+	// the source's text (Source.Text), what a Python str slice takes. They
+	// are 0 for GradeNone.
+	Start int `json:"start"`
+	End   int `json:"end"`
+}
+
+// Summary counts a value's leaves by grade. Exempt counts the strings and
+// numbers the exemption predicate left ungraded.
+type Summary struct {
+	Exact      int `json:"exact"`
+	Normalized int `json:"normalized"`
+	Fuzzy      int `json:"fuzzy"`
+	None       int `json:"none"`
+	Exempt     int `json:"exempt"`
+}
+
+// Result is the alignment of a value to a source.
+type Result struct {
+	// Leaves are the graded leaves in document order (object keys sorted).
+	Leaves  []Leaf  `json:"leaves"`
+	Summary Summary `json:"summary"`
+}
+
+// Align indexes source and aligns value to it; see Source.Align. To align
+// several values to one source, index it once with New.
+func Align(source string, value any, exempt func(ptr string) bool) Result {
+	return New(source).Align(value, exempt)
+}
+
+// Align grades each string and number of value, a decoded JSON value
+// (map[string]any, []any, string, json.Number or float64, bool, nil), and
+// finds its span: the first match in source order of the best grade
+// found. Booleans, nulls, empty and blank strings are not graded. exempt,
+// when not nil, is asked about each location (a JSON pointer, "" for the
+// root) before its contents: a location it names is not graded, nor
+// anything in it.
+func (s *Source) Align(value any, exempt func(ptr string) bool) Result {
+	a := aligner{src: s, norm: newNormalizer(), exempt: exempt}
+	a.walk(value, "", false)
+	return Result{Leaves: a.leaves, Summary: a.sum}
+}
+
+type aligner struct {
+	src    *Source
+	norm   *normalizer
+	exempt func(string) bool
+	leaves []Leaf
+	sum    Summary
+}
+
+func (a *aligner) walk(v any, ptr string, exempt bool) {
+	exempt = exempt || a.exempt != nil && a.exempt(ptr)
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			a.walk(v[k], ptr+"/"+escapeToken(k), exempt)
+		}
+	case []any:
+		for i, x := range v {
+			a.walk(x, ptr+"/"+strconv.Itoa(i), exempt)
+		}
+	case string:
+		if strings.TrimSpace(v) == "" {
+			return
+		}
+		if exempt {
+			a.sum.Exempt++
+			return
+		}
+		a.add(ptr, a.src.gradeString(v, a.norm))
+	default:
+		lit, key, ok := numberLiteral(v)
+		if !ok && !isNumber(v) {
+			return // a boolean, null or no JSON value
+		}
+		if exempt {
+			a.sum.Exempt++
+			return
+		}
+		a.add(ptr, a.src.gradeNumber(lit, key, ok))
+	}
+}
+
+func isNumber(v any) bool {
+	switch v.(type) {
+	case json.Number, float64, float32, int, int64:
+		return true
+	}
+	return false
+}
+
+// match is a grade and its byte range in the source's text.
+type match struct {
+	grade      Grade
+	start, end int
+}
+
+func (a *aligner) add(ptr string, m match) {
+	l := Leaf{Path: ptr, Grade: m.grade}
+	if m.grade != GradeNone {
+		l.Start, l.End = a.src.cpOf(m.start), a.src.cpOf(m.end)
+	}
+	switch m.grade {
+	case GradeExact:
+		a.sum.Exact++
+	case GradeNormalized:
+		a.sum.Normalized++
+	case GradeFuzzy:
+		a.sum.Fuzzy++
+	default:
+		a.sum.None++
+	}
+	a.leaves = append(a.leaves, l)
+}
+
+// gradeString grades a string: as is, normalised, as a date or number
+// written another way, then fuzzy.
+func (s *Source) gradeString(v string, n *normalizer) match {
+	nv := n.normalize(v)
+	if nv == "" {
+		return match{grade: GradeNone}
+	}
+	// Where the value is in the source as is, it is there normalised too:
+	// look through its normalised matches for the first that is exact.
+	best := match{grade: GradeNone}
+	s.grams.each(nv, 0, func(i int) bool {
+		j := i + len(nv)
+		if !atBoundary(s.norm, i, j) {
+			return true
+		}
+		if best.grade == GradeNone {
+			best = match{GradeNormalized, s.rawStart(i), s.rawEnd(j)}
+		}
+		a := s.rawStart(i)
+		if strings.HasPrefix(s.text[a:], v) && atBoundary(s.text, a, a+len(v)) && !s.crossesSegment(a, a+len(v)) {
+			best = match{GradeExact, a, a + len(v)}
+			return false
+		}
+		return true
+	})
+	if best.grade != GradeNone {
+		return best
+	}
+	if m, ok := first(s.dates, textDateKeys(nv)); ok {
+		return match{GradeNormalized, int(m.start), int(m.end)}
+	}
+	if m, ok := first(s.numbers, textNumberKeys(nv)); ok {
+		return match{GradeNormalized, int(m.start), int(m.end)}
+	}
+	if i, j, ok := s.fuzzy(nv); ok {
+		return match{GradeFuzzy, i, j}
+	}
+	return match{grade: GradeNone}
+}
+
+// first returns the earliest mention of any of keys.
+func first[K comparable](m map[K][]mention, keys []K) (mention, bool) {
+	var best mention
+	found := false
+	for _, k := range keys {
+		if l := m[k]; len(l) > 0 && (!found || l[0].start < best.start) {
+			best, found = l[0], true
+		}
+	}
+	return best, found
+}
+
+// gradeNumber grades a number by the numbers the source writes: exact when
+// one of them is written as its JSON text, normalised when written
+// another way. Numbers are never fuzzy.
+func (s *Source) gradeNumber(lit, key string, ok bool) match {
+	if !ok {
+		return match{grade: GradeNone}
+	}
+	l := s.numbers[key]
+	for _, m := range l {
+		if s.text[m.start:m.end] == lit {
+			return match{GradeExact, int(m.start), int(m.end)}
+		}
+	}
+	if len(l) > 0 {
+		return match{GradeNormalized, int(l[0].start), int(l[0].end)}
+	}
+	return match{grade: GradeNone}
+}
+
+// escapeToken escapes a key as a JSON pointer token (RFC 6901).
+func escapeToken(k string) string {
+	if !strings.ContainsAny(k, "~/") {
+		return k
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+}
+
+// unescapeToken undoes escapeToken.
+func unescapeToken(t string) string {
+	if !strings.Contains(t, "~") {
+		return t
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+}
+
+// splitPointer returns the unescaped tokens of a JSON pointer.
+func splitPointer(ptr string) []string {
+	if ptr == "" {
+		return nil
+	}
+	toks := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	for i, t := range toks {
+		toks[i] = unescapeToken(t)
+	}
+	return toks
+}
