@@ -32,6 +32,38 @@ func ParseEvidenceMode(s string) (EvidenceMode, error) {
 	return "", fmt.Errorf("unknown evidence mode %q: want off, check or require", s)
 }
 
+// Grade says how a leaf of a value (a string or a number) was found in
+// its source. The names are stable: they are stored and reported.
+type Grade string
+
+const (
+	// GradeExact: the leaf's text is in the source as is (a number: as the
+	// same JSON text, "1249.99" for 1249.99).
+	GradeExact Grade = "exact"
+	// GradeNormalized: the leaf is in the source up to case, white space,
+	// Unicode compatibility forms and diacritics, or is a number or date
+	// the source writes another way ("1.249,99 €" for 1249.99, "15 January
+	// 2027" for "2027-01-15").
+	GradeNormalized Grade = "normalized"
+	// GradeFuzzy: the leaf is in the source up to punctuation, or one
+	// letter in a long string.
+	GradeFuzzy Grade = "fuzzy"
+	// GradeNone: the leaf is not in the source.
+	GradeNone Grade = "none"
+)
+
+// Grounding is the grade of one leaf of a value and the span of its match
+// in the source.
+type Grounding struct {
+	// Path is the leaf's JSON pointer in the value, "" for the root.
+	Path  string `json:"path"`
+	Grade Grade  `json:"grade"`
+	// Start and End are the span of the match: code point offsets into
+	// the source's text, what a Python str slice takes; 0 for GradeNone.
+	Start int `json:"start"`
+	End   int `json:"end"`
+}
+
 // The sources a row job's values are checked against (EvidenceSource).
 const (
 	// EvidenceSourceRow is the row's own values as the template rendered

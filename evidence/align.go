@@ -1,6 +1,8 @@
 package evidence
 
 import (
+	"github.com/fixpoint-dev/fixpoint"
+
 	"encoding/json"
 	"maps"
 	"slices"
@@ -8,38 +10,8 @@ import (
 	"strings"
 )
 
-// Grade says how a value was found in its source. The names are stable:
-// they are stored and reported.
-type Grade string
-
-const (
-	// GradeExact: the value's text is in the source as is (a number: as
-	// the same JSON text, "1249.99" for 1249.99). A string with white
-	// space at either end is at best normalized.
-	GradeExact Grade = "exact"
-	// GradeNormalized: the value is in the source up to case, white space,
-	// Unicode compatibility forms and diacritics, or is a number or date
-	// the source writes another way ("1.249,99 €" for 1249.99, "15 January
-	// 2027" for "2027-01-15").
-	GradeNormalized Grade = "normalized"
-	// GradeFuzzy: the value is in the source up to punctuation, or one
-	// letter in a long string (see FuzzyMinLength).
-	GradeFuzzy Grade = "fuzzy"
-	// GradeNone: the value is not in the source.
-	GradeNone Grade = "none"
-)
-
-// Leaf is the grade of one string or number of a value.
-type Leaf struct {
-	// Path is the leaf's JSON pointer in the value, "" for the root.
-	Path  string `json:"path"`
-	Grade Grade  `json:"grade"`
-	// Start and End are the span of the match: code point offsets into
-	// the source's text (Source.Text), what a Python str slice takes. They
-	// are 0 for GradeNone.
-	Start int `json:"start"`
-	End   int `json:"end"`
-}
+// Grades and leaves are the root package's (fixpoint.Grade,
+// fixpoint.Grounding): an attempt records them as this package makes them.
 
 // Summary counts a value's leaves by grade. Exempt counts the strings and
 // numbers the exemption predicate left ungraded.
@@ -54,8 +26,8 @@ type Summary struct {
 // Result is the alignment of a value to a source.
 type Result struct {
 	// Leaves are the graded leaves in document order (object keys sorted).
-	Leaves  []Leaf  `json:"leaves"`
-	Summary Summary `json:"summary"`
+	Leaves  []fixpoint.Grounding `json:"leaves"`
+	Summary Summary              `json:"summary"`
 }
 
 // Align indexes source and aligns value to it; see Source.Align. To align
@@ -81,7 +53,7 @@ type aligner struct {
 	src    *Source
 	norm   *normalizer
 	exempt func(string) bool
-	leaves []Leaf
+	leaves []fixpoint.Grounding
 	sum    Summary
 }
 
@@ -128,21 +100,21 @@ func isNumber(v any) bool {
 
 // match is a grade and its byte range in the source's text.
 type match struct {
-	grade      Grade
+	grade      fixpoint.Grade
 	start, end int
 }
 
 func (a *aligner) add(ptr string, m match) {
-	l := Leaf{Path: ptr, Grade: m.grade}
-	if m.grade != GradeNone {
+	l := fixpoint.Grounding{Path: ptr, Grade: m.grade}
+	if m.grade != fixpoint.GradeNone {
 		l.Start, l.End = a.src.cpOf(m.start), a.src.cpOf(m.end)
 	}
 	switch m.grade {
-	case GradeExact:
+	case fixpoint.GradeExact:
 		a.sum.Exact++
-	case GradeNormalized:
+	case fixpoint.GradeNormalized:
 		a.sum.Normalized++
-	case GradeFuzzy:
+	case fixpoint.GradeFuzzy:
 		a.sum.Fuzzy++
 	default:
 		a.sum.None++
@@ -155,39 +127,39 @@ func (a *aligner) add(ptr string, m match) {
 func (s *Source) gradeString(v string, n *normalizer) match {
 	nv := n.normalize(v)
 	if nv == "" {
-		return match{grade: GradeNone}
+		return match{grade: fixpoint.GradeNone}
 	}
 	// Where the value is in the source as is, it is there normalised too:
 	// look through its normalised matches for the first that is exact.
-	best := match{grade: GradeNone}
+	best := match{grade: fixpoint.GradeNone}
 	s.grams.each(nv, 0, func(i int) bool {
 		j := i + len(nv)
 		if !atBoundary(s.norm, i, j) {
 			return true
 		}
-		if best.grade == GradeNone {
-			best = match{GradeNormalized, s.rawStart(i), s.rawEnd(j)}
+		if best.grade == fixpoint.GradeNone {
+			best = match{fixpoint.GradeNormalized, s.rawStart(i), s.rawEnd(j)}
 		}
 		a := s.rawStart(i)
 		if strings.HasPrefix(s.text[a:], v) && atBoundary(s.text, a, a+len(v)) && !s.crossesSegment(a, a+len(v)) {
-			best = match{GradeExact, a, a + len(v)}
+			best = match{fixpoint.GradeExact, a, a + len(v)}
 			return false
 		}
 		return true
 	})
-	if best.grade != GradeNone {
+	if best.grade != fixpoint.GradeNone {
 		return best
 	}
 	if m, ok := first(s.dates, textDateKeys(nv)); ok {
-		return match{GradeNormalized, int(m.start), int(m.end)}
+		return match{fixpoint.GradeNormalized, int(m.start), int(m.end)}
 	}
 	if m, ok := first(s.numbers, textNumberKeys(nv)); ok {
-		return match{GradeNormalized, int(m.start), int(m.end)}
+		return match{fixpoint.GradeNormalized, int(m.start), int(m.end)}
 	}
 	if i, j, ok := s.fuzzy(nv); ok {
-		return match{GradeFuzzy, i, j}
+		return match{fixpoint.GradeFuzzy, i, j}
 	}
-	return match{grade: GradeNone}
+	return match{grade: fixpoint.GradeNone}
 }
 
 // first returns the earliest mention of any of keys.
@@ -207,18 +179,18 @@ func first[K comparable](m map[K][]mention, keys []K) (mention, bool) {
 // another way. Numbers are never fuzzy.
 func (s *Source) gradeNumber(lit, key string, ok bool) match {
 	if !ok {
-		return match{grade: GradeNone}
+		return match{grade: fixpoint.GradeNone}
 	}
 	l := s.numbers[key]
 	for _, m := range l {
 		if s.text[m.start:m.end] == lit {
-			return match{GradeExact, int(m.start), int(m.end)}
+			return match{fixpoint.GradeExact, int(m.start), int(m.end)}
 		}
 	}
 	if len(l) > 0 {
-		return match{GradeNormalized, int(l[0].start), int(l[0].end)}
+		return match{fixpoint.GradeNormalized, int(l[0].start), int(l[0].end)}
 	}
-	return match{grade: GradeNone}
+	return match{grade: fixpoint.GradeNone}
 }
 
 // escapeToken escapes a key as a JSON pointer token (RFC 6901).

@@ -1,6 +1,8 @@
 package evidence
 
 import (
+	"github.com/fixpoint-dev/fixpoint"
+
 	"slices"
 	"testing"
 )
@@ -131,7 +133,7 @@ func TestAlignSkipsExempt(t *testing.T) {
 		"flag": {"type": "boolean"}}}`)
 	v := decode(t, `{"vendor": "Globex", "category": "billing", "analysis": {"summary": "Lilac ripple timber", "score": 3}, "flag": true}`)
 	r := Align("A ticket from Globex about a double charge.", v, Exempt(schema))
-	if !slices.Equal(r.Leaves, []Leaf{{"/vendor", GradeExact, 14, 20}}) || r.Summary != (Summary{Exact: 1, Exempt: 3}) {
+	if !slices.Equal(r.Leaves, []fixpoint.Grounding{{Path: "/vendor", Grade: fixpoint.GradeExact, Start: 14, End: 20}}) || r.Summary != (Summary{Exact: 1, Exempt: 3}) {
 		t.Fatalf("got %+v %+v", r.Leaves, r.Summary)
 	}
 }

@@ -1,6 +1,8 @@
 package evidence
 
 import (
+	"github.com/fixpoint-dev/fixpoint"
+
 	"encoding/json"
 	"strings"
 	"testing"
@@ -34,12 +36,12 @@ func FuzzAlign(f *testing.F) {
 					t.Fatalf("%s: span [%d,%d) outside the source's %d code points", l.Path, l.Start, l.End, len(runes))
 				}
 				switch l.Grade {
-				case GradeExact:
+				case fixpoint.GradeExact:
 					if l.Path == "/s" && utf8.ValidString(val) && string(runes[l.Start:l.End]) != val {
 						t.Fatalf("exact span %q of %q", string(runes[l.Start:l.End]), val)
 					}
-				case GradeNormalized, GradeFuzzy:
-				case GradeNone:
+				case fixpoint.GradeNormalized, fixpoint.GradeFuzzy:
+				case fixpoint.GradeNone:
 					if l.Start != 0 || l.End != 0 {
 						t.Fatalf("%s: none with span [%d,%d)", l.Path, l.Start, l.End)
 					}

@@ -1,6 +1,8 @@
 package evidence
 
 import (
+	"github.com/fixpoint-dev/fixpoint"
+
 	"encoding/json"
 	"slices"
 	"strings"
@@ -77,15 +79,15 @@ func TestSegments(t *testing.T) {
 		t.Fatalf("Text %q, Len %d", s.Text(), s.Len())
 	}
 	r := s.Align(decode(t, `{"a":"Acme","b":"Acme Corp","c":"Acme\nCorp","d":12,"e":12345,"f":"12 345","g":"東京","h":"due 東京"}`), nil)
-	want := []Leaf{
-		{"/a", GradeExact, 0, 4},
-		{"/b", GradeNone, 0, 0},
-		{"/c", GradeNone, 0, 0},
-		{"/d", GradeExact, 10, 12},
-		{"/e", GradeNone, 0, 0},
-		{"/f", GradeNone, 0, 0},
-		{"/g", GradeExact, 21, 23},
-		{"/h", GradeNone, 0, 0},
+	want := []fixpoint.Grounding{
+		{Path: "/a", Grade: fixpoint.GradeExact, Start: 0, End: 4},
+		{Path: "/b", Grade: fixpoint.GradeNone, Start: 0, End: 0},
+		{Path: "/c", Grade: fixpoint.GradeNone, Start: 0, End: 0},
+		{Path: "/d", Grade: fixpoint.GradeExact, Start: 10, End: 12},
+		{Path: "/e", Grade: fixpoint.GradeNone, Start: 0, End: 0},
+		{Path: "/f", Grade: fixpoint.GradeNone, Start: 0, End: 0},
+		{Path: "/g", Grade: fixpoint.GradeExact, Start: 21, End: 23},
+		{Path: "/h", Grade: fixpoint.GradeNone, Start: 0, End: 0},
 	}
 	if !slices.Equal(r.Leaves, want) {
 		t.Fatalf("leaves\n got %+v\nwant %+v", r.Leaves, want)
@@ -105,12 +107,12 @@ func TestSummaryAndSkippedLeaves(t *testing.T) {
 	t.Parallel()
 	v := decode(t, `{"z":"Acme","a":[true,null,"","  ",{"x~y/z":"ACME"}],"n":7,"m":"Globex","f":"Acme Corporatio"}`)
 	r := Align("Acme Corporation, 7 units", v, nil)
-	want := []Leaf{
-		{"/a/4/x~0y~1z", GradeNormalized, 0, 4},
-		{"/f", GradeFuzzy, 0, 16},
-		{"/m", GradeNone, 0, 0},
-		{"/n", GradeExact, 18, 19},
-		{"/z", GradeExact, 0, 4},
+	want := []fixpoint.Grounding{
+		{Path: "/a/4/x~0y~1z", Grade: fixpoint.GradeNormalized, Start: 0, End: 4},
+		{Path: "/f", Grade: fixpoint.GradeFuzzy, Start: 0, End: 16},
+		{Path: "/m", Grade: fixpoint.GradeNone, Start: 0, End: 0},
+		{Path: "/n", Grade: fixpoint.GradeExact, Start: 18, End: 19},
+		{Path: "/z", Grade: fixpoint.GradeExact, Start: 0, End: 4},
 	}
 	if !slices.Equal(r.Leaves, want) {
 		t.Fatalf("leaves\n got %+v\nwant %+v", r.Leaves, want)
@@ -130,7 +132,7 @@ func TestGoNumbers(t *testing.T) {
 	t.Parallel()
 	r := Align("Total 1,249.99 for 3 items", map[string]any{"a": 1249.99, "b": 3, "c": int64(3), "d": float32(3)}, nil)
 	for _, l := range r.Leaves {
-		if l.Grade == GradeNone {
+		if l.Grade == fixpoint.GradeNone {
 			t.Errorf("%s: none", l.Path)
 		}
 	}
@@ -146,7 +148,7 @@ func TestValueNotUTF8(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"\xaf", "\xc3", "a\xaf"} {
 		r := Align("ïaï", map[string]any{"v": v}, nil)
-		if len(r.Leaves) != 1 || r.Leaves[0].Grade != GradeNone {
+		if len(r.Leaves) != 1 || r.Leaves[0].Grade != fixpoint.GradeNone {
 			t.Errorf("value %q in \"ïaï\": %+v, want none", v, r.Leaves)
 		}
 	}

@@ -19,10 +19,10 @@ const maxQuoted = 80
 // appear in the source; copy it as written, or leave it out`. value is the
 // value the leaves were aligned from; it supplies the text quoted (a
 // string of more than 80 characters is cut, with "…").
-func Require(value any, leaves []Leaf) []fixpoint.ValidationError {
+func Require(value any, leaves []fixpoint.Grounding) []fixpoint.ValidationError {
 	var out []fixpoint.ValidationError
 	for _, l := range leaves {
-		if l.Grade != GradeNone {
+		if l.Grade != fixpoint.GradeNone {
 			continue
 		}
 		at := l.Path
