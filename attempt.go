@@ -123,7 +123,7 @@ const (
 
 // FinalClasses lists every class a job can end with (its final_class), for
 // checking a filter on it.
-var FinalClasses = []string{string(ClassSyntax), string(ClassShape), string(ClassSemantic),
+var FinalClasses = []string{string(ClassSyntax), string(ClassShape), string(ClassSemantic), string(ClassEvidence),
 	OutcomeTruncated, OutcomeRefusal, OutcomeProvider, OutcomeBudget, OutcomePanic}
 
 // Attempt is one provider call of a job, and what came of it.
@@ -170,6 +170,14 @@ type Attempt struct {
 	Model          string     `json:"model,omitempty"`
 	RequestID      string     `json:"request_id,omitempty"`
 	StartedAt      time.Time  `json:"started_at"`
+	// Evidence grades each string and number of the attempt's value
+	// against the job's source (package evidence), when the job's
+	// evidence mode is not off and the value passed the schema and its
+	// rules; nil otherwise.
+	Evidence []Grounding `json:"evidence,omitempty"`
+	// Warnings are the failures of the schema's rules of severity warn
+	// (package rules): recorded and reported, not fed back.
+	Warnings []ValidationError `json:"warnings,omitempty"`
 	// Coerced counts the schema-guided repairs made to the reply's value
 	// (the last Coerced entries of Repairs): with Valid, a call saved.
 	Coerced int `json:"coerced,omitempty"`

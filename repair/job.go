@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/evidence"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -34,4 +35,16 @@ type Job struct {
 	// MaxTokens caps output tokens per call. Defaults to 1024.
 	MaxTokens int
 	Limits    fixpoint.Limits
+	// Evidence is what the evidence stage does with a value the schema
+	// takes ("" is off): each string and number is graded against Source
+	// (the attempt keeps the grades), and under EvidenceRequire one the
+	// source does not ground is an error of class evidence, fed back.
+	Evidence fixpoint.EvidenceMode
+	// Source is the job's source text, indexed once (evidence.New); nil
+	// turns the evidence stage off.
+	Source *evidence.Source
+	// Exempt says which locations of a value are not graded
+	// (evidence.Exempt of the schema: enums, consts and what the schema
+	// marks "x-fixpoint-evidence": false); nil grades every leaf.
+	Exempt func(ptr string) bool
 }

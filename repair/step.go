@@ -236,6 +236,9 @@ func (s *Step) Feed(resp *fixpoint.Response, err error, started time.Time) (*fix
 	s.replies++
 	s.recordReply(&a, req, resp)
 	c := s.checkReply(&a, resp.Text, resp.FinishReason == fixpoint.FinishLength)
+	if c.valid && resp.FinishReason != fixpoint.FinishLength {
+		s.checkTruth(&a, &c)
+	}
 	classify(&a, resp, c)
 	return s.decide(&a, c)
 }

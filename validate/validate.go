@@ -178,10 +178,10 @@ func KeywordClass(keyword string) fixpoint.Class {
 }
 
 // ClassOf returns the class of a list of errors: the first of syntax, shape,
-// semantic that any error has, or ClassNone when errs is empty. An error with
+// semantic, evidence that any error has, or ClassNone when errs is empty. An error with
 // an empty Class counts as the class of its keyword.
 func ClassOf(errs []fixpoint.ValidationError) fixpoint.Class {
-	var shape, semantic bool
+	var shape, semantic, evidence bool
 	for _, e := range errs {
 		c := e.Class
 		if c == fixpoint.ClassNone {
@@ -192,6 +192,8 @@ func ClassOf(errs []fixpoint.ValidationError) fixpoint.Class {
 			return fixpoint.ClassSyntax
 		case fixpoint.ClassShape:
 			shape = true
+		case fixpoint.ClassEvidence:
+			evidence = true
 		default:
 			semantic = true
 		}
@@ -201,6 +203,8 @@ func ClassOf(errs []fixpoint.ValidationError) fixpoint.Class {
 		return fixpoint.ClassShape
 	case semantic:
 		return fixpoint.ClassSemantic
+	case evidence:
+		return fixpoint.ClassEvidence
 	}
 	return fixpoint.ClassNone
 }
