@@ -271,7 +271,7 @@ const (
 		       repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
 		       transport_retries, retry_classes::text, provider_status, provider_error, model, request_id, started_at,
 		       feedback, provider_class, price_basis, tokens_cache_write, coalesce(cost_usd, 0)::float8, coalesce(wave_id, 0),
-		       coerced, patch_outcome, unpriced, provider_code`
+		       coerced, patch_outcome, unpriced, provider_code, evidence::text, warnings::text, coalesce(a.schema_hash, '')`
 	attemptSelectFrom = `
 		FROM attempts a JOIN attempt_requests r ON r.job_id = a.job_id AND r.run = a.run AND r.attempt_no = a.attempt_no`
 )
@@ -280,14 +280,16 @@ const (
 // (selected before them).
 func scanAttempt(r pgx.CollectableRow, first ...any) (Attempt, error) {
 	var a Attempt
-	var req, repairs, retryClasses *string
+	var req, repairs, retryClasses, evidence, warnings *string
 	var errs string
 	var started *time.Time
 	err := r.Scan(append(first, &a.No, &req, &a.RequestHash, &a.Raw, &a.Source, &repairs, &errs, &a.Class, &a.Valid,
 		&a.RepairedLocally, &a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached,
 		&a.TransportRetries, &retryClasses, &a.ProviderStatus, &a.ProviderError, &a.Model, &a.RequestID, &started,
-		&a.Feedback, &a.ProviderClass, &a.PriceBasis, &a.TokensCacheWrite, &a.CostUSD, &a.WaveID, &a.Coerced, &a.PatchOutcome, &a.Unpriced, &a.ProviderCode)...)
+		&a.Feedback, &a.ProviderClass, &a.PriceBasis, &a.TokensCacheWrite, &a.CostUSD, &a.WaveID, &a.Coerced, &a.PatchOutcome, &a.Unpriced, &a.ProviderCode,
+		&evidence, &warnings, &a.SchemaHash)...)
 	a.Request, a.Repairs, a.RetryClasses = rawPtr(req), rawPtr(repairs), rawPtr(retryClasses)
+	a.Evidence, a.Warnings = rawPtr(evidence), rawPtr(warnings)
 	a.Errors = json.RawMessage(errs)
 	a.StartedAt = deref(started)
 	return a, err

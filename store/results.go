@@ -87,6 +87,16 @@ type Attempt struct {
 	// Unpriced: the worker had no price for the model; CostUSD is 0 for
 	// want of one.
 	Unpriced bool
+	// Evidence is the JSON array of the value's leaves graded against the
+	// job's source ({path, grade, start, end}); nil when the stage did not
+	// run.
+	Evidence json.RawMessage
+	// Warnings is the JSON array of the schema's rules of severity warn
+	// the value failed; nil for none.
+	Warnings json.RawMessage
+	// SchemaHash is the schema the reply was checked against, "" for the
+	// job's own.
+	SchemaHash string
 }
 
 // Result is a job's final outcome, as the pipeline saves it.
@@ -173,7 +183,8 @@ func (r Result) check() error {
 		for _, f := range []struct {
 			name string
 			raw  json.RawMessage
-		}{{"request", a.Request}, {"repairs", a.Repairs}, {"errors", a.Errors}, {"retry_classes", a.RetryClasses}} {
+		}{{"request", a.Request}, {"repairs", a.Repairs}, {"errors", a.Errors}, {"retry_classes", a.RetryClasses},
+			{"evidence", a.Evidence}, {"warnings", a.Warnings}} {
 			if badJSON(f.raw) { // the name is formatted only for the error
 				return fmt.Errorf("%w: job %s: attempt %d %s is not valid JSON", ErrInvalid, r.JobID, a.No, f.name)
 			}
@@ -263,7 +274,8 @@ SELECT r.id, false FROM r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.
 var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash", "raw", "source", "repairs", "errors",
 	"class", "valid", "repaired_locally", "finish_reason", "latency_ms", "tokens_in", "tokens_out", "tokens_cached",
 	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256", "run",
-	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id", "coerced", "patch_outcome", "unpriced", "provider_code"}
+	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id", "coerced", "patch_outcome", "unpriced", "provider_code",
+	"evidence", "warnings", "schema_hash"}
 
 // SaveResults stores final results in one transaction and reports, for each
 // result, whether this call set it (won[i]). It is idempotent:
@@ -615,6 +627,7 @@ func (s *attemptRows) Values() ([]any, error) {
 	v[25], v[26], v[27], v[28] = txt(a.Feedback), txt(a.ProviderClass), basisOr(a.PriceBasis), a.TokensCacheWrite
 	v[29], v[30] = a.CostUSD, nullID(a.WaveID)
 	v[31], v[32], v[33], v[34] = int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced, txt(a.ProviderCode)
+	v[35], v[36], v[37] = nullRaw(pgJSON(a.Evidence)), nullRaw(pgJSON(a.Warnings)), nullText(a.SchemaHash)
 	return v, nil
 }
 
@@ -645,6 +658,14 @@ func rawOrEmpty(r json.RawMessage) json.RawMessage {
 		return emptyArray
 	}
 	return r
+}
+
+// nullText is s, or nil (SQL NULL) when s is empty.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return txt(s)
 }
 
 // nullRaw is r, or nil (SQL NULL) when r is empty.

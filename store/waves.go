@@ -450,16 +450,17 @@ func (s *Store) recordWaveOutcome(ctx context.Context, tx pgx.Tx, o *WaveOutcome
 			class, valid, repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
 			transport_retries, retry_classes, provider_status, provider_error, model, request_id, started_at,
 			feedback, provider_class, price_basis, tokens_cache_write, cost_usd, wave_id, coerced, patch_outcome, unpriced,
-			provider_code)
+			provider_code, evidence, warnings, schema_hash)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-			$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
+			$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38)
 		ON CONFLICT (job_id, run, attempt_no) DO NOTHING`,
 		jobID, run, a.No, nullRaw(pgJSON(a.Request)), txt(a.RequestHash), sys, txt(a.Raw), txt(a.Source),
 		nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors)), txt(a.Class), a.Valid, a.RepairedLocally,
 		txt(a.FinishReason), a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached, int32(a.TransportRetries),
 		nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError), txt(a.Model),
 		txt(a.RequestID), nullTime(a.StartedAt), txt(a.Feedback), txt(a.ProviderClass), basisOr(a.PriceBasis),
-		a.TokensCacheWrite, a.CostUSD, nullID(a.WaveID), int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced, txt(a.ProviderCode))
+		a.TokensCacheWrite, a.CostUSD, nullID(a.WaveID), int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced, txt(a.ProviderCode),
+		nullRaw(pgJSON(a.Evidence)), nullRaw(pgJSON(a.Warnings)), nullText(a.SchemaHash))
 	if err != nil {
 		return 0, fmt.Errorf("insert attempt %d of job %s: %w", a.No, jobID, err)
 	}

@@ -72,8 +72,18 @@ func Attempt(a *fixpoint.Attempt) store.Attempt {
 		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
 		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), ProviderCode: a.ProviderCode, PriceBasis: string(a.PriceBasis),
 		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD, PatchOutcome: string(a.PatchOutcome),
-		Coerced: a.Coerced, Unpriced: a.Unpriced,
+		Coerced: a.Coerced, Unpriced: a.Unpriced, Evidence: jsonOrNil(a.Evidence), Warnings: jsonOrNil(a.Warnings),
 	}
+}
+
+// jsonOrNil is s as JSON, nil when it is empty (the ledger then stores
+// NULL: the stage did not run, or found nothing).
+func jsonOrNil[T any](s []T) json.RawMessage {
+	if len(s) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(s)
+	return b
 }
 
 func nonNil[T any](s []T) []T {
