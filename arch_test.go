@@ -52,6 +52,8 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 //   - the leaf package fixpoint (the job's own types) links the standard
 //     library only;
 //   - extract and validate are pure: no network, queue or ledger;
+//   - rules (the schema's CEL rules) is a pure leaf: none of that, nothing
+//     of the worker, and no file, log or network of its own;
 //   - the repair step links no NATS, Postgres, net/http or provider client;
 //   - llm (the provider clients) links no NATS or Postgres;
 //   - store links no NATS and nothing of the drivers;
@@ -71,10 +73,12 @@ func TestImportDirection(t *testing.T) {
 	forbidden := map[string][]string{
 		"extract":  noNetwork,
 		"validate": noNetwork,
-		"repair":   append(slices.Clone(noNetwork), mod+"/sim", mod+"/enqueue"),
-		"llm":      {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/sim"},
-		"store":    {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/sim"},
-		"enqueue":  {mod + "/sim"},
+		"rules": append(slices.Clone(noNetwork), mod+"/repair", mod+"/enqueue", mod+"/queue", mod+"/wave",
+			mod+"/web", mod+"/sim"),
+		"repair":  append(slices.Clone(noNetwork), mod+"/sim", mod+"/enqueue"),
+		"llm":     {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/sim"},
+		"store":   {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/sim"},
+		"enqueue": {mod + "/sim"},
 		// The dashboard reads the ledger through store, and nothing else.
 		"web":      {"github.com/nats-io", mod + "/llm", mod + "/pipeline", mod + "/queue", mod + "/wave", mod + "/enqueue", mod + "/repair", mod + "/sim"},
 		"queue":    {"github.com/jackc", mod + "/store", mod + "/llm", mod + "/repair", mod + "/pipeline", mod + "/enqueue", mod + "/sim"},
@@ -90,6 +94,11 @@ func TestImportDirection(t *testing.T) {
 	// schema library, a backtracking engine for the patterns RE2 cannot
 	// express, and Unicode normalization for enum values.
 	pureAllowed := []string{"github.com/segmentio/", "github.com/santhosh-tekuri/jsonschema/", "github.com/dlclark/regexp2/", "golang.org/x/text/", "golang.org/x/sys/cpu"}
+	// rules links the CEL engine and what it is built on (a parser
+	// generator's runtime, protobuf for CEL's types, YAML for its
+	// environment files).
+	rulesAllowed := append(slices.Clone(pureAllowed), "cel.dev/", "github.com/antlr4-go/antlr/", "google.golang.org/protobuf/",
+		"google.golang.org/genproto/", "golang.org/x/exp/", "go.yaml.in/yaml/")
 	for rel, p := range pkgs {
 		for _, dep := range p.Deps {
 			if rel == "" && (thirdParty(dep) && !matches(dep, mod) || dep == "net/http") {
@@ -99,6 +108,10 @@ func TestImportDirection(t *testing.T) {
 				!slices.ContainsFunc(pureAllowed, func(a string) bool { return strings.HasPrefix(dep, a) }) {
 				t.Errorf("%s links %s: a pure package links no other library", rel, dep)
 			}
+			if rel == "rules" && thirdParty(dep) && !strings.HasPrefix(dep, mod) &&
+				!slices.ContainsFunc(rulesAllowed, func(a string) bool { return strings.HasPrefix(dep, a) }) {
+				t.Errorf("rules links %s: the pure rules package links CEL and nothing else", dep)
+			}
 			for _, bad := range forbidden[rel] {
 				if matches(dep, bad) || strings.HasSuffix(bad, "/") && strings.HasPrefix(dep, bad) {
 					t.Errorf("%s links %s (directly or through another package)", rel, dep)
@@ -106,6 +119,9 @@ func TestImportDirection(t *testing.T) {
 			}
 		}
 		for _, imp := range p.Imports {
+			if rel == "rules" && (imp == "os" || imp == "log" || imp == "log/slog" || imp == "net" || matches(imp, "net/http") || imp == "io/fs") {
+				t.Errorf("rules imports %s: a pure package reads no file, writes no log and opens no connection", imp)
+			}
 			if strings.HasPrefix(imp, mod+"/cmd/") && !(strings.HasPrefix(imp, mod+"/cmd/internal/") && strings.HasPrefix(rel, "cmd/")) {
 				t.Errorf("%s imports command package %s", rel, imp)
 			}
