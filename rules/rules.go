@@ -176,7 +176,11 @@ func compileDoc(doc any) (*Set, error) {
 	errs = append(errs, g.mark()...)
 	reached := g.reached()
 	for _, site := range g.sites {
-		if !reached[site] {
+		_, hasRef := site.obj["$ref"]
+		switch {
+		case hasRef && g.version < 2019:
+			errs = append(errs, &CompileError{Location: site.ptr + "/" + Keyword, Err: errBesideRef})
+		case !reached[site]:
 			errs = append(errs, &CompileError{Location: site.ptr + "/" + Keyword, Err: errUnreached})
 		}
 	}
@@ -194,6 +198,10 @@ func compileDoc(doc any) (*Set, error) {
 var errUnreached = errors.New("these rules never apply: rules apply where their object is reached from the root through " +
 	"properties, patternProperties, additionalProperties, items, prefixItems, $ref and allOf, and through anyOf " +
 	"and oneOf only when the branches have different types (see docs/rules.md)")
+
+// errBesideRef explains rules that an older draft ignores.
+var errBesideRef = errors.New("these rules never apply: before draft 2019-09 the keywords beside \"$ref\" are ignored; " +
+	"put them in the schema it refers to, or put both in an allOf")
 
 // readRules reads the x-fixpoint-rules of the node site.
 func readRules(site *node) ([]*rule, []error) {
