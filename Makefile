@@ -38,6 +38,7 @@ soak:
 fuzz:
 	for t in FuzzExtract FuzzRepairText FuzzDuplicateKey; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./extract || exit 1; done
 	for t in FuzzCompile FuzzValidate FuzzEcmaPattern FuzzDocResolve; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./validate || exit 1; done
+	for t in FuzzRules; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./rules || exit 1; done
 	for t in FuzzCoerce FuzzDescribeSchema; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./repair || exit 1; done
 	for t in FuzzDecode FuzzStrictSchema; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./llm || exit 1; done
 	for t in FuzzServeHTTP; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./sim || exit 1; done

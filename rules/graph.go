@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -104,22 +103,15 @@ type graph struct {
 }
 
 // buildGraph reads doc, a schema document decoded with UseNumber, with
-// the project's schema walker.
+// the project's schema walker, and resolves its references the way the
+// validator does (validate.Doc).
 func buildGraph(doc any) *graph {
 	g := &graph{version: draft(doc), nodes: map[string]*node{}}
-	bases := map[string]string{}     // node pointer -> base URI
-	resources := map[string]string{} // base URI -> pointer of its root
-	anchors := map[string]string{}   // base URI#anchor -> pointer
+	bases := map[string]string{} // node pointer -> base URI
 	validate.Walk(doc, func(n validate.Node) bool {
 		obj := n.Object()
 		g.nodes[n.Ptr] = &node{ptr: n.Ptr, obj: obj}
 		bases[n.Ptr] = n.Base
-		if at, ok := resources[n.Base]; !ok || len(n.Ptr) < len(at) {
-			resources[n.Base] = n.Ptr
-		}
-		for _, a := range g.anchorsOf(obj) {
-			anchors[n.Base+"#"+a] = n.Ptr
-		}
 		if _, ok := obj[Keyword]; ok {
 			g.sites = append(g.sites, g.nodes[n.Ptr])
 		}
@@ -127,8 +119,15 @@ func buildGraph(doc any) *graph {
 	})
 	g.root = g.nodes[""]
 	slices.SortFunc(g.sites, func(a, b *node) int { return strings.Compare(a.ptr, b.ptr) })
+	refs := validate.NewDoc(doc)
 	for ptr, n := range g.nodes {
-		g.link(n, func(ref string) *node { return g.nodes[resolveRef(bases[ptr], ref, resources, anchors)] })
+		g.link(n, func(ref string) *node {
+			t, err := refs.Resolve(ref, bases[ptr])
+			if err != nil {
+				return nil
+			}
+			return g.nodes[t.Ptr]
+		})
 	}
 	for _, n := range g.nodes {
 		g.branches(n)
@@ -150,66 +149,6 @@ func draft(doc any) int {
 		}
 	}
 	return 2020
-}
-
-// anchorsOf returns the plain-name anchors obj declares.
-func (g *graph) anchorsOf(obj map[string]any) []string {
-	var out []string
-	if g.version < 2019 {
-		idKey := "$id"
-		if g.version == 4 {
-			idKey = "id"
-		}
-		if id, ok := obj[idKey].(string); ok {
-			if _, frag, ok := strings.Cut(id, "#"); ok && frag != "" && !strings.HasPrefix(frag, "/") {
-				out = append(out, frag)
-			}
-		}
-		return out
-	}
-	for _, k := range []string{"$anchor", "$dynamicAnchor"} {
-		if s, ok := obj[k].(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// resolveRef returns the pointer of the node ref names, written in a
-// node under the base URI base; "\x00" when it names none in the
-// document (no node has that pointer).
-func resolveRef(base, ref string, resources, anchors map[string]string) string {
-	const none = "\x00"
-	b, err := url.Parse(base)
-	if err != nil {
-		return none
-	}
-	r, err := url.Parse(ref)
-	if err != nil {
-		return none
-	}
-	u := b.ResolveReference(r)
-	if !r.IsAbs() && b.Opaque != "" {
-		u.Opaque = b.Opaque
-	}
-	frag := u.Fragment
-	u.Fragment, u.RawFragment = "", ""
-	doc := u.String()
-	switch {
-	case frag == "":
-		if p, ok := resources[doc]; ok {
-			return p
-		}
-	case strings.HasPrefix(frag, "/"):
-		if p, ok := resources[doc]; ok {
-			return p + frag
-		}
-	default:
-		if p, ok := anchors[doc+"#"+frag]; ok {
-			return p
-		}
-	}
-	return none
 }
 
 // link sets the edges of n; ref resolves a reference written in n.
