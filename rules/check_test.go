@@ -11,29 +11,20 @@ import (
 	"testing"
 )
 
-// outcome is what one rule did on one value.
-type outcome string
-
-const (
-	holds   outcome = "holds"
-	fails   outcome = "fails"
-	errors_ outcome = "error"
-)
-
-// run checks the one-rule schema on value and says what the rule did;
-// for an error, with the error's text after a colon.
+// run checks the one-rule schema on value and says what the rule did:
+// "holds", "fails", or "error: " and the error.
 func run(t *testing.T, schema, value string) string {
 	t.Helper()
 	fs := check(t, mustCompile(t, schema), value)
 	switch {
 	case len(fs) == 0:
-		return string(holds)
+		return "holds"
 	case len(fs) > 1:
 		t.Fatalf("one rule gave %d findings: %q", len(fs), texts(fs))
 	case fs[0].Err != nil:
-		return string(errors_) + ": " + fs[0].Err.Error()
+		return "error: " + fs[0].Err.Error()
 	}
-	return string(fails)
+	return "fails"
 }
 
 func TestNumbers(t *testing.T) {
@@ -142,6 +133,44 @@ func TestOptionalFields(t *testing.T) {
 				return
 			}
 			if !strings.HasPrefix(got, tc.want) {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTypes: the types the schema gives the places a rule reads.
+func TestTypes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		props, rule, value, want string
+	}{
+		// An object with only additionalProperties is a map.
+		{`{"m":{"type":"object","additionalProperties":{"type":"integer"}}}`,
+			"has(self.m.a) && !has(self.m.b) && self.m.all(k, self.m[k] > 0) && type(self.m.a) == int", `{"m":{"a":1}}`, "holds"},
+		// An anyOf of a type and null is that type, or null.
+		{`{"a":{"anyOf":[{"type":"integer"},{"type":"null"}]}}`, "self.a == null || self.a > 2", `{"a":1}`, "fails"},
+		{`{"a":{"anyOf":[{"type":"integer"},{"type":"null"}]}}`, "type(self.a) == int", `{"a":1}`, "holds"},
+		{`{"a":{"anyOf":[{"$ref":"#/properties/b"},{"type":"null"}]},"b":{"type":"object","properties":{"n":{"type":"integer"}}}}`,
+			"self.a == null || self.a.n > 0", `{"a":{"n":0}}`, "fails"},
+		// allOf: integer with number is integer.
+		{`{"n":{"allOf":[{"type":"number"},{"type":"integer"}]}}`, "type(self.n) == int", `{"n":2}`, "holds"},
+		// Without "type", properties make an object.
+		{`{"p":{"properties":{"n":{"type":"integer"}}}}`, "self.p.n == 2", `{"p":{"n":2}}`, "holds"},
+		// A member that is no identifier, in backticks.
+		{`{"first-name":{"type":"string"},"in":{"type":"integer"}}`, "self.`first-name` == 'Ada' && self.`in` == 1",
+			`{"first-name":"Ada","in":1}`, "holds"},
+		// Dates as strings, and as timestamps.
+		{`{"day":{"type":"string"}}`, `self.day < "2027-01-01" && timestamp(self.day + "T00:00:00Z") < timestamp("2027-01-01T00:00:00Z")`,
+			`{"day":"2026-12-31"}`, "holds"},
+		{`{"day":{"type":"string"}}`, `timestamp(self.day) < timestamp("2027-01-01T00:00:00Z")`, `{"day":"31.12.2026"}`,
+			"error: invalid RFC 3339 timestamp"},
+		// lists.range is bounded.
+		{`{}`, "lists.range(20000).size() > 0", `{}`, "error: lists.range: size 20000 exceeds maximum allowed (10000)"},
+	} {
+		t.Run(tc.rule+" on "+tc.value, func(t *testing.T) {
+			t.Parallel()
+			if got := run(t, objectWith(tc.props, tc.rule), tc.value); !strings.HasPrefix(got, tc.want) {
 				t.Errorf("got %s, want %s", got, tc.want)
 			}
 		})
