@@ -107,14 +107,17 @@ func TestCompileReportsEveryError(t *testing.T) {
 	t.Parallel()
 	_, err := Compile([]byte(`{"type":"object","properties":{
 		"b":{"type":"object","properties":{"n":{"type":"integer"}},"x-fixpoint-rules":[{"rule":"self.m > 0"}]},
-		"a":{"type":"object","properties":{"n":{"type":"integer"}},"x-fixpoint-rules":[{"rule":"self.n > 0"},{"rule":"self.n +"}]}},
+		"a":{"type":"object","properties":{"n":{"type":"integer"}},"x-fixpoint-rules":[{"rule":"self.n > 0"},{"rule":"self.n +"}]},
+		"c":{"type":"object","x-fixpoint-rules":[{"rule":"true","severity":"fatal"}]}},
+		"not":{"x-fixpoint-rules":[{"rule":"true"}]},
 		"x-fixpoint-rules":[{"rule":"self.c"}]}`))
 	if err == nil {
 		t.Fatal("Compile succeeded")
 	}
 	lines := strings.Split(err.Error(), "\n")
-	want := []string{"rules: /properties/a/x-fixpoint-rules/1 (self.n +)", "rules: /properties/b/x-fixpoint-rules/0 (self.m > 0)",
-		"rules: /x-fixpoint-rules/0 (self.c)"}
+	want := []string{"rules: /not/x-fixpoint-rules: these rules never apply", "rules: /properties/a/x-fixpoint-rules/1 (self.n +)",
+		"rules: /properties/b/x-fixpoint-rules/0 (self.m > 0)", `rules: /properties/c/x-fixpoint-rules/0 (true): "severity"`,
+		"rules: /x-fixpoint-rules/0 (self.c): a rule must be true or false"}
 	if len(lines) != len(want) {
 		t.Fatalf("error has %d lines, want %d:\n%s", len(lines), len(want), err)
 	}

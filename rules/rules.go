@@ -152,26 +152,27 @@ func Compile(schema []byte) (*Set, error) {
 	return compileDoc(doc)
 }
 
-// compileDoc is Compile for a decoded document.
+// compileDoc is Compile for a decoded document. It goes as far as it
+// can, so that every error of the schema's rules is found at once.
 func compileDoc(doc any) (*Set, error) {
 	g := buildGraph(doc)
 	s := &Set{g: g}
 	if len(g.sites) == 0 {
 		return s, nil
 	}
-	var errs []error
 	n := 0
+	for _, site := range g.sites {
+		list, _ := site.obj[Keyword].([]any)
+		n += len(list)
+	}
+	if n > MaxRules {
+		return nil, &CompileError{Err: fmt.Errorf("the schema has %d rules, at most %d are allowed", n, MaxRules)}
+	}
+	var errs []error
 	for _, site := range g.sites {
 		rs, err := readRules(site)
 		errs = append(errs, err...)
-		n += len(rs)
 		site.rules = rs
-	}
-	if n > MaxRules {
-		errs = append(errs, &CompileError{Err: fmt.Errorf("the schema has %d rules, at most %d are allowed", n, MaxRules)})
-	}
-	if len(errs) > 0 {
-		return nil, joinSorted(errs)
 	}
 	errs = append(errs, g.mark()...)
 	reached := g.reached()
@@ -184,10 +185,8 @@ func compileDoc(doc any) (*Set, error) {
 			errs = append(errs, &CompileError{Location: site.ptr + "/" + Keyword, Err: errUnreached})
 		}
 	}
+	errs = append(errs, s.compileRules()...)
 	if len(errs) > 0 {
-		return nil, joinSorted(errs)
-	}
-	if errs = s.compileRules(); len(errs) > 0 {
 		return nil, joinSorted(errs)
 	}
 	s.hash = hashRules(s.rules)

@@ -79,7 +79,6 @@ const maxTypes = 10_000
 // properties becomes an object type of its own, named after them, so that
 // a rule naming an undeclared field fails to compile.
 type typer struct {
-	g       *graph
 	byKey   map[string]*ctype
 	structs map[string]*ctype
 	err     error
