@@ -219,6 +219,8 @@ func TestPlaces(t *testing.T) {
 		{name: "$ref to $defs, recursively", schema: `{"$ref":"#/$defs/node","$defs":{"node":{"type":"object","properties":{"n":{"type":"integer"},` +
 			`"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},` + pos("/n") + `}}}`,
 			value: `{"n":1,"kids":[{"n":0,"kids":[]},{"n":2,"kids":[{"n":-3}]}]}`, want: []string{"/kids/0/n", "/kids/1/kids/0/n"}},
+		{name: "an array of such arrays", schema: `{"type":"array","items":{"$ref":"#"},"x-fixpoint-rules":[{"rule":"self.size() < 3"}]}`,
+			value: `[[],[[],[],[]],[[[],[],[]]]]`, want: []string{"", "/1", "/2/0"}},
 		{name: "$anchor", schema: `{"type":"object","properties":{"a":{"$ref":"#it"}},"$defs":{"x":{"$anchor":"it","type":"object",` +
 			`"properties":{"n":{"type":"integer"}},` + pos("/n") + `}}}`,
 			value: `{"a":{"n":0}}`, want: []string{"/a/n"}},

@@ -28,6 +28,7 @@ func FuzzRules(f *testing.F) {
 	f.Add("true", []byte(`[1,{"a":null},"x",1e400,-0.0]`), []byte(invoiceSchema))
 	f.Add("true", []byte(`{"p":{"n":0},"q":[{"n":1}]}`), []byte(`{"type":"object","additionalProperties":{"anyOf":[{"type":"object",`+
 		`"properties":{"n":{"type":"integer"}},"x-fixpoint-rules":[{"rule":"self.n > 0"}]},{"type":"array","items":{"$ref":"#/additionalProperties/anyOf/0"}}]}}`))
+	f.Add("true", []byte(`[[],[[1]]]`), []byte(`{"type":"array","items":{"$ref":"#"},"x-fixpoint-rules":[{"rule":"self.size() < 3"}]}`))
 	f.Fuzz(func(t *testing.T, rule string, value, schema []byte) {
 		var v any
 		dec := json.NewDecoder(bytes.NewReader(value))

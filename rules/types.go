@@ -149,6 +149,10 @@ func (ty *typer) typeOf(entries []entry) *ctype {
 	if t, ok := ty.byKey[k]; ok {
 		return t
 	}
+	// A place that contains itself other than through an object (an
+	// array of such arrays) is dyn inside itself; an object type takes
+	// this entry over with its own before its fields are typed.
+	ty.byKey[k] = dynType
 	allowed, declared, guarded := kAll, false, kinds(0)
 	for _, e := range entries {
 		if e.guard != kAll {
