@@ -21,7 +21,7 @@ func (s *Set) compileRules() []error {
 	if err != nil {
 		return []error{&CompileError{Err: fmt.Errorf("the rule environment: %v", err)}}
 	}
-	ty := &typer{byKey: map[string]*ctype{}, structs: map[string]*ctype{}}
+	ty := &typer{byKey: map[string]*ctype{}, structs: map[string]*ctype{}, names: map[string]int{}}
 	for _, site := range s.g.sites {
 		self := ty.typeOf(closure([]entry{{site, kAll}}))
 		if self.nullable {

@@ -101,6 +101,30 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
+// TestCompileTypesBound: a schema whose places a rule sees are named by
+// ever more sets of subschemas (an NFA's subset construction, 2^14 sets
+// here) is refused at maxTypes, not typed for ever.
+func TestCompileTypesBound(t *testing.T) {
+	t.Parallel()
+	nfa := func(n int) string {
+		defs := []string{`"s0":{"type":"object","properties":{"a":{"allOf":[{"$ref":"#/$defs/s0"},{"$ref":"#/$defs/s1"}]},"b":{"$ref":"#/$defs/s0"}}}`}
+		for i := 1; i < n; i++ {
+			defs = append(defs, fmt.Sprintf(`"s%d":{"type":"object","properties":{"a":{"$ref":"#/$defs/s%d"},"b":{"$ref":"#/$defs/s%d"}}}`, i, i+1, i+1))
+		}
+		defs = append(defs, fmt.Sprintf(`"s%d":{"type":"object"}`, n))
+		return `{"$ref":"#/$defs/s0","$defs":{` + strings.Join(defs, ",") + `},"x-fixpoint-rules":[{"rule":"has(self.a.a.b.a.b.b.a) && !has(self.b.a)"}]}`
+	}
+	_, err := Compile([]byte(nfa(14)))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d places of distinct types", maxTypes)) {
+		t.Fatalf("Compile = %v, want the bound on types", err)
+	}
+	// A few states deep it compiles, and the types follow the sets.
+	s := mustCompile(t, nfa(4))
+	if fs := check(t, s, `{"a":{"a":{"b":{"a":{"b":{"b":{"a":{}}}}}}},"b":{}}`); len(fs) != 0 {
+		t.Errorf("findings %q", texts(fs))
+	}
+}
+
 // TestCompileReportsEveryError: a schema with several bad rules gets all
 // of them at once, sorted by location, each a *CompileError.
 func TestCompileReportsEveryError(t *testing.T) {

@@ -55,6 +55,7 @@ func declaredKinds(obj map[string]any) (kinds, bool) {
 // to the subschemas that apply to the same value (refs, branches) and to
 // those that apply to its members and items.
 type node struct {
+	id    int // its place in pointer order
 	ptr   string
 	obj   map[string]any
 	rules []*rule
@@ -118,6 +119,9 @@ func buildGraph(doc any) *graph {
 		return true
 	})
 	g.root = g.nodes[""]
+	for i, ptr := range sortedKeys(g.nodes) {
+		g.nodes[ptr].id = i
+	}
 	slices.SortFunc(g.sites, func(a, b *node) int { return strings.Compare(a.ptr, b.ptr) })
 	refs := validate.NewDoc(doc)
 	for ptr, n := range g.nodes {

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -70,8 +71,8 @@ func (t *ctype) cel() *types.Type {
 	return out
 }
 
-// maxTypes bounds the object types one schema's rules make: the places
-// of a schema a rule can see, each by the subschemas that apply there.
+// maxTypes bounds the types one schema's rules make: the places of a
+// schema a rule can see, each named by the subschemas that apply there.
 const maxTypes = 10_000
 
 // typer gives the places of a schema their CEL types. A place is named by
@@ -81,6 +82,7 @@ const maxTypes = 10_000
 type typer struct {
 	byKey   map[string]*ctype
 	structs map[string]*ctype
+	names   map[string]int // how many object types have had a name
 	err     error
 }
 
@@ -124,19 +126,30 @@ func closure(entries []entry) []entry {
 	return out
 }
 
-// key names an entry set.
+// key names an entry set, compactly: a schema may have thousands of
+// sets of many entries each.
 func key(entries []entry) string {
-	var b strings.Builder
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteString(" & ")
-		}
-		b.WriteString("#" + e.n.ptr)
-		if e.guard != kAll {
-			fmt.Fprintf(&b, "[%d]", e.guard)
-		}
+	b := make([]byte, 0, 4*len(entries))
+	for _, e := range entries {
+		b = binary.AppendUvarint(b, uint64(e.n.id))
+		b = append(b, byte(e.guard))
 	}
-	return b.String()
+	return string(b)
+}
+
+// structName returns a name for the object type of entries, unique among
+// the typer's: the pointer of its first subschema, the others counted.
+func (ty *typer) structName(entries []entry) string {
+	name := "object(#" + entries[0].n.ptr
+	if len(entries) > 1 {
+		name += fmt.Sprintf(" and %d more", len(entries)-1)
+	}
+	name += ")"
+	ty.names[name]++
+	if n := ty.names[name]; n > 1 {
+		name += fmt.Sprintf("#%d", n)
+	}
+	return name
 }
 
 // typeOf returns the type of a place where the closed entry set entries
@@ -148,6 +161,12 @@ func (ty *typer) typeOf(entries []entry) *ctype {
 	k := key(entries)
 	if t, ok := ty.byKey[k]; ok {
 		return t
+	}
+	if len(ty.byKey) >= maxTypes {
+		if ty.err == nil {
+			ty.err = fmt.Errorf("the schema has more than %d places of distinct types for rules to check", maxTypes)
+		}
+		return dynType
 	}
 	// A place that contains itself other than through an object (an
 	// array of such arrays) is dyn inside itself; an object type takes
@@ -257,13 +276,7 @@ func (ty *typer) objectType(k string, entries []entry) *ctype {
 		}
 		return &ctype{kind: tMap, elem: dynType}
 	}
-	if len(ty.structs) >= maxTypes {
-		if ty.err == nil {
-			ty.err = fmt.Errorf("the schema has more than %d object types for rules to check", maxTypes)
-		}
-		return dynType
-	}
-	t := &ctype{kind: tStruct, name: "object(" + k + ")", fields: map[string]*ctype{}}
+	t := &ctype{kind: tStruct, name: ty.structName(entries), fields: map[string]*ctype{}}
 	ty.byKey[k] = t // before the fields: a recursive schema refers to itself
 	ty.structs[t.name] = t
 	for _, name := range sortedKeys(names) {
