@@ -21,9 +21,10 @@ import (
 //
 // The error is ctx's, when ctx ended before the rules did: then the
 // findings are incomplete and none is returned. A rule that goes over
-// CostLimit, or the evaluation that takes all the rules of v over
-// CheckCostLimit, is a finding whose Err matches ErrCostLimit; after the
-// latter no rule runs.
+// CostLimit is a finding whose Err matches ErrCostLimit. So is the
+// evaluation that takes all the rules of v over CheckCostLimit or
+// MaxEvaluations, with severity error whatever its rule's; after it no
+// rule runs.
 func (s *Set) Check(ctx context.Context, v any) ([]Finding, error) {
 	if s.Len() == 0 {
 		return nil, nil
@@ -50,6 +51,7 @@ type checker struct {
 	ctx      context.Context
 	findings []Finding
 	cost     uint64
+	runs     int
 	stop     bool
 	err      error
 }
@@ -245,11 +247,19 @@ func (c *checker) eval(r *rule, self any, ptr string) {
 		c.err, c.stop = err, true
 		return
 	}
+	f := Finding{Path: ptr + r.path, At: ptr, SchemaPath: r.location(), Rule: r.text, Message: r.message, Severity: r.severity}
+	if c.runs == MaxEvaluations {
+		f.Severity, f.Err = SeverityError,
+			fmt.Errorf("%w: the rules of this value ran %d times; this one and the rest were not run", ErrCostLimit, MaxEvaluations)
+		c.findings = append(c.findings, f)
+		c.stop = true
+		return
+	}
+	c.runs++
 	out, det, err := r.prg.ContextEval(c.ctx, activation{self})
 	if cost := det.ActualCost(); cost != nil {
 		c.cost += *cost
 	}
-	f := Finding{Path: ptr + r.path, At: ptr, SchemaPath: r.location(), Rule: r.text, Message: r.message, Severity: r.severity}
 	var cancelled interpreter.EvalCancelledError
 	switch {
 	case err != nil && c.ctx.Err() != nil:

@@ -329,6 +329,23 @@ func TestCheckCostLimit(t *testing.T) {
 	}
 }
 
+// TestMaxEvaluations: a cheap rule on so many items that its runs pass
+// MaxEvaluations stops there, with one finding of severity error.
+func TestMaxEvaluations(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, `{"type":"array","items":{"type":"integer","x-fixpoint-rules":[{"rule":"self > 0","severity":"warn"}]}}`)
+	// Exactly MaxEvaluations runs are allowed.
+	if fs := check(t, s, "["+strings.Repeat("1,", MaxEvaluations-1)+"0]"); len(fs) != 1 || fs[0].Err != nil {
+		t.Fatalf("%d items: findings %q, want the last item's", MaxEvaluations, texts(fs))
+	}
+	fs := check(t, s, "["+strings.Repeat("1,", MaxEvaluations+10)+"0]")
+	if len(fs) != 1 || !errors.Is(fs[0].Err, ErrCostLimit) || fs[0].Severity != SeverityError ||
+		fs[0].Path != fmt.Sprintf("/%d", MaxEvaluations) ||
+		!strings.Contains(fs[0].Text(), fmt.Sprintf("the rules of this value ran %d times; this one and the rest were not run", MaxEvaluations)) {
+		t.Fatalf("findings %q, want one at the first item not run", texts(fs))
+	}
+}
+
 // TestContext: a check whose context ends returns the context's error,
 // and no findings.
 func TestContext(t *testing.T) {

@@ -41,6 +41,10 @@ const (
 	// CheckCostLimit is the cost all the rules of one value may take
 	// together, each rule evaluated at each place it applies.
 	CheckCostLimit = 10_000_000
+	// MaxEvaluations is how many times the rules of one value may run in
+	// all: a cheap rule on each of a million items costs little CEL cost,
+	// but each run has a cost of its own (about 5 µs here).
+	MaxEvaluations = 100_000
 )
 
 // ErrCostLimit is matched by the Err of a Finding whose rule went over a
