@@ -10,6 +10,8 @@ import (
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/interpreter"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 // Check runs the rules of s on v, a JSON value as decoded by
@@ -82,7 +84,7 @@ func (c *checker) visit(at []*node, v any, ptr string) {
 		}
 		for _, k := range sortedKeys(x) {
 			if kids := members(set, k); len(kids) > 0 {
-				c.visit(kids, x[k], ptr+"/"+escape(k))
+				c.visit(kids, x[k], ptr+"/"+extract.PointerToken(k))
 			}
 		}
 	case []any:

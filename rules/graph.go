@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fixpoint-dev/fixpoint/extract"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -171,12 +172,12 @@ func (g *graph) link(n *node, ref func(string) *node) {
 	if props, ok := obj["properties"].(map[string]any); ok {
 		n.props = make(map[string]*node, len(props))
 		for name := range props {
-			n.props[name] = g.nodes[ptr+"/properties/"+escape(name)]
+			n.props[name] = g.nodes[ptr+"/properties/"+extract.PointerToken(name)]
 		}
 	}
 	if pats, ok := obj["patternProperties"].(map[string]any); ok {
 		for src := range pats {
-			n.patterns = append(n.patterns, pattern{src: src, n: g.nodes[ptr+"/patternProperties/"+escape(src)]})
+			n.patterns = append(n.patterns, pattern{src: src, n: g.nodes[ptr+"/patternProperties/"+extract.PointerToken(src)]})
 		}
 		slices.SortFunc(n.patterns, func(a, b pattern) int { return strings.Compare(a.src, b.src) })
 	}
@@ -315,7 +316,7 @@ func (g *graph) mark() []error {
 		for i := range n.patterns {
 			re, err := regexp.Compile(n.patterns[i].src)
 			if err != nil {
-				errs = append(errs, &CompileError{Location: ptr + "/patternProperties/" + escape(n.patterns[i].src),
+				errs = append(errs, &CompileError{Location: ptr + "/patternProperties/" + extract.PointerToken(n.patterns[i].src),
 					Err: fmt.Errorf("rules below this object need the pattern in RE2 syntax: %v", err)})
 				continue
 			}
@@ -345,11 +346,6 @@ func (g *graph) reached() map[*node]bool {
 		})
 	}
 	return seen
-}
-
-// escape escapes a JSON pointer token.
-func escape(tok string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
 }
 
 // sortedKeys returns the keys of m, sorted.
