@@ -50,3 +50,19 @@ func BenchmarkCheck(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckAtCostLimit is the costliest check: rules each under
+// CostLimit on so many items that the check stops at CheckCostLimit.
+func BenchmarkCheckAtCostLimit(b *testing.B) {
+	s := mustCompile(b, `{"type":"array","items":{"type":"object","properties":{"xs":{"type":"array","items":{"type":"integer"}}},
+		"x-fixpoint-rules":[{"rule":"self.xs.all(a, self.xs.all(b, a <= b))"}]}}`)
+	row := `{"xs":[` + strings.TrimSuffix(strings.Repeat("1,", 300), ",") + `]}`
+	v := decode(b, "["+strings.TrimSuffix(strings.Repeat(row+",", 100), ",")+"]")
+	b.ReportAllocs()
+	for b.Loop() {
+		fs, err := s.Check(context.Background(), v)
+		if err != nil || len(fs) != 1 {
+			b.Fatalf("%v %q", err, texts(fs))
+		}
+	}
+}
