@@ -40,6 +40,7 @@ fuzz:
 	for t in FuzzCompile FuzzValidate; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./validate || exit 1; done
 	for t in FuzzEcmaPattern; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./ecma || exit 1; done
 	for t in FuzzDocResolve; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./subschema || exit 1; done
+	for t in FuzzRules; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./rules || exit 1; done
 	for t in FuzzCoerce FuzzDescribeSchema; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./repair || exit 1; done
 	for t in FuzzDecode FuzzStrictSchema; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./llm || exit 1; done
 	for t in FuzzServeHTTP; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./sim || exit 1; done

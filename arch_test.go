@@ -68,6 +68,9 @@ var pureNoImport = []string{"os", "os/exec", "io/fs", "io/ioutil", "path/filepat
 //     satisfy or validate, satisfy (the prover) links no validate;
 //   - evidence is a pure leaf too: of the module it links only the root
 //     package and subschema (the schema walker);
+//   - rules (the schema's CEL rules) is a pure leaf too: nothing of the
+//     worker, CEL and what it is built on, and no file, log or network of
+//     its own;
 //   - the repair step links no NATS, Postgres, net/http or provider client;
 //   - llm (the provider clients) links no NATS or Postgres;
 //   - store links no NATS and nothing of the drivers;
@@ -85,6 +88,8 @@ func TestImportDirection(t *testing.T) {
 	pkgs := goList(t)
 	noNetwork := []string{"net/http", "github.com/nats-io", "github.com/jackc", mod + "/llm", mod + "/store", mod + "/pipeline"}
 	forbidden := map[string][]string{
+		"rules": append(slices.Clone(noNetwork), mod+"/repair", mod+"/enqueue", mod+"/queue", mod+"/wave",
+			mod+"/web", mod+"/sim"),
 		"repair":  append(slices.Clone(noNetwork), mod+"/sim", mod+"/enqueue"),
 		"llm":     {"github.com/nats-io", "github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/repair", mod + "/enqueue", mod + "/sim"},
 		"store":   {"github.com/nats-io", "net/http", mod + "/pipeline", mod + "/llm", mod + "/repair", mod + "/enqueue", mod + "/sim"},
@@ -114,6 +119,11 @@ func TestImportDirection(t *testing.T) {
 	forbidden["subschema"] = append(slices.Clone(noNetwork), mod+"/satisfy", mod+"/validate")
 	forbidden["satisfy"] = append(slices.Clone(noNetwork), mod+"/validate")
 	forbidden["evidence"] = append(slices.Clone(noNetwork), mod+"/validate", mod+"/satisfy", mod+"/repair")
+	// rules links the CEL engine and what it is built on (a parser
+	// generator's runtime, protobuf for CEL's types, YAML for its
+	// environment files).
+	rulesAllowed := append(slices.Clone(pureAllowed), "cel.dev/", "github.com/antlr4-go/antlr/", "google.golang.org/protobuf/",
+		"google.golang.org/genproto/", "golang.org/x/exp/", "go.yaml.in/yaml/")
 	for rel, p := range pkgs {
 		pure := slices.Contains(purePackages, rel)
 		for _, dep := range p.Deps {
@@ -124,6 +134,10 @@ func TestImportDirection(t *testing.T) {
 				!slices.ContainsFunc(pureAllowed, func(a string) bool { return strings.HasPrefix(dep, a) }) {
 				t.Errorf("%s links %s: a pure package links no other library", rel, dep)
 			}
+			if rel == "rules" && thirdParty(dep) && !strings.HasPrefix(dep, mod) &&
+				!slices.ContainsFunc(rulesAllowed, func(a string) bool { return strings.HasPrefix(dep, a) }) {
+				t.Errorf("rules links %s: the pure rules package links CEL and nothing else", dep)
+			}
 			for _, bad := range forbidden[rel] {
 				if matches(dep, bad) || strings.HasSuffix(bad, "/") && strings.HasPrefix(dep, bad) {
 					t.Errorf("%s links %s (directly or through another package)", rel, dep)
@@ -133,6 +147,9 @@ func TestImportDirection(t *testing.T) {
 		for _, imp := range p.Imports {
 			if pure && slices.Contains(pureNoImport, imp) {
 				t.Errorf("%s imports %s: a pure package does no file or log I/O", rel, imp)
+			}
+			if rel == "rules" && (imp == "os" || imp == "log" || imp == "log/slog" || imp == "net" || matches(imp, "net/http") || imp == "io/fs") {
+				t.Errorf("rules imports %s: a pure package reads no file, writes no log and opens no connection", imp)
 			}
 			if strings.HasPrefix(imp, mod+"/cmd/") && !(strings.HasPrefix(imp, mod+"/cmd/internal/") && strings.HasPrefix(rel, "cmd/")) {
 				t.Errorf("%s imports command package %s", rel, imp)
