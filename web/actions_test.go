@@ -613,8 +613,16 @@ func testJobActionsBrowser(ctx context.Context, t *testing.T, l *dashLedger, adm
 		t.Fatalf("no valid job left in the demo (%v)", err)
 	}
 	job := "/jobs/" + url.PathEscape(rows[0].ID)
-	if err := chromedp.Do(ctx, chromedp.Navigate(admin.URL+job), chromedp.WaitVisible(chromedp.CSS("#job-requeue-form button")),
-		chromedp.Click(chromedp.CSS("#job-requeue-form button"))); err != nil {
+	// Clicked once htmx has taken the form over: clicked before, the form
+	// posts as a plain form and the outcome is a page of its own.
+	if err := chromedp.Do(ctx, chromedp.Navigate(admin.URL+job), chromedp.WaitVisible(chromedp.CSS("#job-requeue-form button"))); err != nil {
+		t.Fatalf("open %s: %v", job, err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.readyState === "complete" && typeof htmx !== "undefined"`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("htmx on %s: %v", job, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#job-requeue-form button"))); err != nil {
 		t.Fatalf("requeue from %s: %v", job, err)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('#job-action-outcome').textContent.includes('requeued 1 jobs')`,
