@@ -5,6 +5,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/evidence"
+	"github.com/fixpoint-dev/fixpoint/rules"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -35,6 +36,11 @@ type Job struct {
 	// MaxTokens caps output tokens per call. Defaults to 1024.
 	MaxTokens int
 	Limits    fixpoint.Limits
+	// Rules are the schema's rules (package rules, compiled from
+	// SchemaRaw), run on a value the schema takes: one of severity error
+	// that fails makes the value not valid (class semantic, fed back),
+	// one of severity warn is kept on the attempt. nil runs none.
+	Rules *rules.Set
 	// Evidence is what the evidence stage does with a value the schema
 	// takes ("" is off): each string and number is graded against Source
 	// (the attempt keeps the grades), and under EvidenceRequire one the

@@ -9,6 +9,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/evidence"
 	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/rules"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -81,4 +82,55 @@ func decodeSchema(text string) (any, error) {
 	var v any
 	err := json.Unmarshal([]byte(text), &v)
 	return v, err
+}
+
+const periodSchema = `{"type":"object","required":["start","end","total","lines"],
+ "properties":{"start":{"type":"string"},"end":{"type":"string"},"total":{"type":"number"},
+  "lines":{"type":"array","items":{"type":"object","required":["qty","price"],
+   "properties":{"qty":{"type":"integer"},"price":{"type":"number"}}}}},
+ "x-fixpoint-rules":[
+  {"rule":"self.end >= self.start","message":"end must not be before start","path":"/end"},
+  {"rule":"self.lines.map(l, l.qty * l.price).sum() == self.total","message":"the lines must sum to the total","path":"/total"},
+  {"rule":"self.total < 1000.0","message":"a total of 1000 or more is unusual","severity":"warn"}]}`
+
+// A rule of severity error that fails makes the value not valid: its
+// message goes back to the model (class semantic, at the rule's path);
+// one of severity warn is kept on the attempt and does not.
+func TestRulesStage(t *testing.T) {
+	t.Parallel()
+	schema, err := validate.Compile([]byte(periodSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile([]byte(periodSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &repair.Job{ID: "p-1", Schema: schema, SchemaRaw: []byte(periodSchema), Model: "m-test", Prompt: "extract",
+		Limits: fixpoint.Limits{MaxAttempts: 3}, Rules: set}
+	step, err := repair.Start(job, nil, repair.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step.Next()
+	wrong := `{"start":"2027-02-01","end":"2027-01-15","total":1500,"lines":[{"qty":2,"price":500}]}`
+	a, act := step.Feed(replyWith(wrong, fixpoint.Usage{InputTokens: 10, OutputTokens: 10}), nil, time.Now())
+	if a.Valid || a.Class != string(fixpoint.ClassSemantic) || act.Request == nil {
+		t.Fatalf("rules broken: valid %v, class %q; want invalid, semantic, a repair request", a.Valid, a.Class)
+	}
+	paths := map[string]bool{}
+	for _, e := range a.Errors {
+		paths[e.Path] = true
+	}
+	if !paths["/end"] || !paths["/total"] || !strings.Contains(a.Feedback, "end must not be before start") || !strings.Contains(a.Feedback, "the lines must sum to the total") {
+		t.Errorf("errors %+v, feedback %q; want both rules, at /end and /total, fed back", a.Errors, a.Feedback)
+	}
+	right := `{"start":"2027-01-01","end":"2027-01-15","total":1000,"lines":[{"qty":2,"price":500}]}`
+	a, act = step.Feed(replyWith(right, fixpoint.Usage{InputTokens: 10, OutputTokens: 10}), nil, time.Now())
+	if !a.Valid || !act.Done() {
+		t.Fatalf("rules kept: valid %v, errors %+v", a.Valid, a.Errors)
+	}
+	if len(a.Warnings) != 1 || !strings.Contains(a.Warnings[0].Message, "unusual") {
+		t.Errorf("warnings %+v; want the warn rule's", a.Warnings)
+	}
 }
