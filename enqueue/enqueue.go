@@ -26,6 +26,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/rules"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
 	"github.com/fixpoint-dev/fixpoint/wave"
@@ -179,6 +180,13 @@ type Config struct {
 	// batch and schema) and marks long system prompts cacheable, so the
 	// providers' prompt caches hit.
 	PromptCache bool
+	// Evidence is what the workers' evidence stage does with each valid
+	// value (fixpoint.EvidenceMode): "" is fixpoint.EvidenceDefault.
+	Evidence fixpoint.EvidenceMode
+	// EvidenceSource is the text a job's values are checked against:
+	// fixpoint.EvidenceSourceRow ("" too), EvidenceSourcePrompt, or
+	// "field:NAME" (see EvidenceSource).
+	EvidenceSource string
 	// ProbeBatch, when set, asks the provider's server whether it serves
 	// the batch endpoints (llm.Client.ProbeBatch); an error wrapping
 	// llm.ErrBatchUnsupported makes a batch-delivery batch realtime, with a
@@ -368,6 +376,17 @@ func (c *Config) validate() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
 	}
+	// A rule that does not compile would fail every value: said before any
+	// call, naming the rule.
+	if _, err := rules.Compile(c.Schema); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadSchema, err)
+	}
+	if _, err := fixpoint.ParseEvidenceMode(string(c.Evidence)); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if err := CheckEvidenceSource(cmp.Or(c.EvidenceSource, fixpoint.EvidenceSourceRow)); err != nil {
+		return err
+	}
 	// A schema no value satisfies would be paid for MaxAttempts times per
 	// row and never be valid.
 	if err := sch.Satisfiable(); err != nil {
@@ -429,6 +448,10 @@ type BatchSettings struct {
 	// for the defaults: --resume and requeue publish there.
 	Stream  string `json:"stream,omitempty"`
 	Subject string `json:"subject,omitempty"`
+	// Evidence and EvidenceSource say how the workers check a job's values
+	// against its source.
+	Evidence       fixpoint.EvidenceMode `json:"evidence,omitempty"`
+	EvidenceSource string                `json:"evidence_source,omitempty"`
 }
 
 func (c *Config) settings(schemaHash string) BatchSettings {
@@ -436,6 +459,8 @@ func (c *Config) settings(schemaHash string) BatchSettings {
 	s := BatchSettings{Provider: c.Provider, Model: c.Model, Mode: c.Mode, MaxTokens: c.MaxTokens, Temp: c.Temp,
 		Limits: c.Limits, System: c.System, SchemaHash: schemaHash, TemplateSHA256: hex.EncodeToString(sum[:]),
 		IDField: c.IDField, Format: c.Format}
+	s.Evidence, _ = fixpoint.ParseEvidenceMode(string(c.Evidence))
+	s.EvidenceSource = cmp.Or(c.EvidenceSource, fixpoint.EvidenceSourceRow)
 	if c.Delivery == queue.DeliveryBatch {
 		d := cmp.Or(c.Deadline, DeadlineDefault)
 		s.Delivery, s.DeadlineSeconds, s.DeadlineAt = queue.DeliveryBatch, int64(d/time.Second), time.Now().Add(d).Unix()
@@ -555,7 +580,7 @@ func (s BatchSettings) recorded() bool {
 func (s BatchSettings) envelope(batch string) queue.Envelope {
 	return queue.Envelope{V: queue.EnvelopeVersion, Batch: batch, System: s.System, SchemaHash: s.SchemaHash,
 		Provider: s.Provider, Model: s.Model, Mode: s.Mode, MaxTokens: s.MaxTokens, Temp: s.Temp, Limits: s.Limits,
-		Delivery: s.Delivery, Deadline: s.DeadlineAt, CacheKey: s.CacheKey}
+		Delivery: s.Delivery, Deadline: s.DeadlineAt, CacheKey: s.CacheKey, Evidence: s.Evidence, EvidenceSource: s.EvidenceSource}
 }
 
 // diff lists, one per line, how now differs from the recorded settings s.
@@ -591,6 +616,9 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	add("retry budget", fmt.Sprint(l.RetryBudget), fmt.Sprint(n.RetryBudget))
 	add("truncation max tokens", fmt.Sprint(l.TruncationMaxTokens), fmt.Sprint(n.TruncationMaxTokens))
 	add("coerce", string(l.Coerce), string(n.Coerce))
+	evidenceOf := func(m fixpoint.EvidenceMode) string { e, _ := fixpoint.ParseEvidenceMode(string(m)); return string(e) }
+	add("evidence", evidenceOf(s.Evidence), evidenceOf(now.Evidence))
+	add("evidence source", cmp.Or(s.EvidenceSource, fixpoint.EvidenceSourceRow), cmp.Or(now.EvidenceSource, fixpoint.EvidenceSourceRow))
 	add("system prompt (sha256)", short(hashText(s.System)), short(hashText(now.System)))
 	add("schema (hash)", short(s.SchemaHash), short(now.SchemaHash))
 	add("template (sha256)", short(s.TemplateSHA256), short(now.TemplateSHA256))
@@ -1686,6 +1714,10 @@ func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
 	if job.Run > 1 {
 		env.Run = job.Run
 	}
+	if env.Evidence != "" && env.Evidence != fixpoint.EvidenceOff {
+		// render refused a row its source cannot be made of.
+		env.Source, _ = EvidenceSource(job.Metadata, job.Prompt, env.EvidenceSource)
+	}
 	return env
 }
 
@@ -1719,6 +1751,11 @@ func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
 	meta, err := json.Marshal(row)
 	if err != nil {
 		return store.NewJob{}, fmt.Errorf("encode row: %w", err)
+	}
+	if r.base.Evidence != "" && r.base.Evidence != fixpoint.EvidenceOff {
+		if _, err := EvidenceSource(meta, prompt, r.base.EvidenceSource); err != nil {
+			return store.NewJob{}, err
+		}
 	}
 	return store.NewJob{ID: id, Batch: cfg.Batch, RowNo: line, SchemaHash: r.base.SchemaHash, Prompt: prompt,
 		Provider: cfg.Provider, Model: cfg.Model, Mode: string(cfg.Mode),

@@ -36,11 +36,12 @@ func TestSchemaCacheColdStartReadsOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range jobs {
 		wg.Go(func() {
-			s, raw, err := w.schema(context.Background(), "h")
-			if err != nil || string(raw) != ticketSchema {
-				t.Errorf("schema: %v (raw %q)", err, raw)
+			se, err := w.schema(context.Background(), "h")
+			if err != nil || string(se.raw) != ticketSchema {
+				t.Errorf("schema: %v (%+v)", err, se)
+				return
 			}
-			got[i] = s
+			got[i] = se.schema
 		})
 	}
 	wg.Wait()

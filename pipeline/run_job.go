@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,10 +16,12 @@ import (
 	"github.com/sourcegraph/conc/panics"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/evidence"
 	"github.com/fixpoint-dev/fixpoint/internal/ledgerrow"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/rules"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -540,31 +543,40 @@ func (w *Worker) buildJob(ctx context.Context, env *queue.Envelope) (*repair.Job
 	if _, ok := w.cfg.Providers[env.Provider]; !ok {
 		return nil, fmt.Errorf("%w: provider %q is not configured on this worker", fixpoint.ErrBadJob, env.Provider)
 	}
-	schema, raw, err := w.schema(ctx, env.SchemaHash)
+	se, err := w.schema(ctx, env.SchemaHash)
 	if err != nil {
 		return nil, err
 	}
 	// Every request carries the schema in its system prompt.
-	if n := len(env.Prompt) + len(env.System) + len(raw); n > w.cfg.MaxPromptBytes {
-		return nil, fmt.Errorf("%w: prompt is %d bytes with the system prompt and the %d-byte schema, over the limit of %d", fixpoint.ErrBadJob, n, len(raw), w.cfg.MaxPromptBytes)
+	if n := len(env.Prompt) + len(env.System) + len(se.raw); n > w.cfg.MaxPromptBytes {
+		return nil, fmt.Errorf("%w: prompt is %d bytes with the system prompt and the %d-byte schema, over the limit of %d", fixpoint.ErrBadJob, n, len(se.raw), w.cfg.MaxPromptBytes)
 	}
-	return &repair.Job{
-		ID: env.JobID, Run: env.RunOrFirst(), System: env.System, Prompt: env.Prompt, Schema: schema, SchemaRaw: raw,
+	job := &repair.Job{
+		ID: env.JobID, Run: env.RunOrFirst(), System: env.System, Prompt: env.Prompt, Schema: se.schema, SchemaRaw: se.raw,
 		Model: env.Model, Mode: env.Mode, Temperature: env.Temp, MaxTokens: env.MaxTokens, Limits: env.Limits,
-		CacheKey: env.CacheKey,
-	}, nil
+		CacheKey: env.CacheKey, Rules: se.rules, Evidence: env.Evidence,
+	}
+	if env.Evidence != "" && env.Evidence != fixpoint.EvidenceOff {
+		job.Source, job.Exempt = evidence.New(env.Source), se.exempt
+	}
+	return job, nil
 }
 
+// schemaEntry is a schema as the worker keeps it, read and compiled once:
+// its text, the compiled schema, its rules and the locations it exempts
+// from the evidence stage; err for a schema that cannot run.
 type schemaEntry struct {
 	schema *validate.Schema
 	raw    []byte
+	rules  *rules.Set
+	exempt func(ptr string) bool
 	err    error
 }
 
-func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []byte, error) {
+func (w *Worker) schema(ctx context.Context, hash string) (*schemaEntry, error) {
 	if e, ok := w.schemas.Load(hash); ok {
 		se := e.(*schemaEntry)
-		return se.schema, se.raw, se.err
+		return se, se.err
 	}
 	// The first caller's context serves all: canceling it must not fail
 	// the others (the store bounds the read with its own timeout).
@@ -579,19 +591,35 @@ func (w *Worker) schema(ctx context.Context, hash string) (*validate.Schema, []b
 		if err != nil {
 			return nil, fmt.Errorf("%w: read schema %s: %w", fixpoint.ErrTransient, hash, err)
 		}
-		s, err := validate.Compile(raw)
-		se := &schemaEntry{schema: s, raw: raw}
-		if err != nil {
-			se.err = fmt.Errorf("%w: schema %s does not compile: %w", fixpoint.ErrBadJob, hash, err)
-		}
-		w.schemas.Store(hash, se)
-		return se, nil
+		w.schemas.Store(hash, compileSchema(hash, raw))
+		e, _ := w.schemas.Load(hash)
+		return e, nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	se := v.(*schemaEntry)
-	return se.schema, se.raw, se.err
+	return se, se.err
+}
+
+// compileSchema compiles a schema read from the ledger, with its rules
+// and its exempt locations.
+func compileSchema(hash string, raw []byte) *schemaEntry {
+	se := &schemaEntry{raw: raw}
+	var err error
+	if se.schema, err = validate.Compile(raw); err != nil {
+		se.err = fmt.Errorf("%w: schema %s does not compile: %w", fixpoint.ErrBadJob, hash, err)
+		return se
+	}
+	if se.rules, err = rules.Compile(raw); err != nil {
+		se.err = fmt.Errorf("%w: the rules of schema %s do not compile: %w", fixpoint.ErrBadJob, hash, err)
+		return se
+	}
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err == nil {
+		se.exempt = evidence.Exempt(doc)
+	}
+	return se
 }
 
 // heartbeat reports progress while a job runs longer than a third of the

@@ -49,6 +49,13 @@ type Envelope struct {
 	// from the attempts the ledger has recorded (the waves' attempts), not
 	// from nothing.
 	FromWave int64 `json:"from_wave,omitempty"`
+	// Evidence is what the evidence stage does with a valid value ("" is
+	// off), EvidenceSource the batch's setting of what the job's values
+	// are checked against (fixpoint.EvidenceSourceRow, ...), and Source
+	// the job's source text, made at enqueue from its row and prompt.
+	Evidence       fixpoint.EvidenceMode `json:"evidence,omitempty"`
+	EvidenceSource string                `json:"evidence_source,omitempty"`
+	Source         string                `json:"source,omitempty"`
 }
 
 // Deliveries of a batch's calls (Envelope.Delivery).

@@ -41,6 +41,7 @@ type enqueueFlags struct {
 	schemaFile, templateFile, systemFile string
 	format, mode, strategy, feedback     string
 	coerce, temp, maxCost, maxTokens     string
+	evidence                             string
 	progress, dryRun                     bool
 	limit                                int
 }
@@ -51,6 +52,7 @@ var enqueueFlagGroups = []cliflags.FlagGroup{
 	{Title: "Dataset and prompt", Flags: []string{"schema", "template", "system-file", "format", "id-field", "max-bad-rows", "max-prompt-bytes"}},
 	{Title: "Model and repair", Flags: []string{"provider", "model", "mode", "temperature", "max-tokens", "max-attempts", "strategy",
 		"feedback", "coerce", "token-budget", "retry-budget"}},
+	{Title: "Checks after the schema", Flags: []string{"evidence", "evidence-source"}},
 	{Title: "Spend cap", Flags: []string{"max-cost-usd", "max-total-tokens"}},
 	{Title: "Delivery", Flags: []string{"delivery", "batch-fallback", "deadline", "prompt-cache"}},
 	{Title: "Queue", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "duplicates-window"}},
@@ -74,6 +76,8 @@ func newEnqueueFlags(stdout io.Writer) *enqueueFlags {
 	fs.StringVar(&f.strategy, "strategy", string(fixpoint.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
 	fs.StringVar(&f.feedback, "feedback", string(fixpoint.FeedbackDefault), "feedback format: text or xml")
 	fs.StringVar(&f.coerce, "coerce", string(fixpoint.CoerceSafe), "schema-guided local repairs tried before another call: none; safe (\"42\" for an integer, an enum's letter case, a single value for an array, null for an optional property dropped, \"customerName\" for a declared \"customer_name\"); all (safe, and properties the schema does not allow dropped when every required one is there)")
+	fs.StringVar(&f.evidence, "evidence", string(fixpoint.EvidenceDefault), "check each valid value's strings and numbers against the job's source: off; check (grade and record each, docs/evidence.md); require (one the source does not hold is an error the model is asked to fix)")
+	fs.StringVar(&cfg.EvidenceSource, "evidence-source", fixpoint.EvidenceSourceRow, "what a job's values are checked against: row (the row's values the template rendered, never the template's own text); prompt (the whole rendered prompt); field:NAME (one field of the row)")
 	fs.StringVar(&f.temp, "temperature", "", "sampling temperature (default: the provider's)")
 	fs.BoolVar(&f.progress, "progress", true, "show progress (a bar on a terminal, lines otherwise)")
 	f.common.register(fs, true)
@@ -273,6 +277,12 @@ func (f *enqueueFlags) config(cfg *enqueue.Config, stderr io.Writer) error {
 	cfg.Limits.Feedback = fixpoint.FeedbackFormat(f.feedback)
 	if cfg.Limits.Coerce, err = fixpoint.ParseCoerceMode(f.coerce); err != nil {
 		return usageError{Err: fmt.Errorf("--coerce: %w", err)}
+	}
+	if cfg.Evidence, err = fixpoint.ParseEvidenceMode(f.evidence); err != nil {
+		return usageError{Err: fmt.Errorf("--evidence: %w", err)}
+	}
+	if err := enqueue.CheckEvidenceSource(cfg.EvidenceSource); err != nil {
+		return usageError{Err: fmt.Errorf("--evidence-source: %w", err)}
 	}
 	cfg.Format = f.format
 	return nil

@@ -129,6 +129,13 @@ func TestEnqueueExitStatus(t *testing.T) {
 		{"negative duplicates window", append(w.args("t21", "--duplicates-window", "-1s"), data), "", 2, "--duplicates-window -1s is negative"},
 		{"NaN cost cap", append(w.args("t17", "--max-cost-usd", "NaN"), data), "", 2, `--max-cost-usd "NaN"`},
 		{"cost cap past the ledger's numeric", append(w.args("t18", "--max-cost-usd", "1e12"), data), "", 2, `--max-cost-usd "1e12"`},
+		// A rule that does not compile is said before any call, naming it.
+		{"rule that does not compile", append([]string{"--batch", "t33", "--schema", w.file("r.json",
+			`{"type":"object","properties":{"text":{"type":"string"}},"x-fixpoint-rules":[{"rule":"self.txet == 'x'","message":"m"}]}`),
+			"--template", w.file("t.txt", "x {{.text}}"), "--model", "m"}, data), "", 2, "x-fixpoint-rules/0 (self.txet == 'x'): undefined field 'txet'"},
+		{"unknown evidence mode", append(w.args("t34", "--evidence", "strict"), data), "", 2, `--evidence: unknown evidence mode "strict"`},
+		{"unknown evidence source", append(w.args("t35", "--evidence-source", "file"), data), "", 2, `evidence source "file": want row, prompt or field:NAME`},
+		{"evidence field no row has", append(w.args("t36", "--evidence-source", "field:vendor"), data), "", 1, `the input row has no field "vendor"`},
 		{"template field no row has", append([]string{"--batch", "t13", "--schema", w.file("s.json", testSchema),
 			"--template", w.file("t.txt", "Hello {{.txet}}"), "--model", "m"}, data), "", 2, "the template uses .txet"},
 	} {
