@@ -54,3 +54,8 @@ type Job struct {
 	// marks "x-fixpoint-evidence": false); nil grades every leaf.
 	Exempt func(ptr string) bool
 }
+
+// Checks are the job's stages after the schema.
+func (j *Job) Checks() Checks {
+	return Checks{Rules: j.Rules, Mode: j.Evidence, Source: j.Source, Exempt: j.Exempt}
+}

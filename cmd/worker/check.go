@@ -16,16 +16,24 @@ import (
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/evidence"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
-const checkUsage = `Usage: worker check [--schema FILE] [--jsonl] [FILE|-]
+const checkUsage = `Usage: worker check [--schema FILE] [--source FILE] [--evidence MODE] [--jsonl] [FILE|-]
 
-Runs extract and validate on a model reply (FILE, or standard input) and prints
-one JSON object:
+Runs extract and validate on a model reply (FILE, or standard input), then the
+schema's rules (x-fixpoint-rules, docs/rules.md) and, with --source, the
+evidence stage (docs/evidence.md), and prints one JSON object:
   {"valid", "value", "class", "errors": [{"path","keyword","class","message"}],
-   "repairs": [{"kind","offset"}], "source", "truncated"}
+   "repairs": [{"kind","offset"}], "source", "truncated",
+   "warnings": [...], "evidence": [{"path","grade","start","end"}]}
+warnings are the failures of rules of severity warn (present when there are
+some); evidence grades each string and number of a valid value against the
+--source text, start and end being code point offsets into it (present when
+the stage ran). Under --evidence require a value the source does not hold is
+not valid (class evidence).
 Past 20,000 errors, the last error (keyword "moreErrors") counts the others.
 Without --schema, valid means a value was extracted. A truncated reply is never
 valid. With several candidates, the first that validates is chosen; if none
@@ -41,8 +49,9 @@ schema) gets {"id": null, "line": N, "error": ...}; blank lines are skipped.
   worker check --schema ticket.json reply.txt
   echo '{"priority": "HIGH",}' | worker check --schema ticket.json
 
-Exit status: 0 valid, 1 not valid, 2 bad usage or an unreadable schema (or
-one no value satisfies).
+Exit status: 0 valid (and, under --evidence require, grounded), 1 not valid,
+2 bad usage or an unreadable schema (or one no value satisfies, or a rule that
+does not compile).
 With --jsonl: 0 when every line was read (valid or not; see each "valid"),
 1 when a line could not be read ("N of M lines could not be read" on stderr),
 2 bad usage, an unreadable schema or input that stops being readable.`
@@ -59,6 +68,8 @@ func (c *checkCommand) Run(_ context.Context, args []string) error {
 	schemaFile := fs.String("schema", "", "JSON Schema file (2020-12 by default; draft-07 when $schema says so)")
 	jsonl := fs.Bool("jsonl", false, "read JSONL records {id, text, schema} and write one result per line")
 	coerceFlag := fs.String("coerce", string(fixpoint.CoerceSafe), "schema-guided local repairs, as a batch's --coerce: none, safe or all; each fix is listed in repairs with its pointer, kind, before and after")
+	evidenceFlag := fs.String("evidence", string(fixpoint.EvidenceDefault), "with --source: check (grade each string and number of a valid value against the source) or require (one the source does not hold makes the value not valid, class evidence); off")
+	sourceFile := fs.String("source", "", "text file the value's strings and numbers are checked against (the evidence stage; a --jsonl record's \"source\" overrides it)")
 	files, err := cliflags.ParseArgs(fs, args)
 	if err != nil {
 		return err
@@ -71,10 +82,14 @@ func (c *checkCommand) Run(_ context.Context, args []string) error {
 	if len(files) > 1 {
 		return usagef("at most one input file, got %d: %q", len(files), files)
 	}
-	var schema *validate.Schema
+	after, err := newAfterSchema(*evidenceFlag, *sourceFile)
+	if err != nil {
+		return err
+	}
+	var schema *checkSchema
 	if *schemaFile != "" {
 		var raw []byte
-		if schema, raw, err = readSchema(*schemaFile); err != nil {
+		if schema, raw, err = after.readSchema(*schemaFile); err != nil {
 			return err
 		}
 		for _, w := range enqueue.SchemaWarnings(raw) {
@@ -92,7 +107,7 @@ func (c *checkCommand) Run(_ context.Context, args []string) error {
 		in = f
 	}
 	if *jsonl {
-		return checkLines(in, stdout, stderr, schema, opt)
+		return checkLines(in, stdout, stderr, schema, opt, after)
 	}
 	text, err := io.ReadAll(in)
 	if err != nil {
@@ -103,7 +118,7 @@ func (c *checkCommand) Run(_ context.Context, args []string) error {
 		// as it is, each bad byte became U+FFFD and the value was valid.
 		return fmt.Errorf("the reply is not UTF-8 (byte 0x%02x at offset %d): a provider's reply never is; convert it, e.g. iconv -f latin1 -t utf-8", text[badUTF8(text)], badUTF8(text))
 	}
-	res := validate.CheckWith(schema, string(text), opt)
+	res := schema.check(string(text), opt, after)
 	out, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -119,6 +134,7 @@ type checkRecord struct {
 	ID     json.RawMessage `json:"id"`
 	Text   *string         `json:"text"`
 	Schema json.RawMessage `json:"schema"`
+	Source *string         `json:"source"`
 }
 
 // exactRecordKeys refuses a record whose id, text or schema is written
@@ -160,7 +176,7 @@ func exactRecordKeys(raw []byte) (json.RawMessage, error) {
 	return id, bad
 }
 
-func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.Schema, opt validate.CheckOptions) error {
+func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *checkSchema, opt validate.CheckOptions, after afterSchema) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	w := bufio.NewWriter(stdout)
@@ -203,12 +219,8 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 			key := string(rec.Schema)
 			if s, ok := compiled.get(key); ok {
 				schema = s
-			} else if schema, err = validate.Compile(rec.Schema); err == nil {
-				if err = schema.Satisfiable(); err == nil {
-					compiled.put(key, schema)
-				} else {
-					err = fmt.Errorf("schema: %w", err)
-				}
+			} else if schema, err = after.compile(rec.Schema); err == nil {
+				compiled.put(key, schema)
 			} else {
 				err = fmt.Errorf("schema: %w", err)
 			}
@@ -222,7 +234,11 @@ func checkLines(in io.Reader, stdout, stderr io.Writer, defaultSchema *validate.
 			fmt.Fprintf(w, "%s\n", out)
 			continue
 		}
-		res, _ := json.Marshal(validate.CheckWith(schema, *rec.Text, opt))
+		lineAfter := after
+		if rec.Source != nil && after.mode != fixpoint.EvidenceOff {
+			lineAfter.source = evidence.New(*rec.Source)
+		}
+		res, _ := json.Marshal(schema.check(*rec.Text, opt, lineAfter))
 		id := rec.ID
 		if len(id) == 0 {
 			id = json.RawMessage("null")
@@ -268,20 +284,20 @@ const checkSchemaCacheMax = 64
 // oldest goes first when it is full.
 type schemaCache struct {
 	max   int
-	m     map[string]*validate.Schema
+	m     map[string]*checkSchema
 	order []string
 }
 
 func newSchemaCache(max int) *schemaCache {
-	return &schemaCache{max: max, m: map[string]*validate.Schema{}}
+	return &schemaCache{max: max, m: map[string]*checkSchema{}}
 }
 
-func (c *schemaCache) get(key string) (*validate.Schema, bool) {
+func (c *schemaCache) get(key string) (*checkSchema, bool) {
 	s, ok := c.m[key]
 	return s, ok
 }
 
-func (c *schemaCache) put(key string, s *validate.Schema) {
+func (c *schemaCache) put(key string, s *checkSchema) {
 	if _, ok := c.m[key]; ok {
 		return
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
-	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
 // TestCheckJSONLExitStatus: with --jsonl, a line that cannot be read still
@@ -400,7 +399,7 @@ func TestCheckSchemaCacheBounded(t *testing.T) {
 	c := newSchemaCache(4)
 	for i := range 100 {
 		src := fmt.Sprintf(`{"type":"object","properties":{"p%d":{"type":"integer"}}}`, i)
-		s, err := validate.Compile([]byte(src))
+		s, err := afterSchema{}.compile([]byte(src))
 		if err != nil {
 			t.Fatal(err)
 		}
