@@ -2,17 +2,21 @@ package pipeline
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/evidence"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/rules"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -35,6 +39,11 @@ type TrySpec struct {
 	// MaxTokens caps the output of each call (0: the default).
 	MaxTokens int
 	Limits    fixpoint.Limits
+	// Evidence is what the evidence stage does with a valid value ("" is
+	// fixpoint.EvidenceDefault), and Source what it checks the value
+	// against ("": the prompt). The schema's rules always run.
+	Evidence fixpoint.EvidenceMode
+	Source   string
 	// Nonce, when not empty, is folded into the job's id: a simulator draws
 	// a job's replies from its id, so another nonce gives other draws for
 	// the same input (the playground's seed).
@@ -88,6 +97,9 @@ func TryJob(spec TrySpec) (*repair.Job, error) {
 		ID: TryJobID(spec), System: spec.System, Prompt: spec.Prompt, Schema: schema, SchemaRaw: spec.Schema,
 		Model: spec.Model, Mode: spec.Mode, MaxTokens: spec.MaxTokens, Limits: spec.Limits,
 	}
+	if err := tryChecks(job, spec); err != nil {
+		return nil, err
+	}
 	if err := job.Limits.WithDefaults().Validate(); err != nil {
 		return nil, err
 	}
@@ -108,4 +120,26 @@ func TryJob(spec TrySpec) (*repair.Job, error) {
 // The result holds every attempt made; the error is Loop.Resume's.
 func Try(ctx context.Context, client Completer, job *repair.Job, hooks LoopHooks) (*fixpoint.Result, error) {
 	return NewLoop(client, LoopConfig{}).Resume(ctx, job, nil, hooks)
+}
+
+// tryChecks gives a tried job the stages after the schema a batch's job
+// has: the schema's rules and the evidence stage, against the prompt when
+// no source is given.
+func tryChecks(job *repair.Job, spec TrySpec) error {
+	var err error
+	if job.Rules, err = rules.Compile(spec.Schema); err != nil {
+		return fmt.Errorf("%w: schema: %w", fixpoint.ErrBadJob, err)
+	}
+	if job.Evidence, err = fixpoint.ParseEvidenceMode(string(spec.Evidence)); err != nil {
+		return fmt.Errorf("%w: %w", fixpoint.ErrBadJob, err)
+	}
+	if job.Evidence == fixpoint.EvidenceOff {
+		return nil
+	}
+	job.Source = evidence.New(cmp.Or(spec.Source, spec.Prompt))
+	var doc any
+	if json.Unmarshal(spec.Schema, &doc) == nil {
+		job.Exempt = evidence.Exempt(doc)
+	}
+	return nil
 }

@@ -70,3 +70,27 @@ func TestTryJobRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A tried job runs the stages after the schema a batch's job runs: the
+// schema's rules (one that does not compile is a bad job, naming it) and
+// the evidence stage, against the prompt unless a source is given.
+func TestTryJobChecks(t *testing.T) {
+	t.Parallel()
+	schema := []byte(`{"type":"object","properties":{"vendor":{"type":"string"}},
+		"x-fixpoint-rules":[{"rule":"self.vendor != ''","message":"no vendor"}]}`)
+	job, err := pipeline.TryJob(pipeline.TrySpec{Provider: "openai", Model: "m", Prompt: "Invoice from Acme", Schema: schema, Evidence: fixpoint.EvidenceRequire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Rules == nil || job.Rules.Len() != 1 || job.Evidence != fixpoint.EvidenceRequire || job.Source == nil || job.Source.Text() != "Invoice from Acme" {
+		t.Errorf("job rules %v, evidence %q, source %v; want the rule, require, the prompt as source", job.Rules, job.Evidence, job.Source)
+	}
+	job, err = pipeline.TryJob(pipeline.TrySpec{Provider: "openai", Model: "m", Prompt: "p", Schema: schema, Source: "Invoice from Globex"})
+	if err != nil || job.Evidence != fixpoint.EvidenceCheck || job.Source.Text() != "Invoice from Globex" {
+		t.Errorf("default evidence %q, source %v (%v); want check against the source given", job.Evidence, job.Source, err)
+	}
+	_, err = pipeline.TryJob(pipeline.TrySpec{Provider: "openai", Model: "m", Prompt: "p", Schema: []byte(`{"type":"object","x-fixpoint-rules":[{"rule":"self.x(","message":"m"}]}`)})
+	if !errors.Is(err, fixpoint.ErrBadJob) || !strings.Contains(err.Error(), "x-fixpoint-rules/0") {
+		t.Errorf("a rule that does not compile: %v; want a bad job naming it", err)
+	}
+}

@@ -41,6 +41,7 @@ type tryFlags struct {
 	provider, baseURL, model, schemaFile string
 	prompt, promptFile, system           string
 	mode, strategy, feedback             string
+	evidence, sourceFile                 string
 	maxAttempts, maxTokens, budget       int
 	asJSON                               bool
 	pf                                   providerFlags
@@ -62,6 +63,8 @@ func newTryFlags(stdout io.Writer) *tryFlags {
 	fs.IntVar(&f.maxAttempts, "max-attempts", fixpoint.MaxAttemptsDefault, "repair attempts (provider calls with a reply; 0 = the default)")
 	fs.IntVar(&f.maxTokens, "max-tokens", fixpoint.MaxTokensDefault, "output tokens per call (0 = the default)")
 	fs.IntVar(&f.budget, "token-budget", 0, "stop before the job's tokens would exceed this; 0 = none")
+	fs.StringVar(&f.evidence, "evidence", string(fixpoint.EvidenceDefault), "check each valid value's strings and numbers against the source: off, check (grade them) or require (one the source does not hold is an error the model is asked to fix)")
+	fs.StringVar(&f.sourceFile, "source", "", "text file the value is checked against (default: the prompt)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the result object as JSON instead of cards")
 	f.pf.register(fs)
 	return f
@@ -93,7 +96,15 @@ func (c *tryCommand) Run(ctx context.Context, args []string) error {
 	if err := f.setBaseURL(); err != nil {
 		return err
 	}
-	job, err := pipeline.TryJob(f.spec(schema, raw))
+	spec := f.spec(schema, raw)
+	if f.sourceFile != "" {
+		text, err := cli.ReadTextFile(f.sourceFile)
+		if err != nil {
+			return usagef("read --source: %v", err)
+		}
+		spec.Source = string(text)
+	}
+	job, err := pipeline.TryJob(spec)
 	if err != nil {
 		return usageError{Err: err}
 	}
@@ -176,7 +187,8 @@ func (f *tryFlags) spec(schema *validate.Schema, raw []byte) pipeline.TrySpec {
 	return pipeline.TrySpec{Provider: f.provider, Model: f.model, System: f.system, Prompt: f.prompt,
 		Schema: raw, Compiled: schema, Mode: fixpoint.Mode(f.mode), MaxTokens: f.maxTokens,
 		Limits: fixpoint.Limits{MaxAttempts: f.maxAttempts, Strategy: fixpoint.Strategy(f.strategy),
-			Feedback: fixpoint.FeedbackFormat(f.feedback), TokenBudget: f.budget}}
+			Feedback: fixpoint.FeedbackFormat(f.feedback), TokenBudget: f.budget},
+		Evidence: fixpoint.EvidenceMode(f.evidence)}
 }
 
 // readSchema reads and compiles a schema file, refusing (as a usage error)
