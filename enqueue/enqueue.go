@@ -26,6 +26,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/rules"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/validate"
@@ -1717,6 +1718,12 @@ func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
 	if env.Evidence != "" && env.Evidence != fixpoint.EvidenceOff {
 		// render refused a row its source cannot be made of.
 		env.Source, _ = EvidenceSource(job.Metadata, job.Prompt, env.EvidenceSource)
+	}
+	if c := job.Continue; c != nil && c.Reply != "" {
+		var errs []fixpoint.ValidationError
+		_ = json.Unmarshal(c.Errors, &errs)
+		env.Messages = []fixpoint.Message{{Role: fixpoint.RoleUser, Content: job.Prompt}, {Role: fixpoint.RoleAssistant, Content: c.Reply},
+			{Role: fixpoint.RoleUser, Content: repair.Feedback(env.Limits.WithDefaults().Feedback, c.Class, errs)}}
 	}
 	return env
 }

@@ -554,7 +554,7 @@ func (w *Worker) buildJob(ctx context.Context, env *queue.Envelope) (*repair.Job
 	job := &repair.Job{
 		ID: env.JobID, Run: env.RunOrFirst(), System: env.System, Prompt: env.Prompt, Schema: se.schema, SchemaRaw: se.raw,
 		Model: env.Model, Mode: env.Mode, Temperature: env.Temp, MaxTokens: env.MaxTokens, Limits: env.Limits,
-		CacheKey: env.CacheKey, Rules: se.rules, Evidence: env.Evidence,
+		CacheKey: env.CacheKey, Rules: se.rules, Evidence: env.Evidence, Messages: env.Messages,
 	}
 	if env.Evidence != "" && env.Evidence != fixpoint.EvidenceOff {
 		job.Source, job.Exempt = evidence.New(env.Source), se.exempt

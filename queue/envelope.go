@@ -56,6 +56,11 @@ type Envelope struct {
 	Evidence       fixpoint.EvidenceMode `json:"evidence,omitempty"`
 	EvidenceSource string                `json:"evidence_source,omitempty"`
 	Source         string                `json:"source,omitempty"`
+	// Messages, when set, are the conversation the job goes on from
+	// instead of Prompt alone: a job requeued after its revalidation
+	// failed gets its prompt, the reply checked and the errors found as
+	// feedback.
+	Messages []fixpoint.Message `json:"messages,omitempty"`
 }
 
 // Deliveries of a batch's calls (Envelope.Delivery).

@@ -340,6 +340,12 @@ func jsonList(vs []any) string {
 }
 
 // feedback writes the correction for a failed attempt in the job's format.
+// Feedback is the correction a reply with errs (of class class) is sent,
+// in format: what a step sends after a failed attempt.
+func Feedback(format fixpoint.FeedbackFormat, class string, errs []fixpoint.ValidationError) string {
+	return feedback(format, &fixpoint.Attempt{Class: class, Errors: errs}, true)
+}
+
 func feedback(format fixpoint.FeedbackFormat, a *fixpoint.Attempt, truncationNote bool) string {
 	switch {
 	case a.Class == fixpoint.OutcomeTruncated:
@@ -356,8 +362,11 @@ func feedback(format fixpoint.FeedbackFormat, a *fixpoint.Attempt, truncationNot
 	// A syntax-class error is about how the reply is written (no JSON, a
 	// value cut short, two answers, a key twice), not the schema.
 	lead := "Your reply did not match the JSON Schema. "
-	if a.Class == string(fixpoint.ClassSyntax) {
+	switch a.Class {
+	case string(fixpoint.ClassSyntax):
 		lead = "Your reply could not be used as it was written. "
+	case string(fixpoint.ClassEvidence):
+		lead = "Your reply states values the source does not hold. "
 	}
 	if format == fixpoint.FeedbackXML {
 		return lead + "Fix every error below and reply with the corrected JSON value only.\n" +

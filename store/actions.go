@@ -157,10 +157,10 @@ func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, er
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO job_runs (job_id, run, status, provider, model, value, error, final_class, attempts, calls,
 				first_attempt_valid, repaired_locally, tokens_in, tokens_out, tokens_cached, cost_usd,
-				started_at, finished_at, deliveries)
+				started_at, finished_at, deliveries, schema_hash)
 			SELECT id, run, status, provider, model, value, error, final_class, attempts, calls,
 				first_attempt_valid, repaired_locally, tokens_in, tokens_out, tokens_cached, cost_usd,
-				started_at, finished_at, deliveries
+				started_at, finished_at, deliveries, schema_hash
 			FROM jobs WHERE `+where+`
 			ON CONFLICT (job_id, run) DO NOTHING`, p.Batch, statusText(p.Statuses), p.Class, jobs); err != nil {
 			return fmt.Errorf("keep the jobs' outcomes: %w", err)

@@ -309,9 +309,9 @@ func (s *Store) PublishedQueued(ctx context.Context, batch, after string, limit 
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::text, run
-		FROM jobs WHERE batch = $1 AND published AND status = 'queued' AND wave_id IS NULL AND id > $2
-		ORDER BY id LIMIT $3`, batch, after, limitArg(limit))
+		SELECT `+newJobColumns+`
+		FROM jobs j `+continuationJoin+` WHERE j.batch = $1 AND j.published AND j.status = 'queued' AND j.wave_id IS NULL AND j.id > $2
+		ORDER BY j.id LIMIT $3`, batch, after, limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list published queued jobs of %s: %w", batch, err)
 	}
@@ -322,10 +322,30 @@ func (s *Store) PublishedQueued(ctx context.Context, batch, after string, limit 
 	return out, nil
 }
 
+// newJobColumns are the columns scanNewJob reads, of jobs j and the
+// continuationJoin c.
+const newJobColumns = `j.id, coalesce(j.batch, ''), j.row_no, coalesce(j.schema_hash, ''), j.prompt, j.provider, j.model, j.mode,
+	j.strategy, j.metadata::text, j.run, c.reply, c.class, c.errors::text`
+
+// continuationJoin finds, for a job requeued after its revalidation (its
+// run before is one) failed, the reply checked and why it failed: the
+// reply named, or the last one of the run the value came from.
+const continuationJoin = `LEFT JOIN LATERAL (
+	SELECT coalesce((SELECT a.raw FROM attempts a WHERE a.job_id = r.job_id AND a.run = r.prior_run
+	                 AND (r.attempt_no IS NULL OR a.attempt_no = r.attempt_no) ORDER BY a.attempt_no DESC LIMIT 1), '') AS reply,
+	       r.class, r.errors
+	FROM revalidations r WHERE r.job_id = j.id AND r.run = j.run - 1 AND NOT r.valid
+) c ON true`
+
 func scanNewJob(r pgx.CollectableRow) (NewJob, error) {
 	var j NewJob
 	var meta string
-	err := r.Scan(&j.ID, &j.Batch, &j.RowNo, &j.SchemaHash, &j.Prompt, &j.Provider, &j.Model, &j.Mode, &j.Strategy, &meta, &j.Run)
+	var reply, class, errs *string
+	err := r.Scan(&j.ID, &j.Batch, &j.RowNo, &j.SchemaHash, &j.Prompt, &j.Provider, &j.Model, &j.Mode, &j.Strategy, &meta, &j.Run,
+		&reply, &class, &errs)
 	j.Metadata = json.RawMessage(meta)
+	if reply != nil {
+		j.Continue = &Continuation{Reply: *reply, Class: deref(class), Errors: rawPtr(errs)}
+	}
 	return j, err
 }

@@ -30,6 +30,19 @@ type NewJob struct {
 	// Run is the batch run the job is in (1 until it is requeued); read
 	// only: InsertJobs records every job in run 1.
 	Run int
+	// Continue, read only, is set on a job requeued after its revalidation
+	// failed: the reply checked and why it failed, for its new run to go
+	// on from (the reply, then the errors as feedback).
+	Continue *Continuation
+}
+
+// Continuation is where a requeued job goes on from: the reply a
+// revalidation checked (Reply, "" when the value checked came from no
+// stored reply) and what it made of it.
+type Continuation struct {
+	Reply  string
+	Class  string
+	Errors json.RawMessage
 }
 
 func (j NewJob) check() error {
@@ -181,9 +194,9 @@ func (s *Store) Unpublished(ctx context.Context, batch string, limit int) ([]New
 	defer cancel()
 	lim := limitArg(limit)
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::text, run
-		FROM jobs WHERE batch = $1 AND NOT published AND status = 'queued'
-		ORDER BY row_no, id LIMIT $2`, batch, lim)
+		SELECT `+newJobColumns+`
+		FROM jobs j `+continuationJoin+` WHERE j.batch = $1 AND NOT j.published AND j.status = 'queued'
+		ORDER BY j.row_no, j.id LIMIT $2`, batch, lim)
 	if err != nil {
 		return nil, fmt.Errorf("list unpublished jobs of %s: %w", batch, err)
 	}

@@ -29,6 +29,7 @@ const usage = `Usage: enqueue --batch NAME --schema S.json --template T.txt --mo
        enqueue requeue --batch NAME [--status S,...] [--class C] [--model M] [--provider P] [--max-attempts N] [--strategy S] [--dry-run]
        enqueue cancel --batch NAME
        enqueue cap --batch NAME [--max-cost-usd X|none] [--max-total-tokens N|none]
+       enqueue revalidate --batch NAME --schema NEW.json [--replies] [--dry-run]
 
 Renders each row of the dataset through the template (Go text/template over
 the row's fields, e.g. {{.subject}}; numbers, null, objects and arrays print
@@ -62,8 +63,8 @@ says were published but the queue no longer holds (a lost NATS data
 directory), all with the batch's recorded settings (pass only --batch).
 
 --max-cost-usd and --max-total-tokens cap what the batch may spend (see
-enqueue cap --help). requeue, cancel and cap act on a batch after it ran: run
-'enqueue COMMAND --help' for each.
+enqueue cap --help). requeue, cancel, cap and revalidate act on a batch after
+it ran: run 'enqueue COMMAND --help' for each.
 
 Exit status: 0 done; 1 failed: the dataset was refused (more bad rows than
 --max-bad-rows, no rows, a header it cannot use: nothing is recorded; fix the
@@ -82,7 +83,7 @@ const envHelp = `  DATABASE_URL          Postgres ledger (default postgres://pos
 type usageError = cliflags.UsageError
 
 // subcommands are the batch actions; without one, enqueue enqueues.
-var subcommands = []string{"requeue", "cancel", "cap"}
+var subcommands = []string{"requeue", "cancel", "cap", "revalidate"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -115,6 +116,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return "enqueue cancel", (&cancelCommand{stdout: stdout}).Run(ctx, args[1:])
 	case "cap":
 		return "enqueue cap", (&capCommand{stdout: stdout, stderr: stderr}).Run(ctx, args[1:])
+	case "revalidate":
+		return "enqueue revalidate", (&revalidateCommand{stdout: stdout, stderr: stderr}).Run(ctx, args[1:])
 	case "help":
 		if _, statErr := os.Stat(sub); statErr != nil { // not a dataset named help
 			args = []string{"--help"}
