@@ -44,7 +44,7 @@ var Commands = []Command{
 	{Name: "worker", Summary: "pulls jobs, runs the repair loop, writes the ledger", Default: "run",
 		Subcommands: []string{"migrate", "check", "try", "demo"}, ListsSubcommands: true},
 	{Name: "enqueue", Summary: "turns a dataset into jobs, and acts on batches",
-		Subcommands: []string{"requeue", "cancel", "cap"}, ListsSubcommands: true},
+		Subcommands: []string{"requeue", "cancel", "cap", "revalidate"}, ListsSubcommands: true},
 	{Name: "report", Summary: "reads the ledger",
 		Subcommands: []string{"summary", "failures", "job", "export", "wait", "serve"}, ListsSubcommands: true},
 	{Name: "simllm", Summary: "the LLM simulator as a server"},
