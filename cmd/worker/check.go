@@ -66,7 +66,8 @@ func (c *checkCommand) Run(_ context.Context, args []string) error {
 	stdin, stdout, stderr := c.stdin, c.stdout, c.stderr
 	fs := newFlagSet("worker check", checkUsage, "", stdout)
 	schemaFile := fs.String("schema", "", "JSON Schema file (2020-12 by default; draft-07 when $schema says so)")
-	jsonl := fs.Bool("jsonl", false, "read JSONL records {id, text, schema} and write one result per line")
+	jsonl := fs.Bool("jsonl", false, "read JSONL records {id, text, schema, source} and write one result per line")
+	fs.Bool("json", true, "print the verdict as one JSON object (always so; accepted as worker try takes it)")
 	coerceFlag := fs.String("coerce", string(fixpoint.CoerceSafe), "schema-guided local repairs, as a batch's --coerce: none, safe or all; each fix is listed in repairs with its pointer, kind, before and after")
 	evidenceFlag := fs.String("evidence", string(fixpoint.EvidenceDefault), "with --source: check (grade each string and number of a valid value against the source) or require (one the source does not hold makes the value not valid, class evidence); off")
 	sourceFile := fs.String("source", "", "text file the value's strings and numbers are checked against (the evidence stage; a --jsonl record's \"source\" overrides it)")

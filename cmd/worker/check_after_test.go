@@ -45,7 +45,7 @@ func TestCheckRulesAndEvidence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var out, errOut bytes.Buffer
-			args := append([]string{"check", "--schema", schema, "--source", source}, tc.args...)
+			args := append([]string{"check", "--schema", schema, "--source", source, "--json"}, tc.args...)
 			code := run(context.Background(), append(args, "-"), strings.NewReader(tc.reply), &out, &errOut)
 			var got struct {
 				Valid    bool                       `json:"valid"`
