@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/extract"
@@ -28,6 +29,11 @@ var strictAllowed = map[string]bool{
 	"maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
 	"minItems": true, "maxItems": true,
 }
+
+// localKeywordPrefix begins fixpoint's own keywords (x-fixpoint-rules,
+// x-fixpoint-evidence): the worker checks them after the reply, so strict
+// mode leaves them out of what it sends without reporting them dropped.
+const localKeywordPrefix = "x-fixpoint-"
 
 // strictFormats are the string formats strict mode accepts.
 var strictFormats = map[string]bool{
@@ -88,6 +94,8 @@ func strictNode(s map[string]any, ptr string, dropped *[]string) {
 	}
 	for k, v := range s {
 		switch {
+		case strings.HasPrefix(k, localKeywordPrefix):
+			delete(s, k) // checked here, never the provider's: nothing was dropped
 		case !strictAllowed[k]:
 			delete(s, k)
 			*dropped = append(*dropped, ptr+"/"+extract.PointerToken(k))

@@ -63,6 +63,23 @@ func TestStrictSchema(t *testing.T) {
 			wantDropped: []string{"/$defs/P/properties/q/maxLength", "/$defs/P/required"},
 			wantStrict:  true,
 		},
+		// fixpoint's own keywords are checked locally (rules, evidence): left
+		// out of what is sent without a word, at every depth, as no
+		// constraint the provider was asked for and dropped.
+		{
+			name: "x-fixpoint keywords left out silently",
+			in: `{"type":"object","properties":{"start":{"type":"string"},"end":{"type":"string"},
+				"summary":{"type":"string","x-fixpoint-evidence":false},
+				"lines":{"type":"array","items":{"type":"object","properties":{"q":{"type":"integer"}},"x-fixpoint-rules":[{"rule":"self.q > 0"}]}}},
+				"required":["start","end","summary","lines"],"additionalProperties":false,
+				"x-fixpoint-rules":[{"rule":"self.end >= self.start","path":"/end"}],"x-fixpoint-future":1,"x-other":1}`,
+			want: `{"type":"object","properties":{"start":{"type":"string"},"end":{"type":"string"},
+				"summary":{"type":"string"},
+				"lines":{"type":"array","items":{"type":"object","properties":{"q":{"type":"integer"}},"required":["q"],"additionalProperties":false}}},
+				"required":["start","end","summary","lines"],"additionalProperties":false}`,
+			wantDropped: []string{"/properties/lines/items/required", "/x-other"},
+			wantStrict:  true,
+		},
 		// $ref is sent as is, never followed: a schema that refers to
 		// itself is walked once, as the tree it is.
 		{
