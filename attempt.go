@@ -81,6 +81,10 @@ type ValidationError struct {
 	Class Class `json:"class"`
 	// Message is written for a model to act on, and starts with the path.
 	Message string `json:"message"`
+	// Rule is the CEL text of the schema's rule that failed, for keyword
+	// x-fixpoint-rules (package rules), so that reports group failures by
+	// rule rather than by message; "" for every other keyword.
+	Rule string `json:"rule,omitempty"`
 }
 
 // PriceBasis is how a call is billed: at the realtime price, or at the

@@ -390,9 +390,9 @@ func (f Finding) Text() string {
 }
 
 // ValidationError returns f as a validation error of the job: keyword
-// x-fixpoint-rules, class semantic.
+// x-fixpoint-rules, class semantic, the rule's text in Rule.
 func (f Finding) ValidationError() fixpoint.ValidationError {
-	return fixpoint.ValidationError{Path: f.Path, Keyword: Keyword, Class: fixpoint.ClassSemantic, Message: f.Text()}
+	return fixpoint.ValidationError{Path: f.Path, Keyword: Keyword, Class: fixpoint.ClassSemantic, Message: f.Text(), Rule: f.Rule}
 }
 
 // Errors returns the findings of severity error as validation errors, in

@@ -92,11 +92,11 @@ func TestSeverity(t *testing.T) {
 		t.Fatalf("Errors returned %d errors, want the 2 of severity error: %+v", len(errs), errs)
 	}
 	if errs[0] != (fixpoint.ValidationError{Path: "", Keyword: "x-fixpoint-rules", Class: fixpoint.ClassSemantic,
-		Message: "(root): no zero (rule: self.a != 0)"}) {
+		Message: "(root): no zero (rule: self.a != 0)", Rule: "self.a != 0"}) {
 		t.Errorf("first error %+v", errs[0])
 	}
 	if errs[1] != (fixpoint.ValidationError{Path: "/a", Keyword: "x-fixpoint-rules", Class: fixpoint.ClassSemantic,
-		Message: "/a: a must be positive (rule: self.a > 0)"}) {
+		Message: "/a: a must be positive (rule: self.a > 0)", Rule: "self.a > 0"}) {
 		t.Errorf("second error %+v", errs[1])
 	}
 	if Errors(check(t, s, `{"a":50,"b":1}`)) != nil {
