@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/evidence"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/queue"
@@ -186,7 +187,7 @@ type Config struct {
 	Evidence fixpoint.EvidenceMode
 	// EvidenceSource is the text a job's values are checked against:
 	// fixpoint.EvidenceSourceRow ("" too), EvidenceSourcePrompt, or
-	// "field:NAME" (see EvidenceSource).
+	// "field:NAME" (see evidence.JobSource).
 	EvidenceSource string
 	// ProbeBatch, when set, asks the provider's server whether it serves
 	// the batch endpoints (llm.Client.ProbeBatch); an error wrapping
@@ -1717,7 +1718,7 @@ func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
 	}
 	if env.Evidence != "" && env.Evidence != fixpoint.EvidenceOff {
 		// render refused a row its source cannot be made of.
-		env.Source, _ = EvidenceSource(job.Metadata, job.Prompt, env.EvidenceSource)
+		env.Source, _ = evidence.JobSource(job.Metadata, job.Prompt, env.EvidenceSource)
 	}
 	if c := job.Continue; c != nil && c.Reply != "" {
 		var errs []fixpoint.ValidationError
@@ -1760,7 +1761,7 @@ func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
 		return store.NewJob{}, fmt.Errorf("encode row: %w", err)
 	}
 	if r.base.Evidence != "" && r.base.Evidence != fixpoint.EvidenceOff {
-		if _, err := EvidenceSource(meta, prompt, r.base.EvidenceSource); err != nil {
+		if _, err := evidence.JobSource(meta, prompt, r.base.EvidenceSource); err != nil {
 			return store.NewJob{}, err
 		}
 	}

@@ -1,34 +1,18 @@
 package enqueue_test
 
 import (
-	"encoding/json"
 	"errors"
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 )
 
-// A row job's evidence source is the row's values the prompt holds, as
-// the template printed them, never the text the template adds.
-func TestEvidenceSource(t *testing.T) {
+func TestCheckEvidenceSource(t *testing.T) {
 	t.Parallel()
-	row := json.RawMessage(`{"id": 7, "text": "Charged twice for order 1249.99", "customer": {"name": "Dana Cohen", "tier": "gold"}, "unused": "Globex"}`)
-	prompt := "Extract the vendor, e.g. \"Acme\".\nTicket 7 from Dana Cohen: Charged twice for order 1249.99"
-	for _, tc := range []struct {
-		source, want string
-	}{
-		{"row", "Dana Cohen\n7\nCharged twice for order 1249.99"},
-		{"prompt", prompt},
-		{"field:text", "Charged twice for order 1249.99"},
-		{"field:customer", `{"name":"Dana Cohen","tier":"gold"}`},
-	} {
-		got, err := enqueue.EvidenceSource(row, prompt, tc.source)
-		if err != nil || got != tc.want {
-			t.Errorf("%s: %q, %v; want %q", tc.source, got, err, tc.want)
+	for _, s := range []string{"row", "prompt", "field:text"} {
+		if err := enqueue.CheckEvidenceSource(s); err != nil {
+			t.Errorf("evidence source %q: %v", s, err)
 		}
-	}
-	if _, err := enqueue.EvidenceSource(row, prompt, "field:vendor"); err == nil {
-		t.Error("field:vendor, which the row lacks: no error")
 	}
 	for _, s := range []string{"", "rows", "field:", "file"} {
 		if err := enqueue.CheckEvidenceSource(s); !errors.Is(err, enqueue.ErrBadConfig) {

@@ -255,7 +255,7 @@ func (rv *revalidator) sourceOf(j *store.RevalidationJob) *evidence.Source {
 	if rv.evidence == fixpoint.EvidenceOff {
 		return nil
 	}
-	text, err := EvidenceSource(j.Metadata, j.Prompt, rv.source)
+	text, err := evidence.JobSource(j.Metadata, j.Prompt, rv.source)
 	if err != nil {
 		return evidence.New("") // the row lacks the field: nothing grounds its values
 	}
