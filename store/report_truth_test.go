@@ -1,0 +1,138 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/store"
+)
+
+// The rules and grades of truthDataset's attempts.
+const (
+	ruleOrder = "self.end >= self.start"
+	ruleLines = "self.lines.size() <= 3"
+	ruleTotal = "self.total == self.qty * self.price"
+)
+
+// ruleErr is a failure of rule at path, as the rules package writes it
+// into attempts.errors or attempts.warnings.
+func ruleErr(path, rule string) string {
+	return fmt.Sprintf(`{"path":%q,"keyword":"x-fixpoint-rules","class":"semantic","message":"%s: fails the rule %s","rule":%q}`, path, path, rule, rule)
+}
+
+// grades is an attempts.evidence array of path=grade pairs.
+func grades(pairs ...string) json.RawMessage {
+	out := "["
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if i > 0 {
+			out += ","
+		}
+		out += fmt.Sprintf(`{"path":%q,"grade":%q,"start":0,"end":0}`, pairs[i], pairs[i+1])
+	}
+	return json.RawMessage(out + "]")
+}
+
+// truthDataset stores batch "t" (and batch "u", which must not leak into
+// t's figures), each attempt's rule failures and grades as the worker
+// records them:
+//
+//	t-1 valid   #1 error ruleOrder /end, warn ruleLines
+//	            #2 valid, warn ruleLines; /vendor exact, /lines/0/sku normalized,
+//	               /lines/1/sku none, /total fuzzy
+//	t-2 invalid #1 error ruleTotal /lines/0/total and /lines/1/total
+//	            #2 error ruleTotal /lines/1/total
+//	t-3 valid   run 1 #1 valid, warn ruleLines; /vendor none
+//	            run 2 #1 valid, warn ruleLines; /vendor exact
+//	t-4 invalid (evidence require) #1 /vendor none, /total none
+//	            #2 /vendor none, /total exact
+//	t-5 queued
+func truthDataset(t *testing.T) *store.Store {
+	t.Helper()
+	s, hash := setup(t, "t", 5)
+	ctx := context.Background()
+	if err := s.PutBatch(ctx, store.BatchParams{Name: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertJobs(ctx, newJobs("u", hash, 1)); err != nil {
+		t.Fatal(err)
+	}
+	r1 := result(jobID("t", 1), "a", "semantic", "")
+	r1.AttemptRows[0].Errors = json.RawMessage("[" + ruleErr("/end", ruleOrder) + "]")
+	r1.AttemptRows[0].Warnings = json.RawMessage("[" + ruleErr("/lines", ruleLines) + "]")
+	r1.AttemptRows[1].Warnings = json.RawMessage("[" + ruleErr("/lines", ruleLines) + "]")
+	r1.AttemptRows[1].Evidence = grades("/vendor", "exact", "/lines/0/sku", "normalized", "/lines/1/sku", "none", "/total", "fuzzy")
+	r2 := result(jobID("t", 2), "b", "semantic", "semantic")
+	r2.AttemptRows[0].Errors = json.RawMessage("[" + ruleErr("/lines/0/total", ruleTotal) + "," + ruleErr("/lines/1/total", ruleTotal) + "]")
+	r2.AttemptRows[1].Errors = json.RawMessage("[" + ruleErr("/lines/1/total", ruleTotal) + "]")
+	r3 := result(jobID("t", 3), "c", "")
+	r3.AttemptRows[0].Warnings = json.RawMessage("[" + ruleErr("/lines", ruleLines) + "]")
+	r3.AttemptRows[0].Evidence = grades("/vendor", "none")
+	r4 := result(jobID("t", 4), "d", "evidence", "evidence")
+	r4.AttemptRows[0].Evidence = grades("/vendor", "none", "/total", "none")
+	r4.AttemptRows[1].Evidence = grades("/vendor", "none", "/total", "exact")
+	u := result(jobID("u", 1), "e", "semantic", "")
+	u.AttemptRows[0].Errors = json.RawMessage("[" + ruleErr("/end", ruleOrder) + "]")
+	u.AttemptRows[1].Evidence = grades("/vendor", "none")
+	if _, err := s.SaveResults(ctx, []store.Result{r1, r2, r3, r4, u}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "t", Jobs: []string{jobID("t", 3)}, Statuses: []fixpoint.Status{fixpoint.StatusValid},
+		Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	r3 = result(jobID("t", 3), "c2", "")
+	r3.Run = 2
+	r3.AttemptRows[0].Warnings = json.RawMessage("[" + ruleErr("/lines", ruleLines) + "]")
+	r3.AttemptRows[0].Evidence = grades("/vendor", "exact")
+	if _, err := s.SaveResults(ctx, []store.Result{r3}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// rule_failures counts every attempt's failures by rule, folded path and
+// severity, and final_jobs only the jobs' final attempts; evidence_grades
+// grades the final attempts alone (the latest run's valid attempt, else
+// its last), by folded path.
+func TestRuleFailuresAndGrounding(t *testing.T) {
+	t.Parallel()
+	s := truthDataset(t)
+	ctx := context.Background()
+	rf, err := s.RuleFailures(ctx, "t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRF := []store.RuleFailure{
+		{Rule: ruleLines, Path: "/lines", Severity: "warn", Failures: 4, Jobs: 2, FinalJobs: 2},
+		{Rule: ruleTotal, Path: "/lines/*/total", Severity: "error", Failures: 3, Jobs: 1, FinalJobs: 1},
+		{Rule: ruleOrder, Path: "/end", Severity: "error", Failures: 1, Jobs: 1, FinalJobs: 0},
+	}
+	if !reflect.DeepEqual(rf, wantRF) {
+		t.Errorf("RuleFailures(t) =\n%+v\nwant\n%+v", rf, wantRF)
+	}
+	if top, err := s.RuleFailures(ctx, "t", 1); err != nil || len(top) != 1 || top[0] != wantRF[0] {
+		t.Errorf("RuleFailures(t, 1) = %+v, %v; want the most frequent", top, err)
+	}
+	g, err := s.Grounding(ctx, "t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantG := []store.FieldGrounding{
+		{Path: "/lines/*/sku", Leaves: 2, Normalized: 1, None: 1},
+		{Path: "/vendor", Leaves: 3, Exact: 2, None: 1},
+		{Path: "/total", Leaves: 2, Exact: 1, Fuzzy: 1},
+	}
+	if !reflect.DeepEqual(g, wantG) {
+		t.Errorf("Grounding(t) =\n%+v\nwant\n%+v", g, wantG)
+	}
+	if sh := g[1].Share(g[1].None); !approx(sh, 1.0/3) {
+		t.Errorf("/vendor none share %v, want 1/3", sh)
+	}
+	if rf, err := s.RuleFailures(ctx, "none-such", 0); err != nil || len(rf) != 0 {
+		t.Errorf("RuleFailures of no batch = %+v, %v", rf, err)
+	}
+}
