@@ -328,24 +328,49 @@ type ExportRow struct {
 	// lacks. Nil when there are none: a valid or queued job, one with no
 	// attempt, or one whose last attempt got no reply.
 	Errors json.RawMessage
+	// Evidence, with ExportOptions.Evidence, is the grades of the job's
+	// final attempt's strings and numbers, a JSON array of {path, grade,
+	// start, end} as in attempts.evidence (start and end code point
+	// offsets into the job's source text, evidence.JobSource). Nil when the
+	// evidence stage did not grade it, or not asked for.
+	Evidence json.RawMessage
+}
+
+// ExportOptions choose what ExportWith adds to each row.
+type ExportOptions struct {
+	// Evidence reads each job's grades (ExportRow.Evidence): one more
+	// lookup on the attempts' primary key per job.
+	Evidence bool
 }
 
 // exportSQL reads a batch's jobs in row order with the errors of the last
 // attempt of each final job that is not valid: one lookup on the attempts'
-// primary key per such job.
+// primary key per such job; with $2, the evidence of each job's final
+// attempt (its latest run's valid attempt, else its last), as the
+// evidence_grades view counts it.
 const exportSQL = `
 SELECT j.id, j.row_no, j.status, j.metadata::text, j.value::text, j.error,
        CASE WHEN j.status NOT IN ('valid', 'queued') THEN
            (SELECT nullif(a.errors, '[]')::text FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
             ORDER BY a.attempt_no DESC LIMIT 1)
+       END,
+       CASE WHEN $2 THEN
+           (SELECT a.evidence::text FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
+            ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1)
        END
 FROM jobs j WHERE j.batch = $1 ORDER BY j.row_no, j.id`
 
-// Export streams every job of batch in row order to fn without loading them
-// all in memory. It stops at and returns the first error fn returns (wrapped).
-// Export does not apply the statement timeout: give ctx a deadline if needed.
+// Export is ExportWith without options.
 func (s *Store) Export(ctx context.Context, batch string, fn func(ExportRow) error) error {
-	rows, err := s.pool.Query(ctx, exportSQL, batch)
+	return s.ExportWith(ctx, batch, ExportOptions{}, fn)
+}
+
+// ExportWith streams every job of batch in row order to fn without loading
+// them all in memory. It stops at and returns the first error fn returns
+// (wrapped). It does not apply the statement timeout: give ctx a deadline
+// if needed.
+func (s *Store) ExportWith(ctx context.Context, batch string, opts ExportOptions, fn func(ExportRow) error) error {
+	rows, err := s.pool.Query(ctx, exportSQL, batch, opts.Evidence)
 	if err != nil {
 		return fmt.Errorf("export batch %s: %w", batch, err)
 	}
@@ -353,11 +378,11 @@ func (s *Store) Export(ctx context.Context, batch string, fn func(ExportRow) err
 	for rows.Next() {
 		var e ExportRow
 		var meta string
-		var value, errs *string
-		if err := rows.Scan(&e.ID, &e.RowNo, &e.Status, &meta, &value, &e.Error, &errs); err != nil {
+		var value, errs, evidence *string
+		if err := rows.Scan(&e.ID, &e.RowNo, &e.Status, &meta, &value, &e.Error, &errs, &evidence); err != nil {
 			return fmt.Errorf("export batch %s: %w", batch, err)
 		}
-		e.Metadata, e.Value, e.Errors = json.RawMessage(meta), rawPtr(value), rawPtr(errs)
+		e.Metadata, e.Value, e.Errors, e.Evidence = json.RawMessage(meta), rawPtr(value), rawPtr(errs), rawPtr(evidence)
 		if err := fn(e); err != nil {
 			return fmt.Errorf("export batch %s: %w", batch, err)
 		}

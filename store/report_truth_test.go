@@ -136,3 +136,48 @@ func TestRuleFailuresAndGrounding(t *testing.T) {
 		t.Errorf("RuleFailures of no batch = %+v, %v", rf, err)
 	}
 }
+
+// ExportWith Evidence gives each job its final attempt's grades, as
+// evidence_grades counts them; Export gives none.
+func TestExportEvidence(t *testing.T) {
+	t.Parallel()
+	s := truthDataset(t)
+	ctx := context.Background()
+	got := map[string]string{}
+	err := s.ExportWith(ctx, "t", store.ExportOptions{Evidence: true}, func(r store.ExportRow) error {
+		var paths []string
+		var gs []fixpoint.Grounding
+		if r.Evidence != nil {
+			if err := json.Unmarshal(r.Evidence, &gs); err != nil {
+				return err
+			}
+			for _, g := range gs {
+				paths = append(paths, g.Path+"="+string(g.Grade))
+			}
+		}
+		got[r.ID] = fmt.Sprint(r.Evidence != nil, paths)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		jobID("t", 1): "true [/vendor=exact /lines/0/sku=normalized /lines/1/sku=none /total=fuzzy]",
+		jobID("t", 2): "false []",
+		jobID("t", 3): "true [/vendor=exact]",
+		jobID("t", 4): "true [/vendor=none /total=exact]",
+		jobID("t", 5): "false []",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ExportWith evidence:\n%v\nwant\n%v", got, want)
+	}
+	err = s.Export(ctx, "t", func(r store.ExportRow) error {
+		if r.Evidence != nil {
+			return fmt.Errorf("job %s: evidence %s without asking", r.ID, r.Evidence)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
