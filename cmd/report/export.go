@@ -15,7 +15,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
-const exportUsage = `Usage: report export BATCH [--format jsonl|csv] [--require-done] [--csv-raw] [flags]
+const exportUsage = `Usage: report export BATCH [--format jsonl|csv] [--evidence] [--require-done] [--csv-raw] [flags]
 
 Writes each job of the batch on stdout, one line per job in row order: its
 input row, its status, its value and why it is not valid, for a spreadsheet
@@ -34,7 +34,11 @@ Export formats:
          "errors"} per job: "error" says in one line why the job is not
          valid, "errors" lists its last reply's validation errors,
          [{"path", "keyword", "class", "message"}] ([] for a valid or queued
-         job, and for one whose last attempt got no reply).
+         job, and for one whose last attempt got no reply); with --evidence,
+         "evidence": the grades of the value's strings and numbers against
+         the job's source, [{"path", "grade", "start", "end"}] with start
+         and end code point offsets into the source (null when none was
+         graded).
   csv    the input's columns in the file's order (sorted for a batch enqueued
          before the order was recorded; keys only some rows have come after,
          sorted), then job_id, job_status, then one column per top-level
@@ -42,7 +46,9 @@ Export formats:
          with their keys sorted), then job_error and job_errors ("errors" as
          compact JSON, empty for none). A property named like an input
          column or a job_ column is written as value.NAME, an input column named
-         like a job_ column as input.NAME. Strings are written
+         like a job_ column as input.NAME; with --evidence, job_evidence
+         after job_errors ("evidence" as compact JSON, empty for none).
+         Strings are written
          as themselves, other values as compact JSON, null or missing as empty;
          keys of a value that the schema does not list are left out (jsonl has
          the whole value). A schema without properties gives one job_value
@@ -63,6 +69,7 @@ func (c *exportCommand) Run(ctx context.Context, args []string) error {
 	format := fs.String("format", "jsonl", "export format: jsonl or csv")
 	requireDone := fs.Bool("require-done", false, "exit 1, writing nothing, when a job of the batch is not final")
 	csvRaw := fs.Bool("csv-raw", false, "with --format csv: write cells starting with = + - @ as they are, without the ' that stops a spreadsheet running them")
+	withEvidence := fs.Bool("evidence", false, "add each job's grades and spans: how its value's strings and numbers were found in its source (the final attempt's)")
 	pos, err := parseArgs(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -84,7 +91,7 @@ func (c *exportCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if err := export(ctx, c.stdout, st, batch, *format, *csvRaw); err != nil {
+	if err := export(ctx, c.stdout, st, batch, *format, exportOpts{raw: *csvRaw, evidence: *withEvidence}); err != nil {
 		return err
 	}
 	return exportWarnings(ctx, c.stderr, st, batch)
@@ -95,7 +102,7 @@ type exportLedger interface {
 	rowsLedger
 	Progress(ctx context.Context, batch string) (store.Progress, error)
 	ExportShape(ctx context.Context, batch string) (store.ExportShape, error)
-	Export(ctx context.Context, batch string, fn func(store.ExportRow) error) error
+	ExportWith(ctx context.Context, batch string, opts store.ExportOptions, fn func(store.ExportRow) error) error
 }
 
 var _ exportLedger = (*store.Store)(nil)
@@ -138,8 +145,13 @@ func exportWarnings(ctx context.Context, stderr io.Writer, st exportLedger, batc
 	return nil
 }
 
-// export writes the batch in format; raw leaves CSV cells unescaped.
-func export(ctx context.Context, w io.Writer, st exportLedger, batch, format string, raw bool) error {
+// exportOpts are export's choices: raw leaves CSV cells unescaped;
+// evidence adds each job's grades.
+type exportOpts struct{ raw, evidence bool }
+
+// export writes the batch in format.
+func export(ctx context.Context, w io.Writer, st exportLedger, batch, format string, o exportOpts) error {
+	so := store.ExportOptions{Evidence: o.evidence}
 	switch format {
 	case "jsonl":
 		if err := needBatch(ctx, st, batch); err != nil {
@@ -147,9 +159,13 @@ func export(ctx context.Context, w io.Writer, st exportLedger, batch, format str
 		}
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false) // "<b>" as written, not "\u003cb\u003e"
-		return st.Export(ctx, batch, func(r store.ExportRow) error {
-			return enc.Encode(map[string]any{"id": r.ID, "row": r.RowNo, "status": r.Status,
-				"input": rawOrNull(r.Metadata), "value": rawOrNull(r.Value), "error": r.Error, "errors": rawOr(r.Errors, "[]")})
+		return st.ExportWith(ctx, batch, so, func(r store.ExportRow) error {
+			line := map[string]any{"id": r.ID, "row": r.RowNo, "status": r.Status,
+				"input": rawOrNull(r.Metadata), "value": rawOrNull(r.Value), "error": r.Error, "errors": rawOr(r.Errors, "[]")}
+			if o.evidence {
+				line["evidence"] = rawOrNull(r.Evidence)
+			}
+			return enc.Encode(line)
 		})
 	case "csv":
 		shape, err := st.ExportShape(ctx, batch)
@@ -159,8 +175,8 @@ func export(ctx context.Context, w io.Writer, st exportLedger, batch, format str
 		if err != nil {
 			return err
 		}
-		cols := newCSVColumns(shape)
-		cols.raw = raw
+		cols := newCSVColumns(shape, o.evidence)
+		cols.raw = o.raw
 		cw := csv.NewWriter(w)
 		header := make([]string, len(cols.header))
 		for i, h := range cols.header {
@@ -169,7 +185,7 @@ func export(ctx context.Context, w io.Writer, st exportLedger, batch, format str
 		if err := cw.Write(header); err != nil {
 			return err
 		}
-		err = st.Export(ctx, batch, func(r store.ExportRow) error {
+		err = st.ExportWith(ctx, batch, so, func(r store.ExportRow) error {
 			rec, err := cols.record(r)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", r.ID, err)
@@ -194,6 +210,7 @@ type csvColumns struct {
 	inputs, props []string
 	wholeValue    bool
 	raw           bool // cells as they are, not escaped against formulas
+	evidence      bool // job_evidence after job_errors
 }
 
 // text is a text cell as written: escaped against formulas
@@ -208,10 +225,14 @@ func (c *csvColumns) text(s string) string {
 // newCSVColumns builds the header: inputs (renamed input.NAME when NAME is
 // one of the job's own columns), job_id, job_status, properties (renamed
 // value.NAME when NAME is taken by an input or job column, and again while
-// the new name is taken), job_error. No two columns share a name.
-func newCSVColumns(shape store.ExportShape) *csvColumns {
-	c := &csvColumns{inputs: shape.InputColumns, props: shape.Properties, wholeValue: len(shape.Properties) == 0}
+// the new name is taken), job_error, job_errors, and with evidence
+// job_evidence. No two columns share a name.
+func newCSVColumns(shape store.ExportShape, evidence bool) *csvColumns {
+	c := &csvColumns{inputs: shape.InputColumns, props: shape.Properties, wholeValue: len(shape.Properties) == 0, evidence: evidence}
 	own := []string{"job_id", "job_status", "job_error", "job_errors", "job_value"}
+	if evidence {
+		own = append(own, "job_evidence")
+	}
 	taken := map[string]bool{}
 	for _, name := range own {
 		taken[name] = true
@@ -242,6 +263,9 @@ func newCSVColumns(shape store.ExportShape) *csvColumns {
 		c.header = append(c.header, name)
 	}
 	c.header = append(c.header, "job_error", "job_errors")
+	if evidence {
+		c.header = append(c.header, "job_evidence")
+	}
 	return c
 }
 
@@ -283,7 +307,15 @@ func (c *csvColumns) record(r store.ExportRow) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("errors: %w", err)
 	}
-	return append(rec, c.text(r.Error), c.text(errs)), nil
+	rec = append(rec, c.text(r.Error), c.text(errs))
+	if c.evidence {
+		ev, err := csvCell(r.Evidence)
+		if err != nil {
+			return nil, fmt.Errorf("evidence: %w", err)
+		}
+		rec = append(rec, c.text(ev))
+	}
+	return rec, nil
 }
 
 // cell is csvCell with a JSON string escaped as text; other JSON (a

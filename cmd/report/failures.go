@@ -12,14 +12,16 @@ const failuresUsage = `Usage: report failures BATCH [--format text|json] [flags]
 
 Prints why a batch's attempts failed: failure classes by attempt number,
 how often a repair turned each class valid, the 15 most common error paths,
-and the jobs that ended without a result (dead, rejected, cancelled) with
-their reasons.
+the rules of the schema that failed (by rule, path and severity), how the
+strings and numbers of the final values were found in their source (by
+field, the least grounded first: which fields the model invents), and the
+jobs that ended without a result (dead, rejected, cancelled) with their
+reasons.
 
   report failures nightly-2026-01-05
 
 --format json writes one JSON object with every row (the text shows the
-15 most common error paths and reasons), its fields documented in
-docs/report.md.
+15 first of each list), its fields documented in docs/report.md.
 
 Exit status: 0 done, 1 an error (an unknown batch), 2 bad usage.`
 

@@ -241,11 +241,35 @@ func summaryData(ctx context.Context, st summaryLedger, batch string, rows []sto
 // failuresJSON is report failures --format json: every row, where the
 // text shows the most frequent.
 type failuresJSON struct {
-	Batch               string           `json:"batch"`
-	FailureClasses      []classJSON      `json:"failure_classes"`
-	RepairEffectiveness []repairStepJSON `json:"repair_effectiveness"`
-	ErrorPaths          []errorPathJSON  `json:"error_paths"`
-	EndReasons          []endReasonJSON  `json:"end_reasons"`
+	Batch               string            `json:"batch"`
+	FailureClasses      []classJSON       `json:"failure_classes"`
+	RepairEffectiveness []repairStepJSON  `json:"repair_effectiveness"`
+	ErrorPaths          []errorPathJSON   `json:"error_paths"`
+	EndReasons          []endReasonJSON   `json:"end_reasons"`
+	RuleFailures        []ruleFailureJSON `json:"rule_failures"`
+	Grounding           []groundingJSON   `json:"grounding"`
+}
+
+type ruleFailureJSON struct {
+	Rule      string `json:"rule"`
+	Path      string `json:"path"`
+	Severity  string `json:"severity"`
+	Failures  int64  `json:"failures"`
+	Jobs      int64  `json:"jobs"`
+	FinalJobs int64  `json:"final_jobs"`
+}
+
+type groundingJSON struct {
+	Path            string  `json:"path"`
+	Leaves          int64   `json:"leaves"`
+	Exact           int64   `json:"exact"`
+	Normalized      int64   `json:"normalized"`
+	Fuzzy           int64   `json:"fuzzy"`
+	None            int64   `json:"none"`
+	ExactShare      float64 `json:"exact_share"`
+	NormalizedShare float64 `json:"normalized_share"`
+	FuzzyShare      float64 `json:"fuzzy_share"`
+	NoneShare       float64 `json:"none_share"`
 }
 
 type classJSON struct {
@@ -282,7 +306,7 @@ type endReasonJSON struct {
 // failuresData gathers report failures of batch.
 func failuresData(ctx context.Context, st cli.ReportLedger, batch string) (failuresJSON, error) {
 	out := failuresJSON{Batch: batch, FailureClasses: []classJSON{}, RepairEffectiveness: []repairStepJSON{},
-		ErrorPaths: []errorPathJSON{}, EndReasons: []endReasonJSON{}}
+		ErrorPaths: []errorPathJSON{}, EndReasons: []endReasonJSON{}, RuleFailures: []ruleFailureJSON{}, Grounding: []groundingJSON{}}
 	classes, err := st.FailureClasses(ctx, batch)
 	if err != nil {
 		return out, err
@@ -312,7 +336,30 @@ func failuresData(ctx context.Context, st cli.ReportLedger, batch string) (failu
 	for _, r := range reasons {
 		out.EndReasons = append(out.EndReasons, endReasonJSON{Status: r.Status, Jobs: r.Jobs, Reason: r.Error})
 	}
-	return out, nil
+	return out, truthData(ctx, st, batch, &out)
+}
+
+// truthData adds the rule failures and the grounding by field of batch to
+// out.
+func truthData(ctx context.Context, st cli.ReportLedger, batch string, out *failuresJSON) error {
+	rf, err := st.RuleFailures(ctx, batch, 0)
+	if err != nil {
+		return err
+	}
+	for _, f := range rf {
+		out.RuleFailures = append(out.RuleFailures, ruleFailureJSON{Rule: f.Rule, Path: f.Path, Severity: f.Severity,
+			Failures: f.Failures, Jobs: f.Jobs, FinalJobs: f.FinalJobs})
+	}
+	fields, err := st.Grounding(ctx, batch, 0)
+	if err != nil {
+		return err
+	}
+	for _, g := range fields {
+		out.Grounding = append(out.Grounding, groundingJSON{Path: g.Path, Leaves: g.Leaves, Exact: g.Exact, Normalized: g.Normalized,
+			Fuzzy: g.Fuzzy, None: g.None, ExactShare: g.Share(g.Exact), NormalizedShare: g.Share(g.Normalized),
+			FuzzyShare: g.Share(g.Fuzzy), NoneShare: g.Share(g.None)})
+	}
+	return nil
 }
 
 // jobJSON is report job --format json.

@@ -357,9 +357,10 @@ func TestExportCSVShape(t *testing.T) {
 func TestCSVColumnsHeader(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name  string
-		shape store.ExportShape
-		want  string
+		name     string
+		shape    store.ExportShape
+		evidence bool
+		want     string
 	}{
 		{name: "no clash", shape: store.ExportShape{InputColumns: []string{"b", "a"}, Properties: []string{"x", "y"}},
 			want: "b,a,job_id,job_status,x,y,job_error,job_errors"},
@@ -374,11 +375,17 @@ func TestCSVColumnsHeader(t *testing.T) {
 			want: "a,job_id,job_status,job_value,job_error,job_errors"},
 		{name: "an input and a property named job_errors", shape: store.ExportShape{InputColumns: []string{"job_errors"}, Properties: []string{"job_errors"}},
 			want: "input.job_errors,job_id,job_status,value.job_errors,job_error,job_errors"},
+		// --evidence: its column last, an input and a property of its name
+		// renamed; without it, the name is theirs.
+		{name: "evidence", shape: store.ExportShape{InputColumns: []string{"job_evidence"}, Properties: []string{"job_evidence", "x"}}, evidence: true,
+			want: "input.job_evidence,job_id,job_status,value.job_evidence,x,job_error,job_errors,job_evidence"},
+		{name: "no evidence", shape: store.ExportShape{InputColumns: []string{"job_evidence"}, Properties: []string{"x"}},
+			want: "job_evidence,job_id,job_status,x,job_error,job_errors"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			header := newCSVColumns(tt.shape).header
+			header := newCSVColumns(tt.shape, tt.evidence).header
 			if got := strings.Join(header, ","); got != tt.want {
 				t.Errorf("header = %s, want %s", got, tt.want)
 			}

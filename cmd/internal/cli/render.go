@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -121,9 +122,14 @@ func AttemptFromStore(s *store.Attempt) fixpoint.Attempt {
 	return a
 }
 
+// clip is s cut to at most n bytes, at a character's start, an ellipsis
+// marking the cut.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }
@@ -271,14 +277,17 @@ type ReportLedger interface {
 	RepairEffectiveness(ctx context.Context, batch string) ([]store.RepairStep, error)
 	TopErrorPaths(ctx context.Context, batch string, limit int) ([]store.PathCount, error)
 	EndReasons(ctx context.Context, batch string, limit int) ([]store.EndReason, error)
+	RuleFailures(ctx context.Context, batch string, limit int) ([]store.RuleFailure, error)
+	Grounding(ctx context.Context, batch string, limit int) ([]store.FieldGrounding, error)
 }
 
 var _ ReportLedger = (*store.Store)(nil)
 
 // WriteFailureReport prints a batch's failure classes by attempt, repair
-// effectiveness and its top error paths, as `report failures` and the demo
-// show them.
-func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch string, topPaths int) error {
+// effectiveness, its top error paths, rule failures and fields by
+// grounding (top of each), and the jobs that ended without a result by
+// reason, as `report failures` and the demo show them.
+func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch string, top int) error {
 	classes, err := l.FailureClasses(ctx, batch)
 	if err != nil {
 		return err
@@ -287,12 +296,22 @@ func WriteFailureReport(ctx context.Context, w io.Writer, l ReportLedger, batch 
 	if err != nil {
 		return err
 	}
-	paths, err := l.TopErrorPaths(ctx, batch, topPaths)
+	paths, err := l.TopErrorPaths(ctx, batch, top)
 	if err != nil {
 		return err
 	}
 	WriteFailures(w, classes, steps, paths)
-	reasons, err := l.EndReasons(ctx, batch, topPaths)
+	rf, err := l.RuleFailures(ctx, batch, 0)
+	if err != nil {
+		return err
+	}
+	WriteRuleFailures(w, rf, top)
+	grounding, err := l.Grounding(ctx, batch, 0)
+	if err != nil {
+		return err
+	}
+	WriteGrounding(w, grounding, top)
+	reasons, err := l.EndReasons(ctx, batch, top)
 	if err != nil {
 		return err
 	}
