@@ -9,6 +9,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
 
 // The rules and grades of truthDataset's attempts.
@@ -179,5 +180,34 @@ func TestExportEvidence(t *testing.T) {
 	})
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// JobDetail says the evidence settings of the job's latest run: the
+// batch's for run 1, the requeue's after it.
+func TestJobDetailEvidenceSettings(t *testing.T) {
+	t.Parallel()
+	s := storetest.NewStore(t)
+	ctx := context.Background()
+	if err := s.PutBatch(ctx, store.BatchParams{Name: "s", Settings: json.RawMessage(`{"evidence":"require","evidence_source":"field:text"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertJobs(ctx, newJobs("s", "", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveResults(ctx, []store.Result{result(jobID("s", 1), "a", "")}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.JobDetail(ctx, jobID("s", 1))
+	if err != nil || d.Evidence != "require" || d.EvidenceSource != "field:text" {
+		t.Fatalf("run 1: evidence %q, source %q (%v); want the batch's require, field:text", d.Evidence, d.EvidenceSource, err)
+	}
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "s", Statuses: []fixpoint.Status{fixpoint.StatusValid},
+		Settings: json.RawMessage(`{"evidence":"check","evidence_source":"prompt"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	d, err = s.JobDetail(ctx, jobID("s", 1))
+	if err != nil || d.Job.Run != 2 || d.Evidence != "check" || d.EvidenceSource != "prompt" {
+		t.Fatalf("run %d: evidence %q, source %q (%v); want run 2's check, prompt", d.Job.Run, d.Evidence, d.EvidenceSource, err)
 	}
 }

@@ -536,6 +536,11 @@ type JobDetail struct {
 	// Interrupted are the calls of deliveries that ended without a result
 	// (handed back, shutdown, superseded, outage, ...), grouped.
 	Interrupted []InterruptedCalls
+	// Evidence and EvidenceSource are the evidence settings the job's
+	// latest run ran with ("evidence" and "evidence_source" of its run's
+	// settings: batch_runs', or the batch's for run 1), "" where they name
+	// none: what the worker checked its values against (evidence.JobSource).
+	Evidence, EvidenceSource string
 }
 
 // JobRun is an earlier run of a job: how it ended (as job_runs kept it
@@ -576,7 +581,20 @@ func (s *Store) JobDetail(ctx context.Context, id string) (JobDetail, error) {
 	if err != nil {
 		return JobDetail{}, err
 	}
-	return JobDetail{Job: j, Attempts: attempts, Runs: runs, Interrupted: in}, nil
+	d := JobDetail{Job: j, Attempts: attempts, Runs: runs, Interrupted: in}
+	if j.Batch == "" {
+		return d, nil
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	err = s.pool.QueryRow(ctx, `
+		SELECT coalesce(coalesce(r.settings, b.settings)->>'evidence', ''), coalesce(coalesce(r.settings, b.settings)->>'evidence_source', '')
+		FROM batches b LEFT JOIN batch_runs r ON r.batch = b.name AND r.run = $2
+		WHERE b.name = $1`, j.Batch, j.Run).Scan(&d.Evidence, &d.EvidenceSource)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return JobDetail{}, fmt.Errorf("settings of job %s: %w", id, err)
+	}
+	return d, nil
 }
 
 // jobRuns returns the runs of job id before current, the latest first,

@@ -279,8 +279,8 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 
 	// The batch list, the live batch streaming.
 	b.open("/", "table.batches")
-	if !b.eval(`document.querySelectorAll('table.batches tbody tr').length === 4 && !!window.htmx`) {
-		t.Error("the batch list does not show 4 batches with htmx loaded")
+	if !b.eval(`document.querySelectorAll('table.batches tbody tr').length === 5 && !!window.htmx`) {
+		t.Error("the batch list does not show 5 batches with htmx loaded")
 	}
 	b.shot("batches")
 	// The progress bars colour each status: invalid jobs are not green.
@@ -363,6 +363,7 @@ func testBrowser(t *testing.T, l *dashLedger, srv *httptest.Server) {
 
 	testBrowserRuns(b)
 	testBrowserCosts(b)
+	testBrowserTruth(b, l)
 
 	testBrowserHostile(b, l)
 }

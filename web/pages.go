@@ -117,6 +117,52 @@ func (h *handler) repairsPart(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "batch", "repairs", steps)
 }
 
+// truthLimit is how many rule failures, and how many fields, a batch page
+// shows (the most frequent failures, the least grounded fields).
+const truthLimit = 30
+
+// rulesView is the rule failures part.
+type rulesView struct {
+	Batch string
+	Rules []store.RuleFailure
+}
+
+// The rule failures and the grounding read the batch's attempts (the
+// ledger's views, not rollups): loaded after the page, as the clusters.
+func (h *handler) rulesPart(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ctx, cancel := h.queryCtx(r)
+	defer cancel()
+	rf, err := h.st.RuleFailures(ctx, name, truthLimit)
+	if err != nil {
+		h.failPart(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "batch", "rules", rulesView{Batch: name, Rules: rf})
+}
+
+// groundingRow is a field's grades with the bar that draws their shares.
+type groundingRow struct {
+	store.FieldGrounding
+	Bar []barPart
+}
+
+func (h *handler) groundingPart(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.queryCtx(r)
+	defer cancel()
+	fields, err := h.st.Grounding(ctx, r.PathValue("name"), truthLimit)
+	if err != nil {
+		h.failPart(w, r, err)
+		return
+	}
+	rows := make([]groundingRow, len(fields))
+	for i, f := range fields {
+		rows[i] = groundingRow{FieldGrounding: f, Bar: shareBar(f.Leaves, []barPart{{Status: "exact", N: f.Exact},
+			{Status: "normalized", N: f.Normalized}, {Status: "fuzzy", N: f.Fuzzy}, {Status: "none", N: f.None}})}
+	}
+	h.render(w, r, http.StatusOK, "batch", "grounding", struct{ Fields []groundingRow }{rows})
+}
+
 // costsView is the cost part.
 type costsView struct {
 	Costs []store.ModelCost

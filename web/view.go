@@ -26,7 +26,10 @@ type jobView struct {
 	// prompt: indented when they are JSON.
 	Input, Value string
 	// Cards are the attempts of the job's current run.
-	Cards       []card
+	Cards []card
+	// Source is the job's source text with its final attempt's grades,
+	// nil when that attempt has none.
+	Source      *sourceView
 	Interrupted []store.InterruptedCalls
 	// Runs, for a requeued job, are its runs side by side, the current
 	// one first; Earlier the runs before it with their attempts.
@@ -66,6 +69,10 @@ type card struct {
 	// coercions.
 	Errors  []attemptError
 	Repairs []repair
+	// Warnings are the failures of the schema's rules of severity warn;
+	// Grades each string and number of the value against the source.
+	Warnings []attemptError
+	Grades   []gradeRow
 	// Request is the request as sent, indented.
 	Request string
 	// Diff is the line diff of Value against the previous card's value.
@@ -114,7 +121,14 @@ func newJobView(d store.JobDetail) jobView {
 	v := jobView{Title: "Job " + j.ID, Job: j, Interrupted: d.Interrupted}
 	v.Input = indent(j.Metadata)
 	v.Value = indent(j.Value)
-	v.Cards = newCards(d.Attempts, "attempt-")
+	var src string
+	srcOK := false
+	if slices.ContainsFunc(d.Attempts, func(a store.Attempt) bool { return a.Evidence != nil }) {
+		setting, text, err := jobSource(d)
+		src, srcOK = text, err == nil
+		v.Source = newSourceView(d, setting, text, err)
+	}
+	v.Cards = newCards(d.Attempts, "attempt-", src, srcOK)
 	if len(d.Runs) == 0 {
 		return v
 	}
@@ -124,14 +138,17 @@ func newJobView(d store.JobDetail) jobView {
 		row := runRow{Run: r.Run, Status: string(r.Status), Model: r.Model, Attempts: r.Attempts, Calls: r.Calls, TokensIn: r.TokensIn,
 			TokensOut: r.TokensOut, CostUSD: r.CostUSD, FinishedAt: r.FinishedAt, FinalClass: r.FinalClass, Error: r.Error, Value: indent(r.Value)}
 		v.Runs = append(v.Runs, row)
-		v.Earlier = append(v.Earlier, runView{runRow: row, Cards: newCards(r.AttemptRows, fmt.Sprintf("run-%d-attempt-", r.Run))})
+		// An earlier run's source may differ (a requeue can change it):
+		// its grades are shown without their text.
+		v.Earlier = append(v.Earlier, runView{runRow: row, Cards: newCards(r.AttemptRows, fmt.Sprintf("run-%d-attempt-", r.Run), "", false)})
 	}
 	return v
 }
 
 // newCards are the cards of one run's attempts, each value diffed against
-// the previous one's; anchor prefixes each card's id.
-func newCards(attempts []store.Attempt, anchor string) []card {
+// the previous one's; anchor prefixes each card's id. src, when srcOK, is
+// the run's source text, which the grades quote.
+func newCards(attempts []store.Attempt, anchor, src string, srcOK bool) []card {
 	var cards []card
 	prev, hasPrev := "", false
 	for _, a := range attempts {
@@ -142,6 +159,8 @@ func newCards(attempts []store.Attempt, anchor string) []card {
 		_ = json.Unmarshal(a.Errors, &c.Errors)
 		_ = json.Unmarshal(a.Repairs, &c.Repairs)
 		_ = json.Unmarshal(a.RetryClasses, &c.RetryClasses)
+		_ = json.Unmarshal(a.Warnings, &c.Warnings)
+		c.Grades = gradeRows(a.Evidence, src, srcOK)
 		c.Value = replyValue(a.Raw)
 		if c.Value != "" {
 			if hasPrev {
@@ -220,22 +239,28 @@ type barPart struct {
 // units (the queued ones are the bar's empty rest), so that invalid and
 // failed jobs show in their colour rather than as progress.
 func progressBar(b store.BatchOverview) []barPart {
-	if b.Jobs <= 0 {
+	return shareBar(b.Jobs, []barPart{{Status: "valid", N: b.Valid}, {Status: "invalid", N: b.Invalid}, {Status: "failed", N: b.Failed},
+		{Status: "rejected", N: b.Rejected}, {Status: "dead", N: b.Dead}, {Status: "over_budget", N: b.OverBudget},
+		{Status: "cancelled", N: b.Cancelled}})
+}
+
+// shareBar lays parts out side by side on a bar of 1000 units, each as
+// wide as its share of total (parts of none left out).
+func shareBar(total int64, parts []barPart) []barPart {
+	if total <= 0 {
 		return nil
 	}
-	var parts []barPart
+	var out []barPart
 	x := 0.0
-	for _, p := range []barPart{{Status: "valid", N: b.Valid}, {Status: "invalid", N: b.Invalid}, {Status: "failed", N: b.Failed},
-		{Status: "rejected", N: b.Rejected}, {Status: "dead", N: b.Dead}, {Status: "over_budget", N: b.OverBudget},
-		{Status: "cancelled", N: b.Cancelled}} {
+	for _, p := range parts {
 		if p.N <= 0 {
 			continue
 		}
-		p.X, p.W = x, 1000*float64(p.N)/float64(b.Jobs)
+		p.X, p.W = x, 1000*float64(p.N)/float64(total)
 		x += p.W
-		parts = append(parts, p)
+		out = append(out, p)
 	}
-	return parts
+	return out
 }
 
 func (h *handler) funcs() template.FuncMap {

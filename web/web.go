@@ -1,7 +1,9 @@
 // Package web is a dashboard over the ledger: the batches with their live
-// progress, a batch's funnel, failure clusters, costs and jobs, a job's
-// attempts as cards (a requeued job's runs compared), a search by job id
-// or text, and what every batch cost over time; with Config.Actions, a
+// progress, a batch's funnel, failure clusters, rule failures, grounding
+// by field, costs and jobs, a job's attempts as cards (a requeued job's
+// runs compared) and its source text with where each value was found, a
+// search by job id or text, and what every batch cost over time; with
+// Config.Actions, a
 // batch's actions (requeue, cancel, cap) and the requeue or cancel of one
 // job or a selection, as CSRF-checked POSTs. It reads through package store only and
 // serves everything it needs from the binary (templates, styles, and the
@@ -120,6 +122,8 @@ type Ledger interface {
 	ModelCosts(ctx context.Context, batch string) ([]store.ModelCost, error)
 	RepairSteps(ctx context.Context, batch string) ([]store.RepairStep, error)
 	FailureClusters(ctx context.Context, batch string, limit int) ([]store.Cluster, error)
+	RuleFailures(ctx context.Context, batch string, limit int) ([]store.RuleFailure, error)
+	Grounding(ctx context.Context, batch string, limit int) ([]store.FieldGrounding, error)
 	BatchTimeline(ctx context.Context, batch string) (store.Timeline, error)
 	CostsOverTime(ctx context.Context, from, to time.Time, step string) ([]store.CostPoint, error)
 	JobPage(ctx context.Context, batch string, f store.JobFilter) ([]store.JobRow, string, error)
@@ -175,6 +179,8 @@ func NewHandler(st Ledger, cfg Config) http.Handler {
 	mux.HandleFunc("GET /batches/{name}/clusters", h.clustersPart)
 	mux.HandleFunc("GET /batches/{name}/costs", h.costsPart)
 	mux.HandleFunc("GET /batches/{name}/repairs", h.repairsPart)
+	mux.HandleFunc("GET /batches/{name}/rules", h.rulesPart)
+	mux.HandleFunc("GET /batches/{name}/grounding", h.groundingPart)
 	mux.HandleFunc("GET /batches/{name}/timeline", h.timelinePart)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
 	mux.HandleFunc("GET /search", h.search)

@@ -52,6 +52,8 @@ type dashLedger struct {
 	st        *store.Store
 	// xssJob has a reply per hostile text; hugeJob a 1 MB single line.
 	xssJob, hugeJob string
+	// truth is the first job of truthBatch, whose values were graded.
+	truth truthJob
 }
 
 func newDashLedger(t *testing.T) *dashLedger {
@@ -83,6 +85,7 @@ func newDashLedger(t *testing.T) *dashLedger {
 	}
 	l.demo = bs[0].Name
 	l.addXSS(t)
+	l.addTruth(t)
 	l.addRerun(t)
 	l.addLive(t)
 	return l
@@ -250,6 +253,8 @@ func TestDashboard(t *testing.T) {
 	t.Run("export", func(t *testing.T) { testExport(t, l, srv) })
 	t.Run("job", func(t *testing.T) { testJob(t, l, srv) })
 	t.Run("job-runs", func(t *testing.T) { testJobRuns(t, srv) })
+	t.Run("truth-job", func(t *testing.T) { testTruthJob(t, l, srv) })
+	t.Run("truth-batch", func(t *testing.T) { testTruthBatch(t, l, srv) })
 	t.Run("search", func(t *testing.T) { testSearch(t, l, srv) })
 	t.Run("costs", func(t *testing.T) { testCosts(t, l, srv) })
 	t.Run("xss", func(t *testing.T) { testXSS(t, l, srv) })
