@@ -328,8 +328,9 @@ type ExportRow struct {
 	// lacks. Nil when there are none: a valid or queued job, one with no
 	// attempt, or one whose last attempt got no reply.
 	Errors json.RawMessage
-	// Evidence, with ExportOptions.Evidence, is the grades of the job's
-	// final attempt's strings and numbers, a JSON array of {path, grade,
+	// Evidence, with ExportOptions.Evidence, is the grades of the strings
+	// and numbers of the job's final check (its latest run's revalidation,
+	// else that run's valid attempt, else its last), a JSON array of {path, grade,
 	// start, end} as in attempts.evidence (start and end code point
 	// offsets into the job's source text, evidence.JobSource). Nil when the
 	// evidence stage did not grade it, or not asked for.
@@ -346,17 +347,18 @@ type ExportOptions struct {
 // exportSQL reads a batch's jobs in row order with the errors of the last
 // attempt of each final job that is not valid: one lookup on the attempts'
 // primary key per such job; with $2, the evidence of each job's final
-// attempt (its latest run's valid attempt, else its last), as the
-// evidence_grades view counts it.
+// check (its latest run's revalidation, else that run's valid attempt,
+// else its last), as the evidence_grades view counts it.
 const exportSQL = `
 SELECT j.id, j.row_no, j.status, j.metadata::text, j.value::text, j.error,
        CASE WHEN j.status NOT IN ('valid', 'queued') THEN
            (SELECT nullif(a.errors, '[]')::text FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
             ORDER BY a.attempt_no DESC LIMIT 1)
        END,
-       CASE WHEN $2 THEN
+       CASE WHEN $2 THEN coalesce(
+           (SELECT r.evidence::text FROM revalidations r WHERE r.job_id = j.id AND r.run = j.run),
            (SELECT a.evidence::text FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
-            ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1)
+            ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1))
        END
 FROM jobs j WHERE j.batch = $1 ORDER BY j.row_no, j.id`
 

@@ -14,9 +14,10 @@ type RuleFailure struct {
 	// Rule is the rule's CEL text; Path the pointer its error names;
 	// Severity "error" or "warn".
 	Rule, Path, Severity string
-	// Failures counts the failures across every attempt of every run;
-	// Jobs the distinct jobs with one; FinalJobs the jobs whose final
-	// attempt has one (its latest run's valid attempt, else its last).
+	// Failures counts the failures across every attempt and revalidation
+	// of every run; Jobs the distinct jobs with one; FinalJobs the jobs
+	// whose final check has one (its latest run's revalidation, else that
+	// run's valid attempt, else its last).
 	Failures, Jobs, FinalJobs int64
 }
 

@@ -211,3 +211,106 @@ func TestJobDetailEvidenceSettings(t *testing.T) {
 		t.Fatalf("run %d: evidence %q, source %q (%v); want run 2's check, prompt", d.Job.Run, d.Evidence, d.EvidenceSource, err)
 	}
 }
+
+// A revalidated job's final check is its revalidation: the views and the
+// export read its grades and rule failures, not those of the attempts of
+// the run it checked (whose failures still count in failures).
+func TestRuleFailuresAndGroundingAfterRevalidation(t *testing.T) {
+	t.Parallel()
+	s, hash := setup(t, "rv", 2)
+	ctx := context.Background()
+	r1 := result(jobID("rv", 1), "a", "")
+	r1.AttemptRows[0].Warnings = json.RawMessage("[" + ruleErr("/lines", ruleLines) + "]")
+	r1.AttemptRows[0].Evidence = grades("/vendor", "exact")
+	r2 := result(jobID("rv", 2), "b", "")
+	r2.AttemptRows[0].Evidence = grades("/vendor", "exact")
+	if _, err := s.SaveResults(ctx, []store.Result{r1, r2}); err != nil {
+		t.Fatal(err)
+	}
+	outcomes := []store.RevalidationOutcome{
+		{JobID: jobID("rv", 1), PriorRun: 1, Valid: true, Value: json.RawMessage(`{"tag":"a"}`),
+			Warnings: json.RawMessage("[" + ruleErr("/lines", ruleLines) + "]"), Evidence: grades("/vendor", "none")},
+		{JobID: jobID("rv", 2), PriorRun: 1, Value: json.RawMessage(`{"tag":"b"}`), Error: "/end: fails", Class: "semantic",
+			Errors: json.RawMessage("[" + ruleErr("/end", ruleOrder) + "]")},
+	}
+	if _, _, err := s.SaveRevalidation(ctx, store.RevalidationParams{Batch: "rv", SchemaHash: hash, Settings: json.RawMessage(`{}`)},
+		func() (*store.RevalidationOutcome, error) {
+			if len(outcomes) == 0 {
+				return nil, nil
+			}
+			o := outcomes[0]
+			outcomes = outcomes[1:]
+			return &o, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := s.RuleFailures(ctx, "rv", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRF := []store.RuleFailure{
+		{Rule: ruleLines, Path: "/lines", Severity: "warn", Failures: 2, Jobs: 1, FinalJobs: 1},
+		{Rule: ruleOrder, Path: "/end", Severity: "error", Failures: 1, Jobs: 1, FinalJobs: 1},
+	}
+	if !reflect.DeepEqual(rf, wantRF) {
+		t.Errorf("RuleFailures(rv) =\n%+v\nwant\n%+v", rf, wantRF)
+	}
+	g, err := s.Grounding(ctx, "rv", 0)
+	if want := []store.FieldGrounding{{Path: "/vendor", Leaves: 1, None: 1}}; err != nil || !reflect.DeepEqual(g, want) {
+		t.Errorf("Grounding(rv) = %+v, %v; want the revalidation's grades alone: %+v", g, err, want)
+	}
+	got := map[string]string{}
+	if err := s.ExportWith(ctx, "rv", store.ExportOptions{Evidence: true}, func(r store.ExportRow) error {
+		var gs []fixpoint.Grounding
+		err := json.Unmarshal(r.Evidence, &gs)
+		got[r.ID] = fmt.Sprint(gs, err == nil)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{jobID("rv", 1): "[{/vendor none 0 0}] true", jobID("rv", 2): "[] false"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("export evidence after the revalidation %q, want %q", got, want)
+	}
+}
+
+// JobDetail gives a revalidated job the revalidation that made its run,
+// and a job whose run is no revalidation none.
+func TestJobDetailRevalidation(t *testing.T) {
+	t.Parallel()
+	s, hash := setup(t, "jr", 2)
+	ctx := context.Background()
+	if _, err := s.SaveResults(ctx, []store.Result{result(jobID("jr", 1), "a", ""), result(jobID("jr", 2), "b", "shape")}); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	if _, _, err := s.SaveRevalidation(ctx, store.RevalidationParams{Batch: "jr", SchemaHash: hash, Settings: json.RawMessage(`{}`)},
+		func() (*store.RevalidationOutcome, error) {
+			if done {
+				return nil, nil
+			}
+			done = true
+			return &store.RevalidationOutcome{JobID: jobID("jr", 1), PriorRun: 1, AttemptNo: 1, Value: json.RawMessage(`{"tag":"a"}`),
+				Error: "/end: fails", Class: "semantic", Errors: json.RawMessage("[" + ruleErr("/end", ruleOrder) + "]"),
+				Warnings: json.RawMessage("[" + ruleErr("/lines", ruleLines) + "]"), Evidence: grades("/tag", "none")}, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.JobDetail(ctx, jobID("jr", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := d.Revalidation
+	if rv == nil || rv.Run != 2 || d.Job.Run != 2 || rv.PriorRun != 1 || rv.AttemptNo != 1 || rv.SchemaHash != hash || rv.Valid ||
+		rv.Class != "semantic" || rv.Warnings == nil || rv.CheckedAt.IsZero() || len(d.Attempts) != 0 {
+		t.Fatalf("revalidated job: run %d, %d attempts, revalidation %+v", d.Job.Run, len(d.Attempts), rv)
+	}
+	var gs []fixpoint.Grounding
+	var errs []fixpoint.ValidationError
+	if json.Unmarshal(rv.Evidence, &gs) != nil || len(gs) != 1 || gs[0].Path != "/tag" || json.Unmarshal(rv.Errors, &errs) != nil ||
+		len(errs) != 1 || errs[0].Rule != ruleOrder {
+		t.Errorf("revalidation grades %s, errors %s", rv.Evidence, rv.Errors)
+	}
+	if d, err := s.JobDetail(ctx, jobID("jr", 2)); err != nil || d.Revalidation != nil {
+		t.Errorf("a job left out of the revalidation: %+v (%v), want none", d.Revalidation, err)
+	}
+}

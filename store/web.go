@@ -536,6 +536,10 @@ type JobDetail struct {
 	// Interrupted are the calls of deliveries that ended without a result
 	// (handed back, shutdown, superseded, outage, ...), grouped.
 	Interrupted []InterruptedCalls
+	// Revalidation is the check of the job's value that made its latest
+	// run, when that run is a revalidation (enqueue revalidate); nil
+	// otherwise.
+	Revalidation *Revalidation
 	// Evidence and EvidenceSource are the evidence settings the job's
 	// latest run ran with ("evidence" and "evidence_source" of its run's
 	// settings: batch_runs', or the batch's for run 1), "" where they name
@@ -582,8 +586,8 @@ func (s *Store) JobDetail(ctx context.Context, id string) (JobDetail, error) {
 		return JobDetail{}, err
 	}
 	d := JobDetail{Job: j, Attempts: attempts, Runs: runs, Interrupted: in}
-	if j.Batch == "" {
-		return d, nil
+	if d.Revalidation, err = s.revalidation(ctx, id, j.Run); err != nil || j.Batch == "" {
+		return d, err
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
@@ -595,6 +599,46 @@ func (s *Store) JobDetail(ctx context.Context, id string) (JobDetail, error) {
 		return JobDetail{}, fmt.Errorf("settings of job %s: %w", id, err)
 	}
 	return d, nil
+}
+
+// Revalidation is a check of a job's value by enqueue revalidate, with no
+// call (a revalidations row).
+type Revalidation struct {
+	// Run is the run the revalidation made; PriorRun the run whose value
+	// (or reply AttemptNo, 0 for the value) it checked.
+	Run, PriorRun, AttemptNo int
+	// SchemaHash is the schema (with its rules) it checked against.
+	SchemaHash string
+	// Valid says whether the value passed; Class why not.
+	Valid bool
+	Class string
+	// Errors, Warnings and Evidence are JSON arrays as an attempt's
+	// (Warnings and Evidence nil for none).
+	Errors, Warnings, Evidence json.RawMessage
+	CheckedAt                  time.Time
+}
+
+// revalidation returns the revalidation that made run of job id, nil when
+// that run is none.
+func (s *Store) revalidation(ctx context.Context, id string, run int) (*Revalidation, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	r := Revalidation{Run: run}
+	var attempt *int
+	var warnings, evidence *string
+	var errs string
+	err := s.pool.QueryRow(ctx, `
+		SELECT prior_run, attempt_no, schema_hash, valid, class, errors::text, warnings::text, evidence::text, checked_at
+		FROM revalidations WHERE job_id = $1 AND run = $2`, id, run).Scan(
+		&r.PriorRun, &attempt, &r.SchemaHash, &r.Valid, &r.Class, &errs, &warnings, &evidence, &r.CheckedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("revalidation of job %s: %w", id, err)
+	}
+	r.AttemptNo, r.Errors, r.Warnings, r.Evidence = deref(attempt), json.RawMessage(errs), rawPtr(warnings), rawPtr(evidence)
+	return &r, nil
 }
 
 // jobRuns returns the runs of job id before current, the latest first,

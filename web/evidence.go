@@ -15,13 +15,13 @@ import (
 )
 
 // sourceView is a job's source text as its page shows it: the text its
-// final attempt's strings and numbers were checked against, the spans
+// final check graded the value's strings and numbers against, the spans
 // they were found at highlighted, and the ones not found listed.
 type sourceView struct {
 	// Setting is the evidence source the job's run names (row, prompt,
-	// field:NAME); Attempt the final attempt's number.
+	// field:NAME); Check names the final check ("attempt 2").
 	Setting string
-	Attempt int
+	Check   string
 	// Segments are the source text cut at every span's ends, in order.
 	Segments []segment
 	// Found counts the highlighted strings and numbers; Ungrounded are
@@ -53,9 +53,28 @@ type gradeRow struct {
 // gradeRank orders the grades from the best.
 var gradeRank = map[fixpoint.Grade]int{fixpoint.GradeExact: 0, fixpoint.GradeNormalized: 1, fixpoint.GradeFuzzy: 2, fixpoint.GradeNone: 3}
 
+// finalCheck is what last checked a job's value (the ledger's views
+// count the same one): its latest run's revalidation, else that run's
+// final attempt. What names it; Evidence is its grades.
+type finalCheck struct {
+	What     string
+	Evidence json.RawMessage
+}
+
+// finalCheckOf is the job's final check; ok is false when it has none.
+func finalCheckOf(d store.JobDetail) (c finalCheck, ok bool) {
+	if rv := d.Revalidation; rv != nil {
+		return finalCheck{What: fmt.Sprintf("the revalidation of run %d", rv.Run), Evidence: rv.Evidence}, true
+	}
+	i := finalAttempt(d.Attempts)
+	if i < 0 {
+		return c, false
+	}
+	return finalCheck{What: "attempt " + strconv.Itoa(d.Attempts[i].No), Evidence: d.Attempts[i].Evidence}, true
+}
+
 // finalAttempt is the index of a run's final attempt: its valid attempt,
-// else its last (the one whose value is the job's); -1 for none. The
-// ledger's views count the same one.
+// else its last (the one whose value is the job's); -1 for none.
 func finalAttempt(attempts []store.Attempt) int {
 	best := -1
 	for i, a := range attempts {
@@ -75,19 +94,18 @@ func jobSource(d store.JobDetail) (string, string, error) {
 	return setting, src, err
 }
 
-// newSourceView shows the source of the job's final attempt and its
-// grades; nil when that attempt has none (the evidence stage did not
-// grade it).
-func newSourceView(d store.JobDetail, setting, src string, srcErr error) *sourceView {
-	i := finalAttempt(d.Attempts)
-	if i < 0 || d.Attempts[i].Evidence == nil {
+// newSourceView shows the source of the job's final check and its
+// grades; nil when that check has none (the evidence stage did not grade
+// it). src is nil when the source cannot be made (srcErr says why).
+func newSourceView(d store.JobDetail, setting string, src *sourceText, srcErr error) *sourceView {
+	c, ok := finalCheckOf(d)
+	if !ok || c.Evidence == nil {
 		return nil
 	}
-	a := d.Attempts[i]
-	v := &sourceView{Setting: setting, Attempt: a.No}
+	v := &sourceView{Setting: setting, Check: c.What}
 	var gs []fixpoint.Grounding
-	if err := json.Unmarshal(a.Evidence, &gs); err != nil {
-		v.Note = "the grades of attempt " + strconv.Itoa(a.No) + " do not read: " + err.Error()
+	if err := json.Unmarshal(c.Evidence, &gs); err != nil {
+		v.Note = "the grades of " + c.What + " do not read: " + err.Error()
 		return v
 	}
 	var value any
@@ -101,8 +119,8 @@ func newSourceView(d store.JobDetail, setting, src string, srcErr error) *source
 			v.Found++
 		}
 	}
-	if srcErr != nil {
-		v.Note = "the source text cannot be made again from the job's input row: " + srcErr.Error()
+	if src == nil {
+		v.Note = fmt.Sprintf("the source text cannot be made again from the job's input row: %v", srcErr)
 		return v
 	}
 	var outside int
@@ -113,34 +131,44 @@ func newSourceView(d store.JobDetail, setting, src string, srcErr error) *source
 	return v
 }
 
-// cpOffsets are the byte offsets of each code point of s, and len(s) last:
-// the code point offset k starts at byte cpOffsets[k]. A byte that is not
-// UTF-8 counts as one code point, as package evidence counts it.
-func cpOffsets(s string) []int {
-	out := make([]int, 0, len(s)+1)
-	for i := range s {
-		out = append(out, i)
-	}
-	return append(out, len(s))
+// sourceText is a job's source text with the byte offset of each of its
+// code points, and its length last: code point offset k starts at byte
+// off[k]. A byte that is not UTF-8 counts as one code point, as package
+// evidence counts it. Made once per page, for every span on it.
+type sourceText struct {
+	text string
+	off  []int
 }
 
-// inSource reports whether g's span is a span of a text of n code points.
-func inSource(g fixpoint.Grounding, n int) bool {
-	return g.Grade != fixpoint.GradeNone && 0 <= g.Start && g.Start < g.End && g.End <= n
+func newSourceText(s string) *sourceText {
+	off := make([]int, 0, len(s)+1)
+	for i := range s {
+		off = append(off, i)
+	}
+	return &sourceText{text: s, off: append(off, len(s))}
 }
+
+// len is the text's length in code points.
+func (s *sourceText) len() int { return len(s.off) - 1 }
+
+// has reports whether g's span is a span of the text.
+func (s *sourceText) has(g fixpoint.Grounding) bool {
+	return g.Grade != fixpoint.GradeNone && 0 <= g.Start && g.Start < g.End && g.End <= s.len()
+}
+
+// slice is the text from code point from to code point to.
+func (s *sourceText) slice(from, to int) string { return s.text[s.off[from]:s.off[to]] }
 
 // highlight cuts source at the ends of the spans of gs (code point
 // offsets, converted to byte offsets here: the source may hold any
 // character) into segments, each with the spans covering it; outside
 // counts the spans that are not in the source.
-func highlight(source string, gs []fixpoint.Grounding) (segs []segment, outside int) {
-	off := cpOffsets(source)
-	n := len(off) - 1
-	cuts := []int{0, n}
+func highlight(source *sourceText, gs []fixpoint.Grounding) (segs []segment, outside int) {
+	cuts := []int{0, source.len()}
 	var spans []fixpoint.Grounding
 	for _, g := range gs {
 		switch {
-		case inSource(g, n):
+		case source.has(g):
 			spans = append(spans, g)
 			cuts = append(cuts, g.Start, g.End)
 		case g.Grade != fixpoint.GradeNone:
@@ -158,7 +186,7 @@ func highlight(source string, gs []fixpoint.Grounding) (segs []segment, outside 
 		for ; next < len(spans) && spans[next].Start <= from; next++ {
 			open = append(open, spans[next])
 		}
-		seg := segment{Text: source[off[from]:off[to]]}
+		seg := segment{Text: source.slice(from, to)}
 		if len(open) > 0 {
 			seg.Grade, seg.Title = covering(open)
 		}
@@ -181,21 +209,17 @@ func covering(spans []fixpoint.Grounding) (string, string) {
 }
 
 // gradeRows are an attempt's grades for its card, each with the source
-// text at its span when src is known (ok).
-func gradeRows(raw json.RawMessage, src string, ok bool) []gradeRow {
+// text at its span when src is known (not nil).
+func gradeRows(raw json.RawMessage, src *sourceText) []gradeRow {
 	var gs []fixpoint.Grounding
 	if json.Unmarshal(raw, &gs) != nil {
 		return nil
 	}
-	var off []int
-	if ok {
-		off = cpOffsets(src)
-	}
 	rows := make([]gradeRow, len(gs))
 	for i, g := range gs {
 		rows[i] = gradeRow{Grounding: g}
-		if ok && inSource(g, len(off)-1) {
-			rows[i].Quote = src[off[g.Start]:off[g.End]]
+		if src != nil && src.has(g) {
+			rows[i].Quote = src.slice(g.Start, g.End)
 		}
 	}
 	return rows
@@ -232,4 +256,26 @@ func valueAt(v any, ptr string) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// revalidationView is the check of a revalidated job's value (enqueue
+// revalidate) that made its latest run, shown as a card.
+type revalidationView struct {
+	store.Revalidation
+	// Checked says what was checked: the prior run's value or a reply.
+	Checked string
+	// Errors, Warnings and Grades are as an attempt card's.
+	Errors, Warnings []attemptError
+	Grades           []gradeRow
+}
+
+func newRevalidationView(rv store.Revalidation, src *sourceText) *revalidationView {
+	v := &revalidationView{Revalidation: rv, Checked: fmt.Sprintf("the value of run %d", rv.PriorRun)}
+	if rv.AttemptNo > 0 {
+		v.Checked = fmt.Sprintf("the reply of attempt %d of run %d", rv.AttemptNo, rv.PriorRun)
+	}
+	_ = json.Unmarshal(rv.Errors, &v.Errors)
+	_ = json.Unmarshal(rv.Warnings, &v.Warnings)
+	v.Grades = gradeRows(rv.Evidence, src)
+	return v
 }

@@ -44,7 +44,7 @@ func TestHighlight(t *testing.T) {
 			grades: []fixpoint.Grounding{g("/n", fixpoint.GradeNone, 0, 0), g("/e", fixpoint.GradeExact, 1, 1), g("/o", fixpoint.GradeExact, 2, 9)},
 			want:   []segment{{Text: "abc"}}, outside: 2},
 	} {
-		got, outside := highlight(tc.source, tc.grades)
+		got, outside := highlight(newSourceText(tc.source), tc.grades)
 		if !reflect.DeepEqual(got, tc.want) || outside != tc.outside {
 			t.Errorf("%s: %q, %d outside;\nwant %q, %d", tc.name, got, outside, tc.want, tc.outside)
 		}
@@ -79,16 +79,16 @@ func TestSourceView(t *testing.T) {
 	d := store.JobDetail{Job: &store.JobRecord{Value: json.RawMessage(`{"a":{"b/c":["x","Globex"]},"n":320}`)},
 		Attempts: []store.Attempt{{No: 1, Valid: true, Evidence: json.RawMessage(
 			`[{"path":"/a/b~1c/0","grade":"exact","start":0,"end":1},{"path":"/a/b~1c/1","grade":"none","start":0,"end":0},{"path":"/n","grade":"none","start":0,"end":0}]`)}}}
-	v := newSourceView(d, "row", "x", nil)
+	v := newSourceView(d, "row", newSourceText("x"), nil)
 	want := []ungrounded{{Path: "/a/b~1c/1", Value: "Globex"}, {Path: "/n", Value: "320"}}
 	if v == nil || v.Found != 1 || !reflect.DeepEqual(v.Ungrounded, want) || v.Note != "" || len(v.Segments) != 1 {
 		t.Fatalf("source view %+v; want 1 found, %+v ungrounded", v, want)
 	}
-	if v := newSourceView(d, "field:text", "", errNoField); v == nil || v.Segments != nil || v.Note == "" {
+	if v := newSourceView(d, "field:text", nil, errNoField); v == nil || v.Segments != nil || v.Note == "" {
 		t.Errorf("a source that cannot be made: %+v; want a note and no text", v)
 	}
 	d.Attempts[0].Evidence = nil
-	if v := newSourceView(d, "row", "x", nil); v != nil {
+	if v := newSourceView(d, "row", newSourceText("x"), nil); v != nil {
 		t.Errorf("an attempt without grades: %+v, want no source part", v)
 	}
 }

@@ -57,14 +57,19 @@ var truthRows = []struct {
 		[]string{`{"vendor":"Globex Corporation","customer":"Eli Novak","total":320,"date":"2027-02-10","city":"Praha","carrier":"DHL","items":["77"]}`}},
 }
 
-// truthJob is the first job of truthBatch; its final attempt's grades
-// and source are kept for the checks.
+// truthJob is a job of truthBatch; its final check's grades and source
+// are kept for the checks.
 type truthJob struct {
 	id     string
 	source string
 	grades []fixpoint.Grounding
 	value  map[string]any
 }
+
+// truthSchemaV2 is truthSchema with one more rule, which the fourth job's
+// value breaks: the batch is revalidated against it.
+var truthSchemaV2 = strings.Replace(truthSchema, `"x-fixpoint-rules":[`,
+	`"x-fixpoint-rules":[{"rule":"self.city != 'Praha'","message":"write the city in English","path":"/city"},`, 1)
 
 func (l *dashLedger) addTruth(t *testing.T) {
 	t.Helper()
@@ -81,6 +86,7 @@ func (l *dashLedger) addTruth(t *testing.T) {
 		Settings: json.RawMessage(`{"provider":"openai","model":"sim-messy","evidence":"check","evidence_source":"row"}`)}); err != nil {
 		t.Fatal(err)
 	}
+	var sources []string
 	for i, row := range truthRows {
 		id := fmt.Sprintf("%s-%d", truthBatch, i+1)
 		meta, _ := json.Marshal(map[string]string{"customer": row.customer, "text": row.text})
@@ -93,6 +99,7 @@ func (l *dashLedger) addTruth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		sources = append(sources, source)
 		r := store.Result{JobID: id, Status: fixpoint.StatusValid, Attempts: len(row.values), Calls: len(row.values), FirstAttemptValid: len(row.values) == 1}
 		var grades []fixpoint.Grounding
 		for n, v := range row.values {
@@ -108,6 +115,52 @@ func (l *dashLedger) addTruth(t *testing.T) {
 			l.truth = truthJob{id: id, source: source, grades: grades}
 			_ = json.Unmarshal(r.Value, &l.truth.value)
 		}
+	}
+	l.revalidateTruth(t, sources)
+}
+
+// revalidateTruth checks the last two jobs' values again against
+// truthSchemaV2, as enqueue revalidate does: the third passes (its grades
+// kept in l.revalidated), the fourth breaks the new rule.
+func (l *dashLedger) revalidateTruth(t *testing.T, sources []string) {
+	t.Helper()
+	ctx := context.Background()
+	set, err := rules.Compile([]byte(truthSchemaV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := l.st.PutSchema(ctx, []byte(truthSchemaV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []store.RevalidationOutcome
+	for i := 2; i < len(truthRows); i++ {
+		v := truthRows[i].values[len(truthRows[i].values)-1]
+		a, grades := gradedAttempt(t, set, sources[i], v)
+		o := store.RevalidationOutcome{JobID: fmt.Sprintf("%s-%d", truthBatch, i+1), PriorRun: 1, Valid: a.Valid, Value: json.RawMessage(v),
+			Class: a.Class, Errors: a.Errors, Warnings: a.Warnings, Evidence: a.Evidence}
+		if !a.Valid {
+			o.Error = "the value fails the new schema"
+		} else {
+			l.revalidated = truthJob{id: o.JobID, source: sources[i], grades: grades}
+			_ = json.Unmarshal(o.Value, &l.revalidated.value)
+		}
+		outcomes = append(outcomes, o)
+	}
+	if _, _, err := l.st.SaveRevalidation(ctx, store.RevalidationParams{Batch: truthBatch, SchemaHash: hash,
+		Settings: json.RawMessage(`{"provider":"openai","model":"sim-messy","evidence":"check","evidence_source":"row"}`)},
+		func() (*store.RevalidationOutcome, error) {
+			if len(outcomes) == 0 {
+				return nil, nil
+			}
+			o := outcomes[0]
+			outcomes = outcomes[1:]
+			return &o, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if l.revalidated.id == "" {
+		t.Fatal("no truth job passed the revalidation")
 	}
 }
 
@@ -172,9 +225,29 @@ func testTruthJob(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	wantPage(t, resp, body, 200, `<section id="source">`, "evidence source <span class=\"mono\">row</span>",
 		"Rule warnings", "a vendor name this long is unusual (rule: size(self.vendor) &lt;= 12)", `<table class="grades">`,
 		"the total must be positive")
+	checkSource(t, body, tj)
+	// The final attempt's card quotes the source at each grade's span.
+	card := body[strings.Index(body, `id="attempt-2"`):]
+	for _, g := range tj.grades {
+		if g.Grade != fixpoint.GradeNone && !strings.Contains(card, `<td class="msg">`+html.EscapeString(quote(tj.source, g))+`</td>`) {
+			t.Errorf("attempt 2's card does not quote %s as %q", g.Path, quote(tj.source, g))
+		}
+	}
+	// A job whose attempts were never graded (the hostile batch) has no
+	// source part.
+	if _, body := get(t, srv, "/jobs/"+url.PathEscape(l.xssJob)); strings.Contains(body, `id="source"`) {
+		t.Error("a job without grades shows a source part")
+	}
+}
+
+// checkSource checks a job page's source part: the job's source whole,
+// each found string and number marked at its span with its grade, each
+// ungrounded one listed with its value.
+func checkSource(t *testing.T, body string, tj truthJob) {
+	t.Helper()
 	src := regexp.MustCompile(`(?s)<pre class="box source">(.*?)</pre>`).FindStringSubmatch(body)
 	if src == nil {
-		t.Fatal("the job page has no source box")
+		t.Fatalf("the page of %s has no source box", tj.id)
 	}
 	// The box holds the source whole, its marks aside.
 	if text := html.UnescapeString(regexp.MustCompile(`</?mark[^>]*>`).ReplaceAllString(src[1], "")); text != tj.source {
@@ -200,17 +273,27 @@ func testTruthJob(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	if found < 5 || none < 1 || strings.Count(src[1], "<mark") != found {
 		t.Errorf("%d marks in the source box; want the %d found (and %d ungrounded, at least 1)", strings.Count(src[1], "<mark"), found, none)
 	}
-	// The final attempt's card quotes the source at each grade's span.
-	card := body[strings.Index(body, `id="attempt-2"`):]
-	for _, g := range tj.grades {
-		if g.Grade != fixpoint.GradeNone && !strings.Contains(card, `<td class="msg">`+html.EscapeString(quote(tj.source, g))+`</td>`) {
-			t.Errorf("attempt 2's card does not quote %s as %q", g.Path, quote(tj.source, g))
-		}
+}
+
+// A revalidated job's page shows the revalidation that made its latest
+// run as a card, and its source with the revalidation's grades; a job
+// the revalidation failed shows why, and no source (no grade).
+func testTruthRevalidated(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	rv := l.revalidated
+	resp, body := get(t, srv, "/jobs/"+url.PathEscape(rv.id))
+	wantPage(t, resp, body, 200, `<section id="revalidation">`, "Revalidation: run 2", "the value of run 1, checked again",
+		`<span class="badge s-valid">valid</span>`, "The text the revalidation of run 2 checked the value", "Run 2 is a revalidation")
+	checkSource(t, body, rv)
+	card := body[strings.Index(body, `id="revalidation-card"`):strings.Index(body, `id="attempts"`)]
+	if n := strings.Count(card, `<td><span class="badge g-`); n != len(rv.grades) {
+		t.Errorf("the revalidation's card lists %d grades, want %d", n, len(rv.grades))
 	}
-	// A job whose attempts were never graded (the hostile batch) has no
-	// source part.
-	if _, body := get(t, srv, "/jobs/"+url.PathEscape(l.xssJob)); strings.Contains(body, `id="source"`) {
-		t.Error("a job without grades shows a source part")
+	failed := fmt.Sprintf("%s-%d", truthBatch, len(truthRows))
+	resp, body = get(t, srv, "/jobs/"+url.PathEscape(failed))
+	wantPage(t, resp, body, 200, `<article class="card bad" id="revalidation-card">`, `<span class="badge c-semantic">semantic</span>`,
+		"write the city in English (rule: self.city != &#39;Praha&#39;)")
+	if strings.Contains(body, `id="source"`) {
+		t.Errorf("job %s, whose revalidation graded nothing, shows a source", failed)
 	}
 }
 
@@ -236,8 +319,8 @@ func testTruthBatch(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	wantPage(t, resp, body, 200, "Rule failures", "Grounding by field", `hx-get="`+base+`/rules" hx-trigger="load"`,
 		`hx-get="`+base+`/grounding" hx-trigger="load"`)
 	rf, err := l.st.RuleFailures(ctx, truthBatch, 0)
-	if err != nil || len(rf) != 2 {
-		t.Fatalf("rule failures of %s: %+v (%v); want the warn and the error rule", truthBatch, rf, err)
+	if err != nil || len(rf) != 3 {
+		t.Fatalf("rule failures of %s: %+v (%v); want the warn, the error rule and the revalidation's", truthBatch, rf, err)
 	}
 	resp, body = get(t, srv, base+"/rules", "HX-Request", "true")
 	for _, f := range rf {
@@ -317,8 +400,13 @@ func testBrowserTruth(b *browserRun, l *dashLedger) {
 	b.shotOf("dashboard-job-grades.png", "#attempt-2")
 	b.check("/jobs/" + tj.id)
 
+	rv := "/jobs/" + url.PathEscape(l.revalidated.id)
+	b.open(rv, "#revalidation-card")
+	b.shotOf("dashboard-job-revalidation.png", "#revalidation")
+	b.check(rv)
+
 	b.open("/batches/"+truthBatch, "#rules-section")
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('#rules tbody tr').length === 2 &&
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('#rules tbody tr').length === 3 &&
 			document.querySelectorAll('#grounding tbody tr svg.gbar rect').length > 0`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		t.Errorf("the batch page did not load its rule failures and grounding: %v", err)
 	}

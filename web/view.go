@@ -27,10 +27,12 @@ type jobView struct {
 	Input, Value string
 	// Cards are the attempts of the job's current run.
 	Cards []card
-	// Source is the job's source text with its final attempt's grades,
-	// nil when that attempt has none.
-	Source      *sourceView
-	Interrupted []store.InterruptedCalls
+	// Source is the job's source text with its final check's grades, nil
+	// when that check has none; Revalidation the check that made its
+	// latest run, when that run is a revalidation.
+	Source       *sourceView
+	Revalidation *revalidationView
+	Interrupted  []store.InterruptedCalls
 	// Runs, for a requeued job, are its runs side by side, the current
 	// one first; Earlier the runs before it with their attempts.
 	Runs    []runRow
@@ -121,14 +123,19 @@ func newJobView(d store.JobDetail) jobView {
 	v := jobView{Title: "Job " + j.ID, Job: j, Interrupted: d.Interrupted}
 	v.Input = indent(j.Metadata)
 	v.Value = indent(j.Value)
-	var src string
-	srcOK := false
-	if slices.ContainsFunc(d.Attempts, func(a store.Attempt) bool { return a.Evidence != nil }) {
+	var src *sourceText // nil: no grade to show, or no source to quote
+	if slices.ContainsFunc(d.Attempts, func(a store.Attempt) bool { return a.Evidence != nil }) ||
+		d.Revalidation != nil && d.Revalidation.Evidence != nil {
 		setting, text, err := jobSource(d)
-		src, srcOK = text, err == nil
-		v.Source = newSourceView(d, setting, text, err)
+		if err == nil {
+			src = newSourceText(text)
+		}
+		v.Source = newSourceView(d, setting, src, err)
 	}
-	v.Cards = newCards(d.Attempts, "attempt-", src, srcOK)
+	v.Cards = newCards(d.Attempts, "attempt-", src)
+	if rv := d.Revalidation; rv != nil {
+		v.Revalidation = newRevalidationView(*rv, src)
+	}
 	if len(d.Runs) == 0 {
 		return v
 	}
@@ -140,15 +147,15 @@ func newJobView(d store.JobDetail) jobView {
 		v.Runs = append(v.Runs, row)
 		// An earlier run's source may differ (a requeue can change it):
 		// its grades are shown without their text.
-		v.Earlier = append(v.Earlier, runView{runRow: row, Cards: newCards(r.AttemptRows, fmt.Sprintf("run-%d-attempt-", r.Run), "", false)})
+		v.Earlier = append(v.Earlier, runView{runRow: row, Cards: newCards(r.AttemptRows, fmt.Sprintf("run-%d-attempt-", r.Run), nil)})
 	}
 	return v
 }
 
 // newCards are the cards of one run's attempts, each value diffed against
-// the previous one's; anchor prefixes each card's id. src, when srcOK, is
-// the run's source text, which the grades quote.
-func newCards(attempts []store.Attempt, anchor, src string, srcOK bool) []card {
+// the previous one's; anchor prefixes each card's id. src, when not nil,
+// is the run's source text, which the grades quote.
+func newCards(attempts []store.Attempt, anchor string, src *sourceText) []card {
 	var cards []card
 	prev, hasPrev := "", false
 	for _, a := range attempts {
@@ -160,7 +167,7 @@ func newCards(attempts []store.Attempt, anchor, src string, srcOK bool) []card {
 		_ = json.Unmarshal(a.Repairs, &c.Repairs)
 		_ = json.Unmarshal(a.RetryClasses, &c.RetryClasses)
 		_ = json.Unmarshal(a.Warnings, &c.Warnings)
-		c.Grades = gradeRows(a.Evidence, src, srcOK)
+		c.Grades = gradeRows(a.Evidence, src)
 		c.Value = replyValue(a.Raw)
 		if c.Value != "" {
 			if hasPrev {
@@ -328,6 +335,9 @@ func (h *handler) funcs() template.FuncMap {
 		"bar":       progressBar,
 		// searchOf is the search form's data on a batch's page.
 		"searchOf": func(batch string) searchView { return searchView{Batch: batch} },
+		// shortHash is a schema's hash as the page shows it (the title
+		// holds it whole).
+		"shortHash": func(h string) string { return h[:min(len(h), 12)] },
 		// f1 writes an SVG coordinate.
 		"f1": func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
 	}

@@ -52,8 +52,9 @@ type dashLedger struct {
 	st        *store.Store
 	// xssJob has a reply per hostile text; hugeJob a 1 MB single line.
 	xssJob, hugeJob string
-	// truth is the first job of truthBatch, whose values were graded.
-	truth truthJob
+	// truth is the first job of truthBatch, whose values were graded;
+	// revalidated the one that passed the batch's revalidation.
+	truth, revalidated truthJob
 }
 
 func newDashLedger(t *testing.T) *dashLedger {
@@ -255,6 +256,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("job-runs", func(t *testing.T) { testJobRuns(t, srv) })
 	t.Run("truth-job", func(t *testing.T) { testTruthJob(t, l, srv) })
 	t.Run("truth-batch", func(t *testing.T) { testTruthBatch(t, l, srv) })
+	t.Run("truth-revalidated", func(t *testing.T) { testTruthRevalidated(t, l, srv) })
 	t.Run("search", func(t *testing.T) { testSearch(t, l, srv) })
 	t.Run("costs", func(t *testing.T) { testCosts(t, l, srv) })
 	t.Run("xss", func(t *testing.T) { testXSS(t, l, srv) })

@@ -69,7 +69,7 @@ func (c *exportCommand) Run(ctx context.Context, args []string) error {
 	format := fs.String("format", "jsonl", "export format: jsonl or csv")
 	requireDone := fs.Bool("require-done", false, "exit 1, writing nothing, when a job of the batch is not final")
 	csvRaw := fs.Bool("csv-raw", false, "with --format csv: write cells starting with = + - @ as they are, without the ' that stops a spreadsheet running them")
-	withEvidence := fs.Bool("evidence", false, "add each job's grades and spans: how its value's strings and numbers were found in its source (the final attempt's)")
+	withEvidence := fs.Bool("evidence", false, "add each job's grades and spans: how its value's strings and numbers were found in its source (the final check's: the latest run's revalidation, valid attempt or last attempt)")
 	pos, err := parseArgs(fs, args, 1, 1)
 	if err != nil {
 		return err

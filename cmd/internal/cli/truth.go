@@ -19,7 +19,7 @@ func WriteRuleFailures(w io.Writer, rf []store.RuleFailure, top int) {
 	if len(rf) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nRule failures: the schema's rules that failed, in every attempt (FINAL: jobs whose final attempt still fails it)")
+	fmt.Fprintln(w, "\nRule failures: the schema's rules that failed, in every attempt and revalidation (FINAL: jobs whose final check still fails it)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tPATH\tSEVERITY\tFAILURES\tJOBS\tFINAL")
 	for _, f := range firstOf(rf, top) {
