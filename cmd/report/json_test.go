@@ -238,14 +238,7 @@ func TestReportJSON(t *testing.T) {
 			Reason string
 		} `json:"end_reasons"`
 		RuleFailures []json.RawMessage `json:"rule_failures"`
-		Grounding    []struct {
-			Path                                   string
-			Leaves, Exact, Normalized, Fuzzy, None int64
-			ExactShare                             float64 `json:"exact_share"`
-			NormalizedShare                        float64 `json:"normalized_share"`
-			FuzzyShare                             float64 `json:"fuzzy_share"`
-			NoneShare                              float64 `json:"none_share"`
-		}
+		Grounding    []groundingRowJSON
 	}
 	generic = reportJSON(t, dsn, &fail, "failures", batch)
 	documented(t, doc, "failures", generic)
@@ -282,24 +275,7 @@ func TestReportJSON(t *testing.T) {
 	if gotErrors != pathErrors {
 		t.Errorf("error_paths count %d errors; the ledger's error_paths %d", gotErrors, pathErrors)
 	}
-	// The schema has no rules; the evidence stage (check, the default)
-	// graded the valid values' strings and numbers.
-	var leaves int64
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM jobs j CROSS JOIN LATERAL (SELECT a.evidence FROM attempts a
-		WHERE a.job_id = j.id AND a.run = j.run ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1) f
-		CROSS JOIN LATERAL jsonb_array_elements(f.evidence) WHERE j.batch = $1`, batch).Scan(&leaves); err != nil {
-		t.Fatal(err)
-	}
-	var gotLeaves int64
-	for _, g := range fail.Grounding {
-		gotLeaves += g.Leaves
-		if g.Exact+g.Normalized+g.Fuzzy+g.None != g.Leaves || !near(g.NoneShare, float64(g.None)/float64(g.Leaves)) {
-			t.Errorf("grounding of %s: %+v; the grades do not add up to the leaves, or the share is not theirs", g.Path, g)
-		}
-	}
-	if fail.RuleFailures == nil || len(fail.RuleFailures) != 0 || leaves == 0 || gotLeaves != leaves {
-		t.Errorf("rule_failures %s, grounding of %d leaves; want [] and the %d leaves of the final attempts", fail.RuleFailures, gotLeaves, leaves)
-	}
+	checkTruthJSON(t, conn, batch, fail.RuleFailures, fail.Grounding)
 
 	// The job with the most attempts.
 	var id string
@@ -354,6 +330,41 @@ func TestReportJSON(t *testing.T) {
 		return a["valid"] == false && len(a["errors"].([]any)) > 0 || a["class"] != ""
 	}) {
 		t.Errorf("job %s: %d attempts, none failed with errors; want the messy run's job with the most attempts to show one", id, attempts)
+	}
+}
+
+// groundingRowJSON is a row of report failures' grounding.
+type groundingRowJSON struct {
+	Path                                   string
+	Leaves, Exact, Normalized, Fuzzy, None int64
+	ExactShare                             float64 `json:"exact_share"`
+	NormalizedShare                        float64 `json:"normalized_share"`
+	FuzzyShare                             float64 `json:"fuzzy_share"`
+	NoneShare                              float64 `json:"none_share"`
+}
+
+// checkTruthJSON checks report failures' rule_failures and grounding of
+// the simulator's batch against the ledger: the schema has no rules; the
+// evidence stage (check, the default) graded the final values' strings
+// and numbers.
+func checkTruthJSON(t *testing.T, conn *pgx.Conn, batch string, ruleFailures []json.RawMessage, grounding []groundingRowJSON) {
+	t.Helper()
+	ctx := context.Background()
+	var leaves int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM jobs j CROSS JOIN LATERAL (SELECT a.evidence FROM attempts a
+		WHERE a.job_id = j.id AND a.run = j.run ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1) f
+		CROSS JOIN LATERAL jsonb_array_elements(f.evidence) WHERE j.batch = $1`, batch).Scan(&leaves); err != nil {
+		t.Fatal(err)
+	}
+	var gotLeaves int64
+	for _, g := range grounding {
+		gotLeaves += g.Leaves
+		if g.Exact+g.Normalized+g.Fuzzy+g.None != g.Leaves || !near(g.NoneShare, float64(g.None)/float64(g.Leaves)) {
+			t.Errorf("grounding of %s: %+v; the grades do not add up to the leaves, or the share is not theirs", g.Path, g)
+		}
+	}
+	if ruleFailures == nil || len(ruleFailures) != 0 || leaves == 0 || gotLeaves != leaves {
+		t.Errorf("rule_failures %s, grounding of %d leaves; want [] and the %d leaves of the final attempts", ruleFailures, gotLeaves, leaves)
 	}
 }
 
