@@ -322,10 +322,10 @@ type ExportRow struct {
 	Metadata, Value json.RawMessage
 	// Error explains a job that is not valid.
 	Error string
-	// Errors are the validation errors of the last attempt of a final job
-	// that is not valid (its latest run's), a JSON array of {path,
-	// keyword, class, message} as in attempts.errors: what its Value
-	// lacks. Nil when there are none: a valid or queued job, one with no
+	// Errors are the validation errors of a final job that is not valid:
+	// its latest run's revalidation's, else that run's last attempt's, a
+	// JSON array of {path, keyword, class, message} as in attempts.errors:
+	// what its Value lacks. Nil when there are none: a valid or queued job, one with no
 	// attempt, or one whose last attempt got no reply.
 	Errors json.RawMessage
 	// Evidence, with ExportOptions.Evidence, is the grades of the strings
@@ -344,16 +344,17 @@ type ExportOptions struct {
 	Evidence bool
 }
 
-// exportSQL reads a batch's jobs in row order with the errors of the last
-// attempt of each final job that is not valid: one lookup on the attempts'
-// primary key per such job; with $2, the evidence of each job's final
+// exportSQL reads a batch's jobs in row order with the errors of each
+// final job that is not valid (its latest run's revalidation, else that
+// run's last attempt): a lookup on a primary key or two per such job; with $2, the evidence of each job's final
 // check (its latest run's revalidation, else that run's valid attempt,
 // else its last), as the evidence_grades view counts it.
 const exportSQL = `
 SELECT j.id, j.row_no, j.status, j.metadata::text, j.value::text, j.error,
-       CASE WHEN j.status NOT IN ('valid', 'queued') THEN
+       CASE WHEN j.status NOT IN ('valid', 'queued') THEN coalesce(
+           (SELECT nullif(r.errors, '[]')::text FROM revalidations r WHERE r.job_id = j.id AND r.run = j.run),
            (SELECT nullif(a.errors, '[]')::text FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
-            ORDER BY a.attempt_no DESC LIMIT 1)
+            ORDER BY a.attempt_no DESC LIMIT 1))
        END,
        CASE WHEN $2 THEN coalesce(
            (SELECT r.evidence::text FROM revalidations r WHERE r.job_id = j.id AND r.run = j.run),

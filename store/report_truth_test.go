@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -259,14 +260,20 @@ func TestRuleFailuresAndGroundingAfterRevalidation(t *testing.T) {
 	if want := []store.FieldGrounding{{Path: "/vendor", Leaves: 1, None: 1}}; err != nil || !reflect.DeepEqual(g, want) {
 		t.Errorf("Grounding(rv) = %+v, %v; want the revalidation's grades alone: %+v", g, err, want)
 	}
-	got := map[string]string{}
+	got, errs := map[string]string{}, map[string]string{}
 	if err := s.ExportWith(ctx, "rv", store.ExportOptions{Evidence: true}, func(r store.ExportRow) error {
 		var gs []fixpoint.Grounding
 		err := json.Unmarshal(r.Evidence, &gs)
 		got[r.ID] = fmt.Sprint(gs, err == nil)
+		errs[r.ID] = string(r.Errors)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+	// The errors exported with an invalid job are its revalidation's: its
+	// run has no attempt.
+	if e := errs[jobID("rv", 2)]; !strings.Contains(e, ruleOrder) || errs[jobID("rv", 1)] != "" {
+		t.Errorf("export errors after the revalidation %q; want the failing job's revalidation errors, none for the valid one", errs)
 	}
 	if want := map[string]string{jobID("rv", 1): "[{/vendor none 0 0}] true", jobID("rv", 2): "[] false"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("export evidence after the revalidation %q, want %q", got, want)
