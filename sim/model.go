@@ -348,7 +348,8 @@ func (s *Server) schema(b []byte) *schemaDoc {
 // json.Number): what a clean first attempt answers, and what a lossless
 // repair of a shape fault must give back. The task text is the first user
 // message of the task's requests (the rendered prompt; see "The ground
-// truth" in the package documentation for the part of it that counts).
+// truth is copied from the task" in the package documentation for the
+// part of it that counts).
 //
 // The truth is seeded by the schema's text as the requests carry it (the
 // schema slot's raw JSON, or the text between the schema markers, trimmed),
