@@ -336,6 +336,9 @@ func jsonEqual(a, b any) bool {
 	an, aok := a.(json.Number)
 	bn, bok := b.(json.Number)
 	if aok && bok {
+		if an == bn {
+			return true
+		}
 		ar, ok1 := new(big.Rat).SetString(string(an))
 		br, ok2 := new(big.Rat).SetString(string(bn))
 		return ok1 && ok2 && ar.Cmp(br) == 0

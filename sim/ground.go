@@ -544,7 +544,10 @@ func (gr *grounder) object(m, x map[string]any, ptr string, depth int) {
 			continue
 		}
 		x[k] = nv
-		siblings = append(siblings, nv)
+		switch nv.(type) {
+		case string, json.Number:
+			siblings = append(siblings, nv)
+		}
 	}
 }
 

@@ -398,15 +398,11 @@ func (t *task) change(base any, leaves []string, r *rand.Rand, g *generator) []w
 func (t *task) truthFaults(value any, schemaFaults []ContentFault) []ContentFault {
 	var out []ContentFault
 	if t.s.cfg.Mix.Invented > 0 {
-		for _, p := range t.leaves(value, true, false) {
-			v, _ := pointerGet(value, p)
-			if tv, ok := pointerGet(t.truth, p); ok && jsonEqual(v, tv) {
-				continue
-			}
+		t.differing(value, t.truth, "", 0, func(p string, v any) {
 			if inv, ok := t.inventedAt(p); ok && jsonEqual(v, inv) {
 				out = append(out, ContentFault{Kind: FaultInvented, Pointer: p})
 			}
-		}
+		})
 	}
 	c := t.doc.checks()
 	if c.rules == nil {
@@ -431,6 +427,43 @@ func (t *task) truthFaults(value any, schemaFaults []ContentFault) []ContentFaul
 		}
 	}
 	return out
+}
+
+// differing calls fn with each extractive string or number of v (at ptr)
+// that the truth tv has a different leaf for, in order (keys sorted).
+func (t *task) differing(v, tv any, ptr string, depth int, fn func(ptr string, v any)) {
+	if depth > 64 || t.doc.checks().exempt(ptr) {
+		return
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		tm, ok := tv.(map[string]any)
+		if !ok {
+			return
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			if _, inTruth := tm[k]; inTruth {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			t.differing(x[k], tm[k], ptr+"/"+escapeToken(k), depth+1, fn)
+		}
+	case []any:
+		ta, ok := tv.([]any)
+		for i := 0; ok && i < len(x) && i < len(ta); i++ {
+			t.differing(x[i], ta[i], ptr+"/"+strconv.Itoa(i), depth+1, fn)
+		}
+	case string, json.Number:
+		switch tv.(type) {
+		case string, json.Number:
+			if ptr != "" && !jsonEqual(v, tv) {
+				fn(ptr, v)
+			}
+		}
+	}
 }
 
 // fixWrites are what fixing truth fault f of value writes: the truth's
