@@ -80,7 +80,9 @@ var pureNoImport = []string{"os", "os/exec", "io/fs", "io/ioutil", "path/filepat
 //     reaches it through an interface of its own;
 //   - the simulator (sim) is linked by the commands and the dashboard's
 //     Try playground only, and links nothing of the worker, the ledger,
-//     the queue, the provider clients or the dashboard;
+//     the queue, the provider clients or the dashboard (it links the pure
+//     rules and evidence: its truth keeps a schema's rules and is copied
+//     from the task);
 //   - only store uses pgx directly, only the commands run an embedded
 //     NATS server, and nothing imports a command.
 func TestImportDirection(t *testing.T) {

@@ -19,6 +19,10 @@ const (
 	// repair-strategy request; PreviousReplyClose ends it.
 	PreviousReplyOpen  = "<previous-reply>"
 	PreviousReplyClose = "</previous-reply>"
+	// TaskOpen starts the original task a repair-strategy request repeats
+	// before the quoted reply; TaskClose ends it.
+	TaskOpen  = "<task>"
+	TaskClose = "</task>"
 )
 
 // Mode is how structured output is asked for.

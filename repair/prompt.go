@@ -503,9 +503,9 @@ func xmlEscape(s string) string {
 // original task, only the latest failed reply, and its errors.
 func repairMessage(task, raw, fb string) string {
 	var b strings.Builder
-	b.WriteString("<task>\n")
+	b.WriteString(fixpoint.TaskOpen + "\n")
 	b.WriteString(task)
-	b.WriteString("\n</task>\n\nYour previous reply to this task was not accepted:\n")
+	b.WriteString("\n" + fixpoint.TaskClose + "\n\nYour previous reply to this task was not accepted:\n")
 	b.WriteString(fixpoint.PreviousReplyOpen)
 	b.WriteString("\n")
 	b.WriteString(raw)

@@ -91,7 +91,7 @@ func TestCoercionsMatchTheTruth(t *testing.T) {
 					return
 				}
 				a, _ := step.Feed(resp, nil, started)
-				truth, err := srv.Truth(job.ID, []byte(truthSchema))
+				truth, err := srv.Truth(job.ID, []byte(truthSchema), job.Prompt)
 				if err != nil {
 					t.Error(err)
 					return

@@ -208,7 +208,7 @@ func TestRepairStrategyFixesExactlyWhatIsNamed(t *testing.T) {
 	s := New(Config{Seed: 9, Mix: Mix{WrongType: 0.5, MissingRequired: 0.5, ExtraProperty: 0.5, EnumViolation: 0.5, OutOfRange: 0.5},
 		FixProb: 1, Now: fixedNow})
 	body, prev, ptrs := faultyFirstAttempt(t, s)
-	truth, err := s.Truth(body["user"].(string), []byte(orderSchema))
+	truth, err := s.Truth(body["user"].(string), []byte(orderSchema), userText(body))
 	if err != nil {
 		t.Fatal(err)
 	}

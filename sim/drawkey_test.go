@@ -58,7 +58,7 @@ func TestDrawsByJobRunAndModel(t *testing.T) {
 	clean := New(Config{Seed: 3, Now: fixedNow})
 	for i := range 5 {
 		job := fmt.Sprintf("b:%d", i)
-		truth, err := clean.Truth(job, []byte(orderSchema))
+		truth, err := clean.Truth(job, []byte(orderSchema), userText(orderRequest(job)))
 		if err != nil {
 			t.Fatal(err)
 		}

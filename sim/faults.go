@@ -69,8 +69,17 @@ const (
 	FaultPatchExtraOp    FaultKind = "patch_extra_op"    // a replace of a value that had no error
 )
 
+// Truth faults: the value keeps the schema but is not true. Each is
+// recorded with the JSON pointer of the value at fault (for a rule break,
+// the path its error names). See "Truth faults" in the package
+// documentation.
+const (
+	FaultRuleBreak FaultKind = "rule_break" // a value that makes one of the schema's error rules fail
+	FaultInvented  FaultKind = "invented"   // a value of the task's text replaced by one the text does not hold
+)
+
 // FaultKinds lists every fault kind: formatting, content, shape, outcome,
-// then patch faults.
+// patch, then truth faults.
 func FaultKinds() []FaultKind {
 	return slices.Clone(allFaultKinds[:])
 }
@@ -82,6 +91,7 @@ var allFaultKinds = [...]FaultKind{
 	FaultScalarAsString, FaultEnumCase, FaultSingleForArray, FaultNullOptional, FaultRenamedKey, FaultNumberProse, FaultEnumSynonym,
 	FaultTruncation, FaultRefusal, FaultEmpty,
 	FaultPatchBadPointer, FaultPatchWrongOp, FaultPatchExtraOp,
+	FaultRuleBreak, FaultInvented,
 }
 
 // numFaultKinds is the number of fault kinds, the size of the counters.
@@ -99,7 +109,7 @@ var patchKinds = []FaultKind{FaultPatchWrongOp, FaultPatchBadPointer, FaultPatch
 // FaultKindInfo describes a fault kind for help texts.
 type FaultKindInfo struct {
 	Kind FaultKind
-	// Group is formatting, content, shape, outcome or patch.
+	// Group is formatting, content, shape, outcome, patch or truth.
 	Group string
 	// Lossless is set for the kinds a local repair fixes back to the
 	// truth: the formatting faults (the extractor) and the first five
@@ -138,6 +148,8 @@ var faultKindInfos = []FaultKindInfo{
 	{FaultPatchBadPointer, "patch", false, "a JSON Patch operation whose path does not exist"},
 	{FaultPatchWrongOp, "patch", false, "a JSON Patch operation with the wrong op (add/remove/replace)"},
 	{FaultPatchExtraOp, "patch", false, "a JSON Patch operation replacing a value that had no error"},
+	{FaultRuleBreak, "truth", false, "a value that breaks one of the schema's error rules (x-fixpoint-rules): two dates swapped, a total changed"},
+	{FaultInvented, "truth", false, "a value copied from the task replaced by a plausible one the task does not hold"},
 }
 
 func faultIndex(k FaultKind) int { return slices.Index(allFaultKinds[:], k) }
@@ -151,6 +163,9 @@ type ContentFault struct {
 	Pointer string `json:"pointer"`
 	// schema is the node the value at Pointer must match (nil for extras).
 	schema any
+	// note is a rule break's message (its rule's text when it has none):
+	// a correction names the break when it says the message.
+	note string
 }
 
 // checker finds the content faults in a value, for the kinds the simulator
@@ -321,6 +336,9 @@ func jsonEqual(a, b any) bool {
 	an, aok := a.(json.Number)
 	bn, bok := b.(json.Number)
 	if aok && bok {
+		if an == bn {
+			return true
+		}
 		ar, ok1 := new(big.Rat).SetString(string(an))
 		br, ok2 := new(big.Rat).SetString(string(bn))
 		return ok1 && ok2 && ar.Cmp(br) == 0
@@ -553,8 +571,14 @@ func overlaps(a, b string) bool {
 // names reports whether a correction message names the fault exactly: the
 // pointer appears delimited (not as part of a longer pointer), or, for a
 // missing or extra property, the parent's pointer appears delimited (or the
-// parent is the root) together with the quoted property name.
+// parent is the root) together with the quoted property name; for a rule
+// break, the rule's message (as is, or escaped for XML) and its path (any
+// text, for a rule on the root).
 func names(msg string, f ContentFault) bool {
+	if f.Kind == FaultRuleBreak {
+		return (strings.Contains(msg, f.note) || strings.Contains(msg, xmlEscape(f.note))) &&
+			(f.Pointer == "" || containsPointer(msg, f.Pointer))
+	}
 	if f.Pointer != "" && containsPointer(msg, f.Pointer) {
 		return true
 	}
@@ -687,4 +711,9 @@ func pointerDelete(root any, p string) bool {
 		return true
 	}
 	return false
+}
+
+// xmlEscape is s as the xml feedback format writes it in an element.
+func xmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }

@@ -101,6 +101,17 @@ func readAll(t testing.TB, r io.Reader) []byte {
 	return b
 }
 
+// userText is the first user message of a request body: the task text
+// Server.Truth takes.
+func userText(body map[string]any) string {
+	for _, m := range body["messages"].([]any) {
+		if msg := m.(map[string]any); msg["role"] == "user" {
+			return msg["content"].(string)
+		}
+	}
+	return ""
+}
+
 // orderSchema is the schema most tests use: every content fault kind has a
 // place in it, and it has booleans for the Python literal fault.
 const orderSchema = `{

@@ -127,16 +127,16 @@ func drawKey(r *chatReq, task string, byPrompt bool) string {
 // TaskKey returns the task key the simulator gives a request: the job id
 // of user (OpenAI's "user", Anthropic's metadata.user_id; the id without
 // its run, fixpoint.SplitRequestUser) when it is not empty, else a hash of
-// the first user message's text up to PreviousReplyOpen. A request with
-// neither (no user message) has the key "empty". Pass the key to
-// Server.Truth or TruthFor.
+// the first user message's text up to PreviousReplyOpen (of the task
+// between TaskOpen and TaskClose, when a repair-strategy request repeats
+// it there). A request with neither (no user message) has the key
+// "empty". Pass the key to Server.Truth or TruthFor.
 func TaskKey(user, firstUserMessage string) string {
 	if user != "" {
 		id, _ := fixpoint.SplitRequestUser(user)
 		return id
 	}
-	first, _, _ := strings.Cut(firstUserMessage, fixpoint.PreviousReplyOpen)
-	return "h" + strconv.FormatUint(hashStrings(first), 36)
+	return "h" + strconv.FormatUint(hashStrings(keyText(firstUserMessage)), 36)
 }
 
 // between returns the text between lines open and close in s.
@@ -225,9 +225,9 @@ func (s *Server) model(r *chatReq) plan {
 		}
 		return p
 	}
-	truth := s.truth(doc, task)
+	t := s.newTask(doc, task, taskText(firstUser(r)))
 	if isCorrection && isPatchRequest(feedback) {
-		if pp, ok := s.patchPlan(doc, truth, key, prev, feedback, turn); ok {
+		if pp, ok := s.patchPlan(t, key, prev, feedback, turn); ok {
 			pp.turn, pp.key = turn, key
 			return pp
 		}
@@ -235,9 +235,9 @@ func (s *Server) model(r *chatReq) plan {
 	var value any
 	var recs []injection
 	if isCorrection {
-		value = s.correct(doc, truth, key, prev, feedback, turn)
+		value = s.correct(t, key, prev, feedback, turn)
 	} else {
-		value, p.outcome, recs = s.firstAttempt(doc, truth, key)
+		value, p.outcome, recs = s.firstAttempt(t, key, true)
 	}
 	switch p.outcome {
 	case FaultRefusal:
@@ -252,9 +252,10 @@ func (s *Server) model(r *chatReq) plan {
 	if isCorrection && s.cfg.Mix.shapeOn() && needsRelabel(p.faults) {
 		// The shape faults of a correction are those of the first attempt
 		// it has not fixed: the first attempt's records name them.
-		_, _, recs = s.firstAttempt(doc, truth, key)
+		_, _, recs = s.firstAttempt(t, key, false)
 	}
 	relabel(p.faults, recs, value)
+	p.faults = append(p.faults, t.truthFaults(value, p.faults)...)
 	p.isJSON = true
 	fr := s.rng("format", key, strconv.Itoa(turn), feedback)
 	o := encOpts{indent: fr.IntN(3) == 0}
@@ -342,16 +343,13 @@ func (s *Server) schema(b []byte) *schemaDoc {
 	})
 }
 
-// truth is the ground truth for a task and schema.
-func (s *Server) truth(doc *schemaDoc, key string) any {
-	g := generator{doc: doc, rng: s.rng("truth", key, doc.src)}
-	return g.gen(doc.root, "", 0)
-}
-
 // Truth returns the ground truth the simulator holds for a task key (see
-// TaskKey) and schema, as decoded JSON (numbers are json.Number): what a
-// clean first attempt answers, and what a lossless repair of a shape fault
-// must give back.
+// TaskKey), schema and task text, as decoded JSON (numbers are
+// json.Number): what a clean first attempt answers, and what a lossless
+// repair of a shape fault must give back. The task text is the first user
+// message of the task's requests (the rendered prompt; see "The ground
+// truth is copied from the task" in the package documentation for the
+// part of it that counts).
 //
 // The truth is seeded by the schema's text as the requests carry it (the
 // schema slot's raw JSON, or the text between the schema markers, trimmed),
@@ -360,19 +358,41 @@ func (s *Server) truth(doc *schemaDoc, key string) any {
 // the server has been sent, but is equal, as a JSON value, to exactly one
 // of them (the last 1,024 distinct schemas), that one's text is used. A
 // schema the server has not been sent is used as given (see TruthFor).
-func (s *Server) Truth(taskKey string, schema []byte) (any, error) {
+func (s *Server) Truth(taskKey string, schema []byte, task string) (any, error) {
 	doc, err := parseSchema(schema)
 	if err != nil {
 		return nil, err
 	}
-	return s.truth(s.sentSchema(doc), taskKey), nil
+	return s.truth(s.sentSchema(doc), taskKey, taskText(task)), nil
 }
 
 // TruthFor is the ground truth of a server with the given seed for a task
-// key and schema text, without a server: the schema must be the exact text
-// the requests carry (see Server.Truth).
-func TruthFor(schema []byte, seed uint64, taskKey string) (any, error) {
-	return (&Server{cfg: Config{Seed: seed}}).Truth(taskKey, schema)
+// key, schema text and task text, without a server: the schema must be
+// the exact text the requests carry (see Server.Truth).
+func TruthFor(schema []byte, seed uint64, taskKey, task string) (any, error) {
+	return (&Server{cfg: Config{Seed: seed}}).Truth(taskKey, schema, task)
+}
+
+// Inventions returns, for a task (as Truth takes it), the value the
+// simulator writes at each place where it invents one (fault invented):
+// a map from the JSON pointer of each string and number of the truth that
+// the task's text grounds and evidence does not exempt, to the value
+// invented there, for those places it finds one for. A reply that invents
+// at a place writes that value, so a final value holding it there holds an
+// invention. It is for measuring what an evidence check lets through.
+func (s *Server) Inventions(taskKey string, schema []byte, task string) (map[string]any, error) {
+	doc, err := parseSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	t := s.newTask(s.sentSchema(doc), taskKey, taskText(task))
+	out := map[string]any{}
+	for _, p := range t.leaves(t.truth, true, false) {
+		if v, ok := t.inventedAt(p); ok {
+			out[p] = v
+		}
+	}
+	return out, nil
 }
 
 // sentSchema returns the parsed schema of a request equal to doc: doc
@@ -402,8 +422,10 @@ func (s *Server) sentSchema(doc *schemaDoc) *schemaDoc {
 }
 
 // firstAttempt draws the outcome, content and shape faults of a first
-// attempt; it returns the shape faults it put in.
-func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string) (any, FaultKind, []injection) {
+// attempt, and with withTruth its truth faults; it returns the shape
+// faults it put in.
+func (s *Server) firstAttempt(t *task, key string, withTruth bool) (any, FaultKind, []injection) {
+	doc, truth := t.doc, t.truth
 	r := s.rng("attempt", key, doc.src)
 	mix := s.cfg.Mix
 	var outcome FaultKind
@@ -425,34 +447,55 @@ func (s *Server) firstAttempt(doc *schemaDoc, truth any, key string) (any, Fault
 			drawn = append(drawn, k)
 		}
 	}
-	if len(drawn) == 0 {
-		// Most first attempts: no need to list the sites.
-		return value, outcome, s.injectShape(doc, truth, value, key, nil)
-	}
-	c := checker{doc: doc}
-	sites := map[FaultKind][]site{}
-	c.sites(doc.root, value, "", 0, sites)
-	slices.SortStableFunc(drawn, func(a, b FaultKind) int { return len(sites[a]) - len(sites[b]) })
 	var used []string
-	for _, k := range drawn {
-		if p, ok := injectOne(value, k, sites[k], used, r); ok {
-			used = append(used, p)
+	if len(drawn) > 0 {
+		c := checker{doc: doc}
+		sites := map[FaultKind][]site{}
+		c.sites(doc.root, value, "", 0, sites)
+		slices.SortStableFunc(drawn, func(a, b FaultKind) int { return len(sites[a]) - len(sites[b]) })
+		for _, k := range drawn {
+			if p, ok := injectOne(value, k, sites[k], used, r); ok {
+				used = append(used, p)
+			}
 		}
 	}
-	return value, outcome, s.injectShape(doc, truth, value, key, used)
+	recs := s.injectShape(doc, truth, value, key, used)
+	if withTruth {
+		for _, rec := range recs {
+			used = append(used, rec.ptr)
+			if rec.from != "" {
+				used = append(used, rec.from)
+			}
+		}
+		t.injectTruth(value, key, used)
+	}
+	return value, outcome, recs
 }
 
 // correct applies a correction turn to the previous reply.
-func (s *Server) correct(doc *schemaDoc, truth any, key, prev, feedback string, turn int) any {
+func (s *Server) correct(t *task, key, prev, feedback string, turn int) any {
+	doc, truth := t.doc, t.truth
 	value, ok := parseReply(prev)
 	if !ok {
-		value, _, _ = s.firstAttempt(doc, truth, key)
+		value, _, _ = s.firstAttempt(t, key, true)
 	}
 	r := s.rng("correct", key, strconv.Itoa(turn), prev, feedback)
 	c := checker{doc: doc}
 	c.walk(doc.root, value, "", 0)
 	var remaining []string
 	g := generator{doc: doc, rng: r} // one budget for every fix of the turn
+	// The truth faults of the value before any fix: a fix of a rule break
+	// leaves alone the places whose own errors the correction names.
+	for _, f := range t.truthFaults(value, c.out) {
+		u := r.Float64()
+		if !names(feedback, f) || u >= s.cfg.FixProb {
+			remaining = append(remaining, f.Pointer)
+			continue
+		}
+		for _, w := range t.fixWrites(value, f, c.out) {
+			pointerSet(value, w.ptr, w.v)
+		}
+	}
 	for _, f := range c.out {
 		u := r.Float64()
 		if !names(feedback, f) || u >= s.cfg.FixProb {

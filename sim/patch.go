@@ -177,7 +177,8 @@ func (d *schemaDoc) nodeAt(ptr string) map[string]any {
 // correction does), with the patch faults of Config.Mix. It reports false
 // when the previous value cannot be patched (no JSON value in it, or the
 // root itself is at fault): the caller answers with the full value.
-func (s *Server) patchPlan(doc *schemaDoc, truth any, key, prev, feedback string, turn int) (plan, bool) {
+func (s *Server) patchPlan(t *task, key, prev, feedback string, turn int) (plan, bool) {
+	doc, truth := t.doc, t.truth
 	value, ok := parseReply(prev)
 	if !ok {
 		return plan{}, false
@@ -192,6 +193,7 @@ func (s *Server) patchPlan(doc *schemaDoc, truth any, key, prev, feedback string
 	r := s.rng("patch", key, strconv.Itoa(turn), prev, feedback)
 	g := generator{doc: doc, rng: r}
 	ops := s.fixOps(doc, truth, value, feedback, c.out, r, &g)
+	ops = append(ops, s.truthOps(t, value, feedback, c.out, r)...)
 	fixed, err := applyPatch(value, ops)
 	if err != nil {
 		fixed = value // not expected: every op above targets what the checker found
@@ -204,9 +206,10 @@ func (s *Server) patchPlan(doc *schemaDoc, truth any, key, prev, feedback string
 	c = checker{doc: doc}
 	c.walk(doc.root, result, "", 0)
 	if s.cfg.Mix.shapeOn() && needsRelabel(c.out) {
-		_, _, recs := s.firstAttempt(doc, truth, key)
+		_, _, recs := s.firstAttempt(t, key, false)
 		relabel(c.out, recs, result)
 	}
+	c.out = append(c.out, t.truthFaults(result, c.out)...)
 	arr := make([]any, len(ops))
 	for i, op := range ops {
 		arr[i] = op.json()
@@ -248,6 +251,23 @@ func (s *Server) fixOps(doc *schemaDoc, truth, value any, feedback string, found
 			op = "add"
 		}
 		ops = append(ops, patchOp{op: op, path: f.Pointer, value: tv})
+	}
+	return ops
+}
+
+// truthOps are the ops of a patch that fix the truth faults of value the
+// feedback names, each with probability FixProb: a replace of each leaf
+// the fix writes.
+func (s *Server) truthOps(t *task, value any, feedback string, schemaFaults []ContentFault, r *rand.Rand) []patchOp {
+	var ops []patchOp
+	for _, f := range t.truthFaults(value, schemaFaults) {
+		u := r.Float64()
+		if !names(feedback, f) || u >= s.cfg.FixProb {
+			continue
+		}
+		for _, w := range t.fixWrites(value, f, schemaFaults) {
+			ops = append(ops, patchOp{op: "replace", path: w.ptr, value: w.v})
+		}
 	}
 	return ops
 }

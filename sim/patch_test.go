@@ -239,7 +239,7 @@ func faultyTurns(t *testing.T, s *Server, schema, prefix string, n int) []patchT
 		if res.Valid || res.Class == fixpoint.ClassSyntax {
 			continue
 		}
-		truth, _ := s.Truth(user, []byte(schema))
+		truth, _ := s.Truth(user, []byte(schema), userText(body))
 		out = append(out, patchTurn{user: user, body: body, prev: text, value: decodeJSON(t, string(mustJSON(res.Value))), errs: res.Errors, truth: truth})
 	}
 	return out
@@ -449,7 +449,7 @@ func TestPatchFallsBackToTheFullValue(t *testing.T) {
 	s := New(Config{Seed: 2, Mix: Mix{Truncation: 1, WrongType: 1}, FixProb: 1, Now: fixedNow})
 	body := orderRequest("fb-1")
 	first, _ := openAIText(t, do(t, s, "/v1/chat/completions", body).Body.Bytes())
-	truth, _ := s.Truth("fb-1", []byte(orderSchema))
+	truth, _ := s.Truth("fb-1", []byte(orderSchema), userText(body))
 	ask := func(prev string) (string, string) {
 		b := orderRequest("fb-1")
 		b["messages"] = append(b["messages"].([]any), map[string]any{"role": "assistant", "content": prev},

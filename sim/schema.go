@@ -28,6 +28,10 @@ type schemaDoc struct {
 	// resolves the same few nodes for every value of a reply.
 	mu       sync.RWMutex
 	resolved map[uintptr]map[string]any
+	// checked is the schema's rules and evidence exemptions (checks),
+	// read once.
+	checksOnce sync.Once
+	checked    *checks
 }
 
 // parseSchema decodes a JSON Schema, keeping numbers as json.Number.

@@ -318,9 +318,10 @@ func TestRenamedKeyWritesWhatItSays(t *testing.T) {
 // reply's text and value, the truth, and the faults X-Sim-Faults names.
 func firstReply(t *testing.T, s *Server, user, schema string) (text string, got, truth any, faults []headerFault) {
 	t.Helper()
-	rec := do(t, s, "/v1/chat/completions", promptRequest(user, schema))
+	body := promptRequest(user, schema)
+	rec := do(t, s, "/v1/chat/completions", body)
 	text, _ = openAIText(t, rec.Body.Bytes())
-	truth, _ = s.Truth(user, []byte(schema))
+	truth, _ = s.Truth(user, []byte(schema), userText(body))
 	return text, decodeJSON(t, text), truth, parseFaultHeader(rec.Header().Get("X-Sim-Faults"))
 }
 
@@ -517,7 +518,7 @@ func TestCorrectionsFixShapeFaults(t *testing.T) {
 		body["messages"] = msgs
 		rec = do(t, fixing, "/v1/chat/completions", body)
 		fixed, _ := openAIText(t, rec.Body.Bytes())
-		truth, _ := fixing.Truth(user, []byte(ticketsSchema))
+		truth, _ := fixing.Truth(user, []byte(ticketsSchema), userText(body))
 		if got := rec.Header().Get("X-Sim-Faults"); got != "" || canon(t, decodeJSON(t, fixed)) != canon(t, truth) {
 			t.Fatalf("%s: correction of %v gave %s (faults %q), want the truth %s", user, first, fixed, got, canon(t, truth))
 		}
@@ -553,14 +554,15 @@ func classSplit(t *testing.T, cfg Config, schema string, jobs int) (counts map[f
 	counts = map[fixpoint.Class]int{}
 	for i := range jobs {
 		user := fmt.Sprintf("job-%d", i)
-		rec := do(t, s, "/v1/chat/completions", promptRequest(user, schema))
+		body := promptRequest(user, schema)
+		rec := do(t, s, "/v1/chat/completions", body)
 		text, _ := openAIText(t, rec.Body.Bytes())
 		res := validate.Check(sch, text)
 		counts[res.Class]++
 		if res.Valid || res.Class == fixpoint.ClassSyntax {
 			continue
 		}
-		truth, _ := s.Truth(user, []byte(schema))
+		truth, _ := s.Truth(user, []byte(schema), userText(body))
 		kinds, values := true, true
 		for _, f := range parseFaultHeader(rec.Header().Get("X-Sim-Faults")) {
 			kinds = kinds && lossless[f.kind]
@@ -637,7 +639,7 @@ func TestTruthAccessors(t *testing.T) {
 	// A request with a user id, the schema indented in the prompt.
 	text, _ := openAIText(t, do(t, s, "/v1/chat/completions", orderRequest("acc-1")).Body.Bytes())
 	for _, schema := range []string{orderSchema, compact.String(), "\n" + orderSchema + "\n"} {
-		truth, err := s.Truth("acc-1", []byte(schema))
+		truth, err := s.Truth("acc-1", []byte(schema), userText(orderRequest("acc-1")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -645,13 +647,13 @@ func TestTruthAccessors(t *testing.T) {
 			t.Fatalf("Truth with the schema as %.20q...: %s, want the reply %s", schema, canon(t, truth), text)
 		}
 	}
-	pure, err := TruthFor([]byte(orderSchema), 99, "acc-1")
+	pure, err := TruthFor([]byte(orderSchema), 99, "acc-1", userText(orderRequest("acc-1")))
 	if err != nil || canon(t, pure) != canon(t, decodeJSON(t, text)) {
 		t.Fatalf("TruthFor = %v, %v; want the reply %s", pure, err, text)
 	}
 	// A schema in another formatting than the one sent seeds another truth:
 	// TruthFor, with no requests seen, takes the text as given.
-	if other, _ := TruthFor(compact.Bytes(), 99, "acc-1"); canon(t, other) == canon(t, pure) {
+	if other, _ := TruthFor(compact.Bytes(), 99, "acc-1", userText(orderRequest("acc-1"))); canon(t, other) == canon(t, pure) {
 		t.Errorf("TruthFor of the compact schema equals the indented one's: the seed should be the text")
 	}
 	// Without a user id the key is a hash of the first user message.
@@ -659,7 +661,7 @@ func TestTruthAccessors(t *testing.T) {
 	delete(body, "user")
 	text, _ = openAIText(t, do(t, s, "/v1/chat/completions", body).Body.Bytes())
 	key := TaskKey("", body["messages"].([]any)[1].(map[string]any)["content"].(string))
-	truth, _ := s.Truth(key, []byte(orderSchema))
+	truth, _ := s.Truth(key, []byte(orderSchema), userText(body))
 	if canon(t, truth) != canon(t, decodeJSON(t, text)) {
 		t.Fatalf("Truth(TaskKey(first user message)) = %s, want the reply %s", canon(t, truth), text)
 	}
@@ -677,7 +679,7 @@ func TestInvoiceTruths(t *testing.T) {
 	counts := map[int]int{}
 	for i := range 250 {
 		user := fmt.Sprintf("inv-%d", i)
-		truth, err := s.Truth(user, []byte(InvoiceSchema))
+		truth, err := s.Truth(user, []byte(InvoiceSchema), "Invoice "+user)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -690,7 +692,7 @@ func TestInvoiceTruths(t *testing.T) {
 		}
 		counts[n]++
 		if i%10 == 0 {
-			if again, _ := TruthFor([]byte(InvoiceSchema), 8, user); canon(t, again) != canon(t, truth) {
+			if again, _ := TruthFor([]byte(InvoiceSchema), 8, user, "Invoice "+user); canon(t, again) != canon(t, truth) {
 				t.Fatalf("%s: truth differs between calls", user)
 			}
 		}
@@ -701,7 +703,7 @@ func TestInvoiceTruths(t *testing.T) {
 	// Arrays with shorter bounds keep their 1 to 3 items (and the replies
 	// of existing seeds): minItems 1, maxItems 4.
 	for i := range 200 {
-		truth, _ := s.Truth(fmt.Sprintf("o-%d", i), []byte(orderSchema))
+		truth, _ := s.Truth(fmt.Sprintf("o-%d", i), []byte(orderSchema), "")
 		if n := len(truth.(map[string]any)["items"].([]any)); n < 1 || n > 3 {
 			t.Fatalf("order items: %d, want 1..3", n)
 		}

@@ -13,12 +13,15 @@
 // [SchemaMarkerClose]. Without one it answers with a few lines of prose.
 //
 // The ground truth is a schema-valid instance generated from (Config.Seed,
-// task key, schema text); [Server.Truth] returns it (and [TruthFor], without
-// a server). The task key is the job id of OpenAI's "user" or Anthropic's
-// metadata.user_id (without the run a requeued job's id carries,
-// fixpoint.RequestUser), or else a hash of the first user message (up to a
-// quoted previous reply; [TaskKey] computes it); callers that rewrite the
-// first message on a repair turn should send a user id. The faults are
+// task key, schema text, task text); [Server.Truth] returns it (and
+// [TruthFor], without a server). The task key is the job id of OpenAI's
+// "user" or Anthropic's metadata.user_id (without the run a requeued job's
+// id carries, fixpoint.RequestUser), or else a hash of the first user
+// message (up to a quoted previous reply, and of a repair-strategy
+// request's the task between fixpoint.TaskOpen and fixpoint.TaskClose;
+// [TaskKey] computes it); callers that rewrite the first message otherwise
+// on a repair turn should send a user id. The task text is the same part
+// of the first user message, less a schema block in it. The faults are
 // drawn by the task, the run and the model: a requeued job, or the same
 // task on another model, gets faults of its own around the same truth.
 // An array has 1 to 3 items within its minItems and maxItems, except that
@@ -28,7 +31,45 @@
 // (fences, prose, trailing commas, single quotes, Python literals,
 // comments), content faults (wrong types, missing required properties,
 // extra properties, enum violations, out-of-range numbers), shape faults
-// (below) and outcome faults (truncation, refusal, empty reply).
+// (below), truth faults (below) and outcome faults (truncation, refusal,
+// empty reply).
+//
+// # The ground truth is copied from the task
+//
+// A faithful model copies what the task states. Each string and number of
+// the truth at a place package evidence does not exempt (evidence.Exempt:
+// not under enum or const, nor under "x-fixpoint-evidence": false; a
+// derived summary or category stays generated) is a span of the task text
+// of its kind, drawn by seed among those the node allows (type, bounds,
+// multipleOf, length, pattern):
+//
+//   - a number: a number as the text writes it (49.90, 1,249.99, 49,90,
+//     -5); for a property whose name says money (price, amount, total,
+//     cost, fee) only one next to a currency (EUR 49.90, $12, 30 €);
+//   - a string of format date: a date the text writes as 2026-11-03,
+//     3.11.2026, 3 November 2026 or November 3, 2026, as an ISO date;
+//     format email: an address in the text;
+//   - a string with a pattern: a run of 1 to 6 words the pattern matches;
+//   - a name (the property's last word is name, customer, vendor,
+//     company, supplier, person, contact, author, client, ...): a run of
+//     2 to 4 capitalized words with only spaces between them ("Ada Park");
+//   - another string: a run of 1 to 6 words, on one line and within one
+//     sentence.
+//
+// A word is what stands between white space, less the punctuation around
+// it. A leaf the text has no span of its kind for is left out when its
+// property is optional, as a faithful model leaves out what the text does
+// not say, and keeps its generated value when it is required. Strings of
+// another format (date-time, uri, uuid, ...) and patterns Go cannot read
+// keep their generated value. Items of an array with uniqueItems get
+// different spans while there are some. The simulator cannot tell a row's
+// values from the words a prompt template adds around them: a free-text
+// property (the last kind above) may be copied from the template's text,
+// which evidence-source row does not count; a name, a number, a date or a
+// pattern rarely is. When the schema has rules (x-fixpoint-rules, package
+// rules), the truth is drawn again, up to 32 times, until every rule of
+// severity error holds; a schema whose rules no draw keeps (a sum no random
+// draw meets) gets the last draw, which breaks them.
 //
 // # Shape faults
 //
@@ -101,6 +142,43 @@
 // satisfies it, or it asks for more than a reply holds (minItems of a
 // billion), with a bounded value (at most 8,192 values, 128 KiB of text)
 // that breaks it.
+//
+// # Truth faults
+//
+// Truth faults keep the schema but are not true; package rules and the
+// evidence stage catch them, the schema does not. Each is drawn with its
+// probability in Config.Mix once per first attempt, from a seed stream of
+// its own after the shape faults (a mix without them answers as before),
+// at a place no other fault took:
+//
+//   - invented: a string or number of the truth that the task text
+//     grounds (as package evidence grades it) replaced by an invented
+//     value of its schema that the text does not hold, and that keeps the
+//     schema's rules: a number 5% to 60% off, a date 1 to 90 days off, an
+//     invented name for a name ("Dana Whitfield", "Globex Corporation"),
+//     else a generated value ("Lilac ripple timber"). The invented value
+//     at a place is a function of the task and the place
+//     ([Server.Inventions] lists them), so a value holding it there holds
+//     an invention.
+//   - rule_break: a change of the truth that makes a rule of severity
+//     error fail, at a path (the error's) holding every leaf changed: a
+//     boolean negated, two leaves of one schema swapped (start and end), or
+//     a leaf given another value of its schema. Up to 64 changes are
+//     tried; a schema without rules of severity error has no place for
+//     it, nor a truth whose rules no such change breaks.
+//
+// X-Sim-Faults and Stats name them: invented at each leaf that holds the
+// simulator's invention there, rule_break at the path of each error rule
+// that fails once the reply's schema faults are set right (the worker
+// checks rules on a value the schema takes), in corrections too. A
+// correction names an invented value by its pointer (the evidence
+// stage's "/customer: "Dana Whitfield" does not appear in the source"),
+// a rule break by the rule's message (its text when it has none) and
+// path; a named one is fixed with Config.FixProb: the truth's value at the
+// invented leaf, and at each leaf under the rule's path that differs from
+// the truth, but for leaves at fault otherwise (a schema fault, an
+// invention), which their own errors name. A patch reply fixes them with
+// replace operations.
 //
 // # Corrections
 //
@@ -339,6 +417,13 @@ type Mix struct {
 	PatchBadPointer float64 // one operation's path does not exist, so the patch does not apply
 	PatchWrongOp    float64 // one operation has the wrong op: add for replace at an array index, remove for replace of a required property, replace for add of a missing one
 	PatchExtraOp    float64 // one more operation replaces a value that had no error
+
+	// Truth faults (see "Truth faults" in the package documentation): the
+	// value keeps the schema but is not true. Each is drawn once per first
+	// attempt, from a seed stream of its own, at a place no other fault
+	// took.
+	RuleBreak float64 // a change that makes one of the schema's error rules fail
+	Invented  float64 // a value copied from the task replaced by one the task does not hold
 }
 
 // Prob returns the probability of fault kind k.
@@ -392,6 +477,10 @@ func (m Mix) Prob(k FaultKind) float64 {
 		return m.PatchWrongOp
 	case FaultPatchExtraOp:
 		return m.PatchExtraOp
+	case FaultRuleBreak:
+		return m.RuleBreak
+	case FaultInvented:
+		return m.Invented
 	}
 	return 0
 }
@@ -410,6 +499,7 @@ func (m *Mix) Set(k FaultKind, p float64) bool {
 		FaultNullOptional: &m.NullOptional, FaultNumberProse: &m.NumberProse, FaultEnumSynonym: &m.EnumSynonym,
 		FaultRenamedKey:      &m.RenamedKey,
 		FaultPatchBadPointer: &m.PatchBadPointer, FaultPatchWrongOp: &m.PatchWrongOp, FaultPatchExtraOp: &m.PatchExtraOp,
+		FaultRuleBreak: &m.RuleBreak, FaultInvented: &m.Invented,
 	}
 	f, ok := ptrs[k]
 	if ok {

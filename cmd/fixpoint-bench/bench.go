@@ -43,7 +43,13 @@ target and PASS or FAIL:
   5. with --memory: peak RSS of a worker subprocess over a large batch
      against a batch ten times smaller;
   6. the two repair strategies on the 'messy' preset: valid rate, mean
-     attempts, tokens per valid job.
+     attempts, tokens per valid job;
+  7 to 9. the cost of a valid row by delivery, schema-guided local repair
+     (--coerce) and patch re-asks;
+  10. evidence: the demo's tickets on the 'messy' preset, which invents a
+     customer, an order or an amount in 10% of first replies, with
+     --evidence off and require: valid values holding an invented value
+     (target 0 under require), valid rate and calls a valid job.
 
 Everything runs on loopback: an embedded NATS server on a random port, the
 simulator, and a dedicated Postgres database, dropped and recreated by every
@@ -82,6 +88,7 @@ type benchConfig struct {
 	strategyJobs              int
 	deliveryJobs              int
 	coerceJobs, patchJobs     int
+	evidenceJobs              int
 	coercePreset, patchPreset string
 	rounds                    int
 	quick                     bool
@@ -107,6 +114,7 @@ func (c *benchConfig) quickSizes(set map[string]bool) {
 		{"delivery-jobs", &c.deliveryJobs, 300},
 		{"coerce-jobs", &c.coerceJobs, 300},
 		{"patch-jobs", &c.patchJobs, 60},
+		{"evidence-jobs", &c.evidenceJobs, 300},
 		{"rounds", &c.rounds, 2},
 	}
 	for _, s := range sizes {
@@ -123,7 +131,7 @@ func (c *benchConfig) validate() error {
 	}{
 		{"--baseline-jobs", c.baseJobs}, {"--jobs", c.jobs}, {"--concurrency", c.concurrency}, {"--inflight", c.inflight},
 		{"--latency-jobs", c.latencyJobs}, {"--rate-seconds", c.rateSeconds}, {"--memory-small", c.memSmall},
-		{"--memory-large", c.memLarge}, {"--strategy-jobs", c.strategyJobs}, {"--delivery-jobs", c.deliveryJobs}, {"--coerce-jobs", c.coerceJobs}, {"--patch-jobs", c.patchJobs}, {"--rounds", c.rounds},
+		{"--memory-large", c.memLarge}, {"--strategy-jobs", c.strategyJobs}, {"--delivery-jobs", c.deliveryJobs}, {"--coerce-jobs", c.coerceJobs}, {"--patch-jobs", c.patchJobs}, {"--evidence-jobs", c.evidenceJobs}, {"--rounds", c.rounds},
 	} {
 		if v.n < 1 {
 			return cliflags.Usagef("%s must be at least 1, got %d", v.name, v.n)
@@ -174,10 +182,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.coercePreset, "coerce-preset", "messy", "simulator preset of (8): messy (the issue's figure) or typical")
 	fs.StringVar(&c.patchPreset, "patch-preset", "typical", "simulator preset of (9): typical (a realistic model) or messy (patch replies with a bad pointer, a wrong op or an extra op 18% of the time)")
 	fs.IntVar(&c.patchJobs, "patch-jobs", 300, "invoices (30 to 60 line items) of each of the two strategy runs (9): repair and patch")
+	fs.IntVar(&c.evidenceJobs, "evidence-jobs", 2000, "tickets of each of the two evidence runs on the messy preset (10): --evidence off and require")
 	fs.IntVar(&c.deliveryJobs, "delivery-jobs", 2000, "jobs of each of the three delivery runs on the messy preset (7): realtime, realtime with prompt cache, batch delivery with prompt cache")
 	fs.IntVar(&c.rounds, "rounds", 3, "runs of figures 1 and 2, taken in turns; each figure is the best of its runs")
 	fs.BoolVar(&c.quick, "quick", false, "a small version of every figure (seconds); explicit size flags still win")
-	figures := fs.String("figures", "1,2,3,4,5,6,7,8,9", "figures to measure, comma-separated (5 also needs --memory)")
+	figures := fs.String("figures", "1,2,3,4,5,6,7,8,9,10", "figures to measure, comma-separated (5 also needs --memory)")
 	if err := cliflags.Parse(fs, args); err != nil {
 		return err
 	}
@@ -234,6 +243,11 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 		r.patch = env.figurePatch(ctx, c)
 	}
 	t.rows = append(t.rows, repairRows(r.coerce, r.patch, c)...)
+	// 10. Evidence.
+	if c.figures["10"] {
+		r.evidence = env.figureEvidence(ctx, c)
+		t.rows = append(t.rows, evidenceRows(r.evidence, c)...)
+	}
 	writeBenchReport(stdout, c, m, t.rows, r)
 	fmt.Fprintf(stdout, "\nbench took %s\n", time.Since(started).Round(time.Second))
 	return nil
@@ -256,11 +270,12 @@ func (t *benchTable) skip(no, name, target, why string) {
 	t.add(benchRow{no: no, name: name, measured: "not run (" + why + ")", target: target, verdict: "skipped"})
 }
 
-// benchRuns are the runs of figures 6 to 9, printed as tables of their own.
+// benchRuns are the runs of figures 6 to 10, printed as tables of their own.
 type benchRuns struct {
 	strat         []strategyRun
 	deliv         []deliveryRun
 	coerce, patch []repairRun
+	evidence      []evidenceRun
 }
 
 // figureRates measures figures 1 and 2.
@@ -426,7 +441,7 @@ func figureMemoryRows(ctx context.Context, env *benchEnv, c benchConfig, t *benc
 }
 
 // writeBenchReport prints the machine, the figures table and the tables
-// of figures 6 to 9.
+// of figures 6 to 10.
 func writeBenchReport(stdout io.Writer, c benchConfig, m machine, rows []benchRow, r benchRuns) {
 	fmt.Fprintf(stdout, "fixpoint bench, %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(stdout, "machine: %s; load average %s at the start, %s at the end\n", m, m.load, loadAverage())
@@ -449,6 +464,10 @@ func writeBenchReport(stdout io.Writer, c benchConfig, m machine, rows []benchRo
 		fmt.Fprintf(stdout, "\ncost a valid row by delivery (7): %d messy jobs each, same seed, %s at list prices, a %d-byte system prompt:\n\n",
 			c.deliveryJobs, deliveryModel, len(deliverySystem))
 		writeDelivery(stdout, r.deliv)
+	}
+	if len(r.evidence) > 0 {
+		fmt.Fprintf(stdout, "\nevidence (10): %d tickets each, messy preset, same seed, --evidence-source row:\n\n", c.evidenceJobs)
+		writeEvidenceRuns(stdout, r.evidence)
 	}
 }
 

@@ -282,6 +282,10 @@ type simRunResult struct {
 	fig     store.RepairFigures
 	stats   sim.Stats
 	elapsed time.Duration
+	// batch is the batch's name; srv the simulator that answered it
+	// (closed, its truths still readable).
+	batch string
+	srv   *sim.Server
 }
 
 // simRun enqueues b, runs it to the end with a drain-mode worker in this
@@ -302,6 +306,7 @@ func (e *benchEnv) simRun(ctx context.Context, c benchConfig, b simBatch) (simRu
 	}
 	defer closeSim()
 	batch := e.batchName(b.kind)
+	r.batch, r.srv = batch, srv
 	ecfg := b.enqueue
 	ecfg.Batch, ecfg.Queue, ecfg.Format, ecfg.Chunk = batch, q, enqueue.FormatJSONL, 2000
 	if _, err := enqueue.Run(ctx, e.js, e.st, ecfg, strings.NewReader(b.dataset)); err != nil {

@@ -54,6 +54,12 @@ func TestBenchQuickPrintsEveryFigure(t *testing.T) {
 		{"memory", `(?m)^\| 5 \| memory flat: .* \| not run \(pass --memory\) \| within 10% \| skipped \|$`},
 		{"conversation", `(?m)^\| conversation \| ` + n + ` \| ` + n + `% \| ` + n + `% \| ` + n + ` \| ` + n + ` \| .+ \|$`},
 		{"repair", `(?m)^\| repair \| ` + n + ` \| ` + n + `% \| ` + n + `% \| ` + n + ` \| ` + n + ` \| .+ \|$`},
+		// Under --evidence off valid values hold inventions (so the count
+		// measures something); under require none does.
+		{"evidence", `(?m)^\| 10 \| invented values accepted as grounded, --evidence require \(300 messy tickets\) \| 0 of ` + n + ` valid values \(--evidence off: [1-9][0-9]* of ` + n +
+			`\); valid rate ` + n + `% vs ` + n + `%; calls a valid job ` + n + ` vs ` + n + ` \| 0 \| PASS \|$`},
+		{"evidence off", `(?m)^\| --evidence off \| 300 \| ` + n + `% \| ` + n + ` \| [1-9][0-9]* \| [1-9][0-9]* \| 0 \| .+ \|$`},
+		{"evidence require", `(?m)^\| --evidence require \| 300 \| ` + n + `% \| ` + n + ` \| 0 \| 0 \| [1-9][0-9]* \| .+ \|$`},
 	} {
 		if !regexp.MustCompile(want.re).MatchString(text) {
 			t.Errorf("no %s row matching %s in:\n%s", want.name, want.re, text)

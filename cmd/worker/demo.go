@@ -45,6 +45,7 @@ it enqueues, it cancels the batch: its dataset exists only in that run.
 
   worker demo
   worker demo --rows 500 --preset messy --mode tool --provider anthropic
+  worker demo --preset messy --evidence require   (invented customers, orders and amounts are fed back)
 
 Exit status: 0 done, 1 failed or interrupted, 2 bad usage.`
 
@@ -65,6 +66,7 @@ type demoFlags struct {
 	provider, mode    string
 	latency           time.Duration
 	strategy, natsDir string
+	evidence          string
 	lf                logFlags
 }
 
@@ -80,6 +82,7 @@ func newDemoFlags(stdout io.Writer) *demoFlags {
 	fs.StringVar(&f.mode, "mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
 	fs.DurationVar(&f.latency, "latency", 20*time.Millisecond, "simulated median provider latency (p99 is 10x)")
 	fs.StringVar(&f.strategy, "strategy", string(fixpoint.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
+	fs.StringVar(&f.evidence, "evidence", string(fixpoint.EvidenceDefault), "check each valid ticket's customer, order and amount against the ticket: off; check (grade and record them); require (one the ticket does not hold, which the simulator invents, is an error fed back)")
 	fs.StringVar(&f.natsDir, "nats-dir", demoNATSDirDefault, "data directory of the demo's embedded NATS server; kept, so an interrupted demo can be finished")
 	fs.StringVar(&f.lf.level, "log-level", env("LOG_LEVEL", "warn"), "log level: debug, info, warn, error")
 	fs.StringVar(&f.lf.format, "log-format", env("LOG_FORMAT", "text"), "log format: text or json")
@@ -100,6 +103,9 @@ func (f *demoFlags) check() error {
 	case !slices.Contains([]fixpoint.Mode{fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool}, fixpoint.Mode(f.mode)):
 		return usagef("--mode %q: want prompt, json_schema or tool", f.mode)
 	}
+	if _, err := fixpoint.ParseEvidenceMode(f.evidence); err != nil {
+		return usagef("--evidence: %v", err)
+	}
 	return nil
 }
 
@@ -111,7 +117,7 @@ func (f *demoFlags) enqueueConfig() (enqueue.Config, error) {
 	ecfg := enqueue.Config{
 		Batch: batch, Schema: []byte(demoSchema), Template: demoTemplate, Format: enqueue.FormatJSONL,
 		IDField: "ticket_id", Provider: f.provider, Model: "sim-" + f.preset, Mode: fixpoint.Mode(f.mode),
-		Limits: fixpoint.Limits{Strategy: fixpoint.Strategy(f.strategy)},
+		Limits: fixpoint.Limits{Strategy: fixpoint.Strategy(f.strategy)}, Evidence: fixpoint.EvidenceMode(f.evidence),
 	}
 	if err := enqueue.Check(ecfg); err != nil { // --strategy and --mode are the demo's settings that can fail
 		return ecfg, usagef("--strategy %s with --mode %s: %v", f.strategy, f.mode, err)

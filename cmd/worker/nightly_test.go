@@ -52,7 +52,7 @@ func TestNightlyCronLine(t *testing.T) {
 	const rows = 60
 	var data strings.Builder
 	for i := 1; i <= rows; i++ {
-		fmt.Fprintf(&data, `{"ticket_id":"T%03d","customer":"Ada","plan":"pro","subject":"Charged twice","body":"Refund me, ticket %d."}`+"\n", i, i)
+		fmt.Fprintf(&data, `{"ticket_id":"T%03d","customer":"Ada","plan":"pro","order_id":"ORD-%05d","subject":"Charged twice","body":"Refund me, ticket %d."}`+"\n", i, i, i)
 	}
 	for _, tc := range []struct {
 		name, preset, maxFail string

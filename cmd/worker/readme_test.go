@@ -208,7 +208,7 @@ func TestDocsCronLine(t *testing.T) {
 	const rows = 20
 	var data strings.Builder
 	for i := 1; i <= rows; i++ {
-		fmt.Fprintf(&data, `{"id":%d,"customer":"Ada","plan":"pro","subject":"Charged twice","body":"Refund me, ticket %d."}`+"\n", i, i)
+		fmt.Fprintf(&data, `{"id":%d,"customer":"Ada","plan":"pro","order_id":"ORD-%05d","subject":"Charged twice","body":"Refund me, ticket %d."}`+"\n", i, i, i)
 	}
 	work := t.TempDir()
 	for name, body := range map[string]string{"s.json": demoSchema, "t.txt": demoTemplate, "data.jsonl": data.String()} {
