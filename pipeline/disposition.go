@@ -118,6 +118,7 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *queue.Enve
 		w.log.WarnContext(ctx, "worker: "+kind.Label(), slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
 	}
 	w.count(kind)
+	traceDisposition(ctx, queue.Disposition{Kind: kind, Cause: d.Cause})
 	// What the delivery's replies paid for is in the ledger or on disk.
 	key := journalKey(jobIDOf(msg, env), deliveredOf(msg))
 	w.journal.done(key)

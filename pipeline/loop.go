@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -53,6 +54,10 @@ type LoopConfig struct {
 	Record repair.RequestRecord
 	// NowFunc is the clock; defaults to time.Now.
 	NowFunc func() time.Time
+	// Tracer, when set, makes a span of each provider call ("chat
+	// {model}", GenAI semantic conventions), a child of the span in the
+	// call's context. Nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // Loop is the synchronous driver of the repair step: it sends each request
@@ -63,6 +68,8 @@ type Loop struct {
 	client Completer
 	cfg    LoopConfig
 	step   repair.Config
+	tracer trace.Tracer
+	target callTarget // the provider and server its call spans name
 
 	// prompts caches system prompts by mode, user system prompt and
 	// schema: the jobs of a batch share them, and building one parses the
@@ -114,7 +121,7 @@ func NewLoop(client Completer, cfg LoopConfig) *Loop {
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
-	l := &Loop{client: client, cfg: cfg}
+	l := &Loop{client: client, cfg: cfg, tracer: tracerOr(cfg.Tracer), target: targetOf("", client)}
 	l.step = repair.Config{Prices: cfg.Prices, Record: cfg.Record, NowFunc: cfg.NowFunc,
 		SystemFunc: func(job *repair.Job) *fixpoint.Prompt { return l.systemPrompt(job).prompt }}
 	return l
@@ -171,6 +178,7 @@ func (l *Loop) Resume(ctx context.Context, job *repair.Job, prev *fixpoint.Resul
 				hooks.SentFunc(step.Outstanding(at))
 			}
 		})
+		callCtx, span := l.startCall(callCtx, act.Request)
 		resp, err := l.client.Complete(callCtx, *act.Request)
 		if !sent.IsZero() {
 			started = sent
@@ -182,10 +190,12 @@ func (l *Loop) Resume(ctx context.Context, job *repair.Job, prev *fixpoint.Resul
 			if release != nil {
 				release(nil)
 			}
+			endCall(span, resp, err, nil)
 			return step.Result(), fmt.Errorf("%w: %w", fixpoint.ErrTransient, err)
 		}
 		var a *fixpoint.Attempt
 		a, act = step.Feed(resp, err, started)
+		endCall(span, resp, err, a)
 		if release != nil {
 			release(a)
 		}

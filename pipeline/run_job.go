@@ -104,6 +104,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, envOut **queue.E
 		defer w.lanes.probeEnded(env)
 	}
 	d := &delivery{msg: msg, env: env, delivered: deliveredOf(msg)}
+	ctx, span := w.startJobSpan(ctx, env, d.delivered)
+	defer span.End()
 	d.log = w.log.With(slog.String("job_id", env.JobID), slog.String("batch", env.Batch), slog.Int("delivery", d.delivered))
 	state, ok := w.readState(ctx, d, decodeErr)
 	if !ok {
@@ -435,6 +437,7 @@ func (w *Worker) conclude(ctx context.Context, d *delivery, res *fixpoint.Result
 		w.handBack(ctx, d.msg, d.env, d.delivered, unrecorded(res, d.recorded), err)
 	default:
 		w.cfg.Metrics.QuotaExhausted.WithLabelValues(d.env.Provider).Set(0)
+		traceResult(ctx, res)
 		w.finishFrom(ctx, d.msg, d.env, res, d.recorded)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -160,6 +161,10 @@ type WorkerConfig struct {
 	// Metrics defaults to metrics of the worker's own that nothing serves
 	// (a no-op, as the logger's default).
 	Metrics *Metrics
+	// Tracer, when set, traces each delivery of a job (JobSpanName) and,
+	// unless Loop.Tracer is set, each provider call under it. Nil (the
+	// default) traces nothing.
+	Tracer trace.Tracer
 
 	// ProgressEvery is how often Run logs a progress line (jobs finished,
 	// rate, in flight). Defaults to 30s; negative turns it off.
@@ -269,6 +274,7 @@ type Worker struct {
 	js      jetstream.JetStream
 	ledger  Ledger
 	loops   map[string]*Loop // one per provider, sharing its prompt cache
+	tracer  trace.Tracer
 	log     *slog.Logger
 	schemas sync.Map // schema hash -> *schemaEntry
 	// schemaLoads makes the jobs that miss the schema cache together (all
@@ -324,8 +330,14 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger, beats: newHeartbeats(cfg.Queue.AckWait / 3), abort: func(error) {},
 		stopNow: make(chan struct{}), lanes: newLanes(cfg.Concurrency, cfg.LaneProbe), holds: newHoldBook()}
 	w.loops = make(map[string]*Loop, len(cfg.Providers))
+	w.tracer = tracerOr(cfg.Tracer)
 	for name, client := range cfg.Providers {
-		w.loops[name] = NewLoop(client, cfg.Loop)
+		lc := cfg.Loop
+		if lc.Tracer == nil {
+			lc.Tracer = cfg.Tracer
+		}
+		w.loops[name] = NewLoop(client, lc)
+		w.loops[name].target = targetOf(name, client)
 	}
 	w.waves = newWaveDriver(w, ledger)
 	return w, nil
