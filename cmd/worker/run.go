@@ -86,7 +86,7 @@ const runEnvHelp = `  DATABASE_URL           Postgres ledger (default ` + databa
   FIXPOINT_RPM, FIXPOINT_TPM
                          per-lane request and token budgets per minute of this process (default 0: unlimited)
   LOG_LEVEL, LOG_FORMAT  info|debug|warn|error, text|json; prompts and replies are never logged
-` + providerEnvHelp
+` + tracesEnvHelp + providerEnvHelp
 
 // runFlags are worker run's flags: cfg holds what maps onto the pipeline's
 // WorkerConfig as given; pipelineConfig completes it from the rest.
@@ -101,6 +101,7 @@ type runFlags struct {
 	nf                                     natsFlags
 	pf                                     providerFlags
 	lf                                     logFlags
+	tf                                     traceFlags
 }
 
 // runFlagGroups lays out worker run's help by topic: its flags are too
@@ -116,7 +117,7 @@ var runFlagGroups = []cliflags.FlagGroup{
 	{Title: "Drain and stop", Flags: []string{"drain", "batch", "max-failure-rate", "grace"}},
 	{Title: "Batch delivery (waves)", Flags: []string{"wave-max-requests", "wave-collect", "wave-poll-min", "wave-poll-max",
 		"wave-lease", "wave-realtime-below", "wave-deadline-margin"}},
-	{Title: "Metrics and logs", Flags: []string{"metrics-addr", "log-level", "log-format"}},
+	{Title: "Metrics, traces and logs", Flags: []string{"metrics-addr", "traces", "log-level", "log-format"}},
 }
 
 func newRunFlags(stdout io.Writer) *runFlags {
@@ -147,6 +148,7 @@ func newRunFlags(stdout io.Writer) *runFlags {
 	f.nf.register(fs, true)
 	f.pf.register(fs)
 	f.lf.register(fs)
+	f.tf.register(fs)
 	return f
 }
 
@@ -170,6 +172,12 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tracer, stopTraces, err := f.tf.start(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTraces()
+	cfg.Tracer = tracer
 	ops := opsAddr{addr: f.metricsAddr, chosen: os.Getenv("FIXPOINT_METRICS_ADDR") != "" || given(f.fs, "metrics-addr")}
 	return serve(ctx, cfg, f.dbURL, ops, f.startTimeout, &f.nf, &f.pf, f.chk, stdout, log)
 }
@@ -191,6 +199,9 @@ func (f *runFlags) check() error {
 		return usagef("--jobs-ahead %d: want 0 to %d, or -1 for the default", f.ahead, pipeline.JobsAheadMax)
 	}
 	if err := f.pf.check(); err != nil {
+		return err
+	}
+	if err := f.tf.check(); err != nil {
 		return err
 	}
 	if err := givenPositive(f.fs, "max-deliver", "max-ack-pending", "ack-wait", "wave-max-requests", "max-prompt-bytes", "provider-timeout"); err != nil {
