@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -66,8 +65,9 @@ func (w *Worker) startJobSpan(ctx context.Context, env *queue.Envelope, delivere
 }
 
 // traceResult puts a job's outcome on its delivery's span: its status, the
-// class of its last failure and its attempts. A job that ended failed,
-// invalid or over budget marks the span an error, with the class.
+// class of its last failure and its attempts. A job that ended invalid or
+// failed marks the span an error, with the class as its error.type; one
+// cancelled or stopped by its batch's spend cap did what it was told.
 func traceResult(ctx context.Context, res *fixpoint.Result) {
 	span := trace.SpanFromContext(ctx)
 	if res == nil || !span.IsRecording() {
@@ -77,7 +77,7 @@ func traceResult(ctx context.Context, res *fixpoint.Result) {
 	if res.Class != "" {
 		span.SetAttributes(AttrClass.String(res.Class))
 	}
-	if res.Status != fixpoint.StatusValid {
+	if res.Status == fixpoint.StatusInvalid || res.Status == fixpoint.StatusFailed {
 		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(res.Class, string(res.Status))))
 		span.SetStatus(codes.Error, string(res.Status))
 	}
@@ -161,9 +161,6 @@ func targetOf(name string, client Completer) callTarget {
 		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
 	}
 	t.port, _ = strconv.Atoi(port)
-	if ip := net.ParseIP(t.address); ip != nil {
-		t.address = ip.String()
-	}
 	return t
 }
 

@@ -154,6 +154,64 @@ func TestTraceJobWithRepair(t *testing.T) {
 	}
 }
 
+// TestTraceFailedCall: a call the provider refuses is an error span whose
+// error.type is the provider error's class, never its message, and the job
+// it fails is an error span whose error.type is the job's class.
+func TestTraceFailedCall(t *testing.T) {
+	t.Parallel()
+	const message = "This model's maximum context length is 10 tokens: customer number 1 signed up"
+	h := newHarness(t, harnessConfig{Sim: sim.Config{Script: func(int, *http.Request) *sim.ScriptedReply {
+		body := `{"error":{"message":"` + message + `","type":"invalid_request_error","code":"context_length_exceeded"}}`
+		return &sim.ScriptedReply{Status: http.StatusBadRequest, Body: []byte(body), Header: http.Header{"Content-Type": {"application/json"}}}
+	}}})
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+
+	h.enqueue("refused", 1)
+	cfg := h.workerConfig(h.client(nil))
+	cfg.Tracer = tp.Tracer(pipeline.TracerName)
+	rw := h.startWorker(cfg, nil, nil)
+	h.waitDone("refused", 1, 30*time.Second)
+	if err := rw.stop(t, 20*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	job, attempts := h.job(jobID("refused", 1))
+	if job.Status != fixpoint.StatusFailed || len(attempts) != 1 {
+		t.Fatalf("job %s/%s after %d attempts, want failed after 1", job.Status, job.FinalClass, len(attempts))
+	}
+	var js, call tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == pipeline.JobSpanName {
+			js = s
+		} else {
+			call = s
+		}
+	}
+	if call.Parent.SpanID() != js.SpanContext.SpanID() || !js.SpanContext.IsValid() {
+		t.Fatalf("spans %v: want a job span and its call", names(exp.GetSpans()))
+	}
+	wantAttrs(t, call, map[attribute.Key]attribute.Value{
+		"error.type":                attribute.StringValue(string(fixpoint.ClassBadRequest)),
+		"http.response.status_code": attribute.IntValue(http.StatusBadRequest),
+		pipeline.AttrAttempt:        attribute.IntValue(1),
+	})
+	wantAttrs(t, js, map[attribute.Key]attribute.Value{
+		pipeline.AttrStatus: attribute.StringValue(string(fixpoint.StatusFailed)),
+		"error.type":        attribute.StringValue(job.FinalClass),
+	})
+	for _, s := range []tracetest.SpanStub{js, call} {
+		if s.Status.Code != codes.Error {
+			t.Errorf("span %q: status %v, want an error", s.Name, s.Status)
+		}
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.Emit(), "context length") || strings.Contains(s.Status.Description, "context length") {
+				t.Errorf("span %q holds the provider's message (%s)", s.Name, kv.Key)
+			}
+		}
+	}
+}
+
 func names(spans tracetest.SpanStubs) []string {
 	var out []string
 	for _, s := range spans {
