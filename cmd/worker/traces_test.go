@@ -62,6 +62,7 @@ func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // no span.
 func TestWorkerTracesOTLP(t *testing.T) {
 	t.Parallel()
+	dsn := storetest.NewDB(t) // first: -short skips before the build
 	bin := buildCommands(t)
 	var col collector
 	srv := httptest.NewServer(&col)
@@ -72,7 +73,7 @@ func TestWorkerTracesOTLP(t *testing.T) {
 		fmt.Fprintf(&data, `{"ticket_id":"T%03d","customer":"Ada","plan":"pro","order_id":"ORD-%05d","subject":"Charged twice","body":"Refund me, ticket %d."}`+"\n", i, i, i)
 	}
 	work := ticketsDir(t, data.String())
-	env := append(os.Environ(), "DATABASE_URL="+storetest.NewDB(t), "NATS_URL=", "FIXPOINT_NATS_LISTEN=127.0.0.1:0",
+	env := append(os.Environ(), "DATABASE_URL="+dsn, "NATS_URL=", "FIXPOINT_NATS_LISTEN=127.0.0.1:0",
 		"FIXPOINT_METRICS_ADDR=off", "LOG_LEVEL=warn", "OTEL_EXPORTER_OTLP_ENDPOINT="+srv.URL, "OTEL_SERVICE_NAME=nightly-test",
 		"FIXPOINT_TRACES=", "OTEL_EXPORTER_OTLP_PROTOCOL=", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=")
 	runLine := func(batch, traces string) {
