@@ -107,7 +107,7 @@ type runFlags struct {
 // many for one sorted list.
 var runFlagGroups = []cliflags.FlagGroup{
 	{Title: "Queue (NATS JetStream)", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "consumer",
-		"ack-wait", "max-deliver", "max-ack-pending", "duplicates-window"}},
+		"ack-wait", "max-deliver", "max-ack-pending", "duplicates-window", "stream-replicas"}},
 	{Title: "Providers", Flags: []string{"openai-base-url", "anthropic-base-url", "ollama-base-url", "provider-timeout",
 		"transport-retries", "max-hint-wait", "sim", "sim-seed", "sim-latency-p50", "sim-latency-p99"}},
 	{Title: "Limits", Flags: []string{"concurrency", "jobs-ahead", "rpm", "tpm", "lane-max-concurrency", "lane-initial-concurrency",
@@ -207,6 +207,9 @@ func (f *runFlags) check() error {
 		if err := natsconn.CheckURL(f.nf.url); err != nil {
 			return usagef("--nats-url (env NATS_URL): %v", err)
 		}
+	}
+	if err := natsconn.CheckReplicas(f.nf.url, f.cfg.Queue.Replicas); err != nil {
+		return usageError{Err: err}
 	}
 	if err := f.checkDrain(); err != nil {
 		return err
@@ -314,6 +317,7 @@ var settingFlags = map[string]string{
 	"Queue.Stream":        "--stream",
 	"Queue.Subject":       "--subject",
 	"Queue.Consumer":      "--consumer",
+	"Queue.Replicas":      "--stream-replicas",
 	"Wave.MaxRequests":    "--wave-max-requests",
 	"Wave.Collect":        "--wave-collect",
 	"Wave.PollMin":        "--wave-poll-min",
