@@ -916,3 +916,90 @@ func TestSpillOfAnotherLedgerIsKept(t *testing.T) {
 		t.Errorf("batch of the other ledger's job: %v, want none", err)
 	}
 }
+
+// A three-server JetStream cluster, the job stream at three replicas,
+// workers on different servers. Mid-batch the server leading the stream is
+// killed (SIGKILL) and restarted 20 s later; then the stream's and the
+// consumer's leaders are moved. The work goes on while the server is down
+// (the workers on it reconnect to the others), and every job ends final
+// once, none acked before its result was committed, none lost.
+func TestClusterServerDownAndLeadersMoved(t *testing.T) {
+	t.Parallel()
+	// At most 3 workers x 2 calls / 600 ms = 10 jobs a second: the batch
+	// outlasts the outage and the leader moves.
+	const n, workers, serverDown = 400, 3, 20 * time.Second
+	h := newHarness(t, harnessConfig{Cluster: 3, Sim: sim.Config{Latency: fixedLatency(600 * time.Millisecond)}})
+	start := time.Now()
+	h.enqueue("b", n)
+	acks := h.watchAcks(h.nc, n)
+	var rws []*runningWorker
+	var cfgs []pipeline.WorkerConfig
+	for i := range workers {
+		nc, js := h.cluster.connect(i) // worker i on server i first
+		t.Cleanup(nc.Close)
+		cfg := h.workerConfig(h.client(nil))
+		cfg.Concurrency = 2
+		cfgs = append(cfgs, cfg)
+		rws = append(rws, h.startWorker(cfg, js, nil))
+	}
+	acked := func(i int) float64 { return metricValue(cfgs[i].Metrics.Dispositions.WithLabelValues("ack")) }
+	waitFor(t, 60*time.Second, "a tenth of the batch", func() bool { return h.progress("b").Valid >= n/10 })
+
+	leader, _ := streamLeader(h.ctx, h.js, h.q.Stream)
+	k := h.cluster.index(leader)
+	if k < 0 {
+		t.Fatalf("stream leader %q is no server of the cluster", leader)
+	}
+	var ackedAtKill []float64
+	for i := range workers {
+		ackedAtKill = append(ackedAtKill, acked(i))
+	}
+	h.cluster.kill(k)
+	killedAt, doneAtKill := time.Now(), h.progress("b").Valid
+	waitFor(t, serverDown+30*time.Second, "jobs finished while the server is down, for 20 s", func() bool {
+		return time.Since(killedAt) >= serverDown && h.progress("b").Valid >= doneAtKill+n/10
+	})
+	doneWhileDown := h.progress("b").Valid - doneAtKill
+	h.cluster.start(k)
+	restartedAt := time.Now()
+	waitFor(t, 60*time.Second, "the restarted server caught up with the stream", func() bool {
+		_, current := streamLeader(h.ctx, h.js, h.q.Stream)
+		return current
+	})
+	caughtUp := time.Since(restartedAt)
+
+	sFrom, sTo := stepDown(t, h.nc, "$JS.API.STREAM.LEADER.STEPDOWN."+h.q.Stream, func() string {
+		l, _ := streamLeader(h.ctx, h.js, h.q.Stream)
+		return l
+	})
+	cFrom, cTo := stepDown(t, h.nc, "$JS.API.CONSUMER.LEADER.STEPDOWN."+h.q.Stream+"."+h.q.Consumer, func() string {
+		return consumerLeader(h.ctx, h.js, h.q.Stream, h.q.Consumer)
+	})
+	if p := h.progress("b"); p.Queued == 0 {
+		t.Fatalf("the batch finished before the leaders moved; the test needs jobs left")
+	}
+	h.waitDone("b", n, 90*time.Second)
+	h.checkQueueEmpty()
+	for i, rw := range rws {
+		if err := rw.stop(t, 30*time.Second); err != nil {
+			t.Errorf("worker %d: Run: %v", i, err)
+		}
+		// Each worker, the ones on the killed server too, went on.
+		if acked(i) <= ackedAtKill[i] {
+			t.Errorf("worker %d (on server %s first) acked no job after %s was killed", i, h.cluster.nodes[i].name, leader)
+		}
+	}
+	seen, early, errs := acks.stop(t)
+	if early > 0 || len(errs) > 0 {
+		t.Errorf("%d of %d acks seen were of jobs not final in the ledger:\n%s", early, seen, strings.Join(errs, "\n"))
+	}
+	// Acks sent while a worker reconnected are not seen; most are.
+	if seen < n/2 {
+		t.Errorf("the watch saw %d acks of %d jobs: it did not watch", seen, n)
+	}
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
+	t.Logf("%s killed (the stream's leader) with %d jobs done, %d done while it was down for %s, caught up %s after its restart; "+
+		"stream leader moved %s -> %s, consumer leader %s -> %s; %d acks checked, %d jobs redelivered; %s in all",
+		leader, doneAtKill, doneWhileDown, serverDown, caughtUp.Round(time.Millisecond), sFrom, sTo, cFrom, cTo, seen,
+		redelivered(h, "b", n), time.Since(start).Round(time.Second))
+}
