@@ -115,7 +115,13 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *queue.Enve
 		err = msg.TermWithReason(textclip.Bytes(d.Cause.Error(), 200))
 	}
 	if err != nil {
-		w.log.WarnContext(ctx, "worker: "+kind.Label(), slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
+		what := "worker: " + kind.Label()
+		if kind == queue.DispAck || kind == queue.DispSkip {
+			// A server lost or a consumer leader being elected: the ack
+			// may be lost, which costs a redelivery and nothing more.
+			what += " not confirmed (the result is committed: a redelivery is acked without a call)"
+		}
+		w.log.WarnContext(ctx, what, slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
 	}
 	w.count(kind)
 	// What the delivery's replies paid for is in the ledger or on disk.
