@@ -11,9 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/queue"
 )
 
@@ -365,4 +369,97 @@ func (w *ackWatch) stop(t testing.TB) (acks, early int, errs []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.acks, w.early, w.errs
+}
+
+// clusterWorkers are the workers of a cluster scenario: one in the test
+// process on each server (connected to it first, moving to the others
+// when it is lost), and a worker process given the whole server list and
+// --stream-replicas, as an operator runs it (nats.go picks its server).
+type clusterWorkers struct {
+	rws     []*runningWorker
+	cfgs    []pipeline.WorkerConfig
+	proc    *proc
+	metrics string // the process's /metrics URL
+}
+
+// startClusterWorkers starts the workers, each running conc jobs at a time.
+func (h *harness) startClusterWorkers(conc int) *clusterWorkers {
+	h.t.Helper()
+	cw := &clusterWorkers{}
+	for i := range h.cluster.nodes {
+		nc, js := h.cluster.connect(i)
+		h.t.Cleanup(nc.Close)
+		cfg := h.workerConfig(h.client(nil))
+		cfg.Concurrency = conc
+		cw.cfgs = append(cw.cfgs, cfg)
+		cw.rws = append(cw.rws, h.startWorker(cfg, js, nil))
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(h.t))
+	cw.metrics = "http://" + addr + "/metrics"
+	cw.proc = h.startProc("", nil, "--nats-url", h.cluster.urls(0), "--stream-replicas", strconv.Itoa(h.q.Replicas),
+		"--concurrency", strconv.Itoa(conc), "--metrics-addr", addr)
+	return cw
+}
+
+// names names each worker, in the order of acked's counts.
+func (cw *clusterWorkers) names(c *natsCluster) []string {
+	var names []string
+	for i := range cw.rws {
+		names = append(names, "the worker on "+c.nodes[i].name)
+	}
+	return append(names, "the worker process")
+}
+
+// messages returns each worker's count of messages disposed of as kind
+// (ack, skip), the process's last (-1 when its metrics cannot be read).
+func (cw *clusterWorkers) messages(kind string) []float64 {
+	var n []float64
+	for _, cfg := range cw.cfgs {
+		n = append(n, metricValue(cfg.Metrics.Dispositions.WithLabelValues(kind)))
+	}
+	return append(n, scrapeCounter(cw.metrics, `fixpoint_messages_total{disposition="`+kind+`"}`))
+}
+
+// stop stops every worker: each must end without an error, the process
+// with exit 0 on SIGTERM. It reads the process's counts first.
+func (cw *clusterWorkers) stop(t testing.TB) (acked, skipped []float64) {
+	t.Helper()
+	acked, skipped = cw.messages("ack"), cw.messages("skip")
+	for i, rw := range cw.rws {
+		if err := rw.stop(t, 30*time.Second); err != nil {
+			t.Errorf("worker %d: Run: %v", i, err)
+		}
+	}
+	if err := cw.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.proc.wait(t, 30*time.Second); err != nil {
+		t.Errorf("the worker process after SIGTERM: %v, want exit 0", err)
+	}
+	return acked, skipped
+}
+
+// scrapeCounter reads the value of one series from a Prometheus text
+// page, 0 when the page lacks it (a counter not yet counted), -1 when the
+// page cannot be read.
+func scrapeCounter(url, series string) float64 {
+	resp, err := http.Get(url)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return -1
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return -1
+			}
+			return f
+		}
+	}
+	return 0
 }

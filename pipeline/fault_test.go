@@ -920,29 +920,21 @@ func TestSpillOfAnotherLedgerIsKept(t *testing.T) {
 // A three-server JetStream cluster, the job stream at three replicas,
 // workers on different servers. Mid-batch the server leading the
 // consumer is killed (SIGKILL) and restarted 20 s later; then the
-// stream's and the consumer's leaders are moved. The work goes on while the server is down
-// (the workers on it reconnect to the others), and every job ends final
-// once, none acked before its result was committed, none lost.
+// stream's and the consumer's leaders are moved. The work goes on while the
+// server is down (the workers on it reconnect to the others), and every job
+// ends final once, none acked before its result was committed, none lost.
 func TestClusterServerDownAndLeadersMoved(t *testing.T) {
 	t.Parallel()
-	// At most 3 workers x 2 calls / 600 ms = 10 jobs a second: the batch
-	// outlasts the outage and the leader moves.
-	const n, workers, serverDown = 400, 3, 20 * time.Second
+	// Four workers (one on each server, one process) of 2 calls of 600 ms:
+	// at most 13 jobs a second, so the batch outlasts the outage and the
+	// leader moves.
+	const n, serverDown = 400, 20 * time.Second
 	h := newHarness(t, harnessConfig{Cluster: 3, Sim: sim.Config{Latency: fixedLatency(600 * time.Millisecond)}})
+	buildWorker(t)
 	start := time.Now()
 	h.enqueue("b", n)
 	acks := h.watchAcks(h.nc, n)
-	var rws []*runningWorker
-	var cfgs []pipeline.WorkerConfig
-	for i := range workers {
-		nc, js := h.cluster.connect(i) // worker i on server i first
-		t.Cleanup(nc.Close)
-		cfg := h.workerConfig(h.client(nil))
-		cfg.Concurrency = 2
-		cfgs = append(cfgs, cfg)
-		rws = append(rws, h.startWorker(cfg, js, nil))
-	}
-	acked := func(i int) float64 { return metricValue(cfgs[i].Metrics.Dispositions.WithLabelValues("ack")) }
+	cw := h.startClusterWorkers(2)
 	waitFor(t, 60*time.Second, "a tenth of the batch", func() bool { return h.progress("b").Valid >= n/10 })
 
 	// The consumer's leader is the server the pulls and acks go to.
@@ -952,10 +944,7 @@ func TestClusterServerDownAndLeadersMoved(t *testing.T) {
 		t.Fatalf("consumer leader %q is no server of the cluster", leader)
 	}
 	ledStream, _ := streamLeader(h.ctx, h.js, h.q.Stream)
-	var ackedAtKill []float64
-	for i := range workers {
-		ackedAtKill = append(ackedAtKill, acked(i))
-	}
+	ackedAtKill := cw.messages("ack")
 	h.cluster.kill(k)
 	killedAt, doneAtKill := time.Now(), h.progress("b").Valid
 	waitFor(t, serverDown+30*time.Second, "jobs finished while the server is down, for 20 s", func() bool {
@@ -982,18 +971,12 @@ func TestClusterServerDownAndLeadersMoved(t *testing.T) {
 	}
 	h.waitDone("b", n, 90*time.Second)
 	h.checkQueueEmpty()
-	for i, rw := range rws {
-		if err := rw.stop(t, 30*time.Second); err != nil {
-			t.Errorf("worker %d: Run: %v", i, err)
+	acked, skipped := cw.stop(t)
+	for i, name := range cw.names(h.cluster) {
+		// Each worker, the one on the killed server too, went on.
+		if acked[i] <= ackedAtKill[i] {
+			t.Errorf("%s acked %v jobs by %s's kill and %v in all: none after", name, ackedAtKill[i], leader, acked[i])
 		}
-		// Each worker, the ones on the killed server too, went on.
-		if acked(i) <= ackedAtKill[i] {
-			t.Errorf("worker %d (on server %s first) acked no job after %s was killed", i, h.cluster.nodes[i].name, leader)
-		}
-	}
-	skips := 0.0
-	for _, cfg := range cfgs {
-		skips += metricValue(cfg.Metrics.Dispositions.WithLabelValues("skip"))
 	}
 	seen, early, errs := acks.stop(t)
 	if early > 0 || len(errs) > 0 {
@@ -1005,18 +988,19 @@ func TestClusterServerDownAndLeadersMoved(t *testing.T) {
 	}
 	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
 	if os.Getenv("FIXPOINT_CLUSTER_LOGS") == "1" {
-		t.Logf("worker warnings:\n%s", warnLines(h.logs.String()))
+		t.Logf("worker warnings:\n%s\nworker process:\n%s", warnLines(h.logs.String()), warnLines(cw.proc.out.String()))
 	}
 	t.Logf("%s killed (the consumer's leader; the stream's: %s) with %d jobs done, %d done while it was down for %s, caught up %s after its restart; "+
-		"stream leader moved %s -> %s, consumer leader %s -> %s; %d acks checked, %d jobs redelivered, %v redeliveries acked as final; %s in all",
+		"stream leader moved %s -> %s, consumer leader %s -> %s; %d acks checked; jobs acked by worker %v, redeliveries acked as final %v; %s in all",
 		leader, ledStream, doneAtKill, doneWhileDown, serverDown, caughtUp.Round(time.Millisecond), sFrom, sTo, cFrom, cTo, seen,
-		redelivered(h, "b", n), skips, time.Since(start).Round(time.Second))
+		acked, skipped, time.Since(start).Round(time.Second))
 }
 
 func warnLines(logs string) string {
 	var out []string
 	for _, l := range strings.Split(logs, "\n") {
-		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "NATS") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, "level=ERROR") ||
+			strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, "NATS") {
 			out = append(out, l)
 		}
 	}
