@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/queue"
 )
@@ -462,4 +463,68 @@ func scrapeCounter(url, series string) float64 {
 		}
 	}
 	return 0
+}
+
+// checkReplicas checks that the job stream, the workers' consumer and the
+// dead-job stream are each kept by want servers (a leader and want-1
+// followers), waiting for a stream scaled up to place its new replicas.
+func (h *harness) checkReplicas(want int) {
+	h.t.Helper()
+	var last string
+	if !poll(30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+		defer cancel()
+		var got []string
+		for _, name := range []string{h.q.Stream, h.q.DeadStream()} {
+			s, err := h.js.Stream(ctx, name)
+			if err != nil {
+				last = err.Error()
+				return false
+			}
+			si := s.CachedInfo()
+			got = append(got, fmt.Sprintf("stream %s: %d replicas configured, %s", name, si.Config.Replicas, placed(si.Cluster)))
+		}
+		c, err := h.js.Consumer(ctx, h.q.Stream, h.q.Consumer)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		got = append(got, "consumer: "+placed(c.CachedInfo().Cluster))
+		last = strings.Join(got, "; ")
+		return last == fmt.Sprintf("stream %s: %[2]d replicas configured, %[2]d servers; stream %[3]s: %[2]d replicas configured, %[2]d servers; consumer: %[2]d servers",
+			h.q.Stream, want, h.q.DeadStream())
+	}) {
+		h.t.Errorf("want everything on %d servers: %s", want, last)
+	}
+}
+
+// placed says on how many servers a stream or consumer is.
+func placed(ci *jetstream.ClusterInfo) string {
+	if ci == nil || ci.Leader == "" {
+		return "no leader"
+	}
+	return fmt.Sprintf("%d servers", 1+len(ci.Replicas))
+}
+
+// A stream made with one replica (enqueue before the cluster was set up)
+// is moved onto three servers by the first worker set-up that asks for
+// three, with its consumer and the dead-job stream.
+func TestClusterScalesTheStreamUp(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{Cluster: 3, Queue: queue.Config{Replicas: 1}})
+	h.enqueue("b", 5)
+	if _, _, err := queue.Ensure(h.ctx, h.js, h.q); err != nil {
+		t.Fatal(err)
+	}
+	h.checkReplicas(1)
+	three := h.q
+	three.Replicas = 3
+	if _, _, err := queue.Ensure(h.ctx, h.js, three); err != nil {
+		t.Fatalf("Ensure with 3 replicas on a stream of 1: %v", err)
+	}
+	h.checkReplicas(3)
+	rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+	h.waitDone("b", 5, 30*time.Second)
+	rw.stop(t, 20*time.Second)
+	h.checkInvariants("b", invariants{Jobs: 5, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: 5}})
 }

@@ -936,6 +936,7 @@ func TestClusterServerDownAndLeadersMoved(t *testing.T) {
 	acks := h.watchAcks(h.nc, n)
 	cw := h.startClusterWorkers(2)
 	waitFor(t, 60*time.Second, "a tenth of the batch", func() bool { return h.progress("b").Valid >= n/10 })
+	h.checkReplicas(3)
 
 	// The consumer's leader is the server the pulls and acks go to.
 	leader := consumerLeader(h.ctx, h.js, h.q.Stream, h.q.Consumer)
