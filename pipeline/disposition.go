@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -90,11 +91,9 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *queue.Enve
 	var err error
 	switch d.Kind {
 	case queue.DispAck, queue.DispSkip, queue.DispWave:
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		// For queue.DispAck the result is committed: if the ack is lost, the
 		// redelivery is acked without a call.
-		err = msg.DoubleAck(actx)
-		cancel()
+		err = confirmAck(ctx, msg, ackTryWait)
 	case queue.DispRetry, queue.DispForeign:
 		err = msg.NakWithDelay(d.Delay)
 	case queue.DispRelease:
@@ -115,7 +114,13 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *queue.Enve
 		err = msg.TermWithReason(textclip.Bytes(d.Cause.Error(), 200))
 	}
 	if err != nil {
-		w.log.WarnContext(ctx, "worker: "+kind.Label(), slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
+		what := "worker: " + kind.Label()
+		if kind == queue.DispAck || kind == queue.DispSkip {
+			// A server lost or a consumer leader being elected: the ack
+			// may be lost, which costs a redelivery and nothing more.
+			what += " not confirmed (the result is committed: a redelivery is acked without a call)"
+		}
+		w.log.WarnContext(ctx, what, slog.String("job_id", jobIDOf(msg, env)), slog.String("error", err.Error()))
 	}
 	w.count(kind)
 	traceDisposition(ctx, queue.Disposition{Kind: kind, Cause: d.Cause})
@@ -123,6 +128,30 @@ func (w *Worker) dispose(ctx context.Context, msg jetstream.Msg, env *queue.Enve
 	key := journalKey(jobIDOf(msg, env), deliveredOf(msg))
 	w.journal.done(key)
 	w.holds.end(key)
+}
+
+// ackTries and ackTryWait bound confirmAck: about the 10 s one ack was
+// given before, in tries short enough to reach a consumer's new leader.
+const (
+	ackTries   = 3
+	ackTryWait = 3 * time.Second
+)
+
+// confirmAck acks msg and waits for the server to confirm it, trying again
+// when a try goes unanswered within wait. A consumer whose leader changes
+// (a server of a cluster lost, a leader moved) drops, unanswered, the acks
+// the old leader had not applied; the next try reaches the new one, where a
+// lost ack would cost a redelivery after the ack wait. An ack of a message
+// already acked is harmless, so a try answered late does no harm.
+func confirmAck(ctx context.Context, msg jetstream.Msg, wait time.Duration) error {
+	for try := 1; ; try++ {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+		err := msg.DoubleAck(actx)
+		cancel()
+		if err == nil || try == ackTries || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return err
+		}
+	}
 }
 
 // deliveredOf is the queue's delivery count of msg, 1 when it cannot say.

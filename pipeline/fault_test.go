@@ -916,3 +916,94 @@ func TestSpillOfAnotherLedgerIsKept(t *testing.T) {
 		t.Errorf("batch of the other ledger's job: %v, want none", err)
 	}
 }
+
+// A three-server JetStream cluster, the job stream at three replicas,
+// workers on different servers. Mid-batch the server leading the
+// consumer is killed (SIGKILL) and restarted 20 s later; then the
+// stream's and the consumer's leaders are moved. The work goes on while the
+// server is down (the workers on it reconnect to the others), and every job
+// ends final once, none acked before its result was committed, none lost.
+func TestClusterServerDownAndLeadersMoved(t *testing.T) {
+	t.Parallel()
+	// Four workers (one on each server, one process) of 2 calls of 600 ms:
+	// at most 13 jobs a second, so the batch outlasts the outage and the
+	// leader moves.
+	const n, serverDown = 400, 20 * time.Second
+	h := newHarness(t, harnessConfig{Cluster: 3, Sim: sim.Config{Latency: fixedLatency(600 * time.Millisecond)}})
+	buildWorker(t)
+	start := time.Now()
+	h.enqueue("b", n)
+	acks := h.watchAcks(h.nc, n)
+	cw := h.startClusterWorkers(2)
+	waitFor(t, 60*time.Second, "a tenth of the batch", func() bool { return h.progress("b").Valid >= n/10 })
+	h.checkReplicas(3)
+
+	// The consumer's leader is the server the pulls and acks go to.
+	leader := consumerLeader(h.ctx, h.js, h.q.Stream, h.q.Consumer)
+	k := h.cluster.index(leader)
+	if k < 0 {
+		t.Fatalf("consumer leader %q is no server of the cluster", leader)
+	}
+	ledStream, _ := streamLeader(h.ctx, h.js, h.q.Stream)
+	ackedAtKill := cw.messages("ack")
+	h.cluster.kill(k)
+	killedAt, doneAtKill := time.Now(), h.progress("b").Valid
+	waitFor(t, serverDown+30*time.Second, "jobs finished while the server is down, for 20 s", func() bool {
+		return time.Since(killedAt) >= serverDown && h.progress("b").Valid >= doneAtKill+n/10
+	})
+	doneWhileDown := h.progress("b").Valid - doneAtKill
+	h.cluster.start(k)
+	restartedAt := time.Now()
+	waitFor(t, 60*time.Second, "the restarted server caught up with the stream", func() bool {
+		_, current := streamLeader(h.ctx, h.js, h.q.Stream)
+		return current
+	})
+	caughtUp := time.Since(restartedAt)
+
+	sFrom, sTo := stepDown(t, h.nc, "$JS.API.STREAM.LEADER.STEPDOWN."+h.q.Stream, func() string {
+		l, _ := streamLeader(h.ctx, h.js, h.q.Stream)
+		return l
+	})
+	cFrom, cTo := stepDown(t, h.nc, "$JS.API.CONSUMER.LEADER.STEPDOWN."+h.q.Stream+"."+h.q.Consumer, func() string {
+		return consumerLeader(h.ctx, h.js, h.q.Stream, h.q.Consumer)
+	})
+	if p := h.progress("b"); p.Queued == 0 {
+		t.Fatalf("the batch finished before the leaders moved; the test needs jobs left")
+	}
+	h.waitDone("b", n, 90*time.Second)
+	h.checkQueueEmpty()
+	acked, skipped := cw.stop(t)
+	for i, name := range cw.names(h.cluster) {
+		// Each worker, the one on the killed server too, went on.
+		if acked[i] <= ackedAtKill[i] {
+			t.Errorf("%s acked %v jobs by %s's kill and %v in all: none after", name, ackedAtKill[i], leader, acked[i])
+		}
+	}
+	seen, early, errs := acks.stop(t)
+	if early > 0 || len(errs) > 0 {
+		t.Errorf("%d of %d acks seen were of jobs not final in the ledger:\n%s", early, seen, strings.Join(errs, "\n"))
+	}
+	// Acks sent while a worker reconnected are not seen; most are.
+	if seen < n/2 {
+		t.Errorf("the watch saw %d acks of %d jobs: it did not watch", seen, n)
+	}
+	h.checkInvariants("b", invariants{Jobs: n, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: n}})
+	if os.Getenv("FIXPOINT_CLUSTER_LOGS") == "1" {
+		t.Logf("worker warnings:\n%s\nworker process:\n%s", warnLines(h.logs.String()), warnLines(cw.proc.out.String()))
+	}
+	t.Logf("%s killed (the consumer's leader; the stream's: %s) with %d jobs done, %d done while it was down for %s, caught up %s after its restart; "+
+		"stream leader moved %s -> %s, consumer leader %s -> %s; %d acks checked; jobs acked by worker %v, redeliveries acked as final %v; %s in all",
+		leader, ledStream, doneAtKill, doneWhileDown, serverDown, caughtUp.Round(time.Millisecond), sFrom, sTo, cFrom, cTo, seen,
+		acked, skipped, time.Since(start).Round(time.Second))
+}
+
+func warnLines(logs string) string {
+	var out []string
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, "level=ERROR") ||
+			strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, "NATS") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

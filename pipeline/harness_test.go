@@ -245,6 +245,10 @@ type harnessConfig struct {
 	// ExternalNATS uses the machine's NATS (TEST_NATS_URL, default
 	// nats://127.0.0.1:4222) instead of an embedded server.
 	ExternalNATS bool
+	// Cluster, when set, runs that many nats-server processes as one
+	// JetStream cluster (cluster_test.go) instead of an embedded server;
+	// the queue's replicas default to that many.
+	Cluster int
 	// DSN, when set, is where workers reach Postgres (a proxy); the
 	// harness itself always uses the direct database.
 	DSN func(direct string) string
@@ -264,6 +268,7 @@ type harness struct {
 	spillDir string
 	natsPort int
 	ns       *server.Server
+	cluster  *natsCluster
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	q        queue.Config
@@ -297,12 +302,17 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	q.AckWait = cmp.Or(q.AckWait, 5*time.Second)
 	h.q = q
 
-	if cfg.ExternalNATS {
+	switch {
+	case cfg.Cluster > 0:
+		h.q.Replicas = cmp.Or(h.q.Replicas, cfg.Cluster)
+		h.cluster = startCluster(t, cfg.Cluster)
+		h.natsURL = h.cluster.urls(0)
+	case cfg.ExternalNATS:
 		h.natsURL = os.Getenv("TEST_NATS_URL")
 		if h.natsURL == "" {
 			h.natsURL = nats.DefaultURL
 		}
-	} else {
+	default:
 		h.natsDir = t.TempDir()
 		h.natsPort = freePort(t)
 		h.startNATS()

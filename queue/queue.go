@@ -62,9 +62,15 @@ type Config struct {
 	// workers of concurrency 1000 and their pending writes; the workers'
 	// own concurrency is what normally bounds it.
 	MaxAckPending int
-	// Replicas defaults to 1.
+	// Replicas is how many servers of a JetStream cluster keep the job
+	// stream, its consumer and the dead-job advisory stream: 1 (the
+	// default), 3 or 5. A replicated stream takes writes while a majority
+	// of its replicas are up, so 3 survives one server down and 5 two.
 	Replicas int
 }
+
+// ReplicasAllowed are the values Config.Replicas takes.
+var ReplicasAllowed = []int{1, 3, 5}
 
 // WithDefaults returns a copy with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -111,6 +117,11 @@ func (c Config) Validate() error {
 		return settingErr("AckWait", c.AckWait, "must be at least 1s")
 	case c.MaxAckPending < 1:
 		return settingErr("MaxAckPending", c.MaxAckPending, "must be at least 1")
+	case !slices.Contains(ReplicasAllowed, c.Replicas):
+		// NATS takes 2 and 4, but a replicated stream needs a majority
+		// of its replicas up: 2 stops with either server down, so it
+		// survives no more than 1 does, and 4 no more than 3.
+		return settingErr("Replicas", c.Replicas, "must be 1, 3 or 5 (a stream needs a majority of its replicas up: 2 survives no server down, as 1, and 4 one, as 3)")
 	}
 	return nil
 }
@@ -147,9 +158,10 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (stre
 	if err := cfg.Validate(); err != nil {
 		return nil, false, err
 	}
-	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
+	start := time.Now()
+	ctx, cancel := withDefaultTimeout(ctx, SetupWait)
 	defer cancel()
-	stream, err = retryJS(ctx, func() (jetstream.Stream, error) {
+	stream, err = retryJS(ctx, func(ctx context.Context) (jetstream.Stream, error) {
 		s, err := js.Stream(ctx, cfg.Stream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			s, err = js.CreateStream(ctx, streamConfig(cfg))
@@ -161,7 +173,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (stre
 		return s, err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("open stream %s: %w", cfg.Stream, err)
+		return nil, false, setupErr("open stream "+cfg.Stream, cfg, start, err)
 	}
 	subjects := stream.CachedInfo().Config.Subjects
 	if !slices.ContainsFunc(subjects, func(pattern string) bool { return subjectMatches(pattern, cfg.Subject) }) {
@@ -213,15 +225,16 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
-	ctx, cancel := withDefaultTimeout(ctx, 15*time.Second)
+	start := time.Now()
+	ctx, cancel := withDefaultTimeout(ctx, SetupWait)
 	defer cancel()
-	stream, err := retryJS(ctx, func() (jetstream.Stream, error) {
+	stream, err := retryJS(ctx, func(ctx context.Context) (jetstream.Stream, error) {
 		return ensureStreamConfig(ctx, js, streamConfig(cfg))
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
+		return nil, nil, setupErr("create stream "+cfg.Stream, cfg, start, err)
 	}
-	cons, err := retryJS(ctx, func() (jetstream.Consumer, error) {
+	cons, err := retryJS(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
 		return ensureConsumerConfig(ctx, stream, jetstream.ConsumerConfig{
 			Durable:       cfg.Consumer,
 			Description:   "fixpoint workers",
@@ -234,10 +247,10 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.
 		})
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("create consumer %s: %w", cfg.Consumer, err)
+		return nil, nil, setupErr("create consumer "+cfg.Consumer, cfg, start, err)
 	}
 	advSubject := fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", cfg.Stream, cfg.Consumer)
-	adv, err := retryJS(ctx, func() (jetstream.Stream, error) {
+	adv, err := retryJS(ctx, func(ctx context.Context) (jetstream.Stream, error) {
 		return ensureStreamConfig(ctx, js, jetstream.StreamConfig{
 			Name:      cfg.DeadStream(),
 			Subjects:  []string{advSubject},
@@ -248,9 +261,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.
 		})
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("create advisory stream: %w", err)
+		return nil, nil, setupErr("create advisory stream", cfg, start, err)
 	}
-	if _, err := retryJS(ctx, func() (jetstream.Consumer, error) {
+	if _, err := retryJS(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
 		return ensureConsumerConfig(ctx, adv, jetstream.ConsumerConfig{
 			Durable:    cfg.DeadConsumer(),
 			AckPolicy:  jetstream.AckExplicitPolicy,
@@ -258,7 +271,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.
 			MaxDeliver: -1,
 		})
 	}); err != nil {
-		return nil, nil, fmt.Errorf("create advisory consumer: %w", err)
+		return nil, nil, setupErr("create advisory consumer", cfg, start, err)
 	}
 	return stream, cons, nil
 }
@@ -349,37 +362,94 @@ func ensureConsumerConfig(ctx context.Context, s jetstream.Stream, want jetstrea
 	return s.CreateOrUpdateConsumer(ctx, want)
 }
 
-// queueSetupTries bounds the tries of each step of Ensure.
-const queueSetupTries = 5
+// SetupWait bounds the queue's set-up (Ensure, EnsureStream) when the
+// caller's context has no deadline: time for a JetStream cluster that lost
+// a server to elect its leaders (the meta leader, then each stream's and
+// consumer's, a few seconds each), and short enough that a cluster that
+// cannot place the stream says so while someone is watching.
+const SetupWait = 45 * time.Second
 
-// retryJS runs one JetStream API call of Ensure until it succeeds, fails
-// for a reason another try cannot fix, queueSetupTries have failed, or ctx
-// ends. The server answers 5xx when it could not do the work at that moment
-// (a stream store it could not create, a cluster electing a leader), no
-// responders while it restarts, and nothing before a timeout when it is
-// busy: a worker or an enqueue starting then should wait a moment, not fail
-// the night's batch. A 4xx (a stream configured differently under the same
-// name, a limit) is the caller's to fix and comes back at once.
-func retryJS[T any](ctx context.Context, op func() (T, error)) (T, error) {
+// setupTryWait bounds one request of the set-up: a request to a stream
+// whose leader is being elected goes unanswered, and must not spend the
+// whole of SetupWait.
+const setupTryWait = 5 * time.Second
+
+// retryJS runs one JetStream API call of the set-up (given a context of
+// its own, bounded by setupTryWait) until it succeeds, fails for a reason
+// another try cannot fix, or ctx ends. The server answers 5xx when it
+// could not do the work at that moment (a stream store it could not
+// create, a cluster electing a leader: "JetStream system temporarily
+// unavailable"), "no suitable peers" while too few servers of a cluster
+// are up to place every replica, no responders while it restarts, and
+// nothing before a timeout when it is busy or leaderless: a worker or an
+// enqueue starting then should wait, not fail the night's batch. A 4xx (a
+// stream configured differently under the same name, a limit) is the
+// caller's to fix and comes back at once.
+func retryJS[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
 	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 2*time.Second
-	return backoff.RetryWithData(func() (T, error) {
-		v, err := op()
-		if err != nil && !transientJS(err) {
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 2*time.Second, 0
+	var last error
+	v, err := backoff.RetryWithData(func() (T, error) {
+		tctx, cancel := context.WithTimeout(ctx, setupTryWait)
+		defer cancel()
+		v, err := op(tctx)
+		last = err
+		if err != nil && (ctx.Err() != nil || !transientJS(err)) {
 			return v, backoff.Permanent(err)
 		}
 		return v, err
-	}, backoff.WithContext(backoff.WithMaxRetries(b, queueSetupTries-1), ctx))
+	}, backoff.WithContext(b, ctx))
+	if err != nil && last != nil && errors.Is(err, ctx.Err()) {
+		// Ended waiting for the next try: the last try says why.
+		err = last
+	}
+	return v, err
 }
+
+// JetStream error codes the set-up tells apart (nats.go names no
+// constants for them).
+const (
+	jsErrNoPeers              jetstream.ErrorCode = 10005 // "no suitable peers for placement", "insufficient resources"
+	jsErrReplicasNotClustered jetstream.ErrorCode = 10074 // "replicas > 1 not supported in non-clustered mode"
+)
 
 // transientJS reports whether a JetStream API call may succeed if tried again.
 func transientJS(err error) bool {
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return false // a 503, but no try makes it so
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
+		switch {
+		case apiErr.ErrorCode == jsErrReplicasNotClustered:
+			return false // a lone server stays alone
+		case apiErr.ErrorCode == jsErrNoPeers:
+			return true // a server of the cluster is down or not yet routed
+		}
 		return apiErr.Code >= 500
 	}
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrTimeout)
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// setupErr is the error of a set-up step (what, "create stream X") that
+// failed with err after start: it says what the operator can do about
+// the failures a cluster has.
+func setupErr(what string, cfg Config, start time.Time, err error) error {
+	var apiErr *jetstream.APIError
+	errors.As(err, &apiErr)
+	switch {
+	case apiErr != nil && apiErr.ErrorCode == jsErrReplicasNotClustered:
+		return fmt.Errorf("%s: %w: %d replicas need a JetStream cluster, and this NATS server runs alone (point NATS_URL at the cluster's servers, or use 1 replica)",
+			what, err, cfg.Replicas)
+	case apiErr != nil && apiErr.ErrorCode == jsErrNoPeers:
+		return fmt.Errorf("%s: %w, still after %s: %d replicas need %d JetStream servers of the cluster up and routed to each other (start the missing ones, or use fewer replicas)",
+			what, err, time.Since(start).Round(time.Second), cfg.Replicas, cfg.Replicas)
+	case transientJS(err):
+		return fmt.Errorf("%s: %w, still after %s: is a majority of the JetStream cluster's servers up and routed to each other? (a cluster without one elects no leader and answers no request)",
+			what, err, time.Since(start).Round(time.Second))
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // DeadStream is the name of the stream that keeps the job stream's

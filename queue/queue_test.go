@@ -71,7 +71,8 @@ func TestEnsureStreamSubjects(t *testing.T) {
 	if _, created, err := queue.EnsureStream(ctx, js, fresh); err != nil || !created {
 		t.Errorf("a new stream: created %v, %v; want created", created, err)
 	}
-	for _, bad := range []queue.Config{{Stream: "a.b"}, {Stream: "a b"}, {Subject: "jobs.*"}, {Subject: "jobs.>"}, {Subject: "a..b"}, {Subject: "a b"}} {
+	for _, bad := range []queue.Config{{Stream: "a.b"}, {Stream: "a b"}, {Subject: "jobs.*"}, {Subject: "jobs.>"}, {Subject: "a..b"}, {Subject: "a b"},
+		{Replicas: 2}, {Replicas: 4}, {Replicas: 6}, {Replicas: -1}} {
 		var se *fixpoint.SettingError
 		if _, _, err := queue.EnsureStream(ctx, js, bad); !errors.As(err, &se) {
 			t.Errorf("%+v: %v, want a setting error", bad, err)

@@ -162,3 +162,23 @@ func TestEnsureTogether(t *testing.T) {
 		}
 	}
 }
+
+// Replicas on a server that runs alone: refused at once, not tried again
+// until SetupWait, with what to do; 1 replica works there.
+func TestEnsureReplicasOnALoneServer(t *testing.T) {
+	t.Parallel()
+	js := serverJS(t, t.TempDir(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, _, err := queue.Ensure(ctx, js, queue.Config{Stream: "Q_ALONE", Subject: "q.alone", Consumer: "w", Replicas: 3})
+	if err == nil || !strings.Contains(err.Error(), "3 replicas need a JetStream cluster") {
+		t.Fatalf("Ensure of 3 replicas on a lone server: %v, want an error saying it needs a cluster", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("refused after %s: tried again", d)
+	}
+	if _, _, err := queue.Ensure(ctx, js, queue.Config{Stream: "Q_ALONE", Subject: "q.alone", Consumer: "w", Replicas: 1}); err != nil {
+		t.Fatalf("1 replica on a lone server: %v", err)
+	}
+}

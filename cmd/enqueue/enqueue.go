@@ -55,7 +55,7 @@ var enqueueFlagGroups = []cliflags.FlagGroup{
 	{Title: "Checks after the schema", Flags: []string{"evidence", "evidence-source"}},
 	{Title: "Spend cap", Flags: []string{"max-cost-usd", "max-total-tokens"}},
 	{Title: "Delivery", Flags: []string{"delivery", "batch-fallback", "deadline", "prompt-cache"}},
-	{Title: "Queue", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "duplicates-window"}},
+	{Title: "Queue", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "duplicates-window", "stream-replicas"}},
 	{Title: "Ledger", Flags: []string{"database-url"}},
 }
 
@@ -148,7 +148,7 @@ func (f *enqueueFlags) check(pos []string) error {
 	if f.common.batch == "" {
 		return usageError{Err: errors.New("--batch is required (see --help)")}
 	}
-	if err := queueUsage(f.common.queue); err != nil {
+	if err := queueUsage(f.common.queue, f.common.natsURL); err != nil {
 		return err
 	}
 	if err := f.checkCounts(); err != nil {

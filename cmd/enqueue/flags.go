@@ -33,6 +33,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, withQueue bool) {
 		fs.StringVar(&c.natsListen, "nats-listen", env("FIXPOINT_NATS_LISTEN", natsconn.ListenDefault), "where a running worker's embedded NATS listens (env FIXPOINT_NATS_LISTEN)")
 		fs.StringVar(&c.queue.Stream, "stream", queue.StreamDefault, "JetStream stream of jobs")
 		fs.StringVar(&c.queue.Subject, "subject", queue.SubjectDefault, "subject jobs are published on")
+		fs.IntVar(&c.queue.Replicas, "stream-replicas", 1, "servers of a JetStream cluster that keep the job stream when enqueue creates it: 1, 3 or 5, as the workers' --stream-replicas (which set it on an existing stream)")
 	}
 }
 
@@ -77,7 +78,7 @@ func parseSub(fs *flag.FlagSet, args []string, c *commonFlags) error {
 	if c.batch == "" {
 		return usageError{Err: errors.New("--batch is required (see --help)")}
 	}
-	return queueUsage(c.queue)
+	return queueUsage(c.queue, c.natsURL)
 }
 
 func openLedger(ctx context.Context, dsn string) (*store.Store, error) {
@@ -120,9 +121,13 @@ func warnNoPrice(w io.Writer, model string) {
 
 // queueUsage checks the queue flags before anything is connected: a value
 // NATS refuses is a usage error naming the flag.
-func queueUsage(q queue.Config) error {
+func queueUsage(q queue.Config, natsURL string) error {
 	if err := q.WithDefaults().Validate(); err != nil {
-		return cliflags.SettingUsage(err, map[string]string{"Stream": "--stream", "Subject": "--subject", "Duplicates": "--duplicates-window"})
+		return cliflags.SettingUsage(err, map[string]string{"Stream": "--stream", "Subject": "--subject", "Duplicates": "--duplicates-window",
+			"Replicas": "--stream-replicas"})
+	}
+	if err := natsconn.CheckReplicas(natsURL, q.Replicas); err != nil {
+		return usageError{Err: err}
 	}
 	return nil
 }

@@ -126,6 +126,8 @@ func TestEnqueueExitStatus(t *testing.T) {
 		{"subject past 255 bytes", append(w.args("t25", "--subject", strings.Repeat("a", 300)), data), "", 2, "is not a subject"},
 		{"duplicates window under 100ms", append(w.args("t26", "--duplicates-window", "1ns"), data), "", 2, "under NATS's minimum"},
 		{"wildcard subject", append(w.args("t20", "--subject", "fixpoint.*"), data), "", 2, `--subject "fixpoint.*" is not a subject`},
+		{"two stream replicas", append(w.args("t34", "--stream-replicas", "2"), data), "", 2, "--stream-replicas 2 must be 1, 3 or 5"},
+		{"replicas on the embedded queue", append(w.args("t35", "--stream-replicas", "3"), data), "", 2, "--stream-replicas 3 needs a JetStream cluster"},
 		{"negative duplicates window", append(w.args("t21", "--duplicates-window", "-1s"), data), "", 2, "--duplicates-window -1s is negative"},
 		{"NaN cost cap", append(w.args("t17", "--max-cost-usd", "NaN"), data), "", 2, `--max-cost-usd "NaN"`},
 		{"cost cap past the ledger's numeric", append(w.args("t18", "--max-cost-usd", "1e12"), data), "", 2, `--max-cost-usd "1e12"`},

@@ -161,6 +161,7 @@ func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
 		"--wave-max-requests 0":       "",
 		"--max-prompt-bytes 0":        "",
 		"--transport-retries 1000000": "",
+		"--stream-replicas 3":         "--nats-url=", // the embedded queue is one server
 	} {
 		t.Run(flag, func(t *testing.T) {
 			t.Parallel()
@@ -195,6 +196,7 @@ func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
 		"--stream":               "a.b",
 		"--subject":              "jobs.>",
 		"--consumer":             "two words",
+		"--stream-replicas":      "2",
 		"--max-failure-rate":     "NaN",
 		"--spill-dir":            "/dev/null/spill",
 	} {

@@ -321,7 +321,11 @@ func queueFlags(fs *flag.FlagSet, q *queue.Config) {
 	fs.IntVar(&q.MaxDeliver, "max-deliver", queue.MaxDeliverDefault, "deliveries before a job is recorded dead")
 	fs.IntVar(&q.MaxAckPending, "max-ack-pending", queue.MaxAckPendingDefault, "jobs in flight across all workers, counting those waiting for their commit (global cap)")
 	fs.DurationVar(&q.Duplicates, "duplicates-window", queue.DuplicatesDefault, "a job id published twice within this window is stored once")
+	fs.IntVar(&q.Replicas, "stream-replicas", 1, streamReplicasHelp)
 }
+
+// streamReplicasHelp is --stream-replicas' help, the worker's and enqueue's.
+const streamReplicasHelp = "servers of a JetStream cluster that keep the job stream, its consumer and the dead-job stream: 1, 3 or 5 (they take work while a majority is up: 3 survive one server down, 5 two); the workers set it on an existing stream"
 
 func openStore(ctx context.Context, dsn string, migrate bool, log *slog.Logger) (*store.Store, error) {
 	if migrate {

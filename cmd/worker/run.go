@@ -108,7 +108,7 @@ type runFlags struct {
 // many for one sorted list.
 var runFlagGroups = []cliflags.FlagGroup{
 	{Title: "Queue (NATS JetStream)", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "consumer",
-		"ack-wait", "max-deliver", "max-ack-pending", "duplicates-window"}},
+		"ack-wait", "max-deliver", "max-ack-pending", "duplicates-window", "stream-replicas"}},
 	{Title: "Providers", Flags: []string{"openai-base-url", "anthropic-base-url", "ollama-base-url", "provider-timeout",
 		"transport-retries", "max-hint-wait", "sim", "sim-seed", "sim-latency-p50", "sim-latency-p99"}},
 	{Title: "Limits", Flags: []string{"concurrency", "jobs-ahead", "rpm", "tpm", "lane-max-concurrency", "lane-initial-concurrency",
@@ -219,6 +219,9 @@ func (f *runFlags) check() error {
 			return usagef("--nats-url (env NATS_URL): %v", err)
 		}
 	}
+	if err := natsconn.CheckReplicas(f.nf.url, f.cfg.Queue.Replicas); err != nil {
+		return usageError{Err: err}
+	}
 	if err := f.checkDrain(); err != nil {
 		return err
 	}
@@ -325,6 +328,7 @@ var settingFlags = map[string]string{
 	"Queue.Stream":        "--stream",
 	"Queue.Subject":       "--subject",
 	"Queue.Consumer":      "--consumer",
+	"Queue.Replicas":      "--stream-replicas",
 	"Wave.MaxRequests":    "--wave-max-requests",
 	"Wave.Collect":        "--wave-collect",
 	"Wave.PollMin":        "--wave-poll-min",

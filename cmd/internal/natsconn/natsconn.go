@@ -199,6 +199,16 @@ func splitListen(addr string) (string, int, error) {
 	return host, port, nil
 }
 
+// CheckReplicas refuses replicas of the job stream (--stream-replicas)
+// over 1 without a NATS URL: the embedded queue is one server, and would
+// refuse them only once asked.
+func CheckReplicas(url string, replicas int) error {
+	if replicas > 1 && url == "" {
+		return fmt.Errorf("--stream-replicas %d needs a JetStream cluster: set NATS_URL (or --nats-url) to its servers, comma-separated; the embedded queue is one server", replicas)
+	}
+	return nil
+}
+
 // ErrBadURL is wrapped by CheckURL's errors.
 var ErrBadURL = natsaddr.ErrBadURL
 
