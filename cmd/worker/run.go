@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint/budget"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
@@ -96,6 +97,7 @@ type runFlags struct {
 
 	dbURL, metricsAddr, record, pricesFile string
 	ahead                                  int
+	budgetMode                             string
 	startTimeout                           time.Duration
 	chk                                    drainCheck
 	nf                                     natsFlags
@@ -110,7 +112,7 @@ var runFlagGroups = []cliflags.FlagGroup{
 		"ack-wait", "max-deliver", "max-ack-pending", "duplicates-window"}},
 	{Title: "Providers", Flags: []string{"openai-base-url", "anthropic-base-url", "ollama-base-url", "provider-timeout",
 		"transport-retries", "max-hint-wait", "sim", "sim-seed", "sim-latency-p50", "sim-latency-p99"}},
-	{Title: "Limits", Flags: []string{"concurrency", "jobs-ahead", "rpm", "tpm", "lane-max-concurrency", "lane-initial-concurrency",
+	{Title: "Limits", Flags: []string{"concurrency", "jobs-ahead", "rpm", "tpm", "budget", "lane-max-concurrency", "lane-initial-concurrency",
 		"max-prompt-bytes", "write-buffer-bytes"}},
 	{Title: "Ledger", Flags: []string{"database-url", "start-timeout", "record-requests", "prices", "spill-dir"}},
 	{Title: "Drain and stop", Flags: []string{"drain", "batch", "max-failure-rate", "grace"}},
@@ -142,6 +144,7 @@ func newRunFlags(stdout io.Writer) *runFlags {
 	fs.Float64Var(&f.chk.maxFailureRate, "max-failure-rate", 1, "with --drain --batch: exit 1 when the share of the batch's jobs not valid is above this (0.05 = 5%)")
 	fs.DurationVar(&f.startTimeout, "start-timeout", startTimeoutDefault, "how long to keep trying to reach Postgres and NATS at start (they may start after the worker); 0 = try once")
 	fs.Int64Var(&cfg.WriteBuffer, "write-buffer-bytes", 0, "bytes of finished results that may wait for their ledger commit; when full, pulling slows down (0 = 8 KiB per job held, --concurrency plus --jobs-ahead, at least 1 MiB)")
+	fs.StringVar(&f.budgetMode, "budget", env("FIXPOINT_BUDGET", budgetCluster), "who shares --rpm and --tpm: 'cluster' (every worker on this NATS calling the same provider, base URL, model and key, through a KV bucket) or 'local' (this process alone: N workers on one key then spend N times it)")
 	queueFlags(fs, &cfg.Queue)
 	waveFlags(fs, &cfg.Wave)
 	f.nf.register(fs, true)
@@ -192,6 +195,13 @@ func (f *runFlags) check() error {
 	}
 	if err := f.pf.check(); err != nil {
 		return err
+	}
+	switch f.budgetMode {
+	case budgetCluster:
+		f.pf.shared = true
+	case budgetLocal:
+	default:
+		return usagef("--budget %q: want cluster or local", f.budgetMode)
 	}
 	if err := givenPositive(f.fs, "max-deliver", "max-ack-pending", "ack-wait", "wave-max-requests", "max-prompt-bytes", "provider-timeout"); err != nil {
 		return err
@@ -483,6 +493,9 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops ops
 		return err
 	}
 	defer closeNATS()
+	if err := shareBudget(ctx, js, pf, m, log); err != nil {
+		return err
+	}
 	clients, closeSim, err := pf.build(metricsObserver{m: m})
 	if err != nil {
 		return err
@@ -524,6 +537,35 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops ops
 		return chk.interrupted(context.WithoutCancel(ctx), st)
 	}
 	return chk.check(context.WithoutCancel(ctx), st, stdout)
+}
+
+// --budget's values.
+const (
+	budgetCluster = "cluster"
+	budgetLocal   = "local"
+)
+
+// shareBudget makes the lanes' --rpm and --tpm a budget shared by every
+// worker on this NATS (--budget cluster): each lane leases its share from
+// a KV bucket (package budget). Without a budget there is nothing to share.
+func shareBudget(ctx context.Context, js jetstream.JetStream, pf *providerFlags, m *pipeline.Metrics, log *slog.Logger) error {
+	if !pf.shared || pf.rpm == 0 && pf.tpm == 0 {
+		return nil
+	}
+	g, err := budget.Open(ctx, js, budget.Config{Logger: log, OnOp: func(op string, err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		m.BudgetOps.WithLabelValues(op, outcome).Inc()
+	}})
+	if err != nil {
+		return err
+	}
+	pf.granter = g
+	log.Info("worker: --rpm and --tpm are shared with every worker on this NATS calling the same lane",
+		slog.Int("rpm", pf.rpm), slog.Int("tpm", pf.tpm), slog.String("bucket", budget.BucketDefault))
+	return nil
 }
 
 // startLedger opens and migrates the ledger, retrying for startTimeout,

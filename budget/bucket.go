@@ -1,0 +1,114 @@
+// Package budget shares a lane's provider budget (requests and tokens a
+// minute) among every worker of a cluster. It implements llm.Granter on a
+// NATS JetStream KV bucket: one key per lane holds the lane's token
+// buckets, and a worker leases a few seconds' worth of them at a time with
+// a compare-and-swap update. No call asks the coordinator: the lane spends
+// its grant locally and renews it ahead of need (see llm.Granter).
+package budget
+
+import (
+	"math"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
+)
+
+// state is a lane's shared budget as the KV bucket holds it: a token
+// bucket of requests and one of tokens, and the shrink the provider last
+// asked for.
+type state struct {
+	Req float64 `json:"req"`
+	Tok float64 `json:"tok"`
+	// At is when the buckets were last refilled (Unix nanoseconds).
+	At int64 `json:"at"`
+	// Factor scales the refill until Until while below 1; Shrunk is when
+	// it was last lowered.
+	Factor float64 `json:"factor,omitempty"`
+	Until  int64   `json:"until,omitempty"`
+	Shrunk int64   `json:"shrunk,omitempty"`
+}
+
+// bucketOf returns the capacity and refill rate (a second) of a budget of
+// perMinute: a second's worth held at most, refilled at (perMinute -
+// capacity)/60, so that what is granted in any minute stays within
+// perMinute (capacity + 60 x rate). Below 120 a minute the rate keeps at
+// least half the budget.
+func bucketOf(perMinute int) (capacity, rate float64) {
+	capacity = math.Max(1, float64(perMinute)/60)
+	rate = math.Max(float64(perMinute)-capacity, float64(perMinute)/2) / 60
+	return capacity, rate
+}
+
+// newState is a lane's state when the bucket first sees it: full.
+func newState(b llm.Budget, now time.Time) state {
+	rc, _ := bucketOf(b.RPM)
+	tc, _ := bucketOf(b.TPM)
+	return state{Req: rc, Tok: tc, At: now.UnixNano()}
+}
+
+// factor is the shrink in force at now, 1 when none.
+func (s *state) factor(now time.Time) float64 {
+	if s.Factor <= 0 || s.Factor >= 1 || now.UnixNano() >= s.Until {
+		return 1
+	}
+	return s.Factor
+}
+
+// refill adds what the budget earned since the last refill. A clock
+// behind the last writer's (another machine) earns nothing.
+func (s *state) refill(b llm.Budget, now time.Time) {
+	el := time.Duration(now.UnixNano() - s.At).Seconds()
+	if el <= 0 {
+		return
+	}
+	f := s.factor(now)
+	rc, rr := bucketOf(b.RPM)
+	tc, tr := bucketOf(b.TPM)
+	s.Req = math.Min(rc, s.Req+el*rr*f)
+	s.Tok = math.Min(tc, s.Tok+el*tr*f)
+	s.At = now.UnixNano()
+	if f == 1 {
+		s.Factor, s.Until, s.Shrunk = 0, 0, 0
+	}
+}
+
+// lease refills the buckets and takes up to want from them: whole
+// requests and tokens, as much as they hold. An unlimited budget (0) grants
+// what is asked.
+func (s *state) lease(b llm.Budget, want llm.Grant, now time.Time) llm.Grant {
+	s.refill(b, now)
+	var g llm.Grant
+	if b.RPM > 0 {
+		g.Requests = min(want.Requests, int(math.Floor(s.Req)))
+		s.Req -= float64(g.Requests)
+	} else {
+		g.Requests = want.Requests
+	}
+	if b.TPM > 0 {
+		g.Tokens = min(want.Tokens, int(math.Floor(s.Tok)))
+		s.Tok -= float64(g.Tokens)
+	} else {
+		g.Tokens = want.Tokens
+	}
+	return g
+}
+
+// shrinkOnce is the shortest time between two cuts of a lane's factor:
+// the many 429s of one congestion event, from every worker, cut once.
+const shrinkOnce = time.Second
+
+// minFactor bounds how far shrinks compound.
+const minFactor = 1.0 / 32
+
+// shrink applies sh: the refill slows by its factor until its end (which
+// it extends), and the buckets lose as much of what they hold.
+func (s *state) shrink(b llm.Budget, sh llm.Shrink, now time.Time) {
+	s.refill(b, now)
+	if now.UnixNano()-s.Shrunk >= int64(shrinkOnce) {
+		s.Factor = math.Max(minFactor, s.factor(now)*sh.Factor)
+		s.Shrunk = now.UnixNano()
+		s.Req *= sh.Factor
+		s.Tok *= sh.Factor
+	}
+	s.Until = max(s.Until, sh.Until.UnixNano())
+}
