@@ -100,15 +100,25 @@ const shrinkOnce = time.Second
 // minFactor bounds how far shrinks compound.
 const minFactor = 1.0 / 32
 
-// shrink applies sh: the refill slows by its factor until its end (which
-// it extends), and the buckets lose as much of what they hold.
+// shrink applies sh: the buckets hold no more than it says is left, and a
+// factor under 1 slows the refill until its end (which it extends),
+// compounding with the shrink in force once per shrinkOnce.
 func (s *state) shrink(b llm.Budget, sh llm.Shrink, now time.Time) {
 	s.refill(b, now)
+	if l := sh.Left; l != nil {
+		if l.Requests >= 0 {
+			s.Req = math.Min(s.Req, float64(l.Requests))
+		}
+		if l.Tokens >= 0 {
+			s.Tok = math.Min(s.Tok, float64(l.Tokens))
+		}
+	}
+	if sh.Factor <= 0 || sh.Factor >= 1 {
+		return
+	}
 	if now.UnixNano()-s.Shrunk >= int64(shrinkOnce) {
 		s.Factor = math.Max(minFactor, s.factor(now)*sh.Factor)
 		s.Shrunk = now.UnixNano()
-		s.Req *= sh.Factor
-		s.Tok *= sh.Factor
 	}
 	s.Until = max(s.Until, sh.Until.UnixNano())
 }

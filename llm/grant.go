@@ -40,10 +40,13 @@ type Grant struct {
 	Expires          time.Time
 }
 
-// Shrink scales a lane's budget by Factor (0 < Factor < 1) until Until.
+// Shrink lowers a lane's budget: Factor (0 < Factor < 1; 1 for none)
+// scales its rate until Until, and Left, when set, caps what its buckets
+// hold now (a negative count caps nothing).
 type Shrink struct {
 	Factor float64
 	Until  time.Time
+	Left   *Grant
 }
 
 // The lane's side of a shared budget. A lane renews its grants ahead of
@@ -67,9 +70,8 @@ const (
 	ShrinkFor429 = 10 * time.Second
 	// shrinkMax bounds a shrink's length whatever the retry hint.
 	shrinkMax = time.Minute
-	// shrinkLow is the factor applied when the provider reports under
-	// lowRemaining of a budget left.
-	shrinkLow    = 0.8
+	// lowRemaining is the share of a budget's limit under which what the
+	// provider reports left caps the shared buckets.
 	lowRemaining = 0.05
 )
 
@@ -93,6 +95,7 @@ type grantBook struct {
 	lastRenew       time.Time
 	lastUse         time.Time
 	lastShrink      time.Time
+	lastCap         time.Time
 	pumping         bool
 	wake            chan struct{} // closed when a grant arrives
 }
@@ -142,11 +145,11 @@ func (b *grantBook) take(ctx context.Context, tokens int) error {
 // reconcile charges what a call used beyond its estimate, or gives back
 // what it did not use.
 func (b *grantBook) reconcile(estimate, used int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.budget.TPM == 0 || used <= 0 || used == estimate {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.takenTok += used - estimate
 	if used > estimate {
 		b.debt += used - estimate
@@ -168,22 +171,48 @@ func (b *grantBook) reconcile(estimate, used int) {
 func (b *grantBook) shrink(s Shrink) {
 	b.mu.Lock()
 	now := b.clock.Now()
-	if now.Sub(b.lastShrink) < shrinkEvery {
+	last := &b.lastShrink // a cap (Factor 1) does not hold up a 429's shrink
+	if s.Factor >= 1 {
+		last = &b.lastCap
+	}
+	if now.Sub(*last) < shrinkEvery {
 		b.mu.Unlock()
 		return
 	}
-	b.lastShrink = now
+	*last = now
 	// What is held locally is part of the budget that proved too large.
 	for i := range b.grants {
+		if s.Factor >= 1 {
+			break
+		}
 		b.grants[i].Requests = int(float64(b.grants[i].Requests) * s.Factor)
 		b.grants[i].Tokens = int(float64(b.grants[i].Tokens) * s.Factor)
 	}
+	budget := b.budget
 	b.mu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = b.g.Shrink(ctx, b.key, b.budget, s) // the Granter reports its own failures
+		_ = b.g.Shrink(ctx, b.key, budget, s) // the Granter reports its own failures
 	}()
+}
+
+// observe applies what a reply's rate-limit headers say (fromHeaders):
+// a lower limit becomes the budget this process leases by, and a budget
+// nearly spent caps the shared buckets.
+func (b *grantBook) observe(rl map[string]string, now time.Time) {
+	b.mu.Lock()
+	limit, left, low := fromHeaders(b.budget, rl)
+	if limit.RPM > 0 {
+		b.budget.RPM = limit.RPM
+	}
+	if limit.TPM > 0 {
+		b.budget.TPM = limit.TPM
+	}
+	b.mu.Unlock()
+	if low {
+		b.shrink(Shrink{Factor: 1, Until: now, Left: &left})
+	}
 }
 
 func (b *grantBook) dropExpiredLocked(now time.Time) {
@@ -272,7 +301,7 @@ func (b *grantBook) pump() {
 		b.mu.Lock()
 		now := b.clock.Now()
 		b.dropExpiredLocked(now)
-		want := b.wantLocked(now)
+		want, budget := b.wantLocked(now), b.budget
 		b.lastRenew = now
 		if want == (Grant{}) && b.waitReq == 0 && now.Sub(b.lastUse) >= grantIdle {
 			b.pumping = false
@@ -281,23 +310,23 @@ func (b *grantBook) pump() {
 		}
 		b.mu.Unlock()
 		if want != (Grant{}) {
-			b.lease(ctx, want)
+			b.lease(ctx, budget, want)
 		}
 		<-b.clock.NewTimer(GrantRenewEvery).C()
 	}
 }
 
-func (b *grantBook) lease(ctx context.Context, want Grant) {
+func (b *grantBook) lease(ctx context.Context, budget Budget, want Grant) {
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	g, err := b.g.Lease(lctx, b.key, b.budget, want)
+	g, err := b.g.Lease(lctx, b.key, budget, want)
 	cancel()
 	if err != nil || g.Requests <= 0 && g.Tokens <= 0 {
 		return // the Granter reports its failures; callers wait for the next renewal
 	}
-	if b.budget.RPM == 0 {
+	if budget.RPM == 0 {
 		g.Requests = 0
 	}
-	if b.budget.TPM == 0 {
+	if budget.TPM == 0 {
 		g.Tokens = 0
 	}
 	b.mu.Lock()
@@ -307,25 +336,53 @@ func (b *grantBook) lease(ctx context.Context, want Grant) {
 	b.mu.Unlock()
 }
 
-// lowBudget reports whether rate-limit headers (lower-cased, as
-// Response.RateLimit keeps them) give a budget with under lowRemaining of
-// its limit left.
-func lowBudget(rl map[string]string) bool {
-	for k, v := range rl {
-		var limitKey string
-		switch {
-		case strings.HasPrefix(k, "x-ratelimit-remaining-"):
-			limitKey = "x-ratelimit-limit-" + strings.TrimPrefix(k, "x-ratelimit-remaining-")
-		case strings.HasPrefix(k, "anthropic-ratelimit-") && strings.HasSuffix(k, "-remaining"):
-			limitKey = strings.TrimSuffix(k, "-remaining") + "-limit"
-		default:
+// providerBudget reads a reply's rate-limit headers (lower-cased, as
+// Response.RateLimit keeps them): the limit and what is left of the
+// request and the token budget, -1 where a header is missing.
+// OpenAI-style servers send x-ratelimit-{limit,remaining}-{requests,tokens},
+// Anthropic anthropic-ratelimit-{requests,tokens}-{limit,remaining}.
+func providerBudget(rl map[string]string) (limit, left Grant) {
+	num := func(keys ...string) int {
+		for _, k := range keys {
+			if v, ok := rl[k]; ok {
+				if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+					return n
+				}
+			}
+		}
+		return -1
+	}
+	limit.Requests = num("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")
+	limit.Tokens = num("x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit")
+	left.Requests = num("x-ratelimit-remaining-requests", "anthropic-ratelimit-requests-remaining")
+	left.Tokens = num("x-ratelimit-remaining-tokens", "anthropic-ratelimit-tokens-remaining")
+	return limit, left
+}
+
+// fromHeaders is what a reply's rate-limit headers say of a shared
+// budget. A limit under the budget configured is the key's real budget:
+// limit holds it (0 where the headers say nothing of the sort). What is
+// left is the level of a bucket the provider refills as it goes, near 0
+// whenever the key is used at its full rate, so it does not slow the
+// budget; but under lowRemaining of the limit it caps what the shared
+// buckets hold (left, ok), so that no burst is granted the provider has
+// not got.
+func fromHeaders(b Budget, rl map[string]string) (limit Budget, left Grant, ok bool) {
+	lim, rem := providerBudget(rl)
+	left = Grant{Requests: -1, Tokens: -1}
+	for _, x := range []struct {
+		budget, limit, left int
+		lower, cap          *int
+	}{{b.RPM, lim.Requests, rem.Requests, &limit.RPM, &left.Requests}, {b.TPM, lim.Tokens, rem.Tokens, &limit.TPM, &left.Tokens}} {
+		if x.budget == 0 || x.limit <= 0 {
 			continue
 		}
-		remaining, err1 := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		limit, err2 := strconv.ParseInt(strings.TrimSpace(rl[limitKey]), 10, 64)
-		if err1 == nil && err2 == nil && limit > 0 && float64(remaining) < lowRemaining*float64(limit) {
-			return true
+		if x.limit < x.budget {
+			*x.lower = x.limit
+		}
+		if x.left >= 0 && float64(x.left) < lowRemaining*float64(x.limit) {
+			*x.cap, ok = x.left, true
 		}
 	}
-	return false
+	return limit, left, ok
 }

@@ -369,7 +369,7 @@ func (p *permit) done(class fixpoint.ErrorClass, hint time.Duration, used int, p
 		}
 	case fixpoint.ClassRateLimited, fixpoint.ClassOverloaded:
 		if class == fixpoint.ClassRateLimited && l.book != nil {
-			l.book.shrink(Shrink{Factor: Shrink429, Until: now.Add(min(max(hint, ShrinkFor429), shrinkMax))})
+			l.book.shrink(Shrink{Factor: Shrink429, Until: now.Add(min(max(hint, ShrinkFor429), shrinkMax)), Left: &Grant{}})
 		}
 		// Halve once per congestion event: a permit granted before the last
 		// decrease saw the same congestion and does not halve again.
@@ -421,14 +421,13 @@ func (p *permit) done(class fixpoint.ErrorClass, hint time.Duration, used int, p
 	}
 }
 
-// observeRemaining shrinks a shared budget when a reply's rate-limit
-// headers say the provider's budget is nearly spent: other clients of the
-// key, or a limit under the one configured, spend it.
+// observeRemaining tells a shared budget what a reply's rate-limit
+// headers say of the provider's (fromHeaders).
 func (l *Lane) observeRemaining(rl map[string]string) {
-	if l.book == nil || !lowBudget(rl) {
+	if l.book == nil {
 		return
 	}
-	l.book.shrink(Shrink{Factor: shrinkLow, Until: l.clock.Now().Add(ShrinkFor429)})
+	l.book.observe(rl, l.clock.Now())
 }
 
 // sleep waits d on clock, or until ctx ends.
