@@ -26,6 +26,9 @@ type state struct {
 	Factor float64 `json:"factor,omitempty"`
 	Until  int64   `json:"until,omitempty"`
 	Shrunk int64   `json:"shrunk,omitempty"`
+	// Lessees holds when each worker (its coordinator's id) last leased,
+	// for a lease's fair share; an entry older than a lease is dropped.
+	Lessees map[string]int64 `json:"lessees,omitempty"`
 }
 
 // bucketOf returns the capacity and refill rate (a second) of a budget of
@@ -72,25 +75,39 @@ func (s *state) refill(b llm.Budget, now time.Time) {
 	}
 }
 
-// lease refills the buckets and takes up to want from them: whole
-// requests and tokens, as much as they hold. An unlimited budget (0) grants
-// what is asked.
-func (s *state) lease(b llm.Budget, want llm.Grant, now time.Time) llm.Grant {
+// lease refills the buckets and takes up to want from them for lessee
+// id: whole requests and tokens, as much as they hold, and no more than a
+// fair share of their capacity (divided among the lessees of the last
+// lease period), so that the first to ask does not starve the others. An
+// unlimited budget (0) grants what is asked.
+func (s *state) lease(id string, b llm.Budget, want llm.Grant, now time.Time, lease time.Duration) llm.Grant {
 	s.refill(b, now)
-	var g llm.Grant
-	if b.RPM > 0 {
-		g.Requests = min(want.Requests, int(math.Floor(s.Req)))
-		s.Req -= float64(g.Requests)
-	} else {
-		g.Requests = want.Requests
+	n := s.lessees(id, now, lease)
+	take := func(level *float64, perMinute, want int) int {
+		if perMinute == 0 {
+			return want
+		}
+		c, _ := bucketOf(perMinute)
+		g := min(want, int(math.Floor(*level)), int(math.Ceil(c/float64(n))))
+		*level -= float64(g)
+		return g
 	}
-	if b.TPM > 0 {
-		g.Tokens = min(want.Tokens, int(math.Floor(s.Tok)))
-		s.Tok -= float64(g.Tokens)
-	} else {
-		g.Tokens = want.Tokens
+	return llm.Grant{Requests: take(&s.Req, b.RPM, want.Requests), Tokens: take(&s.Tok, b.TPM, want.Tokens)}
+}
+
+// lessees records id's lease at now, drops the lessees silent for a
+// lease, and returns how many are left.
+func (s *state) lessees(id string, now time.Time, lease time.Duration) int {
+	if s.Lessees == nil {
+		s.Lessees = map[string]int64{}
 	}
-	return g
+	s.Lessees[id] = now.UnixNano()
+	for k, at := range s.Lessees {
+		if now.UnixNano()-at > int64(lease) {
+			delete(s.Lessees, k)
+		}
+	}
+	return len(s.Lessees)
 }
 
 // shrinkOnce is the shortest time between two cuts of a lane's factor:

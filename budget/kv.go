@@ -3,6 +3,7 @@ package budget
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -55,6 +56,7 @@ type Config struct {
 type KV struct {
 	kv  jetstream.KeyValue
 	cfg Config
+	id  string // this worker's name among a lane's lessees
 
 	mu      sync.Mutex
 	down    bool      // the last operation failed
@@ -79,7 +81,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*KV, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open the budget bucket %s: %w", cfg.Bucket, err)
 	}
-	return &KV{kv: kv, cfg: cfg}, nil
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	return &KV{kv: kv, cfg: cfg, id: hex.EncodeToString(id[:])}, nil
 }
 
 // Key is the KV key of a lane: a hash of its provider, base URL, model
@@ -94,7 +98,7 @@ func Key(lane llm.LaneKey) string {
 func (k *KV) Lease(ctx context.Context, lane llm.LaneKey, b llm.Budget, want llm.Grant) (llm.Grant, error) {
 	var g llm.Grant
 	err := k.update(ctx, lane, b, func(s *state, now time.Time) {
-		g = s.lease(b, want, now)
+		g = s.lease(k.id, b, want, now, k.cfg.Lease)
 		g.Expires = now.Add(k.cfg.Lease)
 	})
 	if err != nil {

@@ -124,7 +124,7 @@ func (c *benchConfig) quickSizes(set map[string]bool) {
 		{"patch-jobs", &c.patchJobs, 60},
 		{"evidence-jobs", &c.evidenceJobs, 300},
 		{"rounds", &c.rounds, 2},
-		{"budget-seconds", &c.budget.seconds, 8},
+		{"budget-seconds", &c.budget.seconds, 12},
 	}
 	for _, s := range sizes {
 		if !set[s.flag] {
