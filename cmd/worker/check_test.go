@@ -161,6 +161,7 @@ func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
 		"--wave-max-requests 0":       "",
 		"--max-prompt-bytes 0":        "",
 		"--transport-retries 1000000": "",
+		"--budget":                    "clsuter",
 	} {
 		t.Run(flag, func(t *testing.T) {
 			t.Parallel()

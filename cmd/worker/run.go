@@ -66,7 +66,15 @@ exits 1 when a job of it is not final, more than --max-failure-rate of its
 jobs are not valid, or none is (a provider unreachable all night is not a
 success). A provider that fails after the transport retries is waited out
 inside each job's delivery (pulling paused), so an outage of minutes spends
-no deliveries. Without NATS_URL the queue is the embedded one in
+no deliveries.
+
+--rpm and --tpm are a lane's budget (a provider, base URL, model and API
+key) across every worker on the same NATS: each worker leases a few
+seconds of it at a time from a KV bucket and holds its calls when its grant
+is spent; a 429 slows the lane for all of them. --budget local makes them
+this process's own instead.
+
+Without NATS_URL the queue is the embedded one in
 --nats-dir, which enqueue (also without NATS_URL) writes to, so a nightly
 cron line needs only Postgres:
 
@@ -85,7 +93,8 @@ const runEnvHelp = `  DATABASE_URL           Postgres ledger (default ` + databa
   FIXPOINT_NATS_LISTEN   where the embedded server listens for enqueue and other workers (default ` + embeddedNATSDefault + `)
   FIXPOINT_METRICS_ADDR  /metrics, /healthz, /readyz (default ` + metricsAddrDefault + `; off to disable)
   FIXPOINT_RPM, FIXPOINT_TPM
-                         per-lane request and token budgets per minute of this process (default 0: unlimited)
+                         per-lane request and token budgets per minute, shared by the workers on this NATS (default 0: unlimited)
+  FIXPOINT_BUDGET        cluster (default) or local: who shares FIXPOINT_RPM and FIXPOINT_TPM (see --budget)
   LOG_LEVEL, LOG_FORMAT  info|debug|warn|error, text|json; prompts and replies are never logged
 ` + providerEnvHelp
 
