@@ -34,6 +34,11 @@ func (c *testClock) Since(t time.Time) float64 { return c.Now().Sub(t).Seconds()
 // serverJS starts an embedded JetStream server for the test and returns a
 // client of it.
 func serverJS(t *testing.T) jetstream.JetStream {
+	js, _ := serverAndJS(t)
+	return js
+}
+
+func serverAndJS(t *testing.T) (jetstream.JetStream, *server.Server) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs a NATS server (embedded): not with -short")
@@ -58,7 +63,7 @@ func serverJS(t *testing.T) jetstream.JetStream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return js
+	return js, ns
 }
 
 var testLane = llm.LaneKey{Provider: "openai", BaseURL: "https://user:secret@api.example.com/v1", Model: "m", KeyHash: llm.KeyHash("sk-test-key-123")}
@@ -244,21 +249,20 @@ func TestKeyHoldsNoSecret(t *testing.T) {
 
 func TestCoordinatorOutageGrantsNothingAndLogsOnceAMinute(t *testing.T) {
 	t.Parallel()
-	js := serverJS(t)
+	js, ns := serverAndJS(t)
 	var logs bytes.Buffer
 	k, err := Open(t.Context(), js, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := js.DeleteKeyValue(t.Context(), BucketDefault); err != nil {
-		t.Fatal(err)
-	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
 	for range 3 {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		g, err := k.Lease(ctx, testLane, llm.Budget{RPM: 600}, llm.Grant{Requests: 5})
 		cancel()
 		if err == nil || g.Requests != 0 {
-			t.Errorf("lease on a deleted bucket: %+v, %v; want nothing and an error", g, err)
+			t.Errorf("lease with the server down: %+v, %v; want nothing and an error", g, err)
 		}
 	}
 	if n := strings.Count(logs.String(), "coordinator cannot be reached"); n != 1 {
@@ -266,5 +270,20 @@ func TestCoordinatorOutageGrantsNothingAndLogsOnceAMinute(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "secret") || strings.Contains(logs.String(), "sk-test") {
 		t.Errorf("the log holds a secret:\n%s", logs.String())
+	}
+}
+
+func TestBucketLostIsCreatedAgain(t *testing.T) {
+	t.Parallel()
+	js := serverJS(t)
+	clock := newTestClock()
+	var ops atomic.Int64
+	k := lessee(t, js, clock, &ops)
+	if err := js.DeleteKeyValue(t.Context(), BucketDefault); err != nil {
+		t.Fatal(err)
+	}
+	g, err := k.Lease(t.Context(), testLane, llm.Budget{RPM: 600}, llm.Grant{Requests: 5})
+	if err != nil || g.Requests != 5 {
+		t.Errorf("lease after the bucket was deleted: %+v, %v; want 5 requests from a bucket created again", g, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
@@ -45,7 +46,8 @@ type Config struct {
 	// one a minute) and when it answers again; nil logs nothing.
 	Logger *slog.Logger
 	// OnOp, when set, is called after every KV operation ("get",
-	// "update", "create") with its error, for metrics.
+	// "update", "create", and "create_bucket" when the bucket went
+	// missing) with its error, for metrics.
 	OnOp func(op string, err error)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -54,11 +56,12 @@ type Config struct {
 // KV is a lane-budget coordinator on a JetStream KV bucket; it implements
 // llm.Granter and is safe for concurrent use.
 type KV struct {
-	kv  jetstream.KeyValue
+	js  jetstream.JetStream
 	cfg Config
 	id  string // this worker's name among a lane's lessees
 
 	mu      sync.Mutex
+	kv      jetstream.KeyValue
 	down    bool      // the last operation failed
 	lastLog time.Time // of the last outage line
 }
@@ -74,16 +77,51 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*KV, error) 
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: cfg.Bucket, Description: "fixpoint: provider budgets shared by the workers (one key a lane)",
-		History: 1, TTL: idleDefault, Storage: jetstream.MemoryStorage, Replicas: cfg.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open the budget bucket %s: %w", cfg.Bucket, err)
-	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	return &KV{kv: kv, cfg: cfg, id: hex.EncodeToString(id[:])}, nil
+	k := &KV{js: js, cfg: cfg, id: hex.EncodeToString(id[:])}
+	kv, err := k.create(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k.kv = kv
+	return k, nil
+}
+
+// create creates the bucket, or updates its settings.
+func (k *KV) create(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := k.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: k.cfg.Bucket, Description: "fixpoint: provider budgets shared by the workers (one key a lane)",
+		History: 1, TTL: idleDefault, Storage: jetstream.MemoryStorage, Replicas: k.cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open the budget bucket %s: %w", k.cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// bucket returns the bucket, created again when it went missing (deleted,
+// or lost with the node of a memory bucket): a new one starts full, which
+// is no more than a second of the budget.
+func (k *KV) bucket(ctx context.Context, missing bool) (jetstream.KeyValue, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !missing {
+		return k.kv, nil
+	}
+	kv, err := k.create(ctx)
+	k.op("create_bucket", err)
+	if err != nil {
+		return nil, err
+	}
+	k.kv = kv
+	return kv, nil
+}
+
+// isMissing reports whether err says the bucket's stream is gone.
+func isMissing(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // Key is the KV key of a lane: a hash of its provider, base URL, model
@@ -119,8 +157,18 @@ var errContended = errors.New("the lane's budget key changed under every try")
 // worker wrote it meanwhile, else tries again.
 func (k *KV) update(ctx context.Context, lane llm.LaneKey, b llm.Budget, f func(*state, time.Time)) error {
 	key := Key(lane)
+	missing := false
 	for range casTries {
-		done, err := k.try(ctx, key, b, f)
+		kv, err := k.bucket(ctx, missing)
+		if err != nil {
+			k.noteErr(lane, err)
+			return err
+		}
+		done, err := k.try(ctx, kv, key, b, f)
+		if isMissing(err) && !missing {
+			missing = true
+			continue
+		}
 		if err != nil {
 			k.noteErr(lane, err)
 			return err
@@ -135,8 +183,8 @@ func (k *KV) update(ctx context.Context, lane llm.LaneKey, b llm.Budget, f func(
 
 // try makes one read-modify-write; done is false when another worker
 // wrote the key first.
-func (k *KV) try(ctx context.Context, key string, b llm.Budget, f func(*state, time.Time)) (done bool, err error) {
-	e, err := k.kv.Get(ctx, key)
+func (k *KV) try(ctx context.Context, kv jetstream.KeyValue, key string, b llm.Budget, f func(*state, time.Time)) (done bool, err error) {
+	e, err := kv.Get(ctx, key)
 	k.op("get", err)
 	now := k.cfg.Now()
 	var s state
@@ -145,7 +193,7 @@ func (k *KV) try(ctx context.Context, key string, b llm.Budget, f func(*state, t
 		s = newState(b, now)
 		f(&s, now)
 		data, _ := json.Marshal(s)
-		_, err = k.kv.Create(ctx, key, data)
+		_, err = kv.Create(ctx, key, data)
 		k.op("create", err)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return false, nil
@@ -159,7 +207,7 @@ func (k *KV) try(ctx context.Context, key string, b llm.Budget, f func(*state, t
 	}
 	f(&s, now)
 	data, _ := json.Marshal(s)
-	_, err = k.kv.Update(ctx, key, data, e.Revision())
+	_, err = kv.Update(ctx, key, data, e.Revision())
 	k.op("update", err)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return false, nil
