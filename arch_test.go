@@ -73,6 +73,8 @@ var pureNoImport = []string{"os", "os/exec", "io/fs", "io/ioutil", "path/filepat
 //     its own;
 //   - the repair step links no NATS, Postgres, net/http or provider client;
 //   - llm (the provider clients) links no NATS or Postgres;
+//   - budget (the lanes' budgets shared by the workers) links NATS and
+//     llm, and no Postgres nor anything of the worker;
 //   - store links no NATS and nothing of the drivers;
 //   - queue (the job message and the JetStream side) links no Postgres,
 //     no provider client and nothing of the worker;
@@ -101,6 +103,9 @@ func TestImportDirection(t *testing.T) {
 		"queue":    {"github.com/jackc", mod + "/store", mod + "/llm", mod + "/repair", mod + "/pipeline", mod + "/enqueue", mod + "/sim"},
 		"wave":     {mod + "/pipeline", mod + "/enqueue", mod + "/sim"},
 		"pipeline": {mod + "/enqueue", mod + "/sim"},
+		// budget (a lane's budget shared through NATS KV) implements
+		// llm.Granter on NATS and nothing else of the worker.
+		"budget": {"github.com/jackc", mod + "/store", mod + "/pipeline", mod + "/queue", mod + "/repair", mod + "/enqueue", mod + "/sim", mod + "/wave", mod + "/web"},
 	}
 	// The dashboard's Try playground runs the repair step, on a provider or
 	// on the simulator's presets.

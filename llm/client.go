@@ -439,6 +439,7 @@ func (c *Client) attempt(ctx context.Context, lane *Lane, need demand, body []by
 	c.redactResponse(resp)
 	resp.Latency, resp.SentAt = latency, start
 	p.done("", 0, resp.Usage.InputTokens+resp.Usage.OutputTokens, nil)
+	lane.observeRemaining(resp.RateLimit)
 	c.obs.OnCall(CallEvent{Lane: lane.key, Status: resp.Status, Latency: latency, Attempt: n})
 	return resp, nil
 }

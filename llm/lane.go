@@ -79,8 +79,9 @@ func (NopObserver) OnConcurrency(LaneKey, int) {}
 // Registry holds the lanes of a process so that every client calling the
 // same lane shares its limiter. It is safe for concurrent use.
 type Registry struct {
-	clock Clock
-	obs   Observer
+	clock   Clock
+	obs     Observer
+	granter Granter
 
 	mu    sync.Mutex
 	lanes map[LaneKey]*Lane
@@ -98,6 +99,15 @@ func NewRegistry(clock Clock, obs Observer) *Registry {
 	return &Registry{clock: clock, obs: obs, lanes: make(map[LaneKey]*Lane)}
 }
 
+// SetGranter makes the RPM and TPM of the lanes created from now on a
+// budget shared with other processes through g (see Granter); nil keeps
+// them this process's own. Call it before the first Get.
+func (r *Registry) SetGranter(g Granter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.granter = g
+}
+
 // Get returns the lane for key, creating it with cfg (defaults applied) if
 // it does not exist yet. The first configuration of a lane wins.
 func (r *Registry) Get(key LaneKey, cfg LaneConfig) (*Lane, error) {
@@ -111,6 +121,9 @@ func (r *Registry) Get(key LaneKey, cfg LaneConfig) (*Lane, error) {
 		return nil, err
 	}
 	l := newLane(key, cfg, r.clock, r.obs)
+	if r.granter != nil && (cfg.RPM > 0 || cfg.TPM > 0) {
+		l.book = newGrantBook(r.granter, key, Budget{RPM: cfg.RPM, TPM: cfg.TPM}, r.clock)
+	}
 	r.lanes[key] = l
 	return l, nil
 }
@@ -138,6 +151,10 @@ type Lane struct {
 	obs   Observer
 	rpm   *rate.Limiter // nil when unlimited
 	tpm   *rate.Limiter // nil when unlimited
+	// book holds the grants of a budget shared with other processes; nil
+	// when the budgets are this process's own. The limiters above still
+	// space the calls granted.
+	book *grantBook
 
 	mu          sync.Mutex
 	limit       int
@@ -297,6 +314,11 @@ func (l *Lane) acquire(ctx context.Context, tokens int) (*permit, error) {
 }
 
 func (l *Lane) waitBudgets(ctx context.Context, tokens int) error {
+	if l.book != nil {
+		if err := l.book.take(ctx, tokens); err != nil {
+			return err
+		}
+	}
 	if l.rpm != nil {
 		if err := waitLimiter(ctx, l.clock, l.rpm, 1); err != nil {
 			return err
@@ -346,6 +368,9 @@ func (p *permit) done(class fixpoint.ErrorClass, hint time.Duration, used int, p
 			limit = l.limit
 		}
 	case fixpoint.ClassRateLimited, fixpoint.ClassOverloaded:
+		if class == fixpoint.ClassRateLimited && l.book != nil {
+			l.book.shrink(Shrink{Factor: Shrink429, Until: now.Add(min(max(hint, ShrinkFor429), shrinkMax)), Left: &Grant{}})
+		}
 		// Halve once per congestion event: a permit granted before the last
 		// decrease saw the same congestion and does not halve again.
 		if p.gen == l.gen {
@@ -379,6 +404,9 @@ func (p *permit) done(class fixpoint.ErrorClass, hint time.Duration, used int, p
 	l.wakeLocked()
 	l.mu.Unlock()
 
+	if l.book != nil {
+		l.book.reconcile(p.tokens, used)
+	}
 	if extra := used - p.tokens; extra > 0 && l.tpm != nil {
 		// Charge what the estimate missed; it delays later requests.
 		for ; extra > 0; extra -= l.cfg.TPMBurst {
@@ -391,6 +419,15 @@ func (p *permit) done(class fixpoint.ErrorClass, hint time.Duration, used int, p
 	if pause > 0 {
 		l.obs.OnPause(l.key, pause)
 	}
+}
+
+// observeRemaining tells a shared budget what a reply's rate-limit
+// headers say of the provider's (fromHeaders).
+func (l *Lane) observeRemaining(rl map[string]string) {
+	if l.book == nil {
+		return
+	}
+	l.book.observe(rl, l.clock.Now())
 }
 
 // sleep waits d on clock, or until ctx ends.

@@ -30,6 +30,9 @@ type Metrics struct {
 	// Waves counts batch-delivery waves by provider and event (recorded,
 	// submitted, done).
 	Waves *prometheus.CounterVec
+	// BudgetOps counts the operations on the shared lane-budget bucket
+	// (cluster budgets), by operation and outcome (ok, error).
+	BudgetOps *prometheus.CounterVec
 }
 
 // NewMetrics registers the worker's metrics on a new registry, together with
@@ -85,9 +88,12 @@ func NewMetrics() *Metrics {
 		Waves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fixpoint_waves_total", Help: "Batch-delivery waves (provider batches), by provider and event (recorded, submitted, done).",
 		}, []string{"provider", "event"}),
+		BudgetOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fixpoint_budget_kv_ops_total", Help: "Operations on the NATS KV bucket holding the lanes' shared budgets (get, update, create), by outcome (ok, error).",
+		}, []string{"op", "outcome"}),
 	}
 	r.MustRegister(m.Jobs, m.Attempts, m.Tokens, m.ProviderCalls, m.Dispositions, m.JobSeconds,
-		m.InFlight, m.LaneLimit, m.LaneStopped, m.LanePauses, m.QuotaExhausted, m.WriteBatches, m.WritePending, m.ForeignJobs, m.Waves,
+		m.InFlight, m.LaneLimit, m.LaneStopped, m.LanePauses, m.QuotaExhausted, m.WriteBatches, m.WritePending, m.ForeignJobs, m.Waves, m.BudgetOps,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

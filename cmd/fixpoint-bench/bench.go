@@ -49,12 +49,19 @@ target and PASS or FAIL:
   10. evidence: the demo's tickets on the 'messy' preset, which invents a
      customer, an order or an amount in 10% of first replies, with
      --evidence off and require: valid values holding an invented value
-     (target 0 under require), valid rate and calls a valid job.
+     (target 0 under require), valid rate and calls a valid job;
+  11. one provider budget across workers: 1, 4 and 16 'worker run'
+     subprocesses (--budget-workers) with --rpm 600 on one simulated
+     600-RPM key, its initial burst spent first, each for --budget-seconds:
+     successful calls against the budget, the busiest 60 seconds, 429s,
+     KV operations a second (also at --budget-rpm-compare), a worker
+     killed halfway and how soon its share is back; and the issue's
+     "before", three workers each with --budget local.
 
 Everything runs on loopback: an embedded NATS server on a random port, the
 simulator, and a dedicated Postgres database, dropped and recreated by every
 run (a database the bench did not create, holding tables, is refused: exit 2,
-so --database-url naming a real ledger loses nothing). Figures 3 and 5 run the worker binary given
+so --database-url naming a real ledger loses nothing). Figures 3, 5 and 11 run the worker binary given
 by --worker-bin; without it the bench first builds ./cmd/worker of this module
 with 'go build' (so run it from the fixpoint source tree). The bench stops by
 itself and exits 0 whatever the figures: it reports, it does not fail a build.`
@@ -94,6 +101,7 @@ type benchConfig struct {
 	quick                     bool
 	latencyPoll, memoryPoll   time.Duration
 	figures                   map[string]bool
+	budget                    budgetSizes
 }
 
 // quickSizes shrinks every figure to seconds, keeping explicit flags.
@@ -116,12 +124,17 @@ func (c *benchConfig) quickSizes(set map[string]bool) {
 		{"patch-jobs", &c.patchJobs, 60},
 		{"evidence-jobs", &c.evidenceJobs, 300},
 		{"rounds", &c.rounds, 2},
+		{"budget-seconds", &c.budget.seconds, 12},
 	}
 	for _, s := range sizes {
 		if !set[s.flag] {
 			*s.p = s.v
 		}
 	}
+	if !set["budget-workers"] {
+		c.budget.workers = []int{1, 2}
+	}
+	c.budget.warmup = 3 * time.Second
 }
 
 func (c *benchConfig) validate() error {
@@ -132,6 +145,7 @@ func (c *benchConfig) validate() error {
 		{"--baseline-jobs", c.baseJobs}, {"--jobs", c.jobs}, {"--concurrency", c.concurrency}, {"--inflight", c.inflight},
 		{"--latency-jobs", c.latencyJobs}, {"--rate-seconds", c.rateSeconds}, {"--memory-small", c.memSmall},
 		{"--memory-large", c.memLarge}, {"--strategy-jobs", c.strategyJobs}, {"--delivery-jobs", c.deliveryJobs}, {"--coerce-jobs", c.coerceJobs}, {"--patch-jobs", c.patchJobs}, {"--evidence-jobs", c.evidenceJobs}, {"--rounds", c.rounds},
+		{"--budget-seconds", c.budget.seconds}, {"--budget-rpm-compare", c.budget.compare},
 	} {
 		if v.n < 1 {
 			return cliflags.Usagef("%s must be at least 1, got %d", v.name, v.n)
@@ -186,12 +200,23 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.deliveryJobs, "delivery-jobs", 2000, "jobs of each of the three delivery runs on the messy preset (7): realtime, realtime with prompt cache, batch delivery with prompt cache")
 	fs.IntVar(&c.rounds, "rounds", 3, "runs of figures 1 and 2, taken in turns; each figure is the best of its runs")
 	fs.BoolVar(&c.quick, "quick", false, "a small version of every figure (seconds); explicit size flags still win")
-	figures := fs.String("figures", "1,2,3,4,5,6,7,8,9,10", "figures to measure, comma-separated (5 also needs --memory)")
+	fs.IntVar(&c.budget.seconds, "budget-seconds", 180, "measuring window of each run of the shared-budget figure (11), after its warm-up")
+	fs.IntVar(&c.budget.compare, "budget-rpm-compare", 1200, "the other call rate of (11): KV operations a second at this RPM against 600")
+	budgetWorkers := fs.String("budget-workers", "1,4,16", "worker processes of each run of (11), comma-separated")
+	figures := fs.String("figures", "1,2,3,4,5,6,7,8,9,10,11", "figures to measure, comma-separated (5 also needs --memory)")
 	if err := cliflags.Parse(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.budget.warmup = 15 * time.Second
+	for _, w := range strings.Split(*budgetWorkers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n < 1 || n > 64 {
+			return cliflags.Usagef("--budget-workers %q: want worker counts from 1 to 64, comma-separated", *budgetWorkers)
+		}
+		c.budget.workers = append(c.budget.workers, n)
+	}
 	if c.quick {
 		c.quickSizes(set)
 	}
@@ -215,7 +240,7 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 		return err
 	}
 	defer env.close()
-	if c.figures["3"] || c.memory && c.figures["5"] {
+	if c.figures["3"] || c.memory && c.figures["5"] || c.figures["11"] {
 		if err := env.ensureWorker(ctx); err != nil {
 			return err
 		}
@@ -247,6 +272,10 @@ func benchMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) err
 	if c.figures["10"] {
 		r.evidence = env.figureEvidence(ctx, c)
 		t.rows = append(t.rows, evidenceRows(r.evidence, c)...)
+	}
+	// 11. One provider budget across worker processes.
+	if c.figures["11"] {
+		t.rows = append(t.rows, budgetRows(env.figureBudget(ctx, c))...)
 	}
 	writeBenchReport(stdout, c, m, t.rows, r)
 	fmt.Fprintf(stdout, "\nbench took %s\n", time.Since(started).Round(time.Second))

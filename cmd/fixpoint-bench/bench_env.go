@@ -149,7 +149,7 @@ func (e *benchEnv) ensureWorker(ctx context.Context) error {
 	e.workerDir = dir
 	bin := filepath.Join(dir, "worker")
 	start := time.Now()
-	e.logf("building %s for figures 3 and 5 (--worker-bin skips this)", workerPackage)
+	e.logf("building %s for figures 3, 5 and 11 (--worker-bin skips this)", workerPackage)
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, workerPackage).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("build the worker for figures 3 and 5: %w\n%s\n(run the bench from the fixpoint source tree, or pass --worker-bin with a worker binary)",

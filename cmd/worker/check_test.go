@@ -162,6 +162,7 @@ func TestRunRefusesSettingsThatCannotWork(t *testing.T) {
 		"--max-prompt-bytes 0":        "",
 		"--transport-retries 1000000": "",
 		"--stream-replicas 3":         "--nats-url=", // the embedded queue is one server
+		"--budget":                    "clsuter",
 	} {
 		t.Run(flag, func(t *testing.T) {
 			t.Parallel()

@@ -101,6 +101,11 @@ type providerFlags struct {
 	simPreset                    string
 	simSeed                      uint64
 	simLatencyP50, simLatencyP99 time.Duration
+	// shared is worker run's --budget cluster: the lanes' --rpm and --tpm
+	// are shared with the other workers through granter, set once NATS
+	// is reached.
+	shared  bool
+	granter llm.Granter
 }
 
 const providerEnvHelp = `  OPENAI_API_KEY         key for the openai provider (never logged or stored)
@@ -114,8 +119,8 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.openaiURL, "openai-base-url", env("OPENAI_BASE_URL", ""), "OpenAI-compatible base URL (env OPENAI_BASE_URL)")
 	fs.StringVar(&p.anthropicURL, "anthropic-base-url", env("ANTHROPIC_BASE_URL", ""), "Anthropic base URL (env ANTHROPIC_BASE_URL)")
 	fs.StringVar(&p.ollamaURL, "ollama-base-url", env("OLLAMA_BASE_URL", ""), "Ollama base URL (env OLLAMA_BASE_URL)")
-	fs.IntVar(&p.rpm, "rpm", envInt("FIXPOINT_RPM", 0), "request-per-minute budget of each lane (provider, base URL, model, key) in this process: N workers on one key each take 1/N of its limit; 0 = unlimited")
-	fs.IntVar(&p.tpm, "tpm", envInt("FIXPOINT_TPM", 0), "token-per-minute budget of each lane in this process (like --rpm, per worker); 0 = unlimited")
+	fs.IntVar(&p.rpm, "rpm", envInt("FIXPOINT_RPM", 0), "request-per-minute budget of each lane (provider, base URL, model, key); worker run shares it with every worker on the same NATS (see --budget); 0 = unlimited")
+	fs.IntVar(&p.tpm, "tpm", envInt("FIXPOINT_TPM", 0), "token-per-minute budget of each lane (like --rpm); 0 = unlimited")
 	fs.IntVar(&p.maxConcurrency, "lane-max-concurrency", 0, "ceiling of each lane's adaptive concurrency limit (0 = the calls the command makes at once: the worker's --concurrency)")
 	fs.IntVar(&p.initialConcurrency, "lane-initial-concurrency", 0, "starting concurrency limit of each lane (0 = the ceiling; a 429 or overload halves it)")
 	fs.DurationVar(&p.timeout, "provider-timeout", 300*time.Second, "total timeout of one provider call")
@@ -227,6 +232,9 @@ func (p *providerFlags) build(obs llm.Observer) (map[string]pipeline.Completer, 
 		obs = llm.NopObserver{}
 	}
 	lanes := llm.NewRegistry(nil, obs)
+	if p.granter != nil {
+		lanes.SetGranter(p.granter)
+	}
 	ceiling := cmp.Or(p.maxConcurrency, p.laneDefault, llm.LaneMaxConcurrencyDefault)
 	base := llm.Config{
 		TotalTimeout: p.timeout,

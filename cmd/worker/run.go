@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fixpoint-dev/fixpoint/budget"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cliflags"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
@@ -65,7 +66,15 @@ exits 1 when a job of it is not final, more than --max-failure-rate of its
 jobs are not valid, or none is (a provider unreachable all night is not a
 success). A provider that fails after the transport retries is waited out
 inside each job's delivery (pulling paused), so an outage of minutes spends
-no deliveries. Without NATS_URL the queue is the embedded one in
+no deliveries.
+
+--rpm and --tpm are a lane's budget (a provider, base URL, model and API
+key) across every worker on the same NATS: each worker leases a few
+seconds of it at a time from a KV bucket and holds its calls when its grant
+is spent; a 429 slows the lane for all of them. --budget local makes them
+this process's own instead.
+
+Without NATS_URL the queue is the embedded one in
 --nats-dir, which enqueue (also without NATS_URL) writes to, so a nightly
 cron line needs only Postgres:
 
@@ -84,7 +93,8 @@ const runEnvHelp = `  DATABASE_URL           Postgres ledger (default ` + databa
   FIXPOINT_NATS_LISTEN   where the embedded server listens for enqueue and other workers (default ` + embeddedNATSDefault + `)
   FIXPOINT_METRICS_ADDR  /metrics, /healthz, /readyz (default ` + metricsAddrDefault + `; off to disable)
   FIXPOINT_RPM, FIXPOINT_TPM
-                         per-lane request and token budgets per minute of this process (default 0: unlimited)
+                         per-lane request and token budgets per minute, shared by the workers on this NATS (default 0: unlimited)
+  FIXPOINT_BUDGET        cluster (default) or local: who shares FIXPOINT_RPM and FIXPOINT_TPM (see --budget)
   LOG_LEVEL, LOG_FORMAT  info|debug|warn|error, text|json; prompts and replies are never logged
 ` + tracesEnvHelp + providerEnvHelp
 
@@ -96,6 +106,7 @@ type runFlags struct {
 
 	dbURL, metricsAddr, record, pricesFile string
 	ahead                                  int
+	budgetMode                             string
 	startTimeout                           time.Duration
 	chk                                    drainCheck
 	nf                                     natsFlags
@@ -111,7 +122,7 @@ var runFlagGroups = []cliflags.FlagGroup{
 		"ack-wait", "max-deliver", "max-ack-pending", "duplicates-window", "stream-replicas"}},
 	{Title: "Providers", Flags: []string{"openai-base-url", "anthropic-base-url", "ollama-base-url", "provider-timeout",
 		"transport-retries", "max-hint-wait", "sim", "sim-seed", "sim-latency-p50", "sim-latency-p99"}},
-	{Title: "Limits", Flags: []string{"concurrency", "jobs-ahead", "rpm", "tpm", "lane-max-concurrency", "lane-initial-concurrency",
+	{Title: "Limits", Flags: []string{"concurrency", "jobs-ahead", "rpm", "tpm", "budget", "lane-max-concurrency", "lane-initial-concurrency",
 		"max-prompt-bytes", "write-buffer-bytes"}},
 	{Title: "Ledger", Flags: []string{"database-url", "start-timeout", "record-requests", "prices", "spill-dir"}},
 	{Title: "Drain and stop", Flags: []string{"drain", "batch", "max-failure-rate", "grace"}},
@@ -143,6 +154,7 @@ func newRunFlags(stdout io.Writer) *runFlags {
 	fs.Float64Var(&f.chk.maxFailureRate, "max-failure-rate", 1, "with --drain --batch: exit 1 when the share of the batch's jobs not valid is above this (0.05 = 5%)")
 	fs.DurationVar(&f.startTimeout, "start-timeout", startTimeoutDefault, "how long to keep trying to reach Postgres and NATS at start (they may start after the worker); 0 = try once")
 	fs.Int64Var(&cfg.WriteBuffer, "write-buffer-bytes", 0, "bytes of finished results that may wait for their ledger commit; when full, pulling slows down (0 = 8 KiB per job held, --concurrency plus --jobs-ahead, at least 1 MiB)")
+	fs.StringVar(&f.budgetMode, "budget", env("FIXPOINT_BUDGET", budgetCluster), "who shares --rpm and --tpm: 'cluster' (every worker on this NATS calling the same provider, base URL, model and key, through a KV bucket) or 'local' (this process alone: N workers on one key then spend N times it)")
 	queueFlags(fs, &cfg.Queue)
 	waveFlags(fs, &cfg.Wave)
 	f.nf.register(fs, true)
@@ -203,6 +215,13 @@ func (f *runFlags) check() error {
 	}
 	if err := f.tf.check(); err != nil {
 		return err
+	}
+	switch f.budgetMode {
+	case budgetCluster:
+		f.pf.shared = true
+	case budgetLocal:
+	default:
+		return usagef("--budget %q: want cluster or local", f.budgetMode)
 	}
 	if err := givenPositive(f.fs, "max-deliver", "max-ack-pending", "ack-wait", "wave-max-requests", "max-prompt-bytes", "provider-timeout"); err != nil {
 		return err
@@ -498,6 +517,9 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops ops
 		return err
 	}
 	defer closeNATS()
+	if err := shareBudget(ctx, js, pf, m, log); err != nil {
+		return err
+	}
 	clients, closeSim, err := pf.build(metricsObserver{m: m})
 	if err != nil {
 		return err
@@ -539,6 +561,35 @@ func serve(ctx context.Context, cfg pipeline.WorkerConfig, dbURL string, ops ops
 		return chk.interrupted(context.WithoutCancel(ctx), st)
 	}
 	return chk.check(context.WithoutCancel(ctx), st, stdout)
+}
+
+// --budget's values.
+const (
+	budgetCluster = "cluster"
+	budgetLocal   = "local"
+)
+
+// shareBudget makes the lanes' --rpm and --tpm a budget shared by every
+// worker on this NATS (--budget cluster): each lane leases its share from
+// a KV bucket (package budget). Without a budget there is nothing to share.
+func shareBudget(ctx context.Context, js jetstream.JetStream, pf *providerFlags, m *pipeline.Metrics, log *slog.Logger) error {
+	if !pf.shared || pf.rpm == 0 && pf.tpm == 0 {
+		return nil
+	}
+	g, err := budget.Open(ctx, js, budget.Config{Logger: log, OnOp: func(op string, err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		m.BudgetOps.WithLabelValues(op, outcome).Inc()
+	}})
+	if err != nil {
+		return err
+	}
+	pf.granter = g
+	log.Info("worker: --rpm and --tpm are shared with every worker on this NATS calling the same lane",
+		slog.Int("rpm", pf.rpm), slog.Int("tpm", pf.tpm), slog.String("bucket", budget.BucketDefault))
+	return nil
 }
 
 // startLedger opens and migrates the ledger, retrying for startTimeout,

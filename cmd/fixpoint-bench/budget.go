@@ -1,0 +1,473 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/budget"
+	"github.com/fixpoint-dev/fixpoint/sim"
+)
+
+// Figure 11: one provider budget across worker processes. N `worker run`
+// subprocesses with --rpm R share one simulated key of R requests a
+// minute ('rate-limited' preset, its RPM set to R). The simulator's
+// initial burst (a full bucket of R) is spent before the workers start, so
+// every call the cluster sends beyond the budget is answered 429 and no
+// overshoot hides in it. Measured over the window, after a warm-up:
+// successful calls against the budget, the busiest 60 seconds, the share
+// of 429s, and the KV operations on the budget bucket a second (counted
+// on the NATS server's subjects, not by the workers). In runs with
+// several workers one is killed (SIGKILL) halfway: the time until the
+// survivors' rate is back is its share's return. The issue's "before"
+// runs too: three workers each with the local limiter (--budget local).
+
+// budgetCase is one run of figure 11.
+type budgetCase struct {
+	label   string
+	workers int
+	rpm     int
+	mode    string // --budget
+	kill    bool
+	warmup  time.Duration
+	window  time.Duration
+}
+
+// budgetRun is what a run of figure 11 measured over its window.
+type budgetRun struct {
+	budgetCase
+	ok, limited, calls int64
+	// busiest is the most successful calls in 60 consecutive seconds of
+	// the window (in whole seconds); minutes the whole minutes measured.
+	busiest int64
+	minutes int
+	ops     int64
+	// firstLease is the survivors' rate over the first lease after the
+	// kill, as a share of the rate before it; back how long until a
+	// 3-second running rate was back to 95% of it (-1 if never).
+	firstLease float64
+	back       time.Duration
+	err        error
+}
+
+// budgetSizes are figure 11's settings.
+type budgetSizes struct {
+	workers []int
+	seconds int
+	warmup  time.Duration
+	// compare is the RPM of the run comparing KV operations a second at
+	// another call rate (4 workers or the most asked for).
+	compare int
+}
+
+// figureBudget runs figure 11's cases.
+func (e *benchEnv) figureBudget(ctx context.Context, c benchConfig) []budgetRun {
+	s := c.budget
+	window := time.Duration(s.seconds) * time.Second
+	var cases []budgetCase
+	for _, n := range s.workers {
+		cases = append(cases, budgetCase{label: fmt.Sprintf("%d worker(s), --rpm 600", n), workers: n, rpm: 600, mode: "cluster",
+			kill: n > 1, warmup: s.warmup, window: window})
+	}
+	cw := min(4, s.workers[len(s.workers)-1])
+	cases = append(cases,
+		budgetCase{label: fmt.Sprintf("%d workers, --rpm %d (the other call rate)", cw, s.compare), workers: cw, rpm: s.compare, mode: "cluster",
+			warmup: s.warmup, window: min(window, time.Minute)},
+		budgetCase{label: "before: 3 workers, --rpm 600 each, --budget local", workers: 3, rpm: 600, mode: "local",
+			warmup: s.warmup, window: min(window, time.Minute)})
+	var out []budgetRun
+	for i, bc := range cases {
+		e.logf("11/11 shared budget, %s: %s warm-up, %s window", bc.label, bc.warmup, bc.window)
+		r := budgetRun{budgetCase: bc, back: -1}
+		r.err = e.budgetRun(ctx, i, &r)
+		if r.err != nil {
+			e.logf("  error: %v", r.err)
+		} else {
+			e.logf("  %d calls: %d ok, %d 429; busiest 60s %d; %d KV operations", r.calls, r.ok, r.limited, r.busiest, r.ops)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// simCounts is the simulator's cumulative calls, successes and 429s.
+type simCounts struct{ calls, ok, limited int64 }
+
+func countsOf(st sim.Stats) simCounts {
+	return simCounts{calls: st.Requests, ok: st.ByStatus[http.StatusOK], limited: st.ByStatus[http.StatusTooManyRequests]}
+}
+
+func (a simCounts) minus(b simCounts) simCounts {
+	return simCounts{calls: a.calls - b.calls, ok: a.ok - b.ok, limited: a.limited - b.limited}
+}
+
+func (e *benchEnv) budgetRun(ctx context.Context, i int, r *budgetRun) error {
+	q := e.queue("budget"+strconv.Itoa(i), 0)
+	defer e.dropQueue(q)
+	cfg, err := sim.Preset("rate-limited")
+	if err != nil {
+		return err
+	}
+	cfg.Seed, cfg.RPM = 1, r.rpm
+	cfg.Latency = sim.Latency{Dist: sim.DistFixed, RequestP50: 200 * time.Millisecond, RequestP99: 200 * time.Millisecond}
+	srv, url, closeSim, err := sim.Start(cfg)
+	if err != nil {
+		return fmt.Errorf("start simulator: %w", err)
+	}
+	defer closeSim()
+	// Jobs for the whole run, the kill's redeliveries aside.
+	n := int((r.warmup+r.window).Seconds()*float64(r.rpm)/60*1.2) + 200
+	if err := e.enqueue(ctx, q, e.batchName(fmt.Sprintf("budget%d", i)), n, fixpoint.Limits{}); err != nil {
+		return err
+	}
+	_ = e.js.DeleteKeyValue(ctx, budget.BucketDefault) // the last run's lane state
+	if err := spendBurst(ctx, url, r.rpm); err != nil {
+		return err
+	}
+	ops, stopCount, err := countKVOps(e.conn.NC, budget.BucketDefault)
+	if err != nil {
+		return err
+	}
+	defer stopCount()
+	procs, err := e.startWorkers(r.budgetCase, q.Stream, q.Subject, q.Consumer, url)
+	if err != nil {
+		return err
+	}
+	defer procs.stop()
+	return e.measureBudget(ctx, r, srv, ops, procs)
+}
+
+// measureBudget waits for the warm-up, then counts the window second by
+// second, killing a worker halfway when the case asks.
+func (e *benchEnv) measureBudget(ctx context.Context, r *budgetRun, srv *sim.Server, ops *atomic.Int64, procs *workerProcs) error {
+	select {
+	case <-time.After(r.warmup):
+	case <-ctx.Done():
+		return ctx.Err()
+	case err := <-procs.exited:
+		return err
+	}
+	start, ops0 := countsOf(srv.Stats()), ops.Load()
+	seconds := int(r.window / time.Second)
+	perSecond := make([]int64, 0, seconds)
+	killAt := -1
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last := start
+	for len(perSecond) < seconds {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-procs.exited:
+			return err
+		}
+		now := countsOf(srv.Stats())
+		perSecond = append(perSecond, now.ok-last.ok)
+		last = now
+		if r.kill && killAt < 0 && len(perSecond) >= seconds/2 {
+			killAt = len(perSecond)
+			procs.kill(0)
+		}
+	}
+	got := last.minus(start)
+	r.calls, r.ok, r.limited, r.ops = got.calls, got.ok, got.limited, ops.Load()-ops0
+	r.busiest, r.minutes = busiest(perSecond, 60), seconds/60
+	if killAt >= 0 {
+		r.firstLease, r.back = shareBack(perSecond, killAt, budget.LeaseDefault)
+	}
+	return nil
+}
+
+// busiest returns the largest sum of w consecutive counts (all of them
+// when fewer).
+func busiest(counts []int64, w int) int64 {
+	var best, sum int64
+	for i, c := range counts {
+		sum += c
+		if i >= w {
+			sum -= counts[i-w]
+		}
+		best = max(best, sum)
+	}
+	return best
+}
+
+// shareBack measures a kill at second killAt against the rate of the 20
+// seconds before it: the rate over the first lease after the kill, as a
+// share of it, and how long until a 3-second running rate was back to
+// 95% of it (-1 if never).
+func shareBack(perSecond []int64, killAt int, lease time.Duration) (firstLease float64, back time.Duration) {
+	const run = 3
+	before := min(20, killAt)
+	if before == 0 {
+		return 0, -1
+	}
+	rate := float64(sum(perSecond[killAt-before:killAt])) / float64(before)
+	if l := int(lease / time.Second); killAt+l <= len(perSecond) && rate > 0 {
+		firstLease = float64(sum(perSecond[killAt:killAt+l])) / float64(l) / rate
+	}
+	for end := killAt + run; end <= len(perSecond); end++ {
+		if float64(sum(perSecond[end-run:end]))/run >= 0.95*rate {
+			return firstLease, time.Duration(end-killAt) * time.Second
+		}
+	}
+	return firstLease, -1
+}
+
+func sum(xs []int64) int64 {
+	var n int64
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// spendBurst spends the simulator's initial bucket (a minute's worth of
+// requests) with calls on the workers' key and model, until one is
+// refused.
+func spendBurst(ctx context.Context, url string, rpm int) error {
+	body := []byte(`{"model":"` + benchModel + `","messages":[{"role":"user","content":"burst"}],"max_tokens":8}`)
+	var refused atomic.Bool
+	var wg sync.WaitGroup
+	var errOnce sync.Once
+	var firstErr error
+	next := make(chan struct{})
+	go func() {
+		defer close(next)
+		for range rpm * 2 {
+			if refused.Load() || ctx.Err() != nil {
+				return
+			}
+			next <- struct{}{}
+		}
+	}()
+	for range 64 {
+		wg.Go(func() {
+			for range next {
+				status, err := postSim(ctx, url+"/v1/chat/completions", body)
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				if status == http.StatusTooManyRequests {
+					refused.Store(true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return fmt.Errorf("spend the simulator's burst: %w", firstErr)
+	}
+	if !refused.Load() {
+		return errors.New("spend the simulator's burst: no call was refused")
+	}
+	return nil
+}
+
+func postSim(ctx context.Context, url string, body []byte) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sim-bench")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// countKVOps counts the operations on the budget bucket as the NATS server
+// sees them: writes on its $KV subjects, reads on its direct-get API.
+func countKVOps(nc *nats.Conn, bucket string) (*atomic.Int64, func(), error) {
+	var n atomic.Int64
+	count := func(*nats.Msg) { n.Add(1) }
+	var subs []*nats.Subscription
+	stop := func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}
+	for _, subj := range []string{"$KV." + bucket + ".>", "$JS.API.DIRECT.GET.KV_" + bucket + ".>", "$JS.API.STREAM.MSG.GET.KV_" + bucket} {
+		s, err := nc.Subscribe(subj, count)
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("count KV operations on %s: %w", subj, err)
+		}
+		subs = append(subs, s)
+	}
+	if err := nc.Flush(); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return &n, stop, nil
+}
+
+// workerProcs are the `worker run` subprocesses of a run of figure 11.
+type workerProcs struct {
+	cmds   []*exec.Cmd
+	killed []*atomic.Bool
+	// exited receives an error when a worker not killed exits early.
+	exited chan error
+	done   []chan struct{}
+}
+
+// startWorkers starts bc.workers `worker run` processes sharing the queue
+// and the simulated key.
+func (e *benchEnv) startWorkers(bc budgetCase, stream, subject, consumer, simURL string) (*workerProcs, error) {
+	p := &workerProcs{exited: make(chan error, bc.workers)}
+	// A worker's pool opens connections as it needs them: at the rates of
+	// this figure two or three each, which keeps 16 workers under
+	// Postgres's default 100.
+	dsn := e.dsn
+	for i := range bc.workers {
+		spill := filepath.Join(e.dir, fmt.Sprintf("spill-%s-%d", stream, i))
+		cmd := exec.Command(e.workerBin, "run", "--nats-url", e.ns.ClientURL(), "--database-url", dsn,
+			"--openai-base-url", simURL+"/v1", "--stream", stream, "--subject", subject, "--consumer", consumer,
+			"--metrics-addr", "off", "--log-level", "warn", "--grace", "5s", "--spill-dir", spill,
+			"--concurrency", "64", "--rpm", strconv.Itoa(bc.rpm), "--budget", bc.mode)
+		cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sim-bench", "NATS_URL=", "DATABASE_URL=", "FIXPOINT_BUDGET=")
+		var stderr tailBuffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+		if err := cmd.Start(); err != nil {
+			p.stop()
+			return nil, fmt.Errorf("start worker %s: %w", e.workerBin, err)
+		}
+		done := make(chan struct{})
+		killed := new(atomic.Bool)
+		p.cmds, p.killed, p.done = append(p.cmds, cmd), append(p.killed, killed), append(p.done, done)
+		go func() {
+			err := cmd.Wait()
+			close(done)
+			if !killed.Load() {
+				p.exited <- fmt.Errorf("worker %d exited early: %v; stderr: %s", i, err, stderr.String())
+			}
+		}()
+	}
+	return p, nil
+}
+
+// kill ends worker i with SIGKILL, as a crash would.
+func (p *workerProcs) kill(i int) {
+	p.killed[i].Store(true)
+	_ = p.cmds[i].Process.Kill()
+}
+
+// stop ends every worker: SIGTERM, then SIGKILL after 30 seconds.
+func (p *workerProcs) stop() {
+	for i, cmd := range p.cmds {
+		p.killed[i].Store(true)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for i, cmd := range p.cmds {
+		select {
+		case <-p.done[i]:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.done[i]
+		}
+	}
+}
+
+// Figure 11's targets.
+const (
+	budgetTargetShare   = 0.90  // successful calls, of the budget
+	budgetTargetMinute  = 1.02  // busiest 60 seconds, of the budget
+	budgetTarget429     = 0.005 // share of calls answered 429
+	budgetTargetOpsFlat = 0.25  // KV operations a worker-second: how far apart the two call rates may be
+)
+
+// workerSeconds is how many worker-seconds the window held (one worker
+// fewer from the kill on).
+func (r *budgetRun) workerSeconds() float64 {
+	w := r.window.Seconds() * float64(r.workers)
+	if r.kill {
+		w -= r.window.Seconds() / 2
+	}
+	return w
+}
+
+func (r *budgetRun) opsPerWorkerSecond() float64 { return float64(r.ops) / r.workerSeconds() }
+
+// budgetRows turns figure 11's runs into rows of the figures table.
+func budgetRows(runs []budgetRun) []benchRow {
+	var rows []benchRow
+	var base, other *budgetRun
+	for i := range runs {
+		r := &runs[i]
+		if r.err != nil {
+			rows = append(rows, benchRow{no: "11", name: "shared budget, " + r.label, measured: "error: " + oneLine(r.err), target: "runs", verdict: "FAIL"})
+			continue
+		}
+		perMinute := float64(r.rpm) * r.window.Seconds() / 60
+		share429 := float64(r.limited) / float64(max(r.calls, 1))
+		if r.mode == "local" {
+			rows = append(rows, benchRow{no: "11", name: r.label + " (the issue's before): successful calls, 429s over " + r.window.String(),
+				measured: fmt.Sprintf("%s of the budget; %s of calls answered 429 (%d of %d)", pct(float64(r.ok)/perMinute), pct(share429), r.limited, r.calls),
+				target:   "contrast", verdict: "-"})
+			continue
+		}
+		if r.rpm != 600 {
+			other = r
+		} else if r.workers == other4(runs) {
+			base = r
+		}
+		rows = append(rows,
+			benchRow{no: "11", name: fmt.Sprintf("shared budget, %s: successful calls over %s", r.label, r.window),
+				measured: fmt.Sprintf("%d = %s of the budget", r.ok, pct(float64(r.ok)/perMinute)), target: ">= 90% of budget",
+				verdict: verdict(float64(r.ok) >= budgetTargetShare*perMinute)},
+			benchRow{no: "11", name: "busiest 60 s of successful calls, " + r.label,
+				measured: fmt.Sprintf("%d = %s of %d", r.busiest, pct(float64(r.busiest)/float64(r.rpm)), r.rpm), target: "<= 102% of budget",
+				verdict: verdict(float64(r.busiest) <= budgetTargetMinute*float64(r.rpm))},
+			benchRow{no: "11", name: "share of calls answered 429, " + r.label,
+				measured: fmt.Sprintf("%s (%d of %d)", pct2(share429), r.limited, r.calls), target: "< 0.5%", verdict: verdict(share429 < budgetTarget429)},
+			benchRow{no: "11", name: "KV operations on the budget bucket, " + r.label,
+				measured: fmt.Sprintf("%.1f/s, %.2f/s a worker", float64(r.ops)/r.window.Seconds(), r.opsPerWorkerSecond()), target: "independent of the call rate", verdict: "-"})
+		if r.kill {
+			back := "never within the window"
+			if r.back >= 0 {
+				back = r.back.String()
+			}
+			rows = append(rows, benchRow{no: "11", name: "a worker killed (SIGKILL) halfway: the survivors' rate over the first lease after it, against the 20 s before; " + r.label,
+				measured: fmt.Sprintf("%s; a 3 s running rate back at 95%% after %s", pct(r.firstLease), back),
+				target:   ">= 95% within one lease (" + budget.LeaseDefault.String() + ")", verdict: verdict(r.firstLease >= 0.95)})
+		}
+	}
+	if base != nil && other != nil {
+		ratio := other.opsPerWorkerSecond() / base.opsPerWorkerSecond()
+		rows = append(rows, benchRow{no: "11", name: fmt.Sprintf("KV operations a worker-second at %d RPM over %d RPM (%d and %d workers)", other.rpm, base.rpm, other.workers, base.workers),
+			measured: fmt.Sprintf("%.2f vs %.2f = %.2fx", other.opsPerWorkerSecond(), base.opsPerWorkerSecond(), ratio), target: "1x (within 25%)",
+			verdict: verdict(ratio >= 1-budgetTargetOpsFlat && ratio <= 1/(1-budgetTargetOpsFlat))})
+	}
+	return rows
+}
+
+// other4 is the worker count of the run at the other call rate, whose
+// 600-RPM twin is the one its KV operations compare with.
+func other4(runs []budgetRun) int {
+	for _, r := range runs {
+		if r.mode == "cluster" && r.rpm != 600 {
+			return r.workers
+		}
+	}
+	return 0
+}
