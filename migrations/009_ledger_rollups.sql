@@ -91,6 +91,74 @@ CREATE INDEX attempts_model_not_found ON attempts (job_id) WHERE provider_class 
 CREATE INDEX interrupted_model_not_found ON interrupted_attempts (job_id) WHERE provider_class = 'model_not_found';
 CREATE INDEX attempts_unpriced ON attempts (job_id) WHERE unpriced;
 
+-- What batch_spend adds to the jobs' latest runs: the runs a requeue or a
+-- revalidation replaced (job_runs) and the calls kept apart from the
+-- results (interrupted_attempts; answered: those that got a reply), per
+-- batch. Kept by triggers on the two tables, which lock the batch's
+-- batch_rollups row first, as the attempts trigger does.
+CREATE TABLE batch_rollup_spend (
+    batch                   text PRIMARY KEY REFERENCES batches (name) ON DELETE CASCADE,
+    earlier_calls           bigint NOT NULL DEFAULT 0,
+    earlier_tokens_in       bigint NOT NULL DEFAULT 0,
+    earlier_tokens_out      bigint NOT NULL DEFAULT 0,
+    earlier_cost_usd        numeric NOT NULL DEFAULT 0,
+    interrupted_calls       bigint NOT NULL DEFAULT 0,
+    interrupted_answered    bigint NOT NULL DEFAULT 0,
+    interrupted_tokens_in   bigint NOT NULL DEFAULT 0,
+    interrupted_tokens_out  bigint NOT NULL DEFAULT 0,
+    interrupted_cost_usd    numeric NOT NULL DEFAULT 0
+);
+
+CREATE FUNCTION fixpoint_job_runs_rollup() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+BEGIN
+    PERFORM 1 FROM batch_rollups
+    WHERE batch IN (SELECT j.batch FROM new_runs r JOIN jobs j ON j.id = r.job_id)
+    ORDER BY batch FOR UPDATE;
+    INSERT INTO batch_rollup_spend AS s (batch, earlier_calls, earlier_tokens_in, earlier_tokens_out, earlier_cost_usd)
+    SELECT j.batch, sum(r.calls), sum(r.tokens_in), sum(r.tokens_out), sum(r.cost_usd)
+    FROM new_runs r JOIN jobs j ON j.id = r.job_id
+    WHERE j.batch IS NOT NULL GROUP BY 1 ORDER BY 1
+    ON CONFLICT (batch) DO UPDATE SET
+        earlier_calls = s.earlier_calls + EXCLUDED.earlier_calls,
+        earlier_tokens_in = s.earlier_tokens_in + EXCLUDED.earlier_tokens_in,
+        earlier_tokens_out = s.earlier_tokens_out + EXCLUDED.earlier_tokens_out,
+        earlier_cost_usd = s.earlier_cost_usd + EXCLUDED.earlier_cost_usd;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION fixpoint_interrupted_rollup() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+BEGIN
+    PERFORM 1 FROM batch_rollups
+    WHERE batch IN (SELECT j.batch FROM new_calls n JOIN jobs j ON j.id = n.job_id)
+    ORDER BY batch FOR UPDATE;
+    INSERT INTO batch_rollup_spend AS s (batch, interrupted_calls, interrupted_answered, interrupted_tokens_in,
+                                         interrupted_tokens_out, interrupted_cost_usd)
+    SELECT j.batch, count(*), count(*) FILTER (WHERE n.raw <> '' OR n.tokens_out > 0 OR n.cost_usd > 0),
+           sum(n.tokens_in), sum(n.tokens_out), sum(n.cost_usd)
+    FROM new_calls n JOIN jobs j ON j.id = n.job_id
+    WHERE j.batch IS NOT NULL GROUP BY 1 ORDER BY 1
+    ON CONFLICT (batch) DO UPDATE SET
+        interrupted_calls = s.interrupted_calls + EXCLUDED.interrupted_calls,
+        interrupted_answered = s.interrupted_answered + EXCLUDED.interrupted_answered,
+        interrupted_tokens_in = s.interrupted_tokens_in + EXCLUDED.interrupted_tokens_in,
+        interrupted_tokens_out = s.interrupted_tokens_out + EXCLUDED.interrupted_tokens_out,
+        interrupted_cost_usd = s.interrupted_cost_usd + EXCLUDED.interrupted_cost_usd;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER job_runs_rollup AFTER INSERT ON job_runs
+    REFERENCING NEW TABLE AS new_runs FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_job_runs_rollup();
+CREATE TRIGGER interrupted_attempts_rollup AFTER INSERT ON interrupted_attempts
+    REFERENCING NEW TABLE AS new_calls FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_interrupted_rollup();
+
+-- A cancelled job's totals are those of its run when the cancel came, and
+-- batch_spend counts its run's attempts when they are more: the cancelled
+-- jobs of a batch, read through this index.
+CREATE INDEX jobs_batch_cancelled ON jobs (batch) WHERE status = 'cancelled';
+-- report wait's jobs the queue owes: the batch's queued jobs (its rollup)
+-- less those in a wave, counted through this index.
+CREATE INDEX jobs_batch_in_wave ON jobs (batch) WHERE status = 'queued' AND wave_id IS NOT NULL;
+
 -- v rounded down to three significant digits (v itself below 1000): a
 -- histogram's bucket, within 1% of each value in it.
 CREATE FUNCTION fixpoint_hist_bucket(v bigint) RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -361,6 +429,20 @@ INSERT INTO batch_rollup_latency (batch, latency_ms, calls)
 SELECT j.batch, fixpoint_hist_bucket(a.latency_ms), count(*)
 FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch IS NOT NULL AND a.price_basis = 'realtime' GROUP BY 1, 2;
 
+INSERT INTO batch_rollup_spend (batch, earlier_calls, earlier_tokens_in, earlier_tokens_out, earlier_cost_usd,
+                                interrupted_calls, interrupted_answered, interrupted_tokens_in, interrupted_tokens_out,
+                                interrupted_cost_usd)
+SELECT batch, sum(ec), sum(eti), sum(eto), sum(ecost), sum(ic), sum(ia), sum(iti), sum(ito), sum(icost)
+FROM (
+    SELECT j.batch, r.calls AS ec, r.tokens_in AS eti, r.tokens_out AS eto, r.cost_usd AS ecost,
+           0 AS ic, 0 AS ia, 0 AS iti, 0 AS ito, 0 AS icost
+    FROM job_runs r JOIN jobs j ON j.id = r.job_id WHERE j.batch IS NOT NULL
+    UNION ALL
+    SELECT j.batch, 0, 0, 0, 0, 1, (n.raw <> '' OR n.tokens_out > 0 OR n.cost_usd > 0)::int, n.tokens_in, n.tokens_out, n.cost_usd
+    FROM interrupted_attempts n JOIN jobs j ON j.id = n.job_id WHERE j.batch IS NOT NULL
+) x
+GROUP BY batch;
+
 ---------------------------------------------------------------------- views
 
 -- batch_summary: as 001's (see there for the columns), from the rollups;
@@ -435,9 +517,81 @@ SELECT batch, path, keyword, class, errors, jobs
 FROM batch_rollup_errors
 WHERE errors > 0;
 
+-- batch_spend: as 001's (see there for the columns), from batch_rollups
+-- and batch_rollup_spend, and the cancelled jobs' attempts.
+CREATE OR REPLACE VIEW batch_spend AS
+SELECT r.batch,
+       (r.tokens_in + x.tokens_in + coalesce(s.earlier_tokens_in, 0))::bigint     AS final_tokens_in,
+       (r.tokens_out + x.tokens_out + coalesce(s.earlier_tokens_out, 0))::bigint  AS final_tokens_out,
+       (r.cost_usd + x.cost_usd + coalesce(s.earlier_cost_usd, 0))::float8        AS final_cost_usd,
+       coalesce(s.interrupted_calls, 0)                                         AS interrupted_calls,
+       coalesce(s.interrupted_tokens_in, 0)                                     AS interrupted_tokens_in,
+       coalesce(s.interrupted_tokens_out, 0)                                    AS interrupted_tokens_out,
+       coalesce(s.interrupted_cost_usd, 0)::float8                              AS interrupted_cost_usd,
+       (r.cost_usd + x.cost_usd + coalesce(s.earlier_cost_usd, 0) + coalesce(s.interrupted_cost_usd, 0))::float8 AS cost_usd,
+       coalesce(s.earlier_calls, 0)                                             AS earlier_runs_calls,
+       coalesce(s.earlier_cost_usd, 0)::float8                                  AS earlier_runs_cost_usd
+FROM batch_rollups r
+LEFT JOIN batch_rollup_spend s ON s.batch = r.batch
+-- What a cancelled job's run's attempts add to its totals.
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(greatest(c.tokens_in - j.tokens_in, 0)), 0) AS tokens_in,
+           coalesce(sum(greatest(c.tokens_out - j.tokens_out, 0)), 0) AS tokens_out,
+           coalesce(sum(greatest(c.cost_usd - j.cost_usd, 0)), 0) AS cost_usd
+    FROM jobs j
+    CROSS JOIN LATERAL (
+        SELECT sum(a.tokens_in) AS tokens_in, sum(a.tokens_out) AS tokens_out, sum(a.cost_usd) AS cost_usd
+        FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
+    ) c
+    WHERE j.batch = r.batch AND j.status = 'cancelled'
+) x
+WHERE r.jobs > 0;
+
 ---- create above / drop below ----
 
 DROP VIEW batch_summary;
+CREATE OR REPLACE VIEW batch_spend AS
+SELECT b.batch,
+       (b.tokens_in + coalesce(r.tokens_in, 0))::bigint   AS final_tokens_in,
+       (b.tokens_out + coalesce(r.tokens_out, 0))::bigint AS final_tokens_out,
+       (b.cost_usd + coalesce(r.cost_usd, 0))::float8     AS final_cost_usd,
+       coalesce(i.calls, 0) AS interrupted_calls,
+       coalesce(i.tokens_in, 0) AS interrupted_tokens_in, coalesce(i.tokens_out, 0) AS interrupted_tokens_out,
+       coalesce(i.cost_usd, 0)::float8 AS interrupted_cost_usd,
+       (b.cost_usd + coalesce(r.cost_usd, 0) + coalesce(i.cost_usd, 0))::float8 AS cost_usd,
+       coalesce(r.calls, 0) AS earlier_runs_calls,
+       coalesce(r.cost_usd, 0)::float8 AS earlier_runs_cost_usd
+FROM (
+    -- A cancelled job's totals are the running totals of its run when the
+    -- cancel came: its run's attempts, a superset, count instead.
+    SELECT coalesce(j.batch, '') AS batch,
+           coalesce(sum(greatest(j.tokens_in, c.tokens_in)), 0)::bigint AS tokens_in,
+           coalesce(sum(greatest(j.tokens_out, c.tokens_out)), 0)::bigint AS tokens_out,
+           coalesce(sum(greatest(j.cost_usd, c.cost_usd)), 0) AS cost_usd
+    FROM jobs j
+    LEFT JOIN LATERAL (
+        SELECT sum(a.tokens_in) AS tokens_in, sum(a.tokens_out) AS tokens_out, sum(a.cost_usd) AS cost_usd
+        FROM attempts a WHERE j.status = 'cancelled' AND a.job_id = j.id AND a.run = j.run
+    ) c ON true
+    GROUP BY 1
+) b
+LEFT JOIN (
+    SELECT coalesce(j.batch, '') AS batch, sum(r.calls)::bigint AS calls, sum(r.tokens_in)::bigint AS tokens_in,
+           sum(r.tokens_out)::bigint AS tokens_out, sum(r.cost_usd) AS cost_usd
+    FROM job_runs r JOIN jobs j ON j.id = r.job_id GROUP BY 1
+) r ON r.batch = b.batch
+LEFT JOIN (
+    SELECT coalesce(j.batch, '') AS batch, count(*) AS calls, sum(a.tokens_in)::bigint AS tokens_in,
+           sum(a.tokens_out)::bigint AS tokens_out, sum(a.cost_usd) AS cost_usd
+    FROM interrupted_attempts a JOIN jobs j ON j.id = a.job_id GROUP BY 1
+) i ON i.batch = b.batch;
+DROP INDEX jobs_batch_in_wave;
+DROP INDEX jobs_batch_cancelled;
+DROP TRIGGER interrupted_attempts_rollup ON interrupted_attempts;
+DROP TRIGGER job_runs_rollup ON job_runs;
+DROP FUNCTION fixpoint_interrupted_rollup();
+DROP FUNCTION fixpoint_job_runs_rollup();
+DROP TABLE batch_rollup_spend;
 
 CREATE OR REPLACE VIEW error_paths AS
 SELECT

@@ -178,6 +178,27 @@ var rollupRecounts = []struct{ what, sql string }{
 			              coalesce(c.class, r.class), c.v, r.v)
 			FROM c FULL JOIN r ON r.batch = c.batch AND r.model = c.model AND r.attempt_no = c.attempt_no AND r.class = c.class
 			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_spend", `
+			WITH c AS (
+			    SELECT batch, ARRAY[sum(ec), sum(eti), sum(eto), sum(ecost), sum(ic), sum(ia), sum(iti), sum(ito), sum(icost)]::numeric[] AS v
+			    FROM (
+			        SELECT j.batch, r.calls AS ec, r.tokens_in AS eti, r.tokens_out AS eto, r.cost_usd AS ecost,
+			               0 AS ic, 0 AS ia, 0 AS iti, 0 AS ito, 0 AS icost
+			        FROM job_runs r JOIN jobs j ON j.id = r.job_id WHERE j.batch IS NOT NULL
+			        UNION ALL
+			        SELECT j.batch, 0, 0, 0, 0, 1, (n.raw <> '' OR n.tokens_out > 0 OR n.cost_usd > 0)::int,
+			               n.tokens_in, n.tokens_out, n.cost_usd
+			        FROM interrupted_attempts n JOIN jobs j ON j.id = n.job_id WHERE j.batch IS NOT NULL
+			    ) x GROUP BY batch
+			), r AS (
+			    SELECT batch, ARRAY[earlier_calls, earlier_tokens_in, earlier_tokens_out, earlier_cost_usd, interrupted_calls,
+			                        interrupted_answered, interrupted_tokens_in, interrupted_tokens_out, interrupted_cost_usd]::numeric[] AS v
+			    FROM batch_rollup_spend
+			)
+			SELECT format('batch %s: counted (earlier runs calls, tokens in, out, cost; interrupted calls, answered, tokens in, out, cost) %s, rollup %s',
+			              coalesce(c.batch, r.batch), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
 }
 
 // histRecount is the recount of a rollup of one count by batch and key
