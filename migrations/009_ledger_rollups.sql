@@ -152,9 +152,13 @@ CREATE TRIGGER interrupted_attempts_rollup AFTER INSERT ON interrupted_attempts
     REFERENCING NEW TABLE AS new_calls FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_interrupted_rollup();
 
 -- A cancelled job's totals are those of its run when the cancel came, and
--- batch_spend counts its run's attempts when they are more: the cancelled
--- jobs of a batch, read through this index.
-CREATE INDEX jobs_batch_cancelled ON jobs (batch) WHERE status = 'cancelled';
+-- batch_spend counts its run's attempts when they are more. Only a job
+-- with running totals when it was cancelled can have attempt rows in that
+-- run (a call answered after the cancel is kept in interrupted_attempts,
+-- and a wave's attempts are recorded with the job's running totals): the
+-- cancelled jobs with totals of a batch, read through this index.
+CREATE INDEX jobs_batch_cancelled ON jobs (batch)
+    WHERE status = 'cancelled' AND (attempts > 0 OR tokens_in > 0 OR tokens_out > 0 OR cost_usd > 0);
 -- report wait's jobs the queue owes: the batch's queued jobs (its rollup)
 -- less those in a wave, counted through this index.
 CREATE INDEX jobs_batch_in_wave ON jobs (batch) WHERE status = 'queued' AND wave_id IS NOT NULL;
@@ -167,17 +171,34 @@ $$;
 
 -- percentile_cont(p) of a histogram: vs[i] counted ns[i] times (counts of
 -- 0 or less left out); NULL when it counts nothing.
-CREATE FUNCTION fixpoint_hist_percentile(vs bigint[], ns bigint[], p float8) RETURNS float8 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    WITH h AS (
-        SELECT v, sum(n) OVER (ORDER BY v) AS cum FROM unnest(vs, ns) AS u (v, n) WHERE n > 0
-    ), at AS (
-        SELECT p * (max(cum) - 1) AS pos FROM h
-    )
-    SELECT lo.v + (hi.v - lo.v) * (at.pos - floor(at.pos))
-    FROM at,
-         LATERAL (SELECT v FROM h WHERE cum > floor(at.pos) ORDER BY v LIMIT 1) lo,
-         LATERAL (SELECT v FROM h WHERE cum > ceil(at.pos) ORDER BY v LIMIT 1) hi
-$$;
+CREATE FUNCTION fixpoint_hist_percentile(vs bigint[], ns bigint[], p float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    sv bigint[];
+    sn bigint[];
+    total numeric;
+    pos float8;
+    cum numeric := 0;
+    lo float8;
+BEGIN
+    SELECT array_agg(v ORDER BY v), array_agg(n ORDER BY v), sum(n) INTO sv, sn, total
+    FROM unnest(vs, ns) AS u (v, n) WHERE n > 0;
+    IF total IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- The values at ranks floor(pos) and ceil(pos), 0-based, interpolated.
+    pos := p * (total - 1);
+    FOR i IN 1 .. array_length(sv, 1) LOOP
+        cum := cum + sn[i];
+        IF lo IS NULL AND cum > floor(pos) THEN
+            lo := sv[i];
+        END IF;
+        IF cum > ceil(pos) THEN
+            RETURN lo + (sv[i] - lo) * (pos - floor(pos));
+        END IF;
+    END LOOP;
+    RETURN lo;
+END $$;
 
 -- The rollups triggers are not fired while this migration fills the new
 -- columns: it recounts batch_rollups whole below.
@@ -544,6 +565,7 @@ CROSS JOIN LATERAL (
         FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
     ) c
     WHERE j.batch = r.batch AND j.status = 'cancelled'
+      AND (j.attempts > 0 OR j.tokens_in > 0 OR j.tokens_out > 0 OR j.cost_usd > 0)
 ) x
 WHERE r.jobs > 0;
 
