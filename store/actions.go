@@ -88,6 +88,14 @@ func checkJobs(jobs []string) error {
 	return nil
 }
 
+// endRunSet carries what batch_summary counts of a job's runs into the
+// job's row when a requeue or a revalidation ends its run (the old values
+// on the right): the attempts of its earlier runs, and its first try, the
+// first_attempt_valid of its first run that made a call. The rollup
+// triggers then count them from the row (migration 009).
+const endRunSet = `earlier_attempts = earlier_attempts + attempts,
+				first_try = coalesce(first_try, CASE WHEN calls > 0 THEN first_attempt_valid END)`
+
 // Requeue starts a new run of the batch with the jobs whose status (and
 // class, and id when chosen) match: each keeps its outcome so far in job_runs, goes back to
 // 'queued' and unpublished in the new run, with the settings given, ready
@@ -167,7 +175,7 @@ func (s *Store) Requeue(ctx context.Context, p RequeueParams) (RequeueResult, er
 		}
 		if _, err := tx.Exec(ctx, `
 			UPDATE jobs SET status = 'queued', run = $5, published = false, published_at = NULL,
-				value = NULL, error = '', final_class = '', payload = NULL, attempts = 0, calls = 0,
+				`+endRunSet+`, value = NULL, error = '', final_class = '', payload = NULL, attempts = 0, calls = 0,
 				first_attempt_valid = false, repaired_locally = false, tokens_in = 0, tokens_out = 0,
 				tokens_cached = 0, cost_usd = 0, started_at = NULL, finished_at = NULL, wall_ms = NULL,
 				deliveries = 0, wave_id = NULL,

@@ -523,18 +523,14 @@ func (s *Store) Progress(ctx context.Context, batch string) (Progress, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var p Progress
+	// The counts from the batch's rollup, the unpublished jobs through
+	// their partial index (few, but while enqueue records the batch).
 	err := s.pool.QueryRow(ctx, `
-		SELECT count(*),
-		       count(*) FILTER (WHERE status = 'queued'),
-		       count(*) FILTER (WHERE status = 'valid'),
-		       count(*) FILTER (WHERE status = 'invalid'),
-		       count(*) FILTER (WHERE status = 'failed'),
-		       count(*) FILTER (WHERE status = 'rejected'),
-		       count(*) FILTER (WHERE status = 'dead'),
-		       count(*) FILTER (WHERE status = 'cancelled'),
-		       count(*) FILTER (WHERE status = 'over_budget'),
-		       count(*) FILTER (WHERE status = 'queued' AND NOT published)
-		FROM jobs WHERE batch = $1`, batch).
+		SELECT coalesce(r.jobs, 0), coalesce(r.queued, 0), coalesce(r.valid, 0), coalesce(r.invalid, 0),
+		       coalesce(r.failed, 0), coalesce(r.rejected, 0), coalesce(r.dead, 0), coalesce(r.cancelled, 0),
+		       coalesce(r.over_budget, 0),
+		       (SELECT count(*) FROM jobs WHERE batch = $1 AND NOT published AND status = 'queued')
+		FROM (SELECT $1::text AS batch) b LEFT JOIN batch_rollups r USING (batch)`, batch).
 		Scan(&p.Total, &p.Queued, &p.Valid, &p.Invalid, &p.Failed, &p.Rejected, &p.Dead, &p.Cancelled, &p.OverBudget, &p.Unpublished)
 	if err != nil {
 		return Progress{}, fmt.Errorf("count progress of %s: %w", batch, err)
@@ -549,7 +545,8 @@ func (s *Store) Progress(ctx context.Context, batch string) (Progress, error) {
 // hold: queued and published, and not placed in a wave (a provider batch
 // owns its jobs from when it is recorded, their messages acked, until it
 // hands them back to the queue or finishes them, its results recorded or
-// not). When the queue holds no message of the batch while this is not 0,
+// not). Counted from the batch's rollup, less the jobs the partial indexes
+// of unpublished jobs and of queued jobs in waves find. When the queue holds no message of the batch while this is not 0,
 // those jobs were lost from it (its data lost, or published to another
 // queue) and only enqueue --resume finishes them.
 func (s *Store) OwedByQueue(ctx context.Context, batch string) (int, error) {
@@ -557,8 +554,10 @@ func (s *Store) OwedByQueue(ctx context.Context, batch string) (int, error) {
 	defer cancel()
 	var n int
 	err := s.pool.QueryRow(ctx, `
-		SELECT count(*) FROM jobs j
-		WHERE j.batch = $1 AND j.status = 'queued' AND j.published AND j.wave_id IS NULL`, batch).Scan(&n)
+		SELECT coalesce((SELECT queued FROM batch_rollups WHERE batch = $1), 0)
+		       - (SELECT count(*) FROM jobs WHERE batch = $1 AND NOT published AND status = 'queued')
+		       - (SELECT count(*) FROM jobs WHERE batch = $1 AND status = 'queued' AND published AND wave_id IS NOT NULL)`,
+		batch).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count jobs of %s the queue holds: %w", batch, err)
 	}
@@ -827,14 +826,14 @@ func (s *Store) BatchCosts(ctx context.Context, batch string) ([]BatchCost, erro
 
 // InterruptedAnswered counts the calls of batch kept apart from its results
 // (interrupted_attempts) that got a reply: the others never ran (a provider
-// batch's requests cancelled with it) and cost nothing.
+// batch's requests cancelled with it) and cost nothing. Read from
+// batch_rollup_spend.
 func (s *Store) InterruptedAnswered(ctx context.Context, batch string) (int64, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var n int64
 	err := s.pool.QueryRow(ctx, `
-		SELECT count(*) FROM interrupted_attempts i JOIN jobs j ON j.id = i.job_id
-		WHERE j.batch = $1 AND (i.raw <> '' OR i.tokens_out > 0 OR i.cost_usd > 0)`, batch).Scan(&n)
+		SELECT coalesce((SELECT interrupted_answered FROM batch_rollup_spend WHERE batch = $1), 0)`, batch).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count answered interrupted calls of %s: %w", batch, err)
 	}

@@ -203,7 +203,7 @@ func applyRevalidation(ctx context.Context, tx pgx.Tx, p RevalidationParams, run
 		return 0, fmt.Errorf("keep the jobs' outcomes: %w", err)
 	}
 	tag, err := tx.Exec(ctx, `
-		UPDATE jobs j SET run = $2, schema_hash = $3, status = CASE WHEN r.valid THEN 'valid' ELSE 'invalid' END,
+		UPDATE jobs j SET run = $2, schema_hash = $3, `+endRunSet+`, status = CASE WHEN r.valid THEN 'valid' ELSE 'invalid' END,
 			value = r.value, error = CASE WHEN r.valid THEN '' ELSE r.error END, final_class = CASE WHEN r.valid THEN '' ELSE r.class END,
 			attempts = 0, calls = 0, first_attempt_valid = false, repaired_locally = false, tokens_in = 0, tokens_out = 0,
 			tokens_cached = 0, tokens_cache_write = 0, cost_usd = 0, started_at = now(), finished_at = now(), wall_ms = 0,

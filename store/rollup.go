@@ -7,11 +7,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The batch rollups (migrations 003 and 004) are kept by triggers on jobs
-// and attempts, in the transaction of each write: batch_rollups (job
-// counts by status, spend), batch_rollup_attempts (finished jobs by
-// attempt count), job_facets (the job list's error paths, coercions and
-// patches) and batch_cost_hours (the calls by batch and hour).
+// The batch rollups (migrations 003, 005 and 009) are kept by triggers on
+// jobs and attempts, in the transaction of each write: batch_rollups (job
+// counts by status, spend, what batch_summary counts), batch_rollup_attempts
+// (finished jobs by attempt count), job_facets (the job list's error
+// paths, coercions and patches), batch_cost_hours (the calls by batch and
+// hour), and the histograms and counts of 009 (wall times, runs, minutes,
+// failure classes, latencies).
 // RollupDrift recounts them from the rows.
 
 // rollupRecounts recount each rollup table from the jobs and attempts and
@@ -26,21 +28,29 @@ var rollupRecounts = []struct{ what, sql string }{
 			           count(*) FILTER (WHERE status = 'over_budget') AS over_budget,
 			           count(*) FILTER (WHERE status = 'valid' AND first_attempt_valid) AS first_valid,
 			           sum(attempts) AS attempts, sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out,
-			           sum(cost_usd) AS cost_usd
+			           sum(cost_usd) AS cost_usd, sum(tokens_cached) AS tokens_cached,
+			           count(*) FILTER (WHERE status = 'valid' AND coalesce(first_try, first_attempt_valid)) AS first_try_valid,
+			           count(*) FILTER (WHERE status = 'valid' AND (NOT coalesce(first_try, first_attempt_valid) OR repaired_locally)) AS repaired,
+			           count(*) FILTER (WHERE status IN ('valid', 'invalid', 'failed')) AS reached,
+			           coalesce(sum(attempts + earlier_attempts) FILTER (WHERE status IN ('valid', 'invalid', 'failed')), 0) AS reached_attempts
 			    FROM jobs WHERE batch IS NOT NULL GROUP BY batch
 			), z AS (
 			    SELECT coalesce(c.batch, r.batch) AS batch,
 			           ARRAY[coalesce(c.jobs, 0), coalesce(c.queued, 0), coalesce(c.valid, 0), coalesce(c.invalid, 0),
 			                 coalesce(c.failed, 0), coalesce(c.rejected, 0), coalesce(c.dead, 0), coalesce(c.cancelled, 0),
 			                 coalesce(c.over_budget, 0), coalesce(c.first_valid, 0), coalesce(c.attempts, 0),
-			                 coalesce(c.tokens_in, 0), coalesce(c.tokens_out, 0), coalesce(c.cost_usd, 0)]::numeric[] AS counted,
+			                 coalesce(c.tokens_in, 0), coalesce(c.tokens_out, 0), coalesce(c.cost_usd, 0),
+			                 coalesce(c.tokens_cached, 0), coalesce(c.first_try_valid, 0), coalesce(c.repaired, 0),
+			                 coalesce(c.reached, 0), coalesce(c.reached_attempts, 0)]::numeric[] AS counted,
 			           ARRAY[coalesce(r.jobs, 0), coalesce(r.queued, 0), coalesce(r.valid, 0), coalesce(r.invalid, 0),
 			                 coalesce(r.failed, 0), coalesce(r.rejected, 0), coalesce(r.dead, 0), coalesce(r.cancelled, 0),
 			                 coalesce(r.over_budget, 0), coalesce(r.first_valid, 0), coalesce(r.attempts, 0),
-			                 coalesce(r.tokens_in, 0), coalesce(r.tokens_out, 0), coalesce(r.cost_usd, 0)]::numeric[] AS kept
+			                 coalesce(r.tokens_in, 0), coalesce(r.tokens_out, 0), coalesce(r.cost_usd, 0),
+			                 coalesce(r.tokens_cached, 0), coalesce(r.first_try_valid, 0), coalesce(r.repaired, 0),
+			                 coalesce(r.reached, 0), coalesce(r.reached_attempts, 0)]::numeric[] AS kept
 			    FROM c FULL JOIN batch_rollups r ON r.batch = c.batch
 			)
-			SELECT format('batch %s: counted (jobs, queued, valid, invalid, failed, rejected, dead, cancelled, over_budget, first_valid, attempts, tokens_in, tokens_out, cost_usd) %s, rollup %s',
+			SELECT format('batch %s: counted (jobs, queued, valid, invalid, failed, rejected, dead, cancelled, over_budget, first_valid, attempts, tokens_in, tokens_out, cost_usd, tokens_cached, first_try_valid, repaired, reached, reached_attempts) %s, rollup %s',
 			              batch, counted, kept)
 			FROM z WHERE counted <> kept ORDER BY batch`},
 	{"batch_rollup_attempts", `
@@ -132,6 +142,78 @@ var rollupRecounts = []struct{ what, sql string }{
 			              coalesce(c.batch, r.batch), coalesce(c.hour, r.hour), c.v, r.v)
 			FROM c FULL JOIN r ON r.hour = c.hour AND r.batch = c.batch
 			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_walls", histRecount("batch_rollup_walls", "wall_ms", "jobs", `
+			    SELECT batch, fixpoint_hist_bucket(wall_ms) AS k, count(*) AS v FROM jobs
+			    WHERE batch IS NOT NULL AND status <> 'queued' AND wall_ms IS NOT NULL GROUP BY 1, 2`)},
+	{"batch_rollup_runs", histRecount("batch_rollup_runs", "run", "jobs", `
+			    SELECT batch, run AS k, count(*) AS v FROM jobs WHERE batch IS NOT NULL GROUP BY 1, 2`)},
+	{"batch_rollup_latency", histRecount("batch_rollup_latency", "latency_ms", "calls", `
+			    SELECT j.batch, fixpoint_hist_bucket(a.latency_ms) AS k, count(*) AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id
+			    WHERE j.batch IS NOT NULL AND a.price_basis = 'realtime' GROUP BY 1, 2`)},
+	{"batch_rollup_minutes", `
+			WITH c AS (
+			    SELECT batch, date_trunc('minute', finished_at, 'UTC') AS minute,
+			           ARRAY[count(*) FILTER (WHERE status = 'valid'), count(*) FILTER (WHERE status = 'invalid'),
+			                 count(*) FILTER (WHERE status = 'failed'),
+			                 count(*) FILTER (WHERE status NOT IN ('valid', 'invalid', 'failed'))] AS v
+			    FROM jobs WHERE batch IS NOT NULL AND status <> 'queued' AND finished_at IS NOT NULL GROUP BY 1, 2
+			), r AS (
+			    SELECT batch, minute, ARRAY[valid, invalid, failed, other] AS v FROM batch_rollup_minutes
+			    WHERE (valid, invalid, failed, other) <> (0, 0, 0, 0)
+			)
+			SELECT format('batch %s, minute %s: counted (valid, invalid, failed, other) %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.minute, r.minute), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.minute = c.minute
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_classes", `
+			WITH c AS (
+			    SELECT j.batch, coalesce(nullif(a.model, ''), j.model) AS model, a.attempt_no, a.class, count(*) AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.batch IS NOT NULL GROUP BY 1, 2, 3, 4
+			), r AS (
+			    SELECT batch, model, attempt_no, class, attempts AS v FROM batch_rollup_classes WHERE attempts <> 0
+			)
+			SELECT format('batch %s, model %s, attempt %s, class %s: counted %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.model, r.model), coalesce(c.attempt_no, r.attempt_no),
+			              coalesce(c.class, r.class), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.model = c.model AND r.attempt_no = c.attempt_no AND r.class = c.class
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_spend", `
+			WITH c AS (
+			    SELECT batch, ARRAY[sum(ec), sum(eti), sum(eto), sum(ecost), sum(ic), sum(ia), sum(iti), sum(ito), sum(icost)]::numeric[] AS v
+			    FROM (
+			        SELECT j.batch, r.calls AS ec, r.tokens_in AS eti, r.tokens_out AS eto, r.cost_usd AS ecost,
+			               0 AS ic, 0 AS ia, 0 AS iti, 0 AS ito, 0 AS icost
+			        FROM job_runs r JOIN jobs j ON j.id = r.job_id WHERE j.batch IS NOT NULL
+			        UNION ALL
+			        SELECT j.batch, 0, 0, 0, 0, 1, (n.raw <> '' OR n.tokens_out > 0 OR n.cost_usd > 0)::int,
+			               n.tokens_in, n.tokens_out, n.cost_usd
+			        FROM interrupted_attempts n JOIN jobs j ON j.id = n.job_id WHERE j.batch IS NOT NULL
+			    ) x GROUP BY batch
+			), r AS (
+			    SELECT batch, ARRAY[earlier_calls, earlier_tokens_in, earlier_tokens_out, earlier_cost_usd, interrupted_calls,
+			                        interrupted_answered, interrupted_tokens_in, interrupted_tokens_out, interrupted_cost_usd]::numeric[] AS v
+			    FROM batch_rollup_spend
+			)
+			SELECT format('batch %s: counted (earlier runs calls, tokens in, out, cost; interrupted calls, answered, tokens in, out, cost) %s, rollup %s',
+			              coalesce(c.batch, r.batch), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+}
+
+// histRecount is the recount of a rollup of one count by batch and key
+// (column key of table, its count in column n), counted by the query
+// count (columns batch, k, v).
+func histRecount(table, key, n, count string) string {
+	return fmt.Sprintf(`
+			WITH c AS (%s
+			), r AS (
+			    SELECT batch, %[2]s AS k, %[3]s AS v FROM %[4]s WHERE %[3]s <> 0
+			)
+			SELECT format('%[4]s: batch %%s, %[2]s %%s: counted %%s, rollup %%s',
+			              coalesce(c.batch, r.batch), coalesce(c.k, r.k), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.k = c.k
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`, count, key, n, table)
 }
 
 // RollupDrift recounts every batch's rollups and facets from its jobs and

@@ -18,23 +18,23 @@ type Timeline struct {
 	// finished.
 	Progress []ProgressPoint
 	Step     time.Duration
-	// Latency is the realtime calls (attempts with price basis realtime)
-	// by latency, in buckets that double: bucket i holds the calls that
+	// Latency is the realtime calls (attempts with price basis realtime,
+	// every run's) by latency, in buckets that double: bucket i holds the calls that
 	// took under UpToMs, and at least the previous bucket's UpToMs; the
 	// first under 1 ms. Every realtime call the cost table counts is in
 	// one.
 	Latency []LatencyBucket
 	// P50, P90 and P99 are latency percentiles of those calls in
-	// milliseconds; Calls how many there were.
+	// milliseconds, of latencies kept at three significant digits (exact
+	// below 1000 ms); Calls how many there were.
 	P50, P90, P99 float64
 	Calls         int64
 	// Waves are the batch's provider batches in the order made.
 	Waves []WaveSpan
-	// Sample is 1 when every job was read; n when a batch too large to
-	// read whole within a page's time was sampled, one job in n by row
-	// number, Progress counts scaled by n. LatencySample is the same for
-	// Latency and Calls (a sparser sample), the percentiles those of it.
-	Sample, LatencySample int
+	// ByMinute is true when the batch was too large to read its jobs one
+	// by one within a page's time: Progress was read by the minute, and
+	// Step is a whole number of minutes.
+	ByMinute bool
 }
 
 // ProgressPoint is the cumulative count of finished jobs by status at At.
@@ -79,20 +79,17 @@ const timelineSteps = 120
 // timelineWaves bounds the waves a plot shows (a batch has a few).
 const timelineWaves = 500
 
-// timelineJobs is how many jobs the progress plot reads at most: a larger
-// batch is sampled, and the latency plot reads a quarter of that sample
-// (each job's calls are looked up one by one). Read whole, a million jobs
-// and their calls did not fit the dashboard's query timeout.
+// timelineJobs is how many jobs the progress plot reads one by one, to
+// the second: a larger batch's progress is read from its finished jobs by
+// the minute (batch_rollup_minutes), as many rows as the batch ran minutes
+// whatever its size.
 const timelineJobs = 20_000
-
-// latencySample is how many times sparser the latency plot's sample is.
-const latencySample = 4
 
 // BatchTimeline returns the plots' data of batch.
 func (s *Store) BatchTimeline(ctx context.Context, batch string) (Timeline, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	t := Timeline{Sample: 1, LatencySample: 1}
+	var t Timeline
 	var jobs int64
 	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(jobs), 0) FROM batch_rollups WHERE batch = $1`, batch).Scan(&jobs); err != nil {
 		return Timeline{}, fmt.Errorf("timeline of %s: %w", batch, err)
@@ -101,13 +98,11 @@ func (s *Store) BatchTimeline(ctx context.Context, batch string) (Timeline, erro
 	if s.timelineJobs > 0 {
 		limit = s.timelineJobs
 	}
+	src := progressFromJobs
 	if jobs > limit {
-		t.Sample = int((jobs + limit - 1) / limit)
+		src, t.ByMinute = progressFromMinutes, true
 	}
-	if l := max(limit/latencySample, 1); jobs > l {
-		t.LatencySample = int((jobs + l - 1) / l)
-	}
-	if err := s.progressOverTime(ctx, batch, &t); err != nil {
+	if err := s.progressOverTime(ctx, batch, src, &t); err != nil {
 		return Timeline{}, fmt.Errorf("progress of %s: %w", batch, err)
 	}
 	if err := s.latencies(ctx, batch, &t); err != nil {
@@ -119,28 +114,55 @@ func (s *Store) BatchTimeline(ctx context.Context, batch string) (Timeline, erro
 	return t, nil
 }
 
+// progressSource is where the progress plot reads a batch's finished
+// jobs: bounds the first and the last finish ($1 the batch), bins the
+// counts by status of step i ($2 the first finish, $3 the step in
+// seconds, $4 the steps read at most), to a whole number of units.
+type progressSource struct {
+	bounds, bins string
+	unit         time.Duration
+}
+
+var (
+	progressFromJobs = progressSource{
+		bounds: `SELECT min(finished_at), max(finished_at) FROM jobs
+			WHERE batch = $1 AND status <> 'queued' AND finished_at IS NOT NULL`,
+		bins: `SELECT floor(extract(epoch FROM finished_at - $2) / $3)::bigint AS i,
+			       count(*) FILTER (WHERE status = 'valid'),
+			       count(*) FILTER (WHERE status = 'invalid'),
+			       count(*) FILTER (WHERE status = 'failed'),
+			       count(*) FILTER (WHERE status NOT IN ('valid', 'invalid', 'failed'))
+			FROM jobs WHERE batch = $1 AND status <> 'queued' AND finished_at IS NOT NULL
+			GROUP BY 1 ORDER BY 1 LIMIT $4`,
+		unit: time.Second,
+	}
+	// A minute's jobs finished before its end: the last finish is the
+	// end of the last minute.
+	progressFromMinutes = progressSource{
+		bounds: `SELECT min(minute), max(minute) + interval '1 minute' FROM batch_rollup_minutes
+			WHERE batch = $1 AND (valid, invalid, failed, other) <> (0, 0, 0, 0)`,
+		bins: `SELECT floor(extract(epoch FROM minute - $2) / $3)::bigint AS i,
+			       sum(valid)::bigint, sum(invalid)::bigint, sum(failed)::bigint, sum(other)::bigint
+			FROM batch_rollup_minutes WHERE batch = $1 AND (valid, invalid, failed, other) <> (0, 0, 0, 0)
+			GROUP BY 1 ORDER BY 1 LIMIT $4`,
+		unit: time.Minute,
+	}
+)
+
 // progressOverTime bins the finished jobs into at most timelineSteps steps
-// of a whole number of seconds and sums them up.
-func (s *Store) progressOverTime(ctx context.Context, batch string, t *Timeline) error {
+// of a whole number of src's units and sums them up.
+func (s *Store) progressOverTime(ctx context.Context, batch string, src progressSource, t *Timeline) error {
 	var first, last *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT min(finished_at), max(finished_at) FROM jobs
-		WHERE batch = $1 AND status <> 'queued' AND finished_at IS NOT NULL`, batch).Scan(&first, &last)
+	err := s.pool.QueryRow(ctx, src.bounds, batch).Scan(&first, &last)
 	if err != nil || first == nil {
 		return err
 	}
-	step := max(last.Sub(*first)/timelineSteps, time.Second).Truncate(time.Second)
+	step := max(last.Sub(*first)/timelineSteps, src.unit).Truncate(src.unit)
 	if last.Sub(*first)/step >= timelineSteps {
-		step += time.Second
+		step += src.unit
 	}
 	t.Step = step
-	rows, err := s.pool.Query(ctx, `
-		SELECT floor(extract(epoch FROM finished_at - $2) / $3)::bigint AS i,
-		       count(*) FILTER (WHERE status = 'valid'),
-		       count(*) FILTER (WHERE status = 'invalid'),
-		       count(*) FILTER (WHERE status = 'failed'),
-		       count(*) FILTER (WHERE status NOT IN ('valid', 'invalid', 'failed'))
-		FROM jobs WHERE batch = $1 AND status <> 'queued' AND finished_at IS NOT NULL AND row_no % $5 = 0
-		GROUP BY 1 ORDER BY 1 LIMIT $4`, batch, *first, step.Seconds(), timelineSteps+1, t.Sample)
+	rows, err := s.pool.Query(ctx, src.bins, batch, *first, step.Seconds(), timelineSteps+1)
 	if err != nil {
 		return err
 	}
@@ -155,8 +177,7 @@ func (s *Store) progressOverTime(ctx context.Context, batch string, t *Timeline)
 		for int64(len(points)) <= i {
 			points = append(points, pointAt(p, *first, step, len(points)-1))
 		}
-		k := int64(t.Sample)
-		p.Valid, p.Invalid, p.Failed, p.Other = p.Valid+k*valid, p.Invalid+k*invalid, p.Failed+k*failed, p.Other+k*other
+		p.Valid, p.Invalid, p.Failed, p.Other = p.Valid+valid, p.Invalid+invalid, p.Failed+failed, p.Other+other
 		points = append(points, pointAt(p, *first, step, len(points)-1))
 		return nil
 	})
@@ -170,36 +191,35 @@ func pointAt(p ProgressPoint, first time.Time, step time.Duration, i int) Progre
 	return p
 }
 
-// latencies buckets the batch's realtime calls by latency, doubling.
+// latencies buckets the batch's realtime calls by latency, doubling, from
+// batch_rollup_latency (latencies at three significant digits: a call of
+// 1,025 ms counts as 1,020, under 1,024).
 func (s *Store) latencies(ctx context.Context, batch string, t *Timeline) error {
 	var p50, p90, p99 *float64
 	err := s.pool.QueryRow(ctx, `
-		SELECT count(*),
-		       percentile_cont(0.5) WITHIN GROUP (ORDER BY a.latency_ms),
-		       percentile_cont(0.9) WITHIN GROUP (ORDER BY a.latency_ms),
-		       percentile_cont(0.99) WITHIN GROUP (ORDER BY a.latency_ms)
-		FROM attempts a JOIN jobs j ON j.id = a.job_id
-		WHERE j.batch = $1 AND j.row_no % $2 = 0 AND a.price_basis = 'realtime'`, batch, t.LatencySample).Scan(&t.Calls, &p50, &p90, &p99)
+		SELECT coalesce(sum(calls), 0)::bigint,
+		       fixpoint_hist_percentile(array_agg(latency_ms), array_agg(calls), 0.5),
+		       fixpoint_hist_percentile(array_agg(latency_ms), array_agg(calls), 0.9),
+		       fixpoint_hist_percentile(array_agg(latency_ms), array_agg(calls), 0.99)
+		FROM batch_rollup_latency WHERE batch = $1`, batch).Scan(&t.Calls, &p50, &p90, &p99)
 	if err != nil || t.Calls == 0 {
 		return err
 	}
 	t.P50, t.P90, t.P99 = *p50, *p90, *p99
-	t.Calls *= int64(t.LatencySample)
 	// Bucket i holds latencies in [2^(i-1), 2^i) ms, bucket 0 those under
 	// 1 ms (0 ms: a reply from a cache or a local simulator), so that every
 	// call the cost table counts is in one.
 	rows, err := s.pool.Query(ctx, `
-		SELECT CASE WHEN a.latency_ms < 1 THEN 0 ELSE floor(log(2, a.latency_ms))::int + 1 END AS i, count(*)
-		FROM attempts a JOIN jobs j ON j.id = a.job_id
-		WHERE j.batch = $1 AND j.row_no % $2 = 0 AND a.price_basis = 'realtime'
-		GROUP BY 1 ORDER BY 1 LIMIT 64`, batch, t.LatencySample)
+		SELECT CASE WHEN latency_ms < 1 THEN 0 ELSE floor(log(2, latency_ms))::int + 1 END AS i, sum(calls)::bigint
+		FROM batch_rollup_latency WHERE batch = $1 AND calls > 0
+		GROUP BY 1 ORDER BY 1 LIMIT 64`, batch)
 	if err != nil {
 		return err
 	}
 	var i int
 	var n int64
 	_, err = pgx.ForEachRow(rows, []any{&i, &n}, func() error {
-		t.Latency = append(t.Latency, LatencyBucket{UpToMs: int64(1) << i, Calls: n * int64(t.LatencySample)})
+		t.Latency = append(t.Latency, LatencyBucket{UpToMs: int64(1) << i, Calls: n})
 		return nil
 	})
 	return err

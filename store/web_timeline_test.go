@@ -46,23 +46,22 @@ func TestBatchTimeline(t *testing.T) {
 	// Jobs 1-3 valid, 4 invalid, 5 queued; 1+1+2+3 = 7 attempts.
 	rs := []store.Result{result(jobID("tl", 1), "a", ""), result(jobID("tl", 2), "b", ""),
 		result(jobID("tl", 3), "c", "shape", ""), result(jobID("tl", 4), "d", "shape", "shape", "shape")}
+	// Latencies 1, 3, 3, 100, 100, 900 and 5000 ms, in job and attempt order.
+	ms := []int64{1, 3, 3, 100, 100, 900, 5000}
+	for i := range rs {
+		for k := range rs[i].AttemptRows {
+			rs[i].AttemptRows[k].LatencyMS, ms = ms[0], ms[1:]
+		}
+	}
 	if _, err := s.SaveResults(ctx, rs); err != nil {
 		t.Fatal(err)
 	}
-	// Finished 0 s, 1 min, 1 min and 10 min after the first; latencies 1,
-	// 3, 3, 100, 100, 900 and 5000 ms.
+	// Finished 0 s, 1 min, 1 min and 10 min after the first.
 	t0 := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 	for i, d := range []time.Duration{0, time.Minute, time.Minute, 10 * time.Minute} {
 		if _, err := conn.Exec(ctx, `UPDATE jobs SET finished_at = $2 WHERE id = $1`, jobID("tl", i+1), t0.Add(d)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if _, err := conn.Exec(ctx, `
-		UPDATE attempts a SET latency_ms = l.ms FROM (
-			SELECT job_id, run, attempt_no, (ARRAY[1, 3, 3, 100, 100, 900, 5000])[row_number() OVER (ORDER BY job_id, attempt_no)] AS ms
-			FROM attempts) l
-		WHERE a.job_id = l.job_id AND a.run = l.run AND a.attempt_no = l.attempt_no`); err != nil {
-		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO waves (batch, number, provider, model, status, requests, succeeded, expired, submitted_at, ended_at)
 		VALUES ('tl', 1, 'openai', 'm', 'done', 4, 3, 1, $1, $2), ('tl', 2, 'openai', 'm', 'submitted', 1, 0, 0, $2, NULL)`,
@@ -79,8 +78,8 @@ func TestBatchTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tl.Sample != 1 {
-		t.Errorf("a batch of 5 jobs sampled 1 in %d, want every job read", tl.Sample)
+	if tl.ByMinute || tl.Step%time.Second != 0 {
+		t.Errorf("a batch of 5 jobs read by the minute (%v, step %s), want every job read to the second", tl.ByMinute, tl.Step)
 	}
 	// 10 minutes in fewer than 120 whole-second steps: 6 s steps, the last
 	// job in step 100 (5 s steps would put it in step 120), after the
@@ -115,26 +114,19 @@ func TestBatchTimeline(t *testing.T) {
 	if sum != 7 {
 		t.Errorf("buckets hold %d calls, want 7", sum)
 	}
-	// A batch over the bound is sampled by row number: 5 jobs, the latency
-	// plot reading 2 of them, is 1 in 3 for latency, job 3 (valid at attempt 2, calls of 3 and 100 ms), counted
-	// three times.
-	s.SetTimelineJobs(8) // 2 for the latency plot
-	sampled, err := s.BatchTimeline(ctx, "tl")
+	// A batch over the bound is read by the minute: every job counted,
+	// in steps of whole minutes; the latency plot reads its rollup either
+	// way.
+	s.SetTimelineJobs(2)
+	byMinute, err := s.BatchTimeline(ctx, "tl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	last = sampled.Progress[len(sampled.Progress)-1]
-	if sampled.Sample != 1 || last.Valid != 3 || last.Invalid != 1 || sampled.LatencySample != 3 || sampled.Calls != 6 || sampled.P50 != 51.5 {
-		t.Errorf("sampled: progress 1 in %d, at the end %+v; latency 1 in %d, %d calls, p50 %v; want every job (3 valid, 1 invalid), latency 1 in 3: 6 calls, p50 51.5",
-			sampled.Sample, last, sampled.LatencySample, sampled.Calls, sampled.P50)
-	}
-	s.SetTimelineJobs(2)
-	if sampled, err = s.BatchTimeline(ctx, "tl"); err != nil {
-		t.Fatal(err)
-	}
-	last = sampled.Progress[len(sampled.Progress)-1]
-	if sampled.Sample != 3 || last.Valid != 3 || last.Invalid != 0 {
-		t.Errorf("progress sampled 1 in %d, at the end %+v; want 1 in 3: job 3, 3 valid", sampled.Sample, last)
+	last = byMinute.Progress[len(byMinute.Progress)-1]
+	if !byMinute.ByMinute || byMinute.Step%time.Minute != 0 || last.Valid != 3 || last.Invalid != 1 ||
+		byMinute.Calls != 7 || byMinute.P50 != 100 {
+		t.Errorf("by the minute: %v, step %s, at the end %+v, %d calls, p50 %v; want steps of minutes, 3 valid, 1 invalid, 7 calls, p50 100",
+			byMinute.ByMinute, byMinute.Step, last, byMinute.Calls, byMinute.P50)
 	}
 	s.SetTimelineJobs(0)
 	if w := tl.Waves; len(w) == 2 && (w[0].ValidReplies != 2 || w[0].CostUSD != 1 || w[0].CostPerValid() != 0.5 || w[0].TokensIn != 200 ||

@@ -45,7 +45,7 @@ func TestTimelineRendersWaves(t *testing.T) {
 		{Number: 1, Run: 1, Status: "done", Created: t0, Submitted: t0, Ended: t0.Add(time.Hour), Requests: 40, Expired: 2},
 		{Number: 2, Run: 1, Status: "submitted", Created: t0.Add(time.Hour), Requests: 3},
 	}
-	v := timelineView{Timeline: store.Timeline{Waves: ws, Sample: 20, LatencySample: 80}}
+	v := timelineView{Timeline: store.Timeline{Waves: ws, ByMinute: true}}
 	v.WaveBars, v.WaveFrom, v.WaveTo = waveBars(ws, t0.Add(2*time.Hour))
 	var b strings.Builder
 	if err := h.pages["batch"].ExecuteTemplate(&b, "timeline", v); err != nil {
@@ -53,7 +53,7 @@ func TestTimelineRendersWaves(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{`class="wave w-done" x="0" y="2" width="500"`, `class="wave w-submitted open" x="500"`,
-		"<td>1</td><td>1</td><td>done</td>", `<td class="n">40</td>`, "No job finished yet.", "No realtime call yet.", "one job in 20 and the latency plot one in 80"} {
+		"<td>1</td><td>1</td><td>done</td>", `<td class="n">40</td>`, "No job finished yet.", "No realtime call yet.", "its progress is read by the minute"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the timeline lacks %q:\n%s", want, out)
 		}
