@@ -1874,7 +1874,7 @@ func (r *renderer) render(row map[string]any, line int) (job store.NewJob, sourc
 	if err != nil {
 		return store.NewJob{}, "", err
 	}
-	meta, err := json.Marshal(row)
+	meta, err := marshalRow(row)
 	if err != nil {
 		return store.NewJob{}, "", fmt.Errorf("encode row: %w", err)
 	}
