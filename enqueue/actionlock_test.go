@@ -39,7 +39,7 @@ func (l *pausingLedger) Requeue(ctx context.Context, p store.RequeueParams) (sto
 }
 
 // jetStream starts an embedded JetStream server for the test.
-func jetStream(t *testing.T) jetstream.JetStream {
+func jetStream(t testing.TB) jetstream.JetStream {
 	t.Helper()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	fastjson "github.com/segmentio/encoding/json"
+
 	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
@@ -170,21 +172,9 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 			// map[string]interface {}")
 			return nil, rr.line, notAnObject(text, kind)
 		}
-		dec := json.NewDecoder(bytes.NewReader(text))
-		dec.UseNumber()
-		var row map[string]any
-		if err := dec.Decode(&row); err != nil {
-			return nil, rr.line, fmt.Errorf("not a JSON object: %v", err)
-		}
-		if row == nil {
-			return nil, rr.line, errors.New("not a JSON object: null")
-		}
-		if dec.More() {
-			rest := bytes.TrimSpace(text[dec.InputOffset():])
-			if len(rest) > 0 && (rest[0] == '{' || rest[0] == '[' || rest[0] == '"' || jsonKindAt(rest[0]) != "") {
-				return nil, rr.line, errors.New("more than one JSON value on the line")
-			}
-			return nil, rr.line, fmt.Errorf("text after the JSON object: %q", snippet(rest, 40))
+		row, err := decodeRow(text)
+		if err != nil {
+			return nil, rr.line, err
 		}
 		if at, key, dup := extract.DuplicateKey(text); dup {
 			return nil, rr.line, fmt.Errorf("key %q appears twice in one object (at %s): a JSON reader keeps only one of the two values", key, at)
@@ -203,6 +193,39 @@ func (rr *rowReader) next() (map[string]any, int, error) {
 	}
 	return nil, rr.line, io.EOF
 }
+
+// decodeRow decodes a line that holds one JSON object, its numbers as
+// written (json.Number). The one-pass decoder of the hot path reads it;
+// a line it does not take as one object is read again by encoding/json,
+// whose errors name what is wrong, and which decodes the same values
+// (TestDecodeRowAsEncodingJSON).
+func decodeRow(text []byte) (map[string]any, error) {
+	var row map[string]any
+	if rest, err := fastjson.Parse(text, &row, fastjson.UseNumber); err == nil && row != nil && len(bytes.TrimSpace(rest)) == 0 {
+		return row, nil
+	}
+	row = nil
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	if err := dec.Decode(&row); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %v", err)
+	}
+	if row == nil {
+		return nil, errors.New("not a JSON object: null")
+	}
+	if dec.More() {
+		rest := bytes.TrimSpace(text[dec.InputOffset():])
+		if len(rest) > 0 && (rest[0] == '{' || rest[0] == '[' || rest[0] == '"' || jsonKindAt(rest[0]) != "") {
+			return nil, errors.New("more than one JSON value on the line")
+		}
+		return nil, fmt.Errorf("text after the JSON object: %q", snippet(rest, 40))
+	}
+	return row, nil
+}
+
+// marshalRow is a row as JSON, its keys sorted, as encoding/json writes
+// it, by the hot path's encoder: a job's input row, as the ledger keeps it.
+func marshalRow(row map[string]any) ([]byte, error) { return fastjson.Marshal(row) }
 
 // noteColumns adds the row's keys not seen before, in the order the line
 // writes them (a map does not keep it).

@@ -1338,7 +1338,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 				prog.Warnings = append(prog.Warnings, fmt.Sprintf("line %d: %s", line, rows.suspect))
 			}
 		}
-		job, err := r.render(row, line)
+		job, source, err := r.render(row, line)
 		if err != nil {
 			if f := missingFieldOf(err); f != "" {
 				res.missing[f]++
@@ -1363,7 +1363,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 				continue
 			}
 		}
-		if err := r.fits(&job); err != nil {
+		if err := r.fits(&job, source); err != nil {
 			badJob(line, job.ID, err)
 			continue
 		}
@@ -1565,9 +1565,9 @@ func (r *renderer) heldError(h store.HeldJob) error {
 	}
 }
 
-// fits checks that a job's message fits the queue and its prompt the
-// workers' limit.
-func (r *renderer) fits(job *store.NewJob) error {
+// fits checks that a job's message, with its evidence source (render's),
+// fits the queue and its prompt the workers' limit.
+func (r *renderer) fits(job *store.NewJob, source string) error {
 	n := len(job.Prompt) + len(r.base.System) + r.cfg.schemaBytes
 	if n > r.cfg.MaxPromptBytes {
 		return fmt.Errorf("prompt is %d bytes with the system prompt and the %d-byte schema, over the workers' limit of %d (--max-prompt-bytes)", n, r.cfg.schemaBytes, r.cfg.MaxPromptBytes)
@@ -1578,7 +1578,7 @@ func (r *renderer) fits(job *store.NewJob) error {
 		return fmt.Errorf("its first attempt needs about %d tokens (prompt, system prompt and schema about %d, max tokens %d), over the token budget of %d: the job would fail before its first call",
 			(n+3)/4+m, (n+3)/4, m, b)
 	}
-	env := jobEnvelope(r.base, job)
+	env := envelopeWith(r.base, job, source)
 	data, err := queue.EncodeEnvelope(&env)
 	if err != nil {
 		return err
@@ -1601,9 +1601,24 @@ func contentDigest(job *store.NewJob) [16]byte {
 	return out
 }
 
-func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, data io.Reader, skip map[int]bool, prog *Progress) error {
+// publish is the second pass: it renders the rows that passed the first
+// again, records them a chunk at a time, and publishes each chunk once it
+// is recorded. A chunk is published in the background while the next is
+// rendered and recorded, so that the ledger, the queue and the rendering
+// run at once; a chunk is never published before its rows are committed.
+func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, data io.Reader, skip map[int]bool, prog *Progress) (err error) {
 	rows := newRowReader(r.cfg.Format, data)
 	chunk := make([]store.NewJob, 0, r.cfg.Chunk)
+	sources := make([]string, 0, r.cfg.Chunk) // each job's evidence source
+	bases := newRunBases(ctx, ledger, r.cfg.Batch, r.base)
+	var bg backgroundPublish
+	defer func() {
+		// A chunk still on its way is waited for: what the queue took of
+		// it is marked published before the run returns.
+		if werr := bg.wait(r.cfg, prog); err == nil {
+			err = werr
+		}
+	}()
 	flush := func() error {
 		if len(chunk) == 0 {
 			return nil
@@ -1614,15 +1629,20 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		}
 		prog.Recorded += n
 		prog.Existing += len(chunk) - n
-		// pipeline.Publish what the ledger holds unpublished: this chunk's new jobs,
-		// and any left by an interrupted run.
-		if err := publishUnpublished(ctx, js, ledger, *r.cfg, newRunBases(ctx, ledger, r.cfg.Batch, r.base), prog); err != nil {
+		if err := bg.wait(r.cfg, prog); err != nil {
 			return err
 		}
-		chunk = chunk[:0]
-		if r.cfg.ProgressFunc != nil {
-			r.cfg.ProgressFunc(*prog)
+		if n < len(chunk) {
+			// Some were recorded before: publish what the ledger holds
+			// unpublished, this chunk's new jobs and any an interrupted
+			// run left.
+			chunk, sources = chunk[:0], sources[:0]
+			return publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog)
 		}
+		// Every job of the chunk is new: publish them as they are,
+		// without reading them back.
+		bg.start(ctx, js, ledger, *r.cfg, bases, chunk, sources)
+		chunk, sources = make([]store.NewJob, 0, r.cfg.Chunk), make([]string, 0, r.cfg.Chunk)
 		return nil
 	}
 	for {
@@ -1641,18 +1661,68 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		if err != nil {
 			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
 		}
-		job, err := r.render(row, line)
+		job, source, err := r.render(row, line)
 		if err != nil {
 			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
 		}
-		chunk = append(chunk, job)
+		chunk, sources = append(chunk, job), append(sources, source)
 		if len(chunk) == r.cfg.Chunk {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
 	}
-	return flush()
+	if err := flush(); err != nil {
+		return err
+	}
+	if err := bg.wait(r.cfg, prog); err != nil {
+		return err
+	}
+	// Jobs an interrupted run left unpublished whose rows were in no
+	// chunk read back above.
+	return publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog)
+}
+
+// backgroundPublish publishes one recorded chunk at a time in a goroutine
+// of its own, counting into a Progress of its own that wait adds to the
+// run's.
+type backgroundPublish struct {
+	done chan publishedChunk
+}
+
+type publishedChunk struct {
+	prog Progress
+	err  error
+}
+
+// start publishes jobs in the background; the previous chunk must have
+// been waited for. bases is only read for jobs of the first run, which
+// every chunk read from the dataset holds.
+func (b *backgroundPublish) start(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, jobs []store.NewJob, sources []string) {
+	done := make(chan publishedChunk, 1)
+	b.done = done
+	go func() {
+		var p Progress
+		err := publishJobs(ctx, js, ledger, cfg, bases, jobs, sources, &p)
+		done <- publishedChunk{p, err}
+	}()
+}
+
+// wait waits for the chunk being published, if any, adds its counts to
+// prog and reports the progress.
+func (b *backgroundPublish) wait(cfg *Config, prog *Progress) error {
+	if b.done == nil {
+		return nil
+	}
+	res := <-b.done
+	b.done = nil
+	prog.Published += res.prog.Published
+	prog.Duplicates += res.prog.Duplicates
+	prog.Bad = append(prog.Bad, res.prog.Bad...)
+	if cfg.ProgressFunc != nil {
+		cfg.ProgressFunc(*prog)
+	}
+	return res.err
 }
 
 // publishUnpublished publishes every job of the batch the ledger holds as
@@ -1667,41 +1737,88 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Ledg
 		if len(jobs) == 0 {
 			return nil
 		}
-		ids := make([]string, 0, len(jobs))
-		for i := range jobs {
-			base, err := bases.base(jobs[i].Run)
-			if err != nil {
-				return err
-			}
-			env := jobEnvelope(base, &jobs[i])
-			dup, err := queue.Publish(ctx, js, cfg.Queue, &env)
-			if errors.Is(err, fixpoint.ErrBadJob) {
-				if _, rerr := ledger.Reject(ctx, store.Rejection{JobID: jobs[i].ID, Batch: cfg.Batch, Reason: err.Error()}); rerr != nil {
-					return rerr
-				}
-				prog.Bad = append(prog.Bad, BadRow{Line: jobs[i].RowNo, Err: err})
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if dup {
-				prog.Duplicates++
-			} else {
-				prog.Published++
-			}
-			ids = append(ids, jobs[i].ID)
-		}
-		if err := ledger.MarkPublished(ctx, ids); err != nil {
+		if err := publishJobs(ctx, js, ledger, cfg, bases, jobs, nil, prog); err != nil {
 			return err
 		}
 	}
+}
+
+// publishJobs publishes jobs, recorded and not yet published, with their
+// acknowledgements awaited a window at a time (queue.PublishAll), and marks
+// published those the stream took. A job the queue refuses for its size is
+// recorded rejected. sources, when not nil, are the jobs' evidence sources
+// (render's). Any other job the queue did not take stays recorded
+// and unpublished, and the error says how many: running the same command
+// again, or enqueue --resume, publishes them.
+func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, jobs []store.NewJob, sources []string, prog *Progress) error {
+	envs := make([]queue.Envelope, len(jobs))
+	for i := range jobs {
+		base, err := bases.base(jobs[i].Run)
+		if err != nil {
+			return err
+		}
+		if sources != nil {
+			envs[i] = envelopeWith(base, &jobs[i], sources[i])
+		} else {
+			envs[i] = jobEnvelope(base, &jobs[i])
+		}
+	}
+	res, perr := queue.PublishAll(ctx, js, cfg.Queue, envs)
+	ids := make([]string, 0, len(jobs))
+	var failed []error
+	for i, r := range res {
+		switch {
+		case errors.Is(r.Err, fixpoint.ErrBadJob):
+			if _, err := ledger.Reject(ctx, store.Rejection{JobID: jobs[i].ID, Batch: cfg.Batch, Reason: r.Err.Error()}); err != nil {
+				return err
+			}
+			prog.Bad = append(prog.Bad, BadRow{Line: jobs[i].RowNo, Err: r.Err})
+		case r.Err != nil:
+			failed = append(failed, r.Err)
+		case r.Duplicate:
+			prog.Duplicates++
+			ids = append(ids, jobs[i].ID)
+		default:
+			prog.Published++
+			ids = append(ids, jobs[i].ID)
+		}
+	}
+	// What the stream took is marked even when the context ended: a job
+	// marked is never published again by --resume.
+	if err := ledger.MarkPublished(context.WithoutCancel(ctx), ids); err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s recorded but not published, the queue refused them (they stay in the ledger unpublished: run the same command again, or enqueue --resume --batch %s, once the queue takes them); first: %w",
+			plural(len(failed), "job"), cfg.Batch, failed[0])
+	}
+	return nil
 }
 
 // jobEnvelope is the message of one job: the batch's settings, and the
 // job's own id, prompt, schema and (when its row has them) provider, model
 // and mode. The input row is not sent: the ledger has it.
 func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
+	var source string
+	if evidenceOn(base) {
+		// render refused a row its source cannot be made of.
+		source, _ = evidence.JobSource(job.Metadata, job.Prompt, base.EvidenceSource)
+	}
+	return envelopeWith(base, job, source)
+}
+
+// evidenceOn reports whether the jobs of base check evidence, and their
+// messages carry a source.
+func evidenceOn(base queue.Envelope) bool {
+	return base.Evidence != "" && base.Evidence != fixpoint.EvidenceOff
+}
+
+// envelopeWith is jobEnvelope with the job's evidence source computed
+// already (render's).
+func envelopeWith(base queue.Envelope, job *store.NewJob, source string) queue.Envelope {
 	env := base
 	env.JobID = job.ID
 	env.RowNo = job.RowNo
@@ -1716,9 +1833,8 @@ func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
 	if job.Run > 1 {
 		env.Run = job.Run
 	}
-	if env.Evidence != "" && env.Evidence != fixpoint.EvidenceOff {
-		// render refused a row its source cannot be made of.
-		env.Source, _ = evidence.JobSource(job.Metadata, job.Prompt, env.EvidenceSource)
+	if evidenceOn(env) {
+		env.Source = source
 	}
 	if c := job.Continue; c != nil && c.Reply != "" {
 		var errs []fixpoint.ValidationError
@@ -1729,7 +1845,9 @@ func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
 	return env
 }
 
-func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
+// render renders a row's job, and its evidence source when the batch
+// checks evidence ("" when not): the message carries it.
+func (r *renderer) render(row map[string]any, line int) (job store.NewJob, source string, err error) {
 	// The output is capped: a small template can loop ({{range 300000000}})
 	// into more memory than the machine has, and a prompt over the workers'
 	// limit is refused anyway (the slack leaves room for the spaces the
@@ -1737,37 +1855,40 @@ func (r *renderer) render(row map[string]any, line int) (store.NewJob, error) {
 	buf := cappedBuffer{limit: r.cfg.MaxPromptBytes + 64<<10}
 	if err := r.tmpl.Execute(&buf, templateView(row)); err != nil {
 		if errors.Is(err, errRenderCap) {
-			return store.NewJob{}, fmt.Errorf("the template renders a prompt over the workers' limit of %d bytes (--max-prompt-bytes; rendering stopped at %d)",
+			return store.NewJob{}, "", fmt.Errorf("the template renders a prompt over the workers' limit of %d bytes (--max-prompt-bytes; rendering stopped at %d)",
 				r.cfg.MaxPromptBytes, buf.limit)
 		}
 		if f := missingFieldOf(err); f != "" {
 			// Other rows have it (a field no row has is a typo, said
 			// before any row): an optional field.
-			return store.NewJob{}, fmt.Errorf("render template: %w (for a field some rows lack, {{with index . %q}}...{{end}} writes it only where it is)", err, f)
+			return store.NewJob{}, "", fmt.Errorf("render template: %w (for a field some rows lack, {{with index . %q}}...{{end}} writes it only where it is)", err, f)
 		}
-		return store.NewJob{}, fmt.Errorf("render template: %w", err)
+		return store.NewJob{}, "", fmt.Errorf("render template: %w", err)
 	}
 	prompt := strings.TrimSpace(buf.String())
 	if prompt == "" {
-		return store.NewJob{}, errors.New("template rendered an empty prompt")
+		return store.NewJob{}, "", errors.New("template rendered an empty prompt")
 	}
 	cfg := r.cfg
 	id, err := r.rowJobID(row, line)
 	if err != nil {
-		return store.NewJob{}, err
+		return store.NewJob{}, "", err
 	}
-	meta, err := json.Marshal(row)
+	meta, err := marshalRow(row)
 	if err != nil {
-		return store.NewJob{}, fmt.Errorf("encode row: %w", err)
+		return store.NewJob{}, "", fmt.Errorf("encode row: %w", err)
 	}
-	if r.base.Evidence != "" && r.base.Evidence != fixpoint.EvidenceOff {
-		if _, err := evidence.JobSource(meta, prompt, r.base.EvidenceSource); err != nil {
-			return store.NewJob{}, err
+	if evidenceOn(r.base) {
+		// The row as JobSource would read it back from meta: its text is
+		// valid UTF-8 without NULs (the reader refuses others), so
+		// encoding and decoding it again changes nothing.
+		if source, err = evidence.RowSource(row, prompt, r.base.EvidenceSource); err != nil {
+			return store.NewJob{}, "", err
 		}
 	}
 	return store.NewJob{ID: id, Batch: cfg.Batch, RowNo: line, SchemaHash: r.base.SchemaHash, Prompt: prompt,
 		Provider: cfg.Provider, Model: cfg.Model, Mode: string(cfg.Mode),
-		Strategy: string(cfg.Limits.Strategy), Metadata: meta}, nil
+		Strategy: string(cfg.Limits.Strategy), Metadata: meta}, source, nil
 }
 
 // rowJobID is the id of a row's job: the batch and the row's --id-field,

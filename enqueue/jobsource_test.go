@@ -35,3 +35,38 @@ func TestJobSourcePrintsAsTheTemplate(t *testing.T) {
 		}
 	}
 }
+
+// What enqueue sends as a job's evidence source, computed from the row it
+// read, is what the worker, the revalidation and the dashboard compute
+// from the ledger's copy of the row (evidence.JobSource), for every value
+// kind, escapes, numbers as written and each source setting.
+func TestRenderedSourceIsTheLedgersJobSource(t *testing.T) {
+	t.Parallel()
+	data := `{"id":"a","s":"caf\u00e9 \ud83d\ude00 <b> & \"q\"","n":1249.990,"e":1e2,"neg":-0.0,"t":true,"z":null,` +
+		`"o":{"name":"Dana","tags":["x",2,{"k":"<v>"}]},"a":[1,"two",null,[3]]}` + "\n" +
+		`{"id":"b","s":"\ud800 lone","n":7,"e":"","o":{},"a":[]}` + "\n"
+	for _, setting := range []string{"row", "prompt", "field:s", "field:o", "field:a"} {
+		cfg := Config{Batch: "b", Schema: []byte(`{"type":"object"}`), Format: FormatJSONL, IDField: "id", Provider: "openai", Model: "m",
+			Template: `{{.s}} {{.n}} {{.e}} {{.o}} {{.a}} {{with index . "t"}}{{.}}{{end}}`, EvidenceSource: setting}
+		tmpl, hash, err := cfg.prepare()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &renderer{cfg: &cfg, tmpl: tmpl, base: cfg.settings(hash).envelope(cfg.Batch)}
+		rows := newRowReader(FormatJSONL, strings.NewReader(data))
+		for {
+			row, line, err := rows.next()
+			if err != nil {
+				break
+			}
+			job, source, err := r.render(row, line)
+			if err != nil {
+				t.Fatalf("%s: line %d: %v", setting, line, err)
+			}
+			want, err := evidence.JobSource(job.Metadata, job.Prompt, setting)
+			if err != nil || source != want {
+				t.Errorf("%s: line %d: rendered source %q, the ledger's row gives %q (%v)", setting, line, source, want, err)
+			}
+		}
+	}
+}

@@ -37,6 +37,16 @@ func JobSource(row json.RawMessage, prompt, setting string) (string, error) {
 	if err := dec.Decode(&fields); err != nil {
 		return "", fmt.Errorf("read the input row: %w", err)
 	}
+	return RowSource(fields, prompt, setting)
+}
+
+// RowSource is JobSource of a row decoded already, as JobSource decodes
+// it (json.Decoder.UseNumber): enqueue, which has each row so, gives the
+// same text without encoding and decoding it again.
+func RowSource(fields map[string]any, prompt, setting string) (string, error) {
+	if setting == fixpoint.EvidenceSourcePrompt {
+		return prompt, nil
+	}
 	if name, ok := strings.CutPrefix(setting, fixpoint.EvidenceSourceFieldPrefix); ok {
 		v, ok := fields[name]
 		if !ok {

@@ -472,13 +472,19 @@ func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, 
 // duplicates window is stored once.
 // duplicate reports that the server dropped it as such.
 func Publish(ctx context.Context, js jetstream.JetStream, cfg Config, env *Envelope) (duplicate bool, err error) {
+	return publish(ctx, js, cfg, env, runMsgID(env))
+}
+
+// runMsgID is the message id Publish gives a job: MsgID of its id, and its
+// run after the first.
+func runMsgID(env *Envelope) string {
 	id := MsgID(env.JobID)
 	if env.Run > 1 {
 		// A requeued job's message must not be taken for its first run's
 		// within the duplicates window.
 		id += republishMark + "run" + strconv.Itoa(env.Run)
 	}
-	return publish(ctx, js, cfg, env, id)
+	return id
 }
 
 // Republish puts a job on the queue again under a message id of its own,
@@ -510,21 +516,31 @@ const (
 )
 
 func publish(ctx context.Context, js jetstream.JetStream, cfg Config, env *Envelope, msgID string) (duplicate bool, err error) {
-	cfg = cfg.WithDefaults()
-	data, err := EncodeEnvelope(env)
+	msg, err := jobMsg(cfg, env)
 	if err != nil {
 		return false, err
 	}
-	if len(data) > int(cfg.MaxMsgSize) {
-		return false, fmt.Errorf("%w: job %s is %d bytes, over the queue's max message size %d", fixpoint.ErrBadJob, env.JobID, len(data), cfg.MaxMsgSize)
-	}
-	msg := &nats.Msg{Subject: cfg.Subject, Data: data, Header: nats.Header{}}
-	msg.Header.Set(BatchHeader, MsgID(env.Batch))
 	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 	if err != nil {
 		return false, fmt.Errorf("publish job %s: %w", env.JobID, err)
 	}
 	return ack.Duplicate, nil
+}
+
+// jobMsg is the message of a job, refused (fixpoint.ErrBadJob) when it is
+// over the queue's max message size.
+func jobMsg(cfg Config, env *Envelope) (*nats.Msg, error) {
+	cfg = cfg.WithDefaults()
+	data, err := EncodeEnvelope(env)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > int(cfg.MaxMsgSize) {
+		return nil, fmt.Errorf("%w: job %s is %d bytes, over the queue's max message size %d", fixpoint.ErrBadJob, env.JobID, len(data), cfg.MaxMsgSize)
+	}
+	msg := &nats.Msg{Subject: cfg.Subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(BatchHeader, MsgID(env.Batch))
+	return msg, nil
 }
 
 // republishMark separates a job's message id from the suffix a republished

@@ -151,9 +151,11 @@ func renameable(name string, names []string) bool {
 }
 
 // foldKey is a property name without _, - and space, in lower case.
-func foldKey(s string) string {
-	return strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(s))
-}
+func foldKey(s string) string { return strings.ToLower(keyFolder.Replace(s)) }
+
+// keyFolder is built once: a Replacer builds its tables on first use, which
+// cost more than the replacing itself.
+var keyFolder = strings.NewReplacer("_", "", "-", "", " ", "")
 
 func requiredSet(m map[string]any) map[string]bool {
 	req := map[string]bool{}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fixpoint-dev/fixpoint"
 )
@@ -64,8 +65,10 @@ func rawOr(r json.RawMessage, def string) string {
 
 // InsertJobs records jobs as 'queued' and unpublished, skipping every job
 // whose id exists already, and returns how many it inserted: running the
-// same enqueue twice inserts 0. The rows are copied into a temporary table
-// and inserted from there in one transaction.
+// same enqueue twice inserts 0. The rows are copied straight into jobs;
+// when one of them is there already (the copy stops at it), they are
+// copied into a temporary table and inserted from there, skipping those,
+// in one transaction.
 func (s *Store) InsertJobs(ctx context.Context, jobs []NewJob) (int, error) {
 	if len(jobs) == 0 {
 		return 0, nil
@@ -77,27 +80,61 @@ func (s *Store) InsertJobs(ctx context.Context, jobs []NewJob) (int, error) {
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
+	n, err := s.pool.CopyFrom(ctx, pgx.Identifier{"jobs"}, newJobCopyColumns, newJobRows(jobs))
+	if pgCode(err) == pgUniqueViolation {
+		n, err = s.insertNewJobs(ctx, jobs)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("insert jobs: %w", err)
+	}
+	return int(n), nil
+}
+
+// newJobCopyColumns are the columns InsertJobs fills, in newJobRows' order.
+var newJobCopyColumns = []string{"id", "batch", "row_no", "schema_hash", "prompt", "provider", "model", "mode", "strategy", "metadata"}
+
+// newJobRows are jobs as rows of newJobCopyColumns for COPY.
+func newJobRows(jobs []NewJob) pgx.CopyFromSource {
+	return pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) {
+		j := &jobs[i]
+		var hash any
+		if j.SchemaHash != "" {
+			hash = j.SchemaHash
+		}
+		return []any{j.ID, j.Batch, j.RowNo, hash, txt(j.Prompt), txt(j.Provider), txt(j.Model), txt(j.Mode), txt(j.Strategy), rawOr(pgJSON(j.Metadata), "{}")}, nil
+	})
+}
+
+// pgUniqueViolation is Postgres's code for a duplicate key.
+const pgUniqueViolation = "23505"
+
+// pgCode is the SQLSTATE of a Postgres error, "" for another error or nil.
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// insertNewJobs inserts those of jobs whose id the ledger does not hold,
+// through a temporary table, in one transaction.
+func (s *Store) insertNewJobs(ctx context.Context, jobs []NewJob) (int64, error) {
 	var inserted int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `CREATE TEMP TABLE jobs_in (
 			id text, batch text, row_no int, schema_hash text, prompt text,
-			provider text, model text, mode text, strategy text, metadata text
+			provider text, model text, mode text, strategy text, metadata jsonb
 		) ON COMMIT DROP`)
 		if err != nil {
 			return fmt.Errorf("create temp table: %w", err)
 		}
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{"jobs_in"},
-			[]string{"id", "batch", "row_no", "schema_hash", "prompt", "provider", "model", "mode", "strategy", "metadata"},
-			pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) {
-				j := jobs[i]
-				return []any{j.ID, j.Batch, j.RowNo, j.SchemaHash, txt(j.Prompt), txt(j.Provider), txt(j.Model), txt(j.Mode), txt(j.Strategy), rawOr(pgJSON(j.Metadata), "{}")}, nil
-			}))
-		if err != nil {
+		if _, err = tx.CopyFrom(ctx, pgx.Identifier{"jobs_in"}, newJobCopyColumns, newJobRows(jobs)); err != nil {
 			return fmt.Errorf("copy jobs: %w", err)
 		}
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO jobs (id, batch, row_no, schema_hash, prompt, provider, model, mode, strategy, metadata)
-			SELECT id, batch, row_no, nullif(schema_hash, ''), prompt, provider, model, mode, strategy, metadata::jsonb
+			SELECT id, batch, row_no, schema_hash, prompt, provider, model, mode, strategy, metadata
 			FROM jobs_in
 			ON CONFLICT (id) DO NOTHING`)
 		if err != nil {
@@ -106,10 +143,7 @@ func (s *Store) InsertJobs(ctx context.Context, jobs []NewJob) (int, error) {
 		inserted = tag.RowsAffected()
 		return nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("insert jobs: %w", err)
-	}
-	return int(inserted), nil
+	return inserted, err
 }
 
 // HeldJob is a job the ledger holds under the id of a job about to be

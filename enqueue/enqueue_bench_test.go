@@ -1,0 +1,80 @@
+package enqueue_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/store/storetest"
+)
+
+// benchSchema and benchTemplate are a support ticket's, as the demo's.
+const (
+	benchSchema = `{"type":"object","properties":{"customer":{"type":"string"},"order_id":{"type":"string","pattern":"^ORD-[0-9]{5}$"},
+		"amount":{"type":"number"},"category":{"enum":["billing","bug","other"],"x-fixpoint-evidence":false}},
+		"required":["customer","order_id","category"],"additionalProperties":false}`
+	benchTemplate = "Triage this support ticket from {{.customer}} ({{.plan}} plan) about order {{.order_id}}.\n\nSubject: {{.subject}}\n\n{{.body}}"
+)
+
+// ticketRows is n generated support tickets as JSONL, about 300 bytes a
+// row, each with an id field.
+func ticketRows(n int) string {
+	var b strings.Builder
+	b.Grow(n * 320)
+	customers := []string{"Ada Park", "Bruno Silva", "Chen Wei", "Dana Cohen", "Eli Novak"}
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, `{"ticket_id":"T%07d","customer":%q,"plan":"pro","order_id":"ORD-%05d","subject":"Charged twice this month",`+
+			`"body":"I was billed twice for my subscription on the 3rd, $%d.%02d each time. Please refund the duplicate charge of order ORD-%05d."}`+"\n",
+			i, customers[i%len(customers)], i%100000, 10+i%90, i%100, i%100000)
+	}
+	return b.String()
+}
+
+// BenchmarkEnqueue records and publishes a generated dataset of
+// FIXPOINT_BENCH_JOBS rows (10,000 unless set) into a fresh ledger and an
+// embedded JetStream server storing to disk, as enqueue does: both passes,
+// the ledger's COPY and the queue's acknowledgements. It reports the rows
+// recorded and published a second.
+func BenchmarkEnqueue(b *testing.B) {
+	n := 10_000
+	if v, err := strconv.Atoi(os.Getenv("FIXPOINT_BENCH_JOBS")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	data := ticketRows(n)
+	for b.Loop() {
+		b.StopTimer()
+		st, err := store.Open(ctx, storetest.NewDB(b), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		js := jetStream(b)
+		cfg := enqueue.Config{
+			Batch: "bench", Schema: []byte(benchSchema), Template: benchTemplate, Format: enqueue.FormatJSONL,
+			IDField: "ticket_id", Provider: "openai", Model: "sim-typical", Limits: fixpoint.Limits{MaxAttempts: 3},
+			Queue: queue.Config{Stream: "BENCH", Subject: "bench.jobs", Consumer: "bench"},
+		}
+		b.StartTimer()
+		start := time.Now()
+		prog, err := enqueue.Run(ctx, js, st, cfg, strings.NewReader(data))
+		elapsed := time.Since(start)
+		b.StopTimer()
+		st.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if prog.Recorded != n || prog.Published != n {
+			b.Fatalf("recorded %d, published %d of %d rows", prog.Recorded, prog.Published, n)
+		}
+		b.ReportMetric(float64(n)/elapsed.Seconds(), "rows/s")
+		b.StartTimer()
+	}
+}
