@@ -121,9 +121,13 @@ func publishAgain(ctx context.Context, js jetstream.JetStream, cfg Config, envs 
 	return nil
 }
 
+// publishTries bounds the tries of one message: a stream that stays full
+// for the ~10 s they take is the operator's to fix, and says so.
+const publishTries = 5
+
 // publishRetried is Publish, tried again with backoff while the server
 // says it could not take the message at that moment (a full stream is
-// one) or does not answer in time, up to queueSetupTries tries.
+// one) or does not answer in time, up to publishTries tries.
 func publishRetried(ctx context.Context, js jetstream.JetStream, cfg Config, env *Envelope) (bool, error) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 2*time.Second
@@ -136,5 +140,5 @@ func publishRetried(ctx context.Context, js jetstream.JetStream, cfg Config, env
 			return dup, backoff.Permanent(err)
 		}
 		return dup, err
-	}, backoff.WithContext(backoff.WithMaxRetries(b, queueSetupTries-1), ctx))
+	}, backoff.WithContext(backoff.WithMaxRetries(b, publishTries-1), ctx))
 }
