@@ -44,6 +44,10 @@ const (
 	AttrErrors      = attribute.Key("fixpoint.attempt.errors")
 	AttrCostUSD     = attribute.Key("fixpoint.attempt.cost_usd")
 	AttrRetries     = attribute.Key("fixpoint.attempt.transport_retries")
+	// AttrRequestID is the provider's id of the request (its request-id
+	// header), what its support asks for; not gen_ai.response.id, the
+	// completion's id.
+	AttrRequestID = attribute.Key("fixpoint.provider.request_id")
 )
 
 // TracerName is the instrumentation scope of the worker's spans.
@@ -207,7 +211,7 @@ func endCall(span trace.Span, resp *fixpoint.Response, err error, a *fixpoint.At
 			span.SetAttributes(semconv.GenAIResponseModel(resp.Model))
 		}
 		if resp.RequestID != "" {
-			span.SetAttributes(semconv.GenAIResponseID(resp.RequestID))
+			span.SetAttributes(AttrRequestID.String(resp.RequestID))
 		}
 		if resp.FinishReason != "" {
 			span.SetAttributes(semconv.GenAIResponseFinishReasons(string(resp.FinishReason)))
@@ -236,6 +240,9 @@ func endCall(span trace.Span, resp *fixpoint.Response, err error, a *fixpoint.At
 	var perr *fixpoint.ProviderError
 	if errors.As(err, &perr) {
 		class = errorType(string(perr.Class), class)
+		if perr.RequestID != "" {
+			span.SetAttributes(AttrRequestID.String(perr.RequestID))
+		}
 		if perr.Status > 0 {
 			span.SetAttributes(semconv.HTTPResponseStatusCode(perr.Status))
 		}
