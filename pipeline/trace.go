@@ -61,11 +61,15 @@ func tracerOr(t trace.Tracer) trace.Tracer {
 	return t
 }
 
-// startJobSpan starts the span of one delivery of env's job.
+// startJobSpan starts the span of one delivery of env's job: a consumer
+// span of the messaging conventions too (the message it processes, from
+// which subject, for which consumer).
 func (w *Worker) startJobSpan(ctx context.Context, env *queue.Envelope, delivered int) (context.Context, trace.Span) {
 	return w.tracer.Start(ctx, JobSpanName, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 		AttrJobID.String(env.JobID), AttrBatch.String(env.Batch), AttrRun.Int(env.RunOrFirst()), AttrDelivery.Int(delivered),
-		semconv.GenAIProviderNameKey.String(env.Provider), semconv.GenAIRequestModel(env.Model)))
+		semconv.GenAIProviderNameKey.String(env.Provider), semconv.GenAIRequestModel(env.Model),
+		semconv.MessagingSystemKey.String("nats"), semconv.MessagingOperationTypeProcess,
+		semconv.MessagingDestinationName(w.cfg.Queue.Subject), semconv.MessagingConsumerGroupName(w.cfg.Queue.Consumer)))
 }
 
 // traceResult puts a job's outcome on its delivery's span: its status, the
