@@ -70,7 +70,7 @@ const ticketSchema = `{
   "additionalProperties": false
 }`
 
-func testJob(t *testing.T, lim fixpoint.Limits) *repair.Job {
+func testJob(t testing.TB, lim fixpoint.Limits) *repair.Job {
 	t.Helper()
 	s, err := validate.Compile([]byte(ticketSchema))
 	if err != nil {

@@ -44,6 +44,10 @@ const (
 	AttrErrors      = attribute.Key("fixpoint.attempt.errors")
 	AttrCostUSD     = attribute.Key("fixpoint.attempt.cost_usd")
 	AttrRetries     = attribute.Key("fixpoint.attempt.transport_retries")
+	// AttrRequestID is the provider's id of the request (its request-id
+	// header), what its support asks for; not gen_ai.response.id, the
+	// completion's id.
+	AttrRequestID = attribute.Key("fixpoint.provider.request_id")
 )
 
 // TracerName is the instrumentation scope of the worker's spans.
@@ -57,11 +61,15 @@ func tracerOr(t trace.Tracer) trace.Tracer {
 	return t
 }
 
-// startJobSpan starts the span of one delivery of env's job.
+// startJobSpan starts the span of one delivery of env's job: a consumer
+// span of the messaging conventions too (the message it processes, from
+// which subject, for which consumer).
 func (w *Worker) startJobSpan(ctx context.Context, env *queue.Envelope, delivered int) (context.Context, trace.Span) {
 	return w.tracer.Start(ctx, JobSpanName, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 		AttrJobID.String(env.JobID), AttrBatch.String(env.Batch), AttrRun.Int(env.RunOrFirst()), AttrDelivery.Int(delivered),
-		semconv.GenAIProviderNameKey.String(env.Provider), semconv.GenAIRequestModel(env.Model)))
+		semconv.GenAIProviderNameKey.String(env.Provider), semconv.GenAIRequestModel(env.Model),
+		semconv.MessagingSystemKey.String("nats"), semconv.MessagingOperationTypeProcess,
+		semconv.MessagingDestinationName(w.cfg.Queue.Subject), semconv.MessagingConsumerGroupName(w.cfg.Queue.Consumer)))
 }
 
 // traceResult puts a job's outcome on its delivery's span: its status, the
@@ -207,7 +215,7 @@ func endCall(span trace.Span, resp *fixpoint.Response, err error, a *fixpoint.At
 			span.SetAttributes(semconv.GenAIResponseModel(resp.Model))
 		}
 		if resp.RequestID != "" {
-			span.SetAttributes(semconv.GenAIResponseID(resp.RequestID))
+			span.SetAttributes(AttrRequestID.String(resp.RequestID))
 		}
 		if resp.FinishReason != "" {
 			span.SetAttributes(semconv.GenAIResponseFinishReasons(string(resp.FinishReason)))
@@ -236,6 +244,9 @@ func endCall(span trace.Span, resp *fixpoint.Response, err error, a *fixpoint.At
 	var perr *fixpoint.ProviderError
 	if errors.As(err, &perr) {
 		class = errorType(string(perr.Class), class)
+		if perr.RequestID != "" {
+			span.SetAttributes(AttrRequestID.String(perr.RequestID))
+		}
 		if perr.Status > 0 {
 			span.SetAttributes(semconv.HTTPResponseStatusCode(perr.Status))
 		}

@@ -77,14 +77,18 @@ func TestTraceJobWithRepair(t *testing.T) {
 		t.Errorf("the job span has a parent %s: it should start the trace", js.Parent.SpanID())
 	}
 	wantAttrs(t, js, map[attribute.Key]attribute.Value{
-		pipeline.AttrJobID:     attribute.StringValue(jobID("traced", 1)),
-		pipeline.AttrBatch:     attribute.StringValue("traced"),
-		pipeline.AttrRun:       attribute.IntValue(1),
-		pipeline.AttrDelivery:  attribute.IntValue(1),
-		pipeline.AttrStatus:    attribute.StringValue(string(fixpoint.StatusValid)),
-		pipeline.AttrAttempts:  attribute.IntValue(2),
-		"gen_ai.provider.name": attribute.StringValue("openai"),
-		"gen_ai.request.model": attribute.StringValue("sim-model"),
+		pipeline.AttrJobID:              attribute.StringValue(jobID("traced", 1)),
+		pipeline.AttrBatch:              attribute.StringValue("traced"),
+		pipeline.AttrRun:                attribute.IntValue(1),
+		pipeline.AttrDelivery:           attribute.IntValue(1),
+		pipeline.AttrStatus:             attribute.StringValue(string(fixpoint.StatusValid)),
+		pipeline.AttrAttempts:           attribute.IntValue(2),
+		"gen_ai.provider.name":          attribute.StringValue("openai"),
+		"gen_ai.request.model":          attribute.StringValue("sim-model"),
+		"messaging.system":              attribute.StringValue("nats"),
+		"messaging.operation.type":      attribute.StringValue("process"),
+		"messaging.destination.name":    attribute.StringValue(h.q.Subject),
+		"messaging.consumer.group.name": attribute.StringValue(h.q.Consumer),
 	})
 	if js.SpanKind != trace.SpanKindConsumer || js.Status.Code == codes.Error {
 		t.Errorf("job span: kind %s, status %v; want a consumer span, not an error", js.SpanKind, js.Status)

@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/configdoc"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/natsconn"
+	"github.com/fixpoint-dev/fixpoint/queue"
 )
 
 // No Kubernetes cluster runs on the development machines or in CI, so
@@ -497,6 +499,42 @@ func TestDeployWorker(t *testing.T) {
 	_, mref, _ := mc.env("DATABASE_URL")
 	if fmt.Sprint(wref) != fmt.Sprint(mref) || mref == nil {
 		t.Errorf("the migration Job's DATABASE_URL (%v) is not the workers' (%v)", mref, wref)
+	}
+}
+
+// TestDeployNATSConfig reads nats.conf with nats-server's own parser (as
+// pod nats-0): the ports the Services and KEDA use, JetStream on its
+// volume, a route to each pod, and room for a job message.
+func TestDeployNATSConfig(t *testing.T) {
+	t.Parallel()
+	objects, _ := readDeploy(t)
+	conf := str(find(t, objects, "ConfigMap", "nats-config").doc, "data", "nats.conf")
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(conf, "$POD_NAME", "nats-0")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("nats.conf: %v", err)
+	}
+	nats := find(t, objects, "StatefulSet", "nats")
+	var dataMount string
+	for _, m := range list(nats.doc, "spec", "template", "spec", "containers", 0, "volumeMounts") {
+		if str(m, "name") == "data" {
+			dataMount = str(m, "mountPath")
+		}
+	}
+	switch {
+	case opts.ServerName != "nats-0":
+		t.Errorf("server_name %q, want the pod's name", opts.ServerName)
+	case opts.Port != 4222 || opts.HTTPPort != 8222 || opts.Cluster.Port != 6222:
+		t.Errorf("ports client %d, monitoring %d, cluster %d; the Services and KEDA use 4222, 8222, 6222", opts.Port, opts.HTTPPort, opts.Cluster.Port)
+	case !opts.JetStream || opts.StoreDir != dataMount:
+		t.Errorf("JetStream %v in %q, want it on in the data volume %q", opts.JetStream, opts.StoreDir, dataMount)
+	case len(opts.Routes) != 3:
+		t.Errorf("%d routes, want one to each of the 3 pods", len(opts.Routes))
+	case opts.MaxPayload < queue.MaxMsgSizeDefault+64<<10:
+		t.Errorf("max_payload %d: a job message may be %d bytes, and its headers come on top", opts.MaxPayload, queue.MaxMsgSizeDefault)
 	}
 }
 

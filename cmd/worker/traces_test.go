@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -151,5 +154,32 @@ func TestWorkerTracesUsage(t *testing.T) {
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("--traces %s with %v: %v, want %q", tc.mode, tc.env, err, tc.want)
 		}
+	}
+}
+
+// A collector that is down fails every batch of spans: the worker says so
+// once a minute, not once a batch.
+func TestTracesErrorsThrottled(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	h := throttledErrors(slog.New(slog.NewTextHandler(&logs, nil)), time.Hour)
+	for range 5 {
+		h.Handle(errors.New("connection refused"))
+	}
+	if n := strings.Count(logs.String(), "traces not sent"); n != 1 {
+		t.Errorf("5 export errors within the interval logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// The log line naming the collector leaves out credentials and a query.
+func TestTracesEndpointLogged(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "https://user:s3cret@collector.example:4318/otlp?token=abc")
+	if got, want := tracesEndpoint(), "https://collector.example:4318/otlp"; got != want {
+		t.Errorf("tracesEndpoint() = %q, want %q", got, want)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	if got := tracesEndpoint(); got != "http://localhost:4318" {
+		t.Errorf("tracesEndpoint() with nothing set = %q, want the exporter's default", got)
 	}
 }
