@@ -1637,7 +1637,13 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 			// unpublished, this chunk's new jobs and any an interrupted
 			// run left.
 			chunk, sources = chunk[:0], sources[:0]
-			return publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog)
+			if err := publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog); err != nil {
+				return err
+			}
+			if r.cfg.ProgressFunc != nil {
+				r.cfg.ProgressFunc(*prog)
+			}
+			return nil
 		}
 		// Every job of the chunk is new: publish them as they are,
 		// without reading them back.
