@@ -1637,7 +1637,13 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 			// unpublished, this chunk's new jobs and any an interrupted
 			// run left.
 			chunk, sources = chunk[:0], sources[:0]
-			return publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog)
+			if err := publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog); err != nil {
+				return err
+			}
+			if r.cfg.ProgressFunc != nil {
+				r.cfg.ProgressFunc(*prog)
+			}
+			return nil
 		}
 		// Every job of the chunk is new: publish them as they are,
 		// without reading them back.
@@ -1792,8 +1798,8 @@ func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg
 		return perr
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%s recorded but not published, the queue refused them (they stay in the ledger unpublished: run the same command again, or enqueue --resume --batch %s, once the queue takes them); first: %w",
-			plural(len(failed), "job"), cfg.Batch, failed[0])
+		return fmt.Errorf("batch %s: %s recorded but not published: the queue did not take %s (a full stream takes more once workers drain it); they stay in the ledger unpublished, and running the same command again publishes them; first: %w",
+			cfg.Batch, plural(len(failed), "job"), pronoun(len(failed)), failed[0])
 	}
 	return nil
 }
@@ -2043,6 +2049,14 @@ func everyRowBad(n int) string {
 // lets pass, naming the flag and how to let them pass.
 func overMaxBadRows(n, max int) string {
 	return fmt.Sprintf("%s, over --max-bad-rows %d (raise it to skip them, -1 for no limit)", badRows(n), max)
+}
+
+// pronoun is "it" for one, "them" for more.
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // plural is n and word, with an s unless n is 1: "1 row", "3 rows".

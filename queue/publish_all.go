@@ -54,7 +54,9 @@ func PublishAll(ctx context.Context, js jetstream.JetStream, cfg Config, envs []
 		i   int
 		ack jetstream.PubAckFuture
 	}
-	window := make([]pending, 0, min(len(envs), PublishWindow))
+	// window holds the publishes awaiting their acknowledgement, oldest
+	// first from head.
+	window, head := make([]pending, 0, len(envs)), 0
 	settle := func(p pending) error {
 		wait := time.NewTimer(ackWait)
 		defer wait.Stop()
@@ -85,14 +87,14 @@ func PublishAll(ctx context.Context, js jetstream.JetStream, cfg Config, envs []
 			continue
 		}
 		window = append(window, pending{i, ack})
-		if len(window) == cap(window) {
-			if err := settle(window[0]); err != nil {
+		if len(window)-head == PublishWindow {
+			if err := settle(window[head]); err != nil {
 				return out, err
 			}
-			window = append(window[:0], window[1:]...)
+			head++
 		}
 	}
-	for _, p := range window {
+	for _, p := range window[head:] {
 		if err := settle(p); err != nil {
 			return out, err
 		}
