@@ -2,6 +2,7 @@ package llm
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -63,4 +64,20 @@ func RedactURL(s string) string {
 		}
 	}
 	return u.String()
+}
+
+// ServerOf returns the host and port a base URL's calls go to, the port
+// from its scheme when it names none; "", 0 when it names no host. Only
+// these: a base URL may carry credentials or a query.
+func ServerOf(baseURL string) (host string, port int) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Host == "" {
+		return "", 0
+	}
+	p := u.Port()
+	if p == "" {
+		p = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	port, _ = strconv.Atoi(p)
+	return u.Hostname(), port
 }

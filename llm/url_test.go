@@ -115,3 +115,23 @@ func TestBaseURLQueryRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestServerOf: a span names a base URL's server by host and port only,
+// the port from the scheme when the URL names none.
+func TestServerOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		base, host string
+		port       int
+	}{
+		{"https://api.openai.com/v1", "api.openai.com", 443},
+		{"http://127.0.0.1:11434", "127.0.0.1", 11434},
+		{"http://[::1]:8089/v1?api-version=2024-10-21", "::1", 8089},
+		{"http://user:hunter2@gateway.internal/v1", "gateway.internal", 80},
+		{"not a url", "", 0},
+	} {
+		if host, port := ServerOf(tc.base); host != tc.host || port != tc.port {
+			t.Errorf("ServerOf(%q) = %q, %d; want %q, %d", tc.base, host, port, tc.host, tc.port)
+		}
+	}
+}

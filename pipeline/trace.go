@@ -3,9 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"net/url"
-	"strconv"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -158,17 +155,7 @@ func targetOf(name string, client Completer) callTarget {
 	if t.provider == "" {
 		t.provider = cfg.Provider
 	}
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || u.Host == "" {
-		return t
-	}
-	// Only the host and port: a base URL may carry credentials or a query.
-	t.address = u.Hostname()
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
-	}
-	t.port, _ = strconv.Atoi(port)
+	t.address, t.port = llm.ServerOf(cfg.BaseURL)
 	return t
 }
 
