@@ -27,7 +27,7 @@ func newWaveDriver(w *Worker, ledger Ledger) *wave.Driver {
 		}
 	}
 	return wave.New(waveWorker{w}, wave.Setup{Ledger: wl, Clients: clients, JS: w.js, Queue: w.cfg.Queue,
-		Config: w.cfg.Wave, Log: w.log, Hook: w.cfg.waveHook})
+		Config: w.cfg.Wave, Log: w.log, Tracer: w.cfg.Tracer, Hook: w.cfg.waveHook})
 }
 
 // waveWorker is the worker as its wave driver sees it.

@@ -70,11 +70,11 @@ func (v *Driver) drive(ctx context.Context, wave *store.Wave, reqs []store.WaveR
 	var err error
 	switch {
 	case wave.Status == store.WaveCancelling && wave.ProviderBatchID == "":
-		err = v.cancelUnsubmitted(ctx, log, wave)
+		err = v.step(ctx, SpanCancel, wave, func(ctx context.Context) error { return v.cancelUnsubmitted(ctx, log, wave) })
 	case wave.Status == store.WaveEnded:
-		err = v.process(ctx, log, client, wave, nil)
+		err = v.step(ctx, SpanCollect, wave, func(ctx context.Context) error { return v.process(ctx, log, client, wave, nil) })
 	case wave.ProviderBatchID == "":
-		err = v.submit(ctx, log, client, wave, reqs)
+		err = v.step(ctx, SpanSubmit, wave, func(ctx context.Context) error { return v.submit(ctx, log, client, wave, reqs) })
 	default:
 		err = v.poll(ctx, log, client, wave)
 	}

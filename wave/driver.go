@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/queue"
@@ -31,6 +32,10 @@ type Driver struct {
 	js    jetstream.JetStream
 	queue queue.Config
 	clock clock
+	// tracer traces the waves' provider steps; targets are what their
+	// spans say of each provider's server.
+	tracer  trace.Tracer
+	targets map[string]target
 
 	mu      sync.Mutex
 	pending map[waveKey]*collecting
@@ -55,6 +60,10 @@ type Setup struct {
 	Queue  queue.Config
 	Config Config
 	Log    *slog.Logger
+	// Tracer, when set, traces each step of a wave that calls its
+	// provider (submit, poll, collect, cancel). Nil (the default) traces
+	// nothing.
+	Tracer trace.Tracer
 	// Hook, when set, runs at each point of a wave's life where a crash
 	// leaves the ledger in another state (tests kill workers there).
 	Hook func(point string, waveID int64)
@@ -69,7 +78,7 @@ func New(w Worker, s Setup) *Driver {
 func newDriver(w Worker, s Setup, c clock) *Driver {
 	v := &Driver{w: w, ledger: s.Ledger, clients: map[string]BatchClient{}, homes: map[string]string{}, cfg: s.Config.WithDefaults(),
 		log: s.Log, js: s.JS, queue: s.Queue.WithDefaults(), clock: c, pending: map[waveKey]*collecting{}, hook: s.Hook,
-		driving: map[int64]bool{}}
+		driving: map[int64]bool{}, tracer: tracerOr(s.Tracer), targets: map[string]target{}}
 	for name, bc := range s.Clients {
 		if !bc.SupportsBatch() {
 			continue
@@ -78,6 +87,7 @@ func newDriver(w Worker, s Setup, c clock) *Driver {
 		endpoint := name
 		if cc, ok := bc.(interface{ Config() llm.Config }); ok {
 			endpoint = name + " " + llm.RedactURL(cc.Config().BaseURL)
+			v.targets[name] = targetOf(cc.Config().BaseURL)
 		}
 		v.homes[name] = "stream " + v.queue.Stream + ", " + endpoint
 	}

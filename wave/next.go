@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/queue"
@@ -56,13 +58,16 @@ func (v *Driver) next(ctx context.Context, log *slog.Logger, client BatchClient,
 		}
 		log.InfoContext(ctx, "worker: jobs of the wave go on realtime", slog.Int("jobs", len(realtime)))
 	}
-	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveDone, NextPoll: time.Second}); err != nil {
+	if err := v.setWave(ctx, wave, store.WaveUpdate{Status: store.WaveDone, NextPoll: time.Second}); err != nil {
 		return err
 	}
 	v.w.WaveStep(wave.Provider, "done")
 	if nw != nil {
 		stopNw()
 		driven = true
+		// This step, the collect, ends here: the repair wave's submit is
+		// a step of its own, and its time is not the collect's.
+		trace.SpanFromContext(ctx).End()
 		v.drive(ctx, nw, taken)
 	}
 	return nil

@@ -74,9 +74,10 @@ func (v *Driver) process(ctx context.Context, log *slog.Logger, client BatchClie
 	// The provider's counts do not tell cancelled requests apart (OpenAI
 	// counts them failed): the results do.
 	counts := [4]int(rs.tally)
-	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Counts: &counts, Lease: v.cfg.Lease}); err != nil {
+	if err := v.setWave(ctx, wave, store.WaveUpdate{Counts: &counts, Lease: v.cfg.Lease}); err != nil {
 		return err
 	}
+	rs.traced.trace(ctx)
 	log.InfoContext(ctx, "worker: wave results recorded", slog.Int("succeeded", counts[0]), slog.Int("errored", counts[1]),
 		slog.Int("expired", counts[2]), slog.Int("cancelled", counts[3]))
 	v.at("recorded_results", wave.ID)
@@ -96,7 +97,9 @@ type waveResults struct {
 	started time.Time
 	seen    map[string]bool // custom IDs with an outcome
 	tally   resultTally
-	outs    []store.WaveOutcome // not yet recorded
+	// traced sums the outcomes recorded for the collect's span.
+	traced collectTally
+	outs   []store.WaveOutcome // not yet recorded
 }
 
 // startResults reads what recording a wave's results needs from the
@@ -182,6 +185,7 @@ func (rs *waveResults) outcome(ctx context.Context, r store.WaveRequest, resp *f
 		return nil // its attempt is recorded already
 	}
 	a, act := j.step.Feed(resp, callErr, rs.started)
+	rs.traced.add(a, callErr)
 	o := store.WaveOutcome{WaveID: rs.wave.ID, CustomID: r.CustomID, Attempt: ledgerrow.Attempt(a)}
 	if act.Done() {
 		res := ledgerrow.Result(j.step.Result(), j.env, 0)
@@ -216,7 +220,7 @@ func (rs *waveResults) flush(ctx context.Context) error {
 	}
 	rs.outs = rs.outs[:0]
 	v.at("outcomes", rs.wave.ID)
-	return v.ledger.UpdateWave(ctx, rs.wave.ID, v.cfg.Owner, store.WaveUpdate{Lease: v.cfg.Lease})
+	return v.setWave(ctx, rs.wave, store.WaveUpdate{Lease: v.cfg.Lease})
 }
 
 // recordEach records the outcomes queued one by one, after the ledger

@@ -44,13 +44,13 @@ func (v *Driver) submit(ctx context.Context, log *slog.Logger, client BatchClien
 			return err
 		} else if ok {
 			log.InfoContext(ctx, "worker: wave's provider batch found again", slog.String("provider_batch", st.ID))
-			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveSubmitted,
+			return v.setWave(ctx, wave, store.WaveUpdate{Status: store.WaveSubmitted,
 				ProviderBatchID: st.ID, NextPoll: v.cfg.PollMin})
 		} else if pending {
 			// Created before this worker came? Not known until the
 			// batches that could be it end.
 			log.InfoContext(ctx, "worker: wave waits for a provider batch of its size to end: it may be the wave's, created but not recorded")
-			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{NextPoll: v.backoff(wave)})
+			return v.setWave(ctx, wave, store.WaveUpdate{NextPoll: v.backoff(wave)})
 		}
 		if wave.Status == store.WaveRecorded && wave.Provider == llm.ProviderOpenAI {
 			log.WarnContext(ctx, "worker: uploading a wave again: an earlier upload may have left an unused input file (OpenAI deletes it after 30 days)")
@@ -67,7 +67,7 @@ func (v *Driver) submit(ctx context.Context, log *slog.Logger, client BatchClien
 			return v.submitFailed(ctx, log, wave, err)
 		}
 		v.at("upload_done", wave.ID)
-		if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveUploaded,
+		if err := v.setWave(ctx, wave, store.WaveUpdate{Status: store.WaveUploaded,
 			InputFileID: fileID, Lease: v.cfg.Lease}); err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func (v *Driver) submit(ctx context.Context, log *slog.Logger, client BatchClien
 		return v.submitFailed(ctx, log, wave, err)
 	}
 	v.at("created", wave.ID)
-	if err := v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveSubmitted,
+	if err := v.setWave(ctx, wave, store.WaveUpdate{Status: store.WaveSubmitted,
 		ProviderBatchID: st.ID, NextPoll: v.cfg.PollMin}); err != nil {
 		return err
 	}
@@ -98,11 +98,12 @@ func (v *Driver) submitFailed(ctx context.Context, log *slog.Logger, wave *store
 		// Try again (reconciling first) at the next poll.
 		return fmt.Errorf("submit: %w", err)
 	}
+	traceFailure(ctx, err)
 	log.ErrorContext(ctx, "worker: provider refused the wave; its jobs run realtime", slog.String("error", err.Error()))
 	if err := v.toRealtime(ctx, wave, nil); err != nil {
 		return err
 	}
-	return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed,
+	return v.setWave(ctx, wave, store.WaveUpdate{Status: store.WaveFailed,
 		Error: textclip.Bytes("submit: "+err.Error(), 500), NextPoll: time.Second})
 }
 
@@ -122,18 +123,18 @@ func (v *Driver) cancelUnsubmitted(ctx context.Context, log *slog.Logger, wave *
 	if client := v.clients[wave.Provider]; client != nil && (wave.Polls > 1 || wave.InputFileID != "") {
 		st, ok, pending, err := v.reconcile(ctx, client, wave)
 		if err == nil && ok {
-			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{ProviderBatchID: st.ID, NextPoll: time.Millisecond})
+			return v.setWave(ctx, wave, store.WaveUpdate{ProviderBatchID: st.ID, NextPoll: time.Millisecond})
 		}
 		if err == nil && pending {
 			// It may be running: cancelled once it is found, or known
 			// not to exist.
-			return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{NextPoll: v.backoff(wave)})
+			return v.setWave(ctx, wave, store.WaveUpdate{NextPoll: v.backoff(wave)})
 		}
 	}
 	if err := v.toRealtime(ctx, wave, nil); err != nil {
 		return err
 	}
 	log.InfoContext(ctx, "worker: wave cancelled before it was submitted")
-	return v.ledger.UpdateWave(ctx, wave.ID, v.cfg.Owner, store.WaveUpdate{Status: store.WaveFailed,
+	return v.setWave(ctx, wave, store.WaveUpdate{Status: store.WaveFailed,
 		Error: "cancelled before it was submitted", NextPoll: time.Second})
 }
