@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
@@ -31,6 +33,10 @@ type harness struct {
 	js       *fakeJS
 	v        *Driver
 	logs     *syncBuffer
+	// tracer, when set, traces the drivers' steps; baseURL, when set, is
+	// the provider client's (Config().BaseURL), as an llm.Client has one.
+	tracer  trace.Tracer
+	baseURL string
 
 	mu     sync.Mutex
 	points []string // the crash points reached, "point wave"
@@ -56,8 +62,12 @@ func newHarness(t *testing.T, provider string, cfg Config) *harness {
 // driver returns a driver of the harness's fakes with cfg: a worker
 // started again on the same ledger and provider.
 func (h *harness) driver(cfg Config) *Driver {
-	return newDriver(h.worker, Setup{Ledger: h.ledger, Clients: map[string]BatchClient{h.provider.name: h.provider}, JS: h.js,
-		Config: cfg, Log: slog.New(slog.NewTextHandler(h.logs, nil)),
+	var client BatchClient = h.provider
+	if h.baseURL != "" {
+		client = configuredProvider{h.provider, h.baseURL}
+	}
+	return newDriver(h.worker, Setup{Ledger: h.ledger, Clients: map[string]BatchClient{h.provider.name: client}, JS: h.js,
+		Config: cfg, Log: slog.New(slog.NewTextHandler(h.logs, nil)), Tracer: h.tracer,
 		Hook: func(point string, waveID int64) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
