@@ -240,6 +240,12 @@ func (w *Worker) resumeFrom(ctx context.Context, d *delivery, state jobState, jo
 		// (republished by enqueue --resume after the stream was lost):
 		// collected again, its next request took attempt number 1 a second
 		// time, and the wave could never be recorded.
+		//
+		// The driver acks the message once its wave is recorded, after
+		// this delivery's span has ended: the span says so now (a job that
+		// cannot go into a wave says otherwise below; a wave that cannot
+		// be recorded hands its jobs back, to deliveries of their own).
+		traceDisposition(ctx, queue.Disposition{Kind: queue.DispWave})
 		w.waves.Collect(ctx, d.msg, env, job, d.delivered)
 		return nil, false
 	}

@@ -15,8 +15,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
 	"github.com/fixpoint-dev/fixpoint/sim"
+	"github.com/fixpoint-dev/fixpoint/store"
+	"github.com/fixpoint-dev/fixpoint/wave"
 )
 
 // TestTraceJobWithRepair runs one job whose first reply breaks the schema
@@ -212,6 +215,64 @@ func TestTraceFailedCall(t *testing.T) {
 			if strings.Contains(kv.Value.Emit(), "context length") || strings.Contains(s.Status.Description, "context length") {
 				t.Errorf("span %q holds the provider's message (%s)", s.Name, kv.Key)
 			}
+		}
+	}
+}
+
+// TestTraceBatchDelivery: with a tracer, a worker traces its
+// batch-delivery jobs' waves too: each job's delivery a job span handed to
+// the wave driver, and the wave's provider steps (submit, polls, collect)
+// client spans of their own traces, naming the wave the ledger has and the
+// simulator's server.
+func TestTraceBatchDelivery(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	h := newHarness(t, harnessConfig{Sim: waveSim(50*time.Millisecond, 0, 0)})
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+
+	h.enqueueBatch("tracedwave", llm.ProviderOpenAI, n, time.Hour)
+	cfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
+	cfg.Drain = true
+	cfg.Tracer = tp.Tracer(pipeline.TracerName)
+	rw := h.startWorker(cfg, nil, nil)
+	if err := rw.wait(t, 60*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	firstWave := h.sqlInt(`SELECT min(id)::int FROM waves WHERE batch = 'tracedwave'`)
+	steps, jobs := map[string]int{}, 0
+	for _, s := range exp.GetSpans() {
+		if s.Name == pipeline.JobSpanName {
+			jobs++
+			wantAttrs(t, s, map[attribute.Key]attribute.Value{pipeline.AttrDisposition: attribute.StringValue("wave")})
+		}
+		if s.Name == pipeline.JobSpanName || strings.HasPrefix(s.Name, "chat ") {
+			continue
+		}
+		steps[strings.TrimSuffix(s.Name, " sim-model")]++
+		if s.SpanKind != trace.SpanKindClient || s.Parent.IsValid() {
+			t.Errorf("span %q: kind %s, parent %v; want a client span that starts its trace", s.Name, s.SpanKind, s.Parent.IsValid())
+		}
+		wantAttrs(t, s, map[attribute.Key]attribute.Value{
+			"gen_ai.provider.name": attribute.StringValue("openai"),
+			"gen_ai.request.model": attribute.StringValue("sim-model"),
+			"server.address":       attribute.StringValue("127.0.0.1"),
+			wave.AttrBatch:         attribute.StringValue("tracedwave"),
+		})
+		if s.Name == wave.SpanSubmit+" sim-model" && hasAttr(s.Attributes, wave.AttrWaveID, attribute.Int64Value(int64(firstWave))) {
+			wantAttrs(t, s, map[attribute.Key]attribute.Value{
+				wave.AttrRequests: attribute.IntValue(n),
+				wave.AttrState:    attribute.StringValue(store.WaveSubmitted),
+			})
+		}
+	}
+	if jobs != n {
+		t.Errorf("%d job spans, want one for each of the %d jobs' one delivery", jobs, n)
+	}
+	for _, step := range []string{wave.SpanSubmit, wave.SpanPoll, wave.SpanCollect} {
+		if steps[step] == 0 {
+			t.Errorf("no %s span among %v", step, steps)
 		}
 	}
 }
