@@ -30,7 +30,7 @@ const (
 // does not name one.
 const tracesServiceDefault = "fixpoint-worker"
 
-const tracesEnvHelp = `  FIXPOINT_TRACES        off (the default) or otlp: a span of each job and of each provider call under it (--traces)
+const tracesEnvHelp = `  FIXPOINT_TRACES        off (the default) or otlp: a span of each job, of each provider call under it, and of each provider-batch step (--traces)
   OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
                          with --traces otlp: the collector's OTLP/HTTP URL (default http://localhost:4318)
   OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TRACES_HEADERS
