@@ -110,9 +110,10 @@ func (v *Driver) cancel(ctx context.Context, log *slog.Logger, client BatchClien
 			return fmt.Errorf("cancel: %w", err)
 		}
 		// The provider refuses to cancel a batch that has ended
-		// ("Cannot cancel a batch with status 'completed'"): it is
-		// read below like any ended batch. Returning here retried
-		// the cancel at every poll, and its replies were never read.
+		// ("Cannot cancel a batch with status 'completed'"): the poll
+		// that follows reads it like any ended batch. Returning here
+		// retried the cancel at every poll, and its replies were never
+		// read.
 		log.InfoContext(ctx, "worker: provider batch not cancelled (it may have ended); reading it", slog.String("error", err.Error()))
 	}
 	log.InfoContext(ctx, "worker: provider batch cancel asked for", slog.String("why", why))
