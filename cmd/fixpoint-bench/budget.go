@@ -275,7 +275,7 @@ func shareBack(samples []budgetSample, killAt, lease, since time.Duration) (firs
 		}
 		i := sampleAt(samples, samples[j].at-backRun)
 		if rateOf(samples[i], samples[j], ok) >= 0.95*rate {
-			return firstLease, samples[j].at - killAt
+			return firstLease, (samples[j].at - killAt).Round(sampleEvery)
 		}
 	}
 	return firstLease, -1
