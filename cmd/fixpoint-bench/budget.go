@@ -124,8 +124,15 @@ func (e *benchEnv) figureBudget(ctx context.Context, c benchConfig) []budgetRun 
 // simCounts is the simulator's cumulative calls, successes and 429s.
 type simCounts struct{ calls, ok, limited int64 }
 
+// countsOf counts calls by their answers (a status, or none for a reset),
+// as successes and 429s are counted: when the answer goes out, not when
+// the call arrives, so that a window's shares add up.
 func countsOf(st sim.Stats) simCounts {
-	return simCounts{calls: st.Requests, ok: st.ByStatus[http.StatusOK], limited: st.ByStatus[http.StatusTooManyRequests]}
+	var calls int64
+	for _, n := range st.ByStatus {
+		calls += n
+	}
+	return simCounts{calls: calls, ok: st.ByStatus[http.StatusOK], limited: st.ByStatus[http.StatusTooManyRequests]}
 }
 
 func (a simCounts) minus(b simCounts) simCounts {
