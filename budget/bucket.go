@@ -7,7 +7,10 @@
 package budget
 
 import (
+	"cmp"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
@@ -44,9 +47,11 @@ type state struct {
 // share is a lessee's: when it last leased, and its part of the request
 // and token buckets (included in state.Req and state.Tok).
 type share struct {
-	At  int64   `json:"at"`
-	Req float64 `json:"req,omitempty"`
-	Tok float64 `json:"tok,omitempty"`
+	At int64 `json:"at"`
+	// Took is when it was last granted something.
+	Took int64   `json:"took,omitempty"`
+	Req  float64 `json:"req,omitempty"`
+	Tok  float64 `json:"tok,omitempty"`
 }
 
 // activeFor is how long a lessee keeps its share without leasing: a lane
@@ -111,23 +116,60 @@ func (s *state) setTok(level, capacity float64) {
 	s.Tok = s.setLevel(s.Tok, level, capacity, func(l *share) *float64 { return &l.Tok })
 }
 
+// A share of capacity under one whole request or token (more lessees than
+// the bucket holds) would leave every part full below one, and nothing to
+// take: then the gain fills whole parts instead, to the lessees granted
+// longest ago first.
 func (s *state) setLevel(old, level, capacity float64, part func(*share) *float64) float64 {
 	level = math.Max(0, level)
 	n := float64(len(s.Lessees))
 	switch {
 	case n == 0:
+	case level >= old && capacity/n < 1:
+		add := level - old
+		for _, l := range s.byTook() {
+			p := part(l)
+			d := math.Max(0, math.Min(add, 1-*p))
+			*p += d
+			if add -= d; add <= 0 {
+				break
+			}
+		}
 	case level >= old:
 		each, most := (level-old)/n, capacity/n
 		for _, l := range s.Lessees {
-			p := part(l)
-			*p = math.Max(*p, math.Min(most, *p+each))
+			if l != nil {
+				p := part(l)
+				*p = math.Max(*p, math.Min(most, *p+each))
+			}
 		}
 	case old > 0:
 		for _, l := range s.Lessees {
-			*part(l) *= level / old
+			if l != nil {
+				*part(l) *= level / old
+			}
 		}
 	}
 	return level
+}
+
+// byTook returns the lessees, granted longest ago first (by id when
+// alike).
+func (s *state) byTook() []*share {
+	ids := make([]string, 0, len(s.Lessees))
+	for id, l := range s.Lessees {
+		if l != nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		return cmp.Or(cmp.Compare(s.Lessees[a].Took, s.Lessees[b].Took), strings.Compare(a, b))
+	})
+	out := make([]*share, len(ids))
+	for i, id := range ids {
+		out[i] = s.Lessees[id]
+	}
+	return out
 }
 
 // lease refills the buckets and takes up to want from them for lessee
@@ -142,17 +184,23 @@ func (s *state) lease(id string, b llm.Budget, want llm.Grant, now time.Time) ll
 		}
 		free := *level
 		for _, l := range s.Lessees {
-			free -= *part(l)
+			if l != nil {
+				free -= *part(l)
+			}
 		}
 		g := max(0, min(want, int(math.Floor(*own+math.Max(0, free)+1e-9))))
 		*own = math.Max(0, *own-float64(g))
 		*level = math.Max(0, *level-float64(g))
 		return g
 	}
-	return llm.Grant{
+	g := llm.Grant{
 		Requests: take(&s.Req, &me.Req, b.RPM, want.Requests, func(l *share) *float64 { return &l.Req }),
 		Tokens:   take(&s.Tok, &me.Tok, b.TPM, want.Tokens, func(l *share) *float64 { return &l.Tok }),
 	}
+	if g.Requests > 0 || g.Tokens > 0 {
+		me.Took = now.UnixNano()
+	}
+	return g
 }
 
 // join records id's lease at now, returns its share (new and empty the
