@@ -7,7 +7,10 @@
 package budget
 
 import (
+	"cmp"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint/llm"
@@ -16,6 +19,16 @@ import (
 // state is a lane's shared budget as the KV bucket holds it: a token
 // bucket of requests and one of tokens, and the shrink the provider last
 // asked for.
+//
+// What the buckets earn is split among the lane's lessees: each worker
+// leasing has its own part of each bucket (up to its share of the
+// capacity), and what a part cannot hold stays in the buckets for anyone
+// to take. A lease takes from the worker's own part, then from the rest,
+// never from another worker's part. So every worker that keeps asking
+// gets its share of the rate whatever the order the leases arrive in
+// (two workers renewing on the same period, one always just after the
+// other, would otherwise split the rate by the gap between them), and a
+// share no one asks for goes to those who do.
 type state struct {
 	Req float64 `json:"req"`
 	Tok float64 `json:"tok"`
@@ -26,10 +39,26 @@ type state struct {
 	Factor float64 `json:"factor,omitempty"`
 	Until  int64   `json:"until,omitempty"`
 	Shrunk int64   `json:"shrunk,omitempty"`
-	// Lessees holds when each worker (its coordinator's id) last leased,
-	// for a lease's fair share; an entry older than a lease is dropped.
-	Lessees map[string]int64 `json:"lessees,omitempty"`
+	// Lessees holds each worker (its coordinator's id) that leased in the
+	// last activeFor, with its part of the buckets.
+	Lessees map[string]*share `json:"lessees,omitempty"`
 }
+
+// share is a lessee's: when it last leased, and its part of the request
+// and token buckets (included in state.Req and state.Tok).
+type share struct {
+	At int64 `json:"at"`
+	// Took is when it was last granted something.
+	Took int64   `json:"took,omitempty"`
+	Req  float64 `json:"req,omitempty"`
+	Tok  float64 `json:"tok,omitempty"`
+}
+
+// activeFor is how long a lessee keeps its share without leasing: a lane
+// with waiting callers renews every llm.GrantRenewEvery, so one silent
+// for four renewals is not asking (or is dead), and its part returns to
+// the buckets for the others.
+const activeFor = 4 * llm.GrantRenewEvery
 
 // bucketOf returns the capacity and refill rate (a second) of a budget of
 // perMinute: a second's worth held at most, refilled at (perMinute -
@@ -57,8 +86,9 @@ func (s *state) factor(now time.Time) float64 {
 	return s.Factor
 }
 
-// refill adds what the budget earned since the last refill. A clock
-// behind the last writer's (another machine) earns nothing.
+// refill adds what the budget earned since the last refill, shared among
+// the lessees. A clock behind the last writer's (another machine) earns
+// nothing.
 func (s *state) refill(b llm.Budget, now time.Time) {
 	el := time.Duration(now.UnixNano() - s.At).Seconds()
 	if el <= 0 {
@@ -67,47 +97,131 @@ func (s *state) refill(b llm.Budget, now time.Time) {
 	f := s.factor(now)
 	rc, rr := bucketOf(b.RPM)
 	tc, tr := bucketOf(b.TPM)
-	s.Req = math.Min(rc, s.Req+el*rr*f)
-	s.Tok = math.Min(tc, s.Tok+el*tr*f)
+	s.setReq(math.Min(rc, s.Req+el*rr*f), rc)
+	s.setTok(math.Min(tc, s.Tok+el*tr*f), tc)
 	s.At = now.UnixNano()
 	if f == 1 {
 		s.Factor, s.Until, s.Shrunk = 0, 0, 0
 	}
 }
 
+// setReq and setTok set a bucket's level: what it gains is split evenly
+// among the lessees' parts, each up to its share of capacity; what it
+// loses (a cap, a lower budget) is taken from every part alike.
+func (s *state) setReq(level, capacity float64) {
+	s.Req = s.setLevel(s.Req, level, capacity, func(l *share) *float64 { return &l.Req })
+}
+
+func (s *state) setTok(level, capacity float64) {
+	s.Tok = s.setLevel(s.Tok, level, capacity, func(l *share) *float64 { return &l.Tok })
+}
+
+// A share of capacity under one whole request or token (more lessees than
+// the bucket holds) would leave every part full below one, and nothing to
+// take: then the gain fills whole parts instead, to the lessees granted
+// longest ago first.
+func (s *state) setLevel(old, level, capacity float64, part func(*share) *float64) float64 {
+	level = math.Max(0, level)
+	n := float64(len(s.Lessees))
+	switch {
+	case n == 0:
+	case level >= old && capacity/n < 1:
+		add := level - old
+		for _, l := range s.byTook() {
+			p := part(l)
+			d := math.Max(0, math.Min(add, 1-*p))
+			*p += d
+			if add -= d; add <= 0 {
+				break
+			}
+		}
+	case level >= old:
+		each, most := (level-old)/n, capacity/n
+		for _, l := range s.Lessees {
+			if l != nil {
+				p := part(l)
+				*p = math.Max(*p, math.Min(most, *p+each))
+			}
+		}
+	case old > 0:
+		for _, l := range s.Lessees {
+			if l != nil {
+				*part(l) *= level / old
+			}
+		}
+	}
+	return level
+}
+
+// byTook returns the lessees, granted longest ago first (by id when
+// alike).
+func (s *state) byTook() []*share {
+	ids := make([]string, 0, len(s.Lessees))
+	for id, l := range s.Lessees {
+		if l != nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		return cmp.Or(cmp.Compare(s.Lessees[a].Took, s.Lessees[b].Took), strings.Compare(a, b))
+	})
+	out := make([]*share, len(ids))
+	for i, id := range ids {
+		out[i] = s.Lessees[id]
+	}
+	return out
+}
+
 // lease refills the buckets and takes up to want from them for lessee
-// id: whole requests and tokens, as much as they hold, and no more than a
-// fair share of their capacity (divided among the lessees of the last
-// lease period), so that the first to ask does not starve the others. An
-// unlimited budget (0) grants what is asked.
-func (s *state) lease(id string, b llm.Budget, want llm.Grant, now time.Time, lease time.Duration) llm.Grant {
+// id: whole requests and tokens, from its own part first, then from what
+// no lessee's part holds. An unlimited budget (0) grants what is asked.
+func (s *state) lease(id string, b llm.Budget, want llm.Grant, now time.Time) llm.Grant {
+	me := s.join(id, now)
 	s.refill(b, now)
-	n := s.lessees(id, now, lease)
-	take := func(level *float64, perMinute, want int) int {
+	take := func(level, own *float64, perMinute, want int, part func(*share) *float64) int {
 		if perMinute == 0 {
 			return want
 		}
-		c, _ := bucketOf(perMinute)
-		g := min(want, int(math.Floor(*level)), int(math.Ceil(c/float64(n))))
-		*level -= float64(g)
+		free := *level
+		for _, l := range s.Lessees {
+			if l != nil {
+				free -= *part(l)
+			}
+		}
+		g := max(0, min(want, int(math.Floor(*own+math.Max(0, free)+1e-9))))
+		*own = math.Max(0, *own-float64(g))
+		*level = math.Max(0, *level-float64(g))
 		return g
 	}
-	return llm.Grant{Requests: take(&s.Req, b.RPM, want.Requests), Tokens: take(&s.Tok, b.TPM, want.Tokens)}
+	g := llm.Grant{
+		Requests: take(&s.Req, &me.Req, b.RPM, want.Requests, func(l *share) *float64 { return &l.Req }),
+		Tokens:   take(&s.Tok, &me.Tok, b.TPM, want.Tokens, func(l *share) *float64 { return &l.Tok }),
+	}
+	if g.Requests > 0 || g.Tokens > 0 {
+		me.Took = now.UnixNano()
+	}
+	return g
 }
 
-// lessees records id's lease at now, drops the lessees silent for a
-// lease, and returns how many are left.
-func (s *state) lessees(id string, now time.Time, lease time.Duration) int {
+// join records id's lease at now, returns its share (new and empty the
+// first time), and drops the lessees silent for activeFor: their parts
+// stay in the buckets, free for anyone.
+func (s *state) join(id string, now time.Time) *share {
 	if s.Lessees == nil {
-		s.Lessees = map[string]int64{}
+		s.Lessees = map[string]*share{}
 	}
-	s.Lessees[id] = now.UnixNano()
-	for k, at := range s.Lessees {
-		if now.UnixNano()-at > int64(lease) {
+	for k, l := range s.Lessees {
+		if l == nil || now.UnixNano()-l.At > int64(activeFor) {
 			delete(s.Lessees, k)
 		}
 	}
-	return len(s.Lessees)
+	me := s.Lessees[id]
+	if me == nil {
+		me = &share{}
+		s.Lessees[id] = me
+	}
+	me.At = now.UnixNano()
+	return me
 }
 
 // shrinkOnce is the shortest time between two cuts of a lane's factor:
@@ -123,11 +237,13 @@ const minFactor = 1.0 / 32
 func (s *state) shrink(b llm.Budget, sh llm.Shrink, now time.Time) {
 	s.refill(b, now)
 	if l := sh.Left; l != nil {
+		rc, _ := bucketOf(b.RPM)
+		tc, _ := bucketOf(b.TPM)
 		if l.Requests >= 0 {
-			s.Req = math.Min(s.Req, float64(l.Requests))
+			s.setReq(math.Min(s.Req, float64(l.Requests)), rc)
 		}
 		if l.Tokens >= 0 {
-			s.Tok = math.Min(s.Tok, float64(l.Tokens))
+			s.setTok(math.Min(s.Tok, float64(l.Tokens)), tc)
 		}
 	}
 	if sh.Factor <= 0 || sh.Factor >= 1 {

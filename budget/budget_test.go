@@ -174,9 +174,11 @@ func TestLesseesNeverExceedTheBudget(t *testing.T) {
 	if got, want := total(all), int(rate*180*0.98); got < want {
 		t.Errorf("granted %d requests in 3 minutes, want at least %d (the refill rate)", got, want)
 	}
+	// Each lessee gets its share whatever order its compare-and-swaps land
+	// in: the one whose goroutine runs last every step too.
 	for i, gs := range per {
-		if n := total(gs); n < total(all)/8 {
-			t.Errorf("lessee %d got %d of %d requests: starved", i, n, total(all))
+		if n, fair := total(gs), total(all)/len(per); n < fair*9/10 {
+			t.Errorf("lessee %d got %d of %d requests, want at least 90%% of a fair %d", i, n, total(all), fair)
 		}
 	}
 	if ops.Load() == 0 {

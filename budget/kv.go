@@ -136,7 +136,7 @@ func Key(lane llm.LaneKey) string {
 func (k *KV) Lease(ctx context.Context, lane llm.LaneKey, b llm.Budget, want llm.Grant) (llm.Grant, error) {
 	var g llm.Grant
 	err := k.update(ctx, lane, b, func(s *state, now time.Time) {
-		g = s.lease(k.id, b, want, now, k.cfg.Lease)
+		g = s.lease(k.id, b, want, now)
 		g.Expires = now.Add(k.cfg.Lease)
 	})
 	if err != nil {
