@@ -118,6 +118,45 @@ var ledgerQuestions = []struct {
 		_, _, err := s.JobPage(ctx, b, store.JobFilter{Status: "invalid"})
 		return err
 	}},
+	{"dashboard/JobPageClass", func(ctx context.Context, s *store.Store, b string) error {
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{Class: "semantic"})
+		return err
+	}},
+	{"dashboard/JobPageAttempts", func(ctx context.Context, s *store.Store, b string) error {
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{Attempts: 3})
+		return err
+	}},
+	{"dashboard/JobPageNoMatch", func(ctx context.Context, s *store.Store, b string) error {
+		// A filter no job of the batch matches: the page must not read
+		// the whole batch to say so.
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{Status: "dead", Attempts: 7})
+		return err
+	}},
+	{"dashboard/JobPageErrorPath", func(ctx context.Context, s *store.Store, b string) error {
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{ErrorPath: "/rare/path"})
+		return err
+	}},
+	{"dashboard/JobPageCoerced", func(ctx context.Context, s *store.Store, b string) error {
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{Coerced: true, Patched: true})
+		return err
+	}},
+	{"dashboard/SearchJobs", func(ctx context.Context, s *store.Store, b string) error {
+		_, err := s.SearchJobs(ctx, b, "no such text", "")
+		return err
+	}},
+	{"dashboard/JobDetail", func(ctx context.Context, s *store.Store, b string) error {
+		// The page of one job: its row found by the batch's first page.
+		page, _, err := s.JobPage(ctx, b, store.JobFilter{Status: "invalid", Limit: 1})
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		_, err = s.JobDetail(ctx, page[0].ID)
+		return err
+	}},
+	{"dashboard/Overviews", func(ctx context.Context, s *store.Store, _ string) error {
+		_, err := s.Overviews(ctx, nil, 50)
+		return err
+	}},
 	{"dashboard/CostsOverTime", func(ctx context.Context, s *store.Store, _ string) error {
 		t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 		_, err := s.CostsOverTime(ctx, t0, t0.Add(48*time.Hour), "hour")
