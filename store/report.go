@@ -858,16 +858,14 @@ type EndReason struct {
 func (s *Store) EndReasons(ctx context.Context, batch string, limit int) ([]EndReason, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
+	// batch_rollup_end_reasons (migration 010) keeps the ended jobs by
+	// status and reason: the error with its amounts folded
+	// (fixpoint_end_reason), one example error of each.
 	rows, err := s.pool.Query(ctx, `
-		SELECT status, CASE WHEN length(min(error)) > 200 THEN left(min(error), 199) || '…' ELSE min(error) END,
-			count(*), count(*) OVER (), sum(count(*)) OVER ()
-		FROM jobs
-		WHERE batch = $1 AND status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')
-		-- One reason whatever its amounts: each spend-cap error names its
-		-- call's own estimate, and 248 jobs read as 113 reasons. Only
-		-- numbers standing alone (after a space, '$' or '('): a model's
-		-- version ("gpt-5.1-mini") tells two reasons apart.
-		GROUP BY status, regexp_replace(left(error, 200), '(^|[[:space:]$(])[0-9][0-9.,]*', '\1N', 'g')
+		SELECT status, CASE WHEN length(example) > 200 THEN left(example, 199) || '…' ELSE example END,
+			jobs, count(*) OVER (), sum(jobs) OVER ()
+		FROM batch_rollup_end_reasons
+		WHERE batch = $1 AND jobs > 0
 		ORDER BY 3 DESC, 1, 2 LIMIT $2`, batch, limit)
 	if err != nil {
 		return nil, fmt.Errorf("end reasons of %s: %w", batch, err)

@@ -13,7 +13,8 @@ import (
 // (finished jobs by attempt count), job_facets (the job list's error
 // paths, coercions and patches), batch_cost_hours (the calls by batch and
 // hour), and the histograms and counts of 009 (wall times, runs, minutes,
-// failure classes, latencies).
+// failure classes, latencies), and 010's (the current runs' attempts,
+// the ended jobs by reason).
 // RollupDrift recounts them from the rows.
 
 // rollupRecounts recount each rollup table from the jobs and attempts and
@@ -199,6 +200,62 @@ var rollupRecounts = []struct{ what, sql string }{
 			              coalesce(c.batch, r.batch), c.v, r.v)
 			FROM c FULL JOIN r ON r.batch = c.batch
 			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_current", `
+			WITH c AS (
+			    SELECT j.batch,
+			           ARRAY[count(*) FILTER (WHERE a.price_basis = 'realtime'),
+			                 coalesce(sum(a.cost_usd) FILTER (WHERE a.price_basis = 'realtime'), 0),
+			                 count(*) FILTER (WHERE a.price_basis = 'batch'),
+			                 coalesce(sum(a.cost_usd) FILTER (WHERE a.price_basis = 'batch'), 0),
+			                 coalesce(sum(a.tokens_in) FILTER (WHERE a.class <> 'provider'), 0),
+			                 coalesce(sum(a.tokens_cached) FILTER (WHERE a.class <> 'provider'), 0),
+			                 coalesce(sum(a.tokens_cache_write) FILTER (WHERE a.class <> 'provider'), 0),
+			                 count(*) FILTER (WHERE a.valid AND a.coerced > 0),
+			                 count(*) FILTER (WHERE a.valid AND a.repaired_locally AND a.coerced = 0),
+			                 count(DISTINCT a.job_id) FILTER (WHERE a.attempt_no > 1),
+			                 coalesce(sum(a.tokens_out) FILTER (WHERE a.attempt_no > 1), 0)]::numeric[] AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run WHERE j.batch IS NOT NULL GROUP BY 1
+			), r AS (
+			    SELECT batch, ARRAY[realtime_attempts, realtime_cost_usd, batch_attempts, batch_cost_usd, prompt_tokens,
+			                        cached_tokens, cache_write_tokens, calls_saved, text_saved, retried_jobs,
+			                        retry_tokens_out]::numeric[] AS v
+			    FROM batch_rollup_current WHERE (realtime_attempts, batch_attempts) <> (0, 0)
+			)
+			SELECT format('batch_rollup_current: batch %s: counted (realtime attempts, cost, batch attempts, cost, prompt, cached, cache write, calls saved, text saved, retried jobs, retry tokens out) %s, rollup %s',
+			              coalesce(c.batch, r.batch), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_current_kinds", `
+			WITH c AS (
+			    SELECT batch, kind, name, count(*) AS n FROM (
+			        SELECT j.batch, 'coercion' AS kind, coalesce(x->>'kind', '') AS name
+			        FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
+			        CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(a.repairs) = 'array' THEN a.repairs ELSE '[]'::jsonb END) x
+			        WHERE j.batch IS NOT NULL AND jsonb_typeof(x) = 'object' AND x ? 'pointer'
+			        UNION ALL
+			        SELECT j.batch, 'patch', a.patch_outcome
+			        FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
+			        WHERE j.batch IS NOT NULL AND a.patch_outcome <> ''
+			    ) k GROUP BY 1, 2, 3
+			), r AS (
+			    SELECT batch, kind, name, n FROM batch_rollup_current_kinds WHERE n <> 0
+			)
+			SELECT format('batch_rollup_current_kinds: batch %s, %s %s: counted %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.kind, r.kind), coalesce(c.name, r.name), c.n, r.n)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.kind = c.kind AND r.name = c.name
+			WHERE c.n IS DISTINCT FROM r.n ORDER BY 1`},
+	{"batch_rollup_end_reasons", `
+			WITH c AS (
+			    SELECT batch, status, fixpoint_end_reason(error) AS reason, count(*) AS n FROM jobs
+			    WHERE batch IS NOT NULL AND status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')
+			    GROUP BY 1, 2, 3
+			), r AS (
+			    SELECT batch, status, reason, jobs AS n FROM batch_rollup_end_reasons WHERE jobs <> 0
+			)
+			SELECT format('batch_rollup_end_reasons: batch %s, %s %s: counted %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.status, r.status), coalesce(c.reason, r.reason), c.n, r.n)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.status = c.status AND r.reason = c.reason
+			WHERE c.n IS DISTINCT FROM r.n ORDER BY 1`},
 }
 
 // histRecount is the recount of a rollup of one count by batch and key
