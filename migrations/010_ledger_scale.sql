@@ -217,6 +217,232 @@ CREATE TRIGGER jobs_end_reasons_update AFTER UPDATE ON jobs
 CREATE TRIGGER jobs_end_reasons_delete AFTER DELETE ON jobs
     REFERENCING OLD TABLE AS old_jobs FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_jobs_end_reasons();
 
+-- rule_failures and evidence_grades (008) read every check of a batch's
+-- jobs at each ask. Their counts are kept here instead:
+-- batch_rollup_rules the rule failures by rule, folded path and severity
+-- (failures, distinct jobs through job_rule_keys, and the jobs whose final
+-- check has one), batch_rollup_grades the grades of the final checks'
+-- leaves by folded path. job_final_checks holds what each job's final
+-- check (as 008 defines it) adds to final_jobs and to the grades, for the
+-- jobs where that is anything, so that a new final check (a later
+-- attempt, a revalidation, a requeue's new run, which has none) takes the
+-- old one's away exactly, even after report purge deleted its attempts.
+CREATE TABLE batch_rollup_rules (
+    batch       text NOT NULL REFERENCES batches (name) ON DELETE CASCADE,
+    -- the error's "rule" ('' for none)
+    rule        text NOT NULL,
+    path        text NOT NULL,
+    severity    text NOT NULL,
+    failures    bigint NOT NULL DEFAULT 0,
+    jobs        bigint NOT NULL DEFAULT 0,
+    final_jobs  bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (batch, rule, path, severity)
+);
+
+CREATE TABLE job_rule_keys (
+    batch     text NOT NULL REFERENCES batches (name) ON DELETE CASCADE,
+    rule      text NOT NULL,
+    path      text NOT NULL,
+    severity  text NOT NULL,
+    job_id    text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    PRIMARY KEY (batch, rule, path, severity, job_id)
+);
+
+CREATE TABLE batch_rollup_grades (
+    batch       text NOT NULL REFERENCES batches (name) ON DELETE CASCADE,
+    path        text NOT NULL,
+    leaves      bigint NOT NULL DEFAULT 0,
+    exact       bigint NOT NULL DEFAULT 0,
+    normalized  bigint NOT NULL DEFAULT 0,
+    fuzzy       bigint NOT NULL DEFAULT 0,
+    none        bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (batch, path)
+);
+
+-- rules: the distinct [rule, path, severity] of the final check's rule
+-- failures; grades: [path, leaves, exact, normalized, fuzzy, none] by
+-- folded path.
+CREATE TABLE job_final_checks (
+    job_id  text PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+    batch   text NOT NULL,
+    rules   jsonb NOT NULL DEFAULT '[]'::jsonb,
+    grades  jsonb NOT NULL DEFAULT '[]'::jsonb
+);
+
+-- The rule failures of a check (its errors and warnings), one row each.
+CREATE FUNCTION fixpoint_check_rules(errors jsonb, warnings jsonb)
+RETURNS TABLE (rule text, path text, severity text) LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(f.e->>'rule', ''), regexp_replace(coalesce(f.e->>'path', ''), '/[0-9]+(?=/|$)', '/*', 'g'), f.severity
+    FROM (
+        SELECT 'error' AS severity, e FROM jsonb_array_elements(CASE WHEN jsonb_typeof(errors) = 'array' THEN errors END) e
+        WHERE e->>'keyword' = 'x-fixpoint-rules'
+        UNION ALL
+        SELECT 'warn', w FROM jsonb_array_elements(CASE WHEN jsonb_typeof(warnings) = 'array' THEN warnings END) w
+        WHERE w->>'keyword' = 'x-fixpoint-rules'
+    ) f
+$$;
+
+-- What a final check (errors, warnings, evidence) adds: its rules and
+-- grades as job_final_checks keeps them.
+CREATE FUNCTION fixpoint_final_rules(errors jsonb, warnings jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(rule, path, severity)), '[]'::jsonb)
+    FROM fixpoint_check_rules(errors, warnings)
+$$;
+CREATE FUNCTION fixpoint_final_grades(evidence jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_array(path, leaves, exact, normalized, fuzzy, none) ORDER BY path), '[]'::jsonb)
+    FROM (
+        SELECT regexp_replace(coalesce(g->>'path', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path, count(*) AS leaves,
+               count(*) FILTER (WHERE g->>'grade' = 'exact') AS exact,
+               count(*) FILTER (WHERE g->>'grade' = 'normalized') AS normalized,
+               count(*) FILTER (WHERE g->>'grade' = 'fuzzy') AS fuzzy,
+               count(*) FILTER (WHERE g->>'grade' = 'none') AS none
+        FROM jsonb_array_elements(CASE WHEN jsonb_typeof(evidence) = 'array' THEN evidence END) g
+        GROUP BY 1
+    ) x
+$$;
+
+-- Sets the final checks of jobs: checks is a JSON array of
+-- {"job_id", "batch", "rules", "grades"} (fixpoint_final_rules and
+-- fixpoint_final_grades of the new final check; empty arrays for none).
+-- Takes each job's old final check away from final_jobs and the grades,
+-- adds the new one, and keeps it. The caller holds its batches'
+-- batch_rollups rows.
+CREATE FUNCTION fixpoint_set_final_checks(checks jsonb) RETURNS void LANGUAGE sql AS $$
+    WITH n AS (
+        SELECT c->>'job_id' AS job_id, c->>'batch' AS batch, c->'rules' AS rules, c->'grades' AS grades
+        FROM jsonb_array_elements(checks) c
+    ), d AS MATERIALIZED (
+        SELECT job_id, batch, rules, grades, 1 AS s FROM n
+        UNION ALL
+        SELECT f.job_id, f.batch, f.rules, f.grades, -1 FROM job_final_checks f WHERE f.job_id IN (SELECT job_id FROM n)
+    ), rules AS (
+        INSERT INTO batch_rollup_rules AS r (batch, rule, path, severity, final_jobs)
+        SELECT d.batch, k->>0, k->>1, k->>2, sum(d.s)
+        FROM d CROSS JOIN LATERAL jsonb_array_elements(d.rules) k
+        GROUP BY 1, 2, 3, 4 HAVING sum(d.s) <> 0 ORDER BY 1, 2, 3, 4
+        ON CONFLICT (batch, rule, path, severity) DO UPDATE SET final_jobs = r.final_jobs + EXCLUDED.final_jobs
+    ), grades AS (
+        INSERT INTO batch_rollup_grades AS r (batch, path, leaves, exact, normalized, fuzzy, none)
+        SELECT d.batch, g->>0, sum(d.s * (g->>1)::bigint), sum(d.s * (g->>2)::bigint), sum(d.s * (g->>3)::bigint),
+               sum(d.s * (g->>4)::bigint), sum(d.s * (g->>5)::bigint)
+        FROM d CROSS JOIN LATERAL jsonb_array_elements(d.grades) g
+        GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (batch, path) DO UPDATE SET
+            leaves = r.leaves + EXCLUDED.leaves, exact = r.exact + EXCLUDED.exact,
+            normalized = r.normalized + EXCLUDED.normalized, fuzzy = r.fuzzy + EXCLUDED.fuzzy, none = r.none + EXCLUDED.none
+    ), gone AS (
+        DELETE FROM job_final_checks
+        WHERE job_id IN (SELECT job_id FROM n WHERE rules = '[]'::jsonb AND grades = '[]'::jsonb)
+    )
+    INSERT INTO job_final_checks AS f (job_id, batch, rules, grades)
+    SELECT job_id, batch, rules, grades FROM n
+    WHERE rules <> '[]'::jsonb OR grades <> '[]'::jsonb
+    ORDER BY job_id
+    ON CONFLICT (job_id) DO UPDATE SET batch = EXCLUDED.batch, rules = EXCLUDED.rules, grades = EXCLUDED.grades
+$$;
+
+-- The statement that counts the rule failures of the checks src selects
+-- (columns batch, job_id, errors, warnings) in failures and jobs.
+CREATE FUNCTION fixpoint_rule_failures_sql(src text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT format($q$
+        WITH e AS MATERIALIZED (
+            SELECT c.batch, c.job_id, f.rule, f.path, f.severity
+            FROM (%s) c CROSS JOIN LATERAL fixpoint_check_rules(c.errors, c.warnings) f
+        ), k AS (
+            INSERT INTO job_rule_keys (batch, rule, path, severity, job_id)
+            SELECT DISTINCT batch, rule, path, severity, job_id FROM e ORDER BY 1, 2, 3, 4, 5
+            ON CONFLICT DO NOTHING
+            RETURNING batch, rule, path, severity
+        ), nk AS (
+            SELECT batch, rule, path, severity, count(*) AS n FROM k GROUP BY 1, 2, 3, 4
+        )
+        INSERT INTO batch_rollup_rules AS r (batch, rule, path, severity, failures, jobs)
+        SELECT g.batch, g.rule, g.path, g.severity, g.n, coalesce(nk.n, 0)
+        FROM (SELECT batch, rule, path, severity, count(*) AS n FROM e GROUP BY 1, 2, 3, 4) g
+        LEFT JOIN nk USING (batch, rule, path, severity)
+        ORDER BY 1, 2, 3, 4
+        ON CONFLICT (batch, rule, path, severity) DO UPDATE SET
+            failures = r.failures + EXCLUDED.failures, jobs = r.jobs + EXCLUDED.jobs$q$, src)
+$$;
+
+-- A job's final check is its latest run's revalidation, else that run's
+-- valid attempt, else its last: new attempts of a run with no
+-- revalidation may change it.
+CREATE FUNCTION fixpoint_attempts_checks() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    checks jsonb;
+BEGIN
+    PERFORM 1 FROM batch_rollups
+    WHERE batch IN (SELECT j.batch FROM new_attempts a JOIN jobs j ON j.id = a.job_id)
+    ORDER BY batch FOR UPDATE;
+    EXECUTE fixpoint_rule_failures_sql(
+        'SELECT j.batch, n.job_id, n.errors, n.warnings FROM new_attempts n JOIN jobs j ON j.id = n.job_id
+         WHERE j.batch IS NOT NULL AND (n.errors <> ''[]''::jsonb OR n.warnings IS NOT NULL)');
+    SELECT jsonb_agg(jsonb_build_object('job_id', t.id, 'batch', t.batch, 'rules', fixpoint_final_rules(c.errors, c.warnings),
+                                        'grades', fixpoint_final_grades(c.evidence)))
+    INTO checks
+    FROM (SELECT DISTINCT j.id, j.batch, j.run FROM new_attempts n JOIN jobs j ON j.id = n.job_id AND j.run = n.run
+          WHERE j.batch IS NOT NULL) t
+    CROSS JOIN LATERAL (
+        SELECT a.errors, a.warnings, a.evidence FROM attempts a
+        WHERE a.job_id = t.id AND a.run = t.run ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1
+    ) c
+    WHERE NOT EXISTS (SELECT 1 FROM revalidations r WHERE r.job_id = t.id AND r.run = t.run)
+      -- a check that adds nothing, replacing one that added nothing
+      AND (c.evidence IS NOT NULL OR c.warnings IS NOT NULL OR c.errors @> '[{"keyword": "x-fixpoint-rules"}]'
+           OR EXISTS (SELECT 1 FROM job_final_checks f WHERE f.job_id = t.id));
+    IF checks IS NOT NULL THEN
+        PERFORM fixpoint_set_final_checks(checks);
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION fixpoint_revalidations_checks() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    checks jsonb;
+BEGIN
+    PERFORM 1 FROM batch_rollups
+    WHERE batch IN (SELECT j.batch FROM new_checks c JOIN jobs j ON j.id = c.job_id)
+    ORDER BY batch FOR UPDATE;
+    EXECUTE fixpoint_rule_failures_sql(
+        'SELECT j.batch, n.job_id, n.errors, n.warnings FROM new_checks n JOIN jobs j ON j.id = n.job_id
+         WHERE j.batch IS NOT NULL');
+    SELECT jsonb_agg(jsonb_build_object('job_id', j.id, 'batch', j.batch, 'rules', fixpoint_final_rules(n.errors, n.warnings),
+                                        'grades', fixpoint_final_grades(n.evidence)))
+    INTO checks
+    FROM new_checks n JOIN jobs j ON j.id = n.job_id AND j.run = n.run
+    WHERE j.batch IS NOT NULL;
+    IF checks IS NOT NULL THEN
+        PERFORM fixpoint_set_final_checks(checks);
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- A run kept in job_runs is no job's latest: its job has no final check
+-- until the next run's first attempt or revalidation.
+CREATE FUNCTION fixpoint_job_runs_checks() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    checks jsonb;
+BEGIN
+    SELECT jsonb_agg(jsonb_build_object('job_id', f.job_id, 'batch', f.batch, 'rules', '[]'::jsonb, 'grades', '[]'::jsonb))
+    INTO checks
+    FROM job_final_checks f WHERE f.job_id IN (SELECT job_id FROM new_runs);
+    IF checks IS NOT NULL THEN
+        PERFORM 1 FROM batch_rollups
+        WHERE batch IN (SELECT j.batch FROM new_runs r JOIN jobs j ON j.id = r.job_id)
+        ORDER BY batch FOR UPDATE;
+        PERFORM fixpoint_set_final_checks(checks);
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER attempts_checks AFTER INSERT ON attempts
+    REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_attempts_checks();
+CREATE TRIGGER revalidations_checks AFTER INSERT ON revalidations
+    REFERENCING NEW TABLE AS new_checks FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_revalidations_checks();
+CREATE TRIGGER job_runs_checks AFTER INSERT ON job_runs
+    REFERENCING NEW TABLE AS new_runs FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_job_runs_checks();
+
 -- The jobs whose attempts report purge deleted: when, and how many rows
 -- of each kind went, so that a job's page says its attempts were purged
 -- rather than showing none. The job row, its final value and every rollup
@@ -268,7 +494,139 @@ SELECT batch, status, fixpoint_end_reason(error), min(left(error, 201)), count(*
 FROM jobs WHERE batch IS NOT NULL AND status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')
 GROUP BY 1, 2, 3;
 
+INSERT INTO job_final_checks (job_id, batch, rules, grades)
+SELECT j.id, j.batch, fixpoint_final_rules(c.errors, c.warnings), fixpoint_final_grades(c.evidence)
+FROM jobs j
+CROSS JOIN LATERAL (
+    SELECT r.errors, r.warnings, r.evidence FROM revalidations r WHERE r.job_id = j.id AND r.run = j.run
+    UNION ALL
+    (SELECT a.errors, a.warnings, a.evidence FROM attempts a
+     WHERE a.job_id = j.id AND a.run = j.run ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1)
+    LIMIT 1
+) c
+WHERE j.batch IS NOT NULL
+  AND (c.evidence IS NOT NULL OR c.warnings IS NOT NULL OR c.errors @> '[{"keyword": "x-fixpoint-rules"}]');
+DELETE FROM job_final_checks WHERE rules = '[]'::jsonb AND grades = '[]'::jsonb;
+INSERT INTO job_rule_keys (batch, rule, path, severity, job_id)
+SELECT DISTINCT j.batch, f.rule, f.path, f.severity, c.job_id
+FROM (SELECT job_id, errors, warnings FROM attempts UNION ALL SELECT job_id, errors, warnings FROM revalidations) c
+JOIN jobs j ON j.id = c.job_id
+CROSS JOIN LATERAL fixpoint_check_rules(c.errors, c.warnings) f
+WHERE j.batch IS NOT NULL;
+INSERT INTO batch_rollup_rules (batch, rule, path, severity, failures, jobs, final_jobs)
+SELECT batch, rule, path, severity, sum(failures), sum(jobs), sum(final_jobs) FROM (
+    SELECT j.batch, f.rule, f.path, f.severity, 1 AS failures, 0 AS jobs, 0 AS final_jobs
+    FROM (SELECT job_id, errors, warnings FROM attempts UNION ALL SELECT job_id, errors, warnings FROM revalidations) c
+    JOIN jobs j ON j.id = c.job_id
+    CROSS JOIN LATERAL fixpoint_check_rules(c.errors, c.warnings) f
+    WHERE j.batch IS NOT NULL
+    UNION ALL
+    SELECT batch, rule, path, severity, 0, 1, 0 FROM job_rule_keys
+    UNION ALL
+    SELECT f.batch, k->>0, k->>1, k->>2, 0, 0, 1 FROM job_final_checks f CROSS JOIN LATERAL jsonb_array_elements(f.rules) k
+) x
+GROUP BY 1, 2, 3, 4;
+INSERT INTO batch_rollup_grades (batch, path, leaves, exact, normalized, fuzzy, none)
+SELECT f.batch, g->>0, sum((g->>1)::bigint), sum((g->>2)::bigint), sum((g->>3)::bigint), sum((g->>4)::bigint), sum((g->>5)::bigint)
+FROM job_final_checks f CROSS JOIN LATERAL jsonb_array_elements(f.grades) g
+GROUP BY 1, 2;
+
+-- rule_failures and evidence_grades: as 008's (see there for the
+-- columns), from the rollups.
+CREATE OR REPLACE VIEW rule_failures AS
+SELECT batch, nullif(rule, '') AS rule, path, severity, failures, jobs, final_jobs
+FROM batch_rollup_rules
+WHERE failures > 0;
+
+CREATE OR REPLACE VIEW evidence_grades AS
+SELECT batch, path, leaves, exact, normalized, fuzzy, none,
+       exact::float8 / leaves      AS exact_share,
+       normalized::float8 / leaves AS normalized_share,
+       fuzzy::float8 / leaves      AS fuzzy_share,
+       none::float8 / leaves       AS none_share
+FROM batch_rollup_grades
+WHERE leaves > 0;
+
 ---- create above / drop below ----
+
+-- 008's views, over the checks.
+CREATE OR REPLACE VIEW rule_failures AS
+SELECT
+    j.batch,
+    f.e->>'rule'                                                            AS rule,
+    regexp_replace(coalesce(f.e->>'path', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+    f.severity,
+    count(*)                                                                AS failures,
+    count(DISTINCT j.id)                                                    AS jobs,
+    count(DISTINCT j.id) FILTER (WHERE c.run = j.run AND (c.attempt_no IS NULL OR c.attempt_no = fin.attempt_no)) AS final_jobs
+FROM jobs j
+-- Every check of a job's values: its attempts, and its revalidations
+-- (attempt_no NULL; a revalidation's run has no attempt).
+JOIN (
+    SELECT job_id, run, attempt_no, errors, warnings FROM attempts
+    UNION ALL
+    SELECT job_id, run, NULL, errors, warnings FROM revalidations
+) c ON c.job_id = j.id
+CROSS JOIN LATERAL (
+    SELECT 'error' AS severity, e FROM jsonb_array_elements(c.errors) e
+    WHERE e->>'keyword' = 'x-fixpoint-rules'
+    UNION ALL
+    SELECT 'warn', w FROM jsonb_array_elements(c.warnings) w
+    WHERE w->>'keyword' = 'x-fixpoint-rules'
+) f
+-- Read for the checks with a failure only (the lateral comes after f).
+LEFT JOIN LATERAL (
+    SELECT l.attempt_no FROM attempts l
+    WHERE l.job_id = j.id AND l.run = j.run
+    ORDER BY l.valid DESC, l.attempt_no DESC LIMIT 1
+) fin ON true
+WHERE j.batch IS NOT NULL
+GROUP BY 1, 2, 3, 4;
+
+CREATE OR REPLACE VIEW evidence_grades AS
+SELECT batch, path, leaves, exact, normalized, fuzzy, none,
+       exact::float8 / leaves      AS exact_share,
+       normalized::float8 / leaves AS normalized_share,
+       fuzzy::float8 / leaves      AS fuzzy_share,
+       none::float8 / leaves       AS none_share
+FROM (
+    SELECT
+        j.batch,
+        regexp_replace(coalesce(g->>'path', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+        count(*)                                                 AS leaves,
+        count(*) FILTER (WHERE g->>'grade' = 'exact')            AS exact,
+        count(*) FILTER (WHERE g->>'grade' = 'normalized')       AS normalized,
+        count(*) FILTER (WHERE g->>'grade' = 'fuzzy')            AS fuzzy,
+        count(*) FILTER (WHERE g->>'grade' = 'none')             AS none
+    FROM jobs j
+    CROSS JOIN LATERAL (
+        SELECT r.evidence FROM revalidations r WHERE r.job_id = j.id AND r.run = j.run
+        UNION ALL
+        (SELECT a.evidence FROM attempts a
+         WHERE a.job_id = j.id AND a.run = j.run
+         ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1)
+        LIMIT 1
+    ) f
+    CROSS JOIN LATERAL jsonb_array_elements(f.evidence) g
+    WHERE j.batch IS NOT NULL
+    GROUP BY 1, 2
+) c;
+
+DROP TRIGGER job_runs_checks ON job_runs;
+DROP TRIGGER revalidations_checks ON revalidations;
+DROP TRIGGER attempts_checks ON attempts;
+DROP FUNCTION fixpoint_job_runs_checks();
+DROP FUNCTION fixpoint_revalidations_checks();
+DROP FUNCTION fixpoint_attempts_checks();
+DROP FUNCTION fixpoint_rule_failures_sql(text);
+DROP FUNCTION fixpoint_set_final_checks(jsonb);
+DROP FUNCTION fixpoint_final_grades(jsonb);
+DROP FUNCTION fixpoint_final_rules(jsonb, jsonb);
+DROP FUNCTION fixpoint_check_rules(jsonb, jsonb);
+DROP TABLE job_final_checks;
+DROP TABLE batch_rollup_grades;
+DROP TABLE job_rule_keys;
+DROP TABLE batch_rollup_rules;
 
 DROP INDEX jobs_finished;
 DROP TABLE purged_jobs;

@@ -14,7 +14,8 @@ import (
 // paths, coercions and patches), batch_cost_hours (the calls by batch and
 // hour), and the histograms and counts of 009 (wall times, runs, minutes,
 // failure classes, latencies), and 010's (the current runs' attempts,
-// the ended jobs by reason).
+// the ended jobs by reason, the rule failures, the grades of the final
+// checks).
 // RollupDrift recounts them from the rows.
 
 // rollupRecounts recount each rollup table from the jobs and attempts and
@@ -256,6 +257,58 @@ var rollupRecounts = []struct{ what, sql string }{
 			              coalesce(c.batch, r.batch), coalesce(c.status, r.status), coalesce(c.reason, r.reason), c.n, r.n)
 			FROM c FULL JOIN r ON r.batch = c.batch AND r.status = c.status AND r.reason = c.reason
 			WHERE c.n IS DISTINCT FROM r.n ORDER BY 1`},
+	{"batch_rollup_rules", `
+			WITH c AS (
+			    SELECT j.batch, coalesce(f.e->>'rule', '') AS rule,
+			           regexp_replace(coalesce(f.e->>'path', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path, f.severity,
+			           ARRAY[count(*), count(DISTINCT j.id),
+			                 count(DISTINCT j.id) FILTER (WHERE c.run = j.run AND (c.attempt_no IS NULL OR c.attempt_no = fin.attempt_no))]::numeric[] AS v
+			    FROM jobs j
+			    JOIN (SELECT job_id, run, attempt_no, errors, warnings FROM attempts
+			          UNION ALL SELECT job_id, run, NULL, errors, warnings FROM revalidations) c ON c.job_id = j.id
+			    CROSS JOIN LATERAL (
+			        SELECT 'error' AS severity, e FROM jsonb_array_elements(c.errors) e WHERE e->>'keyword' = 'x-fixpoint-rules'
+			        UNION ALL
+			        SELECT 'warn', w FROM jsonb_array_elements(c.warnings) w WHERE w->>'keyword' = 'x-fixpoint-rules'
+			    ) f
+			    LEFT JOIN LATERAL (
+			        SELECT l.attempt_no FROM attempts l WHERE l.job_id = j.id AND l.run = j.run
+			        ORDER BY l.valid DESC, l.attempt_no DESC LIMIT 1
+			    ) fin ON true
+			    WHERE j.batch IS NOT NULL GROUP BY 1, 2, 3, 4
+			), r AS (
+			    SELECT batch, rule, path, severity, ARRAY[failures, jobs, final_jobs]::numeric[] AS v
+			    FROM batch_rollup_rules WHERE (failures, jobs, final_jobs) <> (0, 0, 0)
+			)
+			SELECT format('batch_rollup_rules: batch %s, rule %s, path %s, %s: counted (failures, jobs, final jobs) %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.rule, r.rule), coalesce(c.path, r.path),
+			              coalesce(c.severity, r.severity), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.rule = c.rule AND r.path = c.path AND r.severity = c.severity
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_grades", `
+			WITH c AS (
+			    SELECT j.batch, regexp_replace(coalesce(g->>'path', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+			           ARRAY[count(*), count(*) FILTER (WHERE g->>'grade' = 'exact'),
+			                 count(*) FILTER (WHERE g->>'grade' = 'normalized'), count(*) FILTER (WHERE g->>'grade' = 'fuzzy'),
+			                 count(*) FILTER (WHERE g->>'grade' = 'none')]::numeric[] AS v
+			    FROM jobs j
+			    CROSS JOIN LATERAL (
+			        SELECT r.evidence FROM revalidations r WHERE r.job_id = j.id AND r.run = j.run
+			        UNION ALL
+			        (SELECT a.evidence FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
+			         ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1)
+			        LIMIT 1
+			    ) f
+			    CROSS JOIN LATERAL jsonb_array_elements(f.evidence) g
+			    WHERE j.batch IS NOT NULL GROUP BY 1, 2
+			), r AS (
+			    SELECT batch, path, ARRAY[leaves, exact, normalized, fuzzy, none]::numeric[] AS v
+			    FROM batch_rollup_grades WHERE leaves <> 0
+			)
+			SELECT format('batch_rollup_grades: batch %s, path %s: counted (leaves, exact, normalized, fuzzy, none) %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.path, r.path), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.path = c.path
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
 }
 
 // histRecount is the recount of a rollup of one count by batch and key
