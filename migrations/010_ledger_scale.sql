@@ -1,6 +1,7 @@
 -- 010_ledger_scale: the questions of report summary and report failures
 -- that still read a batch's attempts or its ended jobs, from rollups; and
--- a record of the attempts report purge deleted.
+-- a record of the attempts report purge deleted (which finds a batch's
+-- jobs finished before its cutoff through 003's jobs_batch_finished).
 --
 -- batch_rollup_current holds what report summary's cache, delivery and
 -- repair figures count over the attempts of the jobs' current runs, and
@@ -454,10 +455,6 @@ CREATE TABLE purged_jobs (
     interrupted  integer NOT NULL DEFAULT 0
 );
 
--- report purge finds the jobs finished before its cutoff through this
--- index, oldest first, a chunk at a time.
-CREATE INDEX jobs_finished ON jobs (finished_at) WHERE status <> 'queued';
-
 -- The ledger as it is (the triggers hold their tables' locks until this
 -- migration commits: no write falls between them and these counts).
 INSERT INTO batch_rollup_current (batch, realtime_attempts, realtime_cost_usd, batch_attempts, batch_cost_usd,
@@ -628,7 +625,6 @@ DROP TABLE batch_rollup_grades;
 DROP TABLE job_rule_keys;
 DROP TABLE batch_rollup_rules;
 
-DROP INDEX jobs_finished;
 DROP TABLE purged_jobs;
 DROP TRIGGER jobs_end_reasons_delete ON jobs;
 DROP TRIGGER jobs_end_reasons_update ON jobs;
