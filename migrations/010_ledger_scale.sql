@@ -9,7 +9,7 @@
 -- outcome. An attempt counts there from its insert while its run is its
 -- job's current one; a requeue or a revalidation, which keeps the run in
 -- job_runs before starting the next, uncounts that run's attempts. Kept by
--- triggers of their own (attempts_current_runs, job_runs_current_runs), so
+-- triggers of their own (attempts_counts, job_runs_current_runs), so
 -- that the rollup triggers of 003 and 009 stay as they are.
 --
 -- batch_rollup_end_reasons holds the jobs that ended dead, rejected,
@@ -45,18 +45,19 @@ CREATE TABLE batch_rollup_current (
 
 -- kind 'coercion': the schema-guided repairs of the attempts (repairs
 -- entries with a pointer) by their kind; kind 'patch': the attempts that
--- answered a patch request, by patch_outcome.
+-- answered a patch request, by patch_outcome; kind 'unpriced': the
+-- attempts with no price, by their job's model.
 CREATE TABLE batch_rollup_current_kinds (
     batch  text NOT NULL REFERENCES batches (name) ON DELETE CASCADE,
-    kind   text NOT NULL CHECK (kind IN ('coercion', 'patch')),
+    kind   text NOT NULL CHECK (kind IN ('coercion', 'patch', 'unpriced')),
     name   text NOT NULL,
     n      bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (batch, kind, name)
 );
 
 -- The statements that add (sign 1) or take away (sign -1) the attempts
--- src selects (columns batch, job_id, run, attempt_no and the attempts'
--- own, batch not NULL) to or from the two tables above, for a trigger to
+-- src selects (columns batch, job_model, and the attempts' own, batch not
+-- NULL) to or from the two tables above, for a trigger to
 -- run (only its own statements see its transition tables). A job run's
 -- first attempt after the first counts it in retried_jobs once: added when
 -- the run had none before this statement, taken away with the run's
@@ -110,12 +111,24 @@ CREATE FUNCTION fixpoint_current_runs_sql(src text, sign int) RETURNS text[] LAN
             WHERE jsonb_typeof(x) = 'object' AND x ? 'pointer'
             UNION ALL
             SELECT a.batch, 'patch', a.patch_outcome FROM (%1$s) a WHERE a.patch_outcome <> ''
+            UNION ALL
+            SELECT a.batch, 'unpriced', a.job_model FROM (%1$s) a WHERE a.unpriced
         ) k
         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (batch, kind, name) DO UPDATE SET n = c.n + EXCLUDED.n$q$, src, sign)]
 $$;
 
-CREATE FUNCTION fixpoint_attempts_current_runs() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+-- What the dashboard's timeline shows of each wave: the tokens, valid
+-- replies and cost of the attempts it carried.
+CREATE TABLE wave_rollups (
+    wave_id     bigint PRIMARY KEY REFERENCES waves (id) ON DELETE CASCADE,
+    tokens_in   bigint NOT NULL DEFAULT 0,
+    tokens_out  bigint NOT NULL DEFAULT 0,
+    valid       bigint NOT NULL DEFAULT 0,
+    cost_usd    numeric NOT NULL DEFAULT 0
+);
+
+CREATE FUNCTION fixpoint_attempts_counts() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     q text;
 BEGIN
@@ -125,10 +138,19 @@ BEGIN
     -- An attempt of a run its job has left (kept in job_runs) is no
     -- current one.
     FOREACH q IN ARRAY fixpoint_current_runs_sql(
-        'SELECT j.batch, n.* FROM new_attempts n JOIN jobs j ON j.id = n.job_id AND j.run = n.run
+        'SELECT j.batch, j.model AS job_model, n.* FROM new_attempts n JOIN jobs j ON j.id = n.job_id AND j.run = n.run
          WHERE j.batch IS NOT NULL', 1) LOOP
         EXECUTE q;
     END LOOP;
+    -- A wave's attempts (waves exist only for a batch: no lock beyond its
+    -- batch's).
+    INSERT INTO wave_rollups AS w (wave_id, tokens_in, tokens_out, valid, cost_usd)
+    SELECT n.wave_id, sum(n.tokens_in), sum(n.tokens_out), count(*) FILTER (WHERE n.valid), coalesce(sum(n.cost_usd), 0)
+    FROM new_attempts n JOIN waves v ON v.id = n.wave_id
+    GROUP BY 1 ORDER BY 1
+    ON CONFLICT (wave_id) DO UPDATE SET
+        tokens_in = w.tokens_in + EXCLUDED.tokens_in, tokens_out = w.tokens_out + EXCLUDED.tokens_out,
+        valid = w.valid + EXCLUDED.valid, cost_usd = w.cost_usd + EXCLUDED.cost_usd;
     RETURN NULL;
 END $$;
 
@@ -140,7 +162,7 @@ BEGIN
     WHERE batch IN (SELECT j.batch FROM new_runs r JOIN jobs j ON j.id = r.job_id)
     ORDER BY batch FOR UPDATE;
     FOREACH q IN ARRAY fixpoint_current_runs_sql(
-        'SELECT j.batch, a.* FROM new_runs r JOIN jobs j ON j.id = r.job_id
+        'SELECT j.batch, j.model AS job_model, a.* FROM new_runs r JOIN jobs j ON j.id = r.job_id
          JOIN attempts a ON a.job_id = r.job_id AND a.run = r.run
          WHERE j.batch IS NOT NULL', -1) LOOP
         EXECUTE q;
@@ -148,8 +170,8 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER attempts_current_runs AFTER INSERT ON attempts
-    REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_attempts_current_runs();
+CREATE TRIGGER attempts_counts AFTER INSERT ON attempts
+    REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_attempts_counts();
 CREATE TRIGGER job_runs_current_runs AFTER INSERT ON job_runs
     REFERENCING NEW TABLE AS new_runs FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_job_runs_current_runs();
 
@@ -484,8 +506,16 @@ SELECT batch, kind, name, count(*) FROM (
     SELECT j.batch, 'patch', a.patch_outcome
     FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
     WHERE j.batch IS NOT NULL AND a.patch_outcome <> ''
+    UNION ALL
+    SELECT j.batch, 'unpriced', j.model
+    FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
+    WHERE j.batch IS NOT NULL AND a.unpriced
 ) k
 GROUP BY 1, 2, 3;
+INSERT INTO wave_rollups (wave_id, tokens_in, tokens_out, valid, cost_usd)
+SELECT a.wave_id, sum(a.tokens_in), sum(a.tokens_out), count(*) FILTER (WHERE a.valid), coalesce(sum(a.cost_usd), 0)
+FROM attempts a JOIN waves w ON w.id = a.wave_id
+GROUP BY 1;
 INSERT INTO batch_rollup_end_reasons (batch, status, reason, example, jobs)
 SELECT batch, status, fixpoint_end_reason(error), min(left(error, 201)), count(*)
 FROM jobs WHERE batch IS NOT NULL AND status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')
@@ -633,9 +663,10 @@ DROP FUNCTION fixpoint_jobs_end_reasons();
 DROP FUNCTION fixpoint_end_reason(text);
 DROP TABLE batch_rollup_end_reasons;
 DROP TRIGGER job_runs_current_runs ON job_runs;
-DROP TRIGGER attempts_current_runs ON attempts;
+DROP TRIGGER attempts_counts ON attempts;
 DROP FUNCTION fixpoint_job_runs_current_runs();
-DROP FUNCTION fixpoint_attempts_current_runs();
+DROP FUNCTION fixpoint_attempts_counts();
+DROP TABLE wave_rollups;
 DROP FUNCTION fixpoint_current_runs_sql(text, int);
 DROP TABLE batch_rollup_current_kinds;
 DROP TABLE batch_rollup_current;

@@ -768,10 +768,12 @@ type UnpricedCount struct {
 func (s *Store) UnpricedAttempts(ctx context.Context, batch string) ([]UnpricedCount, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
+	// batch_rollup_current_kinds (migration 010) keeps them by their job's
+	// model, so that they stay counted once report purge deleted them.
 	rows, err := s.pool.Query(ctx, `
-		SELECT j.batch, j.model, count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
-		WHERE a.unpriced AND ($1 = '' OR j.batch = $1)
-		GROUP BY j.batch, j.model ORDER BY j.batch, j.model`, batch)
+		SELECT batch, name, n FROM batch_rollup_current_kinds
+		WHERE kind = 'unpriced' AND n > 0 AND ($1 = '' OR batch = $1)
+		ORDER BY batch, name`, batch)
 	if err != nil {
 		return nil, fmt.Errorf("count unpriced attempts: %w", err)
 	}

@@ -237,6 +237,10 @@ var rollupRecounts = []struct{ what, sql string }{
 			        SELECT j.batch, 'patch', a.patch_outcome
 			        FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
 			        WHERE j.batch IS NOT NULL AND a.patch_outcome <> ''
+			        UNION ALL
+			        SELECT j.batch, 'unpriced', j.model
+			        FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
+			        WHERE j.batch IS NOT NULL AND a.unpriced
 			    ) k GROUP BY 1, 2, 3
 			), r AS (
 			    SELECT batch, kind, name, n FROM batch_rollup_current_kinds WHERE n <> 0
@@ -308,6 +312,18 @@ var rollupRecounts = []struct{ what, sql string }{
 			SELECT format('batch_rollup_grades: batch %s, path %s: counted (leaves, exact, normalized, fuzzy, none) %s, rollup %s',
 			              coalesce(c.batch, r.batch), coalesce(c.path, r.path), c.v, r.v)
 			FROM c FULL JOIN r ON r.batch = c.batch AND r.path = c.path
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"wave_rollups", `
+			WITH c AS (
+			    SELECT a.wave_id, ARRAY[sum(a.tokens_in), sum(a.tokens_out), count(*) FILTER (WHERE a.valid),
+			                            coalesce(sum(a.cost_usd), 0)]::numeric[] AS v
+			    FROM attempts a JOIN waves w ON w.id = a.wave_id GROUP BY 1
+			), r AS (
+			    SELECT wave_id, ARRAY[tokens_in, tokens_out, valid, cost_usd]::numeric[] AS v FROM wave_rollups
+			)
+			SELECT format('wave_rollups: wave %s: counted (tokens_in, tokens_out, valid, cost_usd) %s, rollup %s',
+			              coalesce(c.wave_id, r.wave_id), c.v, r.v)
+			FROM c FULL JOIN r ON r.wave_id = c.wave_id
 			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
 }
 
