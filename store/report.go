@@ -214,6 +214,16 @@ type JobRecord struct {
 	Deliveries int
 	// Run is the batch run the job is in (1 until it is requeued).
 	Run int
+	// Purged, when not nil, says that report purge deleted the job's
+	// attempts: none shown is not none made.
+	Purged *Purge
+}
+
+// Purge is when report purge deleted a job's attempts (the last time),
+// and how many attempts and interrupted calls went in all.
+type Purge struct {
+	At                    time.Time
+	Attempts, Interrupted int
 }
 
 // Job returns a job and the attempts of its current run in order, or
@@ -251,6 +261,9 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 	j.PublishedAt, j.StartedAt, j.FinishedAt = deref(publishedAt), deref(startedAt), deref(finishedAt)
 	if wall != nil {
 		j.WallMS = *wall
+	}
+	if j.Purged, err = s.purged(ctx, id); err != nil {
+		return nil, nil, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+attemptSelect+attemptSelectFrom+`
 		WHERE a.job_id = $1 AND a.run = $2 ORDER BY a.attempt_no`, id, j.Run)
