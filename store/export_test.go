@@ -28,3 +28,6 @@ func (s *Store) SetSearchWindow(n int) { s.searchWindow = n }
 
 // URLForTest is the URL the Store was opened with.
 func (s *Store) URLForTest() string { return s.pool.Config().ConnString() }
+
+// RollupRelationsForTest are the tables the rollup triggers keep.
+func RollupRelationsForTest() []string { return append([]string(nil), rollupRelations...) }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -12,11 +13,7 @@ import (
 
 // rollupTables are every table a rollup trigger keeps: a purge must leave
 // each as it was.
-var rollupTables = []string{"batch_rollups", "batch_rollup_attempts", "batch_rollup_costs", "batch_rollup_repairs",
-	"batch_rollup_errors", "job_error_keys", "job_facets", "batch_cost_hours", "batch_rollup_walls", "batch_rollup_runs",
-	"batch_rollup_minutes", "batch_rollup_classes", "batch_rollup_latency", "batch_rollup_spend", "batch_rollup_current",
-	"batch_rollup_current_kinds", "batch_rollup_end_reasons", "batch_rollup_rules", "job_rule_keys", "batch_rollup_grades",
-	"job_final_checks", "wave_rollups", "spend_counters"}
+var rollupTables = append(store.RollupRelationsForTest(), "spend_counters")
 
 // ledgerFigures is every figure report summary, report failures and the
 // dashboard's batch page give of batch, and every rollup row, as text.
@@ -28,7 +25,11 @@ func ledgerFigures(t *testing.T, s *store.Store, batch string) map[string]string
 		if err != nil {
 			t.Fatalf("%s of %s: %v", name, batch, err)
 		}
-		out[name] = fmt.Sprintf("%+v", v)
+		b, err := json.Marshal(v) // pointers compared by what they point to
+		if err != nil {
+			t.Fatalf("%s of %s: %v", name, batch, err)
+		}
+		out[name] = string(b)
 	}
 	v1, err := s.Summary(ctx, batch)
 	put("Summary", v1, err)
@@ -186,5 +187,30 @@ func TestPurgeCutoffAndBatch(t *testing.T) {
 	}
 	if _, err := s.Purge(ctx, store.PurgeParams{}); err == nil {
 		t.Error("purge with no cutoff: no error")
+	}
+}
+
+// GenerateInServer's rollups are exact (its rows go through the triggers
+// like any writer's), and its mix is Generate's.
+func TestGenerateInServer(t *testing.T) {
+	t.Parallel()
+	s := storetest.NewStore(t)
+	ctx := context.Background()
+	st, err := storetest.GenerateInServer(ctx, s.URLForTest(), storetest.GenSpec{Batch: "srv", Jobs: 5000, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noDrift(t, s, "a batch generated in the server")
+	if st.Jobs != 5000 || st.ByStatus["valid"] < 3800 || st.ByStatus["valid"] > 4200 || st.ByStatus["invalid"] < 400 ||
+		st.Attempts < 6500 || st.Attempts > 8000 {
+		t.Errorf("generated %+v: want 5,000 jobs, about 80%% valid and 10%% invalid, about 1.4 attempts a job", st)
+	}
+	paths, err := s.TopErrorPaths(ctx, "srv", 0)
+	if err != nil || len(paths) < 8 {
+		t.Errorf("error paths %+v, %v: want most of GenPaths", paths, err)
+	}
+	size, err := s.LedgerSize(ctx)
+	if err != nil || size.Jobs != 5000 || size.BytesPerJob() <= 0 {
+		t.Errorf("ledger size %+v, %v", size, err)
 	}
 }

@@ -363,3 +363,43 @@ func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
 	}
 	return out, nil
 }
+
+// LedgerSize is how many jobs and attempts the ledger holds and the bytes
+// (tables, indexes and TOAST) they and the rollups take.
+type LedgerSize struct {
+	Jobs, Attempts                        int64
+	JobsBytes, AttemptsBytes, RollupBytes int64
+}
+
+// BytesPerJob is every byte counted over the jobs (0 for none).
+func (l LedgerSize) BytesPerJob() int64 {
+	if l.Jobs == 0 {
+		return 0
+	}
+	return (l.JobsBytes + l.AttemptsBytes + l.RollupBytes) / l.Jobs
+}
+
+// rollupRelations are the tables the rollup triggers keep.
+var rollupRelations = []string{"batch_rollups", "batch_rollup_attempts", "batch_rollup_costs", "batch_rollup_repairs",
+	"batch_rollup_errors", "job_error_keys", "job_facets", "batch_cost_hours", "batch_rollup_walls", "batch_rollup_runs",
+	"batch_rollup_minutes", "batch_rollup_classes", "batch_rollup_latency", "batch_rollup_spend", "batch_rollup_current",
+	"batch_rollup_current_kinds", "batch_rollup_end_reasons", "batch_rollup_rules", "job_rule_keys", "batch_rollup_grades",
+	"job_final_checks", "wave_rollups"}
+
+// LedgerSize counts the ledger's jobs (from the rollups: no scan) and
+// attempts (the planner's estimate after ANALYZE) and sizes them.
+func (s *Store) LedgerSize(ctx context.Context) (LedgerSize, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var l LedgerSize
+	err := s.pool.QueryRow(ctx, `
+		SELECT coalesce((SELECT sum(jobs) FROM batch_rollups), 0)::int8,
+		       (SELECT greatest(reltuples, 0)::int8 FROM pg_class WHERE oid = 'attempts'::regclass),
+		       pg_total_relation_size('jobs'), pg_total_relation_size('attempts'),
+		       (SELECT sum(pg_total_relation_size(r::regclass)) FROM unnest($1::text[]) r)::int8`, rollupRelations).
+		Scan(&l.Jobs, &l.Attempts, &l.JobsBytes, &l.AttemptsBytes, &l.RollupBytes)
+	if err != nil {
+		return l, fmt.Errorf("ledger size: %w", err)
+	}
+	return l, nil
+}
