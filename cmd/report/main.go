@@ -187,6 +187,8 @@ func parseArgs(fs *flag.FlagSet, args []string, least, most int) ([]string, erro
 		return nil, usageError{Err: fmt.Errorf("%s: an argument is empty (an unset variable?)", name)}
 	}
 	switch {
+	case most == 0 && len(pos) > 0:
+		return nil, usageError{Err: fmt.Errorf("%s takes no argument, got %q", name, pos[0])}
 	case least == 0 && len(pos) > most:
 		return nil, usageError{Err: fmt.Errorf("%s takes at most one batch", name)}
 	case len(pos) < least || len(pos) > most:
