@@ -404,16 +404,21 @@ BEGIN
     SELECT jsonb_agg(jsonb_build_object('job_id', t.id, 'batch', t.batch, 'rules', fixpoint_final_rules(c.errors, c.warnings),
                                         'grades', fixpoint_final_grades(c.evidence)))
     INTO checks
-    FROM (SELECT DISTINCT j.id, j.batch, j.run FROM new_attempts n JOIN jobs j ON j.id = n.job_id AND j.run = n.run
-          WHERE j.batch IS NOT NULL) t
+    FROM (
+        -- Only a job with a new check that may add something, or whose
+        -- final check added something, can change what it adds: most
+        -- attempts (no rules, no evidence) are passed by here.
+        SELECT j.id, j.batch, j.run FROM new_attempts n JOIN jobs j ON j.id = n.job_id AND j.run = n.run
+        WHERE j.batch IS NOT NULL
+        GROUP BY 1, 2, 3
+        HAVING bool_or(n.evidence IS NOT NULL OR n.warnings IS NOT NULL OR n.errors @> '[{"keyword": "x-fixpoint-rules"}]')
+            OR EXISTS (SELECT 1 FROM job_final_checks f WHERE f.job_id = j.id)
+    ) t
     CROSS JOIN LATERAL (
         SELECT a.errors, a.warnings, a.evidence FROM attempts a
         WHERE a.job_id = t.id AND a.run = t.run ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1
     ) c
-    WHERE NOT EXISTS (SELECT 1 FROM revalidations r WHERE r.job_id = t.id AND r.run = t.run)
-      -- a check that adds nothing, replacing one that added nothing
-      AND (c.evidence IS NOT NULL OR c.warnings IS NOT NULL OR c.errors @> '[{"keyword": "x-fixpoint-rules"}]'
-           OR EXISTS (SELECT 1 FROM job_final_checks f WHERE f.job_id = t.id));
+    WHERE NOT EXISTS (SELECT 1 FROM revalidations r WHERE r.job_id = t.id AND r.run = t.run);
     IF checks IS NOT NULL THEN
         PERFORM fixpoint_set_final_checks(checks);
     END IF;
