@@ -15,7 +15,14 @@
 -- batch_rollup_end_reasons holds the jobs that ended dead, rejected,
 -- failed, cancelled or over budget by batch, status and reason (the error
 -- with its amounts folded to N, as report failures groups them), kept by
--- triggers on jobs (jobs_end_reasons_*).
+-- triggers on jobs (jobs_end_reasons_*). wave_rollups holds each wave's
+-- tokens, valid replies and cost (the timeline). batch_rollup_rules and
+-- batch_rollup_grades hold the counts of the views rule_failures and
+-- evidence_grades, which now read them (see below).
+--
+-- With these, no question of report or the dashboard reads attempts, and
+-- report purge can delete them (purged_jobs says which jobs' went)
+-- without changing a figure.
 --
 -- Each trigger locks its batches' batch_rollups rows first, in batch
 -- order, as 003's and 009's do, so that writers of the same batches wait
