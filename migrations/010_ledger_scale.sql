@@ -144,11 +144,56 @@ BEGIN
     ORDER BY batch FOR UPDATE;
     -- An attempt of a run its job has left (kept in job_runs) is no
     -- current one.
-    FOREACH q IN ARRAY fixpoint_current_runs_sql(
-        'SELECT j.batch, j.model AS job_model, n.* FROM new_attempts n JOIN jobs j ON j.id = n.job_id AND j.run = n.run
-         WHERE j.batch IS NOT NULL', 1) LOOP
+    -- fixpoint_current_runs_sql's first statement for sign 1, written out:
+    -- a static statement's plan is kept for the session, where EXECUTE
+    -- plans anew at each of the writer's statements.
+    WITH a AS MATERIALIZED (SELECT j.batch, j.model AS job_model, n.* FROM new_attempts n JOIN jobs j ON j.id = n.job_id AND j.run = n.run
+               WHERE j.batch IS NOT NULL), r AS (
+        SELECT batch, job_id, run, count(*) AS k FROM a WHERE attempt_no > 1 GROUP BY 1, 2, 3
+    ), rj AS (
+        SELECT batch, count(*) AS n FROM r
+        WHERE (SELECT count(*) FROM attempts p
+                         WHERE p.job_id = r.job_id AND p.run = r.run AND p.attempt_no > 1) = r.k
+        GROUP BY 1
+    ), s AS (
+        SELECT batch,
+               count(*) FILTER (WHERE price_basis = 'realtime') AS ra,
+               coalesce(sum(cost_usd) FILTER (WHERE price_basis = 'realtime'), 0) AS rc,
+               count(*) FILTER (WHERE price_basis = 'batch') AS ba,
+               coalesce(sum(cost_usd) FILTER (WHERE price_basis = 'batch'), 0) AS bc,
+               coalesce(sum(tokens_in) FILTER (WHERE class <> 'provider'), 0) AS pt,
+               coalesce(sum(tokens_cached) FILTER (WHERE class <> 'provider'), 0) AS ct,
+               coalesce(sum(tokens_cache_write) FILTER (WHERE class <> 'provider'), 0) AS cw,
+               count(*) FILTER (WHERE valid AND coerced > 0) AS cs,
+               count(*) FILTER (WHERE valid AND repaired_locally AND coerced = 0) AS ts,
+               coalesce(sum(tokens_out) FILTER (WHERE attempt_no > 1), 0) AS rt
+        FROM a GROUP BY 1
+    )
+    INSERT INTO batch_rollup_current AS c (batch, realtime_attempts, realtime_cost_usd, batch_attempts, batch_cost_usd,
+                                           prompt_tokens, cached_tokens, cache_write_tokens, calls_saved, text_saved,
+                                           retried_jobs, retry_tokens_out)
+    SELECT s.batch, ra, rc, ba, bc, pt, ct, cw, cs, ts,
+           coalesce(rj.n, 0), rt
+    FROM s LEFT JOIN rj ON rj.batch = s.batch ORDER BY 1
+    ON CONFLICT (batch) DO UPDATE SET
+        realtime_attempts = c.realtime_attempts + EXCLUDED.realtime_attempts,
+        realtime_cost_usd = c.realtime_cost_usd + EXCLUDED.realtime_cost_usd,
+        batch_attempts = c.batch_attempts + EXCLUDED.batch_attempts,
+        batch_cost_usd = c.batch_cost_usd + EXCLUDED.batch_cost_usd,
+        prompt_tokens = c.prompt_tokens + EXCLUDED.prompt_tokens,
+        cached_tokens = c.cached_tokens + EXCLUDED.cached_tokens,
+        cache_write_tokens = c.cache_write_tokens + EXCLUDED.cache_write_tokens,
+        calls_saved = c.calls_saved + EXCLUDED.calls_saved, text_saved = c.text_saved + EXCLUDED.text_saved,
+        retried_jobs = c.retried_jobs + EXCLUDED.retried_jobs,
+        retry_tokens_out = c.retry_tokens_out + EXCLUDED.retry_tokens_out;
+    -- The kinds' statement (planned anew each time) only for attempts
+    -- with a repair, a patch reply or no price: most have none.
+    IF EXISTS (SELECT 1 FROM new_attempts WHERE jsonb_typeof(repairs) = 'array' OR patch_outcome <> '' OR unpriced) THEN
+        q := (fixpoint_current_runs_sql(
+            'SELECT j.batch, j.model AS job_model, n.* FROM new_attempts n JOIN jobs j ON j.id = n.job_id AND j.run = n.run
+             WHERE j.batch IS NOT NULL', 1))[2];
         EXECUTE q;
-    END LOOP;
+    END IF;
     -- A wave's attempts (waves exist only for a batch: no lock beyond its
     -- batch's).
     INSERT INTO wave_rollups AS w (wave_id, tokens_in, tokens_out, valid, cost_usd)
@@ -207,7 +252,6 @@ DECLARE
     ended constant text := '(''dead'', ''rejected'', ''failed'', ''cancelled'', ''over_budget'')';
     src text;
     batches text;
-    n bigint;
 BEGIN
     src := CASE TG_OP
         WHEN 'INSERT' THEN format('SELECT batch, status, error, 1 AS s FROM new_jobs WHERE status IN %s', ended)
@@ -215,9 +259,18 @@ BEGIN
         ELSE format('SELECT batch, status, error, 1 AS s FROM new_jobs WHERE status IN %s
                      UNION ALL SELECT batch, status, error, -1 FROM old_jobs WHERE status IN %s', ended, ended)
     END;
-    -- Most statements (a result that is valid, a publish) end no job.
-    EXECUTE format('SELECT count(*) FROM (%s) x', src) INTO n;
-    IF n = 0 THEN
+    -- Most statements (a result that is valid, a publish) end no job:
+    -- static checks (their plans kept for the session) say so.
+    IF TG_OP = 'INSERT' THEN
+        IF NOT EXISTS (SELECT 1 FROM new_jobs WHERE status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')) THEN
+            RETURN NULL;
+        END IF;
+    ELSIF TG_OP = 'DELETE' THEN
+        IF NOT EXISTS (SELECT 1 FROM old_jobs WHERE status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')) THEN
+            RETURN NULL;
+        END IF;
+    ELSIF NOT EXISTS (SELECT 1 FROM new_jobs WHERE status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget'))
+          AND NOT EXISTS (SELECT 1 FROM old_jobs WHERE status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')) THEN
         RETURN NULL;
     END IF;
     batches := CASE TG_OP
@@ -405,9 +458,14 @@ BEGIN
     PERFORM 1 FROM batch_rollups
     WHERE batch IN (SELECT j.batch FROM new_attempts a JOIN jobs j ON j.id = a.job_id)
     ORDER BY batch FOR UPDATE;
-    EXECUTE fixpoint_rule_failures_sql(
-        'SELECT j.batch, n.job_id, n.errors, n.warnings FROM new_attempts n JOIN jobs j ON j.id = n.job_id
-         WHERE j.batch IS NOT NULL AND (n.errors <> ''[]''::jsonb OR n.warnings IS NOT NULL)');
+    -- Rule failures are in few attempts: the statement that counts them
+    -- (planned anew each time) runs only when there are some.
+    IF EXISTS (SELECT 1 FROM new_attempts WHERE errors @> '[{"keyword": "x-fixpoint-rules"}]'
+                                             OR warnings @> '[{"keyword": "x-fixpoint-rules"}]') THEN
+        EXECUTE fixpoint_rule_failures_sql(
+            'SELECT j.batch, n.job_id, n.errors, n.warnings FROM new_attempts n JOIN jobs j ON j.id = n.job_id
+             WHERE j.batch IS NOT NULL');
+    END IF;
     SELECT jsonb_agg(jsonb_build_object('job_id', t.id, 'batch', t.batch, 'rules', fixpoint_final_rules(c.errors, c.warnings),
                                         'grades', fixpoint_final_grades(c.evidence)))
     INTO checks
