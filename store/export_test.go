@@ -25,3 +25,9 @@ func (s *Store) SetTimelineJobs(n int64) { s.timelineJobs = n }
 
 // SetSearchWindow sets how many jobs a step of SearchJobs reads.
 func (s *Store) SetSearchWindow(n int) { s.searchWindow = n }
+
+// URLForTest is the URL the Store was opened with.
+func (s *Store) URLForTest() string { return s.pool.Config().ConnString() }
+
+// RollupRelationsForTest are the tables the rollup triggers keep.
+func RollupRelationsForTest() []string { return append([]string(nil), rollupRelations...) }

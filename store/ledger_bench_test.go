@@ -20,9 +20,11 @@ import (
 // generated (storetest.Generate) into a fresh database dropped at the end,
 // or, with FIXPOINT_LEDGER_DSN, read as it is (batches ledger-small and
 // ledger-big, or FIXPOINT_LEDGER_BATCHES, comma-separated; see BENCHMARKS.md, "The ledger at ten million jobs", for
-// making one). Each question is reported as p50-ms and p95-ms of b.N runs:
+// making one). Each question is reported as p50-ms and p95-ms of b.N runs,
+// and the ledger's bytes a job are logged (-v):
 //
-//	FIXPOINT_LEDGER_JOBS=1000000 go test ./store/ -run '^$' -bench Ledger -benchtime 20x -timeout 60m
+//	FIXPOINT_LEDGER_JOBS=1000000 go test ./store/ -run '^$' -bench Ledger -benchtime 20x -timeout 60m -v
+//	FIXPOINT_LEDGER_JOBS=10000000 FIXPOINT_LEDGER_GEN=server go test ./store/ -run '^$' -bench Ledger -benchtime 10x -timeout 180m -v
 func BenchmarkLedger(b *testing.B) {
 	st := ledgerBench(b)
 	ctx := context.Background()
@@ -118,6 +120,45 @@ var ledgerQuestions = []struct {
 		_, _, err := s.JobPage(ctx, b, store.JobFilter{Status: "invalid"})
 		return err
 	}},
+	{"dashboard/JobPageClass", func(ctx context.Context, s *store.Store, b string) error {
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{Class: "semantic"})
+		return err
+	}},
+	{"dashboard/JobPageAttempts", func(ctx context.Context, s *store.Store, b string) error {
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{Attempts: 3})
+		return err
+	}},
+	{"dashboard/JobPageNoMatch", func(ctx context.Context, s *store.Store, b string) error {
+		// A filter no job of the batch matches: the page must not read
+		// the whole batch to say so.
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{Status: "dead", Attempts: 7})
+		return err
+	}},
+	{"dashboard/JobPageErrorPath", func(ctx context.Context, s *store.Store, b string) error {
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{ErrorPath: "/rare/path"})
+		return err
+	}},
+	{"dashboard/JobPageCoerced", func(ctx context.Context, s *store.Store, b string) error {
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{Coerced: true, Patched: true})
+		return err
+	}},
+	{"dashboard/SearchJobs", func(ctx context.Context, s *store.Store, b string) error {
+		_, err := s.SearchJobs(ctx, b, "no such text", "")
+		return err
+	}},
+	{"dashboard/JobDetail", func(ctx context.Context, s *store.Store, b string) error {
+		// The page of one job: its row found by the batch's first page.
+		page, _, err := s.JobPage(ctx, b, store.JobFilter{Status: "invalid", Limit: 1})
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		_, err = s.JobDetail(ctx, page[0].ID)
+		return err
+	}},
+	{"dashboard/Overviews", func(ctx context.Context, s *store.Store, _ string) error {
+		_, err := s.Overviews(ctx, nil, 50)
+		return err
+	}},
 	{"dashboard/CostsOverTime", func(ctx context.Context, s *store.Store, _ string) error {
 		t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 		_, err := s.CostsOverTime(ctx, t0, t0.Add(48*time.Hour), "hour")
@@ -141,10 +182,17 @@ func ledgerBench(b *testing.B) *store.Store {
 		}
 		dsn = storetest.NewDB(b)
 		t0 := time.Now()
-		for _, g := range []storetest.GenSpec{{Batch: "ledger-small", Jobs: 10_000, Seed: 2}, {Batch: "ledger-big", Jobs: n - 10_000, Seed: 1}} {
-			if _, err := storetest.Generate(ctx, dsn, g); err != nil {
-				b.Fatal(err)
-			}
+		// FIXPOINT_LEDGER_GEN=server draws the large batch in Postgres
+		// (storetest.GenerateInServer): ten million jobs in minutes.
+		gen := storetest.Generate
+		if os.Getenv("FIXPOINT_LEDGER_GEN") == "server" {
+			gen = storetest.GenerateInServer
+		}
+		if _, err := storetest.Generate(ctx, dsn, storetest.GenSpec{Batch: "ledger-small", Jobs: 10_000, Seed: 2}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := gen(ctx, dsn, storetest.GenSpec{Batch: "ledger-big", Jobs: n - 10_000, Seed: 1}); err != nil {
+			b.Fatal(err)
 		}
 		b.Logf("generated a ledger of %d jobs in %s", n, time.Since(t0).Round(time.Second))
 	}
@@ -153,6 +201,12 @@ func ledgerBench(b *testing.B) *store.Store {
 		b.Fatal(err)
 	}
 	b.Cleanup(st.Close)
+	size, err := st.LedgerSize(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("ledger: %d jobs, %d attempts; jobs %d MB, attempts %d MB, rollups and facets %d MB: %d bytes a job",
+		size.Jobs, size.Attempts, size.JobsBytes>>20, size.AttemptsBytes>>20, size.RollupBytes>>20, size.BytesPerJob())
 	return st
 }
 

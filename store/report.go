@@ -214,6 +214,16 @@ type JobRecord struct {
 	Deliveries int
 	// Run is the batch run the job is in (1 until it is requeued).
 	Run int
+	// Purged, when not nil, says that report purge deleted the job's
+	// attempts: none shown is not none made.
+	Purged *Purge
+}
+
+// Purge is when report purge deleted a job's attempts (the last time),
+// and how many attempts and interrupted calls went in all.
+type Purge struct {
+	At                    time.Time
+	Attempts, Interrupted int
 }
 
 // Job returns a job and the attempts of its current run in order, or
@@ -251,6 +261,9 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 	j.PublishedAt, j.StartedAt, j.FinishedAt = deref(publishedAt), deref(startedAt), deref(finishedAt)
 	if wall != nil {
 		j.WallMS = *wall
+	}
+	if j.Purged, err = s.purged(ctx, id); err != nil {
+		return nil, nil, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+attemptSelect+attemptSelectFrom+`
 		WHERE a.job_id = $1 AND a.run = $2 ORDER BY a.attempt_no`, id, j.Run)
@@ -768,10 +781,12 @@ type UnpricedCount struct {
 func (s *Store) UnpricedAttempts(ctx context.Context, batch string) ([]UnpricedCount, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
+	// batch_rollup_current_kinds (migration 010) keeps them by their job's
+	// model, so that they stay counted once report purge deleted them.
 	rows, err := s.pool.Query(ctx, `
-		SELECT j.batch, j.model, count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
-		WHERE a.unpriced AND ($1 = '' OR j.batch = $1)
-		GROUP BY j.batch, j.model ORDER BY j.batch, j.model`, batch)
+		SELECT batch, name, n FROM batch_rollup_current_kinds
+		WHERE kind = 'unpriced' AND n > 0 AND ($1 = '' OR batch = $1)
+		ORDER BY batch, name`, batch)
 	if err != nil {
 		return nil, fmt.Errorf("count unpriced attempts: %w", err)
 	}
@@ -858,16 +873,14 @@ type EndReason struct {
 func (s *Store) EndReasons(ctx context.Context, batch string, limit int) ([]EndReason, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
+	// batch_rollup_end_reasons (migration 010) keeps the ended jobs by
+	// status and reason: the error with its amounts folded
+	// (fixpoint_end_reason), one example error of each.
 	rows, err := s.pool.Query(ctx, `
-		SELECT status, CASE WHEN length(min(error)) > 200 THEN left(min(error), 199) || '…' ELSE min(error) END,
-			count(*), count(*) OVER (), sum(count(*)) OVER ()
-		FROM jobs
-		WHERE batch = $1 AND status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')
-		-- One reason whatever its amounts: each spend-cap error names its
-		-- call's own estimate, and 248 jobs read as 113 reasons. Only
-		-- numbers standing alone (after a space, '$' or '('): a model's
-		-- version ("gpt-5.1-mini") tells two reasons apart.
-		GROUP BY status, regexp_replace(left(error, 200), '(^|[[:space:]$(])[0-9][0-9.,]*', '\1N', 'g')
+		SELECT status, CASE WHEN length(example) > 200 THEN left(example, 199) || '…' ELSE example END,
+			jobs, count(*) OVER (), sum(jobs) OVER ()
+		FROM batch_rollup_end_reasons
+		WHERE batch = $1 AND jobs > 0
 		ORDER BY 3 DESC, 1, 2 LIMIT $2`, batch, limit)
 	if err != nil {
 		return nil, fmt.Errorf("end reasons of %s: %w", batch, err)

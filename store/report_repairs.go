@@ -36,46 +36,35 @@ func (s *Store) Repairs(ctx context.Context, batch string) (RepairFigures, error
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	f := RepairFigures{Coercions: map[string]int64{}, Patches: map[string]int64{}}
+	// batch_rollup_current and batch_rollup_current_kinds (migration 010)
+	// keep these counts over the attempts of the jobs' current runs.
 	err := s.pool.QueryRow(ctx, `
-		SELECT count(*), count(*) FILTER (WHERE a.valid AND a.coerced > 0),
-		       count(*) FILTER (WHERE a.valid AND a.repaired_locally AND a.coerced = 0)
-		FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run WHERE j.batch = $1`, batch).Scan(&f.Calls, &f.CallsSaved, &f.TextSaved)
-	if err != nil {
-		return f, fmt.Errorf("repair figures of %s: %w", batch, err)
-	}
-	err = s.pool.QueryRow(ctx, `
-		SELECT count(DISTINCT a.job_id), coalesce(sum(a.tokens_out), 0)::bigint
-		FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
-		WHERE j.batch = $1 AND a.attempt_no > 1`, batch).Scan(&f.RepairedJobs, &f.RepairTokensOut)
+		SELECT coalesce(sum(realtime_attempts + batch_attempts), 0)::int8, coalesce(sum(calls_saved), 0)::int8,
+		       coalesce(sum(text_saved), 0)::int8, coalesce(sum(retried_jobs), 0)::int8,
+		       coalesce(sum(retry_tokens_out), 0)::int8
+		FROM batch_rollup_current WHERE batch = $1`, batch).Scan(&f.Calls, &f.CallsSaved, &f.TextSaved,
+		&f.RepairedJobs, &f.RepairTokensOut)
 	if err != nil {
 		return f, fmt.Errorf("repair figures of %s: %w", batch, err)
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT r->>'kind', count(*)
-		FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run,
-		     jsonb_array_elements(CASE WHEN jsonb_typeof(a.repairs) = 'array' THEN a.repairs ELSE '[]'::jsonb END) r
-		WHERE j.batch = $1 AND jsonb_typeof(r) = 'object' AND r ? 'pointer'
-		GROUP BY 1 ORDER BY 2 DESC, 1`, batch)
+		SELECT kind, name, n FROM batch_rollup_current_kinds
+		WHERE batch = $1 AND n > 0 ORDER BY kind, n DESC, name`, batch)
 	if err != nil {
-		return f, fmt.Errorf("coercions of %s: %w", batch, err)
+		return f, fmt.Errorf("coercions and patches of %s: %w", batch, err)
 	}
-	var kind string
+	var kind, name string
 	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&kind, &n}, func() error {
-		f.Coercions[kind] = n
-		f.Kinds = append(f.Kinds, kind)
+	if _, err := pgx.ForEachRow(rows, []any{&kind, &name, &n}, func() error {
+		if kind == "patch" {
+			f.Patches[name] = n
+			return nil
+		}
+		f.Coercions[name] = n
+		f.Kinds = append(f.Kinds, name)
 		return nil
 	}); err != nil {
-		return f, fmt.Errorf("coercions of %s: %w", batch, err)
-	}
-	rows, err = s.pool.Query(ctx, `
-		SELECT a.patch_outcome, count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
-		WHERE j.batch = $1 AND a.patch_outcome <> '' GROUP BY 1`, batch)
-	if err != nil {
-		return f, fmt.Errorf("patch outcomes of %s: %w", batch, err)
-	}
-	if _, err := pgx.ForEachRow(rows, []any{&kind, &n}, func() error { f.Patches[kind] = n; return nil }); err != nil {
-		return f, fmt.Errorf("patch outcomes of %s: %w", batch, err)
+		return f, fmt.Errorf("coercions and patches of %s: %w", batch, err)
 	}
 	return f, nil
 }

@@ -24,7 +24,7 @@ type RuleFailure struct {
 // RuleFailures returns the rule failures of batch, most frequent first
 // (then by rule, path and severity), at most limit of them (0: all).
 func (s *Store) RuleFailures(ctx context.Context, batch string, limit int) ([]RuleFailure, error) {
-	out, err := queryNoJIT(ctx, s, func(r pgx.CollectableRow) (RuleFailure, error) {
+	out, err := queryRows(ctx, s, func(r pgx.CollectableRow) (RuleFailure, error) {
 		var f RuleFailure
 		err := r.Scan(&f.Rule, &f.Path, &f.Severity, &f.Failures, &f.Jobs, &f.FinalJobs)
 		return f, err
@@ -56,7 +56,7 @@ func (g FieldGrounding) Share(n int64) float64 { return ratio(n, g.Leaves) }
 // field with the largest share of grade none first (then the most
 // leaves, then by path), at most limit of them (0: all).
 func (s *Store) Grounding(ctx context.Context, batch string, limit int) ([]FieldGrounding, error) {
-	out, err := queryNoJIT(ctx, s, func(r pgx.CollectableRow) (FieldGrounding, error) {
+	out, err := queryRows(ctx, s, func(r pgx.CollectableRow) (FieldGrounding, error) {
 		var g FieldGrounding
 		err := r.Scan(&g.Path, &g.Leaves, &g.Exact, &g.Normalized, &g.Fuzzy, &g.None)
 		return g, err
@@ -70,26 +70,15 @@ func (s *Store) Grounding(ctx context.Context, batch string, limit int) ([]Field
 	return out, nil
 }
 
-// queryNoJIT collects the rows of query in a read-only transaction without
-// JIT compilation, under the Store's statement timeout. The views over a
-// batch's attempts unnest jsonb arrays, whose rows the planner guesses a
-// hundred to the attempt: the cost it then estimates brings JIT in, and on
-// a batch of 200,000 jobs compiling took most of rule_failures' 3.2 s
-// (1.6 s without it).
-func queryNoJIT[T any](ctx context.Context, s *Store, scan pgx.RowToFunc[T], query string, args ...any) ([]T, error) {
+// queryRows collects the rows of query under the Store's statement
+// timeout. rule_failures and evidence_grades read their rollups
+// (migration 010): a batch's rows, as few as its rules and fields.
+func queryRows[T any](ctx context.Context, s *Store, scan pgx.RowToFunc[T], query string, args ...any) ([]T, error) {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	var out []T
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, scan)
-		return err
-	})
-	return out, err
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scan)
 }

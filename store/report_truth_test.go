@@ -137,6 +137,7 @@ func TestRuleFailuresAndGrounding(t *testing.T) {
 	if rf, err := s.RuleFailures(ctx, "none-such", 0); err != nil || len(rf) != 0 {
 		t.Errorf("RuleFailures of no batch = %+v, %v", rf, err)
 	}
+	noDrift(t, s, "the truth dataset's attempts and requeue")
 }
 
 // ExportWith Evidence gives each job its final attempt's grades, as
@@ -277,6 +278,17 @@ func TestRuleFailuresAndGroundingAfterRevalidation(t *testing.T) {
 	}
 	if want := map[string]string{jobID("rv", 1): "[{/vendor none 0 0}] true", jobID("rv", 2): "[] false"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("export evidence after the revalidation %q, want %q", got, want)
+	}
+	noDrift(t, s, "a revalidation")
+	// A requeue leaves the revalidated jobs no final check until their
+	// next run checks them.
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "rv", Statuses: []fixpoint.Status{fixpoint.StatusValid, fixpoint.StatusInvalid},
+		Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	noDrift(t, s, "a requeue of revalidated jobs")
+	if g, err := s.Grounding(ctx, "rv", 0); err != nil || len(g) != 0 {
+		t.Errorf("Grounding(rv) after a requeue = %+v, %v; want none: no run has a final check", g, err)
 	}
 }
 

@@ -37,16 +37,14 @@ func (s *Store) CacheDelivery(ctx context.Context, batch string) (CacheDelivery,
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	var d CacheDelivery
+	// batch_rollup_current (migration 010) keeps these sums over the
+	// attempts of the jobs' current runs.
 	err := s.pool.QueryRow(ctx, `
-		SELECT coalesce(sum(a.tokens_in) FILTER (WHERE a.class <> 'provider'), 0)::int8,
-		       coalesce(sum(a.tokens_cached) FILTER (WHERE a.class <> 'provider'), 0)::int8,
-		       coalesce(sum(a.tokens_cache_write) FILTER (WHERE a.class <> 'provider'), 0)::int8,
-		       count(*) FILTER (WHERE a.price_basis = 'realtime'),
-		       coalesce(sum(a.cost_usd) FILTER (WHERE a.price_basis = 'realtime'), 0)::float8,
-		       count(*) FILTER (WHERE a.price_basis = 'batch'),
-		       coalesce(sum(a.cost_usd) FILTER (WHERE a.price_basis = 'batch'), 0)::float8
-		FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
-		WHERE j.batch = $1`, batch).Scan(
+		SELECT coalesce(sum(prompt_tokens), 0)::int8, coalesce(sum(cached_tokens), 0)::int8,
+		       coalesce(sum(cache_write_tokens), 0)::int8,
+		       coalesce(sum(realtime_attempts), 0)::int8, coalesce(sum(realtime_cost_usd), 0)::float8,
+		       coalesce(sum(batch_attempts), 0)::int8, coalesce(sum(batch_cost_usd), 0)::float8
+		FROM batch_rollup_current WHERE batch = $1`, batch).Scan(
 		&d.PromptTokens, &d.CachedTokens, &d.CacheWriteTokens,
 		&d.Realtime.Attempts, &d.Realtime.CostUSD, &d.Batch.Attempts, &d.Batch.CostUSD)
 	if err != nil {

@@ -13,7 +13,9 @@ import (
 // (finished jobs by attempt count), job_facets (the job list's error
 // paths, coercions and patches), batch_cost_hours (the calls by batch and
 // hour), and the histograms and counts of 009 (wall times, runs, minutes,
-// failure classes, latencies).
+// failure classes, latencies), and 010's (the current runs' attempts,
+// the ended jobs by reason, the rule failures, the grades of the final
+// checks).
 // RollupDrift recounts them from the rows.
 
 // rollupRecounts recount each rollup table from the jobs and attempts and
@@ -199,6 +201,130 @@ var rollupRecounts = []struct{ what, sql string }{
 			              coalesce(c.batch, r.batch), c.v, r.v)
 			FROM c FULL JOIN r ON r.batch = c.batch
 			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_current", `
+			WITH c AS (
+			    SELECT j.batch,
+			           ARRAY[count(*) FILTER (WHERE a.price_basis = 'realtime'),
+			                 coalesce(sum(a.cost_usd) FILTER (WHERE a.price_basis = 'realtime'), 0),
+			                 count(*) FILTER (WHERE a.price_basis = 'batch'),
+			                 coalesce(sum(a.cost_usd) FILTER (WHERE a.price_basis = 'batch'), 0),
+			                 coalesce(sum(a.tokens_in) FILTER (WHERE a.class <> 'provider'), 0),
+			                 coalesce(sum(a.tokens_cached) FILTER (WHERE a.class <> 'provider'), 0),
+			                 coalesce(sum(a.tokens_cache_write) FILTER (WHERE a.class <> 'provider'), 0),
+			                 count(*) FILTER (WHERE a.valid AND a.coerced > 0),
+			                 count(*) FILTER (WHERE a.valid AND a.repaired_locally AND a.coerced = 0),
+			                 count(DISTINCT a.job_id) FILTER (WHERE a.attempt_no > 1),
+			                 coalesce(sum(a.tokens_out) FILTER (WHERE a.attempt_no > 1), 0)]::numeric[] AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run WHERE j.batch IS NOT NULL GROUP BY 1
+			), r AS (
+			    SELECT batch, ARRAY[realtime_attempts, realtime_cost_usd, batch_attempts, batch_cost_usd, prompt_tokens,
+			                        cached_tokens, cache_write_tokens, calls_saved, text_saved, retried_jobs,
+			                        retry_tokens_out]::numeric[] AS v
+			    FROM batch_rollup_current WHERE (realtime_attempts, batch_attempts) <> (0, 0)
+			)
+			SELECT format('batch_rollup_current: batch %s: counted (realtime attempts, cost, batch attempts, cost, prompt, cached, cache write, calls saved, text saved, retried jobs, retry tokens out) %s, rollup %s',
+			              coalesce(c.batch, r.batch), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_current_kinds", `
+			WITH c AS (
+			    SELECT batch, kind, name, count(*) AS n FROM (
+			        SELECT j.batch, 'coercion' AS kind, coalesce(x->>'kind', '') AS name
+			        FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
+			        CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(a.repairs) = 'array' THEN a.repairs ELSE '[]'::jsonb END) x
+			        WHERE j.batch IS NOT NULL AND jsonb_typeof(x) = 'object' AND x ? 'pointer'
+			        UNION ALL
+			        SELECT j.batch, 'patch', a.patch_outcome
+			        FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
+			        WHERE j.batch IS NOT NULL AND a.patch_outcome <> ''
+			        UNION ALL
+			        SELECT j.batch, 'unpriced', j.model
+			        FROM attempts a JOIN jobs j ON j.id = a.job_id AND j.run = a.run
+			        WHERE j.batch IS NOT NULL AND a.unpriced
+			    ) k GROUP BY 1, 2, 3
+			), r AS (
+			    SELECT batch, kind, name, n FROM batch_rollup_current_kinds WHERE n <> 0
+			)
+			SELECT format('batch_rollup_current_kinds: batch %s, %s %s: counted %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.kind, r.kind), coalesce(c.name, r.name), c.n, r.n)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.kind = c.kind AND r.name = c.name
+			WHERE c.n IS DISTINCT FROM r.n ORDER BY 1`},
+	{"batch_rollup_end_reasons", `
+			WITH c AS (
+			    SELECT batch, status, fixpoint_end_reason(error) AS reason, count(*) AS n FROM jobs
+			    WHERE batch IS NOT NULL AND status IN ('dead', 'rejected', 'failed', 'cancelled', 'over_budget')
+			    GROUP BY 1, 2, 3
+			), r AS (
+			    SELECT batch, status, reason, jobs AS n FROM batch_rollup_end_reasons WHERE jobs <> 0
+			)
+			SELECT format('batch_rollup_end_reasons: batch %s, %s %s: counted %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.status, r.status), coalesce(c.reason, r.reason), c.n, r.n)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.status = c.status AND r.reason = c.reason
+			WHERE c.n IS DISTINCT FROM r.n ORDER BY 1`},
+	{"batch_rollup_rules", `
+			WITH c AS (
+			    SELECT j.batch, coalesce(f.e->>'rule', '') AS rule,
+			           regexp_replace(coalesce(f.e->>'path', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path, f.severity,
+			           ARRAY[count(*), count(DISTINCT j.id),
+			                 count(DISTINCT j.id) FILTER (WHERE c.run = j.run AND (c.attempt_no IS NULL OR c.attempt_no = fin.attempt_no))]::numeric[] AS v
+			    FROM jobs j
+			    JOIN (SELECT job_id, run, attempt_no, errors, warnings FROM attempts
+			          UNION ALL SELECT job_id, run, NULL, errors, warnings FROM revalidations) c ON c.job_id = j.id
+			    CROSS JOIN LATERAL (
+			        SELECT 'error' AS severity, e FROM jsonb_array_elements(c.errors) e WHERE e->>'keyword' = 'x-fixpoint-rules'
+			        UNION ALL
+			        SELECT 'warn', w FROM jsonb_array_elements(c.warnings) w WHERE w->>'keyword' = 'x-fixpoint-rules'
+			    ) f
+			    LEFT JOIN LATERAL (
+			        SELECT l.attempt_no FROM attempts l WHERE l.job_id = j.id AND l.run = j.run
+			        ORDER BY l.valid DESC, l.attempt_no DESC LIMIT 1
+			    ) fin ON true
+			    WHERE j.batch IS NOT NULL GROUP BY 1, 2, 3, 4
+			), r AS (
+			    SELECT batch, rule, path, severity, ARRAY[failures, jobs, final_jobs]::numeric[] AS v
+			    FROM batch_rollup_rules WHERE (failures, jobs, final_jobs) <> (0, 0, 0)
+			)
+			SELECT format('batch_rollup_rules: batch %s, rule %s, path %s, %s: counted (failures, jobs, final jobs) %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.rule, r.rule), coalesce(c.path, r.path),
+			              coalesce(c.severity, r.severity), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.rule = c.rule AND r.path = c.path AND r.severity = c.severity
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_grades", `
+			WITH c AS (
+			    SELECT j.batch, regexp_replace(coalesce(g->>'path', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+			           ARRAY[count(*), count(*) FILTER (WHERE g->>'grade' = 'exact'),
+			                 count(*) FILTER (WHERE g->>'grade' = 'normalized'), count(*) FILTER (WHERE g->>'grade' = 'fuzzy'),
+			                 count(*) FILTER (WHERE g->>'grade' = 'none')]::numeric[] AS v
+			    FROM jobs j
+			    CROSS JOIN LATERAL (
+			        SELECT r.evidence FROM revalidations r WHERE r.job_id = j.id AND r.run = j.run
+			        UNION ALL
+			        (SELECT a.evidence FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
+			         ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1)
+			        LIMIT 1
+			    ) f
+			    CROSS JOIN LATERAL jsonb_array_elements(f.evidence) g
+			    WHERE j.batch IS NOT NULL GROUP BY 1, 2
+			), r AS (
+			    SELECT batch, path, ARRAY[leaves, exact, normalized, fuzzy, none]::numeric[] AS v
+			    FROM batch_rollup_grades WHERE leaves <> 0
+			)
+			SELECT format('batch_rollup_grades: batch %s, path %s: counted (leaves, exact, normalized, fuzzy, none) %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.path, r.path), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.path = c.path
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"wave_rollups", `
+			WITH c AS (
+			    SELECT a.wave_id, ARRAY[sum(a.tokens_in), sum(a.tokens_out), count(*) FILTER (WHERE a.valid),
+			                            coalesce(sum(a.cost_usd), 0)]::numeric[] AS v
+			    FROM attempts a JOIN waves w ON w.id = a.wave_id GROUP BY 1
+			), r AS (
+			    SELECT wave_id, ARRAY[tokens_in, tokens_out, valid, cost_usd]::numeric[] AS v FROM wave_rollups
+			)
+			SELECT format('wave_rollups: wave %s: counted (tokens_in, tokens_out, valid, cost_usd) %s, rollup %s',
+			              coalesce(c.wave_id, r.wave_id), c.v, r.v)
+			FROM c FULL JOIN r ON r.wave_id = c.wave_id
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
 }
 
 // histRecount is the recount of a rollup of one count by batch and key
@@ -236,4 +362,44 @@ func (s *Store) RollupDrift(ctx context.Context) ([]string, error) {
 		out = append(out, lines...)
 	}
 	return out, nil
+}
+
+// LedgerSize is how many jobs and attempts the ledger holds and the bytes
+// (tables, indexes and TOAST) they and the rollups take.
+type LedgerSize struct {
+	Jobs, Attempts                        int64
+	JobsBytes, AttemptsBytes, RollupBytes int64
+}
+
+// BytesPerJob is every byte counted over the jobs (0 for none).
+func (l LedgerSize) BytesPerJob() int64 {
+	if l.Jobs == 0 {
+		return 0
+	}
+	return (l.JobsBytes + l.AttemptsBytes + l.RollupBytes) / l.Jobs
+}
+
+// rollupRelations are the tables the rollup triggers keep.
+var rollupRelations = []string{"batch_rollups", "batch_rollup_attempts", "batch_rollup_costs", "batch_rollup_repairs",
+	"batch_rollup_errors", "job_error_keys", "job_facets", "batch_cost_hours", "batch_rollup_walls", "batch_rollup_runs",
+	"batch_rollup_minutes", "batch_rollup_classes", "batch_rollup_latency", "batch_rollup_spend", "batch_rollup_current",
+	"batch_rollup_current_kinds", "batch_rollup_end_reasons", "batch_rollup_rules", "job_rule_keys", "batch_rollup_grades",
+	"job_final_checks", "wave_rollups"}
+
+// LedgerSize counts the ledger's jobs (from the rollups: no scan) and
+// attempts (the planner's estimate after ANALYZE) and sizes them.
+func (s *Store) LedgerSize(ctx context.Context) (LedgerSize, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	var l LedgerSize
+	err := s.pool.QueryRow(ctx, `
+		SELECT coalesce((SELECT sum(jobs) FROM batch_rollups), 0)::int8,
+		       (SELECT greatest(reltuples, 0)::int8 FROM pg_class WHERE oid = 'attempts'::regclass),
+		       pg_total_relation_size('jobs'), pg_total_relation_size('attempts'),
+		       (SELECT sum(pg_total_relation_size(r::regclass)) FROM unnest($1::text[]) r)::int8`, rollupRelations).
+		Scan(&l.Jobs, &l.Attempts, &l.JobsBytes, &l.AttemptsBytes, &l.RollupBytes)
+	if err != nil {
+		return l, fmt.Errorf("ledger size: %w", err)
+	}
+	return l, nil
 }

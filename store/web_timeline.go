@@ -232,9 +232,10 @@ func (s *Store) waveSpans(ctx context.Context, batch string, t *Timeline) error 
 		       w.requests, w.succeeded, w.errored, w.expired, w.cancelled,
 		       c.tokens_in, c.tokens_out, c.valid, c.cost
 		FROM waves w CROSS JOIN LATERAL (
-		    SELECT coalesce(sum(a.tokens_in), 0) AS tokens_in, coalesce(sum(a.tokens_out), 0) AS tokens_out,
-		           count(*) FILTER (WHERE a.valid) AS valid, coalesce(sum(a.cost_usd), 0)::float8 AS cost
-		    FROM attempts a WHERE a.wave_id = w.id) c
+		    -- wave_rollups (migration 010): the attempts each wave carried
+		    SELECT coalesce(sum(r.tokens_in), 0)::bigint AS tokens_in, coalesce(sum(r.tokens_out), 0)::bigint AS tokens_out,
+		           coalesce(sum(r.valid), 0)::bigint AS valid, coalesce(sum(r.cost_usd), 0)::float8 AS cost
+		    FROM wave_rollups r WHERE r.wave_id = w.id) c
 		WHERE w.batch = $1 ORDER BY w.id LIMIT $2`, batch, timelineWaves)
 	if err != nil {
 		return err

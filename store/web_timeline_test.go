@@ -53,26 +53,30 @@ func TestBatchTimeline(t *testing.T) {
 			rs[i].AttemptRows[k].LatencyMS, ms = ms[0], ms[1:]
 		}
 	}
-	if _, err := s.SaveResults(ctx, rs); err != nil {
-		t.Fatal(err)
-	}
-	// Finished 0 s, 1 min, 1 min and 10 min after the first.
 	t0 := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
-	for i, d := range []time.Duration{0, time.Minute, time.Minute, 10 * time.Minute} {
-		if _, err := conn.Exec(ctx, `UPDATE jobs SET finished_at = $2 WHERE id = $1`, jobID("tl", i+1), t0.Add(d)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if _, err := conn.Exec(ctx, `INSERT INTO waves (batch, number, provider, model, status, requests, succeeded, expired, submitted_at, ended_at)
 		VALUES ('tl', 1, 'openai', 'm', 'done', 4, 3, 1, $1, $2), ('tl', 2, 'openai', 'm', 'submitted', 1, 0, 0, $2, NULL)`,
 		t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-
 	// Jobs 1 and 2 came from wave 1, at $0.50 a call.
-	if _, err := conn.Exec(ctx, `UPDATE attempts SET wave_id = (SELECT id FROM waves WHERE batch = 'tl' AND number = 1), cost_usd = 0.5
-		WHERE job_id IN ($1, $2)`, jobID("tl", 1), jobID("tl", 2)); err != nil {
+	var wave1 int64
+	if err := conn.QueryRow(ctx, `SELECT id FROM waves WHERE batch = 'tl' AND number = 1`).Scan(&wave1); err != nil {
 		t.Fatal(err)
+	}
+	for i := range rs[:2] {
+		for k := range rs[i].AttemptRows {
+			rs[i].AttemptRows[k].WaveID, rs[i].AttemptRows[k].CostUSD = wave1, 0.5
+		}
+	}
+	if _, err := s.SaveResults(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	// Finished 0 s, 1 min, 1 min and 10 min after the first.
+	for i, d := range []time.Duration{0, time.Minute, time.Minute, 10 * time.Minute} {
+		if _, err := conn.Exec(ctx, `UPDATE jobs SET finished_at = $2 WHERE id = $1`, jobID("tl", i+1), t0.Add(d)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tl, err := s.BatchTimeline(ctx, "tl")
 	if err != nil {

@@ -266,6 +266,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("browser", func(t *testing.T) { testBrowser(t, l, srv) })
 	t.Run("stream-limit", func(t *testing.T) { testStreamLimit(t, l) })
 	t.Run("client-stream-limit", func(t *testing.T) { testClientStreamLimit(t, l) })
+	t.Run("purged", func(t *testing.T) { testPurgedJob(t, l, srv) })
 	// Last: it finishes the live batch.
 	t.Run("live", func(t *testing.T) { testLive(t, l, srv) })
 	t.Run("stream-error", func(t *testing.T) { testStreamError(t, l) })
@@ -461,6 +462,20 @@ func testJob(t *testing.T, l *dashLedger, srv *httptest.Server) {
 	}
 	if strings.Contains(body, `class="transport"`) {
 		t.Error("a card shows a transport line for a call that got its 200 at once")
+	}
+}
+
+// A job whose attempts report purge deleted says so, on its page and in
+// each of its runs, rather than that none were recorded.
+func testPurgedJob(t *testing.T, l *dashLedger, srv *httptest.Server) {
+	res, err := l.st.Purge(context.Background(), store.PurgeParams{Before: time.Now().Add(time.Minute), Batch: "rerun"})
+	if err != nil || res.Attempts != 3 {
+		t.Fatalf("purge of batch rerun: %+v, %v; want its 3 attempts", res, err)
+	}
+	resp, body := get(t, srv, "/jobs/"+rerunJob)
+	wantPage(t, resp, body, 200, `id="purged"`, "Attempts purged", "3 attempts", "Final value", "Run 1")
+	if strings.Contains(body, "No attempt recorded") || strings.Contains(body, "Attempt 1") {
+		t.Error("a purged job's page shows no attempt recorded, or an attempt card")
 	}
 }
 

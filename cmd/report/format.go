@@ -391,6 +391,15 @@ type jobJSON struct {
 	FinishedAt        *time.Time      `json:"finished_at"`
 	AttemptList       []attemptJSON   `json:"attempt_list"`
 	Interrupted       []interruptJSON `json:"interrupted"`
+	// Purged is set when report purge deleted the job's attempts: an
+	// empty attempt_list is then no sign that none were made.
+	Purged *purgeJSON `json:"purged,omitempty"`
+}
+
+type purgeJSON struct {
+	At          time.Time `json:"at"`
+	Attempts    int       `json:"attempts"`
+	Interrupted int       `json:"interrupted"`
 }
 
 type attemptJSON struct {
@@ -446,6 +455,9 @@ func jobData(job *store.JobRecord, attempts []store.Attempt, kept []store.Interr
 			RepairedLocally: a.RepairedLocally, TokensIn: a.TokensIn, TokensOut: a.TokensOut, TokensCached: a.TokensCached,
 			CostUSD: a.CostUSD, Unpriced: a.Unpriced, PriceBasis: cmp.Or(a.PriceBasis, "realtime"), LatencyMS: a.LatencyMS, TransportRetries: a.TransportRetries,
 			ProviderStatus: a.ProviderStatus, ProviderError: a.ProviderError, StartedAt: timeOrNil(a.StartedAt)})
+	}
+	if p := job.Purged; p != nil {
+		out.Purged = &purgeJSON{At: p.At.UTC(), Attempts: p.Attempts, Interrupted: p.Interrupted}
 	}
 	for _, c := range kept {
 		out.Interrupted = append(out.Interrupted, interruptJSON{Run: c.Run, Delivery: c.Delivery, Hold: c.Hold, Reason: c.Reason,

@@ -96,6 +96,10 @@ func printJob(ctx context.Context, w io.Writer, st jobLedger, id, format string)
 		}
 		res.Attempts = append(res.Attempts, a)
 	}
+	if p := job.Purged; p != nil {
+		fmt.Fprintf(w, "attempts purged %s by report purge (%d attempts, %d calls kept apart, of every run): the job's totals and its batch's figures still count them\n",
+			p.At.UTC().Format(time.RFC3339), p.Attempts, p.Interrupted)
+	}
 	if len(res.Attempts) > 0 {
 		cli.WriteCards(w, res)
 	}

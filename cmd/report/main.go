@@ -3,8 +3,8 @@
 // on the views stays the main interface; see the README.
 //
 // Each command is a file of its own (summary.go, failures.go, job.go,
-// export.go, wait.go) with its own flag set: a flag another command reads
-// is an unknown flag there.
+// export.go, wait.go, serve.go, purge.go) with its own flag set: a flag
+// another command reads is an unknown flag there.
 package main
 
 import (
@@ -47,6 +47,9 @@ const usage = `Usage: report COMMAND [flags]
                                   the dashboard: a web UI over the ledger (batches, live
                                   progress, funnels, failure clusters, jobs, attempts); with an
                                   admin token, requeue, cancel and caps from a batch's page
+  report purge --older-than D [--batch B] [--dry-run]
+                                  delete the attempts of jobs finished more than D ago (30d,
+                                  36h); jobs, final values and every rollup stay
 
 Run 'report COMMAND --help' for a command's flags, output and exit status.
 
@@ -90,6 +93,7 @@ var commands = []commandEntry{
 	{"export", func(stdout, stderr io.Writer) command { return &exportCommand{stdout: stdout, stderr: stderr} }},
 	{"wait", func(stdout, stderr io.Writer) command { return &waitCommand{stdout: stdout, stderr: stderr} }},
 	{"serve", func(stdout, stderr io.Writer) command { return &serveCommand{stdout: stdout, stderr: stderr} }},
+	{"purge", func(stdout, stderr io.Writer) command { return &purgeCommand{stdout: stdout, stderr: stderr} }},
 }
 
 func commandNames() []string {
@@ -183,6 +187,8 @@ func parseArgs(fs *flag.FlagSet, args []string, least, most int) ([]string, erro
 		return nil, usageError{Err: fmt.Errorf("%s: an argument is empty (an unset variable?)", name)}
 	}
 	switch {
+	case most == 0 && len(pos) > 0:
+		return nil, usageError{Err: fmt.Errorf("%s takes no argument, got %q", name, pos[0])}
 	case least == 0 && len(pos) > most:
 		return nil, usageError{Err: fmt.Errorf("%s takes at most one batch", name)}
 	case len(pos) < least || len(pos) > most:
