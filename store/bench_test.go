@@ -14,8 +14,26 @@ import (
 // with errors, one valid), with a realistic request and reply size, and
 // reports jobs/s. Job rows are inserted outside the timer.
 func BenchmarkSaveResults(b *testing.B) {
-	const perBatch = 200
 	s, hash := setup(b, "bench", 0)
+	benchSaveResults(b, s, hash)
+}
+
+// BenchmarkSaveResultsNoRollups is BenchmarkSaveResults with every
+// user trigger on jobs, attempts, job_runs and interrupted_attempts
+// disabled: the writer's own cost, so that the difference is what keeping
+// the rollups costs.
+func BenchmarkSaveResultsNoRollups(b *testing.B) {
+	s, hash := setup(b, "bench", 0)
+	for _, t := range []string{"jobs", "attempts", "job_runs", "interrupted_attempts"} {
+		if err := s.ExecForTest(context.Background(), "ALTER TABLE "+t+" DISABLE TRIGGER USER"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	benchSaveResults(b, s, hash)
+}
+
+func benchSaveResults(b *testing.B, s *store.Store, hash string) {
+	const perBatch = 200
 	ctx := context.Background()
 	req := json.RawMessage(fmt.Sprintf(`[{"role":"system","content":%q},{"role":"user","content":%q}]`,
 		strings.Repeat("Return JSON matching the schema. ", 20), strings.Repeat("Extract the fields. ", 25)))

@@ -25,3 +25,10 @@ func (s *Store) SetTimelineJobs(n int64) { s.timelineJobs = n }
 
 // SetSearchWindow sets how many jobs a step of SearchJobs reads.
 func (s *Store) SetSearchWindow(n int) { s.searchWindow = n }
+
+// ExecForTest runs sql, for a test or benchmark that changes the schema
+// of its own database.
+func (s *Store) ExecForTest(ctx context.Context, sql string) error {
+	_, err := s.pool.Exec(ctx, sql)
+	return err
+}

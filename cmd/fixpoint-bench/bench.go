@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -204,8 +206,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.budget.compare, "budget-rpm-compare", 1200, "the other call rate of (11): KV operations a second at this RPM against 600")
 	budgetWorkers := fs.String("budget-workers", "1,4,16", "worker processes of each run of (11), comma-separated")
 	figures := fs.String("figures", "1,2,3,4,5,6,7,8,9,10,11", "figures to measure, comma-separated (5 also needs --memory)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (worker, simulator and embedded NATS of the in-process figures) to this file")
 	if err := cliflags.Parse(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -838,4 +848,21 @@ func steadyRate(perSecond []int64) (float64, int) {
 		sum += n
 	}
 	return float64(sum) / float64(last-1), last - 1
+}
+
+// startCPUProfile profiles this process's CPU into path until the
+// returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
