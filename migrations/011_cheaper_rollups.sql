@@ -231,21 +231,24 @@ BEGIN
             -- a failed attempt
             SELECT batch, attempt_no, class, 1 AS failed, 0 AS retried, 0 AS valid_next FROM a WHERE NOT valid
             UNION ALL
-            -- an attempt after a failed one recorded before it or with it
-            SELECT a.batch, p.attempt_no, p.class, 0, 1, a.valid::int
-            FROM a JOIN attempts p ON p.job_id = a.job_id AND p.run = a.run AND p.attempt_no = a.attempt_no - 1
-            WHERE a.attempt_no > 1 AND NOT p.valid
+            -- a failed attempt and the next one, both new (the writer's
+            -- case: a job's attempts come in one statement)
+            SELECT p.batch, p.attempt_no, p.class, 0, 1, n.valid::int
+            FROM a p JOIN a n ON n.job_id = p.job_id AND n.run = p.run AND n.attempt_no = p.attempt_no + 1
+            WHERE NOT p.valid
             UNION ALL
-            -- a failed attempt whose next one was recorded before it: those
-            -- with a next attempt, less those whose next one is new too
-            -- (counted above)
-            SELECT a.batch, a.attempt_no, a.class, 0, 1, n.valid::int
-            FROM a JOIN attempts n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
-            WHERE NOT a.valid
+            -- a new attempt after a failed one recorded before: looked up
+            -- only for the attempts whose previous one is not new
+            SELECT n.batch, p.attempt_no, p.class, 0, 1, n.valid::int
+            FROM a n JOIN attempts p ON p.job_id = n.job_id AND p.run = n.run AND p.attempt_no = n.attempt_no - 1
+            WHERE n.attempt_no > 1 AND NOT p.valid
+              AND NOT EXISTS (SELECT 1 FROM a o WHERE o.job_id = n.job_id AND o.run = n.run AND o.attempt_no = n.attempt_no - 1)
             UNION ALL
-            SELECT a.batch, a.attempt_no, a.class, 0, -1, -n.valid::int
-            FROM a JOIN a n ON n.job_id = a.job_id AND n.run = a.run AND n.attempt_no = a.attempt_no + 1
-            WHERE NOT a.valid
+            -- a new failed attempt whose next one was recorded before it
+            SELECT p.batch, p.attempt_no, p.class, 0, 1, n.valid::int
+            FROM a p JOIN attempts n ON n.job_id = p.job_id AND n.run = p.run AND n.attempt_no = p.attempt_no + 1
+            WHERE NOT p.valid
+              AND NOT EXISTS (SELECT 1 FROM a o WHERE o.job_id = p.job_id AND o.run = p.run AND o.attempt_no = p.attempt_no + 1)
         ) x
         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (batch, attempt_no, class) DO UPDATE SET
