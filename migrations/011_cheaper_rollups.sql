@@ -225,6 +225,13 @@ BEGIN
         SELECT batch, fixpoint_hist_bucket(latency_ms), count(*) FROM a WHERE price_basis = 'realtime'
         GROUP BY 1, 2 ORDER BY 1, 2
         ON CONFLICT (batch, latency_ms) DO UPDATE SET calls = r.calls + EXCLUDED.calls
+    ), w AS (
+        -- each new attempt with the new attempts before and after it (by
+        -- a sort, not a join whose plan rests on a guessed row count)
+        SELECT batch, job_id, run, attempt_no, valid, class,
+               lag(attempt_no) OVER j AS prev_no, lag(valid) OVER j AS prev_valid, lag(class) OVER j AS prev_class,
+               lead(attempt_no) OVER j AS next_no
+        FROM a WINDOW j AS (PARTITION BY job_id, run ORDER BY attempt_no)
     ), repairs AS (
         INSERT INTO batch_rollup_repairs AS r (batch, attempt_no, class, failed, retried, valid_next)
         SELECT batch, attempt_no, class, sum(failed), sum(retried), sum(valid_next) FROM (
@@ -233,22 +240,19 @@ BEGIN
             UNION ALL
             -- a failed attempt and the next one, both new (the writer's
             -- case: a job's attempts come in one statement)
-            SELECT p.batch, p.attempt_no, p.class, 0, 1, n.valid::int
-            FROM a p JOIN a n ON n.job_id = p.job_id AND n.run = p.run AND n.attempt_no = p.attempt_no + 1
-            WHERE NOT p.valid
+            SELECT batch, attempt_no - 1, prev_class, 0, 1, valid::int
+            FROM w WHERE prev_no = attempt_no - 1 AND NOT prev_valid
             UNION ALL
             -- a new attempt after a failed one recorded before: looked up
             -- only for the attempts whose previous one is not new
-            SELECT n.batch, p.attempt_no, p.class, 0, 1, n.valid::int
-            FROM a n JOIN attempts p ON p.job_id = n.job_id AND p.run = n.run AND p.attempt_no = n.attempt_no - 1
-            WHERE n.attempt_no > 1 AND NOT p.valid
-              AND NOT EXISTS (SELECT 1 FROM a o WHERE o.job_id = n.job_id AND o.run = n.run AND o.attempt_no = n.attempt_no - 1)
+            SELECT w.batch, p.attempt_no, p.class, 0, 1, w.valid::int
+            FROM w JOIN attempts p ON p.job_id = w.job_id AND p.run = w.run AND p.attempt_no = w.attempt_no - 1
+            WHERE w.attempt_no > 1 AND w.prev_no IS DISTINCT FROM w.attempt_no - 1 AND NOT p.valid
             UNION ALL
             -- a new failed attempt whose next one was recorded before it
-            SELECT p.batch, p.attempt_no, p.class, 0, 1, n.valid::int
-            FROM a p JOIN attempts n ON n.job_id = p.job_id AND n.run = p.run AND n.attempt_no = p.attempt_no + 1
-            WHERE NOT p.valid
-              AND NOT EXISTS (SELECT 1 FROM a o WHERE o.job_id = p.job_id AND o.run = p.run AND o.attempt_no = p.attempt_no + 1)
+            SELECT w.batch, w.attempt_no, w.class, 0, 1, n.valid::int
+            FROM w JOIN attempts n ON n.job_id = w.job_id AND n.run = w.run AND n.attempt_no = w.attempt_no + 1
+            WHERE NOT w.valid AND w.next_no IS DISTINCT FROM w.attempt_no + 1
         ) x
         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (batch, attempt_no, class) DO UPDATE SET
