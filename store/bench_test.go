@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,10 @@ func BenchmarkSaveResultsNoRollups(b *testing.B) {
 	benchSaveResults(b, s, hash, 200)
 }
 
+// benchSlices numbers the benchmarks' slices of jobs, so that every run of
+// a benchmark function (testing runs it with growing b.N) saves new jobs.
+var benchSlices atomic.Int64
+
 func benchSaveResults(b *testing.B, s *store.Store, hash string, perBatch int) {
 	ctx := context.Background()
 	req := json.RawMessage(fmt.Sprintf(`[{"role":"system","content":%q},{"role":"user","content":%q}]`,
@@ -56,9 +61,9 @@ func benchSaveResults(b *testing.B, s *store.Store, hash string, perBatch int) {
 	var pg time.Duration // the backends' CPU time in SaveResults
 	pgKnown := true
 	b.ResetTimer()
-	for i := range b.N {
+	for range b.N {
 		b.StopTimer()
-		jobs := newJobs(fmt.Sprintf("bench-%d", i), hash, perBatch)
+		jobs := newJobs(fmt.Sprintf("bench-%d", benchSlices.Add(1)), hash, perBatch)
 		for k := range jobs {
 			jobs[k].Batch = "bench"
 		}
