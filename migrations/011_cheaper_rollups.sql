@@ -6,13 +6,16 @@
 -- row to its job: one trigger now reads them once, looks each job up
 -- once, and writes batch_cost_hours and the capped batches' spend counters
 -- in the same statement as the other rollups. interrupted_attempts keeps
--- 004's spend trigger.
+-- 004's spend trigger. The repairs rollup pairs the statement's attempts
+-- among themselves (lag and lead) and looks up in attempts only the
+-- neighbours of those whose neighbour is not new, where it looked up two
+-- for every attempt.
 --
 -- The jobs trigger built its seven statements as dynamic SQL, planned
--- again on every call (most of its time under the writer's 256-job
--- updates); it now nets the statement's changes once, per job, into an
--- array and reads that from two static statements, whose plans PL/pgSQL
--- keeps. A statement that changes nothing counted returns before writing.
+-- again on every call (most of its time under the writer's updates); it
+-- now nets the statement's changes once, per job, into an array and reads
+-- that from two static statements, whose plans PL/pgSQL keeps. A
+-- statement that changes nothing counted returns before writing.
 
 -- One job's counted values in a statement's net change (n: +1 for a new
 -- row, -1 for an old one, netted per job).
