@@ -1,29 +1,69 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // BenchmarkSaveResults saves 200-job slices with 3 attempts each (two failed
 // with errors, one valid), with a realistic request and reply size, and
-// reports jobs/s. Job rows are inserted outside the timer.
+// reports jobs/s and the CPU time of the database's Postgres backends a
+// job (pg-µs/job: Postgres's work, which other load on a shared machine
+// slows less than it does the wall clock). Job rows are inserted outside
+// the timer and the backends' CPU count.
 func BenchmarkSaveResults(b *testing.B) {
-	const perBatch = 200
 	s, hash := setup(b, "bench", 0)
+	benchSaveResults(b, s, hash, 200)
+}
+
+// BenchmarkSaveResultsSmall saves 16-job slices: about what the worker's
+// writer commits at a time under a few thousand jobs a second (it flushes
+// 5 ms after a batch's first result), where each statement's fixed cost
+// weighs most.
+func BenchmarkSaveResultsSmall(b *testing.B) {
+	s, hash := setup(b, "bench", 0)
+	benchSaveResults(b, s, hash, 16)
+}
+
+// BenchmarkSaveResultsNoRollups is BenchmarkSaveResults with every
+// user trigger on jobs, attempts, job_runs and interrupted_attempts
+// disabled: the writer's own cost, so that the difference is what keeping
+// the rollups costs.
+func BenchmarkSaveResultsNoRollups(b *testing.B) {
+	s, hash := setup(b, "bench", 0)
+	for _, t := range []string{"jobs", "attempts", "job_runs", "interrupted_attempts"} {
+		if err := s.ExecForTest(context.Background(), "ALTER TABLE "+t+" DISABLE TRIGGER USER"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	benchSaveResults(b, s, hash, 200)
+}
+
+// benchSlices numbers the benchmarks' slices of jobs, so that every run of
+// a benchmark function (testing runs it with growing b.N) saves new jobs.
+var benchSlices atomic.Int64
+
+func benchSaveResults(b *testing.B, s *store.Store, hash string, perBatch int) {
 	ctx := context.Background()
 	req := json.RawMessage(fmt.Sprintf(`[{"role":"system","content":%q},{"role":"user","content":%q}]`,
 		strings.Repeat("Return JSON matching the schema. ", 20), strings.Repeat("Extract the fields. ", 25)))
 	raw := strings.Repeat(`{"name":"Ada","age":36} `, 20)
+	var pg time.Duration // the backends' CPU time in SaveResults
+	pgKnown := true
 	b.ResetTimer()
-	for i := range b.N {
+	for range b.N {
 		b.StopTimer()
-		jobs := newJobs(fmt.Sprintf("bench-%d", i), hash, perBatch)
+		jobs := newJobs(fmt.Sprintf("bench-%d", benchSlices.Add(1)), hash, perBatch)
 		for k := range jobs {
 			jobs[k].Batch = "bench"
 		}
@@ -38,14 +78,51 @@ func BenchmarkSaveResults(b *testing.B) {
 			}
 			results[k] = r
 		}
+		cpu0, ok := backendCPU(b, s)
+		pgKnown = pgKnown && ok
 		b.StartTimer()
 		won, err := s.SaveResults(ctx, results)
+		b.StopTimer()
 		if err != nil {
 			b.Fatal(err)
 		}
 		if !won[0] || !won[perBatch-1] {
 			b.Fatal("fresh jobs not won")
 		}
+		cpu1, ok := backendCPU(b, s)
+		pgKnown = pgKnown && ok
+		pg += cpu1 - cpu0
+		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.N*perBatch)/b.Elapsed().Seconds(), "jobs/s")
+	if pgKnown {
+		b.ReportMetric(float64(pg.Microseconds())/float64(b.N*perBatch), "pg-µs/job")
+	}
+}
+
+// backendCPU is the CPU time (user and system) of the Postgres backends
+// connected to s's database, read from /proc; not ok when Postgres runs
+// elsewhere.
+func backendCPU(b *testing.B, s *store.Store) (time.Duration, bool) {
+	pids, err := s.BackendPIDs(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum time.Duration
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, false
+		}
+		// utime and stime are the 12th and 13th fields after the command,
+		// which is in parentheses; USER_HZ is 100 on Linux.
+		f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+		if len(f) < 13 {
+			return 0, false
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		sum += time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return sum, len(pids) > 0
 }

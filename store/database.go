@@ -239,3 +239,24 @@ func IsNoDatabase(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "3D000" // invalid_catalog_name
 }
+
+// BackendPIDs returns the process ids of the server's backends connected
+// to this store's database (every pool's and client's, not only this
+// one's), so that a bench on the server's host can read their CPU time.
+func (s *Store) BackendPIDs(ctx context.Context) ([]int, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'`)
+	if err != nil {
+		return nil, fmt.Errorf("list backends: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("list backends: %w", err)
+	}
+	out := make([]int, len(pids))
+	for i, p := range pids {
+		out[i] = int(p)
+	}
+	return out, nil
+}

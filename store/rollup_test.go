@@ -326,6 +326,50 @@ func TestRollupsIgnoreUncountedUpdates(t *testing.T) {
 	noDrift(t, s, fmt.Sprint("publishing ", len(ids), " jobs"))
 }
 
+// A job's attempts written by more than one statement (a wave's, then the
+// realtime rest; a spill replayed) count each failed attempt and the one
+// after it once, whichever came first.
+func TestRollupsExactWithAttemptsSplitAcrossStatements(t *testing.T) {
+	s, _ := setup(t, "split", 3)
+	ctx := context.Background()
+	insert := func(job string, no int, valid bool) {
+		t.Helper()
+		class, errs := "", "[]"
+		if !valid {
+			class, errs = "shape", `[{"path":"/name","keyword":"required","class":"shape","message":"missing"}]`
+		}
+		q := fmt.Sprintf(`INSERT INTO attempts (job_id, attempt_no, valid, class, errors) VALUES (%s, %d, %t, '%s', '%s')`,
+			pgQuote(job), no, valid, class, errs)
+		if err := s.ExecForTest(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// split-1: the failed attempt first, the valid one after it later.
+	insert(jobID("split", 1), 1, false)
+	noDrift(t, s, "a failed attempt alone")
+	insert(jobID("split", 1), 2, true)
+	noDrift(t, s, "the attempt after a failed one recorded before")
+	// split-2: the later attempt first, then the failed one before it.
+	insert(jobID("split", 2), 2, false)
+	insert(jobID("split", 2), 1, false)
+	noDrift(t, s, "a failed attempt whose next one was recorded before")
+	// split-3: a failed attempt between two recorded before it.
+	insert(jobID("split", 3), 1, false)
+	insert(jobID("split", 3), 3, true)
+	insert(jobID("split", 3), 2, false)
+	noDrift(t, s, "a failed attempt between two recorded before")
+	var failed, retried, validNext int
+	if err := s.QueryRowForTest(ctx, `SELECT sum(failed), sum(retried), sum(valid_next) FROM batch_rollup_repairs WHERE batch = 'split'`,
+		&failed, &retried, &validNext); err != nil {
+		t.Fatal(err)
+	}
+	if failed != 5 || retried != 4 || validNext != 2 {
+		t.Errorf("repairs failed/retried/valid_next = %d/%d/%d, want 5/4/2", failed, retried, validNext)
+	}
+}
+
+func pgQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
 // Writers finishing jobs of the same batches at once (each transaction
 // touching both batches) leave the rollups exact: every statement's change
 // is added under the batch row's lock, and a deadlock between two writers

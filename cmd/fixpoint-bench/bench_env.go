@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,9 +102,14 @@ func newBenchEnv(ctx context.Context, dsn, workerBin string, progress io.Writer)
 		return nil, fmt.Errorf("create NATS data directory: %w", err)
 	}
 	undo = append(undo, func() { os.RemoveAll(dir) })
-	ns, err := natsconn.StartServer(natsconn.ServerConfig{StoreDir: dir, Host: "127.0.0.1", Port: -1,
-		// The server's own reason for an error it answers generically.
-		Logger: slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	var ns *server.Server
+	// Labelled so that a --cpuprofile tells the server's share from the
+	// worker's and the simulator's (goroutines inherit the labels).
+	pprof.Do(ctx, pprof.Labels("part", "nats-server"), func(context.Context) {
+		ns, err = natsconn.StartServer(natsconn.ServerConfig{StoreDir: dir, Host: "127.0.0.1", Port: -1,
+			// The server's own reason for an error it answers generically.
+			Logger: slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +235,12 @@ func startSim(preset string, latency time.Duration) (*sim.Server, string, func()
 	if latency > 0 {
 		cfg.Latency = sim.Latency{Dist: sim.DistFixed, RequestP50: latency, RequestP99: latency}
 	}
-	srv, url, closeSim, err := sim.Start(cfg)
+	var srv *sim.Server
+	var url string
+	var closeSim func()
+	pprof.Do(context.Background(), pprof.Labels("part", "simulator"), func(context.Context) {
+		srv, url, closeSim, err = sim.Start(cfg)
+	})
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("start simulator %s: %w", preset, err)
 	}
@@ -430,10 +441,10 @@ func (e *benchEnv) runInProcess(ctx context.Context, batch string, n int, cfg pi
 	defer cancel()
 	done := make(chan error, 1)
 	stopped := make(chan struct{})
-	start, cpu0 := time.Now(), readCPUClock()
-	go func() { done <- w.Run(runCtx); close(stopped) }()
+	start, cpu0 := time.Now(), e.readCPUClock(ctx)
+	go pprof.Do(runCtx, pprof.Labels("part", "worker"), func(ctx context.Context) { done <- w.Run(ctx); close(stopped) })
 	end, p, err := e.waitFinal(ctx, batch, n, 10*time.Millisecond, stopped)
-	cpu := cpu0.use(n)
+	cpu := e.cpuUse(ctx, cpu0, n)
 	if err != nil {
 		cancel()
 		<-stopped
@@ -679,12 +690,12 @@ func (e *benchEnv) baseline(ctx context.Context, n int) (timedRun, error) {
 		return timedRun{}, err
 	}
 	e.settle(ctx)
-	start, cpu0 := time.Now(), readCPUClock()
+	start, cpu0 := time.Now(), e.readCPUClock(ctx)
 	if err := e.consumeBaseline(ctx, cons, batch, hash, n); err != nil {
 		return timedRun{}, err
 	}
 	elapsed := time.Since(start)
-	return timedRun{rate: float64(n) / elapsed.Seconds(), took: elapsed, cpu: cpu0.use(n)}, nil
+	return timedRun{rate: float64(n) / elapsed.Seconds(), took: elapsed, cpu: e.cpuUse(ctx, cpu0, n)}, nil
 }
 
 // seedBaseline records n jobs of a new batch and publishes a message for
@@ -823,10 +834,84 @@ func (e *benchEnv) writeBaseline(ctx context.Context, got []jetstream.Msg, resul
 // costs better than jobs per second alone, which moves with everything else
 // the machine does; the process's share separates what runs in it (the
 // embedded NATS server and, in figure 2, the worker and the simulator) from
-// Postgres and the rest of the machine.
+// Postgres and the rest of the machine. The CPU time of the Postgres
+// backends serving the bench's database (by pid, read from /proc when
+// Postgres runs on this host) is Postgres's share, which other work on a
+// shared machine does not inflate the way it does machine-wide busy time.
 type cpuClock struct {
 	busy, total int64
 	self        time.Duration
+	pg          map[int]time.Duration
+}
+
+// readCPUClock is readCPUClock with the bench database's backends' CPU.
+func (e *benchEnv) readCPUClock(ctx context.Context) cpuClock {
+	c := readCPUClock()
+	c.pg = e.backendCPU(ctx)
+	return c
+}
+
+// cpuUse is c.use with the backends' CPU per job: that of the backends
+// alive now less what they had used at c (a backend started since counts
+// whole).
+func (e *benchEnv) cpuUse(ctx context.Context, c cpuClock, jobs int) cpuUse {
+	u := c.use(jobs)
+	now := e.backendCPU(ctx)
+	if len(now) == 0 || jobs <= 0 {
+		return u
+	}
+	var d time.Duration
+	for pid, t := range now {
+		d += t - c.pg[pid]
+	}
+	u.pgJob = d / time.Duration(jobs)
+	return u
+}
+
+// backendCPU is the CPU time (user and system) of each Postgres backend
+// connected to the bench's database, by pid; nil when it cannot be read
+// (Postgres on another host).
+func (e *benchEnv) backendCPU(ctx context.Context) map[int]time.Duration {
+	pids, err := e.st.BackendPIDs(ctx)
+	if err != nil {
+		return nil
+	}
+	out := make(map[int]time.Duration, len(pids))
+	for _, pid := range pids {
+		if t, ok := procCPU(pid); ok {
+			out[pid] = t
+		}
+	}
+	return out
+}
+
+// procCPU reads a process's user and system CPU time from /proc.
+func procCPU(pid int) (time.Duration, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	return statCPU(data)
+}
+
+// statCPU is the user and system CPU time in a /proc/PID/stat line.
+func statCPU(data []byte) (time.Duration, bool) {
+	// Fields after the command, which is in parentheses and may hold
+	// spaces: state is the first, utime the 12th and stime the 13th.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(ut+st) * time.Second / cpuTicksPerSecond, true
 }
 
 func readCPUClock() cpuClock {
@@ -872,6 +957,7 @@ type cpuUse struct {
 	busy    float64       // share of all cores' time, 0..1
 	perJob  time.Duration // busy time per job
 	selfJob time.Duration // this process's CPU time per job
+	pgJob   time.Duration // the bench database's Postgres backends' CPU time per job (0: unknown)
 }
 
 // use is the CPU spent since c, over jobs jobs.
@@ -892,7 +978,11 @@ func (u cpuUse) String() string {
 	if u.perJob == 0 {
 		return "machine CPU unknown"
 	}
-	return fmt.Sprintf("machine CPU %s busy, %d µs a job, %d µs of it in this process", pct(u.busy), u.perJob.Microseconds(), u.selfJob.Microseconds())
+	s := fmt.Sprintf("machine CPU %s busy, %d µs a job, %d µs of it in this process", pct(u.busy), u.perJob.Microseconds(), u.selfJob.Microseconds())
+	if u.pgJob > 0 {
+		s += fmt.Sprintf(", %d µs in Postgres's backends", u.pgJob.Microseconds())
+	}
+	return s
 }
 
 // mib formats a byte count in MiB.
