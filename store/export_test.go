@@ -31,6 +31,7 @@ func (s *Store) URLForTest() string { return s.pool.Config().ConnString() }
 
 // RollupRelationsForTest are the tables the rollup triggers keep.
 func RollupRelationsForTest() []string { return append([]string(nil), rollupRelations...) }
+
 // ExecForTest runs sql, for a test or benchmark that changes the schema
 // of its own database.
 func (s *Store) ExecForTest(ctx context.Context, sql string) error {
