@@ -59,6 +59,9 @@ type Ledger interface {
 	StopRecording(ctx context.Context, token string) error
 	FinishRecording(ctx context.Context, batch, token, datasetSHA256 string, rows int, bad []string) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
+	InsertJobsPublishing(ctx context.Context, token string, jobs []store.NewJob) (int, store.PublishingChunk, error)
+	SettlePublishing(ctx context.Context, chunk store.PublishingChunk, unpublished []string) error
+	ReclaimPublishing(ctx context.Context, batch, token, dataset string) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
 	Unpublished(ctx context.Context, batch string, limit int) ([]store.NewJob, error)
@@ -941,7 +944,7 @@ func (run *enqueueRun) recordRows(ctx context.Context, data io.ReadSeeker, chk *
 	}
 	bad := len(prog.Bad)
 	prog.Phase, prog.Rows = PhasePublish, 0
-	if err := run.r.publish(ctx, run.js, ledger, data, chk.skip, prog); err != nil {
+	if err := run.r.publish(ctx, run.js, ledger, data, chk.skip, recordingRun{token, datasetSHA}, prog); err != nil {
 		return err
 	}
 	if len(prog.Bad) > bad && cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
@@ -1045,6 +1048,9 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 	}
 	prog.Phase = PhasePublish
 	bases := newRunBases(ctx, ledger, cfg.Batch, settings.envelope(cfg.Batch))
+	if _, err := ledger.ReclaimPublishing(ctx, cfg.Batch, "", ""); err != nil {
+		return err
+	}
 	if err := publishUnpublished(ctx, js, ledger, cfg, bases, prog); err != nil {
 		return err
 	}
@@ -1601,12 +1607,23 @@ func contentDigest(job *store.NewJob) [16]byte {
 	return out
 }
 
+// recordingRun is the recording mark of the run that calls publish: its
+// token and its dataset's digest.
+type recordingRun struct {
+	token, dataset string
+}
+
 // publish is the second pass: it renders the rows that passed the first
 // again, records them a chunk at a time, and publishes each chunk once it
 // is recorded. A chunk is published in the background while the next is
 // rendered and recorded, so that the ledger, the queue and the rendering
 // run at once; a chunk is never published before its rows are committed.
-func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, data io.Reader, skip map[int]bool, prog *Progress) (err error) {
+// A chunk of new jobs is recorded as published (store.InsertJobsPublishing)
+// and the jobs the queue did not take marked unpublished after: no update
+// of every job. Before it ends, it publishes what the ledger holds
+// unpublished, with the jobs of the chunks that runs gone, or replaced by
+// this one, left unsettled.
+func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, data io.Reader, skip map[int]bool, rec recordingRun, prog *Progress) (err error) {
 	rows := newRowReader(r.cfg.Format, data)
 	chunk := make([]store.NewJob, 0, r.cfg.Chunk)
 	sources := make([]string, 0, r.cfg.Chunk) // each job's evidence source
@@ -1623,14 +1640,16 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		if len(chunk) == 0 {
 			return nil
 		}
-		n, err := ledger.InsertJobs(ctx, chunk)
+		n, pc, err := ledger.InsertJobsPublishing(ctx, rec.token, chunk)
 		if err != nil {
 			return err
 		}
 		prog.Recorded += n
 		prog.Existing += len(chunk) - n
 		if err := bg.wait(r.cfg, prog); err != nil {
-			return err
+			// The chunk is recorded and will not be published by this
+			// run: it is recorded unpublished.
+			return errors.Join(err, ledger.SettlePublishing(context.WithoutCancel(ctx), pc, jobIDs(chunk)))
 		}
 		if n < len(chunk) {
 			// Some were recorded before: publish what the ledger holds
@@ -1647,7 +1666,7 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		}
 		// Every job of the chunk is new: publish them as they are,
 		// without reading them back.
-		bg.start(ctx, js, ledger, *r.cfg, bases, chunk, sources)
+		bg.start(ctx, js, ledger, *r.cfg, bases, pc, chunk, sources)
 		chunk, sources = make([]store.NewJob, 0, r.cfg.Chunk), make([]string, 0, r.cfg.Chunk)
 		return nil
 	}
@@ -1684,6 +1703,9 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 	if err := bg.wait(r.cfg, prog); err != nil {
 		return err
 	}
+	if _, err := ledger.ReclaimPublishing(ctx, r.cfg.Batch, rec.token, rec.dataset); err != nil {
+		return err
+	}
 	// Jobs an interrupted run left unpublished whose rows were in no
 	// chunk read back above.
 	return publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog)
@@ -1704,12 +1726,12 @@ type publishedChunk struct {
 // start publishes jobs in the background; the previous chunk must have
 // been waited for. bases is only read for jobs of the first run, which
 // every chunk read from the dataset holds.
-func (b *backgroundPublish) start(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, jobs []store.NewJob, sources []string) {
+func (b *backgroundPublish) start(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, pc store.PublishingChunk, jobs []store.NewJob, sources []string) {
 	done := make(chan publishedChunk, 1)
 	b.done = done
 	go func() {
 		var p Progress
-		err := publishJobs(ctx, js, ledger, cfg, bases, jobs, sources, &p)
+		err := publishJobs(ctx, js, ledger, cfg, bases, pc, jobs, sources, &p)
 		done <- publishedChunk{p, err}
 	}()
 }
@@ -1743,7 +1765,7 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Ledg
 		if len(jobs) == 0 {
 			return nil
 		}
-		if err := publishJobs(ctx, js, ledger, cfg, bases, jobs, nil, prog); err != nil {
+		if err := publishJobs(ctx, js, ledger, cfg, bases, 0, jobs, nil, prog); err != nil {
 			return err
 		}
 	}
@@ -1751,12 +1773,14 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Ledg
 
 // publishJobs publishes jobs, recorded and not yet published, with their
 // acknowledgements awaited a window at a time (queue.PublishAll), and marks
-// published those the stream took. A job the queue refuses for its size is
-// recorded rejected. sources, when not nil, are the jobs' evidence sources
-// (render's). Any other job the queue did not take stays recorded
-// and unpublished, and the error says how many: running the same command
-// again, or enqueue --resume, publishes them.
-func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, jobs []store.NewJob, sources []string, prog *Progress) error {
+// published those the stream took; or, for the jobs of pc (recorded as
+// published), marks unpublished those it did not take and settles pc. A
+// job the queue refuses for its size is recorded rejected. sources, when
+// not nil, are the jobs' evidence sources (render's). Any other job the
+// queue did not take stays recorded and unpublished, and the error says
+// how many: running the same command again, or enqueue --resume,
+// publishes them.
+func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, pc store.PublishingChunk, jobs []store.NewJob, sources []string, prog *Progress) error {
 	envs := make([]queue.Envelope, len(jobs))
 	for i := range jobs {
 		base, err := bases.base(jobs[i].Run)
@@ -1770,12 +1794,16 @@ func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg
 		}
 	}
 	res, perr := queue.PublishAll(ctx, js, cfg.Queue, envs)
-	ids := make([]string, 0, len(jobs))
+	var ids, unpublished []string // taken by the stream, not taken
 	var failed []error
 	for i, r := range res {
+		if r.Err != nil {
+			unpublished = append(unpublished, jobs[i].ID)
+		}
 		switch {
 		case errors.Is(r.Err, fixpoint.ErrBadJob):
 			if _, err := ledger.Reject(ctx, store.Rejection{JobID: jobs[i].ID, Batch: cfg.Batch, Reason: r.Err.Error()}); err != nil {
+				// pc stays unsettled: the next run reclaims it whole.
 				return err
 			}
 			prog.Bad = append(prog.Bad, BadRow{Line: jobs[i].RowNo, Err: r.Err})
@@ -1791,7 +1819,11 @@ func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg
 	}
 	// What the stream took is marked even when the context ended: a job
 	// marked is never published again by --resume.
-	if err := ledger.MarkPublished(context.WithoutCancel(ctx), ids); err != nil {
+	if pc != 0 {
+		if err := ledger.SettlePublishing(context.WithoutCancel(ctx), pc, unpublished); err != nil {
+			return err
+		}
+	} else if err := ledger.MarkPublished(context.WithoutCancel(ctx), ids); err != nil {
 		return err
 	}
 	if perr != nil {
@@ -1802,6 +1834,15 @@ func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg
 			cfg.Batch, plural(len(failed), "job"), pronoun(len(failed)), failed[0])
 	}
 	return nil
+}
+
+// jobIDs are the ids of jobs.
+func jobIDs(jobs []store.NewJob) []string {
+	ids := make([]string, len(jobs))
+	for i := range jobs {
+		ids[i] = jobs[i].ID
+	}
+	return ids
 }
 
 // jobEnvelope is the message of one job: the batch's settings, and the

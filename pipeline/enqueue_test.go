@@ -619,6 +619,14 @@ func (f *failingInserts) InsertJobs(ctx context.Context, jobs []store.NewJob) (i
 	return f.Store.InsertJobs(ctx, jobs)
 }
 
+func (f *failingInserts) InsertJobsPublishing(ctx context.Context, token string, jobs []store.NewJob) (int, store.PublishingChunk, error) {
+	if f.ok == 0 {
+		return 0, 0, errors.New("killed")
+	}
+	f.ok--
+	return f.Store.InsertJobsPublishing(ctx, token, jobs)
+}
+
 // An enqueue stopped before it has recorded every row leaves the batch
 // marked: --resume refuses it (it published the rows recorded and exited
 // 0, and report wait called the batch done with the rest of the dataset
