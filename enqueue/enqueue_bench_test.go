@@ -69,7 +69,8 @@ func (l *timedLedger) MarkPublished(ctx context.Context, ids []string) error {
 func (l *timedLedger) add(sum *atomic.Int64, start time.Time) { sum.Add(int64(time.Since(start))) }
 
 // BenchmarkEnqueue records and publishes a generated dataset of
-// FIXPOINT_BENCH_JOBS rows (10,000 unless set) into a fresh ledger and an
+// FIXPOINT_BENCH_JOBS rows (10,000 unless set; FIXPOINT_BENCH_CHUNK rows
+// a chunk, enqueue.ChunkDefault unless set) into a fresh ledger and an
 // embedded JetStream server storing to disk, as enqueue does: both passes,
 // the ledger's COPY and the queue's acknowledgements. It reports the rows
 // recorded and published a second, and per row: the first pass (check),
@@ -94,6 +95,9 @@ func BenchmarkEnqueue(b *testing.B) {
 			Batch: "bench", Schema: []byte(benchSchema), Template: benchTemplate, Format: enqueue.FormatJSONL,
 			IDField: "ticket_id", Provider: "openai", Model: "sim-typical", Limits: fixpoint.Limits{MaxAttempts: 3},
 			Queue: queue.Config{Stream: "BENCH", Subject: "bench.jobs", Consumer: "bench"},
+		}
+		if v, err := strconv.Atoi(os.Getenv("FIXPOINT_BENCH_CHUNK")); err == nil && v > 0 {
+			cfg.Chunk = v
 		}
 		led := &timedLedger{Store: st}
 		var second time.Time

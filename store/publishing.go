@@ -94,10 +94,17 @@ func (s *Store) SettlePublishing(ctx context.Context, chunk PublishingChunk, unp
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	_, err := s.pool.Exec(ctx, `
+	// Its commit is not waited for on disk: a settling lost in a crash
+	// leaves the chunk unsettled, and ReclaimPublishing has its jobs
+	// published again, which loses none.
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	b.Queue(`
 		WITH settled AS (DELETE FROM enqueue_publishing WHERE id = $1)
 		UPDATE jobs SET published = false, published_at = NULL WHERE id = ANY($2) AND published`, int64(chunk), unpublished)
-	if err != nil {
+	b.Queue(`COMMIT`)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("settle the publishing of %d jobs: %w", len(unpublished), err)
 	}
 	return nil
