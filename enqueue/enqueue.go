@@ -1632,33 +1632,43 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 	sources := make([]string, 0, r.cfg.Chunk) // each job's evidence source
 	bases := newRunBases(ctx, ledger, r.cfg.Batch, r.base)
 	var bg backgroundPublish
+	var copying *backgroundRecord // the chunk being recorded
 	defer func() {
-		// A chunk still on its way is waited for: what the queue took of
-		// it is marked published before the run returns.
+		// A chunk recorded as published that this run will not publish
+		// is marked unpublished; one still on its way to the queue is
+		// waited for: what the queue took of it is marked published
+		// before the run returns.
+		if copying != nil {
+			copying.abandon(ctx, ledger)
+		}
 		if werr := bg.wait(r.cfg, prog); err == nil {
 			err = werr
 		}
 	}()
-	flush := func() error {
-		if len(chunk) == 0 {
+	// recorded takes over the chunk being recorded once it is: it starts
+	// its publishing when every job of it is new, as it is, without
+	// reading it back.
+	recorded := func() error {
+		if copying == nil {
 			return nil
 		}
-		n, pc, err := ledger.InsertJobsPublishing(ctx, rec.token, chunk)
-		if err != nil {
-			return err
+		c := copying
+		copying = nil
+		<-c.done
+		if c.err != nil {
+			return c.err
 		}
-		prog.Recorded += n
-		prog.Existing += len(chunk) - n
+		prog.Recorded += c.n
+		prog.Existing += len(c.jobs) - c.n
 		if err := bg.wait(r.cfg, prog); err != nil {
 			// The chunk is recorded and will not be published by this
 			// run: it is recorded unpublished.
-			return errors.Join(err, ledger.SettlePublishing(context.WithoutCancel(ctx), pc, jobIDs(chunk)))
+			return errors.Join(err, ledger.SettlePublishing(context.WithoutCancel(ctx), c.pc, jobIDs(c.jobs)))
 		}
-		if n < len(chunk) {
+		if c.n < len(c.jobs) {
 			// Some were recorded before: publish what the ledger holds
 			// unpublished, this chunk's new jobs and any an interrupted
 			// run left.
-			chunk, sources = chunk[:0], sources[:0]
 			if err := publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog); err != nil {
 				return err
 			}
@@ -1667,9 +1677,19 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 			}
 			return nil
 		}
-		// Every job of the chunk is new: publish them as they are,
-		// without reading them back.
-		bg.start(ctx, js, ledger, *r.cfg, bases, pc, chunk, sources)
+		bg.start(ctx, js, ledger, *r.cfg, bases, c.pc, c.jobs, c.sources)
+		return nil
+	}
+	// flush records the chunk in the background, once the previous one is
+	// recorded: the next is rendered meanwhile.
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		if err := recorded(); err != nil {
+			return err
+		}
+		copying = startRecord(ctx, ledger, rec.token, chunk, sources)
 		chunk, sources = make([]store.NewJob, 0, r.cfg.Chunk), make([]string, 0, r.cfg.Chunk)
 		return nil
 	}
@@ -1703,6 +1723,9 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 	if err := flush(); err != nil {
 		return err
 	}
+	if err := recorded(); err != nil {
+		return err
+	}
 	if err := bg.wait(r.cfg, prog); err != nil {
 		return err
 	}
@@ -1712,6 +1735,40 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 	// Jobs an interrupted run left unpublished whose rows were in no
 	// chunk read back above.
 	return publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog)
+}
+
+// backgroundRecord is a chunk being recorded (Ledger.InsertJobsPublishing)
+// in a goroutine of its own; done is closed once n, pc and err are set.
+type backgroundRecord struct {
+	jobs    []store.NewJob
+	sources []string
+	done    chan struct{}
+	n       int
+	pc      store.PublishingChunk
+	err     error
+}
+
+// startRecord records jobs, the chunk of the run of token, in the
+// background.
+func startRecord(ctx context.Context, ledger Ledger, token string, jobs []store.NewJob, sources []string) *backgroundRecord {
+	c := &backgroundRecord{jobs: jobs, sources: sources, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.n, c.pc, c.err = ledger.InsertJobsPublishing(ctx, token, jobs)
+	}()
+	return c
+}
+
+// abandon waits for the chunk, which the run stops before publishing, to
+// be recorded, and marks it unpublished: the same command run again, or
+// --resume, publishes it.
+func (c *backgroundRecord) abandon(ctx context.Context, ledger Ledger) {
+	<-c.done
+	if c.err == nil && c.pc != 0 {
+		// A failure leaves the chunk unsettled, which the next run
+		// reclaims.
+		_ = ledger.SettlePublishing(context.WithoutCancel(ctx), c.pc, jobIDs(c.jobs))
+	}
 }
 
 // backgroundPublish publishes one recorded chunk at a time in a goroutine
