@@ -87,3 +87,73 @@ func TestRerunPublishesAKilledRunsUnsettledChunk(t *testing.T) {
 			p.Total, p.Unpublished, info.State.Msgs, prog.Published, prog.Duplicates, n, n)
 	}
 }
+
+// changingData reads as first until it is rewound, then as second: a
+// dataset edited between enqueue's two passes.
+type changingData struct {
+	*strings.Reader
+	second string
+}
+
+func (d *changingData) Seek(offset int64, whence int) (int64, error) {
+	if d.second != "" {
+		d.Reader, d.second = strings.NewReader(d.second), ""
+	}
+	return d.Reader.Seek(offset, whence)
+}
+
+// A run that stops in its second pass while a chunk is being recorded
+// (a row changed between the passes) marks that chunk unpublished, not
+// published: the ledger says what the queue lacks, and the run again
+// publishes it.
+func TestStoppedRunMarksTheChunkBeingRecordedUnpublished(t *testing.T) {
+	t.Parallel()
+	const n, chunk = 30, 10
+	ctx := context.Background()
+	st, err := store.Open(ctx, storetest.NewDB(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	js := jetStream(t)
+	cfg := enqueue.Config{
+		Batch: "changed", Schema: []byte(benchSchema), Template: benchTemplate, Format: enqueue.FormatJSONL,
+		IDField: "ticket_id", Provider: "openai", Model: "sim-typical", Limits: fixpoint.Limits{MaxAttempts: 3},
+		Queue: queue.Config{Stream: "CHANGED", Subject: "changed.jobs", Consumer: "changed"}, Chunk: chunk,
+	}
+	data := ticketRows(n)
+	lines := strings.SplitAfter(data, "\n")
+	lines[2*chunk+4] = "{not json}\n" // in the third chunk
+	_, err = enqueue.Run(ctx, js, st, cfg, &changingData{Reader: strings.NewReader(data), second: strings.Join(lines, "")})
+	if err == nil || !strings.Contains(err.Error(), "changed between the two reads") {
+		t.Fatalf("run with a row changed between the passes: %v", err)
+	}
+	stream, err := js.Stream(ctx, "CHANGED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.Progress(ctx, "changed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Total != 2*chunk || info.State.Msgs != chunk || p.Unpublished != chunk {
+		t.Fatalf("after the stopped run: %d jobs, %d on the stream, %d unpublished; want %d, %d, %d",
+			p.Total, info.State.Msgs, p.Unpublished, 2*chunk, chunk, chunk)
+	}
+	if _, err := enqueue.Run(ctx, js, st, cfg, strings.NewReader(data)); err != nil {
+		t.Fatalf("run again: %v", err)
+	}
+	if info, err = stream.Info(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = st.Progress(ctx, "changed"); err != nil {
+		t.Fatal(err)
+	}
+	if p.Total != n || info.State.Msgs != n || p.Unpublished != 0 {
+		t.Fatalf("after the run again: %d jobs, %d on the stream, %d unpublished; want %d, %d, 0", p.Total, info.State.Msgs, p.Unpublished, n, n)
+	}
+}
