@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func BenchmarkCopyPublish(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("FIXPOINT_BENCH_CHUNK")); err == nil && v > 0 {
 		chunk = v
 	}
-	for _, mode := range []string{"copy", "publish", "both"} {
+	for _, mode := range []string{"copy", "copy2", "publish", "both"} {
 		b.Run(mode, func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
@@ -97,6 +98,22 @@ func copyPublish(b *testing.B, mode string, n, chunk int) time.Duration {
 		}
 	}
 	start := time.Now()
+	if mode == "copy2" {
+		// Two chunks copied at once, on two connections.
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Go(func() {
+				for lo := w * chunk; lo < n; lo += 2 * chunk {
+					if _, _, err := st.InsertJobsPublishing(ctx, token, jobs[lo:min(lo+chunk, n)]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
 	var done chan struct{}
 	for lo := 0; lo < n; lo += chunk {
 		hi := min(lo+chunk, n)
