@@ -369,6 +369,10 @@ func TestRowReaderRefusesNUL(t *testing.T) {
 	for _, tc := range []struct{ format, data, want string }{
 		{FormatJSONL, `{"id":2,"text":"a\u0000b"}`, "the value at /text holds a NUL"},
 		{FormatJSONL, `{"id":2,"c":{"tags":["x","\u0000"]}}`, "the value at /c/tags/1 holds a NUL"},
+		// Unescaped, the decoder refuses it: the walk above runs only
+		// on a line that writes \u0000.
+		{FormatJSONL, "{\"id\":2,\"text\":\"a\x00b\"}", "invalid character '\\x00'"},
+		{FormatJSONL, "{\"id\":2,\"k\x00\":\"b\"}", "invalid character '\\x00'"},
 		{FormatCSV, "id,text\n2,a\x00b", `column "text" holds a NUL`},
 	} {
 		rr := newRowReader(tc.format, strings.NewReader(tc.data+"\n"))

@@ -40,8 +40,11 @@ const (
 	FormatCSV   = "csv"
 )
 
-// ChunkDefault is how many rows are recorded and published together.
-const ChunkDefault = 500
+// ChunkDefault is how many rows are recorded and published together. The
+// ledger's cost of a chunk beyond its rows (the rollup triggers' statements,
+// the commit) is paid once per chunk: copying 2,000 rows a chunk took two
+// thirds of the time a row that 500 did (BenchmarkCopyPublish).
+const ChunkDefault = 2000
 
 // IDMaxBytes bounds a row's id (the --id-field value).
 const IDMaxBytes = 512
@@ -59,6 +62,9 @@ type Ledger interface {
 	StopRecording(ctx context.Context, token string) error
 	FinishRecording(ctx context.Context, batch, token, datasetSHA256 string, rows int, bad []string) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
+	InsertJobsPublishing(ctx context.Context, token string, jobs []store.NewJob) (int, store.PublishingChunk, error)
+	SettlePublishing(ctx context.Context, chunk store.PublishingChunk, unpublished []string) error
+	ReclaimPublishing(ctx context.Context, batch, token, dataset string) (int, error)
 	MarkPublished(ctx context.Context, ids []string) error
 	HeldJobs(ctx context.Context, jobs []store.NewJob) ([]store.HeldJob, error)
 	Unpublished(ctx context.Context, batch string, limit int) ([]store.NewJob, error)
@@ -941,7 +947,7 @@ func (run *enqueueRun) recordRows(ctx context.Context, data io.ReadSeeker, chk *
 	}
 	bad := len(prog.Bad)
 	prog.Phase, prog.Rows = PhasePublish, 0
-	if err := run.r.publish(ctx, run.js, ledger, data, chk.skip, prog); err != nil {
+	if err := run.r.publish(ctx, run.js, ledger, data, chk.skip, recordingRun{token, datasetSHA}, prog); err != nil {
 		return err
 	}
 	if len(prog.Bad) > bad && cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
@@ -1045,6 +1051,9 @@ func resume(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Conf
 	}
 	prog.Phase = PhasePublish
 	bases := newRunBases(ctx, ledger, cfg.Batch, settings.envelope(cfg.Batch))
+	if _, err := ledger.ReclaimPublishing(ctx, cfg.Batch, "", ""); err != nil {
+		return err
+	}
 	if err := publishUnpublished(ctx, js, ledger, cfg, bases, prog); err != nil {
 		return err
 	}
@@ -1601,42 +1610,65 @@ func contentDigest(job *store.NewJob) [16]byte {
 	return out
 }
 
+// recordingRun is the recording mark of the run that calls publish: its
+// token and its dataset's digest.
+type recordingRun struct {
+	token, dataset string
+}
+
 // publish is the second pass: it renders the rows that passed the first
 // again, records them a chunk at a time, and publishes each chunk once it
 // is recorded. A chunk is published in the background while the next is
 // rendered and recorded, so that the ledger, the queue and the rendering
 // run at once; a chunk is never published before its rows are committed.
-func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, data io.Reader, skip map[int]bool, prog *Progress) (err error) {
+// A chunk of new jobs is recorded as published (store.InsertJobsPublishing)
+// and the jobs the queue did not take marked unpublished after: no update
+// of every job. Before it ends, it publishes what the ledger holds
+// unpublished, with the jobs of the chunks that runs gone, or replaced by
+// this one, left unsettled.
+func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, data io.Reader, skip map[int]bool, rec recordingRun, prog *Progress) (err error) {
 	rows := newRowReader(r.cfg.Format, data)
 	chunk := make([]store.NewJob, 0, r.cfg.Chunk)
 	sources := make([]string, 0, r.cfg.Chunk) // each job's evidence source
 	bases := newRunBases(ctx, ledger, r.cfg.Batch, r.base)
 	var bg backgroundPublish
+	var copying []*backgroundRecord // the chunks being recorded, oldest first
 	defer func() {
-		// A chunk still on its way is waited for: what the queue took of
-		// it is marked published before the run returns.
+		// A chunk recorded as published that this run will not publish
+		// is marked unpublished; one still on its way to the queue is
+		// waited for: what the queue took of it is marked published
+		// before the run returns.
+		for _, c := range copying {
+			c.abandon(ctx, ledger)
+		}
 		if werr := bg.wait(r.cfg, prog); err == nil {
 			err = werr
 		}
 	}()
-	flush := func() error {
-		if len(chunk) == 0 {
+	// recorded takes over the oldest chunk being recorded once it is: it
+	// starts its publishing when every job of it is new, as it is, without
+	// reading it back.
+	recorded := func() error {
+		if len(copying) == 0 {
 			return nil
 		}
-		n, err := ledger.InsertJobs(ctx, chunk)
-		if err != nil {
-			return err
+		c := copying[0]
+		copying = copying[1:]
+		<-c.done
+		if c.err != nil {
+			return c.err
 		}
-		prog.Recorded += n
-		prog.Existing += len(chunk) - n
+		prog.Recorded += c.n
+		prog.Existing += len(c.jobs) - c.n
 		if err := bg.wait(r.cfg, prog); err != nil {
-			return err
+			// The chunk is recorded and will not be published by this
+			// run: it is recorded unpublished.
+			return errors.Join(err, ledger.SettlePublishing(context.WithoutCancel(ctx), c.pc, jobIDs(c.jobs)))
 		}
-		if n < len(chunk) {
+		if c.n < len(c.jobs) {
 			// Some were recorded before: publish what the ledger holds
 			// unpublished, this chunk's new jobs and any an interrupted
 			// run left.
-			chunk, sources = chunk[:0], sources[:0]
 			if err := publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog); err != nil {
 				return err
 			}
@@ -1645,9 +1677,21 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 			}
 			return nil
 		}
-		// Every job of the chunk is new: publish them as they are,
-		// without reading them back.
-		bg.start(ctx, js, ledger, *r.cfg, bases, chunk, sources)
+		bg.start(ctx, js, ledger, *r.cfg, bases, c.pc, c.jobs, c.sources)
+		return nil
+	}
+	// flush records the chunk in the background, beside the one before
+	// (copiesAtOnce): the next is rendered meanwhile.
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		if len(copying) == copiesAtOnce {
+			if err := recorded(); err != nil {
+				return err
+			}
+		}
+		copying = append(copying, startRecord(ctx, ledger, rec.token, chunk, sources))
 		chunk, sources = make([]store.NewJob, 0, r.cfg.Chunk), make([]string, 0, r.cfg.Chunk)
 		return nil
 	}
@@ -1681,12 +1725,61 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 	if err := flush(); err != nil {
 		return err
 	}
+	for len(copying) > 0 {
+		if err := recorded(); err != nil {
+			return err
+		}
+	}
 	if err := bg.wait(r.cfg, prog); err != nil {
+		return err
+	}
+	if _, err := ledger.ReclaimPublishing(ctx, r.cfg.Batch, rec.token, rec.dataset); err != nil {
 		return err
 	}
 	// Jobs an interrupted run left unpublished whose rows were in no
 	// chunk read back above.
 	return publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog)
+}
+
+// copiesAtOnce is how many chunks the second pass records at once, each
+// on a connection of its own: two copied 1.35 times the rows a second of
+// one (BenchmarkCopyPublish/copy2), the ledger's work of a row being
+// mostly its own (indexes, foreign keys), not the batch's rollup row
+// that the two take turns to update.
+const copiesAtOnce = 2
+
+// backgroundRecord is a chunk being recorded (Ledger.InsertJobsPublishing)
+// in a goroutine of its own; done is closed once n, pc and err are set.
+type backgroundRecord struct {
+	jobs    []store.NewJob
+	sources []string
+	done    chan struct{}
+	n       int
+	pc      store.PublishingChunk
+	err     error
+}
+
+// startRecord records jobs, the chunk of the run of token, in the
+// background.
+func startRecord(ctx context.Context, ledger Ledger, token string, jobs []store.NewJob, sources []string) *backgroundRecord {
+	c := &backgroundRecord{jobs: jobs, sources: sources, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.n, c.pc, c.err = ledger.InsertJobsPublishing(ctx, token, jobs)
+	}()
+	return c
+}
+
+// abandon waits for the chunk, which the run stops before publishing, to
+// be recorded, and marks it unpublished: the same command run again, or
+// --resume, publishes it.
+func (c *backgroundRecord) abandon(ctx context.Context, ledger Ledger) {
+	<-c.done
+	if c.err == nil && c.pc != 0 {
+		// A failure leaves the chunk unsettled, which the next run
+		// reclaims.
+		_ = ledger.SettlePublishing(context.WithoutCancel(ctx), c.pc, jobIDs(c.jobs))
+	}
 }
 
 // backgroundPublish publishes one recorded chunk at a time in a goroutine
@@ -1704,12 +1797,12 @@ type publishedChunk struct {
 // start publishes jobs in the background; the previous chunk must have
 // been waited for. bases is only read for jobs of the first run, which
 // every chunk read from the dataset holds.
-func (b *backgroundPublish) start(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, jobs []store.NewJob, sources []string) {
+func (b *backgroundPublish) start(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, pc store.PublishingChunk, jobs []store.NewJob, sources []string) {
 	done := make(chan publishedChunk, 1)
 	b.done = done
 	go func() {
 		var p Progress
-		err := publishJobs(ctx, js, ledger, cfg, bases, jobs, sources, &p)
+		err := publishJobs(ctx, js, ledger, cfg, bases, pc, jobs, sources, &p)
 		done <- publishedChunk{p, err}
 	}()
 }
@@ -1743,7 +1836,7 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Ledg
 		if len(jobs) == 0 {
 			return nil
 		}
-		if err := publishJobs(ctx, js, ledger, cfg, bases, jobs, nil, prog); err != nil {
+		if err := publishJobs(ctx, js, ledger, cfg, bases, 0, jobs, nil, prog); err != nil {
 			return err
 		}
 	}
@@ -1751,12 +1844,14 @@ func publishUnpublished(ctx context.Context, js jetstream.JetStream, ledger Ledg
 
 // publishJobs publishes jobs, recorded and not yet published, with their
 // acknowledgements awaited a window at a time (queue.PublishAll), and marks
-// published those the stream took. A job the queue refuses for its size is
-// recorded rejected. sources, when not nil, are the jobs' evidence sources
-// (render's). Any other job the queue did not take stays recorded
-// and unpublished, and the error says how many: running the same command
-// again, or enqueue --resume, publishes them.
-func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, jobs []store.NewJob, sources []string, prog *Progress) error {
+// published those the stream took; or, for the jobs of pc (recorded as
+// published), marks unpublished those it did not take and settles pc. A
+// job the queue refuses for its size is recorded rejected. sources, when
+// not nil, are the jobs' evidence sources (render's). Any other job the
+// queue did not take stays recorded and unpublished, and the error says
+// how many: running the same command again, or enqueue --resume,
+// publishes them.
+func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, bases *runBases, pc store.PublishingChunk, jobs []store.NewJob, sources []string, prog *Progress) error {
 	envs := make([]queue.Envelope, len(jobs))
 	for i := range jobs {
 		base, err := bases.base(jobs[i].Run)
@@ -1770,12 +1865,16 @@ func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg
 		}
 	}
 	res, perr := queue.PublishAll(ctx, js, cfg.Queue, envs)
-	ids := make([]string, 0, len(jobs))
+	var ids, unpublished []string // taken by the stream, not taken
 	var failed []error
 	for i, r := range res {
+		if r.Err != nil {
+			unpublished = append(unpublished, jobs[i].ID)
+		}
 		switch {
 		case errors.Is(r.Err, fixpoint.ErrBadJob):
 			if _, err := ledger.Reject(ctx, store.Rejection{JobID: jobs[i].ID, Batch: cfg.Batch, Reason: r.Err.Error()}); err != nil {
+				// pc stays unsettled: the next run reclaims it whole.
 				return err
 			}
 			prog.Bad = append(prog.Bad, BadRow{Line: jobs[i].RowNo, Err: r.Err})
@@ -1791,7 +1890,11 @@ func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg
 	}
 	// What the stream took is marked even when the context ended: a job
 	// marked is never published again by --resume.
-	if err := ledger.MarkPublished(context.WithoutCancel(ctx), ids); err != nil {
+	if pc != 0 {
+		if err := ledger.SettlePublishing(context.WithoutCancel(ctx), pc, unpublished); err != nil {
+			return err
+		}
+	} else if err := ledger.MarkPublished(context.WithoutCancel(ctx), ids); err != nil {
 		return err
 	}
 	if perr != nil {
@@ -1802,6 +1905,15 @@ func publishJobs(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg
 			cfg.Batch, plural(len(failed), "job"), pronoun(len(failed)), failed[0])
 	}
 	return nil
+}
+
+// jobIDs are the ids of jobs.
+func jobIDs(jobs []store.NewJob) []string {
+	ids := make([]string, len(jobs))
+	for i := range jobs {
+		ids[i] = jobs[i].ID
+	}
+	return ids
 }
 
 // jobEnvelope is the message of one job: the batch's settings, and the

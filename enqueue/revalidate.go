@@ -48,7 +48,8 @@ type RevalidateConfig struct {
 	EvidenceSource string
 	// DryRun checks and reports, and records nothing.
 	DryRun bool
-	// Chunk is how many jobs are read at once; defaults to ChunkDefault.
+	// Chunk is how many jobs are read at once; defaults to
+	// RevalidateChunkDefault.
 	Chunk int
 	// ProgressFunc, when set, is called after each chunk with the jobs
 	// checked so far.
@@ -191,11 +192,15 @@ func newRevalidator(cfg RevalidateConfig, settings BatchSettings) (*revalidator,
 	return rv, nil
 }
 
+// RevalidateChunkDefault is how many jobs a revalidation reads at once:
+// each with its reply, larger than an enqueued row.
+const RevalidateChunkDefault = 500
+
 // outcomes returns the revalidation's outcomes one by one, reading the
 // batch's jobs a chunk at a time and counting them into rep; nil, nil
 // after the last.
 func (rv *revalidator) outcomes(ctx context.Context, ledger RevalidateLedger, cfg RevalidateConfig, rep *RevalidateReport) func() (*store.RevalidationOutcome, error) {
-	chunk := cmp.Or(cfg.Chunk, ChunkDefault)
+	chunk := cmp.Or(cfg.Chunk, RevalidateChunkDefault)
 	var page []store.RevalidationJob
 	afterRow, afterID, done := 0, "", false
 	return func() (*store.RevalidationOutcome, error) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -605,18 +606,25 @@ func TestResumeUsesTheBatchStream(t *testing.T) {
 }
 
 // failingInserts is the ledger with its job inserts failing after the
-// first ok ones: an enqueue killed in its second pass.
+// first ok ones: an enqueue killed in its second pass. Inserts may run
+// at once.
 type failingInserts struct {
 	*store.Store
-	ok int
+	ok atomic.Int64
 }
 
 func (f *failingInserts) InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error) {
-	if f.ok == 0 {
+	if f.ok.Add(-1) < 0 {
 		return 0, errors.New("killed")
 	}
-	f.ok--
 	return f.Store.InsertJobs(ctx, jobs)
+}
+
+func (f *failingInserts) InsertJobsPublishing(ctx context.Context, token string, jobs []store.NewJob) (int, store.PublishingChunk, error) {
+	if f.ok.Add(-1) < 0 {
+		return 0, 0, errors.New("killed")
+	}
+	return f.Store.InsertJobsPublishing(ctx, token, jobs)
 }
 
 // An enqueue stopped before it has recorded every row leaves the batch
@@ -630,7 +638,9 @@ func TestResumeOfAPartlyRecordedBatch(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	cfg := h.enqueueConfig("part")
 	cfg.Chunk = 2
-	if _, err := enqueue.Run(h.ctx, h.js, &failingInserts{Store: h.st, ok: 2}, cfg, strings.NewReader(dataset(10))); err == nil {
+	failing := &failingInserts{Store: h.st}
+	failing.ok.Store(2)
+	if _, err := enqueue.Run(h.ctx, h.js, failing, cfg, strings.NewReader(dataset(10))); err == nil {
 		t.Fatal("the run with failing inserts succeeded")
 	}
 	p := h.progress("part")

@@ -20,7 +20,10 @@
 // JetStream delivers at least once, so every write may be repeated:
 //   - [Store.InsertJobs] and [Store.PutSchema] do nothing for rows that exist
 //     (InsertJobs copies into a temporary table, then INSERT ... ON CONFLICT
-//     DO NOTHING);
+//     DO NOTHING); [Store.InsertJobsPublishing] copies a chunk of new jobs
+//     in already marked published, its ids kept in enqueue_publishing until
+//     [Store.SettlePublishing] marks unpublished those the queue did not
+//     take, or [Store.ReclaimPublishing] those of a run that died first;
 //   - [Store.SaveResults] writes a whole slice of results in one transaction:
 //     one unnest()-based statement locks the still-queued jobs in id order
 //     and sets their final state, inserts the system prompts this Store has
