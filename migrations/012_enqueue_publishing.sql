@@ -1,4 +1,4 @@
--- 010_enqueue_publishing: enqueue records a chunk of new jobs as published
+-- 012_enqueue_publishing: enqueue records a chunk of new jobs as published
 -- in the transaction that copies them in, instead of marking each job
 -- published once the queue took it (an update of every row, as costly as
 -- its insert). Until the queue has answered for the chunk, its job ids are
