@@ -540,6 +540,11 @@ CREATE TRIGGER job_runs_checks AFTER INSERT ON job_runs
 -- of each kind went, so that a job's page says its attempts were purged
 -- rather than showing none. The job row, its final value and every rollup
 -- stay.
+-- The job list filtered on an attempt count (alone, or with a status or a
+-- class) in row order: without it, a count few jobs have read the whole
+-- batch, or all its jobs of that status, to fill a page.
+CREATE INDEX jobs_batch_attempts_row ON jobs (batch, attempts, row_no, id);
+
 CREATE TABLE purged_jobs (
     job_id       text PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
     purged_at    timestamptz NOT NULL DEFAULT now(),
@@ -726,6 +731,7 @@ DROP TABLE job_rule_keys;
 DROP TABLE batch_rollup_rules;
 
 DROP TABLE purged_jobs;
+DROP INDEX jobs_batch_attempts_row;
 DROP TRIGGER jobs_end_reasons_delete ON jobs;
 DROP TRIGGER jobs_end_reasons_update ON jobs;
 DROP TRIGGER jobs_end_reasons_insert ON jobs;

@@ -128,6 +128,10 @@ var ledgerQuestions = []struct {
 		_, _, err := s.JobPage(ctx, b, store.JobFilter{Attempts: 3})
 		return err
 	}},
+	{"dashboard/JobPageAttemptsRare", func(ctx context.Context, s *store.Store, b string) error {
+		_, _, err := s.JobPage(ctx, b, store.JobFilter{Attempts: 7})
+		return err
+	}},
 	{"dashboard/JobPageNoMatch", func(ctx context.Context, s *store.Store, b string) error {
 		// A filter no job of the batch matches: the page must not read
 		// the whole batch to say so.
