@@ -271,9 +271,9 @@ var rollupRecounts = []struct{ what, sql string }{
 			    JOIN (SELECT job_id, run, attempt_no, errors, warnings FROM attempts
 			          UNION ALL SELECT job_id, run, NULL, errors, warnings FROM revalidations) c ON c.job_id = j.id
 			    CROSS JOIN LATERAL (
-			        SELECT 'error' AS severity, e FROM jsonb_array_elements(c.errors) e WHERE e->>'keyword' = 'x-fixpoint-rules'
+			        SELECT 'error' AS severity, e FROM jsonb_array_elements(CASE WHEN jsonb_typeof(c.errors) = 'array' THEN c.errors END) e WHERE e->>'keyword' = 'x-fixpoint-rules'
 			        UNION ALL
-			        SELECT 'warn', w FROM jsonb_array_elements(c.warnings) w WHERE w->>'keyword' = 'x-fixpoint-rules'
+			        SELECT 'warn', w FROM jsonb_array_elements(CASE WHEN jsonb_typeof(c.warnings) = 'array' THEN c.warnings END) w WHERE w->>'keyword' = 'x-fixpoint-rules'
 			    ) f
 			    LEFT JOIN LATERAL (
 			        SELECT l.attempt_no FROM attempts l WHERE l.job_id = j.id AND l.run = j.run
@@ -303,7 +303,7 @@ var rollupRecounts = []struct{ what, sql string }{
 			         ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1)
 			        LIMIT 1
 			    ) f
-			    CROSS JOIN LATERAL jsonb_array_elements(f.evidence) g
+			    CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(f.evidence) = 'array' THEN f.evidence END) g
 			    WHERE j.batch IS NOT NULL GROUP BY 1, 2
 			), r AS (
 			    SELECT batch, path, ARRAY[leaves, exact, normalized, fuzzy, none]::numeric[] AS v
