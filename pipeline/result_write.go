@@ -44,7 +44,9 @@ func (w *Worker) finishFrom(ctx context.Context, msg jetstream.Msg, env *queue.E
 	rw.row = ledgerrow.Result(res, env, rw.delivered)
 	rw.row.Recorded = recorded
 	rw.row.Holds = w.holds.of(journalKey(env.JobID, rw.delivered))
+	w.submitted.Add(1)
 	w.writer.submit(rw.row, func(won bool, err error) {
+		defer w.submitted.Done()
 		// Not on the writer's callback: waiting out a ledger outage
 		// there would hold the commits of every other result.
 		w.background.Go(func() { w.written(ctx, rw, won, err) })

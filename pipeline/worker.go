@@ -292,6 +292,10 @@ type Worker struct {
 	// (unix ns), when they were last logged.
 	anomalies, anomalyWarned atomic.Int64
 	background               conc.WaitGroup // results between their first write and their message's disposal
+	// submitted counts the results handed to the writer whose first write
+	// has not called back yet: its callback starts their background
+	// goroutine, so shutdown waits for these before background.
+	submitted sync.WaitGroup
 	// holds are the holds on capped batches' budgets of the calls whose
 	// rows are not written yet, by delivery.
 	holds *holdBook
@@ -651,7 +655,11 @@ func (w *Worker) shutdown(ctx context.Context, r *runState) error {
 	w.awaitJobs(ctx, r)
 	w.releaseParked(ctx)
 	// Retries waiting out a ledger pause see the stop and hand their
-	// messages back; then the writer flushes what is queued.
+	// messages back; then the writer flushes what is queued. A result's
+	// first write calls back from the writer and starts its background
+	// goroutine then: every such call is awaited first, or a result still
+	// in the writer would be disposed of (and spilled) after the stop.
+	w.submitted.Wait()
 	w.background.Wait()
 	w.writer.close()
 	<-r.writerDone
