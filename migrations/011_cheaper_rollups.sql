@@ -165,11 +165,14 @@ DROP FUNCTION fixpoint_attempts_cost_hours();
 -- the batches and joined the attempts to their jobs again, which cost the
 -- writer as much as this trigger.
 --
--- Jobs are looked up by id one at a time (a LATERAL with LIMIT, which the
--- planner cannot turn into a join): a join lets a plan made while jobs was
--- small, and kept for the session, read the whole table at every
--- statement.
-CREATE OR REPLACE FUNCTION fixpoint_attempts_rollup() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+-- Jobs, final checks and revalidations are looked up by key one at a time
+-- (a LATERAL or a scalar subquery with LIMIT, which the planner cannot turn
+-- into a join or a hash), and without sequential scans: PL/pgSQL keeps a
+-- statement's plan for the session, and one made while the ledger was small
+-- read the whole of jobs or job_final_checks at every statement (once per
+-- job for a lookup), so that the trigger's cost grew with the ledger until
+-- its tables were analyzed.
+CREATE OR REPLACE FUNCTION fixpoint_attempts_rollup() RETURNS trigger LANGUAGE plpgsql SET jit = off SET enable_seqscan = off AS $$
 DECLARE
     checks jsonb;
 BEGIN
@@ -381,13 +384,15 @@ BEGIN
               FROM new_attempts GROUP BY 1, 2) i
         CROSS JOIN LATERAL (SELECT batch, run FROM jobs
                             WHERE id = i.job_id AND run = i.run AND batch IS NOT NULL LIMIT 1) j
-        WHERE i.adds OR EXISTS (SELECT 1 FROM job_final_checks f WHERE f.job_id = i.job_id)
+        -- (a scalar subquery, not EXISTS: that was planned as a hash of
+        -- the whole of job_final_checks)
+        WHERE i.adds OR (SELECT true FROM job_final_checks f WHERE f.job_id = i.job_id LIMIT 1)
     ) t
     CROSS JOIN LATERAL (
         SELECT a.errors, a.warnings, a.evidence FROM attempts a
         WHERE a.job_id = t.id AND a.run = t.run ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1
     ) c
-    WHERE NOT EXISTS (SELECT 1 FROM revalidations r WHERE r.job_id = t.id AND r.run = t.run);
+    WHERE (SELECT true FROM revalidations r WHERE r.job_id = t.id AND r.run = t.run LIMIT 1) IS NULL;
     IF checks IS NOT NULL THEN
         PERFORM fixpoint_set_final_checks(checks);
     END IF;
