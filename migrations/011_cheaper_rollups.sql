@@ -159,23 +159,93 @@ DROP TRIGGER attempts_spend ON attempts;
 DROP FUNCTION fixpoint_attempts_cost_hours();
 
 -- As 009's, reading the statement's attempts once, with 005's
--- batch_cost_hours and 004's spend counters.
-CREATE OR REPLACE FUNCTION fixpoint_attempts_rollup() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+-- batch_cost_hours, 004's spend counters and 010's rollups of the current
+-- runs (batch_rollup_current and its kinds), of the waves and of the final
+-- checks: 010's triggers attempts_counts and attempts_checks each locked
+-- the batches and joined the attempts to their jobs again, which cost the
+-- writer as much as this trigger.
+--
+-- Jobs, final checks and revalidations are looked up by key one at a time
+-- (a LATERAL or a scalar subquery with LIMIT, which the planner cannot turn
+-- into a join or a hash), and without sequential scans: PL/pgSQL keeps a
+-- statement's plan for the session, and one made while the ledger was small
+-- read the whole of jobs or job_final_checks at every statement (once per
+-- job for a lookup), so that the trigger's cost grew with the ledger until
+-- its tables were analyzed.
+CREATE OR REPLACE FUNCTION fixpoint_attempts_rollup() RETURNS trigger LANGUAGE plpgsql SET jit = off SET enable_seqscan = off AS $$
+DECLARE
+    checks jsonb;
 BEGIN
     -- Each job looked up once (a job's attempts come together), not once
     -- per attempt.
     PERFORM 1 FROM batch_rollups
-    WHERE batch IN (SELECT batch FROM jobs WHERE id IN (SELECT job_id FROM new_attempts))
+    WHERE batch IN (SELECT j.batch FROM (SELECT DISTINCT job_id FROM new_attempts) i
+                    CROSS JOIN LATERAL (SELECT batch FROM jobs WHERE id = i.job_id LIMIT 1) j)
     ORDER BY batch FOR UPDATE;
 
-    WITH a AS MATERIALIZED (
+    WITH j AS MATERIALIZED (
+        SELECT j.* FROM (SELECT DISTINCT job_id FROM new_attempts) i
+        CROSS JOIN LATERAL (SELECT id, batch, row_no, run, status, model FROM jobs
+                            WHERE id = i.job_id AND batch IS NOT NULL LIMIT 1) j
+    ), a AS MATERIALIZED (
         SELECT j.batch, j.row_no, j.run AS job_run, j.status AS job_status,
                coalesce(nullif(n.model, ''), j.model) AS model,
                n.job_id, n.run, n.attempt_no, n.valid, n.class, n.errors, n.coerced, n.patch_outcome,
-               n.price_basis, n.tokens_in, n.tokens_out, n.tokens_cached, n.cost_usd, n.latency_ms, n.started_at
-        FROM new_attempts n
-        JOIN (SELECT id, batch, row_no, run, status, model FROM jobs
-              WHERE id IN (SELECT job_id FROM new_attempts) AND batch IS NOT NULL) j ON j.id = n.job_id
+               n.price_basis, n.tokens_in, n.tokens_out, n.tokens_cached, n.cost_usd, n.latency_ms, n.started_at,
+               n.tokens_cache_write, n.repaired_locally
+        FROM new_attempts n JOIN j ON j.id = n.job_id
+    ), cur AS (
+        -- 010's batch_rollup_current: the attempts of their jobs' current
+        -- runs. A run's first attempt after the first counts it in
+        -- retried_jobs once (when the run had none before this statement).
+        SELECT * FROM a WHERE run = job_run
+    ), cur_r AS (
+        SELECT batch, job_id, run, count(*) AS k FROM cur WHERE attempt_no > 1 GROUP BY 1, 2, 3
+    ), cur_rj AS (
+        SELECT batch, count(*) AS n FROM cur_r r
+        WHERE (SELECT count(*) FROM attempts p
+               WHERE p.job_id = r.job_id AND p.run = r.run AND p.attempt_no > 1) = r.k
+        GROUP BY 1
+    ), cur_s AS (
+        SELECT batch,
+               count(*) FILTER (WHERE price_basis = 'realtime') AS ra,
+               coalesce(sum(cost_usd) FILTER (WHERE price_basis = 'realtime'), 0) AS rc,
+               count(*) FILTER (WHERE price_basis = 'batch') AS ba,
+               coalesce(sum(cost_usd) FILTER (WHERE price_basis = 'batch'), 0) AS bc,
+               coalesce(sum(tokens_in) FILTER (WHERE class <> 'provider'), 0) AS pt,
+               coalesce(sum(tokens_cached) FILTER (WHERE class <> 'provider'), 0) AS ct,
+               coalesce(sum(tokens_cache_write) FILTER (WHERE class <> 'provider'), 0) AS cw,
+               count(*) FILTER (WHERE valid AND coerced > 0) AS cs,
+               count(*) FILTER (WHERE valid AND repaired_locally AND coerced = 0) AS ts,
+               coalesce(sum(tokens_out) FILTER (WHERE attempt_no > 1), 0) AS rt
+        FROM cur GROUP BY 1
+    ), curr AS (
+        INSERT INTO batch_rollup_current AS c (batch, realtime_attempts, realtime_cost_usd, batch_attempts, batch_cost_usd,
+                                               prompt_tokens, cached_tokens, cache_write_tokens, calls_saved, text_saved,
+                                               retried_jobs, retry_tokens_out)
+        SELECT s.batch, ra, rc, ba, bc, pt, ct, cw, cs, ts, coalesce(rj.n, 0), rt
+        FROM cur_s s LEFT JOIN cur_rj rj ON rj.batch = s.batch ORDER BY 1
+        ON CONFLICT (batch) DO UPDATE SET
+            realtime_attempts = c.realtime_attempts + EXCLUDED.realtime_attempts,
+            realtime_cost_usd = c.realtime_cost_usd + EXCLUDED.realtime_cost_usd,
+            batch_attempts = c.batch_attempts + EXCLUDED.batch_attempts,
+            batch_cost_usd = c.batch_cost_usd + EXCLUDED.batch_cost_usd,
+            prompt_tokens = c.prompt_tokens + EXCLUDED.prompt_tokens,
+            cached_tokens = c.cached_tokens + EXCLUDED.cached_tokens,
+            cache_write_tokens = c.cache_write_tokens + EXCLUDED.cache_write_tokens,
+            calls_saved = c.calls_saved + EXCLUDED.calls_saved, text_saved = c.text_saved + EXCLUDED.text_saved,
+            retried_jobs = c.retried_jobs + EXCLUDED.retried_jobs,
+            retry_tokens_out = c.retry_tokens_out + EXCLUDED.retry_tokens_out
+    ), wave_sums AS (
+        -- 010's wave_rollups (waves exist only for a batch: no lock beyond
+        -- its batch's)
+        INSERT INTO wave_rollups AS w (wave_id, tokens_in, tokens_out, valid, cost_usd)
+        SELECT n.wave_id, sum(n.tokens_in), sum(n.tokens_out), count(*) FILTER (WHERE n.valid), coalesce(sum(n.cost_usd), 0)
+        FROM new_attempts n JOIN waves v ON v.id = n.wave_id
+        GROUP BY 1 ORDER BY 1
+        ON CONFLICT (wave_id) DO UPDATE SET
+            tokens_in = w.tokens_in + EXCLUDED.tokens_in, tokens_out = w.tokens_out + EXCLUDED.tokens_out,
+            valid = w.valid + EXCLUDED.valid, cost_usd = w.cost_usd + EXCLUDED.cost_usd
     ), hours AS (
         -- 005's batch_cost_hours
         INSERT INTO batch_cost_hours AS r (hour, batch, calls, tokens, cost_usd)
@@ -284,10 +354,61 @@ BEGIN
         example_job = least(r.example_job, EXCLUDED.example_job),
         example_message = CASE WHEN EXCLUDED.example_job < r.example_job THEN EXCLUDED.example_message
                                ELSE r.example_message END;
+
+    -- 010's rest, each statement (planned anew each time) only for the
+    -- few attempts it concerns: the current runs' kinds (repairs, patch
+    -- replies, unpriced attempts) and the rule failures.
+    IF EXISTS (SELECT 1 FROM new_attempts WHERE jsonb_typeof(repairs) = 'array' OR patch_outcome <> '' OR unpriced) THEN
+        EXECUTE (fixpoint_current_runs_sql(
+            'SELECT j.batch, j.model AS job_model, n.* FROM new_attempts n JOIN jobs j ON j.id = n.job_id AND j.run = n.run
+             WHERE j.batch IS NOT NULL', 1))[2];
+    END IF;
+    IF EXISTS (SELECT 1 FROM new_attempts WHERE errors @> '[{"keyword": "x-fixpoint-rules"}]'
+                                             OR warnings @> '[{"keyword": "x-fixpoint-rules"}]') THEN
+        EXECUTE fixpoint_rule_failures_sql(
+            'SELECT j.batch, n.job_id, n.errors, n.warnings FROM new_attempts n JOIN jobs j ON j.id = n.job_id
+             WHERE j.batch IS NOT NULL');
+    END IF;
+    -- 010's final checks: a job's final check is its latest run's
+    -- revalidation, else that run's valid attempt, else its last. Only a
+    -- job with a new check that may add something, or whose final check
+    -- added something, can change what it adds: most attempts (no rules,
+    -- no evidence) are passed by here.
+    SELECT jsonb_agg(jsonb_build_object('job_id', t.id, 'batch', t.batch, 'rules', fixpoint_final_rules(c.errors, c.warnings),
+                                        'grades', fixpoint_final_grades(c.evidence)))
+    INTO checks
+    FROM (
+        SELECT i.job_id AS id, j.batch, j.run
+        FROM (SELECT job_id, run,
+                     bool_or(evidence IS NOT NULL OR warnings IS NOT NULL OR errors @> '[{"keyword": "x-fixpoint-rules"}]') AS adds
+              FROM new_attempts GROUP BY 1, 2) i
+        CROSS JOIN LATERAL (SELECT batch, run FROM jobs
+                            WHERE id = i.job_id AND run = i.run AND batch IS NOT NULL LIMIT 1) j
+        -- (a scalar subquery, not EXISTS: that was planned as a hash of
+        -- the whole of job_final_checks)
+        WHERE i.adds OR (SELECT true FROM job_final_checks f WHERE f.job_id = i.job_id LIMIT 1)
+    ) t
+    CROSS JOIN LATERAL (
+        SELECT a.errors, a.warnings, a.evidence FROM attempts a
+        WHERE a.job_id = t.id AND a.run = t.run ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1
+    ) c
+    WHERE (SELECT true FROM revalidations r WHERE r.job_id = t.id AND r.run = t.run LIMIT 1) IS NULL;
+    IF checks IS NOT NULL THEN
+        PERFORM fixpoint_set_final_checks(checks);
+    END IF;
     RETURN NULL;
 END $$;
 
+-- Their work is in attempts_rollup now.
+DROP TRIGGER attempts_counts ON attempts;
+DROP TRIGGER attempts_checks ON attempts;
+
 ---- create above / drop below ----
+
+CREATE TRIGGER attempts_counts AFTER INSERT ON attempts
+    REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_attempts_counts();
+CREATE TRIGGER attempts_checks AFTER INSERT ON attempts
+    REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION fixpoint_attempts_checks();
 
 CREATE OR REPLACE FUNCTION fixpoint_attempts_rollup() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
 BEGIN

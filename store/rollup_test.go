@@ -368,6 +368,42 @@ func TestRollupsExactWithAttemptsSplitAcrossStatements(t *testing.T) {
 	}
 }
 
+// A job whose final check counted a rule failure and grades loses them
+// when a later attempt of the same run, with neither, becomes its final
+// check (its statement carries no rule, warning or evidence of its own).
+func TestRollupsFinalCheckReplacedByPlainAttempt(t *testing.T) {
+	s, _ := setup(t, "finals", 1)
+	ctx := context.Background()
+	job := pgQuote(jobID("finals", 1))
+	if err := s.ExecForTest(ctx, `INSERT INTO attempts (job_id, attempt_no, valid, class, errors, warnings, evidence)
+		VALUES (`+job+`, 1, false, 'shape', '[]',
+		        '[{"keyword":"x-fixpoint-rules","rule":"total","path":"/total","message":"sum differs"}]',
+		        '[{"path":"/name","grade":"exact"}]')`); err != nil {
+		t.Fatal(err)
+	}
+	noDrift(t, s, "a final check with a rule warning and a grade")
+	var finalJobs, leaves int
+	read := func() {
+		t.Helper()
+		if err := s.QueryRowForTest(ctx, `SELECT (SELECT coalesce(sum(final_jobs), 0) FROM batch_rollup_rules WHERE batch = 'finals'),
+			(SELECT coalesce(sum(leaves), 0) FROM batch_rollup_grades WHERE batch = 'finals')`, &finalJobs, &leaves); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read()
+	if finalJobs != 1 || leaves != 1 {
+		t.Fatalf("before: final_jobs %d, leaves %d; want 1, 1", finalJobs, leaves)
+	}
+	if err := s.ExecForTest(ctx, `INSERT INTO attempts (job_id, attempt_no, valid, class, errors) VALUES (`+job+`, 2, true, '', '[]')`); err != nil {
+		t.Fatal(err)
+	}
+	noDrift(t, s, "the final check replaced by a valid attempt with no checks")
+	read()
+	if finalJobs != 0 || leaves != 0 {
+		t.Errorf("after: final_jobs %d, leaves %d; want 0, 0", finalJobs, leaves)
+	}
+}
+
 func pgQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // Writers finishing jobs of the same batches at once (each transaction
