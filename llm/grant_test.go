@@ -122,9 +122,13 @@ func TestGrantNeverSpentBeyond(t *testing.T) {
 		}
 		leases := len(fg.wants)
 		fg.mu.Unlock()
-		if int(done.Load()) != min(granted, 10) {
-			t.Fatalf("%d requests granted, %d callers through: a call went beyond its grant or a grant was not spent", granted, done.Load())
+		if int(done.Load()) > granted {
+			t.Fatalf("%d requests granted, %d callers through: a call went beyond its grant", granted, done.Load())
 		}
+		// A caller woken by the grant counts as waiting until it runs, so
+		// the grant may still be being spent: with the pump parked no new
+		// grant comes, and every request granted must be taken.
+		waitFor(t, "every request granted taken", func() bool { return int(done.Load()) == min(granted, 10) })
 		if leases != period+1 {
 			t.Fatalf("%d leases after %d renewal periods, want one a period (none a call)", leases, period)
 		}
