@@ -47,23 +47,11 @@ var genPathWeights = []int{300, 200, 120, 80, 100, 80, 60, 40, 19, 1}
 // and patch replies, tokens and costs.
 func Generate(ctx context.Context, dsn string, spec GenSpec) (GenStats, error) {
 	st := GenStats{ByStatus: map[string]int64{}}
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, hash, err := genBatch(ctx, dsn, spec)
 	if err != nil {
-		return st, fmt.Errorf("generate: connect: %w", err)
+		return st, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var hash string
-	err = conn.QueryRow(ctx, `
-		INSERT INTO schemas (hash, body) VALUES (encode(sha256('{"type":"object"}'::bytea), 'hex'), '{"type":"object"}')
-		ON CONFLICT (hash) DO UPDATE SET body = EXCLUDED.body RETURNING hash`).Scan(&hash)
-	if err != nil {
-		return st, fmt.Errorf("generate: schema: %w", err)
-	}
-	_, err = conn.Exec(ctx, `INSERT INTO batches (name, settings, total_jobs, schema_hash)
-		VALUES ($1, '{"provider":"sim","model":"sim-typical","mode":"json"}', $2, $3)`, spec.Batch, spec.Jobs, hash)
-	if err != nil {
-		return st, fmt.Errorf("generate: batch: %w", err)
-	}
 	rng := rand.New(rand.NewPCG(spec.Seed, spec.Seed^0x9e3779b97f4a7c15))
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	const chunk = 50_000
@@ -208,6 +196,32 @@ func genJob(rng *rand.Rand, batch, hash string, row int, t0 time.Time) ([]any, [
 	return job, attempts
 }
 
+// genBatch connects to the ledger at dsn and records spec's batch with
+// the generators' schema, whose hash it returns beside the connection.
+func genBatch(ctx context.Context, dsn string, spec GenSpec) (*pgx.Conn, string, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, "", fmt.Errorf("generate: connect: %w", err)
+	}
+	fail := func(what string, err error) (*pgx.Conn, string, error) {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, "", fmt.Errorf("generate: %s: %w", what, err)
+	}
+	var hash string
+	err = conn.QueryRow(ctx, `
+		INSERT INTO schemas (hash, body) VALUES (encode(sha256('{"type":"object"}'::bytea), 'hex'), '{"type":"object"}')
+		ON CONFLICT (hash) DO UPDATE SET body = EXCLUDED.body RETURNING hash`).Scan(&hash)
+	if err != nil {
+		return fail("schema", err)
+	}
+	_, err = conn.Exec(ctx, `INSERT INTO batches (name, settings, total_jobs, schema_hash)
+		VALUES ($1, '{"provider":"sim","model":"sim-typical","mode":"json"}', $2, $3)`, spec.Batch, spec.Jobs, hash)
+	if err != nil {
+		return fail("batch", err)
+	}
+	return conn, hash, nil
+}
+
 // GenerateInServer writes a batch like Generate's (the same mix of
 // statuses, attempts, classes, error paths, coercions, patches, tokens and
 // costs, drawn by Postgres's random(), seeded by spec.Seed) with INSERT ...
@@ -217,23 +231,11 @@ func genJob(rng *rand.Rand, batch, hash string, row int, t0 time.Time) ([]any, [
 // exact by the same code that keeps them in production.
 func GenerateInServer(ctx context.Context, dsn string, spec GenSpec) (GenStats, error) {
 	st := GenStats{ByStatus: map[string]int64{}}
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, hash, err := genBatch(ctx, dsn, spec)
 	if err != nil {
-		return st, fmt.Errorf("generate: connect: %w", err)
+		return st, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var hash string
-	err = conn.QueryRow(ctx, `
-		INSERT INTO schemas (hash, body) VALUES (encode(sha256('{"type":"object"}'::bytea), 'hex'), '{"type":"object"}')
-		ON CONFLICT (hash) DO UPDATE SET body = EXCLUDED.body RETURNING hash`).Scan(&hash)
-	if err != nil {
-		return st, fmt.Errorf("generate: schema: %w", err)
-	}
-	_, err = conn.Exec(ctx, `INSERT INTO batches (name, settings, total_jobs, schema_hash)
-		VALUES ($1, '{"provider":"sim","model":"sim-typical","mode":"json"}', $2, $3)`, spec.Batch, spec.Jobs, hash)
-	if err != nil {
-		return st, fmt.Errorf("generate: batch: %w", err)
-	}
 	// One backend draws every number: a parallel plan would not follow
 	// the seed.
 	seed := float64(spec.Seed%1000) / 1000
