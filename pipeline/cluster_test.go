@@ -524,7 +524,10 @@ func TestClusterScalesTheStreamUp(t *testing.T) {
 	}
 	h.checkReplicas(3)
 	rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
-	h.waitDone("b", 5, 30*time.Second)
+	// The worker's own set-up may wait up to queue.SetupWait for the
+	// moved consumer's leader before it pulls (a loaded machine elects
+	// slowly); five jobs then take a second.
+	h.waitDone("b", 5, queue.SetupWait+30*time.Second)
 	rw.stop(t, 20*time.Second)
 	h.checkInvariants("b", invariants{Jobs: 5, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: 5}})
 }
