@@ -3,6 +3,7 @@ package chunk
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // level is the strength of a break before a code point: how good a place
@@ -35,7 +36,7 @@ func levels(runes []rune) []level {
 		if !unicode.IsSpace(prev) {
 			ended = endOf(prev, ended)
 		}
-		if unicode.Is(unicode.Regional_Indicator, prev) {
+		if regional(prev) {
 			ris++
 		} else {
 			ris = 0
@@ -142,6 +143,15 @@ func fenceOf(line string) string {
 // a sentence, ended (the code point that ended one before r) when r closes
 // a quote or a bracket.
 func endOf(r, ended rune) rune {
+	if r < utf8.RuneSelf {
+		switch r {
+		case '.', '!', '?':
+			return r
+		case ')', ']', '}', '"', '\'':
+			return ended
+		}
+		return 0
+	}
 	switch {
 	case strings.ContainsRune(".!?…‼⁇⁈⁉", r) || closesSentence(r):
 		return r
@@ -185,11 +195,14 @@ func clusterBreak(prev, r rune, ris int) bool {
 		return false
 	case hangulVowelOrTail(r) && (hangulVowelOrTail(prev) || hangulSyllable(prev)):
 		return false
-	case unicode.Is(unicode.Regional_Indicator, r) && ris%2 == 1:
+	case regional(r) && ris%2 == 1:
 		return false
 	}
 	return true
 }
+
+// regional reports whether r is a regional indicator, half a flag.
+func regional(r rune) bool { return r >= 0x1F1E6 && r <= 0x1F1FF }
 
 // extends reports whether r continues the cluster before it.
 func extends(r rune) bool {
