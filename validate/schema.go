@@ -78,6 +78,11 @@ type Schema struct {
 	// piece by piece (see pieces.go); -1: never, the schema holding a
 	// dynamic reference.
 	pieceMin int
+	// partial is the schema a part of a value is checked against (see
+	// Partial), built the first time it is asked for.
+	partialOnce sync.Once
+	partial     *Schema
+	partialErr  error
 }
 
 // costs returns the schema's Cost, building it the first time.
@@ -250,6 +255,12 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 	// An id repeated in sibling subschemas, which the library refuses,
 	// names the first in document order (see subschema.DedupeIDs).
 	subschema.DedupeIDs(doc, schema, opts.draft)
+	return compileDoc(doc, schema, opts)
+}
+
+// compileDoc compiles doc, the schema text decoded, checked and its ids
+// deduplicated; the Schema's Raw is text.
+func compileDoc(doc any, text []byte, opts compileOptions) (*Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	if opts.draft != nil {
@@ -297,7 +308,7 @@ func compile(schema []byte, opts compileOptions) (*Schema, error) {
 			"(an anyOf, oneOf or allOf whose branches reach a shared definition counts it once for each, at every level): "+
 			"checking a reply that fails could take minutes and gigabytes; share fewer branches", MaxUnfolded)}
 	}
-	out := &Schema{raw: bytes.Clone(schema), sch: sch, graph: g, tree: subschema.TreeSize(g, MaxChecks), pieceMin: pieceMin}
+	out := &Schema{raw: bytes.Clone(text), sch: sch, graph: g, tree: subschema.TreeSize(g, MaxChecks), pieceMin: pieceMin}
 	if hasDynamicRefs(g) {
 		out.pieceMin = -1
 	}

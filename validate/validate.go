@@ -79,6 +79,16 @@
 // value's type (or only on const/enum), the alternatives are merged into one
 // error listing everything that was accepted.
 //
+// # Parts of a value
+//
+// [Schema.Partial] is the schema a part of a value is checked against: the
+// value extracted from one chunk of a long document, before the chunks'
+// values are merged. A missing property is no error in it ("required",
+// "dependentRequired" and draft-07 "dependencies" lists are dropped, but
+// in an "if" or a "not"), and "oneOf" is checked as "anyOf"; every other
+// keyword reports as in the schema. The merged value is checked against
+// the schema itself.
+//
 // # Satisfiability
 //
 // A schema can compile and still accept no value at all ({"$ref": "#"},
