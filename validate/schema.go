@@ -83,6 +83,10 @@ type Schema struct {
 	partialOnce sync.Once
 	partial     *Schema
 	partialErr  error
+	// keys holds the "x-fixpoint-key" of each subschema that has one, by
+	// its pointer (see Wants.Key), read the first time a Reader asks.
+	keysOnce sync.Once
+	keys     map[string]any
 }
 
 // costs returns the schema's Cost, building it the first time.

@@ -1,10 +1,13 @@
 package validate
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/subschema"
@@ -86,6 +89,78 @@ type Wants struct {
 	// $recursiveRef, a reference loop, the budget ran out); what a repair
 	// would rest on is not known.
 	Unknown bool
+	// Key are the fields that identify an item of the array here, as a
+	// schema here names them with "x-fixpoint-key" (see ItemKey): the
+	// first such schema's, nil when none does (or names them wrongly).
+	Key []string
+	// Tuple: a schema here checks the array's items by their position
+	// (prefixItems, or draft-07 "items" as a list).
+	Tuple bool
+}
+
+// KeyKeyword is the schema keyword that names the fields identifying an
+// item of an array: "x-fixpoint-key": "name", or a list of names.
+const KeyKeyword = "x-fixpoint-key"
+
+// ItemKey reads the value of a KeyKeyword: a field name, or a list of
+// one or more, none empty nor repeated. The error says what is wrong.
+func ItemKey(v any) ([]string, error) {
+	var names []string
+	switch k := v.(type) {
+	case string:
+		names = []string{k}
+	case []any:
+		for _, x := range k {
+			s, ok := x.(string)
+			if !ok {
+				return nil, fmt.Errorf("%s lists %s: it must list field names (strings)", KeyKeyword, describe(x))
+			}
+			names = append(names, s)
+		}
+	default:
+		return nil, fmt.Errorf("%s is %s: it must be a field name or a list of them", KeyKeyword, describe(v))
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s is an empty list: name at least one field", KeyKeyword)
+	}
+	for i, n := range names {
+		if n == "" {
+			return nil, fmt.Errorf("%s names an empty field name", KeyKeyword)
+		}
+		if slices.Contains(names[:i], n) {
+			return nil, fmt.Errorf("%s names %q twice", KeyKeyword, n)
+		}
+	}
+	return names, nil
+}
+
+// keyOf returns the item key the subschema sch declares, nil when none.
+func (s *Schema) keyOf(sch *jsonschema.Schema) []string {
+	s.keysOnce.Do(func() {
+		if !bytes.Contains(s.raw, []byte(KeyKeyword)) {
+			return
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(s.raw))
+		if err != nil {
+			return
+		}
+		s.keys = map[string]any{}
+		subschema.Walk(doc, func(n subschema.Node) bool {
+			if k, ok := n.Object()[KeyKeyword]; ok {
+				s.keys[n.Ptr] = k
+			}
+			return true
+		})
+	})
+	if s.keys == nil || sch.Location != subschema.URL && !strings.HasPrefix(sch.Location, subschema.URL+"#") {
+		return nil
+	}
+	k, ok := s.keys[subschema.Location(sch.Location)]
+	if !ok {
+		return nil
+	}
+	names, _ := ItemKey(k)
+	return names
 }
 
 // A Reader reads what the schema wants at the locations of one value. Its
@@ -126,7 +201,7 @@ func (r *Reader) At(toks []string) Wants {
 	}
 	v := r.s.viewAtCached(r.root, toks, r.cache)
 	return Wants{Types: v.kinds, StringsClosed: v.strClosed, Strings: v.strs, Required: v.required,
-		Props: v.props, Patterns: v.patterns, Unknown: v.unknown}
+		Props: v.props, Patterns: v.patterns, Unknown: v.unknown, Key: v.key, Tuple: v.tuple}
 }
 
 // NumberTextProblem reports what is wrong with s as the text of a JSON
@@ -161,6 +236,10 @@ type view struct {
 	// unknown: part of the schema here could not be read ($dynamicRef,
 	// $recursiveRef, a reference loop, the budget ran out); no fix.
 	unknown bool
+	// key is the item key a schema here declares (the first found);
+	// tuple: a schema here checks items by position.
+	key   []string
+	tuple bool
 }
 
 var (
@@ -180,7 +259,7 @@ func (v view) norm() view {
 // conj is the view of a value both a and b apply to.
 func conj(a, b view) view {
 	out := view{kinds: a.kinds & b.kinds, unknown: a.unknown || b.unknown, required: concat(a.required, b.required),
-		props: concat(a.props, b.props), patterns: a.patterns || b.patterns}
+		props: concat(a.props, b.props), patterns: a.patterns || b.patterns, key: firstKey(a.key, b.key), tuple: a.tuple || b.tuple}
 	switch {
 	case a.strClosed && b.strClosed:
 		out.strClosed = true
@@ -200,11 +279,19 @@ func conj(a, b view) view {
 // disj is the view of a value a or b applies to.
 func disj(a, b view) view {
 	out := view{kinds: a.kinds | b.kinds, unknown: a.unknown || b.unknown, required: concat(a.required, b.required),
-		props: concat(a.props, b.props), patterns: a.patterns || b.patterns}
+		props: concat(a.props, b.props), patterns: a.patterns || b.patterns, key: firstKey(a.key, b.key), tuple: a.tuple || b.tuple}
 	if a.strClosed && b.strClosed {
 		out.strClosed, out.strs = true, concat(a.strs, b.strs)
 	}
 	return out.norm()
+}
+
+// firstKey is a, or b when a names no key.
+func firstKey(a, b []string) []string {
+	if a != nil {
+		return a
+	}
+	return b
 }
 
 // concat joins two lists without sharing either's backing array.
@@ -220,6 +307,7 @@ func concat[T any](a, b []T) []T {
 
 // viewWalker reads the schema along one path, within a budget.
 type viewWalker struct {
+	s      *Schema
 	budget int
 	chain  []*jsonschema.Schema // the in-place applicators followed at the current location
 	path   []string             // the whole path walked
@@ -229,7 +317,7 @@ type viewWalker struct {
 // viewAtCached returns what the schema says about the value at toks in
 // root, sharing cache with other walks of root.
 func (s *Schema) viewAtCached(root any, toks []string, cache *viewCache) view {
-	w := viewWalker{budget: viewBudget, path: toks, cache: cache}
+	w := viewWalker{s: s, budget: viewBudget, path: toks, cache: cache}
 	return w.level(s.sch, root, toks).norm()
 }
 
@@ -269,6 +357,9 @@ func (w *viewWalker) at(s *jsonschema.Schema, v any, toks []string, depth int) v
 	var out view
 	if len(toks) == 0 {
 		out = w.cache.own(s, legacy)
+		if !legacy {
+			out.key = w.s.keyOf(s)
+		}
 	} else {
 		out = w.child(s, v, toks, legacy)
 	}
@@ -519,6 +610,8 @@ func own(s *jsonschema.Schema, legacy bool) view {
 		out.required = s.Required
 		out.props = slices.Sorted(maps.Keys(s.Properties))
 		out.patterns = len(s.PatternProperties) > 0
+		_, list := s.Items.([]*jsonschema.Schema)
+		out.tuple = len(s.PrefixItems) > 0 || list
 	}
 	return out.norm()
 }

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint/subschema"
@@ -48,5 +49,61 @@ func TestReaderAt(t *testing.T) {
 				t.Fatalf("required = %q, want %q", r, tc.required)
 			}
 		})
+	}
+}
+
+// TestReaderKey: the item key an array's schema names, through a $ref
+// and the alternative the value is meant for, and whether it is a tuple.
+func TestReaderKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, schema, value, ptr string
+		key                      []string
+		tuple                    bool
+	}{
+		{name: "a name", schema: `{"properties":{"subs":{"type":"array","x-fixpoint-key":"name"}}}`, value: `{"subs":[]}`, ptr: "/subs", key: []string{"name"}},
+		{name: "a list through a $ref", schema: `{"$defs":{"lines":{"type":"array","x-fixpoint-key":["sku","lot"]}},"properties":{"a":{"properties":{"lines":{"$ref":"#/$defs/lines"}}}}}`,
+			value: `{"a":{"lines":[]}}`, ptr: "/a/lines", key: []string{"sku", "lot"}},
+		{name: "the alternative of the discriminator", schema: `{"oneOf":[{"properties":{"k":{"const":"a"},"xs":{"x-fixpoint-key":"id"}}},{"properties":{"k":{"const":"b"},"xs":{"x-fixpoint-key":"code"}}}]}`,
+			value: `{"k":"b","xs":[]}`, ptr: "/xs", key: []string{"code"}},
+		{name: "none", schema: `{"properties":{"subs":{"type":"array"}}}`, value: `{"subs":[]}`, ptr: "/subs"},
+		{name: "named wrongly", schema: `{"properties":{"subs":{"x-fixpoint-key":7}}}`, value: `{"subs":[]}`, ptr: "/subs"},
+		{name: "under const is no keyword", schema: `{"properties":{"subs":{"const":{"x-fixpoint-key":"a"}}}}`, value: `{"subs":{"x-fixpoint-key":"a"}}`, ptr: "/subs"},
+		{name: "prefixItems", schema: `{"properties":{"at":{"prefixItems":[{"type":"number"},{"type":"number"}]}}}`, value: `{"at":[1,2]}`, ptr: "/at", tuple: true},
+		{name: "draft-07 items list", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"at":{"items":[{"type":"number"}]}}}`, value: `{"at":[1]}`, ptr: "/at", tuple: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCompile(t, tc.schema)
+			c, release := s.Begin()
+			defer release()
+			got := c.Reader(mustDecode(t, tc.value)).At(SplitPointer(tc.ptr))
+			if !slices.Equal(got.Key, tc.key) || got.Tuple != tc.tuple {
+				t.Fatalf("key %q tuple %v, want %q %v", got.Key, got.Tuple, tc.key, tc.tuple)
+			}
+		})
+	}
+}
+
+func TestItemKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		v    string
+		want []string
+		err  string
+	}{
+		{`"name"`, []string{"name"}, ""},
+		{`["a","b"]`, []string{"a", "b"}, ""},
+		{`[]`, nil, "an empty list"},
+		{`[""]`, nil, "an empty field name"},
+		{`["a","a"]`, nil, `names "a" twice`},
+		{`["a",1]`, nil, "lists number 1"},
+		{`true`, nil, "is boolean true"},
+	} {
+		got, err := ItemKey(mustDecode(t, tc.v))
+		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) || tc.err == "" && (err != nil || !slices.Equal(got, tc.want)) {
+			t.Errorf("ItemKey(%s) = %q, %v; want %q, error with %q", tc.v, got, err, tc.want, tc.err)
+		}
 	}
 }
