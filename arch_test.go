@@ -48,7 +48,7 @@ func matches(dep, prefix string) bool { return dep == prefix || strings.HasPrefi
 
 // purePackages take values in and give values out: no network, queue or
 // ledger, no file system, no logging.
-var purePackages = []string{"extract", "validate", "ecma", "subschema", "satisfy", "internal/render", "evidence"}
+var purePackages = []string{"extract", "validate", "ecma", "subschema", "satisfy", "internal/render", "evidence", "chunk", "merge"}
 
 // pureNoImport are what a pure package does not import itself. (The
 // standard library and the schema library link os; these are the
@@ -68,6 +68,9 @@ var pureNoImport = []string{"os", "os/exec", "io/fs", "io/ioutil", "path/filepat
 //     satisfy or validate, satisfy (the prover) links no validate;
 //   - evidence is a pure leaf too: of the module it links only the root
 //     package and subschema (the schema walker);
+//   - chunk (splitting a document) is a pure leaf that links nothing of
+//     the module, and merge (merging the values of a document's chunks)
+//     one that links the schema packages only;
 //   - rules (the schema's CEL rules) is a pure leaf too: nothing of the
 //     worker, CEL and what it is built on, and no file, log or network of
 //     its own;
@@ -126,6 +129,9 @@ func TestImportDirection(t *testing.T) {
 	forbidden["subschema"] = append(slices.Clone(noNetwork), mod+"/satisfy", mod+"/validate")
 	forbidden["satisfy"] = append(slices.Clone(noNetwork), mod+"/validate")
 	forbidden["evidence"] = append(slices.Clone(noNetwork), mod+"/validate", mod+"/satisfy", mod+"/repair")
+	forbidden["chunk"] = append(slices.Clone(noNetwork), mod)
+	forbidden["merge"] = append(slices.Clone(noNetwork), mod+"/repair", mod+"/rules", mod+"/evidence", mod+"/chunk", mod+"/enqueue",
+		mod+"/queue", mod+"/wave", mod+"/web", mod+"/sim", mod+"/budget")
 	// rules links the CEL engine and what it is built on (a parser
 	// generator's runtime, protobuf for CEL's types, YAML for its
 	// environment files).
