@@ -90,11 +90,29 @@ func writeCanonical(sb *strings.Builder, v any, at string) error {
 // NumberTextProblem accepts (its exponent within ±1000): its exact value
 // as a fraction in lowest terms ("1", "5/2").
 func number(s string) string {
+	if plainInteger(s) {
+		return s
+	}
 	r, ok := new(big.Rat).SetString(s)
 	if !ok {
 		return s
 	}
 	return r.RatString()
+}
+
+// plainInteger reports whether s is an integer written the one way its
+// value is: digits, no leading zero, a "-" before any but 0.
+func plainInteger(s string) bool {
+	d := strings.TrimPrefix(s, "-")
+	if d == "" || d[0] == '0' && (len(d) > 1 || len(s) > 1) {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if d[i] < '0' || d[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func where(at string) string {

@@ -387,3 +387,19 @@ func TestValuesRefuses(t *testing.T) {
 		})
 	}
 }
+
+func TestCanonicalNumbers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ a, b string }{
+		{"0", "-0"}, {"0", "0.0"}, {"12", "12.000"}, {"12", "1.2e1"}, {"-3", "-3.0"}, {"0.5", "5e-1"}, {"100", "1E2"},
+	} {
+		if x, y := number(c.a), number(c.b); x != y {
+			t.Errorf("%s is %q, %s is %q", c.a, x, c.b, y)
+		}
+	}
+	for _, c := range []struct{ a, b string }{{"1", "-1"}, {"0.1", "0.10000000000000001"}, {"12", "120"}} {
+		if number(c.a) == number(c.b) {
+			t.Errorf("%s and %s are both %q", c.a, c.b, number(c.a))
+		}
+	}
+}
