@@ -46,6 +46,8 @@ fuzz:
 	for t in FuzzServeHTTP; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./sim || exit 1; done
 	for t in FuzzCanonical; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./store || exit 1; done
 	for t in FuzzAlign; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./evidence || exit 1; done
+	for t in FuzzSplit; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./chunk || exit 1; done
+	for t in FuzzValues; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 60s ./merge || exit 1; done
 
 ## services: start the local Postgres and NATS if they are down
 services:
