@@ -194,7 +194,8 @@ func (c *Session) Reader(root any) *Reader {
 // $recursiveRef, a loop of references that consumes no part of the value,
 // or more than a fixed budget of schema nodes is Unknown. "not" and
 // unevaluatedProperties/Items are not read: a repair validates what it
-// changed.
+// changed. Key and Tuple are read from the schemas that apply at the
+// location itself (not from "then", "else" or dependentSchemas).
 func (r *Reader) At(toks []string) Wants {
 	if r.s == nil || r.s.sch == nil {
 		return Wants{Types: subschema.TypeAny}
