@@ -29,7 +29,10 @@
 // With an overlap, each chunk after the first starts up to Overlap tokens
 // before the previous one ended, on a break too: the earliest sentence
 // start within that reach, else the earliest word start, else the
-// earliest code point boundary, else where the previous chunk ended.
+// earliest code point boundary, else where the previous chunk ended. A
+// chunk that ends before a heading is not overlapped: the next starts at
+// the heading, a new section whose chunk the end of the last one would
+// only crowd.
 //
 // Offsets are Unicode code point offsets into the document, half open,
 // the spans of package evidence: a Python str slice doc[Start:End] is the
@@ -130,7 +133,11 @@ func Split(doc string, opt Options) ([]Chunk, error) {
 		if end == s.n {
 			return out, nil
 		}
-		start, prevEnd = s.overlapStart(start, end, reach), end
+		next := end
+		if s.lvl[end] < breakHeading {
+			next = s.overlapStart(start, end, reach)
+		}
+		start, prevEnd = next, end
 	}
 }
 

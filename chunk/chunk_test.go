@@ -206,6 +206,15 @@ func TestSplitAtHeadings(t *testing.T) {
 	if len(chunks) < 2 {
 		t.Fatalf("one chunk: %q", texts(chunks))
 	}
+	// With an overlap, a chunk that ends before a heading is not repeated:
+	// the next starts at the heading.
+	overlapped := split(t, doc, Options{Tokens: 40, Overlap: 10})
+	for _, c := range overlapped[1:] {
+		prev := overlapped[c.N-1]
+		if atHeading := strings.HasPrefix(doc[prev.EndByte:], "## "); atHeading != (c.Start == prev.End) {
+			t.Fatalf("chunk %d [%d,%d) after chunk %d ending at %d (before a heading: %v): %q", c.N, c.Start, c.End, prev.N, prev.End, atHeading, texts(overlapped))
+		}
+	}
 }
 
 // TestSplitIgnoresHeadingsInCode: "# comment" in fenced code is no
