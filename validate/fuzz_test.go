@@ -67,6 +67,9 @@ func FuzzValidate(f *testing.F) {
 	for _, tc := range satisfiableCases {
 		f.Add(tc.schema, tc.value)
 	}
+	for _, tc := range partialCases {
+		f.Add(tc.schema, tc.value)
+	}
 	f.Fuzz(func(t *testing.T, schema, value string) {
 		s, err := Compile([]byte(schema))
 		if err != nil {
@@ -94,6 +97,24 @@ func FuzzValidate(f *testing.F) {
 			if err := s.Satisfiable(); err != nil {
 				t.Fatalf("Satisfiable() = %v, but the value is valid", err)
 			}
+		}
+		// The partial schema compiles whenever the schema does, reports
+		// no missing property, and accepts what the schema accepts.
+		p, err := s.Partial()
+		if err != nil {
+			t.Fatalf("Partial: %v", err)
+		}
+		perrs := p.Validate(v)
+		if err := checkErrors(perrs); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range perrs {
+			if e.Keyword == "required" || e.Keyword == "dependentRequired" || e.Keyword == "dependencies" {
+				t.Fatalf("the partial schema reports a missing property: %v", e)
+			}
+		}
+		if len(errs) == 0 && len(perrs) > 0 {
+			t.Fatalf("valid, but the partial schema reports %v", perrs)
 		}
 	})
 }
