@@ -424,6 +424,10 @@ type Mix struct {
 	// took.
 	RuleBreak float64 // a change that makes one of the schema's error rules fail
 	Invented  float64 // a value copied from the task replaced by one the task does not hold
+	// InventedAbsent is drawn once for each field of a long document
+	// (DocumentSchema) that the request's text does not hold: a value
+	// invented for it (see "Long documents" in the package documentation).
+	InventedAbsent float64
 }
 
 // Prob returns the probability of fault kind k.
@@ -481,6 +485,8 @@ func (m Mix) Prob(k FaultKind) float64 {
 		return m.RuleBreak
 	case FaultInvented:
 		return m.Invented
+	case FaultInventedAbsent:
+		return m.InventedAbsent
 	}
 	return 0
 }
@@ -499,7 +505,7 @@ func (m *Mix) Set(k FaultKind, p float64) bool {
 		FaultNullOptional: &m.NullOptional, FaultNumberProse: &m.NumberProse, FaultEnumSynonym: &m.EnumSynonym,
 		FaultRenamedKey:      &m.RenamedKey,
 		FaultPatchBadPointer: &m.PatchBadPointer, FaultPatchWrongOp: &m.PatchWrongOp, FaultPatchExtraOp: &m.PatchExtraOp,
-		FaultRuleBreak: &m.RuleBreak, FaultInvented: &m.Invented,
+		FaultRuleBreak: &m.RuleBreak, FaultInvented: &m.Invented, FaultInventedAbsent: &m.InventedAbsent,
 	}
 	f, ok := ptrs[k]
 	if ok {
@@ -636,6 +642,11 @@ type Config struct {
 	// Cache configures the prompt-cache model (see "Prompt caching" in the
 	// package documentation).
 	Cache CacheConfig
+	// MaxListItems is the most items a reply over a long document (see
+	// "Long documents" in the package documentation) lists in one array,
+	// the first ones its text holds: a model asked for a long list in one
+	// call often gives only its first few tens. 0 means no limit.
+	MaxListItems int
 }
 
 // BatchConfig configures the providers' batch endpoints. Transport faults,
@@ -739,6 +750,9 @@ func (c Config) validate() error {
 	}
 	if s := c.Transport.sum(); s < 0 || s > 1 {
 		return fmt.Errorf("%w: Transport probabilities sum to %v, want 0..1", ErrConfig, s)
+	}
+	if c.MaxListItems < 0 {
+		return fmt.Errorf("%w: MaxListItems = %d, want >= 0", ErrConfig, c.MaxListItems)
 	}
 	if c.RPM < 0 || c.TPM < 0 {
 		return fmt.Errorf("%w: RPM = %d, TPM = %d, want >= 0", ErrConfig, c.RPM, c.TPM)
