@@ -180,6 +180,36 @@
 // invention), which their own errors name. A patch reply fixes them with
 // replace operations.
 //
+// # Long documents
+//
+// [NewDocument] writes a long document (DocumentMinChars to
+// DocumentMaxChars characters; English, German, French or Japanese,
+// which is written without spaces between words) with planted fields and
+// DocumentItems subsidiaries, and returns its truth beside it;
+// [DocumentSchema] is the schema they match. A request whose schema
+// declares every root property of DocumentSchema is a request over such a
+// text (the whole document, or one chunk of it, in its first user message):
+// its truth is not drawn but read back from the text, each field and list
+// item whose phrase the text holds whole, in the language the text is
+// written in (a phrase cut by the chunk's start or end is not read). A
+// field the text does not state is left out, as a faithful model leaves it
+// out, required or not; the list holds the items in text order, the first
+// Config.MaxListItems of them when that is set (a model asked for a long
+// list in one call gives its first few tens: typical 50, messy 30).
+//
+// The faults are drawn as for any request, by the task key and a hash of
+// the text (so the chunks of one job draw apart, and one chunk draws the
+// same faults on every turn), on that truth. One more fault applies
+// only here: invented_absent (Mix.InventedAbsent), drawn for each field
+// the text does not state but the currency (an enum, which evidence does
+// not check), writes a plausible invented value: a name, a jurisdiction,
+// a date in 2019 to 2021, a notice period of 150 days or more, an amount
+// with cents, of lists no document holds, in the text's language, so an
+// evidence check over the whole document finds none of them. A correction
+// naming such a field takes the invention back; one naming it as a
+// missing required property (a validator that does not relax required on
+// a chunk) gets the invention written in, as a pushed model invents.
+//
 // # Corrections
 //
 // A request is a correction when it carries a previous reply: an assistant
