@@ -26,7 +26,8 @@ type docLang struct {
 	heading   func(n int, title string) string
 	// sep joins the sentences of a paragraph.
 	sep string
-	// Patterns reading the planted phrases back, each value a submatch.
+	// Patterns reading the planted phrases back, each value a submatch;
+	// reBullet and reRow match one whole line.
 	reParties, reEffective, reAmount, reNotice, reLaw, reBullet, reRow *regexp.Regexp
 	// firstParts, sectors and suffixes make company names.
 	firstParts, sectors, suffixes []string
@@ -104,7 +105,7 @@ var jaCurrencies = map[string]string{"EUR": "ユーロ", "USD": "米ドル", "GB
 func init() {
 	const num = `([0-9][0-9.,\x{202f}]*[0-9])`
 	const pct = `([0-9]+(?:[.,][0-9])?)`
-	row := regexp.MustCompile(`(?m)^\| ([^|\n]+?) \| ([^|\n]+?) \| ` + pct + ` \|$`)
+	row := regexp.MustCompile(`^\| ([^|\n]+?) \| ([^|\n]+?) \| ` + pct + ` \|$`)
 	docLangs["en"] = &docLang{
 		code:        "en",
 		title:       "# Group Framework Agreement",
@@ -122,7 +123,7 @@ func init() {
 		reAmount:    regexp.MustCompile(`under this Agreement amount to ([A-Z]{3}) ` + num + `\.`),
 		reNotice:    regexp.MustCompile(`not less than ([0-9]+) days' written notice`),
 		reLaw:       regexp.MustCompile(`governed by the laws of ([^.\n]+)\.`),
-		reBullet:    regexp.MustCompile(`(?m)^- ([^\n]+?), registered in ([^\n]+?), ownership ` + pct + `%$`),
+		reBullet:    regexp.MustCompile(`^- ([^\n]+?), registered in ([^\n]+?), ownership ` + pct + `%$`),
 		reRow:       row,
 		firstParts: []string{"Northwind", "Bluewater", "Harcourt", "Kestrel", "Ashford", "Redfield", "Silverline", "Oakridge",
 			"Brightmoor", "Caldwell", "Thornbury", "Westgate", "Fairhaven", "Stonebridge", "Larkspur", "Merriton"},
@@ -185,7 +186,7 @@ func init() {
 		reAmount:    regexp.MustCompile(`nach diesem Vertrag beträgt ` + num + ` ([A-Z]{3})\.`),
 		reNotice:    regexp.MustCompile(`mit einer Frist von ([0-9]+) Tagen schriftlich kündigen`),
 		reLaw:       regexp.MustCompile(`findet das Recht von ([^.\n]+) Anwendung\.`),
-		reBullet:    regexp.MustCompile(`(?m)^- ([^\n]+?), Sitz: ([^\n]+?), Beteiligung: ` + pct + ` %$`),
+		reBullet:    regexp.MustCompile(`^- ([^\n]+?), Sitz: ([^\n]+?), Beteiligung: ` + pct + ` %$`),
 		reRow:       row,
 		firstParts: []string{"Bergmann", "Hofstetter", "Lindner", "Brandauer", "Krüger", "Wendt", "Falkenberg", "Steinbach",
 			"Ostwald", "Rheinland", "Alpenblick", "Nordstern", "Tannenhof", "Weißenfels", "Eichwald", "Sonnberg"},
@@ -245,7 +246,7 @@ func init() {
 		reAmount:    regexp.MustCompile(`au titre du Contrat s'élève à ` + num + ` ([A-Z]{3})\.`),
 		reNotice:    regexp.MustCompile(`moyennant un préavis écrit de ([0-9]+) jours`),
 		reLaw:       regexp.MustCompile(`est soumis au droit ([^.\n]+)\.`),
-		reBullet:    regexp.MustCompile(`(?m)^- ([^\n]+?), siège\x{a0}: ([^\n]+?), participation\x{a0}: ` + pct + `\x{a0}%$`),
+		reBullet:    regexp.MustCompile(`^- ([^\n]+?), siège\x{a0}: ([^\n]+?), participation\x{a0}: ` + pct + `\x{a0}%$`),
 		reRow:       row,
 		firstParts: []string{"Durand", "Lefèvre", "Moreau", "Garnier", "Rousseau", "Chevalier", "Beaumont", "Valmont",
 			"Aubert", "Delacroix", "Marchand", "Fontaine", "Lambert", "Bonnefoy", "Mercier", "Vasseur"},
@@ -309,7 +310,7 @@ func init() {
 		reAmount:    regexp.MustCompile(`本契約に基づく報酬の総額は` + num + `(ユーロ|米ドル|英ポンド|スイスフラン|円)とする。`),
 		reNotice:    regexp.MustCompile(`([0-9]+)日前までに書面で通知することにより`),
 		reLaw:       regexp.MustCompile(`本契約の準拠法は([^。\n]+)とする。`),
-		reBullet:    regexp.MustCompile(`(?m)^・([^\n]+?)（所在国：([^\n]+?)、議決権比率：` + pct + `%）$`),
+		reBullet:    regexp.MustCompile(`^・([^\n]+?)（所在国：([^\n]+?)、議決権比率：` + pct + `%）$`),
 		reRow:       row,
 		firstParts: []string{"北陽", "東和", "大成", "日本橋", "青葉", "富士見", "光洋", "三和",
 			"中央", "朝日", "白鷺", "桜井", "瑞穂", "若葉", "丸之内", "高砂"},

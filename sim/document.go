@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -350,15 +349,14 @@ type docHit struct {
 }
 
 type docItem struct {
-	name, country docHit
-	pct           docHit
-	at            int
+	name, country, pct docHit
 }
 
 // detectDocLang is the language of a text: Japanese when it has kana,
 // else the language whose common words it has most of.
 func detectDocLang(text string) *docLang {
-	if strings.ContainsFunc(text, func(c rune) bool { return unicode.In(c, unicode.Hiragana, unicode.Katakana) }) {
+	// Hiragana and katakana are U+3040 to U+30FF.
+	if strings.ContainsFunc(text, func(c rune) bool { return c >= 0x3040 && c <= 0x30ff }) {
 		return docLangs["ja"]
 	}
 	score := map[string]int{
@@ -408,19 +406,37 @@ func readDocument(text string) docRead {
 	if m := l.reLaw.FindStringSubmatchIndex(text); m != nil {
 		d.fields[docLaw] = hit(m, 1, text[m[2]:m[3]])
 	}
+	// The list's lines, read one by one: only a line that begins like
+	// one of them goes through a pattern.
 	seen := map[string]bool{}
-	for _, re := range []*regexp.Regexp{l.reBullet, l.reRow} {
-		for _, m := range re.FindAllStringSubmatchIndex(text, -1) {
-			pct, ok := readNumber(text[m[6]:m[7]], l)
-			name := text[m[2]:m[3]]
-			if !ok || seen[name] {
-				continue
-			}
-			seen[name] = true
-			d.items = append(d.items, docItem{name: hit(m, 1, name), country: hit(m, 2, text[m[4]:m[5]]), pct: hit(m, 3, pct), at: m[0]})
+	bullet, _, _ := strings.Cut(l.bullet, "%s")
+	for at := 0; at < len(text); {
+		end := strings.IndexByte(text[at:], '\n')
+		if end < 0 {
+			end = len(text)
+		} else {
+			end += at
 		}
+		line := text[at:end]
+		var m []int
+		switch {
+		case strings.HasPrefix(line, "| "):
+			m = l.reRow.FindStringSubmatchIndex(line)
+		case strings.HasPrefix(line, bullet):
+			m = l.reBullet.FindStringSubmatchIndex(line)
+		}
+		if m != nil {
+			for i := range m {
+				m[i] += at
+			}
+			pct, ok := readNumber(text[m[6]:m[7]], l)
+			if name := text[m[2]:m[3]]; ok && !seen[name] {
+				seen[name] = true
+				d.items = append(d.items, docItem{name: hit(m, 1, name), country: hit(m, 2, text[m[4]:m[5]]), pct: hit(m, 3, pct)})
+			}
+		}
+		at = end + 1
 	}
-	slices.SortFunc(d.items, func(a, b docItem) int { return a.at - b.at })
 	return d
 }
 

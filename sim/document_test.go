@@ -1,9 +1,13 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -403,6 +407,28 @@ func BenchmarkNewDocument500k(b *testing.B) {
 				if _, err := NewDocument(1, i, lang, DocumentMaxChars); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkDocumentAnswer measures the simulator answering one request
+// over a whole 120,000-character document and over one 16,000-byte chunk
+// of it, on messy, each iteration a new job (no cached truth).
+func BenchmarkDocumentAnswer(b *testing.B) {
+	d := newDoc(b, 1, 0, "en", 120_000)
+	for name, text := range map[string]string{"whole": d.Text, "chunk": splitParagraphs(d.Text, 16_000)[3]} {
+		b.Run(name, func(b *testing.B) {
+			cfg, _ := Preset("messy")
+			s := New(cfg)
+			bodies := make([][]byte, 64)
+			for i := range bodies {
+				bodies[i] = mustJSON(docRequest("bench-"+strconv.Itoa(i), text))
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(bodies[i%len(bodies)]))
+				s.ServeHTTP(&discard{h: http.Header{}}, req)
 			}
 		})
 	}
