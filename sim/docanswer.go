@@ -61,7 +61,8 @@ func (t *task) absent(f string) bool {
 }
 
 // absentAt is the value the simulator invents for document field f when
-// the task's text does not hold it: a function of the task and the field,
+// the task's text does not hold it (and, fault invented, in place of the
+// value it holds): a function of the task and the field,
 // in the text's language, never a value a document holds (names and
 // jurisdictions of lists of their own, a date in 2019 to 2021, a notice
 // period of 150 days or more, an amount with cents).

@@ -483,3 +483,35 @@ func TestDocumentAnswersOnEveryWireFormat(t *testing.T) {
 		t.Errorf("the first chunk's answer lacks the provider or the list: %v", want)
 	}
 }
+
+func TestDocumentInventionsOfHeldFieldsAreInNoDocument(t *testing.T) {
+	t.Parallel()
+	d := newDoc(t, 11, 0, "en", DocumentMinChars)
+	src := evidence.New(d.Text)
+	s := New(Config{Seed: 1, Mix: Mix{Invented: 1}})
+	scalars := 0
+	preamble := d.Text[:strings.Index(d.Text, "## 1.")] // the parties and the date
+	for i := range 40 {
+		text := d.Text
+		if i%2 == 0 {
+			text = preamble
+		}
+		v, faults := askDoc(t, s, "job-7-"+strconv.Itoa(i), text)
+		for _, f := range strings.Split(faults, ",") {
+			ptr, ok := strings.CutPrefix(f, "invented:")
+			if !ok {
+				continue
+			}
+			got, _ := pointerGet(any(v), ptr)
+			if g := src.Align(got, nil).Leaves[0].Grade; g != fixpoint.GradeNone {
+				t.Errorf("invented %s = %v is grounded in the document (%s)", ptr, got, g)
+			}
+			if docField(ptr) != "" {
+				scalars++
+			}
+		}
+	}
+	if scalars == 0 {
+		t.Error("40 replies invented no planted field")
+	}
+}

@@ -203,6 +203,13 @@ func (t *task) invent(ptr string) (any, bool) {
 	if !ok || m == nil || t.doc.checks().exempt(ptr) || !t.grounded(tv) {
 		return nil, false
 	}
+	if f := docField(ptr); f != "" && t.doc.isDocument() {
+		// A document's field gets what the simulator invents for it when
+		// absent: plausible, and in no document.
+		if c := t.absentAt(f); c != nil && !jsonEqual(c, tv) && fits(m, c) && !t.grounded(c) {
+			return c, true
+		}
+	}
 	r := t.s.rng("invent", t.key, t.doc.src, ptr)
 	g := generator{doc: t.doc, rng: r}
 	name := unescapeToken(ptr[strings.LastIndexByte(ptr, '/')+1:])
