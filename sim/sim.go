@@ -205,7 +205,8 @@
 // not check), writes a plausible invented value: a name, a jurisdiction,
 // a date in 2019 to 2021, a notice period of 150 days or more, an amount
 // with cents, of lists no document holds, in the text's language, so an
-// evidence check over the whole document finds none of them. A correction
+// evidence check over the whole document finds none of them; fault
+// invented on a field the text does hold writes the same value. A correction
 // naming such a field takes the invention back; one naming it as a
 // missing required property (a validator that does not relax required on
 // a chunk) gets the invention written in, as a pushed model invents.
