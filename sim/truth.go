@@ -106,7 +106,9 @@ func (s *Server) newTask(doc *schemaDoc, key, text string) *task {
 
 // truth is the ground truth for a task and schema: a generated instance
 // whose extractive leaves are spans of the task's text (grounder), drawn
-// again, up to truthTries times, until the schema's error rules hold.
+// again, up to truthTries times, until the schema's error rules hold. A
+// request over a long document is not drawn: its truth is what its text
+// holds (readDocument), its list cut to Config.MaxListItems.
 func (s *Server) truth(doc *schemaDoc, key, text string) any {
 	if doc.isDocument() {
 		return readDocument(text).value(s.cfg.MaxListItems)
