@@ -89,7 +89,7 @@ const DocumentSchema = `{
 // DocumentTemplate is a prompt template for the documents: the document
 // itself is not in it (the worker sends a job's document beside the
 // prompt).
-const DocumentTemplate = `Extract from the framework agreement {{.id}} below: the provider and the customer (the two parties), the effective date, the governing law as the document writes it, the termination notice period in days, the total amount and its currency, and every subsidiary the document lists with its country and ownership percent. Copy names and countries exactly as written. Leave out a field the text does not state.
+const DocumentTemplate = `Extract from the framework agreement {{.id}} (the document given with this message): the provider and the customer (the two parties), the effective date, the governing law as the document writes it, the termination notice period in days, the total amount and its currency, and every subsidiary the document lists with its country and ownership percent. Copy names and countries exactly as written. Leave out a field the text does not state.
 `
 
 // Subsidiary is one item of a document's list.
