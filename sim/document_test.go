@@ -393,7 +393,9 @@ func TestDocumentSettingsLeaveOtherRequestsAlone(t *testing.T) {
 	for _, user := range []string{"u1", "u2", "u3", "u4", "u5", "u6", "u7", "u8"} {
 		ra := do(t, a, "/v1/chat/completions", orderRequest(user))
 		rb := do(t, b, "/v1/chat/completions", orderRequest(user))
-		if ra.Body.String() != rb.Body.String() || ra.Header().Get("X-Sim-Faults") != rb.Header().Get("X-Sim-Faults") {
+		ta, _ := openAIText(t, ra.Body.Bytes())
+		tb, _ := openAIText(t, rb.Body.Bytes())
+		if ta != tb || ra.Header().Get("X-Sim-Faults") != rb.Header().Get("X-Sim-Faults") {
 			t.Fatalf("%s: the document settings change a request without the document schema", user)
 		}
 	}
