@@ -76,6 +76,10 @@ const (
 const (
 	FaultRuleBreak FaultKind = "rule_break" // a value that makes one of the schema's error rules fail
 	FaultInvented  FaultKind = "invented"   // a value of the task's text replaced by one the text does not hold
+	// FaultInventedAbsent is a value for a field of a long document that
+	// the request's text does not hold (a chunk without it), invented:
+	// see "Long documents" in the package documentation.
+	FaultInventedAbsent FaultKind = "invented_absent"
 )
 
 // FaultKinds lists every fault kind: formatting, content, shape, outcome,
@@ -91,7 +95,7 @@ var allFaultKinds = [...]FaultKind{
 	FaultScalarAsString, FaultEnumCase, FaultSingleForArray, FaultNullOptional, FaultRenamedKey, FaultNumberProse, FaultEnumSynonym,
 	FaultTruncation, FaultRefusal, FaultEmpty,
 	FaultPatchBadPointer, FaultPatchWrongOp, FaultPatchExtraOp,
-	FaultRuleBreak, FaultInvented,
+	FaultRuleBreak, FaultInvented, FaultInventedAbsent,
 }
 
 // numFaultKinds is the number of fault kinds, the size of the counters.
@@ -150,6 +154,7 @@ var faultKindInfos = []FaultKindInfo{
 	{FaultPatchExtraOp, "patch", false, "a JSON Patch operation replacing a value that had no error"},
 	{FaultRuleBreak, "truth", false, "a value that breaks one of the schema's error rules (x-fixpoint-rules): two dates swapped, a total changed"},
 	{FaultInvented, "truth", false, "a value copied from the task replaced by a plausible one the task does not hold"},
+	{FaultInventedAbsent, "truth", false, "a long document's field the request's text (a chunk) does not hold, answered with a plausible invented value"},
 }
 
 func faultIndex(k FaultKind) int { return slices.Index(allFaultKinds[:], k) }

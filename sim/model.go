@@ -206,18 +206,25 @@ func correction(r *chatReq) (prev, feedback string, turn int, ok bool) {
 // model decides the reply to a request.
 func (s *Server) model(r *chatReq) plan {
 	task := taskKey(r, s.cfg.KeyByPrompt)
-	key := drawKey(r, task, s.cfg.KeyByPrompt)
 	schema := r.schema
 	if schema == nil {
 		schema = promptSchema(r)
 		r.schemaInPrompt = schema != nil
 	}
 	prev, feedback, turn, isCorrection := correction(r)
-	p := plan{turn: turn, key: key}
 	var doc *schemaDoc
+	var taskIn string // the text the task's values are copied from
 	if schema != nil {
 		doc = s.schema(schema)
 	}
+	if doc != nil {
+		taskIn = taskText(firstUser(r))
+		if doc.isDocument() {
+			task = docTask(task, taskIn)
+		}
+	}
+	key := drawKey(r, task, s.cfg.KeyByPrompt)
+	p := plan{turn: turn, key: key}
 	if doc == nil {
 		p.text = s.prose(key, turn)
 		if r.jsonOnly {
@@ -225,7 +232,7 @@ func (s *Server) model(r *chatReq) plan {
 		}
 		return p
 	}
-	t := s.newTask(doc, task, taskText(firstUser(r)))
+	t := s.newTask(doc, task, taskIn)
 	if isCorrection && isPatchRequest(feedback) {
 		if pp, ok := s.patchPlan(t, key, prev, feedback, turn); ok {
 			pp.turn, pp.key = turn, key
@@ -385,7 +392,11 @@ func (s *Server) Inventions(taskKey string, schema []byte, task string) (map[str
 	if err != nil {
 		return nil, err
 	}
-	t := s.newTask(s.sentSchema(doc), taskKey, taskText(task))
+	d, text := s.sentSchema(doc), taskText(task)
+	if d.isDocument() {
+		taskKey = docTask(taskKey, text)
+	}
+	t := s.newTask(d, taskKey, text)
 	out := map[string]any{}
 	for _, p := range t.leaves(t.truth, true, false) {
 		if v, ok := t.inventedAt(p); ok {
@@ -468,6 +479,7 @@ func (s *Server) firstAttempt(t *task, key string, withTruth bool) (any, FaultKi
 			}
 		}
 		t.injectTruth(value, key, used)
+		t.injectAbsent(value, key)
 	}
 	return value, outcome, recs
 }
@@ -493,7 +505,7 @@ func (s *Server) correct(t *task, key, prev, feedback string, turn int) any {
 			continue
 		}
 		for _, w := range t.fixWrites(value, f, c.out) {
-			pointerSet(value, w.ptr, w.v)
+			w.apply(value)
 		}
 	}
 	for _, f := range c.out {
@@ -502,7 +514,7 @@ func (s *Server) correct(t *task, key, prev, feedback string, turn int) any {
 			remaining = append(remaining, f.Pointer)
 			continue
 		}
-		if tv, remove := fixFor(f, truth, &g); remove {
+		if tv, remove := fixFor(f, t, &g); remove {
 			pointerDelete(value, f.Pointer)
 			if rp, rv, ok := renamedOptional(doc, truth, value, f); ok {
 				pointerSet(value, rp, rv)
@@ -521,16 +533,22 @@ func (s *Server) correct(t *task, key, prev, feedback string, turn int) any {
 	return value
 }
 
-// fixFor is what a model fixing fault f writes at its pointer: nothing
-// (remove) for an extra property, or for an optional property the truth
-// leaves out (null_optional); else the truth's value there, or, where the
-// truth has none, one generated from g.
-func fixFor(f ContentFault, truth any, g *generator) (value any, remove bool) {
+// fixFor is what a model fixing fault f of task t writes at its pointer:
+// nothing (remove) for an extra property, or for an optional property the
+// truth leaves out (null_optional); else the truth's value there, or,
+// where the truth has none, for a long document's field its text does not
+// hold the simulator's invention (a model told to fill it invents), else
+// one generated from g.
+func fixFor(f ContentFault, t *task, g *generator) (value any, remove bool) {
+	truth := t.truth
 	if f.Kind == FaultExtraProperty {
 		return nil, true
 	}
 	if tv, ok := pointerGet(truth, f.Pointer); ok {
 		return deepCopy(tv), false
+	}
+	if v, ok := t.fill(f); ok {
+		return v, false
 	}
 	if absentOptional(truth, f.Pointer) {
 		return nil, true

@@ -178,7 +178,7 @@ func (d *schemaDoc) nodeAt(ptr string) map[string]any {
 // when the previous value cannot be patched (no JSON value in it, or the
 // root itself is at fault): the caller answers with the full value.
 func (s *Server) patchPlan(t *task, key, prev, feedback string, turn int) (plan, bool) {
-	doc, truth := t.doc, t.truth
+	doc := t.doc
 	value, ok := parseReply(prev)
 	if !ok {
 		return plan{}, false
@@ -192,7 +192,7 @@ func (s *Server) patchPlan(t *task, key, prev, feedback string, turn int) (plan,
 	}
 	r := s.rng("patch", key, strconv.Itoa(turn), prev, feedback)
 	g := generator{doc: doc, rng: r}
-	ops := s.fixOps(doc, truth, value, feedback, c.out, r, &g)
+	ops := s.fixOps(t, value, feedback, c.out, r, &g)
 	ops = append(ops, s.truthOps(t, value, feedback, c.out, r)...)
 	fixed, err := applyPatch(value, ops)
 	if err != nil {
@@ -231,14 +231,15 @@ func (s *Server) patchPlan(t *task, key, prev, feedback string, turn int) (plan,
 // fixOps are the ops of a patch that fixes each fault found the feedback
 // names, each with probability FixProb (a removal of a renamed optional
 // property adds it back under its name).
-func (s *Server) fixOps(doc *schemaDoc, truth, value any, feedback string, found []ContentFault, r *rand.Rand, g *generator) []patchOp {
+func (s *Server) fixOps(t *task, value any, feedback string, found []ContentFault, r *rand.Rand, g *generator) []patchOp {
+	doc, truth := t.doc, t.truth
 	var ops []patchOp
 	for _, f := range found {
 		u := r.Float64()
 		if !names(feedback, f) || u >= s.cfg.FixProb {
 			continue
 		}
-		tv, remove := fixFor(f, truth, g)
+		tv, remove := fixFor(f, t, g)
 		if remove {
 			ops = append(ops, patchOp{op: "remove", path: f.Pointer})
 			if rp, rv, ok := renamedOptional(doc, truth, value, f); ok {
@@ -266,6 +267,10 @@ func (s *Server) truthOps(t *task, value any, feedback string, schemaFaults []Co
 			continue
 		}
 		for _, w := range t.fixWrites(value, f, schemaFaults) {
+			if w.del {
+				ops = append(ops, patchOp{op: "remove", path: w.ptr})
+				continue
+			}
 			ops = append(ops, patchOp{op: "replace", path: w.ptr, value: w.v})
 		}
 	}

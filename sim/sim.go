@@ -180,6 +180,37 @@
 // invention), which their own errors name. A patch reply fixes them with
 // replace operations.
 //
+// # Long documents
+//
+// [NewDocument] writes a long document (DocumentMinChars to
+// DocumentMaxChars characters; English, German, French or Japanese,
+// which is written without spaces between words) with planted fields and
+// DocumentItems subsidiaries, and returns its truth beside it;
+// [DocumentSchema] is the schema they match. A request whose schema
+// declares every root property of DocumentSchema is a request over such a
+// text (the whole document, or one chunk of it, in its first user message):
+// its truth is not drawn but read back from the text, each field and list
+// item whose phrase the text holds whole, in the language the text is
+// written in (a phrase cut by the chunk's start or end is not read). A
+// field the text does not state is left out, as a faithful model leaves it
+// out, required or not; the list holds the items in text order, the first
+// Config.MaxListItems of them when that is set (a model asked for a long
+// list in one call gives its first few tens: typical 50, messy 30).
+//
+// The faults are drawn as for any request, by the task key and a hash of
+// the text (so the chunks of one job draw apart, and one chunk draws the
+// same faults on every turn), on that truth. One more fault applies
+// only here: invented_absent (Mix.InventedAbsent), drawn for each field
+// the text does not state but the currency (an enum, which evidence does
+// not check), writes a plausible invented value: a name, a jurisdiction,
+// a date in 2019 to 2021, a notice period of 150 days or more, an amount
+// with cents, of lists no document holds, in the text's language, so an
+// evidence check over the whole document finds none of them; fault
+// invented on a field the text does hold writes the same value. A correction
+// naming such a field takes the invention back; one naming it as a
+// missing required property (a validator that does not relax required on
+// a chunk) gets the invention written in, as a pushed model invents.
+//
 // # Corrections
 //
 // A request is a correction when it carries a previous reply: an assistant
@@ -424,6 +455,10 @@ type Mix struct {
 	// took.
 	RuleBreak float64 // a change that makes one of the schema's error rules fail
 	Invented  float64 // a value copied from the task replaced by one the task does not hold
+	// InventedAbsent is drawn once for each field of a long document
+	// (DocumentSchema) that the request's text does not hold: a value
+	// invented for it (see "Long documents" in the package documentation).
+	InventedAbsent float64
 }
 
 // Prob returns the probability of fault kind k.
@@ -481,6 +516,8 @@ func (m Mix) Prob(k FaultKind) float64 {
 		return m.RuleBreak
 	case FaultInvented:
 		return m.Invented
+	case FaultInventedAbsent:
+		return m.InventedAbsent
 	}
 	return 0
 }
@@ -499,7 +536,7 @@ func (m *Mix) Set(k FaultKind, p float64) bool {
 		FaultNullOptional: &m.NullOptional, FaultNumberProse: &m.NumberProse, FaultEnumSynonym: &m.EnumSynonym,
 		FaultRenamedKey:      &m.RenamedKey,
 		FaultPatchBadPointer: &m.PatchBadPointer, FaultPatchWrongOp: &m.PatchWrongOp, FaultPatchExtraOp: &m.PatchExtraOp,
-		FaultRuleBreak: &m.RuleBreak, FaultInvented: &m.Invented,
+		FaultRuleBreak: &m.RuleBreak, FaultInvented: &m.Invented, FaultInventedAbsent: &m.InventedAbsent,
 	}
 	f, ok := ptrs[k]
 	if ok {
@@ -636,6 +673,11 @@ type Config struct {
 	// Cache configures the prompt-cache model (see "Prompt caching" in the
 	// package documentation).
 	Cache CacheConfig
+	// MaxListItems is the most items a reply over a long document (see
+	// "Long documents" in the package documentation) lists in one array,
+	// the first ones its text holds: a model asked for a long list in one
+	// call often gives only its first few tens. 0 means no limit.
+	MaxListItems int
 }
 
 // BatchConfig configures the providers' batch endpoints. Transport faults,
@@ -739,6 +781,9 @@ func (c Config) validate() error {
 	}
 	if s := c.Transport.sum(); s < 0 || s > 1 {
 		return fmt.Errorf("%w: Transport probabilities sum to %v, want 0..1", ErrConfig, s)
+	}
+	if c.MaxListItems < 0 {
+		return fmt.Errorf("%w: MaxListItems = %d, want >= 0", ErrConfig, c.MaxListItems)
 	}
 	if c.RPM < 0 || c.TPM < 0 {
 		return fmt.Errorf("%w: RPM = %d, TPM = %d, want >= 0", ErrConfig, c.RPM, c.TPM)

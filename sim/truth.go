@@ -106,8 +106,13 @@ func (s *Server) newTask(doc *schemaDoc, key, text string) *task {
 
 // truth is the ground truth for a task and schema: a generated instance
 // whose extractive leaves are spans of the task's text (grounder), drawn
-// again, up to truthTries times, until the schema's error rules hold.
+// again, up to truthTries times, until the schema's error rules hold. A
+// request over a long document is not drawn: its truth is what its text
+// holds (readDocument), its list cut to Config.MaxListItems.
 func (s *Server) truth(doc *schemaDoc, key, text string) any {
+	if doc.isDocument() {
+		return readDocument(text).value(s.cfg.MaxListItems)
+	}
 	c := doc.checks()
 	var sp *spans
 	var v any
@@ -200,6 +205,13 @@ func (t *task) invent(ptr string) (any, bool) {
 	if !ok || m == nil || t.doc.checks().exempt(ptr) || !t.grounded(tv) {
 		return nil, false
 	}
+	if f := docField(ptr); f != "" && t.doc.isDocument() {
+		// A document's field gets what the simulator invents for it when
+		// absent: plausible, and in no document.
+		if c := t.absentAt(f); c != nil && !jsonEqual(c, tv) && fits(m, c) && !t.grounded(c) {
+			return c, true
+		}
+	}
 	r := t.s.rng("invent", t.key, t.doc.src, ptr)
 	g := generator{doc: t.doc, rng: r}
 	name := unescapeToken(ptr[strings.LastIndexByte(ptr, '/')+1:])
@@ -261,6 +273,17 @@ func nearNumber(m map[string]any, n json.Number, r *rand.Rand) any {
 type write struct {
 	ptr string
 	v   any
+	// del removes the property at ptr instead (an invented_absent fixed).
+	del bool
+}
+
+// apply writes w into value.
+func (w write) apply(value any) {
+	if w.del {
+		pointerDelete(value, w.ptr)
+		return
+	}
+	pointerSet(value, w.ptr, w.v)
 }
 
 // injectTruth draws the truth faults of a first attempt from a seed
@@ -318,7 +341,7 @@ func (t *task) pickInvention(base any, used []string, r *rand.Rand) (write, bool
 				continue
 			}
 		}
-		return write{sites[i], v}, true
+		return write{ptr: sites[i], v: v}, true
 	}
 	return write{}, false
 }
@@ -360,7 +383,7 @@ func (t *task) change(base any, leaves []string, r *rand.Rand, g *generator) []w
 	p := leaves[r.IntN(len(leaves))]
 	cur, _ := pointerGet(base, p)
 	if b, ok := cur.(bool); ok {
-		return []write{{p, !b}}
+		return []write{{ptr: p, v: !b}}
 	}
 	m := t.doc.nodeAt(p)
 	if m == nil {
@@ -377,13 +400,13 @@ func (t *task) change(base any, leaves []string, r *rand.Rand, g *generator) []w
 		if len(twins) > 0 {
 			q := twins[r.IntN(len(twins))]
 			qv, _ := pointerGet(base, q)
-			return []write{{p, qv}, {q, cur}}
+			return []write{{ptr: p, v: qv}, {ptr: q, v: cur}}
 		}
 	}
 	name := unescapeToken(p[strings.LastIndexByte(p, '/')+1:])
 	for range 4 {
 		if v := g.gen(m, name, 1); !jsonEqual(v, cur) {
-			return []write{{p, v}}
+			return []write{{ptr: p, v: v}}
 		}
 	}
 	return nil
@@ -404,6 +427,7 @@ func (t *task) truthFaults(value any, schemaFaults []ContentFault) []ContentFaul
 			}
 		})
 	}
+	out = append(out, t.absentFaults(value)...)
 	c := t.doc.checks()
 	if c.rules == nil {
 		return out
@@ -471,9 +495,12 @@ func (t *task) differing(v, tv any, ptr string, depth int, fn func(ptr string, v
 // leaf under the rule's path that differs from it, but for those at fault
 // otherwise (schemaFaults, an invention), which their own errors name.
 func (t *task) fixWrites(value any, f ContentFault, schemaFaults []ContentFault) []write {
-	if f.Kind == FaultInvented {
+	switch f.Kind {
+	case FaultInvented:
 		tv, _ := pointerGet(t.truth, f.Pointer)
-		return []write{{f.Pointer, deepCopy(tv)}}
+		return []write{{ptr: f.Pointer, v: deepCopy(tv)}}
+	case FaultInventedAbsent:
+		return []write{{ptr: f.Pointer, del: true}}
 	}
 	sub, ok := pointerGet(value, f.Pointer)
 	if !ok {
@@ -497,7 +524,7 @@ func (t *task) fixWrites(value any, f ContentFault, schemaFaults []ContentFault)
 		if inv, ok := t.inventedAt(p); ok && t.s.cfg.Mix.Invented > 0 && jsonEqual(v, inv) {
 			continue
 		}
-		ws = append(ws, write{p, deepCopy(tv)})
+		ws = append(ws, write{ptr: p, v: deepCopy(tv)})
 	}
 	return ws
 }

@@ -6,6 +6,11 @@
 //	simllm --preset typical --seed 1 --addr 127.0.0.1:8089
 //	simllm --batch-completion-delay 30s --batch-expired-share 0.02 --batch-errored-share 0.01
 //	simllm --preset messy --fault scalar_as_string=0.2,enum_synonym=0 --fault patch_bad_pointer=0.1
+//	simllm docs --n 200 --chars 120000 --seed 1 --out bench/docs
+//
+// simllm docs writes simulated long documents, a dataset of them, their
+// schema, a template and their ground truth (docs.go); the simulator
+// answers requests over them from what their text holds.
 //
 // --fault sets the probability of any fault kind of the preset's mix (the
 // shape faults scalar_as_string, enum_case, single_for_array,
@@ -78,6 +83,7 @@ type simFlags struct {
 	batchCancel, cacheTTL      time.Duration
 	expiredShare, erroredShare float64
 	hitProb                    float64
+	maxListItems               int
 	promptCache                bool
 	faults                     []faultRate
 }
@@ -107,6 +113,7 @@ func newSimFlags(stderr io.Writer) *simFlags {
 	fs.DurationVar(&f.cacheTTL, "cache-ttl", sim.CacheTTLDefault, "how long a cached prompt prefix lives after its last use")
 	fs.IntVar(&f.antMin, "anthropic-cache-min-tokens", 0, fmt.Sprintf("minimum cacheable prefix of every Anthropic model (0: %d for a model named *haiku*, %d for any other)",
 		sim.AnthropicHaikuCacheMinTokens, sim.AnthropicCacheMinTokens))
+	fs.IntVar(&f.maxListItems, "max-list-items", -1, "most items of one list in a reply over a long document, the first its text holds (-1: the preset's; 0: no limit)")
 	fs.Func("fault", "set fault kinds' probabilities (0..1) in the preset's mix: kind=p[,kind=p...], repeatable; kinds below", f.addFaults)
 	fs.Usage = f.usage
 	return f
@@ -130,7 +137,7 @@ func (f *simFlags) addFaults(v string) error {
 // the fault kinds.
 func (f *simFlags) usage() {
 	out := f.fs.Output()
-	fmt.Fprintf(out, "Usage: simllm [flags]\n\nServes a simulated LLM on OpenAI (/v1/chat/completions), Anthropic (/v1/messages) and Ollama (/api/chat) routes,\n"+
+	fmt.Fprintf(out, "Usage: simllm [flags]\n       simllm docs --out DIR [flags]   write simulated long documents (simllm docs --help)\n\nServes a simulated LLM on OpenAI (/v1/chat/completions), Anthropic (/v1/messages) and Ollama (/api/chat) routes,\n"+
 		"and the batch APIs: OpenAI /v1/files, /v1/batches and Anthropic /v1/messages/batches (create, retrieve, cancel, list,\n"+
 		"results). A batch's requests are answered like single calls, without the preset's transport faults.\n"+
 		"GET /healthz answers ok; GET /stats the counters so far as JSON (Requests, Replies, ByStatus, Batch, ...).\n\nFlags:\n")
@@ -170,6 +177,12 @@ func (f *simFlags) config() (sim.Config, error) {
 	if f.rpm >= 0 {
 		cfg.RPM = f.rpm
 	}
+	if f.maxListItems < -1 {
+		return cfg, fmt.Errorf("%w: --max-list-items %d: want -1 (the preset's), 0 (no limit) or a count", errUsage, f.maxListItems)
+	}
+	if f.maxListItems >= 0 {
+		cfg.MaxListItems = f.maxListItems
+	}
 	if f.tpm >= 0 {
 		cfg.TPM = f.tpm
 	}
@@ -192,6 +205,9 @@ func (f *simFlags) config() (sim.Config, error) {
 
 // run serves the simulator until ctx ends.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "docs" {
+		return runDocs(args[1:], stdout, stderr)
+	}
 	f := newSimFlags(stderr)
 	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

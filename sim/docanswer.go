@@ -1,0 +1,129 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// isDocument reports whether a request with this schema is answered as a
+// request over a long document: its root declares every property of
+// DocumentSchema. The test is by name, so it survives the rewrites a
+// provider's strict mode makes (every property required, fixpoint's own
+// keywords left out).
+func (d *schemaDoc) isDocument() bool {
+	m, ok := d.root.(map[string]any)
+	if !ok {
+		return false
+	}
+	props, _ := m["properties"].(map[string]any)
+	for _, k := range docScalars {
+		if _, ok := props[k]; !ok {
+			return false
+		}
+	}
+	_, ok = props[docList]
+	return ok
+}
+
+// docTask is the task key of a request over a document: the request's
+// task key (the job's id, usually) and a hash of its text, so that each
+// chunk of one job draws its faults apart, and the same chunk the same
+// ones on every turn.
+func docTask(task, text string) string {
+	return task + "#" + strconv.FormatUint(hashStrings(text), 36)
+}
+
+// docField is the document field a pointer names ("/governing_law"), ""
+// for another place.
+func docField(ptr string) string {
+	if len(ptr) > 1 && slices.Contains(docScalars, ptr[1:]) {
+		return ptr[1:]
+	}
+	return ""
+}
+
+// absent reports whether f is a field of the task's document schema that
+// its text does not hold and evidence checks (the currency, an enum, is
+// exempt: an invention there is not one evidence can catch).
+func (t *task) absent(f string) bool {
+	if f == "" || !t.doc.isDocument() || t.doc.checks().exempt("/"+f) {
+		return false
+	}
+	m, ok := t.truth.(map[string]any)
+	if !ok {
+		return false
+	}
+	_, held := m[f]
+	return !held
+}
+
+// absentAt is the value the simulator invents for document field f when
+// the task's text does not hold it (and, fault invented, in place of the
+// value it holds): a function of the task and the field,
+// in the text's language, never a value a document holds (names and
+// jurisdictions of lists of their own, a date in 2019 to 2021, a notice
+// period of 150 days or more, an amount with cents).
+func (t *task) absentAt(f string) any {
+	l := detectDocLang(t.text)
+	r := t.s.rng("absent", t.key, t.doc.src, f)
+	switch f {
+	case docProvider, docCustomer:
+		return l.inventedNames[r.IntN(len(l.inventedNames))]
+	case docDate:
+		return time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, r.IntN(3*365)).Format(time.DateOnly)
+	case docLaw:
+		return l.inventedLaws[r.IntN(len(l.inventedLaws))]
+	case docNotice:
+		return json.Number(strconv.Itoa([]int{150, 210, 270, 365}[r.IntN(4)]))
+	case docAmount:
+		return json.Number(fmt.Sprintf("%d.%02d", 10_000+r.IntN(90_000_000), 1+r.IntN(99)))
+	}
+	return nil
+}
+
+// injectAbsent draws, from a seed stream of its own, each absent field of
+// a first attempt over a document (Mix.InventedAbsent) and writes the
+// invention into value.
+func (t *task) injectAbsent(value any, key string) {
+	p := t.s.cfg.Mix.InventedAbsent
+	obj, ok := value.(map[string]any)
+	if p == 0 || !ok || !t.doc.isDocument() {
+		return
+	}
+	r := t.s.rng("absentfault", key, t.doc.src)
+	for _, f := range docScalars {
+		u := r.Float64()
+		if _, taken := obj[f]; u < p && !taken && t.absent(f) {
+			obj[f] = t.absentAt(f)
+		}
+	}
+}
+
+// absentFaults finds the invented_absent faults of value: each absent
+// document field that holds the simulator's invention.
+func (t *task) absentFaults(value any) []ContentFault {
+	obj, ok := value.(map[string]any)
+	if !ok || !t.doc.isDocument() {
+		return nil
+	}
+	var out []ContentFault
+	for _, f := range docScalars {
+		if v, ok := obj[f]; ok && t.absent(f) && jsonEqual(v, t.absentAt(f)) {
+			out = append(out, ContentFault{Kind: FaultInventedAbsent, Pointer: "/" + f})
+		}
+	}
+	return out
+}
+
+// fill is what a model told that a document field is missing writes
+// when the task's text does not hold it: the simulator's invention.
+func (t *task) fill(f ContentFault) (any, bool) {
+	name := docField(f.Pointer)
+	if f.Kind != FaultMissingRequired || !t.absent(name) {
+		return nil, false
+	}
+	return t.absentAt(name), true
+}
