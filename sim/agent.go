@@ -17,7 +17,9 @@ type ncall struct {
 }
 
 // nresult is a tool result, normalized across wire formats: OpenAI's
-// and Ollama's tool turns, Anthropic's tool_result blocks.
+// and Ollama's tool turns, Anthropic's tool_result blocks. OpenAI and
+// Ollama have no error flag: a result is an error there when its content
+// starts with "Error" (package llm writes "Error: " before an error's).
 type nresult struct {
 	id, name, content string
 	isError           bool
@@ -32,6 +34,12 @@ type agentReq struct {
 	choice string
 	// toolBytes is the size of the tools' definitions, part of the prompt.
 	toolBytes int
+}
+
+// resultIsError reports whether a tool result's content says it is an
+// error, on a wire format without the flag.
+func resultIsError(content string) bool {
+	return len(content) >= 5 && strings.EqualFold(content[:5], "error")
 }
 
 // agentTool reports whether a tool of this name makes a request an agent

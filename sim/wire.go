@@ -182,7 +182,7 @@ func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
 				nm.text += c.Function.Name + c.Function.Arguments
 			}
 			if m.Role == "tool" {
-				nm.results = []nresult{{id: m.ToolCallID, content: t}}
+				nm.results = []nresult{{id: m.ToolCallID, content: t, isError: resultIsError(t)}}
 			}
 		}
 		r.msgs = append(r.msgs, nm)
@@ -437,7 +437,7 @@ func parseAnthropic(body []byte, texts *textCache) (*chatReq, *apiError) {
 		}
 		nm := nmsg{role: m.Role, text: textOf(m.Content)}
 		if agent {
-			nm.calls, nm.results = anthropicToolBlocks(m.Content)
+			nm.text, nm.calls, nm.results = anthropicToolBlocks(m.Content, nm.text)
 		}
 		r.msgs = append(r.msgs, nm)
 	}
@@ -483,14 +483,17 @@ func parseAnthropic(body []byte, texts *textCache) (*chatReq, *apiError) {
 }
 
 // anthropicToolBlocks reads the tool_use and tool_result blocks of a
-// content field.
-func anthropicToolBlocks(raw json.RawMessage) ([]ncall, []nresult) {
+// content field, and its text with a line between blocks (textOf runs
+// them together: "ok" then "/age: ..." would hide the pointer); a string
+// content is text, as given.
+func anthropicToolBlocks(raw json.RawMessage, text string) (string, []ncall, []nresult) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || t[0] != '[' {
-		return nil, nil
+		return text, nil, nil
 	}
 	var blocks []struct {
 		Type      string          `json:"type"`
+		Text      string          `json:"text"`
 		ID        string          `json:"id"`
 		Name      string          `json:"name"`
 		Input     json.RawMessage `json:"input"`
@@ -499,19 +502,25 @@ func anthropicToolBlocks(raw json.RawMessage) ([]ncall, []nresult) {
 		IsError   bool            `json:"is_error"`
 	}
 	if json.Unmarshal(raw, &blocks) != nil {
-		return nil, nil
+		return text, nil, nil
 	}
 	var calls []ncall
 	var results []nresult
+	parts := make([]string, 0, len(blocks))
 	for _, b := range blocks {
 		switch b.Type {
 		case "tool_use":
 			calls = append(calls, ncall{id: b.ID, name: b.Name, args: string(b.Input)})
+			parts = append(parts, string(b.Input))
 		case "tool_result":
-			results = append(results, nresult{id: b.ToolUseID, content: textOfDepth(b.Content, 1), isError: b.IsError})
+			content := textOfDepth(b.Content, 1)
+			results = append(results, nresult{id: b.ToolUseID, content: content, isError: b.IsError})
+			parts = append(parts, content)
+		default:
+			parts = append(parts, b.Text)
 		}
 	}
-	return calls, results
+	return strings.Join(parts, "\n"), calls, results
 }
 
 // Ollama chat request.
@@ -577,7 +586,7 @@ func parseOllama(body []byte) (*chatReq, *apiError) {
 				nm.text += c.Function.Name + string(c.Function.Arguments)
 			}
 			if m.Role == "tool" {
-				nm.results = []nresult{{name: m.ToolName, content: t}}
+				nm.results = []nresult{{name: m.ToolName, content: t, isError: resultIsError(t)}}
 			}
 		}
 		r.msgs = append(r.msgs, nm)
