@@ -66,10 +66,12 @@ type Message struct {
 }
 
 // The tools of the agent strategy, the contract between the driver, which
-// offers them, and the simulator, which calls them: set_output and
-// update_output carry the value ({"value": ...}), read_chunk a chunk's
-// number ({"n": 0}), search a text ({"text": "..."}), fail a reason
-// ({"reason": "..."}); finish takes no arguments.
+// offers them, and the simulator, which calls them. set_output's
+// arguments are the value itself (its parameters are the job's schema,
+// required relaxed), update_output's the part to change; read_chunk takes
+// a chunk's number ({"n": 0}), search a text ({"text": "..."}), fail a
+// reason ({"reason": "..."}), finish nothing. A request that offers
+// set_output is answered by the simulator as an agent (package sim).
 const (
 	ToolSetOutput    = "set_output"
 	ToolUpdateOutput = "update_output"
