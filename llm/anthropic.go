@@ -155,7 +155,8 @@ func (c *Client) encodeAnthropic(req *fixpoint.Request) ([]byte, error) {
 			}
 			w.Messages = append(w.Messages, anMessage{Role: m.Role, Content: blocks})
 		default:
-			w.Messages = append(w.Messages, anMessage{Role: m.Role, Content: m.Content})
+			// A pointer: a string put in an interface is a copy on the heap.
+			w.Messages = append(w.Messages, anMessage{Role: m.Role, Content: &req.Messages[i].Content})
 		}
 	}
 	tool := req.Mode == fixpoint.ModeTool || req.Mode == fixpoint.ModeJSONSchema

@@ -844,7 +844,7 @@ func normalizeRefusal(out *fixpoint.Response) {
 	if out.FinishReason != fixpoint.FinishRefusal {
 		return
 	}
-	out.Text = ""
+	out.Text, out.ToolCalls = "", nil
 	if out.Refusal == "" {
 		out.Refusal = "refused"
 	}

@@ -325,3 +325,16 @@ func TestToolCallsRedacted(t *testing.T) {
 		t.Errorf("calls %+v; want the key redacted", resp.ToolCalls)
 	}
 }
+
+// A refused reply's calls are not an answer, as its text is not.
+func TestRefusalDropsToolCalls(t *testing.T) {
+	t.Parallel()
+	var out fixpoint.Response
+	body := `{"model":"m","content":[{"type":"tool_use","id":"toolu_1","name":"set_output","input":{"a":1}}],"stop_reason":"refusal","usage":{"input_tokens":3,"output_tokens":2}}`
+	if err := decodeAnthropic([]byte(body), &fixpoint.Request{Model: "m", Tools: agentTools}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.ToolCalls != nil || out.FinishReason != fixpoint.FinishRefusal || out.Refusal == "" {
+		t.Errorf("calls %+v, finish %s, refusal %q; want no calls and a refusal", out.ToolCalls, out.FinishReason, out.Refusal)
+	}
+}

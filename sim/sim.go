@@ -272,8 +272,8 @@
 // the next turn; otherwise the answer is the provider's 400 naming the
 // id. OpenAI and Ollama have no error flag on a result: one whose content
 // starts with "Error" is an error. The tools' definitions count in the
-// prompt's tokens. The agent never calls read_chunk, search or
-// update_output.
+// prompt's tokens. The agent calls read_chunk, search or update_output
+// only when a tool_choice names it, with empty arguments.
 //
 // # Batches
 //
