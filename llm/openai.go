@@ -42,6 +42,10 @@ type oaRequest struct {
 	// ToolChoice is "required" or an *oaToolChoice naming a function;
 	// nil leaves the default, auto.
 	ToolChoice any `json:"tool_choice,omitempty"`
+	// system holds the system prompt the first message points to: w is on
+	// the heap already (it is marshalled), a pointer to req's would move
+	// the caller's request there too.
+	system string
 }
 
 type oaResponseFormat struct {
@@ -126,9 +130,10 @@ func (u *oaUsage) usage() (fixpoint.Usage, string) {
 // caches prefixes of 1,024 tokens and more on its own, and CacheKey, as
 // prompt_cache_key, routes the requests of one batch to the same cache.
 func (c *Client) encodeOpenAI(req *fixpoint.Request, schema json.RawMessage, strict bool) ([]byte, error) {
+	w := oaRequest{Model: req.Model, Temperature: req.Temperature, User: req.User, PromptCacheKey: req.CacheKey, system: req.System}
 	msgs := make([]oaMessage, 0, len(req.Messages)+1)
 	if req.System != "" {
-		msgs = append(msgs, oaMessage{Role: "system", Content: &req.System})
+		msgs = append(msgs, oaMessage{Role: "system", Content: &w.system})
 	}
 	for i := range req.Messages {
 		m := &req.Messages[i]
@@ -148,7 +153,7 @@ func (c *Client) encodeOpenAI(req *fixpoint.Request, schema json.RawMessage, str
 		}
 		msgs = append(msgs, o)
 	}
-	w := oaRequest{Model: req.Model, Messages: msgs, Temperature: req.Temperature, User: req.User, PromptCacheKey: req.CacheKey}
+	w.Messages = msgs
 	if c.cfg.OpenAIMaxTokensParam == "max_completion_tokens" {
 		w.MaxCompletionTokens = req.MaxTokens
 	} else {
