@@ -200,6 +200,14 @@ func TestWireToolCallsWithIDs(t *testing.T) {
 					t.Errorf("CheckArguments: %v", err)
 				}
 			}
+			// Usage, model and request id are read as without tools.
+			plain, err := c.Complete(context.Background(), fixpoint.Request{Model: "m", Messages: msgs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Usage != plain.Usage || resp.Usage.InputTokens == 0 || resp.Model != plain.Model || resp.RequestID != plain.RequestID {
+				t.Errorf("usage %+v, model %q, id %q; without tools %+v, %q, %q", resp.Usage, resp.Model, resp.RequestID, plain.Usage, plain.Model, plain.RequestID)
+			}
 		})
 	}
 }

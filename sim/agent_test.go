@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -78,7 +81,16 @@ func TestAgentToolConversation(t *testing.T) {
 	for _, provider := range providers {
 		t.Run(provider, func(t *testing.T) {
 			t.Parallel()
-			s, c := simClient(t, provider, sim.Config{Seed: 1}, llm.Config{Retry: llm.RetryConfig{Disabled: true}})
+			var mu sync.Mutex
+			var bodies []string
+			record := func(_ int, r *http.Request) *sim.ScriptedReply {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				bodies = append(bodies, string(b))
+				mu.Unlock()
+				return nil
+			}
+			s, c := simClient(t, provider, sim.Config{Seed: 1, Script: record}, llm.Config{Retry: llm.RetryConfig{Disabled: true}})
 			truth, err := s.Truth(sim.TaskKey("", agentTask), []byte(agentSchema), agentTask)
 			if err != nil {
 				t.Fatal(err)
@@ -127,6 +139,18 @@ func TestAgentToolConversation(t *testing.T) {
 			}
 			if n := s.Stats().Requests; n != 3 {
 				t.Errorf("%d requests, want 3", n)
+			}
+			// The ids as each wire format names a result's call.
+			resultKey := map[string]string{llm.ProviderOpenAI: `"tool_call_id":"`, llm.ProviderAnthropic: `"tool_use_id":"`}[provider]
+			mu.Lock()
+			defer mu.Unlock()
+			if len(bodies) != 3 {
+				t.Fatalf("%d request bodies recorded, want 3", len(bodies))
+			}
+			for i, id := range ids {
+				if resultKey != "" && !strings.Contains(bodies[1+i/2], resultKey+id+`"`) {
+					t.Errorf("request %d does not send %s%s\": %s", 2+i/2, resultKey, id, bodies[1+i/2])
+				}
 			}
 		})
 	}
