@@ -2,9 +2,12 @@ package fixpoint
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The markers of a prompt-mode request, the contract between the repair
@@ -42,12 +45,107 @@ const (
 const (
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
+	// RoleTool is a tool result's turn: ToolCallID names the call it
+	// answers, Content is the result.
+	RoleTool = "tool"
 )
 
 // Message is one conversation turn. System prompts go in Request.System.
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ToolCalls are the calls an assistant turn made, with any text it
+	// wrote beside them in Content.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is, on a RoleTool turn, the provider's id of the call
+	// it answers (ToolCall.ID).
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// IsError marks a RoleTool turn whose Content is an error: the call
+	// was refused or failed.
+	IsError bool `json:"is_error,omitempty"`
+}
+
+// The tools of the agent strategy, the contract between the driver, which
+// offers them, and the simulator, which calls them. set_output's
+// arguments are the value itself (its parameters are the job's schema,
+// required relaxed), update_output's the part to change; read_chunk takes
+// a chunk's number ({"n": 0}), search a text ({"text": "..."}), fail a
+// reason ({"reason": "..."}), finish nothing. A request that offers
+// set_output is answered by the simulator as an agent (package sim).
+const (
+	ToolSetOutput    = "set_output"
+	ToolUpdateOutput = "update_output"
+	ToolReadChunk    = "read_chunk"
+	ToolSearch       = "search"
+	ToolFinish       = "finish"
+	ToolFail         = "fail"
+)
+
+// Tool is a function a request offers the model.
+type Tool struct {
+	// Name is 1 to 64 letters, digits, '_' or '-' (what OpenAI and
+	// Anthropic both accept).
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Parameters is the JSON Schema of the call's arguments, an object.
+	Parameters json.RawMessage `json:"parameters"`
+}
+
+// ToolChoice is what a request that offers tools lets the model do. The
+// zero value lets it answer with text or call any number of tools.
+type ToolChoice struct {
+	// Required makes it call at least one tool.
+	Required bool `json:"required,omitempty"`
+	// Name, when set, is the one tool it must call (Required or not).
+	Name string `json:"name,omitempty"`
+}
+
+// ToolCall is one call a reply made.
+type ToolCall struct {
+	// ID is the provider's id of the call, which its result names
+	// (Message.ToolCallID). Ollama gives none: the client makes one up,
+	// stable for the conversation (see package llm).
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the JSON text of the arguments as the model wrote
+	// it, which need not be JSON at all (see CheckArguments).
+	Arguments string `json:"arguments"`
+}
+
+// CheckArguments says what is wrong with c's arguments when they are not
+// a JSON object, naming the call; nil when they are one.
+func (c ToolCall) CheckArguments() error {
+	var obj map[string]json.RawMessage
+	err := json.Unmarshal([]byte(c.Arguments), &obj)
+	if err == nil && obj != nil {
+		return nil
+	}
+	what := "are not a JSON object"
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case strings.TrimSpace(c.Arguments) == "":
+		what = "are empty"
+	case errors.As(err, &syn):
+		what = fmt.Sprintf("are not valid JSON (%v at byte %d)", syn, syn.Offset)
+	case errors.As(err, &typ):
+		what = "are JSON " + typ.Value + ", not an object"
+	case obj == nil:
+		what = "are JSON null, not an object"
+	}
+	return fmt.Errorf("tool call %s (%s): arguments %s: %s", c.ID, c.Name, what, quoteHead(c.Arguments, 80))
+}
+
+// quoteHead is s quoted, cut to its first n bytes (on a rune boundary)
+// with "..." when longer.
+func quoteHead(s string, n int) string {
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strconv.Quote(s[:n]) + "..."
 }
 
 // Request is one provider call.
@@ -80,6 +178,11 @@ type Request struct {
 	// llm.AnthropicCacheMinTokens), and as a plain string otherwise. OpenAI
 	// caches on its own and Ollama has no cache: both ignore it.
 	CacheSystem bool `json:"cache_system,omitempty"`
+	// Tools are the functions the model may call, with ModePrompt (the
+	// forced tool of ModeTool is made of Schema). The reply's calls are
+	// in Response.ToolCalls.
+	Tools      []Tool     `json:"tools,omitempty"`
+	ToolChoice ToolChoice `json:"tool_choice,omitzero"`
 }
 
 // FinishReason is the provider's stop reason, normalized.
@@ -151,11 +254,17 @@ func (u Usage) Implausible() string {
 const InputSlackTokens = 4096
 
 // TextBytes is the length of the text req sends: its system prompt, its
-// schema and its messages.
+// schema, its tools and its messages with their tool calls.
 func (r *Request) TextBytes() int {
 	n := len(r.System) + len(r.Schema)
+	for _, t := range r.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
 	for _, m := range r.Messages {
 		n += len(m.Content)
+		for _, c := range m.ToolCalls {
+			n += len(c.Name) + len(c.Arguments)
+		}
 	}
 	return n
 }
@@ -216,6 +325,9 @@ type Retry struct {
 type Response struct {
 	// Text is the reply text, or the tool call's arguments in ModeTool.
 	Text string `json:"text"`
+	// ToolCalls are the reply's tool calls, in order, when the request
+	// offered Tools (ModeTool's answer is in Text).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// Refusal is the provider's refusal text, when it reports one separately.
 	Refusal      string       `json:"refusal,omitempty"`
 	FinishReason FinishReason `json:"finish_reason"`

@@ -11,14 +11,40 @@ import (
 // Anthropic Messages wire types (only the fields we send or read).
 
 type anRequest struct {
-	Model       string             `json:"model"`
-	MaxTokens   int                `json:"max_tokens"`
-	System      any                `json:"system,omitempty"` // a string, or []anSystemBlock to cache it
-	Messages    []fixpoint.Message `json:"messages"`
-	Temperature *float64           `json:"temperature,omitempty"`
-	Tools       []anTool           `json:"tools,omitempty"`
-	ToolChoice  *anToolChoice      `json:"tool_choice,omitempty"`
-	Metadata    *anMetadata        `json:"metadata,omitempty"`
+	Model       string        `json:"model"`
+	MaxTokens   int           `json:"max_tokens"`
+	System      any           `json:"system,omitempty"` // a string, or []anSystemBlock to cache it
+	Messages    []anMessage   `json:"messages"`
+	Temperature *float64      `json:"temperature,omitempty"`
+	Tools       []anTool      `json:"tools,omitempty"`
+	ToolChoice  *anToolChoice `json:"tool_choice,omitempty"`
+	Metadata    *anMetadata   `json:"metadata,omitempty"`
+}
+
+// anMessage is a turn: its content a string, or blocks (anTextBlock,
+// anToolUse, anToolResult) when it holds tool calls or results.
+type anMessage struct {
+	Role    string `json:"role"`
+	Content any    `json:"content"`
+}
+
+type anTextBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type anToolUse struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+type anToolResult struct {
+	Type      string `json:"type"`
+	ToolUseID string `json:"tool_use_id"`
+	Content   string `json:"content"`
+	IsError   bool   `json:"is_error,omitempty"`
 }
 
 // anSystemBlock is the system prompt as a text block, the form that can
@@ -41,7 +67,7 @@ type anTool struct {
 
 type anToolChoice struct {
 	Type string `json:"type"`
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 }
 
 type anMetadata struct {
@@ -53,6 +79,7 @@ type anResponse struct {
 	Model   string `json:"model"`
 	Content []struct {
 		Type  string          `json:"type"`
+		ID    string          `json:"id"`
 		Text  string          `json:"text"`
 		Name  string          `json:"name"`
 		Input json.RawMessage `json:"input"`
@@ -96,19 +123,59 @@ func (c *Client) encodeAnthropic(req *fixpoint.Request) ([]byte, error) {
 		w.MaxTokens = AnthropicMaxTokensDefault
 	}
 	system := req.System
-	w.Messages = make([]fixpoint.Message, 0, len(req.Messages))
-	for _, m := range req.Messages {
-		if m.Role == "system" {
+	w.Messages = make([]anMessage, 0, len(req.Messages))
+	for i, m := range req.Messages {
+		switch {
+		case m.Role == "system":
 			system = strings.TrimSpace(system + "\n\n" + m.Content)
-			continue
+		case m.Role == fixpoint.RoleTool:
+			// The results of one turn's calls go back in one user turn,
+			// and the user's words after them in that turn too: the
+			// Messages API wants every tool_use answered in the turn
+			// that follows it.
+			r := anToolResult{Type: "tool_result", ToolUseID: m.ToolCallID, Content: m.Content, IsError: m.IsError}
+			if blocks, ok := lastUserBlocks(w.Messages); ok {
+				w.Messages[len(w.Messages)-1].Content = append(blocks, r)
+			} else {
+				w.Messages = append(w.Messages, anMessage{Role: fixpoint.RoleUser, Content: []any{r}})
+			}
+		case m.Role == fixpoint.RoleUser && i > 0 && req.Messages[i-1].Role == fixpoint.RoleTool:
+			blocks, _ := lastUserBlocks(w.Messages)
+			w.Messages[len(w.Messages)-1].Content = append(blocks, anTextBlock{Type: "text", Text: m.Content})
+		case len(m.ToolCalls) > 0:
+			blocks := make([]any, 0, len(m.ToolCalls)+1)
+			if m.Content != "" {
+				blocks = append(blocks, anTextBlock{Type: "text", Text: m.Content})
+			}
+			for _, c := range m.ToolCalls {
+				if err := c.CheckArguments(); err != nil {
+					return nil, fmt.Errorf("messages[%d]: %w (the Messages API takes a tool_use's input as an object only)", i, err)
+				}
+				blocks = append(blocks, anToolUse{Type: "tool_use", ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)})
+			}
+			w.Messages = append(w.Messages, anMessage{Role: m.Role, Content: blocks})
+		default:
+			// A pointer: a string put in an interface is a copy on the heap.
+			w.Messages = append(w.Messages, anMessage{Role: m.Role, Content: &req.Messages[i].Content})
 		}
-		w.Messages = append(w.Messages, m)
 	}
 	tool := req.Mode == fixpoint.ModeTool || req.Mode == fixpoint.ModeJSONSchema
 	if tool {
 		name := schemaName(req)
 		w.Tools = []anTool{{Name: name, Description: toolDescription, InputSchema: req.Schema}}
 		w.ToolChoice = &anToolChoice{Type: "tool", Name: name}
+	}
+	if len(req.Tools) > 0 {
+		w.Tools = make([]anTool, len(req.Tools))
+		for i, t := range req.Tools {
+			w.Tools[i] = anTool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters}
+		}
+		switch {
+		case req.ToolChoice.Name != "":
+			w.ToolChoice = &anToolChoice{Type: "tool", Name: req.ToolChoice.Name}
+		case req.ToolChoice.Required:
+			w.ToolChoice = &anToolChoice{Type: "any"}
+		}
 	}
 	switch {
 	case system == "":
@@ -121,6 +188,16 @@ func (c *Client) encodeAnthropic(req *fixpoint.Request) ([]byte, error) {
 		w.Metadata = &anMetadata{UserID: req.User}
 	}
 	return json.Marshal(&w)
+}
+
+// lastUserBlocks returns the blocks of the last turn when it is a user
+// turn of tool results.
+func lastUserBlocks(msgs []anMessage) ([]any, bool) {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != fixpoint.RoleUser {
+		return nil, false
+	}
+	blocks, ok := msgs[len(msgs)-1].Content.([]any)
+	return blocks, ok
 }
 
 // anthropicCacheable reports whether a cache breakpoint on the system
@@ -213,15 +290,16 @@ func decodeAnthropic(body []byte, req *fixpoint.Request, out *fixpoint.Response)
 	var text strings.Builder
 	toolIdx := -1
 	for i, b := range w.Content {
-		switch b.Type {
-		case "text":
+		switch {
+		case b.Type == "text":
 			text.WriteString(b.Text)
-		case "tool_use":
+		case b.Type != "tool_use":
+		case len(req.Tools) > 0:
+			out.ToolCalls = append(out.ToolCalls, fixpoint.ToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
+		case toolIdx < 0 && b.Name == schemaName(req):
 			// Only a call of the tool we asked for is the answer: a call
 			// of another won over a valid text block.
-			if toolIdx < 0 && b.Name == schemaName(req) {
-				toolIdx = i
-			}
+			toolIdx = i
 		}
 	}
 	out.Text = text.String()

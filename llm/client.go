@@ -370,6 +370,9 @@ func (c *Client) encode(req *fixpoint.Request) ([]byte, []string, *fixpoint.Prov
 	default:
 		return nil, nil, bad("request: unknown mode %q", req.Mode)
 	}
+	if why := checkTools(req); why != "" {
+		return nil, nil, bad("request: %s", why)
+	}
 	var (
 		body    []byte
 		dropped []string
@@ -495,6 +498,10 @@ func (c *Client) redactResponse(r *fixpoint.Response) {
 		return
 	}
 	r.Text, r.Refusal, r.Model, r.RequestID = c.redact(r.Text), c.redact(r.Refusal), c.redact(r.Model), c.redact(r.RequestID)
+	for i := range r.ToolCalls {
+		tc := &r.ToolCalls[i]
+		tc.ID, tc.Name, tc.Arguments = c.redact(tc.ID), c.redact(tc.Name), c.redact(tc.Arguments)
+	}
 	c.redactHeaders(r.RateLimit)
 }
 
@@ -837,7 +844,7 @@ func normalizeRefusal(out *fixpoint.Response) {
 	if out.FinishReason != fixpoint.FinishRefusal {
 		return
 	}
-	out.Text = ""
+	out.Text, out.ToolCalls = "", nil
 	if out.Refusal == "" {
 		out.Refusal = "refused"
 	}

@@ -9,21 +9,31 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 )
 
-// FuzzDecode feeds arbitrary bodies to the three decoders and the error
-// parser: they may reject a body but must not panic, and a refusal never
-// carries answer text. Seeded from the published fixtures.
+// FuzzDecode feeds arbitrary bodies to the three decoders, for a request
+// with tools and one without, and the error parser: they may reject a
+// body but must not panic, a refusal never carries answer text or calls,
+// and a request without tools gets no calls. Seeded from the published
+// fixtures.
 func FuzzDecode(f *testing.F) {
 	for _, fx := range loadFixtures(f) {
 		f.Add(fx.wireBytes(f))
 	}
 	f.Add([]byte(`{"choices":[{"message":{"content":[{"type":"text","text":"a"}]}}]}`))
 	f.Add([]byte(`{"content":[{"type":"tool_use","input":null}],"stop_reason":"refusal"}`))
+	f.Add([]byte(`{"model":"m","message":{"content":"","tool_calls":[{"function":{"name":"a","arguments":"{"}},{"id":"x","function":{"name":"b","arguments":{}}}]},"done":true}`))
 	req := &fixpoint.Request{Model: "m", SchemaName: "get_weather"}
+	withTools := &fixpoint.Request{Model: "m", Tools: agentTools, Messages: agentConversation()}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, dec := range []func([]byte, *fixpoint.Request, *fixpoint.Response) error{decodeOpenAI, decodeAnthropic, decodeOllama} {
-			var out fixpoint.Response
-			if err := dec(body, req, &out); err == nil && out.FinishReason == fixpoint.FinishRefusal && out.Refusal == "" {
-				t.Fatalf("refusal without a refusal message: %+v", out)
+			for _, r := range []*fixpoint.Request{req, withTools} {
+				var out fixpoint.Response
+				err := dec(body, r, &out)
+				if err == nil && out.FinishReason == fixpoint.FinishRefusal && (out.Refusal == "" || out.ToolCalls != nil) {
+					t.Fatalf("refusal without a refusal message, or with calls: %+v", out)
+				}
+				if err == nil && r == req && out.ToolCalls != nil {
+					t.Fatalf("tool calls of a request that offered no tools: %+v", out)
+				}
 			}
 		}
 		pe := parseProviderError(body)

@@ -10,12 +10,30 @@ import (
 // Ollama /api/chat wire types (only the fields we send or read).
 
 type olRequest struct {
-	Model    string             `json:"model"`
-	Messages []fixpoint.Message `json:"messages"`
-	Stream   bool               `json:"stream"`
-	Format   json.RawMessage    `json:"format,omitempty"`
-	Tools    []oaTool           `json:"tools,omitempty"`
-	Options  *olOptions         `json:"options,omitempty"`
+	Model    string          `json:"model"`
+	Messages []olMessage     `json:"messages"`
+	Stream   bool            `json:"stream"`
+	Format   json.RawMessage `json:"format,omitempty"`
+	Tools    []oaTool        `json:"tools,omitempty"`
+	Options  *olOptions      `json:"options,omitempty"`
+}
+
+// olMessage is a turn. A tool result names its tool, not its call:
+// Ollama has no call ids.
+type olMessage struct {
+	Role      string       `json:"role"`
+	Content   string       `json:"content"`
+	ToolCalls []olToolCall `json:"tool_calls,omitempty"`
+	ToolName  string       `json:"tool_name,omitempty"`
+}
+
+type olToolCall struct {
+	Function olCallFunction `json:"function"`
+}
+
+type olCallFunction struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 type olOptions struct {
@@ -28,6 +46,9 @@ type olResponse struct {
 	Message struct {
 		Content   string `json:"content"`
 		ToolCalls []struct {
+			// ID is sent by no Ollama we know of; one that did would
+			// be taken.
+			ID       string `json:"id"`
 			Function struct {
 				Name      string          `json:"name"`
 				Arguments json.RawMessage `json:"arguments"`
@@ -51,14 +72,32 @@ func (w *olResponse) usage() (fixpoint.Usage, string) {
 // format is the full schema (Ollama ignores keywords its grammar does not
 // support); ModePrompt sends no format, so the answer is parsed from text
 // as with every provider. ModeTool offers one tool; Ollama cannot force a
-// tool call, so a text answer is returned as text.
+// tool call, so a text answer is returned as text. Request.Tools are
+// offered the same way: a ToolChoice cannot be sent.
 func (c *Client) encodeOllama(req *fixpoint.Request) ([]byte, error) {
 	w := olRequest{Model: req.Model, Stream: false}
-	w.Messages = make([]fixpoint.Message, 0, len(req.Messages)+1)
+	w.Messages = make([]olMessage, 0, len(req.Messages)+1)
 	if req.System != "" {
-		w.Messages = append(w.Messages, fixpoint.Message{Role: "system", Content: req.System})
+		w.Messages = append(w.Messages, olMessage{Role: "system", Content: req.System})
 	}
-	w.Messages = append(w.Messages, req.Messages...)
+	names := map[string]string{} // call id -> tool name
+	for i, m := range req.Messages {
+		o := olMessage{Role: m.Role, Content: m.Content}
+		if m.Role == fixpoint.RoleTool {
+			o.Content, o.ToolName = toolResultText(m), names[m.ToolCallID]
+		}
+		for _, tc := range m.ToolCalls {
+			if err := tc.CheckArguments(); err != nil {
+				return nil, fmt.Errorf("messages[%d]: %w (Ollama takes a call's arguments as an object only)", i, err)
+			}
+			names[tc.ID] = tc.Name
+			o.ToolCalls = append(o.ToolCalls, olToolCall{Function: olCallFunction{Name: tc.Name, Arguments: json.RawMessage(tc.Arguments)}})
+		}
+		w.Messages = append(w.Messages, o)
+	}
+	for _, t := range req.Tools {
+		w.Tools = append(w.Tools, oaTool{Type: "function", Function: oaFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+	}
 	switch req.Mode {
 	case fixpoint.ModeJSONSchema:
 		w.Format = req.Schema
@@ -91,7 +130,20 @@ func decodeOllama(body []byte, req *fixpoint.Request, out *fixpoint.Response) er
 	default:
 		out.FinishReason = fixpoint.FinishReason(w.DoneReason)
 	}
-	if calls := w.Message.ToolCalls; len(calls) > 0 {
+	if calls := w.Message.ToolCalls; len(req.Tools) > 0 && len(calls) > 0 {
+		turn := assistantTurns(req)
+		out.ToolCalls = make([]fixpoint.ToolCall, len(calls))
+		for i, c := range calls {
+			id := c.ID
+			if id == "" {
+				id = ollamaCallID(turn, i)
+			}
+			out.ToolCalls[i] = fixpoint.ToolCall{ID: id, Name: c.Function.Name, Arguments: toolArguments(c.Function.Arguments)}
+		}
+		if out.FinishReason == fixpoint.FinishStop {
+			out.FinishReason = fixpoint.FinishTool
+		}
+	} else if len(calls) > 0 {
 		i := -1 // a call of another function is not the answer
 		for j := range calls {
 			if calls[j].Function.Name == schemaName(req) {

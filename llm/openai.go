@@ -11,8 +11,22 @@ import (
 // OpenAI Chat Completions wire types (only the fields we send or read).
 
 type oaMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role string `json:"role"`
+	// Content is null on an assistant turn of tool calls only.
+	Content    *string      `json:"content"`
+	ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string       `json:"tool_call_id,omitempty"`
+}
+
+type oaToolCall struct {
+	ID       string         `json:"id"`
+	Type     string         `json:"type"`
+	Function oaCallFunction `json:"function"`
+}
+
+type oaCallFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 type oaRequest struct {
@@ -25,7 +39,13 @@ type oaRequest struct {
 	PromptCacheKey      string            `json:"prompt_cache_key,omitempty"`
 	ResponseFormat      *oaResponseFormat `json:"response_format,omitempty"`
 	Tools               []oaTool          `json:"tools,omitempty"`
-	ToolChoice          *oaToolChoice     `json:"tool_choice,omitempty"`
+	// ToolChoice is "required" or an *oaToolChoice naming a function;
+	// nil leaves the default, auto.
+	ToolChoice any `json:"tool_choice,omitempty"`
+	// system holds the system prompt the first message points to: w is on
+	// the heap already (it is marshalled), a pointer to req's would move
+	// the caller's request there too.
+	system string
 }
 
 type oaResponseFormat struct {
@@ -68,6 +88,7 @@ type oaResponse struct {
 			Content   json.RawMessage `json:"content"` // string, null, or parts
 			Refusal   *string         `json:"refusal"`
 			ToolCalls []struct {
+				ID       string `json:"id"`
 				Function struct {
 					Name string `json:"name"`
 					// Arguments is a JSON string holding the call's JSON;
@@ -109,14 +130,30 @@ func (u *oaUsage) usage() (fixpoint.Usage, string) {
 // caches prefixes of 1,024 tokens and more on its own, and CacheKey, as
 // prompt_cache_key, routes the requests of one batch to the same cache.
 func (c *Client) encodeOpenAI(req *fixpoint.Request, schema json.RawMessage, strict bool) ([]byte, error) {
+	w := oaRequest{Model: req.Model, Temperature: req.Temperature, User: req.User, PromptCacheKey: req.CacheKey, system: req.System}
 	msgs := make([]oaMessage, 0, len(req.Messages)+1)
 	if req.System != "" {
-		msgs = append(msgs, oaMessage{Role: "system", Content: req.System})
+		msgs = append(msgs, oaMessage{Role: "system", Content: &w.system})
 	}
-	for _, m := range req.Messages {
-		msgs = append(msgs, oaMessage(m))
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		o := oaMessage{Role: m.Role, Content: &m.Content}
+		switch {
+		case m.Role == fixpoint.RoleTool:
+			text := toolResultText(*m)
+			o.Content, o.ToolCallID = &text, m.ToolCallID
+		case len(m.ToolCalls) > 0:
+			if m.Content == "" {
+				o.Content = nil
+			}
+			o.ToolCalls = make([]oaToolCall, len(m.ToolCalls))
+			for j, c := range m.ToolCalls {
+				o.ToolCalls[j] = oaToolCall{ID: c.ID, Type: "function", Function: oaCallFunction{Name: c.Name, Arguments: c.Arguments}}
+			}
+		}
+		msgs = append(msgs, o)
 	}
-	w := oaRequest{Model: req.Model, Messages: msgs, Temperature: req.Temperature, User: req.User, PromptCacheKey: req.CacheKey}
+	w.Messages = msgs
 	if c.cfg.OpenAIMaxTokensParam == "max_completion_tokens" {
 		w.MaxCompletionTokens = req.MaxTokens
 	} else {
@@ -131,6 +168,18 @@ func (c *Client) encodeOpenAI(req *fixpoint.Request, schema json.RawMessage, str
 		w.Tools = []oaTool{{Type: "function", Function: oaFunction{
 			Name: name, Description: toolDescription, Parameters: schema, Strict: strict}}}
 		w.ToolChoice = &oaToolChoice{Type: "function", Function: oaToolFunction{Name: name}}
+	}
+	if len(req.Tools) > 0 {
+		w.Tools = make([]oaTool, len(req.Tools))
+		for i, t := range req.Tools {
+			w.Tools[i] = oaTool{Type: "function", Function: oaFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}}
+		}
+		switch {
+		case req.ToolChoice.Name != "":
+			w.ToolChoice = &oaToolChoice{Type: "function", Function: oaToolFunction{Name: req.ToolChoice.Name}}
+		case req.ToolChoice.Required:
+			w.ToolChoice = "required"
+		}
 	}
 	return json.Marshal(&w)
 }
@@ -178,7 +227,15 @@ func decodeOpenAI(body []byte, req *fixpoint.Request, out *fixpoint.Response) er
 	default:
 		out.FinishReason = fixpoint.FinishReason(ch.FinishReason)
 	}
-	if calls := ch.Message.ToolCalls; len(calls) > 0 {
+	if calls := ch.Message.ToolCalls; len(req.Tools) > 0 && len(calls) > 0 {
+		out.ToolCalls = make([]fixpoint.ToolCall, len(calls))
+		for i, c := range calls {
+			out.ToolCalls[i] = fixpoint.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: toolArguments(c.Function.Arguments)}
+		}
+		if out.FinishReason == fixpoint.FinishStop {
+			out.FinishReason = fixpoint.FinishTool
+		}
+	} else if len(calls) > 0 {
 		// A forced call may come with others: take the one we asked for.
 		// A call of another function is not the answer (it was taken as
 		// one): the reply's text stands, and without text there is no

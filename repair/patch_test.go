@@ -150,7 +150,7 @@ func TestPatchRequestShape(t *testing.T) {
 	if len(first.Messages) != 1 || len(second.Messages) != 2 {
 		t.Fatalf("messages: %d then %d, want 1 then 2", len(first.Messages), len(second.Messages))
 	}
-	if second.Messages[0] != first.Messages[0] || second.Messages[0].Content != patchTask {
+	if !reflect.DeepEqual(second.Messages[0], first.Messages[0]) || second.Messages[0].Content != patchTask {
 		t.Errorf("first user message changed: %+v, want %+v", second.Messages[0], first.Messages[0])
 	}
 	// Byte-identical prefix as sent: system, then the task turn.
@@ -249,7 +249,7 @@ func TestPatchStillInvalidAsksAgain(t *testing.T) {
 		t.Fatalf("attempt 2: outcome %q valid %v class %q errors %v", a.PatchOutcome, a.Valid, a.Class, a.Errors)
 	}
 	third := reqs[2].Messages
-	if len(third) != 2 || third[0] != reqs[0].Messages[0] {
+	if len(third) != 2 || !reflect.DeepEqual(third[0], reqs[0].Messages[0]) {
 		t.Fatalf("third request messages %+v, want the task turn then a patch request", third)
 	}
 	if want := wantPatchRequest(halfValue, badErrors[1:]); third[1].Content != want {

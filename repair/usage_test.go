@@ -1,6 +1,7 @@
 package repair_test
 
 import (
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,7 +114,7 @@ func TestStepBoundsPaidRepliesItCannotRead(t *testing.T) {
 		if act.Request == nil {
 			t.Fatalf("call %d: no request (%+v); want the same request again", i, act)
 		}
-		if act.Request != first && (len(act.Request.Messages) != len(first.Messages) || act.Request.Messages[0] != first.Messages[0]) {
+		if act.Request != first && (len(act.Request.Messages) != len(first.Messages) || !reflect.DeepEqual(act.Request.Messages[0], first.Messages[0])) {
 			t.Errorf("call %d: request %+v; want the first one again", i, act.Request.Messages)
 		}
 		perr := &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: 200, Message: "decode: not JSON",

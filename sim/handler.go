@@ -305,6 +305,9 @@ type replyOut struct {
 // reply renders the model's answer in the provider's shape, with the
 // prompt cache's part of the usage.
 func (c *call) reply(req *chatReq, pTok int, cu cacheUse, lr limitResult, huge bool) replyOut {
+	if req.agent != nil {
+		return c.agentReply(req, pTok, cu, lr, huge)
+	}
 	s := c.s
 	p := s.model(req)
 	objectChannel := req.toolName != "" && c.provider != "openai" && p.isJSON

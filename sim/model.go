@@ -16,6 +16,11 @@ import (
 type nmsg struct {
 	role string // system, user, assistant, tool
 	text string
+	// calls and results are an agent request's tool calls (of an
+	// assistant turn) and tool results (of a tool turn, or of an
+	// Anthropic user turn).
+	calls   []ncall
+	results []nresult
 }
 
 // chatReq is a request normalized across wire formats.
@@ -44,6 +49,8 @@ type chatReq struct {
 	// bounds are the block boundaries of an Anthropic prompt with a
 	// cache_control breakpoint (nil without one), in order.
 	bounds []cacheBound
+	// agent is set when the request offers the agent's tools.
+	agent *agentReq
 }
 
 // plan is what the model says, before it is put on the wire.
@@ -631,6 +638,9 @@ func promptBytes(r *chatReq) int {
 	}
 	if !r.schemaInPrompt {
 		total += len(r.schema)
+	}
+	if r.agent != nil {
+		total += r.agent.toolBytes
 	}
 	return total
 }

@@ -278,6 +278,34 @@
 // prompt (system, messages, and the schema when it is not in the prompt) and
 // of the completion.
 //
+// # Agents
+//
+// A request that offers a tool named fixpoint.ToolSetOutput is an agent's
+// (issue 39's agent strategy); every other request with tools is answered
+// as above. Its value is the one a prompt-mode request of the same task
+// gets: the schema is the one between the schema markers in the system
+// prompt, or else set_output's parameters; each set_output the agent made
+// is taken as its reply and the tool results and user turns after it as
+// the correction. So the first turn calls set_output with the first
+// attempt's value (its content faults in it) and finish, two calls in one
+// reply; a turn after results that are errors calls them again with the
+// corrected value; a turn after a finish that succeeded (or a fail) says
+// so in text. A refusal calls fail with RefusalText as the reason; a
+// truncation cuts set_output's arguments (OpenAI; Anthropic sends the call
+// empty, Ollama none) with the finish reason length; a prose fault answers
+// the JSON as text instead of a call, for a driver to nudge, unless the
+// request requires a call (OpenAI "required" or a named function,
+// Anthropic "any" or "tool"; Ollama cannot say so). A tool_choice naming
+// finish, fail or set_output calls that one tool. Calls have ids (OpenAI
+// call_..., Anthropic toolu_01...; Ollama none, as Ollama), and results
+// must answer them as the provider wants: on OpenAI, tool turns right
+// after the calls' turn, one per call; on Anthropic, tool_result blocks in
+// the next turn; otherwise the answer is the provider's 400 naming the
+// id. OpenAI and Ollama have no error flag on a result: one whose content
+// starts with "Error" is an error. The tools' definitions count in the
+// prompt's tokens. The agent calls read_chunk, search or update_output
+// only when a tool_choice names it, with empty arguments.
+//
 // # Batches
 //
 // The simulator serves the providers' batch APIs, in memory: OpenAI's Files

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	json "github.com/segmentio/encoding/json"
 )
 
@@ -97,11 +98,13 @@ type oaRequest struct {
 		Role      string          `json:"role"`
 		Content   json.RawMessage `json:"content"` // string or parts: see textOf
 		ToolCalls []struct {
+			ID       string `json:"id"`
 			Function struct {
 				Name      string `json:"name"`
 				Arguments string `json:"arguments"`
 			} `json:"function"`
 		} `json:"tool_calls"`
+		ToolCallID string `json:"tool_call_id"`
 	} `json:"messages"`
 	ResponseFormat *struct {
 		Type       string `json:"type"`
@@ -113,8 +116,9 @@ type oaRequest struct {
 	Tools []struct {
 		Type     string `json:"type"`
 		Function struct {
-			Name       string          `json:"name"`
-			Parameters json.RawMessage `json:"parameters"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
@@ -150,6 +154,10 @@ func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
 		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "prompt_cache_retention",
 			msg: fmt.Sprintf("Invalid value: '%s'. Supported values are: 'in_memory' and '24h'.", in.PromptCacheRetention)}
 	}
+	agent := false
+	for _, t := range in.Tools {
+		agent = agent || agentTool(t.Function.Name)
+	}
 	for _, m := range in.Messages {
 		var t string
 		if m.Role == "system" || m.Role == "developer" {
@@ -157,7 +165,7 @@ func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
 		} else {
 			t = textOf(m.Content)
 		}
-		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 && !agent {
 			t += m.ToolCalls[0].Function.Arguments
 		}
 		if m.Role == "system" || m.Role == "developer" {
@@ -167,7 +175,42 @@ func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
 			r.system += t
 			continue
 		}
-		r.msgs = append(r.msgs, nmsg{role: m.Role, text: t})
+		nm := nmsg{role: m.Role, text: t}
+		if agent {
+			for _, c := range m.ToolCalls {
+				nm.calls = append(nm.calls, ncall{id: c.ID, name: c.Function.Name, args: c.Function.Arguments})
+				nm.text += c.Function.Name + c.Function.Arguments
+			}
+			if m.Role == "tool" {
+				nm.results = []nresult{{id: m.ToolCallID, content: t, isError: resultIsError(t)}}
+			}
+		}
+		r.msgs = append(r.msgs, nm)
+	}
+	if agent {
+		r.agent = &agentReq{}
+		for _, t := range in.Tools {
+			if t.Function.Name == fixpoint.ToolSetOutput {
+				r.agent.params = t.Function.Parameters
+			}
+			r.agent.toolBytes += len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters)
+		}
+		var choice struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(in.ToolChoice, &r.agent.choice) != nil {
+			_ = json.Unmarshal(in.ToolChoice, &choice)
+			r.agent.choice = choice.Function.Name
+		}
+		if r.agent.choice == "auto" {
+			r.agent.choice = ""
+		}
+		if aerr := checkToolTurns("openai", r.msgs); aerr != nil {
+			return nil, aerr
+		}
+		in.Tools = nil // not a tool mode's forced tool
 	}
 	if rf := in.ResponseFormat; rf != nil && rf.Type == "json_schema" && rf.JSONSchema != nil && len(rf.JSONSchema.Schema) > 0 {
 		r.schema = rf.JSONSchema.Schema
@@ -218,6 +261,7 @@ type antRequest struct {
 	MaxTokens *int `json:"max_tokens"`
 	Tools     []struct {
 		Name         string          `json:"name"`
+		Description  string          `json:"description"`
 		InputSchema  json.RawMessage `json:"input_schema"`
 		CacheControl *cacheControl   `json:"cache_control"`
 	} `json:"tools"`
@@ -383,11 +427,40 @@ func parseAnthropic(body []byte, texts *textCache) (*chatReq, *apiError) {
 		}
 		r.bounds = bounds
 	}
+	agent := false
+	for _, t := range in.Tools {
+		agent = agent || agentTool(t.Name)
+	}
 	for i, m := range in.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
 			return nil, badRequest("messages.%d.role: Input should be 'user' or 'assistant'", i)
 		}
-		r.msgs = append(r.msgs, nmsg{role: m.Role, text: textOf(m.Content)})
+		nm := nmsg{role: m.Role, text: textOf(m.Content)}
+		if agent {
+			nm.text, nm.calls, nm.results = anthropicToolBlocks(m.Content, nm.text)
+		}
+		r.msgs = append(r.msgs, nm)
+	}
+	if agent {
+		r.agent = &agentReq{}
+		for _, t := range in.Tools {
+			if t.Name == fixpoint.ToolSetOutput {
+				r.agent.params = t.InputSchema
+			}
+			r.agent.toolBytes += len(t.Name) + len(t.Description) + len(t.InputSchema)
+		}
+		if tc := in.ToolChoice; tc != nil {
+			switch tc.Type {
+			case "any":
+				r.agent.choice = "required"
+			case "tool":
+				r.agent.choice = tc.Name
+			}
+		}
+		if aerr := checkToolTurns("anthropic", r.msgs); aerr != nil {
+			return nil, aerr
+		}
+		return r, nil
 	}
 	if len(in.Tools) > 0 && (in.ToolChoice == nil || in.ToolChoice.Type != "none") {
 		tool := in.Tools[0]
@@ -409,6 +482,47 @@ func parseAnthropic(body []byte, texts *textCache) (*chatReq, *apiError) {
 	return r, nil
 }
 
+// anthropicToolBlocks reads the tool_use and tool_result blocks of a
+// content field, and its text with a line between blocks (textOf runs
+// them together: "ok" then "/age: ..." would hide the pointer); a string
+// content is text, as given.
+func anthropicToolBlocks(raw json.RawMessage, text string) (string, []ncall, []nresult) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '[' {
+		return text, nil, nil
+	}
+	var blocks []struct {
+		Type      string          `json:"type"`
+		Text      string          `json:"text"`
+		ID        string          `json:"id"`
+		Name      string          `json:"name"`
+		Input     json.RawMessage `json:"input"`
+		ToolUseID string          `json:"tool_use_id"`
+		Content   json.RawMessage `json:"content"`
+		IsError   bool            `json:"is_error"`
+	}
+	if json.Unmarshal(raw, &blocks) != nil {
+		return text, nil, nil
+	}
+	var calls []ncall
+	var results []nresult
+	parts := make([]string, 0, len(blocks))
+	for _, b := range blocks {
+		switch b.Type {
+		case "tool_use":
+			calls = append(calls, ncall{id: b.ID, name: b.Name, args: string(b.Input)})
+			parts = append(parts, string(b.Input))
+		case "tool_result":
+			content := textOfDepth(b.Content, 1)
+			results = append(results, nresult{id: b.ToolUseID, content: content, isError: b.IsError})
+			parts = append(parts, content)
+		default:
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n"), calls, results
+}
+
 // Ollama chat request.
 type olRequest struct {
 	Model    string `json:"model"`
@@ -417,9 +531,11 @@ type olRequest struct {
 		Content   string `json:"content"`
 		ToolCalls []struct {
 			Function struct {
+				Name      string          `json:"name"`
 				Arguments json.RawMessage `json:"arguments"`
 			} `json:"function"`
 		} `json:"tool_calls"`
+		ToolName string `json:"tool_name"`
 	} `json:"messages"`
 	Stream  *bool           `json:"stream"`
 	Format  json.RawMessage `json:"format"`
@@ -428,8 +544,9 @@ type olRequest struct {
 	} `json:"options"`
 	Tools []struct {
 		Function struct {
-			Name       string          `json:"name"`
-			Parameters json.RawMessage `json:"parameters"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
 }
@@ -446,9 +563,13 @@ func parseOllama(body []byte) (*chatReq, *apiError) {
 		return nil, &apiError{status: 400, msg: "the simulator only answers stream: false"}
 	}
 	r := &chatReq{provider: "ollama", model: in.Model}
+	agent := false
+	for _, t := range in.Tools {
+		agent = agent || agentTool(t.Function.Name)
+	}
 	for _, m := range in.Messages {
 		t := m.Content
-		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 && !agent {
 			t += string(m.ToolCalls[0].Function.Arguments)
 		}
 		if m.Role == "system" {
@@ -458,7 +579,27 @@ func parseOllama(body []byte) (*chatReq, *apiError) {
 			r.system += t
 			continue
 		}
-		r.msgs = append(r.msgs, nmsg{role: m.Role, text: t})
+		nm := nmsg{role: m.Role, text: t}
+		if agent {
+			for _, c := range m.ToolCalls {
+				nm.calls = append(nm.calls, ncall{name: c.Function.Name, args: string(c.Function.Arguments)})
+				nm.text += c.Function.Name + string(c.Function.Arguments)
+			}
+			if m.Role == "tool" {
+				nm.results = []nresult{{name: m.ToolName, content: t, isError: resultIsError(t)}}
+			}
+		}
+		r.msgs = append(r.msgs, nm)
+	}
+	if agent {
+		r.agent = &agentReq{}
+		for _, t := range in.Tools {
+			if t.Function.Name == fixpoint.ToolSetOutput {
+				r.agent.params = t.Function.Parameters
+			}
+			r.agent.toolBytes += len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters)
+		}
+		in.Tools = nil // not a tool mode's offered tool
 	}
 	if f := bytes.TrimSpace(in.Format); len(f) > 0 && f[0] == '{' {
 		r.schema = f
