@@ -733,17 +733,19 @@ func ParseBatchSettings(b *store.Batch) (BatchSettings, error) {
 // Enqueue reads a dataset, renders each row through the template, records
 // the schema, the batch and every job in the ledger, then publishes the jobs.
 //
-// It reads the dataset twice. The first pass renders and checks every row
-// (parse errors, template errors, ids missing or repeated with other
-// content, messages over the queue's size limit, prompts over the workers'
-// limit) and records nothing: with more bad rows than MaxBadRows it returns
-// ErrTooManyBadRows and nothing of the run is in the ledger or the queue.
-// The second pass records and publishes the rows that passed, in chunks.
+// It works in two passes and reads the dataset once. The first pass
+// renders and checks every row (parse errors, template errors, ids missing
+// or repeated with other content, messages over the queue's size limit,
+// prompts over the workers' limit) and records nothing: with more bad rows
+// than MaxBadRows it returns ErrTooManyBadRows and nothing of the run is in
+// the ledger or the queue. It keeps the jobs that passed in a temporary
+// file (in $TMPDIR, about three times the size of their rows), and the
+// second pass records and publishes them from there, in chunks.
 // repair.Job ids are stable, so running it twice records and publishes nothing
 // new; a run cut short is finished by running it again or with Resume. A
 // batch enqueued again must be given the settings it was recorded with
 // (ErrSettingsChanged names the differences).
-func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, data io.ReadSeeker) (Progress, error) {
+func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, data io.Reader) (Progress, error) {
 	var prog Progress
 	if cfg.Resume {
 		cfg.Chunk = cmp.Or(cfg.Chunk, ChunkDefault)
@@ -762,11 +764,12 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	if err != nil {
 		return prog, err
 	}
+	defer chk.jobs.close()
 	if err := run.recordBatch(ctx, chk); err != nil {
 		return prog, err
 	}
 	// Pass 2: record and publish the rows that passed.
-	if err := run.recordRows(ctx, data, chk, datasetSHA); err != nil {
+	if err := run.recordRows(ctx, chk, datasetSHA); err != nil {
 		return prog, err
 	}
 	return prog, nil
@@ -785,7 +788,7 @@ type enqueueRun struct {
 
 // open prepares the template and schema, makes sure the stream exists,
 // checks the delivery, and builds the renderer of the rows.
-func (run *enqueueRun) open(ctx context.Context, data io.ReadSeeker) error {
+func (run *enqueueRun) open(ctx context.Context, data io.Reader) error {
 	cfg, prog := run.cfg, run.prog
 	tmpl, schemaHash, err := cfg.prepare()
 	if err != nil {
@@ -853,15 +856,30 @@ func (run *enqueueRun) compareRecorded(ctx context.Context) error {
 // publishes nothing. It refuses a dataset with more bad rows than
 // MaxBadRows allows, with no rows, or with no good row. datasetSHA is
 // the digest of the whole dataset, which names it: a later run of the
-// same dataset can clear the mark of a killed one (see recordRows).
+// same dataset can clear the mark of a killed one (see recordRows). The
+// jobs that passed are kept in chk.jobs, for the second pass; the
+// caller closes it.
 func (run *enqueueRun) checkRows(ctx context.Context, data io.Reader) (chk *checkResult, datasetSHA string, err error) {
 	cfg, prog := run.cfg, run.prog
 	prog.Phase = PhaseCheck
 	digest := sha256.New()
-	chk, err = run.r.check(ctx, io.TeeReader(data, digest), prog, checkOpts{})
+	jobs, err := newCheckedJobs()
 	if err != nil {
 		return nil, "", err
 	}
+	defer func() {
+		if err != nil {
+			jobs.close()
+		}
+	}()
+	keep := func(p *lineJob, _ bool) error {
+		return jobs.add(&checkedJob{line: p.line, rows: p.rows, id: p.job.ID, prompt: p.job.Prompt, source: p.source, metadata: p.job.Metadata})
+	}
+	chk, err = run.r.check(ctx, io.TeeReader(data, digest), prog, checkOpts{onJob: keep})
+	if err != nil {
+		return nil, "", err
+	}
+	chk.jobs = jobs
 	if err := chk.unknownFields(cfg.IDField); err != nil {
 		return nil, "", err
 	}
@@ -926,7 +944,7 @@ func (run *enqueueRun) recordBatch(ctx context.Context, chk *checkResult) error 
 // passed. The run says so, and that it is alive, until every row is
 // recorded: a run killed in between leaves its mark, and --resume and the
 // batch's verdict refuse a batch that holds only part of its dataset.
-func (run *enqueueRun) recordRows(ctx context.Context, data io.ReadSeeker, chk *checkResult, datasetSHA string) error {
+func (run *enqueueRun) recordRows(ctx context.Context, chk *checkResult, datasetSHA string) error {
 	cfg, ledger, prog := run.cfg, run.ledger, run.prog
 	token, err := ledger.StartRecording(ctx, cfg.Batch, datasetSHA)
 	if err != nil {
@@ -942,12 +960,9 @@ func (run *enqueueRun) recordRows(ctx context.Context, data io.ReadSeeker, chk *
 			_ = ledger.StopRecording(context.WithoutCancel(ctx), token)
 		}
 	}()
-	if _, err := data.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("rewind the dataset: %w", err)
-	}
 	bad := len(prog.Bad)
 	prog.Phase, prog.Rows = PhasePublish, 0
-	if err := run.r.publish(ctx, run.js, ledger, data, chk.skip, recordingRun{token, datasetSHA}, prog); err != nil {
+	if err := run.r.publish(ctx, run.js, ledger, chk.jobs, chk.rowsRead, recordingRun{token, datasetSHA}, prog); err != nil {
 		return err
 	}
 	if len(prog.Bad) > bad && cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
@@ -1174,8 +1189,11 @@ type jobHolder interface {
 
 // checkResult is what the first pass learned.
 type checkResult struct {
-	// skip holds the lines the second pass skips: bad rows and repeats.
-	skip map[int]bool
+	// jobs are the jobs that passed, when the caller keeps them
+	// (checkRows).
+	jobs *checkedJobs
+	// rowsRead counts the rows read, bad ones too.
+	rowsRead int
 	// columns are the dataset's columns in file order.
 	columns []string
 	// missing counts the rows the template failed on for want of a field,
@@ -1302,12 +1320,12 @@ func (e unreadableError) Unwrap() error        { return e.err }
 func (e unreadableError) Is(target error) bool { return target == ErrUnreadable }
 
 // checkOpts are what a caller of check adds to the first pass: limit stops
-// it after that many rows (0: every row); onJob is called, in line order
-// within each chunk, for every row that would become a job or is one
-// already (held: the ledger has it as given).
+// it after that many rows (0: every row); onJob is called, in line order,
+// for every row that would become a job or is one already (held: the
+// ledger has it as given), and its error ends the pass.
 type checkOpts struct {
 	limit int
-	onJob func(line int, job *store.NewJob, held bool)
+	onJob func(p *lineJob, held bool) error
 }
 
 // check is the first pass: it reads every row (up to opts.limit), renders
@@ -1316,14 +1334,13 @@ type checkOpts struct {
 // the workers, or (r.ledger set: the batch exists) an id the ledger holds
 // with other content.
 func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, opts checkOpts) (*checkResult, error) {
-	res := &checkResult{skip: map[int]bool{}, missing: map[string]int{}, missingPath: map[string]int{}}
+	res := &checkResult{missing: map[string]int{}, missingPath: map[string]int{}}
 	seen := idIndex{ids: map[[16]byte]idSeen{}, numIDs: map[string]numID{}}
 	var pending []lineJob
 	rows := newRowReader(r.cfg.Format, data)
 	folded := 0 // rows that look like rows folded into a field
 	badJob := func(line int, id string, err error) {
 		prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err, JobID: id})
-		res.skip[line] = true
 	}
 	bad := func(line int, err error) { badJob(line, "", err) }
 	for opts.limit <= 0 || prog.Rows < opts.limit {
@@ -1368,7 +1385,6 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 				continue
 			case repeat:
 				prog.Repeated++
-				res.skip[line] = true
 				continue
 			}
 		}
@@ -1377,7 +1393,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 			continue
 		}
 		if r.ledger != nil || opts.onJob != nil {
-			pending = append(pending, lineJob{line: line, job: job})
+			pending = append(pending, lineJob{line: line, rows: prog.Rows, job: job, source: source})
 			if len(pending) == r.cfg.Chunk {
 				if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
 					return nil, err
@@ -1407,6 +1423,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 	// Rows compared with the ledger in chunks are reported in line order.
 	slices.SortStableFunc(prog.Bad, func(a, b BadRow) int { return a.Line - b.Line })
 	res.columns = rows.columns()
+	res.rowsRead = prog.Rows
 	if r.cfg.ProgressFunc != nil {
 		r.cfg.ProgressFunc(*prog)
 	}
@@ -1462,16 +1479,19 @@ func (x *idIndex) see(idValue any, job *store.NewJob, line int, batch string) (r
 	return false, nil
 }
 
+// lineJob is a row's job, its line, how many rows the pass had read at
+// it, and its evidence source (render's).
 type lineJob struct {
-	line int
-	job  store.NewJob
+	line, rows int
+	job        store.NewJob
+	source     string
 }
 
 // settle decides the pending rows against the ledger, when the batch
 // exists: a row whose id the ledger holds with other content is bad (a
 // batch keeps the rows it was first given, and the second pass would skip
 // it in silence); the others go to onJob.
-func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, error), onJob func(int, *store.NewJob, bool)) error {
+func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, error), onJob func(*lineJob, bool) error) error {
 	if len(pending) == 0 {
 		return nil
 	}
@@ -1502,7 +1522,9 @@ func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, 
 			continue
 		}
 		if onJob != nil {
-			onJob(p.line, &p.job, isHeld)
+			if err := onJob(p, isHeld); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -1616,18 +1638,21 @@ type recordingRun struct {
 	token, dataset string
 }
 
-// publish is the second pass: it renders the rows that passed the first
-// again, records them a chunk at a time, and publishes each chunk once it
-// is recorded. A chunk is published in the background while the next is
-// rendered and recorded, so that the ledger, the queue and the rendering
-// run at once; a chunk is never published before its rows are committed.
+// publish is the second pass: it reads back the jobs the first kept
+// (checked, of a pass that read rows rows), records them a chunk at a
+// time, and publishes each chunk once it is recorded. A chunk is published
+// in the background while the next is read and recorded, so that the
+// ledger and the queue work at once; a chunk is never published before its
+// rows are committed.
 // A chunk of new jobs is recorded as published (store.InsertJobsPublishing)
 // and the jobs the queue did not take marked unpublished after: no update
 // of every job. Before it ends, it publishes what the ledger holds
 // unpublished, with the jobs of the chunks that runs gone, or replaced by
 // this one, left unsettled.
-func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, data io.Reader, skip map[int]bool, rec recordingRun, prog *Progress) (err error) {
-	rows := newRowReader(r.cfg.Format, data)
+func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, checked *checkedJobs, rows int, rec recordingRun, prog *Progress) (err error) {
+	if err := checked.rewind(); err != nil {
+		return err
+	}
 	chunk := make([]store.NewJob, 0, r.cfg.Chunk)
 	sources := make([]string, 0, r.cfg.Chunk) // each job's evidence source
 	bases := newRunBases(ctx, ledger, r.cfg.Batch, r.base)
@@ -1696,32 +1721,22 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		return nil
 	}
 	for {
-		row, line, err := rows.next()
+		c, err := checked.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		var fatal *fatalReadError
-		if errors.As(err, &fatal) {
-			return unreadableError{line, fatal.err}
-		}
-		prog.Rows++
-		if skip[line] {
-			continue
-		}
 		if err != nil {
-			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
+			return err
 		}
-		job, source, err := r.render(row, line)
-		if err != nil {
-			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
-		}
-		chunk, sources = append(chunk, job), append(sources, source)
+		prog.Rows = c.rows
+		chunk, sources = append(chunk, r.job(c.id, c.line, c.prompt, c.metadata)), append(sources, c.source)
 		if len(chunk) == r.cfg.Chunk {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
 	}
+	prog.Rows = rows
 	if err := flush(); err != nil {
 		return err
 	}
@@ -1987,7 +2002,6 @@ func (r *renderer) render(row map[string]any, line int) (job store.NewJob, sourc
 	if prompt == "" {
 		return store.NewJob{}, "", errors.New("template rendered an empty prompt")
 	}
-	cfg := r.cfg
 	id, err := r.rowJobID(row, line)
 	if err != nil {
 		return store.NewJob{}, "", err
@@ -2004,9 +2018,16 @@ func (r *renderer) render(row map[string]any, line int) (job store.NewJob, sourc
 			return store.NewJob{}, "", err
 		}
 	}
+	return r.job(id, line, prompt, meta), source, nil
+}
+
+// job is the job of the row on line: its id, prompt and input row, and
+// the batch's settings.
+func (r *renderer) job(id string, line int, prompt string, meta json.RawMessage) store.NewJob {
+	cfg := r.cfg
 	return store.NewJob{ID: id, Batch: cfg.Batch, RowNo: line, SchemaHash: r.base.SchemaHash, Prompt: prompt,
 		Provider: cfg.Provider, Model: cfg.Model, Mode: string(cfg.Mode),
-		Strategy: string(cfg.Limits.Strategy), Metadata: meta}, source, nil
+		Strategy: string(cfg.Limits.Strategy), Metadata: meta}
 }
 
 // rowJobID is the id of a row's job: the batch and the row's --id-field,
