@@ -1343,29 +1343,24 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 		prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err, JobID: id})
 	}
 	bad := func(line int, err error) { badJob(line, "", err) }
-	for opts.limit <= 0 || prog.Rows < opts.limit {
-		row, line, err := rows.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			var fatal *fatalReadError
-			if errors.As(err, &fatal) {
-				return nil, unreadableError{line, fatal.err}
-			}
-			prog.Rows++
-			bad(line, err)
-			continue
-		}
+	stopped := func(line int, err error) error {
+		return fmt.Errorf("stopped while checking the rows (at line %d): nothing of the batch was recorded or published: %w", line, err)
+	}
+	line := 0 // the last read
+	limited, err := r.renderRows(ctx, rows, opts.limit, func(p *renderedRow) error {
 		prog.Rows++
+		line = p.line
+		if p.readErr != nil {
+			bad(p.line, p.readErr)
+			return nil
+		}
 		res.rows++
-		if rows.suspect != "" {
+		if p.suspect != "" {
 			if folded++; folded <= 5 {
-				prog.Warnings = append(prog.Warnings, fmt.Sprintf("line %d: %s", line, rows.suspect))
+				prog.Warnings = append(prog.Warnings, fmt.Sprintf("line %d: %s", p.line, p.suspect))
 			}
 		}
-		job, source, err := r.render(row, line)
-		if err != nil {
+		if err := p.renderErr; err != nil {
 			if f := missingFieldOf(err); f != "" {
 				res.missing[f]++
 			} else if path := missingPathOf(err); path != "" {
@@ -1373,49 +1368,54 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 			}
 			// The id it would have had, if it has one: a later run of
 			// a fixed file may record it.
-			badJob(line, r.jobID(row, line), err)
-			continue
+			badJob(p.line, r.jobID(p.row, p.line), err)
+			return nil
 		}
 		res.rendered++
 		if r.cfg.IDField != "" {
-			repeat, err := seen.see(row[r.cfg.IDField], &job, line, r.cfg.Batch)
+			repeat, err := seen.see(p.row[r.cfg.IDField], p.job.ID, p.key, p.content, p.line, r.cfg.Batch)
 			switch {
 			case err != nil:
-				bad(line, err)
-				continue
+				bad(p.line, err)
+				return nil
 			case repeat:
 				prog.Repeated++
-				continue
+				return nil
 			}
 		}
-		if err := r.fits(&job, source); err != nil {
-			badJob(line, job.ID, err)
-			continue
+		if p.fitErr != nil {
+			badJob(p.line, p.job.ID, p.fitErr)
+			return nil
 		}
 		if r.ledger != nil || opts.onJob != nil {
-			pending = append(pending, lineJob{line: line, rows: prog.Rows, job: job, source: source})
+			pending = append(pending, lineJob{line: p.line, rows: prog.Rows, job: p.job, source: p.source})
 			if len(pending) == r.cfg.Chunk {
 				if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
-					return nil, err
+					return err
 				}
 				pending = pending[:0]
 			}
 		}
 		if prog.Rows%r.cfg.Chunk == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("stopped while checking the rows (at line %d): nothing of the batch was recorded or published: %w", line, err)
+				return stopped(p.line, err)
 			}
 			if r.cfg.ProgressFunc != nil {
 				r.cfg.ProgressFunc(*prog)
 			}
 		}
+		return nil
+	})
+	if err == nil && ctx.Err() != nil {
+		// The reader stopped at it.
+		err = stopped(line, ctx.Err())
 	}
+	if err != nil {
+		return nil, err
+	}
+	res.limited = limited
 	if folded > 5 {
 		prog.Warnings = append(prog.Warnings, moreFolded(folded-5))
-	}
-	if opts.limit > 0 && prog.Rows >= opts.limit {
-		_, _, err := rows.next()
-		res.limited = !errors.Is(err, io.EOF)
 	}
 	if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
 		return nil, err
@@ -1447,11 +1447,12 @@ type idIndex struct {
 	numIDs map[string]numID // numeric ids by value
 }
 
-// see records the job's id (its row's id field holds idValue) and says
+// see records the job id (its row's id field holds idValue; key is
+// idKey's digest of it, content contentDigest's of the job) and says
 // whether the row repeats an earlier one exactly; a repeat with other
 // content, or a numeric id written another way, is an error naming the
 // first line.
-func (x *idIndex) see(idValue any, job *store.NewJob, line int, batch string) (repeat bool, err error) {
+func (x *idIndex) see(idValue any, id string, key, content [16]byte, line int, batch string) (repeat bool, err error) {
 	// 5 and 5.0 (a float column, as pandas writes one) are one id, but
 	// written two ways in one file they are a mistake worth naming.
 	if n, ok := idValue.(json.Number); ok {
@@ -1465,18 +1466,22 @@ func (x *idIndex) see(idValue any, job *store.NewJob, line int, batch string) (r
 			}
 		}
 	}
-	key := sha256.Sum256([]byte(job.ID))
-	var k [16]byte
-	copy(k[:], key[:16])
-	digest := contentDigest(job)
-	if first, ok := x.ids[k]; ok {
-		if first.content != digest {
-			return false, fmt.Errorf("id %q repeats line %d with different content", strings.TrimPrefix(job.ID, batch+":"), first.line)
+	if first, ok := x.ids[key]; ok {
+		if first.content != content {
+			return false, fmt.Errorf("id %q repeats line %d with different content", strings.TrimPrefix(id, batch+":"), first.line)
 		}
 		return true, nil
 	}
-	x.ids[k] = idSeen{line: line, content: digest}
+	x.ids[key] = idSeen{line: line, content: content}
 	return false, nil
+}
+
+// idKey is the digest of a job id that idIndex keeps.
+func idKey(id string) [16]byte {
+	sum := sha256.Sum256([]byte(id))
+	var k [16]byte
+	copy(k[:], sum[:16])
+	return k
 }
 
 // lineJob is a row's job, its line, how many rows the pass had read at
