@@ -3,6 +3,7 @@ package enqueue_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -164,5 +165,62 @@ func TestStoppedRunMarksTheChunkBeingRecordedUnpublished(t *testing.T) {
 	}
 	if p.Total != n || info.State.Msgs != n || p.Unpublished != 0 {
 		t.Fatalf("after the run again: %d jobs, %d on the stream, %d unpublished; want %d, %d, 0", p.Total, info.State.Msgs, p.Unpublished, n, n)
+	}
+}
+
+// gatedData reads as first, then waits for gate to close before it reads
+// as rest.
+type gatedData struct {
+	first, rest io.Reader
+	gate        <-chan struct{}
+}
+
+func (d *gatedData) Read(p []byte) (int, error) {
+	n, err := d.first.Read(p)
+	if errors.Is(err, io.EOF) {
+		<-d.gate
+		return d.rest.Read(p)
+	}
+	return n, err
+}
+
+// A run stopped in its first pass says so and records nothing, also when
+// the reading, ahead of the checking, saw the stop first and ended the
+// rows early.
+func TestRunStoppedWhileCheckingRecordsNothing(t *testing.T) {
+	t.Parallel()
+	const chunk = 2000
+	ctx := context.Background()
+	st, err := store.Open(ctx, storetest.NewDB(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	js := jetStream(t)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	cfg := enqueue.Config{
+		Batch: "stopped", Schema: []byte(benchSchema), Template: benchTemplate, Format: enqueue.FormatJSONL,
+		IDField: "ticket_id", Provider: "openai", Model: "sim-typical", Limits: fixpoint.Limits{MaxAttempts: 3},
+		Queue: queue.Config{Stream: "STOPPED", Subject: "stopped.jobs", Consumer: "stopped"}, Chunk: chunk,
+		ProgressFunc: func(p enqueue.Progress) {
+			if p.Phase == enqueue.PhaseCheck {
+				stop()
+			}
+		},
+	}
+	// The stop comes at the first chunk's end; the rows after are read
+	// once it has come, and end before the pass looks at the context again.
+	lines := strings.SplitAfter(ticketRows(chunk+1000), "\n")
+	data := &gatedData{first: strings.NewReader(strings.Join(lines[:chunk+48], "")), rest: strings.NewReader(strings.Join(lines[chunk+48:], "")), gate: runCtx.Done()}
+	prog, err := enqueue.Run(runCtx, js, st, cfg, data)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped while checking the rows") {
+		t.Fatalf("run stopped in its first pass: %v", err)
+	}
+	if prog.Recorded != 0 {
+		t.Fatalf("the stopped run recorded %d jobs; want none", prog.Recorded)
+	}
+	if _, err := st.Batch(ctx, "stopped"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the stopped run's batch: %v, want none recorded", err)
 	}
 }
