@@ -739,7 +739,7 @@ func ParseBatchSettings(b *store.Batch) (BatchSettings, error) {
 // prompts over the workers' limit) and records nothing: with more bad rows
 // than MaxBadRows it returns ErrTooManyBadRows and nothing of the run is in
 // the ledger or the queue. It keeps the jobs that passed in a temporary
-// file (in $TMPDIR, about three times the size of their rows), and the
+// file (in $TMPDIR, two to three times the dataset's size), and the
 // second pass records and publishes them from there, in chunks.
 // repair.Job ids are stable, so running it twice records and publishes nothing
 // new; a run cut short is finished by running it again or with Resume. A
