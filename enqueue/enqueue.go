@@ -1984,7 +1984,9 @@ func envelopeWith(base queue.Envelope, job *store.NewJob, source string) queue.E
 }
 
 // render renders a row's job, and its evidence source when the batch
-// checks evidence ("" when not): the message carries it.
+// checks evidence ("" when not): the message carries it. The first pass
+// runs it on several goroutines at once (renderRows): it changes nothing
+// of r, and what must see the rows one after another goes in check.
 func (r *renderer) render(row map[string]any, line int) (job store.NewJob, source string, err error) {
 	// The output is capped: a small template can loop ({{range 300000000}})
 	// into more memory than the machine has, and a prompt over the workers'
