@@ -21,7 +21,7 @@ func TestDecodeRowAsEncodingJSON(t *testing.T) {
 		`{a:1}`, `{"a":1`, `{"a":[1,2}`, `{"a":tru}`, `{"a":"\u12"}`, `{"a":1 "b":2}`, `{"a":-}`, `{"a":1e}`,
 	}
 	for _, line := range lines {
-		got, gotErr := decodeRow([]byte(line))
+		got, gotErr := decodeRow([]byte(line), 0)
 		var want map[string]any
 		dec := json.NewDecoder(bytes.NewReader([]byte(line)))
 		dec.UseNumber()

@@ -106,16 +106,17 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 
 	var inSum float64
 	var prog Progress
-	chk, err := r.check(ctx, data, &prog, checkOpts{limit: limit, onJob: func(line int, job *store.NewJob, held bool) {
+	chk, err := r.check(ctx, data, &prog, checkOpts{limit: limit, onJob: func(p *lineJob, held bool) error {
 		if held {
 			rep.Existing++
-			return
+			return nil
 		}
 		if rep.Jobs == 0 {
-			rep.Prompt, rep.PromptLine = job.Prompt, line
+			rep.Prompt, rep.PromptLine = p.job.Prompt, p.line
 		}
 		rep.Jobs++
-		inSum += float64((len(rep.System)+len(job.Prompt)+3)/4 + schemaTokens)
+		inSum += float64((len(rep.System)+len(p.job.Prompt)+3)/4 + schemaTokens)
+		return nil
 	}})
 	if err != nil {
 		return rep, err

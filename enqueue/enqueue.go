@@ -733,17 +733,19 @@ func ParseBatchSettings(b *store.Batch) (BatchSettings, error) {
 // Enqueue reads a dataset, renders each row through the template, records
 // the schema, the batch and every job in the ledger, then publishes the jobs.
 //
-// It reads the dataset twice. The first pass renders and checks every row
-// (parse errors, template errors, ids missing or repeated with other
-// content, messages over the queue's size limit, prompts over the workers'
-// limit) and records nothing: with more bad rows than MaxBadRows it returns
-// ErrTooManyBadRows and nothing of the run is in the ledger or the queue.
-// The second pass records and publishes the rows that passed, in chunks.
+// It works in two passes and reads the dataset once. The first pass
+// renders and checks every row (parse errors, template errors, ids missing
+// or repeated with other content, messages over the queue's size limit,
+// prompts over the workers' limit) and records nothing: with more bad rows
+// than MaxBadRows it returns ErrTooManyBadRows and nothing of the run is in
+// the ledger or the queue. It keeps the jobs that passed in a temporary
+// file (in $TMPDIR, two to three times the dataset's size), and the
+// second pass records and publishes them from there, in chunks.
 // repair.Job ids are stable, so running it twice records and publishes nothing
 // new; a run cut short is finished by running it again or with Resume. A
 // batch enqueued again must be given the settings it was recorded with
 // (ErrSettingsChanged names the differences).
-func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, data io.ReadSeeker) (Progress, error) {
+func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config, data io.Reader) (Progress, error) {
 	var prog Progress
 	if cfg.Resume {
 		cfg.Chunk = cmp.Or(cfg.Chunk, ChunkDefault)
@@ -762,11 +764,12 @@ func Run(ctx context.Context, js jetstream.JetStream, ledger Ledger, cfg Config,
 	if err != nil {
 		return prog, err
 	}
+	defer chk.jobs.close()
 	if err := run.recordBatch(ctx, chk); err != nil {
 		return prog, err
 	}
 	// Pass 2: record and publish the rows that passed.
-	if err := run.recordRows(ctx, data, chk, datasetSHA); err != nil {
+	if err := run.recordRows(ctx, chk, datasetSHA); err != nil {
 		return prog, err
 	}
 	return prog, nil
@@ -785,7 +788,7 @@ type enqueueRun struct {
 
 // open prepares the template and schema, makes sure the stream exists,
 // checks the delivery, and builds the renderer of the rows.
-func (run *enqueueRun) open(ctx context.Context, data io.ReadSeeker) error {
+func (run *enqueueRun) open(ctx context.Context, data io.Reader) error {
 	cfg, prog := run.cfg, run.prog
 	tmpl, schemaHash, err := cfg.prepare()
 	if err != nil {
@@ -853,15 +856,30 @@ func (run *enqueueRun) compareRecorded(ctx context.Context) error {
 // publishes nothing. It refuses a dataset with more bad rows than
 // MaxBadRows allows, with no rows, or with no good row. datasetSHA is
 // the digest of the whole dataset, which names it: a later run of the
-// same dataset can clear the mark of a killed one (see recordRows).
+// same dataset can clear the mark of a killed one (see recordRows). The
+// jobs that passed are kept in chk.jobs, for the second pass; the
+// caller closes it.
 func (run *enqueueRun) checkRows(ctx context.Context, data io.Reader) (chk *checkResult, datasetSHA string, err error) {
 	cfg, prog := run.cfg, run.prog
 	prog.Phase = PhaseCheck
 	digest := sha256.New()
-	chk, err = run.r.check(ctx, io.TeeReader(data, digest), prog, checkOpts{})
+	jobs, err := newCheckedJobs()
 	if err != nil {
 		return nil, "", err
 	}
+	defer func() {
+		if err != nil {
+			jobs.close()
+		}
+	}()
+	keep := func(p *lineJob, _ bool) error {
+		return jobs.add(&checkedJob{line: p.line, rows: p.rows, id: p.job.ID, prompt: p.job.Prompt, source: p.source, metadata: p.job.Metadata})
+	}
+	chk, err = run.r.check(ctx, io.TeeReader(data, digest), prog, checkOpts{onJob: keep})
+	if err != nil {
+		return nil, "", err
+	}
+	chk.jobs = jobs
 	if err := chk.unknownFields(cfg.IDField); err != nil {
 		return nil, "", err
 	}
@@ -926,7 +944,7 @@ func (run *enqueueRun) recordBatch(ctx context.Context, chk *checkResult) error 
 // passed. The run says so, and that it is alive, until every row is
 // recorded: a run killed in between leaves its mark, and --resume and the
 // batch's verdict refuse a batch that holds only part of its dataset.
-func (run *enqueueRun) recordRows(ctx context.Context, data io.ReadSeeker, chk *checkResult, datasetSHA string) error {
+func (run *enqueueRun) recordRows(ctx context.Context, chk *checkResult, datasetSHA string) error {
 	cfg, ledger, prog := run.cfg, run.ledger, run.prog
 	token, err := ledger.StartRecording(ctx, cfg.Batch, datasetSHA)
 	if err != nil {
@@ -942,12 +960,9 @@ func (run *enqueueRun) recordRows(ctx context.Context, data io.ReadSeeker, chk *
 			_ = ledger.StopRecording(context.WithoutCancel(ctx), token)
 		}
 	}()
-	if _, err := data.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("rewind the dataset: %w", err)
-	}
 	bad := len(prog.Bad)
 	prog.Phase, prog.Rows = PhasePublish, 0
-	if err := run.r.publish(ctx, run.js, ledger, data, chk.skip, recordingRun{token, datasetSHA}, prog); err != nil {
+	if err := run.r.publish(ctx, run.js, ledger, chk.jobs, chk.rowsRead, recordingRun{token, datasetSHA}, prog); err != nil {
 		return err
 	}
 	if len(prog.Bad) > bad && cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
@@ -1174,8 +1189,11 @@ type jobHolder interface {
 
 // checkResult is what the first pass learned.
 type checkResult struct {
-	// skip holds the lines the second pass skips: bad rows and repeats.
-	skip map[int]bool
+	// jobs are the jobs that passed, when the caller keeps them
+	// (checkRows).
+	jobs *checkedJobs
+	// rowsRead counts the rows read, bad ones too.
+	rowsRead int
 	// columns are the dataset's columns in file order.
 	columns []string
 	// missing counts the rows the template failed on for want of a field,
@@ -1302,12 +1320,12 @@ func (e unreadableError) Unwrap() error        { return e.err }
 func (e unreadableError) Is(target error) bool { return target == ErrUnreadable }
 
 // checkOpts are what a caller of check adds to the first pass: limit stops
-// it after that many rows (0: every row); onJob is called, in line order
-// within each chunk, for every row that would become a job or is one
-// already (held: the ledger has it as given).
+// it after that many rows (0: every row); onJob is called, in line order,
+// for every row that would become a job or is one already (held: the
+// ledger has it as given), and its error ends the pass.
 type checkOpts struct {
 	limit int
-	onJob func(line int, job *store.NewJob, held bool)
+	onJob func(p *lineJob, held bool) error
 }
 
 // check is the first pass: it reads every row (up to opts.limit), renders
@@ -1316,39 +1334,33 @@ type checkOpts struct {
 // the workers, or (r.ledger set: the batch exists) an id the ledger holds
 // with other content.
 func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, opts checkOpts) (*checkResult, error) {
-	res := &checkResult{skip: map[int]bool{}, missing: map[string]int{}, missingPath: map[string]int{}}
+	res := &checkResult{missing: map[string]int{}, missingPath: map[string]int{}}
 	seen := idIndex{ids: map[[16]byte]idSeen{}, numIDs: map[string]numID{}}
 	var pending []lineJob
 	rows := newRowReader(r.cfg.Format, data)
 	folded := 0 // rows that look like rows folded into a field
 	badJob := func(line int, id string, err error) {
 		prog.Bad = append(prog.Bad, BadRow{Line: line, Err: err, JobID: id})
-		res.skip[line] = true
 	}
 	bad := func(line int, err error) { badJob(line, "", err) }
-	for opts.limit <= 0 || prog.Rows < opts.limit {
-		row, line, err := rows.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			var fatal *fatalReadError
-			if errors.As(err, &fatal) {
-				return nil, unreadableError{line, fatal.err}
-			}
-			prog.Rows++
-			bad(line, err)
-			continue
-		}
+	stopped := func(line int, err error) error {
+		return fmt.Errorf("stopped while checking the rows (at line %d): nothing of the batch was recorded or published: %w", line, err)
+	}
+	line := 0 // the last read
+	limited, err := r.renderRows(ctx, rows, opts.limit, func(p *renderedRow) error {
 		prog.Rows++
+		line = p.line
+		if p.readErr != nil {
+			bad(p.line, p.readErr)
+			return nil
+		}
 		res.rows++
-		if rows.suspect != "" {
+		if p.suspect != "" {
 			if folded++; folded <= 5 {
-				prog.Warnings = append(prog.Warnings, fmt.Sprintf("line %d: %s", line, rows.suspect))
+				prog.Warnings = append(prog.Warnings, fmt.Sprintf("line %d: %s", p.line, p.suspect))
 			}
 		}
-		job, source, err := r.render(row, line)
-		if err != nil {
+		if err := p.renderErr; err != nil {
 			if f := missingFieldOf(err); f != "" {
 				res.missing[f]++
 			} else if path := missingPathOf(err); path != "" {
@@ -1356,50 +1368,54 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 			}
 			// The id it would have had, if it has one: a later run of
 			// a fixed file may record it.
-			badJob(line, r.jobID(row, line), err)
-			continue
+			badJob(p.line, r.jobID(p.row, p.line), err)
+			return nil
 		}
 		res.rendered++
 		if r.cfg.IDField != "" {
-			repeat, err := seen.see(row[r.cfg.IDField], &job, line, r.cfg.Batch)
+			repeat, err := seen.see(p.row[r.cfg.IDField], p.job.ID, p.key, p.content, p.line, r.cfg.Batch)
 			switch {
 			case err != nil:
-				bad(line, err)
-				continue
+				bad(p.line, err)
+				return nil
 			case repeat:
 				prog.Repeated++
-				res.skip[line] = true
-				continue
+				return nil
 			}
 		}
-		if err := r.fits(&job, source); err != nil {
-			badJob(line, job.ID, err)
-			continue
+		if p.fitErr != nil {
+			badJob(p.line, p.job.ID, p.fitErr)
+			return nil
 		}
 		if r.ledger != nil || opts.onJob != nil {
-			pending = append(pending, lineJob{line: line, job: job})
+			pending = append(pending, lineJob{line: p.line, rows: prog.Rows, job: p.job, source: p.source})
 			if len(pending) == r.cfg.Chunk {
 				if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
-					return nil, err
+					return err
 				}
 				pending = pending[:0]
 			}
 		}
 		if prog.Rows%r.cfg.Chunk == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("stopped while checking the rows (at line %d): nothing of the batch was recorded or published: %w", line, err)
+				return stopped(p.line, err)
 			}
 			if r.cfg.ProgressFunc != nil {
 				r.cfg.ProgressFunc(*prog)
 			}
 		}
+		return nil
+	})
+	if err == nil && ctx.Err() != nil {
+		// The reader stopped at it.
+		err = stopped(line, ctx.Err())
 	}
+	if err != nil {
+		return nil, err
+	}
+	res.limited = limited
 	if folded > 5 {
 		prog.Warnings = append(prog.Warnings, moreFolded(folded-5))
-	}
-	if opts.limit > 0 && prog.Rows >= opts.limit {
-		_, _, err := rows.next()
-		res.limited = !errors.Is(err, io.EOF)
 	}
 	if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
 		return nil, err
@@ -1407,6 +1423,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 	// Rows compared with the ledger in chunks are reported in line order.
 	slices.SortStableFunc(prog.Bad, func(a, b BadRow) int { return a.Line - b.Line })
 	res.columns = rows.columns()
+	res.rowsRead = prog.Rows
 	if r.cfg.ProgressFunc != nil {
 		r.cfg.ProgressFunc(*prog)
 	}
@@ -1430,11 +1447,12 @@ type idIndex struct {
 	numIDs map[string]numID // numeric ids by value
 }
 
-// see records the job's id (its row's id field holds idValue) and says
+// see records the job id (its row's id field holds idValue; key is
+// idKey's digest of it, content contentDigest's of the job) and says
 // whether the row repeats an earlier one exactly; a repeat with other
 // content, or a numeric id written another way, is an error naming the
 // first line.
-func (x *idIndex) see(idValue any, job *store.NewJob, line int, batch string) (repeat bool, err error) {
+func (x *idIndex) see(idValue any, id string, key, content [16]byte, line int, batch string) (repeat bool, err error) {
 	// 5 and 5.0 (a float column, as pandas writes one) are one id, but
 	// written two ways in one file they are a mistake worth naming.
 	if n, ok := idValue.(json.Number); ok {
@@ -1448,30 +1466,37 @@ func (x *idIndex) see(idValue any, job *store.NewJob, line int, batch string) (r
 			}
 		}
 	}
-	key := sha256.Sum256([]byte(job.ID))
-	var k [16]byte
-	copy(k[:], key[:16])
-	digest := contentDigest(job)
-	if first, ok := x.ids[k]; ok {
-		if first.content != digest {
-			return false, fmt.Errorf("id %q repeats line %d with different content", strings.TrimPrefix(job.ID, batch+":"), first.line)
+	if first, ok := x.ids[key]; ok {
+		if first.content != content {
+			return false, fmt.Errorf("id %q repeats line %d with different content", strings.TrimPrefix(id, batch+":"), first.line)
 		}
 		return true, nil
 	}
-	x.ids[k] = idSeen{line: line, content: digest}
+	x.ids[key] = idSeen{line: line, content: content}
 	return false, nil
 }
 
+// idKey is the digest of a job id that idIndex keeps.
+func idKey(id string) [16]byte {
+	sum := sha256.Sum256([]byte(id))
+	var k [16]byte
+	copy(k[:], sum[:16])
+	return k
+}
+
+// lineJob is a row's job, its line, how many rows the pass had read at
+// it, and its evidence source (render's).
 type lineJob struct {
-	line int
-	job  store.NewJob
+	line, rows int
+	job        store.NewJob
+	source     string
 }
 
 // settle decides the pending rows against the ledger, when the batch
 // exists: a row whose id the ledger holds with other content is bad (a
 // batch keeps the rows it was first given, and the second pass would skip
 // it in silence); the others go to onJob.
-func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, error), onJob func(int, *store.NewJob, bool)) error {
+func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, error), onJob func(*lineJob, bool) error) error {
 	if len(pending) == 0 {
 		return nil
 	}
@@ -1502,7 +1527,9 @@ func (r *renderer) settle(ctx context.Context, pending []lineJob, bad func(int, 
 			continue
 		}
 		if onJob != nil {
-			onJob(p.line, &p.job, isHeld)
+			if err := onJob(p, isHeld); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -1616,18 +1643,21 @@ type recordingRun struct {
 	token, dataset string
 }
 
-// publish is the second pass: it renders the rows that passed the first
-// again, records them a chunk at a time, and publishes each chunk once it
-// is recorded. A chunk is published in the background while the next is
-// rendered and recorded, so that the ledger, the queue and the rendering
-// run at once; a chunk is never published before its rows are committed.
+// publish is the second pass: it reads back the jobs the first kept
+// (checked, of a pass that read rows rows), records them a chunk at a
+// time, and publishes each chunk once it is recorded. A chunk is published
+// in the background while the next is read and recorded, so that the
+// ledger and the queue work at once; a chunk is never published before its
+// rows are committed.
 // A chunk of new jobs is recorded as published (store.InsertJobsPublishing)
 // and the jobs the queue did not take marked unpublished after: no update
 // of every job. Before it ends, it publishes what the ledger holds
 // unpublished, with the jobs of the chunks that runs gone, or replaced by
 // this one, left unsettled.
-func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, data io.Reader, skip map[int]bool, rec recordingRun, prog *Progress) (err error) {
-	rows := newRowReader(r.cfg.Format, data)
+func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger Ledger, checked *checkedJobs, rows int, rec recordingRun, prog *Progress) (err error) {
+	if err := checked.rewind(); err != nil {
+		return err
+	}
 	chunk := make([]store.NewJob, 0, r.cfg.Chunk)
 	sources := make([]string, 0, r.cfg.Chunk) // each job's evidence source
 	bases := newRunBases(ctx, ledger, r.cfg.Batch, r.base)
@@ -1696,32 +1726,22 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		return nil
 	}
 	for {
-		row, line, err := rows.next()
+		c, err := checked.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		var fatal *fatalReadError
-		if errors.As(err, &fatal) {
-			return unreadableError{line, fatal.err}
-		}
-		prog.Rows++
-		if skip[line] {
-			continue
-		}
 		if err != nil {
-			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
+			return err
 		}
-		job, source, err := r.render(row, line)
-		if err != nil {
-			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
-		}
-		chunk, sources = append(chunk, job), append(sources, source)
+		prog.Rows = c.rows
+		chunk, sources = append(chunk, r.job(c.id, c.line, c.prompt, c.metadata)), append(sources, c.source)
 		if len(chunk) == r.cfg.Chunk {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
 	}
+	prog.Rows = rows
 	if err := flush(); err != nil {
 		return err
 	}
@@ -1964,7 +1984,9 @@ func envelopeWith(base queue.Envelope, job *store.NewJob, source string) queue.E
 }
 
 // render renders a row's job, and its evidence source when the batch
-// checks evidence ("" when not): the message carries it.
+// checks evidence ("" when not): the message carries it. The first pass
+// runs it on several goroutines at once (renderRows): it changes nothing
+// of r, and what must see the rows one after another goes in check.
 func (r *renderer) render(row map[string]any, line int) (job store.NewJob, source string, err error) {
 	// The output is capped: a small template can loop ({{range 300000000}})
 	// into more memory than the machine has, and a prompt over the workers'
@@ -1987,7 +2009,6 @@ func (r *renderer) render(row map[string]any, line int) (job store.NewJob, sourc
 	if prompt == "" {
 		return store.NewJob{}, "", errors.New("template rendered an empty prompt")
 	}
-	cfg := r.cfg
 	id, err := r.rowJobID(row, line)
 	if err != nil {
 		return store.NewJob{}, "", err
@@ -2004,9 +2025,16 @@ func (r *renderer) render(row map[string]any, line int) (job store.NewJob, sourc
 			return store.NewJob{}, "", err
 		}
 	}
+	return r.job(id, line, prompt, meta), source, nil
+}
+
+// job is the job of the row on line: its id, prompt and input row, and
+// the batch's settings.
+func (r *renderer) job(id string, line int, prompt string, meta json.RawMessage) store.NewJob {
+	cfg := r.cfg
 	return store.NewJob{ID: id, Batch: cfg.Batch, RowNo: line, SchemaHash: r.base.SchemaHash, Prompt: prompt,
 		Provider: cfg.Provider, Model: cfg.Model, Mode: string(cfg.Mode),
-		Strategy: string(cfg.Limits.Strategy), Metadata: meta}, source, nil
+		Strategy: string(cfg.Limits.Strategy), Metadata: meta}
 }
 
 // rowJobID is the id of a row's job: the batch and the row's --id-field,

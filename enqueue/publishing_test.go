@@ -3,7 +3,9 @@ package enqueue_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -88,24 +90,31 @@ func TestRerunPublishesAKilledRunsUnsettledChunk(t *testing.T) {
 	}
 }
 
-// changingData reads as first until it is rewound, then as second: a
-// dataset edited between enqueue's two passes.
-type changingData struct {
-	*strings.Reader
-	second string
+// failingLedger fails the recording of the chunk that starts at row
+// first, once the chunk after it is recorded: the second pass stops with
+// that chunk recorded as published and not yet on the queue.
+type failingLedger struct {
+	*store.Store
+	first     int
+	nextAdded chan struct{}
+	once      sync.Once
 }
 
-func (d *changingData) Seek(offset int64, whence int) (int64, error) {
-	if d.second != "" {
-		d.Reader, d.second = strings.NewReader(d.second), ""
+func (l *failingLedger) InsertJobsPublishing(ctx context.Context, token string, jobs []store.NewJob) (int, store.PublishingChunk, error) {
+	if jobs[0].RowNo == l.first {
+		<-l.nextAdded
+		return 0, 0, errors.New("the ledger refused the chunk")
 	}
-	return d.Reader.Seek(offset, whence)
+	n, pc, err := l.Store.InsertJobsPublishing(ctx, token, jobs)
+	if jobs[0].RowNo > l.first {
+		l.once.Do(func() { close(l.nextAdded) })
+	}
+	return n, pc, err
 }
 
 // A run that stops in its second pass while chunks are being recorded
-// (a row changed between the passes) marks them unpublished, not
-// published: the ledger says what the queue lacks, and the run again
-// publishes it.
+// marks them unpublished, not published: the ledger says what the queue
+// lacks, and the run again publishes it.
 func TestStoppedRunMarksTheChunkBeingRecordedUnpublished(t *testing.T) {
 	t.Parallel()
 	const n, chunk = 30, 10
@@ -122,11 +131,11 @@ func TestStoppedRunMarksTheChunkBeingRecordedUnpublished(t *testing.T) {
 		Queue: queue.Config{Stream: "CHANGED", Subject: "changed.jobs", Consumer: "changed"}, Chunk: chunk,
 	}
 	data := ticketRows(n)
-	lines := strings.SplitAfter(data, "\n")
-	lines[2*chunk+4] = "{not json}\n" // in the third chunk
-	_, err = enqueue.Run(ctx, js, st, cfg, &changingData{Reader: strings.NewReader(data), second: strings.Join(lines, "")})
-	if err == nil || !strings.Contains(err.Error(), "changed between the two reads") {
-		t.Fatalf("run with a row changed between the passes: %v", err)
+	// The first two chunks are recorded at once; the first fails.
+	led := &failingLedger{Store: st, first: 1, nextAdded: make(chan struct{})}
+	_, err = enqueue.Run(ctx, js, led, cfg, strings.NewReader(data))
+	if err == nil || !strings.Contains(err.Error(), "the ledger refused the chunk") {
+		t.Fatalf("run whose ledger refused a chunk: %v", err)
 	}
 	stream, err := js.Stream(ctx, "CHANGED")
 	if err != nil {
@@ -140,11 +149,10 @@ func TestStoppedRunMarksTheChunkBeingRecordedUnpublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each job recorded is on the stream or marked unpublished (the
-	// chunks being recorded when it stopped, however many).
-	if p.Total != 2*chunk || info.State.Msgs+uint64(p.Unpublished) != uint64(p.Total) || p.Unpublished == 0 {
-		t.Fatalf("after the stopped run: %d jobs, %d on the stream, %d unpublished; want %d, each on the stream or unpublished",
-			p.Total, info.State.Msgs, p.Unpublished, 2*chunk)
+	// The chunk recorded beside the one refused is marked unpublished.
+	if p.Total != chunk || info.State.Msgs != 0 || p.Unpublished != chunk {
+		t.Fatalf("after the stopped run: %d jobs, %d on the stream, %d unpublished; want %d, none on the stream, all unpublished",
+			p.Total, info.State.Msgs, p.Unpublished, chunk)
 	}
 	if _, err := enqueue.Run(ctx, js, st, cfg, strings.NewReader(data)); err != nil {
 		t.Fatalf("run again: %v", err)
@@ -157,5 +165,62 @@ func TestStoppedRunMarksTheChunkBeingRecordedUnpublished(t *testing.T) {
 	}
 	if p.Total != n || info.State.Msgs != n || p.Unpublished != 0 {
 		t.Fatalf("after the run again: %d jobs, %d on the stream, %d unpublished; want %d, %d, 0", p.Total, info.State.Msgs, p.Unpublished, n, n)
+	}
+}
+
+// gatedData reads as first, then waits for gate to close before it reads
+// as rest.
+type gatedData struct {
+	first, rest io.Reader
+	gate        <-chan struct{}
+}
+
+func (d *gatedData) Read(p []byte) (int, error) {
+	n, err := d.first.Read(p)
+	if errors.Is(err, io.EOF) {
+		<-d.gate
+		return d.rest.Read(p)
+	}
+	return n, err
+}
+
+// A run stopped in its first pass says so and records nothing, also when
+// the reading, ahead of the checking, saw the stop first and ended the
+// rows early.
+func TestRunStoppedWhileCheckingRecordsNothing(t *testing.T) {
+	t.Parallel()
+	const chunk = 2000
+	ctx := context.Background()
+	st, err := store.Open(ctx, storetest.NewDB(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	js := jetStream(t)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	cfg := enqueue.Config{
+		Batch: "stopped", Schema: []byte(benchSchema), Template: benchTemplate, Format: enqueue.FormatJSONL,
+		IDField: "ticket_id", Provider: "openai", Model: "sim-typical", Limits: fixpoint.Limits{MaxAttempts: 3},
+		Queue: queue.Config{Stream: "STOPPED", Subject: "stopped.jobs", Consumer: "stopped"}, Chunk: chunk,
+		ProgressFunc: func(p enqueue.Progress) {
+			if p.Phase == enqueue.PhaseCheck {
+				stop()
+			}
+		},
+	}
+	// The stop comes at the first chunk's end; the rows after are read
+	// once it has come, and end before the pass looks at the context again.
+	lines := strings.SplitAfter(ticketRows(chunk+1000), "\n")
+	data := &gatedData{first: strings.NewReader(strings.Join(lines[:chunk+48], "")), rest: strings.NewReader(strings.Join(lines[chunk+48:], "")), gate: runCtx.Done()}
+	prog, err := enqueue.Run(runCtx, js, st, cfg, data)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped while checking the rows") {
+		t.Fatalf("run stopped in its first pass: %v", err)
+	}
+	if prog.Recorded != 0 {
+		t.Fatalf("the stopped run recorded %d jobs; want none", prog.Recorded)
+	}
+	if _, err := st.Batch(ctx, "stopped"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the stopped run's batch: %v, want none recorded", err)
 	}
 }

@@ -48,6 +48,18 @@ func jsonText(v any) string {
 // templateView is row as the template sees it: {{.}} prints the row as
 // JSON too.
 func templateView(row map[string]any) tmplObject {
+	flat := true
+	for _, v := range row {
+		switch v.(type) {
+		case nil, map[string]any, []any:
+			flat = false
+		}
+	}
+	if flat {
+		// Strings, numbers and booleans print as themselves: the row is
+		// its own view, without a copy of every row.
+		return tmplObject(row)
+	}
 	out := make(tmplObject, len(row))
 	for k, v := range row {
 		out[k] = viewOf(v)

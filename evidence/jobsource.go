@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -59,7 +58,12 @@ func RowSource(fields map[string]any, prompt, setting string) (string, error) {
 	walk = func(v any) {
 		switch x := v.(type) {
 		case map[string]any:
-			for _, k := range slices.Sorted(maps.Keys(x)) {
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
 				walk(x[k])
 			}
 		case []any:

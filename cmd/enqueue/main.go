@@ -40,15 +40,16 @@ and publishes them to the queue, with progress on a terminal.
   enqueue --batch tickets-1 --schema ticket.json --template ticket.txt --model gpt-4o-mini --id-field id tickets.jsonl
   enqueue --batch tickets-1 ... --dry-run tickets.jsonl     (check the rows, see a prompt and the estimated cost)
 
-The dataset is read twice. The first pass checks every row and records
-nothing: a row that cannot be read or rendered, whose --id-field is missing or
+The dataset is read once, in two passes. The first checks every row and
+records nothing: a row that cannot be read or rendered, whose --id-field is missing or
 repeats an earlier row's id with other content, or whose job would not fit the
 queue's message size or the workers' prompt limit is a bad row, reported with
 its line number. With more bad rows than --max-bad-rows, nothing of the batch
 is recorded or published and enqueue exits 1. A template field or --id-field
 that no row has is a typo, not bad rows: nothing is recorded and enqueue exits
-2, naming the dataset's fields. The second pass records and publishes the
-rows that passed.
+2, naming the dataset's fields. The jobs of the rows that passed are kept in
+a temporary file in $TMPDIR (two to three times the dataset's size, removed
+at the end), from which the second pass records and publishes them.
 
 Job ids are stable (the batch and --id-field, else the batch and the row's
 line; 1 and "1" are the same id), so running the same command twice enqueues
