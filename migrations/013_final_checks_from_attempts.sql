@@ -29,9 +29,11 @@ CREATE TYPE fixpoint_final_check AS (
 
 -- Adds the changes d to final_jobs and the grades, and removes the rows
 -- of the kept checks taken away. The caller holds its batches'
--- batch_rollups rows.
+-- batch_rollups rows. Its statements read d, a parameter: left to choose,
+-- PL/pgSQL planned them again at most calls (a custom plan, about as
+-- costly as running them); their generic plans are kept for the session.
 CREATE FUNCTION fixpoint_apply_final_checks(d fixpoint_final_check[]) RETURNS void
-LANGUAGE plpgsql SET jit = off SET enable_seqscan = off AS $$
+LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM unnest(d) WHERE s < 0 AND rules IS NOT NULL) THEN
         DELETE FROM job_final_checks WHERE job_id IN (SELECT job_id FROM unnest(d) WHERE s < 0 AND rules IS NOT NULL);
