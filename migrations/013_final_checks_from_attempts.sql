@@ -280,47 +280,48 @@ BEGIN
     END IF;
     -- 010's final checks: a job's final check is its latest run's
     -- revalidation, else that run's valid attempt, else its last. A new
-    -- attempt changes it when it comes before the best attempt recorded
-    -- before this statement in that order (or there was none), and for a
-    -- job whose attempts were purged (its final check kept in
-    -- job_final_checks). Only checks that add something (a rule failure
-    -- or evidence) go into the array.
-    SELECT array_agg(ROW(x.*)::fixpoint_final_check) INTO finals FROM (
-        WITH t AS MATERIALIZED (
-            -- each job's best new attempt, and the numbers of all its new ones
-            SELECT n.job_id, n.run, j.batch, n.attempt_no, n.valid, n.errors, n.warnings, n.evidence, n.nos
-            FROM (SELECT DISTINCT ON (job_id, run) job_id, run, attempt_no, valid, errors, warnings, evidence,
-                         array_agg(attempt_no) OVER (PARTITION BY job_id, run) AS nos
-                  FROM new_attempts ORDER BY job_id, run, valid DESC, attempt_no DESC) n
-            CROSS JOIN LATERAL (SELECT batch FROM jobs WHERE id = n.job_id AND run = n.run AND batch IS NOT NULL LIMIT 1) j
-            WHERE (SELECT true FROM revalidations r WHERE r.job_id = n.job_id AND r.run = n.run LIMIT 1) IS NULL
-        ), o AS (
-            -- with the check kept for it, else its best attempt recorded before
-            SELECT t.*, k.rules AS k_rules, k.grades AS k_grades,
-                   p.attempt_no AS o_no, p.valid AS o_valid, p.errors AS o_errors, p.warnings AS o_warnings,
-                   p.evidence AS o_evidence
-            FROM t
-            LEFT JOIN LATERAL (SELECT f.rules, f.grades FROM job_final_checks f WHERE f.job_id = t.job_id LIMIT 1) k ON true
-            LEFT JOIN LATERAL (SELECT a.attempt_no, a.valid, a.errors, a.warnings, a.evidence FROM attempts a
-                               WHERE a.job_id = t.job_id AND a.run = t.run AND a.attempt_no <> ALL (t.nos)
-                               ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1) p ON true
-        )
-        SELECT batch, job_id, -1 AS s, NULL::jsonb AS errors, NULL::jsonb AS warnings, NULL::jsonb AS evidence,
+    -- attempt changes it when it comes before, in that order, the best
+    -- attempt recorded before this statement (or there was none), or when
+    -- the job's final check was kept in job_final_checks (its attempts
+    -- purged). Only the checks that add something (a rule failure or
+    -- evidence) go into the array; their jobs alone are looked up.
+    WITH n AS MATERIALIZED (
+        -- each job's best new attempt, and the numbers of all its new ones
+        SELECT DISTINCT ON (job_id, run) job_id, run, attempt_no, valid, errors, warnings, evidence,
+               array_agg(attempt_no) OVER (PARTITION BY job_id, run) AS nos
+        FROM new_attempts ORDER BY job_id, run, valid DESC, attempt_no DESC
+    ), o AS MATERIALIZED (
+        -- with the check kept for it, else its best attempt recorded before
+        SELECT n.*, k.rules AS k_rules, k.grades AS k_grades,
+               p.attempt_no AS o_no, p.valid AS o_valid, p.errors AS o_errors, p.warnings AS o_warnings,
+               p.evidence AS o_evidence
+        FROM n
+        LEFT JOIN LATERAL (SELECT f.rules, f.grades FROM job_final_checks f WHERE f.job_id = n.job_id LIMIT 1) k ON true
+        LEFT JOIN LATERAL (SELECT a.attempt_no, a.valid, a.errors, a.warnings, a.evidence FROM attempts a
+                           WHERE a.job_id = n.job_id AND a.run = n.run AND a.attempt_no <> ALL (n.nos)
+                           ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1) p ON true
+    ), c AS (
+        SELECT job_id, run, -1 AS s, NULL::jsonb AS errors, NULL::jsonb AS warnings, NULL::jsonb AS evidence,
                k_rules AS rules, k_grades AS grades
         FROM o WHERE k_rules IS NOT NULL
         UNION ALL
-        SELECT batch, job_id, -1, o_errors, o_warnings, o_evidence, NULL, NULL
+        SELECT job_id, run, -1, o_errors, o_warnings, o_evidence, NULL, NULL
         FROM o WHERE k_rules IS NULL AND (valid, attempt_no) > (o_valid, o_no)
         UNION ALL
-        SELECT batch, job_id, 1, errors, warnings, evidence, NULL, NULL
+        SELECT job_id, run, 1, errors, warnings, evidence, NULL, NULL
         FROM o WHERE o_no IS NULL OR (valid, attempt_no) > (o_valid, o_no)
         UNION ALL
         -- a kept check replaced by an attempt recorded before this statement
-        SELECT batch, job_id, 1, o_errors, o_warnings, o_evidence, NULL, NULL
+        SELECT job_id, run, 1, o_errors, o_warnings, o_evidence, NULL, NULL
         FROM o WHERE k_rules IS NOT NULL AND (valid, attempt_no) < (o_valid, o_no)
-    ) x
-    WHERE x.rules IS NOT NULL OR x.evidence IS NOT NULL OR x.warnings IS NOT NULL
-       OR x.errors @> '[{"keyword": "x-fixpoint-rules"}]';
+    )
+    SELECT array_agg(ROW(j.batch, c.job_id, c.s, c.errors, c.warnings, c.evidence, c.rules, c.grades)::fixpoint_final_check)
+    INTO finals
+    FROM c
+    CROSS JOIN LATERAL (SELECT batch FROM jobs WHERE id = c.job_id AND run = c.run AND batch IS NOT NULL LIMIT 1) j
+    WHERE (c.rules IS NOT NULL OR c.evidence IS NOT NULL OR c.warnings IS NOT NULL
+           OR c.errors @> '[{"keyword": "x-fixpoint-rules"}]')
+      AND (SELECT true FROM revalidations r WHERE r.job_id = c.job_id AND r.run = c.run LIMIT 1) IS NULL;
     IF finals IS NOT NULL THEN
         PERFORM fixpoint_apply_final_checks(finals);
     END IF;
