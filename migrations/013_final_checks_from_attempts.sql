@@ -30,7 +30,7 @@ CREATE TYPE fixpoint_final_check AS (
 -- Adds the changes d to final_jobs and the grades, and removes the rows
 -- of the kept checks taken away. The caller holds its batches'
 -- batch_rollups rows. Its statements read d, a parameter: left to choose,
--- PL/pgSQL planned them again at most calls (a custom plan, about as
+-- the plan cache may plan them again at each call (a custom plan, about as
 -- costly as running them); their generic plans are kept for the session.
 CREATE FUNCTION fixpoint_apply_final_checks(d fixpoint_final_check[]) RETURNS void
 LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
