@@ -35,6 +35,27 @@ func BenchmarkSaveResultsSmall(b *testing.B) {
 	benchSaveResults(b, s, hash, 16)
 }
 
+// BenchmarkSaveResultsTypical saves 16-job slices shaped like the
+// simulator's typical preset as the end-to-end bench writes them: one
+// valid attempt for four jobs in five, a failed attempt and a valid one for
+// the fifth, and every attempt graded for evidence (two leaves), so that
+// nearly every job has a final check with grades.
+func BenchmarkSaveResultsTypical(b *testing.B) {
+	s, hash := setup(b, "bench", 0)
+	benchSaveResultsShaped(b, s, hash, 16, func(k int, j store.NewJob, raw string) store.Result {
+		classes := []string{""}
+		if k%5 == 4 {
+			classes = []string{"shape", ""}
+		}
+		r := result(j.ID, raw, classes...)
+		for a := range r.AttemptRows {
+			r.AttemptRows[a].Evidence = json.RawMessage(`[{"end": 144, "path": "/customer", "grade": "exact", "start": 134},
+				{"end": 154, "path": "/order_id", "grade": "exact", "start": 145}]`)
+		}
+		return r
+	})
+}
+
 // BenchmarkSaveResultsNoRollups is BenchmarkSaveResults with every
 // user trigger on jobs, attempts, job_runs and interrupted_attempts
 // disabled: the writer's own cost, so that the difference is what keeping
@@ -54,6 +75,14 @@ func BenchmarkSaveResultsNoRollups(b *testing.B) {
 var benchSlices atomic.Int64
 
 func benchSaveResults(b *testing.B, s *store.Store, hash string, perBatch int) {
+	benchSaveResultsShaped(b, s, hash, perBatch, func(_ int, j store.NewJob, raw string) store.Result {
+		return result(j.ID, raw, "shape", "semantic", "")
+	})
+}
+
+// benchSaveResultsShaped saves slices of perBatch new jobs, the k-th job's
+// result made by shape from the job and a reply text.
+func benchSaveResultsShaped(b *testing.B, s *store.Store, hash string, perBatch int, shape func(k int, j store.NewJob, raw string) store.Result) {
 	ctx := context.Background()
 	req := json.RawMessage(fmt.Sprintf(`[{"role":"system","content":%q},{"role":"user","content":%q}]`,
 		strings.Repeat("Return JSON matching the schema. ", 20), strings.Repeat("Extract the fields. ", 25)))
@@ -72,7 +101,7 @@ func benchSaveResults(b *testing.B, s *store.Store, hash string, perBatch int) {
 		}
 		results := make([]store.Result, perBatch)
 		for k, j := range jobs {
-			r := result(j.ID, raw, "shape", "semantic", "")
+			r := shape(k, j, raw)
 			for a := range r.AttemptRows {
 				r.AttemptRows[a].Request = req
 			}

@@ -194,6 +194,12 @@ func (s *Store) purgeJobs(ctx context.Context, ids []string, dry bool) (PurgeRes
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids); err != nil {
 			return err
 		}
+		// The rollups read a job's final check from its attempts and
+		// revalidations when a new one replaces it: what it adds is kept
+		// before they go.
+		if _, err := tx.Exec(ctx, `SELECT fixpoint_keep_final_checks($1)`, ids); err != nil {
+			return fmt.Errorf("keep the final checks: %w", err)
+		}
 		return tx.QueryRow(ctx, `
 			WITH a AS (DELETE FROM attempts WHERE job_id = ANY($1) RETURNING job_id),
 			     i AS (DELETE FROM interrupted_attempts WHERE job_id = ANY($1) RETURNING job_id),

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 )
@@ -156,6 +157,40 @@ func TestPurgeKeepsFigures(t *testing.T) {
 	// Nothing is left to purge: a second purge finds no job.
 	if again, err := s.Purge(ctx, store.PurgeParams{Before: cutoff}); err != nil || again != (store.PurgeResult{}) {
 		t.Errorf("a second purge: %+v, %v; want nothing", again, err)
+	}
+
+	// What the purged jobs' final checks added is kept: a new final check
+	// takes exactly that away, though the attempts it was read from are
+	// gone. t-1's was its valid second attempt (a rule warning on /lines,
+	// four graded leaves); a third, valid and with neither, replaces it.
+	finals := func() (finalJobs, leaves int64) {
+		t.Helper()
+		if err := s.QueryRowForTest(ctx, `SELECT (SELECT coalesce(sum(final_jobs), 0) FROM batch_rollup_rules WHERE batch = 't'),
+			(SELECT coalesce(sum(leaves), 0) FROM batch_rollup_grades WHERE batch = 't')`, &finalJobs, &leaves); err != nil {
+			t.Fatal(err)
+		}
+		return finalJobs, leaves
+	}
+	finalJobs, leaves := finals()
+	if err := s.ExecForTest(ctx, `INSERT INTO attempts (job_id, attempt_no, valid, class, errors) VALUES ('t-1', 3, true, '', '[]')`); err != nil {
+		t.Fatal(err)
+	}
+	if f, l := finals(); f != finalJobs-1 || l != leaves-4 {
+		t.Errorf("t-1's final check replaced after its purge: final_jobs %d -> %d, leaves %d -> %d; want one job and 4 leaves less",
+			finalJobs, f, leaves, l)
+	}
+	// A requeue leaves no final check in the batch: each purged job's is
+	// taken away.
+	if _, err := s.Requeue(ctx, store.RequeueParams{Batch: "t", Statuses: []fixpoint.Status{fixpoint.StatusValid, fixpoint.StatusInvalid},
+		Settings: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if f, l := finals(); f != 0 || l != 0 {
+		t.Errorf("batch t requeued after its purge: final_jobs %d, leaves %d; want 0, 0", f, l)
+	}
+	var rows int
+	if err := s.QueryRowForTest(ctx, `SELECT count(*) FROM job_final_checks f JOIN jobs j ON j.id = f.job_id WHERE j.batch = 't'`, &rows); err != nil || rows != 0 {
+		t.Errorf("%d final checks still kept for batch t (%v), want none once replaced", rows, err)
 	}
 }
 

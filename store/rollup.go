@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -384,7 +385,11 @@ var rollupRelations = []string{"batch_rollups", "batch_rollup_attempts", "batch_
 	"batch_rollup_errors", "job_error_keys", "job_facets", "batch_cost_hours", "batch_rollup_walls", "batch_rollup_runs",
 	"batch_rollup_minutes", "batch_rollup_classes", "batch_rollup_latency", "batch_rollup_spend", "batch_rollup_current",
 	"batch_rollup_current_kinds", "batch_rollup_end_reasons", "batch_rollup_rules", "job_rule_keys", "batch_rollup_grades",
-	"job_final_checks", "wave_rollups"}
+	"wave_rollups"}
+
+// ledgerRelations are the tables LedgerSize counts beside jobs and
+// attempts: the rollups, and the final checks kept for purged jobs.
+var ledgerRelations = append(slices.Clip(rollupRelations), "job_final_checks")
 
 // LedgerSize counts the ledger's jobs (from the rollups: no scan) and
 // attempts (the planner's estimate after ANALYZE) and sizes them.
@@ -396,7 +401,7 @@ func (s *Store) LedgerSize(ctx context.Context) (LedgerSize, error) {
 		SELECT coalesce((SELECT sum(jobs) FROM batch_rollups), 0)::int8,
 		       (SELECT greatest(reltuples, 0)::int8 FROM pg_class WHERE oid = 'attempts'::regclass),
 		       pg_total_relation_size('jobs'), pg_total_relation_size('attempts'),
-		       (SELECT sum(pg_total_relation_size(r::regclass)) FROM unnest($1::text[]) r)::int8`, rollupRelations).
+		       (SELECT sum(pg_total_relation_size(r::regclass)) FROM unnest($1::text[]) r)::int8`, ledgerRelations).
 		Scan(&l.Jobs, &l.Attempts, &l.JobsBytes, &l.AttemptsBytes, &l.RollupBytes)
 	if err != nil {
 		return l, fmt.Errorf("ledger size: %w", err)

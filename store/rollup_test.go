@@ -404,6 +404,45 @@ func TestRollupsFinalCheckReplacedByPlainAttempt(t *testing.T) {
 	}
 }
 
+// An attempt recorded after a better one of the same run (valid, or
+// failed with a later number) leaves the job's final check as it was;
+// one better than the final check replaces it.
+func TestRollupsFinalCheckKeptAgainstWorseAttempt(t *testing.T) {
+	s, _ := setup(t, "worse", 1)
+	ctx := context.Background()
+	job := pgQuote(jobID("worse", 1))
+	insert := func(no int, valid bool, grade string) {
+		t.Helper()
+		if err := s.ExecForTest(ctx, fmt.Sprintf(`INSERT INTO attempts (job_id, attempt_no, valid, class, errors, warnings, evidence)
+			VALUES (%s, %d, %t, '', '[]', '[{"keyword":"x-fixpoint-rules","rule":"r%d","path":"/a","message":"m"}]',
+			        '[{"path":"/a","grade":%q}]')`, job, no, valid, no, grade)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() (exact, none int, rules string) {
+		t.Helper()
+		if err := s.QueryRowForTest(ctx, `SELECT (SELECT coalesce(sum(exact), 0) FROM batch_rollup_grades WHERE batch = 'worse'),
+			(SELECT coalesce(sum(none), 0) FROM batch_rollup_grades WHERE batch = 'worse'),
+			(SELECT coalesce(string_agg(rule, ',' ORDER BY rule), '') FROM batch_rollup_rules WHERE batch = 'worse' AND final_jobs > 0)`,
+			&exact, &none, &rules); err != nil {
+			t.Fatal(err)
+		}
+		return exact, none, rules
+	}
+	insert(2, false, "exact")
+	insert(1, false, "none") // failed, earlier: the final check stays attempt 2
+	noDrift(t, s, "a worse attempt after the final one")
+	if exact, none, rules := read(); exact != 1 || none != 0 || rules != "r2" {
+		t.Errorf("after attempts 2 then 1 (both failed): exact %d, none %d, final rules %q; want 1, 0, r2", exact, none, rules)
+	}
+	insert(3, true, "none") // valid: the final check now
+	insert(4, false, "exact")
+	noDrift(t, s, "a valid attempt, then a failed one")
+	if exact, none, rules := read(); exact != 0 || none != 1 || rules != "r3" {
+		t.Errorf("after a valid attempt 3 and a failed 4: exact %d, none %d, final rules %q; want 0, 1, r3", exact, none, rules)
+	}
+}
+
 func pgQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // Writers finishing jobs of the same batches at once (each transaction
