@@ -62,6 +62,7 @@ type Ledger interface {
 	StopRecording(ctx context.Context, token string) error
 	FinishRecording(ctx context.Context, batch, token, datasetSHA256 string, rows int, bad []string) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
+	PutDocuments(ctx context.Context, docs []store.Document) (int, error)
 	InsertJobsPublishing(ctx context.Context, token string, jobs []store.NewJob) (int, store.PublishingChunk, error)
 	SettlePublishing(ctx context.Context, chunk store.PublishingChunk, unpublished []string) error
 	ReclaimPublishing(ctx context.Context, batch, token, dataset string) (int, error)
@@ -195,6 +196,22 @@ type Config struct {
 	// fixpoint.EvidenceSourceRow ("" too), EvidenceSourcePrompt, or
 	// "field:NAME" (see evidence.JobSource).
 	EvidenceSource string
+	// DocumentField names the row field holding the job's document, its
+	// text; DocumentFileField the row field holding the path of a text or
+	// Markdown file that is (relative to DatasetDir; an absolute path as
+	// given), read by the first and the second pass. At most one is set.
+	// The document is stored once in the ledger by its hash and goes into
+	// each request in a block of its own, after the system prompt and
+	// before the prompt; it is never in a job message. With DocumentField
+	// the row recorded is the row without that field.
+	DocumentField     string
+	DocumentFileField string
+	// MaxDocumentBytes makes a row whose document is larger a bad row.
+	// Defaults to MaxDocumentBytesDefault.
+	MaxDocumentBytes int
+	// DatasetDir is the directory of the dataset, which DocumentFileField's
+	// relative paths start from; "" is the working directory.
+	DatasetDir string
 	// ProbeBatch, when set, asks the provider's server whether it serves
 	// the batch endpoints (llm.Client.ProbeBatch); an error wrapping
 	// llm.ErrBatchUnsupported makes a batch-delivery batch realtime, with a
@@ -307,6 +324,9 @@ func (cfg *Config) prepare() (*template.Template, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadTemplate, err)
 	}
+	if f := cfg.DocumentField; f != "" && templateUsesField(tmpl.Tree.Root, f) {
+		return nil, "", fmt.Errorf("%w: %w: the template uses .%s, the --document-field: every request gives the document in a block of its own, so leave it out of the template", ErrBadConfig, ErrBadTemplate, f)
+	}
 	if name := undefinedTemplate(tmpl, tmpl.Tree.Root); name != "" {
 		// It failed on every row: a dataset of bad rows, exit 1.
 		return nil, "", fmt.Errorf("%w: %w: the template calls {{template %q}}, which it does not define", ErrBadConfig, ErrBadTemplate, name)
@@ -392,7 +412,10 @@ func (c *Config) validate() error {
 	if _, err := fixpoint.ParseEvidenceMode(string(c.Evidence)); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	if err := CheckEvidenceSource(cmp.Or(c.EvidenceSource, fixpoint.EvidenceSourceRow)); err != nil {
+	if err := c.checkDocuments(); err != nil {
+		return err
+	}
+	if err := CheckEvidenceSource(c.evidenceSource(), c.documentInput()); err != nil {
 		return err
 	}
 	// A schema no value satisfies would be paid for MaxAttempts times per
@@ -460,6 +483,10 @@ type BatchSettings struct {
 	// against its source.
 	Evidence       fixpoint.EvidenceMode `json:"evidence,omitempty"`
 	EvidenceSource string                `json:"evidence_source,omitempty"`
+	// DocumentField and DocumentFileField say where the jobs' documents
+	// came from, "" for jobs of none.
+	DocumentField     string `json:"document_field,omitempty"`
+	DocumentFileField string `json:"document_file_field,omitempty"`
 }
 
 func (c *Config) settings(schemaHash string) BatchSettings {
@@ -468,7 +495,8 @@ func (c *Config) settings(schemaHash string) BatchSettings {
 		Limits: c.Limits, System: c.System, SchemaHash: schemaHash, TemplateSHA256: hex.EncodeToString(sum[:]),
 		IDField: c.IDField, Format: c.Format}
 	s.Evidence, _ = fixpoint.ParseEvidenceMode(string(c.Evidence))
-	s.EvidenceSource = cmp.Or(c.EvidenceSource, fixpoint.EvidenceSourceRow)
+	s.EvidenceSource = c.evidenceSource()
+	s.DocumentField, s.DocumentFileField = c.DocumentField, c.DocumentFileField
 	if c.Delivery == queue.DeliveryBatch {
 		d := cmp.Or(c.Deadline, DeadlineDefault)
 		s.Delivery, s.DeadlineSeconds, s.DeadlineAt = queue.DeliveryBatch, int64(d/time.Second), time.Now().Add(d).Unix()
@@ -627,6 +655,8 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	evidenceOf := func(m fixpoint.EvidenceMode) string { e, _ := fixpoint.ParseEvidenceMode(string(m)); return string(e) }
 	add("evidence", evidenceOf(s.Evidence), evidenceOf(now.Evidence))
 	add("evidence source", cmp.Or(s.EvidenceSource, fixpoint.EvidenceSourceRow), cmp.Or(now.EvidenceSource, fixpoint.EvidenceSourceRow))
+	add("document field", cmp.Or(s.DocumentField, "(none)"), cmp.Or(now.DocumentField, "(none)"))
+	add("document file field", cmp.Or(s.DocumentFileField, "(none)"), cmp.Or(now.DocumentFileField, "(none)"))
 	add("system prompt (sha256)", short(hashText(s.System)), short(hashText(now.System)))
 	add("schema (hash)", short(s.SchemaHash), short(now.SchemaHash))
 	add("template (sha256)", short(s.TemplateSHA256), short(now.TemplateSHA256))
@@ -862,7 +892,7 @@ func (run *enqueueRun) checkRows(ctx context.Context, data io.Reader) (chk *chec
 	if err != nil {
 		return nil, "", err
 	}
-	if err := chk.unknownFields(cfg.IDField); err != nil {
+	if err := chk.unknownFields(cfg); err != nil {
 		return nil, "", err
 	}
 	if cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
@@ -1165,6 +1195,16 @@ type renderer struct {
 	// ledger is set when the batch was enqueued before: the first pass
 	// then compares each row with the job the ledger holds under its id.
 	ledger jobHolder
+	// docSizes holds the size in bytes of each document rendered, by hash.
+	docSizes map[string]int
+}
+
+// noteDocument keeps the size of the document of hash.
+func (r *renderer) noteDocument(hash string, n int) {
+	if r.docSizes == nil {
+		r.docSizes = map[string]int{}
+	}
+	r.docSizes[hash] = n
 }
 
 // jobHolder tells which of some jobs the ledger holds, and how they differ.
@@ -1220,9 +1260,11 @@ func missingFieldOf(err error) string {
 	return f
 }
 
-// unknownFields reports a field the template or --id-field names that no
-// row of the dataset has: a typo or the wrong dataset, not bad rows.
-func (c *checkResult) unknownFields(idField string) error {
+// unknownFields reports a field the template, --id-field,
+// --document-field or --document-file-field names that no row of the
+// dataset has: a typo or the wrong dataset, not bad rows.
+func (c *checkResult) unknownFields(cfg *Config) error {
+	idField := cfg.IDField
 	has := map[string]bool{}
 	for _, col := range c.columns {
 		has[col] = true
@@ -1237,6 +1279,11 @@ func (c *checkResult) unknownFields(idField string) error {
 	}
 	if idField != "" && !has[idField] && len(c.columns) > 0 {
 		return fmt.Errorf("%w: --id-field %q: no row of the dataset has it (its fields: %s)", ErrBadConfig, idField, cols)
+	}
+	for _, f := range []struct{ flag, name string }{{"--document-field", cfg.DocumentField}, {"--document-file-field", cfg.DocumentFileField}} {
+		if f.name != "" && !has[f.name] && len(c.columns) > 0 {
+			return fmt.Errorf("%w: %s %q: no row of the dataset has it (its fields: %s)", ErrBadConfig, f.flag, f.name, cols)
+		}
 	}
 	for _, f := range slices.Sorted(maps.Keys(c.missing)) {
 		if !has[f] && len(c.columns) > 0 {
@@ -1347,7 +1394,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 				prog.Warnings = append(prog.Warnings, fmt.Sprintf("line %d: %s", line, rows.suspect))
 			}
 		}
-		job, source, err := r.render(row, line)
+		job, source, _, err := r.render(row, line)
 		if err != nil {
 			if f := missingFieldOf(err); f != "" {
 				res.missing[f]++
@@ -1557,13 +1604,17 @@ func cellText(v any) string {
 // heldError says how the job the ledger holds under a row's id differs.
 func (r *renderer) heldError(h store.HeldJob) error {
 	id := strings.TrimPrefix(h.ID, r.cfg.Batch+":")
-	what := "input row"
-	switch {
-	case h.Prompt && h.Metadata:
-		what = "prompt and input row"
-	case h.Prompt:
-		what = "prompt"
+	var differ []string
+	if h.Prompt {
+		differ = append(differ, "prompt")
 	}
+	if h.Metadata || !h.Prompt && !h.Document {
+		differ = append(differ, "input row")
+	}
+	if h.Document {
+		differ = append(differ, "document")
+	}
+	what := strings.Join(differ, " and ")
 	switch {
 	case h.Batch != r.cfg.Batch:
 		return fmt.Errorf("job id %q is taken by batch %q", h.ID, h.Batch)
@@ -1583,8 +1634,9 @@ func (r *renderer) fits(job *store.NewJob, source string) error {
 	}
 	// At least what the worker reserves for the first attempt (a quarter
 	// of its bytes, and the output allowance; repair.EstimateTokens).
-	if b, m := r.cfg.Limits.TokenBudget, cmp.Or(r.cfg.MaxTokens, fixpoint.MaxTokensDefault); b > 0 && (n+3)/4+m > b {
-		return fmt.Errorf("its first attempt needs about %d tokens (prompt, system prompt and schema about %d, max tokens %d), over the token budget of %d: the job would fail before its first call",
+	if b, m := r.cfg.Limits.TokenBudget, cmp.Or(r.cfg.MaxTokens, fixpoint.MaxTokensDefault); b > 0 && (n+r.docSizes[job.DocumentHash]+3)/4+m > b {
+		n += r.docSizes[job.DocumentHash]
+		return fmt.Errorf("its first attempt needs about %d tokens (prompt, document, system prompt and schema about %d, max tokens %d), over the token budget of %d: the job would fail before its first call",
 			(n+3)/4+m, (n+3)/4, m, b)
 	}
 	env := envelopeWith(r.base, job, source)
@@ -1605,6 +1657,8 @@ func contentDigest(job *store.NewJob) [16]byte {
 	h.Write([]byte(job.Prompt))
 	h.Write([]byte{0})
 	h.Write(job.Metadata)
+	h.Write([]byte{0})
+	h.Write([]byte(job.DocumentHash))
 	var out [16]byte
 	copy(out[:], h.Sum(nil))
 	return out
@@ -1630,6 +1684,10 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 	rows := newRowReader(r.cfg.Format, data)
 	chunk := make([]store.NewJob, 0, r.cfg.Chunk)
 	sources := make([]string, 0, r.cfg.Chunk) // each job's evidence source
+	// docs are the chunk's documents, each once, docBytes their text.
+	var docs []store.Document
+	docIn := map[string]bool{}
+	docBytes := 0
 	bases := newRunBases(ctx, ledger, r.cfg.Batch, r.base)
 	var bg backgroundPublish
 	var copying []*backgroundRecord // the chunks being recorded, oldest first
@@ -1691,8 +1749,9 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 				return err
 			}
 		}
-		copying = append(copying, startRecord(ctx, ledger, rec.token, chunk, sources))
+		copying = append(copying, startRecord(ctx, ledger, rec.token, chunk, sources, docs))
 		chunk, sources = make([]store.NewJob, 0, r.cfg.Chunk), make([]string, 0, r.cfg.Chunk)
+		docs, docIn, docBytes = nil, map[string]bool{}, 0
 		return nil
 	}
 	for {
@@ -1711,12 +1770,17 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 		if err != nil {
 			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
 		}
-		job, source, err := r.render(row, line)
+		job, source, doc, err := r.render(row, line)
 		if err != nil {
 			return fmt.Errorf("line %d changed between the two reads of the dataset: %w", line, err)
 		}
 		chunk, sources = append(chunk, job), append(sources, source)
-		if len(chunk) == r.cfg.Chunk {
+		if doc != "" && !docIn[job.DocumentHash] {
+			docIn[job.DocumentHash] = true
+			docs = append(docs, store.Document{Hash: job.DocumentHash, Body: doc})
+			docBytes += len(doc)
+		}
+		if len(chunk) == r.cfg.Chunk || docBytes >= DocumentChunkBytes {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -1753,6 +1817,7 @@ const copiesAtOnce = 2
 type backgroundRecord struct {
 	jobs    []store.NewJob
 	sources []string
+	docs    []store.Document
 	done    chan struct{}
 	n       int
 	pc      store.PublishingChunk
@@ -1760,11 +1825,15 @@ type backgroundRecord struct {
 }
 
 // startRecord records jobs, the chunk of the run of token, in the
-// background.
-func startRecord(ctx context.Context, ledger Ledger, token string, jobs []store.NewJob, sources []string) *backgroundRecord {
+// background: their documents first (those the ledger does not hold), so
+// that no job names a document the ledger lacks.
+func startRecord(ctx context.Context, ledger Ledger, token string, jobs []store.NewJob, sources []string, docs []store.Document) *backgroundRecord {
 	c := &backgroundRecord{jobs: jobs, sources: sources, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
+		if _, c.err = ledger.PutDocuments(ctx, docs); c.err != nil {
+			return
+		}
 		c.n, c.pc, c.err = ledger.InsertJobsPublishing(ctx, token, jobs)
 	}()
 	return c
@@ -1921,7 +1990,7 @@ func jobIDs(jobs []store.NewJob) []string {
 // and mode. The input row is not sent: the ledger has it.
 func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
 	var source string
-	if evidenceOn(base) {
+	if rowEvidence(base) {
 		// render refused a row its source cannot be made of.
 		source, _ = evidence.JobSource(job.Metadata, job.Prompt, base.EvidenceSource)
 	}
@@ -1932,6 +2001,13 @@ func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
 // messages carry a source.
 func evidenceOn(base queue.Envelope) bool {
 	return base.Evidence != "" && base.Evidence != fixpoint.EvidenceOff
+}
+
+// rowEvidence reports whether the jobs of base check evidence against a
+// source made of their row and prompt, which their messages carry (a
+// document is loaded by the workers).
+func rowEvidence(base queue.Envelope) bool {
+	return evidenceOn(base) && base.EvidenceSource != fixpoint.EvidenceSourceDocument
 }
 
 // envelopeWith is jobEnvelope with the job's evidence source computed
@@ -1951,9 +2027,10 @@ func envelopeWith(base queue.Envelope, job *store.NewJob, source string) queue.E
 	if job.Run > 1 {
 		env.Run = job.Run
 	}
-	if evidenceOn(env) {
+	if rowEvidence(env) {
 		env.Source = source
 	}
+	env.Document = job.DocumentHash
 	if c := job.Continue; c != nil && c.Reply != "" {
 		var errs []fixpoint.ValidationError
 		_ = json.Unmarshal(c.Errors, &errs)
@@ -1965,7 +2042,12 @@ func envelopeWith(base queue.Envelope, job *store.NewJob, source string) queue.E
 
 // render renders a row's job, and its evidence source when the batch
 // checks evidence ("" when not): the message carries it.
-func (r *renderer) render(row map[string]any, line int) (job store.NewJob, source string, err error) {
+func (r *renderer) render(row map[string]any, line int) (job store.NewJob, source, doc string, err error) {
+	if r.cfg.documentInput() {
+		if row, doc, err = r.document(row); err != nil {
+			return store.NewJob{}, "", "", err
+		}
+	}
 	// The output is capped: a small template can loop ({{range 300000000}})
 	// into more memory than the machine has, and a prompt over the workers'
 	// limit is refused anyway (the slack leaves room for the spaces the
@@ -1973,40 +2055,45 @@ func (r *renderer) render(row map[string]any, line int) (job store.NewJob, sourc
 	buf := cappedBuffer{limit: r.cfg.MaxPromptBytes + 64<<10}
 	if err := r.tmpl.Execute(&buf, templateView(row)); err != nil {
 		if errors.Is(err, errRenderCap) {
-			return store.NewJob{}, "", fmt.Errorf("the template renders a prompt over the workers' limit of %d bytes (--max-prompt-bytes; rendering stopped at %d)",
+			return store.NewJob{}, "", "", fmt.Errorf("the template renders a prompt over the workers' limit of %d bytes (--max-prompt-bytes; rendering stopped at %d)",
 				r.cfg.MaxPromptBytes, buf.limit)
 		}
 		if f := missingFieldOf(err); f != "" {
 			// Other rows have it (a field no row has is a typo, said
 			// before any row): an optional field.
-			return store.NewJob{}, "", fmt.Errorf("render template: %w (for a field some rows lack, {{with index . %q}}...{{end}} writes it only where it is)", err, f)
+			return store.NewJob{}, "", "", fmt.Errorf("render template: %w (for a field some rows lack, {{with index . %q}}...{{end}} writes it only where it is)", err, f)
 		}
-		return store.NewJob{}, "", fmt.Errorf("render template: %w", err)
+		return store.NewJob{}, "", "", fmt.Errorf("render template: %w", err)
 	}
 	prompt := strings.TrimSpace(buf.String())
 	if prompt == "" {
-		return store.NewJob{}, "", errors.New("template rendered an empty prompt")
+		return store.NewJob{}, "", "", errors.New("template rendered an empty prompt")
 	}
 	cfg := r.cfg
 	id, err := r.rowJobID(row, line)
 	if err != nil {
-		return store.NewJob{}, "", err
+		return store.NewJob{}, "", "", err
 	}
 	meta, err := marshalRow(row)
 	if err != nil {
-		return store.NewJob{}, "", fmt.Errorf("encode row: %w", err)
+		return store.NewJob{}, "", "", fmt.Errorf("encode row: %w", err)
 	}
-	if evidenceOn(r.base) {
+	if rowEvidence(r.base) {
 		// The row as JobSource would read it back from meta: its text is
 		// valid UTF-8 without NULs (the reader refuses others), so
 		// encoding and decoding it again changes nothing.
 		if source, err = evidence.RowSource(row, prompt, r.base.EvidenceSource); err != nil {
-			return store.NewJob{}, "", err
+			return store.NewJob{}, "", "", err
 		}
 	}
-	return store.NewJob{ID: id, Batch: cfg.Batch, RowNo: line, SchemaHash: r.base.SchemaHash, Prompt: prompt,
+	job = store.NewJob{ID: id, Batch: cfg.Batch, RowNo: line, SchemaHash: r.base.SchemaHash, Prompt: prompt,
 		Provider: cfg.Provider, Model: cfg.Model, Mode: string(cfg.Mode),
-		Strategy: string(cfg.Limits.Strategy), Metadata: meta}, source, nil
+		Strategy: string(cfg.Limits.Strategy), Metadata: meta}
+	if doc != "" {
+		job.DocumentHash = store.DocumentHash(doc)
+		r.noteDocument(job.DocumentHash, len(doc))
+	}
+	return job, source, doc, nil
 }
 
 // rowJobID is the id of a row's job: the batch and the row's --id-field,
