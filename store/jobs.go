@@ -172,7 +172,9 @@ type HeldJob struct {
 // Differs reports whether the held job is not the one about to be recorded
 // (another batch, prompt, input row or document): InsertJobs would keep the
 // ledger's.
-func (h HeldJob) Differs(batch string) bool { return h.Batch != batch || h.Prompt || h.Metadata || h.Document }
+func (h HeldJob) Differs(batch string) bool {
+	return h.Batch != batch || h.Prompt || h.Metadata || h.Document
+}
 
 // HeldJobs returns, of jobs, those whose id the ledger holds, in the order
 // of jobs, each with what differs: the prompt, the input row compared as
