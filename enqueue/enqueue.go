@@ -2222,7 +2222,16 @@ func canonicalNumber(n string) string {
 }
 
 func jsonKind(v any) string {
-	switch v.(type) {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		if strings.TrimSpace(x) == "" {
+			return "blank"
+		}
+		return "a string"
+	case json.Number:
+		return "a number"
 	case bool:
 		return "a boolean"
 	case []any:
