@@ -93,7 +93,7 @@ func templateUsesField(node parse.Node, name string) bool {
 // text is kept byte for byte.
 func (r *renderer) document(row map[string]any) (map[string]any, string, error) {
 	cfg := r.cfg
-	max := cfg.maxDocumentBytes()
+	limit := cfg.maxDocumentBytes()
 	if f := cfg.DocumentField; f != "" {
 		v, ok := row[f]
 		if !ok {
@@ -108,8 +108,8 @@ func (r *renderer) document(row map[string]any) (map[string]any, string, error) 
 		}
 		// The dataset's reader refused rows that are not UTF-8 or hold
 		// a NUL: the text needs only its size checked.
-		if len(text) > max {
-			return nil, "", fmt.Errorf("the document in field %q is %d bytes, over --max-document-bytes %d", f, len(text), max)
+		if len(text) > limit {
+			return nil, "", fmt.Errorf("the document in field %q is %d bytes, over --max-document-bytes %d", f, len(text), limit)
 		}
 		rest := maps.Clone(row)
 		delete(rest, f)
@@ -127,7 +127,7 @@ func (r *renderer) document(row map[string]any) (map[string]any, string, error) 
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(cfg.DatasetDir, p)
 	}
-	text, err := readDocument(p, max)
+	text, err := readDocument(p, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -141,10 +141,10 @@ func (c *Config) maxDocumentBytes() int {
 	return MaxDocumentBytesDefault
 }
 
-// readDocument reads the document file at path: at most max bytes of
+// readDocument reads the document file at path: at most limit bytes of
 // UTF-8 text without NUL, byte for byte (a byte order mark, CRLF line
 // ends and trailing white space are kept).
-func readDocument(path string, max int) (string, error) {
+func readDocument(path string, limit int) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -160,15 +160,16 @@ func readDocument(path string, max int) (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("document file %s is not a regular file", path)
 	}
-	if fi.Size() > int64(max) {
-		return "", fmt.Errorf("document file %s is %d bytes, over --max-document-bytes %d", path, fi.Size(), max)
+	if fi.Size() > int64(limit) {
+		return "", fmt.Errorf("document file %s is %d bytes, over --max-document-bytes %d", path, fi.Size(), limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	// A file growing after the Stat is still read no further.
+	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
 	if err != nil {
 		return "", fmt.Errorf("read document file %s: %w", path, err)
 	}
-	if len(b) > max {
-		return "", fmt.Errorf("document file %s is over --max-document-bytes %d", path, max)
+	if len(b) > limit {
+		return "", fmt.Errorf("document file %s is over --max-document-bytes %d", path, limit)
 	}
 	if len(b) == 0 {
 		return "", fmt.Errorf("document file %s is empty: no document", path)
