@@ -248,3 +248,19 @@ func TestDryRunCountsDocuments(t *testing.T) {
 		t.Errorf("input tokens a job: %.0f with documents, %.0f without; want %d more", rep.InputTokens, plain.InputTokens, (8000+2000)/4/3)
 	}
 }
+
+// A job's document counts against its token budget: every call sends it.
+func TestDocumentCountsAgainstTheTokenBudget(t *testing.T) {
+	t.Parallel()
+	cfg := docConfig("budget", queue.Config{})
+	cfg.DocumentField, cfg.MaxTokens, cfg.Limits.TokenBudget = "body", 100, 1200
+	rows := fmt.Sprintf(`{"id":"1","body":"short contract"}`+"\n"+`{"id":"2","body":%q}`+"\n", strings.Repeat("clause ", 800))
+	rep, err := enqueue.DryRun(context.Background(), nil, cfg, strings.NewReader(rows), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := badLines(rep.Bad)
+	if rep.Jobs != 1 || !strings.Contains(bad[2], "(prompt, document, system prompt and schema about") || !strings.Contains(bad[2], "over the token budget of 1200") {
+		t.Fatalf("dry run: %d jobs, bad %v; want line 2 over the budget for its document", rep.Jobs, rep.Bad)
+	}
+}

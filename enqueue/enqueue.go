@@ -1634,10 +1634,14 @@ func (r *renderer) fits(job *store.NewJob, source string) error {
 	}
 	// At least what the worker reserves for the first attempt (a quarter
 	// of its bytes, and the output allowance; repair.EstimateTokens).
-	if b, m := r.cfg.Limits.TokenBudget, cmp.Or(r.cfg.MaxTokens, fixpoint.MaxTokensDefault); b > 0 && (n+r.docSizes[job.DocumentHash]+3)/4+m > b {
-		n += r.docSizes[job.DocumentHash]
-		return fmt.Errorf("its first attempt needs about %d tokens (prompt, document, system prompt and schema about %d, max tokens %d), over the token budget of %d: the job would fail before its first call",
-			(n+3)/4+m, (n+3)/4, m, b)
+	// Every call sends the job's document too.
+	in, what := n, "prompt, system prompt and schema"
+	if d := r.docSizes[job.DocumentHash]; job.DocumentHash != "" {
+		in, what = n+d, "prompt, document, system prompt and schema"
+	}
+	if b, m := r.cfg.Limits.TokenBudget, cmp.Or(r.cfg.MaxTokens, fixpoint.MaxTokensDefault); b > 0 && (in+3)/4+m > b {
+		return fmt.Errorf("its first attempt needs about %d tokens (%s about %d, max tokens %d), over the token budget of %d: the job would fail before its first call",
+			(in+3)/4+m, what, (in+3)/4, m, b)
 	}
 	env := envelopeWith(r.base, job, source)
 	data, err := queue.EncodeEnvelope(&env)
@@ -1657,8 +1661,10 @@ func contentDigest(job *store.NewJob) [16]byte {
 	h.Write([]byte(job.Prompt))
 	h.Write([]byte{0})
 	h.Write(job.Metadata)
-	h.Write([]byte{0})
-	h.Write([]byte(job.DocumentHash))
+	if job.DocumentHash != "" {
+		h.Write([]byte{0})
+		h.Write([]byte(job.DocumentHash))
+	}
 	var out [16]byte
 	copy(out[:], h.Sum(nil))
 	return out
@@ -1817,7 +1823,6 @@ const copiesAtOnce = 2
 type backgroundRecord struct {
 	jobs    []store.NewJob
 	sources []string
-	docs    []store.Document
 	done    chan struct{}
 	n       int
 	pc      store.PublishingChunk
