@@ -79,6 +79,23 @@ func TestDocumentJobsEndToEnd(t *testing.T) {
 			t.Errorf("message of %s carries the document's text: %s", env.JobID, m.Data)
 		}
 	}
+	// The stream loses the messages: --resume publishes them again from
+	// the ledger, naming the same documents.
+	if err := stream.Purge(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if prog, err := enqueue.Run(h.ctx, h.js, h.st, enqueue.Config{Batch: "d", Queue: h.q, Resume: true}, nil); err != nil || prog.Republished != 4 {
+		t.Fatalf("resume: %d republished, %v; want 4", prog.Republished, err)
+	}
+	for seq := uint64(5); seq <= 8; seq++ {
+		m, err := stream.GetMsg(h.ctx, seq)
+		if err != nil {
+			t.Fatalf("republished message %d: %v", seq, err)
+		}
+		if !strings.Contains(string(m.Data), `"document":"`) || strings.Contains(string(m.Data), "Customer") {
+			t.Errorf("republished message %s: want the document's hash, not its text", m.Data)
+		}
+	}
 	// The ledger loses r4's document: its job fails, the others run.
 	var gone string
 	h.sqlRow([]any{&gone}, `DELETE FROM documents WHERE hash = $1 RETURNING hash`, store.DocumentHash(docC))
