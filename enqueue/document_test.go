@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
@@ -262,5 +264,131 @@ func TestDocumentCountsAgainstTheTokenBudget(t *testing.T) {
 	bad := badLines(rep.Bad)
 	if rep.Jobs != 1 || !strings.Contains(bad[2], "(prompt, document, system prompt and schema about") || !strings.Contains(bad[2], "over the token budget of 1200") {
 		t.Fatalf("dry run: %d jobs, bad %v; want line 2 over the budget for its document", rep.Jobs, rep.Bad)
+	}
+}
+
+// docLedger holds back the first chunk's documents a while, and notes any
+// job recorded naming a document the ledger lacks and each document it was
+// given.
+type docLedger struct {
+	*store.Store
+	mu      sync.Mutex
+	put     map[string]int // how many times each document was given
+	missing []string       // jobs recorded naming a document not stored
+	first   sync.Once
+	jobs    chan struct{} // closed by the first chunk of jobs recorded
+	jobsOne sync.Once
+}
+
+func (l *docLedger) PutDocuments(ctx context.Context, docs []store.Document) (int, error) {
+	if len(docs) > 0 {
+		// Until some chunk's jobs are recorded, or long enough for a
+		// chunk after this one to record its jobs if it does not wait.
+		l.first.Do(func() {
+			select {
+			case <-l.jobs:
+			case <-time.After(500 * time.Millisecond):
+			}
+		})
+	}
+	l.mu.Lock()
+	for _, d := range docs {
+		l.put[d.Hash]++
+	}
+	l.mu.Unlock()
+	return l.Store.PutDocuments(ctx, docs)
+}
+
+func (l *docLedger) InsertJobsPublishing(ctx context.Context, token string, jobs []store.NewJob) (int, store.PublishingChunk, error) {
+	for _, j := range jobs {
+		if _, err := l.Store.Document(ctx, j.DocumentHash); err != nil {
+			l.mu.Lock()
+			l.missing = append(l.missing, fmt.Sprintf("%s (%v)", j.ID, err))
+			l.mu.Unlock()
+		}
+	}
+	l.jobsOne.Do(func() { close(l.jobs) })
+	return l.Store.InsertJobsPublishing(ctx, token, jobs)
+}
+
+// A document shared by rows in many chunks goes to the ledger once, with
+// the chunk of the first row that names it, and before any job that names
+// it is recorded: a chunk recorded beside the one before waits for that
+// one's documents. 600 rows render on every CPU.
+func TestEnqueueStoresEachDocumentOnceBeforeItsJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t)
+	js := jetStream(t)
+	cfg := docConfig("shared", queue.Config{Stream: "DOCSHARED", Subject: "docshared.jobs", Consumer: "docshared"})
+	cfg.DocumentField, cfg.Chunk = "body", 100
+	docs := []string{"MASTER AGREEMENT between Acme GmbH and Zeta Ltd.", "Lease: Kappa AG", strings.Repeat("Clause. ", 1000)}
+	var rows strings.Builder
+	for i := range 600 {
+		fmt.Fprintf(&rows, `{"id":"c%d","body":%q}`+"\n", i, docs[i%len(docs)])
+	}
+	l := &docLedger{Store: st, put: map[string]int{}, jobs: make(chan struct{})}
+	prog, err := enqueue.Run(ctx, js, l, cfg, strings.NewReader(rows.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prog.Recorded != 600 {
+		t.Fatalf("recorded %d jobs, want 600", prog.Recorded)
+	}
+	if len(l.missing) > 0 {
+		t.Fatalf("%d jobs recorded before their document, first %s", len(l.missing), l.missing[0])
+	}
+	for _, d := range docs {
+		if n := l.put[store.DocumentHash(d)]; n != 1 {
+			t.Errorf("document %.20q given to the ledger %d times, want once", d, n)
+		}
+	}
+	if len(l.put) != len(docs) {
+		t.Errorf("%d documents given to the ledger, want %d", len(l.put), len(docs))
+	}
+}
+
+// The second pass reads a document file again, once: a file changed since
+// the first pass read it stops the run before a job names it, naming the
+// file; the run again records the file as it is now.
+func TestEnqueueRefusesADocumentFileChangedAfterTheCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t)
+	js := jetStream(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.md")
+	if err := os.WriteFile(path, []byte("Party: Kappa AG"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := docConfig("changed", queue.Config{Stream: "DOCCHANGED", Subject: "docchanged.jobs", Consumer: "docchanged"})
+	cfg.DocumentFileField, cfg.DatasetDir = "path", dir
+	cfg.ProgressFunc = func(p enqueue.Progress) {
+		if p.Phase == enqueue.PhaseCheck {
+			if err := os.WriteFile(path, []byte("Party: Zeta Ltd."), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	rows := `{"id":"f1","path":"a.md"}` + "\n" + `{"id":"f2","path":"a.md"}` + "\n"
+	_, err := enqueue.Run(ctx, js, st, cfg, strings.NewReader(rows))
+	if want := "line 1: document file " + path + " changed after the rows were checked"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want an error saying %q", err, want)
+	}
+	if p, err := st.Progress(ctx, "changed"); err != nil || p.Total != 0 {
+		t.Fatalf("after the refused run: %d jobs, %v; want none", p.Total, err)
+	}
+
+	cfg.ProgressFunc = nil
+	prog, err := enqueue.Run(ctx, js, st, cfg, strings.NewReader(rows))
+	if err != nil || prog.Recorded != 2 {
+		t.Fatalf("run again: recorded %d, %v; want 2", prog.Recorded, err)
+	}
+	j, _, err := st.Job(ctx, "changed:f2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Document(ctx, j.DocumentHash); err != nil || got != "Party: Zeta Ltd." {
+		t.Fatalf("document of f2: %q, %v; want the file as it is now", got, err)
 	}
 }
