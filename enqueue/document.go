@@ -88,16 +88,23 @@ func templateUsesField(node parse.Node, name string) bool {
 	return false
 }
 
-// rowDocument is what the passes keep of a job's document: its hash and
-// size, and its text when it came from --document-field, or the file it
-// was read from (--document-file-field), which the second pass reads
-// again: the first pass holds no file's text longer than it takes to
-// check it, however many rows it has in hand.
+// rowDocument is what the first pass keeps of a job's document beside the
+// job's DocumentHash: its size, and its text when it came from
+// --document-field, or the file it was read from (--document-file-field),
+// which the second pass reads again: the first pass holds no file's text
+// longer than it takes to check it, however many rows it has in hand.
 type rowDocument struct {
-	hash  string
 	bytes int
 	text  string
 	path  string
+}
+
+// size is the document's size in bytes, 0 for a job of none (d nil).
+func (d *rowDocument) size() int {
+	if d == nil {
+		return 0
+	}
+	return d.bytes
 }
 
 // document takes a row's document: the text of its --document-field, which

@@ -126,9 +126,9 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 		if h := p.job.DocumentHash; h != "" && !docSeen[h] {
 			docSeen[h] = true
 			rep.Documents++
-			rep.DocumentBytes += int64(p.doc.bytes)
+			rep.DocumentBytes += int64(p.doc.size())
 		}
-		inSum += float64((len(rep.System)+len(p.job.Prompt)+p.doc.bytes+3)/4 + schemaTokens)
+		inSum += float64((len(rep.System)+len(p.job.Prompt)+p.doc.size()+3)/4 + schemaTokens)
 		return nil
 	}})
 	if err != nil {

@@ -1441,7 +1441,9 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 			pending = append(pending, lineJob{line: p.line, rows: prog.Rows, job: p.job, source: p.source, doc: p.doc})
 			// The documents' text waiting with them is bounded as the
 			// second pass bounds a chunk's.
-			pendingDocs += len(p.doc.text)
+			if p.doc != nil {
+				pendingDocs += len(p.doc.text)
+			}
 			if len(pending) == r.cfg.Chunk || pendingDocs >= DocumentChunkBytes {
 				if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
 					return err
@@ -1546,7 +1548,7 @@ type lineJob struct {
 	line, rows int
 	job        store.NewJob
 	source     string
-	doc        rowDocument
+	doc        *rowDocument
 }
 
 // settle decides the pending rows against the ledger, when the batch
@@ -2104,17 +2106,19 @@ func envelopeWith(base queue.Envelope, job *store.NewJob, source string) queue.E
 
 // render renders a row's job, and its evidence source when the batch
 // checks evidence ("" when not): the message carries it, and what the
-// passes keep of its document. The first pass runs it on several
-// goroutines at once (renderRows): it changes nothing of r, and what must
-// see the rows one after another goes in check.
-func (r *renderer) render(row map[string]any, line int) (job store.NewJob, source string, doc rowDocument, err error) {
+// first pass keeps of its document (nil for a job of none). The first
+// pass runs it on several goroutines at once (renderRows): it changes
+// nothing of r, and what must see the rows one after another goes in
+// check.
+func (r *renderer) render(row map[string]any, line int) (job store.NewJob, source string, doc *rowDocument, err error) {
+	var docHash string
 	if r.cfg.documentInput() {
-		var text string
-		if row, text, doc.path, err = r.document(row); err != nil {
-			return store.NewJob{}, "", rowDocument{}, err
+		var text, path string
+		if row, text, path, err = r.document(row); err != nil {
+			return store.NewJob{}, "", nil, err
 		}
-		doc.hash, doc.bytes = store.DocumentHash(text), len(text)
-		if doc.path == "" {
+		docHash, doc = store.DocumentHash(text), &rowDocument{bytes: len(text), path: path}
+		if path == "" {
 			doc.text = text
 		}
 	}
@@ -2125,38 +2129,38 @@ func (r *renderer) render(row map[string]any, line int) (job store.NewJob, sourc
 	buf := cappedBuffer{limit: r.cfg.MaxPromptBytes + 64<<10}
 	if err := r.tmpl.Execute(&buf, templateView(row)); err != nil {
 		if errors.Is(err, errRenderCap) {
-			return store.NewJob{}, "", rowDocument{}, fmt.Errorf("the template renders a prompt over the workers' limit of %d bytes (--max-prompt-bytes; rendering stopped at %d)",
+			return store.NewJob{}, "", nil, fmt.Errorf("the template renders a prompt over the workers' limit of %d bytes (--max-prompt-bytes; rendering stopped at %d)",
 				r.cfg.MaxPromptBytes, buf.limit)
 		}
 		if f := missingFieldOf(err); f != "" {
 			// Other rows have it (a field no row has is a typo, said
 			// before any row): an optional field.
-			return store.NewJob{}, "", rowDocument{}, fmt.Errorf("render template: %w (for a field some rows lack, {{with index . %q}}...{{end}} writes it only where it is)", err, f)
+			return store.NewJob{}, "", nil, fmt.Errorf("render template: %w (for a field some rows lack, {{with index . %q}}...{{end}} writes it only where it is)", err, f)
 		}
-		return store.NewJob{}, "", rowDocument{}, fmt.Errorf("render template: %w", err)
+		return store.NewJob{}, "", nil, fmt.Errorf("render template: %w", err)
 	}
 	prompt := strings.TrimSpace(buf.String())
 	if prompt == "" {
-		return store.NewJob{}, "", rowDocument{}, errors.New("template rendered an empty prompt")
+		return store.NewJob{}, "", nil, errors.New("template rendered an empty prompt")
 	}
 	id, err := r.rowJobID(row, line)
 	if err != nil {
-		return store.NewJob{}, "", rowDocument{}, err
+		return store.NewJob{}, "", nil, err
 	}
 	meta, err := marshalRow(row)
 	if err != nil {
-		return store.NewJob{}, "", rowDocument{}, fmt.Errorf("encode row: %w", err)
+		return store.NewJob{}, "", nil, fmt.Errorf("encode row: %w", err)
 	}
 	if rowEvidence(r.base) {
 		// The row as JobSource would read it back from meta: its text is
 		// valid UTF-8 without NULs (the reader refuses others), so
 		// encoding and decoding it again changes nothing.
 		if source, err = evidence.RowSource(row, prompt, r.base.EvidenceSource); err != nil {
-			return store.NewJob{}, "", rowDocument{}, err
+			return store.NewJob{}, "", nil, err
 		}
 	}
 	job = r.job(id, line, prompt, meta)
-	job.DocumentHash = doc.hash
+	job.DocumentHash = docHash
 	return job, source, doc, nil
 }
 

@@ -23,7 +23,7 @@ type renderedRow struct {
 	renderErr error
 	job       store.NewJob
 	source    string
-	doc       rowDocument
+	doc       *rowDocument
 	// fitErr says why the job does not fit the queue or the workers.
 	fitErr error
 	// key and content are the digests of the job's id and of its content
@@ -154,5 +154,5 @@ func (r *renderer) renderRow(p *renderedRow) {
 		p.key = idKey(p.job.ID)
 		p.content = contentDigest(&p.job)
 	}
-	p.fitErr = r.fits(&p.job, p.source, p.doc.bytes)
+	p.fitErr = r.fits(&p.job, p.source, p.doc.size())
 }
