@@ -75,4 +75,8 @@ const (
 	// EvidenceSourceFieldPrefix begins "field:NAME": the row's field NAME
 	// alone.
 	EvidenceSourceFieldPrefix = "field:"
+	// EvidenceSourceDocument is the job's document (enqueue
+	// --document-field, --document-file-field) as stored: the workers load
+	// it from the ledger, and no message carries it.
+	EvidenceSourceDocument = "document"
 )

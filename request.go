@@ -26,6 +26,11 @@ const (
 	// before the quoted reply; TaskClose ends it.
 	TaskOpen  = "<task>"
 	TaskClose = "</task>"
+	// DocumentOpen starts a job's document in the first user message,
+	// before the prompt; DocumentClose ends it. The text between them is
+	// the document byte for byte, nothing escaped.
+	DocumentOpen  = "<document>"
+	DocumentClose = "</document>"
 )
 
 // Mode is how structured output is asked for.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // checkedJobs holds the jobs the first pass checked, in line order, in a
@@ -26,11 +27,16 @@ type checkedJobs struct {
 }
 
 // checkedJob is one job as the first pass checked it: its line, the rows
-// the pass had read when it reached it, and what render made of it.
+// the pass had read when it reached it, and what render made of it. A job
+// with a document names it by docHash; the first job to name it carries
+// its text (docText) or the file to read it from again (docPath), the
+// others neither, so that a document shared by many rows is written once.
 type checkedJob struct {
 	line, rows         int
 	id, prompt, source string
 	metadata           []byte
+	docHash, docPath   string
+	docText            string
 }
 
 // newCheckedJobs makes the temporary file, in the system's temporary
@@ -46,7 +52,8 @@ func newCheckedJobs() (*checkedJobs, error) {
 }
 
 // add appends a job: its line and rows read, then its id, prompt,
-// evidence source and input row, each after its length.
+// evidence source, input row, document hash, document file and document
+// text, each after its length.
 func (c *checkedJobs) add(j *checkedJob) error {
 	b := binary.AppendUvarint(c.buf[:0], uint64(j.line))
 	b = binary.AppendUvarint(b, uint64(j.rows))
@@ -56,8 +63,18 @@ func (c *checkedJobs) add(j *checkedJob) error {
 	}
 	b = binary.AppendUvarint(b, uint64(len(j.metadata)))
 	b = append(b, j.metadata...)
+	for _, s := range [...]string{j.docHash, j.docPath} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	// The text, up to MaxDocumentBytes, goes to the file without a copy
+	// in buf, which lives as long as the run.
+	b = binary.AppendUvarint(b, uint64(len(j.docText)))
 	c.buf = b
 	if _, err := c.w.Write(b); err != nil {
+		return fmt.Errorf("keep the checked rows in a temporary file: %w", err)
+	}
+	if _, err := c.w.WriteString(j.docText); err != nil {
 		return fmt.Errorf("keep the checked rows in a temporary file: %w", err)
 	}
 	c.n++
@@ -101,7 +118,32 @@ func (c *checkedJobs) next() (checkedJob, error) {
 	if j.metadata, err = c.bytes(); err != nil {
 		return j, c.short(err)
 	}
+	for _, s := range [...]*string{&j.docHash, &j.docPath} {
+		b, err := c.bytes()
+		if err != nil {
+			return j, c.short(err)
+		}
+		if len(b) > 0 {
+			*s = string(b)
+		}
+	}
+	if j.docText, err = c.text(); err != nil {
+		return j, c.short(err)
+	}
 	return j, nil
+}
+
+// text reads a length and that many bytes into a string, copied once: a
+// document's text can be megabytes.
+func (c *checkedJobs) text() (string, error) {
+	n, err := binary.ReadUvarint(c.r)
+	if err != nil || n == 0 {
+		return "", err
+	}
+	var b strings.Builder
+	b.Grow(int(n))
+	_, err = io.CopyN(&b, c.r, int64(n))
+	return b.String(), err
 }
 
 // bytes reads a length and that many bytes.

@@ -59,6 +59,13 @@ type DryRunReport struct {
 	// PriceBasis is the price the cost is at: batch for batch delivery
 	// (cache reads, which lower it further, are not estimated).
 	PriceBasis fixpoint.PriceBasis
+	// Documents counts the distinct documents of the jobs (a document
+	// shared by many rows once), DocumentBytes their text and
+	// DocumentTokens its estimate, a quarter of the bytes. Each job's
+	// InputTokens count its document: every call sends it whole.
+	Documents      int
+	DocumentBytes  int64
+	DocumentTokens float64
 }
 
 // DryRun renders and checks the first limit rows of the dataset (0: every
@@ -106,6 +113,7 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 
 	var inSum float64
 	var prog Progress
+	docSeen := map[string]bool{}
 	chk, err := r.check(ctx, data, &prog, checkOpts{limit: limit, onJob: func(p *lineJob, held bool) error {
 		if held {
 			rep.Existing++
@@ -115,14 +123,20 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 			rep.Prompt, rep.PromptLine = p.job.Prompt, p.line
 		}
 		rep.Jobs++
-		inSum += float64((len(rep.System)+len(p.job.Prompt)+3)/4 + schemaTokens)
+		if h := p.job.DocumentHash; h != "" && !docSeen[h] {
+			docSeen[h] = true
+			rep.Documents++
+			rep.DocumentBytes += int64(p.doc.size())
+		}
+		inSum += float64((len(rep.System)+len(p.job.Prompt)+p.doc.size()+3)/4 + schemaTokens)
 		return nil
 	}})
 	if err != nil {
 		return rep, err
 	}
 	rep.Limited = chk.limited
-	if err := chk.unknownFields(cfg.IDField); err != nil {
+	rep.DocumentTokens = float64(rep.DocumentBytes) / 4
+	if err := chk.unknownFields(&cfg); err != nil {
 		return rep, err
 	}
 	rep.Rows, rep.Bad, rep.Repeated, rep.Warnings = prog.Rows, prog.Bad, prog.Repeated, prog.Warnings

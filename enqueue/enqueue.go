@@ -62,6 +62,7 @@ type Ledger interface {
 	StopRecording(ctx context.Context, token string) error
 	FinishRecording(ctx context.Context, batch, token, datasetSHA256 string, rows int, bad []string) (int, error)
 	InsertJobs(ctx context.Context, jobs []store.NewJob) (int, error)
+	PutDocuments(ctx context.Context, docs []store.Document) (int, error)
 	InsertJobsPublishing(ctx context.Context, token string, jobs []store.NewJob) (int, store.PublishingChunk, error)
 	SettlePublishing(ctx context.Context, chunk store.PublishingChunk, unpublished []string) error
 	ReclaimPublishing(ctx context.Context, batch, token, dataset string) (int, error)
@@ -195,6 +196,23 @@ type Config struct {
 	// fixpoint.EvidenceSourceRow ("" too), EvidenceSourcePrompt, or
 	// "field:NAME" (see evidence.JobSource).
 	EvidenceSource string
+	// DocumentField names the row field holding the job's document, its
+	// text; DocumentFileField the row field holding the path of a text or
+	// Markdown file that is (relative to DatasetDir; an absolute path as
+	// given), read by the first pass, and by the second once for each
+	// document, which must not have changed. At most one is set.
+	// The document is stored once in the ledger by its hash and goes into
+	// each request in a block of its own, after the system prompt and
+	// before the prompt; it is never in a job message. With DocumentField
+	// the row recorded is the row without that field.
+	DocumentField     string
+	DocumentFileField string
+	// MaxDocumentBytes makes a row whose document is larger a bad row.
+	// Defaults to MaxDocumentBytesDefault.
+	MaxDocumentBytes int
+	// DatasetDir is the directory of the dataset, which DocumentFileField's
+	// relative paths start from; "" is the working directory.
+	DatasetDir string
 	// ProbeBatch, when set, asks the provider's server whether it serves
 	// the batch endpoints (llm.Client.ProbeBatch); an error wrapping
 	// llm.ErrBatchUnsupported makes a batch-delivery batch realtime, with a
@@ -307,6 +325,9 @@ func (cfg *Config) prepare() (*template.Template, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w: %w", ErrBadConfig, ErrBadTemplate, err)
 	}
+	if f := cfg.DocumentField; f != "" && templateUsesField(tmpl.Tree.Root, f) {
+		return nil, "", fmt.Errorf("%w: %w: the template uses .%s, the --document-field: every request gives the document in a block of its own, so leave it out of the template", ErrBadConfig, ErrBadTemplate, f)
+	}
 	if name := undefinedTemplate(tmpl, tmpl.Tree.Root); name != "" {
 		// It failed on every row: a dataset of bad rows, exit 1.
 		return nil, "", fmt.Errorf("%w: %w: the template calls {{template %q}}, which it does not define", ErrBadConfig, ErrBadTemplate, name)
@@ -392,7 +413,10 @@ func (c *Config) validate() error {
 	if _, err := fixpoint.ParseEvidenceMode(string(c.Evidence)); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	if err := CheckEvidenceSource(cmp.Or(c.EvidenceSource, fixpoint.EvidenceSourceRow)); err != nil {
+	if err := c.checkDocuments(); err != nil {
+		return err
+	}
+	if err := CheckEvidenceSource(c.evidenceSource(), c.documentInput()); err != nil {
 		return err
 	}
 	// A schema no value satisfies would be paid for MaxAttempts times per
@@ -460,6 +484,10 @@ type BatchSettings struct {
 	// against its source.
 	Evidence       fixpoint.EvidenceMode `json:"evidence,omitempty"`
 	EvidenceSource string                `json:"evidence_source,omitempty"`
+	// DocumentField and DocumentFileField say where the jobs' documents
+	// came from, "" for jobs of none.
+	DocumentField     string `json:"document_field,omitempty"`
+	DocumentFileField string `json:"document_file_field,omitempty"`
 }
 
 func (c *Config) settings(schemaHash string) BatchSettings {
@@ -468,7 +496,8 @@ func (c *Config) settings(schemaHash string) BatchSettings {
 		Limits: c.Limits, System: c.System, SchemaHash: schemaHash, TemplateSHA256: hex.EncodeToString(sum[:]),
 		IDField: c.IDField, Format: c.Format}
 	s.Evidence, _ = fixpoint.ParseEvidenceMode(string(c.Evidence))
-	s.EvidenceSource = cmp.Or(c.EvidenceSource, fixpoint.EvidenceSourceRow)
+	s.EvidenceSource = c.evidenceSource()
+	s.DocumentField, s.DocumentFileField = c.DocumentField, c.DocumentFileField
 	if c.Delivery == queue.DeliveryBatch {
 		d := cmp.Or(c.Deadline, DeadlineDefault)
 		s.Delivery, s.DeadlineSeconds, s.DeadlineAt = queue.DeliveryBatch, int64(d/time.Second), time.Now().Add(d).Unix()
@@ -627,6 +656,8 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	evidenceOf := func(m fixpoint.EvidenceMode) string { e, _ := fixpoint.ParseEvidenceMode(string(m)); return string(e) }
 	add("evidence", evidenceOf(s.Evidence), evidenceOf(now.Evidence))
 	add("evidence source", cmp.Or(s.EvidenceSource, fixpoint.EvidenceSourceRow), cmp.Or(now.EvidenceSource, fixpoint.EvidenceSourceRow))
+	add("document field", cmp.Or(s.DocumentField, "(none)"), cmp.Or(now.DocumentField, "(none)"))
+	add("document file field", cmp.Or(s.DocumentFileField, "(none)"), cmp.Or(now.DocumentFileField, "(none)"))
 	add("system prompt (sha256)", short(hashText(s.System)), short(hashText(now.System)))
 	add("schema (hash)", short(s.SchemaHash), short(now.SchemaHash))
 	add("template (sha256)", short(s.TemplateSHA256), short(now.TemplateSHA256))
@@ -872,15 +903,26 @@ func (run *enqueueRun) checkRows(ctx context.Context, data io.Reader) (chk *chec
 			jobs.close()
 		}
 	}()
+	// A document's text, or the file to read it from, is kept with the
+	// first job that names it; the jobs after name it by its hash.
+	kept := map[string]bool{}
 	keep := func(p *lineJob, _ bool) error {
-		return jobs.add(&checkedJob{line: p.line, rows: p.rows, id: p.job.ID, prompt: p.job.Prompt, source: p.source, metadata: p.job.Metadata})
+		c := checkedJob{line: p.line, rows: p.rows, id: p.job.ID, prompt: p.job.Prompt, source: p.source, metadata: p.job.Metadata}
+		if h := p.job.DocumentHash; h != "" {
+			c.docHash = h
+			if !kept[h] {
+				kept[h] = true
+				c.docText, c.docPath = p.doc.text, p.doc.path
+			}
+		}
+		return jobs.add(&c)
 	}
 	chk, err = run.r.check(ctx, io.TeeReader(data, digest), prog, checkOpts{onJob: keep})
 	if err != nil {
 		return nil, "", err
 	}
 	chk.jobs = jobs
-	if err := chk.unknownFields(cfg.IDField); err != nil {
+	if err := chk.unknownFields(cfg); err != nil {
 		return nil, "", err
 	}
 	if cfg.MaxBadRows >= 0 && len(prog.Bad) > cfg.MaxBadRows {
@@ -1238,9 +1280,11 @@ func missingFieldOf(err error) string {
 	return f
 }
 
-// unknownFields reports a field the template or --id-field names that no
-// row of the dataset has: a typo or the wrong dataset, not bad rows.
-func (c *checkResult) unknownFields(idField string) error {
+// unknownFields reports a field the template, --id-field,
+// --document-field or --document-file-field names that no row of the
+// dataset has: a typo or the wrong dataset, not bad rows.
+func (c *checkResult) unknownFields(cfg *Config) error {
+	idField := cfg.IDField
 	has := map[string]bool{}
 	for _, col := range c.columns {
 		has[col] = true
@@ -1255,6 +1299,11 @@ func (c *checkResult) unknownFields(idField string) error {
 	}
 	if idField != "" && !has[idField] && len(c.columns) > 0 {
 		return fmt.Errorf("%w: --id-field %q: no row of the dataset has it (its fields: %s)", ErrBadConfig, idField, cols)
+	}
+	for _, f := range []struct{ flag, name string }{{"--document-field", cfg.DocumentField}, {"--document-file-field", cfg.DocumentFileField}} {
+		if f.name != "" && !has[f.name] && len(c.columns) > 0 {
+			return fmt.Errorf("%w: %s %q: no row of the dataset has it (its fields: %s)", ErrBadConfig, f.flag, f.name, cols)
+		}
 	}
 	for _, f := range slices.Sorted(maps.Keys(c.missing)) {
 		if !has[f] && len(c.columns) > 0 {
@@ -1337,6 +1386,7 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 	res := &checkResult{missing: map[string]int{}, missingPath: map[string]int{}}
 	seen := idIndex{ids: map[[16]byte]idSeen{}, numIDs: map[string]numID{}}
 	var pending []lineJob
+	pendingDocs := 0 // the bytes of the documents' text in pending
 	rows := newRowReader(r.cfg.Format, data)
 	folded := 0 // rows that look like rows folded into a field
 	badJob := func(line int, id string, err error) {
@@ -1388,12 +1438,20 @@ func (r *renderer) check(ctx context.Context, data io.Reader, prog *Progress, op
 			return nil
 		}
 		if r.ledger != nil || opts.onJob != nil {
-			pending = append(pending, lineJob{line: p.line, rows: prog.Rows, job: p.job, source: p.source})
-			if len(pending) == r.cfg.Chunk {
+			pending = append(pending, lineJob{line: p.line, rows: prog.Rows, job: p.job, source: p.source, doc: p.doc})
+			// The documents' text waiting with them is bounded as the
+			// second pass bounds a chunk's.
+			if p.doc != nil {
+				pendingDocs += len(p.doc.text)
+			}
+			if len(pending) == r.cfg.Chunk || pendingDocs >= DocumentChunkBytes {
 				if err := r.settle(ctx, pending, bad, opts.onJob); err != nil {
 					return err
 				}
-				pending = pending[:0]
+				if pendingDocs > 0 {
+					clear(pending)
+				}
+				pending, pendingDocs = pending[:0], 0
 			}
 		}
 		if prog.Rows%r.cfg.Chunk == 0 {
@@ -1485,11 +1543,12 @@ func idKey(id string) [16]byte {
 }
 
 // lineJob is a row's job, its line, how many rows the pass had read at
-// it, and its evidence source (render's).
+// it, and its evidence source and document (render's).
 type lineJob struct {
 	line, rows int
 	job        store.NewJob
 	source     string
+	doc        *rowDocument
 }
 
 // settle decides the pending rows against the ledger, when the batch
@@ -1584,13 +1643,17 @@ func cellText(v any) string {
 // heldError says how the job the ledger holds under a row's id differs.
 func (r *renderer) heldError(h store.HeldJob) error {
 	id := strings.TrimPrefix(h.ID, r.cfg.Batch+":")
-	what := "input row"
-	switch {
-	case h.Prompt && h.Metadata:
-		what = "prompt and input row"
-	case h.Prompt:
-		what = "prompt"
+	var differ []string
+	if h.Prompt {
+		differ = append(differ, "prompt")
 	}
+	if h.Metadata || !h.Prompt && !h.Document {
+		differ = append(differ, "input row")
+	}
+	if h.Document {
+		differ = append(differ, "document")
+	}
+	what := strings.Join(differ, " and ")
 	switch {
 	case h.Batch != r.cfg.Batch:
 		return fmt.Errorf("job id %q is taken by batch %q", h.ID, h.Batch)
@@ -1603,16 +1666,21 @@ func (r *renderer) heldError(h store.HeldJob) error {
 
 // fits checks that a job's message, with its evidence source (render's),
 // fits the queue and its prompt the workers' limit.
-func (r *renderer) fits(job *store.NewJob, source string) error {
+func (r *renderer) fits(job *store.NewJob, source string, docBytes int) error {
 	n := len(job.Prompt) + len(r.base.System) + r.cfg.schemaBytes
 	if n > r.cfg.MaxPromptBytes {
 		return fmt.Errorf("prompt is %d bytes with the system prompt and the %d-byte schema, over the workers' limit of %d (--max-prompt-bytes)", n, r.cfg.schemaBytes, r.cfg.MaxPromptBytes)
 	}
 	// At least what the worker reserves for the first attempt (a quarter
 	// of its bytes, and the output allowance; repair.EstimateTokens).
-	if b, m := r.cfg.Limits.TokenBudget, cmp.Or(r.cfg.MaxTokens, fixpoint.MaxTokensDefault); b > 0 && (n+3)/4+m > b {
-		return fmt.Errorf("its first attempt needs about %d tokens (prompt, system prompt and schema about %d, max tokens %d), over the token budget of %d: the job would fail before its first call",
-			(n+3)/4+m, (n+3)/4, m, b)
+	// Every call sends the job's document too.
+	in, what := n, "prompt, system prompt and schema"
+	if job.DocumentHash != "" {
+		in, what = n+docBytes, "prompt, document, system prompt and schema"
+	}
+	if b, m := r.cfg.Limits.TokenBudget, cmp.Or(r.cfg.MaxTokens, fixpoint.MaxTokensDefault); b > 0 && (in+3)/4+m > b {
+		return fmt.Errorf("its first attempt needs about %d tokens (%s about %d, max tokens %d), over the token budget of %d: the job would fail before its first call",
+			(in+3)/4+m, what, (in+3)/4, m, b)
 	}
 	env := envelopeWith(r.base, job, source)
 	data, err := queue.EncodeEnvelope(&env)
@@ -1632,6 +1700,10 @@ func contentDigest(job *store.NewJob) [16]byte {
 	h.Write([]byte(job.Prompt))
 	h.Write([]byte{0})
 	h.Write(job.Metadata)
+	if job.DocumentHash != "" {
+		h.Write([]byte{0})
+		h.Write([]byte(job.DocumentHash))
+	}
 	var out [16]byte
 	copy(out[:], h.Sum(nil))
 	return out
@@ -1660,6 +1732,10 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 	}
 	chunk := make([]store.NewJob, 0, r.cfg.Chunk)
 	sources := make([]string, 0, r.cfg.Chunk) // each job's evidence source
+	// docs are the documents the chunk's jobs name first (the first pass
+	// kept each with the first job), docBytes their text.
+	var docs []store.Document
+	docBytes := 0
 	bases := newRunBases(ctx, ledger, r.cfg.Batch, r.base)
 	var bg backgroundPublish
 	var copying []*backgroundRecord // the chunks being recorded, oldest first
@@ -1721,8 +1797,15 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 				return err
 			}
 		}
-		copying = append(copying, startRecord(ctx, ledger, rec.token, chunk, sources))
+		// A job names a document that a chunk before it may hold: its
+		// chunk is recorded once those before have stored theirs.
+		var after *backgroundRecord
+		if r.cfg.documentInput() && len(copying) > 0 {
+			after = copying[len(copying)-1]
+		}
+		copying = append(copying, startRecord(ctx, ledger, rec.token, chunk, sources, docs, after))
 		chunk, sources = make([]store.NewJob, 0, r.cfg.Chunk), make([]string, 0, r.cfg.Chunk)
+		docs, docBytes = nil, 0
 		return nil
 	}
 	for {
@@ -1734,8 +1817,18 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 			return err
 		}
 		prog.Rows = c.rows
-		chunk, sources = append(chunk, r.job(c.id, c.line, c.prompt, c.metadata)), append(sources, c.source)
-		if len(chunk) == r.cfg.Chunk {
+		job := r.job(c.id, c.line, c.prompt, c.metadata)
+		job.DocumentHash = c.docHash
+		chunk, sources = append(chunk, job), append(sources, c.source)
+		if c.docHash != "" && (c.docText != "" || c.docPath != "") {
+			doc, err := r.keptDocument(&c)
+			if err != nil {
+				return err
+			}
+			docs = append(docs, doc)
+			docBytes += len(doc.Body)
+		}
+		if len(chunk) == r.cfg.Chunk || docBytes >= DocumentChunkBytes {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -1770,6 +1863,8 @@ const copiesAtOnce = 2
 
 // backgroundRecord is a chunk being recorded (Ledger.InsertJobsPublishing)
 // in a goroutine of its own; done is closed once n, pc and err are set.
+// stored is closed once its documents, and those of the chunk it was
+// recorded after, are stored (docsErr nil) or will not be.
 type backgroundRecord struct {
 	jobs    []store.NewJob
 	sources []string
@@ -1777,14 +1872,32 @@ type backgroundRecord struct {
 	n       int
 	pc      store.PublishingChunk
 	err     error
+	stored  chan struct{}
+	docsErr error
 }
 
 // startRecord records jobs, the chunk of the run of token, in the
-// background.
-func startRecord(ctx context.Context, ledger Ledger, token string, jobs []store.NewJob, sources []string) *backgroundRecord {
-	c := &backgroundRecord{jobs: jobs, sources: sources, done: make(chan struct{})}
+// background: docs first (those the ledger does not hold), then the jobs,
+// once after, the chunk started before it (nil: none), has stored its
+// documents and those of the chunks before. A document comes with the
+// first job that names it, and so in one chunk only: a job is never
+// recorded naming a document the ledger lacks, even with two chunks
+// recorded at once.
+func startRecord(ctx context.Context, ledger Ledger, token string, jobs []store.NewJob, sources []string, docs []store.Document, after *backgroundRecord) *backgroundRecord {
+	c := &backgroundRecord{jobs: jobs, sources: sources, done: make(chan struct{}), stored: make(chan struct{})}
 	go func() {
 		defer close(c.done)
+		_, c.docsErr = ledger.PutDocuments(ctx, docs)
+		if c.docsErr == nil && after != nil {
+			<-after.stored
+			if after.docsErr != nil {
+				c.docsErr = errors.New("the chunk before it did not store its documents")
+			}
+		}
+		close(c.stored)
+		if c.err = c.docsErr; c.err != nil {
+			return
+		}
 		c.n, c.pc, c.err = ledger.InsertJobsPublishing(ctx, token, jobs)
 	}()
 	return c
@@ -1941,7 +2054,7 @@ func jobIDs(jobs []store.NewJob) []string {
 // and mode. The input row is not sent: the ledger has it.
 func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
 	var source string
-	if evidenceOn(base) {
+	if rowEvidence(base) {
 		// render refused a row its source cannot be made of.
 		source, _ = evidence.JobSource(job.Metadata, job.Prompt, base.EvidenceSource)
 	}
@@ -1952,6 +2065,13 @@ func jobEnvelope(base queue.Envelope, job *store.NewJob) queue.Envelope {
 // messages carry a source.
 func evidenceOn(base queue.Envelope) bool {
 	return base.Evidence != "" && base.Evidence != fixpoint.EvidenceOff
+}
+
+// rowEvidence reports whether the jobs of base check evidence against a
+// source made of their row and prompt, which their messages carry (a
+// document is loaded by the workers).
+func rowEvidence(base queue.Envelope) bool {
+	return evidenceOn(base) && base.EvidenceSource != fixpoint.EvidenceSourceDocument
 }
 
 // envelopeWith is jobEnvelope with the job's evidence source computed
@@ -1971,9 +2091,10 @@ func envelopeWith(base queue.Envelope, job *store.NewJob, source string) queue.E
 	if job.Run > 1 {
 		env.Run = job.Run
 	}
-	if evidenceOn(env) {
+	if rowEvidence(env) {
 		env.Source = source
 	}
+	env.Document = job.DocumentHash
 	if c := job.Continue; c != nil && c.Reply != "" {
 		var errs []fixpoint.ValidationError
 		_ = json.Unmarshal(c.Errors, &errs)
@@ -1984,10 +2105,23 @@ func envelopeWith(base queue.Envelope, job *store.NewJob, source string) queue.E
 }
 
 // render renders a row's job, and its evidence source when the batch
-// checks evidence ("" when not): the message carries it. The first pass
-// runs it on several goroutines at once (renderRows): it changes nothing
-// of r, and what must see the rows one after another goes in check.
-func (r *renderer) render(row map[string]any, line int) (job store.NewJob, source string, err error) {
+// checks evidence ("" when not): the message carries it, and what the
+// first pass keeps of its document (nil for a job of none). The first
+// pass runs it on several goroutines at once (renderRows): it changes
+// nothing of r, and what must see the rows one after another goes in
+// check.
+func (r *renderer) render(row map[string]any, line int) (job store.NewJob, source string, doc *rowDocument, err error) {
+	var docHash string
+	if r.cfg.documentInput() {
+		var text, path string
+		if row, text, path, err = r.document(row); err != nil {
+			return store.NewJob{}, "", nil, err
+		}
+		docHash, doc = store.DocumentHash(text), &rowDocument{bytes: len(text), path: path}
+		if path == "" {
+			doc.text = text
+		}
+	}
 	// The output is capped: a small template can loop ({{range 300000000}})
 	// into more memory than the machine has, and a prompt over the workers'
 	// limit is refused anyway (the slack leaves room for the spaces the
@@ -1995,37 +2129,39 @@ func (r *renderer) render(row map[string]any, line int) (job store.NewJob, sourc
 	buf := cappedBuffer{limit: r.cfg.MaxPromptBytes + 64<<10}
 	if err := r.tmpl.Execute(&buf, templateView(row)); err != nil {
 		if errors.Is(err, errRenderCap) {
-			return store.NewJob{}, "", fmt.Errorf("the template renders a prompt over the workers' limit of %d bytes (--max-prompt-bytes; rendering stopped at %d)",
+			return store.NewJob{}, "", nil, fmt.Errorf("the template renders a prompt over the workers' limit of %d bytes (--max-prompt-bytes; rendering stopped at %d)",
 				r.cfg.MaxPromptBytes, buf.limit)
 		}
 		if f := missingFieldOf(err); f != "" {
 			// Other rows have it (a field no row has is a typo, said
 			// before any row): an optional field.
-			return store.NewJob{}, "", fmt.Errorf("render template: %w (for a field some rows lack, {{with index . %q}}...{{end}} writes it only where it is)", err, f)
+			return store.NewJob{}, "", nil, fmt.Errorf("render template: %w (for a field some rows lack, {{with index . %q}}...{{end}} writes it only where it is)", err, f)
 		}
-		return store.NewJob{}, "", fmt.Errorf("render template: %w", err)
+		return store.NewJob{}, "", nil, fmt.Errorf("render template: %w", err)
 	}
 	prompt := strings.TrimSpace(buf.String())
 	if prompt == "" {
-		return store.NewJob{}, "", errors.New("template rendered an empty prompt")
+		return store.NewJob{}, "", nil, errors.New("template rendered an empty prompt")
 	}
 	id, err := r.rowJobID(row, line)
 	if err != nil {
-		return store.NewJob{}, "", err
+		return store.NewJob{}, "", nil, err
 	}
 	meta, err := marshalRow(row)
 	if err != nil {
-		return store.NewJob{}, "", fmt.Errorf("encode row: %w", err)
+		return store.NewJob{}, "", nil, fmt.Errorf("encode row: %w", err)
 	}
-	if evidenceOn(r.base) {
+	if rowEvidence(r.base) {
 		// The row as JobSource would read it back from meta: its text is
 		// valid UTF-8 without NULs (the reader refuses others), so
 		// encoding and decoding it again changes nothing.
 		if source, err = evidence.RowSource(row, prompt, r.base.EvidenceSource); err != nil {
-			return store.NewJob{}, "", err
+			return store.NewJob{}, "", nil, err
 		}
 	}
-	return r.job(id, line, prompt, meta), source, nil
+	job = r.job(id, line, prompt, meta)
+	job.DocumentHash = docHash
+	return job, source, doc, nil
 }
 
 // job is the job of the row on line: its id, prompt and input row, and
@@ -2163,7 +2299,16 @@ func canonicalNumber(n string) string {
 }
 
 func jsonKind(v any) string {
-	switch v.(type) {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		if strings.TrimSpace(x) == "" {
+			return "blank"
+		}
+		return "a string"
+	case json.Number:
+		return "a number"
 	case bool:
 		return "a boolean"
 	case []any:

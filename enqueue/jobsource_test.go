@@ -59,7 +59,7 @@ func TestRenderedSourceIsTheLedgersJobSource(t *testing.T) {
 			if err != nil {
 				break
 			}
-			job, source, err := r.render(row, line)
+			job, source, _, err := r.render(row, line)
 			if err != nil {
 				t.Fatalf("%s: line %d: %v", setting, line, err)
 			}

@@ -34,7 +34,7 @@ func TestPromptLimitCountsTheSchema(t *testing.T) {
 	}
 	r := &renderer{cfg: &cfg, maxMsg: 8 << 20}
 	for n, fits := range map[int]bool{900: true, 1100: false} {
-		err := r.fits(&store.NewJob{ID: "b:1", Batch: "b", Prompt: strings.Repeat("x", n)}, "")
+		err := r.fits(&store.NewJob{ID: "b:1", Batch: "b", Prompt: strings.Repeat("x", n)}, "", 0)
 		if (err == nil) != fits || (err != nil && !strings.Contains(err.Error(), "with the system prompt and the")) {
 			t.Errorf("a %d-byte prompt with a %d-byte schema under a limit of %d: %v; want fits=%v", n, len(huge), cfg.MaxPromptBytes, err, fits)
 		}

@@ -19,10 +19,11 @@ type renderedRow struct {
 	readErr error
 	// suspect says why a CSV record may be rows folded into one field.
 	suspect string
-	// renderErr says why render failed; job and source are render's.
+	// renderErr says why render failed; job, source and doc are render's.
 	renderErr error
 	job       store.NewJob
 	source    string
+	doc       *rowDocument
 	// fitErr says why the job does not fit the queue or the workers.
 	fitErr error
 	// key and content are the digests of the job's id and of its content
@@ -145,7 +146,7 @@ func (r *renderer) renderRow(p *renderedRow) {
 	if p.readErr != nil {
 		return
 	}
-	p.job, p.source, p.renderErr = r.render(p.row, p.line)
+	p.job, p.source, p.doc, p.renderErr = r.render(p.row, p.line)
 	if p.renderErr != nil {
 		return
 	}
@@ -153,5 +154,5 @@ func (r *renderer) renderRow(p *renderedRow) {
 		p.key = idKey(p.job.ID)
 		p.content = contentDigest(&p.job)
 	}
-	p.fitErr = r.fits(&p.job, p.source)
+	p.fitErr = r.fits(&p.job, p.source, p.doc.size())
 }

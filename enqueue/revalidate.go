@@ -164,7 +164,10 @@ func revalidateSettings(ctx context.Context, ledger RevalidateLedger, b *store.B
 		return settings, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	settings.EvidenceSource = cmp.Or(settings.EvidenceSource, fixpoint.EvidenceSourceRow)
-	if err := CheckEvidenceSource(settings.EvidenceSource); err != nil {
+	if settings.EvidenceSource == fixpoint.EvidenceSourceDocument && settings.Evidence != fixpoint.EvidenceOff {
+		return settings, fmt.Errorf("%w: batch %s checks its values against the jobs' documents, which revalidate does not read yet: give --evidence off, or --evidence-source row, prompt or field:NAME", ErrBadConfig, b.Name)
+	}
+	if err := CheckEvidenceSource(settings.EvidenceSource, false); err != nil {
 		return settings, err
 	}
 	cfg.Evidence, cfg.EvidenceSource = settings.Evidence, settings.EvidenceSource

@@ -565,8 +565,20 @@ func (w *Worker) buildJob(ctx context.Context, env *queue.Envelope) (*repair.Job
 		Model: env.Model, Mode: env.Mode, Temperature: env.Temp, MaxTokens: env.MaxTokens, Limits: env.Limits,
 		CacheKey: env.CacheKey, Rules: se.rules, Evidence: env.Evidence, Messages: env.Messages,
 	}
+	if env.Document != "" {
+		if job.Document, err = w.documents.get(ctx, env.Document); err != nil {
+			return nil, err
+		}
+	}
 	if env.Evidence != "" && env.Evidence != fixpoint.EvidenceOff {
-		job.Source, job.Exempt = evidence.New(env.Source), se.exempt
+		source := env.Source
+		if env.EvidenceSource == fixpoint.EvidenceSourceDocument {
+			if env.Document == "" {
+				return nil, fmt.Errorf("%w: evidence source document, and the job has no document", fixpoint.ErrBadJob)
+			}
+			source = job.Document
+		}
+		job.Source, job.Exempt = evidence.New(source), se.exempt
 	}
 	return job, nil
 }

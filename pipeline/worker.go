@@ -60,6 +60,7 @@ type Ledger interface {
 	// its own ledger has jobs waiting in the queue.
 	HasQueuedJobs(ctx context.Context) (bool, error)
 	Schema(ctx context.Context, hash string) ([]byte, error)
+	DocumentLoader
 	SaveResults(ctx context.Context, results []store.Result) ([]bool, error)
 	SaveInterrupted(ctx context.Context, ins []store.Interruption) error
 	// SaveCrashed records the calls a dead worker's reply journal kept
@@ -118,8 +119,14 @@ type WorkerConfig struct {
 	// flight: the nightly-job mode.
 	Drain bool
 	// MaxPromptBytes rejects jobs whose prompt is larger, counted with the
-	// system prompt and the schema every request carries. Defaults to 256 KiB.
+	// system prompt and the schema every request carries (a job's document
+	// is not counted: enqueue bounds it, --max-document-bytes). Defaults to
+	// 256 KiB.
 	MaxPromptBytes int
+	// DocumentCacheBytes bounds the text of the documents the worker
+	// keeps after loading them for their jobs (least recently used out
+	// first). Defaults to DocumentCacheBytesDefault.
+	DocumentCacheBytes int64
 	// NakDelayMin and NakDelayMax bound the delay before a transiently
 	// failed job is delivered again; it doubles with each delivery.
 	NakDelayMin, NakDelayMax time.Duration
@@ -193,6 +200,7 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	c.Grace = cmp.Or(c.Grace, GraceDefault)
 	c.SpendHoldTTL = cmp.Or(c.SpendHoldTTL, SpendHoldTTLDefault)
 	c.MaxPromptBytes = cmp.Or(c.MaxPromptBytes, MaxPromptBytesDefault)
+	c.DocumentCacheBytes = cmp.Or(c.DocumentCacheBytes, DocumentCacheBytesDefault)
 	c.NakDelayMin = cmp.Or(c.NakDelayMin, NakDelayMinDefault)
 	c.NakDelayMax = cmp.Or(c.NakDelayMax, NakDelayMaxDefault)
 	c.QuotaPause = cmp.Or(c.QuotaPause, QuotaPauseDefault)
@@ -236,6 +244,8 @@ func (c WorkerConfig) Validate() error {
 		return settingErr("Grace", c.Grace, "is negative")
 	case c.MaxPromptBytes < 1:
 		return settingErr("MaxPromptBytes", c.MaxPromptBytes, "must be at least 1")
+	case c.DocumentCacheBytes < 0:
+		return settingErr("DocumentCacheBytes", c.DocumentCacheBytes, "is negative")
 	}
 	if err := c.Queue.Validate(); err != nil {
 		return nested("Queue.", err)
@@ -281,6 +291,8 @@ type Worker struct {
 	// of them, when a worker starts on a full queue) share one read and
 	// one compile.
 	schemaLoads singleflight.Group
+	// documents keeps the jobs' documents loaded last.
+	documents *documentCache
 
 	spill *spill // what the ledger could not take at a stop
 	// journal keeps each reply until its delivery ends, for a kill -9.
@@ -333,6 +345,7 @@ func NewWorker(js jetstream.JetStream, ledger Ledger, cfg WorkerConfig) (*Worker
 	}
 	w := &Worker{cfg: cfg, js: js, ledger: ledger, log: cfg.Logger, beats: newHeartbeats(cfg.Queue.AckWait / 3), abort: func(error) {},
 		stopNow: make(chan struct{}), lanes: newLanes(cfg.Concurrency, cfg.LaneProbe), holds: newHoldBook()}
+	w.documents = newDocumentCache(ledger, cfg.DocumentCacheBytes)
 	w.loops = make(map[string]*Loop, len(cfg.Providers))
 	w.tracer = tracerOr(cfg.Tracer)
 	for name, client := range cfg.Providers {

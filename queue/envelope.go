@@ -8,15 +8,17 @@ import (
 	json "github.com/segmentio/encoding/json"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/internal/textclip"
 )
 
 // EnvelopeVersion is the version of the job message this code writes. A
 // worker rejects messages of a version it does not know.
 const EnvelopeVersion = 1
 
-// Envelope is the job message on the queue. It is small: the schema travels
-// by its content hash (schemas are stored once in Postgres), and the worker's
-// own configuration decides base URLs and keys, never the message.
+// Envelope is the job message on the queue. It is small: the schema and the
+// job's document travel by their content hashes (each is stored once in
+// Postgres), and the worker's own configuration decides base URLs and keys,
+// never the message.
 type Envelope struct {
 	V          int             `json:"v"`
 	JobID      string          `json:"job_id"`
@@ -56,6 +58,11 @@ type Envelope struct {
 	Evidence       fixpoint.EvidenceMode `json:"evidence,omitempty"`
 	EvidenceSource string                `json:"evidence_source,omitempty"`
 	Source         string                `json:"source,omitempty"`
+	// Document, when set, is the hash of the job's document
+	// (store.DocumentHash: 64 lowercase hex digits), which the worker
+	// loads from the ledger and puts in the first user message; the text
+	// itself is never in the message.
+	Document string `json:"document,omitempty"`
 	// Messages, when set, are the conversation the job goes on from
 	// instead of Prompt alone: a job requeued after its revalidation
 	// failed gets its prompt, the reply checked and the errors found as
@@ -132,6 +139,9 @@ func (e *Envelope) Validate() error {
 	default:
 		return fmt.Errorf("%w: mode %q is not prompt, json_schema or tool", fixpoint.ErrBadJob, e.Mode)
 	}
+	if e.Document != "" && !isHash(e.Document) {
+		return fmt.Errorf("%w: document %q is not a document hash (64 lowercase hex digits)", fixpoint.ErrBadJob, textclip.Runes(e.Document, 80))
+	}
 	if e.MaxTokens < 0 {
 		return fmt.Errorf("%w: max_tokens %d is negative", fixpoint.ErrBadJob, e.MaxTokens)
 	}
@@ -145,6 +155,19 @@ func (e *Envelope) Validate() error {
 		return err
 	}
 	return lim.ValidateMode(e.Mode)
+}
+
+// isHash reports whether s is a SHA-256 in lowercase hex.
+func isHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // EncodeEnvelope is the job message of e, as Publish sends it (the

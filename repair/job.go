@@ -21,6 +21,11 @@ type Job struct {
 	// Prompt is the task. Messages, when set, is used instead.
 	Prompt   string
 	Messages []fixpoint.Message
+	// Document, when not "", is the job's document (the driver loads it):
+	// the first user message holds it, byte for byte, between
+	// fixpoint.DocumentOpen and DocumentClose, before the prompt (or the
+	// first message of Messages), so a prompt template need not.
+	Document string
 	// Schema is the compiled schema; SchemaRaw its text.
 	Schema    *validate.Schema
 	SchemaRaw json.RawMessage

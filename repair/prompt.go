@@ -515,3 +515,53 @@ func repairMessage(task, raw, fb string) string {
 	b.WriteString(fb)
 	return b.String()
 }
+
+// withDocument is msgs with doc in the first user message, before its
+// text: between DocumentOpen and DocumentClose, each on a line of its
+// own, byte for byte. The document comes first, the task after it, as
+// providers advise for long inputs; a repair-strategy round repeats the
+// message whole, document included, as the task.
+func withDocument(msgs []fixpoint.Message, doc string) []fixpoint.Message {
+	out := slices.Clone(msgs)
+	for i := range out {
+		if out[i].Role == fixpoint.RoleUser {
+			out[i].Content = documentMessage(doc, out[i].Content)
+			break
+		}
+	}
+	return out
+}
+
+// documentMessage is the text of a first user message that gives doc
+// with the task text.
+func documentMessage(doc, text string) string {
+	var b strings.Builder
+	b.Grow(len(doc) + len(text) + len(fixpoint.DocumentOpen) + len(fixpoint.DocumentClose) + 4)
+	b.WriteString(fixpoint.DocumentOpen)
+	b.WriteByte('\n')
+	b.WriteString(doc)
+	b.WriteByte('\n')
+	b.WriteString(fixpoint.DocumentClose)
+	b.WriteString("\n\n")
+	b.WriteString(text)
+	return b.String()
+}
+
+// withoutDocument is msgs with the text of doc, wherever a message gives
+// it between the document markers, replaced by a line naming its size:
+// what an attempt keeps of the messages it sent.
+func withoutDocument(msgs []fixpoint.Message, doc string) []fixpoint.Message {
+	block := fixpoint.DocumentOpen + "\n" + doc + "\n" + fixpoint.DocumentClose
+	short := fixpoint.DocumentOpen + "\n" + documentPlaceholder(len(doc)) + "\n" + fixpoint.DocumentClose
+	out := slices.Clone(msgs)
+	for i := range out {
+		out[i].Content = strings.Replace(out[i].Content, block, short, 1)
+	}
+	return out
+}
+
+// documentPlaceholder stands for a document of n bytes in the messages an
+// attempt keeps.
+func documentPlaceholder(n int) string {
+	return fmt.Sprintf("[the job's document, %d bytes: stored once in the ledger's documents, under the job's document_hash]", n)
+}

@@ -148,6 +148,9 @@ func Start(job *Job, prev *fixpoint.Result, cfg Config) (*Step, error) {
 	if len(s.base) == 0 {
 		s.base = []fixpoint.Message{{Role: fixpoint.RoleUser, Content: job.Prompt}}
 	}
+	if job.Document != "" {
+		s.base = withDocument(s.base, job.Document)
+	}
 	s.system = cfg.SystemFunc(&s.job)
 	s.messages = append([]fixpoint.Message(nil), s.base...)
 	for i := range s.res.Attempts {
@@ -708,6 +711,11 @@ func (s *Step) recordRequest(a *fixpoint.Attempt, req *fixpoint.Request) {
 	a.RequestHash = hex.EncodeToString(h.Sum(nil))
 	if s.cfg.Record == RecordFull {
 		a.Request = rest
+		if s.job.Document != "" {
+			// The ledger has the document once (its documents table):
+			// each attempt keeping it would store it once a call.
+			a.Request, _ = json.Marshal(withoutDocument(req.Messages, s.job.Document))
+		}
 		if sys.Message() != nil {
 			a.System = sys
 		}

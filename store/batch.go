@@ -325,7 +325,7 @@ func (s *Store) PublishedQueued(ctx context.Context, batch, after string, limit 
 // newJobColumns are the columns scanNewJob reads, of jobs j and the
 // continuationJoin c.
 const newJobColumns = `j.id, coalesce(j.batch, ''), j.row_no, coalesce(j.schema_hash, ''), j.prompt, j.provider, j.model, j.mode,
-	j.strategy, j.metadata::text, j.run, c.reply, c.class, c.errors::text`
+	j.strategy, j.metadata::text, j.run, c.reply, c.class, c.errors::text, coalesce(j.document_hash, '')`
 
 // continuationJoin finds, for a job requeued after its revalidation (its
 // run before is one) failed, the reply checked and why it failed: the
@@ -342,7 +342,7 @@ func scanNewJob(r pgx.CollectableRow) (NewJob, error) {
 	var meta string
 	var reply, class, errs *string
 	err := r.Scan(&j.ID, &j.Batch, &j.RowNo, &j.SchemaHash, &j.Prompt, &j.Provider, &j.Model, &j.Mode, &j.Strategy, &meta, &j.Run,
-		&reply, &class, &errs)
+		&reply, &class, &errs, &j.DocumentHash)
 	j.Metadata = json.RawMessage(meta)
 	if reply != nil {
 		j.Continue = &Continuation{Reply: *reply, Class: deref(class), Errors: rawPtr(errs)}

@@ -28,6 +28,9 @@ type NewJob struct {
 	Provider, Model, Mode, Strategy string
 	// Metadata is the input row as a JSON object; nil means {}.
 	Metadata json.RawMessage
+	// DocumentHash names the job's document (PutDocuments, which must
+	// have stored it first), "" for a job of no document.
+	DocumentHash string
 	// Run is the batch run the job is in (1 until it is requeued); read
 	// only: InsertJobs records every job in run 1.
 	Run int
@@ -91,17 +94,20 @@ func (s *Store) InsertJobs(ctx context.Context, jobs []NewJob) (int, error) {
 }
 
 // newJobCopyColumns are the columns InsertJobs fills, in newJobRows' order.
-var newJobCopyColumns = []string{"id", "batch", "row_no", "schema_hash", "prompt", "provider", "model", "mode", "strategy", "metadata"}
+var newJobCopyColumns = []string{"id", "batch", "row_no", "schema_hash", "prompt", "provider", "model", "mode", "strategy", "metadata", "document_hash"}
 
 // newJobRows are jobs as rows of newJobCopyColumns for COPY.
 func newJobRows(jobs []NewJob) pgx.CopyFromSource {
 	return pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) {
 		j := &jobs[i]
-		var hash any
+		var hash, doc any
 		if j.SchemaHash != "" {
 			hash = j.SchemaHash
 		}
-		return []any{j.ID, j.Batch, j.RowNo, hash, txt(j.Prompt), txt(j.Provider), txt(j.Model), txt(j.Mode), txt(j.Strategy), rawOr(pgJSON(j.Metadata), "{}")}, nil
+		if j.DocumentHash != "" {
+			doc = j.DocumentHash
+		}
+		return []any{j.ID, j.Batch, j.RowNo, hash, txt(j.Prompt), txt(j.Provider), txt(j.Model), txt(j.Mode), txt(j.Strategy), rawOr(pgJSON(j.Metadata), "{}"), doc}, nil
 	})
 }
 
@@ -124,7 +130,7 @@ func (s *Store) insertNewJobs(ctx context.Context, jobs []NewJob) (int64, error)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `CREATE TEMP TABLE jobs_in (
 			id text, batch text, row_no int, schema_hash text, prompt text,
-			provider text, model text, mode text, strategy text, metadata jsonb
+			provider text, model text, mode text, strategy text, metadata jsonb, document_hash text
 		) ON COMMIT DROP`)
 		if err != nil {
 			return fmt.Errorf("create temp table: %w", err)
@@ -133,8 +139,8 @@ func (s *Store) insertNewJobs(ctx context.Context, jobs []NewJob) (int64, error)
 			return fmt.Errorf("copy jobs: %w", err)
 		}
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO jobs (id, batch, row_no, schema_hash, prompt, provider, model, mode, strategy, metadata)
-			SELECT id, batch, row_no, schema_hash, prompt, provider, model, mode, strategy, metadata
+			INSERT INTO jobs (id, batch, row_no, schema_hash, prompt, provider, model, mode, strategy, metadata, document_hash)
+			SELECT id, batch, row_no, schema_hash, prompt, provider, model, mode, strategy, metadata, document_hash
 			FROM jobs_in
 			ON CONFLICT (id) DO NOTHING`)
 		if err != nil {
@@ -154,9 +160,9 @@ type HeldJob struct {
 	// Batch is the batch the ledger's job is in ("" for a job rejected
 	// before its batch was known).
 	Batch string
-	// Prompt and Metadata report that the ledger's prompt or input row
-	// differs.
-	Prompt, Metadata bool
+	// Prompt, Metadata and Document report that the ledger's prompt,
+	// input row or document differs.
+	Prompt, Metadata, Document bool
 	// HeldMetadata is the ledger's input row when it differs, so that a
 	// caller can tell a row read from another format (a CSV's "3" for a
 	// JSONL's 3) from one whose content changed.
@@ -164,35 +170,39 @@ type HeldJob struct {
 }
 
 // Differs reports whether the held job is not the one about to be recorded
-// (another batch, prompt or input row): InsertJobs would keep the ledger's.
-func (h HeldJob) Differs(batch string) bool { return h.Batch != batch || h.Prompt || h.Metadata }
+// (another batch, prompt, input row or document): InsertJobs would keep the
+// ledger's.
+func (h HeldJob) Differs(batch string) bool {
+	return h.Batch != batch || h.Prompt || h.Metadata || h.Document
+}
 
 // HeldJobs returns, of jobs, those whose id the ledger holds, in the order
-// of jobs, each with what differs: the prompt, or the input row compared as
-// a JSON value, after the same cleaning InsertJobs does.
+// of jobs, each with what differs: the prompt, the input row compared as
+// a JSON value, after the same cleaning InsertJobs does, or the document.
 func (s *Store) HeldJobs(ctx context.Context, jobs []NewJob) ([]HeldJob, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	ids, prompts, metas := make([]string, len(jobs)), make([]string, len(jobs)), make([]string, len(jobs))
+	ids, prompts, metas, docs := make([]string, len(jobs)), make([]string, len(jobs)), make([]string, len(jobs)), make([]string, len(jobs))
 	for i, j := range jobs {
-		ids[i], prompts[i], metas[i] = j.ID, txt(j.Prompt), rawOr(pgJSON(j.Metadata), "{}")
+		ids[i], prompts[i], metas[i], docs[i] = j.ID, txt(j.Prompt), rawOr(pgJSON(j.Metadata), "{}"), j.DocumentHash
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
 		SELECT n.id, coalesce(j.batch, ''), j.prompt <> n.prompt, j.metadata <> n.metadata::jsonb,
-		       CASE WHEN j.metadata <> n.metadata::jsonb THEN j.metadata::text END
-		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS n(id, prompt, metadata, ord)
+		       CASE WHEN j.metadata <> n.metadata::jsonb THEN j.metadata::text END,
+		       coalesce(j.document_hash, '') <> n.document_hash
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS n(id, prompt, metadata, document_hash, ord)
 		JOIN jobs j ON j.id = n.id
-		ORDER BY n.ord`, ids, prompts, metas)
+		ORDER BY n.ord`, ids, prompts, metas, docs)
 	if err != nil {
 		return nil, fmt.Errorf("compare jobs: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (HeldJob, error) {
 		var h HeldJob
 		var held *string
-		err := r.Scan(&h.ID, &h.Batch, &h.Prompt, &h.Metadata, &held)
+		err := r.Scan(&h.ID, &h.Batch, &h.Prompt, &h.Metadata, &held, &h.Document)
 		if held != nil {
 			h.HeldMetadata = json.RawMessage(*held)
 		}

@@ -242,12 +242,12 @@ func (s *Store) Job(ctx context.Context, id string) (*JobRecord, []Attempt, erro
 		SELECT id, coalesce(batch, ''), row_no, coalesce(schema_hash, ''), prompt, provider, model, mode, strategy,
 		       metadata::text, status, published, published_at, value::text, error, final_class, payload,
 		       attempts, calls, first_attempt_valid, repaired_locally, tokens_in, tokens_out, tokens_cached,
-		       cost_usd::float8, created_at, started_at, finished_at, wall_ms, deliveries, run
+		       cost_usd::float8, created_at, started_at, finished_at, wall_ms, deliveries, run, coalesce(document_hash, '')
 		FROM jobs WHERE id = $1`, id).Scan(
 		&j.ID, &j.Batch, &j.RowNo, &j.SchemaHash, &j.Prompt, &j.Provider, &j.Model, &j.Mode, &j.Strategy,
 		&meta, &j.Status, &j.Published, &publishedAt, &value, &j.Error, &j.FinalClass, &j.Payload,
 		&j.Attempts, &j.Calls, &j.FirstAttemptValid, &j.RepairedLocally, &j.TokensIn, &j.TokensOut, &j.TokensCached,
-		&j.CostUSD, &j.CreatedAt, &startedAt, &finishedAt, &wall, &j.Deliveries, &j.Run)
+		&j.CostUSD, &j.CreatedAt, &startedAt, &finishedAt, &wall, &j.Deliveries, &j.Run, &j.DocumentHash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, fmt.Errorf("get job %s: %w", id, ErrNotFound)
 	}

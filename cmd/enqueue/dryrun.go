@@ -80,6 +80,10 @@ func writeEstimate(stdout io.Writer, cfg enqueue.Config, rep enqueue.DryRunRepor
 	}
 	fmt.Fprintf(stdout, "  ~%.0f input and ~%.0f output tokens an attempt: ~%.0f tokens in all, %s\n",
 		rep.InputTokens, rep.OutputTokens, rep.Tokens, price)
+	if rep.Documents > 0 {
+		fmt.Fprintf(stdout, "  documents: %s, %d bytes, ~%.0f tokens (each stored once; every attempt of a job sends its document)\n",
+			cli.Plural(rep.Documents, "document"), rep.DocumentBytes, rep.DocumentTokens)
+	}
 	if rep.Limited {
 		fmt.Fprintln(stdout, "  (for the rows read; the dataset has more)")
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ type enqueueFlags struct {
 var enqueueFlagGroups = []cliflags.FlagGroup{
 	{Title: "Batch and run", Flags: []string{"batch", "resume", "dry-run", "limit", "progress"}},
 	{Title: "Dataset and prompt", Flags: []string{"schema", "template", "system-file", "format", "id-field", "max-bad-rows", "max-prompt-bytes"}},
+	{Title: "Documents", Flags: []string{"document-field", "document-file-field", "max-document-bytes"}},
 	{Title: "Model and repair", Flags: []string{"provider", "model", "mode", "temperature", "max-tokens", "max-attempts", "strategy",
 		"feedback", "coerce", "token-budget", "retry-budget"}},
 	{Title: "Checks after the schema", Flags: []string{"evidence", "evidence-source"}},
@@ -77,7 +79,10 @@ func newEnqueueFlags(stdout io.Writer) *enqueueFlags {
 	fs.StringVar(&f.feedback, "feedback", string(fixpoint.FeedbackDefault), "feedback format: text or xml")
 	fs.StringVar(&f.coerce, "coerce", string(fixpoint.CoerceSafe), "schema-guided local repairs tried before another call: none; safe (\"42\" for an integer, an enum's letter case, a single value for an array, null for an optional property dropped, \"customerName\" for a declared \"customer_name\"); all (safe, and properties the schema does not allow dropped when every required one is there)")
 	fs.StringVar(&f.evidence, "evidence", string(fixpoint.EvidenceDefault), "check each valid value's strings and numbers against the job's source: off; check (grade and record each, docs/evidence.md); require (one the source does not hold is an error the model is asked to fix)")
-	fs.StringVar(&cfg.EvidenceSource, "evidence-source", fixpoint.EvidenceSourceRow, "what a job's values are checked against: row (the row's values the template rendered, never the template's own text); prompt (the whole rendered prompt); field:NAME (one field of the row)")
+	fs.StringVar(&cfg.EvidenceSource, "evidence-source", "", "what a job's values are checked against: row (the row's values the template rendered, never the template's own text); prompt (the whole rendered prompt); field:NAME (one field of the row); document (the job's document) (default: document when the jobs have one, else row)")
+	fs.StringVar(&cfg.DocumentField, "document-field", "", "row field holding the job's document, its text: stored once in the ledger by its hash, and sent in each request in a <document> block of its own before the prompt (leave it out of the template; the row is recorded without it)")
+	fs.StringVar(&cfg.DocumentFileField, "document-file-field", "", "row field holding the path of the job's document, a UTF-8 text or Markdown file read at enqueue (relative to the dataset's directory; an absolute path as given); stored and sent as --document-field's. Give one of the two")
+	fs.IntVar(&cfg.MaxDocumentBytes, "max-document-bytes", enqueue.MaxDocumentBytesDefault, "a row whose document is larger is a bad row (0 = the default)")
 	fs.StringVar(&f.temp, "temperature", "", "sampling temperature (default: the provider's)")
 	fs.BoolVar(&f.progress, "progress", true, "show progress (a bar on a terminal, lines otherwise)")
 	f.common.register(fs, true)
@@ -128,6 +133,9 @@ func (c *enqueueCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer ds.Close()
 	cfg.Format = ds.format
+	if pos[0] != "-" {
+		cfg.DatasetDir = filepath.Dir(pos[0])
+	}
 	// A setting, template or schema that cannot work is the caller's to
 	// fix: say so before reaching for Postgres and NATS.
 	if err := enqueue.Check(cfg); err != nil {
@@ -281,8 +289,16 @@ func (f *enqueueFlags) config(cfg *enqueue.Config, stderr io.Writer) error {
 	if cfg.Evidence, err = fixpoint.ParseEvidenceMode(f.evidence); err != nil {
 		return usageError{Err: fmt.Errorf("--evidence: %w", err)}
 	}
-	if err := enqueue.CheckEvidenceSource(cfg.EvidenceSource); err != nil {
-		return usageError{Err: fmt.Errorf("--evidence-source: %w", err)}
+	if cfg.DocumentField != "" && cfg.DocumentFileField != "" {
+		return usageError{Err: errors.New("--document-field and --document-file-field: a job has one document, give one of them")}
+	}
+	if cfg.MaxDocumentBytes < 0 {
+		return usageError{Err: fmt.Errorf("--max-document-bytes %d: want 0 (the default) or more", cfg.MaxDocumentBytes)}
+	}
+	if cfg.EvidenceSource != "" {
+		if err := enqueue.CheckEvidenceSource(cfg.EvidenceSource, cfg.DocumentField != "" || cfg.DocumentFileField != ""); err != nil {
+			return usageError{Err: fmt.Errorf("--evidence-source: %w", err)}
+		}
 	}
 	cfg.Format = f.format
 	return nil

@@ -63,6 +63,14 @@ publishes jobs recorded but not yet published, and republishes jobs the ledger
 says were published but the queue no longer holds (a lost NATS data
 directory), all with the batch's recorded settings (pass only --batch).
 
+A job's input can be a document (a contract, a report): --document-field
+names the row field holding its text, --document-file-field the field holding
+the path of a UTF-8 text or Markdown file (relative to the dataset's
+directory). Each document is stored once in the ledger by its hash, kept byte
+for byte, and sent in every call in a <document> block before the prompt; a
+document that is not UTF-8, holds a NUL, is missing or is over
+--max-document-bytes is a bad row.
+
 --max-cost-usd and --max-total-tokens cap what the batch may spend (see
 enqueue cap --help). requeue, cancel, cap and revalidate act on a batch after
 it ran: run 'enqueue COMMAND --help' for each.

@@ -136,7 +136,11 @@ func TestEnqueueExitStatus(t *testing.T) {
 			`{"type":"object","properties":{"text":{"type":"string"}},"x-fixpoint-rules":[{"rule":"self.txet == 'x'","message":"m"}]}`),
 			"--template", w.file("t.txt", "x {{.text}}"), "--model", "m"}, data), "", 2, "x-fixpoint-rules/0 (self.txet == 'x'): undefined field 'txet'"},
 		{"unknown evidence mode", append(w.args("t34", "--evidence", "strict"), data), "", 2, `--evidence: unknown evidence mode "strict"`},
-		{"unknown evidence source", append(w.args("t35", "--evidence-source", "file"), data), "", 2, `evidence source "file": want row, prompt or field:NAME`},
+		{"unknown evidence source", append(w.args("t35", "--evidence-source", "file"), data), "", 2, `evidence source "file": want row, prompt, field:NAME or document`},
+		{"both document flags", append(w.args("t37", "--document-field", "text", "--document-file-field", "path"), data), "", 2,
+			"--document-field and --document-file-field: a job has one document, give one of them"},
+		{"document field no row has", append(w.args("t38", "--document-file-field", "pth"), data), "", 2, `--document-file-field "pth": no row of the dataset has it`},
+		{"document evidence without documents", append(w.args("t39", "--evidence-source", "document"), data), "", 2, "the jobs have no document"},
 		{"evidence field no row has", append(w.args("t36", "--evidence-source", "field:vendor"), data), "", 1, `the input row has no field "vendor"`},
 		{"template field no row has", append([]string{"--batch", "t13", "--schema", w.file("s.json", testSchema),
 			"--template", w.file("t.txt", "Hello {{.txet}}"), "--model", "m"}, data), "", 2, "the template uses .txet"},
@@ -635,5 +639,41 @@ func TestEnqueueWarnsOfAnUnsatisfiableProperty(t *testing.T) {
 	}
 	if _, _, stderr := w.run("", append(w.args("fine", "--dry-run"), w.file("rows.jsonl", rows))...); strings.Contains(stderr, "no value satisfies") {
 		t.Errorf("a schema with no such part: stderr %q", stderr)
+	}
+}
+
+// --document-file-field reads a relative path from the dataset's
+// directory, not the working directory, and the dry run counts the
+// documents.
+func TestEnqueueDocumentFilesBesideTheDataset(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	dir := t.TempDir()
+	doc := "Agreement between Ada Lovelace and Charles Babbage.\r\n"
+	if err := os.MkdirAll(filepath.Join(dir, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "docs", "a.md"), []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "rows.jsonl")
+	if err := os.WriteFile(data, []byte(`{"id":"1","path":"docs/a.md"}`+"\n"+`{"id":"2","path":"docs/a.md"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--batch", "docs1", "--schema", w.file("s.json", testSchema), "--template", w.file("t.txt", "name a party of contract {{.id}}."),
+		"--model", "sim-typical", "--id-field", "id", "--document-file-field", "path"}
+	code, stdout, stderr := w.run("", append(args, "--dry-run", data)...)
+	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("documents: 1 document, %d bytes", len(doc))) {
+		t.Fatalf("dry run: exit %d, stdout %q, stderr %q; want 0 counting 1 document", code, stdout, stderr)
+	}
+	if code, _, stderr := w.run("", append(args, data)...); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	j, _, err := w.st.Job(context.Background(), "docs1:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := w.st.Document(context.Background(), j.DocumentHash); err != nil || got != doc {
+		t.Fatalf("document of docs1:2: %q, %v; want %q", got, err, doc)
 	}
 }

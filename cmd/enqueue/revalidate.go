@@ -70,7 +70,7 @@ func (c *revalidateCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if cfg.EvidenceSource != "" {
-		if err := enqueue.CheckEvidenceSource(cfg.EvidenceSource); err != nil {
+		if err := enqueue.CheckEvidenceSource(cfg.EvidenceSource, false); err != nil {
 			return usageError{Err: fmt.Errorf("--evidence-source: %w", err)}
 		}
 	}
