@@ -414,10 +414,13 @@ func jobListSQL(batch string, f JobFilter, after string, limit int) (string, []a
 	if f.Attempts > 0 {
 		fmt.Fprintf(&q, " AND j.attempts = %s", arg(f.Attempts))
 	}
+	// OFFSET 0 keeps each further facet a lookup per job of the first:
+	// without it the planner, which cannot tell how often two facets meet,
+	// joins both facets' every row by hash (0.6 s at 10M jobs) to find a page.
 	for _, x := range facets[min(1, len(facets)):] {
 		fmt.Fprintf(&q, `
 	  AND EXISTS (SELECT 1 FROM job_facets y WHERE y.batch = $1 AND y.facet = %s
-	              AND y.row_no = j.row_no AND y.job_id = j.id AND y.run = j.run)`, arg(x))
+	              AND y.row_no = j.row_no AND y.job_id = j.id AND y.run = j.run OFFSET 0)`, arg(x))
 	}
 	if key == "x" {
 		q.WriteString("\n\tORDER BY x.row_no, x.job_id")
