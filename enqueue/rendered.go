@@ -67,10 +67,13 @@ func (r *renderer) renderRows(ctx context.Context, rows *rowReader, limit int, e
 		cancel()
 		wg.Wait()
 	}()
+	// The reader's own variable, not the result: an early return writes
+	// the result while the reader may still be running.
+	var readLimited bool
 	wg.Go(func() {
 		defer close(ordered)
 		defer close(work)
-		limited = r.readBatches(ctx, rows, limit, work, ordered)
+		readLimited = r.readBatches(ctx, rows, limit, work, ordered)
 	})
 	for range workers {
 		wg.Go(func() {
@@ -94,8 +97,8 @@ func (r *renderer) renderRows(ctx context.Context, rows *rowReader, limit int, e
 			return false, b.fatal
 		}
 	}
-	// The reader set limited before it closed ordered.
-	return limited, nil
+	// The reader set readLimited before it closed ordered.
+	return readLimited, nil
 }
 
 // readBatches reads rows into batches and hands each to the workers, then
