@@ -523,23 +523,29 @@ func TestClusterScalesTheStreamUp(t *testing.T) {
 		t.Fatalf("Ensure with 3 replicas on a stream of 1: %v", err)
 	}
 	h.checkReplicas(3)
-	rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+	// The worker asks for three too, as every worker of a cluster does:
+	// one asking for one would move the stream back, and wait for that.
+	wcfg := h.workerConfig(h.client(nil))
+	wcfg.Queue = three
+	rw := h.startWorker(wcfg, nil, nil)
 	// The worker's own set-up may wait up to queue.SetupWait for the
 	// moved consumer's leader before it pulls (a loaded machine elects
 	// slowly); five jobs then take a second.
 	h.waitDone("b", 5, queue.SetupWait+30*time.Second)
 	rw.stop(t, 20*time.Second)
-	h.checkInvariants("b", invariants{Jobs: 5, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: 5}})
+	h.checkClusterQueueDrained(5)
+	h.checkInvariants("b", invariants{Jobs: 5, Statuses: map[fixpoint.Status]int{fixpoint.StatusValid: 5}, SkipQueue: true})
 }
 
-// checkClusterQueueDrained is I3 for a cluster whose server was killed:
-// the consumer has nothing left to deliver and nothing awaiting an ack.
-// The stream itself may still hold messages the consumer acked while a
-// replica was down: nats-server 2.9 applies a work-queue stream's
-// ack-driven deletes on each replica as its consumer sees the ack, and a
-// replica that caught up from a snapshot keeps the messages it missed
-// (nats-server issues 2243, 3953). Once that replica leads the stream, its
-// count shows them. They are below the consumer's ack floor, so nothing
+// checkClusterQueueDrained is I3 for a cluster whose server was killed or
+// whose stream was scaled up: the consumer has nothing left to deliver and
+// nothing awaiting an ack. The stream itself may still hold messages the
+// consumer acked: nats-server 2.9 applies a work-queue stream's ack-driven
+// deletes on each replica as its consumer sees the ack, and a replica that
+// caught up from a snapshot keeps the messages it missed (nats-server
+// issue 2243); a stream scaled from one replica to three keeps every
+// message its consumer acks until the consumer's leader moves (issue
+// 3953). Once such a replica leads the stream, its count shows them. They are below the consumer's ack floor, so nothing
 // delivers them again; the check reads each and requires its job final in
 // the ledger, and at most maxLeft of them. It returns how many there were.
 func (h *harness) checkClusterQueueDrained(maxLeft int) int {
