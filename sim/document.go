@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 // Bounds of a simulated document.
@@ -485,7 +487,7 @@ func (d docRead) matches(t DocumentTruth) bool {
 		return false
 	}
 	want := decodeNumbers(b)
-	return jsonEqualDeep(d.value(0), want)
+	return extract.SameValue(d.value(0), want)
 }
 
 // places lists the spans of the values read, in code points, in text order.
@@ -527,33 +529,4 @@ func decodeNumbers(b []byte) any {
 		return nil
 	}
 	return v
-}
-
-// jsonEqualDeep compares two decoded JSON values, numbers by value.
-func jsonEqualDeep(a, b any) bool {
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			if w, ok := y[k]; !ok || !jsonEqualDeep(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !jsonEqualDeep(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	return jsonEqual(a, b)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/evidence"
+	"github.com/fixpoint-dev/fixpoint/extract"
 )
 
 func newDoc(t testing.TB, seed uint64, n int, lang string, chars int) Document {
@@ -251,7 +252,7 @@ func TestDocumentChunkAnswersWhatItHolds(t *testing.T) {
 	if len(chunks) < 3 {
 		t.Fatalf("%d chunks, want several", len(chunks))
 	}
-	if !jsonEqualDeep(items, truth[docList]) {
+	if !extract.SameValue(items, truth[docList]) {
 		t.Error("the chunks' subsidiaries together are not the document's")
 	}
 	// The first chunk holds the parties, not the governing law.
@@ -313,7 +314,7 @@ func TestDocumentListIsCut(t *testing.T) {
 	d := newDoc(t, 6, 0, "fr", DocumentMinChars)
 	truth := decodeJSON(t, string(mustJSON(d.Truth))).(map[string]any)
 	v, _ := askDoc(t, New(Config{Seed: 1, MaxListItems: 30}), "job-3", d.Text)
-	if !jsonEqualDeep(v[docList], truth[docList].([]any)[:30]) {
+	if !extract.SameValue(v[docList], truth[docList].([]any)[:30]) {
 		t.Errorf("one call over the whole document lists %d subsidiaries, want the first 30", len(v[docList].([]any)))
 	}
 	v, _ = askDoc(t, New(Config{Seed: 1}), "job-3", d.Text)
@@ -460,7 +461,7 @@ func TestDocumentAnswersOnEveryWireFormat(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &ant); err != nil || len(ant.Content) == 0 || ant.Content[len(ant.Content)-1].Type != "tool_use" {
 		t.Fatalf("Anthropic reply %s: %v", rec.Body, err)
 	}
-	if got := decodeJSON(t, string(ant.Content[len(ant.Content)-1].Input)); !jsonEqualDeep(got, want) {
+	if got := decodeJSON(t, string(ant.Content[len(ant.Content)-1].Input)); !extract.SameValue(got, want) {
 		t.Errorf("Anthropic tool input differs from the OpenAI reply:\n%v\n%v", got, want)
 	}
 
@@ -478,7 +479,7 @@ func TestDocumentAnswersOnEveryWireFormat(t *testing.T) {
 	}
 	// Ollama sends no user id: the task is keyed by the prompt, and the
 	// clean simulator's answer is what the text holds either way.
-	if got := decodeJSON(t, oll.Message.Content); !jsonEqualDeep(got, want) {
+	if got := decodeJSON(t, oll.Message.Content); !extract.SameValue(got, want) {
 		t.Errorf("Ollama reply differs from the OpenAI reply:\n%v\n%v", got, want)
 	}
 	if _, ok := want[docProvider]; !ok || len(want[docList].([]any)) == 0 {
