@@ -103,10 +103,23 @@ var docCurrencies = []string{"EUR", "USD", "GBP", "CHF", "JPY"}
 var jaCurrencies = map[string]string{"EUR": "ユーロ", "USD": "米ドル", "GBP": "英ポンド", "CHF": "スイスフラン", "JPY": "円"}
 
 func init() {
-	const num = `([0-9][0-9.,\x{202f}]*[0-9])`
-	const pct = `([0-9]+(?:[.,][0-9])?)`
-	row := regexp.MustCompile(`^\| ([^|\n]+?) \| ([^|\n]+?) \| ` + pct + ` \|$`)
-	docLangs["en"] = &docLang{
+	for _, l := range []*docLang{englishDoc(), germanDoc(), frenchDoc(), japaneseDoc()} {
+		docLangs[l.code] = l
+	}
+}
+
+// The number and percent patterns every language's readers share, and
+// the table row of the subsidiaries' tables, the same in every language.
+const (
+	docNum = `([0-9][0-9.,\x{202f}]*[0-9])`
+	docPct = `([0-9]+(?:[.,][0-9])?)`
+)
+
+var docRow = regexp.MustCompile(`^\| ([^|\n]+?) \| ([^|\n]+?) \| ` + docPct + ` \|$`)
+
+// englishDoc is the English document language.
+func englishDoc() *docLang {
+	return &docLang{
 		code:        "en",
 		title:       "# Group Framework Agreement",
 		preamble:    `This Group Framework Agreement (the "Agreement") is made between %s (the "Provider") and %s (the "Customer"). It takes effect on %s (the "Effective Date").`,
@@ -120,11 +133,11 @@ func init() {
 		sep:         " ",
 		reParties:   regexp.MustCompile(`made between ([^()\n]+?) \(the "Provider"\) and ([^()\n]+?) \(the "Customer"\)`),
 		reEffective: regexp.MustCompile(`It takes effect on ([0-9A-Za-z, ]+?) \(the "Effective Date"\)`),
-		reAmount:    regexp.MustCompile(`under this Agreement amount to ([A-Z]{3}) ` + num + `\.`),
+		reAmount:    regexp.MustCompile(`under this Agreement amount to ([A-Z]{3}) ` + docNum + `\.`),
 		reNotice:    regexp.MustCompile(`not less than ([0-9]+) days' written notice`),
 		reLaw:       regexp.MustCompile(`governed by the laws of ([^.\n]+)\.`),
-		reBullet:    regexp.MustCompile(`^- ([^\n]+?), registered in ([^\n]+?), ownership ` + pct + `%$`),
-		reRow:       row,
+		reBullet:    regexp.MustCompile(`^- ([^\n]+?), registered in ([^\n]+?), ownership ` + docPct + `%$`),
+		reRow:       docRow,
 		firstParts: []string{"Northwind", "Bluewater", "Harcourt", "Kestrel", "Ashford", "Redfield", "Silverline", "Oakridge",
 			"Brightmoor", "Caldwell", "Thornbury", "Westgate", "Fairhaven", "Stonebridge", "Larkspur", "Merriton"},
 		sectors: []string{"Logistics", "Holdings", "Systems", "Energy", "Foods", "Capital", "Analytics", "Textiles",
@@ -169,7 +182,11 @@ func init() {
 		currency:  codeCurrency,
 		parseCur:  parseCodeCurrency,
 	}
-	docLangs["de"] = &docLang{
+}
+
+// germanDoc is the German document language.
+func germanDoc() *docLang {
+	return &docLang{
 		code:        "de",
 		title:       "# Konzernrahmenvertrag",
 		preamble:    "Dieser Konzernrahmenvertrag (der „Vertrag“) wird zwischen der %s (der „Anbieter“) und der %s (der „Kunde“) geschlossen. Er tritt am %s in Kraft.",
@@ -183,11 +200,11 @@ func init() {
 		sep:         " ",
 		reParties:   regexp.MustCompile(`wird zwischen der ([^()\n]+?) \(der „Anbieter“\) und der ([^()\n]+?) \(der „Kunde“\) geschlossen`),
 		reEffective: regexp.MustCompile(`Er tritt am ([0-9]{1,2}\. [A-Za-zä]+ [0-9]{4}) in Kraft\.`),
-		reAmount:    regexp.MustCompile(`nach diesem Vertrag beträgt ` + num + ` ([A-Z]{3})\.`),
+		reAmount:    regexp.MustCompile(`nach diesem Vertrag beträgt ` + docNum + ` ([A-Z]{3})\.`),
 		reNotice:    regexp.MustCompile(`mit einer Frist von ([0-9]+) Tagen schriftlich kündigen`),
 		reLaw:       regexp.MustCompile(`findet das Recht von ([^.\n]+) Anwendung\.`),
-		reBullet:    regexp.MustCompile(`^- ([^\n]+?), Sitz: ([^\n]+?), Beteiligung: ` + pct + ` %$`),
-		reRow:       row,
+		reBullet:    regexp.MustCompile(`^- ([^\n]+?), Sitz: ([^\n]+?), Beteiligung: ` + docPct + ` %$`),
+		reRow:       docRow,
 		firstParts: []string{"Bergmann", "Hofstetter", "Lindner", "Brandauer", "Krüger", "Wendt", "Falkenberg", "Steinbach",
 			"Ostwald", "Rheinland", "Alpenblick", "Nordstern", "Tannenhof", "Weißenfels", "Eichwald", "Sonnberg"},
 		sectors: []string{"Logistik", "Holding", "Systeme", "Energie", "Lebensmittel", "Kapital", "Analytik", "Textil",
@@ -229,7 +246,11 @@ func init() {
 		currency:     codeCurrency,
 		parseCur:     parseCodeCurrency,
 	}
-	docLangs["fr"] = &docLang{
+}
+
+// frenchDoc is the French document language.
+func frenchDoc() *docLang {
+	return &docLang{
 		code:        "fr",
 		title:       "# Contrat-cadre de groupe",
 		preamble:    "Le présent contrat-cadre (le « Contrat ») est conclu entre %s (le « Prestataire ») et %s (le « Client »). Il entre en vigueur le %s.",
@@ -243,11 +264,11 @@ func init() {
 		sep:         " ",
 		reParties:   regexp.MustCompile(`est conclu entre ([^()\n]+?) \(le « Prestataire »\) et ([^()\n]+?) \(le « Client »\)`),
 		reEffective: regexp.MustCompile(`Il entre en vigueur le ([0-9]{1,2}(?:er)? [a-zéû]+ [0-9]{4})\.`),
-		reAmount:    regexp.MustCompile(`au titre du Contrat s'élève à ` + num + ` ([A-Z]{3})\.`),
+		reAmount:    regexp.MustCompile(`au titre du Contrat s'élève à ` + docNum + ` ([A-Z]{3})\.`),
 		reNotice:    regexp.MustCompile(`moyennant un préavis écrit de ([0-9]+) jours`),
 		reLaw:       regexp.MustCompile(`est soumis au droit ([^.\n]+)\.`),
-		reBullet:    regexp.MustCompile(`^- ([^\n]+?), siège\x{a0}: ([^\n]+?), participation\x{a0}: ` + pct + `\x{a0}%$`),
-		reRow:       row,
+		reBullet:    regexp.MustCompile(`^- ([^\n]+?), siège\x{a0}: ([^\n]+?), participation\x{a0}: ` + docPct + `\x{a0}%$`),
+		reRow:       docRow,
 		firstParts: []string{"Durand", "Lefèvre", "Moreau", "Garnier", "Rousseau", "Chevalier", "Beaumont", "Valmont",
 			"Aubert", "Delacroix", "Marchand", "Fontaine", "Lambert", "Bonnefoy", "Mercier", "Vasseur"},
 		sectors: []string{"Logistique", "Participations", "Systèmes", "Énergie", "Alimentaire", "Capital", "Analytique", "Textiles",
@@ -293,7 +314,11 @@ func init() {
 		currency:     codeCurrency,
 		parseCur:     parseCodeCurrency,
 	}
-	docLangs["ja"] = &docLang{
+}
+
+// japaneseDoc is the Japanese document language: no spaces between words.
+func japaneseDoc() *docLang {
+	return &docLang{
 		code:        "ja",
 		title:       "# グループ基本契約書",
 		preamble:    "本契約は、%s（以下「提供者」という。）と%s（以下「顧客」という。）との間で締結される。本契約は%sから効力を生じる。",
@@ -307,11 +332,11 @@ func init() {
 		sep:         "",
 		reParties:   regexp.MustCompile(`本契約は、([^、。（）\n]+?)（以下「提供者」という。）と([^、。（）\n]+?)（以下「顧客」という。）との間で締結される。`),
 		reEffective: regexp.MustCompile(`本契約は([0-9]+年[0-9]+月[0-9]+日)から効力を生じる。`),
-		reAmount:    regexp.MustCompile(`本契約に基づく報酬の総額は` + num + `(ユーロ|米ドル|英ポンド|スイスフラン|円)とする。`),
+		reAmount:    regexp.MustCompile(`本契約に基づく報酬の総額は` + docNum + `(ユーロ|米ドル|英ポンド|スイスフラン|円)とする。`),
 		reNotice:    regexp.MustCompile(`([0-9]+)日前までに書面で通知することにより`),
 		reLaw:       regexp.MustCompile(`本契約の準拠法は([^。\n]+)とする。`),
-		reBullet:    regexp.MustCompile(`^・([^\n]+?)（所在国：([^\n]+?)、議決権比率：` + pct + `%）$`),
-		reRow:       row,
+		reBullet:    regexp.MustCompile(`^・([^\n]+?)（所在国：([^\n]+?)、議決権比率：` + docPct + `%）$`),
+		reRow:       docRow,
 		firstParts: []string{"北陽", "東和", "大成", "日本橋", "青葉", "富士見", "光洋", "三和",
 			"中央", "朝日", "白鷺", "桜井", "瑞穂", "若葉", "丸之内", "高砂"},
 		sectors:       []string{"物流", "ホールディングス", "システムズ", "エナジー", "食品", "キャピタル", "分析", "繊維", "海運", "製薬", "ソフトウェア", "鉱業", "ロボティクス", "窯業"},
