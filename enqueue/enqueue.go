@@ -1751,40 +1751,14 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 			err = werr
 		}
 	}()
-	// recorded takes over the oldest chunk being recorded once it is: it
-	// starts its publishing when every job of it is new, as it is, without
-	// reading it back.
+	// recorded hands the oldest chunk being recorded to published.
 	recorded := func() error {
 		if len(copying) == 0 {
 			return nil
 		}
 		c := copying[0]
 		copying = copying[1:]
-		<-c.done
-		if c.err != nil {
-			return c.err
-		}
-		prog.Recorded += c.n
-		prog.Existing += len(c.jobs) - c.n
-		if err := bg.wait(r.cfg, prog); err != nil {
-			// The chunk is recorded and will not be published by this
-			// run: it is recorded unpublished.
-			return errors.Join(err, ledger.SettlePublishing(context.WithoutCancel(ctx), c.pc, jobIDs(c.jobs)))
-		}
-		if c.n < len(c.jobs) {
-			// Some were recorded before: publish what the ledger holds
-			// unpublished, this chunk's new jobs and any an interrupted
-			// run left.
-			if err := publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog); err != nil {
-				return err
-			}
-			if r.cfg.ProgressFunc != nil {
-				r.cfg.ProgressFunc(*prog)
-			}
-			return nil
-		}
-		bg.start(ctx, js, ledger, *r.cfg, bases, c.pc, c.jobs, c.sources)
-		return nil
+		return r.published(ctx, js, ledger, c, &bg, bases, prog)
 	}
 	// flush records the chunk in the background, beside the one before
 	// (copiesAtOnce): the next is rendered meanwhile.
@@ -1852,6 +1826,38 @@ func (r *renderer) publish(ctx context.Context, js jetstream.JetStream, ledger L
 	// Jobs an interrupted run left unpublished whose rows were in no
 	// chunk read back above.
 	return publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog)
+}
+
+// published takes over chunk c of publish once it is recorded: it starts
+// its publishing (on bg) when every job of it is new, as it is, without
+// reading it back; a chunk with jobs recorded before has what the ledger
+// holds unpublished published instead.
+func (r *renderer) published(ctx context.Context, js jetstream.JetStream, ledger Ledger, c *backgroundRecord, bg *backgroundPublish, bases *runBases, prog *Progress) error {
+	<-c.done
+	if c.err != nil {
+		return c.err
+	}
+	prog.Recorded += c.n
+	prog.Existing += len(c.jobs) - c.n
+	if err := bg.wait(r.cfg, prog); err != nil {
+		// The chunk is recorded and will not be published by this
+		// run: it is recorded unpublished.
+		return errors.Join(err, ledger.SettlePublishing(context.WithoutCancel(ctx), c.pc, jobIDs(c.jobs)))
+	}
+	if c.n < len(c.jobs) {
+		// Some were recorded before: publish what the ledger holds
+		// unpublished, this chunk's new jobs and any an interrupted
+		// run left.
+		if err := publishUnpublished(ctx, js, ledger, *r.cfg, bases, prog); err != nil {
+			return err
+		}
+		if r.cfg.ProgressFunc != nil {
+			r.cfg.ProgressFunc(*prog)
+		}
+		return nil
+	}
+	bg.start(ctx, js, ledger, *r.cfg, bases, c.pc, c.jobs, c.sources)
+	return nil
 }
 
 // copiesAtOnce is how many chunks the second pass records at once, each
