@@ -198,6 +198,63 @@ type Attempt struct {
 	// no patch request. Neither it nor Patch is needed to rebuild a step
 	// from its attempts (see package repair).
 	PatchOutcome PatchOutcome `json:"patch_outcome,omitempty"`
+	// Step is the part of a document strategy the attempt was, "" for
+	// the other strategies; Chunk the chunk a StepChunk attempt read.
+	Step  StepKind  `json:"step,omitempty"`
+	Chunk *ChunkRef `json:"chunk,omitempty"`
+	// ToolCalls are the tool calls of the reply (the agent strategy), in
+	// order, as the model made them.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// Conflicts are, on a StepMerge attempt, the places where the chunks'
+	// values disagreed.
+	Conflicts []Conflict `json:"conflicts,omitempty"`
+}
+
+// StepKind is the part of a document strategy an attempt was; "" for the
+// one conversation of the other strategies.
+type StepKind string
+
+const (
+	// StepChunk is a call over one chunk of the document (parallel and
+	// sequential strategies); Attempt.Chunk says which.
+	StepChunk StepKind = "chunk"
+	// StepMerge is the merge of the chunks' values: no call when the merge
+	// is deterministic (no tokens, no cost), a call to the merge model
+	// otherwise. Its value is the merged value, checked against the full
+	// schema; its Conflicts where the chunks disagreed.
+	StepMerge StepKind = "merge"
+	// StepRepair is a call repairing a merged (or sequentially built)
+	// value the full schema does not take.
+	StepRepair StepKind = "repair"
+	// StepAgent is one turn of the agent strategy: its tool calls are in
+	// Attempt.ToolCalls.
+	StepAgent StepKind = "agent"
+)
+
+// StepKinds lists every step kind but "", for checking a filter on it.
+var StepKinds = []StepKind{StepChunk, StepMerge, StepRepair, StepAgent}
+
+// ChunkRef names one chunk of a document: its number (0 for the first)
+// and its place, code point offsets into the document, half open.
+type ChunkRef struct {
+	N     int `json:"n"`
+	Start int `json:"start"`
+	End   int `json:"end"`
+}
+
+// Conflict is a place in a merged value where the chunks gave different
+// values (package merge).
+type Conflict struct {
+	// Path is the place in the merged value, a JSON pointer.
+	Path string `json:"path"`
+	// Values are the distinct values the chunks gave there, in the order
+	// of the first chunk that gave each.
+	Values []json.RawMessage `json:"values"`
+	// Chunks holds, for each of Values, the numbers of the chunks that
+	// gave it, ascending.
+	Chunks [][]int `json:"chunks"`
+	// Chosen is the value the merged value holds: one of Values.
+	Chosen json.RawMessage `json:"chosen"`
 }
 
 // Result is a job's outcome so far: final once the step is done.

@@ -1,6 +1,9 @@
 package fixpoint
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Strategy is how the repair step feeds errors back to the model.
 type Strategy string
@@ -20,7 +23,38 @@ const (
 	// value, or a patch that cannot be used, it re-asks for the whole value
 	// as StrategyRepair does. It needs mode prompt (Limits.ValidateMode).
 	StrategyPatch Strategy = "patch"
+
+	// The document strategies run a job whose input is a long document
+	// (repair.Job.Document) in more than one call; see package repair and
+	// docs/documents.md. They need mode prompt.
+
+	// StrategyParallel splits the document into chunks
+	// (Limits.ChunkTokens, ChunkOverlap), extracts from every chunk at once,
+	// each value checked against the schema with required relaxed (unless
+	// Limits.Strict), merges the chunks' values and runs the merged value
+	// through the full schema and the repair loop.
+	StrategyParallel Strategy = "parallel"
+	// StrategySequential reads the chunks in order, each call given the
+	// value so far and asked to extend or correct it; the last value is
+	// checked against the full schema.
+	StrategySequential Strategy = "sequential"
+	// StrategyAgent lets the model build the value through tools
+	// (fixpoint.ToolSetOutput and the others): reading chunks, searching
+	// the document, setting and updating the value, finishing.
+	StrategyAgent Strategy = "agent"
 )
+
+// StrategyNames lists every strategy, in the order help texts give them.
+func StrategyNames() []string {
+	return []string{string(StrategyConversation), string(StrategyRepair), string(StrategyPatch),
+		string(StrategyParallel), string(StrategySequential), string(StrategyAgent)}
+}
+
+// Document reports whether s is a document strategy: parallel, sequential
+// or agent.
+func (s Strategy) Document() bool {
+	return s == StrategyParallel || s == StrategySequential || s == StrategyAgent
+}
 
 // FeedbackFormat is how errors are written for the model.
 type FeedbackFormat string
@@ -40,6 +74,19 @@ const (
 	MaxTokensDefault   = 1024
 	StrategyDefault    = StrategyConversation
 	FeedbackDefault    = FeedbackText
+
+	// ChunkTokensDefault is a document strategy's chunk size in tokens
+	// (chunk.Tokens estimates), and ChunkOverlapDefault how many of them
+	// the next chunk repeats.
+	ChunkTokensDefault  = 4000
+	ChunkOverlapDefault = 200
+	// ValidationAttemptsDefault is how many times an agent's finish may be
+	// refused for a value the full schema does not take before the job
+	// ends invalid.
+	ValidationAttemptsDefault = 3
+	// NudgesMax is how many times an agent that answers with text instead
+	// of a tool call is asked to call one before the job ends invalid.
+	NudgesMax = 3
 )
 
 // CoerceMode selects the schema-guided repairs tried on a reply's value
@@ -92,6 +139,17 @@ type Limits struct {
 	// value before another call is spent (CoerceMode: none, safe
 	// or all). Defaults to safe.
 	Coerce CoerceMode `json:"coerce,omitempty"`
+	// ChunkTokens and ChunkOverlap size the chunks of a document strategy
+	// (defaults ChunkTokensDefault and ChunkOverlapDefault; an overlap
+	// below the size). Other strategies ignore them.
+	ChunkTokens  int `json:"chunk_tokens,omitempty"`
+	ChunkOverlap int `json:"chunk_overlap,omitempty"`
+	// Strict turns a document strategy's smart validation off: each
+	// chunk's value is checked against the full schema, required and all.
+	Strict bool `json:"strict,omitempty"`
+	// MaxValidationAttempts bounds how often the agent strategy's finish
+	// is refused for an invalid value (default ValidationAttemptsDefault).
+	MaxValidationAttempts int `json:"max_validation_attempts,omitempty"`
 }
 
 // WithDefaults returns a copy of l with zero fields set to their defaults.
@@ -108,6 +166,17 @@ func (l Limits) WithDefaults() Limits {
 	if l.Coerce == "" {
 		l.Coerce = CoerceSafe
 	}
+	if l.Strategy.Document() {
+		if l.ChunkTokens == 0 {
+			l.ChunkTokens = ChunkTokensDefault
+			if l.ChunkOverlap == 0 {
+				l.ChunkOverlap = ChunkOverlapDefault
+			}
+		}
+		if l.MaxValidationAttempts == 0 {
+			l.MaxValidationAttempts = ValidationAttemptsDefault
+		}
+	}
 	return l
 }
 
@@ -117,9 +186,15 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: max_attempts %d out of range 1..%d", ErrBadJob, l.MaxAttempts, MaxAttemptsMax)
 	}
 	switch l.Strategy {
-	case StrategyConversation, StrategyRepair, StrategyPatch:
+	case StrategyConversation, StrategyRepair, StrategyPatch, StrategyParallel, StrategySequential, StrategyAgent:
 	default:
-		return fmt.Errorf("%w: strategy %q is not conversation, repair or patch", ErrBadJob, l.Strategy)
+		return fmt.Errorf("%w: strategy %q is not one of %s", ErrBadJob, l.Strategy, strings.Join(StrategyNames(), ", "))
+	}
+	if l.ChunkTokens < 0 || l.ChunkOverlap < 0 || l.MaxValidationAttempts < 0 {
+		return fmt.Errorf("%w: chunk_tokens, chunk_overlap and max_validation_attempts must not be negative", ErrBadJob)
+	}
+	if l.ChunkTokens > 0 && l.ChunkOverlap >= l.ChunkTokens {
+		return fmt.Errorf("%w: chunk_overlap %d must be less than chunk_tokens %d", ErrBadJob, l.ChunkOverlap, l.ChunkTokens)
 	}
 	if _, err := ParseCoerceMode(string(l.Coerce)); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadJob, err)
@@ -141,6 +216,9 @@ func (l Limits) Validate() error {
 // schema, so a reply cannot be a patch. repair.Start checks it; a driver that
 // validates jobs before running them may too.
 func (l Limits) ValidateMode(mode Mode) error {
+	if l.Strategy.Document() && mode != "" && mode != ModePrompt {
+		return fmt.Errorf("%w: strategy %s needs mode prompt, not %s: a chunk's value may leave out what the schema requires, which %s would force the model to invent", ErrBadJob, l.Strategy, mode, mode)
+	}
 	if l.Strategy == StrategyPatch && mode != "" && mode != ModePrompt {
 		return fmt.Errorf("%w: strategy patch needs mode prompt, not %s: the provider holds %s replies to the schema, so they cannot be patches", ErrBadJob, mode, mode)
 	}

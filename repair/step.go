@@ -128,6 +128,9 @@ func Start(job *Job, prev *fixpoint.Result, cfg Config) (*Step, error) {
 	if err := s.lim.Validate(); err != nil {
 		return s, err
 	}
+	if s.lim.Strategy.Document() {
+		return s, fmt.Errorf("%w: job %s: strategy %s runs through StartDocument, not Start", fixpoint.ErrBadJob, job.ID, s.lim.Strategy)
+	}
 	if job.Schema == nil {
 		return s, fmt.Errorf("%w: job %s has no compiled schema", fixpoint.ErrBadJob, job.ID)
 	}
