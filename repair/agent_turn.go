@@ -50,7 +50,7 @@ func (m *agent) runTurn(text string, calls []fixpoint.ToolCall, finish fixpoint.
 		return m.nudge(text, finish)
 	}
 	calls = withCallIDs(calls, m.turns)
-	out := turnOut{messages: []fixpoint.Message{{Role: fixpoint.RoleAssistant, Content: text, ToolCalls: calls}}}
+	out := turnOut{messages: []fixpoint.Message{{Role: fixpoint.RoleAssistant, Content: text, ToolCalls: sendableCalls(calls)}}}
 	var refusals []string
 	for _, c := range calls {
 		var content string
@@ -116,6 +116,23 @@ func withCallIDs(calls []fixpoint.ToolCall, turn int) []fixpoint.ToolCall {
 				out = append([]fixpoint.ToolCall(nil), calls...)
 			}
 			out[i].ID = "fixpoint_call_" + strconv.Itoa(turn) + "_" + strconv.Itoa(i)
+		}
+	}
+	return out
+}
+
+// sendableCalls are calls as the conversation sends them back: a call
+// whose arguments are no JSON object goes with {} (Anthropic's and
+// Ollama's tool calls take objects only); its result quotes what they
+// were.
+func sendableCalls(calls []fixpoint.ToolCall) []fixpoint.ToolCall {
+	out := calls
+	for i, c := range calls {
+		if c.CheckArguments() != nil {
+			if &out[0] == &calls[0] {
+				out = append([]fixpoint.ToolCall(nil), calls...)
+			}
+			out[i].Arguments = "{}"
 		}
 	}
 	return out
