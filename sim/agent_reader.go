@@ -72,9 +72,9 @@ type readerState struct {
 	tries    map[int]int    // refused puts of a queued chunk
 	lastArgs map[int]string // the last refused put of a chunk, and its result
 	lastErr  map[int]string
-	nextRead int             // the first pass's next chunk to read
-	pass     int             // finishes refused so far
-	named    []string        // the fields the last refused finish named
+	nextRead int      // the first pass's next chunk to read
+	pass     int      // finishes refused so far
+	named    []string // the fields the last refused finish named
 	missing  []string // the fields the output lacks, after the last put taken
 	anySet   bool
 	nudged   bool // the last turn was a text answer
