@@ -131,3 +131,50 @@ func TestReportStepsUsage(t *testing.T) {
 		t.Errorf("steps --top 0: exit %d, stderr %q; want 2", code, errOut.String())
 	}
 }
+
+// report export --steps gives each document job its steps, and null to a
+// job of another strategy; the CSV's job_steps column comes last.
+func TestExportSteps(t *testing.T) {
+	t.Parallel()
+	dsn := stepsFixture(t)
+	export := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), append(append([]string{"export"}, args...), "--database-url", dsn), &out, &errOut); code != 0 {
+			t.Fatalf("export %v: exit %d: %s", args, code, errOut.String())
+		}
+		return out.String()
+	}
+	type step struct {
+		No        int                 `json:"no"`
+		Step      string              `json:"step"`
+		Chunk     *fixpoint.ChunkRef  `json:"chunk"`
+		Fields    *int                `json:"fields"`
+		Class     string              `json:"class"`
+		Valid     bool                `json:"valid"`
+		Conflicts []fixpoint.Conflict `json:"conflicts"`
+	}
+	lines := strings.Split(strings.TrimSpace(export("doc", "--steps")), "\n")
+	var first struct {
+		ID    string `json:"id"`
+		Steps []step `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	s := first.Steps
+	if first.ID != "doc-1" || len(s) != 4 || s[0].Step != "chunk" || s[0].Chunk == nil || s[0].Chunk.End != 1100 || *s[0].Fields != 6 ||
+		s[2].Step != "merge" || s[2].Chunk != nil || s[2].Class != "shape" || len(s[2].Conflicts) != 2 || s[3].Step != "repair" || !s[3].Valid {
+		t.Errorf("doc-1 steps: %+v", first)
+	}
+	if plain := export("plain", "--steps"); !strings.Contains(plain, `"steps":null`) {
+		t.Errorf("export plain --steps:\n%s\nwant steps null", plain)
+	}
+	if without := export("doc"); strings.Contains(without, `"steps"`) {
+		t.Errorf("export without --steps has steps:\n%s", without)
+	}
+	csvOut := export("doc", "--steps", "--format", "csv")
+	if header := strings.SplitN(csvOut, "\n", 2)[0]; !strings.HasSuffix(header, ",job_error,job_errors,job_steps") {
+		t.Errorf("CSV header %q, want job_steps last", header)
+	}
+}
