@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -92,9 +94,19 @@ func TestReportSteps(t *testing.T) {
 	}
 
 	var data stepsJSON
-	if err := json.Unmarshal([]byte(runSteps(t, dsn, "doc", "--format", "json")), &data); err != nil {
+	js := runSteps(t, dsn, "doc", "--format", "json")
+	if err := json.Unmarshal([]byte(js), &data); err != nil {
 		t.Fatal(err)
 	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic map[string]any
+	if err := json.Unmarshal([]byte(js), &generic); err != nil {
+		t.Fatal(err)
+	}
+	documented(t, string(doc), "steps", generic)
 	if !data.DocumentJobs || len(data.Steps) != 3 || data.Steps[0].Step != "chunk" || data.Steps[0].Attempts != 4 ||
 		*data.Steps[0].ValidRate != 0.75 || data.Steps[0].Classes["semantic"] != 1 || data.Steps[2].Grounding == nil ||
 		data.Steps[2].Grounding.None != 1 || data.Steps[0].Grounding != nil {
