@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -132,4 +133,23 @@ func TestDocumentChunkCallsInFlightAtKill9(t *testing.T) {
 		t.Errorf("%d crashed calls recorded, want every chunk call in flight at the kill (6 or more)", crashed)
 	}
 	h.checkInvariants("k", invariants{Jobs: n, Schema: sim.DocumentSchema})
+}
+
+// enqueue requeue --strategy takes the document strategies for a batch
+// of documents, and refuses them, naming why, for a batch without any.
+func TestRequeueToADocumentStrategy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	h.enqueue("plain", 2)
+	enqueueDocuments(h, "docs", 1, fixpoint.StrategyParallel)
+	statuses := []fixpoint.Status{fixpoint.StatusInvalid}
+	_, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "plain", Statuses: statuses,
+		Strategy: fixpoint.StrategyAgent, Queue: h.q})
+	if !errors.Is(err, enqueue.ErrBadConfig) || !strings.Contains(err.Error(), "batch plain's jobs have none") {
+		t.Errorf("requeue --strategy agent of a batch without documents: %v; want a usage error naming the batch", err)
+	}
+	if _, err := enqueue.Requeue(h.ctx, h.js, h.st, enqueue.RequeueConfig{Batch: "docs", Statuses: statuses,
+		Strategy: fixpoint.StrategySequential, Queue: h.q}); err != nil {
+		t.Errorf("requeue --strategy sequential of a batch of documents: %v", err)
+	}
 }
