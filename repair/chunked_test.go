@@ -398,3 +398,159 @@ func TestChunkedBadJobs(t *testing.T) {
 		})
 	}
 }
+
+// TestRepairSendsLostChunks: the repair of a merged value is sent the
+// text of the chunks that ended without a valid value, and only theirs;
+// its attempts keep a line naming them instead.
+func TestRepairSendsLostChunks(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{"amount": "twelve hundred"}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
+	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	sent := drive(t, m, byChunk(first, nil, repaired))
+	last := sent[len(sent)-1]
+	msg := last.Messages[len(last.Messages)-1].Content
+	if partOf(last) != -1 || !strings.Contains(msg, "The total amount is 1200 euros") || strings.Contains(msg, "Acme KK") {
+		t.Errorf("the repair request does not hold part 2 alone: %q", msg)
+	}
+	res := m.Result()
+	rep := res.Attempts[len(res.Attempts)-1]
+	if rep.Step != fixpoint.StepRepair || strings.Contains(string(rep.Request), "1200 euros") || !strings.Contains(string(rep.Request), "part 2 (code points 117 to 209)") {
+		t.Errorf("the repair attempt keeps %s", rep.Request)
+	}
+	if res.Status != fixpoint.StatusValid || res.Calls != 5 {
+		t.Errorf("status %s after %d calls, want valid after 5 (3 chunks, one again, a repair)", res.Status, res.Calls)
+	}
+}
+
+// TestChunkedTokenBudget: chunk requests that together would cross the
+// token budget are not sent, and the job fails on the budget.
+func TestChunkedTokenBudget(t *testing.T) {
+	t.Parallel()
+	job := agreementJob(t, fixpoint.StrategyParallel, func(j *repair.Job) { j.Limits.TokenBudget = 2500 })
+	m := startDoc(t, job, nil)
+	act := m.Next()
+	if len(act.Requests) == 0 || len(act.Requests) == 3 {
+		t.Fatalf("%d requests sent under a budget that holds one or two of the three", len(act.Requests))
+	}
+	for _, req := range act.Requests {
+		_, act = m.Feed(req, must(text(`{"party": "Acme GmbH"}`)), nil, time.Now())
+	}
+	res := m.Result()
+	if !act.Done() || res.Status != fixpoint.StatusFailed || res.Class != fixpoint.OutcomeBudget || !strings.Contains(res.Error, "token budget 2500") {
+		t.Errorf("done %v, status %s class %s (%s); want failed on the budget", act.Done(), res.Status, res.Class, res.Error)
+	}
+}
+
+// TestChunkedOutstanding: a request in flight is recorded, should the
+// worker stop, as an attempt of its chunk numbered after those recorded
+// and the requests sent before it.
+func TestChunkedOutstanding(t *testing.T) {
+	t.Parallel()
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	act := m.Next()
+	m.Feed(act.Requests[0], must(text(`{"party": "Acme GmbH"}`)), nil, time.Now())
+	a := m.Outstanding(act.Requests[2], time.Now())
+	if a == nil || a.No != 3 || a.Step != fixpoint.StepChunk || a.Chunk.N != 2 || a.ProviderClass != fixpoint.ClassInFlight {
+		t.Fatalf("outstanding attempt %+v, want no 3 of chunk 2, in flight", a)
+	}
+	if m.Outstanding(act.Requests[0], time.Now()) != nil {
+		t.Error("a request already fed is outstanding")
+	}
+	m.Stop(fixpoint.StatusOverBudget, fixpoint.OutcomeBudget, "batch spend cap")
+	if res := m.Result(); res.Status != fixpoint.StatusOverBudget || !m.Next().Done() {
+		t.Errorf("after Stop: status %s, done %v", res.Status, m.Next().Done())
+	}
+}
+
+// failing answers with a 503 every request for which fail says so, and
+// with reply the others.
+func failing(fail func(req *fixpoint.Request) bool, reply replyFunc) replyFunc {
+	return func(req *fixpoint.Request) (*fixpoint.Response, error) {
+		if fail(req) {
+			return nil, &fixpoint.ProviderError{Status: 503, Class: fixpoint.ClassOverloaded, Message: "overloaded"}
+		}
+		return reply(req)
+	}
+}
+
+// runUntilErr feeds m's requests until a Feed says to wait out a
+// transient failure, and returns the requests sent.
+func runUntilErr(t *testing.T, m repair.Machine, reply replyFunc) []*fixpoint.Request {
+	t.Helper()
+	var sent, queue []*fixpoint.Request
+	act := m.Next()
+	for i := 0; i < 100; i++ {
+		queue = append(queue, act.Requests...)
+		sent = append(sent, act.Requests...)
+		if act.Err != nil && len(queue) == 0 {
+			if !errors.Is(act.Err, fixpoint.ErrTransient) {
+				t.Fatalf("error %v does not match ErrTransient", act.Err)
+			}
+			return sent
+		}
+		if len(queue) == 0 {
+			t.Fatalf("the machine ended (%s) without a transient failure", m.Result().Status)
+		}
+		req := queue[0]
+		queue = queue[1:]
+		resp, err := reply(req)
+		_, act = m.Feed(req, resp, err, time.Now())
+	}
+	t.Fatal("no transient failure in 100 feeds")
+	return nil
+}
+
+// TestResumeInTheRepair: a repair call that fails transiently is sent
+// again by a machine started from the result, and only it: no chunk is
+// asked again and the merge is not recorded twice. A driver that keeps
+// the machine and calls Next again gets the same request.
+func TestResumeInTheRepair(t *testing.T) {
+	t.Parallel()
+	job := agreementJob(t, fixpoint.StrategyParallel, nil)
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
+	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`
+	m := startDoc(t, job, nil)
+	runUntilErr(t, m, failing(func(r *fixpoint.Request) bool { return partOf(r) < 0 }, byChunk(first, nil, repaired)))
+	if again := m.Next(); len(again.Requests) != 1 || partOf(again.Requests[0]) != -1 {
+		t.Errorf("Next after the failure: %+v, want the repair request again", again)
+	}
+	again := startDoc(t, job, m.Result())
+	sent := drive(t, again, byChunk(first, nil, repaired))
+	if len(sent) != 1 || partOf(sent[0]) != -1 || !strings.Contains(sent[0].Messages[0].Content, fixpoint.PreviousReplyOpen) {
+		t.Fatalf("the second run sent %d requests, want the repair request alone", len(sent))
+	}
+	res := again.Result()
+	merges := 0
+	for _, a := range res.Attempts {
+		if a.Step == fixpoint.StepMerge {
+			merges++
+		}
+	}
+	if res.Status != fixpoint.StatusValid || merges != 1 || len(res.Attempts) != 6 || res.Calls != 5 {
+		t.Errorf("status %s, %d merges, %d attempts, %d calls; want valid, 1, 6, 5", res.Status, merges, len(res.Attempts), res.Calls)
+	}
+}
+
+// TestSequentialResume: a sequential job that failed transiently on its
+// third chunk goes on from there with the value the first two built.
+func TestSequentialResume(t *testing.T) {
+	t.Parallel()
+	job := agreementJob(t, fixpoint.StrategySequential, nil)
+	first := map[int]string{
+		0: `{"party": "Acme GmbH"}`,
+		1: `{"party": "Acme GmbH", "amount": 1200}`,
+		2: `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`,
+	}
+	m := startDoc(t, job, nil)
+	runUntilErr(t, m, failing(func(r *fixpoint.Request) bool { return partOf(r) == 2 }, byChunk(first, nil, "")))
+	again := startDoc(t, job, m.Result())
+	sent := drive(t, again, byChunk(first, nil, ""))
+	want := fixpoint.ValueSoFarOpen + "\n" + `{"amount":1200,"party":"Acme GmbH"}`
+	if len(sent) != 1 || partOf(sent[0]) != 2 || !strings.Contains(sent[0].Messages[0].Content, want) {
+		t.Fatalf("the second run sent %d requests, want part 3 alone with the value so far", len(sent))
+	}
+	if res := again.Result(); res.Status != fixpoint.StatusValid || res.Calls != 4 {
+		t.Errorf("status %s after %d calls (%s)", res.Status, res.Calls, res.Error)
+	}
+}
