@@ -88,6 +88,12 @@ type stepInput struct {
 	NoCall bool
 }
 
+// noCall says a step made no provider call: a deterministic merge has
+// neither tokens nor a reply.
+func noCall(kind string, tokens int64, raw string) bool {
+	return kind == string(fixpoint.StepMerge) && tokens == 0 && raw == ""
+}
+
 // docSteps are the steps of a run's attempts, in order; nil when no
 // attempt is a document step (a job of another strategy). An agent
 // turn's tool results are read from the requests that followed it.
