@@ -245,6 +245,9 @@ type stepRow struct {
 	// first one's message.
 	Errors     int
 	FirstError string
+	// Fields counts the strings, numbers and booleans of a step's value
+	// (the ledger's count), nil when unknown.
+	Fields *int
 }
 
 // stepGroup is a run of attempts of one step kind, in order, and their
@@ -268,6 +271,16 @@ type stepGroup struct {
 type classCount struct {
 	Class string
 	N     int
+}
+
+// HasFields says some row knows its value's field count.
+func (g stepGroup) HasFields() bool {
+	for _, r := range g.Rows {
+		if r.Fields != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Fold says the group's cards are folded under its table.

@@ -243,7 +243,7 @@ func cardGroups(cards []card) []stepGroup {
 	rows := make([]stepRow, len(cards))
 	for i, c := range cards {
 		rows[i] = stepRow{Anchor: c.Anchor, No: c.No, Step: c.Doc, Badge: c.Badge, Valid: c.Valid,
-			LatencyMS: c.LatencyMS, TokensIn: c.TokensIn, TokensOut: c.TokensOut, CostUSD: c.CostUSD, Errors: len(c.Errors)}
+			LatencyMS: c.LatencyMS, TokensIn: c.TokensIn, TokensOut: c.TokensOut, CostUSD: c.CostUSD, Errors: len(c.Errors), Fields: c.Fields}
 		if len(c.Errors) > 0 {
 			rows[i].FirstError = c.Errors[0].Message
 		}
