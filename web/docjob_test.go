@@ -183,7 +183,19 @@ func (f *docFixture) agentResult(t *testing.T) store.Result {
 		tc, _ := json.Marshal(calls)
 		a := store.Attempt{No: i + 1, Step: string(fixpoint.StepAgent), Request: req, RequestHash: fmt.Sprintf("agent-%d", i), ToolCalls: tc,
 			Model: "sim-messy", TokensIn: int64(2000 * (i + 1)), TokensOut: 150, CostUSD: 0.001, LatencyMS: 600, Valid: i == len(turns)-1}
-		if !a.Valid {
+		if a.Valid {
+			// finish checked the value against the document.
+			var gs []fixpoint.Grounding
+			for _, p := range f.jaDoc.Places {
+				if !strings.HasPrefix(p.Pointer, "/subsidiaries/") || strings.HasPrefix(p.Pointer, "/subsidiaries/0/") || strings.HasPrefix(p.Pointer, "/subsidiaries/1/") {
+					gs = append(gs, fixpoint.Grounding{Path: p.Pointer, Grade: fixpoint.GradeExact, Start: p.Start, End: p.End})
+				}
+			}
+			a.Evidence, _ = json.Marshal(gs)
+		}
+		if i == 2 {
+			// The refused update leaves the value as it was: the turn
+			// made no progress, which the agent's class says.
 			a.Class = string(fixpoint.ClassShape)
 		}
 		r.AttemptRows = append(r.AttemptRows, a)
@@ -291,7 +303,7 @@ func TestDocumentJobToolCalls(t *testing.T) {
 	f := newDocFixture(t)
 	page := f.get(t, "/jobs/"+docAgent)
 	turns := section(t, page, "steps-0", "section")
-	for _, want := range []string{"<h3>Agent turns", "4 calls · 1 valid · 3 shape",
+	for _, want := range []string{"<h3>Agent turns", "4 calls · 1 valid · 1 shape",
 		// Each call with its arguments and how its result went (the
 		// results come with the next turn's request; the last turn's
 		// finish has none).
@@ -311,6 +323,15 @@ func TestDocumentJobToolCalls(t *testing.T) {
 	m := regexp.MustCompile(`<span class="mono tool">set_output</span><span class="mono msg args" title="([^"]*)">\(([^)]*)\)</span>`).FindStringSubmatch(turns)
 	if m == nil || !strings.HasPrefix(m[1], "clipped") || !strings.HasSuffix(html.UnescapeString(m[2]), "…") || utf8.RuneCountInString(html.UnescapeString(m[2])) != 161 {
 		t.Errorf("set_output's long arguments are not clipped to 160 characters: %q", m)
+	}
+	// Spans over a document without spaces between words: each planted
+	// value marked at its place, in code points.
+	doc := section(t, page, "document", "section")
+	src := []rune(f.jaDoc.Text)
+	for _, p := range f.jaDoc.Places[:3] {
+		if quote := html.EscapeString(string(src[p.Start:p.End])); !strings.Contains(doc, `">`+quote+`</mark></a>`) {
+			t.Errorf("%s (%q) is not marked in the Japanese document", p.Pointer, quote)
+		}
 	}
 	// The table names each turn's calls, the refused one marked.
 	if !strings.Contains(turns, `<span class="mono tool-error">update_output</span> <span class="badge c-shape">error</span>`) {

@@ -236,8 +236,9 @@ type stepRow struct {
 	Anchor string
 	No     int
 	Step   *docStep
-	// Badge is "valid" or the attempt's class; Valid as the attempt's.
-	Badge                          string
+	// Badge is "valid", the attempt's class, or what a step of neither
+	// is (stepBadge); Class the attempt's class, Valid as the attempt's.
+	Badge, Class                   string
 	Valid                          bool
 	LatencyMS, TokensIn, TokensOut int64
 	CostUSD                        float64
@@ -302,6 +303,16 @@ func (g stepGroup) Summary() string {
 	return strings.Join(parts, " · ")
 }
 
+// stepBadge is what the badge of an attempt that is neither valid nor
+// failed says: an agent turn that went on (its calls made, no finish
+// yet), or another step's value the check did not take.
+func stepBadge(st *docStep) string {
+	if st != nil && st.Kind == string(fixpoint.StepAgent) {
+		return "turn"
+	}
+	return "invalid"
+}
+
 // stepGroups groups rows (one per card, steps[i] the step of rows[i], nil
 // for an attempt of no step) into runs of one kind.
 func stepGroups(rows []stepRow) []stepGroup {
@@ -322,8 +333,8 @@ func stepGroups(rows []stepRow) []stepGroup {
 		}
 		if r.Valid {
 			g.Valid++
-		} else if r.Badge != "" {
-			g.addClass(r.Badge)
+		} else if r.Class != "" {
+			g.addClass(r.Class)
 		}
 		g.TokensIn += r.TokensIn
 		g.TokensOut += r.TokensOut

@@ -852,7 +852,10 @@ func tryGroups(cards []tryCard) []stepGroup {
 	for i := range cards {
 		c := &cards[i]
 		c.Doc = steps[i]
-		rows[i] = stepRow{Anchor: c.Anchor, No: c.No, Step: c.Doc, Badge: c.Badge, Valid: c.Valid, LatencyMS: c.LatencyMS,
+		if !c.Valid && c.Class == "" {
+			c.Badge = stepBadge(c.Doc)
+		}
+		rows[i] = stepRow{Anchor: c.Anchor, No: c.No, Step: c.Doc, Badge: c.Badge, Class: c.Class, Valid: c.Valid, LatencyMS: c.LatencyMS,
 			TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut), CostUSD: c.CostUSD, Errors: len(c.Errors)}
 		if len(c.Errors) > 0 {
 			rows[i].FirstError = c.Errors[0].Message

@@ -201,8 +201,11 @@ func newCards(attempts []store.Attempt, anchor string, src *sourceText) []card {
 		if steps != nil {
 			c.Doc = steps[i]
 		}
-		if a.Valid {
+		switch {
+		case a.Valid:
 			c.Badge = "valid"
+		case c.Badge == "" && c.Doc != nil:
+			c.Badge = stepBadge(c.Doc)
 		}
 		_ = json.Unmarshal(a.Errors, &c.Errors)
 		_ = json.Unmarshal(a.Repairs, &c.Repairs)
@@ -242,7 +245,7 @@ func cardGroups(cards []card) []stepGroup {
 	}
 	rows := make([]stepRow, len(cards))
 	for i, c := range cards {
-		rows[i] = stepRow{Anchor: c.Anchor, No: c.No, Step: c.Doc, Badge: c.Badge, Valid: c.Valid,
+		rows[i] = stepRow{Anchor: c.Anchor, No: c.No, Step: c.Doc, Badge: c.Badge, Class: c.Class, Valid: c.Valid,
 			LatencyMS: c.LatencyMS, TokensIn: c.TokensIn, TokensOut: c.TokensOut, CostUSD: c.CostUSD, Errors: len(c.Errors), Fields: c.Fields}
 		if len(c.Errors) > 0 {
 			rows[i].FirstError = c.Errors[0].Message
