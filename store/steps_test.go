@@ -21,7 +21,7 @@ func docAttempts() []store.Attempt {
 		{No: 1, Step: "chunk", Chunk: &fixpoint.ChunkRef{N: 0, Start: 0, End: 4100}, Fields: intp(7), Valid: true,
 			TokensIn: 1000, TokensOut: 100, CostUSD: 0.01, StartedAt: t0, Raw: "{}"},
 		{No: 2, Step: "chunk", Chunk: &fixpoint.ChunkRef{N: 1, Start: 3900, End: 8000}, Fields: intp(0), Class: "semantic",
-			Errors: json.RawMessage(`[{"path":"/date","keyword":"format","class":"semantic","message":"m"}]`),
+			Errors:   json.RawMessage(`[{"path":"/date","keyword":"format","class":"semantic","message":"m"}]`),
 			TokensIn: 900, TokensOut: 90, CostUSD: 0.009, StartedAt: t0, Raw: "{}"},
 		{No: 3, Step: "merge", Fields: intp(7), Class: "shape",
 			Errors:    json.RawMessage(`[{"path":"/total","keyword":"required","class":"shape","message":"m"}]`),
