@@ -39,6 +39,10 @@ const (
 	// TryDocumentMaxBytes bounds a document strategy's document.
 	TryDocumentMaxBytes = 1 << 20
 	TryMaxAttemptsMax   = 5
+	// TryMaxTokensMax bounds a call's output tokens.
+	TryMaxTokensMax = 16384
+	// tryExampleMaxTokens is the example document's output cap.
+	tryExampleMaxTokens = 4096
 	// TryTimeoutDefault is Config.TryTimeout's default.
 	TryTimeoutDefault = 2 * time.Minute
 	// tryRunningMax bounds the tries running at once; tryKeptMax the
@@ -110,6 +114,9 @@ type TryRequest struct {
 	// Document is the document a document strategy reads (Limits.
 	// Strategy.Document), "" for the other strategies.
 	Document string
+	// MaxTokens caps each call's output (0: fixpoint.MaxTokensDefault):
+	// a chunk that lists many items needs more than the default.
+	MaxTokens int
 	// Seed, with a preset, picks the simulator's draws: one seed and input
 	// get the same replies each time.
 	Seed string
@@ -158,9 +165,10 @@ type tryForm struct {
 	Source, Model, Prompt, Schema, Mode, Strategy, Coerce, Seed string
 	MaxAttempts                                                 int
 	// Document and ChunkTokens are a document strategy's ("" and 0 for
-	// the default chunk size).
-	Document    string
-	ChunkTokens int
+	// the default chunk size); MaxTokens caps each call's output (0 for
+	// the default).
+	Document               string
+	ChunkTokens, MaxTokens int
 }
 
 // tryView is the playground's page.
@@ -183,7 +191,10 @@ type tryView struct {
 	NoKey bool
 }
 
-type tryBounds struct{ SchemaKB, PromptKB, DocumentKB, MaxAttempts, ChunkTokens int }
+type tryBounds struct {
+	SchemaKB, PromptKB, DocumentKB, MaxAttempts, ChunkTokens int
+	MaxTokens, MaxTokensMax                                  int
+}
 
 // The form's first values: a ticket to extract, a job the simulator's
 // presets get wrong in their several ways.
@@ -209,7 +220,7 @@ func (h *handler) newTryView(f tryForm) tryView {
 		DocStrategies: []string{string(fixpoint.StrategyParallel), string(fixpoint.StrategySequential), string(fixpoint.StrategyAgent)},
 		Coercions:     []string{string(fixpoint.CoerceSafe), string(fixpoint.CoerceAll), string(fixpoint.CoerceNone)},
 		Bounds: tryBounds{SchemaKB: TrySchemaMaxBytes >> 10, PromptKB: TryPromptMaxBytes >> 10, DocumentKB: TryDocumentMaxBytes >> 10,
-			MaxAttempts: TryMaxAttemptsMax, ChunkTokens: fixpoint.ChunkTokensDefault}}
+			MaxAttempts: TryMaxAttemptsMax, ChunkTokens: fixpoint.ChunkTokensDefault, MaxTokens: fixpoint.MaxTokensDefault, MaxTokensMax: TryMaxTokensMax}}
 	if v.Enabled {
 		v.Choices = h.try.trier.Choices()
 		v.NoKey = len(v.Choices.Presets) == 0 && !slices.ContainsFunc(v.Choices.Providers, func(p TryProvider) bool { return p.HasKey || !p.NeedsKey })
@@ -224,6 +235,9 @@ func (h *handler) tryPage(w http.ResponseWriter, r *http.Request) {
 	if ex := v.Choices.Example; ex != nil && r.URL.Query().Get("example") == "document" {
 		v.Form.Schema, v.Form.Prompt, v.Form.Document = ex.Schema, ex.Prompt, ex.Document
 		v.Form.Strategy = string(fixpoint.StrategyParallel)
+		// A chunk of the example lists tens of subsidiaries: more than
+		// the default output holds.
+		v.Form.MaxTokens = tryExampleMaxTokens
 	}
 	if len(v.Choices.Presets) > 0 {
 		v.Form.Source = "sim:" + v.Choices.Presets[0].Name
@@ -290,6 +304,14 @@ func (h *handler) parseTry(r *http.Request) (tryForm, TryRequest, error) {
 		Limits: fixpoint.Limits{MaxAttempts: n, Strategy: fixpoint.Strategy(f.Strategy), Coerce: coerce}, Seed: f.Seed}
 	if err := parseTryDocument(&f, &req, get("chunk_tokens")); err != nil {
 		return f, req, err
+	}
+	if mt := strings.TrimSpace(get("max_tokens")); mt != "" {
+		n, err := strconv.Atoi(mt)
+		f.MaxTokens = n
+		if err != nil || n < 1 || n > TryMaxTokensMax {
+			return bad("max output tokens %q: give a whole number from 1 to %d (empty for %d)", mt, TryMaxTokensMax, fixpoint.MaxTokensDefault)
+		}
+		req.MaxTokens = n
 	}
 	if err := req.Limits.WithDefaults().Validate(); err != nil {
 		return bad("%v", err)
@@ -749,6 +771,15 @@ func (r *tryRun) finish(res *fixpoint.Result, err error) {
 			return
 		}
 		v.Result = res
+		// An attempt no hook reported (a merge makes no call) is shown
+		// with the others.
+		for i := range res.Attempts {
+			a := &res.Attempts[i]
+			if !slices.ContainsFunc(v.Cards, func(c tryCard) bool { return c.No == a.No }) {
+				v.Cards = append(v.Cards, newTryCard(a, v.Cards))
+			}
+		}
+		v.Groups = tryGroups(v.Cards)
 		v.Status = string(res.Status)
 		v.Value = indent(res.Value)
 		if res.Error != "" && v.Err == "" {
