@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -82,5 +84,18 @@ func (b *browserRun) scrollTo(sel string) {
 	b.t.Helper()
 	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](fmt.Sprintf(`document.querySelector(%q).scrollIntoView()`, sel))); err != nil {
 		b.t.Fatalf("scroll to %s: %v", sel, err)
+	}
+}
+
+// shotBytes writes a screenshot as name in docs/img (-screenshots), else
+// in a temporary directory.
+func (b *browserRun) shotBytes(name string, png []byte) {
+	b.t.Helper()
+	dir := b.t.TempDir()
+	if *screenshots {
+		dir = filepath.Join("..", "docs", "img")
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		b.t.Fatal(err)
 	}
 }

@@ -47,6 +47,9 @@ type documentView struct {
 	Segments      []docSegment
 	Clipped, Long bool
 	Full          bool
+	// Links says the page offers the whole text and the clipped one by
+	// links (the job page; the playground's run is a part of its page).
+	Links bool
 	// Fields are the graded strings and numbers of the value, in the
 	// check's order; Found counts those with a span.
 	Fields []fieldRow
@@ -81,24 +84,36 @@ type fieldRow struct {
 // chunks are the chunks the job's steps read. full asks for the whole
 // text of a long document.
 func newDocumentView(d store.JobDetail, doc string, chunks []fixpoint.ChunkRef, full bool) *documentView {
+	var check string
+	var grades json.RawMessage
+	if c, ok := finalCheckOf(d); ok && c.Evidence != nil {
+		check, grades = c.What, c.Evidence
+	}
+	v := gradedDocument(doc, d.Job.Value, check, grades, chunks, full)
+	v.Hash, v.Links = d.Job.DocumentHash, true
+	return v
+}
+
+// gradedDocument shows doc with the grades (JSON, nil for none) that the
+// check named check gave value's strings and numbers.
+func gradedDocument(doc string, value json.RawMessage, check string, grades json.RawMessage, chunks []fixpoint.ChunkRef, full bool) *documentView {
 	src := newSourceText(doc)
-	v := &documentView{Hash: d.Job.DocumentHash, Chars: src.len(), Long: src.len() >= docClipMin}
+	v := &documentView{Chars: src.len(), Long: src.len() >= docClipMin, Check: check}
 	v.Full = full || !v.Long
 	var gs []fixpoint.Grounding
-	if c, ok := finalCheckOf(d); ok && c.Evidence != nil {
-		v.Check = c.What
-		if err := json.Unmarshal(c.Evidence, &gs); err != nil {
-			v.Note = "the grades of " + c.What + " do not read: " + err.Error()
+	if grades != nil {
+		if err := json.Unmarshal(grades, &gs); err != nil {
+			v.Note = "the grades of " + check + " do not read: " + err.Error()
 			gs = nil
 		}
 	}
-	var value any
-	dec := json.NewDecoder(bytes.NewReader(d.Job.Value))
+	var val any
+	dec := json.NewDecoder(bytes.NewReader(value))
 	dec.UseNumber()
-	_ = dec.Decode(&value) // no value: the fields are listed by path alone
+	_ = dec.Decode(&val) // no value: the fields are listed by path alone
 	outside := 0
 	for i, g := range gs {
-		f := fieldRow{ID: i, Path: g.Path, Value: valueAt(value, g.Path), Grade: string(g.Grade), Start: g.Start, End: g.End}
+		f := fieldRow{ID: i, Path: g.Path, Value: valueAt(val, g.Path), Grade: string(g.Grade), Start: g.Start, End: g.End}
 		switch {
 		case src.has(g):
 			v.Found++

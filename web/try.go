@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -530,12 +531,14 @@ func (s *tryState) get(id string) *tryRun {
 // tryRun is one try: its view, updated as it goes, and a channel closed at
 // each change.
 type tryRun struct {
-	id      string
-	mu      sync.Mutex
-	view    tryRunView
-	version int
-	changed chan struct{}
-	ended   time.Time
+	id string
+	// document is the document the run reads, "" for none.
+	document string
+	mu       sync.Mutex
+	view     tryRunView
+	version  int
+	changed  chan struct{}
+	ended    time.Time
 }
 
 // tryRunView is what the run's part shows.
@@ -552,7 +555,10 @@ type tryRunView struct {
 	// Chunked says the run reads a document.
 	Groups []stepGroup
 	Doc    bool
-	Done   bool
+	// Document is a finished document run's document with its final
+	// check's spans, as a job's page shows it (clipped when long).
+	Document *documentView
+	Done     bool
 	// The outcome, once Done.
 	Status, Verdict, Value, Err string
 	Result                      *fixpoint.Result
@@ -590,7 +596,7 @@ func newTryRun(id string, req TryRequest, base string) *tryRun {
 		v.Source = req.Provider
 	}
 	v.Stages = idleStages()
-	return &tryRun{id: id, view: v, changed: make(chan struct{})}
+	return &tryRun{id: id, document: req.Document, view: v, changed: make(chan struct{})}
 }
 
 func idleStages() []tryStage {
@@ -706,6 +712,10 @@ func attemptStages(a *fixpoint.Attempt) []tryStage {
 		}
 	}
 	switch {
+	case a.Step != "" && a.Valid:
+		// A document step's number counts every call of the job (the
+		// other chunks'), not the retries of this one.
+		retry.State, retry.Detail = "skip", "not needed"
 	case a.Valid && a.No > 1:
 		// The run retried to get here: the stage went through.
 		retry.State, retry.Detail = "ok", fmt.Sprintf("valid after %d retr%s", a.No-1, map[bool]string{true: "y", false: "ies"}[a.No == 2])
@@ -780,6 +790,9 @@ func (r *tryRun) finish(res *fixpoint.Result, err error) {
 			}
 		}
 		v.Groups = tryGroups(v.Cards)
+		if r.document != "" {
+			v.Document = tryDocument(r.document, res, v.Cards)
+		}
 		v.Status = string(res.Status)
 		v.Value = indent(res.Value)
 		if res.Error != "" && v.Err == "" {
@@ -787,6 +800,10 @@ func (r *tryRun) finish(res *fixpoint.Result, err error) {
 		}
 		n := len(res.Attempts)
 		switch {
+		case v.Doc:
+			// A document run's attempts are its steps, a merge among
+			// them with no call.
+			v.Verdict = fmt.Sprintf("%s after %d step%s, %d call%s", res.Status, n, plural(n), res.Calls, plural(res.Calls))
 		case res.Status == fixpoint.StatusValid && n == 1 && res.RepairedLocally:
 			v.Verdict = "valid on the first attempt, after local repairs"
 		case res.Status == fixpoint.StatusValid && n == 1:
@@ -893,4 +910,29 @@ func tryGroups(cards []tryCard) []stepGroup {
 		}
 	}
 	return stepGroups(rows)
+}
+
+// tryDocument is a document run's document with the grades of its final
+// attempt (its valid one, else its last), placed in the chunks its steps
+// read.
+func tryDocument(doc string, res *fixpoint.Result, cards []tryCard) *documentView {
+	var check string
+	var grades json.RawMessage
+	final := -1
+	for i, a := range res.Attempts {
+		if final < 0 || a.Valid && !res.Attempts[final].Valid || a.Valid == res.Attempts[final].Valid && a.No > res.Attempts[final].No {
+			final = i
+		}
+	}
+	if final >= 0 && res.Attempts[final].Evidence != nil {
+		check = "attempt " + strconv.Itoa(res.Attempts[final].No)
+		grades, _ = json.Marshal(res.Attempts[final].Evidence)
+	}
+	var chunks []fixpoint.ChunkRef
+	for _, c := range cards {
+		if c.Doc != nil && c.Doc.Chunk != nil && !slices.ContainsFunc(chunks, func(r fixpoint.ChunkRef) bool { return r.N == c.Doc.Chunk.N }) {
+			chunks = append(chunks, *c.Doc.Chunk)
+		}
+	}
+	return gradedDocument(doc, res.Value, check, grades, chunks, false)
 }

@@ -51,7 +51,9 @@ func TestTryDocumentStrategies(t *testing.T) {
 		strategy string
 		want     []string
 	}{
-		{"parallel", []string{"<h3>Chunks", `<table class="steps">`, `Chunk 0</a>`, `Chunk 1</a>`, "<h3>Merge", "Chunk 1 <span class=\"small\">attempt"}},
+		{"parallel", []string{"<h3>Chunks", `<table class="steps">`, `Chunk 0</a>`, `Chunk 1</a>`, "<h3>Merge", "Chunk 1 <span class=\"small\">attempt",
+			// The document, its spans graded by the final check.
+			`<section id="document">`, `<mark class="g-exact" id="span-0"`, "Clipped around the spans.", `<td class="small">chunk 0</td>`}},
 		{"sequential", []string{"<h3>Chunks", `Chunk 0</a>`, `Chunk 1</a>`, "characters 0–"}},
 		{"agent", []string{"<h3>Agent turns", "Agent turn 1", `<span class="mono tool">set_output</span>`, `<span class="mono tool">finish</span>`}},
 	} {
