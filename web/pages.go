@@ -333,5 +333,10 @@ func (h *handler) jobPage(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusServiceUnavailable, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "job", "layout.html", newJobView(d))
+	var doc jobDocument
+	if hash := d.Job.DocumentHash; hash != "" {
+		doc.Text, doc.Err = h.st.Document(ctx, hash)
+		doc.Full = r.URL.Query().Get("document") == "full"
+	}
+	h.render(w, r, http.StatusOK, "job", "layout.html", newJobView(d, doc))
 }

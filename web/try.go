@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -36,7 +37,13 @@ import (
 const (
 	TrySchemaMaxBytes = 64 << 10
 	TryPromptMaxBytes = 32 << 10
-	TryMaxAttemptsMax = 5
+	// TryDocumentMaxBytes bounds a document strategy's document.
+	TryDocumentMaxBytes = 1 << 20
+	TryMaxAttemptsMax   = 5
+	// TryMaxTokensMax bounds a call's output tokens.
+	TryMaxTokensMax = 16384
+	// tryExampleMaxTokens is the example document's output cap.
+	tryExampleMaxTokens = 4096
 	// TryTimeoutDefault is Config.TryTimeout's default.
 	TryTimeoutDefault = 2 * time.Minute
 	// tryRunningMax bounds the tries running at once; tryKeptMax the
@@ -69,6 +76,15 @@ type TryFunc func(ctx context.Context, progress func(TryEvent)) (*fixpoint.Resul
 type TryChoices struct {
 	Presets   []TryPreset
 	Providers []TryProvider
+	// Example, when set, is a document job the form offers to load: one
+	// the simulator's presets answer.
+	Example *TryExample
+}
+
+// TryExample is a document job to try: its schema, its prompt and its
+// document.
+type TryExample struct {
+	Schema, Prompt, Document string
 }
 
 // TryPreset is a simulator preset.
@@ -94,7 +110,14 @@ type TryRequest struct {
 	Model, Prompt string
 	Schema        []byte
 	Mode          fixpoint.Mode
-	Limits        fixpoint.Limits
+	// Limits carries the strategy; a document strategy's chunk size too.
+	Limits fixpoint.Limits
+	// Document is the document a document strategy reads (Limits.
+	// Strategy.Document), "" for the other strategies.
+	Document string
+	// MaxTokens caps each call's output (0: fixpoint.MaxTokensDefault):
+	// a chunk that lists many items needs more than the default.
+	MaxTokens int
 	// Seed, with a preset, picks the simulator's draws: one seed and input
 	// get the same replies each time.
 	Seed string
@@ -142,6 +165,11 @@ func (h *handler) tryRoutes(mux *http.ServeMux) {
 type tryForm struct {
 	Source, Model, Prompt, Schema, Mode, Strategy, Coerce, Seed string
 	MaxAttempts                                                 int
+	// Document and ChunkTokens are a document strategy's ("" and 0 for
+	// the default chunk size); MaxTokens caps each call's output (0 for
+	// the default).
+	Document               string
+	ChunkTokens, MaxTokens int
 }
 
 // tryView is the playground's page.
@@ -155,14 +183,19 @@ type tryView struct {
 	// error.
 	Run *tryRunView
 	Err string
-	// Modes, Strategies and Coercions are the form's choices.
+	// Modes, Strategies and Coercions are the form's choices;
+	// DocStrategies the strategies that read a document.
 	Modes, Strategies, Coercions []string
+	DocStrategies                []string
 	Bounds                       tryBounds
 	// NoKey: no simulator and no provider callable without a typed key.
 	NoKey bool
 }
 
-type tryBounds struct{ SchemaKB, PromptKB, MaxAttempts int }
+type tryBounds struct {
+	SchemaKB, PromptKB, DocumentKB, MaxAttempts, ChunkTokens int
+	MaxTokens, MaxTokensMax                                  int
+}
 
 // The form's first values: a ticket to extract, a job the simulator's
 // presets get wrong in their several ways.
@@ -183,10 +216,12 @@ const (
 
 func (h *handler) newTryView(f tryForm) tryView {
 	v := tryView{Title: "Try", Enabled: h.try.trier != nil, Form: f, CSRF: h.try.csrf,
-		Modes:      []string{string(fixpoint.ModePrompt), string(fixpoint.ModeJSONSchema), string(fixpoint.ModeTool)},
-		Strategies: []string{string(fixpoint.StrategyConversation), string(fixpoint.StrategyRepair), string(fixpoint.StrategyPatch)},
-		Coercions:  []string{string(fixpoint.CoerceSafe), string(fixpoint.CoerceAll), string(fixpoint.CoerceNone)},
-		Bounds:     tryBounds{SchemaKB: TrySchemaMaxBytes >> 10, PromptKB: TryPromptMaxBytes >> 10, MaxAttempts: TryMaxAttemptsMax}}
+		Modes:         []string{string(fixpoint.ModePrompt), string(fixpoint.ModeJSONSchema), string(fixpoint.ModeTool)},
+		Strategies:    fixpoint.StrategyNames(),
+		DocStrategies: []string{string(fixpoint.StrategyParallel), string(fixpoint.StrategySequential), string(fixpoint.StrategyAgent)},
+		Coercions:     []string{string(fixpoint.CoerceSafe), string(fixpoint.CoerceAll), string(fixpoint.CoerceNone)},
+		Bounds: tryBounds{SchemaKB: TrySchemaMaxBytes >> 10, PromptKB: TryPromptMaxBytes >> 10, DocumentKB: TryDocumentMaxBytes >> 10,
+			MaxAttempts: TryMaxAttemptsMax, ChunkTokens: fixpoint.ChunkTokensDefault, MaxTokens: fixpoint.MaxTokensDefault, MaxTokensMax: TryMaxTokensMax}}
 	if v.Enabled {
 		v.Choices = h.try.trier.Choices()
 		v.NoKey = len(v.Choices.Presets) == 0 && !slices.ContainsFunc(v.Choices.Providers, func(p TryProvider) bool { return p.HasKey || !p.NeedsKey })
@@ -198,6 +233,13 @@ func (h *handler) tryPage(w http.ResponseWriter, r *http.Request) {
 	f := tryForm{Prompt: tryExamplePrompt, Schema: tryExampleSchema, Mode: string(fixpoint.ModePrompt),
 		Strategy: string(fixpoint.StrategyDefault), Coerce: string(fixpoint.CoerceSafe), MaxAttempts: fixpoint.MaxAttemptsDefault}
 	v := h.newTryView(f)
+	if ex := v.Choices.Example; ex != nil && r.URL.Query().Get("example") == "document" {
+		v.Form.Schema, v.Form.Prompt, v.Form.Document = ex.Schema, ex.Prompt, ex.Document
+		v.Form.Strategy = string(fixpoint.StrategyParallel)
+		// A chunk of the example lists tens of subsidiaries: more than
+		// the default output holds.
+		v.Form.MaxTokens = tryExampleMaxTokens
+	}
 	if len(v.Choices.Presets) > 0 {
 		v.Form.Source = "sim:" + v.Choices.Presets[0].Name
 		for _, p := range v.Choices.Presets {
@@ -224,7 +266,7 @@ func (h *handler) parseTry(r *http.Request) (tryForm, TryRequest, error) {
 	}
 	get := func(k string) string { return r.PostForm.Get(k) }
 	f = tryForm{Source: get("source"), Model: strings.TrimSpace(get("model")), Prompt: get("prompt"), Schema: get("schema"),
-		Mode: get("mode"), Strategy: get("strategy"), Coerce: get("coerce"), Seed: strings.TrimSpace(get("seed"))}
+		Mode: get("mode"), Strategy: get("strategy"), Coerce: get("coerce"), Seed: strings.TrimSpace(get("seed")), Document: get("document")}
 	bad := func(format string, a ...any) (tryForm, TryRequest, error) {
 		return f, req, fmt.Errorf("%w: "+format, append([]any{errTryInput}, a...)...)
 	}
@@ -242,7 +284,9 @@ func (h *handler) parseTry(r *http.Request) (tryForm, TryRequest, error) {
 		return bad("the prompt is %d bytes, over the playground's limit of %d", len(f.Prompt), TryPromptMaxBytes)
 	case strings.TrimSpace(f.Prompt) == "":
 		return bad("the prompt is empty")
-	case !utf8.ValidString(f.Prompt) || !utf8.ValidString(f.Schema) || !utf8.ValidString(f.Model) || !utf8.ValidString(f.Seed):
+	case len(f.Document) > TryDocumentMaxBytes:
+		return bad("the document is %d bytes, over the playground's limit of %d", len(f.Document), TryDocumentMaxBytes)
+	case !utf8.ValidString(f.Prompt) || !utf8.ValidString(f.Schema) || !utf8.ValidString(f.Model) || !utf8.ValidString(f.Seed) || !utf8.ValidString(f.Document):
 		return bad("the form holds text that is not UTF-8")
 	case len(f.Model) > tryFieldMax || len(f.Seed) > tryFieldMax:
 		return bad("the model and the seed are at most %d bytes", tryFieldMax)
@@ -259,6 +303,17 @@ func (h *handler) parseTry(r *http.Request) (tryForm, TryRequest, error) {
 	}
 	req = TryRequest{Model: f.Model, Prompt: f.Prompt, Schema: []byte(f.Schema), Mode: fixpoint.Mode(f.Mode),
 		Limits: fixpoint.Limits{MaxAttempts: n, Strategy: fixpoint.Strategy(f.Strategy), Coerce: coerce}, Seed: f.Seed}
+	if err := parseTryDocument(&f, &req, get("chunk_tokens")); err != nil {
+		return f, req, err
+	}
+	if mt := strings.TrimSpace(get("max_tokens")); mt != "" {
+		n, err := strconv.Atoi(mt)
+		f.MaxTokens = n
+		if err != nil || n < 1 || n > TryMaxTokensMax {
+			return bad("max output tokens %q: give a whole number from 1 to %d (empty for %d)", mt, TryMaxTokensMax, fixpoint.MaxTokensDefault)
+		}
+		req.MaxTokens = n
+	}
 	if err := req.Limits.WithDefaults().Validate(); err != nil {
 		return bad("%v", err)
 	}
@@ -295,6 +350,32 @@ func (h *handler) parseTry(r *http.Request) (tryForm, TryRequest, error) {
 	return f, req, nil
 }
 
+// parseTryDocument reads a document strategy's document and chunk size:
+// a document strategy needs a document, and another strategy reads none.
+func parseTryDocument(f *tryForm, req *TryRequest, chunkTokens string) error {
+	doc := req.Limits.Strategy.Document()
+	if chunkTokens = strings.TrimSpace(chunkTokens); chunkTokens != "" {
+		n, err := strconv.Atoi(chunkTokens)
+		f.ChunkTokens = n
+		if err != nil || n < 1 {
+			return fmt.Errorf("%w: chunk size %q: give a whole number of tokens, at least 1 (empty for %d)", errTryInput, chunkTokens, fixpoint.ChunkTokensDefault)
+		}
+		if doc {
+			req.Limits.ChunkTokens = n
+		}
+	}
+	switch {
+	case doc && strings.TrimSpace(f.Document) == "":
+		return fmt.Errorf("%w: strategy %s reads a document: paste one in the document box", errTryInput, req.Limits.Strategy)
+	case !doc && strings.TrimSpace(f.Document) != "":
+		return fmt.Errorf("%w: strategy %s reads no document: pick parallel, sequential or agent, or empty the document box", errTryInput, req.Limits.Strategy)
+	}
+	if doc {
+		req.Document = f.Document
+	}
+	return nil
+}
+
 // tryStart checks and starts a try, and answers with its run's part (an
 // htmx post) or the page holding it.
 func (h *handler) tryStart(w http.ResponseWriter, r *http.Request) {
@@ -304,13 +385,13 @@ func (h *handler) tryStart(w http.ResponseWriter, r *http.Request) {
 	}
 	// The form is URL-encoded: each byte of the schema or the prompt may
 	// take three.
-	r.Body = http.MaxBytesReader(w, r.Body, 3*(TrySchemaMaxBytes+TryPromptMaxBytes)+16<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, 3*(TrySchemaMaxBytes+TryPromptMaxBytes+TryDocumentMaxBytes)+16<<10)
 	if err := h.try.cop.Check(r); err != nil {
 		h.tryFail(w, r, http.StatusForbidden, tryForm{}, fmt.Errorf("refused: %w", err))
 		return
 	}
 	if err := r.ParseForm(); err != nil {
-		h.tryFail(w, r, http.StatusBadRequest, tryForm{}, fmt.Errorf("read the form: %w (the schema is at most %d bytes, the prompt %d)", err, TrySchemaMaxBytes, TryPromptMaxBytes))
+		h.tryFail(w, r, http.StatusBadRequest, tryForm{}, fmt.Errorf("read the form: %w (the schema is at most %d bytes, the prompt %d, the document %d)", err, TrySchemaMaxBytes, TryPromptMaxBytes, TryDocumentMaxBytes))
 		return
 	}
 	given := r.PostForm.Get("csrf")
@@ -450,12 +531,14 @@ func (s *tryState) get(id string) *tryRun {
 // tryRun is one try: its view, updated as it goes, and a channel closed at
 // each change.
 type tryRun struct {
-	id      string
-	mu      sync.Mutex
-	view    tryRunView
-	version int
-	changed chan struct{}
-	ended   time.Time
+	id string
+	// document is the document the run reads, "" for none.
+	document string
+	mu       sync.Mutex
+	view     tryRunView
+	version  int
+	changed  chan struct{}
+	ended    time.Time
 }
 
 // tryRunView is what the run's part shows.
@@ -468,7 +551,14 @@ type tryRunView struct {
 	Attempt int
 	Stages  []tryStage
 	Cards   []tryCard
-	Done    bool
+	// Groups are the cards grouped by step, for a document strategy;
+	// Chunked says the run reads a document.
+	Groups []stepGroup
+	Doc    bool
+	// Document is a finished document run's document with its final
+	// check's spans, as a job's page shows it (clipped when long).
+	Document *documentView
+	Done     bool
 	// The outcome, once Done.
 	Status, Verdict, Value, Err string
 	Result                      *fixpoint.Result
@@ -487,12 +577,16 @@ type tryCard struct {
 	LatencyMS    int64
 	Diff         []diffLine
 	HasPrev      bool
+	// Anchor is the card's id; Doc its document step, nil for another
+	// strategy's attempt.
+	Anchor string
+	Doc    *docStep
 }
 
 func newTryRun(id string, req TryRequest, base string) *tryRun {
 	lim := req.Limits.WithDefaults()
 	v := tryRunView{ID: id, Events: base + "/try/runs/" + id + "/events", Model: req.Model, Mode: string(req.Mode),
-		Strategy: string(lim.Strategy), Coerce: string(lim.Coerce), MaxAttempts: lim.MaxAttempts}
+		Strategy: string(lim.Strategy), Coerce: string(lim.Coerce), MaxAttempts: lim.MaxAttempts, Doc: lim.Strategy.Document()}
 	if req.Preset != "" {
 		v.Source, v.Seed = "simulator "+req.Preset, req.Seed
 		if v.Model == "" {
@@ -502,7 +596,7 @@ func newTryRun(id string, req TryRequest, base string) *tryRun {
 		v.Source = req.Provider
 	}
 	v.Stages = idleStages()
-	return &tryRun{id: id, view: v, changed: make(chan struct{})}
+	return &tryRun{id: id, document: req.Document, view: v, changed: make(chan struct{})}
 }
 
 func idleStages() []tryStage {
@@ -536,6 +630,7 @@ func (r *tryRun) state() (tryRunView, int, <-chan struct{}) {
 	v := r.view
 	v.Cards = slices.Clone(v.Cards)
 	v.Stages = slices.Clone(v.Stages)
+	v.Groups = slices.Clone(v.Groups)
 	return v, r.version, r.changed
 }
 
@@ -563,6 +658,7 @@ func (r *tryRun) progress(ev TryEvent) {
 			v.Attempt = a.No
 			v.Stages = attemptStages(a)
 			v.Cards = append(v.Cards, newTryCard(a, v.Cards))
+			v.Groups = tryGroups(v.Cards)
 		}
 	})
 }
@@ -616,6 +712,10 @@ func attemptStages(a *fixpoint.Attempt) []tryStage {
 		}
 	}
 	switch {
+	case a.Step != "" && a.Valid:
+		// A document step's number counts every call of the job (the
+		// other chunks'), not the retries of this one.
+		retry.State, retry.Detail = "skip", "not needed"
 	case a.Valid && a.No > 1:
 		// The run retried to get here: the stage went through.
 		retry.State, retry.Detail = "ok", fmt.Sprintf("valid after %d retr%s", a.No-1, map[bool]string{true: "y", false: "ies"}[a.No == 2])
@@ -639,7 +739,7 @@ func plural(n int) string {
 }
 
 func newTryCard(a *fixpoint.Attempt, prev []tryCard) tryCard {
-	c := tryCard{Attempt: *a, Badge: a.Class, LatencyMS: a.Latency.Milliseconds()}
+	c := tryCard{Attempt: *a, Badge: a.Class, LatencyMS: a.Latency.Milliseconds(), Anchor: "try-attempt-" + strconv.Itoa(a.No)}
 	if a.Valid {
 		c.Badge = "valid"
 	} else if c.Badge == "" {
@@ -651,7 +751,9 @@ func newTryCard(a *fixpoint.Attempt, prev []tryCard) tryCard {
 	}
 	if c.Value != "" {
 		for i := len(prev) - 1; i >= 0; i-- {
-			if prev[i].Value != "" {
+			// A chunk's value is diffed against its chunk's previous one,
+			// any other against the previous of the main line (diffKey).
+			if prev[i].Value != "" && tryDiffKey(prev[i].Attempt) == tryDiffKey(*a) {
 				c.HasPrev = true
 				c.Diff = lineDiff(prev[i].Value, c.Value)
 				break
@@ -679,6 +781,18 @@ func (r *tryRun) finish(res *fixpoint.Result, err error) {
 			return
 		}
 		v.Result = res
+		// An attempt no hook reported (a merge makes no call) is shown
+		// with the others.
+		for i := range res.Attempts {
+			a := &res.Attempts[i]
+			if !slices.ContainsFunc(v.Cards, func(c tryCard) bool { return c.No == a.No }) {
+				v.Cards = append(v.Cards, newTryCard(a, v.Cards))
+			}
+		}
+		v.Groups = tryGroups(v.Cards)
+		if r.document != "" {
+			v.Document = tryDocument(r.document, res, v.Cards)
+		}
 		v.Status = string(res.Status)
 		v.Value = indent(res.Value)
 		if res.Error != "" && v.Err == "" {
@@ -686,6 +800,10 @@ func (r *tryRun) finish(res *fixpoint.Result, err error) {
 		}
 		n := len(res.Attempts)
 		switch {
+		case v.Doc:
+			// A document run's attempts are its steps, a merge among
+			// them with no call.
+			v.Verdict = fmt.Sprintf("%s after %d step%s, %d call%s", res.Status, n, plural(n), res.Calls, plural(res.Calls))
 		case res.Status == fixpoint.StatusValid && n == 1 && res.RepairedLocally:
 			v.Verdict = "valid on the first attempt, after local repairs"
 		case res.Status == fixpoint.StatusValid && n == 1:
@@ -755,4 +873,66 @@ func (h *handler) tryEvents(w http.ResponseWriter, r *http.Request) {
 		case <-changed:
 		}
 	}
+}
+
+// tryDiffKey is diffKey of a tried attempt.
+func tryDiffKey(a fixpoint.Attempt) string {
+	if a.Step == fixpoint.StepChunk && a.Chunk != nil {
+		return "chunk " + strconv.Itoa(a.Chunk.N)
+	}
+	return ""
+}
+
+// tryGroups gives the cards their steps (an agent turn's tool results
+// come with the next turn's request, so every card is done again) and
+// groups them; nil when no card is a document step.
+func tryGroups(cards []tryCard) []stepGroup {
+	in := make([]stepInput, len(cards))
+	for i, c := range cards {
+		in[i] = stepInput{Kind: c.Step, Chunk: c.Chunk, ToolCalls: c.ToolCalls, Conflicts: c.Conflicts, Request: c.Request,
+			NoCall: noCall(string(c.Step), int64(c.TokensIn+c.TokensOut), c.Raw)}
+	}
+	steps := docSteps(in)
+	if steps == nil {
+		return nil
+	}
+	rows := make([]stepRow, len(cards))
+	for i := range cards {
+		c := &cards[i]
+		c.Doc = steps[i]
+		if !c.Valid && c.Class == "" {
+			c.Badge = stepBadge(c.Doc)
+		}
+		rows[i] = stepRow{Anchor: c.Anchor, No: c.No, Step: c.Doc, Badge: c.Badge, Class: c.Class, Valid: c.Valid, LatencyMS: c.LatencyMS,
+			TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut), CostUSD: c.CostUSD, Errors: len(c.Errors)}
+		if len(c.Errors) > 0 {
+			rows[i].FirstError = c.Errors[0].Message
+		}
+	}
+	return stepGroups(rows)
+}
+
+// tryDocument is a document run's document with the grades of its final
+// attempt (its valid one, else its last), placed in the chunks its steps
+// read.
+func tryDocument(doc string, res *fixpoint.Result, cards []tryCard) *documentView {
+	var check string
+	var grades json.RawMessage
+	final := -1
+	for i, a := range res.Attempts {
+		if final < 0 || a.Valid && !res.Attempts[final].Valid || a.Valid == res.Attempts[final].Valid && a.No > res.Attempts[final].No {
+			final = i
+		}
+	}
+	if final >= 0 && res.Attempts[final].Evidence != nil {
+		check = "attempt " + strconv.Itoa(res.Attempts[final].No)
+		grades, _ = json.Marshal(res.Attempts[final].Evidence)
+	}
+	var chunks []fixpoint.ChunkRef
+	for _, c := range cards {
+		if c.Doc != nil && c.Doc.Chunk != nil && !slices.ContainsFunc(chunks, func(r fixpoint.ChunkRef) bool { return r.N == c.Doc.Chunk.N }) {
+			chunks = append(chunks, *c.Doc.Chunk)
+		}
+	}
+	return gradedDocument(doc, res.Value, check, grades, chunks, false)
 }

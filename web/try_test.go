@@ -260,7 +260,7 @@ func TestTryPlayground(t *testing.T) {
 
 	// A body past every bound is cut off, and said so.
 	f = tryForm(token)
-	f.Set("schema", strings.Repeat("{", 4*(web.TrySchemaMaxBytes+web.TryPromptMaxBytes)))
+	f.Set("schema", strings.Repeat("{", 4*(web.TrySchemaMaxBytes+web.TryPromptMaxBytes+web.TryDocumentMaxBytes)))
 	if resp, body := ts.post(t, f, "HX-Request", "true"); resp.StatusCode != 400 || !strings.Contains(body, "read the form") {
 		t.Errorf("a post over the body's bound: %d, want 400\n%.300s", resp.StatusCode, body)
 	}

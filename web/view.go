@@ -25,8 +25,14 @@ type jobView struct {
 	// Input is the input row, Value the final value, Prompt the rendered
 	// prompt: indented when they are JSON.
 	Input, Value string
-	// Cards are the attempts of the job's current run.
-	Cards []card
+	// Cards are the attempts of the job's current run; Groups, for a
+	// document job, the same grouped by step.
+	Cards  []card
+	Groups []stepGroup
+	// Document is a document job's document with its value's spans;
+	// DocumentErr says why it is not shown.
+	Document    *documentView
+	DocumentErr string
 	// Source is the job's source text with its final check's grades, nil
 	// when that check has none; Revalidation the check that made its
 	// latest run, when that run is a revalidation.
@@ -83,6 +89,9 @@ type card struct {
 	HasPrev bool
 	// RetryClasses are the classes of the transport retries.
 	RetryClasses []string
+	// Doc is the attempt's step of a document strategy, nil for another
+	// strategy's attempt.
+	Doc *docStep
 }
 
 // TransportNote says the card shows its transport line: something
@@ -118,14 +127,30 @@ type diffLine struct {
 	Text string
 }
 
-func newJobView(d store.JobDetail) jobView {
+// jobDocument is a document job's document as its page asks for it:
+// its text (Err says why there is none), and whether the page shows it
+// whole.
+type jobDocument struct {
+	Text string
+	Err  error
+	Full bool
+}
+
+func newJobView(d store.JobDetail, doc jobDocument) jobView {
 	j := d.Job
 	v := jobView{Title: "Job " + j.ID, Job: j, Interrupted: d.Interrupted}
 	v.Input = indent(j.Metadata)
 	v.Value = indent(j.Value)
 	var src *sourceText // nil: no grade to show, or no source to quote
-	if slices.ContainsFunc(d.Attempts, func(a store.Attempt) bool { return a.Evidence != nil }) ||
-		d.Revalidation != nil && d.Revalidation.Evidence != nil {
+	switch {
+	case j.DocumentHash != "":
+		// A document job's spans index its document, which the page
+		// shows whole or clipped (documentView), never as a row's source.
+		if doc.Err == nil {
+			src = newSourceText(doc.Text)
+		}
+	case slices.ContainsFunc(d.Attempts, func(a store.Attempt) bool { return a.Evidence != nil }) ||
+		d.Revalidation != nil && d.Revalidation.Evidence != nil:
 		setting, text, err := jobSource(d)
 		if err == nil {
 			src = newSourceText(text)
@@ -133,6 +158,14 @@ func newJobView(d store.JobDetail) jobView {
 		v.Source = newSourceView(d, setting, src, err)
 	}
 	v.Cards = newCards(d.Attempts, "attempt-", src)
+	v.Groups = cardGroups(v.Cards)
+	if j.DocumentHash != "" {
+		if doc.Err != nil {
+			v.DocumentErr = fmt.Sprintf("the document %s cannot be read: %v", j.DocumentHash, doc.Err)
+		} else {
+			v.Document = newDocumentView(d, doc.Text, stepChunks(v.Cards), doc.Full)
+		}
+	}
 	if rv := d.Revalidation; rv != nil {
 		v.Revalidation = newRevalidationView(*rv, src)
 	}
@@ -157,11 +190,22 @@ func newJobView(d store.JobDetail) jobView {
 // is the run's source text, which the grades quote.
 func newCards(attempts []store.Attempt, anchor string, src *sourceText) []card {
 	var cards []card
-	prev, hasPrev := "", false
-	for _, a := range attempts {
+	inputs := make([]stepInput, len(attempts))
+	for i, a := range attempts {
+		inputs[i] = storeStepInput(a)
+	}
+	steps := docSteps(inputs)
+	prev := map[string]string{} // the last value of each line of calls (diffKey)
+	for i, a := range attempts {
 		c := card{Attempt: a, Anchor: anchor + strconv.Itoa(a.No), Badge: a.Class, Request: indent(a.Request)}
-		if a.Valid {
+		if steps != nil {
+			c.Doc = steps[i]
+		}
+		switch {
+		case a.Valid:
 			c.Badge = "valid"
+		case c.Badge == "" && c.Doc != nil:
+			c.Badge = stepBadge(c.Doc)
 		}
 		_ = json.Unmarshal(a.Errors, &c.Errors)
 		_ = json.Unmarshal(a.Repairs, &c.Repairs)
@@ -170,15 +214,44 @@ func newCards(attempts []store.Attempt, anchor string, src *sourceText) []card {
 		c.Grades = gradeRows(a.Evidence, src)
 		c.Value = replyValue(a.Raw)
 		if c.Value != "" {
-			if hasPrev {
+			key := diffKey(c.Doc)
+			if p, ok := prev[key]; ok {
 				c.HasPrev = true
-				c.Diff = lineDiff(prev, c.Value)
+				c.Diff = lineDiff(p, c.Value)
 			}
-			prev, hasPrev = c.Value, true
+			prev[key] = c.Value
 		}
 		cards = append(cards, c)
 	}
 	return cards
+}
+
+// diffKey names the line of calls an attempt's value is diffed along: a
+// chunk's value against the same chunk's previous one (another chunk
+// holds other text), every other value against the previous one of the
+// job's main line (merge, repairs, agent turns, or a conversation).
+func diffKey(st *docStep) string {
+	if st != nil && st.Chunk != nil {
+		return "chunk " + strconv.Itoa(st.Chunk.N)
+	}
+	return ""
+}
+
+// cardGroups are a run's cards grouped by step (stepGroups); nil when no
+// card is a document step.
+func cardGroups(cards []card) []stepGroup {
+	if !slices.ContainsFunc(cards, func(c card) bool { return c.Doc != nil }) {
+		return nil
+	}
+	rows := make([]stepRow, len(cards))
+	for i, c := range cards {
+		rows[i] = stepRow{Anchor: c.Anchor, No: c.No, Step: c.Doc, Badge: c.Badge, Class: c.Class, Valid: c.Valid,
+			LatencyMS: c.LatencyMS, TokensIn: c.TokensIn, TokensOut: c.TokensOut, CostUSD: c.CostUSD, Errors: len(c.Errors), Fields: c.Fields}
+		if len(c.Errors) > 0 {
+			rows[i].FirstError = c.Errors[0].Message
+		}
+	}
+	return stepGroups(rows)
 }
 
 // replyValue is the JSON value the extractor finds first in a reply,
@@ -326,6 +399,8 @@ func (h *handler) funcs() template.FuncMap {
 			return h.cfg.BasePath + "/events?" + liveQuery(names)
 		},
 		"add":      func(a, b int) int { return a + b },
+		"sub":      func(a, b int) int { return a - b },
+		"gapText":  gapText,
 		"batchURL": func(name string) string { return h.cfg.BasePath + "/batches/" + url.PathEscape(name) },
 		"jobURL":   func(id string) string { return h.cfg.BasePath + "/jobs/" + url.PathEscape(id) },
 		"deref":    func(p *float64) float64 { return *p },

@@ -129,6 +129,8 @@ type Ledger interface {
 	JobPage(ctx context.Context, batch string, f store.JobFilter) ([]store.JobRow, string, error)
 	JobList(ctx context.Context, batch string, f store.JobFilter, fn func(store.JobRow) error) error
 	JobDetail(ctx context.Context, id string) (store.JobDetail, error)
+	// Document is the text of a document job's document (by its hash).
+	Document(ctx context.Context, hash string) (string, error)
 	Job(ctx context.Context, id string) (*store.JobRecord, []store.Attempt, error)
 	JobBatch(ctx context.Context, id string) (string, error)
 	SearchJobs(ctx context.Context, batch, text, after string) (store.JobSearch, error)

@@ -14,11 +14,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/pipeline"
+	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/web"
 )
 
@@ -59,7 +62,10 @@ type Config struct {
 }
 
 // Trier is the playground.
-type Trier struct{ cfg Config }
+type Trier struct {
+	cfg     Config
+	example func() *web.TryExample
+}
 
 var _ web.Trier = (*Trier)(nil)
 
@@ -67,7 +73,20 @@ var _ web.Trier = (*Trier)(nil)
 func New(cfg Config) *Trier {
 	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 60*time.Second)
 	cfg.TransportRetries = cmp.Or(cfg.TransportRetries, 2)
-	return &Trier{cfg: cfg}
+	return &Trier{cfg: cfg, example: sync.OnceValue(exampleDocument)}
+}
+
+// exampleDocument is the document job the form offers with the
+// simulator: a simulated agreement of the shortest length the simulator
+// writes (about four chunks at the default size), its schema and prompt.
+// nil if the simulator cannot write it.
+func exampleDocument() *web.TryExample {
+	d, err := sim.NewDocument(1, 0, "en", sim.DocumentMinChars)
+	if err != nil {
+		return nil
+	}
+	prompt := strings.ReplaceAll(sim.DocumentTemplate, "{{.id}}", "FA-1")
+	return &web.TryExample{Schema: sim.DocumentSchema, Prompt: strings.TrimSpace(prompt), Document: d.Text}
 }
 
 // Choices implements web.Trier.
@@ -75,6 +94,7 @@ func (t *Trier) Choices() web.TryChoices {
 	var c web.TryChoices
 	if t.cfg.Simulator != nil {
 		c.Presets = t.cfg.Simulator.Presets()
+		c.Example = t.example()
 	}
 	for _, p := range t.cfg.Providers {
 		c.Providers = append(c.Providers, web.TryProvider{Name: p.Name, HasKey: p.Key != "",
@@ -86,7 +106,12 @@ func (t *Trier) Choices() web.TryChoices {
 // Prepare implements web.Trier: it checks req with pipeline.TryJob and
 // builds the client of its calls, holding req.Key for them alone.
 func (t *Trier) Prepare(req web.TryRequest) (web.TryFunc, error) {
-	spec := pipeline.TrySpec{Model: req.Model, Prompt: req.Prompt, Schema: req.Schema, Mode: req.Mode, Limits: req.Limits}
+	spec := pipeline.TrySpec{Model: req.Model, Prompt: req.Prompt, Schema: req.Schema, Mode: req.Mode, Limits: req.Limits, MaxTokens: req.MaxTokens}
+	if req.Document != "" {
+		// A document job's values are graded against its document, as a
+		// batch's with evidence source "document".
+		spec.Source = req.Document
+	}
 	cfg := llm.Config{TotalTimeout: t.cfg.CallTimeout,
 		Retry: llm.RetryConfig{MaxRetries: t.cfg.TransportRetries},
 		Lane:  llm.LaneConfig{MaxHintWait: 10 * time.Second}}
@@ -123,6 +148,7 @@ func (t *Trier) Prepare(req web.TryRequest) (web.TryFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	job.Document = req.Document
 	client, err := llm.New(cfg)
 	if err != nil {
 		// The configuration, never the key: llm's errors name the field.

@@ -119,7 +119,21 @@
     for (var i = 0; i < jobs.length; i++) { jobs[i].checked = box.checked; }
   });
 
-  document.addEventListener("DOMContentLoaded", function () { draw(document); });
+  // A link to a card folded in a document job's step group (its table's
+  // rows) unfolds the group first, so that the card shows.
+  function unfoldTarget() {
+    var id = decodeURIComponent(location.hash.slice(1));
+    var el = id && document.getElementById(id);
+    if (!el) { return; }
+    var opened = false;
+    for (var d = el.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) {
+      if (!d.open) { d.open = true; opened = true; }
+    }
+    if (opened) { el.scrollIntoView(); }
+  }
+  window.addEventListener("hashchange", unfoldTarget);
+
+  document.addEventListener("DOMContentLoaded", function () { draw(document); unfoldTarget(); });
   // Parts of a page (the plots over time) arrive after it, by htmx.
   document.addEventListener("htmx:afterSettle", function (e) { draw(e.target); });
 })();

@@ -1,0 +1,133 @@
+package web
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/fixpoint-dev/fixpoint"
+)
+
+func TestClip(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, s string
+		n       int
+		want    string
+		clipped bool
+	}{
+		{"short", "abc", 3, "abc", false},
+		{"cut", "abcdef", 3, "abc…", true},
+		// A cut counts characters, never splits one.
+		{"multibyte", "日本語のテキスト", 3, "日本語…", true},
+		{"emoji", "🙂🙂🙂🙂", 2, "🙂🙂…", true},
+	} {
+		got, clipped := clip(tc.s, tc.n)
+		if got != tc.want || clipped != tc.clipped || !utf8.ValidString(got) {
+			t.Errorf("%s: clip(%q, %d) = %q, %v; want %q, %v", tc.name, tc.s, tc.n, got, clipped, tc.want, tc.clipped)
+		}
+	}
+}
+
+// A turn's tool calls get their results from the later requests' tool
+// turns, by call id; a call no later request answers has none.
+func TestDocStepsToolResults(t *testing.T) {
+	t.Parallel()
+	calls := []fixpoint.ToolCall{{ID: "a", Name: "search", Arguments: `{ "text" : "x" }`}, {ID: "b", Name: "set_output", Arguments: `not json`}}
+	req, _ := json.Marshal([]fixpoint.Message{{Role: fixpoint.RoleUser, Content: "go"}, {Role: fixpoint.RoleAssistant, ToolCalls: calls},
+		{Role: fixpoint.RoleTool, ToolCallID: "a", Content: "found"}, {Role: fixpoint.RoleTool, ToolCallID: "b", IsError: true, Content: "refused"}})
+	steps := docSteps([]stepInput{
+		{Kind: fixpoint.StepAgent, ToolCalls: calls},
+		{Kind: fixpoint.StepAgent, ToolCalls: []fixpoint.ToolCall{{ID: "c", Name: "finish", Arguments: "{}"}}, Request: req},
+	})
+	want := [][]toolView{
+		{{Name: "search", Args: `{"text":"x"}`, Result: "ok", ResultText: "found"}, {Name: "set_output", Args: "not json", Result: "error", ResultText: "refused"}},
+		{{Name: "finish", Args: "{}"}},
+	}
+	for i, st := range steps {
+		if !reflect.DeepEqual(st.Tools, want[i]) || st.Label != []string{"Agent turn 1", "Agent turn 2"}[i] {
+			t.Errorf("turn %d: %s %+v, want %+v", i+1, st.Label, st.Tools, want[i])
+		}
+	}
+	if docSteps([]stepInput{{Request: req}}) != nil {
+		t.Error("a job with no document step has steps")
+	}
+}
+
+func TestConflictViews(t *testing.T) {
+	t.Parallel()
+	got := conflictViews([]fixpoint.Conflict{{Path: "/a", Values: []json.RawMessage{json.RawMessage(`{"x": 1}`), json.RawMessage(`"y"`)},
+		Chunks: [][]int{{0, 2}, {1}}, Chosen: json.RawMessage(`{"x":1}`)}})
+	want := []conflictView{{Path: "/a", Values: []conflictValue{{Value: `{"x":1}`, Chunks: "chunks 0, 2", Chosen: true}, {Value: `"y"`, Chunks: "chunk 1"}}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+// Groups are runs of one kind; a group counts its calls (a merge with no
+// call none), its valid attempts and its classes.
+func TestStepGroups(t *testing.T) {
+	t.Parallel()
+	chunk := &docStep{Kind: "chunk"}
+	merge := &docStep{Kind: "merge", NoCall: true}
+	repair := &docStep{Kind: "repair"}
+	rows := []stepRow{{Step: chunk, Valid: true, TokensIn: 10}, {Step: chunk, Class: "semantic", Badge: "semantic", TokensIn: 5},
+		{Step: chunk, Valid: true}, {Step: merge, Class: "shape", Badge: "shape"}, {Step: repair, Valid: true, CostUSD: 0.5}}
+	gs := stepGroups(rows)
+	if len(gs) != 3 || gs[0].First != 0 || gs[0].Last != 2 || gs[1].First != 3 || gs[2].Last != 4 {
+		t.Fatalf("groups %+v", gs)
+	}
+	for i, want := range []string{"3 calls · 2 valid · 1 semantic", "no call · 0 valid · 1 shape", "1 call · 1 valid"} {
+		if got := gs[i].Summary(); got != want {
+			t.Errorf("group %d: %q, want %q", i, got, want)
+		}
+	}
+	if gs[0].TokensIn != 15 || gs[2].CostUSD != 0.5 {
+		t.Errorf("the totals: %d tokens in, $%v", gs[0].TokensIn, gs[2].CostUSD)
+	}
+}
+
+// A long document keeps the text near each span and its start, the rest
+// left out as gaps that count what they leave out.
+func TestClipSegments(t *testing.T) {
+	t.Parallel()
+	doc := strings.Repeat("a", 3000) + "SPAN" + strings.Repeat("b", 5000) + "ÜBER" + strings.Repeat("c", 100)
+	gs := []fixpoint.Grounding{{Path: "/x", Grade: fixpoint.GradeExact, Start: 3000, End: 3004}, {Path: "/y", Grade: fixpoint.GradeFuzzy, Start: 8004, End: 8008}}
+	segs := docSegments(newSourceText(doc), gs)
+	clipped, ok := clipSegments(segs)
+	if !ok {
+		t.Fatal("not clipped")
+	}
+	var shown, gaps int
+	var marks []string
+	for _, s := range clipped {
+		shown += utf8.RuneCountInString(s.Text)
+		gaps += s.Gap
+		if s.Grade != "" {
+			marks = append(marks, s.Text+" "+s.Anchor)
+		}
+	}
+	if shown+gaps != utf8.RuneCountInString(doc) {
+		t.Errorf("%d shown and %d left out of %d characters", shown, gaps, utf8.RuneCountInString(doc))
+	}
+	if !reflect.DeepEqual(marks, []string{"SPAN span-0", "ÜBER span-1"}) {
+		t.Errorf("marks %q", marks)
+	}
+	// The head before the first span keeps its last docContext
+	// characters; the text between the spans both ends; the tail is whole.
+	want := []int{0, docContext, 4, docContext, 0, docContext, 4, 100}
+	var got []int
+	for _, s := range clipped {
+		got = append(got, utf8.RuneCountInString(s.Text))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("segment lengths %v, want %v", got, want)
+	}
+	// No span: the document's start.
+	plain, ok := clipSegments(docSegments(newSourceText(doc), nil))
+	if !ok || len(plain) != 2 || utf8.RuneCountInString(plain[0].Text) != docHeadChars {
+		t.Errorf("a document with no span: %d segments", len(plain))
+	}
+}
