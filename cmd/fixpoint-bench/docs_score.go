@@ -80,8 +80,9 @@ type docScore struct {
 // evidence stage's grades of its leaves by JSON pointer. A scalar or an
 // item is recalled only when the value holds it as the truth does: a
 // wrong amount, or an item with the right name and a wrong country, is
-// not. Every leaf that differs from the truth is wrong; grounded counts
-// those graded exact, normalized or fuzzy.
+// not. Every leaf that differs from the truth is wrong (of an item whose
+// name the document does not list, the name); grounded counts those
+// graded exact, normalized or fuzzy.
 func scoreValue(value json.RawMessage, truth sim.DocumentTruth, grades map[string]fixpoint.Grade) (docScore, error) {
 	var s docScore
 	got, err := decodeNumbers(value)
@@ -139,13 +140,15 @@ func scoreValue(value json.RawMessage, truth sim.DocumentTruth, grades map[strin
 		ptr := "/subsidiaries/" + strconv.Itoa(i)
 		t, ok := byKey[key]
 		if !ok {
-			for f := range it {
-				wrong(ptr + "/" + f)
-			}
+			// An item the document does not list is wrong by its name;
+			// its other fields may be a listed item's, under a wrong name.
+			wrong(ptr + "/name")
 			continue
 		}
+		// The name matched as a key does (case and spaces aside); the
+		// other fields must be the truth's.
 		hit := true
-		for f, w := range map[string]any{"name": t.Name, "country": t.Country, "ownership_percent": json.Number(strconv.FormatFloat(t.OwnershipPercent, 'f', -1, 64))} {
+		for f, w := range map[string]any{"country": t.Country, "ownership_percent": json.Number(strconv.FormatFloat(t.OwnershipPercent, 'f', -1, 64))} {
 			if v, ok := it[f]; ok && !extract.SameValue(v, w) {
 				wrong(ptr + "/" + f)
 				hit = false
