@@ -37,9 +37,13 @@ func ExampleValues() {
 	out, _ := json.Marshal(merged)
 	fmt.Println(string(out))
 	for _, c := range conflicts {
-		fmt.Printf("%s: %v from chunks %v, chose %v\n", c.Path, c.Values, c.Chunks, c.Chosen)
+		var given []string
+		for _, v := range c.Values {
+			given = append(given, string(v))
+		}
+		fmt.Printf("%s: %s from chunks %v, chose %s\n", c.Path, strings.Join(given, " or "), c.Chunks, c.Chosen)
 	}
 	// Output:
 	// {"company":"Acme AG","subsidiaries":[{"country":"DE","name":"Acme GmbH"},{"country":"UK","name":"Acme Ltd"},{"country":"JP","name":"Acme KK"}]}
-	// /company: [Acme AG Acme] from chunks [[0 2] [1]], chose Acme AG
+	// /company: "Acme AG" or "Acme" from chunks [[0 2] [1]], chose "Acme AG"
 }

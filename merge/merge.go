@@ -30,8 +30,8 @@
 //     kinds at one place) are equal when their canonical JSON is. When the
 //     chunks disagree, the value the most chunks gave wins, ties going to
 //     the value of the earliest chunk, and the disagreement is recorded as
-//     a Conflict: the place, every value given with the chunks that gave
-//     it, and the one chosen.
+//     a fixpoint.Conflict: the place, every value given (as JSON) with
+//     the chunks that gave it, and the one chosen.
 //
 // The result depends on the chunks' numbers and values only, not on the
 // order of the input: values of one chunk number are taken in the order
@@ -49,6 +49,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/subschema"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
@@ -74,32 +75,17 @@ type Options struct {
 	Keys map[string][]string
 }
 
-// Conflict is a place where the chunks gave different values.
-type Conflict struct {
-	// Path is the place in the merged value, a JSON pointer.
-	Path string
-	// Values are the distinct values the chunks gave there, in the order of
-	// the first chunk that gave each.
-	Values []any
-	// Chunks holds, for each of Values, the numbers of the chunks that
-	// gave it, ascending.
-	Chunks [][]int
-	// Chosen is the value the merged value holds: one of Values.
-	Chosen any
-}
-
 // Values merges the values of a document's chunks by the rules of the
 // package comment. schema, which may be nil, names the arrays' keys and
 // tuples; it is the document's schema, whose Partial checked each value.
 // The conflicts are in the order of their paths in the merged value
 // (depth first, members by name, items by index). merged shares no map
-// or slice with the input (a Conflict's Values do); with no values, it is
-// nil.
+// or slice with the input; with no values, it is nil.
 //
 // The error names what cannot be merged: a value holding something that
 // is no JSON value, an "x-fixpoint-key" of the schema or a key of
 // Options.Keys that names no fields.
-func Values(schema *validate.Schema, values []ChunkValue, opt Options) (merged any, conflicts []Conflict, err error) {
+func Values(schema *validate.Schema, values []ChunkValue, opt Options) (merged any, conflicts []fixpoint.Conflict, err error) {
 	keys, err := userKeys(opt.Keys)
 	if err != nil {
 		return nil, nil, err
@@ -144,7 +130,7 @@ type part struct {
 
 type merger struct {
 	keys      map[string][]string
-	conflicts []Conflict
+	conflicts []fixpoint.Conflict
 }
 
 // merge merges parts (in chunk order) found at path in the merged value
@@ -359,13 +345,22 @@ func (m *merger) choose(parts []part, path []string) any {
 			best = ch
 		}
 	}
-	cf := Conflict{Path: validate.Pointer(path), Chosen: best.v}
+	cf := fixpoint.Conflict{Path: validate.Pointer(path), Chosen: rawJSON(best.v)}
 	for _, ch := range choices {
-		cf.Values = append(cf.Values, ch.v)
+		cf.Values = append(cf.Values, rawJSON(ch.v))
 		cf.Chunks = append(cf.Chunks, ch.chunks)
 	}
 	m.conflicts = append(m.conflicts, cf)
 	return clone(best.v)
+}
+
+// rawJSON is v as JSON; v passed canonical, so it encodes.
+func rawJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
 }
 
 // clone returns a copy of v that shares no map or slice with it.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -52,7 +53,7 @@ func jsonOf(t testing.TB, v any) string {
 	return string(b)
 }
 
-func run(t *testing.T, schema *validate.Schema, values []ChunkValue, opt Options) (string, []Conflict) {
+func run(t *testing.T, schema *validate.Schema, values []ChunkValue, opt Options) (string, []fixpoint.Conflict) {
 	t.Helper()
 	merged, conflicts, err := Values(schema, values, opt)
 	if err != nil {
@@ -62,7 +63,7 @@ func run(t *testing.T, schema *validate.Schema, values []ChunkValue, opt Options
 }
 
 // conflictsOf renders conflicts as "path: chosen of v1 [chunks] | v2 [chunks]".
-func conflictsOf(t testing.TB, cs []Conflict) []string {
+func conflictsOf(t testing.TB, cs []fixpoint.Conflict) []string {
 	var out []string
 	for _, c := range cs {
 		var alts []string

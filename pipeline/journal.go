@@ -38,22 +38,26 @@ type journal struct {
 	mu   sync.Mutex
 	cur  *segment
 	open map[string][]*segment // deliveries not ended, by journalKey
-	// sending holds the segment of each delivery's call in flight: its
-	// outcome goes to the same file as its sent line.
-	sending map[string]*segment
+	// sending holds, by delivery and call (attempt No), the segment of
+	// each call in flight: its outcome goes to the same file as its sent
+	// line. A document job has several calls in flight at once.
+	sending map[string]map[int]*segment
 	warn    bool // a failure to write was logged
 }
 
 // journalLine is one line of a segment: a paid reply received (the
 // Interruption, one attempt), a call sent (Sent: the attempt it would be
 // with no reply, see repair.Step.Outstanding), or the end of a call whose
-// outcome was not a paid reply (Ended: no attempt). A delivery's calls are
-// sequential, so a sent line whose delivery has no later line in its
-// segment was in flight when the worker died.
+// outcome was not a paid reply (Ended: no attempt). Call is the attempt
+// No of the call a line is about: a sent line whose call has no later
+// line in its segment was in flight when the worker died. A line without
+// it (written before document jobs had calls in flight together) is about
+// the delivery's one call in flight.
 type journalLine struct {
 	store.Interruption
 	Sent  bool `json:",omitempty"`
 	Ended bool `json:",omitempty"`
+	Call  int  `json:",omitempty"`
 }
 
 // segment is one journal file.
@@ -82,26 +86,34 @@ func newJournal(dir string, log *slog.Logger) *journal {
 	if dir == "" {
 		return nil
 	}
-	return &journal{dir: dir, log: log, max: journalSegmentLines, open: map[string][]*segment{}, sending: map[string]*segment{}}
+	return &journal{dir: dir, log: log, max: journalSegmentLines, open: map[string][]*segment{}, sending: map[string]map[int]*segment{}}
 }
 
-// add writes one reply of a delivery: in, with one attempt. It ends the
-// delivery's call in flight.
+// add writes one reply of a delivery: in, with one attempt. It ends that
+// attempt's call in flight.
 func (j *journal) add(key string, in store.Interruption) {
-	j.write(key, journalLine{Interruption: in})
+	j.write(key, journalLine{Interruption: in, Call: callOf(in)})
+}
+
+// callOf is the attempt No of in's one attempt.
+func callOf(in store.Interruption) int {
+	if len(in.Attempts) == 0 {
+		return 0
+	}
+	return in.Attempts[0].No
 }
 
 // sent writes a call of a delivery as it goes out: in, with the attempt
 // it would be should no reply come. add or ended ends it.
 func (j *journal) sent(key string, in store.Interruption) {
-	j.write(key, journalLine{Interruption: in, Sent: true})
+	j.write(key, journalLine{Interruption: in, Sent: true, Call: callOf(in)})
 }
 
-// ended ends a delivery's call in flight that got no paid reply (a
-// provider error before any reply): in names the delivery, with no
-// attempt.
-func (j *journal) ended(key string, in store.Interruption) {
-	j.write(key, journalLine{Interruption: in, Ended: true})
+// ended ends a delivery's call in flight, attempt No call, that got no
+// paid reply (a provider error before any reply): in names the delivery,
+// with no attempt.
+func (j *journal) ended(key string, call int, in store.Interruption) {
+	j.write(key, journalLine{Interruption: in, Ended: true, Call: call})
 }
 
 // write appends l, a line of the delivery key, to the segment of the
@@ -117,8 +129,8 @@ func (j *journal) write(key string, l journalLine) {
 		j.failed(err)
 		return
 	}
-	seg := j.sending[key]
-	delete(j.sending, key)
+	seg := j.sending[key][l.Call]
+	delete(j.sending[key], l.Call)
 	if seg == nil {
 		if j.cur == nil || j.cur.n >= j.max {
 			if err := j.rotate(); err != nil {
@@ -134,7 +146,10 @@ func (j *journal) write(key string, l journalLine) {
 	}
 	seg.n++
 	if l.Sent {
-		j.sending[key] = seg
+		if j.sending[key] == nil {
+			j.sending[key] = map[int]*segment{}
+		}
+		j.sending[key][l.Call] = seg
 	}
 	if segs := j.open[key]; !slices.Contains(segs, seg) {
 		j.open[key] = append(segs, seg)
@@ -247,7 +262,7 @@ func replayJournal(ctx context.Context, path string, ledger Ledger, log *slog.Lo
 	defer f.Close()
 	var ins []store.Interruption
 	var ids []string
-	inFlight := map[string]int{} // delivery -> its last sent line, in ins
+	inFlight := map[string]map[int]int{} // delivery -> call -> its sent line, in ins
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 256<<20)
 	for sc.Scan() {
@@ -256,16 +271,25 @@ func replayJournal(ctx context.Context, path string, ledger Ledger, log *slog.Lo
 			continue // a line cut short by the kill
 		}
 		key := journalKey(l.JobID, l.Delivery)
-		if i, ok := inFlight[key]; ok {
-			// The delivery's call in flight has its outcome: drop its sent line.
-			ins[i].Attempts = nil
-			delete(inFlight, key)
+		call := l.Call
+		if call == 0 && !l.Ended {
+			call = callOf(l.Interruption)
+		}
+		for c, i := range inFlight[key] {
+			if c == call || (call == 0 && l.Ended) {
+				// The call in flight has its outcome: drop its sent line.
+				ins[i].Attempts = nil
+				delete(inFlight[key], c)
+			}
 		}
 		switch {
 		case l.Ended:
 			continue
 		case l.Sent:
-			inFlight[key] = len(ins)
+			if inFlight[key] == nil {
+				inFlight[key] = map[int]int{}
+			}
+			inFlight[key][call] = len(ins)
 		}
 		ins = append(ins, l.Interruption)
 		ids = append(ids, l.JobID)

@@ -314,7 +314,7 @@ func (w *Worker) loopHooks(d *delivery, spendCap capEntry, own *ownership) LoopH
 			w.noteAnomaly(d, a)
 			in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered}
 			if unpaidFailure(a) {
-				w.journal.ended(key, in)
+				w.journal.ended(key, a.No, in)
 				return
 			}
 			in.Attempts = []store.Attempt{ledgerrow.Attempt(a)}
