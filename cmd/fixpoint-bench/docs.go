@@ -101,7 +101,7 @@ func runDocs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&c.tokens, "tokens", docsTokensDefault, "about how long each document is, in tokens (chunk.Tokens); a document has at least 50,000 characters")
 	fs.StringVar(&c.preset, "preset", docsPresetDefault, "simulator preset (simllm --help lists them)")
 	strategies := fs.String("strategies", docsStrategiesDefault, "strategies to run, comma-separated: single, parallel, sequential, agent")
-	fs.IntVar(&c.concurrency, "concurrency", docsConcurrencyDefault, fmt.Sprintf("documents in flight (as worker --concurrency); calls in flight are capped at %d", docsLaneCalls))
+	fs.IntVar(&c.concurrency, "concurrency", docsConcurrencyDefault, fmt.Sprintf("documents in flight (as worker --concurrency); a document has at most %d calls in flight (pipeline.DocCallsMax), the bench at most %d", pipeline.DocCallsMax, docsLaneCalls))
 	fs.IntVar(&c.chunkTokens, "chunk-tokens", fixpoint.ChunkTokensDefault, "chunk size in tokens of parallel, sequential and agent")
 	fs.IntVar(&c.chunkOverlap, "chunk-overlap", fixpoint.ChunkOverlapDefault, "tokens each chunk repeats of the one before")
 	seed := fs.Uint64("seed", 1, "seed of the documents and of the simulator's draws")
@@ -381,8 +381,7 @@ func runStrategy(ctx context.Context, c docsConfig, s string, docs []benchDocume
 		row.Err = err.Error()
 		return row
 	}
-	client := clients[llm.ProviderOpenAI]
-	loop := pipeline.NewLoop(client, pipeline.LoopConfig{Record: repair.RecordHash})
+	loop := pipeline.NewLoop(clients[llm.ProviderOpenAI], pipeline.LoopConfig{Record: repair.RecordHash})
 	results := make([]docOutcome, len(docs))
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
@@ -395,7 +394,7 @@ func runStrategy(ctx context.Context, c docsConfig, s string, docs []benchDocume
 					return
 				}
 				job := docJob(c, s, &docs[i], set)
-				res, err := runDocJob(ctx, loop, client, job)
+				res, err := runDocJob(ctx, loop, job)
 				results[i] = docOutcome{res: res, err: err}
 				if n := done.Add(1); n%int64(max(1, len(docs)/10)) == 0 {
 					logf("  %s: %d of %d documents done, %s", s, n, len(docs), time.Since(start).Round(time.Millisecond))
@@ -422,20 +421,14 @@ type docOutcome struct {
 	err error
 }
 
-// runDocJob runs job to its end: the single call through the pipeline's
-// Loop, a document strategy through its repair.Machine. A job the provider
-// keeps failing (ErrTransient) is resumed a few times, as a worker would
-// run it again.
-func runDocJob(ctx context.Context, loop *pipeline.Loop, client pipeline.Completer, job *repair.Job) (*fixpoint.Result, error) {
+// runDocJob runs job to its end through the pipeline's Loop, as a worker
+// does (a document strategy's calls at once, up to
+// pipeline.DocCallsMax). A job the provider keeps failing (ErrTransient)
+// is resumed a few times, as a worker would run it again.
+func runDocJob(ctx context.Context, loop *pipeline.Loop, job *repair.Job) (*fixpoint.Result, error) {
 	var prev *fixpoint.Result
 	for try := 0; ; try++ {
-		var res *fixpoint.Result
-		var err error
-		if job.Limits.Strategy.Document() {
-			res, err = driveMachine(ctx, client, job, prev)
-		} else {
-			res, err = loop.Resume(ctx, job, prev, pipeline.LoopHooks{})
-		}
+		res, err := loop.Resume(ctx, job, prev, pipeline.LoopHooks{})
 		if err == nil || !errors.Is(err, fixpoint.ErrTransient) || try+1 >= docsTransientMax || ctx.Err() != nil {
 			return res, err
 		}

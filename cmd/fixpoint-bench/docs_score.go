@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +27,10 @@ type docsRow struct {
 	Docs   int    `json:"docs"`
 	Valid  int    `json:"valid"`
 	Failed int    `json:"failed"` // runs that ended in an error (transient, bad job)
+	// FirstErr is the first of those errors; FirstNotValid the first
+	// final result that is not valid, with its class and error.
+	FirstErr      string `json:"first_error,omitempty"`
+	FirstNotValid string `json:"first_not_valid,omitempty"`
 	// ValidRate is Valid over Docs.
 	ValidRate float64 `json:"valid_rate"`
 	// Scalars and Items are what the valid documents plant (7 and 500
@@ -233,13 +241,16 @@ func scoreRow(row *docsRow, docs []benchDocument, outs []docOutcome, set *docsSc
 		if o.err != nil {
 			row.Failed++
 			row.Statuses["error"]++
-			if row.Err == "" && o.res == nil {
-				row.Err = oneLine(o.err)
+			if row.FirstErr == "" {
+				row.FirstErr = docs[i].id + ": " + oneLine(o.err)
 			}
 			continue
 		}
 		row.Statuses[string(o.res.Status)]++
 		if o.res.Status != fixpoint.StatusValid {
+			if row.FirstNotValid == "" {
+				row.FirstNotValid = fmt.Sprintf("%s: %s (%s): %s", docs[i].id, o.res.Status, o.res.Class, oneLine(errors.New(o.res.Error)))
+			}
 			continue
 		}
 		row.Valid++
@@ -323,7 +334,7 @@ func writeDocsReport(w io.Writer, r *docsReport) {
 	fmt.Fprintln(w, "| strategy | valid | scalar recall | item recall | duplicate items | wrong values graded grounded | calls a document | tokens in / out a valid document | cost a valid document | vs single | wall |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, row := range r.Rows {
-		if row.Err != "" && row.Valid == 0 {
+		if row.Err != "" {
 			fmt.Fprintf(w, "| %s | error: %s | | | | | | | | | |\n", row.Strategy, row.Err)
 			continue
 		}
@@ -339,13 +350,33 @@ func writeDocsReport(w io.Writer, r *docsReport) {
 			row.WrongGrounded, row.Wrong, row.CallsPerDoc,
 			num(row.InPerValid), num(row.OutPerValid), usd(row.CostPerValid), vs, row.WallText)
 	}
+	fmt.Fprintln(w)
 	for _, row := range r.Rows {
-		if row.Err != "" && row.Valid > 0 {
-			fmt.Fprintf(w, "\n%s: %s", row.Strategy, row.Err)
+		if row.Err != "" {
+			continue
 		}
-		if row.Failed > 0 || row.SelfGraded > 0 {
-			fmt.Fprintf(w, "\n%s: %d runs ended in an error; %d valid values carried no grades and were graded by the bench", row.Strategy, row.Failed, row.SelfGraded)
+		fmt.Fprintf(w, "%s: final statuses %s", row.Strategy, statusList(row.Statuses))
+		if row.Failed > 0 {
+			fmt.Fprintf(w, "; %d runs ended in an error, the first %s", row.Failed, row.FirstErr)
 		}
+		if row.FirstNotValid != "" {
+			fmt.Fprintf(w, "; the first not valid %s", row.FirstNotValid)
+		}
+		if row.SelfGraded > 0 {
+			fmt.Fprintf(w, "; %d valid values carried no evidence grades and were graded by the bench", row.SelfGraded)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
+}
+
+// statusList is the final statuses and their counts, most first.
+func statusList(m map[string]int) string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(m[b]-m[a], strings.Compare(a, b)) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
