@@ -31,6 +31,12 @@ const (
 	// the document byte for byte, nothing escaped.
 	DocumentOpen  = "<document>"
 	DocumentClose = "</document>"
+	// ValueSoFarOpen starts, in a sequential strategy's request over a
+	// chunk after the first, the value built from the chunks before it
+	// (JSON), which the reply extends or corrects; ValueSoFarClose ends
+	// it.
+	ValueSoFarOpen  = "<value-so-far>"
+	ValueSoFarClose = "</value-so-far>"
 )
 
 // Mode is how structured output is asked for.

@@ -548,11 +548,14 @@ func documentMessage(doc, text string) string {
 }
 
 // withoutDocument is msgs with the text of doc, wherever a message gives
-// it between the document markers, replaced by a line naming its size:
-// what an attempt keeps of the messages it sent.
-func withoutDocument(msgs []fixpoint.Message, doc string) []fixpoint.Message {
+// it between the document markers, replaced by note, or when note is ""
+// a line naming its size: what an attempt keeps of the messages it sent.
+func withoutDocument(msgs []fixpoint.Message, doc, note string) []fixpoint.Message {
+	if note == "" {
+		note = documentPlaceholder(len(doc))
+	}
 	block := fixpoint.DocumentOpen + "\n" + doc + "\n" + fixpoint.DocumentClose
-	short := fixpoint.DocumentOpen + "\n" + documentPlaceholder(len(doc)) + "\n" + fixpoint.DocumentClose
+	short := fixpoint.DocumentOpen + "\n" + note + "\n" + fixpoint.DocumentClose
 	out := slices.Clone(msgs)
 	for i := range out {
 		out[i].Content = strings.Replace(out[i].Content, block, short, 1)

@@ -109,6 +109,10 @@ type Step struct {
 	// patch, under StrategyPatch, is the value the next request (or the
 	// outstanding one) asks to patch; nil when it is not a patch request.
 	patch *patchState
+	// docNote, when not "", stands for the job's document in the requests
+	// an attempt keeps: a chunk's step names the chunk, which is a part of
+	// the document the ledger stores, not the document.
+	docNote string
 }
 
 // Start begins the repair of job, or continues it from prev: the result an
@@ -717,7 +721,7 @@ func (s *Step) recordRequest(a *fixpoint.Attempt, req *fixpoint.Request) {
 		if s.job.Document != "" {
 			// The ledger has the document once (its documents table):
 			// each attempt keeping it would store it once a call.
-			a.Request, _ = json.Marshal(withoutDocument(req.Messages, s.job.Document))
+			a.Request, _ = json.Marshal(withoutDocument(req.Messages, s.job.Document, s.docNote))
 		}
 		if sys.Message() != nil {
 			a.System = sys

@@ -1,0 +1,400 @@
+package repair_test
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/repair"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+const agreementSchema = `{"type": "object", "properties": {
+  "party": {"type": "string"},
+  "amount": {"type": "integer"},
+  "items": {"type": "array", "x-fixpoint-key": "name", "items": {"type": "object",
+    "properties": {"name": {"type": "string"}, "country": {"type": "string"}}, "required": ["name"]}}},
+  "required": ["party", "amount", "items"], "additionalProperties": false}`
+
+// agreement splits into three chunks of 30 tokens: the parties, the
+// amount, the subsidiaries.
+const agreement = "# Agreement\n\nThis agreement is made between Acme GmbH, the provider, and Zeta Ltd, the customer, on the first day of May.\n\n" +
+	"The total amount is 1200 euros, payable in twelve monthly instalments of equal size.\n\n" +
+	"Subsidiaries: Acme Ltd (UK) and Acme KK (Japan), each wholly owned by the provider.\n"
+
+func agreementJob(t *testing.T, strategy fixpoint.Strategy, edit func(*repair.Job)) *repair.Job {
+	t.Helper()
+	schema, err := validate.Compile([]byte(agreementSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &repair.Job{ID: "doc-7", Schema: schema, SchemaRaw: []byte(agreementSchema), Model: "gpt-4o-mini",
+		Prompt: "Extract the party, the amount and the subsidiaries.", Document: agreement,
+		Limits: fixpoint.Limits{MaxAttempts: 2, Strategy: strategy, ChunkTokens: 30}}
+	if edit != nil {
+		edit(job)
+	}
+	return job
+}
+
+var partRE = regexp.MustCompile(`part (\d+) of (\d+)`)
+
+// partOf is the chunk number a request is over (from its part line), -1
+// for a request that names no part.
+func partOf(req *fixpoint.Request) int {
+	m := partRE.FindStringSubmatch(req.Messages[0].Content)
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n - 1
+}
+
+// replyFunc answers one request: a reply, or an error.
+type replyFunc func(req *fixpoint.Request) (*fixpoint.Response, error)
+
+func text(s string) (*fixpoint.Response, error) {
+	return &fixpoint.Response{Text: s, FinishReason: fixpoint.FinishStop, Usage: fixpoint.Usage{InputTokens: 100, OutputTokens: 10}}, nil
+}
+
+// byChunk answers a chunk's first request with first[n], a later one
+// with again[n] (or first[n]), and any other request with other.
+func byChunk(first, again map[int]string, other string) replyFunc {
+	return func(req *fixpoint.Request) (*fixpoint.Response, error) {
+		n := partOf(req)
+		switch {
+		case n < 0:
+			return text(other)
+		case len(req.Messages) > 1 && again[n] != "":
+			return text(again[n])
+		}
+		return text(first[n])
+	}
+}
+
+// drive runs m to its end, sending each request as soon as it is given
+// (replies fed in the order sent), and returns the requests sent.
+func drive(t *testing.T, m repair.Machine, reply replyFunc) []*fixpoint.Request {
+	t.Helper()
+	var sent, queue []*fixpoint.Request
+	act := m.Next()
+	for i := 0; i < 100; i++ {
+		if act.Err != nil {
+			t.Fatalf("transient failure: %v", act.Err)
+		}
+		queue = append(queue, act.Requests...)
+		sent = append(sent, act.Requests...)
+		if len(queue) == 0 {
+			if !act.Done() {
+				t.Fatalf("nothing outstanding, and the machine is not done: %+v", act)
+			}
+			return sent
+		}
+		req := queue[0]
+		queue = queue[1:]
+		resp, err := reply(req)
+		_, act = m.Feed(req, resp, err, time.Now())
+	}
+	t.Fatal("the machine did not end in 100 feeds")
+	return nil
+}
+
+func startDoc(t *testing.T, job *repair.Job, prev *fixpoint.Result) repair.Machine {
+	t.Helper()
+	m, err := repair.StartDocument(job, prev, repair.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestParallelSendsEveryChunkAtOnce: the first Next gives one request per
+// chunk, each its chunk in the document block, the part line and the
+// prompt, under the job's system prompt and the part note; then the
+// machine waits.
+func TestParallelSendsEveryChunkAtOnce(t *testing.T) {
+	t.Parallel()
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	act := m.Next()
+	if len(act.Requests) != 3 {
+		t.Fatalf("first Next: %d requests, want 3 (one per chunk)", len(act.Requests))
+	}
+	for n, req := range act.Requests {
+		msg := req.Messages[0].Content
+		if !strings.HasPrefix(msg, fixpoint.DocumentOpen+"\n") || strings.Contains(msg, agreement) {
+			t.Errorf("request %d does not hold its chunk alone in the document block: %q", n, msg)
+		}
+		if partOf(req) != n || !strings.HasSuffix(msg, "Extract the party, the amount and the subsidiaries.") {
+			t.Errorf("request %d: part %d, message %q", n, partOf(req), msg)
+		}
+		if !strings.HasSuffix(req.System, repair.PartNote) || !strings.Contains(req.System, fixpoint.SchemaMarkerOpen) {
+			t.Errorf("request %d: the system prompt is not the job's with the part note: %q", n, req.System)
+		}
+	}
+	if !strings.Contains(act.Requests[2].Messages[0].Content, "Acme KK (Japan)") {
+		t.Errorf("the third chunk does not hold the subsidiaries: %q", act.Requests[2].Messages[0].Content)
+	}
+	if again := m.Next(); len(again.Requests) != 0 || !again.Waiting {
+		t.Errorf("second Next: %+v, want waiting and no request sent twice", again)
+	}
+}
+
+// TestSmartValidation: a chunk's value may lack a required property, but
+// a type error goes back to that chunk's conversation at once; under
+// Strict the missing property is an error too.
+func TestSmartValidation(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{"amount": "twelve hundred"}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
+	again := map[int]string{1: `{"amount": 1200}`}
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	sent := drive(t, m, byChunk(first, again, ""))
+	res := m.Result()
+	if len(sent) != 4 || partOf(sent[3]) != 1 {
+		t.Fatalf("sent %d requests (the last over part %d), want 4: one per chunk and one more for chunk 1", len(sent), partOf(sent[len(sent)-1]))
+	}
+	fb := sent[3].Messages[len(sent[3].Messages)-1].Content
+	if !strings.Contains(fb, "/amount") {
+		t.Errorf("the type error was not fed back: %q", fb)
+	}
+	if res.Status != fixpoint.StatusValid || string(res.Value) != `{"amount":1200,"items":[{"name":"Acme Ltd"}],"party":"Acme GmbH"}` {
+		t.Fatalf("result %s %s (%s), want valid and merged", res.Status, res.Value, res.Error)
+	}
+
+	strict := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, func(j *repair.Job) { j.Limits.Strict = true }), nil)
+	act := strict.Next()
+	if strings.Contains(act.Requests[0].System, repair.PartNote) {
+		t.Error("under Strict the system prompt still says a value may leave properties out")
+	}
+	a, next := strict.Feed(act.Requests[0], must(text(first[0])), nil, time.Now())
+	if a.Valid || !hasKeyword(a.Errors, "required") || len(next.Requests) != 1 {
+		t.Errorf("under Strict a chunk value without amount: valid %v, errors %v, next %d requests; want invalid, required, one more", a.Valid, a.Errors, len(next.Requests))
+	}
+}
+
+func must(r *fixpoint.Response, _ error) *fixpoint.Response { return r }
+
+func hasKeyword(errs []fixpoint.ValidationError, kw string) bool {
+	for _, e := range errs {
+		if e.Keyword == kw {
+			return true
+		}
+	}
+	return false
+}
+
+// TestMergeAttempt: the chunks' values merge into one, recorded as a
+// merge attempt with no call and the places where they disagreed; every
+// attempt is numbered job-wide in feed order with its step and chunk,
+// and the totals cover the chunk calls.
+func TestMergeAttempt(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{
+		0: `{"party": "Acme GmbH", "amount": 1200}`,
+		1: `{"party": "Acme", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`,
+		2: `{"party": "Acme GmbH", "items": [{"name": "Acme Ltd", "country": "UK"}, {"name": "Acme KK", "country": "Japan"}]}`,
+	}
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	drive(t, m, byChunk(first, nil, ""))
+	res := m.Result()
+	if res.Status != fixpoint.StatusValid || len(res.Attempts) != 4 {
+		t.Fatalf("status %s, %d attempts (%s), want valid, 3 chunks and a merge", res.Status, len(res.Attempts), res.Error)
+	}
+	for i, a := range res.Attempts[:3] {
+		if a.No != i+1 || a.Step != fixpoint.StepChunk || a.Chunk == nil || a.Chunk.N != i || a.TokensIn != 100 {
+			t.Errorf("attempt %d: no %d, step %s, chunk %+v, tokens in %d", i, a.No, a.Step, a.Chunk, a.TokensIn)
+		}
+		if strings.Contains(string(a.Request), "Acme GmbH, the provider") || !strings.Contains(string(a.Request), "part "+strconv.Itoa(i+1)+" of 3 of the job's document") {
+			t.Errorf("attempt %d keeps the chunk's text, or no line naming it: %s", i, a.Request)
+		}
+	}
+	mg := res.Attempts[3]
+	if mg.No != 4 || mg.Step != fixpoint.StepMerge || !mg.Valid || mg.TokensIn != 0 || mg.CostUSD != 0 || len(mg.Request) != 0 {
+		t.Errorf("merge attempt: %+v", mg)
+	}
+	if len(mg.Conflicts) != 1 || mg.Conflicts[0].Path != "/party" || string(mg.Conflicts[0].Chosen) != `"Acme GmbH"` ||
+		len(mg.Conflicts[0].Chunks) != 2 || mg.Conflicts[0].Chunks[1][0] != 1 {
+		t.Errorf("conflicts %+v, want /party: Acme GmbH of chunks 0 and 2 over Acme of chunk 1", mg.Conflicts)
+	}
+	var v struct {
+		Items []map[string]string `json:"items"`
+	}
+	if err := json.Unmarshal(res.Value, &v); err != nil || len(v.Items) != 2 || v.Items[0]["country"] != "UK" {
+		t.Errorf("merged items %s, want Acme Ltd once (with its country) and Acme KK", res.Value)
+	}
+	if res.Calls != 3 || res.TokensIn != 300 || res.TokensOut != 30 || string(mg.Value) != string(res.Value) {
+		t.Errorf("totals: %d calls, %d in, %d out; want 3, 300, 30", res.Calls, res.TokensIn, res.TokensOut)
+	}
+	if !res.FirstAttemptValid {
+		t.Error("every chunk and the merge valid at once, but not first-attempt valid")
+	}
+}
+
+// TestMergedInvalidIsRepaired: a merged value the full schema refuses
+// goes to repair calls: the task without the document, the merged value,
+// its errors; the repaired value ends the job valid.
+func TestMergedInvalidIsRepaired(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
+	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	sent := drive(t, m, byChunk(first, nil, repaired))
+	res := m.Result()
+	if len(sent) != 4 || partOf(sent[3]) != -1 {
+		t.Fatalf("sent %d requests, want 3 chunks and a repair", len(sent))
+	}
+	msg := sent[3].Messages[len(sent[3].Messages)-1].Content
+	for _, want := range []string{fixpoint.TaskOpen, fixpoint.PreviousReplyOpen + "\n" + `{"items":[{"name":"Acme Ltd"}],"party":"Acme GmbH"}`, "amount", "3 parts"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the repair request lacks %q: %q", want, msg)
+		}
+	}
+	if strings.Contains(msg, fixpoint.DocumentOpen) || strings.Contains(sent[3].System, repair.PartNote) {
+		t.Errorf("the repair request sends the document or the part note: %q", msg)
+	}
+	steps := []fixpoint.StepKind{fixpoint.StepChunk, fixpoint.StepChunk, fixpoint.StepChunk, fixpoint.StepMerge, fixpoint.StepRepair}
+	if len(res.Attempts) != len(steps) {
+		t.Fatalf("%d attempts, want %d", len(res.Attempts), len(steps))
+	}
+	for i, a := range res.Attempts {
+		if a.Step != steps[i] || a.No != i+1 {
+			t.Errorf("attempt %d: step %s no %d, want %s %d", i, a.Step, a.No, steps[i], i+1)
+		}
+	}
+	if mg := res.Attempts[3]; mg.Valid || !hasKeyword(mg.Errors, "required") {
+		t.Errorf("merge attempt valid %v errors %v, want the missing amount", mg.Valid, mg.Errors)
+	}
+	if res.Status != fixpoint.StatusValid || res.Calls != 4 || res.FirstAttemptValid {
+		t.Errorf("status %s, %d calls, first valid %v; want valid after 4 calls, not first-attempt valid", res.Status, res.Calls, res.FirstAttemptValid)
+	}
+}
+
+// TestRepairGivesUp: repair calls stop at MaxAttempts and the job ends
+// invalid with their errors.
+func TestRepairGivesUp(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{}`, 2: `{}`}
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	sent := drive(t, m, byChunk(first, nil, `{"party": "Acme GmbH"}`))
+	res := m.Result()
+	if len(sent) != 5 || res.Status != fixpoint.StatusInvalid || res.Class != string(fixpoint.ClassShape) {
+		t.Errorf("sent %d, status %s class %s; want 3 chunks and 2 repairs, then invalid shape", len(sent), res.Status, res.Class)
+	}
+}
+
+// TestSequentialCarriesTheValueSoFar: each chunk after the first is sent
+// the value so far; a chunk that stays invalid keeps it; the last value
+// is checked against the full schema.
+func TestSequentialCarriesTheValueSoFar(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{
+		0: `{"party": "Acme GmbH"}`,
+		1: `{"party": "Acme GmbH", "amount": "lots"}`,
+		2: `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`,
+	}
+	m := startDoc(t, agreementJob(t, fixpoint.StrategySequential, nil), nil)
+	var seen []int
+	sent := drive(t, m, func(req *fixpoint.Request) (*fixpoint.Response, error) {
+		seen = append(seen, partOf(req))
+		return byChunk(first, nil, "")(req)
+	})
+	if want := []int{0, 1, 1, 2}; !equalInts(seen, want) {
+		t.Fatalf("parts asked %v, want %v: one at a time, in order, the invalid one twice", seen, want)
+	}
+	if strings.Contains(sent[0].Messages[0].Content, fixpoint.ValueSoFarOpen) {
+		t.Error("the first chunk is sent a value so far")
+	}
+	for _, i := range []int{1, 3} {
+		want := fixpoint.ValueSoFarOpen + "\n" + `{"party":"Acme GmbH"}` + "\n" + fixpoint.ValueSoFarClose
+		if !strings.Contains(sent[i].Messages[0].Content, want) {
+			t.Errorf("request %d lacks the value so far %q: %q", i, want, sent[i].Messages[0].Content)
+		}
+	}
+	res := m.Result()
+	if res.Status != fixpoint.StatusValid || res.Attempts[len(res.Attempts)-1].Step != fixpoint.StepMerge || res.Calls != 4 {
+		t.Errorf("status %s (%s), %d calls", res.Status, res.Error, res.Calls)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestResumeAfterTransientFailure: a chunk call that fails transiently
+// makes the job wait (the error matches ErrTransient); a machine started
+// again from the result sends only that chunk, and the totals cover
+// every call of both runs.
+func TestResumeAfterTransientFailure(t *testing.T) {
+	t.Parallel()
+	job := agreementJob(t, fixpoint.StrategyParallel, nil)
+	first := map[int]string{0: `{"party": "Acme GmbH", "amount": 1200}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
+	m := startDoc(t, job, nil)
+	act := m.Next()
+	var gotErr error
+	for _, req := range act.Requests {
+		var next repair.DocAction
+		if partOf(req) == 1 {
+			_, next = m.Feed(req, nil, &fixpoint.ProviderError{Status: 503, Class: fixpoint.ClassOverloaded, Message: "overloaded"}, time.Now())
+		} else {
+			_, next = m.Feed(req, must(text(first[partOf(req)])), nil, time.Now())
+		}
+		if next.Err != nil {
+			gotErr = next.Err
+		}
+	}
+	if !errors.Is(gotErr, fixpoint.ErrTransient) {
+		t.Fatalf("a 503 gave %v, want an error matching ErrTransient", gotErr)
+	}
+	prev := m.Result()
+	if len(prev.Attempts) != 3 || prev.Calls != 3 {
+		t.Fatalf("after the first run: %d attempts, %d calls; want 3, 3", len(prev.Attempts), prev.Calls)
+	}
+	again := startDoc(t, job, prev)
+	sent := drive(t, again, byChunk(map[int]string{1: `{"amount": 1200}`}, nil, ""))
+	if len(sent) != 1 || partOf(sent[0]) != 1 {
+		for _, r := range sent {
+			t.Logf("sent part %d: %d messages", partOf(r), len(r.Messages))
+		}
+		t.Fatalf("the second run sent %d requests, want the failed chunk's only", len(sent))
+	}
+	res := again.Result()
+	if res.Status != fixpoint.StatusValid || len(res.Attempts) != 5 || res.Calls != 4 || res.TokensIn != 300 || res.Attempts[3].No != 4 {
+		t.Errorf("status %s, %d attempts, %d calls, %d tokens in; want valid, 5 (one a merge), 4, 300", res.Status, len(res.Attempts), res.Calls, res.TokensIn)
+	}
+}
+
+// TestChunkedBadJobs: a job the chunked strategies can never run is
+// refused with ErrBadJob and a message naming why.
+func TestChunkedBadJobs(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		edit func(*repair.Job)
+		want string
+	}{
+		{"no document", func(j *repair.Job) { j.Document = "" }, "no document"},
+		{"mode tool", func(j *repair.Job) { j.Mode = fixpoint.ModeTool }, "needs mode prompt"},
+		{"not UTF-8", func(j *repair.Job) { j.Document = "ab\xffcd" }, "split the document"},
+		{"overlap too large", func(j *repair.Job) { j.Limits.ChunkOverlap = 30 }, "chunk_overlap"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := repair.StartDocument(agreementJob(t, fixpoint.StrategyParallel, c.edit), nil, repair.Config{})
+			if !errors.Is(err, fixpoint.ErrBadJob) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want ErrBadJob naming %q", err, c.want)
+			}
+		})
+	}
+}
