@@ -74,6 +74,15 @@ type docsRow struct {
 	WallText     string         `json:"wall"`
 	SimCalls     int64          `json:"sim_requests"`
 	Statuses     map[string]int `json:"statuses"`
+	// ByLang is the recall of the valid documents of each language.
+	ByLang map[string]langRecall `json:"by_lang"`
+}
+
+// langRecall is the recall of one language's valid documents.
+type langRecall struct {
+	Valid        int     `json:"valid"`
+	ScalarRecall float64 `json:"scalar_recall"`
+	ItemRecall   float64 `json:"item_recall"`
 }
 
 // docScore is what one valid value holds against its document's truth.
@@ -231,6 +240,8 @@ func scoreRow(row *docsRow, docs []benchDocument, outs []docOutcome, set *docsSc
 	row.Docs = len(docs)
 	row.Statuses = map[string]int{}
 	var tot docScore
+	byLang := map[string]*docScore{}
+	validByLang := map[string]int{}
 	for i, o := range outs {
 		if o.res != nil {
 			row.Calls += o.res.Calls
@@ -259,6 +270,12 @@ func scoreRow(row *docsRow, docs []benchDocument, outs []docOutcome, set *docsSc
 			var s docScore
 			if s, err = scoreValue(o.res.Value, docs[i].doc.Truth, grades); err == nil {
 				tot.add(s)
+				lang := docs[i].doc.Lang
+				if byLang[lang] == nil {
+					byLang[lang] = &docScore{}
+				}
+				byLang[lang].add(s)
+				validByLang[lang]++
 			}
 		}
 		if err != nil {
@@ -272,6 +289,10 @@ func scoreRow(row *docsRow, docs []benchDocument, outs []docOutcome, set *docsSc
 	row.Listed, row.Duplicates = tot.listed, tot.duplicates
 	row.Wrong, row.WrongGrounded, row.WrongUngraded = tot.wrong, tot.grounded, tot.ungraded
 	row.ValidRate = ratio(row.Valid, row.Docs)
+	row.ByLang = map[string]langRecall{}
+	for lang, l := range byLang {
+		row.ByLang[lang] = langRecall{Valid: validByLang[lang], ScalarRecall: ratio(l.scalarsHit, l.scalars), ItemRecall: ratio(l.itemsHit, l.items)}
+	}
 	row.ScalarRecall, row.ItemRecall = ratio(row.ScalarsHit, row.Scalars), ratio(row.ItemsHit, row.Items)
 	row.DuplicateRate = ratio(row.Duplicates, row.Listed)
 	row.CallsPerDoc = ratio(row.Calls, row.Docs)
@@ -356,6 +377,14 @@ func writeDocsReport(w io.Writer, r *docsReport) {
 			continue
 		}
 		fmt.Fprintf(w, "%s: final statuses %s", row.Strategy, statusList(row.Statuses))
+		if len(row.ByLang) > 0 {
+			var parts []string
+			for _, lang := range slices.Sorted(maps.Keys(row.ByLang)) {
+				l := row.ByLang[lang]
+				parts = append(parts, fmt.Sprintf("%s %s/%s", lang, pct(l.ScalarRecall), pct(l.ItemRecall)))
+			}
+			fmt.Fprintf(w, "; scalar/item recall by language %s", strings.Join(parts, ", "))
+		}
 		if row.Failed > 0 {
 			fmt.Fprintf(w, "; %d runs ended in an error, the first %s", row.Failed, row.FirstErr)
 		}
