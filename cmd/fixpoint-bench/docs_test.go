@@ -13,7 +13,7 @@ import (
 )
 
 // docsBenchStrategies are the strategies the small run covers.
-var docsBenchStrategies = []string{"single"}
+var docsBenchStrategies = []string{"single", "parallel", "sequential", "agent"}
 
 func TestDocsBenchPrintsOneRowAStrategy(t *testing.T) {
 	t.Parallel()
