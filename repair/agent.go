@@ -24,13 +24,14 @@ import (
 // the ledger need not keep the tools' results.
 
 // AgentTurnsMax is the most turns an agent run of a document cut into
-// chunks chunks may take: two a chunk (one to read it, one to fix what
-// was refused), plus the refused finishes and the nudges the limits
-// allow, plus two (the first turn and the finish). Past it the job ends
-// invalid.
+// chunks chunks may take: three a chunk (enough to read every chunk twice,
+// a second pass after a refused finish, and fix one refused call for
+// each), plus the refused finishes and the nudges the limits allow, plus
+// four (the first turn, the finishes of two passes, one spare). Past it
+// the job ends invalid.
 func AgentTurnsMax(chunks int, lim fixpoint.Limits) int {
 	lim = lim.WithDefaults()
-	return 2*chunks + lim.MaxValidationAttempts + fixpoint.NudgesMax + 2
+	return 3*chunks + lim.MaxValidationAttempts + fixpoint.NudgesMax + 4
 }
 
 // agent is the agent strategy's Machine. At most one request is

@@ -178,8 +178,10 @@ func searchDocument(doc string, chunks []chunk.Chunk, query string) string {
 }
 
 // agentKeptTurns is how many of the latest turns keep the text of the
-// chunks they read; earlier read_chunk results keep their header only.
-const agentKeptTurns = 2
+// chunks they read (the turn that reads a chunk, the one that puts what
+// it found, one to fix a refused put); earlier read_chunk results keep
+// their header only.
+const agentKeptTurns = 3
 
 // agentElide is msgs as sent: the text of a chunk read before the last
 // agentKeptTurns turns is left out (its header stays, and a line saying

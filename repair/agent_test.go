@@ -339,8 +339,8 @@ func TestAgentTransientFailure(t *testing.T) {
 	}
 }
 
-// Chunk texts read more than two turns ago are left out of the request,
-// their headers kept.
+// Chunk texts read more than three turns ago are left out of the
+// request, their headers kept.
 func TestAgentElidesOldChunks(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
@@ -348,14 +348,20 @@ func TestAgentElidesOldChunks(t *testing.T) {
 		calls(call("a", fixpoint.ToolReadChunk, `{"n":0}`)),
 		calls(call("b", fixpoint.ToolReadChunk, `{"n":1}`)),
 		calls(call("c", fixpoint.ToolReadChunk, `{"n":2}`)),
-		calls(call("d", fixpoint.ToolFail, `{"reason":"x"}`)),
+		calls(call("d", fixpoint.ToolReadChunk, `{"n":3}`)),
+		calls(call("e", fixpoint.ToolFail, `{"reason":"x"}`)),
 	)
-	last, _ := json.Marshal(reqs[3].Messages)
+	last, _ := json.Marshal(reqs[4].Messages)
 	if strings.Contains(string(last), "Acme GmbH and its customer") || !strings.Contains(string(last), "chunk 0 of") {
-		t.Errorf("request 4 keeps chunk 0's text or loses its header: %s", last)
+		t.Errorf("request 5 keeps chunk 0's text or loses its header: %s", last)
 	}
-	if !strings.Contains(string(last), "24 months") || !strings.Contains(string(last), "Alpha Ltd") {
-		t.Errorf("request 4 lost the chunks of the last two turns: %s", last)
+	for _, kept := range []string{"24 months", "Alpha Ltd", "Zürich"} {
+		if !strings.Contains(string(last), kept) {
+			t.Errorf("request 5 lost %q, of the chunks of the last three turns: %s", kept, last)
+		}
+	}
+	if first, _ := json.Marshal(reqs[3].Messages); !strings.Contains(string(first), "Acme GmbH and its customer") {
+		t.Errorf("request 4 lost chunk 0's text, read three turns before: %s", first)
 	}
 }
 

@@ -194,23 +194,26 @@ func (m *agent) runCall(c fixpoint.ToolCall, out *turnOut) (string, []fixpoint.V
 // value that would result against the partial schema (the full one under
 // Limits.Strict), with the job's coercions.
 func (m *agent) setOutput(args string, update bool) (string, []fixpoint.ValidationError) {
-	candidate := args
-	if update && m.hasValue {
-		upd, err := decodeValue([]byte(args))
-		if err != nil {
-			return "", []fixpoint.ValidationError{{Keyword: "syntax", Class: fixpoint.ClassSyntax, Message: "arguments: " + err.Error()}}
-		}
-		merged, err := mergeUpdate(m.step.job.Schema, m.value, upd)
-		if err != nil {
-			return "", []fixpoint.ValidationError{{Keyword: "merge", Class: fixpoint.ClassShape, Message: "the update cannot be merged into the output: " + err.Error()}}
-		}
-		candidate = string(marshalValue(merged))
-	}
-	check := validate.CheckWith(m.partial, candidate, validate.CheckOptions{Coerce: Coercer(m.step.lim.Coerce)})
+	coerce := Coercer(m.step.lim.Coerce)
+	// The arguments are checked first, so that the errors point into them.
+	check := validate.CheckWith(m.partial, args, validate.CheckOptions{Coerce: coerce})
 	if !check.Valid {
 		return "", check.Errors
 	}
-	m.value, m.hasValue = check.Value, true
+	value := check.Value
+	if update && m.hasValue {
+		merged, err := mergeUpdate(m.step.job.Schema, m.value, value)
+		if err != nil {
+			return "", []fixpoint.ValidationError{{Keyword: "merge", Class: fixpoint.ClassShape, Message: "the update cannot be merged into the output: " + err.Error()}}
+		}
+		// What only the whole can break (a bound on a list's length, a
+		// uniqueness) is checked on the merged value.
+		if errs := m.partial.Validate(merged); len(errs) > 0 {
+			return "", errs
+		}
+		value = merged
+	}
+	m.value, m.hasValue = value, true
 	msg := resultSet
 	if update {
 		msg = resultUpdated

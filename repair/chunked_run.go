@@ -3,6 +3,7 @@ package repair
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	json "github.com/segmentio/encoding/json"
@@ -309,8 +310,9 @@ func (m *chunked) mergeAttempt(value any, conflicts []fixpoint.Conflict) *fixpoi
 
 // startRepair starts the repair conversation of the merged value, from
 // its attempts so far. Its first request is the repair strategy's: the
-// task without the document, the merged value as the reply to correct,
-// and its errors.
+// task, the merged value as the reply to correct, and its errors. The
+// document is not sent again, only the chunks that ended without a valid
+// value (see lostParts).
 func (m *chunked) startRepair(atts []fixpoint.Attempt) {
 	mg := m.merged
 	sub := m.job
@@ -320,8 +322,39 @@ func (m *chunked) startRepair(atts []fixpoint.Attempt) {
 	sub.Limits = m.subLimits(fixpoint.StrategyRepair, m.lim.MaxAttempts+1)
 	seed := fixpoint.Attempt{Raw: string(mg.Value), Class: mg.Class, Errors: mg.Errors}
 	seed.Feedback = m.mergedFeedback(mg)
-	step := m.subStep(&sub, append([]fixpoint.Attempt{seed}, atts...), m.cfg)
-	m.repair = &unit{step: step, kind: fixpoint.StepRepair, ended: convEnded(append([]fixpoint.Attempt{seed}, atts...), m.lim.MaxAttempts+1)}
+	doc, names := m.lostParts()
+	if doc != "" {
+		sub.Document = doc
+		lead := fmt.Sprintf("The document above is not the whole document: it holds only %s of %d, the parts whose values were lost.", names, len(m.chunks))
+		sub.Prompt, sub.Messages = withLead(sub.Prompt, sub.Messages, lead)
+	}
+	atts = append([]fixpoint.Attempt{seed}, atts...)
+	step := m.subStep(&sub, atts, m.cfg)
+	if doc != "" {
+		step.docNote = fmt.Sprintf("[%s of the job's document, %d bytes: the document is stored once in the ledger's documents, under the job's document_hash]", names, len(doc))
+	}
+	m.repair = &unit{step: step, kind: fixpoint.StepRepair, ended: convEnded(atts, m.lim.MaxAttempts+1)}
+}
+
+// lostParts is the text of the chunks that ended without a valid value,
+// each a paragraph apart, and their names ("parts 2 and 5 (code points
+// ...)"); "" when every chunk gave one. What a valid chunk held is in the
+// merged value already; what a lost chunk held is nowhere else, and
+// sending it costs less than the document whole.
+func (m *chunked) lostParts() (string, string) {
+	var texts, names []string
+	for _, u := range m.units {
+		if _, ok := u.value(); ok {
+			continue
+		}
+		c := m.chunks[u.ref.N]
+		texts = append(texts, c.Text)
+		names = append(names, fmt.Sprintf("part %d (code points %d to %d)", c.N+1, c.Start, c.End))
+	}
+	if len(texts) == 0 {
+		return "", ""
+	}
+	return strings.Join(texts, "\n\n[...]\n\n"), strings.Join(names, ", ")
 }
 
 // mergedFeedback is the correction of the merged value: where it comes
@@ -331,7 +364,10 @@ func (m *chunked) mergedFeedback(a *fixpoint.Attempt) string {
 	if m.lim.Strategy == fixpoint.StrategySequential {
 		from = fmt.Sprintf("That value was built by reading the %d parts of the document in order.", len(m.chunks))
 	}
-	return from + " The document is not shown again. " + feedback(m.lim.Feedback, a, true)
+	// feedback speaks of a reply; this value is none.
+	fb := strings.NewReplacer("Your reply did not match", "It does not match",
+		"Your reply states values the source does not hold", "It states values the document does not hold").Replace(feedback(m.lim.Feedback, a, true))
+	return from + " " + fb
 }
 
 // finishValid ends the job valid with value.

@@ -398,3 +398,67 @@ func TestChunkedBadJobs(t *testing.T) {
 		})
 	}
 }
+
+// TestRepairSendsLostChunks: the repair of a merged value is sent the
+// text of the chunks that ended without a valid value, and only theirs;
+// its attempts keep a line naming them instead.
+func TestRepairSendsLostChunks(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{"amount": "twelve hundred"}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
+	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	sent := drive(t, m, byChunk(first, nil, repaired))
+	last := sent[len(sent)-1]
+	msg := last.Messages[len(last.Messages)-1].Content
+	if partOf(last) != -1 || !strings.Contains(msg, "The total amount is 1200 euros") || strings.Contains(msg, "Acme KK") {
+		t.Errorf("the repair request does not hold part 2 alone: %q", msg)
+	}
+	res := m.Result()
+	rep := res.Attempts[len(res.Attempts)-1]
+	if rep.Step != fixpoint.StepRepair || strings.Contains(string(rep.Request), "1200 euros") || !strings.Contains(string(rep.Request), "part 2 (code points 117 to 209)") {
+		t.Errorf("the repair attempt keeps %s", rep.Request)
+	}
+	if res.Status != fixpoint.StatusValid || res.Calls != 5 {
+		t.Errorf("status %s after %d calls, want valid after 5 (3 chunks, one again, a repair)", res.Status, res.Calls)
+	}
+}
+
+// TestChunkedTokenBudget: chunk requests that together would cross the
+// token budget are not sent, and the job fails on the budget.
+func TestChunkedTokenBudget(t *testing.T) {
+	t.Parallel()
+	job := agreementJob(t, fixpoint.StrategyParallel, func(j *repair.Job) { j.Limits.TokenBudget = 2500 })
+	m := startDoc(t, job, nil)
+	act := m.Next()
+	if len(act.Requests) == 0 || len(act.Requests) == 3 {
+		t.Fatalf("%d requests sent under a budget that holds one or two of the three", len(act.Requests))
+	}
+	for _, req := range act.Requests {
+		_, act = m.Feed(req, must(text(`{"party": "Acme GmbH"}`)), nil, time.Now())
+	}
+	res := m.Result()
+	if !act.Done() || res.Status != fixpoint.StatusFailed || res.Class != fixpoint.OutcomeBudget || !strings.Contains(res.Error, "token budget 2500") {
+		t.Errorf("done %v, status %s class %s (%s); want failed on the budget", act.Done(), res.Status, res.Class, res.Error)
+	}
+}
+
+// TestChunkedOutstanding: a request in flight is recorded, should the
+// worker stop, as an attempt of its chunk numbered after those recorded
+// and the requests sent before it.
+func TestChunkedOutstanding(t *testing.T) {
+	t.Parallel()
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	act := m.Next()
+	m.Feed(act.Requests[0], must(text(`{"party": "Acme GmbH"}`)), nil, time.Now())
+	a := m.Outstanding(act.Requests[2], time.Now())
+	if a == nil || a.No != 3 || a.Step != fixpoint.StepChunk || a.Chunk.N != 2 || a.ProviderClass != fixpoint.ClassInFlight {
+		t.Fatalf("outstanding attempt %+v, want no 3 of chunk 2, in flight", a)
+	}
+	if m.Outstanding(act.Requests[0], time.Now()) != nil {
+		t.Error("a request already fed is outstanding")
+	}
+	m.Stop(fixpoint.StatusOverBudget, fixpoint.OutcomeBudget, "batch spend cap")
+	if res := m.Result(); res.Status != fixpoint.StatusOverBudget || !m.Next().Done() {
+		t.Errorf("after Stop: status %s, done %v", res.Status, m.Next().Done())
+	}
+}
