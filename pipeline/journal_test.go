@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -148,7 +149,7 @@ func TestJournalCallsInFlight(t *testing.T) {
 	one, two, three := journalKey("jf:1", 1), journalKey("jf:2", 1), journalKey("jf:3", 1)
 	// Job 1: a call that failed unpaid, then one whose reply came.
 	j.sent(one, sentCall("jf:1", 1))
-	j.ended(one, 1, store.Interruption{JobID: "jf:1", Run: 1, Delivery: 1})
+	j.ended(one, "no:1", store.Interruption{JobID: "jf:1", Run: 1, Delivery: 1})
 	j.sent(one, sentCall("jf:1", 2))
 	// Job 2 goes out in the second segment before job 1's reply comes:
 	// that reply still goes to the first.
@@ -293,10 +294,12 @@ func TestJournalReplaySalvagesRefusedCalls(t *testing.T) {
 	}
 }
 
-// A document job has several calls in flight at once: each call's outcome
-// ends only its own sent line, so a worker killed with two chunk calls out
-// and one answered leaves a row for each (the answered one paid, the two
-// others in flight). A line of the old format with no call number still
+// A document job has several calls in flight at once, numbered by the
+// Machine after the attempts recorded: each call's outcome ends only its
+// own sent line (paired by request), so a worker killed with three chunk
+// calls out, the third answered first (and recorded as attempt 1), leaves
+// a row for each: the paid reply and the two in flight, none dropped for
+// sharing a number. A line of the old format with no call named still
 // ends the delivery's call in flight.
 func TestJournalDocumentCallsInFlight(t *testing.T) {
 	t.Parallel()
@@ -308,9 +311,13 @@ func TestJournalDocumentCallsInFlight(t *testing.T) {
 	j := newJournal(dir, log)
 	doc, old := journalKey("jd:1", 1), journalKey("jd:2", 1)
 	for no := 1; no <= 3; no++ {
-		j.sent(doc, sentCall("jd:1", no))
+		in := sentCall("jd:1", no)
+		in.Attempts[0].RequestHash = fmt.Sprintf("chunk-%d", no)
+		j.sent(doc, in)
 	}
-	j.add(doc, paidCall("jd:1", 2))
+	paid := paidCall("jd:1", 1)
+	paid.Attempts[0].RequestHash = "chunk-3"
+	j.add(doc, paid)
 	j.sent(old, sentCall("jd:2", 1))
 	j.write(old, journalLine{Interruption: store.Interruption{JobID: "jd:2", Run: 1, Delivery: 1}, Ended: true})
 	j.mu.Lock()

@@ -43,8 +43,9 @@ type LoopHooks struct {
 	// repair.Step.Outstanding says of it: the worker keeps each call in its
 	// journal until AttemptFunc has its outcome, so a call in flight when
 	// the worker is killed still leaves a row. A document job has several
-	// calls in flight: the attempt Feed records for a call has the No its
-	// Outstanding attempt had, which is how the journal pairs them.
+	// calls in flight, called from their own goroutines; the journal pairs
+	// each with its outcome by the request's hash, not by attempt No (a
+	// Machine numbers attempts in the order they are fed).
 	SentFunc func(a *fixpoint.Attempt)
 }
 
