@@ -359,17 +359,19 @@ func writeDocsReport(w io.Writer, r *docsReport) {
 			fmt.Fprintf(w, "| %s | error: %s | | | | | | | | | |\n", row.Strategy, row.Err)
 			continue
 		}
-		vs := "-"
+		vs, toks, cost := "-", "-", "-"
 		if row.CostVsSingle > 0 {
 			vs = fmt.Sprintf("%.2fx", row.CostVsSingle)
 		}
-		fmt.Fprintf(w, "| %s | %s (%d of %d) | %s (%d of %d) | %s (%d of %d) | %s (%d of %d) | %d of %d | %.2f | %s / %s | %s | %s | %s |\n",
+		if row.Valid > 0 {
+			toks, cost = num(row.InPerValid)+" / "+num(row.OutPerValid), usd(row.CostPerValid)
+		}
+		fmt.Fprintf(w, "| %s | %s (%d of %d) | %s (%d of %d) | %s (%d of %d) | %s (%d of %d) | %d of %d | %.2f | %s | %s | %s | %s |\n",
 			row.Strategy, pct(row.ValidRate), row.Valid, row.Docs,
 			pct2(row.ScalarRecall), row.ScalarsHit, row.Scalars,
 			pct2(row.ItemRecall), row.ItemsHit, row.Items,
 			pct2(row.DuplicateRate), row.Duplicates, row.Listed,
-			row.WrongGrounded, row.Wrong, row.CallsPerDoc,
-			num(row.InPerValid), num(row.OutPerValid), usd(row.CostPerValid), vs, row.WallText)
+			row.WrongGrounded, row.Wrong, row.CallsPerDoc, toks, cost, vs, row.WallText)
 	}
 	fmt.Fprintln(w)
 	for _, row := range r.Rows {

@@ -38,7 +38,7 @@ func TestDocsBenchPrintsOneRowAStrategy(t *testing.T) {
 	n, p := `[0-9][0-9,.]*`, `[0-9.]+%`
 	for _, s := range docsBenchStrategies {
 		row := `(?m)^\| ` + s + ` \| ` + p + ` \([0-3] of 3\) \| ` + p + ` \([0-9]+ of [0-9]+\) \| ` + p + ` \([0-9]+ of [0-9]+\) \| ` + p +
-			` \([0-9]+ of [0-9]+\) \| [0-9]+ of [0-9]+ \| ` + n + ` \| ` + n + ` / ` + n + ` \| \$[0-9.]+ \| ([0-9.]+x|-) \| [0-9.]+(ms|s|µs) \|$`
+			` \([0-9]+ of [0-9]+\) \| [0-9]+ of [0-9]+ \| ` + n + ` \| (` + n + ` / ` + n + ` \| \$[0-9.]+|- \| -) \| ([0-9.]+x|-) \| [0-9][0-9.hmµs]*s \|$`
 		if !regexp.MustCompile(row).MatchString(text) {
 			t.Errorf("no figures row for %s:\n%s\nprogress:\n%s", s, text, progress.String())
 		}
