@@ -22,6 +22,7 @@ import (
 
 const benchUsage = `Usage: fixpoint-bench [flags]
        go run ./cmd/fixpoint-bench [flags]
+       fixpoint-bench docs [flags]   the long-document bench (docs --help)
 
 Measures, in one run on this machine, how close the pipeline comes to what the
 machine and the providers allow, and prints each figure as a ratio with its

@@ -6,8 +6,10 @@
 // figures that need one.
 //
 //	go run ./cmd/fixpoint-bench [--quick] [--memory] [flags]
+//	go run ./cmd/fixpoint-bench docs [flags]
 //
-// Run `fixpoint-bench --help` for the figures and flags.
+// Run `fixpoint-bench --help` for the figures and flags; the docs
+// subcommand is the long-document bench (`fixpoint-bench docs --help`).
 package main
 
 import (
@@ -37,7 +39,12 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := runBench(ctx, args, stdout, stderr)
+	var err error
+	if len(args) > 0 && args[0] == "docs" {
+		err = runDocs(ctx, args[1:], stdout, stderr)
+	} else {
+		err = runBench(ctx, args, stdout, stderr)
+	}
 	var uerr cliflags.UsageError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
