@@ -209,6 +209,13 @@ func requeueSettings(ctx context.Context, ledger ActionLedger, b *store.Batch, c
 		// Every requeued job would be rejected by the workers (exit 0 here).
 		return settings, nil, fmt.Errorf("%w: requeue: %w", ErrBadConfig, err)
 	}
+	if settings.Limits.Strategy.Document() && settings.DocumentField == "" && settings.DocumentFileField == "" {
+		return settings, nil, fmt.Errorf("%w: requeue: strategy %s runs over each job's document, and batch %s's jobs have none (it was enqueued without --document-field or --document-file-field)",
+			ErrBadConfig, settings.Limits.Strategy, b.Name)
+	}
+	if err := CheckDocumentStrategy(settings.Limits, true, settings.Delivery); err != nil {
+		return settings, nil, fmt.Errorf("requeue: %w", err)
+	}
 	if settings.Delivery == queue.DeliveryBatch {
 		// A new run has its own deadline, as long as the batch's.
 		settings.DeadlineAt = time.Now().Add(time.Duration(settings.DeadlineSeconds) * time.Second).Unix()

@@ -66,6 +66,13 @@ type DryRunReport struct {
 	Documents      int
 	DocumentBytes  int64
 	DocumentTokens float64
+	// Chunked is set under a document strategy: then Attempts is the mean
+	// chunk calls a job makes, one per chunk of its document (sized from
+	// its bytes, as DocumentTokens), InputTokens the mean input of one of
+	// them, and the estimate is a lower bound: the repairs of a merged
+	// value, a sequential call's value so far and an agent's further turns
+	// are not counted.
+	Chunked bool
 }
 
 // DryRun renders and checks the first limit rows of the dataset (0: every
@@ -111,7 +118,7 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 		}
 	}
 
-	var inSum float64
+	var inSum, callSum float64
 	var prog Progress
 	docSeen := map[string]bool{}
 	chk, err := r.check(ctx, data, &prog, checkOpts{limit: limit, onJob: func(p *lineJob, held bool) error {
@@ -128,6 +135,13 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 			rep.Documents++
 			rep.DocumentBytes += int64(p.doc.size())
 		}
+		if cfg.Limits.Strategy.Document() {
+			calls, in := chunkCalls(cfg.Limits, (len(rep.System)+len(p.job.Prompt)+3)/4+schemaTokens, (p.doc.size()+3)/4)
+			callSum += float64(calls)
+			inSum += float64(in)
+			return nil
+		}
+		callSum++
 		inSum += float64((len(rep.System)+len(p.job.Prompt)+p.doc.size()+3)/4 + schemaTokens)
 		return nil
 	}})
@@ -146,12 +160,15 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 	if rep.Jobs == 0 {
 		return rep, nil
 	}
-	rep.InputTokens = inSum / float64(rep.Jobs)
+	rep.InputTokens = inSum / callSum
 	// Without history: one attempt, and an output the size of a value the
 	// schema describes (a sixth of its bytes, within the job's max tokens).
-	rep.Attempts = 1
+	rep.Attempts = callSum / float64(rep.Jobs)
 	rep.OutputTokens = float64(min(cfg.MaxTokens, max(16, len(canonical)/6)))
-	if ledger != nil {
+	rep.Chunked = cfg.Limits.Strategy.Document()
+	// The history measures whole jobs of any strategy: a document
+	// strategy's chunk calls are counted instead.
+	if ledger != nil && !rep.Chunked {
 		m, err := ledger.Measure(ctx, hash, cfg.Model)
 		if err != nil {
 			return rep, err
@@ -176,4 +193,18 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 	rep.PriceBasis = basis
 	rep.CostUSD = prices.CostOn(cfg.Model, basis, int(in), int(out), 0, 0)
 	return rep, nil
+}
+
+// chunkCalls estimates the calls of a job under a document strategy whose
+// document is docTokens long, each call carrying base tokens besides its
+// chunk: one call per chunk, the chunks of lim's size each repeating its
+// overlap of the one before. It returns the calls and their input tokens.
+func chunkCalls(lim fixpoint.Limits, base, docTokens int) (calls, input int) {
+	lim = lim.WithDefaults()
+	size, step := lim.ChunkTokens, lim.ChunkTokens-lim.ChunkOverlap
+	calls = 1
+	if docTokens > size && step > 0 {
+		calls += (docTokens - size + step - 1) / step
+	}
+	return calls, calls*base + docTokens + (calls-1)*lim.ChunkOverlap
 }

@@ -38,22 +38,26 @@ type journal struct {
 	mu   sync.Mutex
 	cur  *segment
 	open map[string][]*segment // deliveries not ended, by journalKey
-	// sending holds the segment of each delivery's call in flight: its
-	// outcome goes to the same file as its sent line.
-	sending map[string]*segment
+	// sending holds, by delivery and call (callOf), the segment of each
+	// call in flight: its outcome goes to the same file as its sent line.
+	// A document job has several calls in flight at once.
+	sending map[string]map[string]*segment
 	warn    bool // a failure to write was logged
 }
 
 // journalLine is one line of a segment: a paid reply received (the
 // Interruption, one attempt), a call sent (Sent: the attempt it would be
 // with no reply, see repair.Step.Outstanding), or the end of a call whose
-// outcome was not a paid reply (Ended: no attempt). A delivery's calls are
-// sequential, so a sent line whose delivery has no later line in its
-// segment was in flight when the worker died.
+// outcome was not a paid reply (Ended: no attempt). Call names the call
+// a line is about (callOf): a sent line whose call has no later line in
+// its segment was in flight when the worker died. An ended line without
+// it (written before document jobs had calls in flight together) ends
+// the delivery's one call in flight.
 type journalLine struct {
 	store.Interruption
-	Sent  bool `json:",omitempty"`
-	Ended bool `json:",omitempty"`
+	Sent  bool   `json:",omitempty"`
+	Ended bool   `json:",omitempty"`
+	Call  string `json:",omitempty"`
 }
 
 // segment is one journal file.
@@ -82,26 +86,40 @@ func newJournal(dir string, log *slog.Logger) *journal {
 	if dir == "" {
 		return nil
 	}
-	return &journal{dir: dir, log: log, max: journalSegmentLines, open: map[string][]*segment{}, sending: map[string]*segment{}}
+	return &journal{dir: dir, log: log, max: journalSegmentLines, open: map[string][]*segment{}, sending: map[string]map[string]*segment{}}
 }
 
-// add writes one reply of a delivery: in, with one attempt. It ends the
-// delivery's call in flight.
+// add writes one reply of a delivery: in, with one attempt. It ends that
+// attempt's call in flight.
 func (j *journal) add(key string, in store.Interruption) {
-	j.write(key, journalLine{Interruption: in})
+	j.write(key, journalLine{Interruption: in, Call: callOf(in)})
+}
+
+// callOf names the call of in's one attempt by its request's hash: a
+// Machine numbers its attempts in the order their outcomes are fed, so
+// the attempt a call's outcome records need not have the No its sent
+// line had, but it has its request. The No names a call with no hash.
+func callOf(in store.Interruption) string {
+	if len(in.Attempts) == 0 {
+		return ""
+	}
+	if h := in.Attempts[0].RequestHash; h != "" {
+		return h
+	}
+	return "no:" + strconv.Itoa(in.Attempts[0].No)
 }
 
 // sent writes a call of a delivery as it goes out: in, with the attempt
 // it would be should no reply come. add or ended ends it.
 func (j *journal) sent(key string, in store.Interruption) {
-	j.write(key, journalLine{Interruption: in, Sent: true})
+	j.write(key, journalLine{Interruption: in, Sent: true, Call: callOf(in)})
 }
 
 // ended ends a delivery's call in flight that got no paid reply (a
-// provider error before any reply): in names the delivery, with no
-// attempt.
-func (j *journal) ended(key string, in store.Interruption) {
-	j.write(key, journalLine{Interruption: in, Ended: true})
+// provider error before any reply): call is callOf the attempt it
+// recorded, in names the delivery, with no attempt.
+func (j *journal) ended(key string, call string, in store.Interruption) {
+	j.write(key, journalLine{Interruption: in, Ended: true, Call: call})
 }
 
 // write appends l, a line of the delivery key, to the segment of the
@@ -117,8 +135,8 @@ func (j *journal) write(key string, l journalLine) {
 		j.failed(err)
 		return
 	}
-	seg := j.sending[key]
-	delete(j.sending, key)
+	seg := j.sending[key][l.Call]
+	delete(j.sending[key], l.Call)
 	if seg == nil {
 		if j.cur == nil || j.cur.n >= j.max {
 			if err := j.rotate(); err != nil {
@@ -134,7 +152,10 @@ func (j *journal) write(key string, l journalLine) {
 	}
 	seg.n++
 	if l.Sent {
-		j.sending[key] = seg
+		if j.sending[key] == nil {
+			j.sending[key] = map[string]*segment{}
+		}
+		j.sending[key][l.Call] = seg
 	}
 	if segs := j.open[key]; !slices.Contains(segs, seg) {
 		j.open[key] = append(segs, seg)
@@ -247,7 +268,7 @@ func replayJournal(ctx context.Context, path string, ledger Ledger, log *slog.Lo
 	defer f.Close()
 	var ins []store.Interruption
 	var ids []string
-	inFlight := map[string]int{} // delivery -> its last sent line, in ins
+	inFlight := map[string]map[string]int{} // delivery -> call -> its sent line, in ins
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 256<<20)
 	for sc.Scan() {
@@ -256,16 +277,25 @@ func replayJournal(ctx context.Context, path string, ledger Ledger, log *slog.Lo
 			continue // a line cut short by the kill
 		}
 		key := journalKey(l.JobID, l.Delivery)
-		if i, ok := inFlight[key]; ok {
-			// The delivery's call in flight has its outcome: drop its sent line.
-			ins[i].Attempts = nil
-			delete(inFlight, key)
+		call := l.Call
+		if call == "" && !l.Ended {
+			call = callOf(l.Interruption)
+		}
+		for c, i := range inFlight[key] {
+			if c == call || (call == "" && l.Ended) {
+				// The call in flight has its outcome: drop its sent line.
+				ins[i].Attempts = nil
+				delete(inFlight[key], c)
+			}
 		}
 		switch {
 		case l.Ended:
 			continue
 		case l.Sent:
-			inFlight[key] = len(ins)
+			if inFlight[key] == nil {
+				inFlight[key] = map[string]int{}
+			}
+			inFlight[key][call] = len(ins)
 		}
 		ins = append(ins, l.Interruption)
 		ids = append(ids, l.JobID)
@@ -273,6 +303,7 @@ func replayJournal(ctx context.Context, path string, ledger Ledger, log *slog.Lo
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
+	renumberInFlight(ins, inFlight)
 	if err := ledgerHas(ctx, ledger, ids); err != nil {
 		return 0, err
 	}
@@ -299,4 +330,44 @@ func replayJournal(ctx context.Context, path string, ledger Ledger, log *slog.Lo
 		return n, err
 	}
 	return n, removeGone(path)
+}
+
+// renumberInFlight gives each call still in flight (inFlight: delivery ->
+// call -> its line in ins) a number no reply of its delivery has. A
+// Machine numbers its calls in flight after the attempts recorded and a
+// reply by the order it was fed, so a call sent third may be recorded
+// first, taking the number the journal wrote for a call sent first: the
+// ledger keeps one row per number, and would drop the other.
+func renumberInFlight(ins []store.Interruption, inFlight map[string]map[string]int) {
+	used := map[string]map[int]bool{}
+	last := map[string]int{}
+	inFlightLine := map[int]bool{}
+	for _, calls := range inFlight {
+		for _, i := range calls {
+			inFlightLine[i] = true
+		}
+	}
+	for i, in := range ins {
+		key := journalKey(in.JobID, in.Delivery)
+		for _, a := range in.Attempts {
+			if used[key] == nil {
+				used[key] = map[int]bool{}
+			}
+			if !inFlightLine[i] {
+				used[key][a.No] = true
+			}
+			last[key] = max(last[key], a.No)
+		}
+	}
+	for i := range ins {
+		if !inFlightLine[i] || len(ins[i].Attempts) != 1 {
+			continue
+		}
+		key := journalKey(ins[i].JobID, ins[i].Delivery)
+		if a := &ins[i].Attempts[0]; used[key][a.No] {
+			last[key]++
+			a.No = last[key]
+		}
+		used[key][ins[i].Attempts[0].No] = true
+	}
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -148,7 +149,7 @@ func TestJournalCallsInFlight(t *testing.T) {
 	one, two, three := journalKey("jf:1", 1), journalKey("jf:2", 1), journalKey("jf:3", 1)
 	// Job 1: a call that failed unpaid, then one whose reply came.
 	j.sent(one, sentCall("jf:1", 1))
-	j.ended(one, store.Interruption{JobID: "jf:1", Run: 1, Delivery: 1})
+	j.ended(one, "no:1", store.Interruption{JobID: "jf:1", Run: 1, Delivery: 1})
 	j.sent(one, sentCall("jf:1", 2))
 	// Job 2 goes out in the second segment before job 1's reply comes:
 	// that reply still goes to the first.
@@ -290,5 +291,54 @@ func TestJournalReplaySalvagesRefusedCalls(t *testing.T) {
 	}
 	if got, err := st.JobInterrupted(ctx, "jr:3"); err == nil && len(got) == 1 && !strings.Contains(got[0].LastError, "counts only") {
 		t.Errorf("job jr:3: provider error %q; want it to say the row keeps its counts only", got[0].LastError)
+	}
+}
+
+// A document job has several calls in flight at once, numbered by the
+// Machine after the attempts recorded: each call's outcome ends only its
+// own sent line (paired by request), so a worker killed with three chunk
+// calls out, the third answered first (and recorded as attempt 1), leaves
+// a row for each: the paid reply and the two in flight, none dropped for
+// sharing a number. A line of the old format with no call named still
+// ends the delivery's call in flight.
+func TestJournalDocumentCallsInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	st := ledgerWithJobs(t, "jd", "jd:1", "jd:2")
+
+	j := newJournal(dir, log)
+	doc, old := journalKey("jd:1", 1), journalKey("jd:2", 1)
+	for no := 1; no <= 3; no++ {
+		in := sentCall("jd:1", no)
+		in.Attempts[0].RequestHash = fmt.Sprintf("chunk-%d", no)
+		j.sent(doc, in)
+	}
+	paid := paidCall("jd:1", 1)
+	paid.Attempts[0].RequestHash = "chunk-3"
+	j.add(doc, paid)
+	j.sent(old, sentCall("jd:2", 1))
+	j.write(old, journalLine{Interruption: store.Interruption{JobID: "jd:2", Run: 1, Delivery: 1}, Ended: true})
+	j.mu.Lock()
+	for _, seg := range j.open {
+		for _, s := range seg {
+			s.f.Close()
+		}
+	}
+	j.mu.Unlock()
+	n, err := replayJournals(ctx, dir, st, log)
+	if err != nil || n != 3 {
+		t.Fatalf("replay: %d recorded (%v), want 3: the paid chunk call and the two in flight", n, err)
+	}
+	got, err := st.JobInterrupted(ctx, "jd:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Calls != 3 || got[0].Paid != 1 {
+		t.Errorf("document job: crashed calls %+v, want 3 calls, 1 paid", got)
+	}
+	if got, err := st.JobInterrupted(ctx, "jd:2"); err != nil || len(got) != 0 {
+		t.Errorf("old-format job: crashed calls %+v (%v), want none: its call ended unpaid", got, err)
 	}
 }

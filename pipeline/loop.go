@@ -42,7 +42,10 @@ type LoopHooks struct {
 	// SentFunc, when set, is called as each request goes out (after GateFunc), with what
 	// repair.Step.Outstanding says of it: the worker keeps each call in its
 	// journal until AttemptFunc has its outcome, so a call in flight when
-	// the worker is killed still leaves a row.
+	// the worker is killed still leaves a row. A document job has several
+	// calls in flight, called from their own goroutines; the journal pairs
+	// each with its outcome by the request's hash, not by attempt No (a
+	// Machine numbers attempts in the order they are fed).
 	SentFunc func(a *fixpoint.Attempt)
 }
 
@@ -80,6 +83,9 @@ type Loop struct {
 	// them, when a worker starts on a full queue) share one build, and
 	// count once against promptCacheMax.
 	promptBuilds singleflight.Group
+	// startDocument, when set, replaces repair.StartDocument: tests run
+	// the driver on a fake Machine.
+	startDocument func(*repair.Job, *fixpoint.Result, repair.Config) (repair.Machine, error)
 }
 
 // system is a system prompt as the step takes it, with its text.
@@ -141,7 +147,15 @@ func (l *Loop) Run(ctx context.Context, job *repair.Job) (*fixpoint.Result, erro
 // prev are kept, paid tokens included, and the conversation goes on from the
 // last reply. Attempts that got no reply do not count against MaxAttempts.
 // With a nil prev it is Run.
+//
+// A job under a document strategy (parallel, sequential, agent) runs
+// through its repair.Machine, several calls at once (resumeDocument);
+// each hook is then called for each call, and SentFunc and GateFunc from
+// the calls' own goroutines.
 func (l *Loop) Resume(ctx context.Context, job *repair.Job, prev *fixpoint.Result, hooks LoopHooks) (*fixpoint.Result, error) {
+	if job.Limits.Strategy.Document() {
+		return l.resumeDocument(ctx, job, prev, hooks)
+	}
 	step, err := repair.Start(job, prev, l.step)
 	if err != nil {
 		return step.Result(), err

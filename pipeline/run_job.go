@@ -313,11 +313,12 @@ func (w *Worker) loopHooks(d *delivery, spendCap capEntry, own *ownership) LoopH
 		AttemptFunc: func(a *fixpoint.Attempt) {
 			w.noteAnomaly(d, a)
 			in := store.Interruption{JobID: env.JobID, Run: env.RunOrFirst(), Delivery: delivered}
+			row := ledgerrow.Attempt(a)
 			if unpaidFailure(a) {
-				w.journal.ended(key, in)
+				w.journal.ended(key, callOf(store.Interruption{Attempts: []store.Attempt{row}}), in)
 				return
 			}
-			in.Attempts = []store.Attempt{ledgerrow.Attempt(a)}
+			in.Attempts = []store.Attempt{row}
 			w.journal.add(key, in)
 		},
 	}

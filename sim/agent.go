@@ -76,6 +76,9 @@ func (s *Server) agentModel(r *chatReq) agentTurn {
 	if done, text := agentFinished(r.msgs); done {
 		return agentTurn{plan: plan{turn: countRole(r.msgs, "assistant")}, text: text}
 	}
+	if s.isReader(r) {
+		return s.readerModel(r)
+	}
 	mr := *r
 	mr.agent, mr.schema = nil, nil
 	if promptSchema(r) == nil {

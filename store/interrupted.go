@@ -183,17 +183,17 @@ func (s *Store) insertInterrupted(ctx context.Context, tx pgx.Tx, ins []Interrup
 					raw, source, repairs, errors, class, valid, repaired_locally, finish_reason, latency_ms,
 					tokens_in, tokens_out, tokens_cached, cost_usd, transport_retries, retry_classes,
 					provider_status, provider_error, model, request_id, started_at, provider_class, price_basis, tokens_cache_write, hold,
-					provider_code, evidence, warnings)
+					provider_code, evidence, warnings, step, chunk_n, chunk_start, chunk_end, fields, tool_calls, conflicts)
 				VALUES ($1, $28, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-					$21, $22, $23, $24, $25, $26, $27, $29, $30, $31, $32, $33, $34, $35)
-				ON CONFLICT DO NOTHING`,
+					$21, $22, $23, $24, $25, $26, $27, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42)
+				ON CONFLICT DO NOTHING`, append([]any{
 				in.JobID, in.Delivery, no, in.Reason, nullRaw(pgJSON(a.Request)), txt(a.RequestHash), sys,
 				txt(a.Raw), txt(a.Source), nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors)), txt(a.Class), a.Valid,
 				a.RepairedLocally, txt(a.FinishReason), a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached, a.CostUSD,
 				int32(a.TransportRetries), nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError),
 				txt(a.Model), txt(a.RequestID), nullTime(a.StartedAt), int32(max(in.Run, 1)),
 				txt(a.ProviderClass), basisOr(a.PriceBasis), a.TokensCacheWrite, int32(in.Hold), txt(a.ProviderCode),
-				nullRaw(pgJSON(a.Evidence)), nullRaw(pgJSON(a.Warnings)))
+				nullRaw(pgJSON(a.Evidence)), nullRaw(pgJSON(a.Warnings))}, a.stepValues()...)...)
 		}
 	}
 	if err := putPrompts(ctx, tx, shas, texts); err != nil {

@@ -97,6 +97,22 @@ type Attempt struct {
 	// SchemaHash is the schema the reply was checked against, "" for the
 	// job's own.
 	SchemaHash string
+	// Step is the part of a document strategy the call was (chunk, merge,
+	// repair, agent: fixpoint.StepKind); "" for the other strategies, whose
+	// rows keep NULL.
+	Step string
+	// Chunk is the chunk a chunk step read, nil for none.
+	Chunk *fixpoint.ChunkRef
+	// Fields counts the non-null strings, numbers and booleans of a
+	// step's value (CountFields); nil when the attempt has no step or no
+	// value.
+	Fields *int
+	// ToolCalls is the JSON array of the reply's tool calls ({id, name,
+	// arguments}), nil for none.
+	ToolCalls json.RawMessage
+	// Conflicts is the JSON array of a merge step's conflicts ({path,
+	// values, chunks, chosen}), nil for none.
+	Conflicts json.RawMessage
 }
 
 // Result is a job's final outcome, as the pipeline saves it.
@@ -184,13 +200,16 @@ func (r Result) check() error {
 			name string
 			raw  json.RawMessage
 		}{{"request", a.Request}, {"repairs", a.Repairs}, {"errors", a.Errors}, {"retry_classes", a.RetryClasses},
-			{"evidence", a.Evidence}, {"warnings", a.Warnings}} {
+			{"evidence", a.Evidence}, {"warnings", a.Warnings}, {"tool_calls", a.ToolCalls}, {"conflicts", a.Conflicts}} {
 			if badJSON(f.raw) { // the name is formatted only for the error
 				return fmt.Errorf("%w: job %s: attempt %d %s is not valid JSON", ErrInvalid, r.JobID, a.No, f.name)
 			}
 		}
 		if a.System != nil && a.System.sha == "" {
 			return fmt.Errorf("%w: job %s: attempt %d system prompt not made with NewPrompt", ErrInvalid, r.JobID, a.No)
+		}
+		if err := a.checkStep(); err != nil {
+			return fmt.Errorf("%w: job %s: attempt %d: %v", ErrInvalid, r.JobID, a.No, err)
 		}
 	}
 	return nil
@@ -275,7 +294,8 @@ var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash",
 	"class", "valid", "repaired_locally", "finish_reason", "latency_ms", "tokens_in", "tokens_out", "tokens_cached",
 	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256", "run",
 	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id", "coerced", "patch_outcome", "unpriced", "provider_code",
-	"evidence", "warnings", "schema_hash"}
+	"evidence", "warnings", "schema_hash",
+	"step", "chunk_n", "chunk_start", "chunk_end", "fields", "tool_calls", "conflicts"}
 
 // SaveResults stores final results in one transaction and reports, for each
 // result, whether this call set it (won[i]). It is idempotent:
@@ -628,6 +648,7 @@ func (s *attemptRows) Values() ([]any, error) {
 	v[29], v[30] = a.CostUSD, nullID(a.WaveID)
 	v[31], v[32], v[33], v[34] = int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced, txt(a.ProviderCode)
 	v[35], v[36], v[37] = nullRaw(pgJSON(a.Evidence)), nullRaw(pgJSON(a.Warnings)), nullText(a.SchemaHash)
+	copy(v[38:], a.stepValues())
 	return v, nil
 }
 

@@ -16,7 +16,8 @@ import (
 // hour), and the histograms and counts of 009 (wall times, runs, minutes,
 // failure classes, latencies), and 010's (the current runs' attempts,
 // the ended jobs by reason, the rule failures, the grades of the final
-// checks).
+// checks), and 015's (document jobs' calls by step, chunk fields, merge
+// conflicts by path).
 // RollupDrift recounts them from the rows.
 
 // rollupRecounts recount each rollup table from the jobs and attempts and
@@ -314,6 +315,59 @@ var rollupRecounts = []struct{ what, sql string }{
 			              coalesce(c.batch, r.batch), coalesce(c.path, r.path), c.v, r.v)
 			FROM c FULL JOIN r ON r.batch = c.batch AND r.path = c.path
 			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_steps", `
+			WITH c AS (
+			    SELECT j.batch, a.step, a.class,
+			           ARRAY[count(*), count(*) FILTER (WHERE a.valid), sum(a.tokens_in), sum(a.tokens_out), sum(a.tokens_cached),
+			                 coalesce(sum(a.cost_usd), 0), count(*) FILTER (WHERE a.unpriced),
+			                 coalesce(sum(jsonb_array_length(a.tool_calls)), 0), coalesce(sum(jsonb_array_length(a.conflicts)), 0),
+			                 count(*) FILTER (WHERE jsonb_array_length(a.conflicts) > 0), count(a.evidence),
+			                 coalesce(sum(jsonb_array_length(a.evidence)), 0),
+			                 coalesce(sum(g.exact), 0), coalesce(sum(g.normalized), 0), coalesce(sum(g.fuzzy), 0), coalesce(sum(g.none), 0)]::numeric[] AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id
+			    LEFT JOIN LATERAL (
+			        SELECT count(*) FILTER (WHERE e->>'grade' = 'exact') AS exact, count(*) FILTER (WHERE e->>'grade' = 'normalized') AS normalized,
+			               count(*) FILTER (WHERE e->>'grade' = 'fuzzy') AS fuzzy, count(*) FILTER (WHERE e->>'grade' = 'none') AS none
+			        FROM jsonb_array_elements(a.evidence) e
+			    ) g ON true
+			    WHERE j.batch IS NOT NULL AND a.step IS NOT NULL GROUP BY 1, 2, 3
+			), r AS (
+			    SELECT batch, step, class, ARRAY[attempts, valid, tokens_in, tokens_out, tokens_cached, cost_usd, unpriced, tool_calls,
+			                                     conflicts, conflicted, graded, leaves, exact, normalized, fuzzy, none]::numeric[] AS v
+			    FROM batch_rollup_steps WHERE attempts <> 0
+			)
+			SELECT format('batch_rollup_steps: batch %s, step %s, class %s: counted %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.step, r.step), coalesce(c.class, r.class), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.step = c.step AND r.class = c.class
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_chunks", `
+			WITH c AS (
+			    SELECT j.batch, a.chunk_n,
+			           ARRAY[count(*), count(*) FILTER (WHERE a.valid), count(a.fields), coalesce(sum(a.fields), 0),
+			                 count(*) FILTER (WHERE a.fields = 0)]::numeric[] AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id
+			    WHERE j.batch IS NOT NULL AND a.step = 'chunk' AND a.chunk_n IS NOT NULL GROUP BY 1, 2
+			), r AS (
+			    SELECT batch, chunk, ARRAY[attempts, valid, with_value, fields, empty]::numeric[] AS v
+			    FROM batch_rollup_chunks WHERE attempts <> 0
+			)
+			SELECT format('batch_rollup_chunks: batch %s, chunk %s: counted (attempts, valid, with_value, fields, empty) %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.chunk_n, r.chunk), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.chunk = c.chunk_n
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
+	{"batch_rollup_conflicts", `
+			WITH c AS (
+			    SELECT j.batch, regexp_replace(coalesce(e->>'path', ''), '/[0-9]+(?=/|$)', '/*', 'g') AS path,
+			           ARRAY[count(*), count(DISTINCT (a.job_id, a.run, a.attempt_no))]::numeric[] AS v
+			    FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN LATERAL jsonb_array_elements(a.conflicts) e
+			    WHERE j.batch IS NOT NULL AND a.conflicts IS NOT NULL GROUP BY 1, 2
+			), r AS (
+			    SELECT batch, path, ARRAY[conflicts, merges]::numeric[] AS v FROM batch_rollup_conflicts WHERE conflicts <> 0
+			)
+			SELECT format('batch_rollup_conflicts: batch %s, path %s: counted (conflicts, merges) %s, rollup %s',
+			              coalesce(c.batch, r.batch), coalesce(c.path, r.path), c.v, r.v)
+			FROM c FULL JOIN r ON r.batch = c.batch AND r.path = c.path
+			WHERE c.v IS DISTINCT FROM r.v ORDER BY 1`},
 	{"wave_rollups", `
 			WITH c AS (
 			    SELECT a.wave_id, ARRAY[sum(a.tokens_in), sum(a.tokens_out), count(*) FILTER (WHERE a.valid),
@@ -385,7 +439,7 @@ var rollupRelations = []string{"batch_rollups", "batch_rollup_attempts", "batch_
 	"batch_rollup_errors", "job_error_keys", "job_facets", "batch_cost_hours", "batch_rollup_walls", "batch_rollup_runs",
 	"batch_rollup_minutes", "batch_rollup_classes", "batch_rollup_latency", "batch_rollup_spend", "batch_rollup_current",
 	"batch_rollup_current_kinds", "batch_rollup_end_reasons", "batch_rollup_rules", "job_rule_keys", "batch_rollup_grades",
-	"wave_rollups"}
+	"wave_rollups", "batch_rollup_steps", "batch_rollup_chunks", "batch_rollup_conflicts"}
 
 // ledgerRelations are the tables LedgerSize counts beside jobs and
 // attempts: the rollups, and the final checks kept for purged jobs.

@@ -68,8 +68,15 @@ func (a Attempt) Salvage(bare bool) Attempt {
 	if a.PriceBasis != "" && a.PriceBasis != string(fixpoint.PriceBasisRealtime) && a.PriceBasis != string(fixpoint.PriceBasisBatch) {
 		a.PriceBasis = ""
 	}
+	if a.checkStep() != nil {
+		// What the step columns' checks refuse is dropped, not the call.
+		a.Step, a.Chunk, a.Fields, a.ToolCalls, a.Conflicts = "", nil, nil, nil, nil
+	}
 	if bare {
 		a.Request, a.System, a.Raw, a.Repairs, a.Errors, a.RetryClasses, a.Feedback = nil, nil, "", nil, nil, nil, ""
+		// Tool calls and conflicts hold the model's text; the step and
+		// chunk are counts and stay.
+		a.ToolCalls, a.Conflicts = nil, nil
 		a.Source, a.PatchOutcome = "", ""
 		a.ProviderError = "the ledger refused this attempt's row; kept with its counts only"
 		a.Model, a.RequestID = textclip.Bytes(a.Model, 200), textclip.Bytes(a.RequestID, 200)

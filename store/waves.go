@@ -450,17 +450,18 @@ func (s *Store) recordWaveOutcome(ctx context.Context, tx pgx.Tx, o *WaveOutcome
 			class, valid, repaired_locally, finish_reason, latency_ms, tokens_in, tokens_out, tokens_cached,
 			transport_retries, retry_classes, provider_status, provider_error, model, request_id, started_at,
 			feedback, provider_class, price_basis, tokens_cache_write, cost_usd, wave_id, coerced, patch_outcome, unpriced,
-			provider_code, evidence, warnings, schema_hash)
+			provider_code, evidence, warnings, schema_hash, step, chunk_n, chunk_start, chunk_end, fields, tool_calls, conflicts)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-			$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38)
-		ON CONFLICT (job_id, run, attempt_no) DO NOTHING`,
+			$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38,
+			$39, $40, $41, $42, $43, $44, $45)
+		ON CONFLICT (job_id, run, attempt_no) DO NOTHING`, append([]any{
 		jobID, run, a.No, nullRaw(pgJSON(a.Request)), txt(a.RequestHash), sys, txt(a.Raw), txt(a.Source),
 		nullRaw(pgJSON(a.Repairs)), rawOrEmpty(pgJSON(a.Errors)), txt(a.Class), a.Valid, a.RepairedLocally,
 		txt(a.FinishReason), a.LatencyMS, a.TokensIn, a.TokensOut, a.TokensCached, int32(a.TransportRetries),
 		nullRaw(pgJSON(a.RetryClasses)), int32(a.ProviderStatus), txt(a.ProviderError), txt(a.Model),
 		txt(a.RequestID), nullTime(a.StartedAt), txt(a.Feedback), txt(a.ProviderClass), basisOr(a.PriceBasis),
 		a.TokensCacheWrite, a.CostUSD, nullID(a.WaveID), int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced, txt(a.ProviderCode),
-		nullRaw(pgJSON(a.Evidence)), nullRaw(pgJSON(a.Warnings)), nullText(a.SchemaHash))
+		nullRaw(pgJSON(a.Evidence)), nullRaw(pgJSON(a.Warnings)), nullText(a.SchemaHash)}, a.stepValues()...)...)
 	if err != nil {
 		return 0, fmt.Errorf("insert attempt %d of job %s: %w", a.No, jobID, err)
 	}
@@ -564,7 +565,8 @@ func (s *Store) OpenWaves(ctx context.Context, providers, homes []string) (int, 
 const ledgerAttemptColumns = `a.job_id, a.attempt_no, a.raw, a.source, a.errors::text, a.class, a.valid, a.repaired_locally,
 	a.finish_reason, a.latency_ms, a.tokens_in, a.tokens_out, a.tokens_cached, a.tokens_cache_write, a.transport_retries,
 	a.provider_status, a.provider_error, a.provider_class, a.model, a.request_id, a.started_at, a.feedback,
-	a.price_basis, coalesce(a.cost_usd, 0)::float8, coalesce(a.wave_id, 0), a.request_hash, a.coerced, a.unpriced, a.provider_code`
+	a.price_basis, coalesce(a.cost_usd, 0)::float8, coalesce(a.wave_id, 0), a.request_hash, a.coerced, a.unpriced, a.provider_code,
+	` + stepSelect
 
 // ledgerAttempts reads rows of ledgerAttemptColumns into attempts by job
 // id, in row order.
@@ -574,11 +576,13 @@ func ledgerAttempts(rows pgx.Rows) (map[string][]Attempt, error) {
 	var a Attempt
 	var errs string
 	var started *time.Time
-	_, err := pgx.ForEachRow(rows, []any{&id, &a.No, &a.Raw, &a.Source, &errs, &a.Class, &a.Valid, &a.RepairedLocally,
+	var step stepScan
+	_, err := pgx.ForEachRow(rows, append([]any{&id, &a.No, &a.Raw, &a.Source, &errs, &a.Class, &a.Valid, &a.RepairedLocally,
 		&a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached, &a.TokensCacheWrite, &a.TransportRetries,
 		&a.ProviderStatus, &a.ProviderError, &a.ProviderClass, &a.Model, &a.RequestID, &started, &a.Feedback, &a.PriceBasis,
-		&a.CostUSD, &a.WaveID, &a.RequestHash, &a.Coerced, &a.Unpriced, &a.ProviderCode}, func() error {
+		&a.CostUSD, &a.WaveID, &a.RequestHash, &a.Coerced, &a.Unpriced, &a.ProviderCode}, step.dest()...), func() error {
 		a.Errors = json.RawMessage(errs)
+		step.set(&a)
 		a.StartedAt = deref(started)
 		out[id] = append(out[id], a)
 		return nil

@@ -70,7 +70,9 @@ func dryRunReport(ctx context.Context, st enqueue.DryRunLedger, cfg enqueue.Conf
 func writeEstimate(stdout io.Writer, cfg enqueue.Config, rep enqueue.DryRunReport) {
 	fmt.Fprintf(stdout, "\n--- system prompt (every attempt) ---\n%s\n--- prompt of line %d ---\n%s\n---\n\n", rep.System, rep.PromptLine, rep.Prompt)
 	from := "no earlier batch of this schema and model to measure: one attempt a job, repairs add more"
-	if rep.Measured.Jobs > 0 {
+	if rep.Chunked {
+		from = "the chunks of each job's document"
+	} else if rep.Measured.Jobs > 0 {
 		from = fmt.Sprintf("measured on %s of %s of this schema and model", cli.Plural(rep.Measured.Jobs, "job"), earlierBatches(rep.Measured.Batches))
 	}
 	fmt.Fprintf(stdout, "estimate: %s x %.2f attempts (%s)\n", cli.Plural(rep.Jobs, "job"), rep.Attempts, from)
@@ -81,8 +83,16 @@ func writeEstimate(stdout io.Writer, cfg enqueue.Config, rep enqueue.DryRunRepor
 	fmt.Fprintf(stdout, "  ~%.0f input and ~%.0f output tokens an attempt: ~%.0f tokens in all, %s\n",
 		rep.InputTokens, rep.OutputTokens, rep.Tokens, price)
 	if rep.Documents > 0 {
-		fmt.Fprintf(stdout, "  documents: %s, %d bytes, ~%.0f tokens (each stored once; every attempt of a job sends its document)\n",
-			cli.Plural(rep.Documents, "document"), rep.DocumentBytes, rep.DocumentTokens)
+		sends := "every attempt of a job sends its document"
+		if rep.Chunked {
+			sends = "each chunk call sends its chunk"
+		}
+		fmt.Fprintf(stdout, "  documents: %s, %d bytes, ~%.0f tokens (each stored once; %s)\n",
+			cli.Plural(rep.Documents, "document"), rep.DocumentBytes, rep.DocumentTokens, sends)
+	}
+	if rep.Chunked {
+		fmt.Fprintf(stdout, "  strategy %s: the attempts are its chunk calls, one per chunk of %d tokens; a lower bound: repairs of the merged value, the value so far a sequential call carries and an agent's further turns are not counted\n",
+			cfg.Limits.Strategy, cfg.Limits.WithDefaults().ChunkTokens)
 	}
 	if rep.Limited {
 		fmt.Fprintln(stdout, "  (for the rows read; the dataset has more)")

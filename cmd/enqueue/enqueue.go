@@ -51,7 +51,8 @@ type enqueueFlags struct {
 var enqueueFlagGroups = []cliflags.FlagGroup{
 	{Title: "Batch and run", Flags: []string{"batch", "resume", "dry-run", "limit", "progress"}},
 	{Title: "Dataset and prompt", Flags: []string{"schema", "template", "system-file", "format", "id-field", "max-bad-rows", "max-prompt-bytes"}},
-	{Title: "Documents", Flags: []string{"document-field", "document-file-field", "max-document-bytes"}},
+	{Title: "Documents", Flags: []string{"document-field", "document-file-field", "max-document-bytes", "chunk-tokens", "chunk-overlap",
+		"strict", "max-validation-attempts"}},
 	{Title: "Model and repair", Flags: []string{"provider", "model", "mode", "temperature", "max-tokens", "max-attempts", "strategy",
 		"feedback", "coerce", "token-budget", "retry-budget"}},
 	{Title: "Checks after the schema", Flags: []string{"evidence", "evidence-source"}},
@@ -75,7 +76,8 @@ func newEnqueueFlags(stdout io.Writer) *enqueueFlags {
 	fs.StringVar(&f.systemFile, "system-file", "", "optional file with a system prompt for every job")
 	fs.StringVar(&f.format, "format", "", "jsonl or csv (default: from the file name)")
 	fs.StringVar(&f.mode, "mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
-	fs.StringVar(&f.strategy, "strategy", string(fixpoint.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
+	fs.StringVar(&f.strategy, "strategy", string(fixpoint.StrategyDefault), strategyHelp())
+	registerDocumentFlags(fs, &cfg.Limits)
 	fs.StringVar(&f.feedback, "feedback", string(fixpoint.FeedbackDefault), "feedback format: text or xml")
 	fs.StringVar(&f.coerce, "coerce", string(fixpoint.CoerceSafe), "schema-guided local repairs tried before another call: none; safe (\"42\" for an integer, an enum's letter case, a single value for an array, null for an optional property dropped, \"customerName\" for a declared \"customer_name\"); all (safe, and properties the schema does not allow dropped when every required one is there)")
 	fs.StringVar(&f.evidence, "evidence", string(fixpoint.EvidenceDefault), "check each valid value's strings and numbers against the job's source: off; check (grade and record each, docs/evidence.md); require (one the source does not hold is an error the model is asked to fix)")
@@ -161,6 +163,14 @@ func (f *enqueueFlags) check(pos []string) error {
 	}
 	if err := f.checkCounts(); err != nil {
 		return err
+	}
+	if !f.cfg.Resume {
+		if err := checkStrategy("--strategy", f.strategy); err != nil {
+			return err
+		}
+		if err := checkDocumentFlags(f.fs, fixpoint.Strategy(f.strategy), &f.cfg.Limits); err != nil {
+			return err
+		}
 	}
 	if f.cfg.Resume {
 		if err := checkResume(f.fs, pos, f.dryRun); err != nil {

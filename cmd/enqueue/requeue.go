@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -40,7 +41,7 @@ func (c *requeueCommand) Run(ctx context.Context, args []string) error {
 		common   commonFlags
 		cfg      enqueue.RequeueConfig
 		statuses = fs.String("status", batchaction.JoinStatuses(enqueue.RequeueStatusesDefault), "statuses to run again, comma-separated: invalid, failed, rejected, dead, cancelled, over_budget, valid")
-		strategy = fs.String("strategy", "", "repair strategy of the new run: conversation, repair or patch (default: unchanged)")
+		strategy = fs.String("strategy", "", "repair strategy of the new run: "+strings.Join(fixpoint.StrategyNames(), ", ")+" (default: unchanged; parallel, sequential and agent need a batch enqueued with documents, and realtime delivery)")
 	)
 	common.register(fs, true)
 	fs.StringVar(&cfg.Class, "class", "", "only jobs whose final class is this (syntax, shape, semantic, truncated, refusal, provider, budget, panic)")
@@ -52,6 +53,9 @@ func (c *requeueCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Batch, cfg.Queue, cfg.Strategy = common.batch, common.queue, fixpoint.Strategy(*strategy)
+	if err := checkStrategy("--strategy", *strategy); err != nil {
+		return err
+	}
 	var err error
 	if cfg.Statuses, err = batchaction.ParseStatuses("--status", *statuses); err != nil {
 		return usageError{Err: err}

@@ -3,7 +3,7 @@
 // on the views stays the main interface; see the README.
 //
 // Each command is a file of its own (summary.go, failures.go, job.go,
-// export.go, wait.go, serve.go, purge.go) with its own flag set: a flag
+// steps.go, export.go, wait.go, serve.go, purge.go) with its own flag set: a flag
 // another command reads is an unknown flag there.
 package main
 
@@ -34,6 +34,10 @@ const usage = `Usage: report COMMAND [flags]
                                   failure classes by attempt, repair effectiveness, top error paths
   report job ID [--format text|json]
                                   one job and each attempt as a card
+  report steps BATCH [--format text|json] [--top N]
+                                  a batch's document jobs by step (chunk, merge, repair, agent
+                                  turn): attempts, valid rate, failure classes, tokens, cost;
+                                  fields per chunk, merge conflicts, grounding by step
   report export BATCH [--format jsonl|csv] [--require-done] [--csv-raw]
                                   each job's input row and value, one line per job in row order
   report wait BATCH [--max-failure-rate R] [--timeout D]
@@ -90,6 +94,7 @@ var commands = []commandEntry{
 	{"summary", func(stdout, _ io.Writer) command { return &summaryCommand{stdout: stdout} }},
 	{"failures", func(stdout, _ io.Writer) command { return &failuresCommand{stdout: stdout} }},
 	{"job", func(stdout, _ io.Writer) command { return &jobCommand{stdout: stdout} }},
+	{"steps", func(stdout, _ io.Writer) command { return &stepsCommand{stdout: stdout} }},
 	{"export", func(stdout, stderr io.Writer) command { return &exportCommand{stdout: stdout, stderr: stderr} }},
 	{"wait", func(stdout, stderr io.Writer) command { return &waitCommand{stdout: stdout, stderr: stderr} }},
 	{"serve", func(stdout, stderr io.Writer) command { return &serveCommand{stdout: stdout, stderr: stderr} }},

@@ -450,7 +450,7 @@ func TestReportOnALedgerNotMigrated(t *testing.T) {
 // listed every batch.
 func TestReportEmptyArgument(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"summary", "wait", "export", "job", "failures"} {
+	for _, cmd := range []string{"summary", "wait", "export", "job", "failures", "steps"} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), []string{cmd, "", "--database-url", "postgres://nobody@127.0.0.1:1/none"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "an argument is empty") {
 			t.Errorf("report %s '': exit %d, stderr %q; want 2", cmd, code, errOut.String())
@@ -574,6 +574,7 @@ func TestCommandHelp(t *testing.T) {
 		{"job", []string{"report job ID", "-database-url", "-format", "docs/report.md"}, []string{"report failures", "-interval", "-require-done"}},
 		{"summary", []string{"report summary [BATCH]", "-format"}, []string{"report job ID", "-timeout"}},
 		{"failures", []string{"report failures BATCH", "-database-url", "-format"}, []string{"report summary", "-timeout", "-csv-raw"}},
+		{"steps", []string{"report steps BATCH", "-database-url", "-format", "-top", "docs/report.md"}, []string{"report failures BATCH", "-timeout", "-csv-raw"}},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), []string{tc.cmd, "--help"}, &out, &errOut); code != 0 {

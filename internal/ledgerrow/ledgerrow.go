@@ -73,7 +73,57 @@ func Attempt(a *fixpoint.Attempt) store.Attempt {
 		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), ProviderCode: a.ProviderCode, PriceBasis: string(a.PriceBasis),
 		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD, PatchOutcome: string(a.PatchOutcome),
 		Coerced: a.Coerced, Unpriced: a.Unpriced, Evidence: jsonOrNil(a.Evidence), Warnings: jsonOrNil(a.Warnings),
+		Step: string(a.Step), Chunk: a.Chunk, ToolCalls: jsonOrNil(a.ToolCalls), Conflicts: jsonOrNil(a.Conflicts),
+		Fields: stepFields(a),
 	}
+}
+
+// stepFields is what the ledger keeps of a step's value, which it does
+// not store: how many fields it held (CountFields). Nil for an attempt of
+// no step (the ordinary job keeps its NULL) and for one with no value.
+func stepFields(a *fixpoint.Attempt) *int {
+	if a.Step == "" {
+		return nil
+	}
+	n, ok := CountFields(a.Value)
+	if !ok {
+		return nil
+	}
+	return &n
+}
+
+// CountFields counts the non-null strings, numbers and booleans of v,
+// each array item's (the grain of evidence grades): how much a chunk
+// found. ok is false when v is empty or not JSON.
+func CountFields(v json.RawMessage) (n int, ok bool) {
+	if len(v) == 0 {
+		return 0, false
+	}
+	var x any
+	if err := json.Unmarshal(v, &x); err != nil {
+		return 0, false
+	}
+	return countLeaves(x), true
+}
+
+func countLeaves(x any) int {
+	switch t := x.(type) {
+	case nil:
+		return 0
+	case map[string]any:
+		n := 0
+		for _, e := range t {
+			n += countLeaves(e)
+		}
+		return n
+	case []any:
+		n := 0
+		for _, e := range t {
+			n += countLeaves(e)
+		}
+		return n
+	}
+	return 1
 }
 
 // jsonOrNil is s as JSON, nil when it is empty (the ledger then stores
@@ -107,10 +157,19 @@ func ResultFrom(jobID string, rows []store.Attempt) *fixpoint.Result {
 			TokensCached: int(r.TokensCached), TokensCacheWrite: int(r.TokensCacheWrite),
 			PriceBasis: fixpoint.PriceBasis(r.PriceBasis), CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
 			ProviderError: r.ProviderError, ProviderClass: fixpoint.ErrorClass(r.ProviderClass), ProviderCode: r.ProviderCode, Model: r.Model,
-			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback, Coerced: r.Coerced, Unpriced: r.Unpriced}
+			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback, Coerced: r.Coerced, Unpriced: r.Unpriced,
+			Step: fixpoint.StepKind(r.Step), Chunk: r.Chunk}
 		a.Source = fixpoint.Source(r.Source)
 		if len(r.Errors) > 0 {
 			_ = json.Unmarshal(r.Errors, &a.Errors)
+		}
+		// An agent goes on from its turns' tool calls; a merge's conflicts
+		// are the job's record of it.
+		if len(r.ToolCalls) > 0 {
+			_ = json.Unmarshal(r.ToolCalls, &a.ToolCalls)
+		}
+		if len(r.Conflicts) > 0 {
+			_ = json.Unmarshal(r.Conflicts, &a.Conflicts)
 		}
 		res.Attempts = append(res.Attempts, a)
 		res.Calls++

@@ -69,3 +69,67 @@ func TestResultKeepsTheLastCandidate(t *testing.T) {
 		}
 	}
 }
+
+// A document job's attempts keep their step, chunk, tool calls and merge
+// conflicts through the rows and back, and a step's value leaves the
+// count of its fields; an attempt of another strategy keeps none of them.
+func TestStepsRoundTrip(t *testing.T) {
+	t.Parallel()
+	conflict := fixpoint.Conflict{Path: "/parties/0/name", Values: []json.RawMessage{json.RawMessage(`"ACME"`), json.RawMessage(`"Acme Ltd"`)},
+		Chunks: [][]int{{0, 2}, {1}}, Chosen: json.RawMessage(`"ACME"`)}
+	res := &fixpoint.Result{JobID: "d1", Attempts: []fixpoint.Attempt{
+		{No: 1, Step: fixpoint.StepChunk, Chunk: &fixpoint.ChunkRef{N: 0, Start: 0, End: 1200}, Valid: true,
+			Value: json.RawMessage(`{"name":"ACME","items":[{"sku":"a","qty":2},{"sku":"b","qty":null}],"note":null,"ok":false}`)},
+		{No: 2, Step: fixpoint.StepMerge, Valid: true, Value: json.RawMessage(`{}`), Conflicts: []fixpoint.Conflict{conflict}},
+		{No: 3, Step: fixpoint.StepAgent, ToolCalls: []fixpoint.ToolCall{{ID: "call_1", Name: "read_chunk", Arguments: `{"n":1`}}},
+		{No: 4, Raw: "{}", Valid: true, Value: json.RawMessage(`{"a":1}`)},
+	}}
+	rows := ledgerrow.Result(res, nil, 1).AttemptRows
+	c := rows[0]
+	if c.Step != "chunk" || c.Chunk == nil || *c.Chunk != (fixpoint.ChunkRef{N: 0, Start: 0, End: 1200}) || c.Fields == nil || *c.Fields != 5 {
+		t.Errorf("chunk row: step %q chunk %v fields %v, want chunk 0 [0, 1200) with 5 fields", c.Step, c.Chunk, c.Fields)
+	}
+	if m := rows[1]; m.Step != "merge" || m.Fields == nil || *m.Fields != 0 || m.ToolCalls != nil || len(m.Conflicts) == 0 {
+		t.Errorf("merge row: %+v, want a merge with 0 fields and its conflicts", m)
+	}
+	if a := rows[2]; a.Step != "agent" || a.Fields != nil || a.Conflicts != nil {
+		t.Errorf("agent row: %+v, want an agent turn with no value (fields nil) and no conflicts", a)
+	}
+	if o := rows[3]; o.Step != "" || o.Chunk != nil || o.Fields != nil || o.ToolCalls != nil || o.Conflicts != nil {
+		t.Errorf("ordinary row: %+v, want no step columns", o)
+	}
+	back := ledgerrow.ResultFrom("d1", rows).Attempts
+	if back[0].Step != fixpoint.StepChunk || back[0].Chunk.End != 1200 {
+		t.Errorf("chunk back: %+v", back[0])
+	}
+	if got := back[1].Conflicts; len(got) != 1 || got[0].Path != conflict.Path || len(got[0].Chunks) != 2 || string(got[0].Chosen) != `"ACME"` {
+		t.Errorf("conflicts back: %+v, want %+v", got, conflict)
+	}
+	if got := back[2].ToolCalls; len(got) != 1 || got[0].ID != "call_1" || got[0].Name != "read_chunk" || got[0].Arguments != `{"n":1` {
+		t.Errorf("tool calls back: %+v", got)
+	}
+	if back[3].Step != "" || back[3].Chunk != nil || back[3].ToolCalls != nil || back[3].Conflicts != nil {
+		t.Errorf("ordinary attempt back: %+v, want no step", back[3])
+	}
+}
+
+func TestCountFields(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		v    string
+		n    int
+		isOK bool
+	}{
+		{`{"a":1,"b":"x","c":[true,false,null],"d":{"e":null}}`, 4, true},
+		{`[]`, 0, true},
+		{`null`, 0, true},
+		{`"x"`, 1, true},
+		{``, 0, false},
+		{`{"a":`, 0, false},
+	} {
+		n, ok := ledgerrow.CountFields(json.RawMessage(tc.v))
+		if n != tc.n || ok != tc.isOK {
+			t.Errorf("CountFields(%s) = %d, %v; want %d, %v", tc.v, n, ok, tc.n, tc.isOK)
+		}
+	}
+}
