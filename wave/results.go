@@ -99,9 +99,9 @@ type waveResults struct {
 	// open counts each job's requests in the wave with no outcome
 	// recorded; held are the outcomes taken of a job until all its open
 	// requests have one (a document job's are fed together).
-	open map[string]int
-	held map[string][]heldOutcome
-	tally   resultTally
+	open  map[string]int
+	held  map[string][]heldOutcome
+	tally resultTally
 	// traced sums the outcomes recorded for the collect's span.
 	traced collectTally
 	outs   []store.WaveOutcome // not yet recorded
