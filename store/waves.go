@@ -380,8 +380,8 @@ type WaveOutcome struct {
 	// while it runs; only the numeric fields are read.
 	Totals *Result
 	// Also are attempts that made no call, recorded with Attempt (after
-	// it, in the same transaction): a document job's merge, made when its
-	// last chunk's reply came.
+	// it, in the same transaction, with no wave: they are no request of
+	// it): a document job's merge, made when its last chunk's reply came.
 	Also []Attempt
 	// Set by RecordWaveOutcomes: Inserted when it wrote Attempt (as an
 	// attempt row, or kept apart from a job cancelled or requeued),
@@ -471,10 +471,8 @@ func (s *Store) recordWaveOutcome(ctx context.Context, tx pgx.Tx, o *WaveOutcome
 		return 0, nil
 	}
 	inserted := 0
+	// The Also attempts keep no wave: they are no call of it.
 	for i, row := range append([]Attempt{a}, o.Also...) {
-		if i > 0 {
-			row.WaveID = o.WaveID
-		}
 		n, err := insertWaveAttempt(ctx, tx, jobID, run, row)
 		if err != nil {
 			return 0, err

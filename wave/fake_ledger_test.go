@@ -306,10 +306,7 @@ func (l *fakeLedger) recordOutcome(o *store.WaveOutcome) int {
 	a.WaveID = o.WaveID
 	j := l.jobs[r.JobID]
 	rows := []store.Attempt{a}
-	for _, also := range o.Also {
-		also.WaveID = o.WaveID
-		rows = append(rows, also)
-	}
+	rows = append(rows, o.Also...)
 	if j.status != "queued" || j.run != r.Run {
 		l.apart = append(l.apart, rows...)
 		o.Inserted = true
