@@ -213,7 +213,7 @@ func requeueSettings(ctx context.Context, ledger ActionLedger, b *store.Batch, c
 		return settings, nil, fmt.Errorf("%w: requeue: strategy %s runs over each job's document, and batch %s's jobs have none (it was enqueued without --document-field or --document-file-field)",
 			ErrBadConfig, settings.Limits.Strategy, b.Name)
 	}
-	if err := CheckDocumentStrategy(settings.Limits, true, settings.Delivery); err != nil {
+	if err := CheckDocumentStrategy(settings.Limits, true); err != nil {
 		return settings, nil, fmt.Errorf("requeue: %w", err)
 	}
 	if settings.Delivery == queue.DeliveryBatch {

@@ -39,7 +39,7 @@ func (c *Config) checkDocuments() error {
 	if c.DocumentField != "" && c.DocumentField == c.IDField {
 		return fmt.Errorf("%w: --document-field and --id-field are both %q: the id is a short field of its own", ErrBadConfig, c.IDField)
 	}
-	return CheckDocumentStrategy(c.Limits, c.documentInput(), c.Delivery)
+	return CheckDocumentStrategy(c.Limits, c.documentInput())
 }
 
 // templateUsesField reports whether the template reads the row's field

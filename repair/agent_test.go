@@ -52,7 +52,7 @@ func calls(cs ...fixpoint.ToolCall) *fixpoint.Response {
 		Usage: fixpoint.Usage{InputTokens: 100, OutputTokens: 10}}
 }
 
-func text(s string) *fixpoint.Response {
+func agentText(s string) *fixpoint.Response {
 	return &fixpoint.Response{Text: s, FinishReason: fixpoint.FinishStop, Usage: fixpoint.Usage{InputTokens: 100, OutputTokens: 10}}
 }
 
@@ -223,7 +223,7 @@ func TestAgentMaxValidationAttempts(t *testing.T) {
 func TestAgentNudges(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
-	reqs := agentRun(t, m, text("The party is Acme."), text("Still text."), text("More text."), text("Last text."))
+	reqs := agentRun(t, m, agentText("The party is Acme."), agentText("Still text."), agentText("More text."), agentText("Last text."))
 	for i, req := range reqs {
 		if req.ToolChoice.Required != (i > 0) {
 			t.Errorf("request %d: tool choice required %v", i, req.ToolChoice.Required)
@@ -295,7 +295,7 @@ func TestAgentResume(t *testing.T) {
 	job := agentJob(t, fixpoint.Limits{})
 	replies := []*fixpoint.Response{
 		calls(call("a", fixpoint.ToolReadChunk, `{"n":0}`), call("b", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":"x"}`)),
-		text("thinking"),
+		agentText("thinking"),
 		calls(call("c", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), call("d", fixpoint.ToolReadChunk, `{"n":1}`)),
 	}
 	whole := startAgentJob(t, job, nil)

@@ -133,6 +133,7 @@ func (m *chunked) setUp() error {
 // chunk's conversation from its attempts (a chunk that ended is not asked
 // again), the merge attempt, and the repair conversation.
 func (m *chunked) replay() {
+	m.revalue()
 	byChunk := map[int][]fixpoint.Attempt{}
 	var mergeAt *fixpoint.Attempt
 	var repairs []fixpoint.Attempt

@@ -145,13 +145,22 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 		}); err != nil {
 			return err
 		}
+		// A job's requests are all taken or none: a document job sends
+		// several at once (its chunks), each its own attempt; a job
+		// collected twice (a stale delivery) is taken once.
+		byJob := map[string][]WaveRequest{}
+		var order []string
 		for _, r := range p.Requests {
-			if placed[place{r.JobID, max(r.Run, 1), r.AttemptNo}] {
-				continue
+			if _, ok := byJob[r.JobID]; !ok {
+				order = append(order, r.JobID)
 			}
-			if run, ok := free[r.JobID]; ok && run == max(r.Run, 1) {
-				taken = append(taken, r)
-				delete(free, r.JobID) // once per wave
+			byJob[r.JobID] = append(byJob[r.JobID], r)
+		}
+		for _, id := range order {
+			if run, ok := free[id]; ok {
+				taken = append(taken, takeJob(byJob[id], run, func(r WaveRequest) bool {
+					return placed[place{r.JobID, max(r.Run, 1), r.AttemptNo}]
+				})...)
 			}
 		}
 		if len(taken) == 0 {
@@ -188,6 +197,25 @@ func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequ
 		return nil, nil, fmt.Errorf("record wave of %s: %w", p.Batch, err)
 	}
 	return w, taken, nil
+}
+
+// takeJob is the requests of one job that go into a wave: those of its
+// run now (run), each attempt once; none when one of them has a place
+// already (placed), as a job's requests go together.
+func takeJob(reqs []WaveRequest, run int, placed func(WaveRequest) bool) []WaveRequest {
+	var out []WaveRequest
+	seen := map[int]bool{}
+	for _, r := range reqs {
+		if max(r.Run, 1) != run || seen[r.AttemptNo] {
+			continue
+		}
+		if placed(r) {
+			return nil
+		}
+		seen[r.AttemptNo] = true
+		out = append(out, r)
+	}
+	return out
 }
 
 // WaveRequests returns the wave's requests in custom id order.
@@ -351,6 +379,10 @@ type WaveOutcome struct {
 	// (tokens, cost, attempts, calls) so the summary shows a batch's spend
 	// while it runs; only the numeric fields are read.
 	Totals *Result
+	// Also are attempts that made no call, recorded with Attempt (after
+	// it, in the same transaction, with no wave: they are no request of
+	// it): a document job's merge, made when its last chunk's reply came.
+	Also []Attempt
 	// Set by RecordWaveOutcomes: Inserted when it wrote Attempt (as an
 	// attempt row, or kept apart from a job cancelled or requeued),
 	// Finished when it made the job final with Result.
@@ -428,7 +460,7 @@ func (s *Store) recordWaveOutcome(ctx context.Context, tx pgx.Tx, o *WaveOutcome
 			reason = InterruptCancelled
 		}
 		// Delivery 0: a wave is no queue delivery.
-		in := []Interruption{{JobID: jobID, Run: run, Reason: reason, Attempts: []Attempt{a}}}
+		in := []Interruption{{JobID: jobID, Run: run, Reason: reason, Attempts: append([]Attempt{a}, o.Also...)}}
 		if _, err := s.insertInterrupted(ctx, tx, in); err != nil {
 			return 0, fmt.Errorf("keep wave attempt %d of job %s apart: %w", a.No, jobID, err)
 		}
@@ -438,6 +470,31 @@ func (s *Store) recordWaveOutcome(ctx context.Context, tx pgx.Tx, o *WaveOutcome
 		}
 		return 0, nil
 	}
+	inserted := 0
+	// The Also attempts keep no wave: they are no call of it.
+	for i, row := range append([]Attempt{a}, o.Also...) {
+		n, err := insertWaveAttempt(ctx, tx, jobID, run, row)
+		if err != nil {
+			return 0, err
+		}
+		if i == 0 {
+			o.Inserted = n == 1
+		}
+		inserted += n
+	}
+	if _, err := tx.Exec(ctx, `UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND custom_id = $2`, o.WaveID, o.CustomID); err != nil {
+		return 0, err
+	}
+	if err := applyWaveOutcome(ctx, tx, o, jobID, run); err != nil {
+		return 0, err
+	}
+	return inserted, nil
+}
+
+// insertWaveAttempt inserts one attempt row of a wave outcome (once: a
+// row that is there already is left as it is) and returns how many it
+// inserted.
+func insertWaveAttempt(ctx context.Context, tx pgx.Tx, jobID string, run int, a Attempt) (int, error) {
 	var sys *string
 	if a.System != nil {
 		sys = &a.System.sha
@@ -465,15 +522,7 @@ func (s *Store) recordWaveOutcome(ctx context.Context, tx pgx.Tx, o *WaveOutcome
 	if err != nil {
 		return 0, fmt.Errorf("insert attempt %d of job %s: %w", a.No, jobID, err)
 	}
-	inserted := int(tag.RowsAffected())
-	o.Inserted = tag.RowsAffected() == 1
-	if _, err := tx.Exec(ctx, `UPDATE wave_requests SET recorded = true WHERE wave_id = $1 AND custom_id = $2`, o.WaveID, o.CustomID); err != nil {
-		return 0, err
-	}
-	if err := applyWaveOutcome(ctx, tx, o, jobID, run); err != nil {
-		return 0, err
-	}
-	return inserted, nil
+	return int(tag.RowsAffected()), nil
 }
 
 // applyWaveOutcome applies an outcome to its job while it is queued in

@@ -2,7 +2,7 @@ package wave
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
-	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
@@ -28,6 +27,8 @@ type collecting struct {
 	key      waveKey
 	deadline time.Time
 	items    []collected
+	// requests counts the requests of items: a document job has several.
+	requests int
 	bytes    int64
 	// stopTimer stops the timer that flushes it after Config.Collect.
 	stopTimer func() bool
@@ -40,8 +41,9 @@ type collected struct {
 	msg       jetstream.Msg
 	env       *queue.Envelope
 	delivered int
-	req       store.WaveRequest
-	stopBeat  func()
+	// reqs are the job's requests: one, or a document job's several.
+	reqs     []store.WaveRequest
+	stopBeat func()
 }
 
 // CanCollect reports whether the job can go into a wave: the worker drives
@@ -54,30 +56,22 @@ func (v *Driver) CanCollect(env *queue.Envelope) bool {
 	return d.IsZero() || v.clock.Now().Add(v.cfg.DeadlineMargin).Before(d)
 }
 
-// Collect starts the job's repair step and adds its first request to the
-// wave being filled for its batch and model. The message stays unacked
-// (its heartbeat runs) until the wave is recorded.
+// Collect starts the job's repair step, or its document Machine, and adds
+// its first requests (a parallel job's chunk calls, together) to the wave
+// being filled for its batch and model. The message stays unacked (its
+// heartbeat runs) until the wave is recorded.
 func (v *Driver) Collect(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, job *repair.Job, delivered int) {
-	step, err := repair.Start(job, nil, v.w.StepConfig(env.Provider, fixpoint.PriceBasisBatch))
-	if err != nil {
+	asks, final, err := firstAsks(job, v.w.StepConfig(env.Provider, fixpoint.PriceBasisBatch), v.clock.Now())
+	switch {
+	case errors.Is(err, fixpoint.ErrBadJob):
 		v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: err})
 		return
-	}
-	act := step.Next()
-	if act.Request == nil {
+	case err != nil:
+		v.w.HandBack(ctx, msg, env, delivered, err)
+		return
+	case final != nil:
 		// Final before any call (a token budget too small for one).
-		v.w.Finish(ctx, msg, env, step.Result())
-		return
-	}
-	reqJSON, err := json.Marshal(act.Request)
-	if err != nil {
-		v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: fmt.Errorf("%w: encode request: %v", fixpoint.ErrBadJob, err)})
-		return
-	}
-	client := v.clients[env.Provider]
-	item, err := client.EncodeBatchItem(llm.BatchItem{CustomID: "w0-0", Request: *act.Request})
-	if err != nil {
-		v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: fmt.Errorf("%w: %v", fixpoint.ErrBadJob, err)})
+		v.w.Finish(ctx, msg, env, final)
 		return
 	}
 	envJSON, err := queue.EncodeEnvelope(env)
@@ -85,16 +79,29 @@ func (v *Driver) Collect(ctx context.Context, msg jetstream.Msg, env *queue.Enve
 		v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: err})
 		return
 	}
-	c := collected{msg: msg, env: env, delivered: delivered, stopBeat: v.w.Heartbeat(msg),
-		req: store.WaveRequest{JobID: env.JobID, Run: env.RunOrFirst(), AttemptNo: 1, Request: reqJSON, Envelope: envJSON, Delivered: delivered}}
-	size := int64(len(item)) + 16 // the custom id is longer than the placeholder
+	client := v.clients[env.Provider]
+	c := collected{msg: msg, env: env, delivered: delivered}
+	var size int64
+	for _, a := range asks {
+		r, n, err := waveRequest(client, env, a, envJSON)
+		if err != nil {
+			v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: err})
+			return
+		}
+		r.Delivered = delivered
+		c.reqs = append(c.reqs, r)
+		size += n
+	}
+	c.stopBeat = v.w.Heartbeat(msg)
 	key := waveKey{batch: env.Batch, run: env.RunOrFirst(), provider: env.Provider, model: env.Model}
 	maxReq, maxBytes := client.BatchLimits()
 	maxReq = min(maxReq, v.cfg.MaxRequests)
 
 	v.mu.Lock()
 	col := v.pending[key]
-	if col != nil && (len(col.items) >= maxReq || col.bytes+size > maxBytes) {
+	// A job's requests go into one wave: a wave they would overflow goes
+	// first (one job's alone may pass MaxRequests).
+	if col != nil && (col.requests+len(c.reqs) > maxReq || col.bytes+size > maxBytes) {
 		v.flushLocked(ctx, col)
 		col = nil
 	}
@@ -109,7 +116,8 @@ func (v *Driver) Collect(ctx context.Context, msg jetstream.Msg, env *queue.Enve
 	}
 	col.items = append(col.items, c)
 	col.bytes += size
-	if len(col.items) >= maxReq {
+	col.requests += len(c.reqs)
+	if col.requests >= maxReq {
 		v.flushLocked(ctx, col)
 	}
 	v.mu.Unlock()
@@ -136,9 +144,9 @@ func (v *Driver) flushLocked(ctx context.Context, col *collecting) {
 // record records a collected wave, acks the messages of the jobs it holds
 // and submits it.
 func (v *Driver) record(ctx context.Context, col *collecting) {
-	reqs := make([]store.WaveRequest, len(col.items))
-	for i, c := range col.items {
-		reqs[i] = c.req
+	var reqs []store.WaveRequest
+	for _, c := range col.items {
+		reqs = append(reqs, c.reqs...)
 	}
 	log := v.log.With(slog.String("batch", col.key.batch), slog.String("provider", col.key.provider))
 	var wave *store.Wave

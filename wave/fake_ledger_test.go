@@ -93,19 +93,29 @@ func (l *fakeLedger) RecordWave(ctx context.Context, p store.WaveParams) (*store
 			placed[k][r.AttemptNo] = true
 		}
 	}
+	// As the store: a job's requests all or none, each attempt once.
 	var taken []store.WaveRequest
-	seen := map[string]bool{}
+	clash := map[string]bool{}
+	seen := map[jobRun]map[int]bool{}
 	for _, r := range p.Requests {
 		j := l.jobs[r.JobID]
 		run := max(r.Run, 1)
-		if j == nil || j.status != "queued" || j.run != run || (j.waveID != 0 && j.waveID != p.From) ||
-			placed[jobRun{r.JobID, run}][r.AttemptNo] || seen[r.JobID] {
+		k := jobRun{r.JobID, run}
+		if j == nil || j.status != "queued" || j.run != run || (j.waveID != 0 && j.waveID != p.From) || seen[k][r.AttemptNo] {
 			continue
 		}
-		seen[r.JobID] = true
+		if placed[k][r.AttemptNo] {
+			clash[r.JobID] = true
+			continue
+		}
+		if seen[k] == nil {
+			seen[k] = map[int]bool{}
+		}
+		seen[k][r.AttemptNo] = true
 		r.Run, r.Recorded = run, false
 		taken = append(taken, r)
 	}
+	taken = slices.DeleteFunc(taken, func(r store.WaveRequest) bool { return clash[r.JobID] })
 	if len(taken) == 0 {
 		return nil, nil, nil
 	}
@@ -295,8 +305,10 @@ func (l *fakeLedger) recordOutcome(o *store.WaveOutcome) int {
 	a := o.Attempt
 	a.WaveID = o.WaveID
 	j := l.jobs[r.JobID]
+	rows := []store.Attempt{a}
+	rows = append(rows, o.Also...)
 	if j.status != "queued" || j.run != r.Run {
-		l.apart = append(l.apart, a)
+		l.apart = append(l.apart, rows...)
 		o.Inserted = true
 		return 0
 	}
@@ -306,7 +318,7 @@ func (l *fakeLedger) recordOutcome(o *store.WaveOutcome) int {
 			return 0
 		}
 	}
-	l.attempts[k] = append(l.attempts[k], a)
+	l.attempts[k] = append(l.attempts[k], rows...)
 	o.Inserted = true
 	if o.Result != nil {
 		res := *o.Result

@@ -199,6 +199,8 @@ type fakeWorker struct {
 	observed []store.WaveOutcome
 	// badJobs are jobs Job cannot build.
 	badJobs map[string]bool
+	// documents are the texts of the jobs' documents, by hash.
+	documents map[string]string
 	// ledgerTries is how many times RetryLedger tries an op before it
 	// gives up (the worker stopping).
 	ledgerTries int
@@ -216,7 +218,7 @@ func newFakeWorker(t *testing.T, c *fakeClock) *fakeWorker {
 	prices["priceless"] = repair.Price{InputPerMTok: 1e15, OutputPerMTok: 1e15}
 	return &fakeWorker{t: t, clock: c, schema: s, prices: prices, disposed: map[string][]queue.Disposition{},
 		handedBack: map[string][]error{}, finished: map[string]*fixpoint.Result{}, steps: map[string]int{},
-		badJobs: map[string]bool{}, ledgerTries: 5}
+		badJobs: map[string]bool{}, documents: map[string]string{}, ledgerTries: 5}
 }
 
 func (w *fakeWorker) Dispose(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, d queue.Disposition) {
@@ -273,7 +275,7 @@ func (w *fakeWorker) Job(ctx context.Context, env *queue.Envelope) (*repair.Job,
 		return nil, errors.New("schema not found")
 	}
 	return &repair.Job{ID: env.JobID, Prompt: env.Prompt, Schema: w.schema, SchemaRaw: json.RawMessage(testSchema),
-		Model: env.Model, Mode: env.Mode, Limits: env.Limits}, nil
+		Model: env.Model, Mode: env.Mode, Limits: env.Limits, Document: w.documents[env.Document]}, nil
 }
 
 func (w *fakeWorker) StepConfig(provider string, basis fixpoint.PriceBasis) repair.Config {

@@ -90,15 +90,15 @@ func (v *Driver) sortPlaced(ctx context.Context, wave *store.Wave, st *llm.Batch
 		took = st.EndedAt.Sub(wave.SubmittedAt)
 	}
 	deadline := time.Time{}
-	for _, p := range placed {
+	for _, p := range oneEach(placed) {
 		env, err := queue.DecodeEnvelope(p.Envelope)
 		if err != nil {
 			realtime = append(realtime, p)
 			continue
 		}
 		deadline = env.DeadlineTime()
-		if r, ok := v.nextRequest(ctx, p, rows[p.JobID]); ok {
-			again = append(again, r)
+		if rs, ok := v.nextRequests(ctx, p, rows[p.JobID]); ok {
+			again = append(again, rs...)
 		} else {
 			realtime = append(realtime, p)
 		}
@@ -107,38 +107,59 @@ func (v *Driver) sortPlaced(ctx context.Context, wave *store.Wave, st *llm.Batch
 	// more wave is taken to last twice as long as this one did), nor a
 	// wave too small to be worth its wait.
 	late := !deadline.IsZero() && now.Add(2*took+v.cfg.DeadlineMargin).After(deadline)
-	if late || wave.Error == waveDeadlineCancel || (v.cfg.RealtimeBelow > 0 && len(again) < v.cfg.RealtimeBelow) {
+	if late || wave.Error == waveDeadlineCancel || (v.cfg.RealtimeBelow > 0 && len(oneEach(again)) < v.cfg.RealtimeBelow) {
 		realtime, again = append(realtime, again...), nil
 	}
 	return again, realtime, nil
 }
 
-// nextRequest is the request of a placed job's next attempt, from the
-// attempts the ledger has of its run (rows); false when the job goes on
-// realtime: it cannot be rebuilt, has no attempt left to make, or got no
-// reply in waveNoReplyMax waves.
-func (v *Driver) nextRequest(ctx context.Context, p store.WaveRequest, rows []store.Attempt) (store.WaveRequest, bool) {
-	r := p
-	r.AttemptNo = len(rows) + 1
-	j, err := v.rebuild(ctx, r, rows, fixpoint.PriceBasisBatch)
-	if err != nil || j == nil {
-		return r, false
-	}
-	noReply := 0
+// nextRequests are the requests of a placed job's next attempts (one, or
+// a document job's several), from the attempts the ledger has of its run
+// (rows); false when the job goes on realtime: it cannot be rebuilt, has
+// no attempt left to make, or got no reply in waveNoReplyMax waves.
+func (v *Driver) nextRequests(ctx context.Context, p store.WaveRequest, rows []store.Attempt) ([]store.WaveRequest, bool) {
+	noReply := map[int64]bool{}
 	for _, a := range rows {
 		if a.WaveID != 0 && a.Class == fixpoint.OutcomeProvider {
-			noReply++
+			noReply[a.WaveID] = true
 		}
 	}
-	if noReply >= waveNoReplyMax {
-		return r, false
+	if len(noReply) >= waveNoReplyMax {
+		return nil, false
+	}
+	env, job, err := v.jobOf(ctx, p)
+	if err != nil {
+		return nil, false
+	}
+	if job.Limits.Strategy.Document() {
+		return v.nextDocument(p, env, job, rows)
+	}
+	r := p
+	r.AttemptNo = len(rows) + 1
+	j, err := v.rebuild(r, env, job, rows, fixpoint.PriceBasisBatch)
+	if err != nil || j == nil {
+		return nil, false
 	}
 	b, err := json.Marshal(j.step.Next().Request)
 	if err != nil {
-		return r, false
+		return nil, false
 	}
 	r.Request = b
-	return r, true
+	return []store.WaveRequest{r}, true
+}
+
+// oneEach is placed with one request per job: the ledger lists a job once
+// for each of its requests in the wave.
+func oneEach(placed []store.WaveRequest) []store.WaveRequest {
+	seen := map[string]bool{}
+	var out []store.WaveRequest
+	for _, p := range placed {
+		if !seen[p.JobID] {
+			seen[p.JobID] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // toRealtime hands jobs placed in the wave to the queue, to finish
@@ -152,7 +173,7 @@ func (v *Driver) toRealtime(ctx context.Context, wave *store.Wave, placed []stor
 		}
 	}
 	ids := make([]string, 0, len(placed))
-	for _, p := range placed {
+	for _, p := range oneEach(placed) {
 		env, err := queue.DecodeEnvelope(p.Envelope)
 		if err != nil {
 			return fmt.Errorf("job %s of wave %d: %w", p.JobID, wave.ID, err)

@@ -96,7 +96,12 @@ type waveResults struct {
 	prev    map[string][]store.Attempt
 	started time.Time
 	seen    map[string]bool // custom IDs with an outcome
-	tally   resultTally
+	// open counts each job's requests in the wave with no outcome
+	// recorded; held are the outcomes taken of a job until all its open
+	// requests have one (a document job's are fed together).
+	open  map[string]int
+	held  map[string][]heldOutcome
+	tally resultTally
 	// traced sums the outcomes recorded for the collect's span.
 	traced collectTally
 	outs   []store.WaveOutcome // not yet recorded
@@ -117,7 +122,13 @@ func (v *Driver) startResults(ctx context.Context, log *slog.Logger, wave *store
 	if err != nil {
 		return nil, err
 	}
-	return &waveResults{v: v, log: log, wave: wave, reqs: reqs, byID: byID, prev: prev,
+	open := map[string]int{}
+	for _, r := range reqs {
+		if !r.Recorded {
+			open[r.JobID]++
+		}
+	}
+	return &waveResults{v: v, log: log, wave: wave, reqs: reqs, byID: byID, prev: prev, open: open, held: map[string][]heldOutcome{},
 		started: cmp.Or(wave.SubmittedAt, wave.CreatedAt), seen: map[string]bool{}}, nil
 }
 
@@ -168,36 +179,59 @@ func (rs *waveResults) unanswered(ctx context.Context, state llm.BatchState) err
 	return nil
 }
 
-// outcome feeds a request's reply (or failure) to its job's repair step
-// and queues the attempt, and the result when the job is done, for the
-// ledger.
+// outcome takes a request's reply (or failure) and, once the outcomes of
+// all its job's requests in the wave are in, feeds them to the job's
+// repair step or Machine and queues their attempts, and the result when
+// the job is done, for the ledger.
 func (rs *waveResults) outcome(ctx context.Context, r store.WaveRequest, resp *fixpoint.Response, callErr error) error {
 	rs.seen[r.CustomID] = true
 	if r.Recorded {
 		return nil
 	}
-	j, err := rs.v.rebuild(ctx, r, rs.prev[r.JobID], fixpoint.PriceBasisBatch)
-	if err != nil {
+	held := append(rs.held[r.JobID], heldOutcome{req: r, resp: resp, err: callErr})
+	if len(held) < rs.open[r.JobID] {
+		rs.held[r.JobID] = held
+		return nil
+	}
+	delete(rs.held, r.JobID)
+	env, job, err := rs.v.jobOf(ctx, r)
+	switch {
+	case err != nil:
 		rs.log.ErrorContext(ctx, "worker: wave result of a job that cannot be rebuilt", slog.String("job_id", r.JobID), slog.String("error", err.Error()))
+		return nil // it stays placed; the next pass hands it to the queue
+	case job.Limits.Strategy.Document():
+		err = rs.feedDocument(ctx, env, job, held)
+	default:
+		err = rs.feedStep(ctx, env, job, held[0])
+	}
+	if err == nil && len(rs.outs) >= waveOutcomesChunk {
+		err = rs.flush(ctx)
+	}
+	return err
+}
+
+// feedStep feeds a request's outcome to its job's repair step rebuilt
+// from the ledger and queues the attempt, and the result when the job is
+// done.
+func (rs *waveResults) feedStep(ctx context.Context, env *queue.Envelope, job *repair.Job, h heldOutcome) error {
+	j, err := rs.v.rebuild(h.req, env, job, rs.prev[h.req.JobID], fixpoint.PriceBasisBatch)
+	if err != nil {
+		rs.log.ErrorContext(ctx, "worker: wave result of a job that cannot be rebuilt", slog.String("job_id", h.req.JobID), slog.String("error", err.Error()))
 		return nil // it stays placed; the next pass hands it to the queue
 	}
 	if j == nil {
 		return nil // its attempt is recorded already
 	}
-	a, act := j.step.Feed(resp, callErr, rs.started)
-	rs.traced.add(a, callErr)
-	o := store.WaveOutcome{WaveID: rs.wave.ID, CustomID: r.CustomID, Attempt: ledgerrow.Attempt(a)}
+	a, act := j.step.Feed(h.resp, h.err, rs.started)
+	rs.traced.add(a, h.err)
+	o := store.WaveOutcome{WaveID: rs.wave.ID, CustomID: h.req.CustomID, Attempt: ledgerrow.Attempt(a)}
+	res := ledgerrow.Result(j.step.Result(), j.env, 0)
 	if act.Done() {
-		res := ledgerrow.Result(j.step.Result(), j.env, 0)
 		o.Result = &res
 	} else {
-		tot := ledgerrow.Result(j.step.Result(), j.env, 0)
-		o.Totals = &tot
+		o.Totals = &res
 	}
 	rs.outs = append(rs.outs, o)
-	if len(rs.outs) >= waveOutcomesChunk {
-		return rs.flush(ctx)
-	}
 	return nil
 }
 
@@ -245,6 +279,9 @@ func (rs *waveResults) recordEach(ctx context.Context) ([]store.WaveOutcome, err
 			o := one[0]
 			for _, bare := range []bool{false, true} {
 				one[0] = o.Salvage(refusal, bare)
+				if bare {
+					one[0].Also = nil // a merge's conflicts may be what it refused
+				}
 				if _, err = rs.v.ledger.RecordWaveOutcomes(ctx, one); !store.IsRefused(err) {
 					break
 				}
@@ -264,18 +301,23 @@ func (rs *waveResults) recordEach(ctx context.Context) ([]store.WaveOutcome, err
 	return recorded, first
 }
 
-// rebuild starts the repair step of a wave request's job from the
-// attempts the ledger has before it. nil, nil: the request's attempt is
-// recorded already.
-func (v *Driver) rebuild(ctx context.Context, r store.WaveRequest, rows []store.Attempt, basis fixpoint.PriceBasis) (*waveJob, error) {
+// jobOf is the message and the job of a wave request.
+func (v *Driver) jobOf(ctx context.Context, r store.WaveRequest) (*queue.Envelope, *repair.Job, error) {
 	env, err := queue.DecodeEnvelope(r.Envelope)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	job, err := v.w.Job(ctx, env)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	return env, job, nil
+}
+
+// rebuild starts the repair step of a wave request's job from the
+// attempts the ledger has before it. nil, nil: the request's attempt is
+// recorded already.
+func (v *Driver) rebuild(r store.WaveRequest, env *queue.Envelope, job *repair.Job, rows []store.Attempt, basis fixpoint.PriceBasis) (*waveJob, error) {
 	var before []store.Attempt
 	for _, a := range rows {
 		if a.No < r.AttemptNo {

@@ -34,7 +34,6 @@ func TestEnqueueDocumentStrategyUsage(t *testing.T) {
 		{"agent without document", append(base, "--strategy", "agent"), "strategy agent runs over each job's document"},
 		{"mode json_schema", append(doc, "--strategy", "sequential", "--mode", "json_schema"), "strategy sequential needs mode prompt, not json_schema"},
 		{"mode tool", append(doc, "--strategy", "parallel", "--mode", "tool"), "needs mode prompt, not tool"},
-		{"batch delivery", append(doc, "--strategy", "parallel", "--delivery", "batch"), "strategy parallel with --delivery batch is not supported yet"},
 		{"overlap not below size", append(doc, "--strategy", "parallel", "--chunk-tokens", "500", "--chunk-overlap", "500"), "--chunk-overlap 500 must be less than --chunk-tokens 500"},
 		{"overlap over the default size", append(doc, "--strategy", "parallel", "--chunk-overlap", "5000"), "--chunk-overlap 5000 must be less than --chunk-tokens 4000"},
 		{"tiny chunks", append(doc, "--strategy", "parallel", "--chunk-tokens", "10"), "--chunk-tokens 10: want 50 or more"},
