@@ -58,7 +58,7 @@ func partOf(req *fixpoint.Request) int {
 // replyFunc answers one request: a reply, or an error.
 type replyFunc func(req *fixpoint.Request) (*fixpoint.Response, error)
 
-func text(s string) (*fixpoint.Response, error) {
+func chunkReply(s string) (*fixpoint.Response, error) {
 	return &fixpoint.Response{Text: s, FinishReason: fixpoint.FinishStop, Usage: fixpoint.Usage{InputTokens: 100, OutputTokens: 10}}, nil
 }
 
@@ -69,11 +69,11 @@ func byChunk(first, again map[int]string, other string) replyFunc {
 		n := partOf(req)
 		switch {
 		case n < 0:
-			return text(other)
+			return chunkReply(other)
 		case len(req.Messages) > 1 && again[n] != "":
-			return text(again[n])
+			return chunkReply(again[n])
 		}
-		return text(first[n])
+		return chunkReply(first[n])
 	}
 }
 
@@ -170,7 +170,7 @@ func TestSmartValidation(t *testing.T) {
 	if strings.Contains(act.Requests[0].System, repair.PartNote) {
 		t.Error("under Strict the system prompt still says a value may leave properties out")
 	}
-	a, next := strict.Feed(act.Requests[0], must(text(first[0])), nil, time.Now())
+	a, next := strict.Feed(act.Requests[0], must(chunkReply(first[0])), nil, time.Now())
 	if a.Valid || !hasKeyword(a.Errors, "required") || len(next.Requests) != 1 {
 		t.Errorf("under Strict a chunk value without amount: valid %v, errors %v, next %d requests; want invalid, required, one more", a.Valid, a.Errors, len(next.Requests))
 	}
@@ -351,7 +351,7 @@ func TestResumeAfterTransientFailure(t *testing.T) {
 		if partOf(req) == 1 {
 			_, next = m.Feed(req, nil, &fixpoint.ProviderError{Status: 503, Class: fixpoint.ClassOverloaded, Message: "overloaded"}, time.Now())
 		} else {
-			_, next = m.Feed(req, must(text(first[partOf(req)])), nil, time.Now())
+			_, next = m.Feed(req, must(chunkReply(first[partOf(req)])), nil, time.Now())
 		}
 		if next.Err != nil {
 			gotErr = next.Err
@@ -437,7 +437,7 @@ func TestChunkedTokenBudget(t *testing.T) {
 		t.Fatalf("%d requests sent under a budget that holds one or two of the three", len(act.Requests))
 	}
 	for _, req := range act.Requests {
-		_, act = m.Feed(req, must(text(`{"party": "Acme GmbH"}`)), nil, time.Now())
+		_, act = m.Feed(req, must(chunkReply(`{"party": "Acme GmbH"}`)), nil, time.Now())
 	}
 	res := m.Result()
 	if !act.Done() || res.Status != fixpoint.StatusFailed || res.Class != fixpoint.OutcomeBudget || !strings.Contains(res.Error, "token budget 2500") {
@@ -452,7 +452,7 @@ func TestChunkedOutstanding(t *testing.T) {
 	t.Parallel()
 	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
 	act := m.Next()
-	m.Feed(act.Requests[0], must(text(`{"party": "Acme GmbH"}`)), nil, time.Now())
+	m.Feed(act.Requests[0], must(chunkReply(`{"party": "Acme GmbH"}`)), nil, time.Now())
 	a := m.Outstanding(act.Requests[2], time.Now())
 	if a == nil || a.No != 3 || a.Step != fixpoint.StepChunk || a.Chunk.N != 2 || a.ProviderClass != fixpoint.ClassInFlight {
 		t.Fatalf("outstanding attempt %+v, want no 3 of chunk 2, in flight", a)
