@@ -44,6 +44,7 @@ type agent struct {
 	step    *Step // the job, limits, config and result, and their recording
 	chunks  []chunk.Chunk
 	partial *validate.Schema // set_output's and update_output's check
+	keyed   []keyedList      // the schema's keyed lists
 	tools   []fixpoint.Tool
 
 	messages []fixpoint.Message // the conversation after the system prompt
@@ -107,7 +108,7 @@ func startAgent(job *Job, prev *fixpoint.Result, cfg Config) (Machine, error) {
 		s.maxTokens = fixpoint.MaxTokensDefault
 	}
 	s.system = fixpoint.NewPrompt(agentSystemPrompt(&j))
-	m := &agent{step: s, chunks: chunks, partial: partial, maxTurns: AgentTurnsMax(len(chunks), lim)}
+	m := &agent{step: s, chunks: chunks, partial: partial, keyed: keyedLists(j.SchemaRaw), maxTurns: AgentTurnsMax(len(chunks), lim)}
 	m.tools = agentTools(&j, partial)
 	m.messages = agentFirstMessages(&j, chunks)
 	m.replay()

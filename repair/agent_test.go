@@ -182,6 +182,21 @@ func TestAgentInvalidSetOutputRefusedThenFixed(t *testing.T) {
 	}
 }
 
+// An item of a keyed list put without its key is refused at once, naming
+// it: no later update could merge with it or remove it.
+func TestAgentRefusesUnkeyedItems(t *testing.T) {
+	t.Parallel()
+	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	reqs := agentRun(t, m,
+		calls(call("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":24,"items":[{"name":"Alpha Ltd"},{"n":5}]}`)),
+		calls(call("b", fixpoint.ToolFail, `{"reason":"x"}`)),
+	)
+	res := toolResults(reqs[1])
+	if len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Content, `/items/1/name: missing key field "name"`) {
+		t.Fatalf("results %+v; want the item without its name refused", res)
+	}
+}
+
 // A finish refused for a missing required property goes back as a tool
 // error, and the run goes on: the value completed, finish passes.
 func TestAgentFinishRefusedThenFixed(t *testing.T) {
