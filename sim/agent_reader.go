@@ -136,6 +136,10 @@ func readerWalk(msgs []nmsg) *readerState {
 				if answered && res.isError {
 					st.pass++
 					st.named = namedFields(res.content)
+					if len(st.named) == 0 {
+						// No field named (no output was set): every field.
+						st.named = append(slices.Clone(docScalars), docList)
+					}
 					st.queue, st.tries = nil, map[int]int{}
 					st.searched, st.found, st.readInPass = nil, nil, map[int]bool{}
 				}
