@@ -284,9 +284,6 @@ func (m *agent) accept() {
 func (m *agent) end(status fixpoint.Status, class, msg string) {
 	res := m.step.res
 	res.Status, res.Class, res.Error = status, class, msg
-	if status != fixpoint.StatusValid && m.hasValue {
-		res.Value = marshalValue(m.value)
-	}
 	m.done = true
 	m.step.settle()
 }

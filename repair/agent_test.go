@@ -228,8 +228,8 @@ func TestAgentMaxValidationAttempts(t *testing.T) {
 	if !m.Next().Done() || r.Status != fixpoint.StatusInvalid || r.Class != string(fixpoint.ClassShape) || !strings.Contains(r.Error, "term") {
 		t.Fatalf("status %s class %q error %q; want invalid, shape, naming term", r.Status, r.Class, r.Error)
 	}
-	if string(r.Value) != `{"party":"Acme GmbH"}` {
-		t.Errorf("value %s, want the last value set", r.Value)
+	if last := r.Attempts[len(r.Attempts)-1]; r.Value != nil || string(last.Value) != `{"party":"Acme GmbH"}` {
+		t.Errorf("job value %s, last attempt's %s; want none, and the value set", r.Value, last.Value)
 	}
 }
 
