@@ -22,7 +22,7 @@ import (
 //
 // The state of a run (the value, the conversation, the counts of nudges
 // and refused finishes) is a function of the job and the replies: a run
-// continued from its attempts replays their tool calls (agentReplay), so
+// continued from its attempts replays their tool calls (agent.replay), so
 // the ledger need not keep the tools' results.
 
 // AgentTurnsMax is the most turns an agent run of a document cut into
@@ -145,9 +145,11 @@ func (m *agent) replay() {
 	res := m.step.res
 	for i := range res.Attempts {
 		a := &res.Attempts[i]
-		if a.Raw == "" && len(a.ToolCalls) == 0 {
+		if a.Class == fixpoint.OutcomeProvider {
+			// No reply to run (Raw may hold the first bytes of one that
+			// could not be read: paid, and asked again).
 			if countsAsReply(a) {
-				m.turns++ // paid, unreadable: the same request goes again
+				m.turns++
 			}
 			continue
 		}
@@ -157,9 +159,6 @@ func (m *agent) replay() {
 		if out.end != nil {
 			m.done = true
 		}
-	}
-	if m.done || res.Status == fixpoint.StatusValid {
-		m.done = true
 	}
 }
 

@@ -310,7 +310,7 @@ func TestAgentResume(t *testing.T) {
 	job := agentJob(t, fixpoint.Limits{})
 	replies := []*fixpoint.Response{
 		calls(call("a", fixpoint.ToolReadChunk, `{"n":0}`), call("b", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":"x"}`)),
-		text("thinking"),
+		text(""),
 		calls(call("c", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), call("d", fixpoint.ToolReadChunk, `{"n":1}`)),
 	}
 	whole := startAgentJob(t, job, nil)
@@ -329,10 +329,22 @@ func TestAgentResume(t *testing.T) {
 	if string(gj) != string(wj) {
 		t.Errorf("the resumed run's next request differs:\n%s\nwant\n%s", gj, wj)
 	}
+	// A paid reply that could not be read is no turn to run again: the
+	// same request goes out.
+	unreadable := &fixpoint.ProviderError{Status: 200, Class: fixpoint.ClassBadResponse, Message: "bad body", Head: `{"choi`, Size: 6}
+	if a, act := resumed.Feed(got.Requests[0], nil, unreadable, time.Now()); a.Class != fixpoint.OutcomeProvider || len(act.Requests) != 1 {
+		t.Fatalf("unreadable reply: class %q, %+v; want a provider attempt and the request again", a.Class, act)
+	}
+	resumed = startAgentJob(t, job, resumed.Result())
+	again := resumed.Next()
+	if aj, _ := json.Marshal(again.Requests[0]); string(aj) != string(wj) {
+		t.Fatalf("after an unreadable reply, resumed: %s\nwant %s", aj, wj)
+	}
+	got = again
 	fin := calls(call("e", fixpoint.ToolUpdateOutput, `{"term":24}`), call("f", fixpoint.ToolFinish, `{}`))
 	whole.Feed(want.Requests[0], fin, nil, time.Now())
 	resumed.Feed(got.Requests[0], fin, nil, time.Now())
-	if w, g := whole.Result(), resumed.Result(); g.Status != fixpoint.StatusValid || string(g.Value) != string(w.Value) || len(g.Attempts) != 4 {
+	if w, g := whole.Result(), resumed.Result(); g.Status != fixpoint.StatusValid || string(g.Value) != string(w.Value) || len(g.Attempts) != 5 {
 		t.Errorf("resumed: %s %s with %d attempts; whole: %s %s", g.Status, g.Value, len(g.Attempts), w.Status, w.Value)
 	}
 }
