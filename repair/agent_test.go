@@ -467,3 +467,26 @@ func TestAgentBadJobs(t *testing.T) {
 		t.Errorf("mode json_schema: %v, want ErrBadJob", err)
 	}
 }
+
+// A finish error inside an item of a keyed list names the item by its
+// key: the model put items, not indexes of the merged list.
+func TestAgentFinishNamesItemsByKey(t *testing.T) {
+	t.Parallel()
+	raw := `{"type":"object","properties":{"items":{"type":"array","x-fixpoint-key":"name","items":{"type":"object","properties":{"name":{"type":"string"},"n":{"type":"integer"}},"required":["name","n"]}}},"required":["items"]}`
+	job := agentJob(t, fixpoint.Limits{})
+	job.SchemaRaw = []byte(raw)
+	var err error
+	if job.Schema, err = validate.Compile(job.SchemaRaw); err != nil {
+		t.Fatal(err)
+	}
+	m := startAgentJob(t, job, nil)
+	reqs := agentRun(t, m,
+		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"items":[{"name":"Alpha Ltd","n":1}]}`),
+			agentCall("b", fixpoint.ToolUpdateOutput, `{"items":[{"name":"Beta \"SA\""}]}`), agentCall("c", fixpoint.ToolFinish, `{}`)),
+		agentCalls(agentCall("d", fixpoint.ToolFail, `{"reason":"x"}`)),
+	)
+	res := toolResults(reqs[1])
+	if len(res) != 3 || !res[2].IsError || !strings.Contains(res[2].Content, `/items/1/n: `) || !strings.Contains(res[2].Content, `(in the item with name "Beta \"SA\"")`) {
+		t.Fatalf("finish result %+v; want /items/1/n named with its item's key", res)
+	}
+}
