@@ -23,10 +23,11 @@ import (
 //	turn k: update_output(value of chunk k-1), read_chunk(k)
 //	last:   update_output(value of the last chunk); then finish
 //
-// The first value is put with set_output. A value puts only what the
-// output lacks: the list's items, and the fields the last put's result
-// says are still missing (a model does not replace a party it found on
-// page 1 with what it makes of page 30). The mix's faults on a chunk's first put:
+// The first value is put with set_output. A value puts what the chunk
+// states and what the output lacks: the list's items, the fields the
+// chunk's text holds, and the fields the last put's result says are
+// still missing (a model does not replace a party it found on page 1
+// with what it makes up on page 30, where no party is named). The mix's faults on a chunk's first put:
 //
 //   - content faults (a wrong type, an enum, a bound, an extra property)
 //     make a put the agent refuses; the next turn puts the value
@@ -42,8 +43,10 @@ import (
 //
 // A finish refused starts a new pass, drawn afresh, that puts only the
 // fields the refusal named: it searches the document for the phrase
-// that states each named field and reads the chunks the search finds;
-// when the refusal names the list, it reads every chunk again. The
+// that states each named field, and for the name of each list item the
+// refusal names (up to readerItemsMax), reads the chunks the searches
+// find and puts those fields and items; when the refusal names the list
+// but no item (or more), it reads every chunk again. The
 // reader's state is a function of the conversation (readerWalk): the
 // tool results say which calls were taken, read_chunk's results the
 // chunks' texts, search's results the chunks to read.
@@ -84,6 +87,7 @@ type readerState struct {
 	searched   []string
 	found      []int
 	readInPass map[int]bool
+	items      []string        // the list items the refused finish named, by key
 	sample     strings.Builder // chunk text to tell the language by
 }
 
@@ -136,6 +140,11 @@ func readerWalk(msgs []nmsg) *readerState {
 				if answered && res.isError {
 					st.pass++
 					st.named = namedFields(res.content)
+					st.items = namedItems(res.content)
+					if len(st.named) == 0 {
+						// No field named (no output was set): every field.
+						st.named = append(slices.Clone(docScalars), docList)
+					}
 					st.queue, st.tries = nil, map[int]int{}
 					st.searched, st.found, st.readInPass = nil, nil, map[int]bool{}
 				}
@@ -184,10 +193,6 @@ func (st *readerState) searchResult(args, content string) {
 
 // put records a put of the queue's head: taken, or refused with result.
 func (st *readerState) put(args string, taken bool, result string) {
-	if len(st.queue) == 0 {
-		return
-	}
-	head := st.queue[0]
 	if taken {
 		// What the output still lacks is in the result (package repair
 		// names the required fields missing after each put): the
@@ -195,6 +200,12 @@ func (st *readerState) put(args string, taken bool, result string) {
 		_, lacks, _ := strings.Cut(result, "still requires")
 		st.missing = namedFields(lacks)
 		st.anySet = true
+	}
+	if len(st.queue) == 0 {
+		return
+	}
+	head := st.queue[0]
+	if taken {
 		st.queue = st.queue[1:]
 		delete(st.tries, head)
 		return
@@ -215,6 +226,25 @@ func namedFields(text string) []string {
 	for _, m := range namedFieldRE.FindAllStringSubmatch(text, -1) {
 		if !slices.Contains(out, m[1]) {
 			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// namedItemRE finds the list items an error names by their key
+// (package repair's keyNote).
+var namedItemRE = regexp.MustCompile(`\(in the item with name ("(?:[^"\\]|\\.)*")\)`)
+
+// readerItemsMax bounds the items a pass searches for one by one; past
+// it the pass reads every chunk.
+const readerItemsMax = 5
+
+func namedItems(text string) []string {
+	var out []string
+	for _, m := range namedItemRE.FindAllStringSubmatch(text, -1) {
+		var name string
+		if json.Unmarshal([]byte(m[1]), &name) == nil && !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 	}
 	return out
@@ -278,12 +308,20 @@ func (st *readerState) nextStep() (c ncall, ok bool) {
 			return ncall{name: fixpoint.ToolSearch, args: string(args)}, true
 		}
 	}
+	if len(st.items) <= readerItemsMax {
+		for _, name := range st.items {
+			if !slices.Contains(st.searched, name) {
+				args, _ := json.Marshal(map[string]string{"text": name})
+				return ncall{name: fixpoint.ToolSearch, args: string(args)}, true
+			}
+		}
+	}
 	for _, n := range st.found {
 		if !st.readInPass[n] {
 			return readCall(n), true
 		}
 	}
-	if slices.Contains(st.named, docList) {
+	if slices.Contains(st.named, docList) && (len(st.items) == 0 || len(st.items) > readerItemsMax) {
 		for n := range st.of {
 			if !st.readInPass[n] {
 				return readCall(n), true
@@ -313,7 +351,11 @@ func (s *Server) readerModel(r *chatReq) agentTurn {
 	}
 	p := s.readerPlan(r, st, head, text)
 	t.plan.faults, t.plan.formats, t.plan.outcome = p.faults, p.formats, p.outcome
-	fresh := st.tries[head] == 0 && !st.nudged
+	// A nudged turn calls a tool when the request requires one (OpenAI,
+	// Anthropic); where it cannot (Ollama), the nudge is a correction
+	// like any, and its text faults are drawn afresh.
+	forced := st.nudged && r.agent.choice != ""
+	fresh := st.tries[head] == 0 && !forced
 	tool := fixpoint.ToolUpdateOutput
 	if !st.anySet {
 		tool = fixpoint.ToolSetOutput
@@ -331,7 +373,7 @@ func (s *Server) readerModel(r *chatReq) agentTurn {
 		t.text = p.text
 		return t
 	default:
-		t.calls = []ncall{{name: tool, args: string(encode(st.restrict(p.value), encOpts{}))}}
+		t.calls = []ncall{{name: tool, args: string(encode(st.restrict(p.value, readDocument(text).fields), encOpts{}))}}
 	}
 	if next, ok := st.nextStep(); ok && len(st.queue) == 1 && next.name == fixpoint.ToolReadChunk {
 		t.calls = append(t.calls, next)
@@ -370,9 +412,11 @@ func (s *Server) readerPlan(r *chatReq, st *readerState, n int, text string) pla
 }
 
 // restrict is what of a chunk's value the reader puts: in the first pass
-// the list and the fields no put gave yet; in a later one the fields the
-// refused finish named only.
-func (st *readerState) restrict(v any) any {
+// the list, the fields the chunk's text states (held) and the fields the
+// output still lacks; in a later one the fields the refused finish named
+// only. A field the output has is not replaced by what a chunk that does
+// not state it makes up.
+func (st *readerState) restrict(v any, held map[string]docHit) any {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return v
@@ -380,12 +424,33 @@ func (st *readerState) restrict(v any) any {
 	out := make(map[string]any, len(m))
 	for k, x := range m {
 		switch {
+		case st.pass > 0 && k == docList && len(st.items) > 0 && len(st.items) <= readerItemsMax:
+			out[k] = namedOnly(x, st.items)
 		case st.pass > 0:
 			if slices.Contains(st.named, k) {
 				out[k] = x
 			}
 		case k == docList || !st.anySet || slices.Contains(st.missing, k):
 			out[k] = x
+		case held[k].value != nil:
+			out[k] = x
+		}
+	}
+	return out
+}
+
+// namedOnly is the items of list whose name is one of names.
+func namedOnly(list any, names []string) any {
+	items, ok := list.([]any)
+	if !ok {
+		return list
+	}
+	out := []any{}
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			if n, ok := m["name"].(string); ok && slices.Contains(names, n) {
+				out = append(out, it)
+			}
 		}
 	}
 	return out
