@@ -15,7 +15,7 @@ import (
 // with under smart validation (not Limits.Strict): the chunk's value is
 // checked with required relaxed, and the model is told so, lest it fill
 // a required property its part of the document does not hold.
-const PartNote = "You are given one part of a longer document. Your value may leave out any property, required or not, that this part does not state: the other parts are read apart. Never invent a value this part does not state."
+const PartNote = "You are given one part of a longer document. Your value may leave out any property, required or not, that neither this part nor a value so far given with it states: the other parts are read in other requests. Never invent a value the text does not state."
 
 // chunked runs the parallel and sequential strategies: one conversation
 // (a Step) per chunk, all at once or one after another; then the merge of

@@ -462,3 +462,95 @@ func TestChunkedOutstanding(t *testing.T) {
 		t.Errorf("after Stop: status %s, done %v", res.Status, m.Next().Done())
 	}
 }
+
+// failing answers with a 503 every request for which fail says so, and
+// with reply the others.
+func failing(fail func(req *fixpoint.Request) bool, reply replyFunc) replyFunc {
+	return func(req *fixpoint.Request) (*fixpoint.Response, error) {
+		if fail(req) {
+			return nil, &fixpoint.ProviderError{Status: 503, Class: fixpoint.ClassOverloaded, Message: "overloaded"}
+		}
+		return reply(req)
+	}
+}
+
+// runUntilErr feeds m's requests until a Feed says to wait out a
+// transient failure, and returns the requests sent.
+func runUntilErr(t *testing.T, m repair.Machine, reply replyFunc) []*fixpoint.Request {
+	t.Helper()
+	var sent, queue []*fixpoint.Request
+	act := m.Next()
+	for i := 0; i < 100; i++ {
+		queue = append(queue, act.Requests...)
+		sent = append(sent, act.Requests...)
+		if act.Err != nil && len(queue) == 0 {
+			if !errors.Is(act.Err, fixpoint.ErrTransient) {
+				t.Fatalf("error %v does not match ErrTransient", act.Err)
+			}
+			return sent
+		}
+		if len(queue) == 0 {
+			t.Fatalf("the machine ended (%s) without a transient failure", m.Result().Status)
+		}
+		req := queue[0]
+		queue = queue[1:]
+		resp, err := reply(req)
+		_, act = m.Feed(req, resp, err, time.Now())
+	}
+	t.Fatal("no transient failure in 100 feeds")
+	return nil
+}
+
+// TestResumeInTheRepair: a repair call that fails transiently is sent
+// again by a machine started from the result, and only it: no chunk is
+// asked again and the merge is not recorded twice. A driver that keeps
+// the machine and calls Next again gets the same request.
+func TestResumeInTheRepair(t *testing.T) {
+	t.Parallel()
+	job := agreementJob(t, fixpoint.StrategyParallel, nil)
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
+	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`
+	m := startDoc(t, job, nil)
+	runUntilErr(t, m, failing(func(r *fixpoint.Request) bool { return partOf(r) < 0 }, byChunk(first, nil, repaired)))
+	if again := m.Next(); len(again.Requests) != 1 || partOf(again.Requests[0]) != -1 {
+		t.Errorf("Next after the failure: %+v, want the repair request again", again)
+	}
+	again := startDoc(t, job, m.Result())
+	sent := drive(t, again, byChunk(first, nil, repaired))
+	if len(sent) != 1 || partOf(sent[0]) != -1 || !strings.Contains(sent[0].Messages[0].Content, fixpoint.PreviousReplyOpen) {
+		t.Fatalf("the second run sent %d requests, want the repair request alone", len(sent))
+	}
+	res := again.Result()
+	merges := 0
+	for _, a := range res.Attempts {
+		if a.Step == fixpoint.StepMerge {
+			merges++
+		}
+	}
+	if res.Status != fixpoint.StatusValid || merges != 1 || len(res.Attempts) != 6 || res.Calls != 5 {
+		t.Errorf("status %s, %d merges, %d attempts, %d calls; want valid, 1, 6, 5", res.Status, merges, len(res.Attempts), res.Calls)
+	}
+}
+
+// TestSequentialResume: a sequential job that failed transiently on its
+// third chunk goes on from there with the value the first two built.
+func TestSequentialResume(t *testing.T) {
+	t.Parallel()
+	job := agreementJob(t, fixpoint.StrategySequential, nil)
+	first := map[int]string{
+		0: `{"party": "Acme GmbH"}`,
+		1: `{"party": "Acme GmbH", "amount": 1200}`,
+		2: `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`,
+	}
+	m := startDoc(t, job, nil)
+	runUntilErr(t, m, failing(func(r *fixpoint.Request) bool { return partOf(r) == 2 }, byChunk(first, nil, "")))
+	again := startDoc(t, job, m.Result())
+	sent := drive(t, again, byChunk(first, nil, ""))
+	want := fixpoint.ValueSoFarOpen + "\n" + `{"amount":1200,"party":"Acme GmbH"}`
+	if len(sent) != 1 || partOf(sent[0]) != 2 || !strings.Contains(sent[0].Messages[0].Content, want) {
+		t.Fatalf("the second run sent %d requests, want part 3 alone with the value so far", len(sent))
+	}
+	if res := again.Result(); res.Status != fixpoint.StatusValid || res.Calls != 4 {
+		t.Errorf("status %s after %d calls (%s)", res.Status, res.Calls, res.Error)
+	}
+}

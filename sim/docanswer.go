@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // isDocument reports whether a request with this schema is answered as a
@@ -127,3 +130,72 @@ func (t *task) fill(f ContentFault) (any, bool) {
 	}
 	return t.absentAt(name), true
 }
+
+// cutValueSoFar takes the value so far out of the text of a sequential
+// request over a document (between fixpoint.ValueSoFarOpen and
+// ValueSoFarClose): the text left is what the request's chunk and task
+// say, and the value is what the reply is to extend; nil when the text
+// has none, or none that decodes.
+func cutValueSoFar(text string) (string, any) {
+	i := strings.Index(text, fixpoint.ValueSoFarOpen)
+	if i < 0 {
+		return text, nil
+	}
+	j := strings.Index(text[i:], fixpoint.ValueSoFarClose)
+	if j < 0 {
+		return text, nil
+	}
+	v := decodeNumbers([]byte(text[i+len(fixpoint.ValueSoFarOpen) : i+j]))
+	return text[:i] + text[i+j+len(fixpoint.ValueSoFarClose):], v
+}
+
+// extend makes the truth of a sequential request over a document the
+// value so far extended from its chunk, as a model asked to return the
+// whole value writes it: the fields the value so far has, each replaced
+// by the chunk's where the chunk states it (the request asks to correct
+// the value from this part), and the value so far's subsidiaries followed
+// by the chunk's whose name it does not list yet. The value so far is
+// copied as given, errors and all: the model cannot tell them from the
+// document's values unless its chunk states the field. The chunk's own
+// items are already cut to Config.MaxListItems (a call extracts its first
+// few tens of a long list from a text); the items copied from the value
+// so far are not, since copying a list given as JSON is not extracting
+// it. The faults of the reply are then drawn on that truth as on any.
+func (t *task) extend(soFar any) {
+	prev, ok := soFar.(map[string]any)
+	read, _ := t.truth.(map[string]any)
+	if !ok || read == nil || !t.doc.isDocument() {
+		return
+	}
+	out := deepCopy(prev).(map[string]any)
+	for k, v := range read {
+		if k != docList {
+			out[k] = v
+		}
+	}
+	items, _ := out[docList].([]any)
+	seen := map[string]bool{}
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			if name, ok := m["name"].(string); ok {
+				seen[foldName(name)] = true
+			}
+		}
+	}
+	add, _ := read[docList].([]any)
+	for _, it := range add {
+		name, _ := it.(map[string]any)["name"].(string)
+		if !seen[foldName(name)] {
+			seen[foldName(name)] = true
+			items = append(items, it)
+		}
+	}
+	if len(items) > 0 {
+		out[docList] = items
+	}
+	t.truth = out
+}
+
+// foldName is a subsidiary's name as the merge's key compares it: case
+// folded, white space collapsed.
+func foldName(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }

@@ -224,9 +224,11 @@ func (s *Server) model(r *chatReq) plan {
 	if schema != nil {
 		doc = s.schema(schema)
 	}
+	var soFar any // a sequential document request's value so far
 	if doc != nil {
 		taskIn = taskText(firstUser(r))
 		if doc.isDocument() {
+			taskIn, soFar = cutValueSoFar(taskIn)
 			task = docTask(task, taskIn)
 		}
 	}
@@ -240,6 +242,7 @@ func (s *Server) model(r *chatReq) plan {
 		return p
 	}
 	t := s.newTask(doc, task, taskIn)
+	t.extend(soFar)
 	if isCorrection && isPatchRequest(feedback) {
 		if pp, ok := s.patchPlan(t, key, prev, feedback, turn); ok {
 			pp.turn, pp.key = turn, key
