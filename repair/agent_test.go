@@ -182,6 +182,21 @@ func TestAgentInvalidSetOutputRefusedThenFixed(t *testing.T) {
 	}
 }
 
+// An item of a keyed list put without its key is refused at once, naming
+// it: no later update could merge with it or remove it.
+func TestAgentRefusesUnkeyedItems(t *testing.T) {
+	t.Parallel()
+	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	reqs := agentRun(t, m,
+		calls(call("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":24,"items":[{"name":"Alpha Ltd"},{"n":5}]}`)),
+		calls(call("b", fixpoint.ToolFail, `{"reason":"x"}`)),
+	)
+	res := toolResults(reqs[1])
+	if len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Content, `/items/1/name: missing key field "name"`) {
+		t.Fatalf("results %+v; want the item without its name refused", res)
+	}
+}
+
 // A finish refused for a missing required property goes back as a tool
 // error, and the run goes on: the value completed, finish passes.
 func TestAgentFinishRefusedThenFixed(t *testing.T) {
@@ -213,8 +228,8 @@ func TestAgentMaxValidationAttempts(t *testing.T) {
 	if !m.Next().Done() || r.Status != fixpoint.StatusInvalid || r.Class != string(fixpoint.ClassShape) || !strings.Contains(r.Error, "term") {
 		t.Fatalf("status %s class %q error %q; want invalid, shape, naming term", r.Status, r.Class, r.Error)
 	}
-	if string(r.Value) != `{"party":"Acme GmbH"}` {
-		t.Errorf("value %s, want the last value set", r.Value)
+	if last := r.Attempts[len(r.Attempts)-1]; r.Value != nil || string(last.Value) != `{"party":"Acme GmbH"}` {
+		t.Errorf("job value %s, last attempt's %s; want none, and the value set", r.Value, last.Value)
 	}
 }
 
@@ -295,7 +310,7 @@ func TestAgentResume(t *testing.T) {
 	job := agentJob(t, fixpoint.Limits{})
 	replies := []*fixpoint.Response{
 		calls(call("a", fixpoint.ToolReadChunk, `{"n":0}`), call("b", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":"x"}`)),
-		text("thinking"),
+		text(""),
 		calls(call("c", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), call("d", fixpoint.ToolReadChunk, `{"n":1}`)),
 	}
 	whole := startAgentJob(t, job, nil)
@@ -314,10 +329,22 @@ func TestAgentResume(t *testing.T) {
 	if string(gj) != string(wj) {
 		t.Errorf("the resumed run's next request differs:\n%s\nwant\n%s", gj, wj)
 	}
+	// A paid reply that could not be read is no turn to run again: the
+	// same request goes out.
+	unreadable := &fixpoint.ProviderError{Status: 200, Class: fixpoint.ClassBadResponse, Message: "bad body", Head: `{"choi`, Size: 6}
+	if a, act := resumed.Feed(got.Requests[0], nil, unreadable, time.Now()); a.Class != fixpoint.OutcomeProvider || len(act.Requests) != 1 {
+		t.Fatalf("unreadable reply: class %q, %+v; want a provider attempt and the request again", a.Class, act)
+	}
+	resumed = startAgentJob(t, job, resumed.Result())
+	again := resumed.Next()
+	if aj, _ := json.Marshal(again.Requests[0]); string(aj) != string(wj) {
+		t.Fatalf("after an unreadable reply, resumed: %s\nwant %s", aj, wj)
+	}
+	got = again
 	fin := calls(call("e", fixpoint.ToolUpdateOutput, `{"term":24}`), call("f", fixpoint.ToolFinish, `{}`))
 	whole.Feed(want.Requests[0], fin, nil, time.Now())
 	resumed.Feed(got.Requests[0], fin, nil, time.Now())
-	if w, g := whole.Result(), resumed.Result(); g.Status != fixpoint.StatusValid || string(g.Value) != string(w.Value) || len(g.Attempts) != 4 {
+	if w, g := whole.Result(), resumed.Result(); g.Status != fixpoint.StatusValid || string(g.Value) != string(w.Value) || len(g.Attempts) != 5 {
 		t.Errorf("resumed: %s %s with %d attempts; whole: %s %s", g.Status, g.Value, len(g.Attempts), w.Status, w.Value)
 	}
 }

@@ -224,14 +224,19 @@ func chunkArg(args string) (int, bool) {
 
 // setOutput runs set_output (the arguments are the value) or
 // update_output (they are merged into it; see mergeUpdate), checking the
-// value that would result against the partial schema (the full one under
-// Limits.Strict), with the job's coercions.
+// arguments, then the value that would result, against the partial
+// schema (the full one under Limits.Strict), with the job's coercions.
+// An item of a keyed list without its key is refused too (see
+// unkeyedItems).
 func (m *agent) setOutput(args string, update bool) (string, []fixpoint.ValidationError) {
 	coerce := Coercer(m.step.lim.Coerce)
 	// The arguments are checked first, so that the errors point into them.
 	check := validate.CheckWith(m.partial, args, validate.CheckOptions{Coerce: coerce})
 	if !check.Valid {
 		return "", check.Errors
+	}
+	if errs := unkeyedItems(m.keyed, check.Value); len(errs) > 0 {
+		return "", errs
 	}
 	value := check.Value
 	if update && m.hasValue {

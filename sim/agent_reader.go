@@ -136,6 +136,10 @@ func readerWalk(msgs []nmsg) *readerState {
 				if answered && res.isError {
 					st.pass++
 					st.named = namedFields(res.content)
+					if len(st.named) == 0 {
+						// No field named (no output was set): every field.
+						st.named = append(slices.Clone(docScalars), docList)
+					}
 					st.queue, st.tries = nil, map[int]int{}
 					st.searched, st.found, st.readInPass = nil, nil, map[int]bool{}
 				}
@@ -184,10 +188,6 @@ func (st *readerState) searchResult(args, content string) {
 
 // put records a put of the queue's head: taken, or refused with result.
 func (st *readerState) put(args string, taken bool, result string) {
-	if len(st.queue) == 0 {
-		return
-	}
-	head := st.queue[0]
 	if taken {
 		// What the output still lacks is in the result (package repair
 		// names the required fields missing after each put): the
@@ -195,6 +195,12 @@ func (st *readerState) put(args string, taken bool, result string) {
 		_, lacks, _ := strings.Cut(result, "still requires")
 		st.missing = namedFields(lacks)
 		st.anySet = true
+	}
+	if len(st.queue) == 0 {
+		return
+	}
+	head := st.queue[0]
+	if taken {
 		st.queue = st.queue[1:]
 		delete(st.tries, head)
 		return
