@@ -89,9 +89,10 @@ type stepInput struct {
 }
 
 // noCall says a step made no provider call: a deterministic merge has
-// neither tokens nor a reply.
-func noCall(kind string, tokens int64, raw string) bool {
-	return kind == string(fixpoint.StepMerge) && tokens == 0 && raw == ""
+// no request, no reply and no tokens (pipeline.IsCall, which the
+// dashboard does not link, says the same).
+func noCall(kind string, tokens int64, raw, requestHash string) bool {
+	return kind == string(fixpoint.StepMerge) && tokens == 0 && raw == "" && requestHash == ""
 }
 
 // docSteps are the steps of a run's attempts, in order; nil when no

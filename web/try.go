@@ -890,7 +890,7 @@ func tryGroups(cards []tryCard) []stepGroup {
 	in := make([]stepInput, len(cards))
 	for i, c := range cards {
 		in[i] = stepInput{Kind: c.Step, Chunk: c.Chunk, ToolCalls: c.ToolCalls, Conflicts: c.Conflicts, Request: c.Request,
-			NoCall: noCall(string(c.Step), int64(c.TokensIn+c.TokensOut), c.Raw)}
+			NoCall: noCall(string(c.Step), int64(c.TokensIn+c.TokensOut), c.Raw, c.RequestHash)}
 	}
 	steps := docSteps(in)
 	if steps == nil {
