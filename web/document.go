@@ -32,6 +32,8 @@ const (
 	// docHeadChars is how much of a clipped document's start is shown
 	// when no span is on it.
 	docHeadChars = 1200
+	// docFieldsOpen is how many fields the table shows unfolded.
+	docFieldsOpen = 40
 )
 
 // documentView is a document job's document with its value's spans.
@@ -133,6 +135,10 @@ func gradedDocument(doc string, value json.RawMessage, check string, grades json
 	}
 	return v
 }
+
+// FoldFields says the table of fields is long enough to fold (a list of
+// hundreds of items): a span's link unfolds it.
+func (v *documentView) FoldFields() bool { return len(v.Fields) > docFieldsOpen }
 
 // docSegments are highlight's segments with each span linked to its
 // field: a segment links to the first of its spans in gs's order, and
