@@ -338,9 +338,11 @@ func TestDocumentJobToolCalls(t *testing.T) {
 			t.Errorf("%s (%q) is not marked in the Japanese document", p.Pointer, quote)
 		}
 	}
-	// The table names each turn's calls, the refused one marked.
-	if !strings.Contains(turns, `<span class="mono tool-error">update_output</span> <span class="badge c-shape">error</span>`) {
-		t.Error("the turns' table does not mark the refused call")
+	// The table names each turn's calls, the refused one marked and its
+	// result the turn's error.
+	if !strings.Contains(turns, `<span class="mono tool-error">update_output</span> <span class="badge c-shape">error</span>`) ||
+		!strings.Contains(turns, `<td class="msg small">update_output: /currency: &#34;yen&#34; is not one of EUR`) {
+		t.Error("the turns' table does not mark the refused call, or does not say why")
 	}
 }
 

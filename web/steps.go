@@ -232,6 +232,21 @@ func clip(s string, n int) (string, bool) {
 	return s, false
 }
 
+// toolError is the first refused tool call of an agent turn, as its
+// table row's error says it: "update_output: the result's text"; "" for
+// none (and for no step).
+func (st *docStep) toolError() string {
+	if st == nil {
+		return ""
+	}
+	for _, t := range st.Tools {
+		if t.Result == "error" {
+			return t.Name + ": " + t.ResultText
+		}
+	}
+	return ""
+}
+
 // stepRow is one attempt in its group's table.
 type stepRow struct {
 	Anchor string

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -908,6 +909,7 @@ func tryGroups(cards []tryCard) []stepGroup {
 		if len(c.Errors) > 0 {
 			rows[i].FirstError = c.Errors[0].Message
 		}
+		rows[i].FirstError = cmp.Or(rows[i].FirstError, c.Doc.toolError())
 	}
 	return stepGroups(rows)
 }
