@@ -190,3 +190,39 @@ func TestExportSteps(t *testing.T) {
 		t.Errorf("CSV header %q, want job_steps last", header)
 	}
 }
+
+// report job lists a document job's steps after its cards, and nothing
+// of the kind for a job of another strategy.
+func TestReportJobSteps(t *testing.T) {
+	t.Parallel()
+	dsn := stepsFixture(t)
+	job := func(id string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), []string{"job", id, "--database-url", dsn}, &out, &errOut); code != 0 {
+			t.Fatalf("job %s: exit %d: %s", id, code, errOut.String())
+		}
+		return out.String()
+	}
+	want := "steps:\n  1 chunk 0 [0, 1100): valid, 6 fields\n  2 chunk 1 [1000, 2100): valid, 4 fields\n" +
+		"  3 merge: shape, 10 fields, 2 conflicts at /parties/0/name /parties/1/name\n  4 repair: valid\n"
+	if got := job("doc-1"); !strings.Contains(got, want) {
+		t.Errorf("report job doc-1:\n%s\nwant it to hold:\n%s", got, want)
+	}
+	if got := job("plain-1"); strings.Contains(got, "steps:") {
+		t.Errorf("report job plain-1 lists steps:\n%s", got)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"job", "doc-1", "--format", "json", "--database-url", dsn}, &out, &errOut); code != 0 {
+		t.Fatalf("job --format json: exit %d: %s", code, errOut.String())
+	}
+	var data jobJSON
+	if err := json.Unmarshal(out.Bytes(), &data); err != nil {
+		t.Fatal(err)
+	}
+	a := data.AttemptList
+	if len(a) != 4 || a[0].Step != "chunk" || a[0].Chunk == nil || a[0].Chunk.N != 0 || *a[0].Fields != 6 || a[3].Chunk != nil ||
+		!strings.Contains(string(a[2].Conflicts), "/parties/1/name") || string(a[3].ToolCalls) != "[]" {
+		t.Errorf("job JSON attempts: %+v", a)
+	}
+}
