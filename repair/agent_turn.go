@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -314,11 +315,17 @@ func mergeUpdate(schema *validate.Schema, cur, upd any) (any, error) {
 	}
 	for _, c := range conflicts {
 		for i, chunks := range c.Chunks {
-			for _, n := range chunks {
-				if n == 1 {
-					merged = setPointer(merged, c.Path, c.Values[i])
+			if !slices.Contains(chunks, 1) {
+				continue
+			}
+			v := any(c.Values[i])
+			if raw, ok := v.(json.RawMessage); ok {
+				// A conflict may carry its values as JSON.
+				if v, err = decodeValue(raw); err != nil {
+					return nil, err
 				}
 			}
+			merged = setPointer(merged, c.Path, v)
 		}
 	}
 	return merged, nil
