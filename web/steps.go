@@ -329,8 +329,8 @@ func stepBadge(st *docStep) string {
 	return "invalid"
 }
 
-// stepGroups groups rows (one per card, steps[i] the step of rows[i], nil
-// for an attempt of no step) into runs of one kind.
+// stepGroups groups rows (one per card, in order; a row of no step is of
+// kind "") into runs of one kind.
 func stepGroups(rows []stepRow) []stepGroup {
 	var groups []stepGroup
 	for i, r := range rows {

@@ -553,7 +553,7 @@ type tryRunView struct {
 	Stages  []tryStage
 	Cards   []tryCard
 	// Groups are the cards grouped by step, for a document strategy;
-	// Chunked says the run reads a document.
+	// Doc says the run's strategy reads a document.
 	Groups []stepGroup
 	Doc    bool
 	// Document is a finished document run's document with its final
