@@ -50,7 +50,7 @@ type agent struct {
 	messages []fixpoint.Message // the conversation after the system prompt
 	value    any                // the output so far; nil until set
 	hasValue bool
-	nudges   int // text answers nudged back
+	nudges   int // text answers nudged back since the last tool call
 	refused  int // finishes refused
 	turns    int // attempts that got a reply
 	maxTurns int

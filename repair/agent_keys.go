@@ -123,3 +123,74 @@ func forEachAt(v any, at []string, ptr string, fn func(v any, ptr string)) {
 func escapeToken(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
+
+// keyNote names the keyed list item a path is in, by its key, for an
+// error at finish: the model put the item under its key, and an index
+// into the merged list is not one it ever saw. "" when the path is in no
+// keyed item, or the item has no key.
+func keyNote(lists []keyedList, value any, path string) string {
+	if path == "" {
+		return ""
+	}
+	toks := strings.Split(path[1:], "/")
+	for _, l := range lists {
+		if len(toks) <= len(l.at) || !matchesAt(toks, l.at) {
+			continue
+		}
+		item, ok := pointerValue(value, toks[:len(l.at)+1])
+		obj, isObj := item.(map[string]any)
+		if !ok || !isObj {
+			continue
+		}
+		var parts []string
+		for _, f := range l.fields {
+			if obj[f] == nil {
+				return ""
+			}
+			b, _ := json.Marshal(obj[f])
+			parts = append(parts, fmt.Sprintf("%s %s", f, b))
+		}
+		return " (in the item with " + strings.Join(parts, " and ") + ")"
+	}
+	return ""
+}
+
+// matchesAt reports whether the tokens of a path start at the place at
+// ("*" any array index).
+func matchesAt(toks, at []string) bool {
+	for i, a := range at {
+		t := strings.ReplaceAll(strings.ReplaceAll(toks[i], "~1", "/"), "~0", "~")
+		if a == "*" {
+			if _, err := strconv.Atoi(t); err != nil {
+				return false
+			}
+		} else if a != t {
+			return false
+		}
+	}
+	return true
+}
+
+// pointerValue is the value at the path of tokens toks in v.
+func pointerValue(v any, toks []string) (any, bool) {
+	for _, t := range toks {
+		t = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+		switch x := v.(type) {
+		case map[string]any:
+			next, ok := x[t]
+			if !ok {
+				return nil, false
+			}
+			v = next
+		case []any:
+			n, err := strconv.Atoi(t)
+			if err != nil || n < 0 || n >= len(x) {
+				return nil, false
+			}
+			v = x[n]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}

@@ -233,15 +233,21 @@ func TestAgentMaxValidationAttempts(t *testing.T) {
 	}
 }
 
-// A text answer is nudged back with a user turn, and the next requests
-// require a tool call; the fourth text answer ends the job invalid.
+// A text answer is nudged back with a user turn, and the next request
+// requires a tool call; a turn with calls starts the count again; the
+// fourth text answer in a row ends the job invalid.
 func TestAgentNudges(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
-	reqs := agentRun(t, m, agentText("The party is Acme."), agentText("Still text."), agentText("More text."), agentText("Last text."))
+	all := agentRun(t, m, agentText("Let me look."), agentText("Still looking."), agentCalls(agentCall("a", fixpoint.ToolReadChunk, `{"n":0}`)),
+		agentText("The party is Acme."), agentText("Still text."), agentText("More text."), agentText("Last text."))
+	if pre := all[:3]; !pre[1].ToolChoice.Required || !pre[2].ToolChoice.Required {
+		t.Errorf("the requests after text answers do not require a tool call")
+	}
+	reqs := all[3:]
 	for i, req := range reqs {
 		if req.ToolChoice.Required != (i > 0) {
-			t.Errorf("request %d: tool choice required %v", i, req.ToolChoice.Required)
+			t.Errorf("request %d after the call: tool choice required %v", i, req.ToolChoice.Required)
 		}
 		if i > 0 {
 			last := req.Messages[len(req.Messages)-1]
@@ -251,8 +257,8 @@ func TestAgentNudges(t *testing.T) {
 		}
 	}
 	r := m.Result()
-	if !m.Next().Done() || r.Status != fixpoint.StatusInvalid || r.Class != string(fixpoint.ClassSyntax) || !strings.Contains(r.Error, "4 times") {
-		t.Fatalf("status %s class %q error %q; want invalid after 4 text answers", r.Status, r.Class, r.Error)
+	if !m.Next().Done() || r.Status != fixpoint.StatusInvalid || r.Class != string(fixpoint.ClassSyntax) || !strings.Contains(r.Error, "4 times in a row") || len(r.Attempts) != 7 {
+		t.Fatalf("status %s class %q error %q after %d turns; want invalid after 4 text answers in a row, 7 turns", r.Status, r.Class, r.Error, len(r.Attempts))
 	}
 }
 
@@ -459,5 +465,28 @@ func TestAgentBadJobs(t *testing.T) {
 	job.Mode = fixpoint.ModeJSONSchema
 	if _, err := repair.StartDocument(job, nil, repair.Config{}); !errors.Is(err, fixpoint.ErrBadJob) {
 		t.Errorf("mode json_schema: %v, want ErrBadJob", err)
+	}
+}
+
+// A finish error inside an item of a keyed list names the item by its
+// key: the model put items, not indexes of the merged list.
+func TestAgentFinishNamesItemsByKey(t *testing.T) {
+	t.Parallel()
+	raw := `{"type":"object","properties":{"items":{"type":"array","x-fixpoint-key":"name","items":{"type":"object","properties":{"name":{"type":"string"},"n":{"type":"integer"}},"required":["name","n"]}}},"required":["items"]}`
+	job := agentJob(t, fixpoint.Limits{})
+	job.SchemaRaw = []byte(raw)
+	var err error
+	if job.Schema, err = validate.Compile(job.SchemaRaw); err != nil {
+		t.Fatal(err)
+	}
+	m := startAgentJob(t, job, nil)
+	reqs := agentRun(t, m,
+		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"items":[{"name":"Alpha Ltd","n":1}]}`),
+			agentCall("b", fixpoint.ToolUpdateOutput, `{"items":[{"name":"Beta \"SA\""}]}`), agentCall("c", fixpoint.ToolFinish, `{}`)),
+		agentCalls(agentCall("d", fixpoint.ToolFail, `{"reason":"x"}`)),
+	)
+	res := toolResults(reqs[1])
+	if len(res) != 3 || !res[2].IsError || !strings.Contains(res[2].Content, `/items/1/n: `) || !strings.Contains(res[2].Content, `(in the item with name "Beta \"SA\"")`) {
+		t.Fatalf("finish result %+v; want /items/1/n named with its item's key", res)
 	}
 }

@@ -156,35 +156,60 @@ func TestAgentReaderOnEachWireFormat(t *testing.T) {
 	}
 }
 
-// Text answers are nudged back: with every first put a prose answer, a
-// run nudged three times ends invalid at the fourth text answer, and the
-// nudged requests require a tool call (OpenAI "required", Anthropic
-// "any"; Ollama has no such field).
+// Text answers are nudged back (every first put is a prose answer here):
+// the nudge is a user turn, and on OpenAI and Anthropic the request after
+// it requires a tool call ("required", {"type":"any"}), so the reader
+// calls one and the run finishes. Ollama has no such field: its nudged
+// turn may answer text again, and the simulator's agent over a task
+// that is no document, asked four times, answers text four times in a
+// row, which ends the run invalid.
 func TestAgentReaderNudges(t *testing.T) {
 	t.Parallel()
-	for _, provider := range providers {
+	for _, provider := range []string{llm.ProviderOpenAI, llm.ProviderAnthropic} {
 		t.Run(provider, func(t *testing.T) {
 			t.Parallel()
 			run := runAgentDoc(t, provider, sim.Config{Seed: 1, Mix: sim.Mix{Prose: 1}}, fixpoint.Limits{})
-			res := run.res
-			if res.Status != fixpoint.StatusInvalid || res.Class != string(fixpoint.ClassSyntax) || !strings.Contains(res.Error, "4 times") {
-				t.Fatalf("status %s class %q error %q; want invalid after the fourth text answer", res.Status, res.Class, res.Error)
-			}
+			wantValidValue(t, run.res)
+			want := map[string]string{llm.ProviderOpenAI: `"tool_choice":"required"`, llm.ProviderAnthropic: `"tool_choice":{"type":"any"}`}[provider]
 			texts := 0
-			for _, a := range res.Attempts {
-				if len(a.ToolCalls) == 0 {
-					texts++
+			for i, a := range run.res.Attempts {
+				if len(a.ToolCalls) > 0 {
+					continue
+				}
+				texts++
+				if next := run.bodies[i+1]; !strings.Contains(next, want) || !strings.Contains(next, "Answer with tool calls only") {
+					t.Errorf("request %d, after a text answer, lacks the nudge or %s", i+2, want)
 				}
 			}
-			if texts != fixpoint.NudgesMax+1 {
-				t.Errorf("%d text answers, want %d", texts, fixpoint.NudgesMax+1)
-			}
-			want := map[string]string{llm.ProviderOpenAI: `"tool_choice":"required"`, llm.ProviderAnthropic: `"tool_choice":{"type":"any"}`}[provider]
-			if last := run.bodies[len(run.bodies)-1]; want != "" && !strings.Contains(last, want) {
-				t.Errorf("the last request does not require a tool call (%s)", want)
+			if texts == 0 {
+				t.Error("no text answer; want the prose faults answered as text")
 			}
 		})
 	}
+	t.Run(llm.ProviderOllama, func(t *testing.T) {
+		t.Parallel()
+		schemaText := `{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`
+		schema, err := validate.Compile([]byte(schemaText))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, c := simClient(t, llm.ProviderOllama, sim.Config{Seed: 1, Mix: sim.Mix{Prose: 1}}, llm.Config{Retry: llm.RetryConfig{Disabled: true}})
+		job := &repair.Job{ID: "nudge-ollama", Schema: schema, SchemaRaw: []byte(schemaText), Model: "m",
+			Prompt: "Name the person.", Document: "Ada Park wrote this.", Limits: fixpoint.Limits{Strategy: fixpoint.StrategyAgent}}
+		m, err := repair.StartDocument(job, nil, repair.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		act := m.Next()
+		for !act.Done() {
+			resp, err := c.Complete(context.Background(), *act.Requests[0])
+			_, act = m.Feed(act.Requests[0], resp, err, time.Now())
+		}
+		res := m.Result()
+		if res.Status != fixpoint.StatusInvalid || res.Class != string(fixpoint.ClassSyntax) || !strings.Contains(res.Error, "4 times in a row") || len(res.Attempts) != fixpoint.NudgesMax+1 {
+			t.Fatalf("status %s class %q error %q after %d turns; want invalid after %d text answers", res.Status, res.Class, res.Error, len(res.Attempts), fixpoint.NudgesMax+1)
+		}
+	})
 }
 
 // A put with a wrong type is refused as a tool error naming the place,
