@@ -15,10 +15,12 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/chunk"
+	"github.com/fixpoint-dev/fixpoint/internal/ledgerrow"
 	"github.com/fixpoint-dev/fixpoint/sim"
 	"github.com/fixpoint-dev/fixpoint/store"
 	"github.com/fixpoint-dev/fixpoint/store/storetest"
 	"github.com/fixpoint-dev/fixpoint/web"
+	"github.com/fixpoint-dev/fixpoint/web/playground"
 )
 
 // docBatch holds two document jobs written to the ledger by hand, as the
@@ -119,7 +121,10 @@ func (f *docFixture) parallelResult(t *testing.T) store.Result {
 	r := store.Result{JobID: docParallel, Status: fixpoint.StatusValid, Value: final}
 	add := func(a store.Attempt) {
 		a.No = len(r.AttemptRows) + 1
-		a.Model, a.RequestHash = "sim-messy", fmt.Sprintf("hash-%d", a.No)
+		a.Model = "sim-messy"
+		if a.Step != string(fixpoint.StepMerge) { // a deterministic merge sends no request
+			a.RequestHash = fmt.Sprintf("hash-%d", a.No)
+		}
 		r.AttemptRows = append(r.AttemptRows, a)
 	}
 	for _, c := range f.chunks {
@@ -289,8 +294,8 @@ func TestDocumentJobSteps(t *testing.T) {
 			t.Errorf("the merge step lacks %q:\n%s", want, merge)
 		}
 	}
-	if strings.Contains(merge, "<h4>Reply") {
-		t.Error("the merge made no call, yet its card shows a reply")
+	if strings.Contains(merge, "<h4>Reply") || strings.Contains(merge, "Request as sent") {
+		t.Error("the merge made no call, yet its card shows a reply or a request")
 	}
 	repair := section(t, page, fmt.Sprintf("steps-%d", len(f.chunks)+2), "section")
 	if !strings.Contains(repair, "<h3>Repair") || !strings.Contains(repair, "Repair <span class=\"small\">attempt") {
@@ -333,9 +338,11 @@ func TestDocumentJobToolCalls(t *testing.T) {
 			t.Errorf("%s (%q) is not marked in the Japanese document", p.Pointer, quote)
 		}
 	}
-	// The table names each turn's calls, the refused one marked.
-	if !strings.Contains(turns, `<span class="mono tool-error">update_output</span> <span class="badge c-shape">error</span>`) {
-		t.Error("the turns' table does not mark the refused call")
+	// The table names each turn's calls, the refused one marked and its
+	// result the turn's error.
+	if !strings.Contains(turns, `<span class="mono tool-error">update_output</span> <span class="badge c-shape">error</span>`) ||
+		!strings.Contains(turns, `<td class="msg small">update_output: /currency: &#34;yen&#34; is not one of EUR`) {
+		t.Error("the turns' table does not mark the refused call, or does not say why")
 	}
 }
 
@@ -405,5 +412,105 @@ func TestDocumentJobSpans(t *testing.T) {
 	}
 	if !strings.Contains(full, `id="document-clip"`) || strings.Count(fullBox, "<mark") != len(f.grades)-1 {
 		t.Errorf("the whole document has %d marks, want %d", strings.Count(fullBox, "<mark"), len(f.grades)-1)
+	}
+}
+
+// TestDocumentJobFromTheSimulator runs the example document under
+// parallel and agent on the simulator (the playground's run, the repair
+// step a worker runs), writes each result to the ledger as the worker
+// does (ledgerrow), and checks the job's page shows what the run did:
+// every attempt a card of its step, the merge no call, the tool calls
+// with their results, the final check's spans over the document.
+func TestDocumentJobFromTheSimulator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.NewStore(t)
+	tr := playground.New(playground.Config{Simulator: testSims(t, sim.Latency{})})
+	ex := tr.Choices().Example
+	hash, err := st.PutSchema(ctx, []byte(ex.Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBatch(ctx, store.BatchParams{Name: "simdocs", SchemaHash: hash, TotalJobs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	doc := store.NewDocument(ex.Document)
+	if _, err := st.PutDocuments(ctx, []store.Document{doc}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(web.NewHandler(st, web.Config{}))
+	t.Cleanup(srv.Close)
+	for i, strategy := range []fixpoint.Strategy{fixpoint.StrategyParallel, fixpoint.StrategyAgent} {
+		run, err := tr.Prepare(web.TryRequest{Preset: "clean", Seed: "3", Prompt: ex.Prompt, Schema: []byte(ex.Schema), Document: ex.Document,
+			MaxTokens: 4096, Mode: fixpoint.ModePrompt, Limits: fixpoint.Limits{MaxAttempts: 3, Strategy: strategy}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := run(ctx, func(web.TryEvent) {})
+		if err != nil || res.Status != fixpoint.StatusValid {
+			t.Fatalf("%s on the simulator: %v, %v", strategy, res.Status, err)
+		}
+		id := "simdocs-" + string(strategy)
+		if _, err := st.InsertJobs(ctx, []store.NewJob{{ID: id, Batch: "simdocs", RowNo: i + 1, SchemaHash: hash, Prompt: ex.Prompt,
+			Provider: "openai", Model: "sim-clean", Mode: "prompt", Strategy: string(strategy), Metadata: json.RawMessage(`{}`), DocumentHash: doc.Hash}}); err != nil {
+			t.Fatal(err)
+		}
+		res.JobID = id
+		if _, err := st.SaveResults(ctx, []store.Result{ledgerrow.Result(res, nil, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get(srv.URL + "/jobs/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		page := string(b)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d\n%.500s", id, resp.StatusCode, page)
+		}
+		var chunks, merges, turns, tools, graded int
+		for _, a := range res.Attempts {
+			switch a.Step {
+			case fixpoint.StepChunk:
+				chunks++
+			case fixpoint.StepMerge:
+				merges++
+			case fixpoint.StepAgent:
+				turns++
+				tools += len(a.ToolCalls)
+			}
+			if a.Valid && a.Evidence != nil {
+				// The final check: the job's valid attempt, the last.
+				spans := map[[2]int]bool{}
+				for _, g := range a.Evidence {
+					if g.Grade != fixpoint.GradeNone {
+						spans[[2]int{g.Start, g.End}] = true
+					}
+				}
+				graded = len(spans)
+			}
+		}
+		if n := strings.Count(page, `<article class="card`); n != len(res.Attempts) {
+			t.Errorf("%s: %d cards for %d attempts", id, n, len(res.Attempts))
+		}
+		switch strategy {
+		case fixpoint.StrategyParallel:
+			if chunks < 4 || merges != 1 || strings.Count(section(t, page, "steps-0", "table"), "<tr>") != chunks+1 || !strings.Contains(page, "A deterministic merge: no call") {
+				t.Errorf("%s: %d chunk calls and %d merges are not shown as such", id, chunks, merges)
+			}
+		case fixpoint.StrategyAgent:
+			if turns == 0 || strings.Count(page, `<span class="mono tool">`) != tools || !strings.Contains(page, `<span class="mono tool">finish</span>`) {
+				t.Errorf("%s: %d turns with %d tool calls are not shown as such", id, turns, tools)
+			}
+			if turns > 1 && !strings.Contains(page, `<span class="badge s-valid">ok</span>`) {
+				t.Errorf("%s: no tool call shows its result", id)
+			}
+		}
+		// Each span starts a mark of its own (spans that overlap cut each
+		// other into more).
+		if marks := strings.Count(section(t, page, "document", "section"), "<mark class=\"g-"); graded == 0 || marks < graded {
+			t.Errorf("%s: %d marks in the document for %d spans graded", id, marks, graded)
+		}
 	}
 }

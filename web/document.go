@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -32,6 +33,8 @@ const (
 	// docHeadChars is how much of a clipped document's start is shown
 	// when no span is on it.
 	docHeadChars = 1200
+	// docFieldsOpen is how many fields the table shows unfolded.
+	docFieldsOpen = 40
 )
 
 // documentView is a document job's document with its value's spans.
@@ -134,6 +137,10 @@ func gradedDocument(doc string, value json.RawMessage, check string, grades json
 	return v
 }
 
+// FoldFields says the table of fields is long enough to fold (a list of
+// hundreds of items): a span's link unfolds it.
+func (v *documentView) FoldFields() bool { return len(v.Fields) > docFieldsOpen }
+
 // docSegments are highlight's segments with each span linked to its
 // field: a segment links to the first of its spans in gs's order, and
 // the segment where that span starts carries its anchor.
@@ -189,15 +196,53 @@ func clipSegments(segs []docSegment) ([]docSegment, bool) {
 			continue
 		}
 		clipped = true
-		if head > 0 {
-			out = append(out, docSegment{Text: runePrefix(s.Text, head), Field: -1})
+		h, t := wordPrefix(s.Text, head), wordSuffix(s.Text, tail)
+		if h != "" {
+			out = append(out, docSegment{Text: h, Field: -1})
 		}
-		out = append(out, docSegment{Gap: n - head - tail, Field: -1})
-		if tail > 0 {
-			out = append(out, docSegment{Text: runeSuffix(s.Text, tail), Field: -1})
+		out = append(out, docSegment{Gap: n - utf8.RuneCountInString(h) - utf8.RuneCountInString(t), Field: -1})
+		if t != "" {
+			out = append(out, docSegment{Text: t, Field: -1})
 		}
 	}
 	return out, clipped
+}
+
+// wordSnap is how far a cut moves back to end (or start) at white space
+// rather than inside a word; a text without any that near is cut as is
+// (a script written without spaces).
+const wordSnap = 40
+
+// wordPrefix is s's first n code points, less the word the cut would
+// split.
+func wordPrefix(s string, n int) string {
+	p := runePrefix(s, n)
+	if len(p) == len(s) || n == 0 {
+		return p
+	}
+	if r, _ := utf8.DecodeRuneInString(s[len(p):]); unicode.IsSpace(r) {
+		return p
+	}
+	if i := strings.LastIndexFunc(p, unicode.IsSpace); i >= 0 && utf8.RuneCountInString(p[i:]) <= wordSnap {
+		return p[:i+1]
+	}
+	return p
+}
+
+// wordSuffix is s's last n code points, less the word the cut would
+// split.
+func wordSuffix(s string, n int) string {
+	t := runeSuffix(s, n)
+	if len(t) == len(s) || n == 0 {
+		return t
+	}
+	if r, _ := utf8.DecodeLastRuneInString(s[:len(s)-len(t)]); unicode.IsSpace(r) {
+		return t
+	}
+	if i := strings.IndexFunc(t, unicode.IsSpace); i >= 0 && utf8.RuneCountInString(t[:i]) <= wordSnap {
+		return t[i:]
+	}
+	return t
 }
 
 // runePrefix is s's first n code points; runeSuffix its last n.

@@ -89,9 +89,10 @@ type stepInput struct {
 }
 
 // noCall says a step made no provider call: a deterministic merge has
-// neither tokens nor a reply.
-func noCall(kind string, tokens int64, raw string) bool {
-	return kind == string(fixpoint.StepMerge) && tokens == 0 && raw == ""
+// no request, no reply and no tokens (pipeline.IsCall, which the
+// dashboard does not link, says the same).
+func noCall(kind string, tokens int64, raw, requestHash string) bool {
+	return kind == string(fixpoint.StepMerge) && tokens == 0 && raw == "" && requestHash == ""
 }
 
 // docSteps are the steps of a run's attempts, in order; nil when no
@@ -231,6 +232,21 @@ func clip(s string, n int) (string, bool) {
 	return s, false
 }
 
+// toolError is the first refused tool call of an agent turn, as its
+// table row's error says it: "update_output: the result's text"; "" for
+// none (and for no step).
+func (st *docStep) toolError() string {
+	if st == nil {
+		return ""
+	}
+	for _, t := range st.Tools {
+		if t.Result == "error" {
+			return t.Name + ": " + t.ResultText
+		}
+	}
+	return ""
+}
+
 // stepRow is one attempt in its group's table.
 type stepRow struct {
 	Anchor string
@@ -313,8 +329,8 @@ func stepBadge(st *docStep) string {
 	return "invalid"
 }
 
-// stepGroups groups rows (one per card, steps[i] the step of rows[i], nil
-// for an attempt of no step) into runs of one kind.
+// stepGroups groups rows (one per card, in order; a row of no step is of
+// kind "") into runs of one kind.
 func stepGroups(rows []stepRow) []stepGroup {
 	var groups []stepGroup
 	for i, r := range rows {

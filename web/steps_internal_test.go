@@ -131,3 +131,28 @@ func TestClipSegments(t *testing.T) {
 		t.Errorf("a document with no span: %d segments", len(plain))
 	}
 }
+
+// A cut ends or starts at white space near it rather than inside a word;
+// text without spaces is cut where it falls.
+func TestWordCuts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s          string
+		n          int
+		head, tail string
+	}{
+		{"alpha beta gamma", 8, "alpha ", " gamma"},
+		{"alpha beta gamma", 6, "alpha ", " gamma"},
+		{"alpha beta gamma", 0, "", ""},
+		{"日本語のテキストです", 3, "日本語", "トです"},
+		// No space within reach: cut where it falls.
+		{strings.Repeat("x", 100) + " y", 60, strings.Repeat("x", 60), strings.Repeat("x", 58) + " y"},
+	} {
+		if h := wordPrefix(tc.s, tc.n); h != tc.head {
+			t.Errorf("wordPrefix(%q, %d) = %q, want %q", tc.s, tc.n, h, tc.head)
+		}
+		if tl := wordSuffix(tc.s, tc.n); tl != tc.tail {
+			t.Errorf("wordSuffix(%q, %d) = %q, want %q", tc.s, tc.n, tl, tc.tail)
+		}
+	}
+}

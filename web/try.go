@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -552,7 +553,7 @@ type tryRunView struct {
 	Stages  []tryStage
 	Cards   []tryCard
 	// Groups are the cards grouped by step, for a document strategy;
-	// Chunked says the run reads a document.
+	// Doc says the run's strategy reads a document.
 	Groups []stepGroup
 	Doc    bool
 	// Document is a finished document run's document with its final
@@ -890,7 +891,7 @@ func tryGroups(cards []tryCard) []stepGroup {
 	in := make([]stepInput, len(cards))
 	for i, c := range cards {
 		in[i] = stepInput{Kind: c.Step, Chunk: c.Chunk, ToolCalls: c.ToolCalls, Conflicts: c.Conflicts, Request: c.Request,
-			NoCall: noCall(string(c.Step), int64(c.TokensIn+c.TokensOut), c.Raw)}
+			NoCall: noCall(string(c.Step), int64(c.TokensIn+c.TokensOut), c.Raw, c.RequestHash)}
 	}
 	steps := docSteps(in)
 	if steps == nil {
@@ -908,6 +909,7 @@ func tryGroups(cards []tryCard) []stepGroup {
 		if len(c.Errors) > 0 {
 			rows[i].FirstError = c.Errors[0].Message
 		}
+		rows[i].FirstError = cmp.Or(rows[i].FirstError, c.Doc.toolError())
 	}
 	return stepGroups(rows)
 }

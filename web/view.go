@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -250,6 +251,7 @@ func cardGroups(cards []card) []stepGroup {
 		if len(c.Errors) > 0 {
 			rows[i].FirstError = c.Errors[0].Message
 		}
+		rows[i].FirstError = cmp.Or(rows[i].FirstError, c.Doc.toolError())
 	}
 	return stepGroups(rows)
 }

@@ -106,12 +106,10 @@ func (t *Trier) Choices() web.TryChoices {
 // Prepare implements web.Trier: it checks req with pipeline.TryJob and
 // builds the client of its calls, holding req.Key for them alone.
 func (t *Trier) Prepare(req web.TryRequest) (web.TryFunc, error) {
-	spec := pipeline.TrySpec{Model: req.Model, Prompt: req.Prompt, Schema: req.Schema, Mode: req.Mode, Limits: req.Limits, MaxTokens: req.MaxTokens}
-	if req.Document != "" {
-		// A document job's values are graded against its document, as a
-		// batch's with evidence source "document".
-		spec.Source = req.Document
-	}
+	// A document job's values are graded against its document (TryJob),
+	// as a batch's with evidence source "document".
+	spec := pipeline.TrySpec{Model: req.Model, Prompt: req.Prompt, Schema: req.Schema, Mode: req.Mode, Limits: req.Limits, MaxTokens: req.MaxTokens,
+		Document: req.Document}
 	cfg := llm.Config{TotalTimeout: t.cfg.CallTimeout,
 		Retry: llm.RetryConfig{MaxRetries: t.cfg.TransportRetries},
 		Lane:  llm.LaneConfig{MaxHintWait: 10 * time.Second}}
@@ -148,7 +146,6 @@ func (t *Trier) Prepare(req web.TryRequest) (web.TryFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	job.Document = req.Document
 	client, err := llm.New(cfg)
 	if err != nil {
 		// The configuration, never the key: llm's errors name the field.
