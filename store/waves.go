@@ -647,8 +647,10 @@ func (s *Store) WaveAttempts(ctx context.Context, waveID int64) (map[string][]At
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+ledgerAttemptColumns+`
-		FROM wave_requests r JOIN attempts a ON a.job_id = r.job_id AND a.run = r.run
-		WHERE r.wave_id = $1 ORDER BY a.job_id, a.attempt_no`, waveID)
+		FROM attempts a
+		-- A document job has several requests in a wave: its attempts once.
+		WHERE (a.job_id, a.run) IN (SELECT job_id, run FROM wave_requests WHERE wave_id = $1)
+		ORDER BY a.job_id, a.attempt_no`, waveID)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of wave %d: %w", waveID, err)
 	}

@@ -1,0 +1,94 @@
+package pipeline_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/llm"
+	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/sim"
+)
+
+// A parallel batch in batch delivery end to end on Postgres, NATS and the
+// simulator's batch API: each document's chunk calls go out together in
+// a wave, every call is an attempt of its wave at the batch price naming
+// its chunk, each job has its merge after its chunks, the waves hold no
+// request twice, and the jobs end valid.
+func TestBatchDeliveryParallelDocuments(t *testing.T) {
+	t.Parallel()
+	const n = 3
+	simCfg, err := sim.Preset("typical")
+	if err != nil {
+		t.Fatal(err)
+	}
+	simCfg.Seed = 11
+	simCfg.Batch = sim.BatchConfig{CompletionDelay: 100 * time.Millisecond}
+	h := newHarness(t, harnessConfig{Sim: simCfg})
+
+	var rows strings.Builder
+	for i := range n {
+		doc, err := sim.NewDocument(11, i, "en", sim.DocumentMinChars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("r%d", i), "text": doc.Text})
+		rows.Write(append(b, '\n'))
+	}
+	cfg := h.enqueueConfig("pd")
+	cfg.Schema, cfg.Template, cfg.DocumentField = []byte(sim.DocumentSchema), "Extract the agreement's fields and every subsidiary.", "text"
+	cfg.Limits = fixpoint.Limits{MaxAttempts: 3, Strategy: fixpoint.StrategyParallel, ChunkTokens: 4000, ChunkOverlap: 200}
+	cfg.Provider, cfg.Delivery, cfg.Deadline = llm.ProviderOpenAI, queue.DeliveryBatch, time.Hour
+	cfg.MaxTokens = 32000 // a repair writes the whole value: 500 subsidiaries
+	if prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(rows.String())); err != nil || prog.Recorded != n {
+		t.Fatalf("enqueue: %+v, %v; want %d recorded", prog, err, n)
+	}
+
+	wcfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
+	wcfg.Drain = true
+	if err := h.startWorker(wcfg, nil, nil).wait(t, 90*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	h.checkWaveLedger("pd", n)
+	if p := h.progress("pd"); p.Valid != n {
+		t.Errorf("%d of %d valid (%+v)", p.Valid, n, p)
+	}
+	// The first wave holds every chunk call of every document.
+	first := h.sqlInt(`SELECT requests FROM waves WHERE batch = 'pd' AND number = 1`)
+	chunks := h.sqlInt(`SELECT count(DISTINCT (job_id, chunk_n)) FROM attempts WHERE job_id LIKE 'pd:%' AND step = 'chunk'`)
+	if first != chunks || chunks < 2*n {
+		t.Errorf("wave 1 holds %d requests, the documents have %d chunks (want at least 2 each): all at once", first, chunks)
+	}
+	for i := range n {
+		id := fmt.Sprintf("pd:r%d", i)
+		j, as := h.job(id)
+		if j.Status != fixpoint.StatusValid {
+			t.Errorf("job %s: %s (%s), want valid", id, j.Status, j.Error)
+		}
+		merges, calls := 0, 0
+		for _, a := range as {
+			switch a.Step {
+			case string(fixpoint.StepMerge):
+				merges++
+				if a.WaveID != 0 || a.TokensIn != 0 {
+					t.Errorf("job %s: merge attempt %d of wave %d with %d tokens, want no call", id, a.No, a.WaveID, a.TokensIn)
+				}
+			case string(fixpoint.StepChunk), string(fixpoint.StepRepair):
+				calls++
+				if a.WaveID == 0 || a.PriceBasis != string(fixpoint.PriceBasisBatch) || (a.Step == string(fixpoint.StepChunk)) != (a.Chunk != nil) {
+					t.Errorf("job %s: %s attempt %d of wave %d at %s, chunk %v; want a wave's call at the batch price", id, a.Step, a.No, a.WaveID, a.PriceBasis, a.Chunk)
+				}
+			default:
+				t.Errorf("job %s: attempt %d of step %q", id, a.No, a.Step)
+			}
+		}
+		if merges != 1 || j.Calls != calls || j.Attempts != len(as) {
+			t.Errorf("job %s: %d merges, %d calls of %d attempts; the job says %d calls, %d attempts; want one merge and its totals over them all",
+				id, merges, calls, len(as), j.Calls, j.Attempts)
+		}
+	}
+}
