@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // isDocument reports whether a request with this schema is answered as a
@@ -126,4 +129,152 @@ func (t *task) fill(f ContentFault) (any, bool) {
 		return nil, false
 	}
 	return t.absentAt(name), true
+}
+
+// cutValueSoFar takes the value so far out of the text of a sequential
+// request over a document (between fixpoint.ValueSoFarOpen and
+// ValueSoFarClose): the text left is what the request's chunk and task
+// say, and the value is what the reply is to extend; nil when the text
+// has none, or none that decodes.
+func cutValueSoFar(text string) (string, any) {
+	i := strings.Index(text, fixpoint.ValueSoFarOpen)
+	if i < 0 {
+		return text, nil
+	}
+	j := strings.Index(text[i:], fixpoint.ValueSoFarClose)
+	if j < 0 {
+		return text, nil
+	}
+	v := decodeNumbers([]byte(text[i+len(fixpoint.ValueSoFarOpen) : i+j]))
+	return text[:i] + text[i+j+len(fixpoint.ValueSoFarClose):], v
+}
+
+// extend makes the truth of a sequential request over a document the
+// value so far extended from its chunk, as a model asked to return the
+// whole value writes it: the fields the value so far has, each replaced
+// by the chunk's where the chunk states it (the request asks to correct
+// the value from this part), and the value so far's subsidiaries followed
+// by the chunk's whose name it does not list yet. The value so far is
+// copied as given, errors and all: the model cannot tell them from the
+// document's values unless its chunk states the field. The chunk's own
+// items are already cut to Config.MaxListItems (a call extracts its first
+// few tens of a long list from a text); the items copied from the value
+// so far are not, since copying a list given as JSON is not extracting
+// it. The faults of the reply are then drawn on that truth as on any.
+func (t *task) extend(soFar any) {
+	prev, ok := soFar.(map[string]any)
+	read, _ := t.truth.(map[string]any)
+	if !ok || read == nil || !t.doc.isDocument() {
+		return
+	}
+	out := deepCopy(prev).(map[string]any)
+	for k, v := range read {
+		if k != docList {
+			out[k] = v
+		}
+	}
+	items, _ := out[docList].([]any)
+	seen := map[string]bool{}
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			if name, ok := m["name"].(string); ok {
+				seen[foldName(name)] = true
+			}
+		}
+	}
+	add, _ := read[docList].([]any)
+	for _, it := range add {
+		name, _ := it.(map[string]any)["name"].(string)
+		if !seen[foldName(name)] {
+			seen[foldName(name)] = true
+			items = append(items, it)
+		}
+	}
+	if len(items) > 0 {
+		out[docList] = items
+	}
+	t.truth = out
+}
+
+// foldName is a subsidiary's name as the merge's key compares it: case
+// folded, white space collapsed.
+func foldName(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
+
+// alignItems makes the truth of a correction over a document list its
+// subsidiaries in the order of value's, each matched by its name (case
+// folded) or, when the value's item has no name the text holds, by its
+// country and ownership percent; an item of value that matches none
+// stands against an empty object, and the truth's items no item of value
+// matched follow. A model correcting "/subsidiaries/189/country" looks
+// the 190th item of its value up in the text by what the item says, not
+// at the 190th line of the text: the value may come from chunks merged
+// (its order is not the text's) and the text may be a few chunks only.
+// Every item the text lists can be looked up, not only the first
+// Config.MaxListItems: the cut is of a list written out, not of a lookup.
+func (t *task) alignItems(value any) {
+	vm, ok := value.(map[string]any)
+	tm, ok2 := t.truth.(map[string]any)
+	if !ok || !ok2 || !t.doc.isDocument() {
+		return
+	}
+	vl, _ := vm[docList].([]any)
+	if len(vl) == 0 {
+		return
+	}
+	truthList, _ := tm[docList].([]any)
+	cands := slices.Clone(truthList)
+	named := map[string]bool{}
+	for _, c := range cands {
+		named[foldName(itemString(c, "name"))] = true
+	}
+	full, _ := readDocument(t.text).value(0)[docList].([]any)
+	for _, c := range full {
+		if !named[foldName(itemString(c, "name"))] {
+			cands = append(cands, c)
+		}
+	}
+	used := make([]bool, len(cands))
+	aligned := make([]any, len(vl))
+	for i, it := range vl {
+		aligned[i] = map[string]any{}
+		if j := matchItem(it, cands, used); j >= 0 {
+			aligned[i], used[j] = cands[j], true
+		}
+	}
+	for j := range truthList {
+		if !used[j] {
+			aligned = append(aligned, truthList[j])
+		}
+	}
+	tm[docList] = aligned
+}
+
+// matchItem is the first candidate not used that item names (see
+// alignItems), -1 for none.
+func matchItem(item any, cands []any, used []bool) int {
+	if name := foldName(itemString(item, "name")); name != "" {
+		for j, c := range cands {
+			if !used[j] && foldName(itemString(c, "name")) == name {
+				return j
+			}
+		}
+	}
+	country := foldName(itemString(item, "country"))
+	pct, hasPct := item.(map[string]any)["ownership_percent"]
+	if country == "" || !hasPct {
+		return -1
+	}
+	for j, c := range cands {
+		if !used[j] && foldName(itemString(c, "country")) == country && jsonEqual(c.(map[string]any)["ownership_percent"], pct) {
+			return j
+		}
+	}
+	return -1
+}
+
+// itemString is the string field f of a list item, "" when it has none.
+func itemString(item any, f string) string {
+	m, _ := item.(map[string]any)
+	s, _ := m[f].(string)
+	return s
 }

@@ -224,9 +224,11 @@ func (s *Server) model(r *chatReq) plan {
 	if schema != nil {
 		doc = s.schema(schema)
 	}
+	var soFar any // a sequential document request's value so far
 	if doc != nil {
 		taskIn = taskText(firstUser(r))
 		if doc.isDocument() {
+			taskIn, soFar = cutValueSoFar(taskIn)
 			task = docTask(task, taskIn)
 		}
 	}
@@ -240,6 +242,7 @@ func (s *Server) model(r *chatReq) plan {
 		return p
 	}
 	t := s.newTask(doc, task, taskIn)
+	t.extend(soFar)
 	if isCorrection && isPatchRequest(feedback) {
 		if pp, ok := s.patchPlan(t, key, prev, feedback, turn); ok {
 			pp.turn, pp.key = turn, key
@@ -498,6 +501,7 @@ func (s *Server) correct(t *task, key, prev, feedback string, turn int) any {
 	if !ok {
 		value, _, _ = s.firstAttempt(t, key, true)
 	}
+	t.alignItems(value)
 	r := s.rng("correct", key, strconv.Itoa(turn), prev, feedback)
 	c := checker{doc: doc}
 	c.walk(doc.root, value, "", 0)

@@ -211,6 +211,22 @@
 // missing required property (a validator that does not relax required on
 // a chunk) gets the invention written in, as a pushed model invents.
 //
+// A request of the sequential strategy carries the value so far between
+// fixpoint.ValueSoFarOpen and ValueSoFarClose beside its chunk. Its truth
+// is that value extended from the chunk: the value so far as given,
+// errors included, each field the chunk states written over it, and the
+// chunk's subsidiaries (its first Config.MaxListItems) after those the
+// value lists, by name. The reply is the whole value, with the faults
+// drawn as for any request; copying the value so far is not extracting,
+// so the list cut applies to the chunk's new items only.
+//
+// A correction over a document value looks each item of its list up in
+// the text by the item's name, or by its country and percent when the
+// name is missing, not by its index (a value merged from chunks lists
+// them in another order, and the text of a repair may be a few chunks):
+// the truth it fixes a named fault from is that item, past the list cut
+// too, since looking an item up is not writing a list out.
+//
 // # Corrections
 //
 // A request is a correction when it carries a previous reply: an assistant
