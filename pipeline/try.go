@@ -44,6 +44,10 @@ type TrySpec struct {
 	// against ("": the prompt). The schema's rules always run.
 	Evidence fixpoint.EvidenceMode
 	Source   string
+	// Document is the job's document, "" for none: sent whole beside the
+	// prompt, or split and read in several calls under a document
+	// strategy (Limits.Strategy.Document), which needs one.
+	Document string
 	// Nonce, when not empty, is folded into the job's id: a simulator draws
 	// a job's replies from its id, so another nonce gives other draws for
 	// the same input (the playground's seed).
@@ -59,7 +63,13 @@ type TrySpec struct {
 // strategy or coercion sees the same first reply.
 func TryJobID(spec TrySpec) string {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(spec.System), []byte(spec.Prompt), spec.Schema, []byte(spec.Nonce)} {
+	parts := [][]byte{[]byte(spec.System), []byte(spec.Prompt), spec.Schema, []byte(spec.Nonce)}
+	if spec.Document != "" {
+		// Only then: the ids of the inputs tried without one stay as
+		// they were.
+		parts = append(parts, []byte(spec.Document))
+	}
+	for _, part := range parts {
 		fmt.Fprintf(h, "%d:", len(part))
 		h.Write(part)
 	}
@@ -80,6 +90,9 @@ func TryJob(spec TrySpec) (*repair.Job, error) {
 	case spec.Model == "":
 		return nil, fmt.Errorf("%w: no model given", fixpoint.ErrBadJob)
 	}
+	if err := tryDocument(spec); err != nil {
+		return nil, err
+	}
 	schema := spec.Compiled
 	if schema == nil {
 		if len(bytes.TrimSpace(spec.Schema)) == 0 {
@@ -95,7 +108,7 @@ func TryJob(spec TrySpec) (*repair.Job, error) {
 	}
 	job := &repair.Job{
 		ID: TryJobID(spec), System: spec.System, Prompt: spec.Prompt, Schema: schema, SchemaRaw: spec.Schema,
-		Model: spec.Model, Mode: spec.Mode, MaxTokens: spec.MaxTokens, Limits: spec.Limits,
+		Model: spec.Model, Mode: spec.Mode, MaxTokens: spec.MaxTokens, Limits: spec.Limits, Document: spec.Document,
 	}
 	if err := tryChecks(job, spec); err != nil {
 		return nil, err
@@ -122,9 +135,27 @@ func Try(ctx context.Context, client Completer, job *repair.Job, hooks LoopHooks
 	return NewLoop(client, LoopConfig{}).Resume(ctx, job, nil, hooks)
 }
 
+// TryDocumentBytesMax bounds a tried job's document, as enqueue's
+// --max-document-bytes default bounds a batch's.
+const TryDocumentBytesMax = 8 << 20
+
+// tryDocument checks spec's document: UTF-8 text within
+// TryDocumentBytesMax, and there when the strategy reads one.
+func tryDocument(spec TrySpec) error {
+	switch d := spec.Document; {
+	case d == "" && spec.Limits.Strategy.Document():
+		return fmt.Errorf("%w: strategy %s runs over a document, and none was given", fixpoint.ErrBadJob, spec.Limits.Strategy)
+	case len(d) > TryDocumentBytesMax:
+		return fmt.Errorf("%w: the document is %d bytes, over the limit of %d", fixpoint.ErrBadJob, len(d), TryDocumentBytesMax)
+	case !utf8.ValidString(d):
+		return fmt.Errorf("%w: the document is not UTF-8 text", fixpoint.ErrBadJob)
+	}
+	return nil
+}
+
 // tryChecks gives a tried job the stages after the schema a batch's job
-// has: the schema's rules and the evidence stage, against the prompt when
-// no source is given.
+// has: the schema's rules and the evidence stage, against the document,
+// else the prompt, when no source is given.
 func tryChecks(job *repair.Job, spec TrySpec) error {
 	var err error
 	if job.Rules, err = rules.Compile(spec.Schema); err != nil {
@@ -136,7 +167,7 @@ func tryChecks(job *repair.Job, spec TrySpec) error {
 	if job.Evidence == fixpoint.EvidenceOff {
 		return nil
 	}
-	job.Source = evidence.New(cmp.Or(spec.Source, spec.Prompt))
+	job.Source = evidence.New(cmp.Or(spec.Source, spec.Document, spec.Prompt))
 	var doc any
 	if json.Unmarshal(spec.Schema, &doc) == nil {
 		job.Exempt = evidence.Exempt(doc)

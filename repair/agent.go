@@ -1,8 +1,10 @@
 package repair
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -30,7 +32,9 @@ import (
 // four (the first turn, the finishes of two passes, one spare). Past it
 // the job ends invalid.
 func AgentTurnsMax(chunks int, lim fixpoint.Limits) int {
-	lim = lim.WithDefaults()
+	if lim.MaxValidationAttempts == 0 {
+		lim.MaxValidationAttempts = fixpoint.ValidationAttemptsDefault
+	}
 	return 3*chunks + lim.MaxValidationAttempts + fixpoint.NudgesMax + 4
 }
 
@@ -73,6 +77,9 @@ func startAgent(job *Job, prev *fixpoint.Result, cfg Config) (Machine, error) {
 	if job.Prompt == "" && len(job.Messages) == 0 {
 		return nil, fmt.Errorf("%w: job %s has no prompt", fixpoint.ErrBadJob, job.ID)
 	}
+	if err := objectRoot(job.SchemaRaw); err != nil {
+		return nil, fmt.Errorf("%w: job %s: strategy agent: %w", fixpoint.ErrBadJob, job.ID, err)
+	}
 	j := *job
 	if j.Mode == "" {
 		j.Mode = fixpoint.ModePrompt
@@ -105,6 +112,29 @@ func startAgent(job *Job, prev *fixpoint.Result, cfg Config) (Machine, error) {
 	m.messages = agentFirstMessages(&j, chunks)
 	m.replay()
 	return m, nil
+}
+
+// objectRoot says why a schema's value cannot be an agent's output, nil
+// when it can: set_output's arguments are the value, and a tool call's
+// arguments are a JSON object.
+func objectRoot(raw []byte) error {
+	var root struct {
+		Type any `json:"type"`
+	}
+	if json.Unmarshal(raw, &root) != nil {
+		return nil // the compiled schema is the judge of its own text
+	}
+	switch t := root.Type.(type) {
+	case string:
+		if t != "object" {
+			return fmt.Errorf("the schema's value is of type %s, and set_output's arguments, the value, must be an object", t)
+		}
+	case []any:
+		if !slices.Contains(t, any("object")) {
+			return fmt.Errorf("the schema's value is of types %v, none an object, and set_output's arguments, the value, must be one", t)
+		}
+	}
+	return nil
 }
 
 // replay brings the run to where the attempts of an earlier run left it:

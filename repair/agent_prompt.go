@@ -183,11 +183,17 @@ func searchDocument(doc string, chunks []chunk.Chunk, query string) string {
 // their header only.
 const agentKeptTurns = 3
 
+// agentKeptArgs is the longest arguments of set_output and update_output
+// calls before the last agentKeptTurns turns that are sent back whole.
+const agentKeptArgs = 200
+
 // agentElide is msgs as sent: the text of a chunk read before the last
 // agentKeptTurns turns is left out (its header stays, and a line saying
-// how to read it again). The value holds what was taken from it; keeping
-// every chunk read would make a run over n chunks cost n² chunks of
-// input.
+// how to read it again), and so are the arguments of the set_output and
+// update_output calls of those turns (an object saying how long they
+// were takes their place). The value holds what was taken from them;
+// keeping every chunk read and every value put would make a run over n
+// chunks cost n² chunks of input.
 func agentElide(msgs []fixpoint.Message, chunks []chunk.Chunk) []fixpoint.Message {
 	turns := 0
 	cut := -1
@@ -205,9 +211,17 @@ func agentElide(msgs []fixpoint.Message, chunks []chunk.Chunk) []fixpoint.Messag
 	reads := map[string]bool{}
 	out := slices.Clone(msgs)
 	for i := range out[:cut] {
-		for _, c := range out[i].ToolCalls {
-			if c.Name == fixpoint.ToolReadChunk {
+		for j, c := range out[i].ToolCalls {
+			switch c.Name {
+			case fixpoint.ToolReadChunk:
 				reads[c.ID] = true
+			case fixpoint.ToolSetOutput, fixpoint.ToolUpdateOutput:
+				if len(c.Arguments) > agentKeptArgs {
+					if &out[i].ToolCalls[0] == &msgs[i].ToolCalls[0] {
+						out[i].ToolCalls = slices.Clone(out[i].ToolCalls)
+					}
+					out[i].ToolCalls[j].Arguments = fmt.Sprintf(`{"left_out":"%d bytes of arguments, left out of this conversation: the output holds what the call put"}`, len(c.Arguments))
+				}
 			}
 		}
 		if out[i].Role != fixpoint.RoleTool || !reads[out[i].ToolCallID] || out[i].IsError {

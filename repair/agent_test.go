@@ -254,15 +254,23 @@ func TestAgentFail(t *testing.T) {
 
 // Bad calls are refused one by one, naming what is wrong: arguments that
 // are no JSON object, a chunk out of range, an unknown tool; a search
-// finds each place with its chunk and offsets.
+// finds each place with its chunk and offsets; a chunk number may be
+// written as a string or 2.0, not as 1.5.
 func TestAgentBadCallsAndSearch(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
 		calls(call("a", fixpoint.ToolSetOutput, `{"party":`), call("b", fixpoint.ToolReadChunk, `{"n":99}`),
 			call("c", "summarize", `{}`), call("d", fixpoint.ToolSearch, `{"text":"ZÜRICH"}`)),
-		calls(call("e", fixpoint.ToolFail, `{"reason":"done"}`)),
+		calls(call("e", fixpoint.ToolReadChunk, `{"n":"1"}`), call("f", fixpoint.ToolReadChunk, `{"n":2.0}`), call("g", fixpoint.ToolReadChunk, `{"n":1.5}`)),
+		calls(call("h", fixpoint.ToolFail, `{"reason":"done"}`)),
 	)
+	if res := toolResults(reqs[2]); len(res) != 3 || !strings.HasPrefix(res[0].Content, "chunk 1 of") || !strings.HasPrefix(res[1].Content, "chunk 2 of") || !res[2].IsError {
+		t.Errorf("read_chunk of \"1\", 2.0 and 1.5: %+v; want chunks 1 and 2, and 1.5 refused", res)
+	}
+	if sent := reqs[1].Messages[len(reqs[1].Messages)-5]; len(sent.ToolCalls) != 4 || sent.ToolCalls[0].Arguments != "{}" {
+		t.Errorf("the turn sent back: %+v; want its cut arguments sent as {}", sent)
+	}
 	res := toolResults(reqs[1])
 	if len(res) != 4 {
 		t.Fatalf("%d results, want 4", len(res))
@@ -408,8 +416,17 @@ func TestAgentBadJobs(t *testing.T) {
 	t.Parallel()
 	job := agentJob(t, fixpoint.Limits{})
 	job.Document = ""
-	if _, err := repair.StartDocument(job, nil, repair.Config{}); !errors.Is(err, fixpoint.ErrBadJob) {
+	_, err := repair.StartDocument(job, nil, repair.Config{})
+	if !errors.Is(err, fixpoint.ErrBadJob) {
 		t.Errorf("no document: %v, want ErrBadJob", err)
+	}
+	job = agentJob(t, fixpoint.Limits{})
+	job.SchemaRaw = []byte(`{"type":"array","items":{"type":"string"}}`)
+	if job.Schema, err = validate.Compile(job.SchemaRaw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repair.StartDocument(job, nil, repair.Config{}); !errors.Is(err, fixpoint.ErrBadJob) || !strings.Contains(err.Error(), "array") {
+		t.Errorf("an array schema: %v, want ErrBadJob naming the type", err)
 	}
 	job = agentJob(t, fixpoint.Limits{})
 	job.Mode = fixpoint.ModeJSONSchema

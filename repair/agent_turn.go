@@ -3,6 +3,7 @@ package repair
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -50,7 +51,7 @@ func (m *agent) runTurn(text string, calls []fixpoint.ToolCall, finish fixpoint.
 		return m.nudge(text, finish)
 	}
 	calls = withCallIDs(calls, m.turns)
-	out := turnOut{messages: []fixpoint.Message{{Role: fixpoint.RoleAssistant, Content: text, ToolCalls: calls}}}
+	out := turnOut{messages: []fixpoint.Message{{Role: fixpoint.RoleAssistant, Content: text, ToolCalls: sendableCalls(calls)}}}
 	var refusals []string
 	for _, c := range calls {
 		var content string
@@ -121,6 +122,23 @@ func withCallIDs(calls []fixpoint.ToolCall, turn int) []fixpoint.ToolCall {
 	return out
 }
 
+// sendableCalls are calls as the conversation sends them back: a call
+// whose arguments are no JSON object goes with {} (Anthropic's and
+// Ollama's tool calls take objects only); its result quotes what they
+// were.
+func sendableCalls(calls []fixpoint.ToolCall) []fixpoint.ToolCall {
+	out := calls
+	for i, c := range calls {
+		if c.CheckArguments() != nil {
+			if &out[0] == &calls[0] {
+				out = append([]fixpoint.ToolCall(nil), calls...)
+			}
+			out[i].Arguments = "{}"
+		}
+	}
+	return out
+}
+
 // toolErrorText is the content of a refused call's result.
 func toolErrorText(tool string, errs []fixpoint.ValidationError) string {
 	var lead string
@@ -154,16 +172,14 @@ func (m *agent) runCall(c fixpoint.ToolCall, out *turnOut) (string, []fixpoint.V
 	case fixpoint.ToolUpdateOutput:
 		return m.setOutput(c.Arguments, true)
 	case fixpoint.ToolReadChunk:
-		var args struct {
-			N *int `json:"n"`
-		}
-		if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil || args.N == nil {
+		n, ok := chunkArg(c.Arguments)
+		if !ok {
 			return "", callError(c, "want {\"n\": a chunk number, 0 to %d}", len(m.chunks)-1)
 		}
-		if *args.N < 0 || *args.N >= len(m.chunks) {
-			return "", callError(c, "no chunk %d: the document has chunks 0 to %d", *args.N, len(m.chunks)-1)
+		if n < 0 || n >= len(m.chunks) {
+			return "", callError(c, "no chunk %d: the document has chunks 0 to %d", n, len(m.chunks)-1)
 		}
-		return chunkText(m.chunks, *args.N), nil
+		return chunkText(m.chunks, n), nil
 	case fixpoint.ToolSearch:
 		var args struct {
 			Text string `json:"text"`
@@ -187,6 +203,23 @@ func (m *agent) runCall(c fixpoint.ToolCall, out *turnOut) (string, []fixpoint.V
 		return "ok: the run ends", nil
 	}
 	return "", callError(c, "no tool named %q: the tools are %s", c.Name, strings.Join(agentToolNames, ", "))
+}
+
+// chunkArg reads read_chunk's chunk number: an integer, also written as
+// 2.0 or "2", as models write numbers.
+func chunkArg(args string) (int, bool) {
+	var a struct {
+		N json.RawMessage `json:"n"`
+	}
+	if json.Unmarshal([]byte(args), &a) != nil || len(a.N) == 0 {
+		return 0, false
+	}
+	text := strings.Trim(string(a.N), `"`)
+	f, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1e9 {
+		return 0, false
+	}
+	return int(f), true
 }
 
 // setOutput runs set_output (the arguments are the value) or

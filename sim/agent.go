@@ -71,7 +71,8 @@ type agentTurn struct {
 // value; a turn after a finish that succeeded says it is done. A first
 // attempt with a prose fault answers the JSON as text instead of calling
 // a tool (unless the request requires a call), a refusal calls fail, a
-// truncation cuts set_output's arguments.
+// truncation cuts set_output's arguments. A request over a document that
+// is not in it is answered by the reader (readerModel).
 func (s *Server) agentModel(r *chatReq) agentTurn {
 	if done, text := agentFinished(r.msgs); done {
 		return agentTurn{plan: plan{turn: countRole(r.msgs, "assistant")}, text: text}

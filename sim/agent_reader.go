@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"encoding/json"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,9 +24,9 @@ import (
 //	last:   update_output(value of the last chunk); then finish
 //
 // The first value is put with set_output. A value puts only what the
-// output lacks: the list's items, and scalar fields no earlier put gave
-// (a model does not replace a party it found on page 1 with what it
-// makes of page 30). The mix's faults on a chunk's first put:
+// output lacks: the list's items, and the fields the last put's result
+// says are still missing (a model does not replace a party it found on
+// page 1 with what it makes of page 30). The mix's faults on a chunk's first put:
 //
 //   - content faults (a wrong type, an enum, a bound, an extra property)
 //     make a put the agent refuses; the next turn puts the value
@@ -38,10 +40,13 @@ import (
 //   - invented values (the mix's Invented, and InventedAbsent for the
 //     fields a chunk does not hold) are put as any value is.
 //
-// A finish refused starts a new pass over the chunks from the first,
-// drawn afresh, putting only the fields the refusal named. The reader's
-// state is a function of the conversation (readerWalk): the tool results
-// say which calls were taken, read_chunk's results the chunks' texts.
+// A finish refused starts a new pass, drawn afresh, that puts only the
+// fields the refusal named: it searches the document for the phrase
+// that states each named field and reads the chunks the search finds;
+// when the refusal names the list, it reads every chunk again. The
+// reader's state is a function of the conversation (readerWalk): the
+// tool results say which calls were taken, read_chunk's results the
+// chunks' texts, search's results the chunks to read.
 
 // readerTriesMax is how many puts of one chunk's value the reader makes
 // before it leaves the chunk.
@@ -51,6 +56,14 @@ const readerTriesMax = 2
 // repair's chunkHeader): the chunk's number and the count.
 var chunkResultRE = regexp.MustCompile(`^chunk (\d+) of (\d+), code points \d+ to \d+:`)
 
+// searchChunkRE reads the chunks a search result's passage is in (package
+// repair's searchDocument): the first is read.
+var searchChunkRE = regexp.MustCompile(`(?m)^- code points \d+ to \d+, chunk (\d+)`)
+
+// readerSampleMax bounds the text the reader tells the document's
+// language by.
+const readerSampleMax = 4096
+
 // readerState is where a reader's run is, read from its conversation.
 type readerState struct {
 	of       int            // the chunk count; 0 until a chunk was read
@@ -59,13 +72,19 @@ type readerState struct {
 	tries    map[int]int    // refused puts of a queued chunk
 	lastArgs map[int]string // the last refused put of a chunk, and its result
 	lastErr  map[int]string
-	nextRead int             // the next chunk of this pass to read
-	pass     int             // finishes refused so far
-	named    []string        // the fields the last refused finish named
-	set      map[string]bool // the fields a put that was taken gave
+	nextRead int      // the first pass's next chunk to read
+	pass     int      // finishes refused so far
+	named    []string // the fields the last refused finish named
+	missing  []string // the fields the output lacks, after the last put taken
 	anySet   bool
 	nudged   bool // the last turn was a text answer
 	turns    int
+	// In a pass after the first: the phrases searched, the chunks the
+	// searches found, and the chunks read.
+	searched   []string
+	found      []int
+	readInPass map[int]bool
+	sample     strings.Builder // chunk text to tell the language by
 }
 
 // readerTurn is one assistant turn and the results that answer it, in
@@ -91,7 +110,7 @@ func readerTurns(msgs []nmsg) []readerTurn {
 // readerWalk reads a reader's state from the conversation.
 func readerWalk(msgs []nmsg) *readerState {
 	st := &readerState{texts: map[int]string{}, tries: map[int]int{}, lastArgs: map[int]string{},
-		lastErr: map[int]string{}, set: map[string]bool{}}
+		lastErr: map[int]string{}, readInPass: map[int]bool{}}
 	for _, t := range readerTurns(msgs) {
 		st.turns++
 		st.nudged = len(t.calls) == 0
@@ -107,13 +126,18 @@ func readerWalk(msgs []nmsg) *readerState {
 				if taken {
 					st.read(res.content)
 				}
+			case fixpoint.ToolSearch:
+				if taken {
+					st.searchResult(c.args, res.content)
+				}
 			case fixpoint.ToolSetOutput, fixpoint.ToolUpdateOutput:
 				st.put(c.args, taken, res.content)
 			case fixpoint.ToolFinish:
 				if answered && res.isError {
 					st.pass++
 					st.named = namedFields(res.content)
-					st.queue, st.nextRead, st.tries = nil, 0, map[int]int{}
+					st.queue, st.tries = nil, map[int]int{}
+					st.searched, st.found, st.readInPass = nil, nil, map[int]bool{}
 				}
 			}
 		}
@@ -131,11 +155,31 @@ func (st *readerState) read(content string) {
 	st.of, _ = strconv.Atoi(m[2])
 	if _, text, whole := strings.Cut(content, "\n\n"); whole {
 		st.texts[n] = text
+		if st.sample.Len() < readerSampleMax {
+			st.sample.WriteString(text[:min(len(text), readerSampleMax)])
+		}
 	}
 	if !slices.Contains(st.queue, n) {
 		st.queue = append(st.queue, n)
 	}
-	st.nextRead = max(st.nextRead, n+1)
+	if st.pass == 0 {
+		st.nextRead = max(st.nextRead, n+1)
+	}
+	st.readInPass[n] = true
+}
+
+// searchResult records a search's query and the chunks it found.
+func (st *readerState) searchResult(args, content string) {
+	var q struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal([]byte(args), &q)
+	st.searched = append(st.searched, strings.TrimSpace(q.Text))
+	for _, m := range searchChunkRE.FindAllStringSubmatch(content, -1) {
+		if n, err := strconv.Atoi(m[1]); err == nil && !slices.Contains(st.found, n) {
+			st.found = append(st.found, n)
+		}
+	}
 }
 
 // put records a put of the queue's head: taken, or refused with result.
@@ -145,13 +189,11 @@ func (st *readerState) put(args string, taken bool, result string) {
 	}
 	head := st.queue[0]
 	if taken {
-		if v, ok := parseReply(args); ok {
-			if m, ok := v.(map[string]any); ok {
-				for k := range m {
-					st.set[k] = true
-				}
-			}
-		}
+		// What the output still lacks is in the result (package repair
+		// names the required fields missing after each put): the
+		// arguments of old puts are left out of the conversation.
+		_, lacks, _ := strings.Cut(result, "still requires")
+		st.missing = namedFields(lacks)
 		st.anySet = true
 		st.queue = st.queue[1:]
 		delete(st.tries, head)
@@ -166,7 +208,7 @@ func (st *readerState) put(args string, taken bool, result string) {
 }
 
 // namedFieldRE finds the root fields an error names ("/governing_law").
-var namedFieldRE = regexp.MustCompile(`/([A-Za-z_][A-Za-z0-9_]*)`)
+var namedFieldRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_/])/([A-Za-z_][A-Za-z0-9_]*)`)
 
 func namedFields(text string) []string {
 	var out []string
@@ -176,6 +218,26 @@ func namedFields(text string) []string {
 		}
 	}
 	return out
+}
+
+// phrase is the start of the sentence of a document in language l that
+// states field f, what the reader searches for; "" for the list.
+func phrase(l *docLang, f string) string {
+	var tmpl string
+	switch f {
+	case docProvider, docCustomer, docDate:
+		tmpl = l.preamble
+	case docAmount, docCurrency:
+		tmpl = l.amount
+	case docNotice:
+		tmpl = l.notice
+	case docLaw:
+		tmpl = l.law
+	default:
+		return ""
+	}
+	head, _, _ := strings.Cut(tmpl, "%")
+	return strings.TrimSpace(head)
 }
 
 // isReader reports whether an agent request is answered by the reader:
@@ -193,28 +255,60 @@ func (s *Server) isReader(r *chatReq) bool {
 	return doc != nil && doc.isDocument() && !strings.Contains(firstUser(r), fixpoint.DocumentOpen)
 }
 
+func readCall(n int) ncall {
+	return ncall{name: fixpoint.ToolReadChunk, args: `{"n":` + strconv.Itoa(n) + `}`}
+}
+
+// nextRead is the next chunk to read: in the first pass the next in
+// order; in a later one, a search for the next named field's phrase not
+// searched yet (search), else the next chunk a search found, else, when
+// the refusal named the list, the next chunk not read in the pass. ok is
+// false when nothing is left to read.
+func (st *readerState) nextStep() (c ncall, ok bool) {
+	if st.pass == 0 {
+		if st.of == 0 || st.nextRead < st.of {
+			return readCall(st.nextRead), true
+		}
+		return ncall{}, false
+	}
+	l := detectDocLang(st.sample.String())
+	for _, f := range st.named {
+		if p := phrase(l, f); p != "" && !slices.Contains(st.searched, p) {
+			args, _ := json.Marshal(map[string]string{"text": p})
+			return ncall{name: fixpoint.ToolSearch, args: string(args)}, true
+		}
+	}
+	for _, n := range st.found {
+		if !st.readInPass[n] {
+			return readCall(n), true
+		}
+	}
+	if slices.Contains(st.named, docList) {
+		for n := range st.of {
+			if !st.readInPass[n] {
+				return readCall(n), true
+			}
+		}
+	}
+	return ncall{}, false
+}
+
 // readerModel decides a reader's turn (see the comment at the top).
 func (s *Server) readerModel(r *chatReq) agentTurn {
 	st := readerWalk(r.msgs)
 	t := agentTurn{plan: plan{turn: st.turns, key: taskKey(r, s.cfg.KeyByPrompt)}}
-	read := func(n int) ncall {
-		return ncall{name: fixpoint.ToolReadChunk, args: `{"n":` + strconv.Itoa(n) + `}`}
-	}
 	if len(st.queue) == 0 {
-		switch {
-		case st.of == 0:
-			t.calls = []ncall{read(0)}
-		case st.nextRead < st.of:
-			t.calls = []ncall{read(st.nextRead)}
-		default:
-			t.calls = []ncall{{name: fixpoint.ToolFinish, args: "{}"}}
+		next, ok := st.nextStep()
+		if !ok {
+			next = ncall{name: fixpoint.ToolFinish, args: "{}"}
 		}
+		t.calls = []ncall{next}
 		return t
 	}
 	head := st.queue[0]
 	text, ok := st.texts[head]
 	if !ok {
-		t.calls = []ncall{read(head)} // its text was left out: read it again
+		t.calls = []ncall{readCall(head)} // its text was left out: read it again
 		return t
 	}
 	p := s.readerPlan(r, st, head, text)
@@ -239,8 +333,8 @@ func (s *Server) readerModel(r *chatReq) agentTurn {
 	default:
 		t.calls = []ncall{{name: tool, args: string(encode(st.restrict(p.value), encOpts{}))}}
 	}
-	if len(st.queue) == 1 && st.nextRead < st.of {
-		t.calls = append(t.calls, read(st.nextRead))
+	if next, ok := st.nextStep(); ok && len(st.queue) == 1 && next.name == fixpoint.ToolReadChunk {
+		t.calls = append(t.calls, next)
 	}
 	return t
 }
@@ -260,7 +354,13 @@ func (s *Server) readerPlan(r *chatReq, st *readerState, n int, text string) pla
 	mr.msgs = []nmsg{{role: "user", text: first}}
 	switch {
 	case st.tries[n] > 0:
-		mr.msgs = append(mr.msgs, nmsg{role: "assistant", text: st.lastArgs[n]}, nmsg{role: "user", text: st.lastErr[n]})
+		prev := st.lastArgs[n]
+		if v, ok := parseReply(prev); !ok || reflect.DeepEqual(v, map[string]any{}) {
+			// Nothing of the value was put (arguments cut, or sent
+			// empty where a cut object cannot go): it is written afresh.
+			prev = ""
+		}
+		mr.msgs = append(mr.msgs, nmsg{role: "assistant", text: prev}, nmsg{role: "user", text: st.lastErr[n]})
 	case st.nudged:
 		// The value the nudged turn puts: as a model asked again after a
 		// reply with no usable value writes it.
@@ -284,7 +384,7 @@ func (st *readerState) restrict(v any) any {
 			if slices.Contains(st.named, k) {
 				out[k] = x
 			}
-		case k == docList || !st.set[k]:
+		case k == docList || !st.anySet || slices.Contains(st.missing, k):
 			out[k] = x
 		}
 	}

@@ -319,8 +319,20 @@
 // the next turn; otherwise the answer is the provider's 400 naming the
 // id. OpenAI and Ollama have no error flag on a result: one whose content
 // starts with "Error" is an error. The tools' definitions count in the
-// prompt's tokens. The agent calls read_chunk, search or update_output
+// prompt's tokens. This agent calls read_chunk, search or update_output
 // only when a tool_choice names it, with empty arguments.
+//
+// An agent request over a long document (DocumentSchema) whose first user
+// message holds no document, as the agent strategy sends it, is answered
+// by a reader instead: it reads the chunks one a turn with read_chunk and
+// puts what each holds with set_output, then update_output (the value a
+// chunk call over that chunk's text gets, with its faults: a put refused
+// for a content fault is corrected on the next turn, a prose fault or a
+// refusal answers text to be nudged, an empty reply finishes before the
+// document is read, a truncation cuts the put), then calls finish. A
+// refused finish starts another pass for the fields it names: a search
+// for the phrase that states each, a read of the chunks found, every
+// chunk again when it names the list. See sim/agent_reader.go.
 //
 // # Batches
 //

@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
@@ -19,6 +21,7 @@ import (
 
 const tryUsage = `Usage: worker try --provider P [--base-url U] --model M --schema S.json
                   (--prompt TEXT | --prompt-file F) [--mode M] [--strategy S]
+                  [--document-file F] [--chunk-tokens N] [--chunk-overlap N] [--strict]
                   [--max-attempts N] [--json] [--sim PRESET]
 
 Runs one job live through the repair loop and prints each attempt as a card:
@@ -30,8 +33,15 @@ replies are drawn from the prompt, the schema and the model (and
 --sim-seed), the same each time for one input, the preset's faults varying
 from input to input.
 
+Under a document strategy (parallel, sequential, agent; --document-file
+needed) each step is a card: a chunk call with its offsets in the document,
+the merge with its conflicts (no call), a repair, an agent turn with its tool
+calls; then the final value and the totals. --json prints the value and an
+"attempts" list, one entry per call and one for the merge ("call": false).
+
   worker try --model gpt-4o-mini --schema ticket.json --prompt-file ticket-42.txt
   worker try --sim messy --schema ticket.json --prompt "Printer on fire, floor 3"
+  worker try --sim messy --strategy parallel --document-file contract.md --schema contract.json --prompt "Extract the parties"
 
 Exit status: 0 valid, 1 not valid, 2 bad usage.`
 
@@ -45,6 +55,7 @@ type tryFlags struct {
 	maxAttempts, maxTokens, budget       int
 	asJSON                               bool
 	pf                                   providerFlags
+	doc                                  tryDocFlags
 }
 
 func newTryFlags(stdout io.Writer) *tryFlags {
@@ -58,7 +69,8 @@ func newTryFlags(stdout io.Writer) *tryFlags {
 	fs.StringVar(&f.promptFile, "prompt-file", "", "file holding the task")
 	fs.StringVar(&f.system, "system", "", "optional system prompt placed before the schema instructions")
 	fs.StringVar(&f.mode, "mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
-	fs.StringVar(&f.strategy, "strategy", string(fixpoint.StrategyDefault), "conversation, repair or patch")
+	fs.StringVar(&f.strategy, "strategy", string(fixpoint.StrategyDefault), strings.Join(fixpoint.StrategyNames(), ", ")+" (parallel, sequential and agent run over --document-file)")
+	f.doc.register(fs)
 	fs.StringVar(&f.feedback, "feedback", string(fixpoint.FeedbackDefault), "feedback format: text or xml")
 	fs.IntVar(&f.maxAttempts, "max-attempts", fixpoint.MaxAttemptsDefault, "repair attempts (provider calls with a reply; 0 = the default)")
 	fs.IntVar(&f.maxTokens, "max-tokens", fixpoint.MaxTokensDefault, "output tokens per call (0 = the default)")
@@ -97,6 +109,9 @@ func (c *tryCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	spec := f.spec(schema, raw)
+	if err := f.doc.read(&spec); err != nil {
+		return err
+	}
 	if f.sourceFile != "" {
 		text, err := cli.ReadTextFile(f.sourceFile)
 		if err != nil {
@@ -117,10 +132,15 @@ func (c *tryCommand) Run(ctx context.Context, args []string) error {
 	if err != nil && !errors.Is(err, fixpoint.ErrTransient) {
 		return err
 	}
-	if f.asJSON {
+	switch doc := job.Limits.Strategy.Document(); {
+	case f.asJSON && doc:
+		writeDocJSON(stdout, res)
+	case f.asJSON:
 		out, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", out)
-	} else {
+	case doc:
+		writeDocCards(stdout, res)
+	default:
 		cli.WriteCards(stdout, res)
 	}
 	if res.Status != fixpoint.StatusValid {
@@ -149,7 +169,10 @@ func (f *tryFlags) check() error {
 	case (f.prompt == "") == (f.promptFile == ""):
 		return usagef("give exactly one of --prompt and --prompt-file")
 	}
-	return nil
+	if err := checkStrategy(f.strategy); err != nil {
+		return err
+	}
+	return f.doc.check(f.fs, fixpoint.Strategy(f.strategy))
 }
 
 // readPrompt reads --prompt-file; pipeline.TryJob checks the prompt as a
@@ -216,4 +239,13 @@ func setIf(dst *string, v string) {
 	if v != "" {
 		*dst = v
 	}
+}
+
+// checkStrategy refuses a strategy fixpoint does not know, naming those
+// it does.
+func checkStrategy(s string) error {
+	if !slices.Contains(fixpoint.StrategyNames(), s) {
+		return usagef("--strategy %q: want one of %s", s, strings.Join(fixpoint.StrategyNames(), ", "))
+	}
+	return nil
 }
