@@ -351,6 +351,13 @@ type ExportRow struct {
 	// offsets into the job's source text, evidence.JobSource). Nil when the
 	// evidence stage did not grade it, or not asked for.
 	Evidence json.RawMessage
+	// Steps, with ExportOptions.Steps, is a document job's steps: its
+	// latest run's attempts that have one, in order, a JSON array of
+	// {no, step, chunk: {n, start, end} or null, fields, class, valid,
+	// tool_calls, conflicts} (the attempts' columns, null where they hold
+	// none). Nil for a job with no step (another strategy's), or not asked
+	// for.
+	Steps json.RawMessage
 }
 
 // ExportOptions choose what ExportWith adds to each row.
@@ -358,13 +365,17 @@ type ExportOptions struct {
 	// Evidence reads each job's grades (ExportRow.Evidence): one more
 	// lookup on the attempts' primary key per job.
 	Evidence bool
+	// Steps reads each job's steps (ExportRow.Steps): one more lookup on
+	// the attempts' primary key per job.
+	Steps bool
 }
 
 // exportSQL reads a batch's jobs in row order with the errors of each
 // final job that is not valid (its latest run's revalidation, else that
 // run's last attempt): a lookup on a primary key or two per such job; with $2, the evidence of each job's final
 // check (its latest run's revalidation, else that run's valid attempt,
-// else its last), as the evidence_grades view counts it.
+// else its last), as the evidence_grades view counts it; with $3, the
+// steps of its latest run.
 const exportSQL = `
 SELECT j.id, j.row_no, j.status, j.metadata::text, j.value::text, j.error,
        CASE WHEN j.status NOT IN ('valid', 'queued') THEN coalesce(
@@ -376,6 +387,14 @@ SELECT j.id, j.row_no, j.status, j.metadata::text, j.value::text, j.error,
            (SELECT r.evidence::text FROM revalidations r WHERE r.job_id = j.id AND r.run = j.run),
            (SELECT a.evidence::text FROM attempts a WHERE a.job_id = j.id AND a.run = j.run
             ORDER BY a.valid DESC, a.attempt_no DESC LIMIT 1))
+       END,
+       CASE WHEN $3 THEN (
+           SELECT jsonb_agg(jsonb_build_object('no', a.attempt_no, 'step', a.step,
+                      'chunk', CASE WHEN a.chunk_n IS NOT NULL THEN
+                                   jsonb_build_object('n', a.chunk_n, 'start', a.chunk_start, 'end', a.chunk_end) END,
+                      'fields', a.fields, 'class', a.class, 'valid', a.valid,
+                      'tool_calls', a.tool_calls, 'conflicts', a.conflicts) ORDER BY a.attempt_no)::text
+           FROM attempts a WHERE a.job_id = j.id AND a.run = j.run AND a.step IS NOT NULL)
        END
 FROM jobs j WHERE j.batch = $1 ORDER BY j.row_no, j.id`
 
@@ -389,7 +408,7 @@ func (s *Store) Export(ctx context.Context, batch string, fn func(ExportRow) err
 // (wrapped). It does not apply the statement timeout: give ctx a deadline
 // if needed.
 func (s *Store) ExportWith(ctx context.Context, batch string, opts ExportOptions, fn func(ExportRow) error) error {
-	rows, err := s.pool.Query(ctx, exportSQL, batch, opts.Evidence)
+	rows, err := s.pool.Query(ctx, exportSQL, batch, opts.Evidence, opts.Steps)
 	if err != nil {
 		return fmt.Errorf("export batch %s: %w", batch, err)
 	}
@@ -397,11 +416,12 @@ func (s *Store) ExportWith(ctx context.Context, batch string, opts ExportOptions
 	for rows.Next() {
 		var e ExportRow
 		var meta string
-		var value, errs, evidence *string
-		if err := rows.Scan(&e.ID, &e.RowNo, &e.Status, &meta, &value, &e.Error, &errs, &evidence); err != nil {
+		var value, errs, evidence, steps *string
+		if err := rows.Scan(&e.ID, &e.RowNo, &e.Status, &meta, &value, &e.Error, &errs, &evidence, &steps); err != nil {
 			return fmt.Errorf("export batch %s: %w", batch, err)
 		}
 		e.Metadata, e.Value, e.Errors, e.Evidence = json.RawMessage(meta), rawPtr(value), rawPtr(errs), rawPtr(evidence)
+		e.Steps = rawPtr(steps)
 		if err := fn(e); err != nil {
 			return fmt.Errorf("export batch %s: %w", batch, err)
 		}

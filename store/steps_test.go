@@ -150,3 +150,33 @@ func TestStepsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A chunk call carried by a wave (--delivery batch) keeps its step when
+// its outcome is recorded, and a driver going on from the ledger reads it
+// back (WaveAttempts).
+func TestStepsThroughAWave(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "sw", 1)
+	ctx := context.Background()
+	w, taken, err := s.RecordWave(ctx, store.WaveParams{Batch: "sw", Run: 1, Provider: "openai", Model: "m", Requests: waveReqs("sw", 1, 1)})
+	if err != nil || len(taken) != 1 {
+		t.Fatalf("RecordWave: %v, %d requests", err, len(taken))
+	}
+	a := waveAttempt(1, "")
+	a.Step, a.Chunk, a.Fields = "chunk", &fixpoint.ChunkRef{N: 3, Start: 12000, End: 16100}, intp(9)
+	if _, err := s.RecordWaveOutcomes(ctx, []store.WaveOutcome{{WaveID: w.ID, CustomID: taken[0].CustomID, Attempt: a}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.WaveAttempts(ctx, w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSteps(t, "WaveAttempts", got[jobID("sw", 1)], []store.Attempt{a})
+	r, err := s.Steps(ctx, "sw", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Chunks) != 1 || r.Chunks[0] != (store.ChunkFields{Chunk: 3, Attempts: 1, Valid: 1, WithValue: 1, Fields: 9}) {
+		t.Errorf("chunk rollup after the wave: %+v", r.Chunks)
+	}
+}

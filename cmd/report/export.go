@@ -15,7 +15,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
-const exportUsage = `Usage: report export BATCH [--format jsonl|csv] [--evidence] [--require-done] [--csv-raw] [flags]
+const exportUsage = `Usage: report export BATCH [--format jsonl|csv] [--evidence] [--steps] [--require-done] [--csv-raw] [flags]
 
 Writes each job of the batch on stdout, one line per job in row order: its
 input row, its status, its value and why it is not valid, for a spreadsheet
@@ -38,7 +38,10 @@ Export formats:
          "evidence": the grades of the value's strings and numbers against
          the job's source, [{"path", "grade", "start", "end"}] with start
          and end code point offsets into the source (null when none was
-         graded).
+         graded); with --steps, "steps": a document job's steps in order
+         (strategies parallel, sequential, agent), [{"no", "step", "chunk":
+         {"n", "start", "end"} or null, "fields", "class", "valid",
+         "tool_calls", "conflicts"}] (null for a job of another strategy).
   csv    the input's columns in the file's order (sorted for a batch enqueued
          before the order was recorded; keys only some rows have come after,
          sorted), then job_id, job_status, then one column per top-level
@@ -47,7 +50,8 @@ Export formats:
          compact JSON, empty for none). A property named like an input
          column or a job_ column is written as value.NAME, an input column named
          like a job_ column as input.NAME; with --evidence, job_evidence
-         after job_errors ("evidence" as compact JSON, empty for none).
+         after job_errors ("evidence" as compact JSON, empty for none); with
+         --steps, job_steps last ("steps" as compact JSON, empty for none).
          Strings are written
          as themselves, other values as compact JSON, null or missing as empty;
          keys of a value that the schema does not list are left out (jsonl has
@@ -69,6 +73,7 @@ func (c *exportCommand) Run(ctx context.Context, args []string) error {
 	format := fs.String("format", "jsonl", "export format: jsonl or csv")
 	requireDone := fs.Bool("require-done", false, "exit 1, writing nothing, when a job of the batch is not final")
 	csvRaw := fs.Bool("csv-raw", false, "with --format csv: write cells starting with = + - @ as they are, without the ' that stops a spreadsheet running them")
+	withSteps := fs.Bool("steps", false, "add each document job's steps: its latest run's chunk, merge, repair and agent attempts with their chunk, fields, tool calls and merge conflicts")
 	withEvidence := fs.Bool("evidence", false, "add each job's grades and spans: how its value's strings and numbers were found in its source (the final check's: the latest run's revalidation, valid attempt or last attempt)")
 	pos, err := parseArgs(fs, args, 1, 1)
 	if err != nil {
@@ -91,7 +96,7 @@ func (c *exportCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if err := export(ctx, c.stdout, st, batch, *format, exportOpts{raw: *csvRaw, evidence: *withEvidence}); err != nil {
+	if err := export(ctx, c.stdout, st, batch, *format, exportOpts{raw: *csvRaw, evidence: *withEvidence, steps: *withSteps}); err != nil {
 		return err
 	}
 	return exportWarnings(ctx, c.stderr, st, batch)
@@ -146,12 +151,12 @@ func exportWarnings(ctx context.Context, stderr io.Writer, st exportLedger, batc
 }
 
 // exportOpts are export's choices: raw leaves CSV cells unescaped;
-// evidence adds each job's grades.
-type exportOpts struct{ raw, evidence bool }
+// evidence adds each job's grades, steps its steps.
+type exportOpts struct{ raw, evidence, steps bool }
 
 // export writes the batch in format.
 func export(ctx context.Context, w io.Writer, st exportLedger, batch, format string, o exportOpts) error {
-	so := store.ExportOptions{Evidence: o.evidence}
+	so := store.ExportOptions{Evidence: o.evidence, Steps: o.steps}
 	switch format {
 	case "jsonl":
 		if err := needBatch(ctx, st, batch); err != nil {
@@ -165,6 +170,9 @@ func export(ctx context.Context, w io.Writer, st exportLedger, batch, format str
 			if o.evidence {
 				line["evidence"] = rawOrNull(r.Evidence)
 			}
+			if o.steps {
+				line["steps"] = rawOrNull(r.Steps)
+			}
 			return enc.Encode(line)
 		})
 	case "csv":
@@ -175,7 +183,7 @@ func export(ctx context.Context, w io.Writer, st exportLedger, batch, format str
 		if err != nil {
 			return err
 		}
-		cols := newCSVColumns(shape, o.evidence)
+		cols := newCSVColumns(shape, o)
 		cols.raw = o.raw
 		cw := csv.NewWriter(w)
 		header := make([]string, len(cols.header))
@@ -211,6 +219,7 @@ type csvColumns struct {
 	wholeValue    bool
 	raw           bool // cells as they are, not escaped against formulas
 	evidence      bool // job_evidence after job_errors
+	steps         bool // job_steps last
 }
 
 // text is a text cell as written: escaped against formulas
@@ -225,13 +234,17 @@ func (c *csvColumns) text(s string) string {
 // newCSVColumns builds the header: inputs (renamed input.NAME when NAME is
 // one of the job's own columns), job_id, job_status, properties (renamed
 // value.NAME when NAME is taken by an input or job column, and again while
-// the new name is taken), job_error, job_errors, and with evidence
-// job_evidence. No two columns share a name.
-func newCSVColumns(shape store.ExportShape, evidence bool) *csvColumns {
-	c := &csvColumns{inputs: shape.InputColumns, props: shape.Properties, wholeValue: len(shape.Properties) == 0, evidence: evidence}
+// the new name is taken), job_error, job_errors, with evidence
+// job_evidence and with steps job_steps. No two columns share a name.
+func newCSVColumns(shape store.ExportShape, o exportOpts) *csvColumns {
+	c := &csvColumns{inputs: shape.InputColumns, props: shape.Properties, wholeValue: len(shape.Properties) == 0,
+		evidence: o.evidence, steps: o.steps}
 	own := []string{"job_id", "job_status", "job_error", "job_errors", "job_value"}
-	if evidence {
+	if o.evidence {
 		own = append(own, "job_evidence")
+	}
+	if o.steps {
+		own = append(own, "job_steps")
 	}
 	taken := map[string]bool{}
 	for _, name := range own {
@@ -263,8 +276,11 @@ func newCSVColumns(shape store.ExportShape, evidence bool) *csvColumns {
 		c.header = append(c.header, name)
 	}
 	c.header = append(c.header, "job_error", "job_errors")
-	if evidence {
+	if o.evidence {
 		c.header = append(c.header, "job_evidence")
+	}
+	if o.steps {
+		c.header = append(c.header, "job_steps")
 	}
 	return c
 }
@@ -314,6 +330,13 @@ func (c *csvColumns) record(r store.ExportRow) ([]string, error) {
 			return nil, fmt.Errorf("evidence: %w", err)
 		}
 		rec = append(rec, c.text(ev))
+	}
+	if c.steps {
+		steps, err := csvCell(r.Steps)
+		if err != nil {
+			return nil, fmt.Errorf("steps: %w", err)
+		}
+		rec = append(rec, c.text(steps))
 	}
 	return rec, nil
 }

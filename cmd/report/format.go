@@ -426,14 +426,14 @@ type attemptJSON struct {
 	ProviderStatus   int             `json:"provider_status"`
 	ProviderError    string          `json:"provider_error"`
 	StartedAt        *time.Time      `json:"started_at"`
-	// A document job's step (absent for the other strategies): its kind,
-	// the chunk it read, the fields its value held, its tool calls and a
+	// A document job's step ("" for the other strategies): its kind, the
+	// chunk it read, the fields its value held, its tool calls and a
 	// merge's conflicts.
-	Step      string             `json:"step,omitempty"`
-	Chunk     *fixpoint.ChunkRef `json:"chunk,omitempty"`
-	Fields    *int               `json:"fields,omitempty"`
-	ToolCalls json.RawMessage    `json:"tool_calls,omitempty"`
-	Conflicts json.RawMessage    `json:"conflicts,omitempty"`
+	Step      string             `json:"step"`
+	Chunk     *fixpoint.ChunkRef `json:"chunk"`
+	Fields    *int               `json:"fields"`
+	ToolCalls json.RawMessage    `json:"tool_calls"`
+	Conflicts json.RawMessage    `json:"conflicts"`
 }
 
 type interruptJSON struct {
@@ -464,7 +464,7 @@ func jobData(job *store.JobRecord, attempts []store.Attempt, kept []store.Interr
 			RepairedLocally: a.RepairedLocally, TokensIn: a.TokensIn, TokensOut: a.TokensOut, TokensCached: a.TokensCached,
 			CostUSD: a.CostUSD, Unpriced: a.Unpriced, PriceBasis: cmp.Or(a.PriceBasis, "realtime"), LatencyMS: a.LatencyMS, TransportRetries: a.TransportRetries,
 			ProviderStatus: a.ProviderStatus, ProviderError: a.ProviderError, StartedAt: timeOrNil(a.StartedAt),
-			Step: a.Step, Chunk: a.Chunk, Fields: a.Fields, ToolCalls: a.ToolCalls, Conflicts: a.Conflicts})
+			Step: a.Step, Chunk: a.Chunk, Fields: a.Fields, ToolCalls: rawOr(a.ToolCalls, "[]"), Conflicts: rawOr(a.Conflicts, "[]")})
 	}
 	if p := job.Purged; p != nil {
 		out.Purged = &purgeJSON{At: p.At.UTC(), Attempts: p.Attempts, Interrupted: p.Interrupted}

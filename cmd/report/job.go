@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,8 +23,11 @@ Prints one job (its batch, row, status, provider, model and mode, and its
 error) and each attempt of its latest run as a card: what the model
 answered, where the JSON was found, the local repairs, the validation errors
 and the feedback sent next. Calls kept apart from its result (interrupted
-by a stop, an outage or a cancel) are listed after the cards. A requeued
-job's earlier runs are in job_runs.
+by a stop, an outage or a cancel) are listed after the cards. A document
+job's steps (chunk n with its offsets, merge, repair, agent turn) follow
+the cards, one line each: its outcome, the fields its value held, its tool
+calls and a merge's conflicts. A requeued job's earlier runs are in
+job_runs.
 
   report job nightly-2026-01-05:42
 
@@ -103,12 +109,62 @@ func printJob(ctx context.Context, w io.Writer, st jobLedger, id, format string)
 	if len(res.Attempts) > 0 {
 		cli.WriteCards(w, res)
 	}
+	writeJobSteps(w, attempts)
 	kept, err := st.JobInterrupted(ctx, id)
 	if err != nil {
 		return err
 	}
 	writeInterrupted(w, kept)
 	return nil
+}
+
+// writeJobSteps lists the steps of a document job's attempts, one line
+// each, after the cards: which chunk each attempt read, what it found,
+// and where a merge chose between the chunks. Nothing for a job of
+// another strategy.
+func writeJobSteps(w io.Writer, attempts []store.Attempt) {
+	if !slices.ContainsFunc(attempts, func(a store.Attempt) bool { return a.Step != "" }) {
+		return
+	}
+	fmt.Fprintln(w, "steps:")
+	for _, a := range attempts {
+		title := cmp.Or(a.Step, "attempt")
+		if c := a.Chunk; c != nil {
+			title += fmt.Sprintf(" %d [%d, %d)", c.N, c.Start, c.End)
+		}
+		outcome := a.Class
+		if outcome == "" {
+			outcome = "not valid"
+			if a.Valid {
+				outcome = "valid"
+			}
+		}
+		line := fmt.Sprintf("  %d %s: %s", a.No, title, outcome)
+		if a.Fields != nil {
+			line += ", " + cli.Plural(int64(*a.Fields), "field")
+		}
+		if n := jsonLen(a.ToolCalls); n > 0 {
+			line += ", " + cli.Plural(int64(n), "tool call")
+		}
+		var conflicts []fixpoint.Conflict
+		if json.Unmarshal(a.Conflicts, &conflicts) == nil && len(conflicts) > 0 {
+			paths := make([]string, len(conflicts))
+			for i, c := range conflicts {
+				paths[i] = cmp.Or(c.Path, "(root)")
+			}
+			line += fmt.Sprintf(", %s at %s", cli.Plural(int64(len(conflicts)), "conflict"), textclip.Bytes(strings.Join(paths, " "), 200))
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// jsonLen is the length of a JSON array, 0 for none.
+func jsonLen(r json.RawMessage) int {
+	var a []json.RawMessage
+	if json.Unmarshal(r, &a) != nil {
+		return 0
+	}
+	return len(a)
 }
 
 // interruptedWhy says what each reason of interrupted_attempts means.

@@ -385,7 +385,7 @@ func TestCSVColumnsHeader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			header := newCSVColumns(tt.shape, tt.evidence).header
+			header := newCSVColumns(tt.shape, exportOpts{evidence: tt.evidence}).header
 			if got := strings.Join(header, ","); got != tt.want {
 				t.Errorf("header = %s, want %s", got, tt.want)
 			}

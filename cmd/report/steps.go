@@ -20,7 +20,7 @@ const stepsUsage = `Usage: report steps BATCH [--format text|json] [--top N] [fl
 Prints what a batch's document jobs (strategies parallel, sequential and
 agent) spent their calls on, step by step, every run's:
   - for each step kind (chunk: a call over one chunk of the document;
-    merge: the chunks' values merged, no call unless --merge-model;
+    merge: the chunks' values merged, a deterministic merge no call;
     repair: a call repairing the merged value; agent: one turn of the
     agent), its attempts, the share valid (for a chunk, its value passed
     the smart validation), its failure classes, tokens and cost;

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -92,9 +94,19 @@ func TestReportSteps(t *testing.T) {
 	}
 
 	var data stepsJSON
-	if err := json.Unmarshal([]byte(runSteps(t, dsn, "doc", "--format", "json")), &data); err != nil {
+	js := runSteps(t, dsn, "doc", "--format", "json")
+	if err := json.Unmarshal([]byte(js), &data); err != nil {
 		t.Fatal(err)
 	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic map[string]any
+	if err := json.Unmarshal([]byte(js), &generic); err != nil {
+		t.Fatal(err)
+	}
+	documented(t, string(doc), "steps", generic)
 	if !data.DocumentJobs || len(data.Steps) != 3 || data.Steps[0].Step != "chunk" || data.Steps[0].Attempts != 4 ||
 		*data.Steps[0].ValidRate != 0.75 || data.Steps[0].Classes["semantic"] != 1 || data.Steps[2].Grounding == nil ||
 		data.Steps[2].Grounding.None != 1 || data.Steps[0].Grounding != nil {
@@ -129,5 +141,88 @@ func TestReportStepsUsage(t *testing.T) {
 	if code := run(context.Background(), []string{"steps", "b", "--top", "0", "--database-url", "postgres://nobody@127.0.0.1:1/none"}, &out, &errOut); code != 2 ||
 		!strings.Contains(errOut.String(), "--top 0: want 1 to 1000") {
 		t.Errorf("steps --top 0: exit %d, stderr %q; want 2", code, errOut.String())
+	}
+}
+
+// report export --steps gives each document job its steps, and null to a
+// job of another strategy; the CSV's job_steps column comes last.
+func TestExportSteps(t *testing.T) {
+	t.Parallel()
+	dsn := stepsFixture(t)
+	export := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), append(append([]string{"export"}, args...), "--database-url", dsn), &out, &errOut); code != 0 {
+			t.Fatalf("export %v: exit %d: %s", args, code, errOut.String())
+		}
+		return out.String()
+	}
+	type step struct {
+		No        int                 `json:"no"`
+		Step      string              `json:"step"`
+		Chunk     *fixpoint.ChunkRef  `json:"chunk"`
+		Fields    *int                `json:"fields"`
+		Class     string              `json:"class"`
+		Valid     bool                `json:"valid"`
+		Conflicts []fixpoint.Conflict `json:"conflicts"`
+	}
+	lines := strings.Split(strings.TrimSpace(export("doc", "--steps")), "\n")
+	var first struct {
+		ID    string `json:"id"`
+		Steps []step `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	s := first.Steps
+	if first.ID != "doc-1" || len(s) != 4 || s[0].Step != "chunk" || s[0].Chunk == nil || s[0].Chunk.End != 1100 || *s[0].Fields != 6 ||
+		s[2].Step != "merge" || s[2].Chunk != nil || s[2].Class != "shape" || len(s[2].Conflicts) != 2 || s[3].Step != "repair" || !s[3].Valid {
+		t.Errorf("doc-1 steps: %+v", first)
+	}
+	if plain := export("plain", "--steps"); !strings.Contains(plain, `"steps":null`) {
+		t.Errorf("export plain --steps:\n%s\nwant steps null", plain)
+	}
+	if without := export("doc"); strings.Contains(without, `"steps"`) {
+		t.Errorf("export without --steps has steps:\n%s", without)
+	}
+	csvOut := export("doc", "--steps", "--format", "csv")
+	if header := strings.SplitN(csvOut, "\n", 2)[0]; !strings.HasSuffix(header, ",job_error,job_errors,job_steps") {
+		t.Errorf("CSV header %q, want job_steps last", header)
+	}
+}
+
+// report job lists a document job's steps after its cards, and nothing
+// of the kind for a job of another strategy.
+func TestReportJobSteps(t *testing.T) {
+	t.Parallel()
+	dsn := stepsFixture(t)
+	job := func(id string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), []string{"job", id, "--database-url", dsn}, &out, &errOut); code != 0 {
+			t.Fatalf("job %s: exit %d: %s", id, code, errOut.String())
+		}
+		return out.String()
+	}
+	want := "steps:\n  1 chunk 0 [0, 1100): valid, 6 fields\n  2 chunk 1 [1000, 2100): valid, 4 fields\n" +
+		"  3 merge: shape, 10 fields, 2 conflicts at /parties/0/name /parties/1/name\n  4 repair: valid\n"
+	if got := job("doc-1"); !strings.Contains(got, want) {
+		t.Errorf("report job doc-1:\n%s\nwant it to hold:\n%s", got, want)
+	}
+	if got := job("plain-1"); strings.Contains(got, "steps:") {
+		t.Errorf("report job plain-1 lists steps:\n%s", got)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"job", "doc-1", "--format", "json", "--database-url", dsn}, &out, &errOut); code != 0 {
+		t.Fatalf("job --format json: exit %d: %s", code, errOut.String())
+	}
+	var data jobJSON
+	if err := json.Unmarshal(out.Bytes(), &data); err != nil {
+		t.Fatal(err)
+	}
+	a := data.AttemptList
+	if len(a) != 4 || a[0].Step != "chunk" || a[0].Chunk == nil || a[0].Chunk.N != 0 || *a[0].Fields != 6 || a[3].Chunk != nil ||
+		!strings.Contains(string(a[2].Conflicts), "/parties/1/name") || string(a[3].ToolCalls) != "[]" {
+		t.Errorf("job JSON attempts: %+v", a)
 	}
 }

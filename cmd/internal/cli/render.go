@@ -110,6 +110,9 @@ func AttemptFromStore(s *store.Attempt) fixpoint.Attempt {
 	a.Source = fixpoint.Source(s.Source)
 	_ = json.Unmarshal(s.Repairs, &a.Repairs)
 	_ = json.Unmarshal(s.Errors, &a.Errors)
+	a.Step, a.Chunk = fixpoint.StepKind(s.Step), s.Chunk
+	_ = json.Unmarshal(s.ToolCalls, &a.ToolCalls)
+	_ = json.Unmarshal(s.Conflicts, &a.Conflicts)
 	var classes []fixpoint.ErrorClass
 	_ = json.Unmarshal(s.RetryClasses, &classes)
 	for _, c := range classes {

@@ -46,7 +46,7 @@ var Commands = []Command{
 	{Name: "enqueue", Summary: "turns a dataset into jobs, and acts on batches",
 		Subcommands: []string{"requeue", "cancel", "cap", "revalidate"}, ListsSubcommands: true},
 	{Name: "report", Summary: "reads the ledger",
-		Subcommands: []string{"summary", "failures", "job", "export", "wait", "serve", "purge"}, ListsSubcommands: true},
+		Subcommands: []string{"summary", "failures", "job", "steps", "export", "wait", "serve", "purge"}, ListsSubcommands: true},
 	{Name: "simllm", Summary: "the LLM simulator as a server, and its long documents",
 		Subcommands: []string{"docs"}, ListsSubcommands: true},
 	{Name: "fixpoint-bench", Summary: "the end-to-end figures"},
