@@ -40,21 +40,27 @@ func TestBatchDeliveryDocuments(t *testing.T) {
 	}
 }
 
-func batchDocuments(t *testing.T, strategy fixpoint.Strategy, realtimeBelow int) {
-	const n = 3
-	simCfg, err := sim.Preset("typical")
+// documentSim is a typical model whose provider batches end quickly.
+func documentSim(t *testing.T) sim.Config {
+	t.Helper()
+	cfg, err := sim.Preset("typical")
 	if err != nil {
 		t.Fatal(err)
 	}
-	simCfg.Seed = 11
-	simCfg.Batch = sim.BatchConfig{CompletionDelay: 100 * time.Millisecond}
-	h := newHarness(t, harnessConfig{Sim: simCfg})
+	cfg.Seed = 11
+	cfg.Batch = sim.BatchConfig{CompletionDelay: 100 * time.Millisecond}
+	return cfg
+}
 
+// enqueueDocuments enqueues n simulated agreements of about 50,000
+// characters as batch "pd" for batch delivery under strategy.
+func (h *harness) enqueueDocuments(strategy fixpoint.Strategy, n int) {
+	h.t.Helper()
 	var rows strings.Builder
 	for i := range n {
 		doc, err := sim.NewDocument(11, i, "en", sim.DocumentMinChars)
 		if err != nil {
-			t.Fatal(err)
+			h.t.Fatal(err)
 		}
 		b, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("r%d", i), "text": doc.Text})
 		rows.Write(append(b, '\n'))
@@ -65,8 +71,14 @@ func batchDocuments(t *testing.T, strategy fixpoint.Strategy, realtimeBelow int)
 	cfg.Provider, cfg.Delivery, cfg.Deadline = llm.ProviderOpenAI, queue.DeliveryBatch, time.Hour
 	cfg.MaxTokens = 32000 // a repair writes the whole value: 500 subsidiaries
 	if prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(rows.String())); err != nil || prog.Recorded != n {
-		t.Fatalf("enqueue: %+v, %v; want %d recorded", prog, err, n)
+		h.t.Fatalf("enqueue: %+v, %v; want %d recorded", prog, err, n)
 	}
+}
+
+func batchDocuments(t *testing.T, strategy fixpoint.Strategy, realtimeBelow int) {
+	const n = 3
+	h := newHarness(t, harnessConfig{Sim: documentSim(t)})
+	h.enqueueDocuments(strategy, n)
 
 	wcfg := h.waveWorker(llm.ProviderOpenAI, h.batchClient(llm.ProviderOpenAI))
 	wcfg.Drain = true
@@ -125,5 +137,32 @@ func batchDocuments(t *testing.T, strategy fixpoint.Strategy, realtimeBelow int)
 			t.Errorf("job %s: %d merges, %d calls of %d attempts; the job says %d calls, %d attempts; want %d and its totals over them all",
 				id, merges, calls, len(as), j.Calls, j.Attempts, wantMerges)
 		}
+	}
+}
+
+// A worker killed at each point of a parallel batch's waves where the
+// ledger is left in another state, another draining the batch: every job
+// final once, every chunk call of every provider batch recorded once.
+func TestBatchDeliveryDocumentsKillAtEachPoint(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{"download", "outcomes", "recorded_results", "repair_recorded", "published"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			const n = 3
+			h := newHarness(t, harnessConfig{Sim: documentSim(t)})
+			h.enqueueDocuments(fixpoint.StrategyParallel, n)
+			client := h.batchClient(llm.ProviderOpenAI)
+			cfgA := h.waveWorker(llm.ProviderOpenAI, client)
+			cfgB := h.waveWorker(llm.ProviderOpenAI, client)
+			if point == "published" {
+				cfgA.Wave.RealtimeBelow, cfgB.Wave.RealtimeBelow = 1000, 1000 // every repair goes realtime
+			}
+			a := h.startFrozen(cfgA, point)
+			h.drainThenKill(cfgB, a)
+			h.checkWaveLedger("pd", n)
+			if merges := h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'pd:%' AND step = 'merge'`); merges != n {
+				t.Errorf("%d merge attempts, want one a job", merges)
+			}
+		})
 	}
 }
