@@ -87,6 +87,11 @@ func batchDocuments(t *testing.T, strategy fixpoint.Strategy, realtimeBelow int)
 		t.Fatalf("worker: %v", err)
 	}
 	h.checkWaveLedger("pd", n)
+	// The worker's counters count every attempt the ledger has, the
+	// merges recorded with the waves' outcomes too.
+	if got, want := counted(t, wcfg.Metrics, "fixpoint_attempts_total", "", ""), h.sqlInt(`SELECT count(*) FROM attempts WHERE job_id LIKE 'pd:%'`); got != float64(want) {
+		t.Errorf("fixpoint_attempts_total %v, the ledger has %d attempts", got, want)
+	}
 	// The simulator's sequential answers leave its jobs invalid realtime
 	// too (a field of the first part dropped by a later one): final is
 	// what the waves must give them.
