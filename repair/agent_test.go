@@ -490,3 +490,25 @@ func TestAgentFinishNamesItemsByKey(t *testing.T) {
 		t.Fatalf("finish result %+v; want /items/1/n named with its item's key", res)
 	}
 }
+
+// Outstanding is the attempt of the request out, with no reply, and
+// changes nothing; Stop ends the run with the driver's status.
+func TestAgentOutstandingAndStop(t *testing.T) {
+	t.Parallel()
+	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	req := m.Next().Requests[0]
+	a := m.Outstanding(req, time.Now())
+	if a == nil || a.Step != fixpoint.StepAgent || a.ProviderClass != fixpoint.ClassInFlight || a.No != 1 {
+		t.Fatalf("outstanding attempt %+v; want attempt 1 of step agent, in flight", a)
+	}
+	if m.Outstanding(&fixpoint.Request{}, time.Now()) != nil {
+		t.Error("a request that is not out has an outstanding attempt")
+	}
+	if len(m.Result().Attempts) != 0 {
+		t.Error("Outstanding recorded an attempt")
+	}
+	m.Stop(fixpoint.StatusOverBudget, fixpoint.OutcomeBudget, "spend cap reached")
+	if r := m.Result(); !m.Next().Done() || r.Status != fixpoint.StatusOverBudget || r.Class != fixpoint.OutcomeBudget {
+		t.Errorf("after Stop: %s %q, want over_budget, budget, done", r.Status, r.Class)
+	}
+}
