@@ -139,6 +139,10 @@ func (m *Metrics) observeWave(outs []store.WaveOutcome) {
 		o := &outs[i]
 		if o.Inserted {
 			m.attempt(&o.Attempt)
+			// A document job's merge, recorded with its last chunk's reply.
+			for j := range o.Also {
+				m.attempt(&o.Also[j])
+			}
 		}
 		if o.Finished && o.Result != nil {
 			m.Jobs.WithLabelValues(string(o.Result.Status)).Inc()

@@ -167,6 +167,7 @@ func (m *chunked) replay() {
 		m.afterChunks()
 		return
 	}
+	m.remerge(mergeAt)
 	mg := *mergeAt
 	m.merged = &mg
 	if mergeAt.Valid {

@@ -1,6 +1,8 @@
 package repair
 
 import (
+	"fmt"
+
 	json "github.com/segmentio/encoding/json"
 
 	"github.com/fixpoint-dev/fixpoint"
@@ -10,76 +12,72 @@ import (
 
 // revalue gives back their values to the attempts of an earlier run read
 // from the ledger, which keeps no value per attempt (ledgerrow.ResultFrom):
-// a chunk's or a repair's valid reply is checked again as its step checked
-// it, and the merge attempt, which made no call, is merged again from the
-// chunks (merge.Values is deterministic). Without them a job continued
-// from the ledger (its next wave, or realtime after its waves) would
-// merge nothing, send its repair an empty value and every chunk as lost.
+// a chunk's or a repair's reply is checked again as its step checked it
+// (a valid chunk's value is merged, an invalid one's pruned and merged,
+// see contribution). The merge attempt's value is made again once the
+// chunks are replayed (see remerge). Without them a job continued from the
+// ledger (its next wave, or realtime after its waves) would merge nothing
+// and send its repair an empty value.
 func (m *chunked) revalue() {
-	atts := m.res.Attempts
-	coerce := Coercer(m.lim.Coerce)
-	for i := range atts {
-		a := &atts[i]
-		if len(a.Value) > 0 || a.Raw == "" || !a.Valid {
+	for i := range m.res.Attempts {
+		a := &m.res.Attempts[i]
+		if len(a.Value) > 0 || a.Raw == "" || a.Step == fixpoint.StepMerge || a.Class == fixpoint.OutcomeProvider {
 			continue
 		}
 		schema := m.job.Schema
 		if a.Step == fixpoint.StepChunk {
 			schema = m.check
 		}
-		if b, ok := checkedValue(schema, a.Raw, coerce); ok {
+		// A reply cut off at the output limit was not coerced (Step.checkReply).
+		coerce := Coercer(m.lim.Coerce)
+		if a.Class == fixpoint.OutcomeTruncated {
+			coerce = nil
+		}
+		check := validate.CheckWith(schema, a.Raw, validate.CheckOptions{Coerce: coerce})
+		if check.Value == nil && check.Source == "" {
+			continue
+		}
+		if b, err := json.Marshal(check.Value); err == nil {
 			a.Value = b
 		}
 	}
-	for i := range atts {
-		if a := &atts[i]; a.Step == fixpoint.StepMerge && len(a.Value) == 0 {
-			a.Value = m.remerge(atts[:i])
-		}
+}
+
+// remerge gives the merge attempt a, read from the ledger with no value,
+// the value it recorded: the merge made again from the chunks replayed
+// (merge.Values is deterministic).
+func (m *chunked) remerge(a *fixpoint.Attempt) {
+	if len(a.Value) > 0 {
+		return
+	}
+	value, _, err := m.mergedValue()
+	if err != nil || value == nil {
+		return
+	}
+	if b, err := json.Marshal(value); err == nil {
+		a.Value = b
 	}
 }
 
-// checkedValue is the value the reply text gives under schema, as a step
-// records it on its attempt.
-func checkedValue(schema *validate.Schema, text string, coerce validate.Coercer) (json.RawMessage, bool) {
-	check := validate.CheckWith(schema, text, validate.CheckOptions{Coerce: coerce})
-	if check.Value == nil && check.Source == "" {
-		return nil, false
-	}
-	b, err := json.Marshal(check.Value)
-	return b, err == nil
-}
-
-// remerge is the merged value of the chunk attempts before a merge
-// attempt: the last valid value of each chunk, merged (parallel), or the
-// value of the last chunk that ended valid (sequential); nil when there
-// is none.
-func (m *chunked) remerge(before []fixpoint.Attempt) json.RawMessage {
-	last := map[int]json.RawMessage{}
-	lastN := -1
-	for _, a := range before {
-		if a.Step == fixpoint.StepChunk && a.Chunk != nil && a.Valid && len(a.Value) > 0 {
-			last[a.Chunk.N] = a.Value
-			lastN = max(lastN, a.Chunk.N)
-		}
-	}
+// mergedValue is the value the chunks give: the value they built
+// (sequential), or their contributions merged (parallel), with the
+// conflicts; nil when no chunk gave one.
+func (m *chunked) mergedValue() (any, []fixpoint.Conflict, error) {
 	if m.lim.Strategy == fixpoint.StrategySequential {
-		return last[lastN]
+		return m.soFar, nil, nil
 	}
 	var values []merge.ChunkValue
-	for n := range m.chunks {
-		if b, ok := last[n]; ok {
-			if v, err := decodeValue(b); err == nil {
-				values = append(values, merge.ChunkValue{Chunk: n, Value: v})
-			}
+	for _, u := range m.units {
+		if v, ok := m.contribution(u); ok {
+			values = append(values, merge.ChunkValue{Chunk: u.ref.N, Value: v})
 		}
 	}
 	if len(values) == 0 {
-		return nil
+		return nil, nil, nil
 	}
-	v, _, err := merge.Values(m.job.Schema, values, merge.Options{})
+	value, conflicts, err := merge.Values(m.job.Schema, values, merge.Options{})
 	if err != nil {
-		return nil
+		return nil, nil, fmt.Errorf("merge the values of %d chunks: %v", len(values), err)
 	}
-	b, _ := json.Marshal(v)
-	return b
+	return value, conflicts, nil
 }

@@ -9,7 +9,6 @@ import (
 	json "github.com/segmentio/encoding/json"
 
 	"github.com/fixpoint-dev/fixpoint"
-	"github.com/fixpoint-dev/fixpoint/merge"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -258,24 +257,10 @@ func (u *unit) last() *fixpoint.Attempt {
 // or takes the value they built (sequential), records the merge attempt
 // and ends the job, or starts the repair of the value.
 func (m *chunked) afterChunks() {
-	var value any
-	var conflicts []fixpoint.Conflict
-	if m.lim.Strategy == fixpoint.StrategySequential {
-		value = m.soFar
-	} else {
-		var values []merge.ChunkValue
-		for _, u := range m.units {
-			if v, ok := m.contribution(u); ok {
-				values = append(values, merge.ChunkValue{Chunk: u.ref.N, Value: v})
-			}
-		}
-		if len(values) > 0 {
-			var err error
-			if value, conflicts, err = merge.Values(m.job.Schema, values, merge.Options{}); err != nil {
-				m.Stop(fixpoint.StatusInvalid, string(fixpoint.ClassSemantic), fmt.Sprintf("merge the values of %d chunks: %v", len(values), err))
-				return
-			}
-		}
+	value, conflicts, err := m.mergedValue()
+	if err != nil {
+		m.Stop(fixpoint.StatusInvalid, string(fixpoint.ClassSemantic), err.Error())
+		return
 	}
 	if value == nil {
 		m.finishNoValue()

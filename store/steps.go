@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,11 +34,17 @@ func (a *Attempt) checkStep() error {
 		name string
 		raw  json.RawMessage
 	}{{"tool_calls", a.ToolCalls}, {"conflicts", a.Conflicts}} {
-		if len(f.raw) > 0 && !jsonArray(f.raw) {
+		if !absentJSON(f.raw) && !jsonArray(f.raw) {
 			return errors.New(f.name + " is not a JSON array")
 		}
 	}
 	return nil
+}
+
+// absentJSON reports whether r holds nothing: empty, or JSON null (what a
+// nil RawMessage becomes through encoding/json, as in a spill file).
+func absentJSON(r json.RawMessage) bool {
+	return len(r) == 0 || string(bytes.TrimSpace(r)) == "null"
 }
 
 // jsonArray reports whether r, valid JSON, is an array.
@@ -64,7 +71,11 @@ func (a *Attempt) stepValues() []any {
 	if a.Fields != nil {
 		v[4] = int32(*a.Fields)
 	}
-	v[5], v[6] = nullRaw(pgJSON(a.ToolCalls)), nullRaw(pgJSON(a.Conflicts))
+	for i, r := range []json.RawMessage{a.ToolCalls, a.Conflicts} {
+		if !absentJSON(r) {
+			v[5+i] = pgJSON(r)
+		}
+	}
 	return v
 }
 

@@ -95,9 +95,11 @@ type WaveParams struct {
 
 // RecordWave records a wave and its requests in one transaction, before
 // anything is sent, and gives each job its place in it (jobs.wave_id): from
-// then on the ledger owns those jobs. A request whose job is not queued in
-// that run, or already has a place in a wave, is left out; the wave's
-// requests are those returned (none: no wave is recorded, nil is returned).
+// then on the ledger owns those jobs. A job may have several requests (a
+// document job's chunk calls), each its own attempt: they are taken
+// together or not at all. A request whose job is not queued in that run,
+// or already has a place in a wave, is left out; the wave's requests are
+// those returned (none: no wave is recorded, nil is returned).
 // Custom ids are w<wave>-<n>, within every provider's rules.
 func (s *Store) RecordWave(ctx context.Context, p WaveParams) (*Wave, []WaveRequest, error) {
 	if p.Batch == "" || p.Provider == "" || p.Model == "" || len(p.Requests) == 0 {
@@ -647,8 +649,10 @@ func (s *Store) WaveAttempts(ctx context.Context, waveID int64) (map[string][]At
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+ledgerAttemptColumns+`
-		FROM wave_requests r JOIN attempts a ON a.job_id = r.job_id AND a.run = r.run
-		WHERE r.wave_id = $1 ORDER BY a.job_id, a.attempt_no`, waveID)
+		FROM attempts a
+		-- A document job has several requests in a wave: its attempts once.
+		WHERE (a.job_id, a.run) IN (SELECT job_id, run FROM wave_requests WHERE wave_id = $1)
+		ORDER BY a.job_id, a.attempt_no`, waveID)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of wave %d: %w", waveID, err)
 	}

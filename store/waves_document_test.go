@@ -76,6 +76,10 @@ func TestWaveOfDocumentJob(t *testing.T) {
 			t.Errorf("attempt %d: step %s no %d wave %d basis %s, want %s %d wave %d batch", i, a.Step, a.No, a.WaveID, a.PriceBasis, want[i], i+1, wantWave)
 		}
 	}
+	// The driver reads them once, not once per request of the wave.
+	if by, err := s.WaveAttempts(ctx, w.ID); err != nil || len(by[jobID("wd", 1)]) != 4 {
+		t.Errorf("WaveAttempts: %d attempts of the document job (%v), want 4", len(by[jobID("wd", 1)]), err)
+	}
 	var status string
 	var attempts int
 	if err := s.QueryRowForTest(ctx, `SELECT status, attempts FROM jobs WHERE id = 'wd-1'`, &status, &attempts); err != nil || status != "valid" || attempts != 4 {

@@ -63,11 +63,11 @@ func (v *Driver) CanCollect(env *queue.Envelope) bool {
 func (v *Driver) Collect(ctx context.Context, msg jetstream.Msg, env *queue.Envelope, job *repair.Job, delivered int) {
 	asks, final, err := firstAsks(job, v.w.StepConfig(env.Provider, fixpoint.PriceBasisBatch), v.clock.Now())
 	switch {
-	case errors.Is(err, fixpoint.ErrBadJob):
-		v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: err})
+	case errors.Is(err, fixpoint.ErrTransient):
+		v.w.HandBack(ctx, msg, env, delivered, err)
 		return
 	case err != nil:
-		v.w.HandBack(ctx, msg, env, delivered, err)
+		v.w.Dispose(ctx, msg, env, queue.Disposition{Kind: queue.DispReject, Cause: err})
 		return
 	case final != nil:
 		// Final before any call (a token budget too small for one).

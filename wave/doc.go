@@ -6,7 +6,8 @@
 //
 // A worker pulls a batch-delivery job from the queue as any other, starts
 // its repair step and, instead of calling the provider, collects the
-// step's first request with others of the same batch and model. When the
+// step's first request with others of the same batch and model (a
+// document job's Machine may ask for several: they go together). When the
 // collection is full or has waited Config.Collect, the wave is
 // recorded in the ledger with each job's place in it, and only then are
 // the messages acked: from that commit on the ledger owns the jobs (a
@@ -15,7 +16,8 @@
 // one at a time each (a lease in Postgres, taken over when its holder dies
 // and it expires). When a wave ends its results go through the step one by
 // one, each recorded as an attempt exactly as in realtime (plus the wave
-// and the price basis), valid jobs are final, and the jobs the step says
+// and the price basis; a job's outcomes together, in attempt order), valid
+// jobs are final, and the jobs the step says
 // need another attempt go into the next wave with their feedback, or,
 // near the deadline or when few remain, back to the queue to finish
 // realtime, going on from the attempts the ledger holds.
@@ -43,7 +45,9 @@
 //     batch created but not recorded;
 //   - poll.go: a submitted wave's poll, cancel and 404s;
 //   - results.go: recording an ended wave's results;
-//   - next.go: the jobs of an ended wave into the next wave or realtime.
+//   - next.go: the jobs of an ended wave into the next wave or realtime;
+//   - document.go: a document job (parallel, sequential, agent) through
+//     its repair.Machine, every request it has outstanding in one wave.
 //
 // The unit tests (*_test.go here) drive waves step by step on fakes of
 // the ledger, the provider's batch API, the worker, the queue and the

@@ -2,6 +2,7 @@ package wave
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -176,5 +177,80 @@ func TestParallelJobChunksExpire(t *testing.T) {
 	}
 	if as := h.ledger.jobAttempts("d0"); len(as) != 3 || as[0].Class != fixpoint.OutcomeProvider {
 		t.Errorf("attempts after the expired wave: %+v, want 3 failed", as)
+	}
+}
+
+// chunkReplies answers each chunk call of a document job with `{}` and
+// any other request with `{"n": 7}`, in reversed order.
+func chunkReplies(h *harness, batchID string) []llm.BatchResult {
+	var results []llm.BatchResult
+	for _, it := range h.provider.itemsOf(batchID) {
+		text := `{"n": 7}`
+		if strings.HasPrefix(it.Request.User, "d") {
+			text = `{}`
+		}
+		results = append(results, reply(it.CustomID, text))
+	}
+	slices.Reverse(results)
+	return results
+}
+
+// The ledger down while a wave's outcomes are recorded: the wave is
+// processed again, and each document job's chunk attempts and merge are
+// recorded once, numbered as the wave numbered them.
+func TestDocumentOutcomesLedgerDownIsRetried(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llm.ProviderOpenAI, testConfig())
+	h.v.cfg.MaxRequests = 6
+	h.collect(h.documentJob("d0"), h.documentJob("d1"))
+	h.v.flushes.Wait()
+	w := h.ledger.wave(1)
+	h.provider.end(w.ProviderBatchID, llm.BatchCompleted, func(llm.BatchItem) *llm.BatchResult { return nil }, chunkReplies(h, w.ProviderBatchID)...)
+	h.ledger.setInject(failOnce("RecordWaveOutcomes", nil, errors.New("connection refused")))
+	h.drive()
+	if got := h.ledger.wave(1); got.Status != store.WaveEnded {
+		t.Fatalf("wave %s, want ended after the ledger failed", got.Status)
+	}
+	h.drive()
+	for _, id := range []string{"d0", "d1"} {
+		as := h.ledger.jobAttempts(id)
+		if len(as) != 4 {
+			t.Fatalf("job %s: %d attempts, want 3 chunks and the merge once", id, len(as))
+		}
+		for i, a := range as {
+			if a.No != i+1 {
+				t.Errorf("job %s: attempt %d numbered %d", id, i, a.No)
+			}
+		}
+		if j := h.ledger.job(id); j.waveID != 2 {
+			t.Errorf("job %s is in wave %d, want 2 (its repair)", id, j.waveID)
+		}
+	}
+	if got := h.ledger.wave(2); got.Requests != 2 {
+		t.Errorf("wave 2 holds %d requests, want the two repairs", got.Requests)
+	}
+}
+
+// A document job the worker cannot rebuild when its wave ends (its schema
+// gone) records none of its outcomes and goes on realtime, once, from
+// the queue, which reports it.
+func TestDocumentJobThatCannotBeRebuilt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llm.ProviderOpenAI, testConfig())
+	h.v.cfg.MaxRequests = 4
+	h.collect(h.documentJob("d0"), h.envelope("j1", time.Time{}))
+	h.v.flushes.Wait()
+	w := h.ledger.wave(1)
+	h.provider.end(w.ProviderBatchID, llm.BatchCompleted, func(llm.BatchItem) *llm.BatchResult { return nil }, chunkReplies(h, w.ProviderBatchID)...)
+	h.worker.mu.Lock()
+	h.worker.badJobs["d0"] = true
+	h.worker.mu.Unlock()
+	h.drive()
+	if as := h.ledger.jobAttempts("d0"); len(as) != 0 {
+		t.Errorf("d0 has %d attempts, want none", len(as))
+	}
+	h.checkRealtime(1, "d0")
+	if j := h.ledger.job("j1"); j.status != "valid" {
+		t.Errorf("j1 %s, want valid", j.status)
 	}
 }

@@ -89,10 +89,17 @@ func (v *Driver) sortPlaced(ctx context.Context, wave *store.Wave, st *llm.Batch
 	if st != nil && !st.EndedAt.IsZero() && !wave.SubmittedAt.IsZero() {
 		took = st.EndedAt.Sub(wave.SubmittedAt)
 	}
+	// A job with a request of the wave not recorded (its outcome could not
+	// be fed) goes on realtime: its next attempts would take that
+	// request's number, which has its place in this wave.
+	unrecorded := map[string]bool{}
+	for _, p := range placed {
+		unrecorded[p.JobID] = unrecorded[p.JobID] || !p.Recorded
+	}
 	deadline := time.Time{}
 	for _, p := range oneEach(placed) {
 		env, err := queue.DecodeEnvelope(p.Envelope)
-		if err != nil {
+		if err != nil || unrecorded[p.JobID] {
 			realtime = append(realtime, p)
 			continue
 		}
