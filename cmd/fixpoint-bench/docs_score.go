@@ -76,6 +76,16 @@ type docsRow struct {
 	Statuses     map[string]int `json:"statuses"`
 	// ByLang is the recall of the valid documents of each language.
 	ByLang map[string]langRecall `json:"by_lang"`
+	// BySteps are the calls and tokens of every document by step kind
+	// ("call" for the single call's attempts, which have none).
+	BySteps map[string]*stepTotals `json:"by_step"`
+}
+
+// stepTotals are the calls and tokens of one step kind.
+type stepTotals struct {
+	Calls     int `json:"calls"`
+	TokensIn  int `json:"tokens_in"`
+	TokensOut int `json:"tokens_out"`
 }
 
 // langRecall is the recall of one language's valid documents.
@@ -239,11 +249,15 @@ func finalGrades(res *fixpoint.Result, d *benchDocument, set *docsSchemaSet) (gr
 func scoreRow(row *docsRow, docs []benchDocument, outs []docOutcome, set *docsSchemaSet) {
 	row.Docs = len(docs)
 	row.Statuses = map[string]int{}
+	row.BySteps = map[string]*stepTotals{}
 	var tot docScore
 	byLang := map[string]*docScore{}
 	validByLang := map[string]int{}
 	for i, o := range outs {
 		if o.res != nil {
+			for _, a := range o.res.Attempts {
+				addStep(row, a)
+			}
 			row.Calls += o.res.Calls
 			row.TokensIn += o.res.TokensIn
 			row.TokensOut += o.res.TokensOut
@@ -379,6 +393,12 @@ func writeDocsReport(w io.Writer, r *docsReport) {
 			continue
 		}
 		fmt.Fprintf(w, "%s: final statuses %s", row.Strategy, statusList(row.Statuses))
+		var steps []string
+		for _, k := range slices.Sorted(maps.Keys(row.BySteps)) {
+			st := row.BySteps[k]
+			steps = append(steps, fmt.Sprintf("%s %.2f calls, %s in / %s out", k, ratio(st.Calls, row.Docs), num(float64(st.TokensIn)/float64(row.Docs)), num(float64(st.TokensOut)/float64(row.Docs))))
+		}
+		fmt.Fprintf(w, "; a document's steps: %s", strings.Join(steps, ", "))
 		if len(row.ByLang) > 0 {
 			var parts []string
 			for _, lang := range slices.Sorted(maps.Keys(row.ByLang)) {
@@ -410,4 +430,23 @@ func statusList(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// addStep counts attempt a under its step kind; an attempt that made no
+// call (a deterministic merge) counts no call.
+func addStep(row *docsRow, a fixpoint.Attempt) {
+	kind := string(a.Step)
+	if kind == "" {
+		kind = "call"
+	}
+	st := row.BySteps[kind]
+	if st == nil {
+		st = &stepTotals{}
+		row.BySteps[kind] = st
+	}
+	if a.RequestHash != "" || a.TokensIn > 0 {
+		st.Calls++
+	}
+	st.TokensIn += a.TokensIn
+	st.TokensOut += a.TokensOut
 }
