@@ -22,7 +22,7 @@ import (
 //
 // The state of a run (the value, the conversation, the counts of nudges
 // and refused finishes) is a function of the job and the replies: a run
-// continued from its attempts replays their tool calls (agentReplay), so
+// continued from its attempts replays their tool calls (agent.replay), so
 // the ledger need not keep the tools' results.
 
 // AgentTurnsMax is the most turns an agent run of a document cut into
@@ -44,12 +44,13 @@ type agent struct {
 	step    *Step // the job, limits, config and result, and their recording
 	chunks  []chunk.Chunk
 	partial *validate.Schema // set_output's and update_output's check
+	keyed   []keyedList      // the schema's keyed lists
 	tools   []fixpoint.Tool
 
 	messages []fixpoint.Message // the conversation after the system prompt
 	value    any                // the output so far; nil until set
 	hasValue bool
-	nudges   int // text answers nudged back
+	nudges   int // text answers nudged back since the last tool call
 	refused  int // finishes refused
 	turns    int // attempts that got a reply
 	maxTurns int
@@ -107,7 +108,7 @@ func startAgent(job *Job, prev *fixpoint.Result, cfg Config) (Machine, error) {
 		s.maxTokens = fixpoint.MaxTokensDefault
 	}
 	s.system = fixpoint.NewPrompt(agentSystemPrompt(&j))
-	m := &agent{step: s, chunks: chunks, partial: partial, maxTurns: AgentTurnsMax(len(chunks), lim)}
+	m := &agent{step: s, chunks: chunks, partial: partial, keyed: keyedLists(j.SchemaRaw), maxTurns: AgentTurnsMax(len(chunks), lim)}
 	m.tools = agentTools(&j, partial)
 	m.messages = agentFirstMessages(&j, chunks)
 	m.replay()
@@ -144,9 +145,11 @@ func (m *agent) replay() {
 	res := m.step.res
 	for i := range res.Attempts {
 		a := &res.Attempts[i]
-		if a.Raw == "" && len(a.ToolCalls) == 0 {
+		if a.Class == fixpoint.OutcomeProvider {
+			// No reply to run (Raw may hold the first bytes of one that
+			// could not be read: paid, and asked again).
 			if countsAsReply(a) {
-				m.turns++ // paid, unreadable: the same request goes again
+				m.turns++
 			}
 			continue
 		}
@@ -156,9 +159,6 @@ func (m *agent) replay() {
 		if out.end != nil {
 			m.done = true
 		}
-	}
-	if m.done || res.Status == fixpoint.StatusValid {
-		m.done = true
 	}
 }
 
@@ -283,9 +283,6 @@ func (m *agent) accept() {
 func (m *agent) end(status fixpoint.Status, class, msg string) {
 	res := m.step.res
 	res.Status, res.Class, res.Error = status, class, msg
-	if status != fixpoint.StatusValid && m.hasValue {
-		res.Value = marshalValue(m.value)
-	}
 	m.done = true
 	m.step.settle()
 }

@@ -43,16 +43,16 @@ func agentJob(t *testing.T, lim fixpoint.Limits) *repair.Job {
 }
 
 // call makes a tool call with an id of the turn.
-func call(id, name, args string) fixpoint.ToolCall {
+func agentCall(id, name, args string) fixpoint.ToolCall {
 	return fixpoint.ToolCall{ID: id, Name: name, Arguments: args}
 }
 
-func calls(cs ...fixpoint.ToolCall) *fixpoint.Response {
+func agentCalls(cs ...fixpoint.ToolCall) *fixpoint.Response {
 	return &fixpoint.Response{ToolCalls: cs, FinishReason: fixpoint.FinishTool,
 		Usage: fixpoint.Usage{InputTokens: 100, OutputTokens: 10}}
 }
 
-func text(s string) *fixpoint.Response {
+func agentText(s string) *fixpoint.Response {
 	return &fixpoint.Response{Text: s, FinishReason: fixpoint.FinishStop, Usage: fixpoint.Usage{InputTokens: 100, OutputTokens: 10}}
 }
 
@@ -114,10 +114,10 @@ func TestAgentReadsBuildsAndFinishes(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
-		calls(call("c1", fixpoint.ToolReadChunk, `{"n":0}`)),
-		calls(call("c2", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), call("c3", fixpoint.ToolReadChunk, `{"n":1}`)),
-		calls(call("c4", fixpoint.ToolUpdateOutput, `{"term":24,"items":[{"name":"Alpha Ltd","n":3}]}`)),
-		calls(call("c5", fixpoint.ToolUpdateOutput, `{"items":[{"name":"alpha  ltd","n":4},{"name":"Beta SA"}]}`), call("c6", fixpoint.ToolFinish, `{}`)),
+		agentCalls(agentCall("c1", fixpoint.ToolReadChunk, `{"n":0}`)),
+		agentCalls(agentCall("c2", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), agentCall("c3", fixpoint.ToolReadChunk, `{"n":1}`)),
+		agentCalls(agentCall("c4", fixpoint.ToolUpdateOutput, `{"term":24,"items":[{"name":"Alpha Ltd","n":3}]}`)),
+		agentCalls(agentCall("c5", fixpoint.ToolUpdateOutput, `{"items":[{"name":"alpha  ltd","n":4},{"name":"Beta SA"}]}`), agentCall("c6", fixpoint.ToolFinish, `{}`)),
 	)
 	first := reqs[0]
 	var names []string
@@ -169,8 +169,8 @@ func TestAgentInvalidSetOutputRefusedThenFixed(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
-		calls(call("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":"soon"}`)),
-		calls(call("b", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":24}`), call("c", fixpoint.ToolFinish, `{}`)),
+		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":"soon"}`)),
+		agentCalls(agentCall("b", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":24}`), agentCall("c", fixpoint.ToolFinish, `{}`)),
 	)
 	res := toolResults(reqs[1])
 	if len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Content, "/term") {
@@ -182,14 +182,29 @@ func TestAgentInvalidSetOutputRefusedThenFixed(t *testing.T) {
 	}
 }
 
+// An item of a keyed list put without its key is refused at once, naming
+// it: no later update could merge with it or remove it.
+func TestAgentRefusesUnkeyedItems(t *testing.T) {
+	t.Parallel()
+	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	reqs := agentRun(t, m,
+		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":24,"items":[{"name":"Alpha Ltd"},{"n":5}]}`)),
+		agentCalls(agentCall("b", fixpoint.ToolFail, `{"reason":"x"}`)),
+	)
+	res := toolResults(reqs[1])
+	if len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Content, `/items/1/name: missing key field "name"`) {
+		t.Fatalf("results %+v; want the item without its name refused", res)
+	}
+}
+
 // A finish refused for a missing required property goes back as a tool
 // error, and the run goes on: the value completed, finish passes.
 func TestAgentFinishRefusedThenFixed(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
-		calls(call("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), call("b", fixpoint.ToolFinish, `{}`)),
-		calls(call("c", fixpoint.ToolUpdateOutput, `{"term":24}`), call("d", fixpoint.ToolFinish, ``)),
+		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), agentCall("b", fixpoint.ToolFinish, `{}`)),
+		agentCalls(agentCall("c", fixpoint.ToolUpdateOutput, `{"term":24}`), agentCall("d", fixpoint.ToolFinish, ``)),
 	)
 	res := toolResults(reqs[1])
 	if len(res) != 2 || res[0].IsError || !strings.Contains(res[0].Content, "/term") || !res[1].IsError || !strings.Contains(res[1].Content, "term") {
@@ -206,27 +221,33 @@ func TestAgentMaxValidationAttempts(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{MaxValidationAttempts: 2}), nil)
 	agentRun(t, m,
-		calls(call("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), call("b", fixpoint.ToolFinish, `{}`)),
-		calls(call("c", fixpoint.ToolFinish, `{}`)),
+		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), agentCall("b", fixpoint.ToolFinish, `{}`)),
+		agentCalls(agentCall("c", fixpoint.ToolFinish, `{}`)),
 	)
 	r := m.Result()
 	if !m.Next().Done() || r.Status != fixpoint.StatusInvalid || r.Class != string(fixpoint.ClassShape) || !strings.Contains(r.Error, "term") {
 		t.Fatalf("status %s class %q error %q; want invalid, shape, naming term", r.Status, r.Class, r.Error)
 	}
-	if string(r.Value) != `{"party":"Acme GmbH"}` {
-		t.Errorf("value %s, want the last value set", r.Value)
+	if last := r.Attempts[len(r.Attempts)-1]; r.Value != nil || string(last.Value) != `{"party":"Acme GmbH"}` {
+		t.Errorf("job value %s, last attempt's %s; want none, and the value set", r.Value, last.Value)
 	}
 }
 
-// A text answer is nudged back with a user turn, and the next requests
-// require a tool call; the fourth text answer ends the job invalid.
+// A text answer is nudged back with a user turn, and the next request
+// requires a tool call; a turn with calls starts the count again; the
+// fourth text answer in a row ends the job invalid.
 func TestAgentNudges(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
-	reqs := agentRun(t, m, text("The party is Acme."), text("Still text."), text("More text."), text("Last text."))
+	all := agentRun(t, m, agentText("Let me look."), agentText("Still looking."), agentCalls(agentCall("a", fixpoint.ToolReadChunk, `{"n":0}`)),
+		agentText("The party is Acme."), agentText("Still text."), agentText("More text."), agentText("Last text."))
+	if pre := all[:3]; !pre[1].ToolChoice.Required || !pre[2].ToolChoice.Required {
+		t.Errorf("the requests after text answers do not require a tool call")
+	}
+	reqs := all[3:]
 	for i, req := range reqs {
 		if req.ToolChoice.Required != (i > 0) {
-			t.Errorf("request %d: tool choice required %v", i, req.ToolChoice.Required)
+			t.Errorf("request %d after the call: tool choice required %v", i, req.ToolChoice.Required)
 		}
 		if i > 0 {
 			last := req.Messages[len(req.Messages)-1]
@@ -236,8 +257,8 @@ func TestAgentNudges(t *testing.T) {
 		}
 	}
 	r := m.Result()
-	if !m.Next().Done() || r.Status != fixpoint.StatusInvalid || r.Class != string(fixpoint.ClassSyntax) || !strings.Contains(r.Error, "4 times") {
-		t.Fatalf("status %s class %q error %q; want invalid after 4 text answers", r.Status, r.Class, r.Error)
+	if !m.Next().Done() || r.Status != fixpoint.StatusInvalid || r.Class != string(fixpoint.ClassSyntax) || !strings.Contains(r.Error, "4 times in a row") || len(r.Attempts) != 7 {
+		t.Fatalf("status %s class %q error %q after %d turns; want invalid after 4 text answers in a row, 7 turns", r.Status, r.Class, r.Error, len(r.Attempts))
 	}
 }
 
@@ -245,7 +266,7 @@ func TestAgentNudges(t *testing.T) {
 func TestAgentFail(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
-	agentRun(t, m, calls(call("a", fixpoint.ToolFail, `{"reason":"the document is a recipe"}`), call("b", fixpoint.ToolFinish, `{}`)))
+	agentRun(t, m, agentCalls(agentCall("a", fixpoint.ToolFail, `{"reason":"the document is a recipe"}`), agentCall("b", fixpoint.ToolFinish, `{}`)))
 	r := m.Result()
 	if !m.Next().Done() || r.Status != fixpoint.StatusInvalid || r.Class != fixpoint.OutcomeRefusal || !strings.Contains(r.Error, "recipe") {
 		t.Fatalf("status %s class %q error %q; want invalid, refusal, the reason", r.Status, r.Class, r.Error)
@@ -260,10 +281,10 @@ func TestAgentBadCallsAndSearch(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
-		calls(call("a", fixpoint.ToolSetOutput, `{"party":`), call("b", fixpoint.ToolReadChunk, `{"n":99}`),
-			call("c", "summarize", `{}`), call("d", fixpoint.ToolSearch, `{"text":"ZÜRICH"}`)),
-		calls(call("e", fixpoint.ToolReadChunk, `{"n":"1"}`), call("f", fixpoint.ToolReadChunk, `{"n":2.0}`), call("g", fixpoint.ToolReadChunk, `{"n":1.5}`)),
-		calls(call("h", fixpoint.ToolFail, `{"reason":"done"}`)),
+		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":`), agentCall("b", fixpoint.ToolReadChunk, `{"n":99}`),
+			agentCall("c", "summarize", `{}`), agentCall("d", fixpoint.ToolSearch, `{"text":"ZÜRICH"}`)),
+		agentCalls(agentCall("e", fixpoint.ToolReadChunk, `{"n":"1"}`), agentCall("f", fixpoint.ToolReadChunk, `{"n":2.0}`), agentCall("g", fixpoint.ToolReadChunk, `{"n":1.5}`)),
+		agentCalls(agentCall("h", fixpoint.ToolFail, `{"reason":"done"}`)),
 	)
 	if res := toolResults(reqs[2]); len(res) != 3 || !strings.HasPrefix(res[0].Content, "chunk 1 of") || !strings.HasPrefix(res[1].Content, "chunk 2 of") || !res[2].IsError {
 		t.Errorf("read_chunk of \"1\", 2.0 and 1.5: %+v; want chunks 1 and 2, and 1.5 refused", res)
@@ -294,9 +315,9 @@ func TestAgentResume(t *testing.T) {
 	t.Parallel()
 	job := agentJob(t, fixpoint.Limits{})
 	replies := []*fixpoint.Response{
-		calls(call("a", fixpoint.ToolReadChunk, `{"n":0}`), call("b", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":"x"}`)),
-		text("thinking"),
-		calls(call("c", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), call("d", fixpoint.ToolReadChunk, `{"n":1}`)),
+		agentCalls(agentCall("a", fixpoint.ToolReadChunk, `{"n":0}`), agentCall("b", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":"x"}`)),
+		agentText(""),
+		agentCalls(agentCall("c", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), agentCall("d", fixpoint.ToolReadChunk, `{"n":1}`)),
 	}
 	whole := startAgentJob(t, job, nil)
 	_, want := agentRunNext(t, whole, replies...)
@@ -314,10 +335,22 @@ func TestAgentResume(t *testing.T) {
 	if string(gj) != string(wj) {
 		t.Errorf("the resumed run's next request differs:\n%s\nwant\n%s", gj, wj)
 	}
-	fin := calls(call("e", fixpoint.ToolUpdateOutput, `{"term":24}`), call("f", fixpoint.ToolFinish, `{}`))
+	// A paid reply that could not be read is no turn to run again: the
+	// same request goes out.
+	unreadable := &fixpoint.ProviderError{Status: 200, Class: fixpoint.ClassBadResponse, Message: "bad body", Head: `{"choi`, Size: 6}
+	if a, act := resumed.Feed(got.Requests[0], nil, unreadable, time.Now()); a.Class != fixpoint.OutcomeProvider || len(act.Requests) != 1 {
+		t.Fatalf("unreadable reply: class %q, %+v; want a provider attempt and the request again", a.Class, act)
+	}
+	resumed = startAgentJob(t, job, resumed.Result())
+	again := resumed.Next()
+	if aj, _ := json.Marshal(again.Requests[0]); string(aj) != string(wj) {
+		t.Fatalf("after an unreadable reply, resumed: %s\nwant %s", aj, wj)
+	}
+	got = again
+	fin := agentCalls(agentCall("e", fixpoint.ToolUpdateOutput, `{"term":24}`), agentCall("f", fixpoint.ToolFinish, `{}`))
 	whole.Feed(want.Requests[0], fin, nil, time.Now())
 	resumed.Feed(got.Requests[0], fin, nil, time.Now())
-	if w, g := whole.Result(), resumed.Result(); g.Status != fixpoint.StatusValid || string(g.Value) != string(w.Value) || len(g.Attempts) != 4 {
+	if w, g := whole.Result(), resumed.Result(); g.Status != fixpoint.StatusValid || string(g.Value) != string(w.Value) || len(g.Attempts) != 5 {
 		t.Errorf("resumed: %s %s with %d attempts; whole: %s %s", g.Status, g.Value, len(g.Attempts), w.Status, w.Value)
 	}
 }
@@ -353,11 +386,11 @@ func TestAgentElidesOldChunks(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
-		calls(call("a", fixpoint.ToolReadChunk, `{"n":0}`)),
-		calls(call("b", fixpoint.ToolReadChunk, `{"n":1}`)),
-		calls(call("c", fixpoint.ToolReadChunk, `{"n":2}`)),
-		calls(call("d", fixpoint.ToolReadChunk, `{"n":3}`)),
-		calls(call("e", fixpoint.ToolFail, `{"reason":"x"}`)),
+		agentCalls(agentCall("a", fixpoint.ToolReadChunk, `{"n":0}`)),
+		agentCalls(agentCall("b", fixpoint.ToolReadChunk, `{"n":1}`)),
+		agentCalls(agentCall("c", fixpoint.ToolReadChunk, `{"n":2}`)),
+		agentCalls(agentCall("d", fixpoint.ToolReadChunk, `{"n":3}`)),
+		agentCalls(agentCall("e", fixpoint.ToolFail, `{"reason":"x"}`)),
 	)
 	last, _ := json.Marshal(reqs[4].Messages)
 	if strings.Contains(string(last), "Acme GmbH and its customer") || !strings.Contains(string(last), "chunk 0 of") {
@@ -383,7 +416,7 @@ func TestAgentTurnLimit(t *testing.T) {
 	n := 0
 	for !act.Done() {
 		n++
-		_, act = m.Feed(act.Requests[0], calls(call(fmt.Sprint("c", n), fixpoint.ToolReadChunk, `{"n":0}`)), nil, time.Now())
+		_, act = m.Feed(act.Requests[0], agentCalls(agentCall(fmt.Sprint("c", n), fixpoint.ToolReadChunk, `{"n":0}`)), nil, time.Now())
 		if n > 100 {
 			t.Fatal("no turn limit")
 		}
@@ -400,8 +433,8 @@ func TestAgentStrict(t *testing.T) {
 	t.Parallel()
 	m := startAgentJob(t, agentJob(t, fixpoint.Limits{Strict: true}), nil)
 	reqs := agentRun(t, m,
-		calls(call("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`)),
-		calls(call("b", fixpoint.ToolFail, `{"reason":"x"}`)),
+		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`)),
+		agentCalls(agentCall("b", fixpoint.ToolFail, `{"reason":"x"}`)),
 	)
 	if !strings.Contains(string(reqs[0].Tools[0].Parameters), `"required"`) {
 		t.Errorf("strict set_output parameters %s, want the full schema", reqs[0].Tools[0].Parameters)

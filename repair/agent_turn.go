@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -50,6 +51,7 @@ func (m *agent) runTurn(text string, calls []fixpoint.ToolCall, finish fixpoint.
 	if len(calls) == 0 {
 		return m.nudge(text, finish)
 	}
+	m.nudges = 0 // the limit is on text answers in a row
 	calls = withCallIDs(calls, m.turns)
 	out := turnOut{messages: []fixpoint.Message{{Role: fixpoint.RoleAssistant, Content: text, ToolCalls: sendableCalls(calls)}}}
 	var refusals []string
@@ -82,7 +84,9 @@ func (m *agent) runTurn(text string, calls []fixpoint.ToolCall, finish fixpoint.
 }
 
 // nudge answers a reply with no tool call: a user turn asking for one,
-// up to fixpoint.NudgesMax times, then the end of the run.
+// up to fixpoint.NudgesMax times in a row, then the end of the run. A
+// long run may answer text now and then; one that answers nothing else
+// is stuck.
 func (m *agent) nudge(text string, finish fixpoint.FinishReason) turnOut {
 	m.nudges++
 	shown := text
@@ -102,7 +106,7 @@ func (m *agent) nudge(text string, finish fixpoint.FinishReason) turnOut {
 	}
 	if m.nudges > fixpoint.NudgesMax {
 		out.end = &agentEnd{status: fixpoint.StatusInvalid, class: out.class,
-			msg: fmt.Sprintf("the model answered with text instead of a tool call %d times", m.nudges)}
+			msg: fmt.Sprintf("the model answered with text instead of a tool call %d times in a row", m.nudges)}
 	}
 	return out
 }
@@ -224,14 +228,19 @@ func chunkArg(args string) (int, bool) {
 
 // setOutput runs set_output (the arguments are the value) or
 // update_output (they are merged into it; see mergeUpdate), checking the
-// value that would result against the partial schema (the full one under
-// Limits.Strict), with the job's coercions.
+// arguments, then the value that would result, against the partial
+// schema (the full one under Limits.Strict), with the job's coercions.
+// An item of a keyed list without its key is refused too (see
+// unkeyedItems).
 func (m *agent) setOutput(args string, update bool) (string, []fixpoint.ValidationError) {
 	coerce := Coercer(m.step.lim.Coerce)
 	// The arguments are checked first, so that the errors point into them.
 	check := validate.CheckWith(m.partial, args, validate.CheckOptions{Coerce: coerce})
 	if !check.Valid {
 		return "", check.Errors
+	}
+	if errs := unkeyedItems(m.keyed, check.Value); len(errs) > 0 {
+		return "", errs
 	}
 	value := check.Value
 	if update && m.hasValue {
@@ -274,7 +283,8 @@ func missingRequired(errs []fixpoint.ValidationError) string {
 // finish checks the value against the full schema and the job's checks
 // (rules, evidence over the whole document), as Step checks a reply. It
 // passes, or is refused; the last refusal the limits allow ends the run
-// invalid with its errors.
+// invalid with its errors. An error inside an item of a keyed list names
+// the item by its key too (keyNote).
 func (m *agent) finish(out *turnOut) (string, []fixpoint.ValidationError) {
 	var errs []fixpoint.ValidationError
 	if !m.hasValue {
@@ -287,6 +297,12 @@ func (m *agent) finish(out *turnOut) (string, []fixpoint.ValidationError) {
 	if len(errs) == 0 {
 		out.end = &agentEnd{status: fixpoint.StatusValid}
 		return "ok: the output is accepted; the run ends", nil
+	}
+	if m.hasValue {
+		errs = slices.Clone(errs)
+		for i := range errs {
+			errs[i].Message += keyNote(m.keyed, m.value, errs[i].Path)
+		}
 	}
 	m.refused++
 	if lim := m.step.lim.MaxValidationAttempts; m.refused >= lim {
@@ -309,11 +325,17 @@ func mergeUpdate(schema *validate.Schema, cur, upd any) (any, error) {
 	}
 	for _, c := range conflicts {
 		for i, chunks := range c.Chunks {
-			for _, n := range chunks {
-				if n == 1 {
-					merged = setPointer(merged, c.Path, c.Values[i])
+			if !slices.Contains(chunks, 1) {
+				continue
+			}
+			v := any(c.Values[i])
+			if raw, ok := v.(json.RawMessage); ok {
+				// A conflict may carry its values as JSON.
+				if v, err = decodeValue(raw); err != nil {
+					return nil, err
 				}
 			}
+			merged = setPointer(merged, c.Path, v)
 		}
 	}
 	return merged, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/chunk"
+	"github.com/fixpoint-dev/fixpoint/evidence"
 	"github.com/fixpoint-dev/fixpoint/validate"
 )
 
@@ -198,9 +199,22 @@ func (m *chunked) chunkUnit(n int, atts []fixpoint.Attempt) *unit {
 	sub.Document = c.Text
 	sub.Schema = m.check
 	sub.Limits = m.subLimits(fixpoint.StrategyConversation, m.lim.MaxAttempts)
-	// The full checks run on the merged value, whose spans point into
-	// the whole document: a chunk's value is checked by the schema only.
-	sub.Rules, sub.Evidence, sub.Source, sub.Exempt = nil, fixpoint.EvidenceOff, nil, nil
+	// A rule may read properties that different chunks give: rules run on
+	// the merged value only. The evidence stage, when it grades against
+	// the document, grades a parallel chunk's value against the chunk, so
+	// that a value the chunk does not hold (an invention, which smart
+	// validation lets through) goes back at once; its spans are shifted
+	// into the document (see Feed). A sequential chunk's value holds the
+	// value so far too, which other chunks ground: it is graded against
+	// the document.
+	sub.Rules = nil
+	switch {
+	case m.chunkEvidence() && m.lim.Strategy == fixpoint.StrategyParallel:
+		sub.Source = evidence.New(c.Text)
+	case m.chunkEvidence():
+	default:
+		sub.Evidence, sub.Source, sub.Exempt = fixpoint.EvidenceOff, nil, nil
+	}
 	lead := m.partLine(ref)
 	if m.lim.Strategy == fixpoint.StrategySequential {
 		lead = m.sequentialLead(ref)
@@ -212,6 +226,12 @@ func (m *chunked) chunkUnit(n int, atts []fixpoint.Attempt) *unit {
 	step.docNote = fmt.Sprintf("[part %d of %d of the job's document, code points %d to %d, %d bytes: the document is stored once in the ledger's documents, under the job's document_hash]",
 		n+1, len(m.chunks), c.Start, c.End, len(c.Text))
 	return &unit{step: step, kind: fixpoint.StepChunk, ref: ref, ended: convEnded(atts, m.lim.MaxAttempts)}
+}
+
+// chunkEvidence reports whether a chunk's value is graded against its
+// chunk: the job's evidence stage is on and grades against the document.
+func (m *chunked) chunkEvidence() bool {
+	return m.job.Checks().evidenceOn() && m.job.Source.Text() == m.job.Document
 }
 
 // subLimits are the limits of a sub-job's Step: the job's, but its

@@ -37,6 +37,16 @@ func (m *chunked) Feed(req *fixpoint.Request, resp *fixpoint.Response, err error
 	sa, act := u.step.Feed(resp, err, started)
 	a := *sa
 	m.stamp(u, &a, 0)
+	if u.ref != nil && len(a.Evidence) > 0 && m.lim.Strategy == fixpoint.StrategyParallel {
+		// Graded against the chunk: spans into the document.
+		a.Evidence = slices.Clone(a.Evidence)
+		for i := range a.Evidence {
+			if a.Evidence[i].Grade != fixpoint.GradeNone {
+				a.Evidence[i].Start += u.ref.Start
+				a.Evidence[i].End += u.ref.Start
+			}
+		}
+	}
 	m.res.Attempts = append(m.res.Attempts, a)
 	m.settle()
 	if m.lim.RetryBudget > 0 && m.res.TransportRetries > m.lim.RetryBudget && m.halt == nil {
@@ -255,11 +265,7 @@ func (m *chunked) afterChunks() {
 	} else {
 		var values []merge.ChunkValue
 		for _, u := range m.units {
-			b, ok := u.value()
-			if !ok {
-				continue
-			}
-			if v, err := decodeValue(b); err == nil {
+			if v, ok := m.contribution(u); ok {
 				values = append(values, merge.ChunkValue{Chunk: u.ref.N, Value: v})
 			}
 		}
@@ -310,9 +316,8 @@ func (m *chunked) mergeAttempt(value any, conflicts []fixpoint.Conflict) *fixpoi
 
 // startRepair starts the repair conversation of the merged value, from
 // its attempts so far. Its first request is the repair strategy's: the
-// task, the merged value as the reply to correct, and its errors. The
-// document is not sent again, only the chunks that ended without a valid
-// value (see lostParts).
+// task, the merged value as the reply to correct, and its errors; its
+// document block holds the chunks the errors need (see repairParts).
 func (m *chunked) startRepair(atts []fixpoint.Attempt) {
 	mg := m.merged
 	sub := m.job
@@ -322,39 +327,23 @@ func (m *chunked) startRepair(atts []fixpoint.Attempt) {
 	sub.Limits = m.subLimits(fixpoint.StrategyRepair, m.lim.MaxAttempts+1)
 	seed := fixpoint.Attempt{Raw: string(mg.Value), Class: mg.Class, Errors: mg.Errors}
 	seed.Feedback = m.mergedFeedback(mg)
-	doc, names := m.lostParts()
-	if doc != "" {
+	value, _ := decodeValue(mg.Value)
+	parts, whole := m.repairParts(value, mg.Errors)
+	doc, names := m.partsText(parts)
+	switch {
+	case whole:
+		sub.Document = m.job.Document
+	case len(parts) > 0:
 		sub.Document = doc
-		lead := fmt.Sprintf("The document above is not the whole document: it holds only %s of %d, the parts whose values were lost.", names, len(m.chunks))
+		lead := fmt.Sprintf("The document above is not the whole document: it holds only %s of %d, the parts the errors below need.", names, len(m.chunks))
 		sub.Prompt, sub.Messages = withLead(sub.Prompt, sub.Messages, lead)
 	}
 	atts = append([]fixpoint.Attempt{seed}, atts...)
 	step := m.subStep(&sub, atts, m.cfg)
-	if doc != "" {
+	if !whole && len(parts) > 0 {
 		step.docNote = fmt.Sprintf("[%s of the job's document, %d bytes: the document is stored once in the ledger's documents, under the job's document_hash]", names, len(doc))
 	}
 	m.repair = &unit{step: step, kind: fixpoint.StepRepair, ended: convEnded(atts, m.lim.MaxAttempts+1)}
-}
-
-// lostParts is the text of the chunks that ended without a valid value,
-// each a paragraph apart, and their names ("parts 2 and 5 (code points
-// ...)"); "" when every chunk gave one. What a valid chunk held is in the
-// merged value already; what a lost chunk held is nowhere else, and
-// sending it costs less than the document whole.
-func (m *chunked) lostParts() (string, string) {
-	var texts, names []string
-	for _, u := range m.units {
-		if _, ok := u.value(); ok {
-			continue
-		}
-		c := m.chunks[u.ref.N]
-		texts = append(texts, c.Text)
-		names = append(names, fmt.Sprintf("part %d (code points %d to %d)", c.N+1, c.Start, c.End))
-	}
-	if len(texts) == 0 {
-		return "", ""
-	}
-	return strings.Join(texts, "\n\n[...]\n\n"), strings.Join(names, ", ")
 }
 
 // mergedFeedback is the correction of the merged value: where it comes

@@ -58,7 +58,7 @@ func partOf(req *fixpoint.Request) int {
 // replyFunc answers one request: a reply, or an error.
 type replyFunc func(req *fixpoint.Request) (*fixpoint.Response, error)
 
-func text(s string) (*fixpoint.Response, error) {
+func chunkReply(s string) (*fixpoint.Response, error) {
 	return &fixpoint.Response{Text: s, FinishReason: fixpoint.FinishStop, Usage: fixpoint.Usage{InputTokens: 100, OutputTokens: 10}}, nil
 }
 
@@ -69,11 +69,11 @@ func byChunk(first, again map[int]string, other string) replyFunc {
 		n := partOf(req)
 		switch {
 		case n < 0:
-			return text(other)
+			return chunkReply(other)
 		case len(req.Messages) > 1 && again[n] != "":
-			return text(again[n])
+			return chunkReply(again[n])
 		}
-		return text(first[n])
+		return chunkReply(first[n])
 	}
 }
 
@@ -170,7 +170,7 @@ func TestSmartValidation(t *testing.T) {
 	if strings.Contains(act.Requests[0].System, repair.PartNote) {
 		t.Error("under Strict the system prompt still says a value may leave properties out")
 	}
-	a, next := strict.Feed(act.Requests[0], must(text(first[0])), nil, time.Now())
+	a, next := strict.Feed(act.Requests[0], must(chunkReply(first[0])), nil, time.Now())
 	if a.Valid || !hasKeyword(a.Errors, "required") || len(next.Requests) != 1 {
 		t.Errorf("under Strict a chunk value without amount: valid %v, errors %v, next %d requests; want invalid, required, one more", a.Valid, a.Errors, len(next.Requests))
 	}
@@ -235,8 +235,9 @@ func TestMergeAttempt(t *testing.T) {
 }
 
 // TestMergedInvalidIsRepaired: a merged value the full schema refuses
-// goes to repair calls: the task without the document, the merged value,
-// its errors; the repaired value ends the job valid.
+// goes to repair calls: the task, the merged value, its errors, and for a
+// required property no chunk gave, the document; the repaired value ends
+// the job valid.
 func TestMergedInvalidIsRepaired(t *testing.T) {
 	t.Parallel()
 	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
@@ -253,8 +254,10 @@ func TestMergedInvalidIsRepaired(t *testing.T) {
 			t.Errorf("the repair request lacks %q: %q", want, msg)
 		}
 	}
-	if strings.Contains(msg, fixpoint.DocumentOpen) || strings.Contains(sent[3].System, repair.PartNote) {
-		t.Errorf("the repair request sends the document or the part note: %q", msg)
+	// No chunk gave the amount and none lost its value: the document
+	// whole is the only place left to look.
+	if !strings.Contains(msg, fixpoint.DocumentOpen+"\n"+agreement+"\n"+fixpoint.DocumentClose) || strings.Contains(sent[3].System, repair.PartNote) {
+		t.Errorf("the repair request lacks the document, or has the part note: %q", msg)
 	}
 	steps := []fixpoint.StepKind{fixpoint.StepChunk, fixpoint.StepChunk, fixpoint.StepChunk, fixpoint.StepMerge, fixpoint.StepRepair}
 	if len(res.Attempts) != len(steps) {
@@ -348,7 +351,7 @@ func TestResumeAfterTransientFailure(t *testing.T) {
 		if partOf(req) == 1 {
 			_, next = m.Feed(req, nil, &fixpoint.ProviderError{Status: 503, Class: fixpoint.ClassOverloaded, Message: "overloaded"}, time.Now())
 		} else {
-			_, next = m.Feed(req, must(text(first[partOf(req)])), nil, time.Now())
+			_, next = m.Feed(req, must(chunkReply(first[partOf(req)])), nil, time.Now())
 		}
 		if next.Err != nil {
 			gotErr = next.Err
@@ -404,7 +407,7 @@ func TestChunkedBadJobs(t *testing.T) {
 // its attempts keep a line naming them instead.
 func TestRepairSendsLostChunks(t *testing.T) {
 	t.Parallel()
-	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{"amount": "twelve hundred"}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `I cannot find anything here.`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
 	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`
 	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
 	sent := drive(t, m, byChunk(first, nil, repaired))
@@ -434,7 +437,7 @@ func TestChunkedTokenBudget(t *testing.T) {
 		t.Fatalf("%d requests sent under a budget that holds one or two of the three", len(act.Requests))
 	}
 	for _, req := range act.Requests {
-		_, act = m.Feed(req, must(text(`{"party": "Acme GmbH"}`)), nil, time.Now())
+		_, act = m.Feed(req, must(chunkReply(`{"party": "Acme GmbH"}`)), nil, time.Now())
 	}
 	res := m.Result()
 	if !act.Done() || res.Status != fixpoint.StatusFailed || res.Class != fixpoint.OutcomeBudget || !strings.Contains(res.Error, "token budget 2500") {
@@ -449,7 +452,7 @@ func TestChunkedOutstanding(t *testing.T) {
 	t.Parallel()
 	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
 	act := m.Next()
-	m.Feed(act.Requests[0], must(text(`{"party": "Acme GmbH"}`)), nil, time.Now())
+	m.Feed(act.Requests[0], must(chunkReply(`{"party": "Acme GmbH"}`)), nil, time.Now())
 	a := m.Outstanding(act.Requests[2], time.Now())
 	if a == nil || a.No != 3 || a.Step != fixpoint.StepChunk || a.Chunk.N != 2 || a.ProviderClass != fixpoint.ClassInFlight {
 		t.Fatalf("outstanding attempt %+v, want no 3 of chunk 2, in flight", a)
@@ -552,5 +555,42 @@ func TestSequentialResume(t *testing.T) {
 	}
 	if res := again.Result(); res.Status != fixpoint.StatusValid || res.Calls != 4 {
 		t.Errorf("status %s after %d calls (%s)", res.Status, res.Calls, res.Error)
+	}
+}
+
+// TestRepairSendsTheChunkOfAnItem: an item that lacks a required property
+// (which smart validation let through) is repaired with the chunk whose
+// text names it, and no other.
+func TestRepairSendsTheChunkOfAnItem(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{"amount": 1200}`, 2: `{"items": [{"name": "Acme Ltd"}, {"country": "Japan"}]}`}
+	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}, {"name": "Acme KK", "country": "Japan"}]}`
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	sent := drive(t, m, byChunk(first, nil, repaired))
+	msg := sent[len(sent)-1].Messages[0].Content
+	if !strings.Contains(msg, "Acme KK (Japan)") || strings.Contains(msg, "1200 euros") || !strings.Contains(msg, "only part 3 (code points 209 to 293) of 3") {
+		t.Errorf("the repair request does not hold part 3 alone: %q", msg)
+	}
+	if res := m.Result(); res.Status != fixpoint.StatusValid {
+		t.Errorf("status %s: %s", res.Status, res.Error)
+	}
+}
+
+// TestInvalidChunkGivesWhatItGotRight: a chunk that ends invalid gives
+// the merge its value less the places its errors name (an item left
+// empty goes too); a chunk whose reply held no value gives nothing.
+func TestInvalidChunkGivesWhatItGotRight(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{
+		0: `{"party": "Acme GmbH", "amount": "twelve hundred"}`,
+		1: `{"amount": 1200}`,
+		2: `{"items": [{"name": "Acme Ltd", "country": 44}, {"name": 7}, {"name": "Acme KK", "country": "Japan"}]}`,
+	}
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	drive(t, m, byChunk(first, nil, ""))
+	res := m.Result()
+	want := `{"amount":1200,"items":[{"name":"Acme Ltd"},{"country":"Japan","name":"Acme KK"}],"party":"Acme GmbH"}`
+	if res.Status != fixpoint.StatusValid || string(res.Value) != want {
+		t.Errorf("status %s, value %s (%s), want valid %s", res.Status, res.Value, res.Error, want)
 	}
 }

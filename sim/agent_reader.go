@@ -42,8 +42,10 @@ import (
 //
 // A finish refused starts a new pass, drawn afresh, that puts only the
 // fields the refusal named: it searches the document for the phrase
-// that states each named field and reads the chunks the search finds;
-// when the refusal names the list, it reads every chunk again. The
+// that states each named field, and for the name of each list item the
+// refusal names (up to readerItemsMax), reads the chunks the searches
+// find and puts those fields and items; when the refusal names the list
+// but no item (or more), it reads every chunk again. The
 // reader's state is a function of the conversation (readerWalk): the
 // tool results say which calls were taken, read_chunk's results the
 // chunks' texts, search's results the chunks to read.
@@ -84,6 +86,7 @@ type readerState struct {
 	searched   []string
 	found      []int
 	readInPass map[int]bool
+	items      []string        // the list items the refused finish named, by key
 	sample     strings.Builder // chunk text to tell the language by
 }
 
@@ -136,6 +139,11 @@ func readerWalk(msgs []nmsg) *readerState {
 				if answered && res.isError {
 					st.pass++
 					st.named = namedFields(res.content)
+					st.items = namedItems(res.content)
+					if len(st.named) == 0 {
+						// No field named (no output was set): every field.
+						st.named = append(slices.Clone(docScalars), docList)
+					}
 					st.queue, st.tries = nil, map[int]int{}
 					st.searched, st.found, st.readInPass = nil, nil, map[int]bool{}
 				}
@@ -184,10 +192,6 @@ func (st *readerState) searchResult(args, content string) {
 
 // put records a put of the queue's head: taken, or refused with result.
 func (st *readerState) put(args string, taken bool, result string) {
-	if len(st.queue) == 0 {
-		return
-	}
-	head := st.queue[0]
 	if taken {
 		// What the output still lacks is in the result (package repair
 		// names the required fields missing after each put): the
@@ -195,6 +199,12 @@ func (st *readerState) put(args string, taken bool, result string) {
 		_, lacks, _ := strings.Cut(result, "still requires")
 		st.missing = namedFields(lacks)
 		st.anySet = true
+	}
+	if len(st.queue) == 0 {
+		return
+	}
+	head := st.queue[0]
+	if taken {
 		st.queue = st.queue[1:]
 		delete(st.tries, head)
 		return
@@ -215,6 +225,25 @@ func namedFields(text string) []string {
 	for _, m := range namedFieldRE.FindAllStringSubmatch(text, -1) {
 		if !slices.Contains(out, m[1]) {
 			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// namedItemRE finds the list items an error names by their key
+// (package repair's keyNote).
+var namedItemRE = regexp.MustCompile(`\(in the item with name ("(?:[^"\\]|\\.)*")\)`)
+
+// readerItemsMax bounds the items a pass searches for one by one; past
+// it the pass reads every chunk.
+const readerItemsMax = 5
+
+func namedItems(text string) []string {
+	var out []string
+	for _, m := range namedItemRE.FindAllStringSubmatch(text, -1) {
+		var name string
+		if json.Unmarshal([]byte(m[1]), &name) == nil && !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 	}
 	return out
@@ -278,12 +307,20 @@ func (st *readerState) nextStep() (c ncall, ok bool) {
 			return ncall{name: fixpoint.ToolSearch, args: string(args)}, true
 		}
 	}
+	if len(st.items) <= readerItemsMax {
+		for _, name := range st.items {
+			if !slices.Contains(st.searched, name) {
+				args, _ := json.Marshal(map[string]string{"text": name})
+				return ncall{name: fixpoint.ToolSearch, args: string(args)}, true
+			}
+		}
+	}
 	for _, n := range st.found {
 		if !st.readInPass[n] {
 			return readCall(n), true
 		}
 	}
-	if slices.Contains(st.named, docList) {
+	if slices.Contains(st.named, docList) && (len(st.items) == 0 || len(st.items) > readerItemsMax) {
 		for n := range st.of {
 			if !st.readInPass[n] {
 				return readCall(n), true
@@ -313,7 +350,11 @@ func (s *Server) readerModel(r *chatReq) agentTurn {
 	}
 	p := s.readerPlan(r, st, head, text)
 	t.plan.faults, t.plan.formats, t.plan.outcome = p.faults, p.formats, p.outcome
-	fresh := st.tries[head] == 0 && !st.nudged
+	// A nudged turn calls a tool when the request requires one (OpenAI,
+	// Anthropic); where it cannot (Ollama), the nudge is a correction
+	// like any, and its text faults are drawn afresh.
+	forced := st.nudged && r.agent.choice != ""
+	fresh := st.tries[head] == 0 && !forced
 	tool := fixpoint.ToolUpdateOutput
 	if !st.anySet {
 		tool = fixpoint.ToolSetOutput
@@ -380,12 +421,31 @@ func (st *readerState) restrict(v any) any {
 	out := make(map[string]any, len(m))
 	for k, x := range m {
 		switch {
+		case st.pass > 0 && k == docList && len(st.items) > 0 && len(st.items) <= readerItemsMax:
+			out[k] = namedOnly(x, st.items)
 		case st.pass > 0:
 			if slices.Contains(st.named, k) {
 				out[k] = x
 			}
 		case k == docList || !st.anySet || slices.Contains(st.missing, k):
 			out[k] = x
+		}
+	}
+	return out
+}
+
+// namedOnly is the items of list whose name is one of names.
+func namedOnly(list any, names []string) any {
+	items, ok := list.([]any)
+	if !ok {
+		return list
+	}
+	out := []any{}
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			if n, ok := m["name"].(string); ok && slices.Contains(names, n) {
+				out = append(out, it)
+			}
 		}
 	}
 	return out

@@ -21,6 +21,7 @@ import (
 // agentDocRun is one agent run over a simulated document, through the
 // real client of a wire format against the simulator over HTTP.
 type agentDocRun struct {
+	job    *repair.Job
 	doc    sim.Document
 	res    *fixpoint.Result
 	bodies []string // the request bodies, in order
@@ -30,6 +31,13 @@ type agentDocRun struct {
 // runAgentDoc runs the agent strategy on document 0 of seed 1 (50,000
 // characters of English) to its end.
 func runAgentDoc(t *testing.T, provider string, cfg sim.Config, lim fixpoint.Limits) agentDocRun {
+	t.Helper()
+	return runAgentDocFrom(t, provider, cfg, lim, nil)
+}
+
+// runAgentDocFrom is runAgentDoc with the first turn's reply given, not
+// the simulator's.
+func runAgentDocFrom(t *testing.T, provider string, cfg sim.Config, lim fixpoint.Limits, first *fixpoint.Response) agentDocRun {
 	t.Helper()
 	var mu sync.Mutex
 	var run agentDocRun
@@ -53,6 +61,7 @@ func runAgentDoc(t *testing.T, provider string, cfg sim.Config, lim fixpoint.Lim
 	lim.Strategy = fixpoint.StrategyAgent
 	job := &repair.Job{ID: "doc-agent-" + provider, Schema: schema, SchemaRaw: []byte(sim.DocumentSchema), Model: "gpt-4o-mini",
 		Prompt: strings.ReplaceAll(sim.DocumentTemplate, "{{.id}}", "FA-1"), Document: doc.Text, MaxTokens: 16000, Limits: lim}
+	run.job = job
 	m, err := repair.StartDocument(job, nil, repair.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +73,10 @@ func runAgentDoc(t *testing.T, provider string, cfg sim.Config, lim fixpoint.Lim
 		}
 		req := act.Requests[0]
 		run.reqs = append(run.reqs, req)
-		resp, err := c.Complete(context.Background(), *req)
+		resp, err := first, error(nil)
+		if len(run.reqs) > 1 || first == nil {
+			resp, err = c.Complete(context.Background(), *req)
+		}
 		_, act = m.Feed(req, resp, err, time.Now())
 	}
 	run.res = m.Result()
@@ -144,35 +156,60 @@ func TestAgentReaderOnEachWireFormat(t *testing.T) {
 	}
 }
 
-// Text answers are nudged back: with every first put a prose answer, a
-// run nudged three times ends invalid at the fourth text answer, and the
-// nudged requests require a tool call (OpenAI "required", Anthropic
-// "any"; Ollama has no such field).
+// Text answers are nudged back (every first put is a prose answer here):
+// the nudge is a user turn, and on OpenAI and Anthropic the request after
+// it requires a tool call ("required", {"type":"any"}), so the reader
+// calls one and the run finishes. Ollama has no such field: its nudged
+// turn may answer text again, and the simulator's agent over a task
+// that is no document, asked four times, answers text four times in a
+// row, which ends the run invalid.
 func TestAgentReaderNudges(t *testing.T) {
 	t.Parallel()
-	for _, provider := range providers {
+	for _, provider := range []string{llm.ProviderOpenAI, llm.ProviderAnthropic} {
 		t.Run(provider, func(t *testing.T) {
 			t.Parallel()
 			run := runAgentDoc(t, provider, sim.Config{Seed: 1, Mix: sim.Mix{Prose: 1}}, fixpoint.Limits{})
-			res := run.res
-			if res.Status != fixpoint.StatusInvalid || res.Class != string(fixpoint.ClassSyntax) || !strings.Contains(res.Error, "4 times") {
-				t.Fatalf("status %s class %q error %q; want invalid after the fourth text answer", res.Status, res.Class, res.Error)
-			}
+			wantValidValue(t, run.res)
+			want := map[string]string{llm.ProviderOpenAI: `"tool_choice":"required"`, llm.ProviderAnthropic: `"tool_choice":{"type":"any"}`}[provider]
 			texts := 0
-			for _, a := range res.Attempts {
-				if len(a.ToolCalls) == 0 {
-					texts++
+			for i, a := range run.res.Attempts {
+				if len(a.ToolCalls) > 0 {
+					continue
+				}
+				texts++
+				if next := run.bodies[i+1]; !strings.Contains(next, want) || !strings.Contains(next, "Answer with tool calls only") {
+					t.Errorf("request %d, after a text answer, lacks the nudge or %s", i+2, want)
 				}
 			}
-			if texts != fixpoint.NudgesMax+1 {
-				t.Errorf("%d text answers, want %d", texts, fixpoint.NudgesMax+1)
-			}
-			want := map[string]string{llm.ProviderOpenAI: `"tool_choice":"required"`, llm.ProviderAnthropic: `"tool_choice":{"type":"any"}`}[provider]
-			if last := run.bodies[len(run.bodies)-1]; want != "" && !strings.Contains(last, want) {
-				t.Errorf("the last request does not require a tool call (%s)", want)
+			if texts == 0 {
+				t.Error("no text answer; want the prose faults answered as text")
 			}
 		})
 	}
+	t.Run(llm.ProviderOllama, func(t *testing.T) {
+		t.Parallel()
+		schemaText := `{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`
+		schema, err := validate.Compile([]byte(schemaText))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, c := simClient(t, llm.ProviderOllama, sim.Config{Seed: 1, Mix: sim.Mix{Prose: 1}}, llm.Config{Retry: llm.RetryConfig{Disabled: true}})
+		job := &repair.Job{ID: "nudge-ollama", Schema: schema, SchemaRaw: []byte(schemaText), Model: "m",
+			Prompt: "Name the person.", Document: "Ada Park wrote this.", Limits: fixpoint.Limits{Strategy: fixpoint.StrategyAgent}}
+		m, err := repair.StartDocument(job, nil, repair.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		act := m.Next()
+		for !act.Done() {
+			resp, err := c.Complete(context.Background(), *act.Requests[0])
+			_, act = m.Feed(act.Requests[0], resp, err, time.Now())
+		}
+		res := m.Result()
+		if res.Status != fixpoint.StatusInvalid || res.Class != string(fixpoint.ClassSyntax) || !strings.Contains(res.Error, "4 times in a row") || len(res.Attempts) != fixpoint.NudgesMax+1 {
+			t.Fatalf("status %s class %q error %q after %d turns; want invalid after %d text answers", res.Status, res.Class, res.Error, len(res.Attempts), fixpoint.NudgesMax+1)
+		}
+	})
 }
 
 // A put with a wrong type is refused as a tool error naming the place,
@@ -209,6 +246,108 @@ func TestAgentReaderMaxValidationAttempts(t *testing.T) {
 			res := run.res
 			if res.Status != fixpoint.StatusInvalid || !strings.Contains(res.Error, "finish refused 2 times") {
 				t.Fatalf("status %s error %q; want invalid after two refused finishes", res.Status, res.Error)
+			}
+		})
+	}
+}
+
+// A finish refused for the required fields the value lacks goes back as
+// a tool error naming them (the first turn, given, sets the provider
+// only and finishes); the reader searches for each, reads the chunks
+// found and puts them, and its finish is accepted.
+func TestAgentReaderFinishRefusedThenFixed(t *testing.T) {
+	t.Parallel()
+	for _, provider := range providers {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			ids := map[string]string{llm.ProviderOpenAI: "call_given", llm.ProviderAnthropic: "toolu_01given", llm.ProviderOllama: "ollama_call_0"}
+			first := &fixpoint.Response{FinishReason: fixpoint.FinishTool, ToolCalls: []fixpoint.ToolCall{
+				{ID: ids[provider] + "0", Name: fixpoint.ToolSetOutput, Arguments: `{"provider":"Given Provider Ltd"}`},
+				{ID: ids[provider] + "1", Name: fixpoint.ToolFinish, Arguments: `{}`}}}
+			run := runAgentDocFrom(t, provider, sim.Config{Seed: 3}, fixpoint.Limits{}, first)
+			got := wantValidValue(t, run.res)
+			if a := run.res.Attempts[0]; a.Class != string(fixpoint.ClassShape) || !strings.Contains(a.Feedback, "/governing_law") {
+				t.Errorf("first turn: class %q, feedback %q; want the finish refused naming /governing_law", a.Class, a.Feedback)
+			}
+			searched := 0
+			for _, a := range run.res.Attempts {
+				for _, c := range a.ToolCalls {
+					if c.Name == fixpoint.ToolSearch {
+						searched++
+					}
+				}
+			}
+			if searched == 0 || got["governing_law"] != run.doc.Truth.GoverningLaw || got["provider"] != "Given Provider Ltd" {
+				t.Errorf("%d searches, law %v (want %q), provider %v (want the one given)", searched, got["governing_law"], run.doc.Truth.GoverningLaw, got["provider"])
+			}
+		})
+	}
+}
+
+// fail ends the run invalid, class refusal, with the model's reason, on
+// each wire format (the simulator's agent over a task that is not a
+// simulated document calls fail on a refusal).
+func TestAgentFailOnEachWireFormat(t *testing.T) {
+	t.Parallel()
+	schemaText := `{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`
+	schema, err := validate.Compile([]byte(schemaText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, provider := range providers {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			_, c := simClient(t, provider, sim.Config{Seed: 1, Mix: sim.Mix{Refusal: 1}}, llm.Config{Retry: llm.RetryConfig{Disabled: true}})
+			job := &repair.Job{ID: "fail-" + provider, Schema: schema, SchemaRaw: []byte(schemaText), Model: "m",
+				Prompt: "Name the person.", Document: "Ada Park wrote this.", Limits: fixpoint.Limits{Strategy: fixpoint.StrategyAgent}}
+			m, err := repair.StartDocument(job, nil, repair.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			act := m.Next()
+			for !act.Done() {
+				resp, err := c.Complete(context.Background(), *act.Requests[0])
+				_, act = m.Feed(act.Requests[0], resp, err, time.Now())
+			}
+			res := m.Result()
+			if res.Status != fixpoint.StatusInvalid || res.Class != fixpoint.OutcomeRefusal || !strings.Contains(res.Error, sim.RefusalText) || len(res.Attempts) != 1 {
+				t.Fatalf("status %s class %q error %q after %d turns; want invalid, refusal, the reason, one turn", res.Status, res.Class, res.Error, len(res.Attempts))
+			}
+		})
+	}
+}
+
+// A run stopped after some turns continues from its result on a new
+// machine, through the same client: it ends as the run that never
+// stopped, with every attempt kept.
+func TestAgentReaderResume(t *testing.T) {
+	t.Parallel()
+	for _, provider := range providers {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			whole := runAgentDoc(t, provider, sim.Config{Seed: 1}, fixpoint.Limits{})
+			_, c := simClient(t, provider, sim.Config{Seed: 1}, llm.Config{Retry: llm.RetryConfig{Disabled: true}})
+			job := whole.job
+			var prev *fixpoint.Result
+			for stop := 0; ; stop++ {
+				m, err := repair.StartDocument(job, prev, repair.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				act := m.Next()
+				if act.Done() {
+					break
+				}
+				// One turn, then the worker "stops".
+				resp, err := c.Complete(context.Background(), *act.Requests[0])
+				m.Feed(act.Requests[0], resp, err, time.Now())
+				prev = m.Result()
+				if stop > 50 {
+					t.Fatal("no end")
+				}
+			}
+			if prev.Status != whole.res.Status || string(prev.Value) != string(whole.res.Value) || len(prev.Attempts) != len(whole.res.Attempts) {
+				t.Errorf("resumed turn by turn: %s with %d attempts; whole: %s with %d", prev.Status, len(prev.Attempts), whole.res.Status, len(whole.res.Attempts))
 			}
 		})
 	}

@@ -199,3 +199,82 @@ func (t *task) extend(soFar any) {
 // foldName is a subsidiary's name as the merge's key compares it: case
 // folded, white space collapsed.
 func foldName(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
+
+// alignItems makes the truth of a correction over a document list its
+// subsidiaries in the order of value's, each matched by its name (case
+// folded) or, when the value's item has no name the text holds, by its
+// country and ownership percent; an item of value that matches none
+// stands against an empty object, and the truth's items no item of value
+// matched follow. A model correcting "/subsidiaries/189/country" looks
+// the 190th item of its value up in the text by what the item says, not
+// at the 190th line of the text: the value may come from chunks merged
+// (its order is not the text's) and the text may be a few chunks only.
+// Every item the text lists can be looked up, not only the first
+// Config.MaxListItems: the cut is of a list written out, not of a lookup.
+func (t *task) alignItems(value any) {
+	vm, ok := value.(map[string]any)
+	tm, ok2 := t.truth.(map[string]any)
+	if !ok || !ok2 || !t.doc.isDocument() {
+		return
+	}
+	vl, _ := vm[docList].([]any)
+	if len(vl) == 0 {
+		return
+	}
+	truthList, _ := tm[docList].([]any)
+	cands := slices.Clone(truthList)
+	named := map[string]bool{}
+	for _, c := range cands {
+		named[foldName(itemString(c, "name"))] = true
+	}
+	full, _ := readDocument(t.text).value(0)[docList].([]any)
+	for _, c := range full {
+		if !named[foldName(itemString(c, "name"))] {
+			cands = append(cands, c)
+		}
+	}
+	used := make([]bool, len(cands))
+	aligned := make([]any, len(vl))
+	for i, it := range vl {
+		aligned[i] = map[string]any{}
+		if j := matchItem(it, cands, used); j >= 0 {
+			aligned[i], used[j] = cands[j], true
+		}
+	}
+	for j := range truthList {
+		if !used[j] {
+			aligned = append(aligned, truthList[j])
+		}
+	}
+	tm[docList] = aligned
+}
+
+// matchItem is the first candidate not used that item names (see
+// alignItems), -1 for none.
+func matchItem(item any, cands []any, used []bool) int {
+	if name := foldName(itemString(item, "name")); name != "" {
+		for j, c := range cands {
+			if !used[j] && foldName(itemString(c, "name")) == name {
+				return j
+			}
+		}
+	}
+	country := foldName(itemString(item, "country"))
+	pct, hasPct := item.(map[string]any)["ownership_percent"]
+	if country == "" || !hasPct {
+		return -1
+	}
+	for j, c := range cands {
+		if !used[j] && foldName(itemString(c, "country")) == country && jsonEqual(c.(map[string]any)["ownership_percent"], pct) {
+			return j
+		}
+	}
+	return -1
+}
+
+// itemString is the string field f of a list item, "" when it has none.
+func itemString(item any, f string) string {
+	m, _ := item.(map[string]any)
+	s, _ := m[f].(string)
+	return s
+}

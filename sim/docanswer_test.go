@@ -68,3 +68,36 @@ func TestCutValueSoFar(t *testing.T) {
 		t.Errorf("got %q, %v", rest, v)
 	}
 }
+
+// TestCorrectionLooksItemsUp: a correction over a document list finds each
+// item of the value in the text by its name, or by its country and
+// percent when its name is missing, whatever the value's order and past
+// the list cut: the field the feedback names is filled from that item.
+func TestCorrectionLooksItemsUp(t *testing.T) {
+	t.Parallel()
+	d := newDoc(t, 6, 0, "en", DocumentMinChars)
+	s := New(Config{Seed: 1, MaxListItems: 5, FixProb: 1})
+	read := readDocument(d.Text)
+	late, later := read.items[40], read.items[7]
+	value := map[string]any{docList: []any{
+		map[string]any{"name": late.name.value, "ownership_percent": late.pct.value},
+		map[string]any{"country": later.country.value, "ownership_percent": later.pct.value},
+	}}
+	for f, v := range read.value(0) {
+		if f != docList {
+			value[f] = v
+		}
+	}
+	prev := string(mustJSON(value))
+	feedback := "Fix every error:\n1. /subsidiaries/0/country: missing required property \"country\"\n2. /subsidiaries/1/name: missing required property \"name\""
+	req := docRequest("job-fix", d.Text)
+	req["messages"] = append(req["messages"].([]any),
+		map[string]any{"role": "assistant", "content": prev},
+		map[string]any{"role": "user", "content": feedback})
+	rec := do(t, s, "/v1/chat/completions", req)
+	reply, _ := openAIText(t, rec.Body.Bytes())
+	got := decodeJSON(t, reply).(map[string]any)[docList].([]any)
+	if len(got) != 2 || itemString(got[0], "country") != late.country.value || itemString(got[1], "name") != later.name.value {
+		t.Errorf("corrected list %v, want item 41's country and item 8's name filled in", got)
+	}
+}

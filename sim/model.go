@@ -501,6 +501,7 @@ func (s *Server) correct(t *task, key, prev, feedback string, turn int) any {
 	if !ok {
 		value, _, _ = s.firstAttempt(t, key, true)
 	}
+	t.alignItems(value)
 	r := s.rng("correct", key, strconv.Itoa(turn), prev, feedback)
 	c := checker{doc: doc}
 	c.walk(doc.root, value, "", 0)

@@ -220,6 +220,13 @@
 // drawn as for any request; copying the value so far is not extracting,
 // so the list cut applies to the chunk's new items only.
 //
+// A correction over a document value looks each item of its list up in
+// the text by the item's name, or by its country and percent when the
+// name is missing, not by its index (a value merged from chunks lists
+// them in another order, and the text of a repair may be a few chunks):
+// the truth it fixes a named fault from is that item, past the list cut
+// too, since looking an item up is not writing a list out.
+//
 // # Corrections
 //
 // A request is a correction when it carries a previous reply: an assistant

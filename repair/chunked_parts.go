@@ -1,0 +1,238 @@
+package repair
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	json "github.com/segmentio/encoding/json"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/validate"
+)
+
+// The repair of a merged value is sent the chunks its errors need, not
+// the document: the chunks read it already, and what a valid chunk gave
+// is in the merged value. Sending the whole text would cost as much input
+// as one call over the document each round, and may not fit the context
+// window the chunks were cut for. The chunks it needs are
+//
+//   - each chunk that ended without a valid value: what it held is
+//     nowhere else;
+//   - for an error inside an object of the value (an item of a list that
+//     lacks its country), the chunks whose text holds one of the
+//     object's strings (the item's name): a chunk's value may leave out
+//     what the chunk holds, and smart validation lets that through;
+//   - for an error at a property of the root, the chunks that gave a
+//     value there (their conflict, an invented value); when none did (a
+//     required property no chunk gave), the chunks that lost their value
+//     hold it most likely, and when there are none, every chunk: the
+//     document whole, the only place left to look.
+//
+// nameMinRunes is the shortest string that names its object: shorter
+// ones ("DE", "12") are in too many chunks to tell one.
+const nameMinRunes = 3
+
+// repairParts chooses the chunks the repair of value (the merged value,
+// with errs) is sent, by the rules above: their numbers, ascending, and
+// whether they are every chunk.
+func (m *chunked) repairParts(value any, errs []fixpoint.ValidationError) ([]int, bool) {
+	need, lost := map[int]bool{}, map[int]bool{}
+	for _, u := range m.units {
+		if _, ok := m.contribution(u); !ok {
+			need[u.ref.N], lost[u.ref.N] = true, true
+		}
+	}
+	for _, e := range errs {
+		toks := validate.SplitPointer(e.Path)
+		if e.Keyword == KeywordMoreErrors || len(toks) == 0 {
+			continue
+		}
+		if len(toks) == 1 {
+			givers := m.givers(toks[0])
+			if len(givers) == 0 && len(lost) == 0 {
+				return allChunks(len(m.chunks)), true
+			}
+			for _, n := range givers {
+				need[n] = true
+			}
+			continue
+		}
+		obj, _ := valueAt(value, toks[:len(toks)-1]).(map[string]any)
+		for _, v := range obj {
+			if s, ok := v.(string); ok && utf8.RuneCountInString(s) >= nameMinRunes {
+				for _, c := range m.chunks {
+					if strings.Contains(c.Text, s) {
+						need[c.N] = true
+					}
+				}
+			}
+		}
+	}
+	parts := slices.Sorted(func(yield func(int) bool) {
+		for n := range need {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	return parts, len(parts) == len(m.chunks)
+}
+
+// givers are the chunks whose contribution has the root property name.
+func (m *chunked) givers(name string) []int {
+	var out []int
+	for _, u := range m.units {
+		v, ok := m.contribution(u)
+		if obj, isObj := v.(map[string]any); ok && isObj {
+			if _, has := obj[name]; has {
+				out = append(out, u.ref.N)
+			}
+		}
+	}
+	return out
+}
+
+func allChunks(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// valueAt is the value at toks in v, nil when there is none.
+func valueAt(v any, toks []string) any {
+	for _, tok := range toks {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// partsText is the text of the chunks parts, each a paragraph apart, and
+// their names ("part 2 (code points 3900 to 8104), part 5 (...)").
+func (m *chunked) partsText(parts []int) (string, string) {
+	texts := make([]string, len(parts))
+	names := make([]string, len(parts))
+	for i, n := range parts {
+		c := m.chunks[n]
+		texts[i] = c.Text
+		names[i] = fmt.Sprintf("part %d (code points %d to %d)", c.N+1, c.Start, c.End)
+	}
+	return strings.Join(texts, "\n\n[...]\n\n"), strings.Join(names, ", ")
+}
+
+// contribution is what chunk unit u gives the merge: its valid value, or,
+// for a parallel chunk that ended invalid, its last value with every
+// place an error names left out, when what is left passes the chunk's
+// checks (the schema it was checked against, then its evidence). What
+// the model read right in a chunk is not lost for one wrong field; what
+// it got wrong is not merged. false when u gives nothing.
+func (m *chunked) contribution(u *unit) (any, bool) {
+	if b, ok := u.value(); ok {
+		v, err := decodeValue(b)
+		return v, err == nil
+	}
+	if m.lim.Strategy != fixpoint.StrategyParallel {
+		return nil, false
+	}
+	a := u.last()
+	if a == nil || len(a.Value) == 0 || a.Class == fixpoint.OutcomeProvider || a.Class == fixpoint.OutcomeTruncated ||
+		a.Class == fixpoint.OutcomeRefusal || a.Class == string(fixpoint.ClassSyntax) {
+		return nil, false
+	}
+	v, err := decodeValue(a.Value)
+	if err != nil {
+		return nil, false
+	}
+	v, ok := pruned(v, a.Errors)
+	if !ok {
+		return nil, false
+	}
+	b, err := json.Marshal(v)
+	if err != nil || !validate.Check(m.check, string(b)).Valid {
+		return nil, false
+	}
+	if t := u.step.job.Checks().Check(v); len(t.Errors) > 0 {
+		return nil, false
+	}
+	return v, true
+}
+
+// pruned is v without the places errs name, and without an item of a
+// list left empty by that. The places go last first (in document order,
+// reversed: an item's fields before the item, later items before
+// earlier ones), so that no removal moves a place still to be removed.
+// false when an error names the root, or one past the kept errors
+// (KeywordMoreErrors) leaves places unnamed.
+func pruned(v any, errs []fixpoint.ValidationError) (any, bool) {
+	var paths [][]string
+	for _, e := range errs {
+		if e.Path == "" || e.Keyword == KeywordMoreErrors {
+			return nil, false
+		}
+		paths = append(paths, validate.SplitPointer(e.Path))
+	}
+	slices.SortFunc(paths, func(a, b []string) int { return comparePaths(b, a) })
+	for _, p := range paths {
+		switch x := valueAt(v, p[:len(p)-1]).(type) {
+		case map[string]any:
+			if _, ok := x[p[len(p)-1]]; !ok {
+				continue
+			}
+			v = setAt(v, p, nil, true)
+			if len(x) == 1 && len(p) >= 2 {
+				// The object held the place alone: an empty item
+				// of a list names nothing, and goes too.
+				if _, inList := valueAt(v, p[:len(p)-2]).([]any); inList {
+					v = deleteItem(v, p[:len(p)-1])
+				}
+			}
+		case []any:
+			v = deleteItem(v, p)
+		}
+	}
+	return v, true
+}
+
+// deleteItem is v without the list item at p, if there is one.
+func deleteItem(v any, p []string) any {
+	x, ok := valueAt(v, p[:len(p)-1]).([]any)
+	i, err := strconv.Atoi(p[len(p)-1])
+	if !ok || err != nil || i < 0 || i >= len(x) {
+		return v
+	}
+	return setAt(v, p[:len(p)-1], slices.Delete(slices.Clone(x), i, i+1), false)
+}
+
+// comparePaths orders JSON pointer tokens in document order: token by
+// token, indices as numbers, a place before those inside it.
+func comparePaths(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		ia, ea := strconv.Atoi(a[i])
+		ib, eb := strconv.Atoi(b[i])
+		if ea == nil && eb == nil {
+			if ia != ib {
+				return ia - ib
+			}
+			continue
+		}
+		if c := strings.Compare(a[i], b[i]); c != 0 {
+			return c
+		}
+	}
+	return len(a) - len(b)
+}
