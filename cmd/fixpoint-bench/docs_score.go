@@ -56,6 +56,9 @@ type docsRow struct {
 	Wrong         int `json:"wrong_values"`
 	WrongGrounded int `json:"wrong_values_grounded"`
 	WrongUngraded int `json:"wrong_values_ungraded"`
+	// GroundedAt lists the wrong values graded grounded: document, place,
+	// value and grade.
+	GroundedAt []string `json:"wrong_values_grounded_at,omitempty"`
 	// SelfGraded counts the valid documents whose last attempt carried no
 	// grades, graded by the bench over the document instead.
 	SelfGraded int `json:"self_graded"`
@@ -97,6 +100,10 @@ type langRecall struct {
 
 // docScore is what one valid value holds against its document's truth.
 type docScore struct {
+	// groundedAt are the places of the wrong values graded grounded, with
+	// the value and its grade.
+	groundedAt []string
+
 	scalars, scalarsHit       int
 	items, itemsHit           int
 	listed, duplicates        int
@@ -124,13 +131,14 @@ func scoreValue(value json.RawMessage, truth sim.DocumentTruth, grades map[strin
 	if err != nil {
 		return s, err
 	}
-	wrong := func(ptr string) {
+	wrong := func(ptr string, v any) {
 		s.wrong++
 		switch g, ok := grades[ptr]; {
 		case !ok:
 			s.ungraded++
 		case g != fixpoint.GradeNone:
 			s.grounded++
+			s.groundedAt = append(s.groundedAt, fmt.Sprintf("%s %v (%s)", ptr, v, g))
 		}
 	}
 	for k, w := range want {
@@ -144,7 +152,7 @@ func scoreValue(value json.RawMessage, truth sim.DocumentTruth, grades map[strin
 		case extract.SameValue(v, w):
 			s.scalarsHit++
 		default:
-			wrong("/" + k)
+			wrong("/"+k, v)
 		}
 	}
 	byKey := map[string]sim.Subsidiary{}
@@ -169,7 +177,7 @@ func scoreValue(value json.RawMessage, truth sim.DocumentTruth, grades map[strin
 		if !ok {
 			// An item the document does not list is wrong by its name;
 			// its other fields may be a listed item's, under a wrong name.
-			wrong(ptr + "/name")
+			wrong(ptr+"/name", name)
 			continue
 		}
 		// The name matched as a key does (case and spaces aside); the
@@ -177,7 +185,7 @@ func scoreValue(value json.RawMessage, truth sim.DocumentTruth, grades map[strin
 		hit := true
 		for f, w := range map[string]any{"country": t.Country, "ownership_percent": json.Number(strconv.FormatFloat(t.OwnershipPercent, 'f', -1, 64))} {
 			if v, ok := it[f]; ok && !extract.SameValue(v, w) {
-				wrong(ptr + "/" + f)
+				wrong(ptr+"/"+f, v)
 				hit = false
 			} else if !ok {
 				hit = false
@@ -283,6 +291,9 @@ func scoreRow(row *docsRow, docs []benchDocument, outs []docOutcome, set *docsSc
 		if err == nil {
 			var s docScore
 			if s, err = scoreValue(o.res.Value, docs[i].doc.Truth, grades); err == nil {
+				for j := range s.groundedAt {
+					s.groundedAt[j] = docs[i].id + " " + s.groundedAt[j]
+				}
 				tot.add(s)
 				lang := docs[i].doc.Lang
 				if byLang[lang] == nil {
@@ -301,7 +312,7 @@ func scoreRow(row *docsRow, docs []benchDocument, outs []docOutcome, set *docsSc
 	}
 	row.Scalars, row.ScalarsHit, row.Items, row.ItemsHit = tot.scalars, tot.scalarsHit, tot.items, tot.itemsHit
 	row.Listed, row.Duplicates = tot.listed, tot.duplicates
-	row.Wrong, row.WrongGrounded, row.WrongUngraded = tot.wrong, tot.grounded, tot.ungraded
+	row.Wrong, row.WrongGrounded, row.WrongUngraded, row.GroundedAt = tot.wrong, tot.grounded, tot.ungraded, tot.groundedAt
 	row.ValidRate = ratio(row.Valid, row.Docs)
 	row.ByLang = map[string]langRecall{}
 	for lang, l := range byLang {
@@ -326,6 +337,7 @@ func (s *docScore) add(o docScore) {
 	s.wrong += o.wrong
 	s.grounded += o.grounded
 	s.ungraded += o.ungraded
+	s.groundedAt = append(s.groundedAt, o.groundedAt...)
 }
 
 func ratio(a, b int) float64 {
