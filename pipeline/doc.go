@@ -11,6 +11,9 @@
 //     slots, pauses, drain and shutdown;
 //   - run_job.go: one delivery of a job, from the message to its result;
 //   - loop.go: [Loop], the synchronous driver of the repair step;
+//   - docloop.go: the Loop under a document strategy (parallel,
+//     sequential, agent): a repair.Machine's calls at once, at most
+//     [DocCallsMax] of a job, fed one at a time;
 //   - writer.go: the batched ledger writer; reader.go: the batched reads of
 //     jobs' states; ledger.go: retries while the ledger is down;
 //   - journal.go and spill.go: the replies and results kept on local disk

@@ -153,3 +153,31 @@ func TestRequeueToADocumentStrategy(t *testing.T) {
 		t.Errorf("requeue --strategy sequential of a batch of documents: %v", err)
 	}
 }
+
+// The sequential and agent strategies through the worker: every job final
+// with its calls accounted for in the ledger (whether the simulator's
+// answers make them valid is the strategies' bench, not this test's).
+func TestSequentialAndAgentDocumentsEndToEnd(t *testing.T) {
+	t.Parallel()
+	for _, s := range []fixpoint.Strategy{fixpoint.StrategySequential, fixpoint.StrategyAgent} {
+		t.Run(string(s), func(t *testing.T) {
+			t.Parallel()
+			const n = 2
+			h := newHarness(t, harnessConfig{})
+			batch := string(s)[:3]
+			enqueueDocuments(h, batch, n, s)
+			rw := h.startWorker(h.workerConfig(h.client(nil)), nil, nil)
+			h.waitDone(batch, n, 60*time.Second)
+			if err := rw.stop(t, 20*time.Second); err != nil {
+				t.Fatalf("worker: %v", err)
+			}
+			for i := range n {
+				j, as := h.job(fmt.Sprintf("%s:a%d", batch, i))
+				if !j.Status.Final() || len(as) == 0 || j.Calls == 0 {
+					t.Errorf("job %s: %s after %d attempts, %d calls; want final after calls", j.ID, j.Status, len(as), j.Calls)
+				}
+			}
+			h.checkInvariants(batch, invariants{Jobs: n, Schema: sim.DocumentSchema})
+		})
+	}
+}

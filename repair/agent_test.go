@@ -467,3 +467,48 @@ func TestAgentBadJobs(t *testing.T) {
 		t.Errorf("mode json_schema: %v, want ErrBadJob", err)
 	}
 }
+
+// A finish error inside an item of a keyed list names the item by its
+// key: the model put items, not indexes of the merged list.
+func TestAgentFinishNamesItemsByKey(t *testing.T) {
+	t.Parallel()
+	raw := `{"type":"object","properties":{"items":{"type":"array","x-fixpoint-key":"name","items":{"type":"object","properties":{"name":{"type":"string"},"n":{"type":"integer"}},"required":["name","n"]}}},"required":["items"]}`
+	job := agentJob(t, fixpoint.Limits{})
+	job.SchemaRaw = []byte(raw)
+	var err error
+	if job.Schema, err = validate.Compile(job.SchemaRaw); err != nil {
+		t.Fatal(err)
+	}
+	m := startAgentJob(t, job, nil)
+	reqs := agentRun(t, m,
+		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"items":[{"name":"Alpha Ltd","n":1}]}`),
+			agentCall("b", fixpoint.ToolUpdateOutput, `{"items":[{"name":"Beta \"SA\""}]}`), agentCall("c", fixpoint.ToolFinish, `{}`)),
+		agentCalls(agentCall("d", fixpoint.ToolFail, `{"reason":"x"}`)),
+	)
+	res := toolResults(reqs[1])
+	if len(res) != 3 || !res[2].IsError || !strings.Contains(res[2].Content, `/items/1/n: `) || !strings.Contains(res[2].Content, `(in the item with name "Beta \"SA\"")`) {
+		t.Fatalf("finish result %+v; want /items/1/n named with its item's key", res)
+	}
+}
+
+// Outstanding is the attempt of the request out, with no reply, and
+// changes nothing; Stop ends the run with the driver's status.
+func TestAgentOutstandingAndStop(t *testing.T) {
+	t.Parallel()
+	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	req := m.Next().Requests[0]
+	a := m.Outstanding(req, time.Now())
+	if a == nil || a.Step != fixpoint.StepAgent || a.ProviderClass != fixpoint.ClassInFlight || a.No != 1 {
+		t.Fatalf("outstanding attempt %+v; want attempt 1 of step agent, in flight", a)
+	}
+	if m.Outstanding(&fixpoint.Request{}, time.Now()) != nil {
+		t.Error("a request that is not out has an outstanding attempt")
+	}
+	if len(m.Result().Attempts) != 0 {
+		t.Error("Outstanding recorded an attempt")
+	}
+	m.Stop(fixpoint.StatusOverBudget, fixpoint.OutcomeBudget, "spend cap reached")
+	if r := m.Result(); !m.Next().Done() || r.Status != fixpoint.StatusOverBudget || r.Class != fixpoint.OutcomeBudget {
+		t.Errorf("after Stop: %s %q, want over_budget, budget, done", r.Status, r.Class)
+	}
+}

@@ -23,10 +23,11 @@ import (
 //	turn k: update_output(value of chunk k-1), read_chunk(k)
 //	last:   update_output(value of the last chunk); then finish
 //
-// The first value is put with set_output. A value puts only what the
-// output lacks: the list's items, and the fields the last put's result
-// says are still missing (a model does not replace a party it found on
-// page 1 with what it makes of page 30). The mix's faults on a chunk's first put:
+// The first value is put with set_output. A value puts what the chunk
+// states and what the output lacks: the list's items, the fields the
+// chunk's text holds, and the fields the last put's result says are
+// still missing (a model does not replace a party it found on page 1
+// with what it makes up on page 30, where no party is named). The mix's faults on a chunk's first put:
 //
 //   - content faults (a wrong type, an enum, a bound, an extra property)
 //     make a put the agent refuses; the next turn puts the value
@@ -372,7 +373,7 @@ func (s *Server) readerModel(r *chatReq) agentTurn {
 		t.text = p.text
 		return t
 	default:
-		t.calls = []ncall{{name: tool, args: string(encode(st.restrict(p.value), encOpts{}))}}
+		t.calls = []ncall{{name: tool, args: string(encode(st.restrict(p.value, readDocument(text).fields), encOpts{}))}}
 	}
 	if next, ok := st.nextStep(); ok && len(st.queue) == 1 && next.name == fixpoint.ToolReadChunk {
 		t.calls = append(t.calls, next)
@@ -411,9 +412,11 @@ func (s *Server) readerPlan(r *chatReq, st *readerState, n int, text string) pla
 }
 
 // restrict is what of a chunk's value the reader puts: in the first pass
-// the list and the fields no put gave yet; in a later one the fields the
-// refused finish named only.
-func (st *readerState) restrict(v any) any {
+// the list, the fields the chunk's text states (held) and the fields the
+// output still lacks; in a later one the fields the refused finish named
+// only. A field the output has is not replaced by what a chunk that does
+// not state it makes up.
+func (st *readerState) restrict(v any, held map[string]docHit) any {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return v
@@ -428,6 +431,8 @@ func (st *readerState) restrict(v any) any {
 				out[k] = x
 			}
 		case k == docList || !st.anySet || slices.Contains(st.missing, k):
+			out[k] = x
+		case held[k].value != nil:
 			out[k] = x
 		}
 	}

@@ -202,8 +202,9 @@ func foldName(s string) string { return strings.Join(strings.Fields(strings.ToLo
 
 // alignItems makes the truth of a correction over a document list its
 // subsidiaries in the order of value's, each matched by its name (case
-// folded) or, when the value's item has no name the text holds, by its
-// country and ownership percent; an item of value that matches none
+// folded) or, when the value's item has no name, by its country and
+// ownership percent (an item named otherwise than the text names any is
+// from another part of the document); an item of value that matches none
 // stands against an empty object, and the truth's items no item of value
 // matched follow. A model correcting "/subsidiaries/189/country" looks
 // the 190th item of its value up in the text by what the item says, not
@@ -235,10 +236,21 @@ func (t *task) alignItems(value any) {
 	}
 	used := make([]bool, len(cands))
 	aligned := make([]any, len(vl))
-	for i, it := range vl {
-		aligned[i] = map[string]any{}
-		if j := matchItem(it, cands, used); j >= 0 {
-			aligned[i], used[j] = cands[j], true
+	// Names first: an item without one takes the first item its country
+	// and percent fit among those no name took.
+	for _, byName := range []bool{true, false} {
+		for i, it := range vl {
+			if aligned[i] != nil || (itemString(it, "name") == "") == byName {
+				continue
+			}
+			if j := matchItem(it, cands, used); j >= 0 {
+				aligned[i], used[j] = cands[j], true
+			}
+		}
+	}
+	for i := range aligned {
+		if aligned[i] == nil {
+			aligned[i] = map[string]any{}
 		}
 	}
 	for j := range truthList {
@@ -249,8 +261,8 @@ func (t *task) alignItems(value any) {
 	tm[docList] = aligned
 }
 
-// matchItem is the first candidate not used that item names (see
-// alignItems), -1 for none.
+// matchItem is the first candidate not used that item names, by its
+// name when it has one, else by its country and percent; -1 for none.
 func matchItem(item any, cands []any, used []bool) int {
 	if name := foldName(itemString(item, "name")); name != "" {
 		for j, c := range cands {
@@ -258,6 +270,7 @@ func matchItem(item any, cands []any, used []bool) int {
 				return j
 			}
 		}
+		return -1
 	}
 	country := foldName(itemString(item, "country"))
 	pct, hasPct := item.(map[string]any)["ownership_percent"]

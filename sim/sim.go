@@ -330,9 +330,12 @@
 // for a content fault is corrected on the next turn, a prose fault or a
 // refusal answers text to be nudged, an empty reply finishes before the
 // document is read, a truncation cuts the put), then calls finish. A
-// refused finish starts another pass for the fields it names: a search
-// for the phrase that states each, a read of the chunks found, every
-// chunk again when it names the list. See sim/agent_reader.go.
+// nudged turn calls a tool when the request requires one; on Ollama,
+// which cannot say so, its text faults are drawn afresh. A refused finish
+// starts another pass for the fields and list items it names: a search
+// for the phrase that states each field and for each item's name, a read
+// of the chunks found, every chunk again when it names the list but no
+// item. See sim/agent_reader.go.
 //
 // # Batches
 //
