@@ -81,20 +81,20 @@ const strategySingle = "single"
 
 // docsConfig is one run of the docs bench.
 type docsConfig struct {
-	docs, tokens     int
-	preset           string
-	strategies       []string
-	concurrency      int
-	chunkTokens      int
-	chunkOverlap     int
-	seed             uint64
-	langs            []string
-	model            string
-	maxTokens        int
-	maxAttempts      int
-	evidence         fixpoint.EvidenceMode
-	latency, perTok  time.Duration
-	jsonOut, noTable bool
+	docs, tokens    int
+	preset          string
+	strategies      []string
+	concurrency     int
+	chunkTokens     int
+	chunkOverlap    int
+	seed            uint64
+	langs           []string
+	model           string
+	maxTokens       int
+	maxAttempts     int
+	evidence        fixpoint.EvidenceMode
+	latency, perTok time.Duration
+	jsonOut         bool
 }
 
 func runDocs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
