@@ -279,6 +279,9 @@ func docsCommand(c docsConfig) string {
 	if c.latency > 0 || c.perTok > 0 {
 		cmd += fmt.Sprintf(" --latency %s --token-latency %s", c.latency, c.perTok)
 	}
+	if c.maxTokens != docsMaxTokensDefault || c.maxAttempts != fixpoint.MaxAttemptsDefault {
+		cmd += fmt.Sprintf(" --max-tokens %d --max-attempts %d", c.maxTokens, c.maxAttempts)
+	}
 	return cmd
 }
 
