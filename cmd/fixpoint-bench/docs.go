@@ -67,6 +67,9 @@ const (
 	// docsLaneCalls is the most calls in flight to the simulator, whatever
 	// the strategy (the lane's ceiling, as in the other figures).
 	docsLaneCalls = 64
+	// docsCallTimeout bounds one call: max tokens at a slow simulated
+	// token latency.
+	docsCallTimeout = 15 * time.Minute
 	// docsTransientMax is how many times a job the provider keeps failing
 	// is resumed before it counts as failed.
 	docsTransientMax = 3
@@ -78,20 +81,20 @@ const strategySingle = "single"
 
 // docsConfig is one run of the docs bench.
 type docsConfig struct {
-	docs, tokens     int
-	preset           string
-	strategies       []string
-	concurrency      int
-	chunkTokens      int
-	chunkOverlap     int
-	seed             uint64
-	langs            []string
-	model            string
-	maxTokens        int
-	maxAttempts      int
-	evidence         fixpoint.EvidenceMode
-	latency, perTok  time.Duration
-	jsonOut, noTable bool
+	docs, tokens    int
+	preset          string
+	strategies      []string
+	concurrency     int
+	chunkTokens     int
+	chunkOverlap    int
+	seed            uint64
+	langs           []string
+	model           string
+	maxTokens       int
+	maxAttempts     int
+	evidence        fixpoint.EvidenceMode
+	latency, perTok time.Duration
+	jsonOut         bool
 }
 
 func runDocs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -276,6 +279,9 @@ func docsCommand(c docsConfig) string {
 	if c.latency > 0 || c.perTok > 0 {
 		cmd += fmt.Sprintf(" --latency %s --token-latency %s", c.latency, c.perTok)
 	}
+	if c.maxTokens != docsMaxTokensDefault || c.maxAttempts != fixpoint.MaxAttemptsDefault {
+		cmd += fmt.Sprintf(" --max-tokens %d --max-attempts %d", c.maxTokens, c.maxAttempts)
+	}
 	return cmd
 }
 
@@ -376,12 +382,19 @@ func runStrategy(ctx context.Context, c docsConfig, s string, docs []benchDocume
 		return row
 	}
 	defer closeSim()
-	clients, err := simClientsOf(llm.ProviderOpenAI, url, llm.LaneConfig{MaxConcurrency: docsLaneCalls})
+	// A call's own timeout is sized for the longest reply a simulated
+	// latency gives (a sequential step writing 500 items back), not for
+	// a short job's: the figures measure the strategies, not retries of
+	// calls cut off.
+	client, err := llm.New(llm.Config{
+		Provider: llm.ProviderOpenAI, BaseURL: url + "/v1", APIKey: "sim-bench", TotalTimeout: docsCallTimeout,
+		Retry: llm.RetryConfig{MaxRetries: 4}, Lane: llm.LaneConfig{MaxConcurrency: docsLaneCalls, InitialConcurrency: docsLaneCalls},
+	})
 	if err != nil {
-		row.Err = err.Error()
+		row.Err = fmt.Sprintf("configure simulator client: %v", err)
 		return row
 	}
-	loop := pipeline.NewLoop(clients[llm.ProviderOpenAI], pipeline.LoopConfig{Record: repair.RecordHash})
+	loop := pipeline.NewLoop(client, pipeline.LoopConfig{Record: repair.RecordHash})
 	results := make([]docOutcome, len(docs))
 	var next, done atomic.Int64
 	var wg sync.WaitGroup

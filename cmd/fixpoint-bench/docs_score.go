@@ -56,6 +56,9 @@ type docsRow struct {
 	Wrong         int `json:"wrong_values"`
 	WrongGrounded int `json:"wrong_values_grounded"`
 	WrongUngraded int `json:"wrong_values_ungraded"`
+	// GroundedAt lists the wrong values graded grounded: document, place,
+	// value and grade.
+	GroundedAt []string `json:"wrong_values_grounded_at,omitempty"`
 	// SelfGraded counts the valid documents whose last attempt carried no
 	// grades, graded by the bench over the document instead.
 	SelfGraded int `json:"self_graded"`
@@ -76,6 +79,16 @@ type docsRow struct {
 	Statuses     map[string]int `json:"statuses"`
 	// ByLang is the recall of the valid documents of each language.
 	ByLang map[string]langRecall `json:"by_lang"`
+	// BySteps are the calls and tokens of every document by step kind
+	// ("call" for the single call's attempts, which have none).
+	BySteps map[string]*stepTotals `json:"by_step"`
+}
+
+// stepTotals are the calls and tokens of one step kind.
+type stepTotals struct {
+	Calls     int `json:"calls"`
+	TokensIn  int `json:"tokens_in"`
+	TokensOut int `json:"tokens_out"`
 }
 
 // langRecall is the recall of one language's valid documents.
@@ -87,6 +100,10 @@ type langRecall struct {
 
 // docScore is what one valid value holds against its document's truth.
 type docScore struct {
+	// groundedAt are the places of the wrong values graded grounded, with
+	// the value and its grade.
+	groundedAt []string
+
 	scalars, scalarsHit       int
 	items, itemsHit           int
 	listed, duplicates        int
@@ -114,13 +131,14 @@ func scoreValue(value json.RawMessage, truth sim.DocumentTruth, grades map[strin
 	if err != nil {
 		return s, err
 	}
-	wrong := func(ptr string) {
+	wrong := func(ptr string, v any) {
 		s.wrong++
 		switch g, ok := grades[ptr]; {
 		case !ok:
 			s.ungraded++
 		case g != fixpoint.GradeNone:
 			s.grounded++
+			s.groundedAt = append(s.groundedAt, fmt.Sprintf("%s %v (%s)", ptr, v, g))
 		}
 	}
 	for k, w := range want {
@@ -134,7 +152,7 @@ func scoreValue(value json.RawMessage, truth sim.DocumentTruth, grades map[strin
 		case extract.SameValue(v, w):
 			s.scalarsHit++
 		default:
-			wrong("/" + k)
+			wrong("/"+k, v)
 		}
 	}
 	byKey := map[string]sim.Subsidiary{}
@@ -159,7 +177,7 @@ func scoreValue(value json.RawMessage, truth sim.DocumentTruth, grades map[strin
 		if !ok {
 			// An item the document does not list is wrong by its name;
 			// its other fields may be a listed item's, under a wrong name.
-			wrong(ptr + "/name")
+			wrong(ptr+"/name", name)
 			continue
 		}
 		// The name matched as a key does (case and spaces aside); the
@@ -167,7 +185,7 @@ func scoreValue(value json.RawMessage, truth sim.DocumentTruth, grades map[strin
 		hit := true
 		for f, w := range map[string]any{"country": t.Country, "ownership_percent": json.Number(strconv.FormatFloat(t.OwnershipPercent, 'f', -1, 64))} {
 			if v, ok := it[f]; ok && !extract.SameValue(v, w) {
-				wrong(ptr + "/" + f)
+				wrong(ptr+"/"+f, v)
 				hit = false
 			} else if !ok {
 				hit = false
@@ -239,11 +257,15 @@ func finalGrades(res *fixpoint.Result, d *benchDocument, set *docsSchemaSet) (gr
 func scoreRow(row *docsRow, docs []benchDocument, outs []docOutcome, set *docsSchemaSet) {
 	row.Docs = len(docs)
 	row.Statuses = map[string]int{}
+	row.BySteps = map[string]*stepTotals{}
 	var tot docScore
 	byLang := map[string]*docScore{}
 	validByLang := map[string]int{}
 	for i, o := range outs {
 		if o.res != nil {
+			for _, a := range o.res.Attempts {
+				addStep(row, a)
+			}
 			row.Calls += o.res.Calls
 			row.TokensIn += o.res.TokensIn
 			row.TokensOut += o.res.TokensOut
@@ -269,6 +291,9 @@ func scoreRow(row *docsRow, docs []benchDocument, outs []docOutcome, set *docsSc
 		if err == nil {
 			var s docScore
 			if s, err = scoreValue(o.res.Value, docs[i].doc.Truth, grades); err == nil {
+				for j := range s.groundedAt {
+					s.groundedAt[j] = docs[i].id + " " + s.groundedAt[j]
+				}
 				tot.add(s)
 				lang := docs[i].doc.Lang
 				if byLang[lang] == nil {
@@ -287,7 +312,7 @@ func scoreRow(row *docsRow, docs []benchDocument, outs []docOutcome, set *docsSc
 	}
 	row.Scalars, row.ScalarsHit, row.Items, row.ItemsHit = tot.scalars, tot.scalarsHit, tot.items, tot.itemsHit
 	row.Listed, row.Duplicates = tot.listed, tot.duplicates
-	row.Wrong, row.WrongGrounded, row.WrongUngraded = tot.wrong, tot.grounded, tot.ungraded
+	row.Wrong, row.WrongGrounded, row.WrongUngraded, row.GroundedAt = tot.wrong, tot.grounded, tot.ungraded, tot.groundedAt
 	row.ValidRate = ratio(row.Valid, row.Docs)
 	row.ByLang = map[string]langRecall{}
 	for lang, l := range byLang {
@@ -312,6 +337,7 @@ func (s *docScore) add(o docScore) {
 	s.wrong += o.wrong
 	s.grounded += o.grounded
 	s.ungraded += o.ungraded
+	s.groundedAt = append(s.groundedAt, o.groundedAt...)
 }
 
 func ratio(a, b int) float64 {
@@ -379,6 +405,12 @@ func writeDocsReport(w io.Writer, r *docsReport) {
 			continue
 		}
 		fmt.Fprintf(w, "%s: final statuses %s", row.Strategy, statusList(row.Statuses))
+		var steps []string
+		for _, k := range slices.Sorted(maps.Keys(row.BySteps)) {
+			st := row.BySteps[k]
+			steps = append(steps, fmt.Sprintf("%s %.2f calls, %s in / %s out", k, ratio(st.Calls, row.Docs), num(float64(st.TokensIn)/float64(row.Docs)), num(float64(st.TokensOut)/float64(row.Docs))))
+		}
+		fmt.Fprintf(w, "; a document's steps: %s", strings.Join(steps, ", "))
 		if len(row.ByLang) > 0 {
 			var parts []string
 			for _, lang := range slices.Sorted(maps.Keys(row.ByLang)) {
@@ -410,4 +442,23 @@ func statusList(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// addStep counts attempt a under its step kind; an attempt that made no
+// call (a deterministic merge) counts no call.
+func addStep(row *docsRow, a fixpoint.Attempt) {
+	kind := string(a.Step)
+	if kind == "" {
+		kind = "call"
+	}
+	st := row.BySteps[kind]
+	if st == nil {
+		st = &stepTotals{}
+		row.BySteps[kind] = st
+	}
+	if a.RequestHash != "" || a.TokensIn > 0 {
+		st.Calls++
+	}
+	st.TokensIn += a.TokensIn
+	st.TokensOut += a.TokensOut
 }
