@@ -235,7 +235,13 @@ type docsReport struct {
 
 // benchDocs writes the documents and runs each strategy over them.
 func benchDocs(ctx context.Context, c docsConfig, progress io.Writer) (*docsReport, error) {
-	logf := func(format string, args ...any) { fmt.Fprintf(progress, "bench docs: "+format+"\n", args...) }
+	// The strategies' goroutines report progress at once.
+	var mu sync.Mutex
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(progress, "bench docs: "+format+"\n", args...)
+	}
 	m := readMachine()
 	rep := &docsReport{
 		Date: time.Now().UTC().Format(time.DateOnly), Machine: m.String(), Load: m.load, Command: docsCommand(c),
