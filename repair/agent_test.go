@@ -94,15 +94,6 @@ func toolResults(req *fixpoint.Request) []fixpoint.Message {
 	return out
 }
 
-func startAgentJob(t *testing.T, job *repair.Job, prev *fixpoint.Result) repair.Machine {
-	t.Helper()
-	m, err := repair.StartDocument(job, prev, repair.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 // A run reads chunks, sets and updates the value, and finishes: the first
 // request offers the six tools and outlines the document without its
 // text; each turn is one attempt of step agent with its calls; a chunk's
@@ -112,7 +103,7 @@ func startAgentJob(t *testing.T, job *repair.Job, prev *fixpoint.Result) repair.
 // totals cover every turn.
 func TestAgentReadsBuildsAndFinishes(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
 		agentCalls(agentCall("c1", fixpoint.ToolReadChunk, `{"n":0}`)),
 		agentCalls(agentCall("c2", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), agentCall("c3", fixpoint.ToolReadChunk, `{"n":1}`)),
@@ -167,7 +158,7 @@ func TestAgentReadsBuildsAndFinishes(t *testing.T) {
 // value unchanged; the call fixed on the next turn is taken.
 func TestAgentInvalidSetOutputRefusedThenFixed(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
 		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":"soon"}`)),
 		agentCalls(agentCall("b", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":24}`), agentCall("c", fixpoint.ToolFinish, `{}`)),
@@ -186,7 +177,7 @@ func TestAgentInvalidSetOutputRefusedThenFixed(t *testing.T) {
 // it: no later update could merge with it or remove it.
 func TestAgentRefusesUnkeyedItems(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
 		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH","term":24,"items":[{"name":"Alpha Ltd"},{"n":5}]}`)),
 		agentCalls(agentCall("b", fixpoint.ToolFail, `{"reason":"x"}`)),
@@ -201,7 +192,7 @@ func TestAgentRefusesUnkeyedItems(t *testing.T) {
 // error, and the run goes on: the value completed, finish passes.
 func TestAgentFinishRefusedThenFixed(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
 		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), agentCall("b", fixpoint.ToolFinish, `{}`)),
 		agentCalls(agentCall("c", fixpoint.ToolUpdateOutput, `{"term":24}`), agentCall("d", fixpoint.ToolFinish, ``)),
@@ -219,7 +210,7 @@ func TestAgentFinishRefusedThenFixed(t *testing.T) {
 // the last errors.
 func TestAgentMaxValidationAttempts(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{MaxValidationAttempts: 2}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{MaxValidationAttempts: 2}), nil)
 	agentRun(t, m,
 		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), agentCall("b", fixpoint.ToolFinish, `{}`)),
 		agentCalls(agentCall("c", fixpoint.ToolFinish, `{}`)),
@@ -238,7 +229,7 @@ func TestAgentMaxValidationAttempts(t *testing.T) {
 // fourth text answer in a row ends the job invalid.
 func TestAgentNudges(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{}), nil)
 	all := agentRun(t, m, agentText("Let me look."), agentText("Still looking."), agentCalls(agentCall("a", fixpoint.ToolReadChunk, `{"n":0}`)),
 		agentText("The party is Acme."), agentText("Still text."), agentText("More text."), agentText("Last text."))
 	if pre := all[:3]; !pre[1].ToolChoice.Required || !pre[2].ToolChoice.Required {
@@ -265,7 +256,7 @@ func TestAgentNudges(t *testing.T) {
 // fail ends the job invalid, class refusal, with the agent's reason.
 func TestAgentFail(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{}), nil)
 	agentRun(t, m, agentCalls(agentCall("a", fixpoint.ToolFail, `{"reason":"the document is a recipe"}`), agentCall("b", fixpoint.ToolFinish, `{}`)))
 	r := m.Result()
 	if !m.Next().Done() || r.Status != fixpoint.StatusInvalid || r.Class != fixpoint.OutcomeRefusal || !strings.Contains(r.Error, "recipe") {
@@ -279,7 +270,7 @@ func TestAgentFail(t *testing.T) {
 // written as a string or 2.0, not as 1.5.
 func TestAgentBadCallsAndSearch(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
 		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":`), agentCall("b", fixpoint.ToolReadChunk, `{"n":99}`),
 			agentCall("c", "summarize", `{}`), agentCall("d", fixpoint.ToolSearch, `{"text":"ZÜRICH"}`)),
@@ -319,13 +310,13 @@ func TestAgentResume(t *testing.T) {
 		agentText(""),
 		agentCalls(agentCall("c", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`), agentCall("d", fixpoint.ToolReadChunk, `{"n":1}`)),
 	}
-	whole := startAgentJob(t, job, nil)
+	whole := startDoc(t, job, nil)
 	_, want := agentRunNext(t, whole, replies...)
 
-	part := startAgentJob(t, job, nil)
+	part := startDoc(t, job, nil)
 	agentRun(t, part, replies[:2]...)
 	prev := part.Result()
-	resumed := startAgentJob(t, job, prev)
+	resumed := startDoc(t, job, prev)
 	_, got := agentRunNext(t, resumed, replies[2])
 	if len(got.Requests) != 1 || len(want.Requests) != 1 {
 		t.Fatalf("requests: resumed %+v, whole %+v", got, want)
@@ -341,7 +332,7 @@ func TestAgentResume(t *testing.T) {
 	if a, act := resumed.Feed(got.Requests[0], nil, unreadable, time.Now()); a.Class != fixpoint.OutcomeProvider || len(act.Requests) != 1 {
 		t.Fatalf("unreadable reply: class %q, %+v; want a provider attempt and the request again", a.Class, act)
 	}
-	resumed = startAgentJob(t, job, resumed.Result())
+	resumed = startDoc(t, job, resumed.Result())
 	again := resumed.Next()
 	if aj, _ := json.Marshal(again.Requests[0]); string(aj) != string(wj) {
 		t.Fatalf("after an unreadable reply, resumed: %s\nwant %s", aj, wj)
@@ -359,7 +350,7 @@ func TestAgentResume(t *testing.T) {
 // run then goes on with the same turn.
 func TestAgentTransientFailure(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{}), nil)
 	act := m.Next()
 	req := act.Requests[0]
 	if w := m.Next(); !w.Waiting {
@@ -374,7 +365,7 @@ func TestAgentTransientFailure(t *testing.T) {
 	if len(act.Requests) != 1 || len(act.Requests[0].Messages) != len(req.Messages) {
 		t.Fatalf("after the failure: %+v, want the first turn again", act)
 	}
-	resumed := startAgentJob(t, agentJob(t, fixpoint.Limits{}), m.Result())
+	resumed := startDoc(t, agentJob(t, fixpoint.Limits{}), m.Result())
 	if act := resumed.Next(); len(act.Requests) != 1 {
 		t.Fatalf("resumed after a failure: %+v, want the first turn", act)
 	}
@@ -384,7 +375,7 @@ func TestAgentTransientFailure(t *testing.T) {
 // request, their headers kept.
 func TestAgentElidesOldChunks(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{}), nil)
 	reqs := agentRun(t, m,
 		agentCalls(agentCall("a", fixpoint.ToolReadChunk, `{"n":0}`)),
 		agentCalls(agentCall("b", fixpoint.ToolReadChunk, `{"n":1}`)),
@@ -411,7 +402,7 @@ func TestAgentElidesOldChunks(t *testing.T) {
 func TestAgentTurnLimit(t *testing.T) {
 	t.Parallel()
 	job := agentJob(t, fixpoint.Limits{})
-	m := startAgentJob(t, job, nil)
+	m := startDoc(t, job, nil)
 	act := m.Next()
 	n := 0
 	for !act.Done() {
@@ -431,7 +422,7 @@ func TestAgentTurnLimit(t *testing.T) {
 // value that lacks a required property at once.
 func TestAgentStrict(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{Strict: true}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{Strict: true}), nil)
 	reqs := agentRun(t, m,
 		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"party":"Acme GmbH"}`)),
 		agentCalls(agentCall("b", fixpoint.ToolFail, `{"reason":"x"}`)),
@@ -479,7 +470,7 @@ func TestAgentFinishNamesItemsByKey(t *testing.T) {
 	if job.Schema, err = validate.Compile(job.SchemaRaw); err != nil {
 		t.Fatal(err)
 	}
-	m := startAgentJob(t, job, nil)
+	m := startDoc(t, job, nil)
 	reqs := agentRun(t, m,
 		agentCalls(agentCall("a", fixpoint.ToolSetOutput, `{"items":[{"name":"Alpha Ltd","n":1}]}`),
 			agentCall("b", fixpoint.ToolUpdateOutput, `{"items":[{"name":"Beta \"SA\""}]}`), agentCall("c", fixpoint.ToolFinish, `{}`)),
@@ -495,7 +486,7 @@ func TestAgentFinishNamesItemsByKey(t *testing.T) {
 // changes nothing; Stop ends the run with the driver's status.
 func TestAgentOutstandingAndStop(t *testing.T) {
 	t.Parallel()
-	m := startAgentJob(t, agentJob(t, fixpoint.Limits{}), nil)
+	m := startDoc(t, agentJob(t, fixpoint.Limits{}), nil)
 	req := m.Next().Requests[0]
 	a := m.Outstanding(req, time.Now())
 	if a == nil || a.Step != fixpoint.StepAgent || a.ProviderClass != fixpoint.ClassInFlight || a.No != 1 {
