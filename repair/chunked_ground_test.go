@@ -2,7 +2,10 @@ package repair_test
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/evidence"
@@ -66,5 +69,53 @@ func TestMergePrefersGroundedValue(t *testing.T) {
 	country, conflicts = mergedCountry(t, fixpoint.EvidenceOff)
 	if country != "Germany" || len(conflicts) != 1 || conflicts[0].By != "" {
 		t.Errorf("evidence off: country %q, conflicts %+v; want Germany, the earliest chunk's, chosen by count", country, conflicts)
+	}
+}
+
+// TestGroundedMergeFromLedgerRows: a job continued from its attempts as
+// the ledger keeps them (no values, no grades) merges as the machine that
+// fed the chunks did: the grades are taken again from the chunks' values,
+// so the repair it asks for holds the grounded value.
+func TestGroundedMergeFromLedgerRows(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{0: inventedCountry[0], 1: `{"party": "Acme GmbH"}`, 2: inventedCountry[2]}
+	job := agreementJob(t, fixpoint.StrategyParallel, func(j *repair.Job) {
+		j.Limits.MaxAttempts = 1
+		j.Evidence, j.Source, j.Exempt = fixpoint.EvidenceCheck, evidence.New(j.Document), evidence.Exempt(j.SchemaRaw)
+	})
+	m := startDoc(t, job, nil)
+	reply := byChunk(first, nil, `{}`)
+	var repairReq *fixpoint.Request
+	act := m.Next()
+	for queue := act.Requests; len(queue) > 0 && repairReq == nil; {
+		req := queue[0]
+		queue = queue[1:]
+		if partOf(req) < 0 {
+			repairReq = req
+			continue
+		}
+		resp, err := reply(req)
+		_, act = m.Feed(req, resp, err, time.Now())
+		queue = append(queue, act.Requests...)
+	}
+	rows := slices.Clone(m.Result().Attempts)
+	if repairReq == nil || len(rows) != 4 || rows[3].Step != fixpoint.StepMerge {
+		t.Fatalf("%d attempts and repair request %v, want 3 chunks, the merge (no amount) and its repair", len(rows), repairReq)
+	}
+	if !strings.Contains(string(rows[3].Value), `"country":"UK"`) || len(rows[3].Conflicts) != 1 || rows[3].Conflicts[0].By != fixpoint.ConflictByGrounding {
+		t.Fatalf("merged %s, conflicts %+v; want UK chosen by grounding", rows[3].Value, rows[3].Conflicts)
+	}
+	for i := range rows {
+		rows[i].Value, rows[i].Evidence = nil, nil // the ledger keeps neither per attempt
+	}
+	again := startDoc(t, job, &fixpoint.Result{JobID: job.ID, Attempts: rows})
+	next := again.Next()
+	if len(next.Requests) != 1 {
+		t.Fatalf("resumed machine asks for %d requests, want the repair", len(next.Requests))
+	}
+	got, _ := json.Marshal(next.Requests[0])
+	want, _ := json.Marshal(repairReq)
+	if string(got) != string(want) {
+		t.Errorf("resumed repair request\n%s\nwant\n%s", got, want)
 	}
 }
