@@ -255,7 +255,16 @@ type Conflict struct {
 	Chunks [][]int `json:"chunks"`
 	// Chosen is the value the merged value holds: one of Values.
 	Chosen json.RawMessage `json:"chosen"`
+	// By says what decided the choice when it was not the count (the
+	// value the most chunks gave, ties to the earliest chunk):
+	// ConflictByGrounding, or "".
+	By string `json:"by,omitempty"`
 }
+
+// ConflictByGrounding is a Conflict's By when the chosen value is
+// grounded in its chunk and the value the count would have chosen was
+// graded none in every chunk that gave it (see package merge).
+const ConflictByGrounding = "grounding"
 
 // Result is a job's outcome so far: final once the step is done.
 type Result struct {

@@ -22,7 +22,7 @@ func FuzzValues(f *testing.F) {
 			return
 		}
 		for _, v := range []any{va, vb} {
-			for _, values := range [][]ChunkValue{{{0, v}}, {{0, v}, {1, v}}} {
+			for _, values := range [][]ChunkValue{{{Chunk: 0, Value: v}}, {{Chunk: 0, Value: v}, {Chunk: 1, Value: v}}} {
 				merged, conflicts, err := Values(nil, values, Options{})
 				if err != nil {
 					t.Fatalf("Values: %v", err)
@@ -32,8 +32,8 @@ func FuzzValues(f *testing.F) {
 				}
 			}
 		}
-		m1, c1, err1 := Values(nil, []ChunkValue{{0, va}, {1, vb}}, Options{})
-		m2, c2, err2 := Values(nil, []ChunkValue{{1, vb}, {0, va}}, Options{})
+		m1, c1, err1 := Values(nil, []ChunkValue{{Chunk: 0, Value: va}, {Chunk: 1, Value: vb}}, Options{})
+		m2, c2, err2 := Values(nil, []ChunkValue{{Chunk: 1, Value: vb}, {Chunk: 0, Value: va}}, Options{})
 		if err1 != nil || err2 != nil {
 			t.Fatalf("Values: %v, %v", err1, err2)
 		}

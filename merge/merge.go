@@ -32,6 +32,17 @@
 //     the value of the earliest chunk, and the disagreement is recorded as
 //     a fixpoint.Conflict: the place, every value given (as JSON) with
 //     the chunks that gave it, and the one chosen.
+//   - Grounding comes before the count when the chunks' values carry
+//     grades (ChunkValue.Grades, the evidence stage's grade of each leaf
+//     against its own chunk): where they disagree, a value some chunk
+//     grounds (exact, normalized, fuzzy) beats one graded none by every
+//     chunk that gave it, however many gave that. A chunk that lacks a
+//     field can invent one, which its own text then does not hold; a
+//     count would let an invention in an earlier chunk win a one-to-one
+//     tie against the real value. Values with no grade (evidence off,
+//     exempt leaves) compare by count as before, and so do values all
+//     graded none. The conflict says so (Conflict.By "grounding") when
+//     the grounding changed the choice.
 //
 // The result depends on the chunks' numbers and values only, not on the
 // order of the input: values of one chunk number are taken in the order
@@ -63,6 +74,11 @@ type ChunkValue struct {
 	// (map[string]any, []any, string, json.Number, bool, nil; float64 and
 	// Go integers are taken too).
 	Value any
+	// Grades are the grades of Value's leaves against the chunk's own
+	// text, by JSON pointer into Value (fixpoint.Grounding's Path and
+	// Grade); nil when the chunk was not graded. A leaf with no entry has
+	// no grade.
+	Grades map[string]fixpoint.Grade
 }
 
 // Options are the user's choices for a merge.
@@ -102,7 +118,7 @@ func Values(schema *validate.Schema, values []ChunkValue, opt Options) (merged a
 		if err != nil {
 			return nil, nil, fmt.Errorf("merge: chunk %d: %w", cv.Chunk, err)
 		}
-		sorted = append(sorted, part{chunk: cv.Chunk, v: cv.Value, canon: c})
+		sorted = append(sorted, part{chunk: cv.Chunk, v: cv.Value, canon: c, grades: cv.Grades})
 	}
 	slices.SortStableFunc(sorted, func(a, b part) int {
 		return cmp.Or(cmp.Compare(a.chunk, b.chunk), strings.Compare(a.canon, b.canon))
@@ -126,6 +142,7 @@ type part struct {
 	toks   []string
 	reader *validate.Reader
 	canon  string
+	grades map[string]fixpoint.Grade
 }
 
 type merger struct {
@@ -193,7 +210,7 @@ func (m *merger) objects(parts []part, path, pattern []string) map[string]any {
 
 // at returns the part of p's value v found under the token tok.
 func (p part) at(v any, tok string) part {
-	return part{chunk: p.chunk, v: v, toks: append(slices.Clip(p.toks), tok), reader: p.reader}
+	return part{chunk: p.chunk, v: v, toks: append(slices.Clip(p.toks), tok), reader: p.reader, grades: p.grades}
 }
 
 // tuple reports whether the schema checks the arrays of parts by
@@ -315,43 +332,108 @@ func itemKey(item any, fields []string) (string, bool) {
 // and records the conflict when they differ.
 func (m *merger) choose(parts []part, path []string) any {
 	type choice struct {
-		v      any
-		chunks []int
-		first  int // the index in parts of its first copy
+		v        any
+		chunks   []int
+		grounded bool // a copy is grounded in its chunk
+		refuted  bool // a copy is graded none, and none grounded
 	}
 	var choices []*choice
 	byCanon := map[string]*choice{}
-	for i, p := range parts {
+	for _, p := range parts {
 		c := p.canon
 		if c == "" {
 			c = mustCanonical(p.v)
 		}
 		ch := byCanon[c]
 		if ch == nil {
-			ch = &choice{v: p.v, first: i}
+			ch = &choice{v: p.v}
 			byCanon[c] = ch
 			choices = append(choices, ch)
 		}
 		if !slices.Contains(ch.chunks, p.chunk) {
 			ch.chunks = append(ch.chunks, p.chunk)
 		}
+		switch p.grounding() {
+		case grounded:
+			ch.grounded = true
+		case ungrounded:
+			ch.refuted = true
+		}
 	}
 	if len(choices) == 1 {
 		return clone(choices[0].v)
 	}
-	best := choices[0]
-	for _, ch := range choices[1:] {
-		if len(ch.chunks) > len(best.chunks) {
-			best = ch
+	// By count, ties to the earliest chunk (choices are in chunk order).
+	pick := func(ok func(*choice) bool) *choice {
+		var best *choice
+		for _, ch := range choices {
+			if ok(ch) && (best == nil || len(ch.chunks) > len(best.chunks)) {
+				best = ch
+			}
 		}
+		return best
+	}
+	counted := pick(func(*choice) bool { return true })
+	best := counted
+	if slices.ContainsFunc(choices, func(ch *choice) bool { return ch.grounded }) {
+		best = pick(func(ch *choice) bool { return ch.grounded || !ch.refuted })
 	}
 	cf := fixpoint.Conflict{Path: validate.Pointer(path), Chosen: rawJSON(best.v)}
+	if best != counted {
+		cf.By = fixpoint.ConflictByGrounding
+	}
 	for _, ch := range choices {
 		cf.Values = append(cf.Values, rawJSON(ch.v))
 		cf.Chunks = append(cf.Chunks, ch.chunks)
 	}
 	m.conflicts = append(m.conflicts, cf)
 	return clone(best.v)
+}
+
+// The grounding of a value in its chunk.
+const (
+	ungraded = iota
+	grounded
+	ungrounded
+)
+
+// grounding is how p's chunk grades its value: ungrounded when a leaf at
+// or under its place is graded none, grounded when every graded one is
+// grounded, ungraded when none is graded.
+func (p part) grounding() int {
+	if len(p.grades) == 0 {
+		return ungraded
+	}
+	at := validate.Pointer(p.toks)
+	if g, ok := p.grades[at]; ok {
+		return gradeGrounding(g)
+	}
+	switch p.v.(type) {
+	case map[string]any, []any:
+	default:
+		return ungraded
+	}
+	out := ungraded
+	for ptr, g := range p.grades {
+		if !strings.HasPrefix(ptr, at+"/") {
+			continue
+		}
+		if gradeGrounding(g) == ungrounded {
+			return ungrounded
+		}
+		out = grounded
+	}
+	return out
+}
+
+func gradeGrounding(g fixpoint.Grade) int {
+	switch g {
+	case fixpoint.GradeNone:
+		return ungrounded
+	case "":
+		return ungraded
+	}
+	return grounded
 }
 
 // rawJSON is v as JSON; v passed canonical, so it encodes.

@@ -252,11 +252,11 @@ func TestValuesDeterministic(t *testing.T) {
 	t.Parallel()
 	schema := compile(t, `{"type":"object","properties":{"subs":{"type":"array","x-fixpoint-key":"name"}}}`)
 	values := []ChunkValue{
-		{0, decode(t, `{"vendor":"A","subs":[{"name":"x","n":1}],"tags":["p"]}`)},
-		{1, decode(t, `{"vendor":"B","subs":[{"name":"x","n":2}],"tags":["q"]}`)},
-		{1, decode(t, `{"vendor":"C","subs":[{"name":"y"}],"tags":["r","p"]}`)},
-		{2, decode(t, `{"vendor":"B","subs":[{"name":"x","n":3}]}`)},
-		{2, decode(t, `{"vendor":"C","tags":["s"]}`)},
+		{Chunk: 0, Value: decode(t, `{"vendor":"A","subs":[{"name":"x","n":1}],"tags":["p"]}`)},
+		{Chunk: 1, Value: decode(t, `{"vendor":"B","subs":[{"name":"x","n":2}],"tags":["q"]}`)},
+		{Chunk: 1, Value: decode(t, `{"vendor":"C","subs":[{"name":"y"}],"tags":["r","p"]}`)},
+		{Chunk: 2, Value: decode(t, `{"vendor":"B","subs":[{"name":"x","n":3}]}`)},
+		{Chunk: 2, Value: decode(t, `{"vendor":"C","tags":["s"]}`)},
 	}
 	wantMerged, wantConflicts := run(t, schema, values, Options{})
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -365,10 +365,10 @@ func TestValuesRefuses(t *testing.T) {
 		values []ChunkValue
 		want   string
 	}{
-		{name: "a Go value that is no JSON", values: []ChunkValue{{0, map[string]any{"a": []any{make(chan int)}}}}, want: "chunk 0: /a/0: a Go chan int is not a JSON value"},
-		{name: "NaN", values: []ChunkValue{{3, map[string]any{"x": math.NaN()}}}, want: "chunk 3: /x: NaN is no JSON number"},
-		{name: "a number out of range", values: []ChunkValue{{0, json.Number("1e99999")}}, want: "chunk 0: (root): number \"1e99999\""},
-		{name: "a negative chunk number", values: []ChunkValue{{-1, "x"}}, want: "chunk number -1"},
+		{name: "a Go value that is no JSON", values: []ChunkValue{{Chunk: 0, Value: map[string]any{"a": []any{make(chan int)}}}}, want: "chunk 0: /a/0: a Go chan int is not a JSON value"},
+		{name: "NaN", values: []ChunkValue{{Chunk: 3, Value: map[string]any{"x": math.NaN()}}}, want: "chunk 3: /x: NaN is no JSON number"},
+		{name: "a number out of range", values: []ChunkValue{{Chunk: 0, Value: json.Number("1e99999")}}, want: "chunk 0: (root): number \"1e99999\""},
+		{name: "a negative chunk number", values: []ChunkValue{{Chunk: -1, Value: "x"}}, want: "chunk number -1"},
 		{name: "a key place that is no pointer", opt: Options{Keys: map[string][]string{"subs": {"name"}}}, want: `key at "subs": the place of an array is a JSON pointer`},
 		{name: "a key with no fields", opt: Options{Keys: map[string][]string{"/subs": {}}}, want: `key at "/subs": x-fixpoint-key is an empty list`},
 		{name: "a key field named twice", opt: Options{Keys: map[string][]string{"/subs": {"a", "a"}}}, want: `names "a" twice`},

@@ -69,7 +69,7 @@ func (m *chunked) mergedValue() (any, []fixpoint.Conflict, error) {
 	var values []merge.ChunkValue
 	for _, u := range m.units {
 		if v, ok := m.contribution(u); ok {
-			values = append(values, merge.ChunkValue{Chunk: u.ref.N, Value: v})
+			values = append(values, merge.ChunkValue{Chunk: u.ref.N, Value: v, Grades: chunkGrades(u, v)})
 		}
 	}
 	if len(values) == 0 {
@@ -80,4 +80,23 @@ func (m *chunked) mergedValue() (any, []fixpoint.Conflict, error) {
 		return nil, nil, fmt.Errorf("merge the values of %d chunks: %v", len(values), err)
 	}
 	return value, conflicts, nil
+}
+
+// chunkGrades are the grades of v, u's contribution, against u's chunk,
+// by leaf, so that the merge prefers a grounded value to an invented one;
+// nil when the chunk is not graded (the evidence stage off, or grading
+// against something else than the document). They are graded again
+// rather than read from the attempt: a pruned contribution's places
+// differ from its attempt's, and the ledger keeps no grades to replay.
+func chunkGrades(u *unit, v any) map[string]fixpoint.Grade {
+	c := u.step.job.Checks()
+	if !c.evidenceOn() {
+		return nil
+	}
+	leaves := c.Source.Align(v, c.Exempt).Leaves
+	grades := make(map[string]fixpoint.Grade, len(leaves))
+	for _, l := range leaves {
+		grades[l.Path] = l.Grade
+	}
+	return grades
 }
