@@ -49,6 +49,9 @@ type docStep struct {
 type conflictView struct {
 	Path   string
 	Values []conflictValue
+	// By is what decided the choice when the count did not
+	// (fixpoint.ConflictByGrounding), "" otherwise.
+	By string
 }
 
 // conflictValue is one value given at a conflict's place: compact JSON
@@ -178,7 +181,7 @@ func toolViews(calls []fixpoint.ToolCall, results map[string]toolResult) []toolV
 func conflictViews(cs []fixpoint.Conflict) []conflictView {
 	out := make([]conflictView, len(cs))
 	for i, c := range cs {
-		v := conflictView{Path: c.Path}
+		v := conflictView{Path: c.Path, By: c.By}
 		chosen := compactJSON(string(c.Chosen))
 		for j, val := range c.Values {
 			text := compactJSON(string(val))

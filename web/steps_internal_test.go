@@ -59,8 +59,11 @@ func TestDocStepsToolResults(t *testing.T) {
 func TestConflictViews(t *testing.T) {
 	t.Parallel()
 	got := conflictViews([]fixpoint.Conflict{{Path: "/a", Values: []json.RawMessage{json.RawMessage(`{"x": 1}`), json.RawMessage(`"y"`)},
-		Chunks: [][]int{{0, 2}, {1}}, Chosen: json.RawMessage(`{"x":1}`)}})
-	want := []conflictView{{Path: "/a", Values: []conflictValue{{Value: `{"x":1}`, Chunks: "chunks 0, 2", Chosen: true}, {Value: `"y"`, Chunks: "chunk 1"}}}}
+		Chunks: [][]int{{0, 2}, {1}}, Chosen: json.RawMessage(`{"x":1}`)},
+		{Path: "/b", Values: []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`2`)}, Chunks: [][]int{{0, 1}, {3}},
+			Chosen: json.RawMessage(`2`), By: fixpoint.ConflictByGrounding}})
+	want := []conflictView{{Path: "/a", Values: []conflictValue{{Value: `{"x":1}`, Chunks: "chunks 0, 2", Chosen: true}, {Value: `"y"`, Chunks: "chunk 1"}}},
+		{Path: "/b", By: "grounding", Values: []conflictValue{{Value: `1`, Chunks: "chunks 0, 1"}, {Value: `2`, Chunks: "chunk 3", Chosen: true}}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

@@ -127,7 +127,11 @@ func writeDocCards(w io.Writer, res *fixpoint.Result) {
 			fmt.Fprintf(w, "  → %s(%s)\n", c.Name, c.Arguments)
 		}
 		for _, c := range s.Conflicts {
-			fmt.Fprintf(w, "  conflict at %s: %s chosen of %s\n", pointerOrRoot(c.Path), c.Chosen, joinRaw(c.Values))
+			by := ""
+			if c.By != "" {
+				by = " (by " + c.By + ")"
+			}
+			fmt.Fprintf(w, "  conflict at %s: %s chosen%s of %s\n", pointerOrRoot(c.Path), c.Chosen, by, joinRaw(c.Values))
 		}
 		if len(s.Value) > 0 && len(s.ToolCalls) == 0 {
 			fmt.Fprintf(w, "  value: %s\n", clipText(string(s.Value), 400))
