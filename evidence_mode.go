@@ -62,6 +62,10 @@ type Grounding struct {
 	// the source's text, what a Python str slice takes; 0 for GradeNone.
 	Start int `json:"start"`
 	End   int `json:"end"`
+	// Reason says why a leaf found in the source is graded none anyway:
+	// a list item's field written only far from the item (package
+	// evidence, "Items"). Empty otherwise.
+	Reason string `json:"reason,omitempty"`
 }
 
 // The sources a row job's values are checked against (EvidenceSource).

@@ -66,7 +66,12 @@ func (a *aligner) walk(v any, ptr string, exempt bool) {
 		}
 	case []any:
 		for i, x := range v {
-			a.walk(x, ptr+"/"+strconv.Itoa(i), exempt)
+			p := ptr + "/" + strconv.Itoa(i)
+			if o, ok := x.(map[string]any); ok && a.grouped() {
+				a.item(o, p, exempt)
+				continue
+			}
+			a.walk(x, p, exempt)
 		}
 	case string:
 		if strings.TrimSpace(v) == "" {
@@ -105,7 +110,21 @@ type match struct {
 }
 
 func (a *aligner) add(ptr string, m match) {
-	l := fixpoint.Grounding{Path: ptr, Grade: m.grade}
+	a.set(a.reserve(ptr), m, "")
+}
+
+// reserve appends an ungraded leaf at ptr, for set to grade, and returns
+// its index: a list item's leaves keep their order though graded after.
+func (a *aligner) reserve(ptr string) int {
+	a.leaves = append(a.leaves, fixpoint.Grounding{Path: ptr})
+	return len(a.leaves) - 1
+}
+
+// set grades the leaf at index i and counts it; reason is its
+// Grounding.Reason.
+func (a *aligner) set(i int, m match, reason string) {
+	l := &a.leaves[i]
+	l.Grade, l.Reason = m.grade, reason
 	if m.grade != fixpoint.GradeNone {
 		l.Start, l.End = a.src.cpOf(m.start), a.src.cpOf(m.end)
 	}
@@ -119,7 +138,6 @@ func (a *aligner) add(ptr string, m match) {
 	default:
 		a.sum.None++
 	}
-	a.leaves = append(a.leaves, l)
 }
 
 // gradeString grades a string: as is, normalised, as a date or number

@@ -29,11 +29,15 @@ func Require(value any, leaves []fixpoint.Grounding) []fixpoint.ValidationError 
 		if at == "" {
 			at = "(root)"
 		}
+		msg := at + ": " + quote(lookup(value, l.Path)) + " does not appear in the source; copy it as written, or leave it out"
+		if l.Reason != "" {
+			msg = at + ": " + quote(lookup(value, l.Path)) + " " + l.Reason + "; copy the value written with the item, or leave it out"
+		}
 		out = append(out, fixpoint.ValidationError{
 			Path:    l.Path,
 			Keyword: RequireKeyword,
 			Class:   fixpoint.ClassEvidence,
-			Message: at + ": " + quote(lookup(value, l.Path)) + " does not appear in the source; copy it as written, or leave it out",
+			Message: msg,
 		})
 	}
 	return out
