@@ -213,20 +213,18 @@ func (s *Source) mentionsNear(l *itemLeaf, at match, n *normalizer) []match {
 	// A code point is at most 4 bytes: this byte range holds the window.
 	lo, hi := max(at.start-4*ItemWindow, 0), min(at.end+4*ItemWindow, len(s.text))
 	var out []match
-	inRange := func(m mention) {
-		if int(m.end) >= lo && int(m.start) <= hi {
+	inRange := func(ms []mention) {
+		for _, m := range within(ms, lo, hi) {
 			out = append(out, match{fixpoint.GradeNormalized, int(m.start), int(m.end)})
 		}
 	}
 	if l.num {
-		for _, m := range s.numbers[l.key] {
-			if int(m.end) >= lo && int(m.start) <= hi {
-				g := fixpoint.GradeNormalized
-				if s.text[m.start:m.end] == l.lit {
-					g = fixpoint.GradeExact
-				}
-				out = append(out, match{g, int(m.start), int(m.end)})
+		for _, m := range within(s.numbers[l.key], lo, hi) {
+			g := fixpoint.GradeNormalized
+			if s.text[m.start:m.end] == l.lit {
+				g = fixpoint.GradeExact
 			}
+			out = append(out, match{g, int(m.start), int(m.end)})
 		}
 		return out
 	}
@@ -252,18 +250,27 @@ func (s *Source) mentionsNear(l *itemLeaf, at match, n *normalizer) []match {
 		return out
 	}
 	for _, k := range textDateKeys(nv) {
-		for _, m := range s.dates[k] {
-			inRange(m)
-		}
+		inRange(s.dates[k])
 	}
 	if len(out) == 0 {
 		for _, k := range textNumberKeys(nv) {
-			for _, m := range s.numbers[k] {
-				inRange(m)
-			}
+			inRange(s.numbers[k])
 		}
 	}
 	return out
+}
+
+// within returns the mentions of ms, a list in source order, from the
+// first that may reach the byte range [lo, hi] to the last starting in
+// it. A mention is a number or date of a few dozen bytes: one starting
+// 64 bytes before lo ends before it.
+func within(ms []mention, lo, hi int) []mention {
+	i := sort.Search(len(ms), func(i int) bool { return int(ms[i].start) >= lo-64 })
+	j := i
+	for j < len(ms) && int(ms[j].start) <= hi {
+		j++
+	}
+	return ms[i:j]
 }
 
 // nearest returns the mention of ms nearest at, within the window; of

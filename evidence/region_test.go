@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -166,5 +167,32 @@ func TestEvidenceItemExempt(t *testing.T) {
 	r := Align(src, item("Acme GmbH", "Germany", "60"), func(p string) bool { return p == "/subsidiaries/0/name" })
 	if r.Summary != (Summary{Exact: 2, Exempt: 1}) || len(r.Leaves) != 2 {
 		t.Errorf("summary %+v, leaves %+v", r.Summary, r.Leaves)
+	}
+}
+
+// BenchmarkAlignItems1MB: align 500 list items (name, country, percent),
+// written as table rows spread through a 1 MB source, 50 of them with
+// another item's percent; the source is indexed once.
+func BenchmarkAlignItems1MB(b *testing.B) {
+	countries := []string{"Germany", "France", "Japan", "Brazil", "Canada"}
+	var src strings.Builder
+	list := make([]any, 500)
+	for i := range list {
+		src.WriteString(benchSource(2000))
+		fmt.Fprintf(&src, "\n| Subsidiary %03d Holdings | %s | %d.%d%% |\n", i, countries[i%5], i%100, i%10)
+		pct := fmt.Sprintf("%d.%d", i%100, i%10)
+		if i%10 == 0 {
+			pct = fmt.Sprintf("%d.%d", (i+7)%100, (i+7)%10)
+		}
+		list[i] = map[string]any{"name": fmt.Sprintf("Subsidiary %03d Holdings", i), "country": countries[i%5], "ownership_percent": json.Number(pct)}
+	}
+	v := map[string]any{"subsidiaries": list}
+	s := New(src.String())
+	if r := s.Align(v, nil); r.Summary.None < 50 || testing.Verbose() {
+		b.Fatalf("summary %+v", r.Summary)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		s.Align(v, nil)
 	}
 }
