@@ -39,7 +39,9 @@ func Align(source string, value any, exempt func(ptr string) bool) Result {
 // Align grades each string and number of value, a decoded JSON value
 // (map[string]any, []any, string, json.Number or float64, bool, nil), and
 // finds its span: the first match in source order of the best grade
-// found. Booleans, nulls, empty and blank strings are not graded. exempt,
+// found. In a long source the fields of a list item are graded together,
+// near the item's anchor (see ItemWindow and docs/evidence.md, "List
+// items"). Booleans, nulls, empty and blank strings are not graded. exempt,
 // when not nil, is asked about each location (a JSON pointer, "" for the
 // root) before its contents: a location it names is not graded, nor
 // anything in it.
