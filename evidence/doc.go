@@ -11,7 +11,10 @@
 // align values to it (Source.Align). Exempt computes, from a schema, the
 // locations whose values are derived rather than quoted (enums, consts,
 // "x-fixpoint-evidence": false). Spans are Unicode code point offsets into
-// the source text, what a Python str slice takes.
+// the source text, what a Python str slice takes. In a long source the
+// fields of a list item are grounded in one region of the text, near the
+// item's best-grounded field (ItemWindow): a percent written only beside
+// another item's name is not the item's.
 //
 // Matching is on characters, not words, so text written without spaces
 // (Japanese, Chinese) works; a match may not begin or end inside a word of
