@@ -154,11 +154,10 @@ func (l *itemLeaf) value() any {
 // anchorOf returns the index of the item's anchor, -1 when no leaf is
 // found in the source.
 func anchorOf(leaves []itemLeaf) int {
-	rank := map[fixpoint.Grade]int{fixpoint.GradeExact: 3, fixpoint.GradeNormalized: 2, fixpoint.GradeFuzzy: 1}
 	best := -1
 	better := func(x, y itemLeaf) bool {
-		if rank[x.m.grade] != rank[y.m.grade] {
-			return rank[x.m.grade] > rank[y.m.grade]
+		if rank(x.m.grade) != rank(y.m.grade) {
+			return rank(x.m.grade) > rank(y.m.grade)
 		}
 		if x.num != y.num {
 			return !x.num
@@ -278,14 +277,13 @@ func within(ms []mention, lo, hi int) []mention {
 func (s *Source) nearest(ms []match, at match) (match, bool) {
 	as, ae := s.cpOf(at.start), s.cpOf(at.end)
 	best, gap := match{}, -1
-	rank := map[fixpoint.Grade]int{fixpoint.GradeExact: 3, fixpoint.GradeNormalized: 2, fixpoint.GradeFuzzy: 1}
 	for _, m := range ms {
 		bs, be := s.cpOf(m.start), s.cpOf(m.end)
 		g := max(bs-ae, as-be, 0)
 		if g > ItemWindow || s.paragraphBreak(min(m.end, at.end), max(m.start, at.start)) {
 			continue
 		}
-		if gap < 0 || g < gap || g == gap && rank[m.grade] > rank[best.grade] {
+		if gap < 0 || g < gap || g == gap && rank(m.grade) > rank(best.grade) {
 			best, gap = m, g
 		}
 	}
@@ -308,4 +306,17 @@ func (s *Source) paragraphBreak(i, j int) bool {
 			return true
 		}
 	}
+}
+
+// rank orders the grades, none lowest.
+func rank(g fixpoint.Grade) int {
+	switch g {
+	case fixpoint.GradeExact:
+		return 3
+	case fixpoint.GradeNormalized:
+		return 2
+	case fixpoint.GradeFuzzy:
+		return 1
+	}
+	return 0
 }
