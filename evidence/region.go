@@ -245,9 +245,11 @@ func (s *Source) mentionsNear(l *itemLeaf, at match, n *normalizer) []match {
 		}
 		return true
 	})
-	if len(out) > 0 || l.m.grade == fixpoint.GradeExact {
+	if len(out) > 0 {
 		return out
 	}
+	// Written as is elsewhere, it may be written another way here: a date
+	// or number in another form.
 	for _, k := range textDateKeys(nv) {
 		inRange(s.dates[k])
 	}

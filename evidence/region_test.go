@@ -196,3 +196,15 @@ func BenchmarkAlignItems1MB(b *testing.B) {
 		s.Align(v, nil)
 	}
 }
+
+// A field written as is far off and another way beside the item is
+// grounded by the mention beside it.
+func TestEvidenceItemDateWrittenAnotherWayNearby(t *testing.T) {
+	src := "Signed 2027-01-15. " + filler(3000) + "\n\n- Acme GmbH, acquired on 15 January 2027.\n\n" + filler(1000)
+	v := map[string]any{"list": []any{map[string]any{"name": "Acme GmbH", "acquired": "2027-01-15"}}}
+	r := Align(src, v, nil)
+	at := cp(t, src, "15 January 2027", 0)
+	if l := leafAt(t, r, "/list/0/acquired"); l.Grade != fixpoint.GradeNormalized || l.Start != at || l.End != at+15 {
+		t.Errorf("date: %+v, want normalized at %d", l, at)
+	}
+}
