@@ -70,7 +70,7 @@ func (a *aligner) item(v map[string]any, ptr string, exempt bool) {
 	for i := range leaves {
 		leaves[i].m = a.gradeLeaf(&leaves[i])
 	}
-	an := anchorOf(leaves)
+	an := a.anchorOf(leaves)
 	if an < 0 || len(leaves) == 1 {
 		for _, l := range leaves {
 			a.set(l.slot, l.m, "")
@@ -152,24 +152,60 @@ func (l *itemLeaf) value() any {
 }
 
 // anchorOf returns the index of the item's anchor, -1 when no leaf is
-// found in the source.
-func anchorOf(leaves []itemLeaf) int {
-	best := -1
-	better := func(x, y itemLeaf) bool {
-		if rank(x.m.grade) != rank(y.m.grade) {
-			return rank(x.m.grade) > rank(y.m.grade)
+// found in the source. The anchor is the leaf that best marks the item's
+// place: a string of text (a name) over a date or number, which another
+// item may share; then the best graded; then the one written fewest
+// times; then the longest.
+func (a *aligner) anchorOf(leaves []itemLeaf) int {
+	type key struct{ text, grade, rare, long int }
+	keyOf := func(l *itemLeaf) key {
+		k := key{grade: rank(l.m.grade), long: len(l.str)}
+		if !l.num {
+			nv := a.norm.normalize(l.str)
+			if textDateKeys(nv) == nil && textNumberKeys(nv) == nil {
+				k.text = 1
+			}
+			k.rare = -a.src.count(nv, maxAnchorMentions+1)
 		}
-		if x.num != y.num {
-			return !x.num
-		}
-		return len(x.str) > len(y.str)
+		return k
 	}
-	for i, l := range leaves {
-		if l.m.grade != fixpoint.GradeNone && (best < 0 || better(l, leaves[best])) {
-			best = i
+	best, bk := -1, key{}
+	for i := range leaves {
+		if leaves[i].m.grade == fixpoint.GradeNone {
+			continue
+		}
+		k := keyOf(&leaves[i])
+		if best < 0 || cmpKey(k.text, bk.text, k.grade, bk.grade, k.rare, bk.rare, k.long, bk.long) > 0 {
+			best, bk = i, k
 		}
 	}
 	return best
+}
+
+// cmpKey compares two keys given as pairs, most significant first.
+func cmpKey(pairs ...int) int {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i] != pairs[i+1] {
+			if pairs[i] > pairs[i+1] {
+				return 1
+			}
+			return -1
+		}
+	}
+	return 0
+}
+
+// count returns how many times the normalised text nv is written at word
+// boundaries, counting to at most limit.
+func (s *Source) count(nv string, limit int) int {
+	n := 0
+	s.grams.each(nv, 0, func(i int) bool {
+		if atBoundary(s.norm, i, i+len(nv)) {
+			n++
+		}
+		return n < limit
+	})
+	return n
 }
 
 // place returns the mention of the anchor, of its best grade, near which
