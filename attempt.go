@@ -218,10 +218,10 @@ const (
 	// StepChunk is a call over one chunk of the document (parallel and
 	// sequential strategies); Attempt.Chunk says which.
 	StepChunk StepKind = "chunk"
-	// StepMerge is the merge of the chunks' values: no call when the merge
-	// is deterministic (no tokens, no cost), a call to the merge model
-	// otherwise. Its value is the merged value, checked against the full
-	// schema; its Conflicts where the chunks disagreed.
+	// StepMerge is the merge of the chunks' values, made by package merge:
+	// no call (no request, no tokens, no cost). Its value is the merged
+	// value, checked against the full schema, the rules and the evidence
+	// over the whole document; its Conflicts where the chunks disagreed.
 	StepMerge StepKind = "merge"
 	// StepRepair is a call repairing a merged (or sequentially built)
 	// value the full schema does not take.
