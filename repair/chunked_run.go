@@ -309,9 +309,19 @@ func (m *chunked) startRepair(atts []fixpoint.Attempt) {
 	sub.Document = ""
 	// The merged value stands as one reply that was not accepted: it
 	// counts as one of the sub-step's replies, so MaxAttempts more go.
-	sub.Limits = m.subLimits(fixpoint.StrategyRepair, m.lim.MaxAttempts+1)
 	seed := fixpoint.Attempt{Raw: string(mg.Value), Class: mg.Class, Errors: mg.Errors}
+	// A merged value that breaks the schema in a few places (a shape or
+	// semantic error) is corrected by a JSON Patch of those places: the
+	// value holds hundreds of list items, and a whole rewrite paid for
+	// them all again in output tokens. Other errors (evidence, syntax)
+	// are re-asked whole, as the repair strategy does.
+	strategy := fixpoint.StrategyRepair
 	seed.Feedback = m.mergedFeedback(mg)
+	if hasValue(mg) {
+		strategy = fixpoint.StrategyPatch
+		seed.Feedback = m.mergedPatchRequest(mg)
+	}
+	sub.Limits = m.subLimits(strategy, m.lim.MaxAttempts+1)
 	value, _ := decodeValue(mg.Value)
 	parts, whole := m.repairParts(value, mg.Errors)
 	doc, names := m.partsText(parts)
@@ -329,6 +339,17 @@ func (m *chunked) startRepair(atts []fixpoint.Attempt) {
 		step.docNote = fmt.Sprintf("[%s of the job's document, %d bytes: the document is stored once in the ledger's documents, under the job's document_hash]", names, len(doc))
 	}
 	m.repair = &unit{step: step, kind: fixpoint.StepRepair, ended: convEnded(atts, m.lim.MaxAttempts+1)}
+}
+
+// mergedPatchRequest is the patch request of a merged value: the patch
+// strategy's, saying where the value comes from instead of calling it a
+// previous reply.
+func (m *chunked) mergedPatchRequest(a *fixpoint.Attempt) string {
+	from := fmt.Sprintf("This JSON value was merged from the values extracted from the %d parts of the document, each read apart:", len(m.chunks))
+	if m.lim.Strategy == fixpoint.StrategySequential {
+		from = fmt.Sprintf("This JSON value was built by reading the %d parts of the document in order:", len(m.chunks))
+	}
+	return strings.Replace(patchRequest(m.lim.Feedback, a.Value, a.Errors), "Your previous reply gave this JSON value:", from, 1)
 }
 
 // mergedFeedback is the correction of the merged value: where it comes

@@ -235,13 +235,13 @@ func TestMergeAttempt(t *testing.T) {
 }
 
 // TestMergedInvalidIsRepaired: a merged value the full schema refuses
-// goes to repair calls: the task, the merged value, its errors, and for a
-// required property no chunk gave, the document; the repaired value ends
-// the job valid.
+// goes to repair calls asking for a JSON Patch of it: the task, the
+// merged value and its errors, and for a required property no chunk gave,
+// the document; the patched value ends the job valid.
 func TestMergedInvalidIsRepaired(t *testing.T) {
 	t.Parallel()
 	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
-	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`
+	repaired := `[{"op": "add", "path": "/amount", "value": 1200}]`
 	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
 	sent := drive(t, m, byChunk(first, nil, repaired))
 	res := m.Result()
@@ -249,14 +249,17 @@ func TestMergedInvalidIsRepaired(t *testing.T) {
 		t.Fatalf("sent %d requests, want 3 chunks and a repair", len(sent))
 	}
 	msg := sent[3].Messages[len(sent[3].Messages)-1].Content
-	for _, want := range []string{fixpoint.TaskOpen, fixpoint.PreviousReplyOpen + "\n" + `{"items":[{"name":"Acme Ltd"}],"party":"Acme GmbH"}`, "amount", "3 parts"} {
+	if !strings.HasPrefix(msg, repair.PatchRequestLead) {
+		t.Errorf("the repair request is no patch request: %q", msg)
+	}
+	for _, want := range []string{fixpoint.PreviousReplyOpen + "\n```json\n" + `{"items":[{"name":"Acme Ltd"}],"party":"Acme GmbH"}`, "amount", "3 parts"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the repair request lacks %q: %q", want, msg)
 		}
 	}
 	// No chunk gave the amount and none lost its value: the document
 	// whole is the only place left to look.
-	if !strings.Contains(msg, fixpoint.DocumentOpen+"\n"+agreement+"\n"+fixpoint.DocumentClose) || strings.Contains(sent[3].System, repair.PartNote) {
+	if task := sent[3].Messages[0].Content; !strings.Contains(task, fixpoint.DocumentOpen+"\n"+agreement+"\n"+fixpoint.DocumentClose) || strings.Contains(sent[3].System, repair.PartNote) {
 		t.Errorf("the repair request lacks the document, or has the part note: %q", msg)
 	}
 	steps := []fixpoint.StepKind{fixpoint.StepChunk, fixpoint.StepChunk, fixpoint.StepChunk, fixpoint.StepMerge, fixpoint.StepRepair}
@@ -408,11 +411,11 @@ func TestChunkedBadJobs(t *testing.T) {
 func TestRepairSendsLostChunks(t *testing.T) {
 	t.Parallel()
 	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `I cannot find anything here.`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
-	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`
+	repaired := `[{"op": "add", "path": "/amount", "value": 1200}]`
 	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
 	sent := drive(t, m, byChunk(first, nil, repaired))
 	last := sent[len(sent)-1]
-	msg := last.Messages[len(last.Messages)-1].Content
+	msg := last.Messages[0].Content
 	if partOf(last) != -1 || !strings.Contains(msg, "The total amount is 1200 euros") || strings.Contains(msg, "Acme KK") {
 		t.Errorf("the repair request does not hold part 2 alone: %q", msg)
 	}
@@ -512,7 +515,7 @@ func TestResumeInTheRepair(t *testing.T) {
 	t.Parallel()
 	job := agreementJob(t, fixpoint.StrategyParallel, nil)
 	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{}`, 2: `{"items": [{"name": "Acme Ltd"}]}`}
-	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}]}`
+	repaired := `[{"op": "add", "path": "/amount", "value": 1200}]`
 	m := startDoc(t, job, nil)
 	runUntilErr(t, m, failing(func(r *fixpoint.Request) bool { return partOf(r) < 0 }, byChunk(first, nil, repaired)))
 	if again := m.Next(); len(again.Requests) != 1 || partOf(again.Requests[0]) != -1 {
@@ -520,7 +523,7 @@ func TestResumeInTheRepair(t *testing.T) {
 	}
 	again := startDoc(t, job, m.Result())
 	sent := drive(t, again, byChunk(first, nil, repaired))
-	if len(sent) != 1 || partOf(sent[0]) != -1 || !strings.Contains(sent[0].Messages[0].Content, fixpoint.PreviousReplyOpen) {
+	if len(sent) != 1 || partOf(sent[0]) != -1 || !strings.Contains(sent[0].Messages[len(sent[0].Messages)-1].Content, fixpoint.PreviousReplyOpen) {
 		t.Fatalf("the second run sent %d requests, want the repair request alone", len(sent))
 	}
 	res := again.Result()

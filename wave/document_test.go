@@ -129,13 +129,13 @@ func TestParallelJobInWaves(t *testing.T) {
 				t.Fatal(err)
 			}
 			last := req.Messages[len(req.Messages)-1].Content
-			if !strings.Contains(last, fixpoint.PreviousReplyOpen+"\n{}") || !strings.Contains(last, "merged from the values extracted from the 3 parts") {
+			if !strings.Contains(last, fixpoint.PreviousReplyOpen+"\n```json\n{}") || !strings.Contains(last, "merged from the values extracted from the 3 parts") {
 				t.Errorf("the repair request does not correct the merged value: %q", last)
 			}
 
 			h.drive() // submit
 			h.provider.end(h.ledger.wave(2).ProviderBatchID, llm.BatchCompleted, func(it llm.BatchItem) *llm.BatchResult {
-				r := reply(it.CustomID, `{"n": 3}`)
+				r := reply(it.CustomID, `[{"op": "add", "path": "/n", "value": 3}]`)
 				return &r
 			})
 			h.drive()
