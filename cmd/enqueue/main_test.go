@@ -352,15 +352,20 @@ func TestEnqueueUsageBeforeConnecting(t *testing.T) {
 		// jobs that all failed, no attempt made).
 		{"token budget below max tokens", []string{"--schema", schema, "--template", tmpl, "--token-budget", "1000"}, "token budget 1000 is not above max tokens 1024"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var out, errOut bytes.Buffer
-			args := append([]string{"--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1",
-				"--batch", "u1", "--model", "m", "--progress=false"}, append(tc.args, data)...)
-			code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
-			if code != 2 || !strings.Contains(errOut.String(), tc.want) {
-				t.Errorf("exit %d, stderr %q; want 2 naming %q", code, errOut.String(), tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantUsageError(t, append(tc.args, data), tc.want) })
+	}
+}
+
+// wantUsageError runs enqueue with args (after a batch, a model and
+// services nobody listens on) and wants exit 2 with want in its stderr.
+func wantUsageError(t *testing.T, args []string, want string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	args = append([]string{"--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1",
+		"--batch", "u1", "--model", "m", "--progress=false"}, args...)
+	code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), want) {
+		t.Errorf("exit %d, stderr %q; want 2 naming %q", code, errOut.String(), want)
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -45,13 +44,7 @@ func TestEnqueueDocumentStrategyUsage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var out, errOut bytes.Buffer
-			args := append([]string{"--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1",
-				"--batch", "u1", "--model", "m", "--progress=false"}, append(tc.args, data)...)
-			code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
-			if code != 2 || !strings.Contains(errOut.String(), tc.want) {
-				t.Errorf("exit %d, stderr %q; want 2 naming %q", code, errOut.String(), tc.want)
-			}
+			wantUsageError(t, append(tc.args, data), tc.want)
 		})
 	}
 }
