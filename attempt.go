@@ -210,6 +210,13 @@ type Attempt struct {
 	Conflicts []Conflict `json:"conflicts,omitempty"`
 }
 
+// Called reports whether a was a provider call: every attempt but a merge
+// by rule, which has no request, no reply and no tokens. A job's Calls
+// count these.
+func (a *Attempt) Called() bool {
+	return a.Step != StepMerge || a.RequestHash != "" || a.Raw != "" || a.TokensIn+a.TokensOut > 0
+}
+
 // StepKind is the part of a document strategy an attempt was; "" for the
 // one conversation of the other strategies.
 type StepKind string
@@ -219,9 +226,11 @@ const (
 	// sequential strategies); Attempt.Chunk says which.
 	StepChunk StepKind = "chunk"
 	// StepMerge is the merge of the chunks' values, made by package merge:
-	// no call (no request, no tokens, no cost). Its value is the merged
-	// value, checked against the full schema, the rules and the evidence
-	// over the whole document; its Conflicts where the chunks disagreed.
+	// no call (no request, no tokens, no cost); or, under
+	// Limits.MergeModel, a call to that model, sent the chunks' values.
+	// Its value is the merged value, checked against the full schema, the
+	// rules and the evidence over the whole document; its Conflicts where
+	// the chunks' values disagreed (package merge's).
 	StepMerge StepKind = "merge"
 	// StepRepair is a call repairing a merged (or sequentially built)
 	// value the full schema does not take.

@@ -150,6 +150,14 @@ type Limits struct {
 	// MaxValidationAttempts bounds how often the agent strategy's finish
 	// is refused for an invalid value (default ValidationAttemptsDefault).
 	MaxValidationAttempts int `json:"max_validation_attempts,omitempty"`
+	// MergeModel, under StrategyParallel only, is the model that merges
+	// the chunks' values when two or more chunks gave one: a call (step
+	// merge) sent the values, each with its chunk, and the deterministic
+	// merge's conflicts as hints, priced by the model's price row, on the
+	// job's provider. "" (the default) merges without a call (package
+	// merge). The repair that follows an invalid merge runs on the job's
+	// model. See docs/documents.md.
+	MergeModel string `json:"merge_model,omitempty"`
 }
 
 // WithDefaults returns a copy of l with zero fields set to their defaults.
@@ -203,6 +211,9 @@ func (l Limits) Validate() error {
 	case FeedbackText, FeedbackXML, FeedbackVague:
 	default:
 		return fmt.Errorf("%w: feedback %q is not text or xml", ErrBadJob, l.Feedback)
+	}
+	if l.MergeModel != "" && l.Strategy != StrategyParallel {
+		return fmt.Errorf("%w: merge_model %q is for strategy parallel, which merges the values of a document's chunks, not %s", ErrBadJob, l.MergeModel, l.Strategy)
 	}
 	if l.TokenBudget < 0 || l.RetryBudget < 0 || l.TruncationMaxTokens < 0 {
 		return fmt.Errorf("%w: token_budget, retry_budget and truncation_max_tokens must not be negative", ErrBadJob)

@@ -37,6 +37,14 @@ const (
 	// it.
 	ValueSoFarOpen  = "<value-so-far>"
 	ValueSoFarClose = "</value-so-far>"
+	// MergeValuesOpen starts, in a parallel strategy's merge request (a
+	// merge by a model, Limits.MergeModel), the chunks' values: one line
+	// a chunk, a JSON object {"part": N, "start": S, "end": E, "value":
+	// V} (N counted from 1, S and E its code point range in the
+	// document); MergeValuesClose ends them. The reply is the one merged
+	// value.
+	MergeValuesOpen  = "<chunk-values>"
+	MergeValuesClose = "</chunk-values>"
 )
 
 // Mode is how structured output is asked for.

@@ -59,10 +59,9 @@ func TrySteps(res *fixpoint.Result) []TryStep {
 }
 
 // IsCall reports whether a was a provider call: every attempt but a merge
-// made without a model (no request, no reply).
-func IsCall(a *fixpoint.Attempt) bool {
-	return a.Step != fixpoint.StepMerge || a.RequestHash != "" || a.Raw != "" || a.TokensIn+a.TokensOut > 0
-}
+// made without a model (no request, no reply); fixpoint.Attempt.Called,
+// which the job's totals count.
+func IsCall(a *fixpoint.Attempt) bool { return a.Called() }
 
 // clipRunes cuts s to n characters, marking the cut.
 func clipRunes(s string, n int) string {

@@ -44,6 +44,8 @@ type chunked struct {
 	// last chunk that ended valid; nil before one has.
 	soFar  any
 	merged *fixpoint.Attempt // the merge attempt, once recorded
+	// byModel is the merge call under Limits.MergeModel, once started.
+	byModel *mergeByModel
 	repair *unit
 
 	out     map[*fixpoint.Request]*unit // outstanding requests
@@ -160,7 +162,7 @@ func (m *chunked) replay() {
 			m.cur = n + 1
 		}
 	}
-	if !m.chunksEnded() {
+	if !m.chunksEnded() || m.replayMergeCall(repairs) {
 		return
 	}
 	if mergeAt == nil {

@@ -12,16 +12,16 @@ import (
 
 // revalue gives back their values to the attempts of an earlier run read
 // from the ledger, which keeps no value per attempt (ledgerrow.ResultFrom):
-// a chunk's or a repair's reply is checked again as its step checked it
-// (a valid chunk's value is merged, an invalid one's pruned and merged,
-// see contribution). The merge attempt's value is made again once the
-// chunks are replayed (see remerge). Without them a job continued from the
+// a chunk's, a merge call's or a repair's reply is checked again as its
+// step checked it (a valid chunk's value is merged, an invalid one's
+// pruned and merged, see contribution). A merge by rule keeps no reply:
+// its value is made again once the chunks are replayed (see remerge). Without them a job continued from the
 // ledger (its next wave, or realtime after its waves) would merge nothing
 // and send its repair an empty value.
 func (m *chunked) revalue() {
 	for i := range m.res.Attempts {
 		a := &m.res.Attempts[i]
-		if len(a.Value) > 0 || a.Raw == "" || a.Step == fixpoint.StepMerge || a.Class == fixpoint.OutcomeProvider {
+		if len(a.Value) > 0 || a.Raw == "" || a.Class == fixpoint.OutcomeProvider {
 			continue
 		}
 		schema := m.job.Schema

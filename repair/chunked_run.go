@@ -109,6 +109,7 @@ func (m *chunked) stamp(u *unit, a *fixpoint.Attempt, skip int) {
 		ref := *u.ref
 		a.Chunk = &ref
 	}
+	m.stampMerge(u, a)
 }
 
 // forget drops req from the outstanding requests.
@@ -153,6 +154,8 @@ func (m *chunked) live() []*unit {
 	switch {
 	case m.repair != nil:
 		return []*unit{m.repair}
+	case m.byModel != nil:
+		return []*unit{m.byModel.u}
 	case m.lim.Strategy == fixpoint.StrategySequential:
 		if m.cur < len(m.units) {
 			return m.units[m.cur : m.cur+1]
@@ -207,6 +210,8 @@ func (m *chunked) nextPhase() {
 	switch {
 	case m.repair != nil:
 		m.finishRepair()
+	case m.byModel != nil:
+		m.afterMergeCall(nil, nil)
 	case m.lim.Strategy == fixpoint.StrategySequential && m.cur < len(m.chunks):
 		m.fold(m.units[m.cur])
 		m.cur++
@@ -264,6 +269,9 @@ func (m *chunked) afterChunks() {
 	}
 	if value == nil {
 		m.finishNoValue()
+		return
+	}
+	if m.startMergeCall(conflicts) {
 		return
 	}
 	a := m.mergeAttempt(value, conflicts)
@@ -353,7 +361,7 @@ func (m *chunked) mergedPatchRequest(a *fixpoint.Attempt) string {
 	if m.lim.Strategy == fixpoint.StrategySequential {
 		from = fmt.Sprintf("This JSON value was built by reading the %d parts of the document in order:", len(m.chunks))
 	}
-	return strings.Replace(patchRequest(m.lim.Feedback, a.Value, a.Errors), "Your previous reply gave this JSON value:", from, 1)
+	return strings.Replace(patchRequest(m.lim.Feedback, a.Value, a.Errors), "Your previous reply gave this JSON value:", m.fallbackNote()+from, 1)
 }
 
 // mergedFeedback is the correction of the merged value: where it comes
@@ -366,7 +374,7 @@ func (m *chunked) mergedFeedback(a *fixpoint.Attempt) string {
 	// feedback speaks of a reply; this value is none.
 	fb := strings.NewReplacer("Your reply did not match", "It does not match",
 		"Your reply states values the source does not hold", "It states values the document does not hold").Replace(feedback(m.lim.Feedback, a, true))
-	return from + " " + fb
+	return m.fallbackNote() + from + " " + fb
 }
 
 // finishValid ends the job valid with value.
@@ -431,14 +439,14 @@ func (m *chunked) finishWith(u *unit, lead string) {
 }
 
 // settle brings the job's totals up to date: every attempt's tokens and
-// cost, and a call for each attempt but a merge.
+// cost, and a call for each attempt but a merge by rule.
 func (m *chunked) settle() {
 	r := m.res
 	r.Calls, r.TransportRetries, r.CostUSD = 0, 0, 0
 	r.TokensIn, r.TokensOut, r.TokensCached, r.TokensCacheWrite = 0, 0, 0, 0
 	for i := range r.Attempts {
 		a := &r.Attempts[i]
-		if a.Step != fixpoint.StepMerge {
+		if a.Called() {
 			r.Calls++
 		}
 		r.TransportRetries += len(a.Retries)
