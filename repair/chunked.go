@@ -46,7 +46,7 @@ type chunked struct {
 	merged *fixpoint.Attempt // the merge attempt, once recorded
 	// byModel is the merge call under Limits.MergeModel, once started.
 	byModel *mergeByModel
-	repair *unit
+	repair  *unit
 
 	out     map[*fixpoint.Request]*unit // outstanding requests
 	order   []*fixpoint.Request         // the same, in the order sent
