@@ -44,15 +44,16 @@ type chunked struct {
 	// last chunk that ended valid; nil before one has.
 	soFar  any
 	merged *fixpoint.Attempt // the merge attempt, once recorded
-	// byModel is the merge call under Limits.MergeModel, once started.
-	byModel *mergeByModel
-	repair  *unit
+	repair *unit
 
 	out     map[*fixpoint.Request]*unit // outstanding requests
 	order   []*fixpoint.Request         // the same, in the order sent
 	waitErr error
 	halt    *halt
 	done    bool
+
+	// byModel is the merge call under Limits.MergeModel, once started.
+	byModel *mergeByModel
 }
 
 // unit is one conversation of a chunked job: a chunk's, or the repair of
