@@ -243,6 +243,7 @@ func (s *Server) model(r *chatReq) plan {
 	}
 	t := s.newTask(doc, task, taskIn)
 	t.extend(soFar)
+	t.mergeChunks(mergeValues(taskIn))
 	if isCorrection && isPatchRequest(feedback) {
 		if pp, ok := s.patchPlan(t, key, prev, feedback, turn); ok {
 			pp.turn, pp.key = turn, key

@@ -220,6 +220,14 @@
 // drawn as for any request; copying the value so far is not extracting,
 // so the list cut applies to the chunk's new items only.
 //
+// A merge request of the parallel strategy (a merge by a model) carries
+// the chunks' values between fixpoint.MergeValuesOpen and
+// MergeValuesClose, one line a chunk. Its truth is those values merged as
+// a model would: objects by property, list items united by name (case
+// and spacing folded; items without a name kept once each), a scalar the
+// first non-null in part order. The reply is that value with the faults
+// drawn as for any request, with no list cut (copying is not extracting).
+//
 // A correction over a document value looks each item of its list up in
 // the text by the item's name, or by its country and percent when the
 // name is missing, not by its index (a value merged from chunks lists
