@@ -55,6 +55,10 @@ type RequeueConfig struct {
 	Provider, Model string
 	Strategy        fixpoint.Strategy
 	MaxAttempts     int
+	// MergeModel, when set, is the merge model of the new run
+	// (fixpoint.Limits.MergeModel): its strategy must be parallel. A
+	// requeue to another strategy drops the batch's merge model.
+	MergeModel string
 	// DryRun counts the jobs and changes nothing.
 	DryRun bool
 	// Queue is where the jobs are published.
@@ -122,6 +126,9 @@ func Requeue(ctx context.Context, js jetstream.JetStream, ledger ActionLedger, c
 	raw, _ := json.Marshal(settings)
 	req := map[string]any{"statuses": cfg.Statuses, "class": cfg.Class, "provider": cfg.Provider,
 		"model": cfg.Model, "strategy": cfg.Strategy, "max_attempts": cfg.MaxAttempts}
+	if cfg.MergeModel != "" {
+		req["merge_model"] = cfg.MergeModel
+	}
 	if len(cfg.Jobs) > 0 {
 		req["jobs"] = cfg.Jobs
 	}
@@ -198,6 +205,13 @@ func requeueSettings(ctx context.Context, ledger ActionLedger, b *store.Batch, c
 	}
 	if cfg.Strategy != "" {
 		settings.Limits.Strategy = cfg.Strategy
+	}
+	switch {
+	case cfg.MergeModel != "":
+		settings.Limits.MergeModel = cfg.MergeModel
+	case settings.Limits.MergeModel != "" && settings.Limits.Strategy != fixpoint.StrategyParallel:
+		warnings = append(warnings, fmt.Sprintf("the batch's merge model %s is for strategy parallel: the requeued jobs run %s without it", settings.Limits.MergeModel, settings.Limits.Strategy))
+		settings.Limits.MergeModel = ""
 	}
 	if cfg.MaxAttempts != 0 {
 		settings.Limits.MaxAttempts = cfg.MaxAttempts

@@ -392,3 +392,29 @@ func TestEnqueueRefusesADocumentFileChangedAfterTheCheck(t *testing.T) {
 		t.Fatalf("document of f2: %q, %v; want the file as it is now", got, err)
 	}
 }
+
+// Under parallel with a merge model, the dry run counts one merge call a
+// job of two or more chunks, priced by the merge model, in the total.
+func TestDryRunCountsMergeCalls(t *testing.T) {
+	t.Parallel()
+	cfg := docConfig("dry-merge", queue.Config{})
+	cfg.DocumentField = "body"
+	cfg.Limits.Strategy, cfg.Limits.ChunkTokens, cfg.Limits.ChunkOverlap = fixpoint.StrategyParallel, 500, 0
+	rows := fmt.Sprintf(`{"id":"1","body":%q}`+"\n"+`{"id":"2","body":"short"}`+"\n", strings.Repeat("clause ", 800))
+	without, err := enqueue.DryRun(context.Background(), nil, cfg, strings.NewReader(rows), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Limits.MergeModel = "gpt-4o"
+	rep, err := enqueue.DryRun(context.Background(), nil, cfg, strings.NewReader(rows), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if without.MergeCalls != 0 || rep.MergeCalls != 1 || rep.MergeCostUSD <= 0 || !rep.PriceKnown {
+		t.Fatalf("merge calls %d without a merge model, %d with (cost %v, priced %v); want 0 and 1 (the short document is one chunk)",
+			without.MergeCalls, rep.MergeCalls, rep.MergeCostUSD, rep.PriceKnown)
+	}
+	if d := rep.CostUSD - without.CostUSD; d < rep.MergeCostUSD*0.999 || d > rep.MergeCostUSD*1.001 {
+		t.Errorf("cost %v with the merge call, %v without; want the merge call's %v more", rep.CostUSD, without.CostUSD, rep.MergeCostUSD)
+	}
+}

@@ -73,6 +73,15 @@ type DryRunReport struct {
 	// value, a sequential call's value so far and an agent's further turns
 	// are not counted.
 	Chunked bool
+	// MergeCalls counts the merge calls of a parallel batch with a merge
+	// model (Limits.MergeModel): one a job of two or more chunks.
+	// MergeTokens and MergeCostUSD estimate them (each sends the task and
+	// a chunk value a chunk, and writes a value), at the merge model's
+	// price; Tokens and CostUSD include them, and PriceKnown is false
+	// when either model has no price.
+	MergeCalls   int
+	MergeTokens  float64
+	MergeCostUSD float64
 }
 
 // DryRun renders and checks the first limit rows of the dataset (0: every
@@ -119,6 +128,7 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 	}
 
 	var inSum, callSum float64
+	var mergeIn, mergeValues float64 // the merge calls' input besides the values, and their values
 	var prog Progress
 	docSeen := map[string]bool{}
 	chk, err := r.check(ctx, data, &prog, checkOpts{limit: limit, onJob: func(p *lineJob, held bool) error {
@@ -136,9 +146,15 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 			rep.DocumentBytes += int64(p.doc.size())
 		}
 		if cfg.Limits.Strategy.Document() {
-			calls, in := chunkCalls(cfg.Limits, (len(rep.System)+len(p.job.Prompt)+3)/4+schemaTokens, (p.doc.size()+3)/4)
+			base := (len(rep.System)+len(p.job.Prompt)+3)/4 + schemaTokens
+			calls, in := chunkCalls(cfg.Limits, base, (p.doc.size()+3)/4)
 			callSum += float64(calls)
 			inSum += float64(in)
+			if cfg.Limits.MergeModel != "" && calls >= 2 {
+				rep.MergeCalls++
+				mergeIn += float64(base)
+				mergeValues += float64(calls)
+			}
 			return nil
 		}
 		callSum++
@@ -192,6 +208,17 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 	}
 	rep.PriceBasis = basis
 	rep.CostUSD = prices.CostOn(cfg.Model, basis, int(in), int(out), 0, 0)
+	if rep.MergeCalls > 0 {
+		// Each chunk's value is about an attempt's output; so is the
+		// merged value.
+		mIn, mOut := mergeIn+mergeValues*rep.OutputTokens, float64(rep.MergeCalls)*rep.OutputTokens
+		rep.MergeTokens = mIn + mOut
+		rep.MergeCostUSD = prices.CostOn(cfg.Limits.MergeModel, basis, int(mIn), int(mOut), 0, 0)
+		_, priced := prices.Lookup(cfg.Limits.MergeModel)
+		rep.PriceKnown = rep.PriceKnown && priced
+		rep.Tokens += rep.MergeTokens
+		rep.CostUSD += rep.MergeCostUSD
+	}
 	return rep, nil
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -102,21 +103,22 @@ const (
 // When only the holds of other calls are in the way, the call waits for
 // them.
 //
-// A cost cap is enforced only with a price for the job's model: without one
-// every call would count $0 against it, so no call is made and the job ends
-// over_budget, its reason naming the model (the worker's --prices adds it;
-// enqueue requeue runs the jobs again).
+// A cost cap is enforced only with a price for the call's model (the
+// job's, or a parallel job's merge model): without one every call would
+// count $0 against it, so no call is made and the job ends over_budget,
+// its reason naming the model (the worker's --prices adds it; enqueue
+// requeue runs the jobs again).
 func (w *Worker) budgetGate(d *delivery, dollars bool, own *ownership) callGate {
 	env, key := d.env, journalKey(d.env.JobID, d.delivered)
 	prices := w.prices()
-	_, priced := prices.Lookup(env.Model)
 	return func(ctx context.Context, req *fixpoint.Request) (func(*fixpoint.Attempt), error) {
-		if dollars && !priced {
-			return nil, unpricedCapError{env.Model}
+		model := cmp.Or(req.Model, env.Model)
+		if _, priced := prices.Lookup(model); dollars && !priced {
+			return nil, unpricedCapError{model}
 		}
 		out := req.MaxTokens
 		in := repair.EstimateTokens(req) - out
-		cost := prices.CostOn(env.Model, fixpoint.PriceBasisRealtime, in, out, 0, 0)
+		cost := prices.CostOn(model, fixpoint.PriceBasisRealtime, in, out, 0, 0)
 		hold, err := w.reserve(ctx, d, int64(in+out), cost, own)
 		if err != nil || hold.ID == 0 {
 			return nil, err

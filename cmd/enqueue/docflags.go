@@ -29,6 +29,7 @@ func registerDocumentFlags(fs *flag.FlagSet, lim *fixpoint.Limits) {
 	fs.IntVar(&lim.ChunkOverlap, "chunk-overlap", 0, fmt.Sprintf("document strategies: tokens each chunk repeats of the previous one, less than --chunk-tokens (default %d with the default chunk size, else 0)", fixpoint.ChunkOverlapDefault))
 	fs.BoolVar(&lim.Strict, "strict", false, "document strategies: check each chunk's value against the full schema, required properties and all (default: a property missing from a chunk is no error)")
 	fs.IntVar(&lim.MaxValidationAttempts, "max-validation-attempts", 0, fmt.Sprintf("strategy agent: how often finish may be refused for a value the schema does not take, 1 to %d (0 = %d)", fixpoint.MaxAttemptsMax, fixpoint.ValidationAttemptsDefault))
+	fs.StringVar(&lim.MergeModel, "merge-model", "", "strategy parallel: a model of the same provider that merges the chunks' values in one call when two or more chunks gave one (default: merged by rule, no call; see docs/documents.md)")
 }
 
 // checkDocumentFlags checks the document strategies' flags against
@@ -37,6 +38,12 @@ func registerDocumentFlags(fs *flag.FlagSet, lim *fixpoint.Limits) {
 func checkDocumentFlags(fs *flag.FlagSet, strategy fixpoint.Strategy, lim *fixpoint.Limits) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["merge-model"] && strategy != fixpoint.StrategyParallel {
+		return usageError{Err: fmt.Errorf("--merge-model is for --strategy parallel, which merges the values of a document's chunks, not --strategy %s", strategy)}
+	}
+	if given["merge-model"] && strings.TrimSpace(lim.MergeModel) == "" {
+		return usageError{Err: errors.New("--merge-model is empty: name a model, or leave the flag out to merge by rule")}
+	}
 	if !strategy.Document() {
 		for _, name := range documentStrategyFlags {
 			if given[name] {

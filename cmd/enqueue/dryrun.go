@@ -8,6 +8,7 @@ import (
 
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -79,6 +80,9 @@ func writeEstimate(stdout io.Writer, cfg enqueue.Config, rep enqueue.DryRunRepor
 	price := fmt.Sprintf("$%.4f at %s list prices", rep.CostUSD, cfg.Model)
 	if !rep.PriceKnown {
 		price = fmt.Sprintf("cost unknown: %s is not in the price table", cfg.Model)
+		if _, priced := repair.DefaultPrices().Lookup(cfg.Model); priced && rep.MergeCalls > 0 {
+			price = fmt.Sprintf("cost unknown: the merge model %s is not in the price table", cfg.Limits.MergeModel)
+		}
 	}
 	fmt.Fprintf(stdout, "  ~%.0f input and ~%.0f output tokens an attempt: ~%.0f tokens in all, %s\n",
 		rep.InputTokens, rep.OutputTokens, rep.Tokens, price)
@@ -89,6 +93,10 @@ func writeEstimate(stdout io.Writer, cfg enqueue.Config, rep enqueue.DryRunRepor
 		}
 		fmt.Fprintf(stdout, "  documents: %s, %d bytes, ~%.0f tokens (each stored once; %s)\n",
 			cli.Plural(rep.Documents, "document"), rep.DocumentBytes, rep.DocumentTokens, sends)
+	}
+	if rep.MergeCalls > 0 {
+		fmt.Fprintf(stdout, "  merge: %s to %s (one a job of two or more chunks), ~%.0f tokens, $%.4f (counted above)\n",
+			cli.Plural(rep.MergeCalls, "call"), cfg.Limits.MergeModel, rep.MergeTokens, rep.MergeCostUSD)
 	}
 	if rep.Chunked {
 		fmt.Fprintf(stdout, "  strategy %s: the attempts are its chunk calls, one per chunk of %d tokens; a lower bound: repairs of the merged value, the value so far a sequential call carries and an agent's further turns are not counted\n",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 
@@ -13,14 +14,16 @@ import (
 )
 
 const requeueUsage = `Usage: enqueue requeue --batch NAME [--status invalid,failed,rejected,dead] [--class C]
-                       [--model M] [--provider P] [--max-attempts N] [--strategy S] [--dry-run]
+                       [--model M] [--provider P] [--max-attempts N] [--strategy S]
+                       [--merge-model M] [--dry-run]
 
 Runs chosen jobs of a batch again, as a new run of the batch. Each job keeps
 its outcome so far in the ledger (job_runs, and its attempts keep their run
 number, so SQL can still answer what the first run did); the job row shows
 the new run's outcome, and its run, when it ends. --model, --provider,
---max-attempts and --strategy change the settings the jobs run with; the rest
-are those of the batch's latest run. Repeating the same requeue requeues
+--max-attempts, --strategy and --merge-model change the settings the jobs run
+with; the rest are those of the batch's latest run (a new strategy other than
+parallel drops the batch's merge model). Repeating the same requeue requeues
 nothing new until the jobs have ended again (and publishes what an
 interrupted requeue left unpublished). --dry-run prints what it would requeue.
 Over-budget jobs run again once the cap is raised: enqueue cap, then
@@ -48,6 +51,7 @@ func (c *requeueCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Model, "model", "", "model of the new run (default: unchanged)")
 	fs.StringVar(&cfg.Provider, "provider", "", "provider of the new run: openai, anthropic or ollama (default: unchanged)")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "repair attempts per job in the new run (0: unchanged)")
+	fs.StringVar(&cfg.MergeModel, "merge-model", "", "strategy parallel: the model that merges the chunks' values in the new run (default: unchanged)")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "print what would be requeued and change nothing")
 	if err := parseSub(fs, args, &common); err != nil {
 		return err
@@ -55,6 +59,9 @@ func (c *requeueCommand) Run(ctx context.Context, args []string) error {
 	cfg.Batch, cfg.Queue, cfg.Strategy = common.batch, common.queue, fixpoint.Strategy(*strategy)
 	if err := checkStrategy("--strategy", *strategy); err != nil {
 		return err
+	}
+	if cfg.MergeModel != "" && cfg.Strategy != "" && cfg.Strategy != fixpoint.StrategyParallel {
+		return usageError{Err: fmt.Errorf("--merge-model is for --strategy parallel, which merges the values of a document's chunks, not --strategy %s", cfg.Strategy)}
 	}
 	var err error
 	if cfg.Statuses, err = batchaction.ParseStatuses("--status", *statuses); err != nil {

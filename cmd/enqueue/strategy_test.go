@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,7 +24,8 @@ func TestEnqueueDocumentStrategyUsage(t *testing.T) {
 	}
 	data, tmpl, schema := file("rows.jsonl", rows), file("t.txt", "Name the parties."), file("s.json", testSchema)
 	base := []string{"--schema", schema, "--template", tmpl}
-	doc := append(base, "--document-field", "text")
+	// Clipped: each case's append makes its own slice.
+	doc := slices.Clip(append(base, "--document-field", "text"))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -41,11 +44,27 @@ func TestEnqueueDocumentStrategyUsage(t *testing.T) {
 		{"validation attempts", append(doc, "--strategy", "agent", "--max-validation-attempts", "21"), "--max-validation-attempts 21: want 1 to 20"},
 		{"chunk flag without a document strategy", append(doc, "--chunk-tokens", "800"), "--chunk-tokens is for the document strategies (parallel, sequential, agent), not --strategy conversation"},
 		{"strict without a document strategy", append(doc, "--strategy", "repair", "--strict"), "--strict is for the document strategies"},
+		{"merge model under sequential", append(doc, "--strategy", "sequential", "--merge-model", "gpt-4o"), "--merge-model is for --strategy parallel, which merges the values of a document's chunks, not --strategy sequential"},
+		{"merge model under the default strategy", append(doc, "--merge-model", "gpt-4o"), "--merge-model is for --strategy parallel, which merges the values of a document's chunks, not --strategy conversation"},
+		{"empty merge model", append(doc, "--strategy", "parallel", "--merge-model", " "), "--merge-model is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			wantUsageError(t, append(tc.args, data), tc.want)
 		})
+	}
+}
+
+// requeue --merge-model with another --strategy is a usage error before
+// the ledger is reached.
+func TestRequeueMergeModelUsage(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	args := []string{"requeue", "--database-url", "postgres://nobody@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1",
+		"--batch", "u1", "--strategy", "repair", "--merge-model", "gpt-4o"}
+	code := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	if want := "--merge-model is for --strategy parallel"; code != 2 || !strings.Contains(errOut.String(), want) {
+		t.Errorf("exit %d, stderr %q; want 2 naming %q", code, errOut.String(), want)
 	}
 }
 
