@@ -21,7 +21,7 @@ const tryChunkTokensMin = 50
 // tryDocFlags are worker try's flags for the document strategies.
 type tryDocFlags struct {
 	file string
-	lim  fixpoint.Limits // ChunkTokens, ChunkOverlap, Strict, MaxValidationAttempts
+	lim  fixpoint.Limits // ChunkTokens, ChunkOverlap, Strict, MaxValidationAttempts, MergeModel
 }
 
 func (d *tryDocFlags) register(fs *flag.FlagSet) {
@@ -30,12 +30,19 @@ func (d *tryDocFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&d.lim.ChunkOverlap, "chunk-overlap", 0, fmt.Sprintf("document strategies: tokens each chunk repeats of the previous one, less than --chunk-tokens (default %d with the default size)", fixpoint.ChunkOverlapDefault))
 	fs.BoolVar(&d.lim.Strict, "strict", false, "document strategies: check each chunk's value against the full schema, required properties and all")
 	fs.IntVar(&d.lim.MaxValidationAttempts, "max-validation-attempts", 0, fmt.Sprintf("strategy agent: how often finish may be refused for an invalid value, 1 to %d (0 = %d)", fixpoint.MaxAttemptsMax, fixpoint.ValidationAttemptsDefault))
+	fs.StringVar(&d.lim.MergeModel, "merge-model", "", "strategy parallel: a model of the same provider that merges the chunks' values in one call (default: merged by rule, no call)")
 }
 
 // check checks the document flags against strategy: a document strategy
 // needs --document-file, the chunk flags need a document strategy, and
 // each is in its range.
 func (d *tryDocFlags) check(fs *flag.FlagSet, strategy fixpoint.Strategy) error {
+	if given(fs, "merge-model") && strategy != fixpoint.StrategyParallel {
+		return usagef("--merge-model is for --strategy parallel, which merges the values of a document's chunks, not --strategy %s", strategy)
+	}
+	if given(fs, "merge-model") && strings.TrimSpace(d.lim.MergeModel) == "" {
+		return usagef("--merge-model is empty: name a model, or leave the flag out to merge by rule")
+	}
 	if !strategy.Document() {
 		for _, name := range []string{"chunk-tokens", "chunk-overlap", "strict", "max-validation-attempts"} {
 			if given(fs, name) {
@@ -70,6 +77,7 @@ func (d *tryDocFlags) check(fs *flag.FlagSet, strategy fixpoint.Strategy) error 
 func (d *tryDocFlags) read(spec *pipeline.TrySpec) error {
 	spec.Limits.ChunkTokens, spec.Limits.ChunkOverlap = d.lim.ChunkTokens, d.lim.ChunkOverlap
 	spec.Limits.Strict, spec.Limits.MaxValidationAttempts = d.lim.Strict, d.lim.MaxValidationAttempts
+	spec.Limits.MergeModel = d.lim.MergeModel
 	if d.file == "" {
 		return nil
 	}

@@ -104,6 +104,41 @@ func TestTryDocumentJSON(t *testing.T) {
 	}
 }
 
+// worker try --merge-model under parallel merges by a call: the merge
+// step is a call, counted in the totals.
+func TestTryMergeModel(t *testing.T) {
+	t.Parallel()
+	doc, schema := simAgreement(t)
+	code, out, errOut := runTry(t, "--sim", "clean", "--strategy", "parallel", "--merge-model", "sim-merge", "--document-file", doc,
+		"--schema", schema, "--prompt", "Extract the agreement", "--max-tokens", "4000", "--json")
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	var got struct {
+		Attempts []struct {
+			Step      string `json:"step"`
+			Call      bool   `json:"call"`
+			TokensOut int    `json:"tokens_out"`
+		} `json:"attempts"`
+		Totals struct{ Calls int } `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("--json printed no JSON object: %v\n%s", err, out)
+	}
+	calls, mergeCalls := 0, 0
+	for _, a := range got.Attempts {
+		if a.Call {
+			calls++
+		}
+		if a.Step == "merge" && a.Call && a.TokensOut > 0 {
+			mergeCalls++
+		}
+	}
+	if mergeCalls != 1 || calls != got.Totals.Calls {
+		t.Errorf("%d merge calls, %d calls against totals of %d; want one merge call, counted\n%s", mergeCalls, calls, got.Totals.Calls, out)
+	}
+}
+
 // Every setting a document strategy cannot run with is a usage error
 // (exit 2) naming the fix.
 func TestTryDocumentUsage(t *testing.T) {
@@ -122,6 +157,7 @@ func TestTryDocumentUsage(t *testing.T) {
 		{"tiny chunks", []string{"--strategy", "parallel", "--document-file", doc, "--chunk-tokens", "3"}, "--chunk-tokens 3: want 50 or more"},
 		{"validation attempts", []string{"--strategy", "agent", "--document-file", doc, "--max-validation-attempts", "-1"}, "--max-validation-attempts -1: want 1 to 20"},
 		{"mode tool", []string{"--strategy", "parallel", "--document-file", doc, "--mode", "tool"}, "strategy parallel needs mode prompt, not tool"},
+		{"merge model under sequential", []string{"--strategy", "sequential", "--document-file", doc, "--merge-model", "sim-merge"}, "--merge-model is for --strategy parallel"},
 		{"missing file", []string{"--strategy", "parallel", "--document-file", "/nonexistent/doc.md"}, "read --document-file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
