@@ -653,6 +653,7 @@ func (s BatchSettings) diff(now BatchSettings) []string {
 	add("retry budget", fmt.Sprint(l.RetryBudget), fmt.Sprint(n.RetryBudget))
 	add("truncation max tokens", fmt.Sprint(l.TruncationMaxTokens), fmt.Sprint(n.TruncationMaxTokens))
 	add("coerce", string(l.Coerce), string(n.Coerce))
+	add("merge model", cmp.Or(l.MergeModel, "(none)"), cmp.Or(n.MergeModel, "(none)"))
 	evidenceOf := func(m fixpoint.EvidenceMode) string { e, _ := fixpoint.ParseEvidenceMode(string(m)); return string(e) }
 	add("evidence", evidenceOf(s.Evidence), evidenceOf(now.Evidence))
 	add("evidence source", cmp.Or(s.EvidenceSource, fixpoint.EvidenceSourceRow), cmp.Or(now.EvidenceSource, fixpoint.EvidenceSourceRow))

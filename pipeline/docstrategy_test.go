@@ -22,8 +22,9 @@ import (
 const docChunkTokens = 4000
 
 // enqueueDocuments records and publishes n simulated agreements as the
-// jobs of batch under strategy s, and returns each job's chunk count.
-func enqueueDocuments(h *harness, batch string, n int, s fixpoint.Strategy) map[string]int {
+// jobs of batch under strategy s, with the limits edited by edit, and
+// returns each job's chunk count.
+func enqueueDocuments(h *harness, batch string, n int, s fixpoint.Strategy, edit ...func(*fixpoint.Limits)) map[string]int {
 	h.t.Helper()
 	var rows strings.Builder
 	chunks := map[string]int{}
@@ -45,6 +46,9 @@ func enqueueDocuments(h *harness, batch string, n int, s fixpoint.Strategy) map[
 	cfg.Schema, cfg.Template, cfg.DocumentField = []byte(sim.DocumentSchema), sim.DocumentTemplate, "doc"
 	cfg.MaxTokens = 8000 // a chunk's share of the 500 subsidiaries
 	cfg.Limits = fixpoint.Limits{MaxAttempts: 3, Strategy: s, ChunkTokens: docChunkTokens, ChunkOverlap: fixpoint.ChunkOverlapDefault}
+	for _, e := range edit {
+		e(&cfg.Limits)
+	}
 	prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(rows.String()))
 	if err != nil || prog.Recorded != n {
 		h.t.Fatalf("enqueue: %d recorded, %v; want %d", prog.Recorded, err, n)

@@ -1,6 +1,7 @@
 package repair
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -71,11 +72,14 @@ func (m *chunked) chunkValues() []merge.ChunkValue {
 
 // mergeUnit is the conversation of the merge call from its attempts so
 // far: one reply, to the merge request, on the merge model, checked
-// against the full schema with the job's rules and evidence.
+// against the full schema with the job's rules and evidence. Its reply is
+// the whole value, longer than any chunk's: its output limit is
+// Limits.TruncationMaxTokens when that is above the job's.
 func (m *chunked) mergeUnit(values []merge.ChunkValue, conflicts []fixpoint.Conflict, atts []fixpoint.Attempt) *unit {
 	sub := m.job
 	sub.Document = ""
 	sub.Model = m.lim.MergeModel
+	sub.MaxTokens = max(cmp.Or(sub.MaxTokens, fixpoint.MaxTokensDefault), m.lim.TruncationMaxTokens)
 	sub.Limits = m.subLimits(fixpoint.StrategyConversation, 1)
 	sub.Prompt, sub.Messages = withLead(sub.Prompt, sub.Messages, m.mergeLead(values, conflicts))
 	step := m.subStep(&sub, atts, m.cfg)
@@ -119,7 +123,7 @@ func (m *chunked) mergeLead(values []merge.ChunkValue, conflicts []fixpoint.Conf
 // conflictLine is one conflict as the merge request lists it.
 func conflictLine(c fixpoint.Conflict) string {
 	var b strings.Builder
-	b.WriteString("- " + cmpOr(c.Path, "(the root)") + ": ")
+	b.WriteString("- " + cmp.Or(c.Path, "(the root)") + ": ")
 	for i, v := range c.Values {
 		if i > 0 {
 			b.WriteString("; ")
@@ -138,13 +142,6 @@ func conflictLine(c fixpoint.Conflict) string {
 	}
 	fmt.Fprintf(&b, "; by rule: %s\n", c.Chosen)
 	return b.String()
-}
-
-func cmpOr(s, or string) string {
-	if s == "" {
-		return or
-	}
-	return s
 }
 
 // stampMerge gives an attempt of the merge call the rule's conflicts.
@@ -176,7 +173,7 @@ func (m *chunked) afterMergeCall(fallback *fixpoint.Attempt, repairs []fixpoint.
 		mg := *a
 		m.merged = &mg
 	default:
-		bm.fellBack = fmt.Sprintf("The merge by model %s gave no value (%s)", m.lim.MergeModel, cmpOr(a.Class, "no reply"))
+		bm.fellBack = fmt.Sprintf("The merge by model %s gave no value (%s)", m.lim.MergeModel, cmp.Or(a.Class, "no reply"))
 		if fallback != nil {
 			m.remerge(fallback)
 		} else {
