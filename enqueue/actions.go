@@ -230,6 +230,9 @@ func requeueSettings(ctx context.Context, ledger ActionLedger, b *store.Batch, c
 	if err := CheckDocumentStrategy(settings.Limits, true); err != nil {
 		return settings, nil, fmt.Errorf("requeue: %w", err)
 	}
+	if settings.Delivery == queue.DeliveryBatch && settings.Limits.MergeModel != "" {
+		return settings, nil, fmt.Errorf("%w: requeue: batch %s is delivered in batch waves: %s", ErrBadConfig, b.Name, queue.MergeModelBatchReason)
+	}
 	if settings.Delivery == queue.DeliveryBatch {
 		// A new run has its own deadline, as long as the batch's.
 		settings.DeadlineAt = time.Now().Add(time.Duration(settings.DeadlineSeconds) * time.Second).Unix()

@@ -440,7 +440,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: token budget %d is not above max tokens %d: each attempt reserves its max tokens of output and its prompt against the budget, so no job could make a call", ErrBadConfig, b, m)
 	}
 	e := queue.Envelope{V: queue.EnvelopeVersion, JobID: "x", Prompt: "x", SchemaHash: "x", Provider: c.Provider, Model: c.Model, Mode: c.Mode, Limits: c.Limits,
-		MaxTokens: c.MaxTokens, Temp: c.Temp}
+		MaxTokens: c.MaxTokens, Temp: c.Temp, Delivery: c.Delivery}
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}

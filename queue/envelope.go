@@ -76,6 +76,11 @@ const (
 	DeliveryBatch    = "batch"
 )
 
+// MergeModelBatchReason is why a job with a merge model
+// (fixpoint.Limits.MergeModel) is not delivered in waves: a wave holds
+// the requests of one model, and an OpenAI batch file must.
+const MergeModelBatchReason = "merge_model runs with realtime delivery only: a batch wave holds the calls of one model (an OpenAI batch file must), and the merge call is to another"
+
 // BatchDelivery reports that the job is delivered in waves.
 func (e *Envelope) BatchDelivery() bool { return e.Delivery == DeliveryBatch }
 
@@ -153,6 +158,9 @@ func (e *Envelope) Validate() error {
 	lim := e.Limits.WithDefaults()
 	if err := lim.Validate(); err != nil {
 		return err
+	}
+	if lim.MergeModel != "" && e.Delivery == DeliveryBatch {
+		return fmt.Errorf("%w: %s", fixpoint.ErrBadJob, MergeModelBatchReason)
 	}
 	return lim.ValidateMode(e.Mode)
 }

@@ -47,6 +47,7 @@ func TestEnqueueDocumentStrategyUsage(t *testing.T) {
 		{"merge model under sequential", append(doc, "--strategy", "sequential", "--merge-model", "gpt-4o"), "--merge-model is for --strategy parallel, which merges the values of a document's chunks, not --strategy sequential"},
 		{"merge model under the default strategy", append(doc, "--merge-model", "gpt-4o"), "--merge-model is for --strategy parallel, which merges the values of a document's chunks, not --strategy conversation"},
 		{"empty merge model", append(doc, "--strategy", "parallel", "--merge-model", " "), "--merge-model is empty"},
+		{"merge model in batch waves", append(doc, "--strategy", "parallel", "--merge-model", "gpt-4o", "--delivery", "batch"), "merge_model runs with realtime delivery only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
