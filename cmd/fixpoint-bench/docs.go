@@ -36,7 +36,11 @@ simulator's --preset over HTTP, through the real llm client:
               document in the request), the baseline;
   parallel    the document in chunks, extracted at once and merged;
   sequential  the chunks in order, each call extending the value so far;
-  agent       the model builds the value through tools.
+  agent       the model builds the value through tools;
+  parallel+merge
+              parallel with the chunks' values merged by a call to
+              --merge-model (given --merge-model, this row follows
+              parallel's).
 
 Every job runs with the evidence stage on, over the whole document. Each
 strategy's row gives: the valid rate; the recall of the planted scalar
@@ -79,6 +83,10 @@ const (
 // conversation with the whole document in the request.
 const strategySingle = "single"
 
+// strategyMergeModel is the row of the parallel strategy with its merge
+// made by a call to --merge-model.
+const strategyMergeModel = "parallel+merge"
+
 // docsConfig is one run of the docs bench.
 type docsConfig struct {
 	docs, tokens    int
@@ -90,6 +98,7 @@ type docsConfig struct {
 	seed            uint64
 	langs           []string
 	model           string
+	mergeModel      string
 	maxTokens       int
 	maxAttempts     int
 	evidence        fixpoint.EvidenceMode
@@ -103,13 +112,14 @@ func runDocs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&c.docs, "docs", docsCountDefault, "documents to run under each strategy")
 	fs.IntVar(&c.tokens, "tokens", docsTokensDefault, "about how long each document is, in tokens (chunk.Tokens); a document has at least 50,000 characters")
 	fs.StringVar(&c.preset, "preset", docsPresetDefault, "simulator preset (simllm --help lists them)")
-	strategies := fs.String("strategies", docsStrategiesDefault, "strategies to run, comma-separated: single, parallel, sequential, agent")
+	strategies := fs.String("strategies", docsStrategiesDefault, "strategies to run, comma-separated: single, parallel, sequential, agent, parallel+merge")
 	fs.IntVar(&c.concurrency, "concurrency", docsConcurrencyDefault, fmt.Sprintf("documents in flight (as worker --concurrency); a document has at most %d calls in flight (pipeline.DocCallsMax), the bench at most %d", pipeline.DocCallsMax, docsLaneCalls))
 	fs.IntVar(&c.chunkTokens, "chunk-tokens", fixpoint.ChunkTokensDefault, "chunk size in tokens of parallel, sequential and agent")
 	fs.IntVar(&c.chunkOverlap, "chunk-overlap", fixpoint.ChunkOverlapDefault, "tokens each chunk repeats of the one before")
 	seed := fs.Uint64("seed", 1, "seed of the documents and of the simulator's draws")
 	langs := fs.String("langs", strings.Join(sim.DocumentLangs(), ","), "document languages, taken in turn, comma-separated")
 	fs.StringVar(&c.model, "model", docsModelDefault, "model the jobs name: its list prices cost the calls (the simulator answers any)")
+	fs.StringVar(&c.mergeModel, "merge-model", "", "model that merges the chunks' values in the row parallel+merge, which then follows parallel's (its list prices cost the merge call)")
 	fs.IntVar(&c.maxTokens, "max-tokens", docsMaxTokensDefault, "output cap of each call")
 	fs.IntVar(&c.maxAttempts, "max-attempts", fixpoint.MaxAttemptsDefault, "calls a job may make that get a reply (the single call's repair turns; see docs/documents.md for the others)")
 	evidenceMode := fs.String("evidence", string(fixpoint.EvidenceCheck), "evidence stage over the document: check (grades only) or require (an ungrounded value is fed back)")
@@ -182,13 +192,26 @@ func (c *docsConfig) validate() error {
 	}
 	seen := map[string]bool{}
 	for _, s := range c.strategies {
-		if s != strategySingle && !fixpoint.Strategy(s).Document() {
-			return cliflags.Usagef("--strategies: %q is not one of single, parallel, sequential, agent", s)
+		if s != strategySingle && s != strategyMergeModel && !fixpoint.Strategy(s).Document() {
+			return cliflags.Usagef("--strategies: %q is not one of single, parallel, sequential, agent, parallel+merge", s)
 		}
 		if seen[s] {
 			return cliflags.Usagef("--strategies names %s twice", s)
 		}
 		seen[s] = true
+	}
+	switch {
+	case seen[strategyMergeModel] && c.mergeModel == "":
+		return cliflags.Usagef("--strategies %s needs --merge-model M", strategyMergeModel)
+	case c.mergeModel != "" && !seen[strategyMergeModel]:
+		i := slices.Index(c.strategies, string(fixpoint.StrategyParallel))
+		if i < 0 {
+			return cliflags.Usagef("--merge-model is for the parallel strategy: name parallel or %s in --strategies", strategyMergeModel)
+		}
+		c.strategies = slices.Insert(c.strategies, i+1, strategyMergeModel)
+	}
+	if c.mergeModel != "" && repair.DefaultPrices()[c.mergeModel] == (repair.Price{}) {
+		return cliflags.Usagef("--merge-model %s has no list price in the price table: its cost would read 0", c.mergeModel)
 	}
 	if len(c.langs) == 0 {
 		return cliflags.Usagef("--langs is empty: want some of %s", strings.Join(sim.DocumentLangs(), ", "))
@@ -285,6 +308,9 @@ func docsCommand(c docsConfig) string {
 	if c.latency > 0 || c.perTok > 0 {
 		cmd += fmt.Sprintf(" --latency %s --token-latency %s", c.latency, c.perTok)
 	}
+	if c.mergeModel != "" {
+		cmd += " --merge-model " + c.mergeModel
+	}
 	if c.maxTokens != docsMaxTokensDefault || c.maxAttempts != fixpoint.MaxAttemptsDefault {
 		cmd += fmt.Sprintf(" --max-tokens %d --max-attempts %d", c.maxTokens, c.maxAttempts)
 	}
@@ -349,10 +375,16 @@ func docsSchema() (*docsSchemaSet, error) {
 // docJob is the job of document d under strategy s.
 func docJob(c docsConfig, s string, d *benchDocument, set *docsSchemaSet) *repair.Job {
 	strategy := fixpoint.Strategy(s)
-	if s == strategySingle {
+	switch s {
+	case strategySingle:
 		strategy = fixpoint.StrategyConversation
+	case strategyMergeModel:
+		strategy = fixpoint.StrategyParallel
 	}
 	lim := fixpoint.Limits{Strategy: strategy, MaxAttempts: c.maxAttempts}
+	if s == strategyMergeModel {
+		lim.MergeModel = c.mergeModel
+	}
 	if strategy.Document() {
 		lim.ChunkTokens, lim.ChunkOverlap = c.chunkTokens, c.chunkOverlap
 	}
