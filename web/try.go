@@ -167,9 +167,10 @@ type tryForm struct {
 	Source, Model, Prompt, Schema, Mode, Strategy, Coerce, Seed string
 	MaxAttempts                                                 int
 	// Document and ChunkTokens are a document strategy's ("" and 0 for
-	// the default chunk size); MaxTokens caps each call's output (0 for
+	// the default chunk size), MergeModel the parallel strategy's merge
+	// model ("" merges by rule); MaxTokens caps each call's output (0 for
 	// the default).
-	Document               string
+	Document, MergeModel   string
 	ChunkTokens, MaxTokens int
 }
 
@@ -306,6 +307,15 @@ func (h *handler) parseTry(r *http.Request) (tryForm, TryRequest, error) {
 		Limits: fixpoint.Limits{MaxAttempts: n, Strategy: fixpoint.Strategy(f.Strategy), Coerce: coerce}, Seed: f.Seed}
 	if err := parseTryDocument(&f, &req, get("chunk_tokens")); err != nil {
 		return f, req, err
+	}
+	if f.MergeModel = strings.TrimSpace(get("merge_model")); f.MergeModel != "" {
+		switch {
+		case len(f.MergeModel) > tryFieldMax || !utf8.ValidString(f.MergeModel):
+			return bad("the merge model is at most %d bytes of text", tryFieldMax)
+		case req.Limits.Strategy != fixpoint.StrategyParallel:
+			return bad("a merge model merges the chunks' values of strategy parallel, not %s: pick parallel, or empty the merge model", req.Limits.Strategy)
+		}
+		req.Limits.MergeModel = f.MergeModel
 	}
 	if mt := strings.TrimSpace(get("max_tokens")); mt != "" {
 		n, err := strconv.Atoi(mt)

@@ -48,18 +48,20 @@ func TestTryDocumentStrategies(t *testing.T) {
 	ts := newTryServer(t, sim.Latency{})
 	token := ts.token(t)
 	for _, tc := range []struct {
-		strategy string
-		want     []string
+		strategy, mergeModel string
+		want                 []string
 	}{
-		{"parallel", []string{"<h3>Chunks", `<table class="steps">`, `Chunk 0</a>`, `Chunk 1</a>`, "<h3>Merge", "Chunk 1 <span class=\"small\">attempt",
+		{"parallel", "", []string{"<h3>Chunks", `<table class="steps">`, `Chunk 0</a>`, `Chunk 1</a>`, "<h3>Merge", "Chunk 1 <span class=\"small\">attempt",
 			// The document, its spans graded by the final check.
 			`<section id="document">`, `<mark class="g-exact" id="span-0"`, "Clipped around the spans.", `<td class="small">chunk 0</td>`}},
-		{"sequential", []string{"<h3>Chunks", `Chunk 0</a>`, `Chunk 1</a>`, "characters 0–"}},
-		{"agent", []string{"<h3>Agent turns", "Agent turn 1", `<span class="mono tool">set_output</span>`, `<span class="mono tool">finish</span>`}},
+		{"parallel", "sim-merge", []string{"<h3>Chunks", "<h3>Merge"}},
+		{"sequential", "", []string{"<h3>Chunks", `Chunk 0</a>`, `Chunk 1</a>`, "characters 0–"}},
+		{"agent", "", []string{"<h3>Agent turns", "Agent turn 1", `<span class="mono tool">set_output</span>`, `<span class="mono tool">finish</span>`}},
 	} {
-		t.Run(tc.strategy, func(t *testing.T) {
+		t.Run(tc.strategy+tc.mergeModel, func(t *testing.T) {
 			f := ts.exampleForm(t, token, tc.strategy)
 			f.Set("chunk_tokens", "4000")
+			f.Set("merge_model", tc.mergeModel)
 			resp, body := ts.post(t, f, "HX-Request", "true")
 			wantPage(t, resp, body, 200, `class="pipeline"`, " · "+tc.strategy+" · ")
 			final := body
@@ -100,6 +102,14 @@ func TestTryDocumentInput(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(html.UnescapeString(body), tc.want) {
 			t.Errorf("%s: %d, want 400 naming %q:\n%.400s", tc.name, resp.StatusCode, tc.want, body)
 		}
+	}
+	// A merge model is the parallel strategy's.
+	mf := tryForm(token)
+	mf.Set("strategy", "sequential")
+	mf.Set("document", "Some text.")
+	mf.Set("merge_model", "sim-merge")
+	if resp, body := ts.post(t, mf, "HX-Request", "true"); resp.StatusCode != 400 || !strings.Contains(html.UnescapeString(body), "a merge model merges the chunks' values of strategy parallel, not sequential") {
+		t.Errorf("a merge model under sequential: %d, want 400 naming parallel:\n%.400s", resp.StatusCode, body)
 	}
 	// The form keeps what was typed when it is refused.
 	f := tryForm(token)
