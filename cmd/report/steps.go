@@ -20,7 +20,8 @@ const stepsUsage = `Usage: report steps BATCH [--format text|json] [--top N] [fl
 Prints what a batch's document jobs (strategies parallel, sequential and
 agent) spent their calls on, step by step, every run's:
   - for each step kind (chunk: a call over one chunk of the document;
-    merge: the chunks' values merged, a deterministic merge no call;
+    merge: the chunks' values merged, by rule (no call, no tokens) or by
+    a call to the batch's merge model;
     repair: a call repairing the merged value; agent: one turn of the
     agent), its attempts, the share valid (for a chunk, its value passed
     the smart validation), its failure classes, tokens and cost;

@@ -35,9 +35,10 @@ from input to input.
 
 Under a document strategy (parallel, sequential, agent; --document-file
 needed) each step is a card: a chunk call with its offsets in the document,
-the merge with its conflicts (no call), a repair, an agent turn with its tool
-calls; then the final value and the totals. --json prints the value and an
-"attempts" list, one entry per call and one for the merge ("call": false).
+the merge with its conflicts (no call, or with --merge-model M a call to M),
+a repair, an agent turn with its tool calls; then the final value and the
+totals. --json prints the value and an "attempts" list, one entry per call
+and one for a merge by rule ("call": false).
 
   worker try --model gpt-4o-mini --schema ticket.json --prompt-file ticket-42.txt
   worker try --sim messy --schema ticket.json --prompt "Printer on fire, floor 3"
