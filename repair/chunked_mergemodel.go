@@ -2,6 +2,7 @@ package repair
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -83,7 +84,21 @@ func (m *chunked) mergeUnit(values []merge.ChunkValue, conflicts []fixpoint.Conf
 	sub.Limits = m.subLimits(fixpoint.StrategyConversation, 1)
 	sub.Prompt, sub.Messages = withLead(sub.Prompt, sub.Messages, m.mergeLead(values, conflicts))
 	step := m.subStep(&sub, atts, m.cfg)
-	return &unit{step: step, kind: fixpoint.StepMerge, ended: convEnded(atts, 1)}
+	ended := convEnded(atts, 1) || len(atts) > 0 && atts[len(atts)-1].ProviderClass == fixpoint.ClassModelNotFound
+	return &unit{step: step, kind: fixpoint.StepMerge, ended: ended}
+}
+
+// mergeModelMissing ends the merge call when the provider has no merge
+// model, instead of making the job wait (act.Err, ErrModelNotFound): a
+// driver stops the lane of the job's model on that error, which has the
+// model, and every job of it would wait for a model it does not call.
+// The merge is then by rule, as after any call that failed for good.
+func (m *chunked) mergeModelMissing(u *unit, act *Action) {
+	if m.byModel == nil || u != m.byModel.u || act.Err == nil || !errors.Is(act.Err, fixpoint.ErrModelNotFound) {
+		return
+	}
+	u.step.Stop(fixpoint.StatusFailed, fixpoint.OutcomeProvider, act.Err.Error())
+	*act = Action{}
 }
 
 // mergeLead is the merge request put before the task: the chunks'

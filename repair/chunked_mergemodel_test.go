@@ -181,6 +181,31 @@ func TestMergeCallNoValueFallsBack(t *testing.T) {
 	}
 }
 
+// TestMergeModelNotFound: a provider without the merge model ends the
+// merge call (no wait, which would stop the job's model's lane) and the
+// merge is by rule.
+func TestMergeModelNotFound(t *testing.T) {
+	t.Parallel()
+	m := startDoc(t, mergeModelJob(t, nil), nil)
+	chunks := byModel("", "")
+	drive(t, m, func(req *fixpoint.Request) (*fixpoint.Response, error) {
+		if req.Model == "gpt-4o" {
+			return nil, &fixpoint.ProviderError{Class: fixpoint.ClassModelNotFound, Status: 404, Message: "The model gpt-4o does not exist"}
+		}
+		return chunks(req)
+	})
+	res := m.Result()
+	if steps := stepsOf(res); !slices.Equal(steps, []fixpoint.StepKind{"chunk", "chunk", "chunk", "merge", "merge"}) {
+		t.Fatalf("steps %v, want chunks, the merge call, the merge by rule", steps)
+	}
+	if call := res.Attempts[3]; call.ProviderClass != fixpoint.ClassModelNotFound || !call.Called() {
+		t.Errorf("merge call %+v", call)
+	}
+	if res.Status != fixpoint.StatusValid || !jsonEqual(res.Value, mergedByModel) {
+		t.Errorf("result %s %s (%s), want valid by rule", res.Status, res.Value, res.Error)
+	}
+}
+
 // TestMergeCallNeedsTwoValues: with one chunk value, there is nothing to
 // merge: no call, the merge by rule as without a merge model.
 func TestMergeCallNeedsTwoValues(t *testing.T) {

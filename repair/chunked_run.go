@@ -34,6 +34,7 @@ func (m *chunked) Feed(req *fixpoint.Request, resp *fixpoint.Response, err error
 	}
 	m.forget(req)
 	sa, act := u.step.Feed(resp, err, started)
+	m.mergeModelMissing(u, &act)
 	a := *sa
 	m.stamp(u, &a, 0)
 	if u.ref != nil && len(a.Evidence) > 0 && m.lim.Strategy == fixpoint.StrategyParallel {
