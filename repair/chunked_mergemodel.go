@@ -200,7 +200,8 @@ func (m *chunked) afterMergeCall(fallback *fixpoint.Attempt, repairs []fixpoint.
 			fallback = m.mergeAttempt(value, bm.conflicts)
 			m.res.Attempts = append(m.res.Attempts, *fallback)
 		}
-		m.merged = fallback
+		mg := *fallback
+		m.merged = &mg
 		if fallback.Valid {
 			m.finishValid(fallback.Value)
 			return
