@@ -267,10 +267,10 @@ func (m *chunked) replayMergeCall(repairs []fixpoint.Attempt) bool {
 	if len(calls) == 0 {
 		return false
 	}
+	// The rule's conflicts made again, not read from the rows: the
+	// ledger's JSON of a conflict's values is not the merge's bytes, and
+	// the request sent again must be the one sent.
 	_, conflicts, _ := m.mergedValue()
-	if last := calls[len(calls)-1]; len(last.Conflicts) > 0 {
-		conflicts = last.Conflicts
-	}
 	m.byModel = &mergeByModel{conflicts: conflicts}
 	m.byModel.u = m.mergeUnit(m.chunkValues(), conflicts, calls)
 	if m.byModel.u.ended {

@@ -15,9 +15,10 @@ import (
 // a chunk's, a merge call's or a repair's reply is checked again as its
 // step checked it (a valid chunk's value is merged, an invalid one's
 // pruned and merged, see contribution). A merge by rule keeps no reply:
-// its value is made again once the chunks are replayed (see remerge). Without them a job continued from the
-// ledger (its next wave, or realtime after its waves) would merge nothing
-// and send its repair an empty value.
+// its value is made again once the chunks are replayed (see remerge).
+// Without them a job continued from the ledger (its next wave, or
+// realtime after its waves) would merge nothing and send its repair an
+// empty value.
 func (m *chunked) revalue() {
 	for i := range m.res.Attempts {
 		a := &m.res.Attempts[i]
