@@ -286,7 +286,9 @@ func (m *merger) arrays(parts []part, path, pattern []string) []any {
 		}
 		keep[g] = most
 	}
-	var out []any
+	// Empty, not nil: chunks that all gave an empty list merge to one,
+	// which a schema's "type": "array" takes, not to null.
+	out := []any{}
 	itemPattern := append(slices.Clip(pattern), "*")
 	seen := map[*group]int{}
 	for _, g := range order {

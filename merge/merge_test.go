@@ -125,6 +125,11 @@ func TestValues(t *testing.T) {
 			conflicts: []string{`/addr: {"city":"Paris"} of {"city":"Paris"} [0] | "Paris" [1]`},
 		},
 		{
+			name:   "empty lists merge to an empty list, not null",
+			chunks: []string{`{"tags":[]}`, `{"tags":[]}`},
+			want:   `{"tags":[]}`,
+		},
+		{
 			name:   "arrays concatenate in chunk order and lose repeats",
 			chunks: []string{`{"tags":["a","b","c"]}`, `{"tags":["c","d"]}`, `{"tags":["d","e"]}`},
 			want:   `{"tags":["a","b","c","d","e"]}`,
