@@ -38,10 +38,10 @@ import (
 // passes a chunk.
 
 // listPassMinTokens is the least text, in estimated tokens, a list pass
-// is sent for: about one short item written as a line ("Acme Ltd, United
-// Kingdom, 100%" is 8). Less than that cannot hold an item whole, and a
-// call over it would only pay for the task again.
-const listPassMinTokens = 16
+// is sent for: about one short item written as a line ("- Acme Ltd,
+// United Kingdom, 100%" is 8). Less cannot hold an item whole, and a
+// call over it would pay for the task again to read nothing.
+const listPassMinTokens = 8
 
 // passChain is the list passes of a chunk's unit.
 type passChain struct {
@@ -204,6 +204,7 @@ func (m *chunked) cutAt(t *unit, v any) (int, bool) {
 			continue
 		}
 		start, end, ok := itemSpan(src, last)
+		end = lineEnd(text, end)
 		if !ok || end >= unreadEnd || chunk.Tokens(string(text[end:unreadEnd])) < listPassMinTokens {
 			continue
 		}
@@ -215,24 +216,34 @@ func (m *chunked) cutAt(t *unit, v any) (int, bool) {
 	return t.ref.Start + best, found
 }
 
-// itemSpan is where item, a list's last item, is written in src: from
-// the start of its first grounded string or number to the end of its
-// last, code points; false when none is grounded. The item is aligned as
-// an item of a list, so that its fields are looked up near one another.
+// itemSpan is where item, a list's last item, is written in src: the
+// span of its anchor, the longest of its strings src grounds (a number
+// when it has none; the name, usually, which a list writes once where a
+// country or a share recurs from item to item), code points; false when
+// src grounds none of them. The item is aligned as an item of a list, so
+// that in a long text its fields are looked up near one another.
 func itemSpan(src *evidence.Source, item map[string]any) (start, end int, ok bool) {
-	for _, l := range src.Align([]any{item}, nil).Leaves {
+	var anchor *fixpoint.Grounding
+	weight := func(g *fixpoint.Grounding) int {
+		if _, isString := valueAt(item, validate.SplitPointer(g.Path)[1:]).(string); isString {
+			return 1<<20 + g.End - g.Start
+		}
+		return g.End - g.Start
+	}
+	leaves := src.Align([]any{item}, nil).Leaves
+	for i := range leaves {
+		l := &leaves[i]
 		if l.Grade == fixpoint.GradeNone || l.Grade == "" {
 			continue
 		}
-		if !ok || l.Start < start {
-			start = l.Start
+		if anchor == nil || weight(l) > weight(anchor) {
+			anchor = l
 		}
-		if !ok || l.End > end {
-			end = l.End
-		}
-		ok = true
 	}
-	return start, end, ok
+	if anchor == nil {
+		return 0, 0, false
+	}
+	return anchor.Start, anchor.End, true
 }
 
 // lineStart is the start of the line of text holding code point at, or
@@ -246,6 +257,21 @@ func lineStart(text []rune, at int) int {
 	}
 	if at <= evidence.ItemWindow {
 		return 0
+	}
+	return at
+}
+
+// lineEnd is the end of the line of text holding the code point before
+// at (after its line break), or at itself when that line ends more than
+// evidence.ItemWindow code points after it.
+func lineEnd(text []rune, at int) int {
+	for i := at; i < len(text) && i-at < evidence.ItemWindow; i++ {
+		if text[i] == '\n' {
+			return i + 1
+		}
+	}
+	if len(text)-at < evidence.ItemWindow {
+		return len(text)
 	}
 	return at
 }
