@@ -379,4 +379,3 @@ func TestListPassesThroughTheSimulator(t *testing.T) {
 	}
 	t.Logf("item recall %.3f with list passes, %.3f without", with, without)
 }
-
