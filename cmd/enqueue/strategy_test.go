@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,7 +23,9 @@ func TestEnqueueDocumentStrategyUsage(t *testing.T) {
 	}
 	data, tmpl, schema := file("rows.jsonl", rows), file("t.txt", "Name the parties."), file("s.json", testSchema)
 	base := []string{"--schema", schema, "--template", tmpl}
-	doc := append(base, "--document-field", "text")
+	// Clipped: each case's append copies, instead of writing over the
+	// cases before it in one shared array.
+	doc := slices.Clip(append(base, "--document-field", "text"))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -41,6 +44,9 @@ func TestEnqueueDocumentStrategyUsage(t *testing.T) {
 		{"validation attempts", append(doc, "--strategy", "agent", "--max-validation-attempts", "21"), "--max-validation-attempts 21: want 1 to 20"},
 		{"chunk flag without a document strategy", append(doc, "--chunk-tokens", "800"), "--chunk-tokens is for the document strategies (parallel, sequential, agent), not --strategy conversation"},
 		{"strict without a document strategy", append(doc, "--strategy", "repair", "--strict"), "--strict is for the document strategies"},
+		{"negative list passes", append(doc, "--strategy", "sequential", "--list-passes", "-1"), "--list-passes -1: want 0 (none) or more"},
+		{"list passes of the agent", append(doc, "--strategy", "agent", "--list-passes", "2"), "--list-passes is for strategies parallel and sequential"},
+		{"list passes without a document strategy", append(doc, "--list-passes", "2"), "--list-passes is for the document strategies"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -70,7 +76,7 @@ func TestEnqueueDocumentStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"strategy":"parallel"`, `"chunk_tokens":1000`, `"chunk_overlap":100`, `"strict":true`} {
+	for _, want := range []string{`"strategy":"parallel"`, `"chunk_tokens":1000`, `"chunk_overlap":100`, `"strict":true`, `"list_passes":3`} {
 		if !strings.Contains(strings.ReplaceAll(string(b.Settings), " ", ""), want) {
 			t.Errorf("batch settings %s lack %s", b.Settings, want)
 		}
