@@ -64,6 +64,8 @@ type unit struct {
 	// chunked_passes.go).
 	text   string
 	passes passChain
+	// before is a sequential chunk's value so far, as it was given.
+	before any
 	// pending: its request is outstanding; waiting: its last call failed
 	// transiently, and it sends again when the driver calls Next; ended:
 	// its conversation is over.
@@ -201,7 +203,11 @@ func (m *chunked) chunksEnded() bool {
 // chunkUnit starts the conversation of chunk n from its attempts so far.
 func (m *chunked) chunkUnit(n int, atts []fixpoint.Attempt) *unit {
 	c := m.chunks[n]
-	return m.readUnit(&fixpoint.ChunkRef{N: n, Start: c.Start, End: c.End}, c.Text, atts)
+	u := m.readUnit(&fixpoint.ChunkRef{N: n, Start: c.Start, End: c.End}, c.Text, atts)
+	if m.lim.Strategy == fixpoint.StrategySequential {
+		u.before = m.soFar
+	}
+	return u
 }
 
 // readUnit starts the conversation over text, a chunk or the rest of it

@@ -110,7 +110,8 @@ func (m *chunked) nextPass(cu *unit) bool {
 // passFrom is the code point of the document the next list pass of
 // chunk unit cu starts at, and whether one is to follow: the job sends
 // new requests, ListPasses allows one more, the last pass (if any) added
-// an item, and the list of the last value looks cut past its start.
+// items, about as many as the call before it, and the list of the last
+// value looks cut past its start.
 func (m *chunked) passFrom(cu *unit) (int, bool) {
 	k := len(cu.passes.units)
 	if m.halt != nil || k >= m.lim.ListPasses {
@@ -118,42 +119,56 @@ func (m *chunked) passFrom(cu *unit) (int, bool) {
 	}
 	t := cu.tail()
 	v, ok := m.contribution(t)
-	if !ok || k > 0 && !m.addsItems(cu) {
+	if !ok {
 		return 0, false
+	}
+	if k > 0 {
+		// A pass that added nothing read nothing new; one that added
+		// fewer items than the call before it, less the item it read
+		// again, stopped because the list did, not where the model
+		// stops listing.
+		if n := m.added(cu, k); n == 0 || n+1 < m.added(cu, k-1) {
+			return 0, false
+		}
 	}
 	from, ok := m.cutAt(t, v)
 	return from, ok && from > t.ref.Start
 }
 
-// addsItems reports whether the last list pass of chunk unit cu added a
-// list item: a list of the merge of the values of cu and its passes is
-// longer with the last one than without it.
-func (m *chunked) addsItems(cu *unit) bool {
+// added is how many list items conversation i of chunk unit cu (0 the
+// chunk's own, k its k-th list pass) added, by the merge's key, to the
+// values before it: those of the chunk and its earlier passes, and under
+// sequential the value so far the chunk was given. 0 when it gave
+// nothing.
+func (m *chunked) added(cu *unit, i int) int {
 	chain := append([]*unit{cu}, cu.passes.units...)
+	v, ok := m.contribution(chain[i])
+	if !ok {
+		return 0
+	}
 	var values []merge.ChunkValue
-	for _, u := range chain {
-		if v, ok := m.contribution(u); ok {
-			values = append(values, merge.ChunkValue{Chunk: u.ref.N, Pass: u.ref.Pass, Value: v})
+	if cu.before != nil {
+		values = append(values, merge.ChunkValue{Chunk: max(cu.ref.N-1, 0), Value: cu.before})
+	}
+	for _, u := range chain[:i] {
+		if w, ok := m.contribution(u); ok {
+			values = append(values, merge.ChunkValue{Chunk: u.ref.N, Pass: u.ref.Pass + 1, Value: w})
 		}
 	}
-	if len(values) == 0 || values[len(values)-1].Pass != len(cu.passes.units) {
-		return false // the last pass gave nothing
-	}
-	before, _, err1 := merge.Values(m.job.Schema, values[:len(values)-1], merge.Options{})
-	after, _, err2 := merge.Values(m.job.Schema, values, merge.Options{})
+	before, _, err1 := merge.Values(m.job.Schema, values, merge.Options{})
+	after, _, err2 := merge.Values(m.job.Schema, append(values, merge.ChunkValue{Chunk: cu.ref.N, Pass: i + 1, Value: v}), merge.Options{})
 	if err1 != nil || err2 != nil {
-		return false
+		return 0
 	}
 	had := map[string]int{}
 	for _, l := range itemLists(before, nil) {
 		had[validate.Pointer(l.path)] = len(l.items)
 	}
+	n := 0
 	for _, l := range itemLists(after, nil) {
-		if len(l.items) > had[validate.Pointer(l.path)] {
-			return true
-		}
+		n += max(len(l.items)-had[validate.Pointer(l.path)], 0)
 	}
-	return false
+	return n
 }
 
 // itemList is a list of a value: an array with an object among its

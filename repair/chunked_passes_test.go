@@ -196,14 +196,22 @@ func TestListPassRequest(t *testing.T) {
 	}
 }
 
-// TestListPassesEnd: passes go on while one adds an item and its list
+// TestListPassesEnd: passes go on while one adds items and its list
 // looks cut, up to ListPasses; a pass that adds nothing new (it gives
-// the item it was started at again) ends them; ListPasses 0 makes none.
+// the item it was started at again) ends them, and so does one that
+// lists fewer items than the call before it (the list ended there, not
+// the model's listing); ListPasses 0 makes none.
 func TestListPassesEnd(t *testing.T) {
 	t.Parallel()
 	rereadOnly := func(items []any, pass bool) []any {
 		if pass {
 			return items[:1]
+		}
+		return items
+	}
+	shorter := func(items []any, pass bool) []any {
+		if pass {
+			return items[:3]
 		}
 		return items
 	}
@@ -214,6 +222,7 @@ func TestListPassesEnd(t *testing.T) {
 		wantPasses int
 		wantItems  []string
 	}{
+		{"fewer items than the call before", 40, 3, shorter, 1, holdings(0, 7)},
 		{"bound", 40, 2, nil, 2, holdings(0, 13)},
 		{"off", 40, 0, nil, 0, holdings(0, 5)},
 		{"read to the end", 20, 10, nil, 4, holdings(0, 20)},
