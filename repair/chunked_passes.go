@@ -24,17 +24,18 @@ import (
 //   - the list's last item is written in the text the value was read
 //     from (its strings and numbers aligned by package evidence, as the
 //     evidence stage grounds a list item); and
-//   - after that item the text still holds, before the place the next
-//     chunk starts at (the overlap: what lies after it is read again
-//     there), or before the end of the document for the last chunk, at
-//     least listPassMinTokens tokens.
+//   - after the line of that item the text still holds, before the
+//     place the next chunk starts at (the overlap: what lies after it is
+//     read again there), or before the end of the document for the last
+//     chunk, at least listPassMinTokens tokens.
 //
 // The pass starts at the start of the line the last item is written on
 // (or at the item, when the line starts more than evidence.ItemWindow
 // code points before it): an item cut in the middle is read again whole,
 // and the merge's key makes the two copies one. Passes follow one another
-// while the last one added an item the values before it did not have (by
-// the merge's key) and its own list looks cut, up to Limits.ListPasses
+// while the last one added items the values before it did not have (by
+// the merge's key), at least as many as the call before it less the one
+// it read again, and its own list looks cut, up to Limits.ListPasses
 // passes a chunk.
 
 // listPassMinTokens is the least text, in estimated tokens, a list pass
