@@ -2,6 +2,7 @@ package repair_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -387,4 +388,13 @@ func TestListPassesThroughTheSimulator(t *testing.T) {
 		t.Errorf("item recall %.3f with list passes, %.3f without: want a rise, to 0.9 or more", with, without)
 	}
 	t.Logf("item recall %.3f with list passes, %.3f without", with, without)
+}
+
+// TestListPassesNegative: a negative ListPasses is a bad job, named.
+func TestListPassesNegative(t *testing.T) {
+	t.Parallel()
+	_, err := repair.StartDocument(listJob(t, fixpoint.StrategyParallel, 20, -1), nil, repair.Config{})
+	if !errors.Is(err, fixpoint.ErrBadJob) || !strings.Contains(err.Error(), "list_passes -1") {
+		t.Errorf("ListPasses -1: error %v, want a bad job naming list_passes", err)
+	}
 }
