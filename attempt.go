@@ -244,11 +244,16 @@ const (
 var StepKinds = []StepKind{StepChunk, StepMerge, StepRepair, StepAgent}
 
 // ChunkRef names one chunk of a document: its number (0 for the first)
-// and its place, code point offsets into the document, half open.
+// and its place, code point offsets into the document, half open. A list
+// pass over the rest of chunk N (see docs/documents.md, "List passes")
+// has the chunk's N, its own Start (after the chunk's) and the chunk's
+// End, and Pass from 1. The ledger keeps N, Start and End: a pass is told
+// from its chunk by its Start, and Pass is counted again on replay.
 type ChunkRef struct {
 	N     int `json:"n"`
 	Start int `json:"start"`
 	End   int `json:"end"`
+	Pass  int `json:"pass,omitempty"`
 }
 
 // Conflict is a place in a merged value where the chunks gave different

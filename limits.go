@@ -87,6 +87,13 @@ const (
 	// NudgesMax is how many times an agent that answers with text instead
 	// of a tool call is asked to call one before the job ends invalid.
 	NudgesMax = 3
+	// ListPassesDefault is the commands' default for Limits.ListPasses.
+	// On the long-document bench (a model that lists 30 items a call,
+	// chunks of about 60) one pass reads a chunk to its end, and 1, 2 and
+	// 3 measure the same: passes stop where the list does, so a bound
+	// above the need costs nothing. 3 reads a chunk that holds four times
+	// what the model lists in one call.
+	ListPassesDefault = 3
 )
 
 // CoerceMode selects the schema-guided repairs tried on a reply's value
@@ -144,6 +151,12 @@ type Limits struct {
 	// below the size). Other strategies ignore them.
 	ChunkTokens  int `json:"chunk_tokens,omitempty"`
 	ChunkOverlap int `json:"chunk_overlap,omitempty"`
+	// ListPasses is how many more calls the parallel and sequential
+	// strategies may make over the rest of one chunk whose value's list
+	// looks cut, each from the last item read (docs/documents.md, "List
+	// passes"). 0 makes none; the commands default to ListPassesDefault.
+	// Other strategies ignore it.
+	ListPasses int `json:"list_passes,omitempty"`
 	// Strict turns a document strategy's smart validation off: each
 	// chunk's value is checked against the full schema, required and all.
 	Strict bool `json:"strict,omitempty"`
@@ -200,6 +213,9 @@ func (l Limits) Validate() error {
 	}
 	if l.ChunkTokens < 0 || l.ChunkOverlap < 0 || l.MaxValidationAttempts < 0 {
 		return fmt.Errorf("%w: chunk_tokens, chunk_overlap and max_validation_attempts must not be negative", ErrBadJob)
+	}
+	if l.ListPasses < 0 {
+		return fmt.Errorf("%w: list_passes %d must not be negative (0 makes no list pass)", ErrBadJob, l.ListPasses)
 	}
 	if l.ChunkTokens > 0 && l.ChunkOverlap >= l.ChunkTokens {
 		return fmt.Errorf("%w: chunk_overlap %d must be less than chunk_tokens %d", ErrBadJob, l.ChunkOverlap, l.ChunkTokens)

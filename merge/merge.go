@@ -9,8 +9,9 @@
 //     A place where every chunk that has it gave null is null.
 //   - Objects merge by property: the merged object has every property any
 //     chunk gave, each merged by these rules from the chunks that gave it.
-//   - Arrays concatenate, in chunk order and then in each chunk's order,
-//     and lose their duplicates, which overlapping chunks produce:
+//   - Arrays concatenate, in chunk order (a chunk's list passes after
+//     it, ChunkValue.Pass) and then in each value's order, and lose their
+//     duplicates, which overlapping chunks and list passes produce:
 //   - when the array's items have a key (the fields "x-fixpoint-key" names
 //     on the array's schema, or Options.Keys), items with the same key are
 //     one item, at the place of its first, its fields merged by these
@@ -20,9 +21,10 @@
 //     An item without every key field, or with one null, is not keyed;
 //   - items without a key are duplicates when they are equal as canonical
 //     JSON (members in any order, 1.0 equal to 1): each distinct item is
-//     kept as many times as the one chunk that gave it most gave it, the
-//     first of its copies, so that an overlap repeating an item drops the
-//     repeat while an item a chunk itself lists twice stays twice.
+//     kept as many times as the one value (a chunk's or a pass's) that
+//     gave it most gave it, the first of its copies, so that an overlap
+//     repeating an item drops the repeat while an item a chunk itself
+//     lists twice stays twice.
 //   - An array whose schema checks items by position (prefixItems, a
 //     draft-07 "items" list: coordinates, a range) is one value, as a
 //     string is.
@@ -44,9 +46,9 @@
 //     graded none. The conflict says so (Conflict.By "grounding") when
 //     the grounding changed the choice.
 //
-// The result depends on the chunks' numbers and values only, not on the
-// order of the input: values of one chunk number are taken in the order
-// of their canonical JSON.
+// The result depends on the chunks' and passes' numbers and values only,
+// not on the order of the input: values of one chunk and pass are taken
+// in the order of their canonical JSON.
 //
 // It is a pure package: values in, values out. It does no I/O and never
 // logs.
@@ -70,6 +72,12 @@ type ChunkValue struct {
 	// Chunk is the chunk's number (chunk.Chunk.N): the order of the
 	// chunks in the document.
 	Chunk int
+	// Pass is 0 for a value read from the whole chunk, k for one read by
+	// the chunk's k-th list pass, over the rest of the chunk after the
+	// items already read: a chunk's values merge in the order of their
+	// passes, before the next chunk's. A conflict names chunks, not
+	// passes.
+	Pass int
 	// Value is the value, as encoding/json decodes it with UseNumber
 	// (map[string]any, []any, string, json.Number, bool, nil; float64 and
 	// Go integers are taken too).
@@ -114,14 +122,17 @@ func Values(schema *validate.Schema, values []ChunkValue, opt Options) (merged a
 		if cv.Chunk < 0 {
 			return nil, nil, fmt.Errorf("merge: value %d: chunk number %d: chunk numbers start at 0", i, cv.Chunk)
 		}
+		if cv.Pass < 0 {
+			return nil, nil, fmt.Errorf("merge: value %d: chunk %d, pass -%d: pass numbers start at 0 (the chunk's own value)", i, cv.Chunk, -cv.Pass)
+		}
 		c, err := canonical(cv.Value, "")
 		if err != nil {
 			return nil, nil, fmt.Errorf("merge: chunk %d: %w", cv.Chunk, err)
 		}
-		sorted = append(sorted, part{chunk: cv.Chunk, v: cv.Value, canon: c, grades: cv.Grades})
+		sorted = append(sorted, part{chunk: cv.Chunk, pass: cv.Pass, v: cv.Value, canon: c, grades: cv.Grades})
 	}
 	slices.SortStableFunc(sorted, func(a, b part) int {
-		return cmp.Or(cmp.Compare(a.chunk, b.chunk), strings.Compare(a.canon, b.canon))
+		return cmp.Or(cmp.Compare(a.chunk, b.chunk), cmp.Compare(a.pass, b.pass), strings.Compare(a.canon, b.canon))
 	})
 	c, release := schema.Begin()
 	defer release()
@@ -138,6 +149,7 @@ func Values(schema *validate.Schema, values []ChunkValue, opt Options) (merged a
 // value), and its canonical JSON when known.
 type part struct {
 	chunk  int
+	pass   int
 	v      any
 	toks   []string
 	reader *validate.Reader
@@ -210,7 +222,7 @@ func (m *merger) objects(parts []part, path, pattern []string) map[string]any {
 
 // at returns the part of p's value v found under the token tok.
 func (p part) at(v any, tok string) part {
-	return part{chunk: p.chunk, v: v, toks: append(slices.Clip(p.toks), tok), reader: p.reader, grades: p.grades}
+	return part{chunk: p.chunk, pass: p.pass, v: v, toks: append(slices.Clip(p.toks), tok), reader: p.reader, grades: p.grades}
 }
 
 // tuple reports whether the schema checks the arrays of parts by
@@ -269,13 +281,14 @@ func (m *merger) arrays(parts []part, path, pattern []string) []any {
 			order = append(order, g)
 		}
 	}
-	// An unkeyed item is kept as many times as one chunk gave it most; a
-	// keyed one once, its copies merged.
+	// An unkeyed item is kept as many times as one value (a chunk's, or
+	// a pass's: a pass reads again the item its chunk's value ended on)
+	// gave it most; a keyed one once, its copies merged.
 	keep := map[*group]int{}
 	for _, g := range groups {
 		most, n := 0, 0
 		for i, c := range g.copies {
-			if i > 0 && c.chunk != g.copies[i-1].chunk {
+			if i > 0 && (c.chunk != g.copies[i-1].chunk || c.pass != g.copies[i-1].pass) {
 				n = 0
 			}
 			n++

@@ -409,3 +409,33 @@ func TestCanonicalNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestValuesListPasses: a chunk's list passes merge after it and before
+// the next chunk, whatever the input order; the item a pass reads again
+// (the one its chunk's value ended on) is one item, keyed or not; a
+// conflict names the chunks, the pass under its chunk's number.
+func TestValuesListPasses(t *testing.T) {
+	t.Parallel()
+	keyed := compile(t, `{"type":"object","properties":{"subs":{"type":"array","x-fixpoint-key":"name"}}}`)
+	values := []ChunkValue{
+		{Chunk: 1, Value: decode(t, `{"party":"Y","subs":[{"name":"d"}]}`)},
+		{Chunk: 0, Pass: 2, Value: decode(t, `{"subs":[{"name":"c"},{"name":"e"}]}`)},
+		{Chunk: 0, Pass: 1, Value: decode(t, `{"party":"Y","subs":[{"name":"b"},{"name":"c"}]}`)},
+		{Chunk: 0, Value: decode(t, `{"party":"X","subs":[{"name":"a"},{"name":"b"}]}`)},
+	}
+	for _, c := range []struct {
+		name   string
+		schema *validate.Schema
+	}{{"keyed", keyed}, {"unkeyed", nil}} {
+		merged, conflicts := run(t, c.schema, values, Options{})
+		if want := `{"party":"Y","subs":[{"name":"a"},{"name":"b"},{"name":"c"},{"name":"e"},{"name":"d"}]}`; merged != want {
+			t.Errorf("%s: merged %s, want %s", c.name, merged, want)
+		}
+		if got, want := conflictsOf(t, conflicts), []string{`/party: "Y" of "X" [0] | "Y" [0 1]`}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: conflicts %q, want %q", c.name, got, want)
+		}
+	}
+	if _, _, err := Values(nil, []ChunkValue{{Chunk: 0, Pass: -1, Value: "x"}}, Options{}); err == nil || !strings.Contains(err.Error(), "pass -1:") {
+		t.Errorf("a negative pass number: error %v, want one naming it", err)
+	}
+}

@@ -67,7 +67,12 @@ func (h *harness) enqueueDocuments(strategy fixpoint.Strategy, n int) {
 	}
 	cfg := h.enqueueConfig("pd")
 	cfg.Schema, cfg.Template, cfg.DocumentField = []byte(sim.DocumentSchema), "Extract the agreement's fields and every subsidiary.", "text"
+	// List passes too: the typical model lists 50 items a call, a chunk
+	// holds about 160, so a chunk's passes follow it in later waves.
 	cfg.Limits = fixpoint.Limits{MaxAttempts: 3, Strategy: strategy, ChunkTokens: 4000, ChunkOverlap: 200}
+	if strategy != fixpoint.StrategyAgent {
+		cfg.Limits.ListPasses = fixpoint.ListPassesDefault
+	}
 	cfg.Provider, cfg.Delivery, cfg.Deadline = llm.ProviderOpenAI, queue.DeliveryBatch, time.Hour
 	cfg.MaxTokens = 32000 // a repair writes the whole value: 500 subsidiaries
 	if prog, err := enqueue.Run(h.ctx, h.js, h.st, cfg, strings.NewReader(rows.String())); err != nil || prog.Recorded != n {
@@ -105,6 +110,13 @@ func batchDocuments(t *testing.T, strategy fixpoint.Strategy, realtimeBelow int)
 		(SELECT count(DISTINCT chunk_n) FROM attempts b WHERE b.job_id = a.job_id AND b.step = 'chunk')
 		GROUP BY job_id HAVING count(DISTINCT wave_id) <> 1 OR count(DISTINCT chunk_n) <> count(*) OR count(*) < 2) x`); strategy == fixpoint.StrategyParallel && split != 0 {
 		t.Errorf("%d jobs whose chunk calls did not all go into their first wave", split)
+	}
+	// List passes went through the waves: attempts over a chunk that
+	// start after the chunk's own.
+	passes := h.sqlInt(`SELECT count(*) FROM attempts a WHERE job_id LIKE 'pd:%' AND step = 'chunk' AND chunk_start >
+		(SELECT min(chunk_start) FROM attempts b WHERE b.job_id = a.job_id AND b.chunk_n = a.chunk_n)`)
+	if strategy != fixpoint.StrategyAgent && passes == 0 {
+		t.Errorf("no list pass recorded, want the passes of the chunks whose list the model cut")
 	}
 	wantMerges := 1
 	if strategy == fixpoint.StrategyAgent {

@@ -62,6 +62,13 @@ type unit struct {
 	step *Step
 	kind fixpoint.StepKind
 	ref  *fixpoint.ChunkRef // StepChunk only
+	// text is what a StepChunk unit's calls read: its chunk, or the rest
+	// of it a list pass reads; passes are a chunk's list passes (see
+	// chunked_passes.go).
+	text   string
+	passes passChain
+	// before is a sequential chunk's value so far, as it was given.
+	before any
 	// pending: its request is outstanding; waiting: its last call failed
 	// transiently, and it sends again when the driver calls Next; ended:
 	// its conversation is over.
@@ -138,6 +145,7 @@ func (m *chunked) setUp() error {
 // again), the merge attempt, and the repair conversation.
 func (m *chunked) replay() {
 	m.revalue()
+	m.numberPasses()
 	byChunk := map[int][]fixpoint.Attempt{}
 	var mergeAt *fixpoint.Attempt
 	var repairs []fixpoint.Attempt
@@ -153,16 +161,15 @@ func (m *chunked) replay() {
 		}
 	}
 	for n := range m.chunks {
-		u := m.chunkUnit(n, byChunk[n])
+		own, passes := passRows(byChunk[n])
+		u := m.chunkUnit(n, own)
 		m.units = append(m.units, u)
-		if m.lim.Strategy == fixpoint.StrategySequential {
-			if !u.ended {
-				break
-			}
-			m.fold(u)
-			m.cur = n + 1
+		if !m.replayPasses(u, passes) && m.lim.Strategy == fixpoint.StrategySequential {
+			break
 		}
+		m.cur = n + 1
 	}
+	m.addPasses()
 	if !m.chunksEnded() || m.replayMergeCall(repairs) {
 		return
 	}
@@ -189,7 +196,7 @@ func (m *chunked) chunksEnded() bool {
 		return false
 	}
 	for _, u := range m.units {
-		if !u.ended {
+		if !u.chainEnded() {
 			return false
 		}
 	}
@@ -199,9 +206,18 @@ func (m *chunked) chunksEnded() bool {
 // chunkUnit starts the conversation of chunk n from its attempts so far.
 func (m *chunked) chunkUnit(n int, atts []fixpoint.Attempt) *unit {
 	c := m.chunks[n]
-	ref := &fixpoint.ChunkRef{N: n, Start: c.Start, End: c.End}
+	u := m.readUnit(&fixpoint.ChunkRef{N: n, Start: c.Start, End: c.End}, c.Text, atts)
+	if m.lim.Strategy == fixpoint.StrategySequential {
+		u.before = m.soFar
+	}
+	return u
+}
+
+// readUnit starts the conversation over text, a chunk or the rest of it
+// a list pass reads (ref), from its attempts so far.
+func (m *chunked) readUnit(ref *fixpoint.ChunkRef, text string, atts []fixpoint.Attempt) *unit {
 	sub := m.job
-	sub.Document = c.Text
+	sub.Document = text
 	sub.Schema = m.check
 	sub.Limits = m.subLimits(fixpoint.StrategyConversation, m.lim.MaxAttempts)
 	// A rule may read properties that different chunks give: rules run on
@@ -215,7 +231,7 @@ func (m *chunked) chunkUnit(n int, atts []fixpoint.Attempt) *unit {
 	sub.Rules = nil
 	switch {
 	case m.chunkEvidence() && m.lim.Strategy == fixpoint.StrategyParallel:
-		sub.Source = evidence.New(c.Text)
+		sub.Source = evidence.New(text)
 	case m.chunkEvidence():
 	default:
 		sub.Evidence, sub.Source, sub.Exempt = fixpoint.EvidenceOff, nil, nil
@@ -228,9 +244,9 @@ func (m *chunked) chunkUnit(n int, atts []fixpoint.Attempt) *unit {
 	cfg := m.cfg
 	cfg.SystemFunc = func(*Job) *fixpoint.Prompt { return m.chunkSystem }
 	step := m.subStep(&sub, atts, cfg)
-	step.docNote = fmt.Sprintf("[part %d of %d of the job's document, code points %d to %d, %d bytes: the document is stored once in the ledger's documents, under the job's document_hash]",
-		n+1, len(m.chunks), c.Start, c.End, len(c.Text))
-	return &unit{step: step, kind: fixpoint.StepChunk, ref: ref, ended: convEnded(atts, m.lim.MaxAttempts)}
+	step.docNote = fmt.Sprintf("[%s of the job's document, code points %d to %d, %d bytes: the document is stored once in the ledger's documents, under the job's document_hash]",
+		m.partName(ref), ref.Start, ref.End, len(text))
+	return &unit{step: step, kind: fixpoint.StepChunk, ref: ref, text: text, ended: convEnded(atts, m.lim.MaxAttempts)}
 }
 
 // chunkEvidence reports whether a chunk's value is graded against its
@@ -257,10 +273,14 @@ func (m *chunked) subStep(sub *Job, atts []fixpoint.Attempt, cfg Config) *Step {
 	return step
 }
 
-// partLine says which part of the document a chunk's request holds.
+// partLine says which part of the document a chunk's request holds, or
+// a list pass's.
 func (m *chunked) partLine(ref *fixpoint.ChunkRef) string {
-	return fmt.Sprintf("The document above is part %d of %d of the whole document (its code points %d to %d).",
-		ref.N+1, len(m.chunks), ref.Start, ref.End)
+	line := fmt.Sprintf("The document above is %s of the whole document (its code points %d to %d)", m.partName(ref), ref.Start, ref.End)
+	if ref.Pass > 0 {
+		return line + ", after the items already read from that part: an earlier request read the part up to the first item above."
+	}
+	return line + "."
 }
 
 // sequentialLead is the part line of a sequential request, with the value

@@ -40,7 +40,7 @@ const nameMinRunes = 3
 // whether they are every chunk.
 func (m *chunked) repairParts(value any, errs []fixpoint.ValidationError) ([]int, bool) {
 	need, lost := map[int]bool{}, map[int]bool{}
-	for _, u := range m.units {
+	for _, u := range m.readers() {
 		if _, ok := m.contribution(u); !ok {
 			need[u.ref.N], lost[u.ref.N] = true, true
 		}
@@ -84,7 +84,7 @@ func (m *chunked) repairParts(value any, errs []fixpoint.ValidationError) ([]int
 // givers are the chunks whose contribution has the root property name.
 func (m *chunked) givers(name string) []int {
 	var out []int
-	for _, u := range m.units {
+	for _, u := range m.readers() {
 		v, ok := m.contribution(u)
 		if obj, isObj := v.(map[string]any); ok && isObj {
 			if _, has := obj[name]; has {

@@ -68,9 +68,9 @@ func (m *chunked) mergedValue() (any, []fixpoint.Conflict, error) {
 		return m.soFar, nil, nil
 	}
 	var values []merge.ChunkValue
-	for _, u := range m.units {
+	for _, u := range m.readers() {
 		if v, ok := m.contribution(u); ok {
-			values = append(values, merge.ChunkValue{Chunk: u.ref.N, Value: v, Grades: chunkGrades(u, v)})
+			values = append(values, merge.ChunkValue{Chunk: u.ref.N, Pass: u.ref.Pass, Value: v, Grades: chunkGrades(u, v)})
 		}
 	}
 	if len(values) == 0 {

@@ -159,11 +159,11 @@ func (m *chunked) live() []*unit {
 		return []*unit{m.byModel.u}
 	case m.lim.Strategy == fixpoint.StrategySequential:
 		if m.cur < len(m.units) {
-			return m.units[m.cur : m.cur+1]
+			return []*unit{m.units[m.cur].tail()}
 		}
 		return nil
 	}
-	return m.units
+	return m.readers()
 }
 
 // advance asks the live conversations for their next requests; when all
@@ -171,6 +171,7 @@ func (m *chunked) live() []*unit {
 // merge, the repair, the end.
 func (m *chunked) advance() DocAction {
 	for !m.done {
+		m.addPasses()
 		var reqs []*fixpoint.Request
 		for _, u := range m.live() {
 			if u.ended || u.pending || u.waiting {
@@ -193,6 +194,8 @@ func (m *chunked) advance() DocAction {
 		switch {
 		case len(reqs) > 0:
 			return DocAction{Requests: reqs}
+		case m.addPasses():
+			continue
 		case len(m.out) > 0:
 			return DocAction{Waiting: true}
 		case m.waitErr != nil:
@@ -214,7 +217,10 @@ func (m *chunked) nextPhase() {
 	case m.byModel != nil:
 		m.afterMergeCall(nil, nil)
 	case m.lim.Strategy == fixpoint.StrategySequential && m.cur < len(m.chunks):
-		m.fold(m.units[m.cur])
+		m.fold(m.units[m.cur].tail())
+		if m.nextPass(m.units[m.cur]) {
+			return
+		}
 		m.cur++
 		if m.cur < len(m.chunks) {
 			m.units = append(m.units, m.chunkUnit(m.cur, nil))

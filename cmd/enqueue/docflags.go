@@ -15,7 +15,7 @@ import (
 const chunkTokensMin = 50
 
 // documentStrategyFlags are the flags only a document strategy reads.
-var documentStrategyFlags = []string{"chunk-tokens", "chunk-overlap", "strict", "max-validation-attempts"}
+var documentStrategyFlags = []string{"chunk-tokens", "chunk-overlap", "list-passes", "strict", "max-validation-attempts"}
 
 // strategyHelp is --strategy's help text.
 func strategyHelp() string {
@@ -27,6 +27,7 @@ func strategyHelp() string {
 func registerDocumentFlags(fs *flag.FlagSet, lim *fixpoint.Limits) {
 	fs.IntVar(&lim.ChunkTokens, "chunk-tokens", 0, fmt.Sprintf("document strategies: chunk size in estimated tokens, %d or more (0 = %d)", chunkTokensMin, fixpoint.ChunkTokensDefault))
 	fs.IntVar(&lim.ChunkOverlap, "chunk-overlap", 0, fmt.Sprintf("document strategies: tokens each chunk repeats of the previous one, less than --chunk-tokens (default %d with the default chunk size, else 0)", fixpoint.ChunkOverlapDefault))
+	fs.IntVar(&lim.ListPasses, "list-passes", fixpoint.ListPassesDefault, "strategies parallel and sequential: more calls a chunk may get over its rest, from the last item read, while its value's list looks cut (0: none; see docs/documents.md)")
 	fs.BoolVar(&lim.Strict, "strict", false, "document strategies: check each chunk's value against the full schema, required properties and all (default: a property missing from a chunk is no error)")
 	fs.IntVar(&lim.MaxValidationAttempts, "max-validation-attempts", 0, fmt.Sprintf("strategy agent: how often finish may be refused for a value the schema does not take, 1 to %d (0 = %d)", fixpoint.MaxAttemptsMax, fixpoint.ValidationAttemptsDefault))
 	fs.StringVar(&lim.MergeModel, "merge-model", "", "strategy parallel: a model of the same provider that merges the chunks' values in one call when two or more chunks gave one (default: merged by rule, no call; see docs/documents.md)")
@@ -50,7 +51,17 @@ func checkDocumentFlags(fs *flag.FlagSet, strategy fixpoint.Strategy, lim *fixpo
 				return usageError{Err: fmt.Errorf("--%s is for the document strategies (parallel, sequential, agent), not --strategy %s", name, strategy)}
 			}
 		}
+		lim.ListPasses = 0
 		return nil
+	}
+	if strategy == fixpoint.StrategyAgent {
+		if given["list-passes"] {
+			return usageError{Err: errors.New("--list-passes is for strategies parallel and sequential: the agent reads the chunks it chooses through tools")}
+		}
+		lim.ListPasses = 0
+	}
+	if lim.ListPasses < 0 {
+		return usageError{Err: fmt.Errorf("--list-passes %d: want 0 (none) or more", lim.ListPasses)}
 	}
 	if lim.ChunkTokens < 0 || lim.ChunkTokens > 0 && lim.ChunkTokens < chunkTokensMin {
 		return usageError{Err: fmt.Errorf("--chunk-tokens %d: want %d or more (0 = %d)", lim.ChunkTokens, chunkTokensMin, fixpoint.ChunkTokensDefault)}

@@ -52,7 +52,7 @@ var enqueueFlagGroups = []cliflags.FlagGroup{
 	{Title: "Batch and run", Flags: []string{"batch", "resume", "dry-run", "limit", "progress"}},
 	{Title: "Dataset and prompt", Flags: []string{"schema", "template", "system-file", "format", "id-field", "max-bad-rows", "max-prompt-bytes"}},
 	{Title: "Documents", Flags: []string{"document-field", "document-file-field", "max-document-bytes", "chunk-tokens", "chunk-overlap",
-		"strict", "max-validation-attempts", "merge-model"}},
+		"list-passes", "strict", "max-validation-attempts", "merge-model"}},
 	{Title: "Model and repair", Flags: []string{"provider", "model", "mode", "temperature", "max-tokens", "max-attempts", "strategy",
 		"feedback", "coerce", "token-budget", "retry-budget"}},
 	{Title: "Checks after the schema", Flags: []string{"evidence", "evidence-source"}},

@@ -13,7 +13,7 @@ import (
 var settingFlags = []string{"schema", "template", "system-file", "format", "mode", "strategy", "feedback", "temperature",
 	"id-field", "provider", "model", "max-tokens", "max-attempts", "token-budget", "retry-budget", "max-bad-rows", "max-prompt-bytes",
 	"max-cost-usd", "max-total-tokens", "delivery", "deadline", "prompt-cache", "coerce", "evidence", "evidence-source",
-	"document-field", "document-file-field", "max-document-bytes", "chunk-tokens", "chunk-overlap", "strict", "max-validation-attempts"}
+	"document-field", "document-file-field", "max-document-bytes", "chunk-tokens", "chunk-overlap", "list-passes", "strict", "max-validation-attempts"}
 
 // checkResume checks the flags and arguments of enqueue --resume, which
 // finishes a run cut short after every row was recorded, with the batch's

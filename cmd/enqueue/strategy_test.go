@@ -24,7 +24,8 @@ func TestEnqueueDocumentStrategyUsage(t *testing.T) {
 	}
 	data, tmpl, schema := file("rows.jsonl", rows), file("t.txt", "Name the parties."), file("s.json", testSchema)
 	base := []string{"--schema", schema, "--template", tmpl}
-	// Clipped: each case's append makes its own slice.
+	// Clipped: each case's append copies, instead of writing over the
+	// cases before it in one shared array.
 	doc := slices.Clip(append(base, "--document-field", "text"))
 	for _, tc := range []struct {
 		name string
@@ -48,6 +49,9 @@ func TestEnqueueDocumentStrategyUsage(t *testing.T) {
 		{"merge model under the default strategy", append(doc, "--merge-model", "gpt-4o"), "--merge-model is for --strategy parallel, which merges the values of a document's chunks, not --strategy conversation"},
 		{"empty merge model", append(doc, "--strategy", "parallel", "--merge-model", " "), "--merge-model is empty"},
 		{"merge model in batch waves", append(doc, "--strategy", "parallel", "--merge-model", "gpt-4o", "--delivery", "batch"), "merge_model runs with realtime delivery only"},
+		{"negative list passes", append(doc, "--strategy", "sequential", "--list-passes", "-1"), "--list-passes -1: want 0 (none) or more"},
+		{"list passes of the agent", append(doc, "--strategy", "agent", "--list-passes", "2"), "--list-passes is for strategies parallel and sequential"},
+		{"list passes without a document strategy", append(doc, "--list-passes", "2"), "--list-passes is for the document strategies"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -90,7 +94,7 @@ func TestEnqueueDocumentStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"strategy":"parallel"`, `"chunk_tokens":1000`, `"chunk_overlap":100`, `"strict":true`} {
+	for _, want := range []string{`"strategy":"parallel"`, `"chunk_tokens":1000`, `"chunk_overlap":100`, `"strict":true`, `"list_passes":3`} {
 		if !strings.Contains(strings.ReplaceAll(string(b.Settings), " ", ""), want) {
 			t.Errorf("batch settings %s lack %s", b.Settings, want)
 		}

@@ -95,6 +95,7 @@ type docsConfig struct {
 	concurrency     int
 	chunkTokens     int
 	chunkOverlap    int
+	listPasses      int
 	seed            uint64
 	langs           []string
 	model           string
@@ -116,6 +117,7 @@ func runDocs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&c.concurrency, "concurrency", docsConcurrencyDefault, fmt.Sprintf("documents in flight (as worker --concurrency); a document has at most %d calls in flight (pipeline.DocCallsMax), the bench at most %d", pipeline.DocCallsMax, docsLaneCalls))
 	fs.IntVar(&c.chunkTokens, "chunk-tokens", fixpoint.ChunkTokensDefault, "chunk size in tokens of parallel, sequential and agent")
 	fs.IntVar(&c.chunkOverlap, "chunk-overlap", fixpoint.ChunkOverlapDefault, "tokens each chunk repeats of the one before")
+	fs.IntVar(&c.listPasses, "list-passes", fixpoint.ListPassesDefault, "list passes a chunk of parallel and sequential may get over its rest when its list looks cut (0: none)")
 	seed := fs.Uint64("seed", 1, "seed of the documents and of the simulator's draws")
 	langs := fs.String("langs", strings.Join(sim.DocumentLangs(), ","), "document languages, taken in turn, comma-separated")
 	fs.StringVar(&c.model, "model", docsModelDefault, "model the jobs name: its list prices cost the calls (the simulator answers any)")
@@ -177,6 +179,9 @@ func (c *docsConfig) validate() error {
 	}
 	if c.chunkOverlap < 0 || c.chunkOverlap >= c.chunkTokens {
 		return cliflags.Usagef("--chunk-overlap %d must be from 0 to below --chunk-tokens %d", c.chunkOverlap, c.chunkTokens)
+	}
+	if c.listPasses < 0 {
+		return cliflags.Usagef("--list-passes %d: want 0 (none) or more", c.listPasses)
 	}
 	if c.maxAttempts > fixpoint.MaxAttemptsMax {
 		return cliflags.Usagef("--max-attempts %d is over %d", c.maxAttempts, fixpoint.MaxAttemptsMax)
@@ -251,6 +256,7 @@ type docsReport struct {
 	LaneCalls   int       `json:"lane_calls"`
 	ChunkTokens int       `json:"chunk_tokens"`
 	Overlap     int       `json:"chunk_overlap"`
+	ListPasses  int       `json:"list_passes"`
 	Evidence    string    `json:"evidence"`
 	Generated   string    `json:"generated_in"`
 	Rows        []docsRow `json:"strategies"`
@@ -269,7 +275,7 @@ func benchDocs(ctx context.Context, c docsConfig, progress io.Writer) (*docsRepo
 	rep := &docsReport{
 		Date: time.Now().UTC().Format(time.DateOnly), Machine: m.String(), Load: m.load, Command: docsCommand(c),
 		Docs: c.docs, Langs: c.langs, Preset: c.preset, Model: c.model, Concurrency: c.concurrency, LaneCalls: docsLaneCalls,
-		ChunkTokens: c.chunkTokens, Overlap: c.chunkOverlap, Evidence: string(c.evidence),
+		ChunkTokens: c.chunkTokens, Overlap: c.chunkOverlap, ListPasses: c.listPasses, Evidence: string(c.evidence),
 	}
 	start := time.Now()
 	docs, err := writeDocuments(c, logf)
@@ -310,6 +316,9 @@ func docsCommand(c docsConfig) string {
 	}
 	if c.mergeModel != "" {
 		cmd += " --merge-model " + c.mergeModel
+	}
+	if c.listPasses != fixpoint.ListPassesDefault {
+		cmd += fmt.Sprintf(" --list-passes %d", c.listPasses)
 	}
 	if c.maxTokens != docsMaxTokensDefault || c.maxAttempts != fixpoint.MaxAttemptsDefault {
 		cmd += fmt.Sprintf(" --max-tokens %d --max-attempts %d", c.maxTokens, c.maxAttempts)
@@ -387,6 +396,9 @@ func docJob(c docsConfig, s string, d *benchDocument, set *docsSchemaSet) *repai
 	}
 	if strategy.Document() {
 		lim.ChunkTokens, lim.ChunkOverlap = c.chunkTokens, c.chunkOverlap
+		if strategy != fixpoint.StrategyAgent {
+			lim.ListPasses = c.listPasses
+		}
 	}
 	return &repair.Job{
 		ID: d.id, Prompt: strings.ReplaceAll(sim.DocumentTemplate, "{{.id}}", d.id), Document: d.doc.Text,

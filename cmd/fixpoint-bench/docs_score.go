@@ -374,8 +374,8 @@ func writeDocsReport(w io.Writer, r *docsReport) {
 	fmt.Fprintf(w, "documents: %d of %d tokens and %d characters on average (chunk.Tokens), languages %s, written in %s\n",
 		r.Docs, r.MeanTokens, r.MeanChars, strings.Join(r.Langs, ","), r.Generated)
 	fmt.Fprintf(w, "simulator: %s preset; model %s at list prices; evidence %s over the document\n", r.Preset, r.Model, r.Evidence)
-	fmt.Fprintf(w, "concurrency: %d documents in flight, at most %d calls in flight; chunks of %d tokens, %d of overlap\n",
-		r.Concurrency, r.LaneCalls, r.ChunkTokens, r.Overlap)
+	fmt.Fprintf(w, "concurrency: %d documents in flight, at most %d calls in flight; chunks of %d tokens, %d of overlap, up to %d list passes a chunk\n",
+		r.Concurrency, r.LaneCalls, r.ChunkTokens, r.Overlap, r.ListPasses)
 	fmt.Fprintf(w, "machine: %s, load %s; %s\n", r.Machine, r.Load, r.Date)
 	fmt.Fprintf(w, "command: %s\n\n", r.Command)
 	fmt.Fprintln(w, "| strategy | valid | scalar recall | item recall | duplicate items | wrong values graded grounded | calls a document | tokens in / out a valid document | cost a valid document | vs single | wall |")

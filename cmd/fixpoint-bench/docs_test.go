@@ -28,7 +28,7 @@ func TestDocsBenchPrintsOneRowAStrategy(t *testing.T) {
 	for _, want := range []string{
 		`(?m)^documents: 3 of [0-9]+ tokens and [0-9]+ characters on average \(chunk.Tokens\), languages en,de,fr,ja, written in `,
 		`(?m)^simulator: messy preset; model gpt-4o-mini at list prices; evidence check over the document$`,
-		`(?m)^concurrency: 2 documents in flight, at most 64 calls in flight; chunks of 1500 tokens, 200 of overlap$`,
+		`(?m)^concurrency: 2 documents in flight, at most 64 calls in flight; chunks of 1500 tokens, 200 of overlap, up to 3 list passes a chunk$`,
 		`(?m)^command: go run ./cmd/fixpoint-bench docs --docs 3 --tokens 12500 --preset messy --strategies ` + strings.Join(docsBenchStrategies, ",") + ` --concurrency 2 --chunk-tokens 1500 `,
 		`(?m)^\| strategy \| valid \| scalar recall \| item recall \| duplicate items \| wrong values graded grounded \| calls a document \| tokens in / out a valid document \| cost a valid document \| vs single \| wall \|$`,
 	} {

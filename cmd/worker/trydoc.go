@@ -21,13 +21,14 @@ const tryChunkTokensMin = 50
 // tryDocFlags are worker try's flags for the document strategies.
 type tryDocFlags struct {
 	file string
-	lim  fixpoint.Limits // ChunkTokens, ChunkOverlap, Strict, MaxValidationAttempts, MergeModel
+	lim  fixpoint.Limits // ChunkTokens, ChunkOverlap, ListPasses, Strict, MaxValidationAttempts, MergeModel
 }
 
 func (d *tryDocFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.file, "document-file", "", "UTF-8 text or Markdown file: the job's document, sent beside the prompt (needed by parallel, sequential and agent)")
 	fs.IntVar(&d.lim.ChunkTokens, "chunk-tokens", 0, fmt.Sprintf("document strategies: chunk size in estimated tokens, %d or more (0 = %d)", tryChunkTokensMin, fixpoint.ChunkTokensDefault))
 	fs.IntVar(&d.lim.ChunkOverlap, "chunk-overlap", 0, fmt.Sprintf("document strategies: tokens each chunk repeats of the previous one, less than --chunk-tokens (default %d with the default size)", fixpoint.ChunkOverlapDefault))
+	fs.IntVar(&d.lim.ListPasses, "list-passes", fixpoint.ListPassesDefault, "strategies parallel and sequential: more calls a chunk may get over its rest, from the last item read, while its value's list looks cut (0: none)")
 	fs.BoolVar(&d.lim.Strict, "strict", false, "document strategies: check each chunk's value against the full schema, required properties and all")
 	fs.IntVar(&d.lim.MaxValidationAttempts, "max-validation-attempts", 0, fmt.Sprintf("strategy agent: how often finish may be refused for an invalid value, 1 to %d (0 = %d)", fixpoint.MaxAttemptsMax, fixpoint.ValidationAttemptsDefault))
 	fs.StringVar(&d.lim.MergeModel, "merge-model", "", "strategy parallel: a model of the same provider that merges the chunks' values in one call (default: merged by rule, no call)")
@@ -44,12 +45,18 @@ func (d *tryDocFlags) check(fs *flag.FlagSet, strategy fixpoint.Strategy) error 
 		return usagef("--merge-model is empty: name a model, or leave the flag out to merge by rule")
 	}
 	if !strategy.Document() {
-		for _, name := range []string{"chunk-tokens", "chunk-overlap", "strict", "max-validation-attempts"} {
+		for _, name := range []string{"chunk-tokens", "chunk-overlap", "list-passes", "strict", "max-validation-attempts"} {
 			if given(fs, name) {
 				return usagef("--%s is for the document strategies (parallel, sequential, agent), not --strategy %s", name, strategy)
 			}
 		}
 		return nil
+	}
+	if strategy == fixpoint.StrategyAgent && given(fs, "list-passes") {
+		return usagef("--list-passes is for strategies parallel and sequential: the agent reads the chunks it chooses through tools")
+	}
+	if d.lim.ListPasses < 0 {
+		return usagef("--list-passes %d: want 0 (none) or more", d.lim.ListPasses)
 	}
 	if d.file == "" {
 		return usagef("--strategy %s runs over a document: give --document-file F", strategy)
@@ -78,6 +85,9 @@ func (d *tryDocFlags) read(spec *pipeline.TrySpec) error {
 	spec.Limits.ChunkTokens, spec.Limits.ChunkOverlap = d.lim.ChunkTokens, d.lim.ChunkOverlap
 	spec.Limits.Strict, spec.Limits.MaxValidationAttempts = d.lim.Strict, d.lim.MaxValidationAttempts
 	spec.Limits.MergeModel = d.lim.MergeModel
+	if spec.Limits.Strategy == fixpoint.StrategyParallel || spec.Limits.Strategy == fixpoint.StrategySequential {
+		spec.Limits.ListPasses = d.lim.ListPasses
+	}
 	if d.file == "" {
 		return nil
 	}
@@ -166,11 +176,14 @@ func docVerdict(res *fixpoint.Result) string {
 	return fmt.Sprintf("%s (%s): %s; %s", strings.ToUpper(string(res.Status)), res.Class, res.Error, totals)
 }
 
-// stepTitle names a step: "chunk 2 [4012, 8190)", "merge", "repair",
-// "agent turn".
+// stepTitle names a step: "chunk 2 [4012, 8190)", "chunk 2 pass 1
+// [6120, 8190)", "merge", "repair", "agent turn".
 func stepTitle(s pipeline.TryStep) string {
 	switch s.Step {
 	case fixpoint.StepChunk:
+		if c := s.Chunk; c != nil && c.Pass > 0 {
+			return fmt.Sprintf("chunk %d pass %d [%d, %d)", c.N, c.Pass, c.Start, c.End)
+		}
 		if s.Chunk != nil {
 			return fmt.Sprintf("chunk %d [%d, %d)", s.Chunk.N, s.Chunk.Start, s.Chunk.End)
 		}

@@ -29,7 +29,9 @@ func runTry(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 // worker try under the parallel strategy prints a card per chunk call
-// with its offsets, the merge as no call, and the verdict.
+// with its offsets (a list pass's with its number: the simulator lists 50
+// items a call, a chunk holds more), the merge as no call, and the
+// verdict.
 func TestTryDocumentCards(t *testing.T) {
 	t.Parallel()
 	doc, schema := simAgreement(t)
@@ -38,7 +40,7 @@ func TestTryDocumentCards(t *testing.T) {
 	if code != 0 && code != 1 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	for _, w := range []string{"chunk 0 [0, ", " merge ── ", " ── no call", "value: {", " steps, ", " calls, "} {
+	for _, w := range []string{"chunk 0 [0, ", "chunk 0 pass 1 [", " merge ── ", " ── no call", "value: {", " steps, ", " calls, "} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
@@ -156,6 +158,9 @@ func TestTryDocumentUsage(t *testing.T) {
 		{"overlap not below size", []string{"--strategy", "sequential", "--document-file", doc, "--chunk-tokens", "500", "--chunk-overlap", "600"}, "--chunk-overlap 600 must be less than --chunk-tokens 500"},
 		{"tiny chunks", []string{"--strategy", "parallel", "--document-file", doc, "--chunk-tokens", "3"}, "--chunk-tokens 3: want 50 or more"},
 		{"validation attempts", []string{"--strategy", "agent", "--document-file", doc, "--max-validation-attempts", "-1"}, "--max-validation-attempts -1: want 1 to 20"},
+		{"negative list passes", []string{"--strategy", "parallel", "--document-file", doc, "--list-passes", "-2"}, "--list-passes -2: want 0 (none) or more"},
+		{"list passes of the agent", []string{"--strategy", "agent", "--document-file", doc, "--list-passes", "1"}, "--list-passes is for strategies parallel and sequential"},
+		{"list passes without a document strategy", []string{"--list-passes", "1"}, "--list-passes is for the document strategies"},
 		{"mode tool", []string{"--strategy", "parallel", "--document-file", doc, "--mode", "tool"}, "strategy parallel needs mode prompt, not tool"},
 		{"merge model under sequential", []string{"--strategy", "sequential", "--document-file", doc, "--merge-model", "sim-merge"}, "--merge-model is for --strategy parallel"},
 		{"missing file", []string{"--strategy", "parallel", "--document-file", "/nonexistent/doc.md"}, "read --document-file"},
