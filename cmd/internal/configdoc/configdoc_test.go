@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/configuration.md from the commands' --help")
@@ -187,4 +189,21 @@ func lineDiff(a, b string) string {
 		}
 	}
 	return out.String()
+}
+
+// Every row of the provider table reaches the page: its variables in the
+// environment table and a row of the providers table.
+func TestEveryProviderReachesTheDoc(t *testing.T) {
+	t.Parallel()
+	page := Render(nil)
+	for _, p := range llm.Providers() {
+		for _, v := range []string{p.BaseURLEnv, p.KeyEnv} {
+			if v != "" && !strings.Contains(page, "| `"+v+"` |") {
+				t.Errorf("the environment table lacks %s's %s", p.Name, v)
+			}
+		}
+		if !strings.Contains(page, "| `"+p.Name+"` | "+string(p.Wire)+" | `"+p.BaseURLDefault+"` |") {
+			t.Errorf("the providers table lacks %s", p.Name)
+		}
+	}
 }
