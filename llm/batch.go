@@ -591,6 +591,9 @@ func (rs *resultSink) decode(id string, body []byte, status int, requestID strin
 		}
 	} else {
 		err = decodeAnthropic(body, &req, out)
+		if sr, ok, _ := rs.c.outputConfig(&req); err == nil && ok {
+			out.DroppedKeywords = sr.dropped
+		}
 	}
 	if err != nil {
 		e := &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: status, RequestID: requestID,

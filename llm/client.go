@@ -58,7 +58,9 @@ type Client struct {
 
 	laneCache   sync.Map // model -> *Lane
 	schemaCache sync.Map // schema text -> strictResult
-	bufPool     sync.Pool
+	// anSchemaCache holds anthropicSchema's results by schema text.
+	anSchemaCache sync.Map
+	bufPool       sync.Pool
 }
 
 type strictResult struct {
@@ -386,7 +388,7 @@ func (c *Client) encode(req *fixpoint.Request) ([]byte, []string, *fixpoint.Prov
 		}
 		body, err = c.encodeOpenAI(req, schema, strict)
 	case WireAnthropic:
-		body, err = c.encodeAnthropic(req)
+		body, dropped, err = c.encodeAnthropic(req)
 	case WireOllama:
 		body, err = c.encodeOllama(req)
 	}

@@ -134,7 +134,7 @@ var providers = []Provider{
 		Name: ProviderAnthropic, Wire: WireAnthropic,
 		BaseURLDefault: BaseURLAnthropicDefault, KeyEnv: "ANTHROPIC_API_KEY", BaseURLEnv: "ANTHROPIC_BASE_URL", KeyRequired: true,
 		Deliveries:   []Delivery{DeliveryRealtime, DeliveryBatch},
-		Modes:        map[fixpoint.Mode]Native{fixpoint.ModeJSONSchema: NativeToolForced, fixpoint.ModeTool: NativeToolForced},
+		Modes:        map[fixpoint.Mode]Native{fixpoint.ModeJSONSchema: NativeOutputConfig, fixpoint.ModeTool: NativeToolForced},
 		DefaultModel: "claude-haiku-4-5",
 		Description:  "Anthropic Messages API",
 	},
