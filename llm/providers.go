@@ -146,6 +146,16 @@ var providers = []Provider{
 		DefaultModel: "llama3.1",
 		Description:  "Ollama's native chat API",
 	},
+	{
+		// Chat Completions, but a body field it does not know is a 422.
+		Name: "mistral", Wire: WireOpenAIChat,
+		BaseURLDefault: "https://api.mistral.ai/v1", KeyEnv: "MISTRAL_API_KEY", BaseURLEnv: "MISTRAL_BASE_URL", KeyRequired: true,
+		Deliveries:   []Delivery{DeliveryRealtime},
+		Modes:        map[fixpoint.Mode]Native{fixpoint.ModeJSONSchema: NativeResponseFormat, fixpoint.ModeTool: NativeFunctionForced},
+		Omit:         []string{FieldUser, FieldPromptCacheKey},
+		DefaultModel: "mistral-small-latest",
+		Description:  "Mistral's chat completions (OpenAI-compatible)",
+	},
 }
 
 // Providers returns the provider table, one row per provider.
