@@ -16,23 +16,26 @@ import (
 // top-level output_format and its structured-outputs-2025-11-13 header
 // have moved there) accept a subset of JSON Schema
 // (platform.claude.com/docs/en/build-with-claude/structured-outputs,
-// "JSON Schema limitations", read 2026-12-07 through the search tool's
-// copies of it, and the subset the Python SDK's transform_schema keeps,
-// anthropics/anthropic-sdk-python src/anthropic/lib/_parse/_transform.py):
+// "JSON Schema limitations", read 2026-12-07 in third-party copies and
+// summaries of it: a mirror of the page, and the limits LangSchema's
+// Anthropic converter quotes from it; and the subset the Python SDK's
+// transform_schema keeps, anthropics/anthropic-sdk-python
+// src/anthropic/lib/_parse/_transform.py, which drops pattern too):
 // every basic type; enum of scalars; const, anyOf, allOf; local $ref
 // with $defs and definitions; required; additionalProperties, which must
 // be false on every object; items; minItems of 0 or 1; the string formats
-// below; description and title. Numeric bounds, string lengths, other
-// array bounds, patterns (the SDK drops them too), not, if/then/else and
-// recursive schemas are not; a schema over its complexity limits (more
-// than 24 optional properties, more than 16 unions) is refused with a 400.
+// below; pattern without lookaround, backreferences or word boundaries;
+// default, description and title. Numeric bounds, string lengths, other
+// array bounds, not, if/then/else and recursive schemas are not; a schema
+// over its complexity limits (more than 24 optional properties, more than
+// 16 unions) is refused with a 400.
 // What is left out is listed in Response.DroppedKeywords and checked
 // locally, as for OpenAI's strict mode.
 var anthropicAllowed = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "enum": true, "const": true, "anyOf": true, "allOf": true, "$ref": true,
 	"$defs": true, "definitions": true, "description": true, "title": true,
-	"format": true, "minItems": true,
+	"format": true, "minItems": true, "pattern": true, "default": true,
 }
 
 // anthropicFormats are the string formats structured outputs accept.
@@ -119,6 +122,9 @@ func anthropicNode(s map[string]any, ptr string, dropped *[]string) (optional, u
 			drop = n != "0" && n != "1"
 		case k == "enum":
 			drop = !scalars(v)
+		case k == "pattern":
+			p, _ := v.(string)
+			drop = !simplePattern(p)
 		}
 		if drop {
 			delete(s, k)
@@ -148,6 +154,26 @@ func anthropicNode(s map[string]any, ptr string, dropped *[]string) (optional, u
 		unions++
 	}
 	return max(optional, 0), unions
+}
+
+// simplePattern reports whether a pattern uses only the regular
+// expressions structured outputs take: no lookaround, no backreference,
+// no word boundary.
+func simplePattern(p string) bool {
+	for _, bad := range []string{"(?=", "(?!", "(?<=", "(?<!", `\b`, `\B`, `\k<`} {
+		if strings.Contains(p, bad) {
+			return false
+		}
+	}
+	for i := 0; i+1 < len(p); i++ {
+		if p[i] == '\\' {
+			if p[i+1] >= '1' && p[i+1] <= '9' {
+				return false // a backreference
+			}
+			i++ // an escape: \\b is a backslash and a b
+		}
+	}
+	return true
 }
 
 // scalars reports whether v is a list of strings, numbers, booleans and

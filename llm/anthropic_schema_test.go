@@ -27,9 +27,9 @@ func TestAnthropicSchema(t *testing.T) {
 	}{
 		{"kept as it is, closed", `{"type":"object","properties":{"d":{"type":"string","format":"date"},"l":{"type":"array","items":{"enum":["a",1,null]},"minItems":1}},"required":["d"]}`,
 			`{"type":"object","properties":{"d":{"type":"string","format":"date"},"l":{"type":"array","items":{"enum":["a",1,null]},"minItems":1}},"required":["d"],"additionalProperties":false}`, nil, true},
-		{"bounds, patterns and lengths dropped", `{"type":"object","properties":{"n":{"type":"integer","minimum":0,"multipleOf":2},"s":{"type":"string","pattern":"^a","maxLength":3,"format":"regex"},"l":{"type":"array","minItems":2,"uniqueItems":true}},"additionalProperties":true}`,
-			`{"type":"object","properties":{"n":{"type":"integer"},"s":{"type":"string"},"l":{"type":"array"}},"additionalProperties":false}`,
-			[]string{"/additionalProperties", "/properties/l/minItems", "/properties/l/uniqueItems", "/properties/n/minimum", "/properties/n/multipleOf", "/properties/s/format", "/properties/s/maxLength", "/properties/s/pattern"}, true},
+		{"bounds, lengths and patterns past its regular expressions dropped", `{"type":"object","properties":{"n":{"type":"integer","minimum":0,"multipleOf":2},"s":{"type":"string","pattern":"^(?!io)","maxLength":3,"format":"regex"},"b":{"type":"string","pattern":"(a)\\1"},"k":{"type":"string","pattern":"^[A-Z]{3}-\\d{4}$","default":"ABC-0000"},"l":{"type":"array","minItems":2,"uniqueItems":true}},"additionalProperties":true}`,
+			`{"type":"object","properties":{"n":{"type":"integer"},"s":{"type":"string"},"b":{"type":"string"},"k":{"type":"string","pattern":"^[A-Z]{3}-\\d{4}$","default":"ABC-0000"},"l":{"type":"array"}},"additionalProperties":false}`,
+			[]string{"/additionalProperties", "/properties/b/pattern", "/properties/l/minItems", "/properties/l/uniqueItems", "/properties/n/minimum", "/properties/n/multipleOf", "/properties/s/format", "/properties/s/maxLength", "/properties/s/pattern"}, true},
 		{"oneOf as anyOf, an enum of objects dropped, local keywords left out unsaid", `{"type":"object","x-fixpoint-rules":[],"properties":{"v":{"oneOf":[{"type":"string"},{"type":"null"}]},"e":{"enum":[{"a":1}]}}}`,
 			`{"type":"object","properties":{"v":{"anyOf":[{"type":"string"},{"type":"null"}]},"e":{}},"additionalProperties":false}`,
 			[]string{"/properties/e/enum", "/properties/v/oneOf"}, true},
