@@ -152,7 +152,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	}
 	tty := isTerminal(stdout)
 
-	fmt.Fprintf(stdout, "fixpoint demo: %d support tickets, simulator preset %q, %s wire format, %s mode\n", f.rows, f.preset, f.provider, f.mode)
+	fmt.Fprintf(stdout, "fixpoint demo: %d support tickets, simulator preset %q, %s (%s wire format), %s mode\n", f.rows, f.preset, f.provider, llm.WireOf(f.provider), f.mode)
 	st, err := openStore(ctx, f.dbURL, true, nil)
 	if err != nil {
 		return fmt.Errorf("%w (is Postgres running at DATABASE_URL?)", err)
