@@ -1,11 +1,14 @@
 package llm
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint"
 )
 
 // anthropicSchema keeps what structured outputs accept, drops the rest
@@ -74,5 +77,28 @@ func TestAnthropicStructured(t *testing.T) {
 		if got := anthropicStructured(model); got != want {
 			t.Errorf("%s: structured outputs %v, want %v", model, got, want)
 		}
+	}
+}
+
+// A json_schema batch result on Anthropic lists the keywords output_config
+// left out, as the realtime reply to the same request does.
+func TestAnthropicBatchResultDropsAsRealtime(t *testing.T) {
+	t.Parallel()
+	reply := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"{\"name\":\"Ada\"}"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":4}}`
+	req := fixpoint.Request{Model: "claude-sonnet-4-5", Messages: []fixpoint.Message{{Role: fixpoint.RoleUser, Content: "hi"}},
+		Mode: fixpoint.ModeJSONSchema, Schema: batchTestSchema}
+	rec := newRecorder(t, replyJSON(200, reply))
+	want, err := batchTestClient(t, ProviderAnthropic, rec.srv.URL).Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := `{"custom_id":"c-1","result":{"type":"succeeded","message":` + reply + `}}`
+	rp := newBatchReplay(t, map[string][]bEntry{"anthropic.batches.results": {{body: line}}})
+	got := collect(t, batchTestClient(t, ProviderAnthropic, rp.srv.URL), BatchStatus{ID: "b", Ended: true}, []BatchItem{{CustomID: "c-1", Request: req}})
+	if len(got) != 1 || got[0].Response == nil {
+		t.Fatalf("got %+v", got)
+	}
+	if d := []string{"/properties/name/minLength"}; !reflect.DeepEqual(want.DroppedKeywords, d) || !reflect.DeepEqual(got[0].Response.DroppedKeywords, d) {
+		t.Errorf("dropped: realtime %v, batch %v; want %v", want.DroppedKeywords, got[0].Response.DroppedKeywords, d)
 	}
 }
