@@ -214,7 +214,7 @@ func TestWireRequest(t *testing.T) {
 			rec := newRecorder(t, replyJSON(200, tt.reply))
 			cfg := tt.cfg
 			cfg.BaseURL = rec.srv.URL
-			if cfg.Provider == ProviderOpenAI {
+			if WireOf(cfg.Provider) == WireOpenAIChat {
 				cfg.BaseURL += "/v1"
 			}
 			c := testClient(t, cfg)
