@@ -54,7 +54,8 @@ const (
 	// ModePrompt describes the schema in the system prompt and parses text.
 	ModePrompt Mode = "prompt"
 	// ModeJSONSchema uses the provider's native schema-constrained output
-	// (OpenAI response_format json_schema, Ollama format).
+	// (OpenAI response_format json_schema, Anthropic output_config.format,
+	// Ollama format; llm.Provider.Modes).
 	ModeJSONSchema Mode = "json_schema"
 	// ModeTool forces a tool call whose input schema is the job's schema.
 	ModeTool Mode = "tool"

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
@@ -236,7 +237,7 @@ func requeueSettings(ctx context.Context, ledger ActionLedger, b *store.Batch, c
 	if settings.Delivery == queue.DeliveryBatch {
 		// A new run has its own deadline, as long as the batch's.
 		settings.DeadlineAt = time.Now().Add(time.Duration(settings.DeadlineSeconds) * time.Second).Unix()
-		if !hasBatchAPI(settings.Provider) {
+		if !llm.HasBatchAPI(settings.Provider) {
 			settings.Delivery, settings.DeadlineSeconds, settings.DeadlineAt = "", 0, 0 // no batch API: realtime
 			warnings = append(warnings, fmt.Sprintf("%s has no batch API: the requeued jobs run realtime, at the realtime price", settings.Provider))
 		}

@@ -299,8 +299,9 @@ func badConfig(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: %w: %s", ErrBadConfig, kind, fmt.Sprintf(format, args...))
 }
 
-// knownProviders are the providers a worker can be configured with.
-var knownProviders = []string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}
+// knownProviders are the providers a worker can be configured with: the
+// provider table's.
+var knownProviders = llm.ProviderNames()
 
 // Check reports what is wrong with cfg's settings, template or schema, as
 // Run and DryRun would before they read a row or reach the ledger or the
@@ -528,11 +529,6 @@ func CacheKey(batch, schemaHash string) string {
 	return "fixpoint-" + hex.EncodeToString(sum[:12])
 }
 
-// hasBatchAPI reports whether provider has a batch API (llm.Client.SupportsBatch).
-func hasBatchAPI(provider string) bool {
-	return provider == llm.ProviderOpenAI || provider == llm.ProviderAnthropic
-}
-
 // checkDelivery checks the delivery asked for. Where the provider has no
 // batch API, it refuses, or falls back to realtime with a warning when
 // cfg.BatchFallback asks: realtime costs twice as much, which nobody should
@@ -572,7 +568,7 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 		prog.Warnings = append(prog.Warnings, fmt.Sprintf("--deadline %s is within the workers' default --wave-deadline-margin (%s): unless they run with a smaller one, no wave starts and every job runs realtime at the full price",
 			cfg.Deadline, wave.DeadlineMarginDefault))
 	}
-	if !hasBatchAPI(cfg.Provider) {
+	if !llm.HasBatchAPI(cfg.Provider) {
 		return cannot(fmt.Sprintf("%s has no batch API", cfg.Provider))
 	}
 	if cfg.ProbeBatch != nil {

@@ -18,7 +18,20 @@ type anRequest struct {
 	Temperature *float64      `json:"temperature,omitempty"`
 	Tools       []anTool      `json:"tools,omitempty"`
 	ToolChoice  *anToolChoice `json:"tool_choice,omitempty"`
-	Metadata    *anMetadata   `json:"metadata,omitempty"`
+	// OutputConfig asks for structured outputs (NativeOutputConfig).
+	OutputConfig *anOutputConfig `json:"output_config,omitempty"`
+	Metadata     *anMetadata     `json:"metadata,omitempty"`
+}
+
+// anOutputConfig is output_config: {"format": {"type": "json_schema",
+// "schema": ...}}; the reply's text is then the JSON.
+type anOutputConfig struct {
+	Format anOutputFormat `json:"format"`
+}
+
+type anOutputFormat struct {
+	Type   string          `json:"type"`
+	Schema json.RawMessage `json:"schema"`
 }
 
 // anMessage is a turn: its content a string, or blocks (anTextBlock,
@@ -114,10 +127,13 @@ func (u *anUsage) usage() (fixpoint.Usage, string) {
 
 // encodeAnthropic builds the Messages body. The system prompt is top-level
 // (a "system" message in Messages is moved there); max_tokens is always
-// sent. ModeJSONSchema has no Messages equivalent and is sent as ModeTool.
-// With CacheSystem, a system prompt long enough to be cached is sent as a
-// text block with cache_control (see anthropicCacheable).
-func (c *Client) encodeAnthropic(req *fixpoint.Request) ([]byte, error) {
+// sent. ModeJSONSchema is sent as the row says (Provider.Modes): as
+// output_config.format, the schema reduced to structured outputs' subset
+// (dropped lists what was left out), when the model has structured
+// outputs and the schema fits them, else as ModeTool. With CacheSystem, a
+// system prompt long enough to be cached is sent as a text block with
+// cache_control (see anthropicCacheable).
+func (c *Client) encodeAnthropic(req *fixpoint.Request) (body []byte, dropped []string, err error) {
 	w := anRequest{Model: req.Model, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
 	if w.MaxTokens <= 0 {
 		w.MaxTokens = AnthropicMaxTokensDefault
@@ -149,7 +165,7 @@ func (c *Client) encodeAnthropic(req *fixpoint.Request) ([]byte, error) {
 			}
 			for _, c := range m.ToolCalls {
 				if err := c.CheckArguments(); err != nil {
-					return nil, fmt.Errorf("messages[%d]: %w (the Messages API takes a tool_use's input as an object only)", i, err)
+					return nil, nil, fmt.Errorf("messages[%d]: %w (the Messages API takes a tool_use's input as an object only)", i, err)
 				}
 				blocks = append(blocks, anToolUse{Type: "tool_use", ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)})
 			}
@@ -160,6 +176,14 @@ func (c *Client) encodeAnthropic(req *fixpoint.Request) ([]byte, error) {
 		}
 	}
 	tool := req.Mode == fixpoint.ModeTool || req.Mode == fixpoint.ModeJSONSchema
+	ar, structured, err := c.outputConfig(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if structured {
+		w.OutputConfig = &anOutputConfig{Format: anOutputFormat{Type: "json_schema", Schema: ar.schema}}
+		tool, dropped = false, ar.dropped
+	}
 	if tool {
 		name := schemaName(req)
 		w.Tools = []anTool{{Name: name, Description: toolDescription, InputSchema: req.Schema}}
@@ -187,7 +211,60 @@ func (c *Client) encodeAnthropic(req *fixpoint.Request) ([]byte, error) {
 	if req.User != "" {
 		w.Metadata = &anMetadata{UserID: req.User}
 	}
-	return json.Marshal(&w)
+	body, err = json.Marshal(&w)
+	return body, dropped, err
+}
+
+// outputConfig returns the schema req is sent with as output_config, and
+// whether it is sent so: in ModeJSONSchema, on a row whose native form of
+// it is NativeOutputConfig, to a model with structured outputs, for a
+// schema they can take.
+func (c *Client) outputConfig(req *fixpoint.Request) (strictResult, bool, error) {
+	if req.Mode != fixpoint.ModeJSONSchema || c.row.Modes[fixpoint.ModeJSONSchema] != NativeOutputConfig || !anthropicStructured(req.Model) {
+		return strictResult{}, false, nil
+	}
+	sr, err := c.anthropicSchema(req.Schema)
+	return sr, err == nil && sr.strict, err
+}
+
+// anthropicSchema is anthropicSchema(schema), cached by the schema's text.
+func (c *Client) anthropicSchema(schema json.RawMessage) (strictResult, error) {
+	if v, ok := c.anSchemaCache.Load(string(schema)); ok {
+		return v.(strictResult), nil
+	}
+	s, dropped, ok, err := anthropicSchema(schema)
+	if err != nil {
+		return strictResult{}, err
+	}
+	sr := strictResult{schema: s, dropped: dropped, strict: ok}
+	c.anSchemaCache.Store(string(schema), sr)
+	return sr, nil
+}
+
+// anthropicBeforeStructured are the models, by alias, that predate
+// structured outputs (generally available for the 4.5 models and later);
+// "claude-3", "claude-2" and "claude-instant" are prefixes of families.
+var anthropicBeforeStructured = []string{"claude-opus-4", "claude-opus-4-0", "claude-opus-4-1", "claude-sonnet-4", "claude-sonnet-4-0"}
+
+// anthropicStructured reports whether model has structured outputs: any
+// model but the older ones, by alias, alias-latest or a snapshot date
+// (claude-sonnet-4-20250514). A model fixpoint does not know is taken as
+// newer.
+func anthropicStructured(model string) bool {
+	for _, family := range []string{"claude-3", "claude-2", "claude-instant"} {
+		if strings.HasPrefix(model, family) {
+			return false
+		}
+	}
+	for _, alias := range anthropicBeforeStructured {
+		if model == alias {
+			return false
+		}
+		if rest, ok := strings.CutPrefix(model, alias+"-"); ok && isSnapshot(rest) {
+			return false
+		}
+	}
+	return true
 }
 
 // lastUserBlocks returns the blocks of the last turn when it is a user

@@ -178,11 +178,11 @@ type BatchResult struct {
 	Err      *fixpoint.ProviderError
 }
 
-// SupportsBatch reports whether the provider has a batch API: openai and
-// anthropic do (an OpenAI-compatible server may still lack it: see
-// ProbeBatch); ollama never.
+// SupportsBatch reports whether the provider has a batch API: its row
+// has DeliveryBatch (an OpenAI-compatible server may still lack it: see
+// ProbeBatch).
 func (c *Client) SupportsBatch() bool {
-	return c.cfg.Provider == ProviderOpenAI || c.cfg.Provider == ProviderAnthropic
+	return c.row.Has(DeliveryBatch)
 }
 
 // BatchLimits returns the most requests one batch may hold and the most
@@ -191,10 +191,13 @@ func (c *Client) SupportsBatch() bool {
 // 100,000 requests in a create request of 256 MB (less its envelope).
 // Both are 0 when the provider has no batch API.
 func (c *Client) BatchLimits() (maxRequests int, maxBytes int64) {
-	switch c.cfg.Provider {
-	case ProviderOpenAI:
+	if !c.SupportsBatch() {
+		return 0, 0
+	}
+	switch c.row.Wire {
+	case WireOpenAIChat:
 		return OpenAIBatchMaxRequests, OpenAIBatchMaxBytes
-	case ProviderAnthropic:
+	case WireAnthropic:
 		return AnthropicBatchMaxRequests, AnthropicBatchMaxBytes - int64(anthropicEnvelopeBytes)
 	}
 	return 0, 0
@@ -242,7 +245,7 @@ func (c *Client) encodeBatchItem(it BatchItem) ([]byte, *fixpoint.ProviderError)
 		return nil, &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: fmt.Sprintf("batch item %q: encode custom_id: %v", it.CustomID, err), Err: err}
 	}
 	var head string
-	if c.cfg.Provider == ProviderOpenAI {
+	if c.row.Wire == WireOpenAIChat {
 		head = `,"method":"POST","url":"` + openAIBatchEndpoint + `","body":`
 	} else {
 		head = `,"params":`
@@ -273,7 +276,7 @@ func (c *Client) encodeBatch(items []BatchItem, sep byte) ([]byte, *fixpoint.Pro
 	for i := range items {
 		it := &items[i]
 		switch {
-		case c.cfg.Provider == ProviderAnthropic:
+		case c.row.Wire == WireAnthropic:
 			if err := ValidateCustomID(it.CustomID); err != nil {
 				return nil, batchInvalid(ErrInvalidCustomID, "batch item %d: %v", i, err)
 			}
@@ -284,7 +287,7 @@ func (c *Client) encodeBatch(items []BatchItem, sep byte) ([]byte, *fixpoint.Pro
 			return nil, batchInvalid(nil, "batch item %d: custom_id %q repeats an earlier item's", i, it.CustomID)
 		}
 		seen[it.CustomID] = struct{}{}
-		if c.cfg.Provider == ProviderOpenAI && it.Request.Model != items[0].Request.Model {
+		if c.row.Wire == WireOpenAIChat && it.Request.Model != items[0].Request.Model {
 			// OpenAI: "each input file can only include requests to a single model".
 			return nil, batchInvalid(nil, "batch item %d: model %q differs from the first item's %q (an OpenAI batch has one model)",
 				i, it.Request.Model, items[0].Request.Model)
@@ -335,7 +338,7 @@ func (c *Client) ProbeBatch(ctx context.Context) error {
 // ErrBatchUnsupported. A failure that may have left a file behind wraps
 // ErrBatchMaybeCreated (an unused file expires after 30 days).
 func (c *Client) UploadBatchFile(ctx context.Context, items []BatchItem) (string, error) {
-	if c.cfg.Provider != ProviderOpenAI {
+	if c.row.Wire != WireOpenAIChat {
 		return "", c.unsupported()
 	}
 	jsonl, e := c.encodeBatch(items, '\n')
@@ -354,10 +357,13 @@ func (c *Client) UploadBatchFile(ctx context.Context, items []BatchItem) (string
 // ValidateCustomID. A failure that may have created the batch wraps
 // ErrBatchMaybeCreated and is not retried.
 func (c *Client) CreateBatch(ctx context.Context, fileID string, items []BatchItem, metadata map[string]string) (BatchStatus, error) {
-	switch c.cfg.Provider {
-	case ProviderOpenAI:
+	if !c.SupportsBatch() {
+		return BatchStatus{}, c.unsupported()
+	}
+	switch c.row.Wire {
+	case WireOpenAIChat:
 		return c.openAICreate(ctx, fileID, metadata)
-	case ProviderAnthropic:
+	case WireAnthropic:
 		return c.anthropicCreate(ctx, items)
 	}
 	return BatchStatus{}, c.unsupported()
@@ -485,8 +491,8 @@ func (c *Client) BatchResults(ctx context.Context, st BatchStatus, request func(
 		return batchInvalid(nil, "batch %s has not ended (state %s): no results yet", st.ID, st.Raw)
 	}
 	rs := &resultSink{c: c, request: request, fn: fn, seen: make(map[string]struct{})}
-	switch c.cfg.Provider {
-	case ProviderOpenAI:
+	switch c.row.Wire {
+	case WireOpenAIChat:
 		for _, f := range []string{st.OutputFileID, st.ErrorFileID} {
 			if f == "" {
 				continue
@@ -551,7 +557,7 @@ func (rs *resultSink) line(n int, data []byte, size int64) error {
 		r = BatchResult{CustomID: id, Err: &fixpoint.ProviderError{Class: fixpoint.ClassTooLarge, Status: http.StatusOK, Size: size, Head: cutUTF8(data, headBytes),
 			Billed: billed, Message: fmt.Sprintf("result line is %d bytes, over the MaxBodyBytes cap of %d bytes; the reply was made (and billed); charged by estimate: %d input, %d output tokens",
 				size, rs.c.cfg.MaxBodyBytes, billed.InputTokens, billed.OutputTokens)}}
-	} else if rs.c.cfg.Provider == ProviderOpenAI {
+	} else if rs.c.row.Wire == WireOpenAIChat {
 		r = rs.c.openAIResultLine(data, rs)
 	} else {
 		r = rs.c.anthropicResultLine(data, rs)
@@ -576,7 +582,7 @@ func (rs *resultSink) decode(id string, body []byte, status int, requestID strin
 	req, _ := rs.lookup(id)
 	out := &fixpoint.Response{Status: status, RequestID: requestID}
 	var err error
-	if rs.c.cfg.Provider == ProviderOpenAI {
+	if rs.c.row.Wire == WireOpenAIChat {
 		err = decodeOpenAI(body, &req, out)
 		if err == nil && (req.Mode == fixpoint.ModeJSONSchema || req.Mode == fixpoint.ModeTool) {
 			if sr, serr := rs.c.strict(req.Schema); serr == nil {
@@ -585,12 +591,15 @@ func (rs *resultSink) decode(id string, body []byte, status int, requestID strin
 		}
 	} else {
 		err = decodeAnthropic(body, &req, out)
+		if sr, ok, _ := rs.c.outputConfig(&req); err == nil && ok {
+			out.DroppedKeywords = sr.dropped
+		}
 	}
 	if err != nil {
 		e := &fixpoint.ProviderError{Class: fixpoint.ClassBadResponse, Status: status, RequestID: requestID,
 			Message: err.Error() + ": " + snippet(body), Err: err, Size: int64(len(body)), Head: cutUTF8(body, headBytes)}
 		var note string
-		e.Billed, note = billedUsage(rs.c.cfg.Provider, body, &req)
+		e.Billed, note = billedUsage(rs.c.row.Wire, body, &req)
 		e.Message += "; " + note
 		return BatchResult{CustomID: id, Err: e}
 	}

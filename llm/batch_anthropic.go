@@ -162,7 +162,7 @@ func (c *Client) anthropicResultError(w *anResultLine) *fixpoint.ProviderError {
 	case pe.Type == "billing_error":
 		e.Class = fixpoint.ClassQuotaExhausted
 	case ok:
-		e.Class, e.RetryAfter = classify(ProviderAnthropic, status, http.Header{}, pe, c.cfg.Clock.Now(), demand{})
+		e.Class, e.RetryAfter = classify(WireAnthropic, status, http.Header{}, pe, c.cfg.Clock.Now(), demand{})
 	default:
 		e.Class = fixpoint.ClassServer // a type this client does not know: try again later
 	}

@@ -245,7 +245,7 @@ func (c *Client) batchAttempt(ctx context.Context, op *batchOp) (e *fixpoint.Pro
 		if reqID == "" {
 			reqID = pe.ReqID
 		}
-		class, hint := classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, pe, c.cfg.Clock.Now(), demand{})
+		class, hint := classify(c.row.Wire, hresp.StatusCode, hresp.Header, pe, c.cfg.Clock.Now(), demand{})
 		e = &fixpoint.ProviderError{Class: class, Status: hresp.StatusCode, Message: pe.Message, Code: pe.Code,
 			RequestID: reqID, RetryAfter: hint, RateLimit: rateLimitHeaders(hresp.Header)}
 		if hresp.StatusCode == http.StatusNotFound {
@@ -351,7 +351,7 @@ func pathID(id string) string { return url.PathEscape(id) }
 
 // batchURL is the URL of the batch id.
 func (c *Client) batchURL(id string) string {
-	if c.cfg.Provider == ProviderOpenAI {
+	if c.row.Wire == WireOpenAIChat {
 		return c.url("/batches/"+pathID(id), nil)
 	}
 	return c.url("/v1/messages/batches/"+pathID(id), nil)
@@ -369,7 +369,7 @@ type batchPage struct {
 func (c *Client) listBatchPage(ctx context.Context, limit int, after string) (batchPage, error) {
 	q := url.Values{}
 	var u string
-	if c.cfg.Provider == ProviderOpenAI {
+	if c.row.Wire == WireOpenAIChat {
 		q.Set("limit", fmt.Sprint(min(limit, 100)))
 		if after != "" {
 			q.Set("after", after)
@@ -385,7 +385,7 @@ func (c *Client) listBatchPage(ctx context.Context, limit int, after string) (ba
 	op := &batchOp{what: "list batches", method: http.MethodGet, url: u}
 	var page batchPage
 	var err error
-	if c.cfg.Provider == ProviderOpenAI {
+	if c.row.Wire == WireOpenAIChat {
 		page, err = decodeBatchPage[oaBatch](ctx, c, op)
 	} else {
 		page, err = decodeBatchPage[anBatch](ctx, c, op)
@@ -431,7 +431,7 @@ func (c *Client) batchObject(ctx context.Context, method, u, what string) (Batch
 
 func (c *Client) batchObjectOp(ctx context.Context, op *batchOp) (BatchStatus, error) {
 	var st BatchStatus
-	if c.cfg.Provider == ProviderOpenAI {
+	if c.row.Wire == WireOpenAIChat {
 		var w oaBatch
 		if err := c.batchJSON(ctx, op, &w); err != nil {
 			return st, err

@@ -209,7 +209,7 @@ func (c *Client) openAIResultLine(data []byte, rs *resultSink) BatchResult {
 	switch resp := w.Response; {
 	case resp != nil && resp.StatusCode != 0 && (resp.StatusCode < 200 || resp.StatusCode > 299):
 		pe := parseProviderError(resp.Body)
-		class, hint := classify(ProviderOpenAI, resp.StatusCode, http.Header{}, pe, c.cfg.Clock.Now(), demand{})
+		class, hint := classify(WireOpenAIChat, resp.StatusCode, http.Header{}, pe, c.cfg.Clock.Now(), demand{})
 		msg := pe.Message
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)

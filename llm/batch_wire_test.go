@@ -23,7 +23,7 @@ const batchTestKey = "sk-batch-test-key-0123456789"
 // batchTestClient is a client of provider at base with two quick retries.
 func batchTestClient(t *testing.T, provider, base string) *Client {
 	t.Helper()
-	if provider == ProviderOpenAI {
+	if WireOf(provider) == WireOpenAIChat {
 		base += "/v1"
 	}
 	return testClient(t, Config{Provider: provider, BaseURL: base, APIKey: batchTestKey,
@@ -41,7 +41,7 @@ func completeBody(t *testing.T, c *Client, req fixpoint.Request) []byte {
 	rec := newRecorder(t, replyJSON(200, reply))
 	cfg := c.Config()
 	cfg.BaseURL = rec.srv.URL
-	if cfg.Provider == ProviderOpenAI {
+	if WireOf(cfg.Provider) == WireOpenAIChat {
 		cfg.BaseURL += "/v1"
 	}
 	cfg.Lanes = nil

@@ -13,22 +13,18 @@ import (
 // the client's API key (HTTP 401).
 var ErrKeyRefused = errors.New("API key refused")
 
-// CheckKey asks the provider to list its models (GET /models on OpenAI,
-// GET /v1/models on Anthropic), which costs nothing, to learn before any
-// job is taken whether it accepts the client's API key. It returns an
-// error matching ErrKeyRefused (and wrapping the *Error) on a 401, the
-// *Error of any other failure (a server without the route answers 404,
-// which says nothing of the key), and nil for Ollama, which takes no key.
+// CheckKey asks the provider to list its models (GET /models on the Chat
+// Completions wire format, GET /v1/models on Anthropic's), which costs
+// nothing, to learn before any job is taken whether it accepts the
+// client's API key. It returns an error matching ErrKeyRefused (and
+// wrapping the *Error) on a 401, the *Error of any other failure (a server
+// without the route answers 404, which says nothing of the key), and nil
+// for Ollama's wire format, which takes no key.
 func (c *Client) CheckKey(ctx context.Context) error {
-	var u string
-	switch c.cfg.Provider {
-	case ProviderOpenAI:
-		u = c.url("/models", nil)
-	case ProviderAnthropic:
-		u = c.url("/v1/models", nil)
-	default:
+	if c.wire.modelsPath == "" {
 		return nil
 	}
+	u := c.url(c.wire.modelsPath, nil)
 	var list struct {
 		Data []json.RawMessage `json:"data"`
 	}
@@ -41,10 +37,11 @@ func (c *Client) CheckKey(ctx context.Context) error {
 }
 
 // MissingKey reports whether the client has no API key for a public API
-// that refuses every call without one (OpenAI's or Anthropic's default
-// base URL). A compatible server elsewhere may take calls without a key.
+// that refuses every call without one (the default base URL of a provider
+// whose row says KeyRequired). A compatible server elsewhere may take
+// calls without a key.
 func (c *Client) MissingKey() bool {
-	return c.cfg.APIKey == "" && (c.cfg.BaseURL == BaseURLOpenAIDefault || c.cfg.BaseURL == BaseURLAnthropicDefault)
+	return c.cfg.APIKey == "" && c.row.KeyRequired && c.cfg.BaseURL == trimBaseURL(c.row.BaseURLDefault)
 }
 
 // keyRefused is CheckKey's 401.

@@ -209,7 +209,7 @@ func modelNotFound(status int, pe providerError) bool {
 // classify maps a non-2xx response to an error class and retry hint; need
 // is what the request takes from the budgets (for a wait derived from the
 // rate-limit headers).
-func classify(provider string, status int, h http.Header, pe providerError, now time.Time, need demand) (fixpoint.ErrorClass, time.Duration) {
+func classify(wire Wire, status int, h http.Header, pe providerError, now time.Time, need demand) (fixpoint.ErrorClass, time.Duration) {
 	explicit, hasExplicit := retryAfter(h, now)
 	switch {
 	case status == http.StatusTooManyRequests:
@@ -236,7 +236,7 @@ func classify(provider string, status int, h http.Header, pe providerError, now 
 		return fixpoint.ClassServer, explicit
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return fixpoint.ClassAuth, 0
-	case status == http.StatusBadRequest && provider == ProviderAnthropic && strings.Contains(pe.Message, "credit balance is too low"):
+	case status == http.StatusBadRequest && wire == WireAnthropic && strings.Contains(pe.Message, "credit balance is too low"):
 		// Anthropic's out-of-credit error is a 400 invalid_request_error;
 		// only its message tells it from a malformed request.
 		return fixpoint.ClassQuotaExhausted, 0

@@ -117,7 +117,7 @@ func TestRetryHints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, hint := classify(tt.provider, tt.status, tt.header, tt.pe, now, demand{input: 1000, output: 500})
+			got, hint := classify(WireOf(tt.provider), tt.status, tt.header, tt.pe, now, demand{input: 1000, output: 500})
 			if got != tt.want || hint != tt.wantHint {
 				t.Fatalf("classify = %s, %v; want %s, %v", got, hint, tt.want, tt.wantHint)
 			}

@@ -45,6 +45,8 @@ var (
 // concurrent use; each model gets its own Lane.
 type Client struct {
 	cfg      Config
+	row      Provider // cfg.Provider's row of the table
+	wire     wireInfo
 	base     *url.URL // cfg.BaseURL parsed: endpoints join its path, before its query
 	http     *http.Client
 	lanes    *Registry
@@ -56,7 +58,9 @@ type Client struct {
 
 	laneCache   sync.Map // model -> *Lane
 	schemaCache sync.Map // schema text -> strictResult
-	bufPool     sync.Pool
+	// anSchemaCache holds anthropicSchema's results by schema text.
+	anSchemaCache sync.Map
+	bufPool       sync.Pool
 }
 
 type strictResult struct {
@@ -76,7 +80,8 @@ func New(cfg Config) (*Client, error) {
 	if err != nil { // validate parsed it
 		return nil, configErr("BaseURL", "%q: %v", RedactURL(cfg.BaseURL), err)
 	}
-	c := &Client{cfg: cfg, base: base, http: cfg.HTTPClient, lanes: cfg.Lanes, obs: cfg.Observer, keyHash: KeyHash(cfg.APIKey)}
+	row, _ := ProviderNamed(cfg.Provider) // validate checked it
+	c := &Client{cfg: cfg, row: row, wire: wires[row.Wire], base: base, http: cfg.HTTPClient, lanes: cfg.Lanes, obs: cfg.Observer, keyHash: KeyHash(cfg.APIKey)}
 	if len(cfg.APIKey) >= redactMinKey {
 		c.key = []byte(cfg.APIKey)
 	}
@@ -100,21 +105,14 @@ func New(cfg Config) (*Client, error) {
 			ForceAttemptHTTP2:   true,
 		}}
 	}
-	switch cfg.Provider {
-	case ProviderOpenAI:
-		c.endpoint = c.url("/chat/completions", nil)
-	case ProviderAnthropic:
-		c.endpoint = c.url("/v1/messages", nil)
-	case ProviderOllama:
-		c.endpoint = c.url("/api/chat", nil)
-	}
+	c.endpoint = c.url(c.wire.chatPath, nil)
 	c.headers = http.Header{
 		"Content-Type": {"application/json"},
 		"Accept":       {"application/json"},
 		"User-Agent":   {"fixpoint-llm/1"},
 	}
 	switch {
-	case cfg.Provider == ProviderAnthropic:
+	case row.Wire == WireAnthropic:
 		c.headers["Anthropic-Version"] = []string{cfg.AnthropicVersion}
 		if cfg.APIKey != "" {
 			c.headers["X-Api-Key"] = []string{cfg.APIKey}
@@ -378,8 +376,8 @@ func (c *Client) encode(req *fixpoint.Request) ([]byte, []string, *fixpoint.Prov
 		dropped []string
 		err     error
 	)
-	switch c.cfg.Provider {
-	case ProviderOpenAI:
+	switch c.row.Wire {
+	case WireOpenAIChat:
 		schema, strict := req.Schema, false
 		if req.Mode == fixpoint.ModeJSONSchema || req.Mode == fixpoint.ModeTool {
 			sr, serr := c.strict(req.Schema)
@@ -389,9 +387,9 @@ func (c *Client) encode(req *fixpoint.Request) ([]byte, []string, *fixpoint.Prov
 			schema, strict, dropped = sr.schema, sr.strict, sr.dropped
 		}
 		body, err = c.encodeOpenAI(req, schema, strict)
-	case ProviderAnthropic:
-		body, err = c.encodeAnthropic(req)
-	case ProviderOllama:
+	case WireAnthropic:
+		body, dropped, err = c.encodeAnthropic(req)
+	case WireOllama:
 		body, err = c.encodeOllama(req)
 	}
 	if err != nil {
@@ -570,7 +568,7 @@ func (c *Client) do(ctx context.Context, body []byte, req *fixpoint.Request, nee
 		if reqID == "" {
 			reqID = pe.ReqID
 		}
-		class, hint := classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, pe, now, need)
+		class, hint := classify(c.row.Wire, hresp.StatusCode, hresp.Header, pe, now, need)
 		msg := pe.Message
 		if msg == "" {
 			msg = http.StatusText(hresp.StatusCode)
@@ -580,12 +578,12 @@ func (c *Client) do(ctx context.Context, body []byte, req *fixpoint.Request, nee
 	}
 
 	out := &fixpoint.Response{Status: hresp.StatusCode, RequestID: reqID, RateLimit: rateLimitHeaders(hresp.Header)}
-	switch c.cfg.Provider {
-	case ProviderOpenAI:
+	switch c.row.Wire {
+	case WireOpenAIChat:
 		err = decodeOpenAI(data, req, out)
-	case ProviderAnthropic:
+	case WireAnthropic:
 		err = decodeAnthropic(data, req, out)
-	case ProviderOllama:
+	case WireOllama:
 		err = decodeOllama(data, req, out)
 	}
 	if err != nil {
@@ -604,7 +602,7 @@ func (c *Client) unreadable(hresp *http.Response, reqID string, data []byte, err
 		RateLimit: rateLimitHeaders(hresp.Header), Message: err.Error() + ": " + snippet(data), Err: err,
 		Size: int64(len(data)), Head: cutUTF8(data, headBytes)}
 	var note string
-	e.Billed, note = billedUsage(c.cfg.Provider, data, req)
+	e.Billed, note = billedUsage(c.row.Wire, data, req)
 	e.Message += "; " + note
 	return e
 }
@@ -637,25 +635,25 @@ func plausibleUsage(u *fixpoint.Usage, unread string, req *fixpoint.Request, rep
 // charged: the usage it reports when that can be read and be true, else
 // an estimate from the request and the body's length (a body with no
 // usage, or none to read, was billed all the same). note says which.
-func billedUsage(provider string, data []byte, req *fixpoint.Request) (fixpoint.Usage, string) {
+func billedUsage(wire Wire, data []byte, req *fixpoint.Request) (fixpoint.Usage, string) {
 	var u fixpoint.Usage
 	unread := "no usage could be read"
-	switch provider {
-	case ProviderOpenAI:
+	switch wire {
+	case WireOpenAIChat:
 		var w struct {
 			Usage *oaUsage `json:"usage"`
 		}
 		if json.Unmarshal(data, &w) == nil && w.Usage != nil {
 			u, unread = w.Usage.usage()
 		}
-	case ProviderAnthropic:
+	case WireAnthropic:
 		var w struct {
 			Usage *anUsage `json:"usage"`
 		}
 		if json.Unmarshal(data, &w) == nil && w.Usage != nil {
 			u, unread = w.Usage.usage()
 		}
-	case ProviderOllama:
+	case WireOllama:
 		var w olResponse
 		if json.Unmarshal(data, &w) == nil && w.EvalCount.n+w.PromptEvalCount.n > 0 {
 			u, unread = w.usage()
@@ -702,16 +700,13 @@ func (c *Client) tooLarge(hresp *http.Response, size int64, head []byte, req *fi
 	if req != nil {
 		need = estimateDemand(req, c.cfg.Lane.OutputTokensEstimate)
 	}
-	e.Class, e.RetryAfter = classify(c.cfg.Provider, hresp.StatusCode, hresp.Header, providerError{}, c.cfg.Clock.Now(), need)
+	e.Class, e.RetryAfter = classify(c.row.Wire, hresp.StatusCode, hresp.Header, providerError{}, c.cfg.Clock.Now(), need)
 	e.Message = http.StatusText(hresp.StatusCode) + ": " + msg
 	return e
 }
 
 func (c *Client) requestID(h http.Header) string {
-	if c.cfg.Provider == ProviderAnthropic {
-		return h.Get("Request-Id")
-	}
-	return h.Get("X-Request-Id")
+	return h.Get(c.wire.requestIDHeader)
 }
 
 // headBytes is the most bytes of an oversized body kept in Error.Head.

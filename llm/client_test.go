@@ -582,7 +582,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"ok": replyJSON(200, okOpenAI),
 	}
 	for name, h := range handlers {
-		for _, provider := range []string{ProviderOpenAI, ProviderAnthropic, ProviderOllama} {
+		for _, provider := range ProviderNames() {
 			srv := httptest.NewServer(h)
 			t.Cleanup(srv.Close)
 			c := testClient(t, Config{Provider: provider, BaseURL: srv.URL, APIKey: key, Retry: RetryConfig{NoJitter: true, MaxRetries: 1}})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -53,15 +54,15 @@ var ErrConfig = errors.New("invalid llm config")
 // Config configures a Client. The zero value of every field means its
 // default; see WithDefaults.
 type Config struct {
-	// Provider is "openai" (any Chat Completions compatible server),
-	// "anthropic" or "ollama". Required.
+	// Provider is the name of a row of the provider table (Providers):
+	// "openai" (any Chat Completions compatible server), "anthropic",
+	// "ollama", ... Required.
 	Provider string
-	// BaseURL is the API root. Defaults: https://api.openai.com/v1,
-	// https://api.anthropic.com, http://127.0.0.1:11434.
+	// BaseURL is the API root. Default: the provider's BaseURLDefault.
 	BaseURL string
-	// APIKey is sent as "Authorization: Bearer" (openai) or "x-api-key"
-	// (anthropic). It is never put in an error or a Response. With openai and
-	// no key, no Authorization header is sent.
+	// APIKey is sent as "x-api-key" on the Anthropic wire format, as
+	// "Authorization: Bearer" on the others. It is never put in an error
+	// or a Response. With no key, neither header is sent.
 	APIKey string
 	// AnthropicVersion is the anthropic-version header. Default "2023-06-01".
 	AnthropicVersion string
@@ -178,13 +179,8 @@ type LaneConfig struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	switch c.Provider {
-	case ProviderOpenAI:
-		c.BaseURL = cmp.Or(c.BaseURL, BaseURLOpenAIDefault)
-	case ProviderAnthropic:
-		c.BaseURL = cmp.Or(c.BaseURL, BaseURLAnthropicDefault)
-	case ProviderOllama:
-		c.BaseURL = cmp.Or(c.BaseURL, BaseURLOllamaDefault)
+	if p, ok := ProviderNamed(c.Provider); ok {
+		c.BaseURL = cmp.Or(c.BaseURL, p.BaseURLDefault)
 	}
 	c.BaseURL = trimBaseURL(c.BaseURL)
 	c.AnthropicVersion = cmp.Or(c.AnthropicVersion, AnthropicVersionDefault)
@@ -244,10 +240,8 @@ func configErr(field, format string, args ...any) error {
 }
 
 func (c Config) validate() error {
-	switch c.Provider {
-	case ProviderOpenAI, ProviderAnthropic, ProviderOllama:
-	default:
-		return configErr("Provider", "%q is not one of openai, anthropic, ollama", c.Provider)
+	if _, ok := ProviderNamed(c.Provider); !ok {
+		return configErr("Provider", "%q is not one of %s", c.Provider, strings.Join(ProviderNames(), ", "))
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

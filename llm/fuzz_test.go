@@ -37,7 +37,7 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		pe := parseProviderError(body)
-		classify(ProviderOpenAI, 429, http.Header{}, pe, time.Now(), demand{input: 100, output: 100})
+		classify(WireOpenAIChat, 429, http.Header{}, pe, time.Now(), demand{input: 100, output: 100})
 		messageHint(pe.Message)
 	})
 }

@@ -63,7 +63,7 @@ func fixtureHandler(fx *fixture, body []byte) http.HandlerFunc {
 }
 
 func baseFor(provider, url string) string {
-	if provider == ProviderOpenAI {
+	if WireOf(provider) == WireOpenAIChat {
 		return url + "/v1"
 	}
 	return url

@@ -5,7 +5,8 @@
 // It knows nothing of NATS or Postgres. Its simulator lives in package sim.
 package llm
 
-// Provider names.
+// Provider names: the rows of the provider table (Providers) that code
+// names on its own.
 const (
 	ProviderOpenAI    = "openai"
 	ProviderAnthropic = "anthropic"

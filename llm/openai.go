@@ -131,6 +131,12 @@ func (u *oaUsage) usage() (fixpoint.Usage, string) {
 // prompt_cache_key, routes the requests of one batch to the same cache.
 func (c *Client) encodeOpenAI(req *fixpoint.Request, schema json.RawMessage, strict bool) ([]byte, error) {
 	w := oaRequest{Model: req.Model, Temperature: req.Temperature, User: req.User, PromptCacheKey: req.CacheKey, system: req.System}
+	if c.row.Omits(FieldUser) {
+		w.User = ""
+	}
+	if c.row.Omits(FieldPromptCacheKey) {
+		w.PromptCacheKey = ""
+	}
 	msgs := make([]oaMessage, 0, len(req.Messages)+1)
 	if req.System != "" {
 		msgs = append(msgs, oaMessage{Role: "system", Content: &w.system})

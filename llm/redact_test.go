@@ -120,7 +120,7 @@ func TestSecretsRedactedBeforeTruncation(t *testing.T) {
 		},
 	}
 	for name, h := range handlers {
-		for _, provider := range []string{ProviderOpenAI, ProviderAnthropic, ProviderOllama} {
+		for _, provider := range ProviderNames() {
 			t.Run(name+"/"+provider, func(t *testing.T) {
 				t.Parallel()
 				srv := httptest.NewServer(h)

@@ -160,11 +160,16 @@ func requiresExactly(req []any, names []string) bool {
 const maxStrictDepth = 64
 
 // CheckSchemaMode reports a schema the provider cannot take in mode: a tool
-// call's input (mode tool, and json_schema on Anthropic, which sends the
-// schema as a tool) must be an object, so the schema's root must say
-// "type": "object"; the provider would refuse every request with a 400.
+// call's input must be an object, so where the provider's native form of
+// mode is a tool, forced or offered (and Anthropic's output_config, which
+// falls back to one), the schema's root must say "type": "object";
+// the provider would refuse every request with a 400. An unknown provider
+// or mode is left to the checks that name them.
 func CheckSchemaMode(provider string, mode fixpoint.Mode, schema []byte) error {
-	if mode != fixpoint.ModeTool && (mode != fixpoint.ModeJSONSchema || provider != ProviderAnthropic) {
+	p, _ := ProviderNamed(provider)
+	switch p.Modes[mode] {
+	case NativeFunctionForced, NativeToolForced, NativeToolOffered, NativeOutputConfig:
+	default:
 		return nil
 	}
 	var root struct {

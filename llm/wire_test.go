@@ -171,9 +171,23 @@ func TestWireRequest(t *testing.T) {
 				"tools":[{"name":"person","description":"` + toolDescription + `","input_schema":` + string(schema) + `}],"tool_choice":{"type":"tool","name":"person"}}`,
 		},
 		{
-			name: "anthropic json_schema falls back to tool", cfg: Config{Provider: ProviderAnthropic, APIKey: "ak-1"}, req: with(fixpoint.ModeJSONSchema), reply: okAnthropic,
+			// Structured outputs' subset: no minLength, no minimum, every
+			// object closed; optional properties stay optional.
+			name: "anthropic json_schema as output_config", cfg: Config{Provider: ProviderAnthropic, APIKey: "ak-1"}, req: with(fixpoint.ModeJSONSchema), reply: okAnthropic,
 			wantPath: "/v1/messages",
 			wantBody: `{"model":"m1","max_tokens":300,"system":"be exact","messages":[{"role":"user","content":"hi"}],"temperature":0.2,"metadata":{"user_id":"job-7"},
+				"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name"],"additionalProperties":false}}}}`,
+			wantDrop: []string{"/properties/age/minimum", "/properties/name/minLength"},
+		},
+		{
+			name: "anthropic json_schema to a model before structured outputs falls back to tool", cfg: Config{Provider: ProviderAnthropic, APIKey: "ak-1"},
+			req: func() fixpoint.Request {
+				r := with(fixpoint.ModeJSONSchema)
+				r.Model = "claude-sonnet-4-20250514"
+				return r
+			}(), reply: okAnthropic,
+			wantPath: "/v1/messages",
+			wantBody: `{"model":"claude-sonnet-4-20250514","max_tokens":300,"system":"be exact","messages":[{"role":"user","content":"hi"}],"temperature":0.2,"metadata":{"user_id":"job-7"},
 				"tools":[{"name":"person","description":"` + toolDescription + `","input_schema":` + string(schema) + `}],"tool_choice":{"type":"tool","name":"person"}}`,
 		},
 		{
@@ -200,7 +214,7 @@ func TestWireRequest(t *testing.T) {
 			rec := newRecorder(t, replyJSON(200, tt.reply))
 			cfg := tt.cfg
 			cfg.BaseURL = rec.srv.URL
-			if cfg.Provider == ProviderOpenAI {
+			if WireOf(cfg.Provider) == WireOpenAIChat {
 				cfg.BaseURL += "/v1"
 			}
 			c := testClient(t, cfg)

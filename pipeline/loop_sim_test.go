@@ -27,7 +27,7 @@ func simClient(t testing.TB, preset, provider string, seed uint64) llm.Config {
 	}
 	t.Cleanup(closeSim)
 	base := url
-	if provider == llm.ProviderOpenAI {
+	if llm.WireOf(provider) == llm.WireOpenAIChat {
 		base += "/v1"
 	}
 	return llm.Config{Provider: provider, BaseURL: base, APIKey: "sim-key",
@@ -99,7 +99,7 @@ func TestLoopOverSimulator(t *testing.T) {
 	t.Parallel()
 	const jobs = 40
 	validClasses := map[string]bool{"": true, "syntax": true, "shape": true, "semantic": true, "truncated": true, "refusal": true}
-	for _, provider := range []string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama} {
+	for _, provider := range llm.ProviderNames() {
 		for _, mode := range []fixpoint.Mode{fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool} {
 			for _, strategy := range []fixpoint.Strategy{fixpoint.StrategyConversation, fixpoint.StrategyRepair} {
 				name := fmt.Sprintf("%s/%s/%s", provider, mode, strategy)

@@ -291,8 +291,9 @@ func (w *Worker) keyMissing(ctx context.Context, d *delivery) bool {
 	if !ok || !mk.MissingKey() {
 		return false
 	}
-	w.abort(fmt.Errorf("no API key for %s, whose public API refuses every call without one: set %s_API_KEY (or point the worker at another server) and start it again",
-		provider, strings.ToUpper(provider)))
+	row, _ := llm.ProviderNamed(provider)
+	w.abort(fmt.Errorf("no API key for %s, whose public API refuses every call without one: set %s (or point the worker at another server) and start it again",
+		provider, row.KeyEnv))
 	w.handBack(ctx, d.msg, d.env, d.delivered, nil, fmt.Errorf("%w: no API key for %s", fixpoint.ErrTransient, provider))
 	return true
 }

@@ -24,8 +24,8 @@ import (
 // as a worker's: `worker try` and the dashboard's Try playground build it
 // from what they were given.
 type TrySpec struct {
-	// Provider is the provider the job is for ("openai", "anthropic",
-	// "ollama"): some modes need a schema a provider accepts.
+	// Provider is the provider the job is for, a row of the provider
+	// table (llm.Providers): some modes need a schema a provider accepts.
 	Provider string
 	Model    string
 	// System is an optional system prompt placed before the schema

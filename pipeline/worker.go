@@ -153,7 +153,7 @@ type WorkerConfig struct {
 	// growing. Defaults to WriteBufferPerJob per job of Concurrency, and
 	// at least WriteBufferMin.
 	WriteBuffer int64
-	// Providers maps a provider name ("openai", "anthropic", "ollama") to
+	// Providers maps a provider's name (a row of llm.Providers) to
 	// its client. A job for a provider not listed is rejected.
 	Providers map[string]Completer
 	// Loop configures the repair loop.

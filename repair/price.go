@@ -97,7 +97,19 @@ func DefaultPrices() Prices {
 			BatchInputPerMTok: 1.50, BatchOutputPerMTok: 7.50},
 		"claude-sonnet-4-20250514": {InputPerMTok: 3.00, OutputPerMTok: 15.00, CachedInputPerMTok: 0.30, CacheWritePerMTok: 3.75,
 			BatchInputPerMTok: 1.50, BatchOutputPerMTok: 7.50},
-		"sim-*": {},
+		// Mistral: list prices per million tokens as price trackers gave
+		// them on 2026-12-07 (margindash.com/mistral-api-pricing,
+		// tokenmix.ai/blog/mistral-api-pricing), found with the search
+		// tool; Mistral's own page could not be read to check them.
+		// Mistral publishes no cache discount: cached input is priced as
+		// input. Large 3 (2512), Medium 3.1 (2508), Small 3.2 (2506).
+		"mistral-large-latest":  {InputPerMTok: 0.50, OutputPerMTok: 1.50, CachedInputPerMTok: 0.50},
+		"mistral-large-2512":    {InputPerMTok: 0.50, OutputPerMTok: 1.50, CachedInputPerMTok: 0.50},
+		"mistral-medium-latest": {InputPerMTok: 0.40, OutputPerMTok: 2.00, CachedInputPerMTok: 0.40},
+		"mistral-medium-2508":   {InputPerMTok: 0.40, OutputPerMTok: 2.00, CachedInputPerMTok: 0.40},
+		"mistral-small-latest":  {InputPerMTok: 0.10, OutputPerMTok: 0.30, CachedInputPerMTok: 0.10},
+		"mistral-small-2506":    {InputPerMTok: 0.10, OutputPerMTok: 0.30, CachedInputPerMTok: 0.10},
+		"sim-*":                 {},
 	}
 }
 

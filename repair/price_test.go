@@ -96,7 +96,7 @@ func TestCostKeepsItsNumber(t *testing.T) {
 // TestDefaultPricesRows checks the built-in rows against the providers'
 // published rules: Anthropic's 5-minute cache writes at 1.25× input and
 // reads at 0.1×, every batch price half the realtime one; OpenAI bills no
-// cache write of its own.
+// cache write of its own; Mistral no cache at all.
 func TestDefaultPricesRows(t *testing.T) {
 	t.Parallel()
 	prices := repair.DefaultPrices()
@@ -121,6 +121,11 @@ func TestDefaultPricesRows(t *testing.T) {
 		case strings.HasPrefix(model, "gpt-"):
 			if rt.CacheWrite != rt.Input || p.InputPerMTok == 0 {
 				t.Errorf("%s: cache writes at %v, want the input price %v", model, rt.CacheWrite, rt.Input)
+			}
+		case strings.HasPrefix(model, "mistral-"):
+			// No cache discount is published: a cached token is an input one.
+			if rt.CachedInput != rt.Input || rt.CacheWrite != rt.Input || p.InputPerMTok == 0 || p.OutputPerMTok == 0 {
+				t.Errorf("%s = %+v, want input, output, and cached input at the input price", model, p)
 			}
 		}
 	}

@@ -275,6 +275,14 @@ type antRequest struct {
 	Stream bool `json:"stream"`
 	// CacheControl at the top level puts a breakpoint on the last block.
 	CacheControl *cacheControl `json:"cache_control"`
+	// OutputConfig asks for structured outputs: the reply's text is JSON
+	// of format's schema.
+	OutputConfig *struct {
+		Format *struct {
+			Type   string          `json:"type"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"format"`
+	} `json:"output_config"`
 }
 
 // cacheControl is Anthropic's cache_control of a block.
@@ -461,6 +469,15 @@ func parseAnthropic(body []byte, texts *textCache) (*chatReq, *apiError) {
 			return nil, aerr
 		}
 		return r, nil
+	}
+	if oc := in.OutputConfig; oc != nil && oc.Format != nil {
+		switch {
+		case oc.Format.Type != "json_schema":
+			return nil, badRequest("output_config.format.type: Input should be 'json_schema'")
+		case len(bytes.TrimSpace(oc.Format.Schema)) == 0:
+			return nil, badRequest("output_config.format.schema: Field required")
+		}
+		r.schema = oc.Format.Schema
 	}
 	if len(in.Tools) > 0 && (in.ToolChoice == nil || in.ToolChoice.Type != "none") {
 		tool := in.Tools[0]

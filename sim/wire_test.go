@@ -475,3 +475,21 @@ func TestDecodeStrictRejectsTrailingData(t *testing.T) {
 		t.Fatalf("trailing data: %d %s", resp.Code, resp.Body.String())
 	}
 }
+
+// The Messages API's structured outputs: output_config.format's schema is
+// the schema the reply's text answers; a format of another type, or
+// without a schema, is a 400 as Anthropic gives.
+func TestAnthropicOutputConfig(t *testing.T) {
+	t.Parallel()
+	const head = `{"model":"m","max_tokens":100,"messages":[{"role":"user","content":"hi"}],"output_config":`
+	var texts textCache
+	r, aerr := parseAnthropic([]byte(head+`{"format":{"type":"json_schema","schema":{"type":"object"}}}}`), &texts)
+	if aerr != nil || string(r.schema) != `{"type":"object"}` || r.toolName != "" {
+		t.Errorf("output_config: %v, schema %s, tool %q; want the schema and no tool", aerr, r.schema, r.toolName)
+	}
+	for _, bad := range []string{`{"format":{"type":"text","schema":{}}}`, `{"format":{"type":"json_schema"}}`} {
+		if _, aerr := parseAnthropic([]byte(head+bad+`}`), &texts); aerr == nil || aerr.status != 400 {
+			t.Errorf("output_config %s: %v, want a 400", bad, aerr)
+		}
+	}
+}

@@ -75,7 +75,7 @@ func (p *fakeProvider) UploadBatchFile(ctx context.Context, items []llm.BatchIte
 	if err := p.call("upload", items); err != nil {
 		return "", err
 	}
-	if p.name != llm.ProviderOpenAI {
+	if llm.WireOf(p.name) != llm.WireOpenAIChat {
 		return "", &fixpoint.ProviderError{Class: fixpoint.ClassBadRequest, Message: p.name + " has no batch files"}
 	}
 	id := fmt.Sprintf("file-%d", len(p.files)+1)
@@ -92,7 +92,7 @@ func (p *fakeProvider) CreateBatch(ctx context.Context, fileID string, items []l
 	b := &fakeBatch{items: slices.Clone(items)}
 	b.st = llm.BatchStatus{ID: fmt.Sprintf("batch-%d", len(p.batches)+1), State: llm.BatchInProgress,
 		Counts: llm.BatchCounts{Total: len(items), Processing: len(items)}, CreatedAt: p.clock.Now()}
-	if p.name == llm.ProviderOpenAI {
+	if llm.WireOf(p.name) == llm.WireOpenAIChat {
 		if _, ok := p.files[fileID]; !ok {
 			return llm.BatchStatus{}, notFound("file " + fileID)
 		}

@@ -33,7 +33,7 @@ func (v *Driver) reconcile(ctx context.Context, client BatchClient, wave *store.
 	want := strconv.FormatInt(wave.ID, 10)
 	var ids map[string]bool // the wave's custom_ids, read when needed
 	for _, b := range list {
-		if wave.Provider == llm.ProviderOpenAI {
+		if llm.WireOf(wave.Provider) == llm.WireOpenAIChat {
 			if b.Metadata[waveMetadataKey] == want {
 				return b, true, false, nil
 			}

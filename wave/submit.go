@@ -52,7 +52,7 @@ func (v *Driver) submit(ctx context.Context, log *slog.Logger, client BatchClien
 			log.InfoContext(ctx, "worker: wave waits for a provider batch of its size to end: it may be the wave's, created but not recorded")
 			return v.setWave(ctx, wave, store.WaveUpdate{NextPoll: v.backoff(wave)})
 		}
-		if wave.Status == store.WaveRecorded && wave.Provider == llm.ProviderOpenAI {
+		if wave.Status == store.WaveRecorded && llm.WireOf(wave.Provider) == llm.WireOpenAIChat {
 			log.WarnContext(ctx, "worker: uploading a wave again: an earlier upload may have left an unused input file (OpenAI deletes it after 30 days)")
 		}
 	}
@@ -61,7 +61,7 @@ func (v *Driver) submit(ctx context.Context, log *slog.Logger, client BatchClien
 		return err
 	}
 	fileID := wave.InputFileID
-	if wave.Provider == llm.ProviderOpenAI && fileID == "" {
+	if llm.WireOf(wave.Provider) == llm.WireOpenAIChat && fileID == "" {
 		v.at("upload", wave.ID)
 		if fileID, err = client.UploadBatchFile(ctx, items); err != nil {
 			return v.submitFailed(ctx, log, wave, err)

@@ -89,7 +89,7 @@ func newEnqueueFlags(stdout io.Writer) *enqueueFlags {
 	fs.BoolVar(&f.progress, "progress", true, "show progress (a bar on a terminal, lines otherwise)")
 	f.common.register(fs, true)
 	fs.StringVar(&cfg.IDField, "id-field", "", "row field that identifies the row, a string or a number (default: the line number)")
-	fs.StringVar(&cfg.Provider, "provider", llm.ProviderOpenAI, "openai, anthropic or ollama")
+	fs.StringVar(&cfg.Provider, "provider", llm.ProviderOpenAI, "provider: "+strings.Join(llm.ProviderNames(), ", ")+" (what each is: docs/providers.md)")
 	fs.StringVar(&cfg.Model, "model", "", "model name (required)")
 	fs.IntVar(&cfg.MaxTokens, "max-tokens", fixpoint.MaxTokensDefault, "output tokens per call (0 = the default)")
 	fs.IntVar(&cfg.Limits.MaxAttempts, "max-attempts", fixpoint.MaxAttemptsDefault, "repair attempts per job (0 = the default)")
@@ -437,16 +437,17 @@ func writeEnqueued(w io.Writer, batch string, res enqueue.Progress, took time.Du
 		cli.Plural(len(res.Bad), "bad row"), res.Republished, dups, took.Round(time.Millisecond))
 }
 
-// batchProbe asks an OpenAI-compatible or Anthropic server named by its
-// base URL variable whether it serves the batch endpoints; nil (no
-// probe) for the providers' own APIs, which do.
+// batchProbe asks a server named by the provider's base URL variable
+// whether it serves the batch endpoints; nil (no probe) for a provider
+// without a batch API, and for the providers' own APIs, which do.
 func batchProbe(provider string) func(context.Context) error {
-	var base, key string
-	switch provider {
-	case llm.ProviderOpenAI:
-		base, key = os.Getenv("OPENAI_BASE_URL"), os.Getenv("OPENAI_API_KEY")
-	case llm.ProviderAnthropic:
-		base, key = os.Getenv("ANTHROPIC_BASE_URL"), os.Getenv("ANTHROPIC_API_KEY")
+	row, ok := llm.ProviderNamed(provider)
+	if !ok || !row.Has(llm.DeliveryBatch) {
+		return nil
+	}
+	base, key := os.Getenv(row.BaseURLEnv), ""
+	if row.KeyEnv != "" {
+		key = os.Getenv(row.KeyEnv)
 	}
 	if base == "" {
 		return nil

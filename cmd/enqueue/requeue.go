@@ -11,6 +11,7 @@ import (
 	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/batchaction"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
+	"github.com/fixpoint-dev/fixpoint/llm"
 )
 
 const requeueUsage = `Usage: enqueue requeue --batch NAME [--status invalid,failed,rejected,dead] [--class C]
@@ -49,7 +50,7 @@ func (c *requeueCommand) Run(ctx context.Context, args []string) error {
 	common.register(fs, true)
 	fs.StringVar(&cfg.Class, "class", "", "only jobs whose final class is this (syntax, shape, semantic, truncated, refusal, provider, budget, panic)")
 	fs.StringVar(&cfg.Model, "model", "", "model of the new run (default: unchanged)")
-	fs.StringVar(&cfg.Provider, "provider", "", "provider of the new run: openai, anthropic or ollama (default: unchanged)")
+	fs.StringVar(&cfg.Provider, "provider", "", "provider of the new run: "+strings.Join(llm.ProviderNames(), ", ")+" (default: unchanged)")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "repair attempts per job in the new run (0: unchanged)")
 	fs.StringVar(&cfg.MergeModel, "merge-model", "", "strategy parallel: the model that merges the chunks' values in the new run (default: unchanged)")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "print what would be requeued and change nothing")

@@ -258,7 +258,7 @@ func simClientsOf(provider, url string, lane llm.LaneConfig) (map[string]pipelin
 	// As `worker run` does: a lane starts at its ceiling.
 	lane.InitialConcurrency = cmp.Or(lane.InitialConcurrency, lane.MaxConcurrency)
 	base := url
-	if provider == llm.ProviderOpenAI {
+	if llm.WireOf(provider) == llm.WireOpenAIChat {
 		base += "/v1"
 	}
 	c, err := llm.New(llm.Config{

@@ -89,9 +89,11 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 
 // providerFlags configures the provider clients (or the simulator).
 type providerFlags struct {
-	openaiURL, anthropicURL, ollamaURL string
-	rpm, tpm, maxConcurrency           int
-	initialConcurrency                 int
+	// baseURLs holds each provider's --NAME-base-url, by name.
+	baseURLs           map[string]*string
+	rpm, tpm           int
+	maxConcurrency     int
+	initialConcurrency int
 	// laneDefault is the lane ceiling when --lane-max-concurrency is 0:
 	// the worker's --concurrency, set by the command before build.
 	laneDefault                  int
@@ -108,17 +110,43 @@ type providerFlags struct {
 	granter llm.Granter
 }
 
-const providerEnvHelp = `  OPENAI_API_KEY         key for the openai provider (never logged or stored)
-  OPENAI_BASE_URL        Chat Completions base URL (default https://api.openai.com/v1; any compatible server)
-  ANTHROPIC_API_KEY      key for the anthropic provider (never logged or stored)
-  ANTHROPIC_BASE_URL     Messages API base URL (default https://api.anthropic.com)
-  OLLAMA_BASE_URL        Ollama base URL (default http://127.0.0.1:11434)
-`
+// providerEnvHelp lists each provider's variables, from the provider
+// table.
+var providerEnvHelp = providerEnv()
+
+func providerEnv() string {
+	var b strings.Builder
+	for _, r := range llm.Providers() {
+		if r.KeyEnv != "" {
+			fmt.Fprintf(&b, "  %-22s key for the %s provider (never logged or stored)\n", r.KeyEnv, r.Name)
+		}
+		fmt.Fprintf(&b, "  %-22s %s base URL (default %s): %s\n", r.BaseURLEnv, r.Name, r.BaseURLDefault, r.Description)
+	}
+	return b.String()
+}
+
+// providerChoices is the help of a --provider flag: the table's names.
+func providerChoices() string {
+	return "provider: " + strings.Join(llm.ProviderNames(), ", ")
+}
+
+// baseURLFlag is the flag of provider name's base URL.
+func baseURLFlag(name string) string { return name + "-base-url" }
+
+// baseURLFlags are the providers' base URL flags, in the table's order.
+func baseURLFlags() []string {
+	var names []string
+	for _, r := range llm.Providers() {
+		names = append(names, baseURLFlag(r.Name))
+	}
+	return names
+}
 
 func (p *providerFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&p.openaiURL, "openai-base-url", env("OPENAI_BASE_URL", ""), "OpenAI-compatible base URL (env OPENAI_BASE_URL)")
-	fs.StringVar(&p.anthropicURL, "anthropic-base-url", env("ANTHROPIC_BASE_URL", ""), "Anthropic base URL (env ANTHROPIC_BASE_URL)")
-	fs.StringVar(&p.ollamaURL, "ollama-base-url", env("OLLAMA_BASE_URL", ""), "Ollama base URL (env OLLAMA_BASE_URL)")
+	p.baseURLs = map[string]*string{}
+	for _, r := range llm.Providers() {
+		p.baseURLs[r.Name] = fs.String(baseURLFlag(r.Name), env(r.BaseURLEnv, ""), fmt.Sprintf("%s base URL (env %s)", r.Name, r.BaseURLEnv))
+	}
 	fs.IntVar(&p.rpm, "rpm", envInt("FIXPOINT_RPM", 0), "request-per-minute budget of each lane (provider, base URL, model, key); worker run shares it with every worker on the same NATS (see --budget); 0 = unlimited")
 	fs.IntVar(&p.tpm, "tpm", envInt("FIXPOINT_TPM", 0), "token-per-minute budget of each lane (like --rpm); 0 = unlimited")
 	fs.IntVar(&p.maxConcurrency, "lane-max-concurrency", 0, "ceiling of each lane's adaptive concurrency limit (0 = the calls the command makes at once: the worker's --concurrency)")
@@ -211,7 +239,10 @@ func simPresetNames() []string {
 // every provider points at one in-process simulator.
 func (p *providerFlags) build(obs llm.Observer) (map[string]pipeline.Completer, func(), error) {
 	cleanup := func() {}
-	openaiURL, anthropicURL, ollamaURL := p.openaiURL, p.anthropicURL, p.ollamaURL
+	urls := map[string]string{}
+	for name, u := range p.baseURLs {
+		urls[name] = *u
+	}
 	if p.simPreset != "" {
 		cfg, err := sim.Preset(p.simPreset)
 		if err != nil {
@@ -226,7 +257,9 @@ func (p *providerFlags) build(obs llm.Observer) (map[string]pipeline.Completer, 
 			return nil, nil, fmt.Errorf("start simulator: %w", err)
 		}
 		cleanup = closeSim
-		openaiURL, anthropicURL, ollamaURL = url+"/v1", url, url
+		for _, r := range llm.Providers() {
+			urls[r.Name] = simBaseURL(url, r.Wire)
+		}
 	}
 	if obs == nil {
 		obs = llm.NopObserver{}
@@ -245,24 +278,33 @@ func (p *providerFlags) build(obs llm.Observer) (map[string]pipeline.Completer, 
 		Observer: obs,
 	}
 	clients := map[string]pipeline.Completer{}
-	for _, pc := range []struct{ name, url, key string }{
-		{llm.ProviderOpenAI, openaiURL, os.Getenv("OPENAI_API_KEY")},
-		{llm.ProviderAnthropic, anthropicURL, os.Getenv("ANTHROPIC_API_KEY")},
-		{llm.ProviderOllama, ollamaURL, ""},
-	} {
+	for _, r := range llm.Providers() {
 		cfg := base
-		cfg.Provider, cfg.BaseURL, cfg.APIKey = pc.name, pc.url, pc.key
+		cfg.Provider, cfg.BaseURL = r.Name, urls[r.Name]
+		if r.KeyEnv != "" {
+			cfg.APIKey = os.Getenv(r.KeyEnv)
+		}
 		if p.simPreset != "" {
 			cfg.APIKey = "sim"
 		}
 		c, err := llm.New(cfg)
 		if err != nil {
 			cleanup()
-			return nil, nil, fmt.Errorf("configure provider %s: %w", pc.name, err)
+			return nil, nil, fmt.Errorf("configure provider %s: %w", r.Name, err)
 		}
-		clients[pc.name] = c
+		clients[r.Name] = c
 	}
 	return clients, cleanup, nil
+}
+
+// simBaseURL is the base URL a provider of wire format w reaches the
+// simulator at url by: the simulator serves every wire format, the Chat
+// Completions one under /v1.
+func simBaseURL(url string, w llm.Wire) string {
+	if w == llm.WireOpenAIChat {
+		return url + "/v1"
+	}
+	return url
 }
 
 // metricsObserver turns llm events into Prometheus metrics.

@@ -78,7 +78,7 @@ func newDemoFlags(stdout io.Writer) *demoFlags {
 	fs.StringVar(&f.preset, "preset", "typical", "simulator preset: "+strings.Join(simPresetNames(), ", "))
 	fs.Uint64Var(&f.seed, "seed", 1, "simulator and dataset seed (each run names its batch anew, and the simulator draws by job id, so two runs differ even with one seed)")
 	fs.IntVar(&f.concurrency, "concurrency", 64, "jobs run at once")
-	fs.StringVar(&f.provider, "provider", llm.ProviderOpenAI, "wire format the simulator speaks: openai, anthropic or ollama")
+	fs.StringVar(&f.provider, "provider", llm.ProviderOpenAI, "provider whose wire format the simulator speaks: "+strings.Join(llm.ProviderNames(), ", "))
 	fs.StringVar(&f.mode, "mode", string(fixpoint.ModePrompt), "prompt, json_schema or tool")
 	fs.DurationVar(&f.latency, "latency", 20*time.Millisecond, "simulated median provider latency (p99 is 10x)")
 	fs.StringVar(&f.strategy, "strategy", string(fixpoint.StrategyDefault), "repair strategy: conversation, repair, or patch (an RFC 6902 JSON Patch of the failing locations, mode prompt only)")
@@ -98,8 +98,8 @@ func (f *demoFlags) check() error {
 		return usagef("--concurrency %d: want 1 to %d", f.concurrency, pipeline.ConcurrencyMax)
 	case f.latency < 0:
 		return usagef("--latency %s: want 0 (instant) or more", f.latency)
-	case !slices.Contains([]string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama}, f.provider):
-		return usagef("--provider %q: want openai, anthropic or ollama", f.provider)
+	case !slices.Contains(llm.ProviderNames(), f.provider):
+		return usagef("--provider %q: want %s", f.provider, strings.Join(llm.ProviderNames(), ", "))
 	case !slices.Contains([]fixpoint.Mode{fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool}, fixpoint.Mode(f.mode)):
 		return usagef("--mode %q: want prompt, json_schema or tool", f.mode)
 	}
@@ -152,7 +152,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	}
 	tty := isTerminal(stdout)
 
-	fmt.Fprintf(stdout, "fixpoint demo: %d support tickets, simulator preset %q, %s wire format, %s mode\n", f.rows, f.preset, f.provider, f.mode)
+	fmt.Fprintf(stdout, "fixpoint demo: %d support tickets, simulator preset %q, %s (%s wire format), %s mode\n", f.rows, f.preset, f.provider, llm.WireOf(f.provider), f.mode)
 	st, err := openStore(ctx, f.dbURL, true, nil)
 	if err != nil {
 		return fmt.Errorf("%w (is Postgres running at DATABASE_URL?)", err)

@@ -86,7 +86,7 @@ validate a reply), try (one job live, each attempt as a card), demo (a demo
 batch end to end on the simulator). The throughput figures are a separate
 command, fixpoint-bench.`
 
-const runEnvHelp = `  DATABASE_URL           Postgres ledger (default ` + databaseURLDefault + `)
+var runEnvHelp = `  DATABASE_URL           Postgres ledger (default ` + databaseURLDefault + `)
   NATS_URL               NATS server; empty (the default) serves the embedded queue (see --nats-dir, --nats-listen)
   FIXPOINT_NATS_DIR      the embedded queue's directory (default ` + natsDirDefault + `)
   FIXPOINT_SPILL_DIR     results kept on disk when the ledger was down at a stop, and the reply journal (default ` + spillDirName + ` beside the queue's directory: ` + spillDirDefault + `)
@@ -120,8 +120,8 @@ type runFlags struct {
 var runFlagGroups = []cliflags.FlagGroup{
 	{Title: "Queue (NATS JetStream)", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "consumer",
 		"ack-wait", "max-deliver", "max-ack-pending", "duplicates-window", "stream-replicas"}},
-	{Title: "Providers", Flags: []string{"openai-base-url", "anthropic-base-url", "ollama-base-url", "provider-timeout",
-		"transport-retries", "max-hint-wait", "sim", "sim-seed", "sim-latency-p50", "sim-latency-p99"}},
+	{Title: "Providers", Flags: append(baseURLFlags(), "provider-timeout",
+		"transport-retries", "max-hint-wait", "sim", "sim-seed", "sim-latency-p50", "sim-latency-p99")},
 	{Title: "Limits", Flags: []string{"concurrency", "jobs-ahead", "rpm", "tpm", "budget", "lane-max-concurrency", "lane-initial-concurrency",
 		"max-prompt-bytes", "write-buffer-bytes"}},
 	{Title: "Ledger", Flags: []string{"database-url", "start-timeout", "record-requests", "prices", "spill-dir"}},
@@ -374,9 +374,10 @@ func checkKeys(ctx context.Context, clients map[string]pipeline.Completer, log *
 			// A worker may serve other providers' jobs only; the public
 			// APIs refuse a call without a key, a local compatible server
 			// may not.
-			if cfg.BaseURL == llm.BaseURLOpenAIDefault || cfg.BaseURL == llm.BaseURLAnthropicDefault {
+			if c.MissingKey() {
+				row, _ := llm.ProviderNamed(name)
 				log.Warn("worker: no API key for this provider: its first job stops the worker (nothing is sent without a key)",
-					slog.String("provider", name), slog.String("env", strings.ToUpper(name)+"_API_KEY"))
+					slog.String("provider", name), slog.String("env", row.KeyEnv))
 			}
 			continue
 		}

@@ -62,7 +62,7 @@ type tryFlags struct {
 func newTryFlags(stdout io.Writer) *tryFlags {
 	f := &tryFlags{fs: newFlagSet("worker try", tryUsage, providerEnvHelp, stdout)}
 	fs := f.fs
-	fs.StringVar(&f.provider, "provider", llm.ProviderOpenAI, "openai, anthropic or ollama")
+	fs.StringVar(&f.provider, "provider", llm.ProviderOpenAI, providerChoices())
 	fs.StringVar(&f.baseURL, "base-url", "", "provider base URL (overrides the provider's env variable)")
 	fs.StringVar(&f.model, "model", "", "model name (required; with --sim, sim-PRESET when not given)")
 	fs.StringVar(&f.schemaFile, "schema", "", "JSON Schema file (required)")
@@ -191,16 +191,11 @@ func (f *tryFlags) readPrompt() error {
 
 // setBaseURL points --provider at --base-url, when given.
 func (f *tryFlags) setBaseURL() error {
-	switch f.provider {
-	case llm.ProviderOpenAI:
-		setIf(&f.pf.openaiURL, f.baseURL)
-	case llm.ProviderAnthropic:
-		setIf(&f.pf.anthropicURL, f.baseURL)
-	case llm.ProviderOllama:
-		setIf(&f.pf.ollamaURL, f.baseURL)
-	default:
-		return usagef("--provider %q: want openai, anthropic or ollama", f.provider)
+	u, ok := f.pf.baseURLs[f.provider]
+	if !ok {
+		return usagef("--provider %q: want %s", f.provider, strings.Join(llm.ProviderNames(), ", "))
 	}
+	setIf(u, f.baseURL)
 	return nil
 }
 

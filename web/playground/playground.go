@@ -36,8 +36,7 @@ type Simulator interface {
 
 // Provider is a provider a try may call.
 type Provider struct {
-	// Name is llm.ProviderOpenAI, llm.ProviderAnthropic or
-	// llm.ProviderOllama.
+	// Name is the name of a row of the provider table (llm.Providers).
 	Name string
 	// BaseURL is its API root ("": the provider's default). A try cannot
 	// change it: the server calls no URL a form gives.
@@ -97,8 +96,9 @@ func (t *Trier) Choices() web.TryChoices {
 		c.Example = t.example()
 	}
 	for _, p := range t.cfg.Providers {
+		row, _ := llm.ProviderNamed(p.Name)
 		c.Providers = append(c.Providers, web.TryProvider{Name: p.Name, HasKey: p.Key != "",
-			NeedsKey: p.Name != llm.ProviderOllama, DefaultModel: p.DefaultModel})
+			NeedsKey: row.KeyRequired, DefaultModel: p.DefaultModel})
 	}
 	return c
 }
@@ -138,7 +138,7 @@ func (t *Trier) Prepare(req web.TryRequest) (web.TryFunc, error) {
 		spec.Provider = p.Name
 		spec.Model = cmp.Or(spec.Model, p.DefaultModel)
 		cfg.Provider, cfg.BaseURL, cfg.APIKey = p.Name, p.BaseURL, cmp.Or(req.Key, p.Key)
-		if cfg.APIKey == "" && p.Name != llm.ProviderOllama {
+		if row, _ := llm.ProviderNamed(p.Name); cfg.APIKey == "" && row.KeyRequired {
 			return nil, fmt.Errorf("%s needs an API key: type one, or pick a simulator preset", p.Name)
 		}
 	}

@@ -21,6 +21,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fixpoint-dev/fixpoint"
+	"github.com/fixpoint-dev/fixpoint/llm"
 )
 
 // Command is one binary of cmd/ and the subcommands whose --help the page
@@ -59,8 +62,9 @@ type EnvVar struct {
 
 // Env is the environment table. Every variable a command's help names must
 // be here, and every variable here must be named by some help
-// (TestConfigurationDoc checks both).
-var Env = []EnvVar{
+// (TestConfigurationDoc checks both). The providers' variables come from
+// the provider table (providerEnv), after FIXPOINT_BUDGET.
+var Env = withProviders([]EnvVar{
 	{"DATABASE_URL", "`postgres://postgres@127.0.0.1:5432/fixpoint?sslmode=disable`", "the ledger; `worker`, `worker migrate` and `worker demo` create the database when it is missing"},
 	{"NATS_URL", "empty: the embedded queue", "the queue, for the worker, `enqueue`, `report wait` and `report serve`'s requeues alike; all workers on one server share one durable consumer"},
 	{"FIXPOINT_NATS_DIR", "`.fixpoint/nats`", "the embedded queue's directory"},
@@ -70,11 +74,6 @@ var Env = []EnvVar{
 	{"FIXPOINT_RPM", "0 (unlimited)", "requests per minute of each lane (provider, base URL, model, key), shared by every worker on the same NATS (`worker run`; see `FIXPOINT_BUDGET`): give every worker the key's limit"},
 	{"FIXPOINT_TPM", "0 (unlimited)", "tokens per minute of each lane, shared like `FIXPOINT_RPM`"},
 	{"FIXPOINT_BUDGET", "`cluster`", "`worker run`: `cluster` shares `--rpm`/`--tpm` among the workers through a NATS KV bucket; `local` keeps them per process"},
-	{"OPENAI_API_KEY", "none", "key of the `openai` provider; no key sends no Authorization header"},
-	{"OPENAI_BASE_URL", "`https://api.openai.com/v1`", "any Chat Completions server (vLLM, Ollama `/v1`, LM Studio, llama.cpp, OpenRouter, Groq)"},
-	{"ANTHROPIC_API_KEY", "none", "key of the `anthropic` provider"},
-	{"ANTHROPIC_BASE_URL", "`https://api.anthropic.com`", "Messages API base URL"},
-	{"OLLAMA_BASE_URL", "`http://127.0.0.1:11434`", "Ollama's native `/api/chat`"},
 	{"FIXPOINT_ADMIN_TOKEN", "none", "`report serve`: at least 16 characters; needed to listen off loopback; every request must then give it (HTTP Basic password or Bearer), and it turns the batch actions on"},
 	{"FIXPOINT_TRACES", "`off`", "`otlp` sends an OpenTelemetry span of each job, and of each provider call under it (GenAI semantic conventions), over OTLP/HTTP; never a prompt, reply or key (`worker --traces`)"},
 	{"OTEL_EXPORTER_OTLP_ENDPOINT", "`http://localhost:4318`", "with `--traces otlp`: the collector's OTLP/HTTP base URL (`/v1/traces` is added)"},
@@ -89,6 +88,45 @@ var Env = []EnvVar{
 	{"OTEL_TRACES_SAMPLER_ARG", "none", "the sampler's argument, e.g. `0.1` for one trace in ten"},
 	{"LOG_LEVEL", "`info`", "`debug`, `info`, `warn` or `error`"},
 	{"LOG_FORMAT", "`text`", "`text` or `json`; prompts and replies are never logged"},
+}, "FIXPOINT_BUDGET")
+
+// withProviders is env with the providers' variables after the one
+// named after.
+func withProviders(env []EnvVar, after string) []EnvVar {
+	i := slices.IndexFunc(env, func(e EnvVar) bool { return e.Name == after }) + 1
+	return slices.Concat(env[:i], providerEnv(), env[i:])
+}
+
+// providerEnv is the variables of each row of the provider table: its
+// key's, when it takes one, and its base URL's.
+func providerEnv() []EnvVar {
+	var out []EnvVar
+	for _, p := range llm.Providers() {
+		if p.KeyEnv != "" {
+			out = append(out, EnvVar{p.KeyEnv, "none", fmt.Sprintf("key of the `%s` provider; no key sends none", p.Name)})
+		}
+		out = append(out, EnvVar{p.BaseURLEnv, "`" + p.BaseURLDefault + "`", fmt.Sprintf("base URL of the `%s` provider: %s", p.Name, p.Description)})
+	}
+	return out
+}
+
+// providerTable is the page's table of providers, one row each.
+func providerTable() string {
+	var b strings.Builder
+	b.WriteString("| provider | wire format | default base URL | key | deliveries | `json_schema` | `tool` |\n|---|---|---|---|---|---|---|\n")
+	for _, p := range llm.Providers() {
+		key := "none"
+		if p.KeyEnv != "" {
+			key = "`" + p.KeyEnv + "`"
+		}
+		var dels []string
+		for _, d := range p.Deliveries {
+			dels = append(dels, string(d))
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s | %s | %s | %s |\n", p.Name, p.Wire, p.BaseURLDefault, key, strings.Join(dels, ", "),
+			p.Modes[fixpoint.ModeJSONSchema], p.Modes[fixpoint.ModeTool])
+	}
+	return b.String()
 }
 
 // Help is the --help output of one command line.
@@ -245,6 +283,8 @@ from the environment only and never reach logs, the ledger or metric labels.
 	for _, e := range Env {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", e.Name, e.Default, e.Meaning)
 	}
+	b.WriteString("\n## Providers\n\n`--provider` takes these; each reads the variables above. What each column means, and how to add a provider: [providers.md](providers.md).\n\n")
+	b.WriteString(providerTable())
 	b.WriteString("\n## Commands\n\n| command | what it does |\n|---|---|\n")
 	for _, c := range Commands {
 		fmt.Fprintf(&b, "| [`%s`](#%s) | %s |\n", c.Name, anchor(c.Name), c.Summary)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fixpoint-dev/fixpoint/llm"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/configuration.md from the commands' --help")
@@ -187,4 +189,29 @@ func lineDiff(a, b string) string {
 		}
 	}
 	return out.String()
+}
+
+// Every row of the provider table reaches the page: its variables in the
+// environment table and a row of the providers table; and the providers
+// page (docs/providers.md, written by hand) has a row of it too.
+func TestEveryProviderReachesTheDoc(t *testing.T) {
+	t.Parallel()
+	page := Render(nil)
+	guide, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "providers.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range llm.Providers() {
+		if !strings.Contains(string(guide), "| `"+p.Name+"` | "+string(p.Wire)+" | `"+p.BaseURLDefault+"` |") {
+			t.Errorf("docs/providers.md's table has no row of %s (%s, %s)", p.Name, p.Wire, p.BaseURLDefault)
+		}
+		for _, v := range []string{p.BaseURLEnv, p.KeyEnv} {
+			if v != "" && !strings.Contains(page, "| `"+v+"` |") {
+				t.Errorf("the environment table lacks %s's %s", p.Name, v)
+			}
+		}
+		if !strings.Contains(page, "| `"+p.Name+"` | "+string(p.Wire)+" | `"+p.BaseURLDefault+"` |") {
+			t.Errorf("the providers table lacks %s", p.Name)
+		}
+	}
 }
