@@ -101,6 +101,12 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 	if err != nil {
 		return rep, err
 	}
+	// A delivery the run would refuse (a provider with no batch API, a
+	// cap with batch delivery) the dry run refuses too; it asks no server.
+	cfg.ProbeBatch = nil
+	if err := checkDelivery(ctx, &cfg, &Progress{}); err != nil {
+		return rep, err
+	}
 	canonical, _ := store.Canonical(cfg.Schema)
 	sch, _ := validate.Compile(canonical)
 	settings := cfg.settings(hash)
