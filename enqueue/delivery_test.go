@@ -51,6 +51,12 @@ func TestCheckDelivery(t *testing.T) {
 		{name: "typo", cfg: Config{Provider: "openai", Delivery: "btach"}, badUsage: true},
 		{name: "negative deadline", cfg: Config{Provider: "openai", Delivery: "batch", Deadline: -time.Hour}, badUsage: true},
 		{name: "cap", cfg: Config{Provider: "openai", Delivery: "batch", Cap: store.Cap{MaxCostUSD: &one}}, badUsage: true},
+		// Flex is realtime calls on a tier: a cap holds them as any.
+		{name: "openai flex", cfg: Config{Provider: "openai", Delivery: "flex"}, want: queue.DeliveryFlex},
+		{name: "flex with a cap", cfg: Config{Provider: "openai", Delivery: "flex", Cap: store.Cap{MaxCostUSD: &one}}, want: queue.DeliveryFlex},
+		{name: "anthropic has no flex", cfg: Config{Provider: "anthropic", Delivery: "flex"}, badUsage: true},
+		{name: "ollama has no flex", cfg: Config{Provider: "ollama", Delivery: "flex"}, badUsage: true},
+		{name: "mistral has no flex", cfg: Config{Provider: "mistral", Delivery: "flex"}, badUsage: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var prog Progress

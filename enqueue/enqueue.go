@@ -551,9 +551,14 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 	case "", queue.DeliveryRealtime:
 		cfg.Delivery = queue.DeliveryRealtime
 		return nil
+	case queue.DeliveryFlex:
+		if !llm.HasFlex(cfg.Provider) {
+			return fmt.Errorf("%w: delivery flex: provider %s has no flex tier", ErrBadConfig, cfg.Provider)
+		}
+		return nil
 	case queue.DeliveryBatch:
 	default:
-		return fmt.Errorf("%w: delivery %q is not realtime or batch", ErrBadConfig, cfg.Delivery)
+		return fmt.Errorf("%w: delivery %q is not realtime, batch or flex", ErrBadConfig, cfg.Delivery)
 	}
 	if cfg.Deadline < 0 {
 		return fmt.Errorf("%w: deadline %s is negative", ErrBadConfig, cfg.Deadline)

@@ -276,7 +276,7 @@ func (s *Step) recordReply(a *fixpoint.Attempt, req *fixpoint.Request, resp *fix
 	// The reply stands; the provider_error of an attempt that got one
 	// keeps what the provider said its usage was.
 	a.ProviderError = anomaly
-	if a.PriceBasis == fixpoint.PriceBasisFlex {
+	if req.ServiceTier == fixpoint.ServiceTierFlex {
 		// Asked for flex, priced by the tier the provider says it
 		// served: a fallback to the default tier costs the default price.
 		a.ServiceTier = resp.ServiceTier
@@ -292,10 +292,10 @@ func (s *Step) recordReply(a *fixpoint.Attempt, req *fixpoint.Request, resp *fix
 	s.res.TransportRetries += len(a.Retries)
 }
 
-// askTier asks for the flex tier on req when the step's calls are billed
-// on basis flex (a job delivered flex).
+// askTier asks for the flex tier on req when the job asks for it, or the
+// step's calls are billed on basis flex.
 func (s *Step) askTier(req *fixpoint.Request) {
-	if s.cfg.PriceBasis == fixpoint.PriceBasisFlex {
+	if s.job.ServiceTier == fixpoint.ServiceTierFlex || s.cfg.PriceBasis == fixpoint.PriceBasisFlex {
 		req.ServiceTier = fixpoint.ServiceTierFlex
 	}
 }
@@ -492,7 +492,7 @@ func (s *Step) feedError(a *fixpoint.Attempt, req *fixpoint.Request, err error) 
 		if note != "" {
 			a.ProviderError += "; " + note
 		}
-		if a.PriceBasis == fixpoint.PriceBasisFlex {
+		if req.ServiceTier == fixpoint.ServiceTierFlex {
 			a.PriceBasis = fixpoint.BasisOf("") // no reply says which tier served it: the default price
 		}
 		s.charge(a, billed)

@@ -351,6 +351,11 @@ func TestEnqueueUsageBeforeConnecting(t *testing.T) {
 		// Every job would fail before its first call (it enqueued 2,000
 		// jobs that all failed, no attempt made).
 		{"token budget below max tokens", []string{"--schema", schema, "--template", tmpl, "--token-budget", "1000"}, "token budget 1000 is not above max tokens 1024"},
+		// The provider's row lacks the flex tier: named, before connecting.
+		{"flex on anthropic", []string{"--schema", schema, "--template", tmpl, "--provider", "anthropic", "--delivery", "flex"}, "--delivery flex: provider anthropic has no flex tier (flex: openai)"},
+		{"flex on mistral", []string{"--schema", schema, "--template", tmpl, "--provider", "mistral", "--delivery", "flex"}, "provider mistral has no flex tier"},
+		{"delivery typo", []string{"--schema", schema, "--template", tmpl, "--delivery", "flx"}, `--delivery "flx": want realtime, batch or flex`},
+		{"deadline of a flex batch", []string{"--schema", schema, "--template", tmpl, "--delivery", "flex", "--deadline", "2h"}, "--deadline is for --delivery batch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantUsageError(t, append(tc.args, data), tc.want) })
 	}
