@@ -198,6 +198,11 @@ func TestEnqueueDryRun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(w.dir, "jetstream")); !os.IsNotExist(err) {
 		t.Errorf("a dry run touched the queue: %v", err)
 	}
+	// The estimate names its basis: a flex batch is priced at batch rates.
+	code, stdout, stderr = w.run("", append(w.args("d1", "--model", "gpt-4o-mini", "--delivery", "flex", "--dry-run"), data)...)
+	if code != 0 || !strings.Contains(stdout, "gpt-4o-mini flex prices (batch rates;") {
+		t.Errorf("flex dry run: exit %d\n%s%s", code, stdout, stderr)
+	}
 	code, stdout, _ = w.run("", append(w.args("d1", "--dry-run", "--limit", "1"), data)...)
 	if code != 0 || !strings.Contains(stdout, "the first 1 row (--limit)") {
 		t.Errorf("--limit 1: exit %d\n%s", code, stdout)
