@@ -12,13 +12,15 @@ import (
 	"github.com/fixpoint-dev/fixpoint/queue"
 	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/sim"
+	"github.com/fixpoint-dev/fixpoint/store"
 )
 
 // A batch enqueued --delivery flex runs through the worker on the
 // simulator's flex tier: every call asks for the tier; a call served on
 // it is recorded and priced flex (batch rates); a call refused for want
 // of capacity falls back to the default tier (FlexFallbackAfter is short
-// here) and is recorded and priced realtime, its capacity retry kept.
+// here) and is recorded and priced realtime, its capacity retry kept. A
+// spend cap charges what the attempts cost on their bases.
 func TestFlexDeliveryEndToEnd(t *testing.T) {
 	t.Parallel()
 	simCfg := typical(t, 11)
@@ -27,6 +29,8 @@ func TestFlexDeliveryEndToEnd(t *testing.T) {
 	const jobs = 60
 	ecfg := h.enqueueConfig("flex")
 	ecfg.Delivery = queue.DeliveryFlex
+	capUSD := 100.0
+	ecfg.Cap = store.Cap{MaxCostUSD: &capUSD}
 	prog, err := enqueue.Run(h.ctx, h.js, h.st, ecfg, strings.NewReader(dataset(jobs)))
 	if err != nil || prog.Published != jobs {
 		t.Fatalf("enqueue: %+v, %v", prog, err)
@@ -40,12 +44,14 @@ func TestFlexDeliveryEndToEnd(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	var flex, fellBack, capacityRetries int
+	var spent float64
 	for i := 1; i <= jobs; i++ {
 		_, attempts, err := h.st.Job(context.Background(), jobID("flex", i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, a := range attempts {
+			spent += a.CostUSD
 			capacityRetries += strings.Count(string(a.RetryClasses), `"`+string(fixpoint.ClassCapacity)+`"`)
 			if a.ProviderStatus != 200 {
 				continue
@@ -69,6 +75,13 @@ func TestFlexDeliveryEndToEnd(t *testing.T) {
 	}
 	if flex == 0 || fellBack == 0 {
 		t.Errorf("%d calls served flex, %d fell back; want some of each (FlexBusy 0.3)", flex, fellBack)
+	}
+	sp, err := h.st.BatchSpend(context.Background(), "flex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sp.CostUSD - spent; d > 1e-6 || d < -1e-6 || sp.HeldCostUSD != 0 {
+		t.Errorf("cap charged $%v (held $%v), the attempts cost $%v", sp.CostUSD, sp.HeldCostUSD, spent)
 	}
 	// Every refusal was retried inside its call, and recorded so.
 	if got := h.sim.srv.Stats().Transport[sim.EventCapacity]; int(got) != capacityRetries {
