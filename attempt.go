@@ -87,9 +87,10 @@ type ValidationError struct {
 	Rule string `json:"rule,omitempty"`
 }
 
-// PriceBasis is how a call is billed: at the realtime price, or at the
+// PriceBasis is how a call is billed: at the realtime price, at the
 // batch price of a provider's batch API (OpenAI Batch, Anthropic Message
-// Batches).
+// Batches), or at the flex tier's price (batch rates on a synchronous
+// call that the provider served on its flex tier).
 type PriceBasis string
 
 const (
@@ -97,7 +98,23 @@ const (
 	PriceBasisRealtime PriceBasis = "realtime"
 	// PriceBasisBatch is a request of a provider batch.
 	PriceBasisBatch PriceBasis = "batch"
+	// PriceBasisFlex is a realtime call the provider says it served on
+	// its flex tier (Request.ServiceTier, Response.ServiceTier): billed
+	// at batch rates, prompt-cache discounts on top.
+	PriceBasisFlex PriceBasis = "flex"
 )
+
+// BasisOf is the basis a reply is priced on: flex when the provider says
+// it served the call on the flex tier, else realtime. A call asked for
+// flex and served on the default tier (a fallback, or a provider that
+// ignored the tier) costs the default price; so does a reply that names
+// no tier, which keeps a spend cap on the safe side.
+func BasisOf(servedTier string) PriceBasis {
+	if servedTier == ServiceTierFlex {
+		return PriceBasisFlex
+	}
+	return PriceBasisRealtime
+}
 
 // PatchOutcome says how the patch a reply gave went.
 type PatchOutcome string
@@ -163,6 +180,10 @@ type Attempt struct {
 	// reported); 0 for a call that got no reply.
 	PriceBasis PriceBasis `json:"price_basis"`
 	CostUSD    float64    `json:"cost_usd"`
+	// ServiceTier is the tier the provider says it served the call on
+	// (Response.ServiceTier): "flex", "default", or "" when the reply
+	// named none. A flex job's attempt is priced by it (BasisOf).
+	ServiceTier string `json:"service_tier,omitempty"`
 	// Unpriced: the step's prices have no row for the model, so CostUSD
 	// is 0 for want of a price, not because the call was free.
 	Unpriced       bool       `json:"unpriced,omitempty"`

@@ -11,7 +11,12 @@ import (
 type ErrorClass string
 
 const (
-	ClassRateLimited    ErrorClass = "rate_limited"    // 429 other than a spent quota, with or without a hint; retryable
+	ClassRateLimited ErrorClass = "rate_limited" // 429 other than a spent quota, with or without a hint; retryable
+	// ClassCapacity is a flex-tier call refused for want of capacity
+	// (OpenAI's 429 "Resource Unavailable"): not a rate limit, the lane's
+	// budgets are not shrunk for it. Retryable, with jittered backoff,
+	// until the call falls back to the default tier (llm.Config.FlexFallbackAfter).
+	ClassCapacity       ErrorClass = "capacity"
 	ClassOverloaded     ErrorClass = "overloaded"      // 529, 503; retryable
 	ClassServer         ErrorClass = "server"          // other 5xx; retryable
 	ClassTimeout        ErrorClass = "timeout"         // connect, first byte, idle or total timeout; retryable
@@ -70,7 +75,7 @@ const (
 // Retryable reports whether a call failing with c may succeed if made again.
 func (c ErrorClass) Retryable() bool {
 	switch c {
-	case ClassRateLimited, ClassOverloaded, ClassServer, ClassTimeout, ClassStopped, ClassNetwork, ClassBadResponse,
+	case ClassRateLimited, ClassCapacity, ClassOverloaded, ClassServer, ClassTimeout, ClassStopped, ClassNetwork, ClassBadResponse,
 		ClassExpired, ClassCancelled:
 		return true
 	}

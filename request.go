@@ -203,7 +203,16 @@ type Request struct {
 	// in Response.ToolCalls.
 	Tools      []Tool     `json:"tools,omitempty"`
 	ToolChoice ToolChoice `json:"tool_choice,omitzero"`
+	// ServiceTier, when ServiceTierFlex, asks the provider to serve the
+	// call on its flex tier (OpenAI's service_tier): slower, at batch
+	// prices, and refused with a capacity 429 when the tier is short
+	// (ClassCapacity). "" is the provider's default tier. Only providers
+	// whose row has the flex delivery are sent it.
+	ServiceTier string `json:"service_tier,omitempty"`
 }
+
+// ServiceTierFlex is Request.ServiceTier for the flex tier.
+const ServiceTierFlex = "flex"
 
 // FinishReason is the provider's stop reason, normalized.
 type FinishReason string
@@ -362,6 +371,11 @@ type Response struct {
 	// retries. Latency runs from it. Zero for a reply read from a provider
 	// batch.
 	SentAt time.Time `json:"sent_at,omitzero"`
+	// ServiceTier is the tier the provider says it served the call on
+	// (OpenAI's service_tier: "flex", "default", ...), "" when the reply
+	// names none. A flex request that fell back to the default tier
+	// (llm.Config.FlexFallbackAfter) says "default".
+	ServiceTier string `json:"service_tier,omitempty"`
 	// RateLimit holds the rate-limit headers seen on the final response.
 	RateLimit map[string]string `json:"rate_limit,omitempty"`
 	// Retries lists the transport retries made before this response.

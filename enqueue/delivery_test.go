@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/llm"
 	"github.com/fixpoint-dev/fixpoint/queue"
+	"github.com/fixpoint-dev/fixpoint/repair"
 	"github.com/fixpoint-dev/fixpoint/store"
 )
 
@@ -51,6 +53,12 @@ func TestCheckDelivery(t *testing.T) {
 		{name: "typo", cfg: Config{Provider: "openai", Delivery: "btach"}, badUsage: true},
 		{name: "negative deadline", cfg: Config{Provider: "openai", Delivery: "batch", Deadline: -time.Hour}, badUsage: true},
 		{name: "cap", cfg: Config{Provider: "openai", Delivery: "batch", Cap: store.Cap{MaxCostUSD: &one}}, badUsage: true},
+		// Flex is realtime calls on a tier: a cap holds them as any.
+		{name: "openai flex", cfg: Config{Provider: "openai", Delivery: "flex"}, want: queue.DeliveryFlex},
+		{name: "flex with a cap", cfg: Config{Provider: "openai", Delivery: "flex", Cap: store.Cap{MaxCostUSD: &one}}, want: queue.DeliveryFlex},
+		{name: "anthropic has no flex", cfg: Config{Provider: "anthropic", Delivery: "flex"}, badUsage: true},
+		{name: "ollama has no flex", cfg: Config{Provider: "ollama", Delivery: "flex"}, badUsage: true},
+		{name: "mistral has no flex", cfg: Config{Provider: "mistral", Delivery: "flex"}, badUsage: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var prog Progress
@@ -119,5 +127,28 @@ func TestDeliverySettings(t *testing.T) {
 	shorter.DeadlineSeconds = 3600
 	if d := s.diff(shorter); len(d) != 1 || d[0] != "deadline: recorded 2h0m0s, now 1h0m0s" {
 		t.Errorf("diff = %q", d)
+	}
+}
+
+// A dry run prices each delivery on its basis: flex at batch rates, half
+// the list price of a realtime batch.
+func TestDryRunPricesTheDelivery(t *testing.T) {
+	t.Parallel()
+	prices := repair.Prices{"m": {InputPerMTok: 2, OutputPerMTok: 8}}
+	run := func(delivery string) DryRunReport {
+		cfg := Config{Batch: "dr", Schema: []byte(`{"type":"object"}`), Provider: "openai", Model: "m", Format: FormatJSONL,
+			Template: `{{.subject}}`, Delivery: delivery}
+		rep, err := DryRun(t.Context(), nil, cfg, strings.NewReader(`{"subject":"a"}`+"\n"+`{"subject":"b"}`+"\n"), 0, prices)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rt, flex := run(queue.DeliveryRealtime), run(queue.DeliveryFlex)
+	if rt.PriceBasis != fixpoint.PriceBasisRealtime || flex.PriceBasis != fixpoint.PriceBasisFlex {
+		t.Fatalf("bases %q, %q; want realtime, flex", rt.PriceBasis, flex.PriceBasis)
+	}
+	if rt.CostUSD <= 0 || flex.CostUSD*2 < rt.CostUSD*0.999 || flex.CostUSD*2 > rt.CostUSD*1.001 {
+		t.Errorf("flex $%v, realtime $%v: want half", flex.CostUSD, rt.CostUSD)
 	}
 }

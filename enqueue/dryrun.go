@@ -56,8 +56,9 @@ type DryRunReport struct {
 	Tokens     float64
 	CostUSD    float64
 	PriceKnown bool
-	// PriceBasis is the price the cost is at: batch for batch delivery
-	// (cache reads, which lower it further, are not estimated).
+	// PriceBasis is the price the cost is at: batch for batch delivery,
+	// flex for flex delivery (batch rates, every call taken as served on
+	// the tier) (cache reads, which lower it further, are not estimated).
 	PriceBasis fixpoint.PriceBasis
 	// Documents counts the distinct documents of the jobs (a document
 	// shared by many rows once), DocumentBytes their text and
@@ -209,8 +210,13 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 	}
 	_, rep.PriceKnown = prices.Lookup(cfg.Model)
 	basis := fixpoint.PriceBasisRealtime
-	if cfg.Delivery == queue.DeliveryBatch {
+	switch cfg.Delivery {
+	case queue.DeliveryBatch:
 		basis = fixpoint.PriceBasisBatch
+	case queue.DeliveryFlex:
+		// Every call served on the flex tier: one that falls back to the
+		// default tier costs twice as much, which no estimate can know.
+		basis = fixpoint.PriceBasisFlex
 	}
 	rep.PriceBasis = basis
 	rep.CostUSD = prices.CostOn(cfg.Model, basis, int(in), int(out), 0, 0)

@@ -171,9 +171,10 @@ type Config struct {
 	Queue queue.Config
 	// ProgressFunc, when set, is called after each chunk of each phase.
 	ProgressFunc func(p Progress)
-	// Delivery is how the batch's calls are made: pipeline.DeliveryRealtime
-	// (the default) or pipeline.DeliveryBatch, in provider batch waves at
-	// half the price. A batch that cannot have it (Ollama, which has no
+	// Delivery is how the batch's calls are made: queue.DeliveryRealtime
+	// (the default), queue.DeliveryBatch, in provider batch waves at half
+	// the price, or queue.DeliveryFlex, realtime calls on the provider's
+	// flex tier at batch rates (refused for a provider without one). A batch that cannot have it (Ollama, which has no
 	// batch API, or a server the probe finds without the endpoints) is
 	// refused, unless BatchFallback says to run it realtime.
 	Delivery string
@@ -467,7 +468,8 @@ type BatchSettings struct {
 	// IDField and Format say how rows became jobs.
 	IDField string `json:"id_field,omitempty"`
 	Format  string `json:"format,omitempty"`
-	// Delivery is "batch" for batch delivery, "" for realtime.
+	// Delivery is "batch" for batch delivery, "flex" for the flex tier,
+	// "" for realtime.
 	Delivery string `json:"delivery,omitempty"`
 	// DeadlineSeconds is the deadline asked for (batch delivery), and
 	// DeadlineAt (unix seconds) the deadline it set when the batch was
@@ -499,9 +501,12 @@ func (c *Config) settings(schemaHash string) BatchSettings {
 	s.Evidence, _ = fixpoint.ParseEvidenceMode(string(c.Evidence))
 	s.EvidenceSource = c.evidenceSource()
 	s.DocumentField, s.DocumentFileField = c.DocumentField, c.DocumentFileField
-	if c.Delivery == queue.DeliveryBatch {
+	switch c.Delivery {
+	case queue.DeliveryBatch:
 		d := cmp.Or(c.Deadline, DeadlineDefault)
 		s.Delivery, s.DeadlineSeconds, s.DeadlineAt = queue.DeliveryBatch, int64(d/time.Second), time.Now().Add(d).Unix()
+	case queue.DeliveryFlex:
+		s.Delivery = queue.DeliveryFlex
 	}
 	if c.PromptCache {
 		s.CacheKey = CacheKey(c.Batch, schemaHash)
@@ -551,9 +556,14 @@ func checkDelivery(ctx context.Context, cfg *Config, prog *Progress) error {
 	case "", queue.DeliveryRealtime:
 		cfg.Delivery = queue.DeliveryRealtime
 		return nil
+	case queue.DeliveryFlex:
+		if !llm.HasFlex(cfg.Provider) {
+			return fmt.Errorf("%w: delivery flex: provider %s has no flex tier", ErrBadConfig, cfg.Provider)
+		}
+		return nil
 	case queue.DeliveryBatch:
 	default:
-		return fmt.Errorf("%w: delivery %q is not realtime or batch", ErrBadConfig, cfg.Delivery)
+		return fmt.Errorf("%w: delivery %q is not realtime, batch or flex", ErrBadConfig, cfg.Delivery)
 	}
 	if cfg.Deadline < 0 {
 		return fmt.Errorf("%w: deadline %s is negative", ErrBadConfig, cfg.Deadline)

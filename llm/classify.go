@@ -206,12 +206,33 @@ func modelNotFound(status int, pe providerError) bool {
 	return status == http.StatusNotFound && strings.Contains(strings.ToLower(pe.Message), "model")
 }
 
+// capacityRefusal reports a flex-tier call refused for want of capacity:
+// OpenAI's 429 "Resource Unavailable" (its flex processing guide,
+// https://developers.openai.com/api/docs/guides/flex-processing: not
+// charged; retry with backoff, or send it on the default tier), known by
+// its code resource_unavailable or, when a server sends no code, its
+// message; and Groq's 498 capacity_exceeded, the same refusal of its flex
+// tier (https://console.groq.com/docs/flex-processing). It is not a rate
+// limit: the account's budgets have room, the tier has none.
+func capacityRefusal(status int, pe providerError) bool {
+	switch status {
+	case http.StatusTooManyRequests:
+		return pe.Code == "resource_unavailable" || pe.Type == "resource_unavailable" ||
+			strings.Contains(strings.ToLower(pe.Message), "resource unavailable")
+	case 498:
+		return pe.Code == "capacity_exceeded" || pe.Type == "capacity_exceeded"
+	}
+	return false
+}
+
 // classify maps a non-2xx response to an error class and retry hint; need
 // is what the request takes from the budgets (for a wait derived from the
 // rate-limit headers).
 func classify(wire Wire, status int, h http.Header, pe providerError, now time.Time, need demand) (fixpoint.ErrorClass, time.Duration) {
 	explicit, hasExplicit := retryAfter(h, now)
 	switch {
+	case capacityRefusal(status, pe):
+		return fixpoint.ClassCapacity, explicit
 	case status == http.StatusTooManyRequests:
 		if pe.Code == "insufficient_quota" || pe.Type == "insufficient_quota" {
 			return fixpoint.ClassQuotaExhausted, 0

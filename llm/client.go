@@ -163,6 +163,11 @@ func (c *Client) Complete(ctx context.Context, req fixpoint.Request) (*fixpoint.
 	maxHint := lane.Config().MaxHintWait
 
 	hb, bo := c.retryBackOff(ctx)
+	flex := req.ServiceTier == fixpoint.ServiceTierFlex
+	if flex {
+		bo = c.flexBackOff(ctx, hb, &flex)
+	}
+	start := c.cfg.Clock.Now()
 
 	var (
 		resp    *fixpoint.Response
@@ -189,7 +194,18 @@ func (c *Client) Complete(ctx context.Context, req fixpoint.Request) (*fixpoint.
 		}
 		billed = addUsage(billed, e.Billed)
 		last = e
-		hb.hint = e.RetryAfter
+		hb.hint, hb.capacity = e.RetryAfter, e.Class == fixpoint.ClassCapacity
+		if flex && e.Class == fixpoint.ClassCapacity && c.cfg.FlexFallbackAfter >= 0 &&
+			c.cfg.Clock.Now().Sub(start) >= c.cfg.FlexFallbackAfter {
+			// The flex tier has had no room for FlexFallbackAfter: the
+			// call goes again on the default tier, at the default price.
+			req.ServiceTier = ""
+			var ferr *fixpoint.ProviderError
+			if body, dropped, ferr = c.encode(&req); ferr != nil {
+				return backoff.Permanent(ferr)
+			}
+			flex = false
+		}
 		if !e.Class.Retryable() || e.Replied() {
 			// A reply that came and could not be used was billed: asking
 			// again inside the call would pay for it again, unseen. It is
@@ -272,6 +288,63 @@ func (c *Client) retryBackOff(ctx context.Context) (*hintBackOff, backoff.BackOf
 	return hb, backoff.WithContext(backoff.WithMaxRetries(hb, uint64(rc.MaxRetries)), ctx)
 }
 
+// Capacity retries of a flex call (flexBackOff).
+const (
+	// FlexRetryInitialInterval is the first wait after a capacity 429.
+	FlexRetryInitialInterval = time.Second
+	// FlexRetryMaxInterval caps the wait between capacity retries: the
+	// tier's capacity comes back without notice, and a call that waits
+	// minutes between tries misses it.
+	FlexRetryMaxInterval = time.Minute
+)
+
+// flexBackOff is the retry policy of a flex call: after a capacity 429
+// (ClassCapacity) while *flex holds, jittered exponential backoff from
+// FlexRetryInitialInterval to FlexRetryMaxInterval with no bound on the
+// retries, raised to the server's hint; after any other failure, or once
+// the call fell back to the default tier, normal's policy (hb's, bounded
+// by Retry.MaxRetries). Capacity retries are bounded by the fallback
+// (Config.FlexFallbackAfter) or, with none, by ctx.
+func (c *Client) flexBackOff(ctx context.Context, hb *hintBackOff, flex *bool) backoff.BackOff {
+	rc := c.cfg.Retry
+	capExp := &backoff.ExponentialBackOff{
+		InitialInterval:     FlexRetryInitialInterval,
+		RandomizationFactor: rc.RandomizationFactor,
+		Multiplier:          RetryMultiplierDefault,
+		MaxInterval:         FlexRetryMaxInterval,
+		Stop:                backoff.Stop,
+		Clock:               c.cfg.Clock,
+	}
+	capExp.Reset()
+	normal := backoff.WithMaxRetries(hb, uint64(rc.MaxRetries))
+	return backoff.WithContext(&tierBackOff{normal: normal, capacity: capExp, hb: hb, flex: flex, wasFlex: *flex}, ctx)
+}
+
+// tierBackOff picks the capacity policy or the normal one by the failure
+// just seen (hb.capacity).
+type tierBackOff struct {
+	normal   backoff.BackOff
+	capacity *backoff.ExponentialBackOff
+	hb       *hintBackOff
+	flex     *bool
+	// wasFlex is *flex at the last failure: a change means the call has
+	// just fallen back, and goes again at once.
+	wasFlex bool
+}
+
+func (t *tierBackOff) Reset() { t.normal.Reset(); t.capacity.Reset() }
+
+func (t *tierBackOff) NextBackOff() time.Duration {
+	if t.wasFlex && !*t.flex {
+		t.wasFlex = false
+		return 0
+	}
+	if *t.flex && t.hb.capacity {
+		return max(t.capacity.NextBackOff(), t.hb.hint)
+	}
+	return t.normal.NextBackOff()
+}
+
 // retriesEnded is the error of a retried call that gave up: last, unless
 // the context ended while waiting to retry (or before any try), then a
 // timeout naming last. what prefixes the message ("" for a completion).
@@ -300,6 +373,8 @@ type hintBackOff struct {
 	exp        *backoff.ExponentialBackOff
 	maxElapsed time.Duration
 	hint       time.Duration
+	// capacity: the last failure was a capacity 429 (see tierBackOff).
+	capacity bool
 }
 
 func (h *hintBackOff) Reset() { h.exp.Reset(); h.hint = 0 }
@@ -370,6 +445,15 @@ func (c *Client) encode(req *fixpoint.Request) ([]byte, []string, *fixpoint.Prov
 	}
 	if why := checkTools(req); why != "" {
 		return nil, nil, bad("request: %s", why)
+	}
+	switch req.ServiceTier {
+	case "":
+	case fixpoint.ServiceTierFlex:
+		if !c.row.Has(DeliveryFlex) {
+			return nil, nil, bad("request: service tier flex: provider %s has no flex tier", c.row.Name)
+		}
+	default:
+		return nil, nil, bad("request: unknown service tier %q (want flex or none)", req.ServiceTier)
 	}
 	var (
 		body    []byte
@@ -507,10 +591,14 @@ func (c *Client) redactResponse(r *fixpoint.Response) {
 func (c *Client) do(ctx context.Context, body []byte, req *fixpoint.Request, need demand) (*fixpoint.Response, *fixpoint.ProviderError) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	tctx, tcancel := context.WithTimeoutCause(actx, c.cfg.TotalTimeout, ErrTotalTimeout)
+	total, firstByte := c.cfg.TotalTimeout, c.cfg.FirstByteTimeout
+	if req.ServiceTier == fixpoint.ServiceTierFlex {
+		total, firstByte = c.cfg.FlexTimeout, c.cfg.FlexTimeout
+	}
+	tctx, tcancel := context.WithTimeoutCause(actx, total, ErrTotalTimeout)
 	defer tcancel()
 	var reading atomic.Bool // false: waiting for headers; true: reading the body
-	watchdog := time.AfterFunc(c.cfg.FirstByteTimeout, func() {
+	watchdog := time.AfterFunc(firstByte, func() {
 		if reading.Load() {
 			cancel(ErrIdleTimeout)
 		} else {

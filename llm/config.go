@@ -26,6 +26,20 @@ const (
 	IdleTimeoutDefault      = 30 * time.Second
 	TotalTimeoutDefault     = 300 * time.Second
 	MaxBodyBytesDefault     = 4 << 20
+	// FlexTimeoutDefault bounds one flex-tier attempt: OpenAI's flex guide
+	// raises its SDKs' timeout to 15 minutes for it, the tier being slow
+	// (https://developers.openai.com/api/docs/guides/flex-processing).
+	FlexTimeoutDefault = 15 * time.Minute
+	// FlexFallbackAfterDefault is how long a flex call keeps retrying
+	// capacity 429s before it goes to the default tier. Ten minutes is
+	// long enough to ride out a short capacity dip, which is what saves
+	// half the price, and short enough that a job stuck on a tier with no
+	// capacity costs the night at most a few of its calls' full price,
+	// not hours.
+	FlexFallbackAfterDefault = 10 * time.Minute
+	// FlexNoFallback, as Config.FlexFallbackAfter, keeps a flex call on the
+	// flex tier until it is served or its context ends.
+	FlexNoFallback time.Duration = -1
 
 	RetryInitialIntervalDefault     = 500 * time.Millisecond
 	RetryMultiplierDefault          = 2.0
@@ -90,6 +104,19 @@ type Config struct {
 	// error carries the body's size and first bytes (Error.Size, Head).
 	// Default 4 MiB.
 	MaxBodyBytes int64
+
+	// FlexTimeout bounds one attempt of a flex-tier call (Request.ServiceTier
+	// flex) in place of TotalTimeout and FirstByteTimeout: the tier
+	// answers slower, and a non-streamed reply sends its headers last.
+	// Default 15m (FlexTimeoutDefault).
+	FlexTimeout time.Duration
+	// FlexFallbackAfter is how long, from its first try, a flex call
+	// retries capacity 429s (ClassCapacity) before it is sent again without
+	// the tier, on the default tier at the default price. Default 10m
+	// (FlexFallbackAfterDefault); FlexNoFallback (any negative value) keeps
+	// it on the flex tier. Capacity retries are not counted against
+	// Retry.MaxRetries or Retry.MaxElapsedTime.
+	FlexFallbackAfter time.Duration
 
 	// Retry configures the transport retries.
 	Retry RetryConfig
@@ -195,6 +222,11 @@ func (c Config) WithDefaults() Config {
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
 	c.TotalTimeout = cmp.Or(c.TotalTimeout, TotalTimeoutDefault)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
+	c.FlexTimeout = cmp.Or(c.FlexTimeout, FlexTimeoutDefault)
+	c.FlexFallbackAfter = cmp.Or(c.FlexFallbackAfter, FlexFallbackAfterDefault)
+	if c.FlexFallbackAfter < 0 {
+		c.FlexFallbackAfter = FlexNoFallback
+	}
 	c.Retry = c.Retry.WithDefaults()
 	c.Lane = c.Lane.WithDefaults()
 	if c.Clock == nil {
@@ -255,7 +287,7 @@ func (c Config) validate() error {
 		v    time.Duration
 	}{
 		{"ConnectTimeout", c.ConnectTimeout}, {"FirstByteTimeout", c.FirstByteTimeout},
-		{"IdleTimeout", c.IdleTimeout}, {"TotalTimeout", c.TotalTimeout},
+		{"IdleTimeout", c.IdleTimeout}, {"TotalTimeout", c.TotalTimeout}, {"FlexTimeout", c.FlexTimeout},
 		{"Retry.InitialInterval", c.Retry.InitialInterval}, {"Retry.MaxInterval", c.Retry.MaxInterval},
 		{"Retry.MaxElapsedTime", c.Retry.MaxElapsedTime},
 	} {

@@ -37,6 +37,7 @@ type oaRequest struct {
 	MaxCompletionTokens int               `json:"max_completion_tokens,omitempty"`
 	User                string            `json:"user,omitempty"`
 	PromptCacheKey      string            `json:"prompt_cache_key,omitempty"`
+	ServiceTier         string            `json:"service_tier,omitempty"`
 	ResponseFormat      *oaResponseFormat `json:"response_format,omitempty"`
 	Tools               []oaTool          `json:"tools,omitempty"`
 	// ToolChoice is "required" or an *oaToolChoice naming a function;
@@ -81,9 +82,10 @@ type oaToolFunction struct {
 }
 
 type oaResponse struct {
-	ID      string `json:"id"`
-	Model   string `json:"model"`
-	Choices []struct {
+	ID          string `json:"id"`
+	Model       string `json:"model"`
+	ServiceTier string `json:"service_tier"`
+	Choices     []struct {
 		Message struct {
 			Content   json.RawMessage `json:"content"` // string, null, or parts
 			Refusal   *string         `json:"refusal"`
@@ -130,7 +132,8 @@ func (u *oaUsage) usage() (fixpoint.Usage, string) {
 // caches prefixes of 1,024 tokens and more on its own, and CacheKey, as
 // prompt_cache_key, routes the requests of one batch to the same cache.
 func (c *Client) encodeOpenAI(req *fixpoint.Request, schema json.RawMessage, strict bool) ([]byte, error) {
-	w := oaRequest{Model: req.Model, Temperature: req.Temperature, User: req.User, PromptCacheKey: req.CacheKey, system: req.System}
+	w := oaRequest{Model: req.Model, Temperature: req.Temperature, User: req.User, PromptCacheKey: req.CacheKey,
+		ServiceTier: req.ServiceTier, system: req.System}
 	if c.row.Omits(FieldUser) {
 		w.User = ""
 	}
@@ -215,7 +218,7 @@ func decodeOpenAI(body []byte, req *fixpoint.Request, out *fixpoint.Response) er
 		return fmt.Errorf("decode chat completion: no choices")
 	}
 	ch := &w.Choices[0]
-	out.Model = w.Model
+	out.Model, out.ServiceTier = w.Model, w.ServiceTier
 	text, err := openAIContent(ch.Message.Content)
 	if err != nil {
 		return err

@@ -33,6 +33,10 @@ const (
 	// DeliveryBatch is the provider's batch API: requests submitted
 	// together, answered within a day, at half the list price.
 	DeliveryBatch Delivery = "batch"
+	// DeliveryFlex is the provider's flex tier: the realtime call with
+	// service_tier flex, at batch rates, slower, and refused with a
+	// capacity 429 when the tier is short (docs/delivery.md).
+	DeliveryFlex Delivery = "flex"
 )
 
 // Native is how a provider is asked for a mode's structured output in
@@ -99,8 +103,7 @@ type Provider struct {
 	// KeyRequired: its API at BaseURLDefault refuses every call without
 	// a key. Another base URL (a compatible server) may not.
 	KeyRequired bool
-	// Deliveries are the deliveries it has, DeliveryRealtime first. A
-	// later column (a flex tier) is one more Delivery here.
+	// Deliveries are the deliveries it has, DeliveryRealtime first.
 	Deliveries []Delivery
 	// Modes says how each mode that sends the schema is asked for
 	// natively (ModePrompt sends none anywhere).
@@ -125,7 +128,7 @@ var providers = []Provider{
 	{
 		Name: ProviderOpenAI, Wire: WireOpenAIChat,
 		BaseURLDefault: BaseURLOpenAIDefault, KeyEnv: "OPENAI_API_KEY", BaseURLEnv: "OPENAI_BASE_URL", KeyRequired: true,
-		Deliveries:   []Delivery{DeliveryRealtime, DeliveryBatch},
+		Deliveries:   []Delivery{DeliveryRealtime, DeliveryBatch, DeliveryFlex},
 		Modes:        map[fixpoint.Mode]Native{fixpoint.ModeJSONSchema: NativeResponseFormat, fixpoint.ModeTool: NativeFunctionForced},
 		DefaultModel: "gpt-4o-mini",
 		Description:  "OpenAI Chat Completions, or any compatible server (vLLM, LM Studio, llama.cpp, OpenRouter, Groq)",
@@ -188,6 +191,12 @@ func ProviderNames() []string {
 func HasBatchAPI(name string) bool {
 	p, ok := ProviderNamed(name)
 	return ok && p.Has(DeliveryBatch)
+}
+
+// HasFlex reports whether the provider called name has a flex tier.
+func HasFlex(name string) bool {
+	p, ok := ProviderNamed(name)
+	return ok && p.Has(DeliveryFlex)
 }
 
 // WireOf returns the wire format of the provider called name, "" for a

@@ -329,6 +329,8 @@ func TestWireFixtures(t *testing.T) {
 		model     string
 		requestID string
 		rateLimit map[string]string
+		// tier is the service tier the reply says it served.
+		tier string
 	}
 	openaiRL := map[string]string{
 		"x-ratelimit-limit-requests": "60", "x-ratelimit-limit-tokens": "150000",
@@ -336,14 +338,16 @@ func TestWireFixtures(t *testing.T) {
 		"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "6m0s",
 	}
 	tests := map[string]want{
-		"openai_text_basic":         {text: "Hello! How can I assist you today?", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 19, OutputTokens: 10, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-5.4", rateLimit: openaiRL},
-		"openai_text_forum_capture": {text: "This is a test!", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 13, OutputTokens: 5, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4-0613", requestID: "req_deaa3616cbd15d33b4db96b3ba74d2b4"},
-		"openai_text_cached_usage":  {text: "Hello! How can I assist you today?", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 2006, OutputTokens: 300, CachedInputTokens: 1920, CacheWriteTokens: 0}, model: "gpt-5.4"},
-		"openai_json_schema":        {text: `{"city":"San Francisco","temperature":65,"units":"f"}`, finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 79, OutputTokens: 14, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
-		"openai_refusal":            {refusal: "I'm very sorry, but I can't assist with that.", finish: fixpoint.FinishRefusal, usage: fixpoint.Usage{InputTokens: 79, OutputTokens: 12, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
-		"openai_length":             {text: `{"`, finish: fixpoint.FinishLength, usage: fixpoint.Usage{InputTokens: 79, OutputTokens: 1, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
-		"openai_tool_call":          {schemaName: "get_current_weather", text: "{\n\"location\": \"Boston, MA\"\n}", finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 82, OutputTokens: 17, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-mini"},
-		"openai_tool_call_strict":   {schemaName: "GetWeatherArgs", text: `{"city":"Edinburgh","country":"UK","units":"c"}`, finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 76, OutputTokens: 24, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
+		"openai_text_basic":                    {text: "Hello! How can I assist you today?", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 19, OutputTokens: 10, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-5.4", rateLimit: openaiRL, tier: "default"},
+		"openai_flex_reply":                    {text: "Hello! How can I assist you today?", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 19, OutputTokens: 10}, model: "gpt-5.4", tier: "flex"},
+		"openai_429_flex_resource_unavailable": {class: fixpoint.ClassCapacity, code: "resource_unavailable"},
+		"openai_text_forum_capture":            {text: "This is a test!", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 13, OutputTokens: 5, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4-0613", requestID: "req_deaa3616cbd15d33b4db96b3ba74d2b4"},
+		"openai_text_cached_usage":             {text: "Hello! How can I assist you today?", finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 2006, OutputTokens: 300, CachedInputTokens: 1920, CacheWriteTokens: 0}, model: "gpt-5.4", tier: "default"},
+		"openai_json_schema":                   {text: `{"city":"San Francisco","temperature":65,"units":"f"}`, finish: fixpoint.FinishStop, usage: fixpoint.Usage{InputTokens: 79, OutputTokens: 14, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
+		"openai_refusal":                       {refusal: "I'm very sorry, but I can't assist with that.", finish: fixpoint.FinishRefusal, usage: fixpoint.Usage{InputTokens: 79, OutputTokens: 12, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
+		"openai_length":                        {text: `{"`, finish: fixpoint.FinishLength, usage: fixpoint.Usage{InputTokens: 79, OutputTokens: 1, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
+		"openai_tool_call":                     {schemaName: "get_current_weather", text: "{\n\"location\": \"Boston, MA\"\n}", finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 82, OutputTokens: 17, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-mini"},
+		"openai_tool_call_strict":              {schemaName: "GetWeatherArgs", text: `{"city":"Edinburgh","country":"UK","units":"c"}`, finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 76, OutputTokens: 24, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
 		// The forced tool is the second call, not tool_calls[0].
 		"openai_tool_calls_parallel":               {schemaName: "get_stock_price", text: `{"ticker": "AAPL", "exchange": "NASDAQ"}`, finish: fixpoint.FinishTool, usage: fixpoint.Usage{InputTokens: 149, OutputTokens: 60, CachedInputTokens: 0, CacheWriteTokens: 0}, model: "gpt-4o-2024-08-06"},
 		"openai_429_rate_limit_tpm":                {class: fixpoint.ClassRateLimited, code: "rate_limit_exceeded", retryAfter: 2 * time.Second},
@@ -429,6 +433,9 @@ func TestWireFixtures(t *testing.T) {
 			}
 			if w.rateLimit != nil && !reflect.DeepEqual(resp.RateLimit, w.rateLimit) {
 				t.Errorf("RateLimit = %v, want %v", resp.RateLimit, w.rateLimit)
+			}
+			if resp.ServiceTier != w.tier {
+				t.Errorf("ServiceTier = %q, want %q", resp.ServiceTier, w.tier)
 			}
 		})
 	}

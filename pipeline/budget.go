@@ -118,6 +118,9 @@ func (w *Worker) budgetGate(d *delivery, dollars bool, own *ownership) callGate 
 		}
 		out := req.MaxTokens
 		in := repair.EstimateTokens(req) - out
+		// Held at the realtime price whatever the delivery: a flex call
+		// may fall back to the default tier (llm.Config.FlexFallbackAfter)
+		// and cost that; it is settled at what its attempt cost.
 		cost := prices.CostOn(model, fixpoint.PriceBasisRealtime, in, out, 0, 0)
 		hold, err := w.reserve(ctx, d, int64(in+out), cost, own)
 		if err != nil || hold.ID == 0 {

@@ -565,7 +565,7 @@ func (w *Worker) buildJob(ctx context.Context, env *queue.Envelope) (*repair.Job
 	job := &repair.Job{
 		ID: env.JobID, Run: env.RunOrFirst(), System: env.System, Prompt: env.Prompt, Schema: se.schema, SchemaRaw: se.raw,
 		Model: env.Model, Mode: env.Mode, Temperature: env.Temp, MaxTokens: env.MaxTokens, Limits: env.Limits,
-		CacheKey: env.CacheKey, Rules: se.rules, Evidence: env.Evidence, Messages: env.Messages,
+		CacheKey: env.CacheKey, ServiceTier: env.ServiceTier(), Rules: se.rules, Evidence: env.Evidence, Messages: env.Messages,
 	}
 	if env.Document != "" {
 		if job.Document, err = w.documents.get(ctx, env.Document); err != nil {

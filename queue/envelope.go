@@ -37,8 +37,9 @@ type Envelope struct {
 	// 3, ...); 0 means 1. A message of an earlier run than the job's is
 	// acked unrun.
 	Run int `json:"run,omitempty"`
-	// Delivery is how the job's calls are made: DeliveryRealtime ("" too)
-	// or DeliveryBatch, in provider batch waves.
+	// Delivery is how the job's calls are made: DeliveryRealtime ("" too),
+	// DeliveryBatch, in provider batch waves, or DeliveryFlex, realtime
+	// calls on the provider's flex tier.
 	Delivery string `json:"delivery,omitempty"`
 	// Deadline (unix seconds, 0 for none) is when a batch-delivery job
 	// must be final: near it, its attempts run realtime.
@@ -74,7 +75,17 @@ type Envelope struct {
 const (
 	DeliveryRealtime = "realtime"
 	DeliveryBatch    = "batch"
+	DeliveryFlex     = "flex"
 )
+
+// ServiceTier is the tier the job's calls ask for: flex for a job
+// delivered flex, "" (the provider's default) otherwise.
+func (e *Envelope) ServiceTier() string {
+	if e.Delivery == DeliveryFlex {
+		return fixpoint.ServiceTierFlex
+	}
+	return ""
+}
 
 // MergeModelBatchReason is why a job with a merge model
 // (fixpoint.Limits.MergeModel) is not delivered in waves: a wave holds
@@ -133,9 +144,11 @@ func (e *Envelope) Validate() error {
 		return fmt.Errorf("%w: envelope lacks %s", fixpoint.ErrBadJob, strings.Join(missing, ", "))
 	}
 	switch e.Delivery {
-	case "", DeliveryRealtime, DeliveryBatch:
+	case "", DeliveryRealtime, DeliveryBatch, DeliveryFlex:
+		// A provider without a flex tier is refused at enqueue, and its
+		// client refuses a flex request (the job fails bad_request).
 	default:
-		return fmt.Errorf("%w: delivery %q is not realtime or batch", fixpoint.ErrBadJob, e.Delivery)
+		return fmt.Errorf("%w: delivery %q is not realtime, batch or flex", fixpoint.ErrBadJob, e.Delivery)
 	}
 	switch e.Mode {
 	case fixpoint.ModePrompt, fixpoint.ModeJSONSchema, fixpoint.ModeTool:

@@ -191,6 +191,7 @@ func (m *agent) Next() DocAction {
 	if s.job.CacheKey != "" {
 		req.CacheKey, req.CacheSystem = s.job.CacheKey, true
 	}
+	s.askTier(req)
 	if s.lim.TokenBudget > 0 {
 		spent := s.res.TokensIn + s.res.TokensOut
 		if need := EstimateTokens(req); spent+need > s.lim.TokenBudget {

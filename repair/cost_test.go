@@ -234,3 +234,50 @@ func TestFirstAnsweredAttemptValid(t *testing.T) {
 		t.Errorf("after a wrong reply: %s, %d attempts, first attempt valid %v; want repaired", res.Status, len(res.Attempts), res.FirstAttemptValid)
 	}
 }
+
+// TestStepFlex: a step billed on basis flex asks for the flex tier on
+// every request and prices each attempt by the tier the provider says it
+// served: flex at batch rates, the default tier (a fallback) or no word
+// of a tier at the realtime price.
+func TestStepFlex(t *testing.T) {
+	t.Parallel()
+	u := fixpoint.Usage{InputTokens: 1000, OutputTokens: 100, CachedInputTokens: 400}
+	flexCost := (600*1 + 400*0.25 + 100*4) / 1e6
+	fullCost := (600*2 + 400*0.5 + 100*8) / 1e6
+	for _, tc := range []struct {
+		served    string
+		wantBasis fixpoint.PriceBasis
+		wantCost  float64
+	}{
+		{"flex", fixpoint.PriceBasisFlex, flexCost},
+		{"default", fixpoint.PriceBasisRealtime, fullCost},
+		{"", fixpoint.PriceBasisRealtime, fullCost},
+	} {
+		step, err := repair.Start(costJob(t), nil, repair.Config{Prices: costPrices, PriceBasis: fixpoint.PriceBasisFlex})
+		if err != nil {
+			t.Fatal(err)
+		}
+		act := step.Next()
+		if act.Request == nil || act.Request.ServiceTier != fixpoint.ServiceTierFlex {
+			t.Fatalf("served %q: first request %+v, want one asking for flex", tc.served, act.Request)
+		}
+		reply := replyWith(`{}`, u)
+		reply.ServiceTier = tc.served
+		a, act := step.Feed(reply, nil, time.Now())
+		if act.Request == nil || act.Request.ServiceTier != fixpoint.ServiceTierFlex {
+			t.Fatalf("served %q: repair request %+v, want one asking for flex", tc.served, act.Request)
+		}
+		if a.ServiceTier != tc.served || a.PriceBasis != tc.wantBasis || !near(a.CostUSD, tc.wantCost) {
+			t.Errorf("served %q: attempt tier %q, basis %q, cost %.9f; want %q, %q, %.9f",
+				tc.served, a.ServiceTier, a.PriceBasis, a.CostUSD, tc.served, tc.wantBasis, tc.wantCost)
+		}
+	}
+	// A realtime step asks for no tier.
+	step, err := repair.Start(costJob(t), nil, repair.Config{Prices: costPrices})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if act := step.Next(); act.Request.ServiceTier != "" {
+		t.Errorf("realtime request asks for tier %q", act.Request.ServiceTier)
+	}
+}

@@ -38,6 +38,11 @@ type Job struct {
 	// fixpoint.Request.CacheKey, with CacheSystem set. Give every job of a batch
 	// with the same schema the same key.
 	CacheKey string
+	// ServiceTier, when fixpoint.ServiceTierFlex, asks every call of the
+	// job for the provider's flex tier (a job delivered flex); each
+	// attempt is then priced by the tier the provider says it served
+	// (fixpoint.BasisOf). "" asks for none.
+	ServiceTier string
 	// MaxTokens caps output tokens per call. Defaults to 1024.
 	MaxTokens int
 	Limits    fixpoint.Limits

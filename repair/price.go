@@ -45,13 +45,17 @@ type Rates struct {
 }
 
 // Rates returns p's prices on basis, its zero fields given their meaning
-// (see Price). Any basis but PriceBasisBatch is realtime.
+// (see Price). Flex is priced as batch: OpenAI prices the flex tier "at
+// Batch API rates, with additional discounts from prompt caching"
+// (https://developers.openai.com/api/docs/guides/flex-processing), which
+// is the batch columns, the cached-input one included. Any other basis is
+// realtime.
 func (p Price) Rates(basis fixpoint.PriceBasis) Rates {
 	r := Rates{Input: p.InputPerMTok, Output: p.OutputPerMTok, CachedInput: p.CachedInputPerMTok, CacheWrite: p.CacheWritePerMTok}
 	if r.CacheWrite == 0 {
 		r.CacheWrite = r.Input
 	}
-	if basis != fixpoint.PriceBasisBatch {
+	if basis != fixpoint.PriceBasisBatch && basis != fixpoint.PriceBasisFlex {
 		return r
 	}
 	half := func(batch, realtime float64) float64 {

@@ -49,6 +49,8 @@ func TestCostOn(t *testing.T) {
 		{"batch, writes without a price: half the input price", "plain", bt, 1000, 100, 0, 600, (400*1 + 600*1 + 100*4) / 1e6},
 		{"batch, listed prices", "listed", bt, 1000, 100, 400, 100, (500*0.9 + 400*0.2 + 100*1.1 + 100*3) / 1e6},
 		{"batch, no cached price: zero stays zero", "nocache", bt, 1000, 100, 400, 0, (600*1 + 100*4) / 1e6},
+		{"flex is priced as batch", "writes", fixpoint.PriceBasisFlex, 1000, 100, 400, 100, (500*1 + 400*0.25 + 100*1.25 + 100*4) / 1e6},
+		{"flex, listed batch prices", "listed", fixpoint.PriceBasisFlex, 1000, 100, 400, 100, (500*0.9 + 400*0.2 + 100*1.1 + 100*3) / 1e6},
 		{"an empty basis is realtime", "plain", "", 1000, 100, 400, 0, (600*2 + 400*0.5 + 100*8) / 1e6},
 		{"a prefix row", "acme-large-2", bt, 1000, 100, 0, 0, (1000*5 + 100*10) / 1e6},
 		{"the simulator is free", "sim-messy", rt, 1000, 100, 400, 100, 0},

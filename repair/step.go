@@ -30,8 +30,10 @@ type Config struct {
 	// Prices estimates cost; defaults to DefaultPrices.
 	Prices Prices
 	// PriceBasis is how the driver's calls are billed: realtime (the
-	// default) or batch, for a driver that sends them in provider batches.
-	// Each attempt records it and is priced on it.
+	// default), batch, for a driver that sends them in provider batches,
+	// or flex, whose requests ask for the flex tier (ServiceTier). Each
+	// attempt records it and is priced on it; a flex attempt on the tier
+	// the provider says it served (fixpoint.BasisOf).
 	PriceBasis fixpoint.PriceBasis
 	// Record defaults to RecordFull.
 	Record RequestRecord
@@ -205,6 +207,7 @@ func (s *Step) Next() Action {
 	if s.job.CacheKey != "" {
 		req.CacheKey, req.CacheSystem = s.job.CacheKey, true
 	}
+	s.askTier(req)
 	if s.lim.TokenBudget > 0 {
 		spent := s.res.TokensIn + s.res.TokensOut
 		if need := EstimateTokens(req); spent+need > s.lim.TokenBudget {
@@ -273,6 +276,12 @@ func (s *Step) recordReply(a *fixpoint.Attempt, req *fixpoint.Request, resp *fix
 	// The reply stands; the provider_error of an attempt that got one
 	// keeps what the provider said its usage was.
 	a.ProviderError = anomaly
+	if req.ServiceTier == fixpoint.ServiceTierFlex {
+		// Asked for flex, priced by the tier the provider says it
+		// served: a fallback to the default tier costs the default price.
+		a.ServiceTier = resp.ServiceTier
+		a.PriceBasis = fixpoint.BasisOf(resp.ServiceTier)
+	}
 	s.charge(a, usage)
 	_, priced := s.cfg.Prices.Lookup(s.job.Model)
 	a.Unpriced = !priced
@@ -281,6 +290,14 @@ func (s *Step) recordReply(a *fixpoint.Attempt, req *fixpoint.Request, resp *fix
 	a.Model = resp.Model
 	a.RequestID = resp.RequestID
 	s.res.TransportRetries += len(a.Retries)
+}
+
+// askTier asks for the flex tier on req when the job asks for it, or the
+// step's calls are billed on basis flex.
+func (s *Step) askTier(req *fixpoint.Request) {
+	if s.job.ServiceTier == fixpoint.ServiceTierFlex || s.cfg.PriceBasis == fixpoint.PriceBasisFlex {
+		req.ServiceTier = fixpoint.ServiceTierFlex
+	}
 }
 
 // charge records usage on a, prices it on a's basis, and adds the tokens
@@ -474,6 +491,9 @@ func (s *Step) feedError(a *fixpoint.Attempt, req *fixpoint.Request, err error) 
 		}
 		if note != "" {
 			a.ProviderError += "; " + note
+		}
+		if req.ServiceTier == fixpoint.ServiceTierFlex {
+			a.PriceBasis = fixpoint.BasisOf("") // no reply says which tier served it: the default price
 		}
 		s.charge(a, billed)
 		_, priced := s.cfg.Prices.Lookup(s.job.Model)

@@ -75,6 +75,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if req.flex && s.cfg.FlexBusy > 0 && s.rng("flex", strconv.FormatInt(n, 10)).Float64() < s.cfg.FlexBusy {
+		s.stats.event(EventCapacity)
+		c.fail(&apiError{status: 429, typ: "resource_unavailable", code: "resource_unavailable",
+			msg: "Resource Unavailable: flex processing capacity is not available right now. Please retry later or use the default service tier."}, nil)
+		return
+	}
 	fault := s.transportFault(n)
 	if c.transportFault(fault, req, pTok, lr) {
 		return
@@ -337,6 +343,9 @@ func (c *call) reply(req *chatReq, pTok int, cu cacheUse, lr limitResult, huge b
 	think := time.Duration(0)
 	if !c.batch {
 		think = s.thinkTime(c.n, cTok)
+		if req.flex {
+			think += s.cfg.FlexLatency
+		}
 	}
 	msgID := idFrom("msg", p.key, strconv.Itoa(p.turn), p.text)
 	r := replyParts{plan: p, text: outText, pad: pad, object: objectChannel, pTok: pTok, cTok: cTok, cu: cu, msgID: msgID, think: think}
@@ -442,8 +451,12 @@ func (c *call) ollamaReply(req *chatReq, r replyParts) olResponse {
 func (c *call) openAIReply(req *chatReq, r replyParts) oaResponse {
 	p, outText := r.plan, r.text
 	pTok, cTok, cu, msgID, s := r.pTok, r.cTok, r.cu, r.msgID, c.s
+	tier := "default"
+	if req.flex {
+		tier = "flex"
+	}
 	out := oaResponse{ID: "chatcmpl-" + msgID, Object: "chat.completion", Created: c.now.Unix(), Model: req.model,
-		ServiceTier: "default", SystemFingerprint: "fp_sim" + strconv.FormatUint(s.cfg.Seed%1000, 10)}
+		ServiceTier: tier, SystemFingerprint: "fp_sim" + strconv.FormatUint(s.cfg.Seed%1000, 10)}
 	u := oaUsage{PromptTokens: pTok, CompletionTokens: cTok, TotalTokens: pTok + cTok}
 	u.PromptTokensDetails.CachedTokens = cu.read
 	out.Usage = u

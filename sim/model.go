@@ -46,6 +46,8 @@ type chatReq struct {
 	// prompt_cache_retention asks for (0: the default).
 	cacheKey string
 	cacheTTL time.Duration
+	// flex is set by OpenAI's service_tier "flex".
+	flex bool
 	// bounds are the block boundaries of an Anthropic prompt with a
 	// cache_control breakpoint (nil without one), in order.
 	bounds []cacheBound

@@ -429,6 +429,18 @@
 // effort, as Anthropic documents them. Config.Cache.Off turns caching off.
 // The cache never changes a reply's text. Stats.Cache counts reads and
 // writes.
+//
+// # Flex
+//
+// An OpenAI call with service_tier "flex" asks for the flex tier: it is
+// answered Config.FlexLatency later than the same call on the default
+// tier, its reply says service_tier "flex" (every other OpenAI reply says
+// "default"), and a share Config.FlexBusy of such calls, drawn per call
+// from Seed, is refused with the tier's 429 Resource Unavailable (type and
+// code resource_unavailable, no Retry-After), counted as EventCapacity.
+// The refusal is not a rate limit and is not counted as one (though the
+// call, admitted first, took its share of the RPM and TPM budgets). A
+// service_tier other than auto, default or flex is a 400.
 package sim
 
 import (
@@ -740,6 +752,14 @@ type Config struct {
 	// Cache configures the prompt-cache model (see "Prompt caching" in the
 	// package documentation).
 	Cache CacheConfig
+	// FlexLatency is added to the think time of a call asking for the
+	// flex tier (OpenAI's service_tier "flex"), which is slower; FlexBusy
+	// is the share of such calls refused for want of capacity with
+	// OpenAI's 429 Resource Unavailable (drawn per call from Seed). A flex
+	// call served says service_tier "flex" in its reply. See "Flex" in
+	// the package documentation.
+	FlexLatency time.Duration
+	FlexBusy    float64
 	// MaxListItems is the most items a reply over a long document (see
 	// "Long documents" in the package documentation) lists in one array,
 	// the first ones its text holds: a model asked for a long list in one

@@ -17,11 +17,14 @@ const (
 	EventMalformed   = "malformed"
 	EventHuge        = "huge"
 	EventScripted    = "scripted"
+	// EventCapacity is a flex call refused for want of capacity
+	// (Config.FlexBusy): OpenAI's 429 Resource Unavailable.
+	EventCapacity = "flex_capacity"
 )
 
 var eventNames = [...]string{
 	EventRateLimited, EventInjected429, EventQuota, EventStatus500, EventStatus503, EventStatus529,
-	EventHang, EventTrickle, EventReset, EventMalformed, EventHuge, EventScripted, EventAuth,
+	EventHang, EventTrickle, EventReset, EventMalformed, EventHuge, EventScripted, EventAuth, EventCapacity,
 }
 
 // Stats is a snapshot of the server's counters.

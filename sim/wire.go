@@ -129,6 +129,9 @@ type oaRequest struct {
 	PromptCacheKey      string          `json:"prompt_cache_key"`
 	// PromptCacheRetention is "in_memory" (the default) or "24h".
 	PromptCacheRetention string `json:"prompt_cache_retention"`
+	// ServiceTier is "auto", "default" or "flex" (see "Flex" in the
+	// package documentation).
+	ServiceTier string `json:"service_tier"`
 }
 
 func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
@@ -146,6 +149,14 @@ func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
 		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "stream", msg: "the simulator does not stream"}
 	}
 	r := &chatReq{provider: "openai", model: in.Model, user: in.User, cacheKey: in.PromptCacheKey}
+	switch in.ServiceTier {
+	case "", "auto", "default":
+	case "flex":
+		r.flex = true
+	default:
+		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "service_tier",
+			msg: fmt.Sprintf("Invalid value: '%s'. Supported values are: 'auto', 'default', and 'flex'.", in.ServiceTier)}
+	}
 	switch in.PromptCacheRetention {
 	case "", "in_memory":
 	case "24h":

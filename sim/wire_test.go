@@ -493,3 +493,57 @@ func TestAnthropicOutputConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestFlexTier: a flex call is answered on the flex tier and says so, or
+// refused with the tier's capacity 429 at about the FlexBusy rate, which
+// takes nothing from the rate limits; a default-tier call is never
+// refused so and says default; an unknown tier is a 400.
+func TestFlexTier(t *testing.T) {
+	t.Parallel()
+	s := New(Config{Seed: 3, FlexBusy: 0.3, RPM: 1000})
+	msgs := []any{map[string]any{"role": "user", "content": "hi"}}
+	flex := map[string]any{"model": "gpt-4o", "messages": msgs, "service_tier": "flex"}
+	busy := 0
+	const n = 200
+	for i := range n {
+		rec := do(t, s, "/v1/chat/completions", flex)
+		var b struct {
+			ServiceTier string `json:"service_tier"`
+			Error       struct{ Type, Code, Message string }
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		switch rec.Code {
+		case 200:
+			if b.ServiceTier != "flex" {
+				t.Fatalf("call %d: served service_tier %q, want flex", i, b.ServiceTier)
+			}
+		case 429:
+			busy++
+			if b.Error.Code != "resource_unavailable" || !strings.Contains(b.Error.Message, "Resource Unavailable") || rec.Header().Get("Retry-After") != "" {
+				t.Fatalf("call %d: 429 %+v, retry-after %q; want the capacity refusal", i, b.Error, rec.Header().Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("call %d: status %d", i, rec.Code)
+		}
+	}
+	if busy < n*15/100 || busy > n*45/100 {
+		t.Errorf("%d of %d flex calls refused, want about 30%%", busy, n)
+	}
+	st := s.Stats()
+	if st.Transport[EventCapacity] != int64(busy) || st.Transport[EventRateLimited] != 0 {
+		t.Errorf("stats capacity %d, rate limited %d; want %d, 0", st.Transport[EventCapacity], st.Transport[EventRateLimited], busy)
+	}
+	plain := map[string]any{"model": "gpt-4o", "messages": msgs}
+	for i := range 20 {
+		rec := do(t, s, "/v1/chat/completions", plain)
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"service_tier":"default"`) {
+			t.Fatalf("default-tier call %d: %d %s", i, rec.Code, rec.Body.String())
+		}
+	}
+	flex["service_tier"] = "priority"
+	if rec := do(t, s, "/v1/chat/completions", flex); rec.Code != 400 || !strings.Contains(rec.Body.String(), "service_tier") {
+		t.Errorf("unknown tier: %d %s, want 400 naming service_tier", rec.Code, rec.Body.String())
+	}
+}

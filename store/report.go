@@ -285,7 +285,7 @@ const (
 		       transport_retries, retry_classes::text, provider_status, provider_error, model, request_id, started_at,
 		       feedback, provider_class, price_basis, tokens_cache_write, coalesce(cost_usd, 0)::float8, coalesce(wave_id, 0),
 		       coerced, patch_outcome, unpriced, provider_code, evidence::text, warnings::text, coalesce(a.schema_hash, ''),
-		       ` + stepSelect
+		       a.service_tier, ` + stepSelect
 	attemptSelectFrom = `
 		FROM attempts a JOIN attempt_requests r ON r.job_id = a.job_id AND r.run = a.run AND r.attempt_no = a.attempt_no`
 )
@@ -297,13 +297,15 @@ func scanAttempt(r pgx.CollectableRow, first ...any) (Attempt, error) {
 	var req, repairs, retryClasses, evidence, warnings *string
 	var errs string
 	var started *time.Time
+	var tier *string
 	var step stepScan
 	err := r.Scan(append(append(first, &a.No, &req, &a.RequestHash, &a.Raw, &a.Source, &repairs, &errs, &a.Class, &a.Valid,
 		&a.RepairedLocally, &a.FinishReason, &a.LatencyMS, &a.TokensIn, &a.TokensOut, &a.TokensCached,
 		&a.TransportRetries, &retryClasses, &a.ProviderStatus, &a.ProviderError, &a.Model, &a.RequestID, &started,
 		&a.Feedback, &a.ProviderClass, &a.PriceBasis, &a.TokensCacheWrite, &a.CostUSD, &a.WaveID, &a.Coerced, &a.PatchOutcome, &a.Unpriced, &a.ProviderCode,
-		&evidence, &warnings, &a.SchemaHash), step.dest()...)...)
+		&evidence, &warnings, &a.SchemaHash, &tier), step.dest()...)...)
 	step.set(&a)
+	a.ServiceTier = deref(tier)
 	a.Request, a.Repairs, a.RetryClasses = rawPtr(req), rawPtr(repairs), rawPtr(retryClasses)
 	a.Evidence, a.Warnings = rawPtr(evidence), rawPtr(warnings)
 	a.Errors = json.RawMessage(errs)

@@ -72,8 +72,12 @@ type Attempt struct {
 	// ProviderCode is the provider's own code of a failed call
 	// (context_length_exceeded, not_found_error, ...); "" when none.
 	ProviderCode string
-	// PriceBasis is "realtime" or "batch"; "" means realtime.
+	// PriceBasis is "realtime", "batch" or "flex"; "" means realtime.
 	PriceBasis string
+	// ServiceTier is the tier the provider says it served a call asked
+	// for flex on ("flex", "default"); "" (stored NULL) for a call asked
+	// for no tier, or whose reply named none.
+	ServiceTier string
 	// TokensCacheWrite counts prompt tokens written to the provider's cache.
 	TokensCacheWrite int64
 	// WaveID is the wave that carried the call, 0 for a realtime call.
@@ -295,7 +299,7 @@ var attemptColumns = []string{"job_id", "attempt_no", "request", "request_hash",
 	"transport_retries", "retry_classes", "provider_status", "provider_error", "model", "request_id", "started_at", "system_sha256", "run",
 	"feedback", "provider_class", "price_basis", "tokens_cache_write", "cost_usd", "wave_id", "coerced", "patch_outcome", "unpriced", "provider_code",
 	"evidence", "warnings", "schema_hash",
-	"step", "chunk_n", "chunk_start", "chunk_end", "fields", "tool_calls", "conflicts"}
+	"step", "chunk_n", "chunk_start", "chunk_end", "fields", "tool_calls", "conflicts", "service_tier"}
 
 // SaveResults stores final results in one transaction and reports, for each
 // result, whether this call set it (won[i]). It is idempotent:
@@ -649,6 +653,7 @@ func (s *attemptRows) Values() ([]any, error) {
 	v[31], v[32], v[33], v[34] = int32(a.Coerced), txt(a.PatchOutcome), a.Unpriced, txt(a.ProviderCode)
 	v[35], v[36], v[37] = nullRaw(pgJSON(a.Evidence)), nullRaw(pgJSON(a.Warnings)), nullText(a.SchemaHash)
 	copy(v[38:], a.stepValues())
+	v[len(v)-1] = nullText(a.ServiceTier)
 	return v, nil
 }
 

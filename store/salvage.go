@@ -65,7 +65,8 @@ func (a Attempt) Salvage(bare bool) Attempt {
 	if !attemptClass(a.Class) {
 		a.Class = string(fixpoint.OutcomeProvider)
 	}
-	if a.PriceBasis != "" && a.PriceBasis != string(fixpoint.PriceBasisRealtime) && a.PriceBasis != string(fixpoint.PriceBasisBatch) {
+	if a.PriceBasis != "" && a.PriceBasis != string(fixpoint.PriceBasisRealtime) && a.PriceBasis != string(fixpoint.PriceBasisBatch) &&
+		a.PriceBasis != string(fixpoint.PriceBasisFlex) {
 		a.PriceBasis = ""
 	}
 	if a.checkStep() != nil {

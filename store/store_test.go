@@ -519,6 +519,35 @@ func TestJobRoundTrip(t *testing.T) {
 	}
 }
 
+// TestFlexAttemptRoundTrip: a flex job's attempts keep their basis and
+// the tier the provider served, flex or default (a fallback); a call
+// asked for no tier reads back with none.
+func TestFlexAttemptRoundTrip(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, "flexrt", 1)
+	ctx := context.Background()
+	r := result(jobID("flexrt", 1), "x", "")
+	r.AttemptRows = []store.Attempt{
+		{No: 1, Errors: json.RawMessage(`[]`), PriceBasis: "flex", ServiceTier: "flex", CostUSD: 0.5},
+		{No: 2, Errors: json.RawMessage(`[]`), PriceBasis: "realtime", ServiceTier: "default", CostUSD: 1},
+		{No: 3, Errors: json.RawMessage(`[]`), PriceBasis: "realtime"},
+	}
+	if _, err := s.SaveResults(ctx, []store.Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	_, attempts, err := s.Job(ctx, r.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range attempts {
+		got = append(got, a.PriceBasis+"/"+a.ServiceTier)
+	}
+	if want := []string{"flex/flex", "realtime/default", "realtime/"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("basis/tier = %v, want %v", got, want)
+	}
+}
+
 func stripTime(a store.Attempt) store.Attempt {
 	a.StartedAt = time.Time{}
 	return a

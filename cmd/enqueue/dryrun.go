@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/fixpoint-dev/fixpoint"
 	"github.com/fixpoint-dev/fixpoint/cmd/internal/cli"
 	"github.com/fixpoint-dev/fixpoint/enqueue"
 	"github.com/fixpoint-dev/fixpoint/repair"
@@ -78,6 +79,12 @@ func writeEstimate(stdout io.Writer, cfg enqueue.Config, rep enqueue.DryRunRepor
 	}
 	fmt.Fprintf(stdout, "estimate: %s x %.2f attempts (%s)\n", cli.Plural(rep.Jobs, "job"), rep.Attempts, from)
 	price := fmt.Sprintf("$%.4f at %s list prices", rep.CostUSD, cfg.Model)
+	switch rep.PriceBasis {
+	case fixpoint.PriceBasisBatch:
+		price = fmt.Sprintf("$%.4f at %s batch prices", rep.CostUSD, cfg.Model)
+	case fixpoint.PriceBasisFlex:
+		price = fmt.Sprintf("$%.4f at %s flex prices (batch rates; a call that falls back to the default tier costs the list price)", rep.CostUSD, cfg.Model)
+	}
 	if !rep.PriceKnown {
 		price = fmt.Sprintf("cost unknown: %s is not in the price table", cfg.Model)
 		if _, priced := repair.DefaultPrices().Lookup(cfg.Model); priced && rep.MergeCalls > 0 {

@@ -102,7 +102,7 @@ func newEnqueueFlags(stdout io.Writer) *enqueueFlags {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "check the rows, print one full prompt, the row count and an estimate of tokens and cost; record and publish nothing")
 	fs.IntVar(&f.limit, "limit", 0, "with --dry-run: read only the first N rows (0 = all)")
 	fs.BoolVar(&cfg.Resume, "resume", false, "finish the batch's interrupted run with its recorded settings: publish jobs recorded but not published, republish jobs the queue lost")
-	fs.StringVar(&cfg.Delivery, "delivery", queue.DeliveryRealtime, "realtime, or batch: the provider's batch API at half the price, answered within hours, repairs in waves (openai, anthropic)")
+	fs.StringVar(&cfg.Delivery, "delivery", queue.DeliveryRealtime, "realtime; batch: the provider's batch API at half the price, answered within hours, repairs in waves (openai, anthropic); or flex: realtime calls on the provider's flex tier at batch prices, slower, repairs at once (openai; see docs/delivery.md)")
 	fs.StringVar(&cfg.BatchFallback, "batch-fallback", "", "with --delivery batch: realtime runs the batch realtime, at the full price, when the provider or its server has no batch API; without it such a batch is refused (exit 2)")
 	fs.DurationVar(&cfg.Deadline, "deadline", enqueue.DeadlineDefault, "with --delivery batch: every job is final this long after the batch is first enqueued (near it, the rest runs realtime)")
 	fs.BoolVar(&cfg.PromptCache, "prompt-cache", true, "ask the provider to cache the prompt prefix the batch's requests share (OpenAI prompt_cache_key, Anthropic cache_control)")
@@ -236,13 +236,28 @@ func misplacedCommand(word string) error {
 	return usageError{Err: fmt.Errorf("unknown command %q (the commands are requeue, cancel and cap; a dataset is a file path)", word)}
 }
 
+// flexProviders names the providers whose row has the flex tier.
+func flexProviders() []string {
+	var names []string
+	for _, p := range llm.Providers() {
+		if p.Has(llm.DeliveryFlex) {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
 // checkDelivery checks --delivery and --deadline.
 func (f *enqueueFlags) checkDelivery() error {
 	cfg := &f.cfg
 	switch cfg.Delivery {
 	case queue.DeliveryRealtime, queue.DeliveryBatch:
+	case queue.DeliveryFlex:
+		if !llm.HasFlex(cfg.Provider) {
+			return usageError{Err: fmt.Errorf("--delivery flex: provider %s has no flex tier (flex: %s)", cfg.Provider, strings.Join(flexProviders(), ", "))}
+		}
 	default:
-		return usageError{Err: fmt.Errorf("--delivery %q: want realtime or batch", cfg.Delivery)}
+		return usageError{Err: fmt.Errorf("--delivery %q: want realtime, batch or flex", cfg.Delivery)}
 	}
 	if cfg.Deadline <= 0 {
 		return usageError{Err: fmt.Errorf("--deadline %s must be positive", cfg.Deadline)}

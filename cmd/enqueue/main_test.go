@@ -198,6 +198,11 @@ func TestEnqueueDryRun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(w.dir, "jetstream")); !os.IsNotExist(err) {
 		t.Errorf("a dry run touched the queue: %v", err)
 	}
+	// The estimate names its basis: a flex batch is priced at batch rates.
+	code, stdout, stderr = w.run("", append(w.args("d1", "--model", "gpt-4o-mini", "--delivery", "flex", "--dry-run"), data)...)
+	if code != 0 || !strings.Contains(stdout, "gpt-4o-mini flex prices (batch rates;") {
+		t.Errorf("flex dry run: exit %d\n%s%s", code, stdout, stderr)
+	}
 	code, stdout, _ = w.run("", append(w.args("d1", "--dry-run", "--limit", "1"), data)...)
 	if code != 0 || !strings.Contains(stdout, "the first 1 row (--limit)") {
 		t.Errorf("--limit 1: exit %d\n%s", code, stdout)
@@ -351,6 +356,11 @@ func TestEnqueueUsageBeforeConnecting(t *testing.T) {
 		// Every job would fail before its first call (it enqueued 2,000
 		// jobs that all failed, no attempt made).
 		{"token budget below max tokens", []string{"--schema", schema, "--template", tmpl, "--token-budget", "1000"}, "token budget 1000 is not above max tokens 1024"},
+		// The provider's row lacks the flex tier: named, before connecting.
+		{"flex on anthropic", []string{"--schema", schema, "--template", tmpl, "--provider", "anthropic", "--delivery", "flex"}, "--delivery flex: provider anthropic has no flex tier (flex: openai)"},
+		{"flex on mistral", []string{"--schema", schema, "--template", tmpl, "--provider", "mistral", "--delivery", "flex"}, "provider mistral has no flex tier"},
+		{"delivery typo", []string{"--schema", schema, "--template", tmpl, "--delivery", "flx"}, `--delivery "flx": want realtime, batch or flex`},
+		{"deadline of a flex batch", []string{"--schema", schema, "--template", tmpl, "--delivery", "flex", "--deadline", "2h"}, "--deadline is for --delivery batch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantUsageError(t, append(tc.args, data), tc.want) })
 	}

@@ -404,28 +404,31 @@ type purgeJSON struct {
 }
 
 type attemptJSON struct {
-	No               int             `json:"no"`
-	Valid            bool            `json:"valid"`
-	Class            string          `json:"class"`
-	Model            string          `json:"model"`
-	FinishReason     string          `json:"finish_reason"`
-	Raw              string          `json:"raw"`
-	Source           string          `json:"source"`
-	Repairs          json.RawMessage `json:"repairs"`
-	Errors           json.RawMessage `json:"errors"`
-	Feedback         string          `json:"feedback"`
-	RepairedLocally  bool            `json:"repaired_locally"`
-	TokensIn         int64           `json:"tokens_in"`
-	TokensOut        int64           `json:"tokens_out"`
-	TokensCached     int64           `json:"tokens_cached"`
-	CostUSD          float64         `json:"cost_usd"`
-	Unpriced         bool            `json:"unpriced"`
-	PriceBasis       string          `json:"price_basis"`
-	LatencyMS        int64           `json:"latency_ms"`
-	TransportRetries int             `json:"transport_retries"`
-	ProviderStatus   int             `json:"provider_status"`
-	ProviderError    string          `json:"provider_error"`
-	StartedAt        *time.Time      `json:"started_at"`
+	No              int             `json:"no"`
+	Valid           bool            `json:"valid"`
+	Class           string          `json:"class"`
+	Model           string          `json:"model"`
+	FinishReason    string          `json:"finish_reason"`
+	Raw             string          `json:"raw"`
+	Source          string          `json:"source"`
+	Repairs         json.RawMessage `json:"repairs"`
+	Errors          json.RawMessage `json:"errors"`
+	Feedback        string          `json:"feedback"`
+	RepairedLocally bool            `json:"repaired_locally"`
+	TokensIn        int64           `json:"tokens_in"`
+	TokensOut       int64           `json:"tokens_out"`
+	TokensCached    int64           `json:"tokens_cached"`
+	CostUSD         float64         `json:"cost_usd"`
+	Unpriced        bool            `json:"unpriced"`
+	PriceBasis      string          `json:"price_basis"`
+	// ServiceTier is the tier the provider served a call asked for flex
+	// on ("flex", "default"), left out for the others.
+	ServiceTier      string     `json:"service_tier,omitempty"`
+	LatencyMS        int64      `json:"latency_ms"`
+	TransportRetries int        `json:"transport_retries"`
+	ProviderStatus   int        `json:"provider_status"`
+	ProviderError    string     `json:"provider_error"`
+	StartedAt        *time.Time `json:"started_at"`
 	// A document job's step ("" for the other strategies): its kind, the
 	// chunk it read, the fields its value held, its tool calls and a
 	// merge's conflicts.
@@ -462,7 +465,7 @@ func jobData(job *store.JobRecord, attempts []store.Attempt, kept []store.Interr
 		out.AttemptList = append(out.AttemptList, attemptJSON{No: a.No, Valid: a.Valid, Class: a.Class, Model: a.Model, FinishReason: a.FinishReason,
 			Raw: a.Raw, Source: a.Source, Repairs: rawOr(a.Repairs, "[]"), Errors: rawOr(a.Errors, "[]"), Feedback: a.Feedback,
 			RepairedLocally: a.RepairedLocally, TokensIn: a.TokensIn, TokensOut: a.TokensOut, TokensCached: a.TokensCached,
-			CostUSD: a.CostUSD, Unpriced: a.Unpriced, PriceBasis: cmp.Or(a.PriceBasis, "realtime"), LatencyMS: a.LatencyMS, TransportRetries: a.TransportRetries,
+			CostUSD: a.CostUSD, Unpriced: a.Unpriced, PriceBasis: cmp.Or(a.PriceBasis, "realtime"), ServiceTier: a.ServiceTier, LatencyMS: a.LatencyMS, TransportRetries: a.TransportRetries,
 			ProviderStatus: a.ProviderStatus, ProviderError: a.ProviderError, StartedAt: timeOrNil(a.StartedAt),
 			Step: a.Step, Chunk: a.Chunk, Fields: a.Fields, ToolCalls: rawOr(a.ToolCalls, "[]"), Conflicts: rawOr(a.Conflicts, "[]")})
 	}

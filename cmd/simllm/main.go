@@ -83,6 +83,8 @@ type simFlags struct {
 	batchCancel, cacheTTL      time.Duration
 	expiredShare, erroredShare float64
 	hitProb                    float64
+	flexLatency                time.Duration
+	flexBusy                   float64
 	maxListItems               int
 	promptCache                bool
 	faults                     []faultRate
@@ -113,6 +115,8 @@ func newSimFlags(stderr io.Writer) *simFlags {
 	fs.DurationVar(&f.cacheTTL, "cache-ttl", sim.CacheTTLDefault, "how long a cached prompt prefix lives after its last use")
 	fs.IntVar(&f.antMin, "anthropic-cache-min-tokens", 0, fmt.Sprintf("minimum cacheable prefix of every Anthropic model (0: %d for a model named *haiku*, %d for any other)",
 		sim.AnthropicHaikuCacheMinTokens, sim.AnthropicCacheMinTokens))
+	fs.DurationVar(&f.flexLatency, "flex-latency", 0, "added to the latency of an OpenAI call with service_tier \"flex\" (the flex tier is slower)")
+	fs.Float64Var(&f.flexBusy, "flex-busy", 0, "share of OpenAI calls with service_tier \"flex\" refused with the flex tier's 429 Resource Unavailable (0..1)")
 	fs.IntVar(&f.maxListItems, "max-list-items", -1, "most items of one list in a reply over a long document, the first its text holds (-1: the preset's; 0: no limit)")
 	fs.Func("fault", "set fault kinds' probabilities (0..1) in the preset's mix: kind=p[,kind=p...], repeatable; kinds below", f.addFaults)
 	fs.Usage = f.usage
@@ -140,6 +144,8 @@ func (f *simFlags) usage() {
 	fmt.Fprintf(out, "Usage: simllm [flags]\n       simllm docs --out DIR [flags]   write simulated long documents (simllm docs --help)\n\nServes a simulated LLM on OpenAI (/v1/chat/completions), Anthropic (/v1/messages) and Ollama (/api/chat) routes,\n"+
 		"and the batch APIs: OpenAI /v1/files, /v1/batches and Anthropic /v1/messages/batches (create, retrieve, cancel, list,\n"+
 		"results). A batch's requests are answered like single calls, without the preset's transport faults.\n"+
+		"An OpenAI call with service_tier \"flex\" is the flex tier: answered --flex-latency slower, refused with 429\n"+
+		"Resource Unavailable (code resource_unavailable) at the rate --flex-busy, its reply saying service_tier \"flex\".\n"+
 		"GET /healthz answers ok; GET /stats the counters so far as JSON (Requests, Replies, ByStatus, Batch, ...).\n\nFlags:\n")
 	f.fs.PrintDefaults()
 	fmt.Fprintf(out, "\nPresets:\n")
@@ -200,6 +206,10 @@ func (f *simFlags) config() (sim.Config, error) {
 		return cfg, fmt.Errorf("%w: --batch-deadline and --cache-ttl must be > 0, --batch-completion-delay and --batch-cache-hit-prob >= 0", errUsage)
 	}
 	cfg.Cache = sim.CacheConfig{Off: !f.promptCache, TTL: f.cacheTTL, AnthropicMinTokens: f.antMin}
+	if f.flexLatency < 0 || f.flexBusy < 0 || f.flexBusy > 1 {
+		return cfg, fmt.Errorf("%w: --flex-latency %s, --flex-busy %v: want a latency >= 0 and a share in 0..1", errUsage, f.flexLatency, f.flexBusy)
+	}
+	cfg.FlexLatency, cfg.FlexBusy = f.flexLatency, f.flexBusy
 	return cfg, nil
 }
 

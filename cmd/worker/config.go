@@ -98,6 +98,9 @@ type providerFlags struct {
 	// the worker's --concurrency, set by the command before build.
 	laneDefault                  int
 	timeout                      time.Duration
+	flexTimeout                  time.Duration
+	flexFallback                 string
+	flexFallbackAfter            time.Duration
 	maxHintWait                  time.Duration
 	maxRetries                   int
 	simPreset                    string
@@ -109,6 +112,12 @@ type providerFlags struct {
 	shared  bool
 	granter llm.Granter
 }
+
+// --flex-fallback values.
+const (
+	flexFallbackDefault = "default"
+	flexFallbackNone    = "none"
+)
 
 // providerEnvHelp lists each provider's variables, from the provider
 // table.
@@ -152,6 +161,9 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&p.maxConcurrency, "lane-max-concurrency", 0, "ceiling of each lane's adaptive concurrency limit (0 = the calls the command makes at once: the worker's --concurrency)")
 	fs.IntVar(&p.initialConcurrency, "lane-initial-concurrency", 0, "starting concurrency limit of each lane (0 = the ceiling; a 429 or overload halves it)")
 	fs.DurationVar(&p.timeout, "provider-timeout", 300*time.Second, "total timeout of one provider call")
+	fs.DurationVar(&p.flexTimeout, "flex-timeout", llm.FlexTimeoutDefault, "total timeout of one provider call of a job delivered flex (the flex tier is slower; OpenAI's guide gives it 15 minutes)")
+	fs.StringVar(&p.flexFallback, "flex-fallback", flexFallbackDefault, "what a flex call refused for want of capacity (429 Resource Unavailable) does after --flex-fallback-after: 'default' sends it on the provider's default tier at the realtime price; 'none' keeps retrying on the flex tier")
+	fs.DurationVar(&p.flexFallbackAfter, "flex-fallback-after", llm.FlexFallbackAfterDefault, "how long a flex call retries capacity refusals (jittered backoff, not counted in --transport-retries) before --flex-fallback")
 	fs.DurationVar(&p.maxHintWait, "max-hint-wait", llm.LaneMaxHintWaitDefault, "longest wait a provider's retry hint (Retry-After, rate-limit resets) may impose on a lane; a job asked to wait longer is handed back with that delay (worker try: the call fails)")
 	fs.IntVar(&p.maxRetries, "transport-retries", 4, "transport retries per provider call (429, 5xx, timeouts); separate from repair attempts")
 	fs.StringVar(&p.simPreset, "sim", "", "serve every provider from an in-process simulator with this preset: "+strings.Join(simPresetNames(), ", "))
@@ -188,6 +200,17 @@ func (p *providerFlags) check() error {
 	}
 	if p.timeout <= 0 {
 		return usagef("--provider-timeout %s: want a positive duration", p.timeout)
+	}
+	if p.flexTimeout <= 0 {
+		return usagef("--flex-timeout %s: want a positive duration", p.flexTimeout)
+	}
+	switch p.flexFallback {
+	case flexFallbackDefault, flexFallbackNone:
+	default:
+		return usagef("--flex-fallback %q: want %s or %s", p.flexFallback, flexFallbackDefault, flexFallbackNone)
+	}
+	if p.flexFallbackAfter <= 0 {
+		return usagef("--flex-fallback-after %s: want a positive duration (--flex-fallback none never falls back)", p.flexFallbackAfter)
 	}
 	if p.simLatencyP99 > 0 && p.simLatencyP99 < p.simLatencyP50 {
 		return usagef("--sim-latency-p99 %s is below --sim-latency-p50 %s", p.simLatencyP99, p.simLatencyP50)
@@ -269,9 +292,14 @@ func (p *providerFlags) build(obs llm.Observer) (map[string]pipeline.Completer, 
 		lanes.SetGranter(p.granter)
 	}
 	ceiling := cmp.Or(p.maxConcurrency, p.laneDefault, llm.LaneMaxConcurrencyDefault)
+	fallbackAfter := p.flexFallbackAfter
+	if p.flexFallback == flexFallbackNone {
+		fallbackAfter = llm.FlexNoFallback
+	}
 	base := llm.Config{
 		TotalTimeout: p.timeout,
-		Retry:        llm.RetryConfig{MaxRetries: p.maxRetries, Disabled: p.maxRetries == 0},
+		FlexTimeout:  p.flexTimeout, FlexFallbackAfter: fallbackAfter,
+		Retry: llm.RetryConfig{MaxRetries: p.maxRetries, Disabled: p.maxRetries == 0},
 		Lane: llm.LaneConfig{RPM: p.rpm, TPM: p.tpm, MaxConcurrency: ceiling,
 			InitialConcurrency: cmp.Or(p.initialConcurrency, ceiling), MaxHintWait: p.maxHintWait},
 		Lanes:    lanes,

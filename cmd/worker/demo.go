@@ -146,6 +146,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	pf := providerFlags{simPreset: f.preset, simSeed: f.seed, maxConcurrency: f.concurrency, maxRetries: 4, timeout: time.Minute,
+		flexTimeout: llm.FlexTimeoutDefault, flexFallback: flexFallbackDefault, flexFallbackAfter: llm.FlexFallbackAfterDefault,
 		simLatencyP50: f.latency, simLatencyP99: 10 * f.latency}
 	if err := pf.check(); err != nil {
 		return err

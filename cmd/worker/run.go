@@ -120,7 +120,7 @@ type runFlags struct {
 var runFlagGroups = []cliflags.FlagGroup{
 	{Title: "Queue (NATS JetStream)", Flags: []string{"nats-url", "nats-dir", "nats-listen", "stream", "subject", "consumer",
 		"ack-wait", "max-deliver", "max-ack-pending", "duplicates-window", "stream-replicas"}},
-	{Title: "Providers", Flags: append(baseURLFlags(), "provider-timeout",
+	{Title: "Providers", Flags: append(baseURLFlags(), "provider-timeout", "flex-timeout", "flex-fallback", "flex-fallback-after",
 		"transport-retries", "max-hint-wait", "sim", "sim-seed", "sim-latency-p50", "sim-latency-p99")},
 	{Title: "Limits", Flags: []string{"concurrency", "jobs-ahead", "rpm", "tpm", "budget", "lane-max-concurrency", "lane-initial-concurrency",
 		"max-prompt-bytes", "write-buffer-bytes"}},

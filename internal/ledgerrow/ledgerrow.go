@@ -71,6 +71,7 @@ func Attempt(a *fixpoint.Attempt) store.Attempt {
 		TransportRetries: len(a.Retries), RetryClasses: rc, ProviderStatus: a.ProviderStatus,
 		ProviderError: a.ProviderError, Model: a.Model, RequestID: a.RequestID, StartedAt: a.StartedAt,
 		Feedback: a.Feedback, ProviderClass: string(a.ProviderClass), ProviderCode: a.ProviderCode, PriceBasis: string(a.PriceBasis),
+		ServiceTier:      a.ServiceTier,
 		TokensCacheWrite: int64(a.TokensCacheWrite), CostUSD: a.CostUSD, PatchOutcome: string(a.PatchOutcome),
 		Coerced: a.Coerced, Unpriced: a.Unpriced, Evidence: jsonOrNil(a.Evidence), Warnings: jsonOrNil(a.Warnings),
 		Step: string(a.Step), Chunk: a.Chunk, ToolCalls: jsonOrNil(a.ToolCalls), Conflicts: jsonOrNil(a.Conflicts),
@@ -155,7 +156,7 @@ func ResultFrom(jobID string, rows []store.Attempt) *fixpoint.Result {
 			RepairedLocally: r.RepairedLocally, FinishReason: fixpoint.FinishReason(r.FinishReason),
 			Latency: time.Duration(r.LatencyMS) * time.Millisecond, TokensIn: int(r.TokensIn), TokensOut: int(r.TokensOut),
 			TokensCached: int(r.TokensCached), TokensCacheWrite: int(r.TokensCacheWrite),
-			PriceBasis: fixpoint.PriceBasis(r.PriceBasis), CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
+			PriceBasis: fixpoint.PriceBasis(r.PriceBasis), ServiceTier: r.ServiceTier, CostUSD: r.CostUSD, ProviderStatus: r.ProviderStatus,
 			ProviderError: r.ProviderError, ProviderClass: fixpoint.ErrorClass(r.ProviderClass), ProviderCode: r.ProviderCode, Model: r.Model,
 			RequestID: r.RequestID, StartedAt: r.StartedAt, Feedback: r.Feedback, Coerced: r.Coerced, Unpriced: r.Unpriced,
 			Step: fixpoint.StepKind(r.Step), Chunk: r.Chunk}
