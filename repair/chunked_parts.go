@@ -21,10 +21,12 @@ import (
 //
 //   - each chunk that ended without a valid value: what it held is
 //     nowhere else;
-//   - for an error inside an object of the value (an item of a list that
-//     lacks its country), the chunks whose text holds one of the
-//     object's strings (the item's name): a chunk's value may leave out
-//     what the chunk holds, and smart validation lets that through;
+//   - for an error inside an object of the value (an object of a list
+//     item, its address, that lacks its country), the chunks whose text
+//     holds one of the object's strings, or when it has none, of the
+//     nearest object around it that has (the item's name): a chunk's
+//     value may leave out what the chunk holds, and smart validation
+//     lets that through below a list item (validate.PartialItems);
 //   - for an error at a property of the root, the chunks that gave a
 //     value there (their conflict, an invented value); when none did (a
 //     required property no chunk gave), the chunks that lost their value
@@ -60,14 +62,23 @@ func (m *chunked) repairParts(value any, errs []fixpoint.ValidationError) ([]int
 			}
 			continue
 		}
-		obj, _ := valueAt(value, toks[:len(toks)-1]).(map[string]any)
-		for _, v := range obj {
-			if s, ok := v.(string); ok && utf8.RuneCountInString(s) >= nameMinRunes {
-				for _, c := range m.chunks {
-					if strings.Contains(c.Text, s) {
-						need[c.N] = true
+		// The nearest object around the error that holds a name: an
+		// object of an item (its address) may hold none.
+		for i := len(toks) - 1; i >= 1; i-- {
+			obj, _ := valueAt(value, toks[:i]).(map[string]any)
+			named := false
+			for _, v := range obj {
+				if s, ok := v.(string); ok && utf8.RuneCountInString(s) >= nameMinRunes {
+					named = true
+					for _, c := range m.chunks {
+						if strings.Contains(c.Text, s) {
+							need[c.N] = true
+						}
 					}
 				}
+			}
+			if named {
+				break
 			}
 		}
 	}
@@ -163,8 +174,19 @@ func (m *chunked) contribution(u *unit) (any, bool) {
 		return nil, false
 	}
 	b, err := json.Marshal(v)
-	if err != nil || !validate.Check(m.check, string(b)).Valid {
+	if err != nil {
 		return nil, false
+	}
+	if c := validate.Check(m.check, string(b)); !c.Valid {
+		// A list item whose wrong field went now lacks it, which the
+		// chunk's check requires of an item (validate.PartialItems): the
+		// item goes whole, and the overlap or another chunk lists it.
+		if v, ok = pruned(v, c.Errors); !ok {
+			return nil, false
+		}
+		if b, err = json.Marshal(v); err != nil || !validate.Check(m.check, string(b)).Valid {
+			return nil, false
+		}
 	}
 	if t := u.step.job.Checks().Check(v); len(t.Errors) > 0 {
 		return nil, false
@@ -172,37 +194,69 @@ func (m *chunked) contribution(u *unit) (any, bool) {
 	return v, true
 }
 
-// pruned is v without the places errs name, and without an item of a
-// list left empty by that. The places go last first (in document order,
-// reversed: an item's fields before the item, later items before
-// earlier ones), so that no removal moves a place still to be removed.
-// false when an error names the root, or one past the kept errors
-// (KeywordMoreErrors) leaves places unnamed.
+// pruned is v without the places errs name, without an item of a list
+// left empty by that, and without an item of a list that lacks a
+// required property (an error of keyword "required" names the missing
+// property's place in the item). The places go last first (in document
+// order, reversed: an item's fields before the item, later items before
+// earlier ones), so that no removal moves a place still to be removed;
+// a place inside an item already gone is skipped. false when an error
+// names the root, or one past the kept errors (KeywordMoreErrors) leaves
+// places unnamed.
 func pruned(v any, errs []fixpoint.ValidationError) (any, bool) {
-	var paths [][]string
+	type place struct {
+		toks     []string
+		required bool
+	}
+	var places []place
 	for _, e := range errs {
 		if e.Path == "" || e.Keyword == KeywordMoreErrors {
 			return nil, false
 		}
-		paths = append(paths, validate.SplitPointer(e.Path))
+		places = append(places, place{validate.SplitPointer(e.Path), e.Keyword == "required"})
 	}
-	slices.SortFunc(paths, func(a, b []string) int { return comparePaths(b, a) })
-	for _, p := range paths {
+	slices.SortFunc(places, func(a, b place) int { return comparePaths(b.toks, a.toks) })
+	var gone [][]string // the items deleted, each a place
+	inGone := func(p []string) bool {
+		for _, g := range gone {
+			if len(p) >= len(g) && slices.Equal(p[:len(g)], g) {
+				return true
+			}
+		}
+		return false
+	}
+	dropItem := func(p []string) {
+		v = deleteItem(v, p)
+		gone = append(gone, p)
+	}
+	for _, pl := range places {
+		p := pl.toks
+		if inGone(p) {
+			continue
+		}
 		switch x := valueAt(v, p[:len(p)-1]).(type) {
 		case map[string]any:
+			inList := false
+			if len(p) >= 2 {
+				_, inList = valueAt(v, p[:len(p)-2]).([]any)
+			}
+			if pl.required {
+				if inList {
+					dropItem(p[:len(p)-1])
+				}
+				continue
+			}
 			if _, ok := x[p[len(p)-1]]; !ok {
 				continue
 			}
 			v = setAt(v, p, nil, true)
-			if len(x) == 1 && len(p) >= 2 {
+			if len(x) == 1 && inList {
 				// The object held the place alone: an empty item
 				// of a list names nothing, and goes too.
-				if _, inList := valueAt(v, p[:len(p)-2]).([]any); inList {
-					v = deleteItem(v, p[:len(p)-1])
-				}
+				dropItem(p[:len(p)-1])
 			}
 		case []any:
-			v = deleteItem(v, p)
+			dropItem(p)
 		}
 	}
 	return v, true

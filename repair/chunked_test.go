@@ -3,6 +3,7 @@ package repair_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -561,14 +562,25 @@ func TestSequentialResume(t *testing.T) {
 	}
 }
 
-// TestRepairSendsTheChunkOfAnItem: an item that lacks a required property
-// (which smart validation let through) is repaired with the chunk whose
-// text names it, and no other.
+// TestRepairSendsTheChunkOfAnItem: an object inside a list item (its
+// head office) that lacks a required property, which smart validation
+// lets through below an item, is repaired with the chunk whose text
+// names the item, and no other.
 func TestRepairSendsTheChunkOfAnItem(t *testing.T) {
 	t.Parallel()
-	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{"amount": 1200}`, 2: `{"items": [{"name": "Acme Ltd"}, {"country": "Japan"}]}`}
-	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}, {"name": "Acme KK", "country": "Japan"}]}`
-	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	const nested = `{"type": "object", "properties": {
+  "party": {"type": "string"},
+  "amount": {"type": "integer"},
+  "items": {"type": "array", "x-fixpoint-key": "name", "items": {"type": "object",
+    "properties": {"name": {"type": "string"}, "hq": {"type": "object", "properties": {"country": {"type": "string"}}, "required": ["country"]}}, "required": ["name"]}}},
+  "required": ["party", "amount", "items"], "additionalProperties": false}`
+	schema, err := validate.Compile([]byte(nested))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{"amount": 1200}`, 2: `{"items": [{"name": "Acme Ltd"}, {"name": "Acme KK", "hq": {}}]}`}
+	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}, {"name": "Acme KK", "hq": {"country": "Japan"}}]}`
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, func(j *repair.Job) { j.Schema, j.SchemaRaw = schema, []byte(nested) }), nil)
 	sent := drive(t, m, byChunk(first, nil, repaired))
 	msg := sent[len(sent)-1].Messages[0].Content
 	if !strings.Contains(msg, "Acme KK (Japan)") || strings.Contains(msg, "1200 euros") || !strings.Contains(msg, "only part 3 (code points 209 to 293) of 3") {
@@ -576,6 +588,55 @@ func TestRepairSendsTheChunkOfAnItem(t *testing.T) {
 	}
 	if res := m.Result(); res.Status != fixpoint.StatusValid {
 		t.Errorf("status %s: %s", res.Status, res.Error)
+	}
+}
+
+// TestChunkItemKeepsItsRequired: a list item that lacks a property its
+// schema requires goes back to its chunk's conversation at once, with the
+// chunk's text, where the model fills it in; the merged value is valid
+// with no repair. A root property the chunk lacks is still no error.
+func TestChunkItemKeepsItsRequired(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{"amount": 1200}`, 2: `{"items": [{"name": "Acme Ltd"}, {"country": "Japan"}]}`}
+	again := map[int]string{2: `{"items": [{"name": "Acme Ltd"}, {"name": "Acme KK", "country": "Japan"}]}`}
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	sent := drive(t, m, byChunk(first, again, ""))
+	var retries []string
+	for _, req := range sent {
+		if partOf(req) < 0 {
+			t.Errorf("a request of no chunk was sent (a repair): %q", req.Messages[0].Content)
+		}
+		if len(req.Messages) > 1 {
+			retries = append(retries, fmt.Sprintf("part %d: %s", partOf(req)+1, req.Messages[len(req.Messages)-1].Content))
+		}
+	}
+	if len(retries) != 1 || !strings.Contains(retries[0], "part 3: ") || !strings.Contains(retries[0], `/items/1/name: missing required property "name"`) {
+		t.Errorf("retries %q, want part 3's alone, naming /items/1/name", retries)
+	}
+	res := m.Result()
+	want := `{"amount":1200,"items":[{"name":"Acme Ltd"},{"country":"Japan","name":"Acme KK"}],"party":"Acme GmbH"}`
+	if res.Status != fixpoint.StatusValid || string(res.Value) != want {
+		t.Errorf("status %s, value %s (%s), want valid %s", res.Status, res.Value, res.Error, want)
+	}
+}
+
+// TestInvalidChunkDropsAnIncompleteItem: a chunk that ends invalid gives
+// the merge no list item that lacks a required property, whether its
+// reply left it out or an error's place took it: the item goes whole, and
+// what else the chunk read is merged.
+func TestInvalidChunkDropsAnIncompleteItem(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{
+		0: `{"party": "Acme GmbH"}`,
+		1: `{"amount": 1200}`,
+		2: `{"items": [{"name": 7, "country": "UK"}, {"country": "France"}, {"name": "Acme KK", "country": "Japan"}, {"country": 3}]}`,
+	}
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, nil), nil)
+	drive(t, m, byChunk(first, nil, ""))
+	res := m.Result()
+	want := `{"amount":1200,"items":[{"country":"Japan","name":"Acme KK"}],"party":"Acme GmbH"}`
+	if res.Status != fixpoint.StatusValid || string(res.Value) != want {
+		t.Errorf("status %s, value %s (%s), want valid %s", res.Status, res.Value, res.Error, want)
 	}
 }
 

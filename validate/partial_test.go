@@ -189,3 +189,67 @@ func TestPartialOnce(t *testing.T) {
 		t.Fatalf("nil schema: %v, %v", p, err)
 	}
 }
+
+// TestPartialItems: a list item keeps its own required properties (also
+// through a $ref and the branches of an allOf), while the root, an
+// object that is no list item, and what lies inside an item stay relaxed;
+// every other check is Partial's.
+func TestPartialItems(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name          string
+		schema, value string
+		want          []string // "path keyword" of PartialItems
+		partial       []string // of Partial, for contrast
+	}{
+		{
+			name:    "an item lacks a field, the root lacks one",
+			schema:  `{"type":"object","required":["provider","subsidiaries"],"properties":{"provider":{"type":"string"},"subsidiaries":{"type":"array","items":{"type":"object","required":["name","country"],"properties":{"name":{"type":"string"},"country":{"type":"string","minLength":2}}}}}}`,
+			value:   `{"subsidiaries":[{"name":"Acme","country":"DE"},{"country":"F"},{"name":"X"}]}`,
+			want:    []string{"/subsidiaries/1/country minLength", "/subsidiaries/1/name required", "/subsidiaries/2/country required"},
+			partial: []string{"/subsidiaries/1/country minLength"},
+		},
+		{
+			name:    "an item through a $ref and an allOf",
+			schema:  `{"$defs":{"sub":{"type":"object","allOf":[{"required":["share"]}],"required":["name"],"properties":{"name":{"type":"string"},"share":{"type":"number"}}}},"type":"object","properties":{"subs":{"type":"array","items":{"$ref":"#/$defs/sub"}}}}`,
+			value:   `{"subs":[{"share":3},{"name":"A"},{"name":"B","share":4}]}`,
+			want:    []string{"/subs/0/name required", "/subs/1/share required"},
+			partial: nil,
+		},
+		{
+			name:    "inside an item stays relaxed",
+			schema:  `{"type":"object","properties":{"sections":{"type":"array","items":{"type":"object","required":["title"],"properties":{"title":{"type":"string"},"head":{"type":"object","required":["date"]},"clauses":{"type":"array","items":{"type":"object","required":["number"]}}}}}}}`,
+			value:   `{"sections":[{"title":"1","head":{},"clauses":[{"number":1},{}]}]}`,
+			want:    []string{"/sections/0/clauses/1/number required"},
+			partial: nil,
+		},
+		{
+			name:    "an object that is no list item stays relaxed",
+			schema:  `{"type":"object","properties":{"party":{"type":"object","required":["name","role"]},"tags":{"type":"array","items":{"type":"string"}}}}`,
+			value:   `{"party":{"name":"Acme"},"tags":["a"]}`,
+			want:    nil,
+			partial: nil,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCompile(t, c.schema)
+			items, err := s.PartialItems()
+			if err != nil {
+				t.Fatalf("PartialItems: %v", err)
+			}
+			p, err := s.Partial()
+			if err != nil {
+				t.Fatalf("Partial: %v", err)
+			}
+			v := mustDecode(t, c.value)
+			if got := keywordsOf(items, v); strings.Join(got, ", ") != strings.Join(c.want, ", ") {
+				t.Errorf("PartialItems: errors %q, want %q", got, c.want)
+			}
+			if got := keywordsOf(p, v); strings.Join(got, ", ") != strings.Join(c.partial, ", ") {
+				t.Errorf("Partial: errors %q, want %q", got, c.partial)
+			}
+		})
+	}
+}

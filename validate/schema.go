@@ -83,6 +83,11 @@ type Schema struct {
 	partialOnce sync.Once
 	partial     *Schema
 	partialErr  error
+	// partialItems is the partial schema whose list items keep their
+	// required (see PartialItems), built the first time it is asked for.
+	partialItemsOnce sync.Once
+	partialItems     *Schema
+	partialItemsErr  error
 	// keys holds the "x-fixpoint-key" of each subschema that has one, by
 	// its pointer (see Wants.Key), read the first time a Reader asks.
 	keysOnce sync.Once
