@@ -119,3 +119,26 @@ func TestGroundedMergeFromLedgerRows(t *testing.T) {
 		t.Errorf("resumed repair request\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestInvalidChunkDropsWhatItsEvidenceRefuses: under require, a chunk
+// whose replies the schema refused to the end was never graded; what its
+// errors leave is graded against its text, and what that refuses goes
+// too: an invented root value, and a list item whose invented name went
+// (it then lacks its required name). What the chunk read right is merged.
+func TestInvalidChunkDropsWhatItsEvidenceRefuses(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{
+		0: `{"party": "Acme GmbH"}`,
+		1: `{"amount": 1200}`,
+		2: `{"party": "Zorro Holdings", "amount": "twelve", "items": [{"name": "Acme Ltd", "country": "UK"}, {"name": "Invented Co", "country": "Japan"}, {"name": "Acme KK", "country": "Japan"}]}`,
+	}
+	m := startDoc(t, agreementJob(t, fixpoint.StrategyParallel, func(j *repair.Job) {
+		j.Evidence, j.Source, j.Exempt = fixpoint.EvidenceRequire, evidence.New(j.Document), evidence.Exempt(j.SchemaRaw)
+	}), nil)
+	drive(t, m, byChunk(first, nil, ""))
+	res := m.Result()
+	want := `{"amount":1200,"items":[{"country":"UK","name":"Acme Ltd"},{"country":"Japan","name":"Acme KK"}],"party":"Acme GmbH"}`
+	if res.Status != fixpoint.StatusValid || string(res.Value) != want {
+		t.Errorf("status %s, value %s (%s), want valid %s", res.Status, res.Value, res.Error, want)
+	}
+}

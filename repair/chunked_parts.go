@@ -148,10 +148,11 @@ func (m *chunked) partsText(parts []int) (string, string) {
 
 // contribution is what chunk unit u gives the merge: its valid value, or,
 // for a parallel chunk that ended invalid, its last value with every
-// place an error names left out, when what is left passes the chunk's
-// checks (the schema it was checked against, then its evidence). What
-// the model read right in a chunk is not lost for one wrong field; what
-// it got wrong is not merged. false when u gives nothing.
+// place an error names left out, and then every place the chunk's checks
+// (the schema it was checked against, then its evidence) name in what is
+// left, until it passes them. What the model read right in a chunk is
+// not lost for one wrong field; what it got wrong is not merged. false
+// when u gives nothing.
 func (m *chunked) contribution(u *unit) (any, bool) {
 	if b, ok := u.value(); ok {
 		v, err := decodeValue(b)
@@ -173,26 +174,35 @@ func (m *chunked) contribution(u *unit) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, false
-	}
-	if c := validate.Check(m.check, string(b)); !c.Valid {
-		// A list item whose wrong field went now lacks it, which the
-		// chunk's check requires of an item (validate.PartialItems): the
-		// item goes whole, and the overlap or another chunk lists it.
-		if v, ok = pruned(v, c.Errors); !ok {
+	// What is left is checked again, and what those checks name goes
+	// too, a few rounds: a list item whose wrong field went now lacks
+	// it, which the chunk's check requires of an item
+	// (validate.PartialItems), so the item goes whole; and a reply the
+	// schema refused was never graded, so its evidence errors (an
+	// invented date) show only now.
+	for range contributionRounds {
+		b, err := json.Marshal(v)
+		if err != nil {
 			return nil, false
 		}
-		if b, err = json.Marshal(v); err != nil || !validate.Check(m.check, string(b)).Valid {
+		errs := validate.Check(m.check, string(b)).Errors
+		if len(errs) == 0 {
+			if errs = u.step.job.Checks().Check(v).Errors; len(errs) == 0 {
+				return v, true
+			}
+		}
+		if v, ok = pruned(v, errs); !ok {
 			return nil, false
 		}
 	}
-	if t := u.step.job.Checks().Check(v); len(t.Errors) > 0 {
-		return nil, false
-	}
-	return v, true
+	return nil, false
 }
+
+// contributionRounds is how many times what is left of an invalid
+// chunk's value is checked and pruned again before it is given up: the
+// schema, then the evidence, then the schema again (an item whose name
+// was ungrounded lacks it), and once more to see it pass.
+const contributionRounds = 4
 
 // pruned is v without the places errs name, without an item of a list
 // left empty by that, and without an item of a list that lacks a
