@@ -16,7 +16,11 @@ import (
 // with under smart validation (not Limits.Strict): the chunk's value is
 // checked with required relaxed, and the model is told so, lest it fill
 // a required property its part of the document does not hold.
-const PartNote = "You are given one part of a longer document. Your value may leave out any property, required or not, that neither this part nor a value so far given with it states: the other parts are read in other requests. An item of a list holds every property its schema requires: leave out an item this part does not show whole. Never invent a value the text does not state."
+const PartNote = "You are given one part of a longer document. Your value may leave out any property, required or not, that neither this part nor a value so far given with it states: the other parts are read in other requests. Never invent a value the text does not state."
+
+// ItemNote follows PartNote under parallel, whose chunk's value is
+// checked with its list items' required kept (validate.PartialItems).
+const ItemNote = "An item of a list holds every property its schema requires: leave out an item this part does not show whole."
 
 // chunked runs the parallel and sequential strategies: one conversation
 // (a Step) per chunk, all at once or one after another; then the merge of
@@ -131,10 +135,18 @@ func (m *chunked) setUp() error {
 	m.check = job.Schema
 	system := m.cfg.SystemFunc(job).Text()
 	if !m.lim.Strict {
-		if m.check, err = job.Schema.PartialItems(); err != nil {
+		// A parallel chunk's list items are the ones its text holds,
+		// with their fields (validate.PartialItems); a sequential
+		// reply writes back every item the chunks before it read,
+		// whose fields this chunk's text does not hold.
+		partial, note := job.Schema.Partial, PartNote
+		if m.lim.Strategy == fixpoint.StrategyParallel {
+			partial, note = job.Schema.PartialItems, PartNote+" "+ItemNote
+		}
+		if m.check, err = partial(); err != nil {
 			return fmt.Errorf("%w: job %s: the schema with required relaxed, for checking a chunk's value: %w", fixpoint.ErrBadJob, job.ID, err)
 		}
-		system += "\n\n" + PartNote
+		system += "\n\n" + note
 	}
 	m.chunkSystem = fixpoint.NewPrompt(system)
 	return nil

@@ -133,7 +133,7 @@ func TestParallelSendsEveryChunkAtOnce(t *testing.T) {
 		if partOf(req) != n || !strings.HasSuffix(msg, "Extract the party, the amount and the subsidiaries.") {
 			t.Errorf("request %d: part %d, message %q", n, partOf(req), msg)
 		}
-		if !strings.HasSuffix(req.System, repair.PartNote) || !strings.Contains(req.System, fixpoint.SchemaMarkerOpen) {
+		if !strings.HasSuffix(req.System, repair.PartNote+" "+repair.ItemNote) || !strings.Contains(req.System, fixpoint.SchemaMarkerOpen) {
 			t.Errorf("request %d: the system prompt is not the job's with the part note: %q", n, req.System)
 		}
 	}
@@ -656,5 +656,30 @@ func TestInvalidChunkGivesWhatItGotRight(t *testing.T) {
 	want := `{"amount":1200,"items":[{"name":"Acme Ltd"},{"country":"Japan","name":"Acme KK"}],"party":"Acme GmbH"}`
 	if res.Status != fixpoint.StatusValid || string(res.Value) != want {
 		t.Errorf("status %s, value %s (%s), want valid %s", res.Status, res.Value, res.Error, want)
+	}
+}
+
+// TestSequentialItemsStayRelaxed: a sequential reply writes back every
+// item the chunks before it read, whose fields its own chunk does not
+// hold, so its list items' required stay relaxed: an item without its
+// name is no error of the chunk (and its prompt says nothing of items),
+// and goes to the repair of the final value.
+func TestSequentialItemsStayRelaxed(t *testing.T) {
+	t.Parallel()
+	first := map[int]string{0: `{"party": "Acme GmbH"}`, 1: `{"party": "Acme GmbH", "amount": 1200}`,
+		2: `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}, {"country": "Japan"}]}`}
+	repaired := `{"party": "Acme GmbH", "amount": 1200, "items": [{"name": "Acme Ltd"}, {"name": "Acme KK", "country": "Japan"}]}`
+	m := startDoc(t, agreementJob(t, fixpoint.StrategySequential, nil), nil)
+	sent := drive(t, m, byChunk(first, nil, repaired))
+	for _, req := range sent {
+		if n := partOf(req); n >= 0 && (len(req.Messages) > 1 || strings.Contains(req.System, repair.ItemNote)) {
+			t.Errorf("part %d: %d messages, system prompt %q; want one message and no item note", n+1, len(req.Messages), req.System)
+		}
+	}
+	if last := sent[len(sent)-1]; partOf(last) >= 0 {
+		t.Errorf("the last request is of part %d, want the repair", partOf(last)+1)
+	}
+	if res := m.Result(); res.Status != fixpoint.StatusValid || string(res.Value) != `{"amount":1200,"items":[{"name":"Acme Ltd"},{"country":"Japan","name":"Acme KK"}],"party":"Acme GmbH"}` {
+		t.Errorf("status %s, value %s (%s)", res.Status, res.Value, res.Error)
 	}
 }
