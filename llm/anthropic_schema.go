@@ -1,10 +1,7 @@
 package llm
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/fixpoint-dev/fixpoint/extract"
@@ -61,34 +58,15 @@ const (
 // for a forced tool, as before. Every instance of the result satisfies
 // the original schema minus the dropped keywords.
 func anthropicSchema(schema json.RawMessage) (json.RawMessage, []string, bool, error) {
-	dec := json.NewDecoder(bytes.NewReader(schema))
-	dec.UseNumber()
-	var root any
-	if err := dec.Decode(&root); err != nil {
-		return nil, nil, false, fmt.Errorf("decode schema: %w", err)
+	optional, unions := 0, 0
+	out, dropped, ok, err := subsetSchema(schema, func(root map[string]any) bool { return !recursive(root) },
+		func(s map[string]any, ptr string, dropped *[]string) {
+			o, u := anthropicNode(s, ptr, dropped)
+			optional, unions = optional+o, unions+u
+		})
+	if err != nil || !ok || optional > anthropicMaxOptional || unions > anthropicMaxUnions {
+		return schema, nil, false, err
 	}
-	obj, ok := root.(map[string]any)
-	if !ok || recursive(obj) {
-		return schema, nil, false, nil
-	}
-	var dropped []string
-	deep, optional, unions := false, 0, 0
-	subschema.Walk(obj, func(n subschema.Node) bool {
-		if deep = deep || n.Depth > maxStrictDepth; deep {
-			return false
-		}
-		o, u := anthropicNode(n.Object(), n.Ptr, &dropped)
-		optional, unions = optional+o, unions+u
-		return true
-	})
-	if deep || optional > anthropicMaxOptional || unions > anthropicMaxUnions {
-		return schema, nil, false, nil
-	}
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("encode schema: %w", err)
-	}
-	sort.Strings(dropped)
 	return out, dropped, true, nil
 }
 
@@ -97,13 +75,7 @@ func anthropicSchema(schema json.RawMessage) (json.RawMessage, []string, bool, e
 // its optional properties and unions (anyOf, a list of types) for the
 // complexity limits. Its subschemas are the walk's.
 func anthropicNode(s map[string]any, ptr string, dropped *[]string) (optional, unions int) {
-	if one, ok := s["oneOf"]; ok {
-		delete(s, "oneOf")
-		*dropped = append(*dropped, ptr+"/oneOf")
-		if _, has := s["anyOf"]; !has {
-			s["anyOf"] = one // every oneOf instance is an anyOf instance
-		}
-	}
+	oneOfAsAnyOf(s, ptr, dropped)
 	for k, v := range s {
 		drop := false
 		switch {
@@ -131,14 +103,7 @@ func anthropicNode(s map[string]any, ptr string, dropped *[]string) (optional, u
 			*dropped = append(*dropped, ptr+"/"+extract.PointerToken(k))
 		}
 	}
-	props, hasProps := s["properties"].(map[string]any)
-	if s["type"] == "object" || hasProps {
-		if ap, ok := s["additionalProperties"]; !ok || ap != false {
-			if ok {
-				*dropped = append(*dropped, ptr+"/additionalProperties")
-			}
-			s["additionalProperties"] = false
-		}
+	if props, ok := closeObject(s, ptr, dropped); ok {
 		req, _ := s["required"].([]any)
 		optional = len(props)
 		for _, r := range req {

@@ -50,6 +50,16 @@ var strictFormats = map[string]bool{
 // (subschema.Walk): a $ref is sent as written, never followed, so a schema
 // that refers to itself is walked once.
 func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, error) {
+	return subsetSchema(schema, func(root map[string]any) bool { return root["type"] == "object" }, strictNode)
+}
+
+// subsetSchema cuts schema to a provider's subset: node rewrites each
+// schema object in place (subschema.Walk reads its subschemas after it,
+// so a keyword it drops is not walked), appending the pointers of what
+// it drops or changes. The result holds those pointers sorted. ok is
+// false, and schema comes back as given, when its root is not an object
+// that keep takes, or when a subschema lies deeper than maxStrictDepth.
+func subsetSchema(schema json.RawMessage, keep func(root map[string]any) bool, node func(s map[string]any, ptr string, dropped *[]string)) (json.RawMessage, []string, bool, error) {
 	dec := json.NewDecoder(bytes.NewReader(schema))
 	dec.UseNumber()
 	var root any
@@ -57,7 +67,7 @@ func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, erro
 		return nil, nil, false, fmt.Errorf("decode schema: %w", err)
 	}
 	obj, ok := root.(map[string]any)
-	if !ok || obj["type"] != "object" {
+	if !ok || !keep(obj) {
 		return schema, nil, false, nil
 	}
 	var dropped []string
@@ -66,7 +76,7 @@ func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, erro
 		if deep = deep || n.Depth > maxStrictDepth; deep {
 			return false
 		}
-		strictNode(n.Object(), n.Ptr, &dropped)
+		node(n.Object(), n.Ptr, &dropped)
 		return true
 	})
 	if deep {
@@ -80,18 +90,42 @@ func strictSchema(schema json.RawMessage) (json.RawMessage, []string, bool, erro
 	return out, dropped, true, nil
 }
 
+// oneOfAsAnyOf replaces s's oneOf, which neither provider's subset
+// takes, by an anyOf (every oneOf instance is an anyOf instance) unless s
+// has one.
+func oneOfAsAnyOf(s map[string]any, ptr string, dropped *[]string) {
+	if one, ok := s["oneOf"]; ok {
+		delete(s, "oneOf")
+		*dropped = append(*dropped, ptr+"/oneOf")
+		if _, has := s["anyOf"]; !has {
+			s["anyOf"] = one
+		}
+	}
+}
+
+// closeObject sets additionalProperties false on s when it is an object
+// schema, as both providers' subsets want, and returns its properties;
+// ok is false for a schema of another kind.
+func closeObject(s map[string]any, ptr string, dropped *[]string) (props map[string]any, ok bool) {
+	props, hasProps := s["properties"].(map[string]any)
+	if s["type"] != "object" && !hasProps {
+		return nil, false
+	}
+	if ap, ok := s["additionalProperties"]; !ok || ap != false {
+		if ok {
+			*dropped = append(*dropped, ptr+"/additionalProperties")
+		}
+		s["additionalProperties"] = false
+	}
+	return props, true
+}
+
 // strictNode makes the schema object s, found at ptr, strict-compatible in
 // place, appending the pointers of what it drops or changes to dropped. It
 // leaves its subschemas to the walk, which reads them after: a keyword it
 // drops is not walked.
 func strictNode(s map[string]any, ptr string, dropped *[]string) {
-	if one, ok := s["oneOf"]; ok {
-		delete(s, "oneOf")
-		*dropped = append(*dropped, ptr+"/oneOf")
-		if _, has := s["anyOf"]; !has {
-			s["anyOf"] = one // every oneOf instance is an anyOf instance
-		}
-	}
+	oneOfAsAnyOf(s, ptr, dropped)
 	for k, v := range s {
 		switch {
 		case strings.HasPrefix(k, localKeywordPrefix):
@@ -111,14 +145,7 @@ func strictNode(s map[string]any, ptr string, dropped *[]string) {
 			}
 		}
 	}
-	props, hasProps := s["properties"].(map[string]any)
-	if s["type"] == "object" || hasProps {
-		if ap, ok := s["additionalProperties"]; !ok || ap != false {
-			if ok {
-				*dropped = append(*dropped, ptr+"/additionalProperties")
-			}
-			s["additionalProperties"] = false
-		}
+	if props, ok := closeObject(s, ptr, dropped); ok {
 		names := make([]string, 0, len(props))
 		for name := range props {
 			names = append(names, name)
