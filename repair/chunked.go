@@ -190,10 +190,16 @@ func (m *chunked) replay() {
 		return
 	}
 	m.remerge(mergeAt)
-	mg := *mergeAt
-	m.merged = &mg
-	if mergeAt.Valid {
-		m.finishValid(mergeAt.Value)
+	m.resumeAfterMerge(*mergeAt, repairs)
+}
+
+// resumeAfterMerge goes on from a, the merged value's attempt (a copy):
+// the job ends valid on it, or the repair of its value starts, or goes on
+// from repairs, the repair's attempts of an earlier run.
+func (m *chunked) resumeAfterMerge(a fixpoint.Attempt, repairs []fixpoint.Attempt) {
+	m.merged = &a
+	if a.Valid {
+		m.finishValid(a.Value)
 		return
 	}
 	m.startRepair(repairs)

@@ -179,14 +179,8 @@ func (m *chunked) afterMergeCall(fallback *fixpoint.Attempt, repairs []fixpoint.
 		// No attempt: the call was never made (the job stopped first).
 		m.finishWith(bm.u, "")
 		return
-	case a.Valid:
-		mg := *a
-		m.merged = &mg
-		m.finishValid(a.Value)
-		return
-	case mergeReplyValue(a):
-		mg := *a
-		m.merged = &mg
+	case a.Valid || mergeReplyValue(a):
+		m.resumeAfterMerge(*a, repairs)
 	default:
 		bm.fellBack = fmt.Sprintf("The merge by model %s gave no value (%s)", m.lim.MergeModel, cmp.Or(a.Class, "no reply"))
 		if fallback != nil {
@@ -200,16 +194,7 @@ func (m *chunked) afterMergeCall(fallback *fixpoint.Attempt, repairs []fixpoint.
 			fallback = m.mergeAttempt(value, bm.conflicts)
 			m.res.Attempts = append(m.res.Attempts, *fallback)
 		}
-		mg := *fallback
-		m.merged = &mg
-		if fallback.Valid {
-			m.finishValid(fallback.Value)
-			return
-		}
-	}
-	m.startRepair(repairs)
-	if m.repair.ended {
-		m.finishRepair()
+		m.resumeAfterMerge(*fallback, repairs)
 	}
 }
 
