@@ -202,12 +202,21 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 			rep.OutputTokens = m.MeanTokensOut / m.MeanAttempts
 		}
 	}
-	in := rep.InputTokens * rep.Attempts * float64(rep.Jobs)
-	out := rep.OutputTokens * rep.Attempts * float64(rep.Jobs)
-	rep.Tokens = in + out
+	rep.price(cfg, prices, mergeIn, mergeValues)
+	return rep, nil
+}
+
+// price estimates the report's tokens and cost from its per-attempt
+// figures, at the delivery's price basis, with the merge calls (mergeIn:
+// their input besides the values, mergeValues: the chunk values they
+// read) at the merge model's price.
+func (rep *DryRunReport) price(cfg Config, prices repair.Prices, mergeIn, mergeValues float64) {
 	if prices == nil {
 		prices = repair.DefaultPrices()
 	}
+	in := rep.InputTokens * rep.Attempts * float64(rep.Jobs)
+	out := rep.OutputTokens * rep.Attempts * float64(rep.Jobs)
+	rep.Tokens = in + out
 	_, rep.PriceKnown = prices.Lookup(cfg.Model)
 	basis := fixpoint.PriceBasisRealtime
 	switch cfg.Delivery {
@@ -231,7 +240,6 @@ func DryRun(ctx context.Context, ledger DryRunLedger, cfg Config, data io.Reader
 		rep.Tokens += rep.MergeTokens
 		rep.CostUSD += rep.MergeCostUSD
 	}
-	return rep, nil
 }
 
 // chunkCalls estimates the calls of a job under a document strategy whose
