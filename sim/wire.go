@@ -134,6 +134,19 @@ type oaRequest struct {
 	ServiceTier string `json:"service_tier"`
 }
 
+// serviceTier reads an OpenAI request's service_tier: whether it asks for
+// the flex tier, or the error OpenAI answers a tier it has not.
+func serviceTier(tier string) (flex bool, bad *apiError) {
+	switch tier {
+	case "", "auto", "default":
+		return false, nil
+	case "flex":
+		return true, nil
+	}
+	return false, &apiError{status: 400, typ: "invalid_request_error", param: "service_tier",
+		msg: fmt.Sprintf("Invalid value: '%s'. Supported values are: 'auto', 'default', and 'flex'.", tier)}
+}
+
 func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
 	var in oaRequest
 	if err := decodeStrict(body, &in); err != nil {
@@ -149,13 +162,9 @@ func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
 		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "stream", msg: "the simulator does not stream"}
 	}
 	r := &chatReq{provider: "openai", model: in.Model, user: in.User, cacheKey: in.PromptCacheKey}
-	switch in.ServiceTier {
-	case "", "auto", "default":
-	case "flex":
-		r.flex = true
-	default:
-		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "service_tier",
-			msg: fmt.Sprintf("Invalid value: '%s'. Supported values are: 'auto', 'default', and 'flex'.", in.ServiceTier)}
+	var bad *apiError
+	if r.flex, bad = serviceTier(in.ServiceTier); bad != nil {
+		return nil, bad
 	}
 	switch in.PromptCacheRetention {
 	case "", "in_memory":
