@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -115,6 +116,7 @@ func docSteps(in []stepInput) []*docStep {
 	}
 	steps := make([]*docStep, len(in))
 	turn := 0
+	passes := chunkPasses{}
 	for i, s := range in {
 		if s.Kind == "" {
 			continue
@@ -125,6 +127,9 @@ func docSteps(in []stepInput) []*docStep {
 			st.Label = "Chunk"
 			if s.Chunk != nil {
 				st.Label = "Chunk " + strconv.Itoa(s.Chunk.N)
+				if k := passes.of(s.Chunk); k > 0 {
+					st.Label += ", list pass " + strconv.Itoa(k)
+				}
 			}
 		case fixpoint.StepMerge:
 			st.Label = "Merge"
@@ -141,6 +146,23 @@ func docSteps(in []stepInput) []*docStep {
 		steps[i] = st
 	}
 	return steps
+}
+
+// chunkPasses tells a chunk's list passes apart from its own attempts:
+// the ledger keeps a pass as a chunk attempt whose range starts later in
+// the chunk (repair/chunked_passes.go), after the chunk's own. It holds,
+// by chunk number, the starts seen, the chunk's own first.
+type chunkPasses map[int][]int
+
+// of is the list pass an attempt over ref is of, 1 for the first; 0 for
+// the chunk's own attempts.
+func (p chunkPasses) of(ref *fixpoint.ChunkRef) int {
+	starts := p[ref.N]
+	if i := slices.Index(starts, ref.Start); i >= 0 {
+		return i
+	}
+	p[ref.N] = append(starts, ref.Start)
+	return len(starts)
 }
 
 // requestToolResults adds the tool turns of a request (a JSON array of

@@ -159,3 +159,19 @@ func TestWordCuts(t *testing.T) {
 		}
 	}
 }
+
+// A list pass is a chunk attempt that starts later in its chunk than the
+// chunk's own: the page names it so, and numbers a chunk's passes.
+func TestDocStepsListPasses(t *testing.T) {
+	t.Parallel()
+	chunk := func(n, start int) stepInput {
+		return stepInput{Kind: fixpoint.StepChunk, Chunk: &fixpoint.ChunkRef{N: n, Start: start, End: start + 500}}
+	}
+	steps := docSteps([]stepInput{chunk(0, 0), chunk(1, 400), chunk(0, 0), chunk(0, 250), chunk(1, 700), chunk(0, 390), chunk(0, 250)})
+	want := []string{"Chunk 0", "Chunk 1", "Chunk 0", "Chunk 0, list pass 1", "Chunk 1, list pass 1", "Chunk 0, list pass 2", "Chunk 0, list pass 1"}
+	for i, st := range steps {
+		if st.Label != want[i] {
+			t.Errorf("step %d: %q, want %q", i, st.Label, want[i])
+		}
+	}
+}
