@@ -134,17 +134,27 @@ type oaRequest struct {
 	ServiceTier string `json:"service_tier"`
 }
 
-// serviceTier reads an OpenAI request's service_tier: whether it asks for
-// the flex tier, or the error OpenAI answers a tier it has not.
-func serviceTier(tier string) (flex bool, bad *apiError) {
+// serveOptions reads how an OpenAI request asks to be served: its
+// service_tier (flex, or the default tier) and its prompt cache's
+// retention, answering a value OpenAI has not as OpenAI does.
+func (r *chatReq) serveOptions(tier, retention string) *apiError {
 	switch tier {
 	case "", "auto", "default":
-		return false, nil
 	case "flex":
-		return true, nil
+		r.flex = true
+	default:
+		return &apiError{status: 400, typ: "invalid_request_error", param: "service_tier",
+			msg: fmt.Sprintf("Invalid value: '%s'. Supported values are: 'auto', 'default', and 'flex'.", tier)}
 	}
-	return false, &apiError{status: 400, typ: "invalid_request_error", param: "service_tier",
-		msg: fmt.Sprintf("Invalid value: '%s'. Supported values are: 'auto', 'default', and 'flex'.", tier)}
+	switch retention {
+	case "", "in_memory":
+	case "24h":
+		r.cacheTTL = 24 * time.Hour
+	default:
+		return &apiError{status: 400, typ: "invalid_request_error", param: "prompt_cache_retention",
+			msg: fmt.Sprintf("Invalid value: '%s'. Supported values are: 'in_memory' and '24h'.", retention)}
+	}
+	return nil
 }
 
 func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
@@ -162,17 +172,8 @@ func parseOpenAI(body []byte, texts *textCache) (*chatReq, *apiError) {
 		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "stream", msg: "the simulator does not stream"}
 	}
 	r := &chatReq{provider: "openai", model: in.Model, user: in.User, cacheKey: in.PromptCacheKey}
-	var bad *apiError
-	if r.flex, bad = serviceTier(in.ServiceTier); bad != nil {
+	if bad := r.serveOptions(in.ServiceTier, in.PromptCacheRetention); bad != nil {
 		return nil, bad
-	}
-	switch in.PromptCacheRetention {
-	case "", "in_memory":
-	case "24h":
-		r.cacheTTL = 24 * time.Hour
-	default:
-		return nil, &apiError{status: 400, typ: "invalid_request_error", param: "prompt_cache_retention",
-			msg: fmt.Sprintf("Invalid value: '%s'. Supported values are: 'in_memory' and '24h'.", in.PromptCacheRetention)}
 	}
 	agent := false
 	for _, t := range in.Tools {
